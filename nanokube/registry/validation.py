@@ -1,0 +1,266 @@
+"""Field errors and the shared validation rules of apimachinery.
+
+Errors carry upstream's reason, message and field path so a 422 reads exactly
+as kube-apiserver's: `Pod "x" is invalid: spec.containers[0].name: Required value`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import orjson
+
+
+@dataclass(slots=True)
+class FieldError:
+    reason: str  # FieldValueRequired, FieldValueInvalid, ...
+    field: str
+    detail: str = ""
+    value: Any = None
+    has_value: bool = False
+
+    @property
+    def message(self) -> str:
+        """The cause message upstream returns (without the field path)."""
+        base = _REASON_TEXT[self.reason]
+        if self.has_value:
+            base = f"{base}: {_render(self.value)}"
+        return f"{base}: {self.detail}" if self.detail else base
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}" if self.field else self.message
+
+
+_REASON_TEXT = {
+    "FieldValueRequired": "Required value",
+    "FieldValueInvalid": "Invalid value",
+    "FieldValueNotSupported": "Unsupported value",
+    "FieldValueDuplicate": "Duplicate value",
+    "FieldValueForbidden": "Forbidden",
+    "FieldValueTooLong": "Too long",
+    "FieldValueTooMany": "Too many",
+    "FieldValueTypeInvalid": "Invalid value",
+    "InternalError": "Internal error",
+}
+
+
+def _render(v: Any) -> str:
+    if isinstance(v, str):
+        return orjson.dumps(v).decode()
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return "null"
+    if isinstance(v, (int, float)):
+        return str(v)
+    return orjson.dumps(v).decode()
+
+
+def required(field: str, detail: str = "") -> FieldError:
+    return FieldError("FieldValueRequired", field, detail)
+
+
+def invalid(field: str, value: Any, detail: str) -> FieldError:
+    return FieldError("FieldValueInvalid", field, detail, value, True)
+
+
+def forbidden(field: str, detail: str) -> FieldError:
+    return FieldError("FieldValueForbidden", field, detail)
+
+
+def duplicate(field: str, value: Any) -> FieldError:
+    return FieldError("FieldValueDuplicate", field, "", value, True)
+
+
+def not_supported(field: str, value: Any, supported: Iterable[str]) -> FieldError:
+    opts = ", ".join(orjson.dumps(s).decode() for s in supported)
+    return FieldError("FieldValueNotSupported", field, f"supported values: {opts}", value, True)
+
+
+def too_many(field: str, actual: int, limit: int) -> FieldError:
+    return FieldError("FieldValueTooMany", field, f"must have at most {limit} items", actual, True)
+
+
+def too_long(field: str, limit: int) -> FieldError:
+    return FieldError("FieldValueTooLong", field, f"may not be more than {limit} bytes")
+
+
+def immutable(field: str, value: Any) -> FieldError:
+    return invalid(field, value, "field is immutable")
+
+
+# --- names ---------------------------------------------------------------
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def dns1123_label(value: str) -> list[str]:
+    errs = []
+    if len(value) > 63:
+        errs.append("must be no more than 63 characters")
+    if not _DNS1123_LABEL.match(value):
+        errs.append(
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+            "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+            "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+        )
+    return errs
+
+
+def dns1123_subdomain(value: str) -> list[str]:
+    errs = []
+    if len(value) > 253:
+        errs.append("must be no more than 253 characters")
+    if not _DNS1123_SUBDOMAIN.match(value):
+        errs.append(
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+            "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+            "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+        )
+    return errs
+
+
+def dns1035_label(value: str) -> list[str]:
+    errs = []
+    if len(value) > 63:
+        errs.append("must be no more than 63 characters")
+    if not _DNS1035_LABEL.match(value):
+        errs.append(
+            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+            "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', "
+            "regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
+        )
+    return errs
+
+
+def qualified_name(value: str) -> list[str]:
+    """Label and annotation keys: optional DNS subdomain prefix, '/', name part."""
+    parts = value.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            return ["prefix part must be non-empty"]
+        errs = [f"prefix part {e}" for e in dns1123_subdomain(prefix)]
+        if errs:
+            return errs
+    else:
+        return [
+            "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
+            "with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
+            "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix "
+            "and '/' (e.g. 'example.com/MyName')"
+        ]
+    if not name:
+        return ["name part must be non-empty"]
+    errs = []
+    if len(name) > 63:
+        errs.append("name part must be no more than 63 characters")
+    if not _QUALIFIED_NAME.match(name):
+        errs.append(
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+            "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+            "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+        )
+    return errs
+
+
+def label_value(value: str) -> list[str]:
+    errs = []
+    if len(value) > 63:
+        errs.append("must be no more than 63 characters")
+    if not _LABEL_VALUE.match(value):
+        errs.append(
+            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and "
+            "must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', "
+            "regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+        )
+    return errs
+
+
+def validate_labels(labels: Any, path: str) -> list[FieldError]:
+    errs: list[FieldError] = []
+    for k, v in (labels or {}).items():
+        for msg in qualified_name(k):
+            errs.append(invalid(path, k, msg))
+        if not isinstance(v, str):
+            errs.append(invalid(f"{path}.{k}", v, "must be a string"))
+            continue
+        for msg in label_value(v):
+            errs.append(invalid(path, v, msg))
+    return errs
+
+
+def validate_annotations(annotations: Any, path: str) -> list[FieldError]:
+    errs: list[FieldError] = []
+    total = 0
+    for k, v in (annotations or {}).items():
+        for msg in qualified_name(k.lower()):
+            errs.append(invalid(path, k, msg))
+        total += len(k) + len(v or "")
+    if total > 256 * 1024:
+        errs.append(too_long(path, 256 * 1024))
+    return errs
+
+
+NameValidator = Any  # callable(str) -> list[str]
+
+
+def validate_object_meta(
+    meta: dict, namespaced: bool, name_fn=dns1123_subdomain, path: str = "metadata"
+) -> list[FieldError]:
+    errs: list[FieldError] = []
+    name = meta.get("name")
+    if not name and not meta.get("generateName"):
+        errs.append(required(f"{path}.name", "name or generateName is required"))
+    elif name:
+        for msg in name_fn(name):
+            errs.append(invalid(f"{path}.name", name, msg))
+    gen = meta.get("generateName")
+    if gen and not name:
+        for msg in name_fn(gen.rstrip("-") or gen):
+            errs.append(invalid(f"{path}.generateName", gen, msg))
+    ns = meta.get("namespace")
+    if namespaced:
+        if not ns:
+            errs.append(required(f"{path}.namespace"))
+        else:
+            for msg in dns1123_label(ns):
+                errs.append(invalid(f"{path}.namespace", ns, msg))
+    elif ns:
+        errs.append(forbidden(f"{path}.namespace", "not allowed on this type"))
+    errs += validate_labels(meta.get("labels"), f"{path}.labels")
+    errs += validate_annotations(meta.get("annotations"), f"{path}.annotations")
+    for i, ref in enumerate(meta.get("ownerReferences") or []):
+        p = f"{path}.ownerReferences[{i}]"
+        for f in ("apiVersion", "kind", "name", "uid"):
+            if not ref.get(f):
+                errs.append(required(f"{p}.{f}", f"{f} must not be empty" if f != "uid" else "uid must not be empty"))
+    controllers = [r for r in meta.get("ownerReferences") or [] if r.get("controller")]
+    if len(controllers) > 1:
+        errs.append(invalid(f"{path}.ownerReferences", meta["ownerReferences"], "Only one reference can have Controller set to true"))
+    for i, fin in enumerate(meta.get("finalizers") or []):
+        for msg in qualified_name(fin):
+            errs.append(invalid(f"{path}.finalizers[{i}]", fin, msg))
+    return errs
+
+
+def validate_object_meta_update(new: dict, old: dict, path: str = "metadata") -> list[FieldError]:
+    errs: list[FieldError] = []
+    for f in ("name", "namespace", "uid", "creationTimestamp"):
+        if new.get(f) != old.get(f) and not (f == "creationTimestamp" and not new.get(f)):
+            errs.append(immutable(f"{path}.{f}", new.get(f)))
+    if old.get("deletionTimestamp") and new.get("deletionTimestamp") != old.get("deletionTimestamp"):
+        errs.append(immutable(f"{path}.deletionTimestamp", new.get("deletionTimestamp")))
+    if old.get("deletionTimestamp"):
+        added = set(new.get("finalizers") or []) - set(old.get("finalizers") or [])
+        if added:
+            errs.append(forbidden(f"{path}.finalizers", f"no new finalizers can be added if the object is being deleted, found new finalizers {sorted(added)!r}".replace("'", '"')))
+    return errs

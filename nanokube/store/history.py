@@ -1,0 +1,74 @@
+"""In-process change stream shared by the local backends (memory, SQLite).
+
+Keeps a bounded window of recent events so a watcher can resume from a recent
+revision, and fans every new event out to live subscribers in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+from collections import deque
+from typing import AsyncIterator
+
+from .interface import Compacted, Event
+
+_CLOSED = object()
+
+
+class History:
+    def __init__(self, start_revision: int, window: int = 100_000):
+        self._events: deque[Event] = deque()
+        self._revs: deque[int] = deque()
+        self._window = window
+        self._compacted = start_revision
+        self._subscribers: set[asyncio.Queue] = set()
+
+    @property
+    def compacted_revision(self) -> int:
+        return self._compacted
+
+    def append(self, event: Event) -> None:
+        self._events.append(event)
+        self._revs.append(event.revision)
+        if len(self._events) > self._window:
+            self._compacted = self._revs[0]
+            self._events.popleft()
+            self._revs.popleft()
+        for q in self._subscribers:
+            q.put_nowait(event)
+
+    def compact(self, revision: int) -> None:
+        while self._revs and self._revs[0] <= revision:
+            self._events.popleft()
+            self._revs.popleft()
+        self._compacted = max(self._compacted, revision)
+
+    def since(self, revision: int) -> list[Event]:
+        if revision < self._compacted:
+            raise Compacted(revision, self._compacted)
+        i = bisect.bisect_right(self._revs, revision)
+        return list(self._events)[i:] if i < len(self._events) else []
+
+    async def watch(self, from_revision: int) -> AsyncIterator[Event]:
+        backlog = self.since(from_revision)
+        q: asyncio.Queue = asyncio.Queue()
+        self._subscribers.add(q)
+        try:
+            last = from_revision
+            for ev in backlog:
+                last = ev.revision
+                yield ev
+            while True:
+                ev = await q.get()
+                if ev is _CLOSED:
+                    return
+                if ev.revision > last:
+                    last = ev.revision
+                    yield ev
+        finally:
+            self._subscribers.discard(q)
+
+    def close(self) -> None:
+        for q in self._subscribers:
+            q.put_nowait(_CLOSED)

@@ -1,0 +1,144 @@
+"""The revisioned key-value store every backend implements.
+
+Modelled on etcd v3: one global, monotonic revision shared by all keys; every
+write bumps it; each key remembers the revision that created it and the one
+that last modified it. Values are opaque bytes (the object's JSON at its storage
+version). The API server keeps `resourceVersion` out of stored values and sets
+it from `mod_revision` on read.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import AsyncIterator
+
+PUT = "PUT"
+DELETE = "DELETE"
+
+
+@dataclass(frozen=True, slots=True)
+class KV:
+    key: str
+    value: bytes
+    create_revision: int
+    mod_revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One change. For DELETE, `kv.value` is the last value and `kv.mod_revision`
+    the revision of the deletion; `prev` is the state before the change."""
+
+    type: str
+    kv: KV
+    prev: KV | None
+
+    @property
+    def revision(self) -> int:
+        return self.kv.mod_revision
+
+
+class StoreError(Exception):
+    pass
+
+
+class KeyExists(StoreError):
+    def __init__(self, key: str):
+        super().__init__(f"key exists: {key}")
+        self.key = key
+
+
+class KeyNotFound(StoreError):
+    def __init__(self, key: str):
+        super().__init__(f"key not found: {key}")
+        self.key = key
+
+
+class RevisionMismatch(StoreError):
+    """A conditional write lost the race; `current` is what is there now."""
+
+    def __init__(self, key: str, current: KV | None):
+        super().__init__(f"revision mismatch on {key}")
+        self.key = key
+        self.current = current
+
+
+class Compacted(StoreError):
+    """The requested revision is older than the oldest one still kept."""
+
+    def __init__(self, requested: int, compacted: int):
+        super().__init__(f"revision {requested} compacted (oldest kept {compacted})")
+        self.requested = requested
+        self.compacted = compacted
+
+
+class Unavailable(StoreError):
+    pass
+
+
+class Store(abc.ABC):
+    """Async interface; implementations must be safe to call from one event loop."""
+
+    @abc.abstractmethod
+    async def start(self) -> None: ...
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+    @abc.abstractmethod
+    async def get(self, key: str) -> KV | None: ...
+
+    @abc.abstractmethod
+    async def list(self, prefix: str) -> tuple[list[KV], int]:
+        """All keys under `prefix`, sorted by key, and the store revision they reflect."""
+
+    @abc.abstractmethod
+    async def create(self, key: str, value: bytes) -> KV:
+        """Raises KeyExists."""
+
+    @abc.abstractmethod
+    async def update(self, key: str, value: bytes, expected_mod_revision: int) -> KV:
+        """Compare-and-swap on mod_revision. Raises KeyNotFound or RevisionMismatch."""
+
+    @abc.abstractmethod
+    async def delete(self, key: str, expected_mod_revision: int | None = None) -> KV:
+        """Returns the deleted KV with mod_revision set to the deletion revision.
+        Raises KeyNotFound or RevisionMismatch."""
+
+    @abc.abstractmethod
+    async def current_revision(self) -> int: ...
+
+    @abc.abstractmethod
+    def watch(self, from_revision: int) -> AsyncIterator[Event]:
+        """Every event with revision > from_revision, in revision order, across all
+        keys, then live events until the iterator is closed. Raises Compacted when
+        from_revision is older than what is kept."""
+
+    @abc.abstractmethod
+    async def compact(self, revision: int) -> None:
+        """Forget history at or below `revision` (current values stay)."""
+
+    @property
+    @abc.abstractmethod
+    def compacted_revision(self) -> int: ...
+
+
+def open_store(url: str, data_dir: str | None = None) -> Store:
+    """`sqlite` (in data_dir), `sqlite:///path/to.db`, `memory`, or
+    `etcd://host:port[,host:port...]`."""
+    if url == "memory":
+        from .memory import MemoryStore
+
+        return MemoryStore()
+    if url == "sqlite" or url.startswith("sqlite://"):
+        from .sqlite import SQLiteStore
+        import os
+
+        path = url[len("sqlite://"):] if url.startswith("sqlite://") else os.path.join(data_dir or ".", "state.db")
+        return SQLiteStore(path)
+    if url.startswith("etcd://"):
+        from .etcd import EtcdStore
+
+        return EtcdStore(url[len("etcd://"):].split(","))
+    raise ValueError(f"unknown store {url!r}: expected sqlite, memory or etcd://HOST:PORT[,HOST:PORT...]")
