@@ -1,0 +1,214 @@
+import asyncio
+import os
+import shutil
+
+import orjson
+import pytest
+from aiohttp import web
+
+from nanokube.apiserver import openapi
+from nanokube.registry.base import Resource
+
+RESOURCES = [
+    Resource("", "pods", "Pod", ["v1"], True, subresources=("status", "binding", "eviction", "log")),
+    Resource("apps", "deployments", "Deployment", ["v1"], True, subresources=("status", "scale")),
+    Resource("scheduling.k8s.io", "podgroups", "PodGroup", ["v1beta1"], True, subresources=("status",)),
+    Resource("resource.k8s.io", "resourceclaims", "ResourceClaim", ["v1"], True, subresources=("status",)),
+    Resource("scheduling.k8s.io", "priorityclasses", "PriorityClass", ["v1"], False),
+]
+GVK = "x-kubernetes-group-version-kind"
+
+
+def v2() -> dict:
+    return orjson.loads(openapi.build_v2(RESOURCES))
+
+
+def v3(group: str, version: str) -> dict:
+    return orjson.loads(openapi.build_v3_doc(RESOURCES, group, version))
+
+
+def test_v2_header_and_cached_bytes():
+    doc = v2()
+    assert doc["swagger"] == "2.0"
+    assert doc["info"] == {"title": "Kubernetes", "version": "v1.37.0"}
+    assert openapi.build_v2(RESOURCES) is openapi.build_v2(list(RESOURCES))
+
+
+def test_v2_definitions_are_openapi_not_json_schema():
+    defs = v2()["definitions"]
+    pod = defs["io.k8s.api.core.v1.Pod"]
+    assert pod["type"] == "object"
+    assert pod["properties"]["spec"]["$ref"] == "#/definitions/io.k8s.api.core.v1.PodSpec"
+    assert "enum" not in pod["properties"]["apiVersion"]
+    assert pod[GVK] == [{"group": "", "kind": "Pod", "version": "v1"}]
+    containers = defs["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"]
+    assert containers["type"] == "array"
+    assert containers["x-kubernetes-patch-merge-key"] == "name"
+    assert containers["items"] == {"$ref": "#/definitions/io.k8s.api.core.v1.Container"}
+    assert defs["io.k8s.api.core.v1.Container"]["required"] == ["name"]
+    assert defs["io.k8s.apimachinery.pkg.util.intstr.IntOrString"]["format"] == "int-or-string"
+    assert defs["io.k8s.apimachinery.pkg.api.resource.Quantity"]["type"] == "string"
+    assert "$defs" not in openapi.build_v2(RESOURCES).decode()
+
+
+def test_v2_definitions_are_the_reachable_closure():
+    defs = v2()["definitions"]
+    assert "io.k8s.api.apps.v1.DeploymentList" in defs
+    assert "io.k8s.api.autoscaling.v1.Scale" in defs
+    assert "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" in defs
+    assert "io.k8s.api.batch.v1.Job" not in defs
+    text = openapi.build_v2(RESOURCES).decode()
+    for ref in {s.split('"')[0] for s in text.split('"$ref":"#/definitions/')[1:]}:
+        assert ref in defs
+
+
+def test_v2_paths_and_operations():
+    paths = v2()["paths"]
+    item = paths["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]
+    assert set(item) == {"get", "put", "patch", "delete", "parameters"}
+    assert item["patch"]["x-kubernetes-action"] == "patch"
+    assert item["patch"][GVK] == {"group": "apps", "kind": "Deployment", "version": "v1"}
+    assert item["patch"]["operationId"] == "patchAppsV1NamespacedDeployment"
+    assert "application/strategic-merge-patch+json" in item["patch"]["consumes"]
+    names = {p["name"] for p in item["patch"]["parameters"]}
+    assert {"body", "fieldValidation", "fieldManager", "dryRun", "force"} <= names
+    scale = paths["/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale"]
+    assert scale["put"][GVK] == {"group": "autoscaling", "kind": "Scale", "version": "v1"}
+    assert paths["/api/v1/pods"]["get"]["operationId"] == "listCoreV1PodForAllNamespaces"
+    assert paths["/api/v1/namespaces/{namespace}/pods/{name}/binding"]["post"][GVK]["kind"] == "Binding"
+    assert "/apis/scheduling.k8s.io/v1/priorityclasses/{name}" in paths
+    assert paths["/apis/scheduling.k8s.io/v1/watch/priorityclasses"]["get"]["x-kubernetes-action"] == "watchlist"
+
+
+def test_v2_honours_verbs():
+    rs = [Resource("", "bindings", "Binding", ["v1"], True, verbs=("create",))]
+    paths = orjson.loads(openapi.build_v2(rs))["paths"]
+    assert set(paths) == {"/api/v1/namespaces/{namespace}/bindings"}
+    assert set(paths["/api/v1/namespaces/{namespace}/bindings"]) == {"post", "parameters"}
+
+
+def test_v3_index_points_at_each_group_version_with_its_hash():
+    index = orjson.loads(openapi.build_v3_index(RESOURCES))["paths"]
+    assert set(index) == {"api/v1", "apis/apps/v1", "apis/scheduling.k8s.io/v1beta1",
+                          "apis/scheduling.k8s.io/v1", "apis/resource.k8s.io/v1"}
+    url = index["apis/apps/v1"]["serverRelativeURL"]
+    body, digest = openapi.v3_documents(RESOURCES)["apis/apps/v1"]
+    assert url == f"/openapi/v3/apis/apps/v1?hash={digest}"
+    assert openapi.build_v3_doc(RESOURCES, "apps", "v1") == body
+    assert openapi.build_v3_doc(RESOURCES, "batch", "v1") is None
+
+
+def test_v3_doc_schemas_and_paths():
+    doc = v3("scheduling.k8s.io", "v1beta1")
+    assert doc["openapi"].startswith("3.0")
+    schemas = doc["components"]["schemas"]
+    pg = schemas["io.k8s.api.scheduling.v1beta1.PodGroup"]
+    assert pg[GVK] == [{"group": "scheduling.k8s.io", "kind": "PodGroup", "version": "v1beta1"}]
+    assert pg["properties"]["spec"]["$ref"] == "#/components/schemas/io.k8s.api.scheduling.v1beta1.PodGroupSpec"
+    assert "io.k8s.api.core.v1.Pod" not in schemas
+    patch = doc["paths"]["/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups/{name}"]["patch"]
+    assert {"name": "fieldValidation", "in": "query"}.items() <= patch["parameters"][2].items()
+    assert "application/apply-patch+yaml" in patch["requestBody"]["content"]
+    assert "/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups/{name}/status" in doc["paths"]
+
+
+def test_v3_int_or_string_and_quantity():
+    schemas = v3("apps", "v1")["components"]["schemas"]
+    ios = schemas["io.k8s.apimachinery.pkg.util.intstr.IntOrString"]
+    assert ios["x-kubernetes-int-or-string"] is True and ios["format"] == "int-or-string"
+    assert ios["oneOf"] == [{"type": "integer"}, {"type": "string"}] and "type" not in ios
+    assert schemas["io.k8s.apimachinery.pkg.api.resource.Quantity"]["oneOf"] == [{"type": "string"}, {"type": "number"}]
+
+
+# --- real kubectl against a minimal server serving the documents ----------------
+
+
+def _discovery_app() -> web.Application:
+    gvs: dict[str, list[Resource]] = {}
+    for r in RESOURCES:
+        for v in r.versions:
+            gvs.setdefault(r.api_version(v), []).append(r)
+
+    def resource_list(gv: str) -> dict:
+        return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": [
+            {"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind,
+             "verbs": list(r.verbs)} for r in gvs[gv]]}
+
+    async def handle(req: web.Request) -> web.Response:
+        path = req.path.strip("/")
+        if path == "api":
+            body = {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
+        elif path == "apis":
+            groups: dict[str, list[str]] = {}
+            for gv in gvs:
+                if "/" in gv:
+                    g, v = gv.split("/")
+                    groups.setdefault(g, []).append(v)
+            body = {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+                {"name": g, "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in vs],
+                 "preferredVersion": {"groupVersion": f"{g}/{vs[0]}", "version": vs[0]}} for g, vs in groups.items()]}
+        elif path in ("api/v1",) or path.startswith("apis/") and path[5:] in gvs:
+            body = resource_list(path[4:] if path.startswith("api/") else path[5:])
+        elif path == "openapi/v2":
+            return web.Response(body=openapi.build_v2(RESOURCES), content_type="application/json")
+        elif path == "openapi/v3":
+            return web.Response(body=openapi.build_v3_index(RESOURCES), content_type="application/json")
+        elif path.startswith("openapi/v3/"):
+            entry = openapi.v3_documents(RESOURCES).get(path[len("openapi/v3/"):])
+            if entry is None:
+                raise web.HTTPNotFound()
+            return web.Response(body=entry[0], content_type="application/json")
+        else:
+            raise web.HTTPNotFound()
+        return web.Response(body=orjson.dumps(body), content_type="application/json")
+
+    app = web.Application()
+    app.router.add_route("GET", "/{tail:.*}", handle)
+    return app
+
+
+@pytest.fixture
+async def kubectl(tmp_path):
+    if not shutil.which("kubectl"):
+        pytest.skip("kubectl not on PATH")
+    runner = web.AppRunner(_discovery_app())
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    cfg = tmp_path / "kubeconfig"
+    cfg.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+        f"clusters: [{{name: t, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
+        "contexts: [{name: t, context: {cluster: t, user: u}}]\nusers: [{name: u, user: {}}]\n")
+    env = dict(os.environ, KUBECONFIG=str(cfg), HOME=str(tmp_path))
+
+    async def run(*args: str) -> tuple[int, str]:
+        proc = await asyncio.create_subprocess_exec(
+            "kubectl", "--cache-dir", str(tmp_path / "cache"), *args, env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        out, _ = await proc.communicate()
+        return proc.returncode, out.decode()
+
+    yield run
+    await runner.cleanup()
+
+
+async def test_kubectl_explain_podgroup_spec_via_v3(kubectl):
+    rc, out = await kubectl("explain", "podgroup.spec")
+    assert rc == 0, out
+    assert "GROUP:      scheduling.k8s.io" in out
+    assert "KIND:       PodGroup" in out
+    assert "VERSION:    v1beta1" in out
+    assert "FIELD: spec <PodGroupSpec>" in out
+    assert "schedulingPolicy" in out
+
+
+async def test_kubectl_explain_nested_field_and_recursive(kubectl):
+    rc, out = await kubectl("explain", "deployment.spec.strategy.rollingUpdate.maxSurge")
+    assert rc == 0, out
+    assert "FIELD: maxSurge <IntOrString>" in out
+    rc, out = await kubectl("explain", "pods.spec.containers", "--recursive")
+    assert rc == 0, out
+    assert "resources\t<ResourceRequirements>" in out
+
