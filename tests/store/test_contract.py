@@ -1,0 +1,210 @@
+"""The behaviour every Store backend must share (memory, SQLite, etcd)."""
+
+from __future__ import annotations
+
+import pytest
+
+from nanokube.store.interface import DELETE, PUT, Compacted, KeyExists, KeyNotFound, RevisionMismatch, Unavailable
+
+
+async def test_create_then_get(store, prefix):
+    before = await store.current_revision()
+    kv = await store.create(prefix + "a", b"one")
+    assert kv.key == prefix + "a" and kv.value == b"one"
+    assert kv.create_revision == kv.mod_revision > before
+    assert await store.get(prefix + "a") == kv
+    assert await store.get(prefix + "missing") is None
+
+
+async def test_create_existing_raises_key_exists(store, prefix):
+    await store.create(prefix + "a", b"one")
+    with pytest.raises(KeyExists) as err:
+        await store.create(prefix + "a", b"two")
+    assert err.value.key == prefix + "a"
+    assert (await store.get(prefix + "a")).value == b"one"
+
+
+async def test_update_compare_and_swap(store, prefix):
+    first = await store.create(prefix + "a", b"one")
+    second = await store.update(prefix + "a", b"two", first.mod_revision)
+    assert second.value == b"two"
+    assert second.create_revision == first.create_revision
+    assert second.mod_revision > first.mod_revision
+    assert await store.get(prefix + "a") == second
+
+
+async def test_update_stale_revision_carries_current(store, prefix):
+    first = await store.create(prefix + "a", b"one")
+    second = await store.update(prefix + "a", b"two", first.mod_revision)
+    with pytest.raises(RevisionMismatch) as err:
+        await store.update(prefix + "a", b"three", first.mod_revision)
+    assert err.value.current == second
+    assert await store.get(prefix + "a") == second
+
+
+async def test_update_missing_raises_key_not_found(store, prefix):
+    with pytest.raises(KeyNotFound):
+        await store.update(prefix + "nope", b"x", 0)
+    with pytest.raises(KeyNotFound):
+        await store.update(prefix + "nope", b"x", 1)
+    assert await store.get(prefix + "nope") is None
+
+
+async def test_delete_returns_last_value_at_deletion_revision(store, prefix):
+    kv = await store.create(prefix + "a", b"one")
+    gone = await store.delete(prefix + "a")
+    assert gone.key == prefix + "a" and gone.value == b"one"
+    assert gone.create_revision == kv.create_revision
+    assert gone.mod_revision > kv.mod_revision
+    assert gone.mod_revision == await store.current_revision()
+    assert await store.get(prefix + "a") is None
+    with pytest.raises(KeyNotFound):
+        await store.delete(prefix + "a")
+
+
+async def test_conditional_delete(store, prefix):
+    first = await store.create(prefix + "a", b"one")
+    second = await store.update(prefix + "a", b"two", first.mod_revision)
+    with pytest.raises(RevisionMismatch) as err:
+        await store.delete(prefix + "a", first.mod_revision)
+    assert err.value.current == second
+    gone = await store.delete(prefix + "a", second.mod_revision)
+    assert gone.value == b"two"
+    assert await store.get(prefix + "a") is None
+
+
+async def test_revisions_are_global_and_monotonic(store, prefix):
+    revs = [(await store.create(prefix + k, b"v")).mod_revision for k in ("b", "a", "c")]
+    a = await store.get(prefix + "a")
+    revs.append((await store.update(prefix + "a", b"w", a.mod_revision)).mod_revision)
+    revs.append((await store.delete(prefix + "b")).mod_revision)
+    revs.append((await store.create(prefix + "b", b"again")).mod_revision)
+    assert revs == sorted(set(revs))
+    assert await store.current_revision() == revs[-1]
+    assert (await store.get(prefix + "b")).create_revision == revs[-1]
+
+
+async def test_list_by_prefix_sorted(store, prefix):
+    for name in ("ns/c", "ns/a", "ns/b", "ns0", "nsx/a", "other"):
+        await store.create(prefix + name, name.encode())
+    await store.delete(prefix + "ns/b")
+    kvs, rev = await store.list(prefix + "ns/")
+    assert [kv.key for kv in kvs] == [prefix + "ns/a", prefix + "ns/c"]
+    assert [kv.value for kv in kvs] == [b"ns/a", b"ns/c"]
+    assert rev == await store.current_revision()
+    everything, _ = await store.list(prefix)
+    assert [kv.key for kv in everything] == [prefix + n for n in ("ns/a", "ns/c", "ns0", "nsx/a", "other")]
+
+
+async def test_watch_replays_backlog_then_live_events(store, prefix):
+    start = await store.current_revision()
+    a1 = await store.create(prefix + "a", b"a1")
+    a2 = await store.update(prefix + "a", b"a2", a1.mod_revision)
+    b1 = await store.create(prefix + "b", b"b1")
+    a_gone = await store.delete(prefix + "a")
+    watch = store.watch(start)
+    try:
+        backlog = [await anext(watch) for _ in range(4)]
+        assert [(e.type, e.kv, e.prev) for e in backlog] == [
+            (PUT, a1, None),
+            (PUT, a2, a1),
+            (PUT, b1, None),
+            (DELETE, a_gone, a2),
+        ]
+        assert [e.revision for e in backlog] == [a1.mod_revision, a2.mod_revision, b1.mod_revision, a_gone.mod_revision]
+        b2 = await store.update(prefix + "b", b"b2", b1.mod_revision)
+        c1 = await store.create(prefix + "c", b"c1")
+        live = [await anext(watch), await anext(watch)]
+        assert [(e.type, e.kv, e.prev) for e in live] == [(PUT, b2, b1), (PUT, c1, None)]
+    finally:
+        await watch.aclose()
+
+
+async def test_watch_from_now_sees_only_later_events(store, prefix):
+    await store.create(prefix + "old", b"x")
+    watch = store.watch(await store.current_revision())
+    try:
+        new = await store.create(prefix + "new", b"y")
+        event = await anext(watch)
+        assert (event.type, event.kv) == (PUT, new)
+    finally:
+        await watch.aclose()
+
+
+async def test_watch_ends_when_store_closes(store, prefix):
+    first = await store.create(prefix + "a", b"x")
+    watch = store.watch(first.mod_revision - 1)
+    assert (await anext(watch)).kv == first
+    await store.close()
+    with pytest.raises(StopAsyncIteration):
+        await anext(watch)
+
+
+async def test_watch_from_compacted_revision_raises(backend, store, prefix):
+    a1 = await store.create(prefix + "a", b"1")
+    a2 = await store.update(prefix + "a", b"2", a1.mod_revision)
+    a3 = await store.update(prefix + "a", b"3", a2.mod_revision)
+    await store.compact(a2.mod_revision)
+    assert store.compacted_revision >= a2.mod_revision
+    assert await store.get(prefix + "a") == a3
+    with pytest.raises(Compacted) as err:
+        await anext(store.watch(a1.mod_revision))
+    assert err.value.compacted >= a2.mod_revision
+    watch = store.watch(a2.mod_revision)
+    try:
+        event = await anext(watch)
+        assert (event.kv, event.prev) == (a3, a2)
+    finally:
+        await watch.aclose()
+    if backend.durable:
+        reopened = await backend.reopen(store)
+        with pytest.raises(Compacted):
+            await anext(reopened.watch(a1.mod_revision - 1))
+
+
+async def test_revisions_continue_after_reopen(backend, store, prefix):
+    if not backend.durable:
+        pytest.skip("the memory store keeps nothing across reopen")
+    kept = await store.create(prefix + "kept", b"k")
+    await store.create(prefix + "gone", b"g")
+    last = (await store.delete(prefix + "gone")).mod_revision
+    store = await backend.reopen(store)
+    assert await store.current_revision() == last
+    assert await store.get(prefix + "kept") == kept
+    assert await store.get(prefix + "gone") is None
+    assert (await store.create(prefix + "next", b"n")).mod_revision == last + 1
+
+
+async def test_etcd_fails_over_to_next_endpoint(etcd_server, prefix):
+    from nanokube.store.etcd import EtcdStore
+
+    dead = f"127.0.0.1:{_unused_port()}"
+    store = EtcdStore([dead, etcd_server.endpoint])
+    await store.start()
+    try:
+        kv = await store.create(prefix + "a", b"x")
+        assert await store.get(prefix + "a") == kv
+        watch = store.watch(kv.mod_revision - 1)
+        assert (await anext(watch)).kv == kv
+        await watch.aclose()
+    finally:
+        await store.close()
+
+
+async def test_etcd_without_any_endpoint_is_unavailable():
+    from nanokube.store.etcd import EtcdStore
+
+    store = EtcdStore([f"127.0.0.1:{_unused_port()}", f"127.0.0.1:{_unused_port()}"])
+    try:
+        with pytest.raises(Unavailable):
+            await store.start()
+    finally:
+        await store.close()
+
+
+def _unused_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
