@@ -94,6 +94,19 @@ def _grpc_error(body: bytes) -> tuple[int, str]:
     return int(code), str(err.get("message") or err.get("error") or err)
 
 
+class _EtcdError(StoreError):
+    """An error status etcd itself reported (gRPC code and message)."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(f"etcd error {code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class _NotServed(StoreError):
+    """The gateway does not serve this API path (wrong version prefix)."""
+
+
 class EtcdStore(Store):
     def __init__(self, endpoints: list[str], request_timeout: float = 30.0) -> None:
         self.endpoints = [e if "://" in e else f"http://{e}" for e in (x.strip() for x in endpoints) if e]
@@ -320,16 +333,3 @@ class EtcdStore(Store):
                     event = _event(raw)
                     after = event.revision
                     yield event
-
-
-class _EtcdError(StoreError):
-    """An error status etcd itself reported (gRPC code and message)."""
-
-    def __init__(self, code: int, message: str):
-        super().__init__(f"etcd error {code}: {message}")
-        self.code = code
-        self.message = message
-
-
-class _NotServed(StoreError):
-    """The gateway does not serve this API path (wrong version prefix)."""

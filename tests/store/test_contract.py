@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import socket
+
+import aiohttp
 import pytest
+from aiohttp import web
 
 from nanokube.store.interface import DELETE, PUT, Compacted, KeyExists, KeyNotFound, RevisionMismatch, Unavailable
 
@@ -202,9 +207,102 @@ async def test_etcd_without_any_endpoint_is_unavailable():
         await store.close()
 
 
-def _unused_port() -> int:
-    import socket
+async def test_etcd_watch_resumes_on_next_endpoint_when_stream_breaks(etcd_server, prefix):
+    from nanokube.store.etcd import EtcdStore
 
+    proxy = _TcpProxy(etcd_server.client_port)
+    await proxy.start()
+    watcher = EtcdStore([f"127.0.0.1:{proxy.port}", etcd_server.endpoint])
+    writer = EtcdStore([etcd_server.endpoint])
+    await watcher.start()
+    await writer.start()
+    try:
+        first = await writer.create(prefix + "a", b"1")
+        watch = watcher.watch(first.mod_revision - 1)
+        assert (await anext(watch)).kv == first
+        await proxy.cut()
+        second = await writer.update(prefix + "a", b"2", first.mod_revision)
+        third = await writer.create(prefix + "b", b"3")
+        resumed = [await anext(watch), await anext(watch)]
+        assert [(e.kv, e.prev) for e in resumed] == [(second, first), (third, None)]
+        await watch.aclose()
+    finally:
+        await watcher.close()
+        await writer.close()
+        await proxy.cut()
+
+
+async def test_etcd_falls_back_to_v3beta_gateway(etcd_server, prefix):
+    """etcd 3.3 (Ubuntu 22.04's package) serves the gateway under /v3beta only."""
+    from nanokube.store.etcd import EtcdStore
+
+    seen: list[str] = []
+
+    async def forward(request: web.Request) -> web.Response:
+        seen.append(request.path)
+        url = f"http://{etcd_server.endpoint}/v3/{request.match_info['rest']}"
+        async with aiohttp.ClientSession() as session, session.post(url, data=await request.read()) as resp:
+            return web.Response(status=resp.status, body=await resp.read(), content_type="application/json")
+
+    app = web.Application()
+    app.router.add_post("/v3beta/{rest:.*}", forward)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    store = EtcdStore([f"127.0.0.1:{port}"])
+    try:
+        await store.start()
+        kv = await store.create(prefix + "a", b"x")
+        assert await store.get(prefix + "a") == kv
+        assert seen and all(path.startswith("/v3beta/") for path in seen)
+    finally:
+        await store.close()
+        await runner.cleanup()
+
+
+class _TcpProxy:
+    """Forwards loopback TCP to a port until `cut`, which drops every
+    connection and stops accepting new ones."""
+
+    def __init__(self, target_port: int):
+        self.target_port = target_port
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._writers: list[asyncio.StreamWriter] = []
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        self._writers += [writer, up_writer]
+        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+
+    @staticmethod
+    async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+    async def cut(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+        for writer in self._writers:
+            writer.transport.abort()
+        self._writers.clear()
+
+
+def _unused_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
