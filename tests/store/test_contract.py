@@ -250,7 +250,7 @@ async def test_etcd_falls_back_to_v3beta_gateway(etcd_server, prefix):
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]
+    port = runner.addresses[0][1]
     store = EtcdStore([f"127.0.0.1:{port}"])
     try:
         await store.start()
