@@ -1,0 +1,363 @@
+"""Decoding checks: what the API server's JSON decoder rejects before any
+semantic validation runs.
+
+Upstream decodes a request body into Go structs. A value of the wrong JSON type
+cannot be stored and fails the request (400, `... cannot be handled as a Pod:
+json: cannot unmarshal ...`); a field the struct does not have is an *unknown
+field*: dropped always, and reported according to `fieldValidation`. When the
+client sends no `fieldValidation` the server uses `Warn` (one
+`unknown field "spec.foo"` warning each); kubectl sends `Strict` by default
+(`--validate=strict`), which turns them into a 400 `strict decoding error`;
+`Ignore` drops them silently. Null is accepted everywhere and means unset.
+
+A schema is compiled once into a tree of closures (cached per definition), so
+the per-request cost is one walk of the object. Paths are built only when
+something is wrong.
+"""
+
+from __future__ import annotations
+
+import binascii
+import functools
+import re
+from typing import Any, Callable
+
+from nanokube import schema as k8s
+
+_INT32 = (-(2**31), 2**31 - 1)
+_INT64 = (-(2**63), 2**63 - 1)
+_QUANTITY_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+|[KMGTPE]i|[numkMGTPE])?")
+_QUANTITY_MSG = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+_RFC3339_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})")
+_RFC3339 = "2006-01-02T15:04:05Z07:00"
+_B64_ALPHABET = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
+
+#: definitions whose Go type keeps raw JSON of any shape
+_ARBITRARY = frozenset({
+    "io.k8s.apimachinery.pkg.runtime.RawExtension",
+    "io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1",
+    "io.k8s.apimachinery.pkg.apis.meta.v1.Patch",
+})
+_INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
+_QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
+
+# A path is a linked tuple (parent, segment, struct): segment is a field name
+# (str), a list index (int) or a map key (1-tuple); struct is the Go struct
+# name owning a field segment.
+Path = tuple | None
+Checker = Callable[[Any, Path, "_Result"], None]
+
+
+class _Result:
+    __slots__ = ("errors", "unknown", "strict")
+
+    def __init__(self, strict: bool) -> None:
+        self.errors: list[str] = []
+        self.unknown: list[str] = []
+        self.strict = strict
+
+    def mismatch(self, value: Any, go_type: str, path: Path, literal: bool = False) -> None:
+        self.errors.append(_type_error(_json_kind(value, literal), go_type, path))
+
+
+def _json_kind(v: Any, literal: bool) -> str:
+    """How Go's decoder names the offending JSON value."""
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, (int, float)):
+        return f"number {v}" if literal else "number"
+    if isinstance(v, str):
+        return "string"
+    return "array" if isinstance(v, list) else "object"
+
+
+def _type_error(value: str, go_type: str, path: Path) -> str:
+    fields: list[str] = []
+    struct = ""
+    p = path
+    while p is not None:
+        p, seg, owner = p
+        if type(seg) is str:
+            fields.append(seg)
+            struct = struct or owner
+    if not fields:
+        return f"json: cannot unmarshal {value} into Go value of type {go_type}"
+    return f"json: cannot unmarshal {value} into Go struct field {struct}.{'.'.join(reversed(fields))} of type {go_type}"
+
+
+def field_path(path: Path) -> str:
+    """A path as upstream's strict decoder prints it: `spec.containers[0].foo`."""
+    parts: list[str] = []
+    p = path
+    while p is not None:
+        p, seg, _ = p
+        if type(seg) is int:
+            parts.append(f"[{seg}]")
+        else:
+            parts.append(("." if p is not None else "") + (seg if type(seg) is str else str(seg[0])))
+    return "".join(reversed(parts))
+
+
+# --- compilation --------------------------------------------------------------
+
+
+def _go_name(def_name: str) -> str:
+    pkg, _, name = def_name.rpartition(".")
+    return f"{pkg.rpartition('.')[2]}.{name}"
+
+
+def _types(node: dict[str, Any]) -> set[str]:
+    t = node.get("type")
+    if t is None:
+        return set()
+    return {t} if isinstance(t, str) else set(t) - {"null"}
+
+
+class _Compiler:
+    def __init__(self) -> None:
+        self.defs: dict[str, tuple[Checker, str]] = {}
+
+    def ref(self, name: str) -> tuple[Checker, str]:
+        if name not in self.defs:
+            late: list[Checker] = []
+            self.defs[name] = (lambda v, p, r: late[0](v, p, r), _go_name(name))  # recursive types
+            late.append(self.definition(name))
+            self.defs[name] = (late[0], self.defs[name][1])
+        return self.defs[name]
+
+    def definition(self, name: str) -> Checker:
+        if name in _ARBITRARY:
+            return _accept
+        if name == _INT_OR_STRING:
+            return _int_or_string
+        if name == _QUANTITY:
+            return _quantity
+        return self.node(k8s.definitions()[name], _go_name(name))[0]
+
+    def node(self, node: dict[str, Any], struct: str = "") -> tuple[Checker, str]:
+        """A checker for a schema node, and the Go type name errors show for it."""
+        if "$ref" in node:
+            return self.ref(node["$ref"][len(k8s.REF_PREFIX):])
+        if node.get("x-kubernetes-int-or-string"):
+            return _int_or_string, "intstr.IntOrString"
+        types = _types(node)
+        fmt = node.get("format")
+        if types == {"string"}:
+            if fmt == "byte":
+                return _base64, "[]uint8"
+            if fmt == "date-time":
+                return _date_time, "string"
+            return _of_type(str, "string"), "string"
+        if types == {"boolean"}:
+            return _of_type(bool, "bool"), "bool"
+        if types == {"integer"}:
+            go = "int32" if fmt == "int32" else "int64"
+            return _integer(go, _INT32 if fmt == "int32" else _INT64), go
+        if types == {"number"}:
+            return _number, "float64"
+        if types == {"array"}:
+            item, item_go = self.node(node.get("items") or {})
+            return _array(item, "[]" + item_go), "[]" + item_go
+        if types == {"object"}:
+            ap = node.get("additionalProperties")
+            if isinstance(ap, dict):
+                value, value_go = self.node(ap)
+                return _map(value, "map[string]" + value_go), "map[string]" + value_go
+            props = node.get("properties")
+            if props is None and (node.get("x-kubernetes-preserve-unknown-fields") or ap is True):
+                return _accept, "map[string]interface {}"
+            open_ = bool(node.get("x-kubernetes-preserve-unknown-fields"))
+            go = struct or "struct"
+            fields = {k: self.node(v) for k, v in (props or {}).items()}
+            return _object(fields, go.rpartition(".")[2], go, open_), go
+        return _accept, "interface {}"
+
+
+def _accept(v: Any, path: Path, res: _Result) -> None:
+    return None
+
+
+def _of_type(t: type, go: str) -> Checker:
+    def check(v: Any, path: Path, res: _Result) -> None:
+        if type(v) is not t:
+            res.mismatch(v, go, path)
+    check.simple = t  # type: ignore[attr-defined]
+    return check
+
+
+def _integer(go: str, bounds: tuple[int, int]) -> Checker:
+    lo, hi = bounds
+
+    def check(v: Any, path: Path, res: _Result) -> None:
+        if type(v) is int:
+            if not lo <= v <= hi:
+                res.mismatch(v, go, path, literal=True)
+        elif type(v) is float:
+            res.mismatch(v, go, path, literal=True)
+        else:
+            res.mismatch(v, go, path)
+    return check
+
+
+def _number(v: Any, path: Path, res: _Result) -> None:
+    if type(v) is not float and type(v) is not int:
+        res.mismatch(v, "float64", path)
+
+
+def _int_or_string(v: Any, path: Path, res: _Result) -> None:
+    """Upstream's IntOrString decodes a non-string into an int32, so errors name int32."""
+    t = type(v)
+    if t is str or (t is int and _INT32[0] <= v <= _INT32[1]):
+        return
+    res.mismatch(v, "int32", path, literal=t in (int, float))
+
+
+def _quantity(v: Any, path: Path, res: _Result) -> None:
+    t = type(v)
+    if t is str:
+        if _QUANTITY_RE.fullmatch(v.strip()) is None:
+            res.errors.append(_QUANTITY_MSG)
+    elif t is not int and t is not float:
+        res.errors.append(_QUANTITY_MSG)
+
+
+def _date_time(v: Any, path: Path, res: _Result) -> None:
+    if type(v) is not str:
+        res.mismatch(v, "string", path)
+    elif _RFC3339_RE.fullmatch(v) is None:
+        res.errors.append(f'parsing time "{v}" as "{_RFC3339}": cannot parse "{v}" as "2006"')
+
+
+def _base64(v: Any, path: Path, res: _Result) -> None:
+    if type(v) is not str:
+        res.mismatch(v, "[]uint8", path)
+        return
+    try:
+        binascii.a2b_base64(v, strict_mode=True)
+    except binascii.Error:
+        data = v.encode()
+        bad = next((i for i, c in enumerate(data) if c not in _B64_ALPHABET), len(data) - len(data) % 4)
+        res.errors.append(f"illegal base64 data at input byte {bad}")
+
+
+def _array(item: Checker, go: str) -> Checker:
+    simple = getattr(item, "simple", None)
+
+    def check(v: Any, path: Path, res: _Result) -> None:
+        if type(v) is not list:
+            res.mismatch(v, go, path)
+        elif simple is not None:
+            for i, x in enumerate(v):
+                if type(x) is not simple and x is not None:
+                    item(x, (path, i, None), res)
+        else:
+            for i, x in enumerate(v):
+                if x is not None:
+                    item(x, (path, i, None), res)
+    return check
+
+
+def _map(value: Checker, go: str) -> Checker:
+    simple = getattr(value, "simple", None)
+
+    def check(v: Any, path: Path, res: _Result) -> None:
+        if type(v) is not dict:
+            res.mismatch(v, go, path)
+            return
+        for k, x in v.items():
+            if x is not None and type(x) is not simple:
+                value(x, (path, (k,), None), res)
+    return check
+
+
+def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_: bool) -> Checker:
+    simple = {k: c.simple for k, (c, _) in fields.items() if hasattr(c, "simple")}
+    nested = {k: c for k, (c, _) in fields.items()}
+
+    def check(v: Any, path: Path, res: _Result) -> None:
+        if type(v) is not dict:
+            res.mismatch(v, go, path)
+            return
+        for k, x in v.items():
+            t = simple.get(k)
+            if t is not None and (type(x) is t or x is None):
+                continue
+            c = nested.get(k)
+            if c is None:
+                if res.strict and not open_:
+                    res.unknown.append(field_path((path, k, struct)))
+            elif x is not None:
+                c(x, (path, k, struct), res)
+    return check
+
+
+_COMPILER = _Compiler()
+_BY_ID: dict[int, tuple[dict[str, Any], Checker]] = {}
+
+
+@functools.cache
+def _def_names() -> dict[int, str]:
+    return {id(d): n for n, d in k8s.definitions().items()}
+
+
+def compiled(schema: dict[str, Any]) -> Checker:
+    """The checker for a schema: a `$defs` definition (compiled once, by name)
+    or any other structural schema (a CRD's, compiled once per dict)."""
+    entry = _BY_ID.get(id(schema))
+    if entry is None or entry[0] is not schema:
+        name = _def_names().get(id(schema))
+        fn = _COMPILER.ref(name)[0] if name else _COMPILER.node(schema)[0]
+        entry = _BY_ID[id(schema)] = (schema, fn)  # holding the dict keeps its id unique
+    return entry[1]
+
+
+# --- public API ---------------------------------------------------------------
+
+
+def check(obj: dict[str, Any], schema: dict[str, Any], strict: bool) -> tuple[list[str], list[str]]:
+    """(decoding errors, unknown field paths) of `obj` against `schema`.
+
+    `strict` collects unknown fields (fieldValidation Strict or Warn); with
+    Ignore pass False. Errors are in document order; upstream reports the first.
+    """
+    res = _Result(strict)
+    compiled(schema)(obj, None, res)
+    return res.errors, res.unknown
+
+
+def decode_error_message(kind: str, version: str, err: str) -> str:
+    """The message of the 400 a body that cannot be decoded earns."""
+    return f'{kind} in version "{version}" cannot be handled as a {kind}: {err}'
+
+
+def strict_error(unknown: list[str]) -> str:
+    """The decoding error for unknown fields under fieldValidation=Strict."""
+    return "strict decoding error: " + ", ".join(f'unknown field "{p}"' for p in unknown)
+
+
+def unknown_field_warnings(unknown: list[str]) -> list[str]:
+    """One warning text per unknown field under fieldValidation=Warn."""
+    return [f'unknown field "{p}"' for p in unknown]
+
+
+def prune(obj: Any, schema: dict[str, Any]) -> Any:
+    """A copy of `obj` without the fields its schema does not know; shares
+    unchanged subtrees. Upstream drops these whatever fieldValidation says."""
+    node = k8s.resolve(schema) if "$ref" in schema else schema
+    if type(obj) is dict:
+        name = _def_names().get(id(node))
+        if name in _ARBITRARY or name in (_INT_OR_STRING, _QUANTITY):
+            return obj
+        ap = node.get("additionalProperties")
+        if isinstance(ap, dict):
+            return {k: prune(v, ap) for k, v in obj.items()}
+        props = node.get("properties")
+        if props is None and (ap is True or node.get("x-kubernetes-preserve-unknown-fields")
+                              or not _types(node)):
+            return obj
+        keep = node.get("x-kubernetes-preserve-unknown-fields")
+        props = props or {}
+        return {k: prune(v, props[k]) if k in props else v for k, v in obj.items() if keep or k in props}
+    if type(obj) is list and "items" in node:
+        return [prune(x, node["items"]) for x in obj]
+    return obj

@@ -1,0 +1,156 @@
+import copy
+
+import pytest
+
+from nanokube import schema
+from nanokube.apiserver import structural as st
+
+POD = schema.kind_schema("", "v1", "Pod")
+DEPLOYMENT = schema.kind_schema("apps", "v1", "Deployment")
+SECRET = schema.kind_schema("", "v1", "Secret")
+
+
+def pod(**spec) -> dict:
+    base = {"containers": [{"name": "app", "image": "nginx", "ports": [{"containerPort": 80}],
+                            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": 1}}}]}
+    base.update(spec)
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "labels": {"a": "b"}, "creationTimestamp": None}, "spec": base}
+
+
+def test_valid_pod_has_no_errors():
+    assert st.check(pod(), POD, True) == ([], [])
+
+
+def test_type_mismatch_message_matches_upstream_shape():
+    errs, _ = st.check(pod(containers="x"), POD, True)
+    assert errs == ["json: cannot unmarshal string into Go struct field PodSpec.spec.containers of type []v1.Container"]
+    msg = st.decode_error_message("Pod", "v1", errs[0])
+    assert msg.startswith('Pod in version "v1" cannot be handled as a Pod: json: cannot unmarshal string')
+
+
+def test_map_values_and_nested_fields_name_the_field_path_without_indices():
+    obj = pod()
+    obj["metadata"]["labels"] = {"a": 1}
+    obj["spec"]["containers"][0]["ports"][0]["containerPort"] = "80"
+    errs, _ = st.check(obj, POD, True)
+    assert errs == [
+        "json: cannot unmarshal number into Go struct field ObjectMeta.metadata.labels of type string",
+        "json: cannot unmarshal string into Go struct field ContainerPort.spec.containers.ports.containerPort of type int32",
+    ]
+
+
+@pytest.mark.parametrize("value, fragment", [
+    (2**31, "number 2147483648 into Go struct field"),
+    (1.5, "number 1.5 into Go struct field"),
+    (True, "bool into Go struct field"),
+])
+def test_int32_range_floats_and_bools(value, fragment):
+    errs, _ = st.check(pod(terminationGracePeriodSeconds=0, priority=value), POD, True)
+    assert len(errs) == 1 and fragment in errs[0] and errs[0].endswith("PodSpec.spec.priority of type int32")
+
+
+def test_int64_accepts_large_values():
+    assert st.check(pod(terminationGracePeriodSeconds=2**40), POD, True) == ([], [])
+
+
+def test_null_means_unset_everywhere():
+    assert st.check(pod(containers=None, nodeSelector={"a": None}, volumes=[None]), POD, True) == ([], [])
+
+
+def test_unknown_fields_collected_with_indices_only_when_strict():
+    obj = pod(foo=1)
+    obj["spec"]["containers"][0]["port"] = 80
+    obj["metadata"]["region"] = "x"
+    errs, unknown = st.check(obj, POD, True)
+    assert errs == []
+    assert unknown == ["metadata.region", "spec.containers[0].port", "spec.foo"]
+    assert st.check(obj, POD, False) == ([], [])
+    assert st.strict_error(unknown[:2]) == (
+        'strict decoding error: unknown field "metadata.region", unknown field "spec.containers[0].port"')
+    assert st.unknown_field_warnings(["spec.foo"]) == ['unknown field "spec.foo"']
+
+
+def test_field_names_are_case_sensitive():
+    _, unknown = st.check(pod(NodeName="n"), POD, True)
+    assert unknown == ["spec.NodeName"]
+
+
+def test_int_or_string():
+    d = {"apiVersion": "apps/v1", "kind": "Deployment", "spec": {"selector": {}, "template": {},
+         "strategy": {"rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 1}}}}
+    assert st.check(d, DEPLOYMENT, True) == ([], [])
+    d["spec"]["strategy"]["rollingUpdate"]["maxSurge"] = True
+    errs, _ = st.check(d, DEPLOYMENT, True)
+    assert errs == ["json: cannot unmarshal bool into Go struct field "
+                    "RollingUpdateDeployment.spec.strategy.rollingUpdate.maxSurge of type int32"]
+
+
+@pytest.mark.parametrize("q, ok", [("100m", True), ("1.5Gi", True), ("1e3", True), (2, True), (0.5, True),
+                                   ("abc", False), ("", False), ("1Kb", False), (True, False)])
+def test_quantity(q, ok):
+    errs, _ = st.check(pod(overhead={"cpu": q}), POD, True)
+    assert (errs == []) is ok
+    if not ok:
+        assert errs[0].startswith("quantities must match the regular expression")
+
+
+def test_date_time():
+    obj = pod()
+    obj["metadata"]["creationTimestamp"] = "2025-01-02T03:04:05Z"
+    obj["metadata"]["deletionTimestamp"] = "2025-01-02T03:04:05.123+02:00"
+    assert st.check(obj, POD, True) == ([], [])
+    obj["metadata"]["creationTimestamp"] = "yesterday"
+    errs, _ = st.check(obj, POD, True)
+    assert errs == ['parsing time "yesterday" as "2006-01-02T15:04:05Z07:00": cannot parse "yesterday" as "2006"']
+
+
+def test_base64_bytes():
+    secret = {"apiVersion": "v1", "kind": "Secret", "data": {"k": "aGVsbG8="}}
+    assert st.check(secret, SECRET, True) == ([], [])
+    secret["data"]["k"] = "not base64!"
+    errs, _ = st.check(secret, SECRET, True)
+    assert errs == ["illegal base64 data at input byte 3"]
+
+
+def test_raw_extension_and_managed_fields_accept_any_json():
+    obj = pod()
+    obj["metadata"]["managedFields"] = [{"manager": "m", "fieldsV1": {"f:spec": {"f:x": {}}}, "operation": "Apply"}]
+    assert st.check(obj, POD, True) == ([], [])
+    event = {"type": "ADDED", "object": {"anything": [1, "x"]}}
+    assert st.check(event, schema.definitions()["io.k8s.apimachinery.pkg.apis.meta.v1.WatchEvent"], True) == ([], [])
+
+
+def test_non_object_body():
+    errs, _ = st.check([], POD, True)
+    assert errs == ["json: cannot unmarshal array into Go value of type v1.Pod"]
+
+
+def test_recursive_schema_compiles():
+    crd = schema.kind_schema("apiextensions.k8s.io", "v1", "CustomResourceDefinition")
+    props = {"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"type": "string"}}}}}
+    obj = {"spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": props}}]}}
+    assert st.check(obj, crd, True) == ([], [])
+
+
+def test_crd_style_schema():
+    s = {"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {"port": {"x-kubernetes-int-or-string": True},
+                                                  "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}}
+    assert st.check({"spec": {"port": "http", "extra": {"x": 1}}}, s, True) == ([], [])
+    _, unknown = st.check({"spec": {"bogus": 1}}, s, True)
+    assert unknown == ["spec.bogus"]
+    assert st.prune({"spec": {"bogus": 1, "extra": {"x": 1}}}, s) == {"spec": {"extra": {"x": 1}}}
+
+
+def test_prune_drops_unknown_fields_and_keeps_the_rest():
+    obj = pod(foo=1)
+    obj["spec"]["containers"][0]["port"] = 80
+    obj["metadata"]["managedFields"] = [{"fieldsV1": {"f:anything": {}}}]
+    before = copy.deepcopy(obj)
+    pruned = st.prune(obj, POD)
+    assert obj == before
+    assert "foo" not in pruned["spec"] and "port" not in pruned["spec"]["containers"][0]
+    assert pruned["spec"]["containers"][0]["resources"] == obj["spec"]["containers"][0]["resources"]
+    assert pruned["metadata"]["managedFields"] == [{"fieldsV1": {"f:anything": {}}}]
+    assert st.check(pruned, POD, True) == ([], [])
