@@ -1,0 +1,676 @@
+"""certificates.k8s.io: CertificateSigningRequest, PodCertificateRequest and
+ClusterTrustBundle.
+
+Storage versions: CSR is v1 only. ClusterTrustBundle is identical in v1 and
+v1beta1, so it is stored at v1. PodCertificateRequest is stored at v1beta1
+because that shape is the superset: v1 dropped the deprecated `pkixPublicKey`
+and `proofOfPossession`, and storing v1 would silently lose them from objects
+written through v1beta1. Reads at v1 omit the two fields.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import re
+from datetime import datetime, timedelta, timezone
+from email.utils import parseaddr
+from typing import Any, Callable
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
+
+from .base import AGE, Column, Obj, Resource, Strategy, register
+from .resource_validation import validate_conditions
+from .validation import (
+    FieldError,
+    dns1123_label,
+    dns1123_subdomain,
+    duplicate,
+    forbidden,
+    immutable,
+    invalid,
+    not_supported,
+    qualified_name,
+    required,
+    too_long,
+)
+
+GROUP = "certificates.k8s.io"
+Errors = list[FieldError]
+
+USAGES = sorted([
+    "signing", "digital signature", "content commitment", "key encipherment", "key agreement",
+    "data encipherment", "cert sign", "crl sign", "encipher only", "decipher only", "any",
+    "server auth", "client auth", "code signing", "email protection", "s/mime", "ipsec end system",
+    "ipsec tunnel", "ipsec user", "timestamping", "ocsp signing", "microsoft sgc", "netscape sgc",
+])
+TRUE_ONLY = ("Approved", "Denied", "Failed")
+MAX_TRUST_BUNDLE = 1024 * 1024
+MIN_MAX_EXPIRATION = 3600
+MAX_MAX_EXPIRATION = 91 * 24 * 3600
+KUBERNETES_MAX_MAX_EXPIRATION = 86400
+MAX_UID = 128
+MAX_PKIX_KEY = 10 * 1024
+MAX_PROOF = 10 * 1024
+MAX_STUB = 100 * 1024
+MAX_CHAIN = 100 * 1024
+PCR_TERMINAL = ("Issued", "Denied", "Failed")
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+# --- PEM and names ------------------------------------------------------------
+
+_PEM = re.compile(r"-----BEGIN ([^-\r\n]*)-----\r?\n(.*?)-----END \1-----", re.S)
+
+
+def pem_blocks(data: str) -> list[tuple[str, bool, bytes | None]]:
+    """(type, has_headers, DER or None when the body is not base64) per PEM block."""
+    blocks = []
+    for m in _PEM.finditer(data):
+        body = m.group(2)
+        has_headers = False
+        if ":" in body.split("\n", 1)[0]:
+            has_headers = True
+            body = body.split("\n\n", 1)[-1]
+        try:
+            der = base64.b64decode("".join(body.split()), validate=True)
+        except (binascii.Error, ValueError):
+            der = None
+        blocks.append((m.group(1), has_headers, der))
+    return blocks
+
+
+def signer_name(value: Any, path: str) -> Errors:
+    """`example.com/signer-name`: a dotted DNS domain, a slash, a dotted path."""
+    if not value:
+        return [required(path)]
+    segments = value.split("/")
+    if len(segments) != 2:
+        return [invalid(path, value, "must be a fully qualified domain and path of the form 'example.com/signer-name'")]
+    domain, rest = segments
+    errs: Errors = [too_long(path, 253)] if len(domain) > 253 else []
+    labels = domain.split(".")
+    for lbl in labels:
+        msgs = dns1123_label(lbl)
+        if msgs:
+            errs += [invalid(path, domain, f'validating label "{lbl}": {m}') for m in msgs]
+            break
+    if len(labels) < 2:
+        errs.append(invalid(path, domain, "should be a domain with at least two segments separated by dots"))
+    for lbl in rest.split("."):
+        msgs = dns1123_subdomain(lbl)
+        if msgs:
+            errs += [invalid(path, rest, f'validating label "{lbl}": {m}') for m in msgs]
+            break
+    if len(rest) > 253:
+        errs.append(too_long(path, 253))
+    return errs
+
+
+def is_kubernetes_signer(name: str) -> bool:
+    return name.startswith("kubernetes.io/") or name.split("/", 1)[0].endswith(".kubernetes.io")
+
+
+def human_duration(seconds: int) -> str:
+    """apimachinery's duration.HumanDuration, used by the CSR printer."""
+    if seconds < -1:
+        return "<invalid>"
+    if seconds < 0:
+        return "0s"
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes, hours = seconds // 60, seconds // 3600
+    if minutes < 10:
+        return f"{minutes}m" if seconds % 60 == 0 else f"{minutes}m{seconds % 60}s"
+    if minutes < 180:
+        return f"{minutes}m"
+    if hours < 8:
+        return f"{hours}h" if minutes % 60 == 0 else f"{hours}h{minutes % 60}m"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        return f"{hours // 24}d" if hours % 24 == 0 else f"{hours // 24}d{hours % 24}h"
+    if hours < 24 * 365 * 2:
+        return f"{hours // 24}d"
+    if hours < 24 * 365 * 8:
+        days = (hours // 24) % 365
+        return f"{hours // 24 // 365}y" if days == 0 else f"{hours // 24 // 365}y{days}d"
+    return f"{hours // 24 // 365}y"
+
+
+def _b64(value: str) -> bytes | None:
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _name(o: Obj) -> str:
+    return o["metadata"]["name"]
+
+
+NAME = Column("Name", "string", _name, "Name must be unique within a namespace.", format="name")
+
+
+# --- CertificateSigningRequest ----------------------------------------------------
+
+
+def _csr_request(value: str) -> str:
+    """'' when `spec.request` (base64 of a PEM CSR) parses and is self-signed, else why not."""
+    pem = _b64(value or "")
+    blocks = pem_blocks(pem.decode("latin-1")) if pem is not None else []
+    if not blocks or blocks[0][0] != "CERTIFICATE REQUEST" or blocks[0][2] is None:
+        return "PEM block type must be CERTIFICATE REQUEST"
+    try:
+        csr = x509.load_der_x509_csr(blocks[0][2])
+    except ValueError as e:
+        return str(e)
+    return "" if csr.is_signature_valid else "x509: signature of the certificate request does not verify"
+
+
+def _certificate_problem(value: str) -> str:
+    """'' when `status.certificate` is empty or a run of CERTIFICATE PEM blocks."""
+    data = _b64(value or "")
+    if not value:
+        return ""
+    if data is None:
+        return "must contain at least one CERTIFICATE PEM block"
+    blocks = pem_blocks(data.decode("latin-1"))
+    for typ, headers, der in blocks:
+        if typ != "CERTIFICATE":
+            return f'only CERTIFICATE PEM blocks are allowed, found "{typ}"'
+        if headers:
+            return "no PEM block headers are permitted"
+        try:
+            x509.load_der_x509_certificate(der or b"")
+        except ValueError as e:
+            return f"x509: {e}"
+    return "" if blocks else "must contain at least one CERTIFICATE PEM block"
+
+
+def _conditions_of(obj: Obj, typ: str) -> list:
+    return [c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == typ]
+
+
+def _csr_condition_column(o: Obj) -> str:
+    status = o.get("status") or {}
+    names = [c.get("type", "") for c in status.get("conditions") or []]
+    if status.get("certificate"):
+        names.append("Issued")
+    return ",".join(names) if names else "Pending"
+
+
+class CertificateSigningRequestStrategy(Strategy):
+    track_generation = False
+    columns = [
+        NAME,
+        Column("Age", "string", AGE, "CreationTimestamp is a timestamp representing the server time when this object was created."),
+        Column("SignerName", "string", lambda o: o["spec"].get("signerName", ""), "Name of the signer that will sign the certificate."),
+        Column("Requestor", "string", lambda o: o["spec"].get("username", ""), "Name of the user who requested the CSR."),
+        Column(
+            "RequestedDuration", "string",
+            lambda o: human_duration(o["spec"]["expirationSeconds"]) if o["spec"].get("expirationSeconds") is not None else "<none>",
+            "Requested duration of the issued certificate.",
+        ),
+        Column("Condition", "string", _csr_condition_column, "Condition of the certificate."),
+    ]
+    field_selectors = {"spec.signerName": lambda o: (o.get("spec") or {}).get("signerName", "")}
+    name_validator = staticmethod(lambda name: [])
+
+    def prepare_for_create(self, obj):
+        obj.pop("status", None)
+
+    def prepare_for_update(self, new, old):
+        new["spec"] = copy.deepcopy(old.get("spec"))
+
+    def validate(self, obj):
+        return self._validate(obj, None)
+
+    def validate_update(self, new, old):
+        return self._validate(new, old)
+
+    def validate_status_update(self, new, old):
+        return self._validate(new, old, certificate=True)
+
+    def validate_approval_update(self, new: Obj, old: Obj) -> Errors:
+        """/approval may add or change the Approved and Denied conditions."""
+        return self._validate(new, old, approval=True)
+
+    def _validate(self, obj: Obj, old: Obj | None, certificate: bool = False, approval: bool = False) -> Errors:
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        errs: Errors = []
+        problem = _csr_request(spec.get("request", ""))
+        if problem:
+            errs.append(invalid("spec.request", spec.get("request", ""), problem))
+        usages = spec.get("usages") or []
+        old_usages = ((old or {}).get("spec") or {}).get("usages") or []
+        if not usages:
+            errs.append(required("spec.usages"))
+        if not any(u not in USAGES for u in old_usages):
+            errs += [not_supported(f"spec.usages[{i}]", u, USAGES) for i, u in enumerate(usages) if u not in USAGES]
+        if len(set(old_usages)) == len(old_usages):
+            errs += [duplicate(f"spec.usages[{i}]", u) for i, u in enumerate(usages) if u in usages[:i]]
+        errs += signer_name(spec.get("signerName"), "spec.signerName")
+        exp = spec.get("expirationSeconds")
+        if exp is not None and exp < 600:
+            errs.append(invalid("spec.expirationSeconds", exp, "may not specify a duration less than 600 seconds (10 minutes)"))
+        errs += self._conditions(status.get("conditions") or [])
+        if old is None or status.get("certificate") != (old.get("status") or {}).get("certificate"):
+            problem = _certificate_problem(status.get("certificate", ""))
+            if problem:
+                errs.append(invalid("status.certificate", "<certificate data>", problem))
+        if old is not None:
+            errs += self._transitions(obj, old, certificate, approval)
+        return errs
+
+    @staticmethod
+    def _conditions(conditions: list) -> Errors:
+        errs: Errors = []
+        seen: set = set()
+        types = [c.get("type", "") for c in conditions]
+        for i, c in enumerate(conditions):
+            t, s = c.get("type", ""), c.get("status", "")
+            if not t:
+                errs.append(required(f"status.conditions[{i}].type"))
+            allowed = ("True",) if t in TRUE_ONLY else ("False", "True", "Unknown")
+            if not s:
+                errs.append(required(f"status.conditions[{i}].status"))
+            elif s not in allowed:
+                errs.append(not_supported(f"status.conditions[{i}].status", s, allowed))
+            if (t == "Approved" and "Denied" in types[:i]) or (t == "Denied" and "Approved" in types[:i]):
+                errs.append(invalid("status.conditions", t, "Approved and Denied conditions are mutually exclusive"))
+            if t in seen:
+                errs.append(duplicate(f"status.conditions[{i}].type", t))
+            seen.add(t)
+        return errs
+
+    @staticmethod
+    def _transitions(new: Obj, old: Obj, certificate: bool, approval: bool) -> Errors:
+        errs: Errors = []
+        for t in ("Approved", "Denied", "Failed"):
+            if len(_conditions_of(new, t)) < len(_conditions_of(old, t)):
+                errs.append(forbidden("status.conditions", f'updates may not remove a condition of type "{t}"'))
+        if not approval:
+            for t in ("Approved", "Denied"):
+                n, o = _conditions_of(new, t), _conditions_of(old, t)
+                if len(n) > len(o):
+                    errs.append(forbidden("status.conditions", f'updates may not add a condition of type "{t}"'))
+                elif len(n) == len(o) and n != o:
+                    errs.append(forbidden("status.conditions", f'updates may not modify a condition of type "{t}"'))
+        new_cert, old_cert = (new.get("status") or {}).get("certificate"), (old.get("status") or {}).get("certificate")
+        if (new_cert or "") != (old_cert or ""):
+            if not certificate:
+                errs.append(forbidden("status.certificate", "updates may not set certificate content"))
+            elif old_cert:
+                errs.append(forbidden("status.certificate", "updates may not modify existing certificate content"))
+        return errs
+
+
+# --- PodCertificateRequest ------------------------------------------------------------
+
+
+def _key_problem(key: Any) -> tuple[str, str]:
+    """(shown value, detail) when the public key type is not one kubelet may request."""
+    if isinstance(key, ed25519.Ed25519PublicKey):
+        return "", ""
+    if isinstance(key, ec.EllipticCurvePublicKey):
+        if key.curve.name in ("secp256r1", "secp384r1", "secp521r1"):
+            return "", ""
+        return f"curve {key.curve.name}", "elliptic public keys must use curve P256, P384 or P521"
+    if isinstance(key, rsa.RSAPublicKey):
+        if key.key_size in (3072, 4096):
+            return "", ""
+        return f"{key.key_size}-bit modulus", "RSA keys must have modulus size 3072 or 4096"
+    return "<value omitted>", "unknown public key type; supported types are Ed25519, ECDSA, and RSA"
+
+
+def _verify_proof(key: Any, pod_uid: str, proof: bytes) -> bool:
+    data = pod_uid.encode()
+    try:
+        if isinstance(key, ed25519.Ed25519PublicKey):
+            key.verify(proof, data)
+        elif isinstance(key, ec.EllipticCurvePublicKey):
+            key.verify(proof, data, ec.ECDSA(hashes.SHA256()))
+        else:
+            key.verify(proof, data, padding.PSS(padding.MGF1(hashes.SHA256()), padding.PSS.AUTO), hashes.SHA256())
+    except InvalidSignature:
+        return False
+    return True
+
+
+def stub_public_key(spec: dict) -> Any:
+    """The subject public key: from the stub CSR, else from v1beta1's pkixPublicKey."""
+    stub = _b64(spec.get("stubPKCS10Request") or "")
+    try:
+        if stub:
+            return x509.load_der_x509_csr(stub).public_key()
+        pkix = _b64(spec.get("pkixPublicKey") or "")
+        return serialization.load_der_public_key(pkix) if pkix else None
+    except ValueError:
+        return None
+
+
+def _stub_errors(spec: dict) -> Errors:
+    path = "spec.stubPKCS10Request"
+    raw = spec.get("stubPKCS10Request") or ""
+    errs: Errors = []
+    for f in ("pkixPublicKey", "proofOfPossession"):
+        if spec.get(f):
+            errs.append(invalid(f"spec.{f}", "<value omitted>", "must be empty when stubPKCS10Request is set"))
+    der = _b64(raw)
+    if der is not None and len(der) > MAX_STUB:
+        return errs + [too_long(path, MAX_STUB)]
+    try:
+        csr = x509.load_der_x509_csr(der or b"")
+    except ValueError:
+        return errs + [invalid(path, "<value omitted>", "must be a DER-encoded PKCS#10 certificate signing request")]
+    if not csr.is_signature_valid:
+        return errs + [invalid(path, "<value omitted>", "could not verify the signature of the certificate signing request")]
+    if len(csr.subject) > 0:
+        errs.append(invalid(path, "<value omitted>", "must have an empty subject"))
+    if len(csr.extensions) > 0:
+        errs.append(invalid(path, "<value omitted>", "must not contain any extensions"))
+    shown, detail = _key_problem(csr.public_key())
+    if detail:
+        errs.append(invalid(path, shown, detail))
+    return errs
+
+
+def _legacy_key_errors(spec: dict) -> Errors:
+    pkix, proof = spec.get("pkixPublicKey") or "", _b64(spec.get("proofOfPossession") or "") or b""
+    raw = _b64(pkix) or b""
+    if len(raw) > MAX_PKIX_KEY:
+        return [too_long("spec.pkixPublicKey", MAX_PKIX_KEY)]
+    if len(proof) > MAX_PROOF:
+        return [too_long("spec.proofOfPossession", MAX_PROOF)]
+    try:
+        key = serialization.load_der_public_key(raw)
+    except ValueError:
+        return [invalid("spec.pkixPublicKey", pkix, "must be a valid PKIX-serialized public key")]
+    shown, detail = _key_problem(key)
+    if detail:
+        return [invalid("spec.pkixPublicKey", shown, detail)]
+    if not _verify_proof(key, spec.get("podUID", ""), proof):
+        return [invalid("spec.proofOfPossession", "<value omitted>", "could not verify proof-of-possession signature")]
+    return []
+
+
+def _uid_field(spec: dict, field: str) -> Errors:
+    value = spec.get(field) or ""
+    if not value:
+        return [invalid(f"spec.{field}", value, "must not be empty")]
+    return [too_long(f"spec.{field}", MAX_UID)] if len(value) > MAX_UID else []
+
+
+def user_annotations(annotations: Any, path: str) -> Errors:
+    errs: Errors = []
+    total = 0
+    for k, v in (annotations or {}).items():
+        errs += [invalid(path, k, m) for m in qualified_name(k.lower())]
+        if "/" not in k:
+            errs.append(invalid(path, k, "must be a domain-prefixed key (such as \"example.com/key\")"))
+        total += len(k) + len(v or "")
+    if total > 256 * 1024:
+        errs.append(too_long(path, 256 * 1024))
+    return errs
+
+
+def pcr_spec(spec: dict) -> Errors:
+    errs = signer_name(spec.get("signerName"), "spec.signerName")
+    if spec.get("unverifiedUserAnnotations") is not None:
+        errs += user_annotations(spec["unverifiedUserAnnotations"], "spec.unverifiedUserAnnotations")
+    for field in ("podName", "serviceAccountName", "nodeName"):
+        errs += [invalid(f"spec.{field}", spec.get(field, ""), m) for m in dns1123_subdomain(spec.get(field) or "")]
+    for field in ("podUID", "serviceAccountUID", "nodeUID"):
+        errs += _uid_field(spec, field)
+    exp = spec.get("maxExpirationSeconds")
+    if exp is None:
+        return errs + [required("spec.maxExpirationSeconds", "must be set")]
+    top = KUBERNETES_MAX_MAX_EXPIRATION if is_kubernetes_signer(spec.get("signerName") or "") else MAX_MAX_EXPIRATION
+    if not MIN_MAX_EXPIRATION <= exp <= top:
+        errs.append(invalid("spec.maxExpirationSeconds", exp, f"must be in the range [{MIN_MAX_EXPIRATION}, {top}]"))
+    if spec.get("stubPKCS10Request"):
+        return errs + _stub_errors(spec)
+    if spec.get("pkixPublicKey"):
+        return errs + _legacy_key_errors(spec)
+    return errs + [required("spec.stubPKCS10Request")]
+
+
+def _time(value: Any) -> datetime | None:
+    if not value:
+        return None
+    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+
+
+def _terminal(obj: Obj, typ: str) -> bool:
+    return any(c.get("type") == typ and c.get("status") == "True" for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+def _leaf_errors(status: dict, chain: str) -> tuple[Any, Errors]:
+    if len(chain) > MAX_CHAIN:
+        return None, [too_long("status.certificateChain", MAX_CHAIN)]
+    blocks = pem_blocks(chain)
+    path = "status.certificateChain"
+    if not blocks:
+        return None, [invalid(path, chain, "issued certificate chain must contain at least one certificate")]
+    if any(typ != "CERTIFICATE" for typ, _, _ in blocks):
+        return None, [invalid(path, chain, "issued certificate chain must consist entirely of CERTIFICATE PEM blocks")]
+    try:
+        leaf = x509.load_der_x509_certificate(blocks[0][2] or b"")
+    except ValueError:
+        return None, [invalid(path, chain, "leaf certificate does not parse as valid X.509")]
+    for _, _, der in blocks[1:]:
+        try:
+            x509.load_der_x509_certificate(der or b"")
+        except ValueError:
+            return None, [invalid(path, chain, "intermediate certificate does not parse as valid X.509")]
+    errs: Errors = []
+    try:
+        san = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        san = None
+    for name in san.get_values_for_type(x509.DNSName) if san else []:
+        if not name:
+            errs.append(invalid(path, name, "leaf certificate should not contain empty DNSName"))
+        if ".." in name:
+            errs.append(invalid(path, name, "leaf certificate's DNSName should not contain '..'"))
+        if name.startswith(".") or name.endswith("."):
+            errs.append(invalid(path, name, "leaf certificate's DNSName should not start or end with '.'"))
+    for email in san.get_values_for_type(x509.RFC822Name) if san else []:
+        if "@" not in parseaddr(email)[1]:
+            errs.append(invalid(path, email, "leaf certificate should not contain invalid EmailAddress"))
+    return leaf, errs
+
+
+class PodCertificateRequestStrategy(Strategy):
+    track_generation = False
+    field_selectors = {
+        "spec.signerName": lambda o: (o.get("spec") or {}).get("signerName", ""),
+        "spec.podName": lambda o: (o.get("spec") or {}).get("podName", ""),
+        "spec.nodeName": lambda o: (o.get("spec") or {}).get("nodeName", ""),
+    }
+
+    def __init__(self, now: Callable[[], datetime] = utc_now):
+        self.now = now
+
+    def default(self, obj, version):
+        obj.setdefault("spec", {}).setdefault("maxExpirationSeconds", KUBERNETES_MAX_MAX_EXPIRATION)
+
+    def prepare_for_create(self, obj):
+        obj.pop("status", None)
+
+    def validate(self, obj):
+        return pcr_spec(obj.get("spec") or {})
+
+    def validate_update(self, new, old):
+        if new.get("spec") != old.get("spec"):
+            return [immutable("spec", new.get("spec"))]
+        return []
+
+    def validate_status_update(self, new, old):
+        status, conditions = new.get("status") or {}, (new.get("status") or {}).get("conditions") or []
+        errs: Errors = []
+        known = 0
+        for i, c in enumerate(conditions):
+            if c.get("type") in PCR_TERMINAL:
+                known += 1
+                if known > 1:
+                    errs.append(invalid(f"status.conditions[{i}].type", c["type"], 'There may be at most one condition with type "Issued", "Denied", or "Failed"'))
+                if c.get("status") != "True":
+                    errs.append(not_supported(f"status.conditions[{i}].status", c.get("status", ""), ["True"]))
+            else:
+                errs.append(not_supported(f"status.conditions[{i}].type", c.get("type", ""), PCR_TERMINAL))
+        errs += validate_conditions(conditions, "status.conditions")
+        if errs:
+            return errs
+        old_status = old.get("status") or {}
+        if any(_terminal(old, t) for t in PCR_TERMINAL):
+            return [] if status == old_status else [invalid("status", "<value omitted>", "immutable after PodCertificateRequest is issued, denied, or failed")]
+        if _terminal(new, "Denied") or _terminal(new, "Failed"):
+            extra = {k: v for k, v in status.items() if k != "conditions" and v}
+            return [invalid("status", "<value omitted>", "non-condition status fields must be empty when denying or failing the PodCertificateRequest")] if extra else []
+        if _terminal(new, "Issued"):
+            return self._issued(new, status)
+        if status != old_status:
+            return [invalid("status", "<value omitted>", 'status is immutable unless transitioning to "Issued", "Denied", or "Failed"')]
+        return []
+
+    def _issued(self, new: Obj, status: dict) -> Errors:
+        leaf, errs = _leaf_errors(status, status.get("certificateChain") or "")
+        if leaf is None:
+            return errs
+        want = stub_public_key(new.get("spec") or {})
+        if want is None or want.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo) != leaf.public_key().public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        ):
+            return errs + [invalid("status.certificateChain", status.get("certificateChain"), "leaf certificate was not issued to the requested public key")]
+        not_before, not_after, refresh = _time(status.get("notBefore")), _time(status.get("notAfter")), _time(status.get("beginRefreshAt"))
+        if not_before is None:
+            errs.append(required("status.notBefore", "must be present and consistent with the issued certificate"))
+        if not_after is None:
+            errs.append(required("status.notAfter", "must be present and consistent with the issued certificate"))
+        if refresh is None:
+            errs.append(required("status.beginRefreshAt", "must be present and in the range [notbefore+10min, notafter-10min]"))
+        if errs:
+            return errs
+        if not_before != leaf.not_valid_before_utc:
+            return [invalid("status.notBefore", status["notBefore"], "must be set to the NotBefore time encoded in the leaf certificate")]
+        if abs(not_before - self.now()) >= timedelta(minutes=5):
+            return [invalid("status.notBefore", status["notBefore"], "must be set to within 5 minutes of kube-apiserver's current time")]
+        if not_after != leaf.not_valid_after_utc:
+            return [invalid("status.notAfter", status["notAfter"], "must be set to the NotAfter time encoded in the leaf certificate")]
+        lifetime = int((not_after - not_before).total_seconds())
+        max_exp = (new.get("spec") or {}).get("maxExpirationSeconds") or 0
+        if lifetime < 3600:
+            return [invalid("status.certificateChain", f"{lifetime}s", "leaf certificate lifetime must be >= 1 hour")]
+        if lifetime > max_exp:
+            return [invalid("status.certificateChain", f"{lifetime}s", f"leaf certificate lifetime must be <= spec.maxExpirationSeconds ({max_exp})")]
+        if refresh < not_before + timedelta(minutes=10):
+            return [invalid("status.beginRefreshAt", status["beginRefreshAt"], "must be at least 10 minutes after status.notBefore")]
+        if refresh > not_after - timedelta(minutes=10):
+            return [invalid("status.beginRefreshAt", status["beginRefreshAt"], "must be at least 10 minutes before status.notAfter")]
+        return []
+
+    def from_storage(self, obj, version):
+        spec = obj.get("spec") or {}
+        if version != "v1" or not ({"pkixPublicKey", "proofOfPossession"} & spec.keys()):
+            return obj
+        out = dict(obj)
+        out["spec"] = {k: v for k, v in spec.items() if k not in ("pkixPublicKey", "proofOfPossession")}
+        out["spec"].setdefault("stubPKCS10Request", "")
+        return out
+
+
+# --- ClusterTrustBundle ---------------------------------------------------------------
+
+
+def bundle_name(name: str, signer: str) -> list[str]:
+    """Names carry the signer (`example.com:foo:<rest>`); unsigned bundles have no colon."""
+    if not signer:
+        if ":" in name:
+            return ['ClusterTrustBundle without signer name must not have ":" in its name']
+        return dns1123_subdomain(name)
+    prefix = signer.replace("/", ":") + ":"
+    if not name.startswith(prefix):
+        return [f"ClusterTrustBundle for signerName {signer} must be named with prefix {prefix}"]
+    return dns1123_subdomain(name[len(prefix):])
+
+
+def trust_bundle(value: str, path: str = "spec.trustBundle") -> Errors:
+    if len(value) > MAX_TRUST_BUNDLE:
+        return [too_long(path, MAX_TRUST_BUNDLE)]
+    errs: Errors = []
+    seen: dict[bytes, list[int]] = {}
+    for i, (typ, headers, der) in enumerate(pem_blocks(value)):
+        if typ != "CERTIFICATE":
+            errs.append(invalid(path, "<value omitted>", f"entry {i} has bad block type: {typ}"))
+            continue
+        if headers:
+            errs.append(invalid(path, "<value omitted>", f"entry {i} has PEM block headers"))
+            continue
+        try:
+            cert = x509.load_der_x509_certificate(der or b"")
+            constraints = cert.extensions.get_extension_for_class(x509.BasicConstraints).value
+        except x509.ExtensionNotFound:
+            errs.append(invalid(path, "<value omitted>", f"entry {i} does not have the CA bit set"))
+            continue
+        except ValueError:
+            errs.append(invalid(path, "<value omitted>", f"entry {i} does not parse as X.509"))
+            continue
+        if not constraints.ca:
+            errs.append(invalid(path, "<value omitted>", f"entry {i} does not have the CA bit set"))
+            continue
+        seen.setdefault(der or b"", []).append(i)
+    if errs:
+        return errs
+    if not seen:
+        return [invalid(path, "<value omitted>", "at least one trust anchor must be provided")]
+    return [invalid(path, "<value omitted>", f"duplicate trust anchor (indices [{' '.join(map(str, idx))}])") for idx in seen.values() if len(idx) > 1]
+
+
+class ClusterTrustBundleStrategy(Strategy):
+    columns = [NAME, Column("SignerName", "string", lambda o: (o.get("spec") or {}).get("signerName", ""), "The name of the signer associated with this trust bundle.")]
+    field_selectors = {"spec.signerName": lambda o: (o.get("spec") or {}).get("signerName", "")}
+    #: the name rule depends on spec.signerName, so `validate` checks it
+    name_validator = staticmethod(lambda name: [])
+
+    def validate(self, obj):
+        return self._validate(obj, parse=True)
+
+    def validate_update(self, new, old):
+        spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+        errs = self._validate(new, parse=spec.get("trustBundle") != old_spec.get("trustBundle"))
+        if spec.get("signerName", "") != old_spec.get("signerName", ""):
+            errs.append(immutable("spec.signerName", spec.get("signerName", "")))
+        return errs
+
+    @staticmethod
+    def _validate(obj: Obj, parse: bool) -> Errors:
+        spec, meta = obj.get("spec") or {}, obj.get("metadata") or {}
+        signer = spec.get("signerName") or ""
+        errs = [invalid("metadata.name", meta.get("name", ""), m) for m in bundle_name(meta.get("name") or "", signer)]
+        if signer:
+            errs += signer_name(signer, "spec.signerName")
+        if parse:
+            errs += trust_bundle(spec.get("trustBundle") or "")
+        return errs
+
+
+register(
+    Resource(
+        GROUP, "certificatesigningrequests", "CertificateSigningRequest", ["v1"], namespaced=False,
+        short_names=("csr",), subresources=("status", "approval"), strategy=CertificateSigningRequestStrategy(),
+    ),
+    Resource(
+        GROUP, "podcertificaterequests", "PodCertificateRequest", ["v1", "v1beta1"], namespaced=True,
+        storage_version="v1beta1", subresources=("status",), strategy=PodCertificateRequestStrategy(),
+    ),
+    Resource(GROUP, "clustertrustbundles", "ClusterTrustBundle", ["v1", "v1beta1"], namespaced=False, strategy=ClusterTrustBundleStrategy()),
+)

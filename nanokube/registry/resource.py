@@ -1,0 +1,304 @@
+"""resource.k8s.io: Dynamic Resource Allocation (DeviceClass, ResourceSlice,
+ResourceClaim, ResourceClaimTemplate, DeviceTaintRule).
+
+Storage is v1 for every kind: it is GA, and v1beta2 has the identical shape,
+so only v1beta1 needs real conversion. v1beta1 differs in two places: a
+DeviceRequest carries the `exactly` fields inline (absent when
+`firstAvailable` is used), and a ResourceSlice device wraps its fields in
+`basic`. DeviceTaintRule is served at v1, v1beta2 and v1alpha3, all identical.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime, timezone
+from typing import Callable
+
+from . import resource_validation as rv
+from .base import AGE, Column, Obj, Resource, Strategy, register
+from .validation import FieldError, immutable, validate_annotations, validate_labels
+
+GROUP = "resource.k8s.io"
+STORAGE = "v1"
+#: fields of a v1 ExactDeviceRequest, inline in a v1beta1 DeviceRequest
+EXACT_FIELDS = ("deviceClassName", "selectors", "allocationMode", "count", "adminAccess", "tolerations", "capacity", "derivedAttributes")
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- conversion -------------------------------------------------------------
+
+
+def request_to_v1(req: dict) -> dict:
+    """v1beta1 DeviceRequest -> v1: inline fields move under `exactly`."""
+    out = {k: v for k, v in req.items() if k not in EXACT_FIELDS}
+    exact = {k: req[k] for k in EXACT_FIELDS if k in req}
+    if exact or not req.get("firstAvailable"):
+        out["exactly"] = exact
+    return out
+
+
+def request_from_v1(req: dict) -> dict:
+    out = {k: v for k, v in req.items() if k != "exactly"}
+    out.update(req.get("exactly") or {})
+    return out
+
+
+def _claim_spec_requests(spec: dict | None, convert: Callable[[dict], dict]) -> None:
+    devices = (spec or {}).get("devices")
+    if devices and devices.get("requests"):
+        devices["requests"] = [convert(r) for r in devices["requests"]]
+
+
+def _convert_claim(obj: Obj, convert: Callable[[dict], dict]) -> Obj:
+    out = copy.deepcopy(obj)
+    _claim_spec_requests(out.get("spec"), convert)
+    return out
+
+
+def _convert_template(obj: Obj, convert: Callable[[dict], dict]) -> Obj:
+    out = copy.deepcopy(obj)
+    _claim_spec_requests((out.get("spec") or {}).get("spec"), convert)
+    return out
+
+
+def device_to_v1(dev: dict) -> dict:
+    out = {k: v for k, v in dev.items() if k != "basic"}
+    out.update(dev.get("basic") or {})
+    return out
+
+
+def device_from_v1(dev: dict) -> dict:
+    basic = {k: v for k, v in dev.items() if k != "name"}
+    return {"name": dev.get("name", ""), "basic": basic}
+
+
+def _convert_slice(obj: Obj, convert: Callable[[dict], dict]) -> Obj:
+    out = copy.deepcopy(obj)
+    spec = out.get("spec") or {}
+    if spec.get("devices"):
+        spec["devices"] = [convert(d) for d in spec["devices"]]
+    return out
+
+
+# --- defaulting -------------------------------------------------------------
+
+
+def _default_exact(req: dict) -> None:
+    req.setdefault("allocationMode", "ExactCount")
+    if req["allocationMode"] == "ExactCount" and not req.get("count"):
+        req["count"] = 1
+    for t in req.get("tolerations") or []:
+        t.setdefault("operator", "Equal")
+
+
+def default_claim_spec(spec: dict | None, version: str) -> None:
+    """SetDefaults_ExactDeviceRequest / DeviceSubRequest / DeviceToleration."""
+    for req in ((spec or {}).get("devices") or {}).get("requests") or []:
+        for sub in req.get("firstAvailable") or []:
+            _default_exact(sub)
+        if version == "v1beta1":
+            if not req.get("firstAvailable"):
+                _default_exact(req)
+        elif req.get("exactly") is not None:
+            _default_exact(req["exactly"])
+
+
+def stamp_taints(taints: list | None, now: str, old: list | None = None) -> None:
+    """Fill `timeAdded` of taints that lack it (keeping an unchanged taint's time)."""
+    previous = {(t.get("key"), t.get("value"), t.get("effect")): t.get("timeAdded") for t in old or []}
+    for t in taints or []:
+        if not t.get("timeAdded"):
+            t["timeAdded"] = previous.get((t.get("key"), t.get("value"), t.get("effect"))) or now
+
+
+# --- strategies -------------------------------------------------------------
+
+
+def _name(o: Obj) -> str:
+    return o["metadata"]["name"]
+
+
+NAME = Column("Name", "string", _name, "Name must be unique within a namespace.", format="name")
+AGE_COLUMN = Column("Age", "string", AGE, "CreationTimestamp is a timestamp representing the server time when this object was created.")
+
+
+class _ClockedStrategy(Strategy):
+    def __init__(self, now: Callable[[], str] = utc_now):
+        self.now = now
+
+
+class DeviceClassStrategy(Strategy):
+    columns = [NAME, AGE_COLUMN]
+
+    def validate(self, obj):
+        return rv.class_spec(obj.get("spec") or {}, None)
+
+    def validate_update(self, new, old):
+        return rv.class_spec(new.get("spec") or {}, old.get("spec") or {})
+
+
+def claim_state(obj: Obj) -> str:
+    """The STATE column: deleted / pending / allocated / reserved / deallocating."""
+    deleted = bool(obj["metadata"].get("deletionTimestamp"))
+    status = obj.get("status") or {}
+    states = ["deleted"] if deleted else []
+    if status.get("allocation") is None:
+        if not deleted:
+            states.append("pending")
+    else:
+        states.append("allocated")
+        if status.get("reservedFor"):
+            states.append("reserved")
+        elif deleted:
+            states.append("deallocating")
+    return ",".join(states)
+
+
+class ResourceClaimStrategy(Strategy):
+    columns = [NAME, Column("State", "string", claim_state, "A summary of the current state (allocated, pending, reserved, etc.)."), AGE_COLUMN]
+
+    def default(self, obj, version):
+        default_claim_spec(obj.get("spec"), version)
+
+    def prepare_for_create(self, obj):
+        obj.pop("status", None)
+
+    def validate(self, obj):
+        return rv.claim_spec(obj.get("spec") or {}, "spec")
+
+    def validate_update(self, new, old):
+        if new.get("spec") != old.get("spec"):
+            return [immutable("spec", new.get("spec"))]
+        return []
+
+    def validate_status_update(self, new, old):
+        names = rv.request_names((new.get("spec") or {}).get("devices") or {})
+        deleting = bool(new["metadata"].get("deletionTimestamp"))
+        return rv.claim_status(new.get("status") or {}, old.get("status") or {}, names, deleting)
+
+    def to_storage(self, obj, version):
+        return _convert_claim(obj, request_to_v1) if version == "v1beta1" else obj
+
+    def from_storage(self, obj, version):
+        return _convert_claim(obj, request_from_v1) if version == "v1beta1" else obj
+
+
+class ResourceClaimTemplateStrategy(Strategy):
+    columns = [NAME, AGE_COLUMN]
+
+    def default(self, obj, version):
+        default_claim_spec((obj.get("spec") or {}).get("spec"), version)
+
+    def validate(self, obj):
+        spec = obj.get("spec") or {}
+        errs: list[FieldError] = []
+        meta = spec.get("metadata") or {}
+        errs += validate_labels(meta.get("labels"), "spec.metadata.labels")
+        errs += validate_annotations(meta.get("annotations"), "spec.metadata.annotations")
+        return errs + rv.claim_spec(spec.get("spec") or {}, "spec.spec")
+
+    def validate_update(self, new, old):
+        if new.get("spec") != old.get("spec"):
+            return [immutable("spec", new.get("spec"))]
+        return []
+
+    def to_storage(self, obj, version):
+        return _convert_template(obj, request_to_v1) if version == "v1beta1" else obj
+
+    def from_storage(self, obj, version):
+        return _convert_template(obj, request_from_v1) if version == "v1beta1" else obj
+
+
+def _slice_node(o: Obj) -> str:
+    return (o.get("spec") or {}).get("nodeName") or "<none>"
+
+
+class ResourceSliceStrategy(_ClockedStrategy):
+    columns = [
+        NAME,
+        Column("Node", "string", _slice_node, "nodeName"),
+        Column("Driver", "string", lambda o: (o.get("spec") or {}).get("driver", ""), "driver"),
+        Column("Pool", "string", lambda o: ((o.get("spec") or {}).get("pool") or {}).get("name", ""), "pool"),
+        AGE_COLUMN,
+    ]
+    field_selectors = {
+        "spec.nodeName": lambda o: (o.get("spec") or {}).get("nodeName", ""),
+        "spec.driver": lambda o: (o.get("spec") or {}).get("driver", ""),
+    }
+
+    def prepare_for_create(self, obj):
+        now = self.now()
+        for d in (obj.get("spec") or {}).get("devices") or []:
+            stamp_taints(d.get("taints"), now)
+
+    def prepare_for_update(self, new, old):
+        now = self.now()
+        old_devices = {d.get("name"): d for d in (old.get("spec") or {}).get("devices") or []}
+        for d in (new.get("spec") or {}).get("devices") or []:
+            stamp_taints(d.get("taints"), now, (old_devices.get(d.get("name")) or {}).get("taints"))
+
+    def validate(self, obj):
+        return rv.slice_spec(obj.get("spec") or {}, None)
+
+    def validate_update(self, new, old):
+        return rv.slice_spec(new.get("spec") or {}, old.get("spec") or {})
+
+    def to_storage(self, obj, version):
+        return _convert_slice(obj, device_to_v1) if version == "v1beta1" else obj
+
+    def from_storage(self, obj, version):
+        return _convert_slice(obj, device_from_v1) if version == "v1beta1" else obj
+
+
+def _rule_taint(o: Obj) -> dict:
+    return (o.get("spec") or {}).get("taint") or {}
+
+
+class DeviceTaintRuleStrategy(_ClockedStrategy):
+    columns = [
+        NAME,
+        Column("Effect", "string", lambda o: _rule_taint(o).get("effect", ""), "The effect of the taint."),
+        Column("Key", "string", lambda o: _rule_taint(o).get("key", ""), "The key of the taint."),
+        AGE_COLUMN,
+    ]
+
+    def prepare_for_create(self, obj):
+        obj.pop("status", None)
+        taint = (obj.get("spec") or {}).get("taint")
+        if taint is not None and not taint.get("timeAdded"):
+            taint["timeAdded"] = self.now()
+
+    def prepare_for_update(self, new, old):
+        taint, old_taint = (new.get("spec") or {}).get("taint"), _rule_taint(old)
+        if taint is None:
+            return
+        if not taint.get("timeAdded"):
+            taint["timeAdded"] = old_taint.get("timeAdded") or self.now()
+        if taint.get("effect") != old_taint.get("effect") and taint.get("timeAdded") == old_taint.get("timeAdded"):
+            taint["timeAdded"] = self.now()
+
+    def validate(self, obj):
+        return rv.taint_rule_spec(obj.get("spec") or {}, None)
+
+    def validate_update(self, new, old):
+        return rv.taint_rule_spec(new.get("spec") or {}, old.get("spec") or {})
+
+    def validate_status_update(self, new, old):
+        return rv.taint_rule_status(new.get("status") or {})
+
+
+FULL = ["v1", "v1beta2", "v1beta1"]
+
+register(
+    Resource(GROUP, "deviceclasses", "DeviceClass", FULL, namespaced=False, storage_version=STORAGE, strategy=DeviceClassStrategy()),
+    Resource(GROUP, "resourceslices", "ResourceSlice", FULL, namespaced=False, storage_version=STORAGE, strategy=ResourceSliceStrategy()),
+    Resource(GROUP, "resourceclaims", "ResourceClaim", FULL, namespaced=True, storage_version=STORAGE, subresources=("status",), strategy=ResourceClaimStrategy()),
+    Resource(GROUP, "resourceclaimtemplates", "ResourceClaimTemplate", FULL, namespaced=True, storage_version=STORAGE, strategy=ResourceClaimTemplateStrategy()),
+    Resource(
+        GROUP, "devicetaintrules", "DeviceTaintRule", ["v1", "v1beta2", "v1alpha3"], namespaced=False,
+        storage_version=STORAGE, subresources=("status",), strategy=DeviceTaintRuleStrategy(),
+    ),
+)

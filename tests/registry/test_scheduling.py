@@ -1,0 +1,228 @@
+"""scheduling.k8s.io registry: PriorityClass, Workload, PodGroup, CompositePodGroup."""
+
+import copy
+
+import pytest
+
+from nanokube.registry.base import all_resources
+from nanokube.registry.scheduling import (
+    CompositePodGroupStrategy,
+    PodGroupStrategy,
+    PriorityClassStrategy,
+    WorkloadStrategy,
+)
+
+
+def by_plural(plural):
+    return next(r for r in all_resources() if r.group == "scheduling.k8s.io" and r.plural == plural)
+
+
+def errors(errs):
+    return [(e.field, e.reason) for e in errs]
+
+
+def test_registration():
+    pc = by_plural("priorityclasses")
+    assert (pc.namespaced, pc.versions, pc.short_names) == (False, ["v1"], ("pc",))
+    pg = by_plural("podgroups")
+    assert pg.versions == ["v1beta1", "v1alpha3"] and pg.storage_version == "v1beta1" and pg.subresources == ("status",)
+    assert by_plural("workloads").subresources == ()
+    cpg = by_plural("compositepodgroups")
+    assert cpg.versions == ["v1alpha3"] and cpg.namespaced
+
+
+# --- PriorityClass ---------------------------------------------------------------
+
+def pc(name="high", value=1000, **extra):
+    return {"metadata": {"name": name}, "value": value, **extra}
+
+
+def test_priority_class_defaults_and_valid():
+    s = PriorityClassStrategy()
+    obj = pc()
+    s.default(obj, "v1")
+    assert obj["preemptionPolicy"] == "PreemptLowerPriority"
+    assert s.validate(obj) == []
+    assert s.validate(pc("system-node-critical", 2000001000)) == []
+
+
+def test_priority_class_rules():
+    s = PriorityClassStrategy()
+    [e] = s.validate(pc("system-foo"))
+    assert (e.field, e.reason) == ("metadata.name", "FieldValueForbidden")
+    assert "system-foo is not a known system priority class" in e.detail
+    [e] = s.validate(pc(value=1_000_000_001))
+    assert (e.field, e.detail) == ("value", "maximum allowed value of a user defined priority is 1000000000")
+    [e] = s.validate(pc(preemptionPolicy="Sometimes"))
+    assert (e.field, e.reason) == ("preemptionPolicy", "FieldValueNotSupported")
+
+
+def test_priority_class_update_immutability():
+    s = PriorityClassStrategy()
+    old = pc(preemptionPolicy="Never")
+    new = pc(value=5, preemptionPolicy="PreemptLowerPriority")
+    assert errors(s.validate_update(new, old)) == [("value", "FieldValueForbidden"), ("preemptionPolicy", "FieldValueInvalid")]
+
+
+def test_priority_class_columns():
+    cols = PriorityClassStrategy.columns
+    assert [c.name for c in cols] == ["Name", "Value", "Global-Default", "Age", "PreemptionPolicy"]
+    assert cols[2].fn(pc(globalDefault=True)) is True
+
+
+# --- PodGroup ----------------------------------------------------------------------------
+
+def pod_group(**spec):
+    base = {"schedulingPolicy": {"gang": {"minCount": 3}}, "workloadRef": {"workloadName": "train", "templateName": "workers"}}
+    base.update(spec)
+    return {"metadata": {"name": "train-workers", "namespace": "ml"}, "spec": base}
+
+
+def test_pod_group_valid_and_defaulted():
+    s = PodGroupStrategy()
+    obj = pod_group(
+        schedulingConstraints={"topology": [{"key": "topology.kubernetes.io/rack"}]},
+        resourceClaims=[{"name": "gpus", "resourceClaimTemplateName": "gpu-template"}],
+        preemptionPolicy="Never",
+    )
+    s.default(obj, "v1beta1")
+    assert obj["spec"]["disruptionMode"] == {"single": {}}
+    assert s.validate(obj) == []
+
+
+def test_pod_group_policy_union():
+    s = PodGroupStrategy()
+    [e] = s.validate(pod_group(schedulingPolicy={}))
+    assert e.field == "spec.schedulingPolicy" and e.message == 'Invalid value: "": must specify one of: `basic`, `gang`'
+    [e] = s.validate(pod_group(schedulingPolicy={"basic": {}, "gang": {"minCount": 1}}))
+    assert e.detail == "exactly one of `basic`, `gang` is required, but multiple fields are set"
+    [e] = s.validate(pod_group(schedulingPolicy={"gang": {"minCount": 0}}))
+    assert (e.field, e.reason) == ("spec.schedulingPolicy.gang.minCount", "FieldValueRequired")
+    [e] = s.validate(pod_group(schedulingPolicy={"gang": {"minCount": -1}}))
+    assert e.message == "Invalid value: -1: must be greater than zero"
+
+
+@pytest.mark.parametrize(
+    "spec, field, reason",
+    [
+        ({"schedulingConstraints": {"topology": [{"key": "a"}, {"key": "b"}]}}, "spec.schedulingConstraints.topology", "FieldValueTooMany"),
+        ({"resourceClaims": [{"name": f"c{i}", "resourceClaimName": "x"} for i in range(5)]}, "spec.resourceClaims", "FieldValueTooMany"),
+        ({"resourceClaims": [{"name": "c"}]}, "spec.resourceClaims[0]", "FieldValueInvalid"),
+        ({"resourceClaims": [{"name": "c", "resourceClaimName": "a"}, {"name": "c", "resourceClaimName": "b"}]}, "spec.resourceClaims[1]", "FieldValueDuplicate"),
+        ({"schedulingPolicy": {"basic": {}}, "disruptionMode": {"all": {}}}, "spec.disruptionMode", "FieldValueInvalid"),
+        ({"disruptionMode": {}}, "spec.disruptionMode", "FieldValueInvalid"),
+        ({"preemptionPolicy": "Always"}, "spec.preemptionPolicy", "FieldValueNotSupported"),
+        ({"workloadRef": {"workloadName": "train", "templateName": "Bad_Name"}}, "spec.workloadRef.templateName", "FieldValueInvalid"),
+        ({"workloadRef": None, "parentCompositePodGroupName": "root"}, "spec.workloadRef", "FieldValueRequired"),
+    ],
+)
+def test_pod_group_rules(spec, field, reason):
+    assert (field, reason) in errors(PodGroupStrategy().validate(pod_group(**spec)))
+
+
+def test_pod_group_update_immutability():
+    s = PodGroupStrategy()
+    old = pod_group(disruptionMode={"single": {}})
+    scaled = copy.deepcopy(old)
+    scaled["spec"]["schedulingPolicy"]["gang"]["minCount"] = 5
+    assert s.validate_update(scaled, old) == []
+    switched = pod_group(schedulingPolicy={"basic": {}}, disruptionMode={"single": {}})
+    assert ("spec.schedulingPolicy", "FieldValueInvalid") in errors(s.validate_update(switched, old))
+    moved = pod_group(disruptionMode={"all": {}}, priority=5)
+    assert {("spec.disruptionMode", "FieldValueInvalid"), ("spec.priority", "FieldValueInvalid")} <= set(errors(s.validate_update(moved, old)))
+
+
+def test_pod_group_status_and_columns():
+    s = PodGroupStrategy()
+    obj = pod_group()
+    obj["status"] = {"conditions": [{"type": "PodGroupInitiallyScheduled", "status": "True", "reason": "Scheduled", "lastTransitionTime": "2026-07-01T00:00:00Z"}]}
+    assert s.validate_status_update(obj, pod_group()) == []
+    assert [c.fn(obj) for c in s.columns if c.name != "Age"] == ["train-workers", "Gang", "3", "True"]
+    basic = pod_group(schedulingPolicy={"basic": {}})
+    assert [c.fn(basic) for c in s.columns[1:4]] == ["Basic", "<none>", "Unknown"]
+    obj["status"]["conditions"][0]["status"] = "Maybe"
+    assert ("status.conditions[0].status", "FieldValueNotSupported") in errors(s.validate_status_update(obj, pod_group()))
+    created = pod_group()
+    created["status"] = {"conditions": []}
+    s.prepare_for_create(created)
+    assert "status" not in created
+
+
+# --- CompositePodGroup ---------------------------------------------------------------------
+
+def test_composite_pod_group():
+    s = CompositePodGroupStrategy()
+    obj = {"metadata": {"name": "root", "namespace": "ml"}, "spec": {
+        "workloadRef": {"workloadName": "train", "templateName": "root"},
+        "schedulingPolicy": {"gang": {"minGroupCount": 2}}, "disruptionMode": {"all": {}}}}
+    assert s.validate(obj) == []
+    assert s.columns[2].fn(obj) == "2"
+    no_ref = copy.deepcopy(obj)
+    del no_ref["spec"]["workloadRef"]
+    assert errors(s.validate(no_ref)) == [("spec.workloadRef", "FieldValueRequired")]
+    changed = copy.deepcopy(obj)
+    changed["spec"]["parentCompositePodGroupName"] = "other"
+    assert errors(s.validate_update(changed, obj)) == [("spec.parentCompositePodGroupName", "FieldValueInvalid")]
+
+
+# --- Workload -----------------------------------------------------------------------------
+
+def template(name, **extra):
+    return {"name": name, "schedulingPolicy": {"gang": {"minCount": 2}}, **extra}
+
+
+def workload(**spec):
+    return {"metadata": {"name": "train", "namespace": "ml"}, "spec": spec}
+
+
+def test_workload_valid():
+    s = WorkloadStrategy()
+    obj = workload(controllerRef={"apiGroup": "batch", "kind": "Job", "name": "train"}, podGroupTemplates=[template("workers"), template("ps")])
+    assert s.validate(obj) == []
+    assert s.columns[1].fn(obj) == 2
+    nested = workload(compositePodGroupTemplates=[{
+        "name": "root", "schedulingPolicy": {"basic": {}}, "disruptionMode": {"single": {}},
+        "podGroupTemplates": [template("leaf", disruptionMode={"all": {}})]}])
+    assert s.validate(nested) == []
+
+
+@pytest.mark.parametrize(
+    "spec, field, reason",
+    [
+        ({}, "spec", "FieldValueInvalid"),
+        ({"podGroupTemplates": [template(f"t{i}") for i in range(9)]}, "spec.podGroupTemplates", "FieldValueTooMany"),
+        ({"podGroupTemplates": [template("a"), template("a")]}, "spec.podGroupTemplates[1].name", "FieldValueInvalid"),
+        ({"podGroupTemplates": [template("a", schedulingPolicy={})]}, "spec.podGroupTemplates[0].schedulingPolicy", "FieldValueInvalid"),
+        ({"controllerRef": {"kind": "Job", "name": "a/b"}, "podGroupTemplates": [template("a")]}, "spec.controllerRef.name", "FieldValueInvalid"),
+        ({"compositePodGroupTemplates": [{"name": "root", "schedulingPolicy": {"basic": {}}}]}, "spec.compositePodGroupTemplates[0]", "FieldValueRequired"),
+        (
+            {"compositePodGroupTemplates": [{"name": "root", "schedulingPolicy": {"gang": {"minGroupCount": 1}}, "disruptionMode": {"all": {}},
+                                             "podGroupTemplates": [template("leaf", disruptionMode={"single": {}})]}]},
+            "spec.compositePodGroupTemplates[0].podGroupTemplates[0].disruptionMode", "FieldValueInvalid",
+        ),
+    ],
+)
+def test_workload_rules(spec, field, reason):
+    assert (field, reason) in errors(WorkloadStrategy().validate(workload(**spec)))
+
+
+def test_workload_depth_limit():
+    leaf = {"name": "l4", "schedulingPolicy": {"basic": {}}, "podGroupTemplates": [template("pods")]}
+    for depth in (3, 2, 1):
+        leaf = {"name": f"l{depth}", "schedulingPolicy": {"basic": {}}, "compositePodGroupTemplates": [leaf]}
+    errs = errors(WorkloadStrategy().validate(workload(compositePodGroupTemplates=[leaf])))
+    assert ("spec.compositePodGroupTemplates[0].compositePodGroupTemplates[0].compositePodGroupTemplates[0].compositePodGroupTemplates[0]", "FieldValueInvalid") in errs
+
+
+def test_workload_update_rules():
+    s = WorkloadStrategy()
+    old = workload(controllerRef={"kind": "Job", "name": "train"}, podGroupTemplates=[template("workers")])
+    scaled = copy.deepcopy(old)
+    scaled["spec"]["podGroupTemplates"][0]["schedulingPolicy"]["gang"]["minCount"] = 4
+    assert s.validate_update(scaled, old) == []
+    added = workload(controllerRef={"kind": "Job", "name": "train"}, podGroupTemplates=[template("workers"), template("more")])
+    assert errors(s.validate_update(added, old)) == [("spec.podGroupTemplates", "FieldValueInvalid")]
+    retuned = workload(controllerRef={"kind": "Job", "name": "other"}, podGroupTemplates=[template("workers", priorityClassName="high")])
+    assert errors(s.validate_update(retuned, old)) == [("spec.controllerRef", "FieldValueInvalid"), ("spec.podGroupTemplates[0]", "FieldValueInvalid")]
+    unowned = workload(podGroupTemplates=[template("workers")])
+    assert s.validate_update(old, unowned) == []
