@@ -1,0 +1,37 @@
+"""PATCH mechanics: JSON patch, JSON merge patch, strategic merge patch and server-side apply.
+
+Every patch function is pure: it returns a new document and raises `PatchError`
+when the patch is malformed or cannot be applied. The error carries what
+kube-apiserver answers with for that failure, so the HTTP layer only renders it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_REJECTED = "the server rejected our request due to an error in our request"
+
+
+class PatchError(Exception):
+    """A patch that is malformed or does not apply.
+
+    `str(err)` is the patch library's own message. `code`, `reason`,
+    `status_message` and `details` are the meta/v1 Status fields upstream
+    returns: 400 BadRequest for undecodable patches, 413 for oversized JSON
+    patches, 422 for JSON patch operations that fail (upstream wraps the
+    message into a generic "rejected" Status whose cause carries it), and 500
+    with an empty (Unknown) reason for strategic-merge errors the apiserver
+    passes through unconverted.
+    """
+
+    _REASONS = {400: "BadRequest", 413: "RequestEntityTooLarge", 422: "Invalid", 500: ""}
+
+    def __init__(self, message: str, code: int = 400):
+        super().__init__(message)
+        self.code = code
+        self.reason = self._REASONS[code]
+        self.details: dict[str, Any] | None = None
+        self.status_message = message
+        if code == 422:
+            self.status_message = _REJECTED
+            self.details = {"causes": [{"reason": "UnexpectedServerResponse", "message": message}]}

@@ -1,0 +1,225 @@
+"""JSON patch (RFC 6902) as kube-apiserver applies it: evanphx/json-patch v4 semantics and messages."""
+
+import copy
+
+import pytest
+
+from nanokube.apiserver.patch import PatchError
+from nanokube.apiserver.patch.jsonpatch import MAX_OPERATIONS, apply
+
+
+def pod():
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "web",
+            "namespace": "default",
+            "labels": {"app": "web", "tier": "front"},
+            "annotations": {"example.com/owner": "team-a", "a~b": "tilde"},
+            "finalizers": ["example.com/protect"],
+        },
+        "spec": {
+            "containers": [
+                {"name": "nginx", "image": "nginx:1.25", "ports": [{"containerPort": 80}]},
+                {"name": "sidecar", "image": "busybox", "args": ["sleep", "3600"]},
+            ],
+            "restartPolicy": "Always",
+        },
+    }
+
+
+def failure(doc, ops):
+    with pytest.raises(PatchError) as e:
+        apply(doc, ops)
+    return e.value
+
+
+def test_add_replace_remove_on_object_members():
+    out = apply(
+        pod(),
+        [
+            {"op": "add", "path": "/metadata/labels/env", "value": "prod"},
+            {"op": "replace", "path": "/spec/restartPolicy", "value": "Never"},
+            {"op": "remove", "path": "/metadata/labels/tier"},
+        ],
+    )
+    assert out["metadata"]["labels"] == {"app": "web", "env": "prod"}
+    assert out["spec"]["restartPolicy"] == "Never"
+
+
+def test_inputs_are_not_mutated_and_values_are_not_shared():
+    doc, value = pod(), {"name": "extra", "image": "x"}
+    ops = [{"op": "add", "path": "/spec/containers/-", "value": value}, {"op": "replace", "path": "/spec/containers/2/image", "value": "y"}]
+    before_doc, before_ops = copy.deepcopy(doc), copy.deepcopy(ops)
+    out = apply(doc, ops)
+    assert doc == before_doc and ops == before_ops
+    assert out["spec"]["containers"][2] == {"name": "extra", "image": "y"}
+
+
+def test_pointer_escapes():
+    out = apply(
+        pod(),
+        [
+            {"op": "replace", "path": "/metadata/annotations/example.com~1owner", "value": "team-b"},
+            {"op": "remove", "path": "/metadata/annotations/a~0b"},
+            {"op": "add", "path": "/metadata/labels/~01", "value": "v"},
+        ],
+    )
+    assert out["metadata"]["annotations"] == {"example.com/owner": "team-b"}
+    assert out["metadata"]["labels"]["~1"] == "v"
+
+
+def test_array_add_insert_append_and_negative_index():
+    out = apply(
+        pod(),
+        [
+            {"op": "add", "path": "/metadata/finalizers/-", "value": "last"},
+            {"op": "add", "path": "/metadata/finalizers/0", "value": "first"},
+            {"op": "add", "path": "/metadata/finalizers/-1", "value": "appended"},
+            {"op": "remove", "path": "/spec/containers/-1"},
+        ],
+    )
+    assert out["metadata"]["finalizers"] == ["first", "example.com/protect", "last", "appended"]
+    assert [c["name"] for c in out["spec"]["containers"]] == ["nginx"]
+
+
+def test_move_and_copy():
+    out = apply(
+        pod(),
+        [
+            {"op": "copy", "from": "/metadata/labels", "path": "/spec/nodeSelector"},
+            {"op": "move", "from": "/spec/containers/1/args", "path": "/spec/containers/0/args"},
+            {"op": "add", "path": "/spec/nodeSelector/zone", "value": "a"},
+        ],
+    )
+    assert out["spec"]["nodeSelector"] == {"app": "web", "tier": "front", "zone": "a"}
+    assert out["metadata"]["labels"] == {"app": "web", "tier": "front"}
+    assert out["spec"]["containers"][0]["args"] == ["sleep", "3600"]
+    assert "args" not in out["spec"]["containers"][1]
+
+
+def test_test_operation_passes_and_guards_later_operations():
+    out = apply(
+        pod(),
+        [
+            {"op": "test", "path": "/spec/containers/0/ports", "value": [{"containerPort": 80}]},
+            {"op": "test", "path": "/metadata/labels", "value": {"tier": "front", "app": "web"}},
+            {"op": "replace", "path": "/spec/containers/0/image", "value": "nginx:1.27"},
+        ],
+    )
+    assert out["spec"]["containers"][0]["image"] == "nginx:1.27"
+
+
+def test_failed_test_is_422_with_upstream_message_as_cause():
+    err = failure(pod(), [{"op": "test", "path": "/metadata/name", "value": "other"}])
+    assert str(err) == "testing value /metadata/name failed: test failed"
+    assert err.code == 422 and err.reason == "Invalid"
+    assert err.status_message == "the server rejected our request due to an error in our request"
+    assert err.details == {"causes": [{"reason": "UnexpectedServerResponse", "message": str(err)}]}
+
+
+def test_test_compares_types_strictly():
+    doc = {"spec": {"replicas": 1, "paused": True}}
+    assert failure(doc, [{"op": "test", "path": "/spec/replicas", "value": True}]).code == 422
+    assert failure(doc, [{"op": "test", "path": "/spec/replicas", "value": 1.0}]).code == 422
+    assert failure(doc, [{"op": "test", "path": "/spec/paused", "value": 1}]).code == 422
+    assert apply(doc, [{"op": "test", "path": "/spec/replicas", "value": 1}]) == doc
+
+
+def test_test_null_matches_a_missing_member_and_whole_document():
+    doc = pod()
+    assert apply(doc, [{"op": "test", "path": "/spec/nodeName", "value": None}]) == doc
+    assert apply(doc, [{"op": "test", "path": "", "value": pod()}]) == doc
+    assert str(failure(doc, [{"op": "test", "path": "", "value": {}}])) == "testing value  failed: test failed"
+
+
+def test_replace_of_missing_member_adds_it_like_upstream():
+    out = apply(pod(), [{"op": "replace", "path": "/spec/nodeName", "value": "node-1"}])
+    assert out["spec"]["nodeName"] == "node-1"
+
+
+def test_replace_whole_document():
+    assert apply(pod(), [{"op": "replace", "path": "", "value": {"kind": "Pod"}}]) == {"kind": "Pod"}
+    err = failure(pod(), [{"op": "replace", "path": "", "value": "x"}])
+    assert str(err) == "replace operation value must be object or array: %!w(<nil>)"
+
+
+def test_copy_from_missing_member_inserts_null_like_upstream():
+    out = apply(pod(), [{"op": "copy", "from": "/metadata/missing", "path": "/metadata/copied"}])
+    assert out["metadata"]["copied"] is None
+
+
+@pytest.mark.parametrize(
+    "op,message",
+    [
+        ({"op": "add", "path": "/metadata/nope/x", "value": 1}, 'add operation does not apply: doc is missing path: "/metadata/nope/x": missing value'),
+        ({"op": "add", "path": "/spec/containers/5", "value": {}}, "error in add for path: '/spec/containers/5': Unable to access invalid index: 5: invalid index referenced"),
+        ({"op": "add", "path": "/spec/containers/x", "value": {}}, "error in add for path: '/spec/containers/x': value was not a proper array index: 'x': strconv.Atoi: parsing \"x\": invalid syntax"),
+        ({"op": "remove", "path": "/metadata/labels/missing"}, "error in remove for path: '/metadata/labels/missing': Unable to remove nonexistent key: missing: missing value"),
+        ({"op": "remove", "path": "/spec/containers/2"}, "error in remove for path: '/spec/containers/2': Unable to access invalid index: 2: invalid index referenced"),
+        ({"op": "remove", "path": "/spec/containers/-"}, "error in remove for path: '/spec/containers/-': strconv.Atoi: parsing \"-\": invalid syntax"),
+        ({"op": "remove", "path": "/nope/x"}, 'remove operation does not apply: doc is missing path: "/nope/x": missing value'),
+        ({"op": "replace", "path": "/spec/containers/9", "value": 1}, "replace operation does not apply: doc is missing key: /spec/containers/9: missing value"),
+        ({"op": "replace", "path": "/spec/restartPolicy/x", "value": 1}, "replace operation does not apply: doc is missing path: /spec/restartPolicy/x: missing value"),
+        ({"op": "replace", "value": 1}, "replace operation failed to decode path: operation missing path field: missing value"),
+        ({"op": "add", "value": 1}, "add operation failed to decode path: missing value"),
+        ({"op": "move", "path": "/a"}, "move operation failed to decode from: operation, missing from field: missing value"),
+        ({"op": "move", "from": "/metadata/gone", "path": "/a"}, "error in move for path: 'gone': Unable to remove nonexistent key: gone: missing value"),
+        ({"op": "move", "from": "/metadata", "path": "/metadata/child"}, "move operation does not apply: doc is missing destination path: /metadata/child: missing value"),
+        ({"op": "copy", "from": "/x/y", "path": "/a"}, "copy operation does not apply: doc is missing from path: /x/y: missing value"),
+        ({"op": "test", "path": "/x/y", "value": 1}, "test operation does not apply: is missing path: /x/y: missing value"),
+        ({"op": "test", "path": "/spec/containers/7", "value": 1}, "error in test for path: '/spec/containers/7': Unable to access invalid index: 7: invalid index referenced"),
+        ({"op": "test", "path": 5, "value": 1}, "test operation failed to decode path: json: cannot unmarshal number into Go value of type string"),
+        ({"op": "merge", "path": "/a"}, "Unexpected kind: merge"),
+        ({"path": "/a"}, "Unexpected kind: unknown"),
+    ],
+)
+def test_operation_failures_carry_upstream_messages(op, message):
+    err = failure(pod(), [op])
+    assert err.code == 422
+    assert str(err) == message
+
+
+def test_failure_leaves_no_partial_result_and_input_untouched():
+    doc = pod()
+    failure(doc, [{"op": "add", "path": "/metadata/labels/x", "value": "1"}, {"op": "remove", "path": "/nope/x"}])
+    assert doc == pod()
+
+
+@pytest.mark.parametrize(
+    "patch,message",
+    [
+        ({"op": "add"}, "json: cannot unmarshal object into Go value of type jsonpatch.Patch"),
+        (["add"], "json: cannot unmarshal string into Go value of type jsonpatch.Operation"),
+        ([[]], "json: cannot unmarshal array into Go value of type jsonpatch.Operation"),
+    ],
+)
+def test_undecodable_patch_is_bad_request(patch, message):
+    err = failure(pod(), patch)
+    assert (err.code, err.reason, str(err), err.status_message) == (400, "BadRequest", message, message)
+
+
+def test_null_patch_is_a_no_op():
+    assert apply(pod(), None) == pod()
+
+
+def test_too_many_operations_is_413():
+    ops = [{"op": "test", "path": "/kind", "value": "Pod"}] * (MAX_OPERATIONS + 1)
+    err = failure(pod(), ops)
+    assert err.code == 413 and err.reason == "RequestEntityTooLarge"
+    assert str(err) == f"The allowed maximum operations in a JSON patch is {MAX_OPERATIONS}, got {MAX_OPERATIONS + 1}"
+    assert apply(pod(), ops[:MAX_OPERATIONS]) == pod()
+
+
+def test_kubectl_scale_style_patch():
+    deploy = {"kind": "Deployment", "spec": {"replicas": 1, "template": {"spec": {"containers": [{"name": "app", "image": "a:1"}]}}}}
+    out = apply(
+        deploy,
+        [
+            {"op": "replace", "path": "/spec/replicas", "value": 3},
+            {"op": "add", "path": "/spec/template/spec/containers/0/env", "value": [{"name": "MODE", "value": "fast"}]},
+        ],
+    )
+    assert out["spec"]["replicas"] == 3
+    assert out["spec"]["template"]["spec"]["containers"][0]["env"] == [{"name": "MODE", "value": "fast"}]
