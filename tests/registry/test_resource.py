@@ -1,0 +1,342 @@
+"""resource.k8s.io registry: DRA kinds, v1beta1 conversion, validation, columns."""
+
+import copy
+
+import pytest
+
+from nanokube.registry.base import all_resources
+from nanokube.registry.resource import (
+    DeviceClassStrategy,
+    DeviceTaintRuleStrategy,
+    ResourceClaimStrategy,
+    ResourceClaimTemplateStrategy,
+    ResourceSliceStrategy,
+)
+
+NOW = "2026-07-01T12:00:00Z"
+
+
+def errors(errs):
+    return [(e.field, e.reason) for e in errs]
+
+
+def test_registration():
+    res = {r.plural: r for r in all_resources() if r.group == "resource.k8s.io"}
+    assert res["resourceclaims"].versions == ["v1", "v1beta2", "v1beta1"] and res["resourceclaims"].subresources == ("status",)
+    assert res["devicetaintrules"].versions == ["v1", "v1beta2", "v1alpha3"] and not res["devicetaintrules"].namespaced
+    assert all(r.storage_version == "v1" for r in res.values())
+    assert res["resourceclaimtemplates"].namespaced and not res["resourceslices"].namespaced
+
+
+# --- ResourceClaim -----------------------------------------------------------------
+
+def claim(requests=None, **devices):
+    requests = requests if requests is not None else [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]
+    return {"metadata": {"name": "c", "namespace": "ml"}, "spec": {"devices": {"requests": requests, **devices}}}
+
+
+def test_claim_defaults_and_valid():
+    s = ResourceClaimStrategy()
+    obj = claim([
+        {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com", "tolerations": [{"key": "example.com/unhealthy", "effect": "NoExecute"}]}},
+        {"name": "nic", "firstAvailable": [{"name": "fast", "deviceClassName": "nic.example.com", "allocationMode": "All"}]},
+    ], constraints=[{"requests": ["gpu", "nic/fast"], "matchAttribute": "example.com/numa"}],
+        config=[{"requests": ["gpu"], "opaque": {"driver": "gpu.example.com", "parameters": {"mode": "shared"}}}])
+    s.default(obj, "v1")
+    exact = obj["spec"]["devices"]["requests"][0]["exactly"]
+    assert (exact["allocationMode"], exact["count"], exact["tolerations"][0]["operator"]) == ("ExactCount", 1, "Equal")
+    assert "count" not in obj["spec"]["devices"]["requests"][1]["firstAvailable"][0]
+    assert s.validate(obj) == []
+
+
+@pytest.mark.parametrize(
+    "requests, extra, field, reason",
+    [
+        ([{"name": "gpu"}], {}, "spec.devices.requests[0]", "FieldValueRequired"),
+        ([{"name": "gpu", "exactly": {"deviceClassName": "c", "allocationMode": "ExactCount", "count": 1}, "firstAvailable": [{"name": "a", "deviceClassName": "c"}]}], {}, "spec.devices.requests[0]", "FieldValueInvalid"),
+        ([{"name": "gpu", "exactly": {"allocationMode": "ExactCount", "count": 1}}], {}, "spec.devices.requests[0].exactly.deviceClassName", "FieldValueRequired"),
+        ([{"name": "gpu", "exactly": {"deviceClassName": "c", "allocationMode": "ExactCount", "count": -1}}], {}, "spec.devices.requests[0].exactly.count", "FieldValueInvalid"),
+        ([{"name": "gpu", "exactly": {"deviceClassName": "c", "allocationMode": "All", "count": 2}}], {}, "spec.devices.requests[0].exactly.count", "FieldValueInvalid"),
+        ([{"name": "gpu", "exactly": {"deviceClassName": "c", "allocationMode": "Some", "count": 1}}], {}, "spec.devices.requests[0].exactly.allocationMode", "FieldValueNotSupported"),
+        ([{"name": "Gpu", "exactly": {"deviceClassName": "c", "allocationMode": "ExactCount", "count": 1}}], {}, "spec.devices.requests[0].name", "FieldValueInvalid"),
+        ([{"name": "a", "exactly": {"deviceClassName": "c", "allocationMode": "ExactCount", "count": 1}}] * 2, {}, "spec.devices.requests[1]", "FieldValueDuplicate"),
+        ([{"name": "a", "exactly": {"deviceClassName": "c", "allocationMode": "ExactCount", "count": 1, "selectors": [{}]}}], {}, "spec.devices.requests[0].exactly.selectors[0].cel", "FieldValueRequired"),
+        ([{"name": "a", "exactly": {"deviceClassName": "c", "allocationMode": "ExactCount", "count": 1, "selectors": [{"cel": {"expression": "x" * 10241}}]}}], {}, "spec.devices.requests[0].exactly.selectors[0].cel.expression", "FieldValueTooLong"),
+        ([{"name": "a", "exactly": {"deviceClassName": "c", "allocationMode": "ExactCount", "count": 1, "tolerations": [{"operator": "Exists", "value": "v"}]}}], {}, "spec.devices.requests[0].exactly.tolerations[0].value", "FieldValueInvalid"),
+        ([{"name": "a", "exactly": {"deviceClassName": "c", "allocationMode": "ExactCount", "count": 1, "tolerations": [{"key": "k", "operator": "Equal", "effect": "PreferNoSchedule"}]}}], {}, "spec.devices.requests[0].exactly.tolerations[0].effect", "FieldValueNotSupported"),
+        ([{"name": "a", "firstAvailable": [{"name": f"s{i}", "deviceClassName": "c", "allocationMode": "ExactCount", "count": 1} for i in range(9)]}], {}, "spec.devices.requests[0].firstAvailable", "FieldValueTooMany"),
+        (None, {"constraints": [{"requests": ["nope"], "matchAttribute": "example.com/numa"}]}, "spec.devices.constraints[0].requests[0]", "FieldValueInvalid"),
+        (None, {"constraints": [{"matchAttribute": "numa"}]}, "spec.devices.constraints[0].matchAttribute", "FieldValueInvalid"),
+        (None, {"constraints": [{}]}, "spec.devices.constraints[0]", "FieldValueRequired"),
+        (None, {"config": [{"opaque": {"driver": "Bad_Driver", "parameters": {}}}]}, "spec.devices.config[0].opaque.driver", "FieldValueInvalid"),
+        (None, {"config": [{"opaque": {"driver": "gpu.example.com", "parameters": []}}]}, "spec.devices.config[0].opaque.parameters", "FieldValueInvalid"),
+    ],
+)
+def test_claim_spec_rules(requests, extra, field, reason):
+    obj = claim(requests, **extra)
+    ResourceClaimStrategy().default(obj, "v1")
+    assert (field, reason) in errors(ResourceClaimStrategy().validate(obj))
+
+
+def test_claim_spec_immutable():
+    s = ResourceClaimStrategy()
+    old = claim()
+    new = copy.deepcopy(old)
+    new["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "other"
+    [e] = s.validate_update(new, old)
+    assert (e.field, e.detail) == ("spec", "field is immutable")
+    assert s.validate_update(copy.deepcopy(old), old) == []
+
+
+def test_claim_v1beta1_round_trip():
+    s = ResourceClaimStrategy()
+    beta = claim([{"name": "gpu", "deviceClassName": "gpu.example.com", "count": 2},
+                  {"name": "nic", "firstAvailable": [{"name": "fast", "deviceClassName": "nic.example.com"}]}])
+    s.default(beta, "v1beta1")
+    stored = s.to_storage(beta, "v1beta1")
+    reqs = stored["spec"]["devices"]["requests"]
+    assert reqs[0] == {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com", "count": 2, "allocationMode": "ExactCount"}}
+    assert "exactly" not in reqs[1] and reqs[1]["firstAvailable"][0]["count"] == 1
+    assert s.validate(stored) == []
+    snapshot = copy.deepcopy(stored)
+    back = s.from_storage(stored, "v1beta1")
+    assert stored == snapshot
+    assert back["spec"]["devices"]["requests"] == beta["spec"]["devices"]["requests"]
+    assert s.from_storage(stored, "v1beta2") is stored
+
+
+ALLOCATION = {"devices": {"results": [{"request": "gpu", "driver": "gpu.example.com", "pool": "node-1", "device": "gpu-0"}]}}
+POD = {"resource": "pods", "name": "p", "uid": "0b5f6d4e-0000-4000-8000-000000000001"}
+
+
+def with_status(**status):
+    obj = claim()
+    obj["status"] = status
+    return obj
+
+
+def status_errors(status, old_status=None, deleting=False):
+    new, old = with_status(**status), with_status(**(old_status or {}))
+    if deleting:
+        new["metadata"]["deletionTimestamp"] = NOW
+    return errors(ResourceClaimStrategy().validate_status_update(new, old))
+
+
+def test_claim_status_allocation_and_network_data():
+    device_status = {"driver": "gpu.example.com", "pool": "node-1", "device": "gpu-0",
+                     "conditions": [{"type": "Ready", "status": "True", "reason": "Configured", "lastTransitionTime": NOW}],
+                     "networkData": {"interfaceName": "eth1", "ips": ["192.0.2.5/24", "2001:db8::5/64"], "hardwareAddress": "ea:9f:00:00:00:01"}}
+    assert status_errors({"allocation": ALLOCATION, "reservedFor": [POD], "devices": [device_status]}) == []
+    bad_ip = copy.deepcopy(device_status)
+    bad_ip["networkData"]["ips"] = ["192.0.2.5", "2001:DB8::5/64"]
+    assert status_errors({"allocation": ALLOCATION, "devices": [bad_ip]}) == [
+        ("status.devices[0].networkData.ips[0]", "FieldValueInvalid"), ("status.devices[0].networkData.ips[1]", "FieldValueInvalid")]
+    long_names = copy.deepcopy(device_status)
+    long_names["networkData"].update(interfaceName="i" * 257, hardwareAddress="h" * 129)
+    assert status_errors({"allocation": ALLOCATION, "devices": [long_names]}) == [
+        ("status.devices[0].networkData.interfaceName", "FieldValueTooLong"), ("status.devices[0].networkData.hardwareAddress", "FieldValueTooLong")]
+    stranger = dict(device_status, device="gpu-9")
+    assert status_errors({"allocation": ALLOCATION, "devices": [stranger]}) == [("status.devices[0]", "FieldValueInvalid")]
+    assert status_errors({"allocation": ALLOCATION, "devices": [device_status, device_status]}) == [("status.devices[1]", "FieldValueDuplicate")]
+
+
+def test_claim_status_reservations():
+    assert status_errors({"reservedFor": [POD]}) == [("status.reservedFor", "FieldValueForbidden")]
+    assert status_errors({"allocation": ALLOCATION, "reservedFor": [POD, POD]}) == [("status.reservedFor[1]", "FieldValueDuplicate")]
+    many = [dict(POD, uid=f"uid-{i}") for i in range(257)]
+    assert status_errors({"allocation": ALLOCATION, "reservedFor": many}) == [("status.reservedFor", "FieldValueTooMany")]
+    assert status_errors({"allocation": ALLOCATION, "reservedFor": [{"resource": "pods"}]}) == [
+        ("status.reservedFor[0].name", "FieldValueRequired"), ("status.reservedFor[0].uid", "FieldValueRequired")]
+    assert status_errors({"allocation": ALLOCATION, "reservedFor": [POD]}, {"allocation": ALLOCATION}, deleting=True) == [
+        ("status.reservedFor", "FieldValueForbidden")]
+
+
+def test_claim_status_allocation_rules():
+    changed = copy.deepcopy(ALLOCATION)
+    changed["devices"]["results"][0]["device"] = "gpu-1"
+    assert status_errors({"allocation": changed}, {"allocation": ALLOCATION}) == [("status.allocation", "FieldValueInvalid")]
+    wrong = {"devices": {"results": [{"request": "nope", "driver": "gpu.example.com", "pool": "node-1", "device": "gpu-0"}]}}
+    assert status_errors({"allocation": wrong}) == [("status.allocation.devices.results[0].request", "FieldValueInvalid")]
+    cfg = {"devices": {"results": ALLOCATION["devices"]["results"], "config": [{"source": "FromNowhere", "opaque": {"driver": "gpu.example.com", "parameters": {}}}]}}
+    assert status_errors({"allocation": cfg}) == [("status.allocation.devices.config[0].source", "FieldValueNotSupported")]
+
+
+def test_claim_state_column():
+    state = ResourceClaimStrategy.columns[1].fn
+    assert state(claim()) == "pending"
+    assert state(with_status(allocation=ALLOCATION)) == "allocated"
+    assert state(with_status(allocation=ALLOCATION, reservedFor=[POD])) == "allocated,reserved"
+    gone = with_status(allocation=ALLOCATION)
+    gone["metadata"]["deletionTimestamp"] = NOW
+    assert state(gone) == "deleted,allocated,deallocating"
+
+
+def test_claim_template():
+    s = ResourceClaimTemplateStrategy()
+    beta = {"metadata": {"name": "t", "namespace": "ml"},
+            "spec": {"metadata": {"labels": {"app": "train"}}, "spec": {"devices": {"requests": [{"name": "gpu", "deviceClassName": "gpu.example.com"}]}}}}
+    s.default(beta, "v1beta1")
+    stored = s.to_storage(beta, "v1beta1")
+    assert stored["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 1
+    assert s.validate(stored) == []
+    assert s.from_storage(stored, "v1beta1")["spec"]["spec"]["devices"]["requests"] == beta["spec"]["spec"]["devices"]["requests"]
+    bad = copy.deepcopy(stored)
+    bad["spec"]["metadata"]["labels"] = {"bad key!": "x"}
+    assert ("spec.metadata.labels", "FieldValueInvalid") in errors(s.validate(bad))
+    assert errors(s.validate_update(bad, stored)) == [("spec", "FieldValueInvalid")]
+
+
+# --- ResourceSlice ---------------------------------------------------------------------------
+
+def rslice(devices=None, **spec):
+    base = {"driver": "gpu.example.com", "pool": {"name": "node-1", "generation": 1, "resourceSliceCount": 1}, "nodeName": "node-1",
+            "devices": devices if devices is not None else [{
+                "name": "gpu-0",
+                "attributes": {"model": {"string": "A100"}, "gpu.example.com/driverVersion": {"version": "1.2.3"}},
+                "capacity": {"memory": {"value": "80Gi"}}}]}
+    base.update(spec)
+    return {"metadata": {"name": "node-1-gpu"}, "spec": {k: v for k, v in base.items() if v is not None}}
+
+
+def test_slice_valid_and_columns():
+    s = ResourceSliceStrategy(now=lambda: NOW)
+    obj = rslice()
+    assert s.validate(obj) == []
+    assert [c.fn(obj) for c in s.columns if c.name != "Age"] == ["node-1-gpu", "node-1", "gpu.example.com", "node-1"]
+    assert s.columns[1].fn(rslice(nodeName=None, allNodes=True)) == "<none>"
+    assert s.field_selectors["spec.driver"](obj) == "gpu.example.com"
+
+
+def test_slice_taint_time_added():
+    s = ResourceSliceStrategy(now=lambda: NOW)
+    obj = rslice([{"name": "gpu-0", "taints": [{"key": "example.com/unhealthy", "effect": "NoSchedule"}]}])
+    s.prepare_for_create(obj)
+    assert obj["spec"]["devices"][0]["taints"][0]["timeAdded"] == NOW
+    new = rslice([{"name": "gpu-0", "taints": [{"key": "example.com/unhealthy", "effect": "NoSchedule"}]}])
+    ResourceSliceStrategy(now=lambda: "2030-01-01T00:00:00Z").prepare_for_update(new, obj)
+    assert new["spec"]["devices"][0]["taints"][0]["timeAdded"] == NOW
+    assert s.validate(new) == []
+
+
+@pytest.mark.parametrize(
+    "obj, field, reason",
+    [
+        (rslice(nodeName=None), "spec", "FieldValueRequired"),
+        (rslice(allNodes=True), "spec", "FieldValueInvalid"),
+        (rslice(allNodes=False), "spec.allNodes", "FieldValueInvalid"),
+        (rslice(driver="Not_A_Driver"), "spec.driver", "FieldValueInvalid"),
+        (rslice(driver="a" * 64 + ".com"), "spec.driver", "FieldValueTooLong"),
+        (rslice(pool={"name": "a/B", "generation": 0, "resourceSliceCount": 0}), "spec.pool.name", "FieldValueInvalid"),
+        (rslice(pool={"name": "p", "generation": 0, "resourceSliceCount": 0}), "spec.pool.resourceSliceCount", "FieldValueInvalid"),
+        (rslice([{"name": f"d{i}"} for i in range(129)]), "spec.devices", "FieldValueTooMany"),
+        (rslice([{"name": f"d{i}", "taints": [{"key": "k", "effect": "NoSchedule"}]} for i in range(65)]), "spec.devices", "FieldValueTooMany"),
+        (rslice([{"name": "d"}, {"name": "d"}]), "spec.devices[1]", "FieldValueDuplicate"),
+        (rslice([{"name": "d", "attributes": {"model": {}}}]), "spec.devices[0].attributes[model]", "FieldValueInvalid"),
+        (rslice([{"name": "d", "attributes": {"model": {"string": "a", "int": 1}}}]), "spec.devices[0].attributes[model]", "FieldValueInvalid"),
+        (rslice([{"name": "d", "attributes": {"model": {"string": "x" * 65}}}]), "spec.devices[0].attributes[model].string", "FieldValueTooLong"),
+        (rslice([{"name": "d", "attributes": {"v": {"version": "1.2"}}}]), "spec.devices[0].attributes[v].version", "FieldValueInvalid"),
+        (rslice([{"name": "d", "attributes": {"9lives": {"int": 9}}}]), "spec.devices[0].attributes[9lives]", "FieldValueInvalid"),
+        (rslice([{"name": "d", "attributes": {f"a{i}": {"int": i} for i in range(33)}}]), "spec.devices[0]", "FieldValueInvalid"),
+        (rslice([{"name": "d", "capacity": {"mem": {"value": "1Gi", "requestPolicy": {"default": "1Gi"}}}}]), "spec.devices[0].capacity[mem].requestPolicy", "FieldValueForbidden"),
+        (rslice([{"name": "d", "taints": [{"key": "k", "effect": "PreferNoSchedule"}]}]), "spec.devices[0].taints[0].effect", "FieldValueNotSupported"),
+        (rslice([{"name": "d", "taints": [{"key": "k"}]}]), "spec.devices[0].taints[0].effect", "FieldValueRequired"),
+        (rslice([{"name": "d", "nodeName": "n"}]), "spec.devices[0]", "FieldValueInvalid"),
+        (rslice([{"name": "d"}], nodeName=None, perDeviceNodeSelection=True), "spec.devices[0]", "FieldValueRequired"),
+        (rslice(sharedCounters=[{"name": "mem", "counters": {"memory": {"value": "80Gi"}}}]), "spec", "FieldValueInvalid"),
+        (rslice(None, sharedCounters=[{"name": "mem"}]), "spec.sharedCounters[0].counters", "FieldValueRequired"),
+        (rslice([{"name": "d", "bindingConditions": ["Ready"]}]), "spec.devices[0].bindingFailureConditions", "FieldValueInvalid"),
+    ],
+)
+def test_slice_rules(obj, field, reason):
+    assert (field, reason) in errors(ResourceSliceStrategy().validate(obj))
+
+
+def test_slice_update_immutability():
+    old = rslice()
+    new = rslice(driver="other.example.com", nodeName="node-2")
+    new["spec"]["pool"]["name"] = "node-2"
+    assert {("spec.driver", "FieldValueInvalid"), ("spec.nodeName", "FieldValueInvalid"), ("spec.pool.name", "FieldValueInvalid")} <= set(
+        errors(ResourceSliceStrategy().validate_update(new, old)))
+
+
+def test_slice_v1beta1_basic_wrapper():
+    s = ResourceSliceStrategy()
+    beta = rslice([{"name": "gpu-0", "basic": {"attributes": {"model": {"string": "A100"}}, "capacity": {"memory": {"value": "80Gi"}}}}])
+    stored = s.to_storage(beta, "v1beta1")
+    assert stored["spec"]["devices"] == [{"name": "gpu-0", "attributes": {"model": {"string": "A100"}}, "capacity": {"memory": {"value": "80Gi"}}}]
+    assert s.from_storage(stored, "v1beta1")["spec"]["devices"] == beta["spec"]["devices"]
+    assert s.from_storage(stored, "v1") is stored
+
+
+# --- DeviceClass -------------------------------------------------------------------------------
+
+def test_device_class():
+    s = DeviceClassStrategy()
+    obj = {"metadata": {"name": "gpu.example.com"}, "spec": {
+        "selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}],
+        "config": [{"opaque": {"driver": "gpu.example.com", "parameters": {"sharing": "timeSlicing"}}}],
+        "extendedResourceName": "example.com/gpu"}}
+    assert s.validate(obj) == []
+    bad = copy.deepcopy(obj)
+    bad["spec"]["extendedResourceName"] = "gpu"
+    bad["spec"]["selectors"] = [{"cel": {"expression": "true"}}] * 33
+    assert errors(s.validate(bad)) == [("spec.selectors", "FieldValueTooMany"), ("spec.extendedResourceName", "FieldValueInvalid")]
+    big = copy.deepcopy(obj)
+    big["spec"]["config"][0]["opaque"]["parameters"] = {"blob": "x" * 11000}
+    assert errors(s.validate(big)) == [("spec.config[0].opaque.parameters", "FieldValueTooLong")]
+    assert s.validate_update(big, big) == []
+    assert [c.name for c in s.columns] == ["Name", "Age"]
+
+
+# --- DeviceTaintRule -------------------------------------------------------------------------------
+
+def rule(effect="NoExecute", **taint):
+    return {"metadata": {"name": "maintenance"}, "spec": {
+        "deviceSelector": {"driver": "gpu.example.com", "pool": "node-1", "device": "gpu-0"},
+        "taint": {"key": "example.com/maintenance", "value": "planned", "effect": effect, **taint}}}
+
+
+def test_taint_rule_valid_defaults_and_columns():
+    s = DeviceTaintRuleStrategy(now=lambda: NOW)
+    obj = rule("None")
+    obj["status"] = {"conditions": []}
+    s.prepare_for_create(obj)
+    assert "status" not in obj and obj["spec"]["taint"]["timeAdded"] == NOW
+    assert s.validate(obj) == []
+    assert [c.fn(obj) for c in s.columns[1:3]] == ["None", "example.com/maintenance"]
+
+
+def test_taint_rule_time_added_restamped_on_effect_change():
+    old = rule("NoSchedule", timeAdded="2026-01-01T00:00:00Z")
+    new = rule("NoExecute", timeAdded="2026-01-01T00:00:00Z")
+    DeviceTaintRuleStrategy(now=lambda: NOW).prepare_for_update(new, old)
+    assert new["spec"]["taint"]["timeAdded"] == NOW
+    same = rule("NoSchedule")
+    DeviceTaintRuleStrategy(now=lambda: NOW).prepare_for_update(same, old)
+    assert same["spec"]["taint"]["timeAdded"] == "2026-01-01T00:00:00Z"
+
+
+@pytest.mark.parametrize(
+    "obj, field, reason",
+    [
+        (rule("PreferNoSchedule"), "spec.taint.effect", "FieldValueNotSupported"),
+        (rule(""), "spec.taint.effect", "FieldValueRequired"),
+        (rule(key=""), "spec.taint.key", "FieldValueRequired"),
+        (rule(value="not valid!"), "spec.taint.value", "FieldValueInvalid"),
+    ],
+)
+def test_taint_rule_rules(obj, field, reason):
+    assert (field, reason) in errors(DeviceTaintRuleStrategy().validate(obj))
+
+
+def test_taint_rule_selector_and_status():
+    s = DeviceTaintRuleStrategy()
+    obj = rule()
+    obj["spec"]["deviceSelector"] = {"driver": "Bad_Driver", "device": "GPU"}
+    assert errors(s.validate(obj)) == [("spec.deviceSelector.driver", "FieldValueInvalid"), ("spec.deviceSelector.device", "FieldValueInvalid")]
+    cond = {"type": "EvictionInProgress", "status": "False", "reason": "Completed", "lastTransitionTime": NOW}
+    ok = rule()
+    ok["status"] = {"conditions": [cond]}
+    assert s.validate_status_update(ok, rule()) == []
+    ok["status"]["conditions"] = [dict(cond, type=f"T{i}") for i in range(9)]
+    assert errors(s.validate_status_update(ok, rule())) == [("status.conditions", "FieldValueTooMany")]
