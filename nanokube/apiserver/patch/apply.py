@@ -1,0 +1,618 @@
+"""Server-side apply and managedFields bookkeeping, as kube-apiserver does them.
+
+This follows structured-merge-diff (the merge, compare, prune and ownership
+rules) and the apiserver's field manager stack around it (stripping metadata
+that nobody owns, reset fields, per-manager timestamps, entry order). Objects
+are walked against the release schema from `nanokube.schema`: list and map
+topology comes from `x-kubernetes-list-type`, `x-kubernetes-list-map-keys`,
+`x-kubernetes-map-type` and, for lists without a list type, the strategic
+merge key. Parts of an object the schema does not describe are "deduced":
+maps are granular, lists atomic.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field as dc_field
+from datetime import datetime
+from typing import Any
+
+from nanokube import schema as sch
+from nanokube.apiserver.patch import PatchError
+from nanokube.apiserver.patch import fieldpath as fp
+from nanokube.apiserver.patch.fieldpath import Path
+
+MISSING: Any = object()
+
+# Paths nobody owns: upstream's stripMeta set (plus deletionTimestamp, which
+# only the server writes).
+_STRIPPED = {
+    fp.make_path(*p)
+    for p in (
+        ("apiVersion",),
+        ("kind",),
+        ("metadata",),
+        ("metadata", "name"),
+        ("metadata", "namespace"),
+        ("metadata", "creationTimestamp"),
+        ("metadata", "deletionTimestamp"),
+        ("metadata", "selfLink"),
+        ("metadata", "uid"),
+        ("metadata", "generation"),
+        ("metadata", "managedFields"),
+        ("metadata", "resourceVersion"),
+    )
+}
+
+# List-map key fields that upstream's OpenAPI gives a `default`, which
+# kubernetes-validate's schema drops; an item omitting one is keyed by it.
+_KEY_DEFAULTS = {
+    "io.k8s.api.core.v1.ContainerPort": {"protocol": "TCP"},
+    "io.k8s.api.core.v1.ServicePort": {"protocol": "TCP"},
+}
+
+_OBJECT_META = {"$ref": sch.REF_PREFIX + "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}
+
+# Untyped objects still have typed metadata, as CRD schemas always do.
+_UNTYPED_ROOT = {"properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": _OBJECT_META}}
+
+
+class ApplyConflict(PatchError):
+    """409: the apply would change fields other managers own.
+
+    `conflicts` lists (manager description, field path) pairs, e.g.
+    ('"kubectl" using apps/v1', '.spec.replicas'); `details` holds the
+    `FieldManagerConflict` causes upstream returns.
+    """
+
+    def __init__(self, conflicts: list[tuple[str, str]], message: str):
+        Exception.__init__(self, message)
+        self.code = 409
+        self.reason = "Conflict"
+        self.status_message = message
+        self.conflicts = conflicts
+        self.details = {
+            "causes": [
+                {"reason": "FieldManagerConflict", "message": f"conflict with {who}", "field": path}
+                for who, path in conflicts
+            ]
+        }
+
+
+class _TypeError(Exception):
+    """The object does not fit its schema's list keys."""
+
+
+# ---------------------------------------------------------------- schema shapes
+
+
+@dataclass(frozen=True)
+class _Shape:
+    kind: str  # "struct", "map", "list" or "leaf"
+    atomic: bool = False
+    fields: dict[str, Any] = dc_field(default_factory=dict)
+    elem: dict[str, Any] | None = None
+    list_type: str = "atomic"
+    keys: tuple[str, ...] = ()
+    key_defaults: dict[str, Any] = dc_field(default_factory=dict)
+
+
+_LEAF = _Shape("leaf")
+
+
+def _ext(raw: dict[str, Any], resolved: dict[str, Any], name: str) -> Any:
+    return raw.get(name) or resolved.get(name)
+
+
+def _list_shape(raw: dict[str, Any], resolved: dict[str, Any]) -> _Shape:
+    list_type, keys, strategy, merge_key = sch.list_semantics(raw)
+    items = resolved.get("items")
+    if list_type is None and strategy and "merge" in strategy.split(","):
+        list_type, keys = ("map", [merge_key]) if merge_key else ("set", [])
+    if list_type not in ("map", "set"):
+        return _Shape("list", atomic=True)
+    ref = (items or {}).get("$ref", "")
+    defaults = _KEY_DEFAULTS.get(ref[len(sch.REF_PREFIX):], {})
+    return _Shape("list", elem=items, list_type=list_type, keys=tuple(keys), key_defaults=defaults)
+
+
+def _shape(raw: dict[str, Any] | None, v: Any) -> _Shape:
+    """How a value at a schema node is walked; values that contradict the
+    schema (or have none) are walked as deduced."""
+    if raw is None:
+        if isinstance(v, dict):
+            return _Shape("map")
+        return _Shape("list", atomic=True) if isinstance(v, list) else _LEAF
+    r = sch.resolve(raw)
+    kinds = sch.types(r)
+    atomic_map = _ext(raw, r, "x-kubernetes-map-type") == "atomic"
+    if "properties" in r or sch.additional(r) is not None or "object" in kinds:
+        if v is not None and v is not MISSING and not isinstance(v, dict):
+            return _LEAF
+        kind = "struct" if "properties" in r else "map"
+        return _Shape(kind, atomic=atomic_map, fields=r.get("properties") or {}, elem=sch.additional(r))
+    if "items" in r or "array" in kinds:
+        if v is not None and v is not MISSING and not isinstance(v, list):
+            return _LEAF
+        return _list_shape(raw, r)
+    if isinstance(v, (dict, list)) and not kinds:
+        return _shape(None, v)
+    return _LEAF
+
+
+def _child(shape: _Shape, name: str) -> tuple[dict[str, Any] | None, bool]:
+    """(schema, declared) of a map entry."""
+    if shape.kind == "struct" and name in shape.fields:
+        return shape.fields[name], True
+    return shape.elem, False
+
+
+def _item_element(shape: _Shape, item: Any) -> fp.PathElement:
+    if shape.list_type == "set":
+        return fp.value(item)
+    if not isinstance(item, dict):
+        raise _TypeError("associative list with keys has an element that is not a map")
+    k = {}
+    for name in shape.keys:
+        if item.get(name) is not None:
+            k[name] = item[name]
+        elif name in shape.key_defaults:
+            k[name] = shape.key_defaults[name]
+    return fp.key(k)
+
+
+def _empty(v: Any) -> bool:
+    return v is MISSING or v is None or v == {} or v == []
+
+
+# ---------------------------------------------------------------- typed walks
+
+
+def field_set(v: Any, raw: dict[str, Any] | None) -> set[Path]:
+    """The fields a value sets (structured-merge-diff's ToFieldSet)."""
+    out: set[Path] = set()
+    _to_set(v, raw, (), out)
+    return out
+
+
+def _to_set(v: Any, raw: dict[str, Any] | None, path: Path, out: set[Path]) -> None:
+    shape = _shape(raw, v)
+    if shape.kind == "leaf" or shape.atomic:
+        out.add(path)
+        return
+    if not v:
+        return
+    if shape.kind == "list":
+        for item in v:
+            p = path + (_item_element(shape, item),)
+            _to_set(item, shape.elem, p, out)
+            out.add(p)
+        return
+    for k, child in v.items():
+        child_raw, declared = _child(shape, k)
+        p = path + (fp.field(k),)
+        _to_set(child, child_raw, p, out)
+        if not declared:
+            out.add(p)
+
+
+@dataclass
+class _Comparison:
+    added: set[Path] = dc_field(default_factory=set)
+    modified: set[Path] = dc_field(default_factory=set)
+    removed: set[Path] = dc_field(default_factory=set)
+
+    def exclude(self, prefixes: set[Path]) -> _Comparison:
+        return _Comparison(*(fp.without_prefixes(s, prefixes) for s in (self.added, self.modified, self.removed)))
+
+
+def _items(shape: _Shape, v: Any) -> dict[fp.PathElement, Any]:
+    """List items by path element; later duplicates are ignored."""
+    out: dict[fp.PathElement, Any] = {}
+    for item in v if isinstance(v, list) else ():
+        out.setdefault(_item_element(shape, item), item)
+    return out
+
+
+def compare(lhs: Any, rhs: Any, raw: dict[str, Any] | None) -> _Comparison:
+    """Fields added, modified and removed going from lhs to rhs."""
+    res = _Comparison()
+    _compare(lhs, rhs, raw, (), res)
+    return res
+
+
+def _compare(lhs: Any, rhs: Any, raw: dict[str, Any] | None, path: Path, res: _Comparison) -> None:
+    shape = _shape(raw, rhs if rhs is not MISSING else lhs)
+    mismatch = lhs is not MISSING and rhs is not MISSING and _shape(raw, lhs) != shape
+    if shape.kind == "leaf" or shape.atomic or mismatch or (_empty(lhs) and _empty(rhs)):
+        if lhs is MISSING:
+            res.added.add(path)
+        elif rhs is MISSING:
+            res.removed.add(path)
+        elif lhs != rhs:
+            res.modified.add(path)
+        return
+    if shape.kind == "list":
+        left, right = _items(shape, lhs), _items(shape, rhs)
+        for pe in {**left, **right}:
+            _compare(left.get(pe, MISSING), right.get(pe, MISSING), shape.elem, path + (pe,), res)
+    else:
+        left, right = (x if isinstance(x, dict) else {} for x in (lhs, rhs))
+        for k in {**left, **right}:
+            _compare(left.get(k, MISSING), right.get(k, MISSING), _child(shape, k)[0], path + (fp.field(k),), res)
+    if lhs is MISSING:
+        res.added.add(path)
+    elif rhs is MISSING:
+        res.removed.add(path)
+
+
+def merge(lhs: Any, rhs: Any, raw: dict[str, Any] | None) -> Any:
+    """Apply's merge: rhs wins on leaves, granular maps and lists merge by key."""
+    if rhs is MISSING:
+        return lhs
+    if lhs is MISSING:
+        return copy.deepcopy(rhs)
+    shape = _shape(raw, rhs)
+    if shape.kind == "leaf" or shape.atomic or _shape(raw, lhs) != shape or (_empty(lhs) and _empty(rhs)):
+        return copy.deepcopy(rhs)
+    if shape.kind == "list":
+        right: dict[fp.PathElement, Any] = {}
+        for item in rhs or ():
+            pe = _item_element(shape, item)
+            if pe in right:
+                raise _TypeError(f"duplicate entries for key {fp.element_string(pe)}")
+            right[pe] = item
+        left = _items(shape, lhs)
+        out = [merge(item, right.get(pe, MISSING), shape.elem) for pe, item in left.items()]
+        out += [copy.deepcopy(item) for pe, item in right.items() if pe not in left]
+        return out
+    left, right = lhs or {}, rhs or {}
+    return {k: merge(left.get(k, MISSING), right.get(k, MISSING), _child(shape, k)[0]) for k in {**left, **right}}
+
+
+def remove_items(v: Any, raw: dict[str, Any] | None, paths: set[Path]) -> Any:
+    """`v` less the fields, map entries and list items named in `paths`;
+    containers emptied by the removal disappear (MISSING)."""
+    shape = _shape(raw, v)
+    if shape.kind == "leaf" or shape.atomic or not v or not paths:
+        return v
+    if shape.kind == "list":
+        out = []
+        for item in v:
+            pe = _item_element(shape, item)
+            if (pe,) not in paths:
+                item = _remove_below(item, shape.elem, paths, pe)
+                if item is not MISSING:
+                    out.append(item)
+        return out or MISSING
+    result = {}
+    for k, child in v.items():
+        pe = fp.field(k)
+        if (pe,) not in paths:
+            child = _remove_below(child, _child(shape, k)[0], paths, pe)
+            if child is not MISSING:
+                result[k] = child
+    return result or MISSING
+
+
+def _remove_below(v: Any, raw: dict[str, Any] | None, paths: set[Path], pe: fp.PathElement) -> Any:
+    sub = fp.with_prefix(paths, pe)
+    return remove_items(v, raw, sub) if sub else v
+
+
+def _drop_nulls(v: Any) -> Any:
+    """Applied nulls mean "unset": typed objects cannot hold them."""
+    if isinstance(v, dict):
+        return {k: _drop_nulls(x) for k, x in v.items() if x is not None}
+    if isinstance(v, list):
+        return [_drop_nulls(x) for x in v]
+    return v
+
+
+def _schema_at(raw: dict[str, Any] | None, pe: fp.PathElement) -> tuple[dict[str, Any] | None, bool]:
+    """(schema below `pe`, whether `pe` is a declared struct field)."""
+    if raw is None:
+        return None, False
+    r = sch.resolve(raw)
+    if pe[0] == "f":
+        props = r.get("properties") or {}
+        if pe[1] in props:
+            return props[pe[1]], True
+        return sch.additional(r), False
+    return r.get("items"), False
+
+
+def _with_named_fields(paths: set[Path], raw: dict[str, Any] | None) -> set[Path]:
+    """Also make struct fields that have owned children members (upstream's
+    EnsureNamedFieldsAreMembers), so pruning can drop a whole struct."""
+    out = set(paths)
+    for path in paths:
+        node = raw
+        for i, pe in enumerate(path[:-1]):
+            node, declared = _schema_at(node, pe)
+            if declared:
+                out.add(path[: i + 1])
+    return out
+
+
+def _zero_like(v: Any, raw: dict[str, Any] | None) -> Any:
+    """What a freshly made Go object holds where `v` has nested structs: upstream
+    compares a create against the zero value of the type, whose non-pointer
+    structs are present. Non-empty structs reached through struct fields stand
+    in for those."""
+    shape = _shape(raw, v)
+    out = {}
+    if shape.kind == "struct" and not shape.atomic:
+        for k, child in v.items():
+            child_raw, declared = _child(shape, k)
+            if declared and child and isinstance(child, dict) and _shape(child_raw, child).kind == "struct":
+                out[k] = _zero_like(child, child_raw)
+    return out
+
+
+# ---------------------------------------------------------------- managers
+
+
+@dataclass
+class _Manager:
+    manager: str
+    operation: str
+    api_version: str
+    subresource: str
+    fields: set[Path]
+    time: str | None = None
+
+    @property
+    def ident(self) -> tuple[str, str, str, str]:
+        return _ident(self.manager, self.operation, self.api_version, self.subresource)
+
+    def describe(self) -> str:
+        """How conflict messages name this manager."""
+        text = json.dumps(self.manager)
+        if self.subresource:
+            text += f" with subresource {json.dumps(self.subresource)}"
+        if self.operation == "Update":
+            text += f" using {self.api_version}"
+        return text
+
+    def sort_key(self) -> tuple:
+        return (self.operation, _unix(self.time), self.manager, self.api_version, self.subresource)
+
+    def encode(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {"manager": self.manager, "operation": self.operation, "apiVersion": self.api_version}
+        if self.time:
+            entry["time"] = self.time
+        entry["fieldsType"] = "FieldsV1"
+        entry["fieldsV1"] = fp.to_fields_v1(self.fields)
+        if self.subresource:
+            entry["subresource"] = self.subresource
+        return entry
+
+
+def _ident(manager: str, operation: str, api_version: str, subresource: str) -> tuple[str, str, str, str]:
+    """Appliers are one manager across versions; updaters are per version."""
+    return (manager, operation, "" if operation == "Apply" else api_version, subresource)
+
+
+def _ident_text(m: _Manager) -> str:
+    """Upstream's JSON manager identifier, which orders multi-manager messages."""
+    d = {"manager": m.manager, "operation": m.operation}
+    if m.operation != "Apply" and m.api_version:
+        d["apiVersion"] = m.api_version
+    if m.subresource:
+        d["subresource"] = m.subresource
+    return json.dumps(d, separators=(",", ":"))
+
+
+def _unix(t: str | None) -> int:
+    if not t:
+        return 0
+    return int(datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp())
+
+
+def _decode(obj: dict[str, Any] | None) -> dict[tuple, _Manager]:
+    """The managers of an object; raises ValueError on malformed entries."""
+    out: dict[tuple, _Manager] = {}
+    entries = ((obj or {}).get("metadata") or {}).get("managedFields") or []
+    for e in entries:
+        if not isinstance(e, dict):
+            raise ValueError("managedFields entries must be objects")
+        if e.get("fieldsType", "FieldsV1") != "FieldsV1" and e:
+            raise ValueError(f"unknown fieldsType {e.get('fieldsType')!r}")
+        m = _Manager(
+            e.get("manager", ""),
+            e.get("operation", ""),
+            e.get("apiVersion", ""),
+            e.get("subresource", ""),
+            fp.from_fields_v1(e.get("fieldsV1") or {}),
+            e.get("time"),
+        )
+        prev = out.get(m.ident)
+        if prev:
+            m.fields |= prev.fields
+        out[m.ident] = m
+    return out
+
+
+def _decode_or_empty(obj: dict[str, Any] | None) -> dict[tuple, _Manager]:
+    """Undecodable managedFields count as none, so a bad entry cannot wedge writes."""
+    try:
+        return _decode(obj)
+    except ValueError:
+        return {}
+
+
+def _encode(obj: dict[str, Any], managers: dict[tuple, _Manager]) -> dict[str, Any]:
+    meta = obj.setdefault("metadata", {})
+    live = sorted((m for m in managers.values() if m.fields), key=_Manager.sort_key)
+    if live:
+        meta["managedFields"] = [m.encode() for m in live]
+    else:
+        meta.pop("managedFields", None)
+    return obj
+
+
+def _without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    (out.get("metadata") or {}).pop("managedFields", None)
+    return out
+
+
+def _ignored(ignore_status: bool, subresource: str) -> set[Path]:
+    """Reset fields: a main-resource write does not own status, a status write does not own spec."""
+    if not ignore_status:
+        return set()
+    return {fp.make_path("spec")} if subresource == "status" else {fp.make_path("status")}
+
+
+def _root_schema(raw: dict[str, Any] | None) -> dict[str, Any]:
+    return raw if raw is not None else _UNTYPED_ROOT
+
+
+def _reassign(
+    live: Any, new: Any, raw: dict[str, Any], managers: dict[tuple, _Manager], self_id: tuple, force: bool, ignored: set[Path]
+) -> _Comparison:
+    """Take changed fields from other managers and drop removed ones (upstream's
+    Updater.update); raises ApplyConflict when not forced."""
+    diff = compare(live, new, raw).exclude(ignored)
+    changed = diff.added | diff.modified
+    conflicts = {mid: m.fields & changed for mid, m in managers.items() if mid != self_id and m.fields & changed}
+    if conflicts and not force:
+        raise _conflict_error([(managers[mid], paths) for mid, paths in conflicts.items()])
+    for mid, m in managers.items():
+        if mid != self_id:
+            m.fields -= conflicts.get(mid, set()) | diff.removed
+    for mid in [mid for mid, m in managers.items() if not m.fields]:
+        del managers[mid]
+    return diff
+
+
+def _conflict_error(found: list[tuple[_Manager, set[Path]]]) -> ApplyConflict:
+    found.sort(key=lambda mp: _ident_text(mp[0]))
+    pairs = [(m.describe(), fp.path_string(p)) for m, paths in found for p in fp.iterate(paths)]
+    if len(pairs) == 1:
+        who, path = pairs[0]
+        return ApplyConflict(pairs, f"Apply failed with 1 conflict: conflict with {who}: {path}")
+    lines = []
+    for m, paths in found:
+        lines.append(f"conflicts with {m.describe()}:")
+        lines += [f"- {fp.path_string(p)}" for p in fp.iterate(paths)]
+    return ApplyConflict(pairs, f"Apply failed with {len(pairs)} conflicts: " + "\n".join(lines))
+
+
+def _keep_times_on_noop(live: dict[str, Any] | None, result: dict[str, Any]) -> dict[str, Any]:
+    """A write that changes nothing keeps the old timestamps, so it stays a no-op
+    (upstream's IgnoreManagedFieldsTimestampsTransformer)."""
+    if live is None or _without_managed_fields(live) != _without_managed_fields(result):
+        return result
+    old = (live.get("metadata") or {}).get("managedFields") or []
+    new = (result.get("metadata") or {}).get("managedFields") or []
+
+    def untimed(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{k: v for k, v in e.items() if k != "time"} for e in entries]
+
+    if untimed(old) == untimed(new) and old:
+        result["metadata"]["managedFields"] = copy.deepcopy(old)
+    return result
+
+
+# ---------------------------------------------------------------- entry points
+
+
+def apply(
+    live: dict[str, Any] | None,
+    applied: dict[str, Any],
+    manager: str,
+    force: bool,
+    schema: dict[str, Any] | None,
+    now: str,
+    api_version: str,
+    subresource: str = "",
+    ignore_status: bool = False,
+) -> dict[str, Any]:
+    """Server-side apply of `applied` (the manager's full intent) onto `live`
+    (None to create). Returns the new object with updated managedFields.
+
+    Raises ApplyConflict (409) when fields owned by others would change and
+    `force` is false, and PatchError (400) for an unusable configuration."""
+    if ((applied.get("metadata") or {}).get("managedFields")) is not None:
+        raise PatchError("metadata.managedFields must be nil", 400)
+    if applied.get("apiVersion") != api_version:
+        raise PatchError(
+            "Incorrect version specified in apply patch. "
+            f"Specified patch version: {applied.get('apiVersion')}, expected: {api_version}",
+            400,
+        )
+    raw = _root_schema(schema)
+    ignored = _ignored(ignore_status, subresource)
+    managers = _decode_or_empty(live)
+    current = _without_managed_fields(live) if live is not None else {}
+    self_id = _ident(manager, "Apply", api_version, subresource)
+    try:
+        merged = merge(current, applied, raw)
+        previous = managers.get(self_id)
+        mine = fp.without_prefixes(field_set(applied, raw), ignored) - _STRIPPED
+        managers[self_id] = _Manager(manager, "Apply", api_version, subresource, mine, now)
+        if previous and previous.fields:
+            merged = _prune(merged, raw, managers, previous.fields)
+        _reassign(current if live is not None else _zero_like(merged, raw), merged, raw, managers, self_id, force, ignored)
+    except _TypeError as e:
+        raise PatchError(f"failed to create typed patch object: {e}", 400) from e
+    result = _encode(_drop_nulls(merged), managers)
+    return _keep_times_on_noop(live, result)
+
+
+def _prune(merged: Any, raw: dict[str, Any], managers: dict[tuple, _Manager], last: set[Path]) -> Any:
+    """Remove what the applier set last time, no longer sets, and nobody
+    else owns (upstream's prune with its add-back passes)."""
+    last_n = _with_named_fields(last, raw)
+    owned = _with_named_fields(set().union(*(m.fields for m in managers.values())), raw)
+    merged_n = _with_named_fields(field_set(merged, raw), raw)
+
+    def fields_of(v: Any) -> set[Path]:
+        return _with_named_fields(field_set(v if v is not MISSING else {}, raw), raw)
+
+    pruned = remove_items(merged, raw, last_n)
+    pruned = remove_items(merged, raw, merged_n - (fields_of(pruned) | owned))
+    result = remove_items(merged, raw, (merged_n - fields_of(pruned)) & last_n)
+    return result if result is not MISSING else {}
+
+
+def update_managed_fields(
+    old: dict[str, Any] | None,
+    new: dict[str, Any],
+    manager: str,
+    operation: str = "Update",
+    schema: dict[str, Any] | None = None,
+    now: str = "",
+    api_version: str = "",
+    subresource: str = "",
+    ignore_status: bool = False,
+) -> dict[str, Any]:
+    """Record a create/update/patch in `new`'s managedFields: the fields this
+    write changed go to `manager` and are taken from everyone else.
+
+    Managed fields sent with a main-resource write replace the stored ones
+    (a single empty entry clears them); an empty list keeps the stored ones.
+    An object that does not fit its schema loses its managedFields, as
+    upstream's UpdateNoErrors does."""
+    raw = _root_schema(schema)
+    ignored = _ignored(ignore_status, subresource)
+    result = _without_managed_fields(new)
+    managers = {} if subresource else _decode_or_empty(new)
+    if not managers:
+        managers = _decode_or_empty(old)
+    current = _without_managed_fields(old) if old is not None else _zero_like(result, raw)
+    marker = ("", "", "", "current-operation")
+    try:
+        diff = _reassign(current, result, raw, managers, marker, True, ignored)
+    except _TypeError:
+        return result
+    mine = (diff.added | diff.modified) - diff.removed - _STRIPPED
+    if mine:
+        mid = _ident(manager, operation, api_version, subresource)
+        previous = managers.get(mid)
+        owned = mine | (previous.fields if previous else set())
+        managers[mid] = _Manager(manager, operation, api_version, subresource, owned, now)
+    return _encode(result, managers)
