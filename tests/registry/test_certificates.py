@@ -1,0 +1,299 @@
+"""certificates.k8s.io registry: CSRs, PodCertificateRequests, ClusterTrustBundles."""
+
+import base64
+import copy
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from cryptography.x509.oid import NameOID
+
+from nanokube.registry.base import all_resources
+from nanokube.registry.certificates import (
+    CertificateSigningRequestStrategy,
+    ClusterTrustBundleStrategy,
+    PodCertificateRequestStrategy,
+    human_duration,
+)
+
+NOW = datetime(2026, 7, 1, 12, 0, tzinfo=timezone.utc)
+EC_KEY = ec.generate_private_key(ec.SECP256R1())
+
+
+def errors(errs):
+    return [(e.field, e.reason) for e in errs]
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def make_cert(key, subject="ca", ca=True, not_before=NOW, days=30, issuer_key=None, dns=()):
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
+    builder = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+               .serial_number(x509.random_serial_number()).not_valid_before(not_before).not_valid_after(not_before + timedelta(days=days))
+               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+    if dns:
+        builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(d) for d in dns]), critical=False)
+    return builder.sign(issuer_key or key, hashes.SHA256())
+
+
+def pem(cert) -> str:
+    return cert.public_bytes(serialization.Encoding.PEM).decode()
+
+
+def test_registration():
+    res = {r.plural: r for r in all_resources() if r.group == "certificates.k8s.io"}
+    csr = res["certificatesigningrequests"]
+    assert (csr.short_names, csr.subresources, csr.namespaced) == (("csr",), ("status", "approval"), False)
+    assert res["podcertificaterequests"].versions == ["v1", "v1beta1"] and res["podcertificaterequests"].namespaced
+    assert res["clustertrustbundles"].versions == ["v1", "v1beta1"] and not res["clustertrustbundles"].namespaced
+
+
+# --- CertificateSigningRequest -----------------------------------------------------
+
+def csr_request(key=EC_KEY, cn="system:node:node-1"):
+    req = x509.CertificateSigningRequestBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])).sign(key, hashes.SHA256())
+    return b64(req.public_bytes(serialization.Encoding.PEM))
+
+
+def csr(**spec):
+    base = {"request": csr_request(), "signerName": "kubernetes.io/kube-apiserver-client-kubelet", "usages": ["digital signature", "client auth"], "username": "system:node:node-1"}
+    base.update(spec)
+    return {"metadata": {"name": "node-csr-abc"}, "spec": base}
+
+
+def test_csr_valid_and_columns():
+    s = CertificateSigningRequestStrategy()
+    obj = csr(expirationSeconds=86400)
+    assert s.validate(obj) == []
+    assert [c.fn(obj) for c in s.columns if c.name != "Age"] == [
+        "node-csr-abc", "kubernetes.io/kube-apiserver-client-kubelet", "system:node:node-1", "24h", "Pending"]
+    obj["status"] = {"conditions": [{"type": "Approved", "status": "True"}], "certificate": b64(pem(make_cert(EC_KEY)).encode())}
+    assert s.columns[5].fn(obj) == "Approved,Issued"
+    assert s.field_selectors["spec.signerName"](obj) == "kubernetes.io/kube-apiserver-client-kubelet"
+
+
+@pytest.mark.parametrize(
+    "spec, field, reason",
+    [
+        ({"request": b64(b"not a csr")}, "spec.request", "FieldValueInvalid"),
+        ({"usages": []}, "spec.usages", "FieldValueRequired"),
+        ({"usages": ["client auth", "flying"]}, "spec.usages[1]", "FieldValueNotSupported"),
+        ({"usages": ["client auth", "client auth"]}, "spec.usages[1]", "FieldValueDuplicate"),
+        ({"signerName": "example"}, "spec.signerName", "FieldValueInvalid"),
+        ({"signerName": "example/signer"}, "spec.signerName", "FieldValueInvalid"),
+        ({"signerName": ""}, "spec.signerName", "FieldValueRequired"),
+        ({"expirationSeconds": 599}, "spec.expirationSeconds", "FieldValueInvalid"),
+    ],
+)
+def test_csr_rules(spec, field, reason):
+    assert (field, reason) in errors(CertificateSigningRequestStrategy().validate(csr(**spec)))
+
+
+def test_csr_bad_signature():
+    req = x509.load_pem_x509_csr(base64.b64decode(csr_request()))
+    der = bytearray(req.public_bytes(serialization.Encoding.DER))
+    der[-3] ^= 0xFF
+    tampered = b64(b"-----BEGIN CERTIFICATE REQUEST-----\n" + base64.encodebytes(bytes(der)) + b"-----END CERTIFICATE REQUEST-----\n")
+    assert errors(CertificateSigningRequestStrategy().validate(csr(request=tampered))) == [("spec.request", "FieldValueInvalid")]
+
+
+def test_csr_update_paths():
+    s = CertificateSigningRequestStrategy()
+    old = csr()
+    approved = copy.deepcopy(old)
+    approved["status"] = {"conditions": [{"type": "Approved", "status": "True", "reason": "AutoApproved"}]}
+    assert s.validate_approval_update(approved, old) == []
+    assert errors(s.validate_status_update(approved, old)) == [("status.conditions", "FieldValueForbidden")]
+    both = copy.deepcopy(approved)
+    both["status"]["conditions"].append({"type": "Denied", "status": "True"})
+    assert ("status.conditions", "FieldValueInvalid") in errors(s.validate_approval_update(both, old))
+    issued = copy.deepcopy(approved)
+    issued["status"]["certificate"] = b64(pem(make_cert(EC_KEY, ca=False)).encode())
+    assert s.validate_status_update(issued, approved) == []
+    assert errors(s.validate_update(issued, approved)) == [("status.certificate", "FieldValueForbidden")]
+    reissued = copy.deepcopy(issued)
+    reissued["status"]["certificate"] = b64(pem(make_cert(EC_KEY, subject="other", ca=False)).encode())
+    assert errors(s.validate_status_update(reissued, issued)) == [("status.certificate", "FieldValueForbidden")]
+    garbage = copy.deepcopy(approved)
+    garbage["status"]["certificate"] = b64(b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
+    assert errors(s.validate_status_update(garbage, approved)) == [("status.certificate", "FieldValueInvalid")]
+    pending_again = copy.deepcopy(approved)
+    pending_again["status"]["conditions"] = []
+    assert ("status.conditions", "FieldValueForbidden") in errors(s.validate_approval_update(pending_again, approved))
+    edited = csr(usages=["server auth"])
+    s.prepare_for_update(edited, old)
+    assert edited["spec"] == old["spec"]
+
+
+def test_human_duration():
+    assert [human_duration(s) for s in (90, 600, 3600, 86400, 86400 * 10, 86400 * 800)] == ["90s", "10m", "60m", "24h", "10d", "2y70d"]
+
+
+# --- PodCertificateRequest ------------------------------------------------------------
+
+POD_UID = "6a1f9a0e-7a7f-4d6f-9b7e-1d2b3c4d5e6f"
+
+
+def stub(key, subject=None, extension=False):
+    builder = x509.CertificateSigningRequestBuilder().subject_name(x509.Name(subject or []))
+    if extension:
+        builder = builder.add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+    return b64(builder.sign(key, None if isinstance(key, ed25519.Ed25519PrivateKey) else hashes.SHA256()).public_bytes(serialization.Encoding.DER))
+
+
+def pcr(key=EC_KEY, **spec):
+    base = {"signerName": "example.com/workload-identity", "podName": "web-0", "podUID": POD_UID, "serviceAccountName": "web",
+            "serviceAccountUID": "b2c3", "nodeName": "node-1", "nodeUID": "c3d4", "stubPKCS10Request": stub(key)}
+    base.update(spec)
+    return {"metadata": {"name": "req-x7", "namespace": "default"}, "spec": {k: v for k, v in base.items() if v is not None}}
+
+
+def test_pcr_defaults_and_valid_keys():
+    s = PodCertificateRequestStrategy()
+    obj = pcr()
+    s.default(obj, "v1")
+    assert obj["spec"]["maxExpirationSeconds"] == 86400
+    assert s.validate(obj) == []
+    for key in (ed25519.Ed25519PrivateKey.generate(), ec.generate_private_key(ec.SECP384R1())):
+        assert s.validate(pcr(key, maxExpirationSeconds=3600)) == []
+    assert set(s.field_selectors) == {"spec.signerName", "spec.podName", "spec.nodeName"}
+
+
+@pytest.mark.parametrize(
+    "spec, field, reason",
+    [
+        ({"maxExpirationSeconds": 3599}, "spec.maxExpirationSeconds", "FieldValueInvalid"),
+        ({"maxExpirationSeconds": 7862401}, "spec.maxExpirationSeconds", "FieldValueInvalid"),
+        ({"maxExpirationSeconds": 86401, "signerName": "kubernetes.io/kube-apiserver-client-pod"}, "spec.maxExpirationSeconds", "FieldValueInvalid"),
+        ({"maxExpirationSeconds": 3600, "stubPKCS10Request": None}, "spec.stubPKCS10Request", "FieldValueRequired"),
+        ({"maxExpirationSeconds": 3600, "stubPKCS10Request": b64(b"junk")}, "spec.stubPKCS10Request", "FieldValueInvalid"),
+        ({"maxExpirationSeconds": 3600, "podUID": ""}, "spec.podUID", "FieldValueInvalid"),
+        ({"maxExpirationSeconds": 3600, "nodeName": "Node_1"}, "spec.nodeName", "FieldValueInvalid"),
+        ({"maxExpirationSeconds": 3600, "signerName": "nodomain"}, "spec.signerName", "FieldValueInvalid"),
+        ({"maxExpirationSeconds": 3600, "unverifiedUserAnnotations": {"plain": "x"}}, "spec.unverifiedUserAnnotations", "FieldValueInvalid"),
+        ({"maxExpirationSeconds": 3600, "pkixPublicKey": b64(b"k")}, "spec.pkixPublicKey", "FieldValueInvalid"),
+    ],
+)
+def test_pcr_rules(spec, field, reason):
+    assert (field, reason) in errors(PodCertificateRequestStrategy().validate(pcr(**spec)))
+
+
+def test_pcr_stub_content_rules():
+    s = PodCertificateRequestStrategy()
+    named = pcr(maxExpirationSeconds=3600, stubPKCS10Request=stub(EC_KEY, [x509.NameAttribute(NameOID.COMMON_NAME, "x")]))
+    assert errors(s.validate(named)) == [("spec.stubPKCS10Request", "FieldValueInvalid")]
+    extended = pcr(maxExpirationSeconds=3600, stubPKCS10Request=stub(EC_KEY, extension=True))
+    assert errors(s.validate(extended)) == [("spec.stubPKCS10Request", "FieldValueInvalid")]
+    small_rsa = rsa.generate_private_key(65537, 2048)
+    [e] = s.validate(pcr(small_rsa, maxExpirationSeconds=3600))
+    assert e.message == 'Invalid value: "2048-bit modulus": RSA keys must have modulus size 3072 or 4096'
+
+
+def test_pcr_v1beta1_legacy_key_and_v1_read():
+    s = PodCertificateRequestStrategy()
+    key = ed25519.Ed25519PrivateKey.generate()
+    pkix = b64(key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo))
+    legacy = pcr(key, maxExpirationSeconds=3600, stubPKCS10Request=None, pkixPublicKey=pkix, proofOfPossession=b64(key.sign(POD_UID.encode())))
+    assert s.validate(legacy) == []
+    forged = copy.deepcopy(legacy)
+    forged["spec"]["proofOfPossession"] = b64(key.sign(b"other"))
+    assert errors(s.validate(forged)) == [("spec.proofOfPossession", "FieldValueInvalid")]
+    both = copy.deepcopy(legacy)
+    both["spec"]["stubPKCS10Request"] = stub(key)
+    assert ("spec.pkixPublicKey", "FieldValueInvalid") in errors(s.validate(both))
+    v1 = s.from_storage(legacy, "v1")
+    assert "pkixPublicKey" not in v1["spec"] and v1["spec"]["stubPKCS10Request"] == "" and "pkixPublicKey" in legacy["spec"]
+    assert s.from_storage(legacy, "v1beta1") is legacy
+
+
+def issue(req, not_before=NOW, days=0, hours=24, refresh=timedelta(hours=12), key=EC_KEY):
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    leaf = make_cert(key, "web-0", ca=False, not_before=not_before, days=days + hours / 24, issuer_key=ca_key, dns=("web.default.svc",))
+    new = copy.deepcopy(req)
+    fmt = "%Y-%m-%dT%H:%M:%SZ"
+    new["status"] = {
+        "conditions": [{"type": "Issued", "status": "True", "reason": "Issued", "lastTransitionTime": NOW.strftime(fmt)}],
+        "certificateChain": pem(leaf) + pem(make_cert(ca_key)),
+        "notBefore": not_before.strftime(fmt), "notAfter": (not_before + timedelta(days=days, hours=hours)).strftime(fmt),
+        "beginRefreshAt": (not_before + refresh).strftime(fmt),
+    }
+    return new
+
+
+def test_pcr_status_transitions():
+    s = PodCertificateRequestStrategy(now=lambda: NOW)
+    req = pcr(maxExpirationSeconds=86400)
+    issued = issue(req)
+    assert s.validate_status_update(issued, req) == []
+    assert errors(s.validate_status_update(issue(req, hours=25), req)) == [("status.certificateChain", "FieldValueInvalid")]
+    assert errors(s.validate_status_update(issue(req, refresh=timedelta(minutes=5)), req)) == [("status.beginRefreshAt", "FieldValueInvalid")]
+    assert errors(s.validate_status_update(issue(req, not_before=NOW - timedelta(hours=1)), req)) == [("status.notBefore", "FieldValueInvalid")]
+    assert errors(s.validate_status_update(issue(req, key=ec.generate_private_key(ec.SECP256R1())), req)) == [("status.certificateChain", "FieldValueInvalid")]
+    reissued = issue(req)
+    assert errors(s.validate_status_update(reissued, issued)) == [("status", "FieldValueInvalid")]
+    denied = copy.deepcopy(req)
+    denied["status"] = {"conditions": [{"type": "Denied", "status": "True", "reason": "UnsupportedKeyType", "lastTransitionTime": "2026-07-01T12:00:00Z"}]}
+    assert s.validate_status_update(denied, req) == []
+    denied_with_chain = copy.deepcopy(denied)
+    denied_with_chain["status"]["certificateChain"] = issued["status"]["certificateChain"]
+    assert errors(s.validate_status_update(denied_with_chain, req)) == [("status", "FieldValueInvalid")]
+    two = copy.deepcopy(denied)
+    two["status"]["conditions"].append(dict(denied["status"]["conditions"][0], type="Failed", status="False"))
+    assert errors(s.validate_status_update(two, req)) == [("status.conditions[1].type", "FieldValueInvalid"), ("status.conditions[1].status", "FieldValueNotSupported")]
+
+
+def test_pcr_spec_immutable():
+    s = PodCertificateRequestStrategy()
+    old = pcr(maxExpirationSeconds=3600)
+    new = pcr(maxExpirationSeconds=7200)
+    new["spec"]["stubPKCS10Request"] = old["spec"]["stubPKCS10Request"]
+    assert errors(s.validate_update(new, old)) == [("spec", "FieldValueInvalid")]
+
+
+# --- ClusterTrustBundle ----------------------------------------------------------------
+
+CA_A = pem(make_cert(ec.generate_private_key(ec.SECP256R1()), "ca-a"))
+CA_B = pem(make_cert(ec.generate_private_key(ec.SECP256R1()), "ca-b"))
+
+
+def bundle(name="example.com:foo:abc", signer="example.com/foo", trust=CA_A + CA_B):
+    spec = {"trustBundle": trust}
+    if signer:
+        spec["signerName"] = signer
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def test_bundle_valid_and_columns():
+    s = ClusterTrustBundleStrategy()
+    assert s.validate(bundle()) == []
+    assert s.validate(bundle("plain-roots", None)) == []
+    assert [c.fn(bundle()) for c in s.columns] == ["example.com:foo:abc", "example.com/foo"]
+    assert s.field_selectors["spec.signerName"](bundle()) == "example.com/foo"
+
+
+@pytest.mark.parametrize(
+    "obj, field, detail",
+    [
+        (bundle("example.com:foo:abc", None), "metadata.name", 'ClusterTrustBundle without signer name must not have ":" in its name'),
+        (bundle("foo"), "metadata.name", "ClusterTrustBundle for signerName example.com/foo must be named with prefix example.com:foo:"),
+        (bundle(trust=""), "spec.trustBundle", "at least one trust anchor must be provided"),
+        (bundle(trust=CA_A + CA_A), "spec.trustBundle", "duplicate trust anchor (indices [0 1])"),
+        (bundle(trust=pem(make_cert(EC_KEY, "leaf", ca=False))), "spec.trustBundle", "entry 0 does not have the CA bit set"),
+        (bundle(trust="-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"), "spec.trustBundle", "entry 0 has bad block type: PRIVATE KEY"),
+        (bundle(trust=CA_A.replace("-----\n", "-----\nProc-Type: 4,ENCRYPTED\n\n", 1)), "spec.trustBundle", "entry 0 has PEM block headers"),
+    ],
+)
+def test_bundle_rules(obj, field, detail):
+    assert (field, detail) in [(e.field, e.detail) for e in ClusterTrustBundleStrategy().validate(obj)]
+
+
+def test_bundle_update():
+    s = ClusterTrustBundleStrategy()
+    old = bundle()
+    assert s.validate_update(bundle(trust=CA_B), old) == []
+    moved = bundle(signer="example.com/bar", name="example.com:bar:abc")
+    assert errors(s.validate_update(moved, old)) == [("spec.signerName", "FieldValueInvalid")]
