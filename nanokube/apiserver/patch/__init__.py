@@ -7,7 +7,7 @@ kube-apiserver answers with for that failure, so the HTTP layer only renders it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 _REJECTED = "the server rejected our request due to an error in our request"
 
@@ -24,7 +24,7 @@ class PatchError(Exception):
     passes through unconverted.
     """
 
-    _REASONS = {400: "BadRequest", 413: "RequestEntityTooLarge", 422: "Invalid", 500: ""}
+    _REASONS: ClassVar[dict[int, str]] = {400: "BadRequest", 413: "RequestEntityTooLarge", 422: "Invalid", 500: ""}
 
     def __init__(self, message: str, code: int = 400):
         super().__init__(message)

@@ -50,7 +50,10 @@ def test_add_replace_remove_on_object_members():
 
 def test_inputs_are_not_mutated_and_values_are_not_shared():
     doc, value = pod(), {"name": "extra", "image": "x"}
-    ops = [{"op": "add", "path": "/spec/containers/-", "value": value}, {"op": "replace", "path": "/spec/containers/2/image", "value": "y"}]
+    ops = [
+        {"op": "add", "path": "/spec/containers/-", "value": value},
+        {"op": "replace", "path": "/spec/containers/2/image", "value": "y"},
+    ]
     before_doc, before_ops = copy.deepcopy(doc), copy.deepcopy(ops)
     out = apply(doc, ops)
     assert doc == before_doc and ops == before_ops
@@ -153,24 +156,75 @@ def test_copy_from_missing_member_inserts_null_like_upstream():
 @pytest.mark.parametrize(
     "op,message",
     [
-        ({"op": "add", "path": "/metadata/nope/x", "value": 1}, 'add operation does not apply: doc is missing path: "/metadata/nope/x": missing value'),
-        ({"op": "add", "path": "/spec/containers/5", "value": {}}, "error in add for path: '/spec/containers/5': Unable to access invalid index: 5: invalid index referenced"),
-        ({"op": "add", "path": "/spec/containers/x", "value": {}}, "error in add for path: '/spec/containers/x': value was not a proper array index: 'x': strconv.Atoi: parsing \"x\": invalid syntax"),
-        ({"op": "remove", "path": "/metadata/labels/missing"}, "error in remove for path: '/metadata/labels/missing': Unable to remove nonexistent key: missing: missing value"),
-        ({"op": "remove", "path": "/spec/containers/2"}, "error in remove for path: '/spec/containers/2': Unable to access invalid index: 2: invalid index referenced"),
-        ({"op": "remove", "path": "/spec/containers/-"}, "error in remove for path: '/spec/containers/-': strconv.Atoi: parsing \"-\": invalid syntax"),
-        ({"op": "remove", "path": "/nope/x"}, 'remove operation does not apply: doc is missing path: "/nope/x": missing value'),
-        ({"op": "replace", "path": "/spec/containers/9", "value": 1}, "replace operation does not apply: doc is missing key: /spec/containers/9: missing value"),
-        ({"op": "replace", "path": "/spec/restartPolicy/x", "value": 1}, "replace operation does not apply: doc is missing path: /spec/restartPolicy/x: missing value"),
-        ({"op": "replace", "value": 1}, "replace operation failed to decode path: operation missing path field: missing value"),
+        (
+            {"op": "add", "path": "/metadata/nope/x", "value": 1},
+            'add operation does not apply: doc is missing path: "/metadata/nope/x": missing value',
+        ),
+        (
+            {"op": "add", "path": "/spec/containers/5", "value": {}},
+            "error in add for path: '/spec/containers/5': Unable to access invalid index: 5: invalid index referenced",
+        ),
+        (
+            {"op": "add", "path": "/spec/containers/x", "value": {}},
+            "error in add for path: '/spec/containers/x': value was not a proper array index: 'x': strconv.Atoi: parsing \"x\": invalid syntax",
+        ),
+        (
+            {"op": "remove", "path": "/metadata/labels/missing"},
+            "error in remove for path: '/metadata/labels/missing': Unable to remove nonexistent key: missing: missing value",
+        ),
+        (
+            {"op": "remove", "path": "/spec/containers/2"},
+            "error in remove for path: '/spec/containers/2': Unable to access invalid index: 2: invalid index referenced",
+        ),
+        (
+            {"op": "remove", "path": "/spec/containers/-"},
+            "error in remove for path: '/spec/containers/-': strconv.Atoi: parsing \"-\": invalid syntax",
+        ),
+        (
+            {"op": "remove", "path": "/nope/x"},
+            'remove operation does not apply: doc is missing path: "/nope/x": missing value',
+        ),
+        (
+            {"op": "replace", "path": "/spec/containers/9", "value": 1},
+            "replace operation does not apply: doc is missing key: /spec/containers/9: missing value",
+        ),
+        (
+            {"op": "replace", "path": "/spec/restartPolicy/x", "value": 1},
+            "replace operation does not apply: doc is missing path: /spec/restartPolicy/x: missing value",
+        ),
+        (
+            {"op": "replace", "value": 1},
+            "replace operation failed to decode path: operation missing path field: missing value",
+        ),
         ({"op": "add", "value": 1}, "add operation failed to decode path: missing value"),
-        ({"op": "move", "path": "/a"}, "move operation failed to decode from: operation, missing from field: missing value"),
-        ({"op": "move", "from": "/metadata/gone", "path": "/a"}, "error in move for path: 'gone': Unable to remove nonexistent key: gone: missing value"),
-        ({"op": "move", "from": "/metadata", "path": "/metadata/child"}, "move operation does not apply: doc is missing destination path: /metadata/child: missing value"),
-        ({"op": "copy", "from": "/x/y", "path": "/a"}, "copy operation does not apply: doc is missing from path: /x/y: missing value"),
-        ({"op": "test", "path": "/x/y", "value": 1}, "test operation does not apply: is missing path: /x/y: missing value"),
-        ({"op": "test", "path": "/spec/containers/7", "value": 1}, "error in test for path: '/spec/containers/7': Unable to access invalid index: 7: invalid index referenced"),
-        ({"op": "test", "path": 5, "value": 1}, "test operation failed to decode path: json: cannot unmarshal number into Go value of type string"),
+        (
+            {"op": "move", "path": "/a"},
+            "move operation failed to decode from: operation, missing from field: missing value",
+        ),
+        (
+            {"op": "move", "from": "/metadata/gone", "path": "/a"},
+            "error in move for path: 'gone': Unable to remove nonexistent key: gone: missing value",
+        ),
+        (
+            {"op": "move", "from": "/metadata", "path": "/metadata/child"},
+            "move operation does not apply: doc is missing destination path: /metadata/child: missing value",
+        ),
+        (
+            {"op": "copy", "from": "/x/y", "path": "/a"},
+            "copy operation does not apply: doc is missing from path: /x/y: missing value",
+        ),
+        (
+            {"op": "test", "path": "/x/y", "value": 1},
+            "test operation does not apply: is missing path: /x/y: missing value",
+        ),
+        (
+            {"op": "test", "path": "/spec/containers/7", "value": 1},
+            "error in test for path: '/spec/containers/7': Unable to access invalid index: 7: invalid index referenced",
+        ),
+        (
+            {"op": "test", "path": 5, "value": 1},
+            "test operation failed to decode path: json: cannot unmarshal number into Go value of type string",
+        ),
         ({"op": "merge", "path": "/a"}, "Unexpected kind: merge"),
         ({"path": "/a"}, "Unexpected kind: unknown"),
     ],
@@ -213,7 +267,10 @@ def test_too_many_operations_is_413():
 
 
 def test_kubectl_scale_style_patch():
-    deploy = {"kind": "Deployment", "spec": {"replicas": 1, "template": {"spec": {"containers": [{"name": "app", "image": "a:1"}]}}}}
+    deploy = {
+        "kind": "Deployment",
+        "spec": {"replicas": 1, "template": {"spec": {"containers": [{"name": "app", "image": "a:1"}]}}},
+    }
     out = apply(
         deploy,
         [

@@ -43,7 +43,12 @@ def test_lists_are_replaced_wholesale():
 
 
 def test_nulls_are_pruned_from_inserted_values():
-    patch = {"spec": {"strategy": {"type": "Recreate", "rollingUpdate": None}, "template": {"spec": {"tolerations": [{"key": "k", "value": None}, None]}}}}
+    patch = {
+        "spec": {
+            "strategy": {"type": "Recreate", "rollingUpdate": None},
+            "template": {"spec": {"tolerations": [{"key": "k", "value": None}, None]}},
+        }
+    }
     out = apply(deployment(), patch)
     assert out["spec"]["strategy"] == {"type": "Recreate"}
     assert out["spec"]["template"]["spec"]["tolerations"] == [{"key": "k"}]
@@ -61,7 +66,10 @@ def test_object_replaced_by_scalar_and_scalar_by_object():
 
 
 def test_inputs_are_not_mutated():
-    doc, patch = deployment(), {"metadata": {"labels": {"app": None, "new": "1"}}, "spec": {"template": {"spec": {"containers": []}}}}
+    doc, patch = (
+        deployment(),
+        {"metadata": {"labels": {"app": None, "new": "1"}}, "spec": {"template": {"spec": {"containers": []}}}},
+    )
     before_doc, before_patch = copy.deepcopy(doc), copy.deepcopy(patch)
     out = apply(doc, patch)
     out["metadata"]["labels"]["mutated"] = "yes"
@@ -76,6 +84,8 @@ def test_non_object_patch_is_bad_request(patch):
 
 
 def test_kubectl_patch_type_merge_annotation_and_replicas():
-    out = apply(deployment(), {"metadata": {"annotations": {"kubernetes.io/change-cause": "scaled"}}, "spec": {"replicas": 0}})
+    out = apply(
+        deployment(), {"metadata": {"annotations": {"kubernetes.io/change-cause": "scaled"}}, "spec": {"replicas": 0}}
+    )
     assert out["metadata"]["annotations"] == {"note": "x", "kubernetes.io/change-cause": "scaled"}
     assert out["spec"]["replicas"] == 0

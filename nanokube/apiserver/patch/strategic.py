@@ -1,0 +1,460 @@
+"""Strategic merge patch (application/strategic-merge-patch+json), as kube-apiserver applies it.
+
+Semantics follow k8s.io/apimachinery/pkg/util/strategicpatch (the server-side
+apply half, with parallel lists merged and unmatched nulls ignored): per-field
+patch strategies and merge keys come from the OpenAPI extensions of the kind's
+schema; lists with strategy `merge` merge by key (maps) or union (scalars),
+other lists and `replace`-strategy maps are replaced; the directives `$patch`,
+`$retainKeys`, `$deleteFromPrimitiveList/<f>` and `$setElementOrder/<f>` are
+honoured; `$patch: merge` is rejected, as upstream does. Errors carry the
+status upstream gives: its four format errors are 400, lists of lists 422, and
+everything else passes through as a 500 with upstream's message.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from ... import schema as schemas
+from . import PatchError
+from . import merge as merge_patch
+
+DIRECTIVE = "$patch"
+DELETE, REPLACE, MERGE = "delete", "replace", "merge"
+RETAIN_KEYS = "$retainKeys"
+DELETE_FROM_PRIMITIVE_LIST = "$deleteFromPrimitiveList"
+SET_ELEMENT_ORDER = "$setElementOrder"
+
+ERR_PRIMITIVE_LIST = "invalid patch format of primitive list"
+ERR_RETAIN_KEYS = "invalid patch format of retainKeys"
+ERR_SET_ELEMENT_ORDER = "invalid patch format of setElementOrder list"
+ERR_LIST_OF_LISTS = "lists of lists are not supported"
+
+_LIST, _MAP = "[]interface {}", "map[string]interface {}"
+
+
+def apply(doc: dict, patch: dict, schema: dict | None) -> dict:
+    """Apply `patch` to a copy of `doc`; `schema` is the kind's definition from
+    `nanokube.schema.kind_schema`, or None for kinds without one (JSON merge patch)."""
+    if schema is None:
+        return merge_patch.apply(doc, patch)
+    if patch is None:
+        return copy.deepcopy(doc)
+    if not isinstance(patch, dict):
+        raise PatchError(f"json: cannot unmarshal {_json_type(patch)} into Go value of type {_MAP}", 400)
+    return _merge_map(copy.deepcopy(doc), copy.deepcopy(patch), schema)
+
+
+# --- maps ---------------------------------------------------------------------------------------
+
+
+def _merge_map(original: dict, patch: dict, schema: dict | None) -> dict:
+    if DIRECTIVE in patch:
+        return _map_directive(patch)
+    _apply_retain_keys(original, patch)
+    _merge_ordered_lists(original, patch, schema)
+    for key, value in patch.items():
+        is_delete_list = key.startswith(DELETE_FROM_PRIMITIVE_LIST)
+        if is_delete_list:
+            key = _strip_prefix(key, DELETE_FROM_PRIMITIVE_LIST, ERR_PRIMITIVE_LIST)
+        if value is None:
+            original.pop(key, None)
+            continue
+        if key not in original or type(original[key]) is not type(value):
+            if not is_delete_list:
+                _set_clean(original, key, _discard_nulls(value))
+            continue
+        current = original[key]
+        if isinstance(current, dict):
+            sub = _subschema(schema, key)
+            strategy = _strategy(sub)
+            original[key] = value if strategy == REPLACE else _merge_map(current, value, sub)
+        elif isinstance(current, list):
+            original[key] = _merge_list_field(current, value, _subschema(schema, key), is_delete_list)
+        else:
+            original[key] = value
+    return original
+
+
+def _map_directive(patch: dict) -> dict:
+    directive = patch[DIRECTIVE]
+    if _is(directive, REPLACE):
+        return {k: v for k, v in patch.items() if k != DIRECTIVE}
+    if _is(directive, DELETE):
+        return {}
+    raise PatchError(f"unknown patch type: {_gofmt(directive)} in map: {_gofmt(patch)}", 500)
+
+
+def _apply_retain_keys(original: dict, patch: dict) -> None:
+    """`$retainKeys` lists the keys that survive; every key the patch sets must be among them."""
+    if RETAIN_KEYS not in patch:
+        return
+    retain = patch.pop(RETAIN_KEYS)
+    if not isinstance(retain, list):
+        raise PatchError(ERR_RETAIN_KEYS, 400)
+    keep = {k for k in retain if isinstance(k, str)}
+    for key, value in patch.items():
+        if value is None or key.startswith((DELETE_FROM_PRIMITIVE_LIST, SET_ELEMENT_ORDER)):
+            continue
+        if key not in keep:
+            raise PatchError(ERR_RETAIN_KEYS, 400)
+    for key in [k for k in original if k not in keep]:
+        del original[key]
+
+
+def _merge_ordered_lists(original: dict, patch: dict, schema: dict | None) -> None:
+    """Merge each list that has a `$setElementOrder/<field>`, then order it: the
+    directive's order first, the live order for server-only items."""
+    for directive_key in [k for k in patch if k.startswith(SET_ELEMENT_ORDER)]:
+        order = patch.pop(directive_key)
+        if not isinstance(order, list):
+            raise PatchError(_bad_arg_type(_LIST, order), 500)
+        key = _strip_prefix(directive_key, SET_ELEMENT_ORDER, ERR_SET_ELEMENT_ORDER)
+        in_original, in_patch = key in original, key in patch
+        live = original.get(key) if in_original else []
+        patched = patch.get(key) if in_patch else []
+        for value in (live, patched):
+            if not isinstance(value, list):
+                raise PatchError(_bad_arg_type(_LIST, value), 500)
+        sub = _subschema(schema, key)
+        _, _, _, merge_key = schemas.list_semantics(sub)
+        merge_key = merge_key or ""
+        _validate_against_order(patched, order, merge_key)
+        if in_original and in_patch:
+            merged = _merge_list_field(live, patched, sub, False)
+        elif in_patch:
+            merged, _ = _remove_directives(patched)
+        elif in_original:
+            merged = live
+        else:
+            continue
+        if merge_key:
+            in_order, server_only = _partition_maps(merged, order, merge_key)
+        else:
+            in_order, server_only = _partition_scalars(merged, order)
+        kind = _element_type(live, patched)
+        original[key] = _normalize_order(in_order, server_only, order, live, merge_key, kind)
+        patch.pop(key, None)
+
+
+def _validate_against_order(patched: list, order: list, merge_key: str) -> None:
+    """The patch's own items (deletions aside) must appear in the order list, in that order."""
+    if not order or not patched:
+        return
+    items = _split_deletions(patched)[0] if merge_key else patched
+    p = o = 0
+    while p < len(items) and o < len(order):
+        if isinstance(items[p], dict) and DIRECTIVE in items[p]:
+            p += 1
+            continue
+        if _merge_key_equal(items[p], order[o], merge_key):
+            p += 1
+        o += 1
+    if p < len(items):
+        raise PatchError(
+            f"the order in patch list:\n{_gofmt(patched)}\n doesn't match {SET_ELEMENT_ORDER} list:\n{_gofmt(order)}",
+            500,
+        )
+
+
+def _merge_key_equal(left: Any, right: Any, merge_key: str) -> bool:
+    if not merge_key:
+        return _is(left, right)
+    for item in (left, right):
+        if not isinstance(item, dict):
+            raise PatchError(_bad_arg_type(_MAP, item), 500)
+        if merge_key not in item:
+            raise PatchError(_no_merge_key(item, merge_key), 500)
+    return _is(left[merge_key], right[merge_key])
+
+
+# --- lists --------------------------------------------------------------------------------------
+
+
+def _merge_list_field(current: list, value: list, prop: dict | None, is_delete_list: bool) -> list:
+    """Lists merge when their strategy says so (deletion lists always); otherwise the patch replaces them."""
+    _, _, _, merge_key = schemas.list_semantics(prop)
+    if _strategy(prop) == MERGE or is_delete_list:
+        return _merge_list(current, value, schemas.items(prop), merge_key or "", is_delete_list)
+    return value
+
+
+def _merge_list(original: list, patch: list, elem: dict | None, merge_key: str, is_delete_list: bool) -> list:
+    if not original and not patch:
+        return original
+    kind = _element_type(original, patch)
+    if kind is not dict:
+        if is_delete_list:
+            return [v for v in original if not _contains(patch, v)]
+        merged = _dedupe(original + patch)
+    else:
+        if not merge_key:
+            raise PatchError("cannot merge lists without merge key for struct", 500)
+        original, patch = _apply_element_directives(original, patch, merge_key)
+        merged = _merge_by_key(original, patch, merge_key, elem)
+    if merge_key:
+        in_patch, server_only = _partition_maps(merged, patch, merge_key)
+    else:
+        in_patch, server_only = _partition_scalars(merged, patch)
+    return _normalize_order(in_patch, server_only, patch, original, merge_key, kind)
+
+
+def _apply_element_directives(original: list, patch: list, merge_key: str) -> tuple[list, list]:
+    """Handle `$patch` elements: `delete` drops live items by key, `replace` makes the
+    rest of the patch the whole list. Returns (live items, plain patch items)."""
+    plain = []
+    replace = False
+    for item in patch:
+        if DIRECTIVE not in item:
+            plain.append(item)
+            continue
+        directive = item[DIRECTIVE]
+        if _is(directive, DELETE):
+            if merge_key not in item:
+                raise PatchError(_no_merge_key(item, merge_key), 500)
+            original = [v for v in original if not (merge_key in v and _is(v[merge_key], item[merge_key]))]
+        elif _is(directive, REPLACE):
+            replace = True
+        elif _is(directive, MERGE):
+            raise PatchError("merging lists cannot yet be specified in the patch", 500)
+        else:
+            raise PatchError(f"unknown patch type: {_gofmt(directive)} in map: {_gofmt(item)}", 500)
+    if replace:
+        return plain, []
+    return original, plain
+
+
+def _merge_by_key(original: list, patch: list, merge_key: str, elem: dict | None) -> list:
+    merged = list(original)
+    for item in patch:
+        if merge_key not in item:
+            raise PatchError(_no_merge_key(item, merge_key), 500)
+        idx = _find_by_key(merged, merge_key, item[merge_key])
+        if idx is None:
+            merged.append(item)
+        else:
+            merged[idx] = _merge_map(merged[idx], item, elem)
+    return merged
+
+
+def _find_by_key(items: list, merge_key: str, value: Any) -> int | None:
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise PatchError(f"value for key {i} is not a map", 500)
+        if merge_key in item and _is(item[merge_key], value):
+            return i
+    return None
+
+
+def _partition_maps(items: list, by: list, merge_key: str) -> tuple[list, list]:
+    present, absent = [], []
+    for item in items:
+        if not isinstance(item, dict):
+            raise PatchError(_bad_arg_type(_MAP, item), 500)
+        if merge_key not in item:
+            raise PatchError(_no_merge_key(item, merge_key), 500)
+        (present if _find_by_key(by, merge_key, item[merge_key]) is not None else absent).append(item)
+    return present, absent
+
+
+def _partition_scalars(items: list, by: list) -> tuple[list, list]:
+    present, absent = [], []
+    for item in items:
+        (present if _contains(by, item) else absent).append(item)
+    return present, absent
+
+
+def _normalize_order(
+    patch_items: list, server_only: list, patch_order: list, server_order: list, merge_key: str, kind: type
+) -> list:
+    """Patch items in patch order, server-only items in live order, then interleave
+    them so server-only items keep their place relative to live neighbours."""
+    patch_items = _sort_by(patch_items, patch_order, merge_key, kind)
+    server_only = _sort_by(server_only, server_order, merge_key, kind)
+    out = []
+    i = j = 0
+    while i < len(server_only) and j < len(patch_items):
+        li = _index(server_order, server_only[i], merge_key, kind)
+        ri = _index(server_order, patch_items[j], merge_key, kind)
+        if li >= 0 and ri >= 0 and li < ri:
+            out.append(server_only[i])
+            i += 1
+        else:
+            out.append(patch_items[j])
+            j += 1
+    return out + server_only[i:] + patch_items[j:]
+
+
+def _sort_by(items: list, order: list, merge_key: str, kind: type) -> list:
+    """Stable sort by position in `order`; map items marked `$patch: delete` go last."""
+    deletions: list = []
+    if kind is dict:
+        for item in items + order:
+            if not isinstance(item, dict):
+                raise PatchError(_bad_arg_type(_MAP, item), 500)
+            if merge_key not in item:
+                raise PatchError(_no_merge_key(item, merge_key), 500)
+        items, deletions = _split_deletions(items)
+
+    def position(item: Any) -> int:
+        idx = _index(order, item, merge_key, kind)
+        return idx if idx >= 0 else len(order)
+
+    return sorted(items, key=position) + deletions
+
+
+def _split_deletions(items: list) -> tuple[list, list]:
+    keep, deletions = [], []
+    for item in items:
+        if not isinstance(item, dict):
+            raise PatchError(_bad_arg_type(_MAP, item), 500)
+        (deletions if _is(item.get(DIRECTIVE), DELETE) else keep).append(item)
+    return keep, deletions
+
+
+def _index(items: list, value: Any, merge_key: str, kind: type) -> int:
+    def key_of(item: Any) -> Any:
+        if kind is dict:
+            return item.get(merge_key) if isinstance(item, dict) else None
+        return item
+
+    wanted = key_of(value)
+    for i, item in enumerate(items):
+        if _is(key_of(item), wanted):
+            return i
+    return -1
+
+
+def _element_type(*lists: list) -> type:
+    """The one type shared by all elements; lists of lists and mixed lists are errors."""
+    found: type | None = None
+    for items in lists:
+        for item in items:
+            if found is None:
+                found = type(item)
+                if found is list:
+                    raise PatchError(ERR_LIST_OF_LISTS, 422)
+            elif type(item) is not found:
+                raise PatchError(f"list element types are not identical: {_gofmt(list(lists))}", 500)
+    if found is None:
+        raise PatchError("no elements in any of the given slices", 500)
+    return found
+
+
+# --- schema -------------------------------------------------------------------------------------
+
+
+def _subschema(schema: dict | None, key: str) -> dict | None:
+    """The (unresolved) schema of field `key`, or of a map's values; None when unknown."""
+    return schemas.field(schema, key) or schemas.additional(schema)
+
+
+def _strategy(prop: dict | None) -> str:
+    """The field's patch strategy with `retainKeys` split off (it only shapes client-side diffs)."""
+    _, _, raw, _ = schemas.list_semantics(prop)
+    strategies = [s for s in (raw or "").split(",") if s]
+    rest = [s for s in strategies if s != "retainKeys"]
+    if len(strategies) > 2 or len(rest) > 1:
+        raise PatchError(f"unexpected patch strategy: {_gofmt(strategies)}", 500)
+    return rest[0] if rest else ""
+
+
+# --- values -------------------------------------------------------------------------------------
+
+
+def _set_clean(target: dict, key: str, value: Any) -> None:
+    """Store a patch value that has nothing to merge with, minus its directives."""
+    cleaned, keep = _remove_directives(value)
+    if keep:
+        target[key] = cleaned
+    else:
+        target.pop(key, None)
+
+
+def _remove_directives(value: Any) -> tuple[Any, bool]:
+    """(value without `$patch` maps, whether to keep it): a map carrying `$patch` vanishes."""
+    if isinstance(value, dict):
+        if DIRECTIVE in value:
+            return None, False
+        out = {}
+        for k, v in value.items():
+            cleaned, keep = _remove_directives(v)
+            if keep:
+                out[k] = cleaned
+        return out, True
+    if isinstance(value, list):
+        kept = (_remove_directives(v) for v in value)
+        return [v for v, keep in kept if keep], True
+    return value, True
+
+
+def _discard_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _discard_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_discard_nulls(v) for v in value]
+    return value
+
+
+def _strip_prefix(key: str, prefix: str, error: str) -> str:
+    head, sep, rest = key.partition("/")
+    if not sep or head != prefix:
+        raise PatchError(error, 400)
+    return rest
+
+
+def _is(a: Any, b: Any) -> bool:
+    """Go's == on decoded JSON scalars: equal value and equal type (no bool/int/float mixing)."""
+    return type(a) is type(b) and a == b
+
+
+def _contains(items: list, value: Any) -> bool:
+    return any(_is(v, value) for v in items)
+
+
+def _dedupe(items: list) -> list:
+    out: list = []
+    for item in items:
+        if not _contains(out, item):
+            out.append(item)
+    return out
+
+
+def _no_merge_key(item: dict, merge_key: str) -> str:
+    return f"map: {_gofmt(item)} does not contain declared merge key: {merge_key}"
+
+
+def _bad_arg_type(expected: str, actual: Any) -> str:
+    return f"expected a {expected}, but received a {_go_type_name(actual)}"
+
+
+def _go_type_name(value: Any) -> str:
+    if value is None:
+        return "<nil>"
+    return {dict: _MAP, list: _LIST, str: "string", bool: "bool", int: "int64", float: "float64"}.get(
+        type(value), "<nil>"
+    )
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {str: "string", list: "array"}.get(type(value), "object")
+
+
+def _gofmt(value: Any) -> str:
+    """Go's %v rendering of decoded JSON, as upstream's error messages show it."""
+    if value is None:
+        return "<nil>"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
+        return str(int(value))
+    if isinstance(value, dict):
+        return "map[" + " ".join(f"{k}:{_gofmt(value[k])}" for k in sorted(value)) + "]"
+    if isinstance(value, list):
+        return "[" + " ".join(_gofmt(v) for v in value) + "]"
+    return str(value)
