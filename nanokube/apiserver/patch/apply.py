@@ -337,17 +337,24 @@ def _with_named_fields(paths: set[Path], raw: dict[str, Any] | None) -> set[Path
 
 
 def _zero_like(v: Any, raw: dict[str, Any] | None) -> Any:
-    """What a freshly made Go object holds where `v` has nested structs: upstream
-    compares a create against the zero value of the type, whose non-pointer
-    structs are present. Non-empty structs reached through struct fields stand
-    in for those."""
+    """Stand-in for the Go zero value upstream compares a create against.
+
+    The zero value holds non-pointer structs as `{}` and required (not
+    omitempty) lists and maps as null, so creating them does not own the
+    node itself. Non-empty structs reached through struct fields, and
+    required lists and maps, approximate that."""
     shape = _shape(raw, v)
-    out = {}
-    if shape.kind == "struct" and not shape.atomic:
-        for k, child in v.items():
-            child_raw, declared = _child(shape, k)
-            if declared and child and isinstance(child, dict) and _shape(child_raw, child).kind == "struct":
-                out[k] = _zero_like(child, child_raw)
+    out: dict[str, Any] = {}
+    if shape.kind != "struct" or shape.atomic:
+        return out
+    required = set(sch.resolve(raw).get("required") or ())
+    for k, child in v.items():
+        child_raw, declared = _child(shape, k)
+        kind = _shape(child_raw, child).kind if declared else "leaf"
+        if kind == "struct" and child:
+            out[k] = _zero_like(child, child_raw)
+        elif kind in ("list", "map") and k in required:
+            out[k] = None
     return out
 
 

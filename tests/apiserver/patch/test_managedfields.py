@@ -1,0 +1,199 @@
+"""FieldsV1 encoding and managedFields bookkeeping for non-apply writes."""
+
+import copy
+
+import orjson
+import pytest
+
+from nanokube import schema
+from nanokube.apiserver.patch import fieldpath as fp
+from nanokube.apiserver.patch.apply import apply, update_managed_fields
+
+DEPLOYMENT = schema.kind_schema("apps", "v1", "Deployment")
+CONFIGMAP = schema.kind_schema("", "v1", "ConfigMap")
+T0, T1, T2 = "2024-05-01T10:00:00Z", "2024-05-01T10:01:00Z", "2024-05-01T10:02:00Z"
+
+
+def configmap(**data):
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "test-cm", "namespace": "default", "labels": {"test-label": "test"}},
+        "data": data,
+    }
+
+
+def update(old, new, manager, now, schema=CONFIGMAP, api_version="v1", **kw):
+    return update_managed_fields(old, new, manager, "Update", schema, now, api_version, **kw)
+
+
+def test_fieldsv1_roundtrip_sorts_like_upstream():
+    raw = {
+        "f:spec": {
+            "f:ports": {
+                'k:{"protocol":"TCP","port":80}': {".": {}, "f:port": {}},
+                ".": {},
+            },
+            "f:finalizers": {'v:"b"': {}, 'v:"a"': {}},
+        },
+        "f:metadata": {"f:labels": {"f:z": {}, ".": {}, "f:a": {}}},
+    }
+    paths = fp.from_fields_v1(raw)
+    assert fp.make_path("spec", "ports") in paths and fp.make_path("spec") not in paths
+    assert orjson.dumps(fp.to_fields_v1(paths)) == (
+        b'{"f:metadata":{"f:labels":{".":{},"f:a":{},"f:z":{}}},'
+        b'"f:spec":{"f:finalizers":{"v:\\"a\\"":{},"v:\\"b\\"":{}},'
+        b'"f:ports":{".":{},"k:{\\"port\\":80,\\"protocol\\":\\"TCP\\"}":{".":{},"f:port":{}}}}}'
+    )
+    assert fp.to_fields_v1(set()) == {}
+
+
+def test_element_order_and_path_strings():
+    elements = [fp.index(0), fp.value("x"), fp.key({"name": "b"}), fp.key({"a": 1, "b": 2}), fp.field("z")]
+    assert sorted(elements, key=fp.element_order) == [
+        fp.field("z"),
+        fp.key({"name": "b"}),
+        fp.key({"a": 1, "b": 2}),
+        fp.value("x"),
+        fp.index(0),
+    ]
+    path = fp.make_path("spec", "ports") + (fp.key({"protocol": "TCP", "port": 80}), fp.field("name"))
+    assert fp.path_string(path) == '.spec.ports[port=80,protocol="TCP"].name'
+    assert fp.path_string(fp.make_path("metadata", "finalizers") + (fp.value("a/b"),)) == '.metadata.finalizers[="a/b"]'
+    with pytest.raises(ValueError):
+        fp.from_fields_v1({"x:y": {}})
+
+
+def test_create_configmap_records_map_nodes():
+    obj = update(None, configmap(key="some value"), "kubectl-create", T0)
+    assert obj["metadata"]["managedFields"] == [
+        {
+            "manager": "kubectl-create",
+            "operation": "Update",
+            "apiVersion": "v1",
+            "time": T0,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:data": {".": {}, "f:key": {}}, "f:metadata": {"f:labels": {".": {}, "f:test-label": {}}}},
+        }
+    ]
+
+
+def test_create_deployment_matches_kube_apiserver():
+    d = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "nginx", "namespace": "default", "labels": {"app": "nginx"}, "uid": "u1", "generation": 1},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "nginx"}},
+            "template": {
+                "metadata": {"labels": {"app": "nginx"}},
+                "spec": {
+                    "containers": [
+                        {"name": "nginx", "image": "nginx", "resources": {}, "ports": [{"containerPort": 80, "protocol": "TCP"}]}
+                    ]
+                },
+            },
+        },
+        "status": {},
+    }
+    obj = update(None, d, "kubectl-create", T0, DEPLOYMENT, "apps/v1", ignore_status=True)
+    # Struct fields the Go zero value already holds (spec, template, the
+    # required containers list) are not owned as nodes; maps and list items are.
+    assert orjson.dumps(obj["metadata"]["managedFields"][0]["fieldsV1"]) == (
+        b'{"f:metadata":{"f:labels":{".":{},"f:app":{}}},"f:spec":{"f:replicas":{},"f:selector":{},'
+        b'"f:template":{"f:metadata":{"f:labels":{".":{},"f:app":{}}},"f:spec":{"f:containers":'
+        b'{"k:{\\"name\\":\\"nginx\\"}":{".":{},"f:image":{},"f:name":{},"f:ports":{".":{},'
+        b'"k:{\\"containerPort\\":80,\\"protocol\\":\\"TCP\\"}":{".":{},"f:containerPort":{},"f:protocol":{}}},'
+        b'"f:resources":{}}}}}}}'
+    )
+
+
+def test_update_takes_changed_fields_and_drops_emptied_managers():
+    live = update(None, configmap(key="v1"), "creator", T0)
+    changed = copy.deepcopy(live)
+    changed["data"]["key"] = "v2"
+    changed["metadata"]["labels"]["test-label"] = "other"
+    obj = update(live, changed, "editor", T1)
+    creator, editor = obj["metadata"]["managedFields"]
+    # Only the changed leaves moved; the creator keeps the map nodes it added.
+    assert creator["fieldsV1"] == {"f:data": {}, "f:metadata": {"f:labels": {}}} and creator["time"] == T0
+    assert editor["fieldsV1"] == {"f:data": {"f:key": {}}, "f:metadata": {"f:labels": {"f:test-label": {}}}}
+    again = copy.deepcopy(obj)
+    again["data"]["key"] = "v3"
+    again["metadata"]["labels"]["test-label"] = "third"
+    final = update(obj, again, "finisher", T2)
+    assert [e["manager"] for e in final["metadata"]["managedFields"]] == ["creator", "finisher"]
+
+
+def test_unchanged_write_keeps_entries_and_times():
+    live = update(None, configmap(key="v"), "creator", T0)
+    again = update(live, copy.deepcopy(live), "someone", T1)
+    assert again["metadata"]["managedFields"] == live["metadata"]["managedFields"]
+
+
+def test_removed_fields_leave_every_manager():
+    live = update(None, configmap(a="1", b="2"), "creator", T0)
+    new = copy.deepcopy(live)
+    del new["data"]["a"]
+    obj = update(live, new, "editor", T1)
+    assert [e["manager"] for e in obj["metadata"]["managedFields"]] == ["creator"]
+    assert "f:a" not in obj["metadata"]["managedFields"][0]["fieldsV1"]["f:data"]
+
+
+def test_status_subresource_write_is_recorded_separately():
+    live = update(None, {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {"replicas": 1}},
+                  "kubectl", T0, DEPLOYMENT, "apps/v1", ignore_status=True)
+    new = copy.deepcopy(live)
+    new["status"] = {"replicas": 1, "readyReplicas": 1}
+    obj = update(live, new, "kube-controller-manager", T1, DEPLOYMENT, "apps/v1", subresource="status", ignore_status=True)
+    status = obj["metadata"]["managedFields"][1]
+    assert status["subresource"] == "status" and status["manager"] == "kube-controller-manager"
+    assert status["fieldsV1"] == {"f:status": {".": {}, "f:readyReplicas": {}, "f:replicas": {}}}
+    # A main-resource write does not own status.
+    main = update(live, new, "sneaky", T1, DEPLOYMENT, "apps/v1", ignore_status=True)
+    assert [e["manager"] for e in main["metadata"]["managedFields"]] == ["kubectl"]
+
+
+def test_entries_sorted_apply_first_then_by_time_and_manager():
+    live = apply(None, configmap(a="1"), "zeta-applier", False, CONFIGMAP, T2, "v1")
+    for manager, key, now in (("late", "c", T2), ("early", "b", T0), ("alpha", "d", T2)):
+        new = copy.deepcopy(live)
+        new["data"][key] = "x"
+        live = update(live, new, manager, now)
+    assert [(e["operation"], e["manager"]) for e in live["metadata"]["managedFields"]] == [
+        ("Apply", "zeta-applier"),
+        ("Update", "early"),
+        ("Update", "alpha"),
+        ("Update", "late"),
+    ]
+
+
+def test_client_sent_managed_fields():
+    live = update(None, configmap(key="v"), "creator", T0)
+    stored = live["metadata"]["managedFields"]
+
+    kept = copy.deepcopy(live)
+    kept["metadata"]["managedFields"] = []
+    assert update(live, kept, "x", T1)["metadata"]["managedFields"] == stored
+
+    cleared = copy.deepcopy(live)
+    cleared["metadata"]["managedFields"] = [{}]
+    assert "managedFields" not in update(live, cleared, "x", T1)["metadata"]
+
+    replaced = copy.deepcopy(live)
+    replaced["metadata"]["managedFields"] = [
+        {"manager": "importer", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1",
+         "fieldsV1": {"f:data": {"f:key": {}}}}
+    ]
+    assert [e["manager"] for e in update(live, replaced, "x", T1)["metadata"]["managedFields"]] == ["importer"]
+
+
+def test_untyped_update_owns_deduced_map_entries():
+    cr = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "labels": {"a": "b"}},
+          "spec": {"size": 1, "nested": {"x": True}}}
+    obj = update(None, cr, "ctrl", T0, None, "example.com/v1")
+    assert obj["metadata"]["managedFields"][0]["fieldsV1"] == {
+        "f:metadata": {"f:labels": {".": {}, "f:a": {}}},
+        "f:spec": {".": {}, "f:nested": {".": {}, "f:x": {}}, "f:size": {}},
+    }
