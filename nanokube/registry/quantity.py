@@ -1,0 +1,149 @@
+"""Resource quantities ("100m", "1.5Gi", "1e3") as exact numbers.
+
+Follows apimachinery's resource.Quantity: parsing accepts the same grammar
+and returns the same three errors; values are rounded up (away from zero) to
+nano precision, binary-suffixed values above 2^63-1 are capped; the canonical
+form keeps the format the user wrote (binary, decimal SI or exponent) unless
+that would lose precision. Exact `Fraction`s keep sums and comparisons (the
+scheduler's resource fits, requests <= limits) free of float error.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+
+FORMAT_WRONG = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+NUMERIC = "unable to parse numeric part of quantity"
+SUFFIX = "unable to parse quantity's suffix"
+
+BINARY_SI = "BinarySI"
+DECIMAL_SI = "DecimalSI"
+DECIMAL_EXPONENT = "DecimalExponent"
+
+_MAX = Fraction(2**63 - 1)
+_NANO = Fraction(1, 10**9)
+
+_SHAPE = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
+_NUMBER = re.compile(r"^[+-]?([0-9]*)(?:\.([0-9]*))?")
+_SUFFIX_SHAPE = re.compile(r"^[eEinumkKMGTP]*[-+]?[0-9]*$")
+
+_BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_DECIMAL_BY_EXP = {e: s for s, e in _DECIMAL.items()}
+_BINARY_BY_EXP = {e: s for s, e in _BINARY.items()} | {0: ""}
+
+
+class QuantityError(ValueError):
+    """A string that is not a quantity; str() is upstream's message."""
+
+
+@dataclass(frozen=True, slots=True)
+class Quantity:
+    value: Fraction
+    format: str
+
+    def __str__(self) -> str:
+        return format_quantity(self.value, self.format)
+
+    def ceil(self) -> int:
+        """Integer value rounded up, like Quantity.Value()."""
+        return math.ceil(self.value)
+
+    def milli(self) -> int:
+        """Value in thousandths rounded up, like Quantity.MilliValue()."""
+        return math.ceil(self.value * 1000)
+
+
+def _interpret_suffix(suffix: str) -> tuple[int, int, str]:
+    """(base, exponent, format) of a suffix, or QuantityError."""
+    if suffix in _BINARY:
+        return 2, _BINARY[suffix], BINARY_SI
+    if suffix in _DECIMAL:
+        return 10, _DECIMAL[suffix], DECIMAL_SI
+    if len(suffix) > 1 and suffix[0] in "eE" and re.fullmatch(r"[+-]?[0-9]+", suffix[1:]):
+        return 10, int(suffix[1:]), DECIMAL_EXPONENT
+    raise QuantityError(SUFFIX)
+
+
+def parse(s: str) -> Quantity:
+    """Parse a quantity string, keeping its format for canonical printing."""
+    if not isinstance(s, str) or not _SHAPE.match(s):
+        raise QuantityError(FORMAT_WRONG)
+    m = _NUMBER.match(s)
+    whole, frac = m.group(1), m.group(2)
+    number, suffix = s[: m.end()], s[m.end():]
+    if not _SUFFIX_SHAPE.match(suffix):
+        raise QuantityError(FORMAT_WRONG)
+    if not whole and not frac:
+        raise QuantityError(NUMERIC)
+    base, exponent, fmt = _interpret_suffix(suffix)
+    value = Fraction(int(whole or "0") * 10 ** len(frac or "") + int(frac or "0"), 10 ** len(frac or ""))
+    value *= Fraction(base) ** exponent
+    if number.startswith("-"):
+        value = -value
+    return Quantity(_round_and_cap(value, fmt), fmt)
+
+
+def _round_and_cap(value: Fraction, fmt: str) -> Fraction:
+    sign = -1 if value < 0 else 1
+    mag = abs(value)
+    mag = Fraction(math.ceil(mag / _NANO)) * _NANO
+    if fmt == BINARY_SI and mag > _MAX:
+        mag = _MAX
+    return sign * mag
+
+
+def parse_quantity(s: str) -> Fraction:
+    """The exact value of a quantity string."""
+    return parse(s).value
+
+
+def is_quantity(s: str) -> bool:
+    try:
+        parse(s)
+    except QuantityError:
+        return False
+    return True
+
+
+def _strip_tens(n: int) -> tuple[int, int]:
+    exp = 0
+    while n and n % 10 == 0:
+        n //= 10
+        exp += 1
+    return n, exp
+
+
+def format_quantity(value: Fraction, fmt: str = DECIMAL_SI) -> str:
+    """Canonical string of `value` in format `fmt` (Quantity.String())."""
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    mag = abs(value)
+    if fmt == BINARY_SI and (mag < 1024 or mag.denominator != 1):
+        fmt = DECIMAL_SI
+    if fmt == BINARY_SI:
+        n, exp = mag.numerator, 0
+        while n % 1024 == 0 and exp < 60:
+            n //= 1024
+            exp += 10
+        return f"{sign}{n}{_BINARY_BY_EXP[exp]}"
+    # value = mantissa * 10^exp with an integer mantissa; nano-rounded values
+    # always have a power-of-ten denominator, others are rounded up to nano.
+    scaled = math.ceil(mag / _NANO)
+    mantissa, exp = _strip_tens(scaled)
+    exp -= 9
+    while exp % 3:
+        mantissa *= 10
+        exp -= 1
+    if fmt == DECIMAL_SI and exp in _DECIMAL_BY_EXP:
+        return f"{sign}{mantissa}{_DECIMAL_BY_EXP[exp]}"
+    return f"{sign}{mantissa}" + (f"e{exp}" if exp else "")
+
+
+def canonical(s: str) -> str:
+    """The form the API server stores and returns for a quantity string."""
+    return str(parse(s))

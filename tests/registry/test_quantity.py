@@ -1,0 +1,108 @@
+from fractions import Fraction
+
+import pytest
+
+from nanokube.registry.quantity import (
+    FORMAT_WRONG,
+    NUMERIC,
+    SUFFIX,
+    QuantityError,
+    canonical,
+    format_quantity,
+    parse,
+    parse_quantity,
+)
+
+
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("100m", Fraction(1, 10)),
+        ("1", Fraction(1)),
+        ("1.5Gi", Fraction(3 * 2**29)),
+        ("1Ki", Fraction(1024)),
+        ("2k", Fraction(2000)),
+        ("1e3", Fraction(1000)),
+        ("1E-3", Fraction(1, 1000)),
+        ("-1.5", Fraction(-3, 2)),
+        (".5", Fraction(1, 2)),
+        ("1.", Fraction(1)),
+        ("5n", Fraction(5, 10**9)),
+        ("3u", Fraction(3, 10**6)),
+        ("1E", Fraction(10**18)),
+    ],
+)
+def test_parse_values(text, value):
+    assert parse_quantity(text) == value
+
+
+@pytest.mark.parametrize(
+    "text,canon",
+    [
+        ("1000m", "1"),
+        ("100m", "100m"),
+        ("1.5Gi", "1536Mi"),
+        ("0.5Gi", "512Mi"),
+        ("2048Ki", "2Mi"),
+        ("0.1Ki", "102400m"),  # below 1024, binary falls back to decimal SI
+        ("1.1", "1100m"),
+        ("1e3", "1e3"),
+        ("1500e0", "1500"),
+        ("12e6", "12e6"),
+        ("1.5e-3", "1500e-6"),
+        ("1E3", "1e3"),
+        ("-1.5", "-1500m"),
+        ("0", "0"),
+        ("-0", "0"),
+        ("1536Ki", "1536Ki"),
+        ("1M", "1M"),
+        ("1000k", "1M"),
+    ],
+)
+def test_canonical(text, canon):
+    assert canonical(text) == canon
+
+
+def test_rounds_up_to_nano():
+    assert parse_quantity("0.0000000001") == Fraction(1, 10**9)
+    assert canonical("0.0000000001") == "1n"
+    assert parse_quantity("-0.0000000001") == Fraction(-1, 10**9)
+
+
+def test_binary_values_are_capped_at_int64():
+    assert parse_quantity("10Ei") == 2**63 - 1
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("abc", FORMAT_WRONG),
+        ("", FORMAT_WRONG),
+        ("1.2.3", FORMAT_WRONG),
+        ("1 Gi", FORMAT_WRONG),
+        (".", NUMERIC),
+        ("1e", SUFFIX),
+        ("1k5", SUFFIX),
+        ("1Kim", SUFFIX),
+        ("1ee3", SUFFIX),
+    ],
+)
+def test_errors(text, message):
+    with pytest.raises(QuantityError) as e:
+        parse(text)
+    assert str(e.value) == message
+
+
+def test_error_message_is_upstreams():
+    assert FORMAT_WRONG == (
+        "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+    )
+
+
+def test_format_and_rounding_helpers():
+    q = parse("1500m")
+    assert q.ceil() == 2
+    assert q.milli() == 1500
+    assert format_quantity(Fraction(3 * 2**30), "BinarySI") == "3Gi"
+    assert format_quantity(Fraction(1, 3), "DecimalSI") == "333333334n"
+    assert str(parse("2Gi")) == "2Gi"
