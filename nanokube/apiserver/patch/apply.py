@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass, field as dc_field
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 from datetime import datetime
 from typing import Any
 
@@ -52,10 +53,18 @@ _KEY_DEFAULTS = {
     "io.k8s.api.core.v1.ServicePort": {"protocol": "TCP"},
 }
 
-_OBJECT_META = {"$ref": sch.REF_PREFIX + "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}
+_OBJECT_META = {
+    "$ref": sch.REF_PREFIX + "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+}
 
 # Untyped objects still have typed metadata, as CRD schemas always do.
-_UNTYPED_ROOT = {"properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": _OBJECT_META}}
+_UNTYPED_ROOT = {
+    "properties": {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": _OBJECT_META,
+    }
+}
 
 
 class ApplyConflict(PatchError):
@@ -74,7 +83,11 @@ class ApplyConflict(PatchError):
         self.conflicts = conflicts
         self.details = {
             "causes": [
-                {"reason": "FieldManagerConflict", "message": f"conflict with {who}", "field": path}
+                {
+                    "reason": "FieldManagerConflict",
+                    "message": f"conflict with {who}",
+                    "field": path,
+                }
                 for who, path in conflicts
             ]
         }
@@ -113,8 +126,10 @@ def _list_shape(raw: dict[str, Any], resolved: dict[str, Any]) -> _Shape:
     if list_type not in ("map", "set"):
         return _Shape("list", atomic=True)
     ref = (items or {}).get("$ref", "")
-    defaults = _KEY_DEFAULTS.get(ref[len(sch.REF_PREFIX):], {})
-    return _Shape("list", elem=items, list_type=list_type, keys=tuple(keys), key_defaults=defaults)
+    defaults = _KEY_DEFAULTS.get(ref[len(sch.REF_PREFIX) :], {})
+    return _Shape(
+        "list", elem=items, list_type=list_type, keys=tuple(keys), key_defaults=defaults
+    )
 
 
 def _shape(raw: dict[str, Any] | None, v: Any) -> _Shape:
@@ -131,7 +146,12 @@ def _shape(raw: dict[str, Any] | None, v: Any) -> _Shape:
         if v is not None and v is not MISSING and not isinstance(v, dict):
             return _LEAF
         kind = "struct" if "properties" in r else "map"
-        return _Shape(kind, atomic=atomic_map, fields=r.get("properties") or {}, elem=sch.additional(r))
+        return _Shape(
+            kind,
+            atomic=atomic_map,
+            fields=r.get("properties") or {},
+            elem=sch.additional(r),
+        )
     if "items" in r or "array" in kinds:
         if v is not None and v is not MISSING and not isinstance(v, list):
             return _LEAF
@@ -204,7 +224,12 @@ class _Comparison:
     removed: set[Path] = dc_field(default_factory=set)
 
     def exclude(self, prefixes: set[Path]) -> _Comparison:
-        return _Comparison(*(fp.without_prefixes(s, prefixes) for s in (self.added, self.modified, self.removed)))
+        return _Comparison(
+            *(
+                fp.without_prefixes(s, prefixes)
+                for s in (self.added, self.modified, self.removed)
+            )
+        )
 
 
 def _items(shape: _Shape, v: Any) -> dict[fp.PathElement, Any]:
@@ -222,10 +247,17 @@ def compare(lhs: Any, rhs: Any, raw: dict[str, Any] | None) -> _Comparison:
     return res
 
 
-def _compare(lhs: Any, rhs: Any, raw: dict[str, Any] | None, path: Path, res: _Comparison) -> None:
+def _compare(
+    lhs: Any, rhs: Any, raw: dict[str, Any] | None, path: Path, res: _Comparison
+) -> None:
     shape = _shape(raw, rhs if rhs is not MISSING else lhs)
     mismatch = lhs is not MISSING and rhs is not MISSING and _shape(raw, lhs) != shape
-    if shape.kind == "leaf" or shape.atomic or mismatch or (_empty(lhs) and _empty(rhs)):
+    if (
+        shape.kind == "leaf"
+        or shape.atomic
+        or mismatch
+        or (_empty(lhs) and _empty(rhs))
+    ):
         if lhs is MISSING:
             res.added.add(path)
         elif rhs is MISSING:
@@ -236,11 +268,23 @@ def _compare(lhs: Any, rhs: Any, raw: dict[str, Any] | None, path: Path, res: _C
     if shape.kind == "list":
         left, right = _items(shape, lhs), _items(shape, rhs)
         for pe in {**left, **right}:
-            _compare(left.get(pe, MISSING), right.get(pe, MISSING), shape.elem, path + (pe,), res)
+            _compare(
+                left.get(pe, MISSING),
+                right.get(pe, MISSING),
+                shape.elem,
+                path + (pe,),
+                res,
+            )
     else:
         left, right = (x if isinstance(x, dict) else {} for x in (lhs, rhs))
         for k in {**left, **right}:
-            _compare(left.get(k, MISSING), right.get(k, MISSING), _child(shape, k)[0], path + (fp.field(k),), res)
+            _compare(
+                left.get(k, MISSING),
+                right.get(k, MISSING),
+                _child(shape, k)[0],
+                path + (fp.field(k),),
+                res,
+            )
     if lhs is MISSING:
         res.added.add(path)
     elif rhs is MISSING:
@@ -254,7 +298,12 @@ def merge(lhs: Any, rhs: Any, raw: dict[str, Any] | None) -> Any:
     if lhs is MISSING:
         return copy.deepcopy(rhs)
     shape = _shape(raw, rhs)
-    if shape.kind == "leaf" or shape.atomic or _shape(raw, lhs) != shape or (_empty(lhs) and _empty(rhs)):
+    if (
+        shape.kind == "leaf"
+        or shape.atomic
+        or _shape(raw, lhs) != shape
+        or (_empty(lhs) and _empty(rhs))
+    ):
         return copy.deepcopy(rhs)
     if shape.kind == "list":
         right: dict[fp.PathElement, Any] = {}
@@ -264,11 +313,16 @@ def merge(lhs: Any, rhs: Any, raw: dict[str, Any] | None) -> Any:
                 raise _TypeError(f"duplicate entries for key {fp.element_string(pe)}")
             right[pe] = item
         left = _items(shape, lhs)
-        out = [merge(item, right.get(pe, MISSING), shape.elem) for pe, item in left.items()]
+        out = [
+            merge(item, right.get(pe, MISSING), shape.elem) for pe, item in left.items()
+        ]
         out += [copy.deepcopy(item) for pe, item in right.items() if pe not in left]
         return out
     left, right = lhs or {}, rhs or {}
-    return {k: merge(left.get(k, MISSING), right.get(k, MISSING), _child(shape, k)[0]) for k in {**left, **right}}
+    return {
+        k: merge(left.get(k, MISSING), right.get(k, MISSING), _child(shape, k)[0])
+        for k in {**left, **right}
+    }
 
 
 def remove_items(v: Any, raw: dict[str, Any] | None, paths: set[Path]) -> Any:
@@ -296,7 +350,9 @@ def remove_items(v: Any, raw: dict[str, Any] | None, paths: set[Path]) -> Any:
     return result or MISSING
 
 
-def _remove_below(v: Any, raw: dict[str, Any] | None, paths: set[Path], pe: fp.PathElement) -> Any:
+def _remove_below(
+    v: Any, raw: dict[str, Any] | None, paths: set[Path], pe: fp.PathElement
+) -> Any:
     sub = fp.with_prefix(paths, pe)
     return remove_items(v, raw, sub) if sub else v
 
@@ -310,7 +366,9 @@ def _drop_nulls(v: Any) -> Any:
     return v
 
 
-def _schema_at(raw: dict[str, Any] | None, pe: fp.PathElement) -> tuple[dict[str, Any] | None, bool]:
+def _schema_at(
+    raw: dict[str, Any] | None, pe: fp.PathElement
+) -> tuple[dict[str, Any] | None, bool]:
     """(schema below `pe`, whether `pe` is a declared struct field)."""
     if raw is None:
         return None, False
@@ -384,10 +442,20 @@ class _Manager:
         return text
 
     def sort_key(self) -> tuple:
-        return (self.operation, _unix(self.time), self.manager, self.api_version, self.subresource)
+        return (
+            self.operation,
+            _unix(self.time),
+            self.manager,
+            self.api_version,
+            self.subresource,
+        )
 
     def encode(self) -> dict[str, Any]:
-        entry: dict[str, Any] = {"manager": self.manager, "operation": self.operation, "apiVersion": self.api_version}
+        entry: dict[str, Any] = {
+            "manager": self.manager,
+            "operation": self.operation,
+            "apiVersion": self.api_version,
+        }
         if self.time:
             entry["time"] = self.time
         entry["fieldsType"] = "FieldsV1"
@@ -397,9 +465,16 @@ class _Manager:
         return entry
 
 
-def _ident(manager: str, operation: str, api_version: str, subresource: str) -> tuple[str, str, str, str]:
+def _ident(
+    manager: str, operation: str, api_version: str, subresource: str
+) -> tuple[str, str, str, str]:
     """Appliers are one manager across versions; updaters are per version."""
-    return (manager, operation, "" if operation == "Apply" else api_version, subresource)
+    return (
+        manager,
+        operation,
+        "" if operation == "Apply" else api_version,
+        subresource,
+    )
 
 
 def _ident_text(m: _Manager) -> str:
@@ -415,18 +490,19 @@ def _ident_text(m: _Manager) -> str:
 def _unix(t: str | None) -> int:
     if not t:
         return 0
-    return int(datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp())
+    return int(datetime.fromisoformat(t).timestamp())
 
 
 def _decode(obj: dict[str, Any] | None) -> dict[tuple, _Manager]:
-    """The managers of an object; raises ValueError on malformed entries."""
+    """The managers of an object; raises MalformedFields on malformed entries."""
     out: dict[tuple, _Manager] = {}
     entries = ((obj or {}).get("metadata") or {}).get("managedFields") or []
     for e in entries:
         if not isinstance(e, dict):
-            raise ValueError("managedFields entries must be objects")
+            raise fp.MalformedFields("managedFields entries must be objects")
         if e.get("fieldsType", "FieldsV1") != "FieldsV1" and e:
-            raise ValueError(f"unknown fieldsType {e.get('fieldsType')!r}")
+            raise fp.MalformedFields(f"unknown fieldsType {e.get('fieldsType')!r}")
+        _unix(e.get("time"))
         m = _Manager(
             e.get("manager", ""),
             e.get("operation", ""),
@@ -470,7 +546,9 @@ def _ignored(ignore_status: bool, subresource: str) -> set[Path]:
     """Reset fields: a main-resource write does not own status, a status write does not own spec."""
     if not ignore_status:
         return set()
-    return {fp.make_path("spec")} if subresource == "status" else {fp.make_path("status")}
+    return (
+        {fp.make_path("spec")} if subresource == "status" else {fp.make_path("status")}
+    )
 
 
 def _root_schema(raw: dict[str, Any] | None) -> dict[str, Any]:
@@ -478,15 +556,27 @@ def _root_schema(raw: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _reassign(
-    live: Any, new: Any, raw: dict[str, Any], managers: dict[tuple, _Manager], self_id: tuple, force: bool, ignored: set[Path]
+    live: Any,
+    new: Any,
+    raw: dict[str, Any],
+    managers: dict[tuple, _Manager],
+    self_id: tuple,
+    force: bool,
+    ignored: set[Path],
 ) -> _Comparison:
     """Take changed fields from other managers and drop removed ones (upstream's
     Updater.update); raises ApplyConflict when not forced."""
     diff = compare(live, new, raw).exclude(ignored)
     changed = diff.added | diff.modified
-    conflicts = {mid: m.fields & changed for mid, m in managers.items() if mid != self_id and m.fields & changed}
+    conflicts = {
+        mid: m.fields & changed
+        for mid, m in managers.items()
+        if mid != self_id and m.fields & changed
+    }
     if conflicts and not force:
-        raise _conflict_error([(managers[mid], paths) for mid, paths in conflicts.items()])
+        raise _conflict_error(
+            [(managers[mid], paths) for mid, paths in conflicts.items()]
+        )
     for mid, m in managers.items():
         if mid != self_id:
             m.fields -= conflicts.get(mid, set()) | diff.removed
@@ -497,18 +587,28 @@ def _reassign(
 
 def _conflict_error(found: list[tuple[_Manager, set[Path]]]) -> ApplyConflict:
     found.sort(key=lambda mp: _ident_text(mp[0]))
-    pairs = [(m.describe(), fp.path_string(p)) for m, paths in found for p in fp.iterate(paths)]
+    pairs = [
+        (m.describe(), fp.path_string(p))
+        for m, paths in found
+        for p in fp.iterate(paths)
+    ]
     if len(pairs) == 1:
         who, path = pairs[0]
-        return ApplyConflict(pairs, f"Apply failed with 1 conflict: conflict with {who}: {path}")
+        return ApplyConflict(
+            pairs, f"Apply failed with 1 conflict: conflict with {who}: {path}"
+        )
     lines = []
     for m, paths in found:
         lines.append(f"conflicts with {m.describe()}:")
         lines += [f"- {fp.path_string(p)}" for p in fp.iterate(paths)]
-    return ApplyConflict(pairs, f"Apply failed with {len(pairs)} conflicts: " + "\n".join(lines))
+    return ApplyConflict(
+        pairs, f"Apply failed with {len(pairs)} conflicts: " + "\n".join(lines)
+    )
 
 
-def _keep_times_on_noop(live: dict[str, Any] | None, result: dict[str, Any]) -> dict[str, Any]:
+def _keep_times_on_noop(
+    live: dict[str, Any] | None, result: dict[str, Any]
+) -> dict[str, Any]:
     """A write that changes nothing keeps the old timestamps, so it stays a no-op
     (upstream's IgnoreManagedFieldsTimestampsTransformer)."""
     if live is None or _without_managed_fields(live) != _without_managed_fields(result):
@@ -560,17 +660,29 @@ def apply(
         merged = merge(current, applied, raw)
         previous = managers.get(self_id)
         mine = fp.without_prefixes(field_set(applied, raw), ignored) - _STRIPPED
-        managers[self_id] = _Manager(manager, "Apply", api_version, subresource, mine, now)
+        managers[self_id] = _Manager(
+            manager, "Apply", api_version, subresource, mine, now
+        )
         if previous and previous.fields:
             merged = _prune(merged, raw, managers, previous.fields)
-        _reassign(current if live is not None else _zero_like(merged, raw), merged, raw, managers, self_id, force, ignored)
+        _reassign(
+            current if live is not None else _zero_like(merged, raw),
+            merged,
+            raw,
+            managers,
+            self_id,
+            force,
+            ignored,
+        )
     except _TypeError as e:
         raise PatchError(f"failed to create typed patch object: {e}", 400) from e
     result = _encode(_drop_nulls(merged), managers)
     return _keep_times_on_noop(live, result)
 
 
-def _prune(merged: Any, raw: dict[str, Any], managers: dict[tuple, _Manager], last: set[Path]) -> Any:
+def _prune(
+    merged: Any, raw: dict[str, Any], managers: dict[tuple, _Manager], last: set[Path]
+) -> Any:
     """Remove what the applier set last time, no longer sets, and nobody
     else owns (upstream's prune with its add-back passes)."""
     last_n = _with_named_fields(last, raw)
@@ -610,7 +722,9 @@ def update_managed_fields(
     managers = {} if subresource else _decode_or_empty(new)
     if not managers:
         managers = _decode_or_empty(old)
-    current = _without_managed_fields(old) if old is not None else _zero_like(result, raw)
+    current = (
+        _without_managed_fields(old) if old is not None else _zero_like(result, raw)
+    )
     marker = ("", "", "", "current-operation")
     try:
         diff = _reassign(current, result, raw, managers, marker, True, ignored)
@@ -621,5 +735,7 @@ def update_managed_fields(
         mid = _ident(manager, operation, api_version, subresource)
         previous = managers.get(mid)
         owned = mine | (previous.fields if previous else set())
-        managers[mid] = _Manager(manager, operation, api_version, subresource, owned, now)
+        managers[mid] = _Manager(
+            manager, operation, api_version, subresource, owned, now
+        )
     return _encode(result, managers)

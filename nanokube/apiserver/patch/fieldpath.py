@@ -28,10 +28,22 @@ Path = tuple[PathElement, ...]
 _KINDS = "fkvi"
 
 
+class MalformedFields(ValueError):
+    """A FieldsV1 object or managedFields entry that cannot be read."""
+
+
 def encode_json(v: Any) -> str:
     """Compact JSON with sorted keys and Go's HTML-safe escaping."""
-    text = json.dumps(v, separators=(",", ":"), ensure_ascii=False, sort_keys=True, allow_nan=False)
-    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+    text = json.dumps(
+        v, separators=(",", ":"), ensure_ascii=False, sort_keys=True, allow_nan=False
+    )
+    for ch, esc in (
+        ("<", "\\u003c"),
+        (">", "\\u003e"),
+        ("&", "\\u0026"),
+        ("\u2028", "\\u2028"),
+        ("\u2029", "\\u2029"),
+    ):
         text = text.replace(ch, esc)
     return text
 
@@ -80,7 +92,11 @@ def element_order(pe: PathElement) -> tuple:
     kind, payload = pe
     if kind == "k":
         fields = _decoded(payload)
-        return (1, len(fields), tuple((k, _value_order(fields[k])) for k in sorted(fields)))
+        return (
+            1,
+            len(fields),
+            tuple((k, _value_order(fields[k])) for k in sorted(fields)),
+        )
     if kind == "v":
         return (2, _value_order(_decoded(payload)))
     return (_KINDS.index(kind), payload)
@@ -107,7 +123,9 @@ def element_string(pe: PathElement) -> str:
         return "." + payload
     if kind == "k":
         fields = _decoded(payload)
-        return "[" + ",".join(f"{k}={_go_string(fields[k])}" for k in sorted(fields)) + "]"
+        return (
+            "[" + ",".join(f"{k}={_go_string(fields[k])}" for k in sorted(fields)) + "]"
+        )
     if kind == "v":
         return f"[={_go_string(_decoded(payload))}]"
     return f"[{payload}]"
@@ -119,7 +137,7 @@ def path_string(path: Path) -> str:
 
 
 class _Node:
-    __slots__ = ("member", "children")
+    __slots__ = ("children", "member")
 
     def __init__(self) -> None:
         self.member = False
@@ -176,20 +194,20 @@ def to_fields_v1(paths: Iterable[Path]) -> dict[str, Any]:
 def _parse_element(text: str) -> PathElement:
     kind, sep, payload = text.partition(":")
     if not sep or kind not in _KINDS:
-        raise ValueError(f"unknown path element {text!r}")
+        raise MalformedFields(f"unknown path element {text!r}")
     if kind == "f":
         return field(payload)
     if kind == "i":
         return index(int(payload))
     decoded = json.loads(payload)
     if kind == "k" and not isinstance(decoded, dict):
-        raise ValueError(f"list-map key is not an object: {text!r}")
+        raise MalformedFields(f"list-map key is not an object: {text!r}")
     return (kind, encode_json(decoded))
 
 
 def _parse(obj: dict[str, Any], prefix: Path, out: set[Path]) -> None:
     if not isinstance(obj, dict):
-        raise ValueError("FieldsV1 nodes must be objects")
+        raise MalformedFields("FieldsV1 nodes must be objects")
     for k, child in obj.items():
         if k == ".":
             out.add(prefix)
@@ -202,7 +220,7 @@ def _parse(obj: dict[str, Any], prefix: Path, out: set[Path]) -> None:
 
 
 def from_fields_v1(obj: dict[str, Any]) -> set[Path]:
-    """Parse a FieldsV1 object; raises ValueError on a malformed one."""
+    """Parse a FieldsV1 object; raises MalformedFields on a malformed one."""
     out: set[Path] = set()
     _parse(obj, (), out)
     out.discard(())

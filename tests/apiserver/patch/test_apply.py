@@ -15,7 +15,12 @@ T0, T1, T2 = "2024-05-01T10:00:00Z", "2024-05-01T10:01:00Z", "2024-05-01T10:02:0
 
 
 def deployment(replicas=3, **container):
-    c = {"name": "nginx", "image": "nginx:1.25", "ports": [{"containerPort": 80}], **container}
+    c = {
+        "name": "nginx",
+        "image": "nginx:1.25",
+        "ports": [{"containerPort": 80}],
+        **container,
+    }
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -23,17 +28,32 @@ def deployment(replicas=3, **container):
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": {"app": "web"}},
-            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [c]}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [c]},
+            },
         },
     }
 
 
 def applied(live, cfg, manager="kubectl", force=False, now=T1, **kw):
-    return apply(live, cfg, manager, force, kw.pop("schema", DEPLOYMENT), now, kw.pop("api_version", "apps/v1"), **kw)
+    return apply(
+        live,
+        cfg,
+        manager,
+        force,
+        kw.pop("schema", DEPLOYMENT),
+        now,
+        kw.pop("api_version", "apps/v1"),
+        **kw,
+    )
 
 
 def entries(obj):
-    return {(e["manager"], e["operation"], e.get("subresource", "")): e for e in obj["metadata"]["managedFields"]}
+    return {
+        (e["manager"], e["operation"], e.get("subresource", "")): e
+        for e in obj["metadata"]["managedFields"]
+    }
 
 
 def containers(obj):
@@ -43,7 +63,10 @@ def containers(obj):
 def test_create_by_apply_records_upstream_fieldsv1():
     obj = applied(None, deployment(), now=T0)
     (entry,) = obj["metadata"]["managedFields"]
-    assert {k: entry[k] for k in ("manager", "operation", "apiVersion", "time", "fieldsType")} == {
+    assert {
+        k: entry[k]
+        for k in ("manager", "operation", "apiVersion", "time", "fieldsType")
+    } == {
         "manager": "kubectl",
         "operation": "Apply",
         "apiVersion": "apps/v1",
@@ -58,14 +81,20 @@ def test_create_by_apply_records_upstream_fieldsv1():
         b'"f:spec":{"f:containers":{"k:{\\"name\\":\\"nginx\\"}":{".":{},"f:image":{},"f:name":{},'
         b'"f:ports":{"k:{\\"containerPort\\":80,\\"protocol\\":\\"TCP\\"}":{".":{},"f:containerPort":{}}}}}}}}}'
     )
-    assert obj["spec"]["replicas"] == 3 and "managedFields" not in deployment()["metadata"]
+    assert (
+        obj["spec"]["replicas"] == 3 and "managedFields" not in deployment()["metadata"]
+    )
 
 
 def test_configmap_apply_fieldsv1_matches_upstream_docs():
     cm = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": "test-cm", "namespace": "default", "labels": {"test-label": "test"}},
+        "metadata": {
+            "name": "test-cm",
+            "namespace": "default",
+            "labels": {"test-label": "test"},
+        },
         "data": {"key": "some value"},
     }
     obj = apply(None, cm, "kubectl", False, CONFIGMAP, T0, "v1")
@@ -81,31 +110,47 @@ def test_second_manager_merges_and_shares_the_object():
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": "web", "labels": {"team": "infra"}},
-        "spec": {"template": {"spec": {"containers": [{"name": "proxy", "image": "envoy:1.30"}]}}},
+        "spec": {
+            "template": {
+                "spec": {"containers": [{"name": "proxy", "image": "envoy:1.30"}]}
+            }
+        },
     }
     obj = applied(live, sidecar, manager="mesh-injector", now=T1)
     assert [c["name"] for c in containers(obj)] == ["nginx", "proxy"]
-    assert obj["metadata"]["labels"] == {"team": "infra"} and obj["spec"]["replicas"] == 3
+    assert (
+        obj["metadata"]["labels"] == {"team": "infra"} and obj["spec"]["replicas"] == 3
+    )
     mesh = entries(obj)[("mesh-injector", "Apply", "")]
     assert mesh["fieldsV1"]["f:spec"]["f:template"]["f:spec"]["f:containers"] == {
         'k:{"name":"proxy"}': {".": {}, "f:image": {}, "f:name": {}}
     }
     # The first applier re-applies its own intent: the sidecar survives.
     again = applied(obj, deployment(image="nginx:1.26"), now=T2)
-    assert [(c["name"], c["image"]) for c in containers(again)] == [("nginx", "nginx:1.26"), ("proxy", "envoy:1.30")]
+    assert [(c["name"], c["image"]) for c in containers(again)] == [
+        ("nginx", "nginx:1.26"),
+        ("proxy", "envoy:1.30"),
+    ]
 
 
 def scaled(live, replicas, now=T1):
     """`kubectl scale`: an Update through the scale subresource."""
     new = copy.deepcopy(live)
     new["spec"]["replicas"] = replicas
-    return update_managed_fields(live, new, "kubectl", "Update", DEPLOYMENT, now, "apps/v1", subresource="scale")
+    return update_managed_fields(
+        live, new, "kubectl", "Update", DEPLOYMENT, now, "apps/v1", subresource="scale"
+    )
 
 
 def test_conflict_after_kubectl_scale():
     live = scaled(applied(None, deployment(), now=T0), 5)
-    assert entries(live)[("kubectl", "Update", "scale")]["fieldsV1"] == {"f:spec": {"f:replicas": {}}}
-    assert "f:replicas" not in entries(live)[("kubectl", "Apply", "")]["fieldsV1"]["f:spec"]
+    assert entries(live)[("kubectl", "Update", "scale")]["fieldsV1"] == {
+        "f:spec": {"f:replicas": {}}
+    }
+    assert (
+        "f:replicas"
+        not in entries(live)[("kubectl", "Apply", "")]["fieldsV1"]["f:spec"]
+    )
 
     with pytest.raises(ApplyConflict) as err:
         applied(live, deployment(replicas=3), now=T2)
@@ -114,7 +159,9 @@ def test_conflict_after_kubectl_scale():
     assert str(e) == (
         'Apply failed with 1 conflict: conflict with "kubectl" with subresource "scale" using apps/v1: .spec.replicas'
     )
-    assert e.conflicts == [('"kubectl" with subresource "scale" using apps/v1', ".spec.replicas")]
+    assert e.conflicts == [
+        ('"kubectl" with subresource "scale" using apps/v1', ".spec.replicas")
+    ]
     assert e.details["causes"] == [
         {
             "reason": "FieldManagerConflict",
@@ -129,7 +176,9 @@ def test_same_value_is_shared_not_a_conflict():
     obj = applied(live, deployment(replicas=5), now=T2)
     e = entries(obj)
     assert "f:replicas" in e[("kubectl", "Apply", "")]["fieldsV1"]["f:spec"]
-    assert e[("kubectl", "Update", "scale")]["fieldsV1"] == {"f:spec": {"f:replicas": {}}}
+    assert e[("kubectl", "Update", "scale")]["fieldsV1"] == {
+        "f:spec": {"f:replicas": {}}
+    }
 
 
 def test_force_takes_ownership_and_drops_emptied_manager():
@@ -144,7 +193,9 @@ def test_conflict_with_update_manager_on_main_resource():
     live = applied(None, deployment(), now=T0)
     edited = copy.deepcopy(live)
     containers(edited)[0]["image"] = "nginx:edited"
-    live = update_managed_fields(live, edited, "kubectl-edit", "Update", DEPLOYMENT, T1, "apps/v1")
+    live = update_managed_fields(
+        live, edited, "kubectl-edit", "Update", DEPLOYMENT, T1, "apps/v1"
+    )
     with pytest.raises(ApplyConflict) as err:
         applied(live, deployment(replicas=4, image="nginx:1.27"), manager="ci", now=T2)
     assert str(err.value) == (
@@ -165,9 +216,15 @@ def test_omitting_a_field_removes_it_unless_someone_else_owns_it():
     live = applied(None, cfg, now=T0)
     obj = applied(live, deployment(), now=T1)
     assert "labels" not in obj["metadata"]
-    assert "f:labels" not in entries(obj)[("kubectl", "Apply", "")]["fieldsV1"].get("f:metadata", {})
+    assert "f:labels" not in entries(obj)[("kubectl", "Apply", "")]["fieldsV1"].get(
+        "f:metadata", {}
+    )
 
-    other = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "labels": {"tier": "frontend"}}}
+    other = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "labels": {"tier": "frontend"}},
+    }
     shared = applied(live, other, manager="labeler", now=T1)
     obj = applied(shared, deployment(), now=T2)
     assert obj["metadata"]["labels"] == {"tier": "frontend"}
@@ -183,8 +240,12 @@ def test_omitting_a_container_removes_only_that_item():
 
 def test_unowned_fields_survive_pruning():
     live = applied(None, deployment(), now=T0)
-    live["spec"]["template"]["spec"]["restartPolicy"] = "Always"  # defaulted by the server, owned by no one
-    live["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] = "IfNotPresent"
+    live["spec"]["template"]["spec"]["restartPolicy"] = (
+        "Always"  # defaulted by the server, owned by no one
+    )
+    live["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] = (
+        "IfNotPresent"
+    )
     cfg = deployment()
     del containers(cfg)[0]["ports"]
     obj = applied(live, cfg, now=T1)
@@ -196,16 +257,24 @@ def test_unowned_fields_survive_pruning():
 def test_ports_merge_by_port_and_defaulted_protocol():
     live = applied(None, deployment(), now=T0)
     containers(live)[0]["ports"][0]["protocol"] = "TCP"  # defaulting
-    cfg = deployment(ports=[{"containerPort": 80, "name": "http"}, {"containerPort": 53, "protocol": "UDP"}])
+    cfg = deployment(
+        ports=[
+            {"containerPort": 80, "name": "http"},
+            {"containerPort": 53, "protocol": "UDP"},
+        ]
+    )
     obj = applied(live, cfg, now=T1)
     assert containers(obj)[0]["ports"] == [
         {"containerPort": 80, "protocol": "TCP", "name": "http"},
         {"containerPort": 53, "protocol": "UDP"},
     ]
-    ports = entries(obj)[("kubectl", "Apply", "")]["fieldsV1"]["f:spec"]["f:template"]["f:spec"]["f:containers"][
-        'k:{"name":"nginx"}'
-    ]["f:ports"]
-    assert list(ports) == ['k:{"containerPort":53,"protocol":"UDP"}', 'k:{"containerPort":80,"protocol":"TCP"}']
+    ports = entries(obj)[("kubectl", "Apply", "")]["fieldsV1"]["f:spec"]["f:template"][
+        "f:spec"
+    ]["f:containers"]['k:{"name":"nginx"}']["f:ports"]
+    assert list(ports) == [
+        'k:{"containerPort":53,"protocol":"UDP"}',
+        'k:{"containerPort":80,"protocol":"TCP"}',
+    ]
 
 
 def test_finalizers_are_a_set():
@@ -218,7 +287,9 @@ def test_finalizers_are_a_set():
     obj = apply(live, b, "ctrl-b", False, CONFIGMAP, T1, "v1")
     assert obj["metadata"]["finalizers"] == ["example.com/a", "example.com/b"]
     e = entries(obj)
-    assert e[("ctrl-b", "Apply", "")]["fieldsV1"] == {"f:metadata": {"f:finalizers": {'v:"example.com/b"': {}}}}
+    assert e[("ctrl-b", "Apply", "")]["fieldsV1"] == {
+        "f:metadata": {"f:finalizers": {'v:"example.com/b"': {}}}
+    }
     # ctrl-a drops its finalizer; ctrl-b's stays.
     obj = apply(obj, base, "ctrl-a", False, CONFIGMAP, T2, "v1")
     assert obj["metadata"]["finalizers"] == ["example.com/b"]
@@ -227,14 +298,19 @@ def test_finalizers_are_a_set():
 
 def test_atomic_list_is_replaced_whole_and_owned_whole():
     live = applied(None, deployment(args=["--a", "--b"]), now=T0)
-    assert "f:args" in entries(live)[("kubectl", "Apply", "")]["fieldsV1"]["f:spec"]["f:template"]["f:spec"][
-        "f:containers"
-    ]['k:{"name":"nginx"}']
+    assert (
+        "f:args"
+        in entries(live)[("kubectl", "Apply", "")]["fieldsV1"]["f:spec"]["f:template"][
+            "f:spec"
+        ]["f:containers"]['k:{"name":"nginx"}']
+    )
     obj = applied(live, deployment(args=["--c"]), now=T1)
     assert containers(obj)[0]["args"] == ["--c"]
     with pytest.raises(ApplyConflict) as err:
         applied(obj, deployment(args=["--d"]), manager="other", now=T2)
-    assert '.spec.template.spec.containers[name="nginx"].args' in [c[1] for c in err.value.conflicts]
+    assert '.spec.template.spec.containers[name="nginx"].args' in [
+        c[1] for c in err.value.conflicts
+    ]
 
 
 def test_atomic_selector_conflicts_as_a_whole():
@@ -264,7 +340,9 @@ def test_rejects_managed_fields_and_wrong_version():
     cfg["metadata"]["managedFields"] = []
     with pytest.raises(PatchError) as err:
         applied(None, cfg)
-    assert err.value.code == 400 and str(err.value) == "metadata.managedFields must be nil"
+    assert (
+        err.value.code == 400 and str(err.value) == "metadata.managedFields must be nil"
+    )
     cfg = deployment()
     cfg["apiVersion"] = "apps/v1beta1"
     with pytest.raises(PatchError) as err:
@@ -279,13 +357,22 @@ def test_duplicate_keys_in_configuration_are_rejected():
     containers(cfg).append({"name": "nginx", "image": "other"})
     with pytest.raises(PatchError) as err:
         applied(applied(None, deployment(), now=T0), cfg)
-    assert err.value.code == 400 and 'duplicate entries for key [name="nginx"]' in str(err.value)
+    assert err.value.code == 400 and 'duplicate entries for key [name="nginx"]' in str(
+        err.value
+    )
 
 
 def test_untyped_object_applies_with_deduced_maps():
-    cr = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 1, "tags": ["a"]}}
+    cr = {
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w"},
+        "spec": {"size": 1, "tags": ["a"]},
+    }
     obj = apply(None, cr, "kubectl", False, None, T0, "example.com/v1")
-    assert obj["metadata"]["managedFields"][0]["fieldsV1"] == {"f:spec": {".": {}, "f:size": {}, "f:tags": {}}}
+    assert obj["metadata"]["managedFields"][0]["fieldsV1"] == {
+        "f:spec": {".": {}, "f:size": {}, "f:tags": {}}
+    }
     cr2 = copy.deepcopy(cr)
     cr2["spec"]["tags"] = ["b"]
     with pytest.raises(ApplyConflict):

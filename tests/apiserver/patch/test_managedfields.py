@@ -18,13 +18,19 @@ def configmap(**data):
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": "test-cm", "namespace": "default", "labels": {"test-label": "test"}},
+        "metadata": {
+            "name": "test-cm",
+            "namespace": "default",
+            "labels": {"test-label": "test"},
+        },
         "data": data,
     }
 
 
 def update(old, new, manager, now, schema=CONFIGMAP, api_version="v1", **kw):
-    return update_managed_fields(old, new, manager, "Update", schema, now, api_version, **kw)
+    return update_managed_fields(
+        old, new, manager, "Update", schema, now, api_version, **kw
+    )
 
 
 def test_fieldsv1_roundtrip_sorts_like_upstream():
@@ -49,7 +55,13 @@ def test_fieldsv1_roundtrip_sorts_like_upstream():
 
 
 def test_element_order_and_path_strings():
-    elements = [fp.index(0), fp.value("x"), fp.key({"name": "b"}), fp.key({"a": 1, "b": 2}), fp.field("z")]
+    elements = [
+        fp.index(0),
+        fp.value("x"),
+        fp.key({"name": "b"}),
+        fp.key({"a": 1, "b": 2}),
+        fp.field("z"),
+    ]
     assert sorted(elements, key=fp.element_order) == [
         fp.field("z"),
         fp.key({"name": "b"}),
@@ -57,9 +69,15 @@ def test_element_order_and_path_strings():
         fp.value("x"),
         fp.index(0),
     ]
-    path = fp.make_path("spec", "ports") + (fp.key({"protocol": "TCP", "port": 80}), fp.field("name"))
+    path = fp.make_path("spec", "ports") + (
+        fp.key({"protocol": "TCP", "port": 80}),
+        fp.field("name"),
+    )
     assert fp.path_string(path) == '.spec.ports[port=80,protocol="TCP"].name'
-    assert fp.path_string(fp.make_path("metadata", "finalizers") + (fp.value("a/b"),)) == '.metadata.finalizers[="a/b"]'
+    assert (
+        fp.path_string(fp.make_path("metadata", "finalizers") + (fp.value("a/b"),))
+        == '.metadata.finalizers[="a/b"]'
+    )
     with pytest.raises(ValueError):
         fp.from_fields_v1({"x:y": {}})
 
@@ -73,7 +91,10 @@ def test_create_configmap_records_map_nodes():
             "apiVersion": "v1",
             "time": T0,
             "fieldsType": "FieldsV1",
-            "fieldsV1": {"f:data": {".": {}, "f:key": {}}, "f:metadata": {"f:labels": {".": {}, "f:test-label": {}}}},
+            "fieldsV1": {
+                "f:data": {".": {}, "f:key": {}},
+                "f:metadata": {"f:labels": {".": {}, "f:test-label": {}}},
+            },
         }
     ]
 
@@ -82,7 +103,13 @@ def test_create_deployment_matches_kube_apiserver():
     d = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": "nginx", "namespace": "default", "labels": {"app": "nginx"}, "uid": "u1", "generation": 1},
+        "metadata": {
+            "name": "nginx",
+            "namespace": "default",
+            "labels": {"app": "nginx"},
+            "uid": "u1",
+            "generation": 1,
+        },
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": {"app": "nginx"}},
@@ -90,14 +117,21 @@ def test_create_deployment_matches_kube_apiserver():
                 "metadata": {"labels": {"app": "nginx"}},
                 "spec": {
                     "containers": [
-                        {"name": "nginx", "image": "nginx", "resources": {}, "ports": [{"containerPort": 80, "protocol": "TCP"}]}
+                        {
+                            "name": "nginx",
+                            "image": "nginx",
+                            "resources": {},
+                            "ports": [{"containerPort": 80, "protocol": "TCP"}],
+                        }
                     ]
                 },
             },
         },
         "status": {},
     }
-    obj = update(None, d, "kubectl-create", T0, DEPLOYMENT, "apps/v1", ignore_status=True)
+    obj = update(
+        None, d, "kubectl-create", T0, DEPLOYMENT, "apps/v1", ignore_status=True
+    )
     # Struct fields the Go zero value already holds (spec, template, the
     # required containers list) are not owned as nodes; maps and list items are.
     assert orjson.dumps(obj["metadata"]["managedFields"][0]["fieldsV1"]) == (
@@ -117,13 +151,22 @@ def test_update_takes_changed_fields_and_drops_emptied_managers():
     obj = update(live, changed, "editor", T1)
     creator, editor = obj["metadata"]["managedFields"]
     # Only the changed leaves moved; the creator keeps the map nodes it added.
-    assert creator["fieldsV1"] == {"f:data": {}, "f:metadata": {"f:labels": {}}} and creator["time"] == T0
-    assert editor["fieldsV1"] == {"f:data": {"f:key": {}}, "f:metadata": {"f:labels": {"f:test-label": {}}}}
+    assert (
+        creator["fieldsV1"] == {"f:data": {}, "f:metadata": {"f:labels": {}}}
+        and creator["time"] == T0
+    )
+    assert editor["fieldsV1"] == {
+        "f:data": {"f:key": {}},
+        "f:metadata": {"f:labels": {"f:test-label": {}}},
+    }
     again = copy.deepcopy(obj)
     again["data"]["key"] = "v3"
     again["metadata"]["labels"]["test-label"] = "third"
     final = update(obj, again, "finisher", T2)
-    assert [e["manager"] for e in final["metadata"]["managedFields"]] == ["creator", "finisher"]
+    assert [e["manager"] for e in final["metadata"]["managedFields"]] == [
+        "creator",
+        "finisher",
+    ]
 
 
 def test_unchanged_write_keeps_entries_and_times():
@@ -142,14 +185,40 @@ def test_removed_fields_leave_every_manager():
 
 
 def test_status_subresource_write_is_recorded_separately():
-    live = update(None, {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {"replicas": 1}},
-                  "kubectl", T0, DEPLOYMENT, "apps/v1", ignore_status=True)
+    live = update(
+        None,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "d"},
+            "spec": {"replicas": 1},
+        },
+        "kubectl",
+        T0,
+        DEPLOYMENT,
+        "apps/v1",
+        ignore_status=True,
+    )
     new = copy.deepcopy(live)
     new["status"] = {"replicas": 1, "readyReplicas": 1}
-    obj = update(live, new, "kube-controller-manager", T1, DEPLOYMENT, "apps/v1", subresource="status", ignore_status=True)
+    obj = update(
+        live,
+        new,
+        "kube-controller-manager",
+        T1,
+        DEPLOYMENT,
+        "apps/v1",
+        subresource="status",
+        ignore_status=True,
+    )
     status = obj["metadata"]["managedFields"][1]
-    assert status["subresource"] == "status" and status["manager"] == "kube-controller-manager"
-    assert status["fieldsV1"] == {"f:status": {".": {}, "f:readyReplicas": {}, "f:replicas": {}}}
+    assert (
+        status["subresource"] == "status"
+        and status["manager"] == "kube-controller-manager"
+    )
+    assert status["fieldsV1"] == {
+        "f:status": {".": {}, "f:readyReplicas": {}, "f:replicas": {}}
+    }
     # A main-resource write does not own status.
     main = update(live, new, "sneaky", T1, DEPLOYMENT, "apps/v1", ignore_status=True)
     assert [e["manager"] for e in main["metadata"]["managedFields"]] == ["kubectl"]
@@ -157,11 +226,17 @@ def test_status_subresource_write_is_recorded_separately():
 
 def test_entries_sorted_apply_first_then_by_time_and_manager():
     live = apply(None, configmap(a="1"), "zeta-applier", False, CONFIGMAP, T2, "v1")
-    for manager, key, now in (("late", "c", T2), ("early", "b", T0), ("alpha", "d", T2)):
+    for manager, key, now in (
+        ("late", "c", T2),
+        ("early", "b", T0),
+        ("alpha", "d", T2),
+    ):
         new = copy.deepcopy(live)
         new["data"][key] = "x"
         live = update(live, new, manager, now)
-    assert [(e["operation"], e["manager"]) for e in live["metadata"]["managedFields"]] == [
+    assert [
+        (e["operation"], e["manager"]) for e in live["metadata"]["managedFields"]
+    ] == [
         ("Apply", "zeta-applier"),
         ("Update", "early"),
         ("Update", "alpha"),
@@ -183,15 +258,27 @@ def test_client_sent_managed_fields():
 
     replaced = copy.deepcopy(live)
     replaced["metadata"]["managedFields"] = [
-        {"manager": "importer", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1",
-         "fieldsV1": {"f:data": {"f:key": {}}}}
+        {
+            "manager": "importer",
+            "operation": "Update",
+            "apiVersion": "v1",
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:data": {"f:key": {}}},
+        }
     ]
-    assert [e["manager"] for e in update(live, replaced, "x", T1)["metadata"]["managedFields"]] == ["importer"]
+    assert [
+        e["manager"]
+        for e in update(live, replaced, "x", T1)["metadata"]["managedFields"]
+    ] == ["importer"]
 
 
 def test_untyped_update_owns_deduced_map_entries():
-    cr = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "labels": {"a": "b"}},
-          "spec": {"size": 1, "nested": {"x": True}}}
+    cr = {
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w", "labels": {"a": "b"}},
+        "spec": {"size": 1, "nested": {"x": True}},
+    }
     obj = update(None, cr, "ctrl", T0, None, "example.com/v1")
     assert obj["metadata"]["managedFields"][0]["fieldsV1"] == {
         "f:metadata": {"f:labels": {".": {}, "f:a": {}}},
