@@ -67,6 +67,22 @@ class Strategy:
     def validate_status_update(self, new: Obj, old: Obj) -> list[FieldError]:
         return []
 
+    def validate_approval_update(self, new: Obj, old: Obj) -> list[FieldError]:
+        """Writes through /approval (CertificateSigningRequest conditions)."""
+        return []
+
+    def blocks_deletion(self, obj: Obj) -> bool:
+        """Beyond metadata.finalizers, does something keep a deleting object
+        (a namespace's spec.finalizers)?"""
+        return False
+
+    def prepare_for_delete(self, obj: Obj) -> None:
+        """Mark a deleting object that lingers (a namespace turns Terminating)."""
+
+    def graceful_delete_seconds(self, obj: Obj, requested: int | None) -> int:
+        """Grace period before the object is really removed (pods on a node)."""
+        return 0
+
     def to_storage(self, obj: Obj, version: str) -> Obj:
         """Convert a request object at `version` to the storage version."""
         return obj
@@ -89,8 +105,9 @@ class Resource:
     categories: tuple[str, ...] = ()
     subresources: tuple[str, ...] = ()  # status, scale, binding, eviction, log, approval
     strategy: Strategy = field(default_factory=Strategy)
-    #: versions at which this kind exists under a different set (e.g. DeviceTaintRule
-    #: is in v1alpha3 but ResourceClaim is not); defaults to `versions`
+    #: (group, plural) whose storage this resource shares, e.g. events.k8s.io
+    #: events live in core events' keys and convert to and from that shape
+    storage_alias: tuple[str, str] | None = None
     verbs: tuple[str, ...] = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
     def __post_init__(self) -> None:
@@ -104,13 +121,22 @@ class Resource:
     def api_version(self, version: str) -> str:
         return f"{self.group}/{version}" if self.group else version
 
-    def key_prefix(self) -> str:
-        return f"/registry/{self.group_resource}/"
+    @property
+    def storage_resource(self) -> str:
+        if self.storage_alias:
+            g, p = self.storage_alias
+            return f"{p}.{g}" if g else p
+        return self.group_resource
+
+    def key_prefix(self, namespace: str | None = None) -> str:
+        if self.namespaced and namespace:
+            return f"/registry/{self.storage_resource}/{namespace}/"
+        return f"/registry/{self.storage_resource}/"
 
     def key(self, namespace: str | None, name: str) -> str:
         if self.namespaced:
-            return f"/registry/{self.group_resource}/{namespace}/{name}"
-        return f"/registry/{self.group_resource}/{name}"
+            return f"/registry/{self.storage_resource}/{namespace}/{name}"
+        return f"/registry/{self.storage_resource}/{name}"
 
     def validate_create(self, obj: Obj) -> list[FieldError]:
         errs = validate_object_meta(obj.get("metadata") or {}, self.namespaced, self.strategy.name_validator)

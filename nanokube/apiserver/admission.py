@@ -1,0 +1,87 @@
+"""Built-in admission: the plugins kube-apiserver enables by default that
+change what users see (NamespaceLifecycle, Priority, ServiceAccount)."""
+
+from __future__ import annotations
+
+from ..registry.base import Resource
+from . import errors
+
+IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+SYSTEM_PRIORITY = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
+
+
+class Admission:
+    def __init__(self, rest) -> None:
+        self.rest = rest
+
+    async def admit(self, res: Resource, op: str, obj: dict, old: dict | None, opts) -> None:
+        if res.namespaced and op == "CREATE":
+            self._namespace_lifecycle(res, obj)
+        if res.group == "certificates.k8s.io" and res.plural == "certificatesigningrequests" and op == "CREATE":
+            self._csr_requester(obj, opts.user)
+        if res.group == "" and res.plural == "pods" and op == "CREATE":
+            self._priority(obj)
+            spec = obj.setdefault("spec", {})
+            spec.setdefault("serviceAccountName", "default")
+            spec.setdefault("serviceAccount", spec["serviceAccountName"])
+
+    def _csr_requester(self, csr: dict, user) -> None:
+        """The requester's identity is recorded by the server, never trusted from the body."""
+        spec = csr.setdefault("spec", {})
+        spec["username"] = user.name
+        spec["groups"] = list(user.groups)
+        if user.uid:
+            spec["uid"] = user.uid
+        else:
+            spec.pop("uid", None)
+        if user.extra:
+            spec["extra"] = user.extra
+        else:
+            spec.pop("extra", None)
+
+    def _namespace_lifecycle(self, res: Resource, obj: dict) -> None:
+        ns = obj["metadata"].get("namespace")
+        nsres = self.rest.index.get("", "v1", "namespaces")
+        entry = self.rest.cache.get(nsres.key(None, ns))
+        if entry is None:
+            raise errors.APIError(404, "NotFound", f'namespaces "{ns}" not found',
+                                  {"name": ns, "kind": "namespaces"})
+        if entry.obj["metadata"].get("deletionTimestamp") or (entry.obj.get("status") or {}).get("phase") == "Terminating":
+            if res.plural not in ("events",):
+                raise errors.APIError(
+                    403, "Forbidden",
+                    f'{res.group_resource} "{obj["metadata"].get("name") or obj["metadata"].get("generateName", "")}" is forbidden: '
+                    f"unable to create new content in namespace {ns} because it is being terminated",
+                    {"name": obj["metadata"].get("name", ""), "group": res.group, "kind": res.plural,
+                     "causes": [{"reason": "NamespaceTerminating", "message": f"namespace {ns} is being terminated", "field": "metadata.namespace"}]})
+
+    def _priority(self, pod: dict) -> None:
+        spec = pod.setdefault("spec", {})
+        name = spec.get("priorityClassName")
+        pcres = self.rest.index.get("scheduling.k8s.io", "v1", "priorityclasses")
+        if not name:
+            for _, e in self.rest.cache.list(pcres.key_prefix()) if pcres else []:
+                if e.obj.get("globalDefault"):
+                    spec["priorityClassName"] = e.obj["metadata"]["name"]
+                    spec["priority"] = e.obj.get("value", 0)
+                    spec.setdefault("preemptionPolicy", e.obj.get("preemptionPolicy", "PreemptLowerPriority"))
+                    return
+            spec.setdefault("priority", 0)
+            spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+            return
+        pc = self.rest.cache.get(pcres.key(None, name)) if pcres else None
+        if pc is None:
+            if name in SYSTEM_PRIORITY:
+                value, policy = SYSTEM_PRIORITY[name], "PreemptLowerPriority"
+            else:
+                raise errors.APIError(403, "Forbidden",
+                                      f'pods "{pod["metadata"].get("name") or pod["metadata"].get("generateName", "")}" is forbidden: no PriorityClass with name {name} was found',
+                                      {"name": pod["metadata"].get("name", ""), "kind": "pods"})
+        else:
+            value, policy = pc.obj.get("value", 0), pc.obj.get("preemptionPolicy", "PreemptLowerPriority")
+        if spec.get("priority") is not None and spec["priority"] != value:
+            raise errors.APIError(403, "Forbidden",
+                                  f'pods "{pod["metadata"].get("name", "")}" is forbidden: the integer value of priority ({spec["priority"]}) must not be provided in pod spec; priority admission controller computed {value} from the given PriorityClass name',
+                                  {"name": pod["metadata"].get("name", ""), "kind": "pods"})
+        spec["priority"] = value
+        spec.setdefault("preemptionPolicy", policy)

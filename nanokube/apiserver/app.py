@@ -1,0 +1,245 @@
+"""The API server process: TLS listener, authentication, health, metrics,
+OpenAPI and the resource routes, over one store and its watch cache."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from typing import Any
+
+from aiohttp import web
+
+from ..clock import REAL, Clock
+from ..pki.ca import ClusterPKI
+from ..registry.base import all_resources
+from ..store.instrumented import InstrumentedStore
+from ..store.interface import Store
+from . import errors
+from .admission import Admission
+from .cache import WatchCache
+from .handlers import APIHandlers, error_response, json_response
+from .metrics import APIMetrics
+from .rest import SYSTEM, GenericREST, ResourceIndex, User, WriteOptions
+
+log = logging.getLogger(__name__)
+
+VERSION = {
+    "major": "1",
+    "minor": "37",
+    "emulationMajor": "1",
+    "emulationMinor": "37",
+    "minCompatibilityMajor": "1",
+    "minCompatibilityMinor": "36",
+    "gitVersion": "v1.37.0-nanokube",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2026-11-30T00:00:00Z",
+    "goVersion": "go1.25.0",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+
+PUBLIC_PATHS = {"/healthz", "/livez", "/readyz", "/version", "/version/"}
+
+
+def _user_from_cert(cert: dict | None) -> User | None:
+    if not cert:
+        return None
+    cn, orgs = "", []
+    for rdn in cert.get("subject", ()):
+        for k, v in rdn:
+            if k == "commonName":
+                cn = v
+            elif k == "organizationName":
+                orgs.append(v)
+    return User(cn, tuple(orgs) + ("system:authenticated",)) if cn else None
+
+
+class APIServer:
+    def __init__(self, store: Store, pki: ClusterPKI | None, host: str = "127.0.0.1", port: int = 6443,
+                 clock: Clock = REAL, compaction_interval: float = 300.0):
+        self.metrics = APIMetrics()
+        self.store = InstrumentedStore(store, self.metrics.storage_latency)
+        self.clock = clock
+        self.pki = pki
+        self.host, self.port = host, port
+        self.index = ResourceIndex(all_resources())
+        self.cache = WatchCache(self.store)
+        self.rest = GenericREST(self.store, self.cache, self.index, clock)
+        self.rest.admission = Admission(self.rest)
+        self.handlers = APIHandlers(self.rest, self.index, clock, self.metrics, None)
+        self.compaction_interval = compaction_interval
+        self._runner: web.AppRunner | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._openapi: dict[str, bytes] = {}
+        self.ready = False
+
+    @property
+    def url(self) -> str:
+        return f"https://{self.host}:{self.port}"
+
+    # --- lifecycle --------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.store.start()
+        await self.cache.start()
+        await self._bootstrap()
+        app = web.Application(middlewares=[self._authn], client_max_size=4 * 1024 * 1024)
+        app.router.add_get("/healthz", self._health)
+        app.router.add_get("/livez", self._health)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/version", self._version)
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/openapi/v2", self._openapi_v2)
+        app.router.add_get("/openapi/v3", self._openapi_v3_index)
+        app.router.add_get("/openapi/v3/{path:.*}", self._openapi_v3)
+        app.router.add_route("*", "/{tail:.*}", self.handlers.dispatch)
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self._ssl(), backlog=1024)
+        await site.start()
+        if self.port == 0:
+            self.port = site._server.sockets[0].getsockname()[1]
+        self._tasks.append(asyncio.create_task(self._compactor()))
+        self.ready = True
+
+    async def stop(self) -> None:
+        self.ready = False
+        for t in self._tasks:
+            t.cancel()
+        await self.cache.stop()
+        if self._runner:
+            await self._runner.cleanup()
+        await self.store.close()
+
+    def _ssl(self) -> ssl.SSLContext | None:
+        if self.pki is None:
+            return None
+        import os
+        import tempfile
+
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        with tempfile.TemporaryDirectory() as d:
+            cert, key = os.path.join(d, "tls.crt"), os.path.join(d, "tls.key")
+            with open(cert, "wb") as f:
+                f.write(self.pki.server.cert_pem + self.pki.ca.cert_pem)
+            with open(key, "wb") as f:
+                f.write(self.pki.server.key_pem)
+            ctx.load_cert_chain(cert, key)
+        ctx.load_verify_locations(cadata=self.pki.ca.cert_pem.decode())
+        ctx.verify_mode = ssl.CERT_OPTIONAL
+        return ctx
+
+    async def _bootstrap(self) -> None:
+        """Objects every cluster has: the system namespaces and priority classes."""
+        for ns in ("default", "kube-system", "kube-public", "kube-node-lease"):
+            await self.ensure("", "v1", "namespaces", None, {"metadata": {"name": ns}})
+        for name, value, desc in (
+            ("system-node-critical", 2000001000, "Used for system critical pods that must not be moved from their current node."),
+            ("system-cluster-critical", 2000000000, "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary."),
+        ):
+            await self.ensure("scheduling.k8s.io", "v1", "priorityclasses", None,
+                              {"metadata": {"name": name}, "value": value, "description": desc})
+
+    async def ensure(self, group: str, version: str, plural: str, namespace: str | None, obj: dict) -> None:
+        res = self.index.get(group, version, plural)
+        if res is None or self.cache.get(res.key(namespace, obj["metadata"]["name"])) is not None:
+            return
+        try:
+            await self.rest.create(res, version, namespace, obj, WriteOptions(field_manager="kube-apiserver", user=SYSTEM))
+        except errors.APIError as e:
+            if e.code != 409:
+                raise
+
+    async def _compactor(self) -> None:
+        """Keep the store's history bounded, as kube-apiserver compacts etcd."""
+        last = await self.store.current_revision()
+        while True:
+            await self.clock.sleep(self.compaction_interval)
+            try:
+                if last > self.store.compacted_revision:
+                    await self.store.compact(last)
+                last = await self.store.current_revision()
+                for prefix in self.cache.prefixes():
+                    self.metrics.storage_objects.labels(prefix.split("/")[2]).set(self.cache.count(prefix))
+            except Exception:
+                log.exception("compaction failed")
+
+    # --- middleware and plain endpoints ---------------------------------
+
+    @web.middleware
+    async def _authn(self, request: web.Request, handler) -> web.StreamResponse:
+        cert = request.transport.get_extra_info("peercert") if request.transport else None
+        user = _user_from_cert(cert) if self.pki is not None else User("system:admin", ("system:masters", "system:authenticated"))
+        if user is None and request.headers.get("Authorization", "").startswith("Bearer "):
+            user = await self.authenticate_token(request.headers["Authorization"][7:].strip())
+        if user is None:
+            if request.path in PUBLIC_PATHS:
+                return await handler(request)
+            if request.headers.get("Authorization"):
+                return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                      "message": "Unauthorized", "reason": "Unauthorized", "code": 401}, 401)
+            return error_response(errors.APIError(
+                403, "Forbidden", f'forbidden: User "system:anonymous" cannot {request.method.lower()} path "{request.path}"', {}))
+        request["user"] = user
+        return await handler(request)
+
+    async def authenticate_token(self, token: str) -> User | None:
+        """Bearer tokens (service accounts) are not issued yet: none is valid."""
+        return None
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        if not self.ready:
+            return web.Response(status=500, text="[-]informer-sync failed: not ready\nreadyz check failed")
+        if "verbose" in request.query:
+            return web.Response(text="[+]ping ok\n[+]log ok\n[+]etcd ok\n[+]informer-sync ok\nreadyz check passed")
+        return web.Response(text="ok")
+
+    async def _version(self, request: web.Request) -> web.Response:
+        return json_response(VERSION)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=self.metrics.render(), content_type="text/plain", charset="utf-8")
+
+    def _openapi_bytes(self, key: str, build) -> bytes:
+        b = self._openapi.get(key)
+        if b is None:
+            b = self._openapi[key] = build()
+        return b
+
+    async def _openapi_v2(self, request: web.Request) -> web.Response:
+        from . import openapi
+
+        body = await asyncio.get_running_loop().run_in_executor(
+            None, self._openapi_bytes, "v2", lambda: openapi.build_v2(self.index.resources))
+        return web.Response(body=body, content_type="application/json")
+
+    async def _openapi_v3_index(self, request: web.Request) -> web.Response:
+        from . import openapi
+
+        body = self._openapi_bytes("v3", lambda: openapi.build_v3_index(self.index.resources))
+        return web.Response(body=body, content_type="application/json")
+
+    async def _openapi_v3(self, request: web.Request) -> web.Response:
+        from . import openapi
+
+        path = request.match_info["path"].strip("/")
+        parts = path.split("/")
+        if parts[0] == "api" and len(parts) == 2:
+            group, version = "", parts[1]
+        elif parts[0] == "apis" and len(parts) == 3:
+            group, version = parts[1], parts[2]
+        else:
+            return error_response(errors.APIError(404, "NotFound", "the server could not find the requested resource"))
+        if version not in self.index.group_versions().get(group, []):
+            return error_response(errors.APIError(404, "NotFound", "the server could not find the requested resource"))
+        body = await asyncio.get_running_loop().run_in_executor(
+            None, self._openapi_bytes, f"v3/{path}", lambda: openapi.build_v3_doc(self.index.resources, group, version))
+        return web.Response(body=body, content_type="application/json", headers={"Cache-Control": "public, immutable"})
+
+    def stats(self) -> dict[str, Any]:
+        return {"revision": self.cache.rev, "watchers": self.cache.watcher_count}

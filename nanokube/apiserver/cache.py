@@ -1,0 +1,255 @@
+"""The watch cache: the API server's in-memory mirror of the store.
+
+Like kube-apiserver's cacher, it lists the store once, then follows the store's
+change stream. Reads (get, list) are served from it, and every client watch is
+a filter over its event stream, so a thousand watchers cost one store watch.
+A bounded window of recent events lets watchers resume from a recent
+resourceVersion; anything older is 410 Gone.
+
+Cached objects are decoded once, carry their resourceVersion, and are treated
+as immutable by every reader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import orjson
+
+from ..store.interface import DELETE, Compacted, Event, Store
+
+log = logging.getLogger(__name__)
+
+ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+
+
+@dataclass(slots=True)
+class Entry:
+    obj: dict
+    rev: int
+    _raw: bytes | None = None
+
+    @property
+    def raw(self) -> bytes:
+        if self._raw is None:
+            self._raw = orjson.dumps(self.obj)
+        return self._raw
+
+
+@dataclass(slots=True)
+class CacheEvent:
+    type: str
+    key: str
+    entry: Entry
+    prev: Entry | None
+    rev: int
+
+
+@dataclass(eq=False)
+class Watcher:
+    """One client watch: a queue fed by the cache, filtered by `accept`."""
+
+    prefix: str
+    accept: Callable[[CacheEvent], bool]
+    queue: asyncio.Queue = field(default_factory=lambda: asyncio.Queue(maxsize=50_000))
+    overflowed: bool = False
+
+
+def _resource_prefix(key: str) -> str:
+    # /registry/<group-resource>/...
+    i = key.index("/", len("/registry/"))
+    return key[: i + 1]
+
+
+def decode(value: bytes, rev: int) -> dict:
+    obj = orjson.loads(value)
+    md = obj.setdefault("metadata", {})
+    md["resourceVersion"] = str(rev)
+    return obj
+
+
+class WatchCache:
+    def __init__(self, store: Store, window: int = 50_000):
+        self.store = store
+        self.window = window
+        self.rev = 0
+        self._by_prefix: dict[str, dict[str, Entry]] = {}
+        self._events: deque[CacheEvent] = deque()
+        self._event_revs: deque[int] = deque()
+        self._oldest = 0  # watchers may resume from any rev >= this
+        self._watchers: dict[str, set[Watcher]] = {}
+        self._waiters: list[tuple[int, asyncio.Future]] = []
+        self._task: asyncio.Task | None = None
+        self.ready = asyncio.Event()
+        self.on_event: list[Callable[[CacheEvent], None]] = []
+
+    async def start(self) -> None:
+        kvs, rev = await self.store.list("/registry/")
+        for kv in kvs:
+            self._by_prefix.setdefault(_resource_prefix(kv.key), {})[kv.key] = Entry(decode(kv.value, kv.mod_revision), kv.mod_revision)
+        self.rev = self._oldest = rev
+        self._task = asyncio.create_task(self._follow(rev))
+        self.ready.set()
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+        for ws in self._watchers.values():
+            for w in ws:
+                w.queue.put_nowait(None)
+
+    async def _follow(self, rev: int) -> None:
+        while True:
+            try:
+                async for ev in self.store.watch(rev):
+                    self._apply(ev)
+                    rev = ev.revision
+            except asyncio.CancelledError:
+                raise
+            except Compacted:
+                log.warning("store history compacted under the watch cache; relisting")
+                await self._relist()
+                rev = self.rev
+            except Exception:
+                log.exception("store watch failed; retrying")
+                await asyncio.sleep(0.5)
+
+    async def _relist(self) -> None:
+        kvs, rev = await self.store.list("/registry/")
+        fresh: dict[str, dict[str, Entry]] = {}
+        for kv in kvs:
+            fresh.setdefault(_resource_prefix(kv.key), {})[kv.key] = Entry(decode(kv.value, kv.mod_revision), kv.mod_revision)
+        self._by_prefix = fresh
+        self._events.clear()
+        self._event_revs.clear()
+        self.rev = self._oldest = rev
+        for ws in self._watchers.values():
+            for w in ws:
+                w.overflowed = True
+                w.queue.put_nowait(None)
+        self._wake()
+
+    def _apply(self, ev: Event) -> None:
+        key = ev.kv.key
+        if not key.startswith("/registry/"):
+            return
+        prefix = _resource_prefix(key)
+        objs = self._by_prefix.setdefault(prefix, {})
+        prev = objs.get(key)
+        rev = ev.revision
+        if ev.type == DELETE:
+            objs.pop(key, None)
+            gone = prev.obj if prev else decode(ev.kv.value, ev.kv.mod_revision)
+            obj = {**gone, "metadata": {**gone.get("metadata", {}), "resourceVersion": str(rev)}}
+            cev = CacheEvent(DELETED, key, Entry(obj, rev), prev, rev)
+        else:
+            entry = Entry(decode(ev.kv.value, rev), rev)
+            objs[key] = entry
+            cev = CacheEvent(MODIFIED if prev is not None else ADDED, key, entry, prev, rev)
+        self.rev = rev
+        self._events.append(cev)
+        self._event_revs.append(rev)
+        if len(self._events) > self.window:
+            self._events.popleft()
+            self._oldest = self._event_revs.popleft()
+        for w in list(self._watchers.get(prefix, ())):
+            self._offer(w, cev)
+        for cb in self.on_event:
+            cb(cev)
+        self._wake()
+
+    def _offer(self, w: Watcher, cev: CacheEvent) -> None:
+        if w.overflowed or not w.accept(cev):
+            return
+        try:
+            w.queue.put_nowait(cev)
+        except asyncio.QueueFull:
+            w.overflowed = True
+            w.queue = asyncio.Queue()
+            w.queue.put_nowait(None)
+
+    def _wake(self) -> None:
+        if not self._waiters:
+            return
+        keep = []
+        for rev, fut in self._waiters:
+            if rev <= self.rev:
+                if not fut.done():
+                    fut.set_result(None)
+            else:
+                keep.append((rev, fut))
+        self._waiters = keep
+
+    async def wait_for(self, rev: int, timeout: float = 10.0) -> None:
+        """Block until the cache reflects revision `rev` (read-your-writes)."""
+        if rev <= self.rev:
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append((rev, fut))
+        await asyncio.wait_for(fut, timeout)
+
+    async def sync(self) -> None:
+        """Catch up with the store's current revision (a consistent read)."""
+        await self.wait_for(await self.store.current_revision())
+
+    # --- reads ---------------------------------------------------------
+
+    def get(self, key: str) -> Entry | None:
+        return self._by_prefix.get(_resource_prefix(key), {}).get(key)
+
+    def list(self, prefix: str) -> list[tuple[str, Entry]]:
+        """Entries under `prefix` (a resource prefix, optionally with namespace), sorted by key."""
+        rp = _resource_prefix(prefix) if prefix.count("/") > 2 else prefix
+        objs = self._by_prefix.get(rp, {})
+        if prefix == rp:
+            items = list(objs.items())
+        else:
+            items = [(k, e) for k, e in objs.items() if k.startswith(prefix)]
+        items.sort(key=lambda kv: kv[0])
+        return items
+
+    def count(self, resource_prefix: str) -> int:
+        return len(self._by_prefix.get(resource_prefix, ()))
+
+    def prefixes(self) -> list[str]:
+        return list(self._by_prefix)
+
+    # --- watch ---------------------------------------------------------
+
+    def events_since(self, rev: int, prefix: str) -> list[CacheEvent]:
+        if rev < self._oldest:
+            raise Compacted(rev, self._oldest)
+        i = bisect.bisect_right(self._event_revs, rev)
+        return [e for e in list(self._events)[i:] if e.key.startswith(prefix)]
+
+    def add_watcher(self, w: Watcher) -> None:
+        self._watchers.setdefault(_resource_prefix(w.prefix) if w.prefix.count("/") > 2 else w.prefix, set()).add(w)
+
+    def remove_watcher(self, w: Watcher) -> None:
+        p = _resource_prefix(w.prefix) if w.prefix.count("/") > 2 else w.prefix
+        self._watchers.get(p, set()).discard(w)
+
+    @property
+    def watcher_count(self) -> int:
+        return sum(len(s) for s in self._watchers.values())
+
+    @property
+    def oldest_revision(self) -> int:
+        return self._oldest
+
+
+def stored_value(obj: dict[str, Any]) -> bytes:
+    """The bytes written to the store: the object without its resourceVersion."""
+    md = obj.get("metadata")
+    if md and "resourceVersion" in md:
+        obj = {**obj, "metadata": {k: v for k, v in md.items() if k != "resourceVersion"}}
+    return orjson.dumps(obj)

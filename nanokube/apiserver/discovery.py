@@ -1,0 +1,124 @@
+"""API discovery: legacy (/api, /apis, per group and version) and aggregated
+(apidiscovery.k8s.io/v2), both computed once from the registry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..registry.base import Resource
+from .rest import ResourceIndex
+
+_SUBRESOURCE_VERBS = {
+    "status": ["get", "patch", "update"],
+    "scale": ["get", "patch", "update"],
+    "binding": ["create"],
+    "eviction": ["create"],
+    "log": ["get"],
+    "approval": ["get", "patch", "update"],
+    "finalize": ["update"],
+}
+
+
+def _subresource_kind(res: Resource, sub: str) -> tuple[str, str, str]:
+    """(group, version, kind) a subresource speaks."""
+    if sub == "scale":
+        return ("autoscaling", "v1", "Scale")
+    if sub == "binding":
+        return ("", "v1", "Binding")
+    if sub == "eviction":
+        return ("policy", "v1", "Eviction")
+    return (res.group, "", res.kind)
+
+
+def api_resource_list(index: ResourceIndex, group: str, version: str) -> dict[str, Any]:
+    out = []
+    for r in index.resources:
+        if r.group != group or version not in r.versions:
+            continue
+        item: dict[str, Any] = {
+            "name": r.plural,
+            "singularName": r.singular,
+            "namespaced": r.namespaced,
+            "kind": r.kind,
+            "verbs": list(r.verbs),
+        }
+        if r.short_names:
+            item["shortNames"] = list(r.short_names)
+        if r.categories:
+            item["categories"] = list(r.categories)
+        item["storageVersionHash"] = _hash(f"{r.group}/{r.storage_version}/{r.kind}")
+        out.append(item)
+        for sub in r.subresources:
+            g, v, k = _subresource_kind(r, sub)
+            s: dict[str, Any] = {"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced,
+                                 "kind": k, "verbs": _SUBRESOURCE_VERBS.get(sub, ["get"])}
+            if g != r.group:
+                s["group"], s["version"] = g, v
+            out.append(s)
+    gv = f"{group}/{version}" if group else version
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": out}
+
+
+def _hash(s: str) -> str:
+    import base64
+    import hashlib
+
+    return base64.b64encode(hashlib.sha256(s.encode()).digest()[:8]).decode()
+
+
+def api_versions() -> dict[str, Any]:
+    return {"kind": "APIVersions", "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": ""}]}
+
+
+def _group(group: str, versions: list[str]) -> dict[str, Any]:
+    vs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+    return {"name": group, "versions": vs, "preferredVersion": vs[0]}
+
+
+def api_group(index: ResourceIndex, group: str) -> dict[str, Any] | None:
+    versions = index.group_versions().get(group)
+    if not versions:
+        return None
+    return {"kind": "APIGroup", "apiVersion": "v1", **_group(group, versions)}
+
+
+def api_group_list(index: ResourceIndex) -> dict[str, Any]:
+    groups = [_group(g, vs) for g, vs in index.group_versions().items() if g]
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+
+
+def aggregated(index: ResourceIndex, legacy: bool) -> dict[str, Any]:
+    """apidiscovery.k8s.io/v2 APIGroupDiscoveryList for /api (legacy) or /apis."""
+    items = []
+    for g, versions in index.group_versions().items():
+        if (g == "") != legacy:
+            continue
+        vitems = []
+        for v in versions:
+            resources = []
+            for r in index.resources:
+                if r.group != g or v not in r.versions:
+                    continue
+                rd: dict[str, Any] = {
+                    "resource": r.plural,
+                    "responseKind": {"group": g, "version": v, "kind": r.kind},
+                    "scope": "Namespaced" if r.namespaced else "Cluster",
+                    "singularResource": r.singular,
+                    "verbs": list(r.verbs),
+                }
+                if r.short_names:
+                    rd["shortNames"] = list(r.short_names)
+                if r.categories:
+                    rd["categories"] = list(r.categories)
+                subs = []
+                for sub in r.subresources:
+                    sg, sv, sk = _subresource_kind(r, sub)
+                    subs.append({"subresource": sub, "responseKind": {"group": sg, "version": sv or v, "kind": sk},
+                                 "verbs": _SUBRESOURCE_VERBS.get(sub, ["get"])})
+                if subs:
+                    rd["subresources"] = subs
+                resources.append(rd)
+            vitems.append({"version": v, "resources": resources, "freshness": "Current"})
+        items.append({"metadata": {"name": g, "creationTimestamp": None}, "versions": vitems})
+    return {"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items}

@@ -1,0 +1,111 @@
+"""API errors rendered as meta/v1 Status, with upstream's codes, reasons and messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..registry.validation import FieldError
+
+
+class APIError(Exception):
+    def __init__(self, code: int, reason: str, message: str, details: dict | None = None, headers: dict | None = None):
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+        self.headers = headers or {}
+
+    def status(self) -> dict[str, Any]:
+        s: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.details is not None:
+            s["details"] = self.details
+        return s
+
+
+def _details(name: str, group: str, kind: str, **extra) -> dict:
+    d: dict[str, Any] = {}
+    if name:
+        d["name"] = name
+    if group:
+        d["group"] = group
+    d["kind"] = kind
+    d.update(extra)
+    return d
+
+
+def not_found(group: str, plural: str, name: str) -> APIError:
+    gr = f"{plural}.{group}" if group else plural
+    return APIError(404, "NotFound", f'{gr} "{name}" not found', _details(name, group, plural))
+
+
+def already_exists(group: str, plural: str, name: str) -> APIError:
+    gr = f"{plural}.{group}" if group else plural
+    return APIError(409, "AlreadyExists", f'{gr} "{name}" already exists', _details(name, group, plural))
+
+
+def conflict(group: str, plural: str, name: str, why: str) -> APIError:
+    gr = f"{plural}.{group}" if group else plural
+    return APIError(409, "Conflict", f'Operation cannot be fulfilled on {gr} "{name}": {why}', _details(name, group, plural))
+
+
+STALE = "the object has been modified; please apply your changes to the latest version and try again"
+
+
+def invalid(group: str, kind: str, name: str, errors: list[FieldError]) -> APIError:
+    causes = [{"reason": e.reason, "message": e.message, "field": e.field} for e in errors]
+    if len(errors) == 1:
+        summary = str(errors[0])
+    else:
+        summary = "[" + ", ".join(str(e) for e in errors) + "]"
+    gk = f"{kind}.{group}" if group else kind
+    return APIError(422, "Invalid", f'{gk} "{name}" is invalid: {summary}', _details(name, group, kind, causes=causes))
+
+
+def bad_request(message: str) -> APIError:
+    return APIError(400, "BadRequest", message)
+
+
+def forbidden(group: str, plural: str, name: str, why: str, user: str = "") -> APIError:
+    gr = f"{plural}.{group}" if group else plural
+    who = f'User "{user}" cannot ' if user else ""
+    msg = f'{gr} "{name}" is forbidden: {who}{why}' if name else f"{gr} is forbidden: {who}{why}"
+    return APIError(403, "Forbidden", msg, _details(name, group, plural))
+
+
+def method_not_allowed(message: str = "the server does not allow this method on the requested resource") -> APIError:
+    return APIError(405, "MethodNotAllowed", message)
+
+
+def gone(message: str) -> APIError:
+    return APIError(410, "Expired", message)
+
+
+def unsupported_media_type(ctype: str) -> APIError:
+    return APIError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json" if ctype else "")
+
+
+def too_large() -> APIError:
+    return APIError(413, "RequestEntityTooLarge", "Request entity too large: limit is 3145728")
+
+
+def internal(message: str) -> APIError:
+    return APIError(500, "InternalError", f"Internal error occurred: {message}", {"causes": [{"message": message}]})
+
+
+def success_status(name: str, group: str, kind: str, uid: str) -> dict:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": {"name": name, "group": group, "kind": kind, "uid": uid},
+    }

@@ -1,0 +1,394 @@
+"""HTTP transport of the API: routing, content negotiation, watch streaming.
+
+Everything semantic happens in `rest.GenericREST`; this module only maps
+requests to it and renders results (objects, lists, Tables, Status).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+import orjson
+import yaml
+from aiohttp import web
+
+from ..clock import Clock
+from ..registry.base import Resource
+from . import discovery, errors, tables
+from .rest import GenericREST, ResourceIndex, User, WriteOptions
+from .subresources import Subresources
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 3 * 1024 * 1024
+PATCH_TYPES = (
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+    "application/apply-patch+yaml",
+)
+_JSON = "application/json"
+
+
+def dumps(obj: Any) -> bytes:
+    return orjson.dumps(obj)
+
+
+def json_response(obj: Any, status: int = 200, headers: dict | None = None) -> web.Response:
+    return web.Response(body=dumps(obj), status=status, content_type=_JSON, headers=headers)
+
+
+def error_response(e: errors.APIError) -> web.Response:
+    return json_response(e.status(), e.code, e.headers)
+
+
+def _accept(request: web.Request) -> str:
+    """'table', 'partial' or 'object' from the Accept header (first match wins)."""
+    for part in request.headers.get("Accept", _JSON).split(","):
+        params = {}
+        bits = [b.strip() for b in part.split(";")]
+        for b in bits[1:]:
+            if "=" in b:
+                k, v = b.split("=", 1)
+                params[k.strip()] = v.strip()
+        mt = bits[0]
+        if mt not in (_JSON, "*/*", "application/*", "application/yaml"):
+            continue
+        if params.get("as") == "Table" and params.get("g") == "meta.k8s.io":
+            return "table"
+        if params.get("as") in ("PartialObjectMetadata", "PartialObjectMetadataList") and params.get("g") == "meta.k8s.io":
+            return "partial"
+        if "as" not in params:
+            return "object"
+    raise errors.APIError(406, "NotAcceptable", "only the following media types are accepted: application/json, application/yaml")
+
+
+def _bool(q: str | None) -> bool:
+    return q in ("true", "1", "True")
+
+
+def _user(request: web.Request) -> User:
+    return request.get("user") or User("system:anonymous", ("system:unauthenticated",))
+
+
+def _field_manager_default(request: web.Request) -> str:
+    ua = request.headers.get("User-Agent", "")
+    return ua.split("/", 1)[0][:128] if ua else "unknown"
+
+
+class APIHandlers:
+    def __init__(self, rest: GenericREST, index: ResourceIndex, clock: Clock, metrics, openapi_cache) -> None:
+        self.rest = rest
+        self.index = index
+        self.clock = clock
+        self.metrics = metrics
+        self.openapi = openapi_cache
+        self.sub = Subresources(rest)
+        self._discovery_cache: dict[str, bytes] = {}
+
+    # --- discovery ------------------------------------------------------
+
+    def _cached(self, key: str, build) -> web.Response:
+        b = self._discovery_cache.get(key)
+        if b is None:
+            b = self._discovery_cache[key] = dumps(build())
+        return web.Response(body=b, content_type=_JSON)
+
+    def _aggregated_requested(self, request: web.Request) -> bool:
+        return "as=APIGroupDiscoveryList" in request.headers.get("Accept", "")
+
+    async def api(self, request: web.Request) -> web.Response:
+        if self._aggregated_requested(request):
+            r = self._cached("agg-legacy", lambda: discovery.aggregated(self.index, legacy=True))
+            r.content_type = "application/json"
+            r.headers["Content-Type"] = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+            return r
+        return self._cached("api", discovery.api_versions)
+
+    async def apis(self, request: web.Request) -> web.Response:
+        if self._aggregated_requested(request):
+            r = self._cached("agg", lambda: discovery.aggregated(self.index, legacy=False))
+            r.headers["Content-Type"] = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+            return r
+        return self._cached("apis", lambda: discovery.api_group_list(self.index))
+
+    # --- resources ------------------------------------------------------
+
+    async def dispatch(self, request: web.Request) -> web.StreamResponse:
+        path = request.match_info["tail"]
+        t0 = time.perf_counter()
+        labels = ["", "", "", "", ""]
+        code = 500
+        try:
+            resp = await self._route(request, path, labels)
+            code = resp.status
+            return resp
+        except errors.APIError as e:
+            code = e.code
+            return error_response(e)
+        except asyncio.CancelledError:
+            code = 499
+            raise
+        except Exception as e:  # a bug must not take the server down
+            log.exception("internal error serving %s %s", request.method, request.path)
+            code = 500
+            return error_response(errors.internal(str(e)))
+        finally:
+            verb, g, v, r, s = labels
+            if verb and verb != "WATCH":
+                self.metrics.requests.labels(verb, g, v, r, s, str(code)).inc()
+                self.metrics.latency.labels(verb, g, v, r, s).observe(time.perf_counter() - t0)
+
+    async def _route(self, request: web.Request, path: str, labels: list) -> web.StreamResponse:
+        parts = [p for p in path.split("/") if p]
+        if parts and parts[0] == "api":
+            group, rest = "", parts[1:]
+            if not rest:
+                return await self.api(request)
+            version, rest = rest[0], rest[1:]
+        elif parts and parts[0] == "apis":
+            if len(parts) == 1:
+                return await self.apis(request)
+            group = parts[1]
+            if len(parts) == 2:
+                g = discovery.api_group(self.index, group)
+                if g is None:
+                    raise errors.APIError(404, "NotFound", "the server could not find the requested resource")
+                return json_response(g)
+            version, rest = parts[2], parts[3:]
+        else:
+            raise errors.APIError(404, "NotFound", "the server could not find the requested resource")
+        if not rest:
+            if version not in self.index.group_versions().get(group, []):
+                raise errors.APIError(404, "NotFound", "the server could not find the requested resource")
+            return self._cached(f"rl/{group}/{version}", lambda: discovery.api_resource_list(self.index, group, version))
+        namespace = None
+        if rest[0] == "watch":  # legacy /watch/ paths
+            rest = rest[1:]
+            request = request.clone(rel_url=request.rel_url.update_query(watch="true"))
+        if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
+            namespace, rest = rest[1], rest[2:]
+        plural = rest[0]
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else ""
+        if len(rest) > 3:
+            raise errors.APIError(404, "NotFound", "the server could not find the requested resource")
+        res = self.index.get(group, version, plural)
+        if res is None:
+            raise errors.APIError(404, "NotFound", "the server could not find the requested resource")
+        if sub and sub not in res.subresources:
+            raise errors.APIError(404, "NotFound", "the server could not find the requested resource")
+        if res.namespaced is False and namespace is not None:
+            raise errors.APIError(404, "NotFound", "the server could not find the requested resource")
+        q = request.query
+        m = request.method
+        watch = _bool(q.get("watch"))
+        verb = {
+            "GET": "WATCH" if watch else ("GET" if name else "LIST"),
+            "POST": "POST" if not name or sub else "POST",
+            "PUT": "PUT", "PATCH": "PATCH",
+            "DELETE": "DELETE" if name else "DELETECOLLECTION",
+        }.get(m, m)
+        labels[:] = [verb, group, version, plural, sub]
+        if res.namespaced and namespace is None and (m != "GET" or name):
+            if m == "POST" and not name:
+                pass
+            else:
+                raise errors.APIError(404, "NotFound", "the server could not find the requested resource")
+        if sub in ("binding", "eviction", "log", "scale"):
+            return await self.sub.handle(self, request, res, version, namespace, name, sub)
+        if m == "GET":
+            if watch:
+                return await self._watch(request, res, version, namespace, name, labels)
+            if name:
+                obj = await self.rest.get(res, version, namespace, name)
+                return self._render_one(request, res, obj, version)
+            return await self._list(request, res, version, namespace)
+        opts = self._write_opts(request)
+        if m == "POST":
+            if name:
+                raise errors.method_not_allowed()
+            if namespace is None and res.namespaced:
+                namespace = None
+            body = await self._body(request)
+            if res.namespaced and not namespace:
+                namespace = (body.get("metadata") or {}).get("namespace") if isinstance(body, dict) else None
+                if not namespace:
+                    raise errors.APIError(404, "NotFound", "the server could not find the requested resource")
+            opts.field_manager = opts.field_manager or _field_manager_default(request)
+            r = await self.rest.create(res, version, namespace, body, opts)
+            return self._render_write(request, res, r, version)
+        if m == "PUT":
+            if not name:
+                raise errors.method_not_allowed()
+            body = await self._body(request)
+            opts.field_manager = opts.field_manager or _field_manager_default(request)
+            r = await self.rest.update(res, version, namespace, name, body, opts, subresource=sub)
+            return self._render_write(request, res, r, version)
+        if m == "PATCH":
+            if not name:
+                raise errors.method_not_allowed()
+            ctype = request.headers.get("Content-Type", "").split(";")[0].strip()
+            if ctype not in PATCH_TYPES:
+                raise errors.APIError(415, "UnsupportedMediaType",
+                                      f'the body of the request was in an unknown format - accepted media types include: {", ".join(PATCH_TYPES)}')
+            raw = await self._raw(request)
+            if ctype != "application/apply-patch+yaml":
+                opts.field_manager = opts.field_manager or _field_manager_default(request)
+            elif q.get("force") is not None:
+                opts.force = _bool(q.get("force"))
+            r = await self.rest.patch(res, version, namespace, name, ctype, raw, opts, subresource=sub)
+            return self._render_write(request, res, r, version)
+        if m == "DELETE":
+            raw = await self._raw(request)
+            options = orjson.loads(raw) if raw.strip() else {}
+            for k in ("gracePeriodSeconds",):
+                if q.get(k) is not None:
+                    options[k] = int(q[k])
+            if q.get("propagationPolicy"):
+                options["propagationPolicy"] = q["propagationPolicy"]
+            if q.get("orphanDependents") is not None:
+                options["orphanDependents"] = _bool(q["orphanDependents"])
+            if options.get("dryRun"):
+                opts.dry_run = "All" in options["dryRun"]
+            if name:
+                r = await self.rest.delete(res, version, namespace, name, options, opts)
+                return json_response(r.obj, r.code)
+            deleted = await self.rest.delete_collection(
+                res, version, namespace, options, opts,
+                label_selector=q.get("labelSelector", ""), field_selector=q.get("fieldSelector", ""))
+            return json_response({"kind": f"{res.kind}List", "apiVersion": res.api_version(version),
+                                  "metadata": {}, "items": deleted})
+        raise errors.method_not_allowed()
+
+    def _write_opts(self, request: web.Request) -> WriteOptions:
+        q = request.query
+        dry = q.getall("dryRun", [])
+        for d in dry:
+            if d != "All":
+                raise errors.bad_request(f'dryRun: Unsupported value: "{d}": supported values: "All"')
+        fv = q.get("fieldValidation", "Warn") or "Warn"
+        if fv not in ("Strict", "Warn", "Ignore"):
+            raise errors.bad_request(f"fieldValidation: Unsupported value: {fv!r}: supported values: \"Ignore\", \"Strict\", \"Warn\"")
+        return WriteOptions(dry_run="All" in dry, field_manager=q.get("fieldManager", ""), field_validation=fv,
+                            force=_bool(q.get("force")), user=_user(request))
+
+    async def _raw(self, request: web.Request) -> bytes:
+        if request.content_length and request.content_length > MAX_BODY:
+            raise errors.too_large()
+        raw = await request.content.read(MAX_BODY + 1)
+        if len(raw) > MAX_BODY:
+            raise errors.too_large()
+        return raw
+
+    async def _body(self, request: web.Request) -> Any:
+        raw = await self._raw(request)
+        ctype = request.headers.get("Content-Type", _JSON).split(";")[0].strip()
+        try:
+            if ctype in ("application/yaml", "application/x-yaml"):
+                return yaml.safe_load(raw)
+            if ctype in (_JSON, "", "*/*", "text/plain"):
+                return orjson.loads(raw)
+        except (orjson.JSONDecodeError, yaml.YAMLError) as e:
+            raise errors.bad_request(f"error decoding the body: {e}") from None
+        raise errors.APIError(415, "UnsupportedMediaType", f'the body of the request was in an unknown format - accepted media types include: application/json, application/yaml')
+
+    def _render_one(self, request: web.Request, res: Resource, obj: dict, version: str, code: int = 200) -> web.Response:
+        kind = _accept(request)
+        if kind == "table":
+            stored = self.rest.cache.get(res.key(obj["metadata"].get("namespace"), obj["metadata"]["name"]))
+            t = tables.table(res, [(obj, stored.obj if stored else obj)], self.clock,
+                             request.query.get("includeObject", "Metadata"), {"resourceVersion": obj["metadata"].get("resourceVersion", "")})
+            return json_response(t, code)
+        if kind == "partial":
+            return json_response(tables.partial_metadata(obj), code)
+        return json_response(obj, code)
+
+    def _render_write(self, request: web.Request, res: Resource, r, version: str) -> web.Response:
+        resp = json_response(r.obj, r.code)
+        for w in r.warnings:
+            resp.headers.add("Warning", f'299 - "{w}"')
+        return resp
+
+    async def _list(self, request: web.Request, res: Resource, version: str, namespace: str | None) -> web.Response:
+        q = request.query
+        try:
+            limit = int(q.get("limit", "0") or 0)
+        except ValueError:
+            raise errors.bad_request(f"limit: Invalid value: {q.get('limit')!r}") from None
+        items, meta = await self.rest.list(
+            res, version, namespace, label_selector=q.get("labelSelector", ""), field_selector=q.get("fieldSelector", ""),
+            limit=limit, continue_=q.get("continue", ""), resource_version=q.get("resourceVersion", ""),
+            resource_version_match=q.get("resourceVersionMatch", ""))
+        kind = _accept(request)
+        if kind == "table":
+            pairs = []
+            for o in items:
+                e = self.rest.cache.get(res.key(o["metadata"].get("namespace"), o["metadata"]["name"]))
+                pairs.append((o, e.obj if e else o))
+            return json_response(tables.table(res, pairs, self.clock, q.get("includeObject", "Metadata"), meta))
+        if kind == "partial":
+            return json_response({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
+                                  "items": [tables.partial_metadata(o) for o in items]})
+        head = dumps({"kind": f"{res.kind}List", "apiVersion": res.api_version(version), "metadata": meta})
+        body = head[:-1] + b',"items":[' + b",".join(dumps(o) for o in items) + b"]}"
+        return web.Response(body=body, content_type=_JSON)
+
+    async def _watch(self, request: web.Request, res: Resource, version: str, namespace: str | None, name: str | None,
+                     labels: list) -> web.StreamResponse:
+        q = request.query
+        kind = _accept(request)
+        include = q.get("includeObject", "Metadata")
+        timeout = q.get("timeoutSeconds")
+        sie = q.get("sendInitialEvents")
+        field_selector = q.get("fieldSelector", "")
+        stream = await self.rest.watch(
+            res, version, namespace, resource_version=q.get("resourceVersion", ""),
+            label_selector=q.get("labelSelector", ""), field_selector=field_selector,
+            send_initial_events=None if sie is None else _bool(sie),
+            allow_bookmarks=_bool(q.get("allowWatchBookmarks")), name=name)
+        resp = web.StreamResponse(status=200, headers={"Content-Type": _JSON, "Transfer-Encoding": "chunked"})
+        await resp.prepare(request)
+        g = self.metrics.watchers.labels(res.group, version, res.kind)
+        g.inc()
+        sent = self.metrics.watch_events.labels(res.group, version, res.kind)
+        deadline = self.clock.monotonic() + float(timeout) if timeout else None
+        columns_sent = False
+
+        async def emit(ev: tuple[str, dict]) -> None:
+            nonlocal columns_sent
+            typ, obj = ev
+            if kind == "table" and typ != "BOOKMARK":
+                e = self.rest.cache.get(res.key(obj["metadata"].get("namespace"), obj["metadata"]["name"]))
+                stored = e.obj if e and typ != "DELETED" else obj
+                obj = tables.table(res, [(obj, stored)], self.clock, include,
+                                   {"resourceVersion": obj["metadata"].get("resourceVersion", "")}, not columns_sent)
+                columns_sent = True
+            elif kind == "partial" and typ != "BOOKMARK":
+                obj = tables.partial_metadata(obj)
+            await resp.write(dumps({"type": typ, "object": obj}) + b"\n")
+            sent.inc()
+
+        try:
+            while True:
+                remaining = None if deadline is None else deadline - self.clock.monotonic()
+                if remaining is not None and remaining <= 0:
+                    break
+                try:
+                    ev = await asyncio.wait_for(stream.__anext__(), remaining) if remaining else await stream.__anext__()
+                except (StopAsyncIteration, asyncio.TimeoutError):
+                    break
+                await emit(ev)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            g.dec()
+            await stream.aclose()
+        try:
+            await resp.write_eof()
+        except (ConnectionResetError, RuntimeError):
+            pass
+        return resp

@@ -1,0 +1,36 @@
+"""Prometheus metrics under the names kube-apiserver uses."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class APIMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "apiserver_request_total", "Counter of apiserver requests broken out for each verb, group, version, resource and HTTP response code.",
+            ["verb", "group", "version", "resource", "subresource", "code"], registry=self.registry)
+        self.latency = Histogram(
+            "apiserver_request_duration_seconds", "Response latency distribution in seconds for each verb, group, version, resource and subresource.",
+            ["verb", "group", "version", "resource", "subresource"], buckets=_BUCKETS, registry=self.registry)
+        self.watchers = Gauge(
+            "apiserver_registered_watchers", "Number of currently registered watchers for a given resource.",
+            ["group", "version", "kind"], registry=self.registry)
+        self.watch_events = Counter(
+            "apiserver_watch_events_total", "Number of events sent in watch clients.",
+            ["group", "version", "kind"], registry=self.registry)
+        self.storage_latency = Histogram(
+            "apiserver_storage_request_duration_seconds", "Storage request latency in seconds by operation and resource.",
+            ["operation", "resource"], buckets=_BUCKETS, registry=self.registry)
+        self.storage_objects = Gauge(
+            "apiserver_storage_objects", "Number of stored objects at the time of last check split by kind.",
+            ["resource"], registry=self.registry)
+        self.inflight = Gauge(
+            "apiserver_current_inflight_requests", "Maximal number of currently used inflight request limit of this apiserver per request kind.",
+            ["request_kind"], registry=self.registry)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,781 @@
+"""Generic REST storage: the semantics of every verb, for every resource.
+
+This is the one place that turns a request into a store write: decoding
+checks, defaulting, conversion, admission, validation, optimistic
+concurrency, managed fields, graceful deletion and finalizers. Both
+transports (HTTP handlers and the in-process client) call it, so their
+semantics cannot drift.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import secrets
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator
+
+import orjson
+
+from .. import schema as schemas
+from ..clock import Clock
+from ..registry.base import Resource
+from ..store.interface import Compacted, KeyExists, KeyNotFound, RevisionMismatch, Store
+from . import errors
+from .cache import ADDED, DELETED, MODIFIED, CacheEvent, Watcher, WatchCache, stored_value
+from .selectors import matches_fields, matches_labels, parse_field_selector, parse_label_selector
+
+_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+
+
+@dataclass
+class User:
+    name: str
+    groups: tuple[str, ...] = ()
+    uid: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+SYSTEM = User("system:apiserver", ("system:masters",))
+
+
+@dataclass
+class WriteOptions:
+    dry_run: bool = False
+    field_manager: str = ""
+    field_validation: str = "Strict"  # Strict | Warn | Ignore
+    force: bool = False
+    user: User = field(default_factory=lambda: SYSTEM)
+
+
+@dataclass
+class Result:
+    obj: dict
+    code: int = 200
+    warnings: list[str] = field(default_factory=list)
+
+
+def _meta(obj: dict) -> dict:
+    md = obj.get("metadata")
+    if not isinstance(md, dict):
+        md = obj["metadata"] = {}
+    return md
+
+
+class ResourceIndex:
+    """Look-ups of served resources by (group, version, plural) and by kind."""
+
+    def __init__(self, resources: list[Resource]):
+        self.resources = resources
+        self._by_gvr: dict[tuple[str, str, str], Resource] = {}
+        self._by_gk: dict[tuple[str, str], Resource] = {}
+        for r in resources:
+            for v in r.versions:
+                self._by_gvr[(r.group, v, r.plural)] = r
+            self._by_gk[(r.group, r.kind)] = r
+
+    def get(self, group: str, version: str, plural: str) -> Resource | None:
+        return self._by_gvr.get((group, version, plural))
+
+    def by_kind(self, group: str, kind: str) -> Resource | None:
+        return self._by_gk.get((group, kind))
+
+    def group_versions(self) -> dict[str, list[str]]:
+        """group → served versions, preferred first (upstream's priority order)."""
+        out: dict[str, list[str]] = {}
+        for r in self.resources:
+            vs = out.setdefault(r.group, [])
+            for v in r.versions:
+                if v not in vs:
+                    vs.append(v)
+        for g, vs in out.items():
+            vs.sort(key=version_priority)
+        return out
+
+
+def version_priority(v: str) -> tuple:
+    """Kubernetes version ordering: GA > beta > alpha, then higher numbers first."""
+    import re
+
+    m = re.match(r"^v(\d+)(?:(alpha|beta)(\d+))?$", v)
+    if not m:
+        return (3, v)
+    major, level, minor = int(m.group(1)), m.group(2), int(m.group(3) or 0)
+    rank = {None: 0, "beta": 1, "alpha": 2}[level]
+    return (rank, -major, -minor)
+
+
+class WatchStream:
+    """An open watch; `aclose()` unregisters it even if it was never iterated."""
+
+    def __init__(self, gen, cache: WatchCache, watcher: Watcher):
+        self._gen, self._cache, self._w = gen, cache, watcher
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self) -> tuple[str, dict]:
+        return await self._gen.__anext__()
+
+    async def aclose(self) -> None:
+        self._cache.remove_watcher(self._w)
+        await self._gen.aclose()
+
+
+class GenericREST:
+    def __init__(self, store: Store, cache: WatchCache, index: ResourceIndex, clock: Clock, admission=None):
+        self.store = store
+        self.cache = cache
+        self.index = index
+        self.clock = clock
+        self.admission = admission
+
+    # --- helpers ---------------------------------------------------------
+
+    def _external(self, res: Resource, obj: dict, version: str) -> dict:
+        """The stored object as the client asked for it."""
+        out = res.strategy.from_storage(obj, version)
+        api_version = res.api_version(version)
+        if out.get("apiVersion") != api_version or out.get("kind") != res.kind:
+            out = {**out, "apiVersion": api_version, "kind": res.kind}
+        return out
+
+    def _check_namespace(self, res: Resource, namespace: str | None, name: str | None) -> None:
+        if res.namespaced and not namespace:
+            raise errors.bad_request("the server could not find the requested resource")
+
+    def _decode_checks(self, res: Resource, version: str, obj: Any, opts: WriteOptions) -> list[str]:
+        """Generic decoding: a JSON object, the right kind, sane types; unknown
+        fields per fieldValidation. Returns warnings."""
+        if not isinstance(obj, dict):
+            raise errors.bad_request(f"Object '{res.kind}' is invalid: the body must be a JSON object")
+        api_version = res.api_version(version)
+        if obj.get("apiVersion") and obj["apiVersion"] != api_version:
+            raise errors.bad_request(
+                f"the API version in the data ({obj['apiVersion']}) does not match the expected API version ({api_version})"
+            )
+        if obj.get("kind") and obj["kind"] != res.kind:
+            raise errors.bad_request(f"the kind in the data ({obj['kind']}) does not match the expected kind ({res.kind})")
+        obj["apiVersion"], obj["kind"] = api_version, res.kind
+        if obj.get("metadata") is not None and not isinstance(obj["metadata"], dict):
+            raise errors.bad_request(
+                f"{res.kind} in version \"{version}\" cannot be handled as a {res.kind}: json: cannot unmarshal "
+                f"{type(obj['metadata']).__name__} into Go struct field {res.kind}.metadata of type v1.ObjectMeta"
+            )
+        sch = schemas.kind_schema(res.group, version, res.kind)
+        if sch is None:
+            return []
+        from . import structural
+
+        errs, unknown = structural.check(obj, sch, True)
+        if errs:
+            raise errors.bad_request(structural.decode_error_message(res.kind, version, errs[0]))
+        warnings: list[str] = []
+        if unknown and opts.field_validation == "Strict":
+            raise errors.bad_request(structural.decode_error_message(res.kind, version, structural.strict_error(unknown)))
+        if unknown and opts.field_validation == "Warn":
+            warnings = structural.unknown_field_warnings(unknown)
+        if unknown:
+            pruned = structural.prune(obj, sch)
+            obj.clear()
+            obj.update(pruned)
+        return warnings
+
+    def _manager(self, opts: WriteOptions, default: str) -> str:
+        return opts.field_manager or default
+
+    def _track_fields(self, res: Resource, version: str, old: dict | None, new: dict, opts: WriteOptions, subresource: str = "") -> dict:
+        from .patch import apply as ssa
+
+        sch = schemas.kind_schema(res.group, res.storage_version, res.kind)
+        return ssa.update_managed_fields(
+            old, new, self._manager(opts, "unknown"), "Update", sch, self.clock.rfc3339(),
+            res.api_version(version), subresource=subresource, ignore_status="status" in res.subresources,
+        )
+
+    async def _admit(self, res: Resource, op: str, obj: dict, old: dict | None, opts: WriteOptions) -> None:
+        if self.admission is not None:
+            await self.admission.admit(res, op, obj, old, opts)
+
+    def _invalid(self, res: Resource, obj: dict, errs) -> errors.APIError:
+        return errors.invalid(res.group, res.kind, _meta(obj).get("name") or _meta(obj).get("generateName", ""), errs)
+
+    async def _write_wait(self, rev: int) -> None:
+        await self.cache.wait_for(rev)
+
+    def _entry(self, res: Resource, namespace: str | None, name: str):
+        e = self.cache.get(res.key(namespace, name))
+        if e is None:
+            raise errors.not_found(res.group, res.plural, name)
+        return e
+
+    # --- reads -----------------------------------------------------------
+
+    async def get(self, res: Resource, version: str, namespace: str | None, name: str) -> dict:
+        return self._external(res, self._entry(res, namespace, name).obj, version)
+
+    def _filters(self, res: Resource, version: str, label_selector: str, field_selector: str):
+        lreqs = parse_label_selector(label_selector) if label_selector else None
+        freqs = None
+        if field_selector:
+            supported = {
+                "metadata.name": lambda o: o["metadata"].get("name"),
+                "metadata.namespace": lambda o: o["metadata"].get("namespace"),
+                **res.strategy.field_selectors,
+            }
+            freqs = parse_field_selector(field_selector, supported, res.kind, version)
+
+        def ok(obj: dict) -> bool:
+            if lreqs is not None and not matches_labels(lreqs, obj["metadata"].get("labels")):
+                return False
+            if freqs is not None and not matches_fields(freqs, obj):
+                return False
+            return True
+
+        return ok, lreqs is None and freqs is None
+
+    async def list(
+        self, res: Resource, version: str, namespace: str | None, *, label_selector: str = "",
+        field_selector: str = "", limit: int = 0, continue_: str = "", resource_version: str = "",
+        resource_version_match: str = "",
+    ) -> tuple[list[dict], dict]:
+        """Returns (items at `version`, list metadata)."""
+        if resource_version_match and not resource_version:
+            raise errors.bad_request("resourceVersionMatch is forbidden unless resourceVersion is provided")
+        if resource_version_match and resource_version_match not in ("Exact", "NotOlderThan"):
+            raise errors.bad_request(f'resourceVersionMatch: Unsupported value: "{resource_version_match}"')
+        if continue_ and resource_version not in ("", "0"):
+            raise errors.bad_request("specifying resource version is not allowed when using continue")
+        if resource_version not in ("", "0"):
+            try:
+                want = int(resource_version)
+            except ValueError:
+                raise errors.bad_request(f'invalid resource version "{resource_version}"') from None
+            if resource_version_match == "Exact" and want != self.cache.rev:
+                if want < self.cache.oldest_revision or want > self.cache.rev:
+                    raise errors.gone(f"too old resource version: {want} ({self.cache.oldest_revision})")
+            await self.cache.wait_for(want)
+        elif resource_version == "":
+            await self.cache.sync()
+        ok, everything = self._filters(res, version, label_selector, field_selector)
+        start = ""
+        if continue_:
+            try:
+                tok = orjson.loads(base64.urlsafe_b64decode(continue_ + "=" * (-len(continue_) % 4)))
+                start = tok["start"]
+            except Exception:
+                raise errors.bad_request("continue key is not valid: invalid continue token") from None
+        entries = self.cache.list(res.key_prefix(namespace))
+        rev = self.cache.rev
+        out: list[dict] = []
+        remaining = 0
+        last_key = ""
+        for key, e in entries:
+            if start and key <= start:
+                continue
+            if not everything and not ok(e.obj):
+                continue
+            if limit and len(out) >= limit:
+                remaining += 1
+                continue
+            out.append(e.obj)
+            last_key = key
+        meta: dict[str, Any] = {"resourceVersion": str(rev)}
+        if remaining:
+            token = base64.urlsafe_b64encode(orjson.dumps({"rv": rev, "start": last_key})).decode().rstrip("=")
+            meta["continue"] = token
+            meta["remainingItemCount"] = remaining
+        return [self._external(res, o, version) for o in out], meta
+
+    async def watch(
+        self, res: Resource, version: str, namespace: str | None, *, resource_version: str = "",
+        label_selector: str = "", field_selector: str = "", send_initial_events: bool | None = None,
+        allow_bookmarks: bool = False, bookmark_interval: float = 10.0, name: str | None = None,
+    ) -> AsyncIterator[tuple[str, dict]]:
+        """Validates the request and registers the watcher (raising APIError
+        before anything is streamed), then returns the stream of (type, object
+        at `version`) pairs. Objects that stop (start) matching the selectors
+        arrive as DELETED (ADDED), as upstream does."""
+        ok, _ = self._filters(res, version, label_selector, field_selector)
+        if name:
+            base_ok = ok
+            ok = lambda o: o["metadata"].get("name") == name and base_ok(o)  # noqa: E731
+        prefix = res.key_prefix(namespace)
+
+        def accept(ev: CacheEvent) -> bool:
+            return ev.key.startswith(prefix)
+
+        w = Watcher(prefix, accept)
+        initial: list[CacheEvent] = []
+        if resource_version in ("", "0") or send_initial_events:
+            if resource_version == "":
+                await self.cache.sync()
+            self.cache.add_watcher(w)
+            rev = self.cache.rev
+            if send_initial_events is not False:
+                for key, e in self.cache.list(prefix):
+                    initial.append(CacheEvent(ADDED, key, e, None, e.rev))
+        else:
+            try:
+                rev = int(resource_version)
+            except ValueError:
+                raise errors.bad_request(f'invalid resource version "{resource_version}"') from None
+            try:
+                initial = self.cache.events_since(rev, prefix)
+            except Compacted as c:
+                raise errors.gone(f"too old resource version: {rev} ({c.compacted})") from None
+            self.cache.add_watcher(w)
+            # events that raced in between are in both; skip by revision below
+        gen = self._stream(res, version, w, initial, rev, ok, send_initial_events, allow_bookmarks, bookmark_interval)
+        return WatchStream(gen, self.cache, w)
+
+    async def _stream(self, res, version, w, initial, rev, ok, send_initial_events, allow_bookmarks, bookmark_interval):
+        try:
+            last = 0
+            for ev in initial:
+                if ev.type != ADDED or ev.prev is not None:
+                    last = max(last, ev.rev)
+                out = self._translate(res, version, ev, ok)
+                if out:
+                    yield out
+            high = max(last, rev)
+            if send_initial_events:
+                yield ("BOOKMARK", self._bookmark(res, version, self.cache.rev, initial_end=True))
+            while True:
+                try:
+                    ev = await asyncio.wait_for(w.queue.get(), bookmark_interval) if allow_bookmarks else await w.queue.get()
+                except asyncio.TimeoutError:
+                    yield ("BOOKMARK", self._bookmark(res, version, self.cache.rev))
+                    continue
+                if ev is None:
+                    return
+                if ev.rev <= high:
+                    continue
+                high = ev.rev
+                out = self._translate(res, version, ev, ok)
+                if out:
+                    yield out
+        finally:
+            self.cache.remove_watcher(w)
+
+    def _bookmark(self, res: Resource, version: str, rev: int, initial_end: bool = False) -> dict:
+        md: dict[str, Any] = {"resourceVersion": str(rev)}
+        if initial_end:
+            md["annotations"] = {"k8s.io/initial-events-end": "true"}
+        return {"kind": res.kind, "apiVersion": res.api_version(version), "metadata": md}
+
+    def _translate(self, res: Resource, version: str, ev: CacheEvent, ok) -> tuple[str, dict] | None:
+        now_ok = ok(ev.entry.obj)
+        if ev.type == ADDED:
+            return (ADDED, self._external(res, ev.entry.obj, version)) if now_ok else None
+        if ev.type == DELETED:
+            was_ok = ok(ev.prev.obj) if ev.prev else now_ok
+            return (DELETED, self._external(res, ev.entry.obj, version)) if was_ok else None
+        was_ok = ok(ev.prev.obj) if ev.prev else False
+        if now_ok and was_ok:
+            return (MODIFIED, self._external(res, ev.entry.obj, version))
+        if now_ok:
+            return (ADDED, self._external(res, ev.entry.obj, version))
+        if was_ok:
+            return (DELETED, self._external(res, ev.entry.obj, version))
+        return None
+
+    # --- create ----------------------------------------------------------
+
+    async def create(self, res: Resource, version: str, namespace: str | None, body: Any, opts: WriteOptions,
+                     managed_fields: list | None = None) -> Result:
+        warnings = self._decode_checks(res, version, body, opts)
+        obj = body
+        md = _meta(obj)
+        if res.namespaced:
+            if md.get("namespace") and namespace and md["namespace"] != namespace:
+                raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
+            md["namespace"] = namespace or md.get("namespace")
+        else:
+            md.pop("namespace", None)
+        res.strategy.default(obj, version)
+        obj = res.strategy.to_storage(obj, version)
+        md = _meta(obj)
+        if md.get("resourceVersion"):
+            raise errors.bad_request("resourceVersion should not be set on objects to be created")
+        if not md.get("name") and md.get("generateName"):
+            md["name"] = md["generateName"] + "".join(secrets.choice(_NAME_CHARS) for _ in range(5))
+        md["uid"] = str(uuid.uuid4())
+        md["creationTimestamp"] = self.clock.rfc3339()
+        for f in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
+            md.pop(f, None)
+        if res.strategy.track_generation:
+            md["generation"] = 1
+        else:
+            md.pop("generation", None)
+        if "status" in res.subresources:
+            obj.pop("status", None)
+        res.strategy.prepare_for_create(obj)
+        errs = res.validate_create(obj)
+        if errs:
+            raise self._invalid(res, obj, errs)
+        await self._admit(res, "CREATE", obj, None, opts)
+        if managed_fields is None:
+            managed_fields = self._track_fields(res, version, None, obj, opts).get("metadata", {}).get("managedFields")
+        md["managedFields"] = managed_fields
+        if not md["managedFields"]:
+            md.pop("managedFields")
+        if opts.dry_run:
+            return Result(self._external(res, obj, version), 201, warnings)
+        key = res.key(md.get("namespace"), md["name"])
+        try:
+            kv = await self.store.create(key, stored_value(obj))
+        except KeyExists:
+            raise errors.already_exists(res.group, res.plural, md["name"]) from None
+        await self._write_wait(kv.mod_revision)
+        entry = self.cache.get(key)
+        stored = entry.obj if entry and entry.rev == kv.mod_revision else {**obj, "metadata": {**md, "resourceVersion": str(kv.mod_revision)}}
+        return Result(self._external(res, stored, version), 201, warnings)
+
+    # --- update ----------------------------------------------------------
+
+    async def update(
+        self, res: Resource, version: str, namespace: str | None, name: str, body: Any, opts: WriteOptions,
+        subresource: str = "",
+    ) -> Result:
+        warnings = self._decode_checks(res, version, body, opts)
+        md = _meta(body)
+        if md.get("name") and md["name"] != name:
+            raise errors.bad_request(f"the name of the object ({md['name']}) does not match the name on the URL ({name})")
+        if res.namespaced and md.get("namespace") and md["namespace"] != namespace:
+            raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
+        md["name"] = name
+        if res.namespaced:
+            md["namespace"] = namespace
+        res.strategy.default(body, version)
+        new = res.strategy.to_storage(body, version)
+        key = res.key(namespace, name)
+        entry = self.cache.get(key)
+        if entry is None:
+            if subresource or not getattr(res.strategy, "allow_create_on_update", False):
+                raise errors.not_found(res.group, res.plural, name)
+            _meta(new).pop("resourceVersion", None)
+            r = await self.create(res, version, namespace, self._external(res, new, version), opts)
+            return r
+        rv = _meta(new).get("resourceVersion")
+        if rv and rv != str(entry.rev):
+            raise errors.conflict(res.group, res.plural, name, errors.STALE)
+        result = await self._update_from(res, version, entry, new, opts, subresource, expected_rev=entry.rev)
+        result.warnings[:0] = warnings
+        return result
+
+    def _merge_subresource(self, res: Resource, old: dict, new: dict, subresource: str) -> dict:
+        """Which parts of `new` a write through `subresource` may change."""
+        if subresource in ("status", "approval"):
+            merged = copy.copy(old)
+            if subresource == "status":
+                if "status" in new:
+                    merged["status"] = new["status"]
+                else:
+                    merged.pop("status", None)
+            else:
+                st = dict(old.get("status") or {})
+                st["conditions"] = (new.get("status") or {}).get("conditions")
+                merged["status"] = st
+            merged["metadata"] = {**old["metadata"]}
+            for f in ("labels", "annotations"):
+                if res.group == "" and res.plural == "pods":
+                    break
+                if f in new.get("metadata", {}):
+                    merged["metadata"][f] = new["metadata"][f]
+            return merged
+        if subresource == "finalize":
+            merged = copy.copy(old)
+            merged["spec"] = {**(old.get("spec") or {}), "finalizers": (new.get("spec") or {}).get("finalizers") or []}
+            return merged
+        # main resource: status is owned by the status subresource
+        if "status" in res.subresources:
+            if "status" in old:
+                new["status"] = old["status"]
+            else:
+                new.pop("status", None)
+        return new
+
+    async def _update_from(
+        self, res: Resource, version: str, entry, new: dict, opts: WriteOptions, subresource: str, expected_rev: int,
+        managed_fields: list | None = None,
+    ) -> Result:
+        old = entry.obj
+        om, nm = old["metadata"], _meta(new)
+        for f in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
+            if f in om:
+                nm[f] = om[f]
+            else:
+                nm.pop(f, None)
+        new = self._merge_subresource(res, old, new, subresource)
+        nm = new["metadata"]
+        if subresource == "status":
+            errs = res.strategy.validate_status_update(new, old)
+        elif subresource == "approval":
+            errs = res.strategy.validate_approval_update(new, old)
+        elif subresource == "finalize":
+            errs = []
+        else:
+            res.strategy.prepare_for_update(new, old)
+            if res.strategy.track_generation and _spec_changed(old, new):
+                nm["generation"] = om.get("generation", 0) + 1
+            errs = res.validate_update(new, old)
+        if errs:
+            raise self._invalid(res, new, errs)
+        await self._admit(res, "UPDATE", new, old, opts)
+        if managed_fields is None:
+            managed_fields = self._track_fields(res, version, old, new, opts, subresource).get("metadata", {}).get("managedFields")
+        if managed_fields:
+            nm["managedFields"] = managed_fields
+        else:
+            nm.pop("managedFields", None)
+        nm["resourceVersion"] = om.get("resourceVersion")
+        if new == old:
+            return Result(self._external(res, old, version), 200)
+        if opts.dry_run:
+            return Result(self._external(res, new, version), 200)
+        key = res.key(nm.get("namespace"), nm["name"])
+        if nm.get("deletionTimestamp") and not nm.get("finalizers") and not res.strategy.blocks_deletion(new) \
+                and not nm.get("deletionGracePeriodSeconds"):
+            try:
+                kv = await self.store.delete(key, expected_rev)
+            except RevisionMismatch:
+                raise errors.conflict(res.group, res.plural, nm["name"], errors.STALE) from None
+            except KeyNotFound:
+                raise errors.not_found(res.group, res.plural, nm["name"]) from None
+            await self._write_wait(kv.mod_revision)
+            return Result(self._external(res, {**new, "metadata": {**nm, "resourceVersion": str(kv.mod_revision)}}, version), 200)
+        try:
+            kv = await self.store.update(key, stored_value(new), expected_rev)
+        except RevisionMismatch:
+            raise errors.conflict(res.group, res.plural, nm["name"], errors.STALE) from None
+        except KeyNotFound:
+            raise errors.not_found(res.group, res.plural, nm["name"]) from None
+        await self._write_wait(kv.mod_revision)
+        e = self.cache.get(key)
+        stored = e.obj if e and e.rev == kv.mod_revision else {**new, "metadata": {**nm, "resourceVersion": str(kv.mod_revision)}}
+        return Result(self._external(res, stored, version), 200)
+
+    # --- patch -----------------------------------------------------------
+
+    async def patch(
+        self, res: Resource, version: str, namespace: str | None, name: str, patch_type: str, patch: bytes,
+        opts: WriteOptions, subresource: str = "",
+    ) -> Result:
+        from .patch import PatchError
+        from .patch import apply as ssa
+        from .patch import jsonpatch, merge, strategic
+
+        key = res.key(namespace, name)
+        sch = schemas.kind_schema(res.group, version, res.kind)
+        try:
+            if patch_type == "application/apply-patch+yaml":
+                import yaml
+
+                parsed = yaml.safe_load(patch)
+            else:
+                parsed = orjson.loads(patch)
+        except Exception as e:
+            raise errors.bad_request(f"error decoding patch: {e}") from None
+        for attempt in range(5):
+            entry = self.cache.get(key)
+            if patch_type == "application/apply-patch+yaml":
+                if not opts.field_manager:
+                    raise errors.bad_request("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch")
+                if not isinstance(parsed, dict):
+                    raise errors.bad_request("error decoding YAML: the apply patch must be an object")
+                live = self._external(res, entry.obj, version) if entry else None
+                try:
+                    new = ssa.apply(
+                        live, parsed, opts.field_manager, opts.force, sch, self.clock.rfc3339(),
+                        res.api_version(version), ignore_status="status" in res.subresources and subresource != "status",
+                    )
+                except PatchError as e:
+                    raise _patch_error(e) from None
+                if entry is None:
+                    if subresource:
+                        raise errors.not_found(res.group, res.plural, name)
+                    mf = (new.get("metadata") or {}).get("managedFields")
+                    r = await self._create_applied(res, version, namespace, new, opts, mf)
+                    return r
+                body = new
+            else:
+                if entry is None:
+                    raise errors.not_found(res.group, res.plural, name)
+                current = self._external(res, entry.obj, version)
+                if subresource == "scale":
+                    raise errors.method_not_allowed()
+                try:
+                    if patch_type == "application/json-patch+json":
+                        if not isinstance(parsed, list):
+                            raise errors.bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
+                        body = jsonpatch.apply(current, parsed)
+                    elif patch_type == "application/merge-patch+json":
+                        if not isinstance(parsed, dict):
+                            raise errors.bad_request("json: cannot unmarshal into map[string]interface{}")
+                        body = merge.apply(current, parsed)
+                    elif patch_type == "application/strategic-merge-patch+json":
+                        if not isinstance(parsed, dict):
+                            raise errors.bad_request("json: cannot unmarshal into map[string]interface{}")
+                        body = strategic.apply(current, parsed, sch)
+                    else:
+                        raise errors.unsupported_media_type(patch_type)
+                except PatchError as e:
+                    raise _patch_error(e) from None
+            if not isinstance(body, dict):
+                raise errors.bad_request("the patch produced something that is not an object")
+            if (body.get("metadata") or {}).get("name", name) != name:
+                raise errors.bad_request(f"the name of the object ({body['metadata']['name']}) does not match the name on the URL ({name})")
+            patched_rv = (body.get("metadata") or {}).get("resourceVersion")
+            if patched_rv and patched_rv != str(entry.rev):
+                raise errors.conflict(res.group, res.plural, name, errors.STALE)
+            popts = opts
+            if patch_type == "application/apply-patch+yaml":
+                mf = (body.get("metadata") or {}).get("managedFields")
+                popts = WriteOptions(opts.dry_run, "", opts.field_validation, opts.force, opts.user)
+            warnings = self._decode_checks(res, version, body, popts)
+            res.strategy.default(body, version)
+            new = res.strategy.to_storage(body, version)
+            try:
+                if patch_type == "application/apply-patch+yaml":
+                    r = await self._update_applied(res, version, entry, new, opts, subresource, mf)
+                else:
+                    r = await self._update_from(res, version, entry, new, opts, subresource, entry.rev)
+            except errors.APIError as e:
+                if e.code == 409 and e.reason == "Conflict" and not patched_rv and attempt < 4:
+                    continue
+                raise
+            r.warnings[:0] = warnings
+            return r
+        raise errors.conflict(res.group, res.plural, name, errors.STALE)
+
+    async def _create_applied(self, res, version, namespace, obj, opts, managed_fields) -> Result:
+        obj = copy.deepcopy(obj)
+        md = _meta(obj)
+        md.pop("managedFields", None)
+        if res.namespaced:
+            md.setdefault("namespace", namespace)
+        return await self.create(res, version, namespace, obj, opts, managed_fields=managed_fields)
+
+    async def _update_applied(self, res, version, entry, new, opts, subresource, managed_fields) -> Result:
+        return await self._update_from(res, version, entry, new, opts, subresource, entry.rev, managed_fields=managed_fields or [])
+
+    # --- delete ----------------------------------------------------------
+
+    async def delete(
+        self, res: Resource, version: str, namespace: str | None, name: str, options: dict | None, opts: WriteOptions,
+    ) -> Result:
+        options = options or {}
+        key = res.key(namespace, name)
+        for attempt in range(5):
+            entry = self._entry(res, namespace, name)
+            obj = entry.obj
+            md = obj["metadata"]
+            pre = options.get("preconditions") or {}
+            if pre.get("uid") and pre["uid"] != md.get("uid"):
+                raise errors.conflict(res.group, res.plural, name,
+                                      f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {md.get('uid')}")
+            if pre.get("resourceVersion") and pre["resourceVersion"] != md.get("resourceVersion"):
+                raise errors.conflict(res.group, res.plural, name,
+                                      f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, ResourceVersion in object meta: {md.get('resourceVersion')}")
+            policy = options.get("propagationPolicy")
+            if policy is None and options.get("orphanDependents") is not None:
+                policy = "Orphan" if options["orphanDependents"] else "Background"
+            if policy not in (None, "Foreground", "Background", "Orphan"):
+                raise errors.APIError(422, "Invalid", f'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "{policy}": supported values: "Foreground", "Background", "Orphan", "nil"')
+            grace = options.get("gracePeriodSeconds")
+            grace = res.strategy.graceful_delete_seconds(obj, grace)
+            new_md = {**md}
+            finalizers = list(md.get("finalizers") or [])
+            if policy == "Foreground" and "foregroundDeletion" not in finalizers:
+                finalizers.append("foregroundDeletion")
+            if policy == "Orphan" and "orphan" not in finalizers:
+                finalizers.append("orphan")
+            if policy == "Background":
+                finalizers = [f for f in finalizers if f not in ("foregroundDeletion", "orphan")]
+            lingering = bool(finalizers) or res.strategy.blocks_deletion(obj) or grace > 0
+            if not lingering:
+                if opts.dry_run:
+                    return Result(self._deleted_result(res, version, obj), 200)
+                try:
+                    kv = await self.store.delete(key, entry.rev)
+                except RevisionMismatch:
+                    continue
+                except KeyNotFound:
+                    raise errors.not_found(res.group, res.plural, name) from None
+                await self._write_wait(kv.mod_revision)
+                return Result(self._deleted_result(res, version, {**obj, "metadata": {**md, "resourceVersion": str(kv.mod_revision)}}), 200)
+            new = copy.copy(obj)
+            new["metadata"] = new_md
+            if finalizers:
+                new_md["finalizers"] = finalizers
+            else:
+                new_md.pop("finalizers", None)
+            now = self.clock.now()
+            if not md.get("deletionTimestamp"):
+                new_md["deletionTimestamp"] = self.clock.rfc3339(now + grace)
+                new_md["deletionGracePeriodSeconds"] = grace
+                if res.strategy.track_generation and md.get("generation") is not None:
+                    new_md["generation"] = md["generation"] + 1
+                res.strategy.prepare_for_delete(new)
+            elif grace < (md.get("deletionGracePeriodSeconds") or 0):
+                new_md["deletionTimestamp"] = self.clock.rfc3339(now + grace)
+                new_md["deletionGracePeriodSeconds"] = grace
+            if new == obj:
+                return Result(self._external(res, obj, version), 202 if policy == "Foreground" else 200)
+            if opts.dry_run:
+                return Result(self._external(res, new, version), 200)
+            if grace == 0 and not finalizers and not res.strategy.blocks_deletion(new):
+                try:
+                    kv = await self.store.delete(key, entry.rev)
+                except RevisionMismatch:
+                    continue
+                await self._write_wait(kv.mod_revision)
+                return Result(self._deleted_result(res, version, new), 200)
+            try:
+                kv = await self.store.update(key, stored_value(new), entry.rev)
+            except RevisionMismatch:
+                continue
+            except KeyNotFound:
+                raise errors.not_found(res.group, res.plural, name) from None
+            await self._write_wait(kv.mod_revision)
+            e = self.cache.get(key)
+            code = 202 if policy == "Foreground" else 200
+            return Result(self._external(res, e.obj if e else new, version), code)
+        raise errors.conflict(res.group, res.plural, name, errors.STALE)
+
+    def _deleted_result(self, res: Resource, version: str, obj: dict) -> dict:
+        if getattr(res.strategy, "return_deleted_object", False):
+            return self._external(res, obj, version)
+        return errors.success_status(obj["metadata"]["name"], res.group, res.plural, obj["metadata"].get("uid", ""))
+
+    async def delete_collection(
+        self, res: Resource, version: str, namespace: str | None, options: dict | None, opts: WriteOptions,
+        label_selector: str = "", field_selector: str = "",
+    ) -> list[dict]:
+        items, meta = await self.list(res, version, namespace, label_selector=label_selector, field_selector=field_selector)
+        out = []
+        for it in items:
+            try:
+                r = await self.delete(res, version, it["metadata"].get("namespace"), it["metadata"]["name"], options, opts)
+                out.append(it)
+            except errors.APIError as e:
+                if e.code != 404:
+                    raise
+        return out
+
+
+def _spec_changed(old: dict, new: dict) -> bool:
+    for k in set(old) | set(new):
+        if k in ("metadata", "status", "apiVersion", "kind"):
+            continue
+        if old.get(k) != new.get(k):
+            return True
+    return False
+
+
+def _patch_error(e) -> errors.APIError:
+    """PatchError (and ApplyConflict) carry the Status fields upstream returns."""
+    return errors.APIError(e.code, e.reason, e.status_message, e.details)

@@ -1,0 +1,215 @@
+"""Subresources that are verbs of their own: pods/binding, pods/eviction,
+pods/log and the autoscaling/v1 Scale of workload resources."""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Awaitable, Callable
+
+import orjson
+from aiohttp import web
+
+from ..registry.base import Resource
+from . import errors
+from .rest import GenericREST, WriteOptions
+from .selectors import matches_labels, selector_from_object, selector_to_string
+
+if TYPE_CHECKING:
+    from .handlers import APIHandlers
+
+#: node agents register a reader of container logs: (namespace, pod, container, options) -> bytes
+LogReader = Callable[[str, str, str, dict], Awaitable[bytes]]
+
+
+class Subresources:
+    def __init__(self, rest: GenericREST) -> None:
+        self.rest = rest
+        self.log_readers: list[LogReader] = []
+
+    async def handle(self, h: "APIHandlers", request: web.Request, res: Resource, version: str, namespace, name, sub):
+        from .handlers import json_response
+
+        m = request.method
+        if sub == "binding" and m == "POST":
+            body = await h._body(request)
+            return json_response(await self.bind(res, namespace, name, body, h._write_opts(request)), 201)
+        if sub == "eviction" and m == "POST":
+            body = await h._body(request)
+            return json_response(await self.evict(namespace, name, body, h._write_opts(request)), 201)
+        if sub == "log" and m == "GET":
+            data = await self.log(namespace, name, dict(request.query))
+            return web.Response(body=data, content_type="text/plain")
+        if sub == "scale":
+            if m == "GET":
+                return json_response(await self.get_scale(res, namespace, name))
+            if m in ("PUT", "PATCH"):
+                opts = h._write_opts(request)
+                opts.field_manager = opts.field_manager or request.headers.get("User-Agent", "unknown").split("/")[0]
+                if m == "PUT":
+                    body = await h._body(request)
+                else:
+                    ctype = request.headers.get("Content-Type", "").split(";")[0]
+                    body = self._patch_scale(await self.get_scale(res, namespace, name), ctype, await h._raw(request))
+                return json_response(await self.put_scale(res, version, namespace, name, body, opts))
+        raise errors.method_not_allowed()
+
+    # --- binding ----------------------------------------------------------
+
+    async def bind(self, res: Resource, namespace: str, name: str, binding: dict, opts: WriteOptions) -> dict:
+        target = (binding or {}).get("target") or {}
+        if not target.get("name"):
+            raise errors.APIError(422, "Invalid", f'Binding.core "{name}" is invalid: target.name: Required value',
+                                  {"name": name, "kind": "Binding", "causes": [{"reason": "FieldValueRequired", "message": "Required value", "field": "target.name"}]})
+        for _ in range(5):
+            entry = self.rest._entry(res, namespace, name)
+            pod = entry.obj
+            if pod["metadata"].get("deletionTimestamp"):
+                raise errors.conflict("", "pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host")
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node:
+                raise errors.conflict("", "pods/binding", name, f'pod {name} is already assigned to node "{node}"')
+            uid = ((binding.get("metadata") or {}).get("uid"))
+            if uid and uid != pod["metadata"].get("uid"):
+                raise errors.conflict("", "pods/binding", name, f"Precondition failed: UID in precondition: {uid}, UID in object meta: {pod['metadata'].get('uid')}")
+            new = copy.deepcopy(pod)
+            new["spec"]["nodeName"] = target["name"]
+            for k, v in ((binding.get("metadata") or {}).get("annotations") or {}).items():
+                new["metadata"].setdefault("annotations", {})[k] = v
+            st = new.setdefault("status", {})
+            conds = [c for c in st.get("conditions") or [] if c.get("type") != "PodScheduled"]
+            conds.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                          "lastTransitionTime": self.rest.clock.rfc3339()})
+            st["conditions"] = conds
+            if opts.dry_run:
+                break
+            from ..store.interface import RevisionMismatch
+            from .cache import stored_value
+
+            try:
+                kv = await self.rest.store.update(res.key(namespace, name), stored_value(new), entry.rev)
+            except RevisionMismatch:
+                continue
+            await self.rest.cache.wait_for(kv.mod_revision)
+            break
+        else:
+            raise errors.conflict("", "pods/binding", name, errors.STALE)
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    # --- eviction ---------------------------------------------------------
+
+    async def evict(self, namespace: str, name: str, eviction: dict, opts: WriteOptions) -> dict:
+        pods = self.rest.index.get("", "v1", "pods")
+        pdbs = self.rest.index.get("policy", "v1", "poddisruptionbudgets")
+        pod = self.rest._entry(pods, namespace, name).obj
+        terminal = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        if pdbs is not None and not terminal and not pod["metadata"].get("deletionTimestamp"):
+            labels = pod["metadata"].get("labels") or {}
+            matching = [e for _, e in self.rest.cache.list(pdbs.key_prefix(namespace))
+                        if matches_labels(selector_from_object((e.obj.get("spec") or {}).get("selector")), labels)
+                        and (e.obj.get("spec") or {}).get("selector")]
+            if len(matching) > 1:
+                raise errors.APIError(500, "InternalError", "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.")
+            if matching:
+                pdb_entry = matching[0]
+                pdb = pdb_entry.obj
+                st = pdb.get("status") or {}
+                if st.get("observedGeneration", 0) < pdb["metadata"].get("generation", 1) or st.get("disruptionsAllowed", 0) < 1:
+                    desired, healthy = st.get("desiredHealthy", 0), st.get("currentHealthy", 0)
+                    raise errors.APIError(
+                        429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.",
+                        {"causes": [{"reason": "DisruptionBudget",
+                                     "message": f"The disruption budget {pdb['metadata']['name']} needs {desired} healthy pods and has {healthy} currently"}]},
+                        headers={"Retry-After": "10"})
+                if not opts.dry_run:
+                    new = copy.deepcopy(pdb)
+                    nst = new.setdefault("status", {})
+                    nst["disruptionsAllowed"] = nst.get("disruptionsAllowed", 0) - 1
+                    nst.setdefault("disruptedPods", {})[name] = self.rest.clock.rfc3339()
+                    from .cache import stored_value
+
+                    try:
+                        kv = await self.rest.store.update(pdbs.key(namespace, pdb["metadata"]["name"]), stored_value(new), pdb_entry.rev)
+                    except Exception:
+                        raise errors.APIError(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.",
+                                              headers={"Retry-After": "1"}) from None
+                    await self.rest.cache.wait_for(kv.mod_revision)
+        options = (eviction or {}).get("deleteOptions") or {}
+        await self.rest.delete(pods, "v1", namespace, name, options, opts)
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    # --- log --------------------------------------------------------------
+
+    async def log(self, namespace: str, name: str, query: dict) -> bytes:
+        pods = self.rest.index.get("", "v1", "pods")
+        pod = self.rest._entry(pods, namespace, name).obj
+        containers = [c["name"] for c in (pod.get("spec") or {}).get("containers", [])]
+        container = query.get("container") or (containers[0] if len(containers) == 1 else "")
+        if not container:
+            raise errors.bad_request(f"a container name must be specified for pod {name}, choose one of: {containers}")
+        if container not in containers:
+            raise errors.bad_request(f"container {container} is not valid for pod {name}")
+        if not (pod.get("spec") or {}).get("nodeName"):
+            raise errors.bad_request(f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating')
+        for reader in self.log_readers:
+            data = await reader(namespace, name, container, query)
+            if data is not None:
+                return data
+        raise errors.bad_request(f'container "{container}" in pod "{name}" is not available: no node agent serves logs for node "{pod["spec"]["nodeName"]}"')
+
+    # --- scale ------------------------------------------------------------
+
+    async def get_scale(self, res: Resource, namespace: str, name: str) -> dict:
+        obj = self.rest._entry(res, namespace, name).obj
+        return _scale_of(obj)
+
+    def _patch_scale(self, scale: dict, ctype: str, raw: bytes) -> dict:
+        from .patch import jsonpatch, merge, strategic
+
+        patch = orjson.loads(raw)
+        if ctype == "application/json-patch+json":
+            return jsonpatch.apply(scale, patch)
+        if ctype == "application/merge-patch+json":
+            return merge.apply(scale, patch)
+        if ctype == "application/strategic-merge-patch+json":
+            from .. import schema
+
+            return strategic.apply(scale, patch, schema.kind_schema("autoscaling", "v1", "Scale"))
+        raise errors.APIError(415, "UnsupportedMediaType", "the body of the request was in an unknown format")
+
+    async def put_scale(self, res: Resource, version: str, namespace: str, name: str, scale: dict, opts: WriteOptions) -> dict:
+        replicas = ((scale or {}).get("spec") or {}).get("replicas", 0)
+        if not isinstance(replicas, int) or replicas < 0:
+            raise errors.APIError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: {replicas}: must be greater than or equal to 0',
+                                  {"name": name, "group": "autoscaling", "kind": "Scale", "causes": [
+                                      {"reason": "FieldValueInvalid", "message": f"Invalid value: {replicas}: must be greater than or equal to 0", "field": "spec.replicas"}]})
+        for _ in range(5):
+            entry = self.rest._entry(res, namespace, name)
+            rv = ((scale.get("metadata") or {}).get("resourceVersion"))
+            if rv and rv != str(entry.rev):
+                raise errors.conflict(res.group, res.plural, name, errors.STALE)
+            new = copy.deepcopy(self.rest._external(res, entry.obj, version))
+            new["spec"]["replicas"] = replicas
+            new = res.strategy.to_storage(new, version)
+            try:
+                r = await self.rest._update_from(res, version, entry, new, opts, "scale", entry.rev)
+            except errors.APIError as e:
+                if e.code == 409 and not rv:
+                    continue
+                raise
+            stored = self.rest.cache.get(res.key(namespace, name))
+            return _scale_of(stored.obj if stored else r.obj)
+        raise errors.conflict(res.group, res.plural, name, errors.STALE)
+
+
+def _scale_of(obj: dict) -> dict:
+    md = obj["metadata"]
+    spec, st = obj.get("spec") or {}, obj.get("status") or {}
+    sel = spec.get("selector")
+    selector = selector_to_string(sel) if isinstance(sel, dict) else (st.get("selector") or "")
+    return {
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {k: md[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp") if k in md},
+        "spec": {"replicas": spec.get("replicas", 0)},
+        "status": {"replicas": st.get("replicas", 0), "selector": selector},
+    }

@@ -1,0 +1,101 @@
+"""Server-side printing: meta.k8s.io/v1 Table responses for `kubectl get`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..clock import Clock, parse_time
+from ..registry.base import AGE, Column, Resource
+
+_DEFAULT = [
+    Column("Name", "string", lambda o: o["metadata"]["name"], "Name must be unique within a namespace.", "name"),
+    Column("Created At", "date", lambda o: o["metadata"].get("creationTimestamp", ""),
+           "CreationTimestamp is a timestamp representing the server time when this object was created."),
+]
+
+
+def columns(res: Resource) -> list[Column]:
+    return res.strategy.columns or _DEFAULT
+
+
+def human_duration(seconds: float) -> str:
+    """kubectl's short duration form (duration.HumanDuration)."""
+    s = int(seconds)
+    if s < 0:
+        return "<invalid>"
+    if s < 120:
+        return f"{s}s"
+    m = s // 60
+    if m < 10:
+        r = s % 60
+        return f"{m}m{r}s" if r else f"{m}m"
+    if m < 180:
+        return f"{m}m"
+    h = s // 3600
+    if h < 8:
+        r = (s % 3600) // 60
+        return f"{h}h{r}m" if r else f"{h}h"
+    if h < 48:
+        return f"{h}h"
+    if h < 24 * 8:
+        d = h // 24
+        r = h % 24
+        return f"{d}d{r}h" if r else f"{d}d"
+    if h < 24 * 365 * 2:
+        return f"{h // 24}d"
+    if h < 24 * 365 * 8:
+        y = h // (24 * 365)
+        d = (h // 24) % 365
+        return f"{y}y{d}d" if d else f"{y}y"
+    return f"{h // (24 * 365)}y"
+
+
+def age(obj: dict, now: float) -> str:
+    ts = obj.get("metadata", {}).get("creationTimestamp")
+    if not ts:
+        return "<unknown>"
+    return human_duration(now - parse_time(ts))
+
+
+def column_definitions(res: Resource) -> list[dict[str, Any]]:
+    return [
+        {"name": c.name, "type": c.type, "format": c.format, "description": c.description, "priority": c.priority}
+        for c in columns(res)
+    ]
+
+
+def _cell(c: Column, obj: dict, now: float) -> Any:
+    if c.fn is AGE:
+        return age(obj, now)
+    try:
+        v = c.fn(obj)
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError):
+        v = "<unknown>"
+    return "<none>" if v is None else v
+
+
+def row(res: Resource, obj: dict, stored: dict, now: float, include: str) -> dict[str, Any]:
+    r: dict[str, Any] = {"cells": [_cell(c, stored, now) for c in columns(res)]}
+    if include == "Object":
+        r["object"] = obj
+    elif include != "None":
+        r["object"] = partial_metadata(obj)
+    return r
+
+
+def partial_metadata(obj: dict) -> dict[str, Any]:
+    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata", {})}
+
+
+def table(res: Resource, pairs: list[tuple[dict, dict]], clock: Clock, include: str, list_meta: dict,
+          with_columns: bool = True) -> dict[str, Any]:
+    """pairs: (object as served, stored object) — columns read the stored form."""
+    now = clock.now()
+    t: dict[str, Any] = {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": list_meta,
+        "rows": [row(res, o, s, now, include) for o, s in pairs],
+    }
+    t["columnDefinitions"] = column_definitions(res) if with_columns else []
+    return t

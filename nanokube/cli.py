@@ -1,0 +1,83 @@
+"""`nanokube` command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import socket
+import sys
+
+log = logging.getLogger("nanokube")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def _up(args: argparse.Namespace) -> int:
+    from .apiserver.app import APIServer
+    from .controllers.manager import ControllerManager
+    from .pki.ca import ensure_pki
+    from .pki.kubeconfig import write_kubeconfig
+    from .store.interface import open_store
+
+    data_dir = os.path.abspath(args.data_dir)
+    os.makedirs(data_dir, exist_ok=True)
+    kubeconfig = os.path.abspath(args.kubeconfig or os.path.join(data_dir, "kubeconfig"))
+    pki = ensure_pki(data_dir)
+    try:
+        store = open_store(args.store, data_dir)
+    except ValueError as e:
+        print(f"nanokube: {e}", file=sys.stderr)
+        return 2
+    port = args.port if args.port else _free_port()
+    server = APIServer(store, pki, host=args.address, port=port)
+    try:
+        await server.start()
+    except OSError as e:
+        print(f"nanokube: cannot listen on {args.address}:{port}: {e.strerror}", file=sys.stderr)
+        await store.close()
+        return 1
+    write_kubeconfig(kubeconfig, server.url, pki)
+    controllers = ControllerManager(server)
+    await controllers.start()
+    print(f"nanokube API server listening on {server.url} (store: {args.store}, data: {data_dir})", flush=True)
+    print(f"export KUBECONFIG={kubeconfig}", flush=True)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("shutting down")
+    await controllers.stop()
+    await server.stop()
+    print("nanokube stopped", flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="nanokube", description="Kubernetes 1.37's control plane for AI clusters.")
+    sub = p.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="run the control plane in the foreground until SIGINT/SIGTERM")
+    up.add_argument("--data-dir", default="./.nanokube", help="state, PKI and kubeconfig (default ./.nanokube)")
+    up.add_argument("--port", type=int, default=6443, help="HTTPS port (default 6443; 0 picks a free one)")
+    up.add_argument("--address", default="127.0.0.1", help="listen address (default 127.0.0.1)")
+    up.add_argument("--kubeconfig", default=None, help="where to write the admin kubeconfig (default DIR/kubeconfig)")
+    up.add_argument("--store", default="sqlite", help="sqlite (default), memory, or etcd://HOST:PORT[,HOST:PORT...]")
+    up.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if args.command == "up":
+        return asyncio.run(_up(args))
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

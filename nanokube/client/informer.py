@@ -1,0 +1,98 @@
+"""Informers: list then watch one resource into a local cache, calling
+handlers on changes; relist when the watch expires (410) or ends."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable
+
+from ..apiserver.errors import APIError
+
+log = logging.getLogger(__name__)
+
+
+def key_of(obj: dict) -> str:
+    md = obj["metadata"]
+    return f"{md['namespace']}/{md['name']}" if md.get("namespace") else md["name"]
+
+
+class Informer:
+    def __init__(self, rc, namespace: str | None = None, label_selector: str = "", field_selector: str = ""):
+        self.rc = rc
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.store: dict[str, dict] = {}
+        self.synced = asyncio.Event()
+        self._on_add: list[Callable[[dict], None]] = []
+        self._on_update: list[Callable[[dict, dict], None]] = []
+        self._on_delete: list[Callable[[dict], None]] = []
+
+    def add_handlers(self, on_add=None, on_update=None, on_delete=None) -> None:
+        if on_add:
+            self._on_add.append(on_add)
+        if on_update:
+            self._on_update.append(on_update)
+        if on_delete:
+            self._on_delete.append(on_delete)
+
+    def list(self) -> list[dict]:
+        return list(self.store.values())
+
+    def get(self, key: str) -> dict | None:
+        return self.store.get(key)
+
+    async def run(self) -> None:
+        while True:
+            try:
+                items, rv = await self.rc.list(self.namespace, self.label_selector, self.field_selector)
+                fresh = {key_of(o): o for o in items}
+                old = self.store
+                self.store = fresh
+                for k, o in fresh.items():
+                    if k in old:
+                        if old[k]["metadata"].get("resourceVersion") != o["metadata"].get("resourceVersion"):
+                            for h in self._on_update:
+                                h(old[k], o)
+                    else:
+                        for h in self._on_add:
+                            h(o)
+                for k, o in old.items():
+                    if k not in fresh:
+                        for h in self._on_delete:
+                            h(o)
+                self.synced.set()
+                stream = await self.rc.watch(self.namespace, rv, self.label_selector, self.field_selector)
+                try:
+                    async for typ, obj in stream:
+                        self._handle(typ, obj)
+                finally:
+                    await stream.aclose()
+            except asyncio.CancelledError:
+                raise
+            except APIError as e:
+                if e.code != 410:
+                    log.warning("informer for %s: %s", self.rc.res.plural, e.message)
+                    await asyncio.sleep(1)
+            except Exception:
+                log.exception("informer for %s failed", self.rc.res.plural)
+                await asyncio.sleep(1)
+
+    def _handle(self, typ: str, obj: dict) -> None:
+        if typ == "BOOKMARK":
+            return
+        k = key_of(obj)
+        if typ == "DELETED":
+            old = self.store.pop(k, None)
+            for h in self._on_delete:
+                h(old or obj)
+            return
+        old = self.store.get(k)
+        self.store[k] = obj
+        if old is None:
+            for h in self._on_add:
+                h(obj)
+        else:
+            for h in self._on_update:
+                h(old, obj)

@@ -1,0 +1,88 @@
+"""In-process client: the same REST semantics as HTTP, without sockets.
+
+Controllers started by `nanokube up` use it; objects returned are shared with
+the server's cache and must be treated as immutable (copy before changing).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from ..apiserver.rest import GenericREST, User, WriteOptions
+
+CONTROLLER_USER = User("system:kube-controller-manager", ("system:authenticated",))
+
+
+class LocalClient:
+    def __init__(self, rest: GenericREST, user: User = CONTROLLER_USER, field_manager: str = "kube-controller-manager"):
+        self.rest = rest
+        self.user = user
+        self.field_manager = field_manager
+
+    def resource(self, group: str, version: str, plural: str) -> "ResourceClient":
+        res = self.rest.index.get(group, version, plural)
+        if res is None:
+            raise LookupError(f"no resource {plural} in {group or 'core'}/{version}")
+        return ResourceClient(self, res, version)
+
+    def resources(self):
+        return self.rest.index.resources
+
+
+class ResourceClient:
+    def __init__(self, client: LocalClient, res, version: str):
+        self.c = client
+        self.res = res
+        self.version = version
+
+    def _opts(self, **kw) -> WriteOptions:
+        return WriteOptions(field_manager=self.c.field_manager, user=self.c.user, **kw)
+
+    async def get(self, name: str, namespace: str | None = None) -> dict:
+        return await self.c.rest.get(self.res, self.version, namespace, name)
+
+    async def list(self, namespace: str | None = None, label_selector: str = "", field_selector: str = "") -> tuple[list[dict], str]:
+        items, meta = await self.c.rest.list(self.res, self.version, namespace, label_selector=label_selector,
+                                             field_selector=field_selector)
+        return items, meta["resourceVersion"]
+
+    async def watch(self, namespace: str | None = None, resource_version: str = "", label_selector: str = "",
+                    field_selector: str = ""):
+        return await self.c.rest.watch(self.res, self.version, namespace, resource_version=resource_version,
+                                       label_selector=label_selector, field_selector=field_selector)
+
+    async def create(self, obj: dict, namespace: str | None = None) -> dict:
+        ns = namespace or (obj.get("metadata") or {}).get("namespace")
+        return (await self.c.rest.create(self.res, self.version, ns, orjson.loads(orjson.dumps(obj)), self._opts())).obj
+
+    async def update(self, obj: dict, subresource: str = "") -> dict:
+        md = obj["metadata"]
+        body = orjson.loads(orjson.dumps(obj))
+        return (await self.c.rest.update(self.res, self.version, md.get("namespace"), md["name"], body, self._opts(),
+                                         subresource=subresource)).obj
+
+    async def patch(self, name: str, patch: Any, patch_type: str = "application/merge-patch+json",
+                    namespace: str | None = None, subresource: str = "", field_manager: str = "", force: bool = False) -> dict:
+        opts = self._opts(force=force)
+        if field_manager:
+            opts.field_manager = field_manager
+        raw = patch if isinstance(patch, bytes) else orjson.dumps(patch)
+        return (await self.c.rest.patch(self.res, self.version, namespace, name, patch_type, raw, opts,
+                                        subresource=subresource)).obj
+
+    async def delete(self, name: str, namespace: str | None = None, propagation_policy: str | None = None,
+                     grace_period_seconds: int | None = None, preconditions: dict | None = None) -> dict:
+        options: dict[str, Any] = {}
+        if propagation_policy:
+            options["propagationPolicy"] = propagation_policy
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        if preconditions:
+            options["preconditions"] = preconditions
+        return (await self.c.rest.delete(self.res, self.version, namespace, name, options, self._opts())).obj
+
+    async def delete_collection(self, namespace: str | None = None, label_selector: str = "") -> list[dict]:
+        return await self.c.rest.delete_collection(self.res, self.version, namespace, {}, self._opts(),
+                                                   label_selector=label_selector)

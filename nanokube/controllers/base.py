@@ -1,0 +1,59 @@
+"""The shape every controller shares: informers feed a work queue; workers
+run an idempotent `sync(key)` and retry with backoff on failure."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from ..client.workqueue import WorkQueue
+from ..clock import REAL, Clock
+
+log = logging.getLogger(__name__)
+
+
+class Controller:
+    name = "controller"
+    workers = 1
+
+    def __init__(self, client, clock: Clock = REAL):
+        self.client = client
+        self.clock = clock
+        self.queue = WorkQueue(clock)
+        self._tasks: list[asyncio.Task] = []
+
+    def informers(self) -> list:
+        """Informers this controller needs started (and synced before work)."""
+        return []
+
+    async def sync(self, key) -> None:
+        raise NotImplementedError
+
+    async def start(self) -> None:
+        infs = self.informers()
+        for inf in infs:
+            self._tasks.append(asyncio.create_task(inf.run()))
+        for inf in infs:
+            await inf.synced.wait()
+        for _ in range(self.workers):
+            self._tasks.append(asyncio.create_task(self._worker()))
+
+    async def stop(self) -> None:
+        self.queue.shutdown()
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self.queue.get()
+            try:
+                await self.sync(key)
+                self.queue.forget(key)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.warning("%s: sync %s failed: %s", self.name, key, e)
+                self.queue.add_rate_limited(key)
+            finally:
+                self.queue.done(key)

@@ -1,0 +1,178 @@
+"""Garbage collector: ownerReferences across every resource.
+
+- a dependent whose owners are all gone is deleted (background cascading);
+- an owner deleting with the `foregroundDeletion` finalizer has its
+  dependents deleted first, and loses the finalizer once none that block
+  remain;
+- an owner deleting with the `orphan` finalizer has its ownerReference
+  removed from every dependent, then loses the finalizer.
+
+It keeps an owner graph (uid → dependents) fed by informers over every
+resource, as kube-controller-manager's GC does with metadata informers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from ..apiserver.errors import APIError
+from ..client.informer import Informer
+from .base import Controller
+
+
+@dataclass
+class Node:
+    rc: object
+    namespace: str | None
+    name: str
+    uid: str
+    owners: list[dict] = field(default_factory=list)
+    deleting: bool = False
+    finalizers: tuple[str, ...] = ()
+
+
+class GarbageCollector(Controller):
+    name = "garbage-collector"
+    workers = 2
+
+    def __init__(self, client, **kw):
+        super().__init__(client, **kw)
+        self.nodes: dict[str, Node] = {}
+        self.dependents: dict[str, set[str]] = {}
+        self._infs = []
+        seen = set()
+        for r in client.resources():
+            if r.storage_alias or r.group_resource in seen or "delete" not in r.verbs:
+                continue
+            seen.add(r.group_resource)
+            rc = client.resource(r.group, r.versions[0], r.plural)
+            inf = Informer(rc)
+            inf.add_handlers(on_add=lambda o, rc=rc: self._observe(rc, o),
+                             on_update=lambda old, o, rc=rc: self._observe(rc, o),
+                             on_delete=lambda o, rc=rc: self._forget(o))
+            self._infs.append(inf)
+
+    def informers(self):
+        return self._infs
+
+    def _observe(self, rc, obj: dict) -> None:
+        md = obj["metadata"]
+        uid = md["uid"]
+        old = self.nodes.get(uid)
+        if old:
+            for ref in old.owners:
+                self.dependents.get(ref["uid"], set()).discard(uid)
+        n = Node(rc, md.get("namespace"), md["name"], uid, list(md.get("ownerReferences") or []),
+                 bool(md.get("deletionTimestamp")), tuple(md.get("finalizers") or ()))
+        self.nodes[uid] = n
+        for ref in n.owners:
+            self.dependents.setdefault(ref["uid"], set()).add(uid)
+        if n.owners or (n.deleting and {"foregroundDeletion", "orphan"} & set(n.finalizers)):
+            self.queue.add(uid)
+
+    def _forget(self, obj: dict) -> None:
+        uid = obj["metadata"]["uid"]
+        n = self.nodes.pop(uid, None)
+        if n:
+            for ref in n.owners:
+                deps = self.dependents.get(ref["uid"])
+                if deps is not None:
+                    deps.discard(uid)
+                    owner = self.nodes.get(ref["uid"])
+                    if owner and owner.deleting:
+                        self.queue.add(ref["uid"])
+        for dep in self.dependents.get(uid, ()):
+            self.queue.add(dep)
+
+    async def sync(self, uid: str) -> None:
+        n = self.nodes.get(uid)
+        if n is None:
+            return
+        if n.deleting and "orphan" in n.finalizers:
+            await self._orphan(n)
+            return
+        if n.deleting and "foregroundDeletion" in n.finalizers:
+            await self._foreground(n)
+            return
+        if n.owners and not n.deleting:
+            await self._maybe_collect(n)
+
+    async def _owner_gone(self, n: Node, ref: dict) -> bool:
+        owner = self.nodes.get(ref["uid"])
+        if owner is not None:
+            return False
+        # the graph may lag: confirm with the server by name (and uid)
+        group = ref["apiVersion"].split("/")[0] if "/" in ref["apiVersion"] else ""
+        res = self.client.rest.index.by_kind(group, ref["kind"])
+        if res is None:
+            return False
+        rc = self.client.resource(res.group, res.versions[0], res.plural)
+        try:
+            live = await rc.get(ref["name"], n.namespace if res.namespaced else None)
+        except APIError as e:
+            if e.code == 404:
+                return True
+            raise
+        return live["metadata"]["uid"] != ref["uid"]
+
+    async def _maybe_collect(self, n: Node) -> None:
+        gone = [await self._owner_gone(n, ref) for ref in n.owners]
+        if not all(gone):
+            owners_deleting = [self.nodes.get(r["uid"]) for r in n.owners]
+            if any(o and o.deleting and "foregroundDeletion" in o.finalizers for o in owners_deleting):
+                await self._delete(n, "Foreground")
+            return
+        await self._delete(n, "Background")
+
+    async def _delete(self, n: Node, policy: str) -> None:
+        try:
+            await n.rc.delete(n.name, n.namespace, propagation_policy=policy, preconditions={"uid": n.uid})
+        except APIError as e:
+            if e.code not in (404, 409):
+                raise
+
+    async def _foreground(self, n: Node) -> None:
+        deps = [self.nodes[d] for d in self.dependents.get(n.uid, ()) if d in self.nodes]
+        for d in deps:
+            if not d.deleting:
+                await self._delete(d, "Foreground")
+        blocking = [d for d in deps if any(r["uid"] == n.uid and r.get("blockOwnerDeletion") for r in d.owners)]
+        if blocking:
+            return
+        await self._remove_finalizer(n, "foregroundDeletion")
+
+    async def _orphan(self, n: Node) -> None:
+        for d in [self.nodes[d] for d in self.dependents.get(n.uid, ()) if d in self.nodes]:
+            try:
+                cur = await d.rc.get(d.name, d.namespace)
+            except APIError as e:
+                if e.code == 404:
+                    continue
+                raise
+            refs = [r for r in cur["metadata"].get("ownerReferences") or [] if r["uid"] != n.uid]
+            await d.rc.patch(d.name, {"metadata": {"ownerReferences": refs or None,
+                                                   "resourceVersion": cur["metadata"]["resourceVersion"]}},
+                             namespace=d.namespace)
+        await self._remove_finalizer(n, "orphan")
+
+    async def _remove_finalizer(self, n: Node, fin: str) -> None:
+        for _ in range(5):
+            try:
+                cur = await n.rc.get(n.name, n.namespace)
+            except APIError as e:
+                if e.code == 404:
+                    return
+                raise
+            fins = [f for f in cur["metadata"].get("finalizers") or [] if f != fin]
+            if len(fins) == len(cur["metadata"].get("finalizers") or []):
+                return
+            try:
+                await n.rc.patch(n.name, {"metadata": {"finalizers": fins or None,
+                                                       "resourceVersion": cur["metadata"]["resourceVersion"]}},
+                                 namespace=n.namespace)
+                return
+            except APIError as e:
+                if e.code != 409:
+                    raise
+            await asyncio.sleep(0)

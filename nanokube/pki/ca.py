@@ -1,0 +1,144 @@
+"""The cluster CA and the certificates `nanokube up` issues from it.
+
+Kept in the data dir so a restart keeps the same identity: clients that trust
+the CA keep working, and the admin kubeconfig stays valid.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import ipaddress
+import os
+from dataclasses import dataclass
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+
+@dataclass
+class KeyPair:
+    cert_pem: bytes
+    key_pem: bytes
+
+    @property
+    def cert(self) -> x509.Certificate:
+        return x509.load_pem_x509_certificate(self.cert_pem)
+
+    @property
+    def key(self):
+        return serialization.load_pem_private_key(self.key_pem, None)
+
+
+def _key_pem(key) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+
+
+def new_ca(common_name: str = "nanokube-ca", days: int = 3650) -> KeyPair:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = _dt.datetime.now(_dt.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _dt.timedelta(minutes=5))
+        .not_valid_after(now + _dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+
+
+def issue(
+    ca: KeyPair,
+    common_name: str,
+    organizations: tuple[str, ...] = (),
+    dns_names: tuple[str, ...] = (),
+    ips: tuple[str, ...] = (),
+    server: bool = False,
+    client: bool = False,
+    days: int = 365,
+) -> KeyPair:
+    key = ec.generate_private_key(ec.SECP256R1())
+    attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
+    attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+    now = _dt.datetime.now(_dt.timezone.utc)
+    usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + ([ExtendedKeyUsageOID.CLIENT_AUTH] if client else [])
+    b = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name(attrs))
+        .issuer_name(ca.cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _dt.timedelta(minutes=5))
+        .not_valid_after(now + _dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(True, False, True, False, False, False, False, False, False), critical=True)
+        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+    )
+    sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns_names]
+    sans += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
+    if sans:
+        b = b.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    cert = b.sign(ca.key, hashes.SHA256())
+    return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+
+
+def _load_or(path_cert: str, path_key: str, make) -> KeyPair:
+    if os.path.exists(path_cert) and os.path.exists(path_key):
+        with open(path_cert, "rb") as c, open(path_key, "rb") as k:
+            return KeyPair(c.read(), k.read())
+    kp = make()
+    _write(path_cert, kp.cert_pem)
+    _write(path_key, kp.key_pem, private=True)
+    return kp
+
+
+def _write(path: str, data: bytes, private: bool = False) -> None:
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+@dataclass
+class ClusterPKI:
+    dir: str
+    ca: KeyPair
+    server: KeyPair
+    admin: KeyPair
+
+    @property
+    def ca_path(self) -> str:
+        return os.path.join(self.dir, "ca.crt")
+
+
+def ensure_pki(data_dir: str) -> ClusterPKI:
+    """Create (first start) or load the CA, the serving cert and the admin cert."""
+    d = os.path.join(data_dir, "pki")
+    os.makedirs(d, exist_ok=True)
+    ca = _load_or(os.path.join(d, "ca.crt"), os.path.join(d, "ca.key"), new_ca)
+    server = _load_or(
+        os.path.join(d, "apiserver.crt"),
+        os.path.join(d, "apiserver.key"),
+        lambda: issue(
+            ca, "kube-apiserver",
+            dns_names=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"),
+            ips=("127.0.0.1", "::1"), server=True,
+        ),
+    )
+    admin = _load_or(
+        os.path.join(d, "admin.crt"),
+        os.path.join(d, "admin.key"),
+        lambda: issue(ca, "kubernetes-admin", organizations=("system:masters",), client=True),
+    )
+    return ClusterPKI(d, ca, server, admin)

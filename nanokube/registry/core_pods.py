@@ -1,0 +1,517 @@
+"""Pods: v1 defaulting, 1.37 validation, update rules, binding and printing.
+
+Defaults are what `kubectl get pod -o yaml` shows on a real cluster: the v1
+defaulters plus what PrepareForCreate and the DefaultTolerationSeconds
+admission plugin add (status Pending with its QoS class, the not-ready and
+unreachable tolerations).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any
+
+from .base import AGE, Column, Strategy
+from .core_printing import AGE_DOC, NAME_DOC, Clock, doc, parse_time, since
+from .core_spec import (
+    POD_CONDITION_SCHEDULED,
+    default_container,
+    default_volume,
+    validate_containers,
+    validate_pod_resource_claims,
+    validate_tolerations,
+    validate_volumes,
+)
+from .quantity import QuantityError, canonical, is_quantity, parse_quantity
+from .validation import (
+    FieldError,
+    dns1123_label,
+    dns1123_subdomain,
+    duplicate,
+    forbidden,
+    invalid,
+    not_supported,
+    qualified_name,
+    required,
+)
+
+DEFAULT_TOLERATION_SECONDS = 300
+_DEFAULT_TOLERATIONS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+_MAX_INT32 = 2147483647
+_TERMINAL = ("Succeeded", "Failed")
+
+_MUTABLE_MESSAGE = (
+    "pod updates may not change fields other than `spec.containers[*].image`,"
+    "`spec.initContainers[*].image`,"
+    "`spec.activeDeadlineSeconds`,"
+    "`spec.tolerations` (only additions to existing tolerations),"
+    "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"
+)
+
+
+# --- defaulting --------------------------------------------------------------
+
+
+def default_pod_spec(spec: dict) -> None:
+    """SetDefaults_PodSpec and the per-container/volume defaulters."""
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("securityContext", {})
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("enableServiceLinks", True)
+    if not spec.get("serviceAccountName") and spec.get("serviceAccount"):
+        spec["serviceAccountName"] = spec["serviceAccount"]
+    if spec.get("serviceAccountName"):
+        spec["serviceAccount"] = spec["serviceAccountName"]
+    host_network = bool(spec.get("hostNetwork"))
+    for key in ("initContainers", "containers", "ephemeralContainers"):
+        for c in spec.get(key) or []:
+            default_container(c, host_network, ephemeral=key == "ephemeralContainers")
+    for v in spec.get("volumes") or []:
+        default_volume(v)
+    if spec.get("resources"):
+        _default_requests(spec["resources"])
+
+
+def _default_requests(resources: dict) -> None:
+    """Requests default to limits; quantities are stored in canonical form."""
+    limits = resources.get("limits") or {}
+    if limits:
+        requests = resources.setdefault("requests", {})
+        for name, q in limits.items():
+            requests.setdefault(name, q)
+    for bag in ("limits", "requests"):
+        for name, q in (resources.get(bag) or {}).items():
+            if is_quantity(q):
+                resources[bag][name] = canonical(q)
+
+
+def add_default_tolerations(spec: dict) -> None:
+    """DefaultTolerationSeconds admission: tolerate not-ready/unreachable 300s."""
+    tolerations = spec.setdefault("tolerations", [])
+    for key in _DEFAULT_TOLERATIONS:
+        covered = any(
+            t.get("key", "") in ("", key) and t.get("effect", "") in ("", "NoExecute") for t in tolerations
+        )
+        if not covered:
+            tolerations.append(
+                {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": DEFAULT_TOLERATION_SECONDS}
+            )
+
+
+def qos_class(spec: dict) -> str:
+    """The pod's QoS class from its cpu/memory requests and limits."""
+    requests: dict[str, Any] = {}
+    limits: dict[str, Any] = {}
+    guaranteed = True
+    pod_res = spec.get("resources")
+    groups = [pod_res] if pod_res else [
+        (c.get("resources") or {}) for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])
+    ]
+    for res in groups:
+        for bag, into in (("requests", requests), ("limits", limits)):
+            for name, q in (res.get(bag) or {}).items():
+                if name not in ("cpu", "memory"):
+                    continue
+                try:
+                    value = parse_quantity(q)
+                except QuantityError:
+                    continue
+                if value > 0:
+                    into[name] = into.get(name, 0) + value
+        found = {n for n, q in (res.get("limits") or {}).items() if n in ("cpu", "memory") and _positive(q)}
+        if found != {"cpu", "memory"}:
+            guaranteed = False
+    if not requests and not limits:
+        return "BestEffort"
+    if guaranteed and requests.keys() == limits.keys() and all(limits[n] == requests[n] for n in requests):
+        return "Guaranteed"
+    return "Burstable"
+
+
+def _positive(q: Any) -> bool:
+    try:
+        return parse_quantity(q) > 0
+    except QuantityError:
+        return False
+
+
+# --- validation --------------------------------------------------------------
+
+
+def validate_pod_spec(spec: dict, path: str = "spec") -> list[FieldError]:
+    """ValidatePodSpec for the rules OpenAPI cannot state."""
+    errs: list[FieldError] = []
+    volume_names, verrs = validate_volumes(spec.get("volumes") or [], f"{path}.volumes")
+    errs += verrs
+    claim_names, cerrs = validate_pod_resource_claims(spec.get("resourceClaims") or [], f"{path}.resourceClaims")
+    errs += cerrs
+    errs += validate_containers(spec, path, volume_names, claim_names)
+    rp = spec.get("restartPolicy")
+    if not rp:
+        errs.append(required(f"{path}.restartPolicy"))
+    elif rp not in ("Always", "OnFailure", "Never"):
+        errs.append(not_supported(f"{path}.restartPolicy", rp, ["Always", "OnFailure", "Never"]))
+    dns = spec.get("dnsPolicy")
+    if dns and dns not in ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"):
+        errs.append(not_supported(f"{path}.dnsPolicy", dns, ["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"]))
+    if dns == "None" and not spec.get("dnsConfig"):
+        errs.append(required(f"{path}.dnsConfig", "must provide `dnsConfig` when `dnsPolicy` is None"))
+    for f, check in (("nodeName", dns1123_subdomain), ("serviceAccountName", dns1123_subdomain),
+                     ("schedulerName", dns1123_subdomain), ("hostname", dns1123_label),
+                     ("subdomain", dns1123_label), ("priorityClassName", dns1123_subdomain)):
+        v = spec.get(f)
+        if v:
+            errs += [invalid(f"{path}.{f}", v, m) for m in check(v)]
+    ads = spec.get("activeDeadlineSeconds")
+    if ads is not None and not 1 <= ads <= _MAX_INT32:
+        errs.append(invalid(f"{path}.activeDeadlineSeconds", ads, "must be between 1 and 2147483647, inclusive"))
+    tgps = spec.get("terminationGracePeriodSeconds")
+    if tgps is not None and tgps < 0:
+        errs.append(invalid(f"{path}.terminationGracePeriodSeconds", tgps, "must be greater than or equal to 0"))
+    errs += validate_tolerations(spec.get("tolerations") or [], f"{path}.tolerations")
+    errs += _validate_scheduling_gates(spec, path)
+    errs += _validate_scheduling_group(spec, path)
+    for i, g in enumerate(spec.get("readinessGates") or []):
+        ct = g.get("conditionType", "")
+        errs += [invalid(f"{path}.readinessGates[{i}].conditionType", ct, m) for m in qualified_name(ct)]
+    return errs
+
+
+def _validate_scheduling_gates(spec: dict, path: str) -> list[FieldError]:
+    errs: list[FieldError] = []
+    seen: set[str] = set()
+    for i, gate in enumerate(spec.get("schedulingGates") or []):
+        name = gate.get("name", "")
+        errs += [invalid(f"{path}.schedulingGates[{i}]", name, m) for m in qualified_name(name)]
+        if name in seen:
+            errs.append(duplicate(f"{path}.schedulingGates[{i}]", name))
+        seen.add(name)
+    return errs
+
+
+def _validate_scheduling_group(spec: dict, path: str) -> list[FieldError]:
+    group = spec.get("schedulingGroup")
+    if group is None:
+        return []
+    name = group.get("podGroupName")
+    p = f"{path}.schedulingGroup.podGroupName"
+    if not name:
+        return [required(p)]
+    return [invalid(p, name, m) for m in dns1123_subdomain(name)]
+
+
+def validate_pod_update(new: dict, old: dict) -> list[FieldError]:
+    """ValidatePodUpdate: only images, deadlines, added tolerations, gate removal."""
+    errs: list[FieldError] = []
+    ns, os_ = new.get("spec") or {}, old.get("spec") or {}
+    if len(ns.get("containers") or []) != len(os_.get("containers") or []):
+        return [forbidden("spec.containers", "pod updates may not add or remove containers")]
+    if len(ns.get("initContainers") or []) != len(os_.get("initContainers") or []):
+        return [forbidden("spec.initContainers", "pod updates may not add or remove containers")]
+    errs += _validate_deadline_update(ns, os_)
+    errs += _validate_added_tolerations(ns.get("tolerations") or [], os_.get("tolerations") or [])
+    errs += _validate_gates_update(ns, os_)
+    munged = copy.deepcopy(ns)
+    for key in ("containers", "initContainers"):
+        for c, oc in zip(munged.get(key) or [], os_.get(key) or []):
+            c["image"] = oc.get("image")
+    for f in ("activeDeadlineSeconds", "tolerations", "schedulingGates"):
+        _copy_field(munged, os_, f)
+    tg_new, tg_old = ns.get("terminationGracePeriodSeconds"), os_.get("terminationGracePeriodSeconds")
+    if tg_old is not None and tg_old < 0 and tg_new == 1:
+        munged["terminationGracePeriodSeconds"] = tg_old
+    if _gated(os_):
+        for f in ("nodeSelector", "affinity"):
+            _copy_field(munged, os_, f)
+    if munged != os_:
+        changed = sorted(k for k in set(munged) | set(os_) if munged.get(k) != os_.get(k))
+        diff = "\n".join(f"  spec.{k}: {_short(os_.get(k))} -> {_short(munged.get(k))}" for k in changed)
+        errs.append(forbidden("spec", f"{_MUTABLE_MESSAGE}\n{diff}"))
+    return errs
+
+
+def _copy_field(dst: dict, src: dict, f: str) -> None:
+    if f in src:
+        dst[f] = copy.deepcopy(src[f])
+    else:
+        dst.pop(f, None)
+
+
+def _short(v: Any, limit: int = 120) -> str:
+    s = repr(v)
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+def _gated(spec: dict) -> bool:
+    return bool(spec.get("schedulingGates"))
+
+
+def _validate_deadline_update(ns: dict, os_: dict) -> list[FieldError]:
+    new, old = ns.get("activeDeadlineSeconds"), os_.get("activeDeadlineSeconds")
+    p = "spec.activeDeadlineSeconds"
+    if new is None and old is not None:
+        return [invalid(p, None, "must not update from a positive integer to nil value")]
+    if new is not None and old is not None and new > old:
+        return [invalid(p, new, "must be less than or equal to previous value")]
+    return []
+
+
+def _validate_added_tolerations(new: list, old: list) -> list[FieldError]:
+    """Existing tolerations stay; only their tolerationSeconds may change."""
+    def key(t: dict) -> dict:
+        return {k: v for k, v in t.items() if k != "tolerationSeconds"}
+    kept = [key(t) for t in new]
+    if any(key(o) not in kept for o in old):
+        return [forbidden("spec.tolerations", "existing toleration can not be modified except its tolerationSeconds")]
+    return []
+
+
+def _validate_gates_update(ns: dict, os_: dict) -> list[FieldError]:
+    old = {g.get("name") for g in os_.get("schedulingGates") or []}
+    for g in ns.get("schedulingGates") or []:
+        if g.get("name") not in old:
+            return [forbidden("spec.schedulingGates",
+                              f"only deletion is allowed, but found new scheduling gate '{g.get('name')}'")]
+    return []
+
+
+def validate_pod_status_update(new: dict, old: dict) -> list[FieldError]:
+    errs: list[FieldError] = []
+    st, ost = new.get("status") or {}, old.get("status") or {}
+    phase = st.get("phase")
+    if phase and phase not in ("Pending", "Running", "Succeeded", "Failed", "Unknown"):
+        errs.append(not_supported("status.phase", phase, ["Pending", "Running", "Succeeded", "Failed", "Unknown"]))
+    if ost.get("phase") in _TERMINAL and phase != ost.get("phase"):
+        errs.append(forbidden("status.phase", f"cannot transition from terminal phase {ost['phase']}"))
+    nominated = st.get("nominatedNodeName")
+    if nominated:
+        errs += [invalid("status.nominatedNodeName", nominated, m) for m in dns1123_subdomain(nominated)]
+    return errs
+
+
+# --- binding -------------------------------------------------------------------
+
+
+def validate_binding(binding: dict) -> list[FieldError]:
+    """ValidatePodBinding: target must name a Node."""
+    target = binding.get("target") or {}
+    errs: list[FieldError] = []
+    if target.get("kind") not in (None, "", "Node"):
+        errs.append(not_supported("target.kind", target.get("kind"), ["Node", "<empty>"]))
+    if not target.get("name"):
+        errs.append(required("target.name"))
+    return errs
+
+
+def bind_pod(pod: dict, binding: dict) -> str | None:
+    """Assign a pod to the binding's node; returns upstream's conflict message
+    (a 409) instead when the pod cannot be bound."""
+    spec = pod.setdefault("spec", {})
+    meta = pod.setdefault("metadata", {})
+    name = meta.get("name")
+    if meta.get("deletionTimestamp"):
+        return f"pod {name} is being deleted, cannot be assigned to a host"
+    if spec.get("nodeName"):
+        return f"pod {name} is already assigned to node {spec['nodeName']!r}".replace("'", '"')
+    if spec.get("schedulingGates"):
+        return f"pod {name} has non-empty .spec.schedulingGates"
+    spec["nodeName"] = binding["target"]["name"]
+    extra = (binding.get("metadata") or {}).get("annotations")
+    if extra:
+        meta.setdefault("annotations", {}).update(extra)
+    conds = pod.setdefault("status", {}).setdefault("conditions", [])
+    for c in conds:
+        if c.get("type") == POD_CONDITION_SCHEDULED:
+            c.update({"status": "True"})
+            for k in ("reason", "message"):
+                c.pop(k, None)
+            break
+    else:
+        conds.append({"type": POD_CONDITION_SCHEDULED, "status": "True"})
+    return None
+
+
+# --- printing --------------------------------------------------------------------
+
+
+def _restartable(c: dict | None) -> bool:
+    return bool(c) and c.get("restartPolicy") == "Always"
+
+
+def _condition_true(status: dict, ctype: str) -> bool:
+    return any(c.get("type") == ctype and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
+def _later(a: str | None, b: str | None) -> str | None:
+    if not b:
+        return a
+    if not a:
+        return b
+    return b if parse_time(b) > parse_time(a) else a
+
+
+def _terminated_reason(term: dict, prefix: str = "") -> str:
+    if term.get("reason"):
+        return prefix + term["reason"]
+    if term.get("signal"):
+        return f"{prefix}Signal:{term['signal']}"
+    return f"{prefix}ExitCode:{term.get('exitCode', 0)}"
+
+
+def pod_summary(pod: dict) -> tuple[str, str, int, str | None]:
+    """(READY, STATUS, restarts, last restart time) the way printPod computes them."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    init_specs = {c.get("name"): c for c in spec.get("initContainers") or []}
+    total = len(spec.get("containers") or []) + sum(1 for c in init_specs.values() if _restartable(c))
+    ready = restarts = sidecar_restarts = 0
+    last = sidecar_last = None
+    phase = status.get("phase", "")
+    reason = status.get("reason") or phase
+    for c in status.get("conditions") or []:
+        if c.get("type") == POD_CONDITION_SCHEDULED and c.get("reason") == "SchedulingGated":
+            reason = "SchedulingGated"
+    initializing = False
+    n_init = len(spec.get("initContainers") or [])
+    for i, cs in enumerate(status.get("initContainerStatuses") or []):
+        restarts += cs.get("restartCount", 0)
+        finished = ((cs.get("lastState") or {}).get("terminated") or {}).get("finishedAt")
+        last = _later(last, finished)
+        sidecar = _restartable(init_specs.get(cs.get("name")))
+        if sidecar:
+            sidecar_restarts += cs.get("restartCount", 0)
+            sidecar_last = _later(sidecar_last, finished)
+        state = cs.get("state") or {}
+        term, waiting = state.get("terminated"), state.get("waiting")
+        if term is not None and term.get("exitCode", 0) == 0:
+            continue
+        if sidecar and cs.get("started"):
+            ready += 1 if cs.get("ready") else 0
+            continue
+        if term is not None:
+            reason = _terminated_reason(term, "Init:")
+        elif waiting and waiting.get("reason") and waiting["reason"] != "PodInitializing":
+            reason = "Init:" + waiting["reason"]
+        else:
+            reason = f"Init:{i}/{n_init}"
+        initializing = True
+        break
+    if not initializing or _condition_true(status, "Initialized"):
+        restarts, last = sidecar_restarts, sidecar_last
+        has_running = False
+        for cs in reversed(status.get("containerStatuses") or []):
+            restarts += cs.get("restartCount", 0)
+            last = _later(last, ((cs.get("lastState") or {}).get("terminated") or {}).get("finishedAt"))
+            state = cs.get("state") or {}
+            waiting, term = state.get("waiting"), state.get("terminated")
+            if waiting and waiting.get("reason"):
+                reason = waiting["reason"]
+            elif term is not None:
+                reason = _terminated_reason(term)
+            elif cs.get("ready") and state.get("running") is not None:
+                has_running = True
+                ready += 1
+        if reason == "Completed" and has_running:
+            reason = "Running" if _condition_true(status, "Ready") else "NotReady"
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        if status.get("reason") == "NodeLost":
+            reason = "Unknown"
+        elif phase not in _TERMINAL:
+            reason = "Terminating"
+    return f"{ready}/{total}", reason, restarts, last
+
+
+def _readiness_gates(pod: dict) -> str:
+    gates = (pod.get("spec") or {}).get("readinessGates") or []
+    if not gates:
+        return "<none>"
+    conds = (pod.get("status") or {}).get("conditions") or []
+    true = 0
+    for g in gates:
+        for c in conds:
+            if c.get("type") == g.get("conditionType"):
+                true += c.get("status") == "True"
+                break
+    return f"{true}/{len(gates)}"
+
+
+def _pod_ip(pod: dict) -> str:
+    ips = (pod.get("status") or {}).get("podIPs") or []
+    return ips[0].get("ip", "") if ips else ""
+
+
+class PodStrategy(Strategy):
+    """Pods. `clock` feeds the RESTARTS column's "(5m ago)"."""
+
+    field_selectors = {
+        "spec.nodeName": lambda o: (o.get("spec") or {}).get("nodeName", ""),
+        "spec.restartPolicy": lambda o: (o.get("spec") or {}).get("restartPolicy", ""),
+        "spec.schedulerName": lambda o: (o.get("spec") or {}).get("schedulerName", ""),
+        "spec.serviceAccountName": lambda o: (o.get("spec") or {}).get("serviceAccountName", ""),
+        "spec.hostNetwork": lambda o: "true" if (o.get("spec") or {}).get("hostNetwork") else "false",
+        "status.phase": lambda o: (o.get("status") or {}).get("phase", ""),
+        "status.podIP": _pod_ip,
+        "status.nominatedNodeName": lambda o: (o.get("status") or {}).get("nominatedNodeName", ""),
+    }
+
+    def __init__(self, clock: Clock = time.time) -> None:
+        self.clock = clock
+        self.columns = [
+            Column("Name", "string", lambda o: o["metadata"]["name"], NAME_DOC, format="name"),
+            Column("Ready", "string", lambda o: pod_summary(o)[0],
+                   "The aggregate readiness state of this pod for accepting traffic."),
+            Column("Status", "string", lambda o: pod_summary(o)[1],
+                   "The aggregate status of the containers in this pod."),
+            Column("Restarts", "string", self._restarts,
+                   "The number of times the containers in this pod have been restarted and when the last "
+                   "container in this pod has restarted."),
+            Column("Age", "string", AGE, AGE_DOC),
+            Column("IP", "string", lambda o: _pod_ip(o) or "<none>", doc("PodStatus", "podIP"), priority=1),
+            Column("Node", "string", lambda o: (o.get("spec") or {}).get("nodeName") or "<none>",
+                   doc("PodSpec", "nodeName"), priority=1),
+            Column("Nominated Node", "string",
+                   lambda o: (o.get("status") or {}).get("nominatedNodeName") or "<none>",
+                   doc("PodStatus", "nominatedNodeName"), priority=1),
+            Column("Readiness Gates", "string", _readiness_gates, doc("PodSpec", "readinessGates"), priority=1),
+        ]
+
+    def _restarts(self, pod: dict) -> str:
+        _, _, restarts, last = pod_summary(pod)
+        if restarts and last:
+            return f"{restarts} ({since(last, self.clock)} ago)"
+        return str(restarts)
+
+    def default(self, obj, version):
+        spec = obj.setdefault("spec", {})
+        default_pod_spec(spec)
+        for c in spec.get("initContainers") or []:
+            _default_requests(c.setdefault("resources", {}))
+        for c in spec.get("containers") or []:
+            _default_requests(c.setdefault("resources", {}))
+
+    def prepare_for_create(self, obj):
+        spec = obj.setdefault("spec", {})
+        add_default_tolerations(spec)
+        obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
+        if spec.get("schedulingGates"):
+            obj["status"]["conditions"] = [{
+                "type": POD_CONDITION_SCHEDULED, "status": "False", "reason": "SchedulingGated",
+                "message": "Scheduling is blocked due to non-empty scheduling gates",
+            }]
+
+    def validate(self, obj):
+        spec = obj.get("spec") or {}
+        errs = validate_pod_spec(spec)
+        if spec.get("schedulingGates") and spec.get("nodeName"):
+            errs.append(forbidden("spec.nodeName", "cannot be set until all schedulingGates have been cleared"))
+        return errs
+
+    def validate_update(self, new, old):
+        errs = validate_pod_spec(new.get("spec") or {})
+        return errs + validate_pod_update(new, old)
+
+    def validate_status_update(self, new, old):
+        return validate_pod_status_update(new, old)
+

@@ -1,0 +1,517 @@
+"""Services: defaulting, validation, printing, ClusterIP and NodePort allocation.
+
+Allocation happens in `prepare_for_create`/`prepare_for_update`, before
+validation; validation then reports what could not be allocated with
+upstream's messages (an allocation belongs to the service's uid, so a failed
+allocation shows up as "owned by someone else"). The API server must call
+`strategy.release(obj)` after a service is deleted (and after a create that
+failed after `prepare_for_create`), and `strategy.restore(services)` once at
+startup so allocations survive restarts.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import time
+from typing import Any
+
+from .base import AGE, Column, Strategy
+from .core_printing import AGE_DOC, NAME_DOC, Clock, doc, format_labels
+from .core_spec import PROTOCOLS, port_name, port_number
+from .validation import (
+    FieldError,
+    dns1123_label,
+    dns1123_subdomain,
+    duplicate,
+    forbidden,
+    immutable,
+    invalid,
+    not_supported,
+    required,
+)
+
+SERVICE_TYPES = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"]
+_NODE_PORT_TYPES = ("NodePort", "LoadBalancer")
+_LB_WIDTH = 16
+
+
+class AllocationError(Exception):
+    """Why a value could not be allocated; str() is upstream's wording."""
+
+
+class _RangeAllocator:
+    """Integers in [lo, hi] owned by keys; explicit picks anywhere in the range,
+    dynamic picks from the upper band first (upstream keeps the low band for
+    static assignments such as the DNS service's IP)."""
+
+    def __init__(self, lo: int, hi: int, static_band: int) -> None:
+        self.lo, self.hi = lo, hi
+        self._dynamic_lo = min(hi, lo + static_band)
+        self._owners: dict[int, str] = {}
+        self._cursor = self._dynamic_lo
+
+    def owner(self, value: int) -> str | None:
+        return self._owners.get(value)
+
+    def in_range(self, value: int) -> bool:
+        return self.lo <= value <= self.hi
+
+    def take(self, value: int, owner: str) -> None:
+        held = self._owners.get(value)
+        if held is not None and held != owner:
+            raise AllocationError("allocated")
+        self._owners[value] = owner
+
+    def next_free(self, owner: str) -> int:
+        span = self.hi - self.lo + 1
+        order = [(self._cursor - self._dynamic_lo + i) % (self.hi - self._dynamic_lo + 1) + self._dynamic_lo
+                 for i in range(self.hi - self._dynamic_lo + 1)]
+        for value in order + list(range(self.lo, self._dynamic_lo)):
+            if value not in self._owners:
+                self._owners[value] = owner
+                self._cursor = value + 1 if value < self.hi else self._dynamic_lo
+                return value
+        raise AllocationError(f"range is full ({span} values)")
+
+    def release(self, value: int, owner: str) -> None:
+        if self._owners.get(value) == owner:
+            del self._owners[value]
+
+
+class ServiceIPAllocator:
+    """ClusterIPs from a CIDR (network and broadcast addresses excluded)."""
+
+    def __init__(self, cidr: str = "10.96.0.0/12") -> None:
+        self.network = ipaddress.ip_network(cidr)
+        first = int(self.network.network_address) + 1
+        last = int(self.network.broadcast_address) - (1 if self.network.version == 4 else 0)
+        size = last - first + 1
+        self._range = _RangeAllocator(first, last, min(max(16, size // 16), 256))
+
+    def _int(self, ip: str) -> int | None:
+        try:
+            addr = ipaddress.ip_address(ip)
+        except ValueError:
+            return None
+        return int(addr) if addr.version == self.network.version else None
+
+    def allocate(self, owner: str, ip: str | None = None) -> str:
+        """Allocate `ip` (or the next free one) to `owner`; AllocationError says why not."""
+        if ip is None:
+            try:
+                value = self._range.next_free(owner)
+            except AllocationError:
+                raise AllocationError("range is full") from None
+            return str(ipaddress.ip_address(value))
+        problem = self.check(owner, ip)
+        if problem:
+            raise AllocationError(problem)
+        self._range.take(self._int(ip), owner)
+        return ip
+
+    def check(self, owner: str, ip: str) -> str | None:
+        """Why `owner` could not hold `ip`, or None if it could."""
+        value = self._int(ip)
+        if value is None or not self._range.in_range(value):
+            return f"the provided IP ({ip}) is not in the valid range. The range of valid IPs is {self.network}"
+        if self._range.owner(value) not in (None, owner):
+            return "provided IP is already allocated"
+        return None
+
+    def owner(self, ip: str) -> str | None:
+        value = self._int(ip)
+        return None if value is None else self._range.owner(value)
+
+    def release(self, ip: str, owner: str) -> None:
+        value = self._int(ip)
+        if value is not None:
+            self._range.release(value, owner)
+
+
+class NodePortAllocator:
+    """Node ports from a range such as 30000-32767."""
+
+    def __init__(self, ports: str = "30000-32767") -> None:
+        lo, hi = (int(p) for p in ports.split("-"))
+        self.ports = ports
+        size = hi - lo + 1
+        self._range = _RangeAllocator(lo, hi, min(max(16, size // 32), 128))
+
+    def allocate(self, owner: str, port: int | None = None) -> int:
+        if port is None:
+            try:
+                return self._range.next_free(owner)
+            except AllocationError:
+                raise AllocationError("range is full") from None
+        problem = self.check(owner, port)
+        if problem:
+            raise AllocationError(problem)
+        self._range.take(port, owner)
+        return port
+
+    def check(self, owner: str, port: int) -> str | None:
+        """Why `owner` could not hold `port`, or None if it could."""
+        if not self._range.in_range(port):
+            return f"provided port is not in the valid range. The range of valid ports is {self.ports}"
+        if self._range.owner(port) not in (None, owner):
+            return "provided port is already allocated"
+        return None
+
+    def owner(self, port: int) -> str | None:
+        return self._range.owner(port)
+
+    def release(self, port: int, owner: str) -> None:
+        self._range.release(port, owner)
+
+
+# --- helpers ---------------------------------------------------------------------
+
+
+def _spec(obj: dict) -> dict:
+    return obj.get("spec") or {}
+
+
+def _owner(obj: dict) -> str:
+    meta = obj.get("metadata") or {}
+    return meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+def _needs_ip(spec: dict) -> bool:
+    return spec.get("type", "ClusterIP") != "ExternalName" and spec.get("clusterIP") != "None"
+
+
+def _node_ports(spec: dict) -> list[int]:
+    if spec.get("type") not in _NODE_PORT_TYPES:
+        return []
+    return [p["nodePort"] for p in spec.get("ports") or [] if p.get("nodePort")]
+
+
+def default_service(obj: dict) -> None:
+    """SetDefaults_Service (plus its traffic-policy defaults)."""
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("sessionAffinity", "None")
+    spec.setdefault("type", "ClusterIP")
+    for p in spec.get("ports") or []:
+        p.setdefault("protocol", "TCP")
+        if p.get("targetPort") in (None, 0, ""):
+            p["targetPort"] = p.get("port")
+    if spec["type"] in _NODE_PORT_TYPES:
+        spec.setdefault("externalTrafficPolicy", "Cluster")
+    if spec["type"] != "ExternalName":
+        spec.setdefault("internalTrafficPolicy", "Cluster")
+    if spec["type"] == "LoadBalancer":
+        spec.setdefault("allocateLoadBalancerNodePorts", True)
+    if spec["sessionAffinity"] == "ClientIP":
+        cfg = spec.setdefault("sessionAffinityConfig", {}).setdefault("clientIP", {})
+        cfg.setdefault("timeoutSeconds", 10800)
+    if spec.get("clusterIPs") and not spec.get("clusterIP"):
+        spec["clusterIP"] = spec["clusterIPs"][0]
+
+
+def _default_families(spec: dict) -> None:
+    if spec.get("type") == "ExternalName":
+        return
+    if spec.get("clusterIP") == "None" and not spec.get("selector"):
+        spec.setdefault("ipFamilyPolicy", "RequireDualStack")
+    else:
+        spec.setdefault("ipFamilyPolicy", "SingleStack")
+    spec.setdefault("ipFamilies", ["IPv4"])
+
+
+# --- validation --------------------------------------------------------------------
+
+
+def validate_service_spec(spec: dict) -> list[FieldError]:
+    errs: list[FieldError] = []
+    stype = spec.get("type", "")
+    headless = spec.get("clusterIP") == "None"
+    if stype not in SERVICE_TYPES:
+        errs.append(not_supported("spec.type", stype, SERVICE_TYPES))
+    ports = spec.get("ports") or []
+    if not ports and not headless and stype != "ExternalName":
+        errs.append(required("spec.ports"))
+    if stype == "ExternalName":
+        name = spec.get("externalName", "")
+        if not name:
+            errs.append(required("spec.externalName"))
+        else:
+            errs += [invalid("spec.externalName", name, m) for m in dns1123_subdomain(name.rstrip("."))]
+        if spec.get("clusterIP") or spec.get("clusterIPs"):
+            errs.append(forbidden("spec.clusterIPs", "may not be set for ExternalName services"))
+    errs += _validate_cluster_ips(spec, stype)
+    errs += _validate_ports(ports, stype, headless)
+    affinity = spec.get("sessionAffinity", "")
+    if affinity not in ("ClientIP", "None"):
+        errs.append(not_supported("spec.sessionAffinity", affinity, ["ClientIP", "None"]))
+    timeout = ((spec.get("sessionAffinityConfig") or {}).get("clientIP") or {}).get("timeoutSeconds")
+    if affinity == "ClientIP" and timeout is not None and not 0 < timeout <= 86400:
+        errs.append(invalid("spec.sessionAffinityConfig.clientIP.timeoutSeconds", timeout,
+                            "must be greater than 0 and less than 86400"))
+    itp = spec.get("internalTrafficPolicy")
+    if itp is not None and itp not in ("Cluster", "Local"):
+        errs.append(not_supported("spec.internalTrafficPolicy", itp, ["Cluster", "Local"]))
+    etp = spec.get("externalTrafficPolicy")
+    if etp and stype not in _NODE_PORT_TYPES and not spec.get("externalIPs"):
+        errs.append(invalid("spec.externalTrafficPolicy", etp, "may only be set for externally-accessible services"))
+    elif etp and etp not in ("Cluster", "Local"):
+        errs.append(not_supported("spec.externalTrafficPolicy", etp, ["Cluster", "Local"]))
+    for i, ip in enumerate(spec.get("externalIPs") or []):
+        if not _is_ip(ip):
+            errs.append(invalid(f"spec.externalIPs[{i}]", ip, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
+    return errs
+
+
+def _is_ip(s: str) -> bool:
+    try:
+        ipaddress.ip_address(s)
+    except ValueError:
+        return False
+    return True
+
+
+def _validate_cluster_ips(spec: dict, stype: str) -> list[FieldError]:
+    errs: list[FieldError] = []
+    ips = spec.get("clusterIPs") or []
+    if ips and ips[0] != spec.get("clusterIP", ""):
+        errs.append(invalid("spec.clusterIPs", ips, "first value must match `clusterIP`"))
+    for i, ip in enumerate(ips):
+        if ip == "None":
+            if i > 0 or len(ips) > 1:
+                errs.append(invalid(f"spec.clusterIPs[{i}]", ip, "'None' must be the first and only value"))
+            elif stype in _NODE_PORT_TYPES:
+                errs.append(invalid(f"spec.clusterIPs[{i}]", ip, f"may not be set to 'None' for {stype} services"))
+        elif ip and not _is_ip(ip):
+            errs.append(invalid(f"spec.clusterIPs[{i}]", ip, "must be empty, 'None', or a valid IP address"))
+    if not ips and spec.get("clusterIP") == "None" and stype in _NODE_PORT_TYPES:
+        errs.append(invalid("spec.clusterIPs[0]", "None", f"may not be set to 'None' for {stype} services"))
+    return errs
+
+
+def _validate_ports(ports: list, stype: str, headless: bool) -> list[FieldError]:
+    errs: list[FieldError] = []
+    names: set[str] = set()
+    seen: set[tuple[Any, Any]] = set()
+    for i, port in enumerate(ports):
+        p = f"spec.ports[{i}]"
+        name = port.get("name", "")
+        if len(ports) > 1 and not name:
+            errs.append(required(f"{p}.name"))
+        elif name:
+            errs += [invalid(f"{p}.name", name, m) for m in dns1123_label(name)]
+            if name in names:
+                errs.append(duplicate(f"{p}.name", name))
+            names.add(name)
+        errs += port_number(port.get("port"), f"{p}.port")
+        proto = port.get("protocol", "")
+        if not proto:
+            errs.append(required(f"{p}.protocol"))
+        elif proto not in PROTOCOLS:
+            errs.append(not_supported(f"{p}.protocol", proto, PROTOCOLS))
+        target = port.get("targetPort")
+        if isinstance(target, int):
+            errs += port_number(target, f"{p}.targetPort")
+        elif isinstance(target, str):
+            errs += [invalid(f"{p}.targetPort", target, m) for m in port_name(target)]
+        node_port = port.get("nodePort")
+        if node_port and stype == "ClusterIP":
+            errs.append(forbidden(f"{p}.nodePort", "may not be used when `type` is 'ClusterIP'"))
+        elif node_port:
+            errs += port_number(node_port, f"{p}.nodePort")
+        key = (port.get("port"), proto)
+        if key in seen:
+            errs.append(duplicate(p, {"port": key[0], "protocol": key[1]}))
+        seen.add(key)
+    return errs
+
+
+# --- printing ------------------------------------------------------------------------
+
+
+def _lb_ingress(svc: dict) -> str:
+    found = set()
+    for ing in ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []:
+        if ing.get("ip"):
+            found.add(ing["ip"])
+        elif ing.get("hostname"):
+            found.add(ing["hostname"])
+    text = ",".join(sorted(found))
+    return text[: _LB_WIDTH - 3] + "..." if len(text) > _LB_WIDTH else text
+
+
+def external_ip(svc: dict) -> str:
+    spec = _spec(svc)
+    stype = spec.get("type")
+    ext = spec.get("externalIPs") or []
+    if stype in ("ClusterIP", "NodePort"):
+        return ",".join(ext) if ext else "<none>"
+    if stype == "LoadBalancer":
+        lb = _lb_ingress(svc)
+        if ext:
+            return ",".join((lb.split(",") if lb else []) + ext)
+        return lb or "<pending>"
+    if stype == "ExternalName":
+        return spec.get("externalName", "")
+    return "<unknown>"
+
+
+def port_string(svc: dict) -> str:
+    pieces = []
+    for p in _spec(svc).get("ports") or []:
+        if p.get("nodePort"):
+            pieces.append(f"{p.get('port')}:{p['nodePort']}/{p.get('protocol', '')}")
+        else:
+            pieces.append(f"{p.get('port')}/{p.get('protocol', '')}")
+    return ",".join(pieces) or "<none>"
+
+
+# --- strategy ------------------------------------------------------------------------
+
+
+class ServiceStrategy(Strategy):
+    """Services, with the cluster's ClusterIP and NodePort allocators.
+
+    Extra hooks for the API server: `release(obj)` after delete (or a failed
+    create), `restore(objs)` at startup.
+    """
+
+    field_selectors = {
+        "spec.clusterIP": lambda o: _spec(o).get("clusterIP", ""),
+        "spec.type": lambda o: _spec(o).get("type", ""),
+    }
+
+    def __init__(self, service_cidr: str = "10.96.0.0/12", node_ports: str = "30000-32767",
+                 clock: Clock = time.time) -> None:
+        self.ips = ServiceIPAllocator(service_cidr)
+        self.node_ports = NodePortAllocator(node_ports)
+        self.clock = clock
+        self.columns = [
+            Column("Name", "string", lambda o: o["metadata"]["name"], NAME_DOC, format="name"),
+            Column("Type", "string", lambda o: _spec(o).get("type", ""), doc("ServiceSpec", "type")),
+            Column("Cluster-IP", "string", lambda o: (_spec(o).get("clusterIPs") or ["<none>"])[0],
+                   doc("ServiceSpec", "clusterIP")),
+            Column("External-IP", "string", external_ip, doc("ServiceSpec", "externalIPs")),
+            Column("Port(s)", "string", port_string, doc("ServiceSpec", "ports")),
+            Column("Age", "string", AGE, AGE_DOC),
+            Column("Selector", "string", lambda o: format_labels(_spec(o).get("selector")),
+                   doc("ServiceSpec", "selector"), priority=1),
+        ]
+
+    # allocation ----------------------------------------------------------------
+
+    def _allocate(self, obj: dict, old: dict | None = None) -> None:
+        spec, owner = _spec(obj), _owner(obj)
+        if _needs_ip(spec) and (old is None or spec.get("clusterIP") != _spec(old).get("clusterIP")):
+            try:
+                spec["clusterIP"] = self.ips.allocate(owner, spec.get("clusterIP") or None)
+            except AllocationError:
+                pass  # reported by validation, which sees the IP is not ours
+        if spec.get("clusterIP"):
+            spec["clusterIPs"] = [spec["clusterIP"]]
+        old_ports = set(_node_ports(_spec(old))) if old else set()
+        if spec.get("type") in _NODE_PORT_TYPES and spec.get("allocateLoadBalancerNodePorts", True) is not False \
+                or spec.get("type") == "NodePort":
+            for p in spec.get("ports") or []:
+                if p.get("nodePort") in old_ports:
+                    continue
+                try:
+                    p["nodePort"] = self.node_ports.allocate(owner, p.get("nodePort") or None)
+                except AllocationError:
+                    pass
+        _default_families(spec)
+
+    def _allocation_errors(self, obj: dict, old: dict | None = None) -> list[FieldError]:
+        spec, owner = _spec(obj), _owner(obj)
+        errs: list[FieldError] = []
+        ip = spec.get("clusterIP")
+        if _needs_ip(spec) and (old is None or ip != _spec(old).get("clusterIP")):
+            if not ip:
+                errs.append(FieldError("InternalError", "spec.clusterIPs", "failed to allocate a serviceIP: range is full"))
+            elif _is_ip(ip) and self.ips.owner(ip) != owner:
+                problem = self.ips.check(owner, ip) or "provided IP is already allocated"
+                errs.append(invalid("spec.clusterIPs", spec.get("clusterIPs") or [ip], f"failed to allocate IP {ip}: {problem}"))
+        old_ports = set(_node_ports(_spec(old))) if old else set()
+        for i, p in enumerate(spec.get("ports") or []):
+            np = p.get("nodePort")
+            if spec.get("type") not in _NODE_PORT_TYPES or not np or np in old_ports:
+                continue
+            if self.node_ports.owner(np) != owner:
+                problem = self.node_ports.check(owner, np) or "provided port is already allocated"
+                errs.append(invalid(f"spec.ports[{i}].nodePort", np, problem))
+        return errs
+
+    def _release_values(self, owner: str, ips: set[str], ports: set[int]) -> None:
+        for ip in ips:
+            self.ips.release(ip, owner)
+        for port in ports:
+            self.node_ports.release(port, owner)
+
+    def release(self, obj: dict) -> None:
+        """Free the ClusterIP and node ports held by this (deleted) service."""
+        spec = _spec(obj)
+        ips = {ip for ip in spec.get("clusterIPs") or [spec.get("clusterIP")] if ip and ip != "None"}
+        self._release_values(_owner(obj), ips, set(_node_ports(spec)))
+
+    def restore(self, objs: list[dict]) -> None:
+        """Rebuild allocations from the services already stored."""
+        for obj in objs:
+            spec, owner = _spec(obj), _owner(obj)
+            for ip in spec.get("clusterIPs") or [spec.get("clusterIP")]:
+                if ip and ip != "None":
+                    try:
+                        self.ips.allocate(owner, ip)
+                    except AllocationError:
+                        continue
+            for port in _node_ports(spec):
+                try:
+                    self.node_ports.allocate(owner, port)
+                except AllocationError:
+                    continue
+
+    # hooks ----------------------------------------------------------------------
+
+    def default(self, obj, version):
+        default_service(obj)
+
+    def prepare_for_create(self, obj):
+        obj["status"] = {"loadBalancer": {}}
+        if not validate_service_spec(_spec(obj)):
+            self._allocate(obj)
+
+    def prepare_for_update(self, new, old):
+        spec, ospec = _spec(new), _spec(old)
+        stype, otype = spec.get("type"), ospec.get("type")
+        if stype != "ExternalName" and otype != "ExternalName" and not spec.get("clusterIP"):
+            for f in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
+                if f in ospec:
+                    spec[f] = ospec[f]
+        if stype == "ExternalName" and otype != "ExternalName" and spec.get("clusterIP") == ospec.get("clusterIP"):
+            for f in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
+                spec.pop(f, None)
+        if stype in _NODE_PORT_TYPES:
+            old_by_port = {(p.get("port"), p.get("protocol")): p.get("nodePort")
+                           for p in ospec.get("ports") or [] if p.get("nodePort")}
+            for p in spec.get("ports") or []:
+                if not p.get("nodePort") and (p.get("port"), p.get("protocol")) in old_by_port:
+                    p["nodePort"] = old_by_port[(p.get("port"), p.get("protocol"))]
+        else:
+            for p in spec.get("ports") or []:
+                if otype in _NODE_PORT_TYPES and p.get("nodePort") in _node_ports(ospec):
+                    p.pop("nodePort")
+        if validate_service_spec(spec):
+            return
+        self._allocate(new, old)
+        owner = _owner(old)
+        old_ips = {ip for ip in ospec.get("clusterIPs") or [] if ip != "None"}
+        new_ips = set(spec.get("clusterIPs") or [])
+        self._release_values(owner, old_ips - new_ips, set(_node_ports(ospec)) - set(_node_ports(spec)))
+
+    def validate(self, obj):
+        return validate_service_spec(_spec(obj)) + self._allocation_errors(obj)
+
+    def validate_update(self, new, old):
+        errs = validate_service_spec(_spec(new))
+        spec, ospec = _spec(new), _spec(old)
+        if spec.get("type") != "ExternalName" and ospec.get("type") != "ExternalName" and ospec.get("clusterIP"):
+            if spec.get("clusterIP") != ospec.get("clusterIP"):
+                errs.append(immutable("spec.clusterIP", spec.get("clusterIP", "")))
+        return errs + self._allocation_errors(new, old)

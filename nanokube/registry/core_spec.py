@@ -1,0 +1,591 @@
+"""Pieces of a pod spec: containers, volumes, tolerations, resource claims.
+
+Shared by the Pod strategy and by every group that embeds a pod template
+(apps, batch), so each function takes the field path it reports under.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .quantity import QuantityError, canonical, parse_quantity
+from .validation import (
+    FieldError,
+    dns1123_label,
+    dns1123_subdomain,
+    duplicate,
+    forbidden,
+    invalid,
+    label_value,
+    not_supported,
+    qualified_name,
+    required,
+    validate_annotations,
+)
+
+POD_CONDITION_SCHEDULED = "PodScheduled"
+PORT_RANGE_MSG = "must be between 1 and 65535, inclusive"
+FILE_MODE_MSG = "must be a number between 0 and 0777 (octal), both inclusive"
+PROTOCOLS = ["SCTP", "TCP", "UDP"]
+KEY_TYPES = ["RSA3072", "RSA4096", "ECDSAP256", "ECDSAP384", "ECDSAP521", "ED25519"]
+
+#: VolumeSource members in the order upstream checks them ("more than 1" names the later one)
+VOLUME_SOURCES = (
+    "emptyDir", "hostPath", "gitRepo", "gcePersistentDisk", "awsElasticBlockStore", "secret", "nfs", "iscsi",
+    "glusterfs", "flocker", "persistentVolumeClaim", "rbd", "cinder", "cephfs", "quobyte", "downwardAPI", "fc",
+    "flexVolume", "configMap", "azureFile", "vsphereVolume", "photonPersistentDisk", "portworxVolume",
+    "azureDisk", "storageos", "projected", "scaleIO", "csi", "ephemeral", "image",
+)
+_STANDARD_CONTAINER_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+_PORT_NAME_CHARS = re.compile(r"^[-a-z0-9]+$")
+_PORT_NAME_LETTER = re.compile(r"[a-z]")
+_DEFAULT_MODE = 420
+
+
+# --- defaults ----------------------------------------------------------------
+
+
+def image_pull_policy(image: str) -> str:
+    """Always for ':latest' or an untagged, undigested image, else IfNotPresent."""
+    name, _, digest = (image or "").partition("@")
+    last = name.rsplit("/", 1)[-1]
+    tag = last.partition(":")[2]
+    if not tag and not digest:
+        tag = "latest"
+    return "Always" if tag == "latest" else "IfNotPresent"
+
+
+def _default_probe(probe: dict | None) -> None:
+    if probe is None:
+        return
+    for k, v in (("timeoutSeconds", 1), ("periodSeconds", 10), ("successThreshold", 1), ("failureThreshold", 3)):
+        probe.setdefault(k, v)
+    _default_http_get(probe.get("httpGet"))
+
+
+def _default_http_get(action: dict | None) -> None:
+    if action is not None:
+        action.setdefault("path", "/")
+        action.setdefault("scheme", "HTTP")
+
+
+def default_container(c: dict, host_network: bool, ephemeral: bool = False) -> None:
+    """SetDefaults_Container (and its nested defaulters)."""
+    c.setdefault("terminationMessagePath", "/dev/termination-log")
+    c.setdefault("terminationMessagePolicy", "File")
+    c.setdefault("imagePullPolicy", image_pull_policy(c.get("image", "")))
+    c.setdefault("resources", {})
+    for p in c.get("ports") or []:
+        p.setdefault("protocol", "TCP")
+        if host_network and not ephemeral and "hostPort" not in p and "containerPort" in p:
+            p["hostPort"] = p["containerPort"]
+    for e in c.get("env") or []:
+        field_ref = (e.get("valueFrom") or {}).get("fieldRef")
+        if field_ref is not None:
+            field_ref.setdefault("apiVersion", "v1")
+    for name in ("livenessProbe", "readinessProbe", "startupProbe"):
+        _default_probe(c.get(name))
+    for hook in ("postStart", "preStop"):
+        _default_http_get(((c.get("lifecycle") or {}).get(hook) or {}).get("httpGet"))
+
+
+def default_volume(v: dict) -> None:
+    """Volume source defaulters: file modes, hostPath type, token expiry."""
+    for src in ("secret", "configMap", "downwardAPI", "projected"):
+        if isinstance(v.get(src), dict):
+            v[src].setdefault("defaultMode", _DEFAULT_MODE)
+    if isinstance(v.get("hostPath"), dict):
+        v["hostPath"].setdefault("type", "")
+    if isinstance(v.get("image"), dict):
+        v["image"].setdefault("pullPolicy", image_pull_policy(v["image"].get("reference", "")))
+    for source in (v.get("projected") or {}).get("sources") or []:
+        token = source.get("serviceAccountToken")
+        if isinstance(token, dict):
+            token.setdefault("expirationSeconds", 3600)
+        cert = source.get("podCertificate")
+        if isinstance(cert, dict):
+            cert.setdefault("maxExpirationSeconds", 86400)
+
+
+# --- small rules -----------------------------------------------------------------
+
+
+def port_number(value: Any, path: str) -> list[FieldError]:
+    return [] if isinstance(value, int) and 1 <= value <= 65535 else [invalid(path, value, PORT_RANGE_MSG)]
+
+
+def port_name(name: str) -> list[str]:
+    """IsValidPortName: an IANA_SVC_NAME."""
+    msgs = []
+    if len(name) > 15:
+        msgs.append("must be no more than 15 characters")
+    if not _PORT_NAME_CHARS.match(name):
+        msgs.append("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)")
+    if not _PORT_NAME_LETTER.search(name):
+        msgs.append("must contain at least one letter (a-z)")
+    if "--" in name:
+        msgs.append("must not contain consecutive hyphens")
+    if name.startswith("-") or name.endswith("-"):
+        msgs.append("must not begin or end with a hyphen")
+    return msgs
+
+
+def local_path(value: str, path: str, non_reserved: bool = True) -> list[FieldError]:
+    """validateLocalNonReservedPath: relative, no '..' element, not starting '..'."""
+    errs = []
+    if value.startswith("/"):
+        errs.append(invalid(path, value, "must be a relative path"))
+    if ".." in value.split("/"):
+        errs.append(invalid(path, value, "must not contain '..'"))
+    elif non_reserved and value.startswith(".."):
+        errs.append(invalid(path, value, "must not start with '..'"))
+    return errs
+
+
+def signer_name(value: str, path: str) -> list[FieldError]:
+    """ValidateSignerName: 'example.com/signer-name'."""
+    if "/" not in value:
+        return [invalid(path, value, "must be a fully qualified domain and path of the form 'example.com/signer-name'")]
+    domain, _, rest = value.partition("/")
+    errs = []
+    if not rest:
+        errs.append(required(path, "should be a fully qualified domain and path of the form 'example.com/signer-name'"))
+    errs += [invalid(path, value, m) for m in dns1123_subdomain(domain)]
+    return errs
+
+
+# --- containers -------------------------------------------------------------------
+
+
+def validate_containers(spec: dict, path: str, volume_names: set[str], claim_names: set[str]) -> list[FieldError]:
+    """Names unique across all container lists; per-container rules."""
+    errs: list[FieldError] = []
+    if not spec.get("containers"):
+        errs.append(required(f"{path}.containers"))
+    seen: set[str] = set()
+    for key in ("initContainers", "containers", "ephemeralContainers"):
+        for i, c in enumerate(spec.get(key) or []):
+            p = f"{path}.{key}[{i}]"
+            name = c.get("name", "")
+            if not name:
+                errs.append(required(f"{p}.name"))
+            else:
+                errs += [invalid(f"{p}.name", name, m) for m in dns1123_label(name)]
+                if name in seen:
+                    errs.append(duplicate(f"{p}.name", name))
+                seen.add(name)
+            errs += _validate_container(c, p, key, volume_names, claim_names)
+    return errs
+
+
+def _validate_container(c: dict, p: str, kind: str, volume_names: set[str], claim_names: set[str]) -> list[FieldError]:
+    errs: list[FieldError] = []
+    image = c.get("image")
+    if not image:
+        errs.append(required(f"{p}.image"))
+    elif image != image.strip():
+        errs.append(invalid(f"{p}.image", image, "must not have leading or trailing whitespace"))
+    pull = c.get("imagePullPolicy")
+    if not pull:
+        errs.append(required(f"{p}.imagePullPolicy"))
+    elif pull not in ("Always", "IfNotPresent", "Never"):
+        errs.append(not_supported(f"{p}.imagePullPolicy", pull, ["Always", "IfNotPresent", "Never"]))
+    tmp = c.get("terminationMessagePolicy")
+    if not tmp:
+        errs.append(required(f"{p}.terminationMessagePolicy"))
+    elif tmp not in ("File", "FallbackToLogsOnError"):
+        errs.append(not_supported(f"{p}.terminationMessagePolicy", tmp, ["File", "FallbackToLogsOnError"]))
+    rp = c.get("restartPolicy")
+    if rp is not None and kind == "initContainers" and rp != "Always":
+        errs.append(not_supported(f"{p}.restartPolicy", rp, ["Always"]))
+    if kind == "ephemeralContainers":
+        for f in ("ports", "livenessProbe", "readinessProbe", "startupProbe", "lifecycle"):
+            if c.get(f):
+                errs.append(forbidden(f"{p}.{f}", "cannot be set for an Ephemeral Container"))
+    errs += validate_container_ports(c.get("ports") or [], f"{p}.ports")
+    errs += _validate_env(c.get("env") or [], f"{p}.env")
+    errs += _validate_mounts(c.get("volumeMounts") or [], f"{p}.volumeMounts")
+    errs += validate_resources(c.get("resources") or {}, f"{p}.resources", claim_names)
+    return errs
+
+
+def validate_container_ports(ports: list, path: str) -> list[FieldError]:
+    errs: list[FieldError] = []
+    names: set[str] = set()
+    for i, port in enumerate(ports):
+        p = f"{path}[{i}]"
+        name = port.get("name")
+        if name:
+            msgs = port_name(name)
+            errs += [invalid(f"{p}.name", name, m) for m in msgs]
+            if not msgs and name in names:
+                errs.append(duplicate(f"{p}.name", name))
+            names.add(name)
+        cp = port.get("containerPort")
+        if not cp:
+            errs.append(required(f"{p}.containerPort"))
+        else:
+            errs += port_number(cp, f"{p}.containerPort")
+        if port.get("hostPort"):
+            errs += port_number(port["hostPort"], f"{p}.hostPort")
+        proto = port.get("protocol")
+        if not proto:
+            errs.append(required(f"{p}.protocol"))
+        elif proto not in PROTOCOLS:
+            errs.append(not_supported(f"{p}.protocol", proto, PROTOCOLS))
+    return errs
+
+
+def _validate_env(env: list, path: str) -> list[FieldError]:
+    errs: list[FieldError] = []
+    for i, e in enumerate(env):
+        name = e.get("name", "")
+        if not name:
+            errs.append(required(f"{path}[{i}].name"))
+        elif "=" in name or any(not 32 <= ord(ch) <= 126 for ch in name):
+            errs.append(invalid(f"{path}[{i}].name", name,
+                                "a valid environment variable name must consist only of printable ASCII characters "
+                                "other than '='"))
+        source = e.get("valueFrom")
+        if source is not None:
+            n = sum(1 for v in source.values() if v is not None)
+            if n > 1:
+                errs.append(invalid(f"{path}[{i}].valueFrom", "", "may not have more than one field specified at a time"))
+            if e.get("value"):
+                errs.append(invalid(f"{path}[{i}].valueFrom", "", "may not be specified when `value` is not empty"))
+    return errs
+
+
+def _validate_mounts(mounts: list, path: str) -> list[FieldError]:
+    errs: list[FieldError] = []
+    seen: set[str] = set()
+    for i, m in enumerate(mounts):
+        if not m.get("name"):
+            errs.append(required(f"{path}[{i}].name"))
+        mp = m.get("mountPath", "")
+        if not mp:
+            errs.append(required(f"{path}[{i}].mountPath"))
+        elif mp in seen:
+            errs.append(invalid(f"{path}[{i}].mountPath", mp, "must be unique"))
+        seen.add(mp)
+    return errs
+
+
+def _is_native(name: str) -> bool:
+    return "/" not in name or "kubernetes.io/" in name
+
+
+def _overcommit_allowed(name: str) -> bool:
+    return _is_native(name) and not name.startswith("hugepages-")
+
+
+def _validate_resource_name(name: str, path: str) -> list[FieldError]:
+    msgs = qualified_name(name)
+    if msgs:
+        return [invalid(path, name, m) for m in msgs]
+    if "/" not in name and name not in _STANDARD_CONTAINER_RESOURCES and not name.startswith("hugepages-"):
+        return [invalid(path, name, "must be a standard resource for containers")]
+    return []
+
+
+def _quantity(name: str, q: Any, path: str) -> tuple[Any, list[FieldError]]:
+    try:
+        value = parse_quantity(q)
+    except QuantityError as e:
+        return None, [invalid(path, q, str(e))]
+    if value < 0:
+        return value, [invalid(path, q, "must be greater than or equal to 0")]
+    if not _is_native(name) and value.denominator != 1:
+        return value, [invalid(path, q, "must be an integer")]
+    return value, []
+
+
+def validate_resources(res: dict, path: str, claim_names: set[str] | None = None) -> list[FieldError]:
+    """ResourceRequirements: names, quantities, requests <= limits, claims."""
+    errs: list[FieldError] = []
+    limits: dict[str, Any] = {}
+    for name, q in (res.get("limits") or {}).items():
+        p = f"{path}.limits[{name}]"
+        errs += _validate_resource_name(name, p)
+        value, qerrs = _quantity(name, q, p)
+        errs += qerrs
+        limits[name] = (value, q)
+    for name, q in (res.get("requests") or {}).items():
+        p = f"{path}.requests[{name}]"
+        errs += _validate_resource_name(name, p)
+        value, qerrs = _quantity(name, q, p)
+        errs += qerrs
+        if qerrs or value is None:
+            continue
+        if name in limits and limits[name][0] is not None:
+            limit, raw = limits[name]
+            if value != limit and not _overcommit_allowed(name):
+                errs.append(invalid(f"{path}.requests", canonical(q), f"must be equal to {name} limit of {canonical(raw)}"))
+            elif value > limit:
+                errs.append(invalid(f"{path}.requests", canonical(q), f"must be less than or equal to {name} limit of {canonical(raw)}"))
+        elif name not in limits and not _overcommit_allowed(name):
+            errs.append(required(f"{path}.limits", "Limit must be set for non overcommitable resources"))
+    if claim_names is not None:
+        errs += _validate_claim_refs(res.get("claims") or [], f"{path}.claims", claim_names)
+    return errs
+
+
+def _validate_claim_refs(claims: list, path: str, claim_names: set[str]) -> list[FieldError]:
+    errs: list[FieldError] = []
+    seen: set[str] = set()
+    for i, c in enumerate(claims):
+        name = c.get("name", "")
+        key = f"{name}/{c['request']}" if c.get("request") else name
+        if not name:
+            errs.append(required(f"{path}[{i}].name"))
+        elif key in seen:
+            errs.append(duplicate(f"{path}[{i}]", key))
+        elif name not in claim_names:
+            errs.append(not_supported(f"{path}[{i}]", name, sorted(claim_names)))
+        seen.add(key)
+    return errs
+
+
+# --- resource claims -------------------------------------------------------------
+
+
+def validate_pod_resource_claims(claims: list, path: str) -> tuple[set[str], list[FieldError]]:
+    errs: list[FieldError] = []
+    names: set[str] = set()
+    for i, claim in enumerate(claims):
+        p = f"{path}[{i}]"
+        name = claim.get("name", "")
+        if not name:
+            errs.append(required(f"{p}.name"))
+        elif name in names:
+            errs.append(duplicate(f"{p}.name", name))
+        else:
+            msgs = dns1123_label(name)
+            errs += [invalid(f"{p}.name", name, m) for m in msgs]
+            if not msgs:
+                names.add(name)
+        rc, tmpl = claim.get("resourceClaimName"), claim.get("resourceClaimTemplateName")
+        if rc is None and tmpl is None:
+            errs.append(invalid(p, name, "at least one of `resourceClaimName` or `resourceClaimTemplateName` must be set"))
+        elif rc is not None and tmpl is not None:
+            errs.append(invalid(p, name, "at most one of `resourceClaimName` or `resourceClaimTemplateName` may be set"))
+        else:
+            field, value = ("resourceClaimName", rc) if rc is not None else ("resourceClaimTemplateName", tmpl)
+            errs += [invalid(f"{p}.{field}", value, m) for m in dns1123_subdomain(value)]
+    return names, errs
+
+
+# --- tolerations -----------------------------------------------------------------
+
+
+def validate_tolerations(tolerations: list, path: str) -> list[FieldError]:
+    errs: list[FieldError] = []
+    for i, t in enumerate(tolerations):
+        p = f"{path}[{i}]"
+        key, op, value, effect = t.get("key", ""), t.get("operator", ""), t.get("value", ""), t.get("effect", "")
+        if key:
+            errs += [invalid(f"{p}.key", key, m) for m in qualified_name(key)]
+        if not key and op != "Exists":
+            errs.append(invalid(f"{p}.operator", op,
+                                "operator must be Exists when `key` is empty, which means \"match all values and all keys\""))
+        if t.get("tolerationSeconds") is not None and effect != "NoExecute":
+            errs.append(invalid(f"{p}.effect", effect, "effect must be 'NoExecute' when `tolerationSeconds` is set"))
+        if op in ("Equal", ""):
+            msgs = label_value(value)
+            if msgs:
+                errs.append(invalid(f"{p}.operator", value, ";".join(msgs)))
+        elif op == "Exists":
+            if value:
+                errs.append(invalid(f"{p}.operator", t, "value must be empty when `operator` is 'Exists'"))
+        elif op in ("Lt", "Gt"):
+            if not re.fullmatch(r"-?[0-9]+", value or ""):
+                errs.append(invalid(f"{p}.value", value, "must be a valid integer when `operator` is 'Lt' or 'Gt'"))
+        else:
+            errs.append(not_supported(f"{p}.operator", op, ["Equal", "Exists", "Lt", "Gt"]))
+        if effect:
+            errs += taint_effect(effect, f"{p}.effect")
+    return errs
+
+
+def taint_effect(effect: str, path: str) -> list[FieldError]:
+    allowed = ["NoSchedule", "PreferNoSchedule", "NoExecute"]
+    return [] if effect in allowed else [not_supported(path, effect, allowed)]
+
+
+# --- volumes ---------------------------------------------------------------------
+
+
+def validate_volumes(volumes: list, path: str) -> tuple[set[str], list[FieldError]]:
+    errs: list[FieldError] = []
+    names: set[str] = set()
+    for i, vol in enumerate(volumes):
+        p = f"{path}[{i}]"
+        el = _validate_volume_source(vol, p)
+        name = vol.get("name", "")
+        if not name:
+            el.append(required(f"{p}.name"))
+        else:
+            el += [invalid(f"{p}.name", name, m) for m in dns1123_label(name)]
+        if name in names:
+            el.append(duplicate(f"{p}.name", name))
+        if not el:
+            names.add(name)
+        errs += el
+    return names, errs
+
+
+def _validate_volume_source(vol: dict, p: str) -> list[FieldError]:
+    present = [s for s in VOLUME_SOURCES if vol.get(s) is not None]
+    if not present:
+        return [required(p, "must specify a volume type")]
+    errs = [forbidden(f"{p}.{s}", "may not specify more than 1 volume type") for s in present[1:]]
+    src, body = present[0], vol[present[0]]
+    sp = f"{p}.{src}"
+    if src == "secret":
+        if not body.get("secretName"):
+            errs.append(required(f"{sp}.secretName"))
+        errs += _file_mode_and_items(body, sp)
+    elif src == "configMap":
+        if not body.get("name"):
+            errs.append(required(f"{sp}.name"))
+        errs += _file_mode_and_items(body, sp)
+    elif src == "hostPath":
+        if not body.get("path"):
+            errs.append(required(f"{sp}.path"))
+        kinds = ["", "BlockDevice", "CharDevice", "Directory", "DirectoryOrCreate", "File", "FileOrCreate", "Socket"]
+        if body.get("type") not in (None, *kinds):
+            errs.append(not_supported(f"{sp}.type", body["type"], kinds))
+    elif src == "persistentVolumeClaim":
+        if not body.get("claimName"):
+            errs.append(required(f"{sp}.claimName"))
+    elif src == "emptyDir":
+        medium = body.get("medium", "")
+        if medium not in ("", "Memory", "HugePages") and not medium.startswith("HugePages-"):
+            errs.append(not_supported(f"{sp}.medium", medium, ["", "Memory", "HugePages"]))
+    elif src == "downwardAPI":
+        errs += _file_mode_and_items(body, sp)
+    elif src == "projected":
+        errs += _file_mode_and_items(body, sp)
+        errs += _validate_projection(body.get("sources") or [], f"{sp}.sources")
+    elif src == "image" and not body.get("reference"):
+        errs.append(required(f"{sp}.reference"))
+    return errs
+
+
+def _file_mode_and_items(body: dict, p: str) -> list[FieldError]:
+    errs: list[FieldError] = []
+    mode = body.get("defaultMode")
+    if mode is not None and not 0 <= mode <= 0o777:
+        errs.append(invalid(f"{p}.defaultMode", mode, FILE_MODE_MSG))
+    for i, item in enumerate(body.get("items") or []):
+        ip = f"{p}.items[{i}]"
+        if "fieldRef" not in item and "resourceFieldRef" not in item and not item.get("key"):
+            errs.append(required(f"{ip}.key"))
+        if not item.get("path"):
+            errs.append(required(f"{ip}.path"))
+        else:
+            errs += local_path(item["path"], f"{ip}.path")
+        m = item.get("mode")
+        if m is not None and not 0 <= m <= 0o777:
+            errs.append(invalid(f"{ip}.mode", m, FILE_MODE_MSG))
+    return errs
+
+
+def _validate_projection(sources: list, path: str) -> list[FieldError]:
+    errs: list[FieldError] = []
+    kinds = ("secret", "configMap", "downwardAPI", "serviceAccountToken", "clusterTrustBundle", "podCertificate")
+    for i, source in enumerate(sources):
+        sp = f"{path}[{i}]"
+        present = [k for k in kinds if source.get(k) is not None]
+        for kind in present:
+            body, pp = source[kind], f"{sp}.{kind}"
+            if kind in ("secret", "configMap"):
+                if not body.get("name"):
+                    errs.append(required(f"{pp}.name"))
+                errs += _file_mode_and_items(body, pp)
+            elif kind == "downwardAPI":
+                errs += _file_mode_and_items(body, pp)
+            elif kind == "serviceAccountToken":
+                errs += _validate_token_projection(body, pp)
+            elif kind == "clusterTrustBundle":
+                errs += _validate_trust_bundle_projection(body, pp)
+            else:
+                errs += _validate_pod_certificate_projection(body, pp)
+        if len(present) > 1:
+            errs.append(forbidden(sp, "may not specify more than 1 volume type per source"))
+    return errs
+
+
+def _validate_token_projection(body: dict, p: str) -> list[FieldError]:
+    errs: list[FieldError] = []
+    exp = body.get("expirationSeconds", 3600)
+    if exp < 600:
+        errs.append(invalid(f"{p}.expirationSeconds", exp, "may not specify a duration less than 10 minutes"))
+    elif exp > 1 << 32:
+        errs.append(invalid(f"{p}.expirationSeconds", exp, "may not specify a duration larger than 2^32 seconds"))
+    if not body.get("path"):
+        errs.append(required(f"{p}.path"))
+    else:
+        errs += local_path(body["path"], f"{p}.path")
+    return errs
+
+
+def _validate_trust_bundle_projection(body: dict, p: str) -> list[FieldError]:
+    """clusterTrustBundle: by name, or by signerName (+labelSelector); a path."""
+    errs: list[FieldError] = []
+    name, signer = body.get("name"), body.get("signerName")
+    if name is not None and signer is not None:
+        errs.append(invalid(p, body, "only one of name and signerName may be used"))
+    elif name is not None:
+        if not name:
+            errs.append(required(f"{p}.name", "must be a valid object name"))
+        if body.get("labelSelector") is not None:
+            errs.append(invalid(f"{p}.labelSelector", body["labelSelector"], "labelSelector must be unset if name is specified"))
+        if name and ":" in name:
+            errs.append(invalid(f"{p}.name", name, "ClusterTrustBundle without signer name must not have \":\" in its name"))
+    elif signer is not None:
+        if not signer:
+            errs.append(required(f"{p}.signerName", "must be a valid signer name"))
+        else:
+            errs += signer_name(signer, f"{p}.signerName")
+    else:
+        errs.append(required(p, "either name or signerName must be specified"))
+    if not body.get("path"):
+        errs.append(required(f"{p}.path"))
+    else:
+        errs += local_path(body["path"], f"{p}.path")
+    return errs
+
+
+def _validate_pod_certificate_projection(body: dict, p: str) -> list[FieldError]:
+    """podCertificate (GA in 1.37): signer, key type, lifetime bounds, output paths."""
+    errs: list[FieldError] = []
+    signer = body.get("signerName", "")
+    if not signer:
+        errs.append(required(f"{p}.signerName"))
+    else:
+        errs += signer_name(signer, f"{p}.signerName")
+    kt = body.get("keyType", "")
+    if not kt:
+        errs.append(required(f"{p}.keyType"))
+    elif kt not in KEY_TYPES:
+        errs.append(not_supported(f"{p}.keyType", kt, KEY_TYPES))
+    mes = body.get("maxExpirationSeconds")
+    if mes is not None:
+        upper = 86400 if signer.startswith("kubernetes.io/") else 7862400
+        if mes < 3600:
+            errs.append(invalid(f"{p}.maxExpirationSeconds", mes, "if provided, maxExpirationSeconds must be >= 3600"))
+        elif mes > upper:
+            errs.append(invalid(f"{p}.maxExpirationSeconds", mes, f"if provided, maxExpirationSeconds must be <= {upper}"))
+    bundle, key, chain = body.get("credentialBundlePath", ""), body.get("keyPath", ""), body.get("certificateChainPath", "")
+    if not (bundle or key or chain):
+        errs.append(required(p, "at least one of credentialBundlePath, keyPath, and certificateChainPath must be non-empty"))
+    if bool(key) != bool(chain):
+        missing = "certificateChainPath" if key else "keyPath"
+        errs.append(required(f"{p}.{missing}", "keyPath and certificateChainPath must be specified together"))
+    for f, v in (("credentialBundlePath", bundle), ("keyPath", key), ("certificateChainPath", chain)):
+        if v:
+            errs += local_path(v, f"{p}.{f}")
+    errs += validate_annotations(body.get("userAnnotations"), f"{p}.userAnnotations")
+    return errs

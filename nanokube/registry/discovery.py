@@ -1,0 +1,208 @@
+"""discovery.k8s.io/v1: EndpointSlices."""
+
+from __future__ import annotations
+
+import ipaddress
+
+from .apps import age_column, api_doc, name_column
+from .base import Column, Obj, Resource, Strategy, register
+from .validation import (
+    FieldError,
+    dns1123_label,
+    dns1123_subdomain,
+    duplicate,
+    immutable,
+    invalid,
+    label_value,
+    not_supported,
+    qualified_name,
+    required,
+    too_many,
+    validate_labels,
+)
+
+_ADDRESS_TYPES = ["FQDN", "IPv4", "IPv6"]
+_PROTOCOLS = ["SCTP", "TCP", "UDP"]
+_MAX_TOPOLOGY_LABELS = 16
+_MAX_ADDRESSES = 100
+_MAX_PORTS = 20000
+_MAX_ENDPOINTS = 1000
+_MAX_HINTS = 8
+
+
+def _list_with_more(items: list[str], total: int) -> str:
+    """listWithMoreString: at most three entries, then '+ N more...'; '<unset>' when empty."""
+    text = ",".join(items[:3])
+    if total > 3:
+        return f"{text} + {total - 3} more..."
+    return text or "<unset>"
+
+
+def format_ports(obj: Obj) -> str:
+    ports = obj.get("ports") or []
+    cells = [str(p["port"]) if p.get("port") is not None else (p.get("name") if p.get("name") is not None else "*")
+             for p in ports]
+    return _list_with_more(cells, len(cells))
+
+
+def format_endpoints(obj: Obj) -> str:
+    addrs = [a for ep in obj.get("endpoints") or [] for a in ep.get("addresses") or []]
+    return _list_with_more(addrs, len(addrs))
+
+
+def _ip_errors(addr: str, family: int, path: str) -> list[FieldError]:
+    """IsValidIPv4Address / IsValidIPv6Address, then ValidateEndpointIP's reserved ranges."""
+    try:
+        ip = ipaddress.ip_address(addr)
+    except ValueError:
+        ip = None
+    if ip is None or ip.version != family:
+        return [invalid(path, addr, f"must be a valid IPv{family} address")]
+    if ip.is_unspecified:
+        return [invalid(path, addr, f"may not be unspecified ({addr})")]
+    if ip.is_loopback:
+        return [invalid(path, addr, "may not be in the loopback range (127.0.0.0/8, ::1/128)")]
+    if ip.is_link_local:
+        return [invalid(path, addr, "may not be in the link-local range (169.254.0.0/16, fe80::/10)")]
+    if ip in ipaddress.ip_network("224.0.0.0/24") or ip in ipaddress.ip_network("ff02::/16"):
+        return [invalid(path, addr, "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)")]
+    return []
+
+
+def _fqdn_errors(name: str, path: str) -> list[FieldError]:
+    """IsFullyQualifiedDomainName."""
+    if not name:
+        return [required(path)]
+    name = name[:-1] if name.endswith(".") else name
+    errs = dns1123_subdomain(name)
+    if errs:
+        return [invalid(path, name, ",".join(errs))]
+    if len(name.split(".")) < 2:
+        return [invalid(path, name, "should be a domain with at least two segments separated by dots")]
+    for label in name.split("."):
+        errs = dns1123_label(label)
+        if errs:
+            return [invalid(path, label, ",".join(errs))]
+    return []
+
+
+def _validate_hints(hints: dict, path: str) -> list[FieldError]:
+    errs: list[FieldError] = []
+    for key in ("forZones", "forNodes"):
+        entries = hints.get(key) or []
+        if len(entries) > _MAX_HINTS:
+            errs.append(too_many(f"{path}.{key}", len(entries), _MAX_HINTS))
+            continue
+        seen: set[str] = set()
+        for i, h in enumerate(entries):
+            p, name = f"{path}.{key}[{i}].name", h.get("name", "")
+            if name in seen:
+                errs.append(duplicate(p, name))
+            seen.add(name)
+            check = label_value if key == "forZones" else dns1123_subdomain
+            errs += [invalid(p, name, m) for m in check(name)]
+    return errs
+
+
+def _validate_endpoints(endpoints: list, address_type: str) -> list[FieldError]:
+    if len(endpoints) > _MAX_ENDPOINTS:
+        return [too_many("endpoints", len(endpoints), _MAX_ENDPOINTS)]
+    errs: list[FieldError] = []
+    for i, ep in enumerate(endpoints):
+        p = f"endpoints[{i}]"
+        addrs = ep.get("addresses") or []
+        if not addrs:
+            errs.append(required(f"{p}.addresses", "must contain at least 1 address"))
+        elif len(addrs) > _MAX_ADDRESSES:
+            errs.append(too_many(f"{p}.addresses", len(addrs), _MAX_ADDRESSES))
+        for j, a in enumerate(addrs):
+            ap = f"{p}.addresses[{j}]"
+            if address_type in ("IPv4", "IPv6"):
+                errs += _ip_errors(a, 4 if address_type == "IPv4" else 6, ap)
+            elif address_type == "FQDN":
+                errs += _fqdn_errors(a, ap)
+        if ep.get("nodeName") is not None:
+            errs += [invalid(f"{p}.nodeName", ep["nodeName"], m) for m in dns1123_subdomain(ep["nodeName"])]
+        topology = ep.get("deprecatedTopology") or {}
+        if len(topology) > _MAX_TOPOLOGY_LABELS:
+            errs.append(too_many(f"{p}.deprecatedTopology", len(topology), _MAX_TOPOLOGY_LABELS))
+        errs += validate_labels(topology, f"{p}.deprecatedTopology")
+        if ep.get("hostname") is not None:
+            errs += [invalid(f"{p}.hostname", ep["hostname"], m) for m in dns1123_label(ep["hostname"])]
+        if ep.get("hints") is not None:
+            errs += _validate_hints(ep["hints"], f"{p}.hints")
+    return errs
+
+
+def _validate_ports(ports: list) -> list[FieldError]:
+    if len(ports) > _MAX_PORTS:
+        return [too_many("ports", len(ports), _MAX_PORTS)]
+    errs: list[FieldError] = []
+    names: set[str] = set()
+    for i, port in enumerate(ports):
+        p, name = f"ports[{i}]", port.get("name") or ""
+        if name:
+            errs += [invalid(f"{p}.name", name, m) for m in dns1123_label(name)]
+        if name in names:
+            errs.append(duplicate(f"{p}.name", name))
+        names.add(name)
+        proto = port.get("protocol")
+        if proto is None:
+            errs.append(required(f"{p}.protocol"))
+        elif proto not in _PROTOCOLS:
+            errs.append(not_supported(f"{p}.protocol", proto, _PROTOCOLS))
+        if port.get("appProtocol") is not None:
+            errs += [invalid(f"{p}.appProtocol", port["appProtocol"], m) for m in qualified_name(port["appProtocol"])]
+    return errs
+
+
+def validate_endpoint_slice(obj: Obj) -> list[FieldError]:
+    errs: list[FieldError] = []
+    at = obj.get("addressType", "")
+    if not at:
+        errs.append(required("addressType"))
+    elif at not in _ADDRESS_TYPES:
+        errs.append(not_supported("addressType", at, _ADDRESS_TYPES))
+    errs += _validate_endpoints(obj.get("endpoints") or [], at)
+    return errs + _validate_ports(obj.get("ports") or [])
+
+
+_DOC = "io.k8s.api.discovery.v1.EndpointSlice"
+
+
+class EndpointSliceStrategy(Strategy):
+    columns = [
+        name_column(),
+        Column("AddressType", "string", lambda o: o.get("addressType", ""), api_doc(_DOC, "addressType")),
+        Column("Ports", "string", format_ports, api_doc(_DOC, "ports")),
+        Column("Endpoints", "string", format_endpoints, api_doc(_DOC, "endpoints")),
+        age_column(),
+    ]
+
+    def default(self, obj: Obj, version: str) -> None:
+        """SetDefaults_EndpointPort: unnamed TCP ports."""
+        for port in obj.get("ports") or []:
+            if port.get("name") is None:
+                port["name"] = ""
+            if port.get("protocol") is None:
+                port["protocol"] = "TCP"
+
+    def prepare_for_update(self, new: Obj, old: Obj) -> None:
+        """Upstream bumps generation when labels change too (the server handles the rest)."""
+        nm, om = new.setdefault("metadata", {}), old.get("metadata") or {}
+        rest_equal = {k: v for k, v in new.items() if k != "metadata"} == {k: v for k, v in old.items() if k != "metadata"}
+        if rest_equal and (nm.get("labels") or {}) != (om.get("labels") or {}):
+            nm["generation"] = om.get("generation", 0) + 1
+
+    def validate(self, obj: Obj) -> list[FieldError]:
+        return validate_endpoint_slice(obj)
+
+    def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
+        errs = validate_endpoint_slice(new)
+        if new.get("addressType") != old.get("addressType"):
+            errs.append(immutable("addressType", new.get("addressType")))
+        return errs
+
+
+register(Resource("discovery.k8s.io", "endpointslices", "EndpointSlice", ["v1"], namespaced=True,
+                  strategy=EndpointSliceStrategy()))

@@ -1,0 +1,76 @@
+"""Wraps a Store to record per-operation latency, by resource."""
+
+from __future__ import annotations
+
+import time
+from typing import AsyncIterator
+
+from .interface import KV, Event, Store
+
+
+def _resource(key: str) -> str:
+    parts = key.split("/", 3)
+    return parts[2] if len(parts) > 2 else ""
+
+
+class InstrumentedStore(Store):
+    def __init__(self, inner: Store, histogram) -> None:
+        self.inner = inner
+        self._h = histogram
+
+    def _obs(self, op: str, key: str, t0: float) -> None:
+        self._h.labels(op, _resource(key)).observe(time.perf_counter() - t0)
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    async def get(self, key: str) -> KV | None:
+        t0 = time.perf_counter()
+        try:
+            return await self.inner.get(key)
+        finally:
+            self._obs("get", key, t0)
+
+    async def list(self, prefix: str) -> tuple[list[KV], int]:
+        t0 = time.perf_counter()
+        try:
+            return await self.inner.list(prefix)
+        finally:
+            self._obs("list", prefix, t0)
+
+    async def create(self, key: str, value: bytes) -> KV:
+        t0 = time.perf_counter()
+        try:
+            return await self.inner.create(key, value)
+        finally:
+            self._obs("create", key, t0)
+
+    async def update(self, key: str, value: bytes, expected_mod_revision: int) -> KV:
+        t0 = time.perf_counter()
+        try:
+            return await self.inner.update(key, value, expected_mod_revision)
+        finally:
+            self._obs("update", key, t0)
+
+    async def delete(self, key: str, expected_mod_revision: int | None = None) -> KV:
+        t0 = time.perf_counter()
+        try:
+            return await self.inner.delete(key, expected_mod_revision)
+        finally:
+            self._obs("delete", key, t0)
+
+    async def current_revision(self) -> int:
+        return await self.inner.current_revision()
+
+    def watch(self, from_revision: int) -> AsyncIterator[Event]:
+        return self.inner.watch(from_revision)
+
+    async def compact(self, revision: int) -> None:
+        await self.inner.compact(revision)
+
+    @property
+    def compacted_revision(self) -> int:
+        return self.inner.compacted_revision

@@ -1,0 +1,115 @@
+"""End-to-end fixtures: a real `nanokube up` process, driven like a user would.
+
+The store comes from NANOKUBE_E2E_STORE (`sqlite` by default; `etcd` starts a
+throwaway etcd through the session fixture; `memory`). Every process started
+here is stopped, and its data dir removed, when the test session ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+STORE = os.environ.get("NANOKUBE_E2E_STORE", "sqlite")
+
+
+@dataclass
+class Cluster:
+    proc: subprocess.Popen
+    data_dir: Path
+    kubeconfig: str
+    url: str
+    store: str
+    log_path: Path
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+        env = {**os.environ, "KUBECONFIG": self.kubeconfig, "KUBECACHEDIR": str(self.data_dir / "kubecache")}
+        r = subprocess.run(["kubectl", *args], input=input, capture_output=True, text=True, env=env, timeout=timeout)
+        if check and r.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({r.returncode}):\n{r.stderr}\n{r.stdout}")
+        return r
+
+    def kubectl_json(self, *args: str) -> dict:
+        return json.loads(self.kubectl(*args, "-o", "json").stdout)
+
+    def client(self):
+        from kubernetes import client, config
+
+        return config.new_client_from_config(config_file=self.kubeconfig)
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def start_cluster(data_dir: Path, store: str, extra: tuple[str, ...] = ()) -> Cluster:
+    log_path = data_dir / "nanokube.log"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    out = open(log_path, "ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nanokube.cli", "up", "--data-dir", str(data_dir), "--port", "0", "--store", store, *extra],
+        stdout=subprocess.PIPE, stderr=out, stdin=subprocess.DEVNULL,
+    )
+    out.close()
+    kubeconfig = url = None
+    deadline = time.monotonic() + 60
+    lines = []
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline().decode()
+        if not line:
+            break
+        lines.append(line)
+        if line.startswith("nanokube API server listening on "):
+            url = line.split()[5]
+        if line.startswith("export KUBECONFIG="):
+            kubeconfig = line.strip().split("=", 1)[1]
+            break
+    if kubeconfig is None:
+        proc.kill()
+        raise RuntimeError(f"nanokube up did not start: {''.join(lines)}\n{log_path.read_text()}")
+    return Cluster(proc, data_dir, kubeconfig, url, store, log_path)
+
+
+@pytest.fixture(scope="module")
+def store_url():
+    """A fresh store per test module: etcd gets its own server (and keyspace)."""
+    if STORE != "etcd":
+        yield STORE
+        return
+    from tests.conftest import EtcdServer, etcd_binary
+
+    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-etcd-"))
+    server = EtcdServer(etcd_binary(), d)
+    try:
+        server.start()
+        yield f"etcd://{server.endpoint}"
+    finally:
+        server.stop()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def cluster(store_url):
+    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-"))
+    c = start_cluster(d, store_url)
+    try:
+        yield c
+    finally:
+        c.stop()
+        shutil.rmtree(d, ignore_errors=True)

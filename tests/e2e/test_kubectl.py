@@ -1,0 +1,236 @@
+"""kubectl (the v1.32 on PATH) against a real `nanokube up`, as a user drives it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+
+import pytest
+import yaml
+
+from .manifests import all_kinds, to_yaml
+
+NS = "e2e"
+
+
+@pytest.fixture(scope="module")
+def applied(cluster):
+    docs = all_kinds(NS)
+    r = cluster.kubectl("apply", "-f", "-", input=to_yaml(docs))
+    return docs, r.stdout
+
+
+def _resource_arg(doc: dict) -> str:
+    group = doc["apiVersion"].split("/")[0] if "/" in doc["apiVersion"] else ""
+    plural = {
+        "Endpoints": "endpoints", "PodDisruptionBudget": "poddisruptionbudgets", "PriorityClass": "priorityclasses",
+        "DeviceClass": "deviceclasses", "CertificateSigningRequest": "certificatesigningrequests",
+        "ClusterTrustBundle": "clustertrustbundles", "HorizontalPodAutoscaler": "horizontalpodautoscalers",
+        "EndpointSlice": "endpointslices", "ResourceSlice": "resourceslices", "ResourceClaim": "resourceclaims",
+        "ResourceClaimTemplate": "resourceclaimtemplates", "DeviceTaintRule": "devicetaintrules",
+        "PodCertificateRequest": "podcertificaterequests", "CompositePodGroup": "compositepodgroups",
+        "PodGroup": "podgroups", "Workload": "workloads",
+    }.get(doc["kind"], doc["kind"].lower() + "s")
+    version = doc["apiVersion"].split("/")[-1]
+    return f"{plural}.{version}.{group}" if group else plural
+
+
+def test_apply_creates_every_kind(cluster, applied):
+    docs, out = applied
+    for doc in docs:
+        assert f'{doc["metadata"]["name"]} created' in out, out
+        args = ["get", _resource_arg(doc), doc["metadata"]["name"], "-o", "json"]
+        if doc["metadata"].get("namespace"):
+            args += ["-n", doc["metadata"]["namespace"]]
+        got = json.loads(cluster.kubectl(*args).stdout)
+        assert got["kind"] == doc["kind"]
+        assert got["apiVersion"] == doc["apiVersion"]
+        assert got["metadata"]["uid"]
+        assert int(got["metadata"]["resourceVersion"]) > 0
+        for field in ("spec", "data", "value", "subsets", "endpoints", "reason"):
+            if field in doc and isinstance(doc[field], dict):
+                for k, v in doc[field].items():
+                    assert got[field].get(k) == v or k in ("trustBundle",), (doc["kind"], field, k)
+
+
+def test_apply_again_is_unchanged(cluster, applied):
+    docs, _ = applied
+    out = cluster.kubectl("apply", "-f", "-", input=to_yaml(docs)).stdout
+    assert "configmap/settings unchanged" in out
+    assert "podgroup.scheduling.k8s.io/trainers unchanged" in out
+
+
+def test_get_output_formats(cluster, applied):
+    table = cluster.kubectl("get", "pods", "-n", NS).stdout
+    header = table.splitlines()[0].split()
+    assert header == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    assert "web-0" in table and "0/1" in table and "Pending" in table
+    wide = cluster.kubectl("get", "pods", "-n", NS, "-o", "wide").stdout.splitlines()[0]
+    assert "NOMINATED NODE" in wide and "IP" in wide
+    y = yaml.safe_load(cluster.kubectl("get", "configmap", "settings", "-n", NS, "-o", "yaml").stdout)
+    assert y["data"] == {"mode": "fast"}
+    j = cluster.kubectl_json("get", "deploy", "web", "-n", NS)
+    assert j["spec"]["replicas"] == 2 and j["spec"]["strategy"]["type"] == "RollingUpdate"
+    jp = cluster.kubectl("get", "svc", "web", "-n", NS, "-o", "jsonpath={.spec.clusterIP}").stdout
+    assert jp.startswith("10.")
+    pg = cluster.kubectl("get", "podgroups", "-n", NS).stdout
+    assert "trainers" in pg and "Gang" in pg
+    rc = cluster.kubectl("get", "resourceclaims", "-n", NS).stdout
+    assert rc.splitlines()[0].split()[:2] == ["NAME", "STATE"] and "pending" in rc
+    dtr = cluster.kubectl("get", "devicetaintrules").stdout
+    assert "NoSchedule" in dtr
+
+
+def test_get_all_namespaces_and_short_names(cluster, applied):
+    out = cluster.kubectl("get", "po", "-A").stdout
+    assert out.splitlines()[0].split()[0] == "NAMESPACE"
+    assert "web-0" in out
+    assert "web" in cluster.kubectl("get", "deploy", "-n", NS).stdout
+    assert "kube-system" in cluster.kubectl("get", "ns").stdout
+
+
+def test_label_selector_and_field_selector(cluster, applied):
+    cluster.kubectl("label", "configmap", "settings", "-n", NS, "tier=backend")
+    cluster.kubectl("create", "configmap", "other", "-n", NS, "--from-literal=a=b")
+    names = cluster.kubectl("get", "cm", "-n", NS, "-l", "tier in (backend,db)", "-o", "name").stdout.split()
+    assert names == ["configmap/settings"]
+    names = cluster.kubectl("get", "cm", "-n", NS, "-l", "!tier", "-o", "name").stdout.split()
+    assert "configmap/other" in names and "configmap/settings" not in names
+    names = cluster.kubectl("get", "cm", "-n", NS, "--field-selector", "metadata.name=other", "-o", "name").stdout.split()
+    assert names == ["configmap/other"]
+
+
+def test_label_annotate(cluster, applied):
+    cluster.kubectl("label", "pod", "web-0", "-n", NS, "team=ml")
+    cluster.kubectl("annotate", "pod", "web-0", "-n", NS, "owner=alice")
+    pod = cluster.kubectl_json("get", "pod", "web-0", "-n", NS)
+    assert pod["metadata"]["labels"]["team"] == "ml"
+    assert pod["metadata"]["annotations"]["owner"] == "alice"
+    cluster.kubectl("label", "pod", "web-0", "-n", NS, "team-")
+    pod = cluster.kubectl_json("get", "pod", "web-0", "-n", NS)
+    assert "team" not in pod["metadata"]["labels"]
+
+
+def test_patch_types(cluster, applied):
+    cluster.kubectl("patch", "deploy", "web", "-n", NS, "--type", "strategic", "-p",
+                    json.dumps({"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "nginx:1.28"}]}}}}))
+    d = cluster.kubectl_json("get", "deploy", "web", "-n", NS)
+    c = d["spec"]["template"]["spec"]["containers"]
+    assert len(c) == 1 and c[0]["image"] == "nginx:1.28" and c[0]["ports"] == [{"containerPort": 80, "protocol": "TCP"}]
+    assert d["metadata"]["generation"] == 2
+    cluster.kubectl("patch", "cm", "settings", "-n", NS, "--type", "merge", "-p", '{"data":{"mode":null,"extra":"1"}}')
+    assert cluster.kubectl_json("get", "cm", "settings", "-n", NS)["data"] == {"extra": "1"}
+    cluster.kubectl("patch", "cm", "settings", "-n", NS, "--type", "json", "-p",
+                    '[{"op":"add","path":"/data/k","value":"v"},{"op":"test","path":"/data/extra","value":"1"}]')
+    assert cluster.kubectl_json("get", "cm", "settings", "-n", NS)["data"] == {"extra": "1", "k": "v"}
+    bad = cluster.kubectl("patch", "cm", "settings", "-n", NS, "--type", "json", "-p",
+                          '[{"op":"test","path":"/data/extra","value":"2"}]', check=False)
+    assert bad.returncode != 0
+    assert cluster.kubectl_json("get", "cm", "settings", "-n", NS)["data"] == {"extra": "1", "k": "v"}
+
+
+def test_scale(cluster, applied):
+    cluster.kubectl("scale", "deploy", "web", "-n", NS, "--replicas=4")
+    assert cluster.kubectl_json("get", "deploy", "web", "-n", NS)["spec"]["replicas"] == 4
+    r = cluster.kubectl("scale", "deploy", "web", "-n", NS, "--replicas=1", "--current-replicas=3", check=False)
+    assert r.returncode != 0
+    assert cluster.kubectl_json("get", "deploy", "web", "-n", NS)["spec"]["replicas"] == 4
+
+
+def test_server_side_apply_conflict(cluster, applied):
+    manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa", "namespace": NS},
+                "data": {"owner": "alice"}}
+    cluster.kubectl("apply", "--server-side", "--field-manager=alice", "-f", "-", input=yaml.safe_dump(manifest))
+    manifest["data"]["owner"] = "bob"
+    r = cluster.kubectl("apply", "--server-side", "--field-manager=bob", "-f", "-", input=yaml.safe_dump(manifest), check=False)
+    assert r.returncode != 0
+    assert "conflict" in r.stderr.lower() and ".data.owner" in r.stderr
+    assert cluster.kubectl_json("get", "cm", "ssa", "-n", NS)["data"]["owner"] == "alice"
+    cluster.kubectl("apply", "--server-side", "--field-manager=bob", "--force-conflicts", "-f", "-",
+                    input=yaml.safe_dump(manifest))
+    cm = cluster.kubectl_json("get", "cm", "ssa", "-n", NS, "--show-managed-fields")
+    assert cm["data"]["owner"] == "bob"
+    managers = {m["manager"]: m for m in cm["metadata"]["managedFields"]}
+    assert "f:owner" in json.dumps(managers["bob"]["fieldsV1"])
+    assert managers["bob"]["operation"] == "Apply"
+
+
+def test_describe(cluster, applied):
+    out = cluster.kubectl("describe", "pod", "web-0", "-n", NS).stdout
+    assert "Name:" in out and "web-0" in out and "nginx:1.27" in out
+    out = cluster.kubectl("describe", "podgroup", "trainers", "-n", NS).stdout
+    assert "trainers" in out and "Min Count" in out
+
+
+def test_watch_sees_each_change(cluster, applied):
+    env_cmd = ["kubectl", "--kubeconfig", cluster.kubeconfig, "get", "cm", "-n", NS, "-w",
+               "--output-watch-events", "-o", "custom-columns=EVENT:.type,NAME:.object.metadata.name,V:.object.data.v",
+               "--field-selector", "metadata.name=watched"]
+    proc = subprocess.Popen(env_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+    reader.start()
+    try:
+        time.sleep(1.0)
+        cluster.kubectl("create", "cm", "watched", "-n", NS, "--from-literal=v=1")
+        cluster.kubectl("patch", "cm", "watched", "-n", NS, "-p", '{"data":{"v":"2"}}')
+        cluster.kubectl("delete", "cm", "watched", "-n", NS)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and sum("watched" in line for line in lines) < 3:
+            time.sleep(0.1)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    events = [line.split() for line in lines if "watched" in line]
+    assert [e[0] for e in events] == ["ADDED", "MODIFIED", "DELETED"], lines
+    assert events[0][2] == "1" and events[1][2] == "2"
+
+
+def test_wait_for_condition(cluster, applied):
+    waiter = subprocess.Popen(
+        ["kubectl", "--kubeconfig", cluster.kubeconfig, "wait", "-n", NS, "--for=condition=PodGroupInitiallyScheduled",
+         "podgroup/trainers", "--timeout=30s"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    status = {"status": {"conditions": [{"type": "PodGroupInitiallyScheduled", "status": "True", "reason": "Scheduled",
+                                         "message": "all members placed", "lastTransitionTime": "2026-11-30T10:00:00Z",
+                                         "observedGeneration": 1}]}}
+    cluster.kubectl("patch", "podgroup", "trainers", "-n", NS, "--subresource=status", "--type=merge", "-p", json.dumps(status))
+    out, err = waiter.communicate(timeout=40)
+    assert waiter.returncode == 0, err
+    assert "condition met" in out
+
+
+def test_explain(cluster):
+    out = cluster.kubectl("explain", "podgroup.spec").stdout
+    assert "GROUP:      scheduling.k8s.io" in out
+    assert "schedulingPolicy" in out
+    out = cluster.kubectl("explain", "resourceclaims.spec.devices.requests").stdout
+    assert "exactly" in out
+
+
+def test_delete_wait_and_cascading(cluster, applied):
+    cluster.kubectl("create", "cm", "owner", "-n", NS, "--from-literal=a=b")
+    owner = cluster.kubectl_json("get", "cm", "owner", "-n", NS)
+    dependent = {"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"name": "dependent", "namespace": NS, "ownerReferences": [
+                     {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner["metadata"]["uid"]}]}}
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(dependent))
+    out = cluster.kubectl("delete", "cm", "owner", "-n", NS, "--wait=true").stdout
+    assert 'configmap "owner" deleted' in out
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if cluster.kubectl("get", "cm", "dependent", "-n", NS, check=False).returncode != 0:
+            break
+        time.sleep(0.2)
+    assert cluster.kubectl("get", "cm", "dependent", "-n", NS, check=False).returncode != 0
+
+
+def test_namespace_deletion_removes_contents(cluster):
+    cluster.kubectl("create", "ns", "doomed")
+    cluster.kubectl("create", "cm", "x", "-n", "doomed", "--from-literal=a=b")
+    cluster.kubectl("delete", "ns", "doomed", "--wait=true", timeout=60)
+    assert cluster.kubectl("get", "ns", "doomed", check=False).returncode != 0
+    r = cluster.kubectl("get", "cm", "x", "-n", "doomed", check=False)
+    assert r.returncode != 0
