@@ -1,0 +1,621 @@
+import copy
+from datetime import datetime, timezone
+
+import pytest
+
+from nanokube.registry.base import all_resources
+from nanokube.registry.core import (
+    ConfigMapStrategy,
+    EndpointsStrategy,
+    EventStrategy,
+    NamespaceStrategy,
+    NodeStrategy,
+    PodStrategy,
+    SecretStrategy,
+    ServiceAccountStrategy,
+    ServiceIPAllocator,
+    ServiceStrategy,
+    bind_pod,
+    validate_binding,
+)
+from nanokube.registry.core_printing import human_duration
+from nanokube.registry.core_pods import pod_summary, qos_class
+
+NOW = datetime(2026, 7, 1, 12, 0, 0, tzinfo=timezone.utc).timestamp()
+
+
+def clock():
+    return NOW
+
+
+def ago(seconds):
+    return datetime.fromtimestamp(NOW - seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def errs_by_field(errs):
+    return {(e.field, e.reason) for e in errs}
+
+
+def cells(strategy, obj, wide=False):
+    return [c.fn(obj) for c in strategy.columns if (wide or c.priority == 0) and c.name != "Age"]
+
+
+# --- registration ---------------------------------------------------------------
+
+
+def test_core_resources_registered():
+    rs = {r.plural: r for r in all_resources() if r.group == ""}
+    assert rs["namespaces"].namespaced is False and rs["namespaces"].short_names == ("ns",)
+    assert set(rs["namespaces"].subresources) == {"status", "finalize"}
+    assert rs["nodes"].namespaced is False and rs["nodes"].short_names == ("no",)
+    assert {"status", "binding", "eviction", "log"} <= set(rs["pods"].subresources)
+    assert rs["pods"].categories == ("all",) and rs["services"].categories == ("all",)
+    assert rs["services"].short_names == ("svc",) and rs["endpoints"].short_names == ("ep",)
+    assert rs["endpoints"].singular == "endpoints"
+    assert rs["configmaps"].short_names == ("cm",) and rs["serviceaccounts"].short_names == ("sa",)
+    assert rs["events"].short_names == ("ev",)
+    assert rs["secrets"].kind == "Secret" and rs["pods"].versions == ["v1"]
+
+
+# --- pods -----------------------------------------------------------------------
+
+
+def make_pod(**spec):
+    base = {"containers": [{"name": "app", "image": "nginx:1.27"}]}
+    base.update(spec)
+    return {"metadata": {"name": "p", "namespace": "default", "uid": "u1"}, "spec": base}
+
+
+def created_pod(**spec):
+    s = PodStrategy(clock)
+    pod = make_pod(**spec)
+    s.default(pod, "v1")
+    s.prepare_for_create(pod)
+    return s, pod
+
+
+def test_pod_defaults():
+    _, pod = created_pod()
+    spec = pod["spec"]
+    assert spec["restartPolicy"] == "Always" and spec["dnsPolicy"] == "ClusterFirst"
+    assert spec["terminationGracePeriodSeconds"] == 30 and spec["schedulerName"] == "default-scheduler"
+    assert spec["securityContext"] == {} and spec["enableServiceLinks"] is True
+    c = spec["containers"][0]
+    assert c["imagePullPolicy"] == "IfNotPresent"
+    assert c["terminationMessagePath"] == "/dev/termination-log" and c["terminationMessagePolicy"] == "File"
+    assert pod["status"] == {"phase": "Pending", "qosClass": "BestEffort"}
+    keys = [(t["key"], t["effect"], t["tolerationSeconds"]) for t in spec["tolerations"]]
+    assert keys == [("node.kubernetes.io/not-ready", "NoExecute", 300), ("node.kubernetes.io/unreachable", "NoExecute", 300)]
+
+
+@pytest.mark.parametrize("image,policy", [("nginx", "Always"), ("nginx:latest", "Always"),
+                                          ("reg:5000/nginx", "Always"), ("nginx:1.2", "IfNotPresent"),
+                                          ("nginx@sha256:abc", "IfNotPresent")])
+def test_image_pull_policy_default(image, policy):
+    _, pod = created_pod(containers=[{"name": "a", "image": image}])
+    assert pod["spec"]["containers"][0]["imagePullPolicy"] == policy
+
+
+def test_requests_default_to_limits_and_qos():
+    _, pod = created_pod(containers=[{"name": "a", "image": "x", "ports": [{"containerPort": 80}],
+                                      "resources": {"limits": {"cpu": "1000m", "memory": "1Gi"}}}])
+    c = pod["spec"]["containers"][0]
+    assert c["resources"]["requests"] == {"cpu": "1", "memory": "1Gi"}
+    assert c["ports"][0]["protocol"] == "TCP"
+    assert pod["status"]["qosClass"] == "Guaranteed"
+    assert qos_class({"containers": [{"resources": {"requests": {"cpu": "1"}}}]}) == "Burstable"
+
+
+def test_existing_wildcard_toleration_suppresses_defaults():
+    _, pod = created_pod(tolerations=[{"operator": "Exists"}])
+    assert pod["spec"]["tolerations"] == [{"operator": "Exists"}]
+
+
+def test_valid_pod_has_no_errors():
+    s, pod = created_pod(volumes=[{"name": "v", "emptyDir": {}}])
+    assert s.validate(pod) == []
+
+
+def test_pod_requires_containers():
+    s, pod = created_pod(containers=[])
+    assert ("spec.containers", "FieldValueRequired") in errs_by_field(s.validate(pod))
+
+
+def test_container_name_and_image_rules():
+    s, pod = created_pod(initContainers=[{"name": "app", "image": "x"}],
+                         containers=[{"name": "app", "image": ""}, {"name": "Bad_Name", "image": "x"}])
+    got = errs_by_field(s.validate(pod))
+    assert ("spec.containers[0].name", "FieldValueDuplicate") in got
+    assert ("spec.containers[0].image", "FieldValueRequired") in got
+    assert ("spec.containers[1].name", "FieldValueInvalid") in got
+
+
+def test_container_port_range_and_protocol():
+    s, pod = created_pod(containers=[{"name": "a", "image": "x",
+                                      "ports": [{"containerPort": 70000}, {"containerPort": 80, "protocol": "XTP"}]}])
+    errs = s.validate(pod)
+    e = next(e for e in errs if e.field == "spec.containers[0].ports[0].containerPort")
+    assert e.message == "Invalid value: 70000: must be between 1 and 65535, inclusive"
+    e = next(e for e in errs if e.field == "spec.containers[0].ports[1].protocol")
+    assert e.message == 'Unsupported value: "XTP": supported values: "SCTP", "TCP", "UDP"'
+
+
+def test_requests_above_limits():
+    s, pod = created_pod(containers=[{"name": "a", "image": "x",
+                                      "resources": {"limits": {"cpu": "500m"}, "requests": {"cpu": "1"}}}])
+    errs = [e for e in s.validate(pod) if e.field == "spec.containers[0].resources.requests"]
+    assert [e.message for e in errs] == ['Invalid value: "1": must be less than or equal to cpu limit of 500m']
+
+
+def test_bad_quantity_and_resource_name():
+    s, pod = created_pod(containers=[{"name": "a", "image": "x",
+                                      "resources": {"requests": {"cpu": "lots", "gpu": "1"}}}])
+    got = errs_by_field(s.validate(pod))
+    assert ("spec.containers[0].resources.requests[cpu]", "FieldValueInvalid") in got
+    assert ("spec.containers[0].resources.requests[gpu]", "FieldValueInvalid") in got
+
+
+def test_restart_policy_enum():
+    s, pod = created_pod(restartPolicy="Sometimes")
+    e = next(e for e in s.validate(pod) if e.field == "spec.restartPolicy")
+    assert e.reason == "FieldValueNotSupported"
+    assert e.message.endswith('supported values: "Always", "OnFailure", "Never"')
+
+
+def test_volumes_unique_and_one_source():
+    s, pod = created_pod(volumes=[{"name": "v", "emptyDir": {}}, {"name": "v", "emptyDir": {}},
+                                  {"name": "w"}, {"name": "x", "emptyDir": {}, "secret": {"secretName": "s"}}])
+    got = errs_by_field(s.validate(pod))
+    assert ("spec.volumes[1].name", "FieldValueDuplicate") in got
+    assert ("spec.volumes[2]", "FieldValueRequired") in got
+    assert ("spec.volumes[3].secret", "FieldValueForbidden") in got
+
+
+def test_projected_pod_certificate_and_trust_bundle():
+    sources = [
+        {"podCertificate": {"signerName": "example.com/foo", "keyType": "RSA2048", "credentialBundlePath": "b.pem",
+                            "maxExpirationSeconds": 3599}},
+        {"podCertificate": {"signerName": "example.com/foo", "keyType": "ED25519", "keyPath": "k.pem"}},
+        {"clusterTrustBundle": {"name": "a", "signerName": "example.com/foo", "path": "ca.pem"}},
+        {"clusterTrustBundle": {"path": "/abs"}},
+        {"secret": {"name": "s"}, "configMap": {"name": "c"}},
+    ]
+    s, pod = created_pod(volumes=[{"name": "v", "projected": {"sources": sources}}])
+    got = errs_by_field(s.validate(pod))
+    p = "spec.volumes[0].projected.sources"
+    assert (f"{p}[0].podCertificate.keyType", "FieldValueNotSupported") in got
+    assert (f"{p}[0].podCertificate.maxExpirationSeconds", "FieldValueInvalid") in got
+    assert (f"{p}[1].podCertificate.certificateChainPath", "FieldValueRequired") in got
+    assert (f"{p}[2].clusterTrustBundle", "FieldValueInvalid") in got
+    assert (f"{p}[3].clusterTrustBundle", "FieldValueRequired") in got
+    assert (f"{p}[3].clusterTrustBundle.path", "FieldValueInvalid") in got
+    assert (f"{p}[4]", "FieldValueForbidden") in got
+    assert pod["spec"]["volumes"][0]["projected"]["defaultMode"] == 420
+    assert sources[1]["podCertificate"]["maxExpirationSeconds"] == 86400
+
+
+def test_valid_pod_certificate_projection():
+    src = {"podCertificate": {"signerName": "example.com/foo", "keyType": "ECDSAP256",
+                              "keyPath": "k.pem", "certificateChainPath": "c.pem"}}
+    s, pod = created_pod(volumes=[{"name": "v", "projected": {"sources": [src]}}])
+    assert s.validate(pod) == []
+
+
+def test_tolerations_rules():
+    s, pod = created_pod(tolerations=[{"operator": "Equal", "value": "x"},
+                                      {"key": "k", "operator": "Exists", "value": "v"},
+                                      {"key": "k", "effect": "NoSchedule", "tolerationSeconds": 5},
+                                      {"key": "k", "operator": "Maybe"}])
+    errs = s.validate(pod)
+    msgs = {e.field: e.message for e in errs}
+    assert "operator must be Exists when `key` is empty" in msgs["spec.tolerations[0].operator"]
+    assert "value must be empty when `operator` is 'Exists'" in msgs["spec.tolerations[1].operator"]
+    assert msgs["spec.tolerations[2].effect"].endswith("effect must be 'NoExecute' when `tolerationSeconds` is set")
+    assert msgs["spec.tolerations[3].operator"].startswith('Unsupported value: "Maybe"')
+
+
+def test_scheduling_group_name_format():
+    s, pod = created_pod(schedulingGroup={"podGroupName": "Not_Valid"})
+    assert ("spec.schedulingGroup.podGroupName", "FieldValueInvalid") in errs_by_field(s.validate(pod))
+    s, pod = created_pod(schedulingGroup={})
+    assert ("spec.schedulingGroup.podGroupName", "FieldValueRequired") in errs_by_field(s.validate(pod))
+    s, pod = created_pod(schedulingGroup={"podGroupName": "group-a"})
+    assert s.validate(pod) == []
+
+
+def test_resource_claims():
+    s, pod = created_pod(
+        resourceClaims=[{"name": "gpu", "resourceClaimName": "c"}, {"name": "gpu", "resourceClaimTemplateName": "t"},
+                        {"name": "none"}, {"name": "both", "resourceClaimName": "a", "resourceClaimTemplateName": "b"}],
+        containers=[{"name": "a", "image": "x", "resources": {"claims": [{"name": "gpu"}, {"name": "other"}]}}],
+    )
+    errs = s.validate(pod)
+    got = errs_by_field(errs)
+    assert ("spec.resourceClaims[1].name", "FieldValueDuplicate") in got
+    msgs = {e.field: e.message for e in errs}
+    assert msgs["spec.resourceClaims[2]"].endswith("at least one of `resourceClaimName` or `resourceClaimTemplateName` must be set")
+    assert msgs["spec.resourceClaims[3]"].endswith("at most one of `resourceClaimName` or `resourceClaimTemplateName` may be set")
+    assert ("spec.containers[0].resources.claims[1]", "FieldValueNotSupported") in got
+
+
+def test_pod_update_allows_image_and_rejects_other_changes():
+    s, old = created_pod()
+    new = copy.deepcopy(old)
+    new["spec"]["containers"][0]["image"] = "nginx:1.28"
+    new["spec"]["tolerations"].append({"key": "k", "operator": "Exists"})
+    assert s.validate_update(new, old) == []
+    new["spec"]["restartPolicy"] = "Never"
+    errs = s.validate_update(new, old)
+    assert [e.field for e in errs] == ["spec"]
+    assert errs[0].reason == "FieldValueForbidden"
+    assert "pod updates may not change fields other than `spec.containers[*].image`" in errs[0].message
+    assert "spec.restartPolicy" in errs[0].message
+
+
+def test_pod_update_rejects_removed_toleration_and_new_gate():
+    s, old = created_pod(schedulingGates=[{"name": "a"}])
+    new = copy.deepcopy(old)
+    new["spec"]["tolerations"] = []
+    new["spec"]["schedulingGates"] = [{"name": "b"}]
+    msgs = {e.field: e.message for e in s.validate_update(new, old)}
+    assert msgs["spec.tolerations"].endswith("existing toleration can not be modified except its tolerationSeconds")
+    assert msgs["spec.schedulingGates"].endswith("only deletion is allowed, but found new scheduling gate 'b'")
+
+
+def test_gated_pod_has_scheduling_gated_condition_and_status():
+    s, pod = created_pod(schedulingGates=[{"name": "example.com/wait"}])
+    assert pod["status"]["conditions"][0]["reason"] == "SchedulingGated"
+    assert pod_summary(pod)[1] == "SchedulingGated"
+
+
+def test_pod_status_update_terminal_phase():
+    s, old = created_pod()
+    old["status"]["phase"] = "Succeeded"
+    new = copy.deepcopy(old)
+    new["status"]["phase"] = "Running"
+    assert ("status.phase", "FieldValueForbidden") in errs_by_field(s.validate_status_update(new, old))
+
+
+def test_binding():
+    _, pod = created_pod()
+    assert validate_binding({"target": {"kind": "Pod", "name": "n"}})[0].field == "target.kind"
+    assert bind_pod(pod, {"target": {"kind": "Node", "name": "node-1"}}) is None
+    assert pod["spec"]["nodeName"] == "node-1"
+    assert {"type": "PodScheduled", "status": "True"} in pod["status"]["conditions"]
+    assert bind_pod(pod, {"target": {"name": "node-2"}}) == 'pod p is already assigned to node "node-1"'
+
+
+def test_pod_field_selectors():
+    s, pod = created_pod(nodeName="n1")
+    pod["status"]["podIPs"] = [{"ip": "10.0.0.5"}]
+    sel = s.field_selectors
+    assert sel["spec.nodeName"](pod) == "n1" and sel["status.phase"](pod) == "Pending"
+    assert sel["spec.hostNetwork"](pod) == "false" and sel["status.podIP"](pod) == "10.0.0.5"
+    assert sel["spec.restartPolicy"](pod) == "Always" and sel["spec.schedulerName"](pod) == "default-scheduler"
+
+
+# --- pod printing -------------------------------------------------------------------
+
+
+def running_pod():
+    s, pod = created_pod(containers=[{"name": "a", "image": "x"}, {"name": "b", "image": "x"}])
+    pod["spec"]["nodeName"] = "node-1"
+    pod["status"].update({
+        "phase": "Running", "podIPs": [{"ip": "10.244.0.7"}],
+        "conditions": [{"type": "Ready", "status": "False"}],
+        "containerStatuses": [
+            {"name": "a", "ready": True, "restartCount": 0, "state": {"running": {}}},
+            {"name": "b", "ready": False, "restartCount": 3,
+             "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+             "lastState": {"terminated": {"exitCode": 1, "finishedAt": ago(300)}}},
+        ],
+    })
+    return s, pod
+
+
+def test_pod_columns():
+    s, pod = running_pod()
+    assert [c.name for c in s.columns] == ["Name", "Ready", "Status", "Restarts", "Age", "IP", "Node",
+                                           "Nominated Node", "Readiness Gates"]
+    assert cells(s, pod, wide=True) == ["p", "1/2", "CrashLoopBackOff", "3 (5m ago)", "10.244.0.7", "node-1",
+                                        "<none>", "<none>"]
+
+
+def test_pod_status_reasons():
+    s, pod = created_pod()
+    assert cells(s, pod) == ["p", "0/1", "Pending", "0"]
+    pod["status"]["containerStatuses"] = [{"name": "app", "state": {"waiting": {"reason": "ContainerCreating"}}}]
+    assert pod_summary(pod)[1] == "ContainerCreating"
+    pod["status"]["containerStatuses"] = [{"name": "app", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]
+    pod["status"]["phase"] = "Succeeded"
+    assert pod_summary(pod)[1] == "Completed"
+    pod["status"]["containerStatuses"] = [{"name": "app", "state": {"terminated": {"exitCode": 2}}}]
+    assert pod_summary(pod)[1] == "ExitCode:2"
+    pod["status"]["phase"] = "Running"
+    pod["metadata"]["deletionTimestamp"] = ago(1)
+    assert pod_summary(pod)[1] == "Terminating"
+
+
+def test_pod_init_status():
+    s, pod = created_pod(initContainers=[{"name": "i1", "image": "x"}, {"name": "i2", "image": "x"}])
+    pod["status"]["initContainerStatuses"] = [
+        {"name": "i1", "state": {"terminated": {"exitCode": 0}}},
+        {"name": "i2", "state": {"running": {}}},
+    ]
+    assert pod_summary(pod)[1] == "Init:1/2"
+    pod["status"]["initContainerStatuses"][1]["state"] = {"waiting": {"reason": "ImagePullBackOff"}}
+    assert pod_summary(pod)[1] == "Init:ImagePullBackOff"
+
+
+def test_sidecar_counts_in_ready_total():
+    s, pod = created_pod(initContainers=[{"name": "side", "image": "x", "restartPolicy": "Always"}])
+    pod["status"]["initContainerStatuses"] = [{"name": "side", "started": True, "ready": True, "state": {"running": {}}}]
+    pod["status"]["containerStatuses"] = [{"name": "app", "ready": True, "state": {"running": {}}}]
+    assert pod_summary(pod)[:2] == ("2/2", "Pending")
+
+
+def test_human_duration():
+    assert [human_duration(s) for s in (5, 119, 150, 600, 3 * 3600 + 120, 9 * 3600, 3 * 86400 + 3600, 400 * 86400)] == [
+        "5s", "119s", "2m30s", "10m", "3h2m", "9h", "3d1h", "400d"]
+
+
+# --- services -----------------------------------------------------------------------
+
+
+def make_svc(name="web", uid=None, **spec):
+    base = {"selector": {"app": "web"}, "ports": [{"port": 80}]}
+    base.update(spec)
+    return {"metadata": {"name": name, "namespace": "default", "uid": uid or f"uid-{name}"}, "spec": base}
+
+
+def create_svc(s, svc):
+    s.default(svc, "v1")
+    s.prepare_for_create(svc)
+    return s.validate(svc)
+
+
+def test_service_defaults_and_allocation():
+    s = ServiceStrategy()
+    svc = make_svc()
+    assert create_svc(s, svc) == []
+    spec = svc["spec"]
+    assert spec["type"] == "ClusterIP" and spec["sessionAffinity"] == "None"
+    assert spec["ports"][0] == {"port": 80, "protocol": "TCP", "targetPort": 80}
+    assert spec["internalTrafficPolicy"] == "Cluster"
+    assert spec["ipFamilies"] == ["IPv4"] and spec["ipFamilyPolicy"] == "SingleStack"
+    assert spec["clusterIPs"] == [spec["clusterIP"]]
+    assert spec["clusterIP"].startswith("10.") and spec["clusterIP"] != "10.96.0.1"
+    assert svc["status"] == {"loadBalancer": {}}
+
+
+def test_explicit_cluster_ip_conflict_and_range():
+    s = ServiceStrategy()
+    assert create_svc(s, make_svc("a", clusterIP="10.96.0.10")) == []
+    errs = create_svc(s, make_svc("b", clusterIP="10.96.0.10"))
+    assert [(e.field, e.message) for e in errs] == [
+        ("spec.clusterIPs", 'Invalid value: ["10.96.0.10"]: failed to allocate IP 10.96.0.10: provided IP is already allocated')]
+    errs = create_svc(s, make_svc("c", clusterIP="192.168.0.1"))
+    assert errs[0].message.endswith(
+        "failed to allocate IP 192.168.0.1: the provided IP (192.168.0.1) is not in the valid range. "
+        "The range of valid IPs is 10.96.0.0/12")
+
+
+def test_release_and_restore():
+    s = ServiceStrategy()
+    a = make_svc("a", clusterIP="10.96.0.10")
+    create_svc(s, a)
+    s.release(a)
+    assert create_svc(s, make_svc("b", clusterIP="10.96.0.10")) == []
+    fresh = ServiceStrategy()
+    fresh.restore([a])
+    assert create_svc(fresh, make_svc("c", clusterIP="10.96.0.10"))[0].field == "spec.clusterIPs"
+
+
+def test_headless_service():
+    s = ServiceStrategy()
+    svc = make_svc(clusterIP="None", ports=[])
+    assert create_svc(s, svc) == []
+    assert svc["spec"]["clusterIPs"] == ["None"]
+    assert s.columns[2].fn(svc) == "None"
+
+
+def test_node_port_allocation_and_conflict():
+    s = ServiceStrategy()
+    svc = make_svc("np", type="NodePort")
+    assert create_svc(s, svc) == []
+    port = svc["spec"]["ports"][0]["nodePort"]
+    assert 30000 <= port <= 32767 and svc["spec"]["externalTrafficPolicy"] == "Cluster"
+    other = make_svc("np2", type="NodePort", ports=[{"port": 80, "nodePort": port}])
+    errs = create_svc(s, other)
+    assert [(e.field, e.message) for e in errs] == [
+        ("spec.ports[0].nodePort", f"Invalid value: {port}: provided port is already allocated")]
+    out = create_svc(s, make_svc("np3", type="NodePort", ports=[{"port": 80, "nodePort": 80}]))
+    assert out[0].message.endswith("provided port is not in the valid range. The range of valid ports is 30000-32767")
+
+
+def test_service_validation_rules():
+    s = ServiceStrategy()
+    errs = create_svc(s, make_svc(type="Weird", ports=[]))
+    got = errs_by_field(errs)
+    assert ("spec.type", "FieldValueNotSupported") in got and ("spec.ports", "FieldValueRequired") in got
+    errs = create_svc(s, make_svc("m", ports=[{"port": 80}, {"port": 80, "name": "b"}]))
+    got = errs_by_field(errs)
+    assert ("spec.ports[0].name", "FieldValueRequired") in got and ("spec.ports[1]", "FieldValueDuplicate") in got
+    errs = create_svc(s, make_svc("n", ports=[{"port": 0, "nodePort": 30001}]))
+    got = errs_by_field(errs)
+    assert ("spec.ports[0].port", "FieldValueInvalid") in got and ("spec.ports[0].nodePort", "FieldValueForbidden") in got
+    errs = create_svc(s, make_svc("e", type="ExternalName", ports=[]))
+    assert ("spec.externalName", "FieldValueRequired") in errs_by_field(errs)
+
+
+def test_cluster_ip_immutable_and_carried_over():
+    s = ServiceStrategy()
+    old = make_svc()
+    create_svc(s, old)
+    new = copy.deepcopy(old)
+    del new["spec"]["clusterIP"], new["spec"]["clusterIPs"]
+    s.prepare_for_update(new, old)
+    assert new["spec"]["clusterIP"] == old["spec"]["clusterIP"]
+    assert s.validate_update(new, old) == []
+    new["spec"]["clusterIP"] = new["spec"]["clusterIPs"][0] = "10.96.0.77"
+    msgs = [e.message for e in s.validate_update(new, old) if e.field == "spec.clusterIP"]
+    assert msgs == ['Invalid value: "10.96.0.77": field is immutable']
+
+
+def test_service_columns():
+    s = ServiceStrategy()
+    svc = make_svc(type="LoadBalancer", ports=[{"port": 443, "name": "https"}, {"port": 53, "protocol": "UDP", "name": "dns"}])
+    create_svc(s, svc)
+    row = cells(s, svc, wide=True)
+    p0, p1 = (p["nodePort"] for p in svc["spec"]["ports"])
+    assert row == ["web", "LoadBalancer", svc["spec"]["clusterIP"], "<pending>", f"443:{p0}/TCP,53:{p1}/UDP", "app=web"]
+    svc["status"]["loadBalancer"] = {"ingress": [{"ip": "1.2.3.4"}]}
+    assert s.columns[3].fn(svc) == "1.2.3.4"
+    assert ServiceStrategy.field_selectors["spec.type"](svc) == "LoadBalancer"
+
+
+def test_ip_allocator_dynamic_avoids_static_band():
+    a = ServiceIPAllocator("10.0.0.0/28")
+    got = {a.allocate(f"o{i}") for i in range(14)}
+    assert len(got) == 14 and "10.0.0.0" not in got and "10.0.0.15" not in got
+    with pytest.raises(Exception, match="range is full"):
+        a.allocate("x")
+
+
+# --- namespaces, nodes ------------------------------------------------------------
+
+
+def test_namespace_defaults_and_columns():
+    s = NamespaceStrategy()
+    ns = {"metadata": {"name": "team-a"}}
+    s.default(ns, "v1")
+    s.prepare_for_create(ns)
+    assert ns["spec"] == {"finalizers": ["kubernetes"]} and ns["status"] == {"phase": "Active"}
+    assert ns["metadata"]["labels"]["kubernetes.io/metadata.name"] == "team-a"
+    assert cells(s, ns) == ["team-a", "Active"]
+    assert s.field_selectors["status.phase"](ns) == "Active"
+    assert s.name_validator("Team_A")
+
+
+def test_namespace_status_phase_rules():
+    s = NamespaceStrategy()
+    ns = {"metadata": {"name": "a"}, "status": {"phase": "Terminating"}}
+    assert s.validate_status_update(ns, ns)[0].field == "status.phase"
+    ns["metadata"]["deletionTimestamp"] = ago(1)
+    assert s.validate_status_update(ns, ns) == []
+
+
+def test_namespace_update_keeps_finalizers():
+    s = NamespaceStrategy()
+    old = {"metadata": {"name": "a"}, "spec": {"finalizers": ["kubernetes"]}}
+    new = {"metadata": {"name": "a"}, "spec": {"finalizers": []}}
+    s.prepare_for_update(new, old)
+    assert new["spec"]["finalizers"] == ["kubernetes"]
+    bad = {"metadata": {"name": "a"}, "spec": {"finalizers": ["foo"]}}
+    assert s.validate_finalize(bad, old)[0].field == "spec.finalizers[0]"
+
+
+def test_node_columns_and_selector():
+    s = NodeStrategy()
+    node = {
+        "metadata": {"name": "n1", "labels": {"node-role.kubernetes.io/control-plane": "", "kubernetes.io/role": "gpu"}},
+        "spec": {"unschedulable": True},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}],
+                   "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+                   "nodeInfo": {"kubeletVersion": "v1.37.0", "osImage": "Linux"},
+                   "capacity": {"cpu": "4"}},
+    }
+    s.default(node, "v1")
+    assert node["status"]["allocatable"] == {"cpu": "4"}
+    assert cells(s, node, wide=True) == ["n1", "Ready,SchedulingDisabled", "control-plane,gpu", "v1.37.0",
+                                         "10.0.0.1", "<none>", "Linux", "<unknown>", "<unknown>"]
+    assert s.field_selectors["spec.unschedulable"](node) == "true"
+    node["status"]["conditions"] = []
+    assert s.columns[1].fn(node) == "Unknown,SchedulingDisabled"
+
+
+def test_node_taints():
+    s = NodeStrategy()
+    node = {"metadata": {"name": "n"}, "spec": {"taints": [{"key": "a", "effect": "NoSchedule"},
+                                                          {"key": "a", "effect": "NoSchedule"},
+                                                          {"key": "b", "effect": "Sometimes"}]}}
+    got = errs_by_field(s.validate(node))
+    assert ("spec.taints[1].effect", "FieldValueDuplicate") in got
+    assert ("spec.taints[2].effect", "FieldValueNotSupported") in got
+
+
+# --- configmaps, secrets, service accounts, endpoints, events ------------------
+
+
+def test_configmap_keys_size_and_immutability():
+    s = ConfigMapStrategy()
+    cm = {"metadata": {"name": "c", "namespace": "d"}, "data": {"ok.key": "v", "bad key": "v"}, "binaryData": {"ok.key": "AA=="}}
+    errs = s.validate(cm)
+    msgs = {(e.field, e.message) for e in errs}
+    assert ("data[bad key]", 'Invalid value: "bad key": a valid config key must consist of alphanumeric characters, '
+            "'-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is "
+            "'[-._a-zA-Z0-9]+')") in msgs
+    assert ("data[ok.key]", 'Invalid value: "ok.key": duplicate of key present in binaryData') in msgs
+    big = {"metadata": {"name": "c"}, "data": {"k": "x" * (1024 * 1024 + 1)}}
+    assert [e.reason for e in s.validate(big)] == ["FieldValueTooLong"]
+    old = {"metadata": {"name": "c"}, "data": {"k": "1"}, "immutable": True}
+    new = {"metadata": {"name": "c"}, "data": {"k": "2"}, "immutable": True}
+    assert [(e.field, e.message) for e in s.validate_update(new, old)] == [
+        ("data", "Forbidden: field is immutable when `immutable` is set")]
+    assert cells(s, old) == ["c", 1]
+
+
+def test_secret_defaults_string_data_and_rules():
+    s = SecretStrategy()
+    sec = {"metadata": {"name": "s", "namespace": "d"}, "stringData": {"user": "admin"}}
+    s.default(sec, "v1")
+    sec = s.to_storage(sec, "v1")
+    assert sec["type"] == "Opaque" and sec["data"] == {"user": "YWRtaW4="} and "stringData" not in sec
+    assert s.validate(sec) == []
+    assert cells(s, sec) == ["s", "Opaque", 1]
+    assert s.field_selectors["type"](sec) == "Opaque"
+    tls = {"metadata": {"name": "t"}, "type": "kubernetes.io/tls", "data": {"tls.crt": ""}}
+    assert ("data[tls.key]", "FieldValueRequired") in errs_by_field(s.validate(tls))
+    changed = dict(sec, type="kubernetes.io/tls", data={"tls.crt": "", "tls.key": ""})
+    assert ("type", "FieldValueInvalid") in errs_by_field(s.validate_update(changed, sec))
+
+
+def test_service_account_columns():
+    s = ServiceAccountStrategy()
+    sa = {"metadata": {"name": "default"}, "secrets": [{"name": "x"}]}
+    assert cells(s, sa) == ["default", 1]
+    assert s.validate({"imagePullSecrets": [{}]})[0].field == "imagePullSecrets[0].name"
+
+
+def test_endpoints_column_and_validation():
+    s = EndpointsStrategy()
+    ep = {"metadata": {"name": "web"}, "subsets": [
+        {"addresses": [{"ip": f"10.0.0.{i}"} for i in range(1, 5)], "ports": [{"port": 80}]}]}
+    s.default(ep, "v1")
+    assert s.validate(ep) == []
+    assert s.columns[1].fn(ep) == "10.0.0.1:80,10.0.0.2:80,10.0.0.3:80 + 1 more..."
+    assert s.columns[1].fn({"metadata": {"name": "x"}}) == "<none>"
+    bad = {"subsets": [{"addresses": [{}], "ports": [{"port": 0, "protocol": "TCP"}]}]}
+    got = errs_by_field(s.validate(bad))
+    assert ("subsets[0].addresses[0].ip", "FieldValueRequired") in got and ("subsets[0].ports[0].port", "FieldValueInvalid") in got
+
+
+def test_event_columns_and_validation():
+    s = EventStrategy(clock)
+    ev = {"metadata": {"name": "p.1", "namespace": "default"}, "type": "Warning", "reason": "BackOff",
+          "message": " Back-off restarting ", "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default",
+                                                                   "fieldPath": "spec.containers{a}"},
+          "source": {"component": "kubelet", "host": "node-1"},
+          "firstTimestamp": ago(600), "lastTimestamp": ago(30), "count": 4}
+    assert s.columns[0].name == "Last Seen" and s.columns[-1].format == "name"
+    assert [c.fn(ev) for c in s.columns] == ["30s", "Warning", "BackOff", "pod/p", "spec.containers{a}",
+                                            "kubelet, node-1", "Back-off restarting", "10m", 4, "p.1"]
+    assert s.validate(ev) == []
+    assert s.field_selectors["involvedObject.name"](ev) == "p" and s.field_selectors["source"](ev) == "kubelet"
+    wrong = dict(ev, involvedObject={"kind": "Pod", "name": "p", "namespace": "other"})
+    assert [e.field for e in s.validate(wrong)] == ["involvedObject.namespace"]
+    new_style = {"metadata": {"name": "e", "namespace": "default"}, "eventTime": "2026-07-01T11:59:00.000000Z",
+                 "involvedObject": {"namespace": "default"}}
+    got = errs_by_field(s.validate(new_style))
+    assert {("reportingComponent", "FieldValueRequired"), ("reportingInstance", "FieldValueRequired"),
+            ("action", "FieldValueRequired"), ("reason", "FieldValueRequired")} <= got
