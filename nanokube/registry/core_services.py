@@ -12,6 +12,7 @@ startup so allocations survive restarts.
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import time
 from typing import Any
 
@@ -63,15 +64,18 @@ class _RangeAllocator:
         self._owners[value] = owner
 
     def next_free(self, owner: str) -> int:
-        span = self.hi - self.lo + 1
-        order = [(self._cursor - self._dynamic_lo + i) % (self.hi - self._dynamic_lo + 1) + self._dynamic_lo
-                 for i in range(self.hi - self._dynamic_lo + 1)]
-        for value in order + list(range(self.lo, self._dynamic_lo)):
+        """Scan the dynamic band from a moving cursor, then the static band."""
+        band = self.hi - self._dynamic_lo + 1
+        candidates = itertools.chain(
+            ((self._cursor - self._dynamic_lo + i) % band + self._dynamic_lo for i in range(band)),
+            range(self.lo, self._dynamic_lo),
+        )
+        for value in candidates:
             if value not in self._owners:
                 self._owners[value] = owner
                 self._cursor = value + 1 if value < self.hi else self._dynamic_lo
                 return value
-        raise AllocationError(f"range is full ({span} values)")
+        raise AllocationError("range is full")
 
     def release(self, value: int, owner: str) -> None:
         if self._owners.get(value) == owner:
@@ -408,15 +412,16 @@ class ServiceStrategy(Strategy):
         if spec.get("clusterIP"):
             spec["clusterIPs"] = [spec["clusterIP"]]
         old_ports = set(_node_ports(_spec(old))) if old else set()
-        if spec.get("type") in _NODE_PORT_TYPES and spec.get("allocateLoadBalancerNodePorts", True) is not False \
-                or spec.get("type") == "NodePort":
+        dynamic = spec.get("type") == "NodePort" or (
+            spec.get("type") == "LoadBalancer" and spec.get("allocateLoadBalancerNodePorts") is not False)
+        if spec.get("type") in _NODE_PORT_TYPES:
             for p in spec.get("ports") or []:
-                if p.get("nodePort") in old_ports:
+                if p.get("nodePort") in old_ports or not (p.get("nodePort") or dynamic):
                     continue
                 try:
                     p["nodePort"] = self.node_ports.allocate(owner, p.get("nodePort") or None)
                 except AllocationError:
-                    pass
+                    pass  # reported by validation
         _default_families(spec)
 
     def _allocation_errors(self, obj: dict, old: dict | None = None) -> list[FieldError]:
@@ -506,7 +511,7 @@ class ServiceStrategy(Strategy):
         self._release_values(owner, old_ips - new_ips, set(_node_ports(ospec)) - set(_node_ports(spec)))
 
     def validate(self, obj):
-        return validate_service_spec(_spec(obj)) + self._allocation_errors(obj)
+        return validate_service_spec(_spec(obj)) or self._allocation_errors(obj)
 
     def validate_update(self, new, old):
         errs = validate_service_spec(_spec(new))
@@ -514,4 +519,4 @@ class ServiceStrategy(Strategy):
         if spec.get("type") != "ExternalName" and ospec.get("type") != "ExternalName" and ospec.get("clusterIP"):
             if spec.get("clusterIP") != ospec.get("clusterIP"):
                 errs.append(immutable("spec.clusterIP", spec.get("clusterIP", "")))
-        return errs + self._allocation_errors(new, old)
+        return errs or self._allocation_errors(new, old)

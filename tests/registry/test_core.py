@@ -436,8 +436,7 @@ def test_node_port_allocation_and_conflict():
 def test_service_validation_rules():
     s = ServiceStrategy()
     errs = create_svc(s, make_svc(type="Weird", ports=[]))
-    got = errs_by_field(errs)
-    assert ("spec.type", "FieldValueNotSupported") in got and ("spec.ports", "FieldValueRequired") in got
+    assert errs_by_field(errs) == {("spec.type", "FieldValueNotSupported"), ("spec.ports", "FieldValueRequired")}
     errs = create_svc(s, make_svc("m", ports=[{"port": 80}, {"port": 80, "name": "b"}]))
     got = errs_by_field(errs)
     assert ("spec.ports[0].name", "FieldValueRequired") in got and ("spec.ports[1]", "FieldValueDuplicate") in got
