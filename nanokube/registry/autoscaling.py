@@ -243,8 +243,8 @@ def v1_to_v2(obj: Obj) -> Obj:
     if status.get("currentCPUUtilizationPercentage") is not None:
         current.append({"type": "Resource", "resource": {
             "name": "cpu", "current": {"averageUtilization": status["currentCPUUtilizationPercentage"]}}})
-    if CURRENT_METRICS_ANNOTATION in given:
-        current = [_metric_status_from_v1(m) for m in json.loads(given[CURRENT_METRICS_ANNOTATION])] + current[:1]
+    if CURRENT_METRICS_ANNOTATION in given:  # holds every current metric, the CPU one included
+        current = [_metric_status_from_v1(m) for m in json.loads(given[CURRENT_METRICS_ANNOTATION])]
     if current:
         v2_status["currentMetrics"] = current
     if CONDITIONS_ANNOTATION in given:
