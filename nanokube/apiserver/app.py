@@ -84,6 +84,8 @@ class APIServer:
     async def start(self) -> None:
         await self.store.start()
         await self.cache.start()
+        for res in self.index.resources:
+            res.strategy.restore([e.obj for _, e in self.cache.list(res.key_prefix())])
         await self._bootstrap()
         app = web.Application(middlewares=[self._authn], client_max_size=4 * 1024 * 1024)
         app.router.add_get("/healthz", self._health)

@@ -90,7 +90,7 @@ def gone(message: str) -> APIError:
 
 
 def unsupported_media_type(ctype: str) -> APIError:
-    return APIError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json" if ctype else "")
+    return APIError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json" if ctype else "")
 
 
 def too_large() -> APIError:

@@ -294,7 +294,7 @@ class APIHandlers:
                 return orjson.loads(raw)
         except (orjson.JSONDecodeError, yaml.YAMLError) as e:
             raise errors.bad_request(f"error decoding the body: {e}") from None
-        raise errors.APIError(415, "UnsupportedMediaType", f'the body of the request was in an unknown format - accepted media types include: application/json, application/yaml')
+        raise errors.APIError(415, "UnsupportedMediaType", 'the body of the request was in an unknown format - accepted media types include: application/json, application/yaml')
 
     def _render_one(self, request: web.Request, res: Resource, obj: dict, version: str, code: int = 200) -> web.Response:
         kind = _accept(request)

@@ -413,6 +413,14 @@ class GenericREST:
         if "status" in res.subresources:
             obj.pop("status", None)
         res.strategy.prepare_for_create(obj)
+        try:
+            return await self._create_prepared(res, version, obj, opts, managed_fields, warnings)
+        except BaseException:
+            res.strategy.release(obj)
+            raise
+
+    async def _create_prepared(self, res, version, obj, opts, managed_fields, warnings) -> Result:
+        md = obj["metadata"]
         errs = res.validate_create(obj)
         if errs:
             raise self._invalid(res, obj, errs)
@@ -423,6 +431,7 @@ class GenericREST:
         if not md["managedFields"]:
             md.pop("managedFields")
         if opts.dry_run:
+            res.strategy.release(obj)
             return Result(self._external(res, obj, version), 201, warnings)
         key = res.key(md.get("namespace"), md["name"])
         try:
@@ -454,7 +463,7 @@ class GenericREST:
         key = res.key(namespace, name)
         entry = self.cache.get(key)
         if entry is None:
-            if subresource or not getattr(res.strategy, "allow_create_on_update", False):
+            if subresource or not res.strategy.allow_create_on_update:
                 raise errors.not_found(res.group, res.plural, name)
             _meta(new).pop("resourceVersion", None)
             r = await self.create(res, version, namespace, self._external(res, new, version), opts)
@@ -516,7 +525,7 @@ class GenericREST:
         elif subresource == "approval":
             errs = res.strategy.validate_approval_update(new, old)
         elif subresource == "finalize":
-            errs = []
+            errs = res.strategy.validate_finalize(new, old)
         else:
             res.strategy.prepare_for_update(new, old)
             if res.strategy.track_generation and _spec_changed(old, new):
@@ -546,6 +555,7 @@ class GenericREST:
             except KeyNotFound:
                 raise errors.not_found(res.group, res.plural, nm["name"]) from None
             await self._write_wait(kv.mod_revision)
+            res.strategy.release(new)
             return Result(self._external(res, {**new, "metadata": {**nm, "resourceVersion": str(kv.mod_revision)}}, version), 200)
         try:
             kv = await self.store.update(key, stored_value(new), expected_rev)
@@ -706,6 +716,7 @@ class GenericREST:
                 except KeyNotFound:
                     raise errors.not_found(res.group, res.plural, name) from None
                 await self._write_wait(kv.mod_revision)
+                res.strategy.release(obj)
                 return Result(self._deleted_result(res, version, {**obj, "metadata": {**md, "resourceVersion": str(kv.mod_revision)}}), 200)
             new = copy.copy(obj)
             new["metadata"] = new_md
@@ -733,6 +744,7 @@ class GenericREST:
                 except RevisionMismatch:
                     continue
                 await self._write_wait(kv.mod_revision)
+                res.strategy.release(new)
                 return Result(self._deleted_result(res, version, new), 200)
             try:
                 kv = await self.store.update(key, stored_value(new), entry.rev)
@@ -747,7 +759,7 @@ class GenericREST:
         raise errors.conflict(res.group, res.plural, name, errors.STALE)
 
     def _deleted_result(self, res: Resource, version: str, obj: dict) -> dict:
-        if getattr(res.strategy, "return_deleted_object", False):
+        if res.strategy.return_deleted_object:
             return self._external(res, obj, version)
         return errors.success_status(obj["metadata"]["name"], res.group, res.plural, obj["metadata"].get("uid", ""))
 
@@ -759,7 +771,7 @@ class GenericREST:
         out = []
         for it in items:
             try:
-                r = await self.delete(res, version, it["metadata"].get("namespace"), it["metadata"]["name"], options, opts)
+                await self.delete(res, version, it["metadata"].get("namespace"), it["metadata"]["name"], options, opts)
                 out.append(it)
             except errors.APIError as e:
                 if e.code != 404:

@@ -48,6 +48,10 @@ class Strategy:
     columns: list[Column] | None = None
     #: whether generation bumps on spec changes (objects with a spec)
     track_generation: bool = True
+    #: does DELETE answer with the object (pods, services...) rather than a Status?
+    return_deleted_object: bool = False
+    #: may PUT create a missing object (leases, endpoints, events)?
+    allow_create_on_update: bool = False
 
     def default(self, obj: Obj, version: str) -> None:
         """Fill defaults, in the request's version, before validation."""
@@ -70,6 +74,17 @@ class Strategy:
     def validate_approval_update(self, new: Obj, old: Obj) -> list[FieldError]:
         """Writes through /approval (CertificateSigningRequest conditions)."""
         return []
+
+    def validate_finalize(self, new: Obj, old: Obj) -> list[FieldError]:
+        """Writes through /finalize (namespaces' spec.finalizers)."""
+        return []
+
+    def release(self, obj: Obj) -> None:
+        """Free what prepare_for_create allocated (a Service's cluster IP), after
+        the object is gone or its create failed."""
+
+    def restore(self, objs: list[Obj]) -> None:
+        """Rebuild allocation state from the stored objects at startup."""
 
     def blocks_deletion(self, obj: Obj) -> bool:
         """Beyond metadata.finalizers, does something keep a deleting object

@@ -7,6 +7,7 @@ from .validation import FieldError, invalid
 
 
 class LeaseStrategy(Strategy):
+    allow_create_on_update = True
     columns = [
         Column("Name", "string", lambda o: o["metadata"]["name"], format="name"),
         Column("Holder", "string", lambda o: (o.get("spec") or {}).get("holderIdentity", "")),

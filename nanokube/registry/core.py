@@ -18,7 +18,7 @@ import re
 import time
 
 from .base import AGE, Column, Resource, Strategy, register
-from .core_pods import PodStrategy, bind_pod, validate_binding
+from .core_pods import PodStrategy, bind_pod, default_pod_spec, validate_binding, validate_pod_template
 from .core_printing import AGE_DOC, NAME_DOC, Clock, doc, since
 from .core_services import NodePortAllocator, ServiceIPAllocator, ServiceStrategy
 from .core_spec import PROTOCOLS, port_number, taint_effect
@@ -38,6 +38,8 @@ from .validation import (
 )
 
 __all__ = [
+    "default_pod_spec",
+    "validate_pod_template",
     "ConfigMapStrategy", "EndpointsStrategy", "EventStrategy", "NamespaceStrategy", "NodePortAllocator",
     "NodeStrategy", "PodStrategy", "SecretStrategy", "ServiceAccountStrategy", "ServiceIPAllocator",
     "ServiceStrategy", "bind_pod", "validate_binding",
@@ -94,6 +96,10 @@ class NamespaceStrategy(Strategy):
     def prepare_for_delete(self, obj: dict) -> None:
         """A delete of a namespace with finalizers starts its termination."""
         obj.setdefault("status", {})["phase"] = "Terminating"
+
+    def blocks_deletion(self, obj: dict) -> bool:
+        """The namespace controller empties the namespace, then clears spec.finalizers."""
+        return bool(_spec(obj).get("finalizers"))
 
     def validate(self, obj):
         return self._finalizers(obj)
@@ -384,6 +390,7 @@ def format_endpoints(ep: dict) -> str:
 
 
 class EndpointsStrategy(Strategy):
+    allow_create_on_update = True
     track_generation = False
     columns = [
         _NAME_COLUMN,
@@ -438,6 +445,7 @@ def _event_target(ev: dict) -> str:
 
 class EventStrategy(Strategy):
     """Core v1 Events. The first column is Last Seen, as upstream prints them."""
+    allow_create_on_update = True
 
     track_generation = False
     field_selectors = {

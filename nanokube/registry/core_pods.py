@@ -203,6 +203,16 @@ def _validate_scheduling_group(spec: dict, path: str) -> list[FieldError]:
     return [invalid(p, name, m) for m in dns1123_subdomain(name)]
 
 
+def validate_pod_template(template: dict, path: str) -> list[FieldError]:
+    """A PodTemplateSpec inside a workload (Deployment, ReplicaSet, Job)."""
+    from .validation import validate_annotations, validate_labels
+
+    md = template.get("metadata") or {}
+    errs = validate_labels(md.get("labels"), f"{path}.metadata.labels")
+    errs += validate_annotations(md.get("annotations"), f"{path}.metadata.annotations")
+    return errs + validate_pod_spec(template.get("spec") or {}, f"{path}.spec")
+
+
 def validate_pod_update(new: dict, old: dict) -> list[FieldError]:
     """ValidatePodUpdate: only images, deadlines, added tolerations, gate removal."""
     errs: list[FieldError] = []
@@ -444,6 +454,7 @@ def _pod_ip(pod: dict) -> str:
 
 class PodStrategy(Strategy):
     """Pods. `clock` feeds the RESTARTS column's "(5m ago)"."""
+    return_deleted_object = True
 
     field_selectors = {
         "spec.nodeName": lambda o: (o.get("spec") or {}).get("nodeName", ""),
@@ -482,6 +493,17 @@ class PodStrategy(Strategy):
         if restarts and last:
             return f"{restarts} ({since(last, self.clock)} ago)"
         return str(restarts)
+
+    def graceful_delete_seconds(self, obj, requested):
+        """A pod on a node gets its grace period for the node agent to stop it;
+        one never scheduled (or already finished) goes at once."""
+        spec, st = obj.get("spec") or {}, obj.get("status") or {}
+        if not spec.get("nodeName") or st.get("phase") in ("Succeeded", "Failed"):
+            return 0
+        if requested is not None:
+            return max(int(requested), 0)
+        grace = spec.get("terminationGracePeriodSeconds")
+        return 30 if grace is None else max(int(grace), 0)
 
     def default(self, obj, version):
         spec = obj.setdefault("spec", {})

@@ -377,6 +377,7 @@ class ServiceStrategy(Strategy):
     Extra hooks for the API server: `release(obj)` after delete (or a failed
     create), `restore(objs)` at startup.
     """
+    return_deleted_object = True
 
     field_selectors = {
         "spec.clusterIP": lambda o: _spec(o).get("clusterIP", ""),

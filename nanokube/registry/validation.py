@@ -38,6 +38,7 @@ _REASON_TEXT = {
     "FieldValueInvalid": "Invalid value",
     "FieldValueNotSupported": "Unsupported value",
     "FieldValueDuplicate": "Duplicate value",
+    "FieldValueNotFound": "Not found",
     "FieldValueForbidden": "Forbidden",
     "FieldValueTooLong": "Too long",
     "FieldValueTooMany": "Too many",
@@ -64,6 +65,10 @@ def required(field: str, detail: str = "") -> FieldError:
 
 def invalid(field: str, value: Any, detail: str) -> FieldError:
     return FieldError("FieldValueInvalid", field, detail, value, True)
+
+
+def not_found(field: str, value: Any) -> FieldError:
+    return FieldError("FieldValueNotFound", field, "", value, True)
 
 
 def forbidden(field: str, detail: str) -> FieldError:
