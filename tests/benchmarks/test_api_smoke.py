@@ -27,7 +27,7 @@ def test_percentile_interpolates_between_ranks():
 def test_memory_backend_reports_every_metric():
     messages: list[str] = []
     results = run_benchmarks(["memory"], TINY, messages.append)
-    row = results["memory"]
+    row = dict(results["memory"])
     assert list(row) == list(METRICS)
     assert all(math.isfinite(v) for v in row.values())
     share_before_ack = row.pop("watch events read before write ack (%)")

@@ -1,0 +1,72 @@
+"""`nanokube up` as a process: health, version, metrics, clean shutdown and
+restart on the same data dir."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from .conftest import STORE, start_cluster
+from .test_bad_input import HTTP
+
+
+def test_health_version_metrics(cluster):
+    import urllib.request
+
+    h = HTTP(cluster.kubeconfig)
+    for path in ("/healthz", "/livez", "/readyz"):
+        with urllib.request.urlopen(urllib.request.Request(h.server + path), context=h.ctx) as r:
+            assert r.status == 200 and r.read() == b"ok"
+    code, version = h.request("GET", "/version")
+    assert code == 200 and version["major"] == "1" and version["minor"] == "37"
+    client.CoreV1Api(cluster.client()).list_namespaced_config_map("default")
+    with urllib.request.urlopen(urllib.request.Request(h.server + "/metrics"), context=h.ctx) as r:
+        text = r.read().decode()
+    assert 'apiserver_request_total{code="200",group="",resource="configmaps",subresource="",verb="LIST",version="v1"}' in text
+    assert "apiserver_request_duration_seconds_bucket" in text
+    assert "apiserver_storage_request_duration_seconds_bucket" in text
+
+
+def test_anonymous_gets_health_but_not_resources(cluster):
+    import json
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    with urllib.request.urlopen(cluster.url + "/healthz", context=ctx) as r:
+        assert r.status == 200
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(cluster.url + "/api/v1/namespaces", context=ctx)
+    assert e.value.code == 403
+    assert json.loads(e.value.read())["reason"] == "Forbidden"
+
+
+@pytest.mark.skipif(STORE == "memory", reason="the memory store is not durable by design")
+def test_sigterm_then_restart_keeps_objects_and_revisions(store_url):
+    d = Path(tempfile.mkdtemp(prefix="nanokube-restart-"))
+    try:
+        c = start_cluster(d, store_url)
+        api = client.CoreV1Api(c.client())
+        api.create_namespace({"metadata": {"name": "keep"}})
+        cm = api.create_namespaced_config_map("keep", {"metadata": {"name": "cm"}, "data": {"a": "1"}})
+        api.delete_namespaced_config_map("cm", "keep")
+        rv_before = int(api.list_namespaced_config_map("keep").metadata.resource_version)
+        assert c.stop(signal.SIGTERM) == 0
+        c2 = start_cluster(d, store_url)
+        try:
+            api2 = client.CoreV1Api(c2.client())
+            assert "keep" in [n.metadata.name for n in api2.list_namespace().items]
+            again = api2.create_namespaced_config_map("keep", {"metadata": {"name": "cm"}})
+            assert int(again.metadata.resource_version) > rv_before > int(cm.metadata.resource_version)
+        finally:
+            c2.stop()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
