@@ -1,0 +1,1 @@
+"""Benchmarks that drive a real `nanokube up` process the way clients do."""

@@ -1,0 +1,56 @@
+"""`python -m benchmarks`: run the API benchmarks and print one table."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import signal
+import sys
+from pathlib import Path
+
+import orjson
+
+from .api import BACKENDS, BenchConfig, format_table, run_benchmarks
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM unwinds like Ctrl-C so every started process and temp dir is cleaned up."""
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description="nanokube API server benchmarks.")
+    p.add_argument("--pods", type=int, help="pods to create per backend (default 10000; 1000 with --quick)")
+    p.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated subset of sqlite,memory,etcd")
+    p.add_argument("--quick", action="store_true", help="N=1000 pods")
+    p.add_argument("--json", type=Path, metavar="FILE", help="also save the config and results as JSON")
+    args = p.parse_args(argv)
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    unknown = sorted(set(backends) - set(BACKENDS))
+    if unknown or not backends:
+        p.error(f"--backends: unknown {', '.join(unknown) or '(none given)'}; choose from {', '.join(BACKENDS)}")
+    pods = args.pods or (1000 if args.quick else 10000)
+    if pods < 1:
+        p.error("--pods must be positive")
+    cfg = BenchConfig(pods=pods)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        results = run_benchmarks(backends, cfg, _progress)
+    except KeyboardInterrupt:
+        _progress("interrupted; stopped everything the benchmark started")
+        return 130
+    print(f"nanokube API benchmarks: {pods} pods, {cfg.concurrency} creates in flight, "
+          f"{cfg.watchers} watchers x {cfg.watch_writes} updates")
+    print(format_table(results))
+    if args.json:
+        args.json.write_bytes(orjson.dumps({"config": dataclasses.asdict(cfg), "results": results},
+                                           option=orjson.OPT_INDENT_2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,471 @@
+"""API server benchmarks: pod create rate, read latency, watch fan-out, memory.
+
+Each backend gets its own `nanokube up` subprocess (and, for etcd, its own
+throwaway etcd) in a temporary directory, and is driven over HTTPS with the
+admin client certificate from the kubeconfig it writes. The numbers therefore
+include everything a real client pays for: TLS, HTTP, admission, validation,
+storage and the watch cache. The client runs in this process and shares the
+machine's cores with the server, which is what a colocated controller sees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import ctypes
+import math
+import os
+import random
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import aiohttp
+import orjson
+import yaml
+
+BACKENDS = ("sqlite", "memory", "etcd")
+
+METRICS = (
+    "pod creates (pods/s)",
+    "pod create p50 (ms)",
+    "pod create p99 (ms)",
+    "GET pod p50 (ms)",
+    "GET pod p99 (ms)",
+    "LIST all pods p50 (ms)",
+    "LIST all pods p99 (ms)",
+    "LIST paginated walk p50 (ms)",
+    "LIST paginated walk p99 (ms)",
+    "watch delivery p50 (ms)",
+    "watch delivery p99 (ms)",
+    "watch events delivered (events/s)",
+    "watch events read before write ack (%)",
+    "server RSS at startup (MiB)",
+    "server RSS with all pods (MiB)",
+    "memory per pod (KiB/pod)",
+)
+
+Progress = Callable[[str], None]
+Results = dict[str, dict[str, float]]
+T = TypeVar("T")
+
+_WATCH_LABEL = "bench.nanokube.io/watch-seq"
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """Sizes of each phase; the defaults are the full run."""
+
+    pods: int = 10000
+    concurrency: int = 32
+    gets: int = 2000
+    lists: int = 20
+    page_limit: int = 500
+    watchers: int = 100
+    watch_writes: int = 200
+    namespace: str = "bench"
+    watch_timeout_s: float = 300.0
+
+
+@dataclass(frozen=True)
+class Server:
+    url: str
+    pid: int
+    kubeconfig: Path
+
+
+def percentile(samples: list[float], q: float) -> float:
+    """Linear interpolation between the closest ranks, as numpy does by default."""
+    s = sorted(samples)
+    pos = (len(s) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def pod_manifest(i: int) -> dict:
+    """A pod shaped like a Deployment's: labels, resources, probes; every other one has a sidecar."""
+    app = f"svc-{i % 25}"
+    containers = [{
+        "name": "app",
+        "image": f"registry.example.com/{app}:1.{i % 7}.0",
+        "ports": [{"name": "http", "containerPort": 8080}, {"name": "metrics", "containerPort": 9090}],
+        "env": [{"name": "APP_NAME", "value": app}, {"name": "LOG_LEVEL", "value": "info"}],
+        "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}},
+        "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 5},
+    }]
+    if i % 2:
+        containers.append({
+            "name": "log-shipper",
+            "image": "registry.example.com/log-shipper:2.3.1",
+            "args": ["--input=/var/log/app", "--output=stdout"],
+            "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}},
+        })
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"bench-{i:06d}",
+            "labels": {"app": app, "tier": "backend" if i % 3 else "frontend", "pod-template-hash": f"{i % 97:08x}"},
+            "annotations": {"bench.nanokube.io/index": str(i)},
+        },
+        "spec": {"containers": containers, "terminationGracePeriodSeconds": 30},
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    """Runs in the child: have Linux SIGKILL it should this benchmark die without cleaning up."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    with contextlib.suppress(OSError):
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    return ""
+
+
+@contextlib.contextmanager
+def _running(argv: list[str], log_path: Path) -> Iterator[subprocess.Popen]:
+    """Starts argv in its own session (so Ctrl-C reaches only us) and always stops it."""
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, preexec_fn=_die_with_parent)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _wait_for(check: Callable[[], T | None], proc: subprocess.Popen, what: str, log_path: Path,
+              timeout: float = 60.0) -> T:
+    """Polls check() until it returns a value; fails fast when the process exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}:\n{_tail(log_path)}")
+        value = check()
+        if value is not None:
+            return value
+        time.sleep(0.05)
+    raise RuntimeError(f"{what} not ready after {timeout:.0f}s:\n{_tail(log_path)}")
+
+
+def _etcd_healthy(client_url: str) -> bool | None:
+    with contextlib.suppress(OSError, urllib.error.URLError):
+        with urllib.request.urlopen(f"{client_url}/health", timeout=1) as r:
+            return True if b'"true"' in r.read() else None
+    return None
+
+
+@contextlib.contextmanager
+def etcd_server(data_dir: Path) -> Iterator[str]:
+    """A throwaway single-member etcd on loopback; yields its HOST:PORT."""
+    binary = shutil.which("etcd") or "/usr/bin/etcd"
+    if not os.path.exists(binary):
+        raise RuntimeError("etcd binary not found (scripts/etcd.sh installs it)")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    client, peer = f"http://127.0.0.1:{_free_port()}", f"http://127.0.0.1:{_free_port()}"
+    log = data_dir / "etcd.log"
+    argv = [binary, "--name", "bench", "--data-dir", str(data_dir / "member"),
+            "--listen-client-urls", client, "--advertise-client-urls", client,
+            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"bench={peer}", "--log-level", "error"]
+    with _running(argv, log) as proc:
+        _wait_for(lambda: _etcd_healthy(client), proc, "etcd", log, timeout=30)
+        yield client.removeprefix("http://")
+
+
+def _announced(log_path: Path) -> tuple[str, Path] | None:
+    """The URL and kubeconfig `nanokube up` prints once it serves, if it has yet."""
+    url = kubeconfig = None
+    for line in log_path.read_text(errors="replace").splitlines():
+        if line.startswith("nanokube API server listening on "):
+            url = line.split()[5]
+        elif line.startswith("export KUBECONFIG="):
+            kubeconfig = Path(line.split("=", 1)[1].strip())
+    return (url, kubeconfig) if url and kubeconfig else None
+
+
+@contextlib.contextmanager
+def nanokube_server(data_dir: Path, store: str) -> Iterator[Server]:
+    """Runs `nanokube up --port 0` on data_dir until the block exits."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log = data_dir / "nanokube.log"
+    argv = [sys.executable, "-m", "nanokube.cli", "up", "--data-dir", str(data_dir), "--port", "0", "--store", store]
+    with _running(argv, log) as proc:
+        url, kubeconfig = _wait_for(lambda: _announced(log), proc, "nanokube up", log)
+        yield Server(url, proc.pid, kubeconfig)
+
+
+def tls_context(kubeconfig: Path, key_dir: Path) -> ssl.SSLContext:
+    """Trusts the current context's CA and presents its client certificate, as kubectl does."""
+    cfg = yaml.safe_load(kubeconfig.read_text())
+    ctx_entry = next(c["context"] for c in cfg["contexts"] if c["name"] == cfg["current-context"])
+    cluster = next(c["cluster"] for c in cfg["clusters"] if c["name"] == ctx_entry["cluster"])
+    user = next(u["user"] for u in cfg["users"] if u["name"] == ctx_entry["user"])
+    ctx = ssl.create_default_context(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
+    paths = []
+    for field in ("client-certificate-data", "client-key-data"):
+        path = key_dir / field
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(base64.b64decode(user[field]))
+        paths.append(path)
+    ctx.load_cert_chain(*paths)
+    return ctx
+
+
+def rss_kib(pid: int) -> int:
+    """Resident set size of a process, from /proc (Linux)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+class PodsApi:
+    """Just enough of the pods API of one namespace, over one aiohttp session."""
+
+    def __init__(self, session: aiohttp.ClientSession, url: str, namespace: str) -> None:
+        self.session = session
+        self.url = url
+        self.namespace = namespace
+        self.pods = f"{url}/api/v1/namespaces/{namespace}/pods"
+
+    async def call(self, method: str, url: str, body: dict | None = None, params: dict | None = None,
+                   content_type: str = "application/json") -> bytes:
+        data = None if body is None else orjson.dumps(body)
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        async with self.session.request(method, url, data=data, params=params, headers=headers) as resp:
+            payload = await resp.read()
+            if resp.status >= 300:
+                raise RuntimeError(f"{method} {url} -> {resp.status}: {payload[:500]!r}")
+            return payload
+
+    async def create_namespace(self) -> None:
+        await self.call("POST", f"{self.url}/api/v1/namespaces", {"metadata": {"name": self.namespace}})
+
+    async def list_resource_version(self) -> str:
+        body = orjson.loads(await self.call("GET", self.pods, params={"limit": "1"}))
+        return body["metadata"]["resourceVersion"]
+
+
+async def _timed(fn: Callable[[], Awaitable[object]]) -> float:
+    start = time.perf_counter()
+    await fn()
+    return time.perf_counter() - start
+
+
+async def _bounded(count: int, concurrency: int, fn: Callable[[int], Awaitable[None]]) -> None:
+    """Runs fn(0..count-1) with at most `concurrency` calls in flight."""
+    indices = iter(range(count))
+
+    async def worker() -> None:
+        for i in indices:
+            await fn(i)
+
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, count))))
+
+
+def _ms(samples: list[float], name: str) -> dict[str, float]:
+    return {f"{name} p50 (ms)": percentile(samples, 0.5) * 1000, f"{name} p99 (ms)": percentile(samples, 0.99) * 1000}
+
+
+async def measure_creates(api: PodsApi, cfg: BenchConfig, progress: Progress) -> dict[str, float]:
+    """Creates cfg.pods pods with cfg.concurrency requests in flight."""
+    latencies: list[float] = []
+    step = max(1, cfg.pods // 10)
+
+    async def create(i: int) -> None:
+        latencies.append(await _timed(lambda: api.call("POST", api.pods, pod_manifest(i))))
+        if len(latencies) % step == 0:
+            progress(f"  created {len(latencies)}/{cfg.pods} pods")
+
+    elapsed = await _timed(lambda: _bounded(cfg.pods, cfg.concurrency, create))
+    return {"pod creates (pods/s)": cfg.pods / elapsed, **_ms(latencies, "pod create")}
+
+
+async def measure_reads(api: PodsApi, cfg: BenchConfig, progress: Progress) -> dict[str, float]:
+    """Sequential GETs of random pods, full LISTs and paginated LIST walks."""
+    rng = random.Random(0)
+    progress(f"  {cfg.gets} GETs")
+    gets = [await _timed(lambda: api.call("GET", f"{api.pods}/bench-{rng.randrange(cfg.pods):06d}"))
+            for _ in range(cfg.gets)]
+    progress(f"  {cfg.lists} full LISTs")
+    lists, bodies = [], []
+    for _ in range(cfg.lists):
+        start = time.perf_counter()
+        bodies.append(await api.call("GET", api.pods))
+        lists.append(time.perf_counter() - start)
+    if len(orjson.loads(bodies[-1])["items"]) != cfg.pods:
+        raise RuntimeError("LIST did not return every pod")
+    bodies.clear()
+    progress(f"  {cfg.lists} paginated LIST walks (limit={cfg.page_limit})")
+    walks = [await _timed(lambda: _walk(api, cfg)) for _ in range(cfg.lists)]
+    return {**_ms(gets, "GET pod"), **_ms(lists, "LIST all pods"), **_ms(walks, "LIST paginated walk")}
+
+
+async def _walk(api: PodsApi, cfg: BenchConfig) -> None:
+    seen, token = 0, ""
+    while True:
+        params = {"limit": str(cfg.page_limit), **({"continue": token} if token else {})}
+        page = orjson.loads(await api.call("GET", api.pods, params=params))
+        seen += len(page["items"])
+        token = page["metadata"].get("continue", "")
+        if not token:
+            break
+    if seen != cfg.pods:
+        raise RuntimeError(f"paginated LIST saw {seen} pods, not {cfg.pods}")
+
+
+async def _watch(api: PodsApi, rv: str, wanted: int, connected: asyncio.Event, on_connect: Callable[[], None],
+                 log: list[tuple[str, float]]) -> None:
+    """One watcher: logs (resourceVersion, arrival time) of each benchmark update it sees."""
+    params = {"watch": "1", "resourceVersion": rv}
+    timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
+    async with api.session.get(api.pods, params=params, timeout=timeout) as resp:
+        if resp.status != 200:
+            raise RuntimeError(f"watch -> {resp.status}: {(await resp.read())[:500]!r}")
+        on_connect()
+        async for line in resp.content:
+            arrived = time.perf_counter()
+            obj = orjson.loads(line)["object"]
+            if _WATCH_LABEL in obj["metadata"].get("labels", {}):
+                log.append((obj["metadata"]["resourceVersion"], arrived))
+                if len(log) == wanted:
+                    return
+    raise RuntimeError(f"watch ended after {len(log)} of {wanted} events")
+
+
+async def measure_watch(api: PodsApi, cfg: BenchConfig, progress: Progress) -> dict[str, float]:
+    """cfg.watchers watchers on the namespace's pods, then cfg.watch_writes sequential label patches.
+
+    Delivery latency runs from sending the write to a watcher reading its
+    event: this server fans an event out before it answers the write, so
+    latency from the acknowledgement would be negative; the share of events
+    read before the acknowledgement is reported alongside.
+    """
+    rv = await api.list_resource_version()
+    logs: list[list[tuple[str, float]]] = [[] for _ in range(cfg.watchers)]
+    connected = asyncio.Event()
+    count = 0
+
+    def on_connect() -> None:
+        nonlocal count
+        count += 1
+        if count == cfg.watchers:
+            connected.set()
+
+    progress(f"  {cfg.watchers} watchers, {cfg.watch_writes} updates")
+    tasks = [asyncio.create_task(_watch(api, rv, cfg.watch_writes, connected, on_connect, log)) for log in logs]
+    try:
+        ready = asyncio.create_task(connected.wait())
+        await asyncio.wait([ready, *tasks], timeout=60, return_when=asyncio.FIRST_COMPLETED)
+        ready.cancel()
+        for t in tasks:
+            if t.done():
+                t.result()
+        if not connected.is_set():
+            raise RuntimeError(f"only {count} of {cfg.watchers} watchers connected")
+        sent: dict[str, tuple[float, float]] = {}
+        start = time.perf_counter()
+        for k in range(cfg.watch_writes):
+            patch = {"metadata": {"labels": {_WATCH_LABEL: str(k)}}}
+            t0 = time.perf_counter()
+            body = await api.call("PATCH", f"{api.pods}/bench-{k % cfg.pods:06d}", patch,
+                                  content_type="application/merge-patch+json")
+            sent[orjson.loads(body)["metadata"]["resourceVersion"]] = (t0, time.perf_counter())
+        await asyncio.wait_for(asyncio.gather(*tasks), cfg.watch_timeout_s)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    events = [(arrived, *sent[rv]) for log in logs for rv, arrived in log]
+    last = max(arrived for arrived, _, _ in events)
+    return {
+        **_ms([arrived - t0 for arrived, t0, _ in events], "watch delivery"),
+        "watch events delivered (events/s)": len(events) / (last - start),
+        "watch events read before write ack (%)": 100 * sum(arrived < ack for arrived, _, ack in events) / len(events),
+    }
+
+
+async def measure(server: Server, ssl_ctx: ssl.SSLContext, cfg: BenchConfig, progress: Progress) -> dict[str, float]:
+    """Every phase against one running server, in an order where each leaves the next a known state."""
+    connector = aiohttp.TCPConnector(ssl=ssl_ctx, limit=0)
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=300)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        api = PodsApi(session, server.url, cfg.namespace)
+        await api.create_namespace()
+        await api.list_resource_version()
+        rss_start = rss_kib(server.pid)
+        progress(f"  creating {cfg.pods} pods, {cfg.concurrency} in flight")
+        results = await measure_creates(api, cfg, progress)
+        rss_full = rss_kib(server.pid)
+        results |= {
+            "server RSS at startup (MiB)": rss_start / 1024,
+            "server RSS with all pods (MiB)": rss_full / 1024,
+            "memory per pod (KiB/pod)": (rss_full - rss_start) / cfg.pods,
+        }
+        results |= await measure_reads(api, cfg, progress)
+        results |= await measure_watch(api, cfg, progress)
+    return {name: results[name] for name in METRICS}
+
+
+def run_backend(backend: str, cfg: BenchConfig, progress: Progress) -> dict[str, float]:
+    """Starts a fresh server on `backend`, measures it, and removes everything it started."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
+    with contextlib.ExitStack() as stack:
+        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"nanokube-bench-{backend}-")))
+        store = backend
+        if backend == "etcd":
+            store = "etcd://" + stack.enter_context(etcd_server(work / "etcd"))
+        server = stack.enter_context(nanokube_server(work / "nanokube", store))
+        progress(f"{backend}: nanokube pid {server.pid} serving {server.url}")
+        return asyncio.run(measure(server, tls_context(server.kubeconfig, work), cfg, progress))
+
+
+def run_benchmarks(backends: list[str], cfg: BenchConfig, progress: Progress) -> Results:
+    return {backend: run_backend(backend, cfg, progress) for backend in backends}
+
+
+def _number(v: float) -> str:
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    return f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}"
+
+
+def format_table(results: Results) -> str:
+    """One row per metric, one column per backend."""
+    backends = list(results)
+    rows = [["metric", *backends]] + [[m, *(_number(results[b][m]) for b in backends)] for m in METRICS]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = [" | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+             for r in rows]
+    lines.insert(1, "-+-".join("-" * w for w in widths))
+    return "\n".join(lines)
