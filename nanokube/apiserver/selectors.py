@@ -11,6 +11,7 @@ from .errors import bad_request
 Requirement = tuple[str, str, tuple[str, ...]]  # (key, op, values); ops: =, !=, in, notin, exists, !
 
 _TOKEN = re.compile(r"\s*(!=|==|=|\(|\)|,|!|[^\s!=(),]+)")
+_OPERATORS = {"!=", "==", "=", "(", ")", ",", "!"}
 
 
 def _tokens(s: str) -> list[str]:
@@ -39,12 +40,10 @@ def _parse(t: list[str]) -> list[Requirement]:
     i = 0
     while i < len(t):
         if t[i] == "!":
-            if i + 1 >= len(t):
-                raise ValueError("missing key after '!'")
-            reqs.append((t[i + 1], "!", ()))
+            reqs.append((_identifier(t, i + 1), "!", ()))
             i += 2
         else:
-            key = t[i]
+            key = _identifier(t, i)
             i += 1
             if i >= len(t) or t[i] == ",":
                 reqs.append((key, "exists", ()))
@@ -77,6 +76,14 @@ def _parse(t: list[str]) -> list[Requirement]:
                 raise ValueError(f"found '{t[i]}', expected: ','")
             i += 1
     return reqs
+
+
+def _identifier(t: list[str], i: int) -> str:
+    """A key must be a word, not an operator or the end of input."""
+    found = t[i] if i < len(t) else ""
+    if not found or found in _OPERATORS:
+        raise ValueError(f"found '{found}', expected: identifier")
+    return found
 
 
 def selector_from_object(sel: dict | None) -> list[Requirement] | None:

@@ -1,0 +1,50 @@
+"""An in-process API server (memory store, watch cache, generic REST and
+admission, no sockets) shared by the core and controller unit tests."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from nanokube.apiserver.admission import Admission
+from nanokube.apiserver.cache import WatchCache
+from nanokube.apiserver.rest import GenericREST, ResourceIndex
+from nanokube.client.local import LocalClient
+from nanokube.clock import Clock
+from nanokube.registry.base import all_resources
+from nanokube.store.memory import MemoryStore
+
+
+@dataclass
+class Stack:
+    store: MemoryStore
+    cache: WatchCache
+    rest: GenericREST
+    client: LocalClient
+
+    async def close(self) -> None:
+        await self.cache.stop()
+        await self.store.close()
+
+
+async def make_stack(window: int = 50_000) -> Stack:
+    store = MemoryStore()
+    cache = WatchCache(store, window=window)
+    rest = GenericREST(store, cache, ResourceIndex(all_resources()), Clock())
+    rest.admission = Admission(rest)
+    await store.start()
+    await cache.start()
+    client = LocalClient(rest)
+    await client.resource("", "v1", "namespaces").create({"metadata": {"name": "default"}})
+    return Stack(store, cache, rest, client)
+
+
+async def eventually(check, attempts: int = 400):
+    """Poll `check` (an async callable returning a truthy value when done) a
+    bounded number of times, yielding to the loop in between; returns its value."""
+    for _ in range(attempts):
+        got = await check()
+        if got:
+            return got
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition never held")
