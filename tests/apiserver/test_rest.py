@@ -1,0 +1,228 @@
+import asyncio
+
+import pytest
+
+from nanokube.apiserver.errors import APIError
+from nanokube.apiserver.rest import WriteOptions
+from tests.controllers import make_stack
+
+NS = "default"
+
+
+@pytest.fixture
+async def stack():
+    s = await make_stack()
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+def cms(stack):
+    return stack.client.resource("", "v1", "configmaps")
+
+
+def cm(name, labels=None, **md):
+    return {"metadata": {"name": name, "namespace": NS, **({"labels": labels} if labels else {}), **md}, "data": {"k": "v"}}
+
+
+def deployment(name, replicas=1):
+    tpl = {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
+    return {"metadata": {"name": name, "namespace": NS},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}}, "template": tpl}}
+
+
+async def next_event(stream):
+    """The next watch event; the bound only stops a broken test from hanging."""
+    return await asyncio.wait_for(stream.__anext__(), 5)
+
+
+async def names(rc, **kw):
+    items, _ = await rc.list(NS, **kw)
+    return [o["metadata"]["name"] for o in items]
+
+
+async def test_label_and_field_selectors_on_list(cms):
+    await cms.create(cm("a", {"app": "web"}))
+    await cms.create(cm("b", {"app": "db"}))
+    await cms.create(cm("c"))
+    assert await names(cms, label_selector="app in (web,db)") == ["a", "b"]
+    assert await names(cms, label_selector="!app") == ["c"]
+    assert await names(cms, field_selector="metadata.name!=a") == ["b", "c"]
+    assert await names(cms, field_selector="metadata.namespace=default,metadata.name=b") == ["b"]
+    with pytest.raises(APIError) as e:
+        await cms.list(NS, field_selector="data.k=v")
+    assert e.value.code == 400 and "field label not supported: data.k" in e.value.message
+    with pytest.raises(APIError) as e:
+        await cms.list(NS, label_selector="app in web")
+    assert e.value.code == 400
+
+
+async def test_resource_specific_field_selector(stack):
+    pods = stack.client.resource("", "v1", "pods")
+    await pods.create({"metadata": {"name": "p", "namespace": NS},
+                       "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
+    assert await names(pods, field_selector="status.phase=Pending") == ["p"]
+    assert await names(pods, field_selector="spec.nodeName=n1") == []
+
+
+async def test_pagination_with_continue_and_remaining_count(stack, cms):
+    for i in range(5):
+        await cms.create(cm(f"cm{i}"))
+    res = cms.res
+    page1, m1 = await stack.rest.list(res, "v1", NS, limit=2)
+    assert [o["metadata"]["name"] for o in page1] == ["cm0", "cm1"]
+    assert m1["remainingItemCount"] == 3 and m1["continue"]
+    page2, m2 = await stack.rest.list(res, "v1", NS, limit=2, continue_=m1["continue"])
+    assert [o["metadata"]["name"] for o in page2] == ["cm2", "cm3"]
+    assert m2["remainingItemCount"] == 1
+    page3, m3 = await stack.rest.list(res, "v1", NS, limit=2, continue_=m2["continue"])
+    assert [o["metadata"]["name"] for o in page3] == ["cm4"]
+    assert "continue" not in m3 and "remainingItemCount" not in m3
+    with pytest.raises(APIError) as e:
+        await stack.rest.list(res, "v1", NS, continue_="not-a-token")
+    assert e.value.code == 400
+
+
+async def test_list_resource_version_semantics(stack, cms):
+    created = await cms.create(cm("a"))
+    res = cms.res
+    _, meta = await stack.rest.list(res, "v1", NS)
+    assert int(meta["resourceVersion"]) >= int(created["metadata"]["resourceVersion"])
+    items, meta0 = await stack.rest.list(res, "v1", NS, resource_version="0")
+    assert [o["metadata"]["name"] for o in items] == ["a"]
+    items, _ = await stack.rest.list(res, "v1", NS, resource_version=created["metadata"]["resourceVersion"],
+                                     resource_version_match="NotOlderThan")
+    assert [o["metadata"]["name"] for o in items] == ["a"]
+    for kw, msg in [
+        ({"resource_version_match": "Exact"}, "resourceVersionMatch is forbidden"),
+        ({"resource_version": "1", "resource_version_match": "Newest"}, "Unsupported value"),
+        ({"resource_version": "abc"}, "invalid resource version"),
+        ({"resource_version": "1", "continue_": "x"}, "not allowed when using continue"),
+    ]:
+        with pytest.raises(APIError) as e:
+            await stack.rest.list(res, "v1", NS, **kw)
+        assert e.value.code == 400 and msg in e.value.message
+
+
+async def test_watch_from_resource_version_replays_only_later_events(cms):
+    a = await cms.create(cm("a"))
+    rv = a["metadata"]["resourceVersion"]
+    await cms.create(cm("b"))
+    await cms.patch("a", {"data": {"k": "v2"}}, namespace=NS)
+    stream = await cms.watch(NS, rv)
+    try:
+        t1, o1 = await next_event(stream)
+        t2, o2 = await next_event(stream)
+        assert (t1, o1["metadata"]["name"]) == ("ADDED", "b")
+        assert (t2, o2["metadata"]["name"], o2["data"]["k"]) == ("MODIFIED", "a", "v2")
+        await cms.delete("b", NS)
+        t3, o3 = await next_event(stream)
+        assert (t3, o3["metadata"]["name"]) == ("DELETED", "b")
+    finally:
+        await stream.aclose()
+
+
+async def test_watch_from_too_old_resource_version_is_gone():
+    s = await make_stack(window=2)
+    try:
+        cms = s.client.resource("", "v1", "configmaps")
+        first = await cms.create(cm("first"))
+        for i in range(4):
+            await cms.create(cm(f"cm{i}"))
+        with pytest.raises(APIError) as e:
+            await cms.watch(NS, first["metadata"]["resourceVersion"])
+        assert e.value.code == 410
+        _, rv = await cms.list(NS)
+        stream = await cms.watch(NS, rv)
+        await stream.aclose()
+    finally:
+        await s.close()
+
+
+async def test_watch_with_label_selector_turns_label_changes_into_added_deleted(cms):
+    _, rv = await cms.list(NS)
+    stream = await cms.watch(NS, rv, label_selector="app=web")
+    try:
+        await cms.create(cm("x"))
+        await cms.patch("x", {"metadata": {"labels": {"app": "web"}}}, namespace=NS)
+        typ, obj = await next_event(stream)
+        assert (typ, obj["metadata"]["name"]) == ("ADDED", "x")
+        await cms.patch("x", {"data": {"k": "v2"}}, namespace=NS)
+        assert (await next_event(stream))[0] == "MODIFIED"
+        await cms.patch("x", {"metadata": {"labels": {"app": "db"}}}, namespace=NS)
+        typ, obj = await next_event(stream)
+        assert (typ, obj["metadata"]["labels"]) == ("DELETED", {"app": "db"})
+    finally:
+        await stream.aclose()
+
+
+async def test_stale_resource_version_conflicts(cms):
+    a = await cms.create(cm("a"))
+    await cms.update({**a, "data": {"k": "new"}})
+    with pytest.raises(APIError) as e:
+        await cms.update({**a, "data": {"k": "lost"}})
+    assert e.value.code == 409 and e.value.reason == "Conflict"
+    with pytest.raises(APIError) as e:
+        await cms.delete("a", NS, preconditions={"resourceVersion": a["metadata"]["resourceVersion"]})
+    assert e.value.code == 409
+    assert (await cms.get("a", NS))["data"] == {"k": "new"}
+
+
+async def test_generation_bumps_only_on_spec_changes(stack):
+    deps = stack.client.resource("apps", "v1", "deployments")
+    d = await deps.create(deployment("d"))
+    assert d["metadata"]["generation"] == 1
+    d = await deps.patch("d", {"metadata": {"labels": {"x": "y"}}}, namespace=NS)
+    assert d["metadata"]["generation"] == 1
+    d = await deps.patch("d", {"status": {"replicas": 3}}, namespace=NS, subresource="status")
+    assert d["metadata"]["generation"] == 1
+    d = await deps.patch("d", {"spec": {"replicas": 4}}, namespace=NS)
+    assert d["metadata"]["generation"] == 2
+
+
+async def test_status_subresource_isolates_status_from_spec(stack):
+    deps = stack.client.resource("apps", "v1", "deployments")
+    created = await deps.create({**deployment("d"), "status": {"replicas": 9}})
+    assert "replicas" not in (created.get("status") or {})
+    d = await deps.update({**created, "spec": {**created["spec"], "replicas": 2}, "status": {"replicas": 7}})
+    assert d["spec"]["replicas"] == 2 and (d.get("status") or {}).get("replicas") is None
+    s = await deps.update({**d, "spec": {**d["spec"], "replicas": 5}, "status": {"replicas": 2}}, subresource="status")
+    assert s["status"]["replicas"] == 2 and s["spec"]["replicas"] == 2
+
+
+async def test_finalizers_keep_a_deleted_object_until_removed(cms):
+    await cms.create(cm("f", finalizers=["example.com/hold"]))
+    await cms.delete("f", NS)
+    held = await cms.get("f", NS)
+    assert held["metadata"]["deletionTimestamp"]
+    assert held["metadata"]["finalizers"] == ["example.com/hold"]
+    await cms.patch("f", {"metadata": {"finalizers": None}}, namespace=NS)
+    with pytest.raises(APIError) as e:
+        await cms.get("f", NS)
+    assert e.value.code == 404
+
+
+async def test_dry_run_creates_and_deletes_nothing(stack, cms):
+    r = await stack.rest.create(cms.res, "v1", NS, cm("dry"), WriteOptions(dry_run=True))
+    assert r.code == 201 and r.obj["metadata"]["name"] == "dry"
+    with pytest.raises(APIError) as e:
+        await cms.get("dry", NS)
+    assert e.value.code == 404
+    await cms.create(cm("kept"))
+    await stack.rest.delete(cms.res, "v1", NS, "kept", {}, WriteOptions(dry_run=True))
+    assert (await cms.get("kept", NS))["metadata"]["name"] == "kept"
+
+
+async def test_generate_name(cms):
+    a = await cms.create({"metadata": {"generateName": "gen-", "namespace": NS}})
+    b = await cms.create({"metadata": {"generateName": "gen-", "namespace": NS}})
+    for o in (a, b):
+        assert o["metadata"]["name"].startswith("gen-") and len(o["metadata"]["name"]) == len("gen-") + 5
+    assert a["metadata"]["name"] != b["metadata"]["name"]
+    assert (await cms.get(a["metadata"]["name"], NS))["metadata"]["uid"] == a["metadata"]["uid"]
+
+
+async def test_create_in_missing_namespace_is_404(cms):
+    with pytest.raises(APIError) as e:
+        await cms.create({"metadata": {"name": "x", "namespace": "nowhere"}})
+    assert e.value.code == 404
