@@ -1,0 +1,79 @@
+import pytest
+
+from nanokube.apiserver.cache import ADDED, DELETED, MODIFIED, Watcher, WatchCache, stored_value
+from nanokube.store.interface import Compacted
+from nanokube.store.memory import MemoryStore
+from tests.controllers import eventually
+
+PREFIX = "/registry/configmaps/"
+
+
+@pytest.fixture
+async def env():
+    store = MemoryStore()
+    await store.create(PREFIX + "ns/pre", b'{"metadata":{"name":"pre"}}')
+    cache = WatchCache(store, window=3)
+    await cache.start()
+    yield store, cache
+    await cache.stop()
+    await store.close()
+
+
+async def test_start_lists_existing_objects_with_their_revision(env):
+    store, cache = env
+    e = cache.get(PREFIX + "ns/pre")
+    assert e.obj["metadata"] == {"name": "pre", "resourceVersion": "1"}
+    assert cache.rev == cache.oldest_revision == 1
+
+
+async def test_follows_the_store_and_reads_your_writes(env):
+    store, cache = env
+    kv = await store.create(PREFIX + "ns/a", b'{"metadata":{"name":"a"}}')
+    await cache.wait_for(kv.mod_revision)
+    assert cache.get(PREFIX + "ns/a").rev == kv.mod_revision
+    await store.create("/registry/secrets/ns/s", b'{"metadata":{"name":"s"}}')
+    await cache.sync()
+    assert [k for k, _ in cache.list(PREFIX)] == [PREFIX + "ns/a", PREFIX + "ns/pre"]
+    assert [k for k, _ in cache.list(PREFIX + "other/")] == []
+    assert cache.count("/registry/secrets/") == 1
+
+
+async def test_events_since_and_window(env):
+    store, cache = env
+    kv = await store.create(PREFIX + "ns/a", b'{"metadata":{"name":"a"}}')
+    kv2 = await store.update(PREFIX + "ns/a", b'{"metadata":{"name":"a"},"data":{"x":"1"}}', kv.mod_revision)
+    await store.delete(PREFIX + "ns/a", kv2.mod_revision)
+    await cache.sync()
+    evs = cache.events_since(kv.mod_revision, PREFIX)
+    assert [e.type for e in evs] == [MODIFIED, DELETED]
+    assert evs[1].entry.obj["data"] == {"x": "1"}
+    assert evs[1].entry.obj["metadata"]["resourceVersion"] == str(evs[1].rev)
+    await store.create(PREFIX + "ns/b", b"{}")
+    await cache.sync()
+    assert cache.oldest_revision == kv.mod_revision
+    with pytest.raises(Compacted):
+        cache.events_since(kv.mod_revision - 1, PREFIX)
+
+
+async def test_watchers_receive_accepted_events_for_their_prefix(env):
+    store, cache = env
+    w = Watcher(PREFIX + "ns/", lambda ev: ev.key.startswith(PREFIX + "ns/"))
+    cache.add_watcher(w)
+    await store.create(PREFIX + "other/x", b"{}")
+    await store.create("/registry/secrets/ns/s", b"{}")
+    await store.create(PREFIX + "ns/y", b"{}")
+    ev = await eventually(lambda: _get_nowait(w))
+    assert (ev.type, ev.key) == (ADDED, PREFIX + "ns/y")
+    assert w.queue.empty()
+    cache.remove_watcher(w)
+    assert cache.watcher_count == 0
+
+
+async def _get_nowait(w):
+    return None if w.queue.empty() else w.queue.get_nowait()
+
+
+def test_stored_value_drops_resource_version():
+    obj = {"metadata": {"name": "a", "resourceVersion": "5"}}
+    assert stored_value(obj) == b'{"metadata":{"name":"a"}}'
+    assert obj["metadata"]["resourceVersion"] == "5"
