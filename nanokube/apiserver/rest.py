@@ -142,10 +142,6 @@ class GenericREST:
             out = {**out, "apiVersion": api_version, "kind": res.kind}
         return out
 
-    def _check_namespace(self, res: Resource, namespace: str | None, name: str | None) -> None:
-        if res.namespaced and not namespace:
-            raise errors.bad_request("the server could not find the requested resource")
-
     def _decode_checks(self, res: Resource, version: str, obj: Any, opts: WriteOptions) -> list[str]:
         """Generic decoding: a JSON object, the right kind, sane types; unknown
         fields per fieldValidation. Returns warnings."""

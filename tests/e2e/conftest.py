@@ -43,7 +43,7 @@ class Cluster:
         return json.loads(self.kubectl(*args, "-o", "json").stdout)
 
     def client(self):
-        from kubernetes import client, config
+        from kubernetes import config
 
         return config.new_client_from_config(config_file=self.kubeconfig)
 
