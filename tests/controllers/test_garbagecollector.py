@@ -1,0 +1,79 @@
+import pytest
+
+from nanokube.apiserver.errors import APIError
+from nanokube.controllers.garbagecollector import GarbageCollector
+from tests.controllers import eventually, make_stack
+
+NS = "default"
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    gc = GarbageCollector(s.client)
+    await gc.start()
+    yield s.client.resource("", "v1", "configmaps")
+    await gc.stop()
+    await s.close()
+
+
+async def owner_and_dependent(cms, block=False, dep_finalizers=None):
+    owner = await cms.create({"metadata": {"name": "owner", "namespace": NS}})
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner["metadata"]["uid"]}
+    if block:
+        ref["blockOwnerDeletion"] = True
+    md = {"name": "dep", "namespace": NS, "ownerReferences": [ref]}
+    if dep_finalizers:
+        md["finalizers"] = dep_finalizers
+    await cms.create({"metadata": md})
+    return owner
+
+
+def gone(cms, name):
+    async def check():
+        try:
+            await cms.get(name, NS)
+        except APIError as e:
+            return e.code == 404
+        return False
+    return check
+
+
+async def test_background_deletion_collects_dependents(env):
+    cms = env
+    await owner_and_dependent(cms)
+    await cms.delete("owner", NS)
+    assert await eventually(gone(cms, "dep"))
+
+
+async def test_dependent_of_a_never_existing_owner_is_collected(env):
+    cms = env
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "ghost", "uid": "00000000-0000-0000-0000-000000000000"}
+    await cms.create({"metadata": {"name": "orphaned", "namespace": NS, "ownerReferences": [ref]}})
+    assert await eventually(gone(cms, "orphaned"))
+
+
+async def test_foreground_deletion_keeps_owner_until_blocking_dependents_are_gone(env):
+    cms = env
+    await owner_and_dependent(cms, block=True, dep_finalizers=["example.com/hold"])
+    await cms.delete("owner", NS, propagation_policy="Foreground")
+
+    async def dependent_deleting():
+        return (await cms.get("dep", NS))["metadata"].get("deletionTimestamp")
+
+    await eventually(dependent_deleting)
+    owner = await cms.get("owner", NS)
+    assert owner["metadata"]["deletionTimestamp"]
+    assert owner["metadata"]["finalizers"] == ["foregroundDeletion"]
+    await cms.patch("dep", {"metadata": {"finalizers": None}}, namespace=NS)
+    assert await eventually(gone(cms, "dep"))
+    assert await eventually(gone(cms, "owner"))
+
+
+async def test_orphan_deletion_strips_owner_references(env):
+    cms = env
+    await owner_and_dependent(cms)
+    await cms.delete("owner", NS, propagation_policy="Orphan")
+    assert await eventually(gone(cms, "owner"))
+    dep = await cms.get("dep", NS)
+    assert not dep["metadata"].get("ownerReferences")
