@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nanokube import schema  # noqa: E402
+from nanokube import schema
 
 PACKAGES = [
     "api/core/v1", "api/apps/v1", "api/batch/v1", "api/autoscaling/v1", "api/autoscaling/v2",
@@ -33,7 +33,7 @@ PACKAGES = [
 SCALARS = {"double", "float", "int32", "int64", "uint32", "uint64", "sint32", "sint64",
            "fixed32", "fixed64", "sfixed32", "sfixed64", "bool", "string", "bytes"}
 TOKEN = re.compile(r'"[^"]*"|[A-Za-z_][\w.]*|\d+|[{}<>=;,\[\]()]')
-COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 
 
 class ProtoSyntaxError(ValueError):

@@ -11,7 +11,7 @@ on the wire keep their value even when it is zero.
 import base64
 import json
 import struct
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
@@ -120,7 +120,7 @@ def _text(buf: bytes, span: tuple[int, int]) -> str:
         raise ProtobufError(f"invalid UTF-8 in string field: {e}") from None
 
 
-def _scalar(ftype: str, buf: bytes, wire: int, val):
+def _scalar(ftype: str, buf: bytes, val):
     if ftype in _SIGNED:
         return val - (1 << 64) if val >= 1 << 63 else val
     if ftype == "bool":
@@ -141,7 +141,7 @@ def _packed(ftype: str, buf: bytes, span: tuple[int, int]) -> list:
         out, i = [], span[0]
         while i < span[1]:
             v, i = _varint(buf, i, span[1])
-            out.append(_scalar(ftype, buf, 0, v))
+            out.append(_scalar(ftype, buf, v))
         return out
     fmt = _FIXED[ftype]
     size = struct.calcsize(fmt)
@@ -155,7 +155,7 @@ def _value(ftype: str, buf: bytes, wire: int, val):
     if ftype in _SCALARS:
         if wire != _WIRE[ftype]:
             raise ProtobufError(f"wire type {wire} does not match {ftype}")
-        return _scalar(ftype, buf, wire, val)
+        return _scalar(ftype, buf, val)
     if wire != 2:
         raise ProtobufError(f"wire type {wire} does not match message {ftype}")
     return _message(buf, val[0], val[1], ftype)
@@ -224,7 +224,7 @@ def _timestamp(buf: bytes, start: int, end: int, micro: bool):
         return None
     f = _sub(buf, start, end)
     try:
-        t = datetime.fromtimestamp(_int(f, 1), timezone.utc)
+        t = datetime.fromtimestamp(_int(f, 1), UTC)
     except (OverflowError, OSError, ValueError) as e:
         raise ProtobufError(f"timestamp out of range: {e}") from None
     if not micro:

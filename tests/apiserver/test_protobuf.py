@@ -1,7 +1,6 @@
 import asyncio
 import os
 import shutil
-import struct
 from pathlib import Path
 
 import orjson
@@ -205,3 +204,45 @@ async def test_live_kubectl_create_configmap(recording_server, tmp_path):
     assert content_type == "application/vnd.kubernetes.protobuf"
     assert decode(data) == {"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "b"},
                             "metadata": {"name": "x", "creationTimestamp": None}}
+
+
+def test_generator_parses_upstream_style_proto():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "gen_protobuf_fields", Path(__file__).parents[2] / "scripts" / "gen_protobuf_fields.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    text = """
+    // comment
+    syntax = "proto2";
+    package k8s.io.api.demo.v1;
+    import "k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto";
+    option go_package = "k8s.io/api/demo/v1";
+    /* block
+       comment */
+    message Thing {
+      // +optional
+      optional k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta metadata = 1;
+      repeated Part parts = 2;
+      map<string, string> labels = 3;
+      optional int32 count = 4 [(gogoproto.nullable) = false, (gogoproto.customname) = "Count"];
+    }
+    """
+    package, messages = gen.parse_proto(text)
+    assert package == "k8s.io.api.demo.v1"
+    assert messages["Thing"] == [
+        ("metadata", 1, "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", "optional", {}),
+        ("parts", 2, "Part", "repeated", {}),
+        ("labels", 3, "string", "map:string", {}),
+        ("count", 4, "int32", "optional", {"gogoproto.nullable": "false", "gogoproto.customname": "Count"}),
+    ]
+    with pytest.raises(gen.ProtoSyntaxError):
+        gen.parse_proto("message Bad { oneof x = 1; }")
+
+
+def test_array_wrapper_messages_decode_as_lists():
+    extra = lfield(1, "groups") + lfield(2, lfield(1, "a") + lfield(1, "b"))
+    csr_spec = lfield(1, b"PEM") + lfield(7, "kubernetes.io/kube-apiserver-client") + lfield(6, extra)
+    got = decode(body("certificates.k8s.io/v1", "CertificateSigningRequest", meta("c") + lfield(2, csr_spec)))
+    assert got["spec"]["extra"] == {"groups": ["a", "b"]}
+    assert got["spec"]["request"] == "UEVN"
