@@ -1,0 +1,60 @@
+import pytest
+
+from nanokube.apiserver.errors import APIError
+from nanokube.controllers.namespace import NamespaceController
+from tests.controllers import eventually, make_stack
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    ctrl = NamespaceController(s.client)
+    await ctrl.start()
+    yield s.client
+    await ctrl.stop()
+    await s.close()
+
+
+def absent(rc, name, namespace=None):
+    async def check():
+        try:
+            await rc.get(name, namespace)
+        except APIError as e:
+            return e.code == 404
+        return False
+    return check
+
+
+async def test_default_service_account_in_every_namespace(env):
+    namespaces = env.resource("", "v1", "namespaces")
+    sas = env.resource("", "v1", "serviceaccounts")
+    await namespaces.create({"metadata": {"name": "team"}})
+    for ns in ("default", "team"):
+        async def present(ns=ns):
+            try:
+                return await sas.get("default", ns)
+            except APIError:
+                return None
+        sa = await eventually(present)
+        assert sa["metadata"]["namespace"] == ns
+
+
+async def test_deleting_a_namespace_removes_contents_then_itself(env):
+    namespaces = env.resource("", "v1", "namespaces")
+    cms = env.resource("", "v1", "configmaps")
+    await namespaces.create({"metadata": {"name": "doomed"}})
+    await cms.create({"metadata": {"name": "a", "namespace": "doomed"}})
+    await cms.create({"metadata": {"name": "held", "namespace": "doomed", "finalizers": ["example.com/hold"]}})
+    await namespaces.delete("doomed")
+    ns = await namespaces.get("doomed")
+    assert ns["metadata"]["deletionTimestamp"] and ns["status"]["phase"] == "Terminating"
+    with pytest.raises(APIError) as e:
+        await cms.create({"metadata": {"name": "late", "namespace": "doomed"}})
+    assert e.value.code == 403 and "being terminated" in e.value.message
+    assert await eventually(absent(cms, "a", "doomed"))
+    held = await cms.get("held", "doomed")
+    assert held["metadata"]["deletionTimestamp"]
+    assert (await namespaces.get("doomed"))["spec"]["finalizers"] == ["kubernetes"]
+    await cms.patch("held", {"metadata": {"finalizers": None}}, namespace="doomed")
+    assert await eventually(absent(cms, "held", "doomed"))
+    assert await eventually(absent(namespaces, "doomed"))
