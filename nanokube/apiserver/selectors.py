@@ -67,6 +67,8 @@ def _parse(t: list[str]) -> list[Requirement]:
                     i += 1
                 if i >= len(t):
                     raise ValueError("found '', expected: ')'")
+                if not vals:
+                    raise ValueError("for 'in', 'notin' operators, values set can't be empty")
                 i += 1
                 reqs.append((key, op, tuple(vals)))
             else:

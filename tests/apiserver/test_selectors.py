@@ -48,14 +48,15 @@ def test_label_selector_parses_requirements():
     ]
 
 
-def test_empty_value_matches_missing_or_empty_label():
+def test_empty_value_matches_only_a_present_empty_label():
     reqs = parse_label_selector("a=")
     assert reqs == [("a", "=", ("",))]
     assert matches_labels(reqs, {"a": ""})
+    assert not matches_labels(reqs, {})
     assert not matches_labels(reqs, {"a": "x"})
 
 
-@pytest.mark.parametrize("sel", ["a in x", "a in (x", "a b", "!", "a=b c", "a=b,,=c"])
+@pytest.mark.parametrize("sel", ["a in x", "a in (x", "a b", "!", "a=b c", "a=b,,=c", "a in ()", "a notin ( )"])
 def test_label_selector_syntax_errors_are_400(sel):
     with pytest.raises(APIError) as e:
         parse_label_selector(sel)
