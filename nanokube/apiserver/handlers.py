@@ -244,7 +244,10 @@ class APIHandlers:
             return self._render_write(request, res, r, version)
         if m == "DELETE":
             raw = await self._raw(request)
-            options = orjson.loads(raw) if raw.strip() else {}
+            ctype = request.headers.get("Content-Type", _JSON).split(";")[0].strip()
+            options = _decode_body(raw, ctype) if raw.strip() else {}
+            if not isinstance(options, dict):
+                raise errors.bad_request("the body of a delete must be a DeleteOptions object")
             for k in ("gracePeriodSeconds",):
                 if q.get(k) is not None:
                     options[k] = int(q[k])
@@ -287,14 +290,7 @@ class APIHandlers:
     async def _body(self, request: web.Request) -> Any:
         raw = await self._raw(request)
         ctype = request.headers.get("Content-Type", _JSON).split(";")[0].strip()
-        try:
-            if ctype in ("application/yaml", "application/x-yaml"):
-                return yaml.safe_load(raw)
-            if ctype in (_JSON, "", "*/*", "text/plain"):
-                return orjson.loads(raw)
-        except (orjson.JSONDecodeError, yaml.YAMLError) as e:
-            raise errors.bad_request(f"error decoding the body: {e}") from None
-        raise errors.APIError(415, "UnsupportedMediaType", 'the body of the request was in an unknown format - accepted media types include: application/json, application/yaml')
+        return _decode_body(raw, ctype)
 
     def _render_one(self, request: web.Request, res: Resource, obj: dict, version: str, code: int = 200) -> web.Response:
         kind = _accept(request)
@@ -392,3 +388,24 @@ class APIHandlers:
         except (ConnectionResetError, RuntimeError):
             pass
         return resp
+
+
+_PROTOBUF = "application/vnd.kubernetes.protobuf"
+_MEDIA_TYPES = "application/json, application/yaml, application/vnd.kubernetes.protobuf"
+
+
+def _decode_body(raw: bytes, ctype: str) -> Any:
+    """A request body in any media type kube-apiserver accepts, as its JSON form."""
+    from . import protobuf
+
+    try:
+        if ctype in ("application/yaml", "application/x-yaml"):
+            return yaml.safe_load(raw)
+        if ctype in (_JSON, "", "*/*", "text/plain"):
+            return orjson.loads(raw)
+        if ctype == _PROTOBUF:
+            return protobuf.decode(raw)
+    except (orjson.JSONDecodeError, yaml.YAMLError, protobuf.ProtobufError) as e:
+        raise errors.bad_request(f"error decoding the body: {e}") from None
+    raise errors.APIError(415, "UnsupportedMediaType",
+                          f"the body of the request was in an unknown format - accepted media types include: {_MEDIA_TYPES}")

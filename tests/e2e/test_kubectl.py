@@ -247,3 +247,16 @@ def test_namespace_deletion_removes_contents(cluster):
     assert cluster.kubectl("get", "ns", "doomed", check=False).returncode != 0
     r = cluster.kubectl("get", "cm", "x", "-n", "doomed", check=False)
     assert r.returncode != 0
+
+
+def test_kubectl_create_generators(cluster, applied):
+    """kubectl's typed generators send protobuf bodies."""
+    cluster.kubectl("create", "namespace", "generated")
+    cluster.kubectl("create", "configmap", "gen", "-n", "generated", "--from-literal=k=v")
+    cluster.kubectl("create", "deployment", "gen", "-n", "generated", "--image=nginx:1.27", "--replicas=3")
+    cluster.kubectl("create", "secret", "generic", "gen", "-n", "generated", "--from-literal=password=x")
+    assert cluster.kubectl_json("get", "cm", "gen", "-n", "generated")["data"] == {"k": "v"}
+    d = cluster.kubectl_json("get", "deploy", "gen", "-n", "generated")
+    assert d["spec"]["replicas"] == 3
+    assert d["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.27"
+    cluster.kubectl("delete", "namespace", "generated", "--wait=true")
