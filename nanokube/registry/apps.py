@@ -235,7 +235,9 @@ def _immutable_selector(new: Obj, old: Obj) -> list[FieldError]:
 
 
 def _reset_status(obj: Obj) -> None:
-    obj["status"] = {}
+    """A fresh status as Go serialises its zero value: ReplicaSetStatus.replicas
+    has no omitempty, and typed clients require it."""
+    obj["status"] = {"replicas": 0} if obj.get("kind") == "ReplicaSet" else {}
 
 
 # --- Deployment -----------------------------------------------------------------

@@ -120,3 +120,17 @@ def test_watch_new_kind(api):
     s.delete_namespaced_pod_group("watched", NS)
     t.join(30)
     assert seen == [("ADDED", "watched"), ("MODIFIED", "watched"), ("DELETED", "watched")]
+
+
+def test_workload_kinds_typed_reads(api):
+    """Statuses carry the fields Go always serialises, so typed reads succeed."""
+    rs = _manifest("ReplicaSet")
+    apps = client.AppsV1Api(api)
+    created = apps.create_namespaced_replica_set(NS, rs)
+    assert created.status.replicas == 0
+    dep = _manifest("Deployment")
+    apps.create_namespaced_deployment(NS, dep)
+    assert apps.read_namespaced_deployment_scale("web", NS).spec.replicas == 2
+    pdb = _manifest("PodDisruptionBudget")
+    client.PolicyV1Api(api).create_namespaced_pod_disruption_budget(NS, pdb)
+    assert client.PolicyV1Api(api).read_namespaced_pod_disruption_budget("web", NS).spec.min_available == 1
