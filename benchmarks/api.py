@@ -145,10 +145,14 @@ def _tail(path: Path, lines: int = 30) -> str:
 
 @contextlib.contextmanager
 def _running(argv: list[str], log_path: Path) -> Iterator[subprocess.Popen]:
-    """Starts argv in its own session (so Ctrl-C reaches only us) and always stops it."""
+    """Starts argv in its own session (so Ctrl-C reaches only us) and always stops it.
+
+    Called from the main thread before any event loop or thread exists, which
+    keeps preexec_fn safe.
+    """
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, preexec_fn=_die_with_parent)
+                                start_new_session=True, preexec_fn=_die_with_parent)  # noqa: PLW1509
     try:
         yield proc
     finally:
@@ -176,9 +180,9 @@ def _wait_for(check: Callable[[], T | None], proc: subprocess.Popen, what: str, 
 
 
 def _etcd_healthy(client_url: str) -> bool | None:
-    with contextlib.suppress(OSError, urllib.error.URLError):
-        with urllib.request.urlopen(f"{client_url}/health", timeout=1) as r:
-            return True if b'"true"' in r.read() else None
+    with contextlib.suppress(OSError, urllib.error.URLError), \
+            urllib.request.urlopen(f"{client_url}/health", timeout=1) as r:
+        return True if b'"true"' in r.read() else None
     return None
 
 
@@ -343,7 +347,7 @@ async def _walk(api: PodsApi, cfg: BenchConfig) -> None:
         raise RuntimeError(f"paginated LIST saw {seen} pods, not {cfg.pods}")
 
 
-async def _watch(api: PodsApi, rv: str, wanted: int, connected: asyncio.Event, on_connect: Callable[[], None],
+async def _watch(api: PodsApi, rv: str, wanted: int, on_connect: Callable[[], None],
                  log: list[tuple[str, float]]) -> None:
     """One watcher: logs (resourceVersion, arrival time) of each benchmark update it sees."""
     params = {"watch": "1", "resourceVersion": rv}
@@ -382,7 +386,7 @@ async def measure_watch(api: PodsApi, cfg: BenchConfig, progress: Progress) -> d
             connected.set()
 
     progress(f"  {cfg.watchers} watchers, {cfg.watch_writes} updates")
-    tasks = [asyncio.create_task(_watch(api, rv, cfg.watch_writes, connected, on_connect, log)) for log in logs]
+    tasks = [asyncio.create_task(_watch(api, rv, cfg.watch_writes, on_connect, log)) for log in logs]
     try:
         ready = asyncio.create_task(connected.wait())
         await asyncio.wait([ready, *tasks], timeout=60, return_when=asyncio.FIRST_COMPLETED)

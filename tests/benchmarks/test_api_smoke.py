@@ -11,7 +11,13 @@ import os
 
 import pytest
 
-from benchmarks.api import METRICS, BenchConfig, format_table, percentile, run_benchmarks
+from benchmarks.api import (
+    METRICS,
+    BenchConfig,
+    format_table,
+    percentile,
+    run_benchmarks,
+)
 
 TINY = BenchConfig(pods=50, concurrency=8, gets=40, lists=3, page_limit=20, watchers=5, watch_writes=10,
                    watch_timeout_s=60)
