@@ -330,8 +330,13 @@ class APIHandlers:
             return json_response({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
                                   "items": [tables.partial_metadata(o) for o in items]})
         head = dumps({"kind": f"{res.kind}List", "apiVersion": res.api_version(version), "metadata": meta})
-        body = head[:-1] + b',"items":[' + b",".join(dumps(o) for o in items) + b"]}"
+        body = head[:-1] + b',"items":[' + b",".join(self._encoded(res, o) for o in items) + b"]}"
         return web.Response(body=body, content_type=_JSON)
+
+    def _encoded(self, res: Resource, obj: dict) -> bytes:
+        """An object's JSON, reusing the cache's encoding when it is served as stored."""
+        e = self.rest.cache.get(res.key(obj["metadata"].get("namespace"), obj["metadata"]["name"]))
+        return e.raw if e is not None and e.obj is obj else dumps(obj)
 
     async def _watch(self, request: web.Request, res: Resource, version: str, namespace: str | None, name: str | None,
                      labels: list) -> web.StreamResponse:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import bisect
 import copy
 import secrets
 import uuid
@@ -265,15 +266,18 @@ class GenericREST:
                 raise errors.bad_request("continue key is not valid: invalid continue token") from None
         entries = self.cache.list(res.key_prefix(namespace))
         rev = self.cache.rev
+        if start:
+            entries = entries[bisect.bisect_right(entries, start, key=lambda kv: kv[0]):]
         out: list[dict] = []
         remaining = 0
         last_key = ""
-        for key, e in entries:
-            if start and key <= start:
-                continue
+        for i, (key, e) in enumerate(entries):
             if not everything and not ok(e.obj):
                 continue
             if limit and len(out) >= limit:
+                if everything:
+                    remaining = len(entries) - i
+                    break
                 remaining += 1
                 continue
             out.append(e.obj)
