@@ -6,6 +6,7 @@ from typing import Any
 
 from ..clock import Clock, parse_time
 from ..registry.base import AGE, Column, Resource
+from ..registry.core_printing import human_duration
 
 _DEFAULT = [
     Column("Name", "string", lambda o: o["metadata"]["name"], "Name must be unique within a namespace.", "name"),
@@ -16,38 +17,6 @@ _DEFAULT = [
 
 def columns(res: Resource) -> list[Column]:
     return res.strategy.columns or _DEFAULT
-
-
-def human_duration(seconds: float) -> str:
-    """kubectl's short duration form (duration.HumanDuration)."""
-    s = int(seconds)
-    if s < 0:
-        return "<invalid>"
-    if s < 120:
-        return f"{s}s"
-    m = s // 60
-    if m < 10:
-        r = s % 60
-        return f"{m}m{r}s" if r else f"{m}m"
-    if m < 180:
-        return f"{m}m"
-    h = s // 3600
-    if h < 8:
-        r = (s % 3600) // 60
-        return f"{h}h{r}m" if r else f"{h}h"
-    if h < 48:
-        return f"{h}h"
-    if h < 24 * 8:
-        d = h // 24
-        r = h % 24
-        return f"{d}d{r}h" if r else f"{d}d"
-    if h < 24 * 365 * 2:
-        return f"{h // 24}d"
-    if h < 24 * 365 * 8:
-        y = h // (24 * 365)
-        d = (h // 24) % 365
-        return f"{y}y{d}d" if d else f"{y}y"
-    return f"{h // (24 * 365)}y"
 
 
 def age(obj: dict, now: float) -> str:

@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 
 from .base import AGE, Column, Obj, Resource, Strategy, register
+from .core_printing import human_duration
 from .resource_validation import validate_conditions
 from .validation import (
     FieldError,
@@ -116,33 +117,6 @@ def signer_name(value: Any, path: str) -> Errors:
 
 def is_kubernetes_signer(name: str) -> bool:
     return name.startswith("kubernetes.io/") or name.split("/", 1)[0].endswith(".kubernetes.io")
-
-
-def human_duration(seconds: int) -> str:
-    """apimachinery's duration.HumanDuration, used by the CSR printer."""
-    if seconds < -1:
-        return "<invalid>"
-    if seconds < 0:
-        return "0s"
-    if seconds < 120:
-        return f"{seconds}s"
-    minutes, hours = seconds // 60, seconds // 3600
-    if minutes < 10:
-        return f"{minutes}m" if seconds % 60 == 0 else f"{minutes}m{seconds % 60}s"
-    if minutes < 180:
-        return f"{minutes}m"
-    if hours < 8:
-        return f"{hours}h" if minutes % 60 == 0 else f"{hours}h{minutes % 60}m"
-    if hours < 48:
-        return f"{hours}h"
-    if hours < 24 * 8:
-        return f"{hours // 24}d" if hours % 24 == 0 else f"{hours // 24}d{hours % 24}h"
-    if hours < 24 * 365 * 2:
-        return f"{hours // 24}d"
-    if hours < 24 * 365 * 8:
-        days = (hours // 24) % 365
-        return f"{hours // 24 // 365}y" if days == 0 else f"{hours // 24 // 365}y{days}d"
-    return f"{hours // 24 // 365}y"
 
 
 def _b64(value: str) -> bytes | None:
