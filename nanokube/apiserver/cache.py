@@ -27,6 +27,10 @@ log = logging.getLogger(__name__)
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 
+# Encoded watch events remembered for fan-out: enough for the events of a
+# burst of writes to reach every watcher before they are evicted.
+_ENCODED_MEMO = 512
+
 
 @dataclass(slots=True)
 class Entry:
@@ -87,6 +91,7 @@ class WatchCache:
         self._task: asyncio.Task | None = None
         self.ready = asyncio.Event()
         self.on_event: list[Callable[[CacheEvent], None]] = []
+        self._encoded: dict[tuple[int, str], tuple[dict, bytes]] = {}
 
     async def start(self) -> None:
         kvs, rev = await self.store.list("/registry/")
@@ -200,6 +205,21 @@ class WatchCache:
     async def sync(self) -> None:
         """Catch up with the store's current revision (a consistent read)."""
         await self.wait_for(await self.store.current_revision())
+
+    def encode_event(self, typ: str, obj: dict) -> bytes:
+        """A watch event's JSON line. Watchers of one version receive the same
+        (immutable) object, so a recent object's line is encoded once and
+        shared by every watcher; the memo keeps its objects alive, so an id
+        in it always names the object it was encoded from."""
+        memo_key = (id(obj), typ)
+        hit = self._encoded.get(memo_key)
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        line = orjson.dumps({"type": typ, "object": obj}) + b"\n"
+        if len(self._encoded) >= _ENCODED_MEMO:
+            del self._encoded[next(iter(self._encoded))]
+        self._encoded[memo_key] = (obj, line)
+        return line
 
     # --- reads ---------------------------------------------------------
 

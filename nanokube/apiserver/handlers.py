@@ -362,15 +362,20 @@ class APIHandlers:
         async def emit(ev: tuple[str, dict]) -> None:
             nonlocal columns_sent
             typ, obj = ev
-            if kind == "table" and typ != "BOOKMARK":
+            if typ == "BOOKMARK":
+                line = dumps({"type": typ, "object": obj}) + b"\n"
+            elif kind == "table":
                 e = self.rest.cache.get(res.key(obj["metadata"].get("namespace"), obj["metadata"]["name"]))
                 stored = e.obj if e and typ != "DELETED" else obj
-                obj = tables.table(res, [(obj, stored)], self.clock, include,
-                                   {"resourceVersion": obj["metadata"].get("resourceVersion", "")}, not columns_sent)
+                table = tables.table(res, [(obj, stored)], self.clock, include,
+                                     {"resourceVersion": obj["metadata"].get("resourceVersion", "")}, not columns_sent)
                 columns_sent = True
-            elif kind == "partial" and typ != "BOOKMARK":
-                obj = tables.partial_metadata(obj)
-            await resp.write(dumps({"type": typ, "object": obj}) + b"\n")
+                line = dumps({"type": typ, "object": table}) + b"\n"
+            elif kind == "partial":
+                line = dumps({"type": typ, "object": tables.partial_metadata(obj)}) + b"\n"
+            else:
+                line = self.rest.cache.encode_event(typ, obj)
+            await resp.write(line)
             sent.inc()
 
         try:

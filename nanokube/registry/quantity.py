@@ -10,6 +10,7 @@ scheduler's resource fits, requests <= limits) free of float error.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -70,7 +71,16 @@ def _interpret_suffix(suffix: str) -> tuple[int, int, str]:
 
 def parse(s: str) -> Quantity:
     """Parse a quantity string, keeping its format for canonical printing."""
-    if not isinstance(s, str) or not _SHAPE.match(s):
+    if not isinstance(s, str):
+        raise QuantityError(FORMAT_WRONG)
+    return _parse(s)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(s: str) -> Quantity:
+    """Quantities are immutable and a cluster uses few distinct strings, so
+    parses are shared; strings that fail are not cached."""
+    if not _SHAPE.match(s):
         raise QuantityError(FORMAT_WRONG)
     m = _NUMBER.match(s)
     whole, frac = m.group(1), m.group(2)
@@ -146,4 +156,11 @@ def format_quantity(value: Fraction, fmt: str = DECIMAL_SI) -> str:
 
 def canonical(s: str) -> str:
     """The form the API server stores and returns for a quantity string."""
-    return str(parse(s))
+    if not isinstance(s, str):
+        raise QuantityError(FORMAT_WRONG)
+    return _canonical(s)
+
+
+@functools.lru_cache(maxsize=4096)
+def _canonical(s: str) -> str:
+    return str(_parse(s))

@@ -77,3 +77,14 @@ def test_stored_value_drops_resource_version():
     obj = {"metadata": {"name": "a", "resourceVersion": "5"}}
     assert stored_value(obj) == b'{"metadata":{"name":"a"}}'
     assert obj["metadata"]["resourceVersion"] == "5"
+
+
+async def test_encode_event_shares_one_line_per_object_and_type(env):
+    _, cache = env
+    obj = {"metadata": {"name": "a", "resourceVersion": "7"}}
+    line = cache.encode_event(MODIFIED, obj)
+    assert line == b'{"type":"MODIFIED","object":{"metadata":{"name":"a","resourceVersion":"7"}}}\n'
+    assert cache.encode_event(MODIFIED, obj) is line
+    assert cache.encode_event(DELETED, obj).startswith(b'{"type":"DELETED",')
+    other = {"metadata": {"name": "a", "resourceVersion": "8"}}
+    assert b'"8"' in cache.encode_event(MODIFIED, other)

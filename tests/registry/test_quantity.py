@@ -106,3 +106,19 @@ def test_format_and_rounding_helpers():
     assert format_quantity(Fraction(3 * 2**30), "BinarySI") == "3Gi"
     assert format_quantity(Fraction(1, 3), "DecimalSI") == "333333334n"
     assert str(parse("2Gi")) == "2Gi"
+
+
+@pytest.mark.parametrize("text", [None, 5, ["1"]])
+def test_non_strings_are_not_quantities(text):
+    for fn in (parse, canonical):
+        with pytest.raises(QuantityError) as e:
+            fn(text)
+        assert str(e.value) == FORMAT_WRONG
+
+
+def test_repeated_parses_agree_and_errors_repeat():
+    assert parse("64Mi") is parse("64Mi")
+    assert canonical("1000m") == canonical("1000m") == "1"
+    for _ in range(2):
+        with pytest.raises(QuantityError):
+            parse("1Kim")

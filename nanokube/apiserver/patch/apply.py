@@ -132,33 +132,61 @@ def _list_shape(raw: dict[str, Any], resolved: dict[str, Any]) -> _Shape:
     )
 
 
-def _shape(raw: dict[str, Any] | None, v: Any) -> _Shape:
-    """How a value at a schema node is walked; values that contradict the
-    schema (or have none) are walked as deduced."""
-    if raw is None:
-        if isinstance(v, dict):
-            return _Shape("map")
-        return _Shape("list", atomic=True) if isinstance(v, list) else _LEAF
+_DEDUCED_MAP = _Shape("map")
+_ATOMIC_LIST = _Shape("list", atomic=True)
+_DEDUCED = {"dict": _DEDUCED_MAP, "list": _ATOMIC_LIST, "none": _LEAF, "other": _LEAF}
+_VALUE_CLASS = {dict: "dict", list: "list", type(None): "none"}
+
+# Compiled shapes by schema node identity; each entry keeps its node alive so
+# the id cannot be reused while cached.
+_COMPILED: dict[int, tuple[dict[str, Any], dict[str, _Shape]]] = {}
+_COMPILED_LIMIT = 20000
+
+
+def _value_class(v: Any) -> str:
+    cls = _VALUE_CLASS.get(type(v))
+    if cls is not None:
+        return cls
+    if v is MISSING:
+        return "none"
+    if isinstance(v, dict):
+        return "dict"
+    return "list" if isinstance(v, list) else "other"
+
+
+def _compile(raw: dict[str, Any]) -> dict[str, _Shape]:
+    """The shape of a schema node for each class of value, worked out once:
+    values that contradict the schema are leaves."""
     r = sch.resolve(raw)
     kinds = sch.types(r)
-    atomic_map = _ext(raw, r, "x-kubernetes-map-type") == "atomic"
     if "properties" in r or sch.additional(r) is not None or "object" in kinds:
-        if v is not None and v is not MISSING and not isinstance(v, dict):
-            return _LEAF
-        kind = "struct" if "properties" in r else "map"
-        return _Shape(
-            kind,
-            atomic=atomic_map,
+        container = _Shape(
+            "struct" if "properties" in r else "map",
+            atomic=_ext(raw, r, "x-kubernetes-map-type") == "atomic",
             fields=r.get("properties") or {},
             elem=sch.additional(r),
         )
+        return {"dict": container, "none": container, "list": _LEAF, "other": _LEAF}
     if "items" in r or "array" in kinds:
-        if v is not None and v is not MISSING and not isinstance(v, list):
-            return _LEAF
-        return _list_shape(raw, r)
-    if isinstance(v, (dict, list)) and not kinds:
-        return _shape(None, v)
-    return _LEAF
+        container = _list_shape(raw, r)
+        return {"list": container, "none": container, "dict": _LEAF, "other": _LEAF}
+    if not kinds:
+        return _DEDUCED
+    return {"dict": _LEAF, "list": _LEAF, "none": _LEAF, "other": _LEAF}
+
+
+def _shape(raw: dict[str, Any] | None, v: Any) -> _Shape:
+    """How a value at a schema node is walked; values that contradict the
+    schema (or have none) are walked as deduced. Equal shapes of one node
+    are the same object."""
+    if raw is None:
+        return _DEDUCED[_value_class(v)]
+    entry = _COMPILED.get(id(raw))
+    if entry is None or entry[0] is not raw:
+        if len(_COMPILED) >= _COMPILED_LIMIT:
+            _COMPILED.clear()
+        entry = _COMPILED[id(raw)] = (raw, _compile(raw))
+    return entry[1][_value_class(v)]
 
 
 def _child(shape: _Shape, name: str) -> tuple[dict[str, Any] | None, bool]:
@@ -251,7 +279,7 @@ def _compare(
     lhs: Any, rhs: Any, raw: dict[str, Any] | None, path: Path, res: _Comparison
 ) -> None:
     shape = _shape(raw, rhs if rhs is not MISSING else lhs)
-    mismatch = lhs is not MISSING and rhs is not MISSING and _shape(raw, lhs) != shape
+    mismatch = lhs is not MISSING and rhs is not MISSING and _shape(raw, lhs) is not shape
     if (
         shape.kind == "leaf"
         or shape.atomic
@@ -301,7 +329,7 @@ def merge(lhs: Any, rhs: Any, raw: dict[str, Any] | None) -> Any:
     if (
         shape.kind == "leaf"
         or shape.atomic
-        or _shape(raw, lhs) != shape
+        or _shape(raw, lhs) is not shape
         or (_empty(lhs) and _empty(rhs))
     ):
         return copy.deepcopy(rhs)

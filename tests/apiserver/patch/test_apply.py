@@ -377,3 +377,15 @@ def test_untyped_object_applies_with_deduced_maps():
     cr2["spec"]["tags"] = ["b"]
     with pytest.raises(ApplyConflict):
         apply(obj, cr2, "other", False, None, T1, "example.com/v1")
+
+
+def test_schemas_built_per_call_are_each_walked_by_their_own_list_type():
+    from nanokube.apiserver.patch import fieldpath as fp
+    from nanokube.apiserver.patch.apply import field_set
+
+    value = {"xs": [{"name": "a"}]}
+    for list_type, item in (("map", fp.key({"name": "a"})), ("atomic", None), ("map", fp.key({"name": "a"}))):
+        raw = {"properties": {"xs": {"type": "array", "items": {"type": "object"},
+                                     "x-kubernetes-list-type": list_type, "x-kubernetes-list-map-keys": ["name"]}}}
+        expected = {fp.make_path("xs")} if item is None else {(fp.field("xs"), item), (fp.field("xs"), item, fp.field("name"))}
+        assert field_set(value, raw) == expected
