@@ -1,0 +1,2 @@
+"""kube-scheduler: a scheduling queue, a framework of extension points and
+the plugins that fill them."""

@@ -1,0 +1,50 @@
+"""What the scheduler writes through the API: bindings, the PodScheduled
+condition, and events (events.k8s.io/v1, as kube-scheduler records them)."""
+
+from __future__ import annotations
+
+import socket
+
+from ..apiserver.rest import WriteOptions
+from ..apiserver.subresources import Subresources
+
+SCHEDULER_FIELD_MANAGER = "kube-scheduler"
+
+
+class SchedulerAPI:
+    """Writes over a LocalClient; binding goes through the same
+    pods/binding code the HTTP handler serves."""
+
+    def __init__(self, client, clock, name: str) -> None:
+        self.client = client
+        self.clock = clock
+        self.name = name
+        self.instance = f"{name}-{socket.gethostname()}"
+        self.pods = client.resource("", "v1", "pods")
+        self.events = client.resource("events.k8s.io", "v1", "events")
+        self._sub = Subresources(client.rest)
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": namespace, "uid": uid},
+                "target": {"kind": "Node", "name": node}}
+        opts = WriteOptions(field_manager=SCHEDULER_FIELD_MANAGER, user=self.client.user)
+        await self._sub.bind(self.pods.res, namespace, name, body, opts)
+
+    async def set_unschedulable(self, pod: dict, reason: str, message: str) -> None:
+        md = pod["metadata"]
+        cond = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
+                "lastProbeTime": None, "lastTransitionTime": self.clock.rfc3339()}
+        await self.pods.patch(md["name"], {"status": {"conditions": [cond]}}, "application/strategic-merge-patch+json",
+                              namespace=md.get("namespace"), subresource="status", field_manager=SCHEDULER_FIELD_MANAGER)
+
+    async def event(self, pod: dict, type_: str, reason: str, note: str) -> None:
+        md = pod["metadata"]
+        now = self.clock.now()
+        await self.events.create({
+            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": f"{md['name']}.{int(now * 1e9):x}", "namespace": md.get("namespace")},
+            "eventTime": self.clock.rfc3339_micro(now), "reportingController": self.name,
+            "reportingInstance": self.instance, "action": "Scheduling", "reason": reason, "type": type_, "note": note,
+            "regarding": {"kind": "Pod", "apiVersion": "v1", "namespace": md.get("namespace"), "name": md["name"],
+                          "uid": md.get("uid"), "resourceVersion": md.get("resourceVersion")},
+        })

@@ -1,0 +1,200 @@
+"""The scheduler's cache: one NodeInfo per node with the pods on it (bound
+or assumed) and their summed requests, kept up to date from informer events,
+and a Snapshot cloned per cycle from the nodes that changed since the last."""
+
+from __future__ import annotations
+
+from .framework import PodInfo
+from .resources import Resources, from_list
+
+
+class NodeInfo:
+    """A node and the totals scheduling reads: allocatable, requested,
+    non-zero requested (for scoring), host ports in use and pod count."""
+
+    __slots__ = (
+        "allocatable",
+        "allowed_pods",
+        "generation",
+        "labels",
+        "name",
+        "node",
+        "nonzero",
+        "pods",
+        "ports",
+        "requested",
+        "taints",
+        "unschedulable",
+    )
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.node: dict | None = None
+        self.labels: dict = {}
+        self.taints: list = []
+        self.unschedulable = False
+        self.allocatable = Resources()
+        self.allowed_pods = 0
+        self.requested = Resources()
+        self.nonzero = Resources()
+        self.pods: dict[str, PodInfo] = {}
+        self.ports: list[tuple[str, str, int]] = []
+        self.generation = 0
+
+    def set_node(self, node: dict) -> None:
+        self.node = node
+        self.labels = (node.get("metadata") or {}).get("labels") or {}
+        spec = node.get("spec") or {}
+        self.taints = spec.get("taints") or []
+        self.unschedulable = bool(spec.get("unschedulable"))
+        alloc = (node.get("status") or {}).get("allocatable") or {}
+        self.allocatable = from_list(alloc)
+        try:
+            self.allowed_pods = int(str(alloc.get("pods", "0")))
+        except ValueError:
+            self.allowed_pods = 0
+
+    def add_pod(self, info: PodInfo) -> None:
+        self.pods[info.uid] = info
+        self.requested.add(info.requests)
+        self.nonzero.add(info.nonzero)
+        self.ports.extend(host_ports(info.pod))
+
+    def remove_pod(self, uid: str) -> bool:
+        info = self.pods.pop(uid, None)
+        if info is None:
+            return False
+        self.requested.add(info.requests, -1)
+        self.nonzero.add(info.nonzero, -1)
+        for p in host_ports(info.pod):
+            self.ports.remove(p)
+        return True
+
+    def clone(self) -> NodeInfo:
+        c = NodeInfo.__new__(NodeInfo)
+        for s in NodeInfo.__slots__:
+            setattr(c, s, getattr(self, s))
+        c.requested = self.requested.copy()
+        c.nonzero = self.nonzero.copy()
+        c.pods = dict(self.pods)
+        c.ports = list(self.ports)
+        return c
+
+
+def host_ports(pod: dict) -> list[tuple[str, str, int]]:
+    """(hostIP, protocol, hostPort) of every container port with a host port."""
+    out = []
+    spec = pod.get("spec") or {}
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        for p in c.get("ports") or []:
+            if p.get("hostPort"):
+                out.append((p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", p["hostPort"]))
+    return out
+
+
+class Snapshot:
+    """The cluster as one scheduling cycle sees it; `nodes` keeps the
+    cache's node order so the search can rotate through it."""
+
+    def __init__(self) -> None:
+        self.infos: dict[str, NodeInfo] = {}
+        self.nodes: list[NodeInfo] = []
+        self.index: dict[str, int] = {}
+        self.generation = -1
+
+
+class Cache:
+    def __init__(self) -> None:
+        self.infos: dict[str, NodeInfo] = {}
+        self.assumed: dict[str, str] = {}  # pod uid -> node name
+        self.pod_nodes: dict[str, str] = {}  # pod uid -> node name, for every pod held
+        self._dirty: set[str] = set()
+        self._order_changed = True
+        self.generation = 0
+
+    def _info(self, name: str) -> NodeInfo:
+        info = self.infos.get(name)
+        if info is None:
+            info = self.infos[name] = NodeInfo(name)
+            self._order_changed = True
+        return info
+
+    def _touch(self, info: NodeInfo) -> None:
+        self.generation += 1
+        info.generation = self.generation
+        self._dirty.add(info.name)
+
+    # nodes
+    def add_node(self, node: dict) -> None:
+        info = self._info(node["metadata"]["name"])
+        info.set_node(node)
+        self._order_changed = True
+        self._touch(info)
+
+    update_node = add_node
+
+    def remove_node(self, name: str) -> None:
+        info = self.infos.get(name)
+        if info is None:
+            return
+        info.node = None
+        if not info.pods:
+            del self.infos[name]
+        self._order_changed = True
+        self._touch(info)
+
+    # pods
+    def assume(self, info: PodInfo, node: str) -> None:
+        """Counts a pod on `node` before its binding is written, so the next
+        cycles see the resources taken."""
+        self._info(node).add_pod(info)
+        self.assumed[info.uid] = node
+        self.pod_nodes[info.uid] = node
+        self._touch(self.infos[node])
+
+    def forget(self, info: PodInfo) -> None:
+        if self.assumed.pop(info.uid, None) is not None:
+            self.remove_pod(info.uid)
+
+    def is_assumed(self, uid: str) -> bool:
+        return uid in self.assumed
+
+    def add_pod(self, info: PodInfo, node: str) -> None:
+        """A bound pod seen through the informer; confirms an assumed one."""
+        self.assumed.pop(info.uid, None)
+        self.remove_pod(info.uid)
+        self._info(node).add_pod(info)
+        self.pod_nodes[info.uid] = node
+        self._touch(self.infos[node])
+
+    def remove_pod(self, uid: str) -> None:
+        node = self.pod_nodes.pop(uid, None)
+        if node is None:
+            return
+        self.assumed.pop(uid, None)
+        info = self.infos.get(node)
+        if info is not None and info.remove_pod(uid):
+            self._touch(info)
+            if info.node is None and not info.pods:
+                del self.infos[node]
+                self._order_changed = True
+
+    def update_snapshot(self, snap: Snapshot) -> None:
+        """Clones only the NodeInfos changed since the snapshot was taken."""
+        if snap.generation == self.generation:
+            return
+        for name in self._dirty:
+            info = self.infos.get(name)
+            if info is None or info.node is None:
+                snap.infos.pop(name, None)
+            else:
+                snap.infos[name] = info.clone()
+        if self._order_changed:
+            snap.nodes = list(snap.infos.values())
+            snap.index = {n.name: i for i, n in enumerate(snap.nodes)}
+            self._order_changed = False
+        else:
+            for name in self._dirty:
+                snap.nodes[snap.index[name]] = snap.infos[name]
+        self._dirty.clear()
+        snap.generation = self.generation

@@ -1,0 +1,124 @@
+"""One scheduling cycle: find feasible nodes (stopping at upstream's
+adaptive percentageOfNodesToScore), score them, pick the best, assume the
+pod in the cache, Reserve and Permit, then bind asynchronously."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .cache import Snapshot
+from .framework import Code, CycleState, Framework, PodInfo, Status
+
+MIN_FEASIBLE_NODES = 100
+MIN_FEASIBLE_PERCENTAGE = 5
+NO_NODES = "no nodes available to schedule pods"
+
+
+def num_feasible_nodes_to_find(num_nodes: int, percentage: int = 0) -> int:
+    """How many feasible nodes to find before scoring: all of a small
+    cluster, else max(5, 50 - n/125)% (or the configured percentage), never
+    fewer than 100."""
+    if num_nodes < MIN_FEASIBLE_NODES:
+        return num_nodes
+    if percentage <= 0:
+        percentage = max(MIN_FEASIBLE_PERCENTAGE, 50 - num_nodes // 125)
+    if percentage >= 100:
+        return num_nodes
+    return max(num_nodes * percentage // 100, MIN_FEASIBLE_NODES)
+
+
+@dataclass
+class FitError(Exception):
+    """No node fits; the message is upstream's FitError text."""
+
+    num_nodes: int
+    statuses: dict[str, Status] = field(default_factory=dict)
+    pre_filter_msg: str = ""
+    post_filter_msg: str = ""
+
+    def plugins(self) -> set[str]:
+        return {s.plugin for s in self.statuses.values() if s.plugin}
+
+    def __str__(self) -> str:
+        if self.num_nodes == 0 and self.pre_filter_msg == NO_NODES:
+            return NO_NODES
+        msg = f"0/{self.num_nodes} nodes are available:"
+        if self.pre_filter_msg:
+            msg += f" {self.pre_filter_msg}."
+        else:
+            counts = Counter(r for s in self.statuses.values() for r in s.reasons)
+            msg += " " + ", ".join(sorted(f"{n} {r}" for r, n in counts.items())) + "."
+        if self.post_filter_msg:
+            msg += " " + self.post_filter_msg
+        return msg
+
+
+class Algorithm:
+    """The synchronous part of a cycle, over a snapshot."""
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        self.next_start = 0
+        self.rng = rng or random.Random()
+
+    def find_nodes(self, fwk: Framework, state: CycleState, info: PodInfo, snap: Snapshot) -> list:
+        narrowed, st = fwk.run_pre_filter(state, info)
+        nodes = snap.nodes
+        if st is not None:
+            if st.code == Code.ERROR:
+                raise RuntimeError(f"running PreFilter plugin {st.plugin}: {st.message()}")
+            err = FitError(len(nodes), {n.name: st for n in nodes}, pre_filter_msg=st.message())
+            raise err
+        if narrowed is not None:
+            nodes = [snap.infos[n] for n in narrowed if n in snap.infos]
+        filters = fwk.filters(state)
+        n = len(nodes)
+        want = num_feasible_nodes_to_find(n, fwk.profile.percentage_of_nodes_to_score)
+        feasible, statuses = [], {}
+        start = self.next_start % n if n else 0
+        processed = 0
+        for i in range(n):
+            node = nodes[(start + i) % n]
+            processed += 1
+            for p in filters:
+                s = p.filter(state, info, node)
+                if s is not None:
+                    if s.code == Code.ERROR:
+                        raise RuntimeError(f"running Filter plugin {p.name}: {s.message()}")
+                    s.plugin = p.name
+                    statuses[node.name] = s
+                    break
+            else:
+                feasible.append(node)
+                if len(feasible) >= want:
+                    break
+        self.next_start = (start + processed) % n if n else 0
+        if not feasible:
+            raise FitError(len(snap.nodes), statuses)
+        return feasible
+
+    def schedule(self, fwk: Framework, state: CycleState, info: PodInfo, snap: Snapshot) -> tuple[str, int, int]:
+        """(chosen node, nodes evaluated, feasible nodes) or FitError."""
+        if not snap.nodes:
+            raise FitError(0, pre_filter_msg=NO_NODES)
+        feasible = self.find_nodes(fwk, state, info, snap)
+        if len(feasible) == 1:
+            return feasible[0].name, 1, 1
+        st = fwk.run_pre_score(state, info, feasible)
+        if st is not None:
+            raise RuntimeError(f"running PreScore plugin {st.plugin}: {st.message()}")
+        totals = fwk.run_score(state, info, feasible)
+        return self.select_host(feasible, totals), len(feasible), len(feasible)
+
+    def select_host(self, nodes: list, totals: list[int]) -> str:
+        """The highest score; ties broken uniformly at random (reservoir)."""
+        best, best_score, ties = nodes[0].name, totals[0], 1
+        for node, score in zip(nodes[1:], totals[1:]):
+            if score > best_score:
+                best, best_score, ties = node.name, score, 1
+            elif score == best_score:
+                ties += 1
+                if self.rng.randrange(ties) == 0:
+                    best = node.name
+        return best

@@ -1,0 +1,361 @@
+"""The scheduling framework: statuses, the per-cycle state, pod infos,
+cluster events with queueing hints, and a Framework that runs a profile's
+plugins at each extension point."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .metrics import Metrics
+from .resources import Resources, pod_requests
+
+MAX_NODE_SCORE = 100
+
+
+class Code(enum.IntEnum):
+    SUCCESS = 0
+    ERROR = 1
+    UNSCHEDULABLE = 2
+    UNSCHEDULABLE_AND_UNRESOLVABLE = 3
+    WAIT = 4
+    SKIP = 5
+
+
+@dataclass(slots=True)
+class Status:
+    """A plugin's verdict; plugins return None for success on hot paths."""
+
+    code: Code
+    reasons: list[str] = field(default_factory=list)
+    plugin: str = ""
+    timeout: float = 0.0  # for WAIT from Permit
+
+    @property
+    def unschedulable(self) -> bool:
+        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+
+    def message(self) -> str:
+        return ", ".join(self.reasons)
+
+
+def unschedulable(*reasons: str, resolvable: bool = True) -> Status:
+    return Status(Code.UNSCHEDULABLE if resolvable else Code.UNSCHEDULABLE_AND_UNRESOLVABLE, list(reasons))
+
+
+SKIP = Status(Code.SKIP)
+
+
+class CycleState(dict):
+    """Data plugins share within one scheduling cycle of one pod, keyed by
+    plugin-chosen names; also records which plugins asked to be skipped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.skip_filter: set[str] = set()
+        self.skip_score: set[str] = set()
+
+
+class PodInfo:
+    """A pod as the queue and plugins see it: its JSON plus what is derived
+    from it once (requests) and its scheduling history."""
+
+    __slots__ = (
+        "_cached",
+        "attempts",
+        "backoff_expires",
+        "gated_by",
+        "initial_timestamp",
+        "key",
+        "nonzero",
+        "pod",
+        "requests",
+        "timestamp",
+        "uid",
+        "unschedulable_plugins",
+    )
+
+    def __init__(self, pod: dict, now: float) -> None:
+        self.attempts = 0
+        self.initial_timestamp = now
+        self.timestamp = now
+        self.unschedulable_plugins: set[str] = set()
+        self.gated_by = ""
+        self.backoff_expires = 0.0
+        self.update(pod)
+
+    def update(self, pod: dict) -> None:
+        md = pod["metadata"]
+        self.pod = pod
+        self.key = f"{md.get('namespace', '')}/{md['name']}"
+        self.uid = md.get("uid", "")
+        spec = pod.get("spec") or {}
+        self.requests: Resources = pod_requests(spec)
+        self.nonzero: Resources = pod_requests(spec, nonzero=True)
+        self._cached: dict = {}
+
+    @property
+    def spec(self) -> dict:
+        return self.pod.get("spec") or {}
+
+    @property
+    def priority(self) -> int:
+        return self.spec.get("priority") or 0
+
+    def derived(self, name: str, build: Callable[[dict], object]):
+        """A value plugins derive from the pod spec, built once per pod update."""
+        try:
+            return self._cached[name]
+        except KeyError:
+            v = self._cached[name] = build(self.pod)
+            return v
+
+
+class Action(enum.IntFlag):
+    ADD = 1
+    DELETE = 2
+    UPDATE_NODE_ALLOCATABLE = 4
+    UPDATE_NODE_LABEL = 8
+    UPDATE_NODE_TAINT = 16
+    UPDATE_NODE_CONDITION = 32
+    UPDATE_NODE_ANNOTATION = 64
+    UPDATE_POD_LABEL = 128
+    UPDATE_POD_SCALE_DOWN = 256
+    UPDATE_POD_TOLERATIONS = 512
+    UPDATE_POD_SCHEDULING_GATES_ELIMINATED = 1024
+    UPDATE_POD_OTHER = 2048
+    UPDATE = (UPDATE_NODE_ALLOCATABLE | UPDATE_NODE_LABEL | UPDATE_NODE_TAINT | UPDATE_NODE_CONDITION
+              | UPDATE_NODE_ANNOTATION | UPDATE_POD_LABEL | UPDATE_POD_SCALE_DOWN | UPDATE_POD_TOLERATIONS
+              | UPDATE_POD_SCHEDULING_GATES_ELIMINATED | UPDATE_POD_OTHER)
+    ALL = ADD | DELETE | UPDATE
+
+
+NODE, ASSIGNED_POD, UNSCHEDULED_POD, WILDCARD = "Node", "Pod", "UnscheduledPod", "*"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEvent:
+    resource: str
+    action: Action
+    label: str = ""
+
+    def matches(self, other: ClusterEvent) -> bool:
+        """Whether this registration covers the event `other` that happened."""
+        if self.resource == WILDCARD:
+            return True
+        return self.resource == other.resource and bool(self.action & other.action)
+
+
+class Hint(enum.Enum):
+    QUEUE = "Queue"
+    SKIP = "QueueSkip"
+
+
+#: decides, for one pod a plugin rejected, whether an event may make it schedulable
+QueueingHintFn = Callable[[dict, "dict | None", "dict | None"], Hint]
+
+
+@dataclass(slots=True)
+class Registration:
+    event: ClusterEvent
+    hint: QueueingHintFn | None = None
+
+
+@dataclass
+class Profile:
+    """One KubeSchedulerConfiguration profile: which plugins, their score
+    weights and arguments."""
+
+    scheduler_name: str = "default-scheduler"
+    plugins: list[str] = field(default_factory=list)
+    weights: dict[str, int] = field(default_factory=dict)
+    args: dict[str, dict] = field(default_factory=dict)
+    percentage_of_nodes_to_score: int = 0
+
+
+class WaitingPod:
+    """A pod held at Permit until every waiting plugin allows it."""
+
+    def __init__(self, info: PodInfo, pending: dict[str, float]) -> None:
+        self.info = info
+        self.pending = dict(pending)
+        self.result: asyncio.Future = asyncio.get_running_loop().create_future()
+
+    def allow(self, plugin: str) -> None:
+        self.pending.pop(plugin, None)
+        if not self.pending and not self.result.done():
+            self.result.set_result(None)
+
+    def reject(self, plugin: str, msg: str) -> None:
+        if not self.result.done():
+            st = unschedulable(msg)
+            st.plugin = plugin
+            self.result.set_result(st)
+
+
+class Framework:
+    """Runs one profile's plugins; a plugin takes part in an extension point
+    by defining the method of that name."""
+
+    POINTS = ("pre_enqueue", "pre_filter", "filter", "post_filter", "pre_score", "score", "reserve", "permit",
+              "pre_bind", "bind", "post_bind")
+
+    def __init__(self, profile: Profile, plugins: list, metrics: Metrics, clock) -> None:
+        self.profile = profile
+        self.metrics = metrics
+        self.clock = clock
+        self.plugins = {p.name: p for p in plugins}
+        self.points = {pt: [p for p in plugins if hasattr(p, pt)] for pt in self.POINTS}
+        sorters = [p for p in plugins if hasattr(p, "sort_key")]
+        if len(sorters) != 1:
+            raise ValueError(f"profile {profile.scheduler_name}: exactly one QueueSort plugin is required")
+        self.queue_sort = sorters[0]
+        self.weights = {p.name: profile.weights.get(p.name, getattr(p, "default_weight", 1)) for p in self.points["score"]}
+        self.waiting: dict[str, WaitingPod] = {}
+
+    def registrations(self) -> dict[str, list[Registration]]:
+        return {name: p.events_to_register() for name, p in self.plugins.items() if hasattr(p, "events_to_register")}
+
+    def _timed(self, point: str, plugin: str, start: float, st: Status | None) -> None:
+        self.metrics.plugin_duration(plugin, point, st, self.clock.monotonic() - start)
+
+    def run_pre_enqueue(self, info: PodInfo) -> Status | None:
+        for p in self.points["pre_enqueue"]:
+            st = p.pre_enqueue(info)
+            if st is not None:
+                st.plugin = p.name
+                return st
+        return None
+
+    def run_pre_filter(self, state: CycleState, info: PodInfo) -> tuple[set[str] | None, Status | None]:
+        """Runs PreFilter; returns the node names the plugins narrowed the
+        search to (None = all) and a failing status."""
+        narrowed: set[str] | None = None
+        for p in self.points["pre_filter"]:
+            t = self.clock.monotonic()
+            nodes, st = p.pre_filter(state, info)
+            self._timed("PreFilter", p.name, t, st)
+            if st is not None:
+                if st.code == Code.SKIP:
+                    state.skip_filter.add(p.name)
+                    continue
+                st.plugin = p.name
+                return None, st
+            if nodes is not None:
+                narrowed = set(nodes) if narrowed is None else narrowed & set(nodes)
+        return narrowed, None
+
+    def filters(self, state: CycleState) -> list:
+        return [p for p in self.points["filter"] if p.name not in state.skip_filter]
+
+    def run_post_filter(self, state: CycleState, info: PodInfo, statuses: dict[str, Status]) -> tuple[str | None, Status | None]:
+        for p in self.points["post_filter"]:
+            nominated, st = p.post_filter(state, info, statuses)
+            if st is None or st.code == Code.SUCCESS:
+                return nominated, None
+            if st.code != Code.UNSCHEDULABLE:
+                return None, st
+        return None, None
+
+    def run_pre_score(self, state: CycleState, info: PodInfo, nodes: list) -> Status | None:
+        for p in self.points["pre_score"]:
+            t = self.clock.monotonic()
+            st = p.pre_score(state, info, nodes)
+            self._timed("PreScore", p.name, t, st)
+            if st is not None:
+                if st.code == Code.SKIP:
+                    state.skip_score.add(p.name)
+                    continue
+                st.plugin = p.name
+                return st
+        return None
+
+    def run_score(self, state: CycleState, info: PodInfo, nodes: list) -> list[int]:
+        """Weighted, normalised total score per node (in `nodes` order)."""
+        totals = [0] * len(nodes)
+        for p in self.points["score"]:
+            if p.name in state.skip_score:
+                continue
+            t = self.clock.monotonic()
+            scores = [p.score(state, info, n) for n in nodes]
+            if hasattr(p, "normalize_score"):
+                p.normalize_score(state, info, scores)
+            self._timed("Score", p.name, t, None)
+            w = self.weights[p.name]
+            for i, s in enumerate(scores):
+                if not 0 <= s <= MAX_NODE_SCORE:
+                    raise ValueError(f"plugin {p.name} returned an invalid score {s}")
+                totals[i] += s * w
+        return totals
+
+    def run_reserve(self, state: CycleState, info: PodInfo, node: str) -> Status | None:
+        for p in self.points["reserve"]:
+            st = p.reserve(state, info, node)
+            if st is not None:
+                st.plugin = p.name
+                return st
+        return None
+
+    def run_unreserve(self, state: CycleState, info: PodInfo, node: str) -> None:
+        for p in reversed(self.points["reserve"]):
+            p.unreserve(state, info, node)
+
+    def run_permit(self, state: CycleState, info: PodInfo, node: str) -> Status | None:
+        """Runs Permit; a pod some plugin asks to wait for is parked in
+        `waiting` and WAIT is returned."""
+        pending: dict[str, float] = {}
+        for p in self.points["permit"]:
+            st = p.permit(state, info, node)
+            if st is None:
+                continue
+            if st.code == Code.WAIT:
+                pending[p.name] = st.timeout
+                continue
+            st.plugin = p.name
+            return st
+        if pending:
+            self.waiting[info.uid] = WaitingPod(info, pending)
+            return Status(Code.WAIT)
+        return None
+
+    async def wait_on_permit(self, info: PodInfo) -> Status | None:
+        wp = self.waiting.get(info.uid)
+        if wp is None:
+            return None
+        timeout = min(wp.pending.values())
+
+        async def expire():
+            await self.clock.sleep(timeout)
+            for name in list(wp.pending):
+                wp.reject(name, f"rejected due to timeout after waiting {timeout:g}s at plugin {name}")
+
+        timer = asyncio.create_task(expire())
+        try:
+            return await wp.result
+        finally:
+            timer.cancel()
+            self.waiting.pop(info.uid, None)
+
+    async def run_pre_bind(self, state: CycleState, info: PodInfo, node: str) -> Status | None:
+        for p in self.points["pre_bind"]:
+            st = await p.pre_bind(state, info, node)
+            if st is not None:
+                st.plugin = p.name
+                return st
+        return None
+
+    async def run_bind(self, state: CycleState, info: PodInfo, node: str) -> Status | None:
+        for p in self.points["bind"]:
+            st = await p.bind(state, info, node)
+            if st is not None and st.code == Code.SKIP:
+                continue
+            if st is not None:
+                st.plugin = p.name
+            return st
+        return Status(Code.ERROR, ["no bind plugin bound the pod"])
+
+    def run_post_bind(self, state: CycleState, info: PodInfo, node: str) -> None:
+        for p in self.points["post_bind"]:
+            p.post_bind(state, info, node)

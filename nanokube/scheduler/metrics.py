@@ -1,0 +1,54 @@
+"""kube-scheduler's Prometheus metrics, under upstream names, on a registry
+of the scheduler's own (served by whoever mounts /metrics)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_ATTEMPT_BUCKETS = tuple(0.001 * 2 ** i for i in range(15))
+_E2E_BUCKETS = tuple(0.01 * 2 ** i for i in range(20))
+_PLUGIN_BUCKETS = tuple(0.00001 * 1.5 ** i for i in range(20))
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.schedule_attempts = Counter(
+            "scheduler_schedule_attempts", "Number of attempts to schedule pods, by the result.",
+            ["result", "profile"], registry=r)
+        self.attempt_duration = Histogram(
+            "scheduler_scheduling_attempt_duration_seconds",
+            "Scheduling attempt latency in seconds (scheduling algorithm + binding).",
+            ["result", "profile"], buckets=_ATTEMPT_BUCKETS, registry=r)
+        self.pod_scheduling_duration = Histogram(
+            "scheduler_pod_scheduling_duration_seconds",
+            "E2e latency for a pod being scheduled which may include multiple scheduling attempts.",
+            ["attempts"], buckets=_E2E_BUCKETS, registry=r)
+        self.pod_scheduling_sli_duration = Histogram(
+            "scheduler_pod_scheduling_sli_duration_seconds",
+            "E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue.",
+            ["attempts"], buckets=_E2E_BUCKETS, registry=r)
+        self.pod_scheduling_attempts = Histogram(
+            "scheduler_pod_scheduling_attempts", "Number of attempts to successfully schedule a pod.",
+            buckets=(1, 2, 4, 8, 16), registry=r)
+        self.pending_pods = Gauge(
+            "scheduler_pending_pods", "Number of pending pods, by the queue type.", ["queue"], registry=r)
+        self.queue_incoming = Counter(
+            "scheduler_queue_incoming_pods", "Number of pods added to scheduling queues by event and queue type.",
+            ["queue", "event"], registry=r)
+        self.plugin_execution = Histogram(
+            "scheduler_plugin_execution_duration_seconds",
+            "Duration for running a plugin at a specific extension point.",
+            ["plugin", "extension_point", "status"], buckets=_PLUGIN_BUCKETS, registry=r)
+        self.unschedulable_pods = Gauge(
+            "scheduler_unschedulable_pods", "The number of unschedulable pods broken down by plugin name.",
+            ["plugin", "profile"], registry=r)
+
+    def plugin_duration(self, plugin: str, point: str, status, seconds: float) -> None:
+        code = "Success" if status is None else status.code.name.title().replace("_", "")
+        self.plugin_execution.labels(plugin, point, code).observe(seconds)
+
+    def pending(self, active: int, backoff: int, unschedulable: int, gated: int) -> None:
+        for q, n in (("active", active), ("backoff", backoff), ("unschedulable", unschedulable), ("gated", gated)):
+            self.pending_pods.labels(q).set(n)

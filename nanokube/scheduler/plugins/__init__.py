@@ -1,0 +1,35 @@
+"""The in-tree plugins by upstream name, and the default profile."""
+
+from __future__ import annotations
+
+from ..framework import Profile
+from .default_binder import DefaultBinder
+from .node_affinity import NodeAffinity
+from .node_name import NodeName
+from .node_ports import NodePorts
+from .node_resources_balanced_allocation import NodeResourcesBalancedAllocation
+from .node_resources_fit import NodeResourcesFit
+from .node_unschedulable import NodeUnschedulable
+from .priority_sort import PrioritySort
+from .scheduling_gates import SchedulingGates
+from .taint_toleration import TaintToleration
+
+REGISTRY = {p.name: p for p in (PrioritySort, SchedulingGates, NodeUnschedulable, NodeName, TaintToleration,
+                                NodeAffinity, NodePorts, NodeResourcesFit, NodeResourcesBalancedAllocation,
+                                DefaultBinder)}
+
+#: upstream's default plugin set (of those implemented) and score weights
+DEFAULT_PLUGINS = ["PrioritySort", "SchedulingGates", "NodeUnschedulable", "NodeName", "TaintToleration",
+                   "NodeAffinity", "NodePorts", "NodeResourcesFit", "NodeResourcesBalancedAllocation",
+                   "DefaultBinder"]
+DEFAULT_WEIGHTS = {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1,
+                   "NodeResourcesBalancedAllocation": 1}
+
+
+def default_profile(scheduler_name: str = "default-scheduler") -> Profile:
+    return Profile(scheduler_name, list(DEFAULT_PLUGINS), dict(DEFAULT_WEIGHTS))
+
+
+def build(profile: Profile, handle) -> list:
+    """Instantiates a profile's plugins with their args and the scheduler handle."""
+    return [REGISTRY[name](profile.args.get(name) or {}, handle) for name in profile.plugins]

@@ -1,0 +1,78 @@
+"""Matching rules several plugins share: tolerations against taints, and
+node selector terms against a node's labels and fields."""
+
+from __future__ import annotations
+
+
+def tolerates(toleration: dict, taint: dict) -> bool:
+    """Toleration.ToleratesTaint: effect (empty = all), key (empty with
+    Exists = all) and value by operator; Gt/Lt compare integers."""
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.get("effect"):
+        return False
+    key = toleration.get("key") or ""
+    op = toleration.get("operator") or "Equal"
+    if key and key != taint.get("key"):
+        return False
+    if op == "Exists":
+        return True
+    if not key:
+        return False
+    if op == "Equal":
+        return (toleration.get("value") or "") == (taint.get("value") or "")
+    if op in ("Gt", "Lt"):
+        try:
+            tv, nv = int(toleration.get("value") or ""), int(taint.get("value") or "")
+        except ValueError:
+            return False
+        return nv > tv if op == "Gt" else nv < tv
+    return False
+
+
+def untolerated(taints: list, tolerations: list, effects: tuple[str, ...]) -> dict | None:
+    """The first taint with one of `effects` that no toleration tolerates."""
+    for t in taints:
+        if t.get("effect") in effects and not any(tolerates(tol, t) for tol in tolerations):
+            return t
+    return None
+
+
+def _requirement(expr: dict, value: str | None) -> bool:
+    op, values = expr.get("operator"), expr.get("values") or []
+    if op == "In":
+        return value is not None and value in values
+    if op == "NotIn":
+        return value is None or value not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt"):
+        if value is None or len(values) != 1:
+            return False
+        try:
+            have, want = int(value), int(values[0])
+        except ValueError:
+            return False
+        return have > want if op == "Gt" else have < want
+    return False
+
+
+def term_matches(term: dict, labels: dict, name: str) -> bool:
+    """A NodeSelectorTerm: all expressions and fields match; an empty term
+    matches nothing."""
+    exprs, fields = term.get("matchExpressions") or [], term.get("matchFields") or []
+    if not exprs and not fields:
+        return False
+    for e in exprs:
+        if not _requirement(e, labels.get(e.get("key"))):
+            return False
+    for f in fields:
+        if f.get("key") != "metadata.name" or not _requirement(f, name):
+            return False
+    return True
+
+
+def selector_matches(selector: dict | None, labels: dict, name: str) -> bool:
+    """A NodeSelector: its terms are ORed."""
+    return any(term_matches(t, labels, name) for t in (selector or {}).get("nodeSelectorTerms") or [])

@@ -1,0 +1,70 @@
+"""NodeAffinity: spec.nodeSelector and required node affinity terms filter
+nodes; preferred terms add their weights to a node's score."""
+
+from __future__ import annotations
+
+from ..framework import (
+    NODE,
+    SKIP,
+    Action,
+    ClusterEvent,
+    Hint,
+    Registration,
+    unschedulable,
+)
+from .helpers import selector_matches, term_matches
+from .normalize import default_normalize
+
+REASON = "node(s) didn't match Pod's node affinity/selector"
+
+
+def _node_affinity(pod: dict) -> dict:
+    return (((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity")) or {}
+
+
+def pod_matches_node(pod: dict, labels: dict, name: str) -> bool:
+    selector = (pod.get("spec") or {}).get("nodeSelector") or {}
+    if any(labels.get(k) != v for k, v in selector.items()):
+        return False
+    required = _node_affinity(pod).get("requiredDuringSchedulingIgnoredDuringExecution")
+    return required is None or selector_matches(required, labels, name)
+
+
+class NodeAffinity:
+    name = "NodeAffinity"
+    default_weight = 2
+
+    def __init__(self, args: dict, handle) -> None:
+        pass
+
+    def pre_filter(self, state, info):
+        if not info.spec.get("nodeSelector") and not _node_affinity(info.pod).get("requiredDuringSchedulingIgnoredDuringExecution"):
+            return None, SKIP
+        return None, None
+
+    def filter(self, state, info, node):
+        return None if pod_matches_node(info.pod, node.labels, node.name) else unschedulable(REASON, resolvable=False)
+
+    def pre_score(self, state, info, nodes):
+        if not _node_affinity(info.pod).get("preferredDuringSchedulingIgnoredDuringExecution"):
+            return SKIP
+        return None
+
+    def score(self, state, info, node) -> int:
+        total = 0
+        for p in _node_affinity(info.pod).get("preferredDuringSchedulingIgnoredDuringExecution") or []:
+            if p.get("weight") and term_matches(p.get("preference") or {}, node.labels, node.name):
+                total += p["weight"]
+        return total
+
+    def normalize_score(self, state, info, scores: list[int]) -> None:
+        default_normalize(scores)
+
+    def events_to_register(self) -> list[Registration]:
+        def hint(pod: dict, old, new) -> Hint:
+            if new is None:
+                return Hint.SKIP
+            md = new.get("metadata") or {}
+            return Hint.QUEUE if pod_matches_node(pod, md.get("labels") or {}, md.get("name", "")) else Hint.SKIP
+
+        return [Registration(ClusterEvent(NODE, Action.ADD | Action.UPDATE_NODE_LABEL), hint)]

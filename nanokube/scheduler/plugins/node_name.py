@@ -1,0 +1,23 @@
+"""NodeName: a pod that names its node fits only that node."""
+
+from __future__ import annotations
+
+from ..framework import NODE, Action, ClusterEvent, Registration, unschedulable
+
+REASON = "node(s) didn't match the requested node name"
+
+
+class NodeName:
+    name = "NodeName"
+
+    def __init__(self, args: dict, handle) -> None:
+        pass
+
+    def filter(self, state, info, node):
+        want = info.spec.get("nodeName")
+        if want and want != node.name:
+            return unschedulable(REASON, resolvable=False)
+        return None
+
+    def events_to_register(self) -> list[Registration]:
+        return [Registration(ClusterEvent(NODE, Action.ADD | Action.UPDATE))]

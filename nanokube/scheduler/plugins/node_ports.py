@@ -1,0 +1,51 @@
+"""NodePorts: a pod's host ports must be free on the node; ports clash on
+the same protocol and port when either host IP is the wildcard or both
+are equal."""
+
+from __future__ import annotations
+
+from ..cache import host_ports
+from ..framework import (
+    ASSIGNED_POD,
+    NODE,
+    SKIP,
+    Action,
+    ClusterEvent,
+    Registration,
+    unschedulable,
+)
+
+REASON = "node(s) didn't have free ports for the requested pod ports"
+_KEY = "PreFilterNodePorts"
+WILDCARD = "0.0.0.0"
+
+
+def conflicts(want: list, used: list) -> bool:
+    for ip, proto, port in want:
+        for uip, uproto, uport in used:
+            if port == uport and proto == uproto and (ip == uip or WILDCARD in (ip, uip)):
+                return True
+    return False
+
+
+class NodePorts:
+    name = "NodePorts"
+
+    def __init__(self, args: dict, handle) -> None:
+        pass
+
+    def pre_filter(self, state, info):
+        ports = host_ports(info.pod)
+        if not ports:
+            return None, SKIP
+        state[_KEY] = ports
+        return None, None
+
+    def filter(self, state, info, node):
+        if node.ports and conflicts(state[_KEY], node.ports):
+            return unschedulable(REASON)
+        return None
+
+    def events_to_register(self) -> list[Registration]:
+        return [Registration(ClusterEvent(ASSIGNED_POD, Action.DELETE)),
+                Registration(ClusterEvent(NODE, Action.ADD | Action.UPDATE))]

@@ -1,0 +1,140 @@
+"""NodeResourcesFit: Filter rejects nodes without room for the pod's
+requests (or pod slots); Score ranks by LeastAllocated (default),
+MostAllocated or RequestedToCapacityRatio over weighted resources."""
+
+from __future__ import annotations
+
+from ..cache import NodeInfo
+from ..framework import (
+    ASSIGNED_POD,
+    MAX_NODE_SCORE,
+    NODE,
+    Action,
+    ClusterEvent,
+    Code,
+    Hint,
+    PodInfo,
+    Registration,
+    Status,
+)
+from ..resources import CPU, EPHEMERAL, MEMORY
+
+TOO_MANY_PODS = "Too many pods"
+LEAST, MOST, RATIO = "LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"
+MAX_CUSTOM_SCORE = 10
+
+
+def insufficient(info, node, ignored: set[str] = frozenset(), ignored_groups: set[str] = frozenset()) -> list[str]:
+    """Upstream's fitsRequest: every reason the pod does not fit `node`."""
+    reasons = []
+    if len(node.pods) + 1 > node.allowed_pods:
+        reasons.append(TOO_MANY_PODS)
+    req = info.requests
+    if req.is_zero():
+        return reasons
+    alloc, used = node.allocatable, node.requested
+    if req.milli_cpu and req.milli_cpu > alloc.milli_cpu - used.milli_cpu:
+        reasons.append(f"Insufficient {CPU}")
+    if req.memory and req.memory > alloc.memory - used.memory:
+        reasons.append(f"Insufficient {MEMORY}")
+    if req.ephemeral and req.ephemeral > alloc.ephemeral - used.ephemeral:
+        reasons.append(f"Insufficient {EPHEMERAL}")
+    for name, q in req.scalars.items():
+        if not q or name in ignored or name.split("/")[0] in ignored_groups:
+            continue
+        if q > alloc.scalars.get(name, 0) - used.scalars.get(name, 0):
+            reasons.append(f"Insufficient {name}")
+    return reasons
+
+
+def least_allocated(requested: int, capacity: int) -> int:
+    if capacity == 0 or requested > capacity:
+        return 0
+    return (capacity - requested) * MAX_NODE_SCORE // capacity
+
+
+def most_allocated(requested: int, capacity: int) -> int:
+    if capacity == 0:
+        return 0
+    return min(requested, capacity) * MAX_NODE_SCORE // capacity
+
+
+def broken_linear(shape: list[tuple[int, int]]):
+    """RequestedToCapacityRatio's piecewise-linear utilisation → score."""
+    def f(requested: int, capacity: int) -> int:
+        util = 100 if capacity == 0 or requested > capacity else requested * 100 // capacity
+        for i, (u, s) in enumerate(shape):
+            if util <= u:
+                if i == 0:
+                    return s
+                pu, ps = shape[i - 1]
+                return ps + (s - ps) * (util - pu) // (u - pu)
+        return shape[-1][1]
+    return f
+
+
+class ResourceScorer:
+    """Weighted mean over resources of a per-resource scorer applied to
+    (node requested + pod request, allocatable); CPU and memory count the
+    non-zero defaults for pods that request nothing."""
+
+    def __init__(self, fn, resources: list[tuple[str, int]]) -> None:
+        self.fn = fn
+        self.resources = resources
+
+    def __call__(self, info, node) -> int:
+        total = weights = 0
+        for name, w in self.resources:
+            cap = node.allocatable.get(name)
+            if cap == 0:
+                continue
+            if name in (CPU, MEMORY):
+                req = node.nonzero.get(name) + info.nonzero.get(name)
+            else:
+                req = node.requested.get(name) + info.requests.get(name)
+            total += self.fn(req, cap) * w
+            weights += w
+        return total // weights if weights else 0
+
+
+def scorer_from_args(args: dict, default: str = LEAST) -> ResourceScorer:
+    strategy = args.get("scoringStrategy") or {}
+    kind = strategy.get("type") or default
+    resources = [(r["name"], r.get("weight", 1)) for r in strategy.get("resources") or [{"name": CPU}, {"name": MEMORY}]]
+    if kind == LEAST:
+        return ResourceScorer(least_allocated, resources)
+    if kind == MOST:
+        return ResourceScorer(most_allocated, resources)
+    if kind == RATIO:
+        pts = ((strategy.get("requestedToCapacityRatio") or {}).get("shape")
+               or [{"utilization": 0, "score": 10}, {"utilization": 100, "score": 0}])
+        shape = [(p["utilization"], p["score"] * MAX_NODE_SCORE // MAX_CUSTOM_SCORE) for p in pts]
+        return ResourceScorer(broken_linear(shape), resources)
+    raise ValueError(f"scoring strategy {kind} is not supported")
+
+
+class NodeResourcesFit:
+    name = "NodeResourcesFit"
+
+    def __init__(self, args: dict, handle) -> None:
+        self.ignored = set(args.get("ignoredResources") or [])
+        self.ignored_groups = set(args.get("ignoredResourceGroups") or [])
+        self.scorer = scorer_from_args(args)
+
+    def filter(self, state, info, node):
+        reasons = insufficient(info, node, self.ignored, self.ignored_groups)
+        return Status(Code.UNSCHEDULABLE, reasons) if reasons else None
+
+    def score(self, state, info, node) -> int:
+        return self.scorer(info, node)
+
+    def events_to_register(self) -> list[Registration]:
+        def node_hint(pod: dict, old, new) -> Hint:
+            if new is None:
+                return Hint.SKIP
+            n = NodeInfo(new["metadata"]["name"])
+            n.set_node(new)
+            return Hint.SKIP if insufficient(PodInfo(pod, 0.0), n) else Hint.QUEUE
+
+        return [Registration(ClusterEvent(ASSIGNED_POD, Action.DELETE | Action.UPDATE_POD_SCALE_DOWN)),
+                Registration(ClusterEvent(NODE, Action.ADD | Action.UPDATE_NODE_ALLOCATABLE), node_hint)]

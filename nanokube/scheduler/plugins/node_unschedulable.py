@@ -1,0 +1,31 @@
+"""NodeUnschedulable: nodes with spec.unschedulable take only pods that
+tolerate the node.kubernetes.io/unschedulable:NoSchedule taint."""
+
+from __future__ import annotations
+
+from ..framework import NODE, Action, ClusterEvent, Hint, Registration, unschedulable
+from .helpers import tolerates
+
+REASON = "node(s) were unschedulable"
+TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+
+
+def _hint(pod: dict, old, new) -> Hint:
+    return Hint.QUEUE if new is not None and not (new.get("spec") or {}).get("unschedulable") else Hint.SKIP
+
+
+class NodeUnschedulable:
+    name = "NodeUnschedulable"
+
+    def __init__(self, args: dict, handle) -> None:
+        pass
+
+    def filter(self, state, info, node):
+        if not node.unschedulable:
+            return None
+        if any(tolerates(t, TAINT) for t in info.spec.get("tolerations") or []):
+            return None
+        return unschedulable(REASON, resolvable=False)
+
+    def events_to_register(self) -> list[Registration]:
+        return [Registration(ClusterEvent(NODE, Action.ADD | Action.UPDATE_NODE_TAINT), _hint)]

@@ -1,0 +1,58 @@
+"""TaintToleration: Filter rejects nodes with an untolerated NoSchedule or
+NoExecute taint; Score prefers nodes with fewer untolerated
+PreferNoSchedule taints."""
+
+from __future__ import annotations
+
+from ..framework import (
+    NODE,
+    UNSCHEDULED_POD,
+    Action,
+    ClusterEvent,
+    Hint,
+    Registration,
+    unschedulable,
+)
+from .helpers import tolerates, untolerated
+from .normalize import default_normalize
+
+_KEY = "PreScoreTaintToleration"
+
+
+def reason(taint: dict) -> str:
+    return f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value', '')}}}"
+
+
+class TaintToleration:
+    name = "TaintToleration"
+    default_weight = 3
+
+    def __init__(self, args: dict, handle) -> None:
+        pass
+
+    def filter(self, state, info, node):
+        if not node.taints:
+            return None
+        t = untolerated(node.taints, info.spec.get("tolerations") or [], ("NoSchedule", "NoExecute"))
+        return None if t is None else unschedulable(reason(t), resolvable=False)
+
+    def pre_score(self, state, info, nodes):
+        state[_KEY] = [t for t in info.spec.get("tolerations") or [] if (t.get("effect") or "PreferNoSchedule") == "PreferNoSchedule"]
+
+    def score(self, state, info, node) -> int:
+        tols = state[_KEY]
+        return sum(1 for t in node.taints if t.get("effect") == "PreferNoSchedule" and not any(tolerates(x, t) for x in tols))
+
+    def normalize_score(self, state, info, scores: list[int]) -> None:
+        default_normalize(scores, reverse=True)
+
+    def events_to_register(self) -> list[Registration]:
+        def hint(pod: dict, old, new) -> Hint:
+            if new is None:
+                return Hint.SKIP
+            taints = (new.get("spec") or {}).get("taints") or []
+            tols = (pod.get("spec") or {}).get("tolerations") or []
+            return Hint.SKIP if untolerated(taints, tols, ("NoSchedule", "NoExecute")) else Hint.QUEUE
+
+        return [Registration(ClusterEvent(NODE, Action.ADD | Action.UPDATE_NODE_TAINT), hint),
+                Registration(ClusterEvent(UNSCHEDULED_POD, Action.UPDATE_POD_TOLERATIONS))]

@@ -1,0 +1,199 @@
+"""The scheduling queue: activeQ (a heap in QueueSort order), backoffQ
+(pods waiting out 1s→10s exponential backoff) and the unschedulable pool
+(pods that wait for a cluster event one of their rejecting plugins
+registered for, and whose queueing hint says it may help)."""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+
+from .framework import ClusterEvent, Framework, Hint, PodInfo, Registration
+from .metrics import Metrics
+
+INITIAL_BACKOFF = 1.0
+MAX_BACKOFF = 10.0
+MAX_IN_UNSCHEDULABLE = 300.0  # podMaxInUnschedulablePodsDuration
+
+
+class SchedulingQueue:
+    def __init__(self, frameworks: dict[str, Framework], clock, metrics: Metrics,
+                 initial_backoff: float = INITIAL_BACKOFF, max_backoff: float = MAX_BACKOFF) -> None:
+        self.frameworks = frameworks
+        self.clock = clock
+        self.metrics = metrics
+        self.initial_backoff, self.max_backoff = initial_backoff, max_backoff
+        self.active: list[tuple] = []
+        self.active_keys: dict[str, PodInfo] = {}
+        self.backoff: dict[str, PodInfo] = {}
+        self.unschedulable: dict[str, PodInfo] = {}
+        self.in_flight: dict[str, PodInfo] = {}
+        self.registrations: dict[str, list[Registration]] = {}
+        for fwk in frameworks.values():
+            self.registrations.update(fwk.registrations())
+        self.scheduling_cycle = 0
+        self.move_request_cycle = -1
+        self._seq = itertools.count()
+        self._wake = asyncio.Event()
+        self._closed = False
+
+    def _fwk(self, pod: dict) -> Framework:
+        return self.frameworks[(pod.get("spec") or {}).get("schedulerName") or "default-scheduler"]
+
+    def _gauge(self) -> None:
+        gated = sum(1 for p in self.unschedulable.values() if p.gated_by)
+        self.metrics.pending(len(self.active_keys), len(self.backoff), len(self.unschedulable) - gated, gated)
+
+    def _push_active(self, info: PodInfo, event: str) -> None:
+        key = self._fwk(info.pod).queue_sort.sort_key(info)
+        heapq.heappush(self.active, (key, next(self._seq), info))
+        self.active_keys[info.key] = info
+        self.metrics.queue_incoming.labels("active", event).inc()
+        self._wake.set()
+
+    def _gate(self, info: PodInfo, event: str) -> bool:
+        """Runs PreEnqueue; a rejected pod is parked as gated."""
+        st = self._fwk(info.pod).run_pre_enqueue(info)
+        if st is None:
+            info.gated_by = ""
+            return False
+        info.gated_by = st.plugin
+        info.unschedulable_plugins = {st.plugin}
+        self.unschedulable[info.key] = info
+        self.metrics.queue_incoming.labels("unschedulable", event).inc()
+        return True
+
+    def add(self, pod: dict) -> None:
+        info = PodInfo(pod, self.clock.monotonic())
+        if not self._gate(info, "PodAdd"):
+            self._push_active(info, "PodAdd")
+        self._gauge()
+
+    def _where(self, key: str) -> PodInfo | None:
+        return self.active_keys.get(key) or self.backoff.get(key) or self.unschedulable.get(key) or self.in_flight.get(key)
+
+    def update(self, old: dict, new: dict) -> None:
+        md = new["metadata"]
+        key = f"{md.get('namespace', '')}/{md['name']}"
+        info = self._where(key)
+        if info is None:
+            self.add(new)
+            return
+        info.update(new)
+        if key in self.unschedulable and (old.get("spec") != new.get("spec") or
+                                          (old["metadata"].get("labels") != md.get("labels"))):
+            del self.unschedulable[key]
+            if not self._gate(info, "PodUpdate"):
+                self._requeue(info, "PodUpdate")
+        self._gauge()
+
+    def delete(self, pod: dict) -> None:
+        md = pod["metadata"]
+        key = f"{md.get('namespace', '')}/{md['name']}"
+        self.backoff.pop(key, None)
+        self.unschedulable.pop(key, None)
+        if self.active_keys.pop(key, None) is not None:
+            self.active = [e for e in self.active if e[2].key != key]
+            heapq.heapify(self.active)
+        self._gauge()
+
+    async def pop(self) -> PodInfo | None:
+        """The next pod to schedule, waiting for one; None once closed."""
+        while True:
+            if self._closed:
+                return None
+            while self.active:
+                _, _, info = heapq.heappop(self.active)
+                if self.active_keys.get(info.key) is info:
+                    del self.active_keys[info.key]
+                    info.attempts += 1
+                    self.scheduling_cycle += 1
+                    self.in_flight[info.key] = info
+                    self._gauge()
+                    return info
+            self._wake.clear()
+            await self._wake.wait()
+
+    def done(self, info: PodInfo) -> None:
+        """The pod's scheduling attempt finished (bound, or requeued)."""
+        if self.in_flight.get(info.key) is info:
+            del self.in_flight[info.key]
+
+    def backoff_duration(self, info: PodInfo) -> float:
+        d = self.initial_backoff * 2 ** max(info.attempts - 1, 0)
+        return min(d, self.max_backoff)
+
+    def _requeue(self, info: PodInfo, event: str) -> None:
+        if info.backoff_expires > self.clock.monotonic():
+            self.backoff[info.key] = info
+            self.metrics.queue_incoming.labels("backoff", event).inc()
+        else:
+            self._push_active(info, event)
+
+    def add_unschedulable(self, info: PodInfo, cycle: int, error: bool = False) -> None:
+        """Requeues a pod whose attempt in `cycle` failed: to backoffQ when it
+        failed with an error or a move request came in meanwhile, otherwise
+        to the unschedulable pool."""
+        self.done(info)
+        if info.key in self.active_keys or info.key in self.backoff or info.key in self.unschedulable:
+            return
+        now = self.clock.monotonic()
+        info.timestamp = now
+        info.backoff_expires = now + self.backoff_duration(info)
+        if error or self.move_request_cycle >= cycle or not info.unschedulable_plugins:
+            self.backoff[info.key] = info
+            self.metrics.queue_incoming.labels("backoff", "ScheduleAttemptFailure").inc()
+        else:
+            self.unschedulable[info.key] = info
+            self.metrics.queue_incoming.labels("unschedulable", "ScheduleAttemptFailure").inc()
+        self._gauge()
+
+    def flush_backoff_completed(self) -> None:
+        now = self.clock.monotonic()
+        for key, info in list(self.backoff.items()):
+            if info.backoff_expires <= now:
+                del self.backoff[key]
+                self._push_active(info, "BackoffComplete")
+        self._gauge()
+
+    def flush_unschedulable_leftover(self) -> None:
+        now = self.clock.monotonic()
+        for key, info in list(self.unschedulable.items()):
+            if not info.gated_by and now - info.timestamp > MAX_IN_UNSCHEDULABLE:
+                del self.unschedulable[key]
+                self._requeue(info, "UnschedulableTimeout")
+        self._gauge()
+
+    def _worth_retrying(self, info: PodInfo, event: ClusterEvent, old, new) -> bool:
+        for plugin in info.unschedulable_plugins:
+            for reg in self.registrations.get(plugin, ()):
+                if reg.event.matches(event) and (reg.hint is None or reg.hint(info.pod, old, new) == Hint.QUEUE):
+                    return True
+        return False
+
+    def on_event(self, event: ClusterEvent, old: dict | None, new: dict | None) -> None:
+        """A cluster event: moves the unschedulable pods it may help."""
+        self.move_request_cycle = self.scheduling_cycle
+        for key, info in list(self.unschedulable.items()):
+            if info.gated_by or not self._worth_retrying(info, event, old, new):
+                continue
+            del self.unschedulable[key]
+            self._requeue(info, event.label or f"{event.resource}{event.action.name}")
+        self._gauge()
+
+    async def run_flushers(self) -> None:
+        ticks = 0
+        while True:
+            await self.clock.sleep(1.0)
+            self.flush_backoff_completed()
+            ticks += 1
+            if ticks % 30 == 0:
+                self.flush_unschedulable_leftover()
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake.set()
+
+    def pending_count(self) -> int:
+        return len(self.active_keys) + len(self.backoff) + len(self.unschedulable)

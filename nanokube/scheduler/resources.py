@@ -1,0 +1,123 @@
+"""Compact resource vectors built once per pod or node from their JSON, so
+Filter and Score compare integers instead of parsing quantities per node."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..registry.quantity import QuantityError, parse
+
+CPU, MEMORY, EPHEMERAL, PODS = "cpu", "memory", "ephemeral-storage", "pods"
+#: what Score assumes for a container that requests nothing (upstream's non-zero defaults)
+DEFAULT_MILLI_CPU = 100
+DEFAULT_MEMORY = 200 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class Resources:
+    """milli-CPU, bytes of memory and ephemeral storage, and integer scalar
+    resources (extended resources, hugepages) by name."""
+
+    milli_cpu: int = 0
+    memory: int = 0
+    ephemeral: int = 0
+    scalars: dict[str, int] = field(default_factory=dict)
+
+    def add(self, o: Resources, sign: int = 1) -> None:
+        self.milli_cpu += sign * o.milli_cpu
+        self.memory += sign * o.memory
+        self.ephemeral += sign * o.ephemeral
+        for k, v in o.scalars.items():
+            self.scalars[k] = self.scalars.get(k, 0) + sign * v
+
+    def set_max(self, o: Resources) -> None:
+        self.milli_cpu = max(self.milli_cpu, o.milli_cpu)
+        self.memory = max(self.memory, o.memory)
+        self.ephemeral = max(self.ephemeral, o.ephemeral)
+        for k, v in o.scalars.items():
+            self.scalars[k] = max(self.scalars.get(k, 0), v)
+
+    def copy(self) -> Resources:
+        return Resources(self.milli_cpu, self.memory, self.ephemeral, dict(self.scalars))
+
+    def get(self, name: str) -> int:
+        if name == CPU:
+            return self.milli_cpu
+        if name == MEMORY:
+            return self.memory
+        if name == EPHEMERAL:
+            return self.ephemeral
+        return self.scalars.get(name, 0)
+
+    def is_zero(self) -> bool:
+        return not (self.milli_cpu or self.memory or self.ephemeral or any(self.scalars.values()))
+
+
+def _value(name: str, q) -> int:
+    try:
+        parsed = parse(str(q))
+    except QuantityError:
+        return 0
+    return parsed.milli() if name == CPU else parsed.ceil()
+
+
+def from_list(rl: dict | None) -> Resources:
+    """A Resources from a ResourceList ({"cpu": "100m", ...}); `pods` is skipped."""
+    r = Resources()
+    for name, q in (rl or {}).items():
+        v = _value(name, q)
+        if name == CPU:
+            r.milli_cpu = v
+        elif name == MEMORY:
+            r.memory = v
+        elif name == EPHEMERAL:
+            r.ephemeral = v
+        elif name != PODS:
+            r.scalars[name] = v
+    return r
+
+
+def _requests(c: dict) -> dict:
+    return ((c.get("resources") or {}).get("requests")) or {}
+
+
+def pod_requests(spec: dict, nonzero: bool = False) -> Resources:
+    """What a pod asks of a node, as upstream's PodRequests computes it:
+    regular containers plus restartable (sidecar) init containers run
+    together; each ordinary init container runs alone next to the sidecars
+    started before it; the larger wins, then pod overhead is added. With
+    `nonzero`, containers that request no CPU or memory count the defaults."""
+    def of(c: dict) -> Resources:
+        r = from_list(_requests(c))
+        if nonzero:
+            reqs = _requests(c)
+            if CPU not in reqs:
+                r.milli_cpu = DEFAULT_MILLI_CPU
+            if MEMORY not in reqs:
+                r.memory = DEFAULT_MEMORY
+        return r
+
+    total = Resources()
+    for c in spec.get("containers") or []:
+        total.add(of(c))
+    sidecars = Resources()
+    init_peak = Resources()
+    for c in spec.get("initContainers") or []:
+        r = of(c)
+        if c.get("restartPolicy") == "Always":
+            sidecars.add(r)
+            init_peak.set_max(sidecars)
+        else:
+            r.add(sidecars)
+            init_peak.set_max(r)
+    total.add(sidecars)
+    total.set_max(init_peak)
+    pod_level = ((spec.get("resources") or {}).get("requests")) or {}
+    if pod_level:
+        lvl = from_list(pod_level)
+        if CPU in pod_level:
+            total.milli_cpu = lvl.milli_cpu
+        if MEMORY in pod_level:
+            total.memory = lvl.memory
+    total.add(from_list(spec.get("overhead")))
+    return total

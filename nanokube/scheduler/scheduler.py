@@ -1,0 +1,256 @@
+"""The scheduler: informers feed the cache and the queue; one loop pops a
+pod, runs its profile's cycle and hands binding to a background task."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+
+from ..apiserver.errors import APIError
+from ..client.informer import Informer
+from ..clock import REAL, Clock
+from . import plugins as plugin_registry
+from .api import SchedulerAPI
+from .cache import Cache, Snapshot
+from .cycle import Algorithm, FitError
+from .framework import (
+    ASSIGNED_POD,
+    NODE,
+    UNSCHEDULED_POD,
+    Action,
+    ClusterEvent,
+    Code,
+    CycleState,
+    Framework,
+    PodInfo,
+    Profile,
+    Status,
+)
+from .metrics import Metrics
+from .queue import SchedulingQueue
+
+log = logging.getLogger(__name__)
+
+
+def node_update_action(old: dict, new: dict) -> Action:
+    a = Action(0)
+    os_, ns_ = old.get("status") or {}, new.get("status") or {}
+    if os_.get("allocatable") != ns_.get("allocatable"):
+        a |= Action.UPDATE_NODE_ALLOCATABLE
+    om, nm = old.get("metadata") or {}, new.get("metadata") or {}
+    if om.get("labels") != nm.get("labels"):
+        a |= Action.UPDATE_NODE_LABEL
+    osp, nsp = old.get("spec") or {}, new.get("spec") or {}
+    if osp.get("taints") != nsp.get("taints") or osp.get("unschedulable") != nsp.get("unschedulable"):
+        a |= Action.UPDATE_NODE_TAINT
+    if os_.get("conditions") != ns_.get("conditions"):
+        a |= Action.UPDATE_NODE_CONDITION
+    if om.get("annotations") != nm.get("annotations"):
+        a |= Action.UPDATE_NODE_ANNOTATION
+    return a
+
+
+def unscheduled_pod_update_action(old: dict, new: dict) -> Action:
+    osp, nsp = old.get("spec") or {}, new.get("spec") or {}
+    a = Action(0)
+    if osp.get("schedulingGates") and not nsp.get("schedulingGates"):
+        a |= Action.UPDATE_POD_SCHEDULING_GATES_ELIMINATED
+    if osp.get("tolerations") != nsp.get("tolerations"):
+        a |= Action.UPDATE_POD_TOLERATIONS
+    if old["metadata"].get("labels") != new["metadata"].get("labels"):
+        a |= Action.UPDATE_POD_LABEL
+    return a or Action.UPDATE_POD_OTHER
+
+
+def _terminal(pod: dict) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+class Scheduler:
+    """`Scheduler(client, clock)`; `await start()` begins scheduling pods
+    whose spec.schedulerName names one of `profiles`; `await stop()`."""
+
+    def __init__(self, client, clock: Clock = REAL, name: str = "default-scheduler",
+                 profiles: list[Profile] | None = None, metrics: Metrics | None = None, seed: int | None = None) -> None:
+        self.client = client
+        self.clock = clock
+        self.name = name
+        self.metrics = metrics or Metrics()
+        self.api = SchedulerAPI(client, clock, name)
+        self.cache = Cache()
+        self.snapshot = Snapshot()
+        self.algorithm = Algorithm(random.Random(seed))
+        self.frameworks: dict[str, Framework] = {}
+        for prof in profiles or [plugin_registry.default_profile(name)]:
+            self.frameworks[prof.scheduler_name] = Framework(prof, plugin_registry.build(prof, self), self.metrics, clock)
+        self.queue = SchedulingQueue(self.frameworks, clock, self.metrics)
+        self.nodes = Informer(client.resource("", "v1", "nodes"))
+        self.pods = Informer(client.resource("", "v1", "pods"))
+        self._tasks: list[asyncio.Task] = []
+        self._binds: set[asyncio.Task] = set()
+
+    # --- informer handlers -------------------------------------------------
+
+    def _responsible(self, pod: dict) -> bool:
+        return (pod.get("spec") or {}).get("schedulerName", "default-scheduler") in self.frameworks
+
+    def _on_node_add(self, node: dict) -> None:
+        self.cache.add_node(node)
+        self.queue.on_event(ClusterEvent(NODE, Action.ADD, "NodeAdd"), None, node)
+
+    def _on_node_update(self, old: dict, new: dict) -> None:
+        self.cache.update_node(new)
+        action = node_update_action(old, new)
+        if action:
+            self.queue.on_event(ClusterEvent(NODE, action, "NodeUpdate"), old, new)
+
+    def _on_node_delete(self, node: dict) -> None:
+        self.cache.remove_node(node["metadata"]["name"])
+
+    def _on_pod_add(self, pod: dict) -> None:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            if not _terminal(pod):
+                self.cache.add_pod(PodInfo(pod, 0.0), node)
+        elif self._responsible(pod) and not pod["metadata"].get("deletionTimestamp"):
+            self.queue.add(pod)
+
+    def _on_pod_update(self, old: dict, new: dict) -> None:
+        node = (new.get("spec") or {}).get("nodeName")
+        if node:
+            if not (old.get("spec") or {}).get("nodeName"):
+                self.queue.delete(new)
+            if _terminal(new):
+                self._on_assigned_pod_gone(new)
+            else:
+                self.cache.add_pod(PodInfo(new, 0.0), node)
+                if old.get("spec") != new.get("spec"):
+                    self.queue.on_event(ClusterEvent(ASSIGNED_POD, Action.UPDATE_POD_SCALE_DOWN, "AssignedPodUpdate"), old, new)
+        elif self._responsible(new):
+            self.queue.update(old, new)
+            self.queue.on_event(ClusterEvent(UNSCHEDULED_POD, unscheduled_pod_update_action(old, new), "UnscheduledPodUpdate"), old, new)
+
+    def _on_assigned_pod_gone(self, pod: dict) -> None:
+        self.cache.remove_pod(pod["metadata"].get("uid", ""))
+        self.queue.on_event(ClusterEvent(ASSIGNED_POD, Action.DELETE, "AssignedPodDelete"), pod, None)
+
+    def _on_pod_delete(self, pod: dict) -> None:
+        if (pod.get("spec") or {}).get("nodeName") or self.cache.is_assumed(pod["metadata"].get("uid", "")):
+            self._on_assigned_pod_gone(pod)
+        else:
+            self.queue.delete(pod)
+
+    # --- lifecycle ---------------------------------------------------------
+
+    async def start(self) -> None:
+        self.nodes.add_handlers(self._on_node_add, self._on_node_update, self._on_node_delete)
+        self.pods.add_handlers(self._on_pod_add, self._on_pod_update, self._on_pod_delete)
+        for inf in (self.nodes, self.pods):
+            self._tasks.append(asyncio.create_task(inf.run()))
+            await inf.synced.wait()
+        self._tasks.append(asyncio.create_task(self.queue.run_flushers()))
+        self._tasks.append(asyncio.create_task(self._loop()))
+
+    async def stop(self) -> None:
+        self.queue.close()
+        for t in self._tasks + list(self._binds):
+            t.cancel()
+        await asyncio.gather(*self._tasks, *self._binds, return_exceptions=True)
+
+    async def _loop(self) -> None:
+        while True:
+            info = await self.queue.pop()
+            if info is None:
+                return
+            try:
+                self.schedule_one(info)
+            except Exception:
+                log.exception("scheduling %s", info.key)
+                self.queue.add_unschedulable(info, self.queue.scheduling_cycle, error=True)
+            await asyncio.sleep(0)
+
+    # --- the cycle ---------------------------------------------------------
+
+    def schedule_one(self, info: PodInfo) -> None:
+        pod = info.pod
+        fwk = self.frameworks[(pod.get("spec") or {}).get("schedulerName") or "default-scheduler"]
+        cycle = self.queue.scheduling_cycle
+        start = self.clock.monotonic()
+        if pod["metadata"].get("deletionTimestamp") or self.cache.is_assumed(info.uid):
+            self.queue.done(info)
+            return
+        state = CycleState()
+        self.cache.update_snapshot(self.snapshot)
+        try:
+            node, _, _ = self.algorithm.schedule(fwk, state, info, self.snapshot)
+        except FitError as e:
+            _, st = fwk.run_post_filter(state, info, e.statuses)
+            if st is not None and st.message():
+                e.post_filter_msg = st.message()
+            info.unschedulable_plugins = e.plugins()
+            self._failed(fwk, info, cycle, "Unschedulable", str(e), start)
+            return
+        self.cache.assume(info, node)
+        st = fwk.run_reserve(state, info, node)
+        if st is None:
+            st = fwk.run_permit(state, info, node)
+        if st is not None and st.code != Code.WAIT:
+            fwk.run_unreserve(state, info, node)
+            self.cache.forget(info)
+            if st.unschedulable:
+                info.unschedulable_plugins = {st.plugin}
+            self._failed(fwk, info, cycle, "Unschedulable" if st.unschedulable else "SchedulerError",
+                         st.message(), start, error=not st.unschedulable)
+            return
+        t = asyncio.create_task(self._bind(fwk, state, info, node, cycle, start))
+        self._binds.add(t)
+        t.add_done_callback(self._binds.discard)
+
+    async def _bind(self, fwk: Framework, state: CycleState, info: PodInfo, node: str, cycle: int, start: float) -> None:
+        st: Status | None = await fwk.wait_on_permit(info)
+        if st is None:
+            st = await fwk.run_pre_bind(state, info, node)
+        if st is None:
+            st = await fwk.run_bind(state, info, node)
+        if st is not None:
+            fwk.run_unreserve(state, info, node)
+            self.cache.forget(info)
+            if st.unschedulable:
+                info.unschedulable_plugins = {st.plugin}
+            self._failed(fwk, info, cycle, "Unschedulable" if st.unschedulable else "SchedulerError",
+                         st.message(), start, error=not st.unschedulable)
+            return
+        now = self.clock.monotonic()
+        prof = fwk.profile.scheduler_name
+        self.metrics.schedule_attempts.labels("scheduled", prof).inc()
+        self.metrics.attempt_duration.labels("scheduled", prof).observe(now - start)
+        self.metrics.pod_scheduling_duration.labels(str(min(info.attempts, 15))).observe(now - info.initial_timestamp)
+        self.metrics.pod_scheduling_sli_duration.labels(str(min(info.attempts, 15))).observe(now - info.initial_timestamp)
+        self.metrics.pod_scheduling_attempts.observe(info.attempts)
+        self.queue.done(info)
+        fwk.run_post_bind(state, info, node)
+        md = info.pod["metadata"]
+        await self._write(self.api.event(info.pod, "Normal", "Scheduled",
+                                         f"Successfully assigned {md.get('namespace')}/{md['name']} to {node}"))
+
+    def _failed(self, fwk: Framework, info: PodInfo, cycle: int, reason: str, message: str, start: float,
+                error: bool = False) -> None:
+        prof = fwk.profile.scheduler_name
+        result = "error" if error else "unschedulable"
+        self.metrics.schedule_attempts.labels(result, prof).inc()
+        self.metrics.attempt_duration.labels(result, prof).observe(self.clock.monotonic() - start)
+        self.queue.add_unschedulable(info, cycle, error=error)
+        t = asyncio.create_task(self._report_failure(info.pod, reason, message))
+        self._binds.add(t)
+        t.add_done_callback(self._binds.discard)
+
+    async def _report_failure(self, pod: dict, reason: str, message: str) -> None:
+        await self._write(self.api.event(pod, "Warning", "FailedScheduling", message))
+        await self._write(self.api.set_unschedulable(pod, reason, message))
+
+    async def _write(self, coro) -> None:
+        try:
+            await coro
+        except APIError as e:
+            log.info("scheduler write failed: %s", e.message)

@@ -1,0 +1,65 @@
+"""Builders of nodes, pods and node infos for the scheduler tests."""
+
+from __future__ import annotations
+
+from nanokube.scheduler.cache import NodeInfo
+from nanokube.scheduler.framework import PodInfo
+
+
+class FakeClock:
+    """Time that moves only when a test says so."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def now(self) -> float:
+        return self.t
+
+    def monotonic(self) -> float:
+        return self.t
+
+    async def sleep(self, seconds: float) -> None:
+        import asyncio
+
+        await asyncio.Event().wait()
+
+    def rfc3339(self, t=None) -> str:
+        return "2026-01-01T00:00:00Z"
+
+    def rfc3339_micro(self, t=None) -> str:
+        return "2026-01-01T00:00:00.000000Z"
+
+
+def node(name: str, cpu: str = "4", memory: str = "32Gi", pods: str = "110", labels=None, taints=None,
+         unschedulable: bool = False, extra=None) -> dict:
+    alloc = {"cpu": cpu, "memory": memory, "pods": pods, **(extra or {})}
+    spec = {}
+    if taints:
+        spec["taints"] = taints
+    if unschedulable:
+        spec["unschedulable"] = True
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels or {}},
+            "spec": spec, "status": {"allocatable": alloc, "capacity": alloc}}
+
+
+def pod(name: str, cpu: str | None = None, memory: str | None = None, **spec) -> dict:
+    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
+    container = {"name": "c", "image": "pause"}
+    if requests:
+        container["resources"] = {"requests": requests}
+    if "ports" in spec:
+        container["ports"] = spec.pop("ports")
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+            "spec": {"containers": [container], **spec}}
+
+
+def info(p: dict) -> PodInfo:
+    return PodInfo(p, 0.0)
+
+
+def node_info(n: dict, *pods: dict) -> NodeInfo:
+    ni = NodeInfo(n["metadata"]["name"])
+    ni.set_node(n)
+    for p in pods:
+        ni.add_pod(info(p))
+    return ni

@@ -1,0 +1,192 @@
+import pytest
+
+from nanokube.scheduler.cycle import FitError, num_feasible_nodes_to_find
+from nanokube.scheduler.framework import Code, CycleState, Status
+from nanokube.scheduler.plugins.node_affinity import NodeAffinity
+from nanokube.scheduler.plugins.node_name import NodeName
+from nanokube.scheduler.plugins.node_ports import NodePorts
+from nanokube.scheduler.plugins.node_resources_balanced_allocation import (
+    NodeResourcesBalancedAllocation,
+)
+from nanokube.scheduler.plugins.node_resources_fit import NodeResourcesFit
+from nanokube.scheduler.plugins.node_unschedulable import NodeUnschedulable
+from nanokube.scheduler.plugins.normalize import default_normalize
+from nanokube.scheduler.plugins.scheduling_gates import SchedulingGates
+from nanokube.scheduler.plugins.taint_toleration import TaintToleration
+from nanokube.scheduler.resources import pod_requests
+from tests.scheduler import info, node, node_info, pod
+
+
+def reasons(plugin, p, ni):
+    st = CycleState()
+    if hasattr(plugin, "pre_filter"):
+        _, s = plugin.pre_filter(st, info(p))
+        if s is not None and s.code == Code.SKIP:
+            return []
+    s = plugin.filter(st, info(p), ni)
+    return [] if s is None else s.reasons
+
+
+@pytest.mark.parametrize("p,ni,want", [
+    (pod("a", "1", "1Gi"), node_info(node("n", "2", "4Gi")), []),
+    (pod("a", "3"), node_info(node("n", "4"), pod("b", "2")), ["Insufficient cpu"]),
+    (pod("a", "1", "5Gi"), node_info(node("n", "500m", "4Gi")), ["Insufficient cpu", "Insufficient memory"]),
+    (pod("a"), node_info(node("n", pods="1"), pod("b")), ["Too many pods"]),
+    (pod("a"), node_info(node("n", "0", "0")), []),
+])
+def test_node_resources_fit_filter(p, ni, want):
+    assert reasons(NodeResourcesFit({}, None), p, ni) == want
+
+
+def test_extended_resources_and_ignored_groups():
+    p = pod("a")
+    p["spec"]["containers"][0]["resources"] = {"requests": {"example.com/gpu": "2"}}
+    ni = node_info(node("n", extra={"example.com/gpu": "1"}))
+    assert reasons(NodeResourcesFit({}, None), p, ni) == ["Insufficient example.com/gpu"]
+    assert reasons(NodeResourcesFit({"ignoredResourceGroups": ["example.com"]}, None), p, ni) == []
+
+
+def test_pod_requests_init_sidecars_and_overhead():
+    spec = {"containers": [{"name": "a", "resources": {"requests": {"cpu": "100m"}}}],
+            "initContainers": [{"name": "side", "restartPolicy": "Always", "resources": {"requests": {"cpu": "200m"}}},
+                               {"name": "init", "resources": {"requests": {"cpu": "1"}}}],
+            "overhead": {"cpu": "10m"}}
+    assert pod_requests(spec).milli_cpu == 1210  # max(100+200, 1000+200) + overhead
+    assert pod_requests({"containers": [{"name": "a"}]}, nonzero=True).milli_cpu == 100
+
+
+def test_least_allocated_score_counts_node_and_pod_requests():
+    fit = NodeResourcesFit({}, None)
+    ni = node_info(node("n", "4", "32Gi"), pod("b", "1", "512Mi"))
+    cpu = (4000 - 2000) * 100 // 4000
+    mem = (32 * 1024 - 1024) * 100 // (32 * 1024)
+    assert fit.score(CycleState(), info(pod("a", "1", "512Mi")), ni) == (cpu + mem) // 2
+
+
+def test_most_allocated_and_requested_to_capacity_ratio():
+    ni = node_info(node("n", "4", "4Gi"), pod("b", "1", "1Gi"))
+    p = info(pod("a", "1", "1Gi"))
+    most = NodeResourcesFit({"scoringStrategy": {"type": "MostAllocated"}}, None)
+    assert most.score(CycleState(), p, ni) == 50
+    ratio = NodeResourcesFit({"scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {
+        "shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]}}}, None)
+    assert ratio.score(CycleState(), p, ni) == 50
+    weighted = NodeResourcesFit({"scoringStrategy": {"type": "MostAllocated", "resources": [
+        {"name": "cpu", "weight": 3}, {"name": "memory", "weight": 1}]}}, None)
+    ni2 = node_info(node("n", "4", "8Gi"), pod("b", "3", "1Gi"))
+    assert weighted.score(CycleState(), p, ni2) == (100 * 3 + 25) // 4
+
+
+def test_balanced_allocation():
+    ba = NodeResourcesBalancedAllocation({}, None)
+    p = info(pod("a", "1", "1Gi"))
+    assert ba.score(CycleState(), p, node_info(node("n", "4", "4Gi"))) == 100
+    assert ba.score(CycleState(), p, node_info(node("n", "2", "4Gi"))) == int((1 - 0.25 / 2) * 100)
+    assert ba.pre_score(CycleState(), info(pod("be")), []).code == Code.SKIP
+
+
+@pytest.mark.parametrize("taints,tolerations,want", [
+    ([{"key": "k", "value": "v", "effect": "NoSchedule"}], [], ["node(s) had untolerated taint {k: v}"]),
+    ([{"key": "k", "value": "v", "effect": "NoSchedule"}], [{"key": "k", "operator": "Equal", "value": "v"}], []),
+    ([{"key": "k", "value": "v", "effect": "NoExecute"}], [{"operator": "Exists"}], []),
+    ([{"key": "k", "effect": "NoExecute"}], [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
+     ["node(s) had untolerated taint {k: }"]),
+    ([{"key": "k", "effect": "PreferNoSchedule"}], [], []),
+])
+def test_taint_toleration_filter(taints, tolerations, want):
+    assert reasons(TaintToleration({}, None), pod("a", tolerations=tolerations), node_info(node("n", taints=taints))) == want
+
+
+def test_taint_toleration_score_prefers_fewer_prefer_no_schedule_taints():
+    tt = TaintToleration({}, None)
+    st = CycleState()
+    p = info(pod("a", tolerations=[{"key": "ok", "operator": "Exists", "effect": "PreferNoSchedule"}]))
+    nodes = [node_info(node("n0")),
+             node_info(node("n1", taints=[{"key": "x", "effect": "PreferNoSchedule"}])),
+             node_info(node("n2", taints=[{"key": "x", "effect": "PreferNoSchedule"}, {"key": "y", "effect": "PreferNoSchedule"},
+                                          {"key": "ok", "effect": "PreferNoSchedule"}]))]
+    tt.pre_score(st, p, nodes)
+    scores = [tt.score(st, p, n) for n in nodes]
+    assert scores == [0, 1, 2]
+    tt.normalize_score(st, p, scores)
+    assert scores == [100, 50, 0]
+
+
+AFF = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}]},
+    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["special"]}]}]}}}
+
+
+@pytest.mark.parametrize("spec,n,fits", [
+    ({"nodeSelector": {"disk": "ssd"}}, node("n", labels={"disk": "ssd"}), True),
+    ({"nodeSelector": {"disk": "ssd"}}, node("n", labels={"disk": "hdd"}), False),
+    ({"affinity": AFF}, node("n", labels={"zone": "b"}), True),
+    ({"affinity": AFF}, node("n", labels={"zone": "c"}), False),
+    ({"affinity": AFF}, node("special"), True),
+    ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "gen", "operator": "Gt", "values": ["3"]}, {"key": "old", "operator": "DoesNotExist"}]}]}}}},
+     node("n", labels={"gen": "4"}), True),
+    ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{}]}}}},
+     node("n"), False),
+])
+def test_node_affinity_filter(spec, n, fits):
+    got = reasons(NodeAffinity({}, None), pod("a", **spec), node_info(n))
+    assert got == ([] if fits else ["node(s) didn't match Pod's node affinity/selector"])
+
+
+def test_node_affinity_score_sums_preferred_weights_then_normalises():
+    na = NodeAffinity({}, None)
+    aff = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 10, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}},
+        {"weight": 30, "preference": {"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}}]}}
+    p = info(pod("a", affinity=aff))
+    nodes = [node_info(node("n0", labels={"zone": "a"})), node_info(node("n1", labels={"zone": "a", "gpu": "1"})),
+             node_info(node("n2"))]
+    st = CycleState()
+    assert na.pre_score(st, p, nodes) is None
+    scores = [na.score(st, p, n) for n in nodes]
+    assert scores == [10, 40, 0]
+    na.normalize_score(st, p, scores)
+    assert scores == [25, 100, 0]
+
+
+def test_node_ports():
+    used = pod("b", ports=[{"containerPort": 80, "hostPort": 8080}])
+    ni = node_info(node("n"), used)
+    np = NodePorts({}, None)
+    clash = "node(s) didn't have free ports for the requested pod ports"
+    assert reasons(np, pod("a", ports=[{"containerPort": 80, "hostPort": 8080, "hostIP": "10.0.0.1"}]), ni) == [clash]
+    assert reasons(np, pod("a", ports=[{"containerPort": 80, "hostPort": 8080, "protocol": "UDP"}]), ni) == []
+    assert reasons(np, pod("a", ports=[{"containerPort": 80, "hostPort": 8081}]), ni) == []
+    assert reasons(np, pod("a"), ni) == []
+
+
+def test_node_unschedulable_and_node_name():
+    cordoned = node_info(node("n", unschedulable=True))
+    assert reasons(NodeUnschedulable({}, None), pod("a"), cordoned) == ["node(s) were unschedulable"]
+    tol = [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}]
+    assert reasons(NodeUnschedulable({}, None), pod("a", tolerations=tol), cordoned) == []
+    assert reasons(NodeName({}, None), pod("a", nodeName="other"), cordoned) == ["node(s) didn't match the requested node name"]
+
+
+def test_scheduling_gates_pre_enqueue():
+    sg = SchedulingGates({}, None)
+    st = sg.pre_enqueue(info(pod("a", schedulingGates=[{"name": "x"}, {"name": "y"}])))
+    assert st.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE and st.reasons == ["waiting for scheduling gates: [x y]"]
+    assert sg.pre_enqueue(info(pod("a"))) is None
+
+
+def test_default_normalize_and_feasible_node_count():
+    s = [0, 0]
+    default_normalize(s, reverse=True)
+    assert s == [100, 100]
+    assert num_feasible_nodes_to_find(50) == 50
+    assert num_feasible_nodes_to_find(5000) == 500
+    assert num_feasible_nodes_to_find(200) == 100
+    assert num_feasible_nodes_to_find(1000, 30) == 300
+
+
+def test_fit_error_message_counts_sorted_reasons():
+    e = FitError(3, {"a": Status(Code.UNSCHEDULABLE, ["Insufficient cpu"]), "b": Status(Code.UNSCHEDULABLE, ["Insufficient cpu"]),
+                     "c": Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ["node(s) had untolerated taint {k: v}"])})
+    assert str(e) == "0/3 nodes are available: 1 node(s) had untolerated taint {k: v}, 2 Insufficient cpu."

@@ -1,0 +1,92 @@
+from nanokube.scheduler import plugins
+from nanokube.scheduler.framework import NODE, Action, ClusterEvent, Framework
+from nanokube.scheduler.metrics import Metrics
+from nanokube.scheduler.queue import SchedulingQueue
+from tests.scheduler import FakeClock, node, pod
+
+
+def make_queue():
+    clock = FakeClock()
+    m = Metrics()
+    prof = plugins.default_profile()
+    fwk = Framework(prof, plugins.build(prof, None), m, clock)
+    return SchedulingQueue({"default-scheduler": fwk}, clock, m), clock
+
+
+async def test_priority_then_age_ordering():
+    q, clock = make_queue()
+    q.add(pod("low", priority=1))
+    clock.t += 1
+    q.add(pod("high", priority=10))
+    clock.t += 1
+    q.add(pod("high2", priority=10))
+    assert [(await q.pop()).key for _ in range(3)] == ["default/high", "default/high2", "default/low"]
+
+
+async def test_backoff_doubles_from_one_to_ten_seconds():
+    q, clock = make_queue()
+    q.add(pod("a"))
+    waits = []
+    for _ in range(6):
+        info = await q.pop()
+        info.unschedulable_plugins = set()
+        q.add_unschedulable(info, q.scheduling_cycle)
+        waits.append(info.backoff_expires - clock.t)
+        q.flush_backoff_completed()
+        assert q.active == []
+        clock.t += waits[-1]
+        q.flush_backoff_completed()
+    assert waits == [1, 2, 4, 8, 10, 10]
+
+
+async def test_unschedulable_pod_moves_only_on_a_helpful_event():
+    q, clock = make_queue()
+    q.add(pod("a", "8"))
+    info = await q.pop()
+    info.unschedulable_plugins = {"NodeResourcesFit"}
+    q.add_unschedulable(info, q.scheduling_cycle)
+    assert "default/a" in q.unschedulable
+    q.on_event(ClusterEvent(NODE, Action.ADD), None, node("small", "2"))
+    assert "default/a" in q.unschedulable
+    q.on_event(ClusterEvent(NODE, Action.UPDATE_NODE_LABEL), node("x"), node("x", labels={"a": "b"}))
+    assert "default/a" in q.unschedulable
+    q.on_event(ClusterEvent(NODE, Action.ADD), None, node("big", "16"))
+    assert "default/a" in q.backoff
+    clock.t += 1
+    q.flush_backoff_completed()
+    assert (await q.pop()).key == "default/a"
+
+
+async def test_event_during_the_attempt_sends_pod_to_backoff():
+    q, _ = make_queue()
+    q.add(pod("a", "8"))
+    info = await q.pop()
+    q.on_event(ClusterEvent(NODE, Action.ADD), None, node("n"))
+    info.unschedulable_plugins = {"NodeResourcesFit"}
+    q.add_unschedulable(info, q.scheduling_cycle)
+    assert "default/a" in q.backoff
+
+
+async def test_gated_pod_waits_until_gates_are_removed():
+    q, _ = make_queue()
+    gated = pod("g", schedulingGates=[{"name": "wait"}])
+    q.add(gated)
+    assert q.unschedulable["default/g"].gated_by == "SchedulingGates" and not q.active
+    q.on_event(ClusterEvent(NODE, Action.ADD), None, node("n"))
+    assert "default/g" in q.unschedulable
+    q.update(gated, pod("g"))
+    assert (await q.pop()).key == "default/g"
+
+
+async def test_leftover_unschedulable_pods_flush_after_five_minutes():
+    q, clock = make_queue()
+    q.add(pod("a"))
+    info = await q.pop()
+    info.unschedulable_plugins = {"TaintToleration"}
+    q.add_unschedulable(info, q.scheduling_cycle)
+    clock.t += 200
+    q.flush_unschedulable_leftover()
+    assert "default/a" in q.unschedulable
+    clock.t += 101
+    q.flush_unschedulable_leftover()
+    assert (await q.pop()).key == "default/a"

@@ -1,0 +1,106 @@
+"""End to end over the in-process API server: pods created through the
+client are bound by the scheduler, or get FailedScheduling and
+PodScheduled=False."""
+
+import pytest
+from prometheus_client import generate_latest
+
+from nanokube.scheduler.scheduler import Scheduler
+from tests.controllers import eventually, make_stack
+from tests.scheduler import node, pod
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    for n in (node("big", "4", "8Gi", labels={"zone": "a"}), node("small", "1", "2Gi", labels={"zone": "b"}),
+              node("tainted", "8", "16Gi", taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}])):
+        await add_node(s.client, n)
+    sched = Scheduler(s.client, seed=1)
+    await sched.start()
+    yield s.client, sched
+    await sched.stop()
+    await s.close()
+
+
+async def add_node(client, n):
+    """Creates a node, then writes its status (create drops status, as upstream)."""
+    nodes = client.resource("", "v1", "nodes")
+    created = await nodes.create(n)
+    await nodes.update({**created, "status": n["status"]}, subresource="status")
+
+
+def bound(pods, name):
+    async def check():
+        return (await pods.get(name, "default"))["spec"].get("nodeName")
+    return check
+
+
+def strip_uid(p):
+    del p["metadata"]["uid"]
+    return p
+
+
+async def test_pods_land_where_resources_taints_and_affinity_allow(env):
+    client, _ = env
+    pods = client.resource("", "v1", "pods")
+    await pods.create(strip_uid(pod("needs-3-cpu", "3")))
+    await pods.create(strip_uid(pod("zone-b", nodeSelector={"zone": "b"})))
+    tol = [{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]
+    await pods.create(strip_uid(pod("needs-6-cpu", "6", tolerations=tol)))
+    assert await eventually(bound(pods, "needs-3-cpu")) == "big"
+    assert await eventually(bound(pods, "zone-b")) == "small"
+    assert await eventually(bound(pods, "needs-6-cpu")) == "tainted"
+    p = await pods.get("needs-3-cpu", "default")
+    assert any(c["type"] == "PodScheduled" and c["status"] == "True" for c in p["status"]["conditions"])
+    events = client.resource("", "v1", "events")
+    items, _ = await events.list("default")
+    assert "Successfully assigned default/zone-b to small" in {e["message"] for e in items if e["reason"] == "Scheduled"}
+
+
+async def test_unschedulable_pod_gets_event_and_condition_then_fits_a_new_node(env):
+    client, sched = env
+    pods = client.resource("", "v1", "pods")
+    await pods.create(strip_uid(pod("huge", "5")))
+
+    async def condition():
+        c = [c for c in (await pods.get("huge", "default")).get("status", {}).get("conditions", [])
+             if c["type"] == "PodScheduled"]
+        return c and c[0]["status"] == "False" and c[0]
+
+    cond = await eventually(condition)
+    msg = ("0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, "
+           "2 Insufficient cpu.")
+    assert cond["reason"] == "Unschedulable" and cond["message"] == msg
+    events = client.resource("", "v1", "events")
+    items, _ = await events.list("default")
+    assert any(e["reason"] == "FailedScheduling" and e["message"] == msg and e["type"] == "Warning" for e in items)
+    await add_node(client, node("bigger", "16", "64Gi"))
+    await eventually(lambda: _true("default/huge" not in sched.queue.unschedulable))
+    metrics = generate_latest(sched.metrics.registry).decode()
+    assert 'scheduler_schedule_attempts_total{profile="default-scheduler",result="unschedulable"}' in metrics
+
+
+async def test_assumed_pods_count_against_the_node(env):
+    client, _ = env
+    pods = client.resource("", "v1", "pods")
+    for i in range(3):
+        await pods.create(strip_uid(pod(f"p{i}", "2", nodeSelector={"zone": "a"})))
+    got = [await eventually(bound(pods, f"p{i}"), attempts=100) if i < 2 else None for i in range(3)]
+    assert got[:2] == ["big", "big"]
+    p2 = await pods.get("p2", "default")
+    assert not p2["spec"].get("nodeName")
+
+
+async def test_gated_pod_is_scheduled_once_gates_are_removed(env):
+    client, sched = env
+    pods = client.resource("", "v1", "pods")
+    await pods.create(strip_uid(pod("gated", schedulingGates=[{"name": "example.com/wait"}])))
+    await eventually(lambda: _true(sched.queue.unschedulable.get("default/gated")))
+    assert not (await pods.get("gated", "default"))["spec"].get("nodeName")
+    await pods.patch("gated", {"spec": {"schedulingGates": None}}, namespace="default")
+    assert await eventually(bound(pods, "gated"))
+
+
+async def _true(v):
+    return v
