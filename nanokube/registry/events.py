@@ -16,7 +16,6 @@ view of them. Here too: this resource is stored in core events' storage (see
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
 from ..clock import REAL
@@ -217,19 +216,5 @@ class EventStrategy(Strategy):
         return validate_event_update(new, old)
 
 
-@dataclass(slots=True)
-class AliasedResource(Resource):
-    """A resource kept in another resource's storage: `storage_alias` is that (group, plural)."""
-
-    storage_alias: tuple[str, str] = ("", "")
-
-    def key_prefix(self) -> str:
-        group, plural = self.storage_alias
-        return f"/registry/{plural}.{group}/" if group else f"/registry/{plural}/"
-
-    def key(self, namespace: str | None, name: str) -> str:
-        return f"{self.key_prefix()}{namespace}/{name}" if self.namespaced else f"{self.key_prefix()}{name}"
-
-
-register(AliasedResource("events.k8s.io", "events", "Event", ["v1"], namespaced=True, short_names=("ev",),
-                         strategy=EventStrategy(), storage_alias=("", "events")))
+register(Resource("events.k8s.io", "events", "Event", ["v1"], namespaced=True, short_names=("ev",),
+                  strategy=EventStrategy(), storage_alias=("", "events")))

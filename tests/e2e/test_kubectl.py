@@ -260,3 +260,12 @@ def test_kubectl_create_generators(cluster, applied):
     assert d["spec"]["replicas"] == 3
     assert d["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.27"
     cluster.kubectl("delete", "namespace", "generated", "--wait=true")
+
+
+def test_events_served_by_both_groups(cluster, applied):
+    core = cluster.kubectl("get", "events.v1.", "-n", NS, "-o", "name").stdout.split()
+    new = cluster.kubectl("get", "events.v1.events.k8s.io", "-n", NS, "-o", "name").stdout.split()
+    assert "event/web-0.start" in core and "event/web-0.scheduled" in core
+    assert "event.events.k8s.io/web-0.start" in new and "event.events.k8s.io/web-0.scheduled" in new
+    ev = cluster.kubectl_json("get", "events.v1.events.k8s.io", "web-0.start", "-n", NS)
+    assert ev["note"] == "Started container web" and ev["regarding"]["name"] == "web-0"
