@@ -73,6 +73,8 @@ class APIServer:
         self._runner: web.AppRunner | None = None
         self._tasks: list[asyncio.Task] = []
         self._openapi: dict[str, bytes] = {}
+        #: Prometheus registries of in-process components (scheduler...) served on /metrics too
+        self.component_metrics: list = []
         self.ready = False
 
     @property
@@ -205,7 +207,10 @@ class APIServer:
         return json_response(VERSION)
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        return web.Response(body=self.metrics.render(), content_type="text/plain", charset="utf-8")
+        from prometheus_client import generate_latest
+
+        body = self.metrics.render() + b"".join(generate_latest(r) for r in self.component_metrics)
+        return web.Response(body=body, content_type="text/plain", charset="utf-8")
 
     def _openapi_bytes(self, key: str, build) -> bytes:
         b = self._openapi.get(key)
