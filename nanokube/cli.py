@@ -22,10 +22,17 @@ def _free_port() -> int:
 async def _up(args: argparse.Namespace) -> int:
     from .apiserver.app import APIServer
     from .controllers.manager import ControllerManager
+    from .node.cluster import ClusterFileError, default_cluster, load_cluster
+    from .node.manager import NodeManager
     from .pki.ca import ensure_pki
     from .pki.kubeconfig import write_kubeconfig
     from .store.interface import open_store
 
+    try:
+        cluster = load_cluster(args.cluster) if args.cluster else default_cluster()
+    except ClusterFileError as e:
+        print(f"nanokube: {e}", file=sys.stderr)
+        return 2
     data_dir = os.path.abspath(args.data_dir)
     os.makedirs(data_dir, exist_ok=True)
     kubeconfig = os.path.abspath(args.kubeconfig or os.path.join(data_dir, "kubeconfig"))
@@ -46,6 +53,8 @@ async def _up(args: argparse.Namespace) -> int:
     write_kubeconfig(kubeconfig, server.url, pki)
     controllers = ControllerManager(server)
     await controllers.start()
+    nodes = NodeManager(server.rest, cluster, server.clock)
+    await nodes.start()
     print(f"nanokube API server listening on {server.url} (store: {args.store}, data: {data_dir})", flush=True)
     print(f"export KUBECONFIG={kubeconfig}", flush=True)
 
@@ -55,6 +64,7 @@ async def _up(args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("shutting down")
+    await nodes.stop()
     await controllers.stop()
     await server.stop()
     print("nanokube stopped", flush=True)
@@ -70,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--address", default="127.0.0.1", help="listen address (default 127.0.0.1)")
     up.add_argument("--kubeconfig", default=None, help="where to write the admin kubeconfig (default DIR/kubeconfig)")
     up.add_argument("--store", default="sqlite", help="sqlite (default), memory, or etcd://HOST:PORT[,HOST:PORT...]")
+    up.add_argument("--cluster", default=None, metavar="FILE",
+                    help="simulated nodes to run (YAML node pools; default: two 8-GPU nodes)")
     up.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO,

@@ -1,0 +1,334 @@
+"""Cluster files: YAML node pools expanded into per-node descriptions.
+
+The file is validated on PyYAML's node tree rather than on plain data so that
+every refusal can name the line and the field a user has to fix.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass, field
+
+import yaml
+
+from ..registry.quantity import QuantityError, canonical
+from ..registry.validation import label_value, qualified_name
+
+CAPACITY_KEYS = ("cpu", "memory", "pods", "ephemeral-storage")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+ZONE_LABEL = "topology.kubernetes.io/zone"
+RACK_LABEL = "nanokube.io/rack"
+NVLINK_LABEL = "nanokube.io/nvlink-domain"
+_UUID_NS = uuid.UUID("6b1d3c1e-5f0a-4c8e-9a57-6e616e6f6b75")
+
+DEFAULT_CLUSTER = """\
+pools:
+  - name: gpu
+    count: 2
+    capacity: {cpu: "64", memory: 512Gi, pods: "110", ephemeral-storage: 1Ti}
+    topology: {zone: zone-a, nodesPerRack: 2, nodesPerNVLinkDomain: 1}
+    gpus: {count: 8, model: H100-SXM5-80GB, memory: 80Gi, architecture: Hopper,
+           driverVersion: 550.54.15, cudaVersion: "12.4", computeCapability: "9.0", numaNodes: 2}
+    nics: {count: 8, model: ConnectX-7, bandwidth: 400G, rdma: true}
+"""
+
+
+class ClusterFileError(ValueError):
+    """A malformed cluster file; the message names the line and the field."""
+
+
+@dataclass(frozen=True)
+class Device:
+    """One GPU or NIC of a node, kept for the DRA driver to publish."""
+
+    kind: str
+    name: str
+    attributes: dict
+    capacity: dict
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    index: int
+    capacity: dict
+    allocatable: dict
+    labels: dict
+    taints: list
+    devices: list[Device] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Pool:
+    name: str
+    count: int
+    capacity: dict
+    allocatable: dict
+    labels: dict
+    taints: list
+    topology: dict
+    gpus: dict | None
+    nics: dict | None
+
+
+@dataclass(frozen=True)
+class Cluster:
+    pools: list[Pool]
+
+    def nodes(self) -> list[NodeSpec]:
+        """Every node of every pool, with a cluster-wide index (for its podCIDR)."""
+        out: list[NodeSpec] = []
+        for pool in self.pools:
+            for i in range(pool.count):
+                out.append(_expand(pool, i, len(out)))
+        return out
+
+
+def _expand(pool: Pool, i: int, index: int) -> NodeSpec:
+    name = f"{pool.name}-{i}"
+    labels = dict(pool.labels)
+    topo = pool.topology
+    if "zone" in topo:
+        labels[ZONE_LABEL] = topo["zone"]
+    if "nodesPerRack" in topo:
+        labels[RACK_LABEL] = f"{pool.name}-rack-{i // topo['nodesPerRack']}"
+    if "nodesPerNVLinkDomain" in topo:
+        labels[NVLINK_LABEL] = f"{pool.name}-nvl-{i // topo['nodesPerNVLinkDomain']}"
+    return NodeSpec(name, index, dict(pool.capacity), dict(pool.allocatable), labels, list(pool.taints),
+                    _gpus(name, pool.gpus) + _nics(name, pool.nics, pool.gpus))
+
+
+def _numa(i: int, count: int, numa_nodes: int) -> int:
+    return i * numa_nodes // max(count, 1)
+
+
+def _pcie_root(i: int) -> str:
+    return f"pci0000:{0x10 + i:02x}"
+
+
+def _gpus(node: str, g: dict | None) -> list[Device]:
+    if not g:
+        return []
+    out = []
+    for i in range(g["count"]):
+        attrs = {
+            "model": g["model"], "architecture": g["architecture"], "driverVersion": g["driverVersion"],
+            "cudaVersion": g["cudaVersion"], "computeCapability": g["computeCapability"],
+            "uuid": f"GPU-{uuid.uuid5(_UUID_NS, f'{node}/gpu-{i}')}", "index": i,
+            "pcieRoot": _pcie_root(i), "numaNode": _numa(i, g["count"], g["numaNodes"]),
+        }
+        if g.get("migSlices"):
+            attrs["migSlices"] = g["migSlices"]
+        out.append(Device("gpu", f"gpu-{i}", attrs, {"memory": g["memory"]}))
+    return out
+
+
+def _nics(node: str, n: dict | None, g: dict | None) -> list[Device]:
+    if not n:
+        return []
+    gpu_count = g["count"] if g else 0
+    out = []
+    for i in range(n["count"]):
+        mac = uuid.uuid5(_UUID_NS, f"{node}/nic-{i}").bytes[:5]
+        attrs = {
+            "model": n["model"], "rdma": n["rdma"], "interfaceName": f"ib{i}",
+            "hardwareAddress": ":".join(f"{b:02x}" for b in (0x02, *mac)),
+            "numaNode": _numa(i, n["count"], g["numaNodes"] if g else 1),
+        }
+        if i < gpu_count:
+            attrs["pcieRoot"] = _pcie_root(i)
+        out.append(Device("nic", f"nic-{i}", attrs, {"bandwidth": n["bandwidth"]}))
+    return out
+
+
+# --- parsing -----------------------------------------------------------------------
+
+
+class _Reader:
+    """Reads a composed YAML node, failing with `FILE:LINE: field: problem`."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def fail(self, node: yaml.Node, path: str, msg: str):
+        raise ClusterFileError(f"{self.source}:{node.start_mark.line + 1}: {path}: {msg}")
+
+    def mapping(self, node: yaml.Node, path: str, allowed: tuple[str, ...] | None) -> dict[str, yaml.Node]:
+        """Keys to value nodes; `allowed=None` accepts any scalar key."""
+        if not isinstance(node, yaml.MappingNode):
+            self.fail(node, path, "must be a mapping")
+        out: dict[str, yaml.Node] = {}
+        for k, v in node.value:
+            key = k.value if isinstance(k, yaml.ScalarNode) else None
+            if key is None or (allowed is not None and key not in allowed):
+                self.fail(k, f"{path}.{key}" if path else str(key),
+                          f"unknown field; expected one of: {', '.join(allowed or ())}")
+            if key in out:
+                self.fail(k, f"{path}.{key}" if path else key, "duplicate field")
+            out[key] = v
+        return out
+
+    def scalar(self, node: yaml.Node, path: str) -> str:
+        if not isinstance(node, yaml.ScalarNode) or node.value == "":
+            self.fail(node, path, "must be a non-empty scalar")
+        return node.value
+
+    def integer(self, node: yaml.Node, path: str, minimum: int = 0) -> int:
+        v = self.scalar(node, path)
+        try:
+            n = int(v)
+        except ValueError:
+            self.fail(node, path, f"must be an integer, got {v!r}")
+        if n < minimum:
+            self.fail(node, path, f"must be at least {minimum}, got {n}")
+        return n
+
+    def boolean(self, node: yaml.Node, path: str) -> bool:
+        v = self.scalar(node, path).lower()
+        if v not in ("true", "false"):
+            self.fail(node, path, f"must be true or false, got {v!r}")
+        return v == "true"
+
+    def quantity(self, node: yaml.Node, path: str) -> str:
+        v = self.scalar(node, path)
+        try:
+            return canonical(v)
+        except QuantityError as e:
+            self.fail(node, path, f"invalid quantity {v!r}: {e}")
+
+    def resources(self, node: yaml.Node, path: str, required: bool) -> dict:
+        m = self.mapping(node, path, CAPACITY_KEYS)
+        if required:
+            for k in ("cpu", "memory"):
+                if k not in m:
+                    self.fail(node, f"{path}.{k}", "required field is missing")
+        return {k: self.quantity(v, f"{path}.{k}") for k, v in m.items()}
+
+    def labels(self, node: yaml.Node, path: str) -> dict:
+        m = self.mapping(node, path, None)
+        out = {}
+        for k, v in m.items():
+            for msg in qualified_name(k):
+                self.fail(v, f"{path}.{k}", f"invalid label key: {msg}")
+            val = v.value if isinstance(v, yaml.ScalarNode) else self.fail(v, f"{path}.{k}", "must be a string")
+            for msg in label_value(val):
+                self.fail(v, f"{path}.{k}", f"invalid label value {val!r}: {msg}")
+            out[k] = val
+        return out
+
+    def taints(self, node: yaml.Node, path: str) -> list:
+        if not isinstance(node, yaml.SequenceNode):
+            self.fail(node, path, "must be a list")
+        out = []
+        for i, t in enumerate(node.value):
+            p = f"{path}[{i}]"
+            m = self.mapping(t, p, ("key", "value", "effect"))
+            if "key" not in m:
+                self.fail(t, f"{p}.key", "required field is missing")
+            if "effect" not in m:
+                self.fail(t, f"{p}.effect", "required field is missing")
+            taint = {"key": self.scalar(m["key"], f"{p}.key"), "effect": self.scalar(m["effect"], f"{p}.effect")}
+            if taint["effect"] not in TAINT_EFFECTS:
+                self.fail(m["effect"], f"{p}.effect", f"must be one of {', '.join(TAINT_EFFECTS)}")
+            if "value" in m:
+                taint["value"] = self.scalar(m["value"], f"{p}.value")
+            out.append(taint)
+        return out
+
+    def topology(self, node: yaml.Node, path: str) -> dict:
+        m = self.mapping(node, path, ("zone", "nodesPerRack", "nodesPerNVLinkDomain"))
+        out: dict = {}
+        if "zone" in m:
+            out["zone"] = self.scalar(m["zone"], f"{path}.zone")
+        for k in ("nodesPerRack", "nodesPerNVLinkDomain"):
+            if k in m:
+                out[k] = self.integer(m[k], f"{path}.{k}", 1)
+        return out
+
+    def gpus(self, node: yaml.Node, path: str) -> dict:
+        fields = ("count", "model", "memory", "architecture", "driverVersion", "cudaVersion",
+                  "computeCapability", "numaNodes", "migSlices")
+        m = self.mapping(node, path, fields)
+        for k in fields[:7]:
+            if k not in m:
+                self.fail(node, f"{path}.{k}", "required field is missing")
+        out = {k: self.scalar(m[k], f"{path}.{k}") for k in fields[1:7] if k != "memory"}
+        out["count"] = self.integer(m["count"], f"{path}.count", 1)
+        out["memory"] = self.quantity(m["memory"], f"{path}.memory")
+        out["numaNodes"] = self.integer(m["numaNodes"], f"{path}.numaNodes", 1) if "numaNodes" in m else 1
+        if "migSlices" in m:
+            out["migSlices"] = self.integer(m["migSlices"], f"{path}.migSlices", 1)
+        return out
+
+    def nics(self, node: yaml.Node, path: str) -> dict:
+        m = self.mapping(node, path, ("count", "model", "bandwidth", "rdma"))
+        for k in ("count", "model", "bandwidth"):
+            if k not in m:
+                self.fail(node, f"{path}.{k}", "required field is missing")
+        return {"count": self.integer(m["count"], f"{path}.count", 1), "model": self.scalar(m["model"], f"{path}.model"),
+                "bandwidth": self.quantity(m["bandwidth"], f"{path}.bandwidth"),
+                "rdma": self.boolean(m["rdma"], f"{path}.rdma") if "rdma" in m else True}
+
+    def pool(self, node: yaml.Node, path: str) -> Pool:
+        m = self.mapping(node, path, ("name", "count", "capacity", "allocatable", "labels", "taints", "topology",
+                                      "gpus", "nics"))
+        for k in ("name", "count", "capacity"):
+            if k not in m:
+                self.fail(node, f"{path}.{k}", "required field is missing")
+        name = self.scalar(m["name"], f"{path}.name")
+        if not _dns_label(name):
+            self.fail(m["name"], f"{path}.name", f"{name!r} must be a lowercase DNS label")
+        capacity = self.resources(m["capacity"], f"{path}.capacity", True)
+        capacity.setdefault("pods", "110")
+        allocatable = {**capacity, **(self.resources(m["allocatable"], f"{path}.allocatable", False)
+                                      if "allocatable" in m else {})}
+        return Pool(name, self.integer(m["count"], f"{path}.count", 1), capacity, allocatable,
+                    self.labels(m["labels"], f"{path}.labels") if "labels" in m else {},
+                    self.taints(m["taints"], f"{path}.taints") if "taints" in m else [],
+                    self.topology(m["topology"], f"{path}.topology") if "topology" in m else {},
+                    self.gpus(m["gpus"], f"{path}.gpus") if "gpus" in m else None,
+                    self.nics(m["nics"], f"{path}.nics") if "nics" in m else None)
+
+
+def _dns_label(s: str) -> bool:
+    return len(s) <= 50 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", s) is not None
+
+
+def parse_cluster(text: str, source: str = "<cluster>") -> Cluster:
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = f"{mark.line + 1}" if mark else "?"
+        raise ClusterFileError(f"{source}:{line}: not valid YAML: {getattr(e, 'problem', e)}") from None
+    r = _Reader(source)
+    if root is None:
+        raise ClusterFileError(f"{source}:1: pools: required field is missing")
+    top = r.mapping(root, "", ("pools",))
+    if "pools" not in top:
+        r.fail(root, "pools", "required field is missing")
+    seq = top["pools"]
+    if not isinstance(seq, yaml.SequenceNode) or not seq.value:
+        r.fail(seq, "pools", "must be a non-empty list")
+    pools = [r.pool(n, f"pools[{i}]") for i, n in enumerate(seq.value)]
+    seen: set[str] = set()
+    for i, (p, n) in enumerate(zip(pools, seq.value)):
+        if p.name in seen:
+            r.fail(n, f"pools[{i}].name", f"duplicate pool name {p.name!r}")
+        seen.add(p.name)
+    return Cluster(pools)
+
+
+def load_cluster(path: str) -> Cluster:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise ClusterFileError(f"{path}: cannot read: {e.strerror}") from None
+    return parse_cluster(text, path)
+
+
+def default_cluster() -> Cluster:
+    """What `nanokube up` runs without --cluster: two 8-GPU, 8-NIC nodes."""
+    return parse_cluster(DEFAULT_CLUSTER, "<default cluster>")

@@ -1,0 +1,287 @@
+"""The kubelet's pod lifecycle, simulated: one worker per bound pod walks it
+from ContainerCreating to Running to Succeeded/Failed, restarts containers
+per restartPolicy with crash-loop backoff, and finishes graceful deletion.
+
+How long containers run and how they exit is declared on the pod:
+`sim.nanokube.io/run-seconds` (default: forever), `sim.nanokube.io/exit-code`
+(default 0) and `sim.nanokube.io/stop-seconds` (time to stop after SIGTERM,
+default 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+
+from ..apiserver.errors import APIError
+from ..clock import parse_time
+
+log = logging.getLogger(__name__)
+
+RUN_SECONDS = "sim.nanokube.io/run-seconds"
+EXIT_CODE = "sim.nanokube.io/exit-code"
+STOP_SECONDS = "sim.nanokube.io/stop-seconds"
+BACKOFF_INITIAL = 10.0
+BACKOFF_MAX = 300.0
+SMP = "application/strategic-merge-patch+json"
+
+
+def _annotation(pod: dict, key: str, default: float | None) -> float | None:
+    v = ((pod.get("metadata") or {}).get("annotations") or {}).get(key)
+    if v is None:
+        return default
+    try:
+        return float(v)
+    except ValueError:
+        log.warning("pod %s: annotation %s=%r is not a number; using %s", pod["metadata"]["name"], key, v, default)
+        return default
+
+
+def image_ref(image: str) -> str:
+    """The fully qualified reference a runtime reports: docker.io/library/x:latest."""
+    name, at, digest = image.partition("@")
+    first = name.split("/")[0]
+    if "/" not in name:
+        name = f"docker.io/library/{name}"
+    elif not ("." in first or ":" in first or first == "localhost"):
+        name = f"docker.io/{name}"
+    if not digest and ":" not in name.rsplit("/", 1)[-1]:
+        name += ":latest"
+    return name + at + digest
+
+
+def image_id(image: str) -> str:
+    """repo@sha256:..., a stable stand-in digest for the image."""
+    ref = image_ref(image)
+    repo = ref.split("@")[0]
+    if ":" in repo.rsplit("/", 1)[-1]:
+        repo = repo[:repo.rfind(":")]
+    return f"{repo}@sha256:{hashlib.sha256(ref.encode()).hexdigest()}"
+
+
+def _condition(ctype: str, ok: bool, now: str, reason: str = "") -> dict:
+    c = {"type": ctype, "status": "True" if ok else "False", "lastProbeTime": None, "lastTransitionTime": now}
+    if reason:
+        c["reason"] = reason
+    return c
+
+
+class PodWorker:
+    """Drives one pod; `update` feeds it newer copies of the pod from the informer."""
+
+    def __init__(self, agent, pod: dict):
+        self.agent = agent
+        self.clock = agent.clock
+        self.pod = pod
+        self.uid = pod["metadata"]["uid"]
+        self.changed = asyncio.Event()
+        self.restarts = 0
+        self.last_state: dict = {}
+        self.started_at = ""
+        self.start_time = ""
+        self.ip = ""
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    def update(self, pod: dict) -> None:
+        self.pod = pod
+        self.changed.set()
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        self.agent.ips.release(self.uid)
+
+    # --- helpers -------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.pod["metadata"]["name"]
+
+    @property
+    def namespace(self) -> str:
+        return self.pod["metadata"]["namespace"]
+
+    def deleting(self) -> bool:
+        return bool(self.pod["metadata"].get("deletionTimestamp"))
+
+    async def _wait(self, deadline: float | None) -> bool:
+        """Sleep until the monotonic `deadline` (None: forever); True if cut
+        short by deletion. Deadlines are fixed before the status write so the
+        API round trip counts as run time."""
+        timer = None
+        if deadline is not None:
+            timer = asyncio.ensure_future(self.clock.sleep(max(deadline - self.clock.monotonic(), 0.0)))
+        try:
+            while not self.deleting():
+                self.changed.clear()
+                waiter = asyncio.ensure_future(self.changed.wait())
+                done, _ = await asyncio.wait([t for t in (timer, waiter) if t], return_when=asyncio.FIRST_COMPLETED)
+                if waiter not in done:
+                    waiter.cancel()
+                if timer in done:
+                    return self.deleting()
+            return True
+        finally:
+            if timer and not timer.done():
+                timer.cancel()
+
+    def _containers(self) -> list[dict]:
+        return (self.pod.get("spec") or {}).get("containers") or []
+
+    def _sidecars(self) -> list[dict]:
+        return [c for c in (self.pod.get("spec") or {}).get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+
+    def _status_of(self, c: dict, state: dict, ready: bool, started: bool) -> dict:
+        s = {"name": c["name"], "state": state, "lastState": self.last_state, "ready": ready,
+             "restartCount": self.restarts, "image": image_ref(c.get("image", "")),
+             "imageID": image_id(c.get("image", "")), "started": started}
+        if "running" in state or "terminated" in state:
+            cid = hashlib.sha256(f"{self.uid}/{c['name']}/{self.restarts}".encode()).hexdigest()
+            s["containerID"] = f"containerd://{cid}"
+        return s
+
+    def _init_statuses(self, now: str, running: bool) -> list[dict]:
+        out = []
+        for c in (self.pod.get("spec") or {}).get("initContainers") or []:
+            if c.get("restartPolicy") == "Always":
+                state = {"running": {"startedAt": self.started_at or now}} if running else \
+                    {"waiting": {"reason": "PodInitializing"}}
+                out.append(self._status_of(c, state, running, running))
+            else:
+                term = {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}
+                out.append(self._status_of(c, {"terminated": term}, False, False) | {"restartCount": 0,
+                                                                                      "lastState": {}})
+        return out
+
+    async def _write(self, phase: str, containers: list[dict], ready: bool, now: str, reason: str = "",
+                     running: bool = False) -> None:
+        st = {
+            "phase": phase, "hostIP": self.agent.host_ip, "hostIPs": [{"ip": self.agent.host_ip}],
+            "podIP": self.ip, "podIPs": [{"ip": self.ip}], "startTime": self.start_time,
+            "conditions": [
+                _condition("PodReadyToStartContainers", True, now),
+                _condition("Initialized", True, now),
+                _condition("Ready", ready, now, reason),
+                _condition("ContainersReady", ready, now, reason),
+                _condition("PodScheduled", True, now),
+            ],
+            "containerStatuses": containers,
+        }
+        if (self.pod.get("spec") or {}).get("initContainers"):
+            st["initContainerStatuses"] = self._init_statuses(now, running)
+        self.pod = await self.agent.pods.patch(self.name, {"status": st}, SMP, namespace=self.namespace,
+                                               subresource="status")
+
+    # --- the lifecycle ----------------------------------------------------------------
+
+    async def _run(self) -> None:
+        try:
+            await self._lifecycle()
+        except asyncio.CancelledError:
+            raise
+        except APIError as e:
+            if e.code != 404:
+                log.warning("pod %s/%s on %s: %s", self.namespace, self.name, self.agent.name, e.message)
+        except Exception:
+            log.exception("pod %s/%s on %s failed", self.namespace, self.name, self.agent.name)
+
+    async def _lifecycle(self) -> None:
+        st = self.pod.get("status") or {}
+        if st.get("phase") in ("Succeeded", "Failed"):
+            if self.deleting():
+                await self._delete()
+            return
+        if self.deleting():
+            await self._delete()
+            return
+        self.ip = self.agent.ips.allocate(self.uid, st.get("podIP"))
+        self.start_time = st.get("startTime") or self.clock.rfc3339()
+        adopted = st.get("phase") == "Running" and st.get("containerStatuses")
+        if adopted:
+            self.restarts = max(c.get("restartCount", 0) for c in st["containerStatuses"])
+            self.started_at = next((c["state"]["running"]["startedAt"] for c in st["containerStatuses"]
+                                    if "running" in (c.get("state") or {})), "")
+        else:
+            now = self.clock.rfc3339()
+            waiting = {"waiting": {"reason": "ContainerCreating"}}
+            await self._write("Pending", [self._status_of(c, waiting, False, False) for c in self._containers()],
+                              False, now, "ContainersNotReady")
+        await self._run_containers(bool(adopted))
+
+    async def _run_containers(self, adopted: bool) -> None:
+        run = _annotation(self.pod, RUN_SECONDS, None)
+        code = int(_annotation(self.pod, EXIT_CODE, 0) or 0)
+        policy = (self.pod.get("spec") or {}).get("restartPolicy", "Always")
+        while True:
+            deadline = None if run is None else self.clock.monotonic() + max(run, 0.0)
+            if not (adopted and self.started_at):
+                now = self.clock.rfc3339()
+                self.started_at = now
+                running = {"running": {"startedAt": now}}
+                await self._write("Running", [self._status_of(c, running, True, True) for c in self._containers()],
+                                  True, now, running=True)
+            adopted = False
+            if await self._wait(deadline):
+                await self._terminate()
+                return
+            now = self.clock.rfc3339()
+            term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                    "startedAt": self.started_at, "finishedAt": now}
+            restart = policy == "Always" or (policy == "OnFailure" and code != 0)
+            if not restart:
+                await self._finish(term, now)
+                return
+            delay = min(BACKOFF_INITIAL * 2 ** self.restarts, BACKOFF_MAX)
+            deadline = self.clock.monotonic() + delay
+            self.last_state = {"terminated": term}
+            self.restarts += 1
+            self.started_at = ""
+            statuses = [self._status_of(c, {"waiting": {
+                "reason": "CrashLoopBackOff",
+                "message": f"back-off {int(delay)}s restarting failed container={c['name']} "
+                           f"pod={self.name}_{self.namespace}({self.uid})"}}, False, False)
+                for c in self._containers()]
+            await self._write("Running", statuses, False, now, "ContainersNotReady", running=True)
+            if await self._wait(deadline):
+                await self._terminate()
+                return
+
+    async def _finish(self, term: dict, now: str) -> None:
+        phase = "Succeeded" if term["exitCode"] == 0 else "Failed"
+        statuses = [self._status_of(c, {"terminated": term}, False, False) for c in self._containers()]
+        await self._write(phase, statuses, False, now, "PodCompleted")
+        self.agent.ips.release(self.uid)
+        if self.deleting():
+            await self._delete()
+
+    async def _terminate(self) -> None:
+        """Graceful deletion: containers stop after min(grace, stop-seconds);
+        one still running when the grace period ends is killed (137)."""
+        md = self.pod["metadata"]
+        grace = md.get("deletionGracePeriodSeconds") or 0
+        stop = _annotation(self.pod, STOP_SECONDS, 0.0) or 0.0
+        asked = parse_time(md["deletionTimestamp"]) - grace
+        await self.clock.sleep(max(asked + min(grace, stop) - self.clock.now(), 0.0))
+        code = 0 if stop <= grace else 137
+        now = self.clock.rfc3339()
+        term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                "startedAt": self.started_at or now, "finishedAt": now}
+        try:
+            await self._finish(term, now)
+        except APIError as e:
+            if e.code != 404:
+                raise
+
+    async def _delete(self) -> None:
+        try:
+            await self.agent.pods.delete(self.name, self.namespace, grace_period_seconds=0,
+                                         preconditions={"uid": self.uid})
+        except APIError as e:
+            if e.code not in (404, 409):
+                raise
+        self.agent.ips.release(self.uid)

@@ -1,0 +1,113 @@
+"""Simulated nodes seen through kubectl: Ready nodes with the declared
+capacity, bound pods that run, finish and delete, and renewed leases."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import start_cluster
+
+CLUSTER_FILE = "examples/clusters/mixed.yaml"
+
+
+@pytest.fixture(scope="module")
+def nodes_cluster(store_url):
+    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-nodes-"))
+    c = start_cluster(d, store_url, ("--cluster", CLUSTER_FILE))
+    try:
+        yield c
+    finally:
+        c.stop()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def wait_for(check, timeout: float = 30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.2)
+    raise AssertionError("condition never held")
+
+
+def pod_manifest(name: str, annotations: dict | None = None, restart: str = "Always") -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "Pod",
+                       "metadata": {"name": name, "namespace": "default", "annotations": annotations or {}},
+                       "spec": {"restartPolicy": restart, "terminationGracePeriodSeconds": 5,
+                                "containers": [{"name": "main", "image": "busybox:1.36"}]}})
+
+
+def bind(cluster, name: str, node: str) -> None:
+    body = json.dumps({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+                       "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+    r = cluster.kubectl("create", "--raw", f"/api/v1/namespaces/default/pods/{name}/binding", "-f", "-", input=body)
+    assert json.loads(r.stdout)["status"] == "Success"
+
+
+def phase(cluster, name: str, want: str):
+    def check():
+        p = cluster.kubectl_json("get", "pod", name)
+        return p if p.get("status", {}).get("phase") == want else None
+    return check
+
+
+def test_every_node_is_ready_with_declared_capacity(nodes_cluster):
+    items = nodes_cluster.kubectl_json("get", "nodes")["items"]
+    assert len(items) == 18
+    for n in items:
+        ready = {c["type"]: c["status"] for c in n["status"]["conditions"]}["Ready"]
+        assert ready == "True"
+    train = next(n for n in items if n["metadata"]["name"] == "train-0")
+    assert train["status"]["capacity"]["cpu"] == "192" and train["status"]["capacity"]["memory"] == "2Ti"
+    assert train["spec"]["taints"] == [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]
+    table = nodes_cluster.kubectl("get", "nodes").stdout
+    assert table.count(" Ready ") == 18 and "v1.37.0" in table
+
+
+def test_bound_pod_runs_with_an_ip(nodes_cluster):
+    nodes_cluster.kubectl("apply", "-f", "-", input=pod_manifest("web"))
+    bind(nodes_cluster, "web", "cpu-3")
+    p = wait_for(phase(nodes_cluster, "web", "Running"))
+    cidr = nodes_cluster.kubectl_json("get", "node", "cpu-3")["spec"]["podCIDR"]
+    assert p["status"]["podIP"].rsplit(".", 1)[0] == cidr.rsplit(".", 1)[0]
+    assert p["status"]["containerStatuses"][0]["ready"] is True
+    wide = nodes_cluster.kubectl("get", "pod", "web", "-o", "wide").stdout
+    assert "Running" in wide and p["status"]["podIP"] in wide and "cpu-3" in wide
+
+
+def test_pod_with_run_seconds_succeeds(nodes_cluster):
+    nodes_cluster.kubectl("apply", "-f", "-", input=pod_manifest(
+        "once", {"sim.nanokube.io/run-seconds": "1", "sim.nanokube.io/exit-code": "0"}, restart="Never"))
+    bind(nodes_cluster, "once", "infer-0")
+    p = wait_for(phase(nodes_cluster, "once", "Succeeded"))
+    assert p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+    assert "Completed" in nodes_cluster.kubectl("get", "pod", "once").stdout
+
+
+def test_deleting_a_running_pod_completes(nodes_cluster):
+    nodes_cluster.kubectl("apply", "-f", "-", input=pod_manifest("doomed"))
+    bind(nodes_cluster, "doomed", "train-1")
+    wait_for(phase(nodes_cluster, "doomed", "Running"))
+    nodes_cluster.kubectl("delete", "pod", "doomed", "--timeout=30s")
+    r = nodes_cluster.kubectl("get", "pod", "doomed", check=False)
+    assert r.returncode != 0 and "NotFound" in r.stderr
+
+
+def test_leases_are_renewed(nodes_cluster):
+    def renew_times():
+        items = nodes_cluster.kubectl_json("get", "leases", "-n", "kube-node-lease")["items"]
+        return {lease["metadata"]["name"]: lease["spec"]["renewTime"] for lease in items}
+    first = renew_times()
+    assert len(first) == 18
+    def all_renewed():
+        now = renew_times()
+        return now if all(now[k] > first[k] for k in first) else None
+    later = wait_for(all_renewed, timeout=25)
+    assert set(later) == set(first)

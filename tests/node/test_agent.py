@@ -1,0 +1,90 @@
+import pytest
+
+from nanokube.node.agent import IPPool, pod_cidr
+from nanokube.node.cluster import default_cluster, parse_cluster
+from nanokube.node.manager import NodeManager
+from tests.controllers import make_stack
+from tests.node import ManualClock
+
+
+def test_pod_cidrs_follow_the_node_index_and_stay_in_10_8():
+    assert pod_cidr(0) == "10.244.0.0/24" and pod_cidr(7) == "10.244.7.0/24"
+    assert pod_cidr(12) == "10.244.12.0/24"
+    assert len({pod_cidr(i) for i in range(5000)}) == 5000
+    assert all(pod_cidr(i).startswith("10.") for i in range(5000))
+
+
+def test_ip_pool_reuses_released_addresses_and_keeps_requested_ones():
+    pool = IPPool("10.244.3.0/24")
+    a = pool.allocate("a")
+    assert a == "10.244.3.2" and pool.allocate("a") == a
+    assert pool.allocate("b", want="10.244.3.77") == "10.244.3.77"
+    pool.release("a")
+    assert pool.allocate("c") == a
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    for ns in ("kube-node-lease",):
+        await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": ns}})
+    clock = ManualClock()
+    mgr = NodeManager(s.rest, default_cluster(), clock)
+    await mgr.start()
+    yield s.client, clock, mgr
+    await mgr.stop()
+    await s.close()
+
+
+async def test_nodes_register_ready_with_capacity_and_identity(env):
+    client, _, _ = env
+    nodes, _ = await client.resource("", "v1", "nodes").list()
+    assert sorted(n["metadata"]["name"] for n in nodes) == ["gpu-0", "gpu-1"]
+    n = next(n for n in nodes if n["metadata"]["name"] == "gpu-1")
+    assert n["spec"]["podCIDR"] == "10.244.1.0/24" and n["spec"]["podCIDRs"] == ["10.244.1.0/24"]
+    st = n["status"]
+    assert st["capacity"] == {"cpu": "64", "memory": "512Gi", "pods": "110", "ephemeral-storage": "1Ti"}
+    assert st["allocatable"] == st["capacity"]
+    assert st["nodeInfo"]["kubeletVersion"] == "v1.37.0"
+    assert {a["type"] for a in st["addresses"]} == {"InternalIP", "Hostname"}
+    conds = {c["type"]: c for c in st["conditions"]}
+    assert conds["Ready"]["status"] == "True" and conds["Ready"]["reason"] == "KubeletReady"
+    assert all(conds[t]["status"] == "False" for t in ("MemoryPressure", "DiskPressure", "PIDPressure"))
+    assert conds["Ready"]["lastHeartbeatTime"]
+    assert n["metadata"]["labels"]["kubernetes.io/hostname"] == "gpu-1"
+    assert n["metadata"]["labels"]["topology.kubernetes.io/zone"] == "zone-a"
+
+
+async def test_leases_are_renewed_every_ten_seconds(env):
+    client, clock, _ = env
+    leases = client.resource("coordination.k8s.io", "v1", "leases")
+    first = await leases.get("gpu-0", "kube-node-lease")
+    assert first["spec"]["holderIdentity"] == "gpu-0" and first["spec"]["leaseDurationSeconds"] == 40
+    assert first["metadata"]["ownerReferences"][0]["kind"] == "Node"
+    await clock.advance(10)
+    await clock.advance(10)
+    later = await leases.get("gpu-0", "kube-node-lease")
+    assert later["spec"]["renewTime"] > first["spec"]["renewTime"]
+
+
+async def test_node_status_is_reposted_after_the_report_interval(env):
+    client, clock, _ = env
+    nodes = client.resource("", "v1", "nodes")
+    before = {c["type"]: c for c in (await nodes.get("gpu-0"))["status"]["conditions"]}["Ready"]
+    await clock.advance(310)
+    after = {c["type"]: c for c in (await nodes.get("gpu-0"))["status"]["conditions"]}["Ready"]
+    assert after["lastHeartbeatTime"] > before["lastHeartbeatTime"]
+    assert after["lastTransitionTime"] == before["lastTransitionTime"]
+
+
+async def test_a_restarted_manager_adopts_existing_nodes():
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    cluster = parse_cluster("pools:\n  - {name: w, count: 3, capacity: {cpu: '4', memory: 8Gi}}\n")
+    for _ in range(2):
+        mgr = NodeManager(s.rest, cluster, ManualClock())
+        await mgr.start()
+        await mgr.stop()
+    nodes, _ = await s.client.resource("", "v1", "nodes").list()
+    assert sorted(n["metadata"]["name"] for n in nodes) == ["w-0", "w-1", "w-2"]
+    await s.close()

@@ -1,0 +1,93 @@
+import pytest
+
+from nanokube.node.cluster import (
+    NVLINK_LABEL,
+    RACK_LABEL,
+    ZONE_LABEL,
+    ClusterFileError,
+    default_cluster,
+    load_cluster,
+    parse_cluster,
+)
+
+GOOD = """\
+pools:
+  - name: dgx
+    count: 4
+    capacity: {cpu: "224", memory: 2Ti, pods: "110", ephemeral-storage: 30Ti}
+    labels: {nvidia.com/gpu.product: H100}
+    taints: [{key: nvidia.com/gpu, effect: NoSchedule}]
+    topology: {zone: us-east-1a, nodesPerRack: 2, nodesPerNVLinkDomain: 4}
+    gpus: {count: 8, model: H100, memory: 80Gi, architecture: Hopper, driverVersion: 550.54.15,
+           cudaVersion: "12.4", computeCapability: "9.0", numaNodes: 2}
+    nics: {count: 8, model: ConnectX-7, bandwidth: 400G}
+  - name: cpu
+    count: 2
+    capacity: {cpu: "32", memory: 128Gi}
+"""
+
+
+def test_pools_expand_into_nodes_with_topology_and_devices():
+    nodes = parse_cluster(GOOD).nodes()
+    assert [n.name for n in nodes] == ["dgx-0", "dgx-1", "dgx-2", "dgx-3", "cpu-0", "cpu-1"]
+    assert [n.index for n in nodes] == list(range(6))
+    d2 = nodes[2]
+    assert d2.labels[ZONE_LABEL] == "us-east-1a" and d2.labels[RACK_LABEL] == "dgx-rack-1"
+    assert d2.labels[NVLINK_LABEL] == "dgx-nvl-0" and d2.labels["nvidia.com/gpu.product"] == "H100"
+    assert d2.taints == [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]
+    assert d2.capacity == {"cpu": "224", "memory": "2Ti", "pods": "110", "ephemeral-storage": "30Ti"}
+    gpus = [d for d in d2.devices if d.kind == "gpu"]
+    nics = [d for d in d2.devices if d.kind == "nic"]
+    assert len(gpus) == 8 and len(nics) == 8
+    assert gpus[3].attributes["pcieRoot"] == nics[3].attributes["pcieRoot"]
+    assert gpus[0].attributes["numaNode"] == 0 and gpus[7].attributes["numaNode"] == 1
+    assert len({g.attributes["uuid"] for g in gpus}) == 8
+    assert gpus[0].attributes["uuid"] == parse_cluster(GOOD).nodes()[2].devices[0].attributes["uuid"]
+    assert nics[0].attributes["rdma"] is True and nics[0].capacity == {"bandwidth": "400G"}
+    assert nodes[4].devices == [] and nodes[4].capacity["pods"] == "110"
+
+
+def test_default_cluster_is_two_gpu_nodes():
+    nodes = default_cluster().nodes()
+    assert len(nodes) == 2
+    assert all(sum(d.kind == "gpu" for d in n.devices) == 8 for n in nodes)
+    assert all(sum(d.kind == "nic" and d.attributes["rdma"] for d in n.devices) == 8 for n in nodes)
+
+
+@pytest.mark.parametrize("text, where", [
+    ("pools: []\n", "f.yaml:1: pools: must be a non-empty list"),
+    ("pools:\n  - name: a\n    count: two\n    capacity: {cpu: 1, memory: 1Gi}\n", "f.yaml:3: pools[0].count:"),
+    ("pools:\n  - name: a\n    count: 1\n    capacity:\n      cpu: 1\n      memory: lots\n",
+     "f.yaml:6: pools[0].capacity.memory: invalid quantity 'lots'"),
+    ("pools:\n  - name: a\n    count: 1\n    capacity: {cpu: 1}\n", "f.yaml:4: pools[0].capacity.memory: required"),
+    ("pools:\n  - name: a\n    count: 1\n    capacity: {cpu: 1, memory: 1Gi}\n    colour: red\n",
+     "f.yaml:5: pools[0].colour: unknown field"),
+    ("pools:\n  - name: a\n    count: 1\n    capacity: {cpu: 1, memory: 1Gi}\n    taints:\n      - {key: k, effect: Sometimes}\n",
+     "f.yaml:6: pools[0].taints[0].effect: must be one of"),
+    ("pools:\n  - name: a\n    count: 1\n    capacity: {cpu: 1, memory: 1Gi}\n    labels: {'bad key!': x}\n",
+     "f.yaml:5: pools[0].labels.bad key!: invalid label key"),
+    ("pools:\n  - name: a\n    count: 1\n    capacity: {cpu: 1, memory: 1Gi}\n  - name: a\n    count: 1\n    capacity: {cpu: 1, memory: 1Gi}\n",
+     "f.yaml:5: pools[1].name: duplicate pool name"),
+    ("pools:\n  - name: a\n    count: 1\n    capacity: {cpu: 1, memory: 1Gi}\n    gpus: {count: 8}\n",
+     "f.yaml:5: pools[0].gpus.model: required"),
+    ("pools: [\n", "f.yaml:2: not valid YAML"),
+])
+def test_malformed_files_name_line_and_field(text, where):
+    with pytest.raises(ClusterFileError) as e:
+        parse_cluster(text, "f.yaml")
+    assert str(e.value).startswith(where), str(e.value)
+
+
+@pytest.mark.parametrize("name, count", [("default.yaml", 2), ("dgx-pool.yaml", 16), ("mixed.yaml", None),
+                                         ("large-1000.yaml", 1000)])
+def test_example_files_load(name, count):
+    nodes = load_cluster(f"examples/clusters/{name}").nodes()
+    assert len({n.name for n in nodes}) == len(nodes)
+    if count is not None:
+        assert len(nodes) == count
+    else:
+        assert any(n.devices for n in nodes) and any(not n.devices for n in nodes)
+
+
+def test_default_example_matches_builtin_default():
+    assert load_cluster("examples/clusters/default.yaml").nodes() == default_cluster().nodes()

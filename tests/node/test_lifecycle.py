@@ -1,0 +1,166 @@
+import pytest
+
+from nanokube.apiserver.errors import APIError
+from nanokube.node.cluster import default_cluster
+from nanokube.node.lifecycle import image_id, image_ref
+from nanokube.node.manager import NodeManager
+from tests.controllers import eventually, make_stack
+from tests.node import ManualClock
+
+
+def test_image_references_are_fully_qualified():
+    assert image_ref("nginx") == "docker.io/library/nginx:latest"
+    assert image_ref("bitnami/redis:7") == "docker.io/bitnami/redis:7"
+    assert image_ref("registry.k8s.io/pause:3.10") == "registry.k8s.io/pause:3.10"
+    assert image_id("nginx:1.27").startswith("docker.io/library/nginx@sha256:")
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    clock = ManualClock()
+    s.rest.clock = clock  # deletionTimestamps in the agents' time
+    mgr = NodeManager(s.rest, default_cluster(), clock)
+    await mgr.start()
+    yield s.client.resource("", "v1", "pods"), clock
+    await mgr.stop()
+    await s.close()
+
+
+def pod(name, node="gpu-0", annotations=None, restart="Always", grace=None, containers=("app",)):
+    spec = {"nodeName": node, "restartPolicy": restart,
+            "containers": [{"name": c, "image": "busybox:1.36"} for c in containers]}
+    if grace is not None:
+        spec["terminationGracePeriodSeconds"] = grace
+    return {"metadata": {"name": name, "namespace": "default", "annotations": annotations or {}}, "spec": spec}
+
+
+def phase_is(pods, name, phase):
+    async def check():
+        try:
+            p = await pods.get(name, "default")
+        except APIError:
+            return None
+        return p if (p.get("status") or {}).get("phase") == phase else None
+    return check
+
+
+def gone(pods, name):
+    async def check():
+        try:
+            await pods.get(name, "default")
+        except APIError as e:
+            return e.code == 404
+        return False
+    return check
+
+
+def conds(p):
+    return {c["type"]: c["status"] for c in p["status"]["conditions"]}
+
+
+async def test_bound_pod_runs_with_ip_conditions_and_container_status(env):
+    pods, _ = env
+    await pods.create(pod("web", containers=("app", "side")))
+    p = await eventually(phase_is(pods, "web", "Running"))
+    st = p["status"]
+    assert st["podIP"].startswith("10.244.0.") and st["podIPs"] == [{"ip": st["podIP"]}]
+    assert st["hostIP"] == "172.18.0.2" and st["startTime"]
+    assert {"PodScheduled": "True", "Initialized": "True", "ContainersReady": "True", "Ready": "True"}.items() \
+        <= conds(p).items()
+    assert [c["name"] for c in st["containerStatuses"]] == ["app", "side"]
+    c = st["containerStatuses"][0]
+    assert c["ready"] and c["started"] and c["restartCount"] == 0 and "running" in c["state"]
+    assert c["containerID"].startswith("containerd://") and c["imageID"].startswith("docker.io/library/busybox@sha256:")
+    assert c["image"] == "docker.io/library/busybox:1.36"
+
+
+async def test_pods_on_other_nodes_are_left_alone(env):
+    pods, _ = env
+    await pods.create(pod("elsewhere", node="not-ours"))
+    await pods.create(pod("here"))
+    await eventually(phase_is(pods, "here", "Running"))
+    assert (await pods.get("elsewhere", "default"))["status"]["phase"] == "Pending"
+    assert "podIP" not in (await pods.get("elsewhere", "default"))["status"]
+
+
+async def test_run_seconds_and_exit_code_end_the_pod(env):
+    pods, clock = env
+    await pods.create(pod("ok", annotations={"sim.nanokube.io/run-seconds": "1"}, restart="Never"))
+    await pods.create(pod("bad", annotations={"sim.nanokube.io/run-seconds": "2", "sim.nanokube.io/exit-code": "3"},
+                          restart="Never"))
+    await eventually(phase_is(pods, "ok", "Running"))
+    await eventually(phase_is(pods, "bad", "Running"))
+    await clock.advance(2)
+    ok = await eventually(phase_is(pods, "ok", "Succeeded"))
+    bad = await eventually(phase_is(pods, "bad", "Failed"))
+    t = ok["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert t["exitCode"] == 0 and t["reason"] == "Completed"
+    t = bad["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert t["exitCode"] == 3 and t["reason"] == "Error"
+    assert conds(ok)["Ready"] == "False"
+
+
+async def test_restart_policy_always_restarts_with_backoff(env):
+    pods, clock = env
+    await pods.create(pod("loop", annotations={"sim.nanokube.io/run-seconds": "5", "sim.nanokube.io/exit-code": "1"}))
+    await eventually(phase_is(pods, "loop", "Running"))
+    await clock.advance(5)
+
+    async def backing_off():
+        c = (await pods.get("loop", "default"))["status"]["containerStatuses"][0]
+        return c if (c["state"].get("waiting") or {}).get("reason") == "CrashLoopBackOff" else None
+    c = await eventually(backing_off)
+    assert c["restartCount"] == 1 and c["lastState"]["terminated"]["exitCode"] == 1
+    assert "back-off 10s" in c["state"]["waiting"]["message"]
+    await clock.advance(10)
+
+    async def running_again():
+        c = (await pods.get("loop", "default"))["status"]["containerStatuses"][0]
+        return c if "running" in c["state"] else None
+    c = await eventually(running_again)
+    assert c["restartCount"] == 1 and (await pods.get("loop", "default"))["status"]["phase"] == "Running"
+
+
+async def test_on_failure_does_not_restart_a_successful_container(env):
+    pods, clock = env
+    await pods.create(pod("job", annotations={"sim.nanokube.io/run-seconds": "1"}, restart="OnFailure"))
+    await eventually(phase_is(pods, "job", "Running"))
+    await clock.advance(1)
+    p = await eventually(phase_is(pods, "job", "Succeeded"))
+    assert p["status"]["containerStatuses"][0]["restartCount"] == 0
+
+
+async def test_graceful_deletion_stops_containers_then_removes_the_pod(env):
+    pods, clock = env
+    await pods.create(pod("slow", annotations={"sim.nanokube.io/stop-seconds": "5"}, grace=30))
+    await eventually(phase_is(pods, "slow", "Running"))
+    await pods.delete("slow", "default")
+    p = await pods.get("slow", "default")
+    assert p["metadata"]["deletionTimestamp"] and p["metadata"]["deletionGracePeriodSeconds"] == 30
+    await clock.advance(4)
+    assert (await pods.get("slow", "default"))["status"]["phase"] == "Running"
+    await clock.advance(1)
+    assert await eventually(gone(pods, "slow"))
+
+
+async def test_grace_period_shorter_than_stop_time_kills(env):
+    pods, clock = env
+    await pods.create(pod("stubborn", annotations={"sim.nanokube.io/stop-seconds": "60"}, grace=2))
+    await eventually(phase_is(pods, "stubborn", "Running"))
+    seen: list[int] = []
+    await pods.delete("stubborn", "default")
+    await clock.advance(2)
+
+    async def killed_or_gone():
+        try:
+            p = await pods.get("stubborn", "default")
+        except APIError:
+            return True
+        term = (p["status"]["containerStatuses"][0]["state"]).get("terminated")
+        if term:
+            seen.append(term["exitCode"])
+        return False
+    assert await eventually(killed_or_gone)
+    assert set(seen) <= {137}
