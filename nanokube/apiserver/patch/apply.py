@@ -278,7 +278,13 @@ def compare(lhs: Any, rhs: Any, raw: dict[str, Any] | None) -> _Comparison:
 def _compare(
     lhs: Any, rhs: Any, raw: dict[str, Any] | None, path: Path, res: _Comparison
 ) -> None:
-    shape = _shape(raw, rhs if rhs is not MISSING else lhs)
+    if lhs is MISSING:
+        _one_sided(rhs, raw, path, res.added)
+        return
+    if rhs is MISSING:
+        _one_sided(lhs, raw, path, res.removed)
+        return
+    shape = _shape(raw, rhs)
     mismatch = lhs is not MISSING and rhs is not MISSING and _shape(raw, lhs) is not shape
     if (
         shape.kind == "leaf"
@@ -317,6 +323,22 @@ def _compare(
         res.added.add(path)
     elif rhs is MISSING:
         res.removed.add(path)
+
+
+def _one_sided(v: Any, raw: dict[str, Any] | None, path: Path, out: set[Path]) -> None:
+    """_compare against a missing side: `v` and everything in it is added
+    (or removed)."""
+    shape = _shape(raw, v)
+    if shape.kind == "leaf" or shape.atomic or _empty(v):
+        out.add(path)
+        return
+    if shape.kind == "list":
+        for pe, item in _items(shape, v).items():
+            _one_sided(item, shape.elem, path + (pe,), out)
+    else:
+        for k, child in v.items():
+            _one_sided(child, _child(shape, k)[0], path + (("f", k),), out)
+    out.add(path)
 
 
 def merge(lhs: Any, rhs: Any, raw: dict[str, Any] | None) -> Any:
@@ -564,8 +586,21 @@ def _encode(obj: dict[str, Any], managers: dict[tuple, _Manager]) -> dict[str, A
     return obj
 
 
+def _copy_json(v: Any) -> Any:
+    """A deep copy of a JSON tree; anything but dicts, lists and scalars goes
+    through copy.deepcopy."""
+    t = type(v)
+    if t is dict:
+        return {k: _copy_json(x) for k, x in v.items()}
+    if t is list:
+        return [_copy_json(x) for x in v]
+    if t in (str, int, float, bool) or v is None:
+        return v
+    return copy.deepcopy(v)
+
+
 def _without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(obj)
+    out = _copy_json(obj)
     (out.get("metadata") or {}).pop("managedFields", None)
     return out
 

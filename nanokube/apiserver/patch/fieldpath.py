@@ -137,11 +137,18 @@ def path_string(path: Path) -> str:
 
 
 class _Node:
-    __slots__ = ("children", "member")
+    __slots__ = ("children", "member", "only_fields")
 
     def __init__(self) -> None:
         self.member = False
+        self.only_fields = True
         self.children: dict[PathElement, _Node] = {}
+
+    def ordered(self) -> list[PathElement]:
+        """Children in element order; field elements alone sort as plain tuples."""
+        if self.only_fields:
+            return sorted(self.children)
+        return sorted(self.children, key=element_order)
 
 
 def _tree(paths: Iterable[Path]) -> _Node:
@@ -149,13 +156,18 @@ def _tree(paths: Iterable[Path]) -> _Node:
     for path in paths:
         node = root
         for pe in path:
-            node = node.children.setdefault(pe, _Node())
+            child = node.children.get(pe)
+            if child is None:
+                child = node.children[pe] = _Node()
+                if pe[0] != "f":
+                    node.only_fields = False
+            node = child
         node.member = True
     return root
 
 
 def _iterate(node: _Node, prefix: Path) -> Iterator[Path]:
-    ordered = sorted(node.children, key=element_order)
+    ordered = node.ordered()
     for pe in ordered:
         child = node.children[pe]
         if child.member:
@@ -180,7 +192,7 @@ def _emit(node: _Node, include_self: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if include_self and node.children:
         out["."] = {}
-    for pe in sorted(node.children, key=element_order):
+    for pe in node.ordered():
         child = node.children[pe]
         out[_serialize_element(pe)] = _emit(child, child.member)
     return out
@@ -230,7 +242,10 @@ def from_fields_v1(obj: dict[str, Any]) -> set[Path]:
 def without_prefixes(paths: Iterable[Path], prefixes: Iterable[Path]) -> set[Path]:
     """`paths` less every path at or below one of `prefixes` (upstream's RecursiveDifference)."""
     pre = set(prefixes)
-    return {p for p in paths if not any(p[:n] in pre for n in range(len(p) + 1))}
+    if not pre:
+        return set(paths)
+    lengths = sorted({len(q) for q in pre})
+    return {p for p in paths if not any(p[:n] in pre for n in lengths if n <= len(p))}
 
 
 def with_prefix(paths: Iterable[Path], pe: PathElement) -> set[Path]:

@@ -284,3 +284,17 @@ def test_untyped_update_owns_deduced_map_entries():
         "f:metadata": {"f:labels": {".": {}, "f:a": {}}},
         "f:spec": {".": {}, "f:nested": {".": {}, "f:x": {}}, "f:size": {}},
     }
+
+
+def test_fieldsv1_orders_mixed_elements_by_kind_then_value():
+    paths = {(fp.value(2),), (fp.field("b"),), (fp.key({"n": "x"}),), (fp.field("a"),), (fp.index(1),)}
+    assert list(fp.to_fields_v1(paths)) == ["f:a", "f:b", 'k:{"n":"x"}', "v:2", "i:1"]
+
+
+def test_without_prefixes_drops_paths_at_or_below_any_prefix():
+    spec, status = fp.make_path("spec"), fp.make_path("status")
+    deep = fp.make_path("metadata", "labels", "a")
+    paths = {spec, spec + (fp.field("x"),), status, deep, fp.make_path("metadata", "name")}
+    assert fp.without_prefixes(paths, {spec, fp.make_path("metadata", "labels")}) == {status, fp.make_path("metadata", "name")}
+    assert fp.without_prefixes(paths, set()) == paths
+    assert fp.without_prefixes(paths, {deep + (fp.field("b"),)}) == paths
