@@ -91,3 +91,13 @@ def test_example_files_load(name, count):
 
 def test_default_example_matches_builtin_default():
     assert load_cluster("examples/clusters/default.yaml").nodes() == default_cluster().nodes()
+
+
+def test_up_refuses_a_malformed_cluster_file(tmp_path, capsys):
+    from nanokube.cli import main
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("pools:\n  - name: a\n    count: 1\n    capacity: {cpu: 1, memory: 1Gi, gpus: 8}\n")
+    assert main(["up", "--cluster", str(bad), "--data-dir", str(tmp_path / "d")]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:4: pools[0].capacity.gpus: unknown field" in err
