@@ -53,7 +53,18 @@ def field(name: str) -> PathElement:
 
 
 def key(fields: dict[str, Any]) -> PathElement:
+    items = tuple(fields.items())
+    if all(type(v) is str or type(v) is int for _, v in items):
+        return _scalar_key(tuple((k, type(v), v) for k, v in items))
     return ("k", encode_json(fields))
+
+
+@functools.lru_cache(maxsize=8192)
+def _scalar_key(items: tuple[tuple[str, type, Any], ...]) -> PathElement:
+    """List-map keys are nearly always a few strings and ints, repeated on
+    every write; the value's type is part of the cache key so that equal
+    values of different types cannot share an encoding."""
+    return ("k", encode_json({k: v for k, _, v in items}))
 
 
 def value(v: Any) -> PathElement:
@@ -88,6 +99,7 @@ def _value_order(v: Any) -> tuple:
     return (5,)
 
 
+@functools.lru_cache(maxsize=8192)
 def element_order(pe: PathElement) -> tuple:
     kind, payload = pe
     if kind == "k":

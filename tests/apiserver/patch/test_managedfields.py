@@ -298,3 +298,12 @@ def test_without_prefixes_drops_paths_at_or_below_any_prefix():
     assert fp.without_prefixes(paths, {spec, fp.make_path("metadata", "labels")}) == {status, fp.make_path("metadata", "name")}
     assert fp.without_prefixes(paths, set()) == paths
     assert fp.without_prefixes(paths, {deep + (fp.field("b"),)}) == paths
+
+
+def test_list_map_keys_keep_their_json_types():
+    assert fp.key({"port": 80, "protocol": "TCP"}) == ("k", '{"port":80,"protocol":"TCP"}')
+    assert fp.key({"protocol": "TCP", "port": 80}) == fp.key({"port": 80, "protocol": "TCP"})
+    assert fp.key({"port": True}) == ("k", '{"port":true}')
+    assert fp.key({"port": 1}) == ("k", '{"port":1}')
+    assert fp.key({"port": 1.5}) == ("k", '{"port":1.5}')
+    assert fp.key({"name": "<a>"}) == ("k", '{"name":"\\u003ca\\u003e"}')
