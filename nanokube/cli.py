@@ -25,7 +25,9 @@ async def _up(args: argparse.Namespace) -> int:
     from .node.cluster import ClusterFileError, default_cluster, load_cluster
     from .node.manager import NodeManager
     from .pki.ca import ensure_pki
+    from .client.local import LocalClient
     from .pki.kubeconfig import write_kubeconfig
+    from .scheduler.scheduler import Scheduler
     from .store.interface import open_store
 
     try:
@@ -55,6 +57,9 @@ async def _up(args: argparse.Namespace) -> int:
     await controllers.start()
     nodes = NodeManager(server.rest, cluster, server.clock)
     await nodes.start()
+    scheduler = Scheduler(LocalClient(server.rest, field_manager="default-scheduler"), clock=server.clock)
+    server.component_metrics.append(scheduler.metrics.registry)
+    await scheduler.start()
     print(f"nanokube API server listening on {server.url} (store: {args.store}, data: {data_dir})", flush=True)
     print(f"export KUBECONFIG={kubeconfig}", flush=True)
 
@@ -64,6 +69,7 @@ async def _up(args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("shutting down")
+    await scheduler.stop()
     await nodes.stop()
     await controllers.stop()
     await server.stop()

@@ -38,9 +38,11 @@ def wait_for(check, timeout: float = 30):
 
 
 def pod_manifest(name: str, annotations: dict | None = None, restart: str = "Always") -> str:
+    """A pod no scheduler claims (schedulerName names none), so the test binds it itself."""
     return json.dumps({"apiVersion": "v1", "kind": "Pod",
                        "metadata": {"name": name, "namespace": "default", "annotations": annotations or {}},
                        "spec": {"restartPolicy": restart, "terminationGracePeriodSeconds": 5,
+                                "schedulerName": "manual-binding",
                                 "containers": [{"name": "main", "image": "busybox:1.36"}]}})
 
 
@@ -111,3 +113,20 @@ def test_leases_are_renewed(nodes_cluster):
         return now if all(now[k] > first[k] for k in first) else None
     later = wait_for(all_renewed, timeout=25)
     assert set(later) == set(first)
+
+
+def test_scheduler_places_and_runs_a_pod(cluster):
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "scheduled", "namespace": "default"},
+           "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "500m"}}}]}}
+    cluster.kubectl("create", "-f", "-", input=json.dumps(pod))
+    cluster.kubectl("wait", "pod/scheduled", "-n", "default", "--for=condition=Ready", "--timeout=60s")
+    got = cluster.kubectl_json("get", "pod", "scheduled", "-n", "default")
+    assert got["spec"]["nodeName"]
+    assert got["status"]["phase"] == "Running" and got["status"]["podIP"]
+    huge = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "too-big", "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "100000"}}}]}}
+    cluster.kubectl("create", "-f", "-", input=json.dumps(huge))
+    cluster.kubectl("wait", "pod/too-big", "-n", "default", "--for=jsonpath={.status.conditions[0].reason}=Unschedulable",
+                    "--timeout=60s")
+    events = cluster.kubectl("get", "events", "-n", "default", "--field-selector", "involvedObject.name=too-big").stdout
+    assert "FailedScheduling" in events and "Insufficient cpu" in events
