@@ -599,6 +599,15 @@ def _copy_json(v: Any) -> Any:
     return copy.deepcopy(v)
 
 
+def _view_without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` less managedFields, sharing everything else with it: for reading
+    only."""
+    md = obj.get("metadata")
+    if not isinstance(md, dict) or "managedFields" not in md:
+        return obj
+    return {**obj, "metadata": {k: v for k, v in md.items() if k != "managedFields"}}
+
+
 def _without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
     out = _copy_json(obj)
     (out.get("metadata") or {}).pop("managedFields", None)
@@ -674,7 +683,7 @@ def _keep_times_on_noop(
 ) -> dict[str, Any]:
     """A write that changes nothing keeps the old timestamps, so it stays a no-op
     (upstream's IgnoreManagedFieldsTimestampsTransformer)."""
-    if live is None or _without_managed_fields(live) != _without_managed_fields(result):
+    if live is None or _view_without_managed_fields(live) != _view_without_managed_fields(result):
         return result
     old = (live.get("metadata") or {}).get("managedFields") or []
     new = (result.get("metadata") or {}).get("managedFields") or []
@@ -786,7 +795,7 @@ def update_managed_fields(
     if not managers:
         managers = _decode_or_empty(old)
     current = (
-        _without_managed_fields(old) if old is not None else _zero_like(result, raw)
+        _view_without_managed_fields(old) if old is not None else _zero_like(result, raw)
     )
     marker = ("", "", "", "current-operation")
     try:
