@@ -1,0 +1,423 @@
+"""The structured allocator: finds devices on one node for a pod's
+unallocated claims by a bounded depth-first search with backtracking over
+claims, requests (and firstAvailable subrequests) and device slots, checking
+selectors, taints, constraints, consumable capacity and shared counters."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Callable, Iterable
+
+from ...registry.quantity import QuantityError, format_quantity, parse_quantity
+from ..plugins.helpers import tolerates
+from .cel import CELError, compile_selector
+from .pools import Device, DeviceID, Pool, PoolIndex
+
+#: search steps before giving up on a node (upstream bounds it by a timeout)
+MAX_STEPS = 200_000
+_BLOCKING = ("NoSchedule", "NoExecute")
+
+
+class AllocationError(Exception):
+    """Allocation cannot even be attempted (missing class, CEL failure, All
+    over an incomplete pool): an error status, not merely unschedulable."""
+
+
+class SearchLimitExceeded(Exception):
+    """The search ran past its step budget; the node counts as unschedulable."""
+
+
+@dataclass(slots=True)
+class AllocatedDevices:
+    """Devices taken by other claims (allocations plus in-flight ones):
+    exclusively, or by capacity consumed on shareable devices."""
+
+    exclusive: set[DeviceID] = field(default_factory=set)
+    consumed: dict[DeviceID, dict[str, Fraction]] = field(default_factory=dict)
+
+    def add(self, allocation: dict) -> None:
+        for r in ((allocation or {}).get("devices") or {}).get("results") or []:
+            if r.get("adminAccess"):
+                continue
+            did = (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
+            if r.get("shareID") or r.get("consumedCapacity"):
+                used = self.consumed.setdefault(did, {})
+                for k, v in (r.get("consumedCapacity") or {}).items():
+                    k = k if "/" in k else f"{did[0]}/{k}"  # as the pools key capacity
+                    used[k] = used.get(k, Fraction(0)) + parse_quantity(str(v))
+            else:
+                self.exclusive.add(did)
+
+    @classmethod
+    def from_claims(cls, claims: Iterable[dict]) -> AllocatedDevices:
+        out = cls()
+        for c in claims:
+            out.add((c.get("status") or {}).get("allocation"))
+        return out
+
+
+@dataclass(slots=True, eq=False)
+class _Alt:
+    """One way to satisfy a request: `exactly` or one subrequest."""
+
+    claim: int
+    request: str  # the top-level request name
+    name: str  # result name: "req" or "req/sub"
+    class_name: str
+    klass: dict
+    spec: dict
+    candidates: list[Device] = field(default_factory=list)
+    capacity: dict[str, Fraction] = field(default_factory=dict)  # requested, keys as written
+
+    @property
+    def all_mode(self) -> bool:
+        return self.spec.get("allocationMode") == "All"
+
+
+def _untolerated(d: Device, tolerations: list) -> bool:
+    return any(t.get("effect") in _BLOCKING and not any(tolerates(tol, t) for tol in tolerations) for t in d.taints)
+
+
+def _qualified(d: Device, name: str) -> str:
+    return name if "/" in name else f"{d.id[0]}/{name}"
+
+
+def _short(d: Device, qualified: str) -> str:
+    domain, _, ident = qualified.rpartition("/")
+    return ident if domain == d.id[0] else qualified
+
+
+def _round(policy: dict, want: Fraction) -> Fraction | None:
+    """The amount a requestPolicy grants for `want`, or None if it cannot."""
+    valid = policy.get("validValues")
+    if valid:
+        fits = [v for v in (parse_quantity(str(x)) for x in valid) if v >= want]
+        return min(fits) if fits else None
+    rng = policy.get("validRange")
+    if rng:
+        lo = parse_quantity(str(rng.get("min", "0")))
+        got = max(want, lo)
+        if rng.get("step"):
+            step = parse_quantity(str(rng["step"]))
+            got = lo + math.ceil((got - lo) / step) * step
+        if rng.get("max") is not None and got > parse_quantity(str(rng["max"])):
+            return None
+        return got
+    return want
+
+
+def _consumption(d: Device, requests: dict[str, Fraction]) -> dict[str, Fraction] | None:
+    """Capacity one allocation takes from `d`, or None if a request cannot
+    be met by the device at all."""
+    if any(k not in d.capacity for k in requests):
+        return None
+    out: dict[str, Fraction] = {}
+    for name, total in d.capacity.items():
+        policy = d.policies.get(name) or {}
+        if name in requests:
+            got = _round(policy, requests[name])
+        elif policy.get("default") is not None:
+            got = parse_quantity(str(policy["default"]))
+        else:
+            got = total
+        if got is None or got > total:
+            return None
+        out[name] = got
+    return out
+
+
+class _Constraint:
+    """matchAttribute or distinctAttribute over some requests of a claim,
+    checked incrementally with an undo stack."""
+
+    def __init__(self, spec: dict) -> None:
+        self.scope = set(spec.get("requests") or [])
+        self.match = spec.get("matchAttribute")
+        self.attr = self.match or spec.get("distinctAttribute")
+        self.values: list[tuple[str, object]] = []
+
+    def applies(self, alt: _Alt) -> bool:
+        return not self.scope or alt.request in self.scope or alt.name in self.scope
+
+    def admits(self, d: Device) -> bool:
+        v = d.attributes.get(self.attr)
+        if v is None:
+            return False
+        if self.match:
+            return not self.values or self.values[0] == v
+        return v not in self.values
+
+
+class _Search:
+    def __init__(self, claims: list[dict], alts: list[list[_Alt]], pools: list[tuple[Pool, list[Device]]],
+                 allocated: AllocatedDevices, max_steps: int) -> None:
+        self.alts = alts
+        self.allocated = allocated
+        self.constraints = [[_Constraint(c) for c in ((cl.get("spec") or {}).get("devices") or {}).get("constraints") or []]
+                            for cl in claims]
+        self.steps, self.max_steps = 0, max_steps
+        self.used: dict[DeviceID, int] = {}  # picks by this allocation
+        self.consumed: dict[DeviceID, dict[str, Fraction]] = {}
+        self.counters: dict[tuple[str, str, str], dict[str, Fraction]] = {}
+        self.pool_of = {d.id: p for p, devs in pools for d in devs}
+        for p, devs in pools:
+            for cs, values in p.counters.items():
+                self.counters[(p.driver, p.name, cs)] = dict(values)
+            for d in p.devices:  # counters of devices other claims hold
+                if d.id in allocated.exclusive or d.id in allocated.consumed:
+                    self._take_counters(d, -1)
+        self.picks: list[tuple[_Alt, Device, dict[str, Fraction] | None]] = []
+
+    def _take_counters(self, d: Device, sign: int) -> None:
+        for cs, values in d.consumes:
+            left = self.counters.setdefault((d.id[0], d.id[1], cs), {})
+            for k, v in values.items():
+                left[k] = left.get(k, Fraction(0)) + sign * v
+
+    def _counters_fit(self, d: Device) -> bool:
+        for cs, values in d.consumes:
+            left = self.counters.get((d.id[0], d.id[1], cs), {})
+            if any(left.get(k, Fraction(0)) < v for k, v in values.items()):
+                return False
+        return True
+
+    def _taken(self, d: Device) -> bool:
+        return d.id in self.allocated.exclusive or d.id in self.allocated.consumed or d.id in self.used
+
+    def _try(self, alt: _Alt, d: Device) -> bool:
+        """Add `d` for `alt` if every rule allows it; True when added."""
+        admin = bool(alt.spec.get("adminAccess"))
+        cons = [c for c in self.constraints[alt.claim] if c.applies(alt)]
+        if not all(c.admits(d) for c in cons):
+            return False
+        amount = None
+        if not admin:
+            if d.allow_multiple:
+                if d.id in self.allocated.exclusive:
+                    return False
+                amount = _consumption(d, {_qualified(d, k): v for k, v in alt.capacity.items()})
+                prior = self.allocated.consumed.get(d.id, {})
+                mine = self.consumed.get(d.id, {})
+                if amount is None or any(prior.get(k, 0) + mine.get(k, 0) + v > d.capacity[k] for k, v in amount.items()):
+                    return False
+            elif self._taken(d):
+                return False
+            first = not self._taken(d)
+            if first and not self._counters_fit(d):
+                return False
+            if first:
+                self._take_counters(d, -1)
+            self.used[d.id] = self.used.get(d.id, 0) + 1
+            if amount is not None:
+                mine = self.consumed.setdefault(d.id, {})
+                for k, v in amount.items():
+                    mine[k] = mine.get(k, Fraction(0)) + v
+        for c in cons:
+            c.values.append(d.attributes[c.attr])
+        self.picks.append((alt, d, amount))
+        return True
+
+    def _undo(self) -> None:
+        alt, d, amount = self.picks.pop()
+        for c in self.constraints[alt.claim]:
+            if c.applies(alt):
+                c.values.pop()
+        if alt.spec.get("adminAccess"):
+            return
+        if amount is not None:
+            mine = self.consumed[d.id]
+            for k, v in amount.items():
+                mine[k] -= v
+        self.used[d.id] -= 1
+        if not self.used[d.id]:
+            del self.used[d.id]
+            if not (d.id in self.allocated.exclusive or d.id in self.allocated.consumed):
+                self._take_counters(d, 1)
+
+    def _tick(self) -> None:
+        self.steps += 1
+        if self.steps > self.max_steps:
+            raise SearchLimitExceeded(f"device allocation gave up after {self.max_steps} steps")
+
+    def solve(self, i: int = 0) -> bool:
+        if i == len(self.alts):
+            return True
+        for alt in self.alts[i]:
+            self._tick()
+            if alt.all_mode:
+                if self._all(alt, i):
+                    return True
+            elif self._pick(alt, i, int(alt.spec.get("count") or 1), 0):
+                return True
+        return False
+
+    def _all(self, alt: _Alt, i: int) -> bool:
+        if not alt.candidates:
+            return False
+        if not alt.spec.get("adminAccess") and any(self._taken(d) and not d.allow_multiple for d in alt.candidates):
+            return False
+        added = 0
+        for d in alt.candidates:
+            if not self._try(alt, d):
+                break
+            added += 1
+        ok = added == len(alt.candidates) and self.solve(i + 1)
+        if not ok:
+            for _ in range(added):
+                self._undo()
+        return ok
+
+    def _pick(self, alt: _Alt, i: int, need: int, start: int) -> bool:
+        if need == 0:
+            return self.solve(i + 1)
+        cands = alt.candidates
+        for j in range(start, len(cands) - need + 1):
+            self._tick()
+            if self._try(alt, cands[j]):
+                if self._pick(alt, i, need - 1, j + 1):
+                    return True
+                self._undo()
+        return False
+
+
+class Allocator:
+    """Allocates a pod's claims on one node.
+
+    `classes` maps DeviceClass names to objects; `index` is the PoolIndex of
+    the current slices and taint rules; `allocated` what other claims hold."""
+
+    def __init__(self, classes: dict[str, dict], index: PoolIndex, allocated: AllocatedDevices,
+                 new_share_id: Callable[[], str] = lambda: str(uuid.uuid4()), max_steps: int = MAX_STEPS) -> None:
+        self.classes = classes
+        self.index = index
+        self.allocated = allocated
+        self.new_share_id = new_share_id
+        self.max_steps = max_steps
+
+    def allocate(self, node: dict, claims: list[dict]) -> list[dict] | None:
+        """One AllocationResult per claim (v1 JSON, without
+        allocationTimestamp), or None when the claims do not fit on `node`.
+        Raises AllocationError or SearchLimitExceeded."""
+        pools = self.index.for_node(node)
+        flat = [req for ci, c in enumerate(claims) for req in self._alternatives(ci, c, pools)]
+        search = _Search(claims, flat, pools, self.allocated, self.max_steps)
+        if not search.solve():
+            return None
+        return [self._result(ci, c, search, node) for ci, c in enumerate(claims)]
+
+    # -- preparation ------------------------------------------------------
+
+    def _alternatives(self, ci: int, claim: dict, pools: list[tuple[Pool, list[Device]]]) -> list[list[_Alt]]:
+        meta = claim.get("metadata") or {}
+        who = f"claim {meta.get('namespace', '')}/{meta.get('name', '')}"
+        out = []
+        for req in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+            name = req.get("name", "")
+            specs = ([(name, req["exactly"])] if req.get("exactly") is not None
+                     else [(f"{name}/{s.get('name', '')}", s) for s in req.get("firstAvailable") or []])
+            alts = []
+            for rname, spec in specs:
+                cls_name = spec.get("deviceClassName", "")
+                klass = self.classes.get(cls_name)
+                if klass is None:
+                    raise AllocationError(f"{who}, request {rname}: could not retrieve device class {cls_name}: "
+                                          f'deviceclass.resource.k8s.io "{cls_name}" not found')
+                alt = _Alt(ci, name, rname, cls_name, klass, spec)
+                alt.candidates = self._candidates(f"{who}, request {rname}", alt, pools)
+                alts.append(alt)
+            out.append(alts)
+        return out
+
+    def _candidates(self, who: str, alt: _Alt, pools: list[tuple[Pool, list[Device]]]) -> list[Device]:
+        selectors = [(f"class {alt.class_name}: selector #{i}", s)
+                     for i, s in enumerate((alt.klass.get("spec") or {}).get("selectors") or [])]
+        selectors += [(f"selector #{i}", s) for i, s in enumerate(alt.spec.get("selectors") or [])]
+        tolerations = alt.spec.get("tolerations") or []
+        try:
+            requests = {k: parse_quantity(str(v)) for k, v in
+                        ((alt.spec.get("capacity") or {}).get("requests") or {}).items()}
+        except QuantityError as e:
+            raise AllocationError(f"{who}: capacity: {e}") from None
+        alt.capacity = requests
+        out = []
+        for pool, devices in pools:
+            if alt.all_mode:
+                state = "being updated" if pool.incomplete else "invalid" if pool.invalid else ""
+                if state and devices:
+                    raise AllocationError(f"{who}: asks for all devices, but resource pool "
+                                          f"{pool.driver}/{pool.name} is currently {state}")
+            elif pool.invalid:
+                continue
+            for d in devices:
+                if _untolerated(d, tolerations):
+                    continue
+                if requests and _consumption(d, {_qualified(d, k): v for k, v in requests.items()}) is None:
+                    continue
+                if all(self._selects(who, label, s, d) for label, s in selectors):
+                    out.append(d)
+        return out
+
+    @staticmethod
+    def _selects(who: str, label: str, selector: dict, d: Device) -> bool:
+        expr = (selector.get("cel") or {}).get("expression", "")
+        hit = d.selected.get(expr)
+        if hit is None:
+            try:
+                hit = compile_selector(expr).matches(d.cel)
+            except CELError as e:
+                hit = e
+            d.selected[expr] = hit
+        if isinstance(hit, CELError):
+            raise AllocationError(f"{who}: {label}: CEL runtime error: {hit}")
+        return hit
+
+    # -- results ----------------------------------------------------------
+
+    def _result(self, ci: int, claim: dict, search: _Search, node: dict) -> dict:
+        results, config, seen_alts = [], [], []
+        for alt, d, amount in search.picks:
+            if alt.claim != ci:
+                continue
+            r = {"request": alt.name, "driver": d.id[0], "pool": d.id[1], "device": d.id[2]}
+            if alt.spec.get("adminAccess"):
+                r["adminAccess"] = True
+            if alt.spec.get("tolerations"):
+                r["tolerations"] = [dict(t) for t in alt.spec["tolerations"]]
+            r.update(d.extra)
+            if d.allow_multiple and amount is not None:
+                r["shareID"] = self.new_share_id()
+                r["consumedCapacity"] = {_short(d, k): format_quantity(v) for k, v in amount.items()}
+            results.append(r)
+            if alt not in seen_alts:
+                seen_alts.append(alt)
+        for alt in seen_alts:
+            for c in (alt.klass.get("spec") or {}).get("config") or []:
+                config.append({"source": "FromClass", "requests": [alt.name], "opaque": c.get("opaque")})
+        for c in ((claim.get("spec") or {}).get("devices") or {}).get("config") or []:
+            config.append({"source": "FromClaim", "requests": list(c.get("requests") or []), "opaque": c.get("opaque")})
+        out: dict = {"devices": {"results": results}}
+        if config:
+            out["devices"]["config"] = config
+        selector = _node_selector([d for alt, d, _ in search.picks if alt.claim == ci], node)
+        if selector is not None:
+            out["nodeSelector"] = selector
+        return out
+
+
+def _node_selector(devices: list[Device], node: dict) -> dict | None:
+    """matchFields on the node name if any device is node-local (or the
+    devices' selectors differ); the one shared selector; nil for allNodes."""
+    name = (node.get("metadata") or {}).get("name", "")
+    by_name = {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [name]}]}]}
+    selectors = []
+    for d in devices:
+        if d.node_name is not None:
+            return by_name
+        if d.node_selector is not None and d.node_selector not in selectors:
+            selectors.append(d.node_selector)
+    if not selectors:
+        return None
+    return selectors[0] if len(selectors) == 1 else by_name
