@@ -1,0 +1,2 @@
+"""kube-proxy: watches Services and EndpointSlices and programs the node's
+nftables `kube-proxy` table."""

@@ -1,0 +1,195 @@
+"""Full and partial syncs of the `kube-proxy` table.
+
+The syncer remembers what it last wrote (chains and every map element), so a
+partial sync diffs only the services whose structures changed and never lists
+the kernel table. Each sync is one `nft -f` transaction; a failed partial sync
+is retried at once as a full sync, which deletes and re-creates the whole
+table inside one transaction, so the kernel never holds half a ruleset.
+Chains a sync drops are flushed at once and deleted by the next sync: the
+kernel refuses (EBUSY) to delete a chain in the transaction that removes the
+last anonymous-vmap reference to it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .layout import (
+    BASE_CHAINS,
+    TABLE,
+    Config,
+    ServicePort,
+    ServiceRules,
+    maps,
+    service_rules,
+    static_chains,
+)
+from .nft import Nft, NftError
+
+log = logging.getLogger(__name__)
+
+_ELEMENTS_PER_LINE = 1000
+
+
+@dataclass
+class SyncReport:
+    """What one sync wrote; `full` is true when the table was rebuilt."""
+
+    full: bool = False
+    ok: bool = True
+    failures: int = 0
+    error: str = ""
+    services_changed: list[str] = field(default_factory=list)
+    chains_written: list[str] = field(default_factory=list)
+    chains_deleted: list[str] = field(default_factory=list)
+    elements_added: dict[str, list[str]] = field(default_factory=dict)
+    elements_deleted: dict[str, list[str]] = field(default_factory=dict)
+    lines: int = 0
+
+
+class Syncer:
+    def __init__(self, nft: Nft, cfg: Config = Config()):
+        self.nft = nft
+        self.cfg = cfg
+        self.need_full = True
+        self._reset()
+
+    def _reset(self) -> None:
+        self._services: dict[str, ServicePort] = {}
+        self._rules: dict[str, ServiceRules] = {}
+        self._chains: dict[str, tuple[str, ...]] = {}
+        self._elems: dict[tuple[str, str], list] = {}  # (map, key) -> [value, refcount]
+        self._stale: list[str] = []  # flushed by the last sync, deleted by the next
+
+    def sync(self, services: Mapping[str, ServicePort], full: bool = False) -> SyncReport:
+        """Make the kernel match `services` (service-port key -> structure)."""
+        failures = 0
+        if not (full or self.need_full):
+            report, text = self._plan(services, full=False)
+            try:
+                self.nft.apply(text)
+                return report
+            except NftError as e:
+                failures += 1
+                log.warning("partial nftables sync failed, retrying as a full sync: %s", e)
+        report, text = self._plan(services, full=True)
+        report.failures = failures
+        try:
+            self.nft.apply(text)
+            self.need_full = False
+        except NftError as e:
+            report.failures += 1
+            report.ok, report.error = False, str(e)
+            self.need_full = True
+            log.error("full nftables sync failed: %s", e)
+        return report
+
+    def _plan(self, services: Mapping[str, ServicePort], full: bool) -> tuple[SyncReport, str]:
+        """Update the remembered state to `services` and return the transaction that gets there."""
+        report = SyncReport(full=full)
+        if full:
+            self._reset()
+        t = f"{self.cfg.family} {TABLE}"
+        head: list[str] = []
+        if full:
+            head += [f"add table {t}", f"delete table {t}", f"add table {t} {{ comment \"rules for kube-proxy\" ; }}"]
+            for name, body in maps(self.cfg).items():
+                head.append(f"add {'set' if ' : ' not in body else 'map'} {t} {name} {{ {body} }}")
+            for name, typ, hook, prio in BASE_CHAINS:
+                head.append(f"add chain {t} {name} {{ type {typ} hook {hook} priority {prio} ; }}")
+            for name, rules in static_chains(self.cfg).items():
+                if not name.startswith(("filter-", "nat-")):
+                    head.append(f"add chain {t} {name}")
+            for name, rules in static_chains(self.cfg).items():
+                head += [f"add rule {t} {name} {r}" for r in rules]
+
+        touched: dict[tuple[str, str], object] = {}  # (map, key) -> value before this sync
+        new_chains: list[str] = []
+        rule_lines: list[str] = []
+        removed_chains: list[str] = []
+
+        def account(rules: ServiceRules, delta: int) -> None:
+            for m, elems in rules.elements.items():
+                for k, v in elems.items():
+                    mk = (m, k)
+                    cur = self._elems.get(mk)
+                    if mk not in touched:
+                        touched[mk] = cur[0] if cur else None
+                    if cur is None:
+                        self._elems[mk] = [v, delta]
+                    else:
+                        cur[1] += delta
+                        if delta > 0:
+                            cur[0] = v
+                        if cur[1] <= 0:
+                            del self._elems[mk]
+
+        for key in [k for k in self._services if k not in services]:
+            old = self._rules.pop(key)
+            del self._services[key]
+            account(old, -1)
+            for name in old.chains:
+                del self._chains[name]
+                removed_chains.append(name)
+            report.services_changed.append(key)
+        for key, sp in services.items():
+            last = self._services.get(key)
+            if last is sp or last == sp:
+                continue
+            report.services_changed.append(key)
+            new = service_rules(self.cfg, sp)
+            old = self._rules.get(key)
+            if old is not None:
+                account(old, -1)
+                for name in old.chains:
+                    if name not in new.chains:
+                        del self._chains[name]
+                        removed_chains.append(name)
+            account(new, +1)
+            for name, rules in new.chains.items():
+                prev = self._chains.get(name)
+                if prev == rules:
+                    continue
+                if prev is None:
+                    new_chains.append(name)
+                else:
+                    rule_lines.append(f"flush chain {t} {name}")
+                rule_lines += [f"add rule {t} {name} {r}" for r in rules]
+                self._chains[name] = rules
+                report.chains_written.append(name)
+            self._services[key], self._rules[key] = sp, new
+
+        adds: dict[str, list[str]] = {}
+        dels: dict[str, list[str]] = {}
+        for (m, k), before in touched.items():
+            cur = self._elems.get((m, k))
+            after = cur[0] if cur else None
+            if before == after:
+                continue
+            if before is not None:
+                dels.setdefault(m, []).append(k if before == "" else f"{k} : {before}")
+            if after is not None:
+                adds.setdefault(m, []).append(k if after == "" else f"{k} : {after}")
+        report.elements_added = {m: [e.split(" : ")[0] for e in v] for m, v in adds.items()}
+        report.elements_deleted = {m: [e.split(" : ")[0] for e in v] for m, v in dels.items()}
+        report.chains_deleted = removed_chains
+
+        lines = head + [f"add chain {t} {name}" for name in new_chains] + rule_lines
+        lines += _element_lines("delete", t, dels) + _element_lines("add", t, adds)
+        lines += [f"delete chain {t} {name}" for name in self._stale if name not in self._chains]
+        lines += [f"flush chain {t} {name}" for name in removed_chains]
+        self._stale = removed_chains
+        report.lines = len(lines)
+        return report, "\n".join(lines) + "\n"
+
+
+def _element_lines(verb: str, table: str, elems: dict[str, list[str]]) -> list[str]:
+    out = []
+    for m, items in elems.items():
+        if verb == "delete":
+            items = [e.split(" : ")[0] for e in items]
+        for i in range(0, len(items), _ELEMENTS_PER_LINE):
+            out.append(f"{verb} element {table} {m} {{ {', '.join(items[i:i + _ELEMENTS_PER_LINE])} }}")
+    return out
