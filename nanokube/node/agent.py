@@ -15,6 +15,8 @@ import uuid
 from ..apiserver.errors import APIError
 from ..clock import REAL, Clock
 from .cluster import NodeSpec
+from .dra.driver import NodeDriver
+from .dra.prepare import ClaimPreparer
 from .lifecycle import PodWorker
 
 log = logging.getLogger(__name__)
@@ -91,6 +93,9 @@ class NodeAgent:
         self.nodes = client.resource("", "v1", "nodes")
         self.leases = client.resource("coordination.k8s.io", "v1", "leases")
         self.pods = client.resource("", "v1", "pods")
+        self.events = client.resource("", "v1", "events")
+        self.dra = NodeDriver(client, spec, clock)
+        self.claims = ClaimPreparer(client, spec, clock)
         self.node_uid = ""
         self.workers: dict[str, PodWorker] = {}
         self._lease: dict | None = None
@@ -180,8 +185,11 @@ class NodeAgent:
             except Exception:
                 log.exception("node %s: heartbeat failed", self.name)
 
-    async def start(self) -> None:
+    async def start(self, slices: dict[str, list[dict]] | None = None) -> None:
+        """Register, publish the DRA pools (`slices`: this node's existing
+        ResourceSlices by driver, to adopt), then heartbeat."""
         await self.register()
+        await self.dra.start(self.node_uid, slices or {})
         self._task = asyncio.create_task(self._heartbeat())
 
     async def stop(self) -> None:
@@ -206,4 +214,9 @@ class NodeAgent:
     def forget_pod(self, pod: dict) -> None:
         w = self.workers.pop(pod["metadata"]["uid"], None)
         if w is not None:
-            asyncio.ensure_future(w.stop())
+            asyncio.ensure_future(self._release(w))
+
+    async def _release(self, w: PodWorker) -> None:
+        """A deleted pod's worker stops, then its claims are unprepared."""
+        await w.stop()
+        await self.claims.unprepare(w.uid)

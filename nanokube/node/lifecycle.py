@@ -16,6 +16,7 @@ import logging
 
 from ..apiserver.errors import APIError
 from ..clock import parse_time
+from .dra.prepare import NotReady
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +25,9 @@ EXIT_CODE = "sim.nanokube.io/exit-code"
 STOP_SECONDS = "sim.nanokube.io/stop-seconds"
 BACKOFF_INITIAL = 10.0
 BACKOFF_MAX = 300.0
+#: how often a pod blocked on its resource claims re-checks them (doubling)
+CLAIM_RETRY_INITIAL = 1.0
+CLAIM_RETRY_MAX = 16.0
 SMP = "application/strategic-merge-patch+json"
 
 
@@ -177,6 +181,43 @@ class PodWorker:
         self.pod = await self.agent.pods.patch(self.name, {"status": st}, SMP, namespace=self.namespace,
                                                subresource="status")
 
+    async def _event(self, type_: str, reason: str, message: str) -> None:
+        """A core/v1 Event about the pod from this node's kubelet (best effort)."""
+        md = self.pod["metadata"]
+        now = self.clock.now()
+        body = {
+            "metadata": {"name": f"{self.name}.{int(now * 1e9):x}", "namespace": self.namespace},
+            "involvedObject": {"kind": "Pod", "apiVersion": "v1", "namespace": self.namespace, "name": self.name,
+                               "uid": self.uid, "resourceVersion": md.get("resourceVersion")},
+            "reason": reason, "message": message, "type": type_, "count": 1,
+            "source": {"component": "kubelet", "host": self.agent.name},
+            "firstTimestamp": self.clock.rfc3339(now), "lastTimestamp": self.clock.rfc3339(now),
+            "reportingComponent": "kubelet", "reportingInstance": self.agent.name,
+        }
+        try:
+            await self.agent.events.create(body, namespace=self.namespace)
+        except APIError as e:
+            log.warning("pod %s/%s: event %s not recorded: %s", self.namespace, self.name, reason, e.message)
+
+    async def _prepare_claims(self) -> bool:
+        """Block in ContainerCreating until every claim is allocated and
+        reserved for the pod, then prepare it; False if deleted meanwhile.
+        Each distinct refusal is reported once as a Warning event."""
+        delay = CLAIM_RETRY_INITIAL
+        last = ""
+        while True:
+            try:
+                await self.agent.claims.prepare(self.pod)
+                return True
+            except NotReady as e:
+                if str(e) != last:
+                    last = str(e)
+                    await self._event("Warning", "FailedPrepareDynamicResources",
+                                      f"Failed to prepare dynamic resources: {e}")
+            if await self._wait(self.clock.monotonic() + delay):
+                return False
+            delay = min(delay * 2, CLAIM_RETRY_MAX)
+
     # --- the lifecycle ----------------------------------------------------------------
 
     async def _run(self) -> None:
@@ -211,6 +252,9 @@ class PodWorker:
             waiting = {"waiting": {"reason": "ContainerCreating"}}
             await self._write("Pending", [self._status_of(c, waiting, False, False) for c in self._containers()],
                               False, now, "ContainersNotReady")
+            if not await self._prepare_claims():
+                await self._delete()
+                return
         await self._run_containers(bool(adopted))
 
     async def _run_containers(self, adopted: bool) -> None:
@@ -256,6 +300,7 @@ class PodWorker:
         statuses = [self._status_of(c, {"terminated": term}, False, False) for c in self._containers()]
         await self._write(phase, statuses, False, now, "PodCompleted")
         self.agent.ips.release(self.uid)
+        await self.agent.claims.unprepare(self.uid)
         if self.deleting():
             await self._delete()
 

@@ -15,6 +15,7 @@ from ..client.local import LocalClient
 from ..clock import REAL, Clock
 from .agent import NodeAgent
 from .cluster import Cluster
+from .dra.deviceclasses import ensure_device_classes
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +40,21 @@ class NodeManager:
         self._informer: asyncio.Task | None = None
 
     async def start(self) -> None:
-        """Register every node (bounded concurrency), then start running pods."""
+        """Register every node and publish its devices (bounded concurrency),
+        then start running pods. One list of ResourceSlices up front lets each
+        driver adopt what a previous run published."""
         sem = asyncio.Semaphore(START_CONCURRENCY)
+        await ensure_device_classes(self.client)
+        existing: dict[str, dict[str, list[dict]]] = {}
+        items, _ = await self.client.resource("resource.k8s.io", "v1", "resourceslices").list()
+        for s in items:
+            node = s["spec"].get("nodeName")
+            if node in self.agents:
+                existing.setdefault(node, {}).setdefault(s["spec"]["driver"], []).append(s)
 
         async def one(agent: NodeAgent) -> None:
             async with sem:
-                await agent.start()
+                await agent.start(existing.get(agent.name, {}))
 
         await asyncio.gather(*(one(a) for a in self.agents.values()))
         self._informer = asyncio.create_task(self.pods.run())

@@ -1,0 +1,28 @@
+"""The DeviceClasses users select the simulated devices by: `gpu.nanokube.io`
+(whole GPUs and MIG-like partitions) and `rdma.nanokube.io` (RDMA NICs)."""
+
+from __future__ import annotations
+
+from ...apiserver.errors import APIError
+from .driver import GPU_DRIVER, NIC_DRIVER
+
+CLASSES = {
+    "gpu.nanokube.io": f"device.driver == '{GPU_DRIVER}'",
+    "rdma.nanokube.io": f"device.driver == '{NIC_DRIVER}' && device.attributes['{NIC_DRIVER}'].rdma == true",
+}
+
+
+def device_class(name: str, expression: str) -> dict:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
+            "spec": {"selectors": [{"cel": {"expression": expression}}]}}
+
+
+async def ensure_device_classes(client) -> None:
+    """Create the classes that are missing; leave ones an admin edited alone."""
+    classes = client.resource("resource.k8s.io", "v1", "deviceclasses")
+    for name, expression in CLASSES.items():
+        try:
+            await classes.create(device_class(name, expression))
+        except APIError as e:
+            if e.code != 409:
+                raise

@@ -1,0 +1,171 @@
+"""The kubelet's half of DRA on one simulated node: before a pod starts,
+check that each of its claims is allocated and reserved for it (or for its
+PodGroup) and prepare the devices this node's drivers own; after it ends,
+unprepare them once no other pod on the node still uses the claim.
+
+Preparing a NIC configures it: the driver reports the interface name, its
+rail address and MAC in the claim's `status.devices[]` with `Ready=True`,
+the 1.37 standardised network data (KEP-4817).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ...apiserver.errors import APIError
+from ...clock import REAL, Clock
+from ..cluster import NodeSpec
+from .driver import GPU_DRIVER, NIC_DRIVER, nic_address
+
+log = logging.getLogger(__name__)
+
+DRIVERS = (GPU_DRIVER, NIC_DRIVER)
+PODGROUP_API = "scheduling.k8s.io"
+STATUS_RETRIES = 5
+
+
+class NotReady(Exception):
+    """A claim the pod needs is missing, unallocated or not reserved for it."""
+
+
+def claim_names(pod: dict) -> list[tuple[str, str | None]]:
+    """(pod claim name, ResourceClaim name or None while not yet generated)."""
+    generated = {s["name"]: s.get("resourceClaimName")
+                 for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
+    out = []
+    for ref in (pod.get("spec") or {}).get("resourceClaims") or []:
+        out.append((ref["name"], ref.get("resourceClaimName") or generated.get(ref["name"])))
+    return out
+
+
+def reserved_for_pod(claim: dict, pod: dict) -> bool:
+    """True if `reservedFor` names the pod, or the PodGroup it belongs to."""
+    md = pod["metadata"]
+    group = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+    for r in (claim.get("status") or {}).get("reservedFor") or []:
+        if r.get("resource") == "pods" and not r.get("apiGroup") and r.get("uid") == md["uid"]:
+            return True
+        if group and r.get("resource") == "podgroups" and r.get("apiGroup") == PODGROUP_API and r.get("name") == group:
+            return True
+    return False
+
+
+def _key(d: dict) -> tuple:
+    return d["driver"], d["pool"], d["device"], d.get("shareID")
+
+
+class ClaimPreparer:
+    """Prepared claims of one node, counted by the pods that use them."""
+
+    def __init__(self, client, spec: NodeSpec, clock: Clock = REAL):
+        self.claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
+        self.spec = spec
+        self.clock = clock
+        self.nics = {d.name: (i, d) for i, d in enumerate(x for x in spec.devices if x.kind == "nic")}
+        #: claim uid -> (namespace, name, uids of the pods on this node using it)
+        self.prepared: dict[str, tuple[str, str, set[str]]] = {}
+        #: pod uid -> claim uids it holds
+        self.by_pod: dict[str, list[str]] = {}
+
+    def _ours(self, claim: dict) -> list[dict]:
+        """Allocation results this node's drivers act on."""
+        results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+        return [r for r in results if r["driver"] in DRIVERS and r["pool"] == self.spec.name
+                and not r.get("skipNodeOperations")]
+
+    async def prepare(self, pod: dict) -> None:
+        """Check and prepare every claim of the pod; raise NotReady naming the
+        first one that stops it. Idempotent: a retry re-checks everything."""
+        md = pod["metadata"]
+        ns = md["namespace"]
+        ready: list[dict] = []
+        for ref, name in claim_names(pod):
+            if name is None:
+                raise NotReady(f"waiting for the resource claim of pod claim {ref!r} to be created")
+            try:
+                claim = await self.claims.get(name, ns)
+            except APIError as e:
+                if e.code != 404:
+                    raise
+                raise NotReady(f"resource claim {ns}/{name} not found") from None
+            if not (claim.get("status") or {}).get("allocation"):
+                raise NotReady(f"resource claim {ns}/{name} is not allocated")
+            if not reserved_for_pod(claim, pod):
+                raise NotReady(f"pod {md['name']}({md['uid']}) is not allowed to use resource claim "
+                               f"{name}({claim['metadata']['uid']})")
+            ready.append(claim)
+        uids = []
+        for claim in ready:
+            cmd = claim["metadata"]
+            entry = self.prepared.get(cmd["uid"])
+            if entry is None:
+                await self._publish(cmd["namespace"], cmd["name"], claim, self._network_status(claim))
+                entry = self.prepared[cmd["uid"]] = (cmd["namespace"], cmd["name"], set())
+            entry[2].add(md["uid"])
+            uids.append(cmd["uid"])
+        self.by_pod[md["uid"]] = uids
+
+    async def unprepare(self, pod_uid: str) -> None:
+        """Release the pod's claims; the last pod out unprepares the claim."""
+        for uid in self.by_pod.pop(pod_uid, []):
+            ns, name, pods = self.prepared[uid]
+            pods.discard(pod_uid)
+            if pods:
+                continue
+            del self.prepared[uid]
+            try:
+                await self._publish(ns, name, None, [])
+            except APIError as e:
+                log.warning("node %s: unprepare claim %s/%s: %s", self.spec.name, ns, name, e.message)
+
+    def is_prepared(self, namespace: str, name: str) -> bool:
+        return any(ns == namespace and n == name for ns, n, _ in self.prepared.values())
+
+    def _network_status(self, claim: dict) -> list[dict]:
+        """Device status entries for the claim's NICs on this node: configured and Ready."""
+        now = self.clock.rfc3339()
+        out = []
+        for r in self._ours(claim):
+            if r["driver"] != NIC_DRIVER or r["device"] not in self.nics:
+                continue
+            i, nic = self.nics[r["device"]]
+            entry = {"driver": r["driver"], "pool": r["pool"], "device": r["device"],
+                     "conditions": [{"type": "Ready", "status": "True", "reason": "InterfaceConfigured",
+                                     "message": f"{nic.attributes['interfaceName']} is up", "lastTransitionTime": now,
+                                     "observedGeneration": claim["metadata"].get("generation", 1)}],
+                     "networkData": {"interfaceName": nic.attributes["interfaceName"],
+                                     "ips": [nic_address(self.spec.index, i)],
+                                     "hardwareAddress": nic.attributes["hardwareAddress"]}}
+            if r.get("shareID"):
+                entry["shareID"] = r["shareID"]
+            out.append(entry)
+        return out
+
+    async def _publish(self, ns: str, name: str, claim: dict | None, entries: list[dict]) -> None:
+        """Replace this node's entries in `status.devices`, keeping other
+        writers' ones; retried on conflicts, a no-op when nothing changes."""
+        for _ in range(STATUS_RETRIES):
+            if claim is None:
+                try:
+                    claim = await self.claims.get(name, ns)
+                except APIError as e:
+                    if e.code == 404:
+                        return
+                    raise
+            st = claim.get("status") or {}
+            current = st.get("devices") or []
+            keep = [d for d in current if not (d["driver"] in DRIVERS and d["pool"] == self.spec.name)]
+            mine = {_key(d) for d in entries}
+            keep = [d for d in keep if _key(d) not in mine]
+            devices = keep + entries
+            if devices == current:
+                return
+            status = {**st, "devices": devices} if devices else {k: v for k, v in st.items() if k != "devices"}
+            try:
+                await self.claims.update({**claim, "status": status}, subresource="status")
+                return
+            except APIError as e:
+                if e.code != 409:
+                    raise
+                claim = None
+        raise RuntimeError(f"resourceclaim {ns}/{name}: gave up writing device status after repeated conflicts")

@@ -1,0 +1,168 @@
+import pytest
+
+from nanokube.apiserver.errors import APIError
+from nanokube.node.cluster import default_cluster
+from nanokube.node.dra.prepare import claim_names, reserved_for_pod
+from nanokube.node.manager import NodeManager
+from tests.controllers import eventually, make_stack
+from tests.node import ManualClock
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    clock = ManualClock()
+    s.rest.clock = clock
+    mgr = NodeManager(s.rest, default_cluster(), clock)
+    await mgr.start()
+    yield s.client, clock, mgr
+    await mgr.stop()
+    await s.close()
+
+
+def claim_body(name):
+    return {"metadata": {"name": name, "namespace": "default"}, "spec": {"devices": {"requests": [
+        {"name": "gpus", "exactly": {"deviceClassName": "gpu.nanokube.io", "count": 2}},
+        {"name": "nic", "exactly": {"deviceClassName": "rdma.nanokube.io"}}]}}}
+
+
+def pod_body(name, claim, node="gpu-0", **extra):
+    return {"metadata": {"name": name, "namespace": "default"},
+            "spec": {"nodeName": node, "resourceClaims": [{"name": "acc", "resourceClaimName": claim}],
+                     "containers": [{"name": "app", "image": "busybox", "resources": {"claims": [{"name": "acc"}]}}],
+                     **extra}}
+
+
+async def allocate(claims, name, *pods, node="gpu-0"):
+    """What the scheduler's PreBind writes: allocation and reservedFor at once."""
+    c = await claims.get(name, "default")
+    results = [{"request": "gpus", "driver": "gpu.nanokube.io", "pool": node, "device": "gpu-0"},
+               {"request": "gpus", "driver": "gpu.nanokube.io", "pool": node, "device": "gpu-1"},
+               {"request": "nic", "driver": "nic.nanokube.io", "pool": node, "device": "nic-1"}]
+    c["status"] = {"allocation": {"devices": {"results": results}, "nodeSelector": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}},
+        "reservedFor": [{"resource": "pods", "name": p["metadata"]["name"], "uid": p["metadata"]["uid"]} for p in pods]}
+    return await claims.update(c, subresource="status")
+
+
+def phase(pods, name, want, clock=None):
+    """Poll for the phase; with a clock, time moves on a second per poll so
+    workers blocked on their claims get to re-check them."""
+    async def check():
+        if clock is not None:
+            await clock.advance(1)
+        try:
+            p = await pods.get(name, "default")
+        except APIError:
+            return None
+        return p if (p.get("status") or {}).get("phase") == want else None
+    return check
+
+
+def test_claim_names_resolve_generated_claims_from_pod_status():
+    pod = {"spec": {"resourceClaims": [{"name": "a", "resourceClaimName": "fixed"},
+                                       {"name": "b", "resourceClaimTemplateName": "t"},
+                                       {"name": "c", "resourceClaimTemplateName": "t"}]},
+           "status": {"resourceClaimStatuses": [{"name": "b", "resourceClaimName": "p-b-x1"}]}}
+    assert claim_names(pod) == [("a", "fixed"), ("b", "p-b-x1"), ("c", None)]
+
+
+def test_reservation_counts_for_the_pod_or_its_pod_group():
+    pod = {"metadata": {"uid": "u1"}, "spec": {"schedulingGroup": {"podGroupName": "g"}}}
+    mine = {"status": {"reservedFor": [{"resource": "pods", "name": "p", "uid": "u1"}]}}
+    other = {"status": {"reservedFor": [{"resource": "pods", "name": "p", "uid": "u2"}]}}
+    group = {"status": {"reservedFor": [{"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "g",
+                                         "uid": "g1"}]}}
+    assert reserved_for_pod(mine, pod) and reserved_for_pod(group, pod)
+    assert not reserved_for_pod(other, pod)
+    assert not reserved_for_pod(group, {"metadata": {"uid": "u1"}, "spec": {}})
+
+
+async def test_allocated_claim_lets_the_pod_start_and_nic_gets_network_data(env):
+    client, clock, mgr = env
+    claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
+    pods = client.resource("", "v1", "pods")
+    await claims.create(claim_body("train"))
+    pod = await pods.create(pod_body("trainer", "train"))
+    await allocate(claims, "train", pod)
+    await eventually(phase(pods, "trainer", "Running", clock))
+    c = await claims.get("train", "default")
+    [dev] = c["status"]["devices"]
+    assert (dev["driver"], dev["pool"], dev["device"]) == ("nic.nanokube.io", "gpu-0", "nic-1")
+    assert [(x["type"], x["status"]) for x in dev["conditions"]] == [("Ready", "True")]
+    nic = next(d for d in mgr.agents["gpu-0"].spec.devices if d.name == "nic-1")
+    assert dev["networkData"] == {"interfaceName": "ib1", "ips": ["100.65.0.1/16"],
+                                  "hardwareAddress": nic.attributes["hardwareAddress"]}
+    assert mgr.agents["gpu-0"].claims.is_prepared("default", "train")
+
+    await pods.delete("trainer", "default", grace_period_seconds=0)
+
+    async def unprepared():
+        c = await claims.get("train", "default")
+        return not (c["status"].get("devices")) and not mgr.agents["gpu-0"].claims.is_prepared("default", "train")
+    await eventually(unprepared)
+
+
+async def test_unallocated_claim_keeps_the_pod_creating_with_a_warning(env):
+    client, clock, mgr = env
+    claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
+    pods = client.resource("", "v1", "pods")
+    events = client.resource("", "v1", "events")
+    await claims.create(claim_body("late"))
+    pod = await pods.create(pod_body("waiter", "late"))
+
+    async def warned():
+        items, _ = await events.list("default")
+        return [e for e in items if e["reason"] == "FailedPrepareDynamicResources"]
+    [ev] = await eventually(warned)
+    assert ev["type"] == "Warning" and ev["involvedObject"]["name"] == "waiter"
+    assert ev["message"] == "Failed to prepare dynamic resources: resource claim default/late is not allocated"
+    assert ev["source"] == {"component": "kubelet", "host": "gpu-0"}
+    await clock.advance(5)
+    p = await pods.get("waiter", "default")
+    assert p["status"]["phase"] == "Pending"
+    assert p["status"]["containerStatuses"][0]["state"] == {"waiting": {"reason": "ContainerCreating"}}
+    assert not mgr.agents["gpu-0"].claims.prepared
+
+    await allocate(claims, "late", pod)
+    await eventually(phase(pods, "waiter", "Running", clock))
+
+
+async def test_claim_reserved_for_another_pod_blocks_this_one(env):
+    client, clock, _ = env
+    claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
+    pods = client.resource("", "v1", "pods")
+    events = client.resource("", "v1", "events")
+    await claims.create(claim_body("theirs"))
+    owner = await pods.create(pod_body("owner", "theirs", node="gpu-1"))
+    await allocate(claims, "theirs", owner, node="gpu-0")
+    intruder = await pods.create(pod_body("intruder", "theirs"))
+
+    async def refused():
+        items, _ = await events.list("default")
+        return [e for e in items if e["involvedObject"]["name"] == "intruder"]
+    [ev] = await eventually(refused)
+    assert ev["message"].endswith(f"pod intruder({intruder['metadata']['uid']}) is not allowed to use resource "
+                                  f"claim theirs({(await claims.get('theirs', 'default'))['metadata']['uid']})")
+    await clock.advance(3)
+    assert (await pods.get("intruder", "default"))["status"]["phase"] == "Pending"
+
+
+async def test_shared_claim_is_unprepared_only_after_the_last_pod_ends(env):
+    client, clock, mgr = env
+    claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
+    pods = client.resource("", "v1", "pods")
+    await claims.create(claim_body("shared"))
+    a = await pods.create(pod_body("a", "shared"))
+    b = await pods.create(pod_body("b", "shared", restartPolicy="Never"))
+    await allocate(claims, "shared", a, b)
+    await eventually(phase(pods, "a", "Running", clock))
+    await eventually(phase(pods, "b", "Running", clock))
+    await pods.delete("a", "default", grace_period_seconds=0)
+
+    async def a_gone():
+        return "a" not in {w.name for w in mgr.agents["gpu-0"].workers.values()}
+    await eventually(a_gone)
+    assert mgr.agents["gpu-0"].claims.is_prepared("default", "shared")
+    assert (await claims.get("shared", "default"))["status"]["devices"]
