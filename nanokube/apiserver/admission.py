@@ -7,6 +7,7 @@ from ..registry.base import Resource
 from . import errors
 
 IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+PODGROUP_PROTECTION = "scheduling.k8s.io/podgroup-protection"
 SYSTEM_PRIORITY = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
 
 
@@ -19,6 +20,11 @@ class Admission:
             self._namespace_lifecycle(res, obj)
         if res.group == "certificates.k8s.io" and res.plural == "certificatesigningrequests" and op == "CREATE":
             self._csr_requester(obj, opts.user)
+        if res.group == "scheduling.k8s.io" and res.plural == "podgroups" and op == "CREATE":
+            self._priority(obj, res.group_resource)
+            finalizers = obj["metadata"].setdefault("finalizers", [])
+            if PODGROUP_PROTECTION not in finalizers:
+                finalizers.append(PODGROUP_PROTECTION)
         if res.group == "" and res.plural == "pods" and op == "CREATE":
             self._priority(obj)
             spec = obj.setdefault("spec", {})
@@ -55,7 +61,9 @@ class Admission:
                     {"name": obj["metadata"].get("name", ""), "group": res.group, "kind": res.plural,
                      "causes": [{"reason": "NamespaceTerminating", "message": f"namespace {ns} is being terminated", "field": "metadata.namespace"}]})
 
-    def _priority(self, pod: dict) -> None:
+    def _priority(self, pod: dict, kind: str = "pods") -> None:
+        """Priority admission for pods and PodGroups: spec.priority (and the
+        preemption policy) from the PriorityClass, or the global default."""
         spec = pod.setdefault("spec", {})
         name = spec.get("priorityClassName")
         pcres = self.rest.index.get("scheduling.k8s.io", "v1", "priorityclasses")
@@ -75,13 +83,13 @@ class Admission:
                 value, policy = SYSTEM_PRIORITY[name], "PreemptLowerPriority"
             else:
                 raise errors.APIError(403, "Forbidden",
-                                      f'pods "{pod["metadata"].get("name") or pod["metadata"].get("generateName", "")}" is forbidden: no PriorityClass with name {name} was found',
-                                      {"name": pod["metadata"].get("name", ""), "kind": "pods"})
+                                      f'{kind} "{pod["metadata"].get("name") or pod["metadata"].get("generateName", "")}" is forbidden: no PriorityClass with name {name} was found',
+                                      {"name": pod["metadata"].get("name", ""), "kind": kind})
         else:
             value, policy = pc.obj.get("value", 0), pc.obj.get("preemptionPolicy", "PreemptLowerPriority")
         if spec.get("priority") is not None and spec["priority"] != value:
             raise errors.APIError(403, "Forbidden",
-                                  f'pods "{pod["metadata"].get("name", "")}" is forbidden: the integer value of priority ({spec["priority"]}) must not be provided in pod spec; priority admission controller computed {value} from the given PriorityClass name',
-                                  {"name": pod["metadata"].get("name", ""), "kind": "pods"})
+                                  f'{kind} "{pod["metadata"].get("name", "")}" is forbidden: the integer value of priority ({spec["priority"]}) must not be provided in pod spec; priority admission controller computed {value} from the given PriorityClass name',
+                                  {"name": pod["metadata"].get("name", ""), "kind": kind})
         spec["priority"] = value
         spec.setdefault("preemptionPolicy", policy)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..client.local import LocalClient
 from .garbagecollector import GarbageCollector
 from .namespace import NamespaceController
+from .podgroup_protection import PodGroupProtectionController
 
 
 class ControllerManager:
@@ -13,6 +14,7 @@ class ControllerManager:
         self.controllers = [
             NamespaceController(self.client, clock=server.clock),
             GarbageCollector(self.client, clock=server.clock),
+            PodGroupProtectionController(self.client, clock=server.clock),
         ]
 
     async def start(self) -> None:

@@ -11,10 +11,32 @@ import itertools
 
 from .framework import ClusterEvent, Framework, Hint, PodInfo, Registration
 from .metrics import Metrics
+from .podgroups import group_key
 
 INITIAL_BACKOFF = 1.0
 MAX_BACKOFF = 10.0
 MAX_IN_UNSCHEDULABLE = 300.0  # podMaxInUnschedulablePodsDuration
+
+
+class QueuedPodGroupInfo:
+    """One queue entry for the pending pods of a PodGroup, queued like a pod
+    (by group priority, then timestamp); the workload cycle schedules it."""
+
+    def __init__(self, group: str, priority: int, now: float) -> None:
+        self.group = group
+        self.key = f"podgroup/{group}"
+        self.priority = priority
+        self.members: dict[str, PodInfo] = {}
+        self.attempts = 0
+        self.initial_timestamp = self.timestamp = now
+        self.backoff_expires = 0.0
+        self.unschedulable_plugins: set[str] = set()
+        self.gated_by = ""
+
+    @property
+    def pod(self) -> dict:
+        """A representative member, for the profile and queueing hints."""
+        return next(iter(self.members.values())).pod
 
 
 class SchedulingQueue:
@@ -29,6 +51,8 @@ class SchedulingQueue:
         self.backoff: dict[str, PodInfo] = {}
         self.unschedulable: dict[str, PodInfo] = {}
         self.in_flight: dict[str, PodInfo] = {}
+        self.groups: dict[str, QueuedPodGroupInfo] = {}  # group key -> its entry
+        self.group_priority = lambda group: 0
         self.registrations: dict[str, list[Registration]] = {}
         for fwk in frameworks.values():
             self.registrations.update(fwk.registrations())
@@ -67,11 +91,65 @@ class SchedulingQueue:
     def add(self, pod: dict) -> None:
         info = PodInfo(pod, self.clock.monotonic())
         if not self._gate(info, "PodAdd"):
-            self._push_active(info, "PodAdd")
+            self._enter(info, "PodAdd")
+        self._gauge()
+
+    def _enter(self, info: PodInfo, event: str) -> None:
+        """A pod past PreEnqueue: into activeQ, or into its group's entry
+        (a new member requeues a group waiting in the unschedulable pool)."""
+        group = group_key(info.pod)
+        if group is None:
+            self._push_active(info, event)
+            return
+        entry = self.groups.get(group)
+        if entry is None:
+            entry = self.groups[group] = QueuedPodGroupInfo(group, self.group_priority(group), info.timestamp)
+            entry.members[info.key] = info
+            self._push_active(entry, event)
+            return
+        entry.members[info.key] = info
+        if self.unschedulable.pop(entry.key, None) is not None:
+            self._requeue(entry, event)
+
+    def retry_gated(self, plugin: str, event: str) -> None:
+        """Re-runs PreEnqueue for the pods `plugin` turned away, after an
+        event that may let them in (a claim created for them)."""
+        for key, info in list(self.unschedulable.items()):
+            if info.gated_by == plugin:
+                del self.unschedulable[key]
+                if not self._gate(info, event):
+                    self._requeue(info, event)
+        self._gauge()
+
+    def activate_group(self, group: str, event: str) -> None:
+        """Re-runs PreEnqueue for the group's gated members and requeues its
+        entry: on PodGroup add, member add and minCount decrease."""
+        for key, info in list(self.unschedulable.items()):
+            if info.gated_by and group_key(info.pod) == group:
+                del self.unschedulable[key]
+                if not self._gate(info, event):
+                    self._enter(info, event)
+        entry = self.groups.get(group)
+        if entry is not None and self.unschedulable.pop(entry.key, None) is not None:
+            self._requeue(entry, event)
+        self._gauge()
+
+    def dissolve_group(self, entry: QueuedPodGroupInfo) -> None:
+        """The group's PodGroup is gone: its members wait in PreEnqueue again."""
+        self.done(entry)
+        self.groups.pop(entry.group, None)
+        for info in entry.members.values():
+            if not self._gate(info, "PodGroupDelete"):
+                self._push_active(info, "PodGroupDelete")
         self._gauge()
 
     def _where(self, key: str) -> PodInfo | None:
-        return self.active_keys.get(key) or self.backoff.get(key) or self.unschedulable.get(key) or self.in_flight.get(key)
+        found = self.active_keys.get(key) or self.backoff.get(key) or self.unschedulable.get(key) or self.in_flight.get(key)
+        if found is None:
+            for entry in self.groups.values():
+                if key in entry.members:
+                    return entry.members[key]
+        return found
 
     def update(self, old: dict, new: dict) -> None:
         md = new["metadata"]
@@ -96,7 +174,17 @@ class SchedulingQueue:
         if self.active_keys.pop(key, None) is not None:
             self.active = [e for e in self.active if e[2].key != key]
             heapq.heapify(self.active)
+        group = group_key(pod)
+        entry = self.groups.get(group) if group else None
+        if entry is not None and entry.members.pop(key, None) is not None and not entry.members:
+            self._drop_group(entry)
         self._gauge()
+
+    def _drop_group(self, entry: QueuedPodGroupInfo) -> None:
+        del self.groups[entry.group]
+        self.backoff.pop(entry.key, None)
+        self.unschedulable.pop(entry.key, None)
+        self.active_keys.pop(entry.key, None)
 
     async def pop(self) -> PodInfo | None:
         """The next pod to schedule, waiting for one; None once closed."""
@@ -119,6 +207,29 @@ class SchedulingQueue:
         """The pod's scheduling attempt finished (bound, or requeued)."""
         if self.in_flight.get(info.key) is info:
             del self.in_flight[info.key]
+
+    def group_done(self, entry: QueuedPodGroupInfo, cycle: int, error: bool = False) -> None:
+        """The group's cycle finished: pods left in it wait for an event (or
+        back off after an error); an empty entry leaves the queue."""
+        if entry.members:
+            self.add_unschedulable(entry, cycle, error=error)
+        else:
+            self.done(entry)
+            if self.groups.get(entry.group) is entry:
+                del self.groups[entry.group]
+            self._gauge()
+
+    def return_to_group(self, info: PodInfo, cycle: int) -> None:
+        """A group member whose binding failed rejoins its group's entry."""
+        self.done(info)
+        group = group_key(info.pod)
+        entry = self.groups.get(group)
+        if entry is not None:
+            entry.members[info.key] = info
+            return
+        entry = self.groups[group] = QueuedPodGroupInfo(group, self.group_priority(group), self.clock.monotonic())
+        entry.members[info.key] = info
+        self.add_unschedulable(entry, cycle, error=True)
 
     def backoff_duration(self, info: PodInfo) -> float:
         d = self.initial_backoff * 2 ** max(info.attempts - 1, 0)

@@ -28,7 +28,9 @@ from .framework import (
     Status,
 )
 from .metrics import Metrics
-from .queue import SchedulingQueue
+from .podgroups import PodGroupIndex, group_key, group_priority, min_count, object_key
+from .queue import QueuedPodGroupInfo, SchedulingQueue
+from .workload_cycle import WorkloadCycle
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +87,11 @@ class Scheduler:
         for prof in profiles or [plugin_registry.default_profile(name)]:
             self.frameworks[prof.scheduler_name] = Framework(prof, plugin_registry.build(prof, self), self.metrics, clock)
         self.queue = SchedulingQueue(self.frameworks, clock, self.metrics)
+        self.podgroups = PodGroupIndex()
+        self.podgroup_client = client.resource("scheduling.k8s.io", "v1beta1", "podgroups")
+        self.podgroup_informer = Informer(self.podgroup_client)
+        self.queue.group_priority = lambda group: group_priority(self.podgroups.get(group) or {})
+        self.workload_cycle = WorkloadCycle(self)
         self.nodes = Informer(client.resource("", "v1", "nodes"))
         self.pods = Informer(client.resource("", "v1", "pods"))
         self._tasks: list[asyncio.Task] = []
@@ -109,6 +116,13 @@ class Scheduler:
         self.cache.remove_node(node["metadata"]["name"])
 
     def _on_pod_add(self, pod: dict) -> None:
+        self.podgroups.observe_pod(pod)
+        self._pod_add(pod)
+        group = group_key(pod)
+        if group:
+            self.queue.activate_group(group, "PodGroupMemberAdd")
+
+    def _pod_add(self, pod: dict) -> None:
         node = (pod.get("spec") or {}).get("nodeName")
         if node:
             if not _terminal(pod):
@@ -117,6 +131,7 @@ class Scheduler:
             self.queue.add(pod)
 
     def _on_pod_update(self, old: dict, new: dict) -> None:
+        self.podgroups.observe_pod(new)
         node = (new.get("spec") or {}).get("nodeName")
         if node:
             if not (old.get("spec") or {}).get("nodeName"):
@@ -136,17 +151,28 @@ class Scheduler:
         self.queue.on_event(ClusterEvent(ASSIGNED_POD, Action.DELETE, "AssignedPodDelete"), pod, None)
 
     def _on_pod_delete(self, pod: dict) -> None:
+        self.podgroups.forget_pod(pod)
         if (pod.get("spec") or {}).get("nodeName") or self.cache.is_assumed(pod["metadata"].get("uid", "")):
             self._on_assigned_pod_gone(pod)
         else:
             self.queue.delete(pod)
+
+    def _on_podgroup_add(self, pg: dict) -> None:
+        self.podgroups.set_group(pg)
+        self.queue.activate_group(object_key(pg), "PodGroupAdd")
+
+    def _on_podgroup_update(self, old: dict, new: dict) -> None:
+        self.podgroups.set_group(new)
+        if (min_count(new) or 0) < (min_count(old) or 0):
+            self.queue.activate_group(object_key(new), "PodGroupMinCountDecrease")
 
     # --- lifecycle ---------------------------------------------------------
 
     async def start(self) -> None:
         self.nodes.add_handlers(self._on_node_add, self._on_node_update, self._on_node_delete)
         self.pods.add_handlers(self._on_pod_add, self._on_pod_update, self._on_pod_delete)
-        for inf in (self.nodes, self.pods):
+        self.podgroup_informer.add_handlers(self._on_podgroup_add, self._on_podgroup_update, self.podgroups.remove_group)
+        for inf in (self.nodes, self.podgroup_informer, self.pods):
             self._tasks.append(asyncio.create_task(inf.run()))
             await inf.synced.wait()
         self._tasks.append(asyncio.create_task(self.queue.run_flushers()))
@@ -164,7 +190,10 @@ class Scheduler:
             if info is None:
                 return
             try:
-                self.schedule_one(info)
+                if isinstance(info, QueuedPodGroupInfo):
+                    self.workload_cycle.schedule_group(info)
+                else:
+                    self.schedule_one(info)
             except Exception:
                 log.exception("scheduling %s", info.key)
                 self.queue.add_unschedulable(info, self.queue.scheduling_cycle, error=True)
@@ -240,8 +269,15 @@ class Scheduler:
         result = "error" if error else "unschedulable"
         self.metrics.schedule_attempts.labels(result, prof).inc()
         self.metrics.attempt_duration.labels(result, prof).observe(self.clock.monotonic() - start)
-        self.queue.add_unschedulable(info, cycle, error=error)
-        t = asyncio.create_task(self._report_failure(info.pod, reason, message))
+        if group_key(info.pod):
+            self.queue.return_to_group(info, cycle)
+        else:
+            self.queue.add_unschedulable(info, cycle, error=error)
+        self.spawn(self._report_failure(info.pod, reason, message))
+
+    def spawn(self, coro) -> None:
+        """Runs an API write or binding in the background, cancelled on stop."""
+        t = asyncio.create_task(coro)
         self._binds.add(t)
         t.add_done_callback(self._binds.discard)
 

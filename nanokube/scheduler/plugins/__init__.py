@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..framework import Profile
 from .default_binder import DefaultBinder
+from .gang import GangScheduling
 from .node_affinity import NodeAffinity
 from .node_name import NodeName
 from .node_ports import NodePorts
@@ -14,12 +15,12 @@ from .priority_sort import PrioritySort
 from .scheduling_gates import SchedulingGates
 from .taint_toleration import TaintToleration
 
-REGISTRY = {p.name: p for p in (PrioritySort, SchedulingGates, NodeUnschedulable, NodeName, TaintToleration,
+REGISTRY = {p.name: p for p in (PrioritySort, SchedulingGates, GangScheduling, NodeUnschedulable, NodeName, TaintToleration,
                                 NodeAffinity, NodePorts, NodeResourcesFit, NodeResourcesBalancedAllocation,
                                 DefaultBinder)}
 
 #: upstream's default plugin set (of those implemented) and score weights
-DEFAULT_PLUGINS = ["PrioritySort", "SchedulingGates", "NodeUnschedulable", "NodeName", "TaintToleration",
+DEFAULT_PLUGINS = ["PrioritySort", "SchedulingGates", "GangScheduling", "NodeUnschedulable", "NodeName", "TaintToleration",
                    "NodeAffinity", "NodePorts", "NodeResourcesFit", "NodeResourcesBalancedAllocation",
                    "DefaultBinder"]
 DEFAULT_WEIGHTS = {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1,

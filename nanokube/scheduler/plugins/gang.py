@@ -1,0 +1,31 @@
+"""GangScheduling (PreEnqueue): a pod of a PodGroup waits outside the queue
+until its PodGroup exists and, for a gang, until at least minCount members
+(pending or assigned) have been observed. The queue re-runs this check on
+PodGroup add, member add and minCount decrease."""
+
+from __future__ import annotations
+
+from ..framework import unschedulable
+from ..podgroups import group_key, group_name, min_count
+
+
+class GangScheduling:
+    name = "GangScheduling"
+
+    def __init__(self, args: dict, handle) -> None:
+        self.handle = handle
+
+    def pre_enqueue(self, info):
+        key = group_key(info.pod)
+        if key is None:
+            return None
+        index = self.handle.podgroups
+        pg = index.get(key)
+        if pg is None:
+            return unschedulable(f'waiting for pod\'s pod group "{group_name(info.pod)}" to appear in scheduling queue',
+                                 resolvable=False)
+        need = min_count(pg)
+        if need is not None and index.member_count(key) < need:
+            return unschedulable("waiting for minCount pods from a gang to appear in scheduling queue",
+                                 resolvable=False)
+        return None

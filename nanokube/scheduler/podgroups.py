@@ -1,0 +1,78 @@
+"""The scheduler's view of PodGroups: the groups from their informer and,
+per group, the member pods seen (pending or assigned), keyed by the pod's
+`spec.schedulingGroup.podGroupName` in its namespace."""
+
+from __future__ import annotations
+
+
+def group_name(pod: dict) -> str | None:
+    return ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+
+
+def group_key(pod: dict) -> str | None:
+    """`namespace/podGroupName` of the group a pod belongs to, or None."""
+    name = group_name(pod)
+    return f"{pod['metadata'].get('namespace', '')}/{name}" if name else None
+
+
+def object_key(obj: dict) -> str:
+    md = obj["metadata"]
+    return f"{md.get('namespace', '')}/{md['name']}"
+
+
+def min_count(pg: dict) -> int | None:
+    """The gang's minCount; None for a basic group."""
+    gang = ((pg.get("spec") or {}).get("schedulingPolicy") or {}).get("gang")
+    return None if gang is None else int(gang.get("minCount") or 0)
+
+
+def group_priority(pg: dict) -> int:
+    return (pg.get("spec") or {}).get("priority") or 0
+
+
+def topology_keys(pg: dict) -> list[str]:
+    constraints = (pg.get("spec") or {}).get("schedulingConstraints") or {}
+    return [t["key"] for t in constraints.get("topology") or [] if t.get("key")]
+
+
+def _terminal(pod: dict) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+class PodGroupIndex:
+    """PodGroups by `ns/name`, and their non-terminal member pods by uid."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, dict] = {}
+        self.members: dict[str, dict[str, dict]] = {}
+
+    def set_group(self, pg: dict) -> None:
+        self.groups[object_key(pg)] = pg
+
+    def remove_group(self, pg: dict) -> None:
+        self.groups.pop(object_key(pg), None)
+
+    def get(self, key: str) -> dict | None:
+        return self.groups.get(key)
+
+    def observe_pod(self, pod: dict) -> None:
+        key = group_key(pod)
+        if key is None:
+            return
+        uid = pod["metadata"].get("uid", "")
+        if _terminal(pod):
+            self.members.get(key, {}).pop(uid, None)
+        else:
+            self.members.setdefault(key, {})[uid] = pod
+
+    def forget_pod(self, pod: dict) -> None:
+        key = group_key(pod)
+        if key is not None:
+            self.members.get(key, {}).pop(pod["metadata"].get("uid", ""), None)
+
+    def member_count(self, key: str) -> int:
+        return len(self.members.get(key, ()))
+
+    def assigned(self, key: str) -> list[dict]:
+        """Members already bound to a node."""
+        return [p for p in self.members.get(key, {}).values() if (p.get("spec") or {}).get("nodeName")]

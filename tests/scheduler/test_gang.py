@@ -1,0 +1,234 @@
+"""Gang scheduling over the in-process API server: a PodGroup's pods are
+placed all together or not at all, held until the group and minCount
+members exist, and kept inside one topology domain when asked."""
+
+import pytest
+
+from nanokube.scheduler.framework import Code
+from nanokube.scheduler.plugins.gang import GangScheduling
+from nanokube.scheduler.podgroups import PodGroupIndex
+from nanokube.scheduler.scheduler import Scheduler
+from tests.controllers import eventually, make_stack
+from tests.scheduler import info, node, pod
+
+RACK = "nanokube.io/rack"
+
+
+async def add_node(client, n):
+    nodes = client.resource("", "v1", "nodes")
+    created = await nodes.create(n)
+    await nodes.update({**created, "status": n["status"]}, subresource="status")
+
+
+def podgroup(name, min_count=None, topology=None, **spec):
+    policy = {"gang": {"minCount": min_count}} if min_count else {"basic": {}}
+    spec = {"schedulingPolicy": policy, **spec}
+    if topology:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology}]}
+    return {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "default"}, "spec": spec}
+
+
+def member(name, group, cpu="1", **spec):
+    p = pod(name, cpu, schedulingGroup={"podGroupName": group}, **spec)
+    del p["metadata"]["uid"]
+    return p
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    scheds = []
+
+    async def start(*nodes):
+        for n in nodes:
+            await add_node(s.client, n)
+        sched = Scheduler(s.client, seed=1)
+        await sched.start()
+        scheds.append(sched)
+        return sched
+
+    yield s.client, start
+    for sched in scheds:
+        await sched.stop()
+    await s.close()
+
+
+def node_of(pods, name):
+    async def check():
+        return (await pods.get(name, "default"))["spec"].get("nodeName")
+    return check
+
+
+async def nodes_of(pods, names):
+    return [(await pods.get(n, "default"))["spec"].get("nodeName") for n in names]
+
+
+def condition(client, name):
+    pgs = client.resource("scheduling.k8s.io", "v1beta1", "podgroups")
+
+    async def check():
+        for c in ((await pgs.get(name, "default")).get("status") or {}).get("conditions") or []:
+            if c["type"] == "PodGroupInitiallyScheduled":
+                return c
+        return None
+    return check
+
+
+async def failed_scheduling(client, name):
+    items, _ = await client.resource("", "v1", "events").list("default")
+    return [e for e in items if e["reason"] == "FailedScheduling" and e["involvedObject"]["name"] == name]
+
+
+async def test_gang_that_fits_is_bound_together(env):
+    client, start = env
+    await start(node("a", "2"), node("b", "2"))
+    await client.resource("scheduling.k8s.io", "v1beta1", "podgroups").create(podgroup("g", 4))
+    pods = client.resource("", "v1", "pods")
+    names = [f"w-{i}" for i in range(4)]
+    for n in names:
+        await pods.create(member(n, "g"))
+    for n in names:
+        await eventually(node_of(pods, n))
+    assert sorted(await nodes_of(pods, names)) == ["a", "a", "b", "b"]
+    cond = await eventually(condition(client, "g"))
+    assert cond["status"] == "True"
+
+
+async def test_gang_that_does_not_fit_binds_nothing_and_keeps_no_reservation(env):
+    client, start = env
+    sched = await start(node("a", "2"), node("b", "1"))
+    await client.resource("scheduling.k8s.io", "v1beta1", "podgroups").create(podgroup("g", 4))
+    pods = client.resource("", "v1", "pods")
+    names = [f"w-{i}" for i in range(4)]
+    for n in names:
+        await pods.create(member(n, "g"))
+    cond = await eventually(condition(client, "g"))
+    assert cond["status"] == "False" and cond["reason"] == "Unschedulable"
+    assert cond["message"] == "minCount (4) cannot be satisfied: 3 scheduled, 0 remaining"
+    for n in names:
+        assert await eventually(lambda n=n: failed_scheduling(client, n))
+    assert await nodes_of(pods, names) == [None] * 4
+    assert not sched.cache.assumed
+    assert all(ni.requested.milli_cpu == 0 for ni in sched.cache.infos.values())
+    lone = pod("lone", "2")
+    del lone["metadata"]["uid"]
+    await pods.create(lone)
+    assert await eventually(node_of(pods, "lone")) == "a"
+    assert await nodes_of(pods, names) == [None] * 4
+
+
+async def test_gang_schedules_once_capacity_is_added(env):
+    client, start = env
+    await start(node("a", "2"))
+    await client.resource("scheduling.k8s.io", "v1beta1", "podgroups").create(podgroup("g", 3))
+    pods = client.resource("", "v1", "pods")
+    names = [f"w-{i}" for i in range(3)]
+    for n in names:
+        await pods.create(member(n, "g"))
+    assert (await eventually(condition(client, "g")))["status"] == "False"
+    await add_node(client, node("b", "2"))
+    for n in names:
+        await eventually(node_of(pods, n), attempts=1500)
+    assert (await eventually(condition(client, "g")))["status"] == "True"
+
+
+async def test_group_is_held_until_podgroup_and_min_count_members_exist(env):
+    client, start = env
+    sched = await start(node("a", "8"))
+    pods = client.resource("", "v1", "pods")
+    await pods.create(member("w-0", "g"))
+    await pods.create(member("w-1", "g"))
+    gated = await eventually(lambda: _async(sched.queue.unschedulable.get("default/w-0")))
+    assert gated.gated_by == "GangScheduling"
+    await client.resource("scheduling.k8s.io", "v1beta1", "podgroups").create(podgroup("g", 3))
+    await eventually(lambda: _async(sched.podgroups.get("default/g")))
+    assert sched.queue.unschedulable["default/w-1"].gated_by == "GangScheduling"
+    assert await nodes_of(pods, ["w-0", "w-1"]) == [None, None]
+    await pods.create(member("w-2", "g"))
+    for n in ("w-0", "w-1", "w-2"):
+        assert await eventually(node_of(pods, n)) == "a"
+
+
+async def test_min_count_decrease_releases_the_group(env):
+    client, start = env
+    await start(node("a", "8"))
+    pgs = client.resource("scheduling.k8s.io", "v1beta1", "podgroups")
+    await pgs.create(podgroup("g", 3))
+    pods = client.resource("", "v1", "pods")
+    await pods.create(member("w-0", "g"))
+    await pods.create(member("w-1", "g"))
+    await pgs.patch("g", {"spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}, namespace="default")
+    for n in ("w-0", "w-1"):
+        assert await eventually(node_of(pods, n)) == "a"
+
+
+async def test_basic_group_places_what_fits(env):
+    client, start = env
+    await start(node("a", "2"))
+    await client.resource("scheduling.k8s.io", "v1beta1", "podgroups").create(podgroup("g"))
+    pods = client.resource("", "v1", "pods")
+    for i in range(3):
+        await pods.create(member(f"w-{i}", "g"))
+    for n in ("w-0", "w-1"):
+        await eventually(node_of(pods, n))
+    assert (await eventually(condition(client, "g")))["status"] == "True"
+    assert await eventually(lambda: failed_scheduling(client, "w-2"))
+    assert (await pods.get("w-2", "default"))["spec"].get("nodeName") is None
+
+
+async def test_topology_constraint_keeps_the_gang_in_one_rack(env):
+    client, start = env
+    await start(*[node(f"n{i}", "2", labels={RACK: f"rack-{i // 2}"}) for i in range(6)])
+    await client.resource("scheduling.k8s.io", "v1beta1", "podgroups").create(podgroup("g", 4, topology=RACK))
+    pods = client.resource("", "v1", "pods")
+    names = [f"w-{i}" for i in range(4)]
+    for n in names:
+        await pods.create(member(n, "g"))
+    for n in names:
+        await eventually(node_of(pods, n))
+    racks = {int(n[1:]) // 2 for n in await nodes_of(pods, names)}
+    assert len(racks) == 1
+
+
+async def test_priority_mismatch_is_a_scheduler_error(env):
+    client, start = env
+    await start(node("a", "8"))
+    await client.resource("scheduling.k8s.io", "v1", "priorityclasses").create(
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 100})
+    await client.resource("scheduling.k8s.io", "v1beta1", "podgroups").create(podgroup("g", 2))
+    pods = client.resource("", "v1", "pods")
+    await pods.create(member("w-0", "g"))
+    await pods.create(member("w-1", "g", priorityClassName="high"))
+    cond = await eventually(condition(client, "g"))
+    assert cond["reason"] == "SchedulerError"
+    assert cond["message"] == ("all pods in a single pod group should match the priority of the pod group, "
+                               "got: 100 and 0")
+    assert await nodes_of(pods, ["w-0", "w-1"]) == [None, None]
+
+
+async def _async(value):
+    return value
+
+
+class _Handle:
+    def __init__(self):
+        self.podgroups = PodGroupIndex()
+
+
+def test_pre_enqueue_messages():
+    handle = _Handle()
+    plugin = GangScheduling({}, handle)
+    p = member("w-0", "g")
+    p["metadata"]["uid"] = "u0"
+    assert plugin.pre_enqueue(info(pod("lone"))) is None
+    st = plugin.pre_enqueue(info(p))
+    assert st.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert st.message() == 'waiting for pod\'s pod group "g" to appear in scheduling queue'
+    handle.podgroups.set_group(podgroup("g", 2))
+    handle.podgroups.observe_pod(p)
+    assert plugin.pre_enqueue(info(p)).message() == "waiting for minCount pods from a gang to appear in scheduling queue"
+    q = member("w-1", "g")
+    q["metadata"]["uid"] = "u1"
+    handle.podgroups.observe_pod(q)
+    assert plugin.pre_enqueue(info(p)) is None
