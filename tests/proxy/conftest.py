@@ -29,7 +29,7 @@ def netns():
     subprocess.run(["ip", "netns", "add", name], check=True)
     try:
         probe = subprocess.run(["ip", "netns", "exec", name, "nft", "-f", "-"], input=b"add table ip nk-probe\n",
-                               capture_output=True)
+                               capture_output=True, check=False)
         if probe.returncode != 0:
             pytest.skip(f"SKIPPED LOUDLY: the kernel refuses nftables: {probe.stderr.decode().strip()}")
         yield name

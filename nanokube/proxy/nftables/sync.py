@@ -50,9 +50,9 @@ class SyncReport:
 
 
 class Syncer:
-    def __init__(self, nft: Nft, cfg: Config = Config()):
+    def __init__(self, nft: Nft, cfg: Config | None = None):
         self.nft = nft
-        self.cfg = cfg
+        self.cfg = cfg or Config()
         self.need_full = True
         self._reset()
 

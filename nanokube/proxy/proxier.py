@@ -1,0 +1,153 @@
+"""The proxier: Services and EndpointSlices in, nftables syncs out.
+
+Informer events mark services dirty; a service's typed structures are rebuilt
+only when it changed, so unchanged services keep their identity and the
+syncer skips them. Syncs are batched by `min_sync_period`, and a full resync
+runs every `full_sync_period`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from ..client.informer import Informer
+from ..clock import REAL, Clock
+from .nftables.layout import Config, Endpoint, ServicePort
+from .nftables.nft import Nft
+from .nftables.sync import Syncer, SyncReport
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+
+
+def service_ports(svc: dict, slices: list[dict]) -> list[ServicePort]:
+    """The typed structures of one Service from its EndpointSlices (IPv4 ClusterIPs only)."""
+    spec, md = svc.get("spec", {}), svc["metadata"]
+    ip = spec.get("clusterIP")
+    if not ip or ip == "None" or ":" in ip:
+        return []
+    out = []
+    for p in spec.get("ports", []):
+        name, proto = p.get("name", ""), p.get("protocol", "TCP")
+        eps: dict[tuple[str, int], Endpoint] = {}
+        for sl in slices:
+            if sl.get("addressType") != "IPv4":
+                continue
+            port = next((sp["port"] for sp in sl.get("ports") or []
+                         if sp.get("name", "") == name and sp.get("protocol", "TCP") == proto), None)
+            if port is None:
+                continue
+            for ep in sl.get("endpoints") or []:
+                ready = ep.get("conditions", {}).get("ready") is not False
+                for addr in ep.get("addresses", [])[:1]:
+                    eps[(addr, port)] = Endpoint(addr, port, ready)
+        out.append(ServicePort(md["namespace"], md["name"], name or str(p["port"]), proto.lower(), ip,
+                               p["port"], p.get("nodePort", 0), tuple(eps[k] for k in sorted(eps))))
+    return out
+
+
+class ProxyMetrics:
+    def __init__(self, registry: CollectorRegistry):
+        self.sync = Histogram("kubeproxy_sync_proxy_rules_duration_seconds",
+                              "SyncProxyRules latency in seconds", registry=registry)
+        self.partial = Histogram("kubeproxy_sync_partial_proxy_rules_duration_seconds",
+                                 "SyncProxyRules latency in seconds for partial resyncs", registry=registry)
+        self.full = Histogram("kubeproxy_sync_full_proxy_rules_duration_seconds",
+                              "SyncProxyRules latency in seconds for full resyncs", registry=registry)
+        self.failures = Counter("kubeproxy_sync_proxy_rules_nftables_sync_failures",
+                                "Number of times an nftables transaction failed", registry=registry)
+
+
+class Proxier:
+    def __init__(self, client, node_name: str, node_ip: str, netns: str | None = None, clock: Clock = REAL,
+                 cfg: Config | None = None, min_sync_period: float = 1.0, full_sync_period: float = 3600.0,
+                 registry: CollectorRegistry | None = None):
+        self.node_name, self.node_ip, self.clock = node_name, node_ip, clock
+        self.syncer = Syncer(Nft(netns), cfg)
+        self.min_sync_period, self.full_sync_period = min_sync_period, full_sync_period
+        self.registry = registry or CollectorRegistry()
+        self.metrics = ProxyMetrics(self.registry)
+        self.services = Informer(client.resource("", "v1", "services"))
+        self.slices = Informer(client.resource("discovery.k8s.io", "v1", "endpointslices"))
+        self.last_report: SyncReport | None = None
+        self.syncs = 0
+        self._ports: dict[str, list[ServicePort]] = {}
+        self._flat: dict[str, ServicePort] = {}
+        self._dirty: set[str] = set()
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+        self.services.add_handlers(self._on_service, lambda old, new: self._on_service(new), self._on_service)
+        self.slices.add_handlers(self._on_slice, lambda old, new: (self._on_slice(old), self._on_slice(new)),
+                                 self._on_slice)
+
+    def _on_service(self, svc: dict) -> None:
+        self._mark(f"{svc['metadata']['namespace']}/{svc['metadata']['name']}")
+
+    def _on_slice(self, sl: dict) -> None:
+        name = (sl["metadata"].get("labels") or {}).get(SERVICE_NAME_LABEL)
+        if name:
+            self._mark(f"{sl['metadata']['namespace']}/{name}")
+
+    def _mark(self, key: str) -> None:
+        self._dirty.add(key)
+        self._wake.set()
+
+    async def start(self) -> None:
+        for inf in (self.services, self.slices):
+            self._tasks.append(asyncio.create_task(inf.run()))
+        await self.services.synced.wait()
+        await self.slices.synced.wait()
+        self._tasks.append(asyncio.create_task(self._loop()))
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _rebuild(self) -> None:
+        by_service: dict[str, list[dict]] = {}
+        dirty, self._dirty = self._dirty, set()
+        for sl in self.slices.list():
+            name = (sl["metadata"].get("labels") or {}).get(SERVICE_NAME_LABEL)
+            key = f"{sl['metadata']['namespace']}/{name}"
+            if name and key in dirty:
+                by_service.setdefault(key, []).append(sl)
+        for key in dirty:
+            for sp in self._ports.pop(key, []):
+                self._flat.pop(sp.key, None)
+            svc = self.services.get(key)
+            if svc is not None:
+                self._ports[key] = service_ports(svc, by_service.get(key, []))
+                self._flat.update((sp.key, sp) for sp in self._ports[key])
+
+    async def sync_once(self, full: bool = False) -> SyncReport:
+        """Rebuild dirty services and run one sync (also what the loop calls)."""
+        self._rebuild()
+        start = self.clock.monotonic()
+        report = await asyncio.to_thread(self.syncer.sync, dict(self._flat), full)
+        elapsed = self.clock.monotonic() - start
+        self.metrics.sync.observe(elapsed)
+        (self.metrics.full if report.full else self.metrics.partial).observe(elapsed)
+        if report.failures:
+            self.metrics.failures.inc(report.failures)
+        self.last_report, self.syncs = report, self.syncs + 1
+        return report
+
+    async def _loop(self) -> None:
+        last_full = self.clock.monotonic()
+        while True:
+            full = self.clock.monotonic() - last_full >= self.full_sync_period
+            report = await self.sync_once(full)
+            if report.full:
+                last_full = self.clock.monotonic()
+            await self.clock.sleep(self.min_sync_period)
+            if not self.syncer.need_full and not self._dirty:
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), self.full_sync_period)
+                except TimeoutError:
+                    pass
