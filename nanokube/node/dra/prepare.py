@@ -21,7 +21,8 @@ log = logging.getLogger(__name__)
 
 DRIVERS = (GPU_DRIVER, NIC_DRIVER)
 PODGROUP_API = "scheduling.k8s.io"
-STATUS_RETRIES = 5
+STATUS_RETRIES = 6
+STATUS_BACKOFF = 0.05
 
 
 class NotReady(Exception):
@@ -143,8 +144,10 @@ class ClaimPreparer:
 
     async def _publish(self, ns: str, name: str, claim: dict | None, entries: list[dict]) -> None:
         """Replace this node's entries in `status.devices`, keeping other
-        writers' ones; retried on conflicts, a no-op when nothing changes."""
-        for _ in range(STATUS_RETRIES):
+        writers' ones, by merge patch. The server patches its cached copy,
+        which can trail a claim controller write just made; on a conflict
+        the driver backs off briefly, like a kubelet plugin, and tries again."""
+        for attempt in range(STATUS_RETRIES):
             if claim is None:
                 try:
                     claim = await self.claims.get(name, ns)
@@ -152,20 +155,21 @@ class ClaimPreparer:
                     if e.code == 404:
                         return
                     raise
-            st = claim.get("status") or {}
-            current = st.get("devices") or []
-            keep = [d for d in current if not (d["driver"] in DRIVERS and d["pool"] == self.spec.name)]
+            current = (claim.get("status") or {}).get("devices") or []
             mine = {_key(d) for d in entries}
-            keep = [d for d in keep if _key(d) not in mine]
+            keep = [d for d in current if not (d["driver"] in DRIVERS and d["pool"] == self.spec.name)
+                    and _key(d) not in mine]
             devices = keep + entries
             if devices == current:
                 return
-            status = {**st, "devices": devices} if devices else {k: v for k, v in st.items() if k != "devices"}
             try:
-                await self.claims.update({**claim, "status": status}, subresource="status")
+                await self.claims.patch(name, {"status": {"devices": devices or None}}, namespace=ns,
+                                        subresource="status")
                 return
             except APIError as e:
-                if e.code != 409:
+                if e.code == 404:
+                    return
+                if e.code != 409 or attempt == STATUS_RETRIES - 1:
                     raise
-                claim = None
-        raise RuntimeError(f"resourceclaim {ns}/{name}: gave up writing device status after repeated conflicts")
+            claim = None
+            await self.clock.sleep(STATUS_BACKOFF * 2 ** attempt)
