@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from ..client.local import LocalClient
+from .deployment import DeploymentController
 from .garbagecollector import GarbageCollector
+from .job import JobController
 from .namespace import NamespaceController
+from .replicaset import ReplicaSetController
 from .podgroup_protection import PodGroupProtectionController
 
 
@@ -14,6 +17,9 @@ class ControllerManager:
         self.controllers = [
             NamespaceController(self.client, clock=server.clock),
             GarbageCollector(self.client, clock=server.clock),
+            ReplicaSetController(self.client, clock=server.clock),
+            DeploymentController(self.client, clock=server.clock),
+            JobController(self.client, clock=server.clock),
             PodGroupProtectionController(self.client, clock=server.clock),
         ]
 

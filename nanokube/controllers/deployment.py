@@ -1,0 +1,382 @@
+"""Deployment controller: rolls a Deployment's pod template out through
+ReplicaSets named `<deployment>-<pod-template-hash>`.
+
+RollingUpdate grows the new ReplicaSet within `maxSurge` and shrinks old ones
+within `maxUnavailable`; Recreate empties the old ones before the new one
+starts. Status and the Available/Progressing conditions carry upstream's
+reasons, which is what `kubectl rollout status` reads.
+"""
+
+from __future__ import annotations
+
+import math
+
+import orjson
+
+from ..apiserver.errors import APIError
+from ..apiserver.selectors import matches_labels, selector_from_object
+from ..client.informer import Informer, key_of
+from ..clock import Clock, format_time, parse_time
+from .base import Controller
+from .replicaset import controller_ref, ignore_missing, owner_reference
+
+HASH_LABEL = "pod-template-hash"
+REVISION = "deployment.kubernetes.io/revision"
+DESIRED = "deployment.kubernetes.io/desired-replicas"
+MAX_REPLICAS = "deployment.kubernetes.io/max-replicas"
+_SAFE = "bcdfghjklmnpqrstvwxz2456789"  # upstream's SafeEncodeString alphabet: no vowels, no look-alikes
+
+
+def template_hash(template: dict, collision_count: int | None) -> str:
+    """FNV-1a 32 of the template (and collisionCount), safely encoded."""
+    data = orjson.dumps(template, option=orjson.OPT_SORT_KEYS)
+    if collision_count:
+        data += str(collision_count).encode()
+    h = 0x811C9DC5
+    for b in data:
+        h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
+    return "".join(_SAFE[ord(c) % len(_SAFE)] for c in str(h))
+
+
+def _without_hash(template: dict) -> dict:
+    md = dict(template.get("metadata") or {})
+    labels = {k: v for k, v in (md.get("labels") or {}).items() if k != HASH_LABEL}
+    md["labels"] = labels or None
+    return {**template, "metadata": {k: v for k, v in md.items() if v is not None}}
+
+
+def resolve_int_or_percent(value, total: int, round_up: bool) -> int:
+    if isinstance(value, int):
+        return value
+    pct = int(str(value).rstrip("%")) * total / 100
+    return math.ceil(pct) if round_up else math.floor(pct)
+
+
+def surge_and_unavailable(d: dict) -> tuple[int, int]:
+    """ResolveFenceposts: both zero would stall, so unavailable becomes 1."""
+    replicas = d["spec"].get("replicas", 1)
+    ru = (d["spec"].get("strategy") or {}).get("rollingUpdate") or {}
+    surge = resolve_int_or_percent(ru.get("maxSurge", "25%"), replicas, True)
+    unavailable = resolve_int_or_percent(ru.get("maxUnavailable", "25%"), replicas, False)
+    if surge == 0 and unavailable == 0:
+        unavailable = 1
+    return surge, min(unavailable, replicas)
+
+
+def revision(obj: dict) -> int:
+    try:
+        return int((obj["metadata"].get("annotations") or {}).get(REVISION, "0"))
+    except ValueError:
+        return 0
+
+
+def _replicas(rs: dict) -> int:
+    return rs["spec"].get("replicas", 1)
+
+
+def _st(rs: dict, field: str) -> int:
+    return (rs.get("status") or {}).get(field, 0)
+
+
+def new_rs_replicas(d: dict, all_rs: list[dict], new_rs: dict | None) -> int:
+    """NewRSNewReplicas: how far the new ReplicaSet may grow now."""
+    want = d["spec"].get("replicas", 1)
+    current_new = _replicas(new_rs) if new_rs else 0
+    if (d["spec"].get("strategy") or {}).get("type") == "Recreate":
+        return want
+    surge, _ = surge_and_unavailable(d)
+    total = sum(_replicas(r) for r in all_rs)
+    if total >= want + surge:
+        return current_new
+    return current_new + min(want + surge - total, max(0, want - current_new))
+
+
+def old_scale_down_budget(d: dict, new_rs: dict | None, old: list[dict]) -> int:
+    """How many old replicas may go now without dropping below minAvailable."""
+    want = d["spec"].get("replicas", 1)
+    _, unavailable = surge_and_unavailable(d)
+    min_available = want - unavailable
+    all_rs = old + ([new_rs] if new_rs else [])
+    new_unavailable = (_replicas(new_rs) - _st(new_rs, "availableReplicas")) if new_rs else 0
+    return sum(_replicas(r) for r in all_rs) - min_available - new_unavailable
+
+
+def _condition(status: dict, ctype: str) -> dict | None:
+    return next((c for c in status.get("conditions") or [] if c["type"] == ctype), None)
+
+
+class DeploymentController(Controller):
+    name = "deployment"
+    workers = 2
+
+    def __init__(self, client, clock: Clock | None = None):
+        super().__init__(client, **({"clock": clock} if clock else {}))
+        self.deps = client.resource("apps", "v1", "deployments")
+        self.rs = client.resource("apps", "v1", "replicasets")
+        self.dep_inf = Informer(self.deps)
+        self.rs_inf = Informer(self.rs)
+        self.dep_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n),
+                                  on_delete=self._enqueue)
+        self.rs_inf.add_handlers(on_add=self._rs_changed, on_update=lambda o, n: self._rs_changed(n),
+                                 on_delete=self._rs_changed)
+
+    def informers(self):
+        return [self.dep_inf, self.rs_inf]
+
+    def _enqueue(self, d: dict) -> None:
+        self.queue.add(key_of(d))
+
+    def _rs_changed(self, rs: dict) -> None:
+        ref = controller_ref(rs)
+        ns = rs["metadata"]["namespace"]
+        if ref is not None:
+            if ref.get("kind") == "Deployment":
+                self.queue.add(f"{ns}/{ref['name']}")
+            return
+        for d in self.dep_inf.list():
+            if d["metadata"]["namespace"] == ns and matches_labels(
+                    selector_from_object(d["spec"].get("selector")), rs["metadata"].get("labels")):
+                self._enqueue(d)
+
+    async def sync(self, key: str) -> None:
+        d = self.dep_inf.get(key)
+        if d is None or d["metadata"].get("deletionTimestamp"):
+            return
+        owned = await self._claim(d)
+        new_rs, old = self._split(d, owned)
+        if not d["spec"].get("paused"):
+            new_rs = await self._ensure_new_rs(d, new_rs, old)
+            if (d["spec"].get("strategy") or {}).get("type") == "Recreate":
+                await self._recreate(d, new_rs, old)
+            else:
+                await self._rolling(d, new_rs, old)
+            if self._complete(d, new_rs, old):
+                await self._cleanup(d, old)
+        await self._update_status(d, new_rs, old)
+
+    async def _claim(self, d: dict) -> list[dict]:
+        md = d["metadata"]
+        sel = selector_from_object(d["spec"].get("selector"))
+        owned = []
+        for rs in self.rs_inf.list():
+            rmd = rs["metadata"]
+            if rmd["namespace"] != md["namespace"]:
+                continue
+            ref = controller_ref(rs)
+            if ref is not None and ref["uid"] == md["uid"]:
+                owned.append(rs)
+            elif ref is None and matches_labels(sel, rmd.get("labels")) and not rmd.get("deletionTimestamp"):
+                refs = list(rmd.get("ownerReferences") or []) + [owner_reference(d, "apps/v1", "Deployment")]
+                try:
+                    owned.append(await self.rs.patch(rmd["name"], {"metadata": {
+                        "ownerReferences": refs, "uid": rmd["uid"]}}, namespace=rmd["namespace"]))
+                except APIError as e:
+                    if e.code not in (404, 409, 422):
+                        raise
+        return owned
+
+    @staticmethod
+    def _split(d: dict, owned: list[dict]) -> tuple[dict | None, list[dict]]:
+        """The oldest ReplicaSet whose template equals the Deployment's is the new one."""
+        target = _without_hash(d["spec"]["template"])
+        owned = sorted(owned, key=lambda r: (r["metadata"].get("creationTimestamp") or "", r["metadata"]["name"]))
+        new_rs = next((r for r in owned if _without_hash(r["spec"]["template"]) == target), None)
+        return new_rs, [r for r in owned if r is not new_rs]
+
+    def _annotations(self, d: dict, rs: dict | None, rev: int) -> dict:
+        ann = dict((rs or {}).get("metadata", {}).get("annotations") or {})
+        for k, v in (d["metadata"].get("annotations") or {}).items():
+            if k not in (REVISION, "kubectl.kubernetes.io/last-applied-configuration"):
+                ann[k] = v
+        ann[REVISION] = str(rev)
+        ann[DESIRED] = str(d["spec"].get("replicas", 1))
+        ann[MAX_REPLICAS] = str(d["spec"].get("replicas", 1) + surge_and_unavailable(d)[0])
+        return ann
+
+    async def _ensure_new_rs(self, d: dict, new_rs: dict | None, old: list[dict]) -> dict:
+        rev = max((revision(r) for r in old), default=0) + 1
+        if new_rs is not None:
+            if revision(new_rs) < rev or (new_rs["metadata"].get("annotations") or {}).get(DESIRED) != \
+                    str(d["spec"].get("replicas", 1)):
+                new_rs = await self.rs.patch(new_rs["metadata"]["name"], {"metadata": {
+                    "annotations": self._annotations(d, new_rs, max(rev, revision(new_rs)))}},
+                    namespace=new_rs["metadata"]["namespace"])
+            await self._set_deployment_revision(d, revision(new_rs))
+            return new_rs
+        collisions = (d.get("status") or {}).get("collisionCount")
+        h = template_hash(d["spec"]["template"], collisions)
+        tmpl = d["spec"]["template"]
+        tmd = dict(tmpl.get("metadata") or {})
+        tmd["labels"] = {**(tmd.get("labels") or {}), HASH_LABEL: h}
+        sel = dict(d["spec"].get("selector") or {})
+        sel["matchLabels"] = {**(sel.get("matchLabels") or {}), HASH_LABEL: h}
+        name = f"{d['metadata']['name']}-{h}"
+        body = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                "metadata": {"name": name, "namespace": d["metadata"]["namespace"],
+                             "labels": dict(tmd["labels"]), "annotations": self._annotations(d, None, rev),
+                             "ownerReferences": [owner_reference(d, "apps/v1", "Deployment")]},
+                "spec": {"replicas": 0, "minReadySeconds": d["spec"].get("minReadySeconds", 0),
+                         "selector": sel, "template": {**tmpl, "metadata": tmd}}}
+        body["spec"]["replicas"] = new_rs_replicas(d, old, None)
+        try:
+            created = await self.rs.create(body)
+        except APIError as e:
+            if e.code != 409:
+                raise
+            await self._bump_collisions(d, name)
+            raise
+        await self._set_deployment_revision(d, rev)
+        await self._set_progressing(d, "True", "NewReplicaSetCreated", f'Created new replica set "{name}"')
+        return created
+
+    async def _bump_collisions(self, d: dict, name: str) -> None:
+        """A same-named ReplicaSet with another template: hash again with collisionCount+1."""
+        existing = await self.rs.get(name, d["metadata"]["namespace"])
+        if _without_hash(existing["spec"]["template"]) == _without_hash(d["spec"]["template"]):
+            return
+        status = dict(d.get("status") or {})
+        status["collisionCount"] = status.get("collisionCount", 0) + 1
+        await self.deps.update({**d, "status": status}, subresource="status")
+
+    async def _set_deployment_revision(self, d: dict, rev: int) -> None:
+        if revision(d) != rev:
+            await self.deps.patch(d["metadata"]["name"], {"metadata": {"annotations": {REVISION: str(rev)}}},
+                                  namespace=d["metadata"]["namespace"])
+
+    async def _scale(self, rs: dict, replicas: int) -> None:
+        if _replicas(rs) == replicas:
+            return
+        await ignore_missing(self.rs.patch(rs["metadata"]["name"], {"spec": {"replicas": replicas}},
+                                           namespace=rs["metadata"]["namespace"]))
+
+    async def _rolling(self, d: dict, new_rs: dict, old: list[dict]) -> None:
+        want = d["spec"].get("replicas", 1)
+        if _replicas(new_rs) > want:
+            await self._scale(new_rs, want)
+        elif _replicas(new_rs) < want:
+            await self._scale(new_rs, new_rs_replicas(d, old + [new_rs], new_rs))
+        budget = old_scale_down_budget(d, new_rs, old)
+        if budget <= 0:
+            return
+        active_old = sorted((r for r in old if _replicas(r) > 0),
+                            key=lambda r: r["metadata"].get("creationTimestamp") or "")
+        for rs in active_old:  # unhealthy replicas first: removing them costs no availability
+            if budget <= 0:
+                break
+            unhealthy = min(budget, _replicas(rs) - _st(rs, "availableReplicas"))
+            if unhealthy > 0:
+                await self._scale(rs, _replicas(rs) - unhealthy)
+                rs = {**rs, "spec": {**rs["spec"], "replicas": _replicas(rs) - unhealthy}}
+                budget -= unhealthy
+        _, unavailable = surge_and_unavailable(d)
+        available = sum(_st(r, "availableReplicas") for r in old + [new_rs])
+        room = min(budget, available - (want - unavailable))
+        for rs in active_old:
+            if room <= 0:
+                break
+            cur = self.rs_inf.get(key_of(rs)) or rs
+            step = min(_replicas(cur), room)
+            await self._scale(cur, _replicas(cur) - step)
+            room -= step
+
+    async def _recreate(self, d: dict, new_rs: dict, old: list[dict]) -> None:
+        for rs in old:
+            await self._scale(rs, 0)
+        if any(_st(rs, "replicas") > 0 for rs in old):
+            return
+        await self._scale(new_rs, d["spec"].get("replicas", 1))
+
+    @staticmethod
+    def _complete(d: dict, new_rs: dict | None, old: list[dict]) -> bool:
+        want = d["spec"].get("replicas", 1)
+        return bool(new_rs) and _st(new_rs, "replicas") == want and _st(new_rs, "availableReplicas") >= want \
+            and _replicas(new_rs) == want and all(_st(r, "replicas") == 0 for r in old)
+
+    async def _cleanup(self, d: dict, old: list[dict]) -> None:
+        """Keep at most revisionHistoryLimit old, empty ReplicaSets (oldest go first)."""
+        limit = d["spec"].get("revisionHistoryLimit", 10)
+        empty = sorted((r for r in old if _replicas(r) == 0 and _st(r, "replicas") == 0
+                        and not r["metadata"].get("deletionTimestamp")), key=revision)
+        for rs in empty[:max(0, len(empty) - limit)]:
+            await ignore_missing(self.rs.delete(rs["metadata"]["name"], rs["metadata"]["namespace"],
+                                                preconditions={"uid": rs["metadata"]["uid"]}))
+
+    async def _set_progressing(self, d: dict, status: str, reason: str, message: str) -> None:
+        cur = await self.deps.get(d["metadata"]["name"], d["metadata"]["namespace"])
+        st = dict(cur.get("status") or {})
+        st["conditions"] = self._with_condition(st, "Progressing", status, reason, message)
+        await self.deps.update({**cur, "status": st}, subresource="status")
+
+    def _with_condition(self, st: dict, ctype: str, status: str, reason: str, message: str,
+                        touch: bool = False) -> list[dict]:
+        """Conditions with one set; `touch` records progress (lastUpdateTime) even if unchanged."""
+        now = format_time(self.clock.now())
+        old = _condition(st, ctype)
+        if old and old["status"] == status and old.get("reason") == reason and old.get("message") == message \
+                and not touch:
+            return list(st.get("conditions") or [])
+        cond = {"type": ctype, "status": status, "lastUpdateTime": now,
+                "lastTransitionTime": old["lastTransitionTime"] if old and old["status"] == status else now,
+                "reason": reason, "message": message}
+        others = [c for c in st.get("conditions") or [] if c["type"] != ctype]
+        return sorted(others + [cond], key=lambda c: c["type"])
+
+    async def _update_status(self, d: dict, new_rs: dict | None, old: list[dict]) -> None:
+        fresh_new = self.rs_inf.get(key_of(new_rs)) if new_rs else None
+        new_rs = fresh_new or new_rs
+        all_rs = old + ([new_rs] if new_rs else [])
+        want = d["spec"].get("replicas", 1)
+        cur = self.dep_inf.get(key_of(d)) or d
+        st = dict(cur.get("status") or {})
+        available = sum(_st(r, "availableReplicas") for r in all_rs)
+        st.update({"observedGeneration": d["metadata"].get("generation", 1),
+                   "replicas": sum(_st(r, "replicas") for r in all_rs),
+                   "updatedReplicas": _st(new_rs, "replicas") if new_rs else 0,
+                   "readyReplicas": sum(_st(r, "readyReplicas") for r in all_rs),
+                   "availableReplicas": available,
+                   "unavailableReplicas": max(want - available, 0)})
+        for f in ("replicas", "updatedReplicas", "readyReplicas", "availableReplicas", "unavailableReplicas"):
+            if not st[f]:
+                st.pop(f)
+        _, unavailable = surge_and_unavailable(d)
+        if available >= want - unavailable:
+            st["conditions"] = self._with_condition(st, "Available", "True", "MinimumReplicasAvailable",
+                                                    "Deployment has minimum availability.")
+        else:
+            st["conditions"] = self._with_condition(st, "Available", "False", "MinimumReplicasUnavailable",
+                                                    "Deployment does not have minimum availability.")
+        if new_rs and not d["spec"].get("paused"):
+            st["conditions"] = self._progress(d, st, new_rs, old)
+        if st != (cur.get("status") or {}):
+            try:
+                await self.deps.update({**cur, "status": st}, subresource="status")
+            except APIError as e:
+                if e.code != 404:
+                    raise
+
+    def _progress(self, d: dict, st: dict, new_rs: dict, old: list[dict]) -> list[dict]:
+        name = new_rs["metadata"]["name"]
+        if self._complete(d, new_rs, old):
+            return self._with_condition(st, "Progressing", "True", "NewReplicaSetAvailable",
+                                        f'ReplicaSet "{name}" has successfully progressed.')
+        prog = _condition(st, "Progressing")
+        deadline = d["spec"].get("progressDeadlineSeconds", 600)
+        if prog and prog.get("reason") == "ProgressDeadlineExceeded":
+            return list(st.get("conditions") or [])
+        if prog and prog["status"] == "True" and prog.get("reason") != "NewReplicaSetAvailable":
+            since = parse_time(prog["lastUpdateTime"])
+            if self.clock.now() - since > deadline:
+                return self._with_condition(st, "Progressing", "False", "ProgressDeadlineExceeded",
+                                            f'ReplicaSet "{name}" has timed out progressing.')
+            self.queue.add_after(key_of(d), max(0.0, since + deadline - self.clock.now()) + 0.05)
+        changed = prog is None or prog.get("reason") == "NewReplicaSetAvailable" and not self._complete(d, new_rs, old)
+        if changed or self._moved(d, new_rs, old):
+            return self._with_condition(st, "Progressing", "True", "ReplicaSetUpdated",
+                                        f'ReplicaSet "{name}" is progressing.', touch=True)
+        return list(st.get("conditions") or [])
+
+    def _moved(self, d: dict, new_rs: dict, old: list[dict]) -> bool:
+        """Replica counts changed since the last status: the rollout made progress."""
+        st = d.get("status") or {}
+        return (st.get("updatedReplicas", 0) != _st(new_rs, "replicas")
+                or st.get("availableReplicas", 0) != sum(_st(r, "availableReplicas") for r in old + [new_rs]))

@@ -1,0 +1,319 @@
+"""Job controller: runs pods until `completions` succeed (NonIndexed or
+Indexed), or the Job fails by backoffLimit or activeDeadlineSeconds.
+
+Finished pods are counted through `status.uncountedTerminatedPods` and the
+`batch.kubernetes.io/job-tracking` finalizer, as upstream does: a pod's uid is
+recorded first, its finalizer removed next, and only then is it counted, so no
+pod is lost or counted twice across restarts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from ..apiserver.errors import APIError
+from ..apiserver.selectors import matches_labels, selector_from_object
+from ..client.informer import Informer, key_of
+from ..clock import Clock, format_time, parse_time
+from .base import Controller
+from .replicaset import (Expectations, controller_ref, ignore_missing, owner_reference, pod_from_template,
+                         pod_is_ready, pod_is_terminal)
+
+TRACKING = "batch.kubernetes.io/job-tracking"
+JOB_NAME = "batch.kubernetes.io/job-name"
+INDEX = "batch.kubernetes.io/job-completion-index"
+BACKOFF_BASE, BACKOFF_MAX = 10.0, 360.0  # upstream's pod re-creation backoff after failures
+
+
+def parse_indexes(s: str | None) -> set[int]:
+    out: set[int] = set()
+    for part in (s or "").split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            out.update(range(int(a), int(b) + 1))
+        elif part:
+            out.add(int(part))
+    return out
+
+
+def format_indexes(idx: set[int]) -> str:
+    """Sorted ranges: {0,1,2,4} → "0-2,4"."""
+    parts, run = [], []
+    for i in sorted(idx):
+        if run and i == run[-1] + 1:
+            run.append(i)
+            continue
+        if run:
+            parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [i]
+    if run:
+        parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(parts)
+
+
+def pod_index(pod: dict) -> int | None:
+    v = (pod["metadata"].get("annotations") or {}).get(INDEX)
+    return int(v) if v is not None and v.isdigit() else None
+
+
+def finished(job: dict) -> str | None:
+    for c in (job.get("status") or {}).get("conditions") or []:
+        if c["type"] in ("Complete", "Failed") and c["status"] == "True":
+            return c["type"]
+    return None
+
+
+def wanted_active(spec: dict, succeeded: int) -> int:
+    """How many pods a NonIndexed Job should be running."""
+    parallelism = spec.get("parallelism", 1)
+    completions = spec.get("completions")
+    if completions is None:
+        return 0 if succeeded > 0 else parallelism
+    return max(0, min(parallelism, completions - succeeded))
+
+
+def pod_succeeded(pod: dict) -> bool:
+    return (pod.get("status") or {}).get("phase") == "Succeeded"
+
+
+class JobController(Controller):
+    name = "job"
+    workers = 2
+
+    def __init__(self, client, clock: Clock | None = None, pod_informer: Informer | None = None):
+        super().__init__(client, **({"clock": clock} if clock else {}))
+        self.jobs = client.resource("batch", "v1", "jobs")
+        self.pods = client.resource("", "v1", "pods")
+        self.job_inf = Informer(self.jobs)
+        self.pod_inf = pod_informer or Informer(self.pods)
+        self.expectations = Expectations(self.clock)
+        self.job_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n),
+                                  on_delete=self._enqueue)
+        self.pod_inf.add_handlers(on_add=lambda p: self._pod_event(p, added=True),
+                                  on_update=lambda o, p: self._pod_event(p),
+                                  on_delete=lambda p: self._pod_event(p, deleted=True))
+
+    def informers(self):
+        return [self.job_inf, self.pod_inf]
+
+    def _enqueue(self, job: dict) -> None:
+        self.queue.add(key_of(job))
+
+    def _pod_event(self, pod: dict, added: bool = False, deleted: bool = False) -> None:
+        ref = controller_ref(pod)
+        if ref is None or ref.get("kind") != "Job":
+            return
+        key = f"{pod['metadata']['namespace']}/{ref['name']}"
+        if added:
+            self.expectations.observed_add(key)
+        if deleted:
+            self.expectations.observed_del(key)
+        self.queue.add(key)
+
+    def _pods_of(self, job: dict) -> list[dict]:
+        md = job["metadata"]
+        sel = selector_from_object(job["spec"].get("selector"))
+        return [p for p in self.pod_inf.list() if p["metadata"]["namespace"] == md["namespace"]
+                and (controller_ref(p) or {}).get("uid") == md["uid"]
+                and matches_labels(sel, p["metadata"].get("labels"))]
+
+    async def sync(self, key: str) -> None:
+        job = self.job_inf.get(key)
+        if job is None:
+            await self._release_orphans(key)
+            return
+        pods = self._pods_of(job)
+        if finished(job) or job["metadata"].get("deletionTimestamp"):
+            await self._remove_finalizers([p for p in pods if TRACKING in (p["metadata"].get("finalizers") or [])])
+            return
+        await self._sync_job(key, job, pods)
+
+    async def _release_orphans(self, key: str) -> None:
+        """Pods of a deleted Job must not keep its tracking finalizer."""
+        ns, name = key.split("/", 1)
+        stuck = [p for p in self.pod_inf.list() if p["metadata"]["namespace"] == ns
+                 and (controller_ref(p) or {}).get("kind") == "Job" and controller_ref(p)["name"] == name
+                 and TRACKING in (p["metadata"].get("finalizers") or [])]
+        await self._remove_finalizers(stuck)
+
+    async def _remove_finalizers(self, pods: list[dict]) -> None:
+        for p in pods:
+            fins = [f for f in p["metadata"].get("finalizers") or [] if f != TRACKING]
+            await ignore_missing(self.pods.patch(p["metadata"]["name"], {"metadata": {
+                "finalizers": fins or None, "resourceVersion": p["metadata"]["resourceVersion"]}},
+                namespace=p["metadata"]["namespace"]))
+
+    async def _sync_job(self, key: str, job: dict, pods: list[dict]) -> None:
+        spec, now = job["spec"], self.clock.now()
+        st = dict(job.get("status") or {})
+        uncounted = {k: list(v) for k, v in (st.get("uncountedTerminatedPods") or {}).items()}
+        # 1. record newly finished pods that still carry the finalizer
+        tracked = {p["metadata"]["uid"]: p for p in pods}
+        for p in pods:
+            if pod_is_terminal(p) and TRACKING in (p["metadata"].get("finalizers") or []):
+                kind = "succeeded" if pod_succeeded(p) else "failed"
+                if p["metadata"]["uid"] not in uncounted.get(kind, []):
+                    uncounted.setdefault(kind, []).append(p["metadata"]["uid"])
+        # 2. count recorded pods whose finalizer is gone
+        indexed = spec.get("completionMode") == "Indexed"
+        done_idx = parse_indexes(st.get("completedIndexes"))
+        for kind in ("succeeded", "failed"):
+            keep = []
+            for uid in uncounted.get(kind, []):
+                p = tracked.get(uid)
+                if p is not None and TRACKING in (p["metadata"].get("finalizers") or []):
+                    keep.append(uid)
+                    continue
+                if kind == "succeeded" and indexed and p is not None and pod_index(p) is not None:
+                    if pod_index(p) not in done_idx:
+                        done_idx.add(pod_index(p))
+                        st["succeeded"] = st.get("succeeded", 0) + 1
+                else:
+                    st[kind] = st.get(kind, 0) + 1
+            uncounted[kind] = keep
+        if indexed:
+            st["completedIndexes"] = format_indexes(done_idx)
+        st["uncountedTerminatedPods"] = {k: v for k, v in uncounted.items() if v}
+        active = [p for p in pods if not pod_is_terminal(p) and not p["metadata"].get("deletionTimestamp")]
+        succeeded = len(done_idx) if indexed else st.get("succeeded", 0) + len(uncounted.get("succeeded", []))
+        failed = st.get("failed", 0) + len(uncounted.get("failed", []))
+
+        suspended = bool(spec.get("suspend"))
+        if not suspended and not st.get("startTime"):
+            st["startTime"] = format_time(now)
+        outcome = self._outcome(key, spec, st, succeeded, failed, active, indexed, done_idx, now)
+        if outcome or suspended:
+            await self._delete_pods(key, active)
+            active = []
+        elif self.expectations.satisfied(key):
+            await self._manage(key, job, active, pods, succeeded, failed, done_idx, now)
+        self._set_suspended(st, suspended, now)
+        st["active"] = len(active)
+        st["ready"] = sum(1 for p in active if pod_is_ready(p))
+        st["terminating"] = sum(1 for p in pods if p["metadata"].get("deletionTimestamp") and not pod_is_terminal(p))
+        if outcome and not st["uncountedTerminatedPods"] and not active:
+            self._finish(st, outcome, now)
+        elif outcome:
+            self._add_condition(st, *outcome[:1], "True", *outcome[1:], now)
+        await self._write_status(job, st)
+        await self._remove_finalizers([p for p in pods if p["metadata"]["uid"] in
+                                       set(st["uncountedTerminatedPods"].get("succeeded", []))
+                                       | set(st["uncountedTerminatedPods"].get("failed", []))])
+
+    def _outcome(self, key, spec, st, succeeded, failed, active, indexed, done_idx, now):
+        """(target condition, reason, message) once the Job's fate is decided."""
+        completions = spec.get("completions")
+        if indexed and completions is not None and len(done_idx) >= completions or \
+                not indexed and (completions is not None and succeeded >= completions
+                                 or completions is None and succeeded > 0 and not active):
+            return ("SuccessCriteriaMet", "CompletionsReached", "Reached expected number of succeeded pods")
+        if failed > spec.get("backoffLimit", 6):
+            return ("FailureTarget", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+        deadline = spec.get("activeDeadlineSeconds")
+        if deadline is not None and st.get("startTime") and not spec.get("suspend"):
+            left = parse_time(st["startTime"]) + deadline - now
+            if left <= 0:
+                return ("FailureTarget", "DeadlineExceeded", "Job was active longer than specified deadline")
+            self.queue.add_after(key, left + 0.05)
+        return None
+
+    def _add_condition(self, st: dict, ctype: str, status: str, reason: str, message: str, now: float) -> None:
+        conds = [c for c in st.get("conditions") or [] if c["type"] != ctype]
+        old = next((c for c in st.get("conditions") or [] if c["type"] == ctype), None)
+        if old and old["status"] == status and old.get("reason") == reason:
+            return
+        t = format_time(now)
+        conds.append({"type": ctype, "status": status, "lastProbeTime": t, "lastTransitionTime": t,
+                      "reason": reason, "message": message})
+        st["conditions"] = conds
+
+    def _finish(self, st: dict, outcome: tuple, now: float) -> None:
+        ctype, reason, message = outcome
+        self._add_condition(st, ctype, "True", reason, message, now)
+        if ctype == "SuccessCriteriaMet":
+            self._add_condition(st, "Complete", "True", reason, message, now)
+            st["completionTime"] = format_time(now)
+        else:
+            self._add_condition(st, "Failed", "True", reason, message, now)
+
+    def _set_suspended(self, st: dict, suspended: bool, now: float) -> None:
+        old = next((c for c in st.get("conditions") or [] if c["type"] == "Suspended"), None)
+        if suspended:
+            self._add_condition(st, "Suspended", "True", "JobSuspended", "Job suspended", now)
+        elif old and old["status"] == "True":
+            self._add_condition(st, "Suspended", "False", "JobResumed", "Job resumed", now)
+            st["startTime"] = format_time(now)
+
+    async def _delete_pods(self, key: str, active: list[dict]) -> None:
+        if not active:
+            return
+        self.expectations.expect(key, dels=len(active))
+        for p in active:
+            try:
+                await self.pods.delete(p["metadata"]["name"], p["metadata"]["namespace"],
+                                       preconditions={"uid": p["metadata"]["uid"]})
+            except APIError as e:
+                self.expectations.observed_del(key)
+                if e.code not in (404, 409):
+                    raise
+
+    async def _manage(self, key, job, active, pods, succeeded, failed, done_idx, now) -> None:
+        spec = job["spec"]
+        if failed and (wait := self._backoff_left(pods, failed, now)) > 0:
+            self.queue.add_after(key, wait + 0.05)
+            return
+        if spec.get("completionMode") == "Indexed":
+            busy = {pod_index(p) for p in active} | done_idx
+            free = [i for i in range(spec.get("completions") or 0) if i not in busy]
+            todo = free[:max(0, spec.get("parallelism", 1) - len(active))]
+        else:
+            n = wanted_active(spec, succeeded) - len(active)
+            if n < 0:
+                extra = sorted(active, key=lambda p: (bool(p["spec"].get("nodeName")), pod_is_ready(p)))[:-n]
+                await self._delete_pods(key, extra)
+                return
+            todo = [None] * n
+        if not todo:
+            return
+        self.expectations.expect(key, adds=len(todo))
+        results = await asyncio.gather(*(self.pods.create(self._pod(job, i)) for i in todo), return_exceptions=True)
+        failed_creates = [r for r in results if isinstance(r, BaseException)]
+        for _ in failed_creates:
+            self.expectations.observed_add(key)
+        if failed_creates:
+            raise failed_creates[0]
+
+    def _backoff_left(self, pods: list[dict], failed: int, now: float) -> float:
+        """Seconds before a replacement may start: 10s doubling per failure, from the last failure."""
+        ends = [parse_time(c["lastTransitionTime"]) for p in pods if not pod_succeeded(p) and pod_is_terminal(p)
+                for c in (p.get("status") or {}).get("conditions") or []
+                if c.get("type") == "Ready" and c.get("lastTransitionTime")]
+        if not ends:
+            return 0.0
+        delay = min(BACKOFF_BASE * 2 ** (failed - 1), BACKOFF_MAX)
+        return max(ends) + delay - now
+
+    def _pod(self, job: dict, index: int | None) -> dict:
+        md = job["metadata"]
+        tmpl = job["spec"]["template"]
+        name = f"{md['name']}-" if index is None else f"{md['name']}-{index}-"
+        pod = pod_from_template(tmpl, job, owner_reference(job, "batch/v1", "Job"), name)
+        pmd = pod["metadata"]
+        pmd["finalizers"] = list(pmd.get("finalizers") or []) + [TRACKING]
+        if index is not None:
+            pmd["annotations"] = {**(pmd.get("annotations") or {}), INDEX: str(index)}
+            pmd["labels"] = {**(pmd.get("labels") or {}), INDEX: str(index)}
+            pod["spec"] = {**pod["spec"], "hostname": f"{md['name']}-{index}"}
+        return pod
+
+    async def _write_status(self, job: dict, st: dict) -> None:
+        for f in ("active", "succeeded", "failed", "completedIndexes"):
+            if not st.get(f):
+                st.pop(f, None)
+        if st == (job.get("status") or {}):
+            return
+        try:
+            await self.jobs.update({**job, "status": st}, subresource="status")
+        except APIError as e:
+            if e.code != 404:
+                raise

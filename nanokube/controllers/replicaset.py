@@ -1,0 +1,286 @@
+"""ReplicaSet controller: keeps `spec.replicas` active pods matching the
+selector, owned through a controller ownerReference.
+
+Also home of the pod helpers the Deployment and Job controllers share
+(expectations, readiness, pod construction, controller refs), so that all
+three count and create pods the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from ..apiserver.errors import APIError
+from ..apiserver.selectors import matches_labels, selector_from_object
+from ..client.informer import Informer, key_of
+from ..clock import Clock, parse_time
+from .base import Controller
+
+BURST = 500  # upstream's burstReplicas: the most pods one sync creates or deletes
+EXPECTATIONS_TTL = 300.0
+
+
+# --- shared pod helpers ---------------------------------------------------------
+
+@dataclass
+class _Pending:
+    adds: int
+    dels: int
+    at: float
+
+
+class Expectations:
+    """Creates and deletes a controller issued but its informer has not yet
+    shown: while any are outstanding (and not expired) the controller does not
+    recount, so a lagging cache never makes it over-create or over-delete."""
+
+    def __init__(self, clock: Clock):
+        self.clock = clock
+        self._pending: dict[str, _Pending] = {}
+
+    def expect(self, key: str, adds: int = 0, dels: int = 0) -> None:
+        self._pending[key] = _Pending(adds, dels, self.clock.monotonic())
+
+    def observed_add(self, key: str) -> None:
+        if p := self._pending.get(key):
+            p.adds -= 1
+
+    def observed_del(self, key: str) -> None:
+        if p := self._pending.get(key):
+            p.dels -= 1
+
+    def satisfied(self, key: str) -> bool:
+        p = self._pending.get(key)
+        if p is None or (p.adds <= 0 and p.dels <= 0):
+            return True
+        return self.clock.monotonic() - p.at > EXPECTATIONS_TTL
+
+    def forget(self, key: str) -> None:
+        self._pending.pop(key, None)
+
+
+def controller_ref(obj: dict) -> dict | None:
+    for ref in obj["metadata"].get("ownerReferences") or []:
+        if ref.get("controller"):
+            return ref
+    return None
+
+
+def owner_reference(owner: dict, api_version: str, kind: str) -> dict:
+    md = owner["metadata"]
+    return {"apiVersion": api_version, "kind": kind, "name": md["name"], "uid": md["uid"],
+            "controller": True, "blockOwnerDeletion": True}
+
+
+def pod_is_terminal(pod: dict) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def pod_is_active(pod: dict) -> bool:
+    """FilterActivePods: neither finished nor being deleted."""
+    return not pod_is_terminal(pod) and not pod["metadata"].get("deletionTimestamp")
+
+
+def _ready_condition(pod: dict) -> dict | None:
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return c
+    return None
+
+
+def pod_is_ready(pod: dict) -> bool:
+    c = _ready_condition(pod)
+    return bool(c and c.get("status") == "True")
+
+
+def pod_available_in(pod: dict, min_ready: int, now: float) -> float | None:
+    """Seconds until a ready pod counts as available (0: it already does);
+    None when it is not ready."""
+    c = _ready_condition(pod)
+    if not c or c.get("status") != "True":
+        return None
+    if min_ready <= 0 or not c.get("lastTransitionTime"):
+        return 0.0
+    return max(0.0, parse_time(c["lastTransitionTime"]) + min_ready - now)
+
+
+def pod_from_template(template: dict, owner: dict, ref: dict, generate_name: str) -> dict:
+    """A pod as upstream's GetPodFromTemplate builds it."""
+    tmd = template.get("metadata") or {}
+    md: dict = {"generateName": generate_name, "namespace": owner["metadata"]["namespace"], "ownerReferences": [ref]}
+    for f in ("labels", "annotations", "finalizers"):
+        if tmd.get(f):
+            md[f] = dict(tmd[f]) if isinstance(tmd[f], dict) else list(tmd[f])
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": dict(template.get("spec") or {})}
+
+
+def deletion_rank(pod: dict) -> tuple:
+    """Pods to delete first sort first: unscheduled, then pending before
+    running, not ready before ready, then the newest."""
+    phase_rank = {"Pending": 0, "Unknown": 1, "Running": 2}.get((pod.get("status") or {}).get("phase"), 0)
+    created = pod["metadata"].get("creationTimestamp") or ""
+    return (bool((pod.get("spec") or {}).get("nodeName")), phase_rank, pod_is_ready(pod),
+            tuple(-ord(ch) for ch in created))
+
+
+async def ignore_missing(coro) -> None:
+    try:
+        await coro
+    except APIError as e:
+        if e.code not in (404, 409):
+            raise
+
+
+# --- the controller -------------------------------------------------------------
+
+class ReplicaSetController(Controller):
+    name = "replicaset"
+    workers = 2
+    kind = "ReplicaSet"
+
+    def __init__(self, client, clock: Clock | None = None, pod_informer: Informer | None = None):
+        super().__init__(client, **({"clock": clock} if clock else {}))
+        self.rs = client.resource("apps", "v1", "replicasets")
+        self.pods = client.resource("", "v1", "pods")
+        self.rs_inf = Informer(self.rs)
+        self.pod_inf = pod_informer or Informer(self.pods)
+        self.expectations = Expectations(self.clock)
+        self.rs_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n),
+                                 on_delete=self._enqueue)
+        self.pod_inf.add_handlers(on_add=self._pod_added, on_update=self._pod_updated, on_delete=self._pod_deleted)
+
+    def informers(self):
+        return [self.rs_inf, self.pod_inf]
+
+    def _enqueue(self, rs: dict) -> None:
+        self.queue.add(key_of(rs))
+
+    def _owner_key(self, pod: dict) -> str | None:
+        ref = controller_ref(pod)
+        if ref is None or ref.get("kind") != self.kind:
+            return None
+        return f"{pod['metadata']['namespace']}/{ref['name']}"
+
+    def _enqueue_matching(self, pod: dict) -> None:
+        """An orphan may be adopted by any ReplicaSet selecting it."""
+        ns = pod["metadata"]["namespace"]
+        for rs in self.rs_inf.list():
+            if rs["metadata"]["namespace"] == ns and matches_labels(
+                    selector_from_object(rs["spec"].get("selector")), pod["metadata"].get("labels")):
+                self._enqueue(rs)
+
+    def _pod_added(self, pod: dict) -> None:
+        if key := self._owner_key(pod):
+            self.expectations.observed_add(key)
+            self.queue.add(key)
+        elif controller_ref(pod) is None:
+            self._enqueue_matching(pod)
+
+    def _pod_updated(self, old: dict, pod: dict) -> None:
+        old_key, key = self._owner_key(old), self._owner_key(pod)
+        if old_key and old_key != key:
+            self.queue.add(old_key)
+        if key:
+            self.queue.add(key)
+        elif controller_ref(pod) is None:
+            self._enqueue_matching(pod)
+
+    def _pod_deleted(self, pod: dict) -> None:
+        if key := self._owner_key(pod):
+            self.expectations.observed_del(key)
+            self.queue.add(key)
+
+    async def sync(self, key: str) -> None:
+        rs = self.rs_inf.get(key)
+        if rs is None or rs["metadata"].get("deletionTimestamp"):
+            self.expectations.forget(key)
+            return
+        pods = await self._claim(rs)
+        active = [p for p in pods if pod_is_active(p)]
+        if self.expectations.satisfied(key):
+            await self._manage(key, rs, active)
+        await self._update_status(rs, active)
+
+    async def _claim(self, rs: dict) -> list[dict]:
+        """Pods this ReplicaSet controls: its own that still match, plus
+        orphans that match (adopted), less its own that no longer match (released)."""
+        md = rs["metadata"]
+        sel = selector_from_object(rs["spec"].get("selector"))
+        owned = []
+        for pod in self.pod_inf.list():
+            pmd = pod["metadata"]
+            if pmd.get("namespace") != md["namespace"]:
+                continue
+            ref = controller_ref(pod)
+            matches = matches_labels(sel, pmd.get("labels"))
+            if ref is not None and ref["uid"] == md["uid"]:
+                if matches:
+                    owned.append(pod)
+                elif not pmd.get("deletionTimestamp"):
+                    refs = [r for r in pmd.get("ownerReferences") or [] if r["uid"] != md["uid"]]
+                    await ignore_missing(self.pods.patch(pmd["name"], {"metadata": {
+                        "ownerReferences": refs or None, "uid": pmd["uid"]}}, namespace=pmd["namespace"]))
+            elif ref is None and matches and not pmd.get("deletionTimestamp"):
+                refs = list(pmd.get("ownerReferences") or []) + [owner_reference(rs, "apps/v1", self.kind)]
+                try:
+                    owned.append(await self.pods.patch(pmd["name"], {"metadata": {
+                        "ownerReferences": refs, "uid": pmd["uid"]}}, namespace=pmd["namespace"]))
+                except APIError as e:
+                    if e.code not in (404, 409, 422):
+                        raise
+        return owned
+
+    async def _manage(self, key: str, rs: dict, active: list[dict]) -> None:
+        diff = len(active) - rs["spec"].get("replicas", 1)
+        if diff < 0:
+            n = min(-diff, BURST)
+            self.expectations.expect(key, adds=n)
+            pod = pod_from_template(rs["spec"].get("template") or {}, rs,
+                                    owner_reference(rs, "apps/v1", self.kind), f"{rs['metadata']['name']}-")
+            results = await asyncio.gather(*(self.pods.create(pod) for _ in range(n)), return_exceptions=True)
+            failed = [r for r in results if isinstance(r, BaseException)]
+            for _ in failed:
+                self.expectations.observed_add(key)
+            if failed:
+                raise failed[0]
+        elif diff > 0:
+            victims = sorted(active, key=deletion_rank)[:min(diff, BURST)]
+            self.expectations.expect(key, dels=len(victims))
+            for p in victims:
+                try:
+                    await self.pods.delete(p["metadata"]["name"], p["metadata"]["namespace"],
+                                           preconditions={"uid": p["metadata"]["uid"]})
+                except APIError as e:
+                    self.expectations.observed_del(key)
+                    if e.code not in (404, 409):
+                        raise
+
+    async def _update_status(self, rs: dict, active: list[dict]) -> None:
+        spec = rs["spec"]
+        tlabels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+        min_ready = spec.get("minReadySeconds", 0)
+        now = self.clock.now()
+        waits = [pod_available_in(p, min_ready, now) for p in active]
+        status = dict(rs.get("status") or {})
+        status.update({
+            "replicas": len(active),
+            "fullyLabeledReplicas": sum(1 for p in active
+                                        if all((p["metadata"].get("labels") or {}).get(k) == v for k, v in tlabels.items())),
+            "readyReplicas": sum(1 for w in waits if w is not None),
+            "availableReplicas": sum(1 for w in waits if w == 0),
+            "observedGeneration": rs["metadata"].get("generation", 1),
+        })
+        pending = [w for w in waits if w]
+        if pending:
+            self.queue.add_after(key_of(rs), min(pending) + 0.05)
+        for f in ("fullyLabeledReplicas", "readyReplicas", "availableReplicas"):
+            if not status[f]:
+                status.pop(f)
+        if status == (rs.get("status") or {}):
+            return
+        try:
+            await self.rs.update({**rs, "status": status}, subresource="status")
+        except APIError as e:
+            if e.code != 404:
+                raise  # a conflict retries with backoff once the informer has caught up

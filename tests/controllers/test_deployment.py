@@ -1,0 +1,124 @@
+import pytest
+
+from nanokube.controllers.deployment import (DeploymentController, new_rs_replicas, resolve_int_or_percent,
+                                             surge_and_unavailable, template_hash)
+from nanokube.controllers.replicaset import ReplicaSetController
+from tests.controllers import eventually, make_stack
+from tests.controllers.test_replicaset import make_ready, patch_retrying, stop
+
+LABELS = {"app": "web"}
+
+
+def deployment(replicas=3, image="nginx:1", strategy=None):
+    d = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
+         "spec": {"replicas": replicas, "selector": {"matchLabels": LABELS},
+                  "template": {"metadata": {"labels": LABELS},
+                               "spec": {"containers": [{"name": "c", "image": image}]}}}}
+    if strategy:
+        d["spec"]["strategy"] = strategy
+    return d
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    ctrls = [ReplicaSetController(s.client), DeploymentController(s.client)]
+    for c in ctrls:
+        await c.start()
+    yield s.client
+    for c in ctrls:
+        await stop(c)
+    await s.close()
+
+
+async def ready_all(client):
+    """Play the kubelet: every live pod becomes Ready."""
+    pods = client.resource("", "v1", "pods")
+    items, _ = await pods.list("default")
+    for p in items:
+        if not p["metadata"].get("deletionTimestamp") and p.get("status", {}).get("phase") != "Running":
+            await make_ready(client, p)
+
+
+async def rollout_done(client, revision):
+    await ready_all(client)
+    d = await client.resource("apps", "v1", "deployments").get("web", "default")
+    st = d.get("status") or {}
+    conds = {c["type"]: c for c in st.get("conditions") or []}
+    done = (d["metadata"].get("annotations", {}).get("deployment.kubernetes.io/revision") == revision
+            and st.get("observedGeneration") == d["metadata"]["generation"]
+            and st.get("updatedReplicas") == st.get("replicas") == st.get("availableReplicas") == d["spec"]["replicas"]
+            and conds.get("Progressing", {}).get("reason") == "NewReplicaSetAvailable")
+    return (d, conds) if done else None
+
+
+async def test_rollout_creates_hashed_replicaset_and_completes(env):
+    client = env
+    await client.resource("apps", "v1", "deployments").create(deployment())
+    d, conds = await eventually(lambda: rollout_done(client, "1"))
+    rss, _ = await client.resource("apps", "v1", "replicasets").list("default")
+    assert len(rss) == 1
+    rs = rss[0]
+    h = rs["metadata"]["labels"]["pod-template-hash"]
+    assert rs["metadata"]["name"] == f"web-{h}"
+    assert rs["spec"]["selector"]["matchLabels"] == {"app": "web", "pod-template-hash": h}
+    assert rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "1"
+    assert rs["metadata"]["ownerReferences"][0]["kind"] == "Deployment"
+    assert conds["Available"]["reason"] == "MinimumReplicasAvailable"
+    assert conds["Progressing"]["message"] == f'ReplicaSet "web-{h}" has successfully progressed.'
+
+
+async def test_image_change_rolls_to_revision_two(env):
+    client = env
+    deps = client.resource("apps", "v1", "deployments")
+    await deps.create(deployment())
+    await eventually(lambda: rollout_done(client, "1"))
+    await patch_retrying(deps, "web", {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "nginx:2"}]}}}})
+    await eventually(lambda: rollout_done(client, "2"))
+    rss, _ = await client.resource("apps", "v1", "replicasets").list("default")
+    by_rev = {r["metadata"]["annotations"]["deployment.kubernetes.io/revision"]: r for r in rss}
+    assert by_rev["1"]["spec"]["replicas"] == 0
+    assert by_rev["2"]["spec"]["replicas"] == 3
+    assert by_rev["2"]["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:2"
+
+
+async def test_revision_history_limit_deletes_oldest(env):
+    client = env
+    deps = client.resource("apps", "v1", "deployments")
+    body = deployment(replicas=1)
+    body["spec"]["revisionHistoryLimit"] = 0
+    await deps.create(body)
+    await eventually(lambda: rollout_done(client, "1"))
+    await patch_retrying(deps, "web", {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "nginx:2"}]}}}})
+    await eventually(lambda: rollout_done(client, "2"))
+
+    async def one_rs():
+        rss, _ = await client.resource("apps", "v1", "replicasets").list("default")
+        return rss if len(rss) == 1 else None
+    rss = await eventually(one_rs)
+    assert rss[0]["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "2"
+
+
+def test_fenceposts_round_surge_up_and_unavailable_down():
+    d = deployment(replicas=10, strategy={"type": "RollingUpdate",
+                                          "rollingUpdate": {"maxSurge": "15%", "maxUnavailable": "15%"}})
+    assert surge_and_unavailable(d) == (2, 1)
+    zero = deployment(replicas=3, strategy={"rollingUpdate": {"maxSurge": 0, "maxUnavailable": "0%"}})
+    assert surge_and_unavailable(zero) == (0, 1)
+    assert resolve_int_or_percent(4, 100, True) == 4
+
+
+def test_new_replicaset_grows_only_within_surge():
+    d = deployment(replicas=4, strategy={"rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}})
+    old = {"spec": {"replicas": 4}}
+    new = {"spec": {"replicas": 0}}
+    assert new_rs_replicas(d, [old, new], new) == 1
+    assert new_rs_replicas(d, [{"spec": {"replicas": 5}}, new], new) == 0
+    assert new_rs_replicas(d, [{"spec": {"replicas": 0}}, new], new) == 4
+
+
+def test_template_hash_is_stable_and_collision_sensitive():
+    t = deployment()["spec"]["template"]
+    assert template_hash(t, None) == template_hash(dict(t), None)
+    assert template_hash(t, None) != template_hash(t, 1)
+    assert set(template_hash(t, None)) <= set("bcdfghjklmnpqrstvwxz2456789")

@@ -1,0 +1,135 @@
+import pytest
+
+from nanokube.clock import Clock
+from nanokube.controllers.job import JobController, format_indexes, parse_indexes, wanted_active
+from tests.controllers import eventually, make_stack
+from tests.controllers.test_replicaset import stop
+
+TRACKING = "batch.kubernetes.io/job-tracking"
+
+
+class ManualClock(Clock):
+    """Wall time that moves only when the test says so."""
+
+    def __init__(self):
+        self.t = 1_700_000_000.0
+
+    def now(self):
+        return self.t
+
+
+def job(name="pi", **spec):
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": "default"},
+            "spec": {**spec, "template": {"spec": {"restartPolicy": "Never",
+                                                   "containers": [{"name": "c", "image": "busybox"}]}}}}
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    clock = ManualClock()
+    ctrl = JobController(s.client, clock=clock)
+    await ctrl.start()
+    yield s.client, ctrl, clock
+    await stop(ctrl)
+    await s.close()
+
+
+async def live_pods(client, n):
+    items, _ = await client.resource("", "v1", "pods").list("default")
+    live = [p for p in items if not p["metadata"].get("deletionTimestamp")
+            and p.get("status", {}).get("phase") not in ("Succeeded", "Failed")]
+    return live if len(live) == n else None
+
+
+async def finish(client, pod, phase):
+    pods = client.resource("", "v1", "pods")
+    cur = await pods.get(pod["metadata"]["name"], "default")
+    await pods.update({**cur, "status": {"phase": phase}}, subresource="status")
+
+
+async def job_condition(client, ctype, name="pi"):
+    j = await client.resource("batch", "v1", "jobs").get(name, "default")
+    conds = {c["type"]: c for c in (j.get("status") or {}).get("conditions") or []}
+    return j if conds.get(ctype, {}).get("status") == "True" else None
+
+
+async def test_runs_completions_with_parallelism_then_completes(env):
+    client, _, _ = env
+    created = await client.resource("batch", "v1", "jobs").create(job(completions=3, parallelism=2))
+    first = await eventually(lambda: live_pods(client, 2))
+    md = first[0]["metadata"]
+    assert md["generateName"] == "pi-" and TRACKING in md["finalizers"]
+    assert md["labels"]["batch.kubernetes.io/job-name"] == "pi"
+    assert md["labels"]["controller-uid"] == created["metadata"]["uid"]
+    assert md["ownerReferences"][0]["kind"] == "Job" and md["ownerReferences"][0]["blockOwnerDeletion"]
+    for p in first:
+        await finish(client, p, "Succeeded")
+    last = await eventually(lambda: live_pods(client, 1))
+    await finish(client, last[0], "Succeeded")
+    j = await eventually(lambda: job_condition(client, "Complete"))
+    st = j["status"]
+    assert st["succeeded"] == 3 and "active" not in st and st["uncountedTerminatedPods"] == {}
+    assert st["startTime"] and st["completionTime"]
+    types = {c["type"]: c["reason"] for c in st["conditions"]}
+    assert types == {"SuccessCriteriaMet": "CompletionsReached", "Complete": "CompletionsReached"}
+    items, _ = await client.resource("", "v1", "pods").list("default")
+    assert len(items) == 3 and all(TRACKING not in (p["metadata"].get("finalizers") or []) for p in items)
+
+
+async def test_backoff_limit_exceeded_fails_job(env):
+    client, _, _ = env
+    await client.resource("batch", "v1", "jobs").create(job(backoffLimit=0))
+    pods = await eventually(lambda: live_pods(client, 1))
+    await finish(client, pods[0], "Failed")
+    j = await eventually(lambda: job_condition(client, "Failed"))
+    assert j["status"]["failed"] == 1
+    failed = next(c for c in j["status"]["conditions"] if c["type"] == "Failed")
+    assert (failed["reason"], failed["message"]) == ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
+    assert "FailureTarget" in {c["type"] for c in j["status"]["conditions"]}
+
+
+async def test_indexed_job_labels_pods_and_records_completed_indexes(env):
+    client, _, _ = env
+    await client.resource("batch", "v1", "jobs").create(job(completions=2, parallelism=2, completionMode="Indexed"))
+    pods = await eventually(lambda: live_pods(client, 2))
+    idx = sorted(p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] for p in pods)
+    assert idx == ["0", "1"]
+    for p in pods:
+        i = p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+        assert p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] == i
+        assert p["metadata"]["generateName"] == f"pi-{i}-" and p["spec"]["hostname"] == f"pi-{i}"
+        await finish(client, p, "Succeeded")
+    j = await eventually(lambda: job_condition(client, "Complete"))
+    assert j["status"]["completedIndexes"] == "0-1" and j["status"]["succeeded"] == 2
+
+
+async def test_active_deadline_fails_and_deletes_pods(env):
+    client, ctrl, clock = env
+    await client.resource("batch", "v1", "jobs").create(job(activeDeadlineSeconds=5))
+    await eventually(lambda: live_pods(client, 1))
+    clock.t += 6
+    ctrl.queue.add("default/pi")
+    j = await eventually(lambda: job_condition(client, "Failed"))
+    assert next(c for c in j["status"]["conditions"] if c["type"] == "Failed")["reason"] == "DeadlineExceeded"
+    assert await live_pods(client, 0) == []
+
+
+async def test_suspended_job_runs_nothing(env):
+    client, _, _ = env
+    await client.resource("batch", "v1", "jobs").create(job(suspend=True))
+    j = await eventually(lambda: job_condition(client, "Suspended"))
+    assert "startTime" not in j["status"]
+    assert await live_pods(client, 0) == []
+
+
+def test_index_ranges_round_trip():
+    assert format_indexes({4, 0, 1, 2, 7, 8}) == "0-2,4,7-8"
+    assert parse_indexes("0-2,4,7-8") == {0, 1, 2, 4, 7, 8}
+    assert parse_indexes("") == set()
+
+
+def test_wanted_active_caps_by_remaining_completions():
+    assert wanted_active({"parallelism": 4, "completions": 5}, 3) == 2
+    assert wanted_active({"parallelism": 2}, 0) == 2
+    assert wanted_active({"parallelism": 2}, 1) == 0

@@ -1,0 +1,146 @@
+import asyncio
+
+import pytest
+
+from nanokube.apiserver.errors import APIError
+from nanokube.controllers.replicaset import Expectations, ReplicaSetController, deletion_rank
+from nanokube.clock import Clock
+from tests.controllers import eventually, make_stack
+
+LABELS = {"app": "web"}
+
+
+def replicaset(name="web", replicas=3, labels=LABELS):
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+
+
+async def stop(ctrl):
+    """Controller.stop, re-cancelling workers: Python 3.11's asyncio.wait_for
+    (inside the watch cache's wait_for) can swallow a cancellation that lands
+    as the awaited revision arrives, leaving a worker running forever."""
+    ctrl.queue.shutdown()
+    pending = set(ctrl._tasks)
+    while pending:
+        for t in pending:
+            t.cancel()
+        _, pending = await asyncio.wait(pending, timeout=0.1)
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    ctrl = ReplicaSetController(s.client)
+    await ctrl.start()
+    yield s.client, ctrl
+    await stop(ctrl)
+    await s.close()
+
+
+async def pods_of(client, n):
+    items, _ = await client.resource("", "v1", "pods").list("default")
+    live = [p for p in items if not p["metadata"].get("deletionTimestamp")]
+    return live if len(live) == n else None
+
+
+async def patch_retrying(rc, name, body):
+    """Writers race the controller's status updates; retry conflicts as clients do."""
+    for _ in range(20):
+        try:
+            return await rc.patch(name, body, namespace="default")
+        except APIError as e:
+            if e.code != 409:
+                raise
+        await asyncio.sleep(0.01)
+    raise AssertionError("patch kept conflicting")
+
+
+async def make_ready(client, pod):
+    pods = client.resource("", "v1", "pods")
+    cur = await pods.get(pod["metadata"]["name"], "default")
+    status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True",
+                                                  "lastTransitionTime": "2020-01-01T00:00:00Z"}]}
+    await pods.update({**cur, "status": status}, subresource="status")
+
+
+async def test_creates_owned_pods_and_reports_status(env):
+    client, _ = env
+    rs = await client.resource("apps", "v1", "replicasets").create(replicaset())
+    pods = await eventually(lambda: pods_of(client, 3))
+    for p in pods:
+        md = p["metadata"]
+        assert md["generateName"] == "web-" and md["name"].startswith("web-")
+        assert md["labels"] == LABELS
+        assert md["ownerReferences"] == [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web",
+                                          "uid": rs["metadata"]["uid"], "controller": True,
+                                          "blockOwnerDeletion": True}]
+    await make_ready(client, pods[0])
+
+    async def status():
+        st = (await client.resource("apps", "v1", "replicasets").get("web", "default"))["status"]
+        return st if st.get("availableReplicas") == 1 else None
+    st = await eventually(status)
+    assert st == {"replicas": 3, "fullyLabeledReplicas": 3, "readyReplicas": 1, "availableReplicas": 1,
+                  "observedGeneration": 1}
+
+
+async def test_scale_down_deletes_unready_pods_first(env):
+    client, _ = env
+    rss = client.resource("apps", "v1", "replicasets")
+    await rss.create(replicaset())
+    pods = await eventually(lambda: pods_of(client, 3))
+    for p in pods[:2]:
+        await make_ready(client, p)
+    await patch_retrying(rss, "web", {"spec": {"replicas": 2}})
+    left = await eventually(lambda: pods_of(client, 2))
+    assert {p["metadata"]["name"] for p in left} == {p["metadata"]["name"] for p in pods[:2]}
+
+
+async def test_adopts_matching_orphan(env):
+    client, _ = env
+    pods = client.resource("", "v1", "pods")
+    await pods.create({"metadata": {"name": "orphan", "namespace": "default", "labels": LABELS},
+                       "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
+    await client.resource("apps", "v1", "replicasets").create(replicaset(replicas=2))
+    got = await eventually(lambda: pods_of(client, 2))
+    orphan = next(p for p in got if p["metadata"]["name"] == "orphan")
+    assert orphan["metadata"]["ownerReferences"][0]["name"] == "web"
+
+
+async def test_never_over_creates_while_informer_lags(env):
+    client, ctrl = env
+    rs = await client.resource("apps", "v1", "replicasets").create(replicaset(replicas=2))
+    await eventually(lambda: pods_of(client, 2))
+    ctrl.expectations.expect("default/web", adds=1)
+    await ctrl.sync("default/web")
+    assert await pods_of(client, 2)
+    assert rs["metadata"]["uid"]
+
+
+class FakeClock(Clock):
+    def __init__(self):
+        self.t = 0.0
+
+    def monotonic(self):
+        return self.t
+
+
+def test_expectations_expire():
+    clock = FakeClock()
+    e = Expectations(clock)
+    e.expect("k", adds=2)
+    e.observed_add("k")
+    assert not e.satisfied("k")
+    clock.t = 301
+    assert e.satisfied("k")
+
+
+def test_deletion_rank_prefers_unscheduled_then_newest():
+    def pod(node, created):
+        return {"metadata": {"creationTimestamp": created}, "spec": {"nodeName": node} if node else {},
+                "status": {"phase": "Running"}}
+    old, new, unscheduled = pod("n1", "2024-01-01T00:00:00Z"), pod("n1", "2024-01-02T00:00:00Z"), pod(None, "2023-01-01T00:00:00Z")
+    assert sorted([old, new, unscheduled], key=deletion_rank) == [unscheduled, new, old]
