@@ -16,8 +16,15 @@ from ..apiserver.selectors import matches_labels, selector_from_object
 from ..client.informer import Informer, key_of
 from ..clock import Clock, format_time, parse_time
 from .base import Controller
-from .replicaset import (Expectations, controller_ref, ignore_missing, owner_reference, pod_from_template,
-                         pod_is_ready, pod_is_terminal)
+from .replicaset import (
+    Expectations,
+    controller_ref,
+    ignore_missing,
+    owner_reference,
+    pod_from_template,
+    pod_is_ready,
+    pod_is_terminal,
+)
 
 TRACKING = "batch.kubernetes.io/job-tracking"
 JOB_NAME = "batch.kubernetes.io/job-name"

@@ -1,7 +1,12 @@
 import pytest
 
-from nanokube.controllers.deployment import (DeploymentController, new_rs_replicas, resolve_int_or_percent,
-                                             surge_and_unavailable, template_hash)
+from nanokube.controllers.deployment import (
+    DeploymentController,
+    new_rs_replicas,
+    resolve_int_or_percent,
+    surge_and_unavailable,
+    template_hash,
+)
 from nanokube.controllers.replicaset import ReplicaSetController
 from tests.controllers import eventually, make_stack
 from tests.controllers.test_replicaset import make_ready, patch_retrying, stop
@@ -55,7 +60,7 @@ async def rollout_done(client, revision):
 async def test_rollout_creates_hashed_replicaset_and_completes(env):
     client = env
     await client.resource("apps", "v1", "deployments").create(deployment())
-    d, conds = await eventually(lambda: rollout_done(client, "1"))
+    _, conds = await eventually(lambda: rollout_done(client, "1"))
     rss, _ = await client.resource("apps", "v1", "replicasets").list("default")
     assert len(rss) == 1
     rs = rss[0]

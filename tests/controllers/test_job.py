@@ -1,7 +1,12 @@
 import pytest
 
 from nanokube.clock import Clock
-from nanokube.controllers.job import JobController, format_indexes, parse_indexes, wanted_active
+from nanokube.controllers.job import (
+    JobController,
+    format_indexes,
+    parse_indexes,
+    wanted_active,
+)
 from tests.controllers import eventually, make_stack
 from tests.controllers.test_replicaset import stop
 

@@ -3,8 +3,12 @@ import asyncio
 import pytest
 
 from nanokube.apiserver.errors import APIError
-from nanokube.controllers.replicaset import Expectations, ReplicaSetController, deletion_rank
 from nanokube.clock import Clock
+from nanokube.controllers.replicaset import (
+    Expectations,
+    ReplicaSetController,
+    deletion_rank,
+)
 from tests.controllers import eventually, make_stack
 
 LABELS = {"app": "web"}
