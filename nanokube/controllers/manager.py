@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..client.local import LocalClient
 from .deployment import DeploymentController
+from .endpointslice import EndpointSliceController
 from .garbagecollector import GarbageCollector
 from .job import JobController
 from .namespace import NamespaceController
@@ -17,6 +18,7 @@ class ControllerManager:
         self.controllers = [
             NamespaceController(self.client, clock=server.clock),
             GarbageCollector(self.client, clock=server.clock),
+            EndpointSliceController(self.client, clock=server.clock),
             ReplicaSetController(self.client, clock=server.clock),
             DeploymentController(self.client, clock=server.clock),
             JobController(self.client, clock=server.clock),

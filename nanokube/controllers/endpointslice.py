@@ -1,0 +1,456 @@
+"""EndpointSlice controller, and the legacy Endpoints object beside it.
+
+For every Service with a selector it keeps one or more EndpointSlices per
+address family listing the selected pods (address, ready/serving/terminating,
+node, zone, targetRef), at most 100 endpoints per slice, ports resolved from
+the Service's targetPorts against each pod's container ports. Reconciling
+keeps endpoints in the slice they already sit in and rewrites only slices
+whose content changed, so a pod coming or going touches one slice. The
+`v1/Endpoints` object of the same name is written for older clients, as
+upstream's endpoints controller does.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from ..apiserver.errors import APIError
+from ..apiserver.selectors import matches_labels, selector_from_object
+from ..client.informer import Informer, key_of
+from ..clock import Clock
+from .base import Controller
+from .replicaset import owner_reference, pod_is_ready, pod_is_terminal
+
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by"
+CONTROLLER_NAME = "endpointslice-controller.k8s.io"
+HEADLESS_LABEL = "service.kubernetes.io/headless"
+SKIP_MIRROR_LABEL = "endpointslice.kubernetes.io/skip-mirror"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+MAX_ENDPOINTS_PER_SLICE = 100
+MAX_ENDPOINTS_ADDRESSES = 1000
+OVER_CAPACITY_ANNOTATION = "endpoints.kubernetes.io/over-capacity"
+
+
+# --- what the service wants ----------------------------------------------------
+
+def address_types(svc: dict) -> list[str]:
+    """IPv4/IPv6 from spec.ipFamilies, else from the ClusterIP, else IPv4."""
+    spec = svc.get("spec") or {}
+    fams = spec.get("ipFamilies") or []
+    if not fams and spec.get("clusterIP") not in (None, "", "None"):
+        fams = ["IPv6" if ":" in spec["clusterIP"] else "IPv4"]
+    return list(fams) or ["IPv4"]
+
+
+def pod_ip(pod: dict, address_type: str) -> str | None:
+    st = pod.get("status") or {}
+    ips = [p["ip"] for p in st.get("podIPs") or [] if p.get("ip")] or ([st["podIP"]] if st.get("podIP") else [])
+    want_v6 = address_type == "IPv6"
+    return next((ip for ip in ips if (":" in ip) == want_v6), None)
+
+
+def find_port(pod: dict, service_port: dict) -> int | None:
+    """The pod's port for a service port: a numeric targetPort as is, a named
+    one looked up among the container ports of the same protocol."""
+    target = service_port.get("targetPort", service_port.get("port"))
+    if isinstance(target, int):
+        return target
+    if isinstance(target, str) and target.isdigit():
+        return int(target)
+    proto = service_port.get("protocol", "TCP")
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        for cp in c.get("ports") or []:
+            if cp.get("name") == target and cp.get("protocol", "TCP") == proto:
+                return cp["containerPort"]
+    return None
+
+
+def endpoint_ports(svc: dict, pod: dict) -> tuple[dict, ...]:
+    out = []
+    for sp in (svc.get("spec") or {}).get("ports") or []:
+        port = find_port(pod, sp)
+        if port is None:
+            continue
+        p = {"name": sp.get("name", ""), "port": port, "protocol": sp.get("protocol", "TCP")}
+        if sp.get("appProtocol"):
+            p["appProtocol"] = sp["appProtocol"]
+        out.append(p)
+    return tuple(out)
+
+
+def selects(svc: dict, pod: dict) -> bool:
+    sel = (svc.get("spec") or {}).get("selector")
+    return bool(sel) and pod["metadata"].get("namespace") == svc["metadata"]["namespace"] and \
+        matches_labels(selector_from_object({"matchLabels": sel}), pod["metadata"].get("labels"))
+
+
+def is_headless(svc: dict) -> bool:
+    return (svc.get("spec") or {}).get("clusterIP") == "None"
+
+
+def _target_ref(pod: dict) -> dict:
+    md = pod["metadata"]
+    return {"kind": "Pod", "namespace": md["namespace"], "name": md["name"], "uid": md["uid"]}
+
+
+def slice_endpoint(svc: dict, pod: dict, ip: str, zones: dict[str, str]) -> dict:
+    """One endpoint as upstream's podToEndpoint writes it."""
+    publish = (svc.get("spec") or {}).get("publishNotReadyAddresses", False)
+    terminating = bool(pod["metadata"].get("deletionTimestamp"))
+    serving = publish or pod_is_ready(pod)
+    ep: dict = {"addresses": [ip],
+                "conditions": {"ready": serving and not terminating, "serving": serving, "terminating": terminating},
+                "targetRef": _target_ref(pod)}
+    spec = pod.get("spec") or {}
+    if spec.get("nodeName"):
+        ep["nodeName"] = spec["nodeName"]
+        if zones.get(spec["nodeName"]):
+            ep["zone"] = zones[spec["nodeName"]]
+    if is_headless(svc) and spec.get("hostname") and spec.get("subdomain") == svc["metadata"]["name"]:
+        ep["hostname"] = spec["hostname"]
+    return ep
+
+
+def _ports_key(ports) -> bytes:
+    """A canonical encoding of a port set (name and protocol defaulted), which
+    decodes back into the slice's `ports`."""
+    norm = [{**p, "name": p.get("name") or "", "protocol": p.get("protocol") or "TCP"} for p in ports or []]
+    return orjson.dumps(sorted(norm, key=lambda p: (p["name"], p["protocol"], p["port"])),
+                        option=orjson.OPT_SORT_KEYS)
+
+
+def desired_endpoints(svc: dict, pods: list[dict], address_type: str,
+                      zones: dict[str, str]) -> dict[bytes, dict[str, dict]]:
+    """port-set key -> address -> endpoint, for the pods that belong in slices
+    (not finished, with an IP of this family; terminating ones included)."""
+    out: dict[bytes, dict[str, dict]] = {}
+    for pod in pods:
+        ip = pod_ip(pod, address_type)
+        if ip is None or pod_is_terminal(pod):
+            continue
+        key = _ports_key(endpoint_ports(svc, pod))
+        out.setdefault(key, {})[ip] = slice_endpoint(svc, pod, ip, zones)
+    return out
+
+
+def managed_labels(svc: dict, extra: dict[str, str]) -> dict[str, str]:
+    labels = dict(svc["metadata"].get("labels") or {})
+    labels.pop(HEADLESS_LABEL, None)
+    labels.update(extra)
+    if is_headless(svc):
+        labels[HEADLESS_LABEL] = ""
+    return labels
+
+
+# --- slice planning --------------------------------------------------------------
+
+def plan_slices(existing: list[dict], desired: dict[bytes, dict[str, dict]],
+                max_per_slice: int = MAX_ENDPOINTS_PER_SLICE
+                ) -> tuple[list[dict], list[tuple[list[dict], list[dict]]], list[dict]]:
+    """Given one family's existing slices and desired endpoints, return
+    (slices to update, (ports, endpoints) of new slices, slices to delete).
+
+    Endpoints stay in the slice that already holds them; new ones fill slices
+    already being rewritten, then others with room, then slices that would be
+    deleted, then new slices."""
+    updates: list[dict] = []
+    deletes: list[dict] = []
+    creates: list[tuple[list[dict], list[dict]]] = []
+    by_ports: dict[bytes, list[dict]] = {}
+    for sl in existing:
+        by_ports.setdefault(_ports_key(sl.get("ports")), []).append(sl)
+    for key, slices in by_ports.items():
+        if key not in desired:
+            deletes += slices
+    for key, want in desired.items():
+        remaining = dict(want)
+        kept: list[tuple[dict, list[dict], bool]] = []  # slice, endpoints, changed
+        for sl in by_ports.get(key, []):
+            eps, changed = [], False
+            for ep in sl.get("endpoints") or []:
+                addr = (ep.get("addresses") or [None])[0]
+                new = remaining.pop(addr, None)
+                if new is None:
+                    changed = True
+                    continue
+                changed |= new != ep
+                eps.append(new)
+            kept.append((sl, eps, changed))
+        fill_order = sorted(range(len(kept)), key=lambda i: not kept[i][2])
+        pending = list(remaining.values())
+        for i in fill_order:
+            sl, eps, changed = kept[i]
+            room = max_per_slice - len(eps)
+            if pending and room > 0:
+                eps += pending[:room]
+                pending = pending[room:]
+                changed = True
+            kept[i] = (sl, eps, changed)
+        for sl, eps, changed in kept:
+            if not eps:
+                deletes.append(sl)
+            elif changed:
+                updates.append({**sl, "endpoints": eps})
+        for i in range(0, len(pending), max_per_slice):
+            creates.append((orjson.loads(key), pending[i:i + max_per_slice]))
+    while creates and deletes:  # recycle a slice that would go rather than create one
+        ports, eps = creates.pop()
+        updates.append({**deletes.pop(), "ports": ports, "endpoints": eps})
+    return updates, creates, deletes
+
+
+def endpoints_subsets(svc: dict, pods: list[dict]) -> tuple[list[dict], bool]:
+    """The legacy Endpoints subsets (primary family, terminating pods left
+    out unless publishNotReadyAddresses), grouped by port set; and whether the
+    addresses were truncated at 1000."""
+    spec = svc.get("spec") or {}
+    publish = spec.get("publishNotReadyAddresses", False)
+    family = address_types(svc)[0]
+    groups: dict[bytes, tuple[tuple[dict, ...], list[dict], list[dict]]] = {}
+    total = 0
+    for pod in sorted(pods, key=lambda p: pod_ip(p, family) or ""):
+        ip = pod_ip(pod, family)
+        if ip is None or pod_is_terminal(pod) or (pod["metadata"].get("deletionTimestamp") and not publish):
+            continue
+        if total >= MAX_ENDPOINTS_ADDRESSES:
+            return _subsets(groups), True
+        total += 1
+        ports = endpoint_ports(svc, pod)
+        if spec.get("ports") and not ports:
+            continue
+        addr: dict = {"ip": ip, "targetRef": _target_ref(pod)}
+        pspec = pod.get("spec") or {}
+        if pspec.get("nodeName"):
+            addr["nodeName"] = pspec["nodeName"]
+        if pspec.get("hostname") and pspec.get("subdomain") == svc["metadata"]["name"]:
+            addr["hostname"] = pspec["hostname"]
+        g = groups.setdefault(_ports_key(ports), (ports, [], []))
+        (g[1] if publish or pod_is_ready(pod) else g[2]).append(addr)
+    return _subsets(groups), False
+
+
+def _subsets(groups) -> list[dict]:
+    out = []
+    for _, (ports, ready, not_ready) in sorted(groups.items()):
+        s: dict = {}
+        if ready:
+            s["addresses"] = ready
+        if not_ready:
+            s["notReadyAddresses"] = not_ready
+        if ports:
+            s["ports"] = [dict(p) for p in ports]
+        out.append(s)
+    return out
+
+
+# --- the controller -----------------------------------------------------------------
+
+class EndpointSliceController(Controller):
+    name = "endpointslice"
+    workers = 2
+
+    def __init__(self, client, clock: Clock | None = None, pod_informer: Informer | None = None,
+                 max_endpoints_per_slice: int = MAX_ENDPOINTS_PER_SLICE):
+        super().__init__(client, **({"clock": clock} if clock else {}))
+        self.max_per_slice = max_endpoints_per_slice
+        self.slices = client.resource("discovery.k8s.io", "v1", "endpointslices")
+        self.endpoints = client.resource("", "v1", "endpoints")
+        self.svc_inf = Informer(client.resource("", "v1", "services"))
+        self.pod_inf = pod_informer or Informer(client.resource("", "v1", "pods"))
+        self.slice_inf = Informer(self.slices, label_selector=f"{MANAGED_BY_LABEL}={CONTROLLER_NAME}")
+        self.ep_inf = Informer(self.endpoints)
+        self.node_inf = Informer(client.resource("", "v1", "nodes"))
+        # (kind, object key) -> (service key, resourceVersion written, or None once deleted)
+        self._written: dict[tuple[str, str], tuple[str, int | None]] = {}
+        self.svc_inf.add_handlers(self._enqueue, lambda o, n: self._enqueue(n), self._enqueue)
+        self.pod_inf.add_handlers(self._pod_changed, lambda o, n: (self._pod_changed(o), self._pod_changed(n)),
+                                  self._pod_changed)
+        self.slice_inf.add_handlers(lambda o: self._slice_seen(o), lambda o, n: self._slice_seen(n),
+                                    lambda o: self._slice_seen(o, deleted=True))
+        self.ep_inf.add_handlers(lambda o: self._ep_seen(o), lambda o, n: self._ep_seen(n),
+                                 lambda o: self._ep_seen(o, deleted=True))
+        self.node_inf.add_handlers(None, self._node_updated, None)
+
+    def informers(self):
+        return [self.svc_inf, self.pod_inf, self.slice_inf, self.ep_inf, self.node_inf]
+
+    def _enqueue(self, obj: dict) -> None:
+        self.queue.add(key_of(obj))
+
+    def _pod_changed(self, pod: dict) -> None:
+        for svc in self.svc_inf.list():
+            if selects(svc, pod):
+                self._enqueue(svc)
+
+    def _observe(self, kind: str, obj: dict, deleted: bool) -> str | None:
+        """Forget a write the informer now shows; the service it belongs to."""
+        k = (kind, key_of(obj))
+        svc_key, rv = self._written.get(k, (None, None))
+        if svc_key is not None and (deleted or (rv is not None and _rv(obj) >= rv)):
+            del self._written[k]
+        return svc_key
+
+    def _slice_seen(self, sl: dict, deleted: bool = False) -> None:
+        svc_key = self._observe("slice", sl, deleted)
+        name = (sl["metadata"].get("labels") or {}).get(SERVICE_NAME_LABEL)
+        if name:
+            self.queue.add(f"{sl['metadata']['namespace']}/{name}")
+        elif svc_key:
+            self.queue.add(svc_key)
+
+    def _ep_seen(self, ep: dict, deleted: bool = False) -> None:
+        self._observe("ep", ep, deleted)
+        self._enqueue(ep)
+
+    def _cache_stale(self, svc_key: str) -> bool:
+        """Some write for this service is not in the informers yet: syncing now
+        would act on old state (a second slice for the same pods, a conflict).
+        The event that catches the cache up requeues the service."""
+        return any(sk == svc_key for sk, _ in self._written.values())
+
+    def _record(self, kind: str, svc_key: str, obj: dict, deleted: bool = False) -> None:
+        """Remember a write unless its watch event already arrived."""
+        seen = (self.slice_inf if kind == "slice" else self.ep_inf).get(key_of(obj))
+        if (seen is None) if deleted else (seen is not None and _rv(seen) >= _rv(obj)):
+            return
+        self._written[(kind, key_of(obj))] = (svc_key, None if deleted else _rv(obj))
+
+    async def _create(self, sl: dict) -> None:
+        md = sl["metadata"]
+        self._record("slice", f"{md['namespace']}/{md['labels'][SERVICE_NAME_LABEL]}", await self.slices.create(sl))
+
+    async def _update(self, sl: dict) -> None:
+        md = sl["metadata"]
+        self._record("slice", f"{md['namespace']}/{md['labels'][SERVICE_NAME_LABEL]}", await self.slices.update(sl))
+
+    def _node_updated(self, old: dict, new: dict) -> None:
+        """A node's zone label feeds its endpoints' `zone`."""
+        if (old["metadata"].get("labels") or {}).get(ZONE_LABEL) == (new["metadata"].get("labels") or {}).get(ZONE_LABEL):
+            return
+        node = new["metadata"]["name"]
+        for pod in self.pod_inf.list():
+            if (pod.get("spec") or {}).get("nodeName") == node:
+                self._pod_changed(pod)
+
+    def _zones(self) -> dict[str, str]:
+        return {n["metadata"]["name"]: z for n in self.node_inf.list()
+                if (z := (n["metadata"].get("labels") or {}).get(ZONE_LABEL))}
+
+    def _service_slices(self, ns: str, name: str) -> list[dict]:
+        return [sl for sl in self.slice_inf.list() if sl["metadata"]["namespace"] == ns
+                and (sl["metadata"].get("labels") or {}).get(SERVICE_NAME_LABEL) == name]
+
+    async def sync(self, key: str) -> None:
+        if self._cache_stale(key):
+            return
+        ns, name = key.split("/", 1)
+        svc = self.svc_inf.get(key)
+        if svc is None or (svc.get("spec") or {}).get("type") == "ExternalName":
+            await self._delete_all(self._service_slices(ns, name), key)
+            if svc is None and self.ep_inf.get(key) is not None:
+                await _ignore_missing(self.endpoints.delete(name, ns))
+            return
+        if not (svc.get("spec") or {}).get("selector") or svc["metadata"].get("deletionTimestamp"):
+            return
+        pods = [p for p in self.pod_inf.list() if selects(svc, p)]
+        await self._sync_slices(svc, pods)
+        await self._sync_endpoints(svc, pods)
+
+    async def _delete_all(self, slices: list[dict], svc_key: str) -> None:
+        for sl in slices:
+            await _ignore_missing(self.slices.delete(sl["metadata"]["name"], sl["metadata"]["namespace"]))
+            self._record("slice", svc_key, sl, deleted=True)
+
+    async def _sync_slices(self, svc: dict, pods: list[dict]) -> None:
+        md = svc["metadata"]
+        existing = self._service_slices(md["namespace"], md["name"])
+        labels = managed_labels(svc, {SERVICE_NAME_LABEL: md["name"], MANAGED_BY_LABEL: CONTROLLER_NAME})
+        owner = owner_reference(svc, "v1", "Service")
+        zones = self._zones()
+        families = address_types(svc)
+        svc_key = key_of(svc)
+        await self._delete_all([sl for sl in existing if sl.get("addressType") not in families], svc_key)
+        wanted = {at: desired_endpoints(svc, pods, at, zones) for at in families}
+        if not any(wanted.values()):
+            await self._placeholder(svc, [sl for sl in existing if sl.get("addressType") in families], labels, owner)
+            return
+        for at, desired in wanted.items():
+            mine = [sl for sl in existing if sl.get("addressType") == at]
+            updates, creates, deletes = plan_slices(mine, desired, self.max_per_slice)
+            touched = {sl["metadata"]["name"] for sl in updates + deletes}
+            relabel = [sl for sl in mine if sl["metadata"]["name"] not in touched
+                       and not _meta_current(sl, labels, owner)]
+            for ports, eps in creates:
+                await self._create(self._new_slice(md, at, ports, eps, labels, owner))
+            for sl in updates + relabel:
+                await self._update(_with_meta(sl, labels, owner))
+            await self._delete_all(deletes, svc_key)
+
+    async def _placeholder(self, svc: dict, existing: list[dict], labels: dict, owner: dict) -> None:
+        """A Service with no endpoints keeps exactly one empty slice."""
+        keep = next((sl for sl in existing if not sl.get("endpoints") and not sl.get("ports")),
+                    existing[0] if existing else None)
+        await self._delete_all([sl for sl in existing if sl is not keep], key_of(svc))
+        md = svc["metadata"]
+        if keep is None:
+            await self._create(self._new_slice(md, address_types(svc)[0], [], [], labels, owner))
+        elif keep.get("endpoints") or keep.get("ports") or not _meta_current(keep, labels, owner):
+            await self._update(_with_meta({**keep, "ports": [], "endpoints": []}, labels, owner))
+
+    @staticmethod
+    def _new_slice(md: dict, address_type: str, ports: list, endpoints: list, labels: dict, owner: dict) -> dict:
+        return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                "metadata": {"generateName": f"{md['name'][:58]}-", "namespace": md["namespace"],
+                             "labels": labels, "ownerReferences": [owner]},
+                "addressType": address_type, "ports": ports, "endpoints": endpoints}
+
+    async def _sync_endpoints(self, svc: dict, pods: list[dict]) -> None:
+        md = svc["metadata"]
+        subsets, truncated = endpoints_subsets(svc, pods)
+        labels = managed_labels(svc, {SKIP_MIRROR_LABEL: "true"})
+        cur = self.ep_inf.get(key_of(svc))
+        annotations = dict((cur or {}).get("metadata", {}).get("annotations") or {})
+        if truncated:
+            annotations[OVER_CAPACITY_ANNOTATION] = "truncated"
+        else:
+            annotations.pop(OVER_CAPACITY_ANNOTATION, None)
+        if cur is None:
+            meta = {"name": md["name"], "namespace": md["namespace"], "labels": labels}
+            if annotations:
+                meta["annotations"] = annotations
+            self._record("ep", key_of(svc), await self.endpoints.create(
+                {"apiVersion": "v1", "kind": "Endpoints", "metadata": meta, "subsets": subsets}))
+            return
+        cmd = cur["metadata"]
+        if (cur.get("subsets") or []) == subsets and (cmd.get("labels") or {}) == labels \
+                and (cmd.get("annotations") or {}) == annotations:
+            return
+        meta = {**cmd, "labels": labels, "annotations": annotations or None}
+        self._record("ep", key_of(svc), await self.endpoints.update({**cur, "metadata": meta, "subsets": subsets}))
+
+
+def _meta_current(sl: dict, labels: dict, owner: dict) -> bool:
+    md = sl["metadata"]
+    return (md.get("labels") or {}) == labels and any(
+        r.get("uid") == owner["uid"] and r.get("controller") for r in md.get("ownerReferences") or [])
+
+
+def _with_meta(sl: dict, labels: dict, owner: dict) -> dict:
+    md = dict(sl["metadata"])
+    md["labels"] = labels
+    refs = [r for r in md.get("ownerReferences") or [] if not r.get("controller")]
+    md["ownerReferences"] = refs + [owner]
+    return {**sl, "metadata": md}
+
+
+def _rv(obj: dict) -> int:
+    return int(obj["metadata"].get("resourceVersion") or 0)
+
+
+async def _ignore_missing(coro) -> None:
+    try:
+        await coro
+    except APIError as e:
+        if e.code != 404:
+            raise

@@ -1,0 +1,229 @@
+import asyncio
+
+import pytest
+
+from nanokube.apiserver.errors import APIError
+from nanokube.controllers.endpointslice import (
+    CONTROLLER_NAME,
+    MANAGED_BY_LABEL,
+    SERVICE_NAME_LABEL,
+    EndpointSliceController,
+    find_port,
+    plan_slices,
+)
+from tests.controllers import eventually, make_stack
+
+NOW = "2026-01-01T00:00:00Z"
+
+
+async def stop(ctrl):
+    """Controller.stop, re-cancelling workers (see test_replicaset.stop)."""
+    ctrl.queue.shutdown()
+    pending = set(ctrl._tasks)
+    while pending:
+        for t in pending:
+            t.cancel()
+        _, pending = await asyncio.wait(pending, timeout=0.1)
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    c = s.client
+    await c.resource("", "v1", "nodes").create({"metadata": {"name": "n1", "labels": {
+        "topology.kubernetes.io/zone": "zone-a"}}})
+    ctrl = EndpointSliceController(c, max_endpoints_per_slice=3)
+    await ctrl.start()
+    yield c, ctrl
+    await stop(ctrl)
+    await s.close()
+
+
+def service(name="web", selector=None, ports=None, cluster_ip="", labels=None):
+    spec = {"selector": selector if selector is not None else {"app": name},
+            "ports": ports if ports is not None else [{"name": "http", "port": 80, "targetPort": "http"}]}
+    if cluster_ip:
+        spec["clusterIP"] = cluster_ip
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": "default",
+                                                               "labels": labels or {}}, "spec": spec}
+
+
+async def add_pod(c, name, ip, app="web", ready=True, port=8080):
+    pods = c.resource("", "v1", "pods")
+    await pods.create({"metadata": {"name": name, "namespace": "default", "labels": {"app": app}},
+                       "spec": {"nodeName": "n1", "containers": [
+                           {"name": "c", "image": "nginx", "ports": [{"name": "http", "containerPort": port}]}]}})
+    await set_status(c, name, ip, ready)
+
+
+async def set_status(c, name, ip, ready):
+    cond = [{"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": NOW}]
+    await c.resource("", "v1", "pods").patch(name, {"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
+                                                               "conditions": cond}},
+                                             namespace="default", subresource="status")
+
+
+async def slices_of(c, svc):
+    items, _ = await c.resource("discovery.k8s.io", "v1", "endpointslices").list(
+        "default", label_selector=f"{SERVICE_NAME_LABEL}={svc}")
+    return items
+
+
+def addresses(slices, ready_only=False):
+    return sorted(ep["addresses"][0] for sl in slices for ep in sl.get("endpoints") or []
+                  if not ready_only or ep["conditions"]["ready"])
+
+
+def wait_addresses(c, svc, want, ready_only=False):
+    async def check():
+        got = await slices_of(c, svc)
+        return got if addresses(got, ready_only) == sorted(want) else None
+    return eventually(check)
+
+
+async def test_slice_shape_follows_upstream(env):
+    c, _ = env
+    svc = await c.resource("", "v1", "services").create(service(labels={"tier": "front"}))
+    await add_pod(c, "a", "10.244.1.2")
+    await add_pod(c, "b", "10.244.1.3", ready=False)
+    [sl] = await wait_addresses(c, "web", ["10.244.1.2", "10.244.1.3"])
+    md = sl["metadata"]
+    assert md["name"].startswith("web-") and md["generateName"] == "web-"
+    assert md["labels"] == {"tier": "front", SERVICE_NAME_LABEL: "web", MANAGED_BY_LABEL: CONTROLLER_NAME}
+    assert md["ownerReferences"] == [{"apiVersion": "v1", "kind": "Service", "name": "web",
+                                      "uid": svc["metadata"]["uid"], "controller": True,
+                                      "blockOwnerDeletion": True}]
+    assert sl["addressType"] == "IPv4"
+    assert sl["ports"] == [{"name": "http", "port": 8080, "protocol": "TCP"}]
+    eps = {ep["addresses"][0]: ep for ep in sl["endpoints"]}
+    a = eps["10.244.1.2"]
+    assert a["conditions"] == {"ready": True, "serving": True, "terminating": False}
+    assert a["nodeName"] == "n1" and a["zone"] == "zone-a"
+    assert a["targetRef"]["kind"] == "Pod" and a["targetRef"]["name"] == "a"
+    assert eps["10.244.1.3"]["conditions"] == {"ready": False, "serving": False, "terminating": False}
+
+
+async def test_endpoints_mirror_the_service(env):
+    c, _ = env
+    await c.resource("", "v1", "services").create(service())
+    await add_pod(c, "a", "10.244.1.2")
+    await add_pod(c, "b", "10.244.1.3", ready=False)
+
+    async def check():
+        try:
+            ep = await c.resource("", "v1", "endpoints").get("web", "default")
+        except APIError:
+            return None
+        s = ep.get("subsets") or []
+        return ep if s and s[0].get("addresses") and s[0].get("notReadyAddresses") else None
+    ep = await eventually(check)
+    [subset] = ep["subsets"]
+    assert [a["ip"] for a in subset["addresses"]] == ["10.244.1.2"]
+    assert [a["ip"] for a in subset["notReadyAddresses"]] == ["10.244.1.3"]
+    assert subset["ports"] == [{"name": "http", "port": 8080, "protocol": "TCP"}]
+    assert ep["metadata"]["labels"]["endpointslice.kubernetes.io/skip-mirror"] == "true"
+    await c.resource("", "v1", "services").delete("web", "default")
+
+    async def gone():
+        try:
+            await c.resource("", "v1", "endpoints").get("web", "default")
+        except APIError as e:
+            return e.code == 404
+    await eventually(gone)
+
+
+async def test_at_most_max_per_slice_and_minimal_churn(env):
+    c, ctrl = env
+    await c.resource("", "v1", "services").create(service())
+    for i in range(7):
+        await add_pod(c, f"p{i}", f"10.244.1.{10 + i}")
+    got = await wait_addresses(c, "web", [f"10.244.1.{10 + i}" for i in range(7)])
+    assert sorted(len(sl["endpoints"]) for sl in got) == [1, 3, 3]
+    before = {sl["metadata"]["name"]: sl["metadata"]["resourceVersion"] for sl in got}
+    holder = next(sl["metadata"]["name"] for sl in got
+                  if "10.244.1.12" in addresses([sl]))
+    await c.resource("", "v1", "pods").delete("p2", "default", grace_period_seconds=0)
+    got = await wait_addresses(c, "web", [f"10.244.1.{10 + i}" for i in range(7) if i != 2])
+    after = {sl["metadata"]["name"]: sl["metadata"]["resourceVersion"] for sl in got}
+    changed = {n for n in after if after[n] != before.get(n)}
+    assert changed == {holder}  # one slice rewritten, the others untouched
+    assert all(len(sl["endpoints"]) <= 3 for sl in got)
+
+
+async def test_terminating_pod_is_serving_but_not_ready(env):
+    c, _ = env
+    await c.resource("", "v1", "services").create(service())
+    pods = c.resource("", "v1", "pods")
+    await add_pod(c, "a", "10.244.1.2")
+    await pods.patch("a", {"metadata": {"finalizers": ["test/hold"]}}, namespace="default")
+    await wait_addresses(c, "web", ["10.244.1.2"], ready_only=True)
+    await pods.delete("a", "default", grace_period_seconds=0)
+
+    async def check():
+        [sl] = await slices_of(c, "web")
+        eps = sl.get("endpoints") or []
+        return eps if eps and eps[0]["conditions"]["terminating"] else None
+    [ep] = await eventually(check)
+    assert ep["conditions"] == {"ready": False, "serving": True, "terminating": True}
+    await pods.patch("a", {"metadata": {"finalizers": None}}, namespace="default")
+    await wait_addresses(c, "web", [])
+
+
+async def test_no_endpoints_keeps_one_placeholder_slice(env):
+    c, _ = env
+    await c.resource("", "v1", "services").create(service())
+
+    async def one():
+        got = await slices_of(c, "web")
+        return got if len(got) == 1 else None
+    [sl] = await eventually(one)
+    assert not sl.get("endpoints") and not sl.get("ports")
+    await add_pod(c, "a", "10.244.1.2")
+    [sl] = await wait_addresses(c, "web", ["10.244.1.2"])
+    assert sl["ports"][0]["port"] == 8080
+
+
+async def test_headless_service_and_unresolvable_port(env):
+    c, _ = env
+    await c.resource("", "v1", "services").create(service("db", cluster_ip="None",
+                                                          ports=[{"name": "sql", "port": 5432, "targetPort": "sql"}]))
+    await add_pod(c, "d", "10.244.1.7", app="db")
+    [sl] = await wait_addresses(c, "db", ["10.244.1.7"])
+    assert sl["metadata"]["labels"]["service.kubernetes.io/headless"] == ""
+    assert not sl.get("ports")  # no container port named `sql`: the endpoint is listed without it
+
+
+async def test_pod_relabelled_out_of_selector_is_removed(env):
+    c, _ = env
+    await c.resource("", "v1", "services").create(service())
+    await add_pod(c, "a", "10.244.1.2")
+    await add_pod(c, "b", "10.244.1.3")
+    await wait_addresses(c, "web", ["10.244.1.2", "10.244.1.3"])
+    await c.resource("", "v1", "pods").patch("b", {"metadata": {"labels": {"app": "other"}}}, namespace="default")
+    await wait_addresses(c, "web", ["10.244.1.2"])
+
+
+def test_find_port_resolves_names_and_numbers():
+    pod = {"spec": {"containers": [{"ports": [{"name": "http", "containerPort": 8080},
+                                              {"name": "dns", "containerPort": 53, "protocol": "UDP"}]}]}}
+    assert find_port(pod, {"port": 80, "targetPort": "http"}) == 8080
+    assert find_port(pod, {"port": 80, "targetPort": 9090}) == 9090
+    assert find_port(pod, {"port": 53, "targetPort": "dns", "protocol": "UDP"}) == 53
+    assert find_port(pod, {"port": 53, "targetPort": "dns"}) is None  # the name is UDP-only
+
+
+def test_plan_keeps_endpoints_in_place_and_fills_rewritten_slices_first():
+    ports = [{"name": "", "port": 80, "protocol": "TCP"}]
+
+    def ep(ip):
+        return {"addresses": [ip], "conditions": {"ready": True}}
+    full = {"metadata": {"name": "s1"}, "ports": ports, "endpoints": [ep("1"), ep("2")]}
+    other = {"metadata": {"name": "s2"}, "ports": ports, "endpoints": [ep("3")]}
+    from nanokube.controllers.endpointslice import _ports_key
+    desired = {_ports_key(ports): {ip: ep(ip) for ip in ("2", "3", "4")}}
+    updates, creates, deletes = plan_slices([full, other], desired, max_per_slice=2)
+    assert [u["metadata"]["name"] for u in updates] == ["s1"]
+    assert [e["addresses"][0] for e in updates[0]["endpoints"]] == ["2", "4"]
+    assert creates == [] and deletes == []
+    updates, creates, deletes = plan_slices([full], {}, max_per_slice=2)
+    assert deletes == [full] and updates == [] and creates == []
