@@ -10,7 +10,10 @@ from typing import Any
 
 from aiohttp import web
 
+from ..client.local import LocalClient
 from ..clock import REAL, Clock
+from ..metrics.api import MetricsAPI
+from ..metrics.provider import MetricsProvider
 from ..pki.ca import ClusterPKI
 from ..registry.base import all_resources
 from ..store.instrumented import InstrumentedStore
@@ -98,6 +101,7 @@ class APIServer:
         app.router.add_get("/openapi/v2", self._openapi_v2)
         app.router.add_get("/openapi/v3", self._openapi_v3_index)
         app.router.add_get("/openapi/v3/{path:.*}", self._openapi_v3)
+        MetricsAPI(MetricsProvider(LocalClient(self.rest), self.clock)).add_routes(app)
         app.router.add_route("*", "/{tail:.*}", self.handlers.dispatch)
         self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
         await self._runner.setup()

@@ -6,6 +6,7 @@ from ..client.local import LocalClient
 from .deployment import DeploymentController
 from .endpointslice import EndpointSliceController
 from .garbagecollector import GarbageCollector
+from .hpa import HPAController, options_from_env
 from .job import JobController
 from .namespace import NamespaceController
 from .replicaset import ReplicaSetController
@@ -23,6 +24,7 @@ class ControllerManager:
             DeploymentController(self.client, clock=server.clock),
             JobController(self.client, clock=server.clock),
             PodGroupProtectionController(self.client, clock=server.clock),
+            HPAController(self.client, clock=server.clock, **options_from_env()),
         ]
 
     async def start(self) -> None:

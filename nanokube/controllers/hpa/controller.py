@@ -1,0 +1,248 @@
+"""The HorizontalPodAutoscaler controller: every sync period it reads each
+HPA's scale target and metrics, normalises the proposal (stabilization, rate
+limits, bounds), rescales the target and writes status, conditions and
+events, following upstream's reconcileAutoscaler including the 1.37
+scale-to-zero state machine (spec §3.2)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from ...apiserver.errors import APIError
+from ...apiserver.selectors import selector_to_string
+from ...client.informer import Informer, key_of
+from ...metrics.provider import MetricsProvider
+from ...registry.quantity import parse_quantity
+from ..base import Controller
+from . import normalize
+from . import replica_calculator as calc
+from .sources import SourceError, Target, propose
+
+log = logging.getLogger(__name__)
+
+SCALED_TO_ZERO = ("True", "ScaledToZero", "the HPA controller scaled the workload to zero")
+NOT_SCALED_TO_ZERO = ("False", "NotScaledToZero", "the HPA controller did not scale the workload to zero")
+_ZERO_KINDS = ("Object", "External")
+
+
+def _tolerances(spec: dict, default: float) -> calc.Tolerances:
+    """Per-direction tolerance from behavior (HPAConfigurableTolerance), else the flag."""
+    b = spec.get("behavior") or {}
+
+    def one(rules: dict | None) -> float:
+        t = (rules or {}).get("tolerance")
+        return default if t is None else float(parse_quantity(str(t)))
+    return calc.Tolerances(down=one(b.get("scaleDown")), up=one(b.get("scaleUp")))
+
+
+def _condition(hpa: dict, typ: str) -> dict | None:
+    return next((c for c in (hpa.get("status") or {}).get("conditions") or [] if c.get("type") == typ), None)
+
+
+class HPAController(Controller):
+    name = "horizontal-pod-autoscaler"
+
+    def __init__(self, client, *, sync_period: float = 15.0, downscale_window: float = 300.0, tolerance: float = 0.1,
+                 cpu_initialization_period: float = 300.0, initial_readiness_delay: float = 30.0,
+                 provider: MetricsProvider | None = None, **kw):
+        super().__init__(client, **kw)
+        self.sync_period = sync_period
+        self.downscale_window = downscale_window
+        self.tolerance = tolerance
+        self.cpu_init = cpu_initialization_period
+        self.readiness_delay = initial_readiness_delay
+        self.provider = provider or MetricsProvider(client, self.clock)
+        self.hpas = client.resource("autoscaling", "v2", "horizontalpodautoscalers")
+        self.events = client.resource("", "v1", "events")
+        self.pods = client.resource("", "v1", "pods")
+        self.inf = Informer(self.hpas)
+        self.inf.add_handlers(on_add=self._enqueue, on_update=self._spec_changed, on_delete=self._forget)
+        self.history: dict[str, normalize.History] = {}
+        self._events = 0
+
+    def informers(self):
+        return [self.inf]
+
+    def _enqueue(self, hpa: dict) -> None:
+        self.queue.add(key_of(hpa))
+
+    def _spec_changed(self, old: dict, new: dict) -> None:
+        """Status writes (ours) must not retrigger a sync; spec edits do."""
+        if old.get("spec") != new.get("spec"):
+            self._enqueue(new)
+
+    def _forget(self, hpa: dict) -> None:
+        self.history.pop(key_of(hpa), None)
+
+    async def start(self) -> None:
+        await super().start()
+        self._tasks.append(asyncio.create_task(self._resync()))
+
+    async def _resync(self) -> None:
+        while True:
+            await self.clock.sleep(self.sync_period)
+            for hpa in self.inf.list():
+                self._enqueue(hpa)
+
+    async def sync(self, key: str) -> None:
+        hpa = self.inf.get(key)
+        if hpa is not None:
+            await self.reconcile(hpa)
+
+    # --- target -------------------------------------------------------------------
+
+    async def _target(self, hpa: dict):
+        ref = hpa["spec"]["scaleTargetRef"]
+        api_version = ref.get("apiVersion") or "v1"
+        group, _, version = api_version.rpartition("/")
+        res = self.client.rest.index.by_kind(group, ref.get("kind", ""))
+        if res is None or "scale" not in res.subresources:
+            raise LookupError(f'no matches for kind "{ref.get("kind")}" in group "{group}"')
+        rc = self.client.resource(group, version if version in res.versions else res.versions[0], res.plural)
+        return rc, await rc.get(ref["name"], hpa["metadata"]["namespace"])
+
+    async def _pods(self, namespace: str, selector: str) -> list[dict]:
+        items, _ = await self.pods.list(namespace, label_selector=selector)
+        return items
+
+    # --- reconcile ----------------------------------------------------------------
+
+    async def reconcile(self, hpa: dict) -> None:
+        """One pass of reconcileAutoscaler for `hpa`; writes status and maybe rescales."""
+        key = key_of(hpa)
+        spec, md = hpa["spec"], hpa["metadata"]
+        now = self.clock.now()
+        conds: dict[str, tuple[str, str, str]] = {}
+        status = dict(hpa.get("status") or {})
+        ref = spec["scaleTargetRef"]
+        try:
+            rc, obj = await self._target(hpa)
+        except (APIError, LookupError) as e:
+            msg = f"the HPA controller was unable to get the target's current scale: {getattr(e, 'message', e)}"
+            conds["AbleToScale"] = ("False", "FailedGetScale", msg)
+            await self._event(hpa, "Warning", "FailedGetScale", str(getattr(e, "message", e)))
+            await self._write_status(hpa, status, conds)
+            return
+        conds["AbleToScale"] = ("True", "SucceededGetScale", "the HPA controller was able to get the target's current scale")
+        current = (obj.get("spec") or {}).get("replicas", 0)
+        lo, hi = spec.get("minReplicas", 1), spec["maxReplicas"]
+        metric_specs = spec.get("metrics") or []
+        has_obj_or_ext = any(m.get("type") in _ZERO_KINDS for m in metric_specs)
+        scaled_to_zero = (_condition(hpa, "ScaledToZero") or {}).get("status") == "True"
+        can_wake = scaled_to_zero and has_obj_or_ext
+        status["currentReplicas"] = (obj.get("status") or {}).get("replicas", 0)
+        desired, reason = current, ""
+        if current == 0 and not (can_wake or (lo != 0 and scaled_to_zero)):
+            desired = 0
+            conds["ScalingActive"] = ("False", "ScalingDisabled", "scaling is disabled since the replica count of the target is zero")
+        elif current > hi:
+            desired, reason = hi, "Current number of replicas above Spec.MaxReplicas"
+        elif current < lo:
+            desired, reason = lo, "Current number of replicas below Spec.MinReplicas"
+        else:
+            sel = (obj.get("spec") or {}).get("selector")
+            selector = selector_to_string(sel) if isinstance(sel, dict) else ((obj.get("status") or {}).get("selector") or "")
+            target = Target(md["namespace"], current, status["currentReplicas"],
+                            await self._pods(md["namespace"], selector), selector)
+            computed = await self._compute(hpa, metric_specs, target, conds, status)
+            if computed is None:
+                await self._write_status(hpa, status, conds)
+                return
+            proposed, metric_name = computed
+            if proposed > current:
+                reason = f"{metric_name} above target"
+            elif proposed < current:
+                reason = "All metrics below target"
+            h = self.history.setdefault(key, normalize.History())
+            if spec.get("behavior") is not None:
+                out = normalize.with_behavior(current, proposed, lo, hi, spec["behavior"], self.downscale_window, h, now)
+            else:
+                out = normalize.legacy(current, proposed, lo, hi, self.downscale_window, h, now)
+            desired = out.replicas
+            conds["AbleToScale"] = ("True", *out.able)
+            conds["ScalingLimited"] = ("True" if out.limited else "False", *out.limit)
+            if lo != 0 and scaled_to_zero and desired < lo:
+                desired = lo
+        if desired != current:
+            try:
+                await rc.patch(ref["name"], {"spec": {"replicas": desired}}, namespace=md["namespace"])
+            except APIError as e:
+                conds["AbleToScale"] = ("False", "FailedUpdateScale", f"the HPA controller was unable to update the target scale: {e.message}")
+                await self._event(hpa, "Warning", "FailedRescale", f"New size: {desired}; reason: {reason}; error: {e.message}")
+                await self._write_status(hpa, status, conds)
+                return
+            self.history.setdefault(key, normalize.History()).record_scale(now, current, desired)
+            conds["AbleToScale"] = ("True", "SucceededRescale", f"the HPA controller was able to update the target scale to {desired}")
+            to_zero = current > 0 and desired == 0 and lo == 0 and has_obj_or_ext
+            conds["ScaledToZero"] = SCALED_TO_ZERO if to_zero else NOT_SCALED_TO_ZERO
+            await self._event(hpa, "Normal", "SuccessfulRescale", f"New size: {desired}; reason: {reason}")
+            status["lastScaleTime"] = self.clock.rfc3339(now)
+            status["currentReplicas"] = current
+        status["desiredReplicas"] = desired
+        await self._write_status(hpa, status, conds)
+
+    async def _compute(self, hpa: dict, metric_specs: list[dict], target: Target, conds: dict, status: dict):
+        """computeReplicasForMetrics: the largest proposal and its metric name, or
+        None (with ScalingActive False) when metrics failed such that acting is unsafe."""
+        tol = _tolerances(hpa["spec"], self.tolerance)
+        timing = calc.Timing(self.clock.now(), self.cpu_init, self.readiness_delay)
+        best, best_name, statuses, failure, failures = 0, "", [], None, 0
+        for m in metric_specs:
+            try:
+                p = await propose(self.provider, m, target, tol, timing)
+            except SourceError as e:
+                failures += 1
+                failure = failure or e
+                await self._event(hpa, "Warning", e.reason, str(e))
+                statuses.append({"type": m.get("type", "")})
+                continue
+            statuses.append(p.status)
+            if best == 0 or p.replicas > best:
+                best, best_name = p.replicas, p.name
+        status["currentMetrics"] = [s for s in statuses if len(s) > 1] or None
+        if failure is not None and (failures >= len(metric_specs) or best < target.spec_replicas):
+            conds["ScalingActive"] = ("False", failure.reason, str(failure))
+            await self._event(hpa, "Warning", "FailedComputeMetricsReplicas",
+                              f"invalid metrics ({failures} invalid out of {len(metric_specs)}), first error is: {failure}")
+            return None
+        conds["ScalingActive"] = ("True", "ValidMetricFound", f"the HPA was able to successfully calculate a replica count from {best_name}")
+        return best, best_name
+
+    # --- writes -------------------------------------------------------------------
+
+    async def _write_status(self, hpa: dict, status: dict, conds: dict[str, tuple[str, str, str]]) -> None:
+        now = self.clock.rfc3339()
+        old = {c["type"]: c for c in (hpa.get("status") or {}).get("conditions") or []}
+        merged = dict(old)
+        for typ, (st, reason, msg) in conds.items():
+            prev = old.get(typ)
+            ltt = prev["lastTransitionTime"] if prev and prev.get("status") == st and prev.get("lastTransitionTime") else now
+            merged[typ] = {"type": typ, "status": st, "lastTransitionTime": ltt, "reason": reason, "message": msg}
+        order = ["AbleToScale", "ScalingActive", "ScalingLimited", "ScaledToZero"]
+        status["conditions"] = sorted(merged.values(), key=lambda c: order.index(c["type"]) if c["type"] in order else 9)
+        status["observedGeneration"] = hpa["metadata"].get("generation")
+        status.setdefault("desiredReplicas", status.get("currentReplicas", 0))
+        status = {k: v for k, v in status.items() if v is not None}
+        if status == hpa.get("status"):
+            return
+        body = {**hpa, "status": status}
+        try:
+            await self.hpas.update(body, subresource="status")
+        except APIError as e:
+            if e.code not in (404, 409):
+                raise
+            log.info("hpa %s: status not written: %s", key_of(hpa), e.message)
+
+    async def _event(self, hpa: dict, type_: str, reason: str, message: str) -> None:
+        md = hpa["metadata"]
+        now = self.clock.now()
+        self._events += 1
+        await self.events.create({
+            "metadata": {"name": f"{md['name']}.{int(now * 1e9) + self._events:x}", "namespace": md["namespace"]},
+            "involvedObject": {"kind": "HorizontalPodAutoscaler", "apiVersion": "autoscaling/v2", "name": md["name"],
+                               "namespace": md["namespace"], "uid": md.get("uid"), "resourceVersion": md.get("resourceVersion")},
+            "reason": reason, "message": message, "type": type_, "count": 1,
+            "firstTimestamp": self.clock.rfc3339(now), "lastTimestamp": self.clock.rfc3339(now),
+            "source": {"component": self.name},
+        })

@@ -1,0 +1,1 @@
+"""Metrics APIs (resource, custom, external) served from a built-in provider."""

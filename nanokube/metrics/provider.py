@@ -1,0 +1,197 @@
+"""The built-in metrics provider: what metrics-server, a custom-metrics adapter
+and an external-metrics adapter would answer, derived from API objects so that
+every process (API server, controller manager) sees the same values.
+
+Sources (all values are Kubernetes quantities):
+- Resource metrics (metrics.k8s.io): a running pod's annotations
+  `sim.nanokube.io/cpu-usage` and `sim.nanokube.io/memory-usage` give the
+  pod's usage, reported on its first container. Pods without them have no
+  metrics, as pods metrics-server has not scraped yet.
+- Custom metrics (custom.metrics.k8s.io): the annotation
+  `metrics.sim.nanokube.io/<metric>` on a pod (Pods metrics) or on any other
+  object (Object metrics).
+- External metrics (external.metrics.k8s.io): the ConfigMap
+  `nanokube-external-metrics` in the HPA's namespace; each key is a metric
+  name and its value either a quantity (one series without labels) or a JSON
+  list of `{"labels": {...}, "value": "<quantity>"}` series. For example
+  `kubectl create configmap nanokube-external-metrics --from-literal=queue_length=12`.
+  A missing ConfigMap, key or garbage value is an unavailable metric.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import orjson
+
+from ..apiserver.errors import APIError
+from ..apiserver.selectors import matches_labels, parse_label_selector
+from ..clock import REAL, Clock
+from ..registry.quantity import QuantityError, format_quantity, parse_quantity
+
+CPU_ANNOTATION = "sim.nanokube.io/cpu-usage"
+MEMORY_ANNOTATION = "sim.nanokube.io/memory-usage"
+CUSTOM_PREFIX = "metrics.sim.nanokube.io/"
+EXTERNAL_CONFIGMAP = "nanokube-external-metrics"
+WINDOW_SECONDS = 30
+_USAGE = {"cpu": CPU_ANNOTATION, "memory": MEMORY_ANNOTATION}
+
+
+class MetricsUnavailable(Exception):
+    """The metric cannot be read (absent, malformed, or its object is gone)."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    value: int  # milli-units
+    timestamp: float
+    window: float = WINDOW_SECONDS
+
+
+@dataclass(frozen=True)
+class ExternalSample:
+    labels: dict
+    value: int  # milli-units
+
+
+def milli(q) -> int:
+    """Go's Quantity.MilliValue (rounds up); MetricsUnavailable on garbage."""
+    try:
+        return math.ceil(parse_quantity(str(q)) * 1000)
+    except QuantityError as e:
+        raise MetricsUnavailable(f"invalid quantity {q!r}: {e}") from None
+
+
+def from_milli(v: int) -> str:
+    return format_quantity(Fraction(v, 1000))
+
+
+def _running(pod: dict) -> bool:
+    return (pod.get("status") or {}).get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp")
+
+
+class MetricsProvider:
+    def __init__(self, client, clock: Clock = REAL):
+        self.client = client
+        self.clock = clock
+        self.pods = client.resource("", "v1", "pods")
+        self.configmaps = client.resource("", "v1", "configmaps")
+
+    async def _pods(self, namespace: str | None, selector: str) -> list[dict]:
+        items, _ = await self.pods.list(namespace, label_selector=selector)
+        return items
+
+    # --- metrics.k8s.io ---------------------------------------------------
+
+    def pod_usage(self, pod: dict) -> dict[str, str] | None:
+        """A running pod's declared usage, or None when it declares none."""
+        ann = pod["metadata"].get("annotations") or {}
+        usage = {r: ann[a] for r, a in _USAGE.items() if a in ann}
+        if not usage or not _running(pod):
+            return None
+        return {"cpu": usage.get("cpu", "0"), "memory": usage.get("memory", "0")}
+
+    async def pod_metrics(self, namespace: str | None, selector: str = "") -> list[dict]:
+        """PodMetrics objects (metrics.k8s.io/v1beta1) for pods with declared usage."""
+        out = []
+        for pod in await self._pods(namespace, selector):
+            usage = self.pod_usage(pod)
+            if usage is None:
+                continue
+            md = pod["metadata"]
+            containers = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
+            out.append({
+                "kind": "PodMetrics", "apiVersion": "metrics.k8s.io/v1beta1",
+                "metadata": {"name": md["name"], "namespace": md.get("namespace"), "labels": md.get("labels") or {},
+                             "creationTimestamp": self.clock.rfc3339()},
+                "timestamp": self.clock.rfc3339(), "window": f"{WINDOW_SECONDS}s",
+                "containers": [{"name": c, "usage": usage if i == 0 else {"cpu": "0", "memory": "0"}}
+                               for i, c in enumerate(containers)],
+            })
+        return out
+
+    async def resource_metric(self, namespace: str, selector: str, resource: str, container: str = "") -> dict[str, Sample]:
+        """Per-pod usage of one resource (summed over containers, or one container)."""
+        if resource not in _USAGE:
+            raise MetricsUnavailable(f"no metrics known for resource {resource}")
+        now = self.clock.now()
+        out = {}
+        for pm in await self.pod_metrics(namespace, selector):
+            cs = [c for c in pm["containers"] if not container or c["name"] == container]
+            if not cs:
+                continue
+            out[pm["metadata"]["name"]] = Sample(sum(milli(c["usage"][resource]) for c in cs), now)
+        if not out:
+            raise MetricsUnavailable("no metrics returned from resource metrics API")
+        return out
+
+    # --- custom.metrics.k8s.io --------------------------------------------
+
+    async def pods_metric(self, namespace: str, selector: str, metric: str) -> dict[str, Sample]:
+        now = self.clock.now()
+        out = {}
+        for pod in await self._pods(namespace, selector):
+            v = (pod["metadata"].get("annotations") or {}).get(CUSTOM_PREFIX + metric)
+            if v is not None and _running(pod):
+                out[pod["metadata"]["name"]] = Sample(milli(v), now)
+        if not out:
+            raise MetricsUnavailable("no metrics returned from custom metrics API")
+        return out
+
+    async def object_metric(self, namespace: str, metric: str, ref: dict) -> int:
+        api_version = ref.get("apiVersion") or "v1"
+        group = api_version.split("/")[0] if "/" in api_version else ""
+        version = api_version.split("/")[-1]
+        res = self.client.rest.index.by_kind(group, ref.get("kind", ""))
+        if res is None:
+            raise MetricsUnavailable(f'no matches for kind "{ref.get("kind")}" in group "{group}"')
+        try:
+            obj = await self.client.resource(group, version, res.plural).get(ref.get("name", ""), namespace if res.namespaced else None)
+        except (APIError, LookupError) as e:
+            raise MetricsUnavailable(str(e)) from None
+        v = (obj["metadata"].get("annotations") or {}).get(CUSTOM_PREFIX + metric)
+        if v is None:
+            raise MetricsUnavailable(f"the server could not find the metric {metric} for {ref.get('kind', '').lower()}s {ref.get('name')}")
+        return milli(v)
+
+    # --- external.metrics.k8s.io ------------------------------------------
+
+    async def external_metric(self, namespace: str, metric: str, selector: str = "") -> list[ExternalSample]:
+        """The series of an external metric matching a label selector."""
+        try:
+            cm = await self.configmaps.get(EXTERNAL_CONFIGMAP, namespace)
+        except APIError as e:
+            raise MetricsUnavailable(f"no external metrics in namespace {namespace}: {e.message}") from None
+        raw = (cm.get("data") or {}).get(metric)
+        if raw is None:
+            raise MetricsUnavailable(f"no metrics returned from external metrics API for {metric}")
+        series = _parse_series(raw)
+        if not selector:
+            return series
+        reqs = parse_label_selector(selector)
+        return [s for s in series if matches_labels(reqs, s.labels)]
+
+    async def external_metric_list(self, namespace: str, metric: str, selector: str = "") -> dict:
+        """An ExternalMetricValueList as the adapter API serves it."""
+        ts = self.clock.rfc3339()
+        return {"kind": "ExternalMetricValueList", "apiVersion": "external.metrics.k8s.io/v1beta1", "metadata": {},
+                "items": [{"metricName": metric, "metricLabels": s.labels, "timestamp": ts,
+                           "value": from_milli(s.value)} for s in await self.external_metric(namespace, metric, selector)]}
+
+
+def _parse_series(raw: str) -> list[ExternalSample]:
+    text = raw.strip()
+    if not text.startswith("["):
+        return [ExternalSample({}, milli(text))]
+    try:
+        items = orjson.loads(text)
+    except orjson.JSONDecodeError as e:
+        raise MetricsUnavailable(f"malformed external metric series: {e}") from None
+    out = []
+    for it in items:
+        if not isinstance(it, dict) or "value" not in it or not isinstance(it.get("labels", {}), dict):
+            raise MetricsUnavailable("each external metric series needs a value and optional labels")
+        out.append(ExternalSample({str(k): str(v) for k, v in (it.get("labels") or {}).items()}, milli(it["value"])))
+    return out

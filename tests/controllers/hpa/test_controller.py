@@ -1,0 +1,199 @@
+"""The HPA controller's reconcile, driven by hand with a manual clock: scale
+to zero and waking, paused targets, stabilization, policies, failures."""
+
+import pytest
+
+from nanokube.controllers.hpa import HPAController, options_from_env
+from tests.controllers import make_stack
+from tests.node import ManualClock
+
+NS = "default"
+
+
+def deployment(replicas):
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": NS},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"labels": {"app": "web"}},
+                                  "spec": {"containers": [{"name": "c", "image": "pause"}]}}}}
+
+
+def external(value=None, average=None, name="queue"):
+    target = {"type": "Value", "value": value} if value else {"type": "AverageValue", "averageValue": average}
+    return {"type": "External", "external": {"metric": {"name": name}, "target": target}}
+
+
+def hpa(metrics, lo=1, hi=10, behavior=None):
+    spec = {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "minReplicas": lo, "maxReplicas": hi, "metrics": metrics}
+    if behavior is not None:
+        spec["behavior"] = behavior
+    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "web", "namespace": NS}, "spec": spec}
+
+
+class Env:
+    def __init__(self, stack, clock):
+        self.client = stack.client
+        self.clock = clock
+        self.ctrl = HPAController(stack.client, clock=clock)
+        self.deploys = stack.client.resource("apps", "v1", "deployments")
+        self.hpas = stack.client.resource("autoscaling", "v2", "horizontalpodautoscalers")
+        self.cms = stack.client.resource("", "v1", "configmaps")
+        self.pods = stack.client.resource("", "v1", "pods")
+        self.events = stack.client.resource("", "v1", "events")
+
+    async def set_metric(self, **values):
+        body = {"metadata": {"name": "nanokube-external-metrics", "namespace": NS},
+                "data": {k: str(v) for k, v in values.items()}}
+        try:
+            cm = await self.cms.get("nanokube-external-metrics", NS)
+            await self.cms.update({**body, "metadata": cm["metadata"]})
+        except Exception:
+            await self.cms.create(body)
+
+    async def set_replicas(self, n, ready_pods=None):
+        d = await self.deploys.get("web", NS)
+        d = await self.deploys.update({**d, "spec": {**d["spec"], "replicas": n}})
+        await self.deploys.update({**d, "status": {"replicas": n}}, subresource="status")
+        for p in (await self.pods.list(NS))[0]:
+            await self.pods.delete(p["metadata"]["name"], NS, grace_period_seconds=0)
+        for i in range(n if ready_pods is None else ready_pods):
+            pod = await self.pods.create({"metadata": {"name": f"web-{i}", "namespace": NS, "labels": {"app": "web"}},
+                                          "spec": {"containers": [{"name": "c", "image": "pause"}]}})
+            ready = {"type": "Ready", "status": "True", "lastTransitionTime": self.clock.rfc3339()}
+            await self.pods.update({**pod, "status": {"phase": "Running", "conditions": [ready]}}, subresource="status")
+
+    async def replicas(self):
+        return (await self.deploys.get("web", NS))["spec"]["replicas"]
+
+    async def sync(self):
+        await self.ctrl.reconcile(await self.hpas.get("web", NS))
+        return await self.hpas.get("web", NS)
+
+    async def reasons(self):
+        return [e["reason"] for e in (await self.events.list(NS))[0]]
+
+
+def cond(h, typ):
+    return next(((c["status"], c["reason"]) for c in h["status"]["conditions"] if c["type"] == typ), None)
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    clock = ManualClock()
+    e = Env(s, clock)
+    await e.deploys.create(deployment(2))
+    await e.set_replicas(2)
+    yield e
+    await s.close()
+
+
+async def test_external_value_metric_scales_up_with_event_and_status(env):
+    await env.set_metric(queue=30)
+    await env.hpas.create(hpa([external(value="10")]))
+    h = await env.sync()
+    assert await env.replicas() == 4  # ratio 3 × 2 ready pods = 6, capped at max(2×2, 4)
+    assert cond(h, "ScalingLimited") == ("True", "ScaleUpLimit")
+    assert cond(h, "AbleToScale") == ("True", "SucceededRescale")
+    assert cond(h, "ScalingActive") == ("True", "ValidMetricFound")
+    assert cond(h, "ScaledToZero") == ("False", "NotScaledToZero")
+    assert h["status"]["desiredReplicas"] == 4 and h["status"]["lastScaleTime"]
+    assert h["status"]["currentMetrics"] == [{"type": "External", "external": {"metric": {"name": "queue"}, "current": {"value": "30"}}}]
+    events = (await env.events.list(NS))[0]
+    assert [e["message"] for e in events if e["reason"] == "SuccessfulRescale"] == [
+        "New size: 4; reason: external metric queue(nil) above target"]
+
+
+async def test_scale_to_zero_and_wake(env):
+    await env.set_metric(queue=0)
+    await env.hpas.create(hpa([external(value="5")], lo=0, behavior={"scaleDown": {"stabilizationWindowSeconds": 0}}))
+    h = await env.sync()
+    assert await env.replicas() == 0
+    assert cond(h, "ScaledToZero") == ("True", "ScaledToZero")
+    await env.set_replicas(0)
+    env.clock.t += 15
+    h = await env.sync()
+    assert await env.replicas() == 0 and cond(h, "ScalingActive") == ("True", "ValidMetricFound")
+    await env.set_metric(queue=12)
+    env.clock.t += 15
+    h = await env.sync()
+    assert await env.replicas() == 3  # ceil(12/5) from zero
+    assert cond(h, "ScaledToZero") == ("False", "NotScaledToZero")
+
+
+async def test_target_scaled_to_zero_by_hand_stays_paused(env):
+    await env.set_metric(queue=50)
+    await env.hpas.create(hpa([external(value="5")], lo=0))
+    await env.set_replicas(0)
+    h = await env.sync()
+    assert await env.replicas() == 0
+    assert cond(h, "ScalingActive") == ("False", "ScalingDisabled")
+    assert "SuccessfulRescale" not in await env.reasons()
+
+
+async def test_failing_metric_source_never_scales(env):
+    await env.hpas.create(hpa([external(value="5")], lo=0, behavior={"scaleDown": {"stabilizationWindowSeconds": 0}}))
+    h = await env.sync()
+    assert await env.replicas() == 2
+    assert cond(h, "ScalingActive")[:2] == ("False", "FailedGetExternalMetric")
+    await env.set_metric(queue="garbage")
+    h = await env.sync()
+    assert await env.replicas() == 2 and cond(h, "ScalingActive") == ("False", "FailedGetExternalMetric")
+    assert "FailedComputeMetricsReplicas" in await env.reasons()
+
+
+async def test_downscale_waits_for_the_default_stabilization_window(env):
+    await env.set_metric(queue=0)
+    await env.hpas.create(hpa([external(value="5")], lo=0))
+    await env.set_metric(queue=5)
+    h = await env.sync()  # ratio 1: recommendation 2 recorded
+    assert await env.replicas() == 2
+    await env.set_metric(queue=0)
+    env.clock.t += 100
+    h = await env.sync()
+    assert await env.replicas() == 2 and cond(h, "AbleToScale") == ("True", "ScaleDownStabilized")
+    env.clock.t += 201
+    h = await env.sync()
+    assert await env.replicas() == 0 and cond(h, "ScaledToZero") == ("True", "ScaledToZero")
+
+
+async def test_scale_up_policy_and_disabled(env):
+    await env.set_metric(queue=100)
+    pods1 = {"selectPolicy": "Max", "policies": [{"type": "Pods", "value": 1, "periodSeconds": 60}]}
+    await env.hpas.create(hpa([external(average="1")], hi=50, behavior={"scaleUp": pods1}))
+    h = await env.sync()
+    assert await env.replicas() == 3 and cond(h, "ScalingLimited") == ("True", "ScaleUpLimit")
+    await env.set_replicas(3)
+    env.clock.t += 30
+    await env.sync()
+    assert await env.replicas() == 3  # one pod per 60s already used
+    env.clock.t += 31
+    await env.sync()
+    assert await env.replicas() == 4
+    h = await env.hpas.get("web", NS)
+    h["spec"]["behavior"]["scaleUp"]["selectPolicy"] = "Disabled"
+    await env.hpas.update(h)
+    env.clock.t += 120
+    h = await env.sync()
+    assert await env.replicas() == 4 and cond(h, "ScalingLimited") == ("True", "ScaleUpLimit")
+
+
+async def test_per_direction_tolerance(env):
+    await env.set_metric(queue=12)  # ratio 1.2 on 2 ready pods: 3 with the default 0.1
+    await env.hpas.create(hpa([external(value="10")], behavior={"scaleUp": {"tolerance": "0.25"}}))
+    h = await env.sync()
+    assert await env.replicas() == 2 and h["status"]["desiredReplicas"] == 2
+
+
+async def test_bounds_without_metrics(env):
+    await env.set_metric(queue=0)
+    await env.hpas.create(hpa([external(value="10")], lo=3))
+    await env.sync()
+    assert await env.replicas() == 3
+    assert any("below Spec.MinReplicas" in e["message"] for e in (await env.events.list(NS))[0])
+
+
+def test_options_from_env():
+    assert options_from_env({"NANOKUBE_HPA_SYNC_PERIOD": "1", "NANOKUBE_HPA_DOWNSCALE_STABILIZATION": "2"}) == {
+        "sync_period": 1.0, "downscale_window": 2.0}

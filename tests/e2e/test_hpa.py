@@ -1,0 +1,88 @@
+"""HPA scale to zero through kubectl against `nanokube up`, with a 1s sync
+period (NANOKUBE_HPA_SYNC_PERIOD) so the test runs in seconds."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import start_cluster
+
+DEPLOY = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "infer", "namespace": "default"},
+          "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "infer"}},
+                   "template": {"metadata": {"labels": {"app": "infer"}},
+                                "spec": {"containers": [{"name": "c", "image": "pause"}]}}}}
+
+
+def hpa(metrics, name="infer"):
+    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "infer"},
+                     "minReplicas": 0, "maxReplicas": 5, "metrics": metrics,
+                     "behavior": {"scaleDown": {"stabilizationWindowSeconds": 0}}}}
+
+
+QUEUE = [{"type": "External", "external": {"metric": {"name": "queue_length"},
+                                           "target": {"type": "AverageValue", "averageValue": "5"}}}]
+
+
+@pytest.fixture(scope="module")
+def hpa_cluster(store_url):
+    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-hpa-"))
+    os.environ["NANOKUBE_HPA_SYNC_PERIOD"] = "1"
+    try:
+        c = start_cluster(d, store_url)
+    finally:
+        del os.environ["NANOKUBE_HPA_SYNC_PERIOD"]
+    try:
+        yield c
+    finally:
+        c.stop()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def wait_for(check, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.3)
+    raise AssertionError("condition never held")
+
+
+def condition(c, typ):
+    h = c.kubectl_json("get", "hpa", "infer")
+    return next(((x["status"], x["reason"]) for x in (h.get("status") or {}).get("conditions") or [] if x["type"] == typ), None)
+
+
+def test_scale_to_zero_and_wake_on_an_external_metric(hpa_cluster):
+    c = hpa_cluster
+    c.kubectl("create", "configmap", "nanokube-external-metrics", "--from-literal=queue_length=0")
+    c.kubectl("apply", "-f", "-", input=json.dumps(DEPLOY))
+    c.kubectl("apply", "-f", "-", input=json.dumps(hpa(QUEUE)))
+    replicas = lambda: c.kubectl_json("get", "deployment", "infer")["spec"]["replicas"]  # noqa: E731
+    wait_for(lambda: replicas() == 0)
+    assert wait_for(lambda: condition(c, "ScaledToZero") == ("True", "ScaledToZero"))
+    events = c.kubectl_json("get", "events", "--field-selector", "involvedObject.name=infer")["items"]
+    assert any(e["reason"] == "SuccessfulRescale" and e["message"].startswith("New size: 0;") for e in events)
+
+    raw = json.loads(c.kubectl("get", "--raw", "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/queue_length").stdout)
+    assert raw["kind"] == "ExternalMetricValueList" and raw["items"][0]["value"] == "0"
+
+    c.kubectl("patch", "configmap", "nanokube-external-metrics", "-p", '{"data":{"queue_length":"12"}}')
+    assert wait_for(lambda: replicas() >= 1)
+    assert wait_for(lambda: condition(c, "ScaledToZero") == ("False", "NotScaledToZero"))
+
+
+def test_min_replicas_zero_needs_an_object_or_external_metric(hpa_cluster):
+    cpu = [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}}]
+    r = hpa_cluster.kubectl("apply", "-f", "-", input=json.dumps(hpa(cpu, name="cpu-only")), check=False)
+    assert r.returncode != 0
+    assert "spec.metrics: Forbidden: must specify at least one Object or External metric to support scaling to zero replicas" in r.stderr

@@ -1,0 +1,62 @@
+"""The built-in metrics provider: pod usage from annotations, external
+metrics from the `nanokube-external-metrics` ConfigMap, garbage refused."""
+
+import pytest
+
+from nanokube.metrics.provider import CPU_ANNOTATION, MetricsProvider, MetricsUnavailable
+from tests.controllers import make_stack
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    yield s.client, MetricsProvider(s.client)
+    await s.close()
+
+
+async def running_pod(client, name, annotations, labels=None):
+    pods = client.resource("", "v1", "pods")
+    p = await pods.create({"metadata": {"name": name, "namespace": "default", "annotations": annotations,
+                                        "labels": labels or {"app": "x"}},
+                           "spec": {"containers": [{"name": "c", "image": "pause"}, {"name": "d", "image": "pause"}]}})
+    await pods.update({**p, "status": {"phase": "Running"}}, subresource="status")
+
+
+async def configmap(client, data):
+    await client.resource("", "v1", "configmaps").create(
+        {"metadata": {"name": "nanokube-external-metrics", "namespace": "default"}, "data": data})
+
+
+async def test_pod_metrics_from_annotations(env):
+    client, prov = env
+    await running_pod(client, "a", {CPU_ANNOTATION: "250m"})
+    await running_pod(client, "b", {})
+    pms = await prov.pod_metrics("default", "app=x")
+    assert [pm["metadata"]["name"] for pm in pms] == ["a"]
+    assert pms[0]["kind"] == "PodMetrics" and pms[0]["containers"][0]["usage"] == {"cpu": "250m", "memory": "0"}
+    assert {k: s.value for k, s in (await prov.resource_metric("default", "app=x", "cpu")).items()} == {"a": 250}
+
+
+async def test_external_metric_plain_and_series(env):
+    client, prov = env
+    await configmap(client, {"queue": "12", "lag": '[{"labels": {"topic": "a"}, "value": "3"}, {"labels": {"topic": "b"}, "value": "500m"}]'})
+    lst = await prov.external_metric_list("default", "queue")
+    assert lst["kind"] == "ExternalMetricValueList"
+    assert [(i["metricName"], i["value"], i["metricLabels"]) for i in lst["items"]] == [("queue", "12", {})]
+    assert [s.value for s in await prov.external_metric("default", "lag")] == [3000, 500]
+    assert [s.value for s in await prov.external_metric("default", "lag", "topic=b")] == [500]
+
+
+@pytest.mark.parametrize("data,metric", [({}, "queue"), ({"queue": "lots"}, "queue"), ({"lag": "[{"}, "lag"),
+                                         ({"lag": '[{"labels": {}}]'}, "lag")])
+async def test_missing_or_garbage_external_metric_is_unavailable(env, data, metric):
+    client, prov = env
+    await configmap(client, data)
+    with pytest.raises(MetricsUnavailable):
+        await prov.external_metric("default", metric)
+
+
+async def test_no_configmap_is_unavailable(env):
+    _, prov = env
+    with pytest.raises(MetricsUnavailable):
+        await prov.external_metric("default", "queue")
