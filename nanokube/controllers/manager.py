@@ -9,6 +9,7 @@ from .garbagecollector import GarbageCollector
 from .hpa import HPAController, options_from_env
 from .job import JobController
 from .namespace import NamespaceController
+from .resourceclaim import ResourceClaimController
 from .replicaset import ReplicaSetController
 from .podgroup_protection import PodGroupProtectionController
 
@@ -19,6 +20,7 @@ class ControllerManager:
         self.controllers = [
             NamespaceController(self.client, clock=server.clock),
             GarbageCollector(self.client, clock=server.clock),
+            ResourceClaimController(self.client, clock=server.clock),
             EndpointSliceController(self.client, clock=server.clock),
             ReplicaSetController(self.client, clock=server.clock),
             DeploymentController(self.client, clock=server.clock),

@@ -83,6 +83,12 @@ class Scheduler:
         self.cache = Cache()
         self.snapshot = Snapshot()
         self.algorithm = Algorithm(random.Random(seed))
+        self.nodes = Informer(client.resource("", "v1", "nodes"))
+        self.pods = Informer(client.resource("", "v1", "pods"))
+        #: informers plugins asked for through `informer()`, started with the scheduler
+        self.informers: dict[tuple[str, str, str], Informer] = {}
+        #: state plugins share across profiles, keyed by plugin-chosen names
+        self.shared: dict[str, object] = {}
         self.frameworks: dict[str, Framework] = {}
         for prof in profiles or [plugin_registry.default_profile(name)]:
             self.frameworks[prof.scheduler_name] = Framework(prof, plugin_registry.build(prof, self), self.metrics, clock)
@@ -92,10 +98,15 @@ class Scheduler:
         self.podgroup_informer = Informer(self.podgroup_client)
         self.queue.group_priority = lambda group: group_priority(self.podgroups.get(group) or {})
         self.workload_cycle = WorkloadCycle(self)
-        self.nodes = Informer(client.resource("", "v1", "nodes"))
-        self.pods = Informer(client.resource("", "v1", "pods"))
         self._tasks: list[asyncio.Task] = []
         self._binds: set[asyncio.Task] = set()
+
+    def informer(self, group: str, version: str, plural: str) -> Informer:
+        """One shared informer per resource for plugins that need more than nodes and pods."""
+        key = (group, version, plural)
+        if key not in self.informers:
+            self.informers[key] = Informer(self.client.resource(group, version, plural))
+        return self.informers[key]
 
     # --- informer handlers -------------------------------------------------
 
@@ -172,7 +183,7 @@ class Scheduler:
         self.nodes.add_handlers(self._on_node_add, self._on_node_update, self._on_node_delete)
         self.pods.add_handlers(self._on_pod_add, self._on_pod_update, self._on_pod_delete)
         self.podgroup_informer.add_handlers(self._on_podgroup_add, self._on_podgroup_update, self.podgroups.remove_group)
-        for inf in (self.nodes, self.podgroup_informer, self.pods):
+        for inf in (self.nodes, self.podgroup_informer, self.pods, *self.informers.values()):
             self._tasks.append(asyncio.create_task(inf.run()))
             await inf.synced.wait()
         self._tasks.append(asyncio.create_task(self.queue.run_flushers()))

@@ -1,0 +1,176 @@
+"""ResourceClaim controller: creates the claims pods ask for through a
+ResourceClaimTemplate (recording their names in the pod status), drops
+finished or deleted pods from a claim's reservedFor, deallocates a claim
+nothing reserves any more and removes its delete-protection finalizer, and
+deletes generated claims whose pod is gone or done."""
+
+from __future__ import annotations
+
+from ..apiserver.errors import APIError
+from ..client.informer import Informer
+from ..scheduler.plugins.dynamic_resources import FINALIZER, GROUP, VERSION, ClaimError, claim_name, owned_by
+from .base import Controller
+
+POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
+
+
+def pod_done(pod: dict) -> bool:
+    """Terminal, or deleted before it was ever scheduled: it will never use a claim."""
+    phase = (pod.get("status") or {}).get("phase")
+    if phase in ("Succeeded", "Failed"):
+        return True
+    return bool(pod["metadata"].get("deletionTimestamp")) and not (pod.get("spec") or {}).get("nodeName")
+
+
+def _owner_pod(claim: dict) -> tuple[str, str] | None:
+    for r in claim["metadata"].get("ownerReferences") or []:
+        if r.get("controller") and r.get("kind") == "Pod" and r.get("apiVersion") == "v1":
+            return r.get("name", ""), r.get("uid", "")
+    return None
+
+
+class ResourceClaimController(Controller):
+    name = "resourceclaim"
+
+    def __init__(self, client, clock=None, **kw):
+        super().__init__(client, **({"clock": clock} if clock else {}))
+        self.pods_api = client.resource("", "v1", "pods")
+        self.claims_api = client.resource(GROUP, VERSION, "resourceclaims")
+        self.templates_api = client.resource(GROUP, VERSION, "resourceclaimtemplates")
+        self.pods = Informer(self.pods_api)
+        self.claims = Informer(self.claims_api)
+        self.pods.add_handlers(self._pod_changed, lambda o, n: self._pod_changed(n), self._pod_changed)
+        self.claims.add_handlers(self._claim_changed, lambda o, n: self._claim_changed(n), self._claim_changed)
+
+    def informers(self):
+        return [self.pods, self.claims]
+
+    def _pod_changed(self, pod: dict) -> None:
+        md = pod["metadata"]
+        ns = md.get("namespace", "")
+        if (pod.get("spec") or {}).get("resourceClaims"):
+            self.queue.add(("pod", ns, md["name"]))
+        names = {st.get("resourceClaimName") for st in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
+        names |= {pc.get("resourceClaimName") for pc in (pod.get("spec") or {}).get("resourceClaims") or []}
+        for name in names - {None}:
+            self.queue.add(("claim", ns, name))
+
+    def _claim_changed(self, claim: dict) -> None:
+        md = claim["metadata"]
+        self.queue.add(("claim", md.get("namespace", ""), md["name"]))
+
+    async def sync(self, key) -> None:
+        kind, ns, name = key
+        if kind == "pod":
+            await self._sync_pod(ns, name)
+        else:
+            await self._sync_claim(ns, name)
+
+    # --- claims for pods -----------------------------------------------------
+
+    async def _sync_pod(self, ns: str, name: str) -> None:
+        pod = self.pods.get(f"{ns}/{name}")
+        if pod is None or pod_done(pod) or pod["metadata"].get("deletionTimestamp"):
+            return
+        statuses = []
+        for pc in (pod.get("spec") or {}).get("resourceClaims") or []:
+            if not pc.get("resourceClaimTemplateName"):
+                continue
+            try:
+                claim_name(pod, pc)
+                continue
+            except ClaimError:
+                pass
+            claim = self._existing_claim(pod, pc["name"]) or await self._create_claim(pod, pc)
+            statuses.append({"name": pc["name"], "resourceClaimName": claim["metadata"]["name"]})
+        if statuses:
+            await self.pods_api.patch(name, {"status": {"resourceClaimStatuses": statuses}},
+                                      "application/strategic-merge-patch+json", namespace=ns, subresource="status")
+
+    def _existing_claim(self, pod: dict, pod_claim: str) -> dict | None:
+        """A claim generated earlier whose name never made it into the pod status."""
+        for c in self.claims.list():
+            if c["metadata"].get("namespace") == pod["metadata"].get("namespace") and owned_by(c, pod) and \
+                    (c["metadata"].get("annotations") or {}).get(POD_CLAIM_ANNOTATION) == pod_claim:
+                return c
+        return None
+
+    async def _create_claim(self, pod: dict, pod_claim: dict) -> dict:
+        md = pod["metadata"]
+        tmpl = await self.templates_api.get(pod_claim["resourceClaimTemplateName"], md.get("namespace"))
+        tmeta = (tmpl.get("spec") or {}).get("metadata") or {}
+        claim = {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceClaim",
+            "metadata": {
+                "generateName": f"{md['name']}-{pod_claim['name']}-", "namespace": md.get("namespace"),
+                "labels": dict(tmeta.get("labels") or {}),
+                "annotations": {**(tmeta.get("annotations") or {}), POD_CLAIM_ANNOTATION: pod_claim["name"]},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": md["name"], "uid": md.get("uid"),
+                                     "controller": True, "blockOwnerDeletion": True}],
+            },
+            "spec": (tmpl.get("spec") or {}).get("spec") or {},
+        }
+        return await self.claims_api.create(claim)
+
+    # --- reservations and deallocation -----------------------------------------
+
+    async def _consumer_gone(self, ns: str, ref: dict) -> bool:
+        if ref.get("resource") == "pods" and not ref.get("apiGroup"):
+            pod = self.pods.get(f"{ns}/{ref.get('name')}")
+            if pod is None:  # the informer may lag behind a pod the scheduler just saw
+                try:
+                    pod = await self.pods_api.get(ref.get("name", ""), ns)
+                except APIError as e:
+                    if e.code != 404:
+                        raise
+                    return True
+            return pod["metadata"].get("uid") != ref.get("uid") or pod_done(pod)
+        if ref.get("resource") == "podgroups" and ref.get("apiGroup") == "scheduling.k8s.io":
+            try:
+                pg = await self.client.resource("scheduling.k8s.io", "v1beta1", "podgroups").get(ref.get("name", ""), ns)
+            except APIError as e:
+                if e.code != 404:
+                    raise
+                return True
+            return pg["metadata"].get("uid") != ref.get("uid")
+        return False
+
+    async def _sync_claim(self, ns: str, name: str) -> None:
+        claim = self.claims.get(f"{ns}/{name}")
+        if claim is None:
+            return
+        status = claim.get("status") or {}
+        reserved = status.get("reservedFor") or []
+        valid = [r for r in reserved if not await self._consumer_gone(ns, r)]
+        allocated = status.get("allocation") is not None
+        protected = FINALIZER in (claim["metadata"].get("finalizers") or [])
+        deallocate = allocated and not valid and protected and (len(valid) < len(reserved)
+                                                                or claim["metadata"].get("deletionTimestamp"))
+        if len(valid) < len(reserved) or deallocate:
+            new_status = {k: v for k, v in status.items() if k != "reservedFor"}
+            if valid:
+                new_status["reservedFor"] = valid
+            if deallocate:
+                new_status.pop("allocation", None)
+            claim = await self.claims_api.update({**claim, "status": new_status}, subresource="status")
+        # an unallocated claim keeps the finalizer the scheduler may have just
+        # added for the allocation it is about to write, unless it is deleted
+        if protected and (deallocate or not allocated and claim["metadata"].get("deletionTimestamp")):
+            fins = [f for f in claim["metadata"].get("finalizers") or [] if f != FINALIZER]
+            claim = await self.claims_api.update({**claim, "metadata": {**claim["metadata"], "finalizers": fins}})
+        if not valid:
+            await self._delete_if_orphaned(claim)
+
+    async def _delete_if_orphaned(self, claim: dict) -> None:
+        """A generated claim whose pod is gone or done has no further use."""
+        owner = _owner_pod(claim)
+        md = claim["metadata"]
+        if owner is None or md.get("deletionTimestamp"):
+            return
+        if not await self._consumer_gone(md.get("namespace", ""), {"resource": "pods", "name": owner[0], "uid": owner[1]}):
+            return
+        try:
+            await self.claims_api.delete(md["name"], md.get("namespace"), preconditions={"uid": md.get("uid")})
+        except APIError as e:
+            if e.code != 404:
+                raise

@@ -1,0 +1,367 @@
+"""DynamicResources: schedules pods that use ResourceClaims. PreEnqueue
+waits for the pod's claims to exist; Filter runs the structured allocator
+per node for unallocated claims (allocated ones only constrain the node by
+their nodeSelector); Reserve keeps the chosen allocations in flight so no
+other pod can take those devices; PreBind adds the delete-protection
+finalizer, then writes allocation and reservedFor in one status update."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+from ...apiserver.errors import APIError
+from ..dra.allocator import AllocatedDevices, AllocationError, Allocator, SearchLimitExceeded
+from ..dra.pools import PoolIndex
+from ..framework import NODE, SKIP, Action, ClusterEvent, Code, Hint, Registration, Status, unschedulable
+from .helpers import selector_matches, tolerates
+
+log = logging.getLogger(__name__)
+
+GROUP, VERSION = "resource.k8s.io", "v1"
+FINALIZER = "resource.kubernetes.io/delete-protection"
+RESERVED_FOR_MAX = 256
+CLAIM, SLICE, DEVICE_CLASS, TAINT_RULE = "ResourceClaim", "ResourceSlice", "DeviceClass", "DeviceTaintRule"
+NOT_ON_NODE = "resourceclaim not available on the node"
+CANNOT_ALLOCATE = "cannot allocate all claims"
+TIMED_OUT = "timed out trying to allocate devices"
+_STATE = "DynamicResources"
+
+
+class ClaimError(Exception):
+    """A claim the pod needs is missing, being deleted or not the pod's own."""
+
+
+def claim_name(pod: dict, pod_claim: dict) -> tuple[str | None, bool]:
+    """(name of the ResourceClaim a pod.spec.resourceClaims entry resolves
+    to, whether the pod must own it); None when no claim is needed. Raises
+    ClaimError while a template's claim has not been generated yet."""
+    if pod_claim.get("resourceClaimName"):
+        return pod_claim["resourceClaimName"], False
+    if pod_claim.get("resourceClaimTemplateName"):
+        for st in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
+            if st.get("name") == pod_claim.get("name"):
+                return st.get("resourceClaimName") or None, True
+        md = pod["metadata"]
+        raise ClaimError(f'pod "{md.get("namespace", "")}/{md["name"]}": ResourceClaim not created yet')
+    return None, False
+
+
+def claim_names(pod: dict) -> set[str]:
+    """The names of the claims a pod references that are known so far."""
+    out = set()
+    for pc in (pod.get("spec") or {}).get("resourceClaims") or []:
+        try:
+            name, _ = claim_name(pod, pc)
+        except ClaimError:
+            continue
+        if name:
+            out.add(name)
+    return out
+
+
+def owned_by(claim: dict, pod: dict) -> bool:
+    uid = pod["metadata"].get("uid")
+    return any(r.get("uid") == uid and r.get("controller") for r in claim["metadata"].get("ownerReferences") or [])
+
+
+def _allocated(claim: dict | None) -> bool:
+    return bool(claim) and (claim.get("status") or {}).get("allocation") is not None
+
+
+class DRAState:
+    """What every profile's DynamicResources shares: the resource.k8s.io
+    informers, the pool index (rebuilt after slice or rule changes) and the
+    in-flight allocations (claim uid -> claim with its allocation) of pods
+    between Reserve and the informer seeing their PreBind write."""
+
+    def __init__(self, handle) -> None:
+        self.handle = handle
+        self.claims = handle.informer(GROUP, VERSION, "resourceclaims")
+        self.slices = handle.informer(GROUP, VERSION, "resourceslices")
+        self.classes = handle.informer(GROUP, VERSION, "deviceclasses")
+        self.rules = handle.informer(GROUP, VERSION, "devicetaintrules")
+        self.in_flight: dict[str, dict] = {}
+        self._index: PoolIndex | None = None
+        self._devices: dict | None = None
+        self.claims.add_handlers(self._claim_added, self._claim_updated, self._claim_deleted)
+        for inf, kind in ((self.slices, SLICE), (self.rules, TAINT_RULE)):
+            inf.add_handlers(*self._pool_handlers(kind))
+        self.classes.add_handlers(lambda o: self._event(DEVICE_CLASS, Action.ADD, None, o),
+                                  lambda o, n: self._event(DEVICE_CLASS, Action.UPDATE, o, n))
+        handle.pods.add_handlers(on_update=self._pod_updated)
+
+    # --- informer handlers -------------------------------------------------
+
+    def _event(self, kind: str, action: Action, old, new) -> None:
+        self.handle.queue.on_event(ClusterEvent(kind, action, f"{kind}{action.name.title()}"), old, new)
+
+    def _retry_gated(self) -> None:
+        """Pods PreEnqueue turned away may now find their claims; run after
+        the scheduler's own handlers so the queue holds the latest pod."""
+        asyncio.get_running_loop().call_soon(self.handle.queue.retry_gated, DynamicResources.name, "ResourceClaimAdd")
+
+    def _claim_added(self, claim: dict) -> None:
+        self._event(CLAIM, Action.ADD, None, claim)
+        self._retry_gated()
+
+    def _claim_updated(self, old: dict, new: dict) -> None:
+        if _allocated(new):
+            self.in_flight.pop(new["metadata"].get("uid", ""), None)
+        self._event(CLAIM, Action.UPDATE, old, new)
+
+    def _claim_deleted(self, claim: dict) -> None:
+        self.in_flight.pop(claim["metadata"].get("uid", ""), None)
+        self._event(CLAIM, Action.DELETE, claim, None)
+
+    def _pool_handlers(self, kind: str):
+        def changed(action: Action, old, new) -> None:
+            self._index = self._devices = None
+            self._event(kind, action, old, new)
+
+        return (lambda o: changed(Action.ADD, None, o), lambda o, n: changed(Action.UPDATE, o, n),
+                lambda o: changed(Action.DELETE, o, None))
+
+    def _pod_updated(self, old: dict, new: dict) -> None:
+        if (old.get("status") or {}).get("resourceClaimStatuses") != (new.get("status") or {}).get("resourceClaimStatuses"):
+            self._retry_gated()
+
+    # --- views ---------------------------------------------------------------
+
+    def index(self) -> PoolIndex:
+        if self._index is None:
+            self._index = PoolIndex(self.slices.list(), self.rules.list())
+        return self._index
+
+    def device_taints(self, did: tuple[str, str, str]) -> list[dict]:
+        if self._devices is None:
+            self._devices = {d.id: d for p in self.index().pools for d in p.devices}
+        d = self._devices.get(did)
+        return d.taints if d is not None else []
+
+    def claim(self, namespace: str, name: str) -> dict | None:
+        """The claim as the informer has it, or its in-flight version."""
+        claim = self.claims.get(f"{namespace}/{name}")
+        if claim is None:
+            return None
+        return self.in_flight.get(claim["metadata"].get("uid", ""), claim)
+
+    def allocated_devices(self) -> AllocatedDevices:
+        out = AllocatedDevices.from_claims(c for c in self.claims.list()
+                                           if c["metadata"].get("uid", "") not in self.in_flight)
+        for c in self.in_flight.values():
+            out.add(c["status"]["allocation"])
+        return out
+
+
+@dataclass
+class _Cycle:
+    """One pod's claims for one scheduling cycle."""
+
+    claims: list[dict]
+    pending: list[dict] = field(default_factory=list)  # to allocate, in claims order
+    selectors: list[tuple[str, dict]] = field(default_factory=list)  # allocated: (claim, nodeSelector)
+    allocator: Allocator | None = None
+    results: dict[str, list[dict]] = field(default_factory=dict)  # node -> allocation per pending claim
+    reserved: list[str] = field(default_factory=list)  # claim uids put in flight
+    written: list[dict] = field(default_factory=list)  # claims whose reservedFor PreBind extended
+
+
+class DynamicResources:
+    name = "DynamicResources"
+
+    def __init__(self, args: dict, handle) -> None:
+        self.handle = handle
+        if handle is None:  # built without a scheduler (queue tests): pods without claims only
+            return
+        shared = handle.shared.get(self.name)
+        if shared is None:
+            shared = handle.shared[self.name] = DRAState(handle)
+        self.dra: DRAState = shared
+        self.api = handle.client.resource(GROUP, VERSION, "resourceclaims")
+
+    def _claims(self, pod: dict) -> list[dict]:
+        """The pod's claims (each once), or ClaimError."""
+        md = pod["metadata"]
+        ns = md.get("namespace", "")
+        out, seen = [], set()
+        for pc in (pod.get("spec") or {}).get("resourceClaims") or []:
+            name, must_own = claim_name(pod, pc)
+            if name is None or name in seen:
+                continue
+            seen.add(name)
+            claim = self.dra.claim(ns, name)
+            if claim is None:
+                raise ClaimError(f'resourceclaim.resource.k8s.io "{name}" not found')
+            if claim["metadata"].get("deletionTimestamp"):
+                raise ClaimError(f'resourceclaim "{name}" is being deleted')
+            if must_own and not owned_by(claim, pod):
+                raise ClaimError(f"ResourceClaim {ns}/{name} was not created for pod {ns}/{md['name']} (pod is not owner)")
+            out.append(claim)
+        return out
+
+    def pre_enqueue(self, info):
+        if not info.spec.get("resourceClaims"):
+            return None
+        try:
+            self._claims(info.pod)
+        except ClaimError as e:
+            return unschedulable(str(e), resolvable=False)
+        return None
+
+    def pre_filter(self, state, info):
+        if not info.spec.get("resourceClaims"):
+            return None, SKIP
+        try:
+            claims = self._claims(info.pod)
+        except ClaimError as e:
+            return None, unschedulable(str(e), resolvable=False)
+        if not claims:
+            return None, SKIP
+        cyc = _Cycle(claims)
+        uid = info.uid
+        for c in claims:
+            status = c.get("status") or {}
+            alloc = status.get("allocation")
+            if alloc is None:
+                cyc.pending.append(c)
+                continue
+            name = c["metadata"]["name"]
+            reserved = status.get("reservedFor") or []
+            if not any(r.get("uid") == uid for r in reserved):
+                if len(reserved) >= RESERVED_FOR_MAX:
+                    return None, unschedulable(f"resourceclaim {name} is in use", resolvable=False)
+                taint = self._untolerated_no_execute(alloc)
+                if taint is not None:
+                    return None, unschedulable(
+                        f"resourceclaim {name}: device {taint[0]} has an untolerated NoExecute taint "
+                        f"{{{taint[1].get('key', '')}: {taint[1].get('value', '')}}}", resolvable=False)
+            if alloc.get("nodeSelector"):
+                cyc.selectors.append((name, alloc["nodeSelector"]))
+        if cyc.pending:
+            classes = {c["metadata"]["name"]: c for c in self.dra.classes.list()}
+            cyc.allocator = Allocator(classes, self.dra.index(), self.dra.allocated_devices())
+        state[_STATE] = cyc
+        return None, None
+
+    def _untolerated_no_execute(self, alloc: dict) -> tuple[str, dict] | None:
+        for r in (alloc.get("devices") or {}).get("results") or []:
+            did = (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
+            for t in self.dra.device_taints(did):
+                if t.get("effect") == "NoExecute" and not any(tolerates(tol, t) for tol in r.get("tolerations") or []):
+                    return "/".join(did), t
+        return None
+
+    def filter(self, state, info, node):
+        cyc: _Cycle = state[_STATE]
+        for _, selector in cyc.selectors:
+            if not selector_matches(selector, node.labels, node.name):
+                return unschedulable(NOT_ON_NODE, resolvable=False)
+        if cyc.allocator is None:
+            return None
+        try:
+            results = cyc.allocator.allocate(node.node, cyc.pending)
+        except AllocationError as e:
+            return unschedulable(str(e), resolvable=False)
+        except SearchLimitExceeded:
+            return unschedulable(TIMED_OUT)
+        if results is None:
+            return unschedulable(CANNOT_ALLOCATE)
+        cyc.results[node.name] = results
+        return None
+
+    def reserve(self, state, info, node: str):
+        cyc: _Cycle | None = state.get(_STATE)
+        if cyc is None or not cyc.pending:
+            return None
+        results = cyc.results.get(node)
+        if results is None:
+            return Status(Code.ERROR, [f"no allocation was computed for node {node}"])
+        stamp = self.handle.clock.rfc3339()
+        for claim, alloc in zip(cyc.pending, results):
+            uid = claim["metadata"].get("uid", "")
+            status = {**(claim.get("status") or {}), "allocation": {**alloc, "allocationTimestamp": stamp}}
+            self.dra.in_flight[uid] = {**claim, "status": status}
+            cyc.reserved.append(uid)
+        return None
+
+    def unreserve(self, state, info, node: str) -> None:
+        cyc: _Cycle | None = state.get(_STATE)
+        if cyc is None:
+            return
+        for uid in cyc.reserved:
+            self.dra.in_flight.pop(uid, None)
+        cyc.reserved.clear()
+        if cyc.written:
+            written, cyc.written = cyc.written, []
+            asyncio.get_running_loop().create_task(self._release(written, info.uid))
+
+    async def _release(self, claims: list[dict], pod_uid: str) -> None:
+        """Takes the pod back out of reservedFor after a failed binding."""
+        for c in claims:
+            md = c["metadata"]
+            try:
+                cur = await self.api.get(md["name"], md.get("namespace"))
+                reserved = (cur.get("status") or {}).get("reservedFor") or []
+                keep = [r for r in reserved if r.get("uid") != pod_uid]
+                if len(keep) != len(reserved):
+                    await self.api.update({**cur, "status": {**cur["status"], "reservedFor": keep}}, subresource="status")
+            except APIError as e:
+                log.info("unreserving claim %s/%s: %s", md.get("namespace"), md["name"], e.message)
+
+    async def pre_bind(self, state, info, node: str):
+        cyc: _Cycle | None = state.get(_STATE)
+        if cyc is None:
+            return None
+        for claim in cyc.claims:
+            try:
+                st = await self._bind_claim(cyc, claim, info.pod)
+            except APIError as e:
+                return Status(Code.ERROR, [f"binding resourceclaim {claim['metadata']['name']}: {e.message}"])
+            if st is not None:
+                return st
+        return None
+
+    async def _bind_claim(self, cyc: _Cycle, claim: dict, pod: dict) -> Status | None:
+        md, pmd = claim["metadata"], pod["metadata"]
+        uid = md.get("uid", "")
+        alloc = self.dra.in_flight[uid]["status"]["allocation"] if uid in cyc.reserved else None
+        cur = await self.api.get(md["name"], md.get("namespace"))
+        if cur["metadata"].get("uid") != uid:
+            return Status(Code.ERROR, [f"resourceclaim {md['name']} was replaced"])
+        status = dict(cur.get("status") or {})
+        reserved = status.get("reservedFor") or []
+        if any(r.get("uid") == pmd.get("uid") for r in reserved):
+            return None
+        if alloc is None and status.get("allocation") is None:
+            return unschedulable(f"resourceclaim {md['name']} is not allocated yet")
+        if alloc is not None:
+            if status.get("allocation") is not None:
+                return Status(Code.ERROR, [f"resourceclaim {md['name']} got allocated elsewhere"])
+            finalizers = cur["metadata"].get("finalizers") or []
+            if FINALIZER not in finalizers:
+                cur = await self.api.update({**cur, "metadata": {**cur["metadata"], "finalizers": [*finalizers, FINALIZER]}})
+            status["allocation"] = alloc
+        status["reservedFor"] = [*reserved, {"resource": "pods", "name": pmd["name"], "uid": pmd.get("uid", "")}]
+        written = await self.api.update({**cur, "status": status}, subresource="status")
+        cyc.written.append(written)
+        if uid in self.dra.in_flight:
+            self.dra.in_flight[uid] = written
+        return None
+
+    def events_to_register(self) -> list[Registration]:
+        def claim_hint(pod: dict, old, new) -> Hint:
+            if _allocated(old) and not _allocated(new):
+                return Hint.QUEUE  # devices were freed
+            claim = new or old
+            if claim["metadata"].get("namespace") == pod["metadata"].get("namespace") and \
+                    claim["metadata"]["name"] in claim_names(pod):
+                return Hint.QUEUE
+            return Hint.SKIP
+
+        return [Registration(ClusterEvent(CLAIM, Action.ALL), claim_hint),
+                Registration(ClusterEvent(SLICE, Action.ALL)),
+                Registration(ClusterEvent(TAINT_RULE, Action.ALL)),
+                Registration(ClusterEvent(DEVICE_CLASS, Action.ADD | Action.UPDATE)),
+                Registration(ClusterEvent(NODE, Action.ADD | Action.UPDATE_NODE_LABEL))]

@@ -1,0 +1,104 @@
+"""ResourceClaim controller: claims generated from templates for pods, and
+reservedFor cleanup, deallocation and finalizer removal once pods go."""
+
+import pytest
+
+from nanokube.controllers.resourceclaim import POD_CLAIM_ANNOTATION, ResourceClaimController, pod_done
+from nanokube.scheduler.plugins.dynamic_resources import FINALIZER
+from tests.controllers import eventually, make_stack
+
+R = "resource.k8s.io"
+SPEC = {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}
+ALLOCATION = {"devices": {"results": [{"request": "gpu", "driver": "gpu.example.com", "pool": "n1", "device": "gpu-0"}]}}
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    ctrl = ResourceClaimController(s.client)
+    await ctrl.start()
+    yield s.client
+    await ctrl.stop()
+    await s.close()
+
+
+def a_pod(name, claims):
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "pause"}], "resourceClaims": claims}}
+
+
+async def test_template_claim_is_generated_owned_annotated_and_recorded(env):
+    client = env
+    await client.resource(R, "v1", "resourceclaimtemplates").create({
+        "apiVersion": f"{R}/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "t", "namespace": "default"},
+        "spec": {"metadata": {"labels": {"app": "infer"}}, "spec": SPEC}})
+    pods = client.resource("", "v1", "pods")
+    p = await pods.create(a_pod("web", [{"name": "gpu", "resourceClaimTemplateName": "t"},
+                                        {"name": "direct", "resourceClaimName": "existing"}]))
+
+    async def recorded():
+        return (await pods.get("web", "default")).get("status", {}).get("resourceClaimStatuses")
+    statuses = await eventually(recorded)
+    assert [s["name"] for s in statuses] == ["gpu"]
+    name = statuses[0]["resourceClaimName"]
+    assert name.startswith("web-gpu-") and len(name) == len("web-gpu-") + 5
+    c = await client.resource(R, "v1", "resourceclaims").get(name, "default")
+    assert c["metadata"]["annotations"][POD_CLAIM_ANNOTATION] == "gpu"
+    assert c["metadata"]["labels"] == {"app": "infer"}
+    assert c["metadata"]["ownerReferences"] == [{"apiVersion": "v1", "kind": "Pod", "name": "web", "uid": p["metadata"]["uid"],
+                                                 "controller": True, "blockOwnerDeletion": True}]
+    assert c["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == "gpu"
+    items, _ = await client.resource(R, "v1", "resourceclaims").list("default")
+    assert len(items) == 1
+
+
+async def test_finished_pod_is_unreserved_then_claim_deallocated_and_unprotected(env):
+    client = env
+    pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
+    done = await pods.create(a_pod("done", [{"name": "gpu", "resourceClaimName": "shared"}]))
+    running = await pods.create(a_pod("running", [{"name": "gpu", "resourceClaimName": "shared"}]))
+    c = await claims.create({"apiVersion": f"{R}/v1", "kind": "ResourceClaim",
+                             "metadata": {"name": "shared", "namespace": "default", "finalizers": [FINALIZER]}, "spec": SPEC})
+    refs = [{"resource": "pods", "name": p["metadata"]["name"], "uid": p["metadata"]["uid"]} for p in (done, running)]
+    await claims.update({**c, "status": {"allocation": ALLOCATION, "reservedFor": refs}}, subresource="status")
+    await pods.update({**done, "status": {"phase": "Succeeded"}}, subresource="status")
+
+    async def only_running():
+        got = (await claims.get("shared", "default"))["status"]
+        return got.get("reservedFor") == refs[1:] and got
+    assert (await eventually(only_running))["allocation"]["devices"] == ALLOCATION["devices"]
+    await pods.delete("running", "default", grace_period_seconds=0)
+
+    async def released():
+        got = await claims.get("shared", "default")
+        return not got["metadata"].get("finalizers") and got
+    got = await eventually(released)
+    assert got.get("status", {}) == {}
+
+
+async def test_generated_claim_of_a_deleted_pod_is_deleted(env):
+    client = env
+    pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
+    await client.resource(R, "v1", "resourceclaimtemplates").create({
+        "apiVersion": f"{R}/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "t", "namespace": "default"},
+        "spec": {"spec": SPEC}})
+    await pods.create(a_pod("short", [{"name": "gpu", "resourceClaimTemplateName": "t"}]))
+
+    async def recorded():
+        return (await pods.get("short", "default")).get("status", {}).get("resourceClaimStatuses")
+    await eventually(recorded)
+    await pods.delete("short", "default", grace_period_seconds=0)
+
+    async def gone():
+        items, _ = await claims.list("default")
+        return not items
+    assert await eventually(gone)
+
+
+@pytest.mark.parametrize("phase,deleting,node,want", [
+    ("Succeeded", False, "n1", True), ("Failed", False, "n1", True), ("Running", False, "n1", False),
+    ("Pending", True, "", True), ("Running", True, "n1", False)])
+def test_pod_done(phase, deleting, node, want):
+    pod = {"metadata": {"name": "p", **({"deletionTimestamp": "2026-01-01T00:00:00Z"} if deleting else {})},
+           "spec": {"nodeName": node}, "status": {"phase": phase}}
+    assert pod_done(pod) is want

@@ -1,0 +1,237 @@
+"""DynamicResources over the in-process API server: pods with GPU claims are
+bound only where a free device exists, allocations are written with the
+finalizer and reservedFor, devices are never shared, device taints steer
+placement, and a missing claim or class keeps the pod pending with a reason."""
+
+import pytest
+
+from nanokube.controllers.resourceclaim import ResourceClaimController
+from nanokube.scheduler.framework import CycleState
+from nanokube.scheduler.plugins.dynamic_resources import FINALIZER
+from nanokube.scheduler.scheduler import Scheduler
+from tests.controllers import eventually, make_stack
+from tests.scheduler import info, node, pod
+from tests.scheduler.test_scheduler import add_node
+
+DRIVER = "gpu.example.com"
+R = "resource.k8s.io"
+
+
+def device_class(name="gpu"):
+    return {"apiVersion": f"{R}/v1", "kind": "DeviceClass", "metadata": {"name": name},
+            "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]}}
+
+
+def gpu_slice(node_name, count, taints=None):
+    devices = [{"name": f"gpu-{i}", "attributes": {"index": {"int": i}}} for i in range(count)]
+    if taints:
+        for d in devices:
+            d["taints"] = taints
+    return {"apiVersion": f"{R}/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node_name}-gpus"},
+            "spec": {"driver": DRIVER, "nodeName": node_name, "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
+                     "devices": devices}}
+
+
+def request(tolerations=None):
+    exactly = {"deviceClassName": "gpu"}
+    if tolerations:
+        exactly["tolerations"] = tolerations
+    return {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}
+
+
+def claim(name, tolerations=None, klass="gpu"):
+    spec = request(tolerations)
+    spec["devices"]["requests"][0]["exactly"]["deviceClassName"] = klass
+    return {"apiVersion": f"{R}/v1", "kind": "ResourceClaim", "metadata": {"name": name, "namespace": "default"}, "spec": spec}
+
+
+def claim_pod(name, claim_name=None, template=None):
+    p = pod(name)
+    del p["metadata"]["uid"]
+    ref = {"name": "gpu", **({"resourceClaimName": claim_name} if claim_name else {"resourceClaimTemplateName": template})}
+    p["spec"]["resourceClaims"] = [ref]
+    p["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
+    return p
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    for n in ("one-gpu", "two-gpus", "no-gpu"):
+        await add_node(s.client, node(n))
+    await s.client.resource(R, "v1", "deviceclasses").create(device_class())
+    slices = s.client.resource(R, "v1", "resourceslices")
+    await slices.create(gpu_slice("one-gpu", 1))
+    await slices.create(gpu_slice("two-gpus", 2))
+    sched = Scheduler(s.client, seed=3)
+    ctrl = ResourceClaimController(s.client)
+    await sched.start()
+    await ctrl.start()
+    yield s.client, sched
+    await ctrl.stop()
+    await sched.stop()
+    await s.close()
+
+
+def bound(pods, name):
+    async def check():
+        return (await pods.get(name, "default"))["spec"].get("nodeName")
+    return check
+
+
+def condition(pods, name):
+    async def check():
+        for c in (await pods.get(name, "default")).get("status", {}).get("conditions", []):
+            if c["type"] == "PodScheduled" and c["status"] == "False":
+                return c["message"]
+        return None
+    return check
+
+
+async def test_gpu_pods_land_where_devices_are_free_and_never_share_one(env):
+    client, _ = env
+    pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
+    for i in range(4):
+        await claims.create(claim(f"c{i}"))
+        await pods.create(claim_pod(f"p{i}", f"c{i}"))
+    placed = {}
+    for i in range(3):
+        placed[f"p{i}"] = await eventually(bound(pods, f"p{i}"))
+    assert sorted(placed.values()) == ["one-gpu", "two-gpus", "two-gpus"]
+    assert await eventually(condition(pods, "p3")) == (
+        "0/3 nodes are available: 3 cannot allocate all claims.")
+    devices = set()
+    for i in range(3):
+        c = await claims.get(f"c{i}", "default")
+        assert FINALIZER in c["metadata"]["finalizers"]
+        alloc = c["status"]["allocation"]
+        assert alloc["allocationTimestamp"]
+        assert alloc["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"] == [placed[f"p{i}"]]
+        [result] = alloc["devices"]["results"]
+        assert result["pool"] == placed[f"p{i}"]
+        devices.add((result["pool"], result["device"]))
+        p = await pods.get(f"p{i}", "default")
+        assert c["status"]["reservedFor"] == [{"resource": "pods", "name": f"p{i}", "uid": p["metadata"]["uid"]}]
+    assert len(devices) == 3
+    assert "allocation" not in (await claims.get("c3", "default")).get("status", {})
+
+
+async def test_deleting_a_pod_frees_its_device_for_a_waiting_pod(env):
+    client, _ = env
+    pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
+    for i in range(4):
+        await claims.create(claim(f"c{i}"))
+        await pods.create(claim_pod(f"p{i}", f"c{i}"))
+    for i in range(3):
+        await eventually(bound(pods, f"p{i}"))
+    await eventually(condition(pods, "p3"))
+    freed_node = (await pods.get("p0", "default"))["spec"]["nodeName"]
+    await pods.delete("p0", "default", grace_period_seconds=0)
+
+    async def released():
+        c = await claims.get("c0", "default")
+        return not c["metadata"].get("finalizers") and "allocation" not in c.get("status", {}) and c
+    c0 = await eventually(released)
+    assert not c0["status"].get("reservedFor")
+    assert await eventually(bound(pods, "p3"), attempts=1500) == freed_node
+
+
+async def test_shared_claim_puts_both_pods_on_its_node(env):
+    client, _ = env
+    pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
+    await claims.create(claim("shared"))
+    await pods.create(claim_pod("a", "shared"))
+    first = await eventually(bound(pods, "a"))
+    await pods.create(claim_pod("b", "shared"))
+    assert await eventually(bound(pods, "b")) == first
+    c = await claims.get("shared", "default")
+    assert [r["name"] for r in c["status"]["reservedFor"]] == ["a", "b"]
+
+
+async def test_template_yields_a_generated_claim_that_is_allocated(env):
+    client, _ = env
+    pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
+    await client.resource(R, "v1", "resourceclaimtemplates").create({
+        "apiVersion": f"{R}/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "gpu-tmpl", "namespace": "default"},
+        "spec": {"spec": request()}})
+    await pods.create(claim_pod("tp", template="gpu-tmpl"))
+    assert await eventually(bound(pods, "tp")) in ("one-gpu", "two-gpus")
+    p = await pods.get("tp", "default")
+    [st] = p["status"]["resourceClaimStatuses"]
+    c = await claims.get(st["resourceClaimName"], "default")
+    assert st["resourceClaimName"].startswith("tp-gpu-")
+    assert c["status"]["reservedFor"][0]["uid"] == p["metadata"]["uid"]
+
+
+async def test_pod_waits_in_pre_enqueue_until_its_claim_exists(env):
+    client, sched = env
+    pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
+    await pods.create(claim_pod("early", "later"))
+
+    async def gated():
+        info = sched.queue.unschedulable.get("default/early")
+        return info is not None and info.gated_by == "DynamicResources"
+    await eventually(gated)
+    await claims.create(claim("later"))
+    assert await eventually(bound(pods, "early"))
+
+
+async def test_device_taint_rule_is_avoided_unless_tolerated(env):
+    client, _ = env
+    pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
+    await client.resource(R, "v1", "devicetaintrules").create({
+        "apiVersion": f"{R}/v1", "kind": "DeviceTaintRule", "metadata": {"name": "maintenance"},
+        "spec": {"deviceSelector": {"driver": DRIVER, "pool": "two-gpus"},
+                 "taint": {"key": "maintenance", "value": "soon", "effect": "NoSchedule"}}})
+    await claims.create(claim("plain"))
+    await pods.create(claim_pod("plain", "plain"))
+    assert await eventually(bound(pods, "plain")) == "one-gpu"
+    await claims.create(claim("plain2"))
+    await pods.create(claim_pod("plain2", "plain2"))
+    assert await eventually(condition(pods, "plain2")) == "0/3 nodes are available: 3 cannot allocate all claims."
+    tol = [{"key": "maintenance", "operator": "Exists", "effect": "NoSchedule"}]
+    await claims.create(claim("tolerant", tolerations=tol))
+    await pods.create(claim_pod("tolerant", "tolerant"))
+    assert await eventually(bound(pods, "tolerant")) == "two-gpus"
+    result = (await claims.get("tolerant", "default"))["status"]["allocation"]["devices"]["results"][0]
+    assert result["tolerations"] == tol
+
+
+async def test_missing_device_class_fails_scheduling_with_a_reason(env):
+    client, _ = env
+    pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
+    await claims.create(claim("orphan", klass="nope"))
+    await pods.create(claim_pod("orphan", "orphan"))
+    msg = await eventually(condition(pods, "orphan"))
+    assert 'could not retrieve device class nope: deviceclass.resource.k8s.io "nope" not found' in msg
+
+
+async def test_unreserve_rolls_back_the_in_flight_allocation(env):
+    client, sched = env
+    claims = client.resource(R, "v1", "resourceclaims")
+    await claims.create(claim("manual"))
+    p = claim_pod("manual", "manual")
+    p["metadata"]["uid"] = "uid-manual"
+    p["spec"]["schedulerName"] = "someone-else"
+    plugin = sched.frameworks["default-scheduler"].plugins["DynamicResources"]
+
+    async def seen():
+        return plugin.dra.claims.get("default/manual")
+    await eventually(seen)
+
+    i, state = info(p), CycleState()
+    assert plugin.pre_filter(state, i) == (None, None)
+    assert plugin.filter(state, i, _node_info(sched, "one-gpu")) is None
+    assert plugin.reserve(state, i, "one-gpu") is None
+    assert set(plugin.dra.in_flight) == {plugin.dra.claims.get("default/manual")["metadata"]["uid"]}
+    other = CycleState()
+    plugin.pre_filter(other, i)
+    # the in-flight claim now counts as allocated: only its node remains
+    assert plugin.filter(other, i, _node_info(sched, "two-gpus")).message() == "resourceclaim not available on the node"
+    plugin.unreserve(state, i, "one-gpu")
+    assert plugin.dra.in_flight == {}
+
+
+def _node_info(sched, name):
+    sched.cache.update_snapshot(sched.snapshot)
+    return sched.snapshot.infos[name]
