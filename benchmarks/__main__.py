@@ -28,7 +28,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated subset of sqlite,memory,etcd")
     p.add_argument("--quick", action="store_true", help="N=1000 pods")
     p.add_argument("--json", type=Path, metavar="FILE", help="also save the config and results as JSON")
+    p.add_argument("--pki", type=int, metavar="N", help="instead: pod certificate issuance with N requests")
     args = p.parse_args(argv)
+    if args.pki:
+        from . import pki
+
+        print(pki.format_table(pki.run(args.pki)))
+        return 0
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     unknown = sorted(set(backends) - set(BACKENDS))
     if unknown or not backends:

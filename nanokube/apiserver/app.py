@@ -18,8 +18,11 @@ from ..pki.ca import ClusterPKI
 from ..registry.base import all_resources
 from ..store.instrumented import InstrumentedStore
 from ..store.interface import Store
-from . import errors
+from . import errors, protobuf
 from .admission import Admission
+from .auth import Decision, RBACAuthorizer, attributes_for, bootstrap_policy, forbidden
+from .auth.authorizer import REVIEW_PROTOBUF, access_review
+from .auth.rbac import CachePolicySource
 from .cache import WatchCache
 from .handlers import APIHandlers, error_response, json_response
 from .metrics import APIMetrics
@@ -72,6 +75,9 @@ class APIServer:
         self.rest = GenericREST(self.store, self.cache, self.index, clock)
         self.rest.admission = Admission(self.rest)
         self.handlers = APIHandlers(self.rest, self.index, clock, self.metrics, None)
+        self.authorizer = RBACAuthorizer(CachePolicySource(self.index, self.cache))
+        self.handlers.reviews = self._review
+        protobuf.TABLE.update({k: v for k, v in REVIEW_PROTOBUF.items() if k not in protobuf.TABLE})
         self.compaction_interval = compaction_interval
         self._runner: web.AppRunner | None = None
         self._tasks: list[asyncio.Task] = []
@@ -140,7 +146,8 @@ class APIServer:
         return ctx
 
     async def _bootstrap(self) -> None:
-        """Objects every cluster has: the system namespaces and priority classes."""
+        """Objects every cluster has: the system namespaces, priority classes
+        and the default RBAC policy."""
         for ns in ("default", "kube-system", "kube-public", "kube-node-lease"):
             await self.ensure("", "v1", "namespaces", None, {"metadata": {"name": ns}})
         for name, value, desc in (
@@ -149,6 +156,11 @@ class APIServer:
         ):
             await self.ensure("scheduling.k8s.io", "v1", "priorityclasses", None,
                               {"metadata": {"name": name}, "value": value, "description": desc})
+        roles, bindings = bootstrap_policy()
+        for role in roles:
+            await self.ensure("rbac.authorization.k8s.io", "v1", "clusterroles", None, role)
+        for binding in bindings:
+            await self.ensure("rbac.authorization.k8s.io", "v1", "clusterrolebindings", None, binding)
 
     async def ensure(self, group: str, version: str, plural: str, namespace: str | None, obj: dict) -> None:
         res = self.index.get(group, version, plural)
@@ -188,10 +200,26 @@ class APIServer:
             if request.headers.get("Authorization"):
                 return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                                       "message": "Unauthorized", "reason": "Unauthorized", "code": 401}, 401)
-            return error_response(errors.APIError(
-                403, "Forbidden", f'forbidden: User "system:anonymous" cannot {request.method.lower()} path "{request.path}"', {}))
+            return error_response(forbidden("system:anonymous", attributes_for(request.method, request.path, request.query)))
+        attrs = attributes_for(request.method, request.path, request.query)
+        decision = self.authorizer.authorize(user.name, user.groups, attrs)
+        if not decision.allowed:
+            return error_response(forbidden(user.name, attrs, decision.reason))
         request["user"] = user
         return await handler(request)
+
+    async def _review(self, res, body: dict, user: User) -> dict:
+        """Answer a SelfSubjectAccessReview for the requesting user."""
+        if not isinstance(body, dict):
+            raise errors.bad_request("the body of a review must be an object")
+        errs = res.strategy.validate(body)
+        if errs:
+            raise errors.invalid(res.group, res.kind, "", errs)
+
+        def decide(a) -> Decision:
+            return self.authorizer.authorize(user.name, user.groups, a)
+
+        return access_review(decide, body)
 
     async def authenticate_token(self, token: str) -> User | None:
         """Bearer tokens (service accounts) are not issued yet: none is valid."""

@@ -87,6 +87,8 @@ class APIHandlers:
         self.metrics = metrics
         self.openapi = openapi_cache
         self.sub = Subresources(rest)
+        #: answers create on review resources (verbs == ("create",)): `await reviews(res, body, user)`
+        self.reviews = None
         self._discovery_cache: dict[str, bytes] = {}
 
     # --- discovery ------------------------------------------------------
@@ -198,6 +200,10 @@ class APIHandlers:
                 pass
             else:
                 raise errors.APIError(404, "NotFound", "the server could not find the requested resource")
+        if res.verbs == ("create",) and self.reviews is not None:
+            if m != "POST" or name:
+                raise errors.method_not_allowed()
+            return json_response(await self.reviews(res, await self._body(request), _user(request)), 201)
         if sub in ("binding", "eviction", "log", "scale"):
             return await self.sub.handle(self, request, res, version, namespace, name, sub)
         if m == "GET":

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
+from ..apiserver.rest import User
 from ..client.local import LocalClient
+from ..pki.signer import PodCertificateSigner
 from .deployment import DeploymentController
 from .endpointslice import EndpointSliceController
 from .garbagecollector import GarbageCollector
@@ -13,9 +17,16 @@ from .resourceclaim import ResourceClaimController
 from .replicaset import ReplicaSetController
 from .podgroup_protection import PodGroupProtectionController
 
+#: the pod-identity signer acts as its own service account, bound by the
+#: default policy to `sign` and `attest` for its signer name only
+SIGNER_USER = User("system:serviceaccount:kube-system:pod-identity-signer",
+                   ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"))
+
 
 class ControllerManager:
-    def __init__(self, server):
+    def __init__(self, server, data_dir: str | None = None):
+        """`data_dir` holds the signer's CA; it defaults to the one the server's
+        PKI lives in, and without either no signer runs."""
         self.client = LocalClient(server.rest)
         self.controllers = [
             NamespaceController(self.client, clock=server.clock),
@@ -28,6 +39,11 @@ class ControllerManager:
             PodGroupProtectionController(self.client, clock=server.clock),
             HPAController(self.client, clock=server.clock, **options_from_env()),
         ]
+        if data_dir is None and getattr(server, "pki", None) is not None:
+            data_dir = os.path.dirname(server.pki.dir)
+        if data_dir is not None:
+            signer_client = LocalClient(server.rest, SIGNER_USER, field_manager="pod-identity-signer")
+            self.controllers.append(PodCertificateSigner(signer_client, data_dir, clock=server.clock))
 
     async def start(self) -> None:
         for c in self.controllers:

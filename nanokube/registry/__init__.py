@@ -14,6 +14,7 @@ _GROUPS = [
     "scheduling",
     "resource",
     "certificates",
+    "rbac",
 ]
 
 GROUP_MODULES = []

@@ -1,0 +1,100 @@
+"""Pod certificate issuance: requests created through the in-process API,
+signed by the built-in pod-identity signer, observed Issued on a watch.
+
+Reports issued requests per second with all requests in flight, and p99
+create→Issued latency when requests arrive at a fixed rate (100/s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import tempfile
+import time
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from nanokube.apiserver.admission import Admission
+from nanokube.apiserver.cache import WatchCache
+from nanokube.apiserver.rest import GenericREST, ResourceIndex
+from nanokube.client.local import LocalClient
+from nanokube.clock import Clock
+from nanokube.pki.signer import PodCertificateSigner
+from nanokube.registry.base import all_resources
+from nanokube.store.memory import MemoryStore
+
+
+def _stubs(n: int) -> list[str]:
+    out = []
+    for _ in range(n):
+        key = ec.generate_private_key(ec.SECP256R1())
+        csr = x509.CertificateSigningRequestBuilder().subject_name(x509.Name([])).sign(key, hashes.SHA256())
+        out.append(base64.b64encode(csr.public_bytes(serialization.Encoding.DER)).decode())
+    return out
+
+
+def _request(i: int, stub: str) -> dict:
+    return {"metadata": {"name": f"req-{i}", "namespace": "default"}, "spec": {
+        "signerName": "nanokube.io/pod-identity", "podName": f"p{i}", "podUID": f"u{i}", "serviceAccountName": "sa",
+        "serviceAccountUID": "sau", "nodeName": "n1", "nodeUID": "nu", "stubPKCS10Request": stub}}
+
+
+async def _run(n: int, rate: float | None) -> dict:
+    store = MemoryStore()
+    cache = WatchCache(store)
+    rest = GenericREST(store, cache, ResourceIndex(all_resources()), Clock())
+    rest.admission = Admission(rest)
+    await store.start()
+    await cache.start()
+    client = LocalClient(rest)
+    await client.resource("", "v1", "namespaces").create({"metadata": {"name": "default"}})
+    rc = client.resource("certificates.k8s.io", "v1", "podcertificaterequests")
+    stubs = _stubs(n)
+    with tempfile.TemporaryDirectory() as d:
+        signer = PodCertificateSigner(client, d)
+        await signer.start()
+        created: dict[str, float] = {}
+        latency: list[float] = []
+        done = asyncio.Event()
+        stream = await rc.watch("default")
+
+        async def observe() -> None:
+            async for typ, obj in stream:
+                conds = (obj.get("status") or {}).get("conditions") or []
+                name = obj["metadata"]["name"]
+                if conds and name in created and conds[0]["type"] == "Issued":
+                    latency.append(time.perf_counter() - created.pop(name))
+                    if len(latency) == n:
+                        done.set()
+                        return
+
+        watcher = asyncio.create_task(observe())
+        t0 = time.perf_counter()
+        for i, stub in enumerate(stubs):
+            created[f"req-{i}"] = time.perf_counter()
+            await rc.create(_request(i, stub))
+            if rate:
+                await asyncio.sleep(max(0.0, t0 + (i + 1) / rate - time.perf_counter()))
+        await asyncio.wait_for(done.wait(), 600)
+        elapsed = time.perf_counter() - t0
+        watcher.cancel()
+        await signer.stop()
+    await cache.stop()
+    await store.close()
+    latency.sort()
+    return {"requests": n, "seconds": round(elapsed, 3), "issued_per_s": round(n / elapsed, 1),
+            "p50_ms": round(latency[len(latency) // 2] * 1000, 2), "p99_ms": round(latency[int(len(latency) * 0.99) - 1] * 1000, 2)}
+
+
+def run(n: int = 2000, rate: float = 100.0) -> dict:
+    """Throughput with every request in flight, then latency at `rate` per second."""
+    return {"burst": asyncio.run(_run(n, None)), f"at_{int(rate)}_per_s": asyncio.run(_run(min(n, int(rate * 10)), rate))}
+
+
+def format_table(results: dict) -> str:
+    rows = [f"{'run':<14}{'requests':>10}{'issued/s':>12}{'p50 ms':>10}{'p99 ms':>10}"]
+    for name, r in results.items():
+        rows.append(f"{name:<14}{r['requests']:>10}{r['issued_per_s']:>12}{r['p50_ms']:>10}{r['p99_ms']:>10}")
+    return "\n".join(rows)

@@ -1,0 +1,122 @@
+"""An HTTP request as authorization attributes, and upstream's Forbidden.
+
+The mapping follows kube-apiserver's RequestInfo: `/api` and `/apis` paths
+are resource requests (verb from method, name and `watch`), anything else is a
+non-resource request on its path with the lowercased method as verb.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import errors
+
+_NAMESPACE_SUBRESOURCES = ("status", "finalize")
+_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "HEAD": "get"}
+
+
+@dataclass(frozen=True, slots=True)
+class Attributes:
+    verb: str
+    path: str = ""
+    resource_request: bool = False
+    group: str = ""
+    version: str = ""
+    resource: str = ""
+    subresource: str = ""
+    namespace: str = ""
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    allowed: bool
+    reason: str = ""
+
+
+def _truthy(v: str | None) -> bool:
+    return v in ("true", "1", "True")
+
+
+def attributes_for(method: str, path: str, query) -> Attributes:
+    """Attributes of a request; `query` is a mapping of its query parameters."""
+    parts = [p for p in path.split("/") if p]
+    if not parts or parts[0] not in ("api", "apis"):
+        return Attributes(method.lower(), path)
+    if parts[0] == "api":
+        group, rest = "", parts[1:]
+    else:
+        group, rest = (parts[1], parts[2:]) if len(parts) > 1 else ("", [])
+    if not rest or (parts[0] == "apis" and len(parts) < 3):
+        return Attributes(method.lower(), path)
+    version, rest = rest[0], rest[1:]
+    if not rest:
+        return Attributes(method.lower(), path)
+    watch = _truthy(query.get("watch"))
+    if rest[0] == "watch":
+        watch, rest = True, rest[1:]
+    namespace = ""
+    if len(rest) >= 2 and rest[0] == "namespaces":
+        namespace = rest[1]
+        if len(rest) >= 3 and rest[2] not in _NAMESPACE_SUBRESOURCES:
+            rest = rest[2:]
+    if not rest:
+        return Attributes(method.lower(), path)
+    resource = rest[0]
+    name = rest[1] if len(rest) > 1 else ""
+    subresource = rest[2] if len(rest) > 2 else ""
+    if method == "GET":
+        verb = "watch" if watch else ("get" if name else "list")
+    elif method == "DELETE":
+        verb = "delete" if name else "deletecollection"
+    else:
+        verb = _VERBS.get(method, method.lower())
+    return Attributes(verb, path, True, group, version, resource, subresource, namespace, name)
+
+
+def forbidden(user_name: str, a: Attributes, reason: str = "") -> errors.APIError:
+    """The 403 kube-apiserver answers, word for word."""
+    suffix = f": {reason}" if reason else ""
+    if not a.resource_request:
+        return errors.APIError(403, "Forbidden", f'forbidden: User "{user_name}" cannot {a.verb} path "{a.path}"{suffix}', {})
+    resource = f"{a.resource}/{a.subresource}" if a.subresource else a.resource
+    gr = f"{a.resource}.{a.group}" if a.group else a.resource
+    scope = f'in the namespace "{a.namespace}"' if a.namespace else "at the cluster scope"
+    subject = f'{gr} "{a.name}"' if a.name else gr
+    msg = f'{subject} is forbidden: User "{user_name}" cannot {a.verb} resource "{resource}" in API group "{a.group}" {scope}{suffix}'
+    details = {"group": a.group, "kind": a.resource}
+    if a.name:
+        details["name"] = a.name
+    return errors.APIError(403, "Forbidden", msg, details)
+
+
+_AUTHZ = "k8s.io.api.authorization.v1."
+#: proto field numbers of the review kinds `kubectl auth can-i` sends as protobuf
+#: (authorization/v1 generated.proto), in protobuf_fields.json's table shape
+REVIEW_PROTOBUF = {
+    _AUTHZ + "SelfSubjectAccessReview": {1: ("metadata", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", ""),
+                                         2: ("spec", _AUTHZ + "SelfSubjectAccessReviewSpec", "")},
+    _AUTHZ + "SelfSubjectAccessReviewSpec": {1: ("resourceAttributes", _AUTHZ + "ResourceAttributes", ""),
+                                             2: ("nonResourceAttributes", _AUTHZ + "NonResourceAttributes", "")},
+    _AUTHZ + "ResourceAttributes": {i + 1: (f, "string", "o") for i, f in enumerate(
+        ("namespace", "verb", "group", "version", "resource", "subresource", "name"))},
+    _AUTHZ + "NonResourceAttributes": {1: ("path", "string", "o"), 2: ("verb", "string", "o")},
+}
+
+
+def access_review(decide, body: dict) -> dict:
+    """A SelfSubjectAccessReview's answer: `decide(attributes) -> Decision`
+    for the requesting user, applied to the attributes the review names."""
+    spec = body.get("spec") or {}
+    ra, nra = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+    if ra is not None:
+        a = Attributes(ra.get("verb", ""), "", True, ra.get("group", ""), ra.get("version", ""), ra.get("resource", ""),
+                       ra.get("subresource", ""), ra.get("namespace", ""), ra.get("name", ""))
+    else:
+        a = Attributes((nra or {}).get("verb", ""), (nra or {}).get("path", ""))
+    d = decide(a)
+    status: dict = {"allowed": d.allowed}
+    if d.reason:
+        status["reason"] = d.reason
+    return {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+            "metadata": {**(body.get("metadata") or {}), "creationTimestamp": None}, "spec": spec, "status": status}

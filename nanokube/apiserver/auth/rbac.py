@@ -1,0 +1,270 @@
+"""RBAC: Roles, ClusterRoles and their bindings decide what a user may do.
+
+Evaluation reads the policy objects from a `PolicySource` on every request
+(the API server passes its watch cache, so a new binding applies at once).
+An aggregated ClusterRole's rules are the union of the rules of the roles its
+selectors pick, resolved when it is evaluated. Members of `system:masters`
+are always allowed, as kube-apiserver's privileged-group authorizer does.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Protocol
+
+from ..selectors import matches_labels, selector_from_object
+from .authorizer import Attributes, Decision
+
+GROUP = "rbac.authorization.k8s.io"
+MASTERS = "system:masters"
+
+
+class PolicySource(Protocol):
+    def list(self, plural: str, namespace: str | None = None) -> Iterable[dict]: ...
+
+    def get(self, plural: str, namespace: str | None, name: str) -> dict | None: ...
+
+
+class CachePolicySource:
+    """Policy objects straight from the API server's watch cache."""
+
+    def __init__(self, index, cache) -> None:
+        self._res = {p: index.get(GROUP, "v1", p) for p in ("roles", "clusterroles", "rolebindings", "clusterrolebindings")}
+        self._cache = cache
+
+    def list(self, plural: str, namespace: str | None = None) -> Iterable[dict]:
+        return (e.obj for _, e in self._cache.list(self._res[plural].key_prefix(namespace)))
+
+    def get(self, plural: str, namespace: str | None, name: str) -> dict | None:
+        e = self._cache.get(self._res[plural].key(namespace, name))
+        return e.obj if e is not None else None
+
+
+def _has(values: list | None, want: str) -> bool:
+    return bool(values) and ("*" in values or want in values)
+
+
+def _resource_matches(resources: list | None, a: Attributes) -> bool:
+    full = f"{a.resource}/{a.subresource}" if a.subresource else a.resource
+    for r in resources or ():
+        if r == "*" or r == full or (a.subresource and r == f"*/{a.subresource}"):
+            return True
+    return False
+
+
+def _url_matches(urls: list | None, path: str) -> bool:
+    for u in urls or ():
+        if u == "*" or u == path or (u.endswith("*") and path.startswith(u[:-1])):
+            return True
+    return False
+
+
+def rule_allows(rule: dict, a: Attributes) -> bool:
+    if not _has(rule.get("verbs"), a.verb):
+        return False
+    if not a.resource_request:
+        return _url_matches(rule.get("nonResourceURLs"), a.path)
+    if not _has(rule.get("apiGroups"), a.group) or not _resource_matches(rule.get("resources"), a):
+        return False
+    names = rule.get("resourceNames")
+    return not names or a.name in names
+
+
+def subject_matches(subject: dict, user_name: str, groups: tuple[str, ...], binding_ns: str) -> bool:
+    kind, name = subject.get("kind"), subject.get("name", "")
+    if kind == "User":
+        return name == user_name
+    if kind == "Group":
+        return name in groups
+    if kind == "ServiceAccount":
+        return user_name == f"system:serviceaccount:{subject.get('namespace') or binding_ns}:{name}"
+    return False
+
+
+class RBACAuthorizer:
+    def __init__(self, source: PolicySource) -> None:
+        self.source = source
+
+    def cluster_role_rules(self, role: dict) -> list[dict]:
+        agg = role.get("aggregationRule")
+        if not agg:
+            return role.get("rules") or []
+        rules: list[dict] = list(role.get("rules") or [])
+        selectors = [selector_from_object(s) for s in agg.get("clusterRoleSelectors") or []]
+        for other in self.source.list("clusterroles"):
+            if other is role or other.get("aggregationRule"):
+                continue
+            if any(matches_labels(s, other["metadata"].get("labels")) for s in selectors):
+                rules.extend(r for r in other.get("rules") or [] if r not in rules)
+        return rules
+
+    def _role_rules(self, ref: dict, namespace: str) -> list[dict]:
+        if ref.get("kind") == "ClusterRole":
+            role = self.source.get("clusterroles", None, ref.get("name", ""))
+            return self.cluster_role_rules(role) if role else []
+        role = self.source.get("roles", namespace, ref.get("name", ""))
+        return (role or {}).get("rules") or []
+
+    def authorize(self, user_name: str, groups: tuple[str, ...], a: Attributes) -> Decision:
+        if MASTERS in groups:
+            return Decision(True, f'allowed by group "{MASTERS}"')
+        for b in self.source.list("clusterrolebindings"):
+            found = self._via(b, user_name, groups, a, "", "ClusterRoleBinding", b["metadata"]["name"])
+            if found:
+                return found
+        if a.namespace:
+            for b in self.source.list("rolebindings", a.namespace):
+                found = self._via(b, user_name, groups, a, a.namespace, "RoleBinding", f'{b["metadata"]["name"]}/{a.namespace}')
+                if found:
+                    return found
+        return Decision(False)
+
+    def _via(self, binding: dict, user_name: str, groups, a: Attributes, ns: str, kind: str, shown: str) -> Decision | None:
+        for s in binding.get("subjects") or ():
+            if not subject_matches(s, user_name, groups, ns):
+                continue
+            ref = binding.get("roleRef") or {}
+            if any(rule_allows(r, a) for r in self._role_rules(ref, ns)):
+                return Decision(True, f'RBAC: allowed by {kind} "{shown}" of {ref.get("kind")} "{ref.get("name")}" '
+                                      f'to {s.get("kind")} "{s.get("name")}"')
+            return None
+        return None
+
+
+# --- default policy -----------------------------------------------------------------
+
+_BOOTSTRAP_LABELS = {"kubernetes.io/bootstrapping": "rbac-defaults"}
+_AUTOUPDATE = {"rbac.authorization.kubernetes.io/autoupdate": "true"}
+_RO = ["get", "list", "watch"]
+_RW = ["create", "delete", "deletecollection", "patch", "update"]
+
+
+def _rule(verbs: list[str], groups: list[str], resources: list[str]) -> dict:
+    return {"verbs": verbs, "apiGroups": groups, "resources": resources}
+
+
+def _urls(verbs: list[str], urls: list[str]) -> dict:
+    return {"verbs": verbs, "nonResourceURLs": urls}
+
+
+def _cluster_role(name: str, rules: list[dict], labels: dict | None = None, aggregate: str = "") -> dict:
+    role: dict = {"metadata": {"name": name, "labels": {**_BOOTSTRAP_LABELS, **(labels or {})}, "annotations": dict(_AUTOUPDATE)},
+                  "rules": rules}
+    if aggregate:
+        role["aggregationRule"] = {"clusterRoleSelectors": [
+            {"matchLabels": {f"rbac.authorization.k8s.io/aggregate-to-{aggregate}": "true"}}]}
+        role["rules"] = []
+    return role
+
+
+def _binding(name: str, role: str, *subjects: tuple[str, str]) -> dict:
+    return {"metadata": {"name": name, "labels": dict(_BOOTSTRAP_LABELS), "annotations": dict(_AUTOUPDATE)},
+            "roleRef": {"apiGroup": GROUP, "kind": "ClusterRole", "name": role},
+            "subjects": [_subject(k, n) for k, n in subjects]}
+
+
+def _subject(kind: str, name: str) -> dict:
+    if kind == "ServiceAccount":
+        ns, _, sa = name.partition("/")
+        return {"kind": kind, "namespace": ns, "name": sa}
+    return {"apiGroup": GROUP, "kind": kind, "name": name}
+
+
+def _aggregate_to(*roles: str) -> dict:
+    return {f"rbac.authorization.k8s.io/aggregate-to-{r}": "true" for r in roles}
+
+
+_VIEW = [
+    _rule(_RO, [""], ["configmaps", "endpoints", "persistentvolumeclaims", "persistentvolumeclaims/status", "pods",
+                      "replicationcontrollers", "replicationcontrollers/scale", "serviceaccounts", "services",
+                      "services/status"]),
+    _rule(_RO, [""], ["bindings", "events", "limitranges", "namespaces/status", "pods/log", "pods/status",
+                      "replicationcontrollers/status", "resourcequotas", "resourcequotas/status"]),
+    _rule(_RO, [""], ["namespaces"]),
+    _rule(_RO, ["discovery.k8s.io"], ["endpointslices"]),
+    _rule(_RO, ["apps"], ["controllerrevisions", "daemonsets", "daemonsets/status", "deployments", "deployments/scale",
+                          "deployments/status", "replicasets", "replicasets/scale", "replicasets/status", "statefulsets",
+                          "statefulsets/scale", "statefulsets/status"]),
+    _rule(_RO, ["autoscaling"], ["horizontalpodautoscalers", "horizontalpodautoscalers/status"]),
+    _rule(_RO, ["batch"], ["cronjobs", "cronjobs/status", "jobs", "jobs/status"]),
+    _rule(_RO, ["policy"], ["poddisruptionbudgets", "poddisruptionbudgets/status"]),
+    _rule(_RO, ["resource.k8s.io"], ["resourceclaims", "resourceclaims/status", "resourceclaimtemplates"]),
+    _rule(_RO, ["scheduling.k8s.io"], ["workloads", "podgroups"]),
+    _rule(_RO, ["certificates.k8s.io"], ["podcertificaterequests"]),
+]
+_EDIT = [
+    _rule(["create", "delete", "deletecollection", "patch", "update", "get", "list", "watch"], [""],
+          ["pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy"]),
+    _rule(["create"], [""], ["pods/eviction", "serviceaccounts/token"]),
+    _rule(_RW, [""], ["configmaps", "events", "persistentvolumeclaims", "replicationcontrollers",
+                      "replicationcontrollers/scale", "secrets", "serviceaccounts", "services", "services/proxy"]),
+    _rule(_RO, [""], ["secrets", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy", "services/proxy"]),
+    _rule(["impersonate"], [""], ["serviceaccounts"]),
+    _rule(_RW, ["apps"], ["daemonsets", "deployments", "deployments/rollback", "deployments/scale", "replicasets",
+                          "replicasets/scale", "statefulsets", "statefulsets/scale"]),
+    _rule(_RW, ["autoscaling"], ["horizontalpodautoscalers"]),
+    _rule(_RW, ["batch"], ["cronjobs", "jobs"]),
+    _rule(_RW, ["policy"], ["poddisruptionbudgets"]),
+    _rule(_RW, ["discovery.k8s.io"], ["endpointslices"]),
+    _rule(_RW, ["resource.k8s.io"], ["resourceclaims", "resourceclaimtemplates"]),
+    _rule(_RW, ["scheduling.k8s.io"], ["workloads", "podgroups"]),
+    _rule(_RW, ["coordination.k8s.io"], ["leases"]),
+]
+_ADMIN = [
+    _rule(["create"], ["authorization.k8s.io"], ["localsubjectaccessreviews"]),
+    _rule(_RW + _RO, [GROUP], ["rolebindings", "roles"]),
+]
+_NODE = [
+    _rule(_RO, [""], ["nodes", "pods", "services", "endpoints", "configmaps", "secrets", "persistentvolumeclaims",
+                      "persistentvolumes", "serviceaccounts"]),
+    _rule(["create", "update", "patch", "delete"], [""], ["nodes", "nodes/status", "pods", "pods/status"]),
+    _rule(["create", "update", "patch"], ["", "events.k8s.io"], ["events"]),
+    _rule(["create"], [""], ["serviceaccounts/token", "pods/eviction"]),
+    _rule(_RW + _RO, ["coordination.k8s.io"], ["leases"]),
+    _rule(_RO + ["create"], ["certificates.k8s.io"], ["podcertificaterequests", "certificatesigningrequests"]),
+    _rule(_RO, ["certificates.k8s.io"], ["clustertrustbundles"]),
+    _rule(_RO + ["update", "patch"], ["resource.k8s.io"], ["resourceclaims", "resourceclaims/status"]),
+    _rule(_RW + _RO, ["resource.k8s.io"], ["resourceslices"]),
+    _rule(["get"], ["", "storage.k8s.io"], ["csidrivers", "csinodes", "volumeattachments"]),
+]
+
+
+def bootstrap_policy() -> tuple[list[dict], list[dict]]:
+    """(ClusterRoles, ClusterRoleBindings) every nanokube cluster starts with,
+    the subset of kube-apiserver's bootstrap policy this control plane serves."""
+    roles = [
+        _cluster_role("cluster-admin", [_rule(["*"], ["*"], ["*"]), _urls(["*"], ["*"])]),
+        _cluster_role("admin", [], aggregate="admin"),
+        _cluster_role("edit", [], labels=_aggregate_to("admin"), aggregate="edit"),
+        _cluster_role("view", [], labels=_aggregate_to("admin", "edit"), aggregate="view"),
+        _cluster_role("system:aggregate-to-admin", _ADMIN, _aggregate_to("admin")),
+        _cluster_role("system:aggregate-to-edit", _EDIT, _aggregate_to("admin", "edit")),
+        _cluster_role("system:aggregate-to-view", _VIEW, _aggregate_to("admin", "edit", "view")),
+        _cluster_role("system:discovery", [_urls(["get"], ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez",
+                                                           "/openapi", "/openapi/*", "/readyz", "/version", "/version/"])]),
+        _cluster_role("system:public-info-viewer", [_urls(["get"], ["/healthz", "/livez", "/readyz", "/version", "/version/"])]),
+        _cluster_role("system:basic-user", [
+            _rule(["create"], ["authorization.k8s.io"], ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]),
+            _rule(["create"], ["authentication.k8s.io"], ["selfsubjectreviews"]),
+        ]),
+        _cluster_role("system:node", _NODE),
+        _cluster_role("nanokube:pod-identity-signer", [
+            _rule(["sign", "attest"], ["certificates.k8s.io"], ["signers"]) | {"resourceNames": ["nanokube.io/pod-identity"]},
+            _rule(_RO, ["certificates.k8s.io"], ["podcertificaterequests"]),
+            _rule(["update", "patch"], ["certificates.k8s.io"], ["podcertificaterequests/status"]),
+            _rule(_RO + ["create", "update"], ["certificates.k8s.io"], ["clustertrustbundles"]),
+        ]),
+        _cluster_role("system:cluster-trust-bundle-discovery", [_rule(_RO, ["certificates.k8s.io"], ["clustertrustbundles"])]),
+    ]
+    bindings = [
+        _binding("cluster-admin", "cluster-admin", ("Group", MASTERS)),
+        _binding("system:discovery", "system:discovery", ("Group", "system:authenticated")),
+        _binding("system:basic-user", "system:basic-user", ("Group", "system:authenticated")),
+        _binding("system:public-info-viewer", "system:public-info-viewer",
+                 ("Group", "system:authenticated"), ("Group", "system:unauthenticated")),
+        _binding("system:node", "system:node", ("Group", "system:nodes")),
+        _binding("nanokube:pod-identity-signer", "nanokube:pod-identity-signer",
+                 ("ServiceAccount", "kube-system/pod-identity-signer")),
+        _binding("system:cluster-trust-bundle-discovery", "system:cluster-trust-bundle-discovery",
+                 ("Group", "system:serviceaccounts"), ("Group", "system:nodes")),
+    ]
+    return roles, bindings

@@ -1,0 +1,268 @@
+"""The built-in PodCertificateRequest signer `nanokube.io/pod-identity`.
+
+It is a controller like any other client of the API: it watches requests for
+its signer name, issues a leaf certificate bound to the stub CSR's public key
+with a SPIFFE URI SAN for the pod's namespace and service account, and writes
+the result through `podcertificaterequests/status`. Its CA lives in
+`DIR/pki/signers/<signer>/`; a new CA is made `rotate_before` ahead of the old
+one's expiry and both are published in the signer's ClusterTrustBundle until
+the old one expires, so trust moves before issuance does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime as _dt
+import logging
+import os
+from dataclasses import dataclass
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from ..apiserver.errors import APIError
+from ..client.informer import Informer
+from ..clock import REAL, Clock
+from ..controllers.base import Controller
+from . import trustbundle
+
+log = logging.getLogger(__name__)
+
+SIGNER_NAME = "nanokube.io/pod-identity"
+TERMINAL = ("Issued", "Denied", "Failed")
+#: key types kubelet may request, as (kind, size-or-curve) → the podCertificate keyType name
+KEY_TYPES = {
+    ("rsa", 3072): "RSA3072", ("rsa", 4096): "RSA4096",
+    ("ec", "secp256r1"): "ECDSAP256", ("ec", "secp384r1"): "ECDSAP384", ("ec", "secp521r1"): "ECDSAP521",
+    ("ed25519", None): "ED25519",
+}
+DAY = 86400
+
+
+def key_type(key) -> str:
+    """The podCertificate keyType name of a public key, or "" if it has none."""
+    if isinstance(key, rsa.RSAPublicKey):
+        return KEY_TYPES.get(("rsa", key.key_size), "")
+    if isinstance(key, ec.EllipticCurvePublicKey):
+        return KEY_TYPES.get(("ec", key.curve.name), "")
+    if isinstance(key, ed25519.Ed25519PublicKey):
+        return "ED25519"
+    return ""
+
+
+def _utc(t: float) -> _dt.datetime:
+    return _dt.datetime.fromtimestamp(int(t), _dt.timezone.utc)
+
+
+def _rfc3339(d: _dt.datetime) -> str:
+    return d.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class SigningCA:
+    cert: x509.Certificate
+    key: ec.EllipticCurvePrivateKey
+
+    @property
+    def pem(self) -> bytes:
+        return self.cert.public_bytes(serialization.Encoding.PEM)
+
+
+class SignerCA:
+    """The signer's CAs on disk: the one issuing now plus any older one still
+    trusted. Files are `ca-<notBefore>.crt` / `.key`, private key mode 0600."""
+
+    def __init__(self, directory: str, clock: Clock = REAL, validity: float = 365 * DAY,
+                 rotate_before: float = 30 * DAY, publish_lead: float = 3600.0, common_name: str = SIGNER_NAME):
+        self.dir = directory
+        self.clock = clock
+        self.validity = validity
+        self.rotate_before = rotate_before
+        self.publish_lead = publish_lead
+        self.common_name = common_name
+        self.cas: list[SigningCA] = []
+
+    def load(self) -> bool:
+        """Read the CAs, drop expired ones, create one when the newest is near
+        its end. Returns whether the set of trusted CAs changed."""
+        os.makedirs(self.dir, mode=0o700, exist_ok=True)
+        before = [c.pem for c in self.cas]
+        now = _utc(self.clock.now())
+        cas = []
+        for f in sorted(os.listdir(self.dir)):
+            if not (f.startswith("ca-") and f.endswith(".crt")):
+                continue
+            base = os.path.join(self.dir, f[:-4])
+            with open(base + ".crt", "rb") as c, open(base + ".key", "rb") as k:
+                ca = SigningCA(x509.load_pem_x509_certificate(c.read()), serialization.load_pem_private_key(k.read(), None))
+            if ca.cert.not_valid_after_utc <= now:
+                os.remove(base + ".crt")
+                os.remove(base + ".key")
+                continue
+            cas.append(ca)
+        cas.sort(key=lambda c: c.cert.not_valid_before_utc)
+        if not cas or (cas[-1].cert.not_valid_after_utc - now).total_seconds() < self.rotate_before:
+            cas.append(self._create())
+        self.cas = cas
+        return [c.pem for c in cas] != before
+
+    def _create(self) -> SigningCA:
+        key = ec.generate_private_key(ec.SECP256R1())
+        nb = int(self.clock.now())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{self.common_name} CA {nb}")])
+        cert = (
+            x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(_utc(nb)).not_valid_after(_utc(nb + self.validity))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+            .sign(key, hashes.SHA256())
+        )
+        base = os.path.join(self.dir, f"ca-{nb}")
+        for path, data, mode in (
+            (base + ".key", key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                              serialization.NoEncryption()), 0o600),
+            (base + ".crt", cert.public_bytes(serialization.Encoding.PEM), 0o644),
+        ):
+            fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(path + ".tmp", path)
+        return SigningCA(cert, key)
+
+    def issuing(self) -> SigningCA:
+        """The newest CA that has been published for `publish_lead`, so pods
+        have had time to trust it; the oldest one if none has."""
+        now = _utc(self.clock.now())
+        ready = [c for c in self.cas if (now - c.cert.not_valid_before_utc).total_seconds() >= self.publish_lead]
+        return ready[-1] if ready else self.cas[0]
+
+    def trust_pems(self) -> list[bytes]:
+        return [c.pem for c in self.cas]
+
+
+def spiffe_id(namespace: str, service_account: str, trust_domain: str = "cluster.local") -> str:
+    return f"spiffe://{trust_domain}/ns/{namespace}/sa/{service_account}"
+
+
+def issue_leaf(ca: SigningCA, public_key, uri: str, not_before: float, lifetime: float) -> x509.Certificate:
+    """A leaf for `public_key` with only a (critical) URI SAN, valid from
+    `not_before` for `lifetime` seconds but never past the CA."""
+    nb = _utc(not_before)
+    na = min(_utc(not_before + lifetime), ca.cert.not_valid_after_utc)
+    encipher = isinstance(public_key, rsa.RSAPublicKey)
+    return (
+        x509.CertificateBuilder().subject_name(x509.Name([])).issuer_name(ca.cert.subject).public_key(public_key)
+        .serial_number(x509.random_serial_number()).not_valid_before(nb).not_valid_after(na)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(True, False, encipher, False, False, False, False, False, False), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .add_extension(x509.SubjectAlternativeName([x509.UniformResourceIdentifier(uri)]), critical=True)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False)
+        .sign(ca.key, hashes.SHA256())
+    )
+
+
+def stub_key(spec: dict):
+    """The public key of a request's stub CSR, or None when there is none usable."""
+    raw = spec.get("stubPKCS10Request") or ""
+    try:
+        return x509.load_der_x509_csr(base64.b64decode(raw)).public_key() if raw else None
+    except ValueError:
+        return None
+
+
+class PodCertificateSigner(Controller):
+    name = "pod-certificate-signer"
+    workers = 2
+
+    def __init__(self, client, data_dir: str, clock: Clock = REAL, signer_name: str = SIGNER_NAME,
+                 max_lifetime: float = DAY, supported: frozenset[str] = frozenset(KEY_TYPES.values()),
+                 rotation_check: float = 3600.0, ca: SignerCA | None = None):
+        super().__init__(client, clock)
+        self.signer_name = signer_name
+        self.max_lifetime = max_lifetime
+        self.supported = supported
+        self.rotation_check = rotation_check
+        self.ca = ca or SignerCA(os.path.join(data_dir, "pki", "signers", signer_name.replace("/", "_")), clock)
+        self.requests = client.resource("certificates.k8s.io", "v1", "podcertificaterequests")
+        self.bundles = client.resource("certificates.k8s.io", "v1", "clustertrustbundles")
+        self.inf = Informer(self.requests, field_selector=f"spec.signerName={signer_name}")
+        self.inf.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new))
+
+    @property
+    def bundle_name(self) -> str:
+        return trustbundle.bundle_name(self.signer_name, "ca")
+
+    def informers(self):
+        return [self.inf]
+
+    def _enqueue(self, obj: dict) -> None:
+        if not _terminal(obj):
+            md = obj["metadata"]
+            self.queue.add(f"{md['namespace']}/{md['name']}")
+
+    async def start(self) -> None:
+        self.ca.load()
+        await self.publish()
+        await super().start()
+        self._tasks.append(asyncio.create_task(self._rotate_loop()))
+
+    async def publish(self) -> None:
+        await trustbundle.publish(self.bundles, self.signer_name, "ca", self.ca.trust_pems())
+
+    async def _rotate_loop(self) -> None:
+        while True:
+            await self.clock.sleep(self.rotation_check)
+            try:
+                if self.ca.load():
+                    await self.publish()
+            except Exception:
+                log.exception("%s: CA rotation failed", self.name)
+
+    async def sync(self, key: str) -> None:
+        obj = self.inf.get(key)
+        if obj is None or _terminal(obj):
+            return
+        status = self.decide(obj)
+        try:
+            await self.requests.update({**obj, "status": status}, subresource="status")
+        except APIError as e:
+            if e.code != 404:
+                raise
+
+    def decide(self, obj: dict) -> dict:
+        """The status this signer writes for a pending request."""
+        spec = obj.get("spec") or {}
+        now = self.clock.now()
+        key = stub_key(spec)
+        kt = key_type(key) if key is not None else ""
+        if not kt or kt not in self.supported:
+            shown = kt or ("no stub PKCS#10 request" if key is None else type(key).__name__)
+            return {"conditions": [_condition("Denied", "UnsupportedKeyType", now,
+                                              f"{self.signer_name} does not sign {shown} keys; request one of "
+                                              f"{', '.join(sorted(self.supported))} (for example ECDSAP256)")]}
+        lifetime = min(float(spec.get("maxExpirationSeconds") or DAY), self.max_lifetime)
+        leaf = issue_leaf(self.ca.issuing(), key, spiffe_id(obj["metadata"]["namespace"], spec.get("serviceAccountName", "")),
+                          now, lifetime)
+        nb, na = leaf.not_valid_before_utc, leaf.not_valid_after_utc
+        refresh = nb + (na - nb) / 2
+        return {
+            "certificateChain": leaf.public_bytes(serialization.Encoding.PEM).decode(),
+            "notBefore": _rfc3339(nb), "notAfter": _rfc3339(na),
+            "beginRefreshAt": _rfc3339(refresh.replace(microsecond=0)),
+            "conditions": [_condition("Issued", "Issued", now, f"issued by {self.signer_name}")],
+        }
+
+
+def _terminal(obj: dict) -> bool:
+    return any(c.get("type") in TERMINAL and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+def _condition(typ: str, reason: str, now: float, message: str) -> dict:
+    return {"type": typ, "status": "True", "reason": reason, "message": message, "lastTransitionTime": _rfc3339(_utc(now))}

@@ -1,0 +1,152 @@
+"""rbac.authorization.k8s.io (Roles, ClusterRoles, bindings) and
+authorization.k8s.io's SelfSubjectAccessReview, which is answered, not stored."""
+
+from __future__ import annotations
+
+from .base import AGE, Column, Resource, Strategy, register
+from .validation import FieldError, immutable, invalid, not_supported, required
+
+GROUP = "rbac.authorization.k8s.io"
+Errors = list[FieldError]
+
+
+def path_segment_name(name: str) -> list[str]:
+    """RBAC objects may be named with colons (system:node): any path segment."""
+    if name in (".", ".."):
+        return [f'may not be \'{name}\'']
+    return [f"may not contain '{c}'" for c in ("/", "%") if c in name]
+
+
+def policy_rule(rule: dict, path: str, namespaced: bool) -> Errors:
+    errs: Errors = []
+    if not rule.get("verbs"):
+        errs.append(required(f"{path}.verbs", "verbs must contain at least one value"))
+    if rule.get("nonResourceURLs"):
+        if namespaced:
+            errs.append(invalid(f"{path}.nonResourceURLs", rule["nonResourceURLs"], "namespaced rules cannot apply to non-resource URLs"))
+        if rule.get("apiGroups") or rule.get("resources"):
+            errs.append(invalid(f"{path}.nonResourceURLs", rule["nonResourceURLs"], "rules cannot apply to both regular resources and non-resource URLs"))
+        return errs
+    if not rule.get("apiGroups"):
+        errs.append(required(f"{path}.apiGroups", "resource rules must supply at least one api group"))
+    if not rule.get("resources"):
+        errs.append(required(f"{path}.resources", "resource rules must supply at least one resource"))
+    return errs
+
+
+def subject(s: dict, path: str, binding_namespaced: bool) -> Errors:
+    kind, name = s.get("kind", ""), s.get("name", "")
+    errs: Errors = [] if name else [required(f"{path}.name")]
+    if kind == "ServiceAccount":
+        if s.get("apiGroup"):
+            errs.append(not_supported(f"{path}.apiGroup", s["apiGroup"], [""]))
+        if not binding_namespaced and not s.get("namespace"):
+            errs.append(required(f"{path}.namespace"))
+    elif kind in ("User", "Group"):
+        if s.get("apiGroup") != GROUP:
+            errs.append(not_supported(f"{path}.apiGroup", s.get("apiGroup", ""), [GROUP]))
+    else:
+        errs.append(not_supported(f"{path}.kind", kind, ["ServiceAccount", "User", "Group"]))
+    return errs
+
+
+class _RoleStrategy(Strategy):
+    name_validator = staticmethod(path_segment_name)
+    track_generation = False
+    namespaced = True
+
+    def validate(self, obj):
+        errs: Errors = []
+        for i, r in enumerate(obj.get("rules") or []):
+            errs += policy_rule(r, f"rules[{i}]", self.namespaced)
+        return errs
+
+
+class ClusterRoleStrategy(_RoleStrategy):
+    namespaced = False
+
+    def validate(self, obj):
+        errs = super().validate(obj)
+        for i, sel in enumerate((obj.get("aggregationRule") or {}).get("clusterRoleSelectors") or []):
+            if not isinstance(sel, dict):
+                errs.append(invalid(f"aggregationRule.clusterRoleSelectors[{i}]", sel, "must be a label selector"))
+        return errs
+
+
+def _role_ref(o: dict) -> str:
+    ref = o.get("roleRef") or {}
+    return f'{ref.get("kind", "")}/{ref.get("name", "")}'
+
+
+def _subjects(kind: str):
+    def col(o: dict) -> str:
+        return ", ".join((f'{s.get("namespace", "")}/{s["name"]}' if kind == "ServiceAccount" else s["name"])
+                         for s in o.get("subjects") or [] if s.get("kind") == kind)
+    return col
+
+
+class _BindingStrategy(Strategy):
+    name_validator = staticmethod(path_segment_name)
+    track_generation = False
+    namespaced = True
+    columns = [
+        Column("Name", "string", lambda o: o["metadata"]["name"], format="name"),
+        Column("Role", "string", _role_ref),
+        Column("Age", "string", AGE),
+        Column("Users", "string", _subjects("User"), priority=1),
+        Column("Groups", "string", _subjects("Group"), priority=1),
+        Column("ServiceAccounts", "string", _subjects("ServiceAccount"), priority=1),
+    ]
+
+    def validate(self, obj):
+        ref = obj.get("roleRef") or {}
+        errs: Errors = []
+        if ref.get("apiGroup") != GROUP:
+            errs.append(not_supported("roleRef.apiGroup", ref.get("apiGroup", ""), [GROUP]))
+        kinds = ["Role", "ClusterRole"] if self.namespaced else ["ClusterRole"]
+        if ref.get("kind") not in kinds:
+            errs.append(not_supported("roleRef.kind", ref.get("kind", ""), kinds))
+        if not ref.get("name"):
+            errs.append(required("roleRef.name"))
+        else:
+            errs += [invalid("roleRef.name", ref["name"], m) for m in path_segment_name(ref["name"])]
+        for i, s in enumerate(obj.get("subjects") or []):
+            errs += subject(s, f"subjects[{i}]", self.namespaced)
+        return errs
+
+    def validate_update(self, new, old):
+        if new.get("roleRef") != old.get("roleRef"):
+            return [invalid("roleRef", new.get("roleRef"), "cannot change roleRef")]
+        return self.validate(new)
+
+
+class ClusterRoleBindingStrategy(_BindingStrategy):
+    namespaced = False
+
+
+class ReviewStrategy(Strategy):
+    """Reviews are computed per request; the API server never stores them."""
+
+    track_generation = False
+
+    def validate(self, obj):
+        spec = obj.get("spec") or {}
+        ra, nra = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+        if ra is not None and nra is not None:
+            return [invalid("spec.nonResourceAttributes", nra, "cannot be specified in combination with resourceAttributes")]
+        if ra is None and nra is None:
+            return [invalid("spec.resourceAttributes", None, "exactly one of nonResourceAttributes or resourceAttributes must be specified")]
+        return []
+
+    def validate_update(self, new, old):
+        return [immutable("spec", new.get("spec"))]
+
+
+register(
+    Resource(GROUP, "roles", "Role", ["v1"], namespaced=True, strategy=_RoleStrategy()),
+    Resource(GROUP, "clusterroles", "ClusterRole", ["v1"], namespaced=False, strategy=ClusterRoleStrategy()),
+    Resource(GROUP, "rolebindings", "RoleBinding", ["v1"], namespaced=True, strategy=_BindingStrategy()),
+    Resource(GROUP, "clusterrolebindings", "ClusterRoleBinding", ["v1"], namespaced=False, strategy=ClusterRoleBindingStrategy()),
+    Resource("authorization.k8s.io", "selfsubjectaccessreviews", "SelfSubjectAccessReview", ["v1"], namespaced=False,
+             strategy=ReviewStrategy(), verbs=("create",)),
+)

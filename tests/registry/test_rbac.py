@@ -1,0 +1,71 @@
+"""RBAC object validation and the review resource."""
+
+from nanokube.registry.base import all_resources
+
+G = "rbac.authorization.k8s.io"
+RES = {(r.group, r.plural): r for r in all_resources()}
+
+
+def errs(plural, obj, group=G):
+    return [(e.reason, e.field, e.detail) for e in RES[(group, plural)].validate_create(obj)]
+
+
+def test_role_rules():
+    ok = {"metadata": {"name": "r", "namespace": "a"}, "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"]}]}
+    assert errs("roles", ok) == []
+    bad = {"metadata": {"name": "r", "namespace": "a"}, "rules": [{"verbs": [], "nonResourceURLs": ["/x"]}]}
+    assert errs("roles", bad) == [
+        ("FieldValueRequired", "rules[0].verbs", "verbs must contain at least one value"),
+        ("FieldValueInvalid", "rules[0].nonResourceURLs", "namespaced rules cannot apply to non-resource URLs"),
+    ]
+    assert errs("roles", {"metadata": {"name": "r", "namespace": "a"}, "rules": [{"verbs": ["get"]}]}) == [
+        ("FieldValueRequired", "rules[0].apiGroups", "resource rules must supply at least one api group"),
+        ("FieldValueRequired", "rules[0].resources", "resource rules must supply at least one resource"),
+    ]
+
+
+def test_cluster_role_allows_non_resource_urls_and_colon_names():
+    obj = {"metadata": {"name": "system:x"}, "rules": [{"verbs": ["get"], "nonResourceURLs": ["/healthz"]}]}
+    assert errs("clusterroles", obj) == []
+    both = {"metadata": {"name": "a/b"}, "rules": [{"verbs": ["get"], "nonResourceURLs": ["/x"], "resources": ["pods"]}]}
+    assert errs("clusterroles", both) == [
+        ("FieldValueInvalid", "metadata.name", "may not contain '/'"),
+        ("FieldValueInvalid", "rules[0].nonResourceURLs", "rules cannot apply to both regular resources and non-resource URLs"),
+    ]
+
+
+def test_bindings():
+    rb = {"metadata": {"name": "b", "namespace": "a"}, "roleRef": {"apiGroup": G, "kind": "Role", "name": "r"},
+          "subjects": [{"kind": "User", "apiGroup": G, "name": "alice"}, {"kind": "ServiceAccount", "name": "sa"}]}
+    assert errs("rolebindings", rb) == []
+    crb = {"metadata": {"name": "b"}, "roleRef": {"apiGroup": G, "kind": "Role", "name": "r"},
+           "subjects": [{"kind": "ServiceAccount", "name": "sa"}, {"kind": "Robot", "name": "x"}]}
+    assert errs("clusterrolebindings", crb) == [
+        ("FieldValueNotSupported", "roleRef.kind", 'supported values: "ClusterRole"'),
+        ("FieldValueRequired", "subjects[0].namespace", ""),
+        ("FieldValueNotSupported", "subjects[1].kind", 'supported values: "ServiceAccount", "User", "Group"'),
+    ]
+
+
+def test_role_ref_is_immutable():
+    res = RES[(G, "rolebindings")]
+    old = {"metadata": {"name": "b", "namespace": "a"}, "roleRef": {"apiGroup": G, "kind": "Role", "name": "r"}}
+    new = {**old, "roleRef": {"apiGroup": G, "kind": "Role", "name": "other"}}
+    assert [(e.field, e.detail) for e in res.strategy.validate_update(new, old)] == [("roleRef", "cannot change roleRef")]
+
+
+def test_binding_columns():
+    res = RES[(G, "rolebindings")]
+    obj = {"metadata": {"name": "b"}, "roleRef": {"kind": "ClusterRole", "name": "view"},
+           "subjects": [{"kind": "User", "name": "alice"}, {"kind": "ServiceAccount", "name": "sa", "namespace": "n"}]}
+    cols = {c.name: c.fn for c in res.strategy.columns if c.name != "Age"}
+    assert (cols["Role"](obj), cols["Users"](obj), cols["ServiceAccounts"](obj), cols["Groups"](obj)) == ("ClusterRole/view", "alice", "n/sa", "")
+
+
+def test_access_review_needs_exactly_one_attribute_set():
+    assert RES[("authorization.k8s.io", "selfsubjectaccessreviews")].verbs == ("create",)
+    validate = RES[("authorization.k8s.io", "selfsubjectaccessreviews")].strategy.validate
+    assert [e.detail for e in validate({"spec": {}})] == ["exactly one of nonResourceAttributes or resourceAttributes must be specified"]
+    both = {"spec": {"resourceAttributes": {}, "nonResourceAttributes": {}}}
+    assert [e.detail for e in validate(both)] == ["cannot be specified in combination with resourceAttributes"]
+    assert validate({"spec": {"nonResourceAttributes": {"verb": "get", "path": "/x"}}}) == []
