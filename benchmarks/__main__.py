@@ -28,8 +28,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated subset of sqlite,memory,etcd")
     p.add_argument("--quick", action="store_true", help="N=1000 pods")
     p.add_argument("--json", type=Path, metavar="FILE", help="also save the config and results as JSON")
+    p.add_argument("--proxy", action="store_true", help="instead: kube-proxy nftables syncs in a private netns (root)")
+    p.add_argument("--services", type=int, default=150, metavar="N",
+                   help="with --proxy: services x 5 endpoints (default 150; 10000 needs a dedicated machine)")
     p.add_argument("--pki", type=int, metavar="N", help="instead: pod certificate issuance with N requests")
     args = p.parse_args(argv)
+    if args.proxy:
+        from . import proxy
+
+        print(proxy.format_table(proxy.run(args.services)))
+        return 0
     if args.pki:
         from . import pki
 

@@ -348,8 +348,9 @@ class EndpointSliceController(Controller):
         svc = self.svc_inf.get(key)
         if svc is None or (svc.get("spec") or {}).get("type") == "ExternalName":
             await self._delete_all(self._service_slices(ns, name), key)
-            if svc is None and self.ep_inf.get(key) is not None:
-                await _ignore_missing(self.endpoints.delete(name, ns))
+            ep = self.ep_inf.get(key)
+            if svc is None and ep is not None and (ep["metadata"].get("labels") or {}).get(SKIP_MIRROR_LABEL) == "true":
+                await _ignore_missing(self.endpoints.delete(name, ns))  # ours; one a user wrote stays
             return
         if not (svc.get("spec") or {}).get("selector") or svc["metadata"].get("deletionTimestamp"):
             return

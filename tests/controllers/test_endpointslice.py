@@ -133,7 +133,7 @@ async def test_endpoints_mirror_the_service(env):
 
 
 async def test_at_most_max_per_slice_and_minimal_churn(env):
-    c, ctrl = env
+    c, _ = env
     await c.resource("", "v1", "services").create(service())
     for i in range(7):
         await add_pod(c, f"p{i}", f"10.244.1.{10 + i}")
@@ -227,3 +227,16 @@ def test_plan_keeps_endpoints_in_place_and_fills_rewritten_slices_first():
     assert creates == [] and deletes == []
     updates, creates, deletes = plan_slices([full], {}, max_per_slice=2)
     assert deletes == [full] and updates == [] and creates == []
+
+
+async def test_user_endpoints_without_a_service_are_left_alone(env):
+    c, ctrl = env
+    eps = c.resource("", "v1", "endpoints")
+    await eps.create({"metadata": {"name": "legacy", "namespace": "default"},
+                      "subsets": [{"addresses": [{"ip": "10.244.9.5"}], "ports": [{"port": 80}]}]})
+    async def cached():
+        return ctrl.ep_inf.get("default/legacy")
+    await eventually(cached)
+    await ctrl.sync("default/legacy")
+    got = await eps.get("legacy", "default")
+    assert got["subsets"][0]["addresses"] == [{"ip": "10.244.9.5"}]

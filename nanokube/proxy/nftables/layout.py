@@ -27,6 +27,7 @@ class Endpoint:
     ip: str
     port: int
     ready: bool = True
+    local: bool = False  # on this proxy's node: the only ones a Local traffic policy uses
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,9 @@ class ServicePort:
     port: int
     node_port: int = 0
     endpoints: tuple[Endpoint, ...] = ()
+    affinity_timeout: int = 0  # ClientIP session affinity timeout in seconds; 0 is none
+    internal_local: bool = False  # internalTrafficPolicy: Local
+    external_local: bool = False  # externalTrafficPolicy: Local (NodePorts)
 
     @property
     def key(self) -> str:
@@ -56,6 +60,7 @@ class Config:
     family: str = "ip"  # ip or ip6
     cluster_cidr: str = ""  # pod CIDR; empty means masquerade all ClusterIP traffic
     service_cidrs: tuple[str, ...] = ()
+    nodeport_ips: tuple[str, ...] = ()  # --nodeport-addresses; empty means every local address
 
 
 @dataclass
@@ -64,6 +69,7 @@ class ServiceRules:
 
     chains: dict[str, tuple[str, ...]] = field(default_factory=dict)
     elements: dict[str, dict[str, str]] = field(default_factory=dict)
+    sets: dict[str, str] = field(default_factory=dict)  # affinity sets: name -> declaration body
 
 
 def _hash(s: str) -> str:
@@ -89,41 +95,80 @@ def _dnat_target(cfg: Config, ep: Endpoint) -> str:
     return f"[{ep.ip}]:{ep.port}" if cfg.family == "ip6" else f"{ep.ip}:{ep.port}"
 
 
+def affinity_set(sp: ServicePort, ep: Endpoint) -> str:
+    return "affinity-" + endpoint_chain(sp, ep)[len("endpoint-"):]
+
+
 def service_rules(cfg: Config, sp: ServicePort) -> ServiceRules:
-    """Chains and elements of one service port."""
+    """Chains, sets and elements of one service port.
+
+    The ClusterIP goes to the internal policy chain (`local-` with
+    internalTrafficPolicy Local, else `service-`); a NodePort to `external-`,
+    which with externalTrafficPolicy Local sends pod and node sources through
+    `service-` and everything else to `local-`. A policy with endpoints
+    elsewhere but none on this node drops; no endpoints at all rejects."""
     out = ServiceRules()
     ip = cfg.family
     svc_key = f"{sp.cluster_ip} . {sp.protocol} . {sp.port}"
+    np_key = f"{sp.protocol} . {sp.node_port}"
     out.elements["cluster-ips"] = {sp.cluster_ip: ""}
     eps = sp.ready_endpoints
     if not eps:
         out.elements["no-endpoint-services"] = {svc_key: "goto reject-chain"}
         if sp.node_port:
-            out.elements["no-endpoint-nodeports"] = {f"{sp.protocol} . {sp.node_port}": "goto reject-chain"}
+            out.elements["no-endpoint-nodeports"] = {np_key: "goto reject-chain"}
         return out
+    local_eps = tuple(e for e in eps if e.local)
     base = chain_base(sp.key)
-    svc_chain = "service-" + base
+    cluster_chain, local_chain = "service-" + base, "local-" + base
+    internal_eps = local_eps if sp.internal_local else eps
+    external_eps = local_eps if sp.external_local else eps
     masq = f"{ip} daddr {sp.cluster_ip} {sp.protocol} dport {sp.port}"
     if cfg.cluster_cidr:
         masq = f"{masq} {ip} saddr != {cfg.cluster_cidr}"
-    dispatch = []
+    masq_rule = (f"{masq} jump mark-for-masquerade",)
+    if not sp.internal_local or sp.node_port:
+        _policy_chain(cfg, sp, out, cluster_chain, eps, () if sp.internal_local else masq_rule)
+    if local_eps and (sp.internal_local or (sp.node_port and sp.external_local)):
+        _policy_chain(cfg, sp, out, local_chain, local_eps, masq_rule if sp.internal_local else ())
+    if internal_eps:
+        out.elements["service-ips"] = {svc_key: f"goto {local_chain if sp.internal_local else cluster_chain}"}
+    else:
+        out.elements["no-endpoint-services"] = {svc_key: "drop"}
+    if sp.node_port:
+        if not external_eps:
+            out.elements["no-endpoint-nodeports"] = {np_key: "drop"}
+            return out
+        ext_chain = "external-" + base
+        if sp.external_local:
+            pods = (f"{ip} saddr {cfg.cluster_cidr} goto {cluster_chain}",) if cfg.cluster_cidr else ()
+            out.chains[ext_chain] = pods + ("fib saddr type local jump mark-for-masquerade",
+                                            f"fib saddr type local goto {cluster_chain}", f"goto {local_chain}")
+        else:
+            out.chains[ext_chain] = ("jump mark-for-masquerade", f"goto {cluster_chain}")
+        out.elements["service-nodeports"] = {np_key: f"goto {ext_chain}"}
+    return out
+
+
+def _policy_chain(cfg: Config, sp: ServicePort, out: ServiceRules, name: str, eps: tuple[Endpoint, ...],
+                  head: tuple[str, ...]) -> None:
+    """A policy chain over `eps` (affinity lookups, then a random pick),
+    adding the endpoint chains and affinity sets it jumps to."""
+    ip = cfg.family
+    addr = "ipv4_addr" if ip == "ip" else "ipv6_addr"
+    sticky, dispatch = [], []
     for i, ep in enumerate(eps):
         chain = endpoint_chain(sp, ep)
-        out.chains[chain] = (
-            f"{ip} saddr {ep.ip} jump mark-for-masquerade",
-            f"meta l4proto {sp.protocol} dnat to {_dnat_target(cfg, ep)}",
-        )
+        rules = [f"{ip} saddr {ep.ip} jump mark-for-masquerade"]
+        if sp.affinity_timeout:
+            aset = affinity_set(sp, ep)
+            out.sets[aset] = f"type {addr} ; flags dynamic,timeout ; timeout {sp.affinity_timeout}s ;"
+            rules.append(f"update @{aset} {{ {ip} saddr }}")
+            sticky.append(f"{ip} saddr @{aset} goto {chain}")
+        rules.append(f"meta l4proto {sp.protocol} dnat to {_dnat_target(cfg, ep)}")
+        out.chains[chain] = tuple(rules)
         dispatch.append(f"{i} : goto {chain}")
-    out.chains[svc_chain] = (
-        f"{masq} jump mark-for-masquerade",
-        f"numgen random mod {len(eps)} vmap {{ {', '.join(dispatch)} }}",
-    )
-    out.elements["service-ips"] = {svc_key: f"goto {svc_chain}"}
-    if sp.node_port:
-        ext_chain = "external-" + base
-        out.chains[ext_chain] = ("jump mark-for-masquerade", f"goto {svc_chain}")
-        out.elements["service-nodeports"] = {f"{sp.protocol} . {sp.node_port}": f"goto {ext_chain}"}
-    return out
+    out.chains[name] = head + tuple(sticky) + (f"numgen random mod {len(eps)} vmap {{ {', '.join(dispatch)} }}",)
 
 
 # (name, type, hook, priority) of the base chains; numeric because nft only
@@ -150,7 +195,7 @@ def maps(cfg: Config) -> dict[str, str]:
         "no-endpoint-services": f"type {addr} . inet_proto . inet_service : verdict ; comment \"vmap to drop or reject packets to services with no endpoints\" ;",
         "no-endpoint-nodeports": "type inet_proto . inet_service : verdict ; comment \"vmap to drop or reject packets to service nodeports with no endpoints\" ;",
         "firewall-ips": f"type {addr} . inet_proto . inet_service : verdict ; comment \"destinations that are subject to LoadBalancerSourceRanges\" ;",
-    }
+    } | ({"nodeport-ips": f"type {addr} ; comment \"IPs that accept NodePort traffic\" ;"} if cfg.nodeport_ips else {})
 
 
 def static_chains(cfg: Config) -> dict[str, tuple[str, ...]]:
@@ -173,6 +218,7 @@ def static_chains(cfg: Config) -> dict[str, tuple[str, ...]]:
         "nat-postrouting": ("jump masquerading",),
         "services": (
             f"{lookup} vmap @service-ips",
+            f"{ip} daddr @nodeport-ips meta l4proto . th dport vmap @service-nodeports" if cfg.nodeport_ips else
             f"fib daddr type local {ip} daddr != {loopback} meta l4proto . th dport vmap @service-nodeports",
         ),
         "service-endpoints-check": (f"{lookup} vmap @no-endpoint-services",),

@@ -7,7 +7,9 @@ is retried at once as a full sync, which deletes and re-creates the whole
 table inside one transaction, so the kernel never holds half a ruleset.
 Chains a sync drops are flushed at once and deleted by the next sync: the
 kernel refuses (EBUSY) to delete a chain in the transaction that removes the
-last anonymous-vmap reference to it.
+last anonymous-vmap reference to it. Stale affinity sets are deleted at once,
+after the flushes that drop the rules using them. An affinity set keeps the
+timeout it was created with until the next full sync.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class Syncer:
         self._services: dict[str, ServicePort] = {}
         self._rules: dict[str, ServiceRules] = {}
         self._chains: dict[str, tuple[str, ...]] = {}
+        self._sets: dict[str, str] = {}  # affinity sets
         self._elems: dict[tuple[str, str], list] = {}  # (map, key) -> [value, refcount]
         self._stale: list[str] = []  # flushed by the last sync, deleted by the next
 
@@ -104,11 +107,15 @@ class Syncer:
                     head.append(f"add chain {t} {name}")
             for name, rules in static_chains(self.cfg).items():
                 head += [f"add rule {t} {name} {r}" for r in rules]
+            if self.cfg.nodeport_ips:
+                head.append(f"add element {t} nodeport-ips {{ {', '.join(self.cfg.nodeport_ips)} }}")
 
         touched: dict[tuple[str, str], object] = {}  # (map, key) -> value before this sync
         new_chains: list[str] = []
         rule_lines: list[str] = []
         removed_chains: list[str] = []
+        new_sets: list[str] = []
+        removed_sets: list[str] = []
 
         def account(rules: ServiceRules, delta: int) -> None:
             for m, elems in rules.elements.items():
@@ -133,6 +140,9 @@ class Syncer:
             for name in old.chains:
                 del self._chains[name]
                 removed_chains.append(name)
+            for name in old.sets:
+                del self._sets[name]
+                removed_sets.append(name)
             report.services_changed.append(key)
         for key, sp in services.items():
             last = self._services.get(key)
@@ -147,7 +157,15 @@ class Syncer:
                     if name not in new.chains:
                         del self._chains[name]
                         removed_chains.append(name)
+                for name in old.sets:
+                    if name not in new.sets:
+                        del self._sets[name]
+                        removed_sets.append(name)
             account(new, +1)
+            for name, body in new.sets.items():
+                if name not in self._sets:
+                    new_sets.append(f"add set {t} {name} {{ {body} }}")
+                self._sets[name] = body
             for name, rules in new.chains.items():
                 prev = self._chains.get(name)
                 if prev == rules:
@@ -176,10 +194,11 @@ class Syncer:
         report.elements_deleted = {m: [e.split(" : ")[0] for e in v] for m, v in dels.items()}
         report.chains_deleted = removed_chains
 
-        lines = head + [f"add chain {t} {name}" for name in new_chains] + rule_lines
+        lines = head + new_sets + [f"add chain {t} {name}" for name in new_chains] + rule_lines
         lines += _element_lines("delete", t, dels) + _element_lines("add", t, adds)
         lines += [f"delete chain {t} {name}" for name in self._stale if name not in self._chains]
         lines += [f"flush chain {t} {name}" for name in removed_chains]
+        lines += [f"delete set {t} {name}" for name in removed_sets]
         self._stale = removed_chains
         report.lines = len(lines)
         return report, "\n".join(lines) + "\n"

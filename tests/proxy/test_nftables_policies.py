@@ -1,0 +1,102 @@
+"""Kernel state for ClientIP affinity, Local traffic policies and
+`nodeport-ips`, each in a small private namespace."""
+
+import orjson
+
+from nanokube.proxy.nftables.layout import (
+    Config,
+    Endpoint,
+    ServicePort,
+    affinity_set,
+    chain_base,
+    endpoint_chain,
+)
+from nanokube.proxy.nftables.sync import Syncer
+from tests.proxy.test_nftables_sync import CFG, Kernel, service_ip_keys, services
+
+
+def sp(name="web", n=3, local=(), node_port=0, **kw):
+    eps = tuple(Endpoint(f"10.244.1.{i + 1}", 8080, local=i in local) for i in range(n))
+    return ServicePort("default", name, "http", "tcp", "10.96.0.10", 80, node_port=node_port, endpoints=eps, **kw)
+
+
+def sets(k):
+    return {o["set"]["name"]: o["set"] for o in k.objs if "set" in o}
+
+
+def text(rules) -> str:
+    return orjson.dumps(rules).decode()
+
+
+def vmap_keys(k, name):
+    return {tuple(e[0]["concat"]): e[1] for e in k.map_elems(name)}
+
+
+def test_client_ip_affinity_sets_with_timeout_and_stale_sets_deleted(nft):
+    s = Syncer(nft, CFG)
+    web = sp(affinity_timeout=300)
+    assert s.sync(services(web)).ok
+    k = Kernel(nft)
+    names = [affinity_set(web, e) for e in web.endpoints]
+    got = sets(k)
+    for n in names:
+        assert got[n]["timeout"] == 300 and "timeout" in got[n]["flags"]
+    rules = k.rules("service-" + chain_base(web.key))
+    sticky = [r for r in rules if "goto" in text(r) and "@affinity-" in text(r)]
+    assert len(sticky) == 3 and text(rules[-1]).count("numgen") == 1  # lookups first, then the random pick
+    ep_rules = k.rules(endpoint_chain(web, web.endpoints[0]))
+    assert any("update" in text(r) and names[0] in text(r) for r in ep_rules)
+    r = s.sync(services(sp(n=2, affinity_timeout=300)))
+    assert r.ok and not r.full
+    left = sets(Kernel(nft))
+    assert names[2] not in left and names[0] in left and names[1] in left
+
+
+def test_internal_traffic_policy_local(nft):
+    s = Syncer(nft, CFG)
+    web = sp(local=(1,), internal_local=True)
+    assert s.sync(services(web)).ok
+    k = Kernel(nft)
+    local = "local-" + chain_base(web.key)
+    assert service_ip_keys(k) == {("10.96.0.10", "tcp", 80): {"goto": {"target": local}}}
+    assert k.rules(local)[-1][0]["vmap"]["key"]["numgen"]["mod"] == 1
+    assert "service-" + chain_base(web.key) not in k.chains()
+    r = s.sync(services(sp(local=(), internal_local=True)))
+    assert r.ok and not r.full
+    k = Kernel(nft)
+    assert service_ip_keys(k) == {}
+    assert vmap_keys(k, "no-endpoint-services") == {("10.96.0.10", "tcp", 80): {"drop": None}}
+
+
+def test_external_traffic_policy_local_nodeport(nft):
+    s = Syncer(nft, CFG)
+    web = sp(local=(0,), node_port=30080, external_local=True)
+    assert s.sync(services(web)).ok
+    k = Kernel(nft)
+    base = chain_base(web.key)
+    ext = k.rules("external-" + base)
+    assert len(ext) == 4
+    assert "10.244.0.0" in text(ext[0]) and f"service-{base}" in text(ext[0])  # pod sources short-circuit
+    assert "fib" in text(ext[1]) and "mark-for-masquerade" in text(ext[1])
+    assert ext[3] == [{"goto": {"target": f"local-{base}"}}]
+    assert k.rules(f"local-{base}")[-1][0]["vmap"]["key"]["numgen"]["mod"] == 1
+    assert service_ip_keys(k) == {("10.96.0.10", "tcp", 80): {"goto": {"target": f"service-{base}"}}}
+    assert vmap_keys(k, "service-nodeports") == {("tcp", 30080): {"goto": {"target": f"external-{base}"}}}
+    assert s.sync(services(sp(local=(), node_port=30080, external_local=True))).ok
+    k = Kernel(nft)
+    assert vmap_keys(k, "service-nodeports") == {}
+    assert vmap_keys(k, "no-endpoint-nodeports") == {("tcp", 30080): {"drop": None}}
+    assert set(service_ip_keys(k)) == {("10.96.0.10", "tcp", 80)}  # ClusterIP traffic still served
+
+
+def test_nodeport_ips_set_restricts_nodeports(nft):
+    cfg = Config(cluster_cidr=CFG.cluster_cidr, service_cidrs=CFG.service_cidrs,
+                 nodeport_ips=("192.168.7.10", "192.168.7.11"))
+    s = Syncer(nft, cfg)
+    assert s.sync(services(sp(node_port=30080))).ok
+    k = Kernel(nft)
+    assert sorted(k.map_elems("nodeport-ips")) == ["192.168.7.10", "192.168.7.11"]
+    assert "@nodeport-ips" in text(k.rules("services")[1]) and "fib" not in text(k.rules("services")[1])
+    plain = Syncer(nft, CFG)
+    assert plain.sync(services(sp(node_port=30080))).ok
+    assert "nodeport-ips" not in sets(Kernel(nft))
