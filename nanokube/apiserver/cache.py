@@ -200,7 +200,8 @@ class WatchCache:
             return
         fut = asyncio.get_running_loop().create_future()
         self._waiters.append((rev, fut))
-        await asyncio.wait_for(fut, timeout)
+        async with asyncio.timeout(timeout):
+            await fut
 
     async def sync(self) -> None:
         """Catch up with the store's current revision (a consistent read)."""

@@ -7,6 +7,7 @@ here is stopped, and its data dir removed, when the test session ends.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -86,9 +87,9 @@ def start_cluster(data_dir: Path, store: str, extra: tuple[str, ...] = ()) -> Cl
     return Cluster(proc, data_dir, kubeconfig, url, store, log_path)
 
 
-@pytest.fixture(scope="module")
-def store_url():
-    """A fresh store per test module: etcd gets its own server (and keyspace)."""
+@contextlib.contextmanager
+def fresh_store():
+    """A store URL no other cluster uses: etcd gets its own server (and keyspace)."""
     if STORE != "etcd":
         yield STORE
         return
@@ -105,11 +106,20 @@ def store_url():
 
 
 @pytest.fixture(scope="module")
-def cluster(store_url):
+def store_url():
+    """For tests that start (and restart) their own clusters on one store."""
+    with fresh_store() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """The module's shared cluster, on a store of its own."""
     d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-"))
-    c = start_cluster(d, store_url)
-    try:
-        yield c
-    finally:
-        c.stop()
-        shutil.rmtree(d, ignore_errors=True)
+    with fresh_store() as url:
+        c = start_cluster(d, url)
+        try:
+            yield c
+        finally:
+            c.stop()
+            shutil.rmtree(d, ignore_errors=True)

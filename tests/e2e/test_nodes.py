@@ -115,7 +115,8 @@ def test_leases_are_renewed(nodes_cluster):
     assert set(later) == set(first)
 
 
-def test_scheduler_places_and_runs_a_pod(cluster):
+def test_scheduler_places_and_runs_a_pod(nodes_cluster):
+    cluster = nodes_cluster
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "scheduled", "namespace": "default"},
            "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "500m"}}}]}}
     cluster.kubectl("create", "-f", "-", input=json.dumps(pod))
