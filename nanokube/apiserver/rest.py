@@ -655,6 +655,7 @@ class GenericREST:
                     r = await self._update_from(res, version, entry, new, opts, subresource, entry.rev)
             except errors.APIError as e:
                 if e.code == 409 and e.reason == "Conflict" and not patched_rv and attempt < 4:
+                    await self.cache.sync()  # lost to a write the cache may not show yet
                     continue
                 raise
             r.warnings[:0] = warnings
@@ -712,6 +713,7 @@ class GenericREST:
                 try:
                     kv = await self.store.delete(key, entry.rev)
                 except RevisionMismatch:
+                    await self.cache.sync()
                     continue
                 except KeyNotFound:
                     raise errors.not_found(res.group, res.plural, name) from None
@@ -742,6 +744,7 @@ class GenericREST:
                 try:
                     kv = await self.store.delete(key, entry.rev)
                 except RevisionMismatch:
+                    await self.cache.sync()
                     continue
                 await self._write_wait(kv.mod_revision)
                 res.strategy.release(new)
@@ -749,6 +752,7 @@ class GenericREST:
             try:
                 kv = await self.store.update(key, stored_value(new), entry.rev)
             except RevisionMismatch:
+                await self.cache.sync()
                 continue
             except KeyNotFound:
                 raise errors.not_found(res.group, res.plural, name) from None

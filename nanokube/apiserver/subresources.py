@@ -88,6 +88,7 @@ class Subresources:
             try:
                 kv = await self.rest.store.update(res.key(namespace, name), stored_value(new), entry.rev)
             except RevisionMismatch:
+                await self.rest.cache.sync()
                 continue
             await self.rest.cache.wait_for(kv.mod_revision)
             break
@@ -194,6 +195,7 @@ class Subresources:
                 r = await self.rest._update_from(res, version, entry, new, opts, "scale", entry.rev)
             except errors.APIError as e:
                 if e.code == 409 and not rv:
+                    await self.rest.cache.sync()
                     continue
                 raise
             stored = self.rest.cache.get(res.key(namespace, name))
