@@ -113,13 +113,18 @@ class PodWorker:
     def deleting(self) -> bool:
         return bool(self.pod["metadata"].get("deletionTimestamp"))
 
+    async def _sleep_until(self, deadline: float) -> None:
+        """Measure what is left when the timer task actually starts, so time
+        that passed before it was scheduled still counts."""
+        await self.clock.sleep(max(deadline - self.clock.monotonic(), 0.0))
+
     async def _wait(self, deadline: float | None) -> bool:
         """Sleep until the monotonic `deadline` (None: forever); True if cut
         short by deletion. Deadlines are fixed before the status write so the
         API round trip counts as run time."""
         timer = None
         if deadline is not None:
-            timer = asyncio.ensure_future(self.clock.sleep(max(deadline - self.clock.monotonic(), 0.0)))
+            timer = asyncio.ensure_future(self._sleep_until(deadline))
         try:
             while not self.deleting():
                 self.changed.clear()
