@@ -16,6 +16,7 @@ _SUBRESOURCE_VERBS = {
     "log": ["get"],
     "approval": ["get", "patch", "update"],
     "finalize": ["update"],
+    "token": ["create"],
 }
 
 
@@ -27,6 +28,8 @@ def _subresource_kind(res: Resource, sub: str) -> tuple[str, str, str]:
         return ("", "v1", "Binding")
     if sub == "eviction":
         return ("policy", "v1", "Eviction")
+    if sub == "token":
+        return ("authentication.k8s.io", "v1", "TokenRequest")
     return (res.group, "", res.kind)
 
 
@@ -122,3 +125,22 @@ def aggregated(index: ResourceIndex, legacy: bool) -> dict[str, Any]:
             vitems.append({"version": v, "resources": resources, "freshness": "Current"})
         items.append({"metadata": {"name": g, "creationTimestamp": None}, "versions": vitems})
     return {"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items}
+
+
+def with_extra_groups(group_list: dict[str, Any], extra: list[tuple[dict, dict]]) -> dict[str, Any]:
+    """Add groups served by in-process adapters to an APIGroupList."""
+    groups = group_list["groups"] + [{k: g[k] for k in ("name", "versions", "preferredVersion")} for g, _ in extra]
+    return {**group_list, "groups": groups}
+
+
+def with_extra_aggregated(disc: dict[str, Any], extra: list[tuple[dict, dict]]) -> dict[str, Any]:
+    """Add adapter groups to an APIGroupDiscoveryList, as aggregated services appear."""
+    items = list(disc["items"])
+    for group, rl in extra:
+        version = group["preferredVersion"]["version"]
+        resources = [{"resource": r["name"], "responseKind": {"group": group["name"], "version": version, "kind": r["kind"]},
+                      "scope": "Namespaced" if r["namespaced"] else "Cluster", "singularResource": r.get("singularName", ""),
+                      "verbs": r["verbs"]} for r in rl["resources"]]
+        items.append({"metadata": {"name": group["name"], "creationTimestamp": None},
+                      "versions": [{"version": version, "resources": resources, "freshness": "Current"}]})
+    return {**disc, "items": items}

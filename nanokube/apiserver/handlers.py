@@ -90,6 +90,9 @@ class APIHandlers:
         #: answers create on review resources (verbs == ("create",)): `await reviews(res, body, user)`
         self.reviews = None
         self._discovery_cache: dict[str, bytes] = {}
+        #: (APIGroup, APIResourceList) of groups served by in-process adapters
+        #: (metrics APIs), listed in /apis like aggregated API services
+        self.extra_groups: list[tuple[dict, dict]] = []
 
     # --- discovery ------------------------------------------------------
 
@@ -112,10 +115,11 @@ class APIHandlers:
 
     async def apis(self, request: web.Request) -> web.Response:
         if self._aggregated_requested(request):
-            r = self._cached("agg", lambda: discovery.aggregated(self.index, legacy=False))
+            r = self._cached("agg", lambda: discovery.with_extra_aggregated(
+                discovery.aggregated(self.index, legacy=False), self.extra_groups))
             r.headers["Content-Type"] = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
             return r
-        return self._cached("apis", lambda: discovery.api_group_list(self.index))
+        return self._cached("apis", lambda: discovery.with_extra_groups(discovery.api_group_list(self.index), self.extra_groups))
 
     # --- resources ------------------------------------------------------
 
@@ -204,7 +208,7 @@ class APIHandlers:
             if m != "POST" or name:
                 raise errors.method_not_allowed()
             return json_response(await self.reviews(res, await self._body(request), _user(request)), 201)
-        if sub in ("binding", "eviction", "log", "scale"):
+        if sub in ("binding", "eviction", "log", "scale", "token"):
             return await self.sub.handle(self, request, res, version, namespace, name, sub)
         if m == "GET":
             if watch:

@@ -34,6 +34,10 @@ class MetricsAPI:
     def __init__(self, provider: MetricsProvider):
         self.provider = provider
 
+    def discovery(self) -> list[tuple[dict, dict]]:
+        """(APIGroup, APIResourceList) for each group, for the server's /apis."""
+        return [(group_document(g), resource_list(g)) for g in (EXTERNAL, RESOURCE)]
+
     def add_routes(self, app: web.Application) -> None:
         for group in (EXTERNAL, RESOURCE):
             app.router.add_get(f"/apis/{group}", lambda r, g=group: self._json(group_document(g)))
