@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..framework import Profile
 from .default_binder import DefaultBinder
+from .default_preemption import DefaultPreemption
 from .dynamic_resources import DynamicResources
 from .gang import GangScheduling
 from .node_affinity import NodeAffinity
@@ -18,12 +19,12 @@ from .taint_toleration import TaintToleration
 
 REGISTRY = {p.name: p for p in (PrioritySort, SchedulingGates, GangScheduling, NodeUnschedulable, NodeName, TaintToleration,
                                 NodeAffinity, NodePorts, NodeResourcesFit, NodeResourcesBalancedAllocation,
-                                DynamicResources, DefaultBinder)}
+                                DynamicResources, DefaultPreemption, DefaultBinder)}
 
 #: upstream's default plugin set (of those implemented) and score weights
 DEFAULT_PLUGINS = ["PrioritySort", "SchedulingGates", "GangScheduling", "NodeUnschedulable", "NodeName", "TaintToleration",
                    "NodeAffinity", "NodePorts", "NodeResourcesFit", "NodeResourcesBalancedAllocation",
-                   "DynamicResources", "DefaultBinder"]
+                   "DynamicResources", "DefaultPreemption", "DefaultBinder"]
 DEFAULT_WEIGHTS = {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1,
                    "NodeResourcesBalancedAllocation": 1}
 

@@ -1,0 +1,225 @@
+"""DefaultPreemption: when no node fits, PostFilter looks for a node where
+evicting strictly lower-priority pods lets the pod fit, keeps as many of
+those pods as still allows it (PodDisruptionBudgets honoured where
+possible), picks the node by upstream's ordering, nominates it and deletes
+the victims, each first marked with a DisruptionTarget condition."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass
+
+from ...apiserver.errors import APIError
+from ...apiserver.selectors import matches_labels, selector_from_object
+from ..api import SCHEDULER_FIELD_MANAGER
+from ..cache import NodeInfo
+from ..framework import Code, CycleState, PodInfo, Status, unschedulable
+from ..podgroups import group_key
+
+log = logging.getLogger(__name__)
+
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+NO_VICTIMS = "No preemption victims found for incoming pod"
+POLICY_NEVER = "not eligible due to preemptionPolicy=Never."
+TERMINATING = "not eligible due to a terminating pod on the nominated node."
+#: shifts priorities so the sum used to rank candidates stays positive (upstream's MaxInt32 + 1)
+PRIORITY_SHIFT = 2**31
+
+
+@dataclass
+class Candidate:
+    node: str
+    victims: list[PodInfo]  # most important first
+    pdb_violations: int
+
+
+def _rejected(message: str) -> Status:
+    """Preemption's verdict for the FitError message. Upstream says
+    Unschedulable; the framework's PostFilter runner keeps the message only
+    of statuses it stops at, so this reports it as unresolvable."""
+    return unschedulable(message, resolvable=False)
+
+
+def _start_time(info: PodInfo) -> str:
+    """RFC 3339 start time (or creation time) as a sortable string."""
+    return (info.pod.get("status") or {}).get("startTime") or info.pod["metadata"].get("creationTimestamp") or ""
+
+
+def _importance(info: PodInfo) -> tuple:
+    """Sort key: higher priority first, then the pod running longer first."""
+    return (-info.priority, _start_time(info))
+
+
+def _terminating(info: PodInfo) -> bool:
+    return bool(info.pod["metadata"].get("deletionTimestamp"))
+
+
+class DefaultPreemption:
+    name = "DefaultPreemption"
+
+    def __init__(self, args: dict, handle) -> None:
+        self.handle = handle
+        self.pdbs = handle.informer("policy", "v1", "poddisruptionbudgets")
+
+    def post_filter(self, state: CycleState, info: PodInfo, statuses: dict[str, Status]) -> tuple[str | None, Status | None]:
+        if group_key(info.pod):
+            return None, unschedulable()
+        eligible, why = self._eligible(info)
+        if not eligible:
+            return None, _rejected(f"preemption: {why}")
+        snap = self.handle.snapshot
+        fwk = self.handle.frameworks[info.spec.get("schedulerName") or "default-scheduler"]
+        reasons: dict[str, str] = {}
+        candidates: list[Candidate] = []
+        pdbs = self._pdbs(info)
+        for node in snap.nodes:
+            st = statuses.get(node.name)
+            if st is not None and st.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                reasons[node.name] = NOT_HELPFUL
+                continue
+            cand, reason = self._select_victims(fwk, state, info, node, pdbs)
+            if cand is None:
+                reasons[node.name] = reason
+            else:
+                candidates.append(cand)
+        if not candidates:
+            self._nominate(info, None)
+            counts = Counter(reasons.values())
+            detail = ", ".join(sorted(f"{n} {r}" for r, n in counts.items()))
+            return None, _rejected(f"preemption: 0/{len(snap.nodes)} nodes are available: {detail}.")
+        best = pick_one(candidates)
+        self._nominate(info, best.node)
+        self.handle.spawn(self._preempt(info, best))
+        return best.node, Status(Code.SUCCESS)
+
+    def _eligible(self, info: PodInfo) -> tuple[bool, str]:
+        """Upstream's PodEligibleToPreemptOthers."""
+        if info.spec.get("preemptionPolicy") == "Never":
+            return False, POLICY_NEVER
+        nominated = (info.pod.get("status") or {}).get("nominatedNodeName")
+        node = self.handle.snapshot.infos.get(nominated) if nominated else None
+        if node is not None and any(_terminating(p) and p.priority < info.priority for p in node.pods.values()):
+            return False, TERMINATING
+        return True, ""
+
+    def _pdbs(self, info: PodInfo) -> list[tuple[str, list, int, set]]:
+        """(namespace, compiled selector, disruptions allowed, already disrupted pod names) per PDB."""
+        out = []
+        for pdb in self.pdbs.list():
+            sel = (pdb.get("spec") or {}).get("selector")
+            if not sel or not (sel.get("matchLabels") or sel.get("matchExpressions")):
+                continue
+            st = pdb.get("status") or {}
+            out.append((pdb["metadata"].get("namespace"), selector_from_object(sel), st.get("disruptionsAllowed", 0),
+                        set(st.get("disruptedPods") or {})))
+        return out
+
+    def _select_victims(self, fwk, state: CycleState, info: PodInfo, node: NodeInfo, pdbs) -> tuple[Candidate | None, str]:
+        """Upstream's selectVictimsOnNode over a copy of the node: remove
+        every lower-priority pod, then reprieve them most important first
+        (PDB-violating ones before the rest) while the pod still fits."""
+        lower = sorted((p for p in node.pods.values() if p.priority < info.priority), key=_importance)
+        if not lower:
+            return None, NO_VICTIMS
+        trial = node.clone()
+        for p in lower:
+            trial.remove_pod(p.uid)
+        reason = self._fits(fwk, state, info, trial)
+        if reason is not None:
+            return None, reason
+        violating, fine = split_by_pdb(lower, pdbs)
+        victims: list[PodInfo] = []
+        violations = 0
+        for group, counts in ((violating, True), (fine, False)):
+            for p in group:
+                trial.add_pod(p)
+                if self._fits(fwk, state, info, trial) is not None:
+                    trial.remove_pod(p.uid)
+                    victims.append(p)
+                    violations += counts
+        if not victims:
+            return None, NO_VICTIMS
+        victims.sort(key=_importance)
+        return Candidate(node.name, victims, violations), ""
+
+    @staticmethod
+    def _fits(fwk, state: CycleState, info: PodInfo, node: NodeInfo) -> str | None:
+        """The first Filter rejection's message on `node`, or None when the pod fits."""
+        for p in fwk.filters(state):
+            st = p.filter(state, info, node)
+            if st is not None:
+                return st.message()
+        return None
+
+    def _nominate(self, info: PodInfo, node: str | None) -> None:
+        """Sets (or clears, when there was one) the pod's status.nominatedNodeName."""
+        current = (info.pod.get("status") or {}).get("nominatedNodeName")
+        if node is None and not current:
+            return
+        md = info.pod["metadata"]
+        pods = self.handle.api.pods
+        self.handle.spawn(self._quiet(pods.patch(md["name"], {"status": {"nominatedNodeName": node}},
+                                                 namespace=md.get("namespace"), subresource="status",
+                                                 field_manager=SCHEDULER_FIELD_MANAGER)))
+
+    async def _preempt(self, info: PodInfo, cand: Candidate) -> None:
+        """Marks each victim with DisruptionTarget, records the Preempted
+        event and deletes it."""
+        api = self.handle.api
+        scheduler = info.spec.get("schedulerName") or "default-scheduler"
+        for v in cand.victims:
+            md = v.pod["metadata"]
+            cond = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                    "message": f"{scheduler}: preempting to accommodate a higher priority pod",
+                    "lastTransitionTime": self.handle.clock.rfc3339()}
+            await self._quiet(api.pods.patch(md["name"], {"status": {"conditions": [cond]}},
+                                             "application/strategic-merge-patch+json", namespace=md.get("namespace"),
+                                             subresource="status", field_manager=SCHEDULER_FIELD_MANAGER))
+            await self._quiet(api.pods.delete(md["name"], md.get("namespace"), preconditions={"uid": md.get("uid")}))
+            await self._quiet(api.event(v.pod, "Normal", "Preempted",
+                                        f"Preempted by pod {info.uid} on node {cand.node}"))
+
+    @staticmethod
+    async def _quiet(coro) -> None:
+        """An API write whose failure (the victim already gone) only gets logged."""
+        try:
+            await coro
+        except APIError as e:
+            log.info("preemption write failed: %s", e.message)
+
+
+def split_by_pdb(pods: list[PodInfo], pdbs) -> tuple[list[PodInfo], list[PodInfo]]:
+    """Upstream's filterPodsWithPDBViolation: walking pods in order, each
+    one a PDB covers uses up one of its allowed disruptions; a pod that
+    takes any PDB below zero is violating. Order is kept in both lists."""
+    allowed = [a for _, _, a, _ in pdbs]
+    violating, fine = [], []
+    for p in pods:
+        md = p.pod["metadata"]
+        labels = md.get("labels") or {}
+        breaks = False
+        for i, (ns, sel, _, disrupted) in enumerate(pdbs):
+            if ns != md.get("namespace") or not matches_labels(sel, labels) or md["name"] in disrupted:
+                continue
+            allowed[i] -= 1
+            breaks = breaks or allowed[i] < 0
+        (violating if breaks else fine).append(p)
+    return violating, fine
+
+
+def pick_one(candidates: list[Candidate]) -> Candidate:
+    """Upstream's pickOneNodeForPreemption: fewest PDB violations, then the
+    lowest highest-priority victim, the smallest sum of priorities, the
+    fewest victims, and the latest start among the most important victims."""
+    def key(c: Candidate):
+        top = c.victims[0].priority
+        earliest = min(_start_time(v) for v in c.victims if v.priority == top)
+        return (c.pdb_violations, top, sum(v.priority + PRIORITY_SHIFT for v in c.victims), len(c.victims),
+                _negate(earliest))
+    return min(candidates, key=key)
+
+
+def _negate(stamp: str) -> tuple:
+    """Sorts RFC 3339 stamps latest first inside a min()."""
+    return tuple(-ord(ch) for ch in stamp)

@@ -1,0 +1,161 @@
+"""DefaultPreemption over the in-process API server: a higher-priority pod
+evicts the cheapest victims, marked DisruptionTarget, and lands on the
+nominated node; Never, equal priority and PDBs are respected."""
+
+import pytest
+
+from nanokube.scheduler.plugins.default_preemption import Candidate, pick_one, split_by_pdb
+from nanokube.scheduler.scheduler import Scheduler
+from tests.controllers import eventually, make_stack
+from tests.scheduler import info, node, pod
+
+
+async def add_node(client, n):
+    nodes = client.resource("", "v1", "nodes")
+    created = await nodes.create(n)
+    await nodes.update({**created, "status": n["status"]}, subresource="status")
+
+
+def running(name, on, priority, cpu="1", labels=None, finalizers=None):
+    p = pod(name, cpu, nodeName=on, priority=priority, terminationGracePeriodSeconds=0)
+    del p["metadata"]["uid"]
+    p["metadata"]["labels"] = labels or {}
+    if finalizers:
+        p["metadata"]["finalizers"] = finalizers
+    return p
+
+
+def pending(name, priority, cpu="1", **spec):
+    p = pod(name, cpu, priority=priority, **spec)
+    del p["metadata"]["uid"]
+    return p
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    sched = Scheduler(s.client, seed=1)
+    yield s.client, sched
+    await sched.stop()
+    await s.close()
+
+
+async def start(client, sched, nodes, pods):
+    for n in nodes:
+        await add_node(client, n)
+    for p in pods:
+        await client.resource("", "v1", "pods").create(p)
+    await sched.start()
+
+
+async def scheduled_condition(pods, name):
+    async def check():
+        c = [c for c in (await pods.get(name, "default")).get("status", {}).get("conditions", [])
+             if c["type"] == "PodScheduled"]
+        return c and c[0]["status"] == "False" and c[0]
+    return await eventually(check)
+
+
+async def test_high_priority_pod_preempts_lowest_victim_then_schedules_there(env):
+    client, sched = env
+    pods = client.resource("", "v1", "pods")
+    await start(client, sched, [node("n1", "2", "8Gi")],
+                [running("low", "n1", 1, finalizers=["test/hold"]), running("mid", "n1", 5)])
+    await pods.create(pending("high", 10))
+
+    async def marked():
+        p = await pods.get("low", "default")
+        conds = [c for c in p["status"].get("conditions", []) if c["type"] == "DisruptionTarget"]
+        return p["metadata"].get("deletionTimestamp") and conds and conds[0]
+    cond = await eventually(marked)
+    assert cond["status"] == "True" and cond["reason"] == "PreemptionByScheduler"
+    assert cond["message"] == "default-scheduler: preempting to accommodate a higher priority pod"
+
+    async def nominated():
+        return (await pods.get("high", "default")).get("status", {}).get("nominatedNodeName")
+    assert await eventually(nominated) == "n1"
+    assert not (await pods.get("mid", "default"))["metadata"].get("deletionTimestamp")
+
+    low = await pods.get("low", "default")
+    await pods.update({**low, "metadata": {**low["metadata"], "finalizers": []}})
+
+    async def bound():
+        return (await pods.get("high", "default"))["spec"].get("nodeName")
+    assert await eventually(bound) == "n1"
+    names = {p["metadata"]["name"] for p in (await pods.list("default"))[0]}
+    assert names == {"mid", "high"}
+    events, _ = await client.resource("", "v1", "events").list("default")
+    assert any(e["reason"] == "Preempted" and e["message"].endswith("on node n1") for e in events)
+
+
+async def test_preemption_policy_never_does_not_preempt(env):
+    client, sched = env
+    pods = client.resource("", "v1", "pods")
+    await start(client, sched, [node("n1", "1", "8Gi")], [running("low", "n1", 1)])
+    await pods.create(pending("polite", 10, preemptionPolicy="Never"))
+    cond = await scheduled_condition(pods, "polite")
+    assert cond["message"] == ("0/1 nodes are available: 1 Insufficient cpu. "
+                               "preemption: not eligible due to preemptionPolicy=Never.")
+    assert not (await pods.get("low", "default"))["metadata"].get("deletionTimestamp")
+
+
+async def test_equal_priority_is_not_preempted(env):
+    client, sched = env
+    pods = client.resource("", "v1", "pods")
+    await start(client, sched, [node("n1", "1", "8Gi")], [running("peer", "n1", 5)])
+    await pods.create(pending("same", 5))
+    cond = await scheduled_condition(pods, "same")
+    assert cond["message"].endswith(
+        " preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")
+    assert not (await pods.get("peer", "default"))["metadata"].get("deletionTimestamp")
+    assert not (await pods.get("same", "default")).get("status", {}).get("nominatedNodeName")
+
+
+async def test_pdb_steers_victim_choice_to_another_node(env):
+    client, sched = env
+    pods = client.resource("", "v1", "pods")
+    pdbs = client.resource("policy", "v1", "poddisruptionbudgets")
+    pdb = await pdbs.create({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                             "metadata": {"name": "guard", "namespace": "default"},
+                             "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}})
+    await pdbs.update({**pdb, "status": {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1,
+                                         "expectedPods": 1, "observedGeneration": 1}}, subresource="status")
+    # without the PDB, n1 would win: its victim has the lower priority
+    await start(client, sched, [node("n1", "1", "8Gi"), node("n2", "1", "8Gi")],
+                [running("guarded", "n1", 1, labels={"app": "guarded"}), running("plain", "n2", 2)])
+    await pods.create(pending("high", 10))
+
+    async def bound():
+        return (await pods.get("high", "default"))["spec"].get("nodeName")
+    assert await eventually(bound) == "n2"
+    assert not (await pods.get("guarded", "default"))["metadata"].get("deletionTimestamp")
+
+
+def _victim(name, priority, start="2026-01-01T00:00:00Z", labels=None):
+    p = pod(name, "1", priority=priority)
+    p["metadata"]["labels"] = labels or {}
+    p["status"] = {"startTime": start}
+    return info(p)
+
+
+@pytest.mark.parametrize("cands,want", [
+    ([Candidate("a", [_victim("x", 1)], 1), Candidate("b", [_victim("y", 9)], 0)], "b"),
+    ([Candidate("a", [_victim("x", 5)], 0), Candidate("b", [_victim("y", 3)], 0)], "b"),
+    ([Candidate("a", [_victim("x", 3), _victim("z", 2)], 0), Candidate("b", [_victim("y", 3), _victim("w", 1)], 0)], "b"),
+    ([Candidate("a", [_victim("x", 3), _victim("z", 0), _victim("v", 0)], 0),
+      Candidate("b", [_victim("y", 3), _victim("w", 0)], 0)], "b"),
+    ([Candidate("a", [_victim("x", 3, "2026-01-01T00:00:00Z")], 0),
+      Candidate("b", [_victim("y", 3, "2026-01-02T00:00:00Z")], 0)], "b"),
+])
+def test_pick_one_follows_upstream_order(cands, want):
+    assert pick_one(cands).node == want
+
+
+def test_split_by_pdb_uses_up_allowed_disruptions_in_order():
+    from nanokube.apiserver.selectors import selector_from_object
+    sel = selector_from_object({"matchLabels": {"app": "db"}})
+    pods = [_victim("a", 1, labels={"app": "db"}), _victim("b", 1, labels={"app": "db"}),
+            _victim("c", 1, labels={"app": "web"})]
+    violating, fine = split_by_pdb(pods, [("default", sel, 1, set())])
+    assert [p.pod["metadata"]["name"] for p in violating] == ["b"]
+    assert [p.pod["metadata"]["name"] for p in fine] == ["a", "c"]
