@@ -60,7 +60,8 @@ class DefaultPreemption:
 
     def __init__(self, args: dict, handle) -> None:
         self.handle = handle
-        self.pdbs = handle.informer("policy", "v1", "poddisruptionbudgets")
+        # built without a scheduler (queue tests), the plugin is never asked to preempt
+        self.pdbs = handle.informer("policy", "v1", "poddisruptionbudgets") if handle is not None else None
 
     def post_filter(self, state: CycleState, info: PodInfo, statuses: dict[str, Status]) -> tuple[str | None, Status | None]:
         if group_key(info.pod):
