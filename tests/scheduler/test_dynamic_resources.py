@@ -13,6 +13,9 @@ from tests.controllers import eventually, make_stack
 from tests.scheduler import info, node, pod
 from tests.scheduler.test_scheduler import add_node
 
+NO_DEVICE = ("0/3 nodes are available: 3 cannot allocate all claims. "
+             "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.")
+
 DRIVER = "gpu.example.com"
 R = "resource.k8s.io"
 
@@ -98,8 +101,7 @@ async def test_gpu_pods_land_where_devices_are_free_and_never_share_one(env):
     for i in range(3):
         placed[f"p{i}"] = await eventually(bound(pods, f"p{i}"))
     assert sorted(placed.values()) == ["one-gpu", "two-gpus", "two-gpus"]
-    assert await eventually(condition(pods, "p3")) == (
-        "0/3 nodes are available: 3 cannot allocate all claims.")
+    assert await eventually(condition(pods, "p3")) == NO_DEVICE
     devices = set()
     for i in range(3):
         c = await claims.get(f"c{i}", "default")
@@ -188,7 +190,7 @@ async def test_device_taint_rule_is_avoided_unless_tolerated(env):
     assert await eventually(bound(pods, "plain")) == "one-gpu"
     await claims.create(claim("plain2"))
     await pods.create(claim_pod("plain2", "plain2"))
-    assert await eventually(condition(pods, "plain2")) == "0/3 nodes are available: 3 cannot allocate all claims."
+    assert await eventually(condition(pods, "plain2")) == NO_DEVICE
     tol = [{"key": "maintenance", "operator": "Exists", "effect": "NoSchedule"}]
     await claims.create(claim("tolerant", tolerations=tol))
     await pods.create(claim_pod("tolerant", "tolerant"))

@@ -70,7 +70,8 @@ async def test_unschedulable_pod_gets_event_and_condition_then_fits_a_new_node(e
 
     cond = await eventually(condition)
     msg = ("0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, "
-           "2 Insufficient cpu.")
+           "2 Insufficient cpu. preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, "
+           "2 No preemption victims found for incoming pod.")
     assert cond["reason"] == "Unschedulable" and cond["message"] == msg
     events = client.resource("", "v1", "events")
     items, _ = await events.list("default")

@@ -12,7 +12,7 @@ from fractions import Fraction
 from typing import Callable, Iterable
 
 from ...registry.quantity import QuantityError, format_quantity, parse_quantity
-from ..plugins.helpers import tolerates
+from ..matching import tolerates
 from .cel import CELError, compile_selector
 from .pools import Device, DeviceID, Pool, PoolIndex
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from ...registry.quantity import QuantityError, parse_quantity
-from ..plugins.helpers import selector_matches
-from .cel import DeviceInput, quantity_value, semver_value, CELError
+from ..matching import selector_matches
+from .cel import CELError, DeviceInput, quantity_value, semver_value
 
 DeviceID = tuple[str, str, str]  # driver, pool, device
 

@@ -12,10 +12,25 @@ import logging
 from dataclasses import dataclass, field
 
 from ...apiserver.errors import APIError
-from ..dra.allocator import AllocatedDevices, AllocationError, Allocator, SearchLimitExceeded
+from ..dra.allocator import (
+    AllocatedDevices,
+    AllocationError,
+    Allocator,
+    SearchLimitExceeded,
+)
 from ..dra.pools import PoolIndex
-from ..framework import NODE, SKIP, Action, ClusterEvent, Code, Hint, Registration, Status, unschedulable
-from .helpers import selector_matches, tolerates
+from ..framework import (
+    NODE,
+    SKIP,
+    Action,
+    ClusterEvent,
+    Code,
+    Hint,
+    Registration,
+    Status,
+    unschedulable,
+)
+from ..matching import selector_matches, tolerates
 
 log = logging.getLogger(__name__)
 

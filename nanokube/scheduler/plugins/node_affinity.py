@@ -12,7 +12,7 @@ from ..framework import (
     Registration,
     unschedulable,
 )
-from .helpers import selector_matches, term_matches
+from ..matching import selector_matches, term_matches
 from .normalize import default_normalize
 
 REASON = "node(s) didn't match Pod's node affinity/selector"

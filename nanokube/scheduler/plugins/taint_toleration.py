@@ -13,7 +13,7 @@ from ..framework import (
     Registration,
     unschedulable,
 )
-from .helpers import tolerates, untolerated
+from ..matching import tolerates, untolerated
 from .normalize import default_normalize
 
 _KEY = "PreScoreTaintToleration"
