@@ -23,6 +23,7 @@ from .admission import Admission
 from .auth import Decision, RBACAuthorizer, attributes_for, bootstrap_policy, forbidden
 from .auth.authorizer import REVIEW_PROTOBUF, access_review
 from .auth.rbac import CachePolicySource
+from .auth.serviceaccount import TOKEN_PROTOBUF, ServiceAccountTokens, load_or_create_key
 from .cache import WatchCache
 from .handlers import APIHandlers, error_response, json_response
 from .metrics import APIMetrics
@@ -77,7 +78,9 @@ class APIServer:
         self.handlers = APIHandlers(self.rest, self.index, clock, self.metrics, None)
         self.authorizer = RBACAuthorizer(CachePolicySource(self.index, self.cache))
         self.handlers.reviews = self._review
-        protobuf.TABLE.update({k: v for k, v in REVIEW_PROTOBUF.items() if k not in protobuf.TABLE})
+        self.tokens = ServiceAccountTokens(load_or_create_key(pki.dir), self._lookup, clock) if pki else None
+        self.handlers.sub.tokens = self.tokens
+        protobuf.TABLE.update({k: v for k, v in (REVIEW_PROTOBUF | TOKEN_PROTOBUF).items() if k not in protobuf.TABLE})
         self.compaction_interval = compaction_interval
         self._runner: web.AppRunner | None = None
         self._tasks: list[asyncio.Task] = []
@@ -224,8 +227,13 @@ class APIServer:
         return access_review(decide, body)
 
     async def authenticate_token(self, token: str) -> User | None:
-        """Bearer tokens (service accounts) are not issued yet: none is valid."""
-        return None
+        """Bearer tokens are bound ServiceAccount tokens this server issued."""
+        return self.tokens.authenticate(token) if self.tokens else None
+
+    def _lookup(self, plural: str, namespace: str, name: str) -> dict | None:
+        """A core/v1 object from the watch cache, for the token verifier."""
+        entry = self.cache.get(self.index.get("", "v1", plural).key(namespace, name))
+        return entry.obj if entry else None
 
     async def _health(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")

@@ -1,5 +1,6 @@
 """Subresources that are verbs of their own: pods/binding, pods/eviction,
-pods/log and the autoscaling/v1 Scale of workload resources."""
+pods/log, serviceaccounts/token and the autoscaling/v1 Scale of workload
+resources."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from aiohttp import web
 
 from ..registry.base import Resource
 from . import errors
+from .auth.serviceaccount import ServiceAccountTokens
 from .rest import GenericREST, WriteOptions
 from .selectors import matches_labels, selector_from_object, selector_to_string
 
@@ -25,6 +27,8 @@ class Subresources:
     def __init__(self, rest: GenericREST) -> None:
         self.rest = rest
         self.log_readers: list[LogReader] = []
+        #: the API server's token issuer; None where it serves without PKI
+        self.tokens: ServiceAccountTokens | None = None
 
     async def handle(self, h: "APIHandlers", request: web.Request, res: Resource, version: str, namespace, name, sub):
         from .handlers import json_response
@@ -36,6 +40,9 @@ class Subresources:
         if sub == "eviction" and m == "POST":
             body = await h._body(request)
             return json_response(await self.evict(namespace, name, body, h._write_opts(request)), 201)
+        if sub == "token" and m == "POST" and self.tokens is not None:
+            body = await h._body(request)
+            return json_response(self.tokens.token_request(namespace, name, body), 201)
         if sub == "log" and m == "GET":
             data = await self.log(namespace, name, dict(request.query))
             return web.Response(body=data, content_type="text/plain")

@@ -529,6 +529,6 @@ register(
              strategy=ConfigMapStrategy()),
     Resource("", "secrets", "Secret", ["v1"], namespaced=True, strategy=SecretStrategy()),
     Resource("", "serviceaccounts", "ServiceAccount", ["v1"], namespaced=True, short_names=("sa",),
-             strategy=ServiceAccountStrategy()),
+             subresources=("token",), strategy=ServiceAccountStrategy()),
     Resource("", "events", "Event", ["v1"], namespaced=True, short_names=("ev",), strategy=EventStrategy()),
 )

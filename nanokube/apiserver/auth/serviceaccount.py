@@ -1,0 +1,211 @@
+"""Bound ServiceAccount tokens: the TokenRequest API's issuer and the bearer
+verifier. Tokens are ES256 JWTs signed with a key kept in DIR/pki/sa.key;
+they name their ServiceAccount (and optionally a Pod) by uid, so deleting or
+recreating either revokes them without any token store."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import uuid
+from typing import Callable
+
+import orjson
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
+
+from ...clock import REAL, Clock, format_time, parse_time
+from ...registry.validation import invalid
+from .. import errors
+from ..rest import User
+
+API_AUDIENCE = "https://kubernetes.default.svc.cluster.local"
+ISSUER = API_AUDIENCE
+DEFAULT_EXPIRATION = 3600
+MIN_EXPIRATION = 600
+MAX_EXPIRATION = 2**32 - 1
+#: clock skew tolerated on exp/nbf, as upstream's JWT validation allows
+LEEWAY = 60.0
+#: a bound pod being deleted keeps its tokens valid this long, for graceful shutdown
+DELETION_GRACE = 60.0
+
+#: (plural, namespace, name) -> the stored core/v1 object, or None
+Lookup = Callable[[str, str, str], "dict | None"]
+
+_AUTHN = "k8s.io.api.authentication.v1."
+#: protobuf field table of the TokenRequest typed clients (kubectl create token) send
+TOKEN_PROTOBUF = {
+    _AUTHN + "TokenRequest": {1: ("metadata", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", ""),
+                              2: ("spec", _AUTHN + "TokenRequestSpec", "")},
+    _AUTHN + "TokenRequestSpec": {1: ("audiences", "string", "r"), 3: ("boundObjectRef", _AUTHN + "BoundObjectReference", ""),
+                                  4: ("expirationSeconds", "int64", "")},
+    _AUTHN + "BoundObjectReference": {i + 1: (f, "string", "o") for i, f in enumerate(("kind", "apiVersion", "name", "uid"))},
+}
+
+
+def load_or_create_key(pki_dir: str) -> ec.EllipticCurvePrivateKey:
+    """The P-256 signing key, created on first start so restarts keep tokens valid."""
+    path = os.path.join(pki_dir, "sa.key")
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            return serialization.load_pem_private_key(f.read(), None)
+    key = ec.generate_private_key(ec.SECP256R1())
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    os.makedirs(pki_dir, exist_ok=True)
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(pem)
+    os.replace(tmp, path)
+    return key
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(s: str) -> bytes:
+    return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+
+
+def service_account_user(namespace: str, name: str, uid: str = "", extra: dict | None = None) -> User:
+    return User(f"system:serviceaccount:{namespace}:{name}",
+                ("system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"),
+                uid, extra or {})
+
+
+class ServiceAccountTokens:
+    """Issues and verifies bound tokens for one API server."""
+
+    def __init__(self, key: ec.EllipticCurvePrivateKey, lookup: Lookup, clock: Clock = REAL,
+                 issuer: str = ISSUER, audiences: tuple[str, ...] = (API_AUDIENCE,)):
+        self.key = key
+        self.public = key.public_key()
+        self.lookup = lookup
+        self.clock = clock
+        self.issuer = issuer
+        self.audiences = audiences
+        der = self.public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+        self.kid = _b64(hashlib.sha256(der).digest())
+
+    # --- issuing ----------------------------------------------------------
+
+    def token_request(self, namespace: str, name: str, body: dict) -> dict:
+        """Answer a TokenRequest for serviceaccounts/NAME/token: validate,
+        default, resolve the bound object, and return the filled-in request."""
+        if not isinstance(body, dict):
+            raise errors.bad_request("the body of a TokenRequest must be an object")
+        spec = dict(body.get("spec") or {})
+        spec["audiences"] = list(spec.get("audiences") or self.audiences)
+        seconds = spec.setdefault("expirationSeconds", DEFAULT_EXPIRATION)
+        if not isinstance(seconds, int) or seconds < MIN_EXPIRATION:
+            raise errors.invalid("authentication.k8s.io", "TokenRequest", name, [
+                invalid("spec.expirationSeconds", seconds, "may not specify a duration less than 10 minutes")])
+        if seconds > MAX_EXPIRATION:
+            raise errors.invalid("authentication.k8s.io", "TokenRequest", name, [
+                invalid("spec.expirationSeconds", seconds, "may not specify a duration larger than 2^32 seconds")])
+        sa = self.lookup("serviceaccounts", namespace, name)
+        if sa is None:
+            raise errors.not_found("", "serviceaccounts", name)
+        pod = self._bound_pod(namespace, name, spec.get("boundObjectRef"))
+        now = self.clock.now()
+        token = self.issue(sa, spec["audiences"], seconds, pod, now)
+        return {
+            "kind": "TokenRequest",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"name": name, "namespace": namespace, "creationTimestamp": format_time(now)},
+            "spec": spec,
+            "status": {"token": token, "expirationTimestamp": format_time(now + seconds)},
+        }
+
+    def _bound_pod(self, namespace: str, sa_name: str, ref: dict | None) -> dict | None:
+        if not ref:
+            return None
+        api_version, kind, name = ref.get("apiVersion") or "", ref.get("kind") or "", ref.get("name") or ""
+        if api_version != "v1" or kind != "Pod":
+            group, _, version = api_version.rpartition("/")
+            raise errors.bad_request(f"cannot bind token to object of type {group}/{version}, Kind={kind}")
+        pod = self.lookup("pods", namespace, name)
+        if pod is None:
+            raise errors.not_found("", "pods", name)
+        if (pod.get("spec") or {}).get("serviceAccountName", "default") != sa_name:
+            raise errors.bad_request(
+                f'cannot bind token for serviceaccount "{sa_name}" to pod running with different serviceaccount name.')
+        uid = pod["metadata"].get("uid", "")
+        if ref.get("uid") and ref["uid"] != uid:
+            raise errors.conflict("", "Pod", name,
+                                  f"the UID in the bound object reference ({ref['uid']}) does not match the UID in "
+                                  "record. The object might have been deleted and then recreated")
+        return pod
+
+    def issue(self, sa: dict, audiences: list[str], seconds: int, pod: dict | None = None, now: float | None = None) -> str:
+        now = self.clock.now() if now is None else now
+        md = sa["metadata"]
+        k8s: dict = {"namespace": md["namespace"],
+                     "serviceaccount": {"name": md["name"], "uid": md.get("uid", "")}}
+        if pod is not None:
+            k8s["pod"] = {"name": pod["metadata"]["name"], "uid": pod["metadata"].get("uid", "")}
+        claims = {"aud": audiences, "exp": int(now) + seconds, "iat": int(now), "iss": self.issuer,
+                  "jti": str(uuid.uuid4()), "kubernetes.io": k8s, "nbf": int(now),
+                  "sub": f"system:serviceaccount:{md['namespace']}:{md['name']}"}
+        signing_input = (_b64(orjson.dumps({"alg": "ES256", "kid": self.kid})) + "."
+                         + _b64(orjson.dumps(claims))).encode()
+        r, s = decode_dss_signature(self.key.sign(signing_input, ec.ECDSA(hashes.SHA256())))
+        return signing_input.decode() + "." + _b64(r.to_bytes(32, "big") + s.to_bytes(32, "big"))
+
+    # --- verifying --------------------------------------------------------
+
+    def authenticate(self, token: str) -> User | None:
+        """The ServiceAccount user a bearer token stands for, or None when the
+        token is malformed, forged, expired, for another audience, or bound to
+        objects that no longer exist."""
+        claims = self._claims(token)
+        if claims is None:
+            return None
+        now = self.clock.now()
+        aud = claims.get("aud")
+        aud = [aud] if isinstance(aud, str) else aud
+        if (claims.get("iss") != self.issuer or not isinstance(aud, list) or not set(aud) & set(self.audiences)
+                or not isinstance(claims.get("exp"), (int, float)) or claims["exp"] + LEEWAY < now
+                or claims.get("nbf", 0) - LEEWAY > now):
+            return None
+        k8s = claims.get("kubernetes.io")
+        if not isinstance(k8s, dict):
+            return None
+        ns, sa_ref = k8s.get("namespace"), k8s.get("serviceaccount") or {}
+        sa = self.lookup("serviceaccounts", ns, sa_ref.get("name")) if ns and sa_ref.get("name") else None
+        if sa is None or sa["metadata"].get("uid") != sa_ref.get("uid") or sa["metadata"].get("deletionTimestamp"):
+            return None
+        extra = {"authentication.kubernetes.io/credential-id": [f"JTI={claims.get('jti', '')}"]}
+        pod_ref = k8s.get("pod")
+        if pod_ref is not None:
+            pod = self.lookup("pods", ns, pod_ref.get("name") or "")
+            if pod is None or pod["metadata"].get("uid") != pod_ref.get("uid"):
+                return None
+            deleted = pod["metadata"].get("deletionTimestamp")
+            if deleted and parse_time(deleted) + DELETION_GRACE < now:
+                return None
+            extra["authentication.kubernetes.io/pod-name"] = [pod_ref["name"]]
+            extra["authentication.kubernetes.io/pod-uid"] = [pod_ref["uid"]]
+        return service_account_user(ns, sa_ref["name"], sa_ref["uid"], extra)
+
+    def _claims(self, token: str) -> dict | None:
+        """The payload of a well-formed ES256 JWT signed by our key."""
+        parts = token.split(".")
+        if len(parts) != 3:
+            return None
+        try:
+            header, claims, sig = orjson.loads(_unb64(parts[0])), orjson.loads(_unb64(parts[1])), _unb64(parts[2])
+        except (ValueError, orjson.JSONDecodeError):
+            return None
+        if not isinstance(header, dict) or header.get("alg") != "ES256" or len(sig) != 64 or not isinstance(claims, dict):
+            return None
+        der = encode_dss_signature(int.from_bytes(sig[:32], "big"), int.from_bytes(sig[32:], "big"))
+        try:
+            self.public.verify(der, f"{parts[0]}.{parts[1]}".encode(), ec.ECDSA(hashes.SHA256()))
+        except InvalidSignature:
+            return None
+        return claims

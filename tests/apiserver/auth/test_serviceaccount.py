@@ -1,0 +1,165 @@
+"""Bound ServiceAccount tokens: TokenRequest defaults and validation, the
+claims issued, and every reason the verifier refuses a token."""
+
+from __future__ import annotations
+
+import base64
+
+import orjson
+import pytest
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from nanokube.apiserver import errors
+from nanokube.apiserver.auth.serviceaccount import API_AUDIENCE, ServiceAccountTokens, load_or_create_key
+from nanokube.clock import Clock
+
+T0 = 1_900_000_000.0
+
+
+class FakeClock(Clock):
+    def __init__(self) -> None:
+        self.t = T0
+
+    def now(self) -> float:
+        return self.t
+
+
+def _obj(name: str, uid: str, **spec) -> dict:
+    return {"metadata": {"name": name, "namespace": "ns", "uid": uid}, "spec": spec}
+
+
+@pytest.fixture
+def world():
+    return {("serviceaccounts", "ns", "robot"): _obj("robot", "sa-1"),
+            ("pods", "ns", "web"): _obj("web", "pod-1", serviceAccountName="robot"),
+            ("pods", "ns", "other"): _obj("other", "pod-2")}
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def tokens(world, clock):
+    return ServiceAccountTokens(ec.generate_private_key(ec.SECP256R1()), lambda p, ns, n: world.get((p, ns, n)), clock)
+
+
+def _claims(token: str) -> dict:
+    part = token.split(".")[1]
+    return orjson.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+
+
+def test_key_is_created_once_and_reloaded(tmp_path):
+    a = load_or_create_key(str(tmp_path / "pki"))
+    b = load_or_create_key(str(tmp_path / "pki"))
+    assert a.private_numbers() == b.private_numbers()
+    assert (tmp_path / "pki" / "sa.key").stat().st_mode & 0o777 == 0o600
+
+
+def test_token_request_defaults_and_claims(tokens):
+    tr = tokens.token_request("ns", "robot", {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest"})
+    assert tr["spec"] == {"audiences": [API_AUDIENCE], "expirationSeconds": 3600}
+    assert tr["status"]["expirationTimestamp"] == "2030-03-17T18:46:40Z"
+    claims = _claims(tr["status"]["token"])
+    assert claims["sub"] == "system:serviceaccount:ns:robot"
+    assert claims["aud"] == [API_AUDIENCE] and claims["iss"] == API_AUDIENCE
+    assert (claims["iat"], claims["nbf"], claims["exp"]) == (T0, T0, T0 + 3600)
+    assert claims["kubernetes.io"] == {"namespace": "ns", "serviceaccount": {"name": "robot", "uid": "sa-1"}}
+
+
+def test_token_authenticates_as_the_service_account(tokens):
+    token = tokens.token_request("ns", "robot", {})["status"]["token"]
+    user = tokens.authenticate(token)
+    assert user.name == "system:serviceaccount:ns:robot"
+    assert user.groups == ("system:serviceaccounts", "system:serviceaccounts:ns", "system:authenticated")
+    assert user.uid == "sa-1"
+
+
+@pytest.mark.parametrize("seconds, message", [
+    (599, 'TokenRequest.authentication.k8s.io "robot" is invalid: spec.expirationSeconds: Invalid value: 599: '
+          "may not specify a duration less than 10 minutes"),
+    (2**32, "may not specify a duration larger than 2^32 seconds"),
+])
+def test_expiration_bounds(tokens, seconds, message):
+    with pytest.raises(errors.APIError) as e:
+        tokens.token_request("ns", "robot", {"spec": {"expirationSeconds": seconds}})
+    assert e.value.code == 422 and message in e.value.message
+
+
+def test_missing_service_account_is_not_found(tokens):
+    with pytest.raises(errors.APIError) as e:
+        tokens.token_request("ns", "ghost", {})
+    assert (e.value.code, e.value.message) == (404, 'serviceaccounts "ghost" not found')
+
+
+def test_bound_pod_claims_and_revocation(tokens, world, clock):
+    ref = {"apiVersion": "v1", "kind": "Pod", "name": "web"}
+    token = tokens.token_request("ns", "robot", {"spec": {"boundObjectRef": ref}})["status"]["token"]
+    assert _claims(token)["kubernetes.io"]["pod"] == {"name": "web", "uid": "pod-1"}
+    user = tokens.authenticate(token)
+    assert user.extra["authentication.kubernetes.io/pod-uid"] == ["pod-1"]
+    world[("pods", "ns", "web")]["metadata"]["deletionTimestamp"] = "2030-03-17T17:46:40Z"
+    assert tokens.authenticate(token) is not None
+    clock.t += 61
+    assert tokens.authenticate(token) is None
+    world[("pods", "ns", "web")] = _obj("web", "pod-9", serviceAccountName="robot")
+    assert tokens.authenticate(token) is None
+    del world[("pods", "ns", "web")]
+    assert tokens.authenticate(token) is None
+
+
+@pytest.mark.parametrize("ref, code, message", [
+    ({"apiVersion": "v1", "kind": "Pod", "name": "other"}, 400,
+     'cannot bind token for serviceaccount "robot" to pod running with different serviceaccount name.'),
+    ({"apiVersion": "v1", "kind": "Pod", "name": "web", "uid": "stale"}, 409,
+     'Operation cannot be fulfilled on Pod "web": the UID in the bound object reference (stale) does not match'),
+    ({"apiVersion": "v1", "kind": "Pod", "name": "gone"}, 404, 'pods "gone" not found'),
+    ({"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}, 400,
+     "cannot bind token to object of type apps/v1, Kind=Deployment"),
+])
+def test_bad_bound_object_refs(tokens, ref, code, message):
+    with pytest.raises(errors.APIError) as e:
+        tokens.token_request("ns", "robot", {"spec": {"boundObjectRef": ref}})
+    assert e.value.code == code and e.value.message.startswith(message)
+
+
+def test_expiry_with_leeway(tokens, clock):
+    token = tokens.token_request("ns", "robot", {"spec": {"expirationSeconds": 600}})["status"]["token"]
+    clock.t += 600 + 59
+    assert tokens.authenticate(token) is not None
+    clock.t += 2
+    assert tokens.authenticate(token) is None
+
+
+def test_not_yet_valid_token_is_refused(tokens, clock):
+    token = tokens.token_request("ns", "robot", {})["status"]["token"]
+    clock.t -= 120
+    assert tokens.authenticate(token) is None
+
+
+def test_other_audience_is_refused(tokens):
+    token = tokens.token_request("ns", "robot", {"spec": {"audiences": ["vault"]}})["status"]["token"]
+    assert _claims(token)["aud"] == ["vault"]
+    assert tokens.authenticate(token) is None
+
+
+def test_recreated_or_deleted_service_account_revokes(tokens, world):
+    token = tokens.token_request("ns", "robot", {})["status"]["token"]
+    world[("serviceaccounts", "ns", "robot")] = _obj("robot", "sa-2")
+    assert tokens.authenticate(token) is None
+    del world[("serviceaccounts", "ns", "robot")]
+    assert tokens.authenticate(token) is None
+
+
+def test_tampered_and_foreign_tokens_are_refused(tokens, world, clock):
+    token = tokens.token_request("ns", "robot", {})["status"]["token"]
+    header, payload, sig = token.split(".")
+    claims = _claims(token)
+    claims["sub"] = "system:serviceaccount:kube-system:admin"
+    forged = base64.urlsafe_b64encode(orjson.dumps(claims)).rstrip(b"=").decode()
+    assert tokens.authenticate(f"{header}.{forged}.{sig}") is None
+    other = ServiceAccountTokens(ec.generate_private_key(ec.SECP256R1()), lambda p, ns, n: world.get((p, ns, n)), clock)
+    assert tokens.authenticate(other.token_request("ns", "robot", {})["status"]["token"]) is None
+    for junk in ("", "a.b", "a.b.c", f"{header}.{payload}.", "x" * 40):
+        assert tokens.authenticate(junk) is None
