@@ -10,6 +10,8 @@ import signal
 import socket
 import sys
 
+from . import cli_fault
+
 log = logging.getLogger("nanokube")
 
 
@@ -23,7 +25,7 @@ async def _up(args: argparse.Namespace) -> int:
     from .apiserver.app import APIServer
     from .controllers.manager import ControllerManager
     from .node.cluster import ClusterFileError, default_cluster, load_cluster
-    from .node.manager import NodeManager
+    from .node.manager import NodeManager, options_from_env as node_options
     from .pki.ca import ensure_pki
     from .client.local import LocalClient
     from .pki.kubeconfig import write_kubeconfig
@@ -55,7 +57,7 @@ async def _up(args: argparse.Namespace) -> int:
     write_kubeconfig(kubeconfig, server.url, pki)
     controllers = ControllerManager(server)
     await controllers.start()
-    nodes = NodeManager(server.rest, cluster, server.clock)
+    nodes = NodeManager(server.rest, cluster, server.clock, **node_options())
     await nodes.start()
     scheduler = Scheduler(LocalClient(server.rest, field_manager="default-scheduler"), clock=server.clock)
     server.component_metrics.append(scheduler.metrics.registry)
@@ -89,11 +91,14 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--cluster", default=None, metavar="FILE",
                     help="simulated nodes to run (YAML node pools; default: two 8-GPU nodes)")
     up.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    cli_fault.add_parser(sub)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     if args.command == "up":
         return asyncio.run(_up(args))
+    if args.command == "fault":
+        return cli_fault.run(args)
     return 2
 
 

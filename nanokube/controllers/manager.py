@@ -13,9 +13,11 @@ from .garbagecollector import GarbageCollector
 from .hpa import HPAController, options_from_env
 from .job import JobController
 from .namespace import NamespaceController
+from .nodelifecycle import NodeLifecycleController, options_from_env as node_lifecycle_options
 from .resourceclaim import ResourceClaimController
 from .replicaset import ReplicaSetController
 from .podgroup_protection import PodGroupProtectionController
+from .taint_eviction import TaintEvictionController
 
 #: the pod-identity signer acts as its own service account, bound by the
 #: default policy to `sign` and `attest` for its signer name only
@@ -38,6 +40,8 @@ class ControllerManager:
             JobController(self.client, clock=server.clock),
             PodGroupProtectionController(self.client, clock=server.clock),
             HPAController(self.client, clock=server.clock, **options_from_env()),
+            NodeLifecycleController(self.client, clock=server.clock, **node_lifecycle_options()),
+            TaintEvictionController(self.client, clock=server.clock),
         ]
         if data_dir is None and getattr(server, "pki", None) is not None:
             data_dir = os.path.dirname(server.pki.dir)

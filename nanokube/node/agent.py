@@ -17,6 +17,8 @@ from ..clock import REAL, Clock
 from .cluster import NodeSpec
 from .dra.driver import NodeDriver
 from .dra.prepare import ClaimPreparer
+from .faults import Faults
+from .faults import parse as parse_faults
 from .lifecycle import PodWorker
 
 log = logging.getLogger(__name__)
@@ -102,6 +104,8 @@ class NodeAgent:
         self._conditions: list[dict] = []
         self._last_status = 0.0
         self._task: asyncio.Task | None = None
+        self.faults = Faults()
+        self._fault_lock = asyncio.Lock()
 
     # --- registration and heartbeats ----------------------------------------------
 
@@ -174,6 +178,8 @@ class NodeAgent:
         await self.clock.sleep(self.start_offset)
         while True:
             await self.clock.sleep(self.renew_interval)
+            if self.faults.lease_stop:
+                continue
             try:
                 await self.renew_lease()
                 if self.clock.monotonic() - self._last_status >= self.status_interval:
@@ -191,6 +197,38 @@ class NodeAgent:
         await self.register()
         await self.dra.start(self.node_uid, slices or {})
         self._task = asyncio.create_task(self._heartbeat())
+
+    # --- injected faults (see faults.py) -------------------------------------------
+
+    async def apply_faults(self, value: str | None) -> None:
+        """Converge on the faults the Node's annotation names; a malformed value changes nothing."""
+        try:
+            want = parse_faults(value)
+        except ValueError as e:
+            log.warning("node %s: %s", self.name, e)
+            return
+        async with self._fault_lock:
+            old, self.faults = self.faults, want
+            for device, kind, heal in sorted([(*f, True) for f in old.devices - want.devices] +
+                                             [(*f, False) for f in want.devices - old.devices]):
+                try:
+                    await (self.dra.clear_fault(device, kind) if heal else self.dra.inject_fault(device, kind))
+                except (KeyError, APIError) as e:
+                    log.warning("node %s: fault on %s: %s", self.name, device, e)
+            if want.not_ready != old.not_ready:
+                self._set_ready(not want.not_ready)
+            if not want.lease_stop and (old.lease_stop or want.not_ready != old.not_ready):
+                await self.post_status()
+                await self.renew_lease()
+
+    def _set_ready(self, ready: bool) -> None:
+        row = {"status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"} if ready else {
+            "status": "False", "reason": "KubeletNotReady",
+            "message": "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady "
+                       "message:simulated fault"}
+        for c in self._conditions:
+            if c["type"] == "Ready":
+                c.update(row, lastTransitionTime=self.clock.rfc3339())
 
     async def stop(self) -> None:
         tasks = [w.stop() for w in self.workers.values()]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+from collections.abc import Mapping
 
 from ..apiserver.rest import User
 from ..client.informer import Informer
@@ -16,11 +18,19 @@ from ..clock import REAL, Clock
 from .agent import NodeAgent
 from .cluster import Cluster
 from .dra.deviceclasses import ensure_device_classes
+from .faults import ANNOTATION as FAULT_ANNOTATION
 
 log = logging.getLogger(__name__)
 
 NODE_USER = User("system:node-agents", ("system:nodes", "system:authenticated"))
 START_CONCURRENCY = 64
+RENEW_ENV = "NANOKUBE_NODE_RENEW_INTERVAL"
+
+
+def options_from_env(env: Mapping[str, str] = os.environ) -> dict[str, float]:
+    """A shorter lease renew interval (seconds) for `nanokube up`, so tests can
+    also shorten the node lifecycle controller's grace period."""
+    return {"renew_interval": float(env[RENEW_ENV])} if env.get(RENEW_ENV) else {}
 
 
 class NodeManager:
@@ -38,6 +48,10 @@ class NodeManager:
         self.pods.add_handlers(on_add=self._dispatch, on_update=lambda _old, new: self._dispatch(new),
                                on_delete=self._forget)
         self._informer: asyncio.Task | None = None
+        self.nodes = Informer(self.client.resource("", "v1", "nodes"))
+        self.nodes.add_handlers(on_add=lambda n: self._faults(None, n), on_update=self._faults)
+        self._fault_tasks: set[asyncio.Task] = set()
+        self._node_informer: asyncio.Task | None = None
 
     async def start(self) -> None:
         """Register every node and publish its devices (bounded concurrency),
@@ -59,13 +73,27 @@ class NodeManager:
         await asyncio.gather(*(one(a) for a in self.agents.values()))
         self._informer = asyncio.create_task(self.pods.run())
         await self.pods.synced.wait()
+        self._node_informer = asyncio.create_task(self.nodes.run())
+        await self.nodes.synced.wait()
         log.info("%d simulated nodes registered", len(self.agents))
 
     async def stop(self) -> None:
-        if self._informer:
-            self._informer.cancel()
-            await asyncio.gather(self._informer, return_exceptions=True)
+        for t in (self._informer, self._node_informer, *self._fault_tasks):
+            if t:
+                t.cancel()
+                await asyncio.gather(t, return_exceptions=True)
         await asyncio.gather(*(a.stop() for a in self.agents.values()), return_exceptions=True)
+
+    def _faults(self, old: dict | None, node: dict) -> None:
+        """Hand a changed fault annotation (faults.py) to its node's agent."""
+        agent = self.agents.get(node["metadata"]["name"])
+        value = (node["metadata"].get("annotations") or {}).get(FAULT_ANNOTATION)
+        before = ((old or {}).get("metadata", {}).get("annotations") or {}).get(FAULT_ANNOTATION)
+        if agent is None or value == before:
+            return
+        t = asyncio.create_task(agent.apply_faults(value))
+        self._fault_tasks.add(t)
+        t.add_done_callback(self._fault_tasks.discard)
 
     def _agent(self, pod: dict) -> NodeAgent | None:
         return self.agents.get((pod.get("spec") or {}).get("nodeName") or "")

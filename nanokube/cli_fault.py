@@ -1,0 +1,118 @@
+"""`nanokube fault`: break and heal simulated nodes of a running cluster.
+
+The command only edits the Node's `sim.nanokube.io/fault` annotation over
+HTTPS with the kubeconfig's client certificate; the node agent inside
+`nanokube up` acts on it (see nanokube/node/faults.py for the format).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import ssl
+import sys
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import yaml
+
+from .node.dra.driver import FAULT_EFFECTS
+from .node.faults import ANNOTATION, LEASE_STOP, NODE_FAULTS, NOT_READY, edit, gpu_token
+
+
+def add_parser(sub) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--kubeconfig", default="./.nanokube/kubeconfig", help="default ./.nanokube/kubeconfig")
+    p = sub.add_parser("fault", help="inject or clear faults on simulated nodes and devices")
+    what = p.add_subparsers(dest="target", required=True)
+    node = what.add_parser("node", parents=[common], help="a node's kubelet: stop its lease, report NotReady, or heal")
+    node.add_argument("name")
+    mode = node.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--lease-stop", action="store_true", help="stop renewing the Lease and posting status")
+    mode.add_argument("--not-ready", action="store_true", help="keep heartbeating but report Ready=False")
+    mode.add_argument("--clear", action="store_true", help="heal the node's lease and readiness faults")
+    gpu = what.add_parser("gpu", parents=[common], help="a device on a node goes unhealthy (its ResourceSlice entry is tainted)")
+    gpu.add_argument("node")
+    gpu.add_argument("device")
+    gpu.add_argument("--kind", choices=list(FAULT_EFFECTS), help="fault kind (default xid)")
+    gpu.add_argument("--clear", action="store_true", help="recover the device (all kinds unless --kind is given)")
+
+
+class _Kubeconfig:
+    """The current context's server and TLS material, as an ssl context."""
+
+    def __init__(self, path: str):
+        with open(path) as f:
+            cfg = yaml.safe_load(f)
+        ctx = next(c["context"] for c in cfg["contexts"] if c["name"] == cfg["current-context"])
+        cluster = next(c["cluster"] for c in cfg["clusters"] if c["name"] == ctx["cluster"])
+        user = next(u["user"] for u in cfg["users"] if u["name"] == ctx["user"])
+        self.server = cluster["server"].rstrip("/")
+        self.ssl = ssl.create_default_context(cadata=self._pem(cluster, "certificate-authority").decode())
+        with tempfile.TemporaryDirectory() as d:
+            cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+            for path_, field in ((cert, "client-certificate"), (key, "client-key")):
+                with open(os.open(path_, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as f:
+                    f.write(self._pem(user, field))
+            self.ssl.load_cert_chain(cert, key)
+
+    @staticmethod
+    def _pem(section: dict, field: str) -> bytes:
+        if section.get(f"{field}-data"):
+            return base64.b64decode(section[f"{field}-data"])
+        with open(section[field], "rb") as f:
+            return f.read()
+
+    def request(self, method: str, path: str, body: dict | None = None, content_type: str = "") -> dict:
+        req = urllib.request.Request(self.server + path, method=method,
+                                     data=json.dumps(body).encode() if body is not None else None,
+                                     headers={"Content-Type": content_type, "Accept": "application/json"}
+                                     if content_type else {"Accept": "application/json"})
+        with urllib.request.urlopen(req, context=self.ssl, timeout=30) as r:
+            return json.loads(r.read())
+
+
+def _edit(args: argparse.Namespace, value: str | None) -> str:
+    if args.target == "node":
+        if args.clear:
+            return edit(value, remove=lambda t: t in NODE_FAULTS)
+        return edit(value, add=(LEASE_STOP if args.lease_stop else NOT_READY,))
+    prefix = f"gpu:{args.device}:"
+    if args.clear:
+        kind = args.kind
+        return edit(value, remove=lambda t: t == gpu_token(args.device, kind) if kind else t.startswith(prefix))
+    return edit(value, add=(gpu_token(args.device, args.kind or "xid"),))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Read the Node, then merge-patch the new annotation guarded by its resourceVersion."""
+    name = args.name if args.target == "node" else args.node
+    path = f"/api/v1/nodes/{urllib.parse.quote(name)}"
+    try:
+        kc = _Kubeconfig(args.kubeconfig)
+        for _ in range(5):
+            node = kc.request("GET", path)
+            md = node["metadata"]
+            value = _edit(args, (md.get("annotations") or {}).get(ANNOTATION))
+            patch = {"metadata": {"resourceVersion": md["resourceVersion"], "annotations": {ANNOTATION: value or None}}}
+            try:
+                kc.request("PATCH", path, patch, "application/merge-patch+json")
+            except urllib.error.HTTPError as e:
+                if e.code == 409:
+                    continue
+                raise
+            print(f"node/{name} {ANNOTATION}={value or '(none)'}")
+            return 0
+        print(f"nanokube: node/{name} kept changing; try again", file=sys.stderr)
+        return 1
+    except urllib.error.HTTPError as e:
+        detail = json.loads(e.read() or b"{}").get("message", e.reason)
+        print(f"nanokube: {detail}", file=sys.stderr)
+        return 1
+    except (OSError, KeyError, StopIteration, yaml.YAMLError) as e:
+        print(f"nanokube: cannot use kubeconfig {args.kubeconfig}: {e}", file=sys.stderr)
+        return 1

@@ -1,0 +1,155 @@
+"""Node lifecycle: a node whose kubelet stops heartbeating (neither its Lease
+in kube-node-lease nor its Ready condition moves for the grace period) gets
+its conditions set to Unknown, and every node is tainted by its Ready
+condition (`not-ready` when False, `unreachable` when Unknown, NoSchedule and
+NoExecute) until it reports Ready again. Evicting the pods those NoExecute
+taints do not tolerate is the taint-eviction controller's job.
+
+Like upstream, a heartbeat's age is measured from when this controller saw it
+change, on its own clock, so a node whose kubelet clock is skewed, or that a
+previous run left behind, gets the full grace period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping
+
+from ..apiserver.errors import APIError
+from ..client.informer import Informer
+from ..clock import REAL, Clock
+from .base import Controller
+
+NOT_READY = "node.kubernetes.io/not-ready"
+UNREACHABLE = "node.kubernetes.io/unreachable"
+LEASE_NAMESPACE = "kube-node-lease"
+#: upstream's --node-monitor-grace-period and --node-monitor-period
+DEFAULT_GRACE = 50.0
+DEFAULT_MONITOR_PERIOD = 5.0
+GRACE_ENV = "NANOKUBE_NODE_MONITOR_GRACE"
+_CONDITIONS = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
+_TAINT_FOR = {"False": NOT_READY, "Unknown": UNREACHABLE}
+_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def options_from_env(env: Mapping[str, str] = os.environ) -> dict[str, float]:
+    """`nanokube up` reads a shortened grace period (seconds) from NANOKUBE_NODE_MONITOR_GRACE;
+    the monitor period shrinks with it so a short grace is noticed promptly."""
+    if not env.get(GRACE_ENV):
+        return {}
+    grace = float(env[GRACE_ENV])
+    return {"grace_period": grace, "monitor_period": min(DEFAULT_MONITOR_PERIOD, max(grace / 5, 0.1))}
+
+
+def ready_status(node: dict) -> str | None:
+    for c in (node.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return c.get("status")
+    return None
+
+
+def _managed(taint: dict) -> bool:
+    return taint.get("key") in (NOT_READY, UNREACHABLE) and taint.get("effect") in _EFFECTS
+
+
+class NodeLifecycleController(Controller):
+    name = "node-lifecycle-controller"
+
+    def __init__(self, client, clock: Clock = REAL, *, grace_period: float = DEFAULT_GRACE,
+                 monitor_period: float = DEFAULT_MONITOR_PERIOD):
+        super().__init__(client, clock)
+        self.grace_period = grace_period
+        self.monitor_period = monitor_period
+        self.nodes_api = client.resource("", "v1", "nodes")
+        self.nodes = Informer(self.nodes_api)
+        self.leases = Informer(client.resource("coordination.k8s.io", "v1", "leases"), namespace=LEASE_NAMESPACE)
+        self.nodes.add_handlers(self._node_changed, lambda _o, n: self._node_changed(n), self._node_deleted)
+        self.leases.add_handlers(self._lease_changed, lambda _o, n: self._lease_changed(n))
+        self._probes: dict[str, tuple[tuple, float]] = {}
+
+    def informers(self):
+        return [self.nodes, self.leases]
+
+    async def start(self) -> None:
+        await super().start()
+        self._tasks.append(asyncio.create_task(self._monitor()))
+
+    # --- heartbeats ------------------------------------------------------------
+
+    def _heartbeat(self, name: str) -> tuple:
+        lease = self.leases.get(f"{LEASE_NAMESPACE}/{name}")
+        renew = ((lease or {}).get("spec") or {}).get("renewTime")
+        node = self.nodes.get(name) or {}
+        ready = next((c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
+        return renew, ready.get("lastHeartbeatTime")
+
+    def _observe(self, name: str) -> float:
+        """When this node's heartbeat was last seen to change (now, if it just did)."""
+        beat = self._heartbeat(name)
+        seen = self._probes.get(name)
+        if seen is None or seen[0] != beat:
+            seen = self._probes[name] = (beat, self.clock.monotonic())
+        return seen[1]
+
+    def overdue(self, name: str) -> bool:
+        return self.clock.monotonic() - self._observe(name) > self.grace_period
+
+    def _node_changed(self, node: dict) -> None:
+        self.queue.add(node["metadata"]["name"])
+
+    def _node_deleted(self, node: dict) -> None:
+        self._probes.pop(node["metadata"]["name"], None)
+
+    def _lease_changed(self, lease: dict) -> None:
+        self._observe(lease["metadata"]["name"])
+
+    async def _monitor(self) -> None:
+        """Upstream's monitorNodeHealth pass: find nodes that went quiet."""
+        while True:
+            await self.clock.sleep(self.monitor_period)
+            for node in self.nodes.list():
+                name = node["metadata"]["name"]
+                if ready_status(node) != "Unknown" and self.overdue(name):
+                    self.queue.add(name)
+
+    # --- reconciling -------------------------------------------------------------
+
+    async def sync(self, name) -> None:
+        node = self.nodes.get(name)
+        if node is None:
+            return
+        if ready_status(node) != "Unknown" and self.overdue(name):
+            node = await self._mark_unknown(node)
+        await self._taint(node)
+
+    async def _mark_unknown(self, node: dict) -> dict:
+        """Every condition the kubelet owns becomes Unknown; its heartbeat time stays."""
+        now = self.clock.rfc3339()
+        have = {c.get("type"): c for c in (node.get("status") or {}).get("conditions") or []}
+        changed = []
+        for t in _CONDITIONS:
+            c = have.get(t) or {"type": t}
+            if c.get("status") == "Unknown":
+                continue
+            changed.append({"type": t, "status": "Unknown", "reason": "NodeStatusUnknown",
+                            "message": "Kubelet stopped posting node status.",
+                            "lastHeartbeatTime": c.get("lastHeartbeatTime") or now, "lastTransitionTime": now})
+        return await self.nodes_api.patch(node["metadata"]["name"], {"status": {"conditions": changed}},
+                                          "application/strategic-merge-patch+json", subresource="status")
+
+    async def _taint(self, node: dict) -> None:
+        taints = (node.get("spec") or {}).get("taints") or []
+        key = _TAINT_FOR.get(ready_status(node) or "True")
+        have = {(t["key"], t["effect"]): t for t in taints if _managed(t)}
+        want = {(key, e) for e in _EFFECTS} if key else set()
+        if set(have) == want:
+            return
+        now = self.clock.rfc3339()
+        kept = [t for t in taints if not _managed(t) or (t["key"], t["effect"]) in want]
+        added = [{"key": k, "effect": e, "timeAdded": now} for k, e in sorted(want - set(have))]
+        try:
+            await self.nodes_api.update({**node, "spec": {**node.get("spec", {}), "taints": kept + added}})
+        except APIError as e:
+            if e.code != 404:
+                raise

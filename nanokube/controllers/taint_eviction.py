@@ -1,0 +1,130 @@
+"""Taint eviction (upstream's taint-eviction-controller): a pod on a node
+with NoExecute taints it does not tolerate is deleted at once; one that
+tolerates them for `tolerationSeconds` is deleted when that time has passed
+since the taint was added (a toleration without seconds tolerates forever).
+Before the delete the pod gets a `DisruptionTarget` condition and an event.
+"""
+
+from __future__ import annotations
+
+from ..apiserver.errors import APIError
+from ..client.informer import Informer, key_of
+from ..clock import REAL, Clock, parse_time
+from ..scheduler.matching import tolerates
+from .base import Controller
+
+REASON = "DeletionByTaintManager"
+SMP = "application/strategic-merge-patch+json"
+
+
+def _noexecute(node: dict | None) -> list[dict]:
+    return [t for t in ((node or {}).get("spec") or {}).get("taints") or [] if t.get("effect") == "NoExecute"]
+
+
+def toleration_seconds(taint: dict, tolerations: list[dict]) -> float | None:
+    """How long the pod may stay after `taint` was added: 0 if nothing tolerates
+    it, the smallest tolerationSeconds of the tolerations that do (negative
+    counts as 0), None for forever when none of them has seconds."""
+    used = [t for t in tolerations if tolerates(t, taint)]
+    if not used:
+        return 0.0
+    finite = [max(float(t["tolerationSeconds"]), 0.0) for t in used if t.get("tolerationSeconds") is not None]
+    return min(finite) if finite else None
+
+
+class TaintEvictionController(Controller):
+    name = "taint-eviction-controller"
+
+    def __init__(self, client, clock: Clock = REAL):
+        super().__init__(client, clock)
+        self.pods_api = client.resource("", "v1", "pods")
+        self.events = client.resource("", "v1", "events")
+        self.nodes = Informer(client.resource("", "v1", "nodes"))
+        self.pods = Informer(self.pods_api, field_selector="spec.nodeName!=")
+        self.nodes.add_handlers(self._node_changed, self._node_updated)
+        self.pods.add_handlers(self._pod_changed, lambda _o, n: self._pod_changed(n), self._pod_deleted)
+        self._on_node: dict[str, set[str]] = {}
+        self._first_seen: dict[tuple, float] = {}
+        self._events = 0
+
+    def informers(self):
+        return [self.nodes, self.pods]
+
+    def _node_changed(self, node: dict) -> None:
+        for key in self._on_node.get(node["metadata"]["name"], ()):
+            self.queue.add(key)
+
+    def _node_updated(self, old: dict, new: dict) -> None:
+        if _noexecute(old) != _noexecute(new):
+            self._node_changed(new)
+
+    def _pod_changed(self, pod: dict) -> None:
+        node = pod["spec"]["nodeName"]
+        key = key_of(pod)
+        self._on_node.setdefault(node, set()).add(key)
+        if _noexecute(self.nodes.get(node)):
+            self.queue.add(key)
+
+    def _pod_deleted(self, pod: dict) -> None:
+        pods = self._on_node.get(pod["spec"]["nodeName"])
+        if pods is not None:
+            pods.discard(key_of(pod))
+            if not pods:
+                del self._on_node[pod["spec"]["nodeName"]]
+
+    def _added(self, node: str, taint: dict) -> float:
+        """The taint's timeAdded, or when this controller first saw it without one."""
+        if taint.get("timeAdded"):
+            return parse_time(taint["timeAdded"])
+        ident = (node, taint.get("key"), taint.get("value"), taint.get("effect"))
+        return self._first_seen.setdefault(ident, self.clock.now())
+
+    def due(self, pod: dict) -> float | None:
+        """When the pod must go, or None while its node's NoExecute taints are tolerated forever."""
+        node = pod["spec"]["nodeName"]
+        tolerations = pod["spec"].get("tolerations") or []
+        times = []
+        for taint in _noexecute(self.nodes.get(node)):
+            seconds = toleration_seconds(taint, tolerations)
+            if seconds is not None:
+                times.append(self._added(node, taint) + seconds)
+        return min(times, default=None)
+
+    async def sync(self, key) -> None:
+        pod = self.pods.get(key)
+        if pod is None or pod["metadata"].get("deletionTimestamp"):
+            return
+        when = self.due(pod)
+        if when is None:
+            return
+        wait = when - self.clock.now()
+        if wait > 0:
+            self.queue.add_after(key, wait)
+            return
+        await self._evict(pod)
+
+    async def _evict(self, pod: dict) -> None:
+        md = pod["metadata"]
+        ns, name = md["namespace"], md["name"]
+        cond = {"type": "DisruptionTarget", "status": "True", "reason": REASON,
+                "message": "Taint manager: deleting due to NoExecute taint", "lastTransitionTime": self.clock.rfc3339()}
+        try:
+            await self.pods_api.patch(name, {"status": {"conditions": [cond]}}, SMP, namespace=ns, subresource="status")
+            await self._event(pod)
+            await self.pods_api.delete(name, ns, preconditions={"uid": md["uid"]})
+        except APIError as e:
+            if e.code not in (404, 409):
+                raise
+
+    async def _event(self, pod: dict) -> None:
+        md = pod["metadata"]
+        now = self.clock.now()
+        self._events += 1
+        await self.events.create({
+            "metadata": {"name": f"{md['name']}.{int(now * 1e9) + self._events:x}", "namespace": md["namespace"]},
+            "involvedObject": {"kind": "Pod", "apiVersion": "v1", "name": md["name"], "namespace": md["namespace"],
+                               "uid": md.get("uid")},
+            "reason": "TaintManagerEviction", "message": f"Marking for deletion Pod {md['namespace']}/{md['name']}",
+            "type": "Normal", "count": 1, "firstTimestamp": self.clock.rfc3339(now),
+            "lastTimestamp": self.clock.rfc3339(now), "source": {"component": self.name},
+        })

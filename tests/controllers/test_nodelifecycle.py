@@ -1,0 +1,157 @@
+import pytest
+
+from nanokube.controllers.nodelifecycle import NodeLifecycleController, options_from_env
+from nanokube.controllers.taint_eviction import (
+    TaintEvictionController,
+    toleration_seconds,
+)
+from nanokube.node.cluster import default_cluster
+from nanokube.node.faults import ANNOTATION
+from nanokube.node.manager import NodeManager
+from tests.controllers import eventually, make_stack
+from tests.node import ManualClock
+
+UNREACHABLE = "node.kubernetes.io/unreachable"
+NOT_READY = "node.kubernetes.io/not-ready"
+
+
+def _ready(node: dict) -> dict:
+    return next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+
+
+def _managed_taints(node: dict) -> set:
+    return {(t["key"], t["effect"]) for t in node["spec"].get("taints") or [] if t["key"].startswith("node.kubernetes.io/")}
+
+
+@pytest.fixture
+async def cluster():
+    """Two simulated nodes (agents on the manual clock) under the lifecycle controller."""
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    clock = ManualClock()
+    mgr = NodeManager(s.rest, default_cluster(), clock)
+    await mgr.start()
+    ctl = NodeLifecycleController(s.client, clock, grace_period=50, monitor_period=5)
+    await ctl.start()
+    yield s.client, clock
+    await ctl.stop()
+    await mgr.stop()
+    await s.close()
+
+
+async def _advance(clock: ManualClock, seconds: int) -> None:
+    for _ in range(seconds // 5):
+        await clock.advance(5)
+
+
+async def _fault(client, node: str, value: str | None) -> None:
+    await client.resource("", "v1", "nodes").patch(node, {"metadata": {"annotations": {ANNOTATION: value}}})
+
+
+async def test_a_node_whose_lease_stops_goes_unknown_and_tainted_then_recovers(cluster):
+    client, clock = cluster
+    nodes = client.resource("", "v1", "nodes")
+    await _fault(client, "gpu-0", "lease-stop")
+    await _advance(clock, 35)
+    assert _ready(await nodes.get("gpu-0"))["status"] == "True"
+    await _advance(clock, 35)
+
+    async def unknown():
+        n = await nodes.get("gpu-0")
+        return n if _managed_taints(n) else None
+
+    n = await eventually(unknown)
+    ready = _ready(n)
+    assert (ready["status"], ready["reason"], ready["message"]) == (
+        "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
+    conds = {c["type"]: c["status"] for c in n["status"]["conditions"]}
+    assert conds == {"Ready": "Unknown", "MemoryPressure": "Unknown", "DiskPressure": "Unknown", "PIDPressure": "Unknown"}
+    assert _managed_taints(n) == {(UNREACHABLE, "NoExecute"), (UNREACHABLE, "NoSchedule")}
+    assert all(t.get("timeAdded") for t in n["spec"]["taints"])
+    other = await nodes.get("gpu-1")
+    assert _ready(other)["status"] == "True" and not _managed_taints(other)
+
+    await _fault(client, "gpu-0", None)
+
+    async def healed():
+        n = await nodes.get("gpu-0")
+        return n if _ready(n)["status"] == "True" and not _managed_taints(n) else None
+
+    await eventually(healed)
+
+
+async def test_a_not_ready_kubelet_gets_the_not_ready_taint(cluster):
+    client, _ = cluster
+    nodes = client.resource("", "v1", "nodes")
+    await _fault(client, "gpu-1", "not-ready")
+
+    async def tainted():
+        n = await nodes.get("gpu-1")
+        return n if _managed_taints(n) else None
+
+    n = await eventually(tainted)
+    assert _ready(n)["status"] == "False" and _ready(n)["reason"] == "KubeletNotReady"
+    assert _managed_taints(n) == {(NOT_READY, "NoExecute"), (NOT_READY, "NoSchedule")}
+
+
+def test_toleration_seconds_takes_the_smallest_finite_matching_toleration():
+    taint = {"key": UNREACHABLE, "effect": "NoExecute"}
+    assert toleration_seconds(taint, []) == 0
+    assert toleration_seconds(taint, [{"key": NOT_READY, "operator": "Exists", "effect": "NoExecute"}]) == 0
+    assert toleration_seconds(taint, [{"key": UNREACHABLE, "operator": "Exists"}]) is None
+    assert toleration_seconds(taint, [{"key": UNREACHABLE, "operator": "Exists", "tolerationSeconds": 300},
+                                      {"operator": "Exists", "tolerationSeconds": 60}]) == 60
+    assert toleration_seconds(taint, [{"operator": "Exists", "tolerationSeconds": -5}]) == 0
+
+
+def test_the_grace_period_comes_from_the_environment():
+    assert options_from_env({}) == {}
+    assert options_from_env({"NANOKUBE_NODE_MONITOR_GRACE": "5"}) == {"grace_period": 5.0, "monitor_period": 1.0}
+
+
+def _pod(name: str, tolerations: list | None = None) -> dict:
+    spec = {"nodeName": "n1", "containers": [{"name": "c", "image": "busybox"}]}
+    if tolerations is not None:
+        spec["tolerations"] = tolerations
+    return {"metadata": {"name": name, "namespace": "default"}, "spec": spec}
+
+
+async def test_pods_on_a_noexecute_node_are_evicted_after_their_toleration():
+    s = await make_stack()
+    clock = ManualClock()
+    nodes, pods = s.client.resource("", "v1", "nodes"), s.client.resource("", "v1", "pods")
+    await nodes.create({"metadata": {"name": "n1"}, "spec": {}})
+    for p in (_pod("default-300s"), _pod("forever", [{"key": UNREACHABLE, "operator": "Exists", "effect": "NoExecute"}]),
+              _pod("short", [{"key": UNREACHABLE, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60}])):
+        await pods.create(p)
+    ctl = TaintEvictionController(s.client, clock)
+    await ctl.start()
+    try:
+        await nodes.patch("n1", {"spec": {"taints": [
+            {"key": UNREACHABLE, "effect": "NoExecute", "timeAdded": clock.rfc3339()}]}})
+        await eventually(lambda: _true(len(clock._sleepers) >= 2))
+
+        async def deleted(name):
+            p = await pods.get(name, "default")
+            return p if p["metadata"].get("deletionTimestamp") else None
+
+        await clock.advance(59)
+        assert not any([await deleted(x) for x in ("default-300s", "forever", "short")])
+        await clock.advance(2)
+        p = await eventually(lambda: deleted("short"))
+        cond = next(c for c in p["status"]["conditions"] if c["type"] == "DisruptionTarget")
+        assert (cond["status"], cond["reason"]) == ("True", "DeletionByTaintManager")
+        assert not await deleted("default-300s")
+        await clock.advance(240)
+        await eventually(lambda: deleted("default-300s"))
+        assert not await deleted("forever")
+        events, _ = await s.client.resource("", "v1", "events").list("default")
+        assert sorted(e["involvedObject"]["name"] for e in events if e["reason"] == "TaintManagerEviction") == [
+            "default-300s", "short"]
+    finally:
+        await ctl.stop()
+        await s.close()
+
+
+async def _true(v: bool) -> bool:
+    return v
