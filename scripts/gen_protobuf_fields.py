@@ -9,7 +9,11 @@ type is a proto scalar name or a message full name; flags holds "r" (repeated),
 on the wire means "unset"). A field is a Go value field when the .proto marks it
 `[(gogoproto.nullable) = false]`; upstream files that dropped gogo options mark none,
 and their zeros are then kept. Whether a field is omitempty comes from the OpenAPI
-`required` list in nanokube.schema (required fields are the non-omitempty ones).
+`required` list in nanokube.schema (required fields are the non-omitempty ones). A proto field
+name that differs from its JSON name only in case (authentication/v1 BoundObjectReference `uID`)
+takes the OpenAPI property's spelling.
+
+PROTO_ROOT can be produced from a kubectl binary by scripts/extract_kubectl_protos.py.
 """
 
 import json
@@ -28,7 +32,7 @@ PACKAGES = [
     "api/resource/v1", "api/resource/v1beta1", "api/resource/v1beta2", "api/resource/v1alpha3",
     "api/certificates/v1", "api/certificates/v1beta1",
     "apimachinery/pkg/apis/meta/v1", "apimachinery/pkg/runtime", "apimachinery/pkg/api/resource",
-    "apimachinery/pkg/util/intstr",
+    "apimachinery/pkg/util/intstr", "api/rbac/v1", "api/authorization/v1", "api/authentication/v1",
 ]
 SCALARS = {"double", "float", "int32", "int64", "uint32", "uint64", "sint32", "sint64",
            "fixed32", "fixed64", "sfixed32", "sfixed64", "bool", "string", "bytes"}
@@ -115,9 +119,12 @@ def build_table(root: Path) -> dict[str, dict[str, list]]:
         package, messages = parse_proto(path.read_text())
         for name, fields in messages.items():
             full = f"{package}.{name}"
-            required = set(defs.get(openapi_name(full), {}).get("required", ()))
+            definition = defs.get(openapi_name(full), {})
+            required = set(definition.get("required", ()))
+            json_names = {p.lower(): p for p in definition.get("properties", ())}
             entry = {}
             for fname, number, ftype, label, options in fields:
+                fname = json_names.get(fname.lower(), fname)
                 if ftype not in SCALARS and "." not in ftype:
                     ftype = f"{package}.{ftype}"
                 flags = ""

@@ -18,12 +18,12 @@ from ..pki.ca import ClusterPKI
 from ..registry.base import all_resources
 from ..store.instrumented import InstrumentedStore
 from ..store.interface import Store
-from . import errors, protobuf
+from . import errors
 from .admission import Admission
 from .auth import Decision, RBACAuthorizer, attributes_for, bootstrap_policy, forbidden
-from .auth.authorizer import REVIEW_PROTOBUF, access_review
+from .auth.authorizer import access_review
 from .auth.rbac import CachePolicySource
-from .auth.serviceaccount import TOKEN_PROTOBUF, ServiceAccountTokens, load_or_create_key
+from .auth.serviceaccount import ServiceAccountTokens, load_or_create_key
 from .cache import WatchCache
 from .handlers import APIHandlers, error_response, json_response
 from .metrics import APIMetrics
@@ -80,7 +80,6 @@ class APIServer:
         self.handlers.reviews = self._review
         self.tokens = ServiceAccountTokens(load_or_create_key(pki.dir), self._lookup, clock) if pki else None
         self.handlers.sub.tokens = self.tokens
-        protobuf.TABLE.update({k: v for k, v in (REVIEW_PROTOBUF | TOKEN_PROTOBUF).items() if k not in protobuf.TABLE})
         self.compaction_interval = compaction_interval
         self._runner: web.AppRunner | None = None
         self._tasks: list[asyncio.Task] = []

@@ -21,7 +21,8 @@ META = "k8s.io.apimachinery.pkg.apis.meta.v1."
 # go-to-protobuf wraps named slice types in a message whose only field is `repeated items = 1`;
 # their JSON form is the bare list.
 ARRAY_WRAPPERS = frozenset({
-    "k8s.io.api.certificates.v1.ExtraValue", "k8s.io.api.certificates.v1beta1.ExtraValue", META + "Verbs"})
+    "k8s.io.api.certificates.v1.ExtraValue", "k8s.io.api.certificates.v1beta1.ExtraValue",
+    "k8s.io.api.authentication.v1.ExtraValue", "k8s.io.api.authorization.v1.ExtraValue", META + "Verbs"})
 _SIGNED = {"int32", "int64"}
 _UNSIGNED = {"uint32", "uint64"}
 _ZIGZAG = {"sint32", "sint64"}
@@ -67,10 +68,11 @@ def decode(body: bytes) -> dict:
 
 
 def message_name(api_version: str, kind: str) -> str:
-    """Map a GVK to its proto message: core is k8s.io.api.core.v1, others k8s.io.api.<group>.<v>;
-    option kinds (DeleteOptions, ...) sent under any group version live in meta/v1."""
+    """Map a GVK to its proto message: core is k8s.io.api.core.v1, others are named by the group's
+    first label (rbac.authorization.k8s.io -> k8s.io.api.rbac.<v>); option kinds (DeleteOptions,
+    ...) sent under any group version live in meta/v1."""
     group, _, version = api_version.rpartition("/")
-    package = group.removesuffix(".k8s.io") if group else "core"
+    package = group.split(".", 1)[0] if group else "core"
     for name in (f"k8s.io.api.{package}.{version}.{kind}", META + kind):
         if name in TABLE:
             return name

@@ -90,20 +90,6 @@ def forbidden(user_name: str, a: Attributes, reason: str = "") -> errors.APIErro
     return errors.APIError(403, "Forbidden", msg, details)
 
 
-_AUTHZ = "k8s.io.api.authorization.v1."
-#: proto field numbers of the review kinds `kubectl auth can-i` sends as protobuf
-#: (authorization/v1 generated.proto), in protobuf_fields.json's table shape
-REVIEW_PROTOBUF = {
-    _AUTHZ + "SelfSubjectAccessReview": {1: ("metadata", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", ""),
-                                         2: ("spec", _AUTHZ + "SelfSubjectAccessReviewSpec", "")},
-    _AUTHZ + "SelfSubjectAccessReviewSpec": {1: ("resourceAttributes", _AUTHZ + "ResourceAttributes", ""),
-                                             2: ("nonResourceAttributes", _AUTHZ + "NonResourceAttributes", "")},
-    _AUTHZ + "ResourceAttributes": {i + 1: (f, "string", "o") for i, f in enumerate(
-        ("namespace", "verb", "group", "version", "resource", "subresource", "name"))},
-    _AUTHZ + "NonResourceAttributes": {1: ("path", "string", "o"), 2: ("verb", "string", "o")},
-}
-
-
 def access_review(decide, body: dict) -> dict:
     """A SelfSubjectAccessReview's answer: `decide(attributes) -> Decision`
     for the requesting user, applied to the attributes the review names."""

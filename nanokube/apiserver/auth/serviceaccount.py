@@ -35,17 +35,6 @@ DELETION_GRACE = 60.0
 #: (plural, namespace, name) -> the stored core/v1 object, or None
 Lookup = Callable[[str, str, str], "dict | None"]
 
-_AUTHN = "k8s.io.api.authentication.v1."
-#: protobuf field table of the TokenRequest typed clients (kubectl create token) send
-TOKEN_PROTOBUF = {
-    _AUTHN + "TokenRequest": {1: ("metadata", "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta", ""),
-                              2: ("spec", _AUTHN + "TokenRequestSpec", "")},
-    _AUTHN + "TokenRequestSpec": {1: ("audiences", "string", "r"), 3: ("boundObjectRef", _AUTHN + "BoundObjectReference", ""),
-                                  4: ("expirationSeconds", "int64", "")},
-    _AUTHN + "BoundObjectReference": {i + 1: (f, "string", "o") for i, f in enumerate(("kind", "apiVersion", "name", "uid"))},
-}
-
-
 def load_or_create_key(pki_dir: str) -> ec.EllipticCurvePrivateKey:
     """The P-256 signing key, created on first start so restarts keep tokens valid."""
     path = os.path.join(pki_dir, "sa.key")
