@@ -5,6 +5,9 @@ Finished pods are counted through `status.uncountedTerminatedPods` and the
 `batch.kubernetes.io/job-tracking` finalizer, as upstream does: a pod's uid is
 recorded first, its finalizer removed next, and only then is it counted, so no
 pod is lost or counted twice across restarts.
+
+A Job with `spec.scheduling` first gets its Workload and PodGroup
+(job_workload.py); its pods are created only once both exist.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from ..apiserver.selectors import matches_labels, selector_from_object
 from ..client.informer import Informer, key_of
 from ..clock import Clock, format_time, parse_time
 from .base import Controller
+from .job_workload import JobWorkloads, uses_workload
 from .replicaset import (
     Expectations,
     controller_ref,
@@ -94,6 +98,7 @@ class JobController(Controller):
         self.job_inf = Informer(self.jobs)
         self.pod_inf = pod_informer or Informer(self.pods)
         self.expectations = Expectations(self.clock)
+        self.workloads = JobWorkloads(client, self.queue.add)
         self.job_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n),
                                   on_delete=self._enqueue)
         self.pod_inf.add_handlers(on_add=lambda p: self._pod_event(p, added=True),
@@ -101,7 +106,7 @@ class JobController(Controller):
                                   on_delete=lambda p: self._pod_event(p, deleted=True))
 
     def informers(self):
-        return [self.job_inf, self.pod_inf]
+        return [self.job_inf, self.pod_inf, *self.workloads.informers()]
 
     def _enqueue(self, job: dict) -> None:
         self.queue.add(key_of(job))
@@ -266,6 +271,9 @@ class JobController(Controller):
 
     async def _manage(self, key, job, active, pods, succeeded, failed, done_idx, now) -> None:
         spec = job["spec"]
+        group = None
+        if uses_workload(job) and (group := await self.workloads.ensure(job)) is None:
+            return
         if failed and (wait := self._backoff_left(pods, failed, now)) > 0:
             self.queue.add_after(key, wait + 0.05)
             return
@@ -283,7 +291,8 @@ class JobController(Controller):
         if not todo:
             return
         self.expectations.expect(key, adds=len(todo))
-        results = await asyncio.gather(*(self.pods.create(self._pod(job, i)) for i in todo), return_exceptions=True)
+        results = await asyncio.gather(*(self.pods.create(self._pod(job, i, group)) for i in todo),
+                                       return_exceptions=True)
         failed_creates = [r for r in results if isinstance(r, BaseException)]
         for _ in failed_creates:
             self.expectations.observed_add(key)
@@ -300,7 +309,7 @@ class JobController(Controller):
         delay = min(BACKOFF_BASE * 2 ** (failed - 1), BACKOFF_MAX)
         return max(ends) + delay - now
 
-    def _pod(self, job: dict, index: int | None) -> dict:
+    def _pod(self, job: dict, index: int | None, group: str | None = None) -> dict:
         md = job["metadata"]
         tmpl = job["spec"]["template"]
         name = f"{md['name']}-" if index is None else f"{md['name']}-{index}-"
@@ -311,6 +320,8 @@ class JobController(Controller):
             pmd["annotations"] = {**(pmd.get("annotations") or {}), INDEX: str(index)}
             pmd["labels"] = {**(pmd.get("labels") or {}), INDEX: str(index)}
             pod["spec"] = {**pod["spec"], "hostname": f"{md['name']}-{index}"}
+        if group is not None:
+            pod["spec"] = {**pod["spec"], "schedulingGroup": {"podGroupName": group}}
         return pod
 
     async def _write_status(self, job: dict, st: dict) -> None:
