@@ -50,8 +50,10 @@ def test_gang_job_gets_workload_and_pod_group_and_completes(cluster):
     table = cluster.kubectl("get", "workloads,podgroups", "-n", "default").stdout
     assert wl["metadata"]["name"] in table and pg["metadata"]["name"] in table
 
-    pods = wait_for(lambda: (lambda ps: ps if len(ps) == 3 and all(p["spec"].get("nodeName") for p in ps) else None)(
-        job_pods(cluster, "trio")))
+    def all_bound():
+        pods = job_pods(cluster, "trio")
+        return pods if len(pods) == 3 and all(p["spec"].get("nodeName") for p in pods) else None
+    pods = wait_for(all_bound)
     assert {p["spec"]["schedulingGroup"]["podGroupName"] for p in pods} == {pg["metadata"]["name"]}
     cluster.kubectl("wait", "--for=condition=Complete", "job/trio", "-n", "default", "--timeout=60s", timeout=70)
     assert cluster.kubectl_json("get", "job", "trio", "-n", "default")["status"]["succeeded"] == 3
