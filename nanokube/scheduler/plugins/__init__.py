@@ -7,26 +7,28 @@ from .default_binder import DefaultBinder
 from .default_preemption import DefaultPreemption
 from .dynamic_resources import DynamicResources
 from .gang import GangScheduling
+from .inter_pod_affinity import InterPodAffinity
 from .node_affinity import NodeAffinity
 from .node_name import NodeName
 from .node_ports import NodePorts
 from .node_resources_balanced_allocation import NodeResourcesBalancedAllocation
 from .node_resources_fit import NodeResourcesFit
 from .node_unschedulable import NodeUnschedulable
+from .pod_topology_spread import PodTopologySpread
 from .priority_sort import PrioritySort
 from .scheduling_gates import SchedulingGates
 from .taint_toleration import TaintToleration
 
 REGISTRY = {p.name: p for p in (PrioritySort, SchedulingGates, GangScheduling, NodeUnschedulable, NodeName, TaintToleration,
                                 NodeAffinity, NodePorts, NodeResourcesFit, NodeResourcesBalancedAllocation,
-                                DynamicResources, DefaultPreemption, DefaultBinder)}
+                                PodTopologySpread, InterPodAffinity, DynamicResources, DefaultPreemption, DefaultBinder)}
 
 #: upstream's default plugin set (of those implemented) and score weights
 DEFAULT_PLUGINS = ["PrioritySort", "SchedulingGates", "GangScheduling", "NodeUnschedulable", "NodeName", "TaintToleration",
                    "NodeAffinity", "NodePorts", "NodeResourcesFit", "NodeResourcesBalancedAllocation",
-                   "DynamicResources", "DefaultPreemption", "DefaultBinder"]
+                   "PodTopologySpread", "InterPodAffinity", "DynamicResources", "DefaultPreemption", "DefaultBinder"]
 DEFAULT_WEIGHTS = {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1,
-                   "NodeResourcesBalancedAllocation": 1}
+                   "NodeResourcesBalancedAllocation": 1, "PodTopologySpread": 2, "InterPodAffinity": 2}
 
 
 def default_profile(scheduler_name: str = "default-scheduler") -> Profile:

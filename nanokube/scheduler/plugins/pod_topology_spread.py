@@ -1,0 +1,177 @@
+"""PodTopologySpread: DoNotSchedule constraints reject nodes whose domain
+would exceed maxSkew over the least-loaded eligible domain; ScheduleAnyway
+constraints prefer domains holding fewer matching pods. Counts per
+topology value are taken once per cycle in PreFilter/PreScore."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ...apiserver.selectors import Requirement, matches_labels, selector_from_object
+from ..framework import (
+    ASSIGNED_POD,
+    MAX_NODE_SCORE,
+    NODE,
+    SKIP,
+    Action,
+    ClusterEvent,
+    Hint,
+    Registration,
+    unschedulable,
+)
+from ..matching import untolerated
+from .node_affinity import pod_matches_node
+
+HOSTNAME = "kubernetes.io/hostname"
+REASON = "node(s) didn't match pod topology spread constraints"
+REASON_MISSING_LABEL = f"{REASON} (missing required label)"
+_FILTER_KEY, _SCORE_KEY = "PreFilterPodTopologySpread", "PreScorePodTopologySpread"
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """One topologySpreadConstraint with its selector compiled and
+    matchLabelKeys folded in."""
+
+    max_skew: int
+    key: str
+    hard: bool
+    selector: list[Requirement] | None
+    min_domains: int
+    honor_affinity: bool
+    honor_taints: bool
+
+    def eligible(self, pod: dict, node) -> bool:
+        """nodeAffinityPolicy / nodeTaintsPolicy: whether `node` counts as a domain member."""
+        if self.honor_affinity and not pod_matches_node(pod, node.labels, node.name):
+            return False
+        tolerations = (pod.get("spec") or {}).get("tolerations") or []
+        return not (self.honor_taints and untolerated(node.taints, tolerations, ("NoSchedule", "NoExecute")))
+
+    def matching(self, node, namespace: str) -> int:
+        """Non-terminating pods on `node` in `namespace` that the selector picks."""
+        n = 0
+        for p in node.pods.values():
+            md = p.pod["metadata"]
+            if md.get("namespace") == namespace and not md.get("deletionTimestamp") and \
+                    matches_labels(self.selector, md.get("labels")):
+                n += 1
+        return n
+
+
+def constraints(pod: dict) -> list[Constraint]:
+    labels = pod["metadata"].get("labels") or {}
+    out = []
+    for c in (pod.get("spec") or {}).get("topologySpreadConstraints") or []:
+        sel = selector_from_object(c.get("labelSelector"))
+        keys = [(k, "=", (labels[k],)) for k in c.get("matchLabelKeys") or [] if k in labels]
+        if keys:
+            sel = (sel or []) + keys
+        out.append(Constraint(c.get("maxSkew", 1), c.get("topologyKey", ""), c.get("whenUnsatisfiable") != "ScheduleAnyway",
+                              sel, c.get("minDomains") or 1, c.get("nodeAffinityPolicy", "Honor") == "Honor",
+                              c.get("nodeTaintsPolicy", "Ignore") == "Honor"))
+    return out
+
+
+def _has_keys(labels: dict, cs: list[Constraint]) -> bool:
+    return all(c.key in labels for c in cs)
+
+
+class PodTopologySpread:
+    name = "PodTopologySpread"
+    default_weight = 2
+
+    def __init__(self, args: dict, handle) -> None:
+        self.handle = handle
+
+    def _constraints(self, info, hard: bool) -> list[Constraint]:
+        return [c for c in info.derived(self.name, constraints) if c.hard == hard]
+
+    def pre_filter(self, state, info):
+        hard = self._constraints(info, True)
+        if not hard:
+            return None, SKIP
+        ns = info.pod["metadata"].get("namespace", "")
+        counts: list[dict[str, int]] = [{} for _ in hard]
+        for node in self.handle.snapshot.nodes:
+            if not _has_keys(node.labels, hard):
+                continue
+            for c, cnt in zip(hard, counts):
+                if c.eligible(info.pod, node):
+                    v = node.labels[c.key]
+                    cnt[v] = cnt.get(v, 0) + c.matching(node, ns)
+        mins = [0 if len(cnt) < c.min_domains else min(cnt.values(), default=0) for c, cnt in zip(hard, counts)]
+        state[_FILTER_KEY] = (hard, counts, mins)
+        return None, None
+
+    def filter(self, state, info, node):
+        hard, counts, mins = state[_FILTER_KEY]
+        labels = info.pod["metadata"].get("labels")
+        for c, cnt, lowest in zip(hard, counts, mins):
+            v = node.labels.get(c.key)
+            if v is None:
+                return unschedulable(REASON_MISSING_LABEL, resolvable=False)
+            self_match = 1 if matches_labels(c.selector, labels) else 0
+            if cnt.get(v, 0) + self_match - lowest > c.max_skew:
+                return unschedulable(REASON)
+        return None
+
+    def pre_score(self, state, info, nodes):
+        soft = self._constraints(info, False)
+        if not soft or not nodes:
+            return SKIP
+        ignored = [not _has_keys(n.labels, soft) for n in nodes]
+        domains = [{n.labels[c.key] for n, ig in zip(nodes, ignored) if not ig} for c in soft]
+        counts = [dict.fromkeys(d, 0) for d in domains]
+        ns = info.pod["metadata"].get("namespace", "")
+        for node in self.handle.snapshot.nodes:
+            if not _has_keys(node.labels, soft):
+                continue
+            for c, cnt in zip(soft, counts):
+                v = node.labels[c.key]
+                if c.key != HOSTNAME and v in cnt and c.eligible(info.pod, node):
+                    cnt[v] += c.matching(node, ns)
+        weights = [math.log(len(d) + 2) for d in domains]
+        state[_SCORE_KEY] = (soft, counts, weights, ignored)
+        return None
+
+    def score(self, state, info, node) -> int:
+        soft, counts, weights, _ = state[_SCORE_KEY]
+        ns = info.pod["metadata"].get("namespace", "")
+        total = 0.0
+        for c, cnt, w in zip(soft, counts, weights):
+            v = node.labels.get(c.key)
+            if v is not None:
+                n = c.matching(node, ns) if c.key == HOSTNAME else cnt.get(v, 0)
+                total += n * w + c.max_skew - 1
+        return int(total + 0.5)
+
+    def normalize_score(self, state, info, scores: list[int]) -> None:
+        """Fewest matching pods scores highest; nodes lacking a key score 0."""
+        ignored = state[_SCORE_KEY][3]
+        kept = [s for s, ig in zip(scores, ignored) if not ig]
+        lo, hi = min(kept, default=0), max(kept, default=0)
+        for i, (s, ig) in enumerate(zip(scores, ignored)):
+            scores[i] = 0 if ig else MAX_NODE_SCORE if hi == 0 else MAX_NODE_SCORE * (hi + lo - s) // hi
+
+    def events_to_register(self) -> list[Registration]:
+        def pod_hint(pod: dict, old, new) -> Hint:
+            ns = pod["metadata"].get("namespace", "")
+            cs = constraints(pod)
+            for obj in (old, new):
+                md = (obj or {}).get("metadata") or {}
+                if obj and md.get("namespace") == ns and any(matches_labels(c.selector, md.get("labels")) for c in cs):
+                    return Hint.QUEUE
+            return Hint.SKIP
+
+        def node_hint(pod: dict, old, new) -> Hint:
+            cs = constraints(pod)
+            for obj in (old, new):
+                if obj and _has_keys(((obj.get("metadata") or {}).get("labels")) or {}, cs):
+                    return Hint.QUEUE
+            return Hint.SKIP
+
+        return [Registration(ClusterEvent(ASSIGNED_POD, Action.ADD | Action.DELETE | Action.UPDATE_POD_LABEL), pod_hint),
+                Registration(ClusterEvent(NODE, Action.ADD | Action.DELETE | Action.UPDATE_NODE_LABEL | Action.UPDATE_NODE_TAINT),
+                             node_hint)]

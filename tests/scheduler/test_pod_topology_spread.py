@@ -1,0 +1,171 @@
+"""PodTopologySpread Filter and Score over a small zoned cluster."""
+
+from types import SimpleNamespace
+
+from nanokube.scheduler.cache import Snapshot
+from nanokube.scheduler.framework import Code, CycleState, Hint
+from nanokube.scheduler.plugins.pod_topology_spread import (
+    REASON,
+    REASON_MISSING_LABEL,
+    PodTopologySpread,
+)
+from tests.scheduler import info, node, node_info, pod
+
+
+def labelled(name, labels, **spec):
+    p = pod(name, **spec)
+    p["metadata"]["labels"] = labels
+    return p
+
+
+def cluster(*infos):
+    snap = Snapshot()
+    snap.nodes = list(infos)
+    snap.infos = {n.name: n for n in infos}
+    return PodTopologySpread({}, SimpleNamespace(snapshot=snap)), snap
+
+
+def zoned(name, zone, *pods, **kw):
+    return node_info(node(name, labels={"zone": zone, "kubernetes.io/hostname": name}, **kw), *pods)
+
+
+def spread(key="zone", skew=1, when="DoNotSchedule", **extra):
+    return {"maxSkew": skew, "topologyKey": key, "whenUnsatisfiable": when,
+            "labelSelector": {"matchLabels": {"app": "web"}}, **extra}
+
+
+def web(name):
+    return labelled(name, {"app": "web"})
+
+
+def filter_reasons(plugin, p, nodes):
+    st = CycleState()
+    _, s = plugin.pre_filter(st, info(p))
+    assert s is None
+    out = {}
+    for n in nodes:
+        r = plugin.filter(st, info(p), n)
+        out[n.name] = None if r is None else r.reasons[0]
+    return out
+
+
+def test_do_not_schedule_rejects_the_crowded_zone_and_unlabelled_nodes():
+    a1, b1 = zoned("a1", "a", web("w1"), web("w2")), zoned("b1", "b", web("w3"))
+    bare = node_info(node("bare"))
+    plugin, _ = cluster(a1, b1, bare)
+    got = filter_reasons(plugin, labelled("new", {"app": "web"}, topologySpreadConstraints=[spread()]), [a1, b1, bare])
+    assert got == {"a1": REASON, "b1": None, "bare": REASON_MISSING_LABEL}
+
+
+def test_missing_label_is_unresolvable_and_skew_is_not():
+    a1, bare = zoned("a1", "a", web("w1"), web("w2")), node_info(node("bare"))
+    plugin, _ = cluster(a1, zoned("b1", "b"), bare)
+    st = CycleState()
+    p = info(labelled("new", {"app": "web"}, topologySpreadConstraints=[spread()]))
+    plugin.pre_filter(st, p)
+    assert plugin.filter(st, p, bare).code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert plugin.filter(st, p, a1).code == Code.UNSCHEDULABLE
+
+
+def test_pods_not_matching_the_selector_or_in_other_namespaces_do_not_count():
+    other_ns = web("w9")
+    other_ns["metadata"]["namespace"] = "other"
+    a1 = zoned("a1", "a", labelled("db", {"app": "db"}), other_ns)
+    plugin, _ = cluster(a1, zoned("b1", "b"))
+    got = filter_reasons(plugin, labelled("new", {"app": "web"}, topologySpreadConstraints=[spread()]), [a1])
+    assert got == {"a1": None}
+
+
+def test_incoming_pod_not_matching_its_selector_adds_no_self_match():
+    a1, b1 = zoned("a1", "a", web("w1")), zoned("b1", "b")
+    plugin, _ = cluster(a1, b1)
+    assert filter_reasons(plugin, labelled("new", {"app": "other"}, topologySpreadConstraints=[spread()]), [a1]) == {"a1": None}
+    assert filter_reasons(plugin, labelled("n", {"app": "web"}, topologySpreadConstraints=[spread(skew=0)]),
+                          [b1]) == {"b1": REASON}
+
+
+def test_min_domains_treats_missing_domains_as_empty():
+    a1 = zoned("a1", "a", web("w1"))
+    plugin, _ = cluster(a1)
+    p = labelled("new", {"app": "web"}, topologySpreadConstraints=[spread()])
+    assert filter_reasons(plugin, p, [a1]) == {"a1": None}
+    p = labelled("new", {"app": "web"}, topologySpreadConstraints=[spread(minDomains=2)])
+    assert filter_reasons(plugin, p, [a1]) == {"a1": REASON}
+
+
+def test_node_affinity_policy_excludes_domains_the_pod_cannot_reach():
+    a1, b1 = zoned("a1", "a", web("w1")), zoned("b1", "b")
+    plugin, _ = cluster(a1, b1)
+    honor = labelled("new", {"app": "web"}, nodeSelector={"zone": "a"}, topologySpreadConstraints=[spread()])
+    assert filter_reasons(plugin, honor, [a1]) == {"a1": None}
+    ignore = labelled("new", {"app": "web"}, nodeSelector={"zone": "a"},
+                      topologySpreadConstraints=[spread(nodeAffinityPolicy="Ignore")])
+    assert filter_reasons(plugin, ignore, [a1]) == {"a1": REASON}
+
+
+def test_node_taints_policy_honor_excludes_untolerated_nodes():
+    taint = [{"key": "k", "value": "v", "effect": "NoSchedule"}]
+    a1, b1 = zoned("a1", "a", web("w1")), zoned("b1", "b", taints=taint)
+    plugin, _ = cluster(a1, b1)
+    ignore = labelled("new", {"app": "web"}, topologySpreadConstraints=[spread()])
+    assert filter_reasons(plugin, ignore, [a1]) == {"a1": REASON}
+    honor = labelled("new", {"app": "web"}, topologySpreadConstraints=[spread(nodeTaintsPolicy="Honor")])
+    assert filter_reasons(plugin, honor, [a1]) == {"a1": None}
+
+
+def test_match_label_keys_narrow_the_selector_to_the_pods_revision():
+    old = labelled("w1", {"app": "web", "rev": "1"})
+    a1, b1 = zoned("a1", "a", old, labelled("w2", {"app": "web", "rev": "1"})), zoned("b1", "b")
+    plugin, _ = cluster(a1, b1)
+    p = labelled("new", {"app": "web", "rev": "2"}, topologySpreadConstraints=[spread(matchLabelKeys=["rev"])])
+    assert filter_reasons(plugin, p, [a1]) == {"a1": None}
+
+
+def test_pre_filter_skips_without_hard_constraints():
+    plugin, _ = cluster(zoned("a1", "a"))
+    _, st = plugin.pre_filter(CycleState(), info(labelled("new", {"app": "web"},
+                                                          topologySpreadConstraints=[spread(when="ScheduleAnyway")])))
+    assert st.code == Code.SKIP
+
+
+def scores(plugin, p, nodes):
+    st = CycleState()
+    if plugin.pre_score(st, info(p), nodes) is not None:
+        return None
+    out = [plugin.score(st, info(p), n) for n in nodes]
+    plugin.normalize_score(st, info(p), out)
+    return out
+
+
+def test_schedule_anyway_prefers_emptier_zones_and_zeroes_unlabelled_nodes():
+    a1, a2 = zoned("a1", "a", web("w1"), web("w2")), zoned("a2", "a", web("w3"))
+    b1, bare = zoned("b1", "b", web("w4")), node_info(node("bare"))
+    plugin, _ = cluster(a1, a2, b1, bare)
+    p = labelled("new", {"app": "web"}, topologySpreadConstraints=[spread(when="ScheduleAnyway")])
+    got = scores(plugin, p, [a1, a2, b1, bare])
+    assert got[3] == 0
+    assert got[2] == 100 and got[0] == got[1] < got[2]
+
+
+def test_hostname_constraint_counts_each_node():
+    n1, n2, n3 = zoned("n1", "a", web("w1"), web("w2")), zoned("n2", "a", web("w3")), zoned("n3", "a")
+    plugin, _ = cluster(n1, n2, n3)
+    p = labelled("new", {"app": "web"}, topologySpreadConstraints=[spread("kubernetes.io/hostname", when="ScheduleAnyway")])
+    got = scores(plugin, p, [n1, n2, n3])
+    assert got[0] < got[1] < got[2] == 100
+
+
+def test_no_matching_pods_score_every_node_the_maximum():
+    plugin, _ = cluster(zoned("a1", "a"), zoned("b1", "b"))
+    p = labelled("new", {"app": "web"}, topologySpreadConstraints=[spread(when="ScheduleAnyway")])
+    assert scores(plugin, p, list(plugin.handle.snapshot.nodes)) == [100, 100]
+
+
+def test_queueing_hints_follow_selected_pods_and_topology_labels():
+    plugin, _ = cluster()
+    regs = {r.event.resource: r for r in plugin.events_to_register()}
+    p = labelled("new", {"app": "web"}, topologySpreadConstraints=[spread()])
+    assert regs["Pod"].hint(p, web("gone"), None) == Hint.QUEUE
+    assert regs["Pod"].hint(p, None, labelled("db", {"app": "db"})) == Hint.SKIP
+    assert regs["Node"].hint(p, None, node("n", labels={"zone": "c"})) == Hint.QUEUE
+    assert regs["Node"].hint(p, None, node("n")) == Hint.SKIP
