@@ -32,7 +32,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--services", type=int, default=150, metavar="N",
                    help="with --proxy: services x 5 endpoints (default 150; 10000 needs a dedicated machine)")
     p.add_argument("--pki", type=int, metavar="N", help="instead: pod certificate issuance with N requests")
+    p.add_argument("--scheduler", nargs="?", const="all", metavar="NAMES",
+                   help="instead: scheduler_perf-style workloads (comma-separated names, default all)")
+    p.add_argument("--scale", type=float, default=1.0, help="with --scheduler: multiply the default sizes")
+    p.add_argument("--upstream-size", action="store_true",
+                   help="with --scheduler: scheduler_perf's sizes (5000 nodes / 10000 pods; DRA 500 nodes / 2500+2500)")
     args = p.parse_args(argv)
+    if args.scheduler:
+        from . import scheduler
+
+        workloads = scheduler.upstream_workloads() if args.upstream_size else scheduler.default_workloads(args.scale)
+        if args.scheduler != "all":
+            wanted = set(args.scheduler.split(","))
+            workloads = [w for w in workloads if w.name in wanted]
+            if not workloads:
+                p.error(f"--scheduler: choose from {', '.join(w.name for w in scheduler.default_workloads())}")
+        print(scheduler.format_table(workloads, scheduler.run(workloads, _progress)))
+        return 0
     if args.proxy:
         from . import proxy
 

@@ -1,0 +1,307 @@
+"""Scheduler throughput in the shape of upstream scheduler_perf.
+
+One event loop holds an in-process API server (memory store, watch cache,
+generic REST with admission; no sockets), the scheduler with its default
+profile and, for DRA, the ResourceClaim controller. Nodes are plain Node
+objects with `status.allocatable`, like scheduler_perf's fake nodes; no node
+agent runs. Each workload creates its nodes, schedules its init pods, then
+creates the measured pods as fast as the client can while a watch records
+when each one gets `spec.nodeName`. Throughput is sampled once a second, and
+the headline number is the average of those samples, as upstream reports it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from nanokube.apiserver.admission import Admission
+from nanokube.apiserver.cache import WatchCache
+from nanokube.apiserver.rest import GenericREST, ResourceIndex
+from nanokube.client.local import LocalClient
+from nanokube.clock import Clock
+from nanokube.controllers.resourceclaim import ResourceClaimController
+from nanokube.registry.base import all_resources
+from nanokube.scheduler.scheduler import Scheduler
+from nanokube.store.memory import MemoryStore
+
+from .api import percentile
+
+NS = "default"
+ZONE = "topology.kubernetes.io/zone"
+DRIVER = "bench.example.com"
+DRA = "resource.k8s.io"
+GANG_SIZE = 8
+TAINT = {"key": "bench.example.com/maintenance", "value": "true", "effect": "NoSchedule"}
+
+#: column headings for METRICS in the table
+HEADINGS = ("pods/s avg(1s)", "pods/s p50(1s)", "pods/s e2e", "lat avg ms", "lat p50 ms", "lat p99 ms")
+
+METRICS = (
+    "throughput avg of 1-s samples (pods/s)",
+    "throughput p50 of 1-s samples (pods/s)",
+    "end-to-end (pods/s)",
+    "latency avg (ms)",
+    "latency p50 (ms)",
+    "latency p99 (ms)",
+)
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One scheduler_perf-like test case; `kind` picks nodes and pod shapes."""
+
+    name: str
+    kind: str
+    nodes: int
+    init_pods: int
+    pods: int
+    #: upstream's CI floor for its full-size shape (pods/s); None where upstream has none
+    floor: float | None
+    devices_per_node: int = 0
+
+
+def upstream_workloads() -> list[Workload]:
+    """scheduler_perf's own sizes: SchedulingBasic/5000Nodes_10000Pods and
+    SchedulingWithResourceClaimTemplate/5000pods_500nodes (upstream's gang
+    cases use 3-pod gangs and have no floor; ours keep 8-pod gangs)."""
+    return [
+        Workload("SchedulingBasic", "basic", 5000, 1000, 10000, 680),
+        Workload("SchedulingNodeAffinity", "affinity", 5000, 1000, 10000, None),
+        Workload("GangScheduling", "gang", 5000, 0, 10000, None),
+        Workload("SchedulingWithResourceClaimTemplate", "dra", 500, 2500, 2500, 40, devices_per_node=10),
+        Workload("SchedulingWithResourceClaimTemplateToleration", "dra-taints", 500, 2500, 2500, 40,
+                 devices_per_node=10),
+    ]
+
+
+def default_workloads(scale: float = 1.0) -> list[Workload]:
+    """Sized to finish in about a minute each on a 2-core machine, times `scale`."""
+    base = [
+        Workload("SchedulingBasic", "basic", 500, 500, 1000, 680),
+        Workload("SchedulingNodeAffinity", "affinity", 500, 500, 1000, None),
+        Workload("GangScheduling", "gang", 500, 0, 1000, None),
+        Workload("SchedulingWithResourceClaimTemplate", "dra", 100, 500, 500, 40, devices_per_node=10),
+        Workload("SchedulingWithResourceClaimTemplateToleration", "dra-taints", 100, 500, 500, 40,
+                 devices_per_node=10),
+    ]
+    return [_scaled(w, scale) for w in base]
+
+
+def _scaled(w: Workload, scale: float) -> Workload:
+    """Gangs stay whole, and DRA workloads keep a device for every pod."""
+    init, pods = round(w.init_pods * scale), max(1, round(w.pods * scale))
+    if w.kind == "gang":
+        pods = max(GANG_SIZE, pods // GANG_SIZE * GANG_SIZE)
+    nodes = max(1, round(w.nodes * scale))
+    if w.devices_per_node:
+        nodes = max(nodes, -(-(init + pods) // w.devices_per_node))
+    return replace(w, nodes=nodes, init_pods=init, pods=pods)
+
+
+def node_manifest(w: Workload, i: int) -> dict:
+    """node-default.yaml: 4 CPU, 32Gi, 110 pods; affinity nodes alternate between two zones."""
+    alloc = {"cpu": "4", "memory": "32Gi", "pods": "110"}
+    labels = {"kubernetes.io/hostname": f"node-{i}"}
+    if w.kind == "affinity":
+        labels[ZONE] = f"zone{i % 2 + 1}"
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"node-{i}", "labels": labels},
+            "status": {"allocatable": alloc, "capacity": alloc,
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def pod_manifest(w: Workload, name: str, index: int) -> dict:
+    """pod-default.yaml (pause, 100m/500Mi); gang pods use 100m/100Mi like upstream's gang template."""
+    memory = "100Mi" if w.kind == "gang" else "500Mi"
+    res = {"cpu": "100m", "memory": memory}
+    container = {"name": "pause", "image": "registry.k8s.io/pause:3.10",
+                 "resources": {"requests": res, "limits": res}}
+    spec: dict = {"containers": [container]}
+    if w.kind == "affinity":
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["zone1"]}]}]}}}
+    elif w.kind == "gang":
+        spec["schedulingGroup"] = {"podGroupName": f"gang-{index // GANG_SIZE}"}
+    elif w.kind.startswith("dra"):
+        spec["resourceClaims"] = [{"name": "dev", "resourceClaimTemplateName": "bench-template"}]
+        container["resources"]["claims"] = [{"name": "dev"}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS}, "spec": spec}
+
+
+def _resource_slice(w: Workload, i: int) -> dict:
+    devices = [{"name": f"dev-{d}", "attributes": {"index": {"int": d}}} for d in range(w.devices_per_node)]
+    if w.kind == "dra-taints":
+        for d in devices:
+            d["taints"] = [TAINT]
+    return {"apiVersion": f"{DRA}/v1", "kind": "ResourceSlice", "metadata": {"name": f"node-{i}-{DRIVER}"},
+            "spec": {"driver": DRIVER, "nodeName": f"node-{i}",
+                     "pool": {"name": f"node-{i}", "generation": 1, "resourceSliceCount": 1}, "devices": devices}}
+
+
+def _claim_template(w: Workload) -> dict:
+    exactly: dict = {"deviceClassName": "bench-class"}
+    if w.kind == "dra-taints":
+        exactly["tolerations"] = [{"key": TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}]
+    return {"apiVersion": f"{DRA}/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "bench-template", "namespace": NS},
+            "spec": {"spec": {"devices": {"requests": [{"name": "dev", "exactly": exactly}]}}}}
+
+
+class _Stack:
+    """The in-process API server; `client` talks to it without sockets."""
+
+    async def start(self) -> LocalClient:
+        self.store = MemoryStore()
+        self.cache = WatchCache(self.store, window=200_000)
+        rest = GenericREST(self.store, self.cache, ResourceIndex(all_resources()), Clock())
+        rest.admission = Admission(rest)
+        await self.store.start()
+        await self.cache.start()
+        self.client = LocalClient(rest)
+        await self.client.resource("", "v1", "namespaces").create({"metadata": {"name": NS}})
+        return self.client
+
+    async def close(self) -> None:
+        await self.cache.stop()
+        await self.store.close()
+
+
+class _BindTracker:
+    """Records when each pod is first seen bound on a watch of the namespace."""
+
+    def __init__(self) -> None:
+        self.created: dict[str, float] = {}
+        self.bound: dict[str, float] = {}
+        self.changed = asyncio.Event()
+
+    async def follow(self, stream) -> None:
+        async for _typ, obj in stream:
+            if (obj.get("spec") or {}).get("nodeName"):
+                name = obj["metadata"]["name"]
+                if name not in self.bound:
+                    self.bound[name] = time.perf_counter()
+                    self.changed.set()
+
+    async def wait_for(self, names: list[str], timeout_s: float) -> None:
+        deadline = time.perf_counter() + timeout_s
+        while not all(n in self.bound for n in names):
+            self.changed.clear()
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                missing = sum(n not in self.bound for n in names)
+                raise TimeoutError(f"{missing} of {len(names)} pods still unbound after {timeout_s:.0f}s")
+            await asyncio.wait_for(self.changed.wait(), left)
+
+
+async def _sample(tracker: _BindTracker, names: list[str], samples: list[float]) -> None:
+    """Once a second, the pods bound since the last tick divided by the time since it."""
+    wanted = set(names)
+    last_t, last_n = time.perf_counter(), 0
+    while True:
+        await asyncio.sleep(1.0)
+        now = time.perf_counter()
+        n = sum(1 for name in tracker.bound if name in wanted)
+        samples.append((n - last_n) / (now - last_t))
+        last_t, last_n = now, n
+
+
+async def _setup(client: LocalClient, w: Workload) -> None:
+    nodes = client.resource("", "v1", "nodes")
+    for i in range(w.nodes):
+        n = node_manifest(w, i)
+        created = await nodes.create(n)
+        await nodes.update({**created, "status": n["status"]}, subresource="status")
+    if w.kind.startswith("dra"):
+        await client.resource(DRA, "v1", "deviceclasses").create({
+            "apiVersion": f"{DRA}/v1", "kind": "DeviceClass", "metadata": {"name": "bench-class"},
+            "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]}})
+        slices = client.resource(DRA, "v1", "resourceslices")
+        for i in range(w.nodes):
+            await slices.create(_resource_slice(w, i))
+        await client.resource(DRA, "v1", "resourceclaimtemplates").create(_claim_template(w))
+
+
+async def _create_pods(client: LocalClient, w: Workload, prefix: str, count: int, tracker: _BindTracker) -> list[str]:
+    pods = client.resource("", "v1", "pods")
+    groups = client.resource("scheduling.k8s.io", "v1beta1", "podgroups")
+    names = []
+    for i in range(count):
+        if w.kind == "gang" and i % GANG_SIZE == 0:
+            await groups.create({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                                 "metadata": {"name": f"gang-{i // GANG_SIZE}", "namespace": NS},
+                                 "spec": {"schedulingPolicy": {"gang": {"minCount": GANG_SIZE}}}})
+        name = f"{prefix}-{i}"
+        tracker.created[name] = time.perf_counter()
+        await pods.create(pod_manifest(w, name, i))
+        names.append(name)
+    return names
+
+
+async def _run(w: Workload, timeout_s: float, progress: Progress) -> dict[str, float]:
+    stack = _Stack()
+    client = await stack.start()
+    sched = Scheduler(client, seed=1)
+    ctrl = ResourceClaimController(client) if w.kind.startswith("dra") else None
+    tracker = _BindTracker()
+    follower = asyncio.create_task(tracker.follow(await client.resource("", "v1", "pods").watch(NS)))
+    try:
+        await _setup(client, w)
+        await sched.start()
+        if ctrl:
+            await ctrl.start()
+        progress(f"{w.name}: {w.nodes} nodes ready; {w.init_pods} init pods")
+        init = await _create_pods(client, w, "init", w.init_pods, tracker)
+        await tracker.wait_for(init, timeout_s)
+        progress(f"{w.name}: {w.pods} measured pods")
+        samples: list[float] = []
+        sampler = asyncio.create_task(_sample(tracker, [f"pod-{i}" for i in range(w.pods)], samples))
+        t0 = time.perf_counter()
+        names = await _create_pods(client, w, "pod", w.pods, tracker)
+        await tracker.wait_for(names, timeout_s)
+        elapsed = time.perf_counter() - t0
+        sampler.cancel()
+    finally:
+        follower.cancel()
+        if ctrl:
+            await ctrl.stop()
+        await sched.stop()
+        await stack.close()
+    # The last partial second has no full sample; a run shorter than a second is one sample over its length.
+    samples = samples or [w.pods / elapsed]
+    latency = [(tracker.bound[n] - tracker.created[n]) * 1000 for n in names]
+    return dict(zip(METRICS, (
+        sum(samples) / len(samples),
+        percentile(samples, 0.5),
+        w.pods / elapsed,
+        sum(latency) / len(latency),
+        percentile(latency, 0.5),
+        percentile(latency, 0.99),
+    )))
+
+
+def run(workloads: list[Workload], progress: Progress = lambda _m: None,
+        timeout_s: float = 900.0) -> dict[str, dict[str, float]]:
+    """Runs each workload in a fresh in-process API server and scheduler; results keyed by workload name."""
+    return {w.name: asyncio.run(_run(w, timeout_s, progress)) for w in workloads}
+
+
+def _fmt(v: float) -> str:
+    return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
+
+
+def format_table(workloads: list[Workload], results: dict[str, dict[str, float]]) -> str:
+    """One row per workload: its size, our numbers, and upstream's CI floor for its full-size shape."""
+    head = ["workload", "nodes", "init", "pods", *HEADINGS, "upstream floor"]
+    rows = [head]
+    for w in workloads:
+        r = results[w.name]
+        rows.append([w.name, str(w.nodes), str(w.init_pods), str(w.pods), *(_fmt(r[m]) for m in METRICS),
+                     "—" if w.floor is None else _fmt(w.floor)])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    lines = [" | ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(row)) for row in rows]
+    lines.insert(1, "-+-".join("-" * wd for wd in widths))
+    return "\n".join(lines)

@@ -1,0 +1,47 @@
+"""Smoke test of the scheduler benchmark: every workload at toy sizes, every
+metric present and positive; timings are never compared against thresholds."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from benchmarks import scheduler
+from benchmarks.__main__ import main
+
+
+def test_default_sizes_scale_and_keep_whole_gangs_and_enough_devices():
+    for w in scheduler.default_workloads(0.013):
+        assert w.nodes >= 1 and w.pods >= 1
+        if w.kind == "gang":
+            assert w.pods % scheduler.GANG_SIZE == 0
+        if w.devices_per_node:
+            assert w.nodes * w.devices_per_node >= w.init_pods + w.pods
+    basic = next(w for w in scheduler.upstream_workloads() if w.name == "SchedulingBasic")
+    assert (basic.nodes, basic.init_pods, basic.pods, basic.floor) == (5000, 1000, 10000, 680)
+
+
+@pytest.mark.timeout(240)
+def test_every_workload_reports_every_metric():
+    workloads = scheduler.default_workloads(0.02)
+    messages: list[str] = []
+    results = scheduler.run(workloads, messages.append, timeout_s=120)
+    assert list(results) == [w.name for w in workloads]
+    for name, row in results.items():
+        assert list(row) == list(scheduler.METRICS), name
+        assert all(math.isfinite(v) and v > 0 for v in row.values()), (name, row)
+        assert row["latency p99 (ms)"] >= row["latency p50 (ms)"], name
+    table = scheduler.format_table(workloads, results).splitlines()
+    assert len(table) == 2 + len(workloads)
+    assert table[2].startswith("SchedulingBasic") and table[2].rstrip().endswith("680")
+    assert any("measured pods" in m for m in messages)
+
+
+@pytest.mark.timeout(120)
+def test_cli_runs_a_named_workload(capsys):
+    assert main(["--scheduler", "SchedulingBasic", "--scale", "0.01"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("workload") and out[2].startswith("SchedulingBasic")
+    with pytest.raises(SystemExit):
+        main(["--scheduler", "NoSuchWorkload"])
