@@ -47,7 +47,7 @@ def filter_reasons(plugin, p, nodes):
     _, s = plugin.pre_filter(st, info(p))
     if s is not None:
         assert s.code == Code.SKIP
-        return dict.fromkeys((n.name for n in nodes))
+        return dict.fromkeys(n.name for n in nodes)
     out = {}
     for n in nodes:
         r = plugin.filter(st, info(p), n)
@@ -162,3 +162,38 @@ def test_queueing_hints_requeue_for_matching_pods_and_departing_guards():
     assert regs["Pod"].hint(p, None, labelled("x", {"app": "x"})) == Hint.SKIP
     guard = labelled("g", {"app": "g"}, affinity=required("podAntiAffinity", term({"app": "web"})))
     assert regs["Pod"].hint(labelled("w", {"app": "web"}), guard, None) == Hint.QUEUE
+
+
+async def test_scheduler_spreads_anti_affine_replicas_over_hosts():
+    from nanokube.scheduler.scheduler import Scheduler
+    from tests.controllers import eventually, make_stack
+    from tests.scheduler.test_scheduler import add_node
+
+    s = await make_stack()
+    for name in ("h1", "h2"):
+        await add_node(s.client, node(name, labels={"kubernetes.io/hostname": name}))
+    sched = Scheduler(s.client, seed=1)
+    await sched.start()
+    try:
+        pods = s.client.resource("", "v1", "pods")
+        anti = required("podAntiAffinity", term({"app": "web"}, "kubernetes.io/hostname"))
+        for name in ("w1", "w2", "w3"):
+            p = labelled(name, {"app": "web"}, affinity=anti)
+            del p["metadata"]["uid"]
+            await pods.create(p)
+
+        async def placed():
+            items, _ = await pods.list("default")
+            hosts = sorted(p["spec"].get("nodeName") or "" for p in items)
+            return hosts if hosts.count("") == 1 and all(h for h in hosts[1:]) else None
+
+        assert await eventually(placed) == ["", "h1", "h2"]
+
+        async def failed():
+            items, _ = await s.client.resource("", "v1", "events").list("default")
+            return [e["message"] for e in items if e["reason"] == "FailedScheduling"]
+
+        assert "2 node(s) didn't match pod anti-affinity rules" in (await eventually(failed))[0]
+    finally:
+        await sched.stop()
+        await s.close()
