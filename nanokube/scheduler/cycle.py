@@ -72,21 +72,20 @@ class Algorithm:
             raise err
         if narrowed is not None:
             nodes = [snap.infos[n] for n in narrowed if n in snap.infos]
-        filters = fwk.filters(state)
+        filters = [(p.name, p.filter) for p in fwk.filters(state)]
         n = len(nodes)
         want = num_feasible_nodes_to_find(n, fwk.profile.percentage_of_nodes_to_score)
         feasible, statuses = [], {}
         start = self.next_start % n if n else 0
         processed = 0
-        for i in range(n):
-            node = nodes[(start + i) % n]
+        for node in nodes[start:] + nodes[:start]:
             processed += 1
-            for p in filters:
-                s = p.filter(state, info, node)
+            for name, fn in filters:
+                s = fn(state, info, node)
                 if s is not None:
                     if s.code == Code.ERROR:
-                        raise RuntimeError(f"running Filter plugin {p.name}: {s.message()}")
-                    s.plugin = p.name
+                        raise RuntimeError(f"running Filter plugin {name}: {s.message()}")
+                    s.plugin = name
                     statuses[node.name] = s
                     break
             else:

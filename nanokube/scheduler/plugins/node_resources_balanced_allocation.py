@@ -8,6 +8,8 @@ import math
 from ..framework import MAX_NODE_SCORE, SKIP
 from ..resources import CPU, MEMORY
 
+_KEY = "PreScoreNodeResourcesBalancedAllocation"
+
 
 def balanced_score(fractions: list[float]) -> int:
     if not fractions:
@@ -26,16 +28,30 @@ class NodeResourcesBalancedAllocation:
     def __init__(self, args: dict, handle) -> None:
         self.resources = [r["name"] for r in args.get("resources") or [{"name": CPU}, {"name": MEMORY}]]
 
+    def _requests(self, info) -> list[tuple[str, int]]:
+        return [(r, info.requests.get(r)) for r in self.resources]
+
     def pre_score(self, state, info, nodes):
-        if all(info.requests.get(r) == 0 for r in self.resources):
+        requests = self._requests(info)
+        if all(q == 0 for _, q in requests):
             return SKIP
+        state[_KEY] = requests
         return None
 
     def score(self, state, info, node) -> int:
+        requests = state.get(_KEY)
+        if requests is None:
+            requests = self._requests(info)
+        alloc, used = node.allocatable, node.requested
         fractions = []
-        for r in self.resources:
-            cap = node.allocatable.get(r)
+        for r, q in requests:
+            if r == CPU:
+                cap, u = alloc.milli_cpu, used.milli_cpu
+            elif r == MEMORY:
+                cap, u = alloc.memory, used.memory
+            else:
+                cap, u = alloc.get(r), used.get(r)
             if cap == 0:
                 continue
-            fractions.append(min((node.requested.get(r) + info.requests.get(r)) / cap, 1.0))
+            fractions.append(min((u + q) / cap, 1.0))
         return balanced_score(fractions)

@@ -22,6 +22,7 @@ from ..resources import CPU, EPHEMERAL, MEMORY
 TOO_MANY_PODS = "Too many pods"
 LEAST, MOST, RATIO = "LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"
 MAX_CUSTOM_SCORE = 10
+_SCORE_KEY = "PreScoreNodeResourcesFit"
 
 
 def insufficient(info, node, ignored: set[str] = frozenset(), ignored_groups: set[str] = frozenset()) -> list[str]:
@@ -82,17 +83,25 @@ class ResourceScorer:
         self.fn = fn
         self.resources = resources
 
-    def __call__(self, info, node) -> int:
+    def pod_vector(self, info) -> list[tuple[str, int, int]]:
+        """(resource, weight, pod request) per scored resource, built once
+        per cycle so scoring a node reads only the node's side."""
+        return [(name, w, (info.nonzero if name in (CPU, MEMORY) else info.requests).get(name))
+                for name, w in self.resources]
+
+    def score(self, vector: list[tuple[str, int, int]], node) -> int:
         total = weights = 0
-        for name, w in self.resources:
-            cap = node.allocatable.get(name)
+        alloc = node.allocatable
+        for name, w, req in vector:
+            if name == CPU:
+                cap, used = alloc.milli_cpu, node.nonzero.milli_cpu
+            elif name == MEMORY:
+                cap, used = alloc.memory, node.nonzero.memory
+            else:
+                cap, used = alloc.get(name), node.requested.get(name)
             if cap == 0:
                 continue
-            if name in (CPU, MEMORY):
-                req = node.nonzero.get(name) + info.nonzero.get(name)
-            else:
-                req = node.requested.get(name) + info.requests.get(name)
-            total += self.fn(req, cap) * w
+            total += self.fn(used + req, cap) * w
             weights += w
         return total // weights if weights else 0
 
@@ -122,11 +131,23 @@ class NodeResourcesFit:
         self.scorer = scorer_from_args(args)
 
     def filter(self, state, info, node):
+        req, alloc, used = info.requests, node.allocatable, node.requested
+        # fast path for the common fit; anything else gets the full check and its reasons
+        if (len(node.pods) < node.allowed_pods and not req.scalars
+                and req.milli_cpu <= alloc.milli_cpu - used.milli_cpu and req.memory <= alloc.memory - used.memory
+                and req.ephemeral <= alloc.ephemeral - used.ephemeral):
+            return None
         reasons = insufficient(info, node, self.ignored, self.ignored_groups)
         return Status(Code.UNSCHEDULABLE, reasons) if reasons else None
 
+    def pre_score(self, state, info, nodes):
+        state[_SCORE_KEY] = self.scorer.pod_vector(info)
+
     def score(self, state, info, node) -> int:
-        return self.scorer(info, node)
+        vector = state.get(_SCORE_KEY)
+        if vector is None:
+            vector = self.scorer.pod_vector(info)
+        return self.scorer.score(vector, node)
 
     def events_to_register(self) -> list[Registration]:
         def node_hint(pod: dict, old, new) -> Hint:

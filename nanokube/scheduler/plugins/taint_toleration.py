@@ -40,6 +40,8 @@ class TaintToleration:
         state[_KEY] = [t for t in info.spec.get("tolerations") or [] if (t.get("effect") or "PreferNoSchedule") == "PreferNoSchedule"]
 
     def score(self, state, info, node) -> int:
+        if not node.taints:
+            return 0
         tols = state[_KEY]
         return sum(1 for t in node.taints if t.get("effect") == "PreferNoSchedule" and not any(tolerates(x, t) for x in tols))
 
