@@ -251,13 +251,24 @@ class Framework:
         return [p for p in self.points["filter"] if p.name not in state.skip_filter]
 
     def run_post_filter(self, state: CycleState, info: PodInfo, statuses: dict[str, Status]) -> tuple[str | None, Status | None]:
+        """Runs PostFilter until a plugin succeeds (its nominated node) or
+        gives an unresolvable or error verdict; when every plugin says
+        Unschedulable, their reasons are joined into one Unschedulable status
+        attributed to the first of them, for the FitError message."""
+        reasons: list[str] = []
+        rejector = ""
         for p in self.points["post_filter"]:
             nominated, st = p.post_filter(state, info, statuses)
             if st is None or st.code == Code.SUCCESS:
                 return nominated, None
+            st.plugin = p.name
             if st.code != Code.UNSCHEDULABLE:
                 return None, st
-        return None, None
+            reasons.extend(st.reasons)
+            rejector = rejector or p.name
+        if not rejector:
+            return None, None
+        return None, Status(Code.UNSCHEDULABLE, reasons, rejector)
 
     def run_pre_score(self, state: CycleState, info: PodInfo, nodes: list) -> Status | None:
         for p in self.points["pre_score"]:

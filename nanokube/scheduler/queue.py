@@ -283,8 +283,15 @@ class SchedulingQueue:
                     return True
         return False
 
+    def _registered(self, event: ClusterEvent) -> bool:
+        return any(reg.event.matches(event) for regs in self.registrations.values() for reg in regs)
+
     def on_event(self, event: ClusterEvent, old: dict | None, new: dict | None) -> None:
-        """A cluster event: moves the unschedulable pods it may help."""
+        """A cluster event: moves the unschedulable pods it may help. One no
+        plugin registered for (a pod's status update) cannot help any pod,
+        so it does not send the pods in flight to backoff either."""
+        if not self._registered(event):
+            return
         self.move_request_cycle = self.scheduling_cycle
         for key, info in list(self.unschedulable.items()):
             if info.gated_by or not self._worth_retrying(info, event, old, new):

@@ -17,7 +17,6 @@ from .cycle import Algorithm, FitError
 from .framework import (
     ASSIGNED_POD,
     NODE,
-    UNSCHEDULED_POD,
     Action,
     ClusterEvent,
     Code,
@@ -30,39 +29,56 @@ from .framework import (
 from .metrics import Metrics
 from .podgroups import PodGroupIndex, group_key, group_priority, min_count, object_key
 from .queue import QueuedPodGroupInfo, SchedulingQueue
+from .resources import pod_requests
 from .workload_cycle import WorkloadCycle
 
 log = logging.getLogger(__name__)
 
 
-def node_update_action(old: dict, new: dict) -> Action:
-    a = Action(0)
-    os_, ns_ = old.get("status") or {}, new.get("status") or {}
-    if os_.get("allocatable") != ns_.get("allocatable"):
-        a |= Action.UPDATE_NODE_ALLOCATABLE
+def _condition_statuses(node: dict) -> dict:
+    """type -> status of the node's conditions: heartbeats and messages alone change nothing."""
+    return {c.get("type"): c.get("status") for c in (node.get("status") or {}).get("conditions") or []}
+
+
+def node_update_events(old: dict, new: dict) -> list[ClusterEvent]:
+    """One event per scheduling-relevant aspect of the node that changed,
+    as upstream's NodeSchedulingPropertiesChange; none for a heartbeat."""
     om, nm = old.get("metadata") or {}, new.get("metadata") or {}
-    if om.get("labels") != nm.get("labels"):
-        a |= Action.UPDATE_NODE_LABEL
     osp, nsp = old.get("spec") or {}, new.get("spec") or {}
-    if osp.get("taints") != nsp.get("taints") or osp.get("unschedulable") != nsp.get("unschedulable"):
-        a |= Action.UPDATE_NODE_TAINT
-    if os_.get("conditions") != ns_.get("conditions"):
-        a |= Action.UPDATE_NODE_CONDITION
-    if om.get("annotations") != nm.get("annotations"):
-        a |= Action.UPDATE_NODE_ANNOTATION
-    return a
+    ost, nst = old.get("status") or {}, new.get("status") or {}
+    changes = (
+        (bool(osp.get("unschedulable")) != bool(nsp.get("unschedulable")), Action.UPDATE_NODE_TAINT,
+         "NodeSpecUnschedulableChange"),
+        (ost.get("allocatable") != nst.get("allocatable"), Action.UPDATE_NODE_ALLOCATABLE, "NodeAllocatableChange"),
+        ((om.get("labels") or {}) != (nm.get("labels") or {}), Action.UPDATE_NODE_LABEL, "NodeLabelChange"),
+        ((osp.get("taints") or []) != (nsp.get("taints") or []), Action.UPDATE_NODE_TAINT, "NodeTaintChange"),
+        (_condition_statuses(old) != _condition_statuses(new), Action.UPDATE_NODE_CONDITION, "NodeConditionChange"),
+        ((om.get("annotations") or {}) != (nm.get("annotations") or {}), Action.UPDATE_NODE_ANNOTATION,
+         "NodeAnnotationChange"),
+    )
+    return [ClusterEvent(NODE, action, label) for changed, action, label in changes if changed]
 
 
-def unscheduled_pod_update_action(old: dict, new: dict) -> Action:
+def _scaled_down(old: dict, new: dict) -> bool:
+    """Whether any resource the old pod requested is requested less (or not at all) now."""
+    before, after = pod_requests(old.get("spec") or {}), pod_requests(new.get("spec") or {})
+    return (after.milli_cpu < before.milli_cpu or after.memory < before.memory or after.ephemeral < before.ephemeral
+            or any(after.scalars.get(k, 0) < v for k, v in before.scalars.items()))
+
+
+def pod_update_events(resource: str, old: dict, new: dict) -> list[ClusterEvent]:
+    """One event per scheduling-relevant change of a pod, as upstream's
+    PodSchedulingPropertiesChange; UPDATE_POD_OTHER when none applies."""
     osp, nsp = old.get("spec") or {}, new.get("spec") or {}
-    a = Action(0)
-    if osp.get("schedulingGates") and not nsp.get("schedulingGates"):
-        a |= Action.UPDATE_POD_SCHEDULING_GATES_ELIMINATED
-    if osp.get("tolerations") != nsp.get("tolerations"):
-        a |= Action.UPDATE_POD_TOLERATIONS
-    if old["metadata"].get("labels") != new["metadata"].get("labels"):
-        a |= Action.UPDATE_POD_LABEL
-    return a or Action.UPDATE_POD_OTHER
+    changes = (
+        (old["metadata"].get("labels") != new["metadata"].get("labels"), Action.UPDATE_POD_LABEL, "PodLabelChange"),
+        (osp != nsp and _scaled_down(old, new), Action.UPDATE_POD_SCALE_DOWN, "PodRequestScaledDown"),
+        (bool(osp.get("schedulingGates")) and not nsp.get("schedulingGates"),
+         Action.UPDATE_POD_SCHEDULING_GATES_ELIMINATED, "PodSchedulingGateEliminatedChange"),
+        (osp.get("tolerations") != nsp.get("tolerations"), Action.UPDATE_POD_TOLERATIONS, "PodTolerationChange"),
+    )
+    events = [ClusterEvent(resource, action, label) for changed, action, label in changes if changed]
+    return events or [ClusterEvent(resource, Action.UPDATE_POD_OTHER, "PodUpdate")]
 
 
 def _terminal(pod: dict) -> bool:
@@ -119,12 +135,12 @@ class Scheduler:
 
     def _on_node_update(self, old: dict, new: dict) -> None:
         self.cache.update_node(new)
-        action = node_update_action(old, new)
-        if action:
-            self.queue.on_event(ClusterEvent(NODE, action, "NodeUpdate"), old, new)
+        for event in node_update_events(old, new):
+            self.queue.on_event(event, old, new)
 
     def _on_node_delete(self, node: dict) -> None:
         self.cache.remove_node(node["metadata"]["name"])
+        self.queue.on_event(ClusterEvent(NODE, Action.DELETE, "NodeDelete"), node, None)
 
     def _on_pod_add(self, pod: dict) -> None:
         self.podgroups.observe_pod(pod)
@@ -137,25 +153,35 @@ class Scheduler:
         node = (pod.get("spec") or {}).get("nodeName")
         if node:
             if not _terminal(pod):
-                self.cache.add_pod(PodInfo(pod, 0.0), node)
+                self._on_assigned_pod_add(pod, node)
         elif self._responsible(pod) and not pod["metadata"].get("deletionTimestamp"):
             self.queue.add(pod)
 
+    def _on_assigned_pod_add(self, pod: dict, node: str) -> None:
+        self.cache.add_pod(PodInfo(pod, 0.0), node)
+        self.queue.on_event(ClusterEvent(ASSIGNED_POD, Action.ADD, "AssignedPodAdd"), None, pod)
+
     def _on_pod_update(self, old: dict, new: dict) -> None:
+        """A pod that becomes bound is an assigned-pod add (upstream's
+        informers see it enter the assigned-pod view); a pending pod's own
+        update is weighed by the queue for that pod alone."""
         self.podgroups.observe_pod(new)
         node = (new.get("spec") or {}).get("nodeName")
         if node:
-            if not (old.get("spec") or {}).get("nodeName"):
+            newly_bound = not (old.get("spec") or {}).get("nodeName")
+            if newly_bound:
                 self.queue.delete(new)
             if _terminal(new):
-                self._on_assigned_pod_gone(new)
+                if not _terminal(old):
+                    self._on_assigned_pod_gone(new)
+            elif newly_bound:
+                self._on_assigned_pod_add(new, node)
             else:
                 self.cache.add_pod(PodInfo(new, 0.0), node)
-                if old.get("spec") != new.get("spec"):
-                    self.queue.on_event(ClusterEvent(ASSIGNED_POD, Action.UPDATE_POD_SCALE_DOWN, "AssignedPodUpdate"), old, new)
+                for event in pod_update_events(ASSIGNED_POD, old, new):
+                    self.queue.on_event(event, old, new)
         elif self._responsible(new):
             self.queue.update(old, new)
-            self.queue.on_event(ClusterEvent(UNSCHEDULED_POD, unscheduled_pod_update_action(old, new), "UnscheduledPodUpdate"), old, new)
 
     def _on_assigned_pod_gone(self, pod: dict) -> None:
         self.cache.remove_pod(pod["metadata"].get("uid", ""))

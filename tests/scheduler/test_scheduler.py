@@ -105,3 +105,51 @@ async def test_gated_pod_is_scheduled_once_gates_are_removed(env):
 
 async def _true(v):
     return v
+
+
+def _web_affinity():
+    term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone"}
+    return {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
+async def _parked(sched, key):
+    async def check():
+        return key in sched.queue.unschedulable
+    await eventually(check)
+
+
+async def test_pod_waiting_for_affinity_is_requeued_when_a_matching_pod_gets_bound(env):
+    client, sched = env
+    pods = client.resource("", "v1", "pods")
+    await pods.create(strip_uid(pod("follower", affinity=_web_affinity())))
+    await _parked(sched, "default/follower")
+    assert "InterPodAffinity" in sched.queue.unschedulable["default/follower"].unschedulable_plugins
+    web = strip_uid(pod("web", nodeSelector={"zone": "b"}))
+    web["metadata"]["labels"] = {"app": "web"}
+    await pods.create(web)
+    assert await eventually(bound(pods, "web")) == "small"
+    assert await eventually(bound(pods, "follower")) == "small"
+    metrics = generate_latest(sched.metrics.registry).decode()
+    assert 'event="AssignedPodAdd"' in metrics
+
+
+async def test_label_change_of_an_assigned_pod_requeues_a_pod_waiting_for_affinity(env):
+    client, sched = env
+    pods = client.resource("", "v1", "pods")
+    await pods.create(strip_uid(pod("web", nodeName="big")))
+    await pods.create(strip_uid(pod("follower", affinity=_web_affinity())))
+    await _parked(sched, "default/follower")
+    await pods.patch("web", {"metadata": {"labels": {"app": "web"}}}, namespace="default")
+    assert await eventually(bound(pods, "follower")) == "big"
+    assert 'event="PodLabelChange"' in generate_latest(sched.metrics.registry).decode()
+
+
+async def test_pod_blocked_by_a_taint_is_requeued_when_the_taint_is_removed(env):
+    client, sched = env
+    pods = client.resource("", "v1", "pods")
+    await pods.create(strip_uid(pod("needs-6-cpu", "6")))
+    await _parked(sched, "default/needs-6-cpu")
+    assert "TaintToleration" in sched.queue.unschedulable["default/needs-6-cpu"].unschedulable_plugins
+    await client.resource("", "v1", "nodes").patch("tainted", {"spec": {"taints": None}})
+    assert await eventually(bound(pods, "needs-6-cpu")) == "tainted"
+    assert 'event="NodeTaintChange"' in generate_latest(sched.metrics.registry).decode()

@@ -34,13 +34,6 @@ class Candidate:
     pdb_violations: int
 
 
-def _rejected(message: str) -> Status:
-    """Preemption's verdict for the FitError message. Upstream says
-    Unschedulable; the framework's PostFilter runner keeps the message only
-    of statuses it stops at, so this reports it as unresolvable."""
-    return unschedulable(message, resolvable=False)
-
-
 def _start_time(info: PodInfo) -> str:
     """RFC 3339 start time (or creation time) as a sortable string."""
     return (info.pod.get("status") or {}).get("startTime") or info.pod["metadata"].get("creationTimestamp") or ""
@@ -68,7 +61,7 @@ class DefaultPreemption:
             return None, unschedulable()
         eligible, why = self._eligible(info)
         if not eligible:
-            return None, _rejected(f"preemption: {why}")
+            return None, unschedulable(f"preemption: {why}")
         snap = self.handle.snapshot
         fwk = self.handle.frameworks[info.spec.get("schedulerName") or "default-scheduler"]
         reasons: dict[str, str] = {}
@@ -88,7 +81,7 @@ class DefaultPreemption:
             self._nominate(info, None)
             counts = Counter(reasons.values())
             detail = ", ".join(sorted(f"{n} {r}" for r, n in counts.items()))
-            return None, _rejected(f"preemption: 0/{len(snap.nodes)} nodes are available: {detail}.")
+            return None, unschedulable(f"preemption: 0/{len(snap.nodes)} nodes are available: {detail}.")
         best = pick_one(candidates)
         self._nominate(info, best.node)
         self.handle.spawn(self._preempt(info, best))
