@@ -70,6 +70,12 @@ def _term(t: dict, pod: dict, weight: int = 0) -> Term:
     return Term(sel, frozenset(namespaces), selector_from_object(ns_sel), t.get("topologyKey", ""), weight)
 
 
+def has_pod_affinity(pod: dict) -> bool:
+    """Cheap test before parsing: most pods carry no inter-pod terms at all."""
+    affinity = (pod.get("spec") or {}).get("affinity")
+    return bool(affinity and (affinity.get("podAffinity") or affinity.get("podAntiAffinity")))
+
+
 def terms(pod: dict) -> Terms:
     affinity = ((pod.get("spec") or {}).get("affinity")) or {}
     pa, paa = affinity.get("podAffinity") or {}, affinity.get("podAntiAffinity") or {}
@@ -110,9 +116,12 @@ class InterPodAffinity:
         mine: Terms = info.derived(self.name, terms)
         ns_labels = self._ns_labels()
         existing, affinity, anti = Counter(), Counter(), Counter()
+        only_theirs = not mine.affinity and not mine.anti
         for node in self.handle.snapshot.nodes:
             labels = node.labels
             for p in node.pods.values():
+                if only_theirs and not has_pod_affinity(p.pod):
+                    continue
                 for t in p.derived(self.name, terms).anti:
                     if t.key in labels and t.matches(info.pod, ns_labels):
                         existing[t.key, labels[t.key]] += 1
@@ -152,8 +161,11 @@ class InterPodAffinity:
             if key in labels:
                 scores.setdefault(key, Counter())[labels[key]] += weight
 
+        only_theirs = not mine.preferred
         for node in self.handle.snapshot.nodes:
             for p in node.pods.values():
+                if only_theirs and not has_pod_affinity(p.pod):
+                    continue
                 theirs: Terms = p.derived(self.name, terms)
                 for t in mine.preferred:
                     if t.matches(p.pod, ns_labels):
