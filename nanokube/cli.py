@@ -23,11 +23,12 @@ def _free_port() -> int:
 
 async def _up(args: argparse.Namespace) -> int:
     from .apiserver.app import APIServer
+    from .client.local import LocalClient
     from .controllers.manager import ControllerManager
     from .node.cluster import ClusterFileError, default_cluster, load_cluster
-    from .node.manager import NodeManager, options_from_env as node_options
+    from .node.manager import NodeManager
+    from .node.manager import options_from_env as node_options
     from .pki.ca import ensure_pki
-    from .client.local import LocalClient
     from .pki.kubeconfig import write_kubeconfig
     from .scheduler.scheduler import Scheduler
     from .store.interface import open_store

@@ -25,7 +25,7 @@ from ..clock import Clock
 from ..registry.base import Resource
 from ..store.interface import Compacted, KeyExists, KeyNotFound, RevisionMismatch, Store
 from . import errors
-from .cache import ADDED, DELETED, MODIFIED, CacheEvent, Watcher, WatchCache, stored_value
+from .cache import ADDED, DELETED, MODIFIED, CacheEvent, WatchCache, Watcher, stored_value
 from .selectors import matches_fields, matches_labels, parse_field_selector, parse_label_selector
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
@@ -574,9 +574,8 @@ class GenericREST:
         self, res: Resource, version: str, namespace: str | None, name: str, patch_type: str, patch: bytes,
         opts: WriteOptions, subresource: str = "",
     ) -> Result:
-        from .patch import PatchError
+        from .patch import PatchError, jsonpatch, merge, strategic
         from .patch import apply as ssa
-        from .patch import jsonpatch, merge, strategic
 
         key = res.key(namespace, name)
         sch = schemas.kind_schema(res.group, version, res.kind)

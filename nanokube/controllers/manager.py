@@ -13,10 +13,11 @@ from .garbagecollector import GarbageCollector
 from .hpa import HPAController, options_from_env
 from .job import JobController
 from .namespace import NamespaceController
-from .nodelifecycle import NodeLifecycleController, options_from_env as node_lifecycle_options
-from .resourceclaim import ResourceClaimController
-from .replicaset import ReplicaSetController
+from .nodelifecycle import NodeLifecycleController
+from .nodelifecycle import options_from_env as node_lifecycle_options
 from .podgroup_protection import PodGroupProtectionController
+from .replicaset import ReplicaSetController
+from .resourceclaim import ResourceClaimController
 from .taint_eviction import TaintEvictionController
 
 #: the pod-identity signer acts as its own service account, bound by the

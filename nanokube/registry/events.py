@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import Callable
 
 from ..clock import REAL
-from .base import Column, Obj, Resource, Strategy, register
 from .apps import api_doc
+from .base import Column, Obj, Resource, Strategy, register
 from .core_printing import NAME_DOC, doc, since
 from .validation import FieldError, dns1123_subdomain, immutable, invalid, qualified_name, required
 

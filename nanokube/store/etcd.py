@@ -26,8 +26,8 @@ import orjson
 
 from .interface import (
     DELETE,
-    PUT,
     KV,
+    PUT,
     Compacted,
     Event,
     KeyExists,

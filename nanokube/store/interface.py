@@ -132,8 +132,9 @@ def open_store(url: str, data_dir: str | None = None) -> Store:
 
         return MemoryStore()
     if url == "sqlite" or url.startswith("sqlite://"):
-        from .sqlite import SQLiteStore
         import os
+
+        from .sqlite import SQLiteStore
 
         path = url[len("sqlite://"):] if url.startswith("sqlite://") else os.path.join(data_dir or ".", "state.db")
         return SQLiteStore(path)

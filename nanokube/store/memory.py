@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import AsyncIterator
 
 from .history import History
-from .interface import DELETE, PUT, KV, Event, KeyExists, KeyNotFound, RevisionMismatch, Store
+from .interface import DELETE, KV, PUT, Event, KeyExists, KeyNotFound, RevisionMismatch, Store
 
 
 class MemoryStore(Store):

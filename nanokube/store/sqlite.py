@@ -13,7 +13,7 @@ import sqlite3
 from typing import AsyncIterator
 
 from .history import History
-from .interface import DELETE, PUT, KV, Event, KeyExists, KeyNotFound, RevisionMismatch, Store
+from .interface import DELETE, KV, PUT, Event, KeyExists, KeyNotFound, RevisionMismatch, Store
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (

@@ -1,6 +1,6 @@
 import pytest
 
-from nanokube.apiserver.cache import ADDED, DELETED, MODIFIED, Watcher, WatchCache, stored_value
+from nanokube.apiserver.cache import ADDED, DELETED, MODIFIED, WatchCache, Watcher, stored_value
 from nanokube.store.interface import Compacted
 from nanokube.store.memory import MemoryStore
 from tests.controllers import eventually

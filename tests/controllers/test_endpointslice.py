@@ -200,7 +200,8 @@ async def test_pod_relabelled_out_of_selector_is_removed(env):
     await add_pod(c, "b", "10.244.1.3")
     await wait_addresses(c, "web", ["10.244.1.2", "10.244.1.3"])
     await c.resource("", "v1", "pods").patch("b", {"metadata": {"labels": {"app": "other"}}}, namespace="default")
-    await wait_addresses(c, "web", ["10.244.1.2"])
+    slices = await wait_addresses(c, "web", ["10.244.1.2"])
+    assert addresses(slices, False) == ["10.244.1.2"]
 
 
 def test_find_port_resolves_names_and_numbers():

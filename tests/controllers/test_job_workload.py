@@ -186,8 +186,8 @@ async def test_min_count_follows_parallelism(env):
         [pg] = await listed(client, *SCHED, "podgroups")
         return (wl["spec"]["podGroupTemplates"][0]["schedulingPolicy"] == {"gang": {"minCount": 5}}
                 and pg["spec"]["schedulingPolicy"] == {"gang": {"minCount": 5}})
-    await eventually(groups_at_five)
-    await eventually(lambda: pods_of(client, 5))
+    assert await eventually(groups_at_five)
+    assert len(await eventually(lambda: pods_of(client, 5))) == 5
 
 
 async def test_deleting_the_job_cascades_to_workload_and_pod_group(env):
@@ -203,7 +203,7 @@ async def test_deleting_the_job_cascades_to_workload_and_pod_group(env):
         async def gone():
             return not await listed(client, *SCHED, "workloads") and not any(
                 not p["metadata"].get("deletionTimestamp") for p in await listed(client, *SCHED, "podgroups"))
-        await eventually(gone)
+        assert await eventually(gone)
     finally:
         await stop(gc)
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path

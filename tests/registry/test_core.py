@@ -18,8 +18,8 @@ from nanokube.registry.core import (
     bind_pod,
     validate_binding,
 )
-from nanokube.registry.core_printing import human_duration
 from nanokube.registry.core_pods import pod_summary, qos_class
+from nanokube.registry.core_printing import human_duration
 
 NOW = datetime(2026, 7, 1, 12, 0, 0, tzinfo=timezone.utc).timestamp()
 

@@ -14,6 +14,7 @@ from nanokube.store.interface import Store
 from nanokube.store.memory import MemoryStore
 from nanokube.store.sqlite import SQLiteStore
 
+
 @dataclass
 class Backend:
     """Opens stores of one kind; `reopen` closes one and opens it again on the

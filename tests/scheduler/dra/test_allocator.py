@@ -1,7 +1,6 @@
 import pytest
 
-from nanokube.scheduler.dra.allocator import (AllocatedDevices, AllocationError, Allocator,
-                                              SearchLimitExceeded)
+from nanokube.scheduler.dra.allocator import AllocatedDevices, AllocationError, Allocator, SearchLimitExceeded
 from nanokube.scheduler.dra.pools import PoolIndex
 
 GPU, NIC = "gpu.example.com", "nic.example.com"

@@ -2,8 +2,14 @@ from fractions import Fraction
 
 import pytest
 
-from nanokube.scheduler.dra.cel import (COST_LIMIT_ERROR, CELError, DeviceInput, compile_selector,
-                                        quantity_value, semver_value)
+from nanokube.scheduler.dra.cel import (
+    COST_LIMIT_ERROR,
+    CELError,
+    DeviceInput,
+    compile_selector,
+    quantity_value,
+    semver_value,
+)
 
 D = "gpu.example.com"
 DEV = DeviceInput(D, {D: {"model": "a100", "index": 3, "fw": semver_value("1.4.0"), "ok": True}},
