@@ -23,6 +23,7 @@ from .job_workload import JobWorkloads, uses_workload
 from .replicaset import (
     Expectations,
     controller_ref,
+    delete_pods,
     ignore_missing,
     owner_reference,
     pod_from_template,
@@ -257,17 +258,8 @@ class JobController(Controller):
             st["startTime"] = format_time(now)
 
     async def _delete_pods(self, key: str, active: list[dict]) -> None:
-        if not active:
-            return
-        self.expectations.expect(key, dels=len(active))
-        for p in active:
-            try:
-                await self.pods.delete(p["metadata"]["name"], p["metadata"]["namespace"],
-                                       preconditions={"uid": p["metadata"]["uid"]})
-            except APIError as e:
-                self.expectations.observed_del(key)
-                if e.code not in (404, 409):
-                    raise
+        if active:
+            await delete_pods(self.pods, self.expectations, key, active)
 
     async def _manage(self, key, job, active, pods, succeeded, failed, done_idx, now) -> None:
         spec = job["spec"]

@@ -124,6 +124,19 @@ def deletion_rank(pod: dict) -> tuple:
             tuple(-ord(ch) for ch in created))
 
 
+async def delete_pods(pods, expectations: Expectations, key, victims: list[dict]) -> None:
+    """Delete `victims` (by uid), expecting each deletion so the controller
+    never acts twice on a cache that has not seen them go yet."""
+    expectations.expect(key, dels=len(victims))
+    for p in victims:
+        try:
+            await pods.delete(p["metadata"]["name"], p["metadata"]["namespace"], preconditions={"uid": p["metadata"]["uid"]})
+        except APIError as e:
+            expectations.observed_del(key)
+            if e.code not in (404, 409):
+                raise
+
+
 async def ignore_missing(coro) -> None:
     try:
         await coro
@@ -246,15 +259,7 @@ class ReplicaSetController(Controller):
                 raise failed[0]
         elif diff > 0:
             victims = sorted(active, key=deletion_rank)[:min(diff, BURST)]
-            self.expectations.expect(key, dels=len(victims))
-            for p in victims:
-                try:
-                    await self.pods.delete(p["metadata"]["name"], p["metadata"]["namespace"],
-                                           preconditions={"uid": p["metadata"]["uid"]})
-                except APIError as e:
-                    self.expectations.observed_del(key)
-                    if e.code not in (404, 409):
-                        raise
+            await delete_pods(self.pods, self.expectations, key, victims)
 
     async def _update_status(self, rs: dict, active: list[dict]) -> None:
         spec = rs["spec"]

@@ -25,7 +25,6 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 
 from .base import AGE, Column, Obj, Resource, Strategy, register
 from .core_printing import human_duration
-from .resource_validation import validate_conditions
 from .validation import (
     FieldError,
     dns1123_label,
@@ -38,6 +37,7 @@ from .validation import (
     qualified_name,
     required,
     too_long,
+    validate_conditions,
 )
 
 GROUP = "certificates.k8s.io"

@@ -22,12 +22,14 @@ from .validation import (
     forbidden,
     immutable,
     invalid,
+    label_name,
     label_value,
     not_supported,
     qualified_name,
     required,
     too_long,
     too_many,
+    validate_conditions,
 )
 
 REQUESTS_MAX = 32
@@ -76,7 +78,6 @@ _SEMVER = re.compile(
     r"(\+[0-9a-zA-Z-]+(\.[0-9a-zA-Z-]+)*)?$"
 )
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-_REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
 
 Errors = list[FieldError]
 
@@ -133,13 +134,6 @@ def pool_name(name: Any, path: str) -> Errors:
     return errs
 
 
-def label_name(key: Any, path: str) -> Errors:
-    """metav1 ValidateLabelName: a qualified name, required."""
-    if not key:
-        return [required(path)]
-    return _messages(path, key, qualified_name(key))
-
-
 def uid(value: str, path: str) -> Errors:
     if not _UUID.match(value):
         return [invalid(path, value, "uid must be in RFC 4122 normalized form, `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` with lowercase hexadecimal characters")]
@@ -155,37 +149,6 @@ def raw_object(value: Any, path: str, limit: int, stored: bool = False) -> Error
     if not isinstance(value, dict):
         return [invalid(path, "<value omitted>", "must be a valid JSON object")]
     return []
-
-
-def validate_conditions(conditions: Any, path: str) -> Errors:
-    """metav1 ValidateConditions: type, status, reason, timestamps, uniqueness."""
-    errs: Errors = []
-    seen: set = set()
-    for i, c in enumerate(conditions or []):
-        p = f"{path}[{i}]"
-        t = c.get("type") or ""
-        errs += label_name(t, f"{p}.type")
-        if t in seen:
-            errs.append(duplicate(f"{p}.type", t))
-        seen.add(t)
-        if c.get("status") not in ("True", "False", "Unknown"):
-            errs.append(not_supported(f"{p}.status", c.get("status", ""), ["False", "True", "Unknown"]))
-        og = c.get("observedGeneration")
-        if og is not None and og < 0:
-            errs.append(invalid(f"{p}.observedGeneration", og, "must be greater than or equal to zero"))
-        if not c.get("lastTransitionTime"):
-            errs.append(required(f"{p}.lastTransitionTime", "must be set"))
-        reason = c.get("reason") or ""
-        if not reason:
-            errs.append(required(f"{p}.reason", "must be set"))
-        else:
-            if not _REASON.match(reason):
-                errs.append(invalid(f"{p}.reason", reason, "a condition reason must start with alphabetic character, optionally followed by a string of alphanumeric characters or '_,:', and must end with an alphanumeric character or '_' (e.g. 'my_name',  or 'MY_NAME',  or 'MyName',  or 'ReasonA,ReasonB',  or 'ReasonA:ReasonB', regex used for validation is '[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?')"))
-            if len(reason) > 1024:
-                errs.append(too_long(f"{p}.reason", 1024))
-        if len(c.get("message") or "") > 32768:
-            errs.append(too_long(f"{p}.message", 32768))
-    return errs
 
 
 # --- claims ----------------------------------------------------------------

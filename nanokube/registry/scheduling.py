@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .base import AGE, Column, Obj, Resource, Strategy, register
-from .resource_validation import each, each_unique, validate_conditions
+from .resource_validation import each, each_unique
 from .validation import (
     FieldError,
     dns1123_label,
@@ -24,6 +24,7 @@ from .validation import (
     qualified_name,
     required,
     too_many,
+    validate_conditions,
 )
 
 GROUP = "scheduling.k8s.io"
@@ -221,7 +222,21 @@ def _min_column(field: str):
 # --- PodGroup / CompositePodGroup ----------------------------------------------
 
 
-class PodGroupStrategy(Strategy):
+class _GroupStrategy(Strategy):
+    """What PodGroups and CompositePodGroups share on update: listed spec
+    fields are immutable, and which scheduling policy is set never changes."""
+
+    immutable_spec: tuple[str, ...] = ()
+
+    def validate_update(self, new, old):
+        spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+        errs = self.validate(new) + _immutable_fields(spec, old_spec, "spec", self.immutable_spec)
+        if _policy_kind(spec) != _policy_kind(old_spec):
+            errs.append(immutable("spec.schedulingPolicy", spec.get("schedulingPolicy")))
+        return errs
+
+
+class PodGroupStrategy(_GroupStrategy):
     columns = [
         NAME,
         Column("Policy", "string", _policy_column, "The scheduling policy: Gang or Basic."),
@@ -252,13 +267,6 @@ class PodGroupStrategy(Strategy):
                 errs.append(required("spec.workloadRef", "must be set when `parentCompositePodGroupName` is set"))
         return errs
 
-    def validate_update(self, new, old):
-        spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
-        errs = self.validate(new) + _immutable_fields(spec, old_spec, "spec", self.immutable_spec)
-        if _policy_kind(spec) != _policy_kind(old_spec):
-            errs.append(immutable("spec.schedulingPolicy", spec.get("schedulingPolicy")))
-        return errs
-
     def validate_status_update(self, new, old):
         status = new.get("status") or {}
         errs = validate_conditions(status.get("conditions"), "status.conditions")
@@ -272,7 +280,7 @@ class PodGroupStrategy(Strategy):
         )
 
 
-class CompositePodGroupStrategy(Strategy):
+class CompositePodGroupStrategy(_GroupStrategy):
     columns = [
         NAME,
         Column("Policy", "string", _policy_column, "The scheduling policy: Gang or Basic."),
@@ -292,13 +300,6 @@ class CompositePodGroupStrategy(Strategy):
         errs += more
         if spec.get("parentCompositePodGroupName") is not None:
             errs += _names("spec.parentCompositePodGroupName", spec["parentCompositePodGroupName"], dns1123_subdomain)
-        return errs
-
-    def validate_update(self, new, old):
-        spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
-        errs = self.validate(new) + _immutable_fields(spec, old_spec, "spec", self.immutable_spec)
-        if _policy_kind(spec) != _policy_kind(old_spec):
-            errs.append(immutable("spec.schedulingPolicy", spec.get("schedulingPolicy")))
         return errs
 
     def validate_status_update(self, new, old):

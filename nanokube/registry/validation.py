@@ -269,3 +269,44 @@ def validate_object_meta_update(new: dict, old: dict, path: str = "metadata") ->
         if added:
             errs.append(forbidden(f"{path}.finalizers", f"no new finalizers can be added if the object is being deleted, found new finalizers {sorted(added)!r}".replace("'", '"')))
     return errs
+
+
+def label_name(key: Any, path: str) -> list[FieldError]:
+    """metav1 ValidateLabelName: a qualified name, required."""
+    if not key:
+        return [required(path)]
+    return [invalid(path, key, m) for m in qualified_name(key)]
+
+
+_REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+
+
+def validate_conditions(conditions: Any, path: str) -> list[FieldError]:
+    """metav1 ValidateConditions: type, status, reason, timestamps, uniqueness."""
+    errs: list[FieldError] = []
+    seen: set = set()
+    for i, c in enumerate(conditions or []):
+        p = f"{path}[{i}]"
+        t = c.get("type") or ""
+        errs += label_name(t, f"{p}.type")
+        if t in seen:
+            errs.append(duplicate(f"{p}.type", t))
+        seen.add(t)
+        if c.get("status") not in ("True", "False", "Unknown"):
+            errs.append(not_supported(f"{p}.status", c.get("status", ""), ["False", "True", "Unknown"]))
+        og = c.get("observedGeneration")
+        if og is not None and og < 0:
+            errs.append(invalid(f"{p}.observedGeneration", og, "must be greater than or equal to zero"))
+        if not c.get("lastTransitionTime"):
+            errs.append(required(f"{p}.lastTransitionTime", "must be set"))
+        reason = c.get("reason") or ""
+        if not reason:
+            errs.append(required(f"{p}.reason", "must be set"))
+        else:
+            if not _REASON.match(reason):
+                errs.append(invalid(f"{p}.reason", reason, "a condition reason must start with alphabetic character, optionally followed by a string of alphanumeric characters or '_,:', and must end with an alphanumeric character or '_' (e.g. 'my_name',  or 'MY_NAME',  or 'MyName',  or 'ReasonA,ReasonB',  or 'ReasonA:ReasonB', regex used for validation is '[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?')"))
+            if len(reason) > 1024:
+                errs.append(too_long(f"{p}.reason", 1024))
+        if len(c.get("message") or "") > 32768:
+            errs.append(too_long(f"{p}.message", 32768))
+    return errs

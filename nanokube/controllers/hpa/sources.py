@@ -113,7 +113,7 @@ async def _external(provider, spec, target: Target, tol, timing) -> Proposal:
     metric = src["metric"]
     series = await provider.external_metric(target.namespace, metric["name"], selector_to_string(metric.get("selector")))
     if not series:
-        raise MetricsUnavailable(f"no metrics returned from external metrics API")
+        raise MetricsUnavailable("no metrics returned from external metrics API")
     usage = sum(s.value for s in series)
     replicas, current = _value_or_average(target, usage, src["target"], tol)
     return Proposal(replicas, f"external metric {metric['name']}({_go_selector(metric.get('selector'))})",
