@@ -58,7 +58,7 @@ async def _up(args: argparse.Namespace) -> int:
     write_kubeconfig(kubeconfig, server.url, pki)
     controllers = ControllerManager(server)
     await controllers.start()
-    nodes = NodeManager(server.rest, cluster, server.clock, **node_options())
+    nodes = NodeManager(server.rest, cluster, server.clock, pods_dir=os.path.join(data_dir, "pods"), **node_options())
     await nodes.start()
     scheduler = Scheduler(LocalClient(server.rest, field_manager="default-scheduler"), clock=server.clock)
     server.component_metrics.append(scheduler.metrics.registry)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import os
 import uuid
 
 from ..apiserver.errors import APIError
@@ -20,6 +21,7 @@ from .dra.prepare import ClaimPreparer
 from .faults import Faults
 from .faults import parse as parse_faults
 from .lifecycle import PodWorker
+from .volumes import VolumeManager
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +82,8 @@ def _conditions(now: str) -> list[dict]:
 
 class NodeAgent:
     def __init__(self, client, spec: NodeSpec, clock: Clock = REAL, *, renew_interval: float = 10.0,
-                 lease_duration: int = 40, status_interval: float = 300.0, start_offset: float = 0.0):
+                 lease_duration: int = 40, status_interval: float = 300.0, start_offset: float = 0.0,
+                 pods_dir: str = ""):
         self.client = client
         self.spec = spec
         self.name = spec.name
@@ -98,6 +101,7 @@ class NodeAgent:
         self.events = client.resource("", "v1", "events")
         self.dra = NodeDriver(client, spec, clock)
         self.claims = ClaimPreparer(client, spec, clock)
+        self.volumes = VolumeManager(client, spec.name, os.path.join(pods_dir, spec.name), clock)
         self.node_uid = ""
         self.workers: dict[str, PodWorker] = {}
         self._lease: dict | None = None
@@ -255,6 +259,7 @@ class NodeAgent:
             asyncio.ensure_future(self._release(w))
 
     async def _release(self, w: PodWorker) -> None:
-        """A deleted pod's worker stops, then its claims are unprepared."""
+        """A deleted pod's worker stops, then its claims are unprepared and its volumes removed."""
         await w.stop()
         await self.claims.unprepare(w.uid)
+        self.volumes.unmount(w.uid)

@@ -17,6 +17,7 @@ import logging
 from ..apiserver.errors import APIError
 from ..clock import parse_time
 from .dra.prepare import NotReady
+from .volumes import MountError
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ EXIT_CODE = "sim.nanokube.io/exit-code"
 STOP_SECONDS = "sim.nanokube.io/stop-seconds"
 BACKOFF_INITIAL = 10.0
 BACKOFF_MAX = 300.0
-#: how often a pod blocked on its resource claims re-checks them (doubling)
+#: how often a pod blocked on its resource claims or volumes re-checks them (doubling)
 CLAIM_RETRY_INITIAL = 1.0
 CLAIM_RETRY_MAX = 16.0
 SMP = "application/strategic-merge-patch+json"
@@ -206,19 +207,27 @@ class PodWorker:
 
     async def _prepare_claims(self) -> bool:
         """Block in ContainerCreating until every claim is allocated and
-        reserved for the pod, then prepare it; False if deleted meanwhile.
-        Each distinct refusal is reported once as a Warning event."""
+        reserved for the pod, then prepare it; False if deleted meanwhile."""
+        return await self._retry(self.agent.claims.prepare, NotReady, "FailedPrepareDynamicResources",
+                                 "Failed to prepare dynamic resources: {}")
+
+    async def _mount_volumes(self) -> bool:
+        """Block in ContainerCreating until every volume is set up; False if deleted meanwhile."""
+        return await self._retry(self.agent.volumes.mount, MountError, "FailedMount", "{}")
+
+    async def _retry(self, step, not_ready: type[Exception], reason: str, message: str) -> bool:
+        """Run `step(pod)` until it stops raising `not_ready`, backing off;
+        each distinct refusal is reported once as a Warning event."""
         delay = CLAIM_RETRY_INITIAL
         last = ""
         while True:
             try:
-                await self.agent.claims.prepare(self.pod)
+                await step(self.pod)
                 return True
-            except NotReady as e:
+            except not_ready as e:
                 if str(e) != last:
                     last = str(e)
-                    await self._event("Warning", "FailedPrepareDynamicResources",
-                                      f"Failed to prepare dynamic resources: {e}")
+                    await self._event("Warning", reason, message.format(e))
             if await self._wait(self.clock.monotonic() + delay):
                 return False
             delay = min(delay * 2, CLAIM_RETRY_MAX)
@@ -257,7 +266,7 @@ class PodWorker:
             waiting = {"waiting": {"reason": "ContainerCreating"}}
             await self._write("Pending", [self._status_of(c, waiting, False, False) for c in self._containers()],
                               False, now, "ContainersNotReady")
-            if not await self._prepare_claims():
+            if not (await self._prepare_claims() and await self._mount_volumes()):
                 await self._delete()
                 return
         await self._run_containers(bool(adopted))
@@ -306,6 +315,7 @@ class PodWorker:
         await self._write(phase, statuses, False, now, "PodCompleted")
         self.agent.ips.release(self.uid)
         await self.agent.claims.unprepare(self.uid)
+        self.agent.volumes.unmount(self.uid)
         if self.deleting():
             await self._delete()
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shutil
+import tempfile
 from collections.abc import Mapping
 
 from ..apiserver.rest import User
@@ -35,13 +37,17 @@ def options_from_env(env: Mapping[str, str] = os.environ) -> dict[str, float]:
 
 class NodeManager:
     def __init__(self, rest, cluster: Cluster, clock: Clock = REAL, *, renew_interval: float = 10.0,
-                 status_interval: float = 300.0):
+                 status_interval: float = 300.0, pods_dir: str | None = None):
+        """`pods_dir` holds each node's pod directories (volumes); without one
+        a temporary directory is used and removed on stop."""
         self.client = LocalClient(rest, NODE_USER, field_manager="kubelet")
         self.clock = clock
+        self._own_pods_dir = pods_dir is None
+        self.pods_dir = pods_dir or tempfile.mkdtemp(prefix="nanokube-pods-")
         specs = cluster.nodes()
         self.agents = {
             s.name: NodeAgent(self.client, s, clock, renew_interval=renew_interval, status_interval=status_interval,
-                              start_offset=renew_interval * i / max(len(specs), 1))
+                              start_offset=renew_interval * i / max(len(specs), 1), pods_dir=self.pods_dir)
             for i, s in enumerate(specs)
         }
         self.pods = Informer(self.client.resource("", "v1", "pods"), field_selector="spec.nodeName!=")
@@ -83,6 +89,8 @@ class NodeManager:
                 t.cancel()
                 await asyncio.gather(t, return_exceptions=True)
         await asyncio.gather(*(a.stop() for a in self.agents.values()), return_exceptions=True)
+        if self._own_pods_dir:
+            shutil.rmtree(self.pods_dir, ignore_errors=True)
 
     def _faults(self, old: dict | None, node: dict) -> None:
         """Hand a changed fault annotation (faults.py) to its node's agent."""

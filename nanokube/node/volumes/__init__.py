@@ -1,0 +1,6 @@
+"""Pod volumes on a node: each pod gets a directory the kubelet fills
+before its containers start."""
+
+from .manager import MountError, VolumeManager
+
+__all__ = ["MountError", "VolumeManager"]

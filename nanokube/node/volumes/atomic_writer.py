@@ -1,0 +1,55 @@
+"""The kubelet's AtomicWriter: a volume's files live in a timestamped
+directory that a `..data` symlink points at, and each visible name is a
+symlink through `..data`. Swapping the one link replaces every file at
+once, so a reader never sees a new certificate with an old key."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+DATA = "..data"
+
+
+def write_atomic(target: str, files: dict[str, bytes], mode: int = 0o644) -> bool:
+    """Make `target` hold exactly `files` (relative paths); False if it already did."""
+    os.makedirs(target, exist_ok=True)
+    current = os.path.join(target, DATA)
+    if os.path.islink(current) and _same(os.path.join(target, os.readlink(current)), files):
+        return False
+    ts = tempfile.mkdtemp(prefix="..", dir=target)
+    for rel, data in files.items():
+        path = os.path.join(ts, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+        os.chmod(path, mode)
+    os.chmod(ts, 0o755)
+    old = os.readlink(current) if os.path.islink(current) else None
+    tmp_link = os.path.join(target, "..data_tmp")
+    if os.path.lexists(tmp_link):
+        os.unlink(tmp_link)
+    os.symlink(os.path.basename(ts), tmp_link)
+    os.replace(tmp_link, current)
+    tops = {rel.split("/", 1)[0] for rel in files}
+    for name in tops:
+        link = os.path.join(target, name)
+        if not os.path.islink(link):
+            os.symlink(os.path.join(DATA, name), link)
+    for name in os.listdir(target):
+        if not name.startswith("..") and name not in tops:
+            os.unlink(os.path.join(target, name))
+    if old:
+        shutil.rmtree(os.path.join(target, old), ignore_errors=True)
+    return True
+
+
+def _same(directory: str, files: dict[str, bytes]) -> bool:
+    found = {}
+    for root, _dirs, names in os.walk(directory):
+        for n in names:
+            p = os.path.join(root, n)
+            with open(p, "rb") as f:
+                found[os.path.relpath(p, directory)] = f.read()
+    return found == files

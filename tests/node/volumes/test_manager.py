@@ -1,0 +1,67 @@
+import base64
+import os
+
+import pytest
+
+from nanokube.node.cluster import default_cluster
+from nanokube.node.manager import NodeManager
+from tests.controllers import eventually, make_stack
+from tests.node import ManualClock
+from tests.node.test_lifecycle import gone, phase_is
+
+
+@pytest.fixture
+async def env(tmp_path):
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    clock = ManualClock()
+    s.rest.clock = clock
+    mgr = NodeManager(s.rest, default_cluster(), clock, pods_dir=str(tmp_path))
+    await mgr.start()
+    yield s.client, clock, tmp_path
+    await mgr.stop()
+    await s.close()
+
+
+def pod_with_volumes(name):
+    return {"metadata": {"name": name, "namespace": "default"}, "spec": {
+        "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox"}],
+        "volumes": [{"name": "conf", "configMap": {"name": "settings", "items": [{"key": "a", "path": "dir/a.txt"}]}},
+                    {"name": "creds", "secret": {"secretName": "creds", "defaultMode": 0o400}},
+                    {"name": "scratch", "emptyDir": {}}]}}
+
+
+async def test_pod_waits_for_its_config_map_then_gets_the_files(env):
+    client, clock, root = env
+    pods = client.resource("", "v1", "pods")
+    await client.resource("", "v1", "secrets").create({"metadata": {"name": "creds", "namespace": "default"},
+                                                       "data": {"token": base64.b64encode(b"s3cret").decode()}})
+    p = await pods.create(pod_with_volumes("web"))
+    uid = p["metadata"]["uid"]
+    events = client.resource("", "v1", "events")
+
+    async def failed_mount():
+        items, _ = await events.list(namespace="default")
+        return [e for e in items if e["reason"] == "FailedMount"]
+    ev = await eventually(failed_mount)
+    assert ev[0]["message"] == 'MountVolume.SetUp failed for volume "conf" : configmap "settings" not found'
+    assert ev[0]["type"] == "Warning" and ev[0]["involvedObject"]["name"] == "web"
+    assert (await pods.get("web", "default"))["status"]["phase"] == "Pending"
+
+    await client.resource("", "v1", "configmaps").create({"metadata": {"name": "settings", "namespace": "default"},
+                                                          "data": {"a": "alpha", "b": "beta"}})
+    await clock.advance(2)
+    await eventually(phase_is(pods, "web", "Running"))
+    vol = root / "gpu-0" / uid / "volumes"
+    assert (vol / "conf" / "dir" / "a.txt").read_text() == "alpha"
+    assert not (vol / "conf" / "b").exists(), "items select only the listed keys"
+    assert (vol / "creds" / "token").read_bytes() == b"s3cret"
+    assert oct(os.stat(vol / "creds" / "token").st_mode & 0o777) == oct(0o400)
+    assert (vol / "scratch").is_dir()
+
+    await pods.delete("web", "default", grace_period_seconds=0)
+    await eventually(gone(pods, "web"))
+
+    async def removed():
+        return not (root / "gpu-0" / uid).exists()
+    assert await eventually(removed)
