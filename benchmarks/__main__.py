@@ -37,7 +37,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scale", type=float, default=1.0, help="with --scheduler: multiply the default sizes")
     p.add_argument("--upstream-size", action="store_true",
                    help="with --scheduler: scheduler_perf's sizes (5000 nodes / 10000 pods; DRA 500 nodes / 2500+2500)")
+    p.add_argument("--nodes", nargs="?", const="1000,5000", metavar="COUNTS",
+                   help="instead: simulated node agents (comma-separated cluster sizes, default 1000,5000)")
+    p.add_argument("--steady", type=float, default=60.0, metavar="S",
+                   help="with --nodes: seconds of steady-state heartbeats measured per size (default 60)")
     args = p.parse_args(argv)
+    if args.nodes:
+        from . import nodes
+
+        print(nodes.format_table(nodes.run([int(n) for n in args.nodes.split(",")], args.steady, _progress)))
+        return 0
     if args.scheduler:
         from . import scheduler
 
