@@ -4,7 +4,9 @@ tentatively reserved in the snapshot only; if fewer than minCount members
 (counting those already placed) fit, every reservation is rolled back and
 the group is rejected as a whole, so a gang never holds capacity it cannot
 use. A feasible group goes to binding at once. With a topology constraint
-each distinct value of the label is one candidate placement."""
+each distinct value of the label is one candidate placement. A group that
+fails runs the PodGroupPostFilter plugins once (workload-aware
+preemption); after a preemption its next cycle may not preempt again."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from dataclasses import dataclass, field
 from .cache import NodeInfo, Snapshot
 from .cycle import FitError
 from .framework import Code, CycleState, Framework, PodInfo
+from .plugins.workload_preemption import GroupPreemptor
 from .podgroups import group_priority, min_count, topology_keys
 from .queue import QueuedPodGroupInfo
 
@@ -87,6 +90,7 @@ class WorkloadCycle:
     def __init__(self, sched) -> None:
         self.s = sched
         self.scheduled_uids: set[str] = set()  # PodGroups already set True: never revert
+        self.preempted: set[str] = set()  # groups whose retry may not start new preemptions
 
     def schedule_group(self, entry: QueuedPodGroupInfo) -> None:
         s = self.s
@@ -115,10 +119,11 @@ class WorkloadCycle:
             if uid not in pending_uids and s.cache.is_assumed(uid):
                 placed[uid] = s.cache.assumed[uid]
         need = min_count(pg) or 1
-        attempts = [self._try(fwk, nodes, pending, need, len(placed))
-                    for nodes in placements(s.snapshot.nodes, topology_keys(pg), set(placed.values()))]
+        domains = placements(s.snapshot.nodes, topology_keys(pg), set(placed.values()))
+        attempts = [self._try(fwk, nodes, pending, need, len(placed)) for nodes in domains]
         feasible = [a for a in attempts if a.feasible]
         if feasible:
+            self.preempted.discard(entry.group)
             self._commit(fwk, entry, pg, max(feasible, key=Attempt.score), cycle)
             return
         if not attempts:
@@ -126,7 +131,38 @@ class WorkloadCycle:
             self._reject(entry, pg, UNSCHEDULABLE, msg, {}, cycle)
             return
         best = max(attempts, key=lambda a: len(a.assigned))
-        self._reject(entry, pg, UNSCHEDULABLE, best.message, best.failures, cycle)
+        preemptor = GroupPreemptor(entry.group, pg, pending, domains, fwk,
+                                   lambda nodes: self._try(fwk, nodes, pending, need, len(placed)))
+        post = self._post_filter(preemptor)
+        self._reject(entry, pg, UNSCHEDULABLE, best.message, best.failures, cycle, post)
+
+    def _post_filter(self, g: GroupPreemptor) -> str:
+        """Runs the PodGroupPostFilter plugins in order until one succeeds,
+        unless the group preempted on its previous cycle. Returns the
+        plugins' Unschedulable reasons (empty after a preemption)."""
+        if g.key in self.preempted:
+            self.preempted.discard(g.key)
+            return ""
+        reasons: list[str] = []
+        for plugin in g.fwk.plugins.values():
+            if not hasattr(plugin, "pod_group_post_filter"):
+                continue
+            _, st = plugin.pod_group_post_filter(g)
+            if st.code == Code.SUCCESS:
+                self.preempted.add(g.key)
+                return ""
+            reasons.extend(st.reasons)
+        self._clear_nominations(g.pods)
+        return ", ".join(reasons)
+
+    def _clear_nominations(self, pods: list[PodInfo]) -> None:
+        """A rejected group keeps no stale nominatedNodeName."""
+        for info in pods:
+            if (info.pod.get("status") or {}).get("nominatedNodeName"):
+                md = info.pod["metadata"]
+                self.s.spawn(self.s._write(self.s.api.pods.patch(
+                    md["name"], {"status": {"nominatedNodeName": None}}, namespace=md.get("namespace"),
+                    subresource="status", field_manager="kube-scheduler")))
 
     def _try(self, fwk: Framework, nodes: list[NodeInfo], pending: list[PodInfo], need: int, already: int) -> Attempt:
         """The default algorithm on one placement: tentative reservations in
@@ -191,16 +227,18 @@ class WorkloadCycle:
         s.queue.group_done(entry, cycle)
 
     def _reject(self, entry: QueuedPodGroupInfo, pg: dict, reason: str, message: str, failures: dict[str, FitError],
-                cycle: int, error: bool = False) -> None:
-        """Every member gets FailedScheduling and PodScheduled=False; the
-        group waits for an event its members' rejecting plugins registered."""
+                cycle: int, post: str = "", error: bool = False) -> None:
+        """Every member gets FailedScheduling and PodScheduled=False (with
+        the PostFilter verdict, if any); the group waits for an event its
+        members' rejecting plugins registered."""
         s = self.s
         prof = next(iter(entry.members.values())).spec.get("schedulerName") or "default-scheduler"
         s.metrics.schedule_attempts.labels("error" if error else "unschedulable", prof).inc(len(entry.members))
         entry.unschedulable_plugins = {p for e in failures.values() for p in e.plugins()}
         for info in entry.members.values():
             fit = failures.get(info.key)
-            s.spawn(s._report_failure(info.pod, reason, f"{message}; {fit}" if fit else message))
+            text = f"{message}; {fit}" if fit else message
+            s.spawn(s._report_failure(info.pod, reason, f"{text} {post}" if post else text))
         s.spawn(self._set_condition(pg, "False", reason, message))
         s.queue.group_done(entry, cycle, error=error)
 

@@ -2,7 +2,9 @@
 evicting strictly lower-priority pods lets the pod fit, keeps as many of
 those pods as still allows it (PodDisruptionBudgets honoured where
 possible), picks the node by upstream's ordering, nominates it and deletes
-the victims, each first marked with a DisruptionTarget condition."""
+the victims, each first marked with a DisruptionTarget condition. For a
+whole PodGroup that failed, PodGroupPostFilter does the same at workload
+level (workload_preemption.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from ..api import SCHEDULER_FIELD_MANAGER
 from ..cache import NodeInfo
 from ..framework import Code, CycleState, PodInfo, Status, unschedulable
 from ..podgroups import group_key
+from .workload_preemption import GroupPreemptor, PodGroupPreemption
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +89,15 @@ class DefaultPreemption:
         self._nominate(info, best.node)
         self.handle.spawn(self._preempt(info, best))
         return best.node, Status(Code.SUCCESS)
+
+    def pod_group_post_filter(self, group: GroupPreemptor) -> tuple[dict[str, str] | None, Status]:
+        """Workload-aware preemption for a failed group: (preemptor pod uid ->
+        nominated node, Success) or (None, why not)."""
+        return PodGroupPreemption(self).run(group)
+
+    @staticmethod
+    def split_by_pdb(pods: list[PodInfo], pdbs) -> tuple[list[PodInfo], list[PodInfo]]:
+        return split_by_pdb(pods, pdbs)
 
     def _eligible(self, info: PodInfo) -> tuple[bool, str]:
         """Upstream's PodEligibleToPreemptOthers."""

@@ -1,0 +1,253 @@
+"""Workload-aware preemption (KEP-5710), DefaultPreemption's PodGroupPostFilter.
+
+When a whole PodGroup fails its workload cycle, each candidate domain (the
+whole cluster, or one topology placement) is tried: every strictly
+lower-priority unit on it is removed in memory and the group's placement
+algorithm reruns. A unit is a PodGroup with `disruptionMode: all` (all its
+running pods, evicted or kept together) or a single pod (a lone pod, or a
+member of a `single`-mode group). With the group placed, victims are
+reprieved most important first (PDB-breaking units in a first pass) while
+every preemptor pod still passes Filter where it was put. The domain whose
+victims cost least wins; victims get DisruptionTarget and are deleted, the
+preemptor pods get nominatedNodeName.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..api import SCHEDULER_FIELD_MANAGER
+from ..cache import NodeInfo
+from ..framework import Code, CycleState, Framework, PodInfo, Status, unschedulable
+from ..podgroups import group_key, group_priority
+
+NEVER = "not eligible due to preemptionPolicy=Never."
+NO_DOMAIN = "not helpful: the pod group does not fit even with every lower-priority workload removed."
+DISRUPTION_TARGET = "DisruptionTarget"
+REASON = "PreemptionByScheduler"
+
+
+def disruption_all(pg: dict | None) -> bool:
+    return "all" in ((pg or {}).get("spec") or {}).get("disruptionMode") or {}
+
+
+@dataclass
+class Unit:
+    """What is evicted or kept as one: an `all` group's running pods, or one pod."""
+
+    pods: list[PodInfo]
+    priority: int
+    group: str = ""  # `ns/name` of an `all`-mode PodGroup
+    start: str = ""
+
+    def importance(self) -> tuple:
+        """Most important first: higher priority, groups before lone pods, running longer."""
+        return -self.priority, 0 if self.group else 1, self.start
+
+
+@dataclass
+class GroupPreemptor:
+    """The failed group as the PodGroupPostFilter sees it."""
+
+    key: str
+    pg: dict
+    pods: list[PodInfo]  # pending members, in scheduling order
+    domains: list[list[NodeInfo]]
+    fwk: Framework
+    #: the group's placement algorithm on a node subset; returns an Attempt (rolled back)
+    place: Callable[[list[NodeInfo]], object]
+
+
+@dataclass
+class Plan:
+    """The victims and nominations chosen for one domain."""
+
+    victims: list[Unit]
+    nominations: dict[str, str] = field(default_factory=dict)  # preemptor pod uid -> node
+    pdb_violations: int = 0
+
+    def cost(self) -> tuple:
+        """Upstream's candidate order: fewest PDB violations, the lowest most
+        important victim, the smallest priority sum, the fewest pods."""
+        pods = [p for u in self.victims for p in u.pods]
+        top = max((u.priority for u in self.victims), default=-(2**31))
+        return self.pdb_violations, top, sum(u.priority * len(u.pods) for u in self.victims), len(pods)
+
+
+def _start(info: PodInfo) -> str:
+    return (info.pod.get("status") or {}).get("startTime") or info.pod["metadata"].get("creationTimestamp") or ""
+
+
+def _terminating(info: PodInfo) -> bool:
+    return bool(info.pod["metadata"].get("deletionTimestamp"))
+
+
+def victim_units(nodes: list[NodeInfo], all_nodes: list[NodeInfo], below: int, own: str, groups) -> list[Unit]:
+    """Units with a pod on `nodes` whose priority is below `below`, the
+    preemptor's own group and pods already terminating left out. An `all`
+    group's unit holds its running pods on every node, so it goes whole."""
+    whole: dict[str, Unit] = {}
+    for n in all_nodes:
+        for p in n.pods.values():
+            key = group_key(p.pod)
+            pg = groups.get(key) if key else None
+            if key and key != own and disruption_all(pg) and not _terminating(p):
+                whole.setdefault(key, Unit([], group_priority(pg), key)).pods.append(p)
+    here = {uid for n in nodes for uid in n.pods}
+    units = []
+    for u in whole.values():
+        if u.priority < below and any(p.uid in here for p in u.pods):
+            u.start = min(_start(p) for p in u.pods)
+            units.append(u)
+    for n in nodes:
+        for p in n.pods.values():
+            key = group_key(p.pod)
+            if _terminating(p) or (key and (key == own or key in whole)):
+                continue
+            pg = groups.get(key) if key else None
+            prio = group_priority(pg) if pg else p.priority
+            if prio < below:
+                units.append(Unit([p], prio, start=_start(p)))
+    return units
+
+
+class PodGroupPreemption:
+    """The PodGroupPostFilter algorithm; `plugin` is DefaultPreemption (its
+    handle, PDB view, Filter check and quiet API writes)."""
+
+    def __init__(self, plugin) -> None:
+        self.plugin = plugin
+        self.handle = plugin.handle
+
+    def run(self, g: GroupPreemptor) -> tuple[dict[str, str] | None, Status]:
+        spec = g.pg.get("spec") or {}
+        if spec.get("preemptionPolicy") == "Never" or any(p.spec.get("preemptionPolicy") == "Never" for p in g.pods):
+            return None, unschedulable(f"preemption: {NEVER}")
+        below = group_priority(g.pg)
+        all_nodes = self.handle.snapshot.nodes
+        pdbs = self.plugin._pdbs(None)
+        plans = [plan for nodes in g.domains
+                 if (plan := self._plan(g, nodes, all_nodes, below, pdbs)) is not None]
+        if not plans:
+            return None, unschedulable(f"preemption: {NO_DOMAIN}")
+        best = min(plans, key=Plan.cost)
+        self.handle.spawn(self._actuate(g, best))
+        return best.nominations, Status(Code.SUCCESS)
+
+    def _plan(self, g: GroupPreemptor, nodes: list[NodeInfo], all_nodes, below: int, pdbs) -> Plan | None:
+        """Removes every potential victim (and pods already terminating) from
+        clones of the domain, places the group, then reprieves greedily."""
+        units = victim_units(nodes, all_nodes, below, g.key, self.handle.podgroups)
+        clones = {n.name: n.clone() for n in nodes}
+        for ni in clones.values():
+            for uid in [uid for uid, p in ni.pods.items() if _terminating(p) and p.priority < below]:
+                ni.remove_pod(uid)
+        for u in units:
+            for p in u.pods:
+                ni = clones.get(self.handle.cache.pod_nodes.get(p.uid, ""))
+                if ni is not None:
+                    ni.remove_pod(p.uid)
+        attempt = g.place(list(clones.values()))
+        if not attempt.feasible:
+            return None
+        placed = attempt.assigned
+        for info, node, _ in placed:
+            clones[node].add_pod(info)
+        units.sort(key=Unit.importance)
+        breaking = self._breaking(units, pdbs)
+        plan = Plan([], {info.uid: node for info, node, _ in placed})
+        for pass_units in ([u for u in units if id(u) in breaking], [u for u in units if id(u) not in breaking]):
+            for u in pass_units:
+                if not self._reprieve(g.fwk, u, clones, placed):
+                    plan.victims.append(u)
+                    plan.pdb_violations += id(u) in breaking
+        return plan
+
+    def _breaking(self, units: list[Unit], pdbs) -> set[int]:
+        """ids of the units with a pod whose eviction would break a PodDisruptionBudget."""
+        violating, _ = self.plugin.split_by_pdb([p for u in units for p in u.pods], pdbs)
+        bad = {p.uid for p in violating}
+        return {id(u) for u in units if any(p.uid in bad for p in u.pods)}
+
+    def _reprieve(self, fwk: Framework, unit: Unit, clones: dict[str, NodeInfo],
+                  placed: list[tuple[PodInfo, str, CycleState]]) -> bool:
+        """Puts the unit's pods back; keeps them when every preemptor pod on
+        a touched node still passes Filter, else takes them all out again."""
+        back: list[tuple[NodeInfo, PodInfo]] = []
+        for p in unit.pods:
+            ni = clones.get(self.handle.cache.pod_nodes.get(p.uid, ""))
+            if ni is not None:
+                ni.add_pod(p)
+                back.append((ni, p))
+        touched = {ni.name for ni, _ in back}
+        for info, node, state in placed:
+            if node not in touched:
+                continue
+            ni = clones[node]
+            ni.remove_pod(info.uid)
+            msg = self.plugin._fits(fwk, state, info, ni)
+            ni.add_pod(info)
+            if msg is not None:
+                for ni2, p in back:
+                    ni2.remove_pod(p.uid)
+                return False
+        return True
+
+    async def _actuate(self, g: GroupPreemptor, plan: Plan) -> None:
+        """Victim PodGroups and pods get DisruptionTarget, then the pods are
+        deleted with a Preempted event; preemptor pods are nominated."""
+        h = self.handle
+        scheduler = g.fwk.profile.scheduler_name
+        md = g.pg["metadata"]
+        by = f"pod group {md.get('namespace', '')}/{md['name']}"
+        for u in plan.victims:
+            if u.group:
+                await self._mark_group(u.group, scheduler)
+            for p in u.pods:
+                await self._evict(p, scheduler, f"Preempted by {by} ({md.get('uid', '')}) on node "
+                                                f"{h.cache.pod_nodes.get(p.uid, '')}")
+        pods = {p.uid: p for p in g.pods}
+        for uid, node in plan.nominations.items():
+            pmd = pods[uid].pod["metadata"]
+            await self.plugin._quiet(h.api.pods.patch(pmd["name"], {"status": {"nominatedNodeName": node}},
+                                                      namespace=pmd.get("namespace"), subresource="status",
+                                                      field_manager=SCHEDULER_FIELD_MANAGER))
+        if plan.victims:
+            n = sum(len(u.pods) for u in plan.victims)
+            for p in g.pods:
+                if p.uid in plan.nominations:
+                    await self.plugin._quiet(h.api.event(p.pod, "Normal", "Preempting",
+                                                         f"Preempting {n} pod(s) of {len(plan.victims)} "
+                                                         f"lower-priority workload(s)"))
+
+    async def _evict(self, p: PodInfo, scheduler: str, note: str) -> None:
+        h = self.handle
+        md = p.pod["metadata"]
+        cond = {"type": DISRUPTION_TARGET, "status": "True", "reason": REASON,
+                "message": f"{scheduler}: preempting to accommodate a higher priority pod group",
+                "lastTransitionTime": h.clock.rfc3339()}
+        await self.plugin._quiet(h.api.pods.patch(md["name"], {"status": {"conditions": [cond]}},
+                                                  "application/strategic-merge-patch+json",
+                                                  namespace=md.get("namespace"), subresource="status",
+                                                  field_manager=SCHEDULER_FIELD_MANAGER))
+        await self.plugin._quiet(h.api.pods.delete(md["name"], md.get("namespace"),
+                                                   preconditions={"uid": md.get("uid")}))
+        await self.plugin._quiet(h.api.event(p.pod, "Normal", "Preempted", note))
+
+    async def _mark_group(self, key: str, scheduler: str) -> None:
+        """DisruptionTarget=True on a victim PodGroup, other conditions kept."""
+        h = self.handle
+        pg = h.podgroups.get(key)
+        if pg is None:
+            return
+        md = pg["metadata"]
+        conds = [c for c in (pg.get("status") or {}).get("conditions") or [] if c.get("type") != DISRUPTION_TARGET]
+        cond = {"type": DISRUPTION_TARGET, "status": "True", "reason": REASON,
+                "message": f"{scheduler}: preempting to accommodate a higher priority pod group",
+                "lastTransitionTime": h.clock.rfc3339()}
+        if md.get("generation"):
+            cond["observedGeneration"] = md["generation"]
+        await self.plugin._quiet(h.podgroup_client.patch(md["name"], {"status": {"conditions": conds + [cond]}},
+                                                         "application/merge-patch+json", namespace=md.get("namespace"),
+                                                         subresource="status", field_manager=SCHEDULER_FIELD_MANAGER))

@@ -1,0 +1,236 @@
+"""Workload-aware preemption over the in-process API server: a failed gang
+evicts whole lower-priority `all` groups (never part of one), the fewest
+and least important victims, single pods one by one; `Never` and equal
+priority are respected; victims are marked DisruptionTarget, preemptors
+are nominated, and the retry after a preemption does not preempt again."""
+
+import pytest
+
+from nanokube.scheduler.cache import NodeInfo
+from nanokube.scheduler.framework import PodInfo
+from nanokube.scheduler.plugins.workload_preemption import Plan, Unit, victim_units
+from nanokube.scheduler.podgroups import PodGroupIndex
+from nanokube.scheduler.scheduler import Scheduler
+from tests.controllers import eventually, make_stack
+from tests.scheduler import node, pod
+
+HOLD = ["test/hold"]
+
+
+async def add_node(client, n):
+    nodes = client.resource("", "v1", "nodes")
+    created = await nodes.create(n)
+    await nodes.update({**created, "status": n["status"]}, subresource="status")
+
+
+def podgroup(name, min_count=None, priority=0, mode="single", **spec):
+    policy = {"gang": {"minCount": min_count}} if min_count else {"basic": {}}
+    return {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"schedulingPolicy": policy, "priority": priority, "disruptionMode": {mode: {}}, **spec}}
+
+
+def member(name, group, priority=0, cpu="1", on=None, **spec):
+    p = pod(name, cpu, schedulingGroup={"podGroupName": group}, priority=priority, terminationGracePeriodSeconds=0,
+            **({"nodeName": on} if on else {}), **spec)
+    del p["metadata"]["uid"]
+    if on:
+        p["metadata"]["finalizers"] = list(HOLD)
+    return p
+
+
+def lone(name, priority, on, cpu="1"):
+    p = pod(name, cpu, nodeName=on, priority=priority, terminationGracePeriodSeconds=0)
+    del p["metadata"]["uid"]
+    p["metadata"]["finalizers"] = list(HOLD)
+    return p
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    sched = Scheduler(s.client, seed=1)
+
+    async def start(nodes, groups, pods):
+        for n in nodes:
+            await add_node(s.client, n)
+        for g in groups:
+            await s.client.resource("scheduling.k8s.io", "v1beta1", "podgroups").create(g)
+        for p in pods:
+            await s.client.resource("", "v1", "pods").create(p)
+        await sched.start()
+        return s.client.resource("", "v1", "pods")
+
+    yield s.client, sched, start
+    await sched.stop()
+    await s.close()
+
+
+async def gang_of(client, name, size, priority, mode="single", **spec):
+    await client.resource("scheduling.k8s.io", "v1beta1", "podgroups").create(
+        podgroup(name, size, priority, mode, **spec))
+    for i in range(size):
+        await client.resource("", "v1", "pods").create(member(f"{name}-{i}", name, priority))
+
+
+async def doomed(pods):
+    """Names of pods marked DisruptionTarget and being deleted."""
+    out = set()
+    for p in (await pods.list("default"))[0]:
+        conds = [c for c in p["status"].get("conditions", []) if c["type"] == "DisruptionTarget"]
+        if p["metadata"].get("deletionTimestamp") and conds:
+            assert conds[0]["reason"] == "PreemptionByScheduler"
+            out.add(p["metadata"]["name"])
+    return out
+
+
+async def release(pods, names):
+    for n in names:
+        p = await pods.get(n, "default")
+        await pods.update({**p, "metadata": {**p["metadata"], "finalizers": []}})
+
+
+async def test_gang_preempts_one_whole_all_group_not_pods_of_several(env):
+    client, sched, start = env
+    # two 2-CPU nodes; groups a and b each hold one CPU on both nodes
+    pods = await start([node("n1", "2"), node("n2", "2")],
+                       [podgroup("a", 2, 10, "all"), podgroup("b", 2, 10, "all")],
+                       [member("a-0", "a", 10, on="n1"), member("a-1", "a", 10, on="n2"),
+                        member("b-0", "b", 10, on="n1"), member("b-1", "b", 10, on="n2")])
+    await gang_of(client, "hi", 2, 100)
+
+    async def victims():
+        got = await doomed(pods)
+        return got if len(got) >= 2 else None
+    got = await eventually(victims)
+    assert got in ({"a-0", "a-1"}, {"b-0", "b-1"})
+    group = next(iter(got))[0]
+    pg = await client.resource("scheduling.k8s.io", "v1beta1", "podgroups").get(group, "default")
+    cond = next(c for c in pg["status"]["conditions"] if c["type"] == "DisruptionTarget")
+    assert (cond["status"], cond["reason"]) == ("True", "PreemptionByScheduler")
+
+    async def nominated():
+        got = [(await pods.get(f"hi-{i}", "default"))["status"].get("nominatedNodeName") for i in range(2)]
+        return got if all(got) else None
+    assert sorted(await eventually(nominated)) == ["n1", "n2"]
+    await release(pods, sorted(got))
+
+    async def bound():
+        got = [(await pods.get(f"hi-{i}", "default"))["spec"].get("nodeName") for i in range(2)]
+        return got if all(got) else None
+    assert sorted(await eventually(bound, attempts=1500)) == ["n1", "n2"]
+    assert await doomed(pods) == set()
+    survivors = {p["metadata"]["name"] for p in (await pods.list("default"))[0]}
+    assert survivors == {"hi-0", "hi-1"} | ({"a-0", "a-1", "b-0", "b-1"} - got)
+    events, _ = await client.resource("", "v1", "events").list("default")
+    assert any(e["reason"] == "Preempted" and e["involvedObject"]["name"] in got
+               and "pod group default/hi" in e["message"] for e in events)
+
+
+async def test_lowest_priority_unit_goes_and_single_mode_members_go_one_by_one(env):
+    client, sched, start = env
+    # n1: two pods of a single-mode group (priority 5); n2: a lone pod (priority 1) and one of priority 50
+    pods = await start([node("n1", "2"), node("n2", "2")], [podgroup("s", None, 5)],
+                       [member("s-0", "s", 5, on="n1"), member("s-1", "s", 5, on="n1"),
+                        lone("cheap", 1, "n2"), lone("dear", 50, "n2")])
+    await gang_of(client, "hi", 2, 100)
+
+    async def victims():
+        got = await doomed(pods)
+        return got if len(got) >= 2 else None
+    # the cheap lone pod and one single-mode member are enough for two 1-CPU pods
+    got = await eventually(victims)
+    assert "cheap" in got and len(got & {"s-0", "s-1"}) == 1 and "dear" not in got
+
+
+async def test_preemption_policy_never_does_not_preempt(env):
+    client, sched, start = env
+    pods = await start([node("n1", "2")], [podgroup("low", 2, 1, "all")],
+                       [member("low-0", "low", 1, on="n1"), member("low-1", "low", 1, on="n1")])
+    await gang_of(client, "polite", 2, 100, preemptionPolicy="Never")
+
+    async def failed():
+        p = await pods.get("polite-0", "default")
+        c = [c for c in p["status"].get("conditions", []) if c["type"] == "PodScheduled"]
+        return c and c[0]["status"] == "False" and c[0]
+    cond = await eventually(failed)
+    assert cond["message"].endswith("preemption: not eligible due to preemptionPolicy=Never.")
+    assert await doomed(pods) == set()
+
+
+async def test_equal_priority_and_hopeless_groups_preempt_nothing(env):
+    client, sched, start = env
+    pods = await start([node("n1", "2")], [podgroup("peer", 2, 100, "all")],
+                       [member("peer-0", "peer", 100, on="n1"), member("peer-1", "peer", 100, on="n1")])
+    await gang_of(client, "same", 2, 100)
+    await gang_of(client, "huge", 3, 1000)
+
+    async def both_failed():
+        out = []
+        for n in ("same-0", "huge-0"):
+            c = [c for c in (await pods.get(n, "default"))["status"].get("conditions", []) if c["type"] == "PodScheduled"]
+            out.append(c and c[0]["status"] == "False" and c[0]["message"])
+        return out if all(out) else None
+    same, huge = await eventually(both_failed)
+    assert "preemption: not helpful" in same and "preemption: not helpful" in huge
+    assert await doomed(pods) == set()
+
+
+async def test_retry_after_preemption_does_not_preempt_again(env):
+    client, sched, start = env
+    pods = await start([node("n1", "2")], [podgroup("low", 2, 1, "all")],
+                       [member("low-0", "low", 1, on="n1"), member("low-1", "low", 1, on="n1")])
+    await gang_of(client, "hi", 2, 100)
+    await eventually(lambda: _len2(doomed(pods)))
+    assert "default/hi" in sched.workload_cycle.preempted
+    entry = sched.queue.groups["default/hi"]
+    sched.queue.unschedulable.pop(entry.key, None)
+    sched.queue.backoff.pop(entry.key, None)
+    sched.queue.in_flight[entry.key] = entry
+    sched.workload_cycle.schedule_group(entry)
+    assert "default/hi" not in sched.workload_cycle.preempted
+
+
+async def _len2(coro):
+    return len(await coro) == 2
+
+
+# --- pure pieces -------------------------------------------------------------
+
+
+def _pi(name, priority, group=None, start="2026-01-01T00:00:00Z"):
+    p = pod(name, "1", priority=priority, **({"schedulingGroup": {"podGroupName": group}} if group else {}))
+    p["status"] = {"startTime": start}
+    return PodInfo(p, 0.0)
+
+
+def _node(name, *pods):
+    ni = NodeInfo(name)
+    ni.set_node(node(name, "8"))
+    for p in pods:
+        ni.add_pod(p)
+    return ni
+
+
+def test_victim_units_group_all_mode_pods_across_nodes_and_skip_own_and_higher():
+    groups = PodGroupIndex()
+    groups.set_group(podgroup("whole", 2, 5, "all"))
+    groups.set_group(podgroup("each", 2, 5, "single"))
+    groups.set_group(podgroup("mine", 2, 9, "single"))
+    n1 = _node("n1", _pi("w0", 5, "whole"), _pi("e0", 5, "each"), _pi("m0", 9, "mine"), _pi("big", 50))
+    n2 = _node("n2", _pi("w1", 5, "whole"), _pi("e1", 5, "each"))
+    units = victim_units([n1], [n1, n2], 10, "default/mine", groups)
+    by = {tuple(sorted(p.pod["metadata"]["name"] for p in u.pods)): u for u in units}
+    assert set(by) == {("w0", "w1"), ("e0",)}
+    assert by[("w0", "w1")].group == "default/whole" and by[("e0",)].group == ""
+
+
+def test_units_order_groups_before_pods_at_equal_priority_and_plans_cost_like_upstream():
+    g = Unit([_pi("g", 5)], 5, "default/g", "2026-01-02T00:00:00Z")
+    p = Unit([_pi("p", 5)], 5, "", "2026-01-01T00:00:00Z")
+    hi = Unit([_pi("h", 7)], 7, "", "2026-01-03T00:00:00Z")
+    assert sorted([p, g, hi], key=Unit.importance) == [hi, g, p]
+    one_group = Plan([Unit([_pi("a", 3), _pi("b", 3)], 3, "default/x")])
+    two_pods = Plan([Unit([_pi("c", 3)], 3), Unit([_pi("d", 4)], 4)])
+    assert min([two_pods, one_group], key=Plan.cost) is one_group
+    assert min([Plan([hi], pdb_violations=0), Plan([p], pdb_violations=1)], key=Plan.cost).victims == [hi]
