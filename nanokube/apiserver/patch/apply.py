@@ -19,6 +19,8 @@ from dataclasses import field as dc_field
 from datetime import datetime
 from typing import Any
 
+import orjson
+
 from nanokube import schema as sch
 from nanokube.apiserver.patch import PatchError
 from nanokube.apiserver.patch import fieldpath as fp
@@ -787,13 +789,64 @@ def update_managed_fields(
     Managed fields sent with a main-resource write replace the stored ones
     (a single empty entry clears them); an empty list keeps the stored ones.
     An object that does not fit its schema loses its managedFields, as
-    upstream's UpdateNoErrors does."""
+    upstream's UpdateNoErrors does. A create's result may share nested
+    values with `new` (it is read, not mutated); creates of one shape reuse
+    the field set computed for the first of them."""
     raw = _root_schema(schema)
     ignored = _ignored(ignore_status, subresource)
-    result = _without_managed_fields(new)
     managers = {} if subresource else _decode_or_empty(new)
+    if not managers and old is None:
+        key = (id(raw), manager, operation, api_version, subresource, ignore_status, _create_shape(new))
+        cached = _CREATES.get(key)
+        if cached is None:
+            tracked = _track(None, _without_managed_fields(new), raw, managers, manager, operation, now, api_version,
+                             subresource, ignored)
+            if len(_CREATES) >= _CREATES_LIMIT:
+                _CREATES.clear()
+            _CREATES[key] = orjson.dumps((tracked.get("metadata") or {}).get("managedFields"))
+            return tracked
+        result = _view_without_managed_fields(new)
+        result = {**result, "metadata": dict(result.get("metadata") or {})}
+        entries = orjson.loads(cached)
+        if entries is not None:
+            result["metadata"]["managedFields"] = [{**e, "time": now} if "time" in e else e for e in entries]
+        return result
+    result = _without_managed_fields(new)
     if not managers:
         managers = _decode_or_empty(old)
+    return _track(old, result, raw, managers, manager, operation, now, api_version, subresource, ignored)
+
+
+#: managedFields of a create, by the create's shape (see `_create_shape`)
+_CREATES: dict[tuple, bytes] = {}
+_CREATES_LIMIT = 4096
+#: metadata fields whose values never appear in a field path
+_PLAIN_METADATA = ("name", "generateName", "namespace", "uid", "resourceVersion", "creationTimestamp", "generation")
+
+
+def _create_shape(obj: dict[str, Any]) -> bytes:
+    """What a create's field set depends on: everything but the values of
+    plain metadata scalars, which differ per object (pods of one ReplicaSet
+    share all else) yet only their presence shows in managedFields."""
+    md = obj.get("metadata")
+    if isinstance(md, dict):
+        obj = {**obj, "metadata": {k: (0 if k in _PLAIN_METADATA else v) for k, v in md.items()
+                                   if k != "managedFields"}}
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+
+
+def _track(
+    old: dict[str, Any] | None,
+    result: dict[str, Any],
+    raw: dict[str, Any],
+    managers: dict[tuple, _Manager],
+    manager: str,
+    operation: str,
+    now: str,
+    api_version: str,
+    subresource: str,
+    ignored: set[Path],
+) -> dict[str, Any]:
     current = (
         _view_without_managed_fields(old) if old is not None else _zero_like(result, raw)
     )
