@@ -8,6 +8,8 @@ from ..apiserver.rest import User
 from ..client.local import LocalClient
 from ..pki.signer import PodCertificateSigner
 from .deployment import DeploymentController
+from .device_taint_eviction import DeviceTaintEvictionController
+from .device_taint_eviction import options_from_env as device_taint_options
 from .endpointslice import EndpointSliceController
 from .garbagecollector import GarbageCollector
 from .hpa import HPAController, options_from_env
@@ -43,6 +45,7 @@ class ControllerManager:
             HPAController(self.client, clock=server.clock, **options_from_env()),
             NodeLifecycleController(self.client, clock=server.clock, **node_lifecycle_options()),
             TaintEvictionController(self.client, clock=server.clock),
+            DeviceTaintEvictionController(self.client, clock=server.clock, **device_taint_options()),
         ]
         if data_dir is None and getattr(server, "pki", None) is not None:
             data_dir = os.path.dirname(server.pki.dir)

@@ -1,0 +1,367 @@
+"""Device-taint eviction (KEP-5055, kube-controller-manager's
+device-taint-eviction-controller).
+
+A pod using an allocated ResourceClaim whose devices carry a NoExecute taint
+(from the device's ResourceSlice entry or from a DeviceTaintRule) that the
+tolerations copied into the allocation result do not tolerate is evicted at
+`timeAdded + tolerationSeconds`: at once without a matching toleration, never
+with one that has no seconds. Eviction is a `DisruptionTarget` condition, an
+event, then a delete with a UID precondition. Each DeviceTaintRule's
+`EvictionInProgress` condition reports pending and evicted pods, and for
+`effect: None` what NoExecute would do.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ..apiserver.errors import APIError
+from ..client.informer import Informer, key_of
+from ..clock import REAL, Clock, parse_time
+from .base import Controller
+from .events import EventRecorder
+from .taint_eviction import toleration_seconds
+
+REASON = "DeletionByDeviceTaintManager"
+MESSAGE = "Device Taint manager: deleting due to NoExecute taint"
+CONDITION = "EvictionInProgress"
+RULE_STATUS_PERIOD = 10.0
+SMP = "application/strategic-merge-patch+json"
+R = "resource.k8s.io"
+
+
+def options_from_env() -> dict:
+    """`NANOKUBE_DEVICE_TAINT_RULE_STATUS_PERIOD` shortens the time between
+    rule status updates (10s upstream) for tests."""
+    period = os.environ.get("NANOKUBE_DEVICE_TAINT_RULE_STATUS_PERIOD")
+    return {"rule_status_period": float(period)} if period else {}
+
+
+def rule_selects(rule: dict, driver: str, pool: str, device: str) -> bool:
+    """A nil selector selects nothing, an empty one everything; set fields must match."""
+    sel = (rule.get("spec") or {}).get("deviceSelector")
+    if sel is None:
+        return False
+    return all(not sel.get(k) or sel[k] == v for k, v in (("driver", driver), ("pool", pool), ("device", device)))
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return one if n == 1 else many % n
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """When a pod must go, and the rules (by UID) among the reasons."""
+    when: float
+    rules: frozenset[str]
+
+
+class DeviceTaintEvictionController(Controller):
+    name = "device-taint-eviction-controller"
+
+    def __init__(self, client, clock: Clock = REAL, rule_status_period: float = RULE_STATUS_PERIOD):
+        super().__init__(client, clock)
+        self.rule_status_period = rule_status_period
+        self.pods_api = client.resource("", "v1", "pods")
+        self.rules_api = client.resource(R, "v1", "devicetaintrules")
+        self.recorder = EventRecorder(client, self.name, clock)
+        self.pods = Informer(self.pods_api)
+        self.claims = Informer(client.resource(R, "v1", "resourceclaims"))
+        self.slices = Informer(client.resource(R, "v1", "resourceslices"))
+        self.rules = Informer(self.rules_api)
+        self.pods.add_handlers(self._pod_changed, lambda _o, n: self._pod_changed(n), self._pod_gone)
+        self.claims.add_handlers(self._claim_changed, lambda o, n: self._claim_changed(n, o), self._claim_changed)
+        self.slices.add_handlers(self._slice_changed, lambda o, n: self._slice_changed(n, o), self._slice_changed)
+        self.rules.add_handlers(self._rule_changed, lambda _o, n: self._rule_changed(n), self._rule_changed)
+        self._pools: dict[tuple[str, str], dict[str, dict]] = {}
+        self._taints: dict[tuple[str, str], dict[str, list[dict]]] = {}
+        self._first_seen: dict[tuple, float] = {}
+        self._scheduled: set[str] = set()
+        self._evicted: dict[str, int] = {}
+
+    def informers(self):
+        return [self.slices, self.rules, self.claims, self.pods]
+
+    # -- indexes and event handlers --------------------------------------
+
+    def _slice_changed(self, new: dict, old: dict | None = None) -> None:
+        for s in (old, new):
+            if s is None:
+                continue
+            pool = (s["spec"].get("driver", ""), (s["spec"].get("pool") or {}).get("name", ""))
+            slices = self._pools.setdefault(pool, {})
+            if s is new and self.slices.get(key_of(s)) is not None:
+                slices[s["metadata"]["name"]] = s
+            else:
+                slices.pop(s["metadata"]["name"], None)
+            self._reindex(pool)
+            self._enqueue_pool_consumers(pool)
+
+    def _reindex(self, pool: tuple[str, str]) -> None:
+        """NoExecute taints by device name, from the pool's latest generation only."""
+        slices = self._pools.get(pool) or {}
+        if not slices:
+            self._pools.pop(pool, None)
+            self._taints.pop(pool, None)
+            return
+        gen = max(int((s["spec"].get("pool") or {}).get("generation") or 0) for s in slices.values())
+        taints: dict[str, list[dict]] = {}
+        for s in slices.values():
+            if int((s["spec"].get("pool") or {}).get("generation") or 0) != gen:
+                continue
+            for d in s["spec"].get("devices") or []:
+                noexec = [t for t in d.get("taints") or [] if t.get("effect") == "NoExecute"]
+                if noexec:
+                    taints[d["name"]] = noexec
+        self._taints[pool] = taints
+
+    def _enqueue_pool_consumers(self, pool: tuple[str, str]) -> None:
+        for claim in self.claims.list():
+            if any((r.get("driver"), r.get("pool")) == pool for r in _results(claim)):
+                self._enqueue_consumers(claim)
+
+    def _claim_changed(self, new: dict, old: dict | None = None) -> None:
+        for c in (old, new):
+            if c is not None:
+                self._enqueue_consumers(c)
+
+    def _rule_changed(self, rule: dict) -> None:
+        self.queue.add(("rule", rule["metadata"]["name"]))
+        for claim in self.claims.list():
+            self._enqueue_consumers(claim)
+
+    def _pod_changed(self, pod: dict) -> None:
+        if pod["spec"].get("resourceClaims"):
+            self.queue.add(("pod", key_of(pod)))
+
+    def _pod_gone(self, pod: dict) -> None:
+        self._scheduled.discard(key_of(pod))
+
+    def _enqueue_consumers(self, claim: dict) -> None:
+        ns = claim["metadata"]["namespace"]
+        groups = set()
+        for ref in (claim.get("status") or {}).get("reservedFor") or []:
+            if ref.get("resource") == "pods" and not ref.get("apiGroup"):
+                self.queue.add(("pod", f"{ns}/{ref['name']}"))
+            elif ref.get("resource") == "podgroups":
+                groups.add(ref["name"])
+        if groups:
+            for pod in self.pods.list():
+                if pod["metadata"]["namespace"] == ns and _group_of(pod) in groups:
+                    self.queue.add(("pod", key_of(pod)))
+
+    # -- when does a pod go ----------------------------------------------
+
+    def _added(self, ident: tuple, taint: dict) -> float:
+        """The taint's timeAdded, or when this controller first saw it without one."""
+        if taint.get("timeAdded"):
+            return parse_time(taint["timeAdded"])
+        return self._first_seen.setdefault(ident + (taint.get("key"), taint.get("value")), self.clock.now())
+
+    def _device_taints(self, rules: list[dict], driver: str, pool: str, device: str) -> list[tuple[dict, str | None]]:
+        """NoExecute taints on one device, each with the UID of the rule it came from (None: the slice)."""
+        out = [(t, None) for t in (self._taints.get((driver, pool)) or {}).get(device, [])]
+        for rule in rules:
+            taint = rule["spec"].get("taint") or {}
+            if taint.get("effect") == "NoExecute" and rule_selects(rule, driver, pool, device):
+                out.append((taint, rule["metadata"]["uid"]))
+        return out
+
+    def claim_eviction(self, claim: dict, rules: list[dict]) -> Eviction | None:
+        """The earliest time an untolerated NoExecute taint on an allocated device is due."""
+        when, reasons = None, set()
+        for r in _results(claim):
+            ident = (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
+            for taint, rule_uid in self._device_taints(rules, *ident):
+                seconds = toleration_seconds(taint, r.get("tolerations") or [])
+                if seconds is None:
+                    continue
+                at = self._added(ident, taint) + seconds
+                when = at if when is None else min(when, at)
+                if rule_uid:
+                    reasons.add(rule_uid)
+        return None if when is None else Eviction(when, frozenset(reasons))
+
+    def pod_eviction(self, pod: dict, rules: list[dict] | None = None) -> Eviction | None:
+        """The earliest eviction over the allocated claims reserved for this pod (or its PodGroup)."""
+        if rules is None:
+            rules = self.rules.list()
+        md = pod["metadata"]
+        found = []
+        for name in _claim_names(pod):
+            claim = self.claims.get(f"{md['namespace']}/{name}")
+            if claim is not None and _reserved_for(claim, pod):
+                found.append(self.claim_eviction(claim, rules))
+        found = [e for e in found if e is not None]
+        if not found:
+            return None
+        return Eviction(min(e.when for e in found), frozenset().union(*(e.rules for e in found)))
+
+    # -- work --------------------------------------------------------------
+
+    async def sync(self, key) -> None:
+        kind, name = key
+        if kind == "pod":
+            await self._sync_pod(name)
+        else:
+            await self._sync_rule(name)
+
+    async def _sync_pod(self, key: str) -> None:
+        pod = self.pods.get(key)
+        if pod is None or pod["metadata"].get("deletionTimestamp") or pod.get("status", {}).get("phase") in (
+                "Succeeded", "Failed"):
+            self._scheduled.discard(key)
+            return
+        e = self.pod_eviction(pod)
+        if e is None:
+            if key in self._scheduled:
+                self._scheduled.discard(key)
+                await self.recorder.emit(pod, "Normal", "DeviceTaintManagerEviction", "Cancelling deletion")
+            return
+        self._scheduled.add(key)
+        wait = e.when - self.clock.now()
+        if wait > 0:
+            self.queue.add_after(("pod", key), wait)
+            return
+        if await self._evict(pod):
+            for uid in e.rules:
+                self._evicted[uid] = self._evicted.get(uid, 0) + 1
+            for rule in self.rules.list():
+                if rule["metadata"]["uid"] in e.rules:
+                    self.queue.add_after(("rule", rule["metadata"]["name"]), self.rule_status_period)
+
+    async def _evict(self, pod: dict) -> bool:
+        """Condition, event, delete; False if the pod was already gone."""
+        md = pod["metadata"]
+        ns, name = md["namespace"], md["name"]
+        cond = {"type": "DisruptionTarget", "status": "True", "reason": REASON, "message": MESSAGE,
+                "lastTransitionTime": self.clock.rfc3339()}
+        try:
+            await self.recorder.emit(pod, "Normal", "DeviceTaintManagerEviction", "Marking for deletion")
+            await self.pods_api.patch(name, {"status": {"conditions": [cond]}}, SMP, namespace=ns, subresource="status")
+            await self.pods_api.delete(name, ns, preconditions={"uid": md["uid"]})
+        except APIError as e:
+            if e.code not in (404, 409):
+                raise
+            return False
+        self._scheduled.discard(key_of(pod))
+        return True
+
+    # -- DeviceTaintRule status ------------------------------------------
+
+    def _pending(self, rule_uid: str, rules: list[dict]) -> tuple[int, int]:
+        """Pods (and their namespaces) whose eviction this rule is among the reasons for."""
+        pods, namespaces = 0, set()
+        for pod in self.pods.list():
+            if pod["metadata"].get("deletionTimestamp") or not pod["spec"].get("resourceClaims"):
+                continue
+            e = self.pod_eviction(pod, rules)
+            if e is not None and rule_uid in e.rules:
+                pods += 1
+                namespaces.add(pod["metadata"]["namespace"])
+        return pods, len(namespaces)
+
+    def _selected(self, rule: dict) -> tuple[int, int]:
+        """Published devices (latest generations) and allocated devices the rule selects."""
+        published = 0
+        for (driver, pool), slices in self._pools.items():
+            gen = max(int((s["spec"].get("pool") or {}).get("generation") or 0) for s in slices.values())
+            for s in slices.values():
+                if int((s["spec"].get("pool") or {}).get("generation") or 0) == gen:
+                    published += sum(rule_selects(rule, driver, pool, d["name"]) for d in s["spec"].get("devices") or [])
+        allocated = sum(rule_selects(rule, r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
+                        for c in self.claims.list() for r in _results(c))
+        return published, allocated
+
+    def rule_condition(self, rule: dict) -> dict:
+        """EvictionInProgress as upstream words it (without lastTransitionTime)."""
+        uid = rule["metadata"]["uid"]
+        effect = (rule["spec"].get("taint") or {}).get("effect")
+        cond = {"type": CONDITION, "status": "False", "reason": f"Effect{effect}", "message": "",
+                "observedGeneration": rule["metadata"].get("generation", 1)}
+        if effect == "NoExecute":
+            pods, namespaces = self._pending(uid, self.rules.list())
+            if pods:
+                cond.update(status="True", reason="PodsPendingEviction", message=(
+                    _plural(pods, "1 pod needs", "%d pods need") + " to be evicted in "
+                    + _plural(namespaces, "1 namespace.", "%d different namespaces.")))
+            else:
+                cond["reason"] = "Completed" if self._evicted.get(uid) else "NotStarted"
+        elif effect == "None":
+            as_noexec = {**rule, "spec": {**rule["spec"], "taint": {**rule["spec"]["taint"], "effect": "NoExecute"}}}
+            others = [r for r in self.rules.list() if r["metadata"]["uid"] != uid]
+            pods, namespaces = self._pending(uid, others + [as_noexec])
+            published, allocated = self._selected(rule)
+            cond["reason"] = "NoEffect"
+            cond["message"] = (
+                _plural(published, "1 published device selected. ", "%d published devices selected. ")
+                + _plural(allocated, "1 allocated device selected. ", "%d allocated devices selected. ")
+                + _plural(pods, "1 pod would be evicted in ", "%d pods would be evicted in ")
+                + _plural(namespaces, "1 namespace ", "%d different namespaces ")
+                + "if the effect was NoExecute. This information will not be updated again. "
+                  "Recreate the DeviceTaintRule to trigger an update.")
+        else:
+            cond.update(reason="OtherEffect", message="Eviction only happens for the NoExecute effect.")
+        if evicted := self._evicted.get(uid):
+            cond["message"] = (cond["message"] + " " if cond["message"] else "") + _plural(
+                evicted, "1 pod ", "%d pods ") + "evicted since starting the controller."
+        return cond
+
+    async def _sync_rule(self, name: str) -> None:
+        rule = self.rules.get(name)
+        if rule is None:
+            return
+        status = rule.get("status") or {}
+        old = next((c for c in status.get("conditions") or [] if c["type"] == CONDITION), None)
+        gen = rule["metadata"].get("generation", 1)
+        if old is not None and old.get("observedGeneration") == gen:
+            if (rule["spec"].get("taint") or {}).get("effect") == "None":
+                return
+            since = self.clock.now() - parse_time(old["lastTransitionTime"])
+            if since < self.rule_status_period:
+                self.queue.add_after(("rule", name), self.rule_status_period - since)
+                return
+        cond = self.rule_condition(rule)
+        if old is not None and {k: v for k, v in old.items() if k != "lastTransitionTime"} == cond:
+            return
+        cond["lastTransitionTime"] = self.clock.rfc3339()
+        others = [c for c in status.get("conditions") or [] if c["type"] != CONDITION]
+        try:
+            await self.rules_api.update({**rule, "status": {**status, "conditions": others + [cond]}},
+                                        subresource="status")
+        except APIError as e:
+            if e.code != 404:
+                raise
+        if cond["status"] == "True":
+            self.queue.add_after(("rule", name), self.rule_status_period)
+
+
+def _results(claim: dict) -> list[dict]:
+    alloc = (claim.get("status") or {}).get("allocation") or {}
+    return (alloc.get("devices") or {}).get("results") or []
+
+
+def _group_of(pod: dict) -> str | None:
+    return (pod["spec"].get("schedulingGroup") or {}).get("podGroupName")
+
+
+def _claim_names(pod: dict) -> list[str]:
+    """The claims a pod uses: named directly, or generated (as its status records)."""
+    generated = {s["name"]: s.get("resourceClaimName") for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
+    names = []
+    for pc in pod["spec"].get("resourceClaims") or []:
+        name = pc.get("resourceClaimName") or generated.get(pc["name"])
+        if name:
+            names.append(name)
+    return names
+
+
+def _reserved_for(claim: dict, pod: dict) -> bool:
+    group = _group_of(pod)
+    for ref in (claim.get("status") or {}).get("reservedFor") or []:
+        if ref.get("resource") == "pods" and not ref.get("apiGroup") and ref.get("uid") == pod["metadata"]["uid"]:
+            return True
+        if ref.get("resource") == "podgroups" and group and ref.get("name") == group:
+            return True
+    return False

@@ -1,0 +1,202 @@
+"""Device-taint eviction: pods on allocated devices with untolerated NoExecute
+taints (from slices or DeviceTaintRules) get DisruptionTarget and are deleted
+at timeAdded + tolerationSeconds; DeviceTaintRule status reports progress."""
+
+import pytest
+
+from nanokube.apiserver.errors import APIError
+from nanokube.clock import format_time
+from nanokube.controllers.device_taint_eviction import MESSAGE, REASON, DeviceTaintEvictionController, rule_selects
+from nanokube.scheduler.plugins.dynamic_resources import FINALIZER
+from tests.controllers import eventually, make_stack
+from tests.node import ManualClock
+
+R = "resource.k8s.io"
+DRIVER = "gpu.example.com"
+SPEC = {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    clock = ManualClock()
+    ctrl = DeviceTaintEvictionController(s.client, clock, rule_status_period=10)
+    await ctrl.start()
+    yield s.client, clock, ctrl
+    await ctrl.stop()
+    await s.close()
+
+
+def taint(clock, key="example.com/xid", effect="NoExecute", ago=0):
+    return {"key": key, "effect": effect, "timeAdded": format_time(clock.now() - ago)}
+
+
+async def publish(client, taints_by_device: dict, generation=1):
+    devices = [{"name": d, **({"taints": t} if t else {})} for d, t in taints_by_device.items()]
+    body = {"metadata": {"name": "n1-gpu"}, "spec": {
+        "driver": DRIVER, "pool": {"name": "n1", "generation": generation, "resourceSliceCount": 1},
+        "nodeName": "n1", "devices": devices}}
+    slices = client.resource(R, "v1", "resourceslices")
+    try:
+        cur = await slices.get("n1-gpu")
+    except APIError:
+        return await slices.create(body)
+    return await slices.update({**body, "metadata": cur["metadata"]})
+
+
+async def consumer(client, name, device="gpu-0", tolerations=None, group=None):
+    """A pod and its claim, allocated to `device` and reserved for the pod (or `group`)."""
+    pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
+    spec = {"containers": [{"name": "c", "image": "pause"}], "resourceClaims": [{"name": "gpu", "resourceClaimName": name}]}
+    if group:
+        spec["schedulingGroup"] = {"podGroupName": group}
+    pod = await pods.create({"metadata": {"name": name, "namespace": "default"}, "spec": spec})
+    c = await claims.create({"metadata": {"name": name, "namespace": "default", "finalizers": [FINALIZER]}, "spec": SPEC})
+    result = {"request": "gpu", "driver": DRIVER, "pool": "n1", "device": device}
+    if tolerations:
+        result["tolerations"] = tolerations
+    ref = {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": group, "uid": "g-uid"} if group else \
+        {"resource": "pods", "name": name, "uid": pod["metadata"]["uid"]}
+    await claims.update({**c, "status": {"allocation": {"devices": {"results": [result]}}, "reservedFor": [ref]}},
+                        subresource="status")
+    return pod
+
+
+async def gone(client, name):
+    async def check():
+        items, _ = await client.resource("", "v1", "pods").list("default")
+        return name not in {p["metadata"]["name"] for p in items}
+    return await eventually(check)
+
+
+async def events_for(client, name):
+    items, _ = await client.resource("", "v1", "events").list("default")
+    return [(e["reason"], e["message"]) for e in items if e["involvedObject"]["name"] == name]
+
+
+def test_rule_selector_nil_selects_nothing_and_empty_everything():
+    assert not rule_selects({"spec": {}}, DRIVER, "n1", "gpu-0")
+    assert rule_selects({"spec": {"deviceSelector": {}}}, DRIVER, "n1", "gpu-0")
+    assert rule_selects({"spec": {"deviceSelector": {"pool": "n1", "device": "gpu-0"}}}, DRIVER, "n1", "gpu-0")
+    assert not rule_selects({"spec": {"deviceSelector": {"device": "gpu-1"}}}, DRIVER, "n1", "gpu-0")
+
+
+async def test_untolerated_slice_taint_evicts_at_once_with_condition_and_event(env):
+    client, clock, ctrl = env
+    await publish(client, {"gpu-0": [taint(clock)], "gpu-1": []})
+    await consumer(client, "safe", device="gpu-1")
+    pods = client.resource("", "v1", "pods")
+    watched = []
+    ctrl.pods.add_handlers(on_update=lambda _o, n: watched.append(n))
+    await consumer(client, "victim")
+    await gone(client, "victim")
+    cond = next(c for p in watched if p["metadata"]["name"] == "victim"
+                for c in p["status"].get("conditions") or [] if c["type"] == "DisruptionTarget")
+    assert (cond["status"], cond["reason"], cond["message"]) == ("True", REASON, MESSAGE)
+    assert await events_for(client, "victim") == [("DeviceTaintManagerEviction", "Marking for deletion")]
+    assert (await pods.get("safe", "default"))["metadata"]["name"] == "safe"
+
+
+async def test_toleration_seconds_count_from_time_added(env):
+    client, clock, ctrl = env
+    await publish(client, {"gpu-0": [taint(clock, ago=10)]})
+    await consumer(client, "p", tolerations=[{"key": "example.com/xid", "operator": "Exists", "effect": "NoExecute",
+                                              "tolerationSeconds": 30}])
+    due = await eventually(lambda: _async(ctrl.pod_eviction(ctrl.pods.get("default/p"))))
+    assert due.when == pytest.approx(clock.now() + 20, abs=1)
+    await eventually(lambda: _async("default/p" in ctrl._scheduled))
+    await clock.advance(19)
+    pods = client.resource("", "v1", "pods")
+    assert (await pods.get("p", "default"))["metadata"].get("deletionTimestamp") is None
+    await clock.advance(2)
+    await gone(client, "p")
+
+
+async def test_toleration_without_seconds_tolerates_forever_and_other_effects_never_evict(env):
+    client, clock, ctrl = env
+    await publish(client, {"gpu-0": [taint(clock), taint(clock, key="example.com/ecc", effect="NoSchedule")]})
+    await consumer(client, "p", tolerations=[{"key": "example.com/xid", "operator": "Exists"}])
+    await eventually(lambda: _async(ctrl.pods.get("default/p") and ctrl.claims.list()))
+    assert ctrl.pod_eviction(ctrl.pods.get("default/p")) is None
+
+
+async def test_removing_the_taint_before_it_is_due_cancels_with_an_event(env):
+    client, clock, ctrl = env
+    await publish(client, {"gpu-0": [taint(clock)]})
+    await consumer(client, "p", tolerations=[{"operator": "Exists", "tolerationSeconds": 60}])
+    await eventually(lambda: _async("default/p" in ctrl._scheduled))
+    await publish(client, {"gpu-0": []})
+    await eventually(lambda: _async("default/p" not in ctrl._scheduled))
+    await clock.advance(61)
+    assert await events_for(client, "p") == [("DeviceTaintManagerEviction", "Cancelling deletion")]
+    assert (await client.resource("", "v1", "pods").get("p", "default"))["metadata"]["name"] == "p"
+
+
+async def test_pods_of_a_podgroup_that_reserves_the_claim_are_evicted(env):
+    client, clock, _ = env
+    await publish(client, {"gpu-0": [taint(clock)]})
+    await consumer(client, "member", group="gang")
+    await gone(client, "member")
+
+
+async def test_older_pool_generations_are_ignored(env):
+    client, clock, ctrl = env
+    await publish(client, {"gpu-0": [taint(clock)]}, generation=1)
+    await client.resource(R, "v1", "resourceslices").create({"metadata": {"name": "n1-gpu-new"}, "spec": {
+        "driver": DRIVER, "pool": {"name": "n1", "generation": 2, "resourceSliceCount": 1}, "nodeName": "n1",
+        "devices": [{"name": "gpu-0"}]}})
+    await eventually(lambda: _async(len(ctrl.slices.list()) == 2))
+    await consumer(client, "p")
+    await eventually(lambda: _async(ctrl.pods.get("default/p") and len(ctrl.claims.list()) == 1))
+    assert ctrl.pod_eviction(ctrl.pods.get("default/p")) is None
+
+
+async def test_rule_evicts_and_reports_pending_then_completed(env):
+    client, clock, ctrl = env
+    rules = client.resource(R, "v1", "devicetaintrules")
+    await publish(client, {"gpu-0": []})
+    await consumer(client, "p", tolerations=[{"key": "maint", "operator": "Exists", "tolerationSeconds": 5}])
+    await eventually(lambda: _async(ctrl.claims.list()))
+    await rules.create({"metadata": {"name": "maint"}, "spec": {
+        "deviceSelector": {"driver": DRIVER, "pool": "n1", "device": "gpu-0"},
+        "taint": {"key": "maint", "effect": "NoExecute", "timeAdded": format_time(clock.now())}}})
+
+    async def condition():
+        conds = (await rules.get("maint")).get("status", {}).get("conditions") or []
+        return conds and conds[0]
+    cond = await eventually(condition)
+    assert (cond["type"], cond["status"], cond["reason"], cond["message"], cond["observedGeneration"]) == (
+        "EvictionInProgress", "True", "PodsPendingEviction", "1 pod needs to be evicted in 1 namespace.", 1)
+    await clock.advance(6)
+    await gone(client, "p")
+    await clock.advance(10)
+
+    async def completed():
+        c = await condition()
+        return c["status"] == "False" and c
+    cond = await eventually(completed)
+    assert (cond["reason"], cond["message"]) == ("Completed", "1 pod evicted since starting the controller.")
+
+
+async def test_rule_with_effect_none_reports_what_noexecute_would_do(env):
+    client, _, ctrl = env
+    rules = client.resource(R, "v1", "devicetaintrules")
+    await publish(client, {"gpu-0": [], "gpu-1": []})
+    await consumer(client, "p")
+    await eventually(lambda: _async(ctrl.claims.list() and ctrl.slices.list()))
+    await rules.create({"metadata": {"name": "dry"}, "spec": {"deviceSelector": {"driver": DRIVER},
+                                                              "taint": {"key": "maint", "effect": "None"}}})
+
+    async def condition():
+        conds = (await rules.get("dry")).get("status", {}).get("conditions") or []
+        return conds and conds[0]
+    cond = await eventually(condition)
+    assert (cond["status"], cond["reason"]) == ("False", "NoEffect")
+    assert cond["message"] == ("2 published devices selected. 1 allocated device selected. 1 pod would be evicted "
+                               "in 1 namespace if the effect was NoExecute. This information will not be updated "
+                               "again. Recreate the DeviceTaintRule to trigger an update.")
+    assert (await client.resource("", "v1", "pods").get("p", "default"))["metadata"].get("deletionTimestamp") is None
+
+
+async def _async(value):
+    return value
