@@ -307,3 +307,20 @@ def test_list_map_keys_keep_their_json_types():
     assert fp.key({"port": 1}) == ("k", '{"port":1}')
     assert fp.key({"port": 1.5}) == ("k", '{"port":1.5}')
     assert fp.key({"name": "<a>"}) == ("k", '{"name":"\\u003ca\\u003e"}')
+
+
+def test_creates_of_one_shape_share_their_field_set_but_not_their_time():
+    first = update(None, configmap(a="1"), "kubectl", T0)
+    other = configmap(a="2")
+    other["metadata"]["name"] = "second"
+    second = update(None, other, "kubectl", T1)
+    (e1,), (e2,) = first["metadata"]["managedFields"], second["metadata"]["managedFields"]
+    assert e1["fieldsV1"] == e2["fieldsV1"] and (e1["time"], e2["time"]) == (T0, T1)
+    assert second["metadata"]["name"] == "second" and second["data"] == {"a": "2"}
+    assert "managedFields" not in other["metadata"], "the caller's object is not changed"
+
+    third = update(None, configmap(b="1"), "kubectl", T2)
+    assert "f:b" in third["metadata"]["managedFields"][0]["fieldsV1"]["f:data"]
+    assert "f:a" not in third["metadata"]["managedFields"][0]["fieldsV1"]["f:data"]
+    by_other = update(None, configmap(a="1"), "helm", T2)["metadata"]["managedFields"][0]
+    assert by_other["manager"] == "helm"
