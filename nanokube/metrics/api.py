@@ -1,7 +1,9 @@
 """HTTP endpoints of the metrics APIs, answered in-process the way an
 aggregated adapter would answer them: `external.metrics.k8s.io/v1beta1`
-(ExternalMetricValueList) and `metrics.k8s.io/v1beta1` pods (PodMetricsList),
-with the group and resource discovery documents for both."""
+(ExternalMetricValueList), `custom.metrics.k8s.io/v1beta2` (MetricValueList
+for namespaced and cluster-scoped objects, `*` with a labelSelector for many)
+and `metrics.k8s.io/v1beta1` pods (PodMetricsList), with the group and
+resource discovery documents for each."""
 
 from __future__ import annotations
 
@@ -12,12 +14,15 @@ from ..apiserver.handlers import error_response, json_response
 from .provider import MetricsProvider, MetricsUnavailable
 
 EXTERNAL = "external.metrics.k8s.io"
+CUSTOM = "custom.metrics.k8s.io"
 RESOURCE = "metrics.k8s.io"
 VERSION = "v1beta1"
+CUSTOM_VERSION = "v1beta2"
+GROUPS = {EXTERNAL: VERSION, CUSTOM: CUSTOM_VERSION, RESOURCE: VERSION}
 
 
 def group_document(group: str) -> dict:
-    gv = {"groupVersion": f"{group}/{VERSION}", "version": VERSION}
+    gv = {"groupVersion": f"{group}/{GROUPS[group]}", "version": GROUPS[group]}
     return {"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": [gv], "preferredVersion": gv}
 
 
@@ -25,9 +30,19 @@ def resource_list(group: str) -> dict:
     if group == EXTERNAL:
         resources = [{"name": "externalmetrics", "singularName": "", "namespaced": True, "kind": "ExternalMetricValueList",
                       "verbs": ["get"]}]
+    elif group == CUSTOM:
+        resources = [{"name": f"{r}/*", "singularName": "", "namespaced": r != "nodes", "kind": "MetricValueList",
+                      "verbs": ["get"]} for r in ("pods", "services", "deployments.apps", "nodes")]
     else:
         resources = [{"name": "pods", "singularName": "", "namespaced": True, "kind": "PodMetrics", "verbs": ["get", "list"]}]
-    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/{VERSION}", "resources": resources}
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/{GROUPS[group]}",
+            "resources": resources}
+
+
+def _static(doc: dict):
+    async def handler(request: web.Request) -> web.Response:
+        return json_response(doc)
+    return handler
 
 
 class MetricsAPI:
@@ -36,18 +51,19 @@ class MetricsAPI:
 
     def discovery(self) -> list[tuple[dict, dict]]:
         """(APIGroup, APIResourceList) for each group, for the server's /apis."""
-        return [(group_document(g), resource_list(g)) for g in (EXTERNAL, RESOURCE)]
+        return [(group_document(g), resource_list(g)) for g in GROUPS]
 
     def add_routes(self, app: web.Application) -> None:
-        for group in (EXTERNAL, RESOURCE):
-            app.router.add_get(f"/apis/{group}", lambda r, g=group: self._json(group_document(g)))
-            app.router.add_get(f"/apis/{group}/{VERSION}", lambda r, g=group: self._json(resource_list(g)))
+        for group, version in GROUPS.items():
+            app.router.add_get(f"/apis/{group}", _static(group_document(group)))
+            app.router.add_get(f"/apis/{group}/{version}", _static(resource_list(group)))
         app.router.add_get(f"/apis/{EXTERNAL}/{VERSION}/namespaces/{{namespace}}/{{metric}}", self.external)
+        custom = f"/apis/{CUSTOM}/{CUSTOM_VERSION}"
+        app.router.add_get(custom + "/namespaces/{name}/metrics/{metric}", self.custom_namespace)
+        app.router.add_get(custom + "/namespaces/{namespace}/{resource}/{name}/{metric}", self.custom)
+        app.router.add_get(custom + "/{resource}/{name}/{metric}", self.custom)
         app.router.add_get(f"/apis/{RESOURCE}/{VERSION}/namespaces/{{namespace}}/pods", self.pods)
         app.router.add_get(f"/apis/{RESOURCE}/{VERSION}/pods", self.pods)
-
-    async def _json(self, obj: dict) -> web.Response:
-        return json_response(obj)
 
     async def external(self, request: web.Request) -> web.Response:
         ns, metric = request.match_info["namespace"], request.match_info["metric"]
@@ -55,6 +71,25 @@ class MetricsAPI:
             return json_response(await self.provider.external_metric_list(ns, metric, request.query.get("labelSelector", "")))
         except MetricsUnavailable as e:
             return error_response(errors.APIError(404, "NotFound", str(e)))
+
+    async def custom(self, request: web.Request) -> web.Response:
+        m = request.match_info
+        return await self._custom(m.get("namespace"), m["resource"], m["name"], m["metric"], request)
+
+    async def custom_namespace(self, request: web.Request) -> web.Response:
+        """A metric about a Namespace object itself."""
+        m = request.match_info
+        return await self._custom(None, "namespaces", m["name"], m["metric"], request)
+
+    async def _custom(self, namespace: str | None, resource: str, name: str, metric: str,
+                      request: web.Request) -> web.Response:
+        try:
+            return json_response(await self.provider.custom_metric_list(
+                namespace, resource, name, metric, request.query.get("labelSelector", "")))
+        except MetricsUnavailable as e:
+            return error_response(errors.APIError(404, "NotFound", str(e)))
+        except errors.APIError as e:
+            return error_response(e)
 
     async def pods(self, request: web.Request) -> web.Response:
         items = await self.provider.pod_metrics(request.match_info.get("namespace"), request.query.get("labelSelector", ""))

@@ -156,6 +156,49 @@ class MetricsProvider:
             raise MetricsUnavailable(f"the server could not find the metric {metric} for {ref.get('kind', '').lower()}s {ref.get('name')}")
         return milli(v)
 
+    def resolve(self, resource: str):
+        """The served Resource for a custom-metrics resource name (`pods`,
+        `deployments.apps`); MetricsUnavailable if none."""
+        plural, _, group = resource.partition(".")
+        res = next((r for r in self.client.rest.index.resources if r.plural == plural and r.group == group), None)
+        if res is None:
+            raise MetricsUnavailable(f'the server could not find the requested resource "{resource}"')
+        return res
+
+    async def custom_metric_list(self, namespace: str | None, resource: str, name: str, metric: str,
+                                 selector: str = "") -> dict:
+        """A custom.metrics.k8s.io/v1beta2 MetricValueList for one object, or
+        for every object a label selector picks when `name` is `*`."""
+        res = self.resolve(resource)
+        client = self.client.resource(res.group, res.storage_version, res.plural)
+        if name == "*":
+            objs, _ = await client.list(namespace if res.namespaced else None, label_selector=selector)
+        else:
+            try:
+                objs = [await client.get(name, namespace if res.namespaced else None)]
+            except APIError as e:
+                raise MetricsUnavailable(e.message) from None
+        ts = self.clock.rfc3339()
+        items = []
+        for obj in objs:
+            v = (obj["metadata"].get("annotations") or {}).get(CUSTOM_PREFIX + metric)
+            if v is None or (res.plural == "pods" and not res.group and not _running(obj)):
+                continue
+            md = obj["metadata"]
+            described = {"kind": res.kind, "name": md["name"], "apiVersion": res.api_version(res.storage_version)}
+            if md.get("namespace"):
+                described["namespace"] = md["namespace"]
+            item = {"describedObject": described, "metric": {"name": metric}, "timestamp": ts,
+                    "windowSeconds": WINDOW_SECONDS, "value": from_milli(milli(v))}
+            if selector:
+                item["metric"]["selector"] = _selector_object(selector)
+            items.append(item)
+        if not items:
+            what = f"{resource} {name}" if name != "*" else resource
+            raise MetricsUnavailable(f"the server could not find the metric {metric} for {what}")
+        return {"kind": "MetricValueList", "apiVersion": "custom.metrics.k8s.io/v1beta2", "metadata": {},
+                "items": items}
+
     # --- external.metrics.k8s.io ------------------------------------------
 
     async def external_metric(self, namespace: str, metric: str, selector: str = "") -> list[ExternalSample]:
@@ -195,3 +238,20 @@ def _parse_series(raw: str) -> list[ExternalSample]:
             raise MetricsUnavailable("each external metric series needs a value and optional labels")
         out.append(ExternalSample({str(k): str(v) for k, v in (it.get("labels") or {}).items()}, milli(it["value"])))
     return out
+
+
+def _selector_object(selector: str) -> dict:
+    """A label selector string as the LabelSelector object MetricIdentifier carries."""
+    labels, exprs = {}, []
+    for key, op, values in parse_label_selector(selector):
+        if op == "=":
+            labels[key] = values[0]
+        else:
+            exprs.append({"key": key, "operator": _OPERATORS[op], "values": sorted(values)})
+    out: dict = {"matchLabels": labels}
+    if exprs:
+        out["matchExpressions"] = exprs
+    return out
+
+
+_OPERATORS = {"!=": "NotIn", "in": "In", "notin": "NotIn", "exists": "Exists", "!": "DoesNotExist"}

@@ -1,0 +1,62 @@
+"""The metrics APIs over HTTP as an aggregated adapter serves them."""
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from nanokube.metrics.api import MetricsAPI
+from nanokube.metrics.provider import CUSTOM_PREFIX, MetricsProvider
+from tests.controllers import make_stack
+from tests.metrics.test_provider import running_pod
+
+CUSTOM = "/apis/custom.metrics.k8s.io/v1beta2"
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    app = web.Application()
+    MetricsAPI(MetricsProvider(s.client)).add_routes(app)
+    http = TestClient(TestServer(app))
+    await http.start_server()
+    yield s.client, http
+    await http.close()
+    await s.close()
+
+
+async def test_custom_pod_metrics_by_name_and_by_selector(env):
+    client, http = env
+    await running_pod(client, "a", {CUSTOM_PREFIX + "qps": "1500m"}, {"app": "web"})
+    await running_pod(client, "b", {CUSTOM_PREFIX + "qps": "3"}, {"app": "web"})
+    await running_pod(client, "c", {}, {"app": "web"})
+
+    one = await (await http.get(f"{CUSTOM}/namespaces/default/pods/a/qps")).json()
+    assert one["kind"] == "MetricValueList" and one["apiVersion"] == "custom.metrics.k8s.io/v1beta2"
+    (item,) = one["items"]
+    assert item["describedObject"] == {"kind": "Pod", "name": "a", "namespace": "default", "apiVersion": "v1"}
+    assert item["value"] == "1500m" and item["metric"] == {"name": "qps"} and item["windowSeconds"] == 30
+
+    many = await (await http.get(f"{CUSTOM}/namespaces/default/pods/*/qps", params={"labelSelector": "app=web"})).json()
+    assert sorted((i["describedObject"]["name"], i["value"]) for i in many["items"]) == [("a", "1500m"), ("b", "3")]
+    assert many["items"][0]["metric"]["selector"] == {"matchLabels": {"app": "web"}}
+
+
+async def test_custom_object_and_cluster_scoped_metrics_and_misses(env):
+    client, http = env
+    await client.resource("", "v1", "services").create({
+        "metadata": {"name": "front", "namespace": "default", "annotations": {CUSTOM_PREFIX + "rps": "42"}},
+        "spec": {"ports": [{"port": 80}]}})
+    await client.resource("", "v1", "namespaces").patch(
+        "default", {"metadata": {"annotations": {CUSTOM_PREFIX + "queue": "7"}}})
+    svc = await (await http.get(f"{CUSTOM}/namespaces/default/services/front/rps")).json()
+    assert svc["items"][0]["describedObject"]["kind"] == "Service" and svc["items"][0]["value"] == "42"
+    ns = await (await http.get(f"{CUSTOM}/namespaces/default/metrics/queue")).json()
+    assert ns["items"][0]["describedObject"] == {"kind": "Namespace", "name": "default", "apiVersion": "v1"}
+
+    missing = await http.get(f"{CUSTOM}/namespaces/default/services/front/nope")
+    assert missing.status == 404 and "could not find the metric nope" in (await missing.json())["message"]
+    unknown = await http.get(f"{CUSTOM}/namespaces/default/widgets/x/rps")
+    assert unknown.status == 404 and (await unknown.json())["reason"] == "NotFound"
+    discovery = await (await http.get(CUSTOM)).json()
+    assert {"name": "pods/*", "singularName": "", "namespaced": True, "kind": "MetricValueList",
+            "verbs": ["get"]} in discovery["resources"]
