@@ -20,7 +20,7 @@ from .dra.driver import NodeDriver
 from .dra.prepare import ClaimPreparer
 from .faults import Faults
 from .faults import parse as parse_faults
-from .lifecycle import PodWorker
+from .lifecycle import PodWorker, SimulatedRuntime
 from .volumes import VolumeManager
 
 log = logging.getLogger(__name__)
@@ -83,8 +83,10 @@ def _conditions(now: str) -> list[dict]:
 class NodeAgent:
     def __init__(self, client, spec: NodeSpec, clock: Clock = REAL, *, renew_interval: float = 10.0,
                  lease_duration: int = 40, status_interval: float = 300.0, start_offset: float = 0.0,
-                 pods_dir: str = ""):
+                 pods_dir: str = "", runtime=None):
+        """`runtime` runs the containers (lifecycle.SimulatedRuntime by default)."""
         self.client = client
+        self.runtime = runtime or SimulatedRuntime()
         self.spec = spec
         self.name = spec.name
         self.clock = clock
@@ -248,7 +250,7 @@ class NodeAgent:
         uid = pod["metadata"]["uid"]
         w = self.workers.get(uid)
         if w is None:
-            w = self.workers[uid] = PodWorker(self, pod)
+            w = self.workers[uid] = self.runtime.worker(self, pod)
             w.start()
         else:
             w.update(pod)

@@ -2,7 +2,12 @@
 from ContainerCreating to Running to Succeeded/Failed, restarts containers
 per restartPolicy with crash-loop backoff, and finishes graceful deletion.
 
-How long containers run and how they exit is declared on the pod:
+The worker is what the simulated runtime (the default) runs; a runtime is
+the seam between the agent and how containers actually run:
+`runtime.worker(agent, pod)` returns the worker that drives one pod, and the
+process runtime (runtime/process.py) returns one that runs real processes.
+
+How long simulated containers run and how they exit is declared on the pod:
 `sim.nanokube.io/run-seconds` (default: forever), `sim.nanokube.io/exit-code`
 (default 0) and `sim.nanokube.io/stop-seconds` (time to stop after SIGTERM,
 default 0).
@@ -345,3 +350,12 @@ class PodWorker:
             if e.code not in (404, 409):
                 raise
         self.agent.ips.release(self.uid)
+
+
+class SimulatedRuntime:
+    """The default runtime: containers are timers driven by the pod's annotations."""
+
+    name = "simulated"
+
+    def worker(self, agent, pod: dict) -> PodWorker:
+        return PodWorker(agent, pod)

@@ -37,9 +37,10 @@ def options_from_env(env: Mapping[str, str] = os.environ) -> dict[str, float]:
 
 class NodeManager:
     def __init__(self, rest, cluster: Cluster, clock: Clock = REAL, *, renew_interval: float = 10.0,
-                 status_interval: float = 300.0, pods_dir: str | None = None):
+                 status_interval: float = 300.0, pods_dir: str | None = None, runtime=None):
         """`pods_dir` holds each node's pod directories (volumes); without one
-        a temporary directory is used and removed on stop."""
+        a temporary directory is used and removed on stop. `runtime` runs every
+        node's containers (default: simulated)."""
         self.client = LocalClient(rest, NODE_USER, field_manager="kubelet")
         self.clock = clock
         self._own_pods_dir = pods_dir is None
@@ -47,7 +48,8 @@ class NodeManager:
         specs = cluster.nodes()
         self.agents = {
             s.name: NodeAgent(self.client, s, clock, renew_interval=renew_interval, status_interval=status_interval,
-                              start_offset=renew_interval * i / max(len(specs), 1), pods_dir=self.pods_dir)
+                              start_offset=renew_interval * i / max(len(specs), 1), pods_dir=self.pods_dir,
+                              runtime=runtime)
             for i, s in enumerate(specs)
         }
         self.pods = Informer(self.client.resource("", "v1", "pods"), field_selector="spec.nodeName!=")
