@@ -165,15 +165,15 @@ class WorkloadCycle:
                     subresource="status", field_manager="kube-scheduler")))
 
     def _try(self, fwk: Framework, nodes: list[NodeInfo], pending: list[PodInfo], need: int, already: int) -> Attempt:
-        """The default algorithm on one placement: tentative reservations in
-        the snapshot, always rolled back before returning."""
+        """The default algorithm on one placement: each pod that fits is
+        added to the snapshot and Reserved (so the next pods see its node
+        resources and devices taken); all of it is rolled back before returning."""
         view = Snapshot()
         view.nodes = list(nodes)
         view.infos = {n.name: n for n in nodes}
         view.index = {n.name: i for i, n in enumerate(nodes)}
         att = Attempt(nodes)
         scheduled, remaining = already, len(pending)
-        reserved: list[tuple[NodeInfo, str]] = []
         try:
             for info in pending:
                 if scheduled + remaining < need:
@@ -185,14 +185,17 @@ class WorkloadCycle:
                 except FitError as e:
                     att.failures[info.key] = e
                     continue
+                if fwk.run_reserve(state, info, node) is not None:
+                    fwk.run_unreserve(state, info, node)
+                    continue
                 view.infos[node].add_pod(info)
-                reserved.append((view.infos[node], info.uid))
                 att.assigned.append((info, node, state))
                 scheduled += 1
             att.tightness = _tightness(nodes)
         finally:
-            for ni, uid in reversed(reserved):
-                ni.remove_pod(uid)
+            for info, node, state in reversed(att.assigned):
+                fwk.run_unreserve(state, info, node)
+                view.infos[node].remove_pod(info.uid)
         if scheduled < need:
             att.message = f"minCount ({need}) cannot be satisfied: {scheduled} scheduled, {remaining} remaining"
         elif not att.assigned:
