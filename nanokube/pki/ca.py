@@ -38,7 +38,7 @@ def _key_pem(key) -> bytes:
 def new_ca(common_name: str = "nanokube-ca", days: int = 3650) -> KeyPair:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    now = _dt.datetime.now(_dt.timezone.utc)
+    now = _dt.datetime.now(_dt.UTC)
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)
@@ -70,7 +70,7 @@ def issue(
     key = ec.generate_private_key(ec.SECP256R1())
     attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
     attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
-    now = _dt.datetime.now(_dt.timezone.utc)
+    now = _dt.datetime.now(_dt.UTC)
     usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + ([ExtendedKeyUsageOID.CLIENT_AUTH] if client else [])
     b = (
         x509.CertificateBuilder()

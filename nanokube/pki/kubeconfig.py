@@ -11,7 +11,7 @@ from .ca import ClusterPKI
 
 
 def write_kubeconfig(path: str, server: str, pki: ClusterPKI, name: str = "nanokube") -> None:
-    b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
+    b64 = lambda b: base64.b64encode(b).decode()
     cfg = {
         "apiVersion": "v1",
         "kind": "Config",

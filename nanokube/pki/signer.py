@@ -54,7 +54,7 @@ def key_type(key) -> str:
 
 
 def _utc(t: float) -> _dt.datetime:
-    return _dt.datetime.fromtimestamp(int(t), _dt.timezone.utc)
+    return _dt.datetime.fromtimestamp(int(t), _dt.UTC)
 
 
 def _rfc3339(d: _dt.datetime) -> str:

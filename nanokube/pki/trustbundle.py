@@ -11,7 +11,7 @@ from cryptography.x509.verification import PolicyBuilder, Store
 
 from ..apiserver.errors import APIError
 
-_PEM = re.compile(rb"-----BEGIN CERTIFICATE-----\r?\n.*?-----END CERTIFICATE-----", re.S)
+_PEM = re.compile(rb"-----BEGIN CERTIFICATE-----\r?\n.*?-----END CERTIFICATE-----", re.DOTALL)
 
 
 def bundle_name(signer_name: str, suffix: str) -> str:

@@ -4,83 +4,36 @@ before its containers start, and removes them when the pod is gone.
 A source that cannot be set up yet (a ConfigMap that does not exist) raises
 `MountError`; the pod stays in ContainerCreating and the lifecycle reports
 a `FailedMount` event with the kubelet's wording, then retries.
+
+A source whose content expires (tokens, certificates, trust bundles) returns
+when it next wants to run; the manager then keeps one refresher task per
+(pod, volume) that sets the volume up again at that time, in place, so the
+pod keeps running while its files change. Unmounting stops the refreshers.
 """
 
 from __future__ import annotations
 
-import base64
+import asyncio
+import logging
 import os
 import shutil
 from collections.abc import Awaitable, Callable
 
 from ...apiserver.errors import APIError
 from ...clock import REAL, Clock
-from .atomic_writer import write_atomic
+from .projected import downward_api, projected
+from .sources import MountError, config_map, empty_dir, secret
 
-DEFAULT_MODE = 0o644
-
-
-class MountError(Exception):
-    def __init__(self, volume: str, message: str):
-        super().__init__(f'MountVolume.SetUp failed for volume "{volume}" : {message}')
-        self.volume = volume
+log = logging.getLogger(__name__)
+#: a refresh that failed is tried again after this many seconds
+REFRESH_RETRY = 10.0
 
 
-#: a volume source's setup: (manager, pod, volume, target dir) -> None
-Source = Callable[["VolumeManager", dict, dict, str], Awaitable[None]]
+#: a volume source's setup: (manager, pod, volume, target dir) -> when to set it up again (epoch s) or None
+Source = Callable[["VolumeManager", dict, dict, str], Awaitable[float | None]]
 
-
-def _select(data: dict[str, bytes], items: list[dict] | None, kind: str, volume: str) -> dict[str, bytes]:
-    """All keys, or only `items` (key -> path), as the kubelet projects them."""
-    if not items:
-        return dict(data)
-    out = {}
-    for it in items:
-        if it["key"] not in data:
-            raise MountError(volume, f'configmap references non-existent config key: {it["key"]}'
-                             if kind == "configmap" else f'references non-existent secret key: {it["key"]}')
-        out[it["path"]] = data[it["key"]]
-    return out
-
-
-async def _config_map(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> None:
-    src = vol["configMap"]
-    try:
-        cm = await mgr.client.resource("", "v1", "configmaps").get(src["name"], pod["metadata"]["namespace"])
-    except APIError as e:
-        if e.code != 404:
-            raise
-        if src.get("optional"):
-            write_atomic(target, {})
-            return
-        raise MountError(vol["name"], f'configmap "{src["name"]}" not found') from None
-    data = {k: v.encode() for k, v in (cm.get("data") or {}).items()}
-    data |= {k: base64.b64decode(v) for k, v in (cm.get("binaryData") or {}).items()}
-    write_atomic(target, _select(data, src.get("items"), "configmap", vol["name"]),
-                 src.get("defaultMode", DEFAULT_MODE))
-
-
-async def _secret(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> None:
-    src = vol["secret"]
-    try:
-        sec = await mgr.client.resource("", "v1", "secrets").get(src["secretName"], pod["metadata"]["namespace"])
-    except APIError as e:
-        if e.code != 404:
-            raise
-        if src.get("optional"):
-            write_atomic(target, {})
-            return
-        raise MountError(vol["name"], f'secret "{src["secretName"]}" not found') from None
-    data = {k: base64.b64decode(v) for k, v in (sec.get("data") or {}).items()}
-    write_atomic(target, _select(data, src.get("items"), "secret", vol["name"]),
-                 src.get("defaultMode", DEFAULT_MODE))
-
-
-async def _empty_dir(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> None:
-    os.makedirs(target, exist_ok=True)
-
-
-SOURCES: dict[str, Source] = {"configMap": _config_map, "secret": _secret, "emptyDir": _empty_dir}
+SOURCES: dict[str, Source] = {"configMap": config_map, "secret": secret, "emptyDir": empty_dir, "projected": projected,
+                            "downwardAPI": downward_api}
 
 
 class VolumeManager:
@@ -91,6 +44,9 @@ class VolumeManager:
         self.node_name = node_name
         self.root = root
         self.clock = clock
+        #: per-source state that outlives one setup (pod certificates), keyed by pod uid first
+        self.state: dict[str, dict] = {}
+        self._refreshers: dict[str, dict[str, asyncio.Task]] = {}
 
     def pod_dir(self, uid: str) -> str:
         return os.path.join(self.root, uid)
@@ -107,9 +63,51 @@ class VolumeManager:
         for vol in (pod.get("spec") or {}).get("volumes") or []:
             target = self.volume_dir(uid, vol["name"])
             kind = next((k for k in vol if k != "name"), "emptyDir")
-            await SOURCES.get(kind, _empty_dir)(self, pod, vol, target)
+            again = await SOURCES.get(kind, empty_dir)(self, pod, vol, target)
+            tasks = self._refreshers.setdefault(uid, {})
+            if again is not None and vol["name"] not in tasks:
+                tasks[vol["name"]] = asyncio.create_task(self._refresh(pod, vol, kind, target, again))
             out[vol["name"]] = target
         return out
 
+    async def _refresh(self, pod: dict, vol: dict, kind: str, target: str, when: float) -> None:
+        """Set the volume up again whenever its source asks to; a failure keeps
+        the last good files and is reported once per distinct message."""
+        last = ""
+        while True:
+            await self.clock.sleep(max(when - self.clock.now(), 0.0))
+            try:
+                again = await SOURCES[kind](self, pod, vol, target)
+                last = ""
+            except (MountError, APIError) as e:
+                again = self.clock.now() + REFRESH_RETRY
+                if str(e) != last:
+                    last = str(e)
+                    await self.event(pod, "Warning", "FailedMount", last)
+            if again is None:
+                return
+            when = again
+
     def unmount(self, uid: str) -> None:
+        for task in self._refreshers.pop(uid, {}).values():
+            task.cancel()
+        self.state.pop(uid, None)
         shutil.rmtree(self.pod_dir(uid), ignore_errors=True)
+
+    async def event(self, pod: dict, type_: str, reason: str, message: str) -> None:
+        """A core/v1 Event about the pod from this node's kubelet (best effort)."""
+        md = pod["metadata"]
+        now = self.clock.now()
+        body = {
+            "metadata": {"name": f"{md['name']}.{int(now * 1e9):x}", "namespace": md["namespace"]},
+            "involvedObject": {"kind": "Pod", "apiVersion": "v1", "namespace": md["namespace"], "name": md["name"],
+                               "uid": md["uid"]},
+            "reason": reason, "message": message, "type": type_, "count": 1,
+            "source": {"component": "kubelet", "host": self.node_name},
+            "firstTimestamp": self.clock.rfc3339(now), "lastTimestamp": self.clock.rfc3339(now),
+            "reportingComponent": "kubelet", "reportingInstance": self.node_name,
+        }
+        try:
+            await self.client.resource("", "v1", "events").create(body, namespace=md["namespace"])
+        except APIError as e:
+            log.warning("pod %s/%s: event %s not recorded: %s", md["namespace"], md["name"], reason, e.message)

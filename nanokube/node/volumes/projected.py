@@ -1,0 +1,169 @@
+"""The `projected` volume (serviceAccountToken, configMap, secret,
+downwardAPI, clusterTrustBundle and podCertificate sources merged into one
+directory) and the `downwardAPI` volume.
+
+Each source yields its files and, where its content expires, when it next
+needs to run; the volume's refresh time is the earliest of them. Tokens are
+renewed at 80% of their lifetime, trust bundles and config re-read every
+`RESYNC` seconds, certificates follow pod_certificate's state machine.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import TYPE_CHECKING
+
+from cryptography.hazmat.primitives import serialization
+
+from ...apiserver.errors import APIError
+from ...apiserver.selectors import matches_labels, selector_from_object
+from ...pki.trustbundle import certificates
+from ...registry.quantity import parse_quantity
+from . import pod_certificate
+from .atomic_writer import write_atomic
+from .sources import DEFAULT_MODE, MountError, config_map_files, secret_files
+
+if TYPE_CHECKING:
+    from .manager import VolumeManager
+
+#: how often trust bundles, config maps and secrets in a projection are read again
+RESYNC = 60.0
+TOKEN_EXPIRATION = 3600
+TOKEN_REFRESH_SHARE = 0.8
+_KEYED = re.compile(r"^metadata\.(labels|annotations)\['(.+)'\]$")
+
+
+async def projected(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> float | None:
+    """Set up a projected volume; returns when it wants to be set up again."""
+    src = vol["projected"]
+    out: dict[str, bytes] = {}
+    again: list[float] = []
+    certs = pod_certificate.PodCertificates(mgr)
+    first = not mgr.state.get(pod["metadata"]["uid"], {}).get(("mounted", vol["name"]))
+    for i, s in enumerate(src.get("sources") or []):
+        files, when = await _one(mgr, certs, pod, vol["name"], i, s, first)
+        out |= files
+        if when is not None:
+            again.append(when)
+    write_atomic(target, out, src.get("defaultMode", DEFAULT_MODE))
+    mgr.state.setdefault(pod["metadata"]["uid"], {})[("mounted", vol["name"])] = True
+    return min(again) if again else None
+
+
+async def _one(mgr: VolumeManager, certs: pod_certificate.PodCertificates, pod: dict, volume: str, index: int,
+               s: dict, first: bool) -> tuple[dict[str, bytes], float | None]:
+    ns = pod["metadata"]["namespace"]
+    now = mgr.clock.now()
+    if "serviceAccountToken" in s:
+        return await _token(mgr, pod, volume, index, s["serviceAccountToken"])
+    if "configMap" in s:
+        return await config_map_files(mgr, ns, s["configMap"], volume), now + RESYNC
+    if "secret" in s:
+        return await secret_files(mgr, ns, s["secret"], volume, name_key="name"), now + RESYNC
+    if "downwardAPI" in s:
+        return await downward_files(mgr, pod, s["downwardAPI"].get("items") or []), None
+    if "clusterTrustBundle" in s:
+        return await _trust_bundle(mgr, volume, s["clusterTrustBundle"]), now + RESYNC
+    if "podCertificate" in s:
+        src = s["podCertificate"]
+        creds, when = await certs.credentials(pod, volume, index, src, pod_certificate.FIRST_WAIT if first else 0.0)
+        return pod_certificate.files(src, creds), when
+    return {}, None
+
+
+async def _token(mgr: VolumeManager, pod: dict, volume: str, index: int, src: dict
+                 ) -> tuple[dict[str, bytes], float]:
+    """A token bound to the pod from the TokenRequest API, kept until 80% of its lifetime."""
+    md = pod["metadata"]
+    cache = mgr.state.setdefault(md["uid"], {})
+    key = ("serviceAccountToken", volume, index)
+    now = mgr.clock.now()
+    held = cache.get(key)
+    if held is None or now >= held[1]:
+        issuer = getattr(mgr.client.rest, "tokens", None)
+        if issuer is None:
+            raise MountError(volume, "failed to fetch token: this API server issues no service account tokens")
+        seconds = src.get("expirationSeconds") or TOKEN_EXPIRATION
+        body = {"spec": {"audiences": [src["audience"]] if src.get("audience") else [], "expirationSeconds": seconds,
+                         "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": md["name"], "uid": md["uid"]}}}
+        sa = (pod.get("spec") or {}).get("serviceAccountName") or "default"
+        try:
+            tr = issuer.token_request(md["namespace"], sa, body)
+        except APIError as e:
+            raise MountError(volume, f"failed to fetch token: {e.message}") from None
+        held = cache[key] = (tr["status"]["token"].encode(), now + seconds * TOKEN_REFRESH_SHARE)
+    return {src["path"]: held[0]}, held[1]
+
+
+async def _trust_bundle(mgr: VolumeManager, volume: str, src: dict) -> dict[str, bytes]:
+    """The certificates of one bundle, or of every bundle of a signer whose
+    labels match (a missing selector matches nothing), deduplicated and sorted."""
+    rc = mgr.client.resource("certificates.k8s.io", "v1", "clustertrustbundles")
+    pems: list[str] = []
+    if src.get("name"):
+        try:
+            pems.append((await rc.get(src["name"]))["spec"]["trustBundle"])
+        except APIError as e:
+            if e.code != 404:
+                raise
+            if not src.get("optional"):
+                raise MountError(volume, f'clustertrustbundles.certificates.k8s.io "{src["name"]}" not found') from None
+    elif src.get("signerName") and src.get("labelSelector") is not None:
+        items, _ = await rc.list(field_selector=f"spec.signerName={src['signerName']}")
+        sel = selector_from_object(src["labelSelector"])
+        pems += [b["spec"]["trustBundle"] for b in items if matches_labels(sel, b["metadata"].get("labels"))]
+    blocks = sorted({c.public_bytes(serialization.Encoding.PEM) for p in pems for c in certificates(p)})
+    if not blocks:
+        if src.get("optional"):
+            return {}
+        what = src.get("name") or f"signer {src.get('signerName', '')}"
+        raise MountError(volume, f"combined trust bundle for {what} holds no certificates")
+    return {src["path"]: b"".join(blocks)}
+
+
+async def downward_api(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> None:
+    src = vol["downwardAPI"]
+    write_atomic(target, await downward_files(mgr, pod, src.get("items") or []), src.get("defaultMode", DEFAULT_MODE))
+
+
+async def downward_files(mgr: VolumeManager, pod: dict, items: list[dict]) -> dict[str, bytes]:
+    out = {}
+    for it in items:
+        if "fieldRef" in it:
+            out[it["path"]] = _field(pod, it["fieldRef"]["fieldPath"]).encode()
+        elif "resourceFieldRef" in it:
+            out[it["path"]] = (await _resource(mgr, pod, it["resourceFieldRef"])).encode()
+    return out
+
+
+def _field(pod: dict, path: str) -> str:
+    md, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+    m = _KEYED.match(path)
+    if m:
+        return (md.get(m.group(1)) or {}).get(m.group(2), "")
+    if path in ("metadata.labels", "metadata.annotations"):
+        kv = md.get(path.split(".")[1]) or {}
+        return "\n".join(f'{k}="{_escape(v)}"' for k, v in sorted(kv.items()))
+    simple = {"metadata.name": md.get("name"), "metadata.namespace": md.get("namespace"), "metadata.uid": md.get("uid"),
+              "spec.nodeName": spec.get("nodeName"), "spec.serviceAccountName": spec.get("serviceAccountName"),
+              "status.podIP": status.get("podIP"), "status.hostIP": status.get("hostIP")}
+    return simple.get(path) or ""
+
+
+def _escape(v: str) -> str:
+    return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+async def _resource(mgr: VolumeManager, pod: dict, ref: dict) -> str:
+    """A container's request or limit divided by `divisor` and rounded up; an
+    unset limit is the node's allocatable, as the kubelet reports it."""
+    containers = (pod.get("spec") or {}).get("containers") or []
+    c = next((c for c in containers if c["name"] == ref.get("containerName")), containers[0] if containers else {})
+    kind, _, name = ref["resource"].partition(".")
+    value = ((c.get("resources") or {}).get(kind) or {}).get(name)
+    if value is None and kind == "limits":
+        node = await mgr.client.resource("", "v1", "nodes").get(mgr.node_name)
+        value = ((node.get("status") or {}).get("allocatable") or {}).get(name)
+    q = parse_quantity(value or "0") / parse_quantity(str(ref.get("divisor") or "1"))
+    return str(math.ceil(q))

@@ -1,0 +1,167 @@
+"""Projected volumes through an in-process API server and the real
+pod-identity signer, in virtual time: a pod certificate is issued before the
+volume sets up, refreshed in place at beginRefreshAt, and a denial is final."""
+
+import asyncio
+import base64
+import datetime as dt
+import json
+import time
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from nanokube.apiserver.auth.serviceaccount import ServiceAccountTokens
+from nanokube.node.volumes import MountError, VolumeManager
+from nanokube.pki import trustbundle
+from nanokube.pki.signer import SIGNER_NAME, PodCertificateSigner
+from tests.controllers import make_stack
+from tests.node import ManualClock
+
+CTB = {"clusterTrustBundle": {"signerName": SIGNER_NAME, "labelSelector": {}, "path": "ca.pem"}}
+
+
+@pytest.fixture
+async def env(tmp_path, monkeypatch):
+    s = await make_stack()
+    clock = ManualClock(start=float(int(time.time())))
+    strategy = s.rest.index.get("certificates.k8s.io", "v1", "podcertificaterequests").strategy
+    monkeypatch.setattr(strategy, "now", lambda: dt.datetime.fromtimestamp(clock.now(), dt.UTC))
+
+    def lookup(plural, namespace, name):
+        e = s.cache.get(s.rest.index.get("", "v1", plural).key(namespace, name))
+        return e.obj if e else None
+    s.rest.tokens = ServiceAccountTokens(ec.generate_private_key(ec.SECP256R1()), lookup, clock)
+    await s.client.resource("", "v1", "serviceaccounts").create({"metadata": {"name": "default", "namespace": "default"}})
+    await s.client.resource("", "v1", "nodes").create({"metadata": {"name": "gpu-0"}})
+    signers = []
+
+    async def signer(**kw):
+        sg = PodCertificateSigner(s.client, str(tmp_path / "data"), clock=clock, **kw)
+        await sg.start()
+        signers.append(sg)
+    mgr = VolumeManager(s.client, "gpu-0", str(tmp_path / "pods"), clock)
+    yield s.client, clock, mgr, signer
+    for uid in list(mgr._refreshers):
+        mgr.unmount(uid)
+    for sg in signers:
+        await sg.stop()
+    await s.close()
+
+
+async def pod(client, name, *sources):
+    body = {"metadata": {"name": name, "namespace": "default"}, "spec": {
+        "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox"}],
+        "volumes": [{"name": "identity", "projected": {"sources": list(sources)}}]}}
+    return await client.resource("", "v1", "pods").create(body)
+
+
+async def in_virtual_time(clock, coro):
+    """Run `coro`, moving the clock half a second at a time while it waits."""
+    task = asyncio.ensure_future(coro)
+    while not task.done():
+        await clock.advance(0.5)
+        await asyncio.sleep(0.01)
+    return task.result()
+
+
+def read(vol: str, name: str) -> bytes:
+    return (Path(vol) / name).read_bytes()
+
+
+def leaf(pem: bytes) -> x509.Certificate:
+    return trustbundle.certificates(pem)[0]
+
+
+def public(obj) -> bytes:
+    return obj.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+async def test_certificate_issued_before_setup_and_refreshed_in_place(env):
+    client, clock, mgr, signer = env
+    await signer()
+    p = await pod(client, "web", CTB, {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
+                  {"podCertificate": {"signerName": SIGNER_NAME, "keyType": "ECDSAP256", "maxExpirationSeconds": 3600,
+                                      "credentialBundlePath": "bundle.pem", "keyPath": "tls.key",
+                                      "certificateChainPath": "tls.crt"}})
+    dirs = await in_virtual_time(clock, mgr.mount(p))
+    vol = dirs["identity"]
+    bundle = read(vol, "bundle.pem")
+    key_pem = read(vol, "tls.key")
+    chain = read(vol, "tls.crt")
+    ca = read(vol, "ca.pem")
+    assert bundle.startswith(b"-----BEGIN PRIVATE KEY-----") and bundle == key_pem + chain
+    cert = leaf(chain)
+    assert public(serialization.load_pem_private_key(key_pem, None).public_key()) == public(cert.public_key())
+    assert trustbundle.verify_chain(chain.decode(), ca.decode(), at=cert.not_valid_before_utc) is not None
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert san.get_values_for_type(x509.UniformResourceIdentifier) == ["spiffe://cluster.local/ns/default/sa/default"]
+    assert s_claims_sub(read(vol, "token").decode()) == "system:serviceaccount:default:default"
+    pcrs, _ = await client.resource("certificates.k8s.io", "v1", "podcertificaterequests").list(namespace="default")
+    assert len(pcrs) == 1
+    spec = pcrs[0]["spec"]
+    assert pcrs[0]["metadata"]["name"].startswith("req-")
+    assert pcrs[0]["metadata"]["ownerReferences"][0]["uid"] == p["metadata"]["uid"]
+    assert (spec["podName"], spec["nodeName"], spec["serviceAccountName"]) == ("web", "gpu-0", "default")
+
+    # beginRefreshAt is half of the hour-long lifetime; jitter adds at most 5% of that
+    await clock.advance(1800 + 90 + 1)
+    for _ in range(10):
+        await clock.advance(0.5)
+        await asyncio.sleep(0.01)
+    renewed = leaf(read(vol, "tls.crt"))
+    new_key = serialization.load_pem_private_key(read(vol, "tls.key"), None)
+    assert renewed.serial_number != cert.serial_number
+    assert public(new_key.public_key()) == public(renewed.public_key())
+    pcrs, _ = await client.resource("certificates.k8s.io", "v1", "podcertificaterequests").list(namespace="default")
+    assert len(pcrs) == 2
+
+    mgr.unmount(p["metadata"]["uid"])
+    assert not mgr._refreshers and not mgr.state
+
+
+def s_claims_sub(token: str) -> str:
+    payload = token.split(".")[1]
+    return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))["sub"]
+
+
+async def test_denied_request_is_final_and_reported(env):
+    client, clock, mgr, signer = env
+    await signer(supported=frozenset({"ECDSAP256"}))
+    p = await pod(client, "db", {"podCertificate": {"signerName": SIGNER_NAME, "keyType": "ED25519",
+                                                     "credentialBundlePath": "bundle.pem"}})
+    with pytest.raises(MountError) as e:
+        await in_virtual_time(clock, mgr.mount(p))
+    assert "was denied by signer nanokube.io/pod-identity: UnsupportedKeyType" in str(e.value)
+    with pytest.raises(MountError) as again:
+        await mgr.mount(p)
+    assert str(again.value) == str(e.value)
+    pcrs, _ = await client.resource("certificates.k8s.io", "v1", "podcertificaterequests").list(namespace="default")
+    assert len(pcrs) == 1, "a denial is permanent: no second request"
+    events, _ = await client.resource("", "v1", "events").list(namespace="default")
+    assert [ev["type"] for ev in events if ev["reason"] == "UnsupportedKeyType"] == ["Warning"]
+
+
+async def test_trust_bundle_selectors(env):
+    client, _clock, mgr, signer = env
+    await signer()
+    nil = {"clusterTrustBundle": {"signerName": SIGNER_NAME, "path": "ca.pem"}}
+    p = await pod(client, "a", nil)
+    with pytest.raises(MountError, match="holds no certificates"):
+        await mgr.mount(p)
+    p = await pod(client, "b", {"clusterTrustBundle": {**nil["clusterTrustBundle"], "optional": True}})
+    assert (await mgr.mount(p))["identity"]
+    ctbs = client.resource("certificates.k8s.io", "v1", "clustertrustbundles")
+    signed = await ctbs.get("nanokube.io:pod-identity:ca")
+    await ctbs.create({"metadata": {"name": "team-ca"}, "spec": {"trustBundle": signed["spec"]["trustBundle"]}})
+    p = await pod(client, "c", {"clusterTrustBundle": {"name": "team-ca", "path": "ca.pem"}},
+                  {"downwardAPI": {"items": [{"path": "name", "fieldRef": {"fieldPath": "metadata.name"}}]}})
+    vol = (await mgr.mount(p))["identity"]
+    assert len(trustbundle.certificates(read(vol, "ca.pem").decode())) == 1
+    assert read(vol, "name").decode() == "c"
+    p = await pod(client, "d", {"clusterTrustBundle": {"name": "missing", "path": "ca.pem"}})
+    with pytest.raises(MountError, match='"missing" not found'):
+        await mgr.mount(p)
