@@ -1,0 +1,288 @@
+"""A client over HTTPS with the same interface as `LocalClient`, so a
+component (controller manager, scheduler, proxy) runs unchanged in its own
+process against any API server it has a kubeconfig for.
+
+Resources are resolved through discovery once at `start()`; errors come
+back as `APIError`s built from the server's `Status`.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import ssl
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+import orjson
+import yaml
+
+from ..apiserver.errors import APIError
+
+JSON = "application/json"
+
+
+@dataclass
+class RemoteResource:
+    """What discovery says about one resource: enough to build its URLs."""
+
+    group: str
+    plural: str
+    kind: str
+    namespaced: bool
+    versions: list[str] = field(default_factory=list)
+    subresources: set[str] = field(default_factory=set)
+
+    @property
+    def storage_version(self) -> str:
+        return self.versions[0]
+
+    def api_version(self, version: str) -> str:
+        return f"{self.group}/{version}" if self.group else version
+
+
+class RemoteIndex:
+    """`ResourceIndex`'s look-ups, answered from discovery documents."""
+
+    def __init__(self) -> None:
+        self.resources: list[RemoteResource] = []
+        self._by_gvr: dict[tuple[str, str, str], RemoteResource] = {}
+        self._by_gk: dict[tuple[str, str], RemoteResource] = {}
+
+    def add(self, group: str, version: str, doc: dict) -> None:
+        for r in doc.get("resources") or []:
+            plural, _, sub = r["name"].partition("/")
+            res = self._by_gk.get((group, r["kind"])) if not sub else self._by_gvr.get((group, version, plural))
+            if sub:
+                if res is not None:
+                    res.subresources.add(sub)
+                continue
+            if res is None or res.plural != plural:
+                res = RemoteResource(group, plural, r["kind"], bool(r.get("namespaced")))
+                self.resources.append(res)
+                self._by_gk.setdefault((group, r["kind"]), res)
+            res.versions.append(version)
+            self._by_gvr[(group, version, plural)] = res
+
+    def get(self, group: str, version: str, plural: str) -> RemoteResource | None:
+        return self._by_gvr.get((group, version, plural))
+
+    def by_kind(self, group: str, kind: str) -> RemoteResource | None:
+        return self._by_gk.get((group, kind))
+
+
+def _error(status: int, body: bytes) -> APIError:
+    try:
+        s = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        s = None
+    if isinstance(s, dict) and s.get("kind") == "Status":
+        return APIError(s.get("code") or status, s.get("reason", ""), s.get("message", ""), s.get("details"))
+    return APIError(status, "InternalError" if status >= 500 else "BadRequest", body.decode(errors="replace")[:500])
+
+
+@dataclass
+class Credentials:
+    server: str
+    ssl: ssl.SSLContext | None
+    token: str = ""
+    namespace: str = "default"
+
+
+def load_kubeconfig(path: str, context: str | None = None) -> Credentials:
+    """Server, TLS context and user credentials of a kubeconfig context."""
+    with open(path) as f:
+        cfg = yaml.safe_load(f) or {}
+    name = context or cfg.get("current-context")
+    ctx = next((c["context"] for c in cfg.get("contexts") or [] if c["name"] == name), None)
+    if ctx is None:
+        raise ValueError(f'{path}: context "{name}" not found')
+    cluster = next((c["cluster"] for c in cfg.get("clusters") or [] if c["name"] == ctx.get("cluster")), None)
+    user = next((u["user"] for u in cfg.get("users") or [] if u["name"] == ctx.get("user")), {})
+    if cluster is None:
+        raise ValueError(f'{path}: cluster "{ctx.get("cluster")}" not found')
+    server = cluster["server"].rstrip("/")
+    sslctx = None
+    if server.startswith("https://"):
+        sslctx = ssl.create_default_context(cadata=_pem(cluster, "certificate-authority", path).decode())
+        if user.get("client-certificate-data") or user.get("client-certificate"):
+            with tempfile.TemporaryDirectory() as d:
+                cert, key = os.path.join(d, "tls.crt"), os.path.join(d, "tls.key")
+                for target, kind in ((cert, "client-certificate"), (key, "client-key")):
+                    with open(os.open(target, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as out:
+                        out.write(_pem(user, kind, path))
+                sslctx.load_cert_chain(cert, key)
+    return Credentials(server, sslctx, user.get("token", ""), ctx.get("namespace") or "default")
+
+
+def _pem(section: dict, kind: str, path: str) -> bytes:
+    if section.get(f"{kind}-data"):
+        return base64.b64decode(section[f"{kind}-data"])
+    if section.get(kind):
+        with open(os.path.join(os.path.dirname(path), section[kind]), "rb") as f:
+            return f.read()
+    raise ValueError(f"{path}: no {kind} given")
+
+
+class HTTPClient:
+    def __init__(self, creds: Credentials, field_manager: str = "nanokube", user_agent: str = "nanokube"):
+        self.creds = creds
+        self.field_manager = field_manager
+        self.headers = {"User-Agent": user_agent, "Accept": JSON}
+        if creds.token:
+            self.headers["Authorization"] = f"Bearer {creds.token}"
+        self.index = RemoteIndex()
+        self.session: aiohttp.ClientSession | None = None
+
+    @classmethod
+    def from_kubeconfig(cls, path: str, context: str | None = None, **kw) -> HTTPClient:
+        return cls(load_kubeconfig(path, context), **kw)
+
+    async def start(self) -> None:
+        """Open the connection pool and read discovery."""
+        self.session = aiohttp.ClientSession(
+            headers=self.headers, connector=aiohttp.TCPConnector(ssl=self.creds.ssl or False, limit=64),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10))
+        core = await self.request("GET", "/api/v1")
+        self.index.add("", "v1", core)
+        for g in (await self.request("GET", "/apis")).get("groups") or []:
+            versions = [g["preferredVersion"]["version"]] + [v["version"] for v in g["versions"]
+                                                               if v["version"] != g["preferredVersion"]["version"]]
+            for v in versions:
+                self.index.add(g["name"], v, await self.request("GET", f"/apis/{g['name']}/{v}"))
+
+    async def close(self) -> None:
+        if self.session:
+            await self.session.close()
+
+    async def request(self, method: str, path: str, body: Any = None, params: dict | None = None,
+                      content_type: str = JSON) -> Any:
+        data = body if isinstance(body, bytes) or body is None else orjson.dumps(body)
+        headers = {"Content-Type": content_type} if data is not None else None
+        async with self.session.request(method, self.creds.server + path, data=data, params=params,
+                                        headers=headers) as resp:
+            raw = await resp.read()
+            if resp.status >= 400:
+                raise _error(resp.status, raw)
+            return orjson.loads(raw) if raw else None
+
+    def resource(self, group: str, version: str, plural: str) -> HTTPResourceClient:
+        res = self.index.get(group, version, plural)
+        if res is None:
+            raise LookupError(f"no resource {plural} in {group or 'core'}/{version}")
+        return HTTPResourceClient(self, res, version)
+
+    def resources(self) -> list[RemoteResource]:
+        return self.index.resources
+
+
+class HTTPResourceClient:
+    def __init__(self, client: HTTPClient, res: RemoteResource, version: str):
+        self.c = client
+        self.res = res
+        self.version = version
+
+    def _path(self, namespace: str | None, name: str = "", subresource: str = "") -> str:
+        base = f"/apis/{self.res.group}/{self.version}" if self.res.group else f"/api/{self.version}"
+        if self.res.namespaced and namespace:
+            base += f"/namespaces/{quote(namespace)}"
+        base += f"/{self.res.plural}"
+        if name:
+            base += f"/{quote(name)}"
+        if subresource:
+            base += f"/{subresource}"
+        return base
+
+    async def get(self, name: str, namespace: str | None = None) -> dict:
+        return await self.c.request("GET", self._path(namespace, name))
+
+    async def list(self, namespace: str | None = None, label_selector: str = "",
+                   field_selector: str = "") -> tuple[list[dict], str]:
+        params = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v}
+        out = await self.c.request("GET", self._path(namespace), params=params)
+        kind = self.res.kind
+        for item in out.get("items") or []:
+            item.setdefault("kind", kind)
+            item.setdefault("apiVersion", self.res.api_version(self.version))
+        return out.get("items") or [], out["metadata"].get("resourceVersion", "")
+
+    async def watch(self, namespace: str | None = None, resource_version: str = "", label_selector: str = "",
+                    field_selector: str = ""):
+        """An async generator of (type, object); `aclose()` ends the stream."""
+        params = {"watch": "true", "allowWatchBookmarks": "true"}
+        for k, v in (("resourceVersion", resource_version), ("labelSelector", label_selector),
+                     ("fieldSelector", field_selector)):
+            if v:
+                params[k] = v
+        resp = await self.c.session.get(self.c.creds.server + self._path(namespace), params=params)
+        if resp.status >= 400:
+            raw = await resp.read()
+            resp.release()
+            raise _error(resp.status, raw)
+        return _events(resp)
+
+    async def create(self, obj: dict, namespace: str | None = None) -> dict:
+        ns = namespace or (obj.get("metadata") or {}).get("namespace")
+        return await self.c.request("POST", self._path(ns), obj, self._manager())
+
+    async def update(self, obj: dict, subresource: str = "") -> dict:
+        md = obj["metadata"]
+        return await self.c.request("PUT", self._path(md.get("namespace"), md["name"], subresource), obj,
+                                    self._manager())
+
+    async def patch(self, name: str, patch: Any, patch_type: str = "application/merge-patch+json",
+                    namespace: str | None = None, subresource: str = "", field_manager: str = "",
+                    force: bool = False) -> dict:
+        params = self._manager(field_manager)
+        if force:
+            params["force"] = "true"
+        return await self.c.request("PATCH", self._path(namespace, name, subresource), patch, params, patch_type)
+
+    async def delete(self, name: str, namespace: str | None = None, propagation_policy: str | None = None,
+                     grace_period_seconds: int | None = None, preconditions: dict | None = None) -> dict:
+        return await self.c.request("DELETE", self._path(namespace, name),
+                                    _delete_options(propagation_policy, grace_period_seconds, preconditions))
+
+    async def delete_collection(self, namespace: str | None = None, label_selector: str = "") -> list[dict]:
+        params = {"labelSelector": label_selector} if label_selector else None
+        out = await self.c.request("DELETE", self._path(namespace), {"kind": "DeleteOptions", "apiVersion": "v1"},
+                                   params)
+        return out.get("items") or []
+
+    async def create_subresource(self, name: str, subresource: str, body: dict,
+                                 namespace: str | None = None) -> dict:
+        """POST to a subresource (pods/binding, pods/eviction, serviceaccounts/token)."""
+        return await self.c.request("POST", self._path(namespace, name, subresource), body)
+
+    def _manager(self, override: str = "") -> dict:
+        return {"fieldManager": override or self.c.field_manager}
+
+
+def _delete_options(policy: str | None, grace: int | None, preconditions: dict | None) -> dict:
+    opts: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+    if policy:
+        opts["propagationPolicy"] = policy
+    if grace is not None:
+        opts["gracePeriodSeconds"] = grace
+    if preconditions:
+        opts["preconditions"] = preconditions
+    return opts
+
+
+async def _events(resp: aiohttp.ClientResponse):
+    """Watch events from a chunked stream of JSON lines; an ERROR event
+    (410 Gone after compaction) is raised as the APIError it carries."""
+    try:
+        async for line in resp.content:
+            if not line.strip():
+                continue
+            ev = orjson.loads(line)
+            if ev["type"] == "ERROR":
+                s = ev["object"]
+                raise APIError(s.get("code", 500), s.get("reason", ""), s.get("message", ""))
+            yield ev["type"], ev["object"]
+    finally:
+        resp.close()

@@ -1,0 +1,100 @@
+"""The HTTPS client against a real API server (in-process, TLS with client
+certificates): the same calls and errors as the local client."""
+
+import asyncio
+
+import pytest
+
+from nanokube.apiserver.app import APIServer
+from nanokube.apiserver.errors import APIError
+from nanokube.client.http import HTTPClient
+from nanokube.client.informer import Informer
+from nanokube.pki.ca import ensure_pki
+from nanokube.pki.kubeconfig import write_kubeconfig
+from nanokube.store.memory import MemoryStore
+
+
+@pytest.fixture
+async def client(tmp_path):
+    pki = ensure_pki(str(tmp_path))
+    server = APIServer(MemoryStore(), pki, port=0)
+    await server.start()
+    kubeconfig = str(tmp_path / "kubeconfig")
+    write_kubeconfig(kubeconfig, server.url, pki)
+    c = HTTPClient.from_kubeconfig(kubeconfig, field_manager="tester")
+    await c.start()
+    yield c
+    await c.close()
+    await server.stop()
+
+
+def cm(name, **data):
+    return {"metadata": {"name": name, "namespace": "default"}, "data": data}
+
+
+async def test_crud_and_upstream_errors(client):
+    cms = client.resource("", "v1", "configmaps")
+    created = await cms.create(cm("a", x="1"))
+    assert created["metadata"]["managedFields"][0]["manager"] == "tester"
+    assert (await cms.get("a", "default"))["data"] == {"x": "1"}
+    with pytest.raises(APIError) as e:
+        await cms.create(cm("a"))
+    assert (e.value.code, e.value.reason) == (409, "AlreadyExists")
+    with pytest.raises(APIError) as e:
+        await cms.create(cm("Bad_Name"))
+    assert e.value.code == 422 and e.value.details["causes"][0]["field"] == "metadata.name"
+
+    patched = await cms.patch("a", {"data": {"y": "2"}}, namespace="default")
+    assert patched["data"] == {"x": "1", "y": "2"}
+    updated = await cms.update({**patched, "data": {"z": "3"}})
+    assert updated["data"] == {"z": "3"}
+    with pytest.raises(APIError) as e:
+        await cms.update({**patched, "data": {}})
+    assert e.value.code == 409 and e.value.reason == "Conflict"
+
+    items, rv = await cms.list("default")
+    assert [i["metadata"]["name"] for i in items] == ["a"] and int(rv) > 0
+    assert items[0]["kind"] == "ConfigMap"
+    with pytest.raises(APIError) as e:
+        await cms.delete("a", "default", preconditions={"uid": "not-it"})
+    assert e.value.code == 409
+    await cms.delete("a", "default")
+    with pytest.raises(APIError) as e:
+        await cms.get("a", "default")
+    assert e.value.code == 404
+
+
+async def test_discovery_and_cluster_scoped_resources(client):
+    assert client.index.by_kind("apps", "Deployment").plural == "deployments"
+    pods = client.index.get("", "v1", "pods")
+    assert {"status", "binding", "eviction", "log"} <= pods.subresources and pods.namespaced
+    assert "v1beta1" in client.index.by_kind("scheduling.k8s.io", "PodGroup").versions
+    nodes = client.resource("", "v1", "nodes")
+    await nodes.create({"metadata": {"name": "n1"}})
+    status = await nodes.patch("n1", {"status": {"capacity": {"cpu": "4"}}}, subresource="status")
+    assert status["status"]["capacity"] == {"cpu": "4"}
+    with pytest.raises(LookupError):
+        client.resource("", "v1", "widgets")
+
+
+async def test_informer_over_http_sees_adds_updates_and_deletes(client):
+    cms = client.resource("", "v1", "configmaps")
+    seen = []
+    inf = Informer(cms, namespace="default")
+    inf.add_handlers(on_add=lambda o: seen.append(("add", o["metadata"]["name"])),
+                     on_update=lambda _o, n: seen.append(("update", n["data"].get("k"))),
+                     on_delete=lambda o: seen.append(("delete", o["metadata"]["name"])))
+    task = asyncio.create_task(inf.run())
+    try:
+        await asyncio.wait_for(inf.synced.wait(), 10)
+        await cms.create(cm("w", k="1"))
+        await cms.patch("w", {"data": {"k": "2"}}, namespace="default")
+        await cms.delete("w", "default")
+        for _ in range(500):
+            if len(seen) == 3:
+                break
+            await asyncio.sleep(0.01)
+        assert seen == [("add", "w"), ("update", "2"), ("delete", "w")]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
