@@ -111,6 +111,14 @@ class SchedulingQueue:
         if self.unschedulable.pop(entry.key, None) is not None:
             self._requeue(entry, event)
 
+    def _readmit(self, info: PodInfo, event: str) -> None:
+        """A parked pod let back in: a group member rejoins its group's
+        entry (never scheduled alone), any other pod is requeued."""
+        if not isinstance(info, QueuedPodGroupInfo) and group_key(info.pod) is not None:
+            self._enter(info, event)
+        else:
+            self._requeue(info, event)
+
     def retry_gated(self, plugin: str, event: str) -> None:
         """Re-runs PreEnqueue for the pods `plugin` turned away, after an
         event that may let them in (a claim created for them)."""
@@ -118,7 +126,7 @@ class SchedulingQueue:
             if info.gated_by == plugin:
                 del self.unschedulable[key]
                 if not self._gate(info, event):
-                    self._requeue(info, event)
+                    self._readmit(info, event)
         self._gauge()
 
     def activate_group(self, group: str, event: str) -> None:
@@ -163,7 +171,7 @@ class SchedulingQueue:
                                           (old["metadata"].get("labels") != md.get("labels"))):
             del self.unschedulable[key]
             if not self._gate(info, "PodUpdate"):
-                self._requeue(info, "PodUpdate")
+                self._readmit(info, "PodUpdate")
         self._gauge()
 
     def delete(self, pod: dict) -> None:
