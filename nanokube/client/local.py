@@ -21,7 +21,7 @@ class LocalClient:
         self.user = user
         self.field_manager = field_manager
 
-    def resource(self, group: str, version: str, plural: str) -> "ResourceClient":
+    def resource(self, group: str, version: str, plural: str) -> ResourceClient:
         res = self.rest.index.get(group, version, plural)
         if res is None:
             raise LookupError(f"no resource {plural} in {group or 'core'}/{version}")

@@ -5,7 +5,7 @@ backoff on failure."""
 from __future__ import annotations
 
 import asyncio
-from typing import Hashable
+from collections.abc import Hashable
 
 from ..clock import REAL, Clock
 

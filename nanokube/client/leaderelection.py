@@ -1,0 +1,110 @@
+"""Leader election through a coordination.k8s.io Lease, as client-go's
+leaderelection does it: acquire the lease when it is free or expired, renew
+it every retry period, and give up leadership when renewals have failed for
+the renew deadline, so two instances never both act."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from ..apiserver.errors import APIError
+from ..clock import REAL, Clock, parse_time
+
+log = logging.getLogger(__name__)
+
+
+class LeaderElector:
+    def __init__(self, client, name: str, identity: str, namespace: str = "kube-system", clock: Clock = REAL, *,
+                 lease_duration: float = 15.0, renew_deadline: float = 10.0, retry_period: float = 2.0):
+        self.leases = client.resource("coordination.k8s.io", "v1", "leases")
+        self.name = name
+        self.namespace = namespace
+        self.identity = identity
+        self.clock = clock
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self._lease: dict | None = None
+        self.leading = False
+
+    async def run(self, lead: Callable[[], Awaitable[None]]) -> None:
+        """Wait to acquire the lease, then run `lead()` until it returns or
+        leadership is lost (it is cancelled then); returns afterwards."""
+        while not await self.try_acquire_or_renew():
+            await self.clock.sleep(self.retry_period)
+        self.leading = True
+        log.info("%s: %s became leader", self.name, self.identity)
+        work = asyncio.ensure_future(lead())
+        renew = asyncio.ensure_future(self._keep_renewing())
+        try:
+            await asyncio.wait([work, renew], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self.leading = False
+            for t in (work, renew):
+                t.cancel()
+            await asyncio.gather(work, renew, return_exceptions=True)
+        if renew.done() and not renew.cancelled():
+            log.warning("%s: %s lost the lease", self.name, self.identity)
+
+    async def _keep_renewing(self) -> None:
+        last = self.clock.monotonic()
+        while True:
+            await self.clock.sleep(self.retry_period)
+            if await self.try_acquire_or_renew():
+                last = self.clock.monotonic()
+            elif self.clock.monotonic() - last >= self.renew_deadline:
+                return
+
+    async def try_acquire_or_renew(self) -> bool:
+        """One attempt; True if this identity holds the lease afterwards."""
+        now = self.clock.rfc3339_micro()
+        try:
+            lease = await self.leases.get(self.name, self.namespace)
+        except APIError as e:
+            if e.code != 404:
+                log.warning("%s: reading the lease failed: %s", self.name, e.message)
+                return False
+            try:
+                self._lease = await self.leases.create({
+                    "metadata": {"name": self.name, "namespace": self.namespace},
+                    "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": int(self.lease_duration),
+                             "acquireTime": now, "renewTime": now, "leaseTransitions": 0}})
+                return True
+            except APIError:
+                return False
+        spec = dict(lease.get("spec") or {})
+        holder = spec.get("holderIdentity") or ""
+        if holder and holder != self.identity and not self._expired(spec):
+            return False
+        if holder != self.identity:
+            spec["leaseTransitions"] = spec.get("leaseTransitions", 0) + (1 if holder else 0)
+            spec["acquireTime"] = now
+        spec.update(holderIdentity=self.identity, leaseDurationSeconds=int(self.lease_duration), renewTime=now)
+        try:
+            self._lease = await self.leases.update({**lease, "spec": spec})
+            return True
+        except APIError as e:
+            if e.code != 409:
+                log.warning("%s: renewing the lease failed: %s", self.name, e.message)
+            return False
+
+    def _expired(self, spec: dict) -> bool:
+        renewed = spec.get("renewTime") or spec.get("acquireTime")
+        if not renewed:
+            return True
+        return parse_time(renewed) + float(spec.get("leaseDurationSeconds") or 0) < self.clock.now()
+
+    async def release(self) -> None:
+        """Hand the lease back on a clean shutdown so a standby takes over at once."""
+        if self._lease is None:
+            return
+        try:
+            cur = await self.leases.get(self.name, self.namespace)
+            if (cur.get("spec") or {}).get("holderIdentity") == self.identity:
+                spec = {**cur["spec"], "holderIdentity": "", "leaseDurationSeconds": 1,
+                        "renewTime": self.clock.rfc3339_micro()}
+                await self.leases.update({**cur, "spec": spec})
+        except APIError as e:
+            log.warning("%s: releasing the lease failed: %s", self.name, e.message)

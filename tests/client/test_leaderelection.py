@@ -1,0 +1,78 @@
+"""Leader election over a Lease: one leader at a time, takeover only after
+expiry (or at once after a release), leadership lost when renewals fail."""
+
+import asyncio
+
+from nanokube.client.leaderelection import LeaderElector
+from tests.controllers import make_stack
+from tests.node import ManualClock
+
+
+async def settle():
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+async def test_one_leader_then_takeover_after_expiry_and_after_release():
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-system"}})
+    clock = ManualClock()
+    leases = s.client.resource("coordination.k8s.io", "v1", "leases")
+    a = LeaderElector(s.client, "kube-controller-manager", "a", clock=clock)
+    b = LeaderElector(s.client, "kube-controller-manager", "b", clock=clock)
+    assert await a.try_acquire_or_renew()
+    assert not await b.try_acquire_or_renew(), "a fresh lease held by another is not taken"
+    lease = (await leases.get("kube-controller-manager", "kube-system"))["spec"]
+    assert lease["holderIdentity"] == "a" and lease["leaseDurationSeconds"] == 15 and lease["leaseTransitions"] == 0
+
+    await clock.advance(16)
+    assert await b.try_acquire_or_renew(), "an expired lease is taken over"
+    lease = (await leases.get("kube-controller-manager", "kube-system"))["spec"]
+    assert lease["holderIdentity"] == "b" and lease["leaseTransitions"] == 1
+    assert not await a.try_acquire_or_renew()
+
+    await b.release()
+    assert await a.try_acquire_or_renew(), "a released lease is free at once"
+    await s.close()
+
+
+async def test_leader_runs_until_renewals_fail_for_the_renew_deadline():
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-system"}})
+    clock = ManualClock()
+    a = LeaderElector(s.client, "sched", "a", clock=clock)
+    b = LeaderElector(s.client, "sched", "b", clock=clock)
+    running = {"a": False, "b": False}
+
+    def lead(who):
+        async def work():
+            running[who] = True
+            try:
+                await asyncio.Event().wait()
+            finally:
+                running[who] = False
+        return work
+
+    ta = asyncio.create_task(a.run(lead("a")))
+    await settle()
+    tb = asyncio.create_task(b.run(lead("b")))
+    for _ in range(10):
+        await clock.advance(2)
+        await settle()
+    assert running == {"a": True, "b": False}, "renewals keep a the only leader"
+
+    async def refuse(*_args, **_kw):
+        from nanokube.apiserver.errors import APIError
+        raise APIError(500, "InternalError", "etcd is down")
+    a.leases.update = refuse
+    for _ in range(6):
+        await clock.advance(2)
+        await settle()
+    assert ta.done() and not running["a"], "a gives up after the renew deadline"
+    for _ in range(5):
+        await clock.advance(2)
+        await settle()
+    assert running["b"] and b.leading
+    tb.cancel()
+    await asyncio.gather(tb, return_exceptions=True)
+    await s.close()
