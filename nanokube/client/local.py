@@ -27,6 +27,11 @@ class LocalClient:
             raise LookupError(f"no resource {plural} in {group or 'core'}/{version}")
         return ResourceClient(self, res, version)
 
+    @property
+    def index(self):
+        """Resource look-ups by GVR and by kind (`ResourceIndex`; HTTPClient's comes from discovery)."""
+        return self.rest.index
+
     def resources(self):
         return self.rest.index.resources
 

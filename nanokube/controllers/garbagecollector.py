@@ -104,7 +104,7 @@ class GarbageCollector(Controller):
             return False
         # the graph may lag: confirm with the server by name (and uid)
         group = ref["apiVersion"].split("/")[0] if "/" in ref["apiVersion"] else ""
-        res = self.client.rest.index.by_kind(group, ref["kind"])
+        res = self.client.index.by_kind(group, ref["kind"])
         if res is None:
             return False
         rc = self.client.resource(res.group, res.versions[0], res.plural)

@@ -144,7 +144,7 @@ class MetricsProvider:
         api_version = ref.get("apiVersion") or "v1"
         group = api_version.split("/")[0] if "/" in api_version else ""
         version = api_version.split("/")[-1]
-        res = self.client.rest.index.by_kind(group, ref.get("kind", ""))
+        res = self.client.index.by_kind(group, ref.get("kind", ""))
         if res is None:
             raise MetricsUnavailable(f'no matches for kind "{ref.get("kind")}" in group "{group}"')
         try:
@@ -160,7 +160,7 @@ class MetricsProvider:
         """The served Resource for a custom-metrics resource name (`pods`,
         `deployments.apps`); MetricsUnavailable if none."""
         plural, _, group = resource.partition(".")
-        res = next((r for r in self.client.rest.index.resources if r.plural == plural and r.group == group), None)
+        res = next((r for r in self.client.index.resources if r.plural == plural and r.group == group), None)
         if res is None:
             raise MetricsUnavailable(f'the server could not find the requested resource "{resource}"')
         return res
