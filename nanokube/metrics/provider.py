@@ -210,7 +210,7 @@ class MetricsProvider:
         raw = (cm.get("data") or {}).get(metric)
         if raw is None:
             raise MetricsUnavailable(f"no metrics returned from external metrics API for {metric}")
-        series = _parse_series(raw)
+        series = parse_series(raw)
         if not selector:
             return series
         reqs = parse_label_selector(selector)
@@ -224,7 +224,7 @@ class MetricsProvider:
                            "value": from_milli(s.value)} for s in await self.external_metric(namespace, metric, selector)]}
 
 
-def _parse_series(raw: str) -> list[ExternalSample]:
+def parse_series(raw: str) -> list[ExternalSample]:
     text = raw.strip()
     if not text.startswith("["):
         return [ExternalSample({}, milli(text))]

@@ -1,0 +1,25 @@
+"""`nanokube metrics set`'s editing of the external metrics ConfigMap values."""
+
+import orjson
+import pytest
+
+from nanokube.cli_metrics import parse_labels, with_series
+from nanokube.metrics.provider import parse_series
+
+
+def test_one_unlabelled_series_stays_a_plain_quantity():
+    assert with_series(None, {}, "12") == "12"
+    assert with_series("12", {}, "0") == "0"
+
+
+def test_labelled_series_replace_only_their_own_labels():
+    raw = with_series("5", {"queue": "a"}, "7")
+    assert orjson.loads(raw) == [{"labels": {}, "value": "5"}, {"labels": {"queue": "a"}, "value": "7"}]
+    raw = with_series(raw, {"queue": "a"}, "1500m")
+    assert {tuple(s.labels.items()): s.value for s in parse_series(raw)} == {(): 5000, (("queue", "a"),): 1500}
+
+
+def test_labels_must_be_key_value_pairs():
+    assert parse_labels("queue=jobs, tier=gpu") == {"queue": "jobs", "tier": "gpu"}
+    with pytest.raises(ValueError, match="'tier' is not key=value"):
+        parse_labels("queue=jobs,tier")
