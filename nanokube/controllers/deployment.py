@@ -18,12 +18,18 @@ from ..apiserver.selectors import matches_labels, selector_from_object
 from ..client.informer import Informer, key_of
 from ..clock import Clock, format_time, parse_time
 from .base import Controller
+from .events import EventRecorder
 from .replicaset import controller_ref, ignore_missing, owner_reference
 
 HASH_LABEL = "pod-template-hash"
 REVISION = "deployment.kubernetes.io/revision"
 DESIRED = "deployment.kubernetes.io/desired-replicas"
 MAX_REPLICAS = "deployment.kubernetes.io/max-replicas"
+REVISION_HISTORY = "deployment.kubernetes.io/revision-history"
+MAX_REVISION_HISTORY_CHARS = 2000
+#: deployment annotations that are not copied onto its ReplicaSets
+_NOT_COPIED = {REVISION, REVISION_HISTORY, DESIRED, MAX_REPLICAS, "deprecated.deployment.rollback.to",
+               "kubectl.kubernetes.io/last-applied-configuration"}
 _SAFE = "bcdfghjklmnpqrstvwxz2456789"  # upstream's SafeEncodeString alphabet: no vowels, no look-alikes
 
 
@@ -70,6 +76,15 @@ def revision(obj: dict) -> int:
         return 0
 
 
+def _with_old_revision(history: str, old: str) -> str:
+    """Append `old` to a comma-separated revision history, dropping the oldest
+    entries to stay within upstream's 2000 characters."""
+    revs = [r for r in history.split(",") if r]
+    while revs and len(",".join(revs + [old])) > MAX_REVISION_HISTORY_CHARS:
+        revs.pop(0)
+    return ",".join(revs + [old])
+
+
 def _replicas(rs: dict) -> int:
     return rs["spec"].get("replicas", 1)
 
@@ -111,6 +126,7 @@ class DeploymentController(Controller):
 
     def __init__(self, client, clock: Clock | None = None):
         super().__init__(client, **({"clock": clock} if clock else {}))
+        self.recorder = EventRecorder(client, "deployment-controller", self.clock)
         self.deps = client.resource("apps", "v1", "deployments")
         self.rs = client.resource("apps", "v1", "replicasets")
         self.dep_inf = Informer(self.deps)
@@ -184,10 +200,14 @@ class DeploymentController(Controller):
         return new_rs, [r for r in owned if r is not new_rs]
 
     def _annotations(self, d: dict, rs: dict | None, rev: int) -> dict:
+        """The Deployment's annotations copied on; a ReplicaSet brought back by a
+        rollback keeps its former revisions in revision-history."""
         ann = dict((rs or {}).get("metadata", {}).get("annotations") or {})
         for k, v in (d["metadata"].get("annotations") or {}).items():
-            if k not in (REVISION, "kubectl.kubernetes.io/last-applied-configuration"):
+            if k not in _NOT_COPIED:
                 ann[k] = v
+        if rs is not None and 0 < revision(rs) < rev:
+            ann[REVISION_HISTORY] = _with_old_revision(ann.get(REVISION_HISTORY, ""), ann[REVISION])
         ann[REVISION] = str(rev)
         ann[DESIRED] = str(d["spec"].get("replicas", 1))
         ann[MAX_REPLICAS] = str(d["spec"].get("replicas", 1) + surge_and_unavailable(d)[0])
@@ -196,11 +216,10 @@ class DeploymentController(Controller):
     async def _ensure_new_rs(self, d: dict, new_rs: dict | None, old: list[dict]) -> dict:
         rev = max((revision(r) for r in old), default=0) + 1
         if new_rs is not None:
-            if revision(new_rs) < rev or (new_rs["metadata"].get("annotations") or {}).get(DESIRED) != \
-                    str(d["spec"].get("replicas", 1)):
-                new_rs = await self.rs.patch(new_rs["metadata"]["name"], {"metadata": {
-                    "annotations": self._annotations(d, new_rs, max(rev, revision(new_rs)))}},
-                    namespace=new_rs["metadata"]["namespace"])
+            ann = self._annotations(d, new_rs, max(rev, revision(new_rs)))
+            if ann != (new_rs["metadata"].get("annotations") or {}):
+                new_rs = await self.rs.patch(new_rs["metadata"]["name"], {"metadata": {"annotations": ann}},
+                                             namespace=new_rs["metadata"]["namespace"])
             await self._set_deployment_revision(d, revision(new_rs))
             return new_rs
         collisions = (d.get("status") or {}).get("collisionCount")
@@ -225,6 +244,8 @@ class DeploymentController(Controller):
                 raise
             await self._bump_collisions(d, name)
             raise
+        if body["spec"]["replicas"] > 0:
+            await self._scaled_event(d, name, 0, body["spec"]["replicas"])
         await self._set_deployment_revision(d, rev)
         await self._set_progressing(d, "True", "NewReplicaSetCreated", f'Created new replica set "{name}"')
         return created
@@ -243,18 +264,30 @@ class DeploymentController(Controller):
             await self.deps.patch(d["metadata"]["name"], {"metadata": {"annotations": {REVISION: str(rev)}}},
                                   namespace=d["metadata"]["namespace"])
 
-    async def _scale(self, rs: dict, replicas: int) -> None:
-        if _replicas(rs) == replicas:
+    async def _scale(self, d: dict, rs: dict, replicas: int) -> None:
+        old = _replicas(rs)
+        if old == replicas:
             return
-        await ignore_missing(self.rs.patch(rs["metadata"]["name"], {"spec": {"replicas": replicas}},
-                                           namespace=rs["metadata"]["namespace"]))
+        try:
+            await self.rs.patch(rs["metadata"]["name"], {"spec": {"replicas": replicas}},
+                                namespace=rs["metadata"]["namespace"])
+        except APIError as e:
+            if e.code not in (404, 409):
+                raise
+            return
+        await self._scaled_event(d, rs["metadata"]["name"], old, replicas)
+
+    async def _scaled_event(self, d: dict, rs_name: str, old: int, new: int) -> None:
+        direction = "up" if old < new else "down"
+        await self.recorder.emit(d, "Normal", "ScalingReplicaSet",
+                                 f"Scaled {direction} replica set {rs_name} from {old} to {new}")
 
     async def _rolling(self, d: dict, new_rs: dict, old: list[dict]) -> None:
         want = d["spec"].get("replicas", 1)
         if _replicas(new_rs) > want:
-            await self._scale(new_rs, want)
+            await self._scale(d, new_rs, want)
         elif _replicas(new_rs) < want:
-            await self._scale(new_rs, new_rs_replicas(d, old + [new_rs], new_rs))
+            await self._scale(d, new_rs, new_rs_replicas(d, old + [new_rs], new_rs))
         budget = old_scale_down_budget(d, new_rs, old)
         if budget <= 0:
             return
@@ -265,7 +298,7 @@ class DeploymentController(Controller):
                 break
             unhealthy = min(budget, _replicas(rs) - _st(rs, "availableReplicas"))
             if unhealthy > 0:
-                await self._scale(rs, _replicas(rs) - unhealthy)
+                await self._scale(d, rs, _replicas(rs) - unhealthy)
                 rs = {**rs, "spec": {**rs["spec"], "replicas": _replicas(rs) - unhealthy}}
                 budget -= unhealthy
         _, unavailable = surge_and_unavailable(d)
@@ -276,15 +309,15 @@ class DeploymentController(Controller):
                 break
             cur = self.rs_inf.get(key_of(rs)) or rs
             step = min(_replicas(cur), room)
-            await self._scale(cur, _replicas(cur) - step)
+            await self._scale(d, cur, _replicas(cur) - step)
             room -= step
 
     async def _recreate(self, d: dict, new_rs: dict, old: list[dict]) -> None:
         for rs in old:
-            await self._scale(rs, 0)
+            await self._scale(d, rs, 0)
         if any(_st(rs, "replicas") > 0 for rs in old):
             return
-        await self._scale(new_rs, d["spec"].get("replicas", 1))
+        await self._scale(d, new_rs, d["spec"].get("replicas", 1))
 
     @staticmethod
     def _complete(d: dict, new_rs: dict | None, old: list[dict]) -> bool:

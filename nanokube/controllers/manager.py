@@ -10,6 +10,7 @@ from ..pki.signer import PodCertificateSigner
 from .deployment import DeploymentController
 from .device_taint_eviction import DeviceTaintEvictionController
 from .device_taint_eviction import options_from_env as device_taint_options
+from .disruption import DisruptionController
 from .endpointslice import EndpointSliceController
 from .garbagecollector import GarbageCollector
 from .hpa import HPAController, options_from_env
@@ -41,6 +42,7 @@ class ControllerManager:
             ReplicaSetController(self.client, clock=server.clock),
             DeploymentController(self.client, clock=server.clock),
             JobController(self.client, clock=server.clock),
+            DisruptionController(self.client, clock=server.clock),
             PodGroupProtectionController(self.client, clock=server.clock),
             HPAController(self.client, clock=server.clock, **options_from_env()),
             NodeLifecycleController(self.client, clock=server.clock, **node_lifecycle_options()),

@@ -2,6 +2,7 @@ import pytest
 
 from nanokube.controllers.deployment import (
     DeploymentController,
+    _with_old_revision,
     new_rs_replicas,
     resolve_int_or_percent,
     surge_and_unavailable,
@@ -85,6 +86,38 @@ async def test_image_change_rolls_to_revision_two(env):
     assert by_rev["1"]["spec"]["replicas"] == 0
     assert by_rev["2"]["spec"]["replicas"] == 3
     assert by_rev["2"]["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:2"
+
+
+async def test_template_back_to_revision_one_revives_its_replicaset_with_history_and_events(env):
+    client = env
+    deps = client.resource("apps", "v1", "deployments")
+    await deps.create(deployment())
+    await eventually(lambda: rollout_done(client, "1"))
+    await patch_retrying(deps, "web", {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "nginx:2"}]}}}})
+    await eventually(lambda: rollout_done(client, "2"))
+    await patch_retrying(deps, "web", {"metadata": {"annotations": {"kubernetes.io/change-cause": "undo"}},
+                                       "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "nginx:1"}]}}}})
+    await eventually(lambda: rollout_done(client, "3"))
+    rss, _ = await client.resource("apps", "v1", "replicasets").list("default")
+    assert len(rss) == 2
+    revived = next(r for r in rss if r["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1")
+    ann = revived["metadata"]["annotations"]
+    assert (ann["deployment.kubernetes.io/revision"], ann["deployment.kubernetes.io/revision-history"],
+            ann["kubernetes.io/change-cause"], revived["spec"]["replicas"]) == ("3", "1", "undo", 3)
+    events, _ = await client.resource("", "v1", "events").list("default")
+    msgs = {e["message"] for e in events if e["reason"] == "ScalingReplicaSet"}
+    name = revived["metadata"]["name"]
+    assert f"Scaled up replica set {name} from 0 to 3" in msgs and f"Scaled down replica set {name} from 1 to 0" in msgs
+    assert all(e["source"]["component"] == "deployment-controller" and e["involvedObject"]["kind"] == "Deployment"
+               for e in events if e["reason"] == "ScalingReplicaSet")
+
+
+def test_revision_history_keeps_the_newest_within_2000_characters():
+    assert _with_old_revision("", "1") == "1"
+    assert _with_old_revision("1,3", "5") == "1,3,5"
+    long = ",".join(str(i) for i in range(1000, 1400))
+    got = _with_old_revision(long, "9999")
+    assert len(got) <= 2000 and got.endswith(",1399,9999") and not got.startswith("1000,")
 
 
 async def test_revision_history_limit_deletes_oldest(env):

@@ -1,0 +1,246 @@
+"""Disruption controller: keeps each PodDisruptionBudget's status current so
+the eviction subresource and the scheduler's preemption see real numbers.
+
+`expectedPods` is the pod count (integer minAvailable) or the scale of the
+pods' controllers (maxUnavailable or a percentage); `desiredHealthy` follows
+from the budget; `currentHealthy` counts ready pods that are neither being
+deleted nor recently evicted (`disruptedPods`, kept until the pod is gone or
+two minutes pass). `disruptionsAllowed` is their difference, and the
+`DisruptionAllowed` condition says whether it is positive. A pod whose
+`DisruptionTarget` condition outlived two minutes without a deletion gets it
+set back to False, as upstream does.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..apiserver.errors import APIError
+from ..apiserver.selectors import matches_labels, selector_from_object
+from ..client.informer import Informer, key_of
+from ..clock import REAL, Clock, parse_time
+from .base import Controller
+from .events import EventRecorder
+from .replicaset import controller_ref, pod_is_ready
+
+DELETION_TIMEOUT = 120.0
+SMP = "application/strategic-merge-patch+json"
+
+
+class ExpectedCountError(Exception):
+    """The scale behind a budget's pods could not be determined."""
+
+
+def scaled_value(value, total: int, round_up: bool) -> int:
+    """IntOrString as a count of `total`, percentages rounded as asked."""
+    if isinstance(value, int):
+        return value
+    pct = int(str(value).rstrip("%")) * total / 100
+    return math.ceil(pct) if round_up else math.floor(pct)
+
+
+def _selector(pdb: dict):
+    """policy/v1: a nil selector matches no pods, an empty one every pod in the namespace."""
+    sel = (pdb.get("spec") or {}).get("selector")
+    return None if sel is None else selector_from_object(sel)
+
+
+def _disruption_target(pod: dict) -> dict | None:
+    return next((c for c in (pod.get("status") or {}).get("conditions") or []
+                 if c["type"] == "DisruptionTarget" and c["status"] == "True"), None)
+
+
+class DisruptionController(Controller):
+    name = "disruption-controller"
+
+    def __init__(self, client, clock: Clock = REAL):
+        super().__init__(client, clock)
+        self.pdbs_api = client.resource("policy", "v1", "poddisruptionbudgets")
+        self.pods_api = client.resource("", "v1", "pods")
+        self.rs_api = client.resource("apps", "v1", "replicasets")
+        self.deps_api = client.resource("apps", "v1", "deployments")
+        self.recorder = EventRecorder(client, "controllermanager", clock)
+        self.pdbs = Informer(self.pdbs_api)
+        self.pods = Informer(self.pods_api)
+        self.pdbs.add_handlers(self._pdb_changed, lambda _o, n: self._pdb_changed(n))
+        self.pods.add_handlers(self._pod_changed, lambda o, n: self._pod_changed(n, o), self._pod_changed)
+        self._no_pods: set[str] = set()
+
+    def informers(self):
+        return [self.pdbs, self.pods]
+
+    def _pdb_changed(self, pdb: dict) -> None:
+        self.queue.add(("pdb", key_of(pdb)))
+
+    def _pod_changed(self, pod: dict, old: dict | None = None) -> None:
+        ns, labels = pod["metadata"]["namespace"], pod["metadata"].get("labels") or {}
+        old_labels = (old or {}).get("metadata", {}).get("labels") or {}
+        for pdb in self.pdbs.list():
+            sel = _selector(pdb)
+            if pdb["metadata"]["namespace"] == ns and sel is not None and (
+                    matches_labels(sel, labels) or old is not None and matches_labels(sel, old_labels)):
+                self._pdb_changed(pdb)
+        if _disruption_target(pod) and not pod["metadata"].get("deletionTimestamp"):
+            self.queue.add(("pod", key_of(pod)))
+
+    async def sync(self, key) -> None:
+        kind, name = key
+        if kind == "pdb":
+            await self._sync_pdb(name)
+        else:
+            await self._sync_stale_disruption(name)
+
+    # -- PodDisruptionBudget status ---------------------------------------
+
+    def pods_for(self, pdb: dict) -> list[dict]:
+        sel = _selector(pdb)
+        if sel is None:
+            return []
+        ns = pdb["metadata"]["namespace"]
+        return [p for p in self.pods.list()
+                if p["metadata"]["namespace"] == ns and matches_labels(sel, p["metadata"].get("labels") or {})]
+
+    async def expected_and_desired(self, pdb: dict, pods: list[dict]) -> tuple[int, int]:
+        spec = pdb["spec"]
+        if spec.get("maxUnavailable") is not None:
+            expected = await self._controller_scale(pods)
+            return expected, max(0, expected - scaled_value(spec["maxUnavailable"], expected, True))
+        min_available = spec.get("minAvailable")
+        if isinstance(min_available, int):
+            return len(pods), min_available
+        if min_available is not None:
+            expected = await self._controller_scale(pods)
+            return expected, scaled_value(min_available, expected, True)
+        return len(pods), 0
+
+    async def _controller_scale(self, pods: list[dict]) -> int:
+        """Sum of the replicas of the pods' distinct controllers (a Deployment through its ReplicaSet)."""
+        scales: dict[str, int] = {}
+        for pod in pods:
+            ref = controller_ref(pod)
+            if ref is None:
+                raise ExpectedCountError(f'found no controller ref for pod "{pod["metadata"]["name"]}"')
+            if ref["uid"] in scales:
+                continue
+            uid, replicas = await self._scale_of(pod["metadata"]["namespace"], ref)
+            if uid is None:
+                raise ExpectedCountError(f'found no controllers for pod "{pod["metadata"]["name"]}"')
+            scales[uid] = replicas
+        return sum(scales.values())
+
+    async def _scale_of(self, ns: str, ref: dict) -> tuple[str | None, int]:
+        if ref.get("kind") != "ReplicaSet" or not str(ref.get("apiVersion", "")).startswith("apps/"):
+            return None, 0
+        try:
+            rs = await self.rs_api.get(ref["name"], ns)
+        except APIError as e:
+            if e.code == 404:
+                return None, 0
+            raise
+        if rs["metadata"]["uid"] != ref["uid"]:
+            return None, 0
+        owner = controller_ref(rs)
+        if owner is not None and owner.get("kind") == "Deployment":
+            try:
+                d = await self.deps_api.get(owner["name"], ns)
+            except APIError as e:
+                if e.code != 404:
+                    raise
+            else:
+                if d["metadata"]["uid"] == owner["uid"]:
+                    return d["metadata"]["uid"], d["spec"].get("replicas", 1)
+        return rs["metadata"]["uid"], rs["spec"].get("replicas", 1)
+
+    def _disrupted(self, pdb: dict, pods: list[dict]) -> tuple[dict, float | None]:
+        """disruptedPods still in effect, and when the earliest of them expires."""
+        now = self.clock.now()
+        live = {p["metadata"]["name"]: p for p in pods}
+        kept, expiry = {}, None
+        for name, at in ((pdb.get("status") or {}).get("disruptedPods") or {}).items():
+            pod = live.get(name)
+            if pod is None or pod["metadata"].get("deletionTimestamp"):
+                continue
+            ends = parse_time(at) + DELETION_TIMEOUT
+            if ends < now:
+                continue
+            kept[name] = at
+            expiry = ends if expiry is None else min(expiry, ends)
+        return kept, expiry
+
+    async def _sync_pdb(self, key: str) -> None:
+        pdb = self.pdbs.get(key)
+        if pdb is None or pdb["metadata"].get("deletionTimestamp"):
+            self._no_pods.discard(key)
+            return
+        pods = self.pods_for(pdb)
+        if pods:
+            self._no_pods.discard(key)
+        elif key not in self._no_pods:
+            self._no_pods.add(key)
+            await self.recorder.emit(pdb, "Normal", "NoPods", "No matching pods found")
+        try:
+            expected, desired = await self.expected_and_desired(pdb, pods)
+        except ExpectedCountError as e:
+            await self.recorder.emit(pdb, "Warning", "CalculateExpectedPodCountFailed",
+                                     f"Failed to calculate the number of expected pods: {e}")
+            await self._write(pdb, self._fail_safe(pdb, str(e)))
+            return
+        disrupted, expiry = self._disrupted(pdb, pods)
+        healthy = sum(1 for p in pods if not p["metadata"].get("deletionTimestamp")
+                      and p["metadata"]["name"] not in disrupted and pod_is_ready(p))
+        allowed = max(0, healthy - desired)
+        gen = pdb["metadata"].get("generation", 1)
+        st = dict(pdb.get("status") or {})
+        st.update({"observedGeneration": gen, "disruptedPods": disrupted or None, "disruptionsAllowed": allowed,
+                   "currentHealthy": healthy, "desiredHealthy": desired, "expectedPods": expected})
+        st = {k: v for k, v in st.items() if v is not None}
+        if allowed > 0:
+            st["conditions"] = self._with_condition(st, "True", "SufficientPods", "", gen)
+        else:
+            st["conditions"] = self._with_condition(st, "False", "InsufficientPods", "", gen)
+        await self._write(pdb, st)
+        if expiry is not None:
+            self.queue.add_after(("pdb", key), max(0.0, expiry - self.clock.now()) + 0.01)
+
+    def _fail_safe(self, pdb: dict, message: str) -> dict:
+        """Upstream's failSafe: no disruptions until the count is known again."""
+        st = dict(pdb.get("status") or {})
+        st["disruptionsAllowed"] = 0
+        st["conditions"] = self._with_condition(st, "False", "SyncFailed", message, st.get("observedGeneration", 0))
+        return st
+
+    def _with_condition(self, st: dict, status: str, reason: str, message: str, gen: int) -> list[dict]:
+        old = next((c for c in st.get("conditions") or [] if c["type"] == "DisruptionAllowed"), None)
+        cond = {"type": "DisruptionAllowed", "status": status, "observedGeneration": gen, "reason": reason,
+                "message": message, "lastTransitionTime": old["lastTransitionTime"]
+                if old and old["status"] == status else self.clock.rfc3339()}
+        return [c for c in st.get("conditions") or [] if c["type"] != "DisruptionAllowed"] + [cond]
+
+    async def _write(self, pdb: dict, st: dict) -> None:
+        if st == (pdb.get("status") or {}):
+            return
+        try:
+            await self.pdbs_api.update({**pdb, "status": st}, subresource="status")
+        except APIError as e:
+            if e.code != 404:
+                raise
+
+    # -- stale DisruptionTarget conditions --------------------------------
+
+    async def _sync_stale_disruption(self, key: str) -> None:
+        pod = self.pods.get(key)
+        cond = pod and _disruption_target(pod)
+        if not cond or pod["metadata"].get("deletionTimestamp"):
+            return
+        wait = parse_time(cond["lastTransitionTime"]) + DELETION_TIMEOUT - self.clock.now() \
+            if cond.get("lastTransitionTime") else 0
+        if wait > 0:
+            self.queue.add_after(("pod", key), wait)
+            return
+        reset = {"type": "DisruptionTarget", "status": "False", "lastTransitionTime": self.clock.rfc3339()}
+        try:
+            await self.pods_api.patch(pod["metadata"]["name"], {"status": {"conditions": [reset]}}, SMP,
+                                      namespace=pod["metadata"]["namespace"], subresource="status")
+        except APIError as e:
+            if e.code != 404:
+                raise

@@ -1,0 +1,153 @@
+"""Disruption controller: PodDisruptionBudget status from the pods it
+selects and their controllers' scale, disruptedPods bookkeeping, and stale
+DisruptionTarget conditions."""
+
+import pytest
+
+from nanokube.clock import format_time
+from nanokube.controllers.disruption import DisruptionController, scaled_value
+from tests.controllers import eventually, make_stack
+from tests.node import ManualClock
+
+P = "policy"
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    clock = ManualClock()
+    ctrl = DisruptionController(s.client, clock)
+    await ctrl.start()
+    yield s.client, clock
+    await ctrl.stop()
+    await s.close()
+
+
+async def pod(client, name, ready=True, labels=None, owner=None):
+    pods = client.resource("", "v1", "pods")
+    md = {"name": name, "namespace": "default", "labels": labels or {"app": "web"}}
+    if owner:
+        md["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner["kind"], "name": owner["metadata"]["name"],
+                                  "uid": owner["metadata"]["uid"], "controller": True}]
+    p = await pods.create({"metadata": md, "spec": {"containers": [{"name": "c", "image": "pause"}]}})
+    return await pods.update({**p, "status": {"phase": "Running", "conditions": [
+        {"type": "Ready", "status": "True" if ready else "False"}]}}, subresource="status")
+
+
+async def pdb(client, name="budget", **spec):
+    return await client.resource(P, "v1", "poddisruptionbudgets").create({
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, **spec}})
+
+
+async def status_when(client, check, name="budget"):
+    async def get():
+        st = (await client.resource(P, "v1", "poddisruptionbudgets").get(name, "default")).get("status") or {}
+        return check(st) and st
+    return await eventually(get)
+
+
+def condition(st):
+    return next(c for c in st["conditions"] if c["type"] == "DisruptionAllowed")
+
+
+def test_scaled_value_rounds_percentages_as_asked():
+    assert scaled_value(2, 10, True) == 2
+    assert scaled_value("25%", 5, True) == 2
+    assert scaled_value("25%", 5, False) == 1
+
+
+async def test_min_available_counts_ready_pods(env):
+    client, _ = env
+    for i in range(3):
+        await pod(client, f"ready-{i}")
+    await pod(client, "unready", ready=False)
+    await pod(client, "other", labels={"app": "db"})
+    await pdb(client, minAvailable=2)
+    st = await status_when(client, lambda s: s.get("expectedPods") == 4)
+    assert (st["currentHealthy"], st["desiredHealthy"], st["disruptionsAllowed"], st["observedGeneration"]) == (3, 2, 1, 1)
+    c = condition(st)
+    assert (c["status"], c["reason"], c["observedGeneration"]) == ("True", "SufficientPods", 1)
+
+    await client.resource("", "v1", "pods").delete("ready-0", "default")
+    st = await status_when(client, lambda s: s.get("currentHealthy") == 2)
+    assert st["disruptionsAllowed"] == 0 and condition(st)["reason"] == "InsufficientPods"
+    assert condition(st)["status"] == "False"
+
+
+async def test_max_unavailable_uses_the_deployment_scale(env):
+    client, _ = env
+    d = await client.resource("apps", "v1", "deployments").create({
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"replicas": 4, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}})
+    rs = await client.resource("apps", "v1", "replicasets").create({
+        "metadata": {"name": "web-abc", "namespace": "default", "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": d["metadata"]["uid"], "controller": True}]},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}})
+    for i in range(3):
+        await pod(client, f"web-{i}", owner=rs)
+    await pdb(client, maxUnavailable="50%")
+    st = await status_when(client, lambda s: s.get("expectedPods") == 4)
+    assert (st["desiredHealthy"], st["currentHealthy"], st["disruptionsAllowed"]) == (2, 3, 1)
+
+
+async def test_percentage_without_controller_fails_safe_with_an_event(env):
+    client, _ = env
+    await pod(client, "bare")
+    await pdb(client, minAvailable="50%")
+    st = await status_when(client, lambda s: s.get("conditions"))
+    c = condition(st)
+    assert (c["status"], c["reason"], c["message"]) == ("False", "SyncFailed", 'found no controller ref for pod "bare"')
+    assert st["disruptionsAllowed"] == 0
+    events, _ = await client.resource("", "v1", "events").list("default")
+    assert {(e["reason"], e["type"], e["message"]) for e in events} == {
+        ("CalculateExpectedPodCountFailed", "Warning",
+         'Failed to calculate the number of expected pods: found no controller ref for pod "bare"')}
+
+
+async def test_recently_disrupted_pods_do_not_count_until_they_expire(env):
+    client, clock = env
+    for i in range(3):
+        await pod(client, f"p-{i}")
+    b = await pdb(client, minAvailable=1)
+    await status_when(client, lambda s: s.get("disruptionsAllowed") == 2)
+    pdbs = client.resource(P, "v1", "poddisruptionbudgets")
+    cur = await pdbs.get("budget", "default")
+    await pdbs.update({**cur, "status": {**cur["status"], "disruptionsAllowed": 1,
+                                         "disruptedPods": {"p-0": format_time(clock.now())}}}, subresource="status")
+    await client.resource("", "v1", "pods").patch("p-1", {"metadata": {"labels": {"touched": "yes"}}}, namespace="default")
+    st = await status_when(client, lambda s: s.get("currentHealthy") == 2)
+    assert st["disruptedPods"] == {"p-0": format_time(clock.now())} and st["disruptionsAllowed"] == 1
+    await clock.advance(121)
+    st = await status_when(client, lambda s: s.get("currentHealthy") == 3)
+    assert "disruptedPods" not in st and st["disruptionsAllowed"] == 2
+    assert b["metadata"]["name"] == "budget"
+
+
+async def test_no_pods_reports_an_event_and_zeros(env):
+    client, _ = env
+    await pdb(client, minAvailable=1)
+    st = await status_when(client, lambda s: s.get("conditions"))
+    assert (st["expectedPods"], st["currentHealthy"], st["desiredHealthy"], st["disruptionsAllowed"]) == (0, 0, 1, 0)
+    events, _ = await client.resource("", "v1", "events").list("default")
+    assert [(e["reason"], e["message"]) for e in events] == [("NoPods", "No matching pods found")]
+
+
+async def test_a_disruption_target_that_outlives_two_minutes_is_reset(env):
+    client, clock = env
+    p = await pod(client, "victim")
+    pods = client.resource("", "v1", "pods")
+    await pods.update({**p, "status": {**p["status"], "conditions": p["status"]["conditions"] + [
+        {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
+         "lastTransitionTime": format_time(clock.now())}]}}, subresource="status")
+    await clock.advance(60)
+    assert any(c["type"] == "DisruptionTarget" and c["status"] == "True"
+               for c in (await pods.get("victim", "default"))["status"]["conditions"])
+    await clock.advance(61)
+
+    async def reset():
+        got = await pods.get("victim", "default")
+        return next((c for c in got["status"]["conditions"] if c["type"] == "DisruptionTarget" and c["status"] == "False"), None)
+    assert await eventually(reset)

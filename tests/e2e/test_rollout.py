@@ -1,0 +1,86 @@
+"""`kubectl rollout` against `nanokube up`: a Deployment rolls out a new
+image, `rollout history` lists revisions with their change-cause, `rollout
+undo` (and `--to-revision`) rolls back, and the deployment controller's
+ScalingReplicaSet events say what it scaled."""
+
+from __future__ import annotations
+
+import json
+
+
+def _deployment(name: str, image: str) -> dict:
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": "default", "annotations": {"kubernetes.io/change-cause": "create"}},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": name}},
+                     "strategy": {"rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"terminationGracePeriodSeconds": 1,
+                                           "containers": [{"name": "main", "image": image}]}}}}
+
+
+def _rollout_done(cluster, name: str) -> str:
+    return cluster.kubectl("rollout", "status", f"deployment/{name}", "--timeout=60s", timeout=70).stdout
+
+
+def _image(cluster, name: str) -> str:
+    return cluster.kubectl_json("get", "deployment", name)["spec"]["template"]["spec"]["containers"][0]["image"]
+
+
+def _history(cluster, name: str) -> list[tuple[str, str]]:
+    lines = cluster.kubectl("rollout", "history", f"deployment/{name}").stdout.strip().splitlines()
+    assert lines[0] == f"deployment.apps/{name} "
+    assert lines[1].split() == ["REVISION", "CHANGE-CAUSE"]
+    return [tuple(line.split(None, 1)) for line in lines[2:]]
+
+
+def test_a_deployment_rolls_out_a_new_image_and_rolls_back(cluster):
+    cluster.kubectl("create", "-f", "-", input=json.dumps(_deployment("roll", "busybox:1.36")))
+    assert _rollout_done(cluster, "roll").endswith('deployment "roll" successfully rolled out\n')
+
+    cluster.kubectl("set", "image", "deployment/roll", "main=busybox:1.37")
+    cluster.kubectl("annotate", "deployment/roll", "kubernetes.io/change-cause=to 1.37", "--overwrite")
+    assert "successfully rolled out" in _rollout_done(cluster, "roll")
+    assert _history(cluster, "roll") == [("1", "create"), ("2", "to 1.37")]
+
+    out = cluster.kubectl("rollout", "undo", "deployment/roll").stdout
+    assert out == "deployment.apps/roll rolled back\n"
+    assert "successfully rolled out" in _rollout_done(cluster, "roll")
+    assert _image(cluster, "roll") == "busybox:1.36"
+    assert _history(cluster, "roll") == [("2", "to 1.37"), ("3", "create")]
+    d = cluster.kubectl_json("get", "deployment", "roll")
+    assert d["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "3"
+    assert (d["status"]["replicas"], d["status"]["updatedReplicas"], d["status"]["availableReplicas"]) == (2, 2, 2)
+    rs = [r for r in cluster.kubectl_json("get", "replicasets", "-l", "app=roll")["items"]
+          if r["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "3"]
+    assert rs[0]["metadata"]["annotations"]["deployment.kubernetes.io/revision-history"] == "1"
+    assert rs[0]["spec"]["replicas"] == 2
+
+    detail = cluster.kubectl("rollout", "history", "deployment/roll", "--revision=2").stdout
+    assert "busybox:1.37" in detail and "to 1.37" in detail
+    cluster.kubectl("rollout", "undo", "deployment/roll", "--to-revision=2")
+    assert "successfully rolled out" in _rollout_done(cluster, "roll")
+    assert _image(cluster, "roll") == "busybox:1.37"
+    assert _history(cluster, "roll") == [("3", "create"), ("4", "to 1.37")]
+
+    bad = cluster.kubectl("rollout", "undo", "deployment/roll", "--to-revision=9", check=False)
+    assert bad.returncode != 0 and "unable to find specified revision 9 in history" in bad.stderr
+
+
+def test_scaling_events_name_the_replica_set_and_both_sizes(cluster):
+    cluster.kubectl("create", "-f", "-", input=json.dumps(_deployment("evented", "busybox:1.36")))
+    _rollout_done(cluster, "evented")
+    first = cluster.kubectl_json("get", "replicasets", "-l", "app=evented")["items"][0]["metadata"]["name"]
+    cluster.kubectl("set", "image", "deployment/evented", "main=busybox:1.37")
+    _rollout_done(cluster, "evented")
+    second = next(r["metadata"]["name"] for r in cluster.kubectl_json("get", "replicasets", "-l", "app=evented")["items"]
+                  if r["metadata"]["name"] != first)
+    events = cluster.kubectl_json("get", "events", "--field-selector",
+                                  "involvedObject.kind=Deployment,involvedObject.name=evented")["items"]
+    messages = [e["message"] for e in sorted(events, key=lambda e: (e["metadata"]["creationTimestamp"], e["metadata"]["name"]))
+                if e["reason"] == "ScalingReplicaSet"]
+    assert messages[0] == f"Scaled up replica set {first} from 0 to 2"
+    assert f"Scaled up replica set {second} from 0 to 1" in messages
+    assert f"Scaled down replica set {first} from 2 to 1" in messages
+    assert f"Scaled up replica set {second} from 1 to 2" in messages
+    described = cluster.kubectl("describe", "deployment", "evented").stdout
+    assert f"Scaled down replica set {first} from 1 to 0" in described
