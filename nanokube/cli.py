@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -33,10 +34,17 @@ async def _up(args: argparse.Namespace) -> int:
     from .scheduler.scheduler import Scheduler
     from .store.interface import open_store
 
+    from .proxy.modes import ModeError, select_mode
+
     try:
         cluster = load_cluster(args.cluster) if args.cluster else default_cluster()
-    except ClusterFileError as e:
+        proxy_mode, mode_warnings = select_mode(args.proxy_mode) if args.runtime == "process" or args.proxy_mode \
+            else ("", [])
+    except (ClusterFileError, ModeError) as e:
         print(f"nanokube: {e}", file=sys.stderr)
+        return 2
+    if args.runtime == "process" and (problem := _process_runtime_problem()):
+        print(f"nanokube: --runtime process: {problem}", file=sys.stderr)
         return 2
     data_dir = os.path.abspath(args.data_dir)
     os.makedirs(data_dir, exist_ok=True)
@@ -58,8 +66,27 @@ async def _up(args: argparse.Namespace) -> int:
     write_kubeconfig(kubeconfig, server.url, pki)
     controllers = ControllerManager(server)
     await controllers.start()
-    nodes = NodeManager(server.rest, cluster, server.clock, pods_dir=os.path.join(data_dir, "pods"), **node_options())
+    runtime = proxies = None
+    if args.runtime == "process":
+        from .node.runtime.netns import cluster_tag
+        from .node.runtime.process import ProcessRuntime
+
+        runtime = ProcessRuntime(os.path.join(data_dir, "runtime"), cluster_tag(data_dir))
+    nodes = NodeManager(server.rest, cluster, server.clock, pods_dir=os.path.join(data_dir, "pods"),
+                        runtime=runtime, **node_options())
+    if runtime is not None:
+        from .proxy.runner import SERVICE_CIDR, NodeProxies
+        from .proxy.nftables.layout import Config
+
+        agents = list(nodes.agents.values())
+        runtime.start([(a.name, a.spec.index, a.host_ip, a.pod_cidr) for a in agents])
+        server.handlers.sub.log_readers.append(runtime.read_log)
+        proxies = NodeProxies(server.rest, [(a.name, a.host_ip, runtime.net.node_ns(a.spec.index)) for a in agents],
+                              mode_warnings, server.clock, cfg=Config(service_cidrs=(SERVICE_CIDR,)))
+        log.info("process runtime: %d node namespaces; kube-proxy mode %s", len(agents), proxy_mode)
     await nodes.start()
+    if proxies is not None:
+        await proxies.start()
     scheduler = Scheduler(LocalClient(server.rest, field_manager="default-scheduler"), clock=server.clock)
     server.component_metrics.append(scheduler.metrics.registry)
     await scheduler.start()
@@ -73,11 +100,25 @@ async def _up(args: argparse.Namespace) -> int:
     await stop.wait()
     log.info("shutting down")
     await scheduler.stop()
+    if proxies is not None:
+        await proxies.stop()
     await nodes.stop()
+    if runtime is not None:
+        runtime.close()
     await controllers.stop()
     await server.stop()
     print("nanokube stopped", flush=True)
     return 0
+
+
+def _process_runtime_problem() -> str:
+    """Why this host cannot run the process runtime ("" when it can)."""
+    if not sys.platform.startswith("linux"):
+        return "needs Linux"
+    if os.geteuid() != 0:
+        return "needs root (network namespaces)"
+    missing = [b for b in ("ip", "nft") if not shutil.which(b)]
+    return f"missing {', '.join(missing)} on PATH" if missing else ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--store", default="sqlite", help="sqlite (default), memory, or etcd://HOST:PORT[,HOST:PORT...]")
     up.add_argument("--cluster", default=None, metavar="FILE",
                     help="simulated nodes to run (YAML node pools; default: two 8-GPU nodes)")
+    up.add_argument("--runtime", choices=("simulated", "process"), default="simulated",
+                    help="simulated containers (default), or processes in network namespaces with kube-proxy "
+                         "per node (Linux, root)")
+    up.add_argument("--proxy-mode", default=None, help="kube-proxy mode: nftables (iptables and ipvs are refused; "
+                                                       "unset warns that the default is changing)")
     up.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     cli_fault.add_parser(sub)
     args = p.parse_args(argv)

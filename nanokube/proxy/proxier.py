@@ -24,12 +24,17 @@ log = logging.getLogger(__name__)
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 
 
-def service_ports(svc: dict, slices: list[dict]) -> list[ServicePort]:
-    """The typed structures of one Service from its EndpointSlices (IPv4 ClusterIPs only)."""
+def service_ports(svc: dict, slices: list[dict], node_name: str = "") -> list[ServicePort]:
+    """The typed structures of one Service from its EndpointSlices (IPv4
+    ClusterIPs only); endpoints on `node_name` are the local ones."""
     spec, md = svc.get("spec", {}), svc["metadata"]
     ip = spec.get("clusterIP")
     if not ip or ip == "None" or ":" in ip:
         return []
+    affinity = 0
+    if spec.get("sessionAffinity") == "ClientIP":
+        affinity = ((spec.get("sessionAffinityConfig") or {}).get("clientIP") or {}).get("timeoutSeconds") or 10800
+    external = spec.get("type") in ("NodePort", "LoadBalancer") and spec.get("externalTrafficPolicy") == "Local"
     out = []
     for p in spec.get("ports", []):
         name, proto = p.get("name", ""), p.get("protocol", "TCP")
@@ -44,9 +49,10 @@ def service_ports(svc: dict, slices: list[dict]) -> list[ServicePort]:
             for ep in sl.get("endpoints") or []:
                 ready = ep.get("conditions", {}).get("ready") is not False
                 for addr in ep.get("addresses", [])[:1]:
-                    eps[(addr, port)] = Endpoint(addr, port, ready)
+                    eps[(addr, port)] = Endpoint(addr, port, ready, bool(node_name) and ep.get("nodeName") == node_name)
         out.append(ServicePort(md["namespace"], md["name"], name or str(p["port"]), proto.lower(), ip,
-                               p["port"], p.get("nodePort", 0), tuple(eps[k] for k in sorted(eps))))
+                               p["port"], p.get("nodePort", 0), tuple(eps[k] for k in sorted(eps)), affinity,
+                               spec.get("internalTrafficPolicy") == "Local", external))
     return out
 
 
@@ -121,7 +127,7 @@ class Proxier:
                 self._flat.pop(sp.key, None)
             svc = self.services.get(key)
             if svc is not None:
-                self._ports[key] = service_ports(svc, by_service.get(key, []))
+                self._ports[key] = service_ports(svc, by_service.get(key, []), self.node_name)
                 self._flat.update((sp.key, sp) for sp in self._ports[key])
 
     async def sync_once(self, full: bool = False) -> SyncReport:
@@ -135,6 +141,9 @@ class Proxier:
         if report.failures:
             self.metrics.failures.inc(report.failures)
         self.last_report, self.syncs = report, self.syncs + 1
+        log.info("node %s: %s sync of %d service ports (%d changed, %d nft lines) in %.3fs%s", self.node_name,
+                 "full" if report.full else "partial", len(self._flat), len(report.services_changed), report.lines,
+                 elapsed, "" if report.ok else f"; failed: {report.error}")
         return report
 
     async def _loop(self) -> None:

@@ -1,0 +1,171 @@
+"""Network namespaces for the process runtime.
+
+Everything lives outside the host's namespace: a "cluster" namespace holds
+the bridge every node plugs into (its address is the nodes' default
+gateway), each node is a namespace with its node IP on that bridge and a
+route to every other node's podCIDR, and each pod is a namespace whose
+`eth0` is one end of a veth pair; the other end sits in the node namespace.
+Pods are routed, not bridged (a /32 route per pod and proxy ARP on the node
+side, as Calico does), so every pod packet crosses the node's IP stack and
+kube-proxy's nftables rules, hairpin traffic included.
+
+All names share one prefix per cluster, so removing a run's leftovers after
+a crash is one pass over `ip netns list`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import ipaddress
+import logging
+import os
+import signal
+import socket
+import subprocess
+import threading
+
+log = logging.getLogger(__name__)
+
+PREFIX = "nkr-"
+BRIDGE = "nkbr0"
+GATEWAY = "172.18.0.1/16"
+POD_GATEWAY = "169.254.1.1"
+_CLONE_NEWNET = 0x40000000
+
+
+class NetnsError(RuntimeError):
+    """An `ip` command failed."""
+
+
+def ip(*args: str, netns: str | None = None, check: bool = True) -> str:
+    argv = ["ip", *(["-n", netns] if netns else []), *args]
+    p = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if check and p.returncode != 0:
+        raise NetnsError(f"{' '.join(argv)}: {p.stderr.strip()}")
+    return p.stdout
+
+
+def sysctl(netns: str, key: str, value: str) -> None:
+    subprocess.run(["ip", "netns", "exec", netns, "sysctl", "-qw", f"{key}={value}"], check=True,
+                   capture_output=True)
+
+
+def cluster_tag(data_dir: str) -> str:
+    """A short tag naming one cluster's namespaces: the same data dir, the same names."""
+    return hashlib.sha256(os.path.abspath(data_dir).encode()).hexdigest()[:6]
+
+
+def list_netns() -> list[str]:
+    return [line.split()[0] for line in ip("netns", "list").splitlines() if line.strip()]
+
+
+def kill_netns(name: str) -> None:
+    """SIGKILL every process in the namespace, then delete it."""
+    pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True, check=False).stdout
+    for pid in pids.split():
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except (ProcessLookupError, ValueError):
+            pass
+    ip("netns", "del", name, check=False)
+
+
+def open_in_netns(netns: str, family: int = socket.AF_INET, kind: int = socket.SOCK_STREAM) -> socket.socket:
+    """A socket that belongs to `netns`: the calling thread enters the
+    namespace for the `socket()` call only (setns is per thread), and the
+    socket keeps its namespace wherever it is used afterwards."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    own = os.open(f"/proc/self/task/{threading.get_native_id()}/ns/net", os.O_RDONLY)
+    target = os.open(f"/var/run/netns/{netns}", os.O_RDONLY)
+    try:
+        if libc.setns(target, _CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns {netns}")
+        try:
+            return socket.socket(family, kind)
+        finally:
+            if libc.setns(own, _CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "setns back to the agent's namespace")
+    finally:
+        os.close(own)
+        os.close(target)
+
+
+class ClusterNetwork:
+    """The namespaces of one cluster: create, add pods, remove."""
+
+    def __init__(self, tag: str):
+        self.tag = tag
+        self.prefix = f"{PREFIX}{tag}-"
+        self.cluster_ns = self.prefix + "c"
+        self.nodes: dict[str, tuple[str, str, str]] = {}  # node -> (netns, node ip, pod cidr)
+
+    def node_ns(self, index: int) -> str:
+        return f"{self.prefix}n{index}"
+
+    def pod_ns(self, uid: str) -> str:
+        return f"{self.prefix}p{uid.replace('-', '')[:12]}"
+
+    def cleanup(self) -> list[str]:
+        """Remove every namespace (with its processes, veths and nft tables) this cluster's tag names."""
+        gone = [n for n in list_netns() if n.startswith(self.prefix)]
+        for n in sorted(gone, key=lambda n: n == self.cluster_ns):
+            kill_netns(n)
+        return gone
+
+    def create(self, nodes: list[tuple[str, int, str, str]]) -> None:
+        """Build the cluster: `nodes` are (name, index, node ip, pod cidr)."""
+        self.cleanup()
+        c = self.cluster_ns
+        ip("netns", "add", c)
+        ip("link", "add", BRIDGE, "type", "bridge", netns=c)
+        ip("addr", "add", GATEWAY, "dev", BRIDGE, netns=c)
+        ip("link", "set", BRIDGE, "up", netns=c)
+        ip("link", "set", "lo", "up", netns=c)
+        prefix_len = GATEWAY.split("/")[1]
+        for name, index, node_ip, cidr in nodes:
+            ns = self.node_ns(index)
+            ip("netns", "add", ns)
+            ip("link", "add", f"n{index}", "type", "veth", "peer", "name", "eth0", "netns", ns, netns=c)
+            ip("link", "set", f"n{index}", "master", BRIDGE, "up", netns=c)
+            ip("link", "set", "lo", "up", netns=ns)
+            ip("addr", "add", f"{node_ip}/{prefix_len}", "dev", "eth0", netns=ns)
+            ip("link", "set", "eth0", "up", netns=ns)
+            ip("route", "add", "default", "via", GATEWAY.split("/")[0], netns=ns)
+            for key in ("net.ipv4.ip_forward", "net.ipv4.conf.all.rp_filter", "net.ipv4.conf.default.rp_filter"):
+                sysctl(ns, key, "1" if key.endswith("forward") else "0")
+            self.nodes[name] = (ns, node_ip, cidr)
+        for name, (ns, _, _) in self.nodes.items():
+            for other, (_, other_ip, other_cidr) in self.nodes.items():
+                if other != name:
+                    ip("route", "add", other_cidr, "via", other_ip, netns=ns)
+
+    def add_pod(self, node: str, uid: str, pod_ip: str) -> str:
+        """A pod namespace wired to its node; returns its name. Idempotent."""
+        node_ns = self.nodes[node][0]
+        ns = self.pod_ns(uid)
+        host_if = "v" + uid.replace("-", "")[:12]
+        ip("netns", "del", ns, check=False)
+        ip("link", "del", host_if, netns=node_ns, check=False)
+        ip("netns", "add", ns)
+        ip("link", "add", host_if, "type", "veth", "peer", "name", "eth0", "netns", ns, netns=node_ns)
+        sysctl(node_ns, f"net.ipv4.conf.{host_if}.proxy_arp", "1")
+        ip("link", "set", host_if, "up", netns=node_ns)
+        ip("route", "add", f"{ipaddress.IPv4Address(pod_ip)}/32", "dev", host_if, netns=node_ns)
+        ip("link", "set", "lo", "up", netns=ns)
+        ip("addr", "add", f"{pod_ip}/32", "dev", "eth0", netns=ns)
+        ip("link", "set", "eth0", "up", netns=ns)
+        ip("route", "add", POD_GATEWAY, "dev", "eth0", "scope", "link", netns=ns)
+        ip("route", "add", "default", "via", POD_GATEWAY, "dev", "eth0", netns=ns)
+        return ns
+
+    def remove_pod(self, node: str, uid: str) -> None:
+        """Kill what still runs in the pod's namespace and delete it (its veth goes with it)."""
+        kill_netns(self.pod_ns(uid))
+        node_ns = self.nodes.get(node, ("",))[0]
+        if node_ns:
+            ip("link", "del", "v" + uid.replace("-", "")[:12], netns=node_ns, check=False)
+
+    def close(self) -> None:
+        self.cleanup()
+        self.nodes.clear()

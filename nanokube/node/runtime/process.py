@@ -1,0 +1,497 @@
+"""The process runtime: each container is a real process in its pod's
+network namespace (netns.py), started through launch.py with its env,
+working directory and volumes.
+
+Containers run, exit and restart on their own (restartPolicy, crash-loop
+backoff); their exit codes, restart counts and readiness probes make the
+container statuses and the pod's Ready condition. Deleting a pod sends
+SIGTERM to every container and SIGKILL to those still running when the
+grace period ends. Each container instance logs stdout and stderr to a file
+that `read_log` serves for the pods/log subresource (follow included).
+Images are recorded, not pulled: a container with neither command nor args
+runs `sleep infinity` in place of the image's entrypoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from ...apiserver import errors
+from ...clock import parse_time
+from ..lifecycle import BACKOFF_MAX, PodWorker, image_id, image_ref
+from .netns import ClusterNetwork, NetnsError
+from .probes import run_probe
+
+log = logging.getLogger(__name__)
+
+LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch.py")
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_VAR = re.compile(r"\$\(([-._a-zA-Z0-9]+)\)|\$\$")
+FOLLOW_POLL = 0.2
+
+
+def expand(s: str, env: dict[str, str]) -> str:
+    """Kubernetes' $(VAR) expansion: known variables expand, $$ escapes, the rest stays."""
+    return _VAR.sub(lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), s)
+
+
+def exit_code(returncode: int) -> int:
+    """A process killed by signal N exits 128+N, as container runtimes report it."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+@dataclass
+class Container:
+    """One container of a pod and its current instance."""
+
+    spec: dict
+    state: dict = field(default_factory=lambda: {"waiting": {"reason": "ContainerCreating"}})
+    last_state: dict = field(default_factory=dict)
+    restarts: int = 0
+    instances: int = 0  # processes started so far; the current one logs to log_path(instances - 1)
+    ready: bool = False
+    proc: asyncio.subprocess.Process | None = None
+    log_dir: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.spec["name"]
+
+    def log_path(self, instance: int) -> str:
+        return os.path.join(self.log_dir, f"{instance}.log")
+
+
+class ProcessRuntime:
+    """Runs pods as processes in network namespaces; one per `nanokube up`."""
+
+    name = "process"
+
+    def __init__(self, state_dir: str, tag: str, *, backoff_initial: float = 10.0):
+        self.state_dir = state_dir
+        self.net = ClusterNetwork(tag)
+        self.backoff_initial = backoff_initial
+        self.pods: dict[tuple[str, str], ProcessPodWorker] = {}
+        self._mountpoints: dict[str, int] = {}  # mount targets this runtime created -> pods using them
+
+    @property
+    def _mountpoint_record(self) -> str:
+        return os.path.join(self.state_dir, "mountpoints.json")
+
+    def start(self, nodes: list[tuple[str, int, str, str]]) -> None:
+        """Remove what a crashed run left, then build the network of `nodes`
+        (name, index, node IP, podCIDR)."""
+        self._remove_mountpoints()
+        shutil.rmtree(os.path.join(self.state_dir, "logs"), ignore_errors=True)
+        os.makedirs(self.state_dir, exist_ok=True)
+        self.net.create(nodes)
+
+    def close(self) -> None:
+        self.net.close()
+        self._remove_mountpoints()
+        shutil.rmtree(os.path.join(self.state_dir, "logs"), ignore_errors=True)
+
+    def worker(self, agent, pod: dict) -> ProcessPodWorker:
+        return ProcessPodWorker(agent, pod, self)
+
+    # --- mount targets created for volumes ---------------------------------------------
+
+    def claim_mountpoint(self, target: str, is_file: bool) -> None:
+        """Make sure `target` exists; a target this runtime had to create is removed again when unused."""
+        if target in self._mountpoints:
+            self._mountpoints[target] += 1
+        elif not os.path.exists(target):
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            if is_file:
+                open(target, "a").close()
+            else:
+                os.mkdir(target)
+            self._mountpoints[target] = 1
+        self._save_mountpoints()
+
+    def release_mountpoint(self, target: str) -> None:
+        if target not in self._mountpoints:
+            return
+        self._mountpoints[target] -= 1
+        if self._mountpoints[target] <= 0:
+            del self._mountpoints[target]
+            _remove_empty(target)
+        self._save_mountpoints()
+
+    def _save_mountpoints(self) -> None:
+        os.makedirs(self.state_dir, exist_ok=True)
+        with open(self._mountpoint_record, "w") as f:
+            json.dump(sorted(self._mountpoints), f)
+
+    def _remove_mountpoints(self) -> None:
+        try:
+            with open(self._mountpoint_record) as f:
+                targets = set(json.load(f)) | set(self._mountpoints)
+        except (OSError, ValueError):
+            targets = set(self._mountpoints)
+        for t in targets:
+            _remove_empty(t)
+        self._mountpoints.clear()
+        if os.path.exists(self._mountpoint_record):
+            os.unlink(self._mountpoint_record)
+
+    # --- pods/log -----------------------------------------------------------------------
+
+    async def read_log(self, namespace: str, name: str, container: str, query: dict) -> bytes | AsyncIterator | None:
+        """The pods/log reader (Subresources.log_readers): None for pods this runtime does not run."""
+        w = self.pods.get((namespace, name))
+        if w is None:
+            return None
+        c = w.containers.get(container)
+        if c is None or c.instances == 0:
+            raise errors.bad_request(f'container "{container}" in pod "{name}" is waiting to start: '
+                                     "ContainerCreating")
+        previous = query.get("previous") in ("true", "1")
+        instance = c.instances - (2 if previous else 1)
+        if instance < 0:
+            raise errors.bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
+        data = _read(c.log_path(instance))
+        tail = query.get("tailLines")
+        if tail is not None and tail.isdigit():
+            lines = data.splitlines(keepends=True)
+            data = b"".join(lines[len(lines) - int(tail):]) if int(tail) else b""
+        limit = query.get("limitBytes")
+        if limit is not None and limit.isdigit():
+            data = data[:int(limit)]
+        follow = query.get("follow") in ("true", "1") and not previous and limit is None
+        if not follow or c.proc is None or c.proc.returncode is not None:
+            return data
+        return _follow(c, instance, data)
+
+
+def _read(path: str, offset: int = 0) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read()
+    except FileNotFoundError:
+        return b""
+
+
+async def _follow(c: Container, instance: int, head: bytes) -> AsyncIterator[bytes]:
+    """What the log holds, then what the running instance appends until it exits."""
+    if head:
+        yield head
+    path = c.log_path(instance)
+    offset = os.path.getsize(path) if os.path.exists(path) else 0
+    while True:
+        done = c.instances - 1 != instance or c.proc is None or c.proc.returncode is not None
+        chunk = _read(path, offset)
+        if chunk:
+            offset += len(chunk)
+            yield chunk
+        if done:
+            return
+        await asyncio.sleep(FOLLOW_POLL)
+
+
+def _remove_empty(target: str) -> None:
+    try:
+        if os.path.isdir(target):
+            os.rmdir(target)
+        elif os.path.isfile(target) and os.path.getsize(target) == 0:
+            os.unlink(target)
+    except OSError:
+        pass
+
+
+class ProcessPodWorker(PodWorker):
+    """A pod whose containers are processes; reuses PodWorker's status writes,
+    claim and volume set-up, events and deletion."""
+
+    def __init__(self, agent, pod: dict, runtime: ProcessRuntime):
+        super().__init__(agent, pod)
+        self.runtime = runtime
+        self.netns = ""
+        self.containers: dict[str, Container] = {}
+        self._children: list[asyncio.Task] = []
+        self._stopping = asyncio.Event()
+        self._write_lock = asyncio.Lock()
+        self._published: bytes = b""
+        self._mounts: list[tuple[str, str, bool]] = []
+        self._env: dict[str, dict[str, str]] = {}
+        self._log_root = ""
+
+    # --- set-up and tear-down -------------------------------------------------------
+
+    async def _sandbox(self, _pod: dict) -> None:
+        self.netns = await asyncio.to_thread(self.runtime.net.add_pod, self.agent.name, self.uid, self.ip)
+
+    async def _prepare(self) -> None:
+        """Log directories, mount targets and environments of every container."""
+        self._log_root = os.path.join(self.runtime.state_dir, "logs", f"{self.namespace}_{self.name}_{self.uid}")
+        vols = self.agent.volumes
+        for spec in self._containers():
+            c = self.containers[spec["name"]] = Container(spec, log_dir=os.path.join(self._log_root, spec["name"]))
+            os.makedirs(c.log_dir, exist_ok=True)
+            for vm in spec.get("volumeMounts") or []:
+                src = vols.volume_dir(self.uid, vm["name"])
+                if vm.get("subPath"):
+                    src = os.path.join(src, vm["subPath"])
+                if not os.path.exists(src):
+                    os.makedirs(src, exist_ok=True)
+                self.runtime.claim_mountpoint(vm["mountPath"], os.path.isfile(src))
+                self._mounts.append((src, vm["mountPath"], bool(vm.get("readOnly"))))
+            self._env[c.name] = await self._environment(spec)
+        self.runtime.pods[(self.namespace, self.name)] = self
+
+    async def _environment(self, spec: dict) -> dict[str, str]:
+        env = {"PATH": DEFAULT_PATH, "HOSTNAME": self.name, "HOME": "/root"}
+        for e in spec.get("env") or []:
+            if "value" in e or not e.get("valueFrom"):
+                env[e["name"]] = expand(e.get("value", ""), env)
+                continue
+            v = await self._value_from(e["valueFrom"])
+            if v is not None:
+                env[e["name"]] = v
+        return env
+
+    async def _value_from(self, ref: dict) -> str | None:
+        """fieldRef, configMapKeyRef and secretKeyRef values (missing optional keys are left unset)."""
+        if "fieldRef" in ref:
+            path = ref["fieldRef"]["fieldPath"]
+            md, spec = self.pod["metadata"], self.pod.get("spec") or {}
+            simple = {"metadata.name": md["name"], "metadata.namespace": md["namespace"], "metadata.uid": self.uid,
+                      "spec.nodeName": spec.get("nodeName", ""), "spec.serviceAccountName":
+                      spec.get("serviceAccountName", ""), "status.podIP": self.ip, "status.podIPs": self.ip,
+                      "status.hostIP": self.agent.host_ip, "status.hostIPs": self.agent.host_ip}
+            if path in simple:
+                return simple[path]
+            m = re.fullmatch(r"metadata\.(labels|annotations)\['(.+)'\]", path)
+            return (md.get(m.group(1)) or {}).get(m.group(2)) if m else None
+        for kind, plural in (("configMapKeyRef", "configmaps"), ("secretKeyRef", "secrets")):
+            if kind in ref:
+                r = ref[kind]
+                try:
+                    obj = await self.agent.client.resource("", "v1", plural).get(r["name"], self.namespace)
+                except errors.APIError:
+                    return None
+                if kind == "secretKeyRef":
+                    raw = (obj.get("data") or {}).get(r["key"])
+                    return base64.b64decode(raw).decode(errors="replace") if raw is not None else None
+                return (obj.get("data") or {}).get(r["key"])
+        return None
+
+    async def _teardown(self) -> None:
+        """Kill what is left, remove the pod's namespace, mount targets and claims."""
+        for c in self.containers.values():
+            _kill(c, signal.SIGKILL)
+        if self.netns:
+            await asyncio.to_thread(self.runtime.net.remove_pod, self.agent.name, self.uid)
+            self.netns = ""
+        for _, target, _ in self._mounts:
+            self.runtime.release_mountpoint(target)
+        self._mounts.clear()
+
+    async def stop(self) -> None:
+        for t in self._children:
+            t.cancel()
+        await asyncio.gather(*self._children, return_exceptions=True)
+        await super().stop()
+        await self._teardown()
+        if self.runtime.pods.get((self.namespace, self.name)) is self:
+            del self.runtime.pods[(self.namespace, self.name)]
+        if self._log_root:
+            shutil.rmtree(self._log_root, ignore_errors=True)
+
+    # --- the pod ----------------------------------------------------------------------
+
+    async def _run_containers(self, adopted: bool) -> None:
+        """Start every container and wait until they are all done for good or the pod is deleted.
+        A pod adopted from an earlier run starts its containers again: the processes died with it."""
+        if not await self._retry(self._sandbox, NetnsError, "FailedCreatePodSandBox",
+                                 "Failed to create pod sandbox: {}"):
+            await self._teardown()
+            await self._delete()
+            return
+        await self._prepare()
+        loops = [asyncio.create_task(self._container_loop(c)) for c in self.containers.values()]
+        self._children += loops
+        everything = asyncio.gather(*loops)
+        try:
+            while not self.deleting() and not everything.done():
+                self.changed.clear()
+                waiter = asyncio.ensure_future(self.changed.wait())
+                await asyncio.wait([everything, waiter], return_when=asyncio.FIRST_COMPLETED)
+                waiter.cancel()
+            if not everything.done():
+                await self._kill_gracefully()
+                await everything
+        finally:
+            everything.cancel()
+        codes = [c.state.get("terminated", {}).get("exitCode", 0) for c in self.containers.values()]
+        now = self.clock.rfc3339()
+        try:
+            await self._write("Succeeded" if all(code == 0 for code in codes) else "Failed", self._statuses(), False,
+                              now, "PodCompleted")
+        except errors.APIError as e:
+            if e.code != 404:
+                raise
+        await self._teardown()
+        self.agent.ips.release(self.uid)
+        await self.agent.claims.unprepare(self.uid)
+        self.agent.volumes.unmount(self.uid)
+        if self.deleting():
+            await self._delete()
+
+    async def _kill_gracefully(self) -> None:
+        """SIGTERM now; SIGKILL for whatever still runs once the grace period ends."""
+        self._stopping.set()
+        md = self.pod["metadata"]
+        deadline = parse_time(md["deletionTimestamp"]) if md.get("deletionTimestamp") else self.clock.now()
+        running = [c for c in self.containers.values() if c.proc and c.proc.returncode is None]
+        for c in running:
+            _kill(c, signal.SIGTERM)
+        waits = [asyncio.ensure_future(c.proc.wait()) for c in running]
+        if waits:
+            await asyncio.wait(waits, timeout=max(deadline - self.clock.now(), 0.0))
+        for c in running:
+            _kill(c, signal.SIGKILL)
+        await asyncio.gather(*waits, return_exceptions=True)
+
+    # --- one container --------------------------------------------------------------
+
+    def _argv(self, c: Container) -> list[str]:
+        env = self._env[c.name]
+        argv = [expand(a, env) for a in (c.spec.get("command") or []) + (c.spec.get("args") or [])]
+        return argv or ["sleep", "infinity"]
+
+    def _launch_argv(self, c: Container, argv: list[str]) -> list[str]:
+        spec = {"hostname": self.name, "mounts": self._mounts_of(c), "workdir": c.spec.get("workingDir") or "/",
+                "env": self._env[c.name], "argv": argv}
+        return ["ip", "netns", "exec", self.netns, sys.executable, "-I", LAUNCHER, json.dumps(spec)]
+
+    def _mounts_of(self, c: Container) -> list[tuple[str, str, bool]]:
+        targets = {vm["mountPath"] for vm in c.spec.get("volumeMounts") or []}
+        return [m for m in self._mounts if m[1] in targets]
+
+    async def _spawn(self, c: Container) -> None:
+        path = c.log_path(c.instances)
+        with open(path, "ab") as out:
+            c.proc = await asyncio.create_subprocess_exec(
+                *self._launch_argv(c, self._argv(c)), stdin=asyncio.subprocess.DEVNULL, stdout=out,
+                stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+        c.instances += 1
+
+    async def _container_loop(self, c: Container) -> None:
+        policy = (self.pod.get("spec") or {}).get("restartPolicy", "Always")
+        while True:
+            await self._spawn(c)
+            started = self.clock.rfc3339()
+            c.state = {"running": {"startedAt": started}}
+            c.ready = not c.spec.get("readinessProbe")
+            await self._publish()
+            probe = asyncio.create_task(self._probe_loop(c)) if c.spec.get("readinessProbe") else None
+            try:
+                code = exit_code(await c.proc.wait())
+            finally:
+                if probe:
+                    probe.cancel()
+            c.ready = False
+            term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "startedAt": started,
+                    "finishedAt": self.clock.rfc3339(), "containerID": self._container_id(c)}
+            c.state = {"terminated": term}
+            if self._stopping.is_set() or not (policy == "Always" or (policy == "OnFailure" and code != 0)):
+                await self._publish()
+                return
+            delay = min(self.runtime.backoff_initial * 2 ** c.restarts, BACKOFF_MAX)
+            c.last_state, c.restarts = {"terminated": term}, c.restarts + 1
+            c.state = {"waiting": {"reason": "CrashLoopBackOff",
+                                   "message": f"back-off {int(delay)}s restarting failed container={c.name} "
+                                              f"pod={self.name}_{self.namespace}({self.uid})"}}
+            await self._publish()
+            try:
+                await asyncio.wait_for(self._stopping.wait(), delay)
+                return
+            except TimeoutError:
+                pass
+
+    async def _probe_loop(self, c: Container) -> None:
+        """Readiness from the probe: successThreshold successes make it ready, failureThreshold failures not."""
+        p = c.spec["readinessProbe"]
+        period = float(p.get("periodSeconds") or 10)
+        need_ok, need_fail = int(p.get("successThreshold") or 1), int(p.get("failureThreshold") or 3)
+        ok = fail = 0
+        node_ns = self.runtime.net.nodes[self.agent.name][0]
+        await self.clock.sleep(float(p.get("initialDelaySeconds") or 0))
+        while True:
+            passed = await run_probe(p, c.spec, node_ns, self.ip, lambda argv, t: self._exec(c, argv, t))
+            ok, fail = (ok + 1, 0) if passed else (0, fail + 1)
+            ready = c.ready
+            if ok >= need_ok:
+                ready = True
+            elif fail >= need_fail:
+                ready = False
+            if ready != c.ready:
+                c.ready = ready
+                await self._publish()
+            await self.clock.sleep(period)
+
+    async def _exec(self, c: Container, argv: list[str], timeout: float) -> int:
+        """An exec probe: `argv` in the container's context; a timeout counts as failure (-1)."""
+        if not argv:
+            return -1
+        proc = await asyncio.create_subprocess_exec(*self._launch_argv(c, argv), stdin=asyncio.subprocess.DEVNULL,
+                                                    stdout=asyncio.subprocess.DEVNULL,
+                                                    stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
+        try:
+            return await asyncio.wait_for(proc.wait(), timeout)
+        except TimeoutError:
+            os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+            return -1
+
+    # --- status -----------------------------------------------------------------------
+
+    def _container_id(self, c: Container) -> str:
+        return "containerd://" + hashlib.sha256(f"{self.uid}/{c.name}/{c.instances}".encode()).hexdigest()
+
+    def _statuses(self) -> list[dict]:
+        out = []
+        for c in self.containers.values():
+            s = {"name": c.name, "state": c.state, "lastState": c.last_state, "ready": c.ready,
+                 "restartCount": c.restarts, "image": image_ref(c.spec.get("image", "")),
+                 "imageID": image_id(c.spec.get("image", "")), "started": "running" in c.state}
+            if c.instances:
+                s["containerID"] = self._container_id(c)
+            out.append(s)
+        return out
+
+    async def _publish(self) -> None:
+        """Write the pod's status if it changed (containers publish concurrently)."""
+        async with self._write_lock:
+            statuses = self._statuses()
+            ready = all(c.ready for c in self.containers.values())
+            key = json.dumps([statuses, ready], sort_keys=True).encode()
+            if key == self._published or self.deleting() and self._stopping.is_set():
+                return
+            self._published = key
+            try:
+                await self._write("Running", statuses, ready, self.clock.rfc3339(),
+                                  "" if ready else "ContainersNotReady", running=True)
+            except errors.APIError as e:
+                if e.code != 404:
+                    raise
+
+
+def _kill(c: Container, sig: int) -> None:
+    if c.proc is not None and c.proc.returncode is None:
+        try:
+            os.killpg(c.proc.pid, sig)
+        except ProcessLookupError:
+            pass

@@ -1,0 +1,185 @@
+"""Networking end to end: `nanokube up --runtime process` runs pods as
+processes in network namespaces and kube-proxy's nftables rules in every
+node; a Deployment behind a ClusterIP Service answers a pod on another node.
+
+Skipped (loudly) only without root, `ip` or `nft`; CI runs as root with
+nftables installed (scripts/nftables.sh). Every namespace, process and nft
+table lives in the cluster's namespaces, which `nanokube up` removes on exit;
+the module checks that nothing is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from nanokube.node.runtime.netns import PREFIX, cluster_tag, list_netns
+from tests.e2e.conftest import start_cluster
+
+CLUSTER_FILE = "examples/clusters/process-3cpu.yaml"
+CLIENT_NODE = "cpu-2"
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("nft"),
+    reason="SKIPPED LOUDLY: the process runtime needs root, ip and nft (run scripts/nftables.sh)")
+
+SERVER = """
+import http.server, socket
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = socket.gethostname().encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+print("serving", socket.gethostname(), flush=True)
+http.server.ThreadingHTTPServer(("0.0.0.0", 8080), H).serve_forever()
+"""
+
+CLIENT = """
+import socket, sys, time, urllib.request
+url, n = sys.argv[1], int(sys.argv[2])
+for _ in range(n):
+    t = time.monotonic()
+    try:
+        print("OK", urllib.request.urlopen(url, timeout=3).read().decode(), flush=True)
+    except Exception as e:
+        reason = getattr(e, "reason", e)
+        print("ERR", type(reason).__name__, round(time.monotonic() - t, 3), flush=True)
+"""
+
+
+def wait_for(check, timeout: float = 60, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.3)
+    raise AssertionError(f"{what} never held")
+
+
+@pytest.fixture(scope="module")
+def net_cluster(store_url):
+    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-net-"))
+    c = start_cluster(d, store_url, ("--cluster", CLUSTER_FILE, "--runtime", "process"))
+    c.prefix = f"{PREFIX}{cluster_tag(str(d))}-"
+    try:
+        yield c
+    finally:
+        c.stop()
+        leftovers = [n for n in list_netns() if n.startswith(c.prefix)]
+        shutil.rmtree(d, ignore_errors=True)
+        assert leftovers == [], f"namespaces left after shutdown: {leftovers}"
+
+
+def deployment(replicas: int) -> str:
+    not_client = {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": [CLIENT_NODE]}]}]}
+    return json.dumps({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}}, "spec": {
+                     "terminationGracePeriodSeconds": 2,
+                     "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": not_client}},
+                     "containers": [{"name": "web", "image": "python:3.11", "command": ["python3", "-c", SERVER],
+                                     "ports": [{"containerPort": 8080}],
+                                     "readinessProbe": {"httpGet": {"path": "/", "port": 8080},
+                                                        "periodSeconds": 1}}]}}}})
+
+
+def service(name: str, **spec) -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": "default"},
+                       "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}], **spec}})
+
+
+def run_client(c, name: str, url: str, n: int) -> list[str]:
+    """A pod on CLIENT_NODE making `n` requests; its output lines, read through `kubectl logs`."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+           "spec": {"nodeName": CLIENT_NODE, "restartPolicy": "Never",
+                    "containers": [{"name": "curl", "image": "python:3.11",
+                                    "command": ["python3", "-c", CLIENT, url, str(n)]}]}}
+    c.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    wait_for(lambda: c.kubectl_json("get", "pod", name)["status"].get("phase") in ("Succeeded", "Failed"),
+             90, f"client {name} finished")
+    out = c.kubectl("logs", name).stdout.splitlines()
+    c.kubectl("delete", "pod", name, "--wait=false")
+    return out
+
+
+def ready_endpoints(c, svc: str) -> set[str]:
+    slices = c.kubectl_json("get", "endpointslices", "-l", f"kubernetes.io/service-name={svc}")["items"]
+    return {ep["addresses"][0] for s in slices for ep in s.get("endpoints") or []
+            if (ep.get("conditions") or {}).get("ready")}
+
+
+def web_pods(c) -> dict[str, dict]:
+    return {p["metadata"]["name"]: p for p in c.kubectl_json("get", "pods", "-l", "app=web")["items"]}
+
+
+def nft(c, node_index: int, *args: str) -> str:
+    return subprocess.run(["ip", "netns", "exec", f"{c.prefix}n{node_index}", "nft", *args],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def test_defaulted_proxy_mode_is_warned(net_cluster):
+    events = net_cluster.kubectl_json("get", "events", "--field-selector", "reason=ProxyModeWarning")["items"]
+    assert {e["involvedObject"]["name"] for e in events} == {"cpu-0", "cpu-1", "cpu-2"}
+    assert "nftables" in events[0]["message"]
+
+
+def test_service_traffic_between_nodes(net_cluster):
+    c = net_cluster
+    c.kubectl("apply", "-f", "-", input=deployment(3))
+    c.kubectl("apply", "-f", "-", input=service("web"))
+    ip = c.kubectl_json("get", "service", "web")["spec"]["clusterIP"]
+    wait_for(lambda: len(ready_endpoints(c, "web")) == 3, 90, "3 ready endpoints")
+    pods = web_pods(c)
+    assert {p["spec"]["nodeName"] for p in pods.values()} <= {"cpu-0", "cpu-1"}
+    assert {p["status"]["podIP"] for p in pods.values()} == ready_endpoints(c, "web")
+
+    table = nft(c, 2, "list", "table", "ip", "kube-proxy")
+    for name in ("map service-ips", "map service-nodeports", "map no-endpoint-services", "set cluster-ips",
+                 "chain nat-prerouting", "chain masquerading", "numgen random mod 3"):
+        assert name in table
+
+    out = run_client(c, "client-3", f"http://{ip}/", 30)
+    answered = [line.split()[1] for line in out if line.startswith("OK")]
+    assert len(answered) == 30, out
+    assert set(answered) == set(pods), "requests did not reach every backend"
+
+    logs = Path(c.log_path)
+    before = len(logs.read_text().splitlines())
+    c.kubectl("scale", "deployment", "web", "--replicas=5")
+    wait_for(lambda: len(ready_endpoints(c, "web")) == 5, 90, "5 ready endpoints")
+    wait_for(lambda: "numgen random mod 5" in nft(c, 2, "list", "table", "ip", "kube-proxy"), 30, "5 endpoints")
+    syncs = [line for line in logs.read_text().splitlines()[before:] if "node cpu-2:" in line and " sync of " in line]
+    assert syncs and all("partial sync" in line for line in syncs), syncs
+
+    out = run_client(c, "client-5", f"http://{ip}/", 50)
+    answered = {line.split()[1] for line in out if line.startswith("OK")}
+    assert answered == set(web_pods(c)), out
+
+    c.kubectl("scale", "deployment", "web", "--replicas=0")
+    wait_for(lambda: not ready_endpoints(c, "web") and not web_pods(c), 90, "no endpoints")
+    wait_for(lambda: "goto reject-chain" in nft(c, 2, "list", "map", "ip", "kube-proxy", "no-endpoint-services"),
+             30, "reject for the service")
+    out = run_client(c, "client-0", f"http://{ip}/", 3)
+    refused = [line.split() for line in out if line.startswith("ERR")]
+    assert len(refused) == 3 and all(r[1] == "ConnectionRefusedError" and float(r[2]) < 1.0 for r in refused), out
+
+    c.kubectl("delete", "service", "web")
+    for node in range(3):
+        wait_for(lambda: ip not in nft(c, node, "list", "table", "ip", "kube-proxy"), 30, f"rules gone on {node}")
+    assert not re.search(r"chain (service|endpoint)-\w+-default/web/", nft(c, 2, "list", "table", "ip", "kube-proxy"))
+    c.kubectl("delete", "deployment", "web")
