@@ -1,5 +1,7 @@
 """The scheduler's cache: one NodeInfo per node with the pods on it (bound
-or assumed) and their summed requests, kept up to date from informer events,
+or assumed), the subsets of them carrying inter-pod (anti-)affinity terms
+(so affinity pre-passes skip the many pods without any), and their summed
+requests, kept up to date from informer events,
 and a Snapshot cloned per cycle from the nodes that changed since the last."""
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ class NodeInfo:
     non-zero requested (for scoring), host ports in use and pod count."""
 
     __slots__ = (
+        "affinity_pods",
         "allocatable",
         "allowed_pods",
+        "anti_affinity_pods",
         "generation",
         "labels",
         "name",
@@ -38,6 +42,9 @@ class NodeInfo:
         self.requested = Resources()
         self.nonzero = Resources()
         self.pods: dict[str, PodInfo] = {}
+        #: pods with any pod (anti-)affinity, and those with required anti-affinity
+        self.affinity_pods: dict[str, PodInfo] = {}
+        self.anti_affinity_pods: dict[str, PodInfo] = {}
         self.ports: list[tuple[str, str, int]] = []
         self.generation = 0
 
@@ -58,6 +65,10 @@ class NodeInfo:
         self.pods[info.uid] = info
         self.requested.add(info.requests)
         self.nonzero.add(info.nonzero)
+        if info.has_affinity:
+            self.affinity_pods[info.uid] = info
+            if info.has_required_anti_affinity:
+                self.anti_affinity_pods[info.uid] = info
         self.ports.extend(host_ports(info.pod))
 
     def remove_pod(self, uid: str) -> bool:
@@ -66,6 +77,8 @@ class NodeInfo:
             return False
         self.requested.add(info.requests, -1)
         self.nonzero.add(info.nonzero, -1)
+        self.affinity_pods.pop(uid, None)
+        self.anti_affinity_pods.pop(uid, None)
         for p in host_ports(info.pod):
             self.ports.remove(p)
         return True
@@ -77,6 +90,8 @@ class NodeInfo:
         c.requested = self.requested.copy()
         c.nonzero = self.nonzero.copy()
         c.pods = dict(self.pods)
+        c.affinity_pods = dict(self.affinity_pods)
+        c.anti_affinity_pods = dict(self.anti_affinity_pods)
         c.ports = list(self.ports)
         return c
 

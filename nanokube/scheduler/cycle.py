@@ -111,13 +111,7 @@ class Algorithm:
         return self.select_host(feasible, totals), len(feasible), len(feasible)
 
     def select_host(self, nodes: list, totals: list[int]) -> str:
-        """The highest score; ties broken uniformly at random (reservoir)."""
-        best, best_score, ties = nodes[0].name, totals[0], 1
-        for node, score in zip(nodes[1:], totals[1:]):
-            if score > best_score:
-                best, best_score, ties = node.name, score, 1
-            elif score == best_score:
-                ties += 1
-                if self.rng.randrange(ties) == 0:
-                    best = node.name
-        return best
+        """The highest score; ties broken uniformly at random."""
+        top = max(totals)
+        ties = [i for i, s in enumerate(totals) if s == top]
+        return nodes[ties[self.rng.randrange(len(ties))] if len(ties) > 1 else ties[0]].name

@@ -34,6 +34,9 @@ from .workload_cycle import WorkloadCycle
 
 log = logging.getLogger(__name__)
 
+#: share of cycles whose per-plugin durations are recorded, as upstream's pluginMetricsSamplePercent
+PLUGIN_METRICS_SAMPLE_PERCENT = 10
+
 
 def _condition_statuses(node: dict) -> dict:
     """type -> status of the node's conditions: heartbeats and messages alone change nothing."""
@@ -99,6 +102,7 @@ class Scheduler:
         self.cache = Cache()
         self.snapshot = Snapshot()
         self.algorithm = Algorithm(random.Random(seed))
+        self._metrics_rng = random.Random(seed)
         self.nodes = Informer(client.resource("", "v1", "nodes"))
         self.pods = Informer(client.resource("", "v1", "pods"))
         #: informers plugins asked for through `informer()`, started with the scheduler
@@ -246,7 +250,7 @@ class Scheduler:
         if pod["metadata"].get("deletionTimestamp") or self.cache.is_assumed(info.uid):
             self.queue.done(info)
             return
-        state = CycleState()
+        state = CycleState(self._metrics_rng.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT)
         self.cache.update_snapshot(self.snapshot)
         try:
             node, _, _ = self.algorithm.schedule(fwk, state, info, self.snapshot)

@@ -128,7 +128,7 @@ def scores(plugin, p, nodes):
     st = CycleState()
     if plugin.pre_score(st, info(p), nodes) is not None:
         return None
-    out = [plugin.score(st, info(p), n) for n in nodes]
+    out = plugin.score_nodes(st, info(p), nodes)
     plugin.normalize_score(st, info(p), out)
     return out
 

@@ -60,28 +60,28 @@ def test_least_allocated_score_counts_node_and_pod_requests():
     ni = node_info(node("n", "4", "32Gi"), pod("b", "1", "512Mi"))
     cpu = (4000 - 2000) * 100 // 4000
     mem = (32 * 1024 - 1024) * 100 // (32 * 1024)
-    assert fit.score(CycleState(), info(pod("a", "1", "512Mi")), ni) == (cpu + mem) // 2
+    assert fit.score_nodes(CycleState(), info(pod("a", "1", "512Mi")), [ni])[0] == (cpu + mem) // 2
 
 
 def test_most_allocated_and_requested_to_capacity_ratio():
     ni = node_info(node("n", "4", "4Gi"), pod("b", "1", "1Gi"))
     p = info(pod("a", "1", "1Gi"))
     most = NodeResourcesFit({"scoringStrategy": {"type": "MostAllocated"}}, None)
-    assert most.score(CycleState(), p, ni) == 50
+    assert most.score_nodes(CycleState(), p, [ni])[0] == 50
     ratio = NodeResourcesFit({"scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {
         "shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]}}}, None)
-    assert ratio.score(CycleState(), p, ni) == 50
+    assert ratio.score_nodes(CycleState(), p, [ni])[0] == 50
     weighted = NodeResourcesFit({"scoringStrategy": {"type": "MostAllocated", "resources": [
         {"name": "cpu", "weight": 3}, {"name": "memory", "weight": 1}]}}, None)
     ni2 = node_info(node("n", "4", "8Gi"), pod("b", "3", "1Gi"))
-    assert weighted.score(CycleState(), p, ni2) == (100 * 3 + 25) // 4
+    assert weighted.score_nodes(CycleState(), p, [ni2])[0] == (100 * 3 + 25) // 4
 
 
 def test_balanced_allocation():
     ba = NodeResourcesBalancedAllocation({}, None)
     p = info(pod("a", "1", "1Gi"))
-    assert ba.score(CycleState(), p, node_info(node("n", "4", "4Gi"))) == 100
-    assert ba.score(CycleState(), p, node_info(node("n", "2", "4Gi"))) == int((1 - 0.25 / 2) * 100)
+    assert ba.score_nodes(CycleState(), p, [node_info(node("n", "4", "4Gi"))])[0] == 100
+    assert ba.score_nodes(CycleState(), p, [node_info(node("n", "2", "4Gi"))])[0] == int((1 - 0.25 / 2) * 100)
     assert ba.pre_score(CycleState(), info(pod("be")), []).code == Code.SKIP
 
 
@@ -106,7 +106,7 @@ def test_taint_toleration_score_prefers_fewer_prefer_no_schedule_taints():
              node_info(node("n2", taints=[{"key": "x", "effect": "PreferNoSchedule"}, {"key": "y", "effect": "PreferNoSchedule"},
                                           {"key": "ok", "effect": "PreferNoSchedule"}]))]
     tt.pre_score(st, p, nodes)
-    scores = [tt.score(st, p, n) for n in nodes]
+    scores = tt.score_nodes(st, p, nodes)
     assert scores == [0, 1, 2]
     tt.normalize_score(st, p, scores)
     assert scores == [100, 50, 0]
@@ -144,7 +144,7 @@ def test_node_affinity_score_sums_preferred_weights_then_normalises():
              node_info(node("n2"))]
     st = CycleState()
     assert na.pre_score(st, p, nodes) is None
-    scores = [na.score(st, p, n) for n in nodes]
+    scores = na.score_nodes(st, p, nodes)
     assert scores == [10, 40, 0]
     na.normalize_score(st, p, scores)
     assert scores == [25, 100, 0]

@@ -70,12 +70,6 @@ def _term(t: dict, pod: dict, weight: int = 0) -> Term:
     return Term(sel, frozenset(namespaces), selector_from_object(ns_sel), t.get("topologyKey", ""), weight)
 
 
-def has_pod_affinity(pod: dict) -> bool:
-    """Cheap test before parsing: most pods carry no inter-pod terms at all."""
-    affinity = (pod.get("spec") or {}).get("affinity")
-    return bool(affinity and (affinity.get("podAffinity") or affinity.get("podAntiAffinity")))
-
-
 def terms(pod: dict) -> Terms:
     affinity = ((pod.get("spec") or {}).get("affinity")) or {}
     pa, paa = affinity.get("podAffinity") or {}, affinity.get("podAntiAffinity") or {}
@@ -116,27 +110,38 @@ class InterPodAffinity:
         mine: Terms = info.derived(self.name, terms)
         ns_labels = self._ns_labels()
         existing, affinity, anti = Counter(), Counter(), Counter()
-        only_theirs = not mine.affinity and not mine.anti
-        for node in self.handle.snapshot.nodes:
-            labels = node.labels
-            for p in node.pods.values():
-                if only_theirs and not has_pod_affinity(p.pod):
-                    continue
-                for t in p.derived(self.name, terms).anti:
-                    if t.key in labels and t.matches(info.pod, ns_labels):
-                        existing[t.key, labels[t.key]] += 1
-                if mine.affinity and all(t.matches(p.pod, ns_labels) for t in mine.affinity):
-                    for t in mine.affinity:
-                        if t.key in labels:
-                            affinity[t.key, labels[t.key]] += 1
-                for t in mine.anti:
-                    if t.key in labels and t.matches(p.pod, ns_labels):
-                        anti[t.key, labels[t.key]] += 1
-        if not mine.affinity and not mine.anti and not existing:
-            return None, SKIP
-        self_match = all(t.matches(info.pod, ns_labels) for t in mine.affinity)
+        pod = info.pod
+        if not mine.affinity and not mine.anti:
+            # only existing pods' required anti-affinity can matter: walk just those pods
+            for node in self.handle.snapshot.nodes:
+                if node.anti_affinity_pods:
+                    self._count_existing(node, node.anti_affinity_pods.values(), pod, ns_labels, existing)
+            if not existing:
+                return None, SKIP
+        else:
+            for node in self.handle.snapshot.nodes:
+                labels = node.labels
+                if node.anti_affinity_pods:
+                    self._count_existing(node, node.anti_affinity_pods.values(), pod, ns_labels, existing)
+                for p in node.pods.values():
+                    if mine.affinity and all(t.matches(p.pod, ns_labels) for t in mine.affinity):
+                        for t in mine.affinity:
+                            if t.key in labels:
+                                affinity[t.key, labels[t.key]] += 1
+                    for t in mine.anti:
+                        if t.key in labels and t.matches(p.pod, ns_labels):
+                            anti[t.key, labels[t.key]] += 1
+        self_match = all(t.matches(pod, ns_labels) for t in mine.affinity)
         state[_FILTER_KEY] = (mine, existing, affinity, anti, self_match)
         return None, None
+
+    def _count_existing(self, node, pods, pod: dict, ns_labels: NamespaceLabels, existing: Counter) -> None:
+        """Counts, per topology pair, existing pods whose required anti-affinity selects `pod`."""
+        labels = node.labels
+        for p in pods:
+            for t in p.derived(self.name, terms).anti:
+                if t.key in labels and t.matches(pod, ns_labels):
+                    existing[t.key, labels[t.key]] += 1
 
     def filter(self, state, info, node):
         mine, existing, affinity, anti, self_match = state[_FILTER_KEY]
@@ -161,15 +166,18 @@ class InterPodAffinity:
             if key in labels:
                 scores.setdefault(key, Counter())[labels[key]] += weight
 
-        only_theirs = not mine.preferred
-        for node in self.handle.snapshot.nodes:
-            for p in node.pods.values():
-                if only_theirs and not has_pod_affinity(p.pod):
-                    continue
-                theirs: Terms = p.derived(self.name, terms)
+        nodes = self.handle.snapshot.nodes
+        if not mine.preferred:
+            # without preferred terms of its own, only pods with terms can add to the score
+            nodes = [n for n in nodes if n.affinity_pods]
+        for node in nodes:
+            for p in (node.pods if mine.preferred else node.affinity_pods).values():
                 for t in mine.preferred:
                     if t.matches(p.pod, ns_labels):
                         add(t.key, node.labels, t.weight)
+                if not p.has_affinity:
+                    continue
+                theirs: Terms = p.derived(self.name, terms)
                 for t in theirs.preferred:
                     if t.matches(info.pod, ns_labels):
                         add(t.key, node.labels, t.weight)
@@ -182,8 +190,9 @@ class InterPodAffinity:
         state[_SCORE_KEY] = scores
         return None
 
-    def score(self, state, info, node) -> int:
-        return sum(by_value.get(node.labels.get(key), 0) for key, by_value in state[_SCORE_KEY].items())
+    def score_nodes(self, state, info, nodes) -> list[int]:
+        by_key = state[_SCORE_KEY].items()
+        return [sum(by_value.get(n.labels.get(key), 0) for key, by_value in by_key) for n in nodes]
 
     def normalize_score(self, state, info, scores: list[int]) -> None:
         """Min-max scaling: sums may be negative (anti-affinity)."""

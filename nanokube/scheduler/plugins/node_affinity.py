@@ -50,12 +50,12 @@ class NodeAffinity:
             return SKIP
         return None
 
-    def score(self, state, info, node) -> int:
-        total = 0
-        for p in _node_affinity(info.pod).get("preferredDuringSchedulingIgnoredDuringExecution") or []:
-            if p.get("weight") and term_matches(p.get("preference") or {}, node.labels, node.name):
-                total += p["weight"]
-        return total
+    def score_nodes(self, state, info, nodes) -> list[int]:
+        """Sum of the weights of the preferred terms each node matches."""
+        prefs = [(p["weight"], p.get("preference") or {})
+                 for p in _node_affinity(info.pod).get("preferredDuringSchedulingIgnoredDuringExecution") or []
+                 if p.get("weight")]
+        return [sum(w for w, term in prefs if term_matches(term, n.labels, n.name)) for n in nodes]
 
     def normalize_score(self, state, info, scores: list[int]) -> None:
         default_normalize(scores)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..framework import NODE, Action, ClusterEvent, Registration, unschedulable
+from ..framework import NODE, SKIP, Action, ClusterEvent, Registration, unschedulable
 
 REASON = "node(s) didn't match the requested node name"
 
@@ -12,6 +12,10 @@ class NodeName:
 
     def __init__(self, args: dict, handle) -> None:
         pass
+
+    def pre_filter(self, state, info):
+        """Pods that name no node (nearly all) skip the per-node Filter."""
+        return None, None if info.spec.get("nodeName") else SKIP
 
     def filter(self, state, info, node):
         want = info.spec.get("nodeName")

@@ -38,20 +38,43 @@ class NodeResourcesBalancedAllocation:
         state[_KEY] = requests
         return None
 
-    def score(self, state, info, node) -> int:
+    def score_nodes(self, state, info, nodes) -> list[int]:
         requests = state.get(_KEY)
         if requests is None:
             requests = self._requests(info)
-        alloc, used = node.allocatable, node.requested
-        fractions = []
-        for r, q in requests:
-            if r == CPU:
-                cap, u = alloc.milli_cpu, used.milli_cpu
-            elif r == MEMORY:
-                cap, u = alloc.memory, used.memory
+        if [r for r, _ in requests] == [CPU, MEMORY]:
+            return self._cpu_memory(requests[0][1], requests[1][1], nodes)
+        out = []
+        for node in nodes:
+            alloc, used = node.allocatable, node.requested
+            fractions = []
+            for r, q in requests:
+                if r == CPU:
+                    cap, u = alloc.milli_cpu, used.milli_cpu
+                elif r == MEMORY:
+                    cap, u = alloc.memory, used.memory
+                else:
+                    cap, u = alloc.get(r), used.get(r)
+                if cap == 0:
+                    continue
+                fractions.append(min((u + q) / cap, 1.0))
+            out.append(balanced_score(fractions))
+        return out
+
+    @staticmethod
+    def _cpu_memory(cpu: int, memory: int, nodes) -> list[int]:
+        """The default resources inline: with two fractions the standard
+        deviation is half their difference."""
+        out = []
+        for node in nodes:
+            alloc, used = node.allocatable, node.requested
+            fractions = []
+            if alloc.milli_cpu:
+                fractions.append(min((used.milli_cpu + cpu) / alloc.milli_cpu, 1.0))
+            if alloc.memory:
+                fractions.append(min((used.memory + memory) / alloc.memory, 1.0))
+            if len(fractions) == 2:
+                out.append(int((1 - abs(fractions[0] - fractions[1]) / 2) * MAX_NODE_SCORE))
             else:
-                cap, u = alloc.get(r), used.get(r)
-            if cap == 0:
-                continue
-            fractions.append(min((u + q) / cap, 1.0))
-        return balanced_score(fractions)
+                out.append(MAX_NODE_SCORE)
+        return out

@@ -105,6 +105,29 @@ class ResourceScorer:
             weights += w
         return total // weights if weights else 0
 
+    def score_all(self, vector: list[tuple[str, int, int]], nodes: list) -> list[int]:
+        """`score` for each node; the default LeastAllocated over CPU and
+        memory is computed inline, being most of every scheduling cycle."""
+        if self.fn is not least_allocated or [name for name, _, _ in vector] != [CPU, MEMORY]:
+            return [self.score(vector, n) for n in nodes]
+        (_, wc, rc), (_, wm, rm) = vector
+        out = []
+        for n in nodes:
+            alloc, used = n.allocatable, n.nonzero
+            total = weights = 0
+            cap = alloc.milli_cpu
+            if cap:
+                req = used.milli_cpu + rc
+                total += ((cap - req) * MAX_NODE_SCORE // cap if req <= cap else 0) * wc
+                weights += wc
+            cap = alloc.memory
+            if cap:
+                req = used.memory + rm
+                total += ((cap - req) * MAX_NODE_SCORE // cap if req <= cap else 0) * wm
+                weights += wm
+            out.append(total // weights if weights else 0)
+        return out
+
 
 def scorer_from_args(args: dict, default: str = LEAST) -> ResourceScorer:
     strategy = args.get("scoringStrategy") or {}
@@ -143,11 +166,11 @@ class NodeResourcesFit:
     def pre_score(self, state, info, nodes):
         state[_SCORE_KEY] = self.scorer.pod_vector(info)
 
-    def score(self, state, info, node) -> int:
+    def score_nodes(self, state, info, nodes) -> list[int]:
         vector = state.get(_SCORE_KEY)
         if vector is None:
             vector = self.scorer.pod_vector(info)
-        return self.scorer.score(vector, node)
+        return self.scorer.score_all(vector, nodes)
 
     def events_to_register(self) -> list[Registration]:
         def node_hint(pod: dict, old, new) -> Hint:

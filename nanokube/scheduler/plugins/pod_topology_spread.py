@@ -136,16 +136,19 @@ class PodTopologySpread:
         state[_SCORE_KEY] = (soft, counts, weights, ignored)
         return None
 
-    def score(self, state, info, node) -> int:
+    def score_nodes(self, state, info, nodes) -> list[int]:
         soft, counts, weights, _ = state[_SCORE_KEY]
         ns = info.pod["metadata"].get("namespace", "")
-        total = 0.0
-        for c, cnt, w in zip(soft, counts, weights):
-            v = node.labels.get(c.key)
-            if v is not None:
-                n = c.matching(node, ns) if c.key == HOSTNAME else cnt.get(v, 0)
-                total += n * w + c.max_skew - 1
-        return int(total + 0.5)
+        out = []
+        for node in nodes:
+            total = 0.0
+            for c, cnt, w in zip(soft, counts, weights):
+                v = node.labels.get(c.key)
+                if v is not None:
+                    n = c.matching(node, ns) if c.key == HOSTNAME else cnt.get(v, 0)
+                    total += n * w + c.max_skew - 1
+            out.append(int(total + 0.5))
+        return out
 
     def normalize_score(self, state, info, scores: list[int]) -> None:
         """Fewest matching pods scores highest; nodes lacking a key score 0."""

@@ -39,11 +39,11 @@ class TaintToleration:
     def pre_score(self, state, info, nodes):
         state[_KEY] = [t for t in info.spec.get("tolerations") or [] if (t.get("effect") or "PreferNoSchedule") == "PreferNoSchedule"]
 
-    def score(self, state, info, node) -> int:
-        if not node.taints:
-            return 0
+    def score_nodes(self, state, info, nodes) -> list[int]:
+        """Untolerated PreferNoSchedule taints per node."""
         tols = state[_KEY]
-        return sum(1 for t in node.taints if t.get("effect") == "PreferNoSchedule" and not any(tolerates(x, t) for x in tols))
+        return [sum(1 for t in n.taints if t.get("effect") == "PreferNoSchedule" and not any(tolerates(x, t) for x in tols))
+                if n.taints else 0 for n in nodes]
 
     def normalize_score(self, state, info, scores: list[int]) -> None:
         default_normalize(scores, reverse=True)
