@@ -58,6 +58,7 @@ class DefaultPreemption:
         self.handle = handle
         # built without a scheduler (queue tests), the plugin is never asked to preempt
         self.pdbs = handle.informer("policy", "v1", "poddisruptionbudgets") if handle is not None else None
+        self.workload = PodGroupPreemption(self)
 
     def post_filter(self, state: CycleState, info: PodInfo, statuses: dict[str, Status]) -> tuple[str | None, Status | None]:
         if group_key(info.pod):
@@ -93,7 +94,7 @@ class DefaultPreemption:
     def pod_group_post_filter(self, group: GroupPreemptor) -> tuple[dict[str, str] | None, Status]:
         """Workload-aware preemption for a failed group: (preemptor pod uid ->
         nominated node, Success) or (None, why not)."""
-        return PodGroupPreemption(self).run(group)
+        return self.workload.run(group)
 
     @staticmethod
     def split_by_pdb(pods: list[PodInfo], pdbs) -> tuple[list[PodInfo], list[PodInfo]]:

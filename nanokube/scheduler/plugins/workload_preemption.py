@@ -83,16 +83,18 @@ def _terminating(info: PodInfo) -> bool:
     return bool(info.pod["metadata"].get("deletionTimestamp"))
 
 
-def victim_units(nodes: list[NodeInfo], all_nodes: list[NodeInfo], below: int, own: str, groups) -> list[Unit]:
+def victim_units(nodes: list[NodeInfo], all_nodes: list[NodeInfo], below: int, own: str, groups,
+                 going: set[str] = frozenset()) -> list[Unit]:
     """Units with a pod on `nodes` whose priority is below `below`, the
-    preemptor's own group and pods already terminating left out. An `all`
-    group's unit holds its running pods on every node, so it goes whole."""
+    preemptor's own group and pods already on their way out (terminating,
+    or in `going`) left out. An `all` group's unit holds its running pods
+    on every node, so it goes whole."""
     whole: dict[str, Unit] = {}
     for n in all_nodes:
         for p in n.pods.values():
             key = group_key(p.pod)
             pg = groups.get(key) if key else None
-            if key and key != own and disruption_all(pg) and not _terminating(p):
+            if key and key != own and disruption_all(pg) and not _terminating(p) and p.uid not in going:
                 whole.setdefault(key, Unit([], group_priority(pg), key)).pods.append(p)
     here = {uid for n in nodes for uid in n.pods}
     units = []
@@ -103,7 +105,7 @@ def victim_units(nodes: list[NodeInfo], all_nodes: list[NodeInfo], below: int, o
     for n in nodes:
         for p in n.pods.values():
             key = group_key(p.pod)
-            if _terminating(p) or (key and (key == own or key in whole)):
+            if _terminating(p) or p.uid in going or (key and (key == own or key in whole)):
                 continue
             pg = groups.get(key) if key else None
             prio = group_priority(pg) if pg else p.priority
@@ -114,11 +116,14 @@ def victim_units(nodes: list[NodeInfo], all_nodes: list[NodeInfo], below: int, o
 
 class PodGroupPreemption:
     """The PodGroupPostFilter algorithm; `plugin` is DefaultPreemption (its
-    handle, PDB view, Filter check and quiet API writes)."""
+    handle, PDB view, Filter check and quiet API writes). Victims chosen
+    earlier count as gone until the cache drops them, so a retry that runs
+    while their deletions are still landing does not pick more."""
 
     def __init__(self, plugin) -> None:
         self.plugin = plugin
         self.handle = plugin.handle
+        self.going: set[str] = set()
 
     def run(self, g: GroupPreemptor) -> tuple[dict[str, str] | None, Status]:
         spec = g.pg.get("spec") or {}
@@ -126,22 +131,24 @@ class PodGroupPreemption:
             return None, unschedulable(f"preemption: {NEVER}")
         below = group_priority(g.pg)
         all_nodes = self.handle.snapshot.nodes
+        self.going &= self.handle.cache.pod_nodes.keys()
         pdbs = self.plugin._pdbs(None)
         plans = [plan for nodes in g.domains
                  if (plan := self._plan(g, nodes, all_nodes, below, pdbs)) is not None]
         if not plans:
             return None, unschedulable(f"preemption: {NO_DOMAIN}")
         best = min(plans, key=Plan.cost)
+        self.going.update(p.uid for u in best.victims for p in u.pods)
         self.handle.spawn(self._actuate(g, best))
         return best.nominations, Status(Code.SUCCESS)
 
     def _plan(self, g: GroupPreemptor, nodes: list[NodeInfo], all_nodes, below: int, pdbs) -> Plan | None:
         """Removes every potential victim (and pods already terminating) from
         clones of the domain, places the group, then reprieves greedily."""
-        units = victim_units(nodes, all_nodes, below, g.key, self.handle.podgroups)
+        units = victim_units(nodes, all_nodes, below, g.key, self.handle.podgroups, self.going)
         clones = {n.name: n.clone() for n in nodes}
         for ni in clones.values():
-            for uid in [uid for uid, p in ni.pods.items() if _terminating(p) and p.priority < below]:
+            for uid in [uid for uid, p in ni.pods.items() if uid in self.going or (_terminating(p) and p.priority < below)]:
                 ni.remove_pod(uid)
         for u in units:
             for p in u.pods:
