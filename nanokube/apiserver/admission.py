@@ -1,10 +1,12 @@
 """Built-in admission: the plugins kube-apiserver enables by default that
-change what users see (NamespaceLifecycle, Priority, ServiceAccount)."""
+change what users see (NamespaceLifecycle, Priority, ServiceAccount,
+NodeRestriction, ClusterTrustBundleAttest)."""
 
 from __future__ import annotations
 
 from ..registry.base import Resource
 from . import errors
+from .auth.restriction import attest, node_restriction
 
 IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 PODGROUP_PROTECTION = "scheduling.k8s.io/podgroup-protection"
@@ -14,10 +16,15 @@ SYSTEM_PRIORITY = {"system-node-critical": 2000001000, "system-cluster-critical"
 class Admission:
     def __init__(self, rest) -> None:
         self.rest = rest
+        #: the server's authorizer, for checks on signer permissions; None where requests are not authorized
+        self.authorizer = None
 
     async def admit(self, res: Resource, op: str, obj: dict, old: dict | None, opts) -> None:
         if res.namespaced and op == "CREATE":
             self._namespace_lifecycle(res, obj)
+        node_restriction(self._lookup, res.group, res.plural, op, obj, old, opts.user)
+        if res.group == "certificates.k8s.io" and res.plural == "clustertrustbundles" and self.authorizer is not None:
+            attest(self.authorizer, obj, old, opts.user)
         if res.group == "certificates.k8s.io" and res.plural == "certificatesigningrequests" and op == "CREATE":
             self._csr_requester(obj, opts.user)
         if res.group == "scheduling.k8s.io" and res.plural == "podgroups" and op == "CREATE":
@@ -30,6 +37,10 @@ class Admission:
             spec = obj.setdefault("spec", {})
             spec.setdefault("serviceAccountName", "default")
             spec.setdefault("serviceAccount", spec["serviceAccountName"])
+
+    def _lookup(self, group: str, plural: str, namespace: str, name: str) -> dict | None:
+        entry = self.rest.cache.get(self.rest.index.get(group, "v1", plural).key(namespace or None, name))
+        return entry.obj if entry is not None else None
 
     def _csr_requester(self, csr: dict, user) -> None:
         """The requester's identity is recorded by the server, never trusted from the body."""

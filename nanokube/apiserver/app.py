@@ -22,6 +22,7 @@ from . import errors
 from .admission import Admission
 from .auth import Decision, RBACAuthorizer, attributes_for, bootstrap_policy, forbidden
 from .auth.authorizer import access_review
+from .auth.node import ChainAuthorizer, NodeAuthorizer, cache_reader
 from .auth.rbac import CachePolicySource
 from .auth.serviceaccount import ServiceAccountTokens, load_or_create_key
 from .cache import WatchCache
@@ -76,10 +77,14 @@ class APIServer:
         self.rest = GenericREST(self.store, self.cache, self.index, clock)
         self.rest.admission = Admission(self.rest)
         self.handlers = APIHandlers(self.rest, self.index, clock, self.metrics, None)
-        self.authorizer = RBACAuthorizer(CachePolicySource(self.index, self.cache))
+        self.authorizer = ChainAuthorizer(NodeAuthorizer(*cache_reader(self.index, self.cache)),
+                                          RBACAuthorizer(CachePolicySource(self.index, self.cache)))
+        self.rest.admission.authorizer = self.authorizer
         self.handlers.reviews = self._review
         self.tokens = ServiceAccountTokens(load_or_create_key(pki.dir), self._lookup, clock) if pki else None
         self.handlers.sub.tokens = self.tokens
+        #: in-process clients (node agents projecting serviceAccountToken volumes) reach the issuer through rest
+        self.rest.tokens = self.tokens
         self.compaction_interval = compaction_interval
         self._runner: web.AppRunner | None = None
         self._tasks: list[asyncio.Task] = []

@@ -26,6 +26,8 @@ class Attributes:
     subresource: str = ""
     namespace: str = ""
     name: str = ""
+    #: the request's fieldSelector, which the node authorizer requires on a node's lists
+    field_selector: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +73,8 @@ def attributes_for(method: str, path: str, query) -> Attributes:
         verb = "delete" if name else "deletecollection"
     else:
         verb = _VERBS.get(method, method.lower())
-    return Attributes(verb, path, True, group, version, resource, subresource, namespace, name)
+    return Attributes(verb, path, True, group, version, resource, subresource, namespace, name,
+                      query.get("fieldSelector", "") if verb in ("list", "watch") else "")
 
 
 def forbidden(user_name: str, a: Attributes, reason: str = "") -> errors.APIError:

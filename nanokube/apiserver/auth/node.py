@@ -1,0 +1,188 @@
+"""The Node authorizer: a node's own credentials (user `system:node:<name>`
+in group `system:nodes`) reach only what its pods need.
+
+It only narrows: for node users on the resources it governs it refuses what
+is unrelated to the node and otherwise leaves the answer to RBAC, whose
+`system:node` role grants what a kubelet does (reads of nodes and services,
+writes of its Node and Lease, events...). Other members of `system:nodes` (the in-process node
+agents act as one such user) are left to RBAC, as before this authorizer.
+Reads go to the API server's watch cache; the pod scan per request is
+affordable because only node credentials pay for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from .authorizer import Attributes, Decision
+
+NODE_PREFIX = "system:node:"
+NODES_GROUP = "system:nodes"
+LEASE_NAMESPACE = "kube-node-lease"
+NO_RELATION = "no relationship found between node '{node}' and this object"
+_WRITES = ("update", "patch", "delete")
+
+
+def node_of(user_name: str, groups: Iterable[str]) -> str:
+    """The node a user speaks for, or "" when it is not a node identity."""
+    if user_name.startswith(NODE_PREFIX) and NODES_GROUP in groups:
+        return user_name[len(NODE_PREFIX):]
+    return ""
+
+
+def referenced(pod: dict, kind: str) -> set[str]:
+    """Names of secrets, configmaps, PVCs or resource claims a pod uses."""
+    spec = pod.get("spec") or {}
+    out: set[str] = set()
+    for vol in spec.get("volumes") or []:
+        if kind == "secrets" and "secret" in vol:
+            out.add(vol["secret"].get("secretName", ""))
+        if kind == "configmaps" and "configMap" in vol:
+            out.add(vol["configMap"].get("name", ""))
+        if kind == "persistentvolumeclaims" and "persistentVolumeClaim" in vol:
+            out.add(vol["persistentVolumeClaim"].get("claimName", ""))
+        for src in (vol.get("projected") or {}).get("sources") or []:
+            if kind == "secrets" and "secret" in src:
+                out.add(src["secret"].get("name", ""))
+            if kind == "configmaps" and "configMap" in src:
+                out.add(src["configMap"].get("name", ""))
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        for env in c.get("env") or []:
+            ref = (env.get("valueFrom") or {}).get("secretKeyRef" if kind == "secrets" else "configMapKeyRef")
+            if ref and kind in ("secrets", "configmaps"):
+                out.add(ref.get("name", ""))
+        for env in c.get("envFrom") or []:
+            ref = env.get("secretRef" if kind == "secrets" else "configMapRef")
+            if ref and kind in ("secrets", "configmaps"):
+                out.add(ref.get("name", ""))
+    if kind == "secrets":
+        out |= {s.get("name", "") for s in spec.get("imagePullSecrets") or []}
+    if kind == "resourceclaims":
+        out |= {s.get("resourceClaimName", "") for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
+        out |= {c.get("resourceClaimName", "") for c in spec.get("resourceClaims") or []}
+    out.discard("")
+    return out
+
+
+class NodeAuthorizer:
+    """`authorize` returns a refusal, or None to leave the request to the next authorizer."""
+
+    def __init__(self, get: Callable[[str, str, str, str], dict | None],
+                 pods: Callable[[str | None], Iterable[dict]]):
+        """`get(group, plural, namespace, name)` reads one object and `pods(namespace)`
+        lists pods (all namespaces for None), both from the watch cache."""
+        self.get = get
+        self.pods = pods
+
+    def authorize(self, user_name: str, groups: tuple[str, ...], a: Attributes) -> Decision | None:
+        node = node_of(user_name, groups)
+        if not node or not a.resource_request:
+            return None
+        rule = _RULES.get((a.group, a.resource))
+        return rule(self, node, a) if rule else None
+
+    def _deny(self, node: str, reason: str = NO_RELATION) -> Decision:
+        return Decision(False, reason.format(node=node))
+
+    def _on_node(self, node: str, namespace: str) -> list[dict]:
+        return [p for p in self.pods(namespace) if (p.get("spec") or {}).get("nodeName") == node]
+
+    @staticmethod
+    def _selects_node(node: str, a: Attributes, field: str) -> bool:
+        terms = {t.strip().replace("==", "=") for t in a.field_selector.split(",")}
+        return f"{field}={node}" in terms
+
+    def pods_rule(self, node: str, a: Attributes) -> Decision | None:
+        if a.verb in ("list", "watch"):
+            if self._selects_node(node, a, "spec.nodeName"):
+                return None
+            return self._deny(node, "can only list/watch pods with spec.nodeName field selector")
+        if a.verb == "create" and not a.subresource:
+            return None
+        pod = self.get("", "pods", a.namespace, a.name) if a.name else None
+        if pod is None:
+            return self._deny(node) if a.verb == "get" else None
+        if (pod.get("spec") or {}).get("nodeName") != node:
+            if a.verb == "delete" and not a.subresource:
+                return self._deny(node, "node '{node}' can only delete pods with spec.nodeName set to itself")
+            return self._deny(node)
+        return None
+
+    def referenced_rule(self, node: str, a: Attributes) -> Decision | None:
+        if a.verb != "get" or not a.name:
+            return self._deny(node)
+        for pod in self._on_node(node, a.namespace):
+            if a.name in referenced(pod, a.resource):
+                return None
+        return self._deny(node)
+
+    def service_account_rule(self, node: str, a: Attributes) -> Decision | None:
+        if a.subresource != "token":
+            return None
+        for pod in self._on_node(node, a.namespace):
+            if ((pod.get("spec") or {}).get("serviceAccountName") or "default") == a.name:
+                return None
+        return self._deny(node)
+
+    def nodes_rule(self, node: str, a: Attributes) -> Decision | None:
+        if a.verb in _WRITES and a.name and a.name != node:
+            return self._deny(node, f"node '{{node}}' is not allowed to modify node '{a.name}'")
+        return None
+
+    def leases_rule(self, node: str, a: Attributes) -> Decision | None:
+        if a.namespace == LEASE_NAMESPACE and a.name and a.name != node:
+            return self._deny(node, "can only access node lease with the same name as the requesting node")
+        return None
+
+    def pod_certificate_rule(self, node: str, a: Attributes) -> Decision | None:
+        if a.subresource:
+            return self._deny(node)
+        if a.verb in ("list", "watch"):
+            if self._selects_node(node, a, "spec.nodeName"):
+                return None
+            return self._deny(node, "can only list/watch podcertificaterequests with spec.nodeName field selector")
+        if a.verb in ("get",) + _WRITES:
+            pcr = self.get("certificates.k8s.io", "podcertificaterequests", a.namespace, a.name)
+            if pcr is None or (pcr.get("spec") or {}).get("nodeName") != node:
+                return self._deny(node)
+        return None
+
+
+_RULES = {
+    ("", "pods"): NodeAuthorizer.pods_rule,
+    ("", "secrets"): NodeAuthorizer.referenced_rule,
+    ("", "configmaps"): NodeAuthorizer.referenced_rule,
+    ("", "persistentvolumeclaims"): NodeAuthorizer.referenced_rule,
+    ("resource.k8s.io", "resourceclaims"): NodeAuthorizer.referenced_rule,
+    ("", "serviceaccounts"): NodeAuthorizer.service_account_rule,
+    ("", "nodes"): NodeAuthorizer.nodes_rule,
+    ("coordination.k8s.io", "leases"): NodeAuthorizer.leases_rule,
+    ("certificates.k8s.io", "podcertificaterequests"): NodeAuthorizer.pod_certificate_rule,
+}
+
+
+def cache_reader(index, cache) -> tuple[Callable[[str, str, str, str], dict | None], Callable[[str | None], Iterable[dict]]]:
+    """The (get, pods) pair a NodeAuthorizer reads through, over the API server's watch cache."""
+
+    def get(group: str, plural: str, namespace: str, name: str) -> dict | None:
+        e = cache.get(index.get(group, "v1", plural).key(namespace or None, name))
+        return e.obj if e is not None else None
+
+    def pods(namespace: str | None) -> Iterable[dict]:
+        return (e.obj for _, e in cache.list(index.get("", "v1", "pods").key_prefix(namespace or None)))
+
+    return get, pods
+
+
+class ChainAuthorizer:
+    """A node's request is refused by the Node authorizer or decided by RBAC."""
+
+    def __init__(self, node: NodeAuthorizer, rbac) -> None:
+        self.node = node
+        self.rbac = rbac
+
+    def authorize(self, user_name: str, groups: tuple[str, ...], a: Attributes) -> Decision:
+        decided = self.node.authorize(user_name, groups, a)
+        if decided is not None and not decided.allowed:
+            return decided
+        return self.rbac.authorize(user_name, groups, a)

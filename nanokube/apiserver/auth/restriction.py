@@ -1,0 +1,99 @@
+"""Admission checks that follow from who is asking: NodeRestriction (a node
+writes only its own Node, Lease and pods, and requests pod certificates only
+for its own running pods) and ClusterTrustBundleAttest (a bundle linked to a
+signer needs `attest` on that signer)."""
+
+from __future__ import annotations
+
+from .. import errors
+from .authorizer import Attributes
+from .node import LEASE_NAMESPACE, node_of
+
+MIRROR = "kubernetes.io/config.mirror"
+CERTS = "certificates.k8s.io"
+
+
+def _forbidden(group: str, plural: str, obj: dict, why: str) -> errors.APIError:
+    return errors.forbidden(group, plural, (obj.get("metadata") or {}).get("name", ""), why)
+
+
+def node_restriction(lookup, group: str, plural: str, op: str, obj: dict, old: dict | None, user) -> None:
+    """Raise Forbidden when a node identity writes what is not its own.
+    `lookup(group, plural, namespace, name)` reads the watch cache."""
+    node = node_of(user.name, user.groups)
+    if not node:
+        return
+    md = obj.get("metadata") or {}
+    if group == "" and plural == "nodes" and md.get("name") != node:
+        raise _forbidden(group, plural, obj, f'node "{node}" is not allowed to modify node "{md.get("name", "")}"')
+    if group == "coordination.k8s.io" and plural == "leases" and md.get("namespace") == LEASE_NAMESPACE \
+            and md.get("name") != node:
+        raise _forbidden(group, plural, obj, "can only access node lease with the same name as the requesting node")
+    if group == "" and plural == "pods":
+        _pod(node, op, obj, old)
+    if group == CERTS and plural == "podcertificaterequests" and op == "CREATE":
+        _pod_certificate_request(lookup, node, obj)
+
+
+def _pod(node: str, op: str, obj: dict, old: dict | None) -> None:
+    if op == "CREATE":
+        if MIRROR not in ((obj.get("metadata") or {}).get("annotations") or {}):
+            raise _forbidden("", "pods", obj, f'pod does not have "{MIRROR}" annotation, node "{node}" can only '
+                                              "create mirror pods")
+        if (obj.get("spec") or {}).get("nodeName") != node:
+            raise _forbidden("", "pods", obj, f'node "{node}" can only create pods with spec.nodeName set to itself')
+    elif ((old or {}).get("spec") or {}).get("nodeName") != node:
+        raise _forbidden("", "pods", obj, f'node "{node}" can only update pod status for pods with spec.nodeName '
+                                          "set to itself")
+
+
+def _pod_certificate_request(lookup, node: str, obj: dict) -> None:
+    spec, ns = obj.get("spec") or {}, (obj.get("metadata") or {}).get("namespace", "")
+
+    def refuse(why: str) -> errors.APIError:
+        return _forbidden(CERTS, "podcertificaterequests", obj, why)
+
+    if spec.get("nodeName") != node:
+        raise refuse(f'PodCertificateRequest.Spec.NodeName="{spec.get("nodeName", "")}", which is not the '
+                     f'requesting node "{node}"')
+    pod = lookup("", "pods", ns, spec.get("podName", ""))
+    if pod is None:
+        raise refuse(f'PodCertificateRequest.Spec.PodName="{spec.get("podName", "")}", which does not exist')
+    pspec = pod.get("spec") or {}
+    if pod["metadata"].get("uid") != spec.get("podUID"):
+        raise refuse(f'PodCertificateRequest.Spec.PodUID="{spec.get("podUID", "")}", which does not match the '
+                     f'UID of pod "{spec.get("podName")}"')
+    if pspec.get("nodeName") != node:
+        raise refuse(f'pod "{spec.get("podName")}" is not bound to node "{node}"')
+    if (pod.get("status") or {}).get("phase", "Pending") not in ("Pending", "Running"):
+        raise refuse(f'pod "{spec.get("podName")}" is not Pending or Running')
+    sa_name = pspec.get("serviceAccountName") or "default"
+    if spec.get("serviceAccountName") != sa_name:
+        raise refuse(f'PodCertificateRequest.Spec.ServiceAccountName="{spec.get("serviceAccountName", "")}", which '
+                     f'is not the service account of pod "{spec.get("podName")}"')
+    sa = lookup("", "serviceaccounts", ns, sa_name)
+    if sa is None or sa["metadata"].get("uid") != spec.get("serviceAccountUID"):
+        raise refuse(f'PodCertificateRequest.Spec.ServiceAccountUID="{spec.get("serviceAccountUID", "")}", which '
+                     f'does not match the UID of service account "{sa_name}"')
+    node_obj = lookup("", "nodes", "", node)
+    if node_obj is None or node_obj["metadata"].get("uid") != spec.get("nodeUID"):
+        raise refuse(f'PodCertificateRequest.Spec.NodeUID="{spec.get("nodeUID", "")}", which does not match the '
+                     f'UID of node "{node}"')
+
+
+def attest(authorizer, obj: dict, old: dict | None, user) -> None:
+    """ClusterTrustBundleAttest: writing a bundle for signer S needs verb
+    `attest` on signers/S or signers/<domain>/*. An update that changes
+    neither the signer nor the bundle needs nothing."""
+    spec = obj.get("spec") or {}
+    signer = spec.get("signerName") or ""
+    if not signer:
+        return
+    if old is not None and (old.get("spec") or {}).get("signerName") == signer \
+            and (old.get("spec") or {}).get("trustBundle") == spec.get("trustBundle"):
+        return
+    for name in (signer, signer.split("/", 1)[0] + "/*"):
+        a = Attributes("attest", "", True, CERTS, "", "signers", "", "", name)
+        if authorizer.authorize(user.name, user.groups, a).allowed:
+            return
+    raise _forbidden(CERTS, "clustertrustbundles", obj, f'user not permitted to attest for signerName "{signer}"')

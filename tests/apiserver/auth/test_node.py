@@ -1,0 +1,149 @@
+"""The Node authorizer and the admission checks for node identities and
+trust-bundle attestation, over plain dict fixtures."""
+
+import pytest
+
+from nanokube.apiserver.auth.authorizer import Attributes, Decision, attributes_for
+from nanokube.apiserver.auth.node import ChainAuthorizer, NodeAuthorizer, node_of
+from nanokube.apiserver.auth.restriction import attest, node_restriction
+from nanokube.apiserver.errors import APIError
+from nanokube.apiserver.rest import User
+
+NODE = User("system:node:gpu-0", ("system:nodes", "system:authenticated"))
+AGENTS = User("system:node-agents", ("system:nodes", "system:authenticated"))
+
+PODS = [
+    {"metadata": {"name": "web", "namespace": "default", "uid": "p1"}, "status": {"phase": "Running"},
+     "spec": {"nodeName": "gpu-0", "serviceAccountName": "builder",
+              "volumes": [{"name": "v", "secret": {"secretName": "web-tls"}},
+                          {"name": "p", "projected": {"sources": [{"configMap": {"name": "web-conf"}}]}}]}},
+    {"metadata": {"name": "db", "namespace": "default", "uid": "p2"},
+     "spec": {"nodeName": "gpu-1", "volumes": [{"name": "v", "secret": {"secretName": "db-pass"}}]}},
+]
+OBJECTS = {("", "pods", "default", p["metadata"]["name"]): p for p in PODS} | {
+    ("", "serviceaccounts", "default", "builder"): {"metadata": {"name": "builder", "uid": "sa1"}},
+    ("", "nodes", "", "gpu-0"): {"metadata": {"name": "gpu-0", "uid": "n0"}},
+    ("certificates.k8s.io", "podcertificaterequests", "default", "req-a"): {"spec": {"nodeName": "gpu-1"}},
+}
+
+
+def get(group, plural, namespace, name):
+    return OBJECTS.get((group, plural, namespace, name))
+
+
+class AllowAll:
+    def authorize(self, user_name, groups, a):
+        return Decision(True, "rbac")
+
+
+def decide(user, method, path, **query):
+    chain = ChainAuthorizer(NodeAuthorizer(get, lambda ns: [p for p in PODS if ns in (None, p["metadata"]["namespace"])]),
+                            AllowAll())
+    return chain.authorize(user.name, user.groups, attributes_for(method, path, query))
+
+
+def test_node_identity_needs_the_group():
+    assert node_of("system:node:gpu-0", ("system:nodes",)) == "gpu-0"
+    assert node_of("system:node:gpu-0", ("system:authenticated",)) == ""
+    assert node_of("system:node-agents", ("system:nodes",)) == ""
+
+
+@pytest.mark.parametrize("method,path,query,allowed", [
+    ("GET", "/api/v1/namespaces/default/pods/web", {}, True),
+    ("GET", "/api/v1/namespaces/default/pods/db", {}, False),
+    ("GET", "/api/v1/pods", {"fieldSelector": "spec.nodeName=gpu-0"}, True),
+    ("GET", "/api/v1/pods", {"fieldSelector": "spec.nodeName=gpu-1"}, False),
+    ("GET", "/api/v1/pods", {}, False),
+    ("PATCH", "/api/v1/namespaces/default/pods/db/status", {}, False),
+    ("DELETE", "/api/v1/namespaces/default/pods/db", {}, False),
+    ("GET", "/api/v1/namespaces/default/secrets/web-tls", {}, True),
+    ("GET", "/api/v1/namespaces/default/secrets/db-pass", {}, False),
+    ("GET", "/api/v1/namespaces/default/secrets", {}, False),
+    ("GET", "/api/v1/namespaces/default/configmaps/web-conf", {}, True),
+    ("POST", "/api/v1/namespaces/default/serviceaccounts/builder/token", {}, True),
+    ("POST", "/api/v1/namespaces/default/serviceaccounts/default/token", {}, False),
+    ("PUT", "/api/v1/nodes/gpu-0/status", {}, True),
+    ("PATCH", "/api/v1/nodes/gpu-1/status", {}, False),
+    ("PUT", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/gpu-1", {}, False),
+    ("PUT", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/gpu-0", {}, True),
+    ("GET", "/apis/certificates.k8s.io/v1/namespaces/default/podcertificaterequests/req-a", {}, False),
+    ("PUT", "/apis/certificates.k8s.io/v1/namespaces/default/podcertificaterequests/req-a/status", {}, False),
+    ("GET", "/api/v1/nodes", {}, True),
+])
+def test_node_confined_to_its_pods(method, path, query, allowed):
+    assert decide(NODE, method, path, **query).allowed is allowed
+    assert decide(AGENTS, method, path, **query).allowed, "non-node members of system:nodes are left to RBAC"
+
+
+def test_refusal_reasons():
+    assert decide(NODE, "GET", "/api/v1/namespaces/default/pods/db").reason == \
+        "no relationship found between node 'gpu-0' and this object"
+    assert decide(NODE, "GET", "/api/v1/pods").reason == "can only list/watch pods with spec.nodeName field selector"
+    assert decide(NODE, "PUT", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/gpu-1").reason == \
+        "can only access node lease with the same name as the requesting node"
+
+
+def pcr(**spec):
+    return {"metadata": {"generateName": "req-", "namespace": "default"}, "spec": {
+        "podName": "web", "podUID": "p1", "serviceAccountName": "builder", "serviceAccountUID": "sa1",
+        "nodeName": "gpu-0", "nodeUID": "n0", **spec}}
+
+
+@pytest.mark.parametrize("spec,message", [
+    ({}, None),
+    ({"nodeName": "gpu-1"}, 'PodCertificateRequest.Spec.NodeName="gpu-1", which is not the requesting node "gpu-0"'),
+    ({"podName": "db", "podUID": "p2"}, 'pod "db" is not bound to node "gpu-0"'),
+    ({"podName": "gone"}, 'PodCertificateRequest.Spec.PodName="gone", which does not exist'),
+    ({"podUID": "other"}, 'PodCertificateRequest.Spec.PodUID="other", which does not match the UID of pod "web"'),
+    ({"serviceAccountUID": "x"}, ('PodCertificateRequest.Spec.ServiceAccountUID="x", which does not match the UID '
+                                 'of service account "builder"')),
+    ({"nodeUID": "x"}, 'PodCertificateRequest.Spec.NodeUID="x", which does not match the UID of node "gpu-0"'),
+])
+def test_node_restriction_on_pod_certificate_requests(spec, message):
+    body = pcr(**spec)
+    if message is None:
+        node_restriction(get, "certificates.k8s.io", "podcertificaterequests", "CREATE", body, None, NODE)
+        return
+    with pytest.raises(APIError) as e:
+        node_restriction(get, "certificates.k8s.io", "podcertificaterequests", "CREATE", body, None, NODE)
+    assert e.value.code == 403
+    assert e.value.message == f"podcertificaterequests.certificates.k8s.io is forbidden: {message}"
+    node_restriction(get, "certificates.k8s.io", "podcertificaterequests", "CREATE", body, None, AGENTS)
+
+
+def test_node_restriction_on_nodes_and_pods():
+    with pytest.raises(APIError) as e:
+        node_restriction(get, "", "nodes", "UPDATE", {"metadata": {"name": "gpu-1"}}, {}, NODE)
+    assert e.value.message == 'nodes "gpu-1" is forbidden: node "gpu-0" is not allowed to modify node "gpu-1"'
+    with pytest.raises(APIError, match="can only create mirror pods"):
+        node_restriction(get, "", "pods", "CREATE", {"metadata": {"name": "x"}, "spec": {"nodeName": "gpu-0"}}, None, NODE)
+    with pytest.raises(APIError, match="can only update pod status for pods with spec.nodeName set to itself"):
+        node_restriction(get, "", "pods", "UPDATE", PODS[1], PODS[1], NODE)
+    node_restriction(get, "", "pods", "UPDATE", PODS[0], PODS[0], NODE)
+
+
+class Signers:
+    """RBAC stand-in: `attest` granted on the listed signer names only."""
+
+    def __init__(self, *names):
+        self.names = names
+
+    def authorize(self, user_name, groups, a: Attributes):
+        return Decision(a.verb == "attest" and a.resource == "signers" and a.name in self.names)
+
+
+def bundle(signer="example.com/foo", pem="PEM"):
+    return {"metadata": {"name": "example.com:foo:abc"}, "spec": {"signerName": signer, "trustBundle": pem}}
+
+
+def test_attest_permission():
+    alice = User("alice", ("system:authenticated",))
+    attest(Signers("example.com/foo"), bundle(), None, alice)
+    attest(Signers("example.com/*"), bundle(), None, alice)
+    attest(Signers(), {"metadata": {"name": "plain"}, "spec": {"trustBundle": "PEM"}}, None, alice)
+    attest(Signers(), bundle(), bundle(), alice)  # an update changing nothing that matters
+    with pytest.raises(APIError) as e:
+        attest(Signers("example.com/bar"), bundle(pem="NEW"), bundle(), alice)
+    assert e.value.code == 403
+    assert e.value.message == ('clustertrustbundles.certificates.k8s.io "example.com:foo:abc" is forbidden: '
+                               'user not permitted to attest for signerName "example.com/foo"')
