@@ -18,6 +18,7 @@ from ..apiserver.errors import APIError
 from ..apiserver.selectors import matches_labels, selector_from_object
 from ..client.informer import Informer, key_of
 from ..clock import Clock, format_time, parse_time
+from . import job_failure_policy
 from .base import Controller
 from .job_workload import JobWorkloads, uses_workload
 from .replicaset import (
@@ -160,13 +161,22 @@ class JobController(Controller):
         spec, now = job["spec"], self.clock.now()
         st = dict(job.get("status") or {})
         uncounted = {k: list(v) for k, v in (st.get("uncountedTerminatedPods") or {}).items()}
-        # 1. record newly finished pods that still carry the finalizer
+        # 1. record newly finished pods that still carry the finalizer; the
+        #    podFailurePolicy may ignore a failure or fail the Job at once
         tracked = {p["metadata"]["uid"]: p for p in pods}
+        ignored, fail_job = [], None
         for p in pods:
             if pod_is_terminal(p) and TRACKING in (p["metadata"].get("finalizers") or []):
                 kind = "succeeded" if pod_succeeded(p) else "failed"
-                if p["metadata"]["uid"] not in uncounted.get(kind, []):
-                    uncounted.setdefault(kind, []).append(p["metadata"]["uid"])
+                if p["metadata"]["uid"] in uncounted.get(kind, []):
+                    continue
+                verdict = job_failure_policy.match(spec.get("podFailurePolicy"), p) if kind == "failed" else None
+                if verdict and verdict[0] == "Ignore":
+                    ignored.append(p)
+                    continue
+                if verdict and verdict[0] == "FailJob" and fail_job is None:
+                    fail_job = verdict[1]
+                uncounted.setdefault(kind, []).append(p["metadata"]["uid"])
         # 2. count recorded pods whose finalizer is gone
         indexed = spec.get("completionMode") == "Indexed"
         done_idx = parse_indexes(st.get("completedIndexes"))
@@ -195,6 +205,8 @@ class JobController(Controller):
         if not suspended and not st.get("startTime"):
             st["startTime"] = format_time(now)
         outcome = self._outcome(key, spec, st, succeeded, failed, active, indexed, done_idx, now)
+        if fail_job and (outcome is None or outcome[0] != "FailureTarget"):
+            outcome = ("FailureTarget", job_failure_policy.REASON, fail_job)
         if outcome or suspended:
             await self._delete_pods(key, active)
             active = []
@@ -209,12 +221,16 @@ class JobController(Controller):
         elif outcome:
             self._add_condition(st, *outcome[:1], "True", *outcome[1:], now)
         await self._write_status(job, st)
-        await self._remove_finalizers([p for p in pods if p["metadata"]["uid"] in
-                                       set(st["uncountedTerminatedPods"].get("succeeded", []))
-                                       | set(st["uncountedTerminatedPods"].get("failed", []))])
+        await self._remove_finalizers(ignored + [p for p in pods if p["metadata"]["uid"] in
+                                                 set(st["uncountedTerminatedPods"].get("succeeded", []))
+                                                 | set(st["uncountedTerminatedPods"].get("failed", []))])
 
     def _outcome(self, key, spec, st, succeeded, failed, active, indexed, done_idx, now):
-        """(target condition, reason, message) once the Job's fate is decided."""
+        """(target condition, reason, message) once the Job's fate is decided
+        (a FailureTarget or SuccessCriteriaMet already set stays decided)."""
+        for c in st.get("conditions") or []:
+            if c["type"] in ("FailureTarget", "SuccessCriteriaMet") and c["status"] == "True":
+                return c["type"], c.get("reason", ""), c.get("message", "")
         completions = spec.get("completions")
         if indexed and completions is not None and len(done_idx) >= completions or \
                 not indexed and (completions is not None and succeeded >= completions
@@ -269,8 +285,13 @@ class JobController(Controller):
         if failed and (wait := self._backoff_left(pods, failed, now)) > 0:
             self.queue.add_after(key, wait + 0.05)
             return
+        # with podReplacementPolicy Failed a terminating pod is replaced only once it has failed
+        replace_failed = (spec.get("podReplacementPolicy")
+                          or ("Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed")) == "Failed"
+        terminating = [p for p in pods if replace_failed and p["metadata"].get("deletionTimestamp")
+                       and not pod_is_terminal(p)]
         if spec.get("completionMode") == "Indexed":
-            busy = {pod_index(p) for p in active} | done_idx
+            busy = {pod_index(p) for p in active + terminating} | done_idx
             free = [i for i in range(spec.get("completions") or 0) if i not in busy]
             todo = free[:max(0, spec.get("parallelism", 1) - len(active))]
         else:
@@ -279,7 +300,7 @@ class JobController(Controller):
                 extra = sorted(active, key=lambda p: (bool(p["spec"].get("nodeName")), pod_is_ready(p)))[:-n]
                 await self._delete_pods(key, extra)
                 return
-            todo = [None] * n
+            todo = [None] * max(0, n - len(terminating))
         if not todo:
             return
         self.expectations.expect(key, adds=len(todo))

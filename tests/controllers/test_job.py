@@ -138,3 +138,52 @@ def test_wanted_active_caps_by_remaining_completions():
     assert wanted_active({"parallelism": 4, "completions": 5}, 3) == 2
     assert wanted_active({"parallelism": 2}, 0) == 2
     assert wanted_active({"parallelism": 2}, 1) == 0
+
+
+async def fail_with(client, pod, exit_code, conditions=()):
+    pods = client.resource("", "v1", "pods")
+    cur = await pods.get(pod["metadata"]["name"], "default")
+    await pods.update({**cur, "status": {"phase": "Failed", "conditions": list(conditions), "containerStatuses": [
+        {"name": "c", "image": "busybox", "imageID": "", "ready": False, "restartCount": 0,
+         "state": {"terminated": {"exitCode": exit_code}}}]}}, subresource="status")
+
+
+POLICY = {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+                    {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}}]}
+
+
+async def test_pod_failure_policy_fail_job_fails_at_once_and_stops_the_rest(env):
+    client, _, _ = env
+    await client.resource("batch", "v1", "jobs").create(job(completions=2, parallelism=2, backoffLimit=6,
+                                                            podFailurePolicy=POLICY))
+    pods = await eventually(lambda: live_pods(client, 2))
+    await fail_with(client, pods[0], 42)
+    j = await eventually(lambda: job_condition(client, "Failed"))
+    conds = {c["type"]: c for c in j["status"]["conditions"]}
+    msg = f"Container c for pod default/{pods[0]['metadata']['name']} failed with exit code 42 matching FailJob rule at index 1"
+    assert (conds["Failed"]["reason"], conds["Failed"]["message"]) == ("PodFailurePolicy", msg)
+    assert (conds["FailureTarget"]["reason"], conds["FailureTarget"]["message"]) == ("PodFailurePolicy", msg)
+    assert j["status"]["failed"] == 1
+
+    async def none_live():
+        return await live_pods(client, 0) == []
+    assert await eventually(none_live)
+
+
+async def test_pod_failure_policy_ignore_does_not_count_and_replaces_the_pod(env):
+    client, _, _ = env
+    await client.resource("batch", "v1", "jobs").create(job(completions=1, backoffLimit=0, podFailurePolicy=POLICY))
+    [first] = await eventually(lambda: live_pods(client, 1))
+    await fail_with(client, first, 137, [{"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}])
+
+    async def replaced():
+        live = await live_pods(client, 1)
+        return live and live[0]["metadata"]["uid"] != first["metadata"]["uid"] and live
+    await eventually(replaced)
+
+    async def released():
+        p = await client.resource("", "v1", "pods").get(first["metadata"]["name"], "default")
+        return TRACKING not in (p["metadata"].get("finalizers") or [])
+    await eventually(released)
+    j = await client.resource("batch", "v1", "jobs").get("pi", "default")
+    assert "failed" not in j["status"] and not await job_condition(client, "Failed")
