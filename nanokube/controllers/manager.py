@@ -22,6 +22,7 @@ from .podgroup_protection import PodGroupProtectionController
 from .replicaset import ReplicaSetController
 from .resourceclaim import ResourceClaimController
 from .taint_eviction import TaintEvictionController
+from .ttl_after_finished import TTLAfterFinishedController
 
 #: the pod-identity signer acts as its own service account, bound by the
 #: default policy to `sign` and `attest` for its signer name only
@@ -42,6 +43,7 @@ class ControllerManager:
             ReplicaSetController(self.client, clock=server.clock),
             DeploymentController(self.client, clock=server.clock),
             JobController(self.client, clock=server.clock),
+            TTLAfterFinishedController(self.client, clock=server.clock),
             DisruptionController(self.client, clock=server.clock),
             PodGroupProtectionController(self.client, clock=server.clock),
             HPAController(self.client, clock=server.clock, **options_from_env()),
