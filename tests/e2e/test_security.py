@@ -31,7 +31,8 @@ def alice(cluster, tmp_path_factory):
     pki = cluster.data_dir / "pki"
     ca = KeyPair((pki / "ca.crt").read_bytes(), (pki / "ca.key").read_bytes())
     kp = issue(ca, "alice", organizations=("dev",), client=True, days=1)
-    config = yaml.safe_load(open(cluster.kubeconfig))
+    with open(cluster.kubeconfig) as f:
+        config = yaml.safe_load(f)
     for u in config["users"]:
         u["user"] = {"client-certificate-data": base64.b64encode(kp.cert_pem).decode(),
                      "client-key-data": base64.b64encode(kp.key_pem).decode()}
@@ -157,3 +158,111 @@ def test_request_without_a_stub_is_denied_unsupported_key_type(cluster):
         proofOfPossession=base64.b64encode(key.sign(b"uid-pod")).decode()))
     (cond,) = _settled(cluster, "req-legacy")["status"]["conditions"]
     assert (cond["type"], cond["status"], cond["reason"]) == ("Denied", "True", "UnsupportedKeyType")
+
+
+@pytest.fixture(scope="module")
+def gpu0(cluster, tmp_path_factory):
+    """Client-certificate files for node gpu-0's own identity, from the cluster CA."""
+    pki = cluster.data_dir / "pki"
+    ca = KeyPair((pki / "ca.crt").read_bytes(), (pki / "ca.key").read_bytes())
+    kp = issue(ca, "system:node:gpu-0", organizations=("system:nodes",), client=True, days=1)
+    d = tmp_path_factory.mktemp("gpu-0")
+    (d / "tls.crt").write_bytes(kp.cert_pem)
+    (d / "tls.key").write_bytes(kp.key_pem)
+    return str(d / "tls.crt"), str(d / "tls.key")
+
+
+def _call(cluster, creds, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+    ctx = ssl.create_default_context(cafile=str(cluster.data_dir / "pki" / "ca.crt"))
+    ctx.check_hostname = False
+    ctx.load_cert_chain(*creds)
+    ctype = "application/merge-patch+json" if method == "PATCH" else "application/json"
+    req = urllib.request.Request(cluster.url + path, method=method, data=json.dumps(body).encode() if body else None,
+                                 headers={"Content-Type": ctype})
+    try:
+        with urllib.request.urlopen(req, context=ctx, timeout=10) as resp:
+            return resp.status, json.loads(resp.read() or b"{}")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+def _bound_pod(name: str, node: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"nodeName": node, "containers": [{"name": "app", "image": "busybox"}]}}
+
+
+def test_node_credentials_reach_only_their_own_pods(cluster, gpu0):
+    cluster.kubectl("apply", "-f", "-", input=to_yaml([_bound_pod("here", "gpu-0"), _bound_pod("there", "gpu-1")]))
+    assert _call(cluster, gpu0, "GET", "/api/v1/namespaces/default/pods/here")[0] == 200
+    code, body = _call(cluster, gpu0, "GET", "/api/v1/namespaces/default/pods/there")
+    assert (code, body["message"]) == (403, ('pods "there" is forbidden: User "system:node:gpu-0" cannot get resource '
+                                             '"pods" in API group "" in the namespace "default": no relationship found '
+                                             "between node 'gpu-0' and this object"))
+    code, body = _call(cluster, gpu0, "GET", "/api/v1/pods")
+    assert code == 403 and body["message"].endswith("can only list/watch pods with spec.nodeName field selector")
+    code, body = _call(cluster, gpu0, "GET", "/api/v1/pods?fieldSelector=spec.nodeName%3Dgpu-0")
+    assert code == 200 and {p["metadata"]["name"] for p in body["items"]} >= {"here"}
+    assert "there" not in {p["metadata"]["name"] for p in body["items"]}
+    assert _call(cluster, gpu0, "PATCH", "/api/v1/nodes/gpu-0/status", {"metadata": {"labels": {"x": "y"}}})[0] == 200
+    code, body = _call(cluster, gpu0, "PATCH", "/api/v1/nodes/gpu-1/status", {"metadata": {"labels": {"x": "y"}}})
+    assert code == 403 and body["message"].endswith("node 'gpu-0' is not allowed to modify node 'gpu-1'")
+    code, body = _call(cluster, gpu0, "PATCH", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/gpu-1",
+                       {"metadata": {"labels": {"x": "y"}}})
+    assert code == 403 and body["message"].endswith("can only access node lease with the same name as the requesting node")
+    assert _call(cluster, gpu0, "PATCH", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/gpu-0",
+                 {"metadata": {"labels": {"x": "y"}}})[0] == 200
+
+
+def test_node_cannot_request_or_sign_for_other_nodes_pods(cluster, gpu0):
+    cluster.kubectl("apply", "-f", "-", input=to_yaml([_bound_pod("there", "gpu-1")]))
+    there = cluster.kubectl_json("get", "pod", "there")
+    sa = cluster.kubectl_json("get", "serviceaccount", "default")
+    node = cluster.kubectl_json("get", "node", "gpu-0")
+    spec = {"signerName": "nanokube.io/pod-identity", "podName": "there", "podUID": there["metadata"]["uid"],
+            "serviceAccountName": "default", "serviceAccountUID": sa["metadata"]["uid"], "nodeName": "gpu-0",
+            "nodeUID": node["metadata"]["uid"], "stubPKCS10Request": _stub(ec.generate_private_key(ec.SECP256R1()))}
+    body = {"apiVersion": "certificates.k8s.io/v1", "kind": "PodCertificateRequest",
+            "metadata": {"name": "req-stolen", "namespace": "default"}, "spec": spec}
+    path = "/apis/certificates.k8s.io/v1/namespaces/default/podcertificaterequests"
+    code, out = _call(cluster, gpu0, "POST", path, body)
+    assert (code, out["message"]) == (403, ('podcertificaterequests.certificates.k8s.io "req-stolen" is forbidden: '
+                                           'pod "there" is not bound to node "gpu-0"'))
+    code, out = _call(cluster, gpu0, "POST", path, {**body, "spec": {**spec, "nodeName": "gpu-1"}})
+    assert code == 403 and out["message"].endswith('PodCertificateRequest.Spec.NodeName="gpu-1", which is not the '
+                                                   'requesting node "gpu-0"')
+    cluster.kubectl("create", "-f", "-", input=_request("req-for-signing", stubPKCS10Request=_stub(
+        ec.generate_private_key(ec.SECP256R1()))))
+    code, out = _call(cluster, gpu0, "PATCH", f"{path}/req-for-signing/status", {"status": {"conditions": []}})
+    assert code == 403 and 'cannot patch resource "podcertificaterequests/status"' in out["message"]
+    code, out = _call(cluster, gpu0, "POST",
+                      "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                      {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "spec": {
+                          "resourceAttributes": {"group": "certificates.k8s.io", "resource": "signers", "verb": "sign",
+                                                 "name": "nanokube.io/pod-identity"}}})
+    assert code == 201 and out["status"]["allowed"] is False
+
+
+def test_trust_bundle_for_a_signer_needs_attest(cluster, alice):
+    ca_pem = (cluster.data_dir / "pki" / "ca.crt").read_text()
+    cluster.kubectl("apply", "-f", "-", input=to_yaml([
+        {"apiVersion": f"{G}/v1", "kind": "ClusterRole", "metadata": {"name": "bundle-writer"},
+         "rules": [{"apiGroups": ["certificates.k8s.io"], "resources": ["clustertrustbundles"], "verbs": ["create"]}]},
+        {"apiVersion": f"{G}/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "alice-bundles"},
+         "roleRef": {"apiGroup": G, "kind": "ClusterRole", "name": "bundle-writer"},
+         "subjects": [{"apiGroup": G, "kind": "User", "name": "alice"}]}]))
+    bundle = {"apiVersion": "certificates.k8s.io/v1", "kind": "ClusterTrustBundle",
+              "metadata": {"name": "example.com:foo:abc"}, "spec": {"signerName": "example.com/foo", "trustBundle": ca_pem}}
+    r = cluster.kubectl(*alice, "create", "-f", "-", input=to_yaml([bundle]), check=False)
+    assert r.returncode != 0
+    assert ('clustertrustbundles.certificates.k8s.io "example.com:foo:abc" is forbidden: user not permitted to attest '
+            'for signerName "example.com/foo"') in r.stderr
+    cluster.kubectl("apply", "-f", "-", input=to_yaml([
+        {"apiVersion": f"{G}/v1", "kind": "ClusterRole", "metadata": {"name": "example-attester"},
+         "rules": [{"apiGroups": ["certificates.k8s.io"], "resources": ["signers"], "verbs": ["attest"],
+                    "resourceNames": ["example.com/*"]}]},
+        {"apiVersion": f"{G}/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "alice-attests"},
+         "roleRef": {"apiGroup": G, "kind": "ClusterRole", "name": "example-attester"},
+         "subjects": [{"apiGroup": G, "kind": "User", "name": "alice"}]}]))
+    cluster.kubectl(*alice, "create", "-f", "-", input=to_yaml([bundle]))
+    unsigned = {**bundle, "metadata": {"name": "alice-plain"}, "spec": {"trustBundle": ca_pem}}
+    cluster.kubectl(*alice, "create", "-f", "-", input=to_yaml([unsigned]))

@@ -1,0 +1,200 @@
+"""Pod certificates end to end through `nanokube up`: the node agent makes
+the key and the PodCertificateRequest, the pod starts only once a signer has
+issued it, the projected files verify against the projected trust bundle
+(`openssl verify` agrees), a certificate is refreshed in place before it
+expires, and a denial keeps the pod from starting.
+
+Two signers take part: the built-in `nanokube.io/pod-identity`, and one run
+by this test process as an ordinary API client (`e2e.nanokube.io/...`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+from nanokube.pki import trustbundle
+from nanokube.pki.signer import SIGNER_NAME, SignerCA, issue_leaf, spiffe_id, stub_key
+from tests.e2e.manifests import to_yaml
+
+FAST = "e2e.nanokube.io/fast"
+DENY = "e2e.nanokube.io/deny"
+GROUP, VERSION = "certificates.k8s.io", "v1"
+
+
+def wait_for(check, timeout=60.0, every=0.3):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(every)
+    raise AssertionError("condition never held")
+
+
+def rfc3339(t: dt.datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class ExternalSigner(threading.Thread):
+    """Serves FAST (issues with the earliest refresh the API server accepts:
+    notBefore nearly 5 minutes back, beginRefreshAt 10 minutes after it) and
+    DENY (denies everything), polling like any out-of-tree signer might."""
+
+    def __init__(self, cluster, ca_dir: Path):
+        super().__init__(daemon=True)
+        from kubernetes import client
+
+        self.api = client.CustomObjectsApi(cluster.client())
+        self.ca = SignerCA(str(ca_dir))
+        self.ca.load()
+        self.stopped = threading.Event()
+
+    def run(self):
+        while not self.stopped.wait(0.2):
+            for signer in (FAST, DENY):
+                items = self.api.list_cluster_custom_object(GROUP, VERSION, "podcertificaterequests",
+                                                            field_selector=f"spec.signerName={signer}")["items"]
+                for pcr in items:
+                    if not (pcr.get("status") or {}).get("conditions"):
+                        self.answer(pcr)
+
+    def answer(self, pcr: dict):
+        now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+        if pcr["spec"]["signerName"] == DENY:
+            status = {"conditions": [{"type": "Denied", "status": "True", "reason": "PolicyRefused",
+                                      "message": "e2e signer refuses every request", "lastTransitionTime": rfc3339(now)}]}
+        else:
+            nb = now - dt.timedelta(seconds=290)
+            leaf = issue_leaf(self.ca.issuing(), stub_key(pcr["spec"]), spiffe_id(pcr["metadata"]["namespace"], "default"),
+                              nb.timestamp(), pcr["spec"]["maxExpirationSeconds"])
+            status = {"certificateChain": leaf.public_bytes(serialization.Encoding.PEM).decode(),
+                      "notBefore": rfc3339(leaf.not_valid_before_utc), "notAfter": rfc3339(leaf.not_valid_after_utc),
+                      "beginRefreshAt": rfc3339(nb + dt.timedelta(seconds=600)),
+                      "conditions": [{"type": "Issued", "status": "True", "reason": "Issued", "message": "e2e",
+                                      "lastTransitionTime": rfc3339(now)}]}
+        md = pcr["metadata"]
+        self.api.replace_namespaced_custom_object_status(GROUP, VERSION, md["namespace"], "podcertificaterequests",
+                                                         md["name"], {**pcr, "status": status})
+
+
+@pytest.fixture(scope="module")
+def e2e_signer(cluster, tmp_path_factory):
+    s = ExternalSigner(cluster, tmp_path_factory.mktemp("e2e-signer"))
+    trust = b"".join(s.ca.trust_pems()).decode()
+    cluster.kubectl("apply", "-f", "-", input=to_yaml([{
+        "apiVersion": "certificates.k8s.io/v1", "kind": "ClusterTrustBundle",
+        "metadata": {"name": "e2e.nanokube.io:fast:ca", "labels": {"e2e": "fast"}},
+        "spec": {"signerName": FAST, "trustBundle": trust}}]))
+    s.start()
+    yield s
+    s.stopped.set()
+    s.join(timeout=5)
+
+
+def pod(name: str, signer: str, key_type: str, **extra) -> dict:
+    cert = {"signerName": signer, "keyType": key_type, "credentialBundlePath": "credentials.pem",
+            "keyPath": "tls.key", "certificateChainPath": "tls.crt", **extra}
+    bundle = {"signerName": signer, "labelSelector": {}, "path": "ca.pem"}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": {
+        "containers": [{"name": "app", "image": "busybox"}],
+        "volumes": [{"name": "identity", "projected": {"sources": [{"podCertificate": cert},
+                                                                   {"clusterTrustBundle": bundle}]}}]}}
+
+
+def volume(cluster, p: dict) -> Path:
+    return cluster.data_dir / "pods" / p["spec"]["nodeName"] / p["metadata"]["uid"] / "volumes" / "identity"
+
+
+def running(cluster, name: str) -> dict:
+    def check():
+        p = cluster.kubectl_json("get", "pod", name)
+        return p if p["status"].get("phase") == "Running" else None
+    return wait_for(check, timeout=90)
+
+
+def request_of(cluster, p: dict) -> dict:
+    items = cluster.kubectl_json("get", "podcertificaterequests", "-n", "default")["items"]
+    return next(r for r in items if r["spec"]["podUID"] == p["metadata"]["uid"])
+
+
+@pytest.mark.parametrize("key_type", ["ECDSAP256", "ED25519", "RSA3072"])
+def test_pod_starts_after_issuance_with_verifiable_files(cluster, key_type):
+    name = f"cert-{key_type.lower()}"
+    cluster.kubectl("apply", "-f", "-", input=to_yaml([pod(name, SIGNER_NAME, key_type)]))
+    p = running(cluster, name)
+    pcr = request_of(cluster, p)
+    issued = next(c for c in pcr["status"]["conditions"] if c["type"] == "Issued")
+    started = p["status"]["containerStatuses"][0]["state"]["running"]["startedAt"]
+    assert issued["lastTransitionTime"] <= started, "containers start only after the certificate is issued"
+    assert pcr["metadata"]["ownerReferences"][0]["uid"] == p["metadata"]["uid"]
+    assert (pcr["spec"]["nodeName"], pcr["spec"]["podName"]) == (p["spec"]["nodeName"], name)
+
+    vol = volume(cluster, p)
+    key_pem, chain = (vol / "tls.key").read_bytes(), (vol / "tls.crt").read_bytes()
+    assert (vol / "credentials.pem").read_bytes() == key_pem + chain
+    key = serialization.load_pem_private_key(key_pem, None)
+    leaf = x509.load_pem_x509_certificate(chain)
+    der = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    assert key.public_key().public_bytes(*der) == leaf.public_key().public_bytes(*der)
+    assert trustbundle.verify_chain(chain.decode(), (vol / "ca.pem").read_text()) == leaf
+    r = subprocess.run(["openssl", "verify", "-CAfile", str(vol / "ca.pem"), str(vol / "tls.crt")],
+                       check=False, capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip().endswith(": OK"), r.stdout + r.stderr
+    cluster.kubectl("delete", "pod", name, "--grace-period=0")
+
+
+def test_denied_request_keeps_pod_from_starting(cluster, e2e_signer):
+    cluster.kubectl("apply", "-f", "-", input=to_yaml([pod("refused", DENY, "ECDSAP256")]))
+
+    def denied_events():
+        evs = cluster.kubectl_json("get", "events", "--field-selector", "involvedObject.name=refused")["items"]
+        return [e for e in evs if e["reason"] == "PolicyRefused"] and \
+            [e for e in evs if e["reason"] == "FailedMount" and "denied" in e["message"]]
+    wait_for(denied_events, timeout=60)
+    evs = cluster.kubectl_json("get", "events", "--field-selector", "involvedObject.name=refused")["items"]
+    mine = next(e for e in evs if e["reason"] == "PolicyRefused")
+    assert mine["type"] == "Warning" and "e2e signer refuses every request" in mine["message"]
+    time.sleep(3)
+    p = cluster.kubectl_json("get", "pod", "refused")
+    assert p["status"]["phase"] == "Pending"
+    assert p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "ContainerCreating"
+    pcrs = [r for r in cluster.kubectl_json("get", "podcertificaterequests")["items"]
+            if r["spec"]["podUID"] == p["metadata"]["uid"]]
+    assert len(pcrs) == 1, "a denial is final: no second request"
+    cluster.kubectl("delete", "pod", "refused", "--grace-period=0")
+
+
+@pytest.mark.timeout(600)
+def test_short_lived_certificate_is_refreshed_without_restart(cluster, e2e_signer):
+    cluster.kubectl("apply", "-f", "-", input=to_yaml([pod("rotating", FAST, "ECDSAP256", maxExpirationSeconds=3600)]))
+    p = running(cluster, "rotating")
+    vol = volume(cluster, p)
+    first = x509.load_pem_x509_certificate((vol / "tls.crt").read_bytes())
+    assert (first.not_valid_after_utc - first.not_valid_before_utc).total_seconds() == 3600
+    status = p["status"]["containerStatuses"][0]
+
+    def renewed():
+        cert = x509.load_pem_x509_certificate((vol / "tls.crt").read_bytes())
+        return cert if cert.serial_number != first.serial_number else None
+    # beginRefreshAt is about 5 minutes away; kubelet jitter adds at most 30 s
+    second = wait_for(renewed, timeout=420, every=2)
+    assert dt.datetime.now(dt.UTC) < first.not_valid_after_utc
+    key = serialization.load_pem_private_key((vol / "tls.key").read_bytes(), None)
+    der = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    assert key.public_key().public_bytes(*der) == second.public_key().public_bytes(*der)
+    subprocess.run(["openssl", "verify", "-CAfile", str(vol / "ca.pem"), str(vol / "tls.crt")], check=True,
+                   capture_output=True)
+    after = cluster.kubectl_json("get", "pod", "rotating")
+    assert after["metadata"]["uid"] == p["metadata"]["uid"]
+    now = after["status"]["containerStatuses"][0]
+    assert (now["restartCount"], now["state"]) == (status["restartCount"], status["state"]), "no restart"
+    assert len([r for r in cluster.kubectl_json("get", "podcertificaterequests")["items"]
+                if r["spec"]["podUID"] == p["metadata"]["uid"]]) == 2
+    cluster.kubectl("delete", "pod", "rotating", "--grace-period=0")
