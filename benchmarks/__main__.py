@@ -41,7 +41,18 @@ def main(argv: list[str] | None = None) -> int:
                    help="instead: simulated node agents (comma-separated cluster sizes, default 1000,5000)")
     p.add_argument("--steady", type=float, default=60.0, metavar="S",
                    help="with --nodes: seconds of steady-state heartbeats measured per size (default 60)")
+    p.add_argument("--gang", nargs="?", const="all", metavar="NAMES",
+                   help="instead: gang scheduling and workload preemption (GangScheduling, SingleGang1024, "
+                        "WorkloadPreemption; default all) next to SchedulingBasic; --upstream-size for 5000 nodes")
     args = p.parse_args(argv)
+    if args.gang:
+        from . import gang
+
+        try:
+            print(gang.report(args.gang, args.upstream_size, _progress))
+        except ValueError as e:
+            p.error(f"--gang: {e}")
+        return 0
     if args.nodes:
         from . import nodes
 
