@@ -31,10 +31,9 @@ async def _up(args: argparse.Namespace) -> int:
     from .node.manager import options_from_env as node_options
     from .pki.ca import ensure_pki
     from .pki.kubeconfig import write_kubeconfig
+    from .proxy.modes import ModeError, select_mode
     from .scheduler.scheduler import Scheduler
     from .store.interface import open_store
-
-    from .proxy.modes import ModeError, select_mode
 
     try:
         cluster = load_cluster(args.cluster) if args.cluster else default_cluster()
@@ -75,8 +74,8 @@ async def _up(args: argparse.Namespace) -> int:
     nodes = NodeManager(server.rest, cluster, server.clock, pods_dir=os.path.join(data_dir, "pods"),
                         runtime=runtime, **node_options())
     if runtime is not None:
-        from .proxy.runner import SERVICE_CIDR, NodeProxies
         from .proxy.nftables.layout import Config
+        from .proxy.runner import SERVICE_CIDR, NodeProxies
 
         agents = list(nodes.agents.values())
         runtime.start([(a.name, a.spec.index, a.host_ip, a.pod_cidr) for a in agents])

@@ -180,6 +180,6 @@ def test_service_traffic_between_nodes(net_cluster):
 
     c.kubectl("delete", "service", "web")
     for node in range(3):
-        wait_for(lambda: ip not in nft(c, node, "list", "table", "ip", "kube-proxy"), 30, f"rules gone on {node}")
+        wait_for(lambda node=node: ip not in nft(c, node, "list", "table", "ip", "kube-proxy"), 30, f"rules gone on {node}")
     assert not re.search(r"chain (service|endpoint)-\w+-default/web/", nft(c, 2, "list", "table", "ip", "kube-proxy"))
     c.kubectl("delete", "deployment", "web")

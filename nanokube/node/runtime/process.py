@@ -82,7 +82,8 @@ class ProcessRuntime:
         self.net = ClusterNetwork(tag)
         self.backoff_initial = backoff_initial
         self.pods: dict[tuple[str, str], ProcessPodWorker] = {}
-        self._mountpoints: dict[str, int] = {}  # mount targets this runtime created -> pods using them
+        #: mount target -> [pods using it, paths created for it, deepest first]
+        self._mountpoints: dict[str, list] = {}
 
     @property
     def _mountpoint_record(self) -> str:
@@ -107,40 +108,50 @@ class ProcessRuntime:
     # --- mount targets created for volumes ---------------------------------------------
 
     def claim_mountpoint(self, target: str, is_file: bool) -> None:
-        """Make sure `target` exists; a target this runtime had to create is removed again when unused."""
+        """Make sure `target` exists; what this runtime had to create for it
+        (the target and missing parents) is removed again when no pod uses it."""
         if target in self._mountpoints:
-            self._mountpoints[target] += 1
-        elif not os.path.exists(target):
-            os.makedirs(os.path.dirname(target), exist_ok=True)
+            self._mountpoints[target][0] += 1
+            return
+        created, d = [], os.path.dirname(target)
+        while not os.path.exists(d):
+            created.append(d)
+            d = os.path.dirname(d)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if not os.path.exists(target):
             if is_file:
                 open(target, "a").close()
             else:
                 os.mkdir(target)
-            self._mountpoints[target] = 1
+            created.insert(0, target)
+        self._mountpoints[target] = [1, created]
         self._save_mountpoints()
 
     def release_mountpoint(self, target: str) -> None:
-        if target not in self._mountpoints:
+        entry = self._mountpoints.get(target)
+        if entry is None:
             return
-        self._mountpoints[target] -= 1
-        if self._mountpoints[target] <= 0:
+        entry[0] -= 1
+        if entry[0] <= 0:
             del self._mountpoints[target]
-            _remove_empty(target)
+            for path in entry[1]:
+                _remove_empty(path)
         self._save_mountpoints()
 
     def _save_mountpoints(self) -> None:
         os.makedirs(self.state_dir, exist_ok=True)
         with open(self._mountpoint_record, "w") as f:
-            json.dump(sorted(self._mountpoints), f)
+            json.dump([path for _, created in self._mountpoints.values() for path in created], f)
 
     def _remove_mountpoints(self) -> None:
         try:
             with open(self._mountpoint_record) as f:
-                targets = set(json.load(f)) | set(self._mountpoints)
+                paths = json.load(f)
         except (OSError, ValueError):
-            targets = set(self._mountpoints)
-        for t in targets:
-            _remove_empty(t)
+            paths = []
+        paths += [path for _, created in self._mountpoints.values() for path in created]
+        for path in sorted(set(paths), key=len, reverse=True):
+            _remove_empty(path)
         self._mountpoints.clear()
         if os.path.exists(self._mountpoint_record):
             os.unlink(self._mountpoint_record)
@@ -323,6 +334,7 @@ class ProcessPodWorker(PodWorker):
         loops = [asyncio.create_task(self._container_loop(c)) for c in self.containers.values()]
         self._children += loops
         everything = asyncio.gather(*loops)
+        everything.add_done_callback(lambda f: f.cancelled() or f.exception())  # stop() cancels the loops
         try:
             while not self.deleting() and not everything.done():
                 self.changed.clear()
@@ -381,11 +393,13 @@ class ProcessPodWorker(PodWorker):
         return [m for m in self._mounts if m[1] in targets]
 
     async def _spawn(self, c: Container) -> None:
-        path = c.log_path(c.instances)
-        with open(path, "ab") as out:
+        out = os.open(c.log_path(c.instances), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
             c.proc = await asyncio.create_subprocess_exec(
                 *self._launch_argv(c, self._argv(c)), stdin=asyncio.subprocess.DEVNULL, stdout=out,
                 stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+        finally:
+            os.close(out)
         c.instances += 1
 
     async def _container_loop(self, c: Container) -> None:

@@ -1,0 +1,180 @@
+"""The process runtime behind real node agents: containers are processes in
+pod network namespaces; statuses, logs, probes and termination come from them."""
+
+import os
+import secrets
+import shutil
+
+import pytest
+
+from nanokube.apiserver.errors import APIError
+from nanokube.node.cluster import default_cluster
+from nanokube.node.manager import NodeManager
+from nanokube.node.runtime.netns import list_netns
+from nanokube.node.runtime.process import ProcessRuntime, expand
+from tests.controllers import eventually, make_stack
+
+ATTEMPTS = 3000  # 30 s of polling: processes start for real
+
+
+def test_variable_expansion_follows_kubernetes():
+    assert expand("$(A)-$(B)-$$(A)-$(missing)", {"A": "1", "B": "2"}) == "1-2-$(A)-$(missing)"
+
+
+@pytest.fixture
+async def env(tmp_path):
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        pytest.skip("SKIPPED LOUDLY: the process runtime needs root and iproute2")
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    rt = ProcessRuntime(str(tmp_path / "runtime"), "u" + secrets.token_hex(3), backoff_initial=0.05)
+    mgr = NodeManager(s.rest, default_cluster(), runtime=rt, pods_dir=str(tmp_path / "pods"))
+    try:
+        rt.start([(a.name, a.spec.index, a.host_ip, a.pod_cidr) for a in mgr.agents.values()])
+        await mgr.start()
+        yield s.client, rt, tmp_path
+    finally:
+        await mgr.stop()
+        rt.close()
+        await s.close()
+        assert [n for n in list_netns() if n.startswith(rt.net.prefix)] == []
+
+
+def pod(name, command, restart="Never", grace=None, **container):
+    spec = {"nodeName": "gpu-0", "restartPolicy": restart,
+            "containers": [{"name": "main", "image": "busybox:1.36", "command": command, **container}]}
+    if grace is not None:
+        spec["terminationGracePeriodSeconds"] = grace
+    return {"metadata": {"name": name, "namespace": "default"}, "spec": spec}
+
+
+def status_of(pods, name, check):
+    async def probe():
+        try:
+            p = await pods.get(name, "default")
+        except APIError:
+            return None
+        return p if check(p.get("status") or {}) else None
+    return probe
+
+
+def phase(want):
+    return lambda st: st.get("phase") == want
+
+
+async def log_of(rt, name, **query):
+    data = await rt.read_log("default", name, "main", query)
+    if isinstance(data, bytes):
+        return data
+    return b"".join([chunk async for chunk in data])
+
+
+async def test_container_gets_env_workdir_hostname_and_volumes(env):
+    client, rt, tmp = env
+    await client.resource("", "v1", "configmaps").create(
+        {"metadata": {"name": "cfg", "namespace": "default"}, "data": {"motd": "from-configmap"}})
+    target = str(tmp / "not-there" / "cfg")
+    script = 'echo "$(GREETING) $POD_NAME"; pwd; hostname; cat ' + target + "/motd"
+    p = pod("env", ["sh", "-c", script], workingDir=str(tmp), volumeMounts=[{"name": "cfg", "mountPath": target}],
+            env=[{"name": "GREETING", "value": "hello"},
+                 {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}])
+    p["spec"]["volumes"] = [{"name": "cfg", "configMap": {"name": "cfg"}}]
+    pods = client.resource("", "v1", "pods")
+    await pods.create(p)
+    done = await eventually(status_of(pods, "env", phase("Succeeded")), ATTEMPTS)
+    assert done["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+    lines = (await log_of(rt, "env")).decode().splitlines()
+    assert lines == ["hello env", str(tmp), "env", "from-configmap"]
+
+    async def target_removed():
+        return not os.path.exists(os.path.dirname(target))
+    await eventually(target_removed, ATTEMPTS)  # what the runtime created for the mount goes with the pod
+
+
+async def test_exit_codes_and_restarts_drive_container_statuses(env):
+    client, rt, _ = env
+    pods = client.resource("", "v1", "pods")
+    await pods.create(pod("fails", ["sh", "-c", "exit 3"]))
+    await pods.create(pod("retries", ["sh", "-c", "echo attempt; exit 4"], restart="OnFailure"))
+    failed = await eventually(status_of(pods, "fails", phase("Failed")), ATTEMPTS)
+    t = failed["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert t["exitCode"] == 3 and t["reason"] == "Error"
+
+    def restarted_twice(st):
+        cs = (st.get("containerStatuses") or [{}])[0]
+        return cs.get("restartCount", 0) >= 2 and cs["lastState"].get("terminated")
+    p = await eventually(status_of(pods, "retries", restarted_twice), ATTEMPTS)
+    cs = p["status"]["containerStatuses"][0]
+    assert cs["lastState"]["terminated"]["exitCode"] == 4 and p["status"]["phase"] == "Running"
+    assert await log_of(rt, "retries", previous="true") == b"attempt\n"
+
+
+async def test_deletion_sends_sigterm_then_sigkill_after_the_grace_period(env):
+    client, rt, _ = env
+    pods = client.resource("", "v1", "pods")
+    await pods.create(pod("polite", ["sleep", "300"], grace=5))
+    await pods.create(pod("stubborn", ["sh", "-c", "trap '' TERM; echo trapped; sleep 300"], grace=1))
+    running = lambda st: st.get("phase") == "Running" and st["containerStatuses"][0]["state"].get("running")
+    await eventually(status_of(pods, "polite", running), ATTEMPTS)
+    await eventually(status_of(pods, "stubborn", running), ATTEMPTS)
+
+    async def trapped():
+        return await log_of(rt, "stubborn") == b"trapped\n"
+    await eventually(trapped, ATTEMPTS)
+    workers = {n: rt.pods[("default", n)] for n in ("polite", "stubborn")}
+    await pods.delete("polite", "default")
+    await pods.delete("stubborn", "default")
+
+    async def gone():
+        for n in workers:
+            try:
+                await pods.get(n, "default")
+                return False
+            except APIError:
+                pass
+        return True
+    await eventually(gone, ATTEMPTS)
+    assert workers["polite"].containers["main"].state["terminated"]["exitCode"] == 143
+    assert workers["stubborn"].containers["main"].state["terminated"]["exitCode"] == 137
+
+
+async def test_readiness_probes_drive_ready(env):
+    client, rt, tmp = env
+    pods = client.resource("", "v1", "pods")
+    mount = str(tmp / "flags")
+    exec_pod = pod("exec-probe", ["sleep", "300"], restart="Always", volumeMounts=[{"name": "f", "mountPath": mount}],
+                   readinessProbe={"exec": {"command": ["test", "-f", f"{mount}/ok"]}, "periodSeconds": 1})
+    exec_pod["spec"]["volumes"] = [{"name": "f", "emptyDir": {}}]
+    server = "import socket, time; s = socket.socket(); s.bind(('0.0.0.0', 9000)); s.listen(); time.sleep(300)"
+    tcp_pod = pod("tcp-probe", ["python3", "-c", server], restart="Always",
+                  readinessProbe={"tcpSocket": {"port": 9000}, "periodSeconds": 1})
+    await pods.create(exec_pod)
+    await pods.create(tcp_pod)
+
+    def ready(want):
+        def check(st):
+            conds = {c["type"]: c["status"] for c in st.get("conditions") or []}
+            return st.get("phase") == "Running" and conds.get("Ready") == want
+        return check
+    await eventually(status_of(pods, "tcp-probe", ready("True")), ATTEMPTS)
+    p = await eventually(status_of(pods, "exec-probe", ready("False")), ATTEMPTS)
+    assert p["status"]["containerStatuses"][0]["ready"] is False
+    agent = next(iter(rt.pods.values())).agent
+    os.mknod(os.path.join(agent.volumes.volume_dir(p["metadata"]["uid"], "f"), "ok"))
+    p = await eventually(status_of(pods, "exec-probe", ready("True")), ATTEMPTS)
+    assert p["status"]["containerStatuses"][0]["ready"] is True
+
+
+async def test_logs_follow_tail_and_limit(env):
+    client, rt, _ = env
+    pods = client.resource("", "v1", "pods")
+    await pods.create(pod("talker", ["sh", "-c", "echo one; echo two; sleep 1; echo three"]))
+    await eventually(status_of(pods, "talker", lambda st: st.get("phase") == "Running"), ATTEMPTS)
+    assert await log_of(rt, "talker", follow="true") == b"one\ntwo\nthree\n"
+    await eventually(status_of(pods, "talker", phase("Succeeded")), ATTEMPTS)
+    assert await log_of(rt, "talker", tailLines="1") == b"three\n"
+    assert await log_of(rt, "talker", limitBytes="5") == b"one\nt"
+    with pytest.raises(APIError) as e:
+        await rt.read_log("default", "talker", "main", {"previous": "true"})
+    assert e.value.code == 400
+    assert await rt.read_log("default", "someone-else", "main", {}) is None
