@@ -27,6 +27,7 @@ DESIRED = "deployment.kubernetes.io/desired-replicas"
 MAX_REPLICAS = "deployment.kubernetes.io/max-replicas"
 REVISION_HISTORY = "deployment.kubernetes.io/revision-history"
 MAX_REVISION_HISTORY_CHARS = 2000
+NO_DEADLINE = 2**31 - 1  # progressDeadlineSeconds meaning "never time out"
 #: deployment annotations that are not copied onto its ReplicaSets
 _NOT_COPIED = {REVISION, REVISION_HISTORY, DESIRED, MAX_REPLICAS, "deprecated.deployment.rollback.to",
                "kubectl.kubernetes.io/last-applied-configuration"}
@@ -378,6 +379,7 @@ class DeploymentController(Controller):
         else:
             st["conditions"] = self._with_condition(st, "Available", "False", "MinimumReplicasUnavailable",
                                                     "Deployment does not have minimum availability.")
+        st["conditions"] = self._paused_condition(d, st)
         if new_rs and not d["spec"].get("paused"):
             st["conditions"] = self._progress(d, st, new_rs, old)
         if st != (cur.get("status") or {}):
@@ -386,6 +388,20 @@ class DeploymentController(Controller):
             except APIError as e:
                 if e.code != 404:
                     raise
+
+    def _paused_condition(self, d: dict, st: dict) -> list[dict]:
+        """Pausing or resuming shows in Progressing (Unknown), unless there is
+        no progress deadline or it was already exceeded."""
+        prog = _condition(st, "Progressing")
+        if d["spec"].get("progressDeadlineSeconds", 600) == NO_DEADLINE or \
+                prog is not None and prog.get("reason") == "ProgressDeadlineExceeded":
+            return list(st.get("conditions") or [])
+        was_paused = prog is not None and prog.get("reason") == "DeploymentPaused"
+        if d["spec"].get("paused") and not was_paused:
+            return self._with_condition(st, "Progressing", "Unknown", "DeploymentPaused", "Deployment is paused")
+        if not d["spec"].get("paused") and was_paused:
+            return self._with_condition(st, "Progressing", "Unknown", "DeploymentResumed", "Deployment is resumed")
+        return list(st.get("conditions") or [])
 
     def _progress(self, d: dict, st: dict, new_rs: dict, old: list[dict]) -> list[dict]:
         name = new_rs["metadata"]["name"]

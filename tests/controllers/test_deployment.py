@@ -160,3 +160,24 @@ def test_template_hash_is_stable_and_collision_sensitive():
     assert template_hash(t, None) == template_hash(dict(t), None)
     assert template_hash(t, None) != template_hash(t, 1)
     assert set(template_hash(t, None)) <= set("bcdfghjklmnpqrstvwxz2456789")
+
+
+async def test_pausing_and_resuming_show_in_progressing(env):
+    client = env
+    deps = client.resource("apps", "v1", "deployments")
+    await deps.create(deployment())
+    await eventually(lambda: rollout_done(client, "1"))
+    await patch_retrying(deps, "web", {"spec": {"paused": True}})
+
+    async def progressing(reason):
+        d = await deps.get("web", "default")
+        c = next((c for c in (d.get("status") or {}).get("conditions") or [] if c["type"] == "Progressing"), None)
+        return c if c and c["reason"] == reason else None
+    paused = await eventually(lambda: progressing("DeploymentPaused"))
+    assert (paused["status"], paused["message"]) == ("Unknown", "Deployment is paused")
+    await patch_retrying(deps, "web", {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "nginx:2"}]}}}})
+    await eventually(lambda: progressing("DeploymentPaused"))
+    rss, _ = await client.resource("apps", "v1", "replicasets").list("default")
+    assert len(rss) == 1
+    await patch_retrying(deps, "web", {"spec": {"paused": False}})
+    await eventually(lambda: rollout_done(client, "2"))

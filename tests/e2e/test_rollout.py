@@ -6,6 +6,7 @@ ScalingReplicaSet events say what it scaled."""
 from __future__ import annotations
 
 import json
+import time
 
 
 def _deployment(name: str, image: str) -> dict:
@@ -84,3 +85,23 @@ def test_scaling_events_name_the_replica_set_and_both_sizes(cluster):
     assert f"Scaled up replica set {second} from 1 to 2" in messages
     described = cluster.kubectl("describe", "deployment", "evented").stdout
     assert f"Scaled down replica set {first} from 1 to 0" in described
+
+
+def test_a_paused_deployment_rolls_out_only_when_resumed(cluster):
+    cluster.kubectl("create", "-f", "-", input=json.dumps(_deployment("paused", "busybox:1.36")))
+    _rollout_done(cluster, "paused")
+    assert cluster.kubectl("rollout", "pause", "deployment/paused").stdout == "deployment.apps/paused paused\n"
+    cluster.kubectl("set", "image", "deployment/paused", "main=busybox:1.37")
+
+    def progressing():
+        d = cluster.kubectl_json("get", "deployment", "paused")
+        return next(c for c in d["status"]["conditions"] if c["type"] == "Progressing")
+    deadline = time.monotonic() + 20
+    while (cond := progressing())["reason"] != "DeploymentPaused" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert (cond["status"], cond["reason"], cond["message"]) == ("Unknown", "DeploymentPaused", "Deployment is paused")
+    assert len(cluster.kubectl_json("get", "replicasets", "-l", "app=paused")["items"]) == 1
+    cluster.kubectl("rollout", "resume", "deployment/paused")
+    assert "successfully rolled out" in _rollout_done(cluster, "paused")
+    assert progressing()["reason"] == "NewReplicaSetAvailable"
+    assert [h[0] for h in _history(cluster, "paused")] == ["1", "2"]
