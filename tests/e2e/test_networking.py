@@ -47,15 +47,16 @@ http.server.ThreadingHTTPServer(("0.0.0.0", 8080), H).serve_forever()
 """
 
 CLIENT = """
-import socket, sys, time, urllib.request
-url, n = sys.argv[1], int(sys.argv[2])
-for _ in range(n):
-    t = time.monotonic()
-    try:
-        print("OK", urllib.request.urlopen(url, timeout=3).read().decode(), flush=True)
-    except Exception as e:
-        reason = getattr(e, "reason", e)
-        print("ERR", type(reason).__name__, round(time.monotonic() - t, 3), flush=True)
+import sys, time, urllib.request
+n = int(sys.argv[1])
+for url in sys.argv[2:]:
+    for _ in range(n):
+        t = time.monotonic()
+        try:
+            print("OK", urllib.request.urlopen(url, timeout=3).read().decode(), url, flush=True)
+        except Exception as e:
+            reason = getattr(e, "reason", e)
+            print("ERR", type(reason).__name__, round(time.monotonic() - t, 3), url, flush=True)
 """
 
 
@@ -103,16 +104,18 @@ def service(name: str, **spec) -> str:
                        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}], **spec}})
 
 
-def run_client(c, name: str, url: str, n: int) -> list[str]:
-    """A pod on CLIENT_NODE making `n` requests; its output lines, read through `kubectl logs`."""
+def run_client(c, name: str, url: str, n: int, *urls: str) -> list[str]:
+    """A pod on CLIENT_NODE making `n` requests to each URL; its output lines,
+    streamed by `kubectl logs -f` until the process exits."""
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
            "spec": {"nodeName": CLIENT_NODE, "restartPolicy": "Never",
                     "containers": [{"name": "curl", "image": "python:3.11",
-                                    "command": ["python3", "-c", CLIENT, url, str(n)]}]}}
+                                    "command": ["python3", "-c", CLIENT, str(n), url, *urls]}]}}
     c.kubectl("apply", "-f", "-", input=json.dumps(pod))
-    wait_for(lambda: c.kubectl_json("get", "pod", name)["status"].get("phase") in ("Succeeded", "Failed"),
-             90, f"client {name} finished")
-    out = c.kubectl("logs", name).stdout.splitlines()
+    wait_for(lambda: c.kubectl_json("get", "pod", name)["status"].get("phase") in ("Running", "Succeeded", "Failed"),
+             90, f"client {name} started")
+    out = c.kubectl("logs", "-f", name, timeout=120).stdout.splitlines()
+    assert c.kubectl_json("get", "pod", name)["status"]["phase"] == "Succeeded"
     c.kubectl("delete", "pod", name, "--wait=false")
     return out
 
@@ -182,4 +185,41 @@ def test_service_traffic_between_nodes(net_cluster):
     for node in range(3):
         wait_for(lambda node=node: ip not in nft(c, node, "list", "table", "ip", "kube-proxy"), 30, f"rules gone on {node}")
     assert not re.search(r"chain (service|endpoint)-\w+-default/web/", nft(c, 2, "list", "table", "ip", "kube-proxy"))
+    c.kubectl("delete", "deployment", "web")
+
+
+def test_affinity_nodeports_and_local_external_policy(net_cluster):
+    c = net_cluster
+    c.kubectl("apply", "-f", "-", input=deployment(3))
+    c.kubectl("apply", "-f", "-", input=service("sticky", sessionAffinity="ClientIP"))
+    c.kubectl("apply", "-f", "-", input=service("np", type="NodePort"))
+    c.kubectl("apply", "-f", "-", input=service("np-local", type="NodePort", externalTrafficPolicy="Local"))
+    for svc in ("sticky", "np", "np-local"):
+        wait_for(lambda svc=svc: len(ready_endpoints(c, svc)) == 3, 90, f"3 ready endpoints of {svc}")
+    sticky = c.kubectl_json("get", "service", "sticky")["spec"]["clusterIP"]
+    out = run_client(c, "client-sticky", f"http://{sticky}/", 12)
+    answered = [line.split()[1] for line in out if line.startswith("OK")]
+    assert len(answered) == 12 and len(set(answered)) == 1, out
+    assert "affinity-" in nft(c, 2, "list", "table", "ip", "kube-proxy")
+
+    nodes = {n["metadata"]["name"]: next(a["address"] for a in n["status"]["addresses"] if a["type"] == "InternalIP")
+             for n in c.kubectl_json("get", "nodes")["items"]}
+    port = c.kubectl_json("get", "service", "np")["spec"]["ports"][0]["nodePort"]
+    out = run_client(c, "client-np", "", 2, *(f"http://{ip}:{port}/" for ip in nodes.values()))
+    assert sorted(line.split()[2] for line in out if line.startswith("OK")) == \
+        sorted(f"http://{ip}:{port}/" for ip in nodes.values() for _ in range(2)), out
+
+    with_pods = {p["spec"]["nodeName"] for p in web_pods(c).values()}
+    local = c.kubectl_json("get", "service", "np-local")["spec"]["ports"][0]["nodePort"]
+    out = run_client(c, "client-local", "", 1, *(f"http://{ip}:{local}/" for ip in nodes.values()))
+    by_url = {line.split()[-1]: line.split() for line in out}
+    for node, ip in nodes.items():
+        got = by_url[f"http://{ip}:{local}/"]
+        if node in with_pods:
+            assert got[0] == "OK" and web_pods(c)[got[1]]["spec"]["nodeName"] == node, out
+        else:
+            assert got[0] == "ERR" and got[1] in ("TimeoutError", "timeout"), out
+    assert CLIENT_NODE not in with_pods
+    for svc in ("sticky", "np", "np-local"):
+        c.kubectl("delete", "service", svc)
     c.kubectl("delete", "deployment", "web")
