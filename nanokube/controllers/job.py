@@ -89,6 +89,21 @@ def pod_succeeded(pod: dict) -> bool:
     return (pod.get("status") or {}).get("phase") == "Succeeded"
 
 
+def replaces_only_failed(spec: dict) -> bool:
+    """podReplacementPolicy Failed (the default with a podFailurePolicy)."""
+    return (spec.get("podReplacementPolicy")
+            or ("Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed")) == "Failed"
+
+
+def pod_failed(pod: dict, only_failed_phase: bool) -> bool:
+    """A Failed pod; with TerminatingOrFailed also one being deleted before it
+    succeeded, since an orphaned pod may never reach a phase."""
+    phase = (pod.get("status") or {}).get("phase")
+    if phase == "Failed" or only_failed_phase:
+        return phase == "Failed"
+    return bool(pod["metadata"].get("deletionTimestamp")) and phase != "Succeeded"
+
+
 class JobController(Controller):
     name = "job"
     workers = 2
@@ -165,10 +180,13 @@ class JobController(Controller):
         #    podFailurePolicy may ignore a failure or fail the Job at once
         tracked = {p["metadata"]["uid"]: p for p in pods}
         ignored, fail_job = [], None
+        replace_failed = replaces_only_failed(spec)
         for p in pods:
-            if pod_is_terminal(p) and TRACKING in (p["metadata"].get("finalizers") or []):
+            if TRACKING not in (p["metadata"].get("finalizers") or []):
+                continue
+            if pod_succeeded(p) or pod_failed(p, replace_failed):
                 kind = "succeeded" if pod_succeeded(p) else "failed"
-                if p["metadata"]["uid"] in uncounted.get(kind, []):
+                if p["metadata"]["uid"] in uncounted.get("succeeded", []) + uncounted.get("failed", []):
                     continue
                 verdict = job_failure_policy.match(spec.get("podFailurePolicy"), p) if kind == "failed" else None
                 if verdict and verdict[0] == "Ignore":
@@ -286,8 +304,7 @@ class JobController(Controller):
             self.queue.add_after(key, wait + 0.05)
             return
         # with podReplacementPolicy Failed a terminating pod is replaced only once it has failed
-        replace_failed = (spec.get("podReplacementPolicy")
-                          or ("Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed")) == "Failed"
+        replace_failed = replaces_only_failed(spec)
         terminating = [p for p in pods if replace_failed and p["metadata"].get("deletionTimestamp")
                        and not pod_is_terminal(p)]
         if spec.get("completionMode") == "Indexed":

@@ -187,3 +187,30 @@ async def test_pod_failure_policy_ignore_does_not_count_and_replaces_the_pod(env
     await eventually(released)
     j = await client.resource("batch", "v1", "jobs").get("pi", "default")
     assert "failed" not in j["status"] and not await job_condition(client, "Failed")
+
+
+async def test_a_deleted_pod_counts_as_failed_unless_only_failed_pods_are_replaced(env):
+    client, _, _ = env
+    jobs, pods = client.resource("batch", "v1", "jobs"), client.resource("", "v1", "pods")
+    await jobs.create(job("plain", completions=1))
+    await jobs.create(job("strict", completions=1, podReplacementPolicy="Failed"))
+
+    async def live_of(name):
+        items, _ = await pods.list("default")
+        live = [p for p in items if p["metadata"]["labels"].get("batch.kubernetes.io/job-name") == name
+                and not p["metadata"].get("deletionTimestamp")]
+        return live if len(live) == 1 else None
+    for name in ("plain", "strict"):
+        [p] = await eventually(lambda name=name: live_of(name))
+        await pods.delete(p["metadata"]["name"], "default")
+
+    async def plain_failed():
+        st = (await jobs.get("plain", "default")).get("status") or {}
+        return st.get("failed") == 1 and await live_of("plain")
+    await eventually(plain_failed)
+
+    async def strict_terminating():
+        st = (await jobs.get("strict", "default")).get("status") or {}
+        return st.get("terminating") == 1 and st
+    assert "failed" not in await eventually(strict_terminating)
+    assert await live_of("strict") is None
