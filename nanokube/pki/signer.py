@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime as _dt
+import functools
 import logging
 import os
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from ..apiserver.errors import APIError
 from ..client.informer import Informer
 from ..clock import REAL, Clock
 from ..controllers.base import Controller
-from . import trustbundle
+from . import der, trustbundle
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ def _rfc3339(d: _dt.datetime) -> str:
     return d.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@dataclass
+@dataclass(eq=False)
 class SigningCA:
     cert: x509.Certificate
     key: ec.EllipticCurvePrivateKey
@@ -149,22 +150,41 @@ def spiffe_id(namespace: str, service_account: str, trust_domain: str = "cluster
     return f"spiffe://{trust_domain}/ns/{namespace}/sa/{service_account}"
 
 
+#: ecdsa-with-SHA256, the signature algorithm of every signer CA (P-256)
+_ECDSA_SHA256 = der.seq(der.oid("1.2.840.10045.4.3.2"))
+_KEY_USAGE = {False: x509.KeyUsage(True, False, False, False, False, False, False, False, False),
+              True: x509.KeyUsage(True, False, True, False, False, False, False, False, False)}
+
+
+@functools.lru_cache(maxsize=8)
+def _fixed_parts(ca: SigningCA) -> tuple[bytes, dict[bool, bytes]]:
+    """(issuer Name, extensions but the SAN keyed by "is an RSA key") for a CA:
+    everything in a leaf that does not change between leaves."""
+    aki = x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key())
+    common = (der.extension("2.5.29.19", x509.BasicConstraints(ca=False, path_length=None).public_bytes(), True)
+              + der.extension("2.5.29.37", x509.ExtendedKeyUsage(
+                  [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]).public_bytes(), False)
+              + der.extension("2.5.29.35", aki.public_bytes(), False))
+    by_usage = {enc: der.extension("2.5.29.15", ku.public_bytes(), True) + common for enc, ku in _KEY_USAGE.items()}
+    return ca.cert.subject.public_bytes(), by_usage
+
+
 def issue_leaf(ca: SigningCA, public_key, uri: str, not_before: float, lifetime: float) -> x509.Certificate:
-    """A leaf for `public_key` with only a (critical) URI SAN, valid from
-    `not_before` for `lifetime` seconds but never past the CA."""
+    """A leaf for `public_key` with an empty subject and only a (critical) URI
+    SAN, valid from `not_before` for `lifetime` seconds but never past the CA.
+    Encoded directly (see der.py) and signed by the CA's P-256 key."""
     nb = _utc(not_before)
     na = min(_utc(not_before + lifetime), ca.cert.not_valid_after_utc)
-    encipher = isinstance(public_key, rsa.RSAPublicKey)
-    return (
-        x509.CertificateBuilder().subject_name(x509.Name([])).issuer_name(ca.cert.subject).public_key(public_key)
-        .serial_number(x509.random_serial_number()).not_valid_before(nb).not_valid_after(na)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.KeyUsage(True, False, encipher, False, False, False, False, False, False), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName([x509.UniformResourceIdentifier(uri)]), critical=True)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False)
-        .sign(ca.key, hashes.SHA256())
+    issuer, extensions = _fixed_parts(ca)
+    spki = public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    san = der.extension("2.5.29.17", der.seq(der.tlv(0x86, uri.encode())), True)
+    tbs = der.seq(
+        b"\xa0\x03\x02\x01\x02", der.integer(x509.random_serial_number()), _ECDSA_SHA256, issuer,
+        der.seq(der.time(nb), der.time(na)), der.seq(), spki,
+        der.tlv(0xA3, der.seq(extensions[isinstance(public_key, rsa.RSAPublicKey)] + san)),
     )
+    signature = ca.key.sign(tbs, ec.ECDSA(hashes.SHA256()))
+    return x509.load_der_x509_certificate(der.seq(tbs, _ECDSA_SHA256, der.bit_string(signature)))
 
 
 def stub_key(spec: dict):

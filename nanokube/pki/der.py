@@ -1,0 +1,58 @@
+"""Just enough DER to assemble a leaf certificate's TBSCertificate by hand.
+
+The signer issues thousands of near-identical leaves; building each through
+`x509.CertificateBuilder` spends most of its time in generic extension
+handling, so the fixed parts are encoded once per CA and only the serial,
+validity, key and SAN are encoded per certificate."""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+
+def length(n: int) -> bytes:
+    if n < 0x80:
+        return bytes([n])
+    raw = n.to_bytes((n.bit_length() + 7) // 8, "big")
+    return bytes([0x80 | len(raw)]) + raw
+
+
+def tlv(tag: int, body: bytes) -> bytes:
+    return bytes([tag]) + length(len(body)) + body
+
+
+def seq(*parts: bytes) -> bytes:
+    return tlv(0x30, b"".join(parts))
+
+
+def integer(v: int) -> bytes:
+    """A non-negative INTEGER in its minimal two's-complement form."""
+    return tlv(0x02, v.to_bytes(v.bit_length() // 8 + 1, "big"))
+
+
+def oid(dotted: str) -> bytes:
+    arcs = [int(a) for a in dotted.split(".")]
+    body = bytearray([40 * arcs[0] + arcs[1]])
+    for a in arcs[2:]:
+        chunk = [a & 0x7F]
+        a >>= 7
+        while a:
+            chunk.append(0x80 | (a & 0x7F))
+            a >>= 7
+        body += bytes(reversed(chunk))
+    return tlv(0x06, bytes(body))
+
+
+def time(t: _dt.datetime) -> bytes:
+    """UTCTime through 2049, GeneralizedTime after, as RFC 5280 requires."""
+    if t.year < 2050:
+        return tlv(0x17, t.strftime("%y%m%d%H%M%SZ").encode())
+    return tlv(0x18, t.strftime("%Y%m%d%H%M%SZ").encode())
+
+
+def extension(dotted: str, value: bytes, critical: bool) -> bytes:
+    return seq(oid(dotted), b"\x01\x01\xff" if critical else b"", tlv(0x04, value))
+
+
+def bit_string(data: bytes) -> bytes:
+    return tlv(0x03, b"\x00" + data)
