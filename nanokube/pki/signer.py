@@ -59,7 +59,7 @@ def _utc(t: float) -> _dt.datetime:
 
 
 def _rfc3339(d: _dt.datetime) -> str:
-    return d.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return d.isoformat()[:19] + "Z"
 
 
 @dataclass(eq=False)
@@ -152,6 +152,7 @@ def spiffe_id(namespace: str, service_account: str, trust_domain: str = "cluster
 
 #: ecdsa-with-SHA256, the signature algorithm of every signer CA (P-256)
 _ECDSA_SHA256 = der.seq(der.oid("1.2.840.10045.4.3.2"))
+_SAN = der.oid("2.5.29.17")
 _KEY_USAGE = {False: x509.KeyUsage(True, False, False, False, False, False, False, False, False),
               True: x509.KeyUsage(True, False, True, False, False, False, False, False, False)}
 
@@ -161,11 +162,11 @@ def _fixed_parts(ca: SigningCA) -> tuple[bytes, dict[bool, bytes]]:
     """(issuer Name, extensions but the SAN keyed by "is an RSA key") for a CA:
     everything in a leaf that does not change between leaves."""
     aki = x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key())
-    common = (der.extension("2.5.29.19", x509.BasicConstraints(ca=False, path_length=None).public_bytes(), True)
-              + der.extension("2.5.29.37", x509.ExtendedKeyUsage(
+    common = (der.extension(der.oid("2.5.29.19"), x509.BasicConstraints(ca=False, path_length=None).public_bytes(), True)
+              + der.extension(der.oid("2.5.29.37"), x509.ExtendedKeyUsage(
                   [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]).public_bytes(), False)
-              + der.extension("2.5.29.35", aki.public_bytes(), False))
-    by_usage = {enc: der.extension("2.5.29.15", ku.public_bytes(), True) + common for enc, ku in _KEY_USAGE.items()}
+              + der.extension(der.oid("2.5.29.35"), aki.public_bytes(), False))
+    by_usage = {enc: der.extension(der.oid("2.5.29.15"), ku.public_bytes(), True) + common for enc, ku in _KEY_USAGE.items()}
     return ca.cert.subject.public_bytes(), by_usage
 
 
@@ -177,7 +178,7 @@ def issue_leaf(ca: SigningCA, public_key, uri: str, not_before: float, lifetime:
     na = min(_utc(not_before + lifetime), ca.cert.not_valid_after_utc)
     issuer, extensions = _fixed_parts(ca)
     spki = public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-    san = der.extension("2.5.29.17", der.seq(der.tlv(0x86, uri.encode())), True)
+    san = der.extension(_SAN, der.seq(der.tlv(0x86, uri.encode())), True)
     tbs = der.seq(
         b"\xa0\x03\x02\x01\x02", der.integer(x509.random_serial_number()), _ECDSA_SHA256, issuer,
         der.seq(der.time(nb), der.time(na)), der.seq(), spki,

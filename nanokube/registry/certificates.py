@@ -14,9 +14,10 @@ import base64
 import binascii
 import copy
 import re
-from datetime import datetime, timedelta, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from email.utils import parseaddr
-from typing import Any, Callable
+from typing import Any
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -63,12 +64,12 @@ PCR_TERMINAL = ("Issued", "Denied", "Failed")
 
 
 def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 # --- PEM and names ------------------------------------------------------------
 
-_PEM = re.compile(r"-----BEGIN ([^-\r\n]*)-----\r?\n(.*?)-----END \1-----", re.S)
+_PEM = re.compile(r"-----BEGIN ([^-\r\n]*)-----\r?\n(.*?)-----END \1-----", re.DOTALL)
 
 
 def pem_blocks(data: str) -> list[tuple[str, bool, bytes | None]]:
@@ -417,10 +418,17 @@ def pcr_spec(spec: dict) -> Errors:
     return errs + [required("spec.stubPKCS10Request")]
 
 
+_RFC3339_SECONDS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+
+
 def _time(value: Any) -> datetime | None:
+    """A `metav1.Time` (second precision, `Z`); fromisoformat is several times
+    cheaper than strptime on the signer's hot path."""
     if not value:
         return None
-    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    if not _RFC3339_SECONDS.fullmatch(value):
+        raise ValueError(f"time data {value!r} does not match format '%Y-%m-%dT%H:%M:%SZ'")
+    return datetime.fromisoformat(value[:-1]).replace(tzinfo=UTC)
 
 
 def _terminal(obj: Obj, typ: str) -> bool:
