@@ -6,7 +6,9 @@ import os
 
 from ..apiserver.rest import User
 from ..client.local import LocalClient
+from ..clock import REAL, Clock
 from ..pki.signer import PodCertificateSigner
+from .base import Controller
 from .deployment import DeploymentController
 from .device_taint_eviction import DeviceTaintEvictionController
 from .device_taint_eviction import options_from_env as device_taint_options
@@ -30,27 +32,32 @@ SIGNER_USER = User("system:serviceaccount:kube-system:pod-identity-signer",
                    ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"))
 
 
+def build_controllers(client, clock: Clock = REAL) -> list[Controller]:
+    """Every controller of kube-controller-manager that nanokube runs, in start order."""
+    return [
+        NamespaceController(client, clock=clock),
+        GarbageCollector(client, clock=clock),
+        ResourceClaimController(client, clock=clock),
+        EndpointSliceController(client, clock=clock),
+        ReplicaSetController(client, clock=clock),
+        DeploymentController(client, clock=clock),
+        JobController(client, clock=clock),
+        TTLAfterFinishedController(client, clock=clock),
+        DisruptionController(client, clock=clock),
+        PodGroupProtectionController(client, clock=clock),
+        HPAController(client, clock=clock, **options_from_env()),
+        NodeLifecycleController(client, clock=clock, **node_lifecycle_options()),
+        TaintEvictionController(client, clock=clock),
+        DeviceTaintEvictionController(client, clock=clock, **device_taint_options()),
+    ]
+
+
 class ControllerManager:
     def __init__(self, server, data_dir: str | None = None):
         """`data_dir` holds the signer's CA; it defaults to the one the server's
         PKI lives in, and without either no signer runs."""
         self.client = LocalClient(server.rest)
-        self.controllers = [
-            NamespaceController(self.client, clock=server.clock),
-            GarbageCollector(self.client, clock=server.clock),
-            ResourceClaimController(self.client, clock=server.clock),
-            EndpointSliceController(self.client, clock=server.clock),
-            ReplicaSetController(self.client, clock=server.clock),
-            DeploymentController(self.client, clock=server.clock),
-            JobController(self.client, clock=server.clock),
-            TTLAfterFinishedController(self.client, clock=server.clock),
-            DisruptionController(self.client, clock=server.clock),
-            PodGroupProtectionController(self.client, clock=server.clock),
-            HPAController(self.client, clock=server.clock, **options_from_env()),
-            NodeLifecycleController(self.client, clock=server.clock, **node_lifecycle_options()),
-            TaintEvictionController(self.client, clock=server.clock),
-            DeviceTaintEvictionController(self.client, clock=server.clock, **device_taint_options()),
-        ]
+        self.controllers = build_controllers(self.client, server.clock)
         if data_dir is None and getattr(server, "pki", None) is not None:
             data_dir = os.path.dirname(server.pki.dir)
         if data_dir is not None:
