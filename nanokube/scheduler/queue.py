@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+from collections.abc import Callable
 
 from .framework import ClusterEvent, Framework, Hint, PodInfo, Registration
 from .metrics import Metrics
@@ -119,11 +120,12 @@ class SchedulingQueue:
         else:
             self._requeue(info, event)
 
-    def retry_gated(self, plugin: str, event: str) -> None:
-        """Re-runs PreEnqueue for the pods `plugin` turned away, after an
-        event that may let them in (a claim created for them)."""
+    def retry_gated(self, plugin: str, event: str, concerns: Callable[[PodInfo], bool] | None = None) -> None:
+        """Re-runs PreEnqueue for the pods `plugin` turned away (those the
+        event `concerns`, when given), after an event that may let them in
+        (a claim created for them)."""
         for key, info in list(self.unschedulable.items()):
-            if info.gated_by == plugin:
+            if info.gated_by == plugin and (concerns is None or concerns(info)):
                 del self.unschedulable[key]
                 if not self._gate(info, event):
                     self._readmit(info, event)

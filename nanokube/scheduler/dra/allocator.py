@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Callable, Iterable
 
+import orjson
+
 from ...registry.quantity import QuantityError, format_quantity, parse_quantity
 from ..matching import tolerates
 from .cel import CELError, compile_selector
@@ -33,12 +35,14 @@ class SearchLimitExceeded(Exception):
 @dataclass(slots=True)
 class AllocatedDevices:
     """Devices taken by other claims (allocations plus in-flight ones):
-    exclusively, or by capacity consumed on shareable devices."""
+    exclusively, or by capacity consumed on shareable devices. Counted per
+    allocation so the scheduler can keep it up to date incrementally."""
 
-    exclusive: set[DeviceID] = field(default_factory=set)
+    exclusive: dict[DeviceID, int] = field(default_factory=dict)  # device -> allocations holding it
     consumed: dict[DeviceID, dict[str, Fraction]] = field(default_factory=dict)
+    shares: dict[DeviceID, int] = field(default_factory=dict)  # device -> allocations sharing it
 
-    def add(self, allocation: dict) -> None:
+    def add(self, allocation: dict, sign: int = 1) -> None:
         for r in ((allocation or {}).get("devices") or {}).get("results") or []:
             if r.get("adminAccess"):
                 continue
@@ -47,9 +51,16 @@ class AllocatedDevices:
                 used = self.consumed.setdefault(did, {})
                 for k, v in (r.get("consumedCapacity") or {}).items():
                     k = k if "/" in k else f"{did[0]}/{k}"  # as the pools key capacity
-                    used[k] = used.get(k, Fraction(0)) + parse_quantity(str(v))
+                    used[k] = used.get(k, Fraction(0)) + sign * parse_quantity(str(v))
+                _count(self.shares, did, sign)
+                if did not in self.shares:
+                    del self.consumed[did]
             else:
-                self.exclusive.add(did)
+                _count(self.exclusive, did, sign)
+
+    def remove(self, allocation: dict) -> None:
+        """Undoes `add` of the same allocation."""
+        self.add(allocation, -1)
 
     @classmethod
     def from_claims(cls, claims: Iterable[dict]) -> AllocatedDevices:
@@ -57,6 +68,14 @@ class AllocatedDevices:
         for c in claims:
             out.add((c.get("status") or {}).get("allocation"))
         return out
+
+
+def _count(refs: dict[DeviceID, int], did: DeviceID, sign: int) -> None:
+    n = refs.get(did, 0) + sign
+    if n > 0:
+        refs[did] = n
+    else:
+        refs.pop(did, None)
 
 
 @dataclass(slots=True, eq=False)
@@ -156,18 +175,23 @@ class _Search:
                  allocated: AllocatedDevices, max_steps: int) -> None:
         self.alts = alts
         self.allocated = allocated
+        exclusive, consumed = allocated.exclusive, allocated.consumed
+        for alt in (a for options in alts for a in options):
+            if not alt.all_mode and not alt.spec.get("adminAccess"):
+                # devices other claims hold can never be picked: leave them out of the search
+                alt.candidates = [d for d in alt.candidates
+                                  if d.id not in exclusive and (d.allow_multiple or d.id not in consumed)]
         self.constraints = [[_Constraint(c) for c in ((cl.get("spec") or {}).get("devices") or {}).get("constraints") or []]
                             for cl in claims]
         self.steps, self.max_steps = 0, max_steps
         self.used: dict[DeviceID, int] = {}  # picks by this allocation
         self.consumed: dict[DeviceID, dict[str, Fraction]] = {}
         self.counters: dict[tuple[str, str, str], dict[str, Fraction]] = {}
-        self.pool_of = {d.id: p for p, devs in pools for d in devs}
-        for p, devs in pools:
+        for p, _ in pools:
             for cs, values in p.counters.items():
                 self.counters[(p.driver, p.name, cs)] = dict(values)
             for d in p.devices:  # counters of devices other claims hold
-                if d.id in allocated.exclusive or d.id in allocated.consumed:
+                if d.consumes and (d.id in allocated.exclusive or d.id in allocated.consumed):
                     self._take_counters(d, -1)
         self.picks: list[tuple[_Alt, Device, dict[str, Fraction] | None]] = []
 
@@ -283,11 +307,31 @@ class _Search:
         return False
 
 
+@dataclass(slots=True, eq=False)
+class _Request:
+    """One `exactly` or subrequest of a claim, prepared once per Allocator:
+    its class, selectors, tolerations, parsed capacity and the shape that
+    keys its candidate devices in the pool index."""
+
+    request: str
+    name: str
+    who: str
+    class_name: str
+    klass: dict
+    spec: dict
+    selectors: list[tuple[str, dict]]
+    tolerations: list
+    capacity: dict[str, Fraction]
+    shape: bytes
+
+
 class Allocator:
     """Allocates a pod's claims on one node.
 
     `classes` maps DeviceClass names to objects; `index` is the PoolIndex of
-    the current slices and taint rules; `allocated` what other claims hold."""
+    the current slices and taint rules; `allocated` what other claims hold.
+    One Allocator serves one scheduling cycle: what it derives from the
+    claims is kept across the nodes it is asked about."""
 
     def __init__(self, classes: dict[str, dict], index: PoolIndex, allocated: AllocatedDevices,
                  new_share_id: Callable[[], str] = lambda: str(uuid.uuid4()), max_steps: int = MAX_STEPS) -> None:
@@ -296,13 +340,16 @@ class Allocator:
         self.allocated = allocated
         self.new_share_id = new_share_id
         self.max_steps = max_steps
+        #: claim position -> (claim, its requests' alternatives prepared)
+        self._prepared: dict[int, tuple[dict, list[list[_Request | AllocationError]]]] = {}
 
     def allocate(self, node: dict, claims: list[dict]) -> list[dict] | None:
         """One AllocationResult per claim (v1 JSON, without
         allocationTimestamp), or None when the claims do not fit on `node`.
         Raises AllocationError or SearchLimitExceeded."""
         pools = self.index.for_node(node)
-        flat = [req for ci, c in enumerate(claims) for req in self._alternatives(ci, c, pools)]
+        node_name = (node.get("metadata") or {}).get("name", "")
+        flat = [req for ci, c in enumerate(claims) for req in self._alternatives(ci, c, pools, node_name)]
         search = _Search(claims, flat, pools, self.allocated, self.max_steps)
         if not search.solve():
             return None
@@ -310,7 +357,24 @@ class Allocator:
 
     # -- preparation ------------------------------------------------------
 
-    def _alternatives(self, ci: int, claim: dict, pools: list[tuple[Pool, list[Device]]]) -> list[list[_Alt]]:
+    def _alternatives(self, ci: int, claim: dict, pools: list[tuple[Pool, list[Device]]],
+                      node_name: str) -> list[list[_Alt]]:
+        out = []
+        for requests in self._prepare(ci, claim):
+            alts = []
+            for r in requests:
+                if isinstance(r, AllocationError):
+                    raise AllocationError(*r.args)
+                alt = _Alt(ci, r.request, r.name, r.class_name, r.klass, r.spec, capacity=r.capacity)
+                alt.candidates = self._candidates(r, alt.all_mode, pools, node_name)
+                alts.append(alt)
+            out.append(alts)
+        return out
+
+    def _prepare(self, ci: int, claim: dict) -> list[list[_Request | AllocationError]]:
+        cached = self._prepared.get(ci)
+        if cached is not None and cached[0] is claim:
+            return cached[1]
         meta = claim.get("metadata") or {}
         who = f"claim {meta.get('namespace', '')}/{meta.get('name', '')}"
         out = []
@@ -318,47 +382,61 @@ class Allocator:
             name = req.get("name", "")
             specs = ([(name, req["exactly"])] if req.get("exactly") is not None
                      else [(f"{name}/{s.get('name', '')}", s) for s in req.get("firstAvailable") or []])
-            alts = []
-            for rname, spec in specs:
-                cls_name = spec.get("deviceClassName", "")
-                klass = self.classes.get(cls_name)
-                if klass is None:
-                    raise AllocationError(f"{who}, request {rname}: could not retrieve device class {cls_name}: "
-                                          f'deviceclass.resource.k8s.io "{cls_name}" not found')
-                alt = _Alt(ci, name, rname, cls_name, klass, spec)
-                alt.candidates = self._candidates(f"{who}, request {rname}", alt, pools)
-                alts.append(alt)
-            out.append(alts)
+            out.append([self._request(f"{who}, request {rname}", name, rname, spec) for rname, spec in specs])
+        self._prepared[ci] = (claim, out)
         return out
 
-    def _candidates(self, who: str, alt: _Alt, pools: list[tuple[Pool, list[Device]]]) -> list[Device]:
-        selectors = [(f"class {alt.class_name}: selector #{i}", s)
-                     for i, s in enumerate((alt.klass.get("spec") or {}).get("selectors") or [])]
-        selectors += [(f"selector #{i}", s) for i, s in enumerate(alt.spec.get("selectors") or [])]
-        tolerations = alt.spec.get("tolerations") or []
+    def _request(self, who: str, request: str, name: str, spec: dict) -> _Request | AllocationError:
+        """The prepared request, or the error to raise when the search reaches it."""
         try:
-            requests = {k: parse_quantity(str(v)) for k, v in
-                        ((alt.spec.get("capacity") or {}).get("requests") or {}).items()}
+            return self._prepare_request(who, request, name, spec)
+        except AllocationError as e:
+            return e
+
+    def _prepare_request(self, who: str, request: str, name: str, spec: dict) -> _Request:
+        cls_name = spec.get("deviceClassName", "")
+        klass = self.classes.get(cls_name)
+        if klass is None:
+            raise AllocationError(f"{who}: could not retrieve device class {cls_name}: "
+                                  f'deviceclass.resource.k8s.io "{cls_name}" not found')
+        selectors = [(f"class {cls_name}: selector #{i}", s)
+                     for i, s in enumerate((klass.get("spec") or {}).get("selectors") or [])]
+        selectors += [(f"selector #{i}", s) for i, s in enumerate(spec.get("selectors") or [])]
+        tolerations = spec.get("tolerations") or []
+        try:
+            capacity = {k: parse_quantity(str(v)) for k, v in ((spec.get("capacity") or {}).get("requests") or {}).items()}
         except QuantityError as e:
             raise AllocationError(f"{who}: capacity: {e}") from None
-        alt.capacity = requests
+        shape = orjson.dumps([[s for _, s in selectors], tolerations, spec.get("capacity")], option=orjson.OPT_SORT_KEYS)
+        return _Request(request, name, who, cls_name, klass, spec, selectors, tolerations, capacity, shape)
+
+    def _candidates(self, r: _Request, all_mode: bool, pools: list[tuple[Pool, list[Device]]],
+                    node_name: str) -> list[Device]:
+        """The devices of `pools` the request may use, before counting what
+        is taken; the index remembers them per node and request shape."""
         out = []
         for pool, devices in pools:
-            if alt.all_mode:
+            if all_mode:
                 state = "being updated" if pool.incomplete else "invalid" if pool.invalid else ""
                 if state and devices:
-                    raise AllocationError(f"{who}: asks for all devices, but resource pool "
+                    raise AllocationError(f"{r.who}: asks for all devices, but resource pool "
                                           f"{pool.driver}/{pool.name} is currently {state}")
             elif pool.invalid:
                 continue
-            for d in devices:
-                if _untolerated(d, tolerations):
-                    continue
-                if requests and _consumption(d, {_qualified(d, k): v for k, v in requests.items()}) is None:
-                    continue
-                if all(self._selects(who, label, s, d) for label, s in selectors):
-                    out.append(d)
+            key = (r.shape, node_name, pool.driver, pool.name)
+            hit = self.index.selected.get(key)
+            if hit is None:
+                hit = [d for d in devices if self._usable(r, d)]
+                self.index.selected[key] = hit
+            out.extend(hit)
         return out
+
+    def _usable(self, r: _Request, d: Device) -> bool:
+        if _untolerated(d, r.tolerations):
+            return False
+        if r.capacity and _consumption(d, {_qualified(d, k): v for k, v in r.capacity.items()}) is None:
+            return False
+        return all(self._selects(r.who, label, s, d) for label, s in r.selectors)
 
     @staticmethod
     def _selects(who: str, label: str, selector: dict, d: Device) -> bool:

@@ -172,6 +172,8 @@ class PoolIndex:
         rules = list(taint_rules)
         self.pools = [_pool(d, p, ss, rules) for (d, p), ss in sorted(by_pool.items())]
         self._by_node: dict[str, list[tuple[Pool, list[Device]]]] = {}
+        #: the allocator's candidate devices per (request shape, node, driver, pool), valid as long as the index
+        self.selected: dict[tuple, list] = {}
 
     def for_node(self, node: dict) -> list[tuple[Pool, list[Device]]]:
         """Each pool with the devices usable on `node`, in a stable order."""

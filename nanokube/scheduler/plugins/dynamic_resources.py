@@ -87,9 +87,11 @@ def _allocated(claim: dict | None) -> bool:
 
 class DRAState:
     """What every profile's DynamicResources shares: the resource.k8s.io
-    informers, the pool index (rebuilt after slice or rule changes) and the
+    informers, the pool index (rebuilt after slice or rule changes), the
     in-flight allocations (claim uid -> claim with its allocation) of pods
-    between Reserve and the informer seeing their PreBind write."""
+    between Reserve and the informer seeing their PreBind write, and the
+    devices all of those allocations hold, kept up to date per claim change
+    rather than rebuilt from every claim per cycle."""
 
     def __init__(self, handle) -> None:
         self.handle = handle
@@ -98,6 +100,9 @@ class DRAState:
         self.classes = handle.informer(GROUP, VERSION, "deviceclasses")
         self.rules = handle.informer(GROUP, VERSION, "devicetaintrules")
         self.in_flight: dict[str, dict] = {}
+        self.allocated = AllocatedDevices()
+        self._informer_allocations: dict[str, dict] = {}  # claim uid -> allocation the informer has
+        self._counted: dict[str, dict] = {}  # claim uid -> allocation counted in `allocated`
         self._index: PoolIndex | None = None
         self._devices: dict | None = None
         self.claims.add_handlers(self._claim_added, self._claim_updated, self._claim_deleted)
@@ -112,23 +117,63 @@ class DRAState:
     def _event(self, kind: str, action: Action, old, new) -> None:
         self.handle.queue.on_event(ClusterEvent(kind, action, f"{kind}{action.name.title()}"), old, new)
 
-    def _retry_gated(self) -> None:
-        """Pods PreEnqueue turned away may now find their claims; run after
-        the scheduler's own handlers so the queue holds the latest pod."""
-        asyncio.get_running_loop().call_soon(self.handle.queue.retry_gated, DynamicResources.name, "ResourceClaimAdd")
+    def _retry_gated(self, concerns) -> None:
+        """Pods PreEnqueue turned away that the change `concerns` may now
+        find their claims; run after the scheduler's own handlers so the
+        queue holds the latest pod."""
+        asyncio.get_running_loop().call_soon(self.handle.queue.retry_gated, DynamicResources.name, "ResourceClaimAdd",
+                                             concerns)
 
     def _claim_added(self, claim: dict) -> None:
+        self._observe(claim)
         self._event(CLAIM, Action.ADD, None, claim)
-        self._retry_gated()
+        ns, name = claim["metadata"].get("namespace", ""), claim["metadata"]["name"]
+        self._retry_gated(lambda info: info.pod["metadata"].get("namespace", "") == ns and name in claim_names(info.pod))
 
     def _claim_updated(self, old: dict, new: dict) -> None:
         if _allocated(new):
             self.in_flight.pop(new["metadata"].get("uid", ""), None)
+        self._observe(new)
         self._event(CLAIM, Action.UPDATE, old, new)
 
     def _claim_deleted(self, claim: dict) -> None:
-        self.in_flight.pop(claim["metadata"].get("uid", ""), None)
+        uid = claim["metadata"].get("uid", "")
+        self.in_flight.pop(uid, None)
+        self._informer_allocations.pop(uid, None)
+        self._recount(uid)
         self._event(CLAIM, Action.DELETE, claim, None)
+
+    def _observe(self, claim: dict) -> None:
+        uid = claim["metadata"].get("uid", "")
+        alloc = (claim.get("status") or {}).get("allocation")
+        if alloc is None:
+            self._informer_allocations.pop(uid, None)
+        else:
+            self._informer_allocations[uid] = alloc
+        self._recount(uid)
+
+    def _recount(self, uid: str) -> None:
+        """Counts the claim's effective allocation (in flight, else the
+        informer's) in `allocated` in place of what was counted before."""
+        flight = self.in_flight.get(uid)
+        alloc = flight["status"]["allocation"] if flight is not None else self._informer_allocations.get(uid)
+        old = self._counted.get(uid)
+        if old is alloc:
+            return
+        if old is not None:
+            self.allocated.remove(old)
+            del self._counted[uid]
+        if alloc is not None:
+            self.allocated.add(alloc)
+            self._counted[uid] = alloc
+
+    def set_in_flight(self, uid: str, claim: dict) -> None:
+        self.in_flight[uid] = claim
+        self._recount(uid)
+
+    def drop_in_flight(self, uid: str) -> None:
+        if self.in_flight.pop(uid, None) is not None:
+            self._recount(uid)
 
     def _pool_handlers(self, kind: str):
         def changed(action: Action, old, new) -> None:
@@ -140,7 +185,8 @@ class DRAState:
 
     def _pod_updated(self, old: dict, new: dict) -> None:
         if (old.get("status") or {}).get("resourceClaimStatuses") != (new.get("status") or {}).get("resourceClaimStatuses"):
-            self._retry_gated()
+            uid = new["metadata"].get("uid")
+            self._retry_gated(lambda info: info.uid == uid)
 
     # --- views ---------------------------------------------------------------
 
@@ -162,12 +208,6 @@ class DRAState:
             return None
         return self.in_flight.get(claim["metadata"].get("uid", ""), claim)
 
-    def allocated_devices(self) -> AllocatedDevices:
-        out = AllocatedDevices.from_claims(c for c in self.claims.list()
-                                           if c["metadata"].get("uid", "") not in self.in_flight)
-        for c in self.in_flight.values():
-            out.add(c["status"]["allocation"])
-        return out
 
 
 @dataclass
@@ -256,7 +296,7 @@ class DynamicResources:
                 cyc.selectors.append((name, alloc["nodeSelector"]))
         if cyc.pending:
             classes = {c["metadata"]["name"]: c for c in self.dra.classes.list()}
-            cyc.allocator = Allocator(classes, self.dra.index(), self.dra.allocated_devices())
+            cyc.allocator = Allocator(classes, self.dra.index(), self.dra.allocated)
         state[_STATE] = cyc
         return None, None
 
@@ -297,7 +337,7 @@ class DynamicResources:
         for claim, alloc in zip(cyc.pending, results):
             uid = claim["metadata"].get("uid", "")
             status = {**(claim.get("status") or {}), "allocation": {**alloc, "allocationTimestamp": stamp}}
-            self.dra.in_flight[uid] = {**claim, "status": status}
+            self.dra.set_in_flight(uid, {**claim, "status": status})
             cyc.reserved.append(uid)
         return None
 
@@ -306,7 +346,7 @@ class DynamicResources:
         if cyc is None:
             return
         for uid in cyc.reserved:
-            self.dra.in_flight.pop(uid, None)
+            self.dra.drop_in_flight(uid)
         cyc.reserved.clear()
         if cyc.written:
             written, cyc.written = cyc.written, []
@@ -362,7 +402,7 @@ class DynamicResources:
         written = await self.api.update({**cur, "status": status}, subresource="status")
         cyc.written.append(written)
         if uid in self.dra.in_flight:
-            self.dra.in_flight[uid] = written
+            self.dra.set_in_flight(uid, written)
         return None
 
     def events_to_register(self) -> list[Registration]:

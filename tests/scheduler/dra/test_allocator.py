@@ -97,7 +97,7 @@ def test_match_attribute_without_solution_and_distinct():
 
 
 def test_allocated_devices_are_unavailable_and_all_mode_fails_on_them():
-    taken = AllocatedDevices({(GPU, "p1", "gpu-0")})
+    taken = AllocatedDevices({(GPU, "p1", "gpu-0"): 1})
     assert picked(run([rslice(GPU, GPUS)], [claim(exactly("g"))], allocated=taken)[0]) == [("g", "gpu-1")]
     assert run([rslice(GPU, GPUS)], [claim(exactly("g", allocationMode="All"))], allocated=taken) is None
     admin = run([rslice(GPU, GPUS)], [claim(exactly("g", adminAccess=True))], allocated=taken)
@@ -183,7 +183,7 @@ def test_shared_counters_partitions():
     assert picked(out[0]) == [("w", "whole")]
     # the whole GPU and a half together would need 60Gi of 40Gi
     assert run(mig_slices(), [claim(exactly("w", selectors=is_whole), exactly("h"))]) is None
-    taken = AllocatedDevices({(GPU, "p1", "half-0")})
+    taken = AllocatedDevices({(GPU, "p1", "half-0"): 1})
     assert picked(run(mig_slices(), [claim(exactly("g"))], allocated=taken)[0]) == [("g", "half-1")]
     assert run(mig_slices(), [claim(exactly("w", selectors=is_whole))], allocated=taken) is None
 
@@ -243,3 +243,19 @@ def test_search_is_bounded():
     with pytest.raises(SearchLimitExceeded):
         run([rslice(GPU, devices)], [c], max_steps=50)
     assert run([rslice(GPU, devices)], [c]) is None
+
+
+def test_allocated_devices_counts_each_allocation_and_removes_it_again():
+    gpu = {"devices": {"results": [{"driver": GPU, "pool": "p1", "device": "gpu-0"}]}}
+    nic = {"devices": {"results": [{"driver": NIC, "pool": "p1", "device": "nic-0", "shareID": "x",
+                                    "consumedCapacity": {"bandwidth": "2G"}}]}}
+    held = AllocatedDevices()
+    for alloc in (gpu, gpu, nic, nic):
+        held.add(alloc)
+    held.remove(gpu)
+    held.remove(nic)
+    assert (GPU, "p1", "gpu-0") in held.exclusive
+    assert held.consumed[(NIC, "p1", "nic-0")] == {f"{NIC}/bandwidth": 2 * 10**9}
+    held.remove(gpu)
+    held.remove(nic)
+    assert held == AllocatedDevices()
