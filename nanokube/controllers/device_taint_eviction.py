@@ -184,7 +184,10 @@ class DeviceTaintEvictionController(Controller):
         return None if when is None else Eviction(when, frozenset(reasons))
 
     def pod_eviction(self, pod: dict, rules: list[dict] | None = None) -> Eviction | None:
-        """The earliest eviction over the allocated claims reserved for this pod (or its PodGroup)."""
+        """The earliest eviction over the allocated claims reserved for this
+        scheduled pod (or its PodGroup); an unscheduled pod is never evicted."""
+        if not pod["spec"].get("nodeName"):
+            return None
         if rules is None:
             rules = self.rules.list()
         md = pod["metadata"]
@@ -220,6 +223,9 @@ class DeviceTaintEvictionController(Controller):
                 await self.recorder.emit(pod, "Normal", "DeviceTaintManagerEviction", "Cancelling deletion")
             return
         self._scheduled.add(key)
+        for rule in self.rules.list():
+            if rule["metadata"]["uid"] in e.rules:
+                self.queue.add(("rule", rule["metadata"]["name"]))
         wait = e.when - self.clock.now()
         if wait > 0:
             self.queue.add_after(("pod", key), wait)

@@ -47,7 +47,8 @@ async def publish(client, taints_by_device: dict, generation=1):
 async def consumer(client, name, device="gpu-0", tolerations=None, group=None):
     """A pod and its claim, allocated to `device` and reserved for the pod (or `group`)."""
     pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
-    spec = {"containers": [{"name": "c", "image": "pause"}], "resourceClaims": [{"name": "gpu", "resourceClaimName": name}]}
+    spec = {"nodeName": "n1", "containers": [{"name": "c", "image": "pause"}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": name}]}
     if group:
         spec["schedulingGroup"] = {"podGroupName": group}
     pod = await pods.create({"metadata": {"name": name, "namespace": "default"}, "spec": spec})
@@ -63,9 +64,10 @@ async def consumer(client, name, device="gpu-0", tolerations=None, group=None):
 
 
 async def gone(client, name):
+    """Deleted: on a node (and no kubelet here) that leaves it terminating."""
     async def check():
         items, _ = await client.resource("", "v1", "pods").list("default")
-        return name not in {p["metadata"]["name"] for p in items}
+        return not any(p["metadata"]["name"] == name and not p["metadata"].get("deletionTimestamp") for p in items)
     return await eventually(check)
 
 
@@ -94,7 +96,7 @@ async def test_untolerated_slice_taint_evicts_at_once_with_condition_and_event(e
                 for c in p["status"].get("conditions") or [] if c["type"] == "DisruptionTarget")
     assert (cond["status"], cond["reason"], cond["message"]) == ("True", REASON, MESSAGE)
     assert await events_for(client, "victim") == [("DeviceTaintManagerEviction", "Marking for deletion")]
-    assert (await pods.get("safe", "default"))["metadata"]["name"] == "safe"
+    assert (await pods.get("safe", "default"))["metadata"].get("deletionTimestamp") is None
 
 
 async def test_toleration_seconds_count_from_time_added(env):
@@ -129,7 +131,16 @@ async def test_removing_the_taint_before_it_is_due_cancels_with_an_event(env):
     await eventually(lambda: _async("default/p" not in ctrl._scheduled))
     await clock.advance(61)
     assert await events_for(client, "p") == [("DeviceTaintManagerEviction", "Cancelling deletion")]
-    assert (await client.resource("", "v1", "pods").get("p", "default"))["metadata"]["name"] == "p"
+    assert (await client.resource("", "v1", "pods").get("p", "default"))["metadata"].get("deletionTimestamp") is None
+
+
+async def test_an_unscheduled_pod_is_not_evicted(env):
+    client, clock, ctrl = env
+    await publish(client, {"gpu-0": [taint(clock)]})
+    pod = await consumer(client, "p")
+    unscheduled = {**pod, "spec": {**pod["spec"], "nodeName": ""}}
+    await eventually(lambda: _async(ctrl.claims.list()))
+    assert ctrl.pod_eviction(unscheduled) is None and ctrl.pod_eviction(pod) is not None
 
 
 async def test_pods_of_a_podgroup_that_reserves_the_claim_are_evicted(env):
