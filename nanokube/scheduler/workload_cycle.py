@@ -6,7 +6,9 @@ the group is rejected as a whole, so a gang never holds capacity it cannot
 use. A feasible group goes to binding at once. With a topology constraint
 each distinct value of the label is one candidate placement. A group that
 fails runs the PodGroupPostFilter plugins once (workload-aware
-preemption); after a preemption its next cycle may not preempt again."""
+preemption); after a preemption its next cycle may not preempt again, and
+its nominated pods hold their nodes against groups of no higher priority
+(upstream's nominator, for groups) until it is placed or gives up."""
 
 from __future__ import annotations
 
@@ -91,12 +93,14 @@ class WorkloadCycle:
         self.s = sched
         self.scheduled_uids: set[str] = set()  # PodGroups already set True: never revert
         self.preempted: set[str] = set()  # groups whose retry may not start new preemptions
+        self.nominated: dict[str, list[tuple[PodInfo, str]]] = {}  # group -> its pods' nominated nodes
 
     def schedule_group(self, entry: QueuedPodGroupInfo) -> None:
         s = self.s
         cycle = s.queue.scheduling_cycle
         pg = s.podgroups.get(entry.group)
         if pg is None:
+            self.nominated.pop(entry.group, None)
             s.queue.dissolve_group(entry)
             return
         for key, info in list(entry.members.items()):
@@ -119,11 +123,13 @@ class WorkloadCycle:
             if uid not in pending_uids and s.cache.is_assumed(uid):
                 placed[uid] = s.cache.assumed[uid]
         need = min_count(pg) or 1
+        held = self._held_for_others(entry.group, group_priority(pg))
         domains = placements(s.snapshot.nodes, topology_keys(pg), set(placed.values()))
-        attempts = [self._try(fwk, nodes, pending, need, len(placed)) for nodes in domains]
+        attempts = [self._try(fwk, nodes, pending, need, len(placed), held) for nodes in domains]
         feasible = [a for a in attempts if a.feasible]
         if feasible:
             self.preempted.discard(entry.group)
+            self.nominated.pop(entry.group, None)
             self._commit(fwk, entry, pg, max(feasible, key=Attempt.score), cycle)
             return
         if not attempts:
@@ -132,7 +138,7 @@ class WorkloadCycle:
             return
         best = max(attempts, key=lambda a: len(a.assigned))
         preemptor = GroupPreemptor(entry.group, pg, pending, domains, fwk,
-                                   lambda nodes: self._try(fwk, nodes, pending, need, len(placed)))
+                                   lambda nodes: self._try(fwk, nodes, pending, need, len(placed), held), held)
         post = self._post_filter(preemptor)
         self._reject(entry, pg, UNSCHEDULABLE, best.message, best.failures, cycle, post)
 
@@ -147,11 +153,13 @@ class WorkloadCycle:
         for plugin in g.fwk.plugins.values():
             if not hasattr(plugin, "pod_group_post_filter"):
                 continue
-            _, st = plugin.pod_group_post_filter(g)
+            nominated, st = plugin.pod_group_post_filter(g)
             if st.code == Code.SUCCESS:
                 self.preempted.add(g.key)
+                self.nominated[g.key] = [(i, nominated[i.uid]) for i in g.pods if i.uid in nominated]
                 return ""
             reasons.extend(st.reasons)
+        self.nominated.pop(g.key, None)
         self._clear_nominations(g.pods)
         return ", ".join(reasons)
 
@@ -164,16 +172,28 @@ class WorkloadCycle:
                     md["name"], {"status": {"nominatedNodeName": None}}, namespace=md.get("namespace"),
                     subresource="status", field_manager="kube-scheduler")))
 
-    def _try(self, fwk: Framework, nodes: list[NodeInfo], pending: list[PodInfo], need: int, already: int) -> Attempt:
-        """The default algorithm on one placement: each pod that fits is
-        added to the snapshot and Reserved (so the next pods see its node
-        resources and devices taken); all of it is rolled back before returning."""
+    def _held_for_others(self, group: str, priority: int) -> list[tuple[PodInfo, str]]:
+        """Nominated pods of other groups of at least `priority`: the space their preemptions freed."""
+        return [(info, node) for key, noms in self.nominated.items()
+                if key != group and group_priority(self.s.podgroups.get(key) or {}) >= priority
+                for info, node in noms]
+
+    def _try(self, fwk: Framework, nodes: list[NodeInfo], pending: list[PodInfo], need: int, already: int,
+             held: list[tuple[PodInfo, str]] = ()) -> Attempt:
+        """The default algorithm on one placement, with `held` pods counted
+        on their nominated nodes: each pod that fits is added to the
+        snapshot and Reserved (so the next pods see its node resources and
+        devices taken); all of it is rolled back before returning."""
         view = Snapshot()
         view.nodes = list(nodes)
         view.infos = {n.name: n for n in nodes}
         view.index = {n.name: i for i, n in enumerate(nodes)}
         att = Attempt(nodes)
         scheduled, remaining = already, len(pending)
+        holding = [(view.infos[node], info) for info, node in held
+                   if node in view.infos and info.uid not in view.infos[node].pods]
+        for ni, info in holding:
+            ni.add_pod(info)
         try:
             for info in pending:
                 if scheduled + remaining < need:
@@ -196,6 +216,8 @@ class WorkloadCycle:
             for info, node, state in reversed(att.assigned):
                 fwk.run_unreserve(state, info, node)
                 view.infos[node].remove_pod(info.uid)
+            for ni, info in holding:
+                ni.remove_pod(info.uid)
         if scheduled < need:
             att.message = f"minCount ({need}) cannot be satisfied: {scheduled} scheduled, {remaining} remaining"
         elif not att.assigned:

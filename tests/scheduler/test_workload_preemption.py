@@ -176,6 +176,35 @@ async def test_equal_priority_and_hopeless_groups_preempt_nothing(env):
     assert await doomed(pods) == set()
 
 
+async def test_two_gangs_preempting_at_once_each_get_their_own_victims(env):
+    client, sched, start = env
+    pods = await start([node("n1", "2"), node("n2", "2")],
+                       [podgroup("a", 2, 10, "all"), podgroup("b", 2, 10, "all")],
+                       [member("a-0", "a", 10, on="n1"), member("a-1", "a", 10, on="n2"),
+                        member("b-0", "b", 10, on="n1"), member("b-1", "b", 10, on="n2")])
+    await gang_of(client, "h1", 2, 100)
+    await gang_of(client, "h2", 2, 100)
+
+    async def victims():
+        got = await doomed(pods)
+        return got if len(got) == 4 else None
+    await eventually(victims)
+    held = sched.workload_cycle.nominated
+    assert set(held) == {"default/h1", "default/h2"}
+    per_node = {}
+    for noms in held.values():
+        for _, n in noms:
+            per_node[n] = per_node.get(n, 0) + 1
+    assert per_node == {"n1": 2, "n2": 2}
+    await release(pods, ["a-0", "a-1", "b-0", "b-1"])
+
+    async def bound():
+        got = [(await pods.get(f"{g}-{i}", "default"))["spec"].get("nodeName") for g in ("h1", "h2") for i in range(2)]
+        return got if all(got) else None
+    assert sorted(await eventually(bound, attempts=1500)) == ["n1", "n1", "n2", "n2"]
+    assert sched.workload_cycle.nominated == {}
+
+
 async def test_retry_after_preemption_does_not_preempt_again(env):
     client, sched, start = env
     pods = await start([node("n1", "2")], [podgroup("low", 2, 1, "all")],

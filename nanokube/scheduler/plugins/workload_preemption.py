@@ -57,6 +57,8 @@ class GroupPreemptor:
     fwk: Framework
     #: the group's placement algorithm on a node subset; returns an Attempt (rolled back)
     place: Callable[[list[NodeInfo]], object]
+    #: other groups' nominated pods and their nodes: space already promised
+    held: list[tuple[PodInfo, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -116,14 +118,16 @@ def victim_units(nodes: list[NodeInfo], all_nodes: list[NodeInfo], below: int, o
 
 class PodGroupPreemption:
     """The PodGroupPostFilter algorithm; `plugin` is DefaultPreemption (its
-    handle, PDB view, Filter check and quiet API writes). Victims chosen
-    earlier count as gone until the cache drops them, so a retry that runs
-    while their deletions are still landing does not pick more."""
+    handle, PDB view, Filter check and quiet API writes). Victims already
+    chosen are never chosen again and count as gone until the cache drops
+    them, so a retry while their deletions are still landing does not pick
+    more; the space they leave is held by their preemptor's nominated pods,
+    which the workload cycle counts for every other group."""
 
     def __init__(self, plugin) -> None:
         self.plugin = plugin
         self.handle = plugin.handle
-        self.going: set[str] = set()
+        self.going: dict[str, set[str]] = {}  # preemptor group -> its victims not yet gone
 
     def run(self, g: GroupPreemptor) -> tuple[dict[str, str] | None, Status]:
         spec = g.pg.get("spec") or {}
@@ -131,25 +135,35 @@ class PodGroupPreemption:
             return None, unschedulable(f"preemption: {NEVER}")
         below = group_priority(g.pg)
         all_nodes = self.handle.snapshot.nodes
-        self.going &= self.handle.cache.pod_nodes.keys()
+        for key in list(self.going):
+            self.going[key] &= self.handle.cache.pod_nodes.keys()
+            if not self.going[key]:
+                del self.going[key]
         pdbs = self.plugin._pdbs(None)
         plans = [plan for nodes in g.domains
                  if (plan := self._plan(g, nodes, all_nodes, below, pdbs)) is not None]
         if not plans:
             return None, unschedulable(f"preemption: {NO_DOMAIN}")
         best = min(plans, key=Plan.cost)
-        self.going.update(p.uid for u in best.victims for p in u.pods)
+        self.going.setdefault(g.key, set()).update(p.uid for u in best.victims for p in u.pods)
         self.handle.spawn(self._actuate(g, best))
         return best.nominations, Status(Code.SUCCESS)
 
     def _plan(self, g: GroupPreemptor, nodes: list[NodeInfo], all_nodes, below: int, pdbs) -> Plan | None:
-        """Removes every potential victim (and pods already terminating) from
-        clones of the domain, places the group, then reprieves greedily."""
-        units = victim_units(nodes, all_nodes, below, g.key, self.handle.podgroups, self.going)
+        """Removes every potential victim (and pods already on their way out)
+        from clones of the domain, keeps the space other groups were promised,
+        places the group, then reprieves greedily."""
+        chosen = set().union(*self.going.values())
+        units = victim_units(nodes, all_nodes, below, g.key, self.handle.podgroups, chosen)
         clones = {n.name: n.clone() for n in nodes}
         for ni in clones.values():
-            for uid in [uid for uid, p in ni.pods.items() if uid in self.going or (_terminating(p) and p.priority < below)]:
+            freed = [uid for uid, p in ni.pods.items()
+                     if uid in chosen or (_terminating(p) and p.priority < below)]
+            for uid in freed:
                 ni.remove_pod(uid)
+        for info, node in g.held:
+            if node in clones and info.uid not in clones[node].pods:
+                clones[node].add_pod(info)
         for u in units:
             for p in u.pods:
                 ni = clones.get(self.handle.cache.pod_nodes.get(p.uid, ""))
