@@ -11,9 +11,11 @@ import argparse
 import base64
 import json
 import os
+import re
 import ssl
 import sys
 import tempfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -21,21 +23,36 @@ import urllib.request
 import yaml
 
 from .node.dra.driver import FAULT_EFFECTS
-from .node.faults import ANNOTATION, LEASE_STOP, NODE_FAULTS, NOT_READY, edit, gpu_token
+from .node.faults import ANNOTATION, LEASE_STOP, NODE_FAULTS, NOT_READY, edit, gpu_token, token
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration(text: str) -> float:
+    """Seconds from `30s`, `1.5m`, `500ms`, `2h` or a bare number of seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*", text)
+    if not m or float(m[1]) <= 0:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: expected a positive number with ms, s, m or h")
+    return float(m[1]) * _UNITS[m[2] or "s"]
 
 
 def add_parser(sub) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--kubeconfig", default="./.nanokube/kubeconfig", help="default ./.nanokube/kubeconfig")
+    timing = argparse.ArgumentParser(add_help=False)
+    timing.add_argument("--for", dest="duration", type=duration, metavar="DURATION",
+                        help="heal by itself after this long (e.g. 30s, 2m)")
+    timing.add_argument("--flap", type=duration, metavar="PERIOD",
+                        help="toggle the fault on and off every PERIOD, starting on (until --for runs out, if given)")
     p = sub.add_parser("fault", help="inject or clear faults on simulated nodes and devices")
     what = p.add_subparsers(dest="target", required=True)
-    node = what.add_parser("node", parents=[common], help="a node's kubelet: stop its lease, report NotReady, or heal")
+    node = what.add_parser("node", parents=[common, timing], help="a node's kubelet: stop its lease, report NotReady, or heal")
     node.add_argument("name")
     mode = node.add_mutually_exclusive_group(required=True)
     mode.add_argument("--lease-stop", action="store_true", help="stop renewing the Lease and posting status")
     mode.add_argument("--not-ready", action="store_true", help="keep heartbeating but report Ready=False")
     mode.add_argument("--clear", action="store_true", help="heal the node's lease and readiness faults")
-    gpu = what.add_parser("gpu", parents=[common], help="a device on a node goes unhealthy (its ResourceSlice entry is tainted)")
+    gpu = what.add_parser("gpu", parents=[common, timing], help="a device on a node goes unhealthy (its ResourceSlice entry is tainted)")
     gpu.add_argument("node")
     gpu.add_argument("device")
     gpu.add_argument("--kind", choices=list(FAULT_EFFECTS), help="fault kind (default xid)")
@@ -76,28 +93,35 @@ class _Kubeconfig:
             return json.loads(r.read())
 
 
-def _edit(args: argparse.Namespace, value: str | None) -> str:
+def _edit(args: argparse.Namespace, value: str | None, now: float) -> str:
+    """The annotation with this command's change. Timed faults are anchored
+    at `now`, this machine's clock, which `nanokube up` shares."""
     if args.target == "node":
         if args.clear:
-            return edit(value, remove=lambda t: t in NODE_FAULTS)
-        return edit(value, add=(LEASE_STOP if args.lease_stop else NOT_READY,))
-    prefix = f"gpu:{args.device}:"
-    if args.clear:
-        kind = args.kind
-        return edit(value, remove=lambda t: t == gpu_token(args.device, kind) if kind else t.startswith(prefix))
-    return edit(value, add=(gpu_token(args.device, args.kind or "xid"),))
+            return edit(value, remove=lambda f: f in NODE_FAULTS)
+        fault = LEASE_STOP if args.lease_stop else NOT_READY
+    else:
+        prefix = f"gpu:{args.device}:"
+        if args.clear:
+            kind = args.kind
+            return edit(value, remove=lambda f: f == gpu_token(args.device, kind) if kind else f.startswith(prefix))
+        fault = gpu_token(args.device, args.kind or "xid")
+    return edit(value, add=(token(fault, now, args.duration, args.flap),))
 
 
 def run(args: argparse.Namespace) -> int:
     """Read the Node, then merge-patch the new annotation guarded by its resourceVersion."""
     name = args.name if args.target == "node" else args.node
+    if args.clear and (args.duration or args.flap):
+        print("nanokube: --for and --flap apply to injecting a fault, not to --clear", file=sys.stderr)
+        return 2
     path = f"/api/v1/nodes/{urllib.parse.quote(name)}"
     try:
         kc = _Kubeconfig(args.kubeconfig)
         for _ in range(5):
             node = kc.request("GET", path)
             md = node["metadata"]
-            value = _edit(args, (md.get("annotations") or {}).get(ANNOTATION))
+            value = _edit(args, (md.get("annotations") or {}).get(ANNOTATION), time.time())
             patch = {"metadata": {"resourceVersion": md["resourceVersion"], "annotations": {ANNOTATION: value or None}}}
             try:
                 kc.request("PATCH", path, patch, "application/merge-patch+json")

@@ -18,7 +18,7 @@ from ..clock import REAL, Clock
 from .cluster import NodeSpec
 from .dra.driver import NodeDriver
 from .dra.prepare import ClaimPreparer
-from .faults import Faults
+from .faults import Faults, Plan
 from .faults import parse as parse_faults
 from .lifecycle import PodWorker, SimulatedRuntime
 from .volumes import VolumeManager
@@ -42,31 +42,51 @@ def node_ip(index: int) -> str:
 
 
 class IPPool:
-    """Pod IPs from a /24: .1 is the node's gateway, the rest go to pods."""
+    """Pod IPs from a /24: .1 is the node's gateway, the rest go to pods.
+
+    Addresses are handed out from a counter and a list of released ones, so
+    an idle node keeps no per-address state (thousands of nodes share a process)."""
 
     def __init__(self, cidr: str):
         net = ipaddress.IPv4Network(cidr)
-        self._free = [str(a) for a in list(net.hosts())[1:]]
-        self._free.reverse()
-        self._by_uid: dict[str, str] = {}
+        self._base = int(net.network_address)
+        self._first, self._last = 2, net.num_addresses - 2
+        self._next = self._first
+        self._released: list[int] = []
+        self._by_uid: dict[str, int] = {}
+        self._used: set[int] = set()
+
+    def _take(self, want: str | None) -> int:
+        if want:
+            try:
+                offset = int(ipaddress.IPv4Address(want)) - self._base
+            except ValueError:
+                offset = -1
+            if self._first <= offset <= self._last and offset not in self._used:
+                if offset in self._released:
+                    self._released.remove(offset)
+                return offset
+        if self._released:
+            return self._released.pop()
+        while self._next <= self._last and self._next in self._used:
+            self._next += 1
+        if self._next > self._last:
+            raise RuntimeError("pod CIDR exhausted")
+        self._next += 1
+        return self._next - 1
 
     def allocate(self, uid: str, want: str | None = None) -> str:
-        if uid in self._by_uid:
-            return self._by_uid[uid]
-        if want and want in self._free:
-            self._free.remove(want)
-            ip = want
-        elif self._free:
-            ip = self._free.pop()
-        else:
-            raise RuntimeError("pod CIDR exhausted")
-        self._by_uid[uid] = ip
-        return ip
+        offset = self._by_uid.get(uid)
+        if offset is None:
+            offset = self._by_uid[uid] = self._take(want)
+            self._used.add(offset)
+        return str(ipaddress.IPv4Address(self._base + offset))
 
     def release(self, uid: str) -> None:
-        ip = self._by_uid.pop(uid, None)
-        if ip:
-            self._free.append(ip)
+        offset = self._by_uid.pop(uid, None)
+        if offset is not None:
+            self._used.discard(offset)
+            self._released.append(offset)
 
 
 def _conditions(now: str) -> list[dict]:
@@ -82,9 +102,12 @@ def _conditions(now: str) -> list[dict]:
 
 class NodeAgent:
     def __init__(self, client, spec: NodeSpec, clock: Clock = REAL, *, renew_interval: float = 10.0,
-                 lease_duration: int = 40, status_interval: float = 300.0, start_offset: float = 0.0,
-                 pods_dir: str = "", runtime=None):
-        """`runtime` runs the containers (lifecycle.SimulatedRuntime by default)."""
+                 lease_duration: int = 40, status_interval: float = 300.0,
+                 pods_dir: str = "", runtime=None, heartbeats: asyncio.Semaphore | None = None):
+        """`runtime` runs the containers (lifecycle.SimulatedRuntime by default).
+        `heartbeats`, shared by the agents of one process, bounds the Lease
+        renewals and status posts in flight: the API server runs in the same
+        event loop, so more at once only adds waiting, not throughput."""
         self.client = client
         self.runtime = runtime or SimulatedRuntime()
         self.spec = spec
@@ -93,7 +116,6 @@ class NodeAgent:
         self.renew_interval = renew_interval
         self.lease_duration = lease_duration
         self.status_interval = status_interval
-        self.start_offset = start_offset
         self.pod_cidr = pod_cidr(spec.index)
         self.host_ip = node_ip(spec.index)
         self.ips = IPPool(self.pod_cidr)
@@ -109,9 +131,13 @@ class NodeAgent:
         self._lease: dict | None = None
         self._conditions: list[dict] = []
         self._last_status = 0.0
+        self._renewed_at = 0.0
+        self._beats = heartbeats or asyncio.Semaphore(1)
         self._task: asyncio.Task | None = None
         self.faults = Faults()
+        self._fault_plan = Plan()
         self._fault_lock = asyncio.Lock()
+        self._fault_timer: asyncio.Task | None = None
 
     # --- registration and heartbeats ----------------------------------------------
 
@@ -140,7 +166,7 @@ class NodeAgent:
         }
 
     async def register(self) -> None:
-        """Create the Node (or adopt the one a previous run left), then post status."""
+        """Create the Node (or adopt the one a previous run left), post its full status, take the Lease."""
         try:
             node = await self.nodes.create(self.node_object())
         except APIError as e:
@@ -149,47 +175,71 @@ class NodeAgent:
             node = await self.nodes.get(self.name)
         self.node_uid = node["metadata"]["uid"]
         self._conditions = _conditions(self.clock.rfc3339())
-        await self.post_status()
+        await self.post_status(full=True)
         await self.renew_lease()
 
-    async def post_status(self) -> None:
+    async def post_status(self, full: bool = False) -> None:
+        """Fresh heartbeat times on the conditions. Like the kubelet, only
+        registration sends the whole status; later posts carry the
+        conditions alone, since capacity, addresses and nodeInfo do not change."""
         now = self.clock.rfc3339()
         for c in self._conditions:
             c["lastHeartbeatTime"] = now
-        await self.nodes.patch(self.name, {"status": self.status()}, subresource="status")
+        status = self.status() if full else {"conditions": self._conditions}
+        await self.nodes.patch(self.name, {"status": status}, subresource="status")
         self._last_status = self.clock.monotonic()
 
     async def renew_lease(self) -> None:
+        """One update of the Lease this agent last wrote; it is read back
+        only after a conflict, and created only when missing."""
         spec = {"holderIdentity": self.name, "leaseDurationSeconds": self.lease_duration,
                 "renewTime": self.clock.rfc3339_micro()}
-        if self._lease is not None:
+        taken = self.clock.monotonic()
+        cur = self._lease
+        for _ in range(3):
             try:
-                self._lease = await self.leases.update({**self._lease, "spec": {**self._lease["spec"], **spec}})
+                if cur is None:
+                    owner = {"apiVersion": "v1", "kind": "Node", "name": self.name, "uid": self.node_uid}
+                    self._lease = await self.leases.create({
+                        "metadata": {"name": self.name, "namespace": LEASE_NAMESPACE, "ownerReferences": [owner]},
+                        "spec": spec})
+                else:
+                    self._lease = await self.leases.update({**cur, "spec": {**cur.get("spec", {}), **spec}})
+                self._renewed_at = taken
                 return
             except APIError as e:
-                if e.code not in (404, 409):
+                if e.code == 409:
+                    cur = await self._read_lease()
+                elif e.code == 404 and cur is not None:
+                    cur = None
+                else:
                     raise
+        raise RuntimeError(f"lease {self.name}: gave up after repeated conflicts")
+
+    async def _read_lease(self) -> dict | None:
         try:
-            cur = await self.leases.get(self.name, LEASE_NAMESPACE)
-            self._lease = await self.leases.update({**cur, "spec": {**cur.get("spec", {}), **spec}})
+            return await self.leases.get(self.name, LEASE_NAMESPACE)
         except APIError as e:
             if e.code != 404:
                 raise
-            owner = {"apiVersion": "v1", "kind": "Node", "name": self.name, "uid": self.node_uid}
-            self._lease = await self.leases.create({
-                "metadata": {"name": self.name, "namespace": LEASE_NAMESPACE, "ownerReferences": [owner]},
-                "spec": spec})
+            return None
 
     async def _heartbeat(self) -> None:
-        await self.clock.sleep(self.start_offset)
+        """Renew the Lease every `renew_interval` counted from the last
+        renewal (so request latency does not add up), and post status once
+        per `status_interval`. A beat missed while the loop was busy is not
+        made up with a burst: the next one goes out at once."""
+        due = self._renewed_at
         while True:
-            await self.clock.sleep(self.renew_interval)
+            due = max(due + self.renew_interval, self.clock.monotonic())
+            await self.clock.sleep(due - self.clock.monotonic())
             if self.faults.lease_stop:
                 continue
             try:
-                await self.renew_lease()
-                if self.clock.monotonic() - self._last_status >= self.status_interval:
-                    await self.post_status()
+                async with self._beats:
+                    await self.renew_lease()
+                    if self.clock.monotonic() - self._last_status >= self.status_interval:
+                        await self.post_status()
             except asyncio.CancelledError:
                 raise
             except APIError as e:
@@ -207,14 +257,33 @@ class NodeAgent:
     # --- injected faults (see faults.py) -------------------------------------------
 
     async def apply_faults(self, value: str | None) -> None:
-        """Converge on the faults the Node's annotation names; a malformed value changes nothing."""
+        """Converge on the faults the Node's annotation names, and keep
+        converging as timed or flapping ones change; a malformed value changes nothing."""
         try:
-            want = parse_faults(value)
+            plan = parse_faults(value)
         except ValueError as e:
             log.warning("node %s: %s", self.name, e)
             return
+        self._fault_plan = plan
+        if self._fault_timer:
+            self._fault_timer.cancel()
+        timed = plan.next_change(self.clock.now()) is not None
+        self._fault_timer = asyncio.create_task(self._follow_plan(plan)) if timed else None
+        await self._converge()
+
+    async def _follow_plan(self, plan: Plan) -> None:
+        """Wake at each instant the plan's set of faults may change. A newer
+        annotation cancels this timer, but never half-way through converging."""
+        while (at := plan.next_change(self.clock.now())) is not None:
+            await self.clock.sleep(at - self.clock.now())
+            await asyncio.shield(self._converge())
+
+    async def _converge(self) -> None:
         async with self._fault_lock:
-            old, self.faults = self.faults, want
+            old, want = self.faults, self._fault_plan.at(self.clock.now())
+            if want == old:
+                return
+            self.faults = want
             for device, kind, heal in sorted([(*f, True) for f in old.devices - want.devices] +
                                              [(*f, False) for f in want.devices - old.devices]):
                 try:
@@ -240,9 +309,10 @@ class NodeAgent:
         tasks = [w.stop() for w in self.workers.values()]
         self.workers.clear()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if self._task:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        for t in (self._task, self._fault_timer):
+            if t:
+                t.cancel()
+                await asyncio.gather(t, return_exceptions=True)
 
     # --- pods -----------------------------------------------------------------------
 

@@ -25,7 +25,10 @@ from .faults import ANNOTATION as FAULT_ANNOTATION
 log = logging.getLogger(__name__)
 
 NODE_USER = User("system:node-agents", ("system:nodes", "system:authenticated"))
-START_CONCURRENCY = 64
+#: registrations and heartbeats in flight at once; the API server shares the
+#: event loop, so a handful keeps it busy and more only queue inside it
+START_CONCURRENCY = 8
+HEARTBEAT_CONCURRENCY = 8
 RENEW_ENV = "NANOKUBE_NODE_RENEW_INTERVAL"
 
 
@@ -45,12 +48,11 @@ class NodeManager:
         self.clock = clock
         self._own_pods_dir = pods_dir is None
         self.pods_dir = pods_dir or tempfile.mkdtemp(prefix="nanokube-pods-")
-        specs = cluster.nodes()
+        beats = asyncio.Semaphore(HEARTBEAT_CONCURRENCY)
         self.agents = {
             s.name: NodeAgent(self.client, s, clock, renew_interval=renew_interval, status_interval=status_interval,
-                              start_offset=renew_interval * i / max(len(specs), 1), pods_dir=self.pods_dir,
-                              runtime=runtime)
-            for i, s in enumerate(specs)
+                              pods_dir=self.pods_dir, runtime=runtime, heartbeats=beats)
+            for s in cluster.nodes()
         }
         self.pods = Informer(self.client.resource("", "v1", "pods"), field_selector="spec.nodeName!=")
         self.pods.add_handlers(on_add=self._dispatch, on_update=lambda _old, new: self._dispatch(new),

@@ -1,17 +1,24 @@
 """Faults driven by `nanokube fault` (a separate process, over HTTPS) against
-`nanokube up`, observed through kubectl."""
+`nanokube up`, observed through kubectl and through watches whose event
+arrival times (not sleeps) carry the timing assertions."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
+from nanokube.cli_fault import _Kubeconfig
+from nanokube.clock import parse_time
+from nanokube.node.faults import ANNOTATION
 from tests.e2e.conftest import fresh_store, start_cluster
 
 
@@ -60,6 +67,7 @@ def test_a_node_that_loses_its_lease_goes_unknown_and_unreachable(cluster):
     got = wait_for(lambda: (s := _node(cluster, "gpu-0"))[0] == "Unknown" and s)
     assert got, _node(cluster, "gpu-0")
     assert ("node.kubernetes.io/unreachable", "NoExecute") in got[1]
+    assert cluster.kubectl("get", "node", "gpu-0", "--no-headers").stdout.split()[1] == "NotReady"
     assert _node(cluster, "gpu-1")[0] == "True"
     fault(cluster, "node", "gpu-0", "--clear")
     assert wait_for(lambda: _node(cluster, "gpu-0") == ("True", set())), _node(cluster, "gpu-0")
@@ -74,13 +82,89 @@ def _device_taints(c, node: str, device: str) -> list[dict] | None:
     return None
 
 
-def test_a_gpu_fault_taints_the_device_in_its_resourceslice_until_cleared(cluster):
-    slices = cluster.kubectl_json("get", "resourceslices")["items"]
-    device = next(d["name"] for s in slices if s["spec"]["driver"] == "gpu.nanokube.io" and s["spec"].get("nodeName") == "gpu-1"
-                  for d in s["spec"].get("devices") or [])
+class Recorder:
+    """A watch of one collection over HTTPS, read by a thread that stamps
+    each event with its arrival time; the server ends it after a minute."""
+
+    def __init__(self, c, path: str):
+        kc = _Kubeconfig(c.kubeconfig)
+        rv = kc.request("GET", path)["metadata"]["resourceVersion"]
+        self._resp = urllib.request.urlopen(f"{kc.server}{path}?watch=1&resourceVersion={rv}&timeoutSeconds=60",
+                                            context=kc.ssl, timeout=90)
+        self.events: list[tuple[float, dict]] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        try:
+            for line in self._resp:
+                self.events.append((time.monotonic(), json.loads(line)["object"]))
+        except (OSError, ValueError):
+            return
+
+    def first(self, match, after: float = 0.0, timeout: float = 10.0) -> tuple[float, dict]:
+        """The first event since `after` whose object `match`es, waiting up to `timeout` for it."""
+        found = wait_for(lambda: next(((t, o) for t, o in list(self.events) if t >= after and match(o)), None), timeout)
+        assert found, f"no matching event in {len(self.events)} seen"
+        return found
+
+
+def _taints_in(obj: dict, node: str, device: str) -> list[dict] | None:
+    if obj["spec"].get("nodeName") != node:
+        return None
+    return next((d.get("taints") or [] for d in obj["spec"].get("devices") or [] if d["name"] == device), None)
+
+
+def _gpu(c, node: str, index: int) -> str:
+    slices = c.kubectl_json("get", "resourceslices")["items"]
+    return [d["name"] for s in slices if s["spec"]["driver"] == "gpu.nanokube.io" and s["spec"].get("nodeName") == node
+            for d in s["spec"].get("devices") or []][index]
+
+
+def test_a_gpu_fault_taints_the_device_within_a_second_and_recovery_removes_it(cluster):
+    device = _gpu(cluster, "gpu-1", 0)
+    nodes, slices = Recorder(cluster, "/api/v1/nodes"), Recorder(cluster, "/apis/resource.k8s.io/v1/resourceslices")
     fault(cluster, "gpu", "gpu-1", device, "--kind", "xid")
-    taints = wait_for(lambda: _device_taints(cluster, "gpu-1", device), timeout=5)
+    asked, node = nodes.first(lambda o: f"gpu:{device}:xid" in (o["metadata"].get("annotations") or {}).get(
+        ANNOTATION, ""))
+    tainted, obj = slices.first(lambda o: bool(_taints_in(o, "gpu-1", device)))
+    assert tainted - asked <= 1.0
+    taints = _taints_in(obj, "gpu-1", device)
     assert [(t["key"], t["effect"]) for t in taints] == [("gpu.nanokube.io/xid", "NoExecute")]
-    assert taints[0]["timeAdded"]
+    written = max(parse_time(m["time"]) for m in node["metadata"]["managedFields"])
+    assert 0 <= parse_time(taints[0]["timeAdded"]) - written <= 1
+    assert _device_taints(cluster, "gpu-1", device) == taints
     fault(cluster, "gpu", "gpu-1", device, "--clear")
-    assert wait_for(lambda: _device_taints(cluster, "gpu-1", device) == [], timeout=5)
+    cleared, _ = nodes.first(lambda o: o["metadata"]["name"] == "gpu-1" and ANNOTATION not in (
+        o["metadata"].get("annotations") or {}), after=tainted)
+    healed, _ = slices.first(lambda o: _taints_in(o, "gpu-1", device) == [], after=tainted)
+    assert healed - cleared <= 1.0
+
+
+def _ready(node: dict) -> dict:
+    return next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+
+
+def test_a_timed_not_ready_heals_by_itself(cluster):
+    nodes = Recorder(cluster, "/api/v1/nodes")
+    fault(cluster, "node", "gpu-1", "--not-ready", "--for", "2s")
+    went, down = nodes.first(lambda o: o["metadata"]["name"] == "gpu-1" and _ready(o)["status"] == "False")
+    _, up = nodes.first(lambda o: o["metadata"]["name"] == "gpu-1" and _ready(o)["status"] == "True"
+                        and _ready(o)["lastTransitionTime"] >= _ready(down)["lastTransitionTime"], after=went,
+                        timeout=15)
+    held = parse_time(_ready(up)["lastTransitionTime"]) - parse_time(_ready(down)["lastTransitionTime"])
+    assert 1 <= held <= 4, held
+    assert cluster.kubectl("get", "node", "gpu-1", "--no-headers").stdout.split()[1] == "Ready"
+
+
+def test_a_flapping_gpu_fault_toggles_the_taint_until_it_runs_out(cluster):
+    device = _gpu(cluster, "gpu-1", 1)
+    slices = Recorder(cluster, "/apis/resource.k8s.io/v1/resourceslices")
+
+    def states() -> list[bool]:
+        seen = [bool(t) for _, o in list(slices.events) if (t := _taints_in(o, "gpu-1", device)) is not None]
+        return [x for i, x in enumerate(seen) if i == 0 or x != seen[i - 1]]
+
+    fault(cluster, "gpu", "gpu-1", device, "--kind", "ecc", "--flap", "1s", "--for", "4.5s")
+    assert wait_for(lambda: states().count(True) >= 2 and states()[-1] is False and
+                    _device_taints(cluster, "gpu-1", device) == [], timeout=15), states()
+    assert 2 <= states().count(True) <= 3 and states()[0] is True, states()

@@ -1,0 +1,152 @@
+"""The fault annotation's grammar and timing, and a node agent following
+timed and flapping faults on a hand-driven clock."""
+
+import pytest
+
+from nanokube.clock import REAL
+from nanokube.node.cluster import default_cluster
+from nanokube.node.faults import ANNOTATION, Faults, Timing, edit, parse, token
+from nanokube.node.manager import NodeManager
+from tests.controllers import make_stack
+from tests.node import ManualClock
+
+T0 = 1_800_000_000.0
+
+
+def at(t: float) -> str:
+    return REAL.rfc3339_micro(t)
+
+
+def test_plain_faults_are_always_on():
+    plan = parse("lease-stop, gpu:gpu-3:ecc")
+    assert plan.at(T0) == Faults(lease_stop=True, devices=frozenset({("gpu-3", "ecc")}))
+    assert plan.next_change(T0) is None
+
+
+def test_until_heals_at_that_time():
+    plan = parse(f"not-ready;until={at(T0 + 30)}")
+    assert plan.at(T0 + 29.9).not_ready and not plan.at(T0 + 30).not_ready
+    assert plan.next_change(T0) == T0 + 30 and plan.next_change(T0 + 30) is None
+
+
+def test_flap_toggles_every_period_from_since_and_stops_at_until():
+    timing = Timing(until=T0 + 25, flap=10, since=T0)
+    assert [timing.active(T0 + s) for s in (-1, 0, 9.9, 10, 19.9, 20, 24.9, 25, 31)] == [
+        False, True, True, False, False, True, True, False, False]
+    assert [timing.next_change(T0 + s) for s in (-5, 0, 10, 20)] == [T0, T0 + 10, T0 + 20, T0 + 25]
+    assert timing.next_change(T0 + 25) is None
+
+
+@pytest.mark.parametrize("value, message", [
+    ("reboot", "expected lease-stop, not-ready"),
+    ("gpu:gpu-0:melt", "expected lease-stop"),
+    ("not-ready;until=yesterday", "Invalid isoformat"),
+    ("not-ready;flap=5", "flap needs a positive number of seconds and a since time"),
+    (f"not-ready;flap=-1;since={at(T0)}", "flap needs a positive"),
+    (f"not-ready;since={at(T0)}", "since is only meaningful with flap"),
+    ("not-ready;for=30", "unknown or repeated option"),
+])
+def test_malformed_tokens_are_refused_with_the_token(value, message):
+    with pytest.raises(ValueError, match=message):
+        parse(value)
+
+
+def test_token_and_edit_replace_a_fault_with_its_new_timing():
+    timed = token("not-ready", T0, duration=30)
+    assert timed == f"not-ready;until={at(T0 + 30)}"
+    assert token("gpu:gpu-1:xid", T0, flap=2.5) == f"gpu:gpu-1:xid;flap=2.5;since={at(T0)}"
+    value = edit("lease-stop,not-ready", add=(timed,))
+    assert value == f"lease-stop,{timed}"
+    assert edit(value, remove=lambda f: f == "not-ready") == "lease-stop"
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    clock = ManualClock(T0)
+    mgr = NodeManager(s.rest, default_cluster(), clock)
+    await mgr.start()
+    yield s.client, clock, mgr.agents["gpu-0"]
+    await mgr.stop()
+    await s.close()
+
+
+async def _ready(client) -> dict:
+    node = await client.resource("", "v1", "nodes").get("gpu-0")
+    return next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+
+
+async def _taints(client, device: str) -> list[dict]:
+    s = await client.resource("resource.k8s.io", "v1", "resourceslices").get("gpu-0-gpu.nanokube.io-0")
+    return next(d for d in s["spec"]["devices"] if d["name"] == device).get("taints") or []
+
+
+async def test_a_timed_not_ready_heals_by_itself(env):
+    client, clock, agent = env
+    await agent.apply_faults(token("not-ready", clock.now(), duration=30))
+    down = await _ready(client)
+    assert down["status"] == "False" and down["reason"] == "KubeletNotReady"
+    await clock.advance(29)
+    assert (await _ready(client))["status"] == "False"
+    await clock.advance(1)
+    up = await _ready(client)
+    assert up["status"] == "True" and up["lastTransitionTime"] == clock.rfc3339(T0 + 30)
+
+
+async def test_a_flapping_gpu_fault_taints_and_heals_each_period_with_time_added(env):
+    client, clock, agent = env
+    await agent.apply_faults(token("gpu:gpu-2:xid", clock.now(), duration=35, flap=10))
+    seen = []
+    for _ in range(4):
+        taints = await _taints(client, "gpu-2")
+        seen.append([(t["key"], t["effect"], t["timeAdded"]) for t in taints])
+        await clock.advance(10)
+    assert seen == [[("gpu.nanokube.io/xid", "NoExecute", clock.rfc3339(T0))], [],
+                    [("gpu.nanokube.io/xid", "NoExecute", clock.rfc3339(T0 + 20))], []]
+    assert await _taints(client, "gpu-2") == [] and agent.faults == Faults()
+
+
+async def test_a_new_annotation_replaces_the_timers_of_the_old_one(env):
+    client, clock, agent = env
+    await agent.apply_faults(token("not-ready", clock.now(), flap=5))
+    await agent.apply_faults("gpu:gpu-0:ecc")
+    await clock.advance(12)
+    assert agent.faults == Faults(devices=frozenset({("gpu-0", "ecc")}))
+    assert (await _ready(client))["status"] == "True"
+
+
+async def test_the_manager_hands_annotation_changes_to_the_agent(env):
+    client, clock, agent = env
+    nodes = client.resource("", "v1", "nodes")
+    await nodes.patch("gpu-0", {"metadata": {"annotations": {ANNOTATION: "gpu:gpu-0:ecc"}}})
+    for _ in range(50):
+        await clock.advance(0)
+        if agent.faults.devices:
+            break
+    assert [(t["key"], t["effect"]) for t in await _taints(client, "gpu-0")] == [("gpu.nanokube.io/ecc", "NoSchedule")]
+
+
+def _args(*argv: str):
+    import argparse
+
+    from nanokube import cli_fault
+
+    p = argparse.ArgumentParser()
+    cli_fault.add_parser(p.add_subparsers(dest="command"))
+    return p.parse_args(["fault", *argv])
+
+
+def test_cli_durations_and_timed_edits():
+    from nanokube.cli_fault import _edit, duration
+
+    assert [duration(t) for t in ("30s", "1.5m", "500ms", "2h", "7")] == [30, 90, 0.5, 7200, 7]
+    for bad in ("0s", "-3s", "3x", ""):
+        with pytest.raises(Exception, match="invalid duration"):
+            duration(bad)
+    value = _edit(_args("node", "n", "--not-ready", "--for", "30s"), "lease-stop", T0)
+    assert value == f"lease-stop,not-ready;until={at(T0 + 30)}"
+    flapping = _edit(_args("gpu", "n", "gpu-1", "--kind", "ecc", "--flap", "2s"), value, T0)
+    assert flapping.endswith(f",gpu:gpu-1:ecc;flap=2;since={at(T0)}")
+    assert _edit(_args("gpu", "n", "gpu-1", "--clear"), flapping, T0) == value
+    assert _edit(_args("node", "n", "--clear"), value, T0) == ""
