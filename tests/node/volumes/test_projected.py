@@ -99,7 +99,8 @@ async def test_certificate_issued_before_setup_and_refreshed_in_place(env):
     assert trustbundle.verify_chain(chain.decode(), ca.decode(), at=cert.not_valid_before_utc) is not None
     san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert san.get_values_for_type(x509.UniformResourceIdentifier) == ["spiffe://cluster.local/ns/default/sa/default"]
-    assert s_claims_sub(read(vol, "token").decode()) == "system:serviceaccount:default:default"
+    token = read(vol, "token")
+    assert s_claims_sub(token.decode()) == "system:serviceaccount:default:default"
     pcrs, _ = await client.resource("certificates.k8s.io", "v1", "podcertificaterequests").list(namespace="default")
     assert len(pcrs) == 1
     spec = pcrs[0]["spec"]
@@ -118,6 +119,14 @@ async def test_certificate_issued_before_setup_and_refreshed_in_place(env):
     assert public(new_key.public_key()) == public(renewed.public_key())
     pcrs, _ = await client.resource("certificates.k8s.io", "v1", "podcertificaterequests").list(namespace="default")
     assert len(pcrs) == 2
+    assert read(vol, "token") == token, "the token is kept until 80% of its hour"
+
+    await clock.advance(2880 - 1891 + 1)
+    for _ in range(4):
+        await clock.advance(0.5)
+        await asyncio.sleep(0.01)
+    assert read(vol, "token") != token
+    assert leaf(read(vol, "tls.crt")).serial_number == renewed.serial_number
 
     mgr.unmount(p["metadata"]["uid"])
     assert not mgr._refreshers and not mgr.state
@@ -165,3 +174,27 @@ async def test_trust_bundle_selectors(env):
     p = await pod(client, "d", {"clusterTrustBundle": {"name": "missing", "path": "ca.pem"}})
     with pytest.raises(MountError, match='"missing" not found'):
         await mgr.mount(p)
+
+
+async def test_downward_api_fields_and_resources(env):
+    client, _clock, mgr, _signer = env
+    body = {"metadata": {"name": "dw", "namespace": "default", "labels": {"b": "2", "a": "one"},
+                         "annotations": {"note": 'say "hi"'}},
+            "spec": {"nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox", "resources": {
+                "requests": {"cpu": "250m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}}}],
+                "volumes": [{"name": "info", "downwardAPI": {"items": [
+                    {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
+                    {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}},
+                    {"path": "a", "fieldRef": {"fieldPath": "metadata.labels['a']"}},
+                    {"path": "ns", "fieldRef": {"fieldPath": "metadata.namespace"}},
+                    {"path": "cpu", "resourceFieldRef": {"containerName": "app", "resource": "requests.cpu",
+                                                         "divisor": "1m"}},
+                    {"path": "mem", "resourceFieldRef": {"containerName": "app", "resource": "limits.memory",
+                                                         "divisor": "1Mi"}}]}}]}}
+    p = await client.resource("", "v1", "pods").create(body)
+    vol = (await mgr.mount(p))["info"]
+    assert read(vol, "labels") == b'a="one"\nb="2"'
+    assert read(vol, "annotations") == b'note="say \\"hi\\""'
+    assert read(vol, "a") == b"one"
+    assert read(vol, "ns") == b"default"
+    assert (read(vol, "cpu"), read(vol, "mem")) == (b"250", b"128")
