@@ -1,15 +1,42 @@
-"""PodDisruptionBudgets against `nanokube up`: the disruption controller's
-status as kubectl shows it, and the eviction subresource (through the
-official Python client) allowing one eviction and then refusing with 429."""
+"""Disruptions against `nanokube up`: the disruption controller's
+PodDisruptionBudget status as kubectl shows it, the eviction subresource
+(through the official Python client) allowing one eviction and then refusing
+with 429, and a node that stops heartbeating having its pods evicted after
+their toleration."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
+
+from nanokube.clock import parse_time
+from tests.e2e.conftest import fresh_store, start_cluster
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Nodes renew their leases every 0.5s; the lifecycle controller waits 3s for one."""
+    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-disruption-"))
+    mp = pytest.MonkeyPatch()
+    mp.setenv("NANOKUBE_NODE_MONITOR_GRACE", "3")
+    mp.setenv("NANOKUBE_NODE_RENEW_INTERVAL", "0.5")
+    with fresh_store() as url:
+        c = start_cluster(d, url)
+        mp.undo()
+        try:
+            yield c
+        finally:
+            c.stop()
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def wait_for(check, timeout: float = 30):
@@ -69,3 +96,29 @@ def test_max_unavailable_counts_the_deployment_scale(cluster):
     cluster.kubectl("scale", "deployment/scaled", "--replicas=8")
     st = wait_for(lambda: (s := _status(cluster, "scaled")).get("currentHealthy") == 8 and s)
     assert (st["expectedPods"], st["desiredHealthy"], st["disruptionsAllowed"]) == (8, 6, 2)
+
+
+def test_a_node_that_stops_heartbeating_has_its_pods_evicted_after_their_toleration(cluster):
+    hold = "e2e.nanokube.io/hold"
+    tolerations = [{"key": f"node.kubernetes.io/{k}", "operator": "Exists", "effect": "NoExecute",
+                    "tolerationSeconds": 4} for k in ("unreachable", "not-ready")]
+    cluster.kubectl("create", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "stranded", "namespace": "default", "finalizers": [hold]},
+        "spec": {"nodeName": "gpu-0", "tolerations": tolerations, "terminationGracePeriodSeconds": 1,
+                 "containers": [{"name": "main", "image": "busybox:1.36"}]}}))
+    wait_for(lambda: cluster.kubectl_json("get", "pod", "stranded")["status"].get("phase") == "Running")
+    r = subprocess.run([sys.executable, "-m", "nanokube.cli", "fault", "node", "gpu-0", "--lease-stop",
+                        "--kubeconfig", cluster.kubeconfig], check=False, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+
+    def unreachable():
+        taints = cluster.kubectl_json("get", "node", "gpu-0")["spec"].get("taints") or []
+        return next((t for t in taints if t["key"] == "node.kubernetes.io/unreachable"), None)
+    taint = wait_for(unreachable)
+    pod = wait_for(lambda: (p := cluster.kubectl_json("get", "pod", "stranded"))["metadata"].get("deletionTimestamp") and p)
+    cond = next(c for c in pod["status"]["conditions"] if c["type"] == "DisruptionTarget")
+    assert (cond["reason"], cond["message"]) == ("DeletionByTaintManager", "Taint manager: deleting due to NoExecute taint")
+    assert parse_time(cond["lastTransitionTime"]) - parse_time(taint["timeAdded"]) == 4
+    cluster.kubectl("patch", "pod", "stranded", "--type=json", "-p", '[{"op": "remove", "path": "/metadata/finalizers"}]')
+    subprocess.run([sys.executable, "-m", "nanokube.cli", "fault", "node", "gpu-0", "--clear",
+                    "--kubeconfig", cluster.kubeconfig], capture_output=True, text=True, timeout=30, check=True)
