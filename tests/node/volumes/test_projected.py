@@ -43,6 +43,7 @@ async def env(tmp_path, monkeypatch):
         sg = PodCertificateSigner(s.client, str(tmp_path / "data"), clock=clock, **kw)
         await sg.start()
         signers.append(sg)
+        return sg
     mgr = VolumeManager(s.client, "gpu-0", str(tmp_path / "pods"), clock)
     yield s.client, clock, mgr, signer
     for uid in list(mgr._refreshers):
@@ -198,3 +199,26 @@ async def test_downward_api_fields_and_resources(env):
     assert read(vol, "a") == b"one"
     assert read(vol, "ns") == b"default"
     assert (read(vol, "cpu"), read(vol, "mem")) == (b"250", b"128")
+
+
+
+async def test_unanswered_refresh_is_reported_overdue_then_expired(env):
+    client, clock, mgr, signer = env
+    sg = await signer()
+    p = await pod(client, "late", {"podCertificate": {"signerName": SIGNER_NAME, "keyType": "ECDSAP256",
+                                                       "maxExpirationSeconds": 3600, "keyPath": "tls.key",
+                                                       "certificateChainPath": "tls.crt"}})
+    vol = (await in_virtual_time(clock, mgr.mount(p)))["identity"]
+    issued = read(vol, "tls.crt")
+    await sg.stop()
+
+    async def reasons():
+        items, _ = await client.resource("", "v1", "events").list(namespace="default")
+        return [e["reason"] for e in items if e["involvedObject"]["name"] == "late"]
+    await clock.advance(1800 + 90 + 600 + 1)
+    await asyncio.sleep(0.05)
+    assert await reasons() == ["CertificateOverdueForRefresh"]
+    await clock.advance(1200)
+    await asyncio.sleep(0.05)
+    assert await reasons() == ["CertificateOverdueForRefresh", "CertificateExpired"]
+    assert read(vol, "tls.crt") == issued, "the last credentials stay while a refresh is pending"
