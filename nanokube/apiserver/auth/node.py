@@ -30,31 +30,28 @@ def node_of(user_name: str, groups: Iterable[str]) -> str:
     return ""
 
 
+#: where a pod names objects of each kind: (volume source, name field), projected source, env refs
+_VOLUME_REFS = {"secrets": ("secret", "secretName"), "configmaps": ("configMap", "name"),
+                "persistentvolumeclaims": ("persistentVolumeClaim", "claimName")}
+_PROJECTED_REFS = {"secrets": "secret", "configmaps": "configMap"}
+_ENV_REFS = {"secrets": ("secretKeyRef", "secretRef"), "configmaps": ("configMapKeyRef", "configMapRef")}
+
+
 def referenced(pod: dict, kind: str) -> set[str]:
-    """Names of secrets, configmaps, PVCs or resource claims a pod uses."""
+    """Names of the secrets, configmaps, PVCs or resource claims a pod uses."""
     spec = pod.get("spec") or {}
     out: set[str] = set()
-    for vol in spec.get("volumes") or []:
-        if kind == "secrets" and "secret" in vol:
-            out.add(vol["secret"].get("secretName", ""))
-        if kind == "configmaps" and "configMap" in vol:
-            out.add(vol["configMap"].get("name", ""))
-        if kind == "persistentvolumeclaims" and "persistentVolumeClaim" in vol:
-            out.add(vol["persistentVolumeClaim"].get("claimName", ""))
-        for src in (vol.get("projected") or {}).get("sources") or []:
-            if kind == "secrets" and "secret" in src:
-                out.add(src["secret"].get("name", ""))
-            if kind == "configmaps" and "configMap" in src:
-                out.add(src["configMap"].get("name", ""))
-    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
-        for env in c.get("env") or []:
-            ref = (env.get("valueFrom") or {}).get("secretKeyRef" if kind == "secrets" else "configMapKeyRef")
-            if ref and kind in ("secrets", "configmaps"):
-                out.add(ref.get("name", ""))
-        for env in c.get("envFrom") or []:
-            ref = env.get("secretRef" if kind == "secrets" else "configMapRef")
-            if ref and kind in ("secrets", "configmaps"):
-                out.add(ref.get("name", ""))
+    if kind in _VOLUME_REFS:
+        source, field = _VOLUME_REFS[kind]
+        for vol in spec.get("volumes") or []:
+            out.add((vol.get(source) or {}).get(field, ""))
+            for src in (vol.get("projected") or {}).get("sources") or []:
+                out.add((src.get(_PROJECTED_REFS.get(kind, "")) or {}).get("name", ""))
+    if kind in _ENV_REFS:
+        key_ref, all_ref = _ENV_REFS[kind]
+        for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+            out |= {((e.get("valueFrom") or {}).get(key_ref) or {}).get("name", "") for e in c.get("env") or []}
+            out |= {(e.get(all_ref) or {}).get("name", "") for e in c.get("envFrom") or []}
     if kind == "secrets":
         out |= {s.get("name", "") for s in spec.get("imagePullSecrets") or []}
     if kind == "resourceclaims":

@@ -4,7 +4,7 @@ trust-bundle attestation, over plain dict fixtures."""
 import pytest
 
 from nanokube.apiserver.auth.authorizer import Attributes, Decision, attributes_for
-from nanokube.apiserver.auth.node import ChainAuthorizer, NodeAuthorizer, node_of
+from nanokube.apiserver.auth.node import ChainAuthorizer, NodeAuthorizer, node_of, referenced
 from nanokube.apiserver.auth.restriction import attest, node_restriction
 from nanokube.apiserver.errors import APIError
 from nanokube.apiserver.rest import User
@@ -147,3 +147,17 @@ def test_attest_permission():
     assert e.value.code == 403
     assert e.value.message == ('clustertrustbundles.certificates.k8s.io "example.com:foo:abc" is forbidden: '
                                'user not permitted to attest for signerName "example.com/foo"')
+
+
+def test_referenced_names_by_kind():
+    pod = {"spec": {
+        "volumes": [{"name": "a", "secret": {"secretName": "s1"}}, {"name": "b", "persistentVolumeClaim": {"claimName": "c1"}},
+                    {"name": "p", "projected": {"sources": [{"secret": {"name": "s2"}}, {"configMap": {"name": "m1"}}]}}],
+        "containers": [{"name": "x", "env": [{"name": "E", "valueFrom": {"configMapKeyRef": {"name": "m2", "key": "k"}}}],
+                        "envFrom": [{"secretRef": {"name": "s3"}}]}],
+        "imagePullSecrets": [{"name": "pull"}], "resourceClaims": [{"name": "gpu", "resourceClaimName": "rc1"}]},
+        "status": {"resourceClaimStatuses": [{"name": "t", "resourceClaimName": "rc2"}]}}
+    assert referenced(pod, "secrets") == {"s1", "s2", "s3", "pull"}
+    assert referenced(pod, "configmaps") == {"m1", "m2"}
+    assert referenced(pod, "persistentvolumeclaims") == {"c1"}
+    assert referenced(pod, "resourceclaims") == {"rc1", "rc2"}
