@@ -64,6 +64,25 @@ def format_indexes(idx: set[int]) -> str:
     return ",".join(parts)
 
 
+def success_policy_match(policy: dict | None, completions: int, done: set[int]) -> str | None:
+    """The message of the first successPolicy rule an Indexed Job meets: all
+    (or succeededCount) of its succeededIndexes, or succeededCount overall."""
+    if not policy or not done:
+        return None
+    for i, rule in enumerate(policy.get("rules") or []):
+        count = rule.get("succeededCount")
+        if rule.get("succeededIndexes") is not None:
+            required = {x for x in parse_indexes(rule["succeededIndexes"]) if x < completions}
+            if not required:
+                continue
+            hits = len(required & done)
+            if hits >= (len(required) if count is None else count):
+                return f"Matched rules at index {i}"
+        elif count is not None and len(done) >= count:
+            return f"Matched rules at index {i}"
+    return None
+
+
 def pod_index(pod: dict) -> int | None:
     v = (pod["metadata"].get("annotations") or {}).get(INDEX)
     return int(v) if v is not None and v.isdigit() else None
@@ -254,6 +273,8 @@ class JobController(Controller):
                 not indexed and (completions is not None and succeeded >= completions
                                  or completions is None and succeeded > 0 and not active):
             return ("SuccessCriteriaMet", "CompletionsReached", "Reached expected number of succeeded pods")
+        if indexed and (matched := success_policy_match(spec.get("successPolicy"), completions or 0, done_idx)):
+            return ("SuccessCriteriaMet", "SuccessPolicy", matched)
         if failed > spec.get("backoffLimit", 6):
             return ("FailureTarget", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
         deadline = spec.get("activeDeadlineSeconds")

@@ -5,6 +5,7 @@ from nanokube.controllers.job import (
     JobController,
     format_indexes,
     parse_indexes,
+    success_policy_match,
     wanted_active,
 )
 from tests.controllers import eventually, make_stack
@@ -214,3 +215,27 @@ async def test_a_deleted_pod_counts_as_failed_unless_only_failed_pods_are_replac
         return st.get("terminating") == 1 and st
     assert "failed" not in await eventually(strict_terminating)
     assert await live_of("strict") is None
+
+
+def test_success_policy_rules_by_indexes_and_by_count():
+    policy = {"rules": [{"succeededIndexes": "0,2-3", "succeededCount": 2}, {"succeededCount": 3}]}
+    assert success_policy_match(policy, 5, {0, 1}) is None
+    assert success_policy_match(policy, 5, {0, 3}) == "Matched rules at index 0"
+    assert success_policy_match(policy, 5, {1, 4, 0}) == "Matched rules at index 1"
+    assert success_policy_match({"rules": [{"succeededIndexes": "1-2"}]}, 5, {1}) is None
+    assert success_policy_match({"rules": [{"succeededIndexes": "1-2"}]}, 5, {1, 2}) == "Matched rules at index 0"
+    assert success_policy_match({"rules": [{"succeededIndexes": "7"}]}, 5, {1}) is None
+    assert success_policy_match(None, 5, {1}) is None
+
+
+async def test_success_policy_completes_an_indexed_job_early(env):
+    client, _, _ = env
+    await client.resource("batch", "v1", "jobs").create(job(
+        completions=3, parallelism=3, completionMode="Indexed", successPolicy={"rules": [{"succeededIndexes": "0"}]}))
+    pods = await eventually(lambda: live_pods(client, 3))
+    leader = next(p for p in pods if p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] == "0")
+    await finish(client, leader, "Succeeded")
+    j = await eventually(lambda: job_condition(client, "Complete"))
+    conds = {c["type"]: (c["reason"], c["message"]) for c in j["status"]["conditions"]}
+    assert conds["SuccessCriteriaMet"] == conds["Complete"] == ("SuccessPolicy", "Matched rules at index 0")
+    assert j["status"]["completedIndexes"] == "0" and j["status"]["succeeded"] == 1
