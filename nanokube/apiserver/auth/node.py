@@ -78,8 +78,9 @@ class NodeAuthorizer:
         rule = _RULES.get((a.group, a.resource))
         return rule(self, node, a) if rule else None
 
-    def _deny(self, node: str, reason: str = NO_RELATION) -> Decision:
-        return Decision(False, reason.format(node=node))
+    @staticmethod
+    def _deny(node: str, reason: str = "") -> Decision:
+        return Decision(False, reason or NO_RELATION.format(node=node))
 
     def _on_node(self, node: str, namespace: str) -> list[dict]:
         return [p for p in self.pods(namespace) if (p.get("spec") or {}).get("nodeName") == node]
@@ -101,7 +102,7 @@ class NodeAuthorizer:
             return self._deny(node) if a.verb == "get" else None
         if (pod.get("spec") or {}).get("nodeName") != node:
             if a.verb == "delete" and not a.subresource:
-                return self._deny(node, "node '{node}' can only delete pods with spec.nodeName set to itself")
+                return self._deny(node, f"node '{node}' can only delete pods with spec.nodeName set to itself")
             return self._deny(node)
         return None
 
@@ -123,7 +124,7 @@ class NodeAuthorizer:
 
     def nodes_rule(self, node: str, a: Attributes) -> Decision | None:
         if a.verb in _WRITES and a.name and a.name != node:
-            return self._deny(node, f"node '{{node}}' is not allowed to modify node '{a.name}'")
+            return self._deny(node, f"node '{node}' is not allowed to modify node '{a.name}'")
         return None
 
     def leases_rule(self, node: str, a: Attributes) -> Decision | None:
