@@ -14,7 +14,9 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -135,6 +137,14 @@ def nft(c, node_index: int, *args: str) -> str:
                           capture_output=True, text=True, check=True).stdout
 
 
+def proxied(c, svc: str, n: int, nodes=range(3)) -> None:
+    """Wait until kube-proxy on every node balances `svc` over `n` endpoints."""
+    chain = re.compile(rf"chain service-\w+-default/{svc}/tcp/80 {{[^}}]*numgen random mod {n} ")
+    for node in nodes:
+        wait_for(lambda node=node: chain.search(nft(c, node, "list", "table", "ip", "kube-proxy")), 30,
+                 f"{svc} over {n} endpoints on node {node}")
+
+
 def test_defaulted_proxy_mode_is_warned(net_cluster):
     events = net_cluster.kubectl_json("get", "events", "--field-selector", "reason=ProxyModeWarning")["items"]
     assert {e["involvedObject"]["name"] for e in events} == {"cpu-0", "cpu-1", "cpu-2"}
@@ -151,9 +161,10 @@ def test_service_traffic_between_nodes(net_cluster):
     assert {p["spec"]["nodeName"] for p in pods.values()} <= {"cpu-0", "cpu-1"}
     assert {p["status"]["podIP"] for p in pods.values()} == ready_endpoints(c, "web")
 
+    proxied(c, "web", 3)
     table = nft(c, 2, "list", "table", "ip", "kube-proxy")
     for name in ("map service-ips", "map service-nodeports", "map no-endpoint-services", "set cluster-ips",
-                 "chain nat-prerouting", "chain masquerading", "numgen random mod 3"):
+                 "chain nat-prerouting", "chain masquerading", f"{ip} . tcp . 80 : goto service-"):
         assert name in table
 
     out = run_client(c, "client-3", f"http://{ip}/", 30)
@@ -165,7 +176,7 @@ def test_service_traffic_between_nodes(net_cluster):
     before = len(logs.read_text().splitlines())
     c.kubectl("scale", "deployment", "web", "--replicas=5")
     wait_for(lambda: len(ready_endpoints(c, "web")) == 5, 90, "5 ready endpoints")
-    wait_for(lambda: "numgen random mod 5" in nft(c, 2, "list", "table", "ip", "kube-proxy"), 30, "5 endpoints")
+    proxied(c, "web", 5, [2])
     syncs = [line for line in logs.read_text().splitlines()[before:] if "node cpu-2:" in line and " sync of " in line]
     assert syncs and all("partial sync" in line for line in syncs), syncs
 
@@ -196,6 +207,7 @@ def test_affinity_nodeports_and_local_external_policy(net_cluster):
     c.kubectl("apply", "-f", "-", input=service("np-local", type="NodePort", externalTrafficPolicy="Local"))
     for svc in ("sticky", "np", "np-local"):
         wait_for(lambda svc=svc: len(ready_endpoints(c, svc)) == 3, 90, f"3 ready endpoints of {svc}")
+        proxied(c, svc, 3)
     sticky = c.kubectl_json("get", "service", "sticky")["spec"]["clusterIP"]
     out = run_client(c, "client-sticky", f"http://{sticky}/", 12)
     answered = [line.split()[1] for line in out if line.startswith("OK")]
@@ -223,3 +235,50 @@ def test_affinity_nodeports_and_local_external_policy(net_cluster):
     for svc in ("sticky", "np", "np-local"):
         c.kubectl("delete", "service", svc)
     c.kubectl("delete", "deployment", "web")
+
+
+def alive(pid: str) -> bool:
+    """Running (zombies, which nothing may reap in a container, count as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def test_next_start_removes_what_a_killed_run_left(store_url):
+    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-net-crash-"))
+    prefix = f"{PREFIX}{cluster_tag(str(d))}-"
+    extra = ("--cluster", CLUSTER_FILE, "--runtime", "process", "--proxy-mode", "nftables")
+    c = start_cluster(d, "sqlite", extra)
+    try:
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sleeper", "namespace": "default"},
+               "spec": {"nodeName": "cpu-1", "containers": [{"name": "main", "image": "busybox",
+                                                             "command": ["sleep", "600"]}]}}
+        c.kubectl("apply", "-f", "-", input=json.dumps(pod))
+        wait_for(lambda: c.kubectl_json("get", "pod", "sleeper")["status"].get("phase") == "Running", 60, "running")
+        pod_ns = next(n for n in list_netns() if n.startswith(prefix + "p"))
+        pids = subprocess.run(["ip", "netns", "pids", pod_ns], capture_output=True, text=True,
+                              check=False).stdout.split()
+        assert pids
+        c.stop(signal.SIGKILL)
+        assert pod_ns in list_netns() and all(alive(p) for p in pids)
+        c = start_cluster(d, "sqlite", extra)
+        assert not any(alive(p) for p in pids), "the killed run's containers still run"
+        new = wait_for(lambda: subprocess.run(["ip", "netns", "pids", pod_ns], capture_output=True, text=True,
+                                              check=False).stdout.split(), 60, "the pod runs again")
+        assert not set(new) & set(pids)
+        events = c.kubectl_json("get", "events", "--field-selector", "reason=ProxyModeWarning")["items"]
+        assert events == [], "an explicit --proxy-mode records no warning"
+    finally:
+        c.stop()
+        leftovers = [n for n in list_netns() if n.startswith(prefix)]
+        shutil.rmtree(d, ignore_errors=True)
+        assert leftovers == []
+
+
+def test_ipvs_mode_is_refused_with_the_supported_modes(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "nanokube.cli", "up", "--data-dir", str(tmp_path), "--port", "0",
+                        "--runtime", "process", "--proxy-mode", "ipvs"], capture_output=True, text=True,
+                       timeout=60, check=False)
+    assert r.returncode == 2
+    assert "ipvs proxy mode is deprecated" in r.stderr and "iptables, nftables" in r.stderr

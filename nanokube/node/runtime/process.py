@@ -229,6 +229,7 @@ class ProcessPodWorker(PodWorker):
         super().__init__(agent, pod)
         self.runtime = runtime
         self.netns = ""
+        self._creating: asyncio.Future | None = None
         self.containers: dict[str, Container] = {}
         self._children: list[asyncio.Task] = []
         self._stopping = asyncio.Event()
@@ -241,7 +242,11 @@ class ProcessPodWorker(PodWorker):
     # --- set-up and tear-down -------------------------------------------------------
 
     async def _sandbox(self, _pod: dict) -> None:
-        self.netns = await asyncio.to_thread(self.runtime.net.add_pod, self.agent.name, self.uid, self.ip)
+        """Create the pod's namespace; shielded, as the thread that builds it
+        runs on when the worker is cancelled, and teardown waits for it."""
+        self._creating = asyncio.ensure_future(
+            asyncio.to_thread(self.runtime.net.add_pod, self.agent.name, self.uid, self.ip))
+        self.netns = await asyncio.shield(self._creating)
 
     async def _prepare(self) -> None:
         """Log directories, mount targets and environments of every container."""
@@ -302,9 +307,10 @@ class ProcessPodWorker(PodWorker):
         """Kill what is left, remove the pod's namespace, mount targets and claims."""
         for c in self.containers.values():
             _kill(c, signal.SIGKILL)
-        if self.netns:
+        if self._creating is not None:
+            await asyncio.gather(self._creating, return_exceptions=True)
             await asyncio.to_thread(self.runtime.net.remove_pod, self.agent.name, self.uid)
-            self.netns = ""
+            self._creating, self.netns = None, ""
         for _, target, _ in self._mounts:
             self.runtime.release_mountpoint(target)
         self._mounts.clear()
