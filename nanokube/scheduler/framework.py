@@ -176,13 +176,16 @@ class Registration:
 @dataclass
 class Profile:
     """One KubeSchedulerConfiguration profile: which plugins, their score
-    weights and arguments."""
+    weights and arguments; `points` (extension point method -> plugin names
+    in order, "sort_key" for QueueSort) when a configuration chose them per
+    point, else every plugin takes part wherever it has the method."""
 
     scheduler_name: str = "default-scheduler"
     plugins: list[str] = field(default_factory=list)
     weights: dict[str, int] = field(default_factory=dict)
     args: dict[str, dict] = field(default_factory=dict)
     percentage_of_nodes_to_score: int = 0
+    points: dict[str, list[str]] | None = None
 
 
 class WaitingPod:
@@ -217,9 +220,13 @@ class Framework:
         self.metrics = metrics
         self.clock = clock
         self.plugins = {p.name: p for p in plugins}
-        self.points = {pt: [p for p in plugins if hasattr(p, pt) or pt == "score" and hasattr(p, "score_nodes")]
-                       for pt in self.POINTS}
-        sorters = [p for p in plugins if hasattr(p, "sort_key")]
+        if profile.points is None:
+            self.points = {pt: [p for p in plugins if hasattr(p, pt) or pt == "score" and hasattr(p, "score_nodes")]
+                           for pt in self.POINTS}
+            sorters = [p for p in plugins if hasattr(p, "sort_key")]
+        else:
+            self.points = {pt: [self.plugins[n] for n in profile.points.get(pt, [])] for pt in self.POINTS}
+            sorters = [self.plugins[n] for n in profile.points.get("sort_key", [])]
         if len(sorters) != 1:
             raise ValueError(f"profile {profile.scheduler_name}: exactly one QueueSort plugin is required")
         self.queue_sort = sorters[0]

@@ -13,6 +13,7 @@ from ..clock import REAL, Clock
 from . import plugins as plugin_registry
 from .api import SchedulerAPI
 from .cache import Cache, Snapshot
+from .config import SchedulerConfig
 from .cycle import Algorithm, FitError
 from .framework import (
     ASSIGNED_POD,
@@ -90,10 +91,15 @@ def _terminal(pod: dict) -> bool:
 
 class Scheduler:
     """`Scheduler(client, clock)`; `await start()` begins scheduling pods
-    whose spec.schedulerName names one of `profiles`; `await stop()`."""
+    whose spec.schedulerName names one of `profiles` (or the profiles of a
+    loaded KubeSchedulerConfiguration, `config`, which also sets the queue's
+    backoff); `await stop()`."""
 
     def __init__(self, client, clock: Clock = REAL, name: str = "default-scheduler",
-                 profiles: list[Profile] | None = None, metrics: Metrics | None = None, seed: int | None = None) -> None:
+                 profiles: list[Profile] | None = None, metrics: Metrics | None = None, seed: int | None = None,
+                 config: SchedulerConfig | None = None) -> None:
+        if config is not None:
+            profiles = config.profiles
         self.client = client
         self.clock = clock
         self.name = name
@@ -113,6 +119,8 @@ class Scheduler:
         for prof in profiles or [plugin_registry.default_profile(name)]:
             self.frameworks[prof.scheduler_name] = Framework(prof, plugin_registry.build(prof, self), self.metrics, clock)
         self.queue = SchedulingQueue(self.frameworks, clock, self.metrics)
+        if config is not None:
+            self.queue.initial_backoff, self.queue.max_backoff = config.pod_initial_backoff, config.pod_max_backoff
         self.podgroups = PodGroupIndex()
         self.podgroup_client = client.resource("scheduling.k8s.io", "v1beta1", "podgroups")
         self.podgroup_informer = Informer(self.podgroup_client)

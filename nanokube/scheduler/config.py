@@ -1,0 +1,416 @@
+"""KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1): decoded
+strictly, defaulted and validated as kube-scheduler does, then turned into
+one Profile per schedulerName with the plugins of every extension point
+(multiPoint expanded), score weights and defaulted plugin args."""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from . import plugins as registry
+from .framework import Profile
+
+API_VERSION = "kubescheduler.config.k8s.io/v1"
+KIND = "KubeSchedulerConfiguration"
+DEFAULT_SCHEDULER = "default-scheduler"
+
+#: config extension point -> (the method a plugin defines to take part, upstream's interface name)
+POINTS = {
+    "preEnqueue": ("pre_enqueue", "PreEnqueuePlugin"),
+    "queueSort": ("sort_key", "QueueSortPlugin"),
+    "preFilter": ("pre_filter", "PreFilterPlugin"),
+    "filter": ("filter", "FilterPlugin"),
+    "postFilter": ("post_filter", "PostFilterPlugin"),
+    "preScore": ("pre_score", "PreScorePlugin"),
+    "score": ("score", "ScorePlugin"),
+    "reserve": ("reserve", "ReservePlugin"),
+    "permit": ("permit", "PermitPlugin"),
+    "preBind": ("pre_bind", "PreBindPlugin"),
+    "bind": ("bind", "BindPlugin"),
+    "postBind": ("post_bind", "PostBindPlugin"),
+}
+_TOP_FIELDS = {"apiVersion", "kind", "parallelism", "leaderElection", "clientConnection", "healthzBindAddress",
+               "metricsBindAddress", "enableProfiling", "enableContentionProfiling", "percentageOfNodesToScore",
+               "podInitialBackoffSeconds", "podMaxBackoffSeconds", "profiles", "extenders", "delayCacheUntilActive"}
+_PROFILE_FIELDS = {"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"}
+_SET_FIELDS = {"enabled", "disabled"}
+_STRATEGIES = ("LeastAllocated", "MostAllocated", "RequestedToCapacityRatio")
+_LABEL_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                         r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_DEFAULT_RESOURCES = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
+
+
+class ConfigError(ValueError):
+    """A configuration file kube-scheduler would refuse, with its message."""
+
+
+@dataclass
+class SchedulerConfig:
+    """What a Scheduler takes from a configuration file."""
+
+    profiles: list[Profile]
+    pod_initial_backoff: float = 1.0
+    pod_max_backoff: float = 10.0
+
+
+def load(path: str | Path) -> SchedulerConfig:
+    try:
+        doc = yaml.safe_load(Path(path).read_text())
+    except yaml.YAMLError as e:
+        raise ConfigError(f"couldn't decode {path}: {e}") from None
+    return parse(doc or {})
+
+
+def parse(doc: dict) -> SchedulerConfig:
+    """Decodes, defaults and validates one KubeSchedulerConfiguration object."""
+    if not isinstance(doc, dict):
+        raise ConfigError("couldn't decode the configuration: not an object")
+    version, kind = doc.get("apiVersion", ""), doc.get("kind", "")
+    if version != API_VERSION or kind != KIND:
+        raise ConfigError(f'no kind "{kind}" is registered for version "{version}"')
+    _strict(doc)
+    cfg = _defaulted(doc)
+    errors = _validate(cfg)
+    profiles = []
+    if not errors:
+        for i, prof in enumerate(cfg["profiles"]):
+            try:
+                profiles.append(_profile(prof, cfg.get("percentageOfNodesToScore")))
+            except ConfigError as e:
+                errors.append(f"initializing profiles: creating profile for scheduler name {prof['schedulerName']}: {e}")
+                break
+    if errors:
+        raise ConfigError(errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")
+    return SchedulerConfig(profiles, float(cfg["podInitialBackoffSeconds"]), float(cfg["podMaxBackoffSeconds"]))
+
+
+# --- decoding and defaults ------------------------------------------------------------
+
+def _strict(doc: dict) -> None:
+    unknown = [f for f in doc if f not in _TOP_FIELDS]
+    for i, prof in enumerate(doc.get("profiles") or []):
+        unknown += [f"profiles[{i}].{f}" for f in prof or {} if f not in _PROFILE_FIELDS]
+        for point, ps in ((prof or {}).get("plugins") or {}).items():
+            if point not in POINTS and point != "multiPoint":
+                unknown.append(f"profiles[{i}].plugins.{point}")
+                continue
+            unknown += [f"profiles[{i}].plugins.{point}.{f}" for f in ps or {} if f not in _SET_FIELDS]
+    if unknown:
+        raise ConfigError("strict decoding error: " + ", ".join(f'unknown field "{f}"' for f in unknown))
+
+
+def _defaulted(doc: dict) -> dict:
+    cfg = copy.deepcopy(doc)
+    cfg.setdefault("parallelism", 16)
+    cfg.setdefault("podInitialBackoffSeconds", 1)
+    cfg.setdefault("podMaxBackoffSeconds", 10)
+    profiles = cfg.get("profiles") or [{}]
+    cfg["profiles"] = profiles = [p or {} for p in profiles]
+    if len(profiles) == 1 and profiles[0].get("schedulerName") is None:
+        profiles[0]["schedulerName"] = DEFAULT_SCHEDULER
+    for prof in profiles:
+        prof["pluginConfig"] = [_defaulted_args(pc or {}) for pc in prof.get("pluginConfig") or []]
+    return cfg
+
+
+def _defaulted_args(pc: dict) -> dict:
+    """Upstream's v1 defaulting of the args of the plugins implemented here."""
+    name, args = pc.get("name", ""), dict(pc.get("args") or {})
+    if name == "NodeResourcesFit":
+        strategy = args.setdefault("scoringStrategy", {"type": "LeastAllocated"})
+        strategy.setdefault("type", "LeastAllocated")
+        strategy["resources"] = [{**r, "weight": r.get("weight") or 1} for r in strategy.get("resources") or []] \
+            or list(_DEFAULT_RESOURCES)
+    elif name == "NodeResourcesBalancedAllocation":
+        args["resources"] = [{**r, "weight": r.get("weight") or 1} for r in args.get("resources") or []] \
+            or list(_DEFAULT_RESOURCES)
+    elif name == "PodTopologySpread":
+        args.setdefault("defaultingType", "System")
+    elif name == "InterPodAffinity":
+        args.setdefault("hardPodAffinityWeight", 1)
+    elif name == "DefaultPreemption":
+        args.setdefault("minCandidateNodesPercentage", 10)
+        args.setdefault("minCandidateNodesAbsolute", 100)
+    return {**pc, "args": args}
+
+
+# --- validation ---------------------------------------------------------------------
+
+def _invalid(path: str, value, msg: str) -> str:
+    shown = f'"{value}"' if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else value
+    return f"{path}: Invalid value: {shown}: {msg}"
+
+
+def _unsupported(path: str, value, supported) -> str:
+    return f'{path}: Unsupported value: "{value}": supported values: ' + ", ".join(f'"{s}"' for s in supported)
+
+
+def _percentage(path: str, v) -> list[str]:
+    return [_invalid(path, v, "not in valid range [0-100]")] if v is not None and not 0 <= v <= 100 else []
+
+
+def _validate(cfg: dict) -> list[str]:
+    errs: list[str] = []
+    if cfg["parallelism"] <= 0:
+        errs.append(_invalid("parallelism", cfg["parallelism"], "should be an integer value greater than zero"))
+    seen: dict[str, int] = {}
+    for i, prof in enumerate(cfg["profiles"]):
+        path = f"profiles[{i}]"
+        name = prof.get("schedulerName") or ""
+        if not name:
+            errs.append(f"{path}.schedulerName: Required value")
+        errs += _percentage(f"{path}.percentageOfNodesToScore", prof.get("percentageOfNodesToScore"))
+        errs += _validate_plugin_config(path, prof["pluginConfig"])
+        if name in seen:
+            errs.append(f'{path}.schedulerName: Duplicate value: "{name}"')
+        seen[name] = i
+    errs += _common_queue_sort(cfg["profiles"])
+    errs += _percentage("percentageOfNodesToScore", cfg.get("percentageOfNodesToScore"))
+    if cfg["podInitialBackoffSeconds"] <= 0:
+        errs.append(_invalid("podInitialBackoffSeconds", cfg["podInitialBackoffSeconds"], "must be greater than 0"))
+    if cfg["podMaxBackoffSeconds"] < cfg["podInitialBackoffSeconds"]:
+        errs.append(_invalid("podMaxBackoffSeconds", cfg["podMaxBackoffSeconds"],
+                             "must be greater than or equal to PodInitialBackoffSeconds"))
+    return errs
+
+
+def _queue_sort(prof: dict) -> dict:
+    return ((prof.get("plugins") or {}).get("queueSort")) or {}
+
+
+def _common_queue_sort(profiles: list[dict]) -> list[str]:
+    errs = []
+    canon = _queue_sort(profiles[0])
+    if len(canon.get("enabled") or []) > 1:
+        errs.append(_invalid("profiles[0].plugins.queueSort.Enabled", len(canon["enabled"]),
+                             "only one queue sort plugin can be enabled"))
+    for i, prof in enumerate(profiles[1:], 1):
+        if _queue_sort(prof) != canon:
+            errs.append(f"profiles[{i}].plugins.queueSort: Invalid value: {_queue_sort(prof)}: "
+                        "must be the same for all profiles")
+    return errs
+
+
+def _validate_plugin_config(path: str, configs: list[dict]) -> list[str]:
+    errs, seen = [], set()
+    for i, pc in enumerate(configs):
+        p = f"{path}.pluginConfig[{i}]"
+        name = pc.get("name", "")
+        if name in seen:
+            errs.append(f'{p}: Duplicate value: "{name}"')
+        seen.add(name)
+        check = _ARG_CHECKS.get(name)
+        if check is not None:
+            errs += check(f"{p}.args", pc["args"])
+    return errs
+
+
+def _fit_args(path: str, args: dict) -> list[str]:
+    errs = []
+    for i, res in enumerate(args.get("ignoredResources") or []):
+        if not _LABEL_NAME.match(res):
+            errs.append(_invalid(f"{path}.ignoredResources[{i}]", res, "name part must consist of alphanumeric "
+                                 "characters, '-', '_' or '.', and must start and end with an alphanumeric character"))
+    for i, group in enumerate(args.get("ignoredResourceGroups") or []):
+        if "/" in group:
+            errs.append(_invalid(f"{path}.ignoredResourceGroups[{i}]", group, "resource group name can't contain '/'"))
+    strategy = args["scoringStrategy"]
+    sp = f"{path}.scoringStrategy"
+    kind = strategy.get("type")
+    if kind not in _STRATEGIES:
+        errs.append(_unsupported(f"{sp}.type", kind, _STRATEGIES))
+    for i, r in enumerate(strategy["resources"]):
+        if not 0 < r["weight"] <= 100:
+            errs.append(_invalid(f"{sp}.resources[{i}].weight", r["weight"],
+                                 f"resource weight of {r.get('name', '')} not in valid range (0, 100]"))
+    ratio = strategy.get("requestedToCapacityRatio")
+    if kind == "RequestedToCapacityRatio":
+        if ratio is None:
+            errs.append(f"{sp}.requestedToCapacityRatio: Required value: must be specified when type is "
+                        "RequestedToCapacityRatio")
+        else:
+            errs += _shape(f"{sp}.requestedToCapacityRatio.shape", ratio.get("shape") or [])
+    elif ratio is not None:
+        errs.append(f"{sp}.requestedToCapacityRatio: Forbidden: must be nil when type is not RequestedToCapacityRatio")
+    return errs
+
+
+def _shape(path: str, shape: list[dict]) -> list[str]:
+    if not shape:
+        return [f"{path}: Required value: at least one point must be specified"]
+    errs = []
+    for i in range(1, len(shape)):
+        if shape[i - 1].get("utilization", 0) >= shape[i].get("utilization", 0):
+            errs.append(_invalid(f"{path}[{i}].utilization", shape[i].get("utilization", 0),
+                                 "values must be sorted in increasing order"))
+            break
+    for i, pt in enumerate(shape):
+        if not 0 <= pt.get("utilization", 0) <= 100:
+            errs.append(_invalid(f"{path}[{i}].utilization", pt.get("utilization"), "not in valid range [0, 100]"))
+        if not 0 <= pt.get("score", 0) <= 10:
+            errs.append(_invalid(f"{path}[{i}].score", pt.get("score"), "not in valid range [0, 10]"))
+    return errs
+
+
+def _balanced_args(path: str, args: dict) -> list[str]:
+    errs, seen = [], set()
+    for i, r in enumerate(args["resources"]):
+        if r.get("name") in seen:
+            errs.append(f'{path}.resources[{i}].name: Duplicate value: "{r.get("name")}"')
+        seen.add(r.get("name"))
+        if r["weight"] != 1:
+            errs.append(_invalid(f"{path}.resources[{i}].weight", r["weight"], "must be 1"))
+    return errs
+
+
+def _spread_args(path: str, args: dict) -> list[str]:
+    errs = []
+    kind, constraints = args.get("defaultingType"), args.get("defaultConstraints") or []
+    if kind not in ("System", "List"):
+        errs.append(_unsupported(f"{path}.defaultingType", kind, ("System", "List")))
+    elif kind == "System" and constraints:
+        errs.append(_invalid(f"{path}.defaultingType", kind, "when .defaultConstraints are not empty"))
+    for i, c in enumerate(constraints):
+        p = f"{path}.defaultConstraints[{i}]"
+        if (c.get("maxSkew") or 0) <= 0:
+            errs.append(_invalid(f"{p}.maxSkew", c.get("maxSkew") or 0, "not in valid range (0, inf)"))
+        key = c.get("topologyKey") or ""
+        if not key:
+            errs.append(f"{p}.topologyKey: Required value: can not be empty")
+        elif not _LABEL_NAME.match(key):
+            errs.append(_invalid(f"{p}.topologyKey", key, "name part must consist of alphanumeric characters, "
+                                 "'-', '_' or '.', and must start and end with an alphanumeric character"))
+        when = c.get("whenUnsatisfiable") or ""
+        if not when:
+            errs.append(f"{p}.whenUnsatisfiable: Required value: can not be empty")
+        elif when not in ("DoNotSchedule", "ScheduleAnyway"):
+            errs.append(_unsupported(f"{p}.whenUnsatisfiable", when, ("DoNotSchedule", "ScheduleAnyway")))
+        if c.get("labelSelector") is not None:
+            errs.append(f"{p}.labelSelector: Forbidden: constraint must not define a selector, as they deduced for "
+                        "each pod")
+        if any(o.get("topologyKey") == key and o.get("whenUnsatisfiable") == when for o in constraints[:i]):
+            errs.append(f'{path}.defaultConstraints[{i}]: Duplicate value: "{{{key}, {when}}}"')
+    return errs
+
+
+def _affinity_args(path: str, args: dict) -> list[str]:
+    w = args["hardPodAffinityWeight"]
+    return [] if 0 <= w <= 100 else [_invalid(f"{path}.hardPodAffinityWeight", w, "not in valid range [0, 100]")]
+
+
+def _preemption_args(path: str, args: dict) -> list[str]:
+    errs = []
+    pct, absolute = args["minCandidateNodesPercentage"], args["minCandidateNodesAbsolute"]
+    if not 0 <= pct <= 100:
+        errs.append(_invalid(f"{path}.minCandidateNodesPercentage", pct, "not in valid range [0, 100]"))
+    if absolute < 0:
+        errs.append(_invalid(f"{path}.minCandidateNodesAbsolute", absolute, "not in valid range [0, inf)"))
+    if pct == 0 and absolute == 0:
+        errs += [_invalid(f"{path}.minCandidateNodesPercentage", 0,
+                          "cannot be zero at the same time as minCandidateNodesAbsolute"),
+                 _invalid(f"{path}.minCandidateNodesAbsolute", 0,
+                          "cannot be zero at the same time as minCandidateNodesPercentage")]
+    return errs
+
+
+_ARG_CHECKS = {"NodeResourcesFit": _fit_args, "NodeResourcesBalancedAllocation": _balanced_args,
+               "PodTopologySpread": _spread_args, "InterPodAffinity": _affinity_args,
+               "DefaultPreemption": _preemption_args}
+
+
+# --- profiles -----------------------------------------------------------------------
+
+def _names(entries) -> list[dict]:
+    return [e or {} for e in entries or []]
+
+
+def _merge(default: list[dict], custom: dict) -> tuple[list[dict], list[dict]]:
+    """Upstream's mergePluginSet: (enabled, disabled). Custom entries replace a
+    default-enabled plugin of the same name in place; '*' disables every default."""
+    disabled = _names(custom.get("disabled"))
+    off = {d.get("name") for d in disabled}
+    custom_on = _names(custom.get("enabled"))
+    replacing = {e.get("name"): e for e in custom_on}
+    enabled, used = [], set()
+    if "*" not in off:
+        for d in default:
+            if d["name"] in off:
+                continue
+            if d["name"] in replacing:
+                enabled.append(replacing[d["name"]])
+                used.add(d["name"])
+            else:
+                enabled.append(d)
+    enabled += [e for e in custom_on if e.get("name") not in used]
+    return enabled, disabled
+
+
+def _implements(plugin_cls, point: str) -> bool:
+    method = POINTS[point][0]
+    return hasattr(plugin_cls, method) or point == "score" and hasattr(plugin_cls, "score_nodes")
+
+
+def _profile(prof: dict, global_percentage) -> Profile:
+    """Expands multiPoint into every extension point as upstream's framework
+    does: plugins re-enabled at a point keep their place first, then the
+    multiPoint ones, then the rest enabled at that point."""
+    plugins = prof.get("plugins") or {}
+    defaults = [{"name": n, "weight": registry.DEFAULT_WEIGHTS.get(n, 0)} for n in registry.DEFAULT_PLUGINS]
+    multi, _ = _merge(defaults, plugins.get("multiPoint") or {})
+    points: dict[str, list[str]] = {}
+    multi_weights: dict[str, int] = {}
+    for e in multi:
+        _lookup(e.get("name", ""), "MultiPoint")
+        multi_weights[e["name"]] = e.get("weight") or 1
+    weights: dict[str, int] = {}  # a weight given at the score point wins over multiPoint's
+    for point, (method, iface) in POINTS.items():
+        enabled, disabled = _merge([], plugins.get(point) or {})
+        off = {d.get("name") for d in disabled}
+        explicit = [e.get("name", "") for e in enabled]
+        for name in explicit:
+            if not _implements(_lookup(name, iface), point):
+                raise ConfigError(f'plugin "{name}" does not extend {iface} plugin')
+        if len(set(explicit)) != len(explicit):
+            dup = next(n for n in explicit if explicit.count(n) > 1)
+            raise ConfigError(f'plugin "{dup}" already registered as "{iface}"')
+        if point == "score":
+            weights = {e["name"]: e.get("weight") or 1 for e in enabled}
+        if "*" in off:
+            points[method] = explicit
+            continue
+        override, from_multi = [], []
+        for e in multi:
+            name = e.get("name", "")
+            if not _implements(_lookup(name, iface), point) or name in off:
+                continue
+            if name in explicit:
+                override.append(name)
+            elif name in from_multi:
+                raise ConfigError(f'plugin "{name}" already registered as "{iface}"')
+            else:
+                from_multi.append(name)
+        first = [n for n in explicit if n in override]
+        points[method] = first + from_multi + [n for n in explicit if n not in override]
+    used = {n for names in points.values() for n in names}
+    order = [n for n in [e.get("name") for e in multi] + [n for names in points.values() for n in names] if n in used]
+    names = list(dict.fromkeys(order))
+    percentage = prof.get("percentageOfNodesToScore")
+    if percentage is None:
+        percentage = global_percentage
+    return Profile(
+        scheduler_name=prof["schedulerName"], plugins=names,
+        weights={n: weights.get(n) or multi_weights.get(n) or 1 for n in points["score"]},
+        args={pc["name"]: pc["args"] for pc in prof["pluginConfig"]},
+        percentage_of_nodes_to_score=percentage or 0, points=points)
+
+
+def _lookup(name: str, iface: str):
+    cls = registry.REGISTRY.get(name)
+    if cls is None:
+        raise ConfigError(f'{iface} "{name}" does not exist')
+    return cls

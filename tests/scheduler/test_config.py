@@ -1,0 +1,159 @@
+"""KubeSchedulerConfiguration: profiles, per-point plugin sets with
+multiPoint, weights, defaulted args, and upstream's messages for bad files."""
+
+import pytest
+import yaml
+
+from nanokube.scheduler import plugins
+from nanokube.scheduler.config import ConfigError, load, parse
+from nanokube.scheduler.cycle import Algorithm
+from nanokube.scheduler.framework import CycleState, Framework
+from nanokube.scheduler.metrics import Metrics
+from tests.scheduler import FakeClock, info, node, node_info, pod
+
+HEAD = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
+
+
+def cfg(**fields):
+    return parse({**HEAD, **fields})
+
+
+def error(**fields) -> str:
+    with pytest.raises(ConfigError) as e:
+        cfg(**fields)
+    return str(e.value)
+
+
+def test_empty_file_is_the_default_profile(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text(yaml.safe_dump(HEAD))
+    c = load(f)
+    [p] = c.profiles
+    assert p.scheduler_name == "default-scheduler" and p.percentage_of_nodes_to_score == 0
+    assert p.points["score"] == [n for n in plugins.DEFAULT_PLUGINS if n in plugins.DEFAULT_WEIGHTS]
+    assert p.weights == plugins.DEFAULT_WEIGHTS
+    assert p.points["sort_key"] == ["PrioritySort"] and p.points["bind"] == ["DefaultBinder"]
+    assert (c.pod_initial_backoff, c.pod_max_backoff) == (1.0, 10.0)
+
+
+def test_profiles_with_disabled_score_plugins_weights_and_args():
+    c = cfg(percentageOfNodesToScore=30, podInitialBackoffSeconds=2, podMaxBackoffSeconds=20, profiles=[
+        {"schedulerName": "default-scheduler"},
+        {"schedulerName": "bin-packing", "percentageOfNodesToScore": 70,
+         "plugins": {"score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}],
+                               "enabled": [{"name": "NodeResourcesFit", "weight": 5}]},
+                     "multiPoint": {"disabled": [{"name": "InterPodAffinity"}]}},
+         "pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "MostAllocated"}}}]}])
+    default, packing = c.profiles
+    assert default.percentage_of_nodes_to_score == 30 and packing.percentage_of_nodes_to_score == 70
+    assert packing.points["score"] == ["NodeResourcesFit", "TaintToleration", "NodeAffinity", "PodTopologySpread"]
+    assert "InterPodAffinity" not in packing.plugins and "InterPodAffinity" not in packing.points["filter"]
+    assert packing.weights["NodeResourcesFit"] == 5
+    assert packing.args["NodeResourcesFit"] == {"scoringStrategy": {"type": "MostAllocated", "resources": [
+        {"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}}
+    assert (c.pod_initial_backoff, c.pod_max_backoff) == (2.0, 20.0)
+
+
+def test_star_disables_a_point_and_multipoint_adds_a_plugin_with_weight():
+    c = cfg(profiles=[{"plugins": {
+        "score": {"disabled": [{"name": "*"}], "enabled": [{"name": "NodeAffinity"}]},
+        "multiPoint": {"enabled": [{"name": "NodeResourcesFit", "weight": 7}]}}}])
+    [p] = c.profiles
+    assert p.points["score"] == ["NodeAffinity"] and p.weights == {"NodeAffinity": 1}
+    assert "NodeResourcesFit" in p.points["filter"]
+
+
+def test_most_allocated_profile_packs_pods():
+    [p] = cfg(profiles=[{"pluginConfig": [
+        {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "MostAllocated"}}}],
+        "plugins": {point: {"disabled": [{"name": "*"}], "enabled": [{"name": "NodeResourcesFit"}]}
+                    for point in ("preScore", "score")}}]).profiles
+    fwk = Framework(p, plugins.build(p, None), Metrics(), FakeClock())
+    busy, idle = node_info(node("busy"), pod("x", "2", "1Gi")), node_info(node("idle"))
+    state, incoming = CycleState(), info(pod("p", "1", "1Gi"))
+    fwk.run_pre_score(state, incoming, [busy, idle])
+    totals = fwk.run_score(state, incoming, [busy, idle])
+    assert Algorithm().select_host([busy, idle], totals) == "busy"
+
+
+@pytest.mark.parametrize(("fields", "want"), [
+    ({"percentageOfNodesToScore": 110}, "percentageOfNodesToScore: Invalid value: 110: not in valid range [0-100]"),
+    ({"profiles": [{"schedulerName": "a"}, {}]}, "profiles[1].schedulerName: Required value"),
+    ({"profiles": [{"schedulerName": "a"}, {"schedulerName": "a"}]},
+     'profiles[1].schedulerName: Duplicate value: "a"'),
+    ({"podInitialBackoffSeconds": 0}, "podInitialBackoffSeconds: Invalid value: 0: must be greater than 0"),
+    ({"podInitialBackoffSeconds": 5, "podMaxBackoffSeconds": 2},
+     "podMaxBackoffSeconds: Invalid value: 2: must be greater than or equal to PodInitialBackoffSeconds"),
+    ({"parallelism": 0}, "parallelism: Invalid value: 0: should be an integer value greater than zero"),
+    ({"profiles": [{"plugins": {"filter": {"enabled": [{"name": "NoSuchPlugin"}]}}}]},
+     'initializing profiles: creating profile for scheduler name default-scheduler: '
+     'FilterPlugin "NoSuchPlugin" does not exist'),
+    ({"profiles": [{"plugins": {"filter": {"enabled": [{"name": "PrioritySort"}]}}}]},
+     'initializing profiles: creating profile for scheduler name default-scheduler: '
+     'plugin "PrioritySort" does not extend FilterPlugin plugin'),
+    ({"profiles": [{"schedulerName": "a"}, {"schedulerName": "b", "plugins": {"queueSort": {
+        "disabled": [{"name": "*"}]}}}]},
+     "profiles[1].plugins.queueSort: Invalid value: {'disabled': [{'name': '*'}]}: must be the same for all profiles"),
+    ({"profiles": [{"pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "Fancy"}}}]}]},
+     'profiles[0].pluginConfig[0].args.scoringStrategy.type: Unsupported value: "Fancy": supported values: '
+     '"LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"'),
+    ({"profiles": [{"pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": {
+        "type": "RequestedToCapacityRatio"}}}]}]},
+     "profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio: Required value: "
+     "must be specified when type is RequestedToCapacityRatio"),
+    ({"profiles": [{"pluginConfig": [{"name": "PodTopologySpread", "args": {"defaultConstraints": [
+        {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}]}}]}]},
+     'profiles[0].pluginConfig[0].args.defaultingType: Invalid value: "System": '
+     "when .defaultConstraints are not empty"),
+    ({"profiles": [{"pluginConfig": [{"name": "PodTopologySpread", "args": {"defaultingType": "List",
+                                                                             "defaultConstraints": [
+        {"maxSkew": 0, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}]}}]}]},
+     "profiles[0].pluginConfig[0].args.defaultConstraints[0].maxSkew: Invalid value: 0: not in valid range (0, inf)"),
+    ({"profiles": [{"pluginConfig": [{"name": "InterPodAffinity"}, {"name": "InterPodAffinity"}]}]},
+     'profiles[0].pluginConfig[1]: Duplicate value: "InterPodAffinity"'),
+    ({"profiles": [{"schedulerName": "a", "foo": 1}]}, 'strict decoding error: unknown field "profiles[0].foo"'),
+])
+def test_validation_messages(fields, want):
+    assert error(**fields) == want
+
+
+def test_several_errors_are_listed_together():
+    assert error(percentageOfNodesToScore=-1, parallelism=-2) == (
+        "[parallelism: Invalid value: -2: should be an integer value greater than zero, "
+        "percentageOfNodesToScore: Invalid value: -1: not in valid range [0-100]]")
+
+
+def test_wrong_version_and_bad_yaml(tmp_path):
+    with pytest.raises(ConfigError, match='no kind "KubeSchedulerConfiguration" is registered for version '
+                                          '"kubescheduler.config.k8s.io/v2"'):
+        parse({**HEAD, "apiVersion": "kubescheduler.config.k8s.io/v2"})
+    f = tmp_path / "bad.yaml"
+    f.write_text("profiles: [")
+    with pytest.raises(ConfigError, match="couldn't decode"):
+        load(f)
+
+
+async def test_scheduler_runs_every_configured_profile():
+    from nanokube.scheduler.scheduler import Scheduler
+    from tests.controllers import eventually, make_stack
+    from tests.scheduler.test_scheduler import add_node, bound, strip_uid
+
+    s = await make_stack()
+    c = cfg(podInitialBackoffSeconds=3, podMaxBackoffSeconds=30, profiles=[
+        {"schedulerName": "default-scheduler"},
+        {"schedulerName": "packer", "pluginConfig": [
+            {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "MostAllocated"}}}]}])
+    for n in (node("busy", "4", "8Gi"), node("idle", "4", "8Gi")):
+        await add_node(s.client, n)
+    sched = Scheduler(s.client, seed=1, config=c)
+    await sched.start()
+    try:
+        assert set(sched.frameworks) == {"default-scheduler", "packer"}
+        assert (sched.queue.initial_backoff, sched.queue.max_backoff) == (3.0, 30.0)
+        pods = s.client.resource("", "v1", "pods")
+        await pods.create(strip_uid(pod("first", "2", "4Gi", nodeName="busy")))
+        await pods.create(strip_uid(pod("packed", "1", "1Gi", schedulerName="packer")))
+        assert await eventually(bound(pods, "packed")) == "busy"
+    finally:
+        await sched.stop()
+        await s.close()
