@@ -12,6 +12,7 @@ from ..client.informer import Informer, key_of
 from ..clock import REAL, Clock, parse_time
 from ..scheduler.matching import tolerates
 from .base import Controller
+from .events import EventRecorder
 
 REASON = "DeletionByTaintManager"
 SMP = "application/strategic-merge-patch+json"
@@ -38,14 +39,13 @@ class TaintEvictionController(Controller):
     def __init__(self, client, clock: Clock = REAL):
         super().__init__(client, clock)
         self.pods_api = client.resource("", "v1", "pods")
-        self.events = client.resource("", "v1", "events")
+        self.recorder = EventRecorder(client, self.name, clock)
         self.nodes = Informer(client.resource("", "v1", "nodes"))
         self.pods = Informer(self.pods_api, field_selector="spec.nodeName!=")
         self.nodes.add_handlers(self._node_changed, self._node_updated)
         self.pods.add_handlers(self._pod_changed, lambda _o, n: self._pod_changed(n), self._pod_deleted)
         self._on_node: dict[str, set[str]] = {}
         self._first_seen: dict[tuple, float] = {}
-        self._events = 0
 
     def informers(self):
         return [self.nodes, self.pods]
@@ -110,21 +110,9 @@ class TaintEvictionController(Controller):
                 "message": "Taint manager: deleting due to NoExecute taint", "lastTransitionTime": self.clock.rfc3339()}
         try:
             await self.pods_api.patch(name, {"status": {"conditions": [cond]}}, SMP, namespace=ns, subresource="status")
-            await self._event(pod)
+            await self.recorder.emit(pod, "Normal", "TaintManagerEviction",
+                                     f"Marking for deletion Pod {ns}/{name}")
             await self.pods_api.delete(name, ns, preconditions={"uid": md["uid"]})
         except APIError as e:
             if e.code not in (404, 409):
                 raise
-
-    async def _event(self, pod: dict) -> None:
-        md = pod["metadata"]
-        now = self.clock.now()
-        self._events += 1
-        await self.events.create({
-            "metadata": {"name": f"{md['name']}.{int(now * 1e9) + self._events:x}", "namespace": md["namespace"]},
-            "involvedObject": {"kind": "Pod", "apiVersion": "v1", "name": md["name"], "namespace": md["namespace"],
-                               "uid": md.get("uid")},
-            "reason": "TaintManagerEviction", "message": f"Marking for deletion Pod {md['namespace']}/{md['name']}",
-            "type": "Normal", "count": 1, "firstTimestamp": self.clock.rfc3339(now),
-            "lastTimestamp": self.clock.rfc3339(now), "source": {"component": self.name},
-        })
