@@ -133,12 +133,16 @@ class SchedulingQueue:
 
     def activate_group(self, group: str, event: str) -> None:
         """Re-runs PreEnqueue for the group's gated members and requeues its
-        entry: on PodGroup add, member add and minCount decrease."""
+        entry: on PodGroup add, member add and minCount decrease. A member
+        turned away by a plugin whose verdict is the same for the whole
+        group (`group_wide`) stops the walk: the rest would be too."""
         for key, info in list(self.unschedulable.items()):
             if info.gated_by and group_key(info.pod) == group:
                 del self.unschedulable[key]
                 if not self._gate(info, event):
                     self._enter(info, event)
+                elif getattr(self._fwk(info.pod).plugins.get(info.gated_by), "group_wide", False):
+                    break
         entry = self.groups.get(group)
         if entry is not None and self.unschedulable.pop(entry.key, None) is not None:
             self._requeue(entry, event)

@@ -11,6 +11,8 @@ from ..podgroups import group_key, group_name, min_count
 
 class GangScheduling:
     name = "GangScheduling"
+    #: PreEnqueue's verdict depends only on the pod's group, so the queue checks one member per event
+    group_wide = True
 
     def __init__(self, args: dict, handle) -> None:
         self.handle = handle
