@@ -79,7 +79,7 @@ def test_malformed_files_name_line_and_field(text, where):
 
 
 @pytest.mark.parametrize("name, count", [("default.yaml", 2), ("dgx-pool.yaml", 16), ("mixed.yaml", None),
-                                         ("large-1000.yaml", 1000)])
+                                         ("large-1000.yaml", 1000), ("large-5000.yaml", 5000)])
 def test_example_files_load(name, count):
     nodes = load_cluster(f"examples/clusters/{name}").nodes()
     assert len({n.name for n in nodes}) == len(nodes)

@@ -1,0 +1,47 @@
+"""Smoke test of the node agent benchmark at toy size with a short renew
+interval: every metric is reported and consistent; timings are never
+compared against thresholds."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from benchmarks import nodes
+from benchmarks.__main__ import main
+from nanokube.node.cluster import load_cluster
+
+
+def test_the_example_cluster_scales_to_any_size():
+    for n in (1, 7, 1000, 5000):
+        cluster = nodes.scaled_cluster(n)
+        assert len(cluster.nodes()) == n
+    assert nodes.scaled_cluster(5000) == load_cluster("examples/clusters/large-5000.yaml")
+
+
+@pytest.mark.timeout(120)
+def test_every_metric_is_reported_and_heartbeats_are_counted():
+    messages: list[str] = []
+    results = nodes.run([12], steady_s=2.0, progress=messages.append, renew_interval=0.5)
+    row = results[12]
+    assert list(row) == list(nodes.METRICS)
+    assert all(math.isfinite(v) for v in row.values()), row
+    assert row["start-up (s)"] > 0
+    assert row["nodes Ready at end (%)"] == 100.0
+    # 12 nodes renewing every 0.5 s: about 24 renewals a second, all counted as heartbeats
+    assert 10 < row["lease renewals/s"] <= 30
+    assert row["heartbeat requests/s"] == row["lease renewals/s"] + row["node status posts/s"]
+    assert row["heartbeat lateness p99 (ms)"] >= row["heartbeat lateness p50 (ms)"]
+    assert any("12 nodes: Ready with" in m for m in messages)
+    table = nodes.format_table(results).splitlines()
+    assert table[0].split("|")[1].strip() == "12 nodes" and len(table) == 2 + len(nodes.METRICS)
+
+
+@pytest.mark.timeout(120)
+def test_cli_runs_the_node_benchmark(capsys, monkeypatch):
+    monkeypatch.setattr(nodes, "RENEW_INTERVAL", 0.5)
+    assert main(["--nodes", "5", "--steady", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("metric") and "5 nodes" in out[0]
+    assert out[2].startswith("start-up (s)")
