@@ -235,7 +235,7 @@ class ProcessPodWorker(PodWorker):
         self._stopping = asyncio.Event()
         self._write_lock = asyncio.Lock()
         self._published: bytes = b""
-        self._mounts: list[tuple[str, str, bool]] = []
+        self._mounts: dict[str, list[tuple[str, str, bool]]] = {}  # container -> (source, target, read-only)
         self._env: dict[str, dict[str, str]] = {}
         self._log_root = ""
 
@@ -255,6 +255,7 @@ class ProcessPodWorker(PodWorker):
         for spec in self._containers():
             c = self.containers[spec["name"]] = Container(spec, log_dir=os.path.join(self._log_root, spec["name"]))
             os.makedirs(c.log_dir, exist_ok=True)
+            mounts = self._mounts[c.name] = []
             for vm in spec.get("volumeMounts") or []:
                 src = vols.volume_dir(self.uid, vm["name"])
                 if vm.get("subPath"):
@@ -262,7 +263,7 @@ class ProcessPodWorker(PodWorker):
                 if not os.path.exists(src):
                     os.makedirs(src, exist_ok=True)
                 self.runtime.claim_mountpoint(vm["mountPath"], os.path.isfile(src))
-                self._mounts.append((src, vm["mountPath"], bool(vm.get("readOnly"))))
+                mounts.append((src, vm["mountPath"], bool(vm.get("readOnly"))))
             self._env[c.name] = await self._environment(spec)
         self.runtime.pods[(self.namespace, self.name)] = self
 
@@ -304,14 +305,14 @@ class ProcessPodWorker(PodWorker):
         return None
 
     async def _teardown(self) -> None:
-        """Kill what is left, remove the pod's namespace, mount targets and claims."""
+        """Kill what is left; remove the pod's namespace and the mount targets made for it."""
         for c in self.containers.values():
             _kill(c, signal.SIGKILL)
         if self._creating is not None:
             await asyncio.gather(self._creating, return_exceptions=True)
             await asyncio.to_thread(self.runtime.net.remove_pod, self.agent.name, self.uid)
             self._creating, self.netns = None, ""
-        for _, target, _ in self._mounts:
+        for _, target, _ in (m for mounts in self._mounts.values() for m in mounts):
             self.runtime.release_mountpoint(target)
         self._mounts.clear()
 
@@ -352,7 +353,8 @@ class ProcessPodWorker(PodWorker):
                 await everything
         finally:
             everything.cancel()
-        codes = [c.state.get("terminated", {}).get("exitCode", 0) for c in self.containers.values()]
+        codes = [(c.state.get("terminated") or c.last_state.get("terminated") or {}).get("exitCode", 0)
+                 for c in self.containers.values()]
         now = self.clock.rfc3339()
         try:
             await self._write("Succeeded" if all(code == 0 for code in codes) else "Failed", self._statuses(), False,
@@ -390,13 +392,9 @@ class ProcessPodWorker(PodWorker):
         return argv or ["sleep", "infinity"]
 
     def _launch_argv(self, c: Container, argv: list[str]) -> list[str]:
-        spec = {"hostname": self.name, "mounts": self._mounts_of(c), "workdir": c.spec.get("workingDir") or "/",
+        spec = {"hostname": self.name, "mounts": self._mounts[c.name], "workdir": c.spec.get("workingDir") or "/",
                 "env": self._env[c.name], "argv": argv}
         return ["ip", "netns", "exec", self.netns, sys.executable, "-I", LAUNCHER, json.dumps(spec)]
-
-    def _mounts_of(self, c: Container) -> list[tuple[str, str, bool]]:
-        targets = {vm["mountPath"] for vm in c.spec.get("volumeMounts") or []}
-        return [m for m in self._mounts if m[1] in targets]
 
     async def _spawn(self, c: Container) -> None:
         out = os.open(c.log_path(c.instances), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -498,7 +496,7 @@ class ProcessPodWorker(PodWorker):
             statuses = self._statuses()
             ready = all(c.ready for c in self.containers.values())
             key = json.dumps([statuses, ready], sort_keys=True).encode()
-            if key == self._published or self.deleting() and self._stopping.is_set():
+            if key == self._published or (self.deleting() and self._stopping.is_set()):
                 return
             self._published = key
             try:
