@@ -18,13 +18,12 @@ from ..apiserver.selectors import matches_labels, selector_from_object
 from ..client.informer import Informer, key_of
 from ..clock import Clock, format_time, parse_time
 from .base import Controller
+from .deployment_scale import DESIRED, MAX_REPLICAS, is_scaling_event, scaled_sizes
 from .events import EventRecorder
 from .replicaset import controller_ref, ignore_missing, owner_reference
 
 HASH_LABEL = "pod-template-hash"
 REVISION = "deployment.kubernetes.io/revision"
-DESIRED = "deployment.kubernetes.io/desired-replicas"
-MAX_REPLICAS = "deployment.kubernetes.io/max-replicas"
 REVISION_HISTORY = "deployment.kubernetes.io/revision-history"
 MAX_REVISION_HISTORY_CHARS = 2000
 NO_DEADLINE = 2**31 - 1  # progressDeadlineSeconds meaning "never time out"
@@ -161,7 +160,9 @@ class DeploymentController(Controller):
             return
         owned = await self._claim(d)
         new_rs, old = self._split(d, owned)
-        if not d["spec"].get("paused"):
+        if d["spec"].get("paused") or is_scaling_event(d, owned):
+            await self._scale_all(d, new_rs, old)
+        else:
             new_rs = await self._ensure_new_rs(d, new_rs, old)
             if (d["spec"].get("strategy") or {}).get("type") == "Recreate":
                 await self._recreate(d, new_rs, old)
@@ -266,17 +267,34 @@ class DeploymentController(Controller):
                                   namespace=d["metadata"]["namespace"])
 
     async def _scale(self, d: dict, rs: dict, replicas: int) -> None:
+        """Resize, recording the Deployment size (and ceiling) the ReplicaSet was sized for."""
         old = _replicas(rs)
-        if old == replicas:
+        want = d["spec"].get("replicas", 1)
+        ann = {DESIRED: str(want), MAX_REPLICAS: str(want + surge_and_unavailable(d)[0])}
+        current = rs["metadata"].get("annotations") or {}
+        if old == replicas and all(current.get(k) == v for k, v in ann.items()):
             return
         try:
-            await self.rs.patch(rs["metadata"]["name"], {"spec": {"replicas": replicas}},
+            await self.rs.patch(rs["metadata"]["name"], {"metadata": {"annotations": ann},
+                                                         "spec": {"replicas": replicas}},
                                 namespace=rs["metadata"]["namespace"])
         except APIError as e:
             if e.code not in (404, 409):
                 raise
             return
-        await self._scaled_event(d, rs["metadata"]["name"], old, replicas)
+        if old != replicas:
+            await self._scaled_event(d, rs["metadata"]["name"], old, replicas)
+
+    async def _scale_all(self, d: dict, new_rs: dict | None, old: list[dict]) -> None:
+        """A paused Deployment, or one resized mid-rollout, only scales its ReplicaSets."""
+        want = d["spec"].get("replicas", 1)
+        saturated = new_rs is not None and _replicas(new_rs) == want and _st(new_rs, "availableReplicas") >= want \
+            and (new_rs["metadata"].get("annotations") or {}).get(DESIRED) == str(want)
+        rolling = (d["spec"].get("strategy") or {}).get("type") != "Recreate"
+        sizes = scaled_sizes(d, new_rs, old, surge_and_unavailable(d)[0], saturated, rolling)
+        for rs in ([new_rs] if new_rs else []) + old:
+            if rs["metadata"]["name"] in sizes:
+                await self._scale(d, rs, sizes[rs["metadata"]["name"]])
 
     async def _scaled_event(self, d: dict, rs_name: str, old: int, new: int) -> None:
         direction = "up" if old < new else "down"

@@ -181,3 +181,29 @@ async def test_pausing_and_resuming_show_in_progressing(env):
     assert len(rss) == 1
     await patch_retrying(deps, "web", {"spec": {"paused": False}})
     await eventually(lambda: rollout_done(client, "2"))
+
+
+async def test_scaling_mid_rollout_grows_both_replicasets_in_proportion(env):
+    client = env
+    deps, rsets = client.resource("apps", "v1", "deployments"), client.resource("apps", "v1", "replicasets")
+    await deps.create(deployment(replicas=4, strategy={"rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}))
+    await eventually(lambda: rollout_done(client, "1"))
+    await patch_retrying(deps, "web", {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "nginx:2"}]}}}})
+
+    async def sizes():
+        items, _ = await rsets.list("default")
+        return {r["spec"]["template"]["spec"]["containers"][0]["image"]: r["spec"]["replicas"] for r in items}
+
+    async def surged():
+        return await sizes() == {"nginx:1": 4, "nginx:2": 1}
+    await eventually(surged)
+    await patch_retrying(deps, "web", {"spec": {"replicas": 8}})
+
+    async def proportional():
+        return await sizes() == {"nginx:1": 7, "nginx:2": 2}
+    await eventually(proportional)
+    items, _ = await rsets.list("default")
+    assert {r["metadata"]["annotations"]["deployment.kubernetes.io/desired-replicas"] for r in items} == {"8"}
+    assert {r["metadata"]["annotations"]["deployment.kubernetes.io/max-replicas"] for r in items} == {"9"}
+    await eventually(lambda: rollout_done(client, "2"))
+    assert await sizes() == {"nginx:1": 0, "nginx:2": 8}
