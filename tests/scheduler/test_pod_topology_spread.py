@@ -18,11 +18,28 @@ def labelled(name, labels, **spec):
     return p
 
 
-def cluster(*infos):
+class Objects:
+    """A stand-in informer over fixed objects."""
+
+    def __init__(self, objs=()):
+        self.objs = {f"{o['metadata'].get('namespace', '')}/{o['metadata']['name']}": o for o in objs}
+
+    def list(self):
+        return list(self.objs.values())
+
+    def get(self, key):
+        return self.objs.get(key)
+
+
+def cluster(*infos, args=None, objects=()):
     snap = Snapshot()
     snap.nodes = list(infos)
     snap.infos = {n.name: n for n in infos}
-    return PodTopologySpread({}, SimpleNamespace(snapshot=snap)), snap
+    by_plural = {}
+    for o in objects:
+        by_plural.setdefault(o["kind"].lower() + "s", []).append(o)
+    handle = SimpleNamespace(snapshot=snap, informer=lambda group, version, plural: Objects(by_plural.get(plural, ())))
+    return PodTopologySpread(args or {}, handle), snap
 
 
 def zoned(name, zone, *pods, **kw):
@@ -169,3 +186,61 @@ def test_queueing_hints_follow_selected_pods_and_topology_labels():
     assert regs["Pod"].hint(p, None, labelled("db", {"app": "db"})) == Hint.SKIP
     assert regs["Node"].hint(p, None, node("n", labels={"zone": "c"})) == Hint.QUEUE
     assert regs["Node"].hint(p, None, node("n")) == Hint.SKIP
+
+
+def service(name, selector):
+    return {"kind": "Service", "metadata": {"name": name, "namespace": "default"}, "spec": {"selector": selector}}
+
+
+def owned(name, labels, kind="ReplicaSet", api="apps/v1"):
+    p = labelled(name, labels)
+    p["metadata"]["ownerReferences"] = [{"apiVersion": api, "kind": kind, "name": "rs", "controller": True}]
+    return p
+
+
+def hosts(*infos):
+    return [node_info(node(n.name, labels={"kubernetes.io/hostname": n.name}), *[p.pod for p in n.pods.values()])
+            for n in infos]
+
+
+def test_system_defaults_spread_pods_of_a_service_over_hostnames_without_zones():
+    n1, n2 = hosts(zoned("n1", "a", web("w1"), web("w2")), zoned("n2", "a"))
+    plugin, _ = cluster(n1, n2, objects=[service("web", {"app": "web"})])
+    got = scores(plugin, web("new"), [n1, n2])
+    assert got[0] < got[1] == 100
+    st = CycleState()
+    plugin.pre_score(st, info(web("new")), [n1, n2])
+    soft = st["PreScorePodTopologySpread"][0]
+    assert [(c.key, c.max_skew, c.hard) for c in soft] == [
+        ("kubernetes.io/hostname", 3, False), ("topology.kubernetes.io/zone", 5, False)]
+
+
+def test_system_defaults_use_the_controlling_replica_set_selector():
+    rs = {"kind": "ReplicaSet", "metadata": {"name": "rs", "namespace": "default"},
+          "spec": {"selector": {"matchLabels": {"app": "web"}}}}
+    a1, b1 = zoned("a1", "a", web("w1")), zoned("b1", "b")
+    plugin, _ = cluster(a1, b1, objects=[rs])
+    got = scores(plugin, owned("new", {"app": "web"}), [a1, b1])
+    assert got[0] < got[1] == 100
+    _, st = plugin.pre_filter(CycleState(), info(owned("new", {"app": "web"})))
+    assert st.code == Code.SKIP
+
+
+def test_no_defaults_for_pods_outside_a_workload_or_with_their_own_constraints():
+    a1, b1 = zoned("a1", "a", web("w1")), zoned("b1", "b")
+    plugin, _ = cluster(a1, b1, objects=[service("db", {"app": "db"}), service("none", None)])
+    assert scores(plugin, web("loose"), [a1, b1]) is None
+    mine = labelled("new", {"app": "web"}, topologySpreadConstraints=[spread("kubernetes.io/hostname",
+                                                                              when="ScheduleAnyway")])
+    st = CycleState()
+    plugin.pre_score(st, info(mine), [a1, b1])
+    assert [c.key for c in st["PreScorePodTopologySpread"][0]] == ["kubernetes.io/hostname"]
+
+
+def test_list_defaulting_uses_the_configured_constraints():
+    args = {"defaultingType": "List", "defaultConstraints": [{"maxSkew": 1, "topologyKey": "zone",
+                                                              "whenUnsatisfiable": "DoNotSchedule"}]}
+    a1, a2, b1 = zoned("a1", "a", web("w1")), zoned("a2", "a", web("w2")), zoned("b1", "b")
+    plugin, _ = cluster(a1, a2, b1, args=args, objects=[service("web", {"app": "web"})])
+    assert filter_reasons(plugin, web("new"), [a1, b1]) == {"a1": REASON, "b1": None}
+    assert cluster(a1, args={"defaultingType": "List"})[0].selectors is None

@@ -1,7 +1,10 @@
 """PodTopologySpread: DoNotSchedule constraints reject nodes whose domain
 would exceed maxSkew over the least-loaded eligible domain; ScheduleAnyway
 constraints prefer domains holding fewer matching pods. Counts per
-topology value are taken once per cycle in PreFilter/PreScore."""
+topology value are taken once per cycle in PreFilter/PreScore. A pod
+without constraints of its own gets the profile's default constraints
+(upstream's system defaults unless PodTopologySpreadArgs list others),
+selecting the pods of its workload."""
 
 from __future__ import annotations
 
@@ -21,9 +24,14 @@ from ..framework import (
     unschedulable,
 )
 from ..matching import untolerated
+from .default_selector import DefaultSelectors
 from .node_affinity import pod_matches_node
 
 HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+#: upstream's systemDefaultConstraints, used when defaultingType is System
+SYSTEM_DEFAULTS = ({"topologyKey": HOSTNAME, "whenUnsatisfiable": "ScheduleAnyway", "maxSkew": 3},
+                   {"topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway", "maxSkew": 5})
 REASON = "node(s) didn't match pod topology spread constraints"
 REASON_MISSING_LABEL = f"{REASON} (missing required label)"
 _FILTER_KEY, _SCORE_KEY = "PreFilterPodTopologySpread", "PreScorePodTopologySpread"
@@ -60,7 +68,14 @@ class Constraint:
         return n
 
 
+def _constraint(c: dict, selector: list[Requirement] | None) -> Constraint:
+    return Constraint(c.get("maxSkew", 1), c.get("topologyKey", ""), c.get("whenUnsatisfiable") != "ScheduleAnyway",
+                      selector, c.get("minDomains") or 1, c.get("nodeAffinityPolicy", "Honor") == "Honor",
+                      c.get("nodeTaintsPolicy", "Ignore") == "Honor")
+
+
 def constraints(pod: dict) -> list[Constraint]:
+    """The pod's own topologySpreadConstraints."""
     labels = pod["metadata"].get("labels") or {}
     out = []
     for c in (pod.get("spec") or {}).get("topologySpreadConstraints") or []:
@@ -68,9 +83,7 @@ def constraints(pod: dict) -> list[Constraint]:
         keys = [(k, "=", (labels[k],)) for k in c.get("matchLabelKeys") or [] if k in labels]
         if keys:
             sel = (sel or []) + keys
-        out.append(Constraint(c.get("maxSkew", 1), c.get("topologyKey", ""), c.get("whenUnsatisfiable") != "ScheduleAnyway",
-                              sel, c.get("minDomains") or 1, c.get("nodeAffinityPolicy", "Honor") == "Honor",
-                              c.get("nodeTaintsPolicy", "Ignore") == "Honor"))
+        out.append(_constraint(c, sel))
     return out
 
 
@@ -84,12 +97,25 @@ class PodTopologySpread:
 
     def __init__(self, args: dict, handle) -> None:
         self.handle = handle
+        self.system_defaulted = (args.get("defaultingType") or "System") == "System"
+        self.defaults = list(SYSTEM_DEFAULTS) if self.system_defaulted else list(args.get("defaultConstraints") or [])
+        # built without a scheduler (queue tests), no cycle ever runs
+        self.selectors = DefaultSelectors(handle) if self.defaults and handle is not None else None
 
-    def _constraints(self, info, hard: bool) -> list[Constraint]:
-        return [c for c in info.derived(self.name, constraints) if c.hard == hard]
+    def _all_constraints(self, pod: dict, own: list[Constraint]) -> tuple[list[Constraint], bool]:
+        """(the pod's constraints, whether they are the defaults): the
+        defaults apply only to a pod without any that belongs to a workload."""
+        if own or self.selectors is None:
+            return own, False
+        sel = self.selectors.selector(pod)
+        return ([_constraint(c, sel) for c in self.defaults], True) if sel else ([], False)
+
+    def _constraints(self, info, hard: bool) -> tuple[list[Constraint], bool]:
+        cs, defaulted = self._all_constraints(info.pod, info.derived(self.name, constraints))
+        return [c for c in cs if c.hard == hard], defaulted
 
     def pre_filter(self, state, info):
-        hard = self._constraints(info, True)
+        hard, _ = self._constraints(info, True)
         if not hard:
             return None, SKIP
         ns = info.pod["metadata"].get("namespace", "")
@@ -118,18 +144,20 @@ class PodTopologySpread:
         return None
 
     def pre_score(self, state, info, nodes):
-        soft = self._constraints(info, False)
+        soft, defaulted = self._constraints(info, False)
         if not soft or not nodes:
             return SKIP
-        ignored = [not _has_keys(n.labels, soft) for n in nodes]
-        domains = [{n.labels[c.key] for n, ig in zip(nodes, ignored) if not ig} for c in soft]
+        # system defaults do not make nodes lacking one of their keys count as ignored
+        require_all = not (defaulted and self.system_defaulted)
+        ignored = [require_all and not _has_keys(n.labels, soft) for n in nodes]
+        domains = [{n.labels[c.key] for n, ig in zip(nodes, ignored) if not ig and c.key in n.labels} for c in soft]
         counts = [dict.fromkeys(d, 0) for d in domains]
         ns = info.pod["metadata"].get("namespace", "")
         for node in self.handle.snapshot.nodes:
-            if not _has_keys(node.labels, soft):
+            if require_all and not _has_keys(node.labels, soft):
                 continue
             for c, cnt in zip(soft, counts):
-                v = node.labels[c.key]
+                v = node.labels.get(c.key)
                 if c.key != HOSTNAME and v in cnt and c.eligible(info.pod, node):
                     cnt[v] += c.matching(node, ns)
         weights = [math.log(len(d) + 2) for d in domains]
@@ -161,7 +189,7 @@ class PodTopologySpread:
     def events_to_register(self) -> list[Registration]:
         def pod_hint(pod: dict, old, new) -> Hint:
             ns = pod["metadata"].get("namespace", "")
-            cs = constraints(pod)
+            cs, _ = self._all_constraints(pod, constraints(pod))
             for obj in (old, new):
                 md = (obj or {}).get("metadata") or {}
                 if obj and md.get("namespace") == ns and any(matches_labels(c.selector, md.get("labels")) for c in cs):
@@ -169,7 +197,7 @@ class PodTopologySpread:
             return Hint.SKIP
 
         def node_hint(pod: dict, old, new) -> Hint:
-            cs = constraints(pod)
+            cs, _ = self._all_constraints(pod, constraints(pod))
             for obj in (old, new):
                 if obj and _has_keys(((obj.get("metadata") or {}).get("labels")) or {}, cs):
                     return Hint.QUEUE
