@@ -91,7 +91,7 @@ async def release(pods, names):
 
 
 async def test_gang_preempts_one_whole_all_group_not_pods_of_several(env):
-    client, sched, start = env
+    client, _sched, start = env
     # two 2-CPU nodes; groups a and b each hold one CPU on both nodes
     pods = await start([node("n1", "2"), node("n2", "2")],
                        [podgroup("a", 2, 10, "all"), podgroup("b", 2, 10, "all")],
@@ -128,7 +128,7 @@ async def test_gang_preempts_one_whole_all_group_not_pods_of_several(env):
 
 
 async def test_lowest_priority_unit_goes_and_single_mode_members_go_one_by_one(env):
-    client, sched, start = env
+    client, _sched, start = env
     # n1: two pods of a single-mode group (priority 5); n2: a lone pod (priority 1) and one of priority 50
     pods = await start([node("n1", "2"), node("n2", "2")], [podgroup("s", None, 5)],
                        [member("s-0", "s", 5, on="n1"), member("s-1", "s", 5, on="n1"),
@@ -143,8 +143,49 @@ async def test_lowest_priority_unit_goes_and_single_mode_members_go_one_by_one(e
     assert "cheap" in got and len(got & {"s-0", "s-1"}) == 1 and "dear" not in got
 
 
+async def test_pdb_steers_the_choice_to_the_unguarded_group(env):
+    client, _sched, start = env
+    pdbs = client.resource("policy", "v1", "poddisruptionbudgets")
+    pdb = await pdbs.create({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                             "metadata": {"name": "guard", "namespace": "default"},
+                             "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "guarded"}}}})
+    await pdbs.update({**pdb, "status": {"disruptionsAllowed": 0, "currentHealthy": 2, "desiredHealthy": 2,
+                                         "expectedPods": 2, "observedGeneration": 1}}, subresource="status")
+    guarded = [member(f"g-{i}", "g", 5, on=f"n{i + 1}") for i in range(2)]
+    for p in guarded:
+        p["metadata"]["labels"] = {"app": "guarded"}
+    # without the PDB the guarded group would go first: its priority is the lower one
+    pods = await start([node("n1", "2"), node("n2", "2")], [podgroup("g", 2, 5, "all"), podgroup("o", 2, 8, "all")],
+                       guarded + [member("o-0", "o", 8, on="n1"), member("o-1", "o", 8, on="n2")])
+    await gang_of(client, "hi", 2, 100)
+
+    async def victims():
+        got = await doomed(pods)
+        return got if len(got) >= 2 else None
+    assert await eventually(victims) == {"o-0", "o-1"}
+
+
+async def test_topology_domains_pick_the_cheaper_rack(env):
+    client, _sched, start = env
+    rack = "nanokube.io/rack"
+    nodes = [node(f"n{i}", "1", labels={rack: f"rack-{i // 2}"}) for i in range(4)]
+    pods = await start(nodes, [], [lone("r0-a", 5, "n0"), lone("r0-b", 5, "n1"),
+                                   lone("r1-a", 1, "n2"), lone("r1-b", 1, "n3")])
+    await gang_of(client, "hi", 2, 100, schedulingConstraints={"topology": [{"key": rack}]})
+
+    async def victims():
+        got = await doomed(pods)
+        return got if len(got) >= 2 else None
+    assert await eventually(victims) == {"r1-a", "r1-b"}
+
+    async def nominated():
+        got = [(await pods.get(f"hi-{i}", "default"))["status"].get("nominatedNodeName") for i in range(2)]
+        return got if all(got) else None
+    assert sorted(await eventually(nominated)) == ["n2", "n3"]
+
+
 async def test_preemption_policy_never_does_not_preempt(env):
-    client, sched, start = env
+    client, _sched, start = env
     pods = await start([node("n1", "2")], [podgroup("low", 2, 1, "all")],
                        [member("low-0", "low", 1, on="n1"), member("low-1", "low", 1, on="n1")])
     await gang_of(client, "polite", 2, 100, preemptionPolicy="Never")
@@ -159,7 +200,7 @@ async def test_preemption_policy_never_does_not_preempt(env):
 
 
 async def test_equal_priority_and_hopeless_groups_preempt_nothing(env):
-    client, sched, start = env
+    client, _sched, start = env
     pods = await start([node("n1", "2")], [podgroup("peer", 2, 100, "all")],
                        [member("peer-0", "peer", 100, on="n1"), member("peer-1", "peer", 100, on="n1")])
     await gang_of(client, "same", 2, 100)
