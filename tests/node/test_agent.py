@@ -88,3 +88,63 @@ async def test_a_restarted_manager_adopts_existing_nodes():
     nodes, _ = await s.client.resource("", "v1", "nodes").list()
     assert sorted(n["metadata"]["name"] for n in nodes) == ["w-0", "w-1", "w-2"]
     await s.close()
+
+
+class _Calls:
+    """The REST layer, counting writes and reads by (verb, plural, subresource)."""
+
+    def __init__(self, rest):
+        self._rest = rest
+        self.calls: list[tuple[str, str, str]] = []
+
+    def __getattr__(self, name):
+        attr = getattr(self._rest, name)
+        if name not in ("get", "create", "update", "patch"):
+            return attr
+
+        async def counted(res, *a, **kw):
+            self.calls.append((name, res.plural, kw.get("subresource", "")))
+            return await attr(res, *a, **kw)
+        return counted
+
+
+async def test_heartbeats_are_single_lease_updates_and_recover_from_conflicts_and_deletion():
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    rest, clock = _Calls(s.rest), ManualClock()
+    cluster = parse_cluster("pools:\n  - {name: w, count: 1, capacity: {cpu: '4', memory: 8Gi}}\n")
+    mgr = NodeManager(rest, cluster, clock, status_interval=60)
+    await mgr.start()
+    leases = s.client.resource("coordination.k8s.io", "v1", "leases")
+    rest.calls.clear()
+    for _ in range(5):
+        await clock.advance(10)
+    assert rest.calls == [("update", "leases", "")] * 5
+    theirs = await leases.get("w-0", "kube-node-lease")
+    await leases.update({**theirs, "spec": {**theirs["spec"], "holderIdentity": "someone"}})
+    rest.calls.clear()
+    await clock.advance(10)
+    assert rest.calls == [("update", "leases", ""), ("get", "leases", ""), ("update", "leases", ""),
+                          ("patch", "nodes", "status")]
+    assert (await leases.get("w-0", "kube-node-lease"))["spec"]["holderIdentity"] == "w-0"
+    await leases.delete("w-0", "kube-node-lease")
+    await clock.advance(10)
+    assert (await leases.get("w-0", "kube-node-lease"))["spec"]["renewTime"] == clock.rfc3339_micro()
+    await mgr.stop()
+    await s.close()
+
+
+async def test_status_posts_after_registration_carry_only_the_conditions(env):
+    client, clock, mgr = env
+    sent = []
+    nodes = mgr.agents["gpu-0"].nodes
+    real = nodes.patch
+
+    async def spy(name, body, *a, **kw):
+        sent.append(body)
+        return await real(name, body, *a, **kw)
+    nodes.patch = spy
+    await clock.advance(310)
+    assert [list(b["status"]) for b in sent] == [["conditions"]]
+    node = await client.resource("", "v1", "nodes").get("gpu-0")
+    assert node["status"]["capacity"]["cpu"] == "64" and node["status"]["nodeInfo"]["kubeletVersion"] == "v1.37.0"
