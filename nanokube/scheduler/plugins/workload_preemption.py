@@ -26,6 +26,8 @@ NEVER = "not eligible due to preemptionPolicy=Never."
 NO_DOMAIN = "not helpful: the pod group does not fit even with every lower-priority workload removed."
 DISRUPTION_TARGET = "DisruptionTarget"
 REASON = "PreemptionByScheduler"
+#: keeps summed priorities positive so fewer victims always cost less (upstream's MaxInt32 + 1)
+PRIORITY_SHIFT = 2**31
 
 
 def disruption_all(pg: dict | None) -> bool:
@@ -72,9 +74,9 @@ class Plan:
     def cost(self) -> tuple:
         """Upstream's candidate order: fewest PDB violations, the lowest most
         important victim, the smallest priority sum, the fewest pods."""
-        pods = [p for u in self.victims for p in u.pods]
-        top = max((u.priority for u in self.victims), default=-(2**31))
-        return self.pdb_violations, top, sum(u.priority * len(u.pods) for u in self.victims), len(pods)
+        top = max((u.priority for u in self.victims), default=-PRIORITY_SHIFT)
+        return (self.pdb_violations, top, sum((u.priority + PRIORITY_SHIFT) * len(u.pods) for u in self.victims),
+                sum(len(u.pods) for u in self.victims))
 
 
 def _start(info: PodInfo) -> str:
@@ -217,7 +219,9 @@ class PodGroupPreemption:
 
     async def _actuate(self, g: GroupPreemptor, plan: Plan) -> None:
         """Victim PodGroups and pods get DisruptionTarget, then the pods are
-        deleted with a Preempted event; preemptor pods are nominated."""
+        deleted with a Preempted event naming the preemptor (as upstream,
+        whose preemptor pods get only their FailedScheduling); preemptor
+        pods are nominated."""
         h = self.handle
         scheduler = g.fwk.profile.scheduler_name
         md = g.pg["metadata"]
@@ -234,13 +238,6 @@ class PodGroupPreemption:
             await self.plugin._quiet(h.api.pods.patch(pmd["name"], {"status": {"nominatedNodeName": node}},
                                                       namespace=pmd.get("namespace"), subresource="status",
                                                       field_manager=SCHEDULER_FIELD_MANAGER))
-        if plan.victims:
-            n = sum(len(u.pods) for u in plan.victims)
-            for p in g.pods:
-                if p.uid in plan.nominations:
-                    await self.plugin._quiet(h.api.event(p.pod, "Normal", "Preempting",
-                                                         f"Preempting {n} pod(s) of {len(plan.victims)} "
-                                                         f"lower-priority workload(s)"))
 
     async def _evict(self, p: PodInfo, scheduler: str, note: str) -> None:
         h = self.handle
