@@ -174,13 +174,13 @@ class PodWorker:
         return out
 
     async def _write(self, phase: str, containers: list[dict], ready: bool, now: str, reason: str = "",
-                     running: bool = False) -> None:
+                     running: bool = False, initialized: bool = True) -> None:
         st = {
             "phase": phase, "hostIP": self.agent.host_ip, "hostIPs": [{"ip": self.agent.host_ip}],
             "podIP": self.ip, "podIPs": [{"ip": self.ip}], "startTime": self.start_time,
             "conditions": [
                 _condition("PodReadyToStartContainers", True, now),
-                _condition("Initialized", True, now),
+                _condition("Initialized", initialized, now, "" if initialized else "ContainersNotInitialized"),
                 _condition("Ready", ready, now, reason),
                 _condition("ContainersReady", ready, now, reason),
                 _condition("PodScheduled", True, now),

@@ -2,8 +2,10 @@
 network namespace (netns.py), started through launch.py with its env,
 working directory and volumes.
 
-Containers run, exit and restart on their own (restartPolicy, crash-loop
-backoff); their exit codes, restart counts and readiness probes make the
+Init containers run one after another first (sidecars, restartPolicy
+Always, start in order and keep running until the app containers are done);
+then the containers run, exit and restart on their own (restartPolicy,
+crash-loop backoff); their exit codes, restart counts and readiness probes make the
 container statuses and the pod's Ready condition. Deleting a pod sends
 SIGTERM to every container and SIGKILL to those still running when the
 grace period ends. Each container instance logs stdout and stderr to a file
@@ -67,6 +69,10 @@ class Container:
     @property
     def name(self) -> str:
         return self.spec["name"]
+
+    @property
+    def sidecar(self) -> bool:
+        return self.spec.get("restartPolicy") == "Always"
 
     def log_path(self, instance: int) -> str:
         return os.path.join(self.log_dir, f"{instance}.log")
@@ -231,6 +237,8 @@ class ProcessPodWorker(PodWorker):
         self.netns = ""
         self._creating: asyncio.Future | None = None
         self.containers: dict[str, Container] = {}
+        self.inits: dict[str, Container] = {}
+        self._initializing = False
         self._children: list[asyncio.Task] = []
         self._stopping = asyncio.Event()
         self._write_lock = asyncio.Lock()
@@ -252,8 +260,16 @@ class ProcessPodWorker(PodWorker):
         """Log directories, mount targets and environments of every container."""
         self._log_root = os.path.join(self.runtime.state_dir, "logs", f"{self.namespace}_{self.name}_{self.uid}")
         vols = self.agent.volumes
-        for spec in self._containers():
-            c = self.containers[spec["name"]] = Container(spec, log_dir=os.path.join(self._log_root, spec["name"]))
+        init_specs = (self.pod.get("spec") or {}).get("initContainers") or []
+        self._initializing = bool(init_specs)
+        for spec in init_specs + self._containers():
+            c = Container(spec, log_dir=os.path.join(self._log_root, spec["name"]))
+            if spec in init_specs:
+                self.inits[c.name] = c
+            else:
+                self.containers[c.name] = c
+                if init_specs:
+                    c.state = {"waiting": {"reason": "PodInitializing"}}
             os.makedirs(c.log_dir, exist_ok=True)
             mounts = self._mounts[c.name] = []
             for vm in spec.get("volumeMounts") or []:
@@ -306,7 +322,7 @@ class ProcessPodWorker(PodWorker):
 
     async def _teardown(self) -> None:
         """Kill what is left; remove the pod's namespace and the mount targets made for it."""
-        for c in self.containers.values():
+        for c in self._all():
             _kill(c, signal.SIGKILL)
         if self._creating is not None:
             await asyncio.gather(self._creating, return_exceptions=True)
@@ -338,27 +354,24 @@ class ProcessPodWorker(PodWorker):
             await self._delete()
             return
         await self._prepare()
-        loops = [asyncio.create_task(self._container_loop(c)) for c in self.containers.values()]
-        self._children += loops
-        everything = asyncio.gather(*loops)
-        everything.add_done_callback(lambda f: f.cancelled() or f.exception())  # stop() cancels the loops
-        try:
-            while not self.deleting() and not everything.done():
-                self.changed.clear()
-                waiter = asyncio.ensure_future(self.changed.wait())
-                await asyncio.wait([everything, waiter], return_when=asyncio.FIRST_COMPLETED)
-                waiter.cancel()
-            if not everything.done():
-                await self._kill_gracefully()
-                await everything
-        finally:
-            everything.cancel()
+        flow = asyncio.create_task(self._pod_flow())
+        self._children.append(flow)
+        while not self.deleting() and not flow.done():
+            self.changed.clear()
+            waiter = asyncio.ensure_future(self.changed.wait())
+            await asyncio.wait([flow, waiter], return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+        if not flow.done():
+            md = self.pod["metadata"]
+            await self._kill_gracefully(list(self._all()), parse_time(md["deletionTimestamp"]))
+        await asyncio.gather(*self._children)
+        ended = [c for c in self._all() if not c.sidecar]
         codes = [(c.state.get("terminated") or c.last_state.get("terminated") or {}).get("exitCode", 0)
-                 for c in self.containers.values()]
+                 for c in ended]
         now = self.clock.rfc3339()
         try:
             await self._write("Succeeded" if all(code == 0 for code in codes) else "Failed", self._statuses(), False,
-                              now, "PodCompleted")
+                              now, "PodCompleted", initialized=not self._initializing)
         except errors.APIError as e:
             if e.code != 404:
                 raise
@@ -369,12 +382,39 @@ class ProcessPodWorker(PodWorker):
         if self.deleting():
             await self._delete()
 
-    async def _kill_gracefully(self) -> None:
-        """SIGTERM now; SIGKILL for whatever still runs once the grace period ends."""
+    async def _pod_flow(self) -> None:
+        """Init containers in order (a failed one that may not restart fails
+        the pod), then the app containers until none restarts; sidecars are
+        stopped once the app containers are done."""
+        policy = (self.pod.get("spec") or {}).get("restartPolicy", "Always")
+        for c in self.inits.values():
+            if self._stopping.is_set():
+                return
+            if c.sidecar:
+                self._children.append(asyncio.create_task(self._container_loop(c, lambda _code: True)))
+                continue
+            code = await self._container_loop(c, lambda code: code != 0 and policy != "Never")
+            if code != 0:
+                return
+        if self._stopping.is_set():
+            return
+        self._initializing = False
+
+        def restart(code: int) -> bool:
+            return policy == "Always" or (policy == "OnFailure" and code != 0)
+        await asyncio.gather(*(self._container_loop(c, restart) for c in self.containers.values()))
+        sidecars = [c for c in self.inits.values() if c.sidecar]
+        if sidecars:
+            grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+            await self._kill_gracefully(sidecars, self.clock.now() + grace)
+
+    def _all(self):
+        return [*self.inits.values(), *self.containers.values()]
+
+    async def _kill_gracefully(self, containers: list[Container], deadline: float) -> None:
+        """No more restarts; SIGTERM now and SIGKILL for whatever still runs at `deadline` (wall clock)."""
         self._stopping.set()
-        md = self.pod["metadata"]
-        deadline = parse_time(md["deletionTimestamp"]) if md.get("deletionTimestamp") else self.clock.now()
-        running = [c for c in self.containers.values() if c.proc and c.proc.returncode is None]
+        running = [c for c in containers if c.proc and c.proc.returncode is None]
         for c in running:
             _kill(c, signal.SIGTERM)
         waits = [asyncio.ensure_future(c.proc.wait()) for c in running]
@@ -406,8 +446,9 @@ class ProcessPodWorker(PodWorker):
             os.close(out)
         c.instances += 1
 
-    async def _container_loop(self, c: Container) -> None:
-        policy = (self.pod.get("spec") or {}).get("restartPolicy", "Always")
+    async def _container_loop(self, c: Container, restart) -> int:
+        """Run `c` until it exits and `restart(exit code)` says no (or the pod
+        stops), with crash-loop backoff in between; returns the last exit code."""
         while True:
             await self._spawn(c)
             started = self.clock.rfc3339()
@@ -424,9 +465,9 @@ class ProcessPodWorker(PodWorker):
             term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "startedAt": started,
                     "finishedAt": self.clock.rfc3339(), "containerID": self._container_id(c)}
             c.state = {"terminated": term}
-            if self._stopping.is_set() or not (policy == "Always" or (policy == "OnFailure" and code != 0)):
+            if self._stopping.is_set() or not restart(code):
                 await self._publish()
-                return
+                return code
             delay = min(self.runtime.backoff_initial * 2 ** c.restarts, BACKOFF_MAX)
             c.last_state, c.restarts = {"terminated": term}, c.restarts + 1
             c.state = {"waiting": {"reason": "CrashLoopBackOff",
@@ -435,7 +476,7 @@ class ProcessPodWorker(PodWorker):
             await self._publish()
             try:
                 await asyncio.wait_for(self._stopping.wait(), delay)
-                return
+                return code
             except TimeoutError:
                 pass
 
@@ -479,9 +520,9 @@ class ProcessPodWorker(PodWorker):
     def _container_id(self, c: Container) -> str:
         return "containerd://" + hashlib.sha256(f"{self.uid}/{c.name}/{c.instances}".encode()).hexdigest()
 
-    def _statuses(self) -> list[dict]:
+    def _statuses(self, containers=None) -> list[dict]:
         out = []
-        for c in self.containers.values():
+        for c in self.containers.values() if containers is None else containers:
             s = {"name": c.name, "state": c.state, "lastState": c.last_state, "ready": c.ready,
                  "restartCount": c.restarts, "image": image_ref(c.spec.get("image", "")),
                  "imageID": image_id(c.spec.get("image", "")), "started": "running" in c.state}
@@ -490,18 +531,27 @@ class ProcessPodWorker(PodWorker):
             out.append(s)
         return out
 
+    def _init_statuses(self, now: str, running: bool) -> list[dict]:
+        """The init containers' own statuses (PodInitializing until they are set up)."""
+        if self.inits:
+            return self._statuses(self.inits.values())
+        return [self._status_of(c, {"waiting": {"reason": "PodInitializing"}}, False, False)
+                for c in (self.pod.get("spec") or {}).get("initContainers") or []]
+
     async def _publish(self) -> None:
         """Write the pod's status if it changed (containers publish concurrently)."""
         async with self._write_lock:
             statuses = self._statuses()
-            ready = all(c.ready for c in self.containers.values())
-            key = json.dumps([statuses, ready], sort_keys=True).encode()
+            sidecars = [c for c in self.inits.values() if c.sidecar]
+            ready = not self._initializing and all(c.ready for c in [*self.containers.values(), *sidecars])
+            key = json.dumps([statuses, self._init_statuses("", True), ready], sort_keys=True).encode()
             if key == self._published or (self.deleting() and self._stopping.is_set()):
                 return
             self._published = key
             try:
-                await self._write("Running", statuses, ready, self.clock.rfc3339(),
-                                  "" if ready else "ContainersNotReady", running=True)
+                await self._write("Pending" if self._initializing else "Running", statuses, ready,
+                                  self.clock.rfc3339(), "" if ready else "ContainersNotReady", running=True,
+                                  initialized=not self._initializing)
             except errors.APIError as e:
                 if e.code != 404:
                     raise

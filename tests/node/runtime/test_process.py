@@ -178,3 +178,43 @@ async def test_logs_follow_tail_and_limit(env):
         await rt.read_log("default", "talker", "main", {"previous": "true"})
     assert e.value.code == 400
     assert await rt.read_log("default", "someone-else", "main", {}) is None
+
+
+async def test_init_containers_run_in_order_before_the_app(env):
+    client, rt, tmp = env
+    pods = client.resource("", "v1", "pods")
+    shared = str(tmp / "shared")
+    mount = [{"name": "s", "mountPath": shared}]
+    p = pod("inits", ["sh", "-c", f"cat {shared}/order"], volumeMounts=mount)
+    p["spec"]["volumes"] = [{"name": "s", "emptyDir": {}}]
+    p["spec"]["initContainers"] = [
+        {"name": f"init-{i}", "image": "busybox", "command": ["sh", "-c", f"echo {i} >> {shared}/order"],
+         "volumeMounts": mount} for i in (1, 2)]
+    await pods.create(p)
+    done = await eventually(status_of(pods, "inits", phase("Succeeded")), ATTEMPTS)
+    assert [s["state"]["terminated"]["exitCode"] for s in done["status"]["initContainerStatuses"]] == [0, 0]
+    assert await log_of(rt, "inits") == b"1\n2\n"
+
+    failing = pod("init-fails", ["sh", "-c", "echo never"])
+    failing["spec"]["initContainers"] = [{"name": "setup", "image": "busybox", "command": ["sh", "-c", "exit 7"]}]
+    await pods.create(failing)
+    done = await eventually(status_of(pods, "init-fails", phase("Failed")), ATTEMPTS)
+    assert done["status"]["initContainerStatuses"][0]["state"]["terminated"]["exitCode"] == 7
+    assert done["status"]["containerStatuses"][0]["state"] == {"waiting": {"reason": "PodInitializing"}}
+    assert {c["type"]: c["status"] for c in done["status"]["conditions"]}["Initialized"] == "False"
+
+
+async def test_a_sidecar_runs_beside_the_app_and_stops_after_it(env):
+    client, _, _ = env
+    pods = client.resource("", "v1", "pods")
+    p = pod("with-sidecar", ["sh", "-c", "sleep 1"], grace=5)
+    p["spec"]["initContainers"] = [{"name": "proxy", "image": "envoy", "restartPolicy": "Always",
+                                    "command": ["sleep", "300"]}]
+    await pods.create(p)
+
+    def both_running(st):
+        return st.get("phase") == "Running" and all(
+            "running" in s["state"] for s in st.get("initContainerStatuses", []) + st.get("containerStatuses", []))
+    await eventually(status_of(pods, "with-sidecar", both_running), ATTEMPTS)
+    done = await eventually(status_of(pods, "with-sidecar", phase("Succeeded")), ATTEMPTS)
+    assert done["status"]["initContainerStatuses"][0]["state"]["terminated"]["exitCode"] == 143
