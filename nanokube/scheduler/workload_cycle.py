@@ -12,6 +12,7 @@ its nominated pods hold their nodes against groups of no higher priority
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 from .cache import NodeInfo, Snapshot
@@ -20,6 +21,8 @@ from .framework import Code, CycleState, Framework, PodInfo
 from .plugins.workload_preemption import GroupPreemptor
 from .podgroups import group_priority, min_count, topology_keys
 from .queue import QueuedPodGroupInfo
+
+log = logging.getLogger(__name__)
 
 CONDITION = "PodGroupInitiallyScheduled"
 UNSCHEDULABLE, SCHEDULER_ERROR = "Unschedulable", "SchedulerError"
@@ -91,6 +94,11 @@ class WorkloadCycle:
 
     def __init__(self, sched) -> None:
         self.s = sched
+        for fwk in sched.frameworks.values():
+            for name, plugin in fwk.plugins.items():
+                if hasattr(plugin, "post_filter") and not hasattr(plugin, "pod_group_post_filter"):
+                    log.error("plugin %s implements PostFilter but not PodGroupPostFilter: "
+                              "it takes no part when a pod group fails", name)
         self.scheduled_uids: set[str] = set()  # PodGroups already set True: never revert
         self.preempted: set[str] = set()  # groups whose retry may not start new preemptions
         self.nominated: dict[str, list[tuple[PodInfo, str]]] = {}  # group -> its pods' nominated nodes

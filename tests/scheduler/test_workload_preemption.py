@@ -304,3 +304,24 @@ def test_units_order_groups_before_pods_at_equal_priority_and_plans_cost_like_up
     two_pods = Plan([Unit([_pi("c", 3)], 3), Unit([_pi("d", 4)], 4)])
     assert min([two_pods, one_group], key=Plan.cost) is one_group
     assert min([Plan([hi], pdb_violations=0), Plan([p], pdb_violations=1)], key=Plan.cost).victims == [hi]
+
+
+def test_a_post_filter_without_pod_group_post_filter_is_logged_at_start(caplog):
+    from types import SimpleNamespace
+
+    from nanokube.scheduler.workload_cycle import WorkloadCycle
+
+    class PodOnly:
+        def post_filter(self, state, info, statuses):
+            return None, None
+
+    class Both(PodOnly):
+        def pod_group_post_filter(self, group):
+            return None, None
+
+    sched = SimpleNamespace(frameworks={"default-scheduler": SimpleNamespace(plugins={"PodOnly": PodOnly(),
+                                                                                       "Both": Both()})})
+    with caplog.at_level("ERROR"):
+        WorkloadCycle(sched)
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == [
+        "plugin PodOnly implements PostFilter but not PodGroupPostFilter"]
