@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import logging
 import os
 import shutil
@@ -11,7 +12,7 @@ import signal
 import socket
 import sys
 
-from . import cli_fault
+from . import cli_controller_manager, cli_fault, cli_metrics
 
 log = logging.getLogger("nanokube")
 
@@ -24,8 +25,9 @@ def _free_port() -> int:
 
 async def _up(args: argparse.Namespace) -> int:
     from .apiserver.app import APIServer
+    from .client.leaderelection import LeaderElector
     from .client.local import LocalClient
-    from .controllers.manager import ControllerManager
+    from .controllers.manager import LEASE_NAME, ControllerManager
     from .node.cluster import ClusterFileError, default_cluster, load_cluster
     from .node.manager import NodeManager
     from .node.manager import options_from_env as node_options
@@ -63,7 +65,13 @@ async def _up(args: argparse.Namespace) -> int:
         await store.close()
         return 1
     write_kubeconfig(kubeconfig, server.url, pki)
-    controllers = ControllerManager(server)
+    try:
+        controllers = ControllerManager.in_process(server, controllers=args.controllers, elector=LeaderElector(
+            LocalClient(server.rest), LEASE_NAME, _identity(data_dir), clock=server.clock))
+    except ValueError as e:
+        print(f"nanokube: {e}", file=sys.stderr)
+        await server.stop()
+        return 2
     await controllers.start()
     runtime = proxies = None
     if args.runtime == "process":
@@ -110,6 +118,12 @@ async def _up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _identity(data_dir: str) -> str:
+    """The in-process controller manager's lease identity, stable per data dir
+    so that a restarted `up` takes its own lease back at once."""
+    return f"{socket.gethostname()}_up-{hashlib.sha256(data_dir.encode()).hexdigest()[:10]}"
+
+
 def _process_runtime_problem() -> str:
     """Why this host cannot run the process runtime ("" when it can)."""
     if not sys.platform.startswith("linux"):
@@ -136,8 +150,13 @@ def main(argv: list[str] | None = None) -> int:
                          "per node (Linux, root)")
     up.add_argument("--proxy-mode", default=None, help="kube-proxy mode: nftables (iptables and ipvs are refused; "
                                                        "unset warns that the default is changing)")
+    up.add_argument("--controllers", default="*",
+                    help="controllers to run in-process: '*' (default), NAME, -NAME, comma-separated; '' runs none "
+                         "(for an external `nanokube controller-manager`)")
     up.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     cli_fault.add_parser(sub)
+    cli_metrics.add_parser(sub)
+    cli_controller_manager.add_parser(sub)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
@@ -145,6 +164,10 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(_up(args))
     if args.command == "fault":
         return cli_fault.run(args)
+    if args.command == "metrics":
+        return cli_metrics.run(args)
+    if args.command == "controller-manager":
+        return cli_controller_manager.run(args)
     return 2
 
 

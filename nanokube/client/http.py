@@ -35,10 +35,17 @@ class RemoteResource:
     namespaced: bool
     versions: list[str] = field(default_factory=list)
     subresources: set[str] = field(default_factory=set)
+    verbs: tuple[str, ...] = ()
+    #: discovery does not say which resources share storage (core and events.k8s.io events)
+    storage_alias: None = None
 
     @property
     def storage_version(self) -> str:
         return self.versions[0]
+
+    @property
+    def group_resource(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
 
     def api_version(self, version: str) -> str:
         return f"{self.group}/{version}" if self.group else version
@@ -61,7 +68,7 @@ class RemoteIndex:
                     res.subresources.add(sub)
                 continue
             if res is None or res.plural != plural:
-                res = RemoteResource(group, plural, r["kind"], bool(r.get("namespaced")))
+                res = RemoteResource(group, plural, r["kind"], bool(r.get("namespaced")), verbs=tuple(r.get("verbs") or ()))
                 self.resources.append(res)
                 self._by_gk.setdefault((group, r["kind"]), res)
             res.versions.append(version)

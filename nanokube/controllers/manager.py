@@ -1,10 +1,13 @@
-"""Runs the in-process controllers of `nanokube up` over the local client."""
+"""The controller manager: every controller over one client, in `nanokube up`
+(local client) or alone (`nanokube controller-manager`, over HTTPS)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 from ..apiserver.rest import User
+from ..client.leaderelection import LeaderElector
 from ..client.local import LocalClient
 from ..clock import REAL, Clock
 from ..pki.signer import PodCertificateSigner
@@ -25,6 +28,9 @@ from .replicaset import ReplicaSetController
 from .resourceclaim import ResourceClaimController
 from .taint_eviction import TaintEvictionController
 from .ttl_after_finished import TTLAfterFinishedController
+
+#: the Lease (in kube-system) whose holder runs the controllers
+LEASE_NAME = "kube-controller-manager"
 
 #: the pod-identity signer acts as its own service account, bound by the
 #: default policy to `sign` and `attest` for its signer name only
@@ -52,22 +58,100 @@ def build_controllers(client, clock: Clock = REAL) -> list[Controller]:
     ]
 
 
+def enabled(controllers: list[Controller], spec: str = "*") -> list[Controller]:
+    """kube-controller-manager's `--controllers`: `*` for all, a name to
+    enable, `-name` to disable; `-controller` suffixes may be left off."""
+    def norm(name: str) -> str:
+        return name.removesuffix("-controller")
+
+    items = [i.strip() for i in spec.split(",") if i.strip()]
+    known = {norm(c.name) for c in controllers}
+    unknown = [i for i in items if i != "*" and norm(i.lstrip("-")) not in known]
+    if unknown:
+        raise ValueError(f"--controllers: unknown controller {unknown[0]!r}; known: {', '.join(sorted(known))}")
+    on = {norm(i) for i in items if i != "*" and not i.startswith("-")}
+    off = {norm(i[1:]) for i in items if i.startswith("-")}
+    return [c for c in controllers if norm(c.name) not in off and ("*" in items or norm(c.name) in on)]
+
+
 class ControllerManager:
-    def __init__(self, server, data_dir: str | None = None):
-        """`data_dir` holds the signer's CA; it defaults to the one the server's
-        PKI lives in, and without either no signer runs."""
-        self.client = LocalClient(server.rest)
-        self.controllers = build_controllers(self.client, server.clock)
+    """Runs controllers over one client; with an elector, only while it
+    holds the `kube-controller-manager` Lease, so two managers never both act."""
+
+    def __init__(self, client, clock: Clock = REAL, *, controllers: str = "*", signer_client=None,
+                 data_dir: str | None = None, elector: LeaderElector | None = None):
+        """`signer_client` and `data_dir` (the signer's CA) run the pod-identity signer too."""
+        self.client = client
+
+        def build() -> list[Controller]:
+            out = build_controllers(client, clock)
+            if signer_client is not None and data_dir is not None:
+                out.append(PodCertificateSigner(signer_client, data_dir, clock=clock))
+            return enabled(out, controllers)
+
+        self._build = build
+        self.controllers = build()
+        self._fresh = True
+        self.elector = elector
+        self.started = asyncio.Event()
+        self._running: list[Controller] = []
+        self._task: asyncio.Task | None = None
+
+    @classmethod
+    def elected(cls, client, identity: str, clock: Clock = REAL, **kw) -> ControllerManager:
+        """A manager that leads only while it holds the `kube-controller-manager` Lease."""
+        return cls(client, clock, elector=LeaderElector(client, LEASE_NAME, identity, clock=clock), **kw)
+
+    @classmethod
+    def in_process(cls, server, data_dir: str | None = None, **kw) -> ControllerManager:
+        """Over the server's local client, with the signer when a data dir (or the server's PKI) is known."""
         if data_dir is None and getattr(server, "pki", None) is not None:
             data_dir = os.path.dirname(server.pki.dir)
-        if data_dir is not None:
-            signer_client = LocalClient(server.rest, SIGNER_USER, field_manager="pod-identity-signer")
-            self.controllers.append(PodCertificateSigner(signer_client, data_dir, clock=server.clock))
+        signer = LocalClient(server.rest, SIGNER_USER, field_manager="pod-identity-signer") if data_dir else None
+        return cls(LocalClient(server.rest), server.clock, signer_client=signer, data_dir=data_dir, **kw)
 
     async def start(self) -> None:
+        """With no controllers enabled there is nothing to lead: no campaign."""
+        if not self.controllers:
+            return
+        if self.elector is None:
+            await self._start_all()
+        else:
+            self._task = asyncio.create_task(self._campaign())
+
+    async def _campaign(self) -> None:
+        """Lead while holding the lease; after losing it, stand by again
+        (kube-controller-manager exits instead, and its supervisor restarts it)."""
+        while True:
+            await self.elector.run(self._lead)
+
+    async def _start_all(self) -> None:
+        """Start every controller; a stopped one cannot restart, so a new
+        term of leadership gets new instances."""
+        if not self._fresh:
+            self.controllers = self._build()
+        self._fresh = False
         for c in self.controllers:
             await c.start()
+            self._running.append(c)
+        self.started.set()
+
+    async def _lead(self) -> None:
+        await self._start_all()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await self._stop_all()
 
     async def stop(self) -> None:
-        for c in self.controllers:
-            await c.stop()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            await self.elector.release()
+        else:
+            await self._stop_all()
+
+    async def _stop_all(self) -> None:
+        self.started.clear()
+        while self._running:
+            await self._running.pop().stop()

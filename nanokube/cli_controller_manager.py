@@ -1,0 +1,79 @@
+"""`nanokube controller-manager`: the controllers in their own process,
+over HTTPS with a kubeconfig, as kube-controller-manager runs beside an API
+server. With leader election (the default) any number of copies may run;
+only the holder of the `kube-system/kube-controller-manager` Lease acts."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import socket
+import sys
+import uuid
+
+from .apiserver.errors import APIError
+from .client.http import HTTPClient
+from .client.leaderelection import LeaderElector
+from .controllers.manager import LEASE_NAME, ControllerManager
+
+log = logging.getLogger("nanokube.controller-manager")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("controller-manager", help="run the controllers against a running API server")
+    p.add_argument("--kubeconfig", default="./.nanokube/kubeconfig", help="default ./.nanokube/kubeconfig")
+    p.add_argument("--controllers", default="*",
+                   help="'*' for all, NAME to enable, -NAME to disable (comma-separated), as kube-controller-manager")
+    p.add_argument("--leader-elect", default="true", choices=("true", "false"),
+                   help="hold the kube-controller-manager Lease while acting (default true)")
+    p.add_argument("--leader-elect-lease-duration", type=float, default=15.0, metavar="SECONDS")
+    p.add_argument("--leader-elect-renew-deadline", type=float, default=10.0, metavar="SECONDS")
+    p.add_argument("--leader-elect-retry-period", type=float, default=2.0, metavar="SECONDS")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+
+
+async def _run(args: argparse.Namespace) -> int:
+    client = HTTPClient.from_kubeconfig(args.kubeconfig, field_manager="kube-controller-manager",
+                                        user_agent="nanokube-controller-manager")
+    await client.start()
+    elector = None
+    if args.leader_elect == "true":
+        identity = f"{socket.gethostname()}_{uuid.uuid4()}"
+        elector = LeaderElector(client, LEASE_NAME, identity, lease_duration=args.leader_elect_lease_duration,
+                                renew_deadline=args.leader_elect_renew_deadline,
+                                retry_period=args.leader_elect_retry_period)
+        log.info("attempting to acquire leader lease kube-system/%s as %s", LEASE_NAME, identity)
+    manager = ControllerManager(client, controllers=args.controllers, elector=elector)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await manager.start()
+    started = asyncio.ensure_future(manager.started.wait())
+    stopped = asyncio.ensure_future(stop.wait())
+    await asyncio.wait([started, stopped], return_when=asyncio.FIRST_COMPLETED)
+    if started.done():
+        log.info("running %d controllers: %s", len(manager.controllers),
+                 ", ".join(c.name for c in manager.controllers))
+    await stopped
+    started.cancel()
+    await manager.stop()
+    await client.close()
+    log.info("controller manager stopped")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(_run(args))
+    except ValueError as e:
+        print(f"nanokube controller-manager: {e}", file=sys.stderr)
+        return 2
+    except APIError as e:
+        print(f"nanokube controller-manager: {e.reason}: {e.message}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"nanokube controller-manager: cannot reach the API server: {e}", file=sys.stderr)
+        return 1

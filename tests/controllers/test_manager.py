@@ -1,0 +1,73 @@
+"""The controller manager: `--controllers` selection and leading only while
+holding the kube-controller-manager Lease."""
+
+import asyncio
+
+import pytest
+
+from nanokube.controllers.manager import ControllerManager, build_controllers, enabled
+from tests.controllers import eventually, make_stack
+from tests.node import ManualClock
+
+
+@pytest.fixture
+async def stack():
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-system"}})
+    yield s
+    await s.close()
+
+
+async def test_controllers_flag_selects_like_kube_controller_manager(stack):
+    every = build_controllers(stack.client)
+    assert len(enabled(every, "*")) == len(every)
+    assert [c.name for c in enabled(every, "replicaset,deployment-controller")] == ["replicaset", "deployment"]
+    left = [c.name for c in enabled(every, "*,-garbage-collector,-job-controller")]
+    assert "garbage-collector" not in left and "job" not in left and len(left) == len(every) - 2
+    assert enabled(every, "") == []
+    with pytest.raises(ValueError, match="unknown controller 'cronjob'"):
+        enabled(every, "*,cronjob")
+
+
+def replicaset(name):
+    labels = {"app": name}
+    return {"metadata": {"name": name, "namespace": "default"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
+
+
+async def test_only_the_lease_holder_acts_and_a_standby_takes_over(stack):
+    clock = ManualClock()
+    clock.t = stack.rest.clock.now()
+    a = ControllerManager.elected(stack.client, "a", clock, controllers="replicaset")
+    b = ControllerManager.elected(stack.client, "b", clock, controllers="replicaset")
+    await a.start()
+    await asyncio.wait_for(a.started.wait(), 5)
+    await b.start()
+    for _ in range(3):
+        await clock.advance(2)
+    assert not b.started.is_set(), "the standby waits while a renews"
+    lease = await stack.client.resource("coordination.k8s.io", "v1", "leases").get("kube-controller-manager",
+                                                                                   "kube-system")
+    assert lease["spec"]["holderIdentity"] == "a"
+
+    pods = stack.client.resource("", "v1", "pods")
+    await stack.client.resource("apps", "v1", "replicasets").create(replicaset("web"))
+
+    async def two_pods():
+        items, _ = await pods.list("default")
+        return len(items) == 2
+    await eventually(two_pods)
+
+    await a.stop()
+    for _ in range(3):
+        await clock.advance(2)
+    await asyncio.wait_for(b.started.wait(), 5)
+    await stack.client.resource("apps", "v1", "replicasets").patch("web", {"spec": {"replicas": 3}},
+                                                                  namespace="default")
+
+    async def three_pods():
+        items, _ = await pods.list("default")
+        return len(items) == 3
+    await eventually(three_pods)
+    await b.stop()

@@ -1,0 +1,107 @@
+"""`nanokube controller-manager` in its own processes over HTTPS: with
+`up --controllers=''` the external managers do the work, one at a time
+through the kube-controller-manager Lease; when the leader stops, the
+standby takes over. `nanokube metrics set/get` drive the metrics store."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import fresh_store, start_cluster
+
+
+def wait_for(check, timeout=60.0, interval=0.3):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(interval)
+    raise AssertionError("condition never held")
+
+
+def manager(c, log: Path) -> subprocess.Popen:
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "nanokube.cli", "controller-manager", "--kubeconfig",
+                                 c.kubeconfig, "--leader-elect-lease-duration", "4", "--leader-elect-renew-deadline",
+                                 "3", "--leader-elect-retry-period", "0.5"],
+                                stdout=out, stderr=out, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def bare():
+    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-kcm-"))
+    with fresh_store() as url:
+        c = start_cluster(d, url, ("--controllers", ""))
+        try:
+            yield c
+        finally:
+            c.stop()
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def holder(c) -> str:
+    r = c.kubectl("get", "lease", "-n", "kube-system", "kube-controller-manager", "-o",
+                  "jsonpath={.spec.holderIdentity}", check=False)
+    return r.stdout if r.returncode == 0 else ""
+
+
+def ready_replicas(c, name) -> int:
+    return int(c.kubectl("get", "deployment", name, "-o", "jsonpath={.status.readyReplicas}").stdout or 0)
+
+
+def test_external_managers_take_turns_through_the_lease(bare):
+    c = bare
+    c.kubectl("create", "deployment", "web", "--image=nginx", "--replicas=2")
+    time.sleep(2)
+    assert c.kubectl("get", "replicasets", "-o", "name").stdout == "", "nothing acts without a controller manager"
+
+    first = manager(c, c.data_dir / "kcm-1.log")
+    second = None
+    try:
+        leader = wait_for(lambda: holder(c))
+        wait_for(lambda: ready_replicas(c, "web") == 2)
+        second = manager(c, c.data_dir / "kcm-2.log")
+        time.sleep(3)
+        assert holder(c) == leader, "the second manager stands by"
+
+        first.terminate()
+        assert first.wait(20) == 0
+        wait_for(lambda: holder(c) not in ("", leader))
+        c.kubectl("scale", "deployment", "web", "--replicas=3")
+        wait_for(lambda: ready_replicas(c, "web") == 3)
+    finally:
+        for p in (first, second):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+    logs = (c.data_dir / "kcm-2.log").read_text()
+    assert "became leader" in logs and "running 14 controllers" in logs
+
+
+def test_unknown_controller_is_refused(bare):
+    r = subprocess.run([sys.executable, "-m", "nanokube.cli", "controller-manager", "--kubeconfig", bare.kubeconfig,
+                        "--controllers", "*,cronjob"], check=False, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "unknown controller 'cronjob'" in r.stderr
+
+
+def test_metrics_cli_sets_series_the_metrics_api_serves(cluster):
+    def metrics(*args):
+        r = subprocess.run([sys.executable, "-m", "nanokube.cli", "metrics", *args, "--kubeconfig", cluster.kubeconfig],
+                           check=False, capture_output=True, text=True, timeout=60)
+        return r
+    assert metrics("set", "queue_length", "12").returncode == 0
+    assert metrics("set", "queue_length", "3", "--labels", "queue=gpu").returncode == 0
+    out = metrics("get", "queue_length").stdout.splitlines()
+    assert out[0].split() == ["LABELS", "VALUE"] and sorted(line.split() for line in out[1:]) == [
+        ["<none>", "12"], ["queue=gpu", "3"]]
+    assert metrics("get", "queue_length", "-l", "queue=gpu").stdout.splitlines()[1].split() == ["queue=gpu", "3"]
+    bad = metrics("set", "queue_length", "lots")
+    assert bad.returncode == 2 and "invalid quantity" in bad.stderr
