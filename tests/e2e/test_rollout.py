@@ -87,7 +87,7 @@ def test_scaling_events_name_the_replica_set_and_both_sizes(cluster):
     assert f"Scaled down replica set {first} from 1 to 0" in described
 
 
-def test_a_paused_deployment_rolls_out_only_when_resumed(cluster):
+def test_a_paused_deployment_scales_but_rolls_out_only_when_resumed(cluster):
     cluster.kubectl("create", "-f", "-", input=json.dumps(_deployment("paused", "busybox:1.36")))
     _rollout_done(cluster, "paused")
     assert cluster.kubectl("rollout", "pause", "deployment/paused").stdout == "deployment.apps/paused paused\n"
@@ -101,6 +101,13 @@ def test_a_paused_deployment_rolls_out_only_when_resumed(cluster):
         time.sleep(0.2)
     assert (cond["status"], cond["reason"], cond["message"]) == ("Unknown", "DeploymentPaused", "Deployment is paused")
     assert len(cluster.kubectl_json("get", "replicasets", "-l", "app=paused")["items"]) == 1
+    cluster.kubectl("scale", "deployment/paused", "--replicas=3")
+    deadline = time.monotonic() + 20
+    while cluster.kubectl_json("get", "deployment", "paused")["status"].get("availableReplicas") != 3 \
+            and time.monotonic() < deadline:
+        time.sleep(0.2)
+    [rs] = cluster.kubectl_json("get", "replicasets", "-l", "app=paused")["items"]
+    assert (rs["spec"]["replicas"], rs["metadata"]["annotations"]["deployment.kubernetes.io/desired-replicas"]) == (3, "3")
     cluster.kubectl("rollout", "resume", "deployment/paused")
     assert "successfully rolled out" in _rollout_done(cluster, "paused")
     assert progressing()["reason"] == "NewReplicaSetAvailable"
