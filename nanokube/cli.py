@@ -57,7 +57,8 @@ async def _up(args: argparse.Namespace) -> int:
         print(f"nanokube: {e}", file=sys.stderr)
         return 2
     port = args.port if args.port else _free_port()
-    server = APIServer(store, pki, host=args.address, port=port)
+    audit = args.audit_log_path if args.audit_log_path is not None else os.path.join(data_dir, "audit.log")
+    server = APIServer(store, pki, host=args.address, port=port, audit_log_path=audit)
     try:
         await server.start()
     except OSError as e:
@@ -150,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
                          "per node (Linux, root)")
     up.add_argument("--proxy-mode", default=None, help="kube-proxy mode: nftables (iptables and ipvs are refused; "
                                                        "unset warns that the default is changing)")
+    up.add_argument("--audit-log-path", default=None, metavar="FILE",
+                    help="audit log of every write, one audit.k8s.io/v1 Event per line (default DIR/audit.log; "
+                         "'' disables)")
     up.add_argument("--controllers", default="*",
                     help="controllers to run in-process: '*' (default), NAME, -NAME, comma-separated; '' runs none "
                          "(for an external `nanokube controller-manager`)")

@@ -20,6 +20,8 @@ from ..store.instrumented import InstrumentedStore
 from ..store.interface import Store
 from . import errors
 from .admission import Admission
+from .audit import ANNOTATIONS as AUDIT_ANNOTATIONS
+from .audit import AuditLog
 from .auth import Decision, RBACAuthorizer, attributes_for, bootstrap_policy, forbidden
 from .auth.authorizer import access_review
 from .auth.node import ChainAuthorizer, NodeAuthorizer, cache_reader
@@ -66,7 +68,7 @@ def _user_from_cert(cert: dict | None) -> User | None:
 
 class APIServer:
     def __init__(self, store: Store, pki: ClusterPKI | None, host: str = "127.0.0.1", port: int = 6443,
-                 clock: Clock = REAL, compaction_interval: float = 300.0):
+                 clock: Clock = REAL, compaction_interval: float = 300.0, audit_log_path: str = ""):
         self.metrics = APIMetrics()
         self.store = InstrumentedStore(store, self.metrics.storage_latency)
         self.clock = clock
@@ -92,6 +94,8 @@ class APIServer:
         #: Prometheus registries of in-process components (scheduler...) served on /metrics too
         self.component_metrics: list = []
         self.ready = False
+        self.audit_log_path = audit_log_path
+        self.audit: AuditLog | None = None
 
     @property
     def url(self) -> str:
@@ -105,7 +109,11 @@ class APIServer:
         for res in self.index.resources:
             res.strategy.restore([e.obj for _, e in self.cache.list(res.key_prefix())])
         await self._bootstrap()
-        app = web.Application(middlewares=[self._authn], client_max_size=4 * 1024 * 1024)
+        middlewares = [self._authn]
+        if self.audit_log_path:
+            self.audit = AuditLog(self.audit_log_path, self.clock)
+            middlewares.insert(0, self.audit.middleware)
+        app = web.Application(middlewares=middlewares, client_max_size=4 * 1024 * 1024)
         app.router.add_get("/healthz", self._health)
         app.router.add_get("/livez", self._health)
         app.router.add_get("/readyz", self._readyz)
@@ -134,6 +142,8 @@ class APIServer:
         await self.cache.stop()
         if self._runner:
             await self._runner.cleanup()
+        if self.audit:
+            self.audit.close()
         await self.store.close()
 
     def _ssl(self) -> ssl.SSLContext | None:
@@ -212,9 +222,12 @@ class APIServer:
             return error_response(forbidden("system:anonymous", attributes_for(request.method, request.path, request.query)))
         attrs = attributes_for(request.method, request.path, request.query)
         decision = self.authorizer.authorize(user.name, user.groups, attrs)
+        request["user"] = user
+        request[AUDIT_ANNOTATIONS] = {"authorization.k8s.io/decision": "allow" if decision.allowed else "forbid"}
+        if decision.reason:
+            request[AUDIT_ANNOTATIONS]["authorization.k8s.io/reason"] = decision.reason
         if not decision.allowed:
             return error_response(forbidden(user.name, attrs, decision.reason))
-        request["user"] = user
         return await handler(request)
 
     async def _review(self, res, body: dict, user: User) -> dict:

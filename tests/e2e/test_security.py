@@ -266,3 +266,22 @@ def test_trust_bundle_for_a_signer_needs_attest(cluster, alice):
     cluster.kubectl(*alice, "create", "-f", "-", input=to_yaml([bundle]))
     unsigned = {**bundle, "metadata": {"name": "alice-plain"}, "spec": {"trustBundle": ca_pem}}
     cluster.kubectl(*alice, "create", "-f", "-", input=to_yaml([unsigned]))
+
+
+def test_writes_are_audited_with_user_and_decision(cluster, alice):
+    cluster.kubectl("create", "configmap", "audited", "-n", "team", "--from-literal=a=1")
+    cluster.kubectl("get", "configmap", "audited", "-n", "team")
+    cluster.kubectl(*alice, "delete", "pod", "nothing", "-n", "team", check=False)
+    events = [json.loads(line) for line in (cluster.data_dir / "audit.log").read_text().splitlines()]
+    created = next(e for e in events if e["verb"] == "create" and e.get("objectRef", {}).get("name") == "audited")
+    assert created["apiVersion"] == "audit.k8s.io/v1" and created["stage"] == "ResponseComplete"
+    assert "system:masters" in created["user"]["groups"]
+    assert created["objectRef"]["resource"] == "configmaps" and created["objectRef"]["namespace"] == "team"
+    assert created["responseStatus"]["code"] == 201 and created["objectRef"]["uid"]
+    assert created["annotations"]["authorization.k8s.io/decision"] == "allow"
+    assert created["userAgent"].startswith("kubectl")
+    assert not [e for e in events if e["verb"] in ("get", "list", "watch")], "reads are not audited"
+    refused = next(e for e in reversed(events) if e["user"]["username"] == "alice" and e["verb"] == "delete")
+    assert refused["responseStatus"]["code"] == 403 and refused["responseStatus"]["reason"] == "Forbidden"
+    assert refused["annotations"]["authorization.k8s.io/decision"] == "forbid"
+    assert refused["objectRef"] == {"resource": "pods", "namespace": "team", "name": "nothing", "apiVersion": "v1"}
