@@ -182,9 +182,11 @@ def run(workloads: list[GangWorkload], progress: Progress = lambda _m: None,
     return {w.name: asyncio.run(_run(w, timeout_s, progress)) for w in workloads}
 
 
-def run_reference(progress: Progress = lambda _m: None, scale: float = 1.0) -> dict[str, float]:
-    """Our SchedulingBasic at its default size (times `scale`), the yardstick for the gang numbers."""
-    [w] = [w for w in basic.default_workloads(scale) if w.name == "SchedulingBasic"]
+def run_reference(progress: Progress = lambda _m: None, upstream: bool = False) -> dict[str, float]:
+    """Our SchedulingBasic, the yardstick for the gang numbers: at its
+    default size, or at scheduler_perf's (5000 nodes) next to full-size gangs."""
+    workloads = basic.upstream_workloads() if upstream else basic.default_workloads()
+    [w] = [w for w in workloads if w.name == "SchedulingBasic"]
     return basic.run([w], progress)[w.name]
 
 
@@ -222,4 +224,4 @@ def report(names: str, upstream: bool, progress: Progress = lambda _m: None) -> 
         if not workloads:
             raise ValueError(f"choose from {', '.join(w.name for w in default_workloads())}")
     results = run(workloads, progress)
-    return format_table(workloads, results, run_reference(progress))
+    return format_table(workloads, results, run_reference(progress, upstream))
