@@ -1,4 +1,4 @@
-"""Readiness probes (exec, httpGet, tcpSocket) for processes in network
+"""Container probes (exec, httpGet, tcpSocket) for processes in network
 namespaces. Network probes connect from the node's namespace to the pod IP,
 as a kubelet does; an exec probe runs its command in the container's
 context through the same launcher as the container."""

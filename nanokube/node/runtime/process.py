@@ -5,11 +5,13 @@ working directory and volumes.
 Init containers run one after another first (sidecars, restartPolicy
 Always, start in order and keep running until the app containers are done);
 then the containers run, exit and restart on their own (restartPolicy,
-crash-loop backoff); their exit codes, restart counts and readiness probes make the
-container statuses and the pod's Ready condition. Deleting a pod sends
-SIGTERM to every container and SIGKILL to those still running when the
-grace period ends. Each container instance logs stdout and stderr to a file
-that `read_log` serves for the pods/log subresource (follow included).
+crash-loop backoff). Exit codes, restart counts and probes (startup,
+readiness, liveness; exec, httpGet, tcpSocket) make the container statuses
+and the pod's Ready condition; a failed liveness or startup probe kills the
+container. Deleting a pod sends SIGTERM to every container and SIGKILL to
+those still running when the grace period ends. Each container instance
+logs stdout and stderr to a file that `read_log` serves for the pods/log
+subresource (follow included).
 Images are recorded, not pulled: a container with neither command nor args
 runs `sleep infinity` in place of the image's entrypoint.
 """
@@ -63,6 +65,7 @@ class Container:
     restarts: int = 0
     instances: int = 0  # processes started so far; the current one logs to log_path(instances - 1)
     ready: bool = False
+    started: bool = False  # running, and past its startup probe if it has one
     proc: asyncio.subprocess.Process | None = None
     log_dir: str = ""
 
@@ -453,15 +456,17 @@ class ProcessPodWorker(PodWorker):
             await self._spawn(c)
             started = self.clock.rfc3339()
             c.state = {"running": {"startedAt": started}}
-            c.ready = not c.spec.get("readinessProbe")
+            probed = any(c.spec.get(k) for k in ("startupProbe", "readinessProbe", "livenessProbe"))
+            c.started = not c.spec.get("startupProbe")
+            c.ready = c.started and not c.spec.get("readinessProbe")
             await self._publish()
-            probe = asyncio.create_task(self._probe_loop(c)) if c.spec.get("readinessProbe") else None
+            probe = asyncio.create_task(self._probes(c)) if probed else None
             try:
                 code = exit_code(await c.proc.wait())
             finally:
                 if probe:
                     probe.cancel()
-            c.ready = False
+            c.ready = c.started = False
             term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "startedAt": started,
                     "finishedAt": self.clock.rfc3339(), "containerID": self._container_id(c)}
             c.state = {"terminated": term}
@@ -480,9 +485,43 @@ class ProcessPodWorker(PodWorker):
             except TimeoutError:
                 pass
 
-    async def _probe_loop(self, c: Container) -> None:
-        """Readiness from the probe: successThreshold successes make it ready, failureThreshold failures not."""
-        p = c.spec["readinessProbe"]
+    async def _probes(self, c: Container) -> None:
+        """A startup probe first (until it passes nothing else probes; failing
+        kills the container), then readiness and liveness side by side."""
+        spec = c.spec
+        if spec.get("startupProbe") and not await self._probe_loop(c, spec["startupProbe"], until_success=True):
+            await self._kill_unhealthy(c, "Startup")
+            return
+        c.started = True
+        c.ready = not spec.get("readinessProbe")
+        await self._publish()
+        loops = []
+        if spec.get("readinessProbe"):
+            loops.append(self._probe_loop(c, spec["readinessProbe"]))
+        if spec.get("livenessProbe"):
+            loops.append(self._liveness(c))
+        await asyncio.gather(*loops)
+
+    async def _liveness(self, c: Container) -> None:
+        if not await self._probe_loop(c, c.spec["livenessProbe"], until_success=False):
+            await self._kill_unhealthy(c, "Liveness")
+
+    async def _kill_unhealthy(self, c: Container, kind: str) -> None:
+        """A failed startup or liveness probe: the container is killed and its restartPolicy decides what follows."""
+        await self._event("Warning", "Unhealthy", f"{kind} probe failed")
+        await self._event("Normal", "Killing", f"Container {c.name} failed {kind.lower()} probe, will be restarted")
+        grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+        _kill(c, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(asyncio.shield(c.proc.wait()), grace)
+        except TimeoutError:
+            _kill(c, signal.SIGKILL)
+
+    async def _probe_loop(self, c: Container, p: dict, until_success: bool | None = None) -> bool:
+        """Probe every periodSeconds. Readiness (`until_success` None) follows
+        successThreshold/failureThreshold for ever; a startup probe returns
+        True on its first success; a liveness probe returns False once it has
+        failed failureThreshold times in a row."""
         period = float(p.get("periodSeconds") or 10)
         need_ok, need_fail = int(p.get("successThreshold") or 1), int(p.get("failureThreshold") or 3)
         ok = fail = 0
@@ -491,14 +530,16 @@ class ProcessPodWorker(PodWorker):
         while True:
             passed = await run_probe(p, c.spec, node_ns, self.ip, lambda argv, t: self._exec(c, argv, t))
             ok, fail = (ok + 1, 0) if passed else (0, fail + 1)
-            ready = c.ready
-            if ok >= need_ok:
-                ready = True
-            elif fail >= need_fail:
-                ready = False
-            if ready != c.ready:
-                c.ready = ready
-                await self._publish()
+            if until_success is not None:
+                if until_success and passed:
+                    return True
+                if fail >= need_fail:
+                    return False
+            else:
+                ready = True if ok >= need_ok else False if fail >= need_fail else c.ready
+                if ready != c.ready:
+                    c.ready = ready
+                    await self._publish()
             await self.clock.sleep(period)
 
     async def _exec(self, c: Container, argv: list[str], timeout: float) -> int:
@@ -525,7 +566,7 @@ class ProcessPodWorker(PodWorker):
         for c in self.containers.values() if containers is None else containers:
             s = {"name": c.name, "state": c.state, "lastState": c.last_state, "ready": c.ready,
                  "restartCount": c.restarts, "image": image_ref(c.spec.get("image", "")),
-                 "imageID": image_id(c.spec.get("image", "")), "started": "running" in c.state}
+                 "imageID": image_id(c.spec.get("image", "")), "started": c.started}
             if c.instances:
                 s["containerID"] = self._container_id(c)
             out.append(s)

@@ -218,3 +218,33 @@ async def test_a_sidecar_runs_beside_the_app_and_stops_after_it(env):
     await eventually(status_of(pods, "with-sidecar", both_running), ATTEMPTS)
     done = await eventually(status_of(pods, "with-sidecar", phase("Succeeded")), ATTEMPTS)
     assert done["status"]["initContainerStatuses"][0]["state"]["terminated"]["exitCode"] == 143
+
+
+async def test_liveness_failures_restart_and_startup_probes_gate_readiness(env):
+    client, rt, tmp = env
+    pods = client.resource("", "v1", "pods")
+    flags = str(tmp / "flags")
+    mount = [{"name": "f", "mountPath": flags}]
+    live = pod("liveness", ["sleep", "300"], restart="Always", grace=1, volumeMounts=mount,
+               livenessProbe={"exec": {"command": ["test", "-f", f"{flags}/alive"]}, "periodSeconds": 1,
+                              "failureThreshold": 1})
+    live["spec"]["volumes"] = [{"name": "f", "emptyDir": {}}]
+    await pods.create(live)
+    restarted = await eventually(status_of(pods, "liveness", lambda st: (st.get("containerStatuses") or [{}])[0]
+                                           .get("restartCount", 0) >= 1), ATTEMPTS)
+    assert restarted["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"] == 143
+
+    gated = pod("startup", ["sleep", "300"], restart="Always", volumeMounts=mount,
+                startupProbe={"exec": {"command": ["test", "-f", f"{flags}/up"]}, "periodSeconds": 1,
+                              "failureThreshold": 1000})
+    gated["spec"]["volumes"] = [{"name": "f", "emptyDir": {}}]
+    p = await pods.create(gated)
+
+    def container(started):
+        return lambda st: st.get("phase") == "Running" and st["containerStatuses"][0]["started"] is started
+    waiting = await eventually(status_of(pods, "startup", container(False)), ATTEMPTS)
+    assert waiting["status"]["containerStatuses"][0]["ready"] is False
+    agent = next(iter(rt.pods.values())).agent
+    os.mknod(os.path.join(agent.volumes.volume_dir(p["metadata"]["uid"], "f"), "up"))
+    up = await eventually(status_of(pods, "startup", container(True)), ATTEMPTS)
+    assert up["status"]["containerStatuses"][0]["ready"] is True
