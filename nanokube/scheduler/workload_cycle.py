@@ -181,10 +181,21 @@ class WorkloadCycle:
                     subresource="status", field_manager="kube-scheduler")))
 
     def _held_for_others(self, group: str, priority: int) -> list[tuple[PodInfo, str]]:
-        """Nominated pods of other groups of at least `priority`: the space their preemptions freed."""
-        return [(info, node) for key, noms in self.nominated.items()
-                if key != group and group_priority(self.s.podgroups.get(key) or {}) >= priority
-                for info, node in noms]
+        """Nominated pods, still pending, of other groups of at least
+        `priority`: the space their preemptions freed. Groups that left the
+        queue (their pods deleted) hold nothing any more."""
+        held = []
+        for key in list(self.nominated):
+            entry = self.s.queue.groups.get(key)
+            if entry is None:
+                del self.nominated[key]
+                self.preempted.discard(key)
+                continue
+            if key == group or group_priority(self.s.podgroups.get(key) or {}) < priority:
+                continue
+            pending = {info.uid for info in entry.members.values()}
+            held += [(info, node) for info, node in self.nominated[key] if info.uid in pending]
+        return held
 
     def _try(self, fwk: Framework, nodes: list[NodeInfo], pending: list[PodInfo], need: int, already: int,
              held: list[tuple[PodInfo, str]] = ()) -> Attempt:

@@ -325,3 +325,22 @@ def test_a_post_filter_without_pod_group_post_filter_is_logged_at_start(caplog):
         WorkloadCycle(sched)
     assert [r.getMessage().split(":")[0] for r in caplog.records] == [
         "plugin PodOnly implements PostFilter but not PodGroupPostFilter"]
+
+
+async def test_a_nominated_group_whose_pods_are_deleted_holds_nothing(env):
+    client, sched, start = env
+    pods = await start([node("n1", "2")], [podgroup("low", 2, 1, "all")],
+                       [member("low-0", "low", 1, on="n1"), member("low-1", "low", 1, on="n1")])
+    await gang_of(client, "hi", 2, 100)
+    await eventually(lambda: _len2(doomed(pods)))
+    assert [n for _, n in sched.workload_cycle.nominated["default/hi"]] == ["n1", "n1"]
+    for i in range(2):
+        await pods.delete(f"hi-{i}", "default")
+    await release(pods, ["low-0", "low-1"])
+    await gang_of(client, "mid", 2, 50)
+
+    async def bound():
+        got = [(await pods.get(f"mid-{i}", "default"))["spec"].get("nodeName") for i in range(2)]
+        return got if all(got) else None
+    assert await eventually(bound, attempts=1500) == ["n1", "n1"]
+    assert "default/hi" not in sched.workload_cycle.nominated
