@@ -44,7 +44,7 @@ async def _up(args: argparse.Namespace) -> int:
     except (ClusterFileError, ModeError) as e:
         print(f"nanokube: {e}", file=sys.stderr)
         return 2
-    if args.runtime == "process" and (problem := _process_runtime_problem()):
+    if args.runtime == "process" and (problem := _process_runtime_problem(len(cluster.nodes()))):
         print(f"nanokube: --runtime process: {problem}", file=sys.stderr)
         return 2
     data_dir = os.path.abspath(args.data_dir)
@@ -125,8 +125,14 @@ def _identity(data_dir: str) -> str:
     return f"{socket.gethostname()}_up-{hashlib.sha256(data_dir.encode()).hexdigest()[:10]}"
 
 
-def _process_runtime_problem() -> str:
-    """Why this host cannot run the process runtime ("" when it can)."""
+#: every process-runtime node is a network namespace with its own kube-proxy: a test-bench size
+PROCESS_RUNTIME_MAX_NODES = 64
+
+
+def _process_runtime_problem(nodes: int) -> str:
+    """Why this host cannot run the process runtime for `nodes` nodes ("" when it can)."""
+    if nodes > PROCESS_RUNTIME_MAX_NODES:
+        return f"the cluster has {nodes} nodes; the process runtime runs at most {PROCESS_RUNTIME_MAX_NODES}"
     if not sys.platform.startswith("linux"):
         return "needs Linux"
     if os.geteuid() != 0:

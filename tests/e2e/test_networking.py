@@ -282,3 +282,11 @@ def test_ipvs_mode_is_refused_with_the_supported_modes(tmp_path):
                        timeout=60, check=False)
     assert r.returncode == 2
     assert "ipvs proxy mode is deprecated" in r.stderr and "iptables, nftables" in r.stderr
+
+
+def test_process_runtime_refuses_a_large_cluster(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "nanokube.cli", "up", "--data-dir", str(tmp_path), "--port", "0",
+                        "--runtime", "process", "--cluster", "examples/clusters/large-1000.yaml"],
+                       capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 2 and "runs at most 64" in r.stderr
+    assert not [n for n in list_netns() if n.startswith(f"{PREFIX}{cluster_tag(str(tmp_path))}-")]

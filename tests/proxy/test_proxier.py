@@ -1,6 +1,6 @@
 from nanokube.proxy.nftables.layout import TABLE, chain_base
 from nanokube.proxy.nftables.nft import NftError
-from nanokube.proxy.proxier import Proxier
+from nanokube.proxy.proxier import Proxier, service_ports
 from tests.controllers import eventually, make_stack
 
 
@@ -14,6 +14,22 @@ def endpoint_slice(ips):
                          "labels": {"kubernetes.io/service-name": "web"}},
             "addressType": "IPv4", "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
             "endpoints": [{"addresses": [ip], "conditions": {"ready": True}} for ip in ips]}
+
+
+def test_service_ports_carry_affinity_traffic_policies_and_local_endpoints():
+    svc = service()
+    svc["spec"] |= {"type": "NodePort", "sessionAffinity": "ClientIP", "externalTrafficPolicy": "Local",
+                    "internalTrafficPolicy": "Local"}
+    svc["spec"]["ports"][0]["nodePort"] = 30080
+    sl = endpoint_slice(["10.244.0.2", "10.244.1.2"])
+    sl["endpoints"][0]["nodeName"] = "node-0"
+    sl["endpoints"][1]["nodeName"] = "node-1"
+    (sp,) = service_ports(svc, [sl], "node-1")
+    assert sp.affinity_timeout == 10800 and sp.internal_local and sp.external_local and sp.node_port == 30080
+    assert [(e.ip, e.port, e.local) for e in sp.endpoints] == [("10.244.0.2", 8080, False), ("10.244.1.2", 8080, True)]
+    svc["spec"] |= {"type": "ClusterIP", "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 60}}}
+    (sp,) = service_ports(svc, [sl], "node-1")
+    assert sp.affinity_timeout == 60 and not sp.external_local, "externalTrafficPolicy applies to external types only"
 
 
 def mod_of(nft, chain):
