@@ -174,6 +174,12 @@ class Cache:
     def is_assumed(self, uid: str) -> bool:
         return uid in self.assumed
 
+    def assumed_info(self, uid: str) -> PodInfo | None:
+        """The PodInfo of an assumed pod, for reuse when its binding is seen."""
+        node = self.assumed.get(uid)
+        info = self.infos.get(node) if node is not None else None
+        return info.pods.get(uid) if info is not None else None
+
     def add_pod(self, info: PodInfo, node: str) -> None:
         """A bound pod seen through the informer; confirms an assumed one."""
         self.assumed.pop(info.uid, None)

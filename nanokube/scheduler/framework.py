@@ -92,19 +92,26 @@ class PodInfo:
         self.update(pod)
 
     def update(self, pod: dict) -> None:
+        """Takes the pod's latest JSON; requests are parsed again only when
+        what they derive from changed (not on binding, say)."""
         md = pod["metadata"]
+        spec = pod.get("spec") or {}
+        if getattr(self, "pod", None) is None or not self.same_requests(pod):
+            self.requests: Resources = pod_requests(spec)
+            self.nonzero: Resources = pod_requests(spec, nonzero=True)
         self.pod = pod
         self.key = f"{md.get('namespace', '')}/{md['name']}"
         self.uid = md.get("uid", "")
-        spec = pod.get("spec") or {}
-        self.requests: Resources = pod_requests(spec)
-        self.nonzero: Resources = pod_requests(spec, nonzero=True)
         affinity = spec.get("affinity") or {}
         anti = affinity.get("podAntiAffinity") or {}
         #: whether the pod carries inter-pod terms: the cache indexes such pods per node
         self.has_affinity = bool(affinity.get("podAffinity") or anti)
         self.has_required_anti_affinity = bool(anti.get("requiredDuringSchedulingIgnoredDuringExecution"))
         self._cached: dict = {}
+
+    def same_requests(self, pod: dict) -> bool:
+        """Whether `pod` requests what this PodInfo counted."""
+        return _resource_parts(self.pod.get("spec") or {}) == _resource_parts(pod.get("spec") or {})
 
     @property
     def spec(self) -> dict:
@@ -121,6 +128,11 @@ class PodInfo:
         except KeyError:
             v = self._cached[name] = build(self.pod)
             return v
+
+
+def _resource_parts(spec: dict) -> tuple:
+    """The parts of a pod spec its requests are computed from."""
+    return spec.get("containers"), spec.get("initContainers"), spec.get("overhead"), spec.get("resources")
 
 
 class Action(enum.IntFlag):

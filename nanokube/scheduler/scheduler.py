@@ -170,7 +170,14 @@ class Scheduler:
             self.queue.add(pod)
 
     def _on_assigned_pod_add(self, pod: dict, node: str) -> None:
-        self.cache.add_pod(PodInfo(pod, 0.0), node)
+        uid = pod["metadata"].get("uid", "")
+        info = self.cache.assumed_info(uid)
+        # the assumed PodInfo is counted on the node already: reuse it unless its requests changed meanwhile
+        if info is None or not info.same_requests(pod):
+            info = PodInfo(pod, 0.0)
+        else:
+            info.update(pod)
+        self.cache.add_pod(info, node)
         self.queue.on_event(ClusterEvent(ASSIGNED_POD, Action.ADD, "AssignedPodAdd"), None, pod)
 
     def _on_pod_update(self, old: dict, new: dict) -> None:
