@@ -8,10 +8,12 @@ node manager's single pod informer dispatches to `sync_pod`/`forget_pod`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import logging
 import os
 import uuid
+from collections import deque
 
 from ..apiserver.errors import APIError
 from ..clock import REAL, Clock
@@ -89,6 +91,47 @@ class IPPool:
             self._released.append(offset)
 
 
+class Throttle:
+    """Bounds the API calls the agents of one process have in flight: the
+    API server shares their event loop, so more at once only queue inside
+    it. Waiting heartbeats go before waiting registrations, since a late
+    Lease costs a node its Ready while a late registration costs start-up time."""
+
+    HEARTBEAT, REGISTRATION = 0, 1
+
+    def __init__(self, limit: int):
+        self._free = limit
+        self._waiting: tuple[deque, deque] = (deque(), deque())
+
+    @contextlib.asynccontextmanager
+    async def slot(self, priority: int):
+        if self._free > 0 and not any(self._waiting):
+            self._free -= 1
+        else:
+            fut = asyncio.get_running_loop().create_future()
+            self._waiting[priority].append(fut)
+            try:
+                await fut
+            except asyncio.CancelledError:
+                if fut.cancelled():
+                    self._waiting[priority].remove(fut)
+                else:
+                    self._release()
+                raise
+        try:
+            yield
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        """Hand the slot to the first waiter by priority, or free it."""
+        for queue in self._waiting:
+            if queue:
+                queue.popleft().set_result(None)
+                return
+        self._free += 1
+
+
 def _conditions(now: str) -> list[dict]:
     rows = [
         ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
@@ -103,11 +146,9 @@ def _conditions(now: str) -> list[dict]:
 class NodeAgent:
     def __init__(self, client, spec: NodeSpec, clock: Clock = REAL, *, renew_interval: float = 10.0,
                  lease_duration: int = 40, status_interval: float = 300.0,
-                 pods_dir: str = "", runtime=None, heartbeats: asyncio.Semaphore | None = None):
-        """`runtime` runs the containers (lifecycle.SimulatedRuntime by default).
-        `heartbeats`, shared by the agents of one process, bounds the Lease
-        renewals and status posts in flight: the API server runs in the same
-        event loop, so more at once only adds waiting, not throughput."""
+                 pods_dir: str = "", runtime=None, throttle: Throttle | None = None):
+        """`runtime` runs the containers (lifecycle.SimulatedRuntime by default);
+        `throttle` is shared by the agents of one process."""
         self.client = client
         self.runtime = runtime or SimulatedRuntime()
         self.spec = spec
@@ -132,7 +173,7 @@ class NodeAgent:
         self._conditions: list[dict] = []
         self._last_status = 0.0
         self._renewed_at = 0.0
-        self._beats = heartbeats or asyncio.Semaphore(1)
+        self.throttle = throttle or Throttle(1)
         self._task: asyncio.Task | None = None
         self.faults = Faults()
         self._fault_plan = Plan()
@@ -236,7 +277,7 @@ class NodeAgent:
             if self.faults.lease_stop:
                 continue
             try:
-                async with self._beats:
+                async with self.throttle.slot(Throttle.HEARTBEAT):
                     await self.renew_lease()
                     if self.clock.monotonic() - self._last_status >= self.status_interval:
                         await self.post_status()

@@ -17,7 +17,7 @@ from ..apiserver.rest import User
 from ..client.informer import Informer
 from ..client.local import LocalClient
 from ..clock import REAL, Clock
-from .agent import NodeAgent
+from .agent import NodeAgent, Throttle
 from .cluster import Cluster
 from .dra.deviceclasses import ensure_device_classes
 from .faults import ANNOTATION as FAULT_ANNOTATION
@@ -25,10 +25,8 @@ from .faults import ANNOTATION as FAULT_ANNOTATION
 log = logging.getLogger(__name__)
 
 NODE_USER = User("system:node-agents", ("system:nodes", "system:authenticated"))
-#: registrations and heartbeats in flight at once; the API server shares the
-#: event loop, so a handful keeps it busy and more only queue inside it
-START_CONCURRENCY = 8
-HEARTBEAT_CONCURRENCY = 8
+#: registrations and heartbeats in flight at once (see agent.Throttle)
+API_CONCURRENCY = 8
 RENEW_ENV = "NANOKUBE_NODE_RENEW_INTERVAL"
 
 
@@ -48,10 +46,10 @@ class NodeManager:
         self.clock = clock
         self._own_pods_dir = pods_dir is None
         self.pods_dir = pods_dir or tempfile.mkdtemp(prefix="nanokube-pods-")
-        beats = asyncio.Semaphore(HEARTBEAT_CONCURRENCY)
+        self.throttle = Throttle(API_CONCURRENCY)
         self.agents = {
             s.name: NodeAgent(self.client, s, clock, renew_interval=renew_interval, status_interval=status_interval,
-                              pods_dir=self.pods_dir, runtime=runtime, heartbeats=beats)
+                              pods_dir=self.pods_dir, runtime=runtime, throttle=self.throttle)
             for s in cluster.nodes()
         }
         self.pods = Informer(self.client.resource("", "v1", "pods"), field_selector="spec.nodeName!=")
@@ -67,7 +65,6 @@ class NodeManager:
         """Register every node and publish its devices (bounded concurrency),
         then start running pods. One list of ResourceSlices up front lets each
         driver adopt what a previous run published."""
-        sem = asyncio.Semaphore(START_CONCURRENCY)
         await ensure_device_classes(self.client)
         existing: dict[str, dict[str, list[dict]]] = {}
         items, _ = await self.client.resource("resource.k8s.io", "v1", "resourceslices").list()
@@ -77,7 +74,7 @@ class NodeManager:
                 existing.setdefault(node, {}).setdefault(s["spec"]["driver"], []).append(s)
 
         async def one(agent: NodeAgent) -> None:
-            async with sem:
+            async with self.throttle.slot(Throttle.REGISTRATION):
                 await agent.start(existing.get(agent.name, {}))
 
         await asyncio.gather(*(one(a) for a in self.agents.values()))

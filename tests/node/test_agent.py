@@ -1,6 +1,8 @@
+import asyncio
+
 import pytest
 
-from nanokube.node.agent import IPPool, pod_cidr
+from nanokube.node.agent import IPPool, Throttle, pod_cidr
 from nanokube.node.cluster import default_cluster, parse_cluster
 from nanokube.node.manager import NodeManager
 from tests.controllers import make_stack
@@ -148,3 +150,25 @@ async def test_status_posts_after_registration_carry_only_the_conditions(env):
     assert [list(b["status"]) for b in sent] == [["conditions"]]
     node = await client.resource("", "v1", "nodes").get("gpu-0")
     assert node["status"]["capacity"]["cpu"] == "64" and node["status"]["nodeInfo"]["kubeletVersion"] == "v1.37.0"
+
+
+async def test_throttle_bounds_calls_in_flight_and_serves_waiting_heartbeats_first():
+    throttle, order, gate = Throttle(2), [], asyncio.Event()
+
+    async def call(name: str, priority: int) -> None:
+        async with throttle.slot(priority):
+            order.append(name)
+            await gate.wait()
+
+    reg, beat = Throttle.REGISTRATION, Throttle.HEARTBEAT
+    tasks = [asyncio.create_task(call(n, p)) for n, p in
+             (("r1", reg), ("r2", reg), ("r3", reg), ("gone", beat), ("h1", beat), ("h2", beat))]
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert order == ["r1", "r2"]
+    tasks[3].cancel()
+    gate.set()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    assert order == ["r1", "r2", "h1", "h2", "r3"]
+    async with throttle.slot(reg), throttle.slot(reg):
+        assert order[-1] == "r3"
