@@ -11,7 +11,8 @@ from nanokube.apiserver.errors import APIError
 from nanokube.node.cluster import default_cluster
 from nanokube.node.manager import NodeManager
 from nanokube.node.runtime.netns import list_netns
-from nanokube.node.runtime.process import ProcessRuntime, expand
+from nanokube.node.runtime.process import ProcessRuntime
+from nanokube.node.runtime.worker import expand
 from tests.controllers import eventually, make_stack
 
 ATTEMPTS = 3000  # 30 s of polling: processes start for real

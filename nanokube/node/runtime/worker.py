@@ -1,0 +1,455 @@
+"""One pod under the process runtime: each container is a real process in
+its pod's network namespace (netns.py), started through launch.py with its
+env, working directory and volumes.
+
+Init containers run one after another first (sidecars, restartPolicy
+Always, start in order and keep running until the app containers are done);
+then the containers run, exit and restart on their own (restartPolicy,
+crash-loop backoff). Exit codes, restart counts and probes (startup,
+readiness, liveness; exec, httpGet, tcpSocket) make the container statuses
+and the pod's Ready condition; a failed liveness or startup probe kills the
+container. Deleting a pod sends SIGTERM to every container and SIGKILL to
+those still running when the grace period ends. Each container instance
+logs stdout and stderr to a file of its own (logs.py serves them).
+Images are recorded, not pulled: a container with neither command nor args
+runs `sleep infinity` in place of the image's entrypoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ...apiserver import errors
+from ...clock import parse_time
+from ..lifecycle import BACKOFF_MAX, PodWorker, image_id, image_ref
+from .netns import NetnsError
+from .probes import run_probe
+
+if TYPE_CHECKING:
+    from .process import ProcessRuntime
+
+LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch.py")
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_VAR = re.compile(r"\$\(([-._a-zA-Z0-9]+)\)|\$\$")
+
+
+def expand(s: str, env: dict[str, str]) -> str:
+    """Kubernetes' $(VAR) expansion: known variables expand, $$ escapes, the rest stays."""
+    return _VAR.sub(lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), s)
+
+
+def exit_code(returncode: int) -> int:
+    """A process killed by signal N exits 128+N, as container runtimes report it."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+@dataclass
+class Container:
+    """One container of a pod and its current instance."""
+
+    spec: dict
+    state: dict = field(default_factory=lambda: {"waiting": {"reason": "ContainerCreating"}})
+    last_state: dict = field(default_factory=dict)
+    restarts: int = 0
+    instances: int = 0  # processes started so far; the current one logs to log_path(instances - 1)
+    ready: bool = False
+    started: bool = False  # running, and past its startup probe if it has one
+    proc: asyncio.subprocess.Process | None = None
+    log_dir: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.spec["name"]
+
+    @property
+    def sidecar(self) -> bool:
+        return self.spec.get("restartPolicy") == "Always"
+
+    def log_path(self, instance: int) -> str:
+        return os.path.join(self.log_dir, f"{instance}.log")
+
+
+class ProcessPodWorker(PodWorker):
+    """A pod whose containers are processes; reuses PodWorker's status writes,
+    claim and volume set-up, events and deletion."""
+
+    def __init__(self, agent, pod: dict, runtime: ProcessRuntime):
+        super().__init__(agent, pod)
+        self.runtime = runtime
+        self.netns = ""
+        self._creating: asyncio.Future | None = None
+        self.containers: dict[str, Container] = {}
+        self.inits: dict[str, Container] = {}
+        self._initializing = False
+        self._children: list[asyncio.Task] = []
+        self._stopping = asyncio.Event()
+        self._write_lock = asyncio.Lock()
+        self._published: bytes = b""
+        self._mounts: dict[str, list[tuple[str, str, bool]]] = {}  # container -> (source, target, read-only)
+        self._env: dict[str, dict[str, str]] = {}
+        self._log_root = ""
+
+    # --- set-up and tear-down -------------------------------------------------------
+
+    async def _sandbox(self, _pod: dict) -> None:
+        """Create the pod's namespace; shielded, as the thread that builds it
+        runs on when the worker is cancelled, and teardown waits for it."""
+        self._creating = asyncio.ensure_future(
+            asyncio.to_thread(self.runtime.net.add_pod, self.agent.name, self.uid, self.ip))
+        self.netns = await asyncio.shield(self._creating)
+
+    async def _prepare(self) -> None:
+        """Log directories, mount targets and environments of every container."""
+        self._log_root = os.path.join(self.runtime.state_dir, "logs", f"{self.namespace}_{self.name}_{self.uid}")
+        vols = self.agent.volumes
+        init_specs = (self.pod.get("spec") or {}).get("initContainers") or []
+        self._initializing = bool(init_specs)
+        for spec in init_specs + self._containers():
+            c = Container(spec, log_dir=os.path.join(self._log_root, spec["name"]))
+            if spec in init_specs:
+                self.inits[c.name] = c
+            else:
+                self.containers[c.name] = c
+                if init_specs:
+                    c.state = {"waiting": {"reason": "PodInitializing"}}
+            os.makedirs(c.log_dir, exist_ok=True)
+            mounts = self._mounts[c.name] = []
+            for vm in spec.get("volumeMounts") or []:
+                src = vols.volume_dir(self.uid, vm["name"])
+                if vm.get("subPath"):
+                    src = os.path.join(src, vm["subPath"])
+                if not os.path.exists(src):
+                    os.makedirs(src, exist_ok=True)
+                self.runtime.claim_mountpoint(vm["mountPath"], os.path.isfile(src))
+                mounts.append((src, vm["mountPath"], bool(vm.get("readOnly"))))
+            self._env[c.name] = await self._environment(spec)
+        self.runtime.pods[(self.namespace, self.name)] = self
+
+    async def _environment(self, spec: dict) -> dict[str, str]:
+        env = {"PATH": DEFAULT_PATH, "HOSTNAME": self.name, "HOME": "/root"}
+        for e in spec.get("env") or []:
+            if "value" in e or not e.get("valueFrom"):
+                env[e["name"]] = expand(e.get("value", ""), env)
+                continue
+            v = await self._value_from(e["valueFrom"])
+            if v is not None:
+                env[e["name"]] = v
+        return env
+
+    async def _value_from(self, ref: dict) -> str | None:
+        """fieldRef, configMapKeyRef and secretKeyRef values (missing optional keys are left unset)."""
+        if "fieldRef" in ref:
+            path = ref["fieldRef"]["fieldPath"]
+            md, spec = self.pod["metadata"], self.pod.get("spec") or {}
+            simple = {"metadata.name": md["name"], "metadata.namespace": md["namespace"], "metadata.uid": self.uid,
+                      "spec.nodeName": spec.get("nodeName", ""), "spec.serviceAccountName":
+                      spec.get("serviceAccountName", ""), "status.podIP": self.ip, "status.podIPs": self.ip,
+                      "status.hostIP": self.agent.host_ip, "status.hostIPs": self.agent.host_ip}
+            if path in simple:
+                return simple[path]
+            m = re.fullmatch(r"metadata\.(labels|annotations)\['(.+)'\]", path)
+            return (md.get(m.group(1)) or {}).get(m.group(2)) if m else None
+        for kind, plural in (("configMapKeyRef", "configmaps"), ("secretKeyRef", "secrets")):
+            if kind in ref:
+                r = ref[kind]
+                try:
+                    obj = await self.agent.client.resource("", "v1", plural).get(r["name"], self.namespace)
+                except errors.APIError:
+                    return None
+                if kind == "secretKeyRef":
+                    raw = (obj.get("data") or {}).get(r["key"])
+                    return base64.b64decode(raw).decode(errors="replace") if raw is not None else None
+                return (obj.get("data") or {}).get(r["key"])
+        return None
+
+    async def _teardown(self) -> None:
+        """Kill what is left; remove the pod's namespace and the mount targets made for it."""
+        for c in self._all():
+            _kill(c, signal.SIGKILL)
+        if self._creating is not None:
+            await asyncio.gather(self._creating, return_exceptions=True)
+            await asyncio.to_thread(self.runtime.net.remove_pod, self.agent.name, self.uid)
+            self._creating, self.netns = None, ""
+        for _, target, _ in (m for mounts in self._mounts.values() for m in mounts):
+            self.runtime.release_mountpoint(target)
+        self._mounts.clear()
+
+    async def stop(self) -> None:
+        for t in self._children:
+            t.cancel()
+        await asyncio.gather(*self._children, return_exceptions=True)
+        await super().stop()
+        await self._teardown()
+        if self.runtime.pods.get((self.namespace, self.name)) is self:
+            del self.runtime.pods[(self.namespace, self.name)]
+        if self._log_root:
+            shutil.rmtree(self._log_root, ignore_errors=True)
+
+    # --- the pod ----------------------------------------------------------------------
+
+    async def _run_containers(self, adopted: bool) -> None:
+        """Start every container and wait until they are all done for good or the pod is deleted.
+        A pod adopted from an earlier run starts its containers again: the processes died with it."""
+        if not await self._retry(self._sandbox, NetnsError, "FailedCreatePodSandBox",
+                                 "Failed to create pod sandbox: {}"):
+            await self._teardown()
+            await self._delete()
+            return
+        await self._prepare()
+        flow = asyncio.create_task(self._pod_flow())
+        self._children.append(flow)
+        while not self.deleting() and not flow.done():
+            self.changed.clear()
+            waiter = asyncio.ensure_future(self.changed.wait())
+            await asyncio.wait([flow, waiter], return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+        if not flow.done():
+            md = self.pod["metadata"]
+            await self._kill_gracefully(list(self._all()), parse_time(md["deletionTimestamp"]))
+        await asyncio.gather(*self._children)
+        ended = [c for c in self._all() if not c.sidecar]
+        codes = [(c.state.get("terminated") or c.last_state.get("terminated") or {}).get("exitCode", 0)
+                 for c in ended]
+        now = self.clock.rfc3339()
+        try:
+            await self._write("Succeeded" if all(code == 0 for code in codes) else "Failed", self._statuses(), False,
+                              now, "PodCompleted", initialized=not self._initializing)
+        except errors.APIError as e:
+            if e.code != 404:
+                raise
+        await self._teardown()
+        self.agent.ips.release(self.uid)
+        await self.agent.claims.unprepare(self.uid)
+        self.agent.volumes.unmount(self.uid)
+        if self.deleting():
+            await self._delete()
+
+    async def _pod_flow(self) -> None:
+        """Init containers in order (a failed one that may not restart fails
+        the pod), then the app containers until none restarts; sidecars are
+        stopped once the app containers are done."""
+        policy = (self.pod.get("spec") or {}).get("restartPolicy", "Always")
+        for c in self.inits.values():
+            if self._stopping.is_set():
+                return
+            if c.sidecar:
+                self._children.append(asyncio.create_task(self._container_loop(c, lambda _code: True)))
+                continue
+            code = await self._container_loop(c, lambda code: code != 0 and policy != "Never")
+            if code != 0:
+                return
+        if self._stopping.is_set():
+            return
+        self._initializing = False
+
+        def restart(code: int) -> bool:
+            return policy == "Always" or (policy == "OnFailure" and code != 0)
+        await asyncio.gather(*(self._container_loop(c, restart) for c in self.containers.values()))
+        sidecars = [c for c in self.inits.values() if c.sidecar]
+        if sidecars:
+            grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+            await self._kill_gracefully(sidecars, self.clock.now() + grace)
+
+    def _all(self):
+        return [*self.inits.values(), *self.containers.values()]
+
+    async def _kill_gracefully(self, containers: list[Container], deadline: float) -> None:
+        """No more restarts; SIGTERM now and SIGKILL for whatever still runs at `deadline` (wall clock)."""
+        self._stopping.set()
+        running = [c for c in containers if c.proc and c.proc.returncode is None]
+        for c in running:
+            _kill(c, signal.SIGTERM)
+        waits = [asyncio.ensure_future(c.proc.wait()) for c in running]
+        if waits:
+            await asyncio.wait(waits, timeout=max(deadline - self.clock.now(), 0.0))
+        for c in running:
+            _kill(c, signal.SIGKILL)
+        await asyncio.gather(*waits, return_exceptions=True)
+
+    # --- one container --------------------------------------------------------------
+
+    def _argv(self, c: Container) -> list[str]:
+        env = self._env[c.name]
+        argv = [expand(a, env) for a in (c.spec.get("command") or []) + (c.spec.get("args") or [])]
+        return argv or ["sleep", "infinity"]
+
+    def _launch_argv(self, c: Container, argv: list[str]) -> list[str]:
+        spec = {"hostname": self.name, "mounts": self._mounts[c.name], "workdir": c.spec.get("workingDir") or "/",
+                "env": self._env[c.name], "argv": argv}
+        return ["ip", "netns", "exec", self.netns, sys.executable, "-I", LAUNCHER, json.dumps(spec)]
+
+    async def _spawn(self, c: Container) -> None:
+        out = os.open(c.log_path(c.instances), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            c.proc = await asyncio.create_subprocess_exec(
+                *self._launch_argv(c, self._argv(c)), stdin=asyncio.subprocess.DEVNULL, stdout=out,
+                stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+        finally:
+            os.close(out)
+        c.instances += 1
+
+    async def _container_loop(self, c: Container, restart) -> int:
+        """Run `c` until it exits and `restart(exit code)` says no (or the pod
+        stops), with crash-loop backoff in between; returns the last exit code."""
+        while True:
+            await self._spawn(c)
+            started = self.clock.rfc3339()
+            c.state = {"running": {"startedAt": started}}
+            probed = any(c.spec.get(k) for k in ("startupProbe", "readinessProbe", "livenessProbe"))
+            c.started = not c.spec.get("startupProbe")
+            c.ready = c.started and not c.spec.get("readinessProbe")
+            await self._publish()
+            probe = asyncio.create_task(self._probes(c)) if probed else None
+            try:
+                code = exit_code(await c.proc.wait())
+            finally:
+                if probe:
+                    probe.cancel()
+            c.ready = c.started = False
+            term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "startedAt": started,
+                    "finishedAt": self.clock.rfc3339(), "containerID": self._container_id(c)}
+            c.state = {"terminated": term}
+            if self._stopping.is_set() or not restart(code):
+                await self._publish()
+                return code
+            delay = min(self.runtime.backoff_initial * 2 ** c.restarts, BACKOFF_MAX)
+            c.last_state, c.restarts = {"terminated": term}, c.restarts + 1
+            c.state = {"waiting": {"reason": "CrashLoopBackOff",
+                                   "message": f"back-off {int(delay)}s restarting failed container={c.name} "
+                                              f"pod={self.name}_{self.namespace}({self.uid})"}}
+            await self._publish()
+            try:
+                await asyncio.wait_for(self._stopping.wait(), delay)
+                return code
+            except TimeoutError:
+                pass
+
+    async def _probes(self, c: Container) -> None:
+        """A startup probe first (until it passes nothing else probes; failing
+        kills the container), then readiness and liveness side by side."""
+        spec = c.spec
+        if spec.get("startupProbe") and not await self._probe_loop(c, spec["startupProbe"], until_success=True):
+            await self._kill_unhealthy(c, "Startup")
+            return
+        c.started = True
+        c.ready = not spec.get("readinessProbe")
+        await self._publish()
+        loops = []
+        if spec.get("readinessProbe"):
+            loops.append(self._probe_loop(c, spec["readinessProbe"]))
+        if spec.get("livenessProbe"):
+            loops.append(self._liveness(c))
+        await asyncio.gather(*loops)
+
+    async def _liveness(self, c: Container) -> None:
+        if not await self._probe_loop(c, c.spec["livenessProbe"], until_success=False):
+            await self._kill_unhealthy(c, "Liveness")
+
+    async def _kill_unhealthy(self, c: Container, kind: str) -> None:
+        """A failed startup or liveness probe: the container is killed and its restartPolicy decides what follows."""
+        await self._event("Warning", "Unhealthy", f"{kind} probe failed")
+        await self._event("Normal", "Killing", f"Container {c.name} failed {kind.lower()} probe, will be restarted")
+        grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+        _kill(c, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(asyncio.shield(c.proc.wait()), grace)
+        except TimeoutError:
+            _kill(c, signal.SIGKILL)
+
+    async def _probe_loop(self, c: Container, p: dict, until_success: bool | None = None) -> bool:
+        """Probe every periodSeconds. Readiness (`until_success` None) follows
+        successThreshold/failureThreshold for ever; a startup probe returns
+        True on its first success; a liveness probe returns False once it has
+        failed failureThreshold times in a row."""
+        period = float(p.get("periodSeconds") or 10)
+        need_ok, need_fail = int(p.get("successThreshold") or 1), int(p.get("failureThreshold") or 3)
+        ok = fail = 0
+        node_ns = self.runtime.net.nodes[self.agent.name][0]
+        await self.clock.sleep(float(p.get("initialDelaySeconds") or 0))
+        while True:
+            passed = await run_probe(p, c.spec, node_ns, self.ip, lambda argv, t: self._exec(c, argv, t))
+            ok, fail = (ok + 1, 0) if passed else (0, fail + 1)
+            if until_success is not None:
+                if until_success and passed:
+                    return True
+                if fail >= need_fail:
+                    return False
+            else:
+                ready = True if ok >= need_ok else False if fail >= need_fail else c.ready
+                if ready != c.ready:
+                    c.ready = ready
+                    await self._publish()
+            await self.clock.sleep(period)
+
+    async def _exec(self, c: Container, argv: list[str], timeout: float) -> int:
+        """An exec probe: `argv` in the container's context; a timeout counts as failure (-1)."""
+        if not argv:
+            return -1
+        proc = await asyncio.create_subprocess_exec(*self._launch_argv(c, argv), stdin=asyncio.subprocess.DEVNULL,
+                                                    stdout=asyncio.subprocess.DEVNULL,
+                                                    stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
+        try:
+            return await asyncio.wait_for(proc.wait(), timeout)
+        except TimeoutError:
+            os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+            return -1
+
+    # --- status -----------------------------------------------------------------------
+
+    def _container_id(self, c: Container) -> str:
+        return "containerd://" + hashlib.sha256(f"{self.uid}/{c.name}/{c.instances}".encode()).hexdigest()
+
+    def _statuses(self, containers=None) -> list[dict]:
+        out = []
+        for c in self.containers.values() if containers is None else containers:
+            s = {"name": c.name, "state": c.state, "lastState": c.last_state, "ready": c.ready,
+                 "restartCount": c.restarts, "image": image_ref(c.spec.get("image", "")),
+                 "imageID": image_id(c.spec.get("image", "")), "started": c.started}
+            if c.instances:
+                s["containerID"] = self._container_id(c)
+            out.append(s)
+        return out
+
+    def _init_statuses(self, now: str, running: bool) -> list[dict]:
+        """The init containers' own statuses (PodInitializing until they are set up)."""
+        if self.inits:
+            return self._statuses(self.inits.values())
+        return [self._status_of(c, {"waiting": {"reason": "PodInitializing"}}, False, False)
+                for c in (self.pod.get("spec") or {}).get("initContainers") or []]
+
+    async def _publish(self) -> None:
+        """Write the pod's status if it changed (containers publish concurrently)."""
+        async with self._write_lock:
+            statuses = self._statuses()
+            sidecars = [c for c in self.inits.values() if c.sidecar]
+            ready = not self._initializing and all(c.ready for c in [*self.containers.values(), *sidecars])
+            key = json.dumps([statuses, self._init_statuses("", True), ready], sort_keys=True).encode()
+            if key == self._published or (self.deleting() and self._stopping.is_set()):
+                return
+            self._published = key
+            try:
+                await self._write("Pending" if self._initializing else "Running", statuses, ready,
+                                  self.clock.rfc3339(), "" if ready else "ContainersNotReady", running=True,
+                                  initialized=not self._initializing)
+            except errors.APIError as e:
+                if e.code != 404:
+                    raise
+
+
+def _kill(c: Container, sig: int) -> None:
+    if c.proc is not None and c.proc.returncode is None:
+        try:
+            os.killpg(c.proc.pid, sig)
+        except ProcessLookupError:
+            pass
