@@ -224,6 +224,8 @@ def validate_pod_update(new: dict, old: dict) -> list[FieldError]:
     errs += _validate_deadline_update(ns, os_)
     errs += _validate_added_tolerations(ns.get("tolerations") or [], os_.get("tolerations") or [])
     errs += _validate_gates_update(ns, os_)
+    if ns == os_:
+        return errs
     munged = copy.deepcopy(ns)
     for key in ("containers", "initContainers"):
         for c, oc in zip(munged.get(key) or [], os_.get(key) or []):

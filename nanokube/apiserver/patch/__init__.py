@@ -7,7 +7,10 @@ kube-apiserver answers with for that failure, so the HTTP layer only renders it.
 
 from __future__ import annotations
 
+import copy
 from typing import Any, ClassVar
+
+import orjson
 
 _REJECTED = "the server rejected our request due to an error in our request"
 
@@ -35,3 +38,12 @@ class PatchError(Exception):
         if code == 422:
             self.status_message = _REJECTED
             self.details = {"causes": [{"reason": "UnexpectedServerResponse", "message": message}]}
+
+
+def json_copy(v: Any) -> Any:
+    """A deep copy of a JSON tree through orjson (a C round trip, many times
+    faster than copy.deepcopy); anything orjson cannot encode is deep-copied."""
+    try:
+        return orjson.loads(orjson.dumps(v))
+    except TypeError:
+        return copy.deepcopy(v)

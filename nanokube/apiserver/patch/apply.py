@@ -12,7 +12,6 @@ maps are granular, lists atomic.
 
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass
 from dataclasses import field as dc_field
@@ -22,7 +21,7 @@ from typing import Any
 import orjson
 
 from nanokube import schema as sch
-from nanokube.apiserver.patch import PatchError
+from nanokube.apiserver.patch import PatchError, json_copy
 from nanokube.apiserver.patch import fieldpath as fp
 from nanokube.apiserver.patch.fieldpath import Path
 
@@ -286,6 +285,8 @@ def _compare(
     if rhs is MISSING:
         _one_sided(lhs, raw, path, res.removed)
         return
+    if lhs is rhs or lhs == rhs:
+        return
     shape = _shape(raw, rhs)
     mismatch = lhs is not MISSING and rhs is not MISSING and _shape(raw, lhs) is not shape
     if (
@@ -348,7 +349,7 @@ def merge(lhs: Any, rhs: Any, raw: dict[str, Any] | None) -> Any:
     if rhs is MISSING:
         return lhs
     if lhs is MISSING:
-        return copy.deepcopy(rhs)
+        return json_copy(rhs)
     shape = _shape(raw, rhs)
     if (
         shape.kind == "leaf"
@@ -356,7 +357,7 @@ def merge(lhs: Any, rhs: Any, raw: dict[str, Any] | None) -> Any:
         or _shape(raw, lhs) is not shape
         or (_empty(lhs) and _empty(rhs))
     ):
-        return copy.deepcopy(rhs)
+        return json_copy(rhs)
     if shape.kind == "list":
         right: dict[fp.PathElement, Any] = {}
         for item in rhs or ():
@@ -368,7 +369,7 @@ def merge(lhs: Any, rhs: Any, raw: dict[str, Any] | None) -> Any:
         out = [
             merge(item, right.get(pe, MISSING), shape.elem) for pe, item in left.items()
         ]
-        out += [copy.deepcopy(item) for pe, item in right.items() if pe not in left]
+        out += [json_copy(item) for pe, item in right.items() if pe not in left]
         return out
     left, right = lhs or {}, rhs or {}
     return {
@@ -588,19 +589,6 @@ def _encode(obj: dict[str, Any], managers: dict[tuple, _Manager]) -> dict[str, A
     return obj
 
 
-def _copy_json(v: Any) -> Any:
-    """A deep copy of a JSON tree; anything but dicts, lists and scalars goes
-    through copy.deepcopy."""
-    t = type(v)
-    if t is dict:
-        return {k: _copy_json(x) for k, x in v.items()}
-    if t is list:
-        return [_copy_json(x) for x in v]
-    if t in (str, int, float, bool) or v is None:
-        return v
-    return copy.deepcopy(v)
-
-
 def _view_without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
     """`obj` less managedFields, sharing everything else with it: for reading
     only."""
@@ -611,7 +599,7 @@ def _view_without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def _without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
-    out = _copy_json(obj)
+    out = json_copy(obj)
     (out.get("metadata") or {}).pop("managedFields", None)
     return out
 
@@ -694,7 +682,7 @@ def _keep_times_on_noop(
         return [{k: v for k, v in e.items() if k != "time"} for e in entries]
 
     if untimed(old) == untimed(new) and old:
-        result["metadata"]["managedFields"] = copy.deepcopy(old)
+        result["metadata"]["managedFields"] = json_copy(old)
     return result
 
 
@@ -835,6 +823,15 @@ def _create_shape(obj: dict[str, Any]) -> bytes:
     return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
 
 
+def _outside(obj: Any, ignored: set[Path]) -> Any:
+    """`obj` less the top-level fields a write does not own (status for a
+    main-resource write, spec for a status write), so diffs skip them."""
+    tops = {p[0][1] for p in ignored if len(p) == 1}
+    if not tops or not isinstance(obj, dict) or not tops & obj.keys():
+        return obj
+    return {k: v for k, v in obj.items() if k not in tops}
+
+
 def _track(
     old: dict[str, Any] | None,
     result: dict[str, Any],
@@ -852,7 +849,7 @@ def _track(
     )
     marker = ("", "", "", "current-operation")
     try:
-        diff = _reassign(current, result, raw, managers, marker, True, ignored)
+        diff = _reassign(_outside(current, ignored), _outside(result, ignored), raw, managers, marker, True, ignored)
     except _TypeError:
         return result
     mine = (diff.added | diff.modified) - diff.removed - _STRIPPED

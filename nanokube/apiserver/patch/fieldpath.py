@@ -22,6 +22,8 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import orjson
+
 PathElement = tuple[str, Any]
 Path = tuple[PathElement, ...]
 
@@ -210,9 +212,22 @@ def _emit(node: _Node, include_self: bool) -> dict[str, Any]:
     return out
 
 
+#: encodings and decodings of recent field sets: an object's managers rarely
+#: change their sets, so most writes re-encode what they just decoded
+_ENCODED: dict[frozenset, bytes] = {}
+_DECODED: dict[bytes, frozenset] = {}
+_CACHE_LIMIT = 4096
+
+
 def to_fields_v1(paths: Iterable[Path]) -> dict[str, Any]:
     """The FieldsV1 object for a field set (`{}` for the empty set)."""
-    return _emit(_tree(paths), False)
+    key = frozenset(paths)
+    raw = _ENCODED.get(key)
+    if raw is None:
+        if len(_ENCODED) >= _CACHE_LIMIT:
+            _ENCODED.clear()
+        raw = _ENCODED[key] = orjson.dumps(_emit(_tree(key), False))
+    return orjson.loads(raw)
 
 
 def _parse_element(text: str) -> PathElement:
@@ -245,10 +260,19 @@ def _parse(obj: dict[str, Any], prefix: Path, out: set[Path]) -> None:
 
 def from_fields_v1(obj: dict[str, Any]) -> set[Path]:
     """Parse a FieldsV1 object; raises MalformedFields on a malformed one."""
-    out: set[Path] = set()
-    _parse(obj, (), out)
-    out.discard(())
-    return out
+    try:
+        key = orjson.dumps(obj)
+    except TypeError:
+        raise MalformedFields("FieldsV1 must be JSON") from None
+    parsed = _DECODED.get(key)
+    if parsed is None:
+        out: set[Path] = set()
+        _parse(obj, (), out)
+        out.discard(())
+        if len(_DECODED) >= _CACHE_LIMIT:
+            _DECODED.clear()
+        parsed = _DECODED[key] = frozenset(out)
+    return set(parsed)
 
 
 def without_prefixes(paths: Iterable[Path], prefixes: Iterable[Path]) -> set[Path]:

@@ -11,11 +11,10 @@ than 10000 operations is 413.
 
 from __future__ import annotations
 
-import copy
 import re
 from typing import Any
 
-from . import PatchError
+from . import PatchError, json_copy
 
 MAX_OPERATIONS = 10000
 _MISSING = "missing value"
@@ -31,7 +30,7 @@ class _OpError(Exception):
 def apply(doc: dict, patch: list) -> dict:
     """Apply the operations of `patch` in order to a copy of `doc`."""
     if patch is None:
-        return copy.deepcopy(doc)
+        return json_copy(doc)
     if not isinstance(patch, list):
         raise PatchError(f"json: cannot unmarshal {_go_type(patch)} into Go value of type jsonpatch.Patch", 400)
     for op in patch:
@@ -39,7 +38,7 @@ def apply(doc: dict, patch: list) -> dict:
             raise PatchError(f"json: cannot unmarshal {_go_type(op)} into Go value of type jsonpatch.Operation", 400)
     if len(patch) > MAX_OPERATIONS:
         raise PatchError(f"The allowed maximum operations in a JSON patch is {MAX_OPERATIONS}, got {len(patch)}", 413)
-    root: Any = copy.deepcopy(doc)
+    root: Any = json_copy(doc)
     try:
         for op in patch:
             root = _apply_op(root, op or {})
@@ -64,7 +63,7 @@ def _add(root: Any, op: dict) -> Any:
     if con is None:
         raise _OpError(f'add operation does not apply: doc is missing path: "{path}": {_MISSING}')
     try:
-        _insert(con, key, copy.deepcopy(op.get("value")))
+        _insert(con, key, json_copy(op.get("value")))
     except _OpError as e:
         raise _OpError(f"error in add for path: '{path}': {e}") from None
     return root
@@ -88,7 +87,7 @@ def _replace(root: Any, op: dict) -> Any:
     path, err = _pointer(op, "path")
     if err:
         raise _OpError(f"replace operation failed to decode path: {err}")
-    value = copy.deepcopy(op.get("value"))
+    value = json_copy(op.get("value"))
     if path == "":
         if not isinstance(value, (dict, list)):
             raise _OpError("replace operation value must be object or array: %!w(<nil>)")
@@ -140,7 +139,7 @@ def _copy(root: Any, op: dict) -> Any:
     if con is None:
         raise _OpError(f"copy operation does not apply: doc is missing from path: {src}: {_MISSING}")
     try:
-        value = copy.deepcopy(_get(con, key))
+        value = json_copy(_get(con, key))
     except _OpError as e:
         raise _OpError(f"error in copy for from: '{src}': {e}") from None
     path, err = _pointer(op, "path")

@@ -9,10 +9,9 @@ elements themselves).
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
-from . import PatchError
+from . import PatchError, json_copy
 
 BAD_PATCH = "Invalid JSON Patch"
 
@@ -21,8 +20,8 @@ def apply(doc: dict, patch: dict) -> dict:
     """Merge `patch` into a copy of `doc`; a non-object patch is rejected with 400."""
     if not isinstance(patch, dict):
         raise PatchError(BAD_PATCH, 400)
-    result = copy.deepcopy(doc)
-    _merge_into(result, copy.deepcopy(patch))
+    result = json_copy(doc)
+    _merge_into(result, json_copy(patch))
     return result
 
 

@@ -13,11 +13,10 @@ everything else passes through as a 500 with upstream's message.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from ... import schema as schemas
-from . import PatchError
+from . import PatchError, json_copy
 from . import merge as merge_patch
 
 DIRECTIVE = "$patch"
@@ -40,10 +39,10 @@ def apply(doc: dict, patch: dict, schema: dict | None) -> dict:
     if schema is None:
         return merge_patch.apply(doc, patch)
     if patch is None:
-        return copy.deepcopy(doc)
+        return json_copy(doc)
     if not isinstance(patch, dict):
         raise PatchError(f"json: cannot unmarshal {_json_type(patch)} into Go value of type {_MAP}", 400)
-    return _merge_map(copy.deepcopy(doc), copy.deepcopy(patch), schema)
+    return _merge_map(json_copy(doc), json_copy(patch), schema)
 
 
 # --- maps ---------------------------------------------------------------------------------------
