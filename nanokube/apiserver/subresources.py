@@ -5,7 +5,8 @@ resources."""
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Awaitable, Callable
+from collections.abc import AsyncIterable, Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import orjson
 from aiohttp import web
@@ -19,8 +20,9 @@ from .selectors import matches_labels, selector_from_object, selector_to_string
 if TYPE_CHECKING:
     from .handlers import APIHandlers
 
-#: node agents register a reader of container logs: (namespace, pod, container, options) -> bytes
-LogReader = Callable[[str, str, str, dict], Awaitable[bytes]]
+#: node agents register a reader of container logs: (namespace, pod, container, options) -> the
+#: log, or a stream of chunks for `follow`; None when the pod is not theirs
+LogReader = Callable[[str, str, str, dict], Awaitable[bytes | AsyncIterable[bytes] | None]]
 
 
 class Subresources:
@@ -30,7 +32,7 @@ class Subresources:
         #: the API server's token issuer; None where it serves without PKI
         self.tokens: ServiceAccountTokens | None = None
 
-    async def handle(self, h: "APIHandlers", request: web.Request, res: Resource, version: str, namespace, name, sub):
+    async def handle(self, h: APIHandlers, request: web.Request, res: Resource, version: str, namespace, name, sub):
         from .handlers import json_response
 
         m = request.method
@@ -147,14 +149,19 @@ class Subresources:
 
     # --- log --------------------------------------------------------------
 
-    async def log(self, namespace: str, name: str, query: dict) -> bytes:
+    async def log(self, namespace: str, name: str, query: dict) -> bytes | AsyncIterable[bytes]:
         pods = self.rest.index.get("", "v1", "pods")
         pod = self.rest._entry(pods, namespace, name).obj
-        containers = [c["name"] for c in (pod.get("spec") or {}).get("containers", [])]
+        spec = pod.get("spec") or {}
+        containers = [c["name"] for c in spec.get("containers", [])]
+        inits = [c["name"] for c in spec.get("initContainers") or []]
         container = query.get("container") or (containers[0] if len(containers) == 1 else "")
         if not container:
-            raise errors.bad_request(f"a container name must be specified for pod {name}, choose one of: {containers}")
-        if container not in containers:
+            choices = f"a container name must be specified for pod {name}, choose one of: [{' '.join(containers)}]"
+            if inits:
+                choices += f" or one of the init containers: [{' '.join(inits)}]"
+            raise errors.bad_request(choices)
+        if container not in containers + inits:
             raise errors.bad_request(f"container {container} is not valid for pod {name}")
         if not (pod.get("spec") or {}).get("nodeName"):
             raise errors.bad_request(f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating')

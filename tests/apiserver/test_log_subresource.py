@@ -1,0 +1,45 @@
+"""pods/log argument checks with kube-apiserver's messages, and dispatch to
+the node agent that serves the pod's logs (init containers included)."""
+
+import pytest
+
+from nanokube.apiserver.errors import APIError
+from nanokube.apiserver.subresources import Subresources
+from tests.controllers import make_stack
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    sub = Subresources(s.rest)
+    asked = []
+
+    async def reader(namespace, pod, container, query):
+        asked.append((namespace, pod, container))
+        return f"log of {container}\n".encode() if pod != "elsewhere" else None
+    sub.log_readers.append(reader)
+    pods = s.client.resource("", "v1", "pods")
+    for name in ("two", "elsewhere"):
+        await pods.create({"metadata": {"name": name, "namespace": "default"}, "spec": {
+            "nodeName": "n1", "initContainers": [{"name": "setup", "image": "busybox"}],
+            "containers": [{"name": "app", "image": "busybox"}, {"name": "side", "image": "busybox"}]}})
+    yield sub, asked
+    await s.close()
+
+
+async def test_container_choice_and_messages(env):
+    sub, asked = env
+    with pytest.raises(APIError) as e:
+        await sub.log("default", "two", {})
+    assert e.value.code == 400 and e.value.message == (
+        "a container name must be specified for pod two, choose one of: [app side] "
+        "or one of the init containers: [setup]")
+    with pytest.raises(APIError) as e:
+        await sub.log("default", "two", {"container": "nope"})
+    assert e.value.message == "container nope is not valid for pod two"
+    assert await sub.log("default", "two", {"container": "setup"}) == b"log of setup\n"
+    assert await sub.log("default", "two", {"container": "side"}) == b"log of side\n"
+    assert asked == [("default", "two", "setup"), ("default", "two", "side")]
+    with pytest.raises(APIError) as e:
+        await sub.log("default", "elsewhere", {"container": "app"})
+    assert 'no node agent serves logs for node "n1"' in e.value.message
