@@ -325,6 +325,15 @@ class _Request:
     shape: bytes
 
 
+@dataclass(slots=True)
+class Placement:
+    """Devices found for a pod's claims on one node, not yet written out."""
+
+    node: dict
+    claims: list[dict]
+    search: _Search
+
+
 class Allocator:
     """Allocates a pod's claims on one node.
 
@@ -347,13 +356,21 @@ class Allocator:
         """One AllocationResult per claim (v1 JSON, without
         allocationTimestamp), or None when the claims do not fit on `node`.
         Raises AllocationError or SearchLimitExceeded."""
+        found = self.find(node, claims)
+        return None if found is None else self.results(found)
+
+    def find(self, node: dict, claims: list[dict]) -> Placement | None:
+        """The devices for `claims` on `node`, or None; `results` writes
+        them out (Filter finds them on every node, Reserve writes one)."""
         pools = self.index.for_node(node)
         node_name = (node.get("metadata") or {}).get("name", "")
         flat = [req for ci, c in enumerate(claims) for req in self._alternatives(ci, c, pools, node_name)]
         search = _Search(claims, flat, pools, self.allocated, self.max_steps)
-        if not search.solve():
-            return None
-        return [self._result(ci, c, search, node) for ci, c in enumerate(claims)]
+        return Placement(node, claims, search) if search.solve() else None
+
+    def results(self, found: Placement) -> list[dict]:
+        """One AllocationResult per claim of a Placement."""
+        return [self._result(ci, c, found.search, found.node) for ci, c in enumerate(found.claims)]
 
     # -- preparation ------------------------------------------------------
 

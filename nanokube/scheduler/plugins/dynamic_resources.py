@@ -16,6 +16,7 @@ from ..dra.allocator import (
     AllocatedDevices,
     AllocationError,
     Allocator,
+    Placement,
     SearchLimitExceeded,
 )
 from ..dra.pools import PoolIndex
@@ -218,7 +219,7 @@ class _Cycle:
     pending: list[dict] = field(default_factory=list)  # to allocate, in claims order
     selectors: list[tuple[str, dict]] = field(default_factory=list)  # allocated: (claim, nodeSelector)
     allocator: Allocator | None = None
-    results: dict[str, list[dict]] = field(default_factory=dict)  # node -> allocation per pending claim
+    found: dict[str, Placement] = field(default_factory=dict)  # node -> devices for the pending claims
     reserved: list[str] = field(default_factory=list)  # claim uids put in flight
     written: list[dict] = field(default_factory=list)  # claims whose reservedFor PreBind extended
 
@@ -316,25 +317,25 @@ class DynamicResources:
         if cyc.allocator is None:
             return None
         try:
-            results = cyc.allocator.allocate(node.node, cyc.pending)
+            found = cyc.allocator.find(node.node, cyc.pending)
         except AllocationError as e:
             return unschedulable(str(e), resolvable=False)
         except SearchLimitExceeded:
             return unschedulable(TIMED_OUT)
-        if results is None:
+        if found is None:
             return unschedulable(CANNOT_ALLOCATE)
-        cyc.results[node.name] = results
+        cyc.found[node.name] = found
         return None
 
     def reserve(self, state, info, node: str):
         cyc: _Cycle | None = state.get(_STATE)
         if cyc is None or not cyc.pending:
             return None
-        results = cyc.results.get(node)
-        if results is None:
+        found = cyc.found.get(node)
+        if found is None:
             return Status(Code.ERROR, [f"no allocation was computed for node {node}"])
         stamp = self.handle.clock.rfc3339()
-        for claim, alloc in zip(cyc.pending, results):
+        for claim, alloc in zip(cyc.pending, cyc.allocator.results(found)):
             uid = claim["metadata"].get("uid", "")
             status = {**(claim.get("status") or {}), "allocation": {**alloc, "allocationTimestamp": stamp}}
             self.dra.set_in_flight(uid, {**claim, "status": status})
