@@ -12,18 +12,18 @@ A Job with `spec.scheduling` first gets its Workload and PodGroup
 
 from __future__ import annotations
 
-import asyncio
-
 from ..apiserver.errors import APIError
 from ..apiserver.selectors import matches_labels, selector_from_object
 from ..client.informer import Informer, key_of
 from ..clock import Clock, format_time, parse_time
 from . import job_failure_policy
 from .base import Controller
+from .events import EventRecorder
 from .job_workload import JobWorkloads, uses_workload
 from .replicaset import (
     Expectations,
     controller_ref,
+    create_pods,
     delete_pods,
     ignore_missing,
     owner_reference,
@@ -83,6 +83,25 @@ def success_policy_match(policy: dict | None, completions: int, done: set[int]) 
     return None
 
 
+def transition_events(old: list[dict], new: list[dict]) -> list[tuple[str, str, str]]:
+    """Upstream's events for conditions that just turned: completion,
+    failure (with the failure's reason and message), suspend and resume."""
+    before = {c["type"]: c["status"] for c in old}
+    out = []
+    for c in new:
+        if before.get(c["type"]) == c["status"]:
+            continue
+        if c["type"] == "Complete" and c["status"] == "True":
+            out.append(("Normal", "Completed", "Job completed"))
+        elif c["type"] == "Failed" and c["status"] == "True":
+            out.append(("Warning", c.get("reason", ""), c.get("message", "")))
+        elif c["type"] == "Suspended" and c["status"] == "True":
+            out.append(("Normal", "Suspended", "Job suspended"))
+        elif c["type"] == "Suspended" and before.get("Suspended") == "True":
+            out.append(("Normal", "Resumed", "Job resumed"))
+    return out
+
+
 def pod_index(pod: dict) -> int | None:
     v = (pod["metadata"].get("annotations") or {}).get(INDEX)
     return int(v) if v is not None and v.isdigit() else None
@@ -134,6 +153,7 @@ class JobController(Controller):
         self.job_inf = Informer(self.jobs)
         self.pod_inf = pod_informer or Informer(self.pods)
         self.expectations = Expectations(self.clock)
+        self.recorder = EventRecorder(client, "job-controller", self.clock)
         self.workloads = JobWorkloads(client, self.queue.add)
         self.job_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n),
                                   on_delete=self._enqueue)
@@ -245,7 +265,7 @@ class JobController(Controller):
         if fail_job and (outcome is None or outcome[0] != "FailureTarget"):
             outcome = ("FailureTarget", job_failure_policy.REASON, fail_job)
         if outcome or suspended:
-            await self._delete_pods(key, active)
+            await self._delete_pods(key, job, active)
             active = []
         elif self.expectations.satisfied(key):
             await self._manage(key, job, active, pods, succeeded, failed, done_idx, now)
@@ -257,7 +277,10 @@ class JobController(Controller):
             self._finish(st, outcome, now)
         elif outcome:
             self._add_condition(st, *outcome[:1], "True", *outcome[1:], now)
+        events = transition_events((job.get("status") or {}).get("conditions") or [], st.get("conditions") or [])
         await self._write_status(job, st)
+        for type_, reason, message in events:
+            await self.recorder.emit(job, type_, reason, message)
         await self._remove_finalizers(ignored + [p for p in pods if p["metadata"]["uid"] in
                                                  set(st["uncountedTerminatedPods"].get("succeeded", []))
                                                  | set(st["uncountedTerminatedPods"].get("failed", []))])
@@ -312,9 +335,9 @@ class JobController(Controller):
             self._add_condition(st, "Suspended", "False", "JobResumed", "Job resumed", now)
             st["startTime"] = format_time(now)
 
-    async def _delete_pods(self, key: str, active: list[dict]) -> None:
+    async def _delete_pods(self, key: str, job: dict, active: list[dict]) -> None:
         if active:
-            await delete_pods(self.pods, self.expectations, key, active)
+            await delete_pods(self.pods, self.expectations, key, active, self.recorder, job)
 
     async def _manage(self, key, job, active, pods, succeeded, failed, done_idx, now) -> None:
         spec = job["spec"]
@@ -336,19 +359,13 @@ class JobController(Controller):
             n = wanted_active(spec, succeeded) - len(active)
             if n < 0:
                 extra = sorted(active, key=lambda p: (bool(p["spec"].get("nodeName")), pod_is_ready(p)))[:-n]
-                await self._delete_pods(key, extra)
+                await self._delete_pods(key, job, extra)
                 return
             todo = [None] * max(0, n - len(terminating))
         if not todo:
             return
-        self.expectations.expect(key, adds=len(todo))
-        results = await asyncio.gather(*(self.pods.create(self._pod(job, i, group)) for i in todo),
-                                       return_exceptions=True)
-        failed_creates = [r for r in results if isinstance(r, BaseException)]
-        for _ in failed_creates:
-            self.expectations.observed_add(key)
-        if failed_creates:
-            raise failed_creates[0]
+        await create_pods(self.pods, self.expectations, key, [self._pod(job, i, group) for i in todo],
+                          self.recorder, job)
 
     def _backoff_left(self, pods: list[dict], failed: int, now: float) -> float:
         """Seconds before a replacement may start: 10s doubling per failure, from the last failure."""

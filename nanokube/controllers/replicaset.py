@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from ..apiserver.errors import APIError
 from ..apiserver.selectors import matches_labels, selector_from_object
 from ..client.informer import Informer, key_of
-from ..clock import Clock, parse_time
+from ..clock import Clock, format_time, parse_time
 from .base import Controller
+from .events import EventRecorder
 
 BURST = 500  # upstream's burstReplicas: the most pods one sync creates or deletes
 EXPECTATIONS_TTL = 300.0
@@ -124,9 +125,11 @@ def deletion_rank(pod: dict) -> tuple:
             tuple(-ord(ch) for ch in created))
 
 
-async def delete_pods(pods, expectations: Expectations, key, victims: list[dict]) -> None:
+async def delete_pods(pods, expectations: Expectations, key, victims: list[dict], recorder: EventRecorder,
+                      owner: dict) -> None:
     """Delete `victims` (by uid), expecting each deletion so the controller
-    never acts twice on a cache that has not seen them go yet."""
+    never acts twice on a cache that has not seen them go yet; each outcome
+    is an event on `owner`."""
     expectations.expect(key, dels=len(victims))
     for p in victims:
         try:
@@ -134,7 +137,27 @@ async def delete_pods(pods, expectations: Expectations, key, victims: list[dict]
         except APIError as e:
             expectations.observed_del(key)
             if e.code not in (404, 409):
+                await recorder.emit(owner, "Warning", "FailedDelete", f"Error deleting: {e.message}")
                 raise
+        else:
+            await recorder.emit(owner, "Normal", "SuccessfulDelete", f"Deleted pod: {p['metadata']['name']}")
+
+
+async def create_pods(pods, expectations: Expectations, key, bodies: list[dict], recorder: EventRecorder,
+                      owner: dict) -> None:
+    """Create `bodies` at once, expecting each creation; events on `owner`
+    say what was created or why not. The first failure is raised."""
+    expectations.expect(key, adds=len(bodies))
+    results = await asyncio.gather(*(pods.create(b) for b in bodies), return_exceptions=True)
+    failed = [r for r in results if isinstance(r, BaseException)]
+    for r in results:
+        if isinstance(r, BaseException):
+            expectations.observed_add(key)
+            await recorder.emit(owner, "Warning", "FailedCreate", f"Error creating: {getattr(r, 'message', r)}")
+        else:
+            await recorder.emit(owner, "Normal", "SuccessfulCreate", f"Created pod: {r['metadata']['name']}")
+    if failed:
+        raise failed[0]
 
 
 async def ignore_missing(coro) -> None:
@@ -156,6 +179,7 @@ class ReplicaSetController(Controller):
         super().__init__(client, **({"clock": clock} if clock else {}))
         self.rs = client.resource("apps", "v1", "replicasets")
         self.pods = client.resource("", "v1", "pods")
+        self.recorder = EventRecorder(client, "replicaset-controller", self.clock)
         self.rs_inf = Informer(self.rs)
         self.pod_inf = pod_informer or Informer(self.pods)
         self.expectations = Expectations(self.clock)
@@ -211,9 +235,15 @@ class ReplicaSetController(Controller):
             return
         pods = await self._claim(rs)
         active = [p for p in pods if pod_is_active(p)]
+        failure = None
         if self.expectations.satisfied(key):
-            await self._manage(key, rs, active)
-        await self._update_status(rs, active)
+            try:
+                await self._manage(key, rs, active)
+            except APIError as e:
+                failure = e
+        await self._update_status(rs, active, failure)
+        if failure is not None:
+            raise failure
 
     async def _claim(self, rs: dict) -> list[dict]:
         """Pods this ReplicaSet controls: its own that still match, plus
@@ -247,21 +277,27 @@ class ReplicaSetController(Controller):
     async def _manage(self, key: str, rs: dict, active: list[dict]) -> None:
         diff = len(active) - rs["spec"].get("replicas", 1)
         if diff < 0:
-            n = min(-diff, BURST)
-            self.expectations.expect(key, adds=n)
             pod = pod_from_template(rs["spec"].get("template") or {}, rs,
                                     owner_reference(rs, "apps/v1", self.kind), f"{rs['metadata']['name']}-")
-            results = await asyncio.gather(*(self.pods.create(pod) for _ in range(n)), return_exceptions=True)
-            failed = [r for r in results if isinstance(r, BaseException)]
-            for _ in failed:
-                self.expectations.observed_add(key)
-            if failed:
-                raise failed[0]
+            await create_pods(self.pods, self.expectations, key, [pod] * min(-diff, BURST), self.recorder, rs)
         elif diff > 0:
             victims = sorted(active, key=deletion_rank)[:min(diff, BURST)]
-            await delete_pods(self.pods, self.expectations, key, victims)
+            await delete_pods(self.pods, self.expectations, key, victims, self.recorder, rs)
 
-    async def _update_status(self, rs: dict, active: list[dict]) -> None:
+    def _failure_condition(self, rs: dict, status: dict, active: list[dict], failure: APIError | None) -> list[dict]:
+        """ReplicaFailure is set when creating or deleting pods fails and
+        dropped once managing them works again."""
+        conds = list(status.get("conditions") or [])
+        has = any(c["type"] == "ReplicaFailure" for c in conds)
+        if failure is not None and not has:
+            reason = "FailedCreate" if len(active) < rs["spec"].get("replicas", 1) else "FailedDelete"
+            conds.append({"type": "ReplicaFailure", "status": "True", "reason": reason, "message": failure.message,
+                          "lastTransitionTime": format_time(self.clock.now())})
+        elif failure is None and has:
+            conds = [c for c in conds if c["type"] != "ReplicaFailure"]
+        return conds
+
+    async def _update_status(self, rs: dict, active: list[dict], failure: APIError | None = None) -> None:
         spec = rs["spec"]
         tlabels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
         min_ready = spec.get("minReadySeconds", 0)
@@ -276,6 +312,9 @@ class ReplicaSetController(Controller):
             "availableReplicas": sum(1 for w in waits if w == 0),
             "observedGeneration": rs["metadata"].get("generation", 1),
         })
+        status["conditions"] = self._failure_condition(rs, status, active, failure)
+        if not status["conditions"]:
+            status.pop("conditions")
         pending = [w for w in waits if w]
         if pending:
             self.queue.add_after(key_of(rs), min(pending) + 0.05)

@@ -6,6 +6,7 @@ from nanokube.controllers.job import (
     format_indexes,
     parse_indexes,
     success_policy_match,
+    transition_events,
     wanted_active,
 )
 from tests.controllers import eventually, make_stack
@@ -239,3 +240,17 @@ async def test_success_policy_completes_an_indexed_job_early(env):
     conds = {c["type"]: (c["reason"], c["message"]) for c in j["status"]["conditions"]}
     assert conds["SuccessCriteriaMet"] == conds["Complete"] == ("SuccessPolicy", "Matched rules at index 0")
     assert j["status"]["completedIndexes"] == "0" and j["status"]["succeeded"] == 1
+
+
+def test_transition_events_follow_upstream():
+    done = [{"type": "Complete", "status": "True"}]
+    failed = [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+               "message": "Job has reached the specified backoff limit"}]
+    assert transition_events([], done) == [("Normal", "Completed", "Job completed")]
+    assert transition_events(done, done) == []
+    assert transition_events([], failed) == [("Warning", "BackoffLimitExceeded", "Job has reached the specified backoff limit")]
+    suspended = [{"type": "Suspended", "status": "True"}]
+    resumed = [{"type": "Suspended", "status": "False"}]
+    assert transition_events([], suspended) == [("Normal", "Suspended", "Job suspended")]
+    assert transition_events(suspended, resumed) == [("Normal", "Resumed", "Job resumed")]
+    assert transition_events([], resumed) == []

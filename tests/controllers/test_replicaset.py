@@ -148,3 +148,41 @@ def test_deletion_rank_prefers_unscheduled_then_newest():
                 "status": {"phase": "Running"}}
     old, new, unscheduled = pod("n1", "2024-01-01T00:00:00Z"), pod("n1", "2024-01-02T00:00:00Z"), pod(None, "2023-01-01T00:00:00Z")
     assert sorted([old, new, unscheduled], key=deletion_rank) == [unscheduled, new, old]
+
+
+async def test_created_and_deleted_pods_are_events_on_the_replicaset(env):
+    client, _ = env
+    rsets = client.resource("apps", "v1", "replicasets")
+    await rsets.create(replicaset(replicas=2))
+    created = await eventually(lambda: pods_of(client, 2))
+    await patch_retrying(rsets, "web", {"spec": {"replicas": 1}})
+    await eventually(lambda: pods_of(client, 1))
+
+    async def events():
+        items, _ = await client.resource("", "v1", "events").list("default")
+        got = sorted((e["reason"], e["message"]) for e in items if e["involvedObject"]["kind"] == "ReplicaSet")
+        return len(got) == 3 and got
+    got = await eventually(events)
+    names = sorted(p["metadata"]["name"] for p in created)
+    assert got[:2] == [("SuccessfulCreate", f"Created pod: {n}") for n in names]
+    assert got[2][0] == "SuccessfulDelete" and got[2][1] in {f"Deleted pod: {n}" for n in names}
+
+
+async def test_a_failing_create_sets_replica_failure_and_success_clears_it(env):
+    client, ctrl = env
+    namespaces, rsets = client.resource("", "v1", "namespaces"), client.resource("apps", "v1", "replicasets")
+    await namespaces.create({"metadata": {"name": "doomed", "finalizers": ["e2e.nanokube.io/hold"]}})
+    body = replicaset(replicas=0)
+    body["metadata"]["namespace"] = "doomed"
+    await rsets.create(body)
+    await namespaces.delete("doomed")
+    await rsets.patch("web", {"spec": {"replicas": 1}}, namespace="doomed")
+
+    async def failure():
+        st = (await rsets.get("web", "doomed")).get("status") or {}
+        return next((c for c in st.get("conditions") or [] if c["type"] == "ReplicaFailure"), None)
+    cond = await eventually(failure)
+    assert (cond["status"], cond["reason"]) == ("True", "FailedCreate")
+    assert "because it is being terminated" in cond["message"]
+    rs = await rsets.get("web", "doomed")
+    assert ctrl._failure_condition(rs, rs["status"], [], None) == []
