@@ -75,7 +75,7 @@ def logs(c, name: str) -> list[str]:
 
 
 def pod_when(c, name: str, ready) -> dict:
-    """The pod once `ready(pod)` holds."""
+    """The pod once `ready(its status)` holds."""
     def check():
         p = pod(c, name)
         return p if ready(p["status"]) else None
