@@ -397,6 +397,7 @@ class DeploymentController(Controller):
         else:
             st["conditions"] = self._with_condition(st, "Available", "False", "MinimumReplicasUnavailable",
                                                     "Deployment does not have minimum availability.")
+        st["conditions"] = self._replica_failure(st, new_rs, old)
         st["conditions"] = self._paused_condition(d, st)
         if new_rs and not d["spec"].get("paused"):
             st["conditions"] = self._progress(d, st, new_rs, old)
@@ -406,6 +407,15 @@ class DeploymentController(Controller):
             except APIError as e:
                 if e.code != 404:
                     raise
+
+    def _replica_failure(self, st: dict, new_rs: dict | None, old: list[dict]) -> list[dict]:
+        """A ReplicaSet's ReplicaFailure (the new one's first) shows on the Deployment."""
+        failure = next((c for r in ([new_rs] if new_rs else []) + old
+                        for c in (r.get("status") or {}).get("conditions") or []
+                        if c["type"] == "ReplicaFailure" and c["status"] == "True"), None)
+        if failure is None:
+            return [c for c in st.get("conditions") or [] if c["type"] != "ReplicaFailure"]
+        return self._with_condition(st, "ReplicaFailure", "True", failure.get("reason", ""), failure.get("message", ""))
 
     def _paused_condition(self, d: dict, st: dict) -> list[dict]:
         """Pausing or resuming shows in Progressing (Unknown), unless there is

@@ -207,3 +207,29 @@ async def test_scaling_mid_rollout_grows_both_replicasets_in_proportion(env):
     assert {r["metadata"]["annotations"]["deployment.kubernetes.io/max-replicas"] for r in items} == {"9"}
     await eventually(lambda: rollout_done(client, "2"))
     assert await sizes() == {"nginx:1": 0, "nginx:2": 8}
+
+
+async def test_a_replicaset_failure_shows_on_the_deployment():
+    s = await make_stack()
+    ctrl = DeploymentController(s.client)
+    await ctrl.start()
+    try:
+        deps, rsets = s.client.resource("apps", "v1", "deployments"), s.client.resource("apps", "v1", "replicasets")
+        await deps.create(deployment())
+
+        async def the_rs():
+            items, _ = await rsets.list("default")
+            return items and items[0]
+        rs = await eventually(the_rs)
+        failure = {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
+                   "message": 'pods "web-x" is forbidden: exceeded quota', "lastTransitionTime": "2026-01-01T00:00:00Z"}
+        await rsets.update({**rs, "status": {"replicas": 0, "conditions": [failure]}}, subresource="status")
+
+        async def shown():
+            d = await deps.get("web", "default")
+            return next((c for c in d.get("status", {}).get("conditions") or [] if c["type"] == "ReplicaFailure"), None)
+        cond = await eventually(shown)
+        assert (cond["status"], cond["reason"], cond["message"]) == ("True", "FailedCreate", failure["message"])
+    finally:
+        await stop(ctrl)
+        await s.close()
