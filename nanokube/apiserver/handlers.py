@@ -290,12 +290,19 @@ class APIHandlers:
                             force=_bool(q.get("force")), user=_user(request))
 
     async def _raw(self, request: web.Request) -> bytes:
+        """The whole body: `read(n)` returns what has arrived so far, so read until EOF."""
         if request.content_length and request.content_length > MAX_BODY:
             raise errors.too_large()
-        raw = await request.content.read(MAX_BODY + 1)
-        if len(raw) > MAX_BODY:
+        chunks, size = [], 0
+        while size <= MAX_BODY:
+            chunk = await request.content.read(MAX_BODY + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > MAX_BODY:
             raise errors.too_large()
-        return raw
+        return b"".join(chunks)
 
     async def _body(self, request: web.Request) -> Any:
         raw = await self._raw(request)

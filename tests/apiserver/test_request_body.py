@@ -1,0 +1,36 @@
+"""A request body that arrives in several TCP segments is read whole."""
+
+import asyncio
+import ssl
+
+import orjson
+
+from nanokube.apiserver.app import APIServer
+from nanokube.pki.ca import ensure_pki
+from nanokube.store.memory import MemoryStore
+
+
+async def test_body_sent_in_pieces_is_read_to_the_end(tmp_path):
+    pki = ensure_pki(str(tmp_path))
+    server = APIServer(MemoryStore(), pki, port=0)
+    await server.start()
+    try:
+        ctx = ssl.create_default_context(cadata=pki.ca.cert_pem.decode())
+        (tmp_path / "c.crt").write_bytes(pki.admin.cert_pem)
+        (tmp_path / "c.key").write_bytes(pki.admin.key_pem)
+        ctx.load_cert_chain(tmp_path / "c.crt", tmp_path / "c.key")
+        body = orjson.dumps({"metadata": {"name": "big", "namespace": "default"}, "data": {"k": "x" * 6000}})
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port, ssl=ctx, server_hostname="localhost")
+        writer.write(b"POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: localhost\r\n"
+                     b"Content-Type: application/json\r\nConnection: close\r\n"
+                     b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body[:3000])
+        await writer.drain()
+        await asyncio.sleep(0.3)
+        writer.write(body[3000:])
+        await writer.drain()
+        response = await reader.read()
+        writer.close()
+        assert response.startswith(b"HTTP/1.1 201"), response[:300]
+        assert orjson.loads(response.split(b"\r\n\r\n", 1)[1])["data"]["k"] == "x" * 6000
+    finally:
+        await server.stop()
