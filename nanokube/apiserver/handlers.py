@@ -194,7 +194,7 @@ class APIHandlers:
         watch = _bool(q.get("watch"))
         verb = {
             "GET": "WATCH" if watch else ("GET" if name else "LIST"),
-            "POST": "POST" if not name or sub else "POST",
+            "POST": "POST",
             "PUT": "PUT", "PATCH": "PATCH",
             "DELETE": "DELETE" if name else "DELETECOLLECTION",
         }.get(m, m)
@@ -402,7 +402,7 @@ class APIHandlers:
                     break
                 try:
                     ev = await asyncio.wait_for(stream.__anext__(), remaining) if remaining else await stream.__anext__()
-                except (StopAsyncIteration, asyncio.TimeoutError):
+                except (TimeoutError, StopAsyncIteration):
                     break
                 await emit(ev)
         except (ConnectionResetError, asyncio.CancelledError):
