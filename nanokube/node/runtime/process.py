@@ -82,7 +82,18 @@ class ProcessRuntime:
             del self._mountpoints[target]
             for path in entry[1]:
                 _remove_empty(path)
+                if os.path.lexists(path):
+                    self._hand_over(path)
         self._save_mountpoints()
+
+    def _hand_over(self, path: str) -> None:
+        """A directory created for one target that still holds another target
+        becomes that target's to remove (mount paths sharing a new parent)."""
+        for other, (_, created) in self._mountpoints.items():
+            if other.startswith(path.rstrip("/") + "/") and path not in created:
+                created.append(path)
+                created.sort(key=len, reverse=True)
+                return
 
     def _save_mountpoints(self) -> None:
         os.makedirs(self.state_dir, exist_ok=True)
