@@ -115,14 +115,14 @@ class InterPodAffinity:
             # only existing pods' required anti-affinity can matter: walk just those pods
             for node in self.handle.snapshot.nodes:
                 if node.anti_affinity_pods:
-                    self._count_existing(node, node.anti_affinity_pods.values(), pod, ns_labels, existing)
+                    self._count_existing(node, pod, ns_labels, existing)
             if not existing:
                 return None, SKIP
         else:
             for node in self.handle.snapshot.nodes:
                 labels = node.labels
                 if node.anti_affinity_pods:
-                    self._count_existing(node, node.anti_affinity_pods.values(), pod, ns_labels, existing)
+                    self._count_existing(node, pod, ns_labels, existing)
                 for p in node.pods.values():
                     if mine.affinity and all(t.matches(p.pod, ns_labels) for t in mine.affinity):
                         for t in mine.affinity:
@@ -135,10 +135,10 @@ class InterPodAffinity:
         state[_FILTER_KEY] = (mine, existing, affinity, anti, self_match)
         return None, None
 
-    def _count_existing(self, node, pods, pod: dict, ns_labels: NamespaceLabels, existing: Counter) -> None:
-        """Counts, per topology pair, existing pods whose required anti-affinity selects `pod`."""
+    def _count_existing(self, node, pod: dict, ns_labels: NamespaceLabels, existing: Counter) -> None:
+        """Counts, per topology pair, the node's pods whose required anti-affinity selects `pod`."""
         labels = node.labels
-        for p in pods:
+        for p in node.anti_affinity_pods.values():
             for t in p.derived(self.name, terms).anti:
                 if t.key in labels and t.matches(pod, ns_labels):
                     existing[t.key, labels[t.key]] += 1
@@ -166,11 +166,11 @@ class InterPodAffinity:
             if key in labels:
                 scores.setdefault(key, Counter())[labels[key]] += weight
 
-        nodes = self.handle.snapshot.nodes
+        walk = self.handle.snapshot.nodes
         if not mine.preferred:
             # without preferred terms of its own, only pods with terms can add to the score
-            nodes = [n for n in nodes if n.affinity_pods]
-        for node in nodes:
+            walk = [n for n in walk if n.affinity_pods]
+        for node in walk:
             for p in (node.pods if mine.preferred else node.affinity_pods).values():
                 for t in mine.preferred:
                     if t.matches(p.pod, ns_labels):
