@@ -86,25 +86,25 @@ def test_most_allocated_profile_packs_pods():
      "podMaxBackoffSeconds: Invalid value: 2: must be greater than or equal to PodInitialBackoffSeconds"),
     ({"parallelism": 0}, "parallelism: Invalid value: 0: should be an integer value greater than zero"),
     ({"profiles": [{"plugins": {"filter": {"enabled": [{"name": "NoSuchPlugin"}]}}}]},
-     'initializing profiles: creating profile for scheduler name default-scheduler: '
-     'FilterPlugin "NoSuchPlugin" does not exist'),
+     ('initializing profiles: creating profile for scheduler name default-scheduler: '
+      'FilterPlugin "NoSuchPlugin" does not exist')),
     ({"profiles": [{"plugins": {"filter": {"enabled": [{"name": "PrioritySort"}]}}}]},
-     'initializing profiles: creating profile for scheduler name default-scheduler: '
-     'plugin "PrioritySort" does not extend FilterPlugin plugin'),
+     ('initializing profiles: creating profile for scheduler name default-scheduler: '
+      'plugin "PrioritySort" does not extend FilterPlugin plugin')),
     ({"profiles": [{"schedulerName": "a"}, {"schedulerName": "b", "plugins": {"queueSort": {
         "disabled": [{"name": "*"}]}}}]},
      "profiles[1].plugins.queueSort: Invalid value: {'disabled': [{'name': '*'}]}: must be the same for all profiles"),
     ({"profiles": [{"pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "Fancy"}}}]}]},
-     'profiles[0].pluginConfig[0].args.scoringStrategy.type: Unsupported value: "Fancy": supported values: '
-     '"LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"'),
+     ('profiles[0].pluginConfig[0].args.scoringStrategy.type: Unsupported value: "Fancy": supported values: '
+      '"LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"')),
     ({"profiles": [{"pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": {
         "type": "RequestedToCapacityRatio"}}}]}]},
-     "profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio: Required value: "
-     "must be specified when type is RequestedToCapacityRatio"),
+     ("profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio: Required value: "
+      "must be specified when type is RequestedToCapacityRatio")),
     ({"profiles": [{"pluginConfig": [{"name": "PodTopologySpread", "args": {"defaultConstraints": [
         {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}]}}]}]},
-     'profiles[0].pluginConfig[0].args.defaultingType: Invalid value: "System": '
-     "when .defaultConstraints are not empty"),
+     ('profiles[0].pluginConfig[0].args.defaultingType: Invalid value: "System": '
+      "when .defaultConstraints are not empty")),
     ({"profiles": [{"pluginConfig": [{"name": "PodTopologySpread", "args": {"defaultingType": "List",
                                                                              "defaultConstraints": [
         {"maxSkew": 0, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}]}}]}]},

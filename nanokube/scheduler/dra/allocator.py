@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Callable, Iterable
 
 import orjson
 
