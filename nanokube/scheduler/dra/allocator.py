@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -61,13 +61,6 @@ class AllocatedDevices:
     def remove(self, allocation: dict) -> None:
         """Undoes `add` of the same allocation."""
         self.add(allocation, -1)
-
-    @classmethod
-    def from_claims(cls, claims: Iterable[dict]) -> AllocatedDevices:
-        out = cls()
-        for c in claims:
-            out.add((c.get("status") or {}).get("allocation"))
-        return out
 
 
 def _count(refs: dict[DeviceID, int], did: DeviceID, sign: int) -> None:
