@@ -113,9 +113,7 @@ class Throttle:
             try:
                 await fut
             except asyncio.CancelledError:
-                if fut.cancelled():
-                    self._waiting[priority].remove(fut)
-                else:
+                if not fut.cancelled():
                     self._release()
                 raise
         try:
@@ -124,11 +122,14 @@ class Throttle:
             self._release()
 
     def _release(self) -> None:
-        """Hand the slot to the first waiter by priority, or free it."""
+        """Hand the slot to the first waiter by priority (cancelled ones are
+        dropped here), or free it."""
         for queue in self._waiting:
-            if queue:
-                queue.popleft().set_result(None)
-                return
+            while queue:
+                fut = queue.popleft()
+                if not fut.done():
+                    fut.set_result(None)
+                    return
         self._free += 1
 
 
