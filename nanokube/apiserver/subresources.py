@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 #: node agents register a reader of container logs: (namespace, pod, container, options) -> the
 #: log, or a stream of chunks for `follow`; None when the pod is not theirs
+#: kube-apiserver refuses evictions while this many are unconfirmed by the disruption controller
+MAX_DISRUPTED_PODS = 2000
 LogReader = Callable[[str, str, str, dict], Awaitable[bytes | AsyncIterable[bytes] | None]]
 
 
@@ -108,44 +110,89 @@ class Subresources:
     # --- eviction ---------------------------------------------------------
 
     async def evict(self, namespace: str, name: str, eviction: dict, opts: WriteOptions) -> dict:
+        """The Eviction API: a pod covered by a PodDisruptionBudget is deleted
+        only if the budget allows one more disruption, which this records
+        (disruptedPods) before deleting, as kube-apiserver does."""
         pods = self.rest.index.get("", "v1", "pods")
         pdbs = self.rest.index.get("policy", "v1", "poddisruptionbudgets")
         pod = self.rest._entry(pods, namespace, name).obj
-        terminal = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-        if pdbs is not None and not terminal and not pod["metadata"].get("deletionTimestamp"):
+        phase = (pod.get("status") or {}).get("phase")
+        if pdbs is not None and phase not in ("Succeeded", "Failed", "Pending") \
+                and not pod["metadata"].get("deletionTimestamp"):
             labels = pod["metadata"].get("labels") or {}
-            matching = [e for _, e in self.rest.cache.list(pdbs.key_prefix(namespace))
-                        if matches_labels(selector_from_object((e.obj.get("spec") or {}).get("selector")), labels)
-                        and (e.obj.get("spec") or {}).get("selector")]
-            if len(matching) > 1:
-                raise errors.APIError(500, "InternalError", "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.")
-            if matching:
-                pdb_entry = matching[0]
-                pdb = pdb_entry.obj
-                st = pdb.get("status") or {}
-                if st.get("observedGeneration", 0) < pdb["metadata"].get("generation", 1) or st.get("disruptionsAllowed", 0) < 1:
-                    desired, healthy = st.get("desiredHealthy", 0), st.get("currentHealthy", 0)
-                    raise errors.APIError(
-                        429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.",
-                        {"causes": [{"reason": "DisruptionBudget",
-                                     "message": f"The disruption budget {pdb['metadata']['name']} needs {desired} healthy pods and has {healthy} currently"}]},
-                        headers={"Retry-After": "10"})
-                if not opts.dry_run:
-                    new = copy.deepcopy(pdb)
-                    nst = new.setdefault("status", {})
-                    nst["disruptionsAllowed"] = nst.get("disruptionsAllowed", 0) - 1
-                    nst.setdefault("disruptedPods", {})[name] = self.rest.clock.rfc3339()
-                    from .cache import stored_value
-
-                    try:
-                        kv = await self.rest.store.update(pdbs.key(namespace, pdb["metadata"]["name"]), stored_value(new), pdb_entry.rev)
-                    except Exception:
-                        raise errors.APIError(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.",
-                                              headers={"Retry-After": "1"}) from None
-                    await self.rest.cache.wait_for(kv.mod_revision)
+            for _ in range(5):
+                matching = [e for _, e in self.rest.cache.list(pdbs.key_prefix(namespace))
+                            if (e.obj.get("spec") or {}).get("selector") is not None
+                            and matches_labels(selector_from_object(e.obj["spec"]["selector"]), labels)]
+                if len(matching) > 1:
+                    raise errors.APIError(500, "InternalError", "This pod has more than one PodDisruptionBudget, which "
+                                                                "the eviction subresource does not support.")
+                if not matching or self._unhealthy_evictable(pod, matching[0].obj) or \
+                        await self._decrement(pdbs, namespace, name, matching[0], opts):
+                    break
+                await self.rest.cache.sync()
+            else:
+                raise errors.conflict("policy", "poddisruptionbudgets", matching[0].obj["metadata"]["name"],
+                                      errors.STALE)
         options = (eviction or {}).get("deleteOptions") or {}
         await self.rest.delete(pods, "v1", namespace, name, options, opts)
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    @staticmethod
+    def _unhealthy_evictable(pod: dict, pdb: dict) -> bool:
+        """A pod that is not Ready does not count as healthy: it may go without
+        spending the budget under AlwaysAllow, or while the budget is met."""
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in (pod.get("status") or {}).get("conditions") or [])
+        if ready:
+            return False
+        if (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy") == "AlwaysAllow":
+            return True
+        st = pdb.get("status") or {}
+        return st.get("desiredHealthy", 0) > 0 and st.get("currentHealthy", 0) >= st.get("desiredHealthy", 0)
+
+    async def _decrement(self, pdbs: Resource, namespace: str, pod_name: str, entry, opts: WriteOptions) -> bool:
+        """Spend one disruption of the budget; False if it changed meanwhile."""
+        from ..store.interface import RevisionMismatch
+        from .cache import stored_value
+
+        pdb = entry.obj
+        name = pdb["metadata"]["name"]
+        st = pdb.get("status") or {}
+        refused = "Cannot evict pod as it would violate the pod's disruption budget."
+        if st.get("observedGeneration", 0) < pdb["metadata"].get("generation", 1):
+            raise errors.APIError(429, "TooManyRequests", refused, {"causes": [{
+                "reason": "DisruptionBudget", "message": f"The disruption budget {name} is still being processed by the server."}]})
+        forbidden = f'poddisruptionbudgets.policy "{name}" is forbidden: '
+        details = {"name": name, "group": "policy", "kind": "poddisruptionbudgets"}
+        if len(st.get("disruptedPods") or {}) > MAX_DISRUPTED_PODS:
+            raise errors.APIError(403, "Forbidden", forbidden + "DisruptedPods map too big - too many evictions not "
+                                                                "confirmed by PDB controller", details)
+        if st.get("disruptionsAllowed", 0) == 0:
+            raise errors.APIError(429, "TooManyRequests", refused, {"causes": [{
+                "reason": "DisruptionBudget", "message": f"The disruption budget {name} needs "
+                f"{st.get('desiredHealthy', 0)} healthy pods and has {st.get('currentHealthy', 0)} currently"}]})
+        if opts.dry_run:
+            return True
+        new = copy.deepcopy(pdb)
+        nst = new.setdefault("status", {})
+        nst["disruptionsAllowed"] -= 1
+        nst.setdefault("disruptedPods", {})[pod_name] = self.rest.clock.rfc3339()
+        if nst["disruptionsAllowed"] == 0:
+            now = self.rest.clock.rfc3339()
+            conds = [c for c in nst.get("conditions") or [] if c.get("type") != "DisruptionAllowed"]
+            old = next((c for c in nst.get("conditions") or [] if c.get("type") == "DisruptionAllowed"), {})
+            conds.append({"type": "DisruptionAllowed", "status": "False", "reason": "InsufficientPods", "message": "",
+                          "observedGeneration": nst.get("observedGeneration", 0),
+                          "lastTransitionTime": old.get("lastTransitionTime", now)
+                          if old.get("status") == "False" else now})
+            nst["conditions"] = conds
+        try:
+            kv = await self.rest.store.update(pdbs.key(namespace, name), stored_value(new), entry.rev)
+        except RevisionMismatch:
+            return False
+        await self.rest.cache.wait_for(kv.mod_revision)
+        return True
 
     # --- log --------------------------------------------------------------
 

@@ -1,0 +1,109 @@
+"""The Eviction API against PodDisruptionBudgets, case by case as
+kube-apiserver decides them."""
+
+import pytest
+
+from nanokube.apiserver.errors import APIError
+from nanokube.apiserver.rest import WriteOptions
+from nanokube.apiserver.subresources import Subresources
+from tests.controllers import make_stack
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    yield s, Subresources(s.rest)
+    await s.close()
+
+
+async def running_pod(s, name, ready=True, labels=None):
+    pods = s.client.resource("", "v1", "pods")
+    p = await pods.create({"metadata": {"name": name, "namespace": "default", "labels": labels or {"app": "db"}},
+                           "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "x"}]}})
+    await pods.patch(name, {"status": {"phase": "Running", "conditions": [
+        {"type": "Ready", "status": "True" if ready else "False"}]}}, namespace="default", subresource="status")
+    return p
+
+
+async def budget(s, name="db", selector=None, status=None, **spec):
+    pdbs = s.client.resource("policy", "v1", "poddisruptionbudgets")
+    await pdbs.create({"metadata": {"name": name, "namespace": "default"},
+              "spec": {"selector": {"matchLabels": {"app": "db"}} if selector is None else selector,
+                       "minAvailable": 1, **spec}})
+    st = {"observedGeneration": 1, "disruptionsAllowed": 1, "desiredHealthy": 1, "currentHealthy": 2,
+          "expectedPods": 2, **(status or {})}
+    return await pdbs.patch(name, {"status": st}, namespace="default", subresource="status")
+
+
+async def evict(sub, name, dry_run=False):
+    return await sub.evict("default", name, {}, WriteOptions(dry_run=dry_run))
+
+
+async def gone(s, name):
+    """Deleted, or being deleted gracefully (a bound pod waits for its kubelet)."""
+    try:
+        p = await s.client.resource("", "v1", "pods").get(name, "default")
+    except APIError as e:
+        return e.code == 404
+    return bool(p["metadata"].get("deletionTimestamp"))
+
+
+async def test_budget_spends_one_disruption_then_refuses(env):
+    s, sub = env
+    await running_pod(s, "a")
+    await running_pod(s, "b")
+    await budget(s)
+    assert (await evict(sub, "a"))["code"] == 201 and await gone(s, "a")
+    pdb = await s.client.resource("policy", "v1", "poddisruptionbudgets").get("db", "default")
+    assert pdb["status"]["disruptionsAllowed"] == 0 and "a" in pdb["status"]["disruptedPods"]
+    cond = next(c for c in pdb["status"]["conditions"] if c["type"] == "DisruptionAllowed")
+    assert (cond["status"], cond["reason"]) == ("False", "InsufficientPods")
+    with pytest.raises(APIError) as e:
+        await evict(sub, "b")
+    assert e.value.code == 429 and e.value.message == "Cannot evict pod as it would violate the pod's disruption budget."
+    assert e.value.details["causes"] == [{"reason": "DisruptionBudget",
+                                          "message": "The disruption budget db needs 1 healthy pods and has 2 currently"}]
+
+
+async def test_empty_selector_covers_every_pod_and_a_stale_budget_refuses(env):
+    s, sub = env
+    await running_pod(s, "a", labels={"other": "x"})
+    await budget(s, selector={}, status={"observedGeneration": 0})
+    with pytest.raises(APIError) as e:
+        await evict(sub, "a")
+    assert e.value.code == 429
+    assert e.value.details["causes"][0]["message"] == "The disruption budget db is still being processed by the server."
+
+
+async def test_unready_pods_and_pending_pods_do_not_spend_the_budget(env):
+    s, sub = env
+    await running_pod(s, "sick", ready=False)
+    await running_pod(s, "also-sick", ready=False)
+    await budget(s, status={"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1})
+    await evict(sub, "sick")
+    assert await gone(s, "sick"), "unready pods go while the budget is met"
+    pdbs = s.client.resource("policy", "v1", "poddisruptionbudgets")
+    await pdbs.patch("db", {"status": {"currentHealthy": 0}}, namespace="default", subresource="status")
+    with pytest.raises(APIError) as e:
+        await evict(sub, "also-sick")
+    assert e.value.code == 429, "IfHealthyBudget keeps unready pods while the budget is not met"
+    await pdbs.patch("db", {"spec": {"unhealthyPodEvictionPolicy": "AlwaysAllow"}}, namespace="default")
+    await pdbs.patch("db", {"status": {"observedGeneration": 2}}, namespace="default", subresource="status")
+    await evict(sub, "also-sick")
+    assert await gone(s, "also-sick")
+
+    await s.client.resource("", "v1", "pods").create({"metadata": {"name": "pending", "namespace": "default",
+                                                                   "labels": {"app": "db"}},
+                                                      "spec": {"containers": [{"name": "c", "image": "x"}]}})
+    await evict(sub, "pending")
+    assert await gone(s, "pending")
+
+
+async def test_dry_run_changes_nothing(env):
+    s, sub = env
+    await running_pod(s, "a")
+    await budget(s)
+    await evict(sub, "a", dry_run=True)
+    assert not await gone(s, "a")
+    pdb = await s.client.resource("policy", "v1", "poddisruptionbudgets").get("db", "default")
+    assert pdb["status"]["disruptionsAllowed"] == 1 and not pdb["status"].get("disruptedPods")
