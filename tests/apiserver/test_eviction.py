@@ -27,9 +27,9 @@ async def running_pod(s, name, ready=True, labels=None):
 
 async def budget(s, name="db", selector=None, status=None, **spec):
     pdbs = s.client.resource("policy", "v1", "poddisruptionbudgets")
+    selector = {"matchLabels": {"app": "db"}} if selector is None else selector
     await pdbs.create({"metadata": {"name": name, "namespace": "default"},
-              "spec": {"selector": {"matchLabels": {"app": "db"}} if selector is None else selector,
-                       "minAvailable": 1, **spec}})
+                       "spec": {"selector": selector, "minAvailable": 1, **spec}})
     st = {"observedGeneration": 1, "disruptionsAllowed": 1, "desiredHealthy": 1, "currentHealthy": 2,
           "expectedPods": 2, **(status or {})}
     return await pdbs.patch(name, {"status": st}, namespace="default", subresource="status")
