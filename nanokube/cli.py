@@ -12,7 +12,7 @@ import signal
 import socket
 import sys
 
-from . import cli_controller_manager, cli_fault, cli_metrics
+from . import cli_controller_manager, cli_fault, cli_metrics, cli_proxy
 
 log = logging.getLogger("nanokube")
 
@@ -91,6 +91,7 @@ async def _up(args: argparse.Namespace) -> int:
         server.handlers.sub.log_readers.append(runtime.read_log)
         proxies = NodeProxies(server.rest, [(a.name, a.host_ip, runtime.net.node_ns(a.spec.index)) for a in agents],
                               mode_warnings, server.clock, cfg=Config(service_cidrs=(SERVICE_CIDR,)))
+        server.component_metrics.append(proxies.metrics)
         log.info("process runtime: %d node namespaces; kube-proxy mode %s", len(agents), proxy_mode)
     await nodes.start()
     if proxies is not None:
@@ -167,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     cli_fault.add_parser(sub)
     cli_metrics.add_parser(sub)
     cli_controller_manager.add_parser(sub)
+    cli_proxy.add_parser(sub)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
@@ -178,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         return cli_metrics.run(args)
     if args.command == "controller-manager":
         return cli_controller_manager.run(args)
+    if args.command == "proxy":
+        return cli_proxy.run(args)
     return 2
 
 

@@ -2,8 +2,16 @@
 
 Informer events mark services dirty; a service's typed structures are rebuilt
 only when it changed, so unchanged services keep their identity and the
-syncer skips them. Syncs are batched by `min_sync_period`, and a full resync
-runs every `full_sync_period`.
+syncer skips them. Syncs are batched by `min_sync_period`, a sync runs at
+least every `sync_period` (upstream's --sync-period), and a full resync
+every `full_sync_period`.
+
+A failed nft transaction is what upstream does with one: logged ("nftables
+sync failed"), counted in kubeproxy_sync_proxy_rules_nftables_sync_failures_total,
+and retried as a full sync (at once for a partial sync, after `sync_period`
+when the full sync failed too). Upstream records no Event for it; the
+pending change turns `/healthz` unhealthy once it waits past the health
+timeout (twice `sync_period`).
 """
 
 from __future__ import annotations
@@ -11,10 +19,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from ..client.informer import Informer
 from ..clock import REAL, Clock
+from .health import ProxyHealth
 from .nftables.layout import Config, Endpoint, ServicePort
 from .nftables.nft import Nft
 from .nftables.sync import Syncer, SyncReport
@@ -66,17 +75,22 @@ class ProxyMetrics:
                               "SyncProxyRules latency in seconds for full resyncs", registry=registry)
         self.failures = Counter("kubeproxy_sync_proxy_rules_nftables_sync_failures",
                                 "Number of times an nftables transaction failed", registry=registry)
+        self.last_sync = Gauge("kubeproxy_sync_proxy_rules_last_timestamp_seconds",
+                               "The last time proxy rules were successfully synced", registry=registry)
+        self.last_queued = Gauge("kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds",
+                                 "The last time a sync of proxy rules was queued", registry=registry)
 
 
 class Proxier:
     def __init__(self, client, node_name: str, node_ip: str, netns: str | None = None, clock: Clock = REAL,
-                 cfg: Config | None = None, min_sync_period: float = 1.0, full_sync_period: float = 3600.0,
-                 registry: CollectorRegistry | None = None):
+                 cfg: Config | None = None, min_sync_period: float = 1.0, sync_period: float = 30.0,
+                 full_sync_period: float = 3600.0, registry: CollectorRegistry | None = None, nft: Nft | None = None):
         self.node_name, self.node_ip, self.clock = node_name, node_ip, clock
-        self.syncer = Syncer(Nft(netns), cfg)
-        self.min_sync_period, self.full_sync_period = min_sync_period, full_sync_period
+        self.syncer = Syncer(nft or Nft(netns), cfg)
+        self.min_sync_period, self.sync_period, self.full_sync_period = min_sync_period, sync_period, full_sync_period
         self.registry = registry or CollectorRegistry()
         self.metrics = ProxyMetrics(self.registry)
+        self.health = ProxyHealth(2 * sync_period, clock, self.registry)
         self.services = Informer(client.resource("", "v1", "services"))
         self.slices = Informer(client.resource("discovery.k8s.io", "v1", "endpointslices"))
         self.last_report: SyncReport | None = None
@@ -100,6 +114,8 @@ class Proxier:
 
     def _mark(self, key: str) -> None:
         self._dirty.add(key)
+        self.health.queued()
+        self.metrics.last_queued.set(self.clock.now())
         self._wake.set()
 
     async def start(self) -> None:
@@ -140,10 +156,18 @@ class Proxier:
         (self.metrics.full if report.full else self.metrics.partial).observe(elapsed)
         if report.failures:
             self.metrics.failures.inc(report.failures)
+        if report.ok:
+            self.health.updated()
+            self.metrics.last_sync.set(self.clock.now())
         self.last_report, self.syncs = report, self.syncs + 1
-        log.info("node %s: %s sync of %d service ports (%d changed, %d nft lines) in %.3fs%s", self.node_name,
-                 "full" if report.full else "partial", len(self._flat), len(report.services_changed), report.lines,
-                 elapsed, "" if report.ok else f"; failed: {report.error}")
+        if not report.ok:
+            log.error("node %s: nftables sync failed (%d failed transactions, the kernel keeps the last good "
+                      "ruleset; a full sync is retried): %s", self.node_name, report.failures, report.error)
+            return report
+        log.log(logging.INFO if report.lines else logging.DEBUG,
+                "node %s: %s sync of %d service ports (%d changed, %d nft lines) in %.3fs%s", self.node_name,
+                "full" if report.full else "partial", len(self._flat), len(report.services_changed), report.lines,
+                elapsed, f" after {report.failures} failed transaction(s)" if report.failures else "")
         return report
 
     async def _loop(self) -> None:
@@ -151,12 +175,13 @@ class Proxier:
         while True:
             full = self.clock.monotonic() - last_full >= self.full_sync_period
             report = await self.sync_once(full)
-            if report.full:
+            if report.full and report.ok:
                 last_full = self.clock.monotonic()
             await self.clock.sleep(self.min_sync_period)
-            if not self.syncer.need_full and not self._dirty:
-                self._wake.clear()
-                try:
-                    await asyncio.wait_for(self._wake.wait(), self.full_sync_period)
-                except TimeoutError:
-                    pass
+            if self._dirty:
+                continue
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.sync_period)
+            except TimeoutError:
+                pass

@@ -1,17 +1,31 @@
 """kube-proxy for each node of a process-runtime cluster: one Proxier per
 node, its nft transactions run inside the node's network namespace, and the
-proxy-mode warnings (modes.py) recorded as Warning Events on every Node."""
+proxy-mode warnings (modes.py) recorded as Warning Events on every Node.
+
+Health and metrics are where a user of a real cluster looks for them:
+each node's proxier serves `/healthz` and `/livez` on 0.0.0.0:10256 and
+`/metrics` on 127.0.0.1:10249 inside that node's namespace (upstream's
+default addresses, one kube-proxy per node, so names never collide), e.g.
+`ip netns exec NODE-NS curl NODE-IP:10256/healthz` or from any pod. From the
+host, `metrics` (a `NodeLabelledMetrics`) adds every proxier's kubeproxy_*
+families to the API server's `/metrics`, one family per name with a `node`
+label.
+"""
 
 from __future__ import annotations
 
 import logging
+import socket
 
-from ..apiserver.errors import APIError
 from ..apiserver.rest import User
 from ..client.local import LocalClient
 from ..clock import REAL, Clock
+from ..node.runtime.netns import open_in_netns
+from .aggregate import NodeLabelledMetrics
+from .events import record_node_event
 from .nftables.layout import Config
 from .proxier import Proxier
+from .server import Servers, health_app, metrics_app, split_address
 
 log = logging.getLogger(__name__)
 
@@ -19,40 +33,49 @@ PROXY_USER = User("system:kube-proxy", ("system:node-proxier", "system:authentic
 MODE_EVENT_REASON = "ProxyModeWarning"
 #: the API server's default service CIDR (registry/core_services.py): unallocated ClusterIPs in it are dropped
 SERVICE_CIDR = "10.96.0.0/12"
+HEALTHZ_ADDRESS = "0.0.0.0:10256"
+METRICS_ADDRESS = "127.0.0.1:10249"
+
+
+def listen_in_netns(netns: str, address: str) -> socket.socket:
+    """A listening-ready TCP socket bound to `address` inside `netns`."""
+    sock = open_in_netns(netns)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(split_address(address))
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 class NodeProxies:
     def __init__(self, rest, nodes: list[tuple[str, str, str]], warnings: list[str], clock: Clock = REAL, *,
-                 cfg: Config | None = None, min_sync_period: float = 1.0):
+                 cfg: Config | None = None, min_sync_period: float = 1.0, mode: str = "nftables"):
         """`nodes`: (node name, node IP, network namespace) of each node."""
         self.client = LocalClient(rest, PROXY_USER, field_manager="kube-proxy")
         self.clock = clock
         self.warnings = warnings
+        self.mode = mode
+        self.netns = {name: netns for name, _, netns in nodes}
         self.proxiers = [Proxier(self.client, name, node_ip, netns=netns, clock=clock, cfg=cfg,
                                  min_sync_period=min_sync_period) for name, node_ip, netns in nodes]
+        self.metrics = NodeLabelledMetrics({p.node_name: p.registry for p in self.proxiers})
+        self.servers = Servers()
 
     async def start(self) -> None:
         for p in self.proxiers:
             await p.start()
+            netns = self.netns[p.node_name]
+            await self.servers.serve(health_app(p.health), listen_in_netns(netns, HEALTHZ_ADDRESS))
+            await self.servers.serve(metrics_app(p.registry, self.mode), listen_in_netns(netns, METRICS_ADDRESS))
             for w in self.warnings:
-                await self._event(p.node_name, w)
-        log.info("kube-proxy (nftables) running for %d nodes", len(self.proxiers))
+                await record_node_event(self.client, self.clock, p.node_name, MODE_EVENT_REASON, w)
+        log.info("kube-proxy (%s) running for %d nodes; healthz on %s and metrics on %s in each node's namespace",
+                 self.mode, len(self.proxiers), HEALTHZ_ADDRESS, METRICS_ADDRESS)
 
     async def stop(self) -> None:
+        await self.servers.stop()
         for p in self.proxiers:
             await p.stop()
-
-    async def _event(self, node: str, message: str) -> None:
-        now = self.clock.now()
-        body = {
-            "metadata": {"name": f"{node}.{int(now * 1e9):x}", "namespace": "default"},
-            "involvedObject": {"kind": "Node", "apiVersion": "v1", "name": node, "uid": node},
-            "reason": MODE_EVENT_REASON, "message": message, "type": "Warning", "count": 1,
-            "source": {"component": "kube-proxy", "host": node},
-            "firstTimestamp": self.clock.rfc3339(now), "lastTimestamp": self.clock.rfc3339(now),
-            "reportingComponent": "kube-proxy", "reportingInstance": node,
-        }
-        try:
-            await self.client.resource("", "v1", "events").create(body, namespace="default")
-        except APIError as e:
-            log.warning("node %s: proxy mode event not recorded: %s", node, e.message)

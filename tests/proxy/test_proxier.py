@@ -1,6 +1,20 @@
+import asyncio
+import logging
+import re
+import subprocess
+
+import orjson
+from prometheus_client import generate_latest
+
+from nanokube.clock import Clock
+from nanokube.node.runtime.netns import open_in_netns
+from nanokube.proxy.health import ZERO_TIME
+from nanokube.proxy.modes import DEFAULT_CHANGING
 from nanokube.proxy.nftables.layout import TABLE, chain_base
-from nanokube.proxy.nftables.nft import NftError
+from nanokube.proxy.nftables.nft import Nft, NftError
 from nanokube.proxy.proxier import Proxier, service_ports
+from nanokube.proxy.runner import HEALTHZ_ADDRESS, METRICS_ADDRESS, MODE_EVENT_REASON, NodeProxies
+from nanokube.proxy.server import split_address
 from tests.controllers import eventually, make_stack
 
 
@@ -74,3 +88,113 @@ async def test_proxier_programs_services_and_syncs_changes_partially(netns, nft)
 
 async def _async(value):
     return value
+
+
+def nft_in(netns, *args):
+    return subprocess.run(["ip", "netns", "exec", netns, "nft", *args], check=True, capture_output=True, text=True)
+
+
+async def test_a_failed_transaction_is_counted_and_retried_as_a_full_sync(netns, nft, caplog):
+    s = await make_stack()
+    svcs = s.client.resource("", "v1", "services")
+    slices = s.client.resource("discovery.k8s.io", "v1", "endpointslices")
+    await svcs.create(service())
+    await slices.create(endpoint_slice(["10.244.1.1", "10.244.1.2"]))
+    p = Proxier(s.client, "node-1", "", netns=netns, min_sync_period=0.01, sync_period=1000)
+    await p.start()
+    try:
+        chain = "service-" + chain_base("default/web/tcp/http")
+        assert await eventually(lambda: _async(mod_of(nft, chain) == 2))
+        # the ruleset is flushed behind the proxier's back (as a firewall reload does): the next
+        # partial sync's transaction fails in the kernel, and the full retry rebuilds the table
+        nft_in(netns, "flush", "ruleset")
+        cur = await slices.get("web-abc", "default")
+        with caplog.at_level(logging.WARNING):
+            await slices.update({**cur, "endpoints": endpoint_slice(["10.244.1.1", "10.244.1.2", "10.244.1.3"])[
+                "endpoints"]})
+            assert await eventually(lambda: _async(p.registry.get_sample_value(
+                "kubeproxy_sync_proxy_rules_nftables_sync_failures_total") == 1 and p.last_report.failures))
+        assert mod_of(nft, chain) == 3
+        assert p.last_report.full and p.last_report.ok and p.last_report.failures == 1
+        assert "retrying as a full sync" in caplog.text
+        assert p.health.healthz()[0] == 200 and p.health.oldest_pending is None
+    finally:
+        await p.stop()
+        await s.close()
+
+
+class BrokenNft(Nft):
+    def apply(self, transaction: str) -> None:
+        raise NftError("Error: Could not process rule: Operation not supported")
+
+
+class StepClock(Clock):
+    """Wall time set by the test; sleeps only yield (the proxier's batching sleep)."""
+
+    def __init__(self):
+        self.t = 1_800_000_000.0
+
+    def now(self) -> float:
+        return self.t
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(0)
+
+
+async def test_a_sync_that_keeps_failing_is_logged_counted_and_fails_healthz(caplog):
+    s = await make_stack()
+    await s.client.resource("", "v1", "services").create(service("10.96.0.21"))
+    clock = StepClock()
+    p = Proxier(s.client, "node-1", "", nft=BrokenNft(), clock=clock, min_sync_period=0, sync_period=1000)
+    with caplog.at_level(logging.ERROR):
+        await p.start()
+        try:
+            assert await eventually(lambda: _async(p.syncs >= 1))
+            assert not p.last_report.ok and p.syncer.need_full
+            assert p.registry.get_sample_value("kubeproxy_sync_proxy_rules_nftables_sync_failures_total") == 1
+            assert "node-1: nftables sync failed" in caplog.text and "Operation not supported" in caplog.text
+            assert p.health.healthz()[0] == 200, "within the health timeout"
+            clock.t += 2000
+            code, body = p.health.healthz()
+            assert code == 503 and orjson.loads(body)["lastUpdated"] == ZERO_TIME
+        finally:
+            await p.stop()
+            await s.close()
+
+
+async def test_node_proxies_serve_health_and_metrics_in_the_node_namespace(netns):
+    lo_up(netns)
+    s = await make_stack()
+    await s.client.resource("", "v1", "services").create(service("10.96.0.22"))
+    proxies = NodeProxies(s.rest, [("node-1", "", netns)], [DEFAULT_CHANGING], min_sync_period=0.01)
+    await proxies.start()
+    try:
+        assert await eventually(lambda: _async(proxies.proxiers[0].syncs >= 1))
+        health = await asyncio.to_thread(http_get_in, netns, HEALTHZ_ADDRESS.replace("0.0.0.0", "127.0.0.1"),
+                                         "/healthz")
+        assert health.startswith("HTTP/1.1 200") and '"lastUpdated"' in health
+        metrics = await asyncio.to_thread(http_get_in, netns, METRICS_ADDRESS, "/metrics")
+        assert float(re.search(r"^kubeproxy_sync_proxy_rules_duration_seconds_count (\S+)$", metrics, re.MULTILINE)[1]) >= 1
+        text = generate_latest(proxies.metrics).decode()
+        assert 'kubeproxy_sync_proxy_rules_duration_seconds_count{node="node-1"}' in text
+        events, _ = await s.client.resource("", "v1", "events").list("default")
+        assert [(e["reason"], e["involvedObject"]["name"]) for e in events] == [(MODE_EVENT_REASON, "node-1")]
+    finally:
+        await proxies.stop()
+        await s.close()
+
+
+def lo_up(netns: str) -> None:
+    subprocess.run(["ip", "-n", netns, "link", "set", "lo", "up"], check=True)
+
+
+def http_get_in(netns: str, address: str, path: str) -> str:
+    """One HTTP/1.1 GET over a socket opened in `netns` (the host cannot route there)."""
+    with open_in_netns(netns) as sock:
+        sock.settimeout(5)
+        sock.connect(split_address(address))
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks).decode()

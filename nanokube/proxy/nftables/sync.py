@@ -72,7 +72,8 @@ class Syncer:
         if not (full or self.need_full):
             report, text = self._plan(services, full=False)
             try:
-                self.nft.apply(text)
+                if report.lines:
+                    self.nft.apply(text)
                 return report
             except NftError as e:
                 failures += 1

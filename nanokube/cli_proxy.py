@@ -1,0 +1,135 @@
+"""`nanokube proxy`: kube-proxy in its own process, over HTTPS with a
+kubeconfig, for one node. Its nftables rules go into `--netns` (a node's
+network namespace) or the namespace it runs in; its healthz and metrics
+servers listen in the namespace it runs in, on upstream's default addresses.
+As upstream's kube-proxy, it leaves its rules in place on exit (traffic
+keeps flowing while it restarts); `--cleanup` removes them and exits."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import re
+import signal
+import socket
+import sys
+
+from .apiserver.errors import APIError
+from .client.http import HTTPClient
+from .client.informer import Informer
+from .proxy.events import record_node_event
+from .proxy.modes import ModeError, select_mode
+from .proxy.nftables.layout import TABLE, Config
+from .proxy.nftables.nft import Nft, NftError
+from .proxy.proxier import Proxier
+from .proxy.runner import HEALTHZ_ADDRESS, METRICS_ADDRESS, MODE_EVENT_REASON, SERVICE_CIDR
+from .proxy.server import Servers, health_app, metrics_app, split_address
+
+log = logging.getLogger("nanokube.proxy")
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration(text: str) -> float:
+    """A Go-style duration ("30s", "1m", "500ms") or plain seconds."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m|h)?", text.strip())
+    if not m:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r}")
+    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
+
+
+def address(text: str) -> str:
+    if text:
+        try:
+            split_address(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("proxy", help="run kube-proxy (nftables) for one node against a running API server")
+    p.add_argument("--kubeconfig", default="./.nanokube/kubeconfig", help="default ./.nanokube/kubeconfig")
+    p.add_argument("--hostname-override", default=socket.gethostname(), metavar="NODE",
+                   help="the Node this proxy serves (default: the host name)")
+    p.add_argument("--proxy-mode", default=None,
+                   help="nftables (iptables and ipvs are refused; unset warns that the default is changing)")
+    p.add_argument("--netns", default=None, metavar="NAME",
+                   help="program nftables in this network namespace (default: the current one)")
+    p.add_argument("--healthz-bind-address", type=address, default=HEALTHZ_ADDRESS, metavar="HOST:PORT",
+                   help=f"/healthz and /livez (default {HEALTHZ_ADDRESS}; '' disables)")
+    p.add_argument("--metrics-bind-address", type=address, default=METRICS_ADDRESS, metavar="HOST:PORT",
+                   help=f"/metrics (default {METRICS_ADDRESS}; '' disables)")
+    p.add_argument("--sync-period", type=duration, default=30.0,
+                   help="longest time between syncs; health fails after twice this (default 30s)")
+    p.add_argument("--min-sync-period", type=duration, default=1.0,
+                   help="shortest time between syncs, batching changes (default 1s)")
+    p.add_argument("--cleanup", action="store_true", help="remove kube-proxy's nftables table and exit")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+
+
+def _cleanup(netns: str | None) -> int:
+    try:
+        Nft(netns).apply(f"add table ip {TABLE}\ndelete table ip {TABLE}\n")
+    except NftError as e:
+        print(f"nanokube proxy: cleanup failed: {e}", file=sys.stderr)
+        return 1
+    log.info("removed table ip %s%s", TABLE, f" in {netns}" if netns else "")
+    return 0
+
+
+async def _run(args: argparse.Namespace, mode: str, warnings: list[str]) -> int:
+    node = args.hostname_override
+    client = HTTPClient.from_kubeconfig(args.kubeconfig, field_manager="kube-proxy", user_agent="nanokube-proxy")
+    await client.start()
+    proxier = Proxier(client, node, "", netns=args.netns, cfg=Config(service_cidrs=(SERVICE_CIDR,)),
+                      min_sync_period=args.min_sync_period, sync_period=args.sync_period)
+    nodes = Informer(client.resource("", "v1", "nodes"), field_selector=f"metadata.name={node}")
+    nodes.add_handlers(proxier.health.sync_node, lambda old, new: proxier.health.sync_node(new),
+                       lambda gone: proxier.health.sync_node(None))
+    servers = Servers()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    node_task = asyncio.create_task(nodes.run())
+    try:
+        await servers.serve(health_app(proxier.health), args.healthz_bind_address)
+        await servers.serve(metrics_app(proxier.registry, mode), args.metrics_bind_address)
+        await proxier.start()
+        for w in warnings:
+            await record_node_event(client, proxier.clock, node, MODE_EVENT_REASON, w)
+        log.info("kube-proxy (%s) for node %s running%s; healthz %s, metrics %s", mode, node,
+                 f" in network namespace {args.netns}" if args.netns else "", args.healthz_bind_address or "off",
+                 args.metrics_bind_address or "off")
+        await stop.wait()
+    finally:
+        node_task.cancel()
+        await asyncio.gather(node_task, return_exceptions=True)
+        await servers.stop()
+        await proxier.stop()
+        await client.close()
+    log.info("kube-proxy stopped; its nftables rules stay in place (--cleanup removes them)")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        mode, warnings = select_mode(args.proxy_mode)
+    except ModeError as e:
+        print(f"nanokube proxy: {e}", file=sys.stderr)
+        return 2
+    if args.cleanup:
+        return _cleanup(args.netns)
+    try:
+        return asyncio.run(_run(args, mode, warnings))
+    except ValueError as e:
+        print(f"nanokube proxy: {e}", file=sys.stderr)
+        return 2
+    except APIError as e:
+        print(f"nanokube proxy: {e.reason}: {e.message}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"nanokube proxy: {e}", file=sys.stderr)
+        return 1
