@@ -76,3 +76,45 @@ def term_matches(term: dict, labels: dict, name: str) -> bool:
 def selector_matches(selector: dict | None, labels: dict, name: str) -> bool:
     """A NodeSelector: its terms are ORed."""
     return any(term_matches(t, labels, name) for t in (selector or {}).get("nodeSelectorTerms") or [])
+
+
+class NodeMatcher:
+    """A pod's nodeSelector map and required NodeSelector parsed once, so
+    Filter matches each node against plain tuples; same rules as
+    `selector_matches`."""
+
+    __slots__ = ("pairs", "terms")
+
+    def __init__(self, node_selector: dict, required: dict | None) -> None:
+        self.pairs = list(node_selector.items())
+        self.terms = None if required is None else [
+            ([(e.get("key"), e.get("operator"), frozenset(e.get("values") or []), e)
+              for e in t.get("matchExpressions") or []], t.get("matchFields") or [])
+            for t in required.get("nodeSelectorTerms") or []
+            if t.get("matchExpressions") or t.get("matchFields")]
+
+    def matches(self, labels: dict, name: str) -> bool:
+        for k, v in self.pairs:
+            if labels.get(k) != v:
+                return False
+        if self.terms is None:
+            return True
+        return any(self._term(exprs, fields, labels, name) for exprs, fields in self.terms)
+
+    @staticmethod
+    def _term(exprs: list, fields: list, labels: dict, name: str) -> bool:
+        for key, op, values, expr in exprs:
+            v = labels.get(key)
+            if op == "In":
+                hit = v is not None and v in values
+            elif op == "NotIn":
+                hit = v is None or v not in values
+            elif op == "Exists":
+                hit = v is not None
+            elif op == "DoesNotExist":
+                hit = v is None
+            else:
+                hit = _requirement(expr, v)
+            if not hit:
+                return False
+        return all(f.get("key") == "metadata.name" and _requirement(f, name) for f in fields)

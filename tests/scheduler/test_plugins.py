@@ -190,3 +190,22 @@ def test_fit_error_message_counts_sorted_reasons():
     e = FitError(3, {"a": Status(Code.UNSCHEDULABLE, ["Insufficient cpu"]), "b": Status(Code.UNSCHEDULABLE, ["Insufficient cpu"]),
                      "c": Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ["node(s) had untolerated taint {k: v}"])})
     assert str(e) == "0/3 nodes are available: 1 node(s) had untolerated taint {k: v}, 2 Insufficient cpu."
+
+
+def test_node_matcher_agrees_with_selector_matches():
+    from nanokube.scheduler.matching import NodeMatcher, selector_matches
+
+    terms = [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]},
+                                   {"key": "gpu", "operator": "DoesNotExist"}]},
+             {"matchExpressions": [{"key": "cores", "operator": "Gt", "values": ["8"]}]},
+             {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n9"]}]},
+             {}]
+    required = {"nodeSelectorTerms": terms}
+    cases = [({"zone": "a"}, "n1"), ({"zone": "a", "gpu": "x"}, "n1"), ({"zone": "c", "cores": "16"}, "n1"),
+             ({"cores": "4"}, "n1"), ({}, "n9"), ({}, "n1")]
+    got = [NodeMatcher({}, required).matches(labels, name) for labels, name in cases]
+    assert got == [selector_matches(required, labels, name) for labels, name in cases]
+    assert got == [True, False, True, False, True, False]
+    assert not NodeMatcher({"disk": "ssd"}, None).matches({"zone": "a"}, "n1")
+    assert NodeMatcher({"disk": "ssd"}, None).matches({"disk": "ssd"}, "n1")
+    assert not NodeMatcher({}, {"nodeSelectorTerms": [{}]}).matches({"zone": "a"}, "n1")

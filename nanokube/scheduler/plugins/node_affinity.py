@@ -12,7 +12,7 @@ from ..framework import (
     Registration,
     unschedulable,
 )
-from ..matching import selector_matches, term_matches
+from ..matching import NodeMatcher, term_matches
 from .normalize import default_normalize
 
 REASON = "node(s) didn't match Pod's node affinity/selector"
@@ -22,12 +22,14 @@ def _node_affinity(pod: dict) -> dict:
     return (((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity")) or {}
 
 
+def node_matcher(pod: dict) -> NodeMatcher:
+    """The pod's nodeSelector and required node affinity, parsed."""
+    return NodeMatcher((pod.get("spec") or {}).get("nodeSelector") or {},
+                       _node_affinity(pod).get("requiredDuringSchedulingIgnoredDuringExecution"))
+
+
 def pod_matches_node(pod: dict, labels: dict, name: str) -> bool:
-    selector = (pod.get("spec") or {}).get("nodeSelector") or {}
-    if any(labels.get(k) != v for k, v in selector.items()):
-        return False
-    required = _node_affinity(pod).get("requiredDuringSchedulingIgnoredDuringExecution")
-    return required is None or selector_matches(required, labels, name)
+    return node_matcher(pod).matches(labels, name)
 
 
 class NodeAffinity:
@@ -43,7 +45,9 @@ class NodeAffinity:
         return None, None
 
     def filter(self, state, info, node):
-        return None if pod_matches_node(info.pod, node.labels, node.name) else unschedulable(REASON, resolvable=False)
+        if info.derived(self.name, node_matcher).matches(node.labels, node.name):
+            return None
+        return unschedulable(REASON, resolvable=False)
 
     def pre_score(self, state, info, nodes):
         if not _node_affinity(info.pod).get("preferredDuringSchedulingIgnoredDuringExecution"):
