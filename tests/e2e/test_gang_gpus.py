@@ -75,7 +75,7 @@ def hog(cluster):
 
 def test_two_gangs_one_runs_the_other_holds_nothing_until_it_ends(cluster, hog):
     docs = [group(g, {"gang": {"minCount": 4}}) for g in ("g1", "g2")]
-    docs += [gpu_pod(f"{g}-{i}", "two-gpus", g, run_seconds=8) for i in range(4) for g in ("g1", "g2")]
+    docs += [gpu_pod(f"{g}-{i}", "two-gpus", g, run_seconds=12) for i in range(4) for g in ("g1", "g2")]
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
 
     def one_running():
@@ -85,7 +85,7 @@ def test_two_gangs_one_runs_the_other_holds_nothing_until_it_ends(cluster, hog):
                 return first, second
         return None
     first, second = wait_for(one_running)
-    for _ in range(5):
+    for _ in range(3):  # well inside the first gang's 12 s run
         assert len(pods_of(cluster, first)) == 4
         assert [p["spec"].get("nodeName") for p in pods_of(cluster, second)] == [None] * 4, \
             [(p["metadata"]["name"], p["spec"].get("nodeName"), p["status"].get("phase")) for p in pods_of(cluster, first) + pods_of(cluster, second)]
