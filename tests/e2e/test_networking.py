@@ -151,6 +151,22 @@ def test_defaulted_proxy_mode_is_warned(net_cluster):
     assert "nftables" in events[0]["message"]
 
 
+HEALTHZ_GET = "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:10256/healthz', timeout=5).read().decode())"
+
+
+def test_each_node_serves_kube_proxy_health_and_the_api_server_its_metrics(net_cluster):
+    c = net_cluster
+    for node in range(3):
+        r = subprocess.run(["ip", "netns", "exec", f"{c.prefix}n{node}", sys.executable, "-c", HEALTHZ_GET],
+                           check=False, capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        assert set(json.loads(r.stdout)) == {"lastUpdated", "currentTime", "nodeEligible"}
+    metrics = c.kubectl("get", "--raw", "/metrics").stdout
+    assert metrics.count("# TYPE kubeproxy_sync_proxy_rules_duration_seconds histogram") == 1
+    for name in ("cpu-0", "cpu-1", "cpu-2"):
+        assert f'kubeproxy_sync_proxy_rules_duration_seconds_count{{node="{name}"}}' in metrics
+
+
 def test_service_traffic_between_nodes(net_cluster):
     c = net_cluster
     c.kubectl("apply", "-f", "-", input=deployment(3))

@@ -1,0 +1,140 @@
+"""`nanokube proxy` as its own process: kube-proxy for one node of a plain
+`nanokube up`, over HTTPS with the admin kubeconfig, programming nftables in
+a private network namespace the test creates (standing in for the node).
+
+Skipped (loudly) only without root, `ip` or `nft`. The namespace (and with
+it any table left in it) and the proxy process are removed even when a test
+fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("nft"),
+    reason="SKIPPED LOUDLY: kube-proxy's nftables need root, ip and nft (run scripts/nftables.sh)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(check, timeout: float = 30, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.2)
+    raise AssertionError(f"{what} never held")
+
+
+def nft(netns: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["ip", "netns", "exec", netns, "nft", *args], capture_output=True, text=True, check=False)
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except OSError:
+        return 0, ""
+
+
+def nanokube_proxy(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nanokube.cli", "proxy", *args], check=False, capture_output=True,
+                          text=True, timeout=60, **kw)
+
+
+@pytest.fixture
+def netns():
+    name = f"nk-e2e-proxy-{secrets.token_hex(4)}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        yield name
+    finally:
+        subprocess.run(["ip", "netns", "del", name], check=False)
+
+
+@pytest.fixture
+def proxy(cluster, netns):
+    """A `nanokube proxy` for the cluster's first node; (process, node, healthz URL, metrics URL)."""
+    node = cluster.kubectl_json("get", "nodes")["items"][0]["metadata"]["name"]
+    hport, mport = free_port(), free_port()
+    with open(cluster.data_dir / f"proxy-{netns}.log", "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "nanokube.cli", "proxy", "--kubeconfig", cluster.kubeconfig, "--hostname-override",
+             node, "--netns", netns, "--healthz-bind-address", f"127.0.0.1:{hport}", "--metrics-bind-address",
+             f"127.0.0.1:{mport}", "--min-sync-period", "100ms"],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        yield proc, node, f"http://127.0.0.1:{hport}", f"http://127.0.0.1:{mport}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def service_and_slice(name: str) -> list[str]:
+    """A selector-less Service and its hand-made EndpointSlice (no pods needed)."""
+    return [json.dumps(o) for o in (
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": "default"},
+         "spec": {"ports": [{"name": "http", "port": 80, "targetPort": 8080}]}},
+        {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+         "metadata": {"name": f"{name}-1", "namespace": "default", "labels": {"kubernetes.io/service-name": name}},
+         "addressType": "IPv4", "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+         "endpoints": [{"addresses": [f"10.244.9.{i}"], "conditions": {"ready": True}} for i in (1, 2)]})]
+
+
+def test_proxy_programs_its_namespace_serves_health_and_metrics_and_keeps_rules_on_exit(cluster, netns, proxy):
+    proc, node, healthz, metrics = proxy
+    for manifest in service_and_slice("kp-web"):
+        cluster.kubectl("apply", "-f", "-", input=manifest)
+    ip = cluster.kubectl_json("get", "service", "kp-web")["spec"]["clusterIP"]
+
+    table = wait_for(lambda: (t := nft(netns, "list", "table", "ip", "kube-proxy").stdout) and ip in t and t, 30,
+                     "the Service's ClusterIP in the namespace's kube-proxy table")
+    assert "default/kp-web/tcp/http" in table and "numgen random mod 2" in table
+
+    code, body = get(f"{healthz}/healthz")
+    doc = json.loads(body)
+    assert code == 200 and doc["lastUpdated"] and doc["currentTime"] and doc["nodeEligible"] is True
+    assert get(f"{healthz}/livez")[0] == 200
+    text = wait_for(lambda: (t := get(f"{metrics}/metrics")[1]) and
+                    "kubeproxy_sync_proxy_rules_duration_seconds_count" in t and t, 10, "sync metrics")
+    assert "kubeproxy_sync_proxy_rules_nftables_sync_failures_total 0.0" in text
+    assert get(f"{metrics}/proxyMode")[1] == "nftables"
+
+    events = cluster.kubectl_json("get", "events", "--field-selector", f"involvedObject.name={node}")["items"]
+    assert any(e["reason"] == "ProxyModeWarning" and "planned for 1.40" in e["message"] for e in events), \
+        "an unset --proxy-mode is warned about on the proxy's Node"
+
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 0
+    assert ip in nft(netns, "list", "table", "ip", "kube-proxy").stdout, "kube-proxy leaves its rules on exit"
+    r = nanokube_proxy("--cleanup", "--proxy-mode", "nftables", "--netns", netns)
+    assert r.returncode == 0, r.stderr
+    assert nft(netns, "list", "table", "ip", "kube-proxy").returncode != 0, "--cleanup removes the table"
+
+
+def test_proxy_refuses_ipvs_before_touching_anything(cluster, netns):
+    r = nanokube_proxy("--kubeconfig", cluster.kubeconfig, "--proxy-mode", "ipvs", "--netns", netns)
+    assert r.returncode == 2 and "ipvs proxy mode is deprecated" in r.stderr and "iptables, nftables" in r.stderr
+    assert nft(netns, "list", "tables").stdout.strip() == ""
