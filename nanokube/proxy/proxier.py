@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from ..client.informer import Informer
 from ..clock import REAL, Clock
+from .events import record_node_event
 from .health import ProxyHealth
 from .nftables.layout import Config, Endpoint, ServicePort
 from .nftables.nft import Nft
@@ -86,6 +87,8 @@ class Proxier:
                  cfg: Config | None = None, min_sync_period: float = 1.0, sync_period: float = 30.0,
                  full_sync_period: float = 3600.0, registry: CollectorRegistry | None = None, nft: Nft | None = None):
         self.node_name, self.node_ip, self.clock = node_name, node_ip, clock
+        self.client = client
+        self._reported_error = ""
         self.syncer = Syncer(nft or Nft(netns), cfg)
         self.min_sync_period, self.sync_period, self.full_sync_period = min_sync_period, sync_period, full_sync_period
         self.registry = registry or CollectorRegistry()
@@ -156,6 +159,7 @@ class Proxier:
         (self.metrics.full if report.full else self.metrics.partial).observe(elapsed)
         if report.failures:
             self.metrics.failures.inc(report.failures)
+            await self._report_failure(report)
         if report.ok:
             self.health.updated()
             self.metrics.last_sync.set(self.clock.now())
@@ -169,6 +173,17 @@ class Proxier:
                 "full" if report.full else "partial", len(self._flat), len(report.services_changed), report.lines,
                 elapsed, f" after {report.failures} failed transaction(s)" if report.failures else "")
         return report
+
+    async def _report_failure(self, report: SyncReport) -> None:
+        """A Warning Event on the Node for each distinct nft failure, so a user
+        sees it in `kubectl describe node`; upstream only logs and counts it."""
+        if report.error == self._reported_error:
+            return
+        self._reported_error = report.error
+        outcome = "the full sync that followed succeeded" if report.ok else \
+            "the kernel keeps the last good ruleset; a full sync is retried"
+        await record_node_event(self.client, self.clock, self.node_name, "SyncProxyRulesFailed",
+                                f"nftables transaction failed ({outcome}): {report.error}")
 
     async def _loop(self) -> None:
         last_full = self.clock.monotonic()

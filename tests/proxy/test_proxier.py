@@ -118,9 +118,18 @@ async def test_a_failed_transaction_is_counted_and_retried_as_a_full_sync(netns,
         assert p.last_report.full and p.last_report.ok and p.last_report.failures == 1
         assert "retrying as a full sync" in caplog.text
         assert p.health.healthz()[0] == 200 and p.health.oldest_pending is None
+        (ev,) = await failure_events(s)
+        assert ev["type"] == "Warning" and ev["involvedObject"] == {"kind": "Node", "apiVersion": "v1",
+                                                                   "name": "node-1", "uid": "node-1"}
+        assert ev["message"].startswith("nftables transaction failed (the full sync that followed succeeded): ")
     finally:
         await p.stop()
         await s.close()
+
+
+async def failure_events(s) -> list[dict]:
+    items, _ = await s.client.resource("", "v1", "events").list("default")
+    return [e for e in items if e["reason"] == "SyncProxyRulesFailed"]
 
 
 class BrokenNft(Nft):
@@ -153,6 +162,10 @@ async def test_a_sync_that_keeps_failing_is_logged_counted_and_fails_healthz(cap
             assert not p.last_report.ok and p.syncer.need_full
             assert p.registry.get_sample_value("kubeproxy_sync_proxy_rules_nftables_sync_failures_total") == 1
             assert "node-1: nftables sync failed" in caplog.text and "Operation not supported" in caplog.text
+            (ev,) = await failure_events(s)
+            assert "a full sync is retried): Error: Could not process rule: Operation not supported" in ev["message"]
+            await p.sync_once()
+            assert len(await failure_events(s)) == 1, "the same failure is reported once"
             assert p.health.healthz()[0] == 200, "within the health timeout"
             clock.t += 2000
             code, body = p.health.healthz()

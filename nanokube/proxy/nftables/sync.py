@@ -42,6 +42,7 @@ class SyncReport:
     full: bool = False
     ok: bool = True
     failures: int = 0
+    #: the last failed transaction's message (also when a full retry then succeeded)
     error: str = ""
     services_changed: list[str] = field(default_factory=list)
     chains_written: list[str] = field(default_factory=list)
@@ -68,7 +69,7 @@ class Syncer:
 
     def sync(self, services: Mapping[str, ServicePort], full: bool = False) -> SyncReport:
         """Make the kernel match `services` (service-port key -> structure)."""
-        failures = 0
+        failures, error = 0, ""
         if not (full or self.need_full):
             report, text = self._plan(services, full=False)
             try:
@@ -76,10 +77,10 @@ class Syncer:
                     self.nft.apply(text)
                 return report
             except NftError as e:
-                failures += 1
+                failures, error = 1, str(e)
                 log.warning("partial nftables sync failed, retrying as a full sync: %s", e)
         report, text = self._plan(services, full=True)
-        report.failures = failures
+        report.failures, report.error = failures, error
         try:
             self.nft.apply(text)
             self.need_full = False
