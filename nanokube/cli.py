@@ -34,9 +34,16 @@ async def _up(args: argparse.Namespace) -> int:
     from .pki.ca import ensure_pki
     from .pki.kubeconfig import write_kubeconfig
     from .proxy.modes import ModeError, select_mode
+    from .scheduler.config import ConfigError
+    from .scheduler.config import load as load_scheduler_config
     from .scheduler.scheduler import Scheduler
     from .store.interface import open_store
 
+    try:
+        sched_cfg = load_scheduler_config(args.scheduler_config) if args.scheduler_config else None
+    except (ConfigError, OSError) as e:
+        print(f"nanokube: --scheduler-config: {e}", file=sys.stderr)
+        return 2
     try:
         cluster = load_cluster(args.cluster) if args.cluster else default_cluster()
         proxy_mode, mode_warnings = select_mode(args.proxy_mode) if args.runtime == "process" or args.proxy_mode \
@@ -96,7 +103,8 @@ async def _up(args: argparse.Namespace) -> int:
     await nodes.start()
     if proxies is not None:
         await proxies.start()
-    scheduler = Scheduler(LocalClient(server.rest, field_manager="default-scheduler"), clock=server.clock)
+    scheduler = Scheduler(LocalClient(server.rest, field_manager="default-scheduler"), clock=server.clock,
+                          config=sched_cfg)
     server.component_metrics.append(scheduler.metrics.registry)
     await scheduler.start()
     print(f"nanokube API server listening on {server.url} (store: {args.store}, data: {data_dir})", flush=True)
@@ -161,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--audit-log-path", default=None, metavar="FILE",
                     help="audit log of every write, one audit.k8s.io/v1 Event per line (default DIR/audit.log; "
                          "'' disables)")
+    up.add_argument("--scheduler-config", default=None, metavar="FILE",
+                    help="KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) for the scheduler")
     up.add_argument("--controllers", default="*",
                     help="controllers to run in-process: '*' (default), NAME, -NAME, comma-separated; '' runs none "
                          "(for an external `nanokube controller-manager`)")

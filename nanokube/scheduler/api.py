@@ -19,7 +19,7 @@ class SchedulerAPI:
         self.client = client
         self.clock = clock
         self.name = name
-        self.instance = f"{name}-{socket.gethostname()}"
+        self.host = socket.gethostname()
         self.pods = client.resource("", "v1", "pods")
         self.events = client.resource("events.k8s.io", "v1", "events")
         self._sub = Subresources(client.rest)
@@ -38,13 +38,16 @@ class SchedulerAPI:
                               namespace=md.get("namespace"), subresource="status", field_manager=SCHEDULER_FIELD_MANAGER)
 
     async def event(self, pod: dict, type_: str, reason: str, note: str) -> None:
+        """An events.k8s.io Event about the pod, reported by its profile (each
+        profile records as its schedulerName, as upstream's per-profile recorders do)."""
         md = pod["metadata"]
         now = self.clock.now()
+        profile = (pod.get("spec") or {}).get("schedulerName") or self.name
         await self.events.create({
             "apiVersion": "events.k8s.io/v1", "kind": "Event",
             "metadata": {"name": f"{md['name']}.{int(now * 1e9):x}", "namespace": md.get("namespace")},
-            "eventTime": self.clock.rfc3339_micro(now), "reportingController": self.name,
-            "reportingInstance": self.instance, "action": "Scheduling", "reason": reason, "type": type_, "note": note,
+            "eventTime": self.clock.rfc3339_micro(now), "reportingController": profile,
+            "reportingInstance": f"{profile}-{self.host}", "action": "Scheduling", "reason": reason, "type": type_, "note": note,
             "regarding": {"kind": "Pod", "apiVersion": "v1", "namespace": md.get("namespace"), "name": md["name"],
                           "uid": md.get("uid"), "resourceVersion": md.get("resourceVersion")},
         })
