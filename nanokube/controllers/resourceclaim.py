@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..apiserver.errors import APIError
 from ..client.informer import Informer
-from ..scheduler.plugins.dynamic_resources import FINALIZER, GROUP, VERSION, ClaimError, claim_name, owned_by
+from ..scheduler.plugins.dynamic_resources import FINALIZER, GROUP, VERSION, ClaimError, claim_name
 from .base import Controller
 
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
@@ -40,7 +40,9 @@ class ResourceClaimController(Controller):
         self.pods = Informer(self.pods_api)
         self.claims = Informer(self.claims_api)
         self.pods.add_handlers(self._pod_changed, lambda o, n: self._pod_changed(n), self._pod_changed)
-        self.claims.add_handlers(self._claim_changed, lambda o, n: self._claim_changed(n), self._claim_changed)
+        self.claims.add_handlers(self._claim_added, self._claim_updated, self._claim_deleted)
+        #: generated claims by the uid of the pod that controls them
+        self._by_owner: dict[str, dict[str, dict]] = {}
 
     def informers(self):
         return [self.pods, self.claims]
@@ -58,6 +60,32 @@ class ResourceClaimController(Controller):
     def _claim_changed(self, claim: dict) -> None:
         md = claim["metadata"]
         self.queue.add(("claim", md.get("namespace", ""), md["name"]))
+
+    def _index(self, claim: dict, add: bool) -> None:
+        owner = _owner_pod(claim)
+        if owner is None:
+            return
+        key = f"{claim['metadata'].get('namespace', '')}/{claim['metadata']['name']}"
+        claims = self._by_owner.setdefault(owner[1], {})
+        if add:
+            claims[key] = claim
+        else:
+            claims.pop(key, None)
+            if not claims:
+                del self._by_owner[owner[1]]
+
+    def _claim_added(self, claim: dict) -> None:
+        self._index(claim, True)
+        self._claim_changed(claim)
+
+    def _claim_updated(self, old: dict, new: dict) -> None:
+        self._index(old, False)
+        self._index(new, True)
+        self._claim_changed(new)
+
+    def _claim_deleted(self, claim: dict) -> None:
+        self._index(claim, False)
+        self._claim_changed(claim)
 
     async def sync(self, key) -> None:
         kind, ns, name = key
@@ -89,8 +117,8 @@ class ResourceClaimController(Controller):
 
     def _existing_claim(self, pod: dict, pod_claim: str) -> dict | None:
         """A claim generated earlier whose name never made it into the pod status."""
-        for c in self.claims.list():
-            if c["metadata"].get("namespace") == pod["metadata"].get("namespace") and owned_by(c, pod) and \
+        for c in self._by_owner.get(pod["metadata"].get("uid", ""), {}).values():
+            if c["metadata"].get("namespace") == pod["metadata"].get("namespace") and \
                     (c["metadata"].get("annotations") or {}).get(POD_CLAIM_ANNOTATION) == pod_claim:
                 return c
         return None
