@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import heapq
+import itertools
 import logging
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import orjson
 
@@ -87,7 +90,9 @@ class WatchCache:
         self._event_revs: deque[int] = deque()
         self._oldest = 0  # watchers may resume from any rev >= this
         self._watchers: dict[str, set[Watcher]] = {}
-        self._waiters: list[tuple[int, asyncio.Future]] = []
+        #: read-your-writes waiters, a heap by the revision each waits for
+        self._waiters: list[tuple[int, int, asyncio.Future]] = []
+        self._waiter_seq = itertools.count()
         self._task: asyncio.Task | None = None
         self.ready = asyncio.Event()
         self.on_event: list[Callable[[CacheEvent], None]] = []
@@ -183,23 +188,17 @@ class WatchCache:
             w.queue.put_nowait(None)
 
     def _wake(self) -> None:
-        if not self._waiters:
-            return
-        keep = []
-        for rev, fut in self._waiters:
-            if rev <= self.rev:
-                if not fut.done():
-                    fut.set_result(None)
-            else:
-                keep.append((rev, fut))
-        self._waiters = keep
+        while self._waiters and self._waiters[0][0] <= self.rev:
+            fut = heapq.heappop(self._waiters)[2]
+            if not fut.done():
+                fut.set_result(None)
 
     async def wait_for(self, rev: int, timeout: float = 10.0) -> None:
         """Block until the cache reflects revision `rev` (read-your-writes)."""
         if rev <= self.rev:
             return
         fut = asyncio.get_running_loop().create_future()
-        self._waiters.append((rev, fut))
+        heapq.heappush(self._waiters, (rev, next(self._waiter_seq), fut))
         async with asyncio.timeout(timeout):
             await fut
 

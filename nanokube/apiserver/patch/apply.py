@@ -253,6 +253,8 @@ class _Comparison:
     removed: set[Path] = dc_field(default_factory=set)
 
     def exclude(self, prefixes: set[Path]) -> _Comparison:
+        if not prefixes:
+            return self
         return _Comparison(
             *(
                 fp.without_prefixes(s, prefixes)
