@@ -410,7 +410,7 @@ class GenericREST:
             md["generation"] = 1
         else:
             md.pop("generation", None)
-        if "status" in res.subresources:
+        if "status" in res.subresources and not res.strategy.keep_status_on_create:
             obj.pop("status", None)
         res.strategy.prepare_for_create(obj)
         try:

@@ -40,7 +40,9 @@ class Strategy:
     `convert_*`, which see the request's version. Hooks mutate in place.
     """
 
-    #: does the main resource keep `status` when written (no status subresource)?
+    #: does a create keep the `status` it was sent although /status exists (a kubelet registers
+    #: its Node with its status)? Other resources start with an empty status.
+    keep_status_on_create: bool = False
     name_validator: Callable[[str], list[str]] = staticmethod(dns1123_subdomain)
     #: fields (beyond metadata.name / metadata.namespace) usable in fieldSelector
     field_selectors: dict[str, Callable[[Obj], Any]] = {}

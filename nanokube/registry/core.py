@@ -170,6 +170,7 @@ def _node_info(field: str, unknown: bool = True):
 
 class NodeStrategy(Strategy):
     track_generation = False
+    keep_status_on_create = True
     field_selectors = {"spec.unschedulable": lambda o: "true" if _spec(o).get("unschedulable") else "false"}
     columns = [
         _NAME_COLUMN,
@@ -185,6 +186,10 @@ class NodeStrategy(Strategy):
         Column("Container-Runtime", "string", _node_info("containerRuntimeVersion"),
                doc("NodeSystemInfo", "containerRuntimeVersion"), priority=1),
     ]
+
+    def prepare_for_create(self, obj):
+        """Dynamic kubelet config is gone: a create may not set status.config."""
+        (obj.get("status") or {}).pop("config", None)
 
     def default(self, obj, version):
         status = obj.get("status")

@@ -226,3 +226,24 @@ async def test_create_in_missing_namespace_is_404(cms):
     with pytest.raises(APIError) as e:
         await cms.create({"metadata": {"name": "x", "namespace": "nowhere"}})
     assert e.value.code == 404
+
+
+async def test_node_create_keeps_its_status_other_resources_start_empty():
+    from tests.controllers import make_stack
+
+    s = await make_stack()
+    try:
+        node = await s.client.resource("", "v1", "nodes").create({
+            "metadata": {"name": "n1"},
+            "status": {"capacity": {"cpu": "4"}, "config": {"active": {}},
+                       "conditions": [{"type": "Ready", "status": "True"}]}})
+        assert node["status"]["capacity"] == {"cpu": "4"} and node["status"]["allocatable"] == {"cpu": "4"}
+        assert node["status"]["conditions"][0]["type"] == "Ready" and "config" not in node["status"]
+        dep = await s.client.resource("apps", "v1", "deployments").create({
+            "metadata": {"name": "d", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {
+                "metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}},
+            "status": {"replicas": 7}})
+        assert (dep.get("status") or {}).get("replicas") is None
+    finally:
+        await s.close()
