@@ -208,16 +208,18 @@ class NodeAgent:
         }
 
     async def register(self) -> None:
-        """Create the Node (or adopt the one a previous run left), post its full status, take the Lease."""
+        """Create the Node with its status, as a kubelet registers (or adopt the
+        one a previous run left and post its full status), then take the Lease."""
+        self._conditions = _conditions(self.clock.rfc3339())
         try:
-            node = await self.nodes.create(self.node_object())
+            node = await self.nodes.create({**self.node_object(), "status": self.status()})
+            self._last_status = self.clock.monotonic()
         except APIError as e:
             if e.code != 409:
                 raise
             node = await self.nodes.get(self.name)
+            await self.post_status(full=True)
         self.node_uid = node["metadata"]["uid"]
-        self._conditions = _conditions(self.clock.rfc3339())
-        await self.post_status(full=True)
         await self.renew_lease()
 
     async def post_status(self, full: bool = False) -> None:
