@@ -278,11 +278,26 @@ class APIServer:
         return b
 
     async def _openapi_v2(self, request: web.Request) -> web.Response:
-        from . import openapi
+        """Swagger 2.0 as JSON, or as gnostic protobuf for kubectl's client-side
+        validation of `kind: List` files; one ETag for both, as upstream."""
+        from . import openapi, openapi_proto
 
-        body = await asyncio.get_running_loop().run_in_executor(
-            None, self._openapi_bytes, "v2", lambda: openapi.build_v2(self.index.resources))
-        return web.Response(body=body, content_type="application/json")
+        media = openapi_proto.negotiate(request.headers.get("Accept", ""))
+        if media is None:
+            return web.Response(status=406, headers={"Vary": "Accept"})
+
+        def build() -> tuple[bytes, bytes]:
+            doc = self._openapi_bytes("v2", lambda: openapi.build_v2(self.index.resources))
+            tag = self._openapi_bytes("v2.etag", lambda: openapi_proto.etag(doc).encode())
+            if media == openapi_proto.MEDIA_PB:
+                doc = self._openapi_bytes("v2.pb", lambda: openapi_proto.encode_document(doc))
+            return doc, tag
+
+        body, tag = await asyncio.get_running_loop().run_in_executor(None, build)
+        headers = {"Vary": "Accept", "ETag": tag.decode()}
+        if tag.decode() in (t.strip() for t in request.headers.get("If-None-Match", "").split(",")):
+            return web.Response(status=304, headers=headers)
+        return web.Response(body=body, content_type=media, headers=headers)
 
     async def _openapi_v3_index(self, request: web.Request) -> web.Response:
         from . import openapi
