@@ -19,7 +19,8 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import orjson
 
