@@ -10,7 +10,8 @@ operation's own parameters to decide whether the server validates fields, and
 `kubectl explain` finds a resource's kind through its path's GET operation.
 
 Documents are built once per set of served resources and kept as bytes; they
-are large and never change while the server runs. Only JSON is produced.
+are large and never change while the server runs. Only JSON is produced here;
+`openapi_proto` re-encodes the v2 document as protobuf for kubectl.
 """
 
 from __future__ import annotations
