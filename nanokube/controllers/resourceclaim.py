@@ -1,5 +1,7 @@
 """ResourceClaim controller: creates the claims pods ask for through a
-ResourceClaimTemplate (recording their names in the pod status), drops
+ResourceClaimTemplate (recording their names in the pod status), and the
+claims PodGroups share (one per group entry, owned by the PodGroup and
+recorded in its status and in its member pods' status), drops
 finished or deleted pods from a claim's reservedFor, deallocates a claim
 nothing reserves any more and removes its delete-protection finalizer, and
 deletes generated claims whose pod is gone or done."""
@@ -8,6 +10,8 @@ from __future__ import annotations
 
 from ..apiserver.errors import APIError
 from ..client.informer import Informer
+from ..scheduler.podgroup_claims import API_GROUP, PODGROUP_CLAIM_ANNOTATION, generated_claim, group_entry
+from ..scheduler.podgroups import group_key, group_name
 from ..scheduler.plugins.dynamic_resources import FINALIZER, GROUP, VERSION, ClaimError, claim_name
 from .base import Controller
 
@@ -20,6 +24,14 @@ def pod_done(pod: dict) -> bool:
     if phase in ("Succeeded", "Failed"):
         return True
     return bool(pod["metadata"].get("deletionTimestamp")) and not (pod.get("spec") or {}).get("nodeName")
+
+
+def _owner_uid(claim: dict) -> str | None:
+    """The uid of the Pod or PodGroup a generated claim belongs to."""
+    for r in claim["metadata"].get("ownerReferences") or []:
+        if r.get("controller") and r.get("kind") in ("Pod", "PodGroup"):
+            return r.get("uid")
+    return None
 
 
 def _owner_pod(claim: dict) -> tuple[str, str] | None:
@@ -37,15 +49,41 @@ class ResourceClaimController(Controller):
         self.pods_api = client.resource("", "v1", "pods")
         self.claims_api = client.resource(GROUP, VERSION, "resourceclaims")
         self.templates_api = client.resource(GROUP, VERSION, "resourceclaimtemplates")
+        self.podgroups_api = client.resource(API_GROUP, "v1beta1", "podgroups")
         self.pods = Informer(self.pods_api)
         self.claims = Informer(self.claims_api)
+        self.podgroups = Informer(self.podgroups_api)
         self.pods.add_handlers(self._pod_changed, lambda o, n: self._pod_changed(n), self._pod_changed)
         self.claims.add_handlers(self._claim_added, self._claim_updated, self._claim_deleted)
-        #: generated claims by the uid of the pod that controls them
+        self.podgroups.add_handlers(self._podgroup_changed, lambda o, n: self._podgroup_changed(n),
+                                    self._podgroup_deleted)
+        #: generated claims by the uid of the pod or PodGroup that controls them
         self._by_owner: dict[str, dict[str, dict]] = {}
 
     def informers(self):
-        return [self.pods, self.claims]
+        return [self.pods, self.claims, self.podgroups]
+
+    def _podgroup_changed(self, pg: dict) -> None:
+        """A group's claims are generated with the group; its members wait for them."""
+        md = pg["metadata"]
+        ns = md.get("namespace", "")
+        if not (pg.get("spec") or {}).get("resourceClaims"):
+            return
+        self.queue.add(("podgroup", ns, md["name"]))
+        for pod in self.pods.list():
+            if pod["metadata"].get("namespace", "") == ns and group_name(pod) == md["name"] and \
+                    (pod.get("spec") or {}).get("resourceClaims"):
+                self.queue.add(("pod", ns, pod["metadata"]["name"]))
+
+    def _podgroup_deleted(self, pg: dict) -> None:
+        """Claims reserved for the group lose that reservation."""
+        md = pg["metadata"]
+        ns = md.get("namespace", "")
+        for claim in self.claims.list():
+            if claim["metadata"].get("namespace", "") == ns and any(
+                    r.get("resource") == "podgroups" and r.get("uid") == md.get("uid")
+                    for r in (claim.get("status") or {}).get("reservedFor") or []):
+                self._claim_changed(claim)
 
     def _pod_changed(self, pod: dict) -> None:
         md = pod["metadata"]
@@ -62,17 +100,17 @@ class ResourceClaimController(Controller):
         self.queue.add(("claim", md.get("namespace", ""), md["name"]))
 
     def _index(self, claim: dict, add: bool) -> None:
-        owner = _owner_pod(claim)
+        owner = _owner_uid(claim)
         if owner is None:
             return
         key = f"{claim['metadata'].get('namespace', '')}/{claim['metadata']['name']}"
-        claims = self._by_owner.setdefault(owner[1], {})
+        claims = self._by_owner.setdefault(owner, {})
         if add:
             claims[key] = claim
         else:
             claims.pop(key, None)
             if not claims:
-                del self._by_owner[owner[1]]
+                del self._by_owner[owner]
 
     def _claim_added(self, claim: dict) -> None:
         self._index(claim, True)
@@ -91,6 +129,8 @@ class ResourceClaimController(Controller):
         kind, ns, name = key
         if kind == "pod":
             await self._sync_pod(ns, name)
+        elif kind == "podgroup":
+            await self._sync_podgroup(ns, name)
         else:
             await self._sync_claim(ns, name)
 
@@ -101,6 +141,8 @@ class ResourceClaimController(Controller):
         if pod is None or pod_done(pod) or pod["metadata"].get("deletionTimestamp"):
             return
         statuses = []
+        key = group_key(pod)
+        pg = self.podgroups.get(key) if key else None
         for pc in (pod.get("spec") or {}).get("resourceClaims") or []:
             if not pc.get("resourceClaimTemplateName"):
                 continue
@@ -109,36 +151,62 @@ class ResourceClaimController(Controller):
                 continue
             except ClaimError:
                 pass
+            if group_entry(pg, pc) is not None:
+                shared = generated_claim(pg, pc["name"])
+                if shared is not None:  # else the PodGroup's sync generates it, then requeues the pod
+                    statuses.append({"name": pc["name"], "resourceClaimName": shared})
+                continue
             claim = self._existing_claim(pod, pc["name"]) or await self._create_claim(pod, pc)
             statuses.append({"name": pc["name"], "resourceClaimName": claim["metadata"]["name"]})
         if statuses:
             await self.pods_api.patch(name, {"status": {"resourceClaimStatuses": statuses}},
                                       "application/strategic-merge-patch+json", namespace=ns, subresource="status")
 
-    def _existing_claim(self, pod: dict, pod_claim: str) -> dict | None:
-        """A claim generated earlier whose name never made it into the pod status."""
-        for c in self._by_owner.get(pod["metadata"].get("uid", ""), {}).values():
-            if c["metadata"].get("namespace") == pod["metadata"].get("namespace") and \
-                    (c["metadata"].get("annotations") or {}).get(POD_CLAIM_ANNOTATION) == pod_claim:
+    def _existing_claim(self, owner: dict, claim: str, annotation: str = POD_CLAIM_ANNOTATION) -> dict | None:
+        """A claim generated earlier whose name never made it into the owner's status."""
+        for c in self._by_owner.get(owner["metadata"].get("uid", ""), {}).values():
+            if c["metadata"].get("namespace") == owner["metadata"].get("namespace") and \
+                    (c["metadata"].get("annotations") or {}).get(annotation) == claim:
                 return c
         return None
 
-    async def _create_claim(self, pod: dict, pod_claim: dict) -> dict:
-        md = pod["metadata"]
-        tmpl = await self.templates_api.get(pod_claim["resourceClaimTemplateName"], md.get("namespace"))
+    async def _create_claim(self, owner: dict, entry: dict, owner_api: str = "v1",
+                            annotation: str = POD_CLAIM_ANNOTATION) -> dict:
+        """A claim from the entry's template, named after and controlled by its owner (a Pod or PodGroup)."""
+        md = owner["metadata"]
+        tmpl = await self.templates_api.get(entry["resourceClaimTemplateName"], md.get("namespace"))
         tmeta = (tmpl.get("spec") or {}).get("metadata") or {}
         claim = {
             "apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceClaim",
             "metadata": {
-                "generateName": f"{md['name']}-{pod_claim['name']}-", "namespace": md.get("namespace"),
+                "generateName": f"{md['name']}-{entry['name']}-", "namespace": md.get("namespace"),
                 "labels": dict(tmeta.get("labels") or {}),
-                "annotations": {**(tmeta.get("annotations") or {}), POD_CLAIM_ANNOTATION: pod_claim["name"]},
-                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": md["name"], "uid": md.get("uid"),
-                                     "controller": True, "blockOwnerDeletion": True}],
+                "annotations": {**(tmeta.get("annotations") or {}), annotation: entry["name"]},
+                "ownerReferences": [{"apiVersion": owner_api, "kind": owner.get("kind") or "Pod", "name": md["name"],
+                                     "uid": md.get("uid"), "controller": True, "blockOwnerDeletion": True}],
             },
             "spec": (tmpl.get("spec") or {}).get("spec") or {},
         }
         return await self.claims_api.create(claim)
+
+    # --- claims for PodGroups --------------------------------------------------
+
+    async def _sync_podgroup(self, ns: str, name: str) -> None:
+        """Generates the group's template claims and records them in its status."""
+        pg = self.podgroups.get(f"{ns}/{name}")
+        if pg is None or pg["metadata"].get("deletionTimestamp"):
+            return
+        statuses = []
+        for entry in pg["spec"].get("resourceClaims") or []:
+            if not entry.get("resourceClaimTemplateName") or generated_claim(pg, entry["name"]) is not None:
+                continue
+            claim = self._existing_claim(pg, entry["name"], PODGROUP_CLAIM_ANNOTATION) or await self._create_claim(
+                {**pg, "kind": "PodGroup"}, entry, f"{API_GROUP}/v1beta1", PODGROUP_CLAIM_ANNOTATION)
+            statuses.append({"name": entry["name"], "resourceClaimName": claim["metadata"]["name"]})
+        if statuses:
+            kept = (pg.get("status") or {}).get("resourceClaimStatuses") or []
+            await self.podgroups_api.patch(name, {"status": {"resourceClaimStatuses": kept + statuses}},
+                                           "application/merge-patch+json", namespace=ns, subresource="status")
 
     # --- reservations and deallocation -----------------------------------------
 

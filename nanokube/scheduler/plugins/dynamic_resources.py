@@ -32,6 +32,8 @@ from ..framework import (
     unschedulable,
 )
 from ..matching import selector_matches, tolerates
+from ..podgroup_claims import consumer, group_entry, owned_by_group
+from ..podgroups import group_key
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +80,10 @@ def claim_names(pod: dict) -> set[str]:
 
 
 def owned_by(claim: dict, pod: dict) -> bool:
+    """Generated for the pod, or for its PodGroup (a claim the group shares)."""
     uid = pod["metadata"].get("uid")
-    return any(r.get("uid") == uid and r.get("controller") for r in claim["metadata"].get("ownerReferences") or [])
+    return any(r.get("uid") == uid and r.get("controller") for r in claim["metadata"].get("ownerReferences") or []) \
+        or owned_by_group(claim, pod)
 
 
 def _allocated(claim: dict | None) -> bool:
@@ -101,6 +105,8 @@ class DRAState:
         self.classes = handle.informer(GROUP, VERSION, "deviceclasses")
         self.rules = handle.informer(GROUP, VERSION, "devicetaintrules")
         self.in_flight: dict[str, dict] = {}
+        #: claim uid -> lock serialising PreBind writes of pods sharing a PodGroup claim
+        self.locks: dict[str, asyncio.Lock] = {}
         self.allocated = AllocatedDevices()
         self._informer_allocations: dict[str, dict] = {}  # claim uid -> allocation the informer has
         self._counted: dict[str, dict] = {}  # claim uid -> allocation counted in `allocated`
@@ -140,6 +146,7 @@ class DRAState:
     def _claim_deleted(self, claim: dict) -> None:
         uid = claim["metadata"].get("uid", "")
         self.in_flight.pop(uid, None)
+        self.locks.pop(uid, None)
         self._informer_allocations.pop(uid, None)
         self._recount(uid)
         self._event(CLAIM, Action.DELETE, claim, None)
@@ -221,6 +228,8 @@ class _Cycle:
     allocator: Allocator | None = None
     found: dict[str, Placement] = field(default_factory=dict)  # node -> devices for the pending claims
     reserved: list[str] = field(default_factory=list)  # claim uids put in flight
+    group: dict | None = None  # the pod's PodGroup, when some claims are the group's
+    shared: set[str] = field(default_factory=set)  # uids of the claims reserved for the PodGroup
     written: list[dict] = field(default_factory=list)  # claims whose reservedFor PreBind extended
 
 
@@ -276,6 +285,7 @@ class DynamicResources:
         if not claims:
             return None, SKIP
         cyc = _Cycle(claims)
+        self._group_claims(cyc, info.pod)
         uid = info.uid
         for c in claims:
             status = c.get("status") or {}
@@ -285,7 +295,8 @@ class DynamicResources:
                 continue
             name = c["metadata"]["name"]
             reserved = status.get("reservedFor") or []
-            if not any(r.get("uid") == uid for r in reserved):
+            mine = {uid, cyc.group["metadata"].get("uid")} if c["metadata"].get("uid") in cyc.shared else {uid}
+            if not any(r.get("uid") in mine for r in reserved):
                 if len(reserved) >= RESERVED_FOR_MAX:
                     return None, unschedulable(f"resourceclaim {name} is in use", resolvable=False)
                 taint = self._untolerated_no_execute(alloc)
@@ -300,6 +311,16 @@ class DynamicResources:
             cyc.allocator = Allocator(classes, self.dra.index(), self.dra.allocated)
         state[_STATE] = cyc
         return None, None
+
+    def _group_claims(self, cyc: _Cycle, pod: dict) -> None:
+        """Marks the claims the pod shares with its PodGroup."""
+        key = group_key(pod)
+        pg = self.handle.podgroups.get(key) if key else None
+        if pg is None:
+            return
+        names = {claim_name(pod, pc)[0] for pc in pod["spec"]["resourceClaims"] if group_entry(pg, pc) is not None}
+        cyc.shared = {c["metadata"].get("uid", "") for c in cyc.claims if c["metadata"]["name"] in names}
+        cyc.group = pg if cyc.shared else None
 
     def _untolerated_no_execute(self, alloc: dict) -> tuple[str, dict] | None:
         for r in (alloc.get("devices") or {}).get("results") or []:
@@ -380,15 +401,24 @@ class DynamicResources:
         return None
 
     async def _bind_claim(self, cyc: _Cycle, claim: dict, pod: dict) -> Status | None:
-        md, pmd = claim["metadata"], pod["metadata"]
+        uid = claim["metadata"].get("uid", "")
+        if uid not in cyc.shared:
+            return await self._write_claim(cyc, claim, pod, uid in cyc.reserved)
+        async with self.dra.locks.setdefault(uid, asyncio.Lock()):
+            # any member holding the group's in-flight allocation may write it
+            return await self._write_claim(cyc, claim, pod, uid in self.dra.in_flight)
+
+    async def _write_claim(self, cyc: _Cycle, claim: dict, pod: dict, in_flight: bool) -> Status | None:
+        md = claim["metadata"]
         uid = md.get("uid", "")
-        alloc = self.dra.in_flight[uid]["status"]["allocation"] if uid in cyc.reserved else None
+        alloc = self.dra.in_flight[uid]["status"]["allocation"] if in_flight else None
+        who = consumer(pod, cyc.group if uid in cyc.shared else None)
         cur = await self.api.get(md["name"], md.get("namespace"))
         if cur["metadata"].get("uid") != uid:
             return Status(Code.ERROR, [f"resourceclaim {md['name']} was replaced"])
         status = dict(cur.get("status") or {})
         reserved = status.get("reservedFor") or []
-        if any(r.get("uid") == pmd.get("uid") for r in reserved):
+        if any(r.get("uid") == who["uid"] for r in reserved):
             return None
         if alloc is None and status.get("allocation") is None:
             return unschedulable(f"resourceclaim {md['name']} is not allocated yet")
@@ -399,7 +429,7 @@ class DynamicResources:
             if FINALIZER not in finalizers:
                 cur = await self.api.update({**cur, "metadata": {**cur["metadata"], "finalizers": [*finalizers, FINALIZER]}})
             status["allocation"] = alloc
-        status["reservedFor"] = [*reserved, {"resource": "pods", "name": pmd["name"], "uid": pmd.get("uid", "")}]
+        status["reservedFor"] = [*reserved, who]
         written = await self.api.update({**cur, "status": status}, subresource="status")
         cyc.written.append(written)
         if uid in self.dra.in_flight:
