@@ -207,6 +207,19 @@ def scheduled_condition(obj: Obj, condition: str) -> str:
     return "Unknown"
 
 
+def group_phase(obj: Obj, condition: str) -> str:
+    """A one-word summary of the group's conditions (the API has no phase):
+    Disrupted once preempted, else Scheduled, the reason it is not
+    (Unschedulable, SchedulerError, Invalid), or Pending before any attempt."""
+    conds = {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []}
+    if (conds.get("DisruptionTarget") or {}).get("status") == "True":
+        return "Disrupted"
+    scheduled = conds.get(condition)
+    if scheduled is None:
+        return "Pending"
+    return "Scheduled" if scheduled.get("status") == "True" else scheduled.get("reason") or "Pending"
+
+
 def _policy_column(o: Obj) -> str:
     return {"gang": "Gang", "basic": "Basic"}.get(_policy_kind(o.get("spec") or {}) or "", "<none>")
 
@@ -242,6 +255,7 @@ class PodGroupStrategy(_GroupStrategy):
         Column("Policy", "string", _policy_column, "The scheduling policy: Gang or Basic."),
         Column("Min-Count", "string", _min_column("minCount"), "Minimum number of pods a gang needs."),
         Column("Scheduled", "string", lambda o: scheduled_condition(o, "PodGroupInitiallyScheduled"), "Status of the PodGroupInitiallyScheduled condition."),
+        Column("Phase", "string", lambda o: group_phase(o, "PodGroupInitiallyScheduled"), "Pending, Scheduled, Disrupted, or why the group is not scheduled."),
         AGE_COLUMN,
     ]
     immutable_spec = ("workloadRef", "schedulingConstraints", "resourceClaims", "disruptionMode", "priorityClassName", "priority", "preemptionPolicy", "parentCompositePodGroupName")
@@ -286,6 +300,7 @@ class CompositePodGroupStrategy(_GroupStrategy):
         Column("Policy", "string", _policy_column, "The scheduling policy: Gang or Basic."),
         Column("Min-Group-Count", "string", _min_column("minGroupCount"), "Minimum number of child groups a gang needs."),
         Column("Scheduled", "string", lambda o: scheduled_condition(o, "CompositePodGroupInitiallyScheduled"), "Status of the CompositePodGroupInitiallyScheduled condition."),
+        Column("Phase", "string", lambda o: group_phase(o, "CompositePodGroupInitiallyScheduled"), "Pending, Scheduled, Disrupted, or why the group is not scheduled."),
         AGE_COLUMN,
     ]
     immutable_spec = ("workloadRef", "schedulingConstraints", "disruptionMode", "priorityClassName", "priority", "preemptionPolicy", "parentCompositePodGroupName")

@@ -137,9 +137,15 @@ def test_pod_group_status_and_columns():
     obj = pod_group()
     obj["status"] = {"conditions": [{"type": "PodGroupInitiallyScheduled", "status": "True", "reason": "Scheduled", "lastTransitionTime": "2026-07-01T00:00:00Z"}]}
     assert s.validate_status_update(obj, pod_group()) == []
-    assert [c.fn(obj) for c in s.columns if c.name != "Age"] == ["train-workers", "Gang", "3", "True"]
+    assert [c.fn(obj) for c in s.columns if c.name != "Age"] == ["train-workers", "Gang", "3", "True", "Scheduled"]
     basic = pod_group(schedulingPolicy={"basic": {}})
-    assert [c.fn(basic) for c in s.columns[1:4]] == ["Basic", "<none>", "Unknown"]
+    assert [c.fn(basic) for c in s.columns[1:5]] == ["Basic", "<none>", "Unknown", "Pending"]
+    failed = {**pod_group(), "status": {"conditions": [
+        {"type": "PodGroupInitiallyScheduled", "status": "False", "reason": "Unschedulable"}]}}
+    assert s.columns[4].fn(failed) == "Unschedulable"
+    preempted = {**pod_group(), "status": {"conditions": [
+        *obj["status"]["conditions"], {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]}}
+    assert s.columns[4].fn(preempted) == "Disrupted"
     obj["status"]["conditions"][0]["status"] = "Maybe"
     assert ("status.conditions[0].status", "FieldValueNotSupported") in errors(s.validate_status_update(obj, pod_group()))
     created = pod_group()
