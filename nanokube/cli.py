@@ -28,6 +28,9 @@ async def _up(args: argparse.Namespace) -> int:
     from .client.leaderelection import LeaderElector
     from .client.local import LocalClient
     from .controllers.manager import LEASE_NAME, ControllerManager
+    from .metrics.prometheus import load_source
+    from .metrics.provider import MetricsProvider
+    from .metrics.rules import RulesError
     from .node.cluster import ClusterFileError, default_cluster, load_cluster
     from .node.manager import NodeManager
     from .node.manager import options_from_env as node_options
@@ -39,6 +42,11 @@ async def _up(args: argparse.Namespace) -> int:
     from .scheduler.scheduler import Scheduler
     from .store.interface import open_store
 
+    try:
+        MetricsProvider.default_source = load_source(args.metrics_provider, args.metrics_rules)
+    except RulesError as e:
+        print(f"nanokube: {e}", file=sys.stderr)
+        return 2
     try:
         sched_cfg = load_scheduler_config(args.scheduler_config) if args.scheduler_config else None
     except (ConfigError, OSError) as e:
@@ -174,6 +182,12 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--controllers", default="*",
                     help="controllers to run in-process: '*' (default), NAME, -NAME, comma-separated; '' runs none "
                          "(for an external `nanokube controller-manager`)")
+    up.add_argument("--metrics-provider", default="builtin", metavar="builtin|prometheus=URL",
+                    help="where custom and external metrics come from: the built-in store (default) or a Prometheus "
+                         "server, whose answers take precedence for the metrics its rules cover")
+    up.add_argument("--metrics-rules", default=None, metavar="FILE",
+                    help="prometheus-adapter style rules (rules, externalRules) mapping metrics to PromQL "
+                         "(default: an external metric is the Prometheus series of the same name)")
     up.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     cli_fault.add_parser(sub)
     cli_metrics.add_parser(sub)

@@ -16,6 +16,11 @@ Sources (all values are Kubernetes quantities):
   list of `{"labels": {...}, "value": "<quantity>"}` series. For example
   `kubectl create configmap nanokube-external-metrics --from-literal=queue_length=12`.
   A missing ConfigMap, key or garbage value is an unavailable metric.
+
+A metric source (the Prometheus one, `prometheus.py`) may be composed in:
+custom and external metrics its rules cover come from it, the rest from the
+sources above. `nanokube up` sets `MetricsProvider.default_source` once at
+start-up, so the API server's metrics APIs and the in-process HPA agree.
 """
 
 from __future__ import annotations
@@ -73,9 +78,13 @@ def _running(pod: dict) -> bool:
 
 
 class MetricsProvider:
-    def __init__(self, client, clock: Clock = REAL):
+    #: the source every provider of this process composes in unless given one
+    default_source = None
+
+    def __init__(self, client, clock: Clock = REAL, source=None):
         self.client = client
         self.clock = clock
+        self.source = source if source is not None else self.default_source
         self.pods = client.resource("", "v1", "pods")
         self.configmaps = client.resource("", "v1", "configmaps")
 
@@ -129,16 +138,29 @@ class MetricsProvider:
 
     # --- custom.metrics.k8s.io --------------------------------------------
 
+    async def _values(self, namespace: str | None, res, objs: list[dict], metric: str) -> dict[str, int]:
+        """Each object's custom metric in milli-units (running pods only):
+        from the source when one of its rules covers the metric, else from
+        the objects' annotations."""
+        if res.plural == "pods" and not res.group:
+            objs = [o for o in objs if _running(o)]
+        if self.source is not None:
+            got = await self.source.object_values(namespace, res, [o["metadata"]["name"] for o in objs], metric)
+            if got is not None:
+                return got
+        out = {}
+        for obj in objs:
+            v = (obj["metadata"].get("annotations") or {}).get(CUSTOM_PREFIX + metric)
+            if v is not None:
+                out[obj["metadata"]["name"]] = milli(v)
+        return out
+
     async def pods_metric(self, namespace: str, selector: str, metric: str) -> dict[str, Sample]:
         now = self.clock.now()
-        out = {}
-        for pod in await self._pods(namespace, selector):
-            v = (pod["metadata"].get("annotations") or {}).get(CUSTOM_PREFIX + metric)
-            if v is not None and _running(pod):
-                out[pod["metadata"]["name"]] = Sample(milli(v), now)
-        if not out:
+        values = await self._values(namespace, self.resolve("pods"), await self._pods(namespace, selector), metric)
+        if not values:
             raise MetricsUnavailable("no metrics returned from custom metrics API")
-        return out
+        return {name: Sample(v, now) for name, v in values.items()}
 
     async def object_metric(self, namespace: str, metric: str, ref: dict) -> int:
         api_version = ref.get("apiVersion") or "v1"
@@ -151,10 +173,10 @@ class MetricsProvider:
             obj = await self.client.resource(group, version, res.plural).get(ref.get("name", ""), namespace if res.namespaced else None)
         except (APIError, LookupError) as e:
             raise MetricsUnavailable(str(e)) from None
-        v = (obj["metadata"].get("annotations") or {}).get(CUSTOM_PREFIX + metric)
-        if v is None:
+        values = await self._values(namespace if res.namespaced else None, res, [obj], metric)
+        if obj["metadata"]["name"] not in values:
             raise MetricsUnavailable(f"the server could not find the metric {metric} for {ref.get('kind', '').lower()}s {ref.get('name')}")
-        return milli(v)
+        return values[obj["metadata"]["name"]]
 
     def resolve(self, resource: str):
         """The served Resource for a custom-metrics resource name (`pods`,
@@ -179,17 +201,18 @@ class MetricsProvider:
             except APIError as e:
                 raise MetricsUnavailable(e.message) from None
         ts = self.clock.rfc3339()
+        values = await self._values(namespace if res.namespaced else None, res, objs, metric)
         items = []
         for obj in objs:
-            v = (obj["metadata"].get("annotations") or {}).get(CUSTOM_PREFIX + metric)
-            if v is None or (res.plural == "pods" and not res.group and not _running(obj)):
+            v = values.get(obj["metadata"]["name"])
+            if v is None:
                 continue
             md = obj["metadata"]
             described = {"kind": res.kind, "name": md["name"], "apiVersion": res.api_version(res.storage_version)}
             if md.get("namespace"):
                 described["namespace"] = md["namespace"]
             item = {"describedObject": described, "metric": {"name": metric}, "timestamp": ts,
-                    "windowSeconds": WINDOW_SECONDS, "value": from_milli(milli(v))}
+                    "windowSeconds": WINDOW_SECONDS, "value": from_milli(v)}
             if selector:
                 item["metric"]["selector"] = _selector_object(selector)
             items.append(item)
@@ -203,6 +226,10 @@ class MetricsProvider:
 
     async def external_metric(self, namespace: str, metric: str, selector: str = "") -> list[ExternalSample]:
         """The series of an external metric matching a label selector."""
+        if self.source is not None:
+            got = await self.source.external_metric(namespace, metric, selector)
+            if got is not None:
+                return got
         try:
             cm = await self.configmaps.get(EXTERNAL_CONFIGMAP, namespace)
         except APIError as e:
