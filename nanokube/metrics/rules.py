@@ -48,6 +48,7 @@ _PLACEHOLDER = re.compile(r"<<\s*\.(\w+)\s*>>")
 _FIELDS = {"Series", "LabelMatchers", "GroupBy"}
 _BARE_NAME = re.compile(r"^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(\{.*\})?\s*$", re.DOTALL)
 _NAME_MATCHER = re.compile(r'__name__\s*=\s*"((?:[^"\\]|\\.)*)"')
+_RE2_SPECIAL = re.compile(r"[\\.+*?()|\[\]{}^$]")
 _GO_EXPAND = re.compile(r"\$(?:\{(\w+)\}|(\w+)|\$)")
 
 
@@ -198,7 +199,7 @@ def quote(value: str) -> str:
 
 def alternation(values) -> str:
     """An RE2 pattern matching exactly these values (a label's `=~` matcher)."""
-    return quote("|".join(re.escape(v) for v in sorted(values)))
+    return quote("|".join(_RE2_SPECIAL.sub(r"\\\g<0>", v) for v in sorted(values)))
 
 
 def selector_matchers(selector: str) -> list[str]:
