@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 _ATTEMPT_BUCKETS = tuple(0.001 * 2 ** i for i in range(15))
 _E2E_BUCKETS = tuple(0.01 * 2 ** i for i in range(20))
 _PLUGIN_BUCKETS = tuple(0.00001 * 1.5 ** i for i in range(20))
+_VICTIM_BUCKETS = tuple(2 ** i for i in range(11))
 
 
 class _Children:
@@ -61,6 +62,43 @@ class Metrics:
         self.unschedulable_pods = _Children(Gauge(
             "scheduler_unschedulable_pods", "The number of unschedulable pods broken down by plugin name.",
             ["plugin", "profile"], registry=r))
+
+        self.podgroup_schedule_attempts = _Children(Counter(
+            "scheduler_podgroup_schedule_attempts",
+            "Number of attempts to schedule pod group, by the result, scheduler profile and entity type "
+            "('podgroup' or 'compositepodgroup').", ["result", "profile", "type"], registry=r))
+        self.podgroup_attempt_duration = _Children(Histogram(
+            "scheduler_podgroup_scheduling_attempt_duration_seconds",
+            "Pod group scheduling attempt latency in seconds, by the result, scheduler profile and entity type.",
+            ["result", "profile", "type"], buckets=_ATTEMPT_BUCKETS, registry=r))
+        self.podgroup_algorithm_duration = _Children(Histogram(
+            "scheduler_podgroup_scheduling_algorithm_duration_seconds",
+            "Pod group scheduling algorithm latency in seconds, by scheduler profile and entity type.",
+            ["profile", "type"], buckets=_ATTEMPT_BUCKETS, registry=r))
+        self.workload_preemption_attempts = _Children(Counter(
+            "scheduler_workload_preemption_attempts",
+            "Number of workload-aware preemption attempts, by the PodGroupPostFilter status.", ["result"], registry=r))
+        self.workload_preemption_victims = Histogram(
+            "scheduler_workload_preemption_victims", "Number of pod preemption victims caused by workload preemption.",
+            buckets=_VICTIM_BUCKETS, registry=r)
+        self.preemption_workload_disruptions = _Children(Histogram(
+            "scheduler_preemption_workload_disruptions",
+            "Number of workload preemption units being preempted. A single preemption unit can be all pods in a "
+            "pod group (in case of DisruptionMode=all), or a single pod (in case of DisruptionMode=single).",
+            ["preemptor"], buckets=_VICTIM_BUCKETS, registry=r))
+
+    def podgroup_attempt(self, result: str, profile: str, entity: str, seconds: float) -> None:
+        """One workload cycle of a group: result is scheduled, unschedulable,
+        waiting_on_preemption or error; entity podgroup or compositepodgroup."""
+        self.podgroup_schedule_attempts.labels(result, profile, entity).inc()
+        self.podgroup_attempt_duration.labels(result, profile, entity).observe(seconds)
+
+    def workload_preemption(self, status: str, victim_pods: int, units: int, preemptor: str) -> None:
+        """A PodGroupPostFilter run; victims are counted only when it chose some."""
+        self.workload_preemption_attempts.labels(status).inc()
+        if units:
+            self.workload_preemption_victims.observe(victim_pods)
+            self.preemption_workload_disruptions.labels(preemptor).observe(units)
 
     def plugin_duration(self, plugin: str, point: str, status, seconds: float) -> None:
         code = "Success" if status is None else status.code.name.title().replace("_", "")

@@ -309,7 +309,7 @@ def test_units_order_groups_before_pods_at_equal_priority_and_plans_cost_like_up
 def test_a_post_filter_without_pod_group_post_filter_is_logged_at_start(caplog):
     from types import SimpleNamespace
 
-    from nanokube.scheduler.workload_cycle import WorkloadCycle
+    from nanokube.scheduler.workload_cycle import check_post_filters
 
     class PodOnly:
         def post_filter(self, state, info, statuses):
@@ -319,10 +319,9 @@ def test_a_post_filter_without_pod_group_post_filter_is_logged_at_start(caplog):
         def pod_group_post_filter(self, group):
             return None, None
 
-    sched = SimpleNamespace(frameworks={"default-scheduler": SimpleNamespace(plugins={"PodOnly": PodOnly(),
-                                                                                       "Both": Both()})})
+    frameworks = {"default-scheduler": SimpleNamespace(plugins={"PodOnly": PodOnly(), "Both": Both()})}
     with caplog.at_level("ERROR"):
-        WorkloadCycle(sched)
+        check_post_filters(frameworks)
     assert [r.getMessage().split(":")[0] for r in caplog.records] == [
         "plugin PodOnly implements PostFilter but not PodGroupPostFilter"]
 

@@ -1,10 +1,14 @@
 """GangScheduling (PreEnqueue): a pod of a PodGroup waits outside the queue
 until its PodGroup exists and, for a gang, until at least minCount members
-(pending or assigned) have been observed. The queue re-runs this check on
-PodGroup add, member add and minCount decrease."""
+(pending or assigned) have been observed. A PodGroup inside a
+CompositePodGroup tree waits instead until the tree's root is ready:
+minGroupCount of its children ready, recursively (a basic composite needs
+one). The queue re-runs this check on PodGroup add, member add, minCount
+decrease and CompositePodGroup add."""
 
 from __future__ import annotations
 
+from ..composites import NOT_READY, parent_name
 from ..framework import unschedulable
 from ..podgroups import group_key, group_name, min_count
 
@@ -26,8 +30,21 @@ class GangScheduling:
         if pg is None:
             return unschedulable(f'waiting for pod\'s pod group "{group_name(info.pod)}" to appear in scheduling queue',
                                  resolvable=False)
+        if parent_name(pg):
+            return self._composite(pg)
         need = min_count(pg)
         if need is not None and index.member_count(key) < need:
             return unschedulable("waiting for minCount pods from a gang to appear in scheduling queue",
                                  resolvable=False)
+        return None
+
+    def _composite(self, pg: dict):
+        """Waits for the parents and the root's readiness; an invalid tree
+        goes on to the workload cycle, which marks it Invalid."""
+        composites = self.handle.shared["CompositePodGroups"]
+        tree = composites.tree(pg)
+        if tree.waiting:
+            return unschedulable(tree.waiting, resolvable=False)
+        if tree.root is not None and not composites.ready(tree.root):
+            return unschedulable(NOT_READY, resolvable=False)
         return None
