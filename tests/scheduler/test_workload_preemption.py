@@ -91,7 +91,7 @@ async def release(pods, names):
 
 
 async def test_gang_preempts_one_whole_all_group_not_pods_of_several(env):
-    client, _sched, start = env
+    client, sched, start = env
     # two 2-CPU nodes; groups a and b each hold one CPU on both nodes
     pods = await start([node("n1", "2"), node("n2", "2")],
                        [podgroup("a", 2, 10, "all"), podgroup("b", 2, 10, "all")],
@@ -125,6 +125,15 @@ async def test_gang_preempts_one_whole_all_group_not_pods_of_several(env):
     events, _ = await client.resource("", "v1", "events").list("default")
     assert any(e["reason"] == "Preempted" and e["involvedObject"]["name"] in got
                and "pod group default/hi" in e["message"] for e in events)
+    metric = sched.metrics.registry.get_sample_value
+    assert metric("scheduler_workload_preemption_attempts_total", {"result": "Success"}) == 1
+    assert metric("scheduler_workload_preemption_victims_sum") == 2  # pods
+    assert metric("scheduler_preemption_workload_disruptions_sum", {"preemptor": "podgroup"}) == 1  # one unit
+    group_attempt = {"profile": "default-scheduler", "type": "podgroup"}
+    assert metric("scheduler_podgroup_schedule_attempts_total", {"result": "waiting_on_preemption", **group_attempt}) == 1
+    assert metric("scheduler_podgroup_schedule_attempts_total", {"result": "scheduled", **group_attempt}) == 1
+    assert metric("scheduler_podgroup_scheduling_attempt_duration_seconds_count",
+                  {"result": "scheduled", **group_attempt}) == 1
 
 
 async def test_lowest_priority_unit_goes_and_single_mode_members_go_one_by_one(env):
@@ -185,7 +194,7 @@ async def test_topology_domains_pick_the_cheaper_rack(env):
 
 
 async def test_preemption_policy_never_does_not_preempt(env):
-    client, _sched, start = env
+    client, sched, start = env
     pods = await start([node("n1", "2")], [podgroup("low", 2, 1, "all")],
                        [member("low-0", "low", 1, on="n1"), member("low-1", "low", 1, on="n1")])
     await gang_of(client, "polite", 2, 100, preemptionPolicy="Never")
@@ -197,6 +206,11 @@ async def test_preemption_policy_never_does_not_preempt(env):
     cond = await eventually(failed)
     assert cond["message"].endswith("preemption: not eligible due to preemptionPolicy=Never.")
     assert await doomed(pods) == set()
+    metric = sched.metrics.registry.get_sample_value
+    assert metric("scheduler_workload_preemption_attempts_total", {"result": "Unschedulable"}) >= 1
+    assert metric("scheduler_workload_preemption_victims_count") == 0
+    assert metric("scheduler_podgroup_schedule_attempts_total",
+                  {"result": "unschedulable", "profile": "default-scheduler", "type": "podgroup"}) >= 1
 
 
 async def test_equal_priority_and_hopeless_groups_preempt_nothing(env):

@@ -132,9 +132,18 @@ class PodGroupPreemption:
         self.going: dict[str, set[str]] = {}  # preemptor group -> its victims not yet gone
 
     def run(self, g: GroupPreemptor) -> tuple[dict[str, str] | None, Status]:
+        """Chooses and evicts victims; each run is counted by its status, and
+        a preemption's victims by pods and by units."""
+        nominations, st, plan = self._run(g)
+        victims = plan.victims if plan is not None else []
+        self.handle.metrics.workload_preemption(st.code.name.title().replace("_", ""),
+                                                sum(len(u.pods) for u in victims), len(victims), "podgroup")
+        return nominations, st
+
+    def _run(self, g: GroupPreemptor) -> tuple[dict[str, str] | None, Status, Plan | None]:
         spec = g.pg.get("spec") or {}
         if spec.get("preemptionPolicy") == "Never" or any(p.spec.get("preemptionPolicy") == "Never" for p in g.pods):
-            return None, unschedulable(f"preemption: {NEVER}")
+            return None, unschedulable(f"preemption: {NEVER}"), None
         below = group_priority(g.pg)
         all_nodes = self.handle.snapshot.nodes
         for key in list(self.going):
@@ -145,11 +154,11 @@ class PodGroupPreemption:
         plans = [plan for nodes in g.domains
                  if (plan := self._plan(g, nodes, all_nodes, below, pdbs)) is not None]
         if not plans:
-            return None, unschedulable(f"preemption: {NO_DOMAIN}")
+            return None, unschedulable(f"preemption: {NO_DOMAIN}"), None
         best = min(plans, key=Plan.cost)
         self.going.setdefault(g.key, set()).update(p.uid for u in best.victims for p in u.pods)
         self.handle.spawn(self._actuate(g, best))
-        return best.nominations, Status(Code.SUCCESS)
+        return best.nominations, Status(Code.SUCCESS), best
 
     def _plan(self, g: GroupPreemptor, nodes: list[NodeInfo], all_nodes, below: int, pdbs) -> Plan | None:
         """Removes every potential victim (and pods already on their way out)
