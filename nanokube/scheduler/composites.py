@@ -85,7 +85,7 @@ class CompositeIndex:
 
     def _added(self, obj: dict) -> None:
         self._set(obj)
-        self._activate(obj, "CompositePodGroupAdd")
+        self._activate(obj, "CompositePodGroupAdd", composite=True)
 
     def _removed(self, obj: dict) -> None:
         self.groups.pop(object_key(obj), None)
@@ -100,10 +100,10 @@ class CompositeIndex:
         if parent_name(pg):
             self._activate(pg, "PodGroupAdd")
 
-    def _activate(self, obj: dict, event: str) -> None:
+    def _activate(self, obj: dict, event: str, composite: bool = False) -> None:
         """Re-checks every leaf of the tree `obj` is in, after the
         scheduler's own handlers have seen the change."""
-        tree = self.tree(obj)
+        tree = self.tree(obj, composite)
         if tree.root is None:
             return
         queue = self.handle.queue
@@ -113,8 +113,9 @@ class CompositeIndex:
     def get(self, key: str) -> dict | None:
         return self.groups.get(key)
 
-    def tree(self, obj: dict) -> Tree:
-        """Climbs from a group to its root and builds the root's tree."""
+    def tree(self, obj: dict, composite: bool = False) -> Tree:
+        """Climbs from a PodGroup (or a CompositePodGroup) to its root and
+        builds the root's tree."""
         ns = obj["metadata"].get("namespace", "")
         seen = {object_key(obj)}
         chain = [obj]
@@ -131,7 +132,7 @@ class CompositeIndex:
             seen.add(key)
             chain.append(parent)
             cur = parent
-        if cur is obj:
+        if cur is obj and not composite:
             return Tree(root=Member(object_key(obj), obj, composite=False))
         root = self._build(cur, ns, 1)
         if root.depth > MAX_DEPTH:
