@@ -3,6 +3,7 @@ they render, and files refused with a message that says where."""
 
 import pytest
 
+from nanokube.cli import main
 from nanokube.metrics.prometheus import load_source
 from nanokube.metrics.rules import DEFAULT_RULES, RulesError, load_rules, selector_matchers
 
@@ -100,3 +101,13 @@ def test_load_source_from_flags(tmp_path):
         load_source("graphite=http://g")
     with pytest.raises(RulesError, match="No such file"):
         load_source("prometheus=http://p:9090", str(tmp_path / "missing.yaml"))
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--metrics-provider", "prometheus=localhost:9090"], "not an http(s) URL"),
+    (["--metrics-rules", "rules.yaml"], "--metrics-rules needs --metrics-provider prometheus=URL"),
+])
+def test_nanokube_up_refuses_bad_metrics_flags_before_starting(tmp_path, capsys, flags, message):
+    assert main(["up", "--data-dir", str(tmp_path / "data"), *flags]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "data").exists()
