@@ -21,6 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from nanokube.metrics.prometheus import PrometheusMetrics
+from nanokube.metrics.rules import load_rules
+from nanokube.registry.base import all_resources
 from tests.e2e.conftest import start_cluster
 
 PROMETHEUS = shutil.which("prometheus")
@@ -142,7 +145,35 @@ def test_external_metrics_api_answers_from_prometheus(env):
     assert missing.returncode != 0 and "NotFound" in missing.stderr
 
 
+RULES = """
+rules:
+- seriesQuery: 'queue_length{queue!=""}'
+  name: {as: "queued_${0}"}
+  resources: {overrides: {queue: {resource: service}, job: {resource: namespace}}}
+  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)'
+externalRules:
+- seriesQuery: '{__name__=~"^queue_.*$",queue!=""}'
+  name: {matches: "^queue_(.*)$", as: "backlog_$1"}
+  metricsQuery: 'max(<<.Series>>{<<.LabelMatchers>>}) by (queue)'
+"""
+
+
+async def test_rendered_promql_is_what_prometheus_accepts(env):
+    """The queries rules render (discovery, escaped regex alternations,
+    namespace and selector matchers) against the real PromQL engine."""
+    _, _, _, url = env
+    src = PrometheusMetrics(url, load_rules(RULES))
+    services = next(r for r in all_resources() if r.plural == "services" and not r.group)
+    assert await src.object_values("exporter", services, ["jobs", "mail", "a.b|c"], "queued_queue_length") == \
+        {"jobs": 12_000, "mail": 1000}
+    assert await src.object_values("elsewhere", services, ["jobs"], "queued_queue_length") == {}
+    got = await src.external_metric("default", "backlog_length", "queue notin (mail),queue,!absent")
+    assert [(s.labels, s.value) for s in got] == [({"queue": "jobs"}, 12_000)]
+    assert await src.external_metric("default", "queue_length") is None  # not a name the rules expose
+
+
 def test_hpa_scales_on_a_prometheus_metric_and_not_once_prometheus_is_gone(env):
+    """Last in the module: it stops Prometheus."""
     c, exporter, prom, url = env
     replicas = lambda: c.kubectl_json("get", "deployment", "worker")["spec"]["replicas"]
 
