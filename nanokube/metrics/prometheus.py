@@ -40,6 +40,8 @@ class PrometheusMetrics:
         self.timeout = timeout
 
     async def external_metric(self, namespace: str, metric: str, selector: str = "") -> list[ExternalSample] | None:
+        """The series of an external metric that match an HPA's label selector
+        (and its namespace, when the rule maps a namespace label)."""
         found = await self._find(self.rules.external, metric)
         if found is None:
             return None
