@@ -149,9 +149,11 @@ class HTTPClient:
         return cls(load_kubeconfig(path, context), **kw)
 
     async def start(self) -> None:
-        """Open the connection pool and read discovery."""
+        """Open the connection pool and read discovery. The pool is unbounded:
+        every watch holds a connection for its life, and a controller manager
+        runs dozens of informers (a bounded pool would starve requests)."""
         self.session = aiohttp.ClientSession(
-            headers=self.headers, connector=aiohttp.TCPConnector(ssl=self.creds.ssl or False, limit=64),
+            headers=self.headers, connector=aiohttp.TCPConnector(ssl=self.creds.ssl or False, limit=0),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=10))
         core = await self.request("GET", "/api/v1")
         self.index.add("", "v1", core)

@@ -98,3 +98,14 @@ async def test_informer_over_http_sees_adds_updates_and_deletes(client):
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_many_open_watches_do_not_starve_requests(client):
+    cms = client.resource("", "v1", "configmaps")
+    streams = [await cms.watch("default") for _ in range(80)]
+    try:
+        created = await asyncio.wait_for(cms.create(cm("after-watches")), 10)
+        assert created["metadata"]["name"] == "after-watches"
+    finally:
+        for s in streams:
+            await s.aclose()

@@ -59,6 +59,18 @@ class Cluster:
         return self.proc.returncode
 
 
+def wait_for(check, timeout: float = 60.0, what: str = "condition", every: float = 0.25):
+    """Poll `check` until it returns something truthy, and return that; fail
+    after `timeout` seconds saying which `what` never held."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(every)
+    raise AssertionError(f"{what} never held")
+
+
 def start_cluster(data_dir: Path, store: str, extra: tuple[str, ...] = ()) -> Cluster:
     log_path = data_dir / "nanokube.log"
     data_dir.mkdir(parents=True, exist_ok=True)

@@ -14,17 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import fresh_store, start_cluster
-
-
-def wait_for(check, timeout=60.0, interval=0.3):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(interval)
-    raise AssertionError("condition never held")
+from .conftest import fresh_store, start_cluster, wait_for
 
 
 def manager(c, log: Path) -> subprocess.Popen:

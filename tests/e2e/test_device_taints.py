@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from nanokube.clock import parse_time
-from tests.e2e.conftest import fresh_store, start_cluster
+from tests.e2e.conftest import fresh_store, start_cluster, wait_for
 
 GPU = "gpu.nanokube.io"
 HOLD = "e2e.nanokube.io/hold"
@@ -38,14 +38,6 @@ def cluster():
             shutil.rmtree(d, ignore_errors=True)
 
 
-def wait_for(check, timeout: float = 30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError("condition never held")
 
 
 def gpu_pod(c, name: str, tolerations: list | None = None) -> tuple[str, str]:

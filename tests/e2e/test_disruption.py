@@ -11,7 +11,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
 from nanokube.clock import parse_time
-from tests.e2e.conftest import fresh_store, start_cluster
+from tests.e2e.conftest import fresh_store, start_cluster, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -39,14 +38,6 @@ def cluster():
             shutil.rmtree(d, ignore_errors=True)
 
 
-def wait_for(check, timeout: float = 30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError("condition never held")
 
 
 def _pdb(name: str, app: str, **spec) -> str:

@@ -5,19 +5,12 @@ claim is scheduled onto that node and the claim shows allocated,reserved."""
 from __future__ import annotations
 
 import json
-import time
+
+from .conftest import wait_for
 
 DRIVER = "test.nanokube.io"
 
 
-def wait_for(check, timeout: float = 30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError("condition never held")
 
 
 def test_pod_with_claim_lands_on_the_node_with_the_device(cluster):

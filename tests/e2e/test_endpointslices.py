@@ -5,17 +5,8 @@ them ready) behind a Service."""
 from __future__ import annotations
 
 import json
-import time
 
-
-def wait_for(check, timeout: float = 60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.3)
-    raise AssertionError("condition never held")
+from .conftest import wait_for
 
 
 def pod(name: str) -> dict:

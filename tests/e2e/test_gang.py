@@ -4,19 +4,9 @@ of its pods and every pod gets FailedScheduling."""
 
 from __future__ import annotations
 
-import time
-
 import yaml
 
-
-def wait_for(check, timeout: float = 60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.3)
-    raise AssertionError("condition never held")
+from .conftest import wait_for
 
 
 def gang(name: str, size: int, cpu: str) -> str:

@@ -12,17 +12,11 @@ import time
 import pytest
 import yaml
 
+from .conftest import wait_for
+
 GPU_CLASS = "gpu.nanokube.io"
 
 
-def wait_for(check, timeout: float = 90):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.3)
-    raise AssertionError("condition never held")
 
 
 def template(name: str, count: int) -> dict:

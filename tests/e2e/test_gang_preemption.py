@@ -6,20 +6,10 @@ the two groups, whole, and runs."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import yaml
 
-
-def wait_for(check, timeout: float = 90):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.3)
-    raise AssertionError("condition never held")
+from .conftest import wait_for
 
 
 def priority_class(name: str, value: int, policy: str = "PreemptLowerPriority") -> dict:

@@ -7,12 +7,11 @@ import json
 import os
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import start_cluster
+from tests.e2e.conftest import start_cluster, wait_for
 
 DEPLOY = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "infer", "namespace": "default"},
           "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "infer"}},
@@ -47,14 +46,6 @@ def hpa_cluster(store_url):
         shutil.rmtree(d, ignore_errors=True)
 
 
-def wait_for(check, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.3)
-    raise AssertionError("condition never held")
 
 
 def condition(c, typ):
@@ -67,7 +58,7 @@ def test_scale_to_zero_and_wake_on_an_external_metric(hpa_cluster):
     c.kubectl("create", "configmap", "nanokube-external-metrics", "--from-literal=queue_length=0")
     c.kubectl("apply", "-f", "-", input=json.dumps(DEPLOY))
     c.kubectl("apply", "-f", "-", input=json.dumps(hpa(QUEUE)))
-    replicas = lambda: c.kubectl_json("get", "deployment", "infer")["spec"]["replicas"]  # noqa: E731
+    replicas = lambda: c.kubectl_json("get", "deployment", "infer")["spec"]["replicas"]
     wait_for(lambda: replicas() == 0)
     assert wait_for(lambda: condition(c, "ScaledToZero") == ("True", "ScaledToZero"))
     events = c.kubectl_json("get", "events", "--field-selector", "involvedObject.name=infer")["items"]

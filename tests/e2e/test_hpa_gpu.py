@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import start_cluster
+from tests.e2e.conftest import start_cluster, wait_for
 
 TEMPLATE = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
             "metadata": {"name": "one-gpu", "namespace": "default"},
@@ -59,14 +59,6 @@ def gpu_hpa_cluster(store_url):
         shutil.rmtree(d, ignore_errors=True)
 
 
-def wait_for(check, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.3)
-    raise AssertionError("condition never held")
 
 
 def set_metric(c, name: str, value: str) -> None:

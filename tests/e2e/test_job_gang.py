@@ -5,19 +5,9 @@ fit keeps every pod Pending."""
 
 from __future__ import annotations
 
-import time
-
 import yaml
 
-
-def wait_for(check, timeout: float = 60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.3)
-    raise AssertionError("condition never held")
+from .conftest import wait_for
 
 
 def gang_job(name: str, cpu: str) -> str:

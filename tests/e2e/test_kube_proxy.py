@@ -17,11 +17,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 
 import pytest
+
+from .conftest import wait_for
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("nft"),
@@ -34,14 +35,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for(check, timeout: float = 30, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError(f"{what} never held")
 
 
 def nft(netns: str, *args: str) -> subprocess.CompletedProcess:

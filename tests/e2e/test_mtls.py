@@ -16,14 +16,13 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 from nanokube.node.runtime.netns import PREFIX, cluster_tag, list_netns
-from tests.e2e.conftest import start_cluster
+from tests.e2e.conftest import start_cluster, wait_for
 from tests.e2e.manifests import to_yaml
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "mtls"
@@ -40,14 +39,6 @@ pytestmark = [
 ]
 
 
-def wait_for(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.3)
-    raise AssertionError(f"{what} never held")
 
 
 @pytest.fixture(scope="module")

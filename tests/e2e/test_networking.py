@@ -18,13 +18,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from nanokube.node.runtime.netns import PREFIX, cluster_tag, list_netns
-from tests.e2e.conftest import start_cluster
+from tests.e2e.conftest import start_cluster, wait_for
 
 CLUSTER_FILE = "examples/clusters/process-3cpu.yaml"
 CLIENT_NODE = "cpu-2"
@@ -62,14 +61,6 @@ for url in sys.argv[2:]:
 """
 
 
-def wait_for(check, timeout: float = 60, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.3)
-    raise AssertionError(f"{what} never held")
 
 
 @pytest.fixture(scope="module")

@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import start_cluster
+from tests.e2e.conftest import start_cluster, wait_for
 
 CLUSTER_FILE = "examples/clusters/mixed.yaml"
 
@@ -27,14 +26,6 @@ def nodes_cluster(store_url):
         shutil.rmtree(d, ignore_errors=True)
 
 
-def wait_for(check, timeout: float = 30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError("condition never held")
 
 
 def pod_manifest(name: str, annotations: dict | None = None, restart: str = "Always") -> str:

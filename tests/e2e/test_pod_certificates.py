@@ -23,21 +23,13 @@ from nanokube.pki import trustbundle
 from nanokube.pki.signer import SIGNER_NAME, SignerCA, issue_leaf, spiffe_id, stub_key
 from tests.e2e.manifests import to_yaml
 
-from .conftest import STORE
+from .conftest import STORE, wait_for
 
 FAST = "e2e.nanokube.io/fast"
 DENY = "e2e.nanokube.io/deny"
 GROUP, VERSION = "certificates.k8s.io", "v1"
 
 
-def wait_for(check, timeout=60.0, every=0.3):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(every)
-    raise AssertionError("condition never held")
 
 
 def rfc3339(t: dt.datetime) -> str:

@@ -2,19 +2,10 @@
 complete or fail, all driven through kubectl against simulated nodes."""
 
 import json
-import time
 
 import yaml
 
-
-def wait_for(check, timeout=60.0, every=0.3):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(every)
-    raise AssertionError("condition never held")
+from .conftest import wait_for
 
 
 def deployment(name, image, replicas):
