@@ -17,6 +17,8 @@ from .apiserver.errors import APIError
 from .client.http import HTTPClient
 from .client.leaderelection import LeaderElector
 from .controllers.manager import LEASE_NAME, ControllerManager
+from .metrics.prometheus import load_source
+from .metrics.provider import MetricsProvider
 
 log = logging.getLogger("nanokube.controller-manager")
 
@@ -31,10 +33,14 @@ def add_parser(sub) -> None:
     p.add_argument("--leader-elect-lease-duration", type=float, default=15.0, metavar="SECONDS")
     p.add_argument("--leader-elect-renew-deadline", type=float, default=10.0, metavar="SECONDS")
     p.add_argument("--leader-elect-retry-period", type=float, default=2.0, metavar="SECONDS")
+    p.add_argument("--metrics-provider", default="builtin", metavar="builtin|prometheus=URL",
+                   help="where the HPA reads custom and external metrics (as `nanokube up`)")
+    p.add_argument("--metrics-rules", default=None, metavar="FILE", help="prometheus-adapter style rules")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 
 async def _run(args: argparse.Namespace) -> int:
+    MetricsProvider.default_source = load_source(args.metrics_provider, args.metrics_rules)
     client = HTTPClient.from_kubeconfig(args.kubeconfig, field_manager="kube-controller-manager",
                                         user_agent="nanokube-controller-manager")
     await client.start()
