@@ -224,8 +224,8 @@ class Framework:
     """Runs one profile's plugins; a plugin takes part in an extension point
     by defining the method of that name."""
 
-    POINTS = ("pre_enqueue", "pre_filter", "filter", "post_filter", "pre_score", "score", "reserve", "permit",
-              "pre_bind", "bind", "post_bind")
+    POINTS = ("pre_enqueue", "pre_filter", "filter", "post_filter", "pod_group_post_filter", "pre_score", "score",
+              "reserve", "permit", "pre_bind", "bind", "post_bind")
 
     def __init__(self, profile: Profile, plugins: list, metrics: Metrics, clock) -> None:
         self.profile = profile
@@ -238,6 +238,9 @@ class Framework:
             sorters = [p for p in plugins if hasattr(p, "sort_key")]
         else:
             self.points = {pt: [self.plugins[n] for n in profile.points.get(pt, [])] for pt in self.POINTS}
+            if "pod_group_post_filter" not in profile.points:  # the configured PostFilter order
+                self.points["pod_group_post_filter"] = [p for p in self.points["post_filter"]
+                                                        if hasattr(p, "pod_group_post_filter")]
             sorters = [self.plugins[n] for n in profile.points.get("sort_key", [])]
         if len(sorters) != 1:
             raise ValueError(f"profile {profile.scheduler_name}: exactly one QueueSort plugin is required")
@@ -300,6 +303,19 @@ class Framework:
         if not rejector:
             return None, None
         return None, Status(Code.UNSCHEDULABLE, reasons, rejector)
+
+    def run_pod_group_post_filter(self, group) -> tuple[dict[str, str] | None, Status | None]:
+        """Runs PodGroupPostFilter once for a group whose workload cycle
+        failed, in order until a plugin succeeds (its nominations, pod uid
+        -> node); otherwise the plugins' reasons as one Unschedulable
+        status, or None when no plugin takes part."""
+        reasons: list[str] = []
+        for p in self.points["pod_group_post_filter"]:
+            nominated, st = p.pod_group_post_filter(group)
+            if st is None or st.code == Code.SUCCESS:
+                return nominated or {}, None
+            reasons.extend(st.reasons)
+        return None, Status(Code.UNSCHEDULABLE, reasons) if reasons else None
 
     def run_pre_score(self, state: CycleState, info: PodInfo, nodes: list) -> Status | None:
         for p in self.points["pre_score"]:

@@ -142,19 +142,14 @@ class WorkloadCycle:
         if g.key in self.preempted:
             self.preempted.discard(g.key)
             return False, ""
-        reasons: list[str] = []
-        for plugin in g.fwk.plugins.values():
-            if not hasattr(plugin, "pod_group_post_filter"):
-                continue
-            nominated, st = plugin.pod_group_post_filter(g)
-            if st.code == Code.SUCCESS:
-                self.preempted.add(g.key)
-                self.nominated[g.key] = [(i, nominated[i.uid]) for i in g.pods if i.uid in nominated]
-                return True, ""
-            reasons.extend(st.reasons)
+        nominated, st = g.fwk.run_pod_group_post_filter(g)
+        if nominated is not None:
+            self.preempted.add(g.key)
+            self.nominated[g.key] = [(i, nominated[i.uid]) for i in g.pods if i.uid in nominated]
+            return True, ""
         self.nominated.pop(g.key, None)
         self._clear_nominations(g.pods)
-        return False, ", ".join(reasons)
+        return False, st.message() if st is not None else ""
 
     def _clear_nominations(self, pods: list[PodInfo]) -> None:
         """A rejected group keeps no stale nominatedNodeName."""

@@ -10,10 +10,10 @@ from nanokube.controllers.resourceclaim import ResourceClaimController
 from nanokube.scheduler.podgroup_claims import PODGROUP_CLAIM_ANNOTATION, consumer, group_entry
 from nanokube.scheduler.scheduler import Scheduler
 from tests.controllers import eventually, make_stack
+from tests.scheduler import node
 from tests.scheduler.test_dynamic_resources import R, claim, device_class, gpu_slice
 from tests.scheduler.test_gang import member, podgroup
 from tests.scheduler.test_scheduler import add_node
-from tests.scheduler import node
 
 S = "scheduling.k8s.io"
 

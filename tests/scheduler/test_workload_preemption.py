@@ -357,3 +357,47 @@ async def test_a_nominated_group_whose_pods_are_deleted_holds_nothing(env):
         return got if all(got) else None
     assert await eventually(bound, attempts=1500) == ["n1", "n1"]
     assert "default/hi" not in sched.workload_cycle.nominated
+
+
+def test_pod_group_post_filter_point_runs_in_order_until_one_succeeds():
+    from nanokube.scheduler.framework import Code, Framework, Profile, Status, unschedulable
+    from nanokube.scheduler.metrics import Metrics
+    from tests.scheduler import FakeClock
+
+    calls = []
+
+    class Sort:
+        name = "Sort"
+
+        def sort_key(self, info):
+            return 0
+
+    class No:
+        name = "No"
+
+        def post_filter(self, state, info, statuses):
+            return None, None
+
+        def pod_group_post_filter(self, group):
+            calls.append(self.name)
+            return None, unschedulable("no room")
+
+    class Yes(No):
+        name = "Yes"
+
+        def pod_group_post_filter(self, group):
+            calls.append(self.name)
+            return {"u1": "n1"}, Status(Code.SUCCESS)
+
+    class After(No):
+        name = "After"
+
+    fwk = Framework(Profile(), [Sort(), No(), Yes(), After()], Metrics(), FakeClock())
+    assert fwk.run_pod_group_post_filter(None) == ({"u1": "n1"}, None)
+    assert calls == ["No", "Yes"]
+    nominated, st = Framework(Profile(), [Sort(), No(), After()], Metrics(), FakeClock()).run_pod_group_post_filter(None)
+    assert nominated is None and (st.code, st.reasons) == (Code.UNSCHEDULABLE, ["no room", "no room"])
+    configured = Profile(points={"sort_key": ["Sort"], "post_filter": ["After", "Yes"]})
+    fwk = Framework(configured, [Sort(), No(), Yes(), After()], Metrics(), FakeClock())
+    assert [p.name for p in fwk.points["pod_group_post_filter"]] == ["After", "Yes"]
+    assert Framework(Profile(), [Sort()], Metrics(), FakeClock()).run_pod_group_post_filter(None) == (None, None)
