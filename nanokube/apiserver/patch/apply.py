@@ -810,19 +810,24 @@ def update_managed_fields(
 #: managedFields of a create, by the create's shape (see `_create_shape`)
 _CREATES: dict[tuple, bytes] = {}
 _CREATES_LIMIT = 4096
-#: metadata fields whose values never appear in a field path
-_PLAIN_METADATA = ("name", "generateName", "namespace", "uid", "resourceVersion", "creationTimestamp", "generation")
-
-
 def _create_shape(obj: dict[str, Any]) -> bytes:
-    """What a create's field set depends on: everything but the values of
-    plain metadata scalars, which differ per object (pods of one ReplicaSet
-    share all else) yet only their presence shows in managedFields."""
+    """What a create's field set depends on: map keys, list contents (their
+    keys and set values name fields) and where containers and nulls are.
+    Other scalars only show by their presence, so their values are blanked:
+    pods of one ReplicaSet, a scheduler's events and a node's certificate
+    requests share one shape."""
     md = obj.get("metadata")
-    if isinstance(md, dict):
-        obj = {**obj, "metadata": {k: (0 if k in _PLAIN_METADATA else v) for k, v in md.items()
-                                   if k != "managedFields"}}
-    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+    if isinstance(md, dict) and "managedFields" in md:
+        obj = {**obj, "metadata": {k: v for k, v in md.items() if k != "managedFields"}}
+    return orjson.dumps(_blank_scalars(obj), option=orjson.OPT_SORT_KEYS)
+
+
+def _blank_scalars(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {k: _blank_scalars(x) for k, x in v.items()}
+    if isinstance(v, list) or v is None:
+        return v
+    return 0
 
 
 def _outside(obj: Any, ignored: set[Path]) -> Any:

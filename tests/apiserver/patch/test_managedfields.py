@@ -324,3 +324,27 @@ def test_creates_of_one_shape_share_their_field_set_but_not_their_time():
     assert "f:a" not in third["metadata"]["managedFields"][0]["fieldsV1"]["f:data"]
     by_other = update(None, configmap(a="1"), "helm", T2)["metadata"]["managedFields"][0]
     assert by_other["manager"] == "helm"
+
+
+POD = schema.kind_schema("", "v1", "Pod")
+
+
+def pod(name, container, image, port):
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
+            "spec": {"containers": [{"name": container, "image": image, "ports": [{"containerPort": port}]}],
+                     "priority": 0, "enableServiceLinks": True, "nodeName": ""}}
+
+
+@pytest.mark.parametrize("variant", [
+    pod("b", "app", "nginx:2", 80),     # scalars differ: one shape with the first
+    pod("c", "sidecar", "nginx:1", 80),  # list-map key differs
+    pod("d", "app", "nginx:1", 8080),    # list-map key inside a nested list differs
+])
+def test_creates_sharing_a_cached_field_set_get_what_they_would_compute_alone(variant):
+    from nanokube.apiserver.patch import apply as apply_mod
+
+    apply_mod._CREATES.clear()
+    alone = update(None, variant, "kubelet", T0, schema=POD)["metadata"]["managedFields"]
+    apply_mod._CREATES.clear()
+    update(None, pod("a", "app", "nginx:1", 80), "kubelet", T0, schema=POD)
+    assert update(None, variant, "kubelet", T0, schema=POD)["metadata"]["managedFields"] == alone
