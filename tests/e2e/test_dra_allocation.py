@@ -255,14 +255,15 @@ def test_device_taint_rule_makes_a_whole_pool_unallocatable(cluster):
 
 @pytest.mark.parametrize("request_, problem", [
     (exactly("gpu", "no-such-class"), 'deviceclass.resource.k8s.io "no-such-class" not found'),
-    (exactly("gpu", GPU, "device.attributes["), "compil"),
-    (exactly("gpu", GPU, "device.driver"), "bool"),
-    (exactly("gpu", GPU, f"{attr('nosuch')} == 'x'"), "nosuch"),
+    (exactly("gpu", GPU, "device.attributes["), "selector #0: CEL runtime error: compilation failed: "),
+    (exactly("gpu", GPU, "device.driver"), "selector #0: CEL runtime error: must evaluate to bool"),
+    (exactly("gpu", GPU, f"{attr('nosuch')} == 'x'"), "selector #0: CEL runtime error: no such key: nosuch"),
 ], ids=["missing-class", "does-not-compile", "not-bool", "unknown-attribute"])
 def test_bad_claim_is_reported_and_scheduling_goes_on(cluster, request_, problem):
     bad = claim_pod(cluster, [request_])
     message = failed_scheduling(cluster, bad)
-    assert message.startswith("0/3 nodes are available: ") and problem in message, message
+    assert message.startswith(f"0/3 nodes are available: 3 claim default/{bad}, request gpu: "), message
+    assert problem in message, message
     healthy = claim_pod(cluster, [exactly("nic", RDMA)])
     assert len(allocated(cluster, healthy)) == 1
     assert cluster.proc.poll() is None
