@@ -120,9 +120,21 @@ class WorkloadCycle:
         s.metrics.podgroup_algorithm_duration.labels(fwk.profile.scheduler_name, PODGROUP).observe(
             s.clock.monotonic() - algorithm_start)
         if feasible:
+            best = max(feasible, key=Attempt.score)
+            if placed and len(best.assigned) < len(pending) and min_count(pg) is not None:
+                # PartialSuccess: a running gang whose new pods do not all fit tries preemption first
+                everyone = len(placed) + len(pending)
+                preemptor = GroupPreemptor(entry.group, pg, pending, domains, fwk, lambda nodes: self._try(
+                    fwk, nodes, pending, everyone, len(placed), held), held)
+                preempted, _ = self._post_filter(preemptor)
+                if preempted:
+                    self._reject(entry, pg, UNSCHEDULABLE, f"{len(pending) - len(best.assigned)} pod(s) of the "
+                                 "group did not fit; waiting for preemption to make room for all of them",
+                                 best.failures, cycle)
+                    return WAITING_ON_PREEMPTION, PODGROUP
             self.preempted.discard(entry.group)
             self.nominated.pop(entry.group, None)
-            ok = self.commit(fwk, [(entry, pg, max(feasible, key=Attempt.score).assigned)], cycle)
+            ok = self.commit(fwk, [(entry, pg, best.assigned)], cycle)
             return (SCHEDULED if ok else "unschedulable"), PODGROUP
         if not attempts:
             msg = f'no placement satisfies the topology constraint of pod group "{entry.group.split("/", 1)[1]}"'

@@ -401,3 +401,44 @@ def test_pod_group_post_filter_point_runs_in_order_until_one_succeeds():
     fwk = Framework(configured, [Sort(), No(), Yes(), After()], Metrics(), FakeClock())
     assert [p.name for p in fwk.points["pod_group_post_filter"]] == ["After", "Yes"]
     assert Framework(Profile(), [Sort()], Metrics(), FakeClock()).run_pod_group_post_filter(None) == (None, None)
+
+
+async def test_partial_success_of_a_running_gang_preempts_before_binding(env):
+    client, sched, start = env
+    # n1 (3 CPUs): hi-0 of the gang and a low lone pod run; one CPU is free for the two new members
+    pods = await start([node("n1", "3")], [podgroup("hi", 2, 100)],
+                       [member("hi-0", "hi", 100, on="n1"), lone("low", 1, "n1"),
+                        member("hi-1", "hi", 100), member("hi-2", "hi", 100)])
+
+    async def victims():
+        return await doomed(pods) or None
+    assert await eventually(victims) == {"low"}
+
+    async def nominated():
+        got = [(await pods.get(f"hi-{i}", "default"))["status"].get("nominatedNodeName") for i in (1, 2)]
+        return got if all(got) else None
+    assert await eventually(nominated) == ["n1", "n1"]
+    assert [(await pods.get(f"hi-{i}", "default"))["spec"].get("nodeName") for i in (1, 2)] == [None, None]
+    await release(pods, ["low"])
+
+    async def bound():
+        got = [(await pods.get(f"hi-{i}", "default"))["spec"].get("nodeName") for i in (1, 2)]
+        return got if all(got) else None
+    assert await eventually(bound, attempts=1500) == ["n1", "n1"]
+    assert sched.metrics.registry.get_sample_value(
+        "scheduler_podgroup_schedule_attempts_total",
+        {"result": "waiting_on_preemption", "profile": "default-scheduler", "type": "podgroup"}) == 1
+
+
+async def test_partial_success_of_a_basic_group_binds_without_preempting(env):
+    _client, _sched, start = env
+    pods = await start([node("n1", "3")], [podgroup("b", None, 100)],
+                       [member("b-0", "b", 100, on="n1"), lone("low", 1, "n1"),
+                        member("b-1", "b", 100), member("b-2", "b", 100)])
+
+    async def one_bound():
+        got = [(await pods.get(f"b-{i}", "default"))["spec"].get("nodeName") for i in (1, 2)]
+        return got if any(got) else None
+    assert sorted(await eventually(one_bound), key=str) == [None, "n1"]
+    # bound in the same cycle, with no preemption first (the leftover pod may preempt after its backoff)
+    assert await doomed(pods) == set()
