@@ -44,7 +44,7 @@ class CompositeCycle:
         tree = self.wc.composites.tree(self.pg)
         if tree.root is None:
             if tree.culprit is not None:
-                self.s.spawn(self.wc._set_condition(tree.culprit, "False", INVALID, tree.invalid, CONDITION,
+                self.s.spawn(self.wc.set_condition(tree.culprit, "False", INVALID, tree.invalid, CONDITION,
                                                     composite=True))
             self._reject_all(UNSCHEDULABLE, tree.invalid or tree.waiting)
             return "unschedulable", COMPOSITE
@@ -59,7 +59,7 @@ class CompositeCycle:
             (msg for leaf in root.leaves() if (e := self.entries.get(leaf.key)) and e.members
              for msg in [consistency_error(leaf.obj, list(e.members.values()))] if msg), "")
         if err:
-            self.s.spawn(self.wc._set_condition(root.obj, "False", SCHEDULER_ERROR, err, CONDITION, composite=True))
+            self.s.spawn(self.wc.set_condition(root.obj, "False", SCHEDULER_ERROR, err, CONDITION, composite=True))
             self._reject_all(SCHEDULER_ERROR, err, error=True)
             return "error", COMPOSITE
         fwk = self.s.frameworks[pending[0].spec.get("schedulerName") or "default-scheduler"]
@@ -86,11 +86,11 @@ class CompositeCycle:
                                  att.failures if att else {})
             for comp in root.composites():
                 if comp.key in plan.satisfied:
-                    self.s.spawn(self.wc._set_condition(comp.obj, "True", "Scheduled",
+                    self.s.spawn(self.wc.set_condition(comp.obj, "True", "Scheduled",
                                                         "the composite pod group was scheduled", CONDITION,
                                                         composite=True))
             return "scheduled", COMPOSITE
-        self.s.spawn(self.wc._set_condition(root.obj, "False", UNSCHEDULABLE, message, CONDITION, composite=True))
+        self.s.spawn(self.wc.set_condition(root.obj, "False", UNSCHEDULABLE, message, CONDITION, composite=True))
         for key, e in self.entries.items():
             att = plan.failures.get(key)
             self._finish(e, self._leaf_obj(root, key), message if att is None else f"{message}; {att.message}",
@@ -101,7 +101,7 @@ class CompositeCycle:
                 reason: str = UNSCHEDULABLE, error: bool = False) -> None:
         """Rejects the entry's members, or hands an emptied entry back."""
         if e.members:
-            self.wc._reject(e, pg, reason, message, failures or {}, self.cycle, error=error)
+            self.wc.reject(e, pg, reason, message, failures or {}, self.cycle, error=error)
         else:
             self.s.queue.group_done(e, self.cycle)
 
@@ -156,14 +156,14 @@ class CompositeCycle:
         if not pending:
             return len(placed) >= leaf.need, ""
         domains = placements(self.s.snapshot.nodes, topology_keys(leaf.obj), set(placed.values()))
-        attempts = [self.wc._try(fwk, nodes, pending, leaf.need, len(placed)) for nodes in domains]
+        attempts = [self.wc.try_placement(fwk, nodes, pending, leaf.need, len(placed)) for nodes in domains]
         feasible = [a for a in attempts if a.feasible]
         if not feasible:
             if attempts:
                 plan.failures[leaf.key] = max(attempts, key=lambda a: len(a.assigned))
             return False, ""
         best = max(feasible, key=Attempt.score)
-        kept = self.wc._try(fwk, best.nodes, pending, leaf.need, len(placed), keep=True)
+        kept = self.wc.try_placement(fwk, best.nodes, pending, leaf.need, len(placed), keep=True)
         if not kept.feasible:  # scoring ties broke differently: nothing is kept
             kept.undo(fwk)
             plan.failures[leaf.key] = kept

@@ -106,7 +106,7 @@ class WorkloadCycle:
         pending = sorted(entry.members.values(), key=lambda i: i.timestamp)
         err = consistency_error(pg, pending)
         if err:
-            self._reject(entry, pg, SCHEDULER_ERROR, err, {}, cycle, error=True)
+            self.reject(entry, pg, SCHEDULER_ERROR, err, {}, cycle, error=True)
             return "error", PODGROUP
         fwk = s.frameworks[pending[0].spec.get("schedulerName") or "default-scheduler"]
         s.cache.update_snapshot(s.snapshot)
@@ -115,7 +115,7 @@ class WorkloadCycle:
         need = min_count(pg) or 1
         held = self._held_for_others(entry.group, group_priority(pg))
         domains = placements(s.snapshot.nodes, topology_keys(pg), set(placed.values()))
-        attempts = [self._try(fwk, nodes, pending, need, len(placed), held) for nodes in domains]
+        attempts = [self.try_placement(fwk, nodes, pending, need, len(placed), held) for nodes in domains]
         feasible = [a for a in attempts if a.feasible]
         s.metrics.podgroup_algorithm_duration.labels(fwk.profile.scheduler_name, PODGROUP).observe(
             s.clock.monotonic() - algorithm_start)
@@ -124,11 +124,11 @@ class WorkloadCycle:
             if placed and len(best.assigned) < len(pending) and min_count(pg) is not None:
                 # PartialSuccess: a running gang whose new pods do not all fit tries preemption first
                 everyone = len(placed) + len(pending)
-                preemptor = GroupPreemptor(entry.group, pg, pending, domains, fwk, lambda nodes: self._try(
+                preemptor = GroupPreemptor(entry.group, pg, pending, domains, fwk, lambda nodes: self.try_placement(
                     fwk, nodes, pending, everyone, len(placed), held), held)
                 preempted, _ = self._post_filter(preemptor)
                 if preempted:
-                    self._reject(entry, pg, UNSCHEDULABLE, f"{len(pending) - len(best.assigned)} pod(s) of the "
+                    self.reject(entry, pg, UNSCHEDULABLE, f"{len(pending) - len(best.assigned)} pod(s) of the "
                                  "group did not fit; waiting for preemption to make room for all of them",
                                  best.failures, cycle)
                     return WAITING_ON_PREEMPTION, PODGROUP
@@ -138,13 +138,13 @@ class WorkloadCycle:
             return (SCHEDULED if ok else "unschedulable"), PODGROUP
         if not attempts:
             msg = f'no placement satisfies the topology constraint of pod group "{entry.group.split("/", 1)[1]}"'
-            self._reject(entry, pg, UNSCHEDULABLE, msg, {}, cycle)
+            self.reject(entry, pg, UNSCHEDULABLE, msg, {}, cycle)
             return "unschedulable", PODGROUP
         best = max(attempts, key=lambda a: len(a.assigned))
         preemptor = GroupPreemptor(entry.group, pg, pending, domains, fwk,
-                                   lambda nodes: self._try(fwk, nodes, pending, need, len(placed), held), held)
+                                   lambda nodes: self.try_placement(fwk, nodes, pending, need, len(placed), held), held)
         preempted, post = self._post_filter(preemptor)
-        self._reject(entry, pg, UNSCHEDULABLE, best.message, best.failures, cycle, post)
+        self.reject(entry, pg, UNSCHEDULABLE, best.message, best.failures, cycle, post)
         return (WAITING_ON_PREEMPTION if preempted else "unschedulable"), PODGROUP
 
     def _post_filter(self, g: GroupPreemptor) -> tuple[bool, str]:
@@ -189,7 +189,7 @@ class WorkloadCycle:
             held += [(info, node) for info, node in self.nominated[key] if info.uid in pending]
         return held
 
-    def _try(self, fwk: Framework, nodes: list[NodeInfo], pending: list[PodInfo], need: int, already: int,
+    def try_placement(self, fwk: Framework, nodes: list[NodeInfo], pending: list[PodInfo], need: int, already: int,
              held: list[tuple[PodInfo, str]] = (), keep: bool = False) -> Attempt:
         """The default algorithm on one placement, with `held` pods counted
         on their nominated nodes: each pod that fits is added to the
@@ -256,7 +256,7 @@ class WorkloadCycle:
                         s.cache.forget(i)
                     reason = UNSCHEDULABLE if st.unschedulable else SCHEDULER_ERROR
                     for entry, pg, _ in parts:
-                        self._reject(entry, pg, reason, st.message(), {}, cycle, error=not st.unschedulable)
+                        self.reject(entry, pg, reason, st.message(), {}, cycle, error=not st.unschedulable)
                     return False
                 done.append((info, node, state))
         for entry, pg, assigned in parts:
@@ -265,12 +265,12 @@ class WorkloadCycle:
                 s.queue.in_flight[info.key] = info
                 s.spawn(s._bind(fwk, state, info, node, cycle, start))
             if assigned:
-                s.spawn(self._set_condition(pg, "True", "Scheduled",
+                s.spawn(self.set_condition(pg, "True", "Scheduled",
                                             f"{len(assigned)} pod(s) of the group were scheduled"))
             s.queue.group_done(entry, cycle)
         return True
 
-    def _reject(self, entry: QueuedPodGroupInfo, pg: dict, reason: str, message: str, failures: dict[str, FitError],
+    def reject(self, entry: QueuedPodGroupInfo, pg: dict, reason: str, message: str, failures: dict[str, FitError],
                 cycle: int, post: str = "", error: bool = False) -> None:
         """Every member gets FailedScheduling and PodScheduled=False (with
         the PostFilter verdict, if any); the group waits for an event its
@@ -283,10 +283,10 @@ class WorkloadCycle:
             fit = failures.get(info.key)
             text = f"{message}; {fit}" if fit else message
             s.spawn(s._report_failure(info.pod, reason, f"{text} {post}" if post else text))
-        s.spawn(self._set_condition(pg, "False", reason, message))
+        s.spawn(self.set_condition(pg, "False", reason, message))
         s.queue.group_done(entry, cycle, error=error)
 
-    async def _set_condition(self, pg: dict, status: str, reason: str, message: str, condition: str = CONDITION,
+    async def set_condition(self, pg: dict, status: str, reason: str, message: str, condition: str = CONDITION,
                              composite: bool = False) -> None:
         """Writes PodGroupInitiallyScheduled (or a CompositePodGroup's
         condition) through the group's status; once True it never goes
