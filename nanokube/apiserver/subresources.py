@@ -82,11 +82,8 @@ class Subresources:
             uid = ((binding.get("metadata") or {}).get("uid"))
             if uid and uid != pod["metadata"].get("uid"):
                 raise errors.conflict("", "pods/binding", name, f"Precondition failed: UID in precondition: {uid}, UID in object meta: {pod['metadata'].get('uid')}")
-            new = copy.deepcopy(pod)
-            new["spec"]["nodeName"] = target["name"]
-            for k, v in ((binding.get("metadata") or {}).get("annotations") or {}).items():
-                new["metadata"].setdefault("annotations", {})[k] = v
-            st = new.setdefault("status", {})
+            new = _bound(pod, target["name"], (binding.get("metadata") or {}).get("annotations"))
+            st = new["status"]
             conds = [c for c in st.get("conditions") or [] if c.get("type") != "PodScheduled"]
             conds.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
                           "lastTransitionTime": self.rest.clock.rfc3339()})
@@ -276,3 +273,13 @@ def _scale_of(obj: dict) -> dict:
         "spec": {"replicas": spec.get("replicas", 0)},
         "status": {"replicas": st.get("replicas", 0), "selector": selector},
     }
+
+
+def _bound(pod: dict, node: str, annotations: dict | None) -> dict:
+    """A copy of the cached pod with the parts a binding changes copied
+    (spec, status, metadata and its annotations) and the rest shared: the
+    result is only serialised, never mutated further."""
+    md = dict(pod["metadata"])
+    if annotations:
+        md["annotations"] = {**(md.get("annotations") or {}), **annotations}
+    return {**pod, "metadata": md, "spec": {**pod["spec"], "nodeName": node}, "status": dict(pod.get("status") or {})}

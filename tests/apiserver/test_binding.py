@@ -1,0 +1,38 @@
+"""pods/binding: sets spec.nodeName and PodScheduled, merges the binding's
+annotations, and leaves the cached pod other readers hold untouched."""
+
+import pytest
+
+from nanokube.apiserver.errors import APIError
+from nanokube.apiserver.rest import WriteOptions
+from nanokube.apiserver.subresources import Subresources
+from tests.controllers import make_stack
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    yield s, Subresources(s.rest), s.client.resource("", "v1", "pods")
+    await s.close()
+
+
+def binding(name, node, **metadata):
+    return {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, **metadata},
+            "target": {"kind": "Node", "name": node}}
+
+
+async def test_binding_assigns_the_node_and_leaves_the_cached_pod_alone(env):
+    s, sub, pods = env
+    before = await pods.create({"metadata": {"name": "p", "namespace": "default", "annotations": {"a": "1"}},
+                                "spec": {"containers": [{"name": "c", "image": "x"}]}})
+    pods_res = s.rest.index.get("", "v1", "pods")
+    await sub.bind(pods_res, "default", "p", binding("p", "n1", annotations={"b": "2"}), WriteOptions())
+    after = await pods.get("p", "default")
+    assert after["spec"]["nodeName"] == "n1"
+    assert after["metadata"]["annotations"] == {"a": "1", "b": "2"}
+    assert [(c["type"], c["status"]) for c in after["status"]["conditions"]] == [("PodScheduled", "True")]
+    assert "nodeName" not in before["spec"] and before["metadata"]["annotations"] == {"a": "1"}
+    assert "conditions" not in (before.get("status") or {})
+    with pytest.raises(APIError) as e:
+        await sub.bind(pods_res, "default", "p", binding("p", "n2"), WriteOptions())
+    assert e.value.code == 409 and 'already assigned to node "n1"' in e.value.message
