@@ -102,7 +102,9 @@ def test_cordoned_node_then_uncordoned(cluster):
 
 def test_node_selector_mismatch_then_node_labelled(cluster):
     create(cluster, pod("wants-ssd", nodeSelector={"disk": "ssd"}))
-    assert reasons(failed_scheduling(cluster, "wants-ssd")) == {"3 node(s) didn't match Pod's node affinity/selector"}
+    assert failed_scheduling(cluster, "wants-ssd") == (
+        "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector. "
+        "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.")
     cluster.kubectl("label", "node", "a100-0", "disk=ssd")
     try:
         lands(cluster, "wants-ssd", "a100-0")
@@ -132,7 +134,9 @@ def test_insufficient_cpu_and_memory_then_room_freed(cluster):
     for node in ("h100-0", "h100-1", "a100-0"):
         create(cluster, pod(f"hog-{node}", cpu="3500m", memory="15Gi", nodeName=node))
     create(cluster, pod("big", cpu="1", memory="2Gi"))
-    assert reasons(failed_scheduling(cluster, "big")) == {"3 Insufficient cpu", "3 Insufficient memory"}
+    assert failed_scheduling(cluster, "big") == (
+        "0/3 nodes are available: 3 Insufficient cpu, 3 Insufficient memory. "
+        "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.")
     cluster.kubectl("delete", "pod", "hog-a100-0", "--grace-period=0", "--force")
     lands(cluster, "big", "a100-0")
 
@@ -173,6 +177,27 @@ def test_inter_pod_anti_affinity_then_peer_gone(cluster):
         "1 node(s) didn't match Pod's node affinity/selector", "2 node(s) didn't match pod anti-affinity rules"}
     cluster.kubectl("delete", "pod", "solo", "--grace-period=0", "--force")
     lands(cluster, "loner", {"h100-0", "h100-1"})
+
+
+def test_existing_pods_anti_affinity_then_it_goes(cluster):
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": ZONE}]}}
+    create(cluster, pod("keeper", affinity=anti, nodeName="h100-0"))
+    running(cluster, "keeper")
+    create(cluster, pod("web", labels={"app": "web"}, nodeSelector={ZONE: "zone-a"}))
+    assert reasons(failed_scheduling(cluster, "web")) == {
+        "1 node(s) didn't match Pod's node affinity/selector", "2 node(s) didn't satisfy existing pods anti-affinity rules"}
+    cluster.kubectl("delete", "pod", "keeper", "--grace-period=0", "--force")
+    lands(cluster, "web", {"h100-0", "h100-1"})
+
+
+def test_pod_affinity_without_a_peer_then_peer_arrives(cluster):
+    affinity = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": HOST}]}}
+    create(cluster, pod("near-db", affinity=affinity))
+    assert reasons(failed_scheduling(cluster, "near-db")) == {"3 node(s) didn't match pod affinity rules"}
+    create(cluster, pod("db", labels={"app": "db"}, nodeName="a100-0"))
+    lands(cluster, "near-db", "a100-0")
 
 
 def test_dra_cannot_allocate_then_device_published(cluster):
