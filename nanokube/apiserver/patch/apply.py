@@ -856,7 +856,9 @@ def _track(
     )
     marker = ("", "", "", "current-operation")
     try:
-        diff = _reassign(_outside(current, ignored), _outside(result, ignored), raw, managers, marker, True, ignored)
+        # `_ignored` names top-level fields only, which `_outside` already
+        # took from both sides: the diff holds nothing left to exclude
+        diff = _reassign(_outside(current, ignored), _outside(result, ignored), raw, managers, marker, True, set())
     except _TypeError:
         return result
     mine = (diff.added | diff.modified) - diff.removed - _STRIPPED
