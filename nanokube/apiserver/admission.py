@@ -1,15 +1,17 @@
 """Built-in admission: the plugins kube-apiserver enables by default that
 change what users see (NamespaceLifecycle, Priority, ServiceAccount,
-NodeRestriction, ClusterTrustBundleAttest)."""
+NodeRestriction, ClusterTrustBundleAttest, and DRA's admin-access namespace check)."""
 
 from __future__ import annotations
 
 from ..registry.base import Resource
+from ..registry.validation import forbidden
 from . import errors
 from .auth.restriction import attest, node_restriction
 
 IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 PODGROUP_PROTECTION = "scheduling.k8s.io/podgroup-protection"
+ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 SYSTEM_PRIORITY = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
 
 
@@ -32,11 +34,29 @@ class Admission:
             finalizers = obj["metadata"].setdefault("finalizers", [])
             if PODGROUP_PROTECTION not in finalizers:
                 finalizers.append(PODGROUP_PROTECTION)
+        if res.group == "resource.k8s.io" and res.plural in ("resourceclaims", "resourceclaimtemplates") \
+                and op == "CREATE":
+            self._admin_access(res, obj)
         if res.group == "" and res.plural == "pods" and op == "CREATE":
             self._priority(obj)
             spec = obj.setdefault("spec", {})
             spec.setdefault("serviceAccountName", "default")
             spec.setdefault("serviceAccount", spec["serviceAccountName"])
+
+    def _admin_access(self, res: Resource, obj: dict) -> None:
+        """DRA admin access (in-use devices) only in namespaces labelled for it (KEP-5018)."""
+        spec = obj.get("spec") or {}
+        prefix = "spec.spec" if res.plural == "resourceclaimtemplates" else "spec"
+        devices = ((spec.get("spec") or {}) if res.plural == "resourceclaimtemplates" else spec).get("devices") or {}
+        paths = [f"{prefix}.devices.requests[{i}].exactly.adminAccess"
+                 for i, r in enumerate(devices.get("requests") or []) if ((r.get("exactly") or {}).get("adminAccess"))]
+        if not paths:
+            return
+        ns = self._lookup("", "namespaces", "", obj["metadata"].get("namespace", "")) or {}
+        if (ns.get("metadata", {}).get("labels") or {}).get(ADMIN_ACCESS_LABEL) == "true":
+            return
+        why = f"admin access to devices requires the `{ADMIN_ACCESS_LABEL}: true` label on the containing namespace"
+        raise errors.invalid(res.group, res.kind, obj["metadata"].get("name", ""), [forbidden(p, why) for p in paths])
 
     def _lookup(self, group: str, plural: str, namespace: str, name: str) -> dict | None:
         entry = self.rest.cache.get(self.rest.index.get(group, "v1", plural).key(namespace or None, name))

@@ -206,12 +206,13 @@ def test_admin_access_gets_a_device_already_in_use(cluster, admin_namespace):
     delete(cluster, monitor, admin_namespace)
 
 
-@pytest.mark.xfail(strict=True, reason="the API server does not yet require the admin-access namespace label")
 def test_admin_access_outside_a_labelled_namespace_is_refused(cluster):
     r = cluster.kubectl("create", "-f", "-", check=False, input=json.dumps({
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "sneaky", "namespace": "default"},
         "spec": {"devices": {"requests": [exactly("gpu", GPU, adminAccess=True)]}}}))
     assert r.returncode != 0 and ADMIN_LABEL in r.stderr
+    assert 'spec.devices.requests[0].exactly.adminAccess: Forbidden: admin access to devices requires the ' \
+           f'`{ADMIN_LABEL}: true` label on the containing namespace' in r.stderr
 
 
 # --- device taints ----------------------------------------------------------
