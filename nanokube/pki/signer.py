@@ -28,6 +28,7 @@ from ..apiserver.errors import APIError
 from ..client.informer import Informer
 from ..clock import REAL, Clock
 from ..controllers.base import Controller
+from ..registry.certificates import stub_request_key
 from . import der, trustbundle
 
 log = logging.getLogger(__name__)
@@ -192,7 +193,7 @@ def stub_key(spec: dict):
     """The public key of a request's stub CSR, or None when there is none usable."""
     raw = spec.get("stubPKCS10Request") or ""
     try:
-        return x509.load_der_x509_csr(base64.b64decode(raw)).public_key() if raw else None
+        return stub_request_key(base64.b64decode(raw)) if raw else None
     except ValueError:
         return None
 

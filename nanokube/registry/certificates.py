@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
+import functools
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -320,12 +321,29 @@ def _verify_proof(key: Any, pod_uid: str, proof: bytes) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=1024)
+def stub_request(der: bytes) -> x509.CertificateSigningRequest | None:
+    """A stub CSR parsed once for the create's validation, the signer and
+    the check of the issued certificate; None when it does not parse."""
+    try:
+        return x509.load_der_x509_csr(der)
+    except ValueError:
+        return None
+
+
+@functools.lru_cache(maxsize=1024)
+def stub_request_key(der: bytes) -> Any:
+    """The public key of a stub CSR (None when it does not parse)."""
+    csr = stub_request(der)
+    return csr.public_key() if csr is not None else None
+
+
 def stub_public_key(spec: dict) -> Any:
     """The subject public key: from the stub CSR, else from v1beta1's pkixPublicKey."""
     stub = _b64(spec.get("stubPKCS10Request") or "")
     try:
         if stub:
-            return x509.load_der_x509_csr(stub).public_key()
+            return stub_request_key(stub)
         pkix = _b64(spec.get("pkixPublicKey") or "")
         return serialization.load_der_public_key(pkix) if pkix else None
     except ValueError:
@@ -342,9 +360,8 @@ def _stub_errors(spec: dict) -> Errors:
     der = _b64(raw)
     if der is not None and len(der) > MAX_STUB:
         return errs + [too_long(path, MAX_STUB)]
-    try:
-        csr = x509.load_der_x509_csr(der or b"")
-    except ValueError:
+    csr = stub_request(der or b"")
+    if csr is None:
         return errs + [invalid(path, "<value omitted>", "must be a DER-encoded PKCS#10 certificate signing request")]
     if not csr.is_signature_valid:
         return errs + [invalid(path, "<value omitted>", "could not verify the signature of the certificate signing request")]
@@ -352,7 +369,7 @@ def _stub_errors(spec: dict) -> Errors:
         errs.append(invalid(path, "<value omitted>", "must have an empty subject"))
     if len(csr.extensions) > 0:
         errs.append(invalid(path, "<value omitted>", "must not contain any extensions"))
-    shown, detail = _key_problem(csr.public_key())
+    shown, detail = _key_problem(stub_request_key(der))
     if detail:
         errs.append(invalid(path, shown, detail))
     return errs

@@ -297,3 +297,15 @@ def test_bundle_update():
     assert s.validate_update(bundle(trust=CA_B), old) == []
     moved = bundle(signer="example.com/bar", name="example.com:bar:abc")
     assert errors(s.validate_update(moved, old)) == [("spec.signerName", "FieldValueInvalid")]
+
+
+def test_stub_request_is_parsed_once_and_shared_with_the_signer():
+    from nanokube.pki.signer import stub_key
+    from nanokube.registry.certificates import stub_public_key, stub_request, stub_request_key
+
+    spec = {"stubPKCS10Request": stub(EC_KEY)}
+    der = base64.b64decode(spec["stubPKCS10Request"])
+    assert stub_request(der) is stub_request(bytes(der))
+    assert stub_public_key(spec) is stub_key(spec) is stub_request_key(der)
+    assert stub_request_key(der).public_numbers() == EC_KEY.public_key().public_numbers()
+    assert stub_request(b"junk") is None and stub_request_key(b"junk") is None
