@@ -6,6 +6,12 @@ Finished pods are counted through `status.uncountedTerminatedPods` and the
 recorded first, its finalizer removed next, and only then is it counted, so no
 pod is lost or counted twice across restarts.
 
+With `backoffLimitPerIndex` an Indexed Job counts failures per index: an
+index past its limit (or hit by a FailIndex rule) lands in
+`status.failedIndexes` and is not run again while the others go on. The
+newest failed pod of an index waiting for its replacement keeps its
+finalizer until then, so its failure counts reach the replacement.
+
 A Job with `spec.scheduling` first gets its Workload and PodGroup
 (job_workload.py); its pods are created only once both exist.
 """
@@ -50,17 +56,18 @@ def parse_indexes(s: str | None) -> set[int]:
 
 
 def format_indexes(idx: set[int]) -> str:
-    """Sorted ranges: {0,1,2,4} → "0-2,4"."""
+    """Sorted intervals as upstream writes them: {0,1,2,4,6,7} → "0-2,4,6,7"
+    (a run of two is written as two indexes)."""
     parts, run = [], []
-    for i in sorted(idx):
+    for i in sorted(idx) + [None]:
         if run and i == run[-1] + 1:
             run.append(i)
             continue
-        if run:
-            parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        if len(run) > 2:
+            parts.append(f"{run[0]}-{run[-1]}")
+        else:
+            parts.extend(str(x) for x in run)
         run = [i]
-    if run:
-        parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
     return ",".join(parts)
 
 
@@ -131,6 +138,66 @@ def replaces_only_failed(spec: dict) -> bool:
     """podReplacementPolicy Failed (the default with a podFailurePolicy)."""
     return (spec.get("podReplacementPolicy")
             or ("Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed")) == "Failed"
+
+
+def finish_time(pod: dict) -> float | None:
+    """When a finished pod stopped: its containers' last finishedAt, else when it
+    stopped being Ready."""
+    st = pod.get("status") or {}
+    ends = [parse_time(t) for cs in (st.get("containerStatuses") or []) + (st.get("initContainerStatuses") or [])
+            if (t := ((cs.get("state") or {}).get("terminated") or {}).get("finishedAt"))]
+    if ends:
+        return max(ends)
+    ready = next((c for c in st.get("conditions") or [] if c.get("type") == "Ready"), None)
+    return parse_time(ready["lastTransitionTime"]) if ready and ready.get("lastTransitionTime") else None
+
+
+def indexes_ready(todo: list[int], replaced: dict[int, dict], now: float) -> tuple[list[int], float]:
+    """Per-index backoff: the indexes whose last failure is old enough
+    (10s doubling per failure of that index, at most 360s), and, when none
+    is, the seconds until the first one is."""
+    ready, waits = [], []
+    for i in todo:
+        pod = replaced.get(i)
+        end = finish_time(pod) if pod is not None else None
+        left = 0.0 if end is None else \
+            end + min(BACKOFF_BASE * 2 ** sum(job_failure_policy.failure_counts(pod)), BACKOFF_MAX) - now
+        if left > 0:
+            waits.append(left)
+        else:
+            ready.append(i)
+    return ready, (0.0 if ready or not waits else min(waits))
+
+
+def failed_indexes(spec: dict, st: dict, pods: list[dict], only_failed_phase: bool) -> set[int]:
+    """status.failedIndexes plus the indexes whose not yet counted pod just
+    failed them (below completions only)."""
+    completions = spec.get("completions") or 0
+    out = {i for i in parse_indexes(st.get("failedIndexes")) if i < completions}
+    for p in pods:
+        i = pod_index(p)
+        if i is not None and i < completions and TRACKING in (p["metadata"].get("finalizers") or []) \
+                and pod_failed(p, only_failed_phase) and job_failure_policy.index_failed(spec, p):
+            out.add(i)
+    return out
+
+
+def awaiting_replacement(spec: dict, pods: list[dict], settled: set[int], active: list[dict],
+                         only_failed_phase: bool) -> dict[int, dict]:
+    """Per index still to run and with no active pod, its newest failed pod
+    that still holds the finalizer: the one its replacement's counts come from."""
+    completions = spec.get("completions") or 0
+    busy = settled | {pod_index(p) for p in active}
+    out: dict[int, dict] = {}
+    for p in pods:
+        i = pod_index(p)
+        if i is None or i >= completions or i in busy or TRACKING not in (p["metadata"].get("finalizers") or []) \
+                or not pod_failed(p, only_failed_phase):
+            continue
+        age = (sum(job_failure_policy.failure_counts(p)), finish_time(p) or 0.0)
+        if i not in out or age >= (sum(job_failure_policy.failure_counts(out[i])), finish_time(out[i]) or 0.0):
+            out[i] = p
+    return out
 
 
 def pod_failed(pod: dict, only_failed_phase: bool) -> bool:
@@ -215,28 +282,28 @@ class JobController(Controller):
         spec, now = job["spec"], self.clock.now()
         st = dict(job.get("status") or {})
         uncounted = {k: list(v) for k, v in (st.get("uncountedTerminatedPods") or {}).items()}
+        indexed = spec.get("completionMode") == "Indexed"
+        per_index = indexed and spec.get("backoffLimitPerIndex") is not None
+        replace_failed = replaces_only_failed(spec)
+        done_idx = parse_indexes(st.get("completedIndexes"))
+        active = [p for p in pods if not pod_is_terminal(p) and not p["metadata"].get("deletionTimestamp")]
+        failed_idx = failed_indexes(spec, st, pods, replace_failed) if per_index else set()
+        # indexes whose pod succeeded but is not counted yet must not run again either
+        finishing = {pod_index(p) for p in pods if pod_succeeded(p) and pod_index(p) is not None
+                     and TRACKING in (p["metadata"].get("finalizers") or [])}
+        delayed = awaiting_replacement(spec, pods, done_idx | finishing | failed_idx, active,
+                                       replace_failed) if per_index else {}
+        held = {p["metadata"]["uid"] for p in delayed.values()}
         # 1. record newly finished pods that still carry the finalizer; the
         #    podFailurePolicy may ignore a failure or fail the Job at once
-        tracked = {p["metadata"]["uid"]: p for p in pods}
-        ignored, fail_job = [], None
-        replace_failed = replaces_only_failed(spec)
+        ignored: list[dict] = []
+        fail_job = None
         for p in pods:
-            if TRACKING not in (p["metadata"].get("finalizers") or []):
-                continue
-            if pod_succeeded(p) or pod_failed(p, replace_failed):
-                kind = "succeeded" if pod_succeeded(p) else "failed"
-                if p["metadata"]["uid"] in uncounted.get("succeeded", []) + uncounted.get("failed", []):
-                    continue
-                verdict = job_failure_policy.match(spec.get("podFailurePolicy"), p) if kind == "failed" else None
-                if verdict and verdict[0] == "Ignore":
-                    ignored.append(p)
-                    continue
-                if verdict and verdict[0] == "FailJob" and fail_job is None:
-                    fail_job = verdict[1]
-                uncounted.setdefault(kind, []).append(p["metadata"]["uid"])
+            if TRACKING in (p["metadata"].get("finalizers") or []) and p["metadata"]["uid"] not in held and \
+                    (pod_succeeded(p) or pod_failed(p, replace_failed)):
+                fail_job = self._record(spec, p, uncounted, ignored) or fail_job
         # 2. count recorded pods whose finalizer is gone
-        indexed = spec.get("completionMode") == "Indexed"
-        done_idx = parse_indexes(st.get("completedIndexes"))
+        tracked = {p["metadata"]["uid"]: p for p in pods}
         for kind in ("succeeded", "failed"):
             keep = []
             for uid in uncounted.get(kind, []):
@@ -253,22 +320,29 @@ class JobController(Controller):
             uncounted[kind] = keep
         if indexed:
             st["completedIndexes"] = format_indexes(done_idx)
-        st["uncountedTerminatedPods"] = {k: v for k, v in uncounted.items() if v}
-        active = [p for p in pods if not pod_is_terminal(p) and not p["metadata"].get("deletionTimestamp")]
+        if per_index:
+            st["failedIndexes"] = format_indexes(failed_idx)
         succeeded = len(done_idx) if indexed else st.get("succeeded", 0) + len(uncounted.get("succeeded", []))
-        failed = st.get("failed", 0) + len(uncounted.get("failed", []))
+        failed = st.get("failed", 0) + len(uncounted.get("failed", [])) + sum(
+            1 for p in delayed.values() if (job_failure_policy.match(spec.get("podFailurePolicy"), p) or ("",))[0] != "Ignore")
 
         suspended = bool(spec.get("suspend"))
         if not suspended and not st.get("startTime"):
             st["startTime"] = format_time(now)
-        outcome = self._outcome(key, spec, st, succeeded, failed, active, indexed, done_idx, now)
+        outcome = self._outcome(key, spec, st, succeeded, failed, active, indexed, done_idx, failed_idx, now)
         if fail_job and (outcome is None or outcome[0] != "FailureTarget"):
             outcome = ("FailureTarget", job_failure_policy.REASON, fail_job)
+        if outcome:
+            # a finished Job waits for no replacement: held pods are counted now
+            for p in delayed.values():
+                self._record(spec, p, uncounted, ignored)
+        st["uncountedTerminatedPods"] = {k: v for k, v in uncounted.items() if v}
         if outcome or suspended:
             await self._delete_pods(key, job, active)
             active = []
         elif self.expectations.satisfied(key):
-            await self._manage(key, job, active, pods, succeeded, failed, done_idx, now)
+            await self._manage(key, job, active, pods, succeeded, failed, done_idx | finishing | failed_idx,
+                               delayed, now)
         self._set_suspended(st, suspended, now)
         st["active"] = len(active)
         st["ready"] = sum(1 for p in active if pod_is_ready(p))
@@ -285,7 +359,22 @@ class JobController(Controller):
                                                  set(st["uncountedTerminatedPods"].get("succeeded", []))
                                                  | set(st["uncountedTerminatedPods"].get("failed", []))])
 
-    def _outcome(self, key, spec, st, succeeded, failed, active, indexed, done_idx, now):
+    @staticmethod
+    def _record(spec: dict, pod: dict, uncounted: dict, ignored: list[dict]) -> str | None:
+        """Add a finished pod to uncountedTerminatedPods (or to `ignored` when
+        the podFailurePolicy says so); the FailJob message if a rule says that."""
+        uid = pod["metadata"]["uid"]
+        if uid in uncounted.get("succeeded", []) + uncounted.get("failed", []):
+            return None
+        kind = "succeeded" if pod_succeeded(pod) else "failed"
+        verdict = job_failure_policy.match(spec.get("podFailurePolicy"), pod) if kind == "failed" else None
+        if verdict and verdict[0] == "Ignore":
+            ignored.append(pod)
+            return None
+        uncounted.setdefault(kind, []).append(uid)
+        return verdict[1] if verdict and verdict[0] == "FailJob" else None
+
+    def _outcome(self, key, spec, st, succeeded, failed, active, indexed, done_idx, failed_idx, now):
         """(target condition, reason, message) once the Job's fate is decided
         (a FailureTarget or SuccessCriteriaMet already set stays decided)."""
         for c in st.get("conditions") or []:
@@ -296,8 +385,6 @@ class JobController(Controller):
                 not indexed and (completions is not None and succeeded >= completions
                                  or completions is None and succeeded > 0 and not active):
             return ("SuccessCriteriaMet", "CompletionsReached", "Reached expected number of succeeded pods")
-        if indexed and (matched := success_policy_match(spec.get("successPolicy"), completions or 0, done_idx)):
-            return ("SuccessCriteriaMet", "SuccessPolicy", matched)
         if failed > spec.get("backoffLimit", 6):
             return ("FailureTarget", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
         deadline = spec.get("activeDeadlineSeconds")
@@ -306,6 +393,13 @@ class JobController(Controller):
             if left <= 0:
                 return ("FailureTarget", "DeadlineExceeded", "Job was active longer than specified deadline")
             self.queue.add_after(key, left + 0.05)
+        if spec.get("maxFailedIndexes") is not None and len(failed_idx) > spec["maxFailedIndexes"]:
+            return ("FailureTarget", "MaxFailedIndexesExceeded",
+                    "Job has exceeded the specified maximal number of failed indexes")
+        if failed_idx and len(failed_idx) + len(done_idx) >= (completions or 0):
+            return ("FailureTarget", "FailedIndexes", "Job has failed indexes")
+        if indexed and (matched := success_policy_match(spec.get("successPolicy"), completions or 0, done_idx)):
+            return ("SuccessCriteriaMet", "SuccessPolicy", matched)
         return None
 
     def _add_condition(self, st: dict, ctype: str, status: str, reason: str, message: str, now: float) -> None:
@@ -339,12 +433,16 @@ class JobController(Controller):
         if active:
             await delete_pods(self.pods, self.expectations, key, active, self.recorder, job)
 
-    async def _manage(self, key, job, active, pods, succeeded, failed, done_idx, now) -> None:
+    async def _manage(self, key, job, active, pods, succeeded, failed, settled, replaced, now) -> None:
+        """Create or delete pods towards the wanted count. `settled` are the
+        indexes that never run again; `replaced` maps an index to the failed
+        pod its next pod replaces (backoffLimitPerIndex only)."""
         spec = job["spec"]
+        per_index = spec.get("backoffLimitPerIndex") is not None and spec.get("completionMode") == "Indexed"
         group = None
         if uses_workload(job) and (group := await self.workloads.ensure(job)) is None:
             return
-        if failed and (wait := self._backoff_left(pods, failed, now)) > 0:
+        if failed and not per_index and (wait := self._backoff_left(pods, failed, now)) > 0:
             self.queue.add_after(key, wait + 0.05)
             return
         # with podReplacementPolicy Failed a terminating pod is replaced only once it has failed
@@ -352,9 +450,16 @@ class JobController(Controller):
         terminating = [p for p in pods if replace_failed and p["metadata"].get("deletionTimestamp")
                        and not pod_is_terminal(p)]
         if spec.get("completionMode") == "Indexed":
-            busy = {pod_index(p) for p in active + terminating} | done_idx
+            if doomed := [p for p in active if pod_index(p) in settled]:
+                await self._delete_pods(key, job, doomed)
+                return
+            busy = {pod_index(p) for p in active + terminating} | settled
             free = [i for i in range(spec.get("completions") or 0) if i not in busy]
             todo = free[:max(0, spec.get("parallelism", 1) - len(active))]
+            if per_index:
+                todo, wait = indexes_ready(todo, replaced, now)
+                if wait > 0:
+                    self.queue.add_after(key, wait + 0.05)
         else:
             n = wanted_active(spec, succeeded) - len(active)
             if n < 0:
@@ -364,7 +469,8 @@ class JobController(Controller):
             todo = [None] * max(0, n - len(terminating))
         if not todo:
             return
-        await create_pods(self.pods, self.expectations, key, [self._pod(job, i, group) for i in todo],
+        await create_pods(self.pods, self.expectations, key,
+                          [self._pod(job, i, group, replaced.get(i) if per_index else None) for i in todo],
                           self.recorder, job)
 
     def _backoff_left(self, pods: list[dict], failed: int, now: float) -> float:
@@ -377,7 +483,7 @@ class JobController(Controller):
         delay = min(BACKOFF_BASE * 2 ** (failed - 1), BACKOFF_MAX)
         return max(ends) + delay - now
 
-    def _pod(self, job: dict, index: int | None, group: str | None = None) -> dict:
+    def _pod(self, job: dict, index: int | None, group: str | None = None, replaced: dict | None = None) -> dict:
         md = job["metadata"]
         tmpl = job["spec"]["template"]
         name = f"{md['name']}-" if index is None else f"{md['name']}-{index}-"
@@ -388,6 +494,11 @@ class JobController(Controller):
             pmd["annotations"] = {**(pmd.get("annotations") or {}), INDEX: str(index)}
             pmd["labels"] = {**(pmd.get("labels") or {}), INDEX: str(index)}
             pod["spec"] = {**pod["spec"], "hostname": f"{md['name']}-{index}"}
+            if job["spec"].get("backoffLimitPerIndex") is not None:
+                counted, ignored = job_failure_policy.counts_after(job["spec"], replaced)
+                pmd["annotations"][job_failure_policy.FAILURE_COUNT] = str(counted)
+                if ignored:
+                    pmd["annotations"][job_failure_policy.IGNORED_COUNT] = str(ignored)
         if group is not None:
             pod["spec"] = {**pod["spec"], "schedulingGroup": {"podGroupName": group}}
         return pod

@@ -1,7 +1,11 @@
 """A Job's podFailurePolicy applied to one failed pod: the first rule whose
 exit codes or pod conditions match decides whether the Job fails at once
-(FailJob), the failure is not counted against backoffLimit (Ignore), or it
-is counted as usual (Count). The messages are upstream's."""
+(FailJob), the pod's index fails at once (FailIndex), the failure is not
+counted against the backoff limits (Ignore), or it is counted as usual
+(Count). The messages are upstream's.
+
+With backoffLimitPerIndex an index's failures so far travel on each
+replacement pod's annotations, so the count survives the failed pods."""
 
 from __future__ import annotations
 
@@ -49,3 +53,42 @@ def match(policy: dict | None, pod: dict) -> tuple[str, str] | None:
             if ctype is not None:
                 return action, f"Pod {md['namespace']}/{md['name']} has condition {ctype} matching {action} rule at index {i}"
     return None
+
+
+FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"
+IGNORED_COUNT = "batch.kubernetes.io/job-index-ignored-failure-count"
+
+
+def _count(pod: dict, key: str) -> int:
+    """An annotation's count; a missing or tampered value reads as 0, as upstream."""
+    v = (pod["metadata"].get("annotations") or {}).get(key, "")
+    return int(v) if v.isdigit() and int(v) <= 2**31 - 1 else 0
+
+
+def failure_counts(pod: dict) -> tuple[int, int]:
+    """(counted, ignored) failures of the pod's index before this pod ran."""
+    return _count(pod, FAILURE_COUNT), _count(pod, IGNORED_COUNT)
+
+
+def counts_after(spec: dict, failed_pod: dict | None) -> tuple[int, int]:
+    """The counts a replacement for `failed_pod` carries: its own plus its
+    failure, as ignored when the podFailurePolicy says Ignore."""
+    if failed_pod is None:
+        return 0, 0
+    counted, ignored = failure_counts(failed_pod)
+    verdict = match(spec.get("podFailurePolicy"), failed_pod)
+    if verdict and verdict[0] == "Ignore":
+        return counted, ignored + 1
+    return counted + 1, ignored
+
+
+def index_failed(spec: dict, failed_pod: dict) -> bool:
+    """With backoffLimitPerIndex, whether this failure ends the pod's index:
+    a FailIndex rule matched, or a counted failure when the index already
+    used up its backoffLimitPerIndex."""
+    verdict = match(spec.get("podFailurePolicy"), failed_pod)
+    if verdict and verdict[0] == "FailIndex":
+        return True
+    if verdict and verdict[0] == "Ignore":
+        return False
+    return failure_counts(failed_pod)[0] >= spec["backoffLimitPerIndex"]

@@ -210,7 +210,53 @@ class JobStrategy(Strategy):
         for f in ("failed", "succeeded"):
             if status.get(f, 0) < old_status.get(f, 0):
                 errs.append(invalid(f"status.{f}", status.get(f, 0), f"cannot decrease the {f} counter"))
-        return errs
+        return errs + _validate_index_lists(new, old_status)
+
+
+def _validate_index_lists(job: Obj, old_status: dict) -> list[FieldError]:
+    """completedIndexes and failedIndexes, checked only when they change so
+    that a status written before these rules existed can still be updated."""
+    spec, status = job.get("spec") or {}, job.get("status") or {}
+    completions, indexed = spec.get("completions"), spec.get("completionMode") == "Indexed"
+    completed, failed = status.get("completedIndexes", ""), status.get("failedIndexes")
+    completed_changed = completed != old_status.get("completedIndexes", "")
+    failed_changed = failed != old_status.get("failedIndexes")
+    errs: list[FieldError] = []
+    for name, value, check in (("completedIndexes", completed, completed_changed and completions is not None),
+                               ("failedIndexes", failed, failed_changed and completions is not None
+                                and spec.get("backoffLimitPerIndex") is not None and failed is not None)):
+        if check:
+            try:
+                parse_indexes(value, completions)
+            except ValueError as e:
+                errs.append(invalid(f"status.{name}", value, f"error parsing {name}: {e}"))
+    if completed_changed and completed and not indexed:
+        errs.append(invalid("status.completedIndexes", completed,
+                            "cannot set non-empty completedIndexes when non-indexed completion mode"))
+    if failed_changed and failed is not None and spec.get("backoffLimitPerIndex") is None:
+        errs.append(invalid("status.failedIndexes", failed,
+                            "cannot set non-null failedIndexes when backoffLimitPerIndex is null"))
+    if (completed_changed or failed_changed) and completions is not None and failed \
+            and (at := _first_overlap(completed, failed, completions)) is not None:
+        errs.append(invalid("status.failedIndexes", failed, f"failedIndexes and completedIndexes overlap at index: {at}"))
+    return errs
+
+
+def _first_overlap(completed: str, failed: str, completions: int) -> int | None:
+    """The lowest index in both lists, skipping intervals that do not parse
+    (their format is reported on its own)."""
+    def indexes(text: str) -> set[int]:
+        out: set[int] = set()
+        for interval in text.split(",") if text else ():
+            try:
+                parse_indexes(interval, completions)
+            except ValueError:
+                continue
+            bounds = [int(x) for x in interval.split("-")]
+            out.update(range(bounds[0], bounds[-1] + 1))
+        return out
+    both = indexes(completed) & indexes(failed)
+    return min(both) if both else None
 
 
 def _labels_from_template(obj: Obj) -> None:

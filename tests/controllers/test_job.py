@@ -108,7 +108,7 @@ async def test_indexed_job_labels_pods_and_records_completed_indexes(env):
         assert p["metadata"]["generateName"] == f"pi-{i}-" and p["spec"]["hostname"] == f"pi-{i}"
         await finish(client, p, "Succeeded")
     j = await eventually(lambda: job_condition(client, "Complete"))
-    assert j["status"]["completedIndexes"] == "0-1" and j["status"]["succeeded"] == 2
+    assert j["status"]["completedIndexes"] == "0,1" and j["status"]["succeeded"] == 2
 
 
 async def test_active_deadline_fails_and_deletes_pods(env):
@@ -131,7 +131,9 @@ async def test_suspended_job_runs_nothing(env):
 
 
 def test_index_ranges_round_trip():
-    assert format_indexes({4, 0, 1, 2, 7, 8}) == "0-2,4,7-8"
+    assert format_indexes({4, 0, 1, 2, 7, 8}) == "0-2,4,7,8"
+    assert format_indexes({1, 3, 4, 5}) == "1,3-5"
+    assert format_indexes(set()) == ""
     assert parse_indexes("0-2,4,7-8") == {0, 1, 2, 4, 7, 8}
     assert parse_indexes("") == set()
 
