@@ -779,9 +779,9 @@ def update_managed_fields(
     Managed fields sent with a main-resource write replace the stored ones
     (a single empty entry clears them); an empty list keeps the stored ones.
     An object that does not fit its schema loses its managedFields, as
-    upstream's UpdateNoErrors does. A create's result may share nested
-    values with `new` (it is read, not mutated); creates of one shape reuse
-    the field set computed for the first of them."""
+    upstream's UpdateNoErrors does. The result shares nested values with
+    `new` (it is read, not mutated); creates of one shape reuse the field
+    set computed for the first of them."""
     raw = _root_schema(schema)
     ignored = _ignored(ignore_status, subresource)
     managers = {} if subresource else _decode_or_empty(new)
@@ -801,7 +801,8 @@ def update_managed_fields(
         if entries is not None:
             result["metadata"]["managedFields"] = [{**e, "time": now} if "time" in e else e for e in entries]
         return result
-    result = _without_managed_fields(new)
+    result = _view_without_managed_fields(new)
+    result = {**result, "metadata": dict(result.get("metadata") or {})}
     if not managers:
         managers = _decode_or_empty(old)
     return _track(old, result, raw, managers, manager, operation, now, api_version, subresource, ignored)

@@ -348,3 +348,17 @@ def test_creates_sharing_a_cached_field_set_get_what_they_would_compute_alone(va
     apply_mod._CREATES.clear()
     update(None, pod("a", "app", "nginx:1", 80), "kubelet", T0, schema=POD)
     assert update(None, variant, "kubelet", T0, schema=POD)["metadata"]["managedFields"] == alone
+
+
+def test_update_leaves_the_written_object_alone():
+    live = update(None, configmap(key="v1"), "creator", T0)
+    changed = copy.deepcopy(live)
+    changed["data"]["key"] = "v2"
+    sent = copy.deepcopy(changed)
+    obj = update(live, changed, "editor", T1)
+    assert [e["manager"] for e in obj["metadata"]["managedFields"]] == ["creator", "editor"]
+    assert changed == sent, "the written object keeps the managedFields it came with"
+    without = copy.deepcopy(changed)
+    del without["metadata"]["managedFields"]
+    update(live, without, "editor", T1)
+    assert "managedFields" not in without["metadata"]
