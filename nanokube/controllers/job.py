@@ -294,14 +294,18 @@ class JobController(Controller):
         delayed = awaiting_replacement(spec, pods, done_idx | finishing | failed_idx, active,
                                        replace_failed) if per_index else {}
         held = {p["metadata"]["uid"] for p in delayed.values()}
+        held_verdicts = [job_failure_policy.match(spec.get("podFailurePolicy"), p) for p in delayed.values()]
         # 1. record newly finished pods that still carry the finalizer; the
-        #    podFailurePolicy may ignore a failure or fail the Job at once
+        #    podFailurePolicy may ignore a failure or fail the Job at once.
+        #    Once the Job is failing, the pods it stops count as failed.
+        failing = any(c["type"] == "FailureTarget" and c["status"] == "True" for c in st.get("conditions") or [])
         ignored: list[dict] = []
-        fail_job = None
+        fail_job = next((v[1] for v in held_verdicts if v and v[0] == "FailJob"), None)
         for p in pods:
             if TRACKING in (p["metadata"].get("finalizers") or []) and p["metadata"]["uid"] not in held and \
-                    (pod_succeeded(p) or pod_failed(p, replace_failed)):
-                fail_job = self._record(spec, p, uncounted, ignored) or fail_job
+                    (pod_succeeded(p) or pod_failed(p, replace_failed and not failing)):
+                message = self._record(spec, p, uncounted, ignored)
+                fail_job = fail_job or message
         # 2. count recorded pods whose finalizer is gone
         tracked = {p["metadata"]["uid"]: p for p in pods}
         for kind in ("succeeded", "failed"):
@@ -323,8 +327,8 @@ class JobController(Controller):
         if per_index:
             st["failedIndexes"] = format_indexes(failed_idx)
         succeeded = len(done_idx) if indexed else st.get("succeeded", 0) + len(uncounted.get("succeeded", []))
-        failed = st.get("failed", 0) + len(uncounted.get("failed", [])) + sum(
-            1 for p in delayed.values() if (job_failure_policy.match(spec.get("podFailurePolicy"), p) or ("",))[0] != "Ignore")
+        failed = st.get("failed", 0) + len(uncounted.get("failed", [])) + \
+            sum(1 for v in held_verdicts if not (v and v[0] == "Ignore"))
 
         suspended = bool(spec.get("suspend"))
         if not suspended and not st.get("startTime"):

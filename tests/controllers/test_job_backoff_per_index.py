@@ -45,6 +45,7 @@ async def finished(client):
 
 
 FAIL_INDEX = {"rules": [{"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [42]}}]}
+FAIL_JOB = {"rules": [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [7]}}]}
 IGNORE_DISRUPTION = {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]}
 
 CASES = {
@@ -69,6 +70,10 @@ CASES = {
         indexed(2, 5, podFailurePolicy=FAIL_INDEX), [(0, 42), (1, "ok")],
         {"reason": "FailedIndexes", "message": "Job has failed indexes", "failedIndexes": "0",
          "completedIndexes": "1", "failed": 1, "succeeded": 1},
+        {0: [("0", None)]}),
+    "FailJob still fails the whole Job at once": (
+        indexed(2, 3, podFailurePolicy=FAIL_JOB), [(0, 7)],
+        {"reason": "PodFailurePolicy", "failedIndexes": "", "failed": 2},  # the stopped pod counts too
         {0: [("0", None)]}),
     "an ignored failure does not count against the index": (
         indexed(2, 0, podFailurePolicy=IGNORE_DISRUPTION), [(0, "disrupted"), (0, "ok"), (1, "ok")],
