@@ -10,7 +10,9 @@ from typing import Any
 
 import orjson
 
+from ..apiserver import errors
 from ..apiserver.rest import GenericREST, User, WriteOptions
+from ..apiserver.subresources import Subresources
 
 CONTROLLER_USER = User("system:kube-controller-manager", ("system:authenticated",))
 
@@ -20,6 +22,8 @@ class LocalClient:
         self.rest = rest
         self.user = user
         self.field_manager = field_manager
+        #: the POST subresources, through the code the HTTP handler serves them with
+        self.subresources = Subresources(rest)
 
     def resource(self, group: str, version: str, plural: str) -> ResourceClient:
         res = self.rest.index.get(group, version, plural)
@@ -91,3 +95,13 @@ class ResourceClient:
     async def delete_collection(self, namespace: str | None = None, label_selector: str = "") -> list[dict]:
         return await self.c.rest.delete_collection(self.res, self.version, namespace, {}, self._opts(),
                                                    label_selector=label_selector)
+
+    async def create_subresource(self, name: str, subresource: str, body: dict,
+                                 namespace: str | None = None) -> dict:
+        """POST to pods/binding or pods/eviction, as HTTPClient does over the wire."""
+        if self.res.group or self.res.plural != "pods" or subresource not in ("binding", "eviction"):
+            raise errors.method_not_allowed()
+        body = orjson.loads(orjson.dumps(body))
+        if subresource == "binding":
+            return await self.c.subresources.bind(self.res, namespace, name, body, self._opts())
+        return await self.c.subresources.evict(namespace, name, body, self._opts())

@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import socket
 
-from ..apiserver.rest import WriteOptions
-from ..apiserver.subresources import Subresources
-
 SCHEDULER_FIELD_MANAGER = "kube-scheduler"
 
 
 class SchedulerAPI:
-    """Writes over a LocalClient; binding goes through the same
-    pods/binding code the HTTP handler serves."""
+    """Writes over any client (LocalClient or HTTPClient); binding is a
+    POST to pods/binding, as kube-scheduler makes it."""
 
     def __init__(self, client, clock, name: str) -> None:
         self.client = client
@@ -22,13 +19,11 @@ class SchedulerAPI:
         self.host = socket.gethostname()
         self.pods = client.resource("", "v1", "pods")
         self.events = client.resource("events.k8s.io", "v1", "events")
-        self._sub = Subresources(client.rest)
 
     async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": namespace, "uid": uid},
                 "target": {"kind": "Node", "name": node}}
-        opts = WriteOptions(field_manager=SCHEDULER_FIELD_MANAGER, user=self.client.user)
-        await self._sub.bind(self.pods.res, namespace, name, body, opts)
+        await self.pods.create_subresource(name, "binding", body, namespace)
 
     async def set_unschedulable(self, pod: dict, reason: str, message: str) -> None:
         md = pod["metadata"]
