@@ -12,7 +12,7 @@ import signal
 import socket
 import sys
 
-from . import cli_controller_manager, cli_fault, cli_metrics, cli_proxy
+from . import cli_controller_manager, cli_fault, cli_metrics, cli_proxy, cli_scheduler
 
 log = logging.getLogger("nanokube")
 
@@ -25,6 +25,8 @@ def _free_port() -> int:
 
 async def _up(args: argparse.Namespace) -> int:
     from .apiserver.app import APIServer
+    from .cli_scheduler import LEASE_NAME as SCHEDULER_LEASE
+    from .cli_scheduler import ElectedScheduler
     from .client.leaderelection import LeaderElector
     from .client.local import LocalClient
     from .controllers.manager import LEASE_NAME, ControllerManager
@@ -111,10 +113,13 @@ async def _up(args: argparse.Namespace) -> int:
     await nodes.start()
     if proxies is not None:
         await proxies.start()
-    scheduler = Scheduler(LocalClient(server.rest, field_manager="default-scheduler"), clock=server.clock,
-                          config=sched_cfg)
+    sched_client = LocalClient(server.rest, field_manager="default-scheduler")
+    scheduler = ElectedScheduler(
+        lambda metrics: Scheduler(sched_client, clock=server.clock, config=sched_cfg, metrics=metrics),
+        LeaderElector(sched_client, SCHEDULER_LEASE, _identity(data_dir), clock=server.clock))
     server.component_metrics.append(scheduler.metrics.registry)
-    await scheduler.start()
+    if args.scheduler == "in-process":
+        await scheduler.start()
     print(f"nanokube API server listening on {server.url} (store: {args.store}, data: {data_dir})", flush=True)
     print(f"export KUBECONFIG={kubeconfig}", flush=True)
 
@@ -137,8 +142,8 @@ async def _up(args: argparse.Namespace) -> int:
 
 
 def _identity(data_dir: str) -> str:
-    """The in-process controller manager's lease identity, stable per data dir
-    so that a restarted `up` takes its own lease back at once."""
+    """The in-process controller manager's and scheduler's lease identity,
+    stable per data dir so that a restarted `up` takes its own leases back at once."""
     return f"{socket.gethostname()}_up-{hashlib.sha256(data_dir.encode()).hexdigest()[:10]}"
 
 
@@ -179,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
                          "'' disables)")
     up.add_argument("--scheduler-config", default=None, metavar="FILE",
                     help="KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) for the scheduler")
+    up.add_argument("--scheduler", choices=("in-process", "none"), default="in-process",
+                    help="in-process (default; it holds the kube-system/kube-scheduler Lease while it schedules), or "
+                         "none (for external `nanokube scheduler` processes)")
     up.add_argument("--controllers", default="*",
                     help="controllers to run in-process: '*' (default), NAME, -NAME, comma-separated; '' runs none "
                          "(for an external `nanokube controller-manager`)")
@@ -193,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     cli_metrics.add_parser(sub)
     cli_controller_manager.add_parser(sub)
     cli_proxy.add_parser(sub)
+    cli_scheduler.add_parser(sub)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
@@ -206,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         return cli_controller_manager.run(args)
     if args.command == "proxy":
         return cli_proxy.run(args)
+    if args.command == "scheduler":
+        return cli_scheduler.run(args)
     return 2
 
 

@@ -1,0 +1,138 @@
+"""`nanokube scheduler`: the scheduler in its own process, over HTTPS with a
+kubeconfig, as kube-scheduler runs beside an API server. With leader
+election (the default) any number of copies may run; only the holder of the
+`kube-system/kube-scheduler` Lease binds pods. `up` campaigns for the same
+Lease with its in-process scheduler (`ElectedScheduler`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import socket
+import sys
+import uuid
+from collections.abc import Callable
+
+from .apiserver.errors import APIError
+from .client.http import HTTPClient
+from .client.leaderelection import LeaderElector
+from .scheduler.config import ConfigError
+from .scheduler.config import load as load_config
+from .scheduler.metrics import Metrics
+from .scheduler.scheduler import Scheduler
+
+LEASE_NAME = "kube-scheduler"
+
+log = logging.getLogger("nanokube.scheduler")
+
+
+class ElectedScheduler:
+    """Schedules only while `elector` holds the kube-scheduler Lease (always
+    without one). A stopped Scheduler cannot restart, so each term of
+    leadership builds a new one; `metrics` outlives them all."""
+
+    def __init__(self, build: Callable[[Metrics], Scheduler], elector: LeaderElector | None = None,
+                 metrics: Metrics | None = None) -> None:
+        self._build = build
+        self.elector = elector
+        self.metrics = metrics or Metrics()
+        self.scheduler: Scheduler | None = None
+        self.started = asyncio.Event()
+        self._task: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        if self.elector is None:
+            await self._start_one()
+        else:
+            self._task = asyncio.create_task(self._campaign())
+
+    async def _campaign(self) -> None:
+        """Lead while holding the lease; after losing it, stand by again
+        (kube-scheduler exits instead, and its supervisor restarts it)."""
+        while True:
+            await self.elector.run(self._lead)
+
+    async def _start_one(self) -> None:
+        self.scheduler = self._build(self.metrics)
+        await self.scheduler.start()
+        self.started.set()
+        log.info("scheduling pods for profiles: %s", ", ".join(self.scheduler.frameworks))
+
+    async def _lead(self) -> None:
+        try:
+            await self._start_one()
+            await asyncio.Event().wait()
+        finally:
+            await self._stop_one()
+
+    async def _stop_one(self) -> None:
+        self.started.clear()
+        if self.scheduler is not None:
+            await self.scheduler.stop()
+            self.scheduler = None
+
+    async def stop(self) -> None:
+        if self._task is None:
+            await self._stop_one()
+            return
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        await self.elector.release()
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("scheduler", help="run the scheduler against a running API server")
+    p.add_argument("--kubeconfig", default="./.nanokube/kubeconfig", help="default ./.nanokube/kubeconfig")
+    p.add_argument("--config", default=None, metavar="FILE",
+                   help="KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1): profiles, plugins, backoff")
+    p.add_argument("--leader-elect", default="true", choices=("true", "false"),
+                   help="hold the kube-system/kube-scheduler Lease while scheduling (default true)")
+    p.add_argument("--leader-elect-lease-duration", type=float, default=15.0, metavar="SECONDS")
+    p.add_argument("--leader-elect-renew-deadline", type=float, default=10.0, metavar="SECONDS")
+    p.add_argument("--leader-elect-retry-period", type=float, default=2.0, metavar="SECONDS")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+
+
+async def _run(args: argparse.Namespace, config) -> int:
+    client = HTTPClient.from_kubeconfig(args.kubeconfig, field_manager="default-scheduler",
+                                        user_agent="nanokube-scheduler")
+    await client.start()
+    elector = None
+    if args.leader_elect == "true":
+        identity = f"{socket.gethostname()}_{uuid.uuid4()}"
+        elector = LeaderElector(client, LEASE_NAME, identity, lease_duration=args.leader_elect_lease_duration,
+                                renew_deadline=args.leader_elect_renew_deadline,
+                                retry_period=args.leader_elect_retry_period)
+        log.info("attempting to acquire leader lease kube-system/%s as %s", LEASE_NAME, identity)
+    scheduler = ElectedScheduler(lambda metrics: Scheduler(client, config=config, metrics=metrics), elector)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await scheduler.start()
+    await stop.wait()
+    await scheduler.stop()
+    await client.close()
+    log.info("scheduler stopped")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.config) if args.config else None
+    except (ConfigError, OSError) as e:
+        print(f"nanokube scheduler: --config: {e}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(_run(args, config))
+    except ValueError as e:
+        print(f"nanokube scheduler: {e}", file=sys.stderr)
+        return 2
+    except APIError as e:
+        print(f"nanokube scheduler: {e.reason}: {e.message}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"nanokube scheduler: cannot reach the API server: {e}", file=sys.stderr)
+        return 1
