@@ -1,7 +1,6 @@
 """SchedulerAPI binds through the client's pods/binding subresource: the
 same call over LocalClient (in-process) and HTTPClient (its own process)."""
 
-import pytest
 
 from nanokube.apiserver.app import APIServer
 from nanokube.client.http import HTTPClient
