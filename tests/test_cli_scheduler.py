@@ -1,0 +1,77 @@
+"""ElectedScheduler: schedules only while holding the kube-scheduler Lease;
+a clean stop hands the Lease to a standby, which builds its own Scheduler."""
+
+from nanokube.cli_scheduler import LEASE_NAME, ElectedScheduler
+from nanokube.client.leaderelection import LeaderElector
+from nanokube.scheduler.scheduler import Scheduler
+from tests.controllers import eventually, make_stack
+from tests.scheduler import node, pod
+from tests.scheduler.test_scheduler import add_node
+
+
+def elected(client, identity: str) -> ElectedScheduler:
+    elector = LeaderElector(client, LEASE_NAME, identity, lease_duration=15, renew_deadline=10, retry_period=0.01)
+    return ElectedScheduler(lambda metrics: Scheduler(client, metrics=metrics, seed=1), elector)
+
+
+def leading(sched: ElectedScheduler):
+    async def check():
+        return sched.started.is_set()
+    return check
+
+
+async def bound_to(pods, name: str):
+    async def check():
+        return (await pods.get(name, "default"))["spec"].get("nodeName")
+    return await eventually(check)
+
+
+async def new_pod(pods, name: str) -> None:
+    p = pod(name)
+    del p["metadata"]["uid"]
+    await pods.create(p)
+
+
+async def test_the_standby_takes_over_when_the_leader_stops():
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-system"}})
+    await add_node(s.client, node("n1", "4", "8Gi"))
+    pods = s.client.resource("", "v1", "pods")
+    leases = s.client.resource("coordination.k8s.io", "v1", "leases")
+    first, second = elected(s.client, "first"), elected(s.client, "second")
+    try:
+        await first.start()
+        await eventually(leading(first))
+        await second.start()
+        await new_pod(pods, "a")
+        assert await bound_to(pods, "a") == "n1"
+        assert (await leases.get(LEASE_NAME, "kube-system"))["spec"]["holderIdentity"] == "first"
+        assert second.scheduler is None, "the standby has built no scheduler"
+
+        await first.stop()
+        assert first.scheduler is None and not first.started.is_set()
+        await eventually(leading(second))
+        await new_pod(pods, "b")
+        assert await bound_to(pods, "b") == "n1"
+        assert (await leases.get(LEASE_NAME, "kube-system"))["spec"]["holderIdentity"] == "second"
+    finally:
+        await first.stop()
+        await second.stop()
+        await s.close()
+
+
+async def test_without_an_elector_it_schedules_at_once():
+    s = await make_stack()
+    await add_node(s.client, node("n1", "4", "8Gi"))
+    pods = s.client.resource("", "v1", "pods")
+    sched = ElectedScheduler(lambda metrics: Scheduler(s.client, metrics=metrics, seed=1))
+    try:
+        await sched.start()
+        assert sched.started.is_set() and sched.scheduler.metrics is sched.metrics
+        await new_pod(pods, "a")
+        assert await bound_to(pods, "a") == "n1"
+    finally:
+        await sched.stop()
+        await s.close()
+    items, _ = await s.client.resource("coordination.k8s.io", "v1", "leases").list("kube-system")
+    assert items == []
