@@ -95,8 +95,9 @@ def _expand(pool: Pool, i: int, index: int) -> NodeSpec:
         labels[RACK_LABEL] = f"{pool.name}-rack-{i // topo['nodesPerRack']}"
     if "nodesPerNVLinkDomain" in topo:
         labels[NVLINK_LABEL] = f"{pool.name}-nvl-{i // topo['nodesPerNVLinkDomain']}"
+    gpus = _gpus(name, pool.gpus)
     return NodeSpec(name, index, dict(pool.capacity), dict(pool.allocatable), labels, list(pool.taints),
-                    _gpus(name, pool.gpus) + _nics(name, pool.nics, pool.gpus))
+                    gpus + _nics(name, pool.nics, gpus, pool.gpus["numaNodes"] if pool.gpus else 1))
 
 
 def _numa(i: int, count: int, numa_nodes: int) -> int:
@@ -110,6 +111,8 @@ def _pcie_root(i: int) -> str:
 def _gpus(node: str, g: dict | None) -> list[Device]:
     if not g:
         return []
+    if "discovered" in g:
+        return list(g["discovered"])
     out = []
     for i in range(g["count"]):
         attrs = {
@@ -124,20 +127,21 @@ def _gpus(node: str, g: dict | None) -> list[Device]:
     return out
 
 
-def _nics(node: str, n: dict | None, g: dict | None) -> list[Device]:
+def _nics(node: str, n: dict | None, gpus: list[Device], numa_nodes: int) -> list[Device]:
+    """NIC i sits next to GPU i: same PCIe root, same NUMA node."""
     if not n:
         return []
-    gpu_count = g["count"] if g else 0
     out = []
     for i in range(n["count"]):
         mac = uuid.uuid5(_UUID_NS, f"{node}/nic-{i}").bytes[:5]
         attrs = {
             "model": n["model"], "rdma": n["rdma"], "interfaceName": f"ib{i}",
             "hardwareAddress": ":".join(f"{b:02x}" for b in (0x02, *mac)),
-            "numaNode": _numa(i, n["count"], g["numaNodes"] if g else 1),
+            "numaNode": _numa(i, n["count"], numa_nodes),
         }
-        if i < gpu_count:
-            attrs["pcieRoot"] = _pcie_root(i)
+        if i < len(gpus):
+            attrs["pcieRoot"] = gpus[i].attributes["pcieRoot"]
+            attrs["numaNode"] = gpus[i].attributes["numaNode"]
         out.append(Device("nic", f"nic-{i}", attrs, {"bandwidth": n["bandwidth"]}))
     return out
 
@@ -248,8 +252,10 @@ class _Reader:
 
     def gpus(self, node: yaml.Node, path: str) -> dict:
         fields = ("count", "model", "memory", "architecture", "driverVersion", "cudaVersion",
-                  "computeCapability", "numaNodes", "migSlices")
+                  "computeCapability", "numaNodes", "migSlices", "discover")
         m = self.mapping(node, path, fields)
+        if "discover" in m:
+            return self.discovered(m, path)
         for k in fields[:7]:
             if k not in m:
                 self.fail(node, f"{path}.{k}", "required field is missing")
@@ -260,6 +266,23 @@ class _Reader:
         if "migSlices" in m:
             out["migSlices"] = self.integer(m["migSlices"], f"{path}.migSlices", 1)
         return out
+
+    def discovered(self, m: dict[str, yaml.Node], path: str) -> dict:
+        """`gpus: {discover: nvml}`: this machine's real GPUs, read once now;
+        no NVML is a refusal naming the cause, never a silent simulation."""
+        from .dra import nvml
+
+        for k, v in m.items():
+            if k != "discover":
+                self.fail(v, f"{path}.{k}", "cannot be combined with discover (NVML reports it)")
+        how = self.scalar(m["discover"], f"{path}.discover")
+        if how != "nvml":
+            self.fail(m["discover"], f"{path}.discover", f"must be nvml, got {how!r}")
+        try:
+            devices = nvml.discover()
+        except nvml.NvmlUnavailable as e:
+            self.fail(m["discover"], f"{path}.discover", f"cannot discover this machine's GPUs: {e}")
+        return {"discovered": devices, "numaNodes": 1 + max(d.attributes["numaNode"] for d in devices)}
 
     def nics(self, node: yaml.Node, path: str) -> dict:
         m = self.mapping(node, path, ("count", "model", "bandwidth", "rdma"))
@@ -279,16 +302,23 @@ class _Reader:
         name = self.scalar(m["name"], f"{path}.name")
         if not _dns_label(name):
             self.fail(m["name"], f"{path}.name", f"{name!r} must be a lowercase DNS label")
+        count = self.integer(m["count"], f"{path}.count", 1)
+        if count != 1 and _discovers(m.get("gpus")):
+            self.fail(m["count"], f"{path}.count", "must be 1 with gpus.discover: the discovered GPUs are this machine's")
         capacity = self.resources(m["capacity"], f"{path}.capacity", True)
         capacity.setdefault("pods", "110")
         allocatable = {**capacity, **(self.resources(m["allocatable"], f"{path}.allocatable", False)
                                       if "allocatable" in m else {})}
-        return Pool(name, self.integer(m["count"], f"{path}.count", 1), capacity, allocatable,
+        return Pool(name, count, capacity, allocatable,
                     self.labels(m["labels"], f"{path}.labels") if "labels" in m else {},
                     self.taints(m["taints"], f"{path}.taints") if "taints" in m else [],
                     self.topology(m["topology"], f"{path}.topology") if "topology" in m else {},
                     self.gpus(m["gpus"], f"{path}.gpus") if "gpus" in m else None,
                     self.nics(m["nics"], f"{path}.nics") if "nics" in m else None)
+
+
+def _discovers(gpus: yaml.Node | None) -> bool:
+    return isinstance(gpus, yaml.MappingNode) and any(getattr(k, "value", None) == "discover" for k, _ in gpus.value)
 
 
 def _dns_label(s: str) -> bool:

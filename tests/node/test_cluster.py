@@ -101,3 +101,67 @@ def test_up_refuses_a_malformed_cluster_file(tmp_path, capsys):
     assert main(["up", "--cluster", str(bad), "--data-dir", str(tmp_path / "d")]) == 2
     err = capsys.readouterr().err
     assert f"{bad}:4: pools[0].capacity.gpus: unknown field" in err
+
+
+REAL_GPUS = "pools:\n  - name: local\n    count: {count}\n    capacity: {{cpu: 1, memory: 1Gi}}\n    gpus: {gpus}\n" \
+    "    nics: {{count: 3, model: ConnectX-7, bandwidth: 400G}}\n"
+
+
+@pytest.fixture
+def two_real_gpus(monkeypatch):
+    from nanokube.node.cluster import Device
+    from nanokube.node.dra import nvml
+
+    def gpu(i, root, numa):
+        attrs = {"model": "NVIDIA-A100-SXM4-40GB", "architecture": "Ampere", "driverVersion": "550.54.15",
+                 "cudaVersion": "12.4", "computeCapability": "8.0", "uuid": f"GPU-00000000-0000-0000-0000-00000000000{i}",
+                 "index": i, "pcieRoot": root, "numaNode": numa}
+        return Device("gpu", f"gpu-{i}", attrs, {"memory": "40Gi"})
+
+    calls = []
+    monkeypatch.setattr(nvml, "discover", lambda: calls.append(1) or [gpu(0, "pci0000:07", 0), gpu(1, "pci0000:85", 1)])
+    return calls
+
+
+def test_discovered_gpus_replace_the_pools_gpus_and_nics_sit_next_to_them(two_real_gpus):
+    cluster = parse_cluster(REAL_GPUS.format(count=1, gpus="{discover: nvml}"))
+    (node,) = cluster.nodes()
+    gpus = [d for d in node.devices if d.kind == "gpu"]
+    nics = [d for d in node.devices if d.kind == "nic"]
+    assert [g.attributes["uuid"][-1] for g in gpus] == ["0", "1"]
+    assert [n.attributes.get("pcieRoot") for n in nics] == ["pci0000:07", "pci0000:85", None]
+    assert [n.attributes["numaNode"] for n in nics[:2]] == [0, 1]
+    assert cluster.nodes() == [node] and two_real_gpus == [1]
+
+
+def test_the_nvml_example_loads_where_nvml_answers(two_real_gpus):
+    (node,) = load_cluster("examples/clusters/nvml.yaml").nodes()
+    assert len(node.devices) == 2
+
+
+@pytest.mark.parametrize("count, gpus, where", [
+    (1, "{discover: dcgm}", "f.yaml:5: pools[0].gpus.discover: must be nvml, got 'dcgm'"),
+    (1, "{discover: nvml, model: H100}", "f.yaml:5: pools[0].gpus.model: cannot be combined with discover"),
+    (2, "{discover: nvml}", "f.yaml:3: pools[0].count: must be 1 with gpus.discover"),
+])
+def test_malformed_discover_options_name_line_and_field(two_real_gpus, count, gpus, where):
+    with pytest.raises(ClusterFileError) as e:
+        parse_cluster(REAL_GPUS.format(count=count, gpus=gpus), "f.yaml")
+    assert str(e.value).startswith(where), str(e.value)
+    assert two_real_gpus == []
+
+
+def test_up_refuses_when_nvml_is_unavailable_naming_the_cause(tmp_path, capsys, monkeypatch):
+    from nanokube.cli import main
+    from nanokube.node.dra import nvml
+
+    def unavailable():
+        raise nvml.NvmlUnavailable("NVML: Driver Not Loaded (is the nvidia kernel module loaded?)")
+
+    monkeypatch.setattr(nvml, "discover", unavailable)
+    f = tmp_path / "real.yaml"
+    f.write_text(REAL_GPUS.format(count=1, gpus="\n      discover: nvml"))
+    assert main(["up", "--cluster", str(f), "--data-dir", str(tmp_path / "d")]) == 2
+    assert f"{f}:6: pools[0].gpus.discover: cannot discover this machine's GPUs: NVML: Driver Not Loaded" \
+        in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()
