@@ -78,7 +78,9 @@ class DeviceTaintEvictionController(Controller):
         self._taints: dict[tuple[str, str], dict[str, list[dict]]] = {}
         self._first_seen: dict[tuple, float] = {}
         self._scheduled: set[str] = set()
-        self._evicted: dict[str, int] = {}
+        #: pods (by uid) each rule (by uid) evicted; a set, since a pod may be synced again
+        #: before the informer shows its deletion
+        self._evicted: dict[str, set[str]] = {}
 
     def informers(self):
         return [self.slices, self.rules, self.claims, self.pods]
@@ -232,7 +234,7 @@ class DeviceTaintEvictionController(Controller):
             return
         if await self._evict(pod):
             for uid in e.rules:
-                self._evicted[uid] = self._evicted.get(uid, 0) + 1
+                self._evicted.setdefault(uid, set()).add(pod["metadata"]["uid"])
             for rule in self.rules.list():
                 if rule["metadata"]["uid"] in e.rules:
                     self.queue.add_after(("rule", rule["metadata"]["name"]), self.rule_status_period)
@@ -309,7 +311,7 @@ class DeviceTaintEvictionController(Controller):
                   "Recreate the DeviceTaintRule to trigger an update.")
         else:
             cond.update(reason="OtherEffect", message="Eviction only happens for the NoExecute effect.")
-        if evicted := self._evicted.get(uid):
+        if evicted := len(self._evicted.get(uid, ())):
             cond["message"] = (cond["message"] + " " if cond["message"] else "") + _plural(
                 evicted, "1 pod ", "%d pods ") + "evicted since starting the controller."
         return cond
