@@ -40,6 +40,9 @@ class User:
 
 
 SYSTEM = User("system:apiserver", ("system:masters",))
+#: how often a patch is re-applied after losing a race with another write (upstream retries
+#: until it wins; every round some writer wins, so this bound is only a guard)
+PATCH_ATTEMPTS = 64
 
 
 @dataclass
@@ -588,7 +591,7 @@ class GenericREST:
                 parsed = orjson.loads(patch)
         except Exception as e:
             raise errors.bad_request(f"error decoding patch: {e}") from None
-        for attempt in range(5):
+        for attempt in range(PATCH_ATTEMPTS):
             entry = self.cache.get(key)
             if patch_type == "application/apply-patch+yaml":
                 if not opts.field_manager:
@@ -653,8 +656,10 @@ class GenericREST:
                 else:
                     r = await self._update_from(res, version, entry, new, opts, subresource, entry.rev)
             except errors.APIError as e:
-                if e.code == 409 and e.reason == "Conflict" and not patched_rv and attempt < 4:
-                    await self.cache.sync()  # lost to a write the cache may not show yet
+                # lost a race with another write: apply the patch again to the newer object (a patch
+                # that names a resourceVersion then fails the precondition above, as upstream)
+                if e.code == 409 and e.message.endswith(errors.STALE) and attempt < PATCH_ATTEMPTS - 1:
+                    await self.cache.sync()
                     continue
                 raise
             r.warnings[:0] = warnings

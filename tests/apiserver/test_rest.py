@@ -247,3 +247,25 @@ async def test_node_create_keeps_its_status_other_resources_start_empty():
         assert (dep.get("status") or {}).get("replicas") is None
     finally:
         await s.close()
+
+
+async def test_patches_without_a_resource_version_win_races_with_other_writes():
+    import asyncio
+
+    from tests.controllers import make_stack
+
+    s = await make_stack()
+    try:
+        cms = s.client.resource("", "v1", "configmaps")
+        await cms.create({"metadata": {"name": "busy", "namespace": "default"}, "data": {}})
+        await asyncio.gather(*(cms.patch("busy", {"data": {f"k{i}": str(i)}}, namespace="default")
+                               for i in range(30)))
+        assert len((await cms.get("busy", "default"))["data"]) == 30
+        cur = await cms.get("busy", "default")
+        stale = {"metadata": {"resourceVersion": cur["metadata"]["resourceVersion"]}, "data": {"x": "1"}}
+        await cms.patch("busy", {"data": {"y": "2"}}, namespace="default")
+        with pytest.raises(APIError) as e:
+            await cms.patch("busy", stale, namespace="default")
+        assert e.value.code == 409, "a patch naming an old resourceVersion still fails its precondition"
+    finally:
+        await s.close()
