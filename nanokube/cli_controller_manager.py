@@ -9,13 +9,11 @@ import argparse
 import asyncio
 import logging
 import signal
-import socket
 import sys
-import uuid
 
 from .apiserver.errors import APIError
 from .client.http import HTTPClient
-from .client.leaderelection import LeaderElector
+from .client.leaderelection import add_arguments, from_arguments
 from .controllers.manager import LEASE_NAME, ControllerManager
 from .metrics.prometheus import load_source
 from .metrics.provider import MetricsProvider
@@ -28,11 +26,7 @@ def add_parser(sub) -> None:
     p.add_argument("--kubeconfig", default="./.nanokube/kubeconfig", help="default ./.nanokube/kubeconfig")
     p.add_argument("--controllers", default="*",
                    help="'*' for all, NAME to enable, -NAME to disable (comma-separated), as kube-controller-manager")
-    p.add_argument("--leader-elect", default="true", choices=("true", "false"),
-                   help="hold the kube-controller-manager Lease while acting (default true)")
-    p.add_argument("--leader-elect-lease-duration", type=float, default=15.0, metavar="SECONDS")
-    p.add_argument("--leader-elect-renew-deadline", type=float, default=10.0, metavar="SECONDS")
-    p.add_argument("--leader-elect-retry-period", type=float, default=2.0, metavar="SECONDS")
+    add_arguments(p, LEASE_NAME, "acting")
     p.add_argument("--metrics-provider", default="builtin", metavar="builtin|prometheus=URL",
                    help="where the HPA reads custom and external metrics (as `nanokube up`)")
     p.add_argument("--metrics-rules", default=None, metavar="FILE", help="prometheus-adapter style rules")
@@ -44,13 +38,7 @@ async def _run(args: argparse.Namespace) -> int:
     client = HTTPClient.from_kubeconfig(args.kubeconfig, field_manager="kube-controller-manager",
                                         user_agent="nanokube-controller-manager")
     await client.start()
-    elector = None
-    if args.leader_elect == "true":
-        identity = f"{socket.gethostname()}_{uuid.uuid4()}"
-        elector = LeaderElector(client, LEASE_NAME, identity, lease_duration=args.leader_elect_lease_duration,
-                                renew_deadline=args.leader_elect_renew_deadline,
-                                retry_period=args.leader_elect_retry_period)
-        log.info("attempting to acquire leader lease kube-system/%s as %s", LEASE_NAME, identity)
+    elector = from_arguments(client, args, LEASE_NAME)
     manager = ControllerManager(client, controllers=args.controllers, elector=elector)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

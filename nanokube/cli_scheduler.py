@@ -10,14 +10,12 @@ import argparse
 import asyncio
 import logging
 import signal
-import socket
 import sys
-import uuid
 from collections.abc import Callable
 
 from .apiserver.errors import APIError
 from .client.http import HTTPClient
-from .client.leaderelection import LeaderElector
+from .client.leaderelection import LeaderElector, add_arguments, from_arguments
 from .scheduler.config import ConfigError
 from .scheduler.config import load as load_config
 from .scheduler.metrics import Metrics
@@ -87,11 +85,7 @@ def add_parser(sub) -> None:
     p.add_argument("--kubeconfig", default="./.nanokube/kubeconfig", help="default ./.nanokube/kubeconfig")
     p.add_argument("--config", default=None, metavar="FILE",
                    help="KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1): profiles, plugins, backoff")
-    p.add_argument("--leader-elect", default="true", choices=("true", "false"),
-                   help="hold the kube-system/kube-scheduler Lease while scheduling (default true)")
-    p.add_argument("--leader-elect-lease-duration", type=float, default=15.0, metavar="SECONDS")
-    p.add_argument("--leader-elect-renew-deadline", type=float, default=10.0, metavar="SECONDS")
-    p.add_argument("--leader-elect-retry-period", type=float, default=2.0, metavar="SECONDS")
+    add_arguments(p, LEASE_NAME, "scheduling")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 
@@ -99,13 +93,7 @@ async def _run(args: argparse.Namespace, config) -> int:
     client = HTTPClient.from_kubeconfig(args.kubeconfig, field_manager="default-scheduler",
                                         user_agent="nanokube-scheduler")
     await client.start()
-    elector = None
-    if args.leader_elect == "true":
-        identity = f"{socket.gethostname()}_{uuid.uuid4()}"
-        elector = LeaderElector(client, LEASE_NAME, identity, lease_duration=args.leader_elect_lease_duration,
-                                renew_deadline=args.leader_elect_renew_deadline,
-                                retry_period=args.leader_elect_retry_period)
-        log.info("attempting to acquire leader lease kube-system/%s as %s", LEASE_NAME, identity)
+    elector = from_arguments(client, args, LEASE_NAME)
     scheduler = ElectedScheduler(lambda metrics: Scheduler(client, config=config, metrics=metrics), elector)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import uuid
 from collections.abc import Awaitable, Callable
 
 from ..apiserver.errors import APIError
@@ -108,3 +110,23 @@ class LeaderElector:
                 await self.leases.update({**cur, "spec": spec})
         except APIError as e:
             log.warning("%s: releasing the lease failed: %s", self.name, e.message)
+
+
+def add_arguments(parser, lease: str, acting: str) -> None:
+    """kube-controller-manager's and kube-scheduler's --leader-elect flags."""
+    parser.add_argument("--leader-elect", default="true", choices=("true", "false"),
+                        help=f"hold the kube-system/{lease} Lease while {acting} (default true)")
+    parser.add_argument("--leader-elect-lease-duration", type=float, default=15.0, metavar="SECONDS")
+    parser.add_argument("--leader-elect-renew-deadline", type=float, default=10.0, metavar="SECONDS")
+    parser.add_argument("--leader-elect-retry-period", type=float, default=2.0, metavar="SECONDS")
+
+
+def from_arguments(client, args, lease: str) -> LeaderElector | None:
+    """The elector those flags ask for (None with --leader-elect=false), under a
+    fresh identity per process, as the upstream components use."""
+    if args.leader_elect != "true":
+        return None
+    identity = f"{socket.gethostname()}_{uuid.uuid4()}"
+    log.info("attempting to acquire leader lease kube-system/%s as %s", lease, identity)
+    return LeaderElector(client, lease, identity, lease_duration=args.leader_elect_lease_duration,
+                         renew_deadline=args.leader_elect_renew_deadline, retry_period=args.leader_elect_retry_period)

@@ -147,7 +147,8 @@ async def test_pods_of_a_podgroup_that_reserves_the_claim_are_evicted(env):
     client, clock, _ = env
     await publish(client, {"gpu-0": [taint(clock)]})
     await consumer(client, "member", group="gang")
-    await gone(client, "member")
+    assert await gone(client, "member")
+    assert await events_for(client, "member") == [("DeviceTaintManagerEviction", "Marking for deletion")]
 
 
 async def test_older_pool_generations_are_ignored(env):
