@@ -81,6 +81,9 @@ class DeviceTaintEvictionController(Controller):
         #: pods (by uid) each rule (by uid) evicted; a set, since a pod may be synced again
         #: before the informer shows its deletion
         self._evicted: dict[str, set[str]] = {}
+        #: pods (by uid) this controller deleted whose deletion the informer has not shown yet;
+        #: a sync in that window must not evict (and record the event) a second time
+        self._deleting: set[str] = set()
 
     def informers(self):
         return [self.slices, self.rules, self.claims, self.pods]
@@ -139,6 +142,7 @@ class DeviceTaintEvictionController(Controller):
 
     def _pod_gone(self, pod: dict) -> None:
         self._scheduled.discard(key_of(pod))
+        self._deleting.discard(pod["metadata"]["uid"])
 
     def _enqueue_consumers(self, claim: dict) -> None:
         ns = claim["metadata"]["namespace"]
@@ -214,8 +218,8 @@ class DeviceTaintEvictionController(Controller):
 
     async def _sync_pod(self, key: str) -> None:
         pod = self.pods.get(key)
-        if pod is None or pod["metadata"].get("deletionTimestamp") or pod.get("status", {}).get("phase") in (
-                "Succeeded", "Failed"):
+        if pod is None or pod["metadata"].get("deletionTimestamp") or pod["metadata"]["uid"] in self._deleting \
+                or pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
             self._scheduled.discard(key)
             return
         e = self.pod_eviction(pod)
@@ -254,6 +258,7 @@ class DeviceTaintEvictionController(Controller):
                 raise
             return False
         self._scheduled.discard(key_of(pod))
+        self._deleting.add(md["uid"])
         return True
 
     # -- DeviceTaintRule status ------------------------------------------

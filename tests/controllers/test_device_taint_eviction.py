@@ -99,6 +99,16 @@ async def test_untolerated_slice_taint_evicts_at_once_with_condition_and_event(e
     assert (await pods.get("safe", "default"))["metadata"].get("deletionTimestamp") is None
 
 
+async def test_a_pod_synced_again_before_its_deletion_shows_is_evicted_once(env):
+    client, clock, ctrl = env
+    await publish(client, {"gpu-0": [taint(clock)]})
+    stale = await consumer(client, "victim")
+    await gone(client, "victim")
+    ctrl.pods.store["default/victim"] = stale
+    await ctrl.sync(("pod", "default/victim"))
+    assert await events_for(client, "victim") == [("DeviceTaintManagerEviction", "Marking for deletion")]
+
+
 async def test_toleration_seconds_count_from_time_added(env):
     client, clock, ctrl = env
     await publish(client, {"gpu-0": [taint(clock, ago=10)]})
