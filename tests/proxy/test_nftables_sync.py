@@ -3,7 +3,6 @@ from nanokube.proxy.nftables.layout import (
     Config,
     Endpoint,
     ServicePort,
-    chain_base,
 )
 from nanokube.proxy.nftables.sync import Syncer
 
@@ -41,20 +40,32 @@ def service_ip_keys(k):
     return {tuple(e[0]["concat"]): e[1] for e in k.map_elems("service-ips")}
 
 
-def test_full_sync_writes_upstream_layout(nft):
+def endpoint_slots(k, proto="tcp"):
+    """service-endpoints-<proto> as {(ip, port, slot): (endpoint ip, endpoint port)}."""
+    return {tuple(e[0]["concat"]): tuple(e[1]["concat"]) for e in k.map_elems(f"service-endpoints-{proto}")}
+
+
+def hairpins(k):
+    return {tuple(e["concat"]) for e in k.map_elems("hairpin-endpoints")}
+
+
+def test_full_sync_writes_the_documented_layout(nft):
     s = Syncer(nft, CFG)
     r = s.sync(services(svc("web", "10.96.0.10", 3), svc("empty", "10.96.0.11", 0)))
     assert r.ok and r.full
     k = Kernel(nft)
-    web = "service-" + chain_base("default/web/tcp/http")
-    assert service_ip_keys(k) == {("10.96.0.10", "tcp", 80): {"goto": {"target": web}}}
-    numgen = k.rules(web)[1][0]["vmap"]
-    assert numgen["key"]["numgen"] == {"mode": "random", "mod": 3, "offset": 0}
-    targets = [v["goto"]["target"] for _, v in numgen["data"]["set"]]
-    assert len(targets) == 3 and all(t.startswith("endpoint-") and t in k.chains() for t in targets)
-    masq = k.rules(web)[0]
+    assert service_ip_keys(k) == {("10.96.0.10", "tcp", 80): {"goto": {"target": "lb-tcp-3"}}}
+    assert endpoint_slots(k) == {("10.96.0.10", 80, i): (f"10.244.1.{i + 1}", 8080) for i in range(3)}
+    masq, dnat = k.rules("lb-tcp-3")
+    assert masq[0]["match"] == {"op": "!=", "left": {"payload": {"protocol": "ip", "field": "saddr"}},
+                                "right": {"prefix": {"addr": "10.244.0.0", "len": 16}}}
     assert masq[-1] == {"jump": {"target": "mark-for-masquerade"}}
-    assert {"dnat": {"addr": "10.244.1.1", "port": 8080}} in k.rules(targets[0])[1]
+    lookup = dnat[0]["dnat"]["addr"]["map"]
+    assert lookup["data"] == "@service-endpoints-tcp"
+    assert lookup["key"]["concat"][-1] == {"numgen": {"mode": "random", "mod": 3, "offset": 0}}
+    assert not any(c.startswith(("service-", "endpoint-")) and "web" in c for c in k.chains())
+    assert hairpins(k) == {(f"10.244.1.{i}", f"10.244.1.{i}") for i in (1, 2, 3)}
+    assert "@hairpin-endpoints" in str(k.rules("masquerading")[0]) and "dnat" in str(k.rules("masquerading")[0])
     no_ep = {tuple(e[0]["concat"]): e[1] for e in k.map_elems("no-endpoint-services")}
     assert no_ep == {("10.96.0.11", "tcp", 80): {"goto": {"target": "reject-chain"}}}
     assert not any("empty" in c for c in k.chains())
@@ -62,6 +73,33 @@ def test_full_sync_writes_upstream_layout(nft):
     assert list(k.rules("reject-chain")[0][0]) == ["reject"]
     assert {"mangle": {"key": {"meta": {"key": "mark"}}, "value": {"|": [{"meta": {"key": "mark"}}, 16384]}}} \
         in k.rules("mark-for-masquerade")[0]
+
+
+def test_without_cluster_cidr_every_service_connection_is_masqueraded(nft):
+    s = Syncer(nft, Config(service_cidrs=CFG.service_cidrs))
+    assert s.sync(services(svc("web", "10.96.0.10", 2))).ok
+    assert Kernel(nft).rules("lb-tcp-2")[0] == [{"jump": {"target": "mark-for-masquerade"}}]
+
+
+def test_lb_chains_are_shared_and_deleted_with_their_last_user(nft):
+    s = Syncer(nft, CFG)
+    a, b, c = svc("a", "10.96.0.1", 2), svc("b", "10.96.0.2", 2), svc("c", "10.96.0.3", 4)
+    dns = ServicePort("default", "dns", "dns", "udp", "10.96.0.4", 53, endpoints=b.endpoints)
+    assert s.sync(services(a, b, c, dns)).ok
+    k = Kernel(nft)
+    assert {c for c in k.chains() if c.startswith("lb-")} == {"lb-tcp-2", "lb-tcp-4", "lb-udp-2"}
+    assert endpoint_slots(k, "udp") == {("10.96.0.4", 53, 0): ("10.244.1.1", 8080), ("10.96.0.4", 53, 1): (
+        "10.244.1.2", 8080)}
+    assert "udp" in str(Kernel(nft).rules("lb-udp-2")[1])
+    r = s.sync(services(a, c, dns))
+    assert r.ok and not r.full and r.chains_written == [] and r.chains_deleted == []
+    assert len(Kernel(nft).rules("lb-tcp-2")) == 2  # still serving a
+    r = s.sync(services(c, dns))
+    assert r.chains_deleted == ["lb-tcp-2"] and Kernel(nft).rules("lb-tcp-2") == []  # flushed now,
+    s.sync(services(c, dns))
+    assert "lb-tcp-2" not in Kernel(nft).chains()  # deleted by the next sync
+    r = s.sync(services(c, dns, svc("a", "10.96.0.1", 2)))
+    assert r.chains_written == ["lb-tcp-2"] and len(Kernel(nft).rules("lb-tcp-2")) == 2
 
 
 def test_partial_sync_touches_only_the_changed_service(nft):
@@ -72,48 +110,64 @@ def test_partial_sync_touches_only_the_changed_service(nft):
     r = s.sync(services(a, b3))
     assert r.ok and not r.full and r.failures == 0
     assert r.services_changed == [b3.key]
-    assert all("/b/" in c for c in r.chains_written) and len(r.chains_written) == 2  # service chain + new endpoint
-    assert r.elements_added == {} and r.elements_deleted == {}
+    assert r.chains_written == ["lb-tcp-3"] and r.chains_deleted == []  # lb-2 still serves a
+    assert r.elements_deleted == {"service-ips": ["10.96.0.2 . tcp . 80"]}
+    assert r.elements_added == {"service-ips": ["10.96.0.2 . tcp . 80"],
+                                "service-endpoints-tcp": ["10.96.0.2 . 80 . 2"],
+                                "hairpin-endpoints": ["10.244.1.3 . 10.244.1.3"]}
+    assert r.lines == 7  # add chain, 2 rules; delete + add service-ips; add the new slot; add its hairpin pair
     k = Kernel(nft)
-    b_chain = "service-" + chain_base(b3.key)
-    assert k.rules(b_chain)[1][0]["vmap"]["key"]["numgen"]["mod"] == 3
-    a_chain = "service-" + chain_base(a.key)
-    assert k.rules(a_chain)[1][0]["vmap"]["key"]["numgen"]["mod"] == 2
+    assert service_ip_keys(k) == {("10.96.0.1", "tcp", 80): {"goto": {"target": "lb-tcp-2"}},
+                                  ("10.96.0.2", "tcp", 80): {"goto": {"target": "lb-tcp-3"}}}
+    assert endpoint_slots(k)[("10.96.0.2", 80, 2)] == ("10.244.1.3", 8080)
+    moved = svc("b", "10.96.0.2", 3)
+    moved = ServicePort(**{f: getattr(moved, f) for f in ("namespace", "name", "port_name", "protocol", "cluster_ip",
+                                                           "port")}, endpoints=moved.endpoints[:2] + (
+        Endpoint("10.244.1.3", 9090),))
+    r = s.sync(services(a, moved))
+    assert r.elements_deleted == {"service-endpoints-tcp": ["10.96.0.2 . 80 . 2"]} and r.chains_written == []
+    assert r.elements_added == {"service-endpoints-tcp": ["10.96.0.2 . 80 . 2"]}
+    assert endpoint_slots(Kernel(nft))[("10.96.0.2", 80, 2)] == ("10.244.1.3", 9090)
 
 
 def test_endpoints_going_away_switch_to_reject_and_delete_removes_everything(nft):
     s = Syncer(nft, CFG)
-    a, b = svc("a", "10.96.0.1", 2), svc("b", "10.96.0.2", 2)
+    a, b = svc("a", "10.96.0.1", 2, port=81), svc("b", "10.96.0.2", 3)
     s.sync(services(a, b))
     r = s.sync(services(a, svc("b", "10.96.0.2", 0)))
     assert not r.full and r.elements_added == {"no-endpoint-services": ["10.96.0.2 . tcp . 80"]}
-    assert r.elements_deleted == {"service-ips": ["10.96.0.2 . tcp . 80"]}
-    assert len(r.chains_deleted) == 3
+    assert r.elements_deleted == {"service-ips": ["10.96.0.2 . tcp . 80"],
+                                  "service-endpoints-tcp": [f"10.96.0.2 . 80 . {i}" for i in range(3)],
+                                  "hairpin-endpoints": ["10.244.1.3 . 10.244.1.3"]}  # .1 and .2 still serve a
+    assert r.chains_deleted == ["lb-tcp-3"]
     r = s.sync(services(a))
     assert r.ok and not r.full
-    assert not any(k.rules(c) for k in [Kernel(nft)] for c in k.chains() if "/b/" in c)
-    assert s.sync(services(a)).services_changed == []  # deletes the flushed chains
+    assert s.sync(services(a)).services_changed == []
     k = Kernel(nft)
-    assert not any("/b/" in c for c in k.chains())
-    assert set(service_ip_keys(k)) == {("10.96.0.1", "tcp", 80)}
+    assert "lb-tcp-3" not in k.chains()
+    assert set(service_ip_keys(k)) == {("10.96.0.1", "tcp", 81)}
+    assert {key[:2] for key in endpoint_slots(k)} == {("10.96.0.1", 81)}
     assert k.map_elems("cluster-ips") == ["10.96.0.1"]
     assert k.map_elems("no-endpoint-services") == []
+    s.sync({})
+    k = Kernel(nft)
+    assert not k.map_elems("service-ips") and not k.map_elems("service-endpoints-tcp") and not hairpins(k)
+    s.sync({})
+    assert not any(c.startswith("lb-") for c in Kernel(nft).chains())
 
 
 def test_failed_partial_sync_is_retried_as_full(nft):
     s = Syncer(nft, CFG)
     a = svc("a", "10.96.0.1", 2)
     s.sync(services(a))
-    nft.apply(f"flush chain ip {TABLE} {'service-' + chain_base(a.key)}\n")
-    # Drift the kernel behind the syncer's back: the partial sync's `flush chain` of a
-    # chain that no longer exists fails, and the full retry rebuilds the table.
-    nft.apply(f"delete element ip {TABLE} service-ips {{ 10.96.0.1 . tcp . 80 }}\n"
-              f"delete chain ip {TABLE} {'service-' + chain_base(a.key)}\n")
+    # Drift the kernel behind the syncer's back: the partial sync's delete of an element
+    # that is no longer there fails, and the full retry rebuilds the table.
+    nft.apply(f"delete element ip {TABLE} service-ips {{ 10.96.0.1 . tcp . 80 }}\n")
     r = s.sync(services(svc("a", "10.96.0.1", 3)))
     assert r.ok and r.full and r.failures == 1
     k = Kernel(nft)
-    assert set(service_ip_keys(k)) == {("10.96.0.1", "tcp", 80)}
-    assert k.rules("service-" + chain_base(a.key))[1][0]["vmap"]["key"]["numgen"]["mod"] == 3
+    assert service_ip_keys(k) == {("10.96.0.1", "tcp", 80): {"goto": {"target": "lb-tcp-3"}}}
+    assert len(endpoint_slots(k)) == 3
 
 
 def test_bad_rule_never_leaves_half_a_ruleset(nft):

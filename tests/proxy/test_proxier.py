@@ -10,7 +10,7 @@ from nanokube.clock import Clock
 from nanokube.node.runtime.netns import open_in_netns
 from nanokube.proxy.health import ZERO_TIME
 from nanokube.proxy.modes import DEFAULT_CHANGING
-from nanokube.proxy.nftables.layout import TABLE, chain_base
+from nanokube.proxy.nftables.layout import TABLE
 from nanokube.proxy.nftables.nft import Nft, NftError
 from nanokube.proxy.proxier import Proxier, service_ports
 from nanokube.proxy.runner import HEALTHZ_ADDRESS, METRICS_ADDRESS, MODE_EVENT_REASON, NodeProxies
@@ -46,16 +46,20 @@ def test_service_ports_carry_affinity_traffic_policies_and_local_endpoints():
     assert sp.affinity_timeout == 60 and not sp.external_local, "externalTrafficPolicy applies to external types only"
 
 
-def mod_of(nft, chain):
+def endpoints_of(nft, ip="10.96.0.20"):
+    """How many endpoints the kernel balances `ip`:80 over (its `lb-tcp-N`
+    chain in `service-ips`, with that many slots in `service-endpoints-tcp`), or None."""
     try:
         objs = nft.list_table("ip", TABLE)
     except NftError:
         return None
-    for o in objs:
-        r = o.get("rule")
-        if r and r["chain"] == chain and "vmap" in r["expr"][0]:
-            return r["expr"][0]["vmap"]["key"]["numgen"]["mod"]
-    return None
+    maps = {o["map"]["name"]: o["map"].get("elem", []) for o in objs if "map" in o}
+    target = next((v["goto"]["target"] for k, v in maps.get("service-ips", []) if k["concat"] == [ip, "tcp", 80]), None)
+    if target is None:
+        return None
+    slots = [k for k, _ in maps["service-endpoints-tcp"] if k["concat"][:2] == [ip, 80]]
+    assert target == f"lb-tcp-{len(slots)}", (target, slots)
+    return len(slots)
 
 
 async def test_proxier_programs_services_and_syncs_changes_partially(netns, nft):
@@ -67,20 +71,19 @@ async def test_proxier_programs_services_and_syncs_changes_partially(netns, nft)
     p = Proxier(s.client, "node-1", "192.168.0.1", netns=netns, min_sync_period=0.01)
     await p.start()
     try:
-        chain = "service-" + chain_base("default/web/tcp/http")
-        assert await eventually(lambda: _async(mod_of(nft, chain) == 2))
+        assert await eventually(lambda: _async(endpoints_of(nft) == 2))
         assert await eventually(lambda: _async(p.syncs >= 1 and p.registry.get_sample_value(
             "kubeproxy_sync_full_proxy_rules_duration_seconds_count") >= 1))
         cur = await slices.get("web-abc", "default")
         await slices.update({**cur, **{k: v for k, v in endpoint_slice(
             ["10.244.1.1", "10.244.1.2", "10.244.1.3"]).items() if k != "metadata"}})
-        assert await eventually(lambda: _async(mod_of(nft, chain) == 3))
+        assert await eventually(lambda: _async(endpoints_of(nft) == 3))
         assert await eventually(lambda: _async(p.registry.get_sample_value(
             "kubeproxy_sync_partial_proxy_rules_duration_seconds_count") >= 1))
         assert not p.last_report.full
         assert p.registry.get_sample_value("kubeproxy_sync_proxy_rules_nftables_sync_failures_total") == 0
         await svcs.delete("web", "default")
-        assert await eventually(lambda: _async(mod_of(nft, chain) is None))
+        assert await eventually(lambda: _async(endpoints_of(nft) is None))
     finally:
         await p.stop()
         await s.close()
@@ -103,8 +106,7 @@ async def test_a_failed_transaction_is_counted_and_retried_as_a_full_sync(netns,
     p = Proxier(s.client, "node-1", "", netns=netns, min_sync_period=0.01, sync_period=1000)
     await p.start()
     try:
-        chain = "service-" + chain_base("default/web/tcp/http")
-        assert await eventually(lambda: _async(mod_of(nft, chain) == 2))
+        assert await eventually(lambda: _async(endpoints_of(nft) == 2))
         # the ruleset is flushed behind the proxier's back (as a firewall reload does): the next
         # partial sync's transaction fails in the kernel, and the full retry rebuilds the table
         nft_in(netns, "flush", "ruleset")
@@ -114,7 +116,7 @@ async def test_a_failed_transaction_is_counted_and_retried_as_a_full_sync(netns,
                 "endpoints"]})
             assert await eventually(lambda: _async(p.registry.get_sample_value(
                 "kubeproxy_sync_proxy_rules_nftables_sync_failures_total") == 1 and p.last_report.failures))
-        assert mod_of(nft, chain) == 3
+        assert endpoints_of(nft) == 3
         assert p.last_report.full and p.last_report.ok and p.last_report.failures == 1
         assert "retrying as a full sync" in caplog.text
         assert p.health.healthz()[0] == 200 and p.health.oldest_pending is None

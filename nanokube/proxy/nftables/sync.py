@@ -62,7 +62,7 @@ class Syncer:
     def _reset(self) -> None:
         self._services: dict[str, ServicePort] = {}
         self._rules: dict[str, ServiceRules] = {}
-        self._chains: dict[str, tuple[str, ...]] = {}
+        self._chains: dict[str, list] = {}  # name -> [rules, users]; lb- chains are shared
         self._sets: dict[str, str] = {}  # affinity sets
         self._elems: dict[tuple[str, str], list] = {}  # (map, key) -> [value, refcount]
         self._stale: list[str] = []  # flushed by the last sync, deleted by the next
@@ -113,35 +113,21 @@ class Syncer:
                 head.append(f"add element {t} nodeport-ips {{ {', '.join(self.cfg.nodeport_ips)} }}")
 
         touched: dict[tuple[str, str], object] = {}  # (map, key) -> value before this sync
-        new_chains: list[str] = []
-        rule_lines: list[str] = []
-        removed_chains: list[str] = []
+        chains_before: dict[str, tuple[str, ...] | None] = {}  # chain -> rules before this sync
         new_sets: list[str] = []
         removed_sets: list[str] = []
 
         def account(rules: ServiceRules, delta: int) -> None:
             for m, elems in rules.elements.items():
                 for k, v in elems.items():
-                    mk = (m, k)
-                    cur = self._elems.get(mk)
-                    if mk not in touched:
-                        touched[mk] = cur[0] if cur else None
-                    if cur is None:
-                        self._elems[mk] = [v, delta]
-                    else:
-                        cur[1] += delta
-                        if delta > 0:
-                            cur[0] = v
-                        if cur[1] <= 0:
-                            del self._elems[mk]
+                    _count(self._elems, touched, (m, k), v, delta)
+            for name, chain in rules.chains.items():
+                _count(self._chains, chains_before, name, chain, delta)
 
         for key in [k for k in self._services if k not in services]:
             old = self._rules.pop(key)
             del self._services[key]
             account(old, -1)
-            for name in old.chains:
-                del self._chains[name]
-                removed_chains.append(name)
             for name in old.sets:
                 del self._sets[name]
                 removed_sets.append(name)
@@ -153,33 +139,36 @@ class Syncer:
             report.services_changed.append(key)
             new = service_rules(self.cfg, sp)
             old = self._rules.get(key)
+            account(new, +1)
             if old is not None:
                 account(old, -1)
-                for name in old.chains:
-                    if name not in new.chains:
-                        del self._chains[name]
-                        removed_chains.append(name)
                 for name in old.sets:
                     if name not in new.sets:
                         del self._sets[name]
                         removed_sets.append(name)
-            account(new, +1)
             for name, body in new.sets.items():
                 if name not in self._sets:
                     new_sets.append(f"add set {t} {name} {{ {body} }}")
                 self._sets[name] = body
-            for name, rules in new.chains.items():
-                prev = self._chains.get(name)
-                if prev == rules:
-                    continue
-                if prev is None:
-                    new_chains.append(name)
-                else:
-                    rule_lines.append(f"flush chain {t} {name}")
-                rule_lines += [f"add rule {t} {name} {r}" for r in rules]
-                self._chains[name] = rules
-                report.chains_written.append(name)
             self._services[key], self._rules[key] = sp, new
+
+        new_chains: list[str] = []
+        rule_lines: list[str] = []
+        removed_chains: list[str] = []
+        for name, before in chains_before.items():
+            cur = self._chains.get(name)
+            after = cur[0] if cur else None
+            if before == after:
+                continue
+            if after is None:
+                removed_chains.append(name)
+                continue
+            if before is None:
+                new_chains.append(name)
+            else:
+                rule_lines.append(f"flush chain {t} {name}")
+            rule_lines += [f"add rule {t} {name} {r}" for r in after]
+            report.chains_written.append(name)
 
         adds: dict[str, list[str]] = {}
         dels: dict[str, list[str]] = {}
@@ -204,6 +193,22 @@ class Syncer:
         self._stale = removed_chains
         report.lines = len(lines)
         return report, "\n".join(lines) + "\n"
+
+
+def _count(live: dict, before: dict, key, value, delta: int) -> None:
+    """Add `delta` users of `key` with `value`, noting the value it had
+    before this sync the first time the sync touches it."""
+    cur = live.get(key)
+    if key not in before:
+        before[key] = cur[0] if cur else None
+    if cur is None:
+        live[key] = [value, delta]
+        return
+    cur[1] += delta
+    if delta > 0:
+        cur[0] = value
+    if cur[1] <= 0:
+        del live[key]
 
 
 def _element_lines(verb: str, table: str, elems: dict[str, list[str]]) -> list[str]:
