@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path, metavar="FILE", help="also save the config and results as JSON")
     p.add_argument("--proxy", action="store_true", help="instead: kube-proxy nftables syncs in a private netns (root)")
     p.add_argument("--services", type=int, default=150, metavar="N",
-                   help="with --proxy: services x 5 endpoints (default 150; 10000 needs a dedicated machine)")
+                   help="with --proxy: services x 5 endpoints (default 150; see python -m benchmarks.proxy)")
     p.add_argument("--pki", type=int, metavar="N", help="instead: pod certificate issuance with N requests")
     p.add_argument("--scheduler", nargs="?", const="all", metavar="NAMES",
                    help="instead: scheduler_perf-style workloads (comma-separated names, default all)")

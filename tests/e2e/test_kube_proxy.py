@@ -104,7 +104,7 @@ def test_proxy_programs_its_namespace_serves_health_and_metrics_and_keeps_rules_
 
     table = wait_for(lambda: (t := nft(netns, "list", "table", "ip", "kube-proxy").stdout) and ip in t and t, 30,
                      "the Service's ClusterIP in the namespace's kube-proxy table")
-    assert "default/kp-web/tcp/http" in table and "numgen random mod 2" in table
+    assert f"{ip} . tcp . 80 : goto lb-tcp-2" in table and "numgen random mod 2 map @service-endpoints-tcp" in table
 
     code, body = get(f"{healthz}/healthz")
     doc = json.loads(body)

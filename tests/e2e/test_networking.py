@@ -129,8 +129,14 @@ def nft(c, node_index: int, *args: str) -> str:
 
 
 def proxied(c, svc: str, n: int, nodes=range(3)) -> None:
-    """Wait until kube-proxy on every node balances `svc` over `n` endpoints."""
-    chain = re.compile(rf"chain service-\w+-default/{svc}/tcp/80 {{[^}}]*numgen random mod {n} ")
+    """Wait until kube-proxy on every node balances `svc` over `n` endpoints: a
+    plain ClusterIP service through the shared `lb-tcp-<n>` chain, one with
+    affinity, a Local policy or a NodePort through its own service chain."""
+    spec = c.kubectl_json("get", "service", svc)["spec"]
+    if spec["type"] == "ClusterIP" and spec.get("sessionAffinity", "None") == "None":
+        chain = re.compile(rf"{re.escape(spec['clusterIP'])} \. tcp \. 80 : goto lb-tcp-{n}\b")
+    else:
+        chain = re.compile(rf"chain service-\w+-default/{svc}/tcp/80 {{[^}}]*numgen random mod {n} ")
     for node in nodes:
         wait_for(lambda node=node: chain.search(nft(c, node, "list", "table", "ip", "kube-proxy")), 30,
                  f"{svc} over {n} endpoints on node {node}")
@@ -171,7 +177,8 @@ def test_service_traffic_between_nodes(net_cluster):
     proxied(c, "web", 3)
     table = nft(c, 2, "list", "table", "ip", "kube-proxy")
     for name in ("map service-ips", "map service-nodeports", "map no-endpoint-services", "set cluster-ips",
-                 "chain nat-prerouting", "chain masquerading", f"{ip} . tcp . 80 : goto service-"):
+                 "map service-endpoints-tcp", "set hairpin-endpoints", "chain nat-prerouting", "chain masquerading",
+                 "chain lb-tcp-3", f"{ip} . tcp . 80 : goto lb-tcp-3"):
         assert name in table
 
     out = run_client(c, "client-3", f"http://{ip}/", 30)
