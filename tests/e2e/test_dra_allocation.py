@@ -256,7 +256,7 @@ def test_device_taint_rule_makes_a_whole_pool_unallocatable(cluster):
 
 @pytest.mark.parametrize("request_, problem", [
     (exactly("gpu", "no-such-class"), 'deviceclass.resource.k8s.io "no-such-class" not found'),
-    (exactly("gpu", GPU, "device.attributes["), "selector #0: CEL runtime error: compilation failed: "),
+    (exactly("gpu", GPU, "device.attributes["), "selector #0: CEL compile error: compilation failed: "),
     (exactly("gpu", GPU, "device.driver"), "selector #0: CEL runtime error: must evaluate to bool"),
     (exactly("gpu", GPU, f"{attr('nosuch')} == 'x'"), "selector #0: CEL runtime error: no such key: nosuch"),
 ], ids=["missing-class", "does-not-compile", "not-bool", "unknown-attribute"])

@@ -454,12 +454,17 @@ class Allocator:
         hit = d.selected.get(expr)
         if hit is None:
             try:
-                hit = compile_selector(expr).matches(d.cel)
+                compiled = compile_selector(expr)
             except CELError as e:
-                hit = e
+                hit = f"CEL compile error: {e}"
+            else:
+                try:
+                    hit = compiled.matches(d.cel)
+                except CELError as e:
+                    hit = f"CEL runtime error: {e}"
             d.selected[expr] = hit
-        if isinstance(hit, CELError):
-            raise AllocationError(f"{who}: {label}: CEL runtime error: {hit}")
+        if isinstance(hit, str):
+            raise AllocationError(f"{who}: {label}: {hit}")
         return hit
 
     # -- results ----------------------------------------------------------

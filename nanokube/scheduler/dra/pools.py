@@ -9,7 +9,7 @@ from fractions import Fraction
 
 from ...registry.quantity import QuantityError, parse_quantity
 from ..matching import selector_matches
-from .cel import CELError, DeviceInput, quantity_value, semver_value
+from .cel import DeviceInput, quantity_value, semver_value
 
 DeviceID = tuple[str, str, str]  # driver, pool, device
 
@@ -53,7 +53,7 @@ class Device:
     slice_selector: dict | None  # nodeSelector of the slice, for allocation.nodeSelector
     extra: dict  # result fields copied as-is (bindingConditions, ...)
     cel: DeviceInput
-    selected: dict[str, bool | CELError] = field(default_factory=dict)  # per expression
+    selected: dict[str, bool | str] = field(default_factory=dict)  # per expression: the match or the error message
 
     def on_node(self, node_name: str, labels: dict) -> bool:
         if self.node_name is not None:

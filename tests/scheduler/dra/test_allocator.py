@@ -223,7 +223,7 @@ def test_several_claims_do_not_share_devices():
     ([exactly("g", selectors=[cel('device.attributes["gpu.example.com"].nope == 1')])],
      "claim default/c, request g: selector #0: CEL runtime error: no such key: nope"),
     ([exactly("g", selectors=[cel("device.driver")])], "must evaluate to bool"),
-    ([exactly("g", selectors=[cel("device.driver ==")])], "compilation failed"),
+    ([exactly("g", selectors=[cel("device.driver ==")])], "selector #0: CEL compile error: compilation failed"),
 ])
 def test_errors(requests, err):
     with pytest.raises(AllocationError, match=err.replace(".", r"\.").replace('"', '"')):
