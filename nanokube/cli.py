@@ -25,9 +25,8 @@ def _free_port() -> int:
 
 async def _up(args: argparse.Namespace) -> int:
     from .apiserver.app import APIServer
-    from .cli_scheduler import LEASE_NAME as SCHEDULER_LEASE
     from .cli_scheduler import ElectedScheduler
-    from .client.leaderelection import LeaderElector
+    from .client.leaderelection import LeaderElector, elector_for
     from .client.local import LocalClient
     from .controllers.manager import LEASE_NAME, ControllerManager
     from .metrics.prometheus import load_source
@@ -40,6 +39,7 @@ async def _up(args: argparse.Namespace) -> int:
     from .pki.kubeconfig import write_kubeconfig
     from .proxy.modes import ModeError, select_mode
     from .scheduler.config import ConfigError
+    from .scheduler.config import SchedulerConfig
     from .scheduler.config import load as load_scheduler_config
     from .scheduler.scheduler import Scheduler
     from .store.interface import open_store
@@ -116,7 +116,7 @@ async def _up(args: argparse.Namespace) -> int:
     sched_client = LocalClient(server.rest, field_manager="default-scheduler")
     scheduler = ElectedScheduler(
         lambda metrics: Scheduler(sched_client, clock=server.clock, config=sched_cfg, metrics=metrics),
-        LeaderElector(sched_client, SCHEDULER_LEASE, _identity(data_dir), clock=server.clock))
+        elector_for(sched_client, (sched_cfg or SchedulerConfig([])).leader_election, _identity(data_dir), server.clock))
     server.component_metrics.append(scheduler.metrics.registry)
     if args.scheduler == "in-process":
         await scheduler.start()

@@ -16,12 +16,11 @@ from collections.abc import Callable
 from .apiserver.errors import APIError
 from .client.http import HTTPClient
 from .client.leaderelection import LeaderElector, add_arguments, from_arguments
-from .scheduler.config import ConfigError
+from .scheduler.config import LEASE_NAME, ConfigError
 from .scheduler.config import load as load_config
 from .scheduler.metrics import Metrics
 from .scheduler.scheduler import Scheduler
 
-LEASE_NAME = "kube-scheduler"
 
 log = logging.getLogger("nanokube.scheduler")
 
@@ -93,7 +92,7 @@ async def _run(args: argparse.Namespace, config) -> int:
     client = HTTPClient.from_kubeconfig(args.kubeconfig, field_manager="default-scheduler",
                                         user_agent="nanokube-scheduler")
     await client.start()
-    elector = from_arguments(client, args, LEASE_NAME)
+    elector = from_arguments(client, args, LEASE_NAME, config.leader_election if config else None)
     scheduler = ElectedScheduler(lambda metrics: Scheduler(client, config=config, metrics=metrics), elector)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -75,3 +75,30 @@ async def test_without_an_elector_it_schedules_at_once():
         await s.close()
     items, _ = await s.client.resource("coordination.k8s.io", "v1", "leases").list("kube-system")
     assert items == []
+
+
+def test_flags_set_explicitly_override_the_configuration_file_and_unset_ones_leave_it():
+    import argparse
+
+    from nanokube.cli_scheduler import add_parser
+    from nanokube.client.leaderelection import from_arguments
+    from nanokube.scheduler.config import parse
+
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    file = parse({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                  "leaderElection": {"leaseDuration": "30s", "renewDeadline": "20s", "resourceName": "mine"}})
+
+    class Client:
+        def resource(self, *_):
+            return None
+
+    e = from_arguments(Client(), parser.parse_args(["scheduler"]), LEASE_NAME, file.leader_election)
+    assert (e.name, e.lease_duration, e.renew_deadline, e.retry_period) == ("mine", 30.0, 20.0, 2.0)
+    e = from_arguments(Client(), parser.parse_args(["scheduler", "--leader-elect-lease-duration", "40"]), LEASE_NAME,
+                       file.leader_election)
+    assert (e.lease_duration, e.renew_deadline) == (40.0, 20.0)
+    assert from_arguments(Client(), parser.parse_args(["scheduler", "--leader-elect=false"]), LEASE_NAME,
+                          file.leader_election) is None
+    e = from_arguments(Client(), parser.parse_args(["scheduler"]), LEASE_NAME)
+    assert (e.name, e.namespace, e.lease_duration) == (LEASE_NAME, "kube-system", 15.0)

@@ -10,6 +10,7 @@ import logging
 import socket
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 
 from ..apiserver.errors import APIError
 from ..clock import REAL, Clock, parse_time
@@ -112,21 +113,48 @@ class LeaderElector:
             log.warning("%s: releasing the lease failed: %s", self.name, e.message)
 
 
+@dataclass(frozen=True)
+class LeaderElectionConfig:
+    """component-base's LeaderElectionConfiguration, with upstream's defaults."""
+
+    leader_elect: bool = True
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    resource_name: str = ""
+    resource_namespace: str = "kube-system"
+
+
 def add_arguments(parser, lease: str, acting: str) -> None:
-    """kube-controller-manager's and kube-scheduler's --leader-elect flags."""
-    parser.add_argument("--leader-elect", default="true", choices=("true", "false"),
+    """kube-controller-manager's and kube-scheduler's --leader-elect flags;
+    unset flags leave a configuration file's values (or the defaults) alone."""
+    parser.add_argument("--leader-elect", default=None, choices=("true", "false"),
                         help=f"hold the kube-system/{lease} Lease while {acting} (default true)")
-    parser.add_argument("--leader-elect-lease-duration", type=float, default=15.0, metavar="SECONDS")
-    parser.add_argument("--leader-elect-renew-deadline", type=float, default=10.0, metavar="SECONDS")
-    parser.add_argument("--leader-elect-retry-period", type=float, default=2.0, metavar="SECONDS")
+    parser.add_argument("--leader-elect-lease-duration", type=float, default=None, metavar="SECONDS",
+                        help="default 15")
+    parser.add_argument("--leader-elect-renew-deadline", type=float, default=None, metavar="SECONDS",
+                        help="default 10")
+    parser.add_argument("--leader-elect-retry-period", type=float, default=None, metavar="SECONDS",
+                        help="default 2")
 
 
-def from_arguments(client, args, lease: str) -> LeaderElector | None:
-    """The elector those flags ask for (None with --leader-elect=false), under a
-    fresh identity per process, as the upstream components use."""
-    if args.leader_elect != "true":
+def from_arguments(client, args, lease: str, base: LeaderElectionConfig | None = None) -> LeaderElector | None:
+    """The elector `base` (a configuration file's section) asks for, with the
+    flags given explicitly overriding it as upstream's components apply them;
+    None without leader election. Each process campaigns under a fresh identity."""
+    cfg = base or LeaderElectionConfig(resource_name=lease)
+    flags = {"leader_elect": None if args.leader_elect is None else args.leader_elect == "true",
+             "lease_duration": args.leader_elect_lease_duration, "renew_deadline": args.leader_elect_renew_deadline,
+             "retry_period": args.leader_elect_retry_period}
+    cfg = replace(cfg, **{k: v for k, v in flags.items() if v is not None})
+    return elector_for(client, cfg, f"{socket.gethostname()}_{uuid.uuid4()}")
+
+
+def elector_for(client, cfg: LeaderElectionConfig, identity: str, clock: Clock = REAL) -> LeaderElector | None:
+    """The elector a LeaderElectionConfiguration describes; None when it turns election off."""
+    if not cfg.leader_elect:
         return None
-    identity = f"{socket.gethostname()}_{uuid.uuid4()}"
-    log.info("attempting to acquire leader lease kube-system/%s as %s", lease, identity)
-    return LeaderElector(client, lease, identity, lease_duration=args.leader_elect_lease_duration,
-                         renew_deadline=args.leader_elect_renew_deadline, retry_period=args.leader_elect_retry_period)
+    log.info("attempting to acquire leader lease %s/%s as %s", cfg.resource_namespace, cfg.resource_name, identity)
+    return LeaderElector(client, cfg.resource_name, identity, cfg.resource_namespace, clock,
+                         lease_duration=cfg.lease_duration, renew_deadline=cfg.renew_deadline,
+                         retry_period=cfg.retry_period)

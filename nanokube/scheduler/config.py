@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import copy
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
+from ..client.leaderelection import LeaderElectionConfig
 from . import plugins as registry
 from .framework import Profile
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
 DEFAULT_SCHEDULER = "default-scheduler"
+LEASE_NAME = "kube-scheduler"
 
 #: config extension point -> (the method a plugin defines to take part, upstream's interface name)
 POINTS = {
@@ -42,6 +44,9 @@ _SET_FIELDS = {"enabled", "disabled"}
 _STRATEGIES = ("LeastAllocated", "MostAllocated", "RequestedToCapacityRatio")
 _LABEL_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                          r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+#: kube-scheduler's defaults for the leaderElection section
+_LEADER_ELECTION_DEFAULTS = {"leaderElect": True, "leaseDuration": "15s", "renewDeadline": "10s", "retryPeriod": "2s",
+                             "resourceLock": "leases", "resourceName": LEASE_NAME, "resourceNamespace": "kube-system"}
 _DEFAULT_RESOURCES = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
 
 
@@ -56,6 +61,8 @@ class SchedulerConfig:
     profiles: list[Profile]
     pod_initial_backoff: float = 1.0
     pod_max_backoff: float = 10.0
+    leader_election: LeaderElectionConfig = field(
+        default_factory=lambda: LeaderElectionConfig(resource_name=LEASE_NAME))
 
 
 def load(path: str | Path) -> SchedulerConfig:
@@ -86,13 +93,18 @@ def parse(doc: dict) -> SchedulerConfig:
                 break
     if errors:
         raise ConfigError(errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")
-    return SchedulerConfig(profiles, float(cfg["podInitialBackoffSeconds"]), float(cfg["podMaxBackoffSeconds"]))
+    le = cfg["leaderElection"]
+    election = LeaderElectionConfig(le["leaderElect"], _seconds(le["leaseDuration"]), _seconds(le["renewDeadline"]),
+                                    _seconds(le["retryPeriod"]), le["resourceName"], le["resourceNamespace"])
+    return SchedulerConfig(profiles, float(cfg["podInitialBackoffSeconds"]), float(cfg["podMaxBackoffSeconds"]),
+                           election)
 
 
 # --- decoding and defaults ------------------------------------------------------------
 
 def _strict(doc: dict) -> None:
     unknown = [f for f in doc if f not in _TOP_FIELDS]
+    unknown += [f"leaderElection.{f}" for f in doc.get("leaderElection") or {} if f not in _LEADER_ELECTION_DEFAULTS]
     for i, prof in enumerate(doc.get("profiles") or []):
         unknown += [f"profiles[{i}].{f}" for f in prof or {} if f not in _PROFILE_FIELDS]
         for point, ps in ((prof or {}).get("plugins") or {}).items():
@@ -109,6 +121,7 @@ def _defaulted(doc: dict) -> dict:
     cfg.setdefault("parallelism", 16)
     cfg.setdefault("podInitialBackoffSeconds", 1)
     cfg.setdefault("podMaxBackoffSeconds", 10)
+    cfg["leaderElection"] = {**_LEADER_ELECTION_DEFAULTS, **(cfg.get("leaderElection") or {})}
     profiles = cfg.get("profiles") or [{}]
     cfg["profiles"] = profiles = [p or {} for p in profiles]
     if len(profiles) == 1 and profiles[0].get("schedulerName") is None:
@@ -176,7 +189,48 @@ def _validate(cfg: dict) -> list[str]:
     if cfg["podMaxBackoffSeconds"] < cfg["podInitialBackoffSeconds"]:
         errs.append(_invalid("podMaxBackoffSeconds", cfg["podMaxBackoffSeconds"],
                              "must be greater than or equal to PodInitialBackoffSeconds"))
+    return errs + _leader_election(cfg["leaderElection"])
+
+
+def _leader_election(le: dict) -> list[str]:
+    """component-base's checks, made only when leader election is on."""
+    if not le["leaderElect"]:
+        return []
+    errs, secs = [], {}
+    for f in ("leaseDuration", "renewDeadline", "retryPeriod"):
+        try:
+            secs[f] = _seconds(le[f])
+        except ValueError:
+            errs.append(_invalid(f"leaderElection.{f}", le[f], "must be a duration such as 15s"))
+            continue
+        if secs[f] <= 0:
+            errs.append(_invalid(f"leaderElection.{f}", le[f], "must be greater than zero"))
+    if not errs and secs["leaseDuration"] <= secs["renewDeadline"]:
+        errs.append(_invalid("leaderElection.leaseDuration", le["renewDeadline"],
+                             "LeaseDuration must be greater than RenewDeadline"))
+    for f in ("resourceLock", "resourceNamespace", "resourceName"):
+        if not le[f]:
+            errs.append(_invalid(f"leaderElection.{f}", le[f], f"{f} is required"))
+    if le["resourceLock"] and le["resourceLock"] != "leases":
+        errs.append(_unsupported("leaderElection.resourceLock", le["resourceLock"], ["leases"]))
     return errs
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _seconds(text) -> float:
+    """A Go duration ("15s", "1m30s", "500ms") in seconds; ValueError otherwise."""
+    if not isinstance(text, str) or not text:
+        raise ValueError(text)
+    sign, body = (-1, text[1:]) if text[0] == "-" else (1, text.lstrip("+"))
+    if body == "0":
+        return 0.0
+    parts = _DURATION.findall(body)
+    if not parts or "".join(n + u for n, u in parts) != body:
+        raise ValueError(text)
+    return sign * sum(float(n) * _UNITS[u] for n, u in parts)
 
 
 def _queue_sort(prof: dict) -> dict:

@@ -157,3 +157,24 @@ async def test_scheduler_runs_every_configured_profile():
     finally:
         await sched.stop()
         await s.close()
+
+
+def test_leader_election_section_defaults_durations_and_upstream_checks():
+    le = cfg().leader_election
+    assert (le.leader_elect, le.lease_duration, le.renew_deadline, le.retry_period) == (True, 15.0, 10.0, 2.0)
+    assert (le.resource_namespace, le.resource_name) == ("kube-system", "kube-scheduler")
+    le = cfg(leaderElection={"leaseDuration": "1m30s", "renewDeadline": "45s", "retryPeriod": "500ms",
+                             "resourceName": "batch-scheduler"}).leader_election
+    assert (le.lease_duration, le.renew_deadline, le.retry_period, le.resource_name) == (90.0, 45.0, 0.5,
+                                                                                         "batch-scheduler")
+    assert error(leaderElection={"leaseDuration": "5s"}) == \
+        'leaderElection.leaseDuration: Invalid value: "10s": LeaseDuration must be greater than RenewDeadline'
+    assert error(leaderElection={"retryPeriod": "0s"}) == \
+        'leaderElection.retryPeriod: Invalid value: "0s": must be greater than zero'
+    assert error(leaderElection={"resourceLock": "endpoints"}) == \
+        'leaderElection.resourceLock: Unsupported value: "endpoints": supported values: "leases"'
+    assert error(leaderElection={"leaseDuration": "fifteen"}).startswith(
+        'leaderElection.leaseDuration: Invalid value: "fifteen"')
+    assert error(leaderElection={"leaderElect": True, "lease": "15s"}) == \
+        'strict decoding error: unknown field "leaderElection.lease"'
+    assert cfg(leaderElection={"leaderElect": False, "leaseDuration": "1s"}).leader_election.leader_elect is False
