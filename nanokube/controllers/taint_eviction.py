@@ -46,6 +46,8 @@ class TaintEvictionController(Controller):
         self.pods.add_handlers(self._pod_changed, lambda _o, n: self._pod_changed(n), self._pod_deleted)
         self._on_node: dict[str, set[str]] = {}
         self._first_seen: dict[tuple, float] = {}
+        #: pods (by uid) deleted here whose deletion the informer has not shown yet
+        self._deleting: set[str] = set()
 
     def informers(self):
         return [self.nodes, self.pods]
@@ -66,6 +68,7 @@ class TaintEvictionController(Controller):
             self.queue.add(key)
 
     def _pod_deleted(self, pod: dict) -> None:
+        self._deleting.discard(pod["metadata"]["uid"])
         pods = self._on_node.get(pod["spec"]["nodeName"])
         if pods is not None:
             pods.discard(key_of(pod))
@@ -92,7 +95,7 @@ class TaintEvictionController(Controller):
 
     async def sync(self, key) -> None:
         pod = self.pods.get(key)
-        if pod is None or pod["metadata"].get("deletionTimestamp"):
+        if pod is None or pod["metadata"].get("deletionTimestamp") or pod["metadata"]["uid"] in self._deleting:
             return
         when = self.due(pod)
         if when is None:
@@ -116,3 +119,5 @@ class TaintEvictionController(Controller):
         except APIError as e:
             if e.code not in (404, 409):
                 raise
+            return
+        self._deleting.add(md["uid"])
