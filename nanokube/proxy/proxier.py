@@ -132,6 +132,7 @@ class Proxier:
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.syncer.nft.close()  # its socket would keep a deleted node namespace alive
 
     def _rebuild(self) -> None:
         by_service: dict[str, list[dict]] = {}

@@ -2,14 +2,17 @@
 
 The syncer remembers what it last wrote (chains and every map element), so a
 partial sync diffs only the services whose structures changed and never lists
-the kernel table. Each sync is one `nft -f` transaction; a failed partial sync
+the kernel table. Each sync is one nft transaction; a failed partial sync
 is retried at once as a full sync, which deletes and re-creates the whole
 table inside one transaction, so the kernel never holds half a ruleset.
-Chains a sync drops are flushed at once and deleted by the next sync: the
-kernel refuses (EBUSY) to delete a chain in the transaction that removes the
-last anonymous-vmap reference to it. Stale affinity sets are deleted at once,
-after the flushes that drop the rules using them. An affinity set keeps the
-timeout it was created with until the next full sync.
+Chains and elements are counted by the services using them (the `lb-`
+chains, ClusterIPs and hairpin pairs are shared), so a change writes only
+what appears or disappears. Chains a sync drops are flushed at once and
+deleted by the next sync: the kernel refuses (EBUSY) to delete a chain in
+the transaction that removes the last vmap reference to it. Stale affinity
+sets are deleted at once, after the flushes that drop the rules using them.
+An affinity set keeps the timeout it was created with until the next full
+sync.
 """
 
 from __future__ import annotations
