@@ -12,7 +12,17 @@ from .resources import Resources, from_list
 
 class NodeInfo:
     """A node and the totals scheduling reads: allocatable, requested,
-    non-zero requested (for scoring), host ports in use and pod count."""
+    non-zero requested (for scoring), host ports in use and pod count.
+
+    The cache changes its own NodeInfos through `_add`/`_remove` and hands
+    the changes to snapshots as dirty nodes; anyone else adding or removing
+    a pod with inter-pod terms in place (the workload cycle's trial
+    placements in the snapshot, preemption's trial copies) goes through
+    `add_pod`/`remove_pod`, which bump `affinity_epoch` so every snapshot
+    rebuilds its lists of nodes holding such pods."""
+
+    #: bumped whenever a pod with inter-pod terms is added or removed outside the cache
+    affinity_epoch = 0
 
     __slots__ = (
         "affinity_pods",
@@ -62,6 +72,17 @@ class NodeInfo:
             self.allowed_pods = 0
 
     def add_pod(self, info: PodInfo) -> None:
+        self._add(info)
+        if info.has_affinity:
+            NodeInfo.affinity_epoch += 1
+
+    def remove_pod(self, uid: str) -> bool:
+        info = self._remove(uid)
+        if info is not None and info.has_affinity:
+            NodeInfo.affinity_epoch += 1
+        return info is not None
+
+    def _add(self, info: PodInfo) -> None:
         self.pods[info.uid] = info
         self.requested.add(info.requests)
         self.nonzero.add(info.nonzero)
@@ -71,17 +92,17 @@ class NodeInfo:
                 self.anti_affinity_pods[info.uid] = info
         self.ports.extend(host_ports(info.pod))
 
-    def remove_pod(self, uid: str) -> bool:
+    def _remove(self, uid: str) -> PodInfo | None:
         info = self.pods.pop(uid, None)
         if info is None:
-            return False
+            return None
         self.requested.add(info.requests, -1)
         self.nonzero.add(info.nonzero, -1)
         self.affinity_pods.pop(uid, None)
         self.anti_affinity_pods.pop(uid, None)
         for p in host_ports(info.pod):
             self.ports.remove(p)
-        return True
+        return info
 
     def clone(self) -> NodeInfo:
         c = NodeInfo.__new__(NodeInfo)
@@ -109,13 +130,50 @@ def host_ports(pod: dict) -> list[tuple[str, str, int]]:
 
 class Snapshot:
     """The cluster as one scheduling cycle sees it; `nodes` keeps the
-    cache's node order so the search can rotate through it."""
+    cache's node order so the search can rotate through it. Like upstream's
+    HavePodsWithAffinityNodeInfoList and
+    HavePodsWithRequiredAntiAffinityNodeInfoList, it keeps the nodes holding
+    pods with inter-pod terms, so affinity pre-passes skip all the others."""
 
     def __init__(self) -> None:
         self.infos: dict[str, NodeInfo] = {}
         self.nodes: list[NodeInfo] = []
         self.index: dict[str, int] = {}
         self.generation = -1
+        self._with_affinity: dict[str, NodeInfo] = {}
+        self._with_anti_affinity: dict[str, NodeInfo] = {}
+        #: the NodeInfo.affinity_epoch the two maps reflect; -1: never built
+        self._epoch = -1
+
+    def have_pods_with_affinity(self) -> list[NodeInfo]:
+        """Nodes with a pod carrying any inter-pod (anti-)affinity term."""
+        self._refresh()
+        return list(self._with_affinity.values())
+
+    def have_pods_with_required_anti_affinity(self) -> list[NodeInfo]:
+        """Nodes with a pod carrying required pod anti-affinity."""
+        self._refresh()
+        return list(self._with_anti_affinity.values())
+
+    def _refresh(self) -> None:
+        """Rebuilds the maps from `nodes` when a NodeInfo changed in place
+        (or `nodes` was set directly, as views of a snapshot do)."""
+        if self._epoch == NodeInfo.affinity_epoch:
+            return
+        self._with_affinity = {n.name: n for n in self.nodes if n.affinity_pods}
+        self._with_anti_affinity = {n.name: n for n in self._with_affinity.values() if n.anti_affinity_pods}
+        self._epoch = NodeInfo.affinity_epoch
+
+    def _replaced(self, name: str, info: NodeInfo | None) -> None:
+        """Keeps the maps up to date with a node the cache cloned in (or took out)."""
+        if self._epoch != NodeInfo.affinity_epoch:
+            return
+        self._with_affinity.pop(name, None)
+        self._with_anti_affinity.pop(name, None)
+        if info is not None and info.affinity_pods:
+            self._with_affinity[name] = info
+            if info.anti_affinity_pods:
+                self._with_anti_affinity[name] = info
 
 
 class Cache:
@@ -162,7 +220,7 @@ class Cache:
     def assume(self, info: PodInfo, node: str) -> None:
         """Counts a pod on `node` before its binding is written, so the next
         cycles see the resources taken."""
-        self._info(node).add_pod(info)
+        self._info(node)._add(info)
         self.assumed[info.uid] = node
         self.pod_nodes[info.uid] = node
         self._touch(self.infos[node])
@@ -184,7 +242,7 @@ class Cache:
         """A bound pod seen through the informer; confirms an assumed one."""
         self.assumed.pop(info.uid, None)
         self.remove_pod(info.uid)
-        self._info(node).add_pod(info)
+        self._info(node)._add(info)
         self.pod_nodes[info.uid] = node
         self._touch(self.infos[node])
 
@@ -194,7 +252,7 @@ class Cache:
             return
         self.assumed.pop(uid, None)
         info = self.infos.get(node)
-        if info is not None and info.remove_pod(uid):
+        if info is not None and info._remove(uid) is not None:
             self._touch(info)
             if info.node is None and not info.pods:
                 del self.infos[node]
@@ -208,8 +266,10 @@ class Cache:
             info = self.infos.get(name)
             if info is None or info.node is None:
                 snap.infos.pop(name, None)
+                snap._replaced(name, None)
             else:
                 snap.infos[name] = info.clone()
+                snap._replaced(name, snap.infos[name])
         if self._order_changed:
             snap.nodes = list(snap.infos.values())
             snap.index = {n.name: i for i, n in enumerate(snap.nodes)}

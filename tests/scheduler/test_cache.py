@@ -1,7 +1,8 @@
-"""The cache's per-node index of pods with inter-pod terms, and the reuse
-of an assumed pod's PodInfo once its binding is seen."""
+"""The cache's per-node index of pods with inter-pod terms, the snapshot's
+lists of nodes holding such pods, and the reuse of an assumed pod's
+PodInfo once its binding is seen."""
 
-from nanokube.scheduler.cache import Cache
+from nanokube.scheduler.cache import Cache, Snapshot
 from nanokube.scheduler.framework import PodInfo
 from tests.scheduler import info, node, node_info, pod
 
@@ -19,6 +20,43 @@ def test_node_info_indexes_pods_with_affinity_terms():
     ni.remove_pod("uid-anti")
     assert set(ni.affinity_pods) == {"uid-pref"} and not ni.anti_affinity_pods
     assert set(copy.anti_affinity_pods) == {"uid-anti"}
+
+
+def _names(nodes) -> set[str]:
+    return {n.name for n in nodes}
+
+
+def test_snapshot_lists_nodes_with_affinity_pods_through_cache_and_in_place_changes():
+    cache, snap = Cache(), Snapshot()
+    for name in ("a", "b", "c"):
+        cache.add_node(node(name))
+    cache.assume(info(pod("anti", affinity=ANTI)), "a")
+    cache.add_pod(info(pod("pref", affinity=PREFERRED)), "b")
+    cache.add_pod(info(pod("plain")), "c")
+    cache.update_snapshot(snap)
+    assert _names(snap.have_pods_with_affinity()) == {"a", "b"}
+    assert _names(snap.have_pods_with_required_anti_affinity()) == {"a"}
+    # the workload cycle's trial placements change the snapshot's NodeInfos in place
+    trial = info(pod("trial", affinity=ANTI))
+    snap.infos["c"].add_pod(trial)
+    assert _names(snap.have_pods_with_required_anti_affinity()) == {"a", "c"}
+    assert snap.have_pods_with_required_anti_affinity()[-1] is snap.infos["c"]
+    snap.infos["c"].remove_pod(trial.uid)
+    assert _names(snap.have_pods_with_required_anti_affinity()) == {"a"}
+    # the cache's own changes arrive as freshly cloned nodes
+    cache.remove_pod("uid-anti")
+    cache.assume(info(pod("anti2", affinity=ANTI)), "b")
+    cache.update_snapshot(snap)
+    assert _names(snap.have_pods_with_required_anti_affinity()) == {"b"}
+    assert snap.have_pods_with_affinity()[0] is snap.infos["b"]
+    cache.remove_node("b")
+    cache.update_snapshot(snap)
+    assert not snap.have_pods_with_affinity() and not snap.have_pods_with_required_anti_affinity()
+    # a view over some of the nodes lists only those
+    view = Snapshot()
+    view.nodes = [snap.infos["a"], snap.infos["c"]]
+    snap.infos["a"].add_pod(info(pod("anti3", affinity=ANTI)))
+    assert _names(view.have_pods_with_required_anti_affinity()) == {"a"}
 
 
 def test_binding_seen_reuses_the_assumed_pod_info_unless_requests_changed():

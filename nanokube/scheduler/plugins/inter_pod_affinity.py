@@ -111,15 +111,15 @@ class InterPodAffinity:
         ns_labels = self._ns_labels()
         existing, affinity, anti = Counter(), Counter(), Counter()
         pod = info.pod
+        snap = self.handle.snapshot
         if not mine.affinity and not mine.anti:
-            # only existing pods' required anti-affinity can matter: walk just those pods
-            for node in self.handle.snapshot.nodes:
-                if node.anti_affinity_pods:
-                    self._count_existing(node, pod, ns_labels, existing)
+            # only existing pods' required anti-affinity can matter: walk just the nodes with those pods
+            for node in snap.have_pods_with_required_anti_affinity():
+                self._count_existing(node, pod, ns_labels, existing)
             if not existing:
                 return None, SKIP
         else:
-            for node in self.handle.snapshot.nodes:
+            for node in snap.nodes:
                 labels = node.labels
                 if node.anti_affinity_pods:
                     self._count_existing(node, pod, ns_labels, existing)
@@ -166,10 +166,9 @@ class InterPodAffinity:
             if key in labels:
                 scores.setdefault(key, Counter())[labels[key]] += weight
 
-        walk = self.handle.snapshot.nodes
-        if not mine.preferred:
-            # without preferred terms of its own, only pods with terms can add to the score
-            walk = [n for n in walk if n.affinity_pods]
+        snap = self.handle.snapshot
+        # without preferred terms of its own, only pods with terms can add to the score
+        walk = snap.nodes if mine.preferred else snap.have_pods_with_affinity()
         for node in walk:
             for p in (node.pods if mine.preferred else node.affinity_pods).values():
                 for t in mine.preferred:
