@@ -2,8 +2,9 @@
 the key and the PodCertificateRequest, the pod starts only once a signer has
 issued it, the projected files verify against the projected trust bundle
 (`openssl verify` agrees), and a denial keeps the pod from starting.
-Refresh at beginRefreshAt (at least five minutes away under the API's
-rules) is driven in virtual time in tests/node/volumes/test_projected.py.
+Refresh in place, at least five minutes away under the API's rules, is
+test_pod_certificate_refresh.py (and, in virtual time,
+tests/node/volumes/test_projected.py).
 
 Two signers take part: the built-in `nanokube.io/pod-identity`, and one run
 by this test process as an ordinary API client (`e2e.nanokube.io/...`)."""
