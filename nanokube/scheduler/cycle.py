@@ -55,6 +55,17 @@ class FitError(Exception):
         return msg
 
 
+def _rejections(plugin, state: CycleState, info: PodInfo, nodes: list) -> dict[int, Status]:
+    """Position -> status of the nodes a Filter plugin rejects, through its
+    `filter_nodes` where it has one (a tight loop over the nodes), else one
+    `filter` call per node."""
+    batch = getattr(plugin, "filter_nodes", None)
+    if batch is not None:
+        return batch(state, info, nodes)
+    fn = plugin.filter
+    return {i: s for i, node in enumerate(nodes) if (s := fn(state, info, node)) is not None}
+
+
 class Algorithm:
     """The synchronous part of a cycle, over a snapshot."""
 
@@ -72,26 +83,39 @@ class Algorithm:
             raise err
         if narrowed is not None:
             nodes = [snap.infos[n] for n in narrowed if n in snap.infos]
-        filters = [(p.name, p.filter) for p in fwk.filters(state)]
+        filters = fwk.filters(state)
         n = len(nodes)
         want = num_feasible_nodes_to_find(n, fwk.profile.percentage_of_nodes_to_score)
         feasible, statuses = [], {}
         start = self.next_start % n if n else 0
         processed = 0
-        for node in nodes[start:] + nodes[:start]:
-            processed += 1
-            for name, fn in filters:
-                s = fn(state, info, node)
-                if s is not None:
+        # Nodes go through the filters a chunk at a time, each plugin over the
+        # chunk's survivors of the plugins before it; a chunk is only as long
+        # as the feasible nodes still wanted, so exactly the (node, plugin)
+        # pairs of a node-by-node search run, and the search stops where it would.
+        while processed < n and len(feasible) < want:
+            size = min(want - len(feasible), n - processed)
+            at = (start + processed) % n
+            chunk = nodes[at:at + size]
+            if len(chunk) < size:
+                chunk += nodes[:size - len(chunk)]
+            processed += size
+            searched, failed = chunk, {}
+            for p in filters:
+                rejected = _rejections(p, state, info, chunk)
+                if not rejected:
+                    continue
+                for pos, s in rejected.items():
                     if s.code == Code.ERROR:
-                        raise RuntimeError(f"running Filter plugin {name}: {s.message()}")
-                    s.plugin = name
-                    statuses[node.name] = s
+                        raise RuntimeError(f"running Filter plugin {p.name}: {s.message()}")
+                    s.plugin = p.name
+                    failed[chunk[pos].name] = s
+                chunk = [node for pos, node in enumerate(chunk) if pos not in rejected]
+                if not chunk:
                     break
-            else:
-                feasible.append(node)
-                if len(feasible) >= want:
-                    break
+            if failed:  # in search order, as a node-by-node search records them
+                statuses.update((node.name, failed[node.name]) for node in searched if node.name in failed)
+            feasible += chunk
         self.next_start = (start + processed) % n if n else 0
         if not feasible:
             raise FitError(len(snap.nodes), statuses)

@@ -66,15 +66,17 @@ class NodeResourcesBalancedAllocation:
         """The default resources inline: with two fractions the standard
         deviation is half their difference."""
         out = []
+        append = out.append
         for node in nodes:
             alloc, used = node.allocatable, node.requested
-            fractions = []
-            if alloc.milli_cpu:
-                fractions.append(min((used.milli_cpu + cpu) / alloc.milli_cpu, 1.0))
-            if alloc.memory:
-                fractions.append(min((used.memory + memory) / alloc.memory, 1.0))
-            if len(fractions) == 2:
-                out.append(int((1 - abs(fractions[0] - fractions[1]) / 2) * MAX_NODE_SCORE))
+            cc, cm = alloc.milli_cpu, alloc.memory
+            if cc and cm:
+                fc, fm = (used.milli_cpu + cpu) / cc, (used.memory + memory) / cm
+                if fc > 1.0:
+                    fc = 1.0
+                if fm > 1.0:
+                    fm = 1.0
+                append(int((1 - abs(fc - fm) / 2) * MAX_NODE_SCORE))
             else:
-                out.append(MAX_NODE_SCORE)
+                append(MAX_NODE_SCORE)
         return out

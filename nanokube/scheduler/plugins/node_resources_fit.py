@@ -112,20 +112,25 @@ class ResourceScorer:
             return [self.score(vector, n) for n in nodes]
         (_, wc, rc), (_, wm, rm) = vector
         out = []
+        append = out.append
         for n in nodes:
             alloc, used = n.allocatable, n.nonzero
+            cc, cm = alloc.milli_cpu, alloc.memory
+            if cc and cm:
+                c, m = used.milli_cpu + rc, used.memory + rm
+                append((((cc - c) * MAX_NODE_SCORE // cc if c <= cc else 0) * wc
+                        + ((cm - m) * MAX_NODE_SCORE // cm if m <= cm else 0) * wm) // (wc + wm))
+                continue
             total = weights = 0
-            cap = alloc.milli_cpu
-            if cap:
-                req = used.milli_cpu + rc
-                total += ((cap - req) * MAX_NODE_SCORE // cap if req <= cap else 0) * wc
+            if cc:
+                c = used.milli_cpu + rc
+                total += ((cc - c) * MAX_NODE_SCORE // cc if c <= cc else 0) * wc
                 weights += wc
-            cap = alloc.memory
-            if cap:
-                req = used.memory + rm
-                total += ((cap - req) * MAX_NODE_SCORE // cap if req <= cap else 0) * wm
+            if cm:
+                m = used.memory + rm
+                total += ((cm - m) * MAX_NODE_SCORE // cm if m <= cm else 0) * wm
                 weights += wm
-            out.append(total // weights if weights else 0)
+            append(total // weights if weights else 0)
         return out
 
 
@@ -162,6 +167,24 @@ class NodeResourcesFit:
             return None
         reasons = insufficient(info, node, self.ignored, self.ignored_groups)
         return Status(Code.UNSCHEDULABLE, reasons) if reasons else None
+
+    def filter_nodes(self, state, info, nodes) -> dict:
+        """`filter` over many nodes: the common fit is checked inline, the
+        rest get the full check and its reasons."""
+        req = info.requests
+        if req.scalars:
+            return {i: st for i, n in enumerate(nodes) if (st := self.filter(state, info, n)) is not None}
+        cpu, memory, ephemeral = req.milli_cpu, req.memory, req.ephemeral
+        out = {}
+        for i, n in enumerate(nodes):
+            alloc, used = n.allocatable, n.requested
+            if (len(n.pods) < n.allowed_pods and cpu <= alloc.milli_cpu - used.milli_cpu
+                    and memory <= alloc.memory - used.memory and ephemeral <= alloc.ephemeral - used.ephemeral):
+                continue
+            reasons = insufficient(info, n, self.ignored, self.ignored_groups)
+            if reasons:
+                out[i] = Status(Code.UNSCHEDULABLE, reasons)
+        return out
 
     def pre_score(self, state, info, nodes):
         state[_SCORE_KEY] = self.scorer.pod_vector(info)

@@ -27,5 +27,9 @@ class NodeUnschedulable:
             return None
         return unschedulable(REASON, resolvable=False)
 
+    def filter_nodes(self, state, info, nodes) -> dict:
+        """`filter` over many nodes: only unschedulable ones can fail."""
+        return {i: st for i, n in enumerate(nodes) if n.unschedulable and (st := self.filter(state, info, n)) is not None}
+
     def events_to_register(self) -> list[Registration]:
         return [Registration(ClusterEvent(NODE, Action.ADD | Action.UPDATE_NODE_TAINT), _hint)]

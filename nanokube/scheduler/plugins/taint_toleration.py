@@ -36,6 +36,10 @@ class TaintToleration:
         t = untolerated(node.taints, info.spec.get("tolerations") or [], ("NoSchedule", "NoExecute"))
         return None if t is None else unschedulable(reason(t), resolvable=False)
 
+    def filter_nodes(self, state, info, nodes) -> dict:
+        """`filter` over many nodes: only tainted ones can fail."""
+        return {i: st for i, n in enumerate(nodes) if n.taints and (st := self.filter(state, info, n)) is not None}
+
     def pre_score(self, state, info, nodes):
         state[_KEY] = [t for t in info.spec.get("tolerations") or [] if (t.get("effect") or "PreferNoSchedule") == "PreferNoSchedule"]
 

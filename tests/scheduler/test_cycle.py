@@ -1,0 +1,75 @@
+"""The feasible-node search: filtering a chunk of nodes per plugin finds
+the same nodes, records the same statuses in the same order and moves the
+rotation start exactly as upstream's node-by-node search does."""
+
+import pytest
+
+from nanokube.scheduler.cache import Cache, Snapshot
+from nanokube.scheduler.cycle import Algorithm, FitError, num_feasible_nodes_to_find
+from nanokube.scheduler.framework import CycleState, Framework, Profile
+from nanokube.scheduler.metrics import Metrics
+from nanokube.scheduler.plugins.node_resources_fit import NodeResourcesFit
+from nanokube.scheduler.plugins.node_unschedulable import NodeUnschedulable
+from nanokube.scheduler.plugins.priority_sort import PrioritySort
+from nanokube.scheduler.plugins.taint_toleration import TaintToleration
+from tests.scheduler import FakeClock, info, node, pod
+
+TAINT = {"key": "k", "value": "v", "effect": "NoSchedule"}
+
+
+def framework() -> Framework:
+    plugins = [PrioritySort({}, None), NodeUnschedulable({}, None), TaintToleration({}, None), NodeResourcesFit({}, None)]
+    return Framework(Profile(plugins=[p.name for p in plugins]), plugins, Metrics(), FakeClock())
+
+
+def snapshot(count: int, full) -> Snapshot:
+    """Nodes of which every 7th is unschedulable, every 5th tainted and those `full` picks have 1 CPU."""
+    cache, snap = Cache(), Snapshot()
+    for i in range(count):
+        cache.add_node(node(f"n{i}", "1" if full(i) else "4", taints=[TAINT] if i % 5 == 0 else None,
+                            unschedulable=i % 7 == 0))
+    cache.update_snapshot(snap)
+    return snap
+
+
+def node_by_node(fwk: Framework, state: CycleState, p, snap: Snapshot, start: int):
+    """Upstream's findNodesThatPassFilters, one node and one plugin at a time."""
+    nodes, want = snap.nodes, num_feasible_nodes_to_find(len(snap.nodes))
+    feasible, statuses, processed = [], {}, 0
+    for node_info in nodes[start:] + nodes[:start]:
+        processed += 1
+        for plugin in fwk.filters(state):
+            st = plugin.filter(state, p, node_info)
+            if st is not None:
+                statuses[node_info.name] = (plugin.name, st.reasons)
+                break
+        else:
+            feasible.append(node_info.name)
+            if len(feasible) >= want:
+                break
+    return feasible, statuses, (start + processed) % len(nodes)
+
+
+@pytest.mark.parametrize("count,full", [(300, lambda i: i % 3 == 0), (1000, lambda i: 100 <= i < 700)])
+def test_chunked_search_matches_the_node_by_node_search(count, full):
+    fwk, snap, alg = framework(), snapshot(count, full), Algorithm()
+    p = info(pod("p", "2", "1Gi"))
+    for _ in range(8):
+        start = alg.next_start
+        want_feasible, _, want_next = node_by_node(fwk, CycleState(), p, snap, start)
+        got = alg.find_nodes(fwk, CycleState(), p, snap)
+        assert [n.name for n in got] == want_feasible
+        assert alg.next_start == want_next
+
+
+def test_no_fit_records_every_status_in_search_order():
+    fwk, snap, alg = framework(), snapshot(300, lambda i: True), Algorithm()
+    alg.next_start = 123
+    p = info(pod("p", "2", "1Gi"))
+    _, want_statuses, _ = node_by_node(fwk, CycleState(), p, snap, 123)
+    with pytest.raises(FitError) as e:
+        alg.find_nodes(fwk, CycleState(), p, snap)
+    got = [(name, (st.plugin, st.reasons)) for name, st in e.value.statuses.items()]
+    assert got == list(want_statuses.items()) and len(got) == 300
+    assert str(e.value) == ("0/300 nodes are available: 206 Insufficient cpu, 43 node(s) were unschedulable, "
+                            "51 node(s) had untolerated taint {k: v}.")
