@@ -71,13 +71,14 @@ def wait_for(check, timeout: float = 60.0, what: str = "condition", every: float
     raise AssertionError(f"{what} never held")
 
 
-def start_cluster(data_dir: Path, store: str, extra: tuple[str, ...] = ()) -> Cluster:
+def start_cluster(data_dir: Path, store: str, extra: tuple[str, ...] = (), env: dict | None = None) -> Cluster:
+    """`nanokube up` with `extra` arguments and `env` added to its environment."""
     log_path = data_dir / "nanokube.log"
     data_dir.mkdir(parents=True, exist_ok=True)
     out = open(log_path, "ab")
     proc = subprocess.Popen(
         [sys.executable, "-m", "nanokube.cli", "up", "--data-dir", str(data_dir), "--port", "0", "--store", store, *extra],
-        stdout=subprocess.PIPE, stderr=out, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=out, stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})},
     )
     out.close()
     kubeconfig = url = None
@@ -117,6 +118,24 @@ def fresh_store():
         shutil.rmtree(d, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def running_cluster(name: str, extra: tuple[str, ...] = (), env: dict | None = None, store: str | None = None):
+    """A started cluster in a fresh data dir, on `store` or a store of its own;
+    stopped and removed afterwards."""
+    d = Path(tempfile.mkdtemp(prefix=f"nanokube-e2e-{name}-"))
+    with contextlib.ExitStack() as stack:
+        c = start_cluster(d, store or stack.enter_context(fresh_store()), extra, env)
+        try:
+            yield c
+        finally:
+            c.stop()
+            shutil.rmtree(d, ignore_errors=True)
+
+
+#: nodes renew their leases every 0.5 s and the node lifecycle controller waits 3 s (not 50 s) for one
+FAST_HEARTBEATS = {"NANOKUBE_NODE_MONITOR_GRACE": "3", "NANOKUBE_NODE_RENEW_INTERVAL": "0.5"}
+
+
 @pytest.fixture(scope="module")
 def store_url():
     """For tests that start (and restart) their own clusters on one store."""
@@ -127,11 +146,5 @@ def store_url():
 @pytest.fixture(scope="module")
 def cluster():
     """The module's shared cluster, on a store of its own."""
-    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-"))
-    with fresh_store() as url:
-        c = start_cluster(d, url)
-        try:
-            yield c
-        finally:
-            c.stop()
-            shutil.rmtree(d, ignore_errors=True)
+    with running_cluster("shared") as c:
+        yield c

@@ -5,16 +5,14 @@ standby takes over. `nanokube metrics set/get` drive the metrics store."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from .conftest import fresh_store, start_cluster, wait_for
+from .conftest import running_cluster, wait_for
 
 
 def manager(c, log: Path) -> subprocess.Popen:
@@ -27,14 +25,8 @@ def manager(c, log: Path) -> subprocess.Popen:
 
 @pytest.fixture(scope="module")
 def bare():
-    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-kcm-"))
-    with fresh_store() as url:
-        c = start_cluster(d, url, ("--controllers", ""))
-        try:
-            yield c
-        finally:
-            c.stop()
-            shutil.rmtree(d, ignore_errors=True)
+    with running_cluster("kcm", ("--controllers", "")) as c:
+        yield c
 
 
 def holder(c) -> str:

@@ -6,17 +6,14 @@ reports progress in its status; an `effect: None` rule only reports."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
 from nanokube.clock import parse_time
-from tests.e2e.conftest import fresh_store, start_cluster, wait_for
+from tests.e2e.conftest import running_cluster, wait_for
 
 GPU = "gpu.nanokube.io"
 HOLD = "e2e.nanokube.io/hold"
@@ -25,19 +22,8 @@ HOLD = "e2e.nanokube.io/hold"
 @pytest.fixture(scope="module")
 def cluster():
     """Rule status is refreshed every second instead of every ten."""
-    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-device-taints-"))
-    mp = pytest.MonkeyPatch()
-    mp.setenv("NANOKUBE_DEVICE_TAINT_RULE_STATUS_PERIOD", "1")
-    with fresh_store() as url:
-        c = start_cluster(d, url)
-        mp.undo()
-        try:
-            yield c
-        finally:
-            c.stop()
-            shutil.rmtree(d, ignore_errors=True)
-
-
+    with running_cluster("device-taints", env={"NANOKUBE_DEVICE_TAINT_RULE_STATUS_PERIOD": "1"}) as c:
+        yield c
 
 
 def gpu_pod(c, name: str, tolerations: list | None = None) -> tuple[str, str]:

@@ -7,37 +7,22 @@ their toleration."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 import pytest
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
 from nanokube.clock import parse_time
-from tests.e2e.conftest import fresh_store, start_cluster, wait_for
+from tests.e2e.conftest import FAST_HEARTBEATS, running_cluster, wait_for
 
 
 @pytest.fixture(scope="module")
 def cluster():
     """Nodes renew their leases every 0.5s; the lifecycle controller waits 3s for one."""
-    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-disruption-"))
-    mp = pytest.MonkeyPatch()
-    mp.setenv("NANOKUBE_NODE_MONITOR_GRACE", "3")
-    mp.setenv("NANOKUBE_NODE_RENEW_INTERVAL", "0.5")
-    with fresh_store() as url:
-        c = start_cluster(d, url)
-        mp.undo()
-        try:
-            yield c
-        finally:
-            c.stop()
-            shutil.rmtree(d, ignore_errors=True)
-
-
+    with running_cluster("disruption", env=FAST_HEARTBEATS) as c:
+        yield c
 
 
 def _pdb(name: str, app: str, **spec) -> str:

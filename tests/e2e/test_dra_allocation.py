@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import itertools
 import json
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import fresh_store, start_cluster, wait_for
+from tests.e2e.conftest import running_cluster, wait_for
 
 CLUSTER_FILE = Path(__file__).resolve().parents[2] / "examples" / "clusters" / "dra-e2e.yaml"
 GPU = "gpu.nanokube.io"
@@ -33,14 +31,8 @@ _names = itertools.count()
 
 @pytest.fixture(scope="module")
 def cluster():
-    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-dra-alloc-"))
-    with fresh_store() as url:
-        c = start_cluster(d, url, ("--cluster", str(CLUSTER_FILE)))
-        try:
-            yield c
-        finally:
-            c.stop()
-            shutil.rmtree(d, ignore_errors=True)
+    with running_cluster("dra-alloc", ("--cluster", str(CLUSTER_FILE))) as c:
+        yield c
 
 
 @pytest.fixture(autouse=True)

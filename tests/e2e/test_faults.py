@@ -5,39 +5,26 @@ arrival times (not sleeps) carry the timing assertions."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
 from nanokube.cli_fault import _Kubeconfig
 from nanokube.clock import parse_time
 from nanokube.node.faults import ANNOTATION
-from tests.e2e.conftest import fresh_store, start_cluster
+from tests.e2e.conftest import FAST_HEARTBEATS, running_cluster
 
 
 @pytest.fixture(scope="module")
 def cluster():
     """A cluster whose nodes renew their leases every 0.5s and whose node
     lifecycle controller waits 3s, not 50s, for a heartbeat."""
-    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-faults-"))
-    mp = pytest.MonkeyPatch()
-    mp.setenv("NANOKUBE_NODE_MONITOR_GRACE", "3")
-    mp.setenv("NANOKUBE_NODE_RENEW_INTERVAL", "0.5")
-    with fresh_store() as url:
-        c = start_cluster(d, url)
-        mp.undo()
-        try:
-            yield c
-        finally:
-            c.stop()
-            shutil.rmtree(d, ignore_errors=True)
+    with running_cluster("faults", env=FAST_HEARTBEATS) as c:
+        yield c
 
 
 def fault(c, *args: str) -> str:

@@ -4,14 +4,10 @@ period (NANOKUBE_HPA_SYNC_PERIOD) so the test runs in seconds."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
-from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import start_cluster, wait_for
+from tests.e2e.conftest import running_cluster, wait_for
 
 DEPLOY = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "infer", "namespace": "default"},
           "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "infer"}},
@@ -33,19 +29,8 @@ QUEUE = [{"type": "External", "external": {"metric": {"name": "queue_length"},
 
 @pytest.fixture(scope="module")
 def hpa_cluster(store_url):
-    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-hpa-"))
-    os.environ["NANOKUBE_HPA_SYNC_PERIOD"] = "1"
-    try:
-        c = start_cluster(d, store_url)
-    finally:
-        del os.environ["NANOKUBE_HPA_SYNC_PERIOD"]
-    try:
+    with running_cluster("hpa", env={"NANOKUBE_HPA_SYNC_PERIOD": "1"}, store=store_url) as c:
         yield c
-    finally:
-        c.stop()
-        shutil.rmtree(d, ignore_errors=True)
-
-
 
 
 def condition(c, typ):

@@ -7,15 +7,11 @@ Deployment a user scaled to zero by hand."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import start_cluster, wait_for
+from tests.e2e.conftest import running_cluster, wait_for
 
 TEMPLATE = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
             "metadata": {"name": "one-gpu", "namespace": "default"},
@@ -45,20 +41,9 @@ def hpa(name: str, metric: str) -> dict:
 
 @pytest.fixture(scope="module")
 def gpu_hpa_cluster(store_url):
-    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-hpa-gpu-"))
-    os.environ["NANOKUBE_HPA_SYNC_PERIOD"] = "1"
-    try:
-        c = start_cluster(d, store_url)
-    finally:
-        del os.environ["NANOKUBE_HPA_SYNC_PERIOD"]
-    try:
+    with running_cluster("hpa-gpu", env={"NANOKUBE_HPA_SYNC_PERIOD": "1"}, store=store_url) as c:
         c.kubectl("apply", "-f", "-", input=json.dumps(TEMPLATE))
         yield c
-    finally:
-        c.stop()
-        shutil.rmtree(d, ignore_errors=True)
-
-
 
 
 def set_metric(c, name: str, value: str) -> None:

@@ -4,28 +4,18 @@ capacity, bound pods that run, finish and delete, and renewed leases."""
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
-from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import start_cluster, wait_for
+from tests.e2e.conftest import running_cluster, wait_for
 
 CLUSTER_FILE = "examples/clusters/mixed.yaml"
 
 
 @pytest.fixture(scope="module")
 def nodes_cluster(store_url):
-    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-nodes-"))
-    c = start_cluster(d, store_url, ("--cluster", CLUSTER_FILE))
-    try:
+    with running_cluster("nodes", ("--cluster", CLUSTER_FILE), store=store_url) as c:
         yield c
-    finally:
-        c.stop()
-        shutil.rmtree(d, ignore_errors=True)
-
-
 
 
 def pod_manifest(name: str, annotations: dict | None = None, restart: str = "Always") -> str:

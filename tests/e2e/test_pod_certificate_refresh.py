@@ -17,11 +17,12 @@ from cryptography.hazmat.primitives import serialization
 from tests.e2e.manifests import to_yaml
 
 from .conftest import wait_for
-from .test_pod_certificates import FAST, e2e_signer, pod, running, volume  # noqa: F401 (e2e_signer: fixture)
+from .test_pod_certificates import FAST, e2e_signer, pod, running, volume  # noqa: F401 (a fixture)
 
 
 @pytest.mark.timeout(600)
-def test_short_lived_certificate_is_refreshed_without_restart(cluster, e2e_signer):
+@pytest.mark.usefixtures("e2e_signer")
+def test_short_lived_certificate_is_refreshed_without_restart(cluster):
     cluster.kubectl("apply", "-f", "-", input=to_yaml([pod("rotating", FAST, "ECDSAP256", maxExpirationSeconds=3600)]))
     p = running(cluster, "rotating")
     vol = volume(cluster, p)

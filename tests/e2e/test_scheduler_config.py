@@ -3,17 +3,14 @@ second profile schedules the pods that name it; a bad file is refused."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 import yaml
 
-from .conftest import fresh_store, start_cluster
+from .conftest import running_cluster
 
 CONFIG = {
     "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
@@ -27,16 +24,10 @@ CONFIG = {
 
 @pytest.fixture(scope="module")
 def configured(tmp_path_factory):
-    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-sched-"))
     cfg = tmp_path_factory.mktemp("sched") / "scheduler.yaml"
     cfg.write_text(yaml.safe_dump(CONFIG))
-    with fresh_store() as url:
-        c = start_cluster(d, url, ("--scheduler-config", str(cfg)))
-        try:
-            yield c
-        finally:
-            c.stop()
-            shutil.rmtree(d, ignore_errors=True)
+    with running_cluster("sched-config", ("--scheduler-config", str(cfg))) as c:
+        yield c
 
 
 def node_of(c, name, timeout=60.0):

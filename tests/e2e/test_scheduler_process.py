@@ -5,16 +5,14 @@ over. A configuration kube-scheduler would refuse stops it at start."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from .conftest import fresh_store, start_cluster, wait_for
+from .conftest import fresh_store, running_cluster, start_cluster, wait_for
 
 
 def scheduler(c, log: Path, *extra: str) -> subprocess.Popen:
@@ -27,14 +25,8 @@ def scheduler(c, log: Path, *extra: str) -> subprocess.Popen:
 
 @pytest.fixture(scope="module")
 def bare():
-    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-sched-"))
-    with fresh_store() as url:
-        c = start_cluster(d, url, ("--scheduler", "none"))
-        try:
-            yield c
-        finally:
-            c.stop()
-            shutil.rmtree(d, ignore_errors=True)
+    with running_cluster("sched", ("--scheduler", "none")) as c:
+        yield c
 
 
 def holder(c) -> str:

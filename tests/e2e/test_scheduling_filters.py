@@ -10,13 +10,11 @@ a100-0 in zone-b, each with 4 CPUs and 16Gi."""
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import fresh_store, start_cluster, wait_for
+from tests.e2e.conftest import running_cluster, wait_for
 
 CLUSTER_FILE = Path(__file__).resolve().parents[2] / "examples" / "clusters" / "dra-e2e.yaml"
 HOLD = "e2e.nanokube.io/hold"
@@ -26,14 +24,8 @@ HOST = "kubernetes.io/hostname"
 
 @pytest.fixture(scope="module")
 def cluster():
-    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-filters-"))
-    with fresh_store() as url:
-        c = start_cluster(d, url, ("--cluster", str(CLUSTER_FILE)))
-        try:
-            yield c
-        finally:
-            c.stop()
-            shutil.rmtree(d, ignore_errors=True)
+    with running_cluster("filters", ("--cluster", str(CLUSTER_FILE))) as c:
+        yield c
 
 
 @pytest.fixture(autouse=True)
