@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from ..apiserver.errors import APIError
 from ..client.informer import Informer, key_of
 from ..clock import REAL, Clock, parse_time
+from ..dra.resourceclaim import claim_names, reserved_for_pod
 from .base import Controller
 from .events import EventRecorder
 from .taint_eviction import toleration_seconds
@@ -198,9 +199,9 @@ class DeviceTaintEvictionController(Controller):
             rules = self.rules.list()
         md = pod["metadata"]
         found = []
-        for name in _claim_names(pod):
+        for name in claim_names(pod):
             claim = self.claims.get(f"{md['namespace']}/{name}")
-            if claim is not None and _reserved_for(claim, pod):
+            if claim is not None and reserved_for_pod(claim, pod):
                 found.append(self.claim_eviction(claim, rules))
         found = [e for e in found if e is not None]
         if not found:
@@ -357,24 +358,3 @@ def _results(claim: dict) -> list[dict]:
 
 def _group_of(pod: dict) -> str | None:
     return (pod["spec"].get("schedulingGroup") or {}).get("podGroupName")
-
-
-def _claim_names(pod: dict) -> list[str]:
-    """The claims a pod uses: named directly, or generated (as its status records)."""
-    generated = {s["name"]: s.get("resourceClaimName") for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
-    names = []
-    for pc in pod["spec"].get("resourceClaims") or []:
-        name = pc.get("resourceClaimName") or generated.get(pc["name"])
-        if name:
-            names.append(name)
-    return names
-
-
-def _reserved_for(claim: dict, pod: dict) -> bool:
-    group = _group_of(pod)
-    for ref in (claim.get("status") or {}).get("reservedFor") or []:
-        if ref.get("resource") == "pods" and not ref.get("apiGroup") and ref.get("uid") == pod["metadata"]["uid"]:
-            return True
-        if ref.get("resource") == "podgroups" and group and ref.get("name") == group:
-            return True
-    return False

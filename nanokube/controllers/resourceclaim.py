@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from ..apiserver.errors import APIError
 from ..client.informer import Informer
-from ..scheduler.plugins.dynamic_resources import FINALIZER, GROUP, VERSION, ClaimError, claim_name
+from ..dra.resourceclaim import ClaimError, claim_name
+from ..scheduler.plugins.dynamic_resources import FINALIZER, GROUP, VERSION
 from ..scheduler.podgroup_claims import API_GROUP, PODGROUP_CLAIM_ANNOTATION, generated_claim, group_entry
 from ..scheduler.podgroups import group_key, group_name
 from .base import Controller

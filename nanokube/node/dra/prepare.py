@@ -14,41 +14,19 @@ import logging
 
 from ...apiserver.errors import APIError
 from ...clock import REAL, Clock
+from ...dra.resourceclaim import pod_claims, reserved_for_pod
 from ..cluster import NodeSpec
 from .driver import GPU_DRIVER, NIC_DRIVER, nic_address
 
 log = logging.getLogger(__name__)
 
 DRIVERS = (GPU_DRIVER, NIC_DRIVER)
-PODGROUP_API = "scheduling.k8s.io"
 STATUS_RETRIES = 6
 STATUS_BACKOFF = 0.05
 
 
 class NotReady(Exception):
     """A claim the pod needs is missing, unallocated or not reserved for it."""
-
-
-def claim_names(pod: dict) -> list[tuple[str, str | None]]:
-    """(pod claim name, ResourceClaim name or None while not yet generated)."""
-    generated = {s["name"]: s.get("resourceClaimName")
-                 for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
-    out = []
-    for ref in (pod.get("spec") or {}).get("resourceClaims") or []:
-        out.append((ref["name"], ref.get("resourceClaimName") or generated.get(ref["name"])))
-    return out
-
-
-def reserved_for_pod(claim: dict, pod: dict) -> bool:
-    """True if `reservedFor` names the pod, or the PodGroup it belongs to."""
-    md = pod["metadata"]
-    group = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
-    for r in (claim.get("status") or {}).get("reservedFor") or []:
-        if r.get("resource") == "pods" and not r.get("apiGroup") and r.get("uid") == md["uid"]:
-            return True
-        if group and r.get("resource") == "podgroups" and r.get("apiGroup") == PODGROUP_API and r.get("name") == group:
-            return True
-    return False
 
 
 def _key(d: dict) -> tuple:
@@ -80,7 +58,7 @@ class ClaimPreparer:
         md = pod["metadata"]
         ns = md["namespace"]
         ready: list[dict] = []
-        for ref, name in claim_names(pod):
+        for ref, name in pod_claims(pod):
             if name is None:
                 raise NotReady(f"waiting for the resource claim of pod claim {ref!r} to be created")
             try:

@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass, field
 
 from ...apiserver.errors import APIError
+from ...dra.resourceclaim import ClaimError, claim_name, claim_names
 from ..dra.allocator import (
     AllocatedDevices,
     AllocationError,
@@ -45,38 +46,6 @@ NOT_ON_NODE = "resourceclaim not available on the node"
 CANNOT_ALLOCATE = "cannot allocate all claims"
 TIMED_OUT = "timed out trying to allocate devices"
 _STATE = "DynamicResources"
-
-
-class ClaimError(Exception):
-    """A claim the pod needs is missing, being deleted or not the pod's own."""
-
-
-def claim_name(pod: dict, pod_claim: dict) -> tuple[str | None, bool]:
-    """(name of the ResourceClaim a pod.spec.resourceClaims entry resolves
-    to, whether the pod must own it); None when no claim is needed. Raises
-    ClaimError while a template's claim has not been generated yet."""
-    if pod_claim.get("resourceClaimName"):
-        return pod_claim["resourceClaimName"], False
-    if pod_claim.get("resourceClaimTemplateName"):
-        for st in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
-            if st.get("name") == pod_claim.get("name"):
-                return st.get("resourceClaimName") or None, True
-        md = pod["metadata"]
-        raise ClaimError(f'pod "{md.get("namespace", "")}/{md["name"]}": ResourceClaim not created yet')
-    return None, False
-
-
-def claim_names(pod: dict) -> set[str]:
-    """The names of the claims a pod references that are known so far."""
-    out = set()
-    for pc in (pod.get("spec") or {}).get("resourceClaims") or []:
-        try:
-            name, _ = claim_name(pod, pc)
-        except ClaimError:
-            continue
-        if name:
-            out.add(name)
-    return out
 
 
 def owned_by(claim: dict, pod: dict) -> bool:

@@ -2,7 +2,6 @@ import pytest
 
 from nanokube.apiserver.errors import APIError
 from nanokube.node.cluster import default_cluster
-from nanokube.node.dra.prepare import claim_names, reserved_for_pod
 from nanokube.node.manager import NodeManager
 from tests.controllers import eventually, make_stack
 from tests.node import ManualClock
@@ -58,25 +57,6 @@ def phase(pods, name, want, clock=None):
             return None
         return p if (p.get("status") or {}).get("phase") == want else None
     return check
-
-
-def test_claim_names_resolve_generated_claims_from_pod_status():
-    pod = {"spec": {"resourceClaims": [{"name": "a", "resourceClaimName": "fixed"},
-                                       {"name": "b", "resourceClaimTemplateName": "t"},
-                                       {"name": "c", "resourceClaimTemplateName": "t"}]},
-           "status": {"resourceClaimStatuses": [{"name": "b", "resourceClaimName": "p-b-x1"}]}}
-    assert claim_names(pod) == [("a", "fixed"), ("b", "p-b-x1"), ("c", None)]
-
-
-def test_reservation_counts_for_the_pod_or_its_pod_group():
-    pod = {"metadata": {"uid": "u1"}, "spec": {"schedulingGroup": {"podGroupName": "g"}}}
-    mine = {"status": {"reservedFor": [{"resource": "pods", "name": "p", "uid": "u1"}]}}
-    other = {"status": {"reservedFor": [{"resource": "pods", "name": "p", "uid": "u2"}]}}
-    group = {"status": {"reservedFor": [{"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "g",
-                                         "uid": "g1"}]}}
-    assert reserved_for_pod(mine, pod) and reserved_for_pod(group, pod)
-    assert not reserved_for_pod(other, pod)
-    assert not reserved_for_pod(group, {"metadata": {"uid": "u1"}, "spec": {}})
 
 
 async def test_allocated_claim_lets_the_pod_start_and_nic_gets_network_data(env):

@@ -1,0 +1,1 @@
+"""Helpers about DRA objects that the scheduler, controllers and node agents share."""
