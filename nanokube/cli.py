@@ -100,14 +100,13 @@ async def _up(args: argparse.Namespace) -> int:
     nodes = NodeManager(server.rest, cluster, server.clock, pods_dir=os.path.join(data_dir, "pods"),
                         runtime=runtime, **node_options())
     if runtime is not None:
-        from .proxy.nftables.layout import Config
-        from .proxy.runner import SERVICE_CIDR, NodeProxies
+        from .proxy.runner import NodeProxies, proxy_configs
 
         agents = list(nodes.agents.values())
         runtime.start([(a.name, a.spec.index, a.host_ip, a.pod_cidr) for a in agents])
         server.handlers.sub.log_readers.append(runtime.read_log)
         proxies = NodeProxies(server.rest, [(a.name, a.host_ip, runtime.net.node_ns(a.spec.index)) for a in agents],
-                              mode_warnings, server.clock, cfg=Config(service_cidrs=(SERVICE_CIDR,)))
+                              mode_warnings, server.clock, configs=proxy_configs())
         server.component_metrics.append(proxies.metrics)
         log.info("process runtime: %d node namespaces; kube-proxy mode %s", len(agents), proxy_mode)
     await nodes.start()

@@ -3,7 +3,8 @@ kubeconfig, for one node. Its nftables rules go into `--netns` (a node's
 network namespace) or the namespace it runs in; its healthz and metrics
 servers listen in the namespace it runs in, on upstream's default addresses.
 As upstream's kube-proxy, it leaves its rules in place on exit (traffic
-keeps flowing while it restarts); `--cleanup` removes them and exits."""
+keeps flowing while it restarts); `--cleanup` removes them and exits. Its
+rules are the `ip` and `ip6` `kube-proxy` tables, one per IP family."""
 
 from __future__ import annotations
 
@@ -20,10 +21,10 @@ from .client.http import HTTPClient
 from .client.informer import Informer
 from .proxy.events import record_node_event
 from .proxy.modes import ModeError, select_mode
-from .proxy.nftables.layout import TABLE, Config
+from .proxy.nftables.layout import TABLE
 from .proxy.nftables.nft import Nft, NftError
-from .proxy.proxier import Proxier
-from .proxy.runner import HEALTHZ_ADDRESS, METRICS_ADDRESS, MODE_EVENT_REASON, SERVICE_CIDR
+from .proxy.proxier import IP_FAMILIES, Proxier
+from .proxy.runner import HEALTHZ_ADDRESS, METRICS_ADDRESS, MODE_EVENT_REASON, proxy_configs
 from .proxy.server import Servers, health_app, metrics_app, split_address
 
 log = logging.getLogger("nanokube.proxy")
@@ -65,17 +66,17 @@ def add_parser(sub) -> None:
                    help="longest time between syncs; health fails after twice this (default 30s)")
     p.add_argument("--min-sync-period", type=duration, default=1.0,
                    help="shortest time between syncs, batching changes (default 1s)")
-    p.add_argument("--cleanup", action="store_true", help="remove kube-proxy's nftables table and exit")
+    p.add_argument("--cleanup", action="store_true", help="remove kube-proxy's nftables tables (ip and ip6) and exit")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 
 def _cleanup(netns: str | None) -> int:
     try:
-        Nft(netns).apply(f"add table ip {TABLE}\ndelete table ip {TABLE}\n")
+        Nft(netns).apply("".join(f"add table {f} {TABLE}\ndelete table {f} {TABLE}\n" for f in IP_FAMILIES))
     except NftError as e:
         print(f"nanokube proxy: cleanup failed: {e}", file=sys.stderr)
         return 1
-    log.info("removed table ip %s%s", TABLE, f" in {netns}" if netns else "")
+    log.info("removed tables %s%s", ", ".join(f"{f} {TABLE}" for f in IP_FAMILIES), f" in {netns}" if netns else "")
     return 0
 
 
@@ -83,7 +84,7 @@ async def _run(args: argparse.Namespace, mode: str, warnings: list[str]) -> int:
     node = args.hostname_override
     client = HTTPClient.from_kubeconfig(args.kubeconfig, field_manager="kube-proxy", user_agent="nanokube-proxy")
     await client.start()
-    proxier = Proxier(client, node, "", netns=args.netns, cfg=Config(service_cidrs=(SERVICE_CIDR,)),
+    proxier = Proxier(client, node, "", netns=args.netns, configs=proxy_configs(),
                       min_sync_period=args.min_sync_period, sync_period=args.sync_period)
     nodes = Informer(client.resource("", "v1", "nodes"), field_selector=f"metadata.name={node}")
     nodes.add_handlers(proxier.health.sync_node, lambda old, new: proxier.health.sync_node(new),

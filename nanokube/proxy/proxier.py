@@ -1,5 +1,12 @@
 """The proxier: Services and EndpointSlices in, nftables syncs out.
 
+Dual-stack as upstream's MetaProxier is: one `kube-proxy` table per IP
+family (`ip` for IPv4, `ip6` for IPv6), each with its own syncer, fed the
+Services' ClusterIPs of its family and the EndpointSlices of its
+addressType. Unlike upstream's two proxiers, the families share one loop,
+one set of metrics (upstream's are per process too) and one health: a
+change counts as written once every family's sync succeeded.
+
 Informer events mark services dirty; a service's typed structures are rebuilt
 only when it changed, so unchanged services keep their identity and the
 syncer skips them. Syncs are batched by `min_sync_period`, a sync runs at
@@ -8,16 +15,18 @@ every `full_sync_period`.
 
 A failed nft transaction is what upstream does with one: logged ("nftables
 sync failed"), counted in kubeproxy_sync_proxy_rules_nftables_sync_failures_total,
-and retried as a full sync (at once for a partial sync, after `sync_period`
-when the full sync failed too). Upstream records no Event for it; the
-pending change turns `/healthz` unhealthy once it waits past the health
-timeout (twice `sync_period`).
+and retried as a full sync of that family's table (at once for a partial
+sync, after `sync_period` when the full sync failed too). Upstream records
+no Event for it; the pending change turns `/healthz` unhealthy once it waits
+past the health timeout (twice `sync_period`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -25,21 +34,39 @@ from ..client.informer import Informer
 from ..clock import REAL, Clock
 from .events import record_node_event
 from .health import ProxyHealth
-from .nftables.layout import Config, Endpoint, ServicePort
+from .nftables.layout import TABLE, Config, Endpoint, ServicePort
 from .nftables.nft import Nft
 from .nftables.sync import Syncer, SyncReport
 
 log = logging.getLogger(__name__)
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+#: nftables family -> the Kubernetes IP family (ipFamilies, EndpointSlice addressType) its table serves
+IP_FAMILIES = {"ip": "IPv4", "ip6": "IPv6"}
+DUAL_STACK = (Config(), Config(family="ip6"))
 
 
-def service_ports(svc: dict, slices: list[dict], node_name: str = "") -> list[ServicePort]:
-    """The typed structures of one Service from its EndpointSlices (IPv4
-    ClusterIPs only); endpoints on `node_name` are the local ones."""
+def cluster_ip(spec: dict, family: str = "ip") -> str:
+    """The ClusterIP of nftables `family` ("" if none), as upstream's
+    GetClusterIPByFamily picks it: the clusterIPs entry at the family's
+    position in ipFamilies, or the clusterIP itself when a client from
+    before dual-stack left ipFamilies empty."""
+    families = spec.get("ipFamilies") or []
+    if not families:
+        ip = spec.get("clusterIP") or ""
+        return ip if ip != "None" and (":" in ip) == (family == "ip6") else ""
+    ips = spec.get("clusterIPs") or [spec.get("clusterIP") or ""]
+    i = families.index(IP_FAMILIES[family]) if IP_FAMILIES[family] in families else len(ips)
+    return ips[i] if i < len(ips) and ips[i] != "None" else ""
+
+
+def service_ports(svc: dict, slices: list[dict], node_name: str = "", family: str = "ip") -> list[ServicePort]:
+    """The typed structures of one Service in nftables `family` from its
+    EndpointSlices of that family's addressType; endpoints on `node_name`
+    are the local ones. A Service with no ClusterIP of the family has none."""
     spec, md = svc.get("spec", {}), svc["metadata"]
-    ip = spec.get("clusterIP")
-    if not ip or ip == "None" or ":" in ip:
+    ip = cluster_ip(spec, family)
+    if not ip:
         return []
     affinity = 0
     if spec.get("sessionAffinity") == "ClientIP":
@@ -50,7 +77,7 @@ def service_ports(svc: dict, slices: list[dict], node_name: str = "") -> list[Se
         name, proto = p.get("name", ""), p.get("protocol", "TCP")
         eps: dict[tuple[str, int], Endpoint] = {}
         for sl in slices:
-            if sl.get("addressType") != "IPv4":
+            if sl.get("addressType") != IP_FAMILIES[family]:
                 continue
             port = next((sp["port"] for sp in sl.get("ports") or []
                          if sp.get("name", "") == name and sp.get("protocol", "TCP") == proto), None)
@@ -82,24 +109,34 @@ class ProxyMetrics:
                                  "The last time a sync of proxy rules was queued", registry=registry)
 
 
+@dataclass
+class FamilyTable:
+    """One family's `kube-proxy` table: its syncer and the service ports it holds."""
+
+    family: str
+    syncer: Syncer
+    ports: dict[str, list[ServicePort]] = field(default_factory=dict)  # service key -> its ports
+    flat: dict[str, ServicePort] = field(default_factory=dict)  # service-port key -> port
+    reported_error: str = ""
+    last_report: SyncReport | None = None
+
+
 class Proxier:
     def __init__(self, client, node_name: str, node_ip: str, netns: str | None = None, clock: Clock = REAL,
-                 cfg: Config | None = None, min_sync_period: float = 1.0, sync_period: float = 30.0,
+                 configs: Sequence[Config] = DUAL_STACK, min_sync_period: float = 1.0, sync_period: float = 30.0,
                  full_sync_period: float = 3600.0, registry: CollectorRegistry | None = None, nft: Nft | None = None):
+        """`configs`: one per table, `ip` and/or `ip6`; both tables load through one nft context."""
         self.node_name, self.node_ip, self.clock = node_name, node_ip, clock
         self.client = client
-        self._reported_error = ""
-        self.syncer = Syncer(nft or Nft(netns), cfg)
+        self.nft = nft or Nft(netns)
+        self.tables = {c.family: FamilyTable(c.family, Syncer(self.nft, c)) for c in configs}
         self.min_sync_period, self.sync_period, self.full_sync_period = min_sync_period, sync_period, full_sync_period
         self.registry = registry or CollectorRegistry()
         self.metrics = ProxyMetrics(self.registry)
         self.health = ProxyHealth(2 * sync_period, clock, self.registry)
         self.services = Informer(client.resource("", "v1", "services"))
         self.slices = Informer(client.resource("discovery.k8s.io", "v1", "endpointslices"))
-        self.last_report: SyncReport | None = None
         self.syncs = 0
-        self._ports: dict[str, list[ServicePort]] = {}
-        self._flat: dict[str, ServicePort] = {}
         self._dirty: set[str] = set()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
@@ -132,7 +169,7 @@ class Proxier:
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        self.syncer.nft.close()  # its socket would keep a deleted node namespace alive
+        self.nft.close()  # its socket would keep a deleted node namespace alive
 
     def _rebuild(self) -> None:
         by_service: dict[str, list[dict]] = {}
@@ -143,55 +180,65 @@ class Proxier:
             if name and key in dirty:
                 by_service.setdefault(key, []).append(sl)
         for key in dirty:
-            for sp in self._ports.pop(key, []):
-                self._flat.pop(sp.key, None)
             svc = self.services.get(key)
-            if svc is not None:
-                self._ports[key] = service_ports(svc, by_service.get(key, []), self.node_name)
-                self._flat.update((sp.key, sp) for sp in self._ports[key])
+            for t in self.tables.values():
+                for sp in t.ports.pop(key, []):
+                    t.flat.pop(sp.key, None)
+                if svc is not None:
+                    t.ports[key] = service_ports(svc, by_service.get(key, []), self.node_name, t.family)
+                    t.flat.update((sp.key, sp) for sp in t.ports[key])
 
-    async def sync_once(self, full: bool = False) -> SyncReport:
-        """Rebuild dirty services and run one sync (also what the loop calls)."""
+    async def sync_once(self, full: bool = False) -> list[SyncReport]:
+        """Rebuild dirty services and sync each family's table (also what the
+        loop calls); the changes count as written when every sync succeeded."""
         self._rebuild()
+        reports = [await self._sync_table(t, full) for t in self.tables.values()]
+        if all(r.ok for r in reports):
+            self.health.updated()
+        self.syncs += 1
+        return reports
+
+    async def _sync_table(self, t: FamilyTable, full: bool) -> SyncReport:
         start = self.clock.monotonic()
-        report = await asyncio.to_thread(self.syncer.sync, dict(self._flat), full)
+        report = await asyncio.to_thread(t.syncer.sync, dict(t.flat), full)
         elapsed = self.clock.monotonic() - start
         self.metrics.sync.observe(elapsed)
         (self.metrics.full if report.full else self.metrics.partial).observe(elapsed)
         if report.failures:
             self.metrics.failures.inc(report.failures)
-            await self._report_failure(report)
+            await self._report_failure(t, report)
         if report.ok:
-            self.health.updated()
             self.metrics.last_sync.set(self.clock.now())
-        self.last_report, self.syncs = report, self.syncs + 1
+        t.last_report = report
         if not report.ok:
-            log.error("node %s: nftables sync failed (%d failed transactions, the kernel keeps the last good "
-                      "ruleset; a full sync is retried): %s", self.node_name, report.failures, report.error)
+            log.error("node %s: nftables sync of table %s %s failed (%d failed transactions, the kernel keeps the "
+                      "last good ruleset; a full sync is retried): %s", self.node_name, t.family, TABLE,
+                      report.failures, report.error)
             return report
         log.log(logging.INFO if report.lines else logging.DEBUG,
-                "node %s: %s sync of %d service ports (%d changed, %d nft lines) in %.3fs%s", self.node_name,
-                "full" if report.full else "partial", len(self._flat), len(report.services_changed), report.lines,
-                elapsed, f" after {report.failures} failed transaction(s)" if report.failures else "")
+                "node %s: %s sync of table %s %s, %d service ports (%d changed, %d nft lines) in %.3fs%s",
+                self.node_name, "full" if report.full else "partial", t.family, TABLE, len(t.flat),
+                len(report.services_changed), report.lines, elapsed,
+                f" after {report.failures} failed transaction(s)" if report.failures else "")
         return report
 
-    async def _report_failure(self, report: SyncReport) -> None:
-        """A Warning Event on the Node for each distinct nft failure, so a user
-        sees it in `kubectl describe node`; upstream only logs and counts it."""
-        if report.error == self._reported_error:
+    async def _report_failure(self, t: FamilyTable, report: SyncReport) -> None:
+        """A Warning Event on the Node for each distinct nft failure of a table,
+        so a user sees it in `kubectl describe node`; upstream only logs and counts it."""
+        if report.error == t.reported_error:
             return
-        self._reported_error = report.error
+        t.reported_error = report.error
         outcome = "the full sync that followed succeeded" if report.ok else \
             "the kernel keeps the last good ruleset; a full sync is retried"
         await record_node_event(self.client, self.clock, self.node_name, "SyncProxyRulesFailed",
-                                f"nftables transaction failed ({outcome}): {report.error}")
+                                f"nftables transaction on table {t.family} {TABLE} failed ({outcome}): {report.error}")
 
     async def _loop(self) -> None:
         last_full = self.clock.monotonic()
         while True:
             full = self.clock.monotonic() - last_full >= self.full_sync_period
-            report = await self.sync_once(full)
-            if report.full and report.ok:
+            reports = await self.sync_once(full)
+            if all(r.full and r.ok for r in reports):
                 last_full = self.clock.monotonic()
             await self.clock.sleep(self.min_sync_period)
             if self._dirty:

@@ -1,6 +1,7 @@
 """kube-proxy for each node of a process-runtime cluster: one Proxier per
-node, its nft transactions run inside the node's network namespace, and the
-proxy-mode warnings (modes.py) recorded as Warning Events on every Node.
+node, its `ip` and `ip6` tables written inside the node's network namespace
+(removing the namespace on shutdown removes both), and the proxy-mode
+warnings (modes.py) recorded as Warning Events on every Node.
 
 Health and metrics are where a user of a real cluster looks for them:
 each node's proxier serves `/healthz` and `/livez` on 0.0.0.0:10256 and
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import socket
+from collections.abc import Sequence
 
 from ..apiserver.rest import User
 from ..client.local import LocalClient
@@ -24,7 +26,7 @@ from ..node.runtime.netns import open_in_netns
 from .aggregate import NodeLabelledMetrics
 from .events import record_node_event
 from .nftables.layout import Config
-from .proxier import Proxier
+from .proxier import DUAL_STACK, Proxier
 from .server import Servers, health_app, metrics_app, split_address
 
 log = logging.getLogger(__name__)
@@ -35,6 +37,13 @@ MODE_EVENT_REASON = "ProxyModeWarning"
 SERVICE_CIDR = "10.96.0.0/12"
 HEALTHZ_ADDRESS = "0.0.0.0:10256"
 METRICS_ADDRESS = "127.0.0.1:10249"
+
+
+def proxy_configs() -> tuple[Config, Config]:
+    """The `ip` and `ip6` tables' settings for this API server: it allocates
+    ClusterIPs from one IPv4 range and has none for IPv6, so the ip6 table
+    keeps its base chains and maps with no Services and drops no range."""
+    return Config(service_cidrs=(SERVICE_CIDR,)), Config(family="ip6")
 
 
 def listen_in_netns(netns: str, address: str) -> socket.socket:
@@ -52,14 +61,14 @@ def listen_in_netns(netns: str, address: str) -> socket.socket:
 
 class NodeProxies:
     def __init__(self, rest, nodes: list[tuple[str, str, str]], warnings: list[str], clock: Clock = REAL, *,
-                 cfg: Config | None = None, min_sync_period: float = 1.0, mode: str = "nftables"):
+                 configs: Sequence[Config] = DUAL_STACK, min_sync_period: float = 1.0, mode: str = "nftables"):
         """`nodes`: (node name, node IP, network namespace) of each node."""
         self.client = LocalClient(rest, PROXY_USER, field_manager="kube-proxy")
         self.clock = clock
         self.warnings = warnings
         self.mode = mode
         self.netns = {name: netns for name, _, netns in nodes}
-        self.proxiers = [Proxier(self.client, name, node_ip, netns=netns, clock=clock, cfg=cfg,
+        self.proxiers = [Proxier(self.client, name, node_ip, netns=netns, clock=clock, configs=configs,
                                  min_sync_period=min_sync_period) for name, node_ip, netns in nodes]
         self.metrics = NodeLabelledMetrics({p.node_name: p.registry for p in self.proxiers})
         self.servers = Servers()

@@ -80,7 +80,7 @@ async def test_proxier_programs_services_and_syncs_changes_partially(netns, nft)
         assert await eventually(lambda: _async(endpoints_of(nft) == 3))
         assert await eventually(lambda: _async(p.registry.get_sample_value(
             "kubeproxy_sync_partial_proxy_rules_duration_seconds_count") >= 1))
-        assert not p.last_report.full
+        assert not p.tables["ip"].last_report.full
         assert p.registry.get_sample_value("kubeproxy_sync_proxy_rules_nftables_sync_failures_total") == 0
         await svcs.delete("web", "default")
         assert await eventually(lambda: _async(endpoints_of(nft) is None))
@@ -115,15 +115,17 @@ async def test_a_failed_transaction_is_counted_and_retried_as_a_full_sync(netns,
             await slices.update({**cur, "endpoints": endpoint_slice(["10.244.1.1", "10.244.1.2", "10.244.1.3"])[
                 "endpoints"]})
             assert await eventually(lambda: _async(p.registry.get_sample_value(
-                "kubeproxy_sync_proxy_rules_nftables_sync_failures_total") == 1 and p.last_report.failures))
+                "kubeproxy_sync_proxy_rules_nftables_sync_failures_total") == 1 and p.tables["ip"].last_report.failures))
         assert endpoints_of(nft) == 3
-        assert p.last_report.full and p.last_report.ok and p.last_report.failures == 1
+        report = p.tables["ip"].last_report
+        assert report.full and report.ok and report.failures == 1
         assert "retrying as a full sync" in caplog.text
         assert p.health.healthz()[0] == 200 and p.health.oldest_pending is None
         (ev,) = await failure_events(s)
         assert ev["type"] == "Warning" and ev["involvedObject"] == {"kind": "Node", "apiVersion": "v1",
                                                                    "name": "node-1", "uid": "node-1"}
-        assert ev["message"].startswith("nftables transaction failed (the full sync that followed succeeded): ")
+        assert ev["message"].startswith(
+            "nftables transaction on table ip kube-proxy failed (the full sync that followed succeeded): ")
     finally:
         await p.stop()
         await s.close()
@@ -140,12 +142,15 @@ class BrokenNft(Nft):
 
 
 class StepClock(Clock):
-    """Wall time set by the test; sleeps only yield (the proxier's batching sleep)."""
+    """Wall time set by the test, a microsecond later at each read (Events
+    are named by the time they are recorded); sleeps only yield (the
+    proxier's batching sleep)."""
 
     def __init__(self):
         self.t = 1_800_000_000.0
 
     def now(self) -> float:
+        self.t += 1e-6
         return self.t
 
     async def sleep(self, seconds: float) -> None:
@@ -161,13 +166,18 @@ async def test_a_sync_that_keeps_failing_is_logged_counted_and_fails_healthz(cap
         await p.start()
         try:
             assert await eventually(lambda: _async(p.syncs >= 1))
-            assert not p.last_report.ok and p.syncer.need_full
-            assert p.registry.get_sample_value("kubeproxy_sync_proxy_rules_nftables_sync_failures_total") == 1
-            assert "node-1: nftables sync failed" in caplog.text and "Operation not supported" in caplog.text
-            (ev,) = await failure_events(s)
-            assert "a full sync is retried): Error: Could not process rule: Operation not supported" in ev["message"]
+            assert all(not t.last_report.ok and t.syncer.need_full for t in p.tables.values())
+            assert p.registry.get_sample_value("kubeproxy_sync_proxy_rules_nftables_sync_failures_total") == 2
+            for family in ("ip", "ip6"):
+                assert f"node-1: nftables sync of table {family} kube-proxy failed" in caplog.text
+            assert "Operation not supported" in caplog.text
+            events = await failure_events(s)
+            assert sorted(e["message"].split(" failed (")[0] for e in events) == [
+                "nftables transaction on table ip kube-proxy", "nftables transaction on table ip6 kube-proxy"]
+            assert all("a full sync is retried): Error: Could not process rule: Operation not supported" in e["message"]
+                       for e in events)
             await p.sync_once()
-            assert len(await failure_events(s)) == 1, "the same failure is reported once"
+            assert len(await failure_events(s)) == 2, "the same failure of a table is reported once"
             assert p.health.healthz()[0] == 200, "within the health timeout"
             clock.t += 2000
             code, body = p.health.healthz()
