@@ -58,3 +58,25 @@ def extension(oid_der: bytes, value: bytes, critical: bool) -> bytes:
 
 def bit_string(data: bytes) -> bytes:
     return tlv(0x03, b"\x00" + data)
+
+
+def read(data: bytes, pos: int) -> tuple[int, int, int]:
+    """(tag, content start, content end) of the TLV at `pos`; single-byte
+    tags and definite lengths, as DER has."""
+    tag, n = data[pos], data[pos + 1]
+    pos += 2
+    if n & 0x80:
+        k = n & 0x7F
+        n, pos = int.from_bytes(data[pos:pos + k], "big"), pos + k
+    return tag, pos, pos + n
+
+
+def certificate_spki(tbs: bytes) -> bytes:
+    """The SubjectPublicKeyInfo TLV, as encoded, of a TBSCertificate that
+    already parsed (version, serial, signature, issuer, validity, subject, spki)."""
+    _, pos, _ = read(tbs, 0)
+    if tbs[pos] == 0xA0:
+        pos = read(tbs, pos)[2]
+    for _ in range(5):
+        pos = read(tbs, pos)[2]
+    return tbs[pos:read(tbs, pos)[2]]

@@ -28,7 +28,7 @@ from ..apiserver.errors import APIError
 from ..client.informer import Informer
 from ..clock import REAL, Clock
 from ..controllers.base import Controller
-from ..registry.certificates import stub_request_key
+from ..registry.certificates import stub_request_key, stub_request_spki
 from . import der, trustbundle
 
 log = logging.getLogger(__name__)
@@ -171,31 +171,55 @@ def _fixed_parts(ca: SigningCA) -> tuple[bytes, dict[bool, bytes]]:
     return ca.cert.subject.public_bytes(), by_usage
 
 
-def issue_leaf(ca: SigningCA, public_key, uri: str, not_before: float, lifetime: float) -> x509.Certificate:
-    """A leaf for `public_key` with an empty subject and only a (critical) URI
-    SAN, valid from `not_before` for `lifetime` seconds but never past the CA.
-    Encoded directly (see der.py) and signed by the CA's P-256 key."""
-    nb = _utc(not_before)
-    na = min(_utc(not_before + lifetime), ca.cert.not_valid_after_utc)
+_SIGN = ec.ECDSA(hashes.SHA256())
+
+
+def _validity(ca: SigningCA, not_before: float, lifetime: float) -> tuple[_dt.datetime, _dt.datetime]:
+    """From `not_before` for `lifetime` seconds, but never past the CA."""
+    return _utc(not_before), min(_utc(not_before + lifetime), ca.cert.not_valid_after_utc)
+
+
+def leaf_der(ca: SigningCA, spki: bytes, rsa_key: bool, uri: str, nb: _dt.datetime, na: _dt.datetime) -> bytes:
+    """A DER leaf certificate for the SubjectPublicKeyInfo `spki` with an empty
+    subject and only a (critical) URI SAN, encoded directly (see der.py) and
+    signed by the CA's P-256 key; RSA keys also get keyEncipherment."""
     issuer, extensions = _fixed_parts(ca)
-    spki = public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     san = der.extension(_SAN, der.seq(der.tlv(0x86, uri.encode())), True)
     tbs = der.seq(
         b"\xa0\x03\x02\x01\x02", der.integer(x509.random_serial_number()), _ECDSA_SHA256, issuer,
         der.seq(der.time(nb), der.time(na)), der.seq(), spki,
-        der.tlv(0xA3, der.seq(extensions[isinstance(public_key, rsa.RSAPublicKey)] + san)),
+        der.tlv(0xA3, der.seq(extensions[rsa_key] + san)),
     )
-    signature = ca.key.sign(tbs, ec.ECDSA(hashes.SHA256()))
-    return x509.load_der_x509_certificate(der.seq(tbs, _ECDSA_SHA256, der.bit_string(signature)))
+    return der.seq(tbs, _ECDSA_SHA256, der.bit_string(ca.key.sign(tbs, _SIGN)))
+
+
+def issue_leaf(ca: SigningCA, public_key, uri: str, not_before: float, lifetime: float) -> x509.Certificate:
+    """A leaf for `public_key` (see leaf_der), valid from `not_before` for
+    `lifetime` seconds but never past the CA."""
+    nb, na = _validity(ca, not_before, lifetime)
+    spki = public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return x509.load_der_x509_certificate(leaf_der(ca, spki, isinstance(public_key, rsa.RSAPublicKey), uri, nb, na))
+
+
+def pem_certificate(data: bytes) -> str:
+    """A CERTIFICATE PEM block, laid out as OpenSSL and `cryptography` write it."""
+    b64 = base64.b64encode(data).decode()
+    lines = "\n".join(b64[i:i + 64] for i in range(0, len(b64), 64))
+    return f"-----BEGIN CERTIFICATE-----\n{lines}\n-----END CERTIFICATE-----\n"
+
+
+def _stub_der(spec: dict) -> bytes:
+    raw = spec.get("stubPKCS10Request") or ""
+    try:
+        return base64.b64decode(raw) if raw else b""
+    except ValueError:
+        return b""
 
 
 def stub_key(spec: dict):
     """The public key of a request's stub CSR, or None when there is none usable."""
-    raw = spec.get("stubPKCS10Request") or ""
-    try:
-        return stub_request_key(base64.b64decode(raw)) if raw else None
-    except ValueError:
-        return None
+    stub = _stub_der(spec)
+    return stub_request_key(stub) if stub else None
 
 
 class PodCertificateSigner(Controller):
@@ -261,7 +285,8 @@ class PodCertificateSigner(Controller):
         """The status this signer writes for a pending request."""
         spec = obj.get("spec") or {}
         now = self.clock.now()
-        key = stub_key(spec)
+        stub = _stub_der(spec)
+        key = stub_request_key(stub) if stub else None
         kt = key_type(key) if key is not None else ""
         if not kt or kt not in self.supported:
             shown = kt or ("no stub PKCS#10 request" if key is None else type(key).__name__)
@@ -269,12 +294,13 @@ class PodCertificateSigner(Controller):
                                               f"{self.signer_name} does not sign {shown} keys; request one of "
                                               f"{', '.join(sorted(self.supported))} (for example ECDSAP256)")]}
         lifetime = min(float(spec.get("maxExpirationSeconds") or DAY), self.max_lifetime)
-        leaf = issue_leaf(self.ca.issuing(), key, spiffe_id(obj["metadata"]["namespace"], spec.get("serviceAccountName", "")),
-                          now, lifetime)
-        nb, na = leaf.not_valid_before_utc, leaf.not_valid_after_utc
+        ca = self.ca.issuing()
+        nb, na = _validity(ca, now, lifetime)
+        leaf = leaf_der(ca, stub_request_spki(stub), kt.startswith("RSA"),
+                        spiffe_id(obj["metadata"]["namespace"], spec.get("serviceAccountName", "")), nb, na)
         refresh = nb + (na - nb) / 2
         return {
-            "certificateChain": leaf.public_bytes(serialization.Encoding.PEM).decode(),
+            "certificateChain": pem_certificate(leaf),
             "notBefore": _rfc3339(nb), "notAfter": _rfc3339(na),
             "beginRefreshAt": _rfc3339(refresh.replace(microsecond=0)),
             "conditions": [_condition("Issued", "Issued", now, f"issued by {self.signer_name}")],

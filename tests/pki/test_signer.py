@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from nanokube.clock import Clock
 from nanokube.pki import trustbundle
-from nanokube.pki.signer import DAY, PodCertificateSigner, SignerCA, key_type
+from nanokube.pki.signer import DAY, PodCertificateSigner, SignerCA, issue_leaf, key_type, pem_certificate
 from tests.controllers import eventually, make_stack
 
 
@@ -40,6 +40,14 @@ def test_key_types():
     assert key_type(ec.generate_private_key(ec.SECP384R1()).public_key()) == "ECDSAP384"
     assert key_type(ed25519.Ed25519PrivateKey.generate().public_key()) == "ED25519"
     assert key_type(rsa.generate_private_key(65537, 2048).public_key()) == ""
+
+
+def test_leaf_pem_is_laid_out_as_cryptography_writes_it(tmp_path):
+    ca = SignerCA(str(tmp_path))
+    ca.load()
+    for key in (ec.generate_private_key(ec.SECP256R1()), rsa.generate_private_key(65537, 3072)):
+        leaf = issue_leaf(ca.issuing(), key.public_key(), "spiffe://cluster.local/ns/a/sa/b", 1.8e9, 3600)
+        assert pem_certificate(leaf.public_bytes(serialization.Encoding.DER)) == leaf.public_bytes(serialization.Encoding.PEM).decode()
 
 
 def test_ca_is_kept_on_disk_and_rotated_with_overlap(tmp_path):

@@ -193,6 +193,22 @@ def test_pcr_stub_content_rules():
     assert e.message == 'Invalid value: "2048-bit modulus": RSA keys must have modulus size 3072 or 4096'
 
 
+@pytest.mark.parametrize("make", [lambda: ec.generate_private_key(ec.SECP256R1()), ed25519.Ed25519PrivateKey.generate,
+                                  lambda: rsa.generate_private_key(65537, 3072)], ids=["p256", "ed25519", "rsa3072"])
+def test_pcr_stub_signature_is_the_proof_of_possession(make):
+    """A stub CSR carrying someone else's public key, signed by the requester's
+    own key, is refused: the signature must verify with the key in the CSR."""
+    mine, theirs = make(), make()
+    spki = [k.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo) for k in (mine, theirs)]
+    der = base64.b64decode(stub(mine))
+    assert len(spki[0]) == len(spki[1]) and der.count(spki[0]) == 1
+    forged = pcr(maxExpirationSeconds=3600, stubPKCS10Request=b64(der.replace(spki[0], spki[1])))
+    [e] = PodCertificateRequestStrategy().validate(forged)
+    assert (e.field, e.message) == ("spec.stubPKCS10Request",
+                                    "Invalid value: \"<value omitted>\": could not verify the signature of the certificate signing request")
+    assert PodCertificateRequestStrategy().validate(pcr(mine, maxExpirationSeconds=3600)) == []
+
+
 def test_pcr_v1beta1_legacy_key_and_v1_read():
     s = PodCertificateRequestStrategy()
     key = ed25519.Ed25519PrivateKey.generate()
@@ -244,6 +260,34 @@ def test_pcr_status_transitions():
     two = copy.deepcopy(denied)
     two["status"]["conditions"].append(dict(denied["status"]["conditions"][0], type="Failed", status="False"))
     assert errors(s.validate_status_update(two, req)) == [("status.conditions[1].type", "FieldValueInvalid"), ("status.conditions[1].status", "FieldValueNotSupported")]
+
+
+def test_pcr_issued_leaf_key_compared_as_a_key_not_as_bytes():
+    """A leaf whose SubjectPublicKeyInfo encodes the requested key differently
+    (a compressed P-256 point) is still issued to that key."""
+    from nanokube.pki import der
+
+    s = PodCertificateRequestStrategy(now=lambda: NOW)
+    req = pcr(maxExpirationSeconds=86400)
+    issued = issue(req)
+    leaf_pem = issued["status"]["certificateChain"].split("-----END CERTIFICATE-----\n")[0] + "-----END CERTIFICATE-----\n"
+    leaf = x509.load_pem_x509_certificate(leaf_pem.encode())
+    full = EC_KEY.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    assert der.certificate_spki(leaf.tbs_certificate_bytes) == full
+    point = EC_KEY.public_key().public_bytes(serialization.Encoding.X962, serialization.PublicFormat.CompressedPoint)
+    compressed = der.seq(der.seq(der.oid("1.2.840.10045.2.1"), der.oid("1.2.840.10045.3.1.7")), der.bit_string(point))
+    tbs = leaf.tbs_certificate_bytes.replace(full, compressed)
+    tbs = der.seq(tbs[der.read(tbs, 0)[1]:])
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    sig_alg = der.seq(der.oid("1.2.840.10045.4.3.2"))
+    reencoded = x509.load_der_x509_certificate(der.seq(tbs, sig_alg, der.bit_string(ca_key.sign(tbs, ec.ECDSA(hashes.SHA256())))))
+    assert der.certificate_spki(reencoded.tbs_certificate_bytes) == compressed
+    new = copy.deepcopy(issued)
+    new["status"]["certificateChain"] = pem(reencoded)
+    assert s.validate_status_update(new, req) == []
+    other = copy.deepcopy(req)
+    other["spec"]["stubPKCS10Request"] = stub(ec.generate_private_key(ec.SECP256R1()))
+    assert errors(s.validate_status_update(dict(new, spec=other["spec"]), other)) == [("status.certificateChain", "FieldValueInvalid")]
 
 
 def test_pcr_spec_immutable():
