@@ -38,8 +38,7 @@ async def _up(args: argparse.Namespace) -> int:
     from .pki.ca import ensure_pki
     from .pki.kubeconfig import write_kubeconfig
     from .proxy.modes import ModeError, select_mode
-    from .scheduler.config import ConfigError
-    from .scheduler.config import SchedulerConfig
+    from .scheduler.config import ConfigError, SchedulerConfig
     from .scheduler.config import load as load_scheduler_config
     from .scheduler.scheduler import Scheduler
     from .store.interface import open_store

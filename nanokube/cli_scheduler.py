@@ -21,7 +21,6 @@ from .scheduler.config import load as load_config
 from .scheduler.metrics import Metrics
 from .scheduler.scheduler import Scheduler
 
-
 log = logging.getLogger("nanokube.scheduler")
 
 
