@@ -191,7 +191,6 @@ def _go_expand(m: re.Match, template: str) -> str:
     return _GO_EXPAND.sub(one, template)
 
 
-
 def quote(value: str) -> str:
     """A PromQL string literal."""
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'

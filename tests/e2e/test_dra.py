@@ -11,8 +11,6 @@ from .conftest import wait_for
 DRIVER = "test.nanokube.io"
 
 
-
-
 def test_pod_with_claim_lands_on_the_node_with_the_device(cluster):
     node = cluster.kubectl_json("get", "nodes")["items"][0]["metadata"]["name"]
     objects = [

@@ -17,8 +17,6 @@ from .conftest import wait_for
 GPU_CLASS = "gpu.nanokube.io"
 
 
-
-
 def template(name: str, count: int) -> dict:
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
             "metadata": {"name": name, "namespace": "default"},

@@ -35,8 +35,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-
-
 def nft(netns: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["ip", "netns", "exec", netns, "nft", *args], capture_output=True, text=True, check=False)
 

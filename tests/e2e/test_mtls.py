@@ -39,8 +39,6 @@ pytestmark = [
 ]
 
 
-
-
 @pytest.fixture(scope="module")
 def mtls_cluster(store_url):
     d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-mtls-"))

@@ -61,8 +61,6 @@ for url in sys.argv[2:]:
 """
 
 
-
-
 @pytest.fixture(scope="module")
 def net_cluster(store_url):
     d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-net-"))

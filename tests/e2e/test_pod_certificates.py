@@ -32,8 +32,6 @@ DENY = "e2e.nanokube.io/deny"
 GROUP, VERSION = "certificates.k8s.io", "v1"
 
 
-
-
 def rfc3339(t: dt.datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 

@@ -186,7 +186,6 @@ class DRAState:
         return self.in_flight.get(claim["metadata"].get("uid", ""), claim)
 
 
-
 @dataclass
 class _Cycle:
     """One pod's claims for one scheduling cycle."""

@@ -201,7 +201,6 @@ async def test_downward_api_fields_and_resources(env):
     assert (read(vol, "cpu"), read(vol, "mem")) == (b"250", b"128")
 
 
-
 async def test_unanswered_refresh_is_reported_overdue_then_expired(env):
     client, clock, mgr, signer = env
     sg = await signer()
