@@ -8,6 +8,8 @@ import asyncio
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import add, mul
 
 from .metrics import Metrics
 from .resources import Resources, pod_requests
@@ -352,7 +354,7 @@ class Framework:
                 bad = next(s for s in scores if not 0 <= s <= MAX_NODE_SCORE)
                 raise ValueError(f"plugin {p.name} returned an invalid score {bad}")
             w = self.weights[p.name]
-            totals = [a + s * w for a, s in zip(totals, scores)]
+            totals = list(map(add, totals, scores if w == 1 else map(mul, scores, repeat(w, len(scores)))))
         return totals
 
     def run_reserve(self, state: CycleState, info: PodInfo, node: str) -> Status | None:

@@ -68,10 +68,9 @@ class NodeResourcesBalancedAllocation:
         out = []
         append = out.append
         for node in nodes:
-            alloc, used = node.allocatable, node.requested
-            cc, cm = alloc.milli_cpu, alloc.memory
+            cc, cm = node.alloc_cpu, node.alloc_memory
             if cc and cm:
-                fc, fm = (used.milli_cpu + cpu) / cc, (used.memory + memory) / cm
+                fc, fm = (node.used_cpu + cpu) / cc, (node.used_memory + memory) / cm
                 if fc > 1.0:
                     fc = 1.0
                 if fm > 1.0:

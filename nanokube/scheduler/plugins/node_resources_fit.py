@@ -114,20 +114,19 @@ class ResourceScorer:
         out = []
         append = out.append
         for n in nodes:
-            alloc, used = n.allocatable, n.nonzero
-            cc, cm = alloc.milli_cpu, alloc.memory
+            cc, cm = n.alloc_cpu, n.alloc_memory
             if cc and cm:
-                c, m = used.milli_cpu + rc, used.memory + rm
+                c, m = n.nonzero_cpu + rc, n.nonzero_memory + rm
                 append((((cc - c) * MAX_NODE_SCORE // cc if c <= cc else 0) * wc
                         + ((cm - m) * MAX_NODE_SCORE // cm if m <= cm else 0) * wm) // (wc + wm))
                 continue
             total = weights = 0
             if cc:
-                c = used.milli_cpu + rc
+                c = n.nonzero_cpu + rc
                 total += ((cc - c) * MAX_NODE_SCORE // cc if c <= cc else 0) * wc
                 weights += wc
             if cm:
-                m = used.memory + rm
+                m = n.nonzero_memory + rm
                 total += ((cm - m) * MAX_NODE_SCORE // cm if m <= cm else 0) * wm
                 weights += wm
             append(total // weights if weights else 0)
@@ -159,11 +158,10 @@ class NodeResourcesFit:
         self.scorer = scorer_from_args(args)
 
     def filter(self, state, info, node):
-        req, alloc, used = info.requests, node.allocatable, node.requested
+        req = info.requests
         # fast path for the common fit; anything else gets the full check and its reasons
-        if (len(node.pods) < node.allowed_pods and not req.scalars
-                and req.milli_cpu <= alloc.milli_cpu - used.milli_cpu and req.memory <= alloc.memory - used.memory
-                and req.ephemeral <= alloc.ephemeral - used.ephemeral):
+        if (node.free_pods > 0 and not req.scalars and req.milli_cpu <= node.free_cpu
+                and req.memory <= node.free_memory and req.ephemeral <= node.free_ephemeral):
             return None
         reasons = insufficient(info, node, self.ignored, self.ignored_groups)
         return Status(Code.UNSCHEDULABLE, reasons) if reasons else None
@@ -177,9 +175,7 @@ class NodeResourcesFit:
         cpu, memory, ephemeral = req.milli_cpu, req.memory, req.ephemeral
         out = {}
         for i, n in enumerate(nodes):
-            alloc, used = n.allocatable, n.requested
-            if (len(n.pods) < n.allowed_pods and cpu <= alloc.milli_cpu - used.milli_cpu
-                    and memory <= alloc.memory - used.memory and ephemeral <= alloc.ephemeral - used.ephemeral):
+            if n.free_pods > 0 and cpu <= n.free_cpu and memory <= n.free_memory and ephemeral <= n.free_ephemeral:
                 continue
             reasons = insufficient(info, n, self.ignored, self.ignored_groups)
             if reasons:
