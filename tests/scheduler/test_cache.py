@@ -74,3 +74,16 @@ def test_binding_seen_reuses_the_assumed_pod_info_unless_requests_changed():
     assert other.requests.milli_cpu == 2000
     cache.add_pod(PodInfo(bound, 0.0), "n")
     assert cache.assumed_info("uid-p") is None and cache.infos["n"].requested.milli_cpu == 1000
+
+
+def test_node_info_flat_totals_follow_pods_and_node_updates():
+    ni = node_info(node("n", "4", "8Gi", pods="3"), pod("a", "1", "1Gi"), pod("b"))
+    assert (ni.alloc_cpu, ni.alloc_memory, ni.used_cpu, ni.used_memory) == (4000, 8 << 30, 1000, 1 << 30)
+    assert (ni.nonzero_cpu, ni.nonzero_memory) == (1100, (1 << 30) + 200 * 1024 * 1024)
+    assert (ni.free_cpu, ni.free_memory, ni.free_pods) == (3000, 7 << 30, 1)
+    copy = ni.clone()
+    ni.remove_pod("uid-a")
+    assert (ni.free_cpu, ni.free_memory, ni.free_pods, ni.nonzero_cpu) == (4000, 8 << 30, 2, 100)
+    assert (copy.free_cpu, copy.free_pods) == (3000, 1)
+    ni.set_node(node("n", "2", "8Gi", pods="1"))
+    assert (ni.alloc_cpu, ni.free_cpu, ni.free_pods) == (2000, 2000, 0)
