@@ -12,13 +12,20 @@ import datetime as _dt
 
 def length(n: int) -> bytes:
     if n < 0x80:
-        return bytes([n])
+        return _BYTES[n]
+    if n < 0x100:
+        return b"\x81" + _BYTES[n]
     raw = n.to_bytes((n.bit_length() + 7) // 8, "big")
-    return bytes([0x80 | len(raw)]) + raw
+    return _BYTES[0x80 | len(raw)] + raw
+
+
+#: one-byte strings, so tags and short lengths need no `bytes([...])` each
+_BYTES = [bytes((i,)) for i in range(256)]
 
 
 def tlv(tag: int, body: bytes) -> bytes:
-    return bytes([tag]) + length(len(body)) + body
+    n = len(body)
+    return _BYTES[tag] + (_BYTES[n] if n < 0x80 else length(n)) + body
 
 
 def seq(*parts: bytes) -> bytes:

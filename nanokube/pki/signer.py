@@ -63,6 +63,14 @@ def _rfc3339(d: _dt.datetime) -> str:
     return d.isoformat()[:19] + "Z"
 
 
+@functools.lru_cache(maxsize=256)
+def _stamp(t: int) -> tuple[str, bytes]:
+    """(metav1.Time, X.509 Time) for a second: requests signed close together
+    share their notBefore/notAfter/beginRefreshAt seconds, so each is formatted once."""
+    d = _utc(t)
+    return _rfc3339(d), der.time(d)
+
+
 @dataclass(eq=False)
 class SigningCA:
     cert: x509.Certificate
@@ -71,6 +79,15 @@ class SigningCA:
     @property
     def pem(self) -> bytes:
         return self.cert.public_bytes(serialization.Encoding.PEM)
+
+    @functools.cached_property
+    def not_before(self) -> _dt.datetime:
+        return self.cert.not_valid_before_utc
+
+    @functools.cached_property
+    def expiry(self) -> int:
+        """notAfter in seconds since the epoch, which bounds every issued leaf."""
+        return int(self.cert.not_valid_after_utc.timestamp())
 
 
 class SignerCA:
@@ -140,7 +157,7 @@ class SignerCA:
         """The newest CA that has been published for `publish_lead`, so pods
         have had time to trust it; the oldest one if none has."""
         now = _utc(self.clock.now())
-        ready = [c for c in self.cas if (now - c.cert.not_valid_before_utc).total_seconds() >= self.publish_lead]
+        ready = [c for c in self.cas if (now - c.not_before).total_seconds() >= self.publish_lead]
         return ready[-1] if ready else self.cas[0]
 
     def trust_pems(self) -> list[bytes]:
@@ -153,42 +170,45 @@ def spiffe_id(namespace: str, service_account: str, trust_domain: str = "cluster
 
 #: ecdsa-with-SHA256, the signature algorithm of every signer CA (P-256)
 _ECDSA_SHA256 = der.seq(der.oid("1.2.840.10045.4.3.2"))
-_SAN = der.oid("2.5.29.17")
+#: a SAN extension's extnID and critical flag
+_SAN_HEAD = der.oid("2.5.29.17") + b"\x01\x01\xff"
+_V3 = b"\xa0\x03\x02\x01\x02"
+_EMPTY_NAME = der.seq()
 _KEY_USAGE = {False: x509.KeyUsage(True, False, False, False, False, False, False, False, False),
               True: x509.KeyUsage(True, False, True, False, False, False, False, False, False)}
 
 
 @functools.lru_cache(maxsize=8)
 def _fixed_parts(ca: SigningCA) -> tuple[bytes, dict[bool, bytes]]:
-    """(issuer Name, extensions but the SAN keyed by "is an RSA key") for a CA:
-    everything in a leaf that does not change between leaves."""
+    """(signature algorithm and issuer Name, extensions but the SAN keyed by
+    "is an RSA key") for a CA: everything in a leaf that does not change
+    between leaves."""
     aki = x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key())
     common = (der.extension(der.oid("2.5.29.19"), x509.BasicConstraints(ca=False, path_length=None).public_bytes(), True)
               + der.extension(der.oid("2.5.29.37"), x509.ExtendedKeyUsage(
                   [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]).public_bytes(), False)
               + der.extension(der.oid("2.5.29.35"), aki.public_bytes(), False))
     by_usage = {enc: der.extension(der.oid("2.5.29.15"), ku.public_bytes(), True) + common for enc, ku in _KEY_USAGE.items()}
-    return ca.cert.subject.public_bytes(), by_usage
+    return _ECDSA_SHA256 + ca.cert.subject.public_bytes(), by_usage
 
 
 _SIGN = ec.ECDSA(hashes.SHA256())
 
 
-def _validity(ca: SigningCA, not_before: float, lifetime: float) -> tuple[_dt.datetime, _dt.datetime]:
-    """From `not_before` for `lifetime` seconds, but never past the CA."""
-    return _utc(not_before), min(_utc(not_before + lifetime), ca.cert.not_valid_after_utc)
+def _validity(ca: SigningCA, not_before: float, lifetime: float) -> tuple[int, int]:
+    """From `not_before` for `lifetime` seconds, but never past the CA (whole seconds)."""
+    return int(not_before), min(int(not_before + lifetime), ca.expiry)
 
 
-def leaf_der(ca: SigningCA, spki: bytes, rsa_key: bool, uri: str, nb: _dt.datetime, na: _dt.datetime) -> bytes:
+def leaf_der(ca: SigningCA, spki: bytes, rsa_key: bool, uri: str, nb: int, na: int) -> bytes:
     """A DER leaf certificate for the SubjectPublicKeyInfo `spki` with an empty
     subject and only a (critical) URI SAN, encoded directly (see der.py) and
     signed by the CA's P-256 key; RSA keys also get keyEncipherment."""
-    issuer, extensions = _fixed_parts(ca)
-    san = der.extension(_SAN, der.seq(der.tlv(0x86, uri.encode())), True)
+    algorithm_issuer, extensions = _fixed_parts(ca)
+    san = der.seq(_SAN_HEAD, der.tlv(0x04, der.seq(der.tlv(0x86, uri.encode()))))
     tbs = der.seq(
-        b"\xa0\x03\x02\x01\x02", der.integer(x509.random_serial_number()), _ECDSA_SHA256, issuer,
-        der.seq(der.time(nb), der.time(na)), der.seq(), spki,
-        der.tlv(0xA3, der.seq(extensions[rsa_key] + san)),
+        _V3, der.integer(x509.random_serial_number()), algorithm_issuer,
+        der.seq(_stamp(nb)[1], _stamp(na)[1]), _EMPTY_NAME, spki, der.tlv(0xA3, der.seq(extensions[rsa_key], san)),
     )
     return der.seq(tbs, _ECDSA_SHA256, der.bit_string(ca.key.sign(tbs, _SIGN)))
 
@@ -298,11 +318,9 @@ class PodCertificateSigner(Controller):
         nb, na = _validity(ca, now, lifetime)
         leaf = leaf_der(ca, stub_request_spki(stub), kt.startswith("RSA"),
                         spiffe_id(obj["metadata"]["namespace"], spec.get("serviceAccountName", "")), nb, na)
-        refresh = nb + (na - nb) / 2
         return {
             "certificateChain": pem_certificate(leaf),
-            "notBefore": _rfc3339(nb), "notAfter": _rfc3339(na),
-            "beginRefreshAt": _rfc3339(refresh.replace(microsecond=0)),
+            "notBefore": _stamp(nb)[0], "notAfter": _stamp(na)[0], "beginRefreshAt": _stamp(nb + (na - nb) // 2)[0],
             "conditions": [_condition("Issued", "Issued", now, f"issued by {self.signer_name}")],
         }
 
@@ -313,4 +331,4 @@ def _terminal(obj: dict) -> bool:
 
 
 def _condition(typ: str, reason: str, now: float, message: str) -> dict:
-    return {"type": typ, "status": "True", "reason": reason, "message": message, "lastTransitionTime": _rfc3339(_utc(now))}
+    return {"type": typ, "status": "True", "reason": reason, "message": message, "lastTransitionTime": _stamp(int(now))[0]}

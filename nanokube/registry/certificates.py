@@ -507,7 +507,7 @@ def _time(value: Any) -> datetime | None:
         return None
     if not _RFC3339_SECONDS.fullmatch(value):
         raise ValueError(f"time data {value!r} does not match format '%Y-%m-%dT%H:%M:%SZ'")
-    return datetime.fromisoformat(value[:-1]).replace(tzinfo=UTC)
+    return datetime.fromisoformat(value)
 
 
 def _terminal(obj: Obj, typ: str) -> bool:
@@ -537,6 +537,8 @@ def _leaf_errors(status: dict, chain: str) -> tuple[Any, Errors]:
         san = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
         san = None
+    except (ValueError, x509.DuplicateExtension):
+        return None, [invalid(path, chain, "leaf certificate does not parse as valid X.509")]
     for name in san.get_values_for_type(x509.DNSName) if san else []:
         if not name:
             errs.append(invalid(path, name, "leaf certificate should not contain empty DNSName"))
@@ -639,7 +641,7 @@ class PodCertificateRequestStrategy(Strategy):
 
     def from_storage(self, obj, version):
         spec = obj.get("spec") or {}
-        if version != "v1" or not ({"pkixPublicKey", "proofOfPossession"} & spec.keys()):
+        if version != "v1" or ("pkixPublicKey" not in spec and "proofOfPossession" not in spec):
             return obj
         out = dict(obj)
         out["spec"] = {k: v for k, v in spec.items() if k not in ("pkixPublicKey", "proofOfPossession")}

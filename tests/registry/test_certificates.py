@@ -290,6 +290,24 @@ def test_pcr_issued_leaf_key_compared_as_a_key_not_as_bytes():
     assert errors(s.validate_status_update(dict(new, spec=other["spec"]), other)) == [("status.certificateChain", "FieldValueInvalid")]
 
 
+def test_pcr_issued_leaf_with_a_duplicate_extension_does_not_parse():
+    from nanokube.pki import der
+
+    s = PodCertificateRequestStrategy(now=lambda: NOW)
+    req = pcr(maxExpirationSeconds=86400)
+    issued = issue(req)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    spki = EC_KEY.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    san = der.extension(der.oid("2.5.29.17"), der.seq(der.tlv(0x86, b"spiffe://cluster.local/ns/default/sa/web")), True)
+    sig_alg = der.seq(der.oid("1.2.840.10045.4.3.2"))
+    tbs = der.seq(b"\xa0\x03\x02\x01\x02", der.integer(7), sig_alg, der.seq(), der.seq(der.time(NOW), der.time(NOW + timedelta(hours=24))),
+                  der.seq(), spki, der.tlv(0xA3, der.seq(san, san)))
+    leaf = x509.load_der_x509_certificate(der.seq(tbs, sig_alg, der.bit_string(ca_key.sign(tbs, ec.ECDSA(hashes.SHA256())))))
+    issued["status"]["certificateChain"] = pem(leaf)
+    [e] = s.validate_status_update(issued, req)
+    assert (e.field, e.message.rsplit(": ", 1)[-1]) == ("status.certificateChain", "leaf certificate does not parse as valid X.509")
+
+
 def test_pcr_spec_immutable():
     s = PodCertificateRequestStrategy()
     old = pcr(maxExpirationSeconds=3600)
