@@ -13,6 +13,7 @@ import socket
 import sys
 
 from . import cli_controller_manager, cli_fault, cli_metrics, cli_proxy, cli_scheduler
+from .controllers.service_lb import DEFAULT_POOL
 
 log = logging.getLogger("nanokube")
 
@@ -83,8 +84,9 @@ async def _up(args: argparse.Namespace) -> int:
         return 1
     write_kubeconfig(kubeconfig, server.url, pki)
     try:
-        controllers = ControllerManager.in_process(server, controllers=args.controllers, elector=LeaderElector(
-            LocalClient(server.rest), LEASE_NAME, _identity(data_dir), clock=server.clock))
+        controllers = ControllerManager.in_process(
+            server, controllers=args.controllers, load_balancer_pool=args.load_balancer_pool,
+            elector=LeaderElector(LocalClient(server.rest), LEASE_NAME, _identity(data_dir), clock=server.clock))
     except ValueError as e:
         print(f"nanokube: {e}", file=sys.stderr)
         await server.stop()
@@ -188,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--controllers", default="*",
                     help="controllers to run in-process: '*' (default), NAME, -NAME, comma-separated; '' runs none "
                          "(for an external `nanokube controller-manager`)")
+    up.add_argument("--load-balancer-pool", default=DEFAULT_POOL, metavar="CIDR",
+                    help=f"IPv4 addresses for type LoadBalancer Services (default {DEFAULT_POOL})")
     up.add_argument("--metrics-provider", default="builtin", metavar="builtin|prometheus=URL",
                     help="where custom and external metrics come from: the built-in store (default) or a Prometheus "
                          "server, whose answers take precedence for the metrics its rules cover")

@@ -26,6 +26,7 @@ from .nodelifecycle import options_from_env as node_lifecycle_options
 from .podgroup_protection import PodGroupProtectionController
 from .replicaset import ReplicaSetController
 from .resourceclaim import ResourceClaimController
+from .service_lb import DEFAULT_POOL, ServiceLBController
 from .taint_eviction import TaintEvictionController
 from .ttl_after_finished import TTLAfterFinishedController
 
@@ -38,13 +39,14 @@ SIGNER_USER = User("system:serviceaccount:kube-system:pod-identity-signer",
                    ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"))
 
 
-def build_controllers(client, clock: Clock = REAL) -> list[Controller]:
+def build_controllers(client, clock: Clock = REAL, load_balancer_pool: str = DEFAULT_POOL) -> list[Controller]:
     """Every controller of kube-controller-manager that nanokube runs, in start order."""
     return [
         NamespaceController(client, clock=clock),
         GarbageCollector(client, clock=clock),
         ResourceClaimController(client, clock=clock),
         EndpointSliceController(client, clock=clock),
+        ServiceLBController(client, clock=clock, pool=load_balancer_pool),
         ReplicaSetController(client, clock=clock),
         DeploymentController(client, clock=clock),
         JobController(client, clock=clock),
@@ -79,12 +81,14 @@ class ControllerManager:
     holds the `kube-controller-manager` Lease, so two managers never both act."""
 
     def __init__(self, client, clock: Clock = REAL, *, controllers: str = "*", signer_client=None,
-                 data_dir: str | None = None, elector: LeaderElector | None = None):
-        """`signer_client` and `data_dir` (the signer's CA) run the pod-identity signer too."""
+                 data_dir: str | None = None, elector: LeaderElector | None = None,
+                 load_balancer_pool: str = DEFAULT_POOL):
+        """`signer_client` and `data_dir` (the signer's CA) run the pod-identity signer too;
+        `load_balancer_pool` is the IPv4 CIDR LoadBalancer Services get their address from."""
         self.client = client
 
         def build() -> list[Controller]:
-            out = build_controllers(client, clock)
+            out = build_controllers(client, clock, load_balancer_pool)
             if signer_client is not None and data_dir is not None:
                 out.append(PodCertificateSigner(signer_client, data_dir, clock=clock))
             return enabled(out, controllers)
