@@ -6,6 +6,8 @@ and a Snapshot cloned per cycle from the nodes that changed since the last."""
 
 from __future__ import annotations
 
+import itertools
+
 from .framework import PodInfo
 from .resources import Resources, from_list
 
@@ -45,6 +47,7 @@ class NodeInfo:
         "pods",
         "ports",
         "requested",
+        "scores",
         "taints",
         "unschedulable",
         "used_cpu",
@@ -81,6 +84,8 @@ class NodeInfo:
         self.free_cpu, self.free_memory = a.milli_cpu - r.milli_cpu, a.memory - r.memory
         self.free_ephemeral = a.ephemeral - r.ephemeral
         self.free_pods = self.allowed_pods - len(self.pods)
+        #: ScoreMemo key -> score, valid while these totals are
+        self.scores: dict[int, int] = {}
 
     def set_node(self, node: dict) -> None:
         self.node = node
@@ -142,7 +147,34 @@ class NodeInfo:
         c.affinity_pods = dict(self.affinity_pods)
         c.anti_affinity_pods = dict(self.anti_affinity_pods)
         c.ports = list(self.ports)
+        c.scores = {}
         return c
+
+
+#: scores a node keeps before dropping them all (many pod shapes between two changes of it)
+MAX_MEMO = 16
+
+
+class ScoreMemo:
+    """Keys under which a Score plugin whose score depends only on a node's
+    totals and on the pod's requests keeps its scores in NodeInfo.scores:
+    pods of one shape (a Deployment's replicas) then score an unchanged node
+    by one lookup. Keys are never reused, so a key dropped here can never
+    find another shape's score."""
+
+    _next = itertools.count(1)
+    MAX_SHAPES = 1024
+
+    def __init__(self) -> None:
+        self._keys: dict[tuple, int] = {}
+
+    def key(self, shape: tuple) -> int:
+        k = self._keys.get(shape)
+        if k is None:
+            if len(self._keys) >= self.MAX_SHAPES:
+                self._keys.clear()
+            k = self._keys[shape] = next(self._next)
+        return k
 
 
 def host_ports(pod: dict) -> list[tuple[str, str, int]]:

@@ -336,8 +336,11 @@ class Framework:
     def run_score(self, state: CycleState, info: PodInfo, nodes: list) -> list[int]:
         """Weighted, normalised total score per node (in `nodes` order); a
         plugin scores all nodes in one `score_nodes` call, or one `score`
-        call per node."""
-        totals = [0] * len(nodes)
+        call per node. A plugin giving every node the same score adds it
+        once, not per node."""
+        n = len(nodes)
+        offset = 0
+        columns: list[tuple[list[int], int]] = []
         for p in self.points["score"]:
             if p.name in state.skip_score:
                 continue
@@ -350,11 +353,23 @@ class Framework:
                 p.normalize_score(state, info, scores)
             if state.record_plugin_metrics:
                 self._timed("Score", p.name, t, None)
-            if scores and not (0 <= min(scores) and max(scores) <= MAX_NODE_SCORE):
+            if not scores:
+                continue
+            lo, hi = min(scores), max(scores)
+            if not (0 <= lo and hi <= MAX_NODE_SCORE):
                 bad = next(s for s in scores if not 0 <= s <= MAX_NODE_SCORE)
                 raise ValueError(f"plugin {p.name} returned an invalid score {bad}")
             w = self.weights[p.name]
-            totals = list(map(add, totals, scores if w == 1 else map(mul, scores, repeat(w, len(scores)))))
+            if lo == hi:
+                offset += lo * w
+            else:
+                columns.append((scores, w))
+        if not columns:
+            return [offset] * n
+        (first, w), rest = columns[0], columns[1:]
+        totals = [s * w + offset for s in first] if w != 1 or offset else list(first)
+        for scores, w in rest:
+            totals = list(map(add, totals, scores if w == 1 else map(mul, scores, repeat(w, n))))
         return totals
 
     def run_reserve(self, state: CycleState, info: PodInfo, node: str) -> Status | None:

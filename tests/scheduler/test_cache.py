@@ -40,7 +40,7 @@ def test_snapshot_lists_nodes_with_affinity_pods_through_cache_and_in_place_chan
     trial = info(pod("trial", affinity=ANTI))
     snap.infos["c"].add_pod(trial)
     assert _names(snap.have_pods_with_required_anti_affinity()) == {"a", "c"}
-    assert snap.have_pods_with_required_anti_affinity()[-1] is snap.infos["c"]
+    assert {n.name: n for n in snap.have_pods_with_required_anti_affinity()}["c"] is snap.infos["c"]
     snap.infos["c"].remove_pod(trial.uid)
     assert _names(snap.have_pods_with_required_anti_affinity()) == {"a"}
     # the cache's own changes arrive as freshly cloned nodes
@@ -48,7 +48,7 @@ def test_snapshot_lists_nodes_with_affinity_pods_through_cache_and_in_place_chan
     cache.assume(info(pod("anti2", affinity=ANTI)), "b")
     cache.update_snapshot(snap)
     assert _names(snap.have_pods_with_required_anti_affinity()) == {"b"}
-    assert snap.have_pods_with_affinity()[0] is snap.infos["b"]
+    assert {n.name: n for n in snap.have_pods_with_affinity()}["b"] is snap.infos["b"]
     cache.remove_node("b")
     cache.update_snapshot(snap)
     assert not snap.have_pods_with_affinity() and not snap.have_pods_with_required_anti_affinity()

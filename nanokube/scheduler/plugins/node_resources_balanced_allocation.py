@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from ..cache import MAX_MEMO, ScoreMemo
 from ..framework import MAX_NODE_SCORE, SKIP
 from ..resources import CPU, MEMORY
 
@@ -27,6 +28,7 @@ class NodeResourcesBalancedAllocation:
 
     def __init__(self, args: dict, handle) -> None:
         self.resources = [r["name"] for r in args.get("resources") or [{"name": CPU}, {"name": MEMORY}]]
+        self.memo = ScoreMemo()
 
     def _requests(self, info) -> list[tuple[str, int]]:
         return [(r, info.requests.get(r)) for r in self.resources]
@@ -61,21 +63,27 @@ class NodeResourcesBalancedAllocation:
             out.append(balanced_score(fractions))
         return out
 
-    @staticmethod
-    def _cpu_memory(cpu: int, memory: int, nodes) -> list[int]:
-        """The default resources inline: with two fractions the standard
-        deviation is half their difference."""
+    def _cpu_memory(self, cpu: int, memory: int, nodes) -> list[int]:
+        """The default resources, kept per node for pods of the same shape
+        until the node changes."""
+        key = self.memo.key((cpu, memory))
         out = []
         append = out.append
         for node in nodes:
-            cc, cm = node.alloc_cpu, node.alloc_memory
-            if cc and cm:
-                fc, fm = (node.used_cpu + cpu) / cc, (node.used_memory + memory) / cm
-                if fc > 1.0:
-                    fc = 1.0
-                if fm > 1.0:
-                    fm = 1.0
-                append(int((1 - abs(fc - fm) / 2) * MAX_NODE_SCORE))
-            else:
-                append(MAX_NODE_SCORE)
+            memo = node.scores
+            score = memo.get(key)
+            if score is None:
+                if len(memo) >= MAX_MEMO:
+                    memo.clear()
+                score = memo[key] = _balanced_cpu_memory(node, cpu, memory)
+            append(score)
         return out
+
+
+def _balanced_cpu_memory(node, cpu: int, memory: int) -> int:
+    """With two fractions the standard deviation is half their difference."""
+    cc, cm = node.alloc_cpu, node.alloc_memory
+    if not (cc and cm):
+        return MAX_NODE_SCORE
+    return int((1 - abs(min((node.used_cpu + cpu) / cc, 1.0) - min((node.used_memory + memory) / cm, 1.0)) / 2)
+               * MAX_NODE_SCORE)

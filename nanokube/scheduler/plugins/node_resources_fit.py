@@ -4,7 +4,7 @@ MostAllocated or RequestedToCapacityRatio over weighted resources."""
 
 from __future__ import annotations
 
-from ..cache import NodeInfo
+from ..cache import MAX_MEMO, NodeInfo, ScoreMemo
 from ..framework import (
     ASSIGNED_POD,
     MAX_NODE_SCORE,
@@ -82,6 +82,7 @@ class ResourceScorer:
     def __init__(self, fn, resources: list[tuple[str, int]]) -> None:
         self.fn = fn
         self.resources = resources
+        self.memo = ScoreMemo()
 
     def pod_vector(self, info) -> list[tuple[str, int, int]]:
         """(resource, weight, pod request) per scored resource, built once
@@ -107,30 +108,37 @@ class ResourceScorer:
 
     def score_all(self, vector: list[tuple[str, int, int]], nodes: list) -> list[int]:
         """`score` for each node; the default LeastAllocated over CPU and
-        memory is computed inline, being most of every scheduling cycle."""
+        memory, being most of every scheduling cycle, is kept per node for
+        pods of the same shape until the node changes."""
         if self.fn is not least_allocated or [name for name, _, _ in vector] != [CPU, MEMORY]:
             return [self.score(vector, n) for n in nodes]
         (_, wc, rc), (_, wm, rm) = vector
+        key = self.memo.key((wc, rc, wm, rm))
         out = []
         append = out.append
         for n in nodes:
-            cc, cm = n.alloc_cpu, n.alloc_memory
-            if cc and cm:
-                c, m = n.nonzero_cpu + rc, n.nonzero_memory + rm
-                append((((cc - c) * MAX_NODE_SCORE // cc if c <= cc else 0) * wc
-                        + ((cm - m) * MAX_NODE_SCORE // cm if m <= cm else 0) * wm) // (wc + wm))
-                continue
-            total = weights = 0
-            if cc:
-                c = n.nonzero_cpu + rc
-                total += ((cc - c) * MAX_NODE_SCORE // cc if c <= cc else 0) * wc
-                weights += wc
-            if cm:
-                m = n.nonzero_memory + rm
-                total += ((cm - m) * MAX_NODE_SCORE // cm if m <= cm else 0) * wm
-                weights += wm
-            append(total // weights if weights else 0)
+            memo = n.scores
+            score = memo.get(key)
+            if score is None:
+                if len(memo) >= MAX_MEMO:
+                    memo.clear()
+                score = memo[key] = self._least_allocated(n, wc, rc, wm, rm)
+            append(score)
         return out
+
+    @staticmethod
+    def _least_allocated(n, wc: int, rc: int, wm: int, rm: int) -> int:
+        total = weights = 0
+        cc, cm = n.alloc_cpu, n.alloc_memory
+        if cc:
+            c = n.nonzero_cpu + rc
+            total += ((cc - c) * MAX_NODE_SCORE // cc if c <= cc else 0) * wc
+            weights += wc
+        if cm:
+            m = n.nonzero_memory + rm
+            total += ((cm - m) * MAX_NODE_SCORE // cm if m <= cm else 0) * wm
+            weights += wm
+        return total // weights if weights else 0
 
 
 def scorer_from_args(args: dict, default: str = LEAST) -> ResourceScorer:

@@ -1,0 +1,58 @@
+"""Scores kept per node for pods of one shape: a node's change (a pod added
+or removed in place, its allocatable updated) or a different pod shape is
+scored afresh, and every kept score equals the one computed from scratch."""
+
+from nanokube.scheduler.cache import ScoreMemo
+from nanokube.scheduler.framework import CycleState
+from nanokube.scheduler.plugins.node_resources_balanced_allocation import (
+    NodeResourcesBalancedAllocation,
+    balanced_score,
+)
+from nanokube.scheduler.plugins.node_resources_fit import NodeResourcesFit
+from tests.scheduler import info, node, node_info, pod
+
+
+def fresh(p, nodes) -> tuple[list[int], list[int]]:
+    """(LeastAllocated, BalancedAllocation) computed without any kept score."""
+    fit = NodeResourcesFit({}, None)
+    vector = fit.scorer.pod_vector(p)
+    least = [fit.scorer.score(vector, n) for n in nodes]
+    cpu, memory = p.requests.milli_cpu, p.requests.memory
+    balanced = [balanced_score([min((n.requested.milli_cpu + cpu) / n.allocatable.milli_cpu, 1.0),
+                                min((n.requested.memory + memory) / n.allocatable.memory, 1.0)]) for n in nodes]
+    return least, balanced
+
+
+def scored(fit, balanced, p, nodes) -> tuple[list[int], list[int]]:
+    st = CycleState()
+    fit.pre_score(st, p, nodes)
+    balanced.pre_score(st, p, nodes)
+    return fit.score_nodes(st, p, nodes), balanced.score_nodes(st, p, nodes)
+
+
+def test_kept_scores_follow_node_changes_and_pod_shapes():
+    fit, balanced = NodeResourcesFit({}, None), NodeResourcesBalancedAllocation({}, None)
+    nodes = [node_info(node("a", "4", "8Gi")), node_info(node("b", "8", "8Gi"), pod("x", "2", "1Gi"))]
+    small, big = info(pod("s", "500m", "1Gi")), info(pod("b", "2", "6Gi"))
+    first = scored(fit, balanced, small, nodes)
+    assert first == fresh(small, nodes) and all(nodes[0].scores.values())
+    assert scored(fit, balanced, small, nodes) == first
+    assert scored(fit, balanced, big, nodes) == fresh(big, nodes) != first
+    nodes[0].add_pod(info(pod("y", "3", "4Gi")))
+    assert not nodes[0].scores
+    assert scored(fit, balanced, small, nodes) == fresh(small, nodes) != first
+    nodes[0].remove_pod("uid-y")
+    assert scored(fit, balanced, small, nodes) == first
+    copy = nodes[1].clone()
+    assert not copy.scores and nodes[1].scores
+    nodes[1].set_node(node("b", "16", "8Gi"))
+    assert scored(fit, balanced, small, nodes) == fresh(small, nodes) != first
+
+
+def test_memo_keys_are_never_reused():
+    memo = ScoreMemo()
+    memo.MAX_SHAPES = 2
+    keys = [memo.key((1,)), memo.key((2,)), memo.key((1,))]
+    assert keys[0] == keys[2]
+    again = memo.key((3,))
+    assert again not in keys and memo.key((1,)) not in keys + [again]
