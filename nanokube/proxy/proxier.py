@@ -7,6 +7,10 @@ addressType. Unlike upstream's two proxiers, the families share one loop,
 one set of metrics (upstream's are per process too) and one health: a
 change counts as written once every family's sync succeeded.
 
+Besides ClusterIPs, each family's table captures the Services' externalIPs
+and the VIP-mode `status.loadBalancer.ingress` IPs of that family (those the
+service-lb-controller writes included), with their loadBalancerSourceRanges.
+
 Informer events mark services dirty; a service's typed structures are rebuilt
 only when it changed, so unchanged services keep their identity and the
 syncer skips them. Syncs are batched by `min_sync_period`, a sync runs at
@@ -24,6 +28,7 @@ past the health timeout (twice `sync_period`).
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -60,7 +65,41 @@ def cluster_ip(spec: dict, family: str = "ip") -> str:
     return ips[i] if i < len(ips) and ips[i] != "None" else ""
 
 
-def service_ports(svc: dict, slices: list[dict], node_name: str = "", family: str = "ip") -> list[ServicePort]:
+def _of_family(addr: str, family: str) -> bool:
+    return (":" in addr) == (family == "ip6")
+
+
+def lb_vips(svc: dict, family: str = "ip") -> tuple[str, ...]:
+    """The Service's load-balancer ingress IPs of `family` that kube-proxy
+    captures: those in VIP mode (an unset ipMode is VIP); a Proxy-mode load
+    balancer delivers to the nodes itself (upstream's IsVIPMode)."""
+    ingress = ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+    return tuple(dict.fromkeys(i["ip"] for i in ingress
+                               if i.get("ip") and i.get("ipMode", "VIP") == "VIP" and _of_family(i["ip"], family)))
+
+
+def source_ranges(spec: dict, lb_ips: tuple[str, ...], node_ip: str, family: str = "ip") -> tuple[str, ...]:
+    """loadBalancerSourceRanges of `family` (upstream trims the whitespace
+    validation lets through), merged so nft gets no overlapping intervals.
+    When a range holds the node's IP the LB IPs are allowed too: a VIP
+    bound on the node answers the node's own requests from the VIP itself."""
+    nets = []
+    for r in spec.get("loadBalancerSourceRanges") or []:
+        try:
+            net = ipaddress.ip_network(r.strip(), strict=False)
+        except ValueError:
+            continue
+        if _of_family(str(net.network_address), family):
+            nets.append(net)
+    if not nets:
+        return ()
+    if node_ip and _of_family(node_ip, family) and any(ipaddress.ip_address(node_ip) in n for n in nets):
+        nets += [ipaddress.ip_network(a) for a in lb_ips]
+    return tuple(str(n) for n in ipaddress.collapse_addresses(nets))
+
+
+def service_ports(svc: dict, slices: list[dict], node_name: str = "", family: str = "ip",
+                  node_ip: str = "") -> list[ServicePort]:
     """The typed structures of one Service in nftables `family` from its
     EndpointSlices of that family's addressType; endpoints on `node_name`
     are the local ones. A Service with no ClusterIP of the family has none."""
@@ -71,7 +110,11 @@ def service_ports(svc: dict, slices: list[dict], node_name: str = "", family: st
     affinity = 0
     if spec.get("sessionAffinity") == "ClientIP":
         affinity = ((spec.get("sessionAffinityConfig") or {}).get("clientIP") or {}).get("timeoutSeconds") or 10800
-    external = spec.get("type") in ("NodePort", "LoadBalancer") and spec.get("externalTrafficPolicy") == "Local"
+    external_ips = tuple(dict.fromkeys(a for a in spec.get("externalIPs") or [] if _of_family(a, family)))
+    vips = lb_vips(svc, family)
+    ranges = source_ranges(spec, vips, node_ip, family)
+    accessible = spec.get("type") in ("NodePort", "LoadBalancer") or bool(spec.get("externalIPs"))
+    external = accessible and spec.get("externalTrafficPolicy") == "Local"
     out = []
     for p in spec.get("ports", []):
         name, proto = p.get("name", ""), p.get("protocol", "TCP")
@@ -89,7 +132,7 @@ def service_ports(svc: dict, slices: list[dict], node_name: str = "", family: st
                     eps[(addr, port)] = Endpoint(addr, port, ready, bool(node_name) and ep.get("nodeName") == node_name)
         out.append(ServicePort(md["namespace"], md["name"], name or str(p["port"]), proto.lower(), ip,
                                p["port"], p.get("nodePort", 0), tuple(eps[k] for k in sorted(eps)), affinity,
-                               spec.get("internalTrafficPolicy") == "Local", external))
+                               spec.get("internalTrafficPolicy") == "Local", external, external_ips, vips, ranges))
     return out
 
 
@@ -185,7 +228,8 @@ class Proxier:
                 for sp in t.ports.pop(key, []):
                     t.flat.pop(sp.key, None)
                 if svc is not None:
-                    t.ports[key] = service_ports(svc, by_service.get(key, []), self.node_name, t.family)
+                    t.ports[key] = service_ports(svc, by_service.get(key, []), self.node_name, t.family,
+                                                 self.node_ip)
                     t.flat.update((sp.key, sp) for sp in t.ports[key])
 
     async def sync_once(self, full: bool = False) -> list[SyncReport]:

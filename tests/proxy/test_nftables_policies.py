@@ -84,7 +84,9 @@ def test_external_traffic_policy_local_nodeport(nft):
     assert vmap_keys(k, "service-nodeports") == {("tcp", 30080): {"goto": {"target": f"external-{base}"}}}
     assert s.sync(services(sp(local=(), node_port=30080, external_local=True))).ok
     k = Kernel(nft)
-    assert vmap_keys(k, "service-nodeports") == {}
+    # as upstream: the external chain still short-circuits pod and node sources, the rest falls through to drop
+    assert vmap_keys(k, "service-nodeports") == {("tcp", 30080): {"goto": {"target": f"external-{base}"}}}
+    assert len(k.rules(f"external-{base}")) == 3 and k.rules(f"local-{base}") == []  # flushed, deleted next sync
     assert vmap_keys(k, "no-endpoint-nodeports") == {("tcp", 30080): {"drop": None}}
     assert set(service_ip_keys(k)) == {("10.96.0.10", "tcp", 80)}  # ClusterIP traffic still served
 

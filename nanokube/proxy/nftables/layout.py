@@ -15,9 +15,11 @@ maps and the `cluster-ips` set. What hangs off `service-ips` is a hybrid:
   traffic (an endpoint reaching itself through its service) is masqueraded
   in `masquerading` through the `hairpin-endpoints` set of
   endpoint . endpoint pairs.
-- A service port with session affinity, a Local traffic policy or a NodePort
+- A service port with session affinity, a Local traffic policy or any
+  external destination (a NodePort, externalIPs, LoadBalancer ingress IPs)
   keeps upstream's per-service chains (`service-`/`local-`/`external-`,
-  `numgen random mod N vmap {...}` over `endpoint-` chains, `affinity-` sets).
+  `numgen random mod N vmap {...}` over `endpoint-` chains, `affinity-` sets,
+  and `firewall-` for loadBalancerSourceRanges).
 
 Why: upstream's per-service anonymous vmaps load super-linearly (86.6 s for
 10k services x 5 endpoints on the development VM, perf-anchors §8), and a
@@ -61,11 +63,19 @@ class ServicePort:
     endpoints: tuple[Endpoint, ...] = ()
     affinity_timeout: int = 0  # ClientIP session affinity timeout in seconds; 0 is none
     internal_local: bool = False  # internalTrafficPolicy: Local
-    external_local: bool = False  # externalTrafficPolicy: Local (NodePorts)
+    external_local: bool = False  # externalTrafficPolicy: Local (NodePorts, externalIPs, LoadBalancer IPs)
+    external_ips: tuple[str, ...] = ()  # spec.externalIPs of the table's family
+    lb_ips: tuple[str, ...] = ()  # status.loadBalancer.ingress IPs of the family in VIP mode
+    #: loadBalancerSourceRanges of the family, plus the LB IPs when a range holds the node's IP
+    source_ranges: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}/{self.protocol}/{self.port_name}"
+
+    @property
+    def externally_accessible(self) -> bool:
+        return bool(self.node_port or self.external_ips or self.lb_ips)
 
     @property
     def ready_endpoints(self) -> tuple[Endpoint, ...]:
@@ -74,7 +84,8 @@ class ServicePort:
     @property
     def ordinary(self) -> bool:
         """Served by a shared `lb-N` chain rather than chains of its own."""
-        return not (self.node_port or self.affinity_timeout or self.internal_local or self.external_local)
+        return not (self.externally_accessible or self.affinity_timeout or self.internal_local
+                    or self.external_local)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,24 +133,39 @@ def affinity_set(sp: ServicePort, ep: Endpoint) -> str:
     return "affinity-" + endpoint_chain(sp, ep)[len("endpoint-"):]
 
 
+def firewall_chain(sp: ServicePort) -> str:
+    return "firewall-" + chain_base(sp.key)
+
+
 def service_rules(cfg: Config, sp: ServicePort) -> ServiceRules:
     """Chains, sets and elements of one service port.
 
     An ordinary one is a `service-ips` element to a shared `lb-` chain
     (which it lists too, so the syncer counts its users) and its endpoints'
-    slots in `service-endpoints-<proto>`. Otherwise the ClusterIP goes to the internal policy chain (`local-` with
-    internalTrafficPolicy Local, else `service-`); a NodePort to `external-`,
-    which with externalTrafficPolicy Local sends pod and node sources through
-    `service-` and everything else to `local-`. A policy with endpoints
-    elsewhere but none on this node drops; no endpoints at all rejects."""
+    slots in `service-endpoints-<proto>`. Otherwise the ClusterIP goes to the
+    internal policy chain (`local-` with internalTrafficPolicy Local, else
+    `service-`); a NodePort, external IPs and LoadBalancer IPs go to
+    `external-`, which marks for masquerade and goes to `service-`, or with
+    externalTrafficPolicy Local sends pod and node sources through `service-`
+    and everything else to `local-`. A policy with endpoints elsewhere but
+    none on this node drops what its chains did not short-circuit; no
+    endpoints at all rejects. LoadBalancer IPs with source ranges are looked
+    up in `firewall-ips` before DNAT (endpoints or not): `firewall-` drops
+    every source outside the ranges."""
     out = ServiceRules()
     ip = cfg.family
-    svc_key = f"{sp.cluster_ip} . {sp.protocol} . {sp.port}"
+    port = f"{sp.protocol} . {sp.port}"
+    svc_key = f"{sp.cluster_ip} . {port}"
     np_key = f"{sp.protocol} . {sp.node_port}"
+    ext_keys = [f"{a} . {port}" for a in dict.fromkeys(sp.external_ips + sp.lb_ips)]
     out.elements["cluster-ips"] = {sp.cluster_ip: ""}
+    if sp.lb_ips and sp.source_ranges:
+        fw = firewall_chain(sp)
+        out.chains[fw] = (f"{ip} saddr != {{ {', '.join(sp.source_ranges)} }} drop",)
+        out.elements["firewall-ips"] = {f"{a} . {port}": f"goto {fw}" for a in sp.lb_ips}
     eps = sp.ready_endpoints
     if not eps:
-        out.elements["no-endpoint-services"] = {svc_key: "goto reject-chain"}
+        out.elements["no-endpoint-services"] = {k: "goto reject-chain" for k in (svc_key, *ext_keys)}
         if sp.node_port:
             out.elements["no-endpoint-nodeports"] = {np_key: "goto reject-chain"}
         return out
@@ -147,8 +173,8 @@ def service_rules(cfg: Config, sp: ServicePort) -> ServiceRules:
     if sp.ordinary:
         lb, proto = lb_chain(sp.protocol, len(eps)), sp.protocol
         out.chains[lb] = (f"{masq_from}jump mark-for-masquerade",
-                          f"dnat {ip} addr . port to {ip} daddr . {proto} dport . "
-                          f"numgen random mod {len(eps)} map @service-endpoints-{proto}")
+                          (f"dnat {ip} addr . port to {ip} daddr . {proto} dport . "
+                           f"numgen random mod {len(eps)} map @service-endpoints-{proto}"))
         out.elements["service-ips"] = {svc_key: f"goto {lb}"}
         out.elements[f"service-endpoints-{proto}"] = {f"{sp.cluster_ip} . {sp.port} . {i}": f"{e.ip} . {e.port}"
                                                       for i, e in enumerate(eps)}
@@ -156,30 +182,37 @@ def service_rules(cfg: Config, sp: ServicePort) -> ServiceRules:
         return out
     local_eps = tuple(e for e in eps if e.local)
     base = chain_base(sp.key)
-    cluster_chain, local_chain = "service-" + base, "local-" + base
+    cluster_chain, local_chain, ext_chain = "service-" + base, "local-" + base, "external-" + base
+    external_local = sp.external_local and sp.externally_accessible
     internal_eps = local_eps if sp.internal_local else eps
-    external_eps = local_eps if sp.external_local else eps
+    external_eps = local_eps if external_local else eps
     masq_rule = (f"{ip} daddr {sp.cluster_ip} {sp.protocol} dport {sp.port} {masq_from}jump mark-for-masquerade",)
-    if not sp.internal_local or sp.node_port:
+    if not sp.internal_local or sp.externally_accessible:
         _policy_chain(cfg, sp, out, cluster_chain, eps, () if sp.internal_local else masq_rule)
-    if local_eps and (sp.internal_local or (sp.node_port and sp.external_local)):
+    if local_eps and (sp.internal_local or external_local):
         _policy_chain(cfg, sp, out, local_chain, local_eps, masq_rule if sp.internal_local else ())
+    service_ips = out.elements.setdefault("service-ips", {})
     if internal_eps:
-        out.elements["service-ips"] = {svc_key: f"goto {local_chain if sp.internal_local else cluster_chain}"}
+        service_ips[svc_key] = f"goto {local_chain if sp.internal_local else cluster_chain}"
     else:
         out.elements["no-endpoint-services"] = {svc_key: "drop"}
+    if not sp.externally_accessible:
+        return out
+    if external_local:
+        pods = (f"{ip} saddr {cfg.cluster_cidr} goto {cluster_chain}",) if cfg.cluster_cidr else ()
+        rules = pods + ("fib saddr type local jump mark-for-masquerade", f"fib saddr type local goto {cluster_chain}")
+    else:
+        rules = ("jump mark-for-masquerade",)
+    if external_eps:
+        rules += (f"goto {local_chain if external_local else cluster_chain}",)
+    out.chains[ext_chain] = rules
+    service_ips.update((k, f"goto {ext_chain}") for k in ext_keys)
     if sp.node_port:
-        if not external_eps:
-            out.elements["no-endpoint-nodeports"] = {np_key: "drop"}
-            return out
-        ext_chain = "external-" + base
-        if sp.external_local:
-            pods = (f"{ip} saddr {cfg.cluster_cidr} goto {cluster_chain}",) if cfg.cluster_cidr else ()
-            out.chains[ext_chain] = pods + ("fib saddr type local jump mark-for-masquerade",
-                                            f"fib saddr type local goto {cluster_chain}", f"goto {local_chain}")
-        else:
-            out.chains[ext_chain] = ("jump mark-for-masquerade", f"goto {cluster_chain}")
         out.elements["service-nodeports"] = {np_key: f"goto {ext_chain}"}
+    if not external_eps:
+        out.elements.setdefault("no-endpoint-services", {}).update((k, "drop") for k in ext_keys)
+        if sp.node_port:
+            out.elements["no-endpoint-nodeports"] = {np_key: "drop"}
     return out
 
 
