@@ -10,6 +10,7 @@ the module checks that nothing is left.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from nanokube.controllers.service_lb import DEFAULT_POOL
 from nanokube.node.runtime.netns import PREFIX, cluster_tag, list_netns
 from tests.e2e.conftest import start_cluster, wait_for
 
@@ -246,6 +248,28 @@ def test_affinity_nodeports_and_local_external_policy(net_cluster):
     assert CLIENT_NODE not in with_pods
     for svc in ("sticky", "np", "np-local"):
         c.kubectl("delete", "service", svc)
+    c.kubectl("delete", "deployment", "web")
+
+
+def test_load_balancer_ip_from_the_pool_answers_a_pod_on_another_node(net_cluster):
+    c = net_cluster
+    c.kubectl("apply", "-f", "-", input=deployment(2))
+    c.kubectl("apply", "-f", "-", input=service("lb", type="LoadBalancer"))
+    ingress = wait_for(lambda: c.kubectl_json("get", "service", "lb")["status"].get("loadBalancer", {}).get("ingress"),
+                       30, "a load balancer IP")
+    ip = ingress[0]["ip"]
+    assert ingress == [{"ip": ip, "ipMode": "VIP"}] and ipaddress.ip_address(ip) in ipaddress.ip_network(DEFAULT_POOL)
+    header, row = c.kubectl("get", "svc", "lb").stdout.splitlines()
+    assert header.split()[3] == "EXTERNAL-IP" and row.split()[3] == ip
+    wait_for(lambda: len(ready_endpoints(c, "lb")) == 2, 90, "2 ready endpoints of lb")
+    captured = re.compile(rf"{re.escape(ip)} \. tcp \. 80 : goto external-\w+-default/lb/tcp/80\b")
+    wait_for(lambda: captured.search(nft(c, 2, "list", "map", "ip", "kube-proxy", "service-ips")), 30,
+             "the LB IP in service-ips of the client's node")
+    proxied(c, "lb", 2, [2])
+    out = run_client(c, "client-lb", f"http://{ip}/", 10)
+    answered = [line.split()[1] for line in out if line.startswith("OK")]
+    assert len(answered) == 10 and set(answered) <= set(web_pods(c)), out
+    c.kubectl("delete", "service", "lb")
     c.kubectl("delete", "deployment", "web")
 
 
