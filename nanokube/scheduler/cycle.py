@@ -137,5 +137,7 @@ class Algorithm:
     def select_host(self, nodes: list, totals: list[int]) -> str:
         """The highest score; ties broken uniformly at random."""
         top = max(totals)
+        if totals.count(top) == 1:
+            return nodes[totals.index(top)].name
         ties = [i for i, s in enumerate(totals) if s == top]
-        return nodes[ties[self.rng.randrange(len(ties))] if len(ties) > 1 else ties[0]].name
+        return nodes[ties[self.rng.randrange(len(ties))]].name

@@ -8,6 +8,7 @@ from nanokube.scheduler.cache import Cache, Snapshot
 from nanokube.scheduler.cycle import Algorithm, FitError, num_feasible_nodes_to_find
 from nanokube.scheduler.framework import CycleState, Framework, Profile
 from nanokube.scheduler.metrics import Metrics
+from nanokube.scheduler.plugins.node_affinity import NodeAffinity
 from nanokube.scheduler.plugins.node_resources_fit import NodeResourcesFit
 from nanokube.scheduler.plugins.node_unschedulable import NodeUnschedulable
 from nanokube.scheduler.plugins.priority_sort import PrioritySort
@@ -18,16 +19,18 @@ TAINT = {"key": "k", "value": "v", "effect": "NoSchedule"}
 
 
 def framework() -> Framework:
-    plugins = [PrioritySort({}, None), NodeUnschedulable({}, None), TaintToleration({}, None), NodeResourcesFit({}, None)]
+    plugins = [PrioritySort({}, None), NodeUnschedulable({}, None), TaintToleration({}, None), NodeAffinity({}, None),
+               NodeResourcesFit({}, None)]
     return Framework(Profile(plugins=[p.name for p in plugins]), plugins, Metrics(), FakeClock())
 
 
 def snapshot(count: int, full) -> Snapshot:
-    """Nodes of which every 7th is unschedulable, every 5th tainted and those `full` picks have 1 CPU."""
+    """Nodes of which every 7th is unschedulable, every 5th tainted, every
+    4th in zone b, and those `full` picks have 1 CPU."""
     cache, snap = Cache(), Snapshot()
     for i in range(count):
         cache.add_node(node(f"n{i}", "1" if full(i) else "4", taints=[TAINT] if i % 5 == 0 else None,
-                            unschedulable=i % 7 == 0))
+                            unschedulable=i % 7 == 0, labels={"zone": "b" if i % 4 == 0 else "a"}))
     cache.update_snapshot(snap)
     return snap
 
@@ -51,9 +54,10 @@ def node_by_node(fwk: Framework, state: CycleState, p, snap: Snapshot, start: in
 
 
 @pytest.mark.parametrize("count,full", [(300, lambda i: i % 3 == 0), (1000, lambda i: 100 <= i < 700)])
-def test_chunked_search_matches_the_node_by_node_search(count, full):
+@pytest.mark.parametrize("selector", [None, {"zone": "a"}])
+def test_chunked_search_matches_the_node_by_node_search(count, full, selector):
     fwk, snap, alg = framework(), snapshot(count, full), Algorithm()
-    p = info(pod("p", "2", "1Gi"))
+    p = info(pod("p", "2", "1Gi", **({"nodeSelector": selector} if selector else {})))
     for _ in range(8):
         start = alg.next_start
         want_feasible, _, want_next = node_by_node(fwk, CycleState(), p, snap, start)
@@ -62,14 +66,18 @@ def test_chunked_search_matches_the_node_by_node_search(count, full):
         assert alg.next_start == want_next
 
 
-def test_no_fit_records_every_status_in_search_order():
+@pytest.mark.parametrize("selector,message", [
+    (None, "206 Insufficient cpu, 43 node(s) were unschedulable, 51 node(s) had untolerated taint {k: v}"),
+    ({"zone": "b"}, "154 node(s) didn't match Pod's node affinity/selector, 43 node(s) were unschedulable, "
+                    "51 node(s) had untolerated taint {k: v}, 52 Insufficient cpu"),
+])
+def test_no_fit_records_every_status_in_search_order(selector, message):
     fwk, snap, alg = framework(), snapshot(300, lambda i: True), Algorithm()
     alg.next_start = 123
-    p = info(pod("p", "2", "1Gi"))
+    p = info(pod("p", "2", "1Gi", **({"nodeSelector": selector} if selector else {})))
     _, want_statuses, _ = node_by_node(fwk, CycleState(), p, snap, 123)
     with pytest.raises(FitError) as e:
         alg.find_nodes(fwk, CycleState(), p, snap)
     got = [(name, (st.plugin, st.reasons)) for name, st in e.value.statuses.items()]
     assert got == list(want_statuses.items()) and len(got) == 300
-    assert str(e.value) == ("0/300 nodes are available: 206 Insufficient cpu, 43 node(s) were unschedulable, "
-                            "51 node(s) had untolerated taint {k: v}.")
+    assert str(e.value) == f"0/300 nodes are available: {message}."

@@ -49,6 +49,15 @@ class NodeAffinity:
             return None
         return unschedulable(REASON, resolvable=False)
 
+    def filter_nodes(self, state, info, nodes) -> dict:
+        """`filter` over many nodes, with the pod's matcher looked up once."""
+        matches = info.derived(self.name, node_matcher).matches
+        rejected = [i for i, n in enumerate(nodes) if not matches(n.labels, n.name)]
+        if not rejected:
+            return {}
+        st = unschedulable(REASON, resolvable=False)
+        return dict.fromkeys(rejected, st)
+
     def pre_score(self, state, info, nodes):
         if not _node_affinity(info.pod).get("preferredDuringSchedulingIgnoredDuringExecution"):
             return SKIP
