@@ -250,16 +250,17 @@ class DeviceTaintEvictionController(Controller):
         ns, name = md["namespace"], md["name"]
         cond = {"type": "DisruptionTarget", "status": "True", "reason": REASON, "message": MESSAGE,
                 "lastTransitionTime": self.clock.rfc3339()}
+        self._deleting.add(md["uid"])
         try:
             await self.recorder.emit(pod, "Normal", "DeviceTaintManagerEviction", "Marking for deletion")
             await self.pods_api.patch(name, {"status": {"conditions": [cond]}}, SMP, namespace=ns, subresource="status")
             await self.pods_api.delete(name, ns, preconditions={"uid": md["uid"]})
         except APIError as e:
+            self._deleting.discard(md["uid"])
             if e.code not in (404, 409):
                 raise
             return False
         self._scheduled.discard(key_of(pod))
-        self._deleting.add(md["uid"])
         return True
 
     # -- DeviceTaintRule status ------------------------------------------

@@ -111,13 +111,13 @@ class TaintEvictionController(Controller):
         ns, name = md["namespace"], md["name"]
         cond = {"type": "DisruptionTarget", "status": "True", "reason": REASON,
                 "message": "Taint manager: deleting due to NoExecute taint", "lastTransitionTime": self.clock.rfc3339()}
+        self._deleting.add(md["uid"])
         try:
             await self.pods_api.patch(name, {"status": {"conditions": [cond]}}, SMP, namespace=ns, subresource="status")
             await self.recorder.emit(pod, "Normal", "TaintManagerEviction",
                                      f"Marking for deletion Pod {ns}/{name}")
             await self.pods_api.delete(name, ns, preconditions={"uid": md["uid"]})
         except APIError as e:
+            self._deleting.discard(md["uid"])
             if e.code not in (404, 409):
                 raise
-            return
-        self._deleting.add(md["uid"])
