@@ -15,6 +15,7 @@ from .apiserver.errors import APIError
 from .client.http import HTTPClient
 from .client.leaderelection import add_arguments, from_arguments
 from .controllers.manager import LEASE_NAME, ControllerManager
+from .controllers.service_lb import DEFAULT_POOL, parse_pool
 from .metrics.prometheus import load_source
 from .metrics.provider import MetricsProvider
 
@@ -27,6 +28,8 @@ def add_parser(sub) -> None:
     p.add_argument("--controllers", default="*",
                    help="'*' for all, NAME to enable, -NAME to disable (comma-separated), as kube-controller-manager")
     add_arguments(p, LEASE_NAME, "acting")
+    p.add_argument("--load-balancer-pool", default=DEFAULT_POOL, metavar="CIDR",
+                   help=f"IPv4 addresses for type LoadBalancer Services (default {DEFAULT_POOL}, as `nanokube up`)")
     p.add_argument("--metrics-provider", default="builtin", metavar="builtin|prometheus=URL",
                    help="where the HPA reads custom and external metrics (as `nanokube up`)")
     p.add_argument("--metrics-rules", default=None, metavar="FILE", help="prometheus-adapter style rules")
@@ -39,7 +42,8 @@ async def _run(args: argparse.Namespace) -> int:
                                         user_agent="nanokube-controller-manager")
     await client.start()
     elector = from_arguments(client, args, LEASE_NAME)
-    manager = ControllerManager(client, controllers=args.controllers, elector=elector)
+    manager = ControllerManager(client, controllers=args.controllers, elector=elector,
+                                load_balancer_pool=args.load_balancer_pool)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -61,6 +65,7 @@ async def _run(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     try:
+        parse_pool(args.load_balancer_pool)
         return asyncio.run(_run(args))
     except ValueError as e:
         print(f"nanokube controller-manager: {e}", file=sys.stderr)

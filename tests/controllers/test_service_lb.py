@@ -146,3 +146,15 @@ async def test_load_balancer_class_and_requests_outside_the_pool(env):
     await services.create(lb("after"))
     assert await eventually(lambda: got_ip(client, "after")) == "192.0.2.1"
     assert await ingress(client, "classed") is None and await events(client, "classed") == []
+
+
+def test_the_standalone_controller_manager_refuses_a_bad_pool_before_connecting(capsys):
+    import argparse
+
+    from nanokube import cli_controller_manager
+
+    parser = argparse.ArgumentParser()
+    cli_controller_manager.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["controller-manager", "--kubeconfig", "/nonexistent", "--load-balancer-pool", "nope"])
+    assert cli_controller_manager.run(args) == 2
+    assert "--load-balancer-pool: 'nope' is not a CIDR" in capsys.readouterr().err
