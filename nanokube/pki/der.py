@@ -78,12 +78,21 @@ def read(data: bytes, pos: int) -> tuple[int, int, int]:
     return tag, pos, pos + n
 
 
-def certificate_spki(tbs: bytes) -> bytes:
-    """The SubjectPublicKeyInfo TLV, as encoded, of a TBSCertificate that
-    already parsed (version, serial, signature, issuer, validity, subject, spki)."""
-    _, pos, _ = read(tbs, 0)
-    if tbs[pos] == 0xA0:
-        pos = read(tbs, pos)[2]
+def certificate_parts(cert: bytes) -> tuple[bytes, bytes]:
+    """(SubjectPublicKeyInfo, [3] extensions or b"") TLVs, as encoded, of a
+    Certificate that already parsed: TBSCertificate is version, serial,
+    signature, issuer, validity, subject, spki, optional unique IDs, extensions."""
+    _, pos, _ = read(cert, 0)
+    _, pos, end = read(cert, pos)
+    if cert[pos] == 0xA0:
+        pos = read(cert, pos)[2]
     for _ in range(5):
-        pos = read(tbs, pos)[2]
-    return tbs[pos:read(tbs, pos)[2]]
+        pos = read(cert, pos)[2]
+    spki_end = read(cert, pos)[2]
+    spki, pos = cert[pos:spki_end], spki_end
+    while pos < end:
+        tag, _, next_pos = read(cert, pos)
+        if tag == 0xA3:
+            return spki, cert[pos:next_pos]
+        pos = next_pos
+    return spki, b""

@@ -15,6 +15,7 @@ import binascii
 import copy
 import functools
 import re
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from email.utils import parseaddr
@@ -403,11 +404,12 @@ def requested_spki(spec: dict) -> bytes | None:
     return key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo) if key is not None else None
 
 
-def _leaf_has_key(leaf: x509.Certificate, spki: bytes) -> bool:
-    """Whether the leaf certifies the key whose SubjectPublicKeyInfo is `spki`:
-    equal bytes as encoded settle it without loading the key; otherwise both
-    are compared re-encoded, as a key may be encoded more than one way."""
-    if _der.certificate_spki(leaf.tbs_certificate_bytes) == spki:
+def _leaf_has_key(leaf: x509.Certificate, leaf_spki: bytes, spki: bytes) -> bool:
+    """Whether the leaf (whose SubjectPublicKeyInfo as encoded is `leaf_spki`)
+    certifies the key whose SubjectPublicKeyInfo is `spki`: equal bytes settle
+    it without loading the key; otherwise both are compared re-encoded, as a
+    key may be encoded more than one way."""
+    if leaf_spki == spki:
         return True
     return leaf.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo) == spki
 
@@ -514,42 +516,74 @@ def _terminal(obj: Obj, typ: str) -> bool:
     return any(c.get("type") == typ and c.get("status") == "True" for c in (obj.get("status") or {}).get("conditions") or [])
 
 
-def _leaf_errors(status: dict, chain: str) -> tuple[Any, Errors]:
+#: per encoded extensions block: (DNS name or email, detail) for each bad SAN
+#: entry, or None when the extensions do not parse. The block alone decides
+#: both, and leaves for one service account from one CA share it, so most
+#: status updates skip building the extensions' Python objects.
+_SAN_PROBLEMS: OrderedDict[bytes, tuple[tuple[str, str], ...] | None] = OrderedDict()
+_SAN_PROBLEMS_MAX = 1024
+
+
+def _san_problems(leaf: x509.Certificate, extensions: bytes) -> tuple[tuple[str, str], ...] | None:
+    if extensions in _SAN_PROBLEMS:
+        _SAN_PROBLEMS.move_to_end(extensions)
+        return _SAN_PROBLEMS[extensions]
+    problems: tuple[tuple[str, str], ...] | None
+    try:
+        problems = _bad_san_entries(leaf.extensions)
+    except (ValueError, x509.DuplicateExtension):
+        problems = None
+    _SAN_PROBLEMS[extensions] = problems
+    if len(_SAN_PROBLEMS) > _SAN_PROBLEMS_MAX:
+        _SAN_PROBLEMS.popitem(last=False)
+    return problems
+
+
+def _bad_san_entries(extensions: x509.Extensions) -> tuple[tuple[str, str], ...]:
+    try:
+        san = extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return ()
+    problems = []
+    for name in san.get_values_for_type(x509.DNSName):
+        if not name:
+            problems.append((name, "leaf certificate should not contain empty DNSName"))
+        if ".." in name:
+            problems.append((name, "leaf certificate's DNSName should not contain '..'"))
+        if name.startswith(".") or name.endswith("."):
+            problems.append((name, "leaf certificate's DNSName should not start or end with '.'"))
+    for email in san.get_values_for_type(x509.RFC822Name):
+        if "@" not in parseaddr(email)[1]:
+            problems.append((email, "leaf certificate should not contain invalid EmailAddress"))
+    return tuple(problems)
+
+
+def _leaf_errors(status: dict, chain: str) -> tuple[Any, bytes, Errors]:
+    """(leaf, its SubjectPublicKeyInfo as encoded, errors); no leaf when the
+    chain is unusable."""
     if len(chain) > MAX_CHAIN:
-        return None, [too_long("status.certificateChain", MAX_CHAIN)]
+        return None, b"", [too_long("status.certificateChain", MAX_CHAIN)]
     blocks = pem_blocks(chain)
     path = "status.certificateChain"
     if not blocks:
-        return None, [invalid(path, chain, "issued certificate chain must contain at least one certificate")]
+        return None, b"", [invalid(path, chain, "issued certificate chain must contain at least one certificate")]
     if any(typ != "CERTIFICATE" for typ, _, _ in blocks):
-        return None, [invalid(path, chain, "issued certificate chain must consist entirely of CERTIFICATE PEM blocks")]
+        return None, b"", [invalid(path, chain, "issued certificate chain must consist entirely of CERTIFICATE PEM blocks")]
+    leaf_der = blocks[0][2] or b""
     try:
-        leaf = x509.load_der_x509_certificate(blocks[0][2] or b"")
+        leaf = x509.load_der_x509_certificate(leaf_der)
     except ValueError:
-        return None, [invalid(path, chain, "leaf certificate does not parse as valid X.509")]
+        return None, b"", [invalid(path, chain, "leaf certificate does not parse as valid X.509")]
     for _, _, der in blocks[1:]:
         try:
             x509.load_der_x509_certificate(der or b"")
         except ValueError:
-            return None, [invalid(path, chain, "intermediate certificate does not parse as valid X.509")]
-    errs: Errors = []
-    try:
-        san = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    except x509.ExtensionNotFound:
-        san = None
-    except (ValueError, x509.DuplicateExtension):
-        return None, [invalid(path, chain, "leaf certificate does not parse as valid X.509")]
-    for name in san.get_values_for_type(x509.DNSName) if san else []:
-        if not name:
-            errs.append(invalid(path, name, "leaf certificate should not contain empty DNSName"))
-        if ".." in name:
-            errs.append(invalid(path, name, "leaf certificate's DNSName should not contain '..'"))
-        if name.startswith(".") or name.endswith("."):
-            errs.append(invalid(path, name, "leaf certificate's DNSName should not start or end with '.'"))
-    for email in san.get_values_for_type(x509.RFC822Name) if san else []:
-        if "@" not in parseaddr(email)[1]:
-            errs.append(invalid(path, email, "leaf certificate should not contain invalid EmailAddress"))
-    return leaf, errs
+            return None, b"", [invalid(path, chain, "intermediate certificate does not parse as valid X.509")]
+    spki, extensions = _der.certificate_parts(leaf_der)
+    problems = _san_problems(leaf, extensions)
+    if problems is None:
+        return None, b"", [invalid(path, chain, "leaf certificate does not parse as valid X.509")]
+    return leaf, spki, [invalid(path, value, detail) for value, detail in problems]
 
 
 class PodCertificateRequestStrategy(Strategy):
@@ -606,11 +640,11 @@ class PodCertificateRequestStrategy(Strategy):
         return []
 
     def _issued(self, new: Obj, status: dict) -> Errors:
-        leaf, errs = _leaf_errors(status, status.get("certificateChain") or "")
+        leaf, leaf_spki, errs = _leaf_errors(status, status.get("certificateChain") or "")
         if leaf is None:
             return errs
         want = requested_spki(new.get("spec") or {})
-        if want is None or not _leaf_has_key(leaf, want):
+        if want is None or not _leaf_has_key(leaf, leaf_spki, want):
             return errs + [invalid("status.certificateChain", status.get("certificateChain"), "leaf certificate was not issued to the requested public key")]
         not_before, not_after, refresh = _time(status.get("notBefore")), _time(status.get("notAfter")), _time(status.get("beginRefreshAt"))
         if not_before is None:

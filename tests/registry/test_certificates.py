@@ -226,9 +226,9 @@ def test_pcr_v1beta1_legacy_key_and_v1_read():
     assert s.from_storage(legacy, "v1beta1") is legacy
 
 
-def issue(req, not_before=NOW, days=0, hours=24, refresh=timedelta(hours=12), key=EC_KEY):
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    leaf = make_cert(key, "web-0", ca=False, not_before=not_before, days=days + hours / 24, issuer_key=ca_key, dns=("web.default.svc",))
+def issue(req, not_before=NOW, days=0, hours=24, refresh=timedelta(hours=12), key=EC_KEY, dns=("web.default.svc",), ca_key=None):
+    ca_key = ca_key or ec.generate_private_key(ec.SECP256R1())
+    leaf = make_cert(key, "web-0", ca=False, not_before=not_before, days=days + hours / 24, issuer_key=ca_key, dns=dns)
     new = copy.deepcopy(req)
     fmt = "%Y-%m-%dT%H:%M:%SZ"
     new["status"] = {
@@ -273,7 +273,7 @@ def test_pcr_issued_leaf_key_compared_as_a_key_not_as_bytes():
     leaf_pem = issued["status"]["certificateChain"].split("-----END CERTIFICATE-----\n")[0] + "-----END CERTIFICATE-----\n"
     leaf = x509.load_pem_x509_certificate(leaf_pem.encode())
     full = EC_KEY.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-    assert der.certificate_spki(leaf.tbs_certificate_bytes) == full
+    assert der.certificate_parts(leaf.public_bytes(serialization.Encoding.DER))[0] == full
     point = EC_KEY.public_key().public_bytes(serialization.Encoding.X962, serialization.PublicFormat.CompressedPoint)
     compressed = der.seq(der.seq(der.oid("1.2.840.10045.2.1"), der.oid("1.2.840.10045.3.1.7")), der.bit_string(point))
     tbs = leaf.tbs_certificate_bytes.replace(full, compressed)
@@ -281,7 +281,7 @@ def test_pcr_issued_leaf_key_compared_as_a_key_not_as_bytes():
     ca_key = ec.generate_private_key(ec.SECP256R1())
     sig_alg = der.seq(der.oid("1.2.840.10045.4.3.2"))
     reencoded = x509.load_der_x509_certificate(der.seq(tbs, sig_alg, der.bit_string(ca_key.sign(tbs, ec.ECDSA(hashes.SHA256())))))
-    assert der.certificate_spki(reencoded.tbs_certificate_bytes) == compressed
+    assert der.certificate_parts(reencoded.public_bytes(serialization.Encoding.DER))[0] == compressed
     new = copy.deepcopy(issued)
     new["status"]["certificateChain"] = pem(reencoded)
     assert s.validate_status_update(new, req) == []
@@ -306,6 +306,22 @@ def test_pcr_issued_leaf_with_a_duplicate_extension_does_not_parse():
     issued["status"]["certificateChain"] = pem(leaf)
     [e] = s.validate_status_update(issued, req)
     assert (e.field, e.message.rsplit(": ", 1)[-1]) == ("status.certificateChain", "leaf certificate does not parse as valid X.509")
+
+
+def test_pcr_issued_leaf_san_checks_hold_for_every_leaf_sharing_its_extensions():
+    """The SAN verdict is remembered per encoded extensions block: a second
+    leaf with the same extensions (another key, serial and CA signature) gets
+    the same answer, and one without a SAN is fine."""
+    s = PodCertificateRequestStrategy(now=lambda: NOW)
+    req = pcr(maxExpirationSeconds=86400)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    assert s.validate_status_update(issue(req, dns=(), ca_key=ca_key), req) == []
+    bad = [("Invalid value", "a..b", "leaf certificate's DNSName should not contain '..'"),
+           ("Invalid value", ".x", "leaf certificate's DNSName should not start or end with '.'")]
+    for _ in range(2):
+        errs = s.validate_status_update(issue(req, dns=("a..b", ".x"), ca_key=ca_key), req)
+        assert [(e.field, e.message) for e in errs] == [("status.certificateChain", f'{kind}: "{v}": {d}') for kind, v, d in bad]
+    assert s.validate_status_update(issue(req, dns=("ok.example",), ca_key=ca_key), req) == []
 
 
 def test_pcr_spec_immutable():
