@@ -66,6 +66,17 @@ def _rejections(plugin, state: CycleState, info: PodInfo, nodes: list) -> dict[i
     return {i: s for i, node in enumerate(nodes) if (s := fn(state, info, node)) is not None}
 
 
+def _statuses(rejections: list[tuple[str, list, dict[int, Status]]], searched: list) -> dict[str, Status]:
+    """Each rejected node's status, attributed to its plugin, in the order
+    the nodes were searched, as a node-by-node search records them."""
+    failed: dict[str, Status] = {}
+    for plugin, nodes, rejected in rejections:
+        for pos, st in rejected.items():
+            st.plugin = plugin
+            failed[nodes[pos].name] = st
+    return {node.name: failed[node.name] for node in searched if node.name in failed}
+
+
 class Algorithm:
     """The synchronous part of a cycle, over a snapshot."""
 
@@ -86,7 +97,9 @@ class Algorithm:
         filters = fwk.filters(state)
         n = len(nodes)
         want = num_feasible_nodes_to_find(n, fwk.profile.percentage_of_nodes_to_score)
-        feasible, statuses = [], {}
+        feasible: list = []
+        #: (plugin, nodes it filtered, position -> status), turned into FitError's statuses only when nothing fits
+        rejections: list[tuple[str, list, dict[int, Status]]] = []
         start = self.next_start % n if n else 0
         processed = 0
         # Nodes go through the filters a chunk at a time, each plugin over the
@@ -100,25 +113,21 @@ class Algorithm:
             if len(chunk) < size:
                 chunk += nodes[:size - len(chunk)]
             processed += size
-            searched, failed = chunk, {}
             for p in filters:
                 rejected = _rejections(p, state, info, chunk)
                 if not rejected:
                     continue
-                for pos, s in rejected.items():
+                for s in rejected.values():
                     if s.code == Code.ERROR:
                         raise RuntimeError(f"running Filter plugin {p.name}: {s.message()}")
-                    s.plugin = p.name
-                    failed[chunk[pos].name] = s
+                rejections.append((p.name, chunk, rejected))
                 chunk = [node for pos, node in enumerate(chunk) if pos not in rejected]
                 if not chunk:
                     break
-            if failed:  # in search order, as a node-by-node search records them
-                statuses.update((node.name, failed[node.name]) for node in searched if node.name in failed)
             feasible += chunk
         self.next_start = (start + processed) % n if n else 0
         if not feasible:
-            raise FitError(len(snap.nodes), statuses)
+            raise FitError(len(snap.nodes), _statuses(rejections, nodes[start:] + nodes[:start]))
         return feasible
 
     def schedule(self, fwk: Framework, state: CycleState, info: PodInfo, snap: Snapshot) -> tuple[str, int, int]:

@@ -81,3 +81,31 @@ def test_no_fit_records_every_status_in_search_order(selector, message):
     got = [(name, (st.plugin, st.reasons)) for name, st in e.value.statuses.items()]
     assert got == list(want_statuses.items()) and len(got) == 300
     assert str(e.value) == f"0/300 nodes are available: {message}."
+
+
+def _required(*terms) -> dict:
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}}}
+
+
+@pytest.mark.parametrize("spec", [
+    {"nodeSelector": {"zone": "a", "disk": "ssd"}},
+    {"affinity": _required({"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "c"]},
+                                                 {"key": "cores", "operator": "Gt", "values": ["8"]}]},
+                           {"matchExpressions": [{"key": "disk", "operator": "DoesNotExist"}]})},
+    {"affinity": _required({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n3", "n7"]}]},
+                           {"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a"]}]})},
+    {"affinity": _required()},
+])
+def test_node_affinity_over_many_nodes_matches_node_by_node(spec):
+    plugin, p = NodeAffinity({}, None), info(pod("p", **spec))
+    cache, snap = Cache(), Snapshot()
+    for i in range(40):
+        labels = {"zone": "abc"[i % 3], "cores": str(4 * (i % 5))}
+        if i % 4:
+            labels["disk"] = "ssd"
+        cache.add_node(node(f"n{i}", labels=labels))
+    cache.update_snapshot(snap)
+    want = [i for i, n in enumerate(snap.nodes) if plugin.filter(CycleState(), p, n) is not None]
+    got = plugin.filter_nodes(CycleState(), p, snap.nodes)
+    assert sorted(got) == want and 0 < len(want) <= 40
+    assert {st.reasons[0] for st in got.values()} == {"node(s) didn't match Pod's node affinity/selector"}

@@ -32,6 +32,15 @@ def pod_matches_node(pod: dict, labels: dict, name: str) -> bool:
     return node_matcher(pod).matches(labels, name)
 
 
+def _label_keys(matcher: NodeMatcher) -> tuple[str, ...] | None:
+    """The node labels a matcher reads, or None when a term also reads the
+    node's name (matchFields)."""
+    terms = matcher.terms or []
+    if any(fields for _, fields in terms):
+        return None
+    return tuple(dict.fromkeys([k for k, _ in matcher.pairs] + [e[0] for exprs, _ in terms for e in exprs]))
+
+
 class NodeAffinity:
     name = "NodeAffinity"
     default_weight = 2
@@ -50,9 +59,26 @@ class NodeAffinity:
         return unschedulable(REASON, resolvable=False)
 
     def filter_nodes(self, state, info, nodes) -> dict:
-        """`filter` over many nodes, with the pod's matcher looked up once."""
-        matches = info.derived(self.name, node_matcher).matches
-        rejected = [i for i, n in enumerate(nodes) if not matches(n.labels, n.name)]
+        """`filter` over many nodes. A matcher that reads only labels gives
+        the same answer for nodes with the same values of the labels it
+        reads (a zone, say), so each distinct set of values is matched once."""
+        matcher = info.derived(self.name, node_matcher)
+        matches = matcher.matches
+        keys = _label_keys(matcher)
+        if keys is None:
+            rejected = [i for i, n in enumerate(nodes) if not matches(n.labels, n.name)]
+        else:
+            seen: dict = {}
+            rejected = []
+            key = keys[0] if len(keys) == 1 else None
+            for i, n in enumerate(nodes):
+                labels = n.labels
+                values = labels.get(key) if key is not None else tuple(map(labels.get, keys))
+                ok = seen.get(values)
+                if ok is None:
+                    ok = seen[values] = matches(labels, n.name)
+                if not ok:
+                    rejected.append(i)
         if not rejected:
             return {}
         st = unschedulable(REASON, resolvable=False)
