@@ -35,6 +35,7 @@ SYSTEM_DEFAULTS = ({"topologyKey": HOSTNAME, "whenUnsatisfiable": "ScheduleAnywa
 REASON = "node(s) didn't match pod topology spread constraints"
 REASON_MISSING_LABEL = f"{REASON} (missing required label)"
 _FILTER_KEY, _SCORE_KEY = "PreFilterPodTopologySpread", "PreScorePodTopologySpread"
+_CONSTRAINTS_KEY = "PodTopologySpreadConstraints"
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,12 +111,17 @@ class PodTopologySpread:
         sel = self.selectors.selector(pod)
         return ([_constraint(c, sel) for c in self.defaults], True) if sel else ([], False)
 
-    def _constraints(self, info, hard: bool) -> tuple[list[Constraint], bool]:
-        cs, defaulted = self._all_constraints(info.pod, info.derived(self.name, constraints))
+    def _constraints(self, state, info, hard: bool) -> tuple[list[Constraint], bool]:
+        """The pod's constraints of one kind; the defaults' selector (every
+        Service checked) is looked up once per cycle."""
+        found = state.get(_CONSTRAINTS_KEY)
+        if found is None:
+            found = state[_CONSTRAINTS_KEY] = self._all_constraints(info.pod, info.derived(self.name, constraints))
+        cs, defaulted = found
         return [c for c in cs if c.hard == hard], defaulted
 
     def pre_filter(self, state, info):
-        hard, _ = self._constraints(info, True)
+        hard, _ = self._constraints(state, info, True)
         if not hard:
             return None, SKIP
         ns = info.pod["metadata"].get("namespace", "")
@@ -144,7 +150,7 @@ class PodTopologySpread:
         return None
 
     def pre_score(self, state, info, nodes):
-        soft, defaulted = self._constraints(info, False)
+        soft, defaulted = self._constraints(state, info, False)
         if not soft or not nodes:
             return SKIP
         # system defaults do not make nodes lacking one of their keys count as ignored
