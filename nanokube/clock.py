@@ -31,7 +31,15 @@ class Clock:
 
 
 def format_time(t: float) -> str:
-    return _dt.datetime.fromtimestamp(int(t), _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """metav1.Time text of `t`; the last second's text is kept, since every
+    write in that second (managedFields, conditions, events) asks for it."""
+    sec = int(t)
+    if sec != _last[0]:
+        _last[:] = sec, _dt.datetime.fromtimestamp(sec, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _last[1]
+
+
+_last: list = [None, ""]
 
 
 def parse_time(s: str) -> float:
