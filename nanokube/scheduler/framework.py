@@ -169,7 +169,8 @@ class ClusterEvent:
         """Whether this registration covers the event `other` that happened."""
         if self.resource == WILDCARD:
             return True
-        return self.resource == other.resource and bool(self.action & other.action)
+        # int's & on the flags: IntFlag's own builds a new flag member each time
+        return self.resource == other.resource and int.__and__(self.action, other.action) != 0
 
 
 class Hint(enum.Enum):
