@@ -5,6 +5,7 @@ standby takes over. `nanokube metrics set/get` drive the metrics store."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -65,7 +66,10 @@ def test_external_managers_take_turns_through_the_lease(bare):
                 p.kill()
                 p.wait()
     logs = (c.data_dir / "kcm-2.log").read_text()
-    assert "became leader" in logs and "running 14 controllers" in logs
+    running = re.search(r"running (\d+) controllers: (.*)", logs)
+    assert "became leader" in logs and running, logs
+    names = running.group(2).split(", ")
+    assert int(running.group(1)) == len(names) and {"deployment", "replicaset", "service-lb-controller"} <= set(names)
 
 
 def test_unknown_controller_is_refused(bare):
