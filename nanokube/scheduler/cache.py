@@ -26,32 +26,34 @@ class NodeInfo:
     #: bumped whenever a pod with inter-pod terms is added or removed outside the cache
     affinity_epoch = 0
 
+    # What Filter and Score read for every node comes first, so those reads
+    # share the object's first cache lines.
     __slots__ = (
-        "affinity_pods",
+        "unschedulable",
+        "taints",
+        "free_pods",
+        "free_cpu",
+        "free_memory",
+        "free_ephemeral",
+        "memo",
         "alloc_cpu",
         "alloc_memory",
+        "nonzero_cpu",
+        "nonzero_memory",
+        "used_cpu",
+        "used_memory",
+        "labels",
+        "name",
+        "affinity_pods",
         "allocatable",
         "allowed_pods",
         "anti_affinity_pods",
-        "free_cpu",
-        "free_ephemeral",
-        "free_memory",
-        "free_pods",
         "generation",
-        "labels",
-        "name",
         "node",
         "nonzero",
-        "nonzero_cpu",
-        "nonzero_memory",
         "pods",
         "ports",
         "requested",
-        "scores",
-        "taints",
-        "unschedulable",
-        "used_cpu",
-        "used_memory",
     )
 
     def __init__(self, name: str) -> None:
@@ -84,8 +86,8 @@ class NodeInfo:
         self.free_cpu, self.free_memory = a.milli_cpu - r.milli_cpu, a.memory - r.memory
         self.free_ephemeral = a.ephemeral - r.ephemeral
         self.free_pods = self.allowed_pods - len(self.pods)
-        #: ScoreMemo key -> score, valid while these totals are
-        self.scores: dict[int, int] = {}
+        #: ShapeMemo key -> a plugin's verdict or score for pods of that shape, valid while these totals are
+        self.memo: dict[int, int] = {}
 
     def set_node(self, node: dict) -> None:
         self.node = node
@@ -147,20 +149,23 @@ class NodeInfo:
         c.affinity_pods = dict(self.affinity_pods)
         c.anti_affinity_pods = dict(self.anti_affinity_pods)
         c.ports = list(self.ports)
-        c.scores = {}
+        c.memo = {}
         return c
 
 
-#: scores a node keeps before dropping them all (many pod shapes between two changes of it)
+#: results a node keeps before dropping them all (many pod shapes between two changes of it)
 MAX_MEMO = 16
 
 
-class ScoreMemo:
-    """Keys under which a Score plugin whose score depends only on a node's
-    totals and on the pod's requests keeps its scores in NodeInfo.scores:
-    pods of one shape (a Deployment's replicas) then score an unchanged node
-    by one lookup. Keys are never reused, so a key dropped here can never
-    find another shape's score."""
+class ShapeMemo:
+    """Keys under which a Filter or Score plugin whose result depends only
+    on a node's totals and on the pod's requests keeps it in NodeInfo.memo:
+    pods of one shape (a Deployment's replicas) then find an unchanged node
+    fits, or score it, by one lookup, and the lookups of a cycle touch one
+    object per node where the computation touches several (those memory
+    reads, not the arithmetic, are most of a cycle at thousands of nodes).
+    Keys are never reused, so a key dropped here can never find another
+    shape's result."""
 
     _next = itertools.count(1)
     MAX_SHAPES = 1024

@@ -1,8 +1,9 @@
-"""Scores kept per node for pods of one shape: a node's change (a pod added
+"""Results kept per node for pods of one shape: a node's change (a pod added
 or removed in place, its allocatable updated) or a different pod shape is
-scored afresh, and every kept score equals the one computed from scratch."""
+filtered and scored afresh, and every kept score equals the one computed
+from scratch."""
 
-from nanokube.scheduler.cache import ScoreMemo
+from nanokube.scheduler.cache import ShapeMemo
 from nanokube.scheduler.framework import CycleState
 from nanokube.scheduler.plugins.node_resources_balanced_allocation import (
     NodeResourcesBalancedAllocation,
@@ -35,24 +36,36 @@ def test_kept_scores_follow_node_changes_and_pod_shapes():
     nodes = [node_info(node("a", "4", "8Gi")), node_info(node("b", "8", "8Gi"), pod("x", "2", "1Gi"))]
     small, big = info(pod("s", "500m", "1Gi")), info(pod("b", "2", "6Gi"))
     first = scored(fit, balanced, small, nodes)
-    assert first == fresh(small, nodes) and all(nodes[0].scores.values())
+    assert first == fresh(small, nodes) and all(nodes[0].memo.values())
     assert scored(fit, balanced, small, nodes) == first
     assert scored(fit, balanced, big, nodes) == fresh(big, nodes) != first
     nodes[0].add_pod(info(pod("y", "3", "4Gi")))
-    assert not nodes[0].scores
+    assert not nodes[0].memo
     assert scored(fit, balanced, small, nodes) == fresh(small, nodes) != first
     nodes[0].remove_pod("uid-y")
     assert scored(fit, balanced, small, nodes) == first
     copy = nodes[1].clone()
-    assert not copy.scores and nodes[1].scores
+    assert not copy.memo and nodes[1].memo
     nodes[1].set_node(node("b", "16", "8Gi"))
     assert scored(fit, balanced, small, nodes) == fresh(small, nodes) != first
 
 
 def test_memo_keys_are_never_reused():
-    memo = ScoreMemo()
+    memo = ShapeMemo()
     memo.MAX_SHAPES = 2
     keys = [memo.key((1,)), memo.key((2,)), memo.key((1,))]
     assert keys[0] == keys[2]
     again = memo.key((3,))
     assert again not in keys and memo.key((1,)) not in keys + [again]
+
+
+def test_kept_fit_is_dropped_when_the_node_fills():
+    fit = NodeResourcesFit({}, None)
+    nodes = [node_info(node("a", "2", "4Gi")), node_info(node("b", "2", "4Gi", pods="1"))]
+    p = info(pod("p", "1", "1Gi"))
+    assert fit.filter_nodes(CycleState(), p, nodes) == {} and nodes[0].memo and nodes[1].memo
+    assert fit.filter_nodes(CycleState(), p, nodes) == {}
+    nodes[0].add_pod(info(pod("x", "1500m")))
+    nodes[1].add_pod(info(pod("y")))
+    got = fit.filter_nodes(CycleState(), p, nodes)
+    assert {i: st.reasons for i, st in got.items()} == {0: ["Insufficient cpu"], 1: ["Too many pods"]}

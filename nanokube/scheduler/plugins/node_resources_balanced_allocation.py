@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ..cache import MAX_MEMO, ScoreMemo
+from ..cache import MAX_MEMO, ShapeMemo
 from ..framework import MAX_NODE_SCORE, SKIP
 from ..resources import CPU, MEMORY
 
@@ -28,7 +28,7 @@ class NodeResourcesBalancedAllocation:
 
     def __init__(self, args: dict, handle) -> None:
         self.resources = [r["name"] for r in args.get("resources") or [{"name": CPU}, {"name": MEMORY}]]
-        self.memo = ScoreMemo()
+        self.memo = ShapeMemo()
 
     def _requests(self, info) -> list[tuple[str, int]]:
         return [(r, info.requests.get(r)) for r in self.resources]
@@ -70,7 +70,7 @@ class NodeResourcesBalancedAllocation:
         out = []
         append = out.append
         for node in nodes:
-            memo = node.scores
+            memo = node.memo
             score = memo.get(key)
             if score is None:
                 if len(memo) >= MAX_MEMO:

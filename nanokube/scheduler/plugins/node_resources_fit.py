@@ -4,7 +4,7 @@ MostAllocated or RequestedToCapacityRatio over weighted resources."""
 
 from __future__ import annotations
 
-from ..cache import MAX_MEMO, NodeInfo, ScoreMemo
+from ..cache import MAX_MEMO, NodeInfo, ShapeMemo
 from ..framework import (
     ASSIGNED_POD,
     MAX_NODE_SCORE,
@@ -82,7 +82,7 @@ class ResourceScorer:
     def __init__(self, fn, resources: list[tuple[str, int]]) -> None:
         self.fn = fn
         self.resources = resources
-        self.memo = ScoreMemo()
+        self.memo = ShapeMemo()
 
     def pod_vector(self, info) -> list[tuple[str, int, int]]:
         """(resource, weight, pod request) per scored resource, built once
@@ -117,7 +117,7 @@ class ResourceScorer:
         out = []
         append = out.append
         for n in nodes:
-            memo = n.scores
+            memo = n.memo
             score = memo.get(key)
             if score is None:
                 if len(memo) >= MAX_MEMO:
@@ -164,6 +164,7 @@ class NodeResourcesFit:
         self.ignored = set(args.get("ignoredResources") or [])
         self.ignored_groups = set(args.get("ignoredResourceGroups") or [])
         self.scorer = scorer_from_args(args)
+        self.fits = ShapeMemo()
 
     def filter(self, state, info, node):
         req = info.requests
@@ -175,15 +176,23 @@ class NodeResourcesFit:
         return Status(Code.UNSCHEDULABLE, reasons) if reasons else None
 
     def filter_nodes(self, state, info, nodes) -> dict:
-        """`filter` over many nodes: the common fit is checked inline, the
-        rest get the full check and its reasons."""
+        """`filter` over many nodes: the common fit is checked inline (and
+        kept per node for the pod's shape), the rest get the full check and
+        its reasons."""
         req = info.requests
         if req.scalars:
             return {i: st for i, n in enumerate(nodes) if (st := self.filter(state, info, n)) is not None}
         cpu, memory, ephemeral = req.milli_cpu, req.memory, req.ephemeral
+        key = self.fits.key((cpu, memory, ephemeral))
         out = {}
         for i, n in enumerate(nodes):
+            memo = n.memo
+            if key in memo:
+                continue
             if n.free_pods > 0 and cpu <= n.free_cpu and memory <= n.free_memory and ephemeral <= n.free_ephemeral:
+                if len(memo) >= MAX_MEMO:
+                    memo.clear()
+                memo[key] = 0
                 continue
             reasons = insufficient(info, n, self.ignored, self.ignored_groups)
             if reasons:
