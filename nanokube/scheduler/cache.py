@@ -28,7 +28,7 @@ class NodeInfo:
 
     # What Filter and Score read for every node comes first, so those reads
     # share the object's first cache lines.
-    __slots__ = (
+    __slots__ = (  # noqa: RUF023
         "unschedulable",
         "taints",
         "free_pods",

@@ -68,8 +68,8 @@ def test_chunked_search_matches_the_node_by_node_search(count, full, selector):
 
 @pytest.mark.parametrize("selector,message", [
     (None, "206 Insufficient cpu, 43 node(s) were unschedulable, 51 node(s) had untolerated taint {k: v}"),
-    ({"zone": "b"}, "154 node(s) didn't match Pod's node affinity/selector, 43 node(s) were unschedulable, "
-                    "51 node(s) had untolerated taint {k: v}, 52 Insufficient cpu"),
+    ({"zone": "b"}, ("154 node(s) didn't match Pod's node affinity/selector, 43 node(s) were unschedulable, "
+                     "51 node(s) had untolerated taint {k: v}, 52 Insufficient cpu")),
 ])
 def test_no_fit_records_every_status_in_search_order(selector, message):
     fwk, snap, alg = framework(), snapshot(300, lambda i: True), Algorithm()
