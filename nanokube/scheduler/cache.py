@@ -35,7 +35,11 @@ class NodeInfo:
         "free_cpu",
         "free_memory",
         "free_ephemeral",
-        "memo",
+        "fits_shape",
+        "least_shape",
+        "least_score",
+        "balanced_shape",
+        "balanced_score",
         "alloc_cpu",
         "alloc_memory",
         "nonzero_cpu",
@@ -86,8 +90,10 @@ class NodeInfo:
         self.free_cpu, self.free_memory = a.milli_cpu - r.milli_cpu, a.memory - r.memory
         self.free_ephemeral = a.ephemeral - r.ephemeral
         self.free_pods = self.allowed_pods - len(self.pods)
-        #: ShapeMemo key -> a plugin's verdict or score for pods of that shape, valid while these totals are
-        self.memo: dict[int, int] = {}
+        # results kept for one pod shape (a ShapeMemo key) while these totals hold:
+        # NodeResourcesFit's fit, LeastAllocated and BalancedAllocation scores
+        self.fits_shape = self.least_shape = self.balanced_shape = None
+        self.least_score = self.balanced_score = 0
 
     def set_node(self, node: dict) -> None:
         self.node = node
@@ -149,23 +155,19 @@ class NodeInfo:
         c.affinity_pods = dict(self.affinity_pods)
         c.anti_affinity_pods = dict(self.anti_affinity_pods)
         c.ports = list(self.ports)
-        c.memo = {}
         return c
-
-
-#: results a node keeps before dropping them all (many pod shapes between two changes of it)
-MAX_MEMO = 16
 
 
 class ShapeMemo:
     """Keys under which a Filter or Score plugin whose result depends only
-    on a node's totals and on the pod's requests keeps it in NodeInfo.memo:
-    pods of one shape (a Deployment's replicas) then find an unchanged node
-    fits, or score it, by one lookup, and the lookups of a cycle touch one
-    object per node where the computation touches several (those memory
-    reads, not the arithmetic, are most of a cycle at thousands of nodes).
-    Keys are never reused, so a key dropped here can never find another
-    shape's result."""
+    on a node's totals and on the pod's requests keeps it in the NodeInfo
+    (`fits_shape`, `least_shape`/`least_score`, ...): pods of one shape (a
+    Deployment's replicas) then find an unchanged node fits, or score it, by
+    comparing the key the node holds with `is`, which reads nothing but the
+    node itself, where the computation reads several objects per node (those
+    memory reads, not the arithmetic, are most of a cycle at thousands of
+    nodes). Keys are never reused, so a key dropped here can never match
+    another shape's result."""
 
     _next = itertools.count(1)
     MAX_SHAPES = 1024

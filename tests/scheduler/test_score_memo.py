@@ -36,16 +36,18 @@ def test_kept_scores_follow_node_changes_and_pod_shapes():
     nodes = [node_info(node("a", "4", "8Gi")), node_info(node("b", "8", "8Gi"), pod("x", "2", "1Gi"))]
     small, big = info(pod("s", "500m", "1Gi")), info(pod("b", "2", "6Gi"))
     first = scored(fit, balanced, small, nodes)
-    assert first == fresh(small, nodes) and all(nodes[0].memo.values())
+    assert first == fresh(small, nodes) and nodes[0].least_shape is not None and nodes[0].balanced_shape is not None
     assert scored(fit, balanced, small, nodes) == first
     assert scored(fit, balanced, big, nodes) == fresh(big, nodes) != first
     nodes[0].add_pod(info(pod("y", "3", "4Gi")))
-    assert not nodes[0].memo
+    assert nodes[0].least_shape is nodes[0].balanced_shape is nodes[0].fits_shape is None
     assert scored(fit, balanced, small, nodes) == fresh(small, nodes) != first
     nodes[0].remove_pod("uid-y")
     assert scored(fit, balanced, small, nodes) == first
     copy = nodes[1].clone()
-    assert not copy.memo and nodes[1].memo
+    copy.add_pod(info(pod("z", "1")))
+    assert nodes[1].least_shape is not None and copy.least_shape is None
+    assert scored(fit, balanced, small, [copy]) == fresh(small, [copy])
     nodes[1].set_node(node("b", "16", "8Gi"))
     assert scored(fit, balanced, small, nodes) == fresh(small, nodes) != first
 
@@ -63,7 +65,7 @@ def test_kept_fit_is_dropped_when_the_node_fills():
     fit = NodeResourcesFit({}, None)
     nodes = [node_info(node("a", "2", "4Gi")), node_info(node("b", "2", "4Gi", pods="1"))]
     p = info(pod("p", "1", "1Gi"))
-    assert fit.filter_nodes(CycleState(), p, nodes) == {} and nodes[0].memo and nodes[1].memo
+    assert fit.filter_nodes(CycleState(), p, nodes) == {} and nodes[0].fits_shape is nodes[1].fits_shape is not None
     assert fit.filter_nodes(CycleState(), p, nodes) == {}
     nodes[0].add_pod(info(pod("x", "1500m")))
     nodes[1].add_pod(info(pod("y")))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ..cache import MAX_MEMO, ShapeMemo
+from ..cache import ShapeMemo
 from ..framework import MAX_NODE_SCORE, SKIP
 from ..resources import CPU, MEMORY
 
@@ -70,12 +70,11 @@ class NodeResourcesBalancedAllocation:
         out = []
         append = out.append
         for node in nodes:
-            memo = node.memo
-            score = memo.get(key)
-            if score is None:
-                if len(memo) >= MAX_MEMO:
-                    memo.clear()
-                score = memo[key] = _balanced_cpu_memory(node, cpu, memory)
+            if node.balanced_shape is key:
+                append(node.balanced_score)
+                continue
+            score = node.balanced_score = _balanced_cpu_memory(node, cpu, memory)
+            node.balanced_shape = key
             append(score)
         return out
 

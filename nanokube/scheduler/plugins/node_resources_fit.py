@@ -4,7 +4,7 @@ MostAllocated or RequestedToCapacityRatio over weighted resources."""
 
 from __future__ import annotations
 
-from ..cache import MAX_MEMO, NodeInfo, ShapeMemo
+from ..cache import NodeInfo, ShapeMemo
 from ..framework import (
     ASSIGNED_POD,
     MAX_NODE_SCORE,
@@ -117,12 +117,11 @@ class ResourceScorer:
         out = []
         append = out.append
         for n in nodes:
-            memo = n.memo
-            score = memo.get(key)
-            if score is None:
-                if len(memo) >= MAX_MEMO:
-                    memo.clear()
-                score = memo[key] = self._least_allocated(n, wc, rc, wm, rm)
+            if n.least_shape is key:
+                append(n.least_score)
+                continue
+            score = n.least_score = self._least_allocated(n, wc, rc, wm, rm)
+            n.least_shape = key
             append(score)
         return out
 
@@ -186,13 +185,10 @@ class NodeResourcesFit:
         key = self.fits.key((cpu, memory, ephemeral))
         out = {}
         for i, n in enumerate(nodes):
-            memo = n.memo
-            if key in memo:
+            if n.fits_shape is key:
                 continue
             if n.free_pods > 0 and cpu <= n.free_cpu and memory <= n.free_memory and ephemeral <= n.free_ephemeral:
-                if len(memo) >= MAX_MEMO:
-                    memo.clear()
-                memo[key] = 0
+                n.fits_shape = key
                 continue
             reasons = insufficient(info, n, self.ignored, self.ignored_groups)
             if reasons:
