@@ -10,9 +10,7 @@ server would keep it.
 """
 
 import asyncio
-import secrets
 import subprocess
-import sys
 from dataclasses import replace
 
 import orjson
@@ -24,6 +22,7 @@ from nanokube.proxy.nftables.nft import NftError
 from nanokube.proxy.proxier import Proxier, cluster_ip, service_ports
 from nanokube.proxy.runner import proxy_configs
 from tests.controllers import eventually, make_stack
+from tests.proxy.hosts import NODE4, NODE6, answers, attached, serve
 
 V4, V6 = "10.96.0.30", "fd00:10:96::30"
 
@@ -179,103 +178,16 @@ async def test_a_failed_transaction_of_one_family_resyncs_that_family_only(netns
         await s.close()
 
 
-SERVER = r"""
-import socket, sys, threading
-proto = socket.SOCK_DGRAM if sys.argv[1] == "udp" else socket.SOCK_STREAM
-def bind(family, host, port):
-    s = socket.socket(family, proto)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    if family == socket.AF_INET6:
-        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-    s.bind((host, port))
-    if proto == socket.SOCK_STREAM:
-        s.listen()
-    return s
-def serve(s, port):
-    if proto == socket.SOCK_DGRAM:
-        while True:
-            _, peer = s.recvfrom(100)
-            s.sendto(f"{port} {peer[0]}".encode(), peer)
-    while True:
-        c, peer = s.accept()
-        c.sendall(f"{port} {peer[0]}".encode())
-        c.close()
-threads = [threading.Thread(target=serve, args=(bind(f, h, port), port), daemon=True)
-           for f, h in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")) for port in (8080, 8081)]
-for t in threads:
-    t.start()
-print("ready", flush=True)
-threads[0].join()
-"""
-
-CLIENT = r"""
-import socket, sys
-proto = socket.SOCK_DGRAM if sys.argv[1] == "udp" else socket.SOCK_STREAM
-family = socket.AF_INET6 if ":" in sys.argv[2] else socket.AF_INET
-seen = set()
-for _ in range(40):
-    c = socket.socket(family, proto)
-    c.settimeout(3)
-    c.connect((sys.argv[2], int(sys.argv[3])))
-    if proto == socket.SOCK_DGRAM:
-        c.send(b"x")
-    seen.add(c.recv(100).decode())
-    c.close()
-print(" ".join(seen))
-"""
-
-# each pod has an address of each family; the node's end of every veth has NODE4 and NODE6
-POD4, OTHER4, NODE4 = "10.244.1.1", "10.244.1.2", "10.244.1.254"
-POD6, OTHER6, NODE6 = "fd00:10:244:1::1", "fd00:10:244:1::2", "fd00:10:244:1::fe"
-
-
-def sh(*argv):
-    subprocess.run(argv, check=True, capture_output=True)
+# each pod has an address of each family
+POD4, OTHER4 = "10.244.1.1", "10.244.1.2"
+POD6, OTHER6 = "fd00:10:244:1::1", "fd00:10:244:1::2"
 
 
 @pytest.fixture
 def pods(netns):
     """Dual-stack pod namespaces (POD, OTHER) routed through `netns` (the node)."""
-    names = {}
-    node = ("ip", "netns", "exec", netns)
-    try:
-        sh(*node, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1")
-        for v4, v6 in ((POD4, POD6), (OTHER4, OTHER6)):
-            name, veth = f"nk-pod-{secrets.token_hex(4)}", f"nkv{secrets.token_hex(3)}"
-            sh("ip", "netns", "add", name)
-            names[v4] = names[v6] = name
-            sh("ip", "link", "add", veth, "netns", netns, "type", "veth", "peer", "name", "eth0", "netns", name)
-            sh(*node, "ip", "link", "set", veth, "up")
-            sh(*node, "ip", "addr", "add", f"{NODE4}/32", "dev", veth)
-            sh(*node, "ip", "-6", "addr", "add", f"{NODE6}/128", "dev", veth, "nodad")
-            sh(*node, "ip", "route", "add", f"{v4}/32", "dev", veth)
-            sh(*node, "ip", "-6", "route", "add", f"{v6}/128", "dev", veth)
-            inside = ("ip", "netns", "exec", name)
-            sh(*inside, "ip", "link", "set", "lo", "up")
-            sh(*inside, "ip", "link", "set", "eth0", "up")
-            sh(*inside, "ip", "addr", "add", f"{v4}/32", "dev", "eth0")
-            sh(*inside, "ip", "-6", "addr", "add", f"{v6}/128", "dev", "eth0", "nodad")
-            sh(*inside, "ip", "route", "add", "default", "via", NODE4, "dev", "eth0", "onlink")
-            sh(*inside, "ip", "-6", "route", "add", "default", "via", NODE6, "dev", "eth0", "onlink")
+    with attached(netns, [(POD4, POD6), (OTHER4, OTHER6)]) as names:
         yield names
-    finally:
-        for name in set(names.values()):
-            subprocess.run(["ip", "netns", "del", name], check=False)
-
-
-def serve(pod_ns: str, proto: str) -> subprocess.Popen:
-    server = subprocess.Popen(["ip", "netns", "exec", pod_ns, sys.executable, "-c", SERVER, proto],
-                              stdout=subprocess.PIPE, text=True)
-    assert server.stdout.readline().strip() == "ready"
-    return server
-
-
-def answers(pod_ns: str, proto: str, ip: str, port: int) -> set[tuple[str, str]]:
-    out = subprocess.run(["ip", "netns", "exec", pod_ns, sys.executable, "-c", CLIENT, proto, ip, str(port)],
-                         check=False, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    words = out.stdout.split()  # "port peer" per distinct answer
-    return {(words[i], words[i + 1]) for i in range(0, len(words), 2)}
 
 
 @pytest.mark.parametrize("proto,port", [("tcp", 80), ("udp", 53)])

@@ -4,7 +4,6 @@ loadBalancerSourceRanges firewall (`firewall-ips` to a `firewall-` chain,
 before DNAT), no-endpoint verdicts for them; the kernel state in a private
 namespace and real packets from clients inside and outside the ranges."""
 
-import secrets
 import subprocess
 import sys
 
@@ -16,12 +15,13 @@ from nanokube.proxy.nftables.nft import NftError
 from nanokube.proxy.nftables.sync import Syncer
 from nanokube.proxy.proxier import Proxier, service_ports
 from tests.controllers import eventually, make_stack
+from tests.proxy.hosts import NODE4 as NODE
+from tests.proxy.hosts import attached, serve, sh
 from tests.proxy.test_nftables_policies import text, vmap_keys
 from tests.proxy.test_nftables_sync import CFG, Kernel, service_ip_keys, services
-from tests.proxy.test_nftables_traffic import SERVER, sh
 
 EXT, LB = "192.0.2.10", "203.0.113.5"
-POD, NODE = "10.244.1.1", "10.244.1.254"
+POD = "10.244.1.1"
 INSIDE, OUTSIDE = "198.51.100.7", "198.51.100.200"  # clients in and out of 198.51.100.0/28
 
 
@@ -135,31 +135,13 @@ for ip in sys.argv[1:]:
 def hosts(netns):
     """Namespaces routed through `netns` (the node) by a veth each: the pod
     POD and the outside clients INSIDE and OUTSIDE."""
-    names = {}
     node = ("ip", "netns", "exec", netns)
-    try:
-        sh(*node, "sysctl", "-qw", "net.ipv4.ip_forward=1")
-        # a default route, as a node has, so packets left unDNATed reach the forward hook (the peer stays down)
-        sh(*node, "ip", "link", "add", "uplink", "type", "veth", "peer", "name", "uplink-peer")
-        sh(*node, "ip", "link", "set", "uplink", "up")
-        sh(*node, "ip", "route", "add", "default", "dev", "uplink")
-        for ip in (POD, INSIDE, OUTSIDE):
-            name, veth = f"nk-host-{secrets.token_hex(4)}", f"nkv{secrets.token_hex(3)}"
-            sh("ip", "netns", "add", name)
-            names[ip] = name
-            sh("ip", "link", "add", veth, "netns", netns, "type", "veth", "peer", "name", "eth0", "netns", name)
-            sh(*node, "ip", "link", "set", veth, "up")
-            sh(*node, "ip", "addr", "add", f"{NODE}/32", "dev", veth)
-            sh(*node, "ip", "route", "add", f"{ip}/32", "dev", veth)
-            inside = ("ip", "netns", "exec", name)
-            sh(*inside, "ip", "link", "set", "lo", "up")
-            sh(*inside, "ip", "link", "set", "eth0", "up")
-            sh(*inside, "ip", "addr", "add", f"{ip}/32", "dev", "eth0")
-            sh(*inside, "ip", "route", "add", "default", "via", NODE, "dev", "eth0", "onlink")
+    # a default route, as a node has, so packets left unDNATed reach the forward hook (the peer stays down)
+    sh(*node, "ip", "link", "add", "uplink", "type", "veth", "peer", "name", "uplink-peer")
+    sh(*node, "ip", "link", "set", "uplink", "up")
+    sh(*node, "ip", "route", "add", "default", "dev", "uplink")
+    with attached(netns, [(POD, None), (INSIDE, None), (OUTSIDE, None)], "nk-host") as names:
         yield names
-    finally:
-        for name in names.values():
-            subprocess.run(["ip", "netns", "del", name], check=False)
 
 
 def connect(ns, *ips):
@@ -170,10 +152,8 @@ def connect(ns, *ips):
 
 
 def test_source_ranges_drop_outsiders_and_external_traffic_is_masqueraded(nft, hosts):
-    server = subprocess.Popen(["ip", "netns", "exec", hosts[POD], sys.executable, "-c", SERVER, "tcp"],
-                              stdout=subprocess.PIPE, text=True)
+    server = serve(hosts[POD], "tcp")
     try:
-        assert server.stdout.readline().strip() == "ready"
         s = Syncer(nft, Config(cluster_cidr="10.244.0.0/16"))
         web = ServicePort("default", "web", "http", "tcp", "10.96.0.10", 80, endpoints=(Endpoint(POD, 8080),),
                           external_ips=(EXT,), lb_ips=(LB,), source_ranges=("198.51.100.0/28",))
