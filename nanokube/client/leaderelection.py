@@ -128,14 +128,15 @@ class LeaderElectionConfig:
 def add_arguments(parser, lease: str, acting: str) -> None:
     """kube-controller-manager's and kube-scheduler's --leader-elect flags;
     unset flags leave a configuration file's values (or the defaults) alone."""
+    d = LeaderElectionConfig()
     parser.add_argument("--leader-elect", default=None, choices=("true", "false"),
                         help=f"hold the kube-system/{lease} Lease while {acting} (default true)")
     parser.add_argument("--leader-elect-lease-duration", type=float, default=None, metavar="SECONDS",
-                        help="default 15")
+                        help=f"default {d.lease_duration:g}")
     parser.add_argument("--leader-elect-renew-deadline", type=float, default=None, metavar="SECONDS",
-                        help="default 10")
+                        help=f"default {d.renew_deadline:g}")
     parser.add_argument("--leader-elect-retry-period", type=float, default=None, metavar="SECONDS",
-                        help="default 2")
+                        help=f"default {d.retry_period:g}")
 
 
 def from_arguments(client, args, lease: str, base: LeaderElectionConfig | None = None) -> LeaderElector | None:

@@ -45,8 +45,11 @@ _STRATEGIES = ("LeastAllocated", "MostAllocated", "RequestedToCapacityRatio")
 _LABEL_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                          r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 #: kube-scheduler's defaults for the leaderElection section
-_LEADER_ELECTION_DEFAULTS = {"leaderElect": True, "leaseDuration": "15s", "renewDeadline": "10s", "retryPeriod": "2s",
-                             "resourceLock": "leases", "resourceName": LEASE_NAME, "resourceNamespace": "kube-system"}
+_LE = LeaderElectionConfig()
+_LEADER_ELECTION_DEFAULTS = {"leaderElect": _LE.leader_elect, "leaseDuration": f"{_LE.lease_duration:g}s",
+                             "renewDeadline": f"{_LE.renew_deadline:g}s", "retryPeriod": f"{_LE.retry_period:g}s",
+                             "resourceLock": "leases", "resourceName": LEASE_NAME,
+                             "resourceNamespace": _LE.resource_namespace}
 _DEFAULT_RESOURCES = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
 
 
