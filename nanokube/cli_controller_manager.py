@@ -11,7 +11,7 @@ import logging
 import signal
 import sys
 
-from .apiserver.errors import APIError
+from .machinery.errors import APIError
 from .client.http import HTTPClient
 from .client.leaderelection import add_arguments, from_arguments
 from .controllers.manager import LEASE_NAME, ControllerManager

@@ -14,7 +14,7 @@ import sys
 
 import orjson
 
-from .apiserver.errors import APIError
+from .machinery.errors import APIError
 from .client.http import HTTPClient
 from .metrics.provider import EXTERNAL_CONFIGMAP, MetricsUnavailable, from_milli, milli, parse_series
 

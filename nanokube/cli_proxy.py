@@ -16,7 +16,7 @@ import signal
 import socket
 import sys
 
-from .apiserver.errors import APIError
+from .machinery.errors import APIError
 from .client.http import HTTPClient
 from .client.informer import Informer
 from .proxy.events import record_node_event

@@ -13,7 +13,7 @@ import signal
 import sys
 from collections.abc import Callable
 
-from .apiserver.errors import APIError
+from .machinery.errors import APIError
 from .client.http import HTTPClient
 from .client.leaderelection import LeaderElector, add_arguments, from_arguments
 from .scheduler.config import LEASE_NAME, ConfigError

@@ -5,8 +5,8 @@ NodeRestriction, ClusterTrustBundleAttest, and DRA's admin-access namespace chec
 from __future__ import annotations
 
 from ..registry.base import Resource
-from ..registry.validation import forbidden
-from . import errors
+from ..machinery.validation import forbidden
+from ..machinery import errors
 from .auth.restriction import attest, node_restriction
 
 IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")

@@ -18,7 +18,7 @@ from ..pki.ca import ClusterPKI
 from ..registry.base import all_resources
 from ..store.instrumented import InstrumentedStore
 from ..store.interface import Store
-from . import errors
+from ..machinery import errors
 from .admission import Admission
 from .audit import ANNOTATIONS as AUDIT_ANNOTATIONS
 from .audit import AuditLog

@@ -17,7 +17,8 @@ from aiohttp import web
 
 from ..clock import Clock
 from ..registry.base import Resource
-from . import discovery, errors, tables
+from ..machinery import errors
+from . import discovery, tables
 from .rest import GenericREST, ResourceIndex, User, WriteOptions
 from .subresources import Subresources
 

@@ -24,9 +24,9 @@ from .. import schema as schemas
 from ..clock import Clock
 from ..registry.base import Resource
 from ..store.interface import Compacted, KeyExists, KeyNotFound, RevisionMismatch, Store
-from . import errors
+from ..machinery import errors
 from .cache import ADDED, DELETED, MODIFIED, CacheEvent, WatchCache, Watcher, stored_value
-from .selectors import matches_fields, matches_labels, parse_field_selector, parse_label_selector
+from ..machinery.selectors import matches_fields, matches_labels, parse_field_selector, parse_label_selector
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 

@@ -12,10 +12,10 @@ import orjson
 from aiohttp import web
 
 from ..registry.base import Resource
-from . import errors
+from ..machinery import errors
 from .auth.serviceaccount import ServiceAccountTokens
 from .rest import GenericREST, WriteOptions
-from .selectors import matches_labels, selector_from_object, selector_to_string
+from ..machinery.selectors import matches_labels, selector_from_object, selector_to_string
 
 if TYPE_CHECKING:
     from .handlers import APIHandlers

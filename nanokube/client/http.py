@@ -20,7 +20,7 @@ import aiohttp
 import orjson
 import yaml
 
-from ..apiserver.errors import APIError
+from ..machinery.errors import APIError
 
 JSON = "application/json"
 

@@ -7,7 +7,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from ..apiserver.errors import APIError
+from ..machinery.errors import APIError
 
 log = logging.getLogger(__name__)
 

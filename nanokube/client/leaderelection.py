@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
-from ..apiserver.errors import APIError
+from ..machinery.errors import APIError
 from ..clock import REAL, Clock, parse_time
 
 log = logging.getLogger(__name__)

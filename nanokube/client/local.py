@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from ..apiserver import errors
+from ..machinery import errors
 from ..apiserver.rest import GenericREST, User, WriteOptions
 from ..apiserver.subresources import Subresources
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..apiserver.errors import APIError
+from ..machinery.errors import APIError
 from ..client.informer import Informer, key_of
 from ..clock import REAL, Clock, parse_time
 from ..dra.resourceclaim import claim_names, reserved_for_pod

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import orjson
 
-from ..apiserver.errors import APIError
-from ..apiserver.selectors import matches_labels, selector_from_object
+from ..machinery.errors import APIError
+from ..machinery.selectors import matches_labels, selector_from_object
 from ..client.informer import Informer, key_of
 from ..clock import Clock
 from .base import Controller

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from ..apiserver.errors import APIError
+from ..machinery.errors import APIError
 from ..client.informer import Informer
 from .base import Controller
 

@@ -18,8 +18,8 @@ A Job with `spec.scheduling` first gets its Workload and PodGroup
 
 from __future__ import annotations
 
-from ..apiserver.errors import APIError
-from ..apiserver.selectors import matches_labels, selector_from_object
+from ..machinery.errors import APIError
+from ..machinery.selectors import matches_labels, selector_from_object
 from ..client.informer import Informer, key_of
 from ..clock import Clock, format_time, parse_time
 from . import job_failure_policy

@@ -10,7 +10,7 @@ the race with its own earlier create finds the object by name.
 
 from __future__ import annotations
 
-from ..apiserver.errors import APIError
+from ..machinery.errors import APIError
 from ..client.informer import Informer
 from .deployment import template_hash
 from .replicaset import controller_ref, owner_reference

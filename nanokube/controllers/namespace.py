@@ -4,7 +4,7 @@ Also keeps a `default` ServiceAccount in every active namespace."""
 
 from __future__ import annotations
 
-from ..apiserver.errors import APIError
+from ..machinery.errors import APIError
 from ..client.informer import Informer
 from .base import Controller
 

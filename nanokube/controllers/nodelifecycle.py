@@ -16,7 +16,7 @@ import asyncio
 import os
 from collections.abc import Mapping
 
-from ..apiserver.errors import APIError
+from ..machinery.errors import APIError
 from ..client.informer import Informer
 from ..clock import REAL, Clock
 from .base import Controller

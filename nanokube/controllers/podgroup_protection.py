@@ -6,7 +6,7 @@ gone, so a group cannot vanish under its running pods."""
 from __future__ import annotations
 
 from ..apiserver.admission import PODGROUP_PROTECTION
-from ..apiserver.errors import APIError
+from ..machinery.errors import APIError
 from ..client.informer import Informer
 from ..scheduler.podgroups import group_key, object_key
 from .base import Controller

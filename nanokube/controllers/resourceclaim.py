@@ -8,7 +8,7 @@ deletes generated claims whose pod is gone or done."""
 
 from __future__ import annotations
 
-from ..apiserver.errors import APIError
+from ..machinery.errors import APIError
 from ..client.informer import Informer
 from ..dra.resourceclaim import ClaimError, claim_name
 from ..scheduler.plugins.dynamic_resources import FINALIZER, GROUP, VERSION

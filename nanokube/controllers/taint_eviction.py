@@ -7,7 +7,7 @@ Before the delete the pod gets a `DisruptionTarget` condition and an event.
 
 from __future__ import annotations
 
-from ..apiserver.errors import APIError
+from ..machinery.errors import APIError
 from ..client.informer import Informer, key_of
 from ..clock import REAL, Clock, parse_time
 from ..scheduler.matching import tolerates

@@ -6,7 +6,7 @@ changed in the meantime is honoured."""
 
 from __future__ import annotations
 
-from ..apiserver.errors import APIError
+from ..machinery.errors import APIError
 from ..client.informer import Informer, key_of
 from ..clock import REAL, Clock, parse_time
 from .base import Controller

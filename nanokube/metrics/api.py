@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from ..apiserver import errors
+from ..machinery import errors
 from ..apiserver.handlers import error_response, json_response
 from .provider import MetricsProvider, MetricsUnavailable
 

@@ -31,10 +31,10 @@ from fractions import Fraction
 
 import orjson
 
-from ..apiserver.errors import APIError
-from ..apiserver.selectors import matches_labels, parse_label_selector
+from ..machinery.errors import APIError
+from ..machinery.selectors import matches_labels, parse_label_selector
 from ..clock import REAL, Clock
-from ..registry.quantity import QuantityError, format_quantity, parse_quantity
+from ..machinery.quantity import QuantityError, format_quantity, parse_quantity
 
 CPU_ANNOTATION = "sim.nanokube.io/cpu-usage"
 MEMORY_ANNOTATION = "sim.nanokube.io/memory-usage"

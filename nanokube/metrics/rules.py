@@ -41,8 +41,8 @@ from dataclasses import dataclass
 
 import yaml
 
-from ..apiserver.errors import APIError
-from ..apiserver.selectors import parse_label_selector
+from ..machinery.errors import APIError
+from ..machinery.selectors import parse_label_selector
 
 _PLACEHOLDER = re.compile(r"<<\s*\.(\w+)\s*>>")
 _FIELDS = {"Series", "LabelMatchers", "GroupBy"}

@@ -15,7 +15,7 @@ import os
 import uuid
 from collections import deque
 
-from ..apiserver.errors import APIError
+from ..machinery.errors import APIError
 from ..clock import REAL, Clock
 from .cluster import NodeSpec
 from .dra.driver import NodeDriver

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from ..registry.quantity import QuantityError, canonical
-from ..registry.validation import label_value, qualified_name
+from ..machinery.quantity import QuantityError, canonical
+from ..machinery.validation import label_value, qualified_name
 
 CAPACITY_KEYS = ("cpu", "memory", "pods", "ephemeral-storage")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")

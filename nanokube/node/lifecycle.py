@@ -19,7 +19,7 @@ import asyncio
 import hashlib
 import logging
 
-from ..apiserver.errors import APIError
+from ..machinery.errors import APIError
 from ..clock import parse_time
 from .dra.prepare import NotReady
 from .volumes import MountError

@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from ..apiserver.errors import APIError
+from ..machinery.errors import APIError
 from ..client.informer import Informer
 from ..clock import REAL, Clock
 from ..controllers.base import Controller

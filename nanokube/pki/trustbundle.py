@@ -9,7 +9,7 @@ import re
 from cryptography import x509
 from cryptography.x509.verification import PolicyBuilder, Store
 
-from ..apiserver.errors import APIError
+from ..machinery.errors import APIError
 
 _PEM = re.compile(rb"-----BEGIN CERTIFICATE-----\r?\n.*?-----END CERTIFICATE-----", re.DOTALL)
 

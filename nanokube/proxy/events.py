@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from ..apiserver.errors import APIError
+from ..machinery.errors import APIError
 from ..clock import Clock
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import schema
 from .base import AGE, Column, Obj, Resource, Strategy, register
-from .validation import (
+from ..machinery.validation import (
     FieldError,
     forbidden,
     immutable,

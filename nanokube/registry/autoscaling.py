@@ -14,8 +14,8 @@ from typing import Any
 
 from .apps import age_column, api_doc, name_column
 from .base import Column, Obj, Resource, Strategy, register
-from .quantity import QuantityError, parse_quantity
-from .validation import FieldError, dns1123_label, forbidden, invalid, not_supported, required
+from ..machinery.quantity import QuantityError, parse_quantity
+from ..machinery.validation import FieldError, dns1123_label, forbidden, invalid, not_supported, required
 
 METRICS_ANNOTATION = "autoscaling.alpha.kubernetes.io/metrics"
 CURRENT_METRICS_ANNOTATION = "autoscaling.alpha.kubernetes.io/current-metrics"

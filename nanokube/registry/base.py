@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .validation import FieldError, dns1123_subdomain, validate_object_meta, validate_object_meta_update
+from ..machinery.validation import FieldError, dns1123_subdomain, validate_object_meta, validate_object_meta_update
 
 Obj = dict[str, Any]
 

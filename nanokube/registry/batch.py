@@ -26,7 +26,7 @@ from .apps import (
 )
 from .base import Column, Obj, Resource, Strategy, register
 from .core_printing import human_duration, parse_time
-from .validation import (
+from ..machinery.validation import (
     FieldError,
     dns1123_label,
     dns1123_subdomain,

@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 from ..pki import der as _der
 from .base import AGE, Column, Obj, Resource, Strategy, register
 from .core_printing import human_duration
-from .validation import (
+from ..machinery.validation import (
     FieldError,
     dns1123_label,
     dns1123_subdomain,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .base import AGE, Column, Resource, Strategy, register
-from .validation import FieldError, invalid
+from ..machinery.validation import FieldError, invalid
 
 
 class LeaseStrategy(Strategy):

@@ -23,8 +23,8 @@ from .core_spec import (
     validate_tolerations,
     validate_volumes,
 )
-from .quantity import QuantityError, canonical, is_quantity, parse_quantity
-from .validation import (
+from ..machinery.quantity import QuantityError, canonical, is_quantity, parse_quantity
+from ..machinery.validation import (
     FieldError,
     dns1123_label,
     dns1123_subdomain,
@@ -205,7 +205,7 @@ def _validate_scheduling_group(spec: dict, path: str) -> list[FieldError]:
 
 def validate_pod_template(template: dict, path: str) -> list[FieldError]:
     """A PodTemplateSpec inside a workload (Deployment, ReplicaSet, Job)."""
-    from .validation import validate_annotations, validate_labels
+    from ..machinery.validation import validate_annotations, validate_labels
 
     md = template.get("metadata") or {}
     errs = validate_labels(md.get("labels"), f"{path}.metadata.labels")

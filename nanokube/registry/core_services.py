@@ -19,7 +19,7 @@ from typing import Any
 from .base import AGE, Column, Strategy
 from .core_printing import AGE_DOC, NAME_DOC, Clock, doc, format_labels
 from .core_spec import PROTOCOLS, port_name, port_number
-from .validation import (
+from ..machinery.validation import (
     FieldError,
     dns1123_label,
     dns1123_subdomain,

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .quantity import QuantityError, canonical, parse_quantity
-from .validation import (
+from ..machinery.quantity import QuantityError, canonical, parse_quantity
+from ..machinery.validation import (
     FieldError,
     dns1123_label,
     dns1123_subdomain,

@@ -6,7 +6,7 @@ import ipaddress
 
 from .apps import age_column, api_doc, name_column
 from .base import Column, Obj, Resource, Strategy, register
-from .validation import (
+from ..machinery.validation import (
     FieldError,
     dns1123_label,
     dns1123_subdomain,

@@ -22,7 +22,7 @@ from ..clock import REAL
 from .apps import api_doc
 from .base import Column, Obj, Resource, Strategy, register
 from .core_printing import NAME_DOC, doc, since
-from .validation import FieldError, dns1123_subdomain, immutable, invalid, qualified_name, required
+from ..machinery.validation import FieldError, dns1123_subdomain, immutable, invalid, qualified_name, required
 
 Clock = Callable[[], float]
 

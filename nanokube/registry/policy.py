@@ -11,7 +11,7 @@ from .apps import (
     validate_positive_int_or_percent,
 )
 from .base import Column, Obj, Resource, Strategy, register
-from .validation import FieldError, invalid, not_supported
+from ..machinery.validation import FieldError, invalid, not_supported
 
 _EVICTION_POLICIES = ["AlwaysAllow", "IfHealthyBudget"]
 _CONDITION_STATUSES = ("True", "False", "Unknown")

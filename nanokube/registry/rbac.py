@@ -4,7 +4,7 @@ authorization.k8s.io's SelfSubjectAccessReview, which is answered, not stored.""
 from __future__ import annotations
 
 from .base import AGE, Column, Resource, Strategy, register
-from .validation import FieldError, immutable, invalid, not_supported, required
+from ..machinery.validation import FieldError, immutable, invalid, not_supported, required
 
 GROUP = "rbac.authorization.k8s.io"
 Errors = list[FieldError]

@@ -16,7 +16,7 @@ from typing import Callable
 
 from . import resource_validation as rv
 from .base import AGE, Column, Obj, Resource, Strategy, register
-from .validation import FieldError, immutable, validate_annotations, validate_labels
+from ..machinery.validation import FieldError, immutable, validate_annotations, validate_labels
 
 GROUP = "resource.k8s.io"
 STORAGE = "v1"

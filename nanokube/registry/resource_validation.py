@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable
 
 import orjson
 
-from .validation import (
+from ..machinery.validation import (
     FieldError,
     dns1123_label,
     dns1123_subdomain,

@@ -13,7 +13,7 @@ from typing import Any
 
 from .base import AGE, Column, Obj, Resource, Strategy, register
 from .resource_validation import each, each_unique
-from .validation import (
+from ..machinery.validation import (
     FieldError,
     dns1123_label,
     dns1123_subdomain,

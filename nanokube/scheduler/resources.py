@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..registry.quantity import QuantityError, parse
+from ..machinery.quantity import QuantityError, parse
 
 CPU, MEMORY, EPHEMERAL, PODS = "cpu", "memory", "ephemeral-storage", "pods"
 #: what Score assumes for a container that requests nothing (upstream's non-zero defaults)

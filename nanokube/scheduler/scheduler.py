@@ -7,7 +7,7 @@ import asyncio
 import logging
 import random
 
-from ..apiserver.errors import APIError
+from ..machinery.errors import APIError
 from ..client.informer import Informer
 from ..clock import REAL, Clock
 from . import plugins as plugin_registry

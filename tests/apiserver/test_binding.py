@@ -3,7 +3,7 @@ annotations, and leaves the cached pod other readers hold untouched."""
 
 import pytest
 
-from nanokube.apiserver.errors import APIError
+from nanokube.machinery.errors import APIError
 from nanokube.apiserver.rest import WriteOptions
 from nanokube.apiserver.subresources import Subresources
 from tests.controllers import make_stack

@@ -3,7 +3,7 @@ the node agent that serves the pod's logs (init containers included)."""
 
 import pytest
 
-from nanokube.apiserver.errors import APIError
+from nanokube.machinery.errors import APIError
 from nanokube.apiserver.subresources import Subresources
 from tests.controllers import make_stack
 

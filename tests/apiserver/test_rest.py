@@ -2,7 +2,7 @@ import asyncio
 
 import pytest
 
-from nanokube.apiserver.errors import APIError
+from nanokube.machinery.errors import APIError
 from nanokube.apiserver.rest import WriteOptions
 from tests.controllers import make_stack
 

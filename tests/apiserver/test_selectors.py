@@ -1,7 +1,7 @@
 import pytest
 
-from nanokube.apiserver.errors import APIError
-from nanokube.apiserver.selectors import (
+from nanokube.machinery.errors import APIError
+from nanokube.machinery.selectors import (
     matches_fields,
     matches_labels,
     parse_field_selector,

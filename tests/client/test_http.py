@@ -6,7 +6,7 @@ import asyncio
 import pytest
 
 from nanokube.apiserver.app import APIServer
-from nanokube.apiserver.errors import APIError
+from nanokube.machinery.errors import APIError
 from nanokube.client.http import HTTPClient
 from nanokube.client.informer import Informer
 from nanokube.pki.ca import ensure_pki

@@ -62,7 +62,7 @@ async def test_leader_runs_until_renewals_fail_for_the_renew_deadline():
     assert running == {"a": True, "b": False}, "renewals keep a the only leader"
 
     async def refuse(*_args, **_kw):
-        from nanokube.apiserver.errors import APIError
+        from nanokube.machinery.errors import APIError
         raise APIError(500, "InternalError", "etcd is down")
     a.leases.update = refuse
     for _ in range(6):

@@ -3,7 +3,7 @@ and pods/eviction code, so in-process and HTTP callers get one behaviour."""
 
 import pytest
 
-from nanokube.apiserver.errors import APIError
+from nanokube.machinery.errors import APIError
 from tests.controllers import make_stack
 
 

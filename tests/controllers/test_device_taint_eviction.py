@@ -4,7 +4,7 @@ at timeAdded + tolerationSeconds; DeviceTaintRule status reports progress."""
 
 import pytest
 
-from nanokube.apiserver.errors import APIError
+from nanokube.machinery.errors import APIError
 from nanokube.clock import format_time
 from nanokube.controllers.device_taint_eviction import MESSAGE, REASON, DeviceTaintEvictionController, rule_selects
 from nanokube.scheduler.plugins.dynamic_resources import FINALIZER

@@ -2,7 +2,7 @@ import asyncio
 
 import pytest
 
-from nanokube.apiserver.errors import APIError
+from nanokube.machinery.errors import APIError
 from nanokube.controllers.endpointslice import (
     CONTROLLER_NAME,
     MANAGED_BY_LABEL,

@@ -1,6 +1,6 @@
 import pytest
 
-from nanokube.apiserver.errors import APIError
+from nanokube.machinery.errors import APIError
 from nanokube.controllers.garbagecollector import GarbageCollector
 from tests.controllers import eventually, make_stack
 

@@ -5,7 +5,7 @@ its member pods are terminal or gone."""
 import pytest
 
 from nanokube.apiserver.admission import PODGROUP_PROTECTION
-from nanokube.apiserver.errors import APIError
+from nanokube.machinery.errors import APIError
 from nanokube.controllers.podgroup_protection import PodGroupProtectionController
 from tests.controllers import eventually, make_stack
 

@@ -2,7 +2,7 @@ import asyncio
 
 import pytest
 
-from nanokube.apiserver.errors import APIError
+from nanokube.machinery.errors import APIError
 from nanokube.clock import Clock
 from nanokube.controllers.replicaset import (
     Expectations,

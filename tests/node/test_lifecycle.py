@@ -1,6 +1,6 @@
 import pytest
 
-from nanokube.apiserver.errors import APIError
+from nanokube.machinery.errors import APIError
 from nanokube.node.cluster import default_cluster
 from nanokube.node.lifecycle import image_id, image_ref
 from nanokube.node.manager import NodeManager

@@ -2,7 +2,7 @@ from fractions import Fraction
 
 import pytest
 
-from nanokube.registry.quantity import (
+from nanokube.machinery.quantity import (
     FORMAT_WRONG,
     NUMERIC,
     SUFFIX,

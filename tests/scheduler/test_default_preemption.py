@@ -152,7 +152,7 @@ def test_pick_one_follows_upstream_order(cands, want):
 
 
 def test_split_by_pdb_uses_up_allowed_disruptions_in_order():
-    from nanokube.apiserver.selectors import selector_from_object
+    from nanokube.machinery.selectors import selector_from_object
     sel = selector_from_object({"matchLabels": {"app": "db"}})
     pods = [_victim("a", 1, labels={"app": "db"}), _victim("b", 1, labels={"app": "db"}),
             _victim("c", 1, labels={"app": "web"})]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Iterable, Protocol
 
-from ..selectors import matches_labels, selector_from_object
+from ...machinery.selectors import matches_labels, selector_from_object
 from .authorizer import Attributes, Decision
 
 GROUP = "rbac.authorization.k8s.io"

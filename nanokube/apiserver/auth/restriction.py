@@ -5,7 +5,7 @@ signer needs `attest` on that signer)."""
 
 from __future__ import annotations
 
-from .. import errors
+from ...machinery import errors
 from .authorizer import Attributes
 from .node import LEASE_NAMESPACE, node_of
 

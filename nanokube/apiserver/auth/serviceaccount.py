@@ -18,8 +18,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 
 from ...clock import REAL, Clock, format_time, parse_time
-from ...registry.validation import invalid
-from .. import errors
+from ...machinery.validation import invalid
+from ...machinery import errors
 from ..rest import User
 
 API_AUDIENCE = "https://kubernetes.default.svc.cluster.local"

@@ -9,11 +9,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ...apiserver.errors import APIError
-from ...apiserver.selectors import selector_to_string
+from ...machinery.errors import APIError
+from ...machinery.selectors import selector_to_string
 from ...client.informer import Informer, key_of
 from ...metrics.provider import MetricsProvider
-from ...registry.quantity import parse_quantity
+from ...machinery.quantity import parse_quantity
 from ..base import Controller
 from . import normalize
 from . import replica_calculator as calc

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from ...clock import parse_time
-from ...registry.quantity import parse_quantity
+from ...machinery.quantity import parse_quantity
 
 
 class MetricError(Exception):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...apiserver.selectors import selector_to_string
+from ...machinery.selectors import selector_to_string
 from ...metrics.provider import MetricsUnavailable, from_milli, milli
 from . import replica_calculator as calc
 

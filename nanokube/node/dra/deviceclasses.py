@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ...apiserver.errors import APIError
+from ...machinery.errors import APIError
 from .driver import GPU_DRIVER, NIC_DRIVER
 
 CLASSES = {

@@ -15,9 +15,9 @@ import re
 import uuid
 from fractions import Fraction
 
-from ...apiserver.errors import APIError
+from ...machinery.errors import APIError
 from ...clock import REAL, Clock
-from ...registry.quantity import BINARY_SI, format_quantity, parse_quantity
+from ...machinery.quantity import BINARY_SI, format_quantity, parse_quantity
 from ..cluster import Device, NodeSpec
 
 log = logging.getLogger(__name__)

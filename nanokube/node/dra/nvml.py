@@ -14,7 +14,7 @@ import os
 import re
 from fractions import Fraction
 
-from ...registry.quantity import BINARY_SI, format_quantity
+from ...machinery.quantity import BINARY_SI, format_quantity
 from ..cluster import Device
 
 #: compute capability (major, minor) prefixes to architecture names, the way

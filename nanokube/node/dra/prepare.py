@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 
-from ...apiserver.errors import APIError
+from ...machinery.errors import APIError
 from ...clock import REAL, Clock
 from ...dra.resourceclaim import pod_claims, reserved_for_pod
 from ..cluster import NodeSpec

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from ...apiserver import errors
+from ...machinery import errors
 from .worker import Container
 
 FOLLOW_POLL = 0.2

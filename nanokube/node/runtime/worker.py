@@ -29,7 +29,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ...apiserver import errors
+from ...machinery import errors
 from ...clock import parse_time
 from ..lifecycle import BACKOFF_MAX, PodWorker, image_id, image_ref
 from .netns import NetnsError

@@ -19,7 +19,7 @@ import os
 import shutil
 from collections.abc import Awaitable, Callable
 
-from ...apiserver.errors import APIError
+from ...machinery.errors import APIError
 from ...clock import REAL, Clock
 from .projected import downward_api, projected
 from .sources import MountError, config_map, empty_dir, secret

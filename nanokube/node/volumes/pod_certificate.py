@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives import serialization
 
-from ...apiserver.errors import APIError
+from ...machinery.errors import APIError
 from ...clock import parse_time
 from ...pki import keys
 from ...pki.trustbundle import certificates

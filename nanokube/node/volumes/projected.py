@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives import serialization
 
-from ...apiserver.errors import APIError
-from ...apiserver.selectors import matches_labels, selector_from_object
+from ...machinery.errors import APIError
+from ...machinery.selectors import matches_labels, selector_from_object
 from ...pki.trustbundle import certificates
-from ...registry.quantity import parse_quantity
+from ...machinery.quantity import parse_quantity
 from . import pod_certificate
 from .atomic_writer import write_atomic
 from .sources import DEFAULT_MODE, MountError, config_map_files, secret_files

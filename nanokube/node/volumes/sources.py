@@ -7,7 +7,7 @@ import base64
 import os
 from typing import TYPE_CHECKING
 
-from ...apiserver.errors import APIError
+from ...machinery.errors import APIError
 from .atomic_writer import write_atomic
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from fractions import Fraction
 
 import orjson
 
-from ...registry.quantity import QuantityError, format_quantity, parse_quantity
+from ...machinery.quantity import QuantityError, format_quantity, parse_quantity
 from ..matching import tolerates
 from .cel import CELError, compile_selector
 from .pools import Device, DeviceID, Pool, PoolIndex

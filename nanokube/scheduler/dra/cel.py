@@ -15,7 +15,7 @@ from typing import Any
 import cel
 from cel.stdlib import add_stdlib_to_context
 
-from ...registry.quantity import QuantityError, parse_quantity
+from ...machinery.quantity import QuantityError, parse_quantity
 
 #: upstream's resourceapi.CELSelectorExpressionMaxCost and MaxLength
 MAX_COST = 1_000_000

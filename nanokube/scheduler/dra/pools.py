@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from ...registry.quantity import QuantityError, parse_quantity
+from ...machinery.quantity import QuantityError, parse_quantity
 from ..matching import selector_matches
 from .cel import DeviceInput, quantity_value, semver_value
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...apiserver.errors import APIError
+from ...machinery.errors import APIError
 from ..framework import Code, Status
 
 

@@ -12,8 +12,8 @@ import logging
 from collections import Counter
 from dataclasses import dataclass
 
-from ...apiserver.errors import APIError
-from ...apiserver.selectors import matches_labels, selector_from_object
+from ...machinery.errors import APIError
+from ...machinery.selectors import matches_labels, selector_from_object
 from ..api import SCHEDULER_FIELD_MANAGER
 from ..cache import NodeInfo
 from ..framework import Code, CycleState, PodInfo, Status, unschedulable

@@ -5,7 +5,7 @@ StatefulSet (this API server serves no ReplicationControllers)."""
 
 from __future__ import annotations
 
-from ...apiserver.selectors import Requirement, selector_from_object
+from ...machinery.selectors import Requirement, selector_from_object
 
 #: (apiVersion, kind) of the controllers whose selector counts -> their resource
 _OWNERS = {("apps/v1", "ReplicaSet"): ("apps", "v1", "replicasets"),

@@ -11,7 +11,7 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 
-from ...apiserver.errors import APIError
+from ...machinery.errors import APIError
 from ...dra.resourceclaim import ClaimError, claim_name, claim_names
 from ..dra.allocator import (
     AllocatedDevices,

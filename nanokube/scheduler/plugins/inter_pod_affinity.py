@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ...apiserver.selectors import Requirement, matches_labels, selector_from_object
+from ...machinery.selectors import Requirement, matches_labels, selector_from_object
 from ..framework import (
     ASSIGNED_POD,
     MAX_NODE_SCORE,

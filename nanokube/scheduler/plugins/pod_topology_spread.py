@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ...apiserver.selectors import Requirement, matches_labels, selector_from_object
+from ...machinery.selectors import Requirement, matches_labels, selector_from_object
 from ..framework import (
     ASSIGNED_POD,
     MAX_NODE_SCORE,

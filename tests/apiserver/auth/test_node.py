@@ -6,7 +6,7 @@ import pytest
 from nanokube.apiserver.auth.authorizer import Attributes, Decision, attributes_for
 from nanokube.apiserver.auth.node import ChainAuthorizer, NodeAuthorizer, node_of, referenced
 from nanokube.apiserver.auth.restriction import attest, node_restriction
-from nanokube.apiserver.errors import APIError
+from nanokube.machinery.errors import APIError
 from nanokube.apiserver.rest import User
 
 NODE = User("system:node:gpu-0", ("system:nodes", "system:authenticated"))

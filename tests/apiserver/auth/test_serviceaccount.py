@@ -9,7 +9,7 @@ import orjson
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from nanokube.apiserver import errors
+from nanokube.machinery import errors
 from nanokube.apiserver.auth.serviceaccount import API_AUDIENCE, ServiceAccountTokens, load_or_create_key
 from nanokube.clock import Clock
 

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from nanokube.apiserver.errors import APIError
+from nanokube.machinery.errors import APIError
 from nanokube.node.cluster import default_cluster
 from nanokube.node.manager import NodeManager
 from nanokube.node.runtime.netns import list_netns

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..registry.validation import FieldError
+from .validation import FieldError
 
 
 class APIError(Exception):
