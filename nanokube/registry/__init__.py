@@ -15,6 +15,10 @@ _GROUPS = [
     "resource",
     "certificates",
     "rbac",
+    "networking",
+    "flowcontrol",
+    "apiregistration",
+    "authentication",
 ]
 
 GROUP_MODULES = []

@@ -1,0 +1,509 @@
+"""networking.k8s.io/v1: Ingress, IngressClass, NetworkPolicy, and the
+ClusterIP allocator's objects ServiceCIDR and IPAddress.
+
+Validation follows pkg/apis/networking/validation with upstream's messages.
+NetworkPolicy is enforced by nanokube/netpol (process runtime); ServiceCIDR
+and IPAddress record what the API server's ClusterIP allocator holds
+(apiserver/ipaddresses.py writes them).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+from .apps import age_column, name_column, selector_string, validate_label_selector
+from .base import Column, Obj, Resource, Strategy, register
+from .core_spec import PORT_RANGE_MSG, port_name
+from ..machinery.validation import (
+    FieldError,
+    dns1035_label,
+    dns1123_subdomain,
+    forbidden,
+    immutable,
+    invalid,
+    not_supported,
+    required,
+    too_long,
+    too_many,
+    validate_conditions,
+)
+
+GROUP = "networking.k8s.io"
+
+# --- shared -----------------------------------------------------------------------
+
+
+def _spec(o: Obj) -> dict:
+    return o.get("spec") or {}
+
+
+def _port_number(v: Any, path: str) -> list[FieldError]:
+    if not isinstance(v, int) or not 1 <= v <= 65535:
+        return [invalid(path, v, PORT_RANGE_MSG)]
+    return []
+
+
+def _parse_cidr(s: Any) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    """A canonical CIDR (the address is the network's), else None."""
+    if not isinstance(s, str) or "/" not in s:
+        return None
+    try:
+        return ipaddress.ip_network(s, strict=True)
+    except ValueError:
+        return None
+
+
+def _cidr_errors(s: Any, path: str) -> list[FieldError]:
+    if not isinstance(s, str) or "/" not in s:
+        return [invalid(path, s, "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)")]
+    try:
+        net = ipaddress.ip_network(s, strict=False)
+    except ValueError:
+        return [invalid(path, s, "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)")]
+    if str(net) != s:
+        return [invalid(path, s, f'must be in canonical form ("{net}")')]
+    return []
+
+
+def _is_ip(s: str) -> bool:
+    try:
+        ipaddress.ip_address(s)
+        return True
+    except ValueError:
+        return False
+
+
+def _subdomain(value: Any, path: str) -> list[FieldError]:
+    return [invalid(path, value, m) for m in dns1123_subdomain(value if isinstance(value, str) else "")]
+
+
+# --- NetworkPolicy ------------------------------------------------------------------
+
+_PROTOCOLS = ("SCTP", "TCP", "UDP")
+_POLICY_TYPES = ("Egress", "Ingress")
+
+
+def default_network_policy(obj: Obj) -> None:
+    """SetDefaults_NetworkPolicy: ports default to TCP; policyTypes always
+    hold Ingress, plus Egress when egress rules exist."""
+    spec = obj.setdefault("spec", {})
+    for direction in ("ingress", "egress"):
+        for rule in spec.get(direction) or []:
+            for p in rule.get("ports") or []:
+                if isinstance(p, dict):
+                    p.setdefault("protocol", "TCP")
+    if not spec.get("policyTypes"):
+        types = ["Ingress"]
+        if spec.get("egress"):
+            types.append("Egress")
+        spec["policyTypes"] = types
+
+
+def _validate_np_port(p: dict, path: str) -> list[FieldError]:
+    errs: list[FieldError] = []
+    proto = p.get("protocol")
+    if proto is not None and proto not in _PROTOCOLS:
+        errs.append(not_supported(f"{path}.protocol", proto, _PROTOCOLS))
+    port, end = p.get("port"), p.get("endPort")
+    if port is None:
+        if end is not None:
+            errs.append(required(f"{path}.port", "must be specified when `endPort` is specified"))
+        return errs
+    if isinstance(port, int):
+        errs += _port_number(port, f"{path}.port")
+        if end is not None:
+            if isinstance(end, int) and end < port:
+                errs.append(invalid(f"{path}.endPort", port, "must be greater than or equal to `port`"))
+            errs += _port_number(end, f"{path}.endPort")
+    else:
+        if end is not None:
+            errs.append(invalid(f"{path}.endPort", port, "may not be specified when `port` is non-numeric"))
+        errs += [invalid(f"{path}.port", port, m) for m in port_name(str(port))]
+    return errs
+
+
+def _validate_ip_block(block: dict, path: str) -> list[FieldError]:
+    cidr = block.get("cidr", "")
+    if not cidr:
+        return [required(f"{path}.cidr", "")]
+    errs = _cidr_errors(cidr, f"{path}.cidr")
+    if errs:
+        return errs
+    net = ipaddress.ip_network(cidr)
+    for i, e in enumerate(block.get("except") or []):
+        p = f"{path}.except[{i}]"
+        ee = _cidr_errors(e, p)
+        if ee:
+            errs += ee
+            continue
+        sub = ipaddress.ip_network(e)
+        if sub.version != net.version or not sub.subnet_of(net) or sub.prefixlen <= net.prefixlen:
+            errs.append(invalid(p, e, "must be a strict subset of `cidr`"))
+    return errs
+
+
+def _validate_peer(peer: dict, path: str) -> list[FieldError]:
+    errs: list[FieldError] = []
+    n = 0
+    if peer.get("podSelector") is not None:
+        n += 1
+        errs += validate_label_selector(peer["podSelector"], f"{path}.podSelector")
+    if peer.get("namespaceSelector") is not None:
+        n += 1
+        errs += validate_label_selector(peer["namespaceSelector"], f"{path}.namespaceSelector")
+    if peer.get("ipBlock") is not None:
+        n += 1
+        errs += _validate_ip_block(peer["ipBlock"], f"{path}.ipBlock")
+    if n == 0:
+        errs.append(required(path, "must specify a peer"))
+    elif peer.get("ipBlock") is not None and n > 1:
+        errs.append(forbidden(path, "may not specify both ipBlock and another peer"))
+    return errs
+
+
+def validate_network_policy_spec(spec: dict, path: str = "spec") -> list[FieldError]:
+    errs = validate_label_selector(spec.get("podSelector"), f"{path}.podSelector")
+    for direction, peers in (("ingress", "from"), ("egress", "to")):
+        for i, rule in enumerate(spec.get(direction) or []):
+            rp = f"{path}.{direction}[{i}]"
+            for j, port in enumerate(rule.get("ports") or []):
+                errs += _validate_np_port(port, f"{rp}.ports[{j}]")
+            for j, peer in enumerate(rule.get(peers) or []):
+                errs += _validate_peer(peer, f"{rp}.{peers}[{j}]")
+    types = spec.get("policyTypes") or []
+    for i, t in enumerate(types):
+        if t not in _POLICY_TYPES:
+            errs.append(not_supported(f"{path}.policyTypes[{i}]", t, _POLICY_TYPES))
+    if len(types) > len(_POLICY_TYPES):
+        errs.append(invalid(f"{path}.policyTypes", types, "may not specify more than two policyTypes"))
+    return errs
+
+
+class NetworkPolicyStrategy(Strategy):
+    columns = [
+        name_column(),
+        Column("Pod-Selector", "string", lambda o: selector_string(_spec(o).get("podSelector")) or "<none>",
+               "Selects the pods to which this NetworkPolicy object applies."),
+        age_column(),
+    ]
+
+    def default(self, obj, version):
+        default_network_policy(obj)
+
+    def validate(self, obj):
+        return validate_network_policy_spec(_spec(obj))
+
+
+# --- Ingress ----------------------------------------------------------------------
+
+_PATH_TYPES = ("Exact", "ImplementationSpecific", "Prefix")
+_INVALID_PATH_SEQUENCES = ("//", "/./", "/../", "%2f", "%2F")
+_INVALID_PATH_SUFFIXES = ("/..", "/.")
+
+
+def _validate_backend(b: dict, path: str) -> list[FieldError]:
+    svc, res = b.get("service"), b.get("resource")
+    if svc is not None and res is not None:
+        return [invalid(path, "", "cannot set both resource and service backends")]
+    if res is not None:
+        errs = []
+        if not res.get("kind"):
+            errs.append(required(f"{path}.resource.kind", ""))
+        if not res.get("name"):
+            errs.append(required(f"{path}.resource.name", ""))
+        return errs
+    if svc is None:
+        return [invalid(path, "", "resource or service backend is required")]
+    errs = []
+    name = svc.get("name", "")
+    if not name:
+        errs.append(required(f"{path}.service.name", ""))
+    else:
+        errs += [invalid(f"{path}.service.name", name, m) for m in dns1035_label(name)]
+    port = svc.get("port") or {}
+    pp = f"{path}.service.port"
+    if port.get("name") and port.get("number"):
+        errs.append(invalid(pp, "", "cannot set both port name & port number"))
+    elif port.get("name"):
+        errs += [invalid(f"{pp}.name", port["name"], m) for m in port_name(port["name"])]
+    elif port.get("number") is not None:
+        errs += _port_number(port["number"], f"{pp}.number")
+    else:
+        errs.append(required(pp, "port name or number is required"))
+    return errs
+
+
+def _validate_host(host: str, path: str, wildcard_ok: bool = True) -> list[FieldError]:
+    if _is_ip(host):
+        return [invalid(path, host, "must be a DNS name, not an IP address")]
+    if wildcard_ok and host.startswith("*."):
+        return [invalid(path, host, m.replace("RFC 1123 subdomain", "wildcard DNS-1123 subdomain"))
+                for m in dns1123_subdomain(host[2:])]
+    return _subdomain(host, path)
+
+
+def _validate_http_path(p: dict, path: str) -> list[FieldError]:
+    errs: list[FieldError] = []
+    value = p.get("path", "")
+    ptype = p.get("pathType")
+    if ptype is None:
+        errs.append(required(f"{path}.pathType", "pathType must be specified"))
+    elif ptype not in _PATH_TYPES:
+        errs.append(not_supported(f"{path}.pathType", ptype, _PATH_TYPES))
+    elif ptype in ("Exact", "Prefix"):
+        if not value.startswith("/"):
+            errs.append(invalid(f"{path}.path", value, "must be an absolute path"))
+        if value:
+            for seq in _INVALID_PATH_SEQUENCES:
+                if seq in value:
+                    errs.append(invalid(f"{path}.path", value, f"must not contain '{seq}'"))
+            for suffix in _INVALID_PATH_SUFFIXES:
+                if value.endswith(suffix):
+                    errs.append(invalid(f"{path}.path", value, f"cannot end with '{suffix}'"))
+    elif value and not value.startswith("/"):
+        errs.append(invalid(f"{path}.path", value, "must be an absolute path"))
+    return errs + _validate_backend(p.get("backend") or {}, f"{path}.backend")
+
+
+def validate_ingress_spec(spec: dict, path: str = "spec") -> list[FieldError]:
+    errs: list[FieldError] = []
+    rules = spec.get("rules") or []
+    if spec.get("defaultBackend") is not None:
+        errs += _validate_backend(spec["defaultBackend"], f"{path}.defaultBackend")
+    elif not rules:
+        errs.append(invalid(f"{path}.rules", rules, "either `defaultBackend` or `rules` must be specified"))
+    for i, rule in enumerate(rules):
+        rp = f"{path}.rules[{i}]"
+        if rule.get("host"):
+            errs += _validate_host(rule["host"], f"{rp}.host")
+        http = rule.get("http")
+        if http is not None:
+            paths = http.get("paths") or []
+            if not paths:
+                errs.append(required(f"{rp}.http.paths", ""))
+            for j, p in enumerate(paths):
+                errs += _validate_http_path(p, f"{rp}.http.paths[{j}]")
+    for i, tls in enumerate(spec.get("tls") or []):
+        for j, host in enumerate(tls.get("hosts") or []):
+            errs += _validate_host(host, f"{path}.tls[{i}].hosts[{j}]")
+        if tls.get("secretName"):
+            errs += _subdomain(tls["secretName"], f"{path}.tls[{i}].secretName")
+    if spec.get("ingressClassName") is not None:
+        errs += _subdomain(spec["ingressClassName"], f"{path}.ingressClassName")
+    return errs
+
+
+def _validate_lb_ingress(status: dict, path: str) -> list[FieldError]:
+    errs: list[FieldError] = []
+    for i, ing in enumerate((status.get("loadBalancer") or {}).get("ingress") or []):
+        p = f"{path}.loadBalancer.ingress[{i}]"
+        if ing.get("ip") and not _is_ip(ing["ip"]):
+            errs.append(invalid(f"{p}.ip", ing["ip"], "must be a valid IP address"))
+        if ing.get("hostname"):
+            errs += _subdomain(ing["hostname"], f"{p}.hostname")
+            if _is_ip(ing["hostname"]):
+                errs.append(invalid(f"{p}.hostname", ing["hostname"], "must be a DNS name, not an IP address"))
+    return errs
+
+
+def _ingress_hosts(o: Obj) -> str:
+    """formatHosts: up to three hosts, '*' for a rule without one."""
+    hosts = [r.get("host") or "*" for r in _spec(o).get("rules") or []]
+    if not hosts:
+        return "*"
+    text = ",".join(hosts[:3])
+    return text + (f" + {len(hosts) - 3} more..." if len(hosts) > 3 else "")
+
+
+def _lb_addresses(o: Obj) -> str:
+    ing = ((o.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+    return ",".join(i.get("ip") or i.get("hostname") or "" for i in ing)
+
+
+class IngressStrategy(Strategy):
+    columns = [
+        name_column(),
+        Column("Class", "string", lambda o: _spec(o).get("ingressClassName") or "<none>",
+               "The name of the IngressClass resource that should be used for ingress."),
+        Column("Hosts", "string", _ingress_hosts, "Hosts that incoming requests are matched against before the ingress rule"),
+        Column("Address", "string", _lb_addresses, "Address is a list containing ingress points for the load-balancer"),
+        Column("Ports", "string", lambda o: "80, 443" if _spec(o).get("tls") else "80",
+               "Ports of TLS configurations that open"),
+        age_column(),
+    ]
+
+    def prepare_for_create(self, obj):
+        obj["status"] = {"loadBalancer": {}}
+
+    def validate(self, obj):
+        return validate_ingress_spec(_spec(obj))
+
+    def validate_status_update(self, new, old):
+        return _validate_lb_ingress(new.get("status") or {}, "status")
+
+
+class IngressClassStrategy(Strategy):
+    columns = [
+        name_column(),
+        Column("Controller", "string", lambda o: _spec(o).get("controller", ""),
+               "Controller that is responsible for handling this class"),
+        Column("Parameters", "string", lambda o: _parameters(_spec(o).get("parameters")),
+               "A reference to a resource with additional parameters"),
+        age_column(),
+    ]
+
+    def validate(self, obj):
+        spec = _spec(obj)
+        errs: list[FieldError] = []
+        controller = spec.get("controller", "")
+        if not controller:
+            errs.append(required("spec.controller", ""))
+        elif len(controller) > 250:
+            errs.append(too_long("spec.controller", 250))
+        else:
+            domain = controller.split("/", 1)[0]
+            if "/" not in controller or dns1123_subdomain(domain):
+                errs.append(invalid("spec.controller", controller, "must be a domain-prefixed path (such as \"acme.io/foo\")"))
+        params = spec.get("parameters")
+        if params is not None:
+            pp = "spec.parameters"
+            if not params.get("kind"):
+                errs.append(required(f"{pp}.kind", "kind is required"))
+            if not params.get("name"):
+                errs.append(required(f"{pp}.name", "name is required"))
+            scope = params.get("scope")
+            if scope is not None and scope not in ("Cluster", "Namespace"):
+                errs.append(not_supported(f"{pp}.scope", scope, ("Cluster", "Namespace")))
+            if scope == "Namespace" and not params.get("namespace"):
+                errs.append(required(f"{pp}.namespace", "`parameters.scope` is set to 'Namespace'"))
+            if scope == "Cluster" and params.get("namespace"):
+                errs.append(forbidden(f"{pp}.namespace", "`parameters.scope` is set to 'Cluster'"))
+        return errs
+
+    def validate_update(self, new, old):
+        errs = self.validate(new)
+        if _spec(new).get("controller") != _spec(old).get("controller"):
+            errs.append(immutable("spec.controller", _spec(new).get("controller")))
+        return errs
+
+    def default(self, obj, version):
+        params = _spec(obj).get("parameters")
+        if params is not None:
+            params.setdefault("scope", "Cluster")
+
+
+def _parameters(p: dict | None) -> str:
+    if not p:
+        return "<none>"
+    gk = f"{p.get('kind', '')}.{p['apiGroup']}" if p.get("apiGroup") else p.get("kind", "")
+    return f"{gk}/{p.get('name', '')}"
+
+
+# --- ServiceCIDR and IPAddress ---------------------------------------------------------
+
+
+class ServiceCIDRStrategy(Strategy):
+    columns = [
+        name_column(),
+        Column("CIDRs", "string", lambda o: ",".join(_spec(o).get("cidrs") or []),
+               "CIDRs defines the IP blocks in CIDR notation for the Service ClusterIPs."),
+        age_column(),
+    ]
+
+    def prepare_for_create(self, obj):
+        obj.pop("status", None)
+
+    def validate(self, obj):
+        cidrs = _spec(obj).get("cidrs") or []
+        errs: list[FieldError] = []
+        if not cidrs:
+            return [required("spec.cidrs", "at least one CIDR required")]
+        if len(cidrs) > 2:
+            return [too_many("spec.cidrs", len(cidrs), 2)]
+        for i, c in enumerate(cidrs):
+            errs += _cidr_errors(c, f"spec.cidrs[{i}]")
+        if not errs and len(cidrs) == 2 and _parse_cidr(cidrs[0]).version == _parse_cidr(cidrs[1]).version:
+            errs.append(invalid("spec.cidrs", cidrs, "may specify no more than one IP for each IP family, i.e 192.168.0.0/24 and 2001:db8::/64"))
+        return errs
+
+    def validate_update(self, new, old):
+        errs = self.validate(new)
+        ncidrs, ocidrs = _spec(new).get("cidrs") or [], _spec(old).get("cidrs") or []
+        # single stack may become dual stack by appending the other family; nothing else changes
+        if ncidrs != ocidrs and not (len(ocidrs) == 1 and len(ncidrs) == 2 and ncidrs[0] == ocidrs[0]):
+            errs.append(invalid("spec.cidrs", ncidrs, "field is immutable"))
+        return errs
+
+    def validate_status_update(self, new, old):
+        return validate_conditions((new.get("status") or {}).get("conditions"), "status.conditions")
+
+
+def _ip_name(name: str) -> list[str]:
+    """An IPAddress is named by its address in canonical form."""
+    try:
+        ip = ipaddress.ip_address(name)
+    except ValueError:
+        return ["must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"]
+    if str(ip) != name:
+        return [f'must be in canonical form ("{ip}")']
+    if ip.is_unspecified or ip.is_loopback or ip.is_link_local or ip.is_multicast:
+        return ["may not be an unspecified, loopback, link-local or multicast address"]
+    return []
+
+
+def _parent_ref(o: Obj) -> str:
+    ref = _spec(o).get("parentRef")
+    if not ref:
+        return "<none>"
+    gr = f"{ref.get('resource', '')}.{ref['group']}" if ref.get("group") else ref.get("resource", "")
+    text = gr.lower()
+    if ref.get("namespace"):
+        text += "/" + ref["namespace"]
+    return f"{text}/{ref.get('name', '')}"
+
+
+class IPAddressStrategy(Strategy):
+    name_validator = staticmethod(_ip_name)
+    track_generation = False
+    columns = [
+        name_column(),
+        Column("ParentRef", "string", _parent_ref, "ParentRef references the resource that an IPAddress is attached to."),
+    ]
+
+    def validate(self, obj):
+        ref = _spec(obj).get("parentRef")
+        if ref is None:
+            return [required("spec.parentRef", "")]
+        errs: list[FieldError] = []
+        p = "spec.parentRef"
+        if ref.get("group"):
+            errs += _subdomain(ref["group"], f"{p}.group")
+        if not ref.get("resource"):
+            errs.append(required(f"{p}.resource", ""))
+        elif ref["resource"] != ref["resource"].lower() or "/" in ref["resource"]:
+            errs.append(invalid(f"{p}.resource", ref["resource"], "must be a lowercase resource name"))
+        if not ref.get("name"):
+            errs.append(required(f"{p}.name", ""))
+        if ref.get("namespace"):
+            errs += _subdomain(ref["namespace"], f"{p}.namespace")
+        return errs
+
+    def validate_update(self, new, old):
+        errs = self.validate(new)
+        if _spec(new).get("parentRef") != _spec(old).get("parentRef"):
+            errs.append(immutable("spec.parentRef", _spec(new).get("parentRef")))
+        return errs
+
+
+register(
+    Resource(GROUP, "ingresses", "Ingress", ["v1"], namespaced=True, short_names=("ing",),
+             subresources=("status",), strategy=IngressStrategy()),
+    Resource(GROUP, "ingressclasses", "IngressClass", ["v1"], namespaced=False, strategy=IngressClassStrategy()),
+    Resource(GROUP, "networkpolicies", "NetworkPolicy", ["v1"], namespaced=True, short_names=("netpol",),
+             strategy=NetworkPolicyStrategy()),
+    Resource(GROUP, "servicecidrs", "ServiceCIDR", ["v1"], namespaced=False, subresources=("status",),
+             strategy=ServiceCIDRStrategy()),
+    Resource(GROUP, "ipaddresses", "IPAddress", ["v1"], namespaced=False, short_names=("ip",),
+             strategy=IPAddressStrategy()),
+)
