@@ -26,10 +26,21 @@ DECIMAL_EXPONENT = "DecimalExponent"
 
 _MAX = Fraction(2**63 - 1)
 _NANO = Fraction(1, 10**9)
+# Decimal exponents must fit upstream's int32 scale (negated, so -MaxInt32 is
+# the lower bound); anything else is "unable to parse quantity's suffix".
+_MAX_EXPONENT = 2**31 - 1
+# Values with more integer digits than this are kept exactly as text but
+# compare as this bound: no capacity comes close, and the exact number
+# (up to 10^2147483647) would cost unbounded time and memory to build.
+_EXACT_DIGITS = 1000
+_SATURATED = Fraction(10**_EXACT_DIGITS)
+# Fractional digits kept exactly (far below a nano even after a 2^60 suffix).
+_FRACTION_DIGITS = 1100
 
-_SHAPE = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
-_NUMBER = re.compile(r"^[+-]?([0-9]*)(?:\.([0-9]*))?")
-_SUFFIX_SHAPE = re.compile(r"^[eEinumkKMGTP]*[-+]?[0-9]*$")
+_SHAPE = re.compile(r"([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)")
+_NUMBER = re.compile(r"[+-]?([0-9]*)(?:\.([0-9]*))?")
+_SUFFIX_SHAPE = re.compile(r"[eEinumkKMGTP]*[-+]?[0-9]*")
+_EXPONENT = re.compile(r"[+-]?0*([0-9]+)")
 
 _BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
@@ -45,9 +56,10 @@ class QuantityError(ValueError):
 class Quantity:
     value: Fraction
     format: str
+    text: str = ""  # canonical form when `value` is saturated
 
     def __str__(self) -> str:
-        return format_quantity(self.value, self.format)
+        return self.text or format_quantity(self.value, self.format)
 
     def ceil(self) -> int:
         """Integer value rounded up, like Quantity.Value()."""
@@ -64,8 +76,11 @@ def _interpret_suffix(suffix: str) -> tuple[int, int, str]:
         return 2, _BINARY[suffix], BINARY_SI
     if suffix in _DECIMAL:
         return 10, _DECIMAL[suffix], DECIMAL_SI
-    if len(suffix) > 1 and suffix[0] in "eE" and re.fullmatch(r"[+-]?[0-9]+", suffix[1:]):
-        return 10, int(suffix[1:]), DECIMAL_EXPONENT
+    m = _EXPONENT.fullmatch(suffix, 1) if len(suffix) > 1 and suffix[0] in "eE" else None
+    if m and len(m.group(1)) <= 10:
+        exponent = int(suffix[1:])
+        if -_MAX_EXPONENT <= exponent <= _MAX_EXPONENT:
+            return 10, exponent, DECIMAL_EXPONENT
     raise QuantityError(SUFFIX)
 
 
@@ -79,31 +94,61 @@ def parse(s: str) -> Quantity:
 @functools.lru_cache(maxsize=4096)
 def _parse(s: str) -> Quantity:
     """Quantities are immutable and a cluster uses few distinct strings, so
-    parses are shared; strings that fail are not cached."""
-    if not _SHAPE.match(s):
+    parses are shared; strings that fail are not cached.
+
+    The work is linear in the length of `s` whatever its exponent: the
+    number is kept as a digit string and a power of ten until it is rounded
+    to nano precision, and only values of bounded size become integers."""
+    if not _SHAPE.fullmatch(s):
         raise QuantityError(FORMAT_WRONG)
     m = _NUMBER.match(s)
-    whole, frac = m.group(1), m.group(2)
+    whole, frac = m.group(1), m.group(2) or ""
     number, suffix = s[: m.end()], s[m.end():]
-    if not _SUFFIX_SHAPE.match(suffix):
+    if not _SUFFIX_SHAPE.fullmatch(suffix):
         raise QuantityError(FORMAT_WRONG)
     if not whole and not frac:
         raise QuantityError(NUMERIC)
     base, exponent, fmt = _interpret_suffix(suffix)
-    value = Fraction(int(whole or "0") * 10 ** len(frac or "") + int(frac or "0"), 10 ** len(frac or ""))
-    value *= Fraction(base) ** exponent
-    if number.startswith("-"):
-        value = -value
-    return Quantity(_round_and_cap(value, fmt), fmt)
-
-
-def _round_and_cap(value: Fraction, fmt: str) -> Fraction:
-    sign = -1 if value < 0 else 1
-    mag = abs(value)
+    negative = number.startswith("-")
+    digits = (whole + frac).lstrip("0")
+    if not digits:
+        return Quantity(Fraction(0), fmt)
+    # value = digits * 10^exp10 (* 2^exponent for binary suffixes)
+    exp10 = exponent - len(frac) if base == 10 else -len(frac)
+    stripped = digits.rstrip("0")
+    exp10 += len(digits) - len(stripped)
+    digits = stripped
+    sign = -1 if negative else 1
+    if len(digits) + exp10 > _EXACT_DIGITS:
+        if fmt == BINARY_SI:
+            return Quantity(sign * _MAX, fmt)
+        return Quantity(sign * _SATURATED, fmt, _format_decimal(negative, digits, exp10, fmt))
+    if -exp10 > _FRACTION_DIGITS:
+        # Digits this far below a nano only decide whether to round up: keep
+        # one sticky digit for all of them.
+        cut = -exp10 - _FRACTION_DIGITS
+        head, tail = digits[:-cut] if cut < len(digits) else "", digits[-cut:]
+        digits, exp10 = head + ("1" if tail.strip("0") else "0"), -_FRACTION_DIGITS - 1
+    n = int(digits) << (exponent if base == 2 else 0)
+    mag = Fraction(n, 10**-exp10) if exp10 < 0 else Fraction(n * 10**exp10)
     mag = Fraction(math.ceil(mag / _NANO)) * _NANO
     if fmt == BINARY_SI and mag > _MAX:
         mag = _MAX
-    return sign * mag
+    return Quantity(sign * mag, fmt)
+
+
+def _format_decimal(negative: bool, digits: str, exp10: int, fmt: str) -> str:
+    """Canonical text of digits * 10^exp10 (no trailing zeros in digits)."""
+    while exp10 % 3:
+        digits += "0"
+        exp10 -= 1
+    while exp10 > _MAX_EXPONENT:
+        digits += "000"
+        exp10 -= 3
+    sign = "-" if negative else ""
+    if fmt == DECIMAL_SI and exp10 in _DECIMAL_BY_EXP:
+        return f"{sign}{digits}{_DECIMAL_BY_EXP[exp10]}"
+    return f"{sign}{digits}" + (f"e{exp10}" if exp10 else "")
 
 
 def parse_quantity(s: str) -> Fraction:

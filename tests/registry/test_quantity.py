@@ -122,3 +122,45 @@ def test_repeated_parses_agree_and_errors_repeat():
     for _ in range(2):
         with pytest.raises(QuantityError):
             parse("1Kim")
+
+
+@pytest.mark.parametrize("text", ["1e9999999999", "1e2147483648", "1e-2147483648", "1e" + "9" * 100000])
+def test_exponents_beyond_int32_are_suffix_errors(text):
+    """Upstream rejects exponents outside [-MaxInt32, MaxInt32] in interpret()."""
+    with pytest.raises(QuantityError) as e:
+        parse(text)
+    assert str(e.value) == SUFFIX
+
+
+@pytest.mark.parametrize(
+    "text,canon",
+    [
+        ("1e100000", "10e99999"),
+        ("1e2147483647", "10e2147483646"),
+        ("1000e2147483647", "10000e2147483646"),  # the exponent stays within int32
+        ("-1e100000", "-10e99999"),
+        ("1e-2147483647", "1e-9"),
+        ("0e-2147483647", "0"),
+        ("1" + "0" * 5000, "100e4998"),
+        ("0." + "0" * 5000 + "1", "1n"),
+    ],
+)
+def test_extreme_but_valid_quantities_cost_linear_time(text, canon):
+    import time
+
+    start = time.monotonic()
+    assert canonical(text) == canon
+    assert time.monotonic() - start < 0.1
+
+
+def test_huge_values_compare_above_any_capacity():
+    assert parse_quantity("1e100000") > parse_quantity("1e999") > 2**63
+    assert parse_quantity("1" + "0" * 2000 + "Ki") == 2**63 - 1
+    assert parse_quantity("1." + "3" * 5000 + "Ki") == Fraction(1365333333334, 10**9)
+
+
+@pytest.mark.parametrize("text", ["1\n", "1Gi\n", "\n1"])
+def test_a_trailing_newline_is_not_a_quantity(text):
+    with pytest.raises(QuantityError) as e:
+        parse(text)
+    assert str(e.value) == FORMAT_WRONG
