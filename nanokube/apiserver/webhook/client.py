@@ -1,0 +1,165 @@
+"""The API server's HTTPS client for webhooks (admission and CRD conversion).
+
+A `clientConfig` names either a `url` or a Service. A Service is dialled at
+an address its resolver picks (its endpoints) while TLS verifies the name
+`<service>.<namespace>.svc` against `caBundle` (system roots when empty), as
+apiserver's util/webhook client does. Failures are raised as `WebhookError`
+with the text Go's HTTP client gives, since users see it inside upstream's
+admission and conversion error messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import math
+import ssl
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+import orjson
+
+#: (namespace, name, port) -> (host, port) to dial; raises WebhookError when the
+#: Service cannot be reached (not found, no such port, no ready endpoints)
+ServiceResolver = Callable[[str, str, int], tuple[str, int]]
+
+
+class WebhookError(Exception):
+    """A call that produced no usable response."""
+
+
+def _ca_bundle(cc: dict) -> bytes:
+    raw = cc.get("caBundle") or ""
+    if isinstance(raw, bytes):
+        return raw
+    try:
+        return base64.b64decode(raw)
+    except ValueError:
+        return b""
+
+
+def _generic_status_message(code: int, body: bytes) -> str:
+    """client-go's message for a non-2xx answer that is not a Status."""
+    text = body.decode(errors="replace").strip()
+    if code == 400:
+        return "the server rejected our request for an unknown reason" + (f" ({text})" if text else "")
+    if code == 401:
+        return "Unauthorized"
+    if code == 403:
+        return text or "forbidden"
+    if code == 404:
+        return "the server could not find the requested resource"
+    if code == 500:
+        return f'an error on the server ("{text}") has prevented the request from succeeding' if text else \
+            "an error on the server has prevented the request from succeeding"
+    if code == 503:
+        return "the server is currently unable to handle the request"
+    if code == 504:
+        return "the server was unable to return a response in the time allotted, but may still be processing the request"
+    return f"the server responded with the status code {code} but did not return more information"
+
+
+class WebhookClient:
+    """POSTs JSON to webhooks; one connection pool per event loop."""
+
+    def __init__(self, resolver: ServiceResolver | None = None) -> None:
+        self.resolver = resolver
+        self._contexts: dict[bytes, ssl.SSLContext] = {}
+        self._session: aiohttp.ClientSession | None = None
+
+    def _ssl(self, ca: bytes) -> ssl.SSLContext:
+        ctx = self._contexts.get(ca)
+        if ctx is None:
+            try:
+                ctx = ssl.create_default_context(cadata=ca.decode()) if ca else ssl.create_default_context()
+            except (ssl.SSLError, ValueError) as e:
+                raise WebhookError(f"unable to load root certificates: {e}") from None
+            self._contexts[ca] = ctx
+        return ctx
+
+    def _session_for_loop(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._session._loop is not loop:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0, enable_cleanup_closed=True), auto_decompress=True)
+        return self._session
+
+    def endpoint(self, cc: dict) -> tuple[str, str, str | None]:
+        """(URL shown in errors, URL dialled, TLS server name) of a clientConfig."""
+        if cc.get("url"):
+            return cc["url"], cc["url"], None
+        svc = cc.get("service") or {}
+        ns, name, port = svc.get("namespace", ""), svc.get("name", ""), svc.get("port") or 443
+        path = svc.get("path") or ""
+        server_name = f"{name}.{ns}.svc"
+        shown = f"https://{server_name}:{port}{path}"
+        if self.resolver is None:
+            return shown, shown, server_name
+        host, dial_port = self.resolver(ns, name, port)
+        host = f"[{host}]" if ":" in host else host
+        return shown, f"https://{host}:{dial_port}{path}", server_name
+
+    async def post(self, cc: dict, body: Any, timeout: float, send_timeout: bool = True) -> dict:
+        """POST `body` as JSON and return the decoded JSON answer. `timeout` bounds
+        the whole call; with `send_timeout` it is also passed on as `?timeout=Ns`."""
+        shown, dialled, server_name = self.endpoint(cc)
+        if send_timeout and timeout > 0:
+            query = f"?timeout={math.ceil(timeout)}s"
+            shown, dialled = shown + query, dialled + query
+        ctx = self._ssl(_ca_bundle(cc))
+        data = orjson.dumps(body)
+        headers = {"Content-Type": "application/json", "Accept": "application/json, */*"}
+        kwargs: dict[str, Any] = {"ssl": ctx}
+        if server_name:
+            kwargs["server_hostname"] = server_name
+            headers["Host"] = f"{server_name}:{urlsplit(shown).port or 443}"
+        try:
+            async with asyncio.timeout(timeout if timeout > 0 else None):
+                async with self._session_for_loop().post(dialled, data=data, headers=headers, **kwargs) as resp:
+                    raw = await resp.read()
+                    status = resp.status
+        except TimeoutError:
+            raise WebhookError(f'Post "{shown}": context deadline exceeded') from None
+        except aiohttp.ClientConnectorCertificateError as e:
+            raise WebhookError(f'Post "{shown}": tls: failed to verify certificate: {_x509_reason(e, server_name or urlsplit(shown).hostname)}') from None
+        except aiohttp.ClientConnectorError as e:
+            u = urlsplit(dialled)
+            why = "connection refused" if isinstance(e.os_error, ConnectionRefusedError) else (e.os_error.strerror or str(e.os_error)).lower()
+            raise WebhookError(f'Post "{shown}": dial tcp {u.hostname}:{u.port or 443}: connect: {why}') from None
+        except (aiohttp.ClientError, OSError) as e:
+            raise WebhookError(f'Post "{shown}": {e}') from None
+        if not 200 <= status < 300:
+            raise WebhookError(_status_message(status, raw))
+        try:
+            out = orjson.loads(raw)
+        except orjson.JSONDecodeError as e:
+            raise WebhookError(f"invalid character in response body: {e}") from None
+        if not isinstance(out, dict):
+            raise WebhookError("json: cannot unmarshal the response into an object")
+        return out
+
+    async def close(self) -> None:
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+
+
+def _status_message(code: int, raw: bytes) -> str:
+    try:
+        st = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        st = None
+    if isinstance(st, dict) and st.get("kind") == "Status" and st.get("message"):
+        return st["message"]
+    return _generic_status_message(code, raw)
+
+
+def _x509_reason(e: aiohttp.ClientConnectorCertificateError, host: str | None) -> str:
+    cert_err = e.certificate_error
+    text = getattr(cert_err, "verify_message", "") or str(cert_err)
+    if "Hostname mismatch" in text or "IP address mismatch" in text:
+        return f"x509: certificate is not valid for {host}"
+    if "expired" in text:
+        return "x509: certificate has expired or is not yet valid"
+    return "x509: certificate signed by unknown authority"
