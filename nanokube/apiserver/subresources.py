@@ -14,6 +14,7 @@ from aiohttp import web
 from ..registry.base import Resource
 from ..machinery import errors
 from .auth.serviceaccount import ServiceAccountTokens
+from ..machinery.responses import json_response
 from .rest import GenericREST, WriteOptions
 from ..machinery.selectors import matches_labels, selector_from_object, selector_to_string
 
@@ -35,8 +36,6 @@ class Subresources:
         self.tokens: ServiceAccountTokens | None = None
 
     async def handle(self, h: APIHandlers, request: web.Request, res: Resource, version: str, namespace, name, sub):
-        from .handlers import json_response
-
         m = request.method
         if sub == "binding" and m == "POST":
             body = await h._body(request)
@@ -265,7 +264,10 @@ def _scale_of(obj: dict) -> dict:
     md = obj["metadata"]
     spec, st = obj.get("spec") or {}, obj.get("status") or {}
     sel = spec.get("selector")
-    selector = selector_to_string(sel) if isinstance(sel, dict) else (st.get("selector") or "")
+    if obj.get("kind") == "ReplicationController":  # an equality map, not a LabelSelector
+        selector = ",".join(f"{k}={sel[k]}" for k in sorted(sel or {}))
+    else:
+        selector = selector_to_string(sel) if isinstance(sel, dict) else (st.get("selector") or "")
     return {
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",

@@ -4,8 +4,12 @@ from importlib import import_module
 
 _GROUPS = [
     "core",
+    "core_replication",
     "apps",
+    "apps_daemonset",
+    "apps_statefulset",
     "batch",
+    "batch_cronjob",
     "autoscaling",
     "coordination",
     "discovery",
@@ -15,6 +19,7 @@ _GROUPS = [
     "resource",
     "certificates",
     "rbac",
+    "apiextensions",
     "networking",
     "flowcontrol",
     "apiregistration",

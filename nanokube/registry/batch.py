@@ -297,8 +297,9 @@ def _validate_generated_selector(obj: Obj) -> list[FieldError]:
     return errs
 
 
-def validate_job_spec(spec: dict, path: str) -> list[FieldError]:
-    """ValidateJobSpec: counts, completion modes, policies, template and selector."""
+def validate_job_spec(spec: dict, path: str, with_selector: bool = True) -> list[FieldError]:
+    """ValidateJobSpec: counts, completion modes, policies, template and selector
+    (a CronJob's jobTemplate has none yet: `with_selector=False`)."""
     errs: list[FieldError] = []
     for f in ("parallelism", "completions", "activeDeadlineSeconds", "backoffLimit", "ttlSecondsAfterFinished",
               "backoffLimitPerIndex", "maxFailedIndexes"):
@@ -323,6 +324,8 @@ def validate_job_spec(spec: dict, path: str) -> list[FieldError]:
     elif rp not in ("OnFailure", "Never"):
         errs.append(not_supported(f"{path}.template.spec.restartPolicy", rp, ["OnFailure", "Never"]))
     sel = spec.get("selector")
+    if not with_selector:
+        return errs
     if sel is None:
         errs.append(required(f"{path}.selector"))
     else:

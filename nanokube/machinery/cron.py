@@ -1,0 +1,132 @@
+"""CronJob schedules as kube-controller-manager reads them: robfig/cron v3's
+ParseStandard (five fields, `@hourly`-style descriptors, `@every <duration>`,
+an optional `TZ=`/`CRON_TZ=` prefix), with its error texts, which the API
+server returns for a bad `spec.schedule`.
+
+Parsing here only checks and normalises; the times themselves come from
+`cronsim` (Debian cron semantics: day-of-month and day-of-week are OR-ed unless
+either starts with `*`, as robfig does), in the schedule's time zone.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import zoneinfo
+from dataclasses import dataclass
+
+from cronsim import CronSim
+
+_DESCRIPTORS = {
+    "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
+}
+_MONTHS = {m: i + 1 for i, m in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split())}
+_DAYS = {d: i for i, d in enumerate("sun mon tue wed thu fri sat".split())}
+#: (min, max, names) of minute, hour, day of month, month, day of week
+_BOUNDS = ((0, 59, {}), (0, 23, {}), (1, 31, {}), (1, 12, _MONTHS), (0, 6, _DAYS))
+_GO_DURATION = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
+_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+class ScheduleError(ValueError):
+    """The text robfig/cron's parser returns."""
+
+
+def load_zone(name: str) -> dt.tzinfo:
+    """time.LoadLocation: "UTC" and "" are UTC; else an IANA name."""
+    if name in ("", "UTC"):
+        return dt.timezone.utc
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ScheduleError(f"unknown time zone {name}") from None
+
+
+@dataclass(frozen=True)
+class Schedule:
+    expression: str  # five fields, descriptors expanded; "" for @every
+    zone: dt.tzinfo | None  # from a TZ= prefix; None means the caller's zone
+    every: float = 0.0  # @every's period in seconds
+
+    def next(self, after: float, zone: dt.tzinfo) -> float:
+        """The first activation strictly after epoch second `after`."""
+        if self.every:
+            return float(int(after) + max(1, round(self.every)))
+        start = dt.datetime.fromtimestamp(int(after), self.zone or zone)
+        return next(CronSim(self.expression, start)).timestamp()
+
+
+def parse(spec: str) -> Schedule:
+    """ParseStandard(spec); raises ScheduleError with robfig's message."""
+    if not spec:
+        raise ScheduleError("empty spec string")
+    zone = None
+    if spec.startswith(("TZ=", "CRON_TZ=")):
+        space, eq = spec.find(" "), spec.index("=")
+        name = spec[eq + 1:space] if space > 0 else spec[eq + 1:]
+        try:
+            zone = load_zone(name)
+        except ScheduleError as e:
+            raise ScheduleError(f"provided bad location {name}: {e}") from None
+        spec = spec[space:].strip() if space > 0 else ""
+    if spec.startswith("@"):
+        if spec.startswith("@every "):
+            return Schedule("", zone, _go_duration(spec[len("@every "):], spec))
+        if spec not in _DESCRIPTORS:
+            raise ScheduleError(f"unrecognized descriptor: {spec}")
+        return Schedule(_DESCRIPTORS[spec], zone)
+    fields = spec.split()
+    if len(fields) != 5:
+        raise ScheduleError(f"expected exactly 5 fields, found {len(fields)}: [{' '.join(fields)}]")
+    normal = [_check_field(f, *_BOUNDS[i]) for i, f in enumerate(fields)]
+    return Schedule(" ".join(normal), zone)
+
+
+def _check_field(field: str, lo: int, hi: int, names: dict) -> str:
+    """robfig's getField: comma-separated ranges `a-b/step`, `*` or `?`; names
+    become numbers so cronsim reads the same values."""
+    out = []
+    for expr in field.split(","):
+        range_step = expr.split("/")
+        if len(range_step) > 2:
+            raise ScheduleError(f"too many slashes: {expr}")
+        bounds = range_step[0].split("-")
+        if len(bounds) > 2:
+            raise ScheduleError(f"too many hyphens: {expr}")
+        if range_step[0] in ("*", "?"):
+            text = "*"
+        else:
+            start = _value(bounds[0], names)
+            end = _value(bounds[1], names) if len(bounds) == 2 else start
+            if start < lo:
+                raise ScheduleError(f"beginning of range ({start}) below minimum ({lo}): {expr}")
+            if end > hi:
+                raise ScheduleError(f"end of range ({end}) above maximum ({hi}): {expr}")
+            if start > end:
+                raise ScheduleError(f"beginning of range ({start}) beyond end of range ({end}): {expr}")
+            text = f"{start}-{end}" if len(bounds) == 2 else str(start)
+            if len(range_step) == 2 and len(bounds) == 1:
+                text = f"{start}-{hi}"  # robfig: `N/step` means N through the maximum
+        if len(range_step) == 2:
+            step = _value(range_step[1], {})
+            if step <= 0:
+                raise ScheduleError(f"step of range should be a positive number: {expr}")
+            text += f"/{step}"
+        out.append(text)
+    return ",".join(out)
+
+
+def _value(text: str, names: dict) -> int:
+    if text.lower() in names:
+        return names[text.lower()]
+    if not re.fullmatch(r"[+-]?[0-9]+", text):
+        raise ScheduleError(f'failed to parse int from {text}: strconv.Atoi: parsing "{text}": invalid syntax')
+    return int(text)
+
+
+def _go_duration(text: str, spec: str) -> float:
+    """time.ParseDuration of @every's argument (positive units only)."""
+    if not text or _GO_DURATION.sub("", text):
+        raise ScheduleError(f"failed to parse duration {spec}: time: invalid duration \"{text}\"")
+    return sum(float(n) * _UNIT[u] for n, u in _GO_DURATION.findall(text))

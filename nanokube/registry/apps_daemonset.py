@@ -1,0 +1,140 @@
+"""apps/v1 DaemonSets: one pod per eligible node, rolled by template generation.
+
+Validation follows apps validation's ValidateDaemonSetSpec; the columns are
+kubectl's daemonset printer.
+"""
+
+from __future__ import annotations
+
+from .apps import (
+    _immutable_selector,
+    age_column,
+    api_doc,
+    containers_column,
+    default_pod_template,
+    images_column,
+    int_or_percent_value,
+    name_column,
+    nonnegative,
+    not_more_than_100_percent,
+    pod_template_errors,
+    selector_column,
+    selector_is_empty,
+    selector_matches,
+    validate_label_selector,
+    validate_positive_int_or_percent,
+)
+from .base import Column, Obj, Resource, Strategy, register
+from .core_printing import format_labels
+from ..machinery.validation import FieldError, invalid, not_supported, required
+
+_SPEC = "io.k8s.api.apps.v1.DaemonSetSpec"
+_STATUS = "io.k8s.api.apps.v1.DaemonSetStatus"
+_STATUS_COUNTERS = ("currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled", "numberReady",
+                    "observedGeneration", "updatedNumberScheduled", "numberAvailable", "numberUnavailable",
+                    "collisionCount")
+
+
+def _status(field: str):
+    return lambda o: (o.get("status") or {}).get(field, 0)
+
+
+class DaemonSetStrategy(Strategy):
+    columns = [
+        name_column(),
+        Column("Desired", "integer", _status("desiredNumberScheduled"), api_doc(_STATUS, "desiredNumberScheduled")),
+        Column("Current", "integer", _status("currentNumberScheduled"), api_doc(_STATUS, "currentNumberScheduled")),
+        Column("Ready", "integer", _status("numberReady"), api_doc(_STATUS, "numberReady")),
+        Column("Up-to-date", "integer", _status("updatedNumberScheduled"), api_doc(_STATUS, "updatedNumberScheduled")),
+        Column("Available", "integer", _status("numberAvailable"), api_doc(_STATUS, "numberAvailable")),
+        Column("Node Selector", "string",
+               lambda o: format_labels((((o.get("spec") or {}).get("template") or {}).get("spec") or {}).get("nodeSelector")),
+               "The node selector for the pod template."),
+        age_column(),
+        containers_column(),
+        images_column(),
+        selector_column(api_doc(_SPEC, "selector")),
+    ]
+
+    def default(self, obj: Obj, version: str) -> None:
+        """SetDefaults_DaemonSet (apps/v1)."""
+        spec = obj.setdefault("spec", {})
+        strategy = spec.setdefault("updateStrategy", {})
+        strategy.setdefault("type", "RollingUpdate")
+        if strategy["type"] == "RollingUpdate":
+            ru = strategy.get("rollingUpdate") or {}
+            ru.setdefault("maxUnavailable", 1)
+            ru.setdefault("maxSurge", 0)
+            strategy["rollingUpdate"] = ru
+        spec.setdefault("revisionHistoryLimit", 10)
+        default_pod_template(spec.get("template"))
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        obj["status"] = {"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0,
+                         "numberReady": 0}
+
+    def validate(self, obj: Obj) -> list[FieldError]:
+        return validate_daemonset_spec(obj.get("spec") or {}, "spec")
+
+    def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
+        return self.validate(new) + _immutable_selector(new, old)
+
+    def validate_status_update(self, new: Obj, old: Obj) -> list[FieldError]:
+        status = new.get("status") or {}
+        errs: list[FieldError] = []
+        for f in _STATUS_COUNTERS:
+            errs += nonnegative(status, f, "status")
+        return errs
+
+
+def validate_daemonset_spec(spec: dict, path: str) -> list[FieldError]:
+    errs: list[FieldError] = []
+    sel = spec.get("selector")
+    if sel is None:
+        errs.append(required(f"{path}.selector"))
+    else:
+        errs += validate_label_selector(sel, f"{path}.selector")
+    template = spec.get("template") or {}
+    labels = (template.get("metadata") or {}).get("labels")
+    if sel is not None and not selector_matches(sel, labels) and not selector_is_empty(sel):
+        errs.append(invalid(f"{path}.template.metadata.labels", labels, "`selector` does not match template `labels`"))
+    if sel is not None and selector_is_empty(sel):
+        errs.append(invalid(f"{path}.selector", sel, "empty selector is invalid for daemonset"))
+    errs += pod_template_errors(template, f"{path}.template")
+    tspec = template.get("spec") or {}
+    if tspec.get("restartPolicy") != "Always":
+        errs.append(not_supported(f"{path}.template.spec.restartPolicy", tspec.get("restartPolicy", ""), ["Always"]))
+    if tspec.get("activeDeadlineSeconds") is not None:
+        errs.append(invalid(f"{path}.template.spec.activeDeadlineSeconds", tspec["activeDeadlineSeconds"],
+                            "activeDeadlineSeconds in DaemonSet is not Supported"))
+    errs += nonnegative(spec, "minReadySeconds", path)
+    errs += _validate_update_strategy(spec.get("updateStrategy") or {}, f"{path}.updateStrategy")
+    errs += nonnegative(spec, "revisionHistoryLimit", path)
+    return errs
+
+
+def _validate_update_strategy(strategy: dict, path: str) -> list[FieldError]:
+    kind = strategy.get("type")
+    if kind == "OnDelete":
+        return []
+    if kind != "RollingUpdate":
+        return [not_supported(path, strategy, ["RollingUpdate", "OnDelete"])]
+    ru = strategy.get("rollingUpdate")
+    if ru is None:
+        return [required(f"{path}.rollingUpdate")]
+    path = f"{path}.rollingUpdate"
+    mu, ms = ru.get("maxUnavailable"), ru.get("maxSurge")
+    errs = validate_positive_int_or_percent(mu, f"{path}.maxUnavailable")
+    errs += validate_positive_int_or_percent(ms, f"{path}.maxSurge")
+    errs += not_more_than_100_percent(mu, f"{path}.maxUnavailable")
+    errs += not_more_than_100_percent(ms, f"{path}.maxSurge")
+    has_unavailable, has_surge = int_or_percent_value(mu) != 0, int_or_percent_value(ms) != 0
+    if has_unavailable and has_surge:
+        errs.append(invalid(f"{path}.maxSurge", ms, "may not be set when maxUnavailable is non-zero"))
+    elif not has_unavailable and not has_surge:
+        errs.append(required(f"{path}.maxUnavailable", "cannot be 0 when maxSurge is 0"))
+    return errs
+
+
+register(Resource("apps", "daemonsets", "DaemonSet", ["v1"], namespaced=True, short_names=("ds",),
+                  categories=("all",), subresources=("status",), strategy=DaemonSetStrategy()))

@@ -1,0 +1,209 @@
+"""apps/v1 StatefulSets (stable identities, ordered rollout) and the
+ControllerRevisions that keep StatefulSet and DaemonSet template history.
+
+Validation follows apps validation's ValidateStatefulSetSpec and
+ValidateControllerRevision; the columns are kubectl's printers.
+"""
+
+from __future__ import annotations
+
+from .apps import (
+    age_column,
+    api_doc,
+    containers_column,
+    default_pod_template,
+    images_column,
+    int_or_percent_value,
+    name_column,
+    nonnegative,
+    not_more_than_100_percent,
+    pod_template_errors,
+    selector_is_empty,
+    selector_matches,
+    validate_label_selector,
+    validate_positive_int_or_percent,
+)
+from .base import Column, Obj, Resource, Strategy, register
+from ..machinery.validation import FieldError, forbidden, immutable, invalid, not_supported, required
+
+_STATUS = "io.k8s.api.apps.v1.StatefulSetStatus"
+_CR = "io.k8s.api.apps.v1.ControllerRevision"
+_RETENTION = ("Retain", "Delete")
+#: spec fields an update may change (ValidateStatefulSetUpdate)
+_MUTABLE = ("replicas", "ordinals", "template", "updateStrategy", "revisionHistoryLimit",
+            "persistentVolumeClaimRetentionPolicy", "minReadySeconds")
+
+
+class StatefulSetStrategy(Strategy):
+    columns = [
+        name_column(),
+        Column("Ready", "string",
+               lambda o: f"{(o.get('status') or {}).get('readyReplicas', 0)}/{(o.get('spec') or {}).get('replicas', 0)}",
+               "Number of the pod with ready state"),
+        age_column(),
+        containers_column(),
+        images_column(),
+    ]
+
+    def default(self, obj: Obj, version: str) -> None:
+        """SetDefaults_StatefulSet (apps/v1), with MaxUnavailableStatefulSet on."""
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("podManagementPolicy", "OrderedReady")
+        strategy = spec.setdefault("updateStrategy", {})
+        strategy.setdefault("type", "RollingUpdate")
+        if strategy["type"] == "RollingUpdate":
+            ru = strategy.get("rollingUpdate") or {}
+            ru.setdefault("partition", 0)
+            ru.setdefault("maxUnavailable", 1)
+            strategy["rollingUpdate"] = ru
+        policy = spec.get("persistentVolumeClaimRetentionPolicy") or {}
+        policy.setdefault("whenDeleted", "Retain")
+        policy.setdefault("whenScaled", "Retain")
+        spec["persistentVolumeClaimRetentionPolicy"] = policy
+        spec.setdefault("replicas", 1)
+        spec.setdefault("revisionHistoryLimit", 10)
+        for claim in spec.get("volumeClaimTemplates") or []:
+            claim.setdefault("spec", {}).setdefault("volumeMode", "Filesystem")
+            claim.setdefault("status", {}).setdefault("phase", "Pending")
+        default_pod_template(spec.get("template"))
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        obj["status"] = {"replicas": 0, "availableReplicas": 0}
+
+    def validate(self, obj: Obj) -> list[FieldError]:
+        return validate_statefulset_spec(obj.get("spec") or {}, "spec")
+
+    def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
+        errs = self.validate(new)
+        spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+        fixed = {k: v for k, v in spec.items() if k not in _MUTABLE}
+        old_fixed = {k: v for k, v in old_spec.items() if k not in _MUTABLE}
+        if fixed != old_fixed:
+            errs.append(forbidden("spec", "updates to statefulset spec for fields other than 'replicas', 'ordinals', "
+                                          "'template', 'updateStrategy', 'revisionHistoryLimit', "
+                                          "'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden"))
+        return errs
+
+    def validate_status_update(self, new: Obj, old: Obj) -> list[FieldError]:
+        status = new.get("status") or {}
+        errs: list[FieldError] = []
+        for f in ("replicas", "readyReplicas", "currentReplicas", "updatedReplicas", "availableReplicas",
+                  "observedGeneration", "collisionCount"):
+            errs += nonnegative(status, f, "status")
+        replicas = status.get("replicas", 0)
+        for f in ("readyReplicas", "currentReplicas", "updatedReplicas"):
+            if status.get(f, 0) > replicas:
+                errs.append(invalid(f"status.{f}", status.get(f), "cannot be greater than status.replicas"))
+        if status.get("availableReplicas", 0) > status.get("readyReplicas", 0):
+            errs.append(invalid("status.availableReplicas", status.get("availableReplicas"),
+                                "cannot be greater than status.readyReplicas"))
+        return errs
+
+
+def validate_statefulset_spec(spec: dict, path: str) -> list[FieldError]:
+    errs: list[FieldError] = []
+    policy = spec.get("podManagementPolicy")
+    if not policy:
+        errs.append(required(f"{path}.podManagementPolicy"))
+    elif policy not in ("OrderedReady", "Parallel"):
+        errs.append(invalid(f"{path}.podManagementPolicy", policy, "must be 'OrderedReady' or 'Parallel'"))
+    errs += _validate_update_strategy(spec.get("updateStrategy") or {}, f"{path}.updateStrategy")
+    retention = spec.get("persistentVolumeClaimRetentionPolicy") or {}
+    for f in ("whenDeleted", "whenScaled"):
+        if retention.get(f) not in _RETENTION:
+            errs.append(not_supported(f"{path}.persistentVolumeClaimRetentionPolicy.{f}", retention.get(f, ""),
+                                      _RETENTION))
+    errs += nonnegative(spec, "replicas", path) + nonnegative(spec, "minReadySeconds", path)
+    if spec.get("ordinals") is not None:
+        errs += nonnegative(spec["ordinals"], "start", f"{path}.ordinals")
+    sel = spec.get("selector")
+    if sel is None:
+        errs.append(required(f"{path}.selector"))
+    else:
+        errs += validate_label_selector(sel, f"{path}.selector")
+        if selector_is_empty(sel):
+            errs.append(invalid(f"{path}.selector", sel, "empty selector is invalid for statefulset"))
+    template = spec.get("template")
+    if template is None:
+        errs.append(required(f"{path}.template"))
+        template = {}
+    else:
+        labels = (template.get("metadata") or {}).get("labels")
+        if not selector_is_empty(sel) and not selector_matches(sel, labels):
+            errs.append(invalid(f"{path}.template.metadata.labels", labels, "`selector` does not match template `labels`"))
+        errs += pod_template_errors(template, f"{path}.template")
+    tspec = template.get("spec") or {}
+    if tspec.get("restartPolicy") != "Always":
+        errs.append(not_supported(f"{path}.template.spec.restartPolicy", tspec.get("restartPolicy", ""), ["Always"]))
+    if tspec.get("activeDeadlineSeconds") is not None:
+        errs.append(forbidden(f"{path}.template.spec.activeDeadlineSeconds",
+                              "activeDeadlineSeconds in StatefulSet is not Supported"))
+    for i, claim in enumerate(spec.get("volumeClaimTemplates") or []):
+        if not (claim.get("metadata") or {}).get("name"):
+            errs.append(required(f"{path}.volumeClaimTemplates[{i}].metadata.name", "name or generateName is required"))
+    return errs
+
+
+def _validate_update_strategy(strategy: dict, path: str) -> list[FieldError]:
+    kind, ru = strategy.get("type"), strategy.get("rollingUpdate")
+    if not kind:
+        return [required(path)]
+    if kind == "OnDelete":
+        return [invalid(f"{path}.rollingUpdate", ru, "only allowed for updateStrategy 'RollingUpdate'")] if ru is not None else []
+    if kind != "RollingUpdate":
+        return [invalid(path, strategy, "must be 'RollingUpdate' or 'OnDelete'")]
+    if ru is None:
+        return []
+    path = f"{path}.rollingUpdate"
+    errs = nonnegative(ru, "partition", path)
+    mu = ru.get("maxUnavailable")
+    if mu is not None:
+        errs += validate_positive_int_or_percent(mu, f"{path}.maxUnavailable")
+        if int_or_percent_value(mu) == 0:
+            errs.append(invalid(f"{path}.maxUnavailable", mu, "must be greater than zero"))
+        errs += not_more_than_100_percent(mu, f"{path}.maxUnavailable")
+    return errs
+
+
+# --- ControllerRevision ------------------------------------------------------------
+
+
+def _controller_of(obj: Obj) -> str:
+    """'<kind>.<group>/<name>' of the controlling owner, as kubectl prints it."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            api_version = ref.get("apiVersion", "")
+            group = api_version.split("/")[0] if "/" in api_version else ""
+            kind = f"{ref.get('kind', '')}.{group}" if group else ref.get("kind", "")
+            return f"{kind.lower()}/{ref.get('name', '')}"
+    return "<none>"
+
+
+class ControllerRevisionStrategy(Strategy):
+    track_generation = False
+    columns = [
+        name_column(),
+        Column("Controller", "string", _controller_of, "Controller of the object."),
+        Column("Revision", "integer", lambda o: o.get("revision", 0), api_doc(_CR, "revision")),
+        age_column(),
+    ]
+
+    def validate(self, obj: Obj) -> list[FieldError]:
+        errs = [] if obj.get("data") is not None else [required("data", "data is mandatory")]
+        if (obj.get("revision") or 0) < 0:
+            errs.append(invalid("revision", obj["revision"], "must be greater than or equal to 0"))
+        return errs
+
+    def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
+        errs = self.validate(new)
+        if new.get("data") != old.get("data"):
+            errs.append(immutable("data", new.get("data")))
+        return errs
+
+
+register(
+    Resource("apps", "statefulsets", "StatefulSet", ["v1"], namespaced=True, short_names=("sts",),
+             categories=("all",), subresources=("status", "scale"), strategy=StatefulSetStrategy()),
+    Resource("apps", "controllerrevisions", "ControllerRevision", ["v1"], namespaced=True,
+             strategy=ControllerRevisionStrategy()),
+)
