@@ -5,8 +5,9 @@ Usage: gen_protobuf_fields.py PROTO_ROOT [OUT]
 PROTO_ROOT holds the upstream tree (PROTO_ROOT/k8s.io/api/core/v1/generated.proto, ...).
 The table maps each message's full name to {field number: [json name, type, flags]}:
 type is a proto scalar name or a message full name; flags holds "r" (repeated),
-"m" (map<string, type>) and "o" (a Go value field whose JSON is omitempty, so a zero
-on the wire means "unset"). A field is a Go value field when the .proto marks it
+"m" (map<string, type>), "o" (a Go value field whose JSON is omitempty, so a zero
+on the wire means "unset") and "i" (an embedded message whose fields JSON inlines into
+the parent). A field is a Go value field when the .proto marks it
 `[(gogoproto.nullable) = false]`; upstream files that dropped gogo options mark none,
 and their zeros are then kept. Whether a field is omitempty comes from the OpenAPI
 `required` list in nanokube.schema (required fields are the non-omitempty ones). A proto field
@@ -33,6 +34,7 @@ PACKAGES = [
     "api/certificates/v1", "api/certificates/v1beta1",
     "apimachinery/pkg/apis/meta/v1", "apimachinery/pkg/runtime", "apimachinery/pkg/api/resource",
     "apimachinery/pkg/util/intstr", "api/rbac/v1", "api/authorization/v1", "api/authentication/v1",
+    "api/networking/v1",
 ]
 SCALARS = {"double", "float", "int32", "int64", "uint32", "uint64", "sint32", "sint64",
            "fixed32", "fixed64", "sfixed32", "sfixed64", "bool", "string", "bytes"}
@@ -136,6 +138,8 @@ def build_table(root: Path) -> dict[str, dict[str, list]]:
                     flags = "m"
                 elif ftype in SCALARS and options.get("gogoproto.nullable") == "false" and fname not in required:
                     flags = "o"
+                elif ftype not in SCALARS and json_names and fname not in json_names.values():
+                    flags = "i"  # an embedded struct whose JSON is inline (IngressRule's IngressRuleValue)
                 entry[str(number)] = [fname, ftype, flags]
             table[full] = entry
     return table

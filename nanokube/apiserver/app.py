@@ -27,6 +27,7 @@ from .auth.authorizer import access_review
 from .auth.node import ChainAuthorizer, NodeAuthorizer, cache_reader
 from .auth.rbac import CachePolicySource
 from .auth.serviceaccount import ServiceAccountTokens, load_or_create_key
+from . import controlplane
 from .cache import WatchCache
 from .handlers import APIHandlers, error_response, json_response
 from .metrics import APIMetrics
@@ -91,6 +92,7 @@ class APIServer:
         self._runner: web.AppRunner | None = None
         self._tasks: list[asyncio.Task] = []
         self._openapi: dict[str, bytes] = {}
+        self._loops: list = []
         #: Prometheus registries of in-process components (scheduler...) served on /metrics too
         self.component_metrics: list = []
         self.ready = False
@@ -110,6 +112,8 @@ class APIServer:
             res.strategy.restore([e.obj for _, e in self.cache.list(res.key_prefix())])
         await self._bootstrap()
         middlewares = [self._authn]
+        await controlplane.bootstrap(self)
+        self._loops = await controlplane.start_loops(self)
         if self.audit_log_path:
             self.audit = AuditLog(self.audit_log_path, self.clock)
             middlewares.insert(0, self.audit.middleware)
@@ -138,6 +142,8 @@ class APIServer:
     async def stop(self) -> None:
         self.ready = False
         for t in self._tasks:
+        for loop in self._loops:
+            await loop.stop()
             t.cancel()
         await self.cache.stop()
         if self._runner:

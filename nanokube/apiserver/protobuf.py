@@ -199,6 +199,8 @@ def _message(buf: bytes, start: int, end: int, name: str):
                 elif n == 2:
                     value = _value(ftype, buf, w, v)
             out.setdefault(jname, {})[key] = _zero(ftype) if value is None else value
+        elif flags == "i":
+            out.update(_value(ftype, buf, wire, val))
         else:
             value = _value(ftype, buf, wire, val)
             if flags == "o" and not value:

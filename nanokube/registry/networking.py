@@ -26,7 +26,6 @@ from ..machinery.validation import (
     required,
     too_long,
     too_many,
-    validate_conditions,
 )
 
 GROUP = "networking.k8s.io"
@@ -436,7 +435,12 @@ class ServiceCIDRStrategy(Strategy):
         return errs
 
     def validate_status_update(self, new, old):
-        return validate_conditions((new.get("status") or {}).get("conditions"), "status.conditions")
+        # upstream checks only the spec here: the default ServiceCIDR's Ready condition carries no reason
+        errs: list[FieldError] = []
+        for i, c in enumerate((new.get("status") or {}).get("conditions") or []):
+            if c.get("status") not in ("True", "False", "Unknown"):
+                errs.append(not_supported(f"status.conditions[{i}].status", c.get("status", ""), ("False", "True", "Unknown")))
+        return errs
 
 
 def _ip_name(name: str) -> list[str]:

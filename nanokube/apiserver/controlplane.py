@@ -1,0 +1,24 @@
+"""What kube-apiserver's control-plane package creates and runs beside the
+generic API: objects every cluster has from the first start (the default
+ServiceCIDR) and the loops the API server itself runs through its loopback
+client (the IPAddress repair loop)."""
+
+from __future__ import annotations
+
+from .ipaddresses import IPAddressRepair, ensure_default_service_cidr
+from .loopback import LocalClient
+from .rest import SYSTEM
+
+
+async def bootstrap(server) -> None:
+    services = server.index.get("", "v1", "services")
+    await ensure_default_service_cidr(server.rest, server.index, server.clock, str(services.strategy.ips.network))
+
+
+async def start_loops(server) -> list:
+    """The API server's own controllers, started; stop each with `await c.stop()`."""
+    loopback = LocalClient(server.rest, SYSTEM, "kube-apiserver")
+    loops = [IPAddressRepair(loopback, clock=server.clock)]
+    for c in loops:
+        await c.start()
+    return loops

@@ -1,0 +1,99 @@
+"""networking.k8s.io/v1 through kubectl and the typed client: Ingress,
+IngressClass, NetworkPolicy, and the ClusterIP allocator's ServiceCIDR and
+IPAddress objects."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from .conftest import wait_for
+
+
+def test_default_service_cidr_and_ip_addresses(cluster):
+    net = client.NetworkingV1Api(cluster.client())
+    cidr = net.read_service_cidr("kubernetes")
+    assert cidr.spec.cidrs == ["10.96.0.0/12"]
+    assert [(c.type, c.status, c.message) for c in cidr.status.conditions] == [
+        ("Ready", "True", "Kubernetes default Service CIDR is ready")]
+    core = client.CoreV1Api(cluster.client())
+    svc = core.create_namespaced_service("default", {"metadata": {"name": "ipa"},
+                                                     "spec": {"ports": [{"port": 80}], "selector": {"app": "x"}}})
+    ip = svc.spec.cluster_ip
+    addr = wait_for(lambda: _read_ip(net, ip), 10, f"IPAddress {ip}")
+    assert addr.spec.parent_ref.to_dict() == {"group": "", "resource": "services", "namespace": "default", "name": "ipa"}
+    assert addr.metadata.labels == {"ipaddress.kubernetes.io/ip-family": "IPv4",
+                                    "ipaddress.kubernetes.io/managed-by": "ipallocator.k8s.io"}
+    out = cluster.kubectl("get", "ipaddress", ip).stdout.split()
+    assert out[:4] == ["NAME", "PARENTREF", ip, "services/default/ipa"]
+    core.delete_namespaced_service("ipa", "default")
+    wait_for(lambda: _read_ip(net, ip) is None, 10, f"IPAddress {ip} removed")
+    out = cluster.kubectl("get", "servicecidr").stdout
+    assert out.split()[:5] == ["NAME", "CIDRS", "AGE", "kubernetes", "10.96.0.0/12"]
+
+
+def _read_ip(net, ip):
+    try:
+        return net.read_ip_address(ip)
+    except ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+
+
+def test_network_policy_round_trip(cluster):
+    net = client.NetworkingV1Api(cluster.client())
+    body = {"metadata": {"name": "deny"}, "spec": {"podSelector": {"matchLabels": {"app": "db"}},
+                                                  "ingress": [{"from": [{"namespaceSelector": {}}],
+                                                               "ports": [{"port": 5432}]}]}}
+    p = net.create_namespaced_network_policy("default", body)
+    assert p.spec.policy_types == ["Ingress"] and p.spec.ingress[0].ports[0].protocol == "TCP"
+    assert cluster.kubectl("get", "netpol", "deny").stdout.split()[3:5] == ["deny", "app=db"]
+    bad = {"metadata": {"name": "bad"}, "spec": {"podSelector": {}, "ingress": [{"from": [{}]}]}}
+    with pytest.raises(ApiException) as e:
+        net.create_namespaced_network_policy("default", bad)
+    status = json.loads(e.value.body)
+    assert e.value.status == 422
+    assert status["message"] == 'NetworkPolicy.networking.k8s.io "bad" is invalid: spec.ingress[0].from[0]: Required value: must specify a peer'
+    assert "NetworkPolicySpec" in cluster.kubectl("explain", "networkpolicy.spec").stdout
+    net.delete_namespaced_network_policy("deny", "default")
+
+
+def test_ingress_and_class_through_kubectl(cluster):
+    manifest = """
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: nginx}
+spec: {controller: k8s.io/ingress-nginx}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: web, namespace: default}
+spec:
+  ingressClassName: nginx
+  tls: [{hosts: [a.example.com], secretName: tls}]
+  rules:
+  - host: a.example.com
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
+"""
+    cluster.kubectl("apply", "-f", "-", input=manifest)
+    assert cluster.kubectl("get", "ingressclass", "nginx", "--no-headers").stdout.split()[:3] == [
+        "nginx", "k8s.io/ingress-nginx", "<none>"]
+    assert cluster.kubectl("get", "ing", "web", "--no-headers").stdout.split()[:5] == [
+        "web", "nginx", "a.example.com", "80,", "443"]
+    net = client.NetworkingV1Api(cluster.client())
+    ing = net.read_namespaced_ingress("web", "default")
+    ing.status = {"loadBalancer": {"ingress": [{"ip": "172.19.0.9"}]}}
+    net.replace_namespaced_ingress_status("web", "default", ing)
+    assert cluster.kubectl("get", "ing", "web", "--no-headers").stdout.split()[3] == "172.19.0.9"
+    described = cluster.kubectl("describe", "ingress", "web").stdout
+    assert "a.example.com" in described and "web:80" in described
+    r = cluster.kubectl("create", "ingress", "nohost", "--rule=/p=web:80", check=False)
+    assert r.returncode == 0, r.stderr
+    cluster.kubectl("delete", "ingress", "web", "nohost")
+    cluster.kubectl("delete", "ingressclass", "nginx")
