@@ -1,0 +1,230 @@
+"""Static type checking of a parsed expression, with cel-go's issue wording.
+
+The engine is dynamically typed; Kubernetes is not: a CRD rule that does not
+evaluate to bool, calls an unknown function or reads a field the schema does
+not declare is refused when the CRD is written. The checker infers a type
+for every node (kept for the cost estimate) and reports only what it can
+prove: anything involving `dyn` is accepted, as cel-go accepts it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .library import Overload
+from .parser import Node
+from .types import (
+    BOOL, BYTES, DOUBLE, DYN, INT, NULL, STRING, TYPE, UINT, Type, list_of, map_of,
+)
+
+_LITERAL = {"int": INT, "uint": UINT, "double": DOUBLE, "string": STRING, "bytes": BYTES, "bool": BOOL,
+            "null": NULL}
+TYPE_NAMES = frozenset({"int", "uint", "double", "string", "bytes", "bool", "list", "map", "null_type", "type",
+                        "google.protobuf.Timestamp", "google.protobuf.Duration"})
+
+
+@dataclass
+class Checked:
+    """The result type, the type of every node (by id), the issues as
+    (offset, message), and the variables the expression reads."""
+
+    result: Type
+    types: dict[int, Type] = field(default_factory=dict)
+    issues: list[tuple[int, str]] = field(default_factory=list)
+    used: set[str] = field(default_factory=set)
+
+
+class Checker:
+    def __init__(self, overloads: dict[str, list[Overload]], field_type) -> None:
+        """field_type(object type, name) -> Type | None: the declared field
+        of a schema object (None when it has no such field)."""
+        self.overloads = overloads
+        self.field_type = field_type
+
+    def check(self, root: Node, variables: dict[str, Type]) -> Checked:
+        out = Checked(DYN)
+        self.out, self.scopes = out, [dict(variables)]
+        out.result = self.visit(root)
+        return out
+
+    # -- helpers -----------------------------------------------------------
+
+    def issue(self, node: Node, message: str) -> Type:
+        self.out.issues.append((node.pos, message))
+        return DYN
+
+    def lookup(self, name: str) -> Type | None:
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        return None
+
+    def visit(self, n: Node) -> Type:
+        t = getattr(self, f"visit_{n.kind}")(n)
+        self.out.types[id(n)] = t
+        return t
+
+    # -- nodes -------------------------------------------------------------
+
+    def visit_lit(self, n: Node) -> Type:
+        if n.name in ("string", "bytes"):
+            return Type(n.name, max_size=len(n.value))
+        return _LITERAL[n.name]
+
+    def visit_ident(self, n: Node) -> Type:
+        t = self.lookup(n.name)
+        if t is not None:
+            if len(self.scopes) == 1 or n.name in self.scopes[0]:
+                self.out.used.add(n.name)
+            return t
+        if n.name in TYPE_NAMES:
+            return TYPE
+        return self.issue(n, f"undeclared reference to '{n.name}' (in container '')")
+
+    def visit_select(self, n: Node) -> Type:
+        target = self.visit(n.target)
+        if n.test_only:
+            if target.name not in ("object", "map", "dyn"):
+                self.issue(n, f"invalid type for field selection: {target}")
+            return BOOL
+        return self.select(n, target, n.name)
+
+    def select(self, n: Node, target: Type, name: str) -> Type:
+        if target.name == "dyn":
+            return DYN
+        if target.name == "map":
+            return target.params[1]
+        if target.name == "object":
+            t = self.field_type(target, name)
+            if t is None:
+                return self.issue(n, f"undefined field '{name}'")
+            return t
+        return self.issue(n, f"type '{target}' does not support field selection")
+
+    def visit_list(self, n: Node) -> Type:
+        elems = [self.visit(e) for e in n.args]
+        return list_of(_join(elems), max(len(elems), 1))
+
+    def visit_map(self, n: Node) -> Type:
+        keys = [self.visit(e.args[0]) for e in n.args]
+        vals = [self.visit(e.args[1]) for e in n.args]
+        return map_of(_join(keys), _join(vals), max(len(keys), 1))
+
+    def visit_struct(self, n: Node) -> Type:
+        for f in n.args:
+            self.visit(f.args[0])
+        return DYN
+
+    def visit_comprehension(self, n: Node) -> Type:
+        rng = self.visit(n.target)
+        if rng.name == "list":
+            var = rng.params[0]
+        elif rng.name == "map":
+            var = rng.params[0]
+        elif rng.name == "dyn":
+            var = DYN
+        else:
+            var = self.issue(n.target, f"expression of type '{rng}' cannot be range of a comprehension "
+                                       "(must be list, map, or dynamic)")
+        self.scopes.append(dict.fromkeys(n.vars, var))
+        try:
+            if n.name == "map" and len(n.vars) == 2:  # map(x, filter, transform)
+                self.expect_bool(n.args[0], self.visit(n.args[0]))
+                body = self.visit(n.args[1])
+            else:
+                body = self.visit(n.args[0])
+        finally:
+            self.scopes.pop()
+        if n.name in ("all", "exists", "exists_one"):
+            self.expect_bool(n.args[0], body)
+            return BOOL
+        if n.name == "filter":
+            self.expect_bool(n.args[0], body)
+            return list_of(var, rng.max_size)
+        return list_of(body, rng.max_size)
+
+    def expect_bool(self, n: Node, t: Type) -> None:
+        if t.name not in ("bool", "dyn"):
+            self.issue(n, f"expected type 'bool' but found '{t}'")
+
+    def visit_call(self, n: Node) -> Type:
+        name, target = n.name, n.target
+        if target is not None:
+            qualified = _qualified_name(target)
+            if qualified and self.lookup(qualified.split(".")[0]) is None and f"{qualified}.{name}" in self.overloads:
+                n.name, n.target = f"{qualified}.{name}", None  # a namespaced function, e.g. sets.contains
+                return self.call(n, n.name, [self.visit(a) for a in n.args], member=False)
+            args = [self.visit(target)] + [self.visit(a) for a in n.args]
+            return self.call(n, name, args, member=True)
+        args = [self.visit(a) for a in n.args]
+        if name in ("_==_", "_!=_"):
+            return BOOL
+        if name == "_[_]" and args[0].name == "object":
+            return self.select(n, args[0], n.args[1].value) if n.args[1].kind == "lit" else DYN
+        return self.call(n, name, args, member=False)
+
+    def call(self, n: Node, name: str, args: list[Type], member: bool) -> Type:
+        cands = [o for o in self.overloads.get(name, ()) if o.member == member and len(o.args) == len(args)]
+        if not self.overloads.get(name):
+            return self.issue(n, f"undeclared reference to '{name}' (in container '')")
+        results = []
+        for o in cands:
+            bound: dict[str, Type] = {}
+            if all(_assignable(f, a, bound) for f, a in zip(o.args, args)):
+                results.append(_substitute(o.result, bound))
+        if not results:
+            shown = (f"{args[0]}.({', '.join(map(str, args[1:]))})" if member
+                     else f"({', '.join(map(str, args))})")
+            return self.issue(n, f"found no matching overload for '{name}' applied to '{shown}'")
+        first = results[0]
+        if all(r == first for r in results):
+            if name in ("_+_",) and first.name in ("string", "list", "bytes"):
+                return Type(first.name, first.params, sum(a.max_size for a in args))
+            return first
+        return DYN
+
+
+def _qualified_name(n: Node) -> str:
+    if n.kind == "ident":
+        return n.name
+    if n.kind == "select" and not n.test_only:
+        inner = _qualified_name(n.target)
+        return f"{inner}.{n.name}" if inner else ""
+    return ""
+
+
+def _join(types: list[Type]) -> Type:
+    if not types:
+        return DYN
+    first = types[0]
+    return first if all(t == first for t in types) else DYN
+
+
+def _assignable(formal: Type, actual: Type, bound: dict[str, Type]) -> bool:
+    if actual.name == "dyn" or formal.name == "dyn":
+        return True
+    if formal.name in ("A", "B"):
+        prev = bound.get(formal.name)
+        if prev is None or prev.name == "dyn":
+            bound[formal.name] = actual
+            return True
+        return _assignable(prev, actual, {}) or _numeric_pair(prev, actual)
+    if actual.name == "null_type":
+        return formal.name in ("null_type", "optional")
+    if actual.name == "object":
+        return formal.name == "object" or (formal.name == "map" and formal.params[0].name in ("string", "A", "dyn"))
+    if formal.name != actual.name or len(formal.params) != len(actual.params):
+        return False
+    return all(_assignable(f, a, bound) for f, a in zip(formal.params, actual.params))
+
+
+def _numeric_pair(a: Type, b: Type) -> bool:
+    return a.name in ("int", "uint", "double") and b.name in ("int", "uint", "double")
+
+
+def _substitute(t: Type, bound: dict[str, Type]) -> Type:
+    if t.name in ("A", "B"):
+        return bound.get(t.name, DYN)
+    if t.params:
+        return Type(t.name, tuple(_substitute(p, bound) for p in t.params), t.max_size)
+    return t

@@ -1,0 +1,98 @@
+"""Worst-case cost of an expression, after cel-go's estimator.
+
+Each identifier or field read costs 1, a function call 1, string work a
+tenth of the bytes traversed, list work one per element, and a comprehension
+its range's size times the cost of one iteration. Sizes come from the types
+(maxLength, maxItems, maxProperties, or what fits in a 3 MiB request). The
+same estimate with the sizes clamped to those of the actual values bounds
+an evaluation before it runs, since the engine cannot be interrupted.
+
+The figures follow cel-go's model for the operations rules use most (a rule
+such as `self.all(x, x.contains('gpu'))` costs what upstream says); for the
+rest they are of the same order, not identical.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from .parser import Node
+from .types import DYN, Type
+
+#: string functions whose cost is one tenth of the receiver's bytes
+_STRING_TRAVERSAL = frozenset({
+    "contains", "startsWith", "endsWith", "matches", "lowerAscii", "upperAscii", "trim", "reverse",
+    "split", "replace", "substring", "indexOf", "lastIndexOf", "charAt", "join", "find", "findAll", "format",
+    "url", "isURL", "quantity", "isQuantity", "semver", "isSemver", "ip", "isIP", "cidr", "isCIDR", "validate",
+    "string", "bytes", "base64.encode", "base64.decode", "strings.quote"})
+_LIST_TRAVERSAL = frozenset({"isSorted", "sum", "min", "max", "distinct", "flatten", "sort", "sets.contains",
+                             "sets.equivalent", "sets.intersects", "math.greatest", "math.least", "join"})
+_PER_ITERATION = {"all": 3, "exists": 3, "exists_one": 3, "filter": 12, "map": 12}
+
+
+def _tenth(n: int) -> int:
+    return math.ceil(0.1 * n)
+
+
+class Estimator:
+    def __init__(self, types: dict[int, Type], size: Callable[[Type], int] | None = None) -> None:
+        """size(t) -> the size to assume for a value of type t (default:
+        the type's own bound)."""
+        self.types = types
+        self.size = size or (lambda t: t.max_size)
+
+    def sz(self, n: Node) -> int:
+        return self.size(self.types.get(id(n), DYN))
+
+    def cost(self, n: Node) -> int:
+        k = n.kind
+        if k == "lit":
+            return 0
+        if k == "ident":
+            return 1
+        if k == "select":
+            return 1 + self.cost(n.target)
+        if k == "list":
+            return 10 + sum(self.cost(a) for a in n.args)
+        if k == "map":
+            return 30 + sum(self.cost(e.args[0]) + self.cost(e.args[1]) for e in n.args)
+        if k == "struct":
+            return 40 + sum(self.cost(f.args[0]) for f in n.args)
+        if k == "comprehension":
+            body = sum(self.cost(a) for a in n.args)
+            return self.cost(n.target) + self.sz(n.target) * (_PER_ITERATION[n.name] + body)
+        return self.call(n)
+
+    def call(self, n: Node) -> int:
+        name = n.name
+        operands = ([n.target] if n.target is not None else []) + n.args
+        if name == "_?_:_":
+            return self.cost(n.args[0]) + max(self.cost(n.args[1]), self.cost(n.args[2]))
+        args = sum(self.cost(a) for a in operands)
+        if name in ("_&&_", "_||_"):
+            return args
+        first = operands[0] if operands else None
+        t = self.types.get(id(first), DYN) if first is not None else DYN
+        if name in ("_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_"):
+            if t.name in ("string", "bytes"):
+                return args + _tenth(min(self.sz(operands[0]), self.sz(operands[1])))
+            if t.name in ("list", "map"):
+                return args + min(self.sz(operands[0]), self.sz(operands[1]))
+            return args + 1
+        if name == "_+_" and t.name in ("string", "bytes"):
+            return args + _tenth(self.sz(operands[0]) + self.sz(operands[1]))
+        if name == "_+_" and t.name == "list":
+            return args + self.sz(operands[0]) + self.sz(operands[1])
+        if name == "@in":
+            coll = self.types.get(id(operands[1]), DYN)
+            return args + (self.sz(operands[1]) if coll.name == "list" else 1)
+        if name in ("matches", "find", "findAll") and len(operands) >= 2:
+            return args + _tenth(self.sz(operands[0])) * max(1, _tenth(len(str(operands[1].value or ""))) or 1)
+        if name in ("indexOf", "lastIndexOf") and t.name == "list":
+            return args + self.sz(first)
+        if name in _STRING_TRAVERSAL and first is not None:
+            return args + max(1, _tenth(self.sz(first)))
+        if name in _LIST_TRAVERSAL and first is not None:
+            return args + max(1, self.sz(first))
+        return args + 1

@@ -1,0 +1,172 @@
+"""Compiling and running expressions: an Environment declares the variables
+and their types, compiles expressions once (cached with their issues), and
+runs them on the `common-expression-language` engine after checking the
+worst-case cost for the actual values against the per-call limit."""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import cel
+
+from .checker import Checker, Checked
+from .cost import Estimator
+from .errors import CELError
+from .library import Overload, overloads, runtime_functions
+from .parser import Node, ParseError, format_error, parse
+from .types import DYN, Type
+
+#: upstream's celconfig.PerCallLimit and cel-go's cancellation message
+PER_CALL_LIMIT = 1_000_000
+COST_LIMIT_ERROR = "operation cancelled: actual cost limit exceeded"
+_OWN_ERROR = re.compile(r"CELError: (.*?)\. Check function arguments", re.S)
+_UNDEFINED = re.compile(r"Undefined variable or function: '([^']*)'")
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    type: Type
+
+
+class _Runtime:
+    """The one engine context: every library function bound once, the
+    variables resolved per evaluation from `current` (the API server and
+    the scheduler evaluate on one event loop thread)."""
+
+    def __init__(self) -> None:
+        self.current: dict[str, Any] = {}
+        self.ctx = cel.Context()
+        for name, fn in runtime_functions().items():
+            self.ctx.add_function(name, fn)
+        self.ctx.set_variable_resolver(self.current.get)
+
+
+_RUNTIME: _Runtime | None = None
+_OVERLOADS: dict[str, list[Overload]] | None = None
+
+
+def _runtime() -> _Runtime:
+    global _RUNTIME
+    if _RUNTIME is None:
+        _RUNTIME = _Runtime()
+    return _RUNTIME
+
+
+def declared_overloads() -> dict[str, list[Overload]]:
+    global _OVERLOADS
+    if _OVERLOADS is None:
+        _OVERLOADS = {}
+        for o in overloads():
+            _OVERLOADS.setdefault(o.name, []).append(o)
+    return _OVERLOADS
+
+
+def _default_field_type(obj: Type, name: str) -> Type | None:
+    return DYN
+
+
+class Program:
+    """A compiled, checked expression."""
+
+    __slots__ = ("source", "ast", "checked", "program", "max_cost", "_estimator")
+
+    def __init__(self, source: str, ast: Node, checked: Checked, program: Any) -> None:
+        self.source, self.ast, self.checked, self.program = source, ast, checked, program
+        self._estimator = Estimator(checked.types)
+        self.max_cost = self._estimator.cost(ast)
+
+    @property
+    def result_type(self) -> Type:
+        return self.checked.result
+
+    def uses(self, variable: str) -> bool:
+        return variable in self.checked.used
+
+    def cost_bound(self, size: Callable[[Type], int]) -> int:
+        """The worst case with every size clamped by size(type)."""
+        return Estimator(self.checked.types, size).cost(self.ast)
+
+    def evaluate(self, variables: dict[str, Any], bound: int | None = None, limit: int = PER_CALL_LIMIT) -> Any:
+        """Run on the given variable values; CELError with cel-go's wording
+        on failure. `bound` is the cost bound for these values; over `limit`
+        the expression is not run."""
+        if bound is not None and bound > limit:
+            raise CELError(COST_LIMIT_ERROR)
+        rt = _runtime()
+        rt.current.clear()
+        rt.current.update(variables)
+        try:
+            return self.program.execute(rt.ctx)
+        except CELError:
+            raise
+        except KeyError as e:
+            raise CELError(f"no such key: {e.args[0]}") from None
+        except IndexError as e:
+            raise CELError(str(e)) from None
+        except ZeroDivisionError:
+            raise CELError("division by zero") from None
+        except OverflowError:
+            raise CELError("integer overflow") from None
+        except TypeError:
+            raise CELError("no such overload") from None
+        except Exception as e:  # the engine reports evaluation errors by many types
+            text = str(e)
+            own = _OWN_ERROR.search(text)
+            if own:
+                raise CELError(own.group(1)) from None
+            undefined = _UNDEFINED.search(text)
+            if undefined:
+                raise CELError(f"no such attribute: {undefined.group(1)}") from None
+            raise CELError(text.split("\n")[0]) from None
+        finally:
+            rt.current.clear()
+
+
+class Environment:
+    """Declared variables (name -> type) and how schema object fields are
+    typed; compiles expressions with a bounded cache."""
+
+    CACHE_SIZE = 4096
+
+    def __init__(self, variables: dict[str, Type],
+                 field_type: Callable[[Type, str], Type | None] = _default_field_type) -> None:
+        self.variables = variables
+        self.field_type = field_type
+        self._cache: OrderedDict[str, Program | CELError] = OrderedDict()
+
+    def compile(self, source: str) -> Program:
+        """The Program for `source`, or CELError whose message is cel-go's
+        issue list (`ERROR: <input>:1:6: ...` with the caret lines)."""
+        hit = self._cache.get(source)
+        if hit is None:
+            try:
+                hit = self._compile(source)
+            except CELError as e:
+                hit = e
+            self._cache[source] = hit
+            if len(self._cache) > self.CACHE_SIZE:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(source)
+        if isinstance(hit, CELError):
+            raise hit
+        return hit
+
+    def _compile(self, source: str) -> Program:
+        try:
+            ast = parse(source)
+        except ParseError as e:
+            raise CELError(format_error(source, e.pos, str(e))) from None
+        checked = Checker(declared_overloads(), self.field_type).check(ast, self.variables)
+        if checked.issues:
+            raise CELError("\n".join(format_error(source, pos, msg) for pos, msg in checked.issues))
+        try:
+            program = cel.compile(source)
+        except ValueError as e:
+            text = str(e)
+            raise CELError(text[text.find("ERROR:"):] if "ERROR:" in text else text) from None
+        return Program(source, ast, checked, program)

@@ -1,0 +1,55 @@
+"""The function libraries of Kubernetes' CEL environment, as overloads the
+checker types and the runtime dispatches on.
+
+The engine binds one Python callable per function name, so overloads of one
+name from several libraries (quantity's and semver's `compareTo`, the string
+and list `indexOf`) share a dispatcher that picks the first overload whose
+argument types match the values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..errors import CELError
+from ..types import Type
+
+
+@dataclass(frozen=True, slots=True)
+class Overload:
+    """`name(args) -> result`; `member` when called as `args[0].name(...)`.
+    `impl` is None for functions the engine itself implements."""
+
+    name: str
+    args: tuple[Type, ...]
+    result: Type
+    member: bool = False
+    impl: Callable[..., Any] | None = None
+
+
+def overloads() -> list[Overload]:
+    from . import ext, format, lists, net, quantity, regex, semver, standard, urls
+
+    return [o for m in (standard, ext, lists, regex, urls, quantity, net, format, semver) for o in m.OVERLOADS]
+
+
+def _dispatcher(name: str, candidates: list[Overload]) -> Callable[..., Any]:
+    from .values import matches_type
+
+    def dispatch(*args: Any) -> Any:
+        for o in candidates:
+            if len(o.args) == len(args) and all(matches_type(a, t) for a, t in zip(args, o.args)):
+                return o.impl(*args)
+        raise CELError(f"no such overload: {name}")
+
+    return dispatch
+
+
+def runtime_functions() -> dict[str, Callable[..., Any]]:
+    """name -> the callable the engine binds."""
+    by_name: dict[str, list[Overload]] = {}
+    for o in overloads():
+        if o.impl is not None:
+            by_name.setdefault(o.name, []).append(o)
+    return {name: _dispatcher(name, cands) for name, cands in by_name.items()}

@@ -1,0 +1,154 @@
+"""cel-go's extension libraries as the Kubernetes environment enables them:
+ext.Strings (v2), ext.Lists (v3), ext.Sets, ext.Math, ext.Encoders and the
+optional types' functions. Implementations come from the
+`common-expression-language` package's stdlib where it has them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cel
+from cel import stdlib
+
+from ..errors import CELError
+from ..types import BOOL, BYTES, DOUBLE, DYN, INT, PARAM_A, STRING, UINT, list_of, optional_of
+from . import Overload
+
+LIST_A, LIST_S, OPT_A = list_of(PARAM_A), list_of(STRING), optional_of(PARAM_A)
+
+
+def _m(name: str, args: tuple, result: Any, impl: Any = None) -> Overload:
+    return Overload(name, args, result, member=True, impl=impl)
+
+
+def _g(name: str, args: tuple, result: Any, impl: Any = None) -> Overload:
+    return Overload(name, args, result, impl=impl)
+
+
+def _strings_format(fmt: str, args: list) -> str:
+    out, i, n = [], 0, 0
+    while i < len(fmt):
+        c = fmt[i]
+        if c != "%":
+            out.append(c)
+            i += 1
+            continue
+        verb = fmt[i + 1] if i + 1 < len(fmt) else ""
+        prec = None
+        j = i + 1
+        if verb == ".":
+            k = j + 1
+            while k < len(fmt) and fmt[k].isdigit():
+                k += 1
+            prec, verb, j = int(fmt[j + 1:k] or 0), fmt[k] if k < len(fmt) else "", k
+        if verb == "%":
+            out.append("%")
+        else:
+            if n >= len(args):
+                raise CELError(f"index {n} out of range")
+            a = args[n]
+            n += 1
+            if verb == "s":
+                out.append(_to_str(a))
+            elif verb == "d":
+                out.append(str(int(a)))
+            elif verb == "f":
+                out.append(f"{float(a):.{6 if prec is None else prec}f}")
+            elif verb == "e":
+                out.append(f"{float(a):.{6 if prec is None else prec}e}")
+            elif verb in "xX":
+                s = a.encode().hex() if isinstance(a, str) else format(int(a), "x")
+                out.append(s.upper() if verb == "X" else s)
+            elif verb == "o":
+                out.append(format(int(a), "o"))
+            elif verb == "b":
+                out.append(format(int(a), "b"))
+            else:
+                raise CELError(f'could not parse formatting clause: unrecognized formatting clause "{verb}"')
+        i = j + 1
+    return "".join(out)
+
+
+def _to_str(a: Any) -> str:
+    if isinstance(a, bool):
+        return "true" if a else "false"
+    if a is None:
+        return "null"
+    if isinstance(a, list):
+        return "[" + ", ".join(_to_str(x) for x in a) + "]"
+    if isinstance(a, dict):
+        return "{" + ", ".join(f"{_to_str(k)}: {_to_str(v)}" for k, v in a.items()) + "}"
+    return str(a)
+
+
+def _first(xs: list) -> Any:
+    return cel.OptionalValue.of(xs[0]) if xs else cel.OptionalValue.none()
+
+
+def _last(xs: list) -> Any:
+    return cel.OptionalValue.of(xs[-1]) if xs else cel.OptionalValue.none()
+
+
+OVERLOADS = [
+    # strings
+    _m("charAt", (STRING, INT), STRING, stdlib.char_at),
+    _m("indexOf", (STRING, STRING), INT, stdlib.index_of),
+    _m("indexOf", (STRING, STRING, INT), INT, stdlib.index_of),
+    _m("lastIndexOf", (STRING, STRING), INT, stdlib.last_index_of),
+    _m("lastIndexOf", (STRING, STRING, INT), INT, stdlib.last_index_of),
+    _m("lowerAscii", (STRING,), STRING, stdlib.lower_ascii),
+    _m("upperAscii", (STRING,), STRING, stdlib.upper_ascii),
+    _m("replace", (STRING, STRING, STRING), STRING, stdlib.replace),
+    _m("replace", (STRING, STRING, STRING, INT), STRING, stdlib.replace),
+    _m("split", (STRING, STRING), LIST_S, stdlib.split),
+    _m("split", (STRING, STRING, INT), LIST_S, stdlib.split),
+    _m("substring", (STRING, INT), STRING, stdlib.substring),
+    _m("substring", (STRING, INT, INT), STRING, stdlib.substring),
+    _m("trim", (STRING,), STRING, stdlib.trim),
+    _m("join", (LIST_S,), STRING, stdlib.join),
+    _m("join", (LIST_S, STRING), STRING, stdlib.join),
+    _m("reverse", (STRING,), STRING, stdlib.reverse),
+    _m("format", (STRING, list_of(DYN)), STRING, _strings_format),
+    _g("strings.quote", (STRING,), STRING, stdlib.quote),
+    # lists (ext.Lists v3)
+    _m("distinct", (LIST_A,), LIST_A, stdlib.distinct),
+    _m("flatten", (list_of(DYN),), list_of(DYN), stdlib.flatten),
+    _m("flatten", (list_of(DYN), INT), list_of(DYN), stdlib.flatten),
+    _m("slice", (LIST_A, INT, INT), LIST_A, stdlib.slice_),
+    _m("sort", (LIST_A,), LIST_A, stdlib.sort),
+    _m("reverse", (LIST_A,), LIST_A, stdlib.reverse),
+    _m("first", (LIST_A,), OPT_A, _first),
+    _m("last", (LIST_A,), OPT_A, _last),
+    _g("lists.range", (INT,), list_of(INT), stdlib.lists_range),
+    # sets
+    _g("sets.contains", (LIST_A, LIST_A), BOOL, stdlib.sets_contains),
+    _g("sets.equivalent", (LIST_A, LIST_A), BOOL, stdlib.sets_equivalent),
+    _g("sets.intersects", (LIST_A, LIST_A), BOOL, stdlib.sets_intersects),
+    # math
+    _g("math.greatest", (LIST_A,), PARAM_A, stdlib.math_greatest),
+    _g("math.least", (LIST_A,), PARAM_A, stdlib.math_least),
+    *[_g(f"math.{n}", (DYN, DYN), DYN, getattr(stdlib, f"math_{n}"))
+      for n in ("greatest", "least")],
+    *[_g(f"math.{n}", (DYN, DYN, DYN), DYN, getattr(stdlib, f"math_{n}")) for n in ("greatest", "least")],
+    *[_g(f"math.{n}", (t,), t, getattr(stdlib, f"math_{n}")) for n in ("abs", "sign") for t in (INT, DOUBLE)],
+    *[_g(f"math.{n}", (DOUBLE,), DOUBLE, getattr(stdlib, f"math_{n}")) for n in ("ceil", "floor", "round", "trunc")],
+    *[_g(f"math.{n}", (DOUBLE,), BOOL, getattr(stdlib, f"math_{p}")) for n, p in
+      (("isNaN", "is_nan"), ("isInf", "is_inf"), ("isFinite", "is_finite"))],
+    _g("math.sqrt", (DYN,), DOUBLE, stdlib.math_sqrt),
+    *[_g(f"math.{n}", (t, t), t, getattr(stdlib, f"math_{p}")) for n, p in
+      (("bitOr", "bit_or"), ("bitAnd", "bit_and"), ("bitXor", "bit_xor")) for t in (INT, UINT)],
+    *[_g("math.bitNot", (t,), t, stdlib.math_bit_not) for t in (INT, UINT)],
+    *[_g(f"math.{n}", (t, INT), t, getattr(stdlib, f"math_{p}")) for n, p in
+      (("bitShiftLeft", "bit_shift_left"), ("bitShiftRight", "bit_shift_right")) for t in (INT, UINT)],
+    # encoders
+    _g("base64.encode", (BYTES,), STRING, stdlib.base64_encode),
+    _g("base64.decode", (STRING,), BYTES, stdlib.base64_decode),
+    # optional types: the engine implements these natively
+    _g("optional.of", (PARAM_A,), OPT_A),
+    _g("optional.ofNonZeroValue", (PARAM_A,), OPT_A),
+    _g("optional.none", (), optional_of(DYN)),
+    _m("hasValue", (OPT_A,), BOOL),
+    _m("value", (OPT_A,), PARAM_A),
+    _m("orValue", (OPT_A, PARAM_A), PARAM_A),
+    _m("or", (OPT_A, OPT_A), OPT_A),
+]

@@ -1,0 +1,66 @@
+"""Kubernetes' `lists` library: isSorted, sum, min, max, indexOf,
+lastIndexOf on lists of comparable values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import CELError
+from ..types import BOOL, DOUBLE, DURATION, INT, PARAM_A, UINT, list_of
+from . import Overload
+from . import quantity, semver
+
+LIST_A = list_of(PARAM_A)
+
+
+def _less(a: Any, b: Any) -> bool:
+    if isinstance(a, dict) and semver.MARK in a:
+        return semver.compare(a, b) < 0
+    if isinstance(a, dict):
+        return quantity.compare(a, b) < 0
+    return a < b
+
+
+def is_sorted(xs: list) -> bool:
+    return all(not _less(xs[i + 1], xs[i]) for i in range(len(xs) - 1))
+
+
+def _sum(xs: list) -> Any:
+    total = None
+    for x in xs:
+        total = x if total is None else total + x
+    return 0 if total is None else total
+
+
+def _extreme(xs: list, want_less: bool) -> Any:
+    if not xs:
+        raise CELError(f"{'min' if want_less else 'max'} called on empty list")
+    best = xs[0]
+    for x in xs[1:]:
+        if _less(x, best) if want_less else _less(best, x):
+            best = x
+    return best
+
+
+def _index_of(xs: list, v: Any) -> int:
+    for i, x in enumerate(xs):
+        if x == v and type(x) is type(v):
+            return i
+    return -1
+
+
+def _last_index_of(xs: list, v: Any) -> int:
+    for i in range(len(xs) - 1, -1, -1):
+        if xs[i] == v and type(xs[i]) is type(v):
+            return i
+    return -1
+
+
+OVERLOADS = [
+    Overload("isSorted", (LIST_A,), BOOL, member=True, impl=is_sorted),
+    *[Overload("sum", (list_of(t),), t, member=True, impl=_sum) for t in (INT, UINT, DOUBLE, DURATION)],
+    Overload("min", (LIST_A,), PARAM_A, member=True, impl=lambda xs: _extreme(xs, True)),
+    Overload("max", (LIST_A,), PARAM_A, member=True, impl=lambda xs: _extreme(xs, False)),
+    Overload("indexOf", (LIST_A, PARAM_A), INT, member=True, impl=_index_of),
+    Overload("lastIndexOf", (LIST_A, PARAM_A), INT, member=True, impl=_last_index_of),
+]

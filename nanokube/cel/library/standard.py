@@ -1,0 +1,57 @@
+"""Signatures of CEL's standard definitions, which the engine implements
+natively: the checker needs them to type expressions."""
+
+from __future__ import annotations
+
+from ..types import (
+    BOOL, BYTES, DOUBLE, DURATION, DYN, INT, NULL, PARAM_A, PARAM_B, STRING, TIMESTAMP, TYPE, UINT,
+    list_of, map_of,
+)
+from . import Overload
+
+LIST_A, MAP_AB = list_of(PARAM_A), map_of(PARAM_A, PARAM_B)
+NUMBERS = (INT, UINT, DOUBLE)
+ORDERED = NUMBERS + (STRING, BYTES, BOOL, TIMESTAMP, DURATION)
+
+
+def _ops() -> list[Overload]:
+    out = [Overload(op, (PARAM_A, PARAM_A), BOOL) for op in ("_==_", "_!=_")]
+    for op in ("_<_", "_<=_", "_>_", "_>=_"):
+        out += [Overload(op, (t, t), BOOL) for t in ORDERED]
+        out += [Overload(op, (a, b), BOOL) for a in NUMBERS for b in NUMBERS if a != b]
+    for op in ("_+_", "_-_", "_*_", "_/_"):
+        out += [Overload(op, (t, t), t) for t in NUMBERS]
+    out += [Overload("_%_", (t, t), t) for t in (INT, UINT)]
+    out += [Overload("_+_", (t, t), t) for t in (STRING, BYTES, LIST_A, DURATION)]
+    out += [Overload("_+_", (TIMESTAMP, DURATION), TIMESTAMP), Overload("_+_", (DURATION, TIMESTAMP), TIMESTAMP),
+            Overload("_-_", (TIMESTAMP, TIMESTAMP), DURATION), Overload("_-_", (TIMESTAMP, DURATION), TIMESTAMP),
+            Overload("_-_", (DURATION, DURATION), DURATION)]
+    out += [Overload("-_", (INT,), INT), Overload("-_", (DOUBLE,), DOUBLE), Overload("!_", (BOOL,), BOOL)]
+    out += [Overload("_&&_", (BOOL, BOOL), BOOL), Overload("_||_", (BOOL, BOOL), BOOL),
+            Overload("_?_:_", (BOOL, PARAM_A, PARAM_A), PARAM_A)]
+    out += [Overload("@in", (PARAM_A, LIST_A), BOOL), Overload("@in", (PARAM_A, MAP_AB), BOOL)]
+    out += [Overload("_[_]", (LIST_A, INT), PARAM_A), Overload("_[_]", (MAP_AB, PARAM_A), PARAM_B)]
+    return out
+
+
+def _functions() -> list[Overload]:
+    out = []
+    for t in (STRING, BYTES, LIST_A, MAP_AB):
+        out += [Overload("size", (t,), INT), Overload("size", (t,), INT, member=True)]
+    for name, t in (("int", INT), ("uint", UINT), ("double", DOUBLE), ("string", STRING), ("bytes", BYTES),
+                    ("bool", BOOL), ("timestamp", TIMESTAMP), ("duration", DURATION), ("dyn", DYN), ("type", TYPE)):
+        out.append(Overload(name, (DYN,), t))
+    for name in ("contains", "startsWith", "endsWith", "matches"):
+        out.append(Overload(name, (STRING, STRING), BOOL, member=True))
+    out.append(Overload("matches", (STRING, STRING), BOOL))
+    for name in ("getFullYear", "getMonth", "getDate", "getDayOfMonth", "getDayOfWeek", "getDayOfYear",
+                 "getHours", "getMinutes", "getSeconds", "getMilliseconds"):
+        out += [Overload(name, (TIMESTAMP,), INT, member=True), Overload(name, (TIMESTAMP, STRING), INT, member=True)]
+    for name in ("getHours", "getMinutes", "getSeconds", "getMilliseconds"):
+        out.append(Overload(name, (DURATION,), INT, member=True))
+    return out
+
+
+#: `null` compares with anything; the checker treats it specially
+OVERLOADS = _ops() + _functions()
+NULL_TYPE = NULL

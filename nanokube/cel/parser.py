@@ -1,0 +1,375 @@
+"""A CEL parser that yields an abstract syntax tree for static analysis.
+
+The `common-expression-language` engine compiles and evaluates expressions
+but exposes no syntax tree, and Kubernetes needs one before anything runs:
+to type-check a rule against its schema (a rule must be a bool), to report
+undeclared references, and to estimate the worst-case cost. This parser
+follows the CEL grammar (cel-spec's langdef) and expands the standard macros
+(`has`, `all`, `exists`, `exists_one`, `map`, `filter`) the way cel-go does.
+The engine remains the authority on evaluation; a syntax error found here is
+reported first because its position and wording match cel-go's.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class ParseError(Exception):
+    def __init__(self, message: str, pos: int) -> None:
+        super().__init__(message)
+        self.pos = pos
+
+
+@dataclass(slots=True, eq=False)
+class Node:
+    """One expression. kind: lit, ident, select, call, list, map, struct,
+    comprehension; `name` is the identifier, field, function or macro name;
+    `target` the receiver of a member call or selection; `args` operands.
+    For literals `value` is the Python value and `name` its CEL type; for a
+    comprehension `name` is the macro and `vars` its bound variable(s)."""
+
+    kind: str
+    pos: int
+    name: str = ""
+    target: Node | None = None
+    args: list[Node] = field(default_factory=list)
+    value: Any = None
+    vars: tuple[str, ...] = ()
+    test_only: bool = False
+
+
+_TOKEN = re.compile(
+    r"""(?P<ws>\s+|//[^\n]*)
+    |(?P<str>[rR]?[bB]?[rR]?(?:'''(?:\\.|[^\\])*?'''|\"\"\"(?:\\.|[^\\])*?\"\"\"|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*"))
+    |(?P<num>0[xX][0-9a-fA-F]+[uU]?|(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?[uU]?)
+    |(?P<id>[A-Za-z_][A-Za-z0-9_]*)
+    |(?P<op>&&|\|\||==|!=|<=|>=|[-+*/%!<>?:.,()\[\]{}])""",
+    re.X | re.S,
+)
+RESERVED = frozenset({
+    "as", "break", "const", "continue", "else", "for", "function", "if", "import", "let", "loop",
+    "package", "namespace", "return", "var", "void", "while"})
+MACROS = {"all": 2, "exists": 2, "exists_one": 2, "map": (2, 3), "filter": 2}
+_RELOPS = {"<": "_<_", "<=": "_<=_", ">": "_>_", ">=": "_>=_", "==": "_==_", "!=": "_!=_", "in": "@in"}
+_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
+            "\\": "\\", "'": "'", '"': '"', "`": "`", "?": "?"}
+
+
+def _tokenize(src: str) -> list[tuple[str, str, int]]:
+    out, i = [], 0
+    while i < len(src):
+        m = _TOKEN.match(src, i)
+        if not m:
+            raise ParseError(f"Syntax error: token recognition error at: '{src[i]}'", i)
+        kind = m.lastgroup
+        if kind != "ws":
+            out.append((kind, m.group(), i))
+        i = m.end()
+    out.append(("eof", "", len(src)))
+    return out
+
+
+def _unescape(body: str, raw: bool, pos: int) -> str:
+    if raw:
+        return body
+    out, i = [], 0
+    while i < len(body):
+        c = body[i]
+        if c != "\\":
+            out.append(c)
+            i += 1
+            continue
+        n = body[i + 1]
+        if n in _ESCAPES:
+            out.append(_ESCAPES[n])
+            i += 2
+        elif n in "xX":
+            out.append(chr(int(body[i + 2:i + 4], 16)))
+            i += 4
+        elif n == "u":
+            out.append(chr(int(body[i + 2:i + 6], 16)))
+            i += 6
+        elif n == "U":
+            out.append(chr(int(body[i + 2:i + 10], 16)))
+            i += 10
+        elif n in "0123":
+            out.append(chr(int(body[i + 1:i + 4], 8)))
+            i += 4
+        else:
+            raise ParseError(f"Syntax error: invalid escape sequence '\\{n}'", pos)
+    return "".join(out)
+
+
+def _string_literal(tok: str, pos: int) -> Node:
+    prefix = re.match(r"[rRbB]*", tok).group().lower()
+    body = tok[len(prefix):]
+    q = 3 if body[:3] in ("'''", '"""') else 1
+    text = _unescape(body[q:-q], "r" in prefix, pos)
+    if "b" in prefix:
+        return Node("lit", pos, "bytes", value=text.encode("utf-8", "surrogateescape"))
+    return Node("lit", pos, "string", value=text)
+
+
+def _number_literal(tok: str, pos: int) -> Node:
+    unsigned = tok[-1] in "uU"
+    body = tok[:-1] if unsigned else tok
+    if body[:2].lower() == "0x":
+        v = int(body, 16)
+    elif re.search(r"[.eE]", body):
+        if unsigned:
+            raise ParseError("Syntax error: mismatched input 'u'", pos)
+        return Node("lit", pos, "double", value=float(body))
+    else:
+        v = int(body)
+    if unsigned:
+        if v >= 2**64:
+            raise ParseError("error parsing uint: out of range", pos)
+        return Node("lit", pos, "uint", value=v)
+    if v >= 2**63:
+        raise ParseError("error parsing int: out of range", pos)
+    return Node("lit", pos, "int", value=v)
+
+
+class _Parser:
+    def __init__(self, src: str) -> None:
+        self.toks = _tokenize(src)
+        self.i = 0
+
+    def peek(self, k: int = 0) -> tuple[str, str, int]:
+        return self.toks[min(self.i + k, len(self.toks) - 1)]
+
+    def accept(self, text: str) -> tuple | None:
+        t = self.toks[self.i]
+        if t[0] in ("op", "id") and t[1] == text:
+            self.i += 1
+            return t
+        return None
+
+    def expect(self, text: str) -> tuple:
+        t = self.accept(text)
+        if t is None:
+            kind, tok, pos = self.peek()
+            shown = "<EOF>" if kind == "eof" else tok
+            raise ParseError(f"Syntax error: mismatched input '{shown}' expecting '{text}'", pos)
+        return t
+
+    def parse(self) -> Node:
+        e = self.expr()
+        kind, tok, pos = self.peek()
+        if kind != "eof":
+            raise ParseError(f"Syntax error: extraneous input '{tok}' expecting <EOF>", pos)
+        return e
+
+    def expr(self) -> Node:
+        cond = self.or_()
+        t = self.accept("?")
+        if t is None:
+            return cond
+        then = self.or_()
+        self.expect(":")
+        other = self.expr()
+        return Node("call", t[2], "_?_:_", args=[cond, then, other])
+
+    def or_(self) -> Node:
+        e = self.and_()
+        while (t := self.accept("||")) is not None:
+            e = Node("call", t[2], "_||_", args=[e, self.and_()])
+        return e
+
+    def and_(self) -> Node:
+        e = self.relation()
+        while (t := self.accept("&&")) is not None:
+            e = Node("call", t[2], "_&&_", args=[e, self.relation()])
+        return e
+
+    def relation(self) -> Node:
+        e = self.addition()
+        while True:
+            kind, tok, pos = self.peek()
+            if kind in ("op", "id") and tok in _RELOPS:
+                self.i += 1
+                e = Node("call", pos, _RELOPS[tok], args=[e, self.addition()])
+            else:
+                return e
+
+    def addition(self) -> Node:
+        e = self.multiplication()
+        while True:
+            kind, tok, pos = self.peek()
+            if kind == "op" and tok in "+-":
+                self.i += 1
+                e = Node("call", pos, f"_{tok}_", args=[e, self.multiplication()])
+            else:
+                return e
+
+    def multiplication(self) -> Node:
+        e = self.unary()
+        while True:
+            kind, tok, pos = self.peek()
+            if kind == "op" and tok in ("*", "/", "%"):
+                self.i += 1
+                e = Node("call", pos, f"_{tok}_", args=[e, self.unary()])
+            else:
+                return e
+
+    def unary(self) -> Node:
+        kind, tok, pos = self.peek()
+        if kind == "op" and tok in ("!", "-"):
+            self.i += 1
+            if tok == "-" and self.peek()[0] == "num" and not self.peek()[1].lower().endswith("u"):
+                n = self.peek()
+                self.i += 1
+                lit = _number_literal("-" + n[1], pos) if not n[1].lower().startswith("0x") else Node(
+                    "lit", pos, "int", value=-int(n[1], 16))
+                return self.member(lit)
+            operand = self.unary()
+            return Node("call", pos, "!_" if tok == "!" else "-_", args=[operand])
+        return self.member(self.primary())
+
+    def member(self, e: Node) -> Node:
+        while True:
+            kind, tok, pos = self.peek()
+            if kind != "op":
+                return e
+            if tok == ".":
+                self.i += 1
+                if self.peek()[1] == "?":
+                    raise ParseError("unsupported syntax '.?'", pos)
+                name_tok = self.peek()
+                if name_tok[0] != "id":
+                    raise ParseError(f"Syntax error: no viable alternative at input '.{name_tok[1]}'", name_tok[2])
+                self.i += 1
+                if self.accept("("):
+                    args = self.exprs(")")
+                    e = self.member_call(e, name_tok[1], args, name_tok[2])
+                else:
+                    e = Node("select", name_tok[2], name_tok[1], target=e)
+            elif tok == "[":
+                self.i += 1
+                if self.peek()[1] == "?":
+                    raise ParseError("unsupported syntax '[?'", pos)
+                idx = self.expr()
+                self.expect("]")
+                e = Node("call", pos, "_[_]", args=[e, idx])
+            elif tok == "{" and e.kind in ("ident", "select") and _qualified(e):
+                self.i += 1
+                e = Node("struct", pos, _qualified(e), args=self.field_inits())
+            else:
+                return e
+
+    def member_call(self, target: Node, name: str, args: list[Node], pos: int) -> Node:
+        arity = MACROS.get(name)
+        if arity is not None and len(args) in ((arity,) if isinstance(arity, int) else arity):
+            names = []
+            for v in args[:-1]:
+                if v.kind != "ident":
+                    raise ParseError("argument must be a simple name", v.pos)
+                names.append(v.name)
+            return Node("comprehension", pos, name, target=target, args=[args[-1]], vars=tuple(names))
+        return Node("call", pos, name, target=target, args=args)
+
+    def exprs(self, close: str) -> list[Node]:
+        out: list[Node] = []
+        if self.accept(close):
+            return out
+        while True:
+            out.append(self.expr())
+            if self.accept(close):
+                return out
+            self.expect(",")
+            if self.accept(close):
+                return out
+
+    def field_inits(self) -> list[Node]:
+        out: list[Node] = []
+        while not self.accept("}"):
+            kind, tok, pos = self.peek()
+            if kind != "id":
+                raise ParseError(f"Syntax error: mismatched input '{tok}' expecting IDENTIFIER", pos)
+            self.i += 1
+            self.expect(":")
+            out.append(Node("select", pos, tok, args=[self.expr()]))
+            if not self.accept(","):
+                self.expect("}")
+                return out
+        return out
+
+    def primary(self) -> Node:
+        kind, tok, pos = self.peek()
+        self.i += 1
+        if kind == "num":
+            return _number_literal(tok, pos)
+        if kind == "str":
+            return _string_literal(tok, pos)
+        if kind == "id":
+            if tok in ("true", "false"):
+                return Node("lit", pos, "bool", value=tok == "true")
+            if tok == "null":
+                return Node("lit", pos, "null", value=None)
+            if tok in RESERVED:
+                raise ParseError(f"reserved identifier: {tok}", pos)
+            if self.accept("("):
+                args = self.exprs(")")
+                if tok == "has":
+                    if len(args) != 1 or args[0].kind != "select":
+                        raise ParseError("invalid argument to has() macro", pos)
+                    sel = args[0]
+                    return Node("select", sel.pos, sel.name, target=sel.target, test_only=True)
+                return Node("call", pos, tok, args=args)
+            return Node("ident", pos, tok)
+        if kind == "op":
+            if tok == ".":
+                return self.primary()
+            if tok == "(":
+                e = self.expr()
+                self.expect(")")
+                return e
+            if tok == "[":
+                return Node("list", pos, args=self.exprs("]"))
+            if tok == "{":
+                entries: list[Node] = []
+                while not self.accept("}"):
+                    k = self.expr()
+                    self.expect(":")
+                    entries.append(Node("call", k.pos, "entry", args=[k, self.expr()]))
+                    if not self.accept(","):
+                        self.expect("}")
+                        break
+                return Node("map", pos, args=entries)
+        shown = "<EOF>" if kind == "eof" else tok
+        raise ParseError(f"Syntax error: mismatched input '{shown}' expecting <expression>", pos)
+
+
+def _qualified(e: Node) -> str:
+    if e.kind == "ident":
+        return e.name
+    if e.kind == "select" and not e.test_only and e.target is not None:
+        inner = _qualified(e.target)
+        return f"{inner}.{e.name}" if inner else ""
+    return ""
+
+
+def parse(src: str) -> Node:
+    """The syntax tree of `src`; ParseError with cel-go's wording and the
+    offset of the offending token."""
+    return _Parser(src).parse()
+
+
+def location(src: str, pos: int) -> tuple[str, str]:
+    """cel-go's `ERROR: <input>:L:C: ` prefix context: the line and a caret."""
+    line_no = src.count("\n", 0, pos) + 1
+    start = src.rfind("\n", 0, pos) + 1
+    end = src.find("\n", pos)
+    line = src[start:] if end < 0 else src[start:end]
+    col = pos - start
+    return f"<input>:{line_no}:{col + 1}", f"\n | {line}\n | {'.' * col}^"
+
+
+def format_error(src: str, pos: int, message: str) -> str:
+    """An issue as cel-go prints it: `ERROR: <input>:1:6: <message>` and the
+    source line with a caret under the column."""
+    where, snippet = location(src, pos)
+    return f"ERROR: {where}: {message}{snippet}"
