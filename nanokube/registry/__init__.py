@@ -4,6 +4,8 @@ from importlib import import_module
 
 _GROUPS = [
     "core",
+    "core_volumes",
+    "core_quota",
     "core_replication",
     "apps",
     "apps_daemonset",
@@ -18,6 +20,8 @@ _GROUPS = [
     "scheduling",
     "resource",
     "certificates",
+    "storage",
+    "node",
     "rbac",
     "apiextensions",
     "networking",

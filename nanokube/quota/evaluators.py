@@ -1,0 +1,309 @@
+"""What an object charges against a quota (upstream's evaluators in
+pkg/quota/v1/evaluator/core and the generic object-count evaluator), which
+quotas cover it (scopes), and the constraints quota places on pods."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from fractions import Fraction
+
+from ..machinery.quantity import DECIMAL_SI, Quantity, QuantityError, parse
+from ..volume.classes import claim_class
+from .resources import (
+    ALLOCATION_RESULTS_MAX,
+    OBJECT_COUNTS,
+    POD_SCOPES,
+    STORAGE_CLASS_SUFFIX,
+    count_resource,
+    device_class_resource,
+    is_extended,
+)
+
+Usage = dict[str, Quantity]
+ONE = Quantity(Fraction(1), DECIMAL_SI)
+#: resources every container must name once a quota holds them (backward compatibility upstream keeps)
+CONTAINER_REQUIRED = ("cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory")
+_LEGACY = {v: k for k, v in OBJECT_COUNTS.items()}
+
+
+def add(a: Quantity | None, b: Quantity) -> Quantity:
+    """Quantity.Add: the sum keeps the first non-zero operand's format."""
+    if a is None:
+        return b
+    return Quantity(a.value + b.value, a.format if a.value else b.format)
+
+
+def _q(value) -> Quantity | None:
+    try:
+        return parse(str(value))
+    except QuantityError:
+        return None
+
+
+def _bag(container: dict, kind: str) -> dict[str, Quantity]:
+    out = {}
+    for k, v in ((container.get("resources") or {}).get(kind) or {}).items():
+        q = _q(v)
+        if q is not None:
+            out[k] = q
+    return out
+
+
+def _merge_max(into: dict[str, Quantity], other: dict[str, Quantity]) -> None:
+    for k, v in other.items():
+        if k not in into or v.value > into[k].value:
+            into[k] = v
+
+
+def _sum(into: dict[str, Quantity], other: dict[str, Quantity]) -> None:
+    for k, v in other.items():
+        into[k] = add(into.get(k), v)
+
+
+def pod_totals(spec: dict, kind: str) -> dict[str, Quantity]:
+    """PodRequests / PodLimits: app containers and sidecars together, each
+    ordinary init container with the sidecars started before it, the larger
+    wins; pod-level resources replace the containers' sum; overhead is added
+    (to limits only for resources that have one)."""
+    total: dict[str, Quantity] = {}
+    for c in spec.get("containers") or []:
+        _sum(total, _bag(c, kind))
+    sidecars: dict[str, Quantity] = {}
+    peak: dict[str, Quantity] = {}
+    for c in spec.get("initContainers") or []:
+        mine = _bag(c, kind)
+        if c.get("restartPolicy") == "Always":
+            _sum(sidecars, mine)
+            _merge_max(peak, sidecars)
+        else:
+            with_sidecars = dict(sidecars)
+            _sum(with_sidecars, mine)
+            _merge_max(peak, with_sidecars)
+    _sum(total, sidecars)
+    _merge_max(total, peak)
+    for k, v in ((spec.get("resources") or {}).get(kind) or {}).items():
+        q = _q(v)
+        if q is not None and k in ("cpu", "memory"):
+            total[k] = q
+    for k, v in (spec.get("overhead") or {}).items():
+        q = _q(v)
+        if q is not None and (kind == "requests" or k in total):
+            total[k] = add(total.get(k), q)
+    return total
+
+
+def compute_usage(requests: dict[str, Quantity], limits: dict[str, Quantity]) -> Usage:
+    """podComputeUsageHelper: cpu/memory/ephemeral-storage under their plain and
+    requests./limits. names, hugepages, and extended resources as requests.<name>."""
+    out: Usage = {}
+    for r in ("cpu", "memory", "ephemeral-storage"):
+        if r in requests:
+            out[r] = out[f"requests.{r}"] = requests[r]
+        if r in limits:
+            out[f"limits.{r}"] = limits[r]
+    for name, q in requests.items():
+        if name.startswith("hugepages-"):
+            out[name] = out[f"requests.{name}"] = q
+        elif is_extended(name):
+            out[f"requests.{name}"] = q
+    return out
+
+
+def _time(ts: str) -> float:
+    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+def pod_counts(pod: dict, now: float) -> bool:
+    """QuotaV1Pod: terminal pods, and pods past their deletion grace, are not charged."""
+    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return False
+    md = pod["metadata"]
+    if md.get("deletionTimestamp") and md.get("deletionGracePeriodSeconds") is not None:
+        return now <= _time(md["deletionTimestamp"]) + md["deletionGracePeriodSeconds"]
+    return True
+
+
+def pod_usage(pod: dict, now: float) -> Usage:
+    out: Usage = {"count/pods": ONE}
+    if not pod_counts(pod, now):
+        return out
+    spec = pod.get("spec") or {}
+    out.update(compute_usage(pod_totals(spec, "requests"), pod_totals(spec, "limits")))
+    out["pods"] = ONE
+    return out
+
+
+def service_usage(svc: dict) -> Usage:
+    spec = svc.get("spec") or {}
+    out: Usage = {"count/services": ONE, "services": ONE}
+    typ = spec.get("type") or "ClusterIP"
+    if typ in ("NodePort", "LoadBalancer"):
+        n = len(spec.get("ports") or [])
+        out["services.nodeports"] = Quantity(Fraction(n), DECIMAL_SI)
+    if typ == "LoadBalancer":
+        out["services.loadbalancers"] = ONE
+    return out
+
+
+def pvc_usage(pvc: dict) -> Usage:
+    out: Usage = {"count/persistentvolumeclaims": ONE, "persistentvolumeclaims": ONE}
+    storage = _q(((pvc.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage", ""))
+    cls = claim_class(pvc)
+    if storage is not None:
+        out["requests.storage"] = storage
+        if cls:
+            out[f"{cls}{STORAGE_CLASS_SUFFIX}requests.storage"] = storage
+    if cls:
+        out[f"{cls}{STORAGE_CLASS_SUFFIX}persistentvolumeclaims"] = ONE
+    return out
+
+
+def _devices(req: dict) -> tuple[str, int]:
+    mode = req.get("allocationMode") or "ExactCount"
+    if mode == "ExactCount":
+        count = req.get("count") or 1
+    else:
+        count = ALLOCATION_RESULTS_MAX if mode == "All" else 0
+    return req.get("deviceClassName", ""), count
+
+
+def claim_usage(claim: dict) -> Usage:
+    """A ResourceClaim charges its devices per DeviceClass; a request with
+    alternatives (firstAvailable) charges the most any alternative could take."""
+    out: Usage = {"count/resourceclaims.resource.k8s.io": ONE}
+    totals: dict[str, int] = {}
+    for req in (((claim.get("spec") or {}).get("devices") or {}).get("requests")) or []:
+        if req.get("firstAvailable"):
+            most: dict[str, int] = {}
+            for sub in req["firstAvailable"]:
+                cls, n = _devices(sub)
+                most[cls] = max(most.get(cls, 0), n)
+        else:
+            cls, n = _devices(req.get("exactly") or req)
+            most = {cls: n}
+        for cls, n in most.items():
+            totals[cls] = totals.get(cls, 0) + n
+    for cls, n in totals.items():
+        out[device_class_resource(cls)] = Quantity(Fraction(n), DECIMAL_SI)
+    return out
+
+
+def usage(group: str, plural: str, obj: dict, now: float) -> Usage:
+    """Everything the object charges, under every name a quota may use for it."""
+    if group == "" and plural == "pods":
+        return pod_usage(obj, now)
+    if group == "" and plural == "services":
+        return service_usage(obj)
+    if group == "" and plural == "persistentvolumeclaims":
+        return pvc_usage(obj)
+    if group == "resource.k8s.io" and plural == "resourceclaims":
+        return claim_usage(obj)
+    out: Usage = {count_resource(group, plural): ONE}
+    if (group, plural) in _LEGACY:
+        out[_LEGACY[(group, plural)]] = ONE
+    return out
+
+
+def charged_on_update(group: str, plural: str) -> bool:
+    """Kinds whose updates can change what they charge (a Service's type, a claim's size)."""
+    return group == "" and plural in ("services", "persistentvolumeclaims")
+
+
+# --- scopes ---------------------------------------------------------------------------
+
+
+def _best_effort(spec: dict) -> bool:
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        res = c.get("resources") or {}
+        for bag in ("requests", "limits"):
+            if any(k in ("cpu", "memory") for k in res.get(bag) or {}):
+                return False
+    return not any(k in ("cpu", "memory") for bag in ("requests", "limits")
+                   for k in ((spec.get("resources") or {}).get(bag) or {}))
+
+
+def _cross_namespace_affinity(spec: dict) -> bool:
+    aff = spec.get("affinity") or {}
+    for kind in ("podAffinity", "podAntiAffinity"):
+        a = aff.get(kind) or {}
+        terms = list(a.get("requiredDuringSchedulingIgnoredDuringExecution") or [])
+        terms += [w.get("podAffinityTerm") or {} for w in a.get("preferredDuringSchedulingIgnoredDuringExecution") or []]
+        if any(t.get("namespaces") or t.get("namespaceSelector") is not None for t in terms):
+            return True
+    return False
+
+
+def _selector_matches(value: str, sel: dict) -> bool:
+    op, values = sel.get("operator"), sel.get("values") or []
+    if op == "Exists":
+        return bool(value)
+    if op == "DoesNotExist":
+        return not value
+    if op == "In":
+        return value in values
+    if op == "NotIn":
+        return value not in values
+    return False
+
+
+def _pod_scope(pod: dict, sel: dict) -> bool:
+    spec = pod.get("spec") or {}
+    scope = sel.get("scopeName")
+    deadline = spec.get("activeDeadlineSeconds")
+    if scope == "Terminating":
+        return deadline is not None and deadline >= 0
+    if scope == "NotTerminating":
+        return deadline is None or deadline < 0
+    if scope == "BestEffort":
+        return _best_effort(spec)
+    if scope == "NotBestEffort":
+        return not _best_effort(spec)
+    if scope == "PriorityClass":
+        return _selector_matches(spec.get("priorityClassName") or "", sel)
+    if scope == "CrossNamespacePodAffinity":
+        return _cross_namespace_affinity(spec)
+    return False
+
+
+def scope_selectors(quota: dict) -> list[dict]:
+    """spec.scopes as Exists selectors, then spec.scopeSelector's expressions."""
+    spec = quota.get("spec") or {}
+    sels = [{"scopeName": s, "operator": "Exists"} for s in spec.get("scopes") or []]
+    return sels + list((spec.get("scopeSelector") or {}).get("matchExpressions") or [])
+
+
+def quota_covers(quota: dict, group: str, plural: str, obj: dict) -> bool:
+    """Every scope of the quota matches the object; objects other than pods
+    (and claims, for VolumeAttributesClass) match no scope."""
+    for sel in scope_selectors(quota):
+        scope = sel.get("scopeName")
+        if group == "" and plural == "pods" and scope in POD_SCOPES:
+            if not _pod_scope(obj, sel):
+                return False
+        elif group == "" and plural == "persistentvolumeclaims" and scope == "VolumeAttributesClass":
+            spec, status = obj.get("spec") or {}, obj.get("status") or {}
+            names = {spec.get("volumeAttributesClassName") or "", status.get("currentVolumeAttributesClassName") or ""}
+            if not any(_selector_matches(n, sel) for n in names if n or sel.get("operator") == "DoesNotExist"):
+                return False
+        else:
+            return False
+    return True
+
+
+def missing_container_resources(pod: dict, hard: Iterable[str]) -> str:
+    """The pods evaluator's constraint: once a quota holds cpu or memory, every
+    container must name them (skipped when pod-level resources are set).
+    Returns upstream's `must specify ...` text, or ''."""
+    spec = pod.get("spec") or {}
+    required = set(hard) & set(CONTAINER_REQUIRED)
+    if not required or (spec.get("resources") or {}).get("requests") or (spec.get("resources") or {}).get("limits"):
+        return ""
+    missing: dict[str, set[str]] = {}
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        have = set(compute_usage(_bag(c, "requests"), _bag(c, "limits")))
+        for r in required - have:
+            missing.setdefault(r, set()).add(c.get("name", ""))
+    if not missing:
+        return ""
+    return "must specify " + "; ".join(f"{r} for: {','.join(sorted(missing[r]))}" for r in sorted(missing))

@@ -1,0 +1,198 @@
+"""core/v1 ResourceQuota and LimitRange: upstream's validation (resource
+names, non-negative and integer quantities, scopes; min <= defaultRequest <=
+default <= max), LimitRangeItem defaulting and the quota's `kubectl get`
+columns. Enforcement is admission's (apiserver/admission_plugins)."""
+
+from __future__ import annotations
+
+from ..machinery.quantity import QuantityError, format_quantity, parse_quantity
+from ..machinery.validation import FieldError, duplicate, forbidden, invalid, qualified_name, required
+from ..quota.resources import SCOPES, is_integer_resource, is_standard_quota_resource, is_standard_resource, scope_errors
+from .base import AGE, Column, Resource, Strategy, register
+from .core_printing import AGE_DOC, NAME_DOC
+
+LIMIT_TYPES = ("Pod", "Container", "PersistentVolumeClaim")
+
+
+def _quota_cells(quota: dict) -> tuple[str, str]:
+    """printResourceQuota: `name: used/hard` for each hard resource, limits.* apart."""
+    hard = (quota.get("spec") or {}).get("hard") or {}
+    status = quota.get("status") or {}
+    req, lim = [], []
+    for name in sorted(hard):
+        used = (status.get("used") or {}).get(name, "0")
+        h = (status.get("hard") or {}).get(name, "0")
+        (lim if name.split(".")[0] == "limits" and "." in name else req).append(f"{name}: {used}/{h}")
+    return ", ".join(req), ", ".join(lim)
+
+
+def _resource_name(name: str, path: str, quota: bool) -> list[FieldError]:
+    errs = [invalid(path, name, m) for m in qualified_name(name)]
+    if errs or "/" in name:
+        return errs
+    if not is_standard_resource(name):
+        return [invalid(path, name, "must be a standard resource type or fully qualified")]
+    if quota and not is_standard_quota_resource(name):
+        return [invalid(path, name, "must be a standard resource for quota")]
+    return []
+
+
+def _quantity_value(name: str, value, path: str) -> list[FieldError]:
+    try:
+        q = parse_quantity(str(value))
+    except QuantityError as e:
+        return [invalid(path, value, str(e))]
+    if q < 0:
+        return [invalid(path, value, "must be greater than or equal to 0")]
+    if is_integer_resource(name) and q.denominator != 1:
+        return [invalid(path, value, "must be an integer")]
+    return []
+
+
+class ResourceQuotaStrategy(Strategy):
+    track_generation = False
+    columns = [
+        Column("Name", "string", lambda o: o["metadata"]["name"], NAME_DOC, format="name"),
+        Column("Age", "string", AGE, AGE_DOC),
+        Column("Request", "string", lambda o: _quota_cells(o)[0], "Request represents a minimum amount of cpu/memory that a container may consume."),
+        Column("Limit", "string", lambda o: _quota_cells(o)[1], "Limits control the maximum amount of cpu/memory that a container may use independent of contention on the node."),
+    ]
+
+    def validate(self, obj):
+        spec = obj.get("spec") or {}
+        errs: list[FieldError] = []
+        for name, value in (spec.get("hard") or {}).items():
+            p = f"spec.hard[{name}]"
+            errs += _resource_name(name, p, quota=True)
+            errs += _quantity_value(name, value, p)
+        scopes = list(spec.get("scopes") or [])
+        errs += [invalid("spec.scopes", scopes, m) for m in scope_errors(scopes, list(spec.get("hard") or {}))]
+        selected = []
+        for i, sel in enumerate((spec.get("scopeSelector") or {}).get("matchExpressions") or []):
+            p = f"spec.scopeSelector.matchExpressions[{i}]"
+            scope, op, values = sel.get("scopeName"), sel.get("operator"), sel.get("values") or []
+            if scope not in SCOPES:
+                errs.append(invalid(f"{p}.scopeName", scope, "unsupported scope"))
+            if op in ("In", "NotIn") and not values:
+                errs.append(required(f"{p}.values", "must be at least one value when `operator` is 'In' or 'NotIn' for scope selector"))
+            elif op in ("Exists", "DoesNotExist") and values:
+                errs.append(invalid(f"{p}.values", values, "must be no value when `operator` is 'Exist' or 'DoesNotExist' for scope selector"))
+            elif op not in ("In", "NotIn", "Exists", "DoesNotExist"):
+                errs.append(invalid(f"{p}.operator", op, "not a valid selector operator"))
+            if scope in SCOPES:
+                selected.append(scope)
+        errs += [invalid("spec.scopeSelector", selected, m) for m in scope_errors(selected, list(spec.get("hard") or {}))]
+        return errs
+
+    def validate_status_update(self, new, old):
+        errs: list[FieldError] = []
+        status = new.get("status") or {}
+        for bag in ("hard", "used"):
+            for name, value in (status.get(bag) or {}).items():
+                errs += _resource_name(name, f"status.{bag}[{name}]", quota=True)
+                errs += _quantity_value(name, value, f"status.{bag}[{name}]")
+        return errs
+
+
+# --- LimitRange --------------------------------------------------------------------
+
+
+def _q(bag: dict | None, name: str):
+    try:
+        return parse_quantity(str((bag or {})[name])) if name in (bag or {}) else None
+    except QuantityError:
+        return None
+
+
+def _s(value) -> str:
+    return format_quantity(value)
+
+
+class LimitRangeStrategy(Strategy):
+    track_generation = False
+
+    def default(self, obj, version):
+        """SetDefaults_LimitRangeItem: a container's default limit from max, its
+        default request from the default limit, else from min."""
+        for item in (obj.get("spec") or {}).get("limits") or []:
+            if item.get("type") != "Container":
+                continue
+            default = dict(item.get("default") or {})
+            for k, v in (item.get("max") or {}).items():
+                default.setdefault(k, v)
+            request = dict(item.get("defaultRequest") or {})
+            for k, v in default.items():
+                request.setdefault(k, v)
+            for k, v in (item.get("min") or {}).items():
+                request.setdefault(k, v)
+            if default:
+                item["default"] = default
+            if request:
+                item["defaultRequest"] = request
+
+    def validate(self, obj):
+        errs: list[FieldError] = []
+        seen: set[str] = set()
+        for i, item in enumerate((obj.get("spec") or {}).get("limits") or []):
+            p = f"spec.limits[{i}]"
+            typ = item.get("type") or ""
+            if typ and "/" not in typ and typ not in LIMIT_TYPES:
+                errs.append(invalid(f"{p}.type", typ, "must be a standard limit type or fully qualified"))
+            elif typ:
+                errs += [invalid(f"{p}.type", typ, m) for m in qualified_name(typ)]
+            if typ in seen:
+                errs.append(duplicate(f"{p}.type", typ))
+            seen.add(typ)
+            if typ == "Pod":
+                if item.get("default"):
+                    errs.append(forbidden(f"{p}.default", "may not be specified when `type` is 'Pod'"))
+                if item.get("defaultRequest"):
+                    errs.append(forbidden(f"{p}.defaultRequest", "may not be specified when `type` is 'Pod'"))
+            for bag in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio"):
+                for name, value in (item.get(bag) or {}).items():
+                    errs += _resource_name(name, f"{p}.{bag}[{name}]", quota=False)
+                    errs += _quantity_value(name, value, f"{p}.{bag}[{name}]")
+            names = set()
+            for bag in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio"):
+                names |= set(item.get(bag) or {})
+            for k in sorted(names):
+                errs += self._item_bounds(item, k, p)
+            if typ == "PersistentVolumeClaim" and "storage" not in (item.get("min") or {}) \
+                    and "storage" not in (item.get("max") or {}):
+                errs.append(required(f"{p}.limits", "either minimum or maximum storage value is required, but neither was provided"))
+        return errs
+
+    @staticmethod
+    def _item_bounds(item: dict, k: str, p: str) -> list[FieldError]:
+        errs = []
+        mn, mx = _q(item.get("min"), k), _q(item.get("max"), k)
+        df, dr = _q(item.get("default"), k), _q(item.get("defaultRequest"), k)
+        ratio = _q(item.get("maxLimitRequestRatio"), k)
+        raw = lambda bag: (item.get(bag) or {}).get(k)  # noqa: E731
+        if mn is not None and mx is not None and mn > mx:
+            errs.append(invalid(f"{p}.min[{k}]", raw("min"), f"min value {_s(mn)} is greater than max value {_s(mx)}"))
+        if dr is not None and mn is not None and mn > dr:
+            errs.append(invalid(f"{p}.defaultRequest[{k}]", raw("defaultRequest"),
+                                f"min value {_s(mn)} is greater than default request value {_s(dr)}"))
+        if dr is not None and mx is not None and dr > mx:
+            errs.append(invalid(f"{p}.defaultRequest[{k}]", raw("defaultRequest"),
+                                f"default request value {_s(dr)} is greater than max value {_s(mx)}"))
+        if dr is not None and df is not None and dr > df:
+            errs.append(invalid(f"{p}.defaultRequest[{k}]", raw("defaultRequest"),
+                                f"default request value {_s(dr)} is greater than default limit value {_s(df)}"))
+        if df is not None and mn is not None and mn > df:
+            errs.append(invalid(f"{p}.default[{k}]", raw("min"), f"min value {_s(mn)} is greater than default value {_s(df)}"))
+        if df is not None and mx is not None and df > mx:
+            errs.append(invalid(f"{p}.default[{k}]", raw("max"), f"default value {_s(df)} is greater than max value {_s(mx)}"))
+        if ratio is not None and ratio < 1:
+            errs.append(invalid(f"{p}.maxLimitRequestRatio[{k}]", raw("maxLimitRequestRatio"),
+                                f"ratio {_s(ratio)} is less than 1"))
+        return errs
+
+
+register(
+    Resource("", "resourcequotas", "ResourceQuota", ["v1"], namespaced=True, short_names=("quota",),
+             subresources=("status",), strategy=ResourceQuotaStrategy()),
+    Resource("", "limitranges", "LimitRange", ["v1"], namespaced=True, short_names=("limits",),
+             strategy=LimitRangeStrategy()),
+)

@@ -1,0 +1,278 @@
+"""core/v1 PersistentVolume and PersistentVolumeClaim: defaults, upstream's
+validation messages (pkg/apis/core/validation), the claim's immutability
+rules and `kubectl get` columns. Binding is the PV controller's job."""
+
+from __future__ import annotations
+
+import orjson
+
+from ..machinery.quantity import QuantityError, parse_quantity
+from ..machinery.validation import (
+    FieldError,
+    dns1123_subdomain,
+    forbidden,
+    immutable,
+    invalid,
+    not_supported,
+    required,
+)
+from ..volume.binding import ACCESS_MODES, access_modes_string
+from ..volume.classes import claim_class, volume_class
+from .base import AGE, Column, Resource, Strategy, register
+from .core_printing import AGE_DOC, NAME_DOC, doc
+
+#: every PersistentVolumeSource member: exactly one must be set
+VOLUME_SOURCES = ("gcePersistentDisk", "awsElasticBlockStore", "hostPath", "glusterfs", "nfs", "rbd", "iscsi",
+                  "cinder", "cephfs", "fc", "flocker", "flexVolume", "azureFile", "vsphereVolume", "quobyte",
+                  "azureDisk", "photonPersistentDisk", "portworxVolume", "scaleIO", "local", "storageos", "csi")
+RECLAIM_POLICIES = ("Delete", "Recycle", "Retain")
+VOLUME_MODES = ("Block", "Filesystem")
+PV_PHASES = ("Pending", "Available", "Bound", "Released", "Failed")
+PVC_PHASES = ("Pending", "Bound", "Lost")
+_SORTED_MODES = sorted(ACCESS_MODES)
+_NAME = Column("Name", "string", lambda o: o["metadata"]["name"], NAME_DOC, format="name")
+_AGE = Column("Age", "string", AGE, AGE_DOC)
+
+
+def _spec(o: dict) -> dict:
+    return o.get("spec") or {}
+
+
+def _status(o: dict) -> dict:
+    return o.get("status") or {}
+
+
+def _phase(o: dict) -> str:
+    return "Terminating" if o["metadata"].get("deletionTimestamp") else _status(o).get("phase", "")
+
+
+def _vac(name: str | None) -> str:
+    return name or "<unset>"
+
+
+def validate_access_modes(modes: list | None, path: str, claim: bool) -> list[FieldError]:
+    if not modes:
+        return [required(path, "at least 1 access mode is required" if claim else "")]
+    errs = [not_supported(path, m, _SORTED_MODES) for m in modes if m not in ACCESS_MODES]
+    if "ReadWriteOncePod" in modes and len(modes) > 1:
+        errs.append(forbidden(path, "may not use ReadWriteOncePod with other access modes"))
+    return errs
+
+
+def _quantity(value, path: str) -> tuple[object, list[FieldError]]:
+    try:
+        return parse_quantity(str(value)), []
+    except QuantityError as e:
+        return None, [invalid(path, value, str(e))]
+
+
+def _class_name(name: str | None, path: str) -> list[FieldError]:
+    return [invalid(path, name, m) for m in dns1123_subdomain(name)] if name else []
+
+
+def _volume_mode(mode: str | None, path: str) -> list[FieldError]:
+    return [not_supported(path, mode, VOLUME_MODES)] if mode is not None and mode not in VOLUME_MODES else []
+
+
+# --- PersistentVolume --------------------------------------------------------------
+
+
+class PersistentVolumeStrategy(Strategy):
+    track_generation = False
+    columns = [
+        _NAME,
+        Column("Capacity", "string", lambda o: (_spec(o).get("capacity") or {}).get("storage", "0"),
+               doc("PersistentVolumeSpec", "capacity")),
+        Column("Access Modes", "string", lambda o: access_modes_string(_spec(o).get("accessModes")),
+               doc("PersistentVolumeSpec", "accessModes")),
+        Column("Reclaim Policy", "string", lambda o: _spec(o).get("persistentVolumeReclaimPolicy", ""),
+               doc("PersistentVolumeSpec", "persistentVolumeReclaimPolicy")),
+        Column("Status", "string", _phase, doc("PersistentVolumeStatus", "phase")),
+        Column("Claim", "string", lambda o: f"{_spec(o)['claimRef'].get('namespace', '')}/{_spec(o)['claimRef'].get('name', '')}"
+               if _spec(o).get("claimRef") else "", doc("PersistentVolumeSpec", "claimRef")),
+        Column("StorageClass", "string", volume_class, "StorageClass of the pv"),
+        Column("VolumeAttributesClass", "string", lambda o: _vac(_spec(o).get("volumeAttributesClassName")),
+               "VolumeAttributesClass of the pv"),
+        Column("Reason", "string", lambda o: _status(o).get("reason", ""), doc("PersistentVolumeStatus", "reason")),
+        _AGE,
+        Column("VolumeMode", "string", lambda o: _spec(o).get("volumeMode") or "<unset>",
+               doc("PersistentVolumeSpec", "volumeMode"), priority=1),
+    ]
+
+    def default(self, obj, version):
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
+        spec.setdefault("volumeMode", "Filesystem")
+
+    def prepare_for_create(self, obj):
+        obj["status"] = {"phase": "Pending"}
+
+    def validate(self, obj):
+        errs: list[FieldError] = []
+        spec = _spec(obj)
+        cap = spec.get("capacity") or {}
+        if not cap:
+            errs.append(required("spec.capacity"))
+        for k, v in cap.items():
+            if k != "storage":
+                errs.append(not_supported("spec.capacity", k, ["storage"]))
+                continue
+            q, bad = _quantity(v, "spec.capacity[storage]")
+            errs += bad
+            if q is not None and q < 0:
+                errs.append(invalid("spec.capacity[storage]", v, "must be greater than or equal to 0"))
+        errs += validate_access_modes(spec.get("accessModes"), "spec.accessModes", claim=False)
+        policy = spec.get("persistentVolumeReclaimPolicy")
+        if policy not in RECLAIM_POLICIES:
+            errs.append(not_supported("spec.persistentVolumeReclaimPolicy", policy, RECLAIM_POLICIES))
+        errs += _class_name(spec.get("storageClassName"), "spec.storageClassName")
+        errs += _volume_mode(spec.get("volumeMode"), "spec.volumeMode")
+        sources = [s for s in VOLUME_SOURCES if spec.get(s) is not None]
+        if not sources:
+            errs.append(required("spec", "must specify a volume type"))
+        for extra in sources[1:]:
+            errs.append(forbidden(f"spec.{extra}", "may not specify more than 1 volume type"))
+        if "hostPath" in sources and not (spec["hostPath"] or {}).get("path"):
+            errs.append(required("spec.hostPath.path"))
+        if "local" in sources:
+            if not (spec["local"] or {}).get("path"):
+                errs.append(required("spec.local.path"))
+            if not spec.get("nodeAffinity"):
+                errs.append(required("spec.nodeAffinity", "Local volume requires node affinity"))
+        if "csi" in sources:
+            csi = spec["csi"] or {}
+            if not csi.get("driver"):
+                errs.append(required("spec.csi.driver"))
+            if not csi.get("volumeHandle"):
+                errs.append(required("spec.csi.volumeHandle"))
+        ref = spec.get("claimRef")
+        if ref is not None:
+            if not ref.get("name"):
+                errs.append(required("spec.claimRef.name"))
+            if not ref.get("namespace"):
+                errs.append(required("spec.claimRef.namespace"))
+        affinity = spec.get("nodeAffinity")
+        if affinity is not None and not (affinity.get("required") or {}).get("nodeSelectorTerms"):
+            errs.append(required("spec.nodeAffinity.required.nodeSelectorTerms",
+                                 "must have at least one node selector term"))
+        return errs
+
+    def validate_update(self, new, old):
+        errs = self.validate(new)
+        ns, os_ = _spec(new), _spec(old)
+        if {s: ns.get(s) for s in VOLUME_SOURCES} != {s: os_.get(s) for s in VOLUME_SOURCES}:
+            errs.append(forbidden("spec.persistentvolumesource",
+                                  "spec.persistentvolumesource is immutable after creation"))
+        if ns.get("volumeMode") != os_.get("volumeMode"):
+            errs.append(immutable("volumeMode", ns.get("volumeMode")))
+        if os_.get("nodeAffinity") is not None and ns.get("nodeAffinity") != os_.get("nodeAffinity"):
+            errs.append(immutable("nodeAffinity", ns.get("nodeAffinity")))
+        return errs
+
+    def validate_status_update(self, new, old):
+        phase = _status(new).get("phase")
+        if phase is not None and phase not in PV_PHASES:
+            return [not_supported("status.phase", phase, PV_PHASES)]
+        return []
+
+
+# --- PersistentVolumeClaim ----------------------------------------------------------
+
+
+def _spec_diff(old: dict, new: dict) -> str:
+    """The fields that differ, one `-`/`+` pair each (upstream prints a cmp.Diff)."""
+    lines = []
+    for k in sorted(set(old) | set(new)):
+        if old.get(k) != new.get(k):
+            if k in old:
+                lines.append(f"-\t{k}: {orjson.dumps(old[k]).decode()}")
+            if k in new:
+                lines.append(f"+\t{k}: {orjson.dumps(new[k]).decode()}")
+    return "\n".join(lines)
+
+
+class PersistentVolumeClaimStrategy(Strategy):
+    track_generation = False
+    columns = [
+        _NAME,
+        Column("Status", "string", _phase, doc("PersistentVolumeClaimStatus", "phase")),
+        Column("Volume", "string", lambda o: _spec(o).get("volumeName", ""), doc("PersistentVolumeClaimSpec", "volumeName")),
+        Column("Capacity", "string", lambda o: (_status(o).get("capacity") or {}).get("storage", "0")
+               if _spec(o).get("volumeName") else "", doc("PersistentVolumeClaimStatus", "capacity")),
+        Column("Access Modes", "string", lambda o: access_modes_string(_status(o).get("accessModes"))
+               if _spec(o).get("volumeName") else "", doc("PersistentVolumeClaimStatus", "accessModes")),
+        Column("StorageClass", "string", claim_class, "StorageClass of the pvc"),
+        Column("VolumeAttributesClass", "string", lambda o: _vac(_spec(o).get("volumeAttributesClassName")),
+               "VolumeAttributesClass of the pvc"),
+        _AGE,
+        Column("VolumeMode", "string", lambda o: _spec(o).get("volumeMode") or "<unset>",
+               doc("PersistentVolumeClaimSpec", "volumeMode"), priority=1),
+    ]
+
+    def default(self, obj, version):
+        obj.setdefault("spec", {}).setdefault("volumeMode", "Filesystem")
+
+    def prepare_for_create(self, obj):
+        obj["status"] = {"phase": "Pending"}
+
+    def validate(self, obj):
+        return validate_claim_spec(_spec(obj), "spec")
+
+    def validate_update(self, new, old):
+        errs = self.validate(new)
+        ns, os_ = dict(_spec(new)), dict(_spec(old))
+        if not os_.get("volumeName"):
+            os_.pop("volumeName", None)
+            ns.pop("volumeName", None)
+        if os_.get("storageClassName") is None and ns.get("storageClassName"):
+            ns.pop("storageClassName")
+        ns.pop("volumeAttributesClassName", None)
+        os_.pop("volumeAttributesClassName", None)
+        if _status(new).get("phase") == "Bound" and (ns.get("resources") or {}).get("requests") is not None:
+            ns["resources"] = {**ns["resources"], "requests": {
+                **ns["resources"]["requests"], "storage": ((os_.get("resources") or {}).get("requests") or {}).get("storage")}}
+            if ns["resources"]["requests"]["storage"] is None:
+                del ns["resources"]["requests"]["storage"]
+        if ns != os_:
+            errs.append(forbidden("spec", "spec is immutable after creation except resources.requests and "
+                                  f"volumeAttributesClassName for bound claims\n{_spec_diff(os_, ns)}"))
+        old_size = ((_spec(old).get("resources") or {}).get("requests") or {}).get("storage")
+        new_size = ((_spec(new).get("resources") or {}).get("requests") or {}).get("storage")
+        try:
+            if old_size and new_size and parse_quantity(str(new_size)) < parse_quantity(str(old_size)):
+                errs.append(forbidden("spec.resources.requests.storage", "field can not be less than previous value"))
+        except QuantityError:
+            pass
+        if _spec(new).get("volumeMode") != _spec(old).get("volumeMode"):
+            errs.append(immutable("volumeMode", _spec(new).get("volumeMode")))
+        return errs
+
+    def validate_status_update(self, new, old):
+        phase = _status(new).get("phase")
+        if phase is not None and phase not in PVC_PHASES:
+            return [not_supported("status.phase", phase, PVC_PHASES)]
+        return []
+
+
+def validate_claim_spec(spec: dict, path: str) -> list[FieldError]:
+    """ValidatePersistentVolumeClaimSpec (also a StatefulSet's volumeClaimTemplates)."""
+    errs = validate_access_modes(spec.get("accessModes"), f"{path}.accessModes", claim=True)
+    requests = (spec.get("resources") or {}).get("requests") or {}
+    if "storage" not in requests:
+        errs.append(required(f"{path}.resources[storage]"))
+    else:
+        q, bad = _quantity(requests["storage"], f"{path}.resources[storage]")
+        errs += bad
+        if q is not None and q <= 0:
+            errs.append(invalid(f"{path}.resources[storage]", requests["storage"], "must be greater than zero"))
+    errs += _class_name(spec.get("storageClassName"), f"{path}.storageClassName")
+    errs += _volume_mode(spec.get("volumeMode"), f"{path}.volumeMode")
+    return errs
+
+
+register(
+    Resource("", "persistentvolumes", "PersistentVolume", ["v1"], namespaced=False, short_names=("pv",),
+             subresources=("status",), strategy=PersistentVolumeStrategy()),
+    Resource("", "persistentvolumeclaims", "PersistentVolumeClaim", ["v1"], namespaced=True, short_names=("pvc",),
+             subresources=("status",), strategy=PersistentVolumeClaimStrategy()),
+)

@@ -1,0 +1,364 @@
+"""storage.k8s.io/v1: StorageClass, CSIDriver, CSINode, VolumeAttachment,
+CSIStorageCapacity and VolumeAttributesClass, with upstream's defaults,
+validation messages (pkg/apis/storage/validation) and `kubectl get` columns."""
+
+from __future__ import annotations
+
+import re
+
+from .. import schema
+from ..machinery.quantity import QuantityError, parse_quantity
+from ..machinery.validation import (
+    FieldError,
+    dns1123_subdomain,
+    forbidden,
+    immutable,
+    invalid,
+    not_supported,
+    qualified_name,
+    required,
+)
+from ..volume.classes import IMMEDIATE, WAIT_FOR_FIRST_CONSUMER, is_default
+from .base import AGE, Column, Resource, Strategy, register
+from .core_printing import AGE_DOC, NAME_DOC
+
+GROUP = "storage.k8s.io"
+_CSI_DRIVER_NAME = re.compile(r"^[a-zA-Z0-9]([-a-zA-Z0-9.]*[a-zA-Z0-9])?$")
+_NAME = Column("Name", "string", lambda o: o["metadata"]["name"], NAME_DOC, format="name")
+_AGE = Column("Age", "string", AGE, AGE_DOC)
+_MAX_PARAMETERS = 256 * 1024
+
+
+def doc(definition: str, field: str) -> str:
+    props = schema.definitions()[f"io.k8s.api.storage.v1.{definition}"].get("properties") or {}
+    return (props.get(field) or {}).get("description", "")
+
+
+def csi_driver_name(value: str, path: str) -> list[FieldError]:
+    """validateCSIDriverName: at most 63 characters, DNS-like."""
+    if not value:
+        return [required(path)]
+    if len(value) > 63:
+        return [FieldError("FieldValueTooLong", path, "must have at most 63 bytes", value, True)]
+    if not _CSI_DRIVER_NAME.match(value.lower()):
+        return [invalid(path, value, "a DNS-1123 subdomain must consist of lower case alphanumeric characters, '-' "
+                        "or '.', and must start and end with an alphanumeric character (e.g. 'example.com', "
+                        "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")]
+    return []
+
+
+def _parameters(params: dict | None, path: str = "parameters") -> list[FieldError]:
+    errs, size = [], 0
+    for k, v in (params or {}).items():
+        if not k:
+            errs.append(invalid(path, k, "field can not be empty."))
+        size += len(k) + len(v or "")
+    if size > _MAX_PARAMETERS:
+        errs.append(FieldError("FieldValueTooLong", path, f"must have at most {_MAX_PARAMETERS} bytes", "", True))
+    return errs
+
+
+# --- StorageClass ------------------------------------------------------------
+
+
+class StorageClassStrategy(Strategy):
+    track_generation = False
+    columns = [
+        Column("Name", "string", lambda o: o["metadata"]["name"] + (" (default)" if is_default(o) else ""),
+               NAME_DOC, format="name"),
+        Column("Provisioner", "string", lambda o: o.get("provisioner", ""), doc("StorageClass", "provisioner")),
+        Column("ReclaimPolicy", "string", lambda o: o.get("reclaimPolicy") or "Delete",
+               doc("StorageClass", "reclaimPolicy")),
+        Column("VolumeBindingMode", "string", lambda o: o.get("volumeBindingMode") or IMMEDIATE,
+               doc("StorageClass", "volumeBindingMode")),
+        Column("AllowVolumeExpansion", "string", lambda o: bool(o.get("allowVolumeExpansion")),
+               doc("StorageClass", "allowVolumeExpansion")),
+        _AGE,
+    ]
+
+    def default(self, obj, version):
+        obj.setdefault("reclaimPolicy", "Delete")
+        obj.setdefault("volumeBindingMode", IMMEDIATE)
+
+    def validate(self, obj):
+        errs: list[FieldError] = []
+        prov = obj.get("provisioner") or ""
+        if not prov:
+            errs.append(required("provisioner"))
+        else:
+            errs += [invalid("provisioner", prov, m) for m in qualified_name(prov.lower())]
+        errs += _parameters(obj.get("parameters"))
+        policy = obj.get("reclaimPolicy")
+        if policy not in ("Delete", "Retain"):
+            errs.append(not_supported("reclaimPolicy", policy, ["Delete", "Retain"]))
+        mode = obj.get("volumeBindingMode")
+        if not mode:
+            errs.append(required("volumeBindingMode"))
+        elif mode not in (IMMEDIATE, WAIT_FOR_FIRST_CONSUMER):
+            errs.append(not_supported("volumeBindingMode", mode, [IMMEDIATE, WAIT_FOR_FIRST_CONSUMER]))
+        topo = obj.get("allowedTopologies") or []
+        for i, term in enumerate(topo):
+            if not term.get("matchLabelExpressions"):
+                errs.append(required(f"allowedTopologies[{i}].matchLabelExpressions", "must have at least one label expression"))
+            for j, e in enumerate(term.get("matchLabelExpressions") or []):
+                if not e.get("values"):
+                    errs.append(required(f"allowedTopologies[{i}].matchLabelExpressions[{j}].values",
+                                         "must specify as least one value"))
+        return errs
+
+    def validate_update(self, new, old):
+        errs = self.validate(new)
+        if (new.get("parameters") or {}) != (old.get("parameters") or {}):
+            errs.append(forbidden("parameters", "updates to parameters are forbidden."))
+        if new.get("provisioner") != old.get("provisioner"):
+            errs.append(forbidden("provisioner", "updates to provisioner are forbidden."))
+        if new.get("reclaimPolicy") != old.get("reclaimPolicy"):
+            errs.append(forbidden("reclaimPolicy", "updates to reclaimPolicy are forbidden."))
+        if new.get("volumeBindingMode") != old.get("volumeBindingMode"):
+            errs.append(immutable("volumeBindingMode", new.get("volumeBindingMode")))
+        return errs
+
+
+# --- CSIDriver -----------------------------------------------------------------
+
+
+def _csi_modes(o: dict) -> str:
+    return ",".join((o.get("spec") or {}).get("volumeLifecycleModes") or []) or "<none>"
+
+
+def _token_audiences(o: dict) -> str:
+    reqs = (o.get("spec") or {}).get("tokenRequests") or []
+    return ",".join(r.get("audience", "") for r in reqs) or "<unset>"
+
+
+_FS_GROUP_POLICIES = ("File", "None", "ReadWriteOnceWithFSType")
+
+
+class CSIDriverStrategy(Strategy):
+    columns = [
+        _NAME,
+        Column("AttachRequired", "boolean", lambda o: (o.get("spec") or {}).get("attachRequired", True),
+               doc("CSIDriverSpec", "attachRequired")),
+        Column("PodInfoOnMount", "boolean", lambda o: bool((o.get("spec") or {}).get("podInfoOnMount")),
+               doc("CSIDriverSpec", "podInfoOnMount")),
+        Column("StorageCapacity", "boolean", lambda o: bool((o.get("spec") or {}).get("storageCapacity")),
+               doc("CSIDriverSpec", "storageCapacity")),
+        Column("TokenRequests", "string", _token_audiences, doc("CSIDriverSpec", "tokenRequests")),
+        Column("RequiresRepublish", "boolean", lambda o: bool((o.get("spec") or {}).get("requiresRepublish")),
+               doc("CSIDriverSpec", "requiresRepublish")),
+        Column("Modes", "string", _csi_modes, doc("CSIDriverSpec", "volumeLifecycleModes")),
+        _AGE,
+    ]
+
+    def default(self, obj, version):
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("attachRequired", True)
+        spec.setdefault("podInfoOnMount", False)
+        spec.setdefault("storageCapacity", False)
+        spec.setdefault("fsGroupPolicy", "ReadWriteOnceWithFSType")
+        spec.setdefault("requiresRepublish", False)
+        spec.setdefault("seLinuxMount", False)
+        if not spec.get("volumeLifecycleModes"):
+            spec["volumeLifecycleModes"] = ["Persistent"]
+
+    def validate(self, obj):
+        errs: list[FieldError] = []
+        spec = obj.get("spec") or {}
+        if spec.get("attachRequired") is None:
+            errs.append(required("spec.attachRequired"))
+        if spec.get("podInfoOnMount") is None:
+            errs.append(required("spec.podInfoOnMount"))
+        if spec.get("storageCapacity") is None:
+            errs.append(required("spec.storageCapacity"))
+        policy = spec.get("fsGroupPolicy")
+        if policy is not None and policy not in _FS_GROUP_POLICIES:
+            errs.append(not_supported("spec.fsGroupPolicy", policy, _FS_GROUP_POLICIES))
+        for i, mode in enumerate(spec.get("volumeLifecycleModes") or []):
+            if mode not in ("Persistent", "Ephemeral"):
+                errs.append(not_supported(f"spec.volumeLifecycleModes[{i}]", mode, ["Ephemeral", "Persistent"]))
+        seen = set()
+        for i, tr in enumerate(spec.get("tokenRequests") or []):
+            aud = tr.get("audience", "")
+            if aud in seen:
+                errs.append(FieldError("FieldValueDuplicate", f"spec.tokenRequests[{i}].audience", "", aud, True))
+            seen.add(aud)
+            if (tr.get("expirationSeconds") or 600) < 600:
+                errs.append(invalid(f"spec.tokenRequests[{i}].expirationSeconds", tr["expirationSeconds"],
+                                    "may not specify a duration less than 10 minutes"))
+        return errs
+
+    def validate_update(self, new, old):
+        errs = self.validate(new)
+        ns, os_ = new.get("spec") or {}, old.get("spec") or {}
+        for f in ("volumeLifecycleModes", "fsGroupPolicy"):
+            if ns.get(f) != os_.get(f):
+                errs.append(immutable(f"spec.{f}", ns.get(f)))
+        return errs
+
+    @staticmethod
+    def name_validator(name: str) -> list[str]:
+        return [e.detail for e in csi_driver_name(name, "name")] if name else []
+
+
+# --- CSINode ---------------------------------------------------------------------
+
+
+class CSINodeStrategy(Strategy):
+    columns = [
+        _NAME,
+        Column("Drivers", "integer", lambda o: len((o.get("spec") or {}).get("drivers") or []),
+               doc("CSINodeSpec", "drivers")),
+        _AGE,
+    ]
+
+    def validate(self, obj):
+        errs: list[FieldError] = []
+        seen = set()
+        for i, d in enumerate((obj.get("spec") or {}).get("drivers") or []):
+            p = f"spec.drivers[{i}]"
+            errs += csi_driver_name(d.get("name", ""), f"{p}.name")
+            if d.get("name") in seen:
+                errs.append(FieldError("FieldValueDuplicate", f"{p}.name", "", d.get("name"), True))
+            seen.add(d.get("name"))
+            if not d.get("nodeID"):
+                errs.append(required(f"{p}.nodeID"))
+            elif len(d["nodeID"]) > 192:
+                errs.append(FieldError("FieldValueTooLong", f"{p}.nodeID", "must have at most 192 bytes",
+                                       d["nodeID"], True))
+            count = (d.get("allocatable") or {}).get("count")
+            if count is not None and count < 0:
+                errs.append(invalid(f"{p}.allocatable.count", count, "must be greater than or equal to 0"))
+        return errs
+
+    def validate_update(self, new, old):
+        errs = self.validate(new)
+        olds = {d.get("name"): d for d in (old.get("spec") or {}).get("drivers") or []}
+        for i, d in enumerate((new.get("spec") or {}).get("drivers") or []):
+            o = olds.get(d.get("name"))
+            if o is not None and o.get("nodeID") != d.get("nodeID"):
+                errs.append(immutable(f"spec.drivers[{i}].nodeID", d.get("nodeID")))
+            if o is not None and o.get("topologyKeys") != d.get("topologyKeys"):
+                errs.append(immutable(f"spec.drivers[{i}].topologyKeys", d.get("topologyKeys")))
+        return errs
+
+
+# --- VolumeAttachment --------------------------------------------------------------
+
+
+class VolumeAttachmentStrategy(Strategy):
+    columns = [
+        _NAME,
+        Column("Attacher", "string", lambda o: (o.get("spec") or {}).get("attacher", ""),
+               doc("VolumeAttachmentSpec", "attacher")),
+        Column("PV", "string", lambda o: ((o.get("spec") or {}).get("source") or {}).get("persistentVolumeName", ""),
+               doc("VolumeAttachmentSource", "persistentVolumeName")),
+        Column("Node", "string", lambda o: (o.get("spec") or {}).get("nodeName", ""),
+               doc("VolumeAttachmentSpec", "nodeName")),
+        Column("Attached", "boolean", lambda o: bool((o.get("status") or {}).get("attached")),
+               doc("VolumeAttachmentStatus", "attached")),
+        _AGE,
+    ]
+
+    def validate(self, obj):
+        errs: list[FieldError] = []
+        spec = obj.get("spec") or {}
+        errs += csi_driver_name(spec.get("attacher", ""), "spec.attacher")
+        if not spec.get("nodeName"):
+            errs.append(required("spec.nodeName"))
+        source = spec.get("source") or {}
+        if bool(source.get("persistentVolumeName")) == bool(source.get("inlineVolumeSpec")):
+            errs.append(required("spec.source", "must specify exactly one of inlineVolumeSpec and persistentVolumeName"))
+        return errs
+
+    def validate_update(self, new, old):
+        errs = self.validate(new)
+        if new.get("spec") != old.get("spec"):
+            errs.append(invalid("spec", new.get("spec"), "field is immutable"))
+        return errs
+
+    def validate_status_update(self, new, old):
+        errs = []
+        for f in ("attachError", "detachError"):
+            msg = ((new.get("status") or {}).get(f) or {}).get("message") or ""
+            if len(msg) > 1024:
+                errs.append(FieldError("FieldValueTooLong", f"status.{f}.message", "must have at most 1024 bytes",
+                                       msg, True))
+        return errs
+
+
+# --- CSIStorageCapacity -----------------------------------------------------------
+
+
+class CSIStorageCapacityStrategy(Strategy):
+    track_generation = False
+    columns = [
+        _NAME,
+        Column("StorageClassName", "string", lambda o: o.get("storageClassName", ""),
+               doc("CSIStorageCapacity", "storageClassName")),
+        Column("Capacity", "string", lambda o: o.get("capacity") or "<unset>", doc("CSIStorageCapacity", "capacity")),
+    ]
+
+    def validate(self, obj):
+        errs: list[FieldError] = []
+        name = obj.get("storageClassName") or ""
+        if not name:
+            errs.append(required("storageClassName"))
+        else:
+            errs += [invalid("storageClassName", name, m) for m in dns1123_subdomain(name)]
+        for f in ("capacity", "maximumVolumeSize"):
+            if obj.get(f) is not None:
+                try:
+                    if parse_quantity(str(obj[f])) < 0:
+                        errs.append(invalid(f, obj[f], "must be greater than or equal to 0"))
+                except QuantityError:
+                    errs.append(invalid(f, obj[f], "must be a quantity"))
+        return errs
+
+    def validate_update(self, new, old):
+        errs = self.validate(new)
+        for f in ("nodeTopology", "storageClassName"):
+            if new.get(f) != old.get(f):
+                errs.append(immutable(f, new.get(f)))
+        return errs
+
+
+# --- VolumeAttributesClass ---------------------------------------------------------
+
+
+class VolumeAttributesClassStrategy(Strategy):
+    track_generation = False
+    columns = [
+        _NAME,
+        Column("DriverName", "string", lambda o: o.get("driverName", ""), doc("VolumeAttributesClass", "driverName")),
+        _AGE,
+    ]
+
+    def validate(self, obj):
+        errs = csi_driver_name(obj.get("driverName", ""), "driverName")
+        params = obj.get("parameters") or {}
+        for k in params:
+            if not k:
+                errs.append(invalid("parameters", k, "invalid parameter name"))
+        return errs + _parameters(params)
+
+    def validate_update(self, new, old):
+        errs = self.validate(new)
+        if new.get("driverName") != old.get("driverName"):
+            errs.append(immutable("driverName", new.get("driverName")))
+        if (new.get("parameters") or {}) != (old.get("parameters") or {}):
+            errs.append(immutable("parameters", new.get("parameters")))
+        return errs
+
+
+register(
+    Resource(GROUP, "storageclasses", "StorageClass", ["v1"], namespaced=False, short_names=("sc",),
+             strategy=StorageClassStrategy()),
+    Resource(GROUP, "csidrivers", "CSIDriver", ["v1"], namespaced=False, strategy=CSIDriverStrategy()),
+    Resource(GROUP, "csinodes", "CSINode", ["v1"], namespaced=False, strategy=CSINodeStrategy()),
+    Resource(GROUP, "volumeattachments", "VolumeAttachment", ["v1"], namespaced=False, subresources=("status",),
+             strategy=VolumeAttachmentStrategy()),
+    Resource(GROUP, "csistoragecapacities", "CSIStorageCapacity", ["v1"], namespaced=True,
+             strategy=CSIStorageCapacityStrategy()),
+    Resource(GROUP, "volumeattributesclasses", "VolumeAttributesClass", ["v1"], namespaced=False,
+             short_names=("vac",), strategy=VolumeAttributesClassStrategy()),
+)

@@ -1,0 +1,127 @@
+"""Binding persistent volumes to claims: the annotations and finalizers the PV
+controller, provisioners and the scheduler write, and upstream's matching rule
+(FindMatchingVolume): the smallest available volume of the claim's class that
+offers its access modes, volume mode, size and selector, and, when a node is
+given, may be used there."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from ..machinery.quantity import QuantityError, parse_quantity
+from ..machinery.selectors import matches_labels, selector_from_object
+from .classes import claim_class, volume_class
+
+BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+STORAGE_PROVISIONER = "volume.kubernetes.io/storage-provisioner"
+STORAGE_PROVISIONER_BETA = "volume.beta.kubernetes.io/storage-provisioner"
+PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
+PVC_PROTECTION = "kubernetes.io/pvc-protection"
+PV_PROTECTION = "kubernetes.io/pv-protection"
+ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
+_SHORT_MODES = {"ReadWriteOnce": "RWO", "ReadOnlyMany": "ROX", "ReadWriteMany": "RWX", "ReadWriteOncePod": "RWOP"}
+
+
+def access_modes_string(modes: list[str] | None) -> str:
+    """GetAccessModesAsString: RWO,ROX,RWX,RWOP in that order, each once."""
+    have = set(modes or [])
+    return ",".join(_SHORT_MODES[m] for m in ACCESS_MODES if m in have)
+
+
+def storage(resources: dict | None) -> Fraction:
+    try:
+        return parse_quantity(str((resources or {}).get("storage", "0")))
+    except QuantityError:
+        return Fraction(0)
+
+
+def claim_request(pvc: dict) -> Fraction:
+    return storage(((pvc.get("spec") or {}).get("resources") or {}).get("requests"))
+
+
+def claim_ref_matches(pv: dict, pvc: dict) -> bool:
+    """Whether the volume's claimRef names this claim (and, when it has one, its uid)."""
+    ref = (pv.get("spec") or {}).get("claimRef")
+    md = pvc["metadata"]
+    if not ref or ref.get("name") != md["name"] or ref.get("namespace") != md.get("namespace"):
+        return False
+    return not ref.get("uid") or ref["uid"] == md.get("uid")
+
+
+def _requirement(expr: dict, value: str | None) -> bool:
+    op, values = expr.get("operator"), expr.get("values") or []
+    if op == "In":
+        return value is not None and value in values
+    if op == "NotIn":
+        return value is None or value not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt") and value is not None and values:
+        try:
+            a, b = int(value), int(values[0])
+        except ValueError:
+            return False
+        return a > b if op == "Gt" else a < b
+    return False
+
+
+def node_affinity_matches(pv: dict, node: dict) -> bool:
+    """The volume's required node affinity admits the node (no affinity: every node)."""
+    terms = (((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}).get("nodeSelectorTerms")
+    if not terms:
+        return True
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    name = node["metadata"]["name"]
+    for t in terms:
+        exprs, fields = t.get("matchExpressions") or [], t.get("matchFields") or []
+        if not exprs and not fields:
+            continue
+        if all(_requirement(e, labels.get(e.get("key"))) for e in exprs) and \
+                all(_requirement(f, name if f.get("key") == "metadata.name" else None) for f in fields):
+            return True
+    return False
+
+
+def _fits(pv: dict, pvc: dict, node: dict | None) -> bool:
+    spec, cspec = pv.get("spec") or {}, pvc.get("spec") or {}
+    if volume_class(pv) != claim_class(pvc):
+        return False
+    if (spec.get("volumeMode") or "Filesystem") != (cspec.get("volumeMode") or "Filesystem"):
+        return False
+    if not set(cspec.get("accessModes") or []) <= set(spec.get("accessModes") or []):
+        return False
+    if storage(spec.get("capacity")) < claim_request(pvc):
+        return False
+    selector = cspec.get("selector")
+    if selector and not matches_labels(selector_from_object(selector), (pv.get("metadata") or {}).get("labels")):
+        return False
+    return node is None or node_affinity_matches(pv, node)
+
+
+def find_matching_volume(pvc: dict, volumes: list[dict], node: dict | None = None,
+                         delayed: bool = False, taken: set[str] = frozenset()) -> dict | None:
+    """The volume to bind the claim to: one pre-bound to it wins; else the
+    smallest fitting Available volume. With `delayed` (WaitForFirstConsumer and
+    no node yet) only pre-bound volumes are taken. `taken`: volume names already
+    promised to other claims in this pass."""
+    wanted = (pvc.get("spec") or {}).get("volumeName")
+    best = None
+    for pv in volumes:
+        name = pv["metadata"]["name"]
+        if name in taken or (wanted and name != wanted) or pv["metadata"].get("deletionTimestamp"):
+            continue
+        ref = (pv.get("spec") or {}).get("claimRef")
+        if ref:
+            if claim_ref_matches(pv, pvc) and _fits(pv, pvc, node):
+                return pv
+            continue
+        if delayed or (pv.get("status") or {}).get("phase") not in ("Available", None, ""):
+            continue
+        if _fits(pv, pvc, node) and (best is None or storage(pv["spec"].get("capacity"))
+                                     < storage(best["spec"].get("capacity"))):
+            best = pv
+    return best

@@ -1,0 +1,41 @@
+"""StorageClasses: which one is the default, and the class a PV or PVC names."""
+
+from __future__ import annotations
+
+IS_DEFAULT = "storageclass.kubernetes.io/is-default-class"
+IS_DEFAULT_BETA = "storageclass.beta.kubernetes.io/is-default-class"
+#: the class before spec.storageClassName existed; still honoured when the field is unset
+BETA_CLASS = "volume.beta.kubernetes.io/storage-class"
+IMMEDIATE, WAIT_FOR_FIRST_CONSUMER = "Immediate", "WaitForFirstConsumer"
+
+
+def is_default(sc: dict) -> bool:
+    ann = (sc.get("metadata") or {}).get("annotations") or {}
+    return ann.get(IS_DEFAULT) == "true" or ann.get(IS_DEFAULT_BETA) == "true"
+
+
+def default_class(classes: list[dict]) -> dict | None:
+    """The newest default class (as upstream picks among several), or None."""
+    defaults = [c for c in classes if is_default(c)]
+    if not defaults:
+        return None
+    return max(defaults, key=lambda c: (c["metadata"].get("creationTimestamp", ""), c["metadata"]["name"]))
+
+
+def claim_class(pvc: dict) -> str:
+    """GetPersistentVolumeClaimClass: the beta annotation wins, then the field."""
+    ann = (pvc.get("metadata") or {}).get("annotations") or {}
+    if BETA_CLASS in ann:
+        return ann[BETA_CLASS]
+    return (pvc.get("spec") or {}).get("storageClassName") or ""
+
+
+def volume_class(pv: dict) -> str:
+    ann = (pv.get("metadata") or {}).get("annotations") or {}
+    if BETA_CLASS in ann:
+        return ann[BETA_CLASS]
+    return (pv.get("spec") or {}).get("storageClassName") or ""
+
+
+def binding_mode(sc: dict | None) -> str:
+    return (sc or {}).get("volumeBindingMode") or IMMEDIATE

@@ -1,0 +1,164 @@
+"""storage.k8s.io, core PV/PVC, ResourceQuota/LimitRange and RuntimeClass
+strategies: defaults, upstream's messages, immutability and columns."""
+
+import pytest
+
+from nanokube.registry.base import all_resources
+from nanokube.registry.core_quota import LimitRangeStrategy, ResourceQuotaStrategy
+from nanokube.registry.core_volumes import PersistentVolumeClaimStrategy, PersistentVolumeStrategy
+from nanokube.registry.node import RuntimeClassStrategy
+from nanokube.registry.storage import StorageClassStrategy, VolumeAttachmentStrategy
+
+
+def msgs(errs):
+    return [str(e) for e in errs]
+
+
+def cells(strategy, obj):
+    return [c.fn(obj) for c in strategy.columns if c.name != "Age"]
+
+
+def test_registration():
+    res = {(r.group, r.plural): r for r in all_resources()}
+    for key, short in [(("", "persistentvolumes"), ("pv",)), (("", "persistentvolumeclaims"), ("pvc",)),
+                       (("", "resourcequotas"), ("quota",)), (("", "limitranges"), ("limits",)),
+                       (("storage.k8s.io", "storageclasses"), ("sc",)),
+                       (("storage.k8s.io", "volumeattributesclasses"), ("vac",))]:
+        assert res[key].short_names == short
+    for plural in ("csidrivers", "csinodes", "volumeattachments", "csistoragecapacities"):
+        assert res[("storage.k8s.io", plural)].versions == ["v1"]
+    assert res[("storage.k8s.io", "csistoragecapacities")].namespaced
+    assert res[("node.k8s.io", "runtimeclasses")].versions == ["v1"]
+    assert res[("", "persistentvolumeclaims")].subresources == ("status",)
+
+
+def test_storage_class_defaults_columns_and_immutability():
+    s = StorageClassStrategy()
+    sc = {"metadata": {"name": "fast", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+          "provisioner": "nanokube.io/local-path"}
+    s.default(sc, "v1")
+    assert (sc["reclaimPolicy"], sc["volumeBindingMode"]) == ("Delete", "Immediate")
+    assert s.validate(sc) == []
+    assert cells(s, sc) == ["fast (default)", "nanokube.io/local-path", "Delete", "Immediate", False]
+    new = {**sc, "provisioner": "other", "reclaimPolicy": "Retain", "parameters": {"a": "b"},
+           "volumeBindingMode": "WaitForFirstConsumer"}
+    assert msgs(s.validate_update(new, sc)) == [
+        "parameters: Forbidden: updates to parameters are forbidden.",
+        "provisioner: Forbidden: updates to provisioner are forbidden.",
+        "reclaimPolicy: Forbidden: updates to reclaimPolicy are forbidden.",
+        'volumeBindingMode: Invalid value: "WaitForFirstConsumer": field is immutable',
+    ]
+    assert msgs(s.validate({"metadata": {"name": "x"}, "reclaimPolicy": "Recycle", "volumeBindingMode": "Later"})) == [
+        "provisioner: Required value",
+        'reclaimPolicy: Unsupported value: "Recycle": supported values: "Delete", "Retain"',
+        'volumeBindingMode: Unsupported value: "Later": supported values: "Immediate", "WaitForFirstConsumer"',
+    ]
+
+
+def test_volume_attachment_source_one_of():
+    s = VolumeAttachmentStrategy()
+    va = {"metadata": {"name": "va"}, "spec": {"attacher": "csi.example.com", "nodeName": "n1", "source": {}}}
+    assert msgs(s.validate(va)) == [
+        "spec.source: Required value: must specify exactly one of inlineVolumeSpec and persistentVolumeName"]
+
+
+def pv(**spec):
+    return {"metadata": {"name": "pv1"}, "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                                                  "hostPath": {"path": "/tmp/x"}, **spec}}
+
+
+def test_persistent_volume_validation_and_columns():
+    s = PersistentVolumeStrategy()
+    obj = pv(claimRef={"namespace": "default", "name": "data"}, storageClassName="standard")
+    s.default(obj, "v1")
+    s.prepare_for_create(obj)
+    assert obj["spec"]["persistentVolumeReclaimPolicy"] == "Retain" and obj["status"] == {"phase": "Pending"}
+    assert s.validate(obj) == []
+    assert cells(s, obj) == ["pv1", "1Gi", "RWO", "Retain", "Pending", "default/data", "standard", "<unset>", "",
+                             "Filesystem"]
+    bad = pv(accessModes=["ReadWriteOncePod", "ReadWriteMany", "Sometimes"], persistentVolumeReclaimPolicy="Retain",
+             nfs={"server": "s", "path": "/"})
+    assert msgs(s.validate(bad)) == [
+        'spec.accessModes: Unsupported value: "Sometimes": supported values: "ReadOnlyMany", "ReadWriteMany", '
+        '"ReadWriteOnce", "ReadWriteOncePod"',
+        "spec.accessModes: Forbidden: may not use ReadWriteOncePod with other access modes",
+        "spec.nfs: Forbidden: may not specify more than 1 volume type",
+    ]
+    none = {"metadata": {"name": "p"}, "spec": {"persistentVolumeReclaimPolicy": "Retain"}}
+    assert msgs(s.validate(none)) == ["spec.capacity: Required value", "spec.accessModes: Required value",
+                                      "spec: Required value: must specify a volume type"]
+    moved = pv(hostPath={"path": "/elsewhere"}, persistentVolumeReclaimPolicy="Retain")
+    assert "spec.persistentvolumesource: Forbidden: spec.persistentvolumesource is immutable after creation" in \
+        msgs(s.validate_update(moved, obj))
+
+
+def pvc(**spec):
+    return {"metadata": {"name": "data", "namespace": "default"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, **spec}}
+
+
+def test_claim_validation_immutability_and_columns():
+    s = PersistentVolumeClaimStrategy()
+    old = pvc(storageClassName="standard")
+    s.default(old, "v1")
+    assert s.validate(old) == []
+    assert msgs(s.validate(pvc(accessModes=[], resources={"requests": {"storage": "0"}}))) == [
+        "spec.accessModes: Required value: at least 1 access mode is required",
+        'spec.resources[storage]: Invalid value: "0": must be greater than zero',
+    ]
+    bound = {**pvc(storageClassName="standard", volumeName="pv1", volumeMode="Filesystem"),
+             "status": {"phase": "Bound", "capacity": {"storage": "2Gi"}, "accessModes": ["ReadWriteOnce"]}}
+    assert s.validate_update(bound, old) == []  # volumeName may be set once
+    assert cells(s, bound) == ["data", "Bound", "pv1", "2Gi", "RWO", "standard", "<unset>", "Filesystem"]
+    changed = pvc(storageClassName="other", volumeMode="Filesystem")
+    [err] = msgs(s.validate_update(changed, old))
+    assert err.startswith("spec: Forbidden: spec is immutable after creation except resources.requests and "
+                          "volumeAttributesClassName for bound claims\n")
+
+
+def test_resource_quota_validation_and_columns():
+    s = ResourceQuotaStrategy()
+    q = {"metadata": {"name": "gpus", "namespace": "ml"},
+         "spec": {"hard": {"requests.nvidia.com/gpu": "4", "limits.cpu": "2", "pods": "10",
+                           "gpu.nanokube.io.deviceclass.resource.k8s.io/devices": "4", "count/deployments.apps": "2"}},
+         "status": {"hard": {"requests.nvidia.com/gpu": "4", "limits.cpu": "2", "pods": "10"},
+                    "used": {"requests.nvidia.com/gpu": "1", "limits.cpu": "500m", "pods": "1"}}}
+    assert s.validate(q) == []
+    assert [c.fn(q) for c in s.columns if c.name in ("Request", "Limit")] == [
+        "count/deployments.apps: 0/0, gpu.nanokube.io.deviceclass.resource.k8s.io/devices: 0/0, pods: 1/10, "
+        "requests.nvidia.com/gpu: 1/4", "limits.cpu: 500m/2"]
+    bad = {"metadata": {"name": "q"}, "spec": {"hard": {"gpus": "1", "pods": "1.5", "cpu": "-1"},
+                                               "scopes": ["BestEffort", "NotBestEffort"]}}
+    assert msgs(s.validate(bad)) == [
+        'spec.hard[gpus]: Invalid value: "gpus": must be a standard resource type or fully qualified',
+        'spec.hard[pods]: Invalid value: "1.5": must be an integer',
+        'spec.hard[cpu]: Invalid value: "-1": must be greater than or equal to 0',
+        'spec.scopes: Invalid value: ["BestEffort","NotBestEffort"]: unsupported scope applied to resource',
+        'spec.scopes: Invalid value: ["BestEffort","NotBestEffort"]: conflicting scopes',
+    ]
+
+
+def test_limit_range_defaults_and_bounds():
+    s = LimitRangeStrategy()
+    lr = {"metadata": {"name": "lr"}, "spec": {"limits": [{"type": "Container", "max": {"cpu": "2"},
+                                                           "min": {"memory": "64Mi"}}]}}
+    s.default(lr, "v1")
+    assert lr["spec"]["limits"][0]["default"] == {"cpu": "2"}
+    assert lr["spec"]["limits"][0]["defaultRequest"] == {"cpu": "2", "memory": "64Mi"}
+    assert s.validate(lr) == []
+    bad = {"metadata": {"name": "lr"}, "spec": {"limits": [
+        {"type": "Container", "min": {"cpu": "2"}, "max": {"cpu": "1"}},
+        {"type": "Pod", "default": {"cpu": "1"}}]}}
+    assert msgs(s.validate(bad)) == [
+        'spec.limits[0].min[cpu]: Invalid value: "2": min value 2 is greater than max value 1',
+        "spec.limits[1].default: Forbidden: may not be specified when `type` is 'Pod'",
+    ]
+
+
+@pytest.mark.parametrize("handler, ok", [("runc", True), ("Not_A_Label", False)])
+def test_runtime_class(handler, ok):
+    s = RuntimeClassStrategy()
+    rc = {"metadata": {"name": "gvisor"}, "handler": handler}
+    assert (s.validate(rc) == []) is ok
+    if ok:
+        assert msgs(s.validate_update({**rc, "handler": "kata"}, rc)) == ['handler: Invalid value: "kata": field is immutable']
