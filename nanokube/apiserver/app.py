@@ -22,8 +22,8 @@ from ..machinery import errors
 from .admission import Admission
 from .audit import ANNOTATIONS as AUDIT_ANNOTATIONS
 from .audit import AuditLog
-from .auth import Decision, RBACAuthorizer, attributes_for, bootstrap_policy, forbidden
-from .auth.authorizer import access_review
+from .auth import RBACAuthorizer, attributes_for, bootstrap_policy, forbidden
+from .auth.reviews import Reviews
 from .auth.node import ChainAuthorizer, NodeAuthorizer, cache_reader
 from .auth.rbac import CachePolicySource
 from .auth.serviceaccount import ServiceAccountTokens, load_or_create_key
@@ -80,11 +80,12 @@ class APIServer:
         self.rest = GenericREST(self.store, self.cache, self.index, clock)
         self.rest.admission = Admission(self.rest)
         self.handlers = APIHandlers(self.rest, self.index, clock, self.metrics, None)
-        self.authorizer = ChainAuthorizer(NodeAuthorizer(*cache_reader(self.index, self.cache)),
-                                          RBACAuthorizer(CachePolicySource(self.index, self.cache)))
+        self.rbac = RBACAuthorizer(CachePolicySource(self.index, self.cache))
+        self.authorizer = ChainAuthorizer(NodeAuthorizer(*cache_reader(self.index, self.cache)), self.rbac)
         self.rest.admission.authorizer = self.authorizer
-        self.handlers.reviews = self._review
         self.tokens = ServiceAccountTokens(load_or_create_key(pki.dir), self._lookup, clock) if pki else None
+        self.handlers.reviews = Reviews(self.authorizer.authorize, self.rbac.rules_for,
+                                        self.tokens.review if self.tokens else None)
         self.handlers.sub.tokens = self.tokens
         #: in-process clients (node agents projecting serviceAccountToken volumes) reach the issuer through rest
         self.rest.tokens = self.tokens
@@ -141,9 +142,9 @@ class APIServer:
 
     async def stop(self) -> None:
         self.ready = False
-        for t in self._tasks:
         for loop in self._loops:
             await loop.stop()
+        for t in self._tasks:
             t.cancel()
         await self.cache.stop()
         if self._runner:
@@ -235,19 +236,6 @@ class APIServer:
         if not decision.allowed:
             return error_response(forbidden(user.name, attrs, decision.reason))
         return await handler(request)
-
-    async def _review(self, res, body: dict, user: User) -> dict:
-        """Answer a SelfSubjectAccessReview for the requesting user."""
-        if not isinstance(body, dict):
-            raise errors.bad_request("the body of a review must be an object")
-        errs = res.strategy.validate(body)
-        if errs:
-            raise errors.invalid(res.group, res.kind, "", errs)
-
-        def decide(a) -> Decision:
-            return self.authorizer.authorize(user.name, user.groups, a)
-
-        return access_review(decide, body)
 
     async def authenticate_token(self, token: str) -> User | None:
         """Bearer tokens are bound ServiceAccount tokens this server issued."""

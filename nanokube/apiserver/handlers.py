@@ -88,7 +88,7 @@ class APIHandlers:
         self.metrics = metrics
         self.openapi = openapi_cache
         self.sub = Subresources(rest)
-        #: answers create on review resources (verbs == ("create",)): `await reviews(res, body, user)`
+        #: answers create on review resources (verbs == ("create",)): `await reviews(res, body, user, namespace)`
         self.reviews = None
         self._discovery_cache: dict[str, bytes] = {}
         #: (APIGroup, APIResourceList) of groups served by in-process adapters
@@ -208,7 +208,7 @@ class APIHandlers:
         if res.verbs == ("create",) and self.reviews is not None:
             if m != "POST" or name:
                 raise errors.method_not_allowed()
-            return json_response(await self.reviews(res, await self._body(request), _user(request)), 201)
+            return json_response(await self.reviews(res, await self._body(request), _user(request), namespace), 201)
         if sub in ("binding", "eviction", "log", "scale", "token"):
             return await self.sub.handle(self, request, res, version, namespace, name, sub)
         if m == "GET":

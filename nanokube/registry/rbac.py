@@ -1,5 +1,5 @@
 """rbac.authorization.k8s.io (Roles, ClusterRoles, bindings) and
-authorization.k8s.io's SelfSubjectAccessReview, which is answered, not stored."""
+authorization.k8s.io's access and rules reviews, which are answered, not stored."""
 
 from __future__ import annotations
 
@@ -142,6 +142,30 @@ class ReviewStrategy(Strategy):
         return [immutable("spec", new.get("spec"))]
 
 
+class SubjectAccessReviewStrategy(ReviewStrategy):
+    """A review about a named subject: a user or at least one group."""
+
+    def validate(self, obj):
+        errs = super().validate(obj)
+        spec = obj.get("spec") or {}
+        if not spec.get("user") and not spec.get("groups"):
+            errs.append(invalid("spec.user", spec.get("user", ""), "at least one of user or group must be specified"))
+        return errs
+
+
+class LocalSubjectAccessReviewStrategy(SubjectAccessReviewStrategy):
+    def validate(self, obj):
+        errs = super().validate(obj)
+        nra = (obj.get("spec") or {}).get("nonResourceAttributes")
+        if nra is not None:
+            errs.append(invalid("spec.nonResourceAttributes", nra, "disallowed on this kind of request"))
+        return errs
+
+
+class SelfSubjectRulesReviewStrategy(Strategy):
+    track_generation = False
+
+
 register(
     Resource(GROUP, "roles", "Role", ["v1"], namespaced=True, strategy=_RoleStrategy()),
     Resource(GROUP, "clusterroles", "ClusterRole", ["v1"], namespaced=False, strategy=ClusterRoleStrategy()),
@@ -149,4 +173,10 @@ register(
     Resource(GROUP, "clusterrolebindings", "ClusterRoleBinding", ["v1"], namespaced=False, strategy=ClusterRoleBindingStrategy()),
     Resource("authorization.k8s.io", "selfsubjectaccessreviews", "SelfSubjectAccessReview", ["v1"], namespaced=False,
              strategy=ReviewStrategy(), verbs=("create",)),
+    Resource("authorization.k8s.io", "subjectaccessreviews", "SubjectAccessReview", ["v1"], namespaced=False,
+             strategy=SubjectAccessReviewStrategy(), verbs=("create",)),
+    Resource("authorization.k8s.io", "localsubjectaccessreviews", "LocalSubjectAccessReview", ["v1"], namespaced=True,
+             strategy=LocalSubjectAccessReviewStrategy(), verbs=("create",)),
+    Resource("authorization.k8s.io", "selfsubjectrulesreviews", "SelfSubjectRulesReview", ["v1"], namespaced=False,
+             strategy=SelfSubjectRulesReviewStrategy(), verbs=("create",)),
 )

@@ -104,6 +104,18 @@ class RBACAuthorizer:
         role = self.source.get("roles", namespace, ref.get("name", ""))
         return (role or {}).get("rules") or []
 
+    def rules_for(self, user_name: str, groups: tuple[str, ...], namespace: str) -> tuple[list[dict], list[dict]]:
+        """(resource rules, non-resource rules) granted to the user in `namespace`
+        by every ClusterRoleBinding and the namespace's RoleBindings (RulesFor)."""
+        rules: list[dict] = []
+        bindings = [(b, "") for b in self.source.list("clusterrolebindings")]
+        if namespace:
+            bindings += [(b, namespace) for b in self.source.list("rolebindings", namespace)]
+        for b, ns in bindings:
+            if any(subject_matches(s, user_name, groups, ns) for s in b.get("subjects") or []):
+                rules += self._role_rules(b.get("roleRef") or {}, ns)
+        return [r for r in rules if r.get("resources")], [r for r in rules if r.get("nonResourceURLs")]
+
     def authorize(self, user_name: str, groups: tuple[str, ...], a: Attributes) -> Decision:
         if MASTERS in groups:
             return Decision(True, f'allowed by group "{MASTERS}"')

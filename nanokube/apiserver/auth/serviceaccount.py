@@ -147,7 +147,18 @@ class ServiceAccountTokens:
 
     # --- verifying --------------------------------------------------------
 
-    def authenticate(self, token: str) -> User | None:
+    def review(self, token: str, audiences: list[str] | None = None) -> tuple[User | None, list[str]]:
+        """A TokenReview's answer: the user, and which of `audiences` (default:
+        this server's) the token is for."""
+        wanted = tuple(audiences) if audiences else self.audiences
+        user = self.authenticate(token, wanted)
+        if user is None:
+            return None, []
+        aud = self._claims(token).get("aud")
+        aud = [aud] if isinstance(aud, str) else aud
+        return user, [a for a in wanted if a in aud]
+
+    def authenticate(self, token: str, audiences: tuple[str, ...] | None = None) -> User | None:
         """The ServiceAccount user a bearer token stands for, or None when the
         token is malformed, forged, expired, for another audience, or bound to
         objects that no longer exist."""
@@ -157,7 +168,7 @@ class ServiceAccountTokens:
         now = self.clock.now()
         aud = claims.get("aud")
         aud = [aud] if isinstance(aud, str) else aud
-        if (claims.get("iss") != self.issuer or not isinstance(aud, list) or not set(aud) & set(self.audiences)
+        if (claims.get("iss") != self.issuer or not isinstance(aud, list) or not set(aud) & set(audiences or self.audiences)
                 or not isinstance(claims.get("exp"), (int, float)) or claims["exp"] + LEEWAY < now
                 or claims.get("nbf", 0) - LEEWAY > now):
             return None

@@ -1,0 +1,123 @@
+"""Review resources: create-only objects the API server answers and never
+stores. Authorization reviews ask the authorizer chain about a subject
+(SubjectAccessReview, LocalSubjectAccessReview), about the requester
+(SelfSubjectAccessReview) or list the requester's rules in a namespace
+(SelfSubjectRulesReview, `kubectl auth can-i --list`); TokenReview asks the
+token authenticator who a bearer token is (webhook token authentication for
+extension servers and kubelets).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from ...machinery import errors
+from .authorizer import Attributes, Decision, access_review
+
+if TYPE_CHECKING:
+    from ...machinery.user import User
+
+
+def _answer(body: dict, kind: str, status: dict) -> dict:
+    return {"kind": kind, "apiVersion": body.get("apiVersion") or _API_VERSION[kind],
+            "metadata": {**(body.get("metadata") or {}), "creationTimestamp": None},
+            "spec": body.get("spec") or {}, "status": status}
+
+
+_API_VERSION = {
+    "SubjectAccessReview": "authorization.k8s.io/v1", "LocalSubjectAccessReview": "authorization.k8s.io/v1",
+    "SelfSubjectAccessReview": "authorization.k8s.io/v1", "SelfSubjectRulesReview": "authorization.k8s.io/v1",
+    "TokenReview": "authentication.k8s.io/v1",
+}
+
+
+def _status(d: Decision) -> dict:
+    status: dict[str, Any] = {"allowed": d.allowed}
+    if d.reason:
+        status["reason"] = d.reason
+    return status
+
+
+def rules_review_status(resource_rules: list[dict], non_resource_rules: list[dict]) -> dict:
+    """SubjectRulesReviewStatus from RBAC PolicyRules (upstream's RulesFor split)."""
+    res = []
+    for r in resource_rules:
+        rule = {"verbs": r.get("verbs") or []}
+        rule.update({k: r[k] for k in ("apiGroups", "resources", "resourceNames") if r.get(k)})
+        res.append(rule)
+    non = [{"verbs": r.get("verbs") or [], "nonResourceURLs": r.get("nonResourceURLs") or []} for r in non_resource_rules]
+    return {"resourceRules": res, "nonResourceRules": non, "incomplete": False}
+
+
+class Reviews:
+    """Answers POSTs to review resources: `await reviews(res, body, user, namespace)`.
+
+    `authorize(name, groups, attributes) -> Decision` is the authorizer chain,
+    `rules_for(name, groups, namespace) -> (resource rules, non-resource rules)`
+    the RBAC rules, `authenticate(token, audiences) -> (User | None, audiences)`
+    the token authenticator. More kinds register in `answers` by Kind.
+    """
+
+    def __init__(self, authorize: Callable, rules_for: Callable, authenticate: Callable | None) -> None:
+        self.authorize = authorize
+        self.rules_for = rules_for
+        self.authenticate = authenticate
+        self.answers: dict[str, Callable] = {
+            "SelfSubjectAccessReview": self._self_access,
+            "SubjectAccessReview": self._subject_access,
+            "LocalSubjectAccessReview": self._local_subject_access,
+            "SelfSubjectRulesReview": self._self_rules,
+            "TokenReview": self._token,
+        }
+
+    async def __call__(self, res, body: Any, user: User, namespace: str | None = None) -> dict:
+        if not isinstance(body, dict):
+            raise errors.bad_request("the body of a review must be an object")
+        answer = self.answers.get(res.kind)
+        if answer is None:
+            raise errors.method_not_allowed()
+        errs = res.strategy.validate(body)
+        if errs:
+            raise errors.invalid(res.group, res.kind, (body.get("metadata") or {}).get("name", ""), errs)
+        return await answer(body, user, namespace)
+
+    async def _self_access(self, body: dict, user: User, namespace: str | None) -> dict:
+        return access_review(lambda a: self.authorize(user.name, user.groups, a), body)
+
+    def _decide_for_subject(self, spec: dict) -> Decision:
+        ra, nra = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+        if ra is not None:
+            a = Attributes(ra.get("verb", ""), "", True, ra.get("group", ""), ra.get("version", ""), ra.get("resource", ""),
+                           ra.get("subresource", ""), ra.get("namespace", ""), ra.get("name", ""))
+        else:
+            a = Attributes(nra.get("verb", ""), nra.get("path", ""))
+        return self.authorize(spec.get("user", ""), tuple(spec.get("groups") or ()), a)
+
+    async def _subject_access(self, body: dict, user: User, namespace: str | None) -> dict:
+        return _answer(body, "SubjectAccessReview", _status(self._decide_for_subject(body["spec"])))
+
+    async def _local_subject_access(self, body: dict, user: User, namespace: str | None) -> dict:
+        ra = body["spec"].get("resourceAttributes") or {}
+        if ra.get("namespace", "") != (namespace or ""):
+            raise errors.bad_request(f"spec.resourceAttributes.namespace must match namespace: {namespace}")
+        md = body.get("metadata") or {}
+        if md.get("namespace") and md["namespace"] != namespace:
+            raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
+        body = {**body, "metadata": {**md, "namespace": namespace}}
+        return _answer(body, "LocalSubjectAccessReview", _status(self._decide_for_subject(body["spec"])))
+
+    async def _self_rules(self, body: dict, user: User, namespace: str | None) -> dict:
+        resource_rules, non_resource_rules = self.rules_for(user.name, user.groups, body["spec"].get("namespace", ""))
+        return _answer(body, "SelfSubjectRulesReview", rules_review_status(resource_rules, non_resource_rules))
+
+    async def _token(self, body: dict, user: User, namespace: str | None) -> dict:
+        spec = body.get("spec") or {}
+        if not spec.get("token"):
+            raise errors.bad_request("token is required for TokenReview in authentication")
+        found, audiences = (None, []) if self.authenticate is None else self.authenticate(spec["token"], spec.get("audiences") or None)
+        if found is None:
+            return _answer(body, "TokenReview", {"user": {}})
+        info: dict[str, Any] = {"username": found.name, "uid": found.uid, "groups": list(found.groups)}
+        if found.extra:
+            info["extra"] = found.extra
+        return _answer(body, "TokenReview", {"authenticated": True, "user": info, "audiences": audiences})

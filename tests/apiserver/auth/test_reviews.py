@@ -1,0 +1,87 @@
+"""Access, rules and token reviews over an in-memory RBAC policy."""
+
+import asyncio
+
+import pytest
+
+from nanokube.apiserver.auth.rbac import RBACAuthorizer
+from nanokube.apiserver.auth.reviews import Reviews
+from nanokube.machinery.errors import APIError
+from nanokube.machinery.user import User
+from nanokube.registry.base import all_resources
+
+from .test_rbac import ALICE, Source, binding, role
+
+RES = {r.plural: r for r in all_resources() if r.group in ("authorization.k8s.io", "authentication.k8s.io")}
+READ_PODS = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]
+AUTHZ = RBACAuthorizer(Source(
+    roles=[role("reader", READ_PODS, ns="team")],
+    rolebindings=[binding("alice-reads", "Role", "reader", ALICE, ns="team")],
+    clusterroles=[role("health", [{"nonResourceURLs": ["/healthz"], "verbs": ["get"]}])],
+    clusterrolebindings=[binding("everyone-health", "ClusterRole", "health",
+                                 [{"kind": "Group", "name": "system:authenticated"}])],
+))
+ALICE_USER = User("alice", ("system:authenticated",), "uid-a", {"scopes": ["x"]})
+
+
+def tokens(token, audiences):
+    if token != "good":
+        return None, []
+    return ALICE_USER, list(audiences or ["https://kubernetes.default.svc.cluster.local"])
+
+
+REVIEWS = Reviews(AUTHZ.authorize, AUTHZ.rules_for, tokens)
+
+
+def ask(plural, spec, user=ALICE_USER, namespace=None):
+    return asyncio.run(REVIEWS(RES[plural], {"spec": spec}, user, namespace))
+
+
+def pods(verb, ns="team"):
+    return {"verb": verb, "resource": "pods", "namespace": ns}
+
+
+def test_subject_access_review_asks_about_the_named_subject():
+    got = ask("subjectaccessreviews", {"user": "alice", "groups": ["system:authenticated"], "resourceAttributes": pods("list")})
+    assert got["kind"] == "SubjectAccessReview" and got["status"]["allowed"] is True
+    assert got["status"]["reason"] == 'RBAC: allowed by RoleBinding "alice-reads/team" of Role "reader" to User "alice"'
+    assert ask("subjectaccessreviews", {"user": "bob", "resourceAttributes": pods("list")})["status"] == {"allowed": False}
+    assert ask("subjectaccessreviews", {"groups": ["system:authenticated"],
+                                        "nonResourceAttributes": {"verb": "get", "path": "/healthz"}})["status"]["allowed"]
+
+
+def test_subject_access_review_validation():
+    with pytest.raises(APIError) as e:
+        ask("subjectaccessreviews", {"resourceAttributes": pods("get")})
+    assert e.value.code == 422
+    assert e.value.message == ('SubjectAccessReview.authorization.k8s.io "" is invalid: '
+                               'spec.user: Invalid value: "": at least one of user or group must be specified')
+
+
+def test_local_subject_access_review_is_bound_to_its_namespace():
+    got = ask("localsubjectaccessreviews", {"user": "alice", "resourceAttributes": pods("get")}, namespace="team")
+    assert got["kind"] == "LocalSubjectAccessReview" and got["metadata"]["namespace"] == "team"
+    assert got["status"]["allowed"]
+    with pytest.raises(APIError) as e:
+        ask("localsubjectaccessreviews", {"user": "alice", "resourceAttributes": pods("get", "other")}, namespace="team")
+    assert (e.value.code, e.value.message) == (400, "spec.resourceAttributes.namespace must match namespace: team")
+    with pytest.raises(APIError) as e:
+        ask("localsubjectaccessreviews", {"user": "alice", "nonResourceAttributes": {"verb": "get", "path": "/x"}}, namespace="team")
+    assert "disallowed on this kind of request" in e.value.message
+
+
+def test_self_subject_rules_review_lists_rules_in_the_namespace():
+    status = ask("selfsubjectrulesreviews", {"namespace": "team"})["status"]
+    assert status == {"resourceRules": [{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]}],
+                      "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/healthz"]}], "incomplete": False}
+    assert ask("selfsubjectrulesreviews", {"namespace": "other"})["status"]["resourceRules"] == []
+
+
+def test_token_review():
+    got = ask("tokenreviews", {"token": "good", "audiences": ["api"]})
+    assert got["status"] == {"authenticated": True, "audiences": ["api"], "user": {
+        "username": "alice", "uid": "uid-a", "groups": ["system:authenticated"], "extra": {"scopes": ["x"]}}}
+    assert ask("tokenreviews", {"token": "bad"})["status"] == {"user": {}}
+    with pytest.raises(APIError) as e:
+        ask("tokenreviews", {})
+    assert (e.value.code, e.value.message) == (400, "token is required for TokenReview in authentication")

@@ -1,0 +1,52 @@
+"""authorization.k8s.io and authentication.k8s.io reviews through the typed
+client and `kubectl auth can-i --list`."""
+
+from __future__ import annotations
+
+from kubernetes import client
+
+from .conftest import wait_for
+
+
+def test_subject_access_reviews(cluster):
+    api = client.AuthorizationV1Api(cluster.client())
+    rbac = client.RbacAuthorizationV1Api(cluster.client())
+    core = client.CoreV1Api(cluster.client())
+    core.create_namespace({"metadata": {"name": "reviews"}})
+    rbac.create_namespaced_role("reviews", {"metadata": {"name": "pod-reader"}, "rules": [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]})
+    rbac.create_namespaced_role_binding("reviews", {"metadata": {"name": "alice"}, "roleRef": {
+        "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+        "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}]})
+    sar = api.create_subject_access_review({"spec": {"user": "alice", "resourceAttributes": {
+        "namespace": "reviews", "verb": "list", "resource": "pods"}}})
+    assert sar.status.allowed and "pod-reader" in sar.status.reason
+    sar = api.create_subject_access_review({"spec": {"user": "alice", "resourceAttributes": {
+        "namespace": "reviews", "verb": "delete", "resource": "pods"}}})
+    assert sar.status.allowed is False
+    local = api.create_namespaced_local_subject_access_review("reviews", {"metadata": {"namespace": "reviews"}, "spec": {
+        "user": "alice", "resourceAttributes": {"namespace": "reviews", "verb": "get", "resource": "pods"}}})
+    assert local.status.allowed and local.metadata.namespace == "reviews"
+    rules = api.create_self_subject_rules_review({"spec": {"namespace": "reviews"}})
+    assert any(r.resources == ["*"] and r.verbs == ["*"] for r in rules.status.resource_rules)
+    core.delete_namespace("reviews")
+
+
+def test_can_i_list(cluster):
+    out = cluster.kubectl("auth", "can-i", "--list", "-n", "default").stdout.splitlines()
+    assert out[0].split() == ["Resources", "Non-Resource", "URLs", "Resource", "Names", "Verbs"]
+    assert ["*.*", "[]", "[]", "[*]"] in [line.split() for line in out]
+
+
+def test_token_review(cluster):
+    core = client.CoreV1Api(cluster.client())
+    wait_for(lambda: core.list_namespaced_service_account("default", field_selector="metadata.name=default").items,
+             10, "the default ServiceAccount")
+    tr = core.create_namespaced_service_account_token("default", "default", {"spec": {"audiences": ["vault"]}})
+    auth = client.AuthenticationV1Api(cluster.client())
+    review = auth.create_token_review({"spec": {"token": tr.status.token, "audiences": ["vault", "other"]}})
+    assert review.status.authenticated and review.status.audiences == ["vault"]
+    assert review.status.user.username == "system:serviceaccount:default:default"
+    assert "system:serviceaccounts:default" in review.status.user.groups
+    wrong = auth.create_token_review({"spec": {"token": tr.status.token}})
+    assert not wrong.status.authenticated
