@@ -38,7 +38,7 @@ class Type:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Type) and self.name == other.name and self.params == other.params and (
-            self.name != "object" or self.schema is other.schema)
+            self.name != "object" or _schema_of(self) is _schema_of(other))
 
     def __hash__(self) -> int:
         return hash((self.name, self.params))
@@ -53,6 +53,10 @@ IP, CIDR, URL = Type("net.IP", max_size=1), Type("net.CIDR", max_size=1), Type("
 FORMAT = Type("kubernetes.NamedFormat", max_size=1)
 #: a type parameter in a function signature
 PARAM_A, PARAM_B = Type("A"), Type("B")
+
+
+def _schema_of(t: Type) -> Any:
+    return t.schema[0] if isinstance(t.schema, tuple) else t.schema
 
 
 def list_of(elem: Type, max_size: int = MAX_REQUEST_SIZE) -> Type:

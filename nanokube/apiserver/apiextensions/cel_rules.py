@@ -1,0 +1,472 @@
+"""`x-kubernetes-validations`: CEL rules on a CRD's structural schema.
+
+`compile_rules` runs when a CRD is written: upstream's static checks of each
+rule, compilation against the schema's CEL types (a rule must be a bool, a
+messageExpression a string), transition rules only where old values can be
+correlated, and the static cost limits, per expression and for the whole
+schema, with each estimate multiplied by how many times the node can occur.
+`CompiledRules.validate` runs on every write of a custom object: each node's
+rules with `self` (and `oldSelf` where the old value correlates), under the
+per-call and per-object cost budgets, reporting errors as kube-apiserver
+1.35+ does (scalars show their value, objects and arrays omit it).
+
+The runtime cost is a bound computed from the actual sizes before a rule
+runs (the engine cannot be interrupted), so it is never below upstream's
+measured cost; a rule upstream would stop mid-way is refused up front.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import cel
+
+from ...cel import CELError, Environment, Program
+from ...cel.openapi import field_type, schema_type, to_cel
+from ...cel.openapi import items_bound, properties_bound
+from ...cel.types import Type, optional_of
+from ...machinery.validation import FieldError
+
+STATIC_COST_LIMIT = 10_000_000  # StaticEstimatedCostLimit
+STATIC_CRD_COST_LIMIT = 100_000_000  # StaticEstimatedCRDCostLimit
+RUNTIME_BUDGET = 10_000_000  # RuntimeCELCostBudget
+PER_CALL_LIMIT = 1_000_000  # PerCallLimit
+MAX_MESSAGE_EXPRESSION_SIZE = 5 * 1024  # MaxEvaluatedMessageExpressionSizeBytes
+REASONS = ("FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired")
+BLOCKING_REASONS = frozenset({"FieldValueNotSupported", "FieldValueRequired", "FieldValueTooLong",
+                              "FieldValueTooMany", "FieldValueTypeInvalid"})
+NOT_CHECKED = ("some validation rules were not checked because the object was invalid; "
+               "correct the existing errors to complete validation")
+_NEWLINES = re.compile(r"[\n\r]+")
+_MOST_EXPENSIVE = 4
+
+
+def has_blocking_errors(errors: list[FieldError]) -> bool:
+    """Whether OpenAPI validation errors stop CEL rules from running
+    (upstream's hasBlockingErr: required, enum, too long, too many, type)."""
+    return any(e.reason in BLOCKING_REASONS for e in errors)
+
+
+def not_checked_error() -> FieldError:
+    """The error appended instead of running the rules of an object that
+    already has blocking errors."""
+    return FieldError("FieldValueInvalid", "<nil>", NOT_CHECKED, "null", True)
+
+
+def _error(reason: str, path: str, detail: str = "", value: Any = None, has_value: bool = False) -> FieldError:
+    return FieldError(reason, path, detail, value, has_value)
+
+
+def cost_error_message(name: str, cost: int, limit: int) -> str:
+    factor = cost / limit
+    if factor > 100.0:
+        shown = "more than 100x"
+    elif factor < 1.5:
+        shown = f"{factor:f}x"
+    else:
+        shown = f"{factor:.1f}x"
+    return (f"{name} exceeds budget by factor of {shown} (try simplifying the rule, or adding maxItems, "
+            "maxProperties, and maxLength where arrays, maps, and strings are declared)")
+
+
+# -- compiled schema --------------------------------------------------------
+
+
+@dataclass
+class _Rule:
+    spec: dict
+    program: Program
+    message: Program | None
+    field_path: str  # normalized, appended to the node's path
+    optional_old_self: bool
+
+    @property
+    def uses_old_self(self) -> bool:
+        return self.program.uses("oldSelf")
+
+
+@dataclass
+class _Node:
+    schema: dict
+    root: bool = False
+    rules: list[_Rule] = field(default_factory=list)
+    properties: dict[str, _Node] = field(default_factory=dict)
+    additional: _Node | None = None
+    items: _Node | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not (self.rules or self.properties or self.additional or self.items)
+
+
+def _environment(t: Type, optional_old: bool) -> Environment:
+    return Environment({"self": t, "oldSelf": optional_of(t) if optional_old else t}, field_type)
+
+
+def normalize_field_path(path: str, schema: dict) -> str | None:
+    """A rule's fieldPath (`.a.b`, `['x.y']`, no indices) as a field path
+    suffix (`.a.b`, `[key]` under additionalProperties), or None when it
+    names no field of `schema`."""
+    out, s, i = [], schema, 0
+    while i < len(path):
+        if path[i] == ".":
+            m = re.match(r"[^.\[\]]+", path[i + 1:])
+            if not m:
+                return None
+            name, i = m.group(), i + 1 + m.end()
+        elif path[i] == "[":
+            m = re.match(r"'((?:\\.|[^'\\])*)'\]", path[i + 1:])
+            if not m:
+                return None
+            name, i = re.sub(r"\\(.)", r"\1", m.group(1)), i + 1 + m.end()
+        else:
+            return None
+        props = s.get("properties")
+        add = s.get("additionalProperties")
+        if props is not None and name in props:
+            out.append(f".{name}")
+            s = props[name]
+        elif props is None and isinstance(add, dict) and path[i - 1] == "]":
+            out.append(f"[{name}]")
+            s = add
+        else:
+            return None
+    return "".join(out) if out else None
+
+
+class _Compiler:
+    def __init__(self, field_path: str) -> None:
+        self.errors: list[FieldError] = []
+        self.total = 0
+        self.expensive: list[tuple[int, str]] = []
+        self.base = field_path
+
+    def node(self, s: dict, path: str, root: bool, uncorrelatable: str | None, cardinality: int) -> _Node | None:
+        n = _Node(s, root)
+        for name, ps in (s.get("properties") or {}).items():
+            child = self.node(ps, f"{path}.properties[{name}]", False, uncorrelatable, cardinality)
+            if child is not None:
+                n.properties[name] = child
+        add = s.get("additionalProperties")
+        if isinstance(add, dict):
+            n.additional = self.node(add, f"{path}.additionalProperties", False, uncorrelatable,
+                                     cardinality * properties_bound(s))
+        items = s.get("items")
+        if isinstance(items, dict):
+            inner = uncorrelatable
+            if inner is None and s.get("x-kubernetes-list-type") != "map":
+                inner = path
+            n.items = self.node(items, f"{path}.items", False, inner, cardinality * items_bound(s))
+        rules = s.get("x-kubernetes-validations") or []
+        for i, rule in enumerate(rules):
+            compiled = self.rule(s, rule, f"{path}.x-kubernetes-validations[{i}]", root, uncorrelatable, cardinality)
+            if compiled is not None:
+                n.rules.append(compiled)
+        return None if n.empty else n
+
+    def static_checks(self, s: dict, rule: dict, at: str) -> bool:
+        before = len(self.errors)
+        text, msg = rule.get("rule") or "", rule.get("message") or ""
+        msg_expr, fp = rule.get("messageExpression") or "", rule.get("fieldPath") or ""
+        if not text.strip():
+            self.errors.append(_error("FieldValueRequired", f"{at}.rule", "rule is not specified"))
+        elif msg and not msg.strip():
+            self.errors.append(_error("FieldValueInvalid", f"{at}.message", "message must be non-empty if specified",
+                                      msg, True))
+        elif _NEWLINES.search(msg.strip()):
+            self.errors.append(_error("FieldValueInvalid", f"{at}.message", "message must not contain line breaks",
+                                      msg, True))
+        elif _NEWLINES.search(text.strip()) and not msg.strip():
+            self.errors.append(_error("FieldValueRequired", f"{at}.message",
+                                      "message must be specified if rule contains line breaks"))
+        if msg_expr and not msg_expr.strip():
+            self.errors.append(_error("FieldValueRequired", f"{at}.messageExpression",
+                                      "messageExpression must be non-empty if specified"))
+        reason = rule.get("reason")
+        if reason is not None and reason not in REASONS:
+            supported = ", ".join(f'"{r}"' for r in REASONS)
+            self.errors.append(_error("FieldValueNotSupported", f"{at}.reason", f"supported values: {supported}",
+                                      reason, True))
+        if fp and not fp.strip():
+            self.errors.append(_error("FieldValueInvalid", f"{at}.fieldPath", "fieldPath must be non-empty if specified",
+                                      fp, True))
+        if _NEWLINES.search(fp):
+            self.errors.append(_error("FieldValueInvalid", f"{at}.fieldPath", "fieldPath must not contain line breaks",
+                                      fp, True))
+        if fp and normalize_field_path(fp, s) is None:
+            self.errors.append(_error("FieldValueInvalid", f"{at}.fieldPath", "fieldPath must be a valid path", fp, True))
+        return len(self.errors) == before
+
+    def observe(self, path: str, cost: int) -> None:
+        self.total += cost
+        if cost < STATIC_CRD_COST_LIMIT // 100:  # only rules with 1% of the limit are named
+            return
+        self.expensive.append((cost, path))
+        self.expensive.sort(key=lambda e: -e[0])
+        del self.expensive[_MOST_EXPENSIVE:]
+
+    def rule(self, s: dict, rule: dict, at: str, root: bool, uncorrelatable: str | None,
+             cardinality: int) -> _Rule | None:
+        if not self.static_checks(s, rule, at):
+            return None
+        t = schema_type(s, root)
+        optional_old = bool(rule.get("optionalOldSelf"))
+        text = rule["rule"]
+        ok = True
+        try:
+            program = _environment(t, optional_old).compile(text)
+        except CELError as e:
+            self.errors.append(_error("FieldValueInvalid", f"{at}.rule", f"compilation failed: {e}", rule, True))
+            return None
+        cost = program.max_cost * cardinality
+        if cost > STATIC_COST_LIMIT:
+            self.errors.append(_error("FieldValueForbidden", f"{at}.rule",
+                                      cost_error_message("estimated rule cost", cost, STATIC_COST_LIMIT)))
+            ok = False
+        self.observe(f"{at}.rule", cost)
+        if program.result_type.name not in ("bool", "dyn"):
+            self.errors.append(_error("FieldValueInvalid", f"{at}.rule", "cel expression must evaluate to a bool",
+                                      rule, True))
+            ok = False
+        message = None
+        if (rule.get("messageExpression") or "").strip():
+            try:
+                message = _environment(t, False).compile(rule["messageExpression"])
+            except CELError as e:
+                self.errors.append(_error("FieldValueInvalid", f"{at}.messageExpression",
+                                          f"messageExpression compilation failed: {e}", rule, True))
+                ok = False
+            else:
+                if message.result_type.name not in ("string", "dyn"):
+                    self.errors.append(_error("FieldValueInvalid", f"{at}.messageExpression",
+                                              "messageExpression must evaluate to a string", rule, True))
+                    ok = False
+                elif message.max_cost > STATIC_COST_LIMIT:
+                    self.errors.append(_error("FieldValueForbidden", f"{at}.messageExpression", cost_error_message(
+                        "estimated messageExpression cost", message.max_cost, STATIC_COST_LIMIT)))
+                    ok = False
+                if message is not None:
+                    self.observe(f"{at}.messageExpression", message.max_cost)
+        if program.uses("oldSelf"):
+            if uncorrelatable is not None:
+                self.errors.append(_error(
+                    "FieldValueInvalid", f"{at}.rule",
+                    f"oldSelf cannot be used on the uncorrelatable portion of the schema within {uncorrelatable}",
+                    text, True))
+                ok = False
+        elif rule.get("optionalOldSelf") is not None:
+            self.errors.append(_error("FieldValueInvalid", f"{at}.optionalOldSelf",
+                                      "may not be set if oldSelf is not used in rule", rule["optionalOldSelf"], True))
+            ok = False
+        if not ok:
+            return None
+        fp = normalize_field_path(rule["fieldPath"], s) if rule.get("fieldPath") else ""
+        return _Rule(rule, program, message, fp or "", optional_old)
+
+
+def compile_rules(schema: dict, field_path: str) -> tuple[CompiledRules | None, list[FieldError]]:
+    """Compile every x-kubernetes-validations rule of a CRD version's
+    openAPIV3Schema (`field_path` is where that schema sits in the CRD, e.g.
+    `spec.versions[0].schema.openAPIV3Schema`). Returns the rules (None when
+    the schema has none) and the CRD validation errors."""
+    c = _Compiler(field_path)
+    root = c.node(schema or {}, field_path, True, None, 1)
+    if c.total > STATIC_CRD_COST_LIMIT:
+        for _, path in c.expensive:
+            c.errors.append(_error("FieldValueForbidden", path,
+                                   "contributed to estimated rule cost total exceeding cost limit for entire "
+                                   "OpenAPIv3 schema"))
+        c.errors.append(_error("FieldValueForbidden", field_path, cost_error_message(
+            "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema", c.total,
+            STATIC_CRD_COST_LIMIT)))
+    if c.errors or root is None:
+        return None, c.errors
+    return CompiledRules(root), []
+
+
+# -- validation -------------------------------------------------------------
+
+
+def _extent(v: Any) -> tuple[int, int]:
+    """(largest collection, longest string) within a value."""
+    if isinstance(v, (str, bytes)):
+        return 1, len(v)
+    if isinstance(v, dict):
+        n, s = len(v), 1
+        for k, x in v.items():
+            a, b = _extent(x)
+            n, s = max(n, a), max(s, b, len(k) if isinstance(k, str) else 1)
+        return n, s
+    if isinstance(v, list):
+        n, s = len(v), 1
+        for x in v:
+            a, b = _extent(x)
+            n, s = max(n, a), max(s, b)
+        return n, s
+    return 1, 1
+
+
+def _sizes(extent: tuple[int, int]):
+    n, s = extent
+
+    def size(t: Type) -> int:
+        if t.name in ("string", "bytes"):
+            return min(t.max_size, s)
+        if t.name in ("list", "map", "object"):
+            return min(t.max_size, n)
+        return max(n, s) if t.name == "dyn" else 1
+    return size
+
+
+class _Budget:
+    def __init__(self) -> None:
+        self.remaining = RUNTIME_BUDGET
+
+
+_OUT_OF_BUDGET = "validation failed due to running out of cost budget, no further validation rules will be run"
+
+
+class CompiledRules:
+    """The compiled rules of one CRD version's schema."""
+
+    def __init__(self, root: _Node) -> None:
+        self.root = root
+
+    def validate(self, obj: dict, old: dict | None, warnings: list[str] | None = None) -> list[FieldError]:
+        """Errors of `obj` (the old object on update, for transition rules).
+        Errors of rules without oldSelf on values unchanged since `old` are
+        ratcheted: reported in `warnings` instead."""
+        errs: list[FieldError] = []
+        self._validate(self.root, "", obj, old, old is not None and obj == old, errs, warnings, _Budget())
+        return errs
+
+    def _validate(self, n: _Node, path: str, obj: Any, old: Any, ratchet: bool, errs: list[FieldError],
+                  warnings: list[str] | None, budget: _Budget) -> bool:
+        """False once the budget is spent (no further rules run)."""
+        if obj is None:
+            return True
+        if n.rules and not self._rules(n, path, obj, old, ratchet, errs, warnings, budget):
+            return False
+        if isinstance(obj, dict):
+            olds = old if isinstance(old, dict) else {}
+            for k, v in obj.items():
+                child = n.properties.get(k) if n.schema.get("properties") else None
+                if child is None and n.additional is not None and not n.schema.get("properties"):
+                    child = n.additional
+                    sub = f"{path}[{k}]"
+                else:
+                    sub = f"{path}.{k}" if path else k
+                if child is None:
+                    continue
+                o = olds.get(k)
+                if not self._validate(child, sub, v, o, o is not None and o == v, errs, warnings, budget):
+                    return False
+        elif isinstance(obj, list) and n.items is not None:
+            keys = n.schema.get("x-kubernetes-list-map-keys") or []
+            by_key = {}
+            if n.schema.get("x-kubernetes-list-type") == "map" and isinstance(old, list):
+                by_key = {tuple(o.get(k) for k in keys): o for o in old if isinstance(o, dict)}
+            for i, v in enumerate(obj):
+                o = by_key.get(tuple(v.get(k) for k in keys)) if by_key and isinstance(v, dict) else None
+                r = (o == v) if o is not None else ratchet
+                if not self._validate(n.items, f"{path}[{i}]", v, o, r, errs, warnings, budget):
+                    return False
+        return True
+
+    def _rules(self, n: _Node, path: str, obj: Any, old: Any, ratchet: bool, errs: list[FieldError],
+               warnings: list[str] | None, budget: _Budget) -> bool:
+        shown = path or "<nil>"
+        stype = n.schema.get("type", "")
+        if budget.remaining <= 0:
+            errs.append(_error("FieldValueInvalid", shown, _OUT_OF_BUDGET, stype, True))
+            return False
+        this = to_cel(obj, n.schema, n.root)
+        prev = to_cel(old, n.schema, n.root) if old is not None else None
+        size = _sizes(max(_extent(this), _extent(prev)) if prev is not None else _extent(this))
+        for r in n.rules:
+            text = r.spec["rule"]
+            if r.uses_old_self and prev is None and not r.optional_old_self:
+                continue  # a transition rule needs a correlated old value
+            old_var = (cel.OptionalValue.of(prev) if prev is not None else cel.OptionalValue.none()) \
+                if r.optional_old_self else prev
+            variables = {"self": this, "oldSelf": old_var}
+            bound = r.program.cost_bound(size)
+            if bound > budget.remaining:
+                errs.append(_error("FieldValueInvalid", shown, _OUT_OF_BUDGET, stype, True))
+                return False
+            try:
+                result = r.program.evaluate(variables, bound, PER_CALL_LIMIT)
+            except CELError as e:
+                label = _rule_label(r.spec)
+                if str(e).startswith("operation cancelled"):
+                    errs.append(_error("FieldValueInvalid", shown, f"'{e}': no further validation rules will be run "
+                                       f"due to call cost exceeds limit for rule: {label}", stype, True))
+                    return False
+                if str(e).startswith("no such overload"):
+                    detail = (f"'{e}': call arguments did not match a supported operator, function or macro "
+                              f"signature for rule: {label}")
+                else:
+                    detail = f"{e} evaluating rule: {label}"
+                budget.remaining -= bound
+                errs.append(_error("FieldValueInvalid", shown, detail, stype, True))
+                continue
+            budget.remaining -= bound
+            if result is True:
+                continue
+            detail = None
+            if r.message is not None:
+                detail, spent = self._message(r.message, {"self": this, "oldSelf": prev}, size)
+                if spent is None:
+                    errs.append(_error("FieldValueInvalid", shown, detail, stype, True))
+                    return False
+                budget.remaining -= spent
+            if detail is None:
+                msg = (r.spec.get("message") or "").strip()
+                detail = msg or f"failed rule: {text.strip()}"
+            at = (path + r.field_path if path or r.field_path.startswith("[") else r.field_path[1:]) \
+                if r.field_path else shown
+            e = _reason_error(r.spec.get("reason"), at, obj, stype, detail)
+            if ratchet and not r.uses_old_self:
+                if warnings is not None:
+                    warnings.append(str(e))
+            else:
+                errs.append(e)
+        return True
+
+    @staticmethod
+    def _message(program: Program, variables: dict, size) -> tuple[str | None, int | None]:
+        """(detail or None to fall back to `message`, cost spent); spent is
+        None when the per-call limit stops all further rules."""
+        bound = program.cost_bound(size)
+        try:
+            value = program.evaluate(variables, bound, PER_CALL_LIMIT)
+        except CELError as e:
+            if str(e).startswith("operation cancelled"):
+                return (f"no further validation rules will be run due to call cost exceeds limit for "
+                        f"messageExpression: {program.source!r}".replace("'", '"')), None
+            return None, bound
+        if not isinstance(value, str):
+            return None, bound
+        value = value.strip()
+        if not value or len(value) > MAX_MESSAGE_EXPRESSION_SIZE or _NEWLINES.search(value):
+            return None, bound
+        return value, bound
+
+
+def _rule_label(spec: dict) -> str:
+    msg = (spec.get("message") or "").strip()
+    return msg or spec["rule"].strip()
+
+
+def _reason_error(reason: str | None, path: str, value: Any, stype: str, detail: str) -> FieldError:
+    scalar = stype not in ("object", "array") and not isinstance(value, (dict, list))
+    if reason == "FieldValueForbidden":
+        return _error("FieldValueForbidden", path, detail)
+    if reason == "FieldValueRequired":
+        return _error("FieldValueRequired", path, detail)
+    if reason == "FieldValueDuplicate":
+        return _error("FieldValueDuplicate", path, "", value if scalar else None, scalar)
+    return _error("FieldValueInvalid", path, detail, value if scalar else None, scalar)
+

@@ -1,0 +1,187 @@
+"""CEL types for OpenAPI v3 structural schemas, and schema values as CEL sees
+them (upstream's apiserver/pkg/cel/common and model packages).
+
+Property names are escaped the way upstream escapes them (`x-y` is read as
+`self.x__dash__y`); strings with format date-time, duration and byte become
+timestamps, durations and bytes; numbers are doubles. Unbounded sizes are
+what fits in one request, after upstream's estimates.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import re
+from typing import Any
+
+from .types import (
+    BOOL, BYTES, DOUBLE, DURATION, DYN, INT, MAX_REQUEST_SIZE, STRING, TIMESTAMP, Type, list_of, map_of,
+)
+
+_RESERVED = frozenset({
+    "true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function", "if",
+    "import", "let", "loop", "package", "namespace", "return", "var", "void", "while"})
+_ACCESSIBLE = re.compile(r"^[a-zA-Z_.\-/][a-zA-Z0-9_.\-/]*$")
+#: upstream's MaxDurationSizeJSON, JSONDateSize, MaxDatetimeSizeJSON
+_FORMAT_SIZES = {"duration": 32, "date": 12, "date-time": 64}
+_META = {"type": "object", "properties": {"name": {"type": "string"}, "generateName": {"type": "string"}}}
+
+
+def escape(name: str) -> str | None:
+    """The CEL identifier for a property name, or None when CEL cannot
+    address it."""
+    if name in _RESERVED:
+        return f"__{name}__"
+    if not _ACCESSIBLE.match(name):
+        return None
+    return (name.replace("__", "__underscores__").replace(".", "__dot__").replace("-", "__dash__")
+            .replace("/", "__slash__"))
+
+
+def _min_size(s: dict) -> int:
+    if s.get("nullable"):
+        return 4
+    t = s.get("type")
+    return {"string": 2, "array": 2, "object": 2, "boolean": 4}.get(t, 1)
+
+
+def _string_size(s: dict) -> int:
+    if s.get("x-kubernetes-int-or-string"):
+        return MAX_REQUEST_SIZE - 2
+    if "maxLength" in s:
+        return s["maxLength"] * 4 if not s.get("format") else s["maxLength"]
+    if s.get("enum"):
+        return max((len(e) for e in s["enum"] if isinstance(e, str)), default=0)
+    return _FORMAT_SIZES.get(s.get("format", ""), MAX_REQUEST_SIZE - 2)
+
+
+def items_bound(s: dict) -> int:
+    """maxItems, or how many of the smallest item fit in a request."""
+    if "maxItems" in s:
+        return s["maxItems"]
+    return (MAX_REQUEST_SIZE - 2) // (_min_size(s.get("items") or {}) + 1)
+
+
+def properties_bound(s: dict) -> int:
+    """maxProperties, or how many of the smallest entry fit in a request."""
+    if "maxProperties" in s:
+        return s["maxProperties"]
+    add = s.get("additionalProperties")
+    return (MAX_REQUEST_SIZE - 2) // (_min_size(add if isinstance(add, dict) else {}) + 6)
+
+
+def schema_type(s: dict | None, root: bool = False) -> Type:
+    """The CEL type of values of schema `s` (root: a resource, whose
+    apiVersion, kind and metadata.name/generateName are readable)."""
+    if not s or s.get("x-kubernetes-int-or-string"):
+        return Type("dyn", max_size=MAX_REQUEST_SIZE - 2)
+    t = s.get("type")
+    if t == "object":
+        add = s.get("additionalProperties")
+        if isinstance(add, dict) and not s.get("properties"):
+            return map_of(STRING, schema_type(add), properties_bound(s))
+        if not s.get("properties") and s.get("x-kubernetes-preserve-unknown-fields") and not (
+                root or s.get("x-kubernetes-embedded-resource")):
+            return DYN
+        return Type("object", max_size=properties_bound(s), schema=(s, root or bool(s.get(
+            "x-kubernetes-embedded-resource"))))
+    if t == "array":
+        return list_of(schema_type(s.get("items")), items_bound(s))
+    if t == "string":
+        fmt = s.get("format")
+        if fmt == "date-time":
+            return TIMESTAMP
+        if fmt == "duration":
+            return DURATION
+        if fmt == "byte":
+            return Type("bytes", max_size=_string_size(s))
+        return Type("string", max_size=_string_size(s))
+    if t == "integer":
+        return INT
+    if t == "number":
+        return DOUBLE
+    if t == "boolean":
+        return BOOL
+    return DYN
+
+
+def _properties(obj: Type) -> dict[str, dict]:
+    s, resource = obj.schema
+    props = dict(s.get("properties") or {})
+    if resource:
+        props.setdefault("apiVersion", {"type": "string"})
+        props.setdefault("kind", {"type": "string"})
+        props["metadata"] = _META
+    return props
+
+
+def field_type(obj: Type, name: str) -> Type | None:
+    """The declared field `name` (escaped form) of a schema object type."""
+    for prop, ps in _properties(obj).items():
+        if escape(prop) == name:
+            return schema_type(ps)
+    s, _ = obj.schema
+    if s.get("x-kubernetes-preserve-unknown-fields"):
+        return DYN
+    return None
+
+
+def to_cel(value: Any, s: dict | None, root: bool = False) -> Any:
+    """`value` (decoded JSON) as CEL reads it under schema `s`."""
+    if value is None or not s or s.get("x-kubernetes-int-or-string"):
+        return value
+    t = s.get("type")
+    if t == "object" and isinstance(value, dict):
+        props = s.get("properties")
+        add = s.get("additionalProperties")
+        if isinstance(add, dict) and not props:
+            return {k: to_cel(v, add) for k, v in value.items()}
+        if props or root or s.get("x-kubernetes-embedded-resource"):
+            out = {}
+            for k, v in value.items():
+                name = escape(k)
+                if name is None:
+                    continue
+                if root and k == "metadata" and isinstance(v, dict):
+                    out[name] = {f: v[f] for f in ("name", "generateName") if f in v}
+                else:
+                    out[name] = to_cel(v, (props or {}).get(k))
+            return out
+        return value
+    if t == "array" and isinstance(value, list):
+        items = s.get("items")
+        return [to_cel(v, items) for v in value]
+    if t == "string" and isinstance(value, str):
+        fmt = s.get("format")
+        try:
+            if fmt == "date-time":
+                return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+            if fmt == "duration":
+                return _duration(value)
+            if fmt == "byte":
+                return base64.b64decode(value)
+        except ValueError:
+            return value
+    if t == "number" and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+
+
+def _duration(s: str) -> datetime.timedelta:
+    sign = -1 if s.startswith("-") else 1
+    body = s.lstrip("+-")
+    if body == "0":
+        return datetime.timedelta(0)
+    pos, total = 0, 0.0
+    for m in _DURATION.finditer(body):
+        if m.start() != pos:
+            raise ValueError(s)
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    if pos != len(body) or not body:
+        raise ValueError(s)
+    return datetime.timedelta(seconds=sign * total)

@@ -1,0 +1,147 @@
+import pytest
+
+from nanokube.cel import CELError, Environment
+from nanokube.cel.openapi import escape, field_type, schema_type, to_cel
+from nanokube.cel.types import DYN, map_of, STRING
+
+ENV = Environment({"self": map_of(STRING, DYN)})
+
+
+def run(src, self=None):
+    return ENV.compile(src).evaluate({"self": self or {}})
+
+
+@pytest.mark.parametrize("src,want", [
+    # lists
+    ("[1, 2, 3].isSorted() && ![2, 1].isSorted()", True),
+    ("[1, 2, 3].sum()", 6),
+    ("[3, 1, 2].min() == 1 && [3, 1, 2].max() == 3", True),
+    ("[1, 2, 1].indexOf(1) == 0 && [1, 2, 1].lastIndexOf(1) == 2", True),
+    ("['a', 'b'].indexOf('c')", -1),
+    ("[quantity('2'), quantity('1Gi')].isSorted()", True),
+    # regex
+    ("'abc 123 def 456'.find('[0-9]+')", "123"),
+    ("'abc 123 def 456'.findAll('[0-9]+')", ["123", "456"]),
+    ("'abc 123 def 456'.findAll('[0-9]+', 1)", ["123"]),
+    # urls
+    ("url('https://user@example.com:8443/a%20b?x=1&x=2').getHost()", "example.com:8443"),
+    ("url('https://example.com:8443/').getHostname()", "example.com"),
+    ("url('https://[::1]:80/').getHostname()", "::1"),
+    ("url('https://example.com:8443/').getPort()", "8443"),
+    ("url('https://example.com/a b'.replace(' ', '%20')).getEscapedPath()", "/a%20b"),
+    ("url('https://example.com/?x=1&x=2&y').getQuery()", {"x": ["1", "2"], "y": [""]}),
+    ("url('https://example.com').getScheme()", "https"),
+    ("isURL('/absolute/path') && !isURL('relative') && !isURL('https://a b')", True),
+    # quantity
+    ("quantity('1Gi').isGreaterThan(quantity('1G'))", True),
+    ("quantity('500m').add(quantity('500m')) == quantity('1')", True),
+    ("quantity('2').sub(1).asInteger()", 1),
+    ("isQuantity('1Gi') && !isQuantity('1GG')", True),
+    ("quantity('1.5').asApproximateFloat()", 1.5),
+    # ip and cidr
+    ("ip('192.168.0.1').family() == 4 && ip('::1').family() == 6", True),
+    ("ip('127.0.0.1').isLoopback() && ip('0.0.0.0').isUnspecified() && ip('8.8.8.8').isGlobalUnicast()", True),
+    ("ip('fe80::1').isLinkLocalUnicast() && ip('224.0.0.1').isLinkLocalMulticast()", True),
+    ("isIP('1.2.3.4') && !isIP('1.2.3') && !isIP('::ffff:1.2.3.4') && !isIP('fe80::1%eth0')", True),
+    ("ip.isCanonical('2001:db8::1') && !ip.isCanonical('2001:DB8::1')", True),
+    ("string(ip('2001:db8:0::1'))", "2001:db8::1"),
+    ("cidr('10.0.0.0/8').containsIP(ip('10.1.2.3')) && !cidr('10.0.0.0/8').containsIP('11.0.0.1')", True),
+    ("cidr('10.0.0.0/8').containsCIDR('10.1.0.0/16') && !cidr('10.1.0.0/16').containsCIDR(cidr('10.0.0.0/8'))",
+     True),
+    ("string(cidr('10.1.2.3/8').masked()) == '10.0.0.0/8' && cidr('10.1.2.3/8').prefixLength() == 8", True),
+    ("string(cidr('10.1.2.3/8').ip())", "10.1.2.3"),
+    ("isCIDR('10.0.0.0/8') && !isCIDR('10.0.0.0')", True),
+    # format
+    ("format.dns1123Label().validate('my-name').hasValue()", False),
+    ("format.dns1123Label().validate('My_Name').value().size() > 0", True),
+    ("format.dns1123LabelPrefix().validate('prefix-').hasValue()", False),
+    ("format.named('uuid').value().validate('not-a-uuid').hasValue()", True),
+    ("!format.named('nope').hasValue()", True),
+    ("!format.qualifiedName().validate('example.com/name').hasValue()", True),
+    # semver
+    ("semver('1.10.0').isGreaterThan(semver('1.9.0'))", True),
+    ("semver('v1.2', true).compareTo(semver('1.2.0'))", 0),
+    ("isSemver('1.2.3-rc.1') && !isSemver('01.2.3')", True),
+    ("semver('2.3.4').major() + semver('2.3.4').minor() + semver('2.3.4').patch()", 9),
+    # cel-go extensions, optionals
+    ("'hello'.charAt(1) + 'hello'.substring(3) + 'a,b'.split(',').join('-')", "eloa-b"),
+    ("'%s has %d items'.format(['list', 3])", "list has 3 items"),
+    ("[3, 1, 2].sort() == [1, 2, 3] && [1, 1, 2].distinct() == [1, 2]", True),
+    ("sets.contains([1, 2, 3], [1, 2]) && sets.intersects([1], [1, 5])", True),
+    ("math.greatest([1, 5, 3]) == 5 && math.abs(-2) == 2", True),
+    ("optional.of(1).orValue(2) + optional.none().orValue(3)", 4),
+    ("[1, 2].first().value()", 1),
+])
+def test_libraries(src, want):
+    assert run(src) == want
+
+
+@pytest.mark.parametrize("src,err", [
+    ("1 + 'a'", "found no matching overload for '_+_' applied to '(int, string)'"),
+    ("nope(1)", "undeclared reference to 'nope' (in container '')"),
+    ("'a'.nope()", "undeclared reference to 'nope'"),
+    ("x == 1", "undeclared reference to 'x'"),
+    ("[1].all(x, x)", "expected type 'bool' but found 'int'"),
+    ("'a'.contains(1)", "found no matching overload for 'contains' applied to 'string.(int)'"),
+    ("self.a ==", "Syntax error: mismatched input '<EOF>' expecting <expression>"),
+    ("self.?x", "unsupported syntax '.?'"),  # the engine has no optional field syntax
+])
+def test_compile_errors_use_cel_go_wording(src, err):
+    with pytest.raises(CELError) as e:
+        ENV.compile(src)
+    assert err in str(e.value)
+    assert str(e.value).startswith("ERROR: <input>:1:")
+
+
+def test_compile_error_shows_the_caret():
+    with pytest.raises(CELError) as e:
+        ENV.compile("self.a + nope")
+    assert str(e.value) == ("ERROR: <input>:1:10: undeclared reference to 'nope' (in container '')\n"
+                            " | self.a + nope\n | .........^")
+
+
+@pytest.mark.parametrize("src,err", [
+    ("self.missing == 1", "no such key: missing"),
+    ("[1, 2][5] == 1", "index out of bounds"),
+    ("1 / 0 == 1", "division by zero"),
+    ("quantity('bogus').sign() == 1", "quantities must match the regular expression"),
+    ("ip('1.2.3') == ip('1.2.3.4')", "IP Address '1.2.3' parse error during conversion from string"),
+    ("url('relative').getHost() == ''", "URL parse error during conversion from string"),
+])
+def test_runtime_errors(src, err):
+    with pytest.raises(CELError, match=err):
+        run(src, {"a": 1})
+
+
+def test_compile_is_cached():
+    assert ENV.compile("self.a == 1") is ENV.compile("self.a == 1")
+
+
+def test_cost_limit_refuses_before_running():
+    p = ENV.compile("self.l.all(a, self.l.all(b, self.l.exists(c, a + b == c)))")
+    big = {"l": list(range(200))}
+    with pytest.raises(CELError, match="operation cancelled: actual cost limit exceeded"):
+        p.evaluate({"self": big}, p.cost_bound(lambda t: 200))
+    assert p.evaluate({"self": {"l": [1]}}, p.cost_bound(lambda t: 1)) is False
+
+
+def test_cost_model_matches_upstream_for_a_bounded_list_rule():
+    """upstream's estimate of `self.all(x, x.contains('gpu'))` is 11 per item for
+    maxLength 16 (1 + n * (3 + 1 + ceil(0.1 * 16 * 4)))."""
+    schema = {"type": "array", "maxItems": 1000, "items": {"type": "string", "maxLength": 16}}
+    env = Environment({"self": schema_type(schema)}, field_type)
+    assert env.compile("self.all(x, x.contains('gpu'))").max_cost == 1 + 1000 * 11
+
+
+def test_schema_values_as_cel_reads_them():
+    schema = {"type": "object", "properties": {
+        "x-y": {"type": "string"}, "in": {"type": "integer"}, "t": {"type": "string", "format": "date-time"},
+        "d": {"type": "string", "format": "duration"}, "n": {"type": "number"}}}
+    assert escape("x-y") == "x__dash__y" and escape("in") == "__in__" and escape("a b") is None
+    env = Environment({"self": schema_type(schema)}, field_type)
+    value = to_cel({"x-y": "v", "in": 1, "t": "2024-05-01T00:00:00Z", "d": "1h30m", "n": 2}, schema)
+    p = env.compile("self.x__dash__y == 'v' && self.__in__ == 1 && self.t.getFullYear() == 2024 && "
+                    "self.d == duration('90m') && self.n == 2.0")
+    assert p.evaluate({"self": value}) is True
+    with pytest.raises(CELError, match="undefined field 'nope'"):
+        env.compile("self.nope == 1")
