@@ -45,7 +45,7 @@ from pathlib import Path
 from nanokube.apiserver.admission import Admission
 from nanokube.apiserver.cache import WatchCache
 from nanokube.apiserver.rest import GenericREST, ResourceIndex
-from nanokube.client.local import LocalClient
+from nanokube.apiserver.loopback import LocalClient, connector
 from nanokube.clock import Clock, parse_time
 from nanokube.controllers.nodelifecycle import NodeLifecycleController, ready_status
 from nanokube.node.cluster import Cluster, load_cluster
@@ -181,7 +181,7 @@ async def _run(nodes: int, steady_s: float, progress: Progress, renew_interval: 
     cluster = scaled_cluster(nodes)
     gc.collect()
     rss0 = rss_kib()
-    manager = NodeManager(counting, cluster, clock, renew_interval=renew_interval,
+    manager = NodeManager(connector(counting), cluster, clock, renew_interval=renew_interval,
                           pods_dir=os.path.join(workdir, "pods"))
     try:
         t0 = time.perf_counter()

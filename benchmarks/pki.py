@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from nanokube.apiserver.admission import Admission
 from nanokube.apiserver.cache import WatchCache
 from nanokube.apiserver.rest import GenericREST, ResourceIndex
-from nanokube.client.local import LocalClient
+from nanokube.apiserver.loopback import LocalClient
 from nanokube.clock import Clock
 from nanokube.pki import keys
 from nanokube.pki.signer import PodCertificateSigner

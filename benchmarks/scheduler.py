@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from nanokube.apiserver.admission import Admission
 from nanokube.apiserver.cache import WatchCache
 from nanokube.apiserver.rest import GenericREST, ResourceIndex
-from nanokube.client.local import LocalClient
+from nanokube.apiserver.loopback import LocalClient
 from nanokube.clock import Clock
 from nanokube.controllers.resourceclaim import ResourceClaimController
 from nanokube.registry.base import all_resources

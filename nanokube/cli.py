@@ -28,8 +28,9 @@ async def _up(args: argparse.Namespace) -> int:
     from .apiserver.app import APIServer
     from .cli_scheduler import ElectedScheduler
     from .client.leaderelection import LeaderElector, elector_for
-    from .client.local import LocalClient
+    from .apiserver.loopback import connector
     from .controllers.manager import LEASE_NAME, ControllerManager
+    from .machinery.user import CONTROLLER_USER, SCHEDULER_USER
     from .metrics.prometheus import load_source
     from .metrics.provider import MetricsProvider
     from .metrics.rules import RulesError
@@ -42,7 +43,7 @@ async def _up(args: argparse.Namespace) -> int:
     from .scheduler.config import ConfigError, SchedulerConfig
     from .scheduler.config import load as load_scheduler_config
     from .scheduler.scheduler import Scheduler
-    from .store.interface import open_store
+    from .store.backends import open_store
 
     try:
         MetricsProvider.default_source = load_source(args.metrics_provider, args.metrics_rules)
@@ -83,10 +84,12 @@ async def _up(args: argparse.Namespace) -> int:
         await store.close()
         return 1
     write_kubeconfig(kubeconfig, server.url, pki)
+    connect = connector(server.rest)
     try:
         controllers = ControllerManager.in_process(
-            server, controllers=args.controllers, load_balancer_pool=args.load_balancer_pool,
-            elector=LeaderElector(LocalClient(server.rest), LEASE_NAME, _identity(data_dir), clock=server.clock))
+            connect, server.clock, data_dir, controllers=args.controllers, load_balancer_pool=args.load_balancer_pool,
+            elector=LeaderElector(connect(CONTROLLER_USER, "kube-controller-manager"), LEASE_NAME, _identity(data_dir),
+                                  clock=server.clock))
     except ValueError as e:
         print(f"nanokube: {e}", file=sys.stderr)
         await server.stop()
@@ -98,7 +101,7 @@ async def _up(args: argparse.Namespace) -> int:
         from .node.runtime.process import ProcessRuntime
 
         runtime = ProcessRuntime(os.path.join(data_dir, "runtime"), cluster_tag(data_dir))
-    nodes = NodeManager(server.rest, cluster, server.clock, pods_dir=os.path.join(data_dir, "pods"),
+    nodes = NodeManager(connect, cluster, server.clock, pods_dir=os.path.join(data_dir, "pods"),
                         runtime=runtime, **node_options())
     if runtime is not None:
         from .proxy.runner import NodeProxies, proxy_configs
@@ -106,14 +109,14 @@ async def _up(args: argparse.Namespace) -> int:
         agents = list(nodes.agents.values())
         runtime.start([(a.name, a.spec.index, a.host_ip, a.pod_cidr) for a in agents])
         server.handlers.sub.log_readers.append(runtime.read_log)
-        proxies = NodeProxies(server.rest, [(a.name, a.host_ip, runtime.net.node_ns(a.spec.index)) for a in agents],
+        proxies = NodeProxies(connect, [(a.name, a.host_ip, runtime.net.node_ns(a.spec.index)) for a in agents],
                               mode_warnings, server.clock, configs=proxy_configs())
         server.component_metrics.append(proxies.metrics)
         log.info("process runtime: %d node namespaces; kube-proxy mode %s", len(agents), proxy_mode)
     await nodes.start()
     if proxies is not None:
         await proxies.start()
-    sched_client = LocalClient(server.rest, field_manager="default-scheduler")
+    sched_client = connect(SCHEDULER_USER, "default-scheduler")
     scheduler = ElectedScheduler(
         lambda metrics: Scheduler(sched_client, clock=server.clock, config=sched_cfg, metrics=metrics),
         elector_for(sched_client, (sched_cfg or SchedulerConfig([])).leader_election, _identity(data_dir), server.clock))

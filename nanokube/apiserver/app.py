@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ..client.local import LocalClient
+from .loopback import LocalClient
 from ..clock import REAL, Clock
 from ..metrics.api import MetricsAPI
 from ..metrics.provider import MetricsProvider
@@ -29,7 +29,8 @@ from .auth.rbac import CachePolicySource
 from .auth.serviceaccount import ServiceAccountTokens, load_or_create_key
 from . import controlplane
 from .cache import WatchCache
-from .handlers import APIHandlers, error_response, json_response
+from ..machinery.responses import error_response, json_response
+from .handlers import APIHandlers
 from .metrics import APIMetrics
 from .rest import SYSTEM, GenericREST, ResourceIndex, User, WriteOptions
 

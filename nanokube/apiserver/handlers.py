@@ -20,6 +20,7 @@ from ..registry.base import Resource
 from ..machinery import errors
 from . import discovery, tables
 from .rest import GenericREST, ResourceIndex, User, WriteOptions
+from ..machinery.responses import dumps, error_response, json_response
 from .subresources import Subresources
 
 log = logging.getLogger(__name__)
@@ -32,18 +33,6 @@ PATCH_TYPES = (
     "application/apply-patch+yaml",
 )
 _JSON = "application/json"
-
-
-def dumps(obj: Any) -> bytes:
-    return orjson.dumps(obj)
-
-
-def json_response(obj: Any, status: int = 200, headers: dict | None = None) -> web.Response:
-    return web.Response(body=dumps(obj), status=status, content_type=_JSON, headers=headers)
-
-
-def error_response(e: errors.APIError) -> web.Response:
-    return json_response(e.status(), e.code, e.headers)
 
 
 def _accept(request: web.Request) -> str:

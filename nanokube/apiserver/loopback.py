@@ -1,20 +1,26 @@
-"""In-process client: the same REST semantics as HTTP, without sockets.
+"""The loopback client: the client interface over the server's own REST stack, without sockets.
 
-Controllers started by `nanokube up` use it; objects returned are shared with
-the server's cache and must be treated as immutable (copy before changing).
+It is part of the server (upstream's loopback client config), handed to the components that
+`nanokube up` runs in-process; they see only the client interface, the same one `client/http.py`
+offers over HTTPS. Objects returned are shared with the server's cache and must be treated as
+immutable (copy before changing).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
 from ..machinery import errors
-from ..apiserver.rest import GenericREST, User, WriteOptions
-from ..apiserver.subresources import Subresources
+from ..machinery.user import CONTROLLER_USER, User
+from .rest import GenericREST, WriteOptions
+from .subresources import Subresources
 
-CONTROLLER_USER = User("system:kube-controller-manager", ("system:authenticated",))
+def connector(rest: GenericREST) -> Callable[[User, str], LocalClient]:
+    """How a component connects in-process: a client for an identity and a field manager."""
+    return lambda user, field_manager: LocalClient(rest, user, field_manager)
 
 
 class LocalClient:

@@ -25,18 +25,11 @@ from ..clock import Clock
 from ..registry.base import Resource
 from ..store.interface import Compacted, KeyExists, KeyNotFound, RevisionMismatch, Store
 from ..machinery import errors
+from ..machinery.user import User
 from .cache import ADDED, DELETED, MODIFIED, CacheEvent, WatchCache, Watcher, stored_value
 from ..machinery.selectors import matches_fields, matches_labels, parse_field_selector, parse_label_selector
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
-
-
-@dataclass
-class User:
-    name: str
-    groups: tuple[str, ...] = ()
-    uid: str = ""
-    extra: dict = field(default_factory=dict)
 
 
 SYSTEM = User("system:apiserver", ("system:masters",))

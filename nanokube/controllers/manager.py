@@ -4,11 +4,9 @@
 from __future__ import annotations
 
 import asyncio
-import os
 
-from ..apiserver.rest import User
+from ..machinery.user import CONTROLLER_USER, User
 from ..client.leaderelection import LeaderElector
-from ..client.local import LocalClient
 from ..clock import REAL, Clock
 from ..pki.signer import PodCertificateSigner
 from .base import Controller
@@ -107,12 +105,12 @@ class ControllerManager:
         return cls(client, clock, elector=LeaderElector(client, LEASE_NAME, identity, clock=clock), **kw)
 
     @classmethod
-    def in_process(cls, server, data_dir: str | None = None, **kw) -> ControllerManager:
-        """Over the server's local client, with the signer when a data dir (or the server's PKI) is known."""
-        if data_dir is None and getattr(server, "pki", None) is not None:
-            data_dir = os.path.dirname(server.pki.dir)
-        signer = LocalClient(server.rest, SIGNER_USER, field_manager="pod-identity-signer") if data_dir else None
-        return cls(LocalClient(server.rest), server.clock, signer_client=signer, data_dir=data_dir, **kw)
+    def in_process(cls, connect, clock: Clock = REAL, data_dir: str | None = None, **kw) -> ControllerManager:
+        """Over clients from `connect(user, field_manager)` (the loopback client in `up`), with the
+        signer when a data dir is known."""
+        signer = connect(SIGNER_USER, "pod-identity-signer") if data_dir else None
+        return cls(connect(CONTROLLER_USER, "kube-controller-manager"), clock, signer_client=signer, data_dir=data_dir,
+                   **kw)
 
     async def start(self) -> None:
         """With no controllers enabled there is nothing to lead: no campaign."""

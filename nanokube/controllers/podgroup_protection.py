@@ -5,10 +5,11 @@ gone, so a group cannot vanish under its running pods."""
 
 from __future__ import annotations
 
-from ..apiserver.admission import PODGROUP_PROTECTION
+from ..machinery.podgroups import PODGROUP_PROTECTION
 from ..machinery.errors import APIError
 from ..client.informer import Informer
-from ..scheduler.podgroups import group_key, object_key
+from ..machinery.meta import object_key
+from ..machinery.podgroups import group_key
 from .base import Controller
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from ..machinery.errors import APIError
 from ..client.informer import Informer
 from ..dra.resourceclaim import ClaimError, claim_name
-from ..scheduler.plugins.dynamic_resources import FINALIZER, GROUP, VERSION
-from ..scheduler.podgroup_claims import API_GROUP, PODGROUP_CLAIM_ANNOTATION, generated_claim, group_entry
-from ..scheduler.podgroups import group_key, group_name
+from ..dra.resourceclaim import FINALIZER, GROUP, VERSION
+from ..dra.podgroup_claims import API_GROUP, PODGROUP_CLAIM_ANNOTATION, generated_claim, group_entry
+from ..machinery.podgroups import group_key, group_name
 from .base import Controller
 
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"

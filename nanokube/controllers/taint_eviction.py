@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..machinery.errors import APIError
 from ..client.informer import Informer, key_of
 from ..clock import REAL, Clock, parse_time
-from ..scheduler.matching import tolerates
+from ..machinery.scheduling import tolerates
 from .base import Controller
 from .events import EventRecorder
 

@@ -5,6 +5,9 @@ for kube-scheduler, kube-controller-manager and the kubelet alike."""
 from __future__ import annotations
 
 PODGROUP_API = "scheduling.k8s.io"
+GROUP, VERSION = "resource.k8s.io", "v1"
+#: the finalizer that keeps an allocated or reserved claim from being deleted
+FINALIZER = "resource.kubernetes.io/delete-protection"
 
 
 class ClaimError(Exception):

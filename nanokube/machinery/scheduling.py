@@ -1,4 +1,5 @@
-"""Matching rules several plugins share: tolerations against taints, and
+"""Scheduling rules the scheduler, controllers and node agents share (upstream's
+component-helpers/scheduling): tolerations against taints, and
 node selector terms against a node's labels and fields."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from ..machinery import errors
-from ..apiserver.handlers import error_response, json_response
+from ..machinery.responses import error_response, json_response
 from .provider import MetricsProvider, MetricsUnavailable
 
 EXTERNAL = "external.metrics.k8s.io"

@@ -14,6 +14,7 @@ import yaml
 
 from ..machinery.quantity import QuantityError, canonical
 from ..machinery.validation import label_value, qualified_name
+from .devices import Device
 
 CAPACITY_KEYS = ("cpu", "memory", "pods", "ephemeral-storage")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -36,16 +37,6 @@ pools:
 
 class ClusterFileError(ValueError):
     """A malformed cluster file; the message names the line and the field."""
-
-
-@dataclass(frozen=True)
-class Device:
-    """One GPU or NIC of a node, kept for the DRA driver to publish."""
-
-    kind: str
-    name: str
-    attributes: dict
-    capacity: dict
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,8 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 
-from ..apiserver.rest import User
+from ..machinery.user import User
 from ..client.informer import Informer
-from ..client.local import LocalClient
 from ..clock import REAL, Clock
 from .agent import NodeAgent, Throttle
 from .cluster import Cluster
@@ -40,12 +39,13 @@ def options_from_env(env: Mapping[str, str] = os.environ) -> dict[str, float]:
 
 
 class NodeManager:
-    def __init__(self, rest, cluster: Cluster, clock: Clock = REAL, *, renew_interval: float = 10.0,
+    def __init__(self, connect, cluster: Cluster, clock: Clock = REAL, *, renew_interval: float = 10.0,
                  status_interval: float = 300.0, pods_dir: str | None = None, runtime=None):
-        """`pods_dir` holds each node's pod directories (volumes); without one
+        """`connect(user, field_manager)` gives the client the agents act through (the loopback
+        client in `up`). `pods_dir` holds each node's pod directories (volumes); without one
         a temporary directory is used and removed on stop. `runtime` runs every
         node's containers (default: simulated)."""
-        self.client = LocalClient(rest, NODE_USER, field_manager="kubelet")
+        self.client = connect(NODE_USER, "kubelet")
         self.clock = clock
         self._own_pods_dir = pods_dir is None
         self.pods_dir = pods_dir or tempfile.mkdtemp(prefix="nanokube-pods-")

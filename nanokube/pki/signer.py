@@ -28,7 +28,7 @@ from ..machinery.errors import APIError
 from ..client.informer import Informer
 from ..clock import REAL, Clock
 from ..controllers.base import Controller
-from ..registry.certificates import stub_request_key, stub_request_spki
+from ..machinery.podcertificates import stub_request_key, stub_request_spki
 from . import der, trustbundle
 
 log = logging.getLogger(__name__)

@@ -19,8 +19,7 @@ import logging
 import socket
 from collections.abc import Sequence
 
-from ..apiserver.rest import User
-from ..client.local import LocalClient
+from ..machinery.user import User
 from ..clock import REAL, Clock
 from ..node.runtime.netns import open_in_netns
 from .aggregate import NodeLabelledMetrics
@@ -60,10 +59,11 @@ def listen_in_netns(netns: str, address: str) -> socket.socket:
 
 
 class NodeProxies:
-    def __init__(self, rest, nodes: list[tuple[str, str, str]], warnings: list[str], clock: Clock = REAL, *,
+    def __init__(self, connect, nodes: list[tuple[str, str, str]], warnings: list[str], clock: Clock = REAL, *,
                  configs: Sequence[Config] = DUAL_STACK, min_sync_period: float = 1.0, mode: str = "nftables"):
-        """`nodes`: (node name, node IP, network namespace) of each node."""
-        self.client = LocalClient(rest, PROXY_USER, field_manager="kube-proxy")
+        """`connect(user, field_manager)` gives the client (the loopback client in `up`);
+        `nodes`: (node name, node IP, network namespace) of each node."""
+        self.client = connect(PROXY_USER, "kube-proxy")
         self.clock = clock
         self.warnings = warnings
         self.mode = mode

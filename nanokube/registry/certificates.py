@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
-import functools
 import re
 from collections import OrderedDict
 from collections.abc import Callable
@@ -26,6 +25,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 
+from ..machinery.podcertificates import stub_request, stub_request_key, stub_request_spki
 from ..pki import der as _der
 from .base import AGE, Column, Obj, Resource, Strategy, register
 from .core_printing import human_duration
@@ -331,31 +331,6 @@ def _verify_proof(key: Any, pod_uid: str, proof: bytes) -> bool:
     except InvalidSignature:
         return False
     return True
-
-
-@functools.lru_cache(maxsize=1024)
-def stub_request(der: bytes) -> x509.CertificateSigningRequest | None:
-    """A stub CSR parsed once for the create's validation, the signer and
-    the check of the issued certificate; None when it does not parse."""
-    try:
-        return x509.load_der_x509_csr(der)
-    except ValueError:
-        return None
-
-
-@functools.lru_cache(maxsize=1024)
-def stub_request_key(der: bytes) -> Any:
-    """The public key of a stub CSR (None when it does not parse)."""
-    csr = stub_request(der)
-    return csr.public_key() if csr is not None else None
-
-
-@functools.lru_cache(maxsize=1024)
-def stub_request_spki(der: bytes) -> bytes | None:
-    """The stub CSR's public key as a DER SubjectPublicKeyInfo, encoded once
-    for the signer's leaf and the check that the leaf carries it."""
-    key = stub_request_key(der)
-    return key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo) if key is not None else None
 
 
 #: stub CSR signature algorithms verified with the already extracted key;

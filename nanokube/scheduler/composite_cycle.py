@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from .composites import CONDITION, INVALID, Member
 from .framework import Framework, PodInfo
 from .group_placement import Attempt, consistency_error, placements, scheduler_name_error
-from .podgroups import topology_keys
+from ..machinery.podgroups import topology_keys
 from .queue import QueuedPodGroupInfo
 
 COMPOSITE = "compositepodgroup"

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from .podgroups import group_key, min_count, object_key
+from ..machinery.meta import object_key
+from ..machinery.podgroups import group_key, min_count
 
 API = ("scheduling.k8s.io", "v1alpha3", "compositepodgroups")
 CONDITION = "CompositePodGroupInitiallyScheduled"

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from .cache import NodeInfo
 from .cycle import FitError
 from .framework import CycleState, Framework, PodInfo
-from .podgroups import group_priority
+from ..machinery.podgroups import group_priority
 
 
 @dataclass

@@ -4,35 +4,8 @@ per group, the member pods seen (pending or assigned), keyed by the pod's
 
 from __future__ import annotations
 
-
-def group_name(pod: dict) -> str | None:
-    return ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
-
-
-def group_key(pod: dict) -> str | None:
-    """`namespace/podGroupName` of the group a pod belongs to, or None."""
-    name = group_name(pod)
-    return f"{pod['metadata'].get('namespace', '')}/{name}" if name else None
-
-
-def object_key(obj: dict) -> str:
-    md = obj["metadata"]
-    return f"{md.get('namespace', '')}/{md['name']}"
-
-
-def min_count(pg: dict) -> int | None:
-    """The gang's minCount; None for a basic group."""
-    gang = ((pg.get("spec") or {}).get("schedulingPolicy") or {}).get("gang")
-    return None if gang is None else int(gang.get("minCount") or 0)
-
-
-def group_priority(pg: dict) -> int:
-    return (pg.get("spec") or {}).get("priority") or 0
-
-
-def topology_keys(pg: dict) -> list[str]:
-    constraints = (pg.get("spec") or {}).get("schedulingConstraints") or {}
-    return [t["key"] for t in constraints.get("topology") or [] if t.get("key")]
+from ..machinery.meta import object_key
+from ..machinery.podgroups import group_key
 
 
 def _terminal(pod: dict) -> bool:

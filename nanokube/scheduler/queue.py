@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from .framework import ClusterEvent, Framework, Hint, PodInfo, Registration
 from .metrics import Metrics
-from .podgroups import group_key
+from ..machinery.podgroups import group_key
 
 INITIAL_BACKOFF = 1.0
 MAX_BACKOFF = 10.0

@@ -28,7 +28,9 @@ from .framework import (
     Status,
 )
 from .metrics import Metrics
-from .podgroups import PodGroupIndex, group_key, group_priority, min_count, object_key
+from .podgroups import PodGroupIndex
+from ..machinery.meta import object_key
+from ..machinery.podgroups import group_key, group_priority, min_count
 from .queue import QueuedPodGroupInfo, SchedulingQueue
 from .resources import pod_requests
 from .workload_cycle import WorkloadCycle

@@ -27,7 +27,7 @@ from .cycle import FitError
 from .framework import Code, CycleState, Framework, PodInfo
 from .group_placement import Attempt, consistency_error, placements, tightness
 from .plugins.workload_preemption import GroupPreemptor
-from .podgroups import group_priority, min_count, topology_keys
+from ..machinery.podgroups import group_priority, min_count, topology_keys
 from .queue import QueuedPodGroupInfo
 
 log = logging.getLogger(__name__)

@@ -122,24 +122,3 @@ class Store(abc.ABC):
     @property
     @abc.abstractmethod
     def compacted_revision(self) -> int: ...
-
-
-def open_store(url: str, data_dir: str | None = None) -> Store:
-    """`sqlite` (in data_dir), `sqlite:///path/to.db`, `memory`, or
-    `etcd://host:port[,host:port...]`."""
-    if url == "memory":
-        from .memory import MemoryStore
-
-        return MemoryStore()
-    if url == "sqlite" or url.startswith("sqlite://"):
-        import os
-
-        from .sqlite import SQLiteStore
-
-        path = url[len("sqlite://"):] if url.startswith("sqlite://") else os.path.join(data_dir or ".", "state.db")
-        return SQLiteStore(path)
-    if url.startswith("etcd://"):
-        from .etcd import EtcdStore
-
-        return EtcdStore(url[len("etcd://"):].split(","))
-    raise ValueError(f"unknown store {url!r}: expected sqlite, memory or etcd://HOST:PORT[,HOST:PORT...]")

@@ -6,7 +6,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from nanokube.apiserver.audit import ANNOTATIONS, AuditLog
-from nanokube.apiserver.rest import User
+from nanokube.machinery.user import User
 
 
 @pytest.fixture

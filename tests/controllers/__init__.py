@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from nanokube.apiserver.admission import Admission
 from nanokube.apiserver.cache import WatchCache
 from nanokube.apiserver.rest import GenericREST, ResourceIndex
-from nanokube.client.local import LocalClient
+from nanokube.apiserver.loopback import LocalClient
 from nanokube.clock import Clock
 from nanokube.registry.base import all_resources
 from nanokube.store.memory import MemoryStore

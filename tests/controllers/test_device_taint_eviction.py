@@ -7,7 +7,7 @@ import pytest
 from nanokube.machinery.errors import APIError
 from nanokube.clock import format_time
 from nanokube.controllers.device_taint_eviction import MESSAGE, REASON, DeviceTaintEvictionController, rule_selects
-from nanokube.scheduler.plugins.dynamic_resources import FINALIZER
+from nanokube.dra.resourceclaim import FINALIZER
 from tests.controllers import eventually, make_stack
 from tests.node import ManualClock
 

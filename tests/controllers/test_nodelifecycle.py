@@ -1,5 +1,6 @@
 import pytest
 
+from nanokube.apiserver.loopback import connector
 from nanokube.controllers.nodelifecycle import NodeLifecycleController, options_from_env
 from nanokube.controllers.taint_eviction import (
     TaintEvictionController,
@@ -29,7 +30,7 @@ async def cluster():
     s = await make_stack()
     await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
     clock = ManualClock()
-    mgr = NodeManager(s.rest, default_cluster(), clock)
+    mgr = NodeManager(connector(s.rest), default_cluster(), clock)
     await mgr.start()
     ctl = NodeLifecycleController(s.client, clock, grace_period=50, monitor_period=5)
     await ctl.start()

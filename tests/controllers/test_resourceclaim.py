@@ -4,7 +4,7 @@ reservedFor cleanup, deallocation and finalizer removal once pods go."""
 import pytest
 
 from nanokube.controllers.resourceclaim import POD_CLAIM_ANNOTATION, ResourceClaimController, pod_done
-from nanokube.scheduler.plugins.dynamic_resources import FINALIZER
+from nanokube.dra.resourceclaim import FINALIZER
 from tests.controllers import eventually, make_stack
 
 R = "resource.k8s.io"

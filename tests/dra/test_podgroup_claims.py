@@ -7,7 +7,7 @@ entry stays the pod's own."""
 import pytest
 
 from nanokube.controllers.resourceclaim import ResourceClaimController
-from nanokube.scheduler.podgroup_claims import PODGROUP_CLAIM_ANNOTATION, consumer, group_entry
+from nanokube.dra.podgroup_claims import PODGROUP_CLAIM_ANNOTATION, consumer, group_entry
 from nanokube.scheduler.scheduler import Scheduler
 from tests.controllers import eventually, make_stack
 from tests.scheduler import node

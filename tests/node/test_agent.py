@@ -2,6 +2,7 @@ import asyncio
 
 import pytest
 
+from nanokube.apiserver.loopback import connector
 from nanokube.node.agent import IPPool, Throttle, pod_cidr
 from nanokube.node.cluster import default_cluster, parse_cluster
 from nanokube.node.manager import NodeManager
@@ -31,7 +32,7 @@ async def env():
     for ns in ("kube-node-lease",):
         await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": ns}})
     clock = ManualClock()
-    mgr = NodeManager(s.rest, default_cluster(), clock)
+    mgr = NodeManager(connector(s.rest), default_cluster(), clock)
     await mgr.start()
     yield s.client, clock, mgr
     await mgr.stop()
@@ -84,7 +85,7 @@ async def test_a_restarted_manager_adopts_existing_nodes():
     await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
     cluster = parse_cluster("pools:\n  - {name: w, count: 3, capacity: {cpu: '4', memory: 8Gi}}\n")
     for _ in range(2):
-        mgr = NodeManager(s.rest, cluster, ManualClock())
+        mgr = NodeManager(connector(s.rest), cluster, ManualClock())
         await mgr.start()
         await mgr.stop()
     nodes, _ = await s.client.resource("", "v1", "nodes").list()
@@ -115,7 +116,7 @@ async def test_heartbeats_are_single_lease_updates_and_recover_from_conflicts_an
     await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
     rest, clock = _Calls(s.rest), ManualClock()
     cluster = parse_cluster("pools:\n  - {name: w, count: 1, capacity: {cpu: '4', memory: 8Gi}}\n")
-    mgr = NodeManager(rest, cluster, clock, status_interval=60)
+    mgr = NodeManager(connector(rest), cluster, clock, status_interval=60)
     await mgr.start()
     leases = s.client.resource("coordination.k8s.io", "v1", "leases")
     rest.calls.clear()

@@ -109,7 +109,7 @@ REAL_GPUS = "pools:\n  - name: local\n    count: {count}\n    capacity: {{cpu: 1
 
 @pytest.fixture
 def two_real_gpus(monkeypatch):
-    from nanokube.node.cluster import Device
+    from nanokube.node.devices import Device
     from nanokube.node.dra import nvml
 
     def gpu(i, root, numa):

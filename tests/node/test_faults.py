@@ -3,6 +3,7 @@ timed and flapping faults on a hand-driven clock."""
 
 import pytest
 
+from nanokube.apiserver.loopback import connector
 from nanokube.clock import REAL
 from nanokube.node.cluster import default_cluster
 from nanokube.node.faults import ANNOTATION, Faults, Timing, edit, parse, token
@@ -65,7 +66,7 @@ async def env():
     s = await make_stack()
     await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
     clock = ManualClock(T0)
-    mgr = NodeManager(s.rest, default_cluster(), clock)
+    mgr = NodeManager(connector(s.rest), default_cluster(), clock)
     await mgr.start()
     yield s.client, clock, mgr.agents["gpu-0"]
     await mgr.stop()

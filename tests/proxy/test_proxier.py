@@ -6,6 +6,7 @@ import subprocess
 import orjson
 from prometheus_client import generate_latest
 
+from nanokube.apiserver.loopback import connector
 from nanokube.clock import Clock
 from nanokube.node.runtime.netns import open_in_netns
 from nanokube.proxy.health import ZERO_TIME
@@ -192,7 +193,7 @@ async def test_node_proxies_serve_health_and_metrics_in_the_node_namespace(netns
     lo_up(netns)
     s = await make_stack()
     await s.client.resource("", "v1", "services").create(service("10.96.0.22"))
-    proxies = NodeProxies(s.rest, [("node-1", "", netns)], [DEFAULT_CHANGING], min_sync_period=0.01)
+    proxies = NodeProxies(connector(s.rest), [("node-1", "", netns)], [DEFAULT_CHANGING], min_sync_period=0.01)
     await proxies.start()
     try:
         assert await eventually(lambda: _async(proxies.proxiers[0].syncs >= 1))

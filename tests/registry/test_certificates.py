@@ -379,7 +379,8 @@ def test_bundle_update():
 
 def test_stub_request_is_parsed_once_and_shared_with_the_signer():
     from nanokube.pki.signer import stub_key
-    from nanokube.registry.certificates import stub_public_key, stub_request, stub_request_key
+    from nanokube.machinery.podcertificates import stub_request, stub_request_key
+    from nanokube.registry.certificates import stub_public_key
 
     spec = {"stubPKCS10Request": stub(EC_KEY)}
     der = base64.b64decode(spec["stubPKCS10Request"])

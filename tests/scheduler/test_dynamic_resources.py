@@ -7,7 +7,7 @@ import pytest
 
 from nanokube.controllers.resourceclaim import ResourceClaimController
 from nanokube.scheduler.framework import CycleState
-from nanokube.scheduler.plugins.dynamic_resources import FINALIZER
+from nanokube.dra.resourceclaim import FINALIZER
 from nanokube.scheduler.scheduler import Scheduler
 from tests.controllers import eventually, make_stack
 from tests.scheduler import info, node, pod

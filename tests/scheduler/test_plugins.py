@@ -193,7 +193,7 @@ def test_fit_error_message_counts_sorted_reasons():
 
 
 def test_node_matcher_agrees_with_selector_matches():
-    from nanokube.scheduler.matching import NodeMatcher, selector_matches
+    from nanokube.machinery.scheduling import NodeMatcher, selector_matches
 
     terms = [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]},
                                    {"key": "gpu", "operator": "DoesNotExist"}]},

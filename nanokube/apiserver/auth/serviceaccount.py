@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from ...clock import REAL, Clock, format_time, parse_time
 from ...machinery.validation import invalid
 from ...machinery import errors
-from ..rest import User
+from ...machinery.user import User
 
 API_AUDIENCE = "https://kubernetes.default.svc.cluster.local"
 ISSUER = API_AUDIENCE

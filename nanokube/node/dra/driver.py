@@ -18,7 +18,8 @@ from fractions import Fraction
 from ...machinery.errors import APIError
 from ...clock import REAL, Clock
 from ...machinery.quantity import BINARY_SI, format_quantity, parse_quantity
-from ..cluster import Device, NodeSpec
+from ..cluster import NodeSpec
+from ..devices import Device
 
 log = logging.getLogger(__name__)
 

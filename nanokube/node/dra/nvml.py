@@ -15,7 +15,7 @@ import re
 from fractions import Fraction
 
 from ...machinery.quantity import BINARY_SI, format_quantity
-from ..cluster import Device
+from ..devices import Device
 
 #: compute capability (major, minor) prefixes to architecture names, the way
 #: NVIDIA's own DRA driver derives the architecture; the longest match wins

@@ -14,7 +14,7 @@ from fractions import Fraction
 import orjson
 
 from ...machinery.quantity import QuantityError, format_quantity, parse_quantity
-from ..matching import tolerates
+from ...machinery.scheduling import tolerates
 from .cel import CELError, compile_selector
 from .pools import Device, DeviceID, Pool, PoolIndex
 

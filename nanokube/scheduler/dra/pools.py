@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from ...machinery.quantity import QuantityError, parse_quantity
-from ..matching import selector_matches
+from ...machinery.scheduling import selector_matches
 from .cel import DeviceInput, quantity_value, semver_value
 
 DeviceID = tuple[str, str, str]  # driver, pool, device

@@ -17,7 +17,7 @@ from ...machinery.selectors import matches_labels, selector_from_object
 from ..api import SCHEDULER_FIELD_MANAGER
 from ..cache import NodeInfo
 from ..framework import Code, CycleState, PodInfo, Status, unschedulable
-from ..podgroups import group_key
+from ...machinery.podgroups import group_key
 from .workload_preemption import GroupPreemptor, PodGroupPreemption
 
 log = logging.getLogger(__name__)

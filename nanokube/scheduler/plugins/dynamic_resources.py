@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass, field
 
 from ...machinery.errors import APIError
-from ...dra.resourceclaim import ClaimError, claim_name, claim_names
+from ...dra.resourceclaim import FINALIZER, GROUP, VERSION, ClaimError, claim_name, claim_names
 from ..dra.allocator import (
     AllocatedDevices,
     AllocationError,
@@ -32,14 +32,12 @@ from ..framework import (
     Status,
     unschedulable,
 )
-from ..matching import selector_matches, tolerates
-from ..podgroup_claims import consumer, group_entry, owned_by_group
-from ..podgroups import group_key
+from ...machinery.scheduling import selector_matches, tolerates
+from ...dra.podgroup_claims import consumer, group_entry, owned_by_group
+from ...machinery.podgroups import group_key
 
 log = logging.getLogger(__name__)
 
-GROUP, VERSION = "resource.k8s.io", "v1"
-FINALIZER = "resource.kubernetes.io/delete-protection"
 RESERVED_FOR_MAX = 256
 CLAIM, SLICE, DEVICE_CLASS, TAINT_RULE = "ResourceClaim", "ResourceSlice", "DeviceClass", "DeviceTaintRule"
 NOT_ON_NODE = "resourceclaim not available on the node"

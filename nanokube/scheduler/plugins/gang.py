@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..composites import NOT_READY, parent_name
 from ..framework import unschedulable
-from ..podgroups import group_key, group_name, min_count
+from ...machinery.podgroups import group_key, group_name, min_count
 
 
 class GangScheduling:

@@ -12,7 +12,7 @@ from ..framework import (
     Registration,
     unschedulable,
 )
-from ..matching import NodeMatcher, term_matches
+from ...machinery.scheduling import NodeMatcher, term_matches
 from .normalize import default_normalize
 
 REASON = "node(s) didn't match Pod's node affinity/selector"

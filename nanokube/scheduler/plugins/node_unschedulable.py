@@ -4,7 +4,7 @@ tolerate the node.kubernetes.io/unschedulable:NoSchedule taint."""
 from __future__ import annotations
 
 from ..framework import NODE, Action, ClusterEvent, Hint, Registration, unschedulable
-from ..matching import tolerates
+from ...machinery.scheduling import tolerates
 
 REASON = "node(s) were unschedulable"
 TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}

@@ -23,7 +23,7 @@ from ..framework import (
     Registration,
     unschedulable,
 )
-from ..matching import untolerated
+from ...machinery.scheduling import untolerated
 from .default_selector import DefaultSelectors
 from .node_affinity import pod_matches_node
 

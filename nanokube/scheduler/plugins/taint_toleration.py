@@ -13,7 +13,7 @@ from ..framework import (
     Registration,
     unschedulable,
 )
-from ..matching import tolerates, untolerated
+from ...machinery.scheduling import tolerates, untolerated
 from .normalize import default_normalize
 
 _KEY = "PreScoreTaintToleration"

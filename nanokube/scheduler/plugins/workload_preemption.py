@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from ..api import SCHEDULER_FIELD_MANAGER
 from ..cache import NodeInfo
 from ..framework import Code, CycleState, Framework, PodInfo, Status, unschedulable
-from ..podgroups import group_key, group_priority
+from ...machinery.podgroups import group_key, group_priority
 
 NEVER = "not eligible due to preemptionPolicy=Never."
 NO_DOMAIN = "not helpful: the pod group does not fit even with every lower-priority workload removed."

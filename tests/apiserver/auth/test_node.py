@@ -7,7 +7,7 @@ from nanokube.apiserver.auth.authorizer import Attributes, Decision, attributes_
 from nanokube.apiserver.auth.node import ChainAuthorizer, NodeAuthorizer, node_of, referenced
 from nanokube.apiserver.auth.restriction import attest, node_restriction
 from nanokube.machinery.errors import APIError
-from nanokube.apiserver.rest import User
+from nanokube.machinery.user import User
 
 NODE = User("system:node:gpu-0", ("system:nodes", "system:authenticated"))
 AGENTS = User("system:node-agents", ("system:nodes", "system:authenticated"))

@@ -1,5 +1,6 @@
 import pytest
 
+from nanokube.apiserver.loopback import connector
 from nanokube.machinery.errors import APIError
 from nanokube.node.cluster import default_cluster
 from nanokube.node.manager import NodeManager
@@ -13,7 +14,7 @@ async def env():
     await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
     clock = ManualClock()
     s.rest.clock = clock
-    mgr = NodeManager(s.rest, default_cluster(), clock)
+    mgr = NodeManager(connector(s.rest), default_cluster(), clock)
     await mgr.start()
     yield s.client, clock, mgr
     await mgr.stop()

@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 
+from nanokube.apiserver.loopback import connector
 from nanokube.machinery.errors import APIError
 from nanokube.node.cluster import default_cluster
 from nanokube.node.manager import NodeManager
@@ -29,7 +30,7 @@ async def env(tmp_path):
     s = await make_stack()
     await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
     rt = ProcessRuntime(str(tmp_path / "runtime"), "u" + secrets.token_hex(3), backoff_initial=0.05)
-    mgr = NodeManager(s.rest, default_cluster(), runtime=rt, pods_dir=str(tmp_path / "pods"))
+    mgr = NodeManager(connector(s.rest), default_cluster(), runtime=rt, pods_dir=str(tmp_path / "pods"))
     try:
         rt.start([(a.name, a.spec.index, a.host_ip, a.pod_cidr) for a in mgr.agents.values()])
         await mgr.start()

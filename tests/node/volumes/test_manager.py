@@ -3,6 +3,7 @@ import os
 
 import pytest
 
+from nanokube.apiserver.loopback import connector
 from nanokube.node.cluster import default_cluster
 from nanokube.node.manager import NodeManager
 from tests.controllers import eventually, make_stack
@@ -16,7 +17,7 @@ async def env(tmp_path):
     await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
     clock = ManualClock()
     s.rest.clock = clock
-    mgr = NodeManager(s.rest, default_cluster(), clock, pods_dir=str(tmp_path))
+    mgr = NodeManager(connector(s.rest), default_cluster(), clock, pods_dir=str(tmp_path))
     await mgr.start()
     yield s.client, clock, tmp_path
     await mgr.stop()

@@ -1,0 +1,25 @@
+"""Response writers for every HTTP server nanokube runs (the API server, the aggregated metrics
+APIs, node agents): JSON bodies and `Status` errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from . import errors
+
+_JSON = "application/json"
+
+
+def dumps(obj: Any) -> bytes:
+    return orjson.dumps(obj)
+
+
+def json_response(obj: Any, status: int = 200, headers: dict | None = None) -> web.Response:
+    return web.Response(body=dumps(obj), status=status, content_type=_JSON, headers=headers)
+
+
+def error_response(e: errors.APIError) -> web.Response:
+    return json_response(e.status(), e.code, e.headers)

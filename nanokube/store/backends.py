@@ -1,0 +1,24 @@
+"""The store backends by URL: the one place that knows them all, so the interface
+knows none of its implementations."""
+
+from __future__ import annotations
+
+import os
+
+from .etcd import EtcdStore
+from .interface import Store
+from .memory import MemoryStore
+from .sqlite import SQLiteStore
+
+
+def open_store(url: str, data_dir: str | None = None) -> Store:
+    """`sqlite` (in data_dir), `sqlite:///path/to.db`, `memory`, or
+    `etcd://host:port[,host:port...]`."""
+    if url == "memory":
+        return MemoryStore()
+    if url == "sqlite" or url.startswith("sqlite://"):
+        path = url[len("sqlite://"):] if url.startswith("sqlite://") else os.path.join(data_dir or ".", "state.db")
+        return SQLiteStore(path)
+    if url.startswith("etcd://"):
+        return EtcdStore(url[len("etcd://"):].split(","))
+    raise ValueError(f"unknown store {url!r}: expected sqlite, memory or etcd://HOST:PORT[,HOST:PORT...]")
