@@ -1,10 +1,12 @@
 """What kube-apiserver's control-plane package creates and runs beside the
 generic API: objects every cluster has from the first start (the default
-ServiceCIDR) and the loops the API server itself runs through its loopback
-client (the IPAddress repair loop)."""
+ServiceCIDR, API Priority and Fairness configuration) and the loops the API
+server itself runs through its loopback client (IPAddress repair, FlowSchema
+status)."""
 
 from __future__ import annotations
 
+from .flowcontrol import FlowSchemaStatus, ensure_bootstrap_configuration
 from .ipaddresses import IPAddressRepair, ensure_default_service_cidr
 from .loopback import LocalClient
 from .rest import SYSTEM
@@ -13,12 +15,13 @@ from .rest import SYSTEM
 async def bootstrap(server) -> None:
     services = server.index.get("", "v1", "services")
     await ensure_default_service_cidr(server.rest, server.index, server.clock, str(services.strategy.ips.network))
+    await ensure_bootstrap_configuration(server)
 
 
 async def start_loops(server) -> list:
     """The API server's own controllers, started; stop each with `await c.stop()`."""
     loopback = LocalClient(server.rest, SYSTEM, "kube-apiserver")
-    loops = [IPAddressRepair(loopback, clock=server.clock)]
+    loops = [IPAddressRepair(loopback, clock=server.clock), FlowSchemaStatus(loopback, clock=server.clock)]
     for c in loops:
         await c.start()
     return loops
