@@ -1,0 +1,156 @@
+"""LimitRanger: the namespace's LimitRanges give containers their default
+requests and limits (recorded in the `kubernetes.io/limit-ranger` annotation)
+and bound what pods and claims may ask for (min, max, maxLimitRequestRatio),
+with upstream's messages. Pods are checked when created (their containers'
+resources cannot change afterwards); claims on create and update."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from ...machinery import errors
+from ...machinery.quantity import Quantity, QuantityError, parse
+from ...quota.evaluators import pod_totals
+from .lookup import list_objects, object_name
+
+ANNOTATION = "kubernetes.io/limit-ranger"
+
+
+def _parse(bag: dict | None) -> dict[str, Quantity]:
+    out = {}
+    for k, v in (bag or {}).items():
+        try:
+            out[k] = parse(str(v))
+        except QuantityError:
+            continue
+    return out
+
+
+def _merge(container: dict, item: dict, prefix: str) -> list[str]:
+    """mergeContainerResources: fill missing limits from `default`, missing requests from `defaultRequest`."""
+    res = container.setdefault("resources", {})
+    notes = []
+    set_limits = [k for k in (item.get("default") or {}) if k not in (res.get("limits") or {})]
+    set_requests = [k for k in (item.get("defaultRequest") or {}) if k not in (res.get("requests") or {})]
+    for k in set_limits:
+        res.setdefault("limits", {})[k] = item["default"][k]
+    for k in set_requests:
+        res.setdefault("requests", {})[k] = item["defaultRequest"][k]
+    name = container.get("name", "")
+    if set_requests:
+        notes.append(f"{', '.join(sorted(set_requests))} request for {prefix} {name}")
+    if set_limits:
+        notes.append(f"{', '.join(sorted(set_limits))} limit for {prefix} {name}")
+    return notes
+
+
+def _values(req: Quantity | None, lim: Quantity | None, enforced: Quantity) -> tuple[Fraction, Fraction, Fraction]:
+    """requestLimitEnforcedValues, exactly (upstream compares milli-values)."""
+    zero = Fraction(0)
+    return (req.value if req else zero), (lim.value if lim else zero), enforced.value
+
+
+def min_constraint(kind: str, name: str, enforced: Quantity, requests: dict, limits: dict) -> str:
+    req, lim = requests.get(name), limits.get(name)
+    r, li, e = _values(req, lim, enforced)
+    if req is None:
+        return f"minimum {name} usage per {kind} is {enforced}.  No request is specified"
+    if r < e:
+        return f"minimum {name} usage per {kind} is {enforced}, but request is {req}"
+    if lim is not None and li < e:
+        return f"minimum {name} usage per {kind} is {enforced}, but limit is {lim}"
+    return ""
+
+
+def max_constraint(kind: str, name: str, enforced: Quantity, requests: dict, limits: dict) -> str:
+    req, lim = requests.get(name), limits.get(name)
+    r, li, e = _values(req, lim, enforced)
+    if lim is None:
+        return f"maximum {name} usage per {kind} is {enforced}.  No limit is specified"
+    if li > e:
+        return f"maximum {name} usage per {kind} is {enforced}, but limit is {lim}"
+    if req is not None and r > e:
+        return f"maximum {name} usage per {kind} is {enforced}, but request is {req}"
+    return ""
+
+
+def ratio_constraint(kind: str, name: str, enforced: Quantity, requests: dict, limits: dict) -> str:
+    req, lim = requests.get(name), limits.get(name)
+    if req is None or req.value == 0:
+        return f"{name} max limit to request ratio per {kind} is {enforced}, but no request is specified or request is 0"
+    if lim is None or lim.value == 0:
+        return f"{name} max limit to request ratio per {kind} is {enforced}, but no limit is specified or limit is 0"
+    ratio = lim.value / req.value
+    if ratio > enforced.value:
+        return f"{name} max limit to request ratio per {kind} is {enforced}, but provided ratio is {float(ratio):f}"
+    return ""
+
+
+def check(kind: str, item: dict, requests: dict, limits: dict) -> list[str]:
+    out = []
+    for bag, fn in (("min", min_constraint), ("max", max_constraint), ("maxLimitRequestRatio", ratio_constraint)):
+        for name, enforced in sorted(_parse(item.get(bag)).items()):
+            msg = fn(kind, name, enforced, requests, limits)
+            if msg:
+                out.append(msg)
+    return out
+
+
+class LimitRanger:
+    def __init__(self, rest) -> None:
+        self.rest = rest
+
+    def _items(self, namespace: str, typ: str) -> list[dict]:
+        return [item for lr in list_objects(self.rest, "", "limitranges", namespace)
+                for item in (lr.get("spec") or {}).get("limits") or [] if item.get("type") == typ]
+
+    @staticmethod
+    def _handles(a) -> bool:
+        if a.res.group or a.subresource:
+            return False
+        if a.res.plural == "pods":
+            return a.operation == "CREATE"
+        return a.res.plural == "persistentvolumeclaims" and a.operation in ("CREATE", "UPDATE")
+
+    def mutate(self, a) -> None:
+        if not self._handles(a) or a.res.plural != "pods":
+            return
+        items = self._items(a.namespace or a.obj["metadata"].get("namespace", ""), "Container")
+        if not items:
+            return
+        spec = a.obj.setdefault("spec", {})
+        notes: list[str] = []
+        for item in items:
+            for c in spec.get("containers") or []:
+                notes += _merge(c, item, "container")
+            for c in spec.get("initContainers") or []:
+                notes += _merge(c, item, "init container")
+        if notes:
+            ann = a.obj["metadata"].setdefault("annotations", {})
+            ann[ANNOTATION] = "LimitRanger plugin set: " + "; ".join(notes)
+
+    def validate(self, a) -> None:
+        if not self._handles(a):
+            return
+        ns = a.namespace or a.obj["metadata"].get("namespace", "")
+        problems: list[str] = []
+        spec = a.obj.get("spec") or {}
+        if a.res.plural == "pods":
+            for item in self._items(ns, "Container"):
+                for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+                    res = c.get("resources") or {}
+                    problems += check("Container", item, _parse(res.get("requests")), _parse(res.get("limits")))
+            for item in self._items(ns, "Pod"):
+                problems += check("Pod", item, pod_totals(spec, "requests"), pod_totals(spec, "limits"))
+        else:
+            requests = _parse((spec.get("resources") or {}).get("requests"))
+            for item in self._items(ns, "PersistentVolumeClaim"):
+                for name, enforced in sorted(_parse(item.get("min")).items()):
+                    msg = min_constraint("PersistentVolumeClaim", name, enforced, requests, {})
+                    problems += [msg] if msg else []
+                for name, enforced in sorted(_parse(item.get("max")).items()):
+                    msg = max_constraint("PersistentVolumeClaim", name, enforced, {}, requests)
+                    problems += [msg] if msg else []
+        if problems:
+            why = problems[0] if len(problems) == 1 else "[" + ", ".join(dict.fromkeys(problems)) + "]"
+            raise errors.forbidden(a.res.group, a.res.plural, object_name(a), why)

@@ -1,0 +1,114 @@
+"""ResourceQuota admission, last in the chain: a create (or an update that
+changes what an object charges) is refused when it would take any covering
+quota of the namespace past `status.hard`, with upstream's `exceeded quota`
+message; otherwise the new usage is written to each quota's `status.used` in
+the same request, so the next request sees it before the resource-quota
+controller recounts. Quotas without a status yet constrain nothing (upstream
+reads `status.hard`), so the controller fills it as soon as a quota appears."""
+
+from __future__ import annotations
+
+import copy
+
+from ...machinery import errors
+from ...machinery.quantity import Quantity, QuantityError, parse
+from ...quota.evaluators import (
+    Usage,
+    add,
+    charged_on_update,
+    missing_container_resources,
+    quota_covers,
+    usage,
+)
+from ..rest import SYSTEM, WriteOptions
+from .lookup import list_objects, object_name
+
+#: how often the status write is retried after losing a race with another writer
+ATTEMPTS = 8
+
+
+def _parse(bag: dict | None) -> dict[str, Quantity]:
+    out = {}
+    for k, v in (bag or {}).items():
+        try:
+            out[k] = parse(str(v))
+        except QuantityError:
+            continue
+    return out
+
+
+def pretty(bag: dict[str, Quantity]) -> str:
+    return ",".join(f"{k}={bag[k]}" for k in sorted(bag))
+
+
+class ResourceQuota:
+    def __init__(self, rest) -> None:
+        self.rest = rest
+
+    def _requested(self, a) -> Usage:
+        g, p = a.res.group, a.res.plural
+        now = self.rest.clock.now()
+        new = usage(g, p, a.obj, now)
+        if a.operation == "CREATE":
+            return new
+        if not charged_on_update(g, p):
+            return {}
+        old = usage(g, p, a.old, now)
+        return {k: Quantity(v.value - old[k].value, v.format) if k in old else v for k, v in new.items()
+                if k not in old or v.value > old[k].value}
+
+    async def validate(self, a) -> None:
+        if a.subresource or a.obj is None or a.operation not in ("CREATE", "UPDATE") or not a.res.namespaced:
+            return
+        ns = a.namespace or a.obj["metadata"].get("namespace", "")
+        if not list_objects(self.rest, "", "resourcequotas", ns):
+            return
+        requested = self._requested(a)
+        if not requested:
+            return
+        for attempt in range(ATTEMPTS):
+            quotas = list_objects(self.rest, "", "resourcequotas", ns)
+            updates = self._check(a, quotas, requested)
+            if a.dry_run or not updates:
+                return
+            try:
+                for q in updates:
+                    await self.rest.update(self.rest.index.get("", "v1", "resourcequotas"), "v1", ns,
+                                           q["metadata"]["name"], q, WriteOptions(user=SYSTEM), subresource="status")
+                return
+            except errors.APIError as e:
+                if e.code != 409 or attempt == ATTEMPTS - 1:
+                    raise
+
+    def _check(self, a, quotas: list[dict], requested: Usage) -> list[dict]:
+        """Raise if any covering quota is exceeded; else the quotas with their new status.used."""
+        updates = []
+        g, p = a.res.group, a.res.plural
+        for q in sorted(quotas, key=lambda q: q["metadata"]["name"]):
+            status = q.get("status") or {}
+            hard = _parse(status.get("hard"))
+            if not quota_covers(q, g, p, a.obj):
+                continue
+            name = q["metadata"]["name"]
+            if g == "" and p == "pods" and a.operation == "CREATE":
+                missing = missing_container_resources(a.obj, hard)
+                if missing:
+                    raise errors.forbidden(g, p, object_name(a), f"failed quota: {name}: {missing}")
+            relevant = {k: v for k, v in requested.items() if k in hard}
+            if not relevant:
+                continue
+            used = _parse(status.get("used"))
+            if any(k not in used for k in hard if k in relevant):
+                raise errors.forbidden(g, p, object_name(a), f"status unknown for quota: {name}, resources: "
+                                       + ",".join(sorted(relevant)))
+            new_used = {k: add(used.get(k), v) for k, v in relevant.items()}
+            exceeded = sorted(k for k, v in new_used.items() if v.value > hard[k].value)
+            if exceeded:
+                raise errors.forbidden(
+                    g, p, object_name(a),
+                    f"exceeded quota: {name}, requested: {pretty({k: relevant[k] for k in exceeded})}, "
+                    f"used: {pretty({k: used[k] for k in exceeded})}, limited: {pretty({k: hard[k] for k in exceeded})}")
+            q = copy.deepcopy(q)
+            q["status"]["used"] = {**status.get("used", {}), **{k: str(v) for k, v in new_used.items()}}
+            updates.append(q)
+        return updates

@@ -1,0 +1,131 @@
+"""In-tree admission of storage, quota, limits and runtime classes, through
+the REST layer: DefaultStorageClass, StorageObjectInUseProtection,
+LimitRanger, RuntimeClass and ResourceQuota with upstream's messages."""
+
+import pytest
+
+from nanokube.machinery.errors import APIError
+from tests.controllers import make_stack
+
+NS = "default"
+
+
+@pytest.fixture
+async def stack():
+    s = await make_stack()
+    yield s
+    await s.close()
+
+
+def rc(stack, plural, group="", version="v1"):
+    return stack.client.resource(group, version, plural)
+
+
+def pod(name, resources=None, **spec):
+    c = {"name": "main", "image": "busybox", **({"resources": resources} if resources else {})}
+    return {"metadata": {"name": name, "namespace": NS}, "spec": {"containers": [c], **spec}}
+
+
+async def test_default_class_and_protection_finalizers(stack):
+    claims = rc(stack, "persistentvolumeclaims")
+    body = {"metadata": {"name": "a", "namespace": NS},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+    assert "storageClassName" not in (await claims.create(body))["spec"]  # no default class yet
+    sc = rc(stack, "storageclasses", "storage.k8s.io")
+    await sc.create({"metadata": {"name": "standard", "annotations": {
+        "storageclass.kubernetes.io/is-default-class": "true"}}, "provisioner": "nanokube.io/local-path"})
+    got = await claims.create({**body, "metadata": {"name": "b", "namespace": NS}})
+    assert got["spec"]["storageClassName"] == "standard"
+    assert got["metadata"]["finalizers"] == ["kubernetes.io/pvc-protection"]
+    explicit = {**body, "metadata": {"name": "c", "namespace": NS}, "spec": {**body["spec"], "storageClassName": ""}}
+    assert (await claims.create(explicit))["spec"]["storageClassName"] == ""
+    pv = await rc(stack, "persistentvolumes").create({"metadata": {"name": "pv1"}, "spec": {
+        "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/tmp/pv1"}}})
+    assert pv["metadata"]["finalizers"] == ["kubernetes.io/pv-protection"] and pv["status"]["phase"] == "Pending"
+
+
+async def test_limit_ranger_defaults_and_bounds(stack):
+    await rc(stack, "limitranges").create({"metadata": {"name": "lr", "namespace": NS}, "spec": {"limits": [
+        {"type": "Container", "default": {"cpu": "500m", "memory": "256Mi"}, "defaultRequest": {"cpu": "100m"},
+         "max": {"cpu": "1"}}]}})
+    pods = rc(stack, "pods")
+    got = await pods.create(pod("p"))
+    res = got["spec"]["containers"][0]["resources"]
+    assert res == {"limits": {"cpu": "500m", "memory": "256Mi"}, "requests": {"cpu": "100m", "memory": "256Mi"}}
+    assert got["metadata"]["annotations"]["kubernetes.io/limit-ranger"] == \
+        "LimitRanger plugin set: cpu, memory request for container main; cpu, memory limit for container main"
+    with pytest.raises(APIError) as e:
+        await pods.create(pod("big", {"limits": {"cpu": "2"}}))
+    assert e.value.code == 403
+    assert e.value.message == 'pods "big" is forbidden: maximum cpu usage per Container is 1, but limit is 2'
+
+
+async def test_runtime_class_admission(stack):
+    await rc(stack, "runtimeclasses", "node.k8s.io").create({
+        "metadata": {"name": "gvisor"}, "handler": "runsc", "overhead": {"podFixed": {"cpu": "250m"}},
+        "scheduling": {"nodeSelector": {"sandbox": "true"}, "tolerations": [{"key": "sandbox", "operator": "Exists"}]}})
+    pods = rc(stack, "pods")
+    got = await pods.create(pod("p", runtimeClassName="gvisor"))
+    assert got["spec"]["overhead"] == {"cpu": "250m"} and got["spec"]["nodeSelector"] == {"sandbox": "true"}
+    assert {"key": "sandbox", "operator": "Exists"} in got["spec"]["tolerations"]
+    with pytest.raises(APIError) as e:
+        await pods.create(pod("q", runtimeClassName="kata"))
+    assert e.value.message == 'pods "q" is forbidden: pod rejected: RuntimeClass "kata" not found'
+    with pytest.raises(APIError) as e:
+        await pods.create(pod("r", runtimeClassName="gvisor", nodeSelector={"sandbox": "false"}))
+    assert "conflict: runtimeClass.scheduling.nodeSelector[sandbox] = true; pod.spec.nodeSelector[sandbox] = false" \
+        in e.value.message
+
+
+async def quota(stack, hard, name="q"):
+    quotas = rc(stack, "resourcequotas")
+    await quotas.create({"metadata": {"name": name, "namespace": NS}, "spec": {"hard": hard}})
+    # what the resource-quota controller writes first
+    q = await quotas.get(name, NS)
+    q["status"] = {"hard": hard, "used": {k: "0" for k in hard}}
+    return await quotas.update(q, subresource="status")
+
+
+async def test_quota_refuses_fifth_gpu_pod_and_claim(stack):
+    await quota(stack, {"requests.nvidia.com/gpu": "4", "gpu.nanokube.io.deviceclass.resource.k8s.io/devices": "4"})
+    pods = rc(stack, "pods")
+    for i in range(4):
+        await pods.create(pod(f"gpu-{i}", {"limits": {"nvidia.com/gpu": "1"}}))
+    with pytest.raises(APIError) as e:
+        await pods.create(pod("gpu-4", {"limits": {"nvidia.com/gpu": "1"}}))
+    assert (e.value.code, e.value.message) == (403, 'pods "gpu-4" is forbidden: exceeded quota: q, requested: '
+                                               'requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=4, '
+                                               'limited: requests.nvidia.com/gpu=4')
+    claims = rc(stack, "resourceclaims", "resource.k8s.io")
+
+    def claim(name, count=1):
+        return {"metadata": {"name": name, "namespace": NS}, "spec": {"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": "gpu.nanokube.io", "count": count}}]}}}
+
+    await claims.create(claim("two", 2))
+    await claims.create(claim("one"))
+    with pytest.raises(APIError) as e:
+        await claims.create(claim("much", 2))
+    assert e.value.message == ('resourceclaims.resource.k8s.io "much" is forbidden: exceeded quota: q, requested: '
+                               'gpu.nanokube.io.deviceclass.resource.k8s.io/devices=2, used: '
+                               'gpu.nanokube.io.deviceclass.resource.k8s.io/devices=3, limited: '
+                               'gpu.nanokube.io.deviceclass.resource.k8s.io/devices=4')
+    q = await rc(stack, "resourcequotas").get("q", NS)
+    assert q["status"]["used"] == {"requests.nvidia.com/gpu": "4",
+                                   "gpu.nanokube.io.deviceclass.resource.k8s.io/devices": "3"}
+
+
+async def test_quota_counts_and_compute_constraints(stack):
+    await quota(stack, {"count/configmaps": "1", "requests.cpu": "1"})
+    cms = rc(stack, "configmaps")
+    await cms.create({"metadata": {"name": "a", "namespace": NS}})
+    with pytest.raises(APIError) as e:
+        await cms.create({"metadata": {"name": "b", "namespace": NS}})
+    assert "exceeded quota: q, requested: count/configmaps=1, used: count/configmaps=1, limited: count/configmaps=1" \
+        in e.value.message
+    with pytest.raises(APIError) as e:
+        await rc(stack, "pods").create(pod("nocpu"))
+    assert e.value.message == 'pods "nocpu" is forbidden: failed quota: q: must specify requests.cpu for: main'
+    with pytest.raises(APIError):
+        await rc(stack, "pods").create(pod("much", {"requests": {"cpu": "1500m"}}))
+    await rc(stack, "pods").create(pod("fits", {"requests": {"cpu": "500m"}}))
