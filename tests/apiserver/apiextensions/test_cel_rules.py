@@ -1,0 +1,244 @@
+"""x-kubernetes-validations: CRD-time checks and object validation."""
+
+import copy
+
+import pytest
+
+from nanokube.apiserver.apiextensions.cel_rules import (
+    compile_rules, has_blocking_errors, not_checked_error,
+)
+from nanokube.machinery.validation import FieldError, required
+
+BASE = "spec.versions[0].schema.openAPIV3Schema"
+
+
+def crd_schema(spec_props, spec_rules=(), **spec_extra):
+    return {"type": "object", "properties": {"spec": {
+        "type": "object", "properties": spec_props, "x-kubernetes-validations": list(spec_rules), **spec_extra}}}
+
+
+def obj(spec, name="x"):
+    return {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": name}, "spec": spec}
+
+
+def errors_of(schema):
+    rules, errs = compile_rules(schema, BASE)
+    return [str(e) for e in errs]
+
+
+def validate(schema, new, old=None, warnings=None):
+    rules, errs = compile_rules(schema, BASE)
+    assert errs == []
+    return [str(e) for e in rules.validate(new, old, warnings)]
+
+
+REPLICAS = {"replicas": {"type": "integer"}, "minReplicas": {"type": "integer"}}
+
+
+def test_no_rules_compiles_to_none():
+    assert compile_rules(crd_schema(REPLICAS), BASE) == (None, [])
+
+
+def test_rule_message_and_default_message():
+    s = crd_schema(REPLICAS, [{"rule": "self.minReplicas <= self.replicas", "message": "replicas must be >= min"},
+                              {"rule": "self.replicas < 100"}])
+    assert validate(s, obj({"replicas": 1, "minReplicas": 2})) == ["spec: Invalid value: replicas must be >= min"]
+    assert validate(s, obj({"replicas": 200, "minReplicas": 2})) == [
+        "spec: Invalid value: failed rule: self.replicas < 100"]
+    assert validate(s, obj({"replicas": 5, "minReplicas": 2})) == []
+
+
+def test_scalar_failures_show_the_value_and_message_expression_wins():
+    s = crd_schema({"replicas": {"type": "integer", "x-kubernetes-validations": [
+        {"rule": "self <= 3", "message": "static", "messageExpression": "'must be <= 3, got ' + string(self)"}]},
+        "name": {"type": "string", "x-kubernetes-validations": [{"rule": "self.startsWith('a')", "message": "starts with a"}]}})
+    assert validate(s, obj({"replicas": 5, "name": "bob"})) == [
+        "spec.replicas: Invalid value: 5: must be <= 3, got 5",
+        'spec.name: Invalid value: "bob": starts with a']
+
+
+def test_message_expression_that_fails_falls_back_to_message():
+    s = crd_schema(REPLICAS, [{"rule": "self.replicas < 3", "message": "too many",
+                               "messageExpression": "string(100 / (self.replicas - 5))"}])
+    assert validate(s, obj({"replicas": 5})) == ["spec: Invalid value: too many"]
+
+
+def test_reason_and_field_path():
+    s = crd_schema({**REPLICAS, "x.y": {"type": "string"}, "labels": {
+        "type": "object", "additionalProperties": {"type": "string"}}}, [
+        {"rule": "self.replicas >= 1", "reason": "FieldValueForbidden", "fieldPath": ".replicas", "message": "no"},
+        {"rule": "has(self.minReplicas)", "reason": "FieldValueRequired", "fieldPath": ".minReplicas",
+         "message": "set it"},
+        {"rule": "self.labels.size() < 1", "fieldPath": ".labels['a.b']", "message": "label"},
+        {"rule": "false", "fieldPath": "['x.y']", "message": "dotted"}])
+    assert validate(s, obj({"replicas": 0, "labels": {"a.b": "c"}, "x.y": "z"})) == [
+        "spec.replicas: Forbidden: no", "spec.minReplicas: Required value: set it",
+        "spec.labels[a.b]: Invalid value: label", "spec.x.y: Invalid value: dotted"]
+
+
+def test_rules_on_list_items_and_map_values():
+    s = crd_schema({"ports": {"type": "array", "maxItems": 8, "items": {
+        "type": "object", "properties": {"port": {"type": "integer"}},
+        "x-kubernetes-validations": [{"rule": "self.port > 1024", "message": "unprivileged ports only"}]}},
+        "env": {"type": "object", "maxProperties": 8, "additionalProperties": {
+            "type": "string", "maxLength": 64, "x-kubernetes-validations": [{"rule": "self != ''", "message": "empty"}]}}})
+    assert validate(s, obj({"ports": [{"port": 8080}, {"port": 80}], "env": {"A": "1", "B": ""}})) == [
+        "spec.ports[1]: Invalid value: unprivileged ports only", 'spec.env[B]: Invalid value: "": empty']
+
+
+def test_kubernetes_libraries_in_rules():
+    s = crd_schema({"cpu": {"type": "string", "maxLength": 32}, "cidr": {"type": "string", "maxLength": 64},
+                    "name": {"type": "string", "maxLength": 63}}, [
+        {"rule": "quantity(self.cpu).isLessThan(quantity('4'))", "message": "cpu"},
+        {"rule": "cidr(self.cidr).containsIP('10.0.0.1')", "message": "cidr"},
+        {"rule": "!format.dns1123Label().validate(self.name).hasValue()", "message": "name"}])
+    assert validate(s, obj({"cpu": "500m", "cidr": "10.0.0.0/8", "name": "ok"})) == []
+    assert validate(s, obj({"cpu": "8", "cidr": "11.0.0.0/8", "name": "Not_OK"})) == [
+        "spec: Invalid value: cpu", "spec: Invalid value: cidr", "spec: Invalid value: name"]
+
+
+def test_root_rule_sees_metadata_name_and_reports_nil_path():
+    s = {"type": "object", "properties": {"spec": {"type": "object"}},
+         "x-kubernetes-validations": [{"rule": "self.metadata.name.startsWith('w-')", "message": "name prefix"}]}
+    assert validate(s, obj({}, name="w-1")) == []
+    assert validate(s, obj({}, name="x")) == ["<nil>: Invalid value: name prefix"]
+
+
+def test_transition_rule_runs_only_on_update():
+    s = crd_schema(REPLICAS, [{"rule": "self.replicas >= oldSelf.replicas", "message": "cannot scale down"}])
+    assert validate(s, obj({"replicas": 1})) == []
+    assert validate(s, obj({"replicas": 1}), obj({"replicas": 3})) == ["spec: Invalid value: cannot scale down"]
+    assert validate(s, obj({"replicas": 4}), obj({"replicas": 3})) == []
+
+
+def test_transition_rules_correlate_map_list_items_by_key():
+    s = crd_schema({"items": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                              "maxItems": 8, "items": {"type": "object", "properties": {
+                                  "name": {"type": "string", "maxLength": 8}, "size": {"type": "integer"}},
+                                  "x-kubernetes-validations": [{"rule": "self.size >= oldSelf.size", "message": "grow"}]}}})
+    old = obj({"items": [{"name": "a", "size": 5}, {"name": "b", "size": 5}]})
+    new = obj({"items": [{"name": "c", "size": 1}, {"name": "b", "size": 4}]})
+    assert validate(s, new, old) == ["spec.items[1]: Invalid value: grow"]
+
+
+def test_optional_old_self_runs_on_create():
+    s = crd_schema(REPLICAS, [{"rule": "oldSelf.hasValue() || self.replicas == 1", "optionalOldSelf": True,
+                               "message": "start with one replica"}])
+    assert validate(s, obj({"replicas": 3})) == ["spec: Invalid value: start with one replica"]
+    assert validate(s, obj({"replicas": 3}), obj({"replicas": 1})) == []
+
+
+def test_unchanged_values_ratchet_to_warnings():
+    s = crd_schema({"name": {"type": "string", "maxLength": 16, "x-kubernetes-validations": [
+        {"rule": "self.size() < 3", "message": "short names"}]}, "other": {"type": "integer"}})
+    warnings = []
+    assert validate(s, obj({"name": "long", "other": 2}), obj({"name": "long", "other": 1}), warnings) == []
+    assert warnings == ['spec.name: Invalid value: "long": short names']
+    assert validate(s, obj({"name": "longer"}), obj({"name": "long"})) == [
+        'spec.name: Invalid value: "longer": short names']
+
+
+def test_evaluation_errors():
+    s = crd_schema({"a": {"type": "integer"}, "v": {"x-kubernetes-int-or-string": True}}, [
+        {"rule": "self.a == 1"}, {"rule": "self.v + 1 > 0", "message": "v"}])
+    assert validate(s, obj({"v": "x"})) == [
+        'spec: Invalid value: "object": no such key: a evaluating rule: self.a == 1',
+        "spec: Invalid value: \"object\": 'no such overload': call arguments did not match a supported operator, "
+        "function or macro signature for rule: v"]
+
+
+def test_per_call_limit_stops_further_rules():
+    s = crd_schema({"l": {"type": "array", "maxItems": 1000, "items": {"type": "integer"}}}, [
+        {"rule": "self.l.all(a, self.l.all(b, a + b >= 0))", "message": "cube"},
+        {"rule": "false", "message": "never reached"}])
+    assert validate(s, obj({"l": list(range(500))})) == [
+        "spec: Invalid value: \"object\": 'operation cancelled: actual cost limit exceeded': no further validation "
+        "rules will be run due to call cost exceeds limit for rule: cube"]
+    assert validate(s, obj({"l": [1, 2]})) == ["spec: Invalid value: never reached"]
+
+
+def test_per_object_budget():
+    """Each rule stays under the per-call limit; eleven of them exceed the
+    object's 10,000,000 budget."""
+    s = crd_schema({"l": {"type": "array", "maxItems": 400, "items": {"type": "integer"}}},
+                   [{"rule": "self.l.all(a, self.l.all(b, a + b >= 0))"}] * 12)
+    assert validate(s, obj({"l": list(range(370))})) == [
+        'spec: Invalid value: "object": validation failed due to running out of cost budget, no further validation '
+        "rules will be run"]
+    assert validate(s, obj({"l": list(range(100))})) == []
+
+
+CRD_ERRORS = [
+    ({"rule": ""}, f"{BASE}.properties[spec].x-kubernetes-validations[0].rule: Required value: rule is not specified"),
+    ({"rule": "true", "message": " "}, "message: Invalid value: \" \": message must be non-empty if specified"),
+    ({"rule": "true", "message": "a\nb"}, "message must not contain line breaks"),
+    ({"rule": "true &&\ntrue"}, "message: Required value: message must be specified if rule contains line breaks"),
+    ({"rule": "true", "messageExpression": " "}, "messageExpression: Required value: messageExpression must be "
+                                                  "non-empty if specified"),
+    ({"rule": "true", "reason": "Bogus"}, 'reason: Unsupported value: "Bogus": supported values: '
+                                          '"FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", '
+                                          '"FieldValueRequired"'),
+    ({"rule": "true", "fieldPath": ".nope"}, 'fieldPath: Invalid value: ".nope": fieldPath must be a valid path'),
+    ({"rule": "self.replicas"}, "rule: Invalid value: {\"rule\":\"self.replicas\"}: cel expression must evaluate to "
+                                "a bool"),
+    ({"rule": "self.nope > 1"}, "compilation failed: ERROR: <input>:1:6: undefined field 'nope'\n | self.nope > 1\n"),
+    ({"rule": "self.replicas >"}, "compilation failed: ERROR: <input>:1:16: Syntax error: mismatched input '<EOF>'"),
+    ({"rule": "true", "messageExpression": "self.replicas"}, "messageExpression must evaluate to a string"),
+    ({"rule": "true", "optionalOldSelf": False}, "optionalOldSelf: Invalid value: false: may not be set if oldSelf "
+                                                 "is not used in rule"),
+]
+
+
+@pytest.mark.parametrize("rule,want", CRD_ERRORS)
+def test_crd_time_rule_errors(rule, want):
+    errs = errors_of(crd_schema(REPLICAS, [rule]))
+    assert len(errs) == 1 and want in errs[0], errs
+
+
+def test_old_self_on_uncorrelatable_items():
+    s = crd_schema({"tags": {"type": "array", "maxItems": 4, "items": {"type": "string", "maxLength": 4,
+                                                                       "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}}})
+    assert errors_of(s) == [
+        f"{BASE}.properties[spec].properties[tags].items.x-kubernetes-validations[0].rule: Invalid value: "
+        f'"self == oldSelf": oldSelf cannot be used on the uncorrelatable portion of the schema within '
+        f"{BASE}.properties[spec].properties[tags]"]
+
+
+def test_static_cost_limits():
+    unbounded = crd_schema({"tags": {"type": "array", "items": {"type": "string"}}},
+                           [{"rule": "self.tags.all(x, x.contains('gpu'))"}])
+    assert errors_of(unbounded) == [
+        f"{BASE}.properties[spec].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by "
+        "factor of more than 100x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where "
+        "arrays, maps, and strings are declared)",
+        f"{BASE}.properties[spec].x-kubernetes-validations[0].rule: Forbidden: contributed to estimated rule cost "
+        "total exceeding cost limit for entire OpenAPIv3 schema",
+        f"{BASE}: Forbidden: x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema exceeds "
+        "budget by factor of more than 100x (try simplifying the rule, or adding maxItems, maxProperties, and "
+        "maxLength where arrays, maps, and strings are declared)"]
+    # upstream accepts maxItems 909090 at maxLength 16 (11 per item) and refuses one more item
+    bounded = copy.deepcopy(unbounded)
+    tags = bounded["properties"]["spec"]["properties"]["tags"]
+    tags["items"]["maxLength"] = 16
+    tags["maxItems"] = 909090
+    assert errors_of(bounded) == []
+    tags["maxItems"] = 909091
+    assert errors_of(bounded) == [
+        f"{BASE}.properties[spec].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by "
+        "factor of 1.000000x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where "
+        "arrays, maps, and strings are declared)"]
+
+
+def test_cost_is_multiplied_by_cardinality():
+    rule = {"rule": "self.all(x, x.contains('gpu'))"}
+    inner = {"type": "array", "maxItems": 1000, "items": {"type": "string", "maxLength": 16}, "x-kubernetes-validations": [rule]}
+    assert errors_of(crd_schema({"l": {"type": "array", "maxItems": 100, "items": inner}})) == []
+    errs = errors_of(crd_schema({"l": {"type": "array", "maxItems": 1000, "items": inner}}))
+    assert "estimated rule cost exceeds budget by factor of 1.100100x" in errs[0]
+
+
+def test_blocking_errors():
+    assert has_blocking_errors([required("spec.a")])
+    assert not has_blocking_errors([FieldError("FieldValueInvalid", "spec.a", "x")])
+    assert str(not_checked_error()) == ('<nil>: Invalid value: "null": some validation rules were not checked because '
+                                        "the object was invalid; correct the existing errors to complete validation")
