@@ -397,6 +397,14 @@ class APIHandlers:
                 await emit(ev)
         except (ConnectionResetError, asyncio.CancelledError):
             pass
+        except Exception as e:  # the stream is open: end it with an ERROR event, as upstream does
+            if not isinstance(e, errors.APIError):
+                log.exception("watch of %s failed", request.path)
+                e = errors.internal(str(e))
+            try:
+                await resp.write(dumps({"type": "ERROR", "object": e.status()}) + b"\n")
+            except (ConnectionResetError, RuntimeError):
+                pass
         finally:
             g.dec()
             await stream.aclose()

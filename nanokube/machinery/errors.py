@@ -17,6 +17,7 @@ class APIError(Exception):
         self.headers = headers or {}
 
     def status(self) -> dict[str, Any]:
+        """The meta/v1 Status in upstream's field order: clients compare the encoded text."""
         s: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
@@ -24,11 +25,29 @@ class APIError(Exception):
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,
-            "code": self.code,
         }
         if self.details is not None:
-            s["details"] = self.details
+            s["details"] = ordered_details(self.details)
+        s["code"] = self.code
         return s
+
+
+_DETAILS_ORDER = ("name", "group", "kind", "uid", "causes", "retryAfterSeconds")
+_CAUSE_ORDER = ("reason", "message", "field")
+
+
+def _ordered(d: dict, order: tuple[str, ...]) -> dict:
+    out = {k: d[k] for k in order if k in d}
+    out.update((k, v) for k, v in d.items() if k not in out)
+    return out
+
+
+def ordered_details(details: dict) -> dict:
+    """StatusDetails (and its causes) in metav1's field order."""
+    out = _ordered(details, _DETAILS_ORDER)
+    if isinstance(out.get("causes"), list):
+        out["causes"] = [_ordered(c, _CAUSE_ORDER) if isinstance(c, dict) else c for c in out["causes"]]
+    return out
 
 
 def _details(name: str, group: str, kind: str, **extra) -> dict:

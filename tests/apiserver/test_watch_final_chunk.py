@@ -1,0 +1,106 @@
+"""Every watch response ends with the final chunk of its chunked encoding —
+on `timeoutSeconds`, on server shutdown and when the watcher falls behind —
+so clients see a clean end of stream, never a connection cut mid-body."""
+
+import asyncio
+
+import orjson
+
+from nanokube.apiserver.app import APIServer
+from nanokube.store.memory import MemoryStore
+
+
+async def _open_watch(port: int, query: str):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET /api/v1/namespaces/default/configmaps?watch=true{query} HTTP/1.1\r\n"
+                 "Host: localhost\r\nConnection: close\r\n\r\n".encode())
+    await writer.drain()
+    return reader, writer
+
+
+async def _chunks(reader: asyncio.StreamReader) -> tuple[list[bytes], bool]:
+    """The chunked body's chunks, and whether the zero-length final chunk came."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    assert b"200 OK" in head and b"chunked" in head.lower(), head
+    chunks = []
+    while True:
+        size_line = await reader.readline()
+        if not size_line:
+            return chunks, False
+        size = int(size_line.strip(), 16)
+        data = await reader.readexactly(size + 2)
+        if size == 0:
+            return chunks, True
+        chunks.append(data[:-2])
+
+
+async def test_watch_ends_with_final_chunk_on_timeout_and_shutdown():
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    stopped = False
+    try:
+        reader, writer = await _open_watch(server.port, "&timeoutSeconds=1")
+        chunks, final = await asyncio.wait_for(_chunks(reader), 10)
+        writer.close()
+        assert final
+        reader, writer = await _open_watch(server.port, "")
+        await asyncio.sleep(0.2)
+        read = asyncio.ensure_future(_chunks(reader))
+        await asyncio.sleep(0.1)
+        await server.stop()
+        stopped = True
+        chunks, final = await asyncio.wait_for(read, 10)
+        writer.close()
+        assert final
+    finally:
+        if not stopped:
+            await server.stop()
+
+
+async def test_failing_event_ends_the_stream_with_an_error_event_and_final_chunk(monkeypatch):
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    try:
+        reader, writer = await _open_watch(server.port, "")
+        read = asyncio.ensure_future(_chunks(reader))
+        await asyncio.sleep(0.2)
+
+        def broken(typ, obj):
+            raise RuntimeError("encoder broke")
+        monkeypatch.setattr(server.cache, "encode_event", broken)
+        cms = server.index.get("", "v1", "configmaps")
+        from nanokube.apiserver.rest import SYSTEM, WriteOptions
+        await server.rest.create(cms, "v1", "default", {"metadata": {"name": "a"}}, WriteOptions(user=SYSTEM))
+        chunks, final = await asyncio.wait_for(read, 10)
+        writer.close()
+        assert final
+        event = orjson.loads(b"".join(chunks))
+        assert event["type"] == "ERROR"
+        assert list(event["object"]) == ["kind", "apiVersion", "metadata", "status", "message", "reason", "details",
+                                         "code"]
+        assert event["object"]["code"] == 500
+    finally:
+        await server.stop()
+
+
+async def test_slow_watcher_is_ended_cleanly(monkeypatch):
+    """A watcher whose queue overflows is dropped; its response still ends cleanly."""
+    from nanokube.apiserver import rest
+    from nanokube.apiserver.cache import ADDED, CacheEvent, Entry, Watcher
+
+    monkeypatch.setattr(rest, "Watcher", lambda prefix, accept: Watcher(prefix, accept, asyncio.Queue(maxsize=2)))
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    try:
+        reader, writer = await _open_watch(server.port, "")
+        await asyncio.sleep(0.2)
+        (w,) = [w for ws in server.cache._watchers.values() for w in ws if w.prefix.startswith("/registry/configmaps/")]
+        obj = {"kind": "ConfigMap", "apiVersion": "v1",
+               "metadata": {"name": "a", "namespace": "default", "resourceVersion": "999999"}}
+        for _ in range(3):  # arrive faster than the watcher is served
+            server.cache._offer(w, CacheEvent(ADDED, "/registry/configmaps/default/a", Entry(obj, 999999), None, 999999))
+        chunks, final = await asyncio.wait_for(_chunks(reader), 10)
+        writer.close()
+        assert final
+    finally:
+        await server.stop()
