@@ -13,7 +13,16 @@ class TokenReviewStrategy(Strategy):
     track_generation = False
 
 
+class SelfSubjectReviewStrategy(Strategy):
+    """SelfSubjectReview (`kubectl auth whoami`): the answer is the requester's
+    user info; the body carries nothing to validate."""
+
+    track_generation = False
+
+
 register(
     Resource("authentication.k8s.io", "tokenreviews", "TokenReview", ["v1"], namespaced=False,
              strategy=TokenReviewStrategy(), verbs=("create",)),
+    Resource("authentication.k8s.io", "selfsubjectreviews", "SelfSubjectReview", ["v1"], namespaced=False,
+             strategy=SelfSubjectReviewStrategy(), verbs=("create",)),
 )

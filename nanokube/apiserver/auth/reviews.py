@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+from ...clock import REAL, Clock
 from ...machinery import errors
 from .authorizer import Attributes, Decision, access_review
 
@@ -58,8 +59,10 @@ class Reviews:
     the token authenticator. More kinds register in `answers` by Kind.
     """
 
-    def __init__(self, authorize: Callable, rules_for: Callable, authenticate: Callable | None) -> None:
+    def __init__(self, authorize: Callable, rules_for: Callable, authenticate: Callable | None,
+                 clock: Clock = REAL) -> None:
         self.authorize = authorize
+        self.clock = clock
         self.rules_for = rules_for
         self.authenticate = authenticate
         self.answers: dict[str, Callable] = {
@@ -68,6 +71,7 @@ class Reviews:
             "LocalSubjectAccessReview": self._local_subject_access,
             "SelfSubjectRulesReview": self._self_rules,
             "TokenReview": self._token,
+            "SelfSubjectReview": self._self_subject,
         }
 
     async def __call__(self, res, body: Any, user: User, namespace: str | None = None) -> dict:
@@ -109,6 +113,17 @@ class Reviews:
     async def _self_rules(self, body: dict, user: User, namespace: str | None) -> dict:
         resource_rules, non_resource_rules = self.rules_for(user.name, user.groups, body["spec"].get("namespace", ""))
         return _answer(body, "SelfSubjectRulesReview", rules_review_status(resource_rules, non_resource_rules))
+
+    async def _self_subject(self, body: dict, user: User, namespace: str | None) -> dict:
+        """Who the requester is (`kubectl auth whoami`); stamped now, as upstream does."""
+        info: dict[str, Any] = {"username": user.name}
+        if user.uid:
+            info["uid"] = user.uid
+        info["groups"] = list(user.groups)
+        if user.extra:
+            info["extra"] = user.extra
+        return {"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1",
+                "metadata": {"creationTimestamp": self.clock.rfc3339()}, "status": {"userInfo": info}}
 
     async def _token(self, body: dict, user: User, namespace: str | None) -> dict:
         spec = body.get("spec") or {}
