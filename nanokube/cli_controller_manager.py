@@ -11,11 +11,12 @@ import logging
 import signal
 import sys
 
-from .machinery.errors import APIError
+from .client import kubeconfig
 from .client.http import HTTPClient
 from .client.leaderelection import add_arguments, from_arguments
 from .controllers.manager import LEASE_NAME, ControllerManager
 from .controllers.service_lb import DEFAULT_POOL, parse_pool
+from .machinery.errors import APIError
 from .metrics.prometheus import load_source
 from .metrics.provider import MetricsProvider
 
@@ -24,7 +25,7 @@ log = logging.getLogger("nanokube.controller-manager")
 
 def add_parser(sub) -> None:
     p = sub.add_parser("controller-manager", help="run the controllers against a running API server")
-    p.add_argument("--kubeconfig", default="./.nanokube/kubeconfig", help="default ./.nanokube/kubeconfig")
+    kubeconfig.add_arguments(p)
     p.add_argument("--controllers", default="*",
                    help="'*' for all, NAME to enable, -NAME to disable (comma-separated), as kube-controller-manager")
     add_arguments(p, LEASE_NAME, "acting")
@@ -38,7 +39,7 @@ def add_parser(sub) -> None:
 
 async def _run(args: argparse.Namespace) -> int:
     MetricsProvider.default_source = load_source(args.metrics_provider, args.metrics_rules)
-    client = HTTPClient.from_kubeconfig(args.kubeconfig, field_manager="kube-controller-manager",
+    client = HTTPClient.from_kubeconfig(args.kubeconfig, args.context, field_manager="kube-controller-manager",
                                         user_agent="nanokube-controller-manager")
     await client.start()
     elector = from_arguments(client, args, LEASE_NAME)

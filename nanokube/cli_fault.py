@@ -8,20 +8,15 @@ HTTPS with the kubeconfig's client certificate; the node agent inside
 from __future__ import annotations
 
 import argparse
-import base64
 import json
-import os
 import re
-import ssl
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 
-import yaml
-
+from .client import kubeconfig
 from .node.dra.driver import FAULT_EFFECTS
 from .node.faults import ANNOTATION, LEASE_STOP, NODE_FAULTS, NOT_READY, edit, gpu_token, token
 
@@ -38,7 +33,7 @@ def duration(text: str) -> float:
 
 def add_parser(sub) -> None:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--kubeconfig", default="./.nanokube/kubeconfig", help="default ./.nanokube/kubeconfig")
+    kubeconfig.add_arguments(common)
     timing = argparse.ArgumentParser(add_help=False)
     timing.add_argument("--for", dest="duration", type=duration, metavar="DURATION",
                         help="heal by itself after this long (e.g. 30s, 2m)")
@@ -59,37 +54,21 @@ def add_parser(sub) -> None:
     gpu.add_argument("--clear", action="store_true", help="recover the device (all kinds unless --kind is given)")
 
 
-class _Kubeconfig:
-    """The current context's server and TLS material, as an ssl context."""
+class _API:
+    """Plain requests to the server of the chosen kubeconfig context."""
 
-    def __init__(self, path: str):
-        with open(path) as f:
-            cfg = yaml.safe_load(f)
-        ctx = next(c["context"] for c in cfg["contexts"] if c["name"] == cfg["current-context"])
-        cluster = next(c["cluster"] for c in cfg["clusters"] if c["name"] == ctx["cluster"])
-        user = next(u["user"] for u in cfg["users"] if u["name"] == ctx["user"])
-        self.server = cluster["server"].rstrip("/")
-        self.ssl = ssl.create_default_context(cadata=self._pem(cluster, "certificate-authority").decode())
-        with tempfile.TemporaryDirectory() as d:
-            cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
-            for path_, field in ((cert, "client-certificate"), (key, "client-key")):
-                with open(os.open(path_, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as f:
-                    f.write(self._pem(user, field))
-            self.ssl.load_cert_chain(cert, key)
-
-    @staticmethod
-    def _pem(section: dict, field: str) -> bytes:
-        if section.get(f"{field}-data"):
-            return base64.b64decode(section[f"{field}-data"])
-        with open(section[field], "rb") as f:
-            return f.read()
+    def __init__(self, creds: kubeconfig.Credentials):
+        self.creds = creds
 
     def request(self, method: str, path: str, body: dict | None = None, content_type: str = "") -> dict:
-        req = urllib.request.Request(self.server + path, method=method,
-                                     data=json.dumps(body).encode() if body is not None else None,
-                                     headers={"Content-Type": content_type, "Accept": "application/json"}
-                                     if content_type else {"Accept": "application/json"})
-        with urllib.request.urlopen(req, context=self.ssl, timeout=30) as r:
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        if self.creds.token:
+            headers["Authorization"] = f"Bearer {self.creds.token}"
+        req = urllib.request.Request(self.creds.server + path, method=method, headers=headers,
+                                     data=json.dumps(body).encode() if body is not None else None)
+        with urllib.request.urlopen(req, context=self.creds.ssl, timeout=30) as r:
             return json.loads(r.read())
 
 
@@ -117,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     path = f"/api/v1/nodes/{urllib.parse.quote(name)}"
     try:
-        kc = _Kubeconfig(args.kubeconfig)
+        kc = _API(kubeconfig.load(args.kubeconfig, args.context))
         for _ in range(5):
             node = kc.request("GET", path)
             md = node["metadata"]
@@ -137,6 +116,9 @@ def run(args: argparse.Namespace) -> int:
         detail = json.loads(e.read() or b"{}").get("message", e.reason)
         print(f"nanokube: {detail}", file=sys.stderr)
         return 1
-    except (OSError, KeyError, StopIteration, yaml.YAMLError) as e:
-        print(f"nanokube: cannot use kubeconfig {args.kubeconfig}: {e}", file=sys.stderr)
+    except kubeconfig.KubeconfigError as e:
+        print(f"nanokube: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"nanokube: cannot reach the API server: {e}", file=sys.stderr)
         return 1

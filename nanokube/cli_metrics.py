@@ -14,14 +14,15 @@ import sys
 
 import orjson
 
-from .machinery.errors import APIError
+from .client import kubeconfig
 from .client.http import HTTPClient
+from .machinery.errors import APIError
 from .metrics.provider import EXTERNAL_CONFIGMAP, MetricsUnavailable, from_milli, milli, parse_series
 
 
 def add_parser(sub) -> None:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--kubeconfig", default="./.nanokube/kubeconfig", help="default ./.nanokube/kubeconfig")
+    kubeconfig.add_arguments(common)
     common.add_argument("-n", "--namespace", default="default")
     p = sub.add_parser("metrics", help="set or read external metrics HPAs scale on")
     what = p.add_subparsers(dest="action", required=True)
@@ -97,7 +98,7 @@ async def _get(client: HTTPClient, args: argparse.Namespace) -> str:
 
 
 async def _main(args: argparse.Namespace) -> str:
-    client = HTTPClient.from_kubeconfig(args.kubeconfig, field_manager="nanokube-metrics")
+    client = HTTPClient.from_kubeconfig(args.kubeconfig, args.context, field_manager="nanokube-metrics")
     await client.start()
     try:
         return await (_set if args.action == "set" else _get)(client, args)

@@ -16,9 +16,10 @@ import signal
 import socket
 import sys
 
-from .machinery.errors import APIError
+from .client import kubeconfig
 from .client.http import HTTPClient
 from .client.informer import Informer
+from .machinery.errors import APIError
 from .proxy.events import record_node_event
 from .proxy.modes import ModeError, select_mode
 from .proxy.nftables.layout import TABLE
@@ -51,7 +52,7 @@ def address(text: str) -> str:
 
 def add_parser(sub) -> None:
     p = sub.add_parser("proxy", help="run kube-proxy (nftables) for one node against a running API server")
-    p.add_argument("--kubeconfig", default="./.nanokube/kubeconfig", help="default ./.nanokube/kubeconfig")
+    kubeconfig.add_arguments(p)
     p.add_argument("--hostname-override", default=socket.gethostname(), metavar="NODE",
                    help="the Node this proxy serves (default: the host name)")
     p.add_argument("--proxy-mode", default=None,
@@ -82,7 +83,7 @@ def _cleanup(netns: str | None) -> int:
 
 async def _run(args: argparse.Namespace, mode: str, warnings: list[str]) -> int:
     node = args.hostname_override
-    client = HTTPClient.from_kubeconfig(args.kubeconfig, field_manager="kube-proxy", user_agent="nanokube-proxy")
+    client = HTTPClient.from_kubeconfig(args.kubeconfig, args.context, field_manager="kube-proxy", user_agent="nanokube-proxy")
     await client.start()
     proxier = Proxier(client, node, "", netns=args.netns, configs=proxy_configs(),
                       min_sync_period=args.min_sync_period, sync_period=args.sync_period)

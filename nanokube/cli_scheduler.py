@@ -13,9 +13,10 @@ import signal
 import sys
 from collections.abc import Callable
 
-from .machinery.errors import APIError
+from .client import kubeconfig
 from .client.http import HTTPClient
 from .client.leaderelection import LeaderElector, add_arguments, from_arguments
+from .machinery.errors import APIError
 from .scheduler.config import LEASE_NAME, ConfigError
 from .scheduler.config import load as load_config
 from .scheduler.metrics import Metrics
@@ -80,7 +81,7 @@ class ElectedScheduler:
 
 def add_parser(sub) -> None:
     p = sub.add_parser("scheduler", help="run the scheduler against a running API server")
-    p.add_argument("--kubeconfig", default="./.nanokube/kubeconfig", help="default ./.nanokube/kubeconfig")
+    kubeconfig.add_arguments(p)
     p.add_argument("--config", default=None, metavar="FILE",
                    help="KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1): profiles, plugins, backoff")
     add_arguments(p, LEASE_NAME, "scheduling")
@@ -88,7 +89,7 @@ def add_parser(sub) -> None:
 
 
 async def _run(args: argparse.Namespace, config) -> int:
-    client = HTTPClient.from_kubeconfig(args.kubeconfig, field_manager="default-scheduler",
+    client = HTTPClient.from_kubeconfig(args.kubeconfig, args.context, field_manager="default-scheduler",
                                         user_agent="nanokube-scheduler")
     await client.start()
     elector = from_arguments(client, args, LEASE_NAME, config.leader_election if config else None)

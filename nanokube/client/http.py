@@ -8,19 +8,16 @@ back as `APIError`s built from the server's `Status`.
 
 from __future__ import annotations
 
-import base64
-import os
-import ssl
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
 import aiohttp
 import orjson
-import yaml
 
 from ..machinery.errors import APIError
+from . import kubeconfig
+from .kubeconfig import Credentials
 
 JSON = "application/json"
 
@@ -91,49 +88,6 @@ def _error(status: int, body: bytes) -> APIError:
     return APIError(status, "InternalError" if status >= 500 else "BadRequest", body.decode(errors="replace")[:500])
 
 
-@dataclass
-class Credentials:
-    server: str
-    ssl: ssl.SSLContext | None
-    token: str = ""
-    namespace: str = "default"
-
-
-def load_kubeconfig(path: str, context: str | None = None) -> Credentials:
-    """Server, TLS context and user credentials of a kubeconfig context."""
-    with open(path) as f:
-        cfg = yaml.safe_load(f) or {}
-    name = context or cfg.get("current-context")
-    ctx = next((c["context"] for c in cfg.get("contexts") or [] if c["name"] == name), None)
-    if ctx is None:
-        raise ValueError(f'{path}: context "{name}" not found')
-    cluster = next((c["cluster"] for c in cfg.get("clusters") or [] if c["name"] == ctx.get("cluster")), None)
-    user = next((u["user"] for u in cfg.get("users") or [] if u["name"] == ctx.get("user")), {})
-    if cluster is None:
-        raise ValueError(f'{path}: cluster "{ctx.get("cluster")}" not found')
-    server = cluster["server"].rstrip("/")
-    sslctx = None
-    if server.startswith("https://"):
-        sslctx = ssl.create_default_context(cadata=_pem(cluster, "certificate-authority", path).decode())
-        if user.get("client-certificate-data") or user.get("client-certificate"):
-            with tempfile.TemporaryDirectory() as d:
-                cert, key = os.path.join(d, "tls.crt"), os.path.join(d, "tls.key")
-                for target, kind in ((cert, "client-certificate"), (key, "client-key")):
-                    with open(os.open(target, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as out:
-                        out.write(_pem(user, kind, path))
-                sslctx.load_cert_chain(cert, key)
-    return Credentials(server, sslctx, user.get("token", ""), ctx.get("namespace") or "default")
-
-
-def _pem(section: dict, kind: str, path: str) -> bytes:
-    if section.get(f"{kind}-data"):
-        return base64.b64decode(section[f"{kind}-data"])
-    if section.get(kind):
-        with open(os.path.join(os.path.dirname(path), section[kind]), "rb") as f:
-            return f.read()
-    raise ValueError(f"{path}: no {kind} given")
-
-
 class HTTPClient:
     def __init__(self, creds: Credentials, field_manager: str = "nanokube", user_agent: str = "nanokube"):
         self.creds = creds
@@ -145,8 +99,9 @@ class HTTPClient:
         self.session: aiohttp.ClientSession | None = None
 
     @classmethod
-    def from_kubeconfig(cls, path: str, context: str | None = None, **kw) -> HTTPClient:
-        return cls(load_kubeconfig(path, context), **kw)
+    def from_kubeconfig(cls, path: str | None = None, context: str | None = None, **kw) -> HTTPClient:
+        """From `path`, else the files kubectl would read (`client/kubeconfig.py`)."""
+        return cls(kubeconfig.load(path, context), **kw)
 
     async def start(self) -> None:
         """Open the connection pool and read discovery. The pool is unbounded:

@@ -13,7 +13,8 @@ import urllib.request
 
 import pytest
 
-from nanokube.cli_fault import _Kubeconfig
+from nanokube.cli_fault import _API
+from nanokube.client import kubeconfig
 from nanokube.clock import parse_time
 from nanokube.node.faults import ANNOTATION
 from tests.e2e.conftest import FAST_HEARTBEATS, running_cluster
@@ -74,10 +75,10 @@ class Recorder:
     each event with its arrival time; the server ends it after a minute."""
 
     def __init__(self, c, path: str):
-        kc = _Kubeconfig(c.kubeconfig)
-        rv = kc.request("GET", path)["metadata"]["resourceVersion"]
-        self._resp = urllib.request.urlopen(f"{kc.server}{path}?watch=1&resourceVersion={rv}&timeoutSeconds=60",
-                                            context=kc.ssl, timeout=90)
+        creds = kubeconfig.load(c.kubeconfig)
+        rv = _API(creds).request("GET", path)["metadata"]["resourceVersion"]
+        self._resp = urllib.request.urlopen(f"{creds.server}{path}?watch=1&resourceVersion={rv}&timeoutSeconds=60",
+                                            context=creds.ssl, timeout=90)
         self.events: list[tuple[float, dict]] = []
         threading.Thread(target=self._read, daemon=True).start()
 

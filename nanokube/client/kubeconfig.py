@@ -1,0 +1,135 @@
+"""Finding and reading kubeconfig files the way kubectl does, for every subcommand that talks to an
+API server: `--kubeconfig FILE`, else `$KUBECONFIG` (a list of files, merged: the first file to
+name a cluster, user or context wins, the first non-empty `current-context` wins), else the
+kubeconfig `nanokube up` writes in `./.nanokube`, else `~/.kube/config`; `--context` picks a
+context. Errors name the files that were read."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import ssl
+import tempfile
+from dataclasses import dataclass
+from typing import Mapping
+
+import yaml
+
+#: where `nanokube up` writes its admin kubeconfig by default
+UP_DEFAULT = os.path.join(".nanokube", "kubeconfig")
+HOME_DEFAULT = os.path.join("~", ".kube", "config")
+
+
+class KubeconfigError(ValueError):
+    """A kubeconfig that cannot be used; the message names the file(s) and what is wrong."""
+
+
+@dataclass
+class Credentials:
+    server: str
+    ssl: ssl.SSLContext | None
+    token: str = ""
+    namespace: str = "default"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """kubectl's `--kubeconfig` and `--context` flags."""
+    parser.add_argument("--kubeconfig", default=None,
+                        help="kubeconfig file (default: $KUBECONFIG, else ./.nanokube/kubeconfig, else ~/.kube/config)")
+    parser.add_argument("--context", default=None, help="the kubeconfig context to use (default: its current-context)")
+
+
+def paths(explicit: str | None = None, env: Mapping[str, str] = os.environ) -> list[str]:
+    """The files to read, in precedence order."""
+    if explicit:
+        return [explicit]
+    listed = [p for p in env.get("KUBECONFIG", "").split(os.pathsep) if p]
+    if listed:
+        return listed
+    return [UP_DEFAULT] if os.path.exists(UP_DEFAULT) else [os.path.expanduser(HOME_DEFAULT)]
+
+
+@dataclass
+class _Entry:
+    value: dict
+    source: str  # the file it came from: relative paths inside it resolve against its directory
+
+
+def _merge(files: list[str]) -> tuple[dict[str, dict[str, _Entry]], str, list[str]]:
+    """Named clusters/users/contexts (first file wins), current-context, and the files read.
+    A missing file in a $KUBECONFIG list is skipped, as kubectl skips it; an explicit one is not."""
+    merged: dict[str, dict[str, _Entry]] = {"clusters": {}, "users": {}, "contexts": {}}
+    current, read = "", []
+    for path in files:
+        try:
+            with open(path) as f:
+                cfg = yaml.safe_load(f) or {}
+        except FileNotFoundError:
+            if len(files) == 1:
+                raise KubeconfigError(f"kubeconfig {path} does not exist") from None
+            continue
+        except (OSError, yaml.YAMLError) as e:
+            raise KubeconfigError(f"cannot read kubeconfig {path}: {e}") from None
+        if not isinstance(cfg, dict):
+            raise KubeconfigError(f"kubeconfig {path} is not a kubeconfig (a YAML mapping)")
+        read.append(path)
+        for section, key in (("clusters", "cluster"), ("users", "user"), ("contexts", "context")):
+            for item in cfg.get(section) or []:
+                if isinstance(item, dict) and item.get("name") and item["name"] not in merged[section]:
+                    merged[section][item["name"]] = _Entry(item.get(key) or {}, path)
+        current = current or cfg.get("current-context") or ""
+    if not read:
+        raise KubeconfigError(f"none of the kubeconfig files exist: {', '.join(files)}")
+    return merged, current, read
+
+
+def load(explicit: str | None = None, context: str | None = None, env: Mapping[str, str] = os.environ) -> Credentials:
+    """Server, TLS context and credentials of the chosen context."""
+    merged, current, read = _merge(paths(explicit, env))
+    where = ", ".join(read)
+    name = context or current
+    if not name:
+        raise KubeconfigError(f"{where}: no context chosen (no current-context and no --context)")
+    ctx = merged["contexts"].get(name)
+    if ctx is None:
+        raise KubeconfigError(f'{where}: context "{name}" not found')
+    cluster = merged["clusters"].get(ctx.value.get("cluster", ""))
+    if cluster is None:
+        raise KubeconfigError(f'{where}: cluster "{ctx.value.get("cluster")}" of context "{name}" not found')
+    user = merged["users"].get(ctx.value.get("user", ""), _Entry({}, cluster.source))
+    server = str(cluster.value.get("server") or "").rstrip("/")
+    if not server:
+        raise KubeconfigError(f'{cluster.source}: cluster "{ctx.value.get("cluster")}" has no server')
+    sslctx = None
+    if server.startswith("https://"):
+        ca = _material(cluster, "certificate-authority", required=False)
+        sslctx = ssl.create_default_context(cadata=ca.decode() if ca else None)
+        if cluster.value.get("insecure-skip-tls-verify"):
+            sslctx.check_hostname = False
+            sslctx.verify_mode = ssl.CERT_NONE
+        cert = _material(user, "client-certificate", required=False)
+        if cert:
+            with tempfile.TemporaryDirectory() as d:
+                cert_path, key_path = os.path.join(d, "tls.crt"), os.path.join(d, "tls.key")
+                for target, pem in ((cert_path, cert), (key_path, _material(user, "client-key", required=True))):
+                    with open(os.open(target, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as out:
+                        out.write(pem)
+                sslctx.load_cert_chain(cert_path, key_path)
+    return Credentials(server, sslctx, str(user.value.get("token") or ""), ctx.value.get("namespace") or "default")
+
+
+def _material(entry: _Entry, kind: str, required: bool) -> bytes:
+    """`<kind>-data` (base64) or the file `<kind>` names, relative to the kubeconfig it is in."""
+    section = entry.value
+    try:
+        if section.get(f"{kind}-data"):
+            return base64.b64decode(section[f"{kind}-data"])
+        if section.get(kind):
+            with open(os.path.join(os.path.dirname(entry.source), os.path.expanduser(section[kind])), "rb") as f:
+                return f.read()
+    except (OSError, ValueError) as e:
+        raise KubeconfigError(f"{entry.source}: cannot read {kind}: {e}") from None
+    if required:
+        raise KubeconfigError(f"{entry.source}: no {kind} given")
+    return b""
