@@ -83,3 +83,23 @@ def list_semantics(schema: dict[str, Any] | None) -> tuple[str | None, list[str]
 def kind_schema(group: str, version: str, kind: str) -> dict[str, Any] | None:
     name = definition_name(group, version, kind)
     return definitions()[name] if name else None
+
+
+def define(defs: dict[str, dict[str, Any]]) -> None:
+    """Add definitions served at run time (custom resources' kinds), indexed by their
+    `x-kubernetes-group-version-kind` like the built-in ones."""
+    all_defs, idx = definitions(), _gvk_index()
+    for name, d in defs.items():
+        all_defs[name] = d
+        for gvk in d.get("x-kubernetes-group-version-kind", ()):
+            idx[(gvk["group"], gvk["version"], gvk["kind"])] = name
+
+
+def forget(names: list[str]) -> None:
+    """Remove definitions added by `define` (a CRD deleted or a version no longer served)."""
+    all_defs, idx = definitions(), _gvk_index()
+    for name in names:
+        d = all_defs.pop(name, None)
+        for gvk in (d or {}).get("x-kubernetes-group-version-kind", ()):
+            if idx.get((gvk["group"], gvk["version"], gvk["kind"])) == name:
+                del idx[(gvk["group"], gvk["version"], gvk["kind"])]

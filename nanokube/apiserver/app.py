@@ -266,6 +266,14 @@ class APIServer:
         body = self.metrics.render() + b"".join(generate_latest(r) for r in self.component_metrics)
         return web.Response(body=body, content_type="text/plain", charset="utf-8")
 
+    def resources_changed(self) -> None:
+        """The served resources changed (CRDs): discovery and OpenAPI are built anew."""
+        from . import openapi
+
+        self.handlers.forget_discovery()
+        openapi.forget_documents()
+        self._openapi.clear()
+
     def _openapi_bytes(self, key: str, build) -> bytes:
         b = self._openapi.get(key)
         if b is None:

@@ -6,6 +6,7 @@ status)."""
 
 from __future__ import annotations
 
+from .apiextensions.serving import CustomResources
 from .flowcontrol import FlowSchemaStatus, ensure_bootstrap_configuration
 from .ipaddresses import IPAddressRepair, ensure_default_service_cidr
 from .loopback import LocalClient
@@ -21,7 +22,9 @@ async def bootstrap(server) -> None:
 async def start_loops(server) -> list:
     """The API server's own controllers, started; stop each with `await c.stop()`."""
     loopback = LocalClient(server.rest, SYSTEM, "kube-apiserver")
-    loops = [IPAddressRepair(loopback, clock=server.clock), FlowSchemaStatus(loopback, clock=server.clock)]
+    loops = [IPAddressRepair(loopback, clock=server.clock), FlowSchemaStatus(loopback, clock=server.clock),
+             CustomResources(server, LocalClient(server.rest, SYSTEM, "kube-apiextensions-apiserver"),
+                             server.resources_changed)]
     for c in loops:
         await c.start()
     return loops

@@ -89,6 +89,10 @@ class APIHandlers:
     def _cached(self, key: str, build) -> web.Response:
         b = self._discovery_cache.get(key)
         if b is None:
+    def forget_discovery(self) -> None:
+        """The served resources changed (a CRD came, went or changed): build discovery anew."""
+        self._discovery_cache.clear()
+
             b = self._discovery_cache[key] = dumps(build())
         return web.Response(body=b, content_type=_JSON)
 
@@ -124,6 +128,9 @@ class APIHandlers:
             return resp
         except errors.APIError as e:
             code = e.code
+            for w in request.get("warnings", ()):
+                if not resp.prepared:
+                    resp.headers.add("Warning", f'299 - "{w}"')
             return error_response(e)
         except asyncio.CancelledError:
             code = 499
@@ -192,6 +199,9 @@ class APIHandlers:
         if res.namespaced and namespace is None and (m != "GET" or name):
             if m == "POST" and not name:
                 pass
+        deprecated = res.strategy.deprecation(version)
+        if deprecated:
+            request["warnings"] = [deprecated]
             else:
                 raise errors.APIError(404, "NotFound", "the server could not find the requested resource")
         if res.verbs == ("create",) and self.reviews is not None:
@@ -239,6 +249,10 @@ class APIHandlers:
             if ctype != "application/apply-patch+yaml":
                 opts.field_manager = opts.field_manager or _field_manager_default(request)
             elif q.get("force") is not None:
+            if ctype == "application/strategic-merge-patch+json" and not res.strategy.strategic_merge:
+                raise errors.APIError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted "
+                                      "media types include: application/json-patch+json, application/merge-patch+json, "
+                                      "application/apply-patch+yaml")
                 opts.force = _bool(q.get("force"))
             r = await self.rest.patch(res, version, namespace, name, ctype, raw, opts, subresource=sub)
             return self._render_write(request, res, r, version)

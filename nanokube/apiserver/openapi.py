@@ -375,6 +375,12 @@ _V2_CACHE: dict[tuple, bytes] = {}
 _V3_CACHE: dict[tuple, dict[str, tuple[bytes, str]]] = {}
 
 
+def forget_documents() -> None:
+    """Definitions changed in place (a CRD's schema): documents are built anew."""
+    _V2_CACHE.clear()
+    _V3_CACHE.clear()
+
+
 def build_v2(resources: list[Resource]) -> bytes:
     """The Swagger 2.0 document served at `/openapi/v2`."""
     key = _key(resources)

@@ -78,6 +78,26 @@ class ResourceIndex:
 
     def by_kind(self, group: str, kind: str) -> Resource | None:
         return self._by_gk.get((group, kind))
+    def add(self, res: Resource) -> None:
+        """Serve `res` from now on, in place of any resource of the same group and plural
+        (custom resources come and change at run time)."""
+        self.remove(res.group, res.plural)
+        self.resources.append(res)
+        for v in res.versions:
+            self._by_gvr[(res.group, v, res.plural)] = res
+        self._by_gk[(res.group, res.kind)] = res
+
+    def remove(self, group: str, plural: str) -> Resource | None:
+        old = next((r for r in self.resources if r.group == group and r.plural == plural), None)
+        if old is not None:
+            self.resources.remove(old)
+            for v in old.versions:
+                if self._by_gvr.get((group, v, plural)) is old:
+                    del self._by_gvr[(group, v, plural)]
+            if self._by_gk.get((group, old.kind)) is old:
+                del self._by_gk[(group, old.kind)]
+        return old
+
 
     def group_versions(self) -> dict[str, list[str]]:
         """group → served versions, preferred first (upstream's priority order)."""
@@ -157,20 +177,23 @@ class GenericREST:
                 f"{res.kind} in version \"{version}\" cannot be handled as a {res.kind}: json: cannot unmarshal "
                 f"{type(obj['metadata']).__name__} into Go struct field {res.kind}.metadata of type v1.ObjectMeta"
             )
-        sch = schemas.kind_schema(res.group, version, res.kind)
-        if sch is None:
-            return []
         from . import structural
 
-        errs, unknown = structural.check(obj, sch, True)
-        if errs:
-            raise errors.bad_request(structural.decode_error_message(res.kind, version, errs[0]))
+        sch = None
+        unknown = res.strategy.decode(obj, version)
+        if unknown is None:
+            sch = schemas.kind_schema(res.group, version, res.kind)
+            if sch is None:
+                return []
+            errs, unknown = structural.check(obj, sch, True)
+            if errs:
+                raise errors.bad_request(structural.decode_error_message(res.kind, version, errs[0]))
         warnings: list[str] = []
         if unknown and opts.field_validation == "Strict":
             raise errors.bad_request(structural.decode_error_message(res.kind, version, structural.strict_error(unknown)))
         if unknown and opts.field_validation == "Warn":
             warnings = structural.unknown_field_warnings(unknown)
-        if unknown:
+        if unknown and sch is not None:
             pruned = structural.prune(obj, sch)
             obj.clear()
             obj.update(pruned)

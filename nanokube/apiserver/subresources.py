@@ -218,7 +218,7 @@ class Subresources:
 
     async def get_scale(self, res: Resource, namespace: str, name: str) -> dict:
         obj = self.rest._entry(res, namespace, name).obj
-        return _scale_of(obj)
+        return _scale_of(res, obj)
 
     def _patch_scale(self, scale: dict, ctype: str, raw: bytes) -> dict:
         from .patch import jsonpatch, merge, strategic
@@ -246,7 +246,7 @@ class Subresources:
             if rv and rv != str(entry.rev):
                 raise errors.conflict(res.group, res.plural, name, errors.STALE)
             new = copy.deepcopy(self.rest._external(res, entry.obj, version))
-            new["spec"]["replicas"] = replicas
+            res.strategy.set_replicas(new, replicas)
             new = res.strategy.to_storage(new, version)
             try:
                 r = await self.rest._update_from(res, version, entry, new, opts, "scale", entry.rev)
@@ -256,15 +256,19 @@ class Subresources:
                     continue
                 raise
             stored = self.rest.cache.get(res.key(namespace, name))
-            return _scale_of(stored.obj if stored else r.obj)
+            return _scale_of(res, stored.obj if stored else r.obj)
         raise errors.conflict(res.group, res.plural, name, errors.STALE)
 
 
-def _scale_of(obj: dict) -> dict:
+def _scale_of(res: Resource, obj: dict) -> dict:
     md = obj["metadata"]
     spec, st = obj.get("spec") or {}, obj.get("status") or {}
     sel = spec.get("selector")
-    if obj.get("kind") == "ReplicationController":  # an equality map, not a LabelSelector
+    custom = res.strategy.scale_of(obj)
+    if custom is not None:
+        spec, st = {"replicas": custom[0]}, {"replicas": custom[1]}
+        selector = custom[2]
+    elif obj.get("kind") == "ReplicationController":  # an equality map, not a LabelSelector
         selector = ",".join(f"{k}={sel[k]}" for k in sorted(sel or {}))
     else:
         selector = selector_to_string(sel) if isinstance(sel, dict) else (st.get("selector") or "")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..clock import Clock, parse_time
-from ..registry.base import AGE, Column, Resource
+from ..registry.base import AGE, Age, Column, Resource
 from ..registry.core_printing import human_duration
 
 _DEFAULT = [
@@ -40,6 +40,11 @@ def _cell(c: Column, obj: dict, now: float) -> Any:
         v = c.fn(obj)
     except (KeyError, IndexError, TypeError, AttributeError, ValueError):
         v = "<unknown>"
+    if isinstance(v, Age):
+        try:
+            return human_duration(now - parse_time(v))
+        except ValueError:
+            return "<invalid>"
     return "<none>" if v is None else v
 
 

@@ -21,6 +21,10 @@ def AGE(obj: Obj) -> str:
     raise NotImplementedError
 
 
+class Age(str):
+    """A cell value: a timestamp the table shows as its age (a custom resource's `date` column)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Column:
     """A server-side printing column (meta.k8s.io/v1 TableColumnDefinition)."""
@@ -54,6 +58,26 @@ class Strategy:
     return_deleted_object: bool = False
     #: may PUT create a missing object (leases, endpoints, events)?
     allow_create_on_update: bool = False
+    #: does PATCH accept strategic merge patches? (custom resources have no patch strategies)
+    strategic_merge: bool = True
+
+    def decode(self, obj: Obj, version: str) -> list[str] | None:
+        """Drop unknown fields of a decoded body in place and return their paths; None when the
+        Go-struct decoding of release-1.37's definitions (apiserver/structural.py) applies."""
+        return None
+
+    def deprecation(self, version: str) -> str | None:
+        """The Warning every request to `version` gets, if it is deprecated."""
+        return None
+
+    def scale_of(self, obj: Obj) -> tuple[int, int, str] | None:
+        """(spec replicas, status replicas, label selector) of the Scale subresource when it
+        reads other paths than a workload's spec.replicas / status.replicas / selector (CRDs)."""
+        return None
+
+    def set_replicas(self, obj: Obj, replicas: int) -> None:
+        """What a write through /scale changes."""
+        obj.setdefault("spec", {})["replicas"] = replicas
 
     def default(self, obj: Obj, version: str) -> None:
         """Fill defaults, in the request's version, before validation."""

@@ -22,4 +22,4 @@ def test_proxy_benchmark_reports_every_number_and_leaves_no_namespace():
     table = proxy.format_table(r).splitlines()
     assert "1 change p50" in table[1] and table[2].split()[:3] == ["10", "x", "5"]
     after = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
-    assert {l for l in after.splitlines() if "nk-bench" in l} == {l for l in before.splitlines() if "nk-bench" in l}
+    assert {x for x in after.splitlines() if "nk-bench" in x} == {x for x in before.splitlines() if "nk-bench" in x}

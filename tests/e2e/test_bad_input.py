@@ -10,6 +10,9 @@ import urllib.request
 import pytest
 import yaml
 
+#: the outcome depends on the store: this module runs again on etcd
+pytestmark = pytest.mark.store
+
 NS = "bad"
 
 

@@ -15,6 +15,9 @@ import pytest
 
 from .conftest import running_cluster, wait_for
 
+#: the outcome depends on the store: this module runs again on etcd
+pytestmark = pytest.mark.store
+
 
 def manager(c, log: Path) -> subprocess.Popen:
     with open(log, "ab") as out:

@@ -14,6 +14,9 @@ from kubernetes import client
 
 from .conftest import STORE, start_cluster
 
+#: the outcome depends on the store: this module runs again on etcd
+pytestmark = pytest.mark.store
+
 
 @pytest.mark.skipif(STORE == "memory", reason="the memory store is not durable by design")
 def test_kill_9_keeps_acknowledged_writes(store_url):

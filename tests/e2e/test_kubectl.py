@@ -13,6 +13,9 @@ import yaml
 from .conftest import KUBECTL
 from .manifests import all_kinds, to_yaml
 
+#: the outcome depends on the store: this module runs again on etcd
+pytestmark = pytest.mark.store
+
 NS = "e2e"
 
 

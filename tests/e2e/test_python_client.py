@@ -10,6 +10,9 @@ from kubernetes import client, watch
 
 from .manifests import all_kinds
 
+#: the outcome depends on the store: this module runs again on etcd
+pytestmark = pytest.mark.store
+
 NS = "pyclient"
 
 

@@ -1,0 +1,290 @@
+"""Validation of CustomResourceDefinition objects (apiextensions `validation/validation.go`).
+
+Names, versions (exactly one storage version, unique DNS-1035 names), a
+structural schema for every version, printer columns, selectable fields, the
+scale subresource's paths, conversion and status.storedVersions, with upstream's
+field paths and words. `x-kubernetes-validations` rules are compiled by
+`cel_rules` (when present) so their compile errors and cost limits are CRD errors.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ...machinery.validation import (
+    FieldError, dns1035_label, dns1123_subdomain, duplicate, forbidden, immutable, invalid, not_supported, required,
+    too_many,
+)
+from . import jsonpath, structural_schema
+
+PRINTER_TYPES = ("boolean", "date", "integer", "number", "string")
+PRINTER_FORMATS = ("byte", "date", "date-time", "double", "float", "int32", "int64", "password")
+MAX_SELECTABLE_FIELDS = 8
+MAX_DEPRECATION_WARNING = 256
+
+
+def cel_rules():
+    """The CEL rules module (x-kubernetes-validations), written alongside; None until it exists."""
+    try:
+        return importlib.import_module(f"{__package__}.cel_rules")
+    except ModuleNotFoundError as e:
+        if e.name != f"{__package__}.cel_rules":
+            raise
+        return None
+
+
+def _names(names: Any, path: str) -> list[FieldError]:
+    errs: list[FieldError] = []
+    if not isinstance(names, dict):
+        return errs
+    for f in ("plural", "singular"):
+        v = names.get(f)
+        if v and dns1035_label(v):
+            errs.append(invalid(f"{path}.{f}", v, ",".join(dns1035_label(v))))
+    for f in ("kind", "listKind"):
+        v = names.get(f)
+        if v and dns1035_label(v.lower()):
+            errs.append(invalid(f"{path}.{f}", v, "may have mixed case, but should otherwise match: "
+                                + ",".join(dns1035_label(v.lower()))))
+    for f in ("shortNames", "categories"):
+        for i, v in enumerate(names.get(f) or []):
+            if not isinstance(v, str) or dns1035_label(v):
+                errs.append(invalid(f"{path}.{f}[{i}]", v, ",".join(dns1035_label(str(v)))))
+    if names.get("kind") and names.get("kind") == names.get("listKind"):
+        errs.append(invalid(f"{path}.listKind", names["listKind"], "kind and listKind may not be the same"))
+    return errs
+
+
+def _schema_at(schema: dict[str, Any] | None, path: str) -> dict[str, Any] | None:
+    """The schema node a simple JSON path (`.spec.replicas`) names, if declared."""
+    node = schema
+    for step in jsonpath.compile_path(path):
+        if step[0] != "field" or not isinstance(node, dict):
+            return None
+        props = node.get("properties") or {}
+        if step[1] in props:
+            node = props[step[1]]
+        elif isinstance(node.get("additionalProperties"), dict):
+            node = node["additionalProperties"]
+        else:
+            return None
+    return node
+
+
+def _simple_path(path: str, fld: str) -> list[FieldError]:
+    try:
+        steps = jsonpath.compile_path(path)
+    except jsonpath.JSONPathError as e:
+        return [invalid(fld, path, f"is an invalid path: {e}")]
+    if any(s[0] != "field" for s in steps):
+        return [invalid(fld, path, "must be a simple json path")]
+    return []
+
+
+def _printer_columns(cols: Any, path: str) -> list[FieldError]:
+    errs: list[FieldError] = []
+    for i, c in enumerate(cols or []):
+        p = f"{path}[{i}]"
+        if not c.get("name"):
+            errs.append(required(f"{p}.name", ""))
+        t = c.get("type")
+        if not t:
+            errs.append(required(f"{p}.type", "must be one of " + ",".join(PRINTER_TYPES)))
+        elif t not in PRINTER_TYPES:
+            errs.append(invalid(f"{p}.type", t, "must be one of " + ",".join(PRINTER_TYPES)))
+        if c.get("format") and c["format"] not in PRINTER_FORMATS:
+            errs.append(invalid(f"{p}.format", c["format"], "must be one of " + ",".join(PRINTER_FORMATS)))
+        if not c.get("jsonPath"):
+            errs.append(required(f"{p}.jsonPath", ""))
+        else:
+            try:
+                jsonpath.compile_path(c["jsonPath"])
+            except jsonpath.JSONPathError as e:
+                errs.append(invalid(f"{p}.jsonPath", c["jsonPath"], f"is an invalid path: {e}"))
+    return errs
+
+
+def _selectable_fields(fields: Any, schema: dict | None, path: str) -> list[FieldError]:
+    errs: list[FieldError] = []
+    fields = fields or []
+    if len(fields) > MAX_SELECTABLE_FIELDS:
+        errs.append(too_many(path, len(fields), MAX_SELECTABLE_FIELDS))
+    seen: set[str] = set()
+    for i, f in enumerate(fields):
+        p = f"{path}[{i}].jsonPath"
+        jp = (f or {}).get("jsonPath")
+        if not jp:
+            errs.append(required(p, ""))
+            continue
+        bad = _simple_path(jp, p)
+        if bad:
+            errs.extend(bad)
+            continue
+        if jp in seen:
+            errs.append(duplicate(p, jp))
+        seen.add(jp)
+        if jp.startswith(".metadata"):
+            errs.append(invalid(p, jp, "must not point to fields in metadata"))
+            continue
+        node = _schema_at(schema, jp)
+        if node is None:
+            errs.append(invalid(p, jp, "is an invalid path: does not refer to a valid field"))
+        elif node.get("type") not in ("string", "boolean", "integer"):
+            errs.append(invalid(p, jp, "must point to a field of type string, boolean or integer. "
+                                       "Enum string fields and strings with formats are allowed."))
+    return errs
+
+
+def _scale(scale: dict[str, Any], schema: dict | None, path: str) -> list[FieldError]:
+    errs: list[FieldError] = []
+    spec_path = scale.get("specReplicasPath")
+    if not spec_path:
+        errs.append(required(f"{path}.specReplicasPath", ""))
+    elif not spec_path.startswith(".spec.") or _simple_path(spec_path, ""):
+        errs.append(invalid(f"{path}.specReplicasPath", spec_path, "should be a json path under .spec"))
+    elif schema is not None:
+        node = _schema_at(schema, spec_path)
+        if node is not None and node.get("type") != "integer":
+            errs.append(invalid(f"{path}.specReplicasPath", spec_path, "should be a json path pointing to an integer"))
+    st_path = scale.get("statusReplicasPath")
+    if not st_path:
+        errs.append(required(f"{path}.statusReplicasPath", ""))
+    elif not st_path.startswith(".status.") or _simple_path(st_path, ""):
+        errs.append(invalid(f"{path}.statusReplicasPath", st_path, "should be a json path under .status"))
+    sel = scale.get("labelSelectorPath")
+    if sel and (not sel.startswith((".spec.", ".status.")) or _simple_path(sel, "")):
+        errs.append(invalid(f"{path}.labelSelectorPath", sel, "should be a json path under either .spec or .status"))
+    return errs
+
+
+def _conversion(conv: Any, path: str) -> list[FieldError]:
+    errs: list[FieldError] = []
+    if not isinstance(conv, dict):
+        return errs
+    strategy = conv.get("strategy")
+    if strategy not in ("None", "Webhook"):
+        errs.append(not_supported(f"{path}.strategy", strategy, ["None", "Webhook"]))
+        return errs
+    if strategy == "None" and conv.get("webhook"):
+        errs.append(forbidden(f"{path}.webhook", "should not be set when strategy is not set to Webhook"))
+    if strategy == "Webhook":
+        wh = conv.get("webhook")
+        if not isinstance(wh, dict):
+            errs.append(required(f"{path}.webhook", "required when strategy is set to Webhook"))
+            return errs
+        cc = wh.get("clientConfig")
+        if not isinstance(cc, dict):
+            errs.append(required(f"{path}.webhook.clientConfig", "required when strategy is set to Webhook"))
+        elif bool(cc.get("url")) == bool(cc.get("service")):
+            errs.append(required(f"{path}.webhook.clientConfig", "exactly one of url or service is required"))
+        crv = wh.get("conversionReviewVersions")
+        if not crv:
+            errs.append(required(f"{path}.webhook.conversionReviewVersions", "must include at least one of v1, v1beta1"))
+        elif not any(v in ("v1", "v1beta1") for v in crv):
+            errs.append(invalid(f"{path}.webhook.conversionReviewVersions", crv, "must include at least one of v1, v1beta1"))
+    return errs
+
+
+def validate(crd: dict[str, Any]) -> list[FieldError]:
+    md = crd.get("metadata") or {}
+    spec = crd.get("spec") if isinstance(crd.get("spec"), dict) else {}
+    names = spec.get("names") if isinstance(spec.get("names"), dict) else {}
+    errs: list[FieldError] = []
+    name = md.get("name", "")
+    if name and name != f"{names.get('plural', '')}.{spec.get('group', '')}":
+        errs.append(invalid("metadata.name", name, 'must be spec.names.plural+"."+spec.group'))
+    group = spec.get("group")
+    if not group:
+        errs.append(required("spec.group", ""))
+    elif dns1123_subdomain(group):
+        errs.append(invalid("spec.group", group, ",".join(dns1123_subdomain(group))))
+    elif "." not in group:
+        errs.append(invalid("spec.group", group, "should be a domain with at least one dot"))
+    scope = spec.get("scope")
+    if not scope:
+        errs.append(required("spec.scope", ""))
+    elif scope not in ("Cluster", "Namespaced"):
+        errs.append(not_supported("spec.scope", scope, ["Cluster", "Namespaced"]))
+    versions = spec.get("versions") or []
+    if not versions:
+        errs.append(invalid("spec.versions", versions, "must have exactly one version marked as storage version"))
+    seen: set[str] = set()
+    storage = 0
+    cel = cel_rules()
+    for i, v in enumerate(versions):
+        p = f"spec.versions[{i}]"
+        vname = v.get("name", "")
+        if dns1035_label(vname):
+            errs.append(invalid(f"{p}.name", vname, ",".join(dns1035_label(vname))))
+        if vname in seen:
+            errs.append(invalid("spec.versions", versions, "must contain unique version names"))
+        seen.add(vname)
+        storage += bool(v.get("storage"))
+        schema = ((v.get("schema") or {}).get("openAPIV3Schema"))
+        if schema is None:
+            errs.append(required(f"{p}.schema.openAPIV3Schema", "schemas are required"))
+        else:
+            errs.extend(structural_schema.validate(schema, f"{p}.schema.openAPIV3Schema"))
+            if cel is not None:
+                _, cel_errs = cel.compile_rules(schema, f"{p}.schema.openAPIV3Schema")
+                errs.extend(cel_errs)
+        errs.extend(_printer_columns(v.get("additionalPrinterColumns"), f"{p}.additionalPrinterColumns"))
+        errs.extend(_selectable_fields(v.get("selectableFields"), schema, f"{p}.selectableFields"))
+        subs = v.get("subresources") or {}
+        if isinstance(subs.get("scale"), dict):
+            errs.extend(_scale(subs["scale"], schema, f"{p}.subresources.scale"))
+        dw = v.get("deprecationWarning")
+        if dw is not None:
+            if not v.get("deprecated"):
+                errs.append(invalid(f"{p}.deprecationWarning", dw, "can only be set for deprecated versions"))
+            elif len(dw) > MAX_DEPRECATION_WARNING:
+                errs.append(invalid(f"{p}.deprecationWarning", dw, "must be <= 256 characters long"))
+            elif not dw.isprintable():
+                errs.append(invalid(f"{p}.deprecationWarning", dw, "must only contain printable UTF-8 characters"))
+    if versions and storage != 1:
+        errs.append(invalid("spec.versions", versions, "must have exactly one version marked as storage version"))
+    for f in ("plural", "singular", "kind", "listKind"):
+        if not names.get(f):
+            errs.append(required(f"spec.names.{f}", ""))
+    errs.extend(_names(names, "spec.names"))
+    errs.extend(_conversion(spec.get("conversion"), "spec.conversion"))
+    errs.extend(_status(crd, versions))
+    return errs
+
+
+def _status(crd: dict[str, Any], versions: list[dict]) -> list[FieldError]:
+    status = crd.get("status") or {}
+    errs = _names(status.get("acceptedNames") or {}, "status.acceptedNames")
+    stored = status.get("storedVersions") or []
+    path = "status.storedVersions"
+    if not stored:
+        return errs + [invalid(path, stored, "must have at least one stored version")]
+    names = {v.get("name") for v in versions}
+    for v in versions:
+        if v.get("storage") and v.get("name") not in stored:
+            errs.append(invalid(path, v, "must have the storage version " + v.get("name", "")))
+    for i, s in enumerate(stored):
+        if s not in names:
+            errs.append(invalid(f"{path}[{i}]", s, "missing from spec.versions; " + s +
+                                " was previously a storage version, and must remain in spec.versions until a "
+                                "storage migration ensures no data remains persisted in " + s +
+                                " and " + s + " is removed from status.storedVersions"))
+    return errs
+
+
+def validate_update(new: dict[str, Any], old: dict[str, Any]) -> list[FieldError]:
+    errs = validate(new)
+    ns, os_ = new.get("spec") or {}, old.get("spec") or {}
+    if ns.get("group") != os_.get("group"):
+        errs.append(immutable("spec.group", ns.get("group")))
+    if (ns.get("names") or {}).get("plural") != (os_.get("names") or {}).get("plural"):
+        errs.append(immutable("spec.names.plural", (ns.get("names") or {}).get("plural")))
+    established = any(c.get("type") == "Established" and c.get("status") == "True"
+                      for c in (old.get("status") or {}).get("conditions") or [])
+    if established:
+        if ns.get("scope") != os_.get("scope"):
+            errs.append(immutable("spec.scope", ns.get("scope")))
+        if (ns.get("names") or {}).get("kind") != (os_.get("names") or {}).get("kind"):
+            errs.append(immutable("spec.names.kind", (ns.get("names") or {}).get("kind")))
+    return errs

@@ -1,0 +1,105 @@
+"""Defaulting and pruning of custom objects by their structural schema.
+
+Upstream (apiextensions-apiserver `schema/defaulting`, `schema/pruning`) runs both
+when a request body is decoded and again when an object is read from storage, so
+a default added to a CRD shows up on objects written before it, and a field
+removed from the schema disappears from what clients read.
+
+Pruning treats the root and every `x-kubernetes-embedded-resource` object as a
+resource: `apiVersion`, `kind` and `metadata` are kept there. Under
+`x-kubernetes-preserve-unknown-fields: true` nothing is dropped, but declared
+properties below are still walked. Unknown-field paths read `spec.a[0].b`, the
+form the strict decoder reports (`unknown field "spec.foo"`).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+_RESOURCE_FIELDS = ("apiVersion", "kind", "metadata")
+
+
+def has_defaults(node: dict[str, Any] | None) -> bool:
+    """Does any node of the schema declare a default? (read paths skip the walk when not)"""
+    if not isinstance(node, dict):
+        return False
+    if "default" in node:
+        return True
+    return (any(has_defaults(p) for p in (node.get("properties") or {}).values())
+            or has_defaults(node.get("items")) or has_defaults(node.get("additionalProperties")))
+
+
+def default(obj: Any, node: dict[str, Any] | None) -> Any:
+    """Fill absent properties that have a default (deep copies), then recurse into
+    every present key, so defaults nested in a freshly defaulted object apply too.
+    A null in a non-nullable field with a default becomes the default; other
+    non-nullable nulls are dropped. Mutates and returns `obj`."""
+    if not isinstance(node, dict):
+        return obj
+    if isinstance(obj, dict):
+        props = node.get("properties") or {}
+        for name, sub in props.items():
+            if not isinstance(sub, dict):
+                continue
+            if "default" in sub and (name not in obj or (obj[name] is None and not sub.get("nullable"))):
+                obj[name] = copy.deepcopy(sub["default"])
+        ap = node.get("additionalProperties")
+        for k in list(obj):
+            v = obj[k]
+            sub = props.get(k) if k in props else (ap if isinstance(ap, dict) else None)
+            if v is None:
+                if isinstance(sub, dict) and not sub.get("nullable"):
+                    if "default" in sub:
+                        obj[k] = copy.deepcopy(sub["default"])
+                    elif sub:
+                        del obj[k]
+                continue
+            default(v, sub)
+    elif isinstance(obj, list):
+        items = node.get("items")
+        if isinstance(items, dict):
+            for i, v in enumerate(obj):
+                if v is None and not items.get("nullable") and "default" in items:
+                    obj[i] = copy.deepcopy(items["default"])
+                else:
+                    default(v, items)
+    return obj
+
+
+def prune(obj: Any, node: dict[str, Any] | None, root: bool = True) -> list[str]:
+    """Drop fields the schema does not declare, in place; returns their paths."""
+    out: list[str] = []
+    _prune(obj, node, "", root, out)
+    return out
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def _prune(obj: Any, node: dict[str, Any] | None, path: str, resource: bool, out: list[str]) -> None:
+    if not isinstance(node, dict):
+        return
+    if isinstance(obj, dict):
+        props = node.get("properties") or {}
+        ap = node.get("additionalProperties")
+        preserve = node.get("x-kubernetes-preserve-unknown-fields") is True
+        embedded = resource or node.get("x-kubernetes-embedded-resource") is True
+        for k in list(obj):
+            if embedded and k in _RESOURCE_FIELDS:
+                continue  # ObjectMeta's own rules apply to metadata, not the schema's
+            if k in props:
+                _prune(obj[k], props[k], _join(path, k), False, out)
+            elif isinstance(ap, dict):
+                _prune(obj[k], ap, _join(path, k), False, out)
+            elif ap is True or preserve:
+                continue
+            else:
+                out.append(_join(path, k))
+                del obj[k]
+    elif isinstance(obj, list):
+        items = node.get("items")
+        if isinstance(items, dict):
+            for i, v in enumerate(obj):
+                _prune(v, items, f"{path}[{i}]", False, out)

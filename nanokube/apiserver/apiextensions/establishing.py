@@ -1,0 +1,52 @@
+"""The CRD establishing controller (apiextensions `controller/establish/establishing_controller.go`).
+
+Once the naming controller has accepted a CRD's names (`Established=False/Installing`),
+this marks it `Established=True/InitialNamesAccepted`: its endpoints are served
+from then on. It runs inside the API server, as upstream's does.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from ...client.informer import Informer
+from ...controllers.base import Controller
+from ...machinery.errors import APIError
+from .naming import GROUP, condition, set_condition
+
+
+class EstablishingController(Controller):
+    name = "crd-establishing"
+
+    def __init__(self, client, **kw):
+        super().__init__(client, **kw)
+        self.crds = client.resource(GROUP, "v1", "customresourcedefinitions")
+        self.inf = Informer(self.crds)
+        self.inf.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new))
+
+    def informers(self):
+        return [self.inf]
+
+    def _enqueue(self, crd: dict) -> None:
+        names = condition(crd, "NamesAccepted")
+        est = condition(crd, "Established")
+        if names and names.get("status") == "True" and (est is None or est.get("status") != "True"):
+            self.queue.add(crd["metadata"]["name"])
+
+    async def sync(self, name: str) -> None:
+        crd = self.inf.get(name)
+        if crd is None:
+            return
+        est = condition(crd, "Established")
+        if (condition(crd, "NamesAccepted") or {}).get("status") != "True" or (est or {}).get("status") == "True":
+            return
+        status = copy.deepcopy(crd.get("status") or {})
+        set_condition(status, "Established", "True", "InitialNamesAccepted", "the initial names have been accepted",
+                      self.clock.rfc3339())
+        try:
+            await self.crds.update({**crd, "status": status}, subresource="status")
+        except APIError as e:
+            if e.code not in (404, 409):
+                raise
+            if e.code == 409:
+                self.queue.add_after(name, 0.05)

@@ -1,0 +1,331 @@
+"""A CRD as a served `Resource`: the custom resource's strategy (customresource/strategy.go).
+
+Each established CRD becomes one `registry.base.Resource` whose strategy carries
+the CRD's schemas, so custom objects go through the same GenericREST, watch cache,
+patch, apply, table and discovery code as built-in kinds. Per version it knows:
+pruning and defaults (on write and on read), OpenAPI validation, CEL rules (when
+`cel_rules` exists), printer columns, selectable fields, the scale paths and
+the deprecation warning. `conversion.strategy: None` rewrites only apiVersion.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import orjson
+
+from ...machinery import errors
+from ...machinery.validation import FieldError
+from ...registry.base import AGE, Age, Column, Obj, Resource, Strategy
+from ..rest import version_priority
+from . import crd_validation, defaulting, jsonpath, validator
+
+_META = "io.k8s.apimachinery.pkg.apis.meta.v1."
+NAME_COLUMN_DOC = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names"
+AGE_COLUMN_DOC = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists."
+
+
+def served_versions(crd: Obj) -> list[str]:
+    vs = [v["name"] for v in (crd.get("spec") or {}).get("versions") or [] if v.get("served")]
+    return sorted(vs, key=version_priority)
+
+
+def is_condition_true(crd: Obj, typ: str) -> bool:
+    return any(c.get("type") == typ and c.get("status") == "True"
+               for c in (crd.get("status") or {}).get("conditions") or [])
+
+
+def deprecation_warning(crd: Obj, v: dict[str, Any]) -> str:
+    """Upstream's defaultDeprecationWarning: name a newer served, non-deprecated version if any."""
+    if v.get("deprecationWarning") is not None:
+        return v["deprecationWarning"]
+    spec = crd["spec"]
+    kind = spec["names"]["kind"]
+    msg = f"{spec['group']}/{v['name']} {kind} is deprecated"
+    newer = [x["name"] for x in spec.get("versions") or [] if x.get("served") and not x.get("deprecated")
+             and version_priority(x["name"]) < version_priority(v["name"])]
+    if newer:
+        msg += f"; use {spec['group']}/{sorted(newer, key=version_priority)[0]} {kind}"
+    return msg
+
+
+def _cell(path: tuple, typ: str) -> Callable[[Obj], Any]:
+    def fn(obj: Obj) -> Any:
+        found = jsonpath.find(obj, path)
+        if not found:
+            return None
+        v = found[0] if len(found) == 1 else found
+        if typ == "date":
+            return Age(v) if isinstance(v, str) else "<invalid>"
+        if typ == "integer" and isinstance(v, float) and v.is_integer():
+            return int(v)
+        if isinstance(v, (dict, list)):
+            return orjson.dumps(v).decode()
+        return v
+    return fn
+
+
+def printer_columns(version: dict[str, Any]) -> list[Column]:
+    """Table columns of one version: Name, then the CRD's columns (or Age when it has none)."""
+    cols = [Column("Name", "string", lambda o: o["metadata"]["name"], NAME_COLUMN_DOC, "name")]
+    declared = version.get("additionalPrinterColumns")
+    if not declared:
+        return cols + [Column("Age", "date", AGE, AGE_COLUMN_DOC)]
+    for c in declared:
+        path = jsonpath.compile_path(c["jsonPath"])
+        if c["jsonPath"].strip("{}") == ".metadata.creationTimestamp" and c.get("type") == "date":
+            fn = AGE
+        else:
+            fn = _cell(path, c.get("type", "string"))
+        cols.append(Column(c["name"], c.get("type", "string"), fn, c.get("description", ""), c.get("format", ""),
+                           c.get("priority", 0)))
+    return cols
+
+
+def _selector(path: tuple) -> Callable[[Obj], Any]:
+    def fn(obj: Obj) -> Any:
+        found = jsonpath.find(obj, path)
+        return found[0] if found else ""
+    return fn
+
+
+@dataclass
+class VersionInfo:
+    name: str
+    schema: dict[str, Any]
+    has_defaults: bool
+    columns: list[Column]
+    field_selectors: dict[str, Callable[[Obj], Any]]
+    deprecation: str | None
+    rules: Any = None  # cel_rules.CompiledRules or None
+    scale: dict[str, Any] | None = None
+    status: bool = False
+
+
+def _version_info(crd: Obj, v: dict[str, Any]) -> VersionInfo:
+    schema = (v.get("schema") or {}).get("openAPIV3Schema") or {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    subs = v.get("subresources") or {}
+    selectors = {}
+    for f in v.get("selectableFields") or []:
+        jp = f["jsonPath"]
+        selectors[jp.lstrip(".")] = _selector(jsonpath.compile_path(jp))
+    rules = None
+    cel = crd_validation.cel_rules()
+    if cel is not None:
+        rules, _ = cel.compile_rules(schema, "")
+    return VersionInfo(
+        name=v["name"], schema=schema, has_defaults=defaulting.has_defaults(schema),
+        columns=printer_columns(v), field_selectors=selectors,
+        deprecation=deprecation_warning(crd, v) if v.get("deprecated") else None, rules=rules,
+        scale=subs.get("scale") if isinstance(subs.get("scale"), dict) else None, status="status" in subs,
+    )
+
+
+def _get_path(obj: Obj, path: str) -> tuple[bool, Any]:
+    cur: Any = obj
+    for step in jsonpath.compile_path(path):
+        if not isinstance(cur, dict) or step[1] not in cur:
+            return False, None
+        cur = cur[step[1]]
+    return True, cur
+
+
+def _set_path(obj: Obj, path: str, value: Any) -> None:
+    steps = [s[1] for s in jsonpath.compile_path(path)]
+    cur = obj
+    for name in steps[:-1]:
+        nxt = cur.get(name)
+        if not isinstance(nxt, dict):
+            nxt = cur[name] = {}
+        cur = nxt
+    cur[steps[-1]] = value
+
+
+class CustomResourceStrategy(Strategy):
+    strategic_merge = False
+
+    def __init__(self, crd: Obj, group: str, plural: str, kind: str, storage: str) -> None:
+        self.crd = crd
+        self.group, self.plural, self.kind, self.storage = group, plural, kind, storage
+        self.versions = {v["name"]: _version_info(crd, v) for v in crd["spec"]["versions"] if v.get("served") or v.get("storage")}
+        st = self.versions[storage]
+        self.columns = st.columns
+        self.field_selectors = st.field_selectors
+        self.terminating = bool((crd.get("metadata") or {}).get("deletionTimestamp"))
+        self._read_memo: dict[int, tuple[Obj, str, Obj]] = {}
+
+    # --- decoding and defaults -------------------------------------------------------
+
+    def _info(self, obj_or_version: Obj | str) -> VersionInfo:
+        v = obj_or_version if isinstance(obj_or_version, str) else str(obj_or_version.get("apiVersion", "")).rpartition("/")[2]
+        return self.versions.get(v) or self.versions[self.storage]
+
+    def decode(self, obj: Obj, version: str) -> list[str] | None:
+        return defaulting.prune(obj, self._info(version).schema)
+
+    def default(self, obj: Obj, version: str) -> None:
+        info = self._info(version)
+        if info.has_defaults:
+            defaulting.default(obj, info.schema)
+
+    def to_storage(self, obj: Obj, version: str) -> Obj:
+        obj["apiVersion"] = f"{self.group}/{self.storage}"
+        return obj
+
+    def from_storage(self, obj: Obj, version: str) -> Obj:
+        """Read-time defaults and pruning: a schema change shows on objects written before it."""
+        info = self._info(version)
+        if not info.has_defaults:
+            return obj
+        hit = self._read_memo.get(id(obj))
+        if hit is not None and hit[0] is obj and hit[1] == version:
+            return hit[2]
+        out = copy.deepcopy(obj)
+        defaulting.prune(out, info.schema)
+        defaulting.default(out, info.schema)
+        if out == obj:
+            out = obj
+        if len(self._read_memo) >= 4096:
+            self._read_memo.clear()
+        self._read_memo[id(obj)] = (obj, version, out)
+        return out
+
+    # --- create / update -----------------------------------------------------------
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        if self.terminating:
+            raise errors.forbidden(self.group, self.plural, (obj.get("metadata") or {}).get("name", ""),
+                                   "create not allowed while custom resource definition is terminating")
+
+    def prepare_for_update(self, new: Obj, old: Obj) -> None:
+        if not self._info(self.storage).status and new.get("status") != old.get("status") \
+                and (old.get("metadata") or {}).get("generation") is not None:
+            new["metadata"]["generation"] = old["metadata"]["generation"] + 1
+
+    def _validate(self, obj: Obj, old: Obj | None) -> list[FieldError]:
+        info = self._info(obj)
+        body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
+        errs = validator.validate(body, {**info.schema, "required": [r for r in info.schema.get("required") or []
+                                                                       if r not in ("apiVersion", "kind", "metadata")]})
+        if info.rules is not None:
+            if any(e.reason in validator.BLOCKING for e in errs):
+                errs.append(_skipped_rules())
+            else:
+                errs.extend(info.rules.validate(obj, old))
+        return errs
+
+    def validate(self, obj: Obj) -> list[FieldError]:
+        return self._validate(obj, None)
+
+    def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
+        return self._validate(new, old)
+
+    def validate_status_update(self, new: Obj, old: Obj) -> list[FieldError]:
+        return self._validate(new, old)
+
+    # --- scale -----------------------------------------------------------------------
+
+    def scale_of(self, obj: Obj) -> tuple[int | None, int, str]:
+        sc = self._info(self.storage).scale or {}
+        found, spec = _get_path(obj, sc.get("specReplicasPath", ".spec.replicas"))
+        if not found:
+            raise errors.internal(f"the spec replicas field {sc.get('specReplicasPath')!r} does not exist".replace("'", '"'))
+        _, status = _get_path(obj, sc.get("statusReplicasPath", ".status.replicas"))
+        selector = ""
+        if sc.get("labelSelectorPath"):
+            _, sel = _get_path(obj, sc["labelSelectorPath"])
+            selector = sel if isinstance(sel, str) else ""
+        return spec, status if isinstance(status, int) else 0, selector
+
+    def set_replicas(self, obj: Obj, replicas: int) -> None:
+        sc = self._info(self.storage).scale or {}
+        _set_path(obj, sc.get("specReplicasPath", ".spec.replicas"), replicas)
+
+    def deprecation(self, version: str) -> str | None:
+        info = self.versions.get(version)
+        return info.deprecation if info else None
+
+
+def _skipped_rules() -> FieldError:
+    return FieldError("FieldValueInvalid", "<nil>", "some validation rules were not checked because the object was invalid; "
+                      "correct the existing errors to complete validation", None, True)
+
+
+def resource_for(crd: Obj) -> Resource | None:
+    """The Resource a CRD serves, under its accepted names; None until its names are accepted."""
+    spec, st = crd.get("spec") or {}, crd.get("status") or {}
+    names = st.get("acceptedNames") or {}
+    if not names.get("plural") or not names.get("kind"):
+        return None
+    if not (is_condition_true(crd, "NamesAccepted") or is_condition_true(crd, "Established")):
+        return None
+    versions = served_versions(crd)
+    storage = next((v["name"] for v in spec.get("versions") or [] if v.get("storage")), None)
+    if not versions or storage is None:
+        return None
+    subs: list[str] = []
+    for v in spec["versions"]:
+        for s in ("status", "scale"):
+            if s in (v.get("subresources") or {}) and s not in subs:
+                subs.append(s)
+    strategy = CustomResourceStrategy(crd, spec["group"], names["plural"], names["kind"], storage)
+    return Resource(
+        spec["group"], names["plural"], names["kind"], versions, namespaced=spec.get("scope") == "Namespaced",
+        storage_version=storage, singular=names.get("singular") or names["kind"].lower(),
+        short_names=tuple(names.get("shortNames") or ()), categories=tuple(names.get("categories") or ()),
+        subresources=tuple(subs), strategy=strategy,
+    )
+
+
+# --- OpenAPI definitions ----------------------------------------------------------------
+
+
+def definition_prefix(group: str) -> str:
+    """Upstream names a CRD kind's definition by its reversed group: io.x-k8s.leaderworkerset.v1.LeaderWorkerSet."""
+    return ".".join(reversed(group.split(".")))
+
+
+def definitions(crd: Obj, res: Resource) -> dict[str, dict[str, Any]]:
+    """JSON-Schema `$defs` entries for each served version's kind and list kind: the
+    schema with metadata as ObjectMeta and apiVersion/kind described, as upstream's
+    builder publishes them (what `kubectl explain` and server-side apply read)."""
+    out: dict[str, dict[str, Any]] = {}
+    prefix = definition_prefix(res.group)
+    for v in crd["spec"]["versions"]:
+        if not v.get("served"):
+            continue
+        schema = copy.deepcopy((v.get("schema") or {}).get("openAPIV3Schema") or {"type": "object"})
+        props = schema.setdefault("properties", {})
+        props["apiVersion"] = {"description": _API_VERSION_DOC, "type": "string"}
+        props["kind"] = {"description": _KIND_DOC, "type": "string"}
+        props["metadata"] = {"$ref": f"#/$defs/{_META}ObjectMeta", "description": _METADATA_DOC}
+        gvk = [{"group": res.group, "kind": res.kind, "version": v["name"]}]
+        schema["x-kubernetes-group-version-kind"] = gvk
+        name = f"{prefix}.{v['name']}.{res.kind}"
+        out[name] = schema
+        out[f"{name}List"] = {
+            "description": f"{res.kind}List is a list of {res.kind}",
+            "required": ["items"],
+            "type": "object",
+            "properties": {
+                "apiVersion": {"description": _API_VERSION_DOC, "type": "string"},
+                "items": {"description": f"List of {res.plural}. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md",
+                          "type": "array", "items": {"$ref": f"#/$defs/{name}"}},
+                "kind": {"description": _KIND_DOC, "type": "string"},
+                "metadata": {"$ref": f"#/$defs/{_META}ListMeta", "description": "Standard list metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"},
+            },
+            "x-kubernetes-group-version-kind": [{"group": res.group, "kind": f"{res.kind}List", "version": v["name"]}],
+        }
+    return out
+
+
+_API_VERSION_DOC = ("APIVersion defines the versioned schema of this representation of an object. Servers should convert "
+                    "recognized schemas to the latest internal value, and may reject unrecognized values. More info: "
+                    "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources")
+_KIND_DOC = ("Kind is a string value representing the REST resource this object represents. Servers may infer this from "
+             "the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: "
+             "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds")
+_METADATA_DOC = ("Standard object's metadata. More info: "
+                 "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata")

@@ -1,0 +1,98 @@
+"""Serving custom resources: the API server's view follows its CRDs (upstream's crdHandler).
+
+Every change of a CustomResourceDefinition in the watch cache is applied before the
+write that made it returns (the cache's event hook runs ahead of read-your-writes
+waiters): the CRD's `Resource` is added to, replaced in or removed from the index,
+its kinds' OpenAPI definitions are (re)defined, and discovery and OpenAPI documents
+are rebuilt on next request. So a schema change takes effect at once, without a
+restart, and after a restart the stored CRDs are served before the first request.
+The naming, establishing and finalizer controllers run beside it, as upstream runs
+them inside the apiextensions-apiserver.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from ... import schema
+from ...registry.apiextensions import CRD
+from ..cache import DELETED, CacheEvent
+from .establishing import EstablishingController
+from .finalizer import CRDFinalizer
+from .naming import NamingController
+from .resource import definitions, resource_for
+
+log = logging.getLogger(__name__)
+
+
+class CustomResources:
+    def __init__(self, server, client, changed: Callable[[], None]) -> None:
+        self.index = server.index
+        self.cache = server.cache
+        self.changed = changed
+        self.prefix = CRD.key_prefix()
+        #: CRD name -> (served (group, plural), definitions it defined, what it was built from)
+        self._served: dict[str, tuple[tuple[str, str], list[str], tuple]] = {}
+        self.controllers = [NamingController(client, clock=server.clock),
+                            EstablishingController(client, clock=server.clock),
+                            CRDFinalizer(client, clock=server.clock)]
+
+    async def start(self) -> None:
+        for _, e in self.cache.list(self.prefix):
+            self._sync(e.obj)
+        self.cache.on_event.append(self._on_event)
+        for c in self.controllers:
+            await c.start()
+
+    async def stop(self) -> None:
+        if self._on_event in self.cache.on_event:
+            self.cache.on_event.remove(self._on_event)
+        for c in self.controllers:
+            await c.stop()
+
+    def _on_event(self, ev: CacheEvent) -> None:
+        if not ev.key.startswith(self.prefix):
+            return
+        try:
+            if ev.type == DELETED:
+                self._unserve(ev.entry.obj["metadata"]["name"])
+            else:
+                self._sync(ev.entry.obj)
+        except Exception:  # a CRD that cannot be served must not stop the watch cache
+            log.exception("serving CustomResourceDefinition %s failed", ev.key)
+
+    @staticmethod
+    def _basis(crd: dict) -> tuple:
+        md, st = crd["metadata"], crd.get("status") or {}
+        conds = tuple((c.get("type"), c.get("status")) for c in st.get("conditions") or []
+                      if c.get("type") in ("NamesAccepted", "Established"))
+        return (md.get("uid"), md.get("generation"), bool(md.get("deletionTimestamp")), repr(st.get("acceptedNames")), conds)
+
+    def _sync(self, crd: dict) -> None:
+        name = crd["metadata"]["name"]
+        basis = self._basis(crd)
+        known = self._served.get(name)
+        if known is not None and known[2] == basis:
+            return
+        res = resource_for(crd)
+        if res is None:
+            self._unserve(name)
+            return
+        if known is not None and known[0] != (res.group, res.plural):
+            self.index.remove(*known[0])
+        if known is not None:
+            schema.forget(known[1])
+        defs = definitions(crd, res)
+        schema.define(defs)
+        self.index.add(res)
+        self._served[name] = ((res.group, res.plural), list(defs), basis)
+        self.changed()
+
+    def _unserve(self, name: str) -> None:
+        known = self._served.pop(name, None)
+        if known is None:
+            return
+        self.index.remove(*known[0])
+        schema.forget(known[1])
+        self.changed()

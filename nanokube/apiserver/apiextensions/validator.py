@@ -1,0 +1,284 @@
+"""Validation of a custom object against its version's OpenAPI v3 schema.
+
+The checks and their words are kube-openapi's (`pkg/validation/validate`), as the
+apiextensions-apiserver maps them to field errors
+(`apiserver/validation/validation.go`): a missing required property is
+`Required value`, an enum miss `Unsupported value`, `maxLength` `Too long`,
+`maxItems`/`maxProperties` `Too many`, a wrong type `Invalid value: "string":
+spec.x in body must be of type integer: "string"`, and every other keyword an
+`Invalid value` with kube-openapi's sentence (`spec.x in body should be greater
+than or equal to 1`). Paths read `spec.a[0].b`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import ipaddress
+import math
+import re
+import uuid
+from datetime import date, datetime
+from typing import Any, Callable
+
+from ...machinery.validation import FieldError, invalid, not_supported, required
+
+_TYPE_NAMES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
+#: error reasons after which CEL rules are not run (upstream's hasBlockingErr)
+BLOCKING = frozenset({"FieldValueRequired", "FieldValueNotSupported", "FieldValueTooLong", "FieldValueTooMany",
+                      "FieldValueTypeInvalid"})
+
+
+def _json_type(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, float) and v.is_integer():
+        return "integer"
+    return _TYPE_NAMES.get(type(v), "object")
+
+
+def _type_ok(t: str, v: Any) -> bool:
+    if t == "object":
+        return isinstance(v, dict)
+    if t == "array":
+        return isinstance(v, list)
+    if t == "string":
+        return isinstance(v, str)
+    if t == "boolean":
+        return isinstance(v, bool)
+    if t == "integer":
+        return (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer())
+    if t == "number":
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    return True
+
+
+def _num(v: float | int) -> str:
+    """A bound as Go's %v prints a float64."""
+    return str(int(v)) if float(v).is_integer() else repr(float(v))
+
+
+def _date_time(s: str) -> bool:
+    try:
+        datetime.fromisoformat(s.replace("Z", "+00:00").replace("z", "+00:00"))
+        return "T" in s or "t" in s or " " in s
+    except ValueError:
+        return False
+
+
+def _is_date(s: str) -> bool:
+    try:
+        date.fromisoformat(s)
+        return len(s) == 10
+    except ValueError:
+        return False
+
+
+def _is_ip(s: str, version: int) -> bool:
+    try:
+        return ipaddress.ip_address(s).version == version
+    except ValueError:
+        return False
+
+
+def _is_cidr(s: str) -> bool:
+    try:
+        ipaddress.ip_network(s, strict=False)
+        return "/" in s
+    except ValueError:
+        return False
+
+
+def _is_uuid(s: str) -> bool:
+    try:
+        uuid.UUID(s)
+        return len(s) == 36
+    except ValueError:
+        return False
+
+
+def _is_byte(s: str) -> bool:
+    try:
+        base64.b64decode(s, validate=True)
+        return True
+    except (binascii.Error, ValueError):
+        return False
+
+
+_HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?)*$")
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+$")
+_MAC = re.compile(r"^([0-9A-Fa-f]{2}[:-]){5}[0-9A-Fa-f]{2}$")
+_DURATION = re.compile(r"^[-+]?(\d+(\.\d*)?(ns|us|µs|ms|s|m|h))+$|^0$")
+#: string formats kube-openapi's strfmt registry checks (others are accepted as any string)
+FORMATS: dict[str, Callable[[str], bool]] = {
+    "date-time": _date_time,
+    "datetime": _date_time,
+    "date": _is_date,
+    "ipv4": lambda s: _is_ip(s, 4),
+    "ipv6": lambda s: _is_ip(s, 6),
+    "cidr": _is_cidr,
+    "uuid": _is_uuid,
+    "byte": _is_byte,
+    "hostname": lambda s: bool(_HOSTNAME.match(s)),
+    "email": lambda s: bool(_EMAIL.match(s)),
+    "mac": lambda s: bool(_MAC.match(s)),
+    "duration": lambda s: bool(_DURATION.match(s)),
+}
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def validate(obj: Any, node: dict[str, Any] | None, path: str = "") -> list[FieldError]:
+    errs: list[FieldError] = []
+    _validate(obj, node, path, errs)
+    return errs
+
+
+def _validate(v: Any, node: dict[str, Any] | None, path: str, errs: list[FieldError]) -> None:
+    if not isinstance(node, dict) or not node:
+        return
+    if v is None:
+        if not node.get("nullable") and node.get("type"):
+            errs.append(FieldError("FieldValueTypeInvalid", path, f"{path} in body must be of type {node['type']}: \"null\"",
+                                   "null", True))
+        return
+    t = node.get("type")
+    if node.get("x-kubernetes-int-or-string"):
+        if not (_type_ok("integer", v) or isinstance(v, str)):
+            errs.append(FieldError("FieldValueTypeInvalid", path,
+                                   f"{path} in body must be of type integer,string: \"{_json_type(v)}\"", _json_type(v), True))
+            return
+    elif t and not _type_ok(t, v):
+        jt = _json_type(v)
+        errs.append(FieldError("FieldValueTypeInvalid", path, f"{path} in body must be of type {t}: \"{jt}\"", jt, True))
+        return
+    if "enum" in node and v not in node["enum"]:
+        errs.append(not_supported(path, v, node["enum"]))
+    if isinstance(v, str):
+        _string(v, node, path, errs)
+    elif isinstance(v, (int, float)) and not isinstance(v, bool):
+        _number(v, node, path, errs)
+    elif isinstance(v, list):
+        _array(v, node, path, errs)
+    elif isinstance(v, dict):
+        _object(v, node, path, errs)
+    for junctor in ("allOf", "anyOf", "oneOf", "not"):
+        if junctor in node:
+            _junctor(junctor, v, node[junctor], path, errs)
+
+
+def _string(v: str, node: dict[str, Any], path: str, errs: list[FieldError]) -> None:
+    n = len(v)
+    if "maxLength" in node and n > node["maxLength"]:
+        errs.append(FieldError("FieldValueTooLong", path, f"may not be more than {node['maxLength']} bytes"))
+    if "minLength" in node and n < node["minLength"]:
+        errs.append(invalid(path, v, f"{path} in body should be at least {node['minLength']} chars long"))
+    pat = node.get("pattern")
+    if pat is not None:
+        try:
+            if not re.search(pat, v):
+                errs.append(invalid(path, v, f"{path} in body should match '{pat}'"))
+        except re.error:
+            pass
+    fmt = node.get("format")
+    check = FORMATS.get(fmt or "")
+    if check is not None and not check(v):
+        errs.append(invalid(path, v, f"{path} in body must be of type {fmt}: \"{v}\""))
+
+
+def _number(v: float | int, node: dict[str, Any], path: str, errs: list[FieldError]) -> None:
+    if "maximum" in node:
+        mx = node["maximum"]
+        if node.get("exclusiveMaximum") and v >= mx:
+            errs.append(invalid(path, v, f"{path} in body should be less than {_num(mx)}"))
+        elif v > mx:
+            errs.append(invalid(path, v, f"{path} in body should be less than or equal to {_num(mx)}"))
+    if "minimum" in node:
+        mn = node["minimum"]
+        if node.get("exclusiveMinimum") and v <= mn:
+            errs.append(invalid(path, v, f"{path} in body should be greater than {_num(mn)}"))
+        elif v < mn:
+            errs.append(invalid(path, v, f"{path} in body should be greater than or equal to {_num(mn)}"))
+    mo = node.get("multipleOf")
+    if mo and not math.isclose(math.remainder(v, mo), 0, abs_tol=1e-9):
+        errs.append(invalid(path, v, f"{path} in body should be a multiple of {_num(mo)}"))
+
+
+def _array(v: list, node: dict[str, Any], path: str, errs: list[FieldError]) -> None:
+    n = len(v)
+    if "maxItems" in node and n > node["maxItems"]:
+        errs.append(FieldError("FieldValueTooMany", path, f"must have at most {node['maxItems']} items", n, True))
+    if "minItems" in node and n < node["minItems"]:
+        errs.append(invalid(path, v, f"{path} in body should have at least {node['minItems']} items"))
+    lt = node.get("x-kubernetes-list-type")
+    if lt == "set":
+        seen: list[Any] = []
+        for i, item in enumerate(v):
+            if item in seen:
+                errs.append(FieldError("FieldValueDuplicate", f"{path}[{i}]", "", item, True))
+            else:
+                seen.append(item)
+    elif lt == "map":
+        keys = node.get("x-kubernetes-list-map-keys") or []
+        seen_keys: set = set()
+        for i, item in enumerate(v):
+            if not isinstance(item, dict):
+                continue
+            k = tuple(repr(item.get(key)) for key in keys)
+            if k in seen_keys:
+                errs.append(FieldError("FieldValueDuplicate", f"{path}[{i}]", "",
+                                       {key: item.get(key) for key in keys}, True))
+            seen_keys.add(k)
+    items = node.get("items")
+    if isinstance(items, dict):
+        for i, item in enumerate(v):
+            _validate(item, items, f"{path}[{i}]", errs)
+
+
+def _object(v: dict, node: dict[str, Any], path: str, errs: list[FieldError]) -> None:
+    n = len(v)
+    if "maxProperties" in node and n > node["maxProperties"]:
+        errs.append(FieldError("FieldValueTooMany", path, f"must have at most {node['maxProperties']} items", n, True))
+    if "minProperties" in node and n < node["minProperties"]:
+        errs.append(invalid(path, v, f"{path} in body should have at least {node['minProperties']} properties"))
+    for name in node.get("required") or ():
+        if name not in v:
+            errs.append(required(_join(path, name)))
+    props = node.get("properties") or {}
+    ap = node.get("additionalProperties")
+    embedded = node.get("x-kubernetes-embedded-resource")
+    if embedded:
+        for f in ("apiVersion", "kind"):
+            if not v.get(f):
+                errs.append(required(_join(path, f)))
+    for k, item in v.items():
+        if k in props:
+            if embedded and k == "metadata":
+                continue
+            _validate(item, props[k], _join(path, k), errs)
+        elif isinstance(ap, dict):
+            _validate(item, ap, _join(path, k), errs)
+
+
+def _junctor(junctor: str, v: Any, spec: Any, path: str, errs: list[FieldError]) -> None:
+    """Value validations (upstream allows only those inside allOf/anyOf/oneOf/not)."""
+    if junctor == "not":
+        if isinstance(spec, dict) and not validate(v, spec, path):
+            errs.append(invalid(path, v, f"{path} in body must not validate the schema (not)"))
+        return
+    results = [validate(v, s, path) for s in spec if isinstance(s, dict)]
+    if junctor == "allOf":
+        for r in results:
+            errs.extend(r)
+    elif junctor == "anyOf":
+        if results and all(results):
+            errs.append(invalid(path, v, f"{path} in body must validate at least one schema (anyOf)"))
+            errs.extend(results[0])
+    elif junctor == "oneOf":
+        ok = sum(1 for r in results if not r)
+        if ok != 1:
+            errs.append(invalid(path, v, f"{path} in body must validate one and only one schema (oneOf)"))

@@ -1,0 +1,131 @@
+"""CRD validation: names, versions, structural schemas, printer columns, selectable
+fields and scale paths, in upstream's words."""
+
+from __future__ import annotations
+
+import copy
+
+from nanokube.apiserver.apiextensions import crd_validation, structural_schema
+
+SCHEMA = {"type": "object", "properties": {
+    "spec": {"type": "object", "properties": {"replicas": {"type": "integer"}, "color": {"type": "string"}}},
+    "status": {"type": "object", "properties": {"replicas": {"type": "integer"}}}}}
+
+
+def crd(**spec) -> dict:
+    base = {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": copy.deepcopy(SCHEMA)}}]},
+        "status": {"storedVersions": ["v1"]},
+    }
+    base["spec"].update(spec)
+    return base
+
+
+def msgs(obj) -> list[str]:
+    return [str(e) for e in crd_validation.validate(obj)]
+
+
+def test_a_valid_crd_has_no_errors():
+    assert msgs(crd()) == []
+
+
+def test_name_must_be_plural_dot_group():
+    c = crd()
+    c["metadata"]["name"] = "gadgets.example.com"
+    assert msgs(c) == ['metadata.name: Invalid value: "gadgets.example.com": must be spec.names.plural+"."+spec.group']
+
+
+def test_exactly_one_storage_version():
+    c = crd()
+    c["spec"]["versions"].append({**copy.deepcopy(c["spec"]["versions"][0]), "name": "v2"})
+    assert any(m.startswith("spec.versions: Invalid value: ") and m.endswith("must have exactly one version marked as storage version")
+               for m in msgs(c))
+
+
+def test_group_scope_and_kinds():
+    c = crd(group="example", scope="Global")
+    c["metadata"]["name"] = "widgets.example"
+    c["spec"]["names"]["listKind"] = "Widget"
+    got = msgs(c)
+    assert 'spec.group: Invalid value: "example": should be a domain with at least one dot' in got
+    assert 'spec.scope: Unsupported value: "Global": supported values: "Cluster", "Namespaced"' in got
+    assert 'spec.names.listKind: Invalid value: "Widget": kind and listKind may not be the same' in got
+
+
+def test_non_structural_schemas_are_refused_with_upstreams_messages():
+    p = "spec.versions[0].schema.openAPIV3Schema"
+    bad = {"type": "object", "properties": {
+        "spec": {"properties": {"list": {"type": "array"}, "both": {"type": "object", "properties": {"a": {"type": "string"}},
+                                                                   "additionalProperties": {"type": "string"}}}},
+        "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+        "choice": {"type": "string", "anyOf": [{"type": "string", "default": "x"}]}}}
+    got = [str(e) for e in structural_schema.validate(bad, p)]
+    assert got == sorted(got)
+    assert f"{p}.properties[spec].type: Required value: must not be empty for specified object fields" in got
+    assert f"{p}.properties[spec].properties[list].items: Required value: must be specified" in got
+    assert (f"{p}.properties[spec].properties[both].additionalProperties: Forbidden: additionalProperties and "
+            "properties are mutual exclusive") in got
+    assert (f"{p}.properties[tags].uniqueItems: Forbidden: uniqueItems cannot be set to true since the runtime "
+            "complexity becomes quadratic") in got
+    assert f"{p}.properties[choice].anyOf[0].type: Forbidden: must be empty to be structural" in got
+    assert f"{p}.properties[choice].anyOf[0].default: Forbidden: must be undefined to be structural" in got
+    assert [str(e) for e in structural_schema.validate({"type": "string"}, p)] == [
+        f'{p}.type: Invalid value: "string": must be object at the root']
+
+
+def test_int_or_string_and_preserve_unknown_fields_need_no_type():
+    ok = {"type": "object", "properties": {"port": {"x-kubernetes-int-or-string": True},
+                                            "free": {"x-kubernetes-preserve-unknown-fields": True}}}
+    assert structural_schema.validate(ok, "s") == []
+
+
+def test_metadata_may_only_restrict_name():
+    s = {"type": "object", "properties": {"metadata": {"type": "object", "properties": {"labels": {"type": "object"}}}}}
+    assert [str(e) for e in structural_schema.validate(s, "s")] == [
+        "s.properties[metadata]: Forbidden: must not specify anything other than name and generateName, "
+        "but metadata is implicitly specified"]
+
+
+def test_defaults_must_be_pruned_and_valid():
+    s = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "n": {"type": "integer", "default": "three"},
+        "o": {"type": "object", "properties": {"a": {"type": "string"}}, "default": {"b": 1}}}}}}
+    got = [str(e) for e in structural_schema.validate(s, "s")]
+    assert 's.properties[spec].properties[o].default: Invalid value: {"b":1}: must not have unknown fields' in got
+    assert any(m.startswith("s.properties[spec].properties[n].default: Invalid value: \"string\"") for m in got)
+
+
+def test_printer_columns_selectable_fields_and_scale_paths():
+    c = crd()
+    v = c["spec"]["versions"][0]
+    v["additionalPrinterColumns"] = [{"name": "N", "type": "float", "jsonPath": ".spec.replicas"}]
+    v["selectableFields"] = [{"jsonPath": ".spec.color"}, {"jsonPath": ".spec.color"}, {"jsonPath": ".metadata.name"},
+                             {"jsonPath": ".spec"}]
+    v["subresources"] = {"scale": {"specReplicasPath": ".status.replicas", "statusReplicasPath": ".spec.replicas"}}
+    got = msgs(c)
+    p = "spec.versions[0]"
+    assert f'{p}.additionalPrinterColumns[0].type: Invalid value: "float": must be one of boolean,date,integer,number,string' in got
+    assert f'{p}.selectableFields[1].jsonPath: Duplicate value: ".spec.color"' in got
+    assert f'{p}.selectableFields[2].jsonPath: Invalid value: ".metadata.name": must not point to fields in metadata' in got
+    assert any(m.startswith(f'{p}.selectableFields[3].jsonPath: Invalid value: ".spec": must point to a field of type')
+               for m in got)
+    assert f'{p}.subresources.scale.specReplicasPath: Invalid value: ".status.replicas": should be a json path under .spec' in got
+    assert f'{p}.subresources.scale.statusReplicasPath: Invalid value: ".spec.replicas": should be a json path under .status' in got
+
+
+def test_stored_versions():
+    c = crd()
+    c["status"]["storedVersions"] = ["v1beta1", "v1"]
+    got = msgs(c)
+    assert len(got) == 1 and got[0].startswith('status.storedVersions[0]: Invalid value: "v1beta1": missing from spec.versions')
+
+
+def test_update_keeps_group_and_plural():
+    old = crd()
+    new = crd(group="other.com")
+    new["metadata"]["name"] = "widgets.other.com"
+    assert 'spec.group: Invalid value: "other.com": field is immutable' in [str(e) for e in crd_validation.validate_update(new, old)]
