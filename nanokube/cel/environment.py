@@ -6,6 +6,7 @@ worst-case cost for the actual values against the per-call limit."""
 from __future__ import annotations
 
 import re
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -33,9 +34,8 @@ class Variable:
 
 
 class _Runtime:
-    """The one engine context: every library function bound once, the
-    variables resolved per evaluation from `current` (the API server and
-    the scheduler evaluate on one event loop thread)."""
+    """An engine context per thread: every library function bound once, the
+    variables resolved per evaluation from `current`."""
 
     def __init__(self) -> None:
         self.current: dict[str, Any] = {}
@@ -45,15 +45,15 @@ class _Runtime:
         self.ctx.set_variable_resolver(self.current.get)
 
 
-_RUNTIME: _Runtime | None = None
+_LOCAL = threading.local()
 _OVERLOADS: dict[str, list[Overload]] | None = None
 
 
 def _runtime() -> _Runtime:
-    global _RUNTIME
-    if _RUNTIME is None:
-        _RUNTIME = _Runtime()
-    return _RUNTIME
+    rt = getattr(_LOCAL, "runtime", None)
+    if rt is None:
+        rt = _LOCAL.runtime = _Runtime()
+    return rt
 
 
 def declared_overloads() -> dict[str, list[Overload]]:

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from .types import (
-    BOOL, BYTES, DOUBLE, DURATION, DYN, INT, MAX_REQUEST_SIZE, STRING, TIMESTAMP, Type, list_of, map_of,
+    BOOL, DOUBLE, DURATION, DYN, INT, MAX_REQUEST_SIZE, STRING, TIMESTAMP, Type, list_of, map_of,
 )
 
 _RESERVED = frozenset({

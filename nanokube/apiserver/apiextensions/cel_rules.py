@@ -17,6 +17,7 @@ measured cost; a rule upstream would stop mid-way is refused up front.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -444,8 +445,8 @@ class CompiledRules:
             value = program.evaluate(variables, bound, PER_CALL_LIMIT)
         except CELError as e:
             if str(e).startswith("operation cancelled"):
-                return (f"no further validation rules will be run due to call cost exceeds limit for "
-                        f"messageExpression: {program.source!r}".replace("'", '"')), None
+                return ("no further validation rules will be run due to call cost exceeds limit for "
+                        f"messageExpression: {json.dumps(program.source)}"), None
             return None, bound
         if not isinstance(value, str):
             return None, bound
