@@ -16,6 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent / "nanokube"
 #: packages that act only through the API: they may not import the server side
 COMPONENTS = ("client", "controllers", "scheduler", "node", "proxy", "pki", "metrics", "cel")
 SERVER_SIDE = ("apiserver", "registry", "store")
+#: vocabulary beyond machinery that the server and components share; they import only each other and machinery
+SHARED = ("machinery", "dra", "cel", "quota", "volume", "clock", "schema")
 
 
 def _module_name(path: Path) -> str:
@@ -78,6 +80,12 @@ def _package(module: str) -> str:
 def test_machinery_imports_nothing_of_nanokube():
     bad = {m: sorted(d) for m, d in GRAPH.items() if _package(m) == "machinery"
            for d in [{x for x in d if _package(x) != "machinery"}] if d}
+    assert not bad
+
+
+def test_shared_helpers_import_only_shared_helpers():
+    bad = {m: sorted(d) for m, d in GRAPH.items() if _package(m) in SHARED
+           for d in [{x for x in d if _package(x) not in SHARED}] if d}
     assert not bad
 
 

@@ -8,7 +8,14 @@ field*: dropped always, and reported according to `fieldValidation`. When the
 client sends no `fieldValidation` the server uses `Warn` (one
 `unknown field "spec.foo"` warning each); kubectl sends `Strict` by default
 (`--validate=strict`), which turns them into a 400 `strict decoding error`;
-`Ignore` drops them silently. Null is accepted everywhere and means unset.
+`Ignore` drops them silently.
+
+Null is accepted everywhere and decodes as Go does: a null list item or map
+value is the zero value of its type (`{}`, `""`, `0`, `false`), so
+`volumes: [null]` is a volume without a name and `data: {"a": null}` is
+`{"a": ""}`; a null struct field is unset (the key is dropped) unless it is a
+required scalar, which Go keeps as its zero value (`value: null` is `0`), or
+a time, which Go encodes as null either way.
 
 A schema is compiled once into a tree of closures (cached per definition), so
 the per-request cost is one walk of the object. Paths are built only when
@@ -49,12 +56,13 @@ Checker = Callable[[Any, Path, "_Result"], None]
 
 
 class _Result:
-    __slots__ = ("errors", "unknown", "strict")
+    __slots__ = ("errors", "unknown", "strict", "nulls")
 
-    def __init__(self, strict: bool) -> None:
+    def __init__(self, strict: bool, nulls: bool = True) -> None:
         self.errors: list[str] = []
         self.unknown: list[str] = []
         self.strict = strict
+        self.nulls = nulls  # replace nulls by Go's zero values
 
     def mismatch(self, value: Any, go_type: str, path: Path, literal: bool = False) -> None:
         self.errors.append(_type_error(_json_kind(value, literal), go_type, path))
@@ -120,7 +128,9 @@ class _Compiler:
     def ref(self, name: str) -> tuple[Checker, str]:
         if name not in self.defs:
             late: list[Checker] = []
-            self.defs[name] = (lambda v, p, r: late[0](v, p, r), _go_name(name))  # recursive types
+            placeholder = lambda v, p, r: late[0](v, p, r)  # noqa: E731 - recursive types
+            placeholder.zero = lambda: late[0].zero()  # type: ignore[attr-defined]
+            self.defs[name] = (placeholder, _go_name(name))
             late.append(self.definition(name))
             self.defs[name] = (late[0], self.defs[name][1])
         return self.defs[name]
@@ -129,9 +139,9 @@ class _Compiler:
         if name in _ARBITRARY:
             return _accept
         if name == _INT_OR_STRING:
-            return _int_or_string
+            return _zero(_int_or_string, lambda: 0)
         if name == _QUANTITY:
-            return _quantity
+            return _zero(_quantity, lambda: "0")
         return self.node(k8s.definitions()[name], _go_name(name))[0]
 
     def node(self, node: dict[str, Any], struct: str = "") -> tuple[Checker, str]:
@@ -139,22 +149,22 @@ class _Compiler:
         if "$ref" in node:
             return self.ref(node["$ref"][len(k8s.REF_PREFIX):])
         if node.get("x-kubernetes-int-or-string"):
-            return _int_or_string, "intstr.IntOrString"
+            return _zero(_int_or_string, lambda: 0), "intstr.IntOrString"
         types = _types(node)
         fmt = node.get("format")
         if types == {"string"}:
             if fmt == "byte":
-                return _base64, "[]uint8"
+                return _zero(_base64, str), "[]uint8"
             if fmt == "date-time":
                 return _date_time, "string"
-            return _of_type(str, "string"), "string"
+            return _zero(_of_type(str, "string"), str), "string"
         if types == {"boolean"}:
-            return _of_type(bool, "bool"), "bool"
+            return _zero(_of_type(bool, "bool"), bool), "bool"
         if types == {"integer"}:
             go = "int32" if fmt == "int32" else "int64"
-            return _integer(go, _INT32 if fmt == "int32" else _INT64), go
+            return _zero(_integer(go, _INT32 if fmt == "int32" else _INT64), int), go
         if types == {"number"}:
-            return _number, "float64"
+            return _zero(_number, int), "float64"
         if types == {"array"}:
             item, item_go = self.node(node.get("items") or {})
             return _array(item, "[]" + item_go), "[]" + item_go
@@ -162,19 +172,34 @@ class _Compiler:
             ap = node.get("additionalProperties")
             if isinstance(ap, dict):
                 value, value_go = self.node(ap)
-                return _map(value, "map[string]" + value_go), "map[string]" + value_go
+                return _zero(_map(value, "map[string]" + value_go), dict), "map[string]" + value_go
             props = node.get("properties")
             if props is None and (node.get("x-kubernetes-preserve-unknown-fields") or ap is True):
                 return _accept, "map[string]interface {}"
             open_ = bool(node.get("x-kubernetes-preserve-unknown-fields"))
             go = struct or "struct"
             fields = {k: self.node(v) for k, v in (props or {}).items()}
-            return _object(fields, go.rpartition(".")[2], go, open_), go
+            required = set(node.get("required") or ())
+            return _zero(_object(fields, go.rpartition(".")[2], go, open_, required), dict), go
         return _accept, "interface {}"
 
 
 def _accept(v: Any, path: Path, res: _Result) -> None:
     return None
+
+
+def _zero(checker: Checker, value: Callable[[], Any]) -> Checker:
+    """`checker`, knowing what Go decodes a null list item or map value of its type as."""
+    checker.zero = value  # type: ignore[attr-defined]
+    return checker
+
+
+def _zero_of(checker: Checker) -> Any:
+    z = getattr(checker, "zero", None)
+    return z() if z is not None else None
+
+
+_zero(_accept, lambda: None)
 
 
 def _of_type(t: type, go: str) -> Checker:
@@ -234,7 +259,7 @@ def _base64(v: Any, path: Path, res: _Result) -> None:
         return
     try:
         binascii.a2b_base64(v, strict_mode=True)
-    except binascii.Error:
+    except (binascii.Error, ValueError):  # ValueError: not ASCII
         data = v.encode()
         bad = next((i for i, c in enumerate(data) if c not in _B64_ALPHABET), len(data) - len(data) % 4)
         res.errors.append(f"illegal base64 data at input byte {bad}")
@@ -246,14 +271,13 @@ def _array(item: Checker, go: str) -> Checker:
     def check(v: Any, path: Path, res: _Result) -> None:
         if type(v) is not list:
             res.mismatch(v, go, path)
-        elif simple is not None:
-            for i, x in enumerate(v):
-                if type(x) is not simple and x is not None:
-                    item(x, (path, i, None), res)
-        else:
-            for i, x in enumerate(v):
-                if x is not None:
-                    item(x, (path, i, None), res)
+            return
+        for i, x in enumerate(v):
+            if x is None:
+                if res.nulls:
+                    v[i] = _zero_of(item)
+            elif type(x) is not simple:
+                item(x, (path, i, None), res)
     return check
 
 
@@ -264,30 +288,49 @@ def _map(value: Checker, go: str) -> Checker:
         if type(v) is not dict:
             res.mismatch(v, go, path)
             return
+        nulls = None
         for k, x in v.items():
-            if x is not None and type(x) is not simple:
+            if x is None:
+                nulls = (nulls or []) + [k]
+            elif type(x) is not simple:
                 value(x, (path, (k,), None), res)
+        if nulls and res.nulls:
+            for k in nulls:
+                v[k] = _zero_of(value)
     return check
 
 
-def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_: bool) -> Checker:
+def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_: bool, required: set[str]) -> Checker:
     simple = {k: c.simple for k, (c, _) in fields.items() if hasattr(c, "simple")}
     nested = {k: c for k, (c, _) in fields.items()}
+    # what a null field becomes: a required scalar's zero value, a time's null, else nothing
+    zeros = {k: c.zero for k, (c, _) in fields.items()
+             if k in required and getattr(c, "zero", None) in (str, int, bool)}
+    keep_null = {k for k, (c, _) in fields.items() if c is _date_time}
 
     def check(v: Any, path: Path, res: _Result) -> None:
         if type(v) is not dict:
             res.mismatch(v, go, path)
             return
+        nulls = None
         for k, x in v.items():
             t = simple.get(k)
-            if t is not None and (type(x) is t or x is None):
+            if t is not None and type(x) is t:
                 continue
             c = nested.get(k)
             if c is None:
                 if res.strict and not open_:
                     res.unknown.append(field_path((path, k, struct)))
-            elif x is not None:
+            elif x is None:
+                nulls = (nulls or []) + [k]
+            else:
                 c(x, (path, k, struct), res)
+        if nulls and res.nulls:
+            for k in nulls:
+                if k in zeros:
+                    v[k] = zeros[k]()
+                elif k not in keep_null:
+                    del v[k]
     return check
 
 
@@ -314,13 +357,15 @@ def compiled(schema: dict[str, Any]) -> Checker:
 # --- public API ---------------------------------------------------------------
 
 
-def check(obj: dict[str, Any], schema: dict[str, Any], strict: bool) -> tuple[list[str], list[str]]:
+def check(obj: dict[str, Any], schema: dict[str, Any], strict: bool, nulls: bool = True) -> tuple[list[str], list[str]]:
     """(decoding errors, unknown field paths) of `obj` against `schema`.
 
     `strict` collects unknown fields (fieldValidation Strict or Warn); with
-    Ignore pass False. Errors are in document order; upstream reports the first.
+    Ignore pass False. `nulls` replaces nulls in `obj` as Go's decoder does
+    (pass False to check a value whose nulls mean something, an apply
+    configuration). Errors are in document order; upstream reports the first.
     """
-    res = _Result(strict)
+    res = _Result(strict, nulls)
     compiled(schema)(obj, None, res)
     return res.errors, res.unknown
 
@@ -361,3 +406,10 @@ def prune(obj: Any, schema: dict[str, Any]) -> Any:
     if type(obj) is list and "items" in node:
         return [prune(x, node["items"]) for x in obj]
     return obj
+
+
+def definition_errors(obj: Any, definition: str) -> list[str]:
+    """Decoding errors of `obj` as the Go type of `$defs` definition `definition`
+    (a subresource's or an options body), its nulls decoded as Go does."""
+    errs, _ = check(obj, k8s.definitions()[definition], False)
+    return errs

@@ -1,0 +1,108 @@
+"""Request options (query parameters and DeleteOptions bodies) decoded and
+validated as kube-apiserver does before any storage is touched.
+
+Query parameters that do not convert are a 400 (`strconv.ParseInt: parsing
+"abc": invalid syntax`); options that convert but are not allowed are a 422
+on the options kind, e.g. `DeleteOptions.meta.k8s.io "" is invalid: dryRun:
+Unsupported value: ["Bogus"]: supported values: "All"` (apimachinery's
+`ValidateDeleteOptions`, `ValidateFieldManager`, `ValidateDryRun`).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Any, Mapping
+
+from ..machinery import errors
+from ..machinery import validation as v
+from . import structural
+
+FIELD_MANAGER_MAX_LENGTH = 128
+_PROPAGATION = ("Foreground", "Background", "Orphan", "nil")
+_DELETE_OPTIONS = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions"
+
+
+def options_invalid(kind: str, errs: list[v.FieldError]) -> errors.APIError:
+    """The 422 for invalid request options (`<Kind>.meta.k8s.io "" is invalid: ...`)."""
+    return errors.invalid("meta.k8s.io", kind, "", errs)
+
+
+def integer(query: Mapping[str, str], name: str) -> int | None:
+    """An int64 query parameter, or None when absent; 400 when it does not parse."""
+    raw = query.get(name)
+    if raw is None:
+        return None
+    digits = raw[1:] if raw[:1] in ("+", "-") else raw
+    if not (digits.isascii() and digits.isdigit()):
+        raise errors.bad_request(f'strconv.ParseInt: parsing "{raw}": invalid syntax')
+    value = int(raw) if len(digits) <= 20 else 2**63
+    if not -(2**63) <= value < 2**63:
+        raise errors.bad_request(f'strconv.ParseInt: parsing "{raw}": value out of range')
+    return value
+
+
+def boolean(query: Mapping[str, str], name: str) -> bool | None:
+    """A bool query parameter as Go's strconv.ParseBool reads it."""
+    raw = query.get(name)
+    if raw is None:
+        return None
+    if raw in ("1", "t", "T", "true", "TRUE", "True"):
+        return True
+    if raw in ("", "0", "f", "F", "false", "FALSE", "False"):
+        return False
+    raise errors.bad_request(f'strconv.ParseBool: parsing "{raw}": invalid syntax')
+
+
+def field_manager_errors(manager: str) -> list[v.FieldError]:
+    """ValidateFieldManager: at most 128 bytes, printable characters only."""
+    errs = []
+    if len(manager.encode()) > FIELD_MANAGER_MAX_LENGTH:
+        errs.append(v.too_long("fieldManager", FIELD_MANAGER_MAX_LENGTH))
+    for i, ch in enumerate(manager):
+        if not _printable(ch):
+            errs.append(v.invalid("fieldManager", manager, f"invalid character U+{ord(ch):04X} (at position {i})"))
+            break
+    return errs
+
+
+def _printable(ch: str) -> bool:
+    """Go's unicode.IsPrint: letters, marks, numbers, punctuation, symbols and the ASCII space."""
+    return ch == " " or unicodedata.category(ch)[0] in "LMNPS"
+
+
+def dry_run_errors(values: list[Any]) -> list[v.FieldError]:
+    if any(d != "All" for d in values):
+        return [v.not_supported("dryRun", values, ["All"])]
+    return []
+
+
+def delete_options(query: Mapping[str, str], body: Any, dry_run_query: list[str]) -> dict:
+    """DeleteOptions from a DELETE's body and query, type-checked and validated."""
+    if body is None:
+        body = {}
+    if type(body) is not dict:
+        kind = "array" if type(body) is list else type(body).__name__
+        raise errors.bad_request(f"json: cannot unmarshal {kind} into Go value of type v1.DeleteOptions")
+    errs = structural.definition_errors(body, _DELETE_OPTIONS)
+    if errs:
+        raise errors.bad_request(errs[0])
+    options = dict(body)
+    grace = integer(query, "gracePeriodSeconds")
+    if grace is not None:
+        options["gracePeriodSeconds"] = grace
+    orphan = boolean(query, "orphanDependents")
+    if orphan is not None:
+        options["orphanDependents"] = orphan
+    if query.get("propagationPolicy"):
+        options["propagationPolicy"] = query["propagationPolicy"]
+    if dry_run_query:
+        options["dryRun"] = list(dry_run_query)
+    problems = dry_run_errors(options.get("dryRun") or [])
+    policy = options.get("propagationPolicy")
+    if options.get("orphanDependents") is not None and policy is not None:
+        problems.append(v.invalid("propagationPolicy", policy, "orphanDependents and deletionPropagation cannot be both set"))
+    elif policy is not None and policy not in _PROPAGATION:
+        problems.append(v.not_supported("propagationPolicy", policy, _PROPAGATION))
+    if problems:
+        raise options_invalid("DeleteOptions", problems)
+    return options

@@ -1,0 +1,199 @@
+"""Request bodies as JSON values, at a cost bounded by their size.
+
+kube-apiserver decodes YAML by converting it to JSON first (sigs.k8s.io/yaml):
+map keys become strings (`1: a` is `"1": "a"`), timestamps stay strings, and
+aliases are expanded, with go-yaml refusing documents whose aliases expand
+far beyond their size. Go's decoders also stop at a nesting depth. Every
+later stage here (structural checks, patches, managed fields, orjson, which
+encodes at most 254 levels) recurses over the object, so the depth bound is
+enforced once, at decoding, for every media type and every patch.
+
+Duplicate keys: Go's JSON decoder keeps the last value, as orjson does; the
+strict decoder also reports each one (`duplicate field "metadata.name"`),
+which `duplicate_fields` finds only when a cheap count says there is one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+import orjson
+import yaml
+
+from ..machinery import errors
+
+#: deepest nesting of objects and arrays a body may have
+MAX_DEPTH = 100
+#: YAML alias expansion may produce at most this many values per input byte (and at least this many values)
+_ALIAS_RATIO, _ALIAS_FLOOR = 10, 100_000
+_INT64 = (-(2**63), 2**64 - 1)
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+
+
+class _Loader(yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader):  # type: ignore[misc]
+    """YAML 1.1 as go-yaml reads it into interface{}: timestamps are strings."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    ch: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def too_deep() -> errors.APIError:
+    return errors.bad_request(f"the request body is nested deeper than {MAX_DEPTH} levels: exceeded max depth")
+
+
+def check_depth(obj: Any) -> None:
+    """Refuse values nested deeper than MAX_DEPTH (iteratively: any depth is safe to measure)."""
+    stack = [(obj, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if type(v) is dict:
+            children = v.values()
+        elif type(v) is list:
+            children = v
+        else:
+            continue
+        if depth > MAX_DEPTH:
+            raise too_deep()
+        stack.extend((c, depth + 1) for c in children if type(c) is dict or type(c) is list)
+
+
+def loads_json(raw: bytes | str) -> Any:
+    """A JSON body (400 when it is not JSON or too deep)."""
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        if "depth" in str(e) or "recursion" in str(e).lower():
+            raise too_deep() from None
+        raise
+    check_depth(obj)
+    return obj
+
+
+def loads_yaml(raw: bytes | str) -> Any:
+    """A YAML body converted to its JSON value the way sigs.k8s.io/yaml does."""
+    try:
+        obj = yaml.load(raw, Loader=_Loader)  # noqa: S506 - a SafeLoader
+    except RecursionError:
+        raise too_deep() from None
+    except ValueError as e:  # e.g. an integer literal longer than Python converts
+        raise yaml.YAMLError(str(e)) from None
+    budget = max(_ALIAS_FLOOR, _ALIAS_RATIO * len(raw))
+    return _to_json(obj, budget)
+
+
+def _key(k: Any) -> str:
+    if type(k) is str:
+        return k
+    if type(k) is bool:
+        return "true" if k else "false"
+    if k is None:
+        return "null"
+    if type(k) is int:
+        return str(k)
+    if type(k) is float:
+        return _float_text(k)
+    raise yaml.YAMLError(f"error converting YAML to JSON: unsupported map key of type {type(k).__name__}")
+
+
+def _float_text(f: float) -> str:
+    return repr(f) if math.isfinite(f) else ("NaN" if f != f else ("+Inf" if f > 0 else "-Inf"))
+
+
+def _scalar(v: Any) -> Any:
+    if type(v) is int and not _INT64[0] <= v <= _INT64[1]:
+        return float(v)
+    if type(v) is float and not math.isfinite(v):
+        raise yaml.YAMLError(f"error converting YAML to JSON: json: unsupported value: {_float_text(v)}")
+    if isinstance(v, (bytes, bytearray)):
+        import base64
+
+        return base64.b64encode(v).decode()
+    if isinstance(v, (set, tuple)):
+        raise yaml.YAMLError(f"error converting YAML to JSON: unsupported value of type {type(v).__name__}")
+    return v
+
+
+def _to_json(root: Any, budget: int) -> Any:
+    """A copy of a loaded YAML value with string keys; aliases are expanded
+    (each reference copied) within `budget` values and MAX_DEPTH levels, so a
+    recursive alias or an alias bomb ends in a 400, not a hang."""
+    out: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any, int]] = [(root, out, 0, 1)]  # (value, parent, key in parent, depth)
+    while stack:
+        v, parent, slot, depth = stack.pop()
+        budget -= 1
+        if budget < 0:
+            raise yaml.YAMLError("document contains excessive aliasing")
+        if isinstance(v, dict):
+            if depth > MAX_DEPTH:
+                raise too_deep()
+            d: dict[str, Any] = {}
+            parent[slot] = d
+            for k, x in v.items():
+                key = _key(k)
+                d[key] = None
+                stack.append((x, d, key, depth + 1))
+        elif isinstance(v, list):
+            if depth > MAX_DEPTH:
+                raise too_deep()
+            lst: list[Any] = [None] * len(v)
+            parent[slot] = lst
+            stack.extend((x, lst, i, depth + 1) for i, x in enumerate(v))
+        else:
+            parent[slot] = _scalar(v)
+    return out[0]
+
+
+def duplicate_fields(raw: bytes, obj: Any) -> list[str]:
+    """Paths of keys a JSON body repeats within one object (`spec.a`, `items[0].b`).
+
+    Every member of an object has exactly one ':' outside strings, so when the
+    count matches the decoded members there is no duplicate (the usual case);
+    otherwise the body is parsed again keeping every pair."""
+    if not isinstance(obj, (dict, list)) or len(raw) > 4 * 1024 * 1024:
+        return []
+    colons = _STRINGS.sub(b"", raw).count(b":")
+    if colons == _members(obj):
+        return []
+    found: list[str] = []
+    try:
+        tree = json.loads(raw, object_pairs_hook=_Pairs)
+    except (ValueError, RecursionError):
+        return []
+    stack = [(tree, "")]
+    while stack:
+        v, path = stack.pop()
+        if type(v) is _Pairs:
+            seen: set[str] = set()
+            for k, x in v:
+                sub = f"{path}.{k}" if path else k
+                if k in seen:
+                    found.append(sub)
+                seen.add(k)
+                stack.append((x, sub))
+        elif type(v) is list:
+            stack.extend((x, f"{path}[{i}]") for i, x in enumerate(v))
+    return list(dict.fromkeys(found))
+
+
+class _Pairs(list):
+    """An object's members in document order, repeats kept."""
+
+
+def _members(obj: Any) -> int:
+    n = 0
+    stack = [obj]
+    while stack:
+        v = stack.pop()
+        if type(v) is dict:
+            n += len(v)
+            stack.extend(x for x in v.values() if type(x) is dict or type(x) is list)
+        elif type(v) is list:
+            stack.extend(x for x in v if type(x) is dict or type(x) is list)
+    return n
