@@ -86,13 +86,13 @@ class APIHandlers:
 
     # --- discovery ------------------------------------------------------
 
-    def _cached(self, key: str, build) -> web.Response:
-        b = self._discovery_cache.get(key)
-        if b is None:
     def forget_discovery(self) -> None:
         """The served resources changed (a CRD came, went or changed): build discovery anew."""
         self._discovery_cache.clear()
 
+    def _cached(self, key: str, build) -> web.Response:
+        b = self._discovery_cache.get(key)
+        if b is None:
             b = self._discovery_cache[key] = dumps(build())
         return web.Response(body=b, content_type=_JSON)
 
@@ -125,12 +125,12 @@ class APIHandlers:
         try:
             resp = await self._route(request, path, labels)
             code = resp.status
-            return resp
-        except errors.APIError as e:
-            code = e.code
             for w in request.get("warnings", ()):
                 if not resp.prepared:
                     resp.headers.add("Warning", f'299 - "{w}"')
+            return resp
+        except errors.APIError as e:
+            code = e.code
             return error_response(e)
         except asyncio.CancelledError:
             code = 499
@@ -199,11 +199,11 @@ class APIHandlers:
         if res.namespaced and namespace is None and (m != "GET" or name):
             if m == "POST" and not name:
                 pass
+            else:
+                raise errors.APIError(404, "NotFound", "the server could not find the requested resource")
         deprecated = res.strategy.deprecation(version)
         if deprecated:
             request["warnings"] = [deprecated]
-            else:
-                raise errors.APIError(404, "NotFound", "the server could not find the requested resource")
         if res.verbs == ("create",) and self.reviews is not None:
             if m != "POST" or name:
                 raise errors.method_not_allowed()
@@ -242,6 +242,10 @@ class APIHandlers:
             if not name:
                 raise errors.method_not_allowed()
             ctype = request.headers.get("Content-Type", "").split(";")[0].strip()
+            if ctype == "application/strategic-merge-patch+json" and not res.strategy.strategic_merge:
+                raise errors.APIError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted "
+                                      "media types include: application/json-patch+json, application/merge-patch+json, "
+                                      "application/apply-patch+yaml")
             if ctype not in PATCH_TYPES:
                 raise errors.APIError(415, "UnsupportedMediaType",
                                       f'the body of the request was in an unknown format - accepted media types include: {", ".join(PATCH_TYPES)}')
@@ -249,10 +253,6 @@ class APIHandlers:
             if ctype != "application/apply-patch+yaml":
                 opts.field_manager = opts.field_manager or _field_manager_default(request)
             elif q.get("force") is not None:
-            if ctype == "application/strategic-merge-patch+json" and not res.strategy.strategic_merge:
-                raise errors.APIError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted "
-                                      "media types include: application/json-patch+json, application/merge-patch+json, "
-                                      "application/apply-patch+yaml")
                 opts.force = _bool(q.get("force"))
             r = await self.rest.patch(res, version, namespace, name, ctype, raw, opts, subresource=sub)
             return self._render_write(request, res, r, version)
