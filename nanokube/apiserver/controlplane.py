@@ -1,11 +1,15 @@
 """What kube-apiserver's control-plane package creates and runs beside the
 generic API: objects every cluster has from the first start (the default
-ServiceCIDR, API Priority and Fairness configuration) and the loops the API
-server itself runs through its loopback client (IPAddress repair, FlowSchema
-status)."""
+ServiceCIDR, API Priority and Fairness configuration, local APIServices) and
+the loops the API server itself runs through its loopback client (IPAddress
+repair, FlowSchema status, the aggregator)."""
 
 from __future__ import annotations
 
+from ..metrics.api import GROUPS as METRICS_GROUPS
+from .aggregator.aggregator import Aggregator
+from .aggregator.autoregister import register_local_apiservices
+from .aggregator.requestheader import authentication_configmap, front_proxy_files
 from .apiextensions.serving import CustomResources
 from .flowcontrol import FlowSchemaStatus, ensure_bootstrap_configuration
 from .ipaddresses import IPAddressRepair, ensure_default_service_cidr
@@ -17,6 +21,9 @@ async def bootstrap(server) -> None:
     services = server.index.get("", "v1", "services")
     await ensure_default_service_cidr(server.rest, server.index, server.clock, str(services.strategy.ips.network))
     await ensure_bootstrap_configuration(server)
+    await register_local_apiservices(server, METRICS_GROUPS)
+    if server.pki is not None:
+        await server.ensure("", "v1", "configmaps", "kube-system", authentication_configmap(server.pki))
 
 
 async def start_loops(server) -> list:
@@ -25,6 +32,12 @@ async def start_loops(server) -> list:
     loops = [IPAddressRepair(loopback, clock=server.clock), FlowSchemaStatus(loopback, clock=server.clock),
              CustomResources(server, LocalClient(server.rest, SYSTEM, "kube-apiextensions-apiserver"),
                              server.resources_changed)]
+    if server.pki is not None:
+        handlers = server.handlers
+        aggregator = Aggregator(loopback, front_proxy_files(server.pki), lambda: handlers.set_aggregated(aggregator),
+                                clock=server.clock)
+        handlers.aggregator = aggregator
+        loops.append(aggregator)
     for c in loops:
         await c.start()
     return loops

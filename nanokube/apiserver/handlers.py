@@ -83,6 +83,10 @@ class APIHandlers:
         #: (APIGroup, APIResourceList) of groups served by in-process adapters
         #: (metrics APIs), listed in /apis like aggregated API services
         self.extra_groups: list[tuple[dict, dict]] = []
+        #: the aggregator (apiserver/aggregator): proxies the group/versions of remote APIServices
+        self.aggregator = None
+        #: (APIGroup, APIResourceList) of the remote APIServices' groups
+        self.aggregated_groups: list[tuple[dict, dict]] = []
 
     # --- discovery ------------------------------------------------------
 
@@ -110,10 +114,17 @@ class APIHandlers:
     async def apis(self, request: web.Request) -> web.Response:
         if self._aggregated_requested(request):
             r = self._cached("agg", lambda: discovery.with_extra_aggregated(
-                discovery.aggregated(self.index, legacy=False), self.extra_groups))
+                discovery.aggregated(self.index, legacy=False), self.extra_groups + self.aggregated_groups))
             r.headers["Content-Type"] = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
             return r
-        return self._cached("apis", lambda: discovery.with_extra_groups(discovery.api_group_list(self.index), self.extra_groups))
+        return self._cached("apis", lambda: discovery.with_extra_groups(discovery.api_group_list(self.index),
+                                                                        self.extra_groups + self.aggregated_groups))
+
+    def set_aggregated(self, aggregator) -> None:
+        """The remote APIServices changed: rebuild their discovery."""
+        self.aggregated_groups = aggregator.discovery_groups()
+        self._discovery_cache.pop("agg", None)
+        self._discovery_cache.pop("apis", None)
 
     # --- resources ------------------------------------------------------
 
@@ -156,6 +167,9 @@ class APIHandlers:
             if len(parts) == 1:
                 return await self.apis(request)
             group = parts[1]
+            version = parts[2] if len(parts) > 2 else None
+            if self.aggregator is not None and self.aggregator.serves(group, version):
+                return await self.aggregator.serve(request, group, version)
             if len(parts) == 2:
                 g = discovery.api_group(self.index, group)
                 if g is None:

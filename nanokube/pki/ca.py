@@ -142,3 +142,14 @@ def ensure_pki(data_dir: str) -> ClusterPKI:
         lambda: issue(ca, "kubernetes-admin", organizations=("system:masters",), client=True),
     )
     return ClusterPKI(d, ca, server, admin)
+
+
+def ensure_front_proxy(pki_dir: str) -> tuple[KeyPair, KeyPair]:
+    """The request-header CA and the `front-proxy-client` certificate it signs: the
+    aggregator's identity towards extension API servers, which trust
+    X-Remote-User/X-Remote-Group only from a client certificate of this CA."""
+    ca = _load_or(os.path.join(pki_dir, "front-proxy-ca.crt"), os.path.join(pki_dir, "front-proxy-ca.key"),
+                  lambda: new_ca("front-proxy-ca"))
+    client = _load_or(os.path.join(pki_dir, "front-proxy-client.crt"), os.path.join(pki_dir, "front-proxy-client.key"),
+                      lambda: issue(ca, "front-proxy-client", client=True))
+    return ca, client

@@ -1,0 +1,205 @@
+"""The aggregator: serves the group/versions of remote APIServices by
+proxying, keeps every APIService's `Available` condition (local ones always,
+remote ones by probing `/apis/<group>/<version>` through their Service, as
+kube-aggregator's availability controllers do) and feeds the remote groups
+into `/apis` discovery."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import aiohttp
+import orjson
+from aiohttp import web
+
+from ...client.informer import Informer
+from ...controllers.base import Controller
+from ...machinery.errors import APIError
+from ...machinery.user import User
+from .proxy import ResolveError, forward, resolve_endpoint, tls_context
+
+log = logging.getLogger(__name__)
+
+GROUP = "apiregistration.k8s.io"
+PROBE_USER = User("system:kube-aggregator", ("system:masters",))
+#: how often a remote APIService is probed again (upstream's availability resync)
+RECHECK_AVAILABLE, RECHECK_UNAVAILABLE = 30.0, 5.0
+
+
+def _spec(o: dict) -> dict:
+    return o.get("spec") or {}
+
+
+def _available(o: dict) -> bool:
+    return any(c.get("type") == "Available" and c.get("status") == "True"
+               for c in (o.get("status") or {}).get("conditions") or [])
+
+
+class Aggregator(Controller):
+    name = "apiservice-availability"
+
+    def __init__(self, client, front_proxy_cert: tuple[str, str], on_discovery_change, **kw):
+        super().__init__(client, **kw)
+        self.apiservices = client.resource(GROUP, "v1", "apiservices")
+        self.as_inf = Informer(self.apiservices)
+        self.svc_inf = Informer(client.resource("", "v1", "services"))
+        self.eps_inf = Informer(client.resource("discovery.k8s.io", "v1", "endpointslices"))
+        self.cert = front_proxy_cert
+        self.on_discovery_change = on_discovery_change
+        #: (group, version) -> remote APIService
+        self.remote: dict[tuple[str, str], dict] = {}
+        #: (group, version) -> the APIResourceList the last successful probe returned
+        self.resources: dict[tuple[str, str], dict] = {}
+        self.session: aiohttp.ClientSession | None = None
+        #: APIService name -> (resourceVersion, its TLS context)
+        self._tls: dict[str, tuple[str, object]] = {}
+        self.as_inf.add_handlers(on_add=self._observe, on_update=lambda o, n: self._observe(n), on_delete=self._forget)
+        for inf in (self.svc_inf, self.eps_inf):
+            inf.add_handlers(on_add=self._service_changed, on_update=lambda o, n: self._service_changed(n),
+                             on_delete=self._service_changed)
+
+    def informers(self):
+        return [self.as_inf, self.svc_inf, self.eps_inf]
+
+    async def start(self) -> None:
+        self.session = aiohttp.ClientSession(auto_decompress=False, timeout=aiohttp.ClientTimeout(sock_connect=5))
+        await super().start()
+
+    async def stop(self) -> None:
+        await super().stop()
+        if self.session is not None:
+            await self.session.close()
+
+    # --- events ------------------------------------------------------------------
+
+    def _observe(self, obj: dict) -> None:
+        spec = _spec(obj)
+        gv = (spec.get("group", ""), spec.get("version", ""))
+        if spec.get("service"):
+            self.remote[gv] = obj
+        elif self.remote.pop(gv, None) is not None:
+            self.resources.pop(gv, None)
+        self.queue.add(obj["metadata"]["name"])
+        self.on_discovery_change()
+
+    def _forget(self, obj: dict) -> None:
+        spec = _spec(obj)
+        gv = (spec.get("group", ""), spec.get("version", ""))
+        if self.remote.get(gv, {}).get("metadata", {}).get("name") == obj["metadata"]["name"]:
+            del self.remote[gv]
+            self.resources.pop(gv, None)
+        self.on_discovery_change()
+
+    def _service_changed(self, obj: dict) -> None:
+        md = obj["metadata"]
+        name = (md.get("labels") or {}).get("kubernetes.io/service-name", md["name"])
+        for a in self.remote.values():
+            svc = _spec(a)["service"]
+            if svc.get("namespace") == md.get("namespace") and svc.get("name") == name:
+                self.queue.add(a["metadata"]["name"])
+
+    def _context(self, apiservice: dict):
+        md = apiservice["metadata"]
+        cached = self._tls.get(md["name"])
+        if cached is None or cached[0] != md.get("resourceVersion"):
+            cached = self._tls[md["name"]] = (md.get("resourceVersion"), tls_context(_spec(apiservice), *self.cert))
+        return cached[1]
+
+    # --- availability ------------------------------------------------------------
+
+    async def _probe(self, apiservice: dict) -> tuple[str, str, str, dict | None]:
+        """(status, reason, message, APIResourceList) of a remote APIService."""
+        spec = _spec(apiservice)
+        svc = spec["service"]
+        try:
+            host, port = await resolve_endpoint(self.client, svc["namespace"], svc["name"], svc.get("port", 443))
+        except ResolveError as e:
+            return "False", e.reason, str(e), None
+        url = f"https://{host}:{port}/apis/{spec['group']}/{spec['version']}"
+        headers = [("X-Remote-User", PROBE_USER.name)] + [("X-Remote-Group", g) for g in PROBE_USER.groups]
+        try:
+            ctx = self._context(apiservice)
+            async with self.session.get(url, headers=headers, ssl=ctx, server_hostname=f"{svc['name']}.{svc['namespace']}.svc",
+                                        timeout=aiohttp.ClientTimeout(total=5)) as r:
+                body = await r.read()
+                if not 200 <= r.status < 300:
+                    return "False", "FailedDiscoveryCheck", f"bad status from {url}: {r.status}", None
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError, ValueError) as e:
+            return "False", "FailedDiscoveryCheck", f"failing or missing response from {url}: {e or type(e).__name__}", None
+        try:
+            doc = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            doc = None
+        return "True", "Passed", "all checks passed", doc if isinstance(doc, dict) else None
+
+    async def sync(self, name: str) -> None:
+        obj = self.as_inf.get(name)
+        if obj is None:
+            return
+        spec = _spec(obj)
+        gv = (spec.get("group", ""), spec.get("version", ""))
+        if spec.get("service"):
+            status, reason, message, doc = await self._probe(obj)
+            if doc is not None:
+                self.resources[gv] = doc
+            self.queue.add_after(name, RECHECK_AVAILABLE if status == "True" else RECHECK_UNAVAILABLE)
+        else:
+            status, reason, message = "True", "Local", "Local APIServices are always available"
+        conditions = (obj.get("status") or {}).get("conditions") or []
+        old = next((c for c in conditions if c.get("type") == "Available"), None)
+        if old is not None and (old.get("status"), old.get("reason"), old.get("message")) == (status, reason, message):
+            return
+        cond = {"type": "Available", "status": status,
+                "lastTransitionTime": old["lastTransitionTime"] if old and old.get("status") == status else self.clock.rfc3339(),
+                "reason": reason, "message": message}
+        body = {**obj, "status": {"conditions": [c for c in conditions if c.get("type") != "Available"] + [cond]}}
+        try:
+            await self.apiservices.update(body, subresource="status")
+        except APIError as e:
+            if e.code != 404:
+                raise
+        self.on_discovery_change()
+
+    # --- serving -----------------------------------------------------------------
+
+    def serves(self, group: str, version: str | None) -> bool:
+        if version is None:
+            return any(g == group for g, _ in self.remote)
+        return (group, version) in self.remote
+
+    def group_document(self, group: str) -> dict:
+        """The APIGroup of a remote group, versions by versionPriority."""
+        services = sorted((a for (g, _), a in self.remote.items() if g == group),
+                          key=lambda a: (-_spec(a).get("versionPriority", 0), _spec(a)["version"]))
+        versions = [{"groupVersion": f"{group}/{_spec(a)['version']}", "version": _spec(a)["version"]} for a in services]
+        return {"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": versions, "preferredVersion": versions[0]}
+
+    def discovery_groups(self) -> list[tuple[dict, dict]]:
+        """(APIGroup, APIResourceList of the preferred version) per remote group."""
+        out = []
+        for group in sorted({g for g, _ in self.remote}):
+            doc = self.group_document(group)
+            version = doc["preferredVersion"]["version"]
+            rl = self.resources.get((group, version)) or {"kind": "APIResourceList", "apiVersion": "v1",
+                                                         "groupVersion": f"{group}/{version}", "resources": []}
+            out.append((doc, rl))
+        return out
+
+    async def serve(self, request: web.Request, group: str, version: str | None) -> web.StreamResponse:
+        if version is None:
+            return web.json_response(self.group_document(group))
+        apiservice = self.remote.get((group, version))
+        if apiservice is None or not _available(self.as_inf.get(apiservice["metadata"]["name"]) or apiservice):
+            return web.Response(status=503, text="service unavailable\n")
+        user = request.get("user")
+        if user is None:
+            return web.Response(status=500, text="missing user\n")
+        spec = _spec(apiservice)
+        svc = spec["service"]
+        try:
+            host, port = await resolve_endpoint(self.client, svc["namespace"], svc["name"], svc.get("port", 443))
+        except ResolveError:
+            return web.Response(status=503, text="service unavailable\n")
+        return await forward(self.session, request, f"https://{host}:{port}", f"{svc['name']}.{svc['namespace']}.svc",
+                             self._context(apiservice), user)

@@ -1,0 +1,116 @@
+"""Forwarding to extension API servers (kube-aggregator's handler_proxy.go).
+
+The APIService's Service is resolved to one ready endpoint of its
+EndpointSlices; the request goes there over HTTPS with the same path, query
+and body, authenticated by the front-proxy client certificate, and the
+authenticated user travels in the request-header identity headers
+(X-Remote-User, one X-Remote-Group per group, X-Remote-Extra-<key>,
+X-Remote-Uid), replacing any the client sent.
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+import ssl
+from urllib.parse import quote
+
+import aiohttp
+from aiohttp import web
+
+from ...machinery.errors import APIError
+
+_HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+               "transfer-encoding", "upgrade", "content-length", "host"}
+_IDENTITY_PREFIXES = ("x-remote-", "impersonate-")
+
+
+class ResolveError(Exception):
+    """Why a Service has no endpoint to send to (the availability reason and message)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+async def resolve_endpoint(client, namespace: str, name: str, port: int) -> tuple[str, int]:
+    """(address, port) of a ready endpoint of Service `namespace/name`'s port `port`."""
+    try:
+        svc = await client.resource("", "v1", "services").get(name, namespace)
+    except APIError as e:
+        if e.code == 404:
+            raise ResolveError("ServiceNotFound", f'service/{name} in "{namespace}" is not present') from None
+        raise
+    sport = next((p for p in (svc.get("spec") or {}).get("ports") or [] if p.get("port") == port), None)
+    if sport is None:
+        raise ResolveError("ServicePortError", f'service/{name} in "{namespace}" is not listening on port {port}')
+    slices, _ = await client.resource("discovery.k8s.io", "v1", "endpointslices").list(
+        namespace, label_selector=f"kubernetes.io/service-name={name}")
+    if not slices:
+        raise ResolveError("EndpointsNotFound", f'cannot find endpointslices for service/{name} in "{namespace}"')
+    candidates = []
+    for s in slices:
+        ports = [p.get("port") for p in s.get("ports") or [] if (p.get("name") or "") == (sport.get("name") or "")]
+        for ep in s.get("endpoints") or []:
+            if (ep.get("conditions") or {}).get("ready") is False:
+                continue
+            candidates += [(addr, p) for addr in ep.get("addresses") or [] for p in ports if p]
+    if not candidates:
+        raise ResolveError("MissingEndpoints", f'endpoints for service/{name} in "{namespace}" have no addresses '
+                                               f'with port name "{sport.get("name") or ""}"')
+    return random.choice(candidates)
+
+
+def tls_context(spec: dict, client_cert: str, client_key: str) -> ssl.SSLContext:
+    """Verify the extension server with the APIService's caBundle (or not at all
+    with insecureSkipTLSVerify); present the front-proxy client certificate."""
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    if spec.get("insecureSkipTLSVerify"):
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    elif spec.get("caBundle"):
+        ctx.load_verify_locations(cadata=base64.b64decode(spec["caBundle"]).decode())
+    ctx.load_cert_chain(client_cert, client_key)
+    return ctx
+
+
+def _extra_key(key: str) -> str:
+    """headerKeyEscape: percent-encode what may not appear in a header name, and '%'."""
+    return quote(key, safe="!#$&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def identity_headers(user) -> list[tuple[str, str]]:
+    headers = [("X-Remote-User", user.name)]
+    headers += [("X-Remote-Group", g) for g in user.groups]
+    for key, values in (getattr(user, "extra", None) or {}).items():
+        headers += [(f"X-Remote-Extra-{_extra_key(key)}", v) for v in values]
+    if getattr(user, "uid", ""):
+        headers.append(("X-Remote-Uid", user.uid))
+    return headers
+
+
+async def forward(session: aiohttp.ClientSession, request: web.Request, base: str, server_name: str,
+                  ctx: ssl.SSLContext, user) -> web.StreamResponse:
+    """Send `request` to `base` (https://host:port) and stream the answer back."""
+    headers = [(k, v) for k, v in request.headers.items()
+               if k.lower() not in _HOP_BY_HOP and k.lower() != "authorization"
+               and not k.lower().startswith(_IDENTITY_PREFIXES)]
+    headers += identity_headers(user)
+    body = await request.read() if request.body_exists else None
+    try:
+        upstream = await session.request(request.method, base + request.rel_url.raw_path_qs, headers=headers,
+                                         data=body, ssl=ctx, server_hostname=server_name, allow_redirects=False)
+    except (aiohttp.ClientError, OSError, TimeoutError):
+        return web.Response(status=503, text="service unavailable\n")
+    try:
+        resp = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+        for k, v in upstream.headers.items():
+            if k.lower() not in _HOP_BY_HOP:
+                resp.headers.add(k, v)
+        await resp.prepare(request)
+        async for chunk in upstream.content.iter_any():
+            await resp.write(chunk)
+        await resp.write_eof()
+        return resp
+    finally:
+        upstream.release()

@@ -1,0 +1,56 @@
+"""APIService validation and columns, autoregistration and the proxy's identity headers."""
+
+from nanokube.apiserver.aggregator.autoregister import desired
+from nanokube.apiserver.aggregator.proxy import identity_headers
+from nanokube.machinery.user import User
+from nanokube.registry.base import all_resources
+
+RES = next(r for r in all_resources() if r.plural == "apiservices")
+
+
+def apiservice(name, **spec):
+    return {"metadata": {"name": name}, "spec": {"groupPriorityMinimum": 1000, "versionPriority": 15, **spec}}
+
+
+def test_validation():
+    ok = apiservice("v1alpha1.wardle.example.com", group="wardle.example.com", version="v1alpha1",
+                    service={"namespace": "wardle", "name": "api", "port": 443}, insecureSkipTLSVerify=True)
+    assert RES.validate_create(ok) == []
+    assert RES.validate_create(apiservice("v1.", version="v1")) == []
+    bad = apiservice("v2.wardle.example.com", group="wardle.example.com", version="v1", groupPriorityMinimum=0,
+                     caBundle="Zm9v")
+    assert [(e.field, e.detail) for e in RES.validate_create(bad)] == [
+        ("metadata.name", 'must be `spec.version+"."+spec.group`: "v1.wardle.example.com"'),
+        ("spec.groupPriorityMinimum", "must be positive and less than 20000"),
+        ("spec.caBundle", "local APIServices may not have a caBundle"),
+    ]
+    remote = apiservice("v1.x.io", group="x.io", version="v1", service={"namespace": "ns"},
+                        insecureSkipTLSVerify=True, caBundle="Zm9v")
+    assert [e.field for e in RES.validate_create(remote)] == ["spec.service.name", "spec.insecureSkipTLSVerify"]
+
+
+def test_defaults_and_columns():
+    a = apiservice("v1.x.io", group="x.io", version="v1", service={"namespace": "ns", "name": "api"})
+    RES.strategy.default(a, "v1")
+    assert a["spec"]["service"]["port"] == 443
+    a["status"] = {"conditions": [{"type": "Available", "status": "False", "reason": "MissingEndpoints"}]}
+    assert [c.fn(a) for c in RES.strategy.columns[:3]] == ["v1.x.io", "ns/api", "False (MissingEndpoints)"]
+    local = apiservice("v1.apps", group="apps", version="v1")
+    local["status"] = {"conditions": [{"type": "Available", "status": "True", "reason": "Local"}]}
+    assert [c.fn(local) for c in RES.strategy.columns[:3]] == ["v1.apps", "Local", "True"]
+
+
+def test_autoregister_desired_set():
+    want = desired({"": ["v1"], "apps": ["v1"], "example.com": ["v1"]}, {"metrics.k8s.io": "v1beta1"})
+    assert sorted(want) == ["v1.", "v1.apps", "v1beta1.metrics.k8s.io"]  # no priority known: not registered
+    assert want["v1."]["spec"] == {"group": "", "version": "v1", "groupPriorityMinimum": 18000, "versionPriority": 1}
+    assert want["v1beta1.metrics.k8s.io"]["spec"]["groupPriorityMinimum"] == 100
+    assert want["v1.apps"]["metadata"]["labels"] == {"kube-aggregator.kubernetes.io/automanaged": "onstart"}
+
+
+def test_identity_headers():
+    user = User("alice", ("devs", "system:authenticated"), "u-1", {"acme.com/project": ["a b"], "scopes": ["x", "y"]})
+    assert identity_headers(user) == [
+        ("X-Remote-User", "alice"), ("X-Remote-Group", "devs"), ("X-Remote-Group", "system:authenticated"),
+        ("X-Remote-Extra-acme.com%2Fproject", "a b"), ("X-Remote-Extra-scopes", "x"), ("X-Remote-Extra-scopes", "y"),
+        ("X-Remote-Uid", "u-1")]

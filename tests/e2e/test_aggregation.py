@@ -1,0 +1,167 @@
+"""The aggregation layer end to end: built-in group/versions and the metrics
+APIs as local APIServices, and an extension API server (a small HTTPS server
+in this test, trusting only the front-proxy CA the cluster publishes) reached
+through an APIService: availability, proxying with the identity headers,
+discovery (kubectl api-resources, kubectl get) and removal."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import socket
+import ssl
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+from kubernetes import client
+
+from nanokube.pki.ca import issue, new_ca
+
+from .conftest import wait_for
+
+GROUP, VERSION = "wardle.example.com", "v1alpha1"
+RESOURCES = {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{GROUP}/{VERSION}", "resources": [
+    {"name": "flunders", "singularName": "flunder", "namespaced": True, "kind": "Flunder", "verbs": ["get", "list"],
+     "shortNames": ["fl"]}]}
+
+
+class ExtensionServer:
+    """HTTPS on 127.0.0.1 with a serving certificate for api.wardle.svc; it
+    answers only clients presenting a certificate of the request-header CA and
+    echoes the identity headers it got into the objects it lists."""
+
+    def __init__(self, requestheader_ca: str) -> None:
+        self.ca = new_ca("wardle-ca")
+        serving = issue(self.ca, "api.wardle.svc", dns_names=("api.wardle.svc",), server=True)
+        d = Path(tempfile.mkdtemp(prefix="nanokube-wardle-"))
+        (d / "tls.crt").write_bytes(serving.cert_pem)
+        (d / "tls.key").write_bytes(serving.key_pem)
+        self.ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self.ctx.load_cert_chain(d / "tls.crt", d / "tls.key")
+        self.ctx.load_verify_locations(cadata=requestheader_ca)
+        self.ctx.verify_mode = ssl.CERT_REQUIRED
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        assert self.ready.wait(10)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        app = web.Application()
+        app.router.add_get(f"/apis/{GROUP}/{VERSION}", lambda r: web.json_response(RESOURCES))
+        app.router.add_get(f"/apis/{GROUP}/{VERSION}/namespaces/{{ns}}/flunders", self.flunders)
+        self.runner = web.AppRunner(app)
+        self.loop.run_until_complete(self.runner.setup())
+        self.loop.run_until_complete(web.TCPSite(self.runner, "127.0.0.1", self.port, ssl_context=self.ctx).start())
+        self.ready.set()
+        self.loop.run_forever()
+
+    async def flunders(self, request: web.Request) -> web.Response:
+        peer = request.transport.get_extra_info("peercert") or {}
+        cn = next((v for rdn in peer.get("subject", ()) for k, v in rdn if k == "commonName"), "")
+        seen = {"client-cn": cn, "user": request.headers.get("X-Remote-User", ""),
+                "groups": ",".join(request.headers.getall("X-Remote-Group", [])),
+                "authorization": request.headers.get("Authorization", "")}
+        item = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Flunder",
+                "metadata": {"name": "seen", "namespace": request.match_info["ns"], "annotations": seen}}
+        return web.json_response({"apiVersion": f"{GROUP}/{VERSION}", "kind": "FlunderList", "metadata": {}, "items": [item]})
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+def test_builtin_group_versions_are_local_apiservices(cluster):
+    reg = client.ApiregistrationV1Api(cluster.client())
+    apps = wait_for(lambda: _available(reg, "v1.apps"), 10, "v1.apps Available")
+    assert apps.spec.service is None and (apps.spec.group_priority_minimum, apps.spec.version_priority) == (17800, 15)
+    cond = next(c for c in apps.status.conditions if c.type == "Available")
+    assert (cond.status, cond.reason, cond.message) == ("True", "Local", "Local APIServices are always available")
+    assert reg.read_api_service("v1.").metadata.labels["kube-aggregator.kubernetes.io/automanaged"] == "onstart"
+    wait_for(lambda: _available(reg, "v1beta1.metrics.k8s.io"), 10, "metrics APIService Available")
+    rows = [line.split() for line in cluster.kubectl("get", "apiservices", "--no-headers").stdout.splitlines()]
+    assert ["v1.networking.k8s.io", "Local", "True"] == rows[[r[0] for r in rows].index("v1.networking.k8s.io")][:3]
+
+
+def _available(reg, name):
+    try:
+        a = reg.read_api_service(name)
+    except client.ApiException:
+        return None
+    return a if any(c.type == "Available" and c.status == "True" for c in (a.status.conditions or [])) else None
+
+
+@pytest.fixture
+def wardle(cluster):
+    core = client.CoreV1Api(cluster.client())
+    cm = wait_for(lambda: _configmap(core), 10, "extension-apiserver-authentication")
+    assert json.loads(cm.data["requestheader-allowed-names"]) == ["front-proxy-client"]
+    server = ExtensionServer(cm.data["requestheader-client-ca-file"])
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _configmap(core):
+    try:
+        return core.read_namespaced_config_map("extension-apiserver-authentication", "kube-system")
+    except client.ApiException:
+        return None
+
+
+def test_extension_api_server_through_an_apiservice(cluster, wardle):
+    core = client.CoreV1Api(cluster.client())
+    core.create_namespace({"metadata": {"name": "wardle"}})
+    core.create_namespaced_service("wardle", {"metadata": {"name": "api"}, "spec": {"ports": [
+        {"port": 443, "targetPort": wardle.port}]}})
+    client.DiscoveryV1Api(cluster.client()).create_namespaced_endpoint_slice("wardle", {
+        "metadata": {"name": "api-1", "labels": {"kubernetes.io/service-name": "api"}}, "addressType": "IPv4",
+        "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": True}}],
+        "ports": [{"name": "", "port": wardle.port, "protocol": "TCP"}]})
+    reg = client.ApiregistrationV1Api(cluster.client())
+    reg.create_api_service({"metadata": {"name": f"{VERSION}.{GROUP}"}, "spec": {
+        "group": GROUP, "version": VERSION, "groupPriorityMinimum": 1000, "versionPriority": 15,
+        "service": {"namespace": "wardle", "name": "api"},
+        "caBundle": base64.b64encode(wardle.ca.cert_pem).decode()}})
+    got = wait_for(lambda: _available(reg, f"{VERSION}.{GROUP}"), 20, "the wardle APIService Available")
+    assert got.spec.service.port == 443
+    cond = next(c for c in got.status.conditions if c.type == "Available")
+    assert (cond.reason, cond.message) == ("Passed", "all checks passed")
+    assert cluster.kubectl("get", "apiservice", f"{VERSION}.{GROUP}", "--no-headers").stdout.split()[:3] == [
+        f"{VERSION}.{GROUP}", "wardle/api", "True"]
+
+    rows = wait_for(lambda: [r.split() for r in cluster.kubectl("api-resources", f"--api-group={GROUP}",
+                                                                "--no-headers").stdout.splitlines()], 10, "discovery")
+    assert rows == [["flunders", "fl", f"{GROUP}/{VERSION}", "true", "Flunder"]]
+    seen = cluster.kubectl_json("get", "flunders", "-n", "wardle")["items"][0]["metadata"]["annotations"]
+    assert seen["client-cn"] == "front-proxy-client" and seen["user"] == "kubernetes-admin"
+    assert "system:masters" in seen["groups"].split(",") and seen["authorization"] == ""
+
+    reg.delete_api_service(f"{VERSION}.{GROUP}")
+    wait_for(lambda: cluster.kubectl("get", "--raw", f"/apis/{GROUP}/{VERSION}", check=False).returncode != 0,
+             10, "the group gone")
+    core.delete_namespace("wardle")
+
+
+def test_unavailable_apiservice(cluster):
+    reg = client.ApiregistrationV1Api(cluster.client())
+    reg.create_api_service({"metadata": {"name": "v1.nowhere.example.com"}, "spec": {
+        "group": "nowhere.example.com", "version": "v1", "groupPriorityMinimum": 1000, "versionPriority": 15,
+        "service": {"namespace": "default", "name": "missing"}, "insecureSkipTLSVerify": True}})
+    cond = wait_for(lambda: next((c for c in reg.read_api_service("v1.nowhere.example.com").status.conditions or []
+                                  if c.type == "Available"), None), 10, "a condition")
+    assert (cond.status, cond.reason, cond.message) == (
+        "False", "ServiceNotFound", 'service/missing in "default" is not present')
+    r = cluster.kubectl("get", "--raw", "/apis/nowhere.example.com/v1", check=False)
+    assert r.returncode != 0 and "ServiceUnavailable" in r.stderr or "service unavailable" in r.stderr
+    reg.delete_api_service("v1.nowhere.example.com")
