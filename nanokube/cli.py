@@ -37,6 +37,7 @@ async def _up(args: argparse.Namespace) -> int:
     from .node.cluster import ClusterFileError, default_cluster, load_cluster
     from .node.manager import NodeManager
     from .node.manager import options_from_env as node_options
+    from .node.storage import PROVISIONER, PROVISIONER_USER, LocalPathProvisioner
     from .pki.ca import ensure_pki
     from .pki.kubeconfig import write_kubeconfig
     from .proxy.modes import ModeError, select_mode
@@ -116,6 +117,9 @@ async def _up(args: argparse.Namespace) -> int:
     await nodes.start()
     if proxies is not None:
         await proxies.start()
+    provisioner = LocalPathProvisioner(connect(PROVISIONER_USER, PROVISIONER), os.path.join(data_dir, "volumes"),
+                                       server.clock)
+    await provisioner.start()
     sched_client = connect(SCHEDULER_USER, "default-scheduler")
     scheduler = ElectedScheduler(
         lambda metrics: Scheduler(sched_client, clock=server.clock, config=sched_cfg, metrics=metrics),
@@ -135,6 +139,7 @@ async def _up(args: argparse.Namespace) -> int:
     await scheduler.stop()
     if proxies is not None:
         await proxies.stop()
+    await provisioner.stop()
     await nodes.stop()
     if runtime is not None:
         runtime.close()

@@ -21,9 +21,13 @@ from .job import JobController
 from .namespace import NamespaceController
 from .nodelifecycle import NodeLifecycleController
 from .nodelifecycle import options_from_env as node_lifecycle_options
+from .persistentvolume import PersistentVolumeController
 from .podgroup_protection import PodGroupProtectionController
+from .pv_protection import PVProtectionController
+from .pvc_protection import PVCProtectionController
 from .replicaset import ReplicaSetController
 from .resourceclaim import ResourceClaimController
+from .resourcequota import ResourceQuotaController
 from .service_lb import DEFAULT_POOL, ServiceLBController
 from .taint_eviction import TaintEvictionController
 from .ttl_after_finished import TTLAfterFinishedController
@@ -51,6 +55,10 @@ def build_controllers(client, clock: Clock = REAL, load_balancer_pool: str = DEF
         TTLAfterFinishedController(client, clock=clock),
         DisruptionController(client, clock=clock),
         PodGroupProtectionController(client, clock=clock),
+        ResourceQuotaController(client, clock=clock),
+        PersistentVolumeController(client, clock=clock),
+        PVCProtectionController(client, clock=clock),
+        PVProtectionController(client, clock=clock),
         HPAController(client, clock=clock, **options_from_env()),
         NodeLifecycleController(client, clock=clock, **node_lifecycle_options()),
         TaintEvictionController(client, clock=clock),

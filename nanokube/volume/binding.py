@@ -119,7 +119,7 @@ def find_matching_volume(pvc: dict, volumes: list[dict], node: dict | None = Non
             if claim_ref_matches(pv, pvc) and _fits(pv, pvc, node):
                 return pv
             continue
-        if delayed or (pv.get("status") or {}).get("phase") not in ("Available", None, ""):
+        if delayed or (pv.get("status") or {}).get("phase") not in ("Available", "Pending", None, ""):
             continue
         if _fits(pv, pvc, node) and (best is None or storage(pv["spec"].get("capacity"))
                                      < storage(best["spec"].get("capacity"))):

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 
 from ...machinery.errors import APIError
 from ...clock import REAL, Clock
+from .persistent import persistent_volume_claim
 from .projected import downward_api, projected
 from .sources import MountError, config_map, empty_dir, secret
 
@@ -33,7 +34,7 @@ REFRESH_RETRY = 10.0
 Source = Callable[["VolumeManager", dict, dict, str], Awaitable[float | None]]
 
 SOURCES: dict[str, Source] = {"configMap": config_map, "secret": secret, "emptyDir": empty_dir, "projected": projected,
-                            "downwardAPI": downward_api}
+                            "downwardAPI": downward_api, "persistentVolumeClaim": persistent_volume_claim}
 
 
 class VolumeManager:
@@ -56,7 +57,7 @@ class VolumeManager:
 
     async def mount(self, pod: dict) -> dict[str, str]:
         """Set up every volume of a known kind; returns volume name -> directory.
-        Kinds a simulated node cannot provide (persistent disks) get an empty
+        Kinds a simulated node cannot provide (cloud disks, hostPath) get an empty
         directory, as an image is recorded rather than pulled."""
         uid = pod["metadata"]["uid"]
         out = {}

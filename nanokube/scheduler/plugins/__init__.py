@@ -18,15 +18,16 @@ from .pod_topology_spread import PodTopologySpread
 from .priority_sort import PrioritySort
 from .scheduling_gates import SchedulingGates
 from .taint_toleration import TaintToleration
+from .volume_binding import VolumeBinding
 
 REGISTRY = {p.name: p for p in (PrioritySort, SchedulingGates, GangScheduling, NodeUnschedulable, NodeName, TaintToleration,
                                 NodeAffinity, NodePorts, NodeResourcesFit, NodeResourcesBalancedAllocation,
-                                PodTopologySpread, InterPodAffinity, DynamicResources, DefaultPreemption, DefaultBinder)}
+                                VolumeBinding, PodTopologySpread, InterPodAffinity, DynamicResources, DefaultPreemption, DefaultBinder)}
 
 #: upstream's default plugin set (of those implemented) and score weights
 DEFAULT_PLUGINS = ["PrioritySort", "SchedulingGates", "GangScheduling", "NodeUnschedulable", "NodeName", "TaintToleration",
                    "NodeAffinity", "NodePorts", "NodeResourcesFit", "NodeResourcesBalancedAllocation",
-                   "PodTopologySpread", "InterPodAffinity", "DynamicResources", "DefaultPreemption", "DefaultBinder"]
+                   "VolumeBinding", "PodTopologySpread", "InterPodAffinity", "DynamicResources", "DefaultPreemption", "DefaultBinder"]
 DEFAULT_WEIGHTS = {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1,
                    "NodeResourcesBalancedAllocation": 1, "PodTopologySpread": 2, "InterPodAffinity": 2}
 

@@ -1,0 +1,73 @@
+"""PVC protection: removes `kubernetes.io/pvc-protection` from a deleting
+claim only when no scheduled, non-terminal pod of its namespace mounts it, so
+a claim cannot vanish under a running pod."""
+
+from __future__ import annotations
+
+from ..client.informer import Informer
+from ..clock import REAL, Clock
+from ..machinery.errors import APIError
+from ..volume.binding import PVC_PROTECTION
+from .base import Controller
+
+
+def claims_of(pod: dict) -> set[str]:
+    """Claims a pod mounts: named ones, and generic ephemeral volumes (`<pod>-<volume>`)."""
+    out = set()
+    for v in (pod.get("spec") or {}).get("volumes") or []:
+        if v.get("persistentVolumeClaim"):
+            out.add(v["persistentVolumeClaim"].get("claimName", ""))
+        elif v.get("ephemeral"):
+            out.add(f"{pod['metadata']['name']}-{v['name']}")
+    return out
+
+
+def uses_claims(pod: dict) -> bool:
+    return bool((pod.get("spec") or {}).get("nodeName")) and \
+        (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+class PVCProtectionController(Controller):
+    name = "pvc-protection-controller"
+
+    def __init__(self, client, clock: Clock = REAL):
+        super().__init__(client, clock)
+        self.pvcs = client.resource("", "v1", "persistentvolumeclaims")
+        self.claims = Informer(self.pvcs)
+        self.pods = Informer(client.resource("", "v1", "pods"))
+        self.claims.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new))
+        self.pods.add_handlers(on_update=lambda old, new: self._pod(new), on_delete=self._pod)
+
+    def informers(self):
+        return [self.claims, self.pods]
+
+    def _enqueue(self, pvc: dict) -> None:
+        if pvc["metadata"].get("deletionTimestamp"):
+            self.queue.add(f"{pvc['metadata']['namespace']}/{pvc['metadata']['name']}")
+
+    def _pod(self, pod: dict) -> None:
+        ns = pod["metadata"].get("namespace")
+        for name in claims_of(pod):
+            pvc = self.claims.get(f"{ns}/{name}")
+            if pvc is not None:
+                self._enqueue(pvc)
+
+    def in_use(self, namespace: str, name: str) -> bool:
+        return any(p["metadata"].get("namespace") == namespace and uses_claims(p) and name in claims_of(p)
+                   for p in self.pods.list())
+
+    async def sync(self, key: str) -> None:
+        pvc = self.claims.get(key)
+        if pvc is None or not pvc["metadata"].get("deletionTimestamp"):
+            return
+        md = pvc["metadata"]
+        finalizers = md.get("finalizers") or []
+        if PVC_PROTECTION not in finalizers or self.in_use(md["namespace"], md["name"]):
+            return
+        body = {"metadata": {"finalizers": [f for f in finalizers if f != PVC_PROTECTION],
+                             "resourceVersion": md["resourceVersion"]}}
+        try:
+            await self.pvcs.patch(md["name"], body, namespace=md["namespace"])
+        except APIError as e:
+            if e.code != 404:
+                raise

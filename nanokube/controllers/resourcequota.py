@@ -1,0 +1,122 @@
+"""The resource-quota controller: keeps each ResourceQuota's `status.hard`
+(its spec) and `status.used` (what the namespace's objects charge, by the
+evaluators quota admission uses). A quota is recounted when it changes, when
+a pod, service, claim, ResourceClaim, ConfigMap or Secret of its namespace
+changes or goes (replenishment), and on every resync for other object counts."""
+
+from __future__ import annotations
+
+import asyncio
+
+from ..client.informer import Informer
+from ..clock import REAL, Clock
+from ..machinery.errors import APIError
+from ..quota.evaluators import add, quota_covers, usage
+from ..quota.resources import OBJECT_COUNTS
+from .base import Controller
+
+#: kinds watched for replenishment: (group, version, plural)
+WATCHED = (("", "v1", "pods"), ("", "v1", "services"), ("", "v1", "persistentvolumeclaims"),
+           ("resource.k8s.io", "v1", "resourceclaims"), ("", "v1", "configmaps"), ("", "v1", "secrets"))
+#: upstream's --resource-quota-sync-period
+RESYNC = 300.0
+_POD = ("pods", "count/pods", "cpu", "memory", "ephemeral-storage")
+_POD_PREFIXES = ("requests.", "limits.", "hugepages-")
+
+
+def kinds_for(name: str, resources) -> set[tuple[str, str]]:
+    """The (group, plural) pairs whose objects can charge the quota resource `name`."""
+    if name in OBJECT_COUNTS:
+        return {OBJECT_COUNTS[name]}
+    if name.startswith("services."):
+        return {("", "services")}
+    if name == "requests.storage" or ".storageclass.storage.k8s.io/" in name:
+        return {("", "persistentvolumeclaims")}
+    if name.endswith(".deviceclass.resource.k8s.io/devices"):
+        return {("resource.k8s.io", "resourceclaims")}
+    if name.startswith("count/"):
+        plural, _, group = name[len("count/"):].partition(".")
+        return {(group, plural)} if any(r.group == group and r.plural == plural for r in resources) else set()
+    if name in _POD or name.startswith(_POD_PREFIXES):
+        return {("", "pods")}
+    return set()
+
+
+class ResourceQuotaController(Controller):
+    name = "resourcequota-controller"
+
+    def __init__(self, client, clock: Clock = REAL, resync: float = RESYNC):
+        super().__init__(client, clock)
+        self.resync = resync
+        self.quotas_api = client.resource("", "v1", "resourcequotas")
+        self.quotas = Informer(self.quotas_api)
+        self.quotas.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new))
+        self.watched: dict[tuple[str, str], Informer] = {}
+        for group, version, plural in WATCHED:
+            inf = Informer(client.resource(group, version, plural))
+            inf.add_handlers(on_add=self._replenish, on_update=lambda old, new: self._replenish(new),
+                             on_delete=self._replenish)
+            self.watched[(group, plural)] = inf
+        self._resync_task: asyncio.Task | None = None
+
+    def informers(self):
+        return [self.quotas, *self.watched.values()]
+
+    def _enqueue(self, quota: dict) -> None:
+        self.queue.add(f"{quota['metadata']['namespace']}/{quota['metadata']['name']}")
+
+    def _replenish(self, obj: dict) -> None:
+        ns = obj["metadata"].get("namespace")
+        for q in self.quotas.list():
+            if q["metadata"]["namespace"] == ns:
+                self._enqueue(q)
+
+    async def start(self) -> None:
+        await super().start()
+        self._resync_task = asyncio.create_task(self._resync_loop())
+        self._tasks.append(self._resync_task)
+
+    async def _resync_loop(self) -> None:
+        while True:
+            await self.clock.sleep(self.resync)
+            for q in self.quotas.list():
+                self._enqueue(q)
+
+    async def _objects(self, group: str, plural: str, namespace: str) -> list[dict]:
+        inf = self.watched.get((group, plural))
+        if inf is not None:
+            return [o for o in inf.list() if o["metadata"].get("namespace") == namespace]
+        res = next((r for r in self.client.resources() if r.group == group and r.plural == plural), None)
+        if res is None or not res.namespaced:
+            return []
+        items, _ = await self.client.resource(group, res.versions[0], plural).list(namespace)
+        return items
+
+    async def sync(self, key: str) -> None:
+        quota = self.quotas.get(key)
+        if quota is None or quota["metadata"].get("deletionTimestamp"):
+            return
+        ns = quota["metadata"]["namespace"]
+        hard = dict((quota.get("spec") or {}).get("hard") or {})
+        kinds: set[tuple[str, str]] = set()
+        for name in hard:
+            kinds |= kinds_for(name, self.client.resources())
+        now = self.clock.now()
+        totals: dict = {}
+        for group, plural in sorted(kinds):
+            for obj in await self._objects(group, plural, ns):
+                if not quota_covers(quota, group, plural, obj):
+                    continue
+                for name, q in usage(group, plural, obj, now).items():
+                    if name in hard:
+                        totals[name] = add(totals.get(name), q)
+        used = {name: str(totals[name]) if name in totals else "0" for name in hard}
+        status = quota.get("status") or {}
+        if status.get("hard") == hard and status.get("used") == used:
+            return
+        body = {**quota, "status": {"hard": hard, "used": used}}
+        try:
+            await self.quotas_api.update(body, subresource="status")
+        except APIError as e:
+            if e.code != 404:
+                raise

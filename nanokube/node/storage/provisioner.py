@@ -1,0 +1,160 @@
+"""A dynamic provisioner for local directories, acting through the API as an
+external provisioner (sig-storage-lib-external-provisioner) does: a claim the
+PV controller annotated with `volume.kubernetes.io/storage-provisioner:
+nanokube.io/local-path` gets a directory `<root>/<pv-name>` and a hostPath
+PersistentVolume pre-bound to it; for a WaitForFirstConsumer class it waits
+for the scheduler's `volume.kubernetes.io/selected-node` and pins the volume
+to that node. A Released volume of ours with reclaim policy Delete has its
+directory removed, then its PersistentVolume deleted.
+
+Every node of a cluster runs on this one host, so a volume's directory is
+reachable from all of them; the node affinity of a WaitForFirstConsumer volume
+keeps the local-volume semantics users expect."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+
+from ...client.informer import Informer
+from ...clock import REAL, Clock
+from ...controllers.events import EventRecorder
+from ...controllers.base import Controller
+from ...machinery.errors import APIError
+from ...machinery.user import User
+from ...volume.binding import PROVISIONED_BY, SELECTED_NODE, STORAGE_PROVISIONER
+from ...volume.classes import IS_DEFAULT, WAIT_FOR_FIRST_CONSUMER, claim_class
+
+log = logging.getLogger(__name__)
+
+PROVISIONER = "nanokube.io/local-path"
+#: the provisioner acts as its own service account, as a deployed provisioner would
+PROVISIONER_USER = User("system:serviceaccount:kube-system:local-path-provisioner",
+                        ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"))
+DEFAULT_CLASS = "standard"
+
+
+def default_class_object() -> dict:
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": DEFAULT_CLASS, "annotations": {IS_DEFAULT: "true"}},
+            "provisioner": PROVISIONER, "reclaimPolicy": "Delete", "volumeBindingMode": WAIT_FOR_FIRST_CONSUMER}
+
+
+async def ensure_default_class(client) -> None:
+    """Install the default class unless it exists (an admin's edits are kept)."""
+    try:
+        await client.resource("storage.k8s.io", "v1", "storageclasses").create(default_class_object())
+    except APIError as e:
+        if e.code != 409:
+            raise
+
+
+def volume_name(pvc: dict) -> str:
+    return f"pvc-{pvc['metadata']['uid']}"
+
+
+class LocalPathProvisioner(Controller):
+    name = "local-path-provisioner"
+
+    def __init__(self, client, root: str, clock: Clock = REAL):
+        super().__init__(client, clock)
+        self.root = os.path.abspath(root)
+        self.pvs = client.resource("", "v1", "persistentvolumes")
+        self.claims = Informer(client.resource("", "v1", "persistentvolumeclaims"))
+        self.volumes = Informer(self.pvs)
+        self.classes = Informer(client.resource("storage.k8s.io", "v1", "storageclasses"))
+        self.recorder = EventRecorder(client, PROVISIONER, clock)
+        self.claims.add_handlers(on_add=self._claim, on_update=lambda old, new: self._claim(new))
+        self.volumes.add_handlers(on_add=self._volume, on_update=lambda old, new: self._volume(new))
+
+    def informers(self):
+        return [self.classes, self.volumes, self.claims]
+
+    async def start(self) -> None:
+        os.makedirs(self.root, exist_ok=True)
+        await ensure_default_class(self.client)
+        await super().start()
+
+    def _claim(self, pvc: dict) -> None:
+        if (pvc["metadata"].get("annotations") or {}).get(STORAGE_PROVISIONER) == PROVISIONER:
+            self.queue.add(("claim", f"{pvc['metadata']['namespace']}/{pvc['metadata']['name']}"))
+
+    def _volume(self, pv: dict) -> None:
+        if (pv["metadata"].get("annotations") or {}).get(PROVISIONED_BY) == PROVISIONER:
+            self.queue.add(("volume", pv["metadata"]["name"]))
+
+    async def sync(self, key) -> None:
+        kind, name = key
+        if kind == "claim":
+            pvc = self.claims.get(name)
+            if pvc is not None:
+                await self._provision(pvc)
+        else:
+            pv = self.volumes.get(name)
+            if pv is not None:
+                await self._reclaim(pv)
+
+    def path(self, pv_name: str) -> str:
+        return os.path.join(self.root, pv_name)
+
+    async def _provision(self, pvc: dict) -> None:
+        md, spec = pvc["metadata"], pvc.get("spec") or {}
+        ann = md.get("annotations") or {}
+        if spec.get("volumeName") or md.get("deletionTimestamp") or ann.get(STORAGE_PROVISIONER) != PROVISIONER:
+            return
+        sc = self.classes.get(claim_class(pvc))
+        if sc is None or sc.get("provisioner") != PROVISIONER:
+            return
+        node = ann.get(SELECTED_NODE)
+        if sc.get("volumeBindingMode") == WAIT_FOR_FIRST_CONSUMER and not node:
+            return
+        name = volume_name(pvc)
+        if self.volumes.get(name) is not None:
+            return
+        ref = {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": md["namespace"], "name": md["name"],
+               "uid": md["uid"], "resourceVersion": md.get("resourceVersion", "")}
+        claim_obj = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", **pvc}
+        await self.recorder.emit(claim_obj, "Normal", "Provisioning",
+                                 f'External provisioner is provisioning volume for claim "{md["namespace"]}/{md["name"]}"')
+        path = self.path(name)
+        os.makedirs(path, exist_ok=True)
+        os.chmod(path, 0o777)
+        pv_spec = {
+            "capacity": {"storage": ((spec.get("resources") or {}).get("requests") or {}).get("storage", "0")},
+            "accessModes": list(spec.get("accessModes") or []),
+            "persistentVolumeReclaimPolicy": sc.get("reclaimPolicy") or "Delete",
+            "storageClassName": sc["metadata"]["name"], "volumeMode": spec.get("volumeMode") or "Filesystem",
+            "claimRef": ref, "hostPath": {"path": path, "type": "DirectoryOrCreate"},
+        }
+        if sc.get("mountOptions"):
+            pv_spec["mountOptions"] = list(sc["mountOptions"])
+        if node:
+            pv_spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}
+        pv = {"apiVersion": "v1", "kind": "PersistentVolume",
+              "metadata": {"name": name, "annotations": {PROVISIONED_BY: PROVISIONER}}, "spec": pv_spec}
+        try:
+            await self.pvs.create(pv)
+        except APIError as e:
+            if e.code != 409:
+                await self.recorder.emit(claim_obj, "Warning", "ProvisioningFailed",
+                                         f"failed to provision volume with StorageClass \"{sc['metadata']['name']}\": {e.message}")
+                raise
+            return
+        await self.recorder.emit(claim_obj, "Normal", "ProvisioningSucceeded", f"Successfully provisioned volume {name}")
+
+    async def _reclaim(self, pv: dict) -> None:
+        spec = pv.get("spec") or {}
+        if (pv.get("status") or {}).get("phase") != "Released" or spec.get("persistentVolumeReclaimPolicy") != "Delete":
+            return
+        path = os.path.realpath((spec.get("hostPath") or {}).get("path", ""))
+        if os.path.dirname(path) == os.path.realpath(self.root):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            log.warning("volume %s: %s is not under %s; not removed", pv["metadata"]["name"], path, self.root)
+        try:
+            await self.pvs.delete(pv["metadata"]["name"])
+        except APIError as e:
+            if e.code != 404:
+                raise
