@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import heapq
+import itertools
 import time
 
 
@@ -47,6 +49,53 @@ def parse_time(s: str) -> float:
     if s.endswith("Z"):
         s = s[:-1] + "+00:00"
     return _dt.datetime.fromisoformat(s).timestamp()
+
+
+class VirtualClock(Clock):
+    """Virtual time: it stands still until `advance` moves it, and sleepers
+    wake in deadline order at their own instant, each given a few loop turns
+    to act before time moves on, so a simulated day runs in moments."""
+
+    def __init__(self, start: float = 1_800_000_000.0, turns: int = 20):
+        self._now = start
+        self._mono = 0.0
+        self._turns = turns
+        self._sleepers: list[tuple[float, int, asyncio.Future]] = []
+        self._seq = itertools.count()
+
+    def now(self) -> float:
+        return self._now
+
+    def monotonic(self) -> float:
+        return self._mono
+
+    async def sleep(self, seconds: float) -> None:
+        if seconds <= 0:
+            await asyncio.sleep(0)
+            return
+        fut = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._sleepers, (self._mono + seconds, next(self._seq), fut))
+        await fut
+
+    async def advance(self, seconds: float) -> None:
+        """Move time forward by `seconds`, waking each sleeper due on the way."""
+        end = self._mono + seconds
+        while self._sleepers and self._sleepers[0][0] <= end:
+            due, _, fut = heapq.heappop(self._sleepers)
+            self._set(due)
+            if not fut.done():
+                fut.set_result(None)
+            await self._settle()
+        self._set(end)
+        await self._settle()
+
+    def _set(self, mono: float) -> None:
+        self._now += mono - self._mono
+        self._mono = mono
+
+    async def _settle(self) -> None:
+        for _ in range(self._turns):
+            await asyncio.sleep(0)
 
 
 REAL = Clock()

@@ -8,3 +8,24 @@ def test_format_time_truncates_to_the_second_and_round_trips():
     assert format_time(1767225601.0) == "2026-01-01T00:00:01Z"
     assert format_time(1767225600.2) == "2026-01-01T00:00:00Z", "going back a second is not served from the memo"
     assert parse_time(format_time(1767225659.5)) == 1767225659
+
+
+async def test_virtual_clock_wakes_sleepers_in_order_at_their_time():
+    import asyncio
+
+    from nanokube.clock import VirtualClock
+
+    clock = VirtualClock(start=1000.0)
+    woke: list[tuple[str, float]] = []
+
+    async def sleeper(name, seconds):
+        await clock.sleep(seconds)
+        woke.append((name, clock.now()))
+
+    tasks = [asyncio.create_task(sleeper("late", 90)), asyncio.create_task(sleeper("early", 30))]
+    await asyncio.sleep(0)
+    await clock.advance(60)
+    assert woke == [("early", 1030.0)] and clock.now() == 1060.0 and clock.monotonic() == 60.0
+    await clock.advance(3600)
+    assert woke == [("early", 1030.0), ("late", 1090.0)] and clock.now() == 4660.0
+    await asyncio.gather(*tasks)

@@ -19,6 +19,7 @@ from ..registry.base import all_resources
 from ..store.instrumented import InstrumentedStore
 from ..store.interface import Store
 from ..machinery import errors
+from .admission import AUDIT_ANNOTATIONS as ADMISSION_AUDIT
 from .admission import Admission
 from .audit import ANNOTATIONS as AUDIT_ANNOTATIONS
 from .audit import AuditLog
@@ -148,6 +149,7 @@ class APIServer:
         for t in self._tasks:
             t.cancel()
         await self.cache.stop()
+        await self.rest.admission.client.close()
         if self._runner:
             await self._runner.cleanup()
         if self.audit:
@@ -232,6 +234,7 @@ class APIServer:
         decision = self.authorizer.authorize(user.name, user.groups, attrs)
         request["user"] = user
         request[AUDIT_ANNOTATIONS] = {"authorization.k8s.io/decision": "allow" if decision.allowed else "forbid"}
+        ADMISSION_AUDIT.set(request[AUDIT_ANNOTATIONS])
         if decision.reason:
             request[AUDIT_ANNOTATIONS]["authorization.k8s.io/reason"] = decision.reason
         if not decision.allowed:

@@ -211,9 +211,30 @@ class GenericREST:
             res.api_version(version), subresource=subresource, ignore_status="status" in res.subresources,
         )
 
-    async def _admit(self, res: Resource, op: str, obj: dict, old: dict | None, opts: WriteOptions) -> None:
-        if self.admission is not None:
-            await self.admission.admit(res, op, obj, old, opts)
+    async def _mutating_admission(self, res: Resource, version: str, subresource: str, op: str, obj: dict | None,
+                                  old: dict | None, opts: WriteOptions, options: dict | None = None):
+        """Mutating admission; returns the object it leaves and the request's attributes."""
+        if self.admission is None:
+            return obj, None
+        a = self.admission.attributes(res, version, subresource, op, obj, old, opts, options)
+        try:
+            await self.admission.mutate(a)
+        except errors.APIError as e:
+            self.admission.publish(a, e)
+            raise
+        return a.obj, a
+
+    async def _validating_admission(self, a, obj: dict | None) -> list[str]:
+        """Validating admission of the final object; returns the admission warnings."""
+        if a is None:
+            return []
+        a.obj = obj
+        try:
+            await self.admission.validate(a)
+        except errors.APIError as e:
+            self.admission.publish(a, e)
+            raise
+        return self.admission.publish(a)
 
     def _invalid(self, res: Resource, obj: dict, errs) -> errors.APIError:
         return errors.invalid(res.group, res.kind, _meta(obj).get("name") or _meta(obj).get("generateName", ""), errs)
@@ -416,6 +437,7 @@ class GenericREST:
             md.pop("namespace", None)
         res.strategy.default(obj, version)
         obj = res.strategy.to_storage(obj, version)
+        obj, admission = await self._mutating_admission(res, version, "", "CREATE", obj, None, opts)
         md = _meta(obj)
         if md.get("resourceVersion"):
             raise errors.bad_request("resourceVersion should not be set on objects to be created")
@@ -433,17 +455,17 @@ class GenericREST:
             obj.pop("status", None)
         res.strategy.prepare_for_create(obj)
         try:
-            return await self._create_prepared(res, version, obj, opts, managed_fields, warnings)
+            return await self._create_prepared(res, version, obj, opts, managed_fields, warnings, admission)
         except BaseException:
             res.strategy.release(obj)
             raise
 
-    async def _create_prepared(self, res, version, obj, opts, managed_fields, warnings) -> Result:
+    async def _create_prepared(self, res, version, obj, opts, managed_fields, warnings, admission=None) -> Result:
         md = obj["metadata"]
         errs = res.validate_create(obj)
         if errs:
             raise self._invalid(res, obj, errs)
-        await self._admit(res, "CREATE", obj, None, opts)
+        warnings = warnings + await self._validating_admission(admission, obj)
         if managed_fields is None:
             managed_fields = self._track_fields(res, version, None, obj, opts).get("metadata", {}).get("managedFields")
         md["managedFields"] = managed_fields
@@ -530,6 +552,15 @@ class GenericREST:
         self, res: Resource, version: str, entry, new: dict, opts: WriteOptions, subresource: str, expected_rev: int,
         managed_fields: list | None = None,
     ) -> Result:
+        new, admission = await self._mutating_admission(res, version, subresource, "UPDATE", new, entry.obj, opts)
+        result = await self._update_admitted(res, version, entry, new, opts, subresource, expected_rev, managed_fields,
+                                             admission)
+        if admission is not None:
+            result.warnings += admission.warnings
+        return result
+
+    async def _update_admitted(self, res: Resource, version: str, entry, new: dict, opts: WriteOptions,
+                               subresource: str, expected_rev: int, managed_fields: list | None, admission) -> Result:
         old = entry.obj
         om, nm = old["metadata"], _meta(new)
         for f in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
@@ -552,7 +583,7 @@ class GenericREST:
             errs = res.validate_update(new, old)
         if errs:
             raise self._invalid(res, new, errs)
-        await self._admit(res, "UPDATE", new, old, opts)
+        await self._validating_admission(admission, new)
         if managed_fields is None:
             managed_fields = self._track_fields(res, version, old, new, opts, subresource).get("metadata", {}).get("managedFields")
         if managed_fields:
@@ -711,6 +742,8 @@ class GenericREST:
             if pre.get("resourceVersion") and pre["resourceVersion"] != md.get("resourceVersion"):
                 raise errors.conflict(res.group, res.plural, name,
                                       f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, ResourceVersion in object meta: {md.get('resourceVersion')}")
+            if attempt == 0:
+                await self._delete_admission(res, version, obj, options, opts)
             policy = options.get("propagationPolicy")
             if policy is None and options.get("orphanDependents") is not None:
                 policy = "Orphan" if options["orphanDependents"] else "Background"
@@ -781,6 +814,19 @@ class GenericREST:
             code = 202 if policy == "Foreground" else 200
             return Result(self._external(res, e.obj if e else new, version), code)
         raise errors.conflict(res.group, res.plural, name, errors.STALE)
+
+    async def _delete_admission(self, res: Resource, version: str, obj: dict, options: dict, opts: WriteOptions) -> None:
+        """DELETE admission: both chains see the object being deleted as oldObject."""
+        if self.admission is None:
+            return
+        a = self.admission.attributes(res, version, "", "DELETE", None, obj, opts, options)
+        try:
+            await self.admission.mutate(a)
+            await self.admission.validate(a)
+        except errors.APIError as e:
+            self.admission.publish(a, e)
+            raise
+        self.admission.publish(a)
 
     def _deleted_result(self, res: Resource, version: str, obj: dict) -> dict:
         if res.strategy.return_deleted_object:

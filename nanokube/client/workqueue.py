@@ -1,6 +1,7 @@
 """A client-go style work queue: keys are deduplicated while waiting, never
 processed by two workers at once, and re-added with per-key exponential
-backoff on failure."""
+backoff on failure. A key delayed twice waits once, for the earlier time
+(client-go's delaying queue), so periodic requeues never pile up."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ class WorkQueue:
         self._processing: set[Hashable] = set()
         self._failures: dict[Hashable, int] = {}
         self._base, self._max = base_delay, max_delay
-        self._timers: set[asyncio.Task] = set()
+        self._timers: dict[Hashable, tuple[float, asyncio.Task]] = {}
 
     def add(self, key: Hashable) -> None:
         if key in self._dirty:
@@ -28,13 +29,21 @@ class WorkQueue:
             self._queue.put_nowait(key)
 
     def add_after(self, key: Hashable, delay: float) -> None:
+        ready = self.clock.monotonic() + delay
+        waiting = self._timers.get(key)
+        if waiting is not None:
+            if waiting[0] <= ready:
+                return
+            waiting[1].cancel()
+
         async def later():
             await self.clock.sleep(delay)
+            if self._timers.get(key, (0, None))[1] is task:
+                del self._timers[key]
             self.add(key)
 
-        t = asyncio.create_task(later())
-        self._timers.add(t)
-        t.add_done_callback(self._timers.discard)
+        task = asyncio.create_task(later())
+        self._timers[key] = (ready, task)
 
     def add_rate_limited(self, key: Hashable) -> None:
         n = self._failures.get(key, 0)
@@ -59,5 +68,5 @@ class WorkQueue:
         return self._queue.qsize()
 
     def shutdown(self) -> None:
-        for t in self._timers:
+        for _, t in self._timers.values():
             t.cancel()

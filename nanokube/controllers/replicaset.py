@@ -171,15 +171,20 @@ async def ignore_missing(coro) -> None:
 # --- the controller -------------------------------------------------------------
 
 class ReplicaSetController(Controller):
+    """Also runs ReplicationControllers (as upstream, which wraps them as
+    ReplicaSets): a subclass names the resource and how its selector reads."""
+
     name = "replicaset"
     workers = 2
     kind = "ReplicaSet"
+    api_version = "apps/v1"
+    resource = ("apps", "v1", "replicasets")
 
     def __init__(self, client, clock: Clock | None = None, pod_informer: Informer | None = None):
         super().__init__(client, **({"clock": clock} if clock else {}))
-        self.rs = client.resource("apps", "v1", "replicasets")
+        self.rs = client.resource(*self.resource)
         self.pods = client.resource("", "v1", "pods")
-        self.recorder = EventRecorder(client, "replicaset-controller", self.clock)
+        self.recorder = EventRecorder(client, f"{self.name}-controller", self.clock)
         self.rs_inf = Informer(self.rs)
         self.pod_inf = pod_informer or Informer(self.pods)
         self.expectations = Expectations(self.clock)
@@ -193,6 +198,10 @@ class ReplicaSetController(Controller):
     def _enqueue(self, rs: dict) -> None:
         self.queue.add(key_of(rs))
 
+    def selector(self, rs: dict):
+        """The parsed label selector of `rs`."""
+        return selector_from_object(rs["spec"].get("selector"))
+
     def _owner_key(self, pod: dict) -> str | None:
         ref = controller_ref(pod)
         if ref is None or ref.get("kind") != self.kind:
@@ -204,7 +213,7 @@ class ReplicaSetController(Controller):
         ns = pod["metadata"]["namespace"]
         for rs in self.rs_inf.list():
             if rs["metadata"]["namespace"] == ns and matches_labels(
-                    selector_from_object(rs["spec"].get("selector")), pod["metadata"].get("labels")):
+                    self.selector(rs), pod["metadata"].get("labels")):
                 self._enqueue(rs)
 
     def _pod_added(self, pod: dict) -> None:
@@ -249,7 +258,7 @@ class ReplicaSetController(Controller):
         """Pods this ReplicaSet controls: its own that still match, plus
         orphans that match (adopted), less its own that no longer match (released)."""
         md = rs["metadata"]
-        sel = selector_from_object(rs["spec"].get("selector"))
+        sel = self.selector(rs)
         owned = []
         for pod in self.pod_inf.list():
             pmd = pod["metadata"]
@@ -265,7 +274,7 @@ class ReplicaSetController(Controller):
                     await ignore_missing(self.pods.patch(pmd["name"], {"metadata": {
                         "ownerReferences": refs or None, "uid": pmd["uid"]}}, namespace=pmd["namespace"]))
             elif ref is None and matches and not pmd.get("deletionTimestamp"):
-                refs = list(pmd.get("ownerReferences") or []) + [owner_reference(rs, "apps/v1", self.kind)]
+                refs = list(pmd.get("ownerReferences") or []) + [owner_reference(rs, self.api_version, self.kind)]
                 try:
                     owned.append(await self.pods.patch(pmd["name"], {"metadata": {
                         "ownerReferences": refs, "uid": pmd["uid"]}}, namespace=pmd["namespace"]))
@@ -278,7 +287,7 @@ class ReplicaSetController(Controller):
         diff = len(active) - rs["spec"].get("replicas", 1)
         if diff < 0:
             pod = pod_from_template(rs["spec"].get("template") or {}, rs,
-                                    owner_reference(rs, "apps/v1", self.kind), f"{rs['metadata']['name']}-")
+                                    owner_reference(rs, self.api_version, self.kind), f"{rs['metadata']['name']}-")
             await create_pods(self.pods, self.expectations, key, [pod] * min(-diff, BURST), self.recorder, rs)
         elif diff > 0:
             victims = sorted(active, key=deletion_rank)[:min(diff, BURST)]

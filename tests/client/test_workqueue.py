@@ -1,9 +1,10 @@
 import asyncio
 
 from nanokube.client.workqueue import WorkQueue
+from nanokube.clock import Clock, VirtualClock
 
 
-class RecordingClock:
+class RecordingClock(Clock):
     """A clock whose sleeps complete at once, recording the delays asked for."""
 
     def __init__(self):
@@ -83,7 +84,7 @@ async def test_rate_limited_requeue_backs_off_exponentially_until_forgotten():
     assert clock.delays[-1] == 1.0
 
 
-class GatedClock:
+class GatedClock(Clock):
     """Sleeps end only when the test opens the gate."""
 
     def __init__(self):
@@ -113,3 +114,17 @@ async def test_delayed_add_arrives_after_its_sleep():
     assert len(q) == 0
     clock.gate.set()
     assert await asyncio.wait_for(q.get(), 5) == "k"
+
+
+async def test_a_key_delayed_twice_waits_once_for_the_earlier_time():
+    clock = VirtualClock()
+    q = WorkQueue(clock)
+    q.add_after("k", 60)
+    q.add_after("k", 90)
+    q.add_after("k", 30)
+    await asyncio.sleep(0)
+    await clock.advance(30)
+    assert len(q) == 1 and await q.get() == "k"
+    q.done("k")
+    await clock.advance(120)
+    assert len(q) == 0, "the later delays were folded into the first"

@@ -1,0 +1,199 @@
+"""CronJob controller in virtual time: a VirtualClock drives the API server
+(creation timestamps) and the controller (its requeues), so a simulated day
+of an every-minute CronJob takes seconds."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+
+import pytest
+
+from nanokube.apiserver.admission import Admission
+from nanokube.apiserver.cache import WatchCache
+from nanokube.apiserver.loopback import LocalClient
+from nanokube.apiserver.rest import GenericREST, ResourceIndex
+from nanokube.clock import VirtualClock, format_time
+from nanokube.controllers.cronjob import CronJobController, most_recent_schedule_time
+from nanokube.machinery import cron
+from nanokube.registry.base import all_resources
+from nanokube.store.memory import MemoryStore
+from tests.controllers import eventually
+from tests.controllers.test_replicaset import stop
+
+START = 1_800_000_000.0 - 1_800_000_000.0 % 86400 + 30  # 00:00:30 UTC
+
+
+async def start(clock: VirtualClock):
+    """An in-process API server and a CronJob controller on `clock`; returns (client, stopper)."""
+    store = MemoryStore()
+    cache = WatchCache(store)
+    rest = GenericREST(store, cache, ResourceIndex(all_resources()), clock)
+    rest.admission = Admission(rest)
+    await store.start()
+    await cache.start()
+    client = LocalClient(rest)
+    await client.resource("", "v1", "namespaces").create({"metadata": {"name": "default"}})
+    ctrl = CronJobController(client, clock=clock)
+    await ctrl.start()
+
+    async def close():
+        await stop(ctrl)
+        await cache.stop()
+        await store.close()
+    return client, close
+
+
+@pytest.fixture
+async def env():
+    clock = VirtualClock(start=START)
+    client, close = await start(clock)
+    yield client, clock
+    await close()
+
+
+def cronjob(name="tick", schedule="*/1 * * * *", **spec):
+    return {"metadata": {"name": name, "namespace": "default"},
+            "spec": {"schedule": schedule, "jobTemplate": {"metadata": {"labels": {"run": name}}, "spec": {
+                "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}},
+                **spec}}
+
+
+async def soon(check):
+    """`eventually` with a short poll: in virtual time the work is already due,
+    only the loop has to run it."""
+    for _ in range(2000):
+        if got := await check():
+            return got
+        await asyncio.sleep(0.001)
+    raise AssertionError("condition never held")
+
+
+async def finish(client, job: dict, clock, kind="Complete") -> None:
+    """Play the Job controller: mark `job` finished now."""
+    now = format_time(clock.now())
+    conds = [{"type": "SuccessCriteriaMet" if kind == "Complete" else "FailureTarget", "status": "True",
+              "lastTransitionTime": now}, {"type": kind, "status": "True", "lastTransitionTime": now}]
+    status = {"startTime": job["metadata"]["creationTimestamp"], "conditions": conds,
+              "succeeded" if kind == "Complete" else "failed": 1}
+    if kind == "Complete":
+        status["completionTime"] = now
+    await client.resource("batch", "v1", "jobs").update({**job, "status": status}, subresource="status")
+
+
+async def jobs(client) -> list[dict]:
+    items, _ = await client.resource("batch", "v1", "jobs").list("default")
+    return [j for j in items if not j["metadata"].get("deletionTimestamp")]
+
+
+async def events(client, reason=None) -> list[dict]:
+    items, _ = await client.resource("", "v1", "events").list("default")
+    return [e for e in items if reason is None or e["reason"] == reason]
+
+
+async def test_every_minute_for_a_simulated_day_keeps_history_limits(env):
+    client, clock = env
+    cjs = client.resource("batch", "v1", "cronjobs")
+    await cjs.create(cronjob())
+    finished: set[str] = set()
+    for minute in range(1, 24 * 60 + 1):
+        await clock.advance(60)
+        name = f"tick-{int(START + 60 * minute) // 60}"
+
+        async def created():
+            return next((j for j in await jobs(client) if j["metadata"]["name"] == name), None)
+        job = await soon(created)
+        assert job["metadata"]["ownerReferences"][0]["kind"] == "CronJob"
+        await finish(client, job, clock, "Failed" if minute % 7 == 0 else "Complete")
+        finished.add(name)
+
+        async def settled():
+            left = await jobs(client)
+            st = (await cjs.get("tick", "default")).get("status") or {}
+            return not st.get("active") and len(left) <= 4 and st.get("lastScheduleTime") == format_time(
+                int(START + 60 * minute) // 60 * 60)
+        await soon(settled)
+    left = await jobs(client)
+    kinds = sorted(j["status"]["conditions"][-1]["type"] for j in left)
+    assert kinds == ["Complete", "Complete", "Complete", "Failed"], "3 successful and 1 failed are kept"
+    newest = sorted(j["metadata"]["name"] for j in left if j["status"]["conditions"][-1]["type"] == "Complete")
+    last = int(START + 60 * 1440) // 60
+    assert newest == [f"tick-{last - 2}", f"tick-{last - 1}", f"tick-{last}"]
+    st = (await cjs.get("tick", "default"))["status"]
+    assert st["lastSuccessfulTime"] == format_time(clock.now())
+    assert len(finished) == 1440
+    assert len(await events(client, "SuccessfulCreate")) == 1440
+    assert not await events(client, "UnexpectedJob")
+
+
+async def test_forbid_skips_while_a_job_runs_and_replace_replaces_it(env):
+    client, clock = env
+    await client.resource("batch", "v1", "cronjobs").create(cronjob("forbid", concurrencyPolicy="Forbid"))
+    await client.resource("batch", "v1", "cronjobs").create(cronjob("replace", concurrencyPolicy="Replace"))
+    await clock.advance(60)
+    first = await eventually(lambda: _two(client))
+    await clock.advance(60)
+    await eventually(lambda: _has_event(client, "JobAlreadyActive"))
+    names = {j["metadata"]["name"] for j in await jobs(client)}
+    assert sum(n.startswith("forbid-") for n in names) == 1
+    await eventually(lambda: _replaced(client, first))
+    msgs = [e["message"] for e in await events(client, "JobAlreadyActive")]
+    assert msgs == ["Not starting job because prior execution is running and concurrency policy is Forbid"]
+
+
+async def _two(client):
+    js = await jobs(client)
+    return js if len(js) == 2 else None
+
+
+async def _has_event(client, reason):
+    return await events(client, reason)
+
+
+async def _replaced(client, first):
+    old = next(j["metadata"]["name"] for j in first if j["metadata"]["name"].startswith("replace-"))
+    names = {j["metadata"]["name"] for j in await jobs(client) if j["metadata"]["name"].startswith("replace-")}
+    return len(names) == 1 and old not in names
+
+
+async def test_suspend_deadline_and_time_zone(env):
+    client, clock = env
+    cjs = client.resource("batch", "v1", "cronjobs")
+    await cjs.create(cronjob("strict", suspend=True))
+    await cjs.create(cronjob("late", suspend=True))
+    await cjs.create(cronjob("berlin", schedule="0 2 * * *", timeZone="Europe/Berlin"))
+    await clock.advance(3600)
+    job = await eventually(lambda: _named(client, "berlin-"))
+    stamp = job["metadata"]["annotations"]["batch.kubernetes.io/cronjob-scheduled-timestamp"]
+    local = dt.datetime.fromisoformat(stamp)
+    assert (local.hour, local.minute, local.utcoffset()) == (2, 0, dt.timedelta(hours=1)), "01:00 UTC, in January"
+    assert job["metadata"]["name"] == f"berlin-{int(local.timestamp()) // 60}"
+    assert not await _named(client, "strict-") and not await _named(client, "late-"), "suspended: nothing runs"
+    # lifted 30 s after 01:00: without a deadline the missed 01:00 run starts late; with 10 s it is skipped
+    await cjs.patch("strict", {"spec": {"suspend": False, "startingDeadlineSeconds": 10}}, namespace="default")
+    await cjs.patch("late", {"spec": {"suspend": False}}, namespace="default")
+    one_am = int(START - 30 + 3600) // 60
+    late = await eventually(lambda: _named(client, "late-"))
+    assert late["metadata"]["name"] == f"late-{one_am}"
+    assert not await _named(client, "strict-")
+    await clock.advance(31)  # requeued 100 ms after 01:01, as upstream pads for clock skew
+    strict = await eventually(lambda: _named(client, "strict-"))
+    assert strict["metadata"]["name"] == f"strict-{one_am + 1}"
+
+
+async def _named(client, prefix):
+    return next((j for j in await jobs(client) if j["metadata"]["name"].startswith(prefix)), None)
+
+
+def test_most_recent_schedule_time_counts_missed_runs():
+    sched = cron.parse("@hourly")
+    cj = {"metadata": {"creationTimestamp": format_time(START)}, "spec": {}, "status": {}}
+    utc = dt.timezone.utc
+    assert most_recent_schedule_time(cj, START + 60, sched, utc, True)[1] is None
+    _, recent, missed = most_recent_schedule_time(cj, START + 5 * 3600, sched, utc, True)
+    assert (recent, missed) == (START - 30 + 5 * 3600, 5)
+    _, recent, missed = most_recent_schedule_time({**cj, "spec": {"startingDeadlineSeconds": 600}},
+                                                  START + 5 * 3600, sched, utc, True)
+    assert (recent, missed) == (START - 30 + 5 * 3600, 1)
+    _, recent, missed = most_recent_schedule_time(cj, START + 200 * 3600, sched, utc, True)
+    assert missed == 200 and recent == START - 30 + 200 * 3600

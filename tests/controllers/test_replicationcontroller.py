@@ -1,0 +1,53 @@
+"""The ReplicationController controller is the ReplicaSet controller over
+core/v1 RCs: owned pods, status, adoption by an equality selector."""
+
+import pytest
+
+from nanokube.controllers.replicationcontroller import ReplicationControllerController
+from tests.controllers import eventually, make_stack
+from tests.controllers.test_replicaset import make_ready, patch_retrying, pods_of, stop
+
+LABELS = {"app": "legacy"}
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    ctrl = ReplicationControllerController(s.client)
+    await ctrl.start()
+    yield s.client
+    await stop(ctrl)
+    await s.close()
+
+
+def rc(replicas=3):
+    return {"metadata": {"name": "legacy", "namespace": "default"},
+            "spec": {"replicas": replicas, "selector": LABELS,
+                     "template": {"metadata": {"labels": LABELS},
+                                  "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+
+
+async def test_keeps_replicas_and_reports_status(env):
+    client = env
+    rcs = client.resource("", "v1", "replicationcontrollers")
+    pods = client.resource("", "v1", "pods")
+    await pods.create({"metadata": {"name": "orphan", "namespace": "default", "labels": LABELS},
+                       "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
+    created = await rcs.create(rc())
+    got = await eventually(lambda: pods_of(client, 3))
+    assert "orphan" in {p["metadata"]["name"] for p in got}, "a matching orphan is adopted"
+    for p in got:
+        assert p["metadata"]["ownerReferences"] == [{"apiVersion": "v1", "kind": "ReplicationController",
+                                                     "name": "legacy", "uid": created["metadata"]["uid"],
+                                                     "controller": True, "blockOwnerDeletion": True}]
+    await make_ready(client, got[0])
+
+    async def status():
+        st = (await rcs.get("legacy", "default"))["status"]
+        return st if st.get("availableReplicas") == 1 else None
+    assert await eventually(status) == {"replicas": 3, "fullyLabeledReplicas": 3, "readyReplicas": 1,
+                                        "availableReplicas": 1, "observedGeneration": 1}
+    await patch_retrying(rcs, "legacy", {"spec": {"replicas": 1}})
+    await eventually(lambda: pods_of(client, 1))
+    events, _ = await client.resource("", "v1", "events").list("default")
+    assert {e["source"]["component"] for e in events} == {"replicationcontroller-controller"}
