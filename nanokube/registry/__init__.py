@@ -28,6 +28,7 @@ _GROUPS = [
     "flowcontrol",
     "apiregistration",
     "authentication",
+    "admissionregistration",
 ]
 
 GROUP_MODULES = []

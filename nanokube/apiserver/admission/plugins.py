@@ -1,47 +1,53 @@
 """Built-in admission: the plugins kube-apiserver enables by default that
-change what users see (NamespaceLifecycle, Priority, ServiceAccount,
-NodeRestriction, ClusterTrustBundleAttest, and DRA's admin-access namespace check)."""
+change what users see. Mutating (they run first, in upstream's order):
+NamespaceLifecycle, NodeRestriction, Priority, ServiceAccount, the
+CertificateSigningRequest requester and PodGroupProtection. Validating:
+ClusterTrustBundleAttest and DRA's admin-access namespace check."""
 
 from __future__ import annotations
 
-from ..registry.base import Resource
-from ..machinery.validation import forbidden
-from ..machinery import errors
-from .auth.restriction import attest, node_restriction
+from ...registry.base import Resource
+from ...machinery.validation import forbidden
+from ...machinery import errors
+from ...machinery.podgroups import PODGROUP_PROTECTION
+from ..auth.restriction import attest, node_restriction
 
 IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-PODGROUP_PROTECTION = "scheduling.k8s.io/podgroup-protection"
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 SYSTEM_PRIORITY = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
 
 
-class Admission:
+class BuiltinPlugins:
     def __init__(self, rest) -> None:
         self.rest = rest
         #: the server's authorizer, for checks on signer permissions; None where requests are not authorized
         self.authorizer = None
 
-    async def admit(self, res: Resource, op: str, obj: dict, old: dict | None, opts) -> None:
+    def mutate(self, res: Resource, op: str, obj: dict, old: dict | None, opts) -> None:
+        """The in-tree mutating plugins, on the object in its storage form."""
         if res.namespaced and op == "CREATE":
             self._namespace_lifecycle(res, obj)
         node_restriction(self._lookup, res.group, res.plural, op, obj, old, opts.user)
-        if res.group == "certificates.k8s.io" and res.plural == "clustertrustbundles" and self.authorizer is not None:
-            attest(self.authorizer, obj, old, opts.user)
         if res.group == "certificates.k8s.io" and res.plural == "certificatesigningrequests" and op == "CREATE":
             self._csr_requester(obj, opts.user)
         if res.group == "scheduling.k8s.io" and res.plural == "podgroups" and op == "CREATE":
             self._priority(obj, res.group_resource)
-            finalizers = obj["metadata"].setdefault("finalizers", [])
+            finalizers = obj.setdefault("metadata", {}).setdefault("finalizers", [])
             if PODGROUP_PROTECTION not in finalizers:
                 finalizers.append(PODGROUP_PROTECTION)
-        if res.group == "resource.k8s.io" and res.plural in ("resourceclaims", "resourceclaimtemplates") \
-                and op == "CREATE":
-            self._admin_access(res, obj)
         if res.group == "" and res.plural == "pods" and op == "CREATE":
             self._priority(obj)
             spec = obj.setdefault("spec", {})
             spec.setdefault("serviceAccountName", "default")
             spec.setdefault("serviceAccount", spec["serviceAccountName"])
+
+    def validate(self, res: Resource, op: str, obj: dict, old: dict | None, opts) -> None:
+        """The in-tree validating plugins, on the final object."""
+        if res.group == "certificates.k8s.io" and res.plural == "clustertrustbundles" and self.authorizer is not None:
+            attest(self.authorizer, obj, old, opts.user)
+        if res.group == "resource.k8s.io" and res.plural in ("resourceclaims", "resourceclaimtemplates") \
+                and op == "CREATE":
+            self._admin_access(res, obj)
 
     def _admin_access(self, res: Resource, obj: dict) -> None:
         """DRA admin access (in-use devices) only in namespaces labelled for it (KEP-5018)."""

@@ -1,0 +1,99 @@
+"""Admission: the chain every write passes, in kube-apiserver's order.
+
+Mutating admission runs on the decoded, defaulted object before the
+strategy validates it: the in-tree mutating plugins, then the mutating
+webhooks (and once more, in a second round, where an `IfNeeded` webhook's
+work was changed after it ran). Validating admission runs on the final,
+validated object: the in-tree validating plugins, then the validating
+webhooks. Configuration objects of admissionregistration.k8s.io are never
+sent to webhooks. Webhook warnings come back as `Warning` headers and their
+audit annotations land in the request's audit event.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+
+from ...machinery import errors
+from ...machinery.podgroups import PODGROUP_PROTECTION
+from ...registry.base import Resource
+from ..webhook.client import WebhookClient
+from ..webhook.resolver import EndpointServiceResolver
+from .attributes import Attributes
+from .default_storage_class import DefaultStorageClass
+from .limit_ranger import LimitRanger
+from .resource_quota import ResourceQuota
+from .runtime_class import RuntimeClass
+from .storage_object_in_use import StorageObjectInUseProtection
+from .matching import exempt
+from .plugins import BuiltinPlugins
+from .webhooks import MutationRound, Webhooks
+
+__all__ = ["AUDIT_ANNOTATIONS", "Admission", "Attributes", "PODGROUP_PROTECTION"]
+
+#: the audit annotations of the request being served (set by the HTTP layer)
+AUDIT_ANNOTATIONS: ContextVar[dict | None] = ContextVar("admission_audit_annotations", default=None)
+
+
+def _warning_header(warnings: list[str]) -> str:
+    return ", ".join('299 - "' + w.replace("\\", "\\\\").replace('"', '\\"') + '"' for w in warnings)
+
+
+class Admission:
+    def __init__(self, rest) -> None:
+        self.rest = rest
+        self.plugins = BuiltinPlugins(rest)
+        self.limit_ranger = LimitRanger(rest)
+        self.runtime_class = RuntimeClass(rest)
+        #: in-tree mutating plugins after the built-ins, in upstream's order
+        self.mutators = [self.limit_ranger, DefaultStorageClass(rest), StorageObjectInUseProtection(), self.runtime_class]
+        self.quota = ResourceQuota(rest)
+        self.client = WebhookClient(EndpointServiceResolver(rest))
+        self.webhooks = Webhooks(rest, self.client)
+
+    @property
+    def authorizer(self):
+        return self.plugins.authorizer
+
+    @authorizer.setter
+    def authorizer(self, value) -> None:
+        self.plugins.authorizer = value
+
+    def attributes(self, res: Resource, version: str, subresource: str, op: str, obj: dict | None,
+                   old: dict | None, opts, options: dict | None = None) -> Attributes:
+        md = (obj or old or {}).get("metadata") or {}
+        name = md.get("name", "")
+        namespace = name if res.group == "" and res.plural == "namespaces" else (md.get("namespace") or "")
+        return Attributes(res, version, subresource, op, namespace, name, obj, old, opts, options or {})
+
+    async def mutate(self, a: Attributes) -> None:
+        state = MutationRound()
+        for state.round in (0, 1):
+            if a.obj is not None and a.operation in ("CREATE", "UPDATE"):
+                self.plugins.mutate(a.res, a.operation, a.obj, a.old, a.opts)
+                for p in self.mutators:
+                    p.mutate(a)
+            if not exempt(a.res):
+                await self.webhooks.mutate(a, state)
+            if not state.again:
+                break
+
+    async def validate(self, a: Attributes) -> None:
+        if a.obj is not None and a.operation in ("CREATE", "UPDATE"):
+            self.plugins.validate(a.res, a.operation, a.obj, a.old, a.opts)
+            self.limit_ranger.validate(a)
+            self.runtime_class.validate(a)
+        if not exempt(a.res):
+            await self.webhooks.validate(a)
+        await self.quota.validate(a)
+
+    def publish(self, a: Attributes, error: errors.APIError | None = None) -> list[str]:
+        """Hand the request's audit annotations to its audit event; return its
+        warnings (on an error they go on the error's headers)."""
+        audit = AUDIT_ANNOTATIONS.get()
+        if audit is not None:
+            for k, v in a.annotations.items():
+                audit.setdefault(k, v)
+        if error is not None and a.warnings:
+            error.headers = {**error.headers, "Warning": _warning_header(a.warnings)}
+        return a.warnings

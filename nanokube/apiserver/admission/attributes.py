@@ -1,0 +1,90 @@
+"""One admission request: what is being done to which object, and by whom
+(apiserver's admission.Attributes). Objects are held in their storage form;
+webhooks and policies see them converted to the version they matched."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...registry.base import Resource
+from ..patch import json_copy
+from .matching import Target
+
+OPTIONS_KIND = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}
+
+
+@dataclass
+class Attributes:
+    res: Resource
+    version: str
+    subresource: str
+    operation: str  # CREATE | UPDATE | DELETE
+    namespace: str
+    name: str
+    obj: dict | None
+    old: dict | None
+    opts: Any  # rest.WriteOptions: user, dry_run, field_manager
+    options: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    annotations: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def target(self) -> Target:
+        return Target(self.res, self.version)
+
+    @property
+    def dry_run(self) -> bool:
+        return bool(self.opts.dry_run)
+
+    def versioned(self, t: Target, obj: dict | None) -> dict | None:
+        """`obj` (storage form) as a `t` object, a private copy."""
+        if obj is None:
+            return None
+        out = json_copy(t.res.strategy.from_storage(obj, t.version))
+        out["apiVersion"], out["kind"] = t.res.api_version(t.version), t.res.kind
+        return out
+
+    def store_versioned(self, t: Target, obj: dict) -> None:
+        """Take a mutated `t` object back: defaults re-applied, storage form."""
+        t.res.strategy.default(obj, t.version)
+        self.obj = t.res.strategy.to_storage(obj, t.version)
+
+    def operation_options(self) -> dict:
+        kind = OPTIONS_KIND.get(self.operation, "")
+        out: dict[str, Any] = {"kind": kind, "apiVersion": "meta.k8s.io/v1"}
+        if self.dry_run:
+            out["dryRun"] = ["All"]
+        if self.operation != "DELETE" and self.opts.field_manager:
+            out["fieldManager"] = self.opts.field_manager
+        out.update({k: v for k, v in self.options.items() if k not in ("kind", "apiVersion")})
+        return out
+
+    def user_info(self) -> dict:
+        u = self.opts.user
+        out: dict[str, Any] = {"username": u.name}
+        if u.uid:
+            out["uid"] = u.uid
+        if u.groups:
+            out["groups"] = list(u.groups)
+        if u.extra:
+            out["extra"] = {k: list(v) if isinstance(v, (list, tuple)) else [v] for k, v in u.extra.items()}
+        return out
+
+    def request(self, t: Target, uid: str, obj: dict | None, old: dict | None) -> dict:
+        """admission.k8s.io AdmissionRequest as sent for match target `t`."""
+        req: dict[str, Any] = {
+            "uid": uid, "kind": t.gvk, "resource": t.gvr,
+            "requestKind": self.target.gvk, "requestResource": self.target.gvr,
+            "name": self.name, "operation": self.operation, "userInfo": self.user_info(),
+            "object": obj, "oldObject": old, "dryRun": self.dry_run, "options": self.operation_options(),
+        }
+        if self.subresource:
+            req["subResource"] = req["requestSubResource"] = self.subresource
+        if self.namespace:
+            req["namespace"] = self.namespace
+        return req
+
+    def add_annotation(self, key: str, value: str) -> None:
+        """Audit annotations: the first value for a key stays."""
+        self.annotations.setdefault(key, value)

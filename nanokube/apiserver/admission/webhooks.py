@@ -1,0 +1,299 @@
+"""MutatingAdmissionWebhook and ValidatingAdmissionWebhook: the configured
+webhooks, matched and called as apiserver's webhook dispatchers do.
+
+Configurations run sorted by name, webhooks within one in order. Mutating
+webhooks run one after another, each patch applied (and defaults re-applied)
+before the next sees the object; validating webhooks run concurrently and the
+first error in order wins. Errors read as upstream's: a denial is
+`admission webhook "<name>" denied the request: ...`, a failed call under
+failurePolicy Fail is a 500 `failed calling webhook "<name>": failed to call
+webhook: ...`, and under Ignore the request goes on with a failed-open audit
+annotation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import uuid
+from dataclasses import dataclass, field
+
+import orjson
+
+from ... import schema as schemas
+from ...machinery import errors
+from ..patch import PatchError, json_copy, jsonpatch
+from ..webhook.client import WebhookClient, WebhookError
+from .attributes import Attributes
+from .cel import CELError, evaluate
+from .matching import (
+    Target,
+    match_rules,
+    namespace_labels,
+    namespace_matches,
+    object_matches,
+)
+
+GROUP = "admissionregistration.k8s.io"
+REVIEW_VERSIONS = ("v1", "v1beta1")
+
+
+class CallError(Exception):
+    """ErrCallingWebhook: the webhook could not give an answer; failurePolicy decides."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f'failed calling webhook "{name}": {reason}')
+
+
+@dataclass
+class Hook:
+    config: str
+    index: int  # within its configuration
+    spec: dict
+    mutating: bool
+
+    @property
+    def name(self) -> str:
+        return self.spec.get("name", "")
+
+    @property
+    def uid(self) -> tuple[str, int]:
+        return (self.config, self.index)
+
+    @property
+    def ignore_failures(self) -> bool:
+        return self.spec.get("failurePolicy", "Fail") == "Ignore"
+
+
+def to_status_error(name: str, result: dict | None) -> errors.APIError:
+    """webhookerrors.ToStatusErr: a denial as the Status the client gets."""
+    result = dict(result or {})
+    code = result.get("code") or 0
+    code = code if isinstance(code, int) and code >= 400 else 400
+    denied = f'admission webhook "{name}" denied the request'
+    if result.get("message"):
+        msg = f"{denied}: {result['message']}"
+    elif result.get("reason"):
+        msg = f"{denied}: {result['reason']}"
+    else:
+        msg = f"{denied} without explanation"
+    return errors.APIError(code, result.get("reason", ""), msg, result.get("details"))
+
+
+def verify_response(review: dict, version: str, uid: str, mutating: bool) -> dict:
+    """VerifyAdmissionResponse: the response part of a well-formed review."""
+    resp = review.get("response")
+    if not isinstance(resp, dict):
+        raise ValueError("webhook response was absent")
+    if version == "v1beta1":
+        out = dict(resp)
+        if mutating and out.get("patch"):
+            out["patchType"] = "JSONPatch"
+        else:
+            out.pop("patch", None)
+            out.pop("patchType", None)
+        return out
+    if resp.get("uid") != uid:
+        raise ValueError(f'expected response.uid="{uid}", got "{resp.get("uid", "")}"')
+    got = f"{review.get('apiVersion', '')}, Kind={review.get('kind', '')}"
+    if review.get("apiVersion") != "admission.k8s.io/v1" or review.get("kind") != "AdmissionReview":
+        if "/" in review.get("apiVersion", ""):
+            g, v = review["apiVersion"].split("/", 1)
+            got = f"{g}/{v}, Kind={review.get('kind', '')}"
+        raise ValueError(f"expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got {got}")
+    if mutating:
+        if resp.get("patch") and resp.get("patchType") is None:
+            raise ValueError("webhook returned response.patch but not response.patchType")
+        if not resp.get("patch") and resp.get("patchType") is not None:
+            raise ValueError("webhook returned response.patchType but not response.patch")
+        if resp.get("patchType") == "":
+            raise ValueError('webhook returned invalid response.patchType of ""')
+    else:
+        if resp.get("patch"):
+            raise ValueError("validating webhook may not return response.patch")
+        if resp.get("patchType") is not None:
+            raise ValueError("validating webhook may not return response.patchType")
+    return resp
+
+
+@dataclass
+class MutationRound:
+    """Reinvocation bookkeeping for one request (reinvocationcontext.go)."""
+
+    round: int = 0
+    #: IfNeeded webhooks called in the first round, in order
+    called: dict[tuple[str, int], None] = field(default_factory=dict)
+    #: webhooks to call again in the second round
+    again: set[tuple[str, int]] = field(default_factory=set)
+    #: the object as the webhooks of the first round left it
+    last_output: dict | None = None
+
+
+class Webhooks:
+    def __init__(self, rest, client: WebhookClient) -> None:
+        self.rest = rest
+        self.client = client
+
+    def hooks(self, mutating: bool) -> list[Hook]:
+        plural = "mutatingwebhookconfigurations" if mutating else "validatingwebhookconfigurations"
+        res = self.rest.index.get(GROUP, "v1", plural)
+        out: list[Hook] = []
+        for _, e in self.rest.cache.list(res.key_prefix()) if res else []:
+            for i, w in enumerate(e.obj.get("webhooks") or []):
+                out.append(Hook(e.obj["metadata"]["name"], i, w, mutating))
+        return out
+
+    # --- matching --------------------------------------------------------
+
+    def should_call(self, hook: Hook, a: Attributes) -> Target | None:
+        """ShouldCallHook: selectors, rules (Equivalent), then matchConditions."""
+        w = hook.spec
+        ns_labels = namespace_labels(self.rest, a.res, a.operation, a.subresource, a.namespace, a.obj or a.old)
+        if not namespace_matches(w.get("namespaceSelector"), ns_labels):
+            return None
+        if not object_matches(w.get("objectSelector"), a.obj, a.old):
+            return None
+        t = match_rules(self.rest.index, w.get("rules") or [], w.get("matchPolicy", "Equivalent"), a.operation,
+                        a.target, a.subresource, a.namespace)
+        if t is None:
+            return None
+        conditions = w.get("matchConditions") or []
+        if conditions and not self._conditions_match(hook, conditions, a, t):
+            return None
+        return t
+
+    def _conditions_match(self, hook: Hook, conditions: list[dict], a: Attributes, t: Target) -> bool:
+        activation = {"object": a.versioned(t, a.obj), "oldObject": a.versioned(t, a.old),
+                      "request": a.request(t, "", None, None)}
+        failures: list[str] = []
+        for c in conditions:
+            try:
+                ok = evaluate(c.get("expression", ""), activation)
+            except CELError as e:
+                failures.append(str(e))
+                continue
+            if ok is False:
+                return False
+            if ok is not True:
+                failures.append(f"expression '{c.get('expression', '')}' resulted in error: "
+                                f"no such overload: expected bool, got {type(ok).__name__}")
+        if not failures:
+            return True
+        if hook.ignore_failures:
+            return False
+        why = failures[0] if len(failures) == 1 else "[" + ", ".join(failures) + "]"
+        raise errors.forbidden(a.res.group, a.res.plural, a.name, why)
+
+    # --- calling ---------------------------------------------------------
+
+    async def _call(self, hook: Hook, a: Attributes, t: Target) -> dict:
+        """One AdmissionReview round trip; the verified response."""
+        w = hook.spec
+        if a.dry_run and w.get("sideEffects") not in ("None", "NoneOnDryRun"):
+            raise errors.bad_request(f'admission webhook "{hook.name}" does not support dry run')
+        version = next((v for v in w.get("admissionReviewVersions") or [] if v in REVIEW_VERSIONS), None)
+        if version is None:
+            raise CallError(hook.name, "could not create admission objects: webhook does not accept known "
+                                       "AdmissionReview versions (v1, v1beta1)")
+        uid = str(uuid.uuid4())
+        review = {"apiVersion": f"admission.k8s.io/{version}", "kind": "AdmissionReview",
+                  "request": a.request(t, uid, a.versioned(t, a.obj), a.versioned(t, a.old))}
+        try:
+            answer = await self.client.post(w.get("clientConfig") or {}, review, float(w.get("timeoutSeconds") or 10))
+        except WebhookError as e:
+            raise CallError(hook.name, f"failed to call webhook: {e}") from None
+        try:
+            resp = verify_response(answer, version, uid, hook.mutating)
+        except ValueError as e:
+            raise CallError(hook.name, f"received invalid webhook response: {e}") from None
+        for k, v in (resp.get("auditAnnotations") or {}).items():
+            a.add_annotation(f"{hook.name}/{k}", v)
+        a.warnings += [str(x) for x in resp.get("warnings") or []]
+        if not resp.get("allowed"):
+            raise to_status_error(hook.name, resp.get("status"))
+        return resp
+
+    # --- mutating --------------------------------------------------------
+
+    async def mutate(self, a: Attributes, state: MutationRound) -> None:
+        if state.round and state.last_output != a.obj:
+            # in-tree plugins changed the object on reinvocation: every reinvocable webhook runs again
+            state.again |= set(state.called)
+        for i, hook in enumerate(self.hooks(mutating=True)):
+            t = self.should_call(hook, a)
+            if t is None or (state.round and hook.uid not in state.again):
+                continue
+            try:
+                changed = await self._mutate_one(hook, a, t)
+            except CallError as e:
+                if not hook.ignore_failures:
+                    raise errors.internal(str(e)) from None
+                a.add_annotation(f"failed-open.mutation.webhook.admission.k8s.io/round_{state.round}_index_{i}", hook.name)
+                changed = False
+            a.add_annotation(f"mutation.webhook.admission.k8s.io/round_{state.round}_index_{i}",
+                             orjson.dumps({"configuration": hook.config, "webhook": hook.name,
+                                           "mutated": changed}).decode())
+            if changed:
+                # everything that can be reinvoked and ran before this change runs again
+                state.again |= {uid for uid in state.called if uid != hook.uid}
+            if hook.spec.get("reinvocationPolicy") == "IfNeeded":
+                state.called[hook.uid] = None
+        state.last_output = json_copy(a.obj)
+
+    async def _mutate_one(self, hook: Hook, a: Attributes, t: Target) -> bool:
+        resp = await self._call(hook, a, t)
+        raw = resp.get("patch")
+        if not raw:
+            return False
+        try:
+            ops = orjson.loads(base64.b64decode(raw))
+        except (ValueError, orjson.JSONDecodeError) as e:
+            raise CallError(hook.name, f"received undecodable patch in webhook response: {e}") from None
+        if not ops:
+            return False
+        if a.obj is None:
+            raise errors.internal(f'admission webhook "{hook.name}" attempted to modify the object, '
+                                  "which is not supported for this operation")
+        if resp.get("patchType") != "JSONPatch":
+            raise CallError(hook.name, f'unsupported patch type "{resp.get("patchType")}"')
+        current = a.versioned(t, a.obj)
+        try:
+            patched = jsonpatch.apply(current, ops)
+        except PatchError as e:
+            raise errors.internal(str(e)) from None
+        sch = schemas.kind_schema(t.res.group, t.version, t.res.kind)
+        if sch is not None and isinstance(patched, dict):
+            from .. import structural
+
+            patched = structural.prune(patched, sch)
+        if not isinstance(patched, dict):
+            raise errors.internal("json: cannot unmarshal the patched object into an object")
+        patched["apiVersion"], patched["kind"] = current["apiVersion"], current["kind"]
+        if patched == current:
+            return False
+        a.store_versioned(t, patched)
+        return True
+
+    # --- validating ------------------------------------------------------
+
+    async def validate(self, a: Attributes) -> None:
+        relevant = []
+        for hook in self.hooks(mutating=False):
+            t = self.should_call(hook, a)
+            if t is not None:
+                relevant.append((hook, t))
+        if not relevant:
+            return
+        results = await asyncio.gather(*(self._validate_one(h, a, t, i) for i, (h, t) in enumerate(relevant)),
+                                       return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+
+    async def _validate_one(self, hook: Hook, a: Attributes, t: Target, i: int) -> None:
+        try:
+            await self._call(hook, a, t)
+        except CallError as e:
+            if not hook.ignore_failures:
+                raise errors.internal(str(e)) from None
+            a.add_annotation(f"failed-open.validating.webhook.admission.k8s.io/round_0_index_{i}", hook.name)

@@ -1,0 +1,223 @@
+"""Admission webhooks through the API's REST layer: configuration defaults
+and validation, matching, AdmissionReview contents, patches, denials,
+failure policies, reinvocation, warnings, dry run and DELETE."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from nanokube.apiserver.rest import WriteOptions
+from nanokube.machinery.errors import APIError
+from nanokube.machinery.user import User
+from tests.apiserver.admission.server import WebhookServer, allow, deny, json_patch
+from tests.controllers import make_stack
+
+G = "admissionregistration.k8s.io"
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = WebhookServer().start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+async def stack(server):
+    server.handlers.clear()
+    server.calls.clear()
+    s = await make_stack()
+    yield s
+    await s.close()
+
+
+def hook(server, name, path, mutating=False, **extra):
+    w = {"name": name, "clientConfig": {"url": server.url(path), "caBundle": server.ca.bundle},
+         "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                    "resources": ["configmaps"]}],
+         "sideEffects": "None", "admissionReviewVersions": ["v1"]}
+    w.update(extra)
+    return w
+
+
+async def configure(stack, kind, name, *webhooks):
+    plural = "mutatingwebhookconfigurations" if kind == "mutating" else "validatingwebhookconfigurations"
+    return await stack.client.resource(G, "v1", plural).create({"metadata": {"name": name}, "webhooks": list(webhooks)})
+
+
+def cm(name, labels=None):
+    return {"metadata": {"name": name, "namespace": "default", **({"labels": labels} if labels else {})},
+            "data": {"k": "v"}}
+
+
+async def test_defaults_and_validation(stack, server):
+    created = await configure(stack, "validating", "cfg", hook(server, "a.example.com", "/v"))
+    w = created["webhooks"][0]
+    assert (w["failurePolicy"], w["matchPolicy"], w["timeoutSeconds"], w["namespaceSelector"], w["objectSelector"]) == \
+        ("Fail", "Equivalent", 10, {}, {})
+    assert w["rules"][0]["scope"] == "*"
+    bad = hook(server, "short.name", "/v", sideEffects=None, timeoutSeconds=31, admissionReviewVersions=[])
+    del bad["sideEffects"]
+    with pytest.raises(APIError) as e:
+        await configure(stack, "validating", "bad", bad)
+    assert e.value.code == 422
+    assert e.value.message == (
+        'ValidatingWebhookConfiguration.admissionregistration.k8s.io "bad" is invalid: ['
+        'webhooks[0].name: Invalid value: "short.name": should be a domain with at least three segments separated by dots, '
+        "webhooks[0].sideEffects: Required value: must specify one of None, NoneOnDryRun, "
+        "webhooks[0].timeoutSeconds: Invalid value: 31: the timeout value must be between 1 and 30 seconds, "
+        "webhooks[0].admissionReviewVersions: Required value: must specify one of v1, v1beta1]")
+    with pytest.raises(APIError) as e:
+        await configure(stack, "mutating", "cel", hook(server, "b.example.com", "/m", mutating=True,
+                                                       matchConditions=[{"name": "x", "expression": "object.a =="}]))
+    assert "webhooks[0].matchConditions[0].expression: Invalid value: \"object.a ==\": compilation failed: ERROR: <input>:1:12:" \
+        in e.value.message
+
+
+async def test_mutation_is_stored_and_request_is_upstreams(stack, server):
+    server.handlers["/m"] = lambda r: json_patch(r, [{"op": "add", "path": "/metadata/labels", "value": {"mutated": "yes"}}],
+                                                 warnings=["careful"], auditAnnotations={"k": "v"})
+    await configure(stack, "mutating", "m", hook(server, "m.example.com", "/m"))
+    r = await stack.rest.create(stack.rest.index.get("", "v1", "configmaps"), "v1", "default", cm("a"),
+                                WriteOptions(field_manager="me", user=User("alice", ("devs",), "u-1")))
+    assert r.obj["metadata"]["labels"] == {"mutated": "yes"}
+    assert r.warnings == ["careful"]
+    stored = await stack.client.resource("", "v1", "configmaps").get("a", "default")
+    assert stored["metadata"]["labels"] == {"mutated": "yes"}
+    req = server.calls_to("/m")[0]["request"]
+    assert req["kind"] == {"group": "", "version": "v1", "kind": "ConfigMap"}
+    assert req["resource"] == req["requestResource"] == {"group": "", "version": "v1", "resource": "configmaps"}
+    assert (req["operation"], req["namespace"], req["name"], req["dryRun"]) == ("CREATE", "default", "a", False)
+    assert req["userInfo"] == {"username": "alice", "uid": "u-1", "groups": ["devs"]}
+    assert req["options"] == {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1", "fieldManager": "me"}
+    assert req["oldObject"] is None and "uid" not in req["object"]["metadata"]
+    assert server.calls[0][1] == "timeout=10s"
+
+
+async def test_denial_reads_as_upstream(stack, server):
+    server.handlers["/v"] = lambda r: deny(r, "no configmaps today", code=403)
+    await configure(stack, "validating", "v", hook(server, "deny.example.com", "/v"))
+    with pytest.raises(APIError) as e:
+        await stack.client.resource("", "v1", "configmaps").create(cm("a"))
+    assert (e.value.code, e.value.message) == (403, 'admission webhook "deny.example.com" denied the request: no configmaps today')
+    server.handlers["/v"] = lambda r: allow(r, allowed=False)
+    with pytest.raises(APIError) as e:
+        await stack.client.resource("", "v1", "configmaps").create(cm("b"))
+    assert (e.value.code, e.value.message) == (400, 'admission webhook "deny.example.com" denied the request without explanation')
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_failure_policies(stack, server):
+    port = closed_port()
+    down = {"url": f"https://127.0.0.1:{port}/v", "caBundle": server.ca.bundle}
+    await configure(stack, "validating", "v", hook(server, "down.example.com", "/v", clientConfig=down))
+    with pytest.raises(APIError) as e:
+        await stack.client.resource("", "v1", "configmaps").create(cm("a"))
+    assert e.value.code == 500
+    assert e.value.message == ('Internal error occurred: failed calling webhook "down.example.com": failed to call webhook: '
+                               f'Post "https://127.0.0.1:{port}/v?timeout=10s": dial tcp 127.0.0.1:{port}: connect: connection refused')
+    cfgs = stack.client.resource(G, "v1", "validatingwebhookconfigurations")
+    cfg = await cfgs.get("v")
+    cfg["webhooks"][0]["failurePolicy"] = "Ignore"
+    await cfgs.update(cfg)
+    await stack.client.resource("", "v1", "configmaps").create(cm("a"))
+
+
+async def test_selectors_and_match_conditions_skip(stack, server):
+    server.handlers["/v"] = lambda r: deny(r, "denied")
+    await configure(stack, "validating", "v", hook(
+        server, "sel.example.com", "/v", objectSelector={"matchLabels": {"checked": "yes"}},
+        matchConditions=[{"name": "not-skipped", "expression": "!has(object.metadata.annotations) || "
+                          "!('skip' in object.metadata.annotations)"}]))
+    cms = stack.client.resource("", "v1", "configmaps")
+    await cms.create(cm("unlabelled"))
+    with pytest.raises(APIError):
+        await cms.create(cm("labelled", {"checked": "yes"}))
+    skipped = cm("annotated", {"checked": "yes"})
+    skipped["metadata"]["annotations"] = {"skip": "1"}
+    await cms.create(skipped)
+    assert len(server.calls_to("/v")) == 1
+
+
+async def test_match_condition_error_fails_closed(stack, server):
+    server.handlers["/v"] = lambda r: allow(r)
+    await configure(stack, "validating", "v", hook(
+        server, "mc.example.com", "/v", matchConditions=[{"name": "bad", "expression": "object.data.missing == 'x'"}]))
+    with pytest.raises(APIError) as e:
+        await stack.client.resource("", "v1", "configmaps").create(cm("a"))
+    assert (e.value.code, e.value.message) == (
+        403, "configmaps \"a\" is forbidden: expression 'object.data.missing == 'x'' resulted in error: no such key: missing")
+
+
+async def test_subresource_rules(stack, server):
+    server.handlers["/v"] = lambda r: deny(r, "status is frozen")
+    rules = [{"operations": ["UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["namespaces/status"]}]
+    await configure(stack, "validating", "v", hook(server, "st.example.com", "/v", rules=rules))
+    nss = stack.client.resource("", "v1", "namespaces")
+    ns = await nss.get("default")
+    ns["metadata"]["labels"] = {"a": "b"}
+    await nss.update(ns)
+    ns = await nss.get("default")
+    with pytest.raises(APIError) as e:
+        await nss.update(ns, subresource="status")
+    assert "status is frozen" in e.value.message
+    req = server.calls_to("/v")[0]["request"]
+    assert (req["subResource"], req["namespace"], req["name"]) == ("status", "default", "default")
+
+
+async def test_reinvocation_if_needed(stack, server):
+    server.handlers["/first"] = lambda r: json_patch(r, [{"op": "add", "path": "/data/first", "value": str(len(r["request"]["object"]["data"]))}])
+    server.handlers["/second"] = lambda r: json_patch(r, [{"op": "add", "path": "/data/second", "value": "2"}])
+    await configure(stack, "mutating", "a", hook(server, "first.example.com", "/first", reinvocationPolicy="IfNeeded"))
+    await configure(stack, "mutating", "b", hook(server, "second.example.com", "/second"))
+    created = await stack.client.resource("", "v1", "configmaps").create(cm("x"))
+    assert len(server.calls_to("/first")) == 2 and len(server.calls_to("/second")) == 1
+    assert created["data"] == {"k": "v", "first": "3", "second": "2"}
+
+
+async def test_dry_run_and_delete(stack, server):
+    server.handlers["/v"] = lambda r: deny(r, "keep it") if r["request"]["operation"] == "DELETE" else allow(r)
+    rules = [{"operations": ["*"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]
+    await configure(stack, "validating", "v", hook(server, "del.example.com", "/v", rules=rules))
+    res = stack.rest.index.get("", "v1", "configmaps")
+    await stack.rest.create(res, "v1", "default", cm("d"), WriteOptions(dry_run=True))
+    assert server.calls_to("/v")[-1]["request"]["dryRun"] is True
+    await stack.client.resource("", "v1", "configmaps").create(cm("d"))
+    with pytest.raises(APIError) as e:
+        await stack.client.resource("", "v1", "configmaps").delete("d", "default")
+    assert e.value.message == 'admission webhook "del.example.com" denied the request: keep it'
+    req = server.calls_to("/v")[-1]["request"]
+    assert req["object"] is None and req["oldObject"]["metadata"]["name"] == "d"
+    assert req["options"]["kind"] == "DeleteOptions"
+
+
+async def test_configurations_are_never_sent_to_webhooks(stack, server):
+    server.handlers["/v"] = lambda r: deny(r, "no")
+    rules = [{"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"]}]
+    await configure(stack, "validating", "v", hook(server, "all.example.com", "/v", rules=rules))
+    await configure(stack, "validating", "w", hook(server, "other.example.com", "/v"))
+    await stack.client.resource(G, "v1", "validatingwebhookconfigurations").delete("v")
+    assert server.calls_to("/v") == []
+
+
+async def test_equivalent_match_converts_to_the_rules_version(stack, server):
+    server.handlers["/v"] = lambda r: allow(r)
+    rules = [{"operations": ["CREATE"], "apiGroups": ["autoscaling"], "apiVersions": ["v1"],
+              "resources": ["horizontalpodautoscalers"]}]
+    await configure(stack, "validating", "v", hook(server, "eq.example.com", "/v", rules=rules))
+    await configure(stack, "validating", "x", hook(server, "exact.example.com", "/x", rules=rules, matchPolicy="Exact"))
+    hpa = {"metadata": {"name": "h", "namespace": "default"},
+           "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"},
+                    "minReplicas": 1, "maxReplicas": 3}}
+    await stack.client.resource("autoscaling", "v2", "horizontalpodautoscalers").create(hpa)
+    req = server.calls_to("/v")[0]["request"]
+    assert req["kind"] == {"group": "autoscaling", "version": "v1", "kind": "HorizontalPodAutoscaler"}
+    assert req["requestKind"]["version"] == "v2" and req["object"]["apiVersion"] == "autoscaling/v1"
+    assert server.calls_to("/x") == []
