@@ -18,9 +18,10 @@ from aiohttp import web
 from ..clock import Clock
 from ..registry.base import Resource
 from ..machinery import errors
-from . import discovery, tables
+from . import discovery, serializer, tables
 from .rest import GenericREST, ResourceIndex, User, WriteOptions
 from ..machinery.responses import dumps, error_response, json_response
+from .options import delete_options, dry_run_errors, field_manager_errors, integer, options_invalid
 from .subresources import Subresources
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,8 @@ PATCH_TYPES = (
     "application/apply-patch+yaml",
 )
 _JSON = "application/json"
+_DUPLICATES = web.RequestKey("nanokube.duplicate_fields", list)
+_OPTIONS_KIND = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions", "DELETE": "DeleteOptions"}
 
 
 def _accept(request: web.Request) -> str:
@@ -243,14 +246,18 @@ class APIHandlers:
                 if not namespace:
                     raise errors.APIError(404, "NotFound", "the server could not find the requested resource")
             opts.field_manager = opts.field_manager or _field_manager_default(request)
+            dup_warnings = self._duplicate_warnings(request, res, version, opts)
             r = await self.rest.create(res, version, namespace, body, opts)
+            r.warnings[:0] = dup_warnings
             return self._render_write(request, res, r, version)
         if m == "PUT":
             if not name:
                 raise errors.method_not_allowed()
             body = await self._body(request)
             opts.field_manager = opts.field_manager or _field_manager_default(request)
+            dup_warnings = self._duplicate_warnings(request, res, version, opts)
             r = await self.rest.update(res, version, namespace, name, body, opts, subresource=sub)
+            r.warnings[:0] = dup_warnings
             return self._render_write(request, res, r, version)
         if m == "PATCH":
             if not name:
@@ -272,19 +279,9 @@ class APIHandlers:
             return self._render_write(request, res, r, version)
         if m == "DELETE":
             raw = await self._raw(request)
-            ctype = request.headers.get("Content-Type", _JSON).split(";")[0].strip()
-            options = _decode_body(raw, ctype) if raw.strip() else {}
-            if not isinstance(options, dict):
-                raise errors.bad_request("the body of a delete must be a DeleteOptions object")
-            for k in ("gracePeriodSeconds",):
-                if q.get(k) is not None:
-                    options[k] = int(q[k])
-            if q.get("propagationPolicy"):
-                options["propagationPolicy"] = q["propagationPolicy"]
-            if q.get("orphanDependents") is not None:
-                options["orphanDependents"] = _bool(q["orphanDependents"])
-            if options.get("dryRun"):
-                opts.dry_run = "All" in options["dryRun"]
+            body = _decode_body(raw, _content_type(request)) if raw.strip() else {}
+            options = delete_options(q, body, q.getall("dryRun", []))
+            opts.dry_run = bool(options.get("dryRun"))
             if name:
                 r = await self.rest.delete(res, version, namespace, name, options, opts)
                 return json_response(r.obj, r.code)
@@ -298,9 +295,9 @@ class APIHandlers:
     def _write_opts(self, request: web.Request) -> WriteOptions:
         q = request.query
         dry = q.getall("dryRun", [])
-        for d in dry:
-            if d != "All":
-                raise errors.bad_request(f'dryRun: Unsupported value: "{d}": supported values: "All"')
+        problems = dry_run_errors(dry) + field_manager_errors(q.get("fieldManager", ""))
+        if problems:
+            raise options_invalid(_OPTIONS_KIND.get(request.method, "CreateOptions"), problems)
         fv = q.get("fieldValidation", "Warn") or "Warn"
         if fv not in ("Strict", "Warn", "Ignore"):
             raise errors.bad_request(f"fieldValidation: Unsupported value: {fv!r}: supported values: \"Ignore\", \"Strict\", \"Warn\"")
@@ -324,8 +321,21 @@ class APIHandlers:
 
     async def _body(self, request: web.Request) -> Any:
         raw = await self._raw(request)
-        ctype = request.headers.get("Content-Type", _JSON).split(";")[0].strip()
-        return _decode_body(raw, ctype)
+        body = _decode_body(raw, _content_type(request))
+        if type(body) is dict:
+            request[_DUPLICATES] = serializer.duplicate_fields(raw, body)
+        return body
+
+    def _duplicate_warnings(self, request: web.Request, res: Resource, version: str, opts: WriteOptions) -> list[str]:
+        """The strict decoder's `duplicate field` errors (Strict) or warnings (Warn) for the body."""
+        dups = request.get(_DUPLICATES)
+        if not dups or opts.field_validation == "Ignore":
+            return []
+        texts = [f'duplicate field "{p}"' for p in dups]
+        if opts.field_validation == "Strict":
+            raise errors.bad_request(f'{res.kind} in version "{version}" cannot be handled as a {res.kind}: '
+                                     f'strict decoding error: {", ".join(texts)}')
+        return texts
 
     def _render_one(self, request: web.Request, res: Resource, obj: dict, version: str, code: int = 200) -> web.Response:
         kind = _accept(request)
@@ -341,7 +351,7 @@ class APIHandlers:
     def _render_write(self, request: web.Request, res: Resource, r, version: str) -> web.Response:
         resp = json_response(r.obj, r.code)
         for w in r.warnings:
-            resp.headers.add("Warning", f'299 - "{w}"')
+            resp.headers.add("Warning", warning_header(w))
         return resp
 
     async def _list(self, request: web.Request, res: Resource, version: str, namespace: str | None) -> web.Response:
@@ -378,7 +388,7 @@ class APIHandlers:
         q = request.query
         kind = _accept(request)
         include = q.get("includeObject", "Metadata")
-        timeout = q.get("timeoutSeconds")
+        timeout = integer(q, "timeoutSeconds")
         sie = q.get("sendInitialEvents")
         field_selector = q.get("fieldSelector", "")
         stream = await self.rest.watch(
@@ -391,7 +401,7 @@ class APIHandlers:
         g = self.metrics.watchers.labels(res.group, version, res.kind)
         g.inc()
         sent = self.metrics.watch_events.labels(res.group, version, res.kind)
-        deadline = self.clock.monotonic() + float(timeout) if timeout else None
+        deadline = self.clock.monotonic() + timeout if timeout else None
         columns_sent = False
 
         async def emit(ev: tuple[str, dict]) -> None:
@@ -447,15 +457,25 @@ _PROTOBUF = "application/vnd.kubernetes.protobuf"
 _MEDIA_TYPES = "application/json, application/yaml, application/vnd.kubernetes.protobuf"
 
 
+def warning_header(text: str) -> str:
+    """A Warning header value (RFC 7234): code 299, agent "-", the text quoted with its quotes escaped."""
+    return '299 - "' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _content_type(request: web.Request) -> str:
+    """The body's media type; none at all is application/octet-stream, as upstream."""
+    return request.headers.get("Content-Type", "application/octet-stream").split(";")[0].strip().lower()
+
+
 def _decode_body(raw: bytes, ctype: str) -> Any:
     """A request body in any media type kube-apiserver accepts, as its JSON form."""
     from . import protobuf
 
     try:
         if ctype in ("application/yaml", "application/x-yaml"):
-            return yaml.safe_load(raw)
-        if ctype in (_JSON, "", "*/*", "text/plain"):
-            return orjson.loads(raw)
+            return serializer.loads_yaml(raw)
+        if ctype == _JSON:
+            return serializer.loads_json(raw)
         if ctype == _PROTOBUF:
             return protobuf.decode(raw)
     except (orjson.JSONDecodeError, yaml.YAMLError, protobuf.ProtobufError) as e:

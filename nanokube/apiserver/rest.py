@@ -36,6 +36,8 @@ SYSTEM = User("system:apiserver", ("system:masters",))
 #: how often a patch is re-applied after losing a race with another write (upstream retries
 #: until it wins; every round some writer wins, so this bound is only a guard)
 PATCH_ATTEMPTS = 64
+#: how long a read at a resourceVersion the cache has not reached waits for it (upstream's blockTimeout)
+FUTURE_RV_WAIT = 3.0
 
 
 @dataclass
@@ -293,7 +295,10 @@ class GenericREST:
             if resource_version_match == "Exact" and want != self.cache.rev:
                 if want < self.cache.oldest_revision or want > self.cache.rev:
                     raise errors.gone(f"too old resource version: {want} ({self.cache.oldest_revision})")
-            await self.cache.wait_for(want)
+            try:
+                await self.cache.wait_for(want, FUTURE_RV_WAIT)
+            except TimeoutError:
+                raise _too_large_resource_version(want, self.cache.rev) from None
         elif resource_version == "":
             await self.cache.sync()
         ok, everything = self._filters(res, version, label_selector, field_selector)
@@ -629,13 +634,15 @@ class GenericREST:
 
         key = res.key(namespace, name)
         sch = schemas.kind_schema(res.group, version, res.kind)
+        from . import serializer
+
         try:
             if patch_type == "application/apply-patch+yaml":
-                import yaml
-
-                parsed = yaml.safe_load(patch)
+                parsed = serializer.loads_yaml(patch)
             else:
-                parsed = orjson.loads(patch)
+                parsed = serializer.loads_json(patch)
+        except errors.APIError:
+            raise
         except Exception as e:
             raise errors.bad_request(f"error decoding patch: {e}") from None
         for attempt in range(PATCH_ATTEMPTS):
@@ -645,6 +652,7 @@ class GenericREST:
                     raise errors.bad_request("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch")
                 if not isinstance(parsed, dict):
                     raise errors.bad_request("error decoding YAML: the apply patch must be an object")
+                _check_apply_configuration(res, version, parsed, sch)
                 live = self._external(res, entry.obj, version) if entry else None
                 try:
                     new = ssa.apply(
@@ -856,6 +864,27 @@ def _spec_changed(old: dict, new: dict) -> bool:
         if old.get(k) != new.get(k):
             return True
     return False
+
+
+def _check_apply_configuration(res: Resource, version: str, applied: dict, sch: dict | None) -> None:
+    """An apply configuration names its kind and has the kind's types (its
+    nulls mean something to apply, so they are left alone)."""
+    from . import structural
+
+    if not applied.get("kind"):
+        raise errors.bad_request(f"failed to create typed patch object ({res.api_version(version)}, Kind=): "
+                                 "kind: Required value: kind is required in an apply configuration")
+    if sch is not None:
+        errs, _ = structural.check(applied, sch, False, nulls=False)
+        if errs:
+            raise errors.bad_request(structural.decode_error_message(res.kind, version, errs[0]))
+
+
+def _too_large_resource_version(requested: int, current: int) -> errors.APIError:
+    """Upstream's watch cache answer to a read from the future: 504, retry in a second."""
+    return errors.APIError(504, "Timeout", f"Timeout: Too large resource version: {requested}, current: {current}",
+                           {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                            "retryAfterSeconds": 1})
 
 
 def _patch_error(e) -> errors.APIError:

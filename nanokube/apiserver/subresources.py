@@ -15,6 +15,8 @@ from ..registry.base import Resource
 from ..machinery import errors
 from .auth.serviceaccount import ServiceAccountTokens
 from ..machinery.responses import json_response
+from . import structural
+from .options import delete_options
 from .rest import GenericREST, WriteOptions
 from ..machinery.selectors import matches_labels, selector_from_object, selector_to_string
 
@@ -38,10 +40,12 @@ class Subresources:
     async def handle(self, h: APIHandlers, request: web.Request, res: Resource, version: str, namespace, name, sub):
         m = request.method
         if sub == "binding" and m == "POST":
-            body = await h._body(request)
+            body = _typed(await h._body(request), "io.k8s.api.core.v1.Binding", "Binding", version)
             return json_response(await self.bind(res, namespace, name, body, h._write_opts(request)), 201)
         if sub == "eviction" and m == "POST":
-            body = await h._body(request)
+            body = _typed(await h._body(request), "io.k8s.api.policy.v1.Eviction", "Eviction", version)
+            if body.get("deleteOptions") is not None:
+                body["deleteOptions"] = delete_options({}, body["deleteOptions"], [])
             return json_response(await self.evict(namespace, name, body, h._write_opts(request)), 201)
         if sub == "token" and m == "POST" and self.tokens is not None:
             body = await h._body(request)
@@ -289,3 +293,15 @@ def _bound(pod: dict, node: str, annotations: dict | None) -> dict:
     if annotations:
         md["annotations"] = {**(md.get("annotations") or {}), **annotations}
     return {**pod, "metadata": md, "spec": {**pod["spec"], "nodeName": node}, "status": dict(pod.get("status") or {})}
+
+
+def _typed(body, definition: str, kind: str, version: str) -> dict:
+    """A subresource's body decoded as its Go type: an object whose fields have their types."""
+    if type(body) is not dict:
+        what = "array" if type(body) is list else "null" if body is None else type(body).__name__
+        raise errors.bad_request(structural.decode_error_message(
+            kind, version, f"json: cannot unmarshal {what} into Go value of type {definition.rsplit('.', 2)[-2]}.{kind}"))
+    errs = structural.definition_errors(body, definition)
+    if errs:
+        raise errors.bad_request(structural.decode_error_message(kind, version, errs[0]))
+    return body

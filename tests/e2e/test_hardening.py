@@ -104,3 +104,139 @@ def test_huge_but_valid_exponent_costs_nothing(raw, cpu):
     code, _, body = raw.request("POST", PODS + "?dryRun=All", pod(resources={"requests": {"cpu": cpu}}))
     assert time.monotonic() - start < 1.0
     assert code < 500, body
+
+
+CMS = f"/api/v1/namespaces/{NS}/configmaps"
+DEPLOYS = f"/apis/apps/v1/namespaces/{NS}/deployments"
+DEEP_JSON = '{"metadata":{"annotations":' + '{"a":' * 1000 + "{}" + "}" * 1000 + "}}"
+DEEP_YAML = "metadata:\n" + "".join("  " * (i + 1) + "a:\n" for i in range(1000))
+
+
+def objects(raw) -> dict:
+    """name -> resourceVersion of what the test namespace holds."""
+    out = {}
+    for path in (PODS, CMS, DEPLOYS):
+        code, _, body = raw.request("GET", path)
+        assert code == 200, body
+        out.update({(path, i["metadata"]["name"]): i["metadata"]["resourceVersion"] for i in body["items"]})
+    return out
+
+
+@pytest.fixture(scope="module")
+def existing(raw):
+    """A ConfigMap and a Pod the refused requests below must leave as they are."""
+    assert raw.request("POST", CMS, {"metadata": {"name": "keep"}, "data": {"a": "1"}})[0] == 201
+    assert raw.request("POST", PODS, pod("keep"))[0] == 201
+    return raw
+
+
+NULL_CASES = [
+    # (id, path, body, expected code, text in the message)
+    ("configmap-data-null", CMS, {"metadata": {"name": "nulls"}, "data": {"a": None}}, 201, None),
+    ("volumes-null", PODS, {**pod("v"), "spec": {**pod()["spec"], "volumes": [None]}}, 422, "spec.volumes[0].name: Required value"),
+    ("ports-null", PODS, pod("pt", ports=[None]), 422, "spec.containers[0].ports[0].containerPort: Required value"),
+    ("template-spec-null", DEPLOYS, {"metadata": {"name": "d"}, "spec": {
+        "selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": None}}},
+     422, "spec.template.spec.containers: Required value"),
+    ("hpa-spec-null", f"/apis/autoscaling/v2/namespaces/{NS}/horizontalpodautoscalers", {"metadata": {"name": "h"}, "spec": None},
+     422, None),
+    ("podgroup-spec-null", f"/apis/scheduling.k8s.io/v1beta1/namespaces/{NS}/podgroups", {"metadata": {"name": "g"}, "spec": None},
+     422, None),
+    ("priorityclass-value-null", "/apis/scheduling.k8s.io/v1/priorityclasses", {"metadata": {"name": "pc-null"}, "value": None},
+     201, None),
+    ("managedfields-manager-null", CMS, {"metadata": {"name": "mf", "managedFields": [{"manager": None, "operation": "Update"}]}},
+     201, None),
+    ("binarydata-not-ascii", CMS, {"metadata": {"name": "bin"}, "binaryData": {"a": "é"}}, 400, "illegal base64 data at input byte 0"),
+]
+
+
+@pytest.mark.parametrize("case", NULL_CASES, ids=[c[0] for c in NULL_CASES])
+def test_nulls_and_odd_values_decode_as_go_does(existing, case):
+    _, path, body, expected, text = case
+    code, _, got = existing.request("POST", path + "?dryRun=All", body)
+    assert code == expected, got
+    if code >= 400:
+        assert_status(code, got, expected)
+    if text:
+        assert text in got["message"], got
+
+
+def test_null_map_value_is_an_empty_string(existing):
+    code, _, got = existing.request("POST", CMS + "?dryRun=All", {"metadata": {"name": "n"}, "data": {"a": None, "b": "x"}})
+    assert code == 201 and got["data"] == {"a": "", "b": "x"}, got
+
+
+BODY_CASES = [
+    # (id, method, path suffix, body, content type, code, text)
+    ("merge-patch-deep", "PATCH", CMS + "/keep", DEEP_JSON, "application/merge-patch+json", 400, "exceeded max depth"),
+    ("strategic-patch-deep", "PATCH", CMS + "/keep", DEEP_JSON, "application/strategic-merge-patch+json", 400, "exceeded max depth"),
+    ("json-patch-deep", "PATCH", CMS + "/keep", "[" * 1000 + "]" * 1000, "application/json-patch+json", 400, "exceeded max depth"),
+    ("yaml-deep", "POST", CMS, DEEP_YAML, "application/yaml", 400, None),
+    ("json-deep", "POST", CMS, DEEP_JSON, "application/json", 400, "exceeded max depth"),
+    ("yaml-recursive-alias", "POST", CMS, "metadata: {name: y}\nx: &a {b: *a}\n", "application/yaml", 400, "exceeded max depth"),
+    ("yaml-alias-bomb", "POST", CMS, "metadata: {name: y}\na: &a [1,2,3,4,5,6,7,8,9]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
+     "c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n"
+     "f: [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n", "application/yaml", 400, "excessive aliasing"),
+    ("apply-metadata-string", "PATCH", CMS + "/keep?fieldManager=m", json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": "x"}),
+     "application/apply-patch+yaml", 400, "json: cannot unmarshal string into Go struct field ConfigMap.metadata of type v1.ObjectMeta"),
+    ("binding-target-string", "POST", PODS + "/keep/binding", json.dumps({"metadata": {"name": "keep"}, "target": "x"}),
+     "application/json", 400, "Go struct field Binding.target of type v1.ObjectReference"),
+    ("eviction-options-string", "POST", PODS + "/keep/eviction", json.dumps({"metadata": {"name": "keep"}, "deleteOptions": "x"}),
+     "application/json", 400, "Go struct field Eviction.deleteOptions of type v1.DeleteOptions"),
+    ("eviction-array", "POST", PODS + "/keep/eviction", "[]", "application/json", 400, "cannot unmarshal array"),
+    ("delete-grace-abc", "DELETE", CMS + "/keep?gracePeriodSeconds=abc", None, None, 400, 'parsing "abc": invalid syntax'),
+    ("delete-dryrun-bogus", "DELETE", CMS + "/keep", json.dumps({"dryRun": ["Bogus"]}), "application/json", 422,
+     'DeleteOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: ["Bogus"]: supported values: "All"'),
+    ("delete-dryrun-query-bogus", "DELETE", CMS + "/keep?dryRun=Bogus", None, None, 422, 'dryRun: Unsupported value: ["Bogus"]'),
+    ("delete-orphan-and-policy", "DELETE", CMS + "/keep", json.dumps({"orphanDependents": True, "propagationPolicy": "Background"}),
+     "application/json", 422, "orphanDependents and deletionPropagation cannot be both set"),
+    ("delete-options-types", "DELETE", CMS + "/keep", json.dumps({"gracePeriodSeconds": "x"}), "application/json", 400,
+     "DeleteOptions.gracePeriodSeconds of type int64"),
+    ("watch-timeout-abc", "GET", CMS + "?watch=true&timeoutSeconds=abc", None, None, 400, 'parsing "abc": invalid syntax'),
+    ("duplicate-keys-strict", "POST", CMS + "?fieldValidation=Strict", '{"metadata":{"name":"dup","name":"dup2"}}',
+     "application/json", 400, 'strict decoding error: duplicate field "metadata.name"'),
+    ("content-type-text", "POST", CMS, json.dumps({"metadata": {"name": "txt"}}), "text/plain", 415, "unknown format"),
+    ("content-type-none", "POST", CMS, json.dumps({"metadata": {"name": "none"}}), None, 415, "unknown format"),
+    ("field-manager-too-long", "POST", CMS + "?fieldManager=" + "m" * 129, json.dumps({"metadata": {"name": "fm"}}),
+     "application/json", 422, 'CreateOptions.meta.k8s.io "" is invalid: fieldManager: Too long: may not be more than 128 bytes'),
+    ("field-manager-newline", "POST", CMS + "?fieldManager=a%0Ab", json.dumps({"metadata": {"name": "fm"}}),
+     "application/json", 422, "fieldManager: Invalid value: \"a\\nb\": invalid character U+000A (at position 1)"),
+    ("apply-without-kind", "PATCH", CMS + "/keep?fieldManager=m", json.dumps({"apiVersion": "v1", "metadata": {"name": "keep"}}),
+     "application/apply-patch+yaml", 400, "kind"),
+]
+
+
+@pytest.mark.parametrize("case", BODY_CASES, ids=[c[0] for c in BODY_CASES])
+def test_hostile_requests_get_a_status_and_change_nothing(existing, case):
+    _, method, path, body, ctype, expected, text = case
+    before = objects(existing)
+    start = time.monotonic()
+    code, _, got = existing.request(method, path, body, ctype)
+    assert time.monotonic() - start < 2
+    assert_status(code, got, expected)
+    if text:
+        assert text in got["message"], got
+    assert objects(existing) == before
+
+
+def test_duplicate_keys_warn_by_default(existing):
+    code, headers, got = existing.request("POST", CMS + "?dryRun=All", '{"metadata":{"name":"dupw"},"data":{"a":"1","a":"2"}}')
+    assert code == 201 and got["data"] == {"a": "2"}, got
+    assert '299 - "duplicate field \\"data.a\\""' in headers.get_all("Warning"), headers.get_all("Warning")
+
+
+def test_yaml_keys_become_strings_and_timestamps_stay_strings(existing):
+    code, _, got = existing.request("POST", CMS + "?dryRun=All", "metadata: {name: y}\ndata: {1: a, d: 2024-01-01}\n",
+                                    "application/yaml")
+    assert code == 201 and got["data"] == {"1": "a", "d": "2024-01-01"}, got
+
+
+def test_future_resource_version_is_a_504_after_three_seconds(existing):
+    start = time.monotonic()
+    code, _, got = existing.request("GET", CMS + "?resourceVersion=99999999")
+    took = time.monotonic() - start
+    assert_status(code, got, 504, "Timeout")
+    assert 2.5 < took < 5, took
+    assert got["message"].startswith("Timeout: Too large resource version: 99999999, current: ")
+    assert got["details"]["causes"] == [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]
+    assert got["details"]["retryAfterSeconds"] == 1
