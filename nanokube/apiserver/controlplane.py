@@ -2,7 +2,7 @@
 generic API: objects every cluster has from the first start (the default
 ServiceCIDR, API Priority and Fairness configuration, local APIServices) and
 the loops the API server itself runs through its loopback client (IPAddress
-repair, FlowSchema status, the aggregator)."""
+repair, FlowSchema status, ComponentStatuses, the aggregator)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from .aggregator.aggregator import Aggregator
 from .aggregator.autoregister import register_local_apiservices
 from .aggregator.requestheader import authentication_configmap, front_proxy_files
 from .apiextensions.serving import CustomResources
+from .componentstatus import ComponentStatuses
 from .flowcontrol import FlowSchemaStatus, ensure_bootstrap_configuration
 from .ipaddresses import IPAddressRepair, ensure_default_service_cidr
 from .loopback import LocalClient
@@ -30,6 +31,7 @@ async def start_loops(server) -> list:
     """The API server's own controllers, started; stop each with `await c.stop()`."""
     loopback = LocalClient(server.rest, SYSTEM, "kube-apiserver")
     loops = [IPAddressRepair(loopback, clock=server.clock), FlowSchemaStatus(loopback, clock=server.clock),
+             ComponentStatuses(loopback, server.store, clock=server.clock),
              CustomResources(server, LocalClient(server.rest, SYSTEM, "kube-apiextensions-apiserver"),
                              server.resources_changed)]
     if server.pki is not None:

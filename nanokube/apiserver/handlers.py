@@ -221,6 +221,8 @@ class APIHandlers:
         deprecated = res.strategy.deprecation(version)
         if deprecated:
             request["warnings"] = [deprecated]
+        if not sub and _verb(m, name, watch) not in res.verbs:
+            raise errors.method_not_allowed()
         if res.verbs == ("create",) and self.reviews is not None:
             if m != "POST" or name:
                 raise errors.method_not_allowed()
@@ -460,6 +462,15 @@ _MEDIA_TYPES = "application/json, application/yaml, application/vnd.kubernetes.p
 def warning_header(text: str) -> str:
     """A Warning header value (RFC 7234): code 299, agent "-", the text quoted with its quotes escaped."""
     return '299 - "' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _verb(method: str, name: str | None, watch: bool) -> str:
+    """The API verb of a request on a resource (not a subresource)."""
+    if method in ("GET", "HEAD"):
+        return "watch" if watch else ("get" if name else "list")
+    if method == "DELETE":
+        return "delete" if name else "deletecollection"
+    return {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
 
 
 def _content_type(request: web.Request) -> str:

@@ -28,6 +28,7 @@ _GROUPS = [
     "flowcontrol",
     "apiregistration",
     "authentication",
+    "core_componentstatuses",
     "admissionregistration",
 ]
 

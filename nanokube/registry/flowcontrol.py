@@ -97,7 +97,7 @@ class FlowSchemaStrategy(Strategy):
                "The name of the priority level configuration this schema uses."),
         Column("MatchingPrecedence", "string", lambda o: _spec(o).get("matchingPrecedence", ""),
                "Order in which the schema's rules are checked; lower numbers first."),
-        Column("DistinguisherMethod", "string", lambda o: (_spec(o).get("distinguisherMethod") or {}).get("type", "*"),
+        Column("DistinguisherMethod", "string", lambda o: (_spec(o).get("distinguisherMethod") or {}).get("type", "<none>"),
                "How requests matching this schema are divided into flows."),
         age_column(),
         Column("MissingPL", "string", _dangling, "Whether the referenced priority level is missing."),

@@ -41,7 +41,7 @@ def test_flow_schema_validation_and_columns():
     assert [e.field for e in FS.validate_create(fs)] == [
         "spec.rules[0].subjects[0].serviceAccount.namespace", "spec.rules[0].resourceRules[0].namespaces"]
     fs["status"] = {"conditions": [dangling_condition(fs, True, "2026-01-01T00:00:00Z")]}
-    assert [c.fn(fs) for c in FS.strategy.columns if c.name != "Age"] == ["f", "workload-low", 1000, "*", "False"]
+    assert [c.fn(fs) for c in FS.strategy.columns if c.name != "Age"] == ["f", "workload-low", 1000, "<none>", "False"]
     exempt = {"metadata": {"name": "exempt"}, "spec": PRIORITY_LEVELS["exempt"]}
     assert [c.fn(exempt) for c in PL.strategy.columns if c.name != "Age"] == [
         "exempt", "Exempt", "<none>", "<none>", "<none>", "<none>"]

@@ -1,0 +1,55 @@
+"""Objects kube-apiserver keeps itself: API Priority and Fairness
+configuration, ComponentStatuses; and LeaseCandidates at both served versions."""
+
+from __future__ import annotations
+
+from kubernetes import client
+
+from .conftest import wait_for
+
+
+def test_flowcontrol_bootstrap_configuration(cluster):
+    api = client.FlowcontrolApiserverV1Api(cluster.client())
+    names = {fs.metadata.name for fs in api.list_flow_schema().items}
+    assert {"exempt", "probes", "system-leader-election", "global-default", "catch-all"} <= names
+    pl = api.read_priority_level_configuration("workload-low")
+    assert pl.spec.limited.nominal_concurrency_shares == 100 and pl.spec.limited.lendable_percent == 90
+    assert pl.metadata.annotations["apf.kubernetes.io/autoupdate-spec"] == "true"
+    fs = wait_for(lambda: (s := api.read_flow_schema("global-default")).status.conditions and s, 10, "Dangling condition")
+    assert [(c.type, c.status, c.reason) for c in fs.status.conditions] == [("Dangling", "False", "Found")]
+    rows = [r.split() for r in cluster.kubectl("get", "flowschemas", "--no-headers").stdout.splitlines()]
+    assert ["exempt", "exempt", "1", "<none>"] == rows[[r[0] for r in rows].index("exempt")][:4]
+    api.create_flow_schema({"metadata": {"name": "orphan"}, "spec": {
+        "priorityLevelConfiguration": {"name": "nope"}, "rules": [{"subjects": [{"kind": "Group", "group": {"name": "x"}}],
+                                                                   "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/x"]}]}]}})
+    fs = wait_for(lambda: (s := api.read_flow_schema("orphan")).status.conditions and s, 10, "Dangling condition")
+    assert fs.status.conditions[0].status == "True" and fs.spec.matching_precedence == 1000
+    api.delete_flow_schema("orphan")
+
+
+def test_component_statuses(cluster):
+    rows = wait_for(lambda: [r.split() for r in cluster.kubectl("get", "componentstatuses", "--no-headers").stdout.splitlines()],
+                    10, "componentstatuses")
+    assert sorted(r[0] for r in rows) == ["controller-manager", "etcd-0", "scheduler"]
+    assert ["etcd-0", "Healthy"] in [r[:2] for r in rows]
+    wait_for(lambda: all(r[1] == "Healthy" for r in (l.split() for l in cluster.kubectl(
+        "get", "cs", "--no-headers").stdout.splitlines())), 30, "every component Healthy")
+    r = cluster.kubectl("delete", "cs", "etcd-0", check=False)
+    assert r.returncode != 0 and "MethodNotAllowed" in r.stderr or "not allow" in r.stderr
+
+
+def test_lease_candidates(cluster):
+    api = client.CoordinationV1beta1Api(cluster.client())
+    body = {"metadata": {"name": "kcm-1"}, "spec": {"leaseName": "kube-controller-manager", "binaryVersion": "1.37.0",
+                                                    "emulationVersion": "1.37.0", "strategy": "OldestEmulationVersion"}}
+    got = api.create_namespaced_lease_candidate("kube-system", body)
+    assert got.spec.lease_name == "kube-controller-manager"
+    alpha = cluster.kubectl_json("get", "leasecandidates.v1alpha2.coordination.k8s.io", "kcm-1", "-n", "kube-system")
+    assert alpha["apiVersion"] == "coordination.k8s.io/v1alpha2" and alpha["spec"]["binaryVersion"] == "1.37.0"
+    got.spec.lease_name = "other"
+    try:
+        api.replace_namespaced_lease_candidate("kcm-1", "kube-system", got)
+        raise AssertionError("leaseName changed")
+    except client.ApiException as e:
+        assert e.status == 422 and "spec.leaseName: Invalid value" in e.body
+    api.delete_namespaced_lease_candidate("kcm-1", "kube-system")
