@@ -253,7 +253,9 @@ class GenericREST:
     # --- reads -----------------------------------------------------------
 
     async def get(self, res: Resource, version: str, namespace: str | None, name: str) -> dict:
-        return self._external(res, self._entry(res, namespace, name).obj, version)
+        obj = self._entry(res, namespace, name).obj
+        await res.strategy.prepare_conversion([obj], version)
+        return self._external(res, obj, version)
 
     def _filters(self, res: Resource, version: str, label_selector: str, field_selector: str):
         lreqs = parse_label_selector(label_selector) if label_selector else None
@@ -332,6 +334,7 @@ class GenericREST:
             token = base64.urlsafe_b64encode(orjson.dumps({"rv": rev, "start": last_key})).decode().rstrip("=")
             meta["continue"] = token
             meta["remainingItemCount"] = remaining
+        await res.strategy.prepare_conversion(out, version)
         return [self._external(res, o, version) for o in out], meta
 
     async def watch(
@@ -382,6 +385,7 @@ class GenericREST:
             for ev in initial:
                 if ev.type != ADDED or ev.prev is not None:
                     last = max(last, ev.rev)
+                await res.strategy.prepare_conversion([ev.entry.obj], version)
                 out = self._translate(res, version, ev, ok)
                 if out:
                     yield out
@@ -399,6 +403,7 @@ class GenericREST:
                 if ev.rev <= high:
                     continue
                 high = ev.rev
+                await res.strategy.prepare_conversion([ev.entry.obj], version)
                 out = self._translate(res, version, ev, ok)
                 if out:
                     yield out
@@ -441,6 +446,7 @@ class GenericREST:
         else:
             md.pop("namespace", None)
         res.strategy.default(obj, version)
+        await res.strategy.prepare_conversion([obj], res.storage_version)
         obj = res.strategy.to_storage(obj, version)
         obj, admission = await self._mutating_admission(res, version, "", "CREATE", obj, None, opts)
         md = _meta(obj)
@@ -487,6 +493,7 @@ class GenericREST:
         await self._write_wait(kv.mod_revision)
         entry = self.cache.get(key)
         stored = entry.obj if entry and entry.rev == kv.mod_revision else {**obj, "metadata": {**md, "resourceVersion": str(kv.mod_revision)}}
+        await res.strategy.prepare_conversion([stored], version)
         return Result(self._external(res, stored, version), 201, warnings)
 
     # --- update ----------------------------------------------------------
@@ -505,6 +512,7 @@ class GenericREST:
         if res.namespaced:
             md["namespace"] = namespace
         res.strategy.default(body, version)
+        await res.strategy.prepare_conversion([body], res.storage_version)
         new = res.strategy.to_storage(body, version)
         key = res.key(namespace, name)
         entry = self.cache.get(key)
@@ -597,6 +605,7 @@ class GenericREST:
             nm.pop("managedFields", None)
         nm["resourceVersion"] = om.get("resourceVersion")
         if new == old:
+            await res.strategy.prepare_conversion([old], version)
             return Result(self._external(res, old, version), 200)
         if opts.dry_run:
             return Result(self._external(res, new, version), 200)
@@ -621,6 +630,7 @@ class GenericREST:
         await self._write_wait(kv.mod_revision)
         e = self.cache.get(key)
         stored = e.obj if e and e.rev == kv.mod_revision else {**new, "metadata": {**nm, "resourceVersion": str(kv.mod_revision)}}
+        await res.strategy.prepare_conversion([stored], version)
         return Result(self._external(res, stored, version), 200)
 
     # --- patch -----------------------------------------------------------
@@ -653,6 +663,8 @@ class GenericREST:
                 if not isinstance(parsed, dict):
                     raise errors.bad_request("error decoding YAML: the apply patch must be an object")
                 _check_apply_configuration(res, version, parsed, sch)
+                if entry:
+                    await res.strategy.prepare_conversion([entry.obj], version)
                 live = self._external(res, entry.obj, version) if entry else None
                 try:
                     new = ssa.apply(
@@ -671,6 +683,7 @@ class GenericREST:
             else:
                 if entry is None:
                     raise errors.not_found(res.group, res.plural, name)
+                await res.strategy.prepare_conversion([entry.obj], version)
                 current = self._external(res, entry.obj, version)
                 if subresource == "scale":
                     raise errors.method_not_allowed()
@@ -704,6 +717,7 @@ class GenericREST:
                 popts = WriteOptions(opts.dry_run, "", opts.field_validation, opts.force, opts.user)
             warnings = self._decode_checks(res, version, body, popts)
             res.strategy.default(body, version)
+            await res.strategy.prepare_conversion([body], res.storage_version)
             new = res.strategy.to_storage(body, version)
             try:
                 if patch_type == "application/apply-patch+yaml":

@@ -249,8 +249,10 @@ class Subresources:
             rv = ((scale.get("metadata") or {}).get("resourceVersion"))
             if rv and rv != str(entry.rev):
                 raise errors.conflict(res.group, res.plural, name, errors.STALE)
+            await res.strategy.prepare_conversion([entry.obj], version)
             new = copy.deepcopy(self.rest._external(res, entry.obj, version))
             res.strategy.set_replicas(new, replicas)
+            await res.strategy.prepare_conversion([new], res.storage_version)
             new = res.strategy.to_storage(new, version)
             try:
                 r = await self.rest._update_from(res, version, entry, new, opts, "scale", entry.rev)

@@ -4,34 +4,23 @@ Names, versions (exactly one storage version, unique DNS-1035 names), a
 structural schema for every version, printer columns, selectable fields, the
 scale subresource's paths, conversion and status.storedVersions, with upstream's
 field paths and words. `x-kubernetes-validations` rules are compiled by
-`cel_rules` (when present) so their compile errors and cost limits are CRD errors.
+`cel_rules`, so their compile errors and cost limits are CRD errors.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from ...machinery.validation import (
     FieldError, dns1035_label, dns1123_subdomain, duplicate, forbidden, immutable, invalid, not_supported, required,
     too_many,
 )
-from . import jsonpath, structural_schema
+from . import cel_rules, jsonpath, structural_schema
 
 PRINTER_TYPES = ("boolean", "date", "integer", "number", "string")
 PRINTER_FORMATS = ("byte", "date", "date-time", "double", "float", "int32", "int64", "password")
 MAX_SELECTABLE_FIELDS = 8
 MAX_DEPRECATION_WARNING = 256
-
-
-def cel_rules():
-    """The CEL rules module (x-kubernetes-validations), written alongside; None until it exists."""
-    try:
-        return importlib.import_module(f"{__package__}.cel_rules")
-    except ModuleNotFoundError as e:
-        if e.name != f"{__package__}.cel_rules":
-            raise
-        return None
 
 
 def _names(names: Any, path: str) -> list[FieldError]:
@@ -211,7 +200,6 @@ def validate(crd: dict[str, Any]) -> list[FieldError]:
         errs.append(invalid("spec.versions", versions, "must have exactly one version marked as storage version"))
     seen: set[str] = set()
     storage = 0
-    cel = cel_rules()
     for i, v in enumerate(versions):
         p = f"spec.versions[{i}]"
         vname = v.get("name", "")
@@ -226,9 +214,7 @@ def validate(crd: dict[str, Any]) -> list[FieldError]:
             errs.append(required(f"{p}.schema.openAPIV3Schema", "schemas are required"))
         else:
             errs.extend(structural_schema.validate(schema, f"{p}.schema.openAPIV3Schema"))
-            if cel is not None:
-                _, cel_errs = cel.compile_rules(schema, f"{p}.schema.openAPIV3Schema")
-                errs.extend(cel_errs)
+            errs.extend(cel_rules.compile_rules(schema, f"{p}.schema.openAPIV3Schema")[1])
         errs.extend(_printer_columns(v.get("additionalPrinterColumns"), f"{p}.additionalPrinterColumns"))
         errs.extend(_selectable_fields(v.get("selectableFields"), schema, f"{p}.selectableFields"))
         subs = v.get("subresources") or {}

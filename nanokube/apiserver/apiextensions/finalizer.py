@@ -87,6 +87,6 @@ class CRDFinalizer(Controller):
                 return ("False", "InstanceDeletionCompleted", "removed all instances")
             if waited >= POLL_TIMEOUT:
                 return ("True", "InstanceDeletionCheck",
-                        f"could not confirm zero CustomResources remaining: timed out waiting for the condition")
+                        "could not confirm zero CustomResources remaining: timed out waiting for the condition")
             await self.clock.sleep(POLL_INTERVAL)
             waited += POLL_INTERVAL

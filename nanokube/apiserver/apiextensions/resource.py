@@ -3,9 +3,10 @@
 Each established CRD becomes one `registry.base.Resource` whose strategy carries
 the CRD's schemas, so custom objects go through the same GenericREST, watch cache,
 patch, apply, table and discovery code as built-in kinds. Per version it knows:
-pruning and defaults (on write and on read), OpenAPI validation, CEL rules (when
-`cel_rules` exists), printer columns, selectable fields, the scale paths and
-the deprecation warning. `conversion.strategy: None` rewrites only apiVersion.
+pruning and defaults (on write and on read), OpenAPI validation, CEL rules
+(`cel_rules`), printer columns, selectable fields, the scale paths and
+the deprecation warning. `conversion.strategy: None` rewrites only apiVersion;
+`Webhook` converts through `conversion` ahead of the sync hooks (`prepare_conversion`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ...machinery import errors
 from ...machinery.validation import FieldError
 from ...registry.base import AGE, Age, Column, Obj, Resource, Strategy
 from ..rest import version_priority
-from . import crd_validation, defaulting, jsonpath, validator
+from . import cel_rules, defaulting, jsonpath, validator
 
 _META = "io.k8s.apimachinery.pkg.apis.meta.v1."
 NAME_COLUMN_DOC = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names"
@@ -111,10 +112,7 @@ def _version_info(crd: Obj, v: dict[str, Any]) -> VersionInfo:
     for f in v.get("selectableFields") or []:
         jp = f["jsonPath"]
         selectors[jp.lstrip(".")] = _selector(jsonpath.compile_path(jp))
-    rules = None
-    cel = crd_validation.cel_rules()
-    if cel is not None:
-        rules, _ = cel.compile_rules(schema, "")
+    rules, _ = cel_rules.compile_rules(schema, "")
     return VersionInfo(
         name=v["name"], schema=schema, has_defaults=defaulting.has_defaults(schema),
         columns=printer_columns(v), field_selectors=selectors,
@@ -155,6 +153,9 @@ class CustomResourceStrategy(Strategy):
         self.field_selectors = st.field_selectors
         self.terminating = bool((crd.get("metadata") or {}).get("deletionTimestamp"))
         self._read_memo: dict[int, tuple[Obj, str, Obj]] = {}
+        self.webhook = ((crd["spec"].get("conversion") or {}).get("strategy")) == "Webhook"
+        #: (id(object), apiVersion) -> (object, the webhook's conversion of it)
+        self._converted: dict[tuple[int, str], tuple[Obj, Obj]] = {}
 
     # --- decoding and defaults -------------------------------------------------------
 
@@ -170,12 +171,41 @@ class CustomResourceStrategy(Strategy):
         if info.has_defaults:
             defaulting.default(obj, info.schema)
 
+    async def prepare_conversion(self, objs: list[Obj], version: str) -> None:
+        """`conversion.strategy: Webhook`: convert what is not yet at `version` in one
+        ConversionReview, for to_storage/from_storage to pick up."""
+        if not self.webhook:
+            return
+        want = f"{self.group}/{version}"
+        todo = [o for o in objs if o.get("apiVersion") != want and (id(o), want) not in self._converted]
+        if not todo:
+            return
+        from .conversion import ConversionError, convert
+
+        try:
+            out = await convert(self.crd, todo, want)
+        except ConversionError as e:
+            raise errors.internal(str(e)) from None
+        if len(self._converted) > 4096:
+            self._converted.clear()
+        for o, c in zip(todo, out):
+            self._converted[(id(o), want)] = (o, c)
+
+    def _webhook_converted(self, obj: Obj, version: str) -> Obj:
+        hit = self._converted.get((id(obj), f"{self.group}/{version}"))
+        return hit[1] if hit is not None and hit[0] is obj else obj
+
     def to_storage(self, obj: Obj, version: str) -> Obj:
+        if self.webhook and version != self.storage:
+            return self._webhook_converted(obj, self.storage)
         obj["apiVersion"] = f"{self.group}/{self.storage}"
         return obj
 
     def from_storage(self, obj: Obj, version: str) -> Obj:
-        """Read-time defaults and pruning: a schema change shows on objects written before it."""
+        """Conversion to the version asked for, then read-time defaults and pruning: a
+        schema change shows on objects written before it."""
+        if self.webhook and version != self.storage:
+            obj = self._webhook_converted(obj, version)
         info = self._info(version)
         if not info.has_defaults:
             return obj
@@ -210,8 +240,8 @@ class CustomResourceStrategy(Strategy):
         errs = validator.validate(body, {**info.schema, "required": [r for r in info.schema.get("required") or []
                                                                        if r not in ("apiVersion", "kind", "metadata")]})
         if info.rules is not None:
-            if any(e.reason in validator.BLOCKING for e in errs):
-                errs.append(_skipped_rules())
+            if cel_rules.has_blocking_errors(errs):
+                errs.append(cel_rules.not_checked_error())
             else:
                 errs.extend(info.rules.validate(obj, old))
         return errs
@@ -246,11 +276,6 @@ class CustomResourceStrategy(Strategy):
     def deprecation(self, version: str) -> str | None:
         info = self.versions.get(version)
         return info.deprecation if info else None
-
-
-def _skipped_rules() -> FieldError:
-    return FieldError("FieldValueInvalid", "<nil>", "some validation rules were not checked because the object was invalid; "
-                      "correct the existing errors to complete validation", None, True)
 
 
 def resource_for(crd: Obj) -> Resource | None:

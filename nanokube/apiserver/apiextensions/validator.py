@@ -24,9 +24,6 @@ from typing import Any, Callable
 from ...machinery.validation import FieldError, invalid, not_supported, required
 
 _TYPE_NAMES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
-#: error reasons after which CEL rules are not run (upstream's hasBlockingErr)
-BLOCKING = frozenset({"FieldValueRequired", "FieldValueNotSupported", "FieldValueTooLong", "FieldValueTooMany",
-                      "FieldValueTypeInvalid"})
 
 
 def _json_type(v: Any) -> str:
@@ -107,10 +104,10 @@ def _is_byte(s: str) -> bool:
         return False
 
 
-_HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?)*$")
-_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+$")
-_MAC = re.compile(r"^([0-9A-Fa-f]{2}[:-]){5}[0-9A-Fa-f]{2}$")
-_DURATION = re.compile(r"^[-+]?(\d+(\.\d*)?(ns|us|µs|ms|s|m|h))+$|^0$")
+_HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?)*\Z")
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\Z")
+_MAC = re.compile(r"^([0-9A-Fa-f]{2}[:-]){5}[0-9A-Fa-f]{2}\Z")
+_DURATION = re.compile(r"^[-+]?(\d+(\.\d*)?(ns|us|µs|ms|s|m|h))+\Z|^0\Z")
 #: string formats kube-openapi's strfmt registry checks (others are accepted as any string)
 FORMATS: dict[str, Callable[[str], bool]] = {
     "date-time": _date_time,
