@@ -142,10 +142,21 @@ def _restore_metadata(gvk: str, i: int, original: dict, converted: dict) -> dict
     return {**converted, "metadata": meta}
 
 
+_server_client: WebhookClient | None = None
+
+
+def use_client(client: WebhookClient | None) -> None:
+    """The API server's webhook client (with its Service resolver), which
+    `convert` uses from then on; None goes back to a one-off client per call."""
+    global _server_client
+    _server_client = client
+
+
 async def convert(crd: dict, objects: list[dict], desired_api_version: str,
                   client: WebhookClient | None = None) -> list[dict]:
-    """Convert with a one-off client unless one is given (the API server
-    keeps one Converter)."""
+    """Convert with `client`, else the API server's (see use_client), else a
+    one-off client."""
+    client = client or _server_client
     if client is not None:
         return await Converter(client).convert(crd, objects, desired_api_version)
     own = WebhookClient()
