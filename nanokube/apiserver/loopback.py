@@ -102,6 +102,14 @@ class ResourceClient:
         return await self.c.rest.delete_collection(self.res, self.version, namespace, {}, self._opts(),
                                                    label_selector=label_selector)
 
+    async def get_scale(self, name: str, namespace: str | None = None) -> dict:
+        """The autoscaling/v1 Scale of a resource with a scale subresource (workloads, CRDs)."""
+        return await self.c.subresources.get_scale(self.res, namespace, name)
+
+    async def update_scale(self, name: str, replicas: int, namespace: str | None = None) -> dict:
+        return await self.c.subresources.put_scale(self.res, self.version, namespace, name,
+                                                   {"spec": {"replicas": replicas}}, self._opts())
+
     async def create_subresource(self, name: str, subresource: str, body: dict,
                                  namespace: str | None = None) -> dict:
         """POST to pods/binding or pods/eviction, as HTTPClient does over the wire."""

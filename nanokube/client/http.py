@@ -216,6 +216,14 @@ class HTTPResourceClient:
                                    params)
         return out.get("items") or []
 
+    async def get_scale(self, name: str, namespace: str | None = None) -> dict:
+        """The autoscaling/v1 Scale of a resource with a scale subresource (workloads, CRDs)."""
+        return await self.c.request("GET", self._path(namespace, name, "scale"))
+
+    async def update_scale(self, name: str, replicas: int, namespace: str | None = None) -> dict:
+        return await self.c.request("PATCH", self._path(namespace, name, "scale"), {"spec": {"replicas": replicas}},
+                                    self._manager(), "application/merge-patch+json")
+
     async def create_subresource(self, name: str, subresource: str, body: dict,
                                  namespace: str | None = None) -> dict:
         """POST to a subresource (pods/binding, pods/eviction, serviceaccounts/token)."""

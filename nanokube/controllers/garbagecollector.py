@@ -20,6 +20,9 @@ from ..machinery.errors import APIError
 from ..client.informer import Informer
 from .base import Controller
 
+#: seconds between looks for resources to monitor
+MONITOR_PERIOD = 1.0
+
 
 @dataclass
 class Node:
@@ -41,20 +44,39 @@ class GarbageCollector(Controller):
         self.nodes: dict[str, Node] = {}
         self.dependents: dict[str, set[str]] = {}
         self._infs = []
-        seen = set()
-        for r in client.resources():
-            if r.storage_alias or r.group_resource in seen or "delete" not in r.verbs:
+        self._monitored: set[str] = set()
+        self._add_monitors()
+
+    def _add_monitors(self) -> list:
+        """Informers for the resources not monitored yet (custom resources appear at run time)."""
+        added = []
+        for r in self.client.resources():
+            if r.storage_alias or r.group_resource in self._monitored or "delete" not in r.verbs:
                 continue
-            seen.add(r.group_resource)
-            rc = client.resource(r.group, r.versions[0], r.plural)
+            self._monitored.add(r.group_resource)
+            rc = self.client.resource(r.group, r.versions[0], r.plural)
             inf = Informer(rc)
             inf.add_handlers(on_add=lambda o, rc=rc: self._observe(rc, o),
                              on_update=lambda old, o, rc=rc: self._observe(rc, o),
                              on_delete=lambda o, rc=rc: self._forget(o))
-            self._infs.append(inf)
+            added.append(inf)
+        self._infs.extend(added)
+        return added
 
     def informers(self):
         return self._infs
+
+    async def start(self) -> None:
+        await super().start()
+        self._tasks.append(asyncio.create_task(self._resync_monitors()))
+
+    async def _resync_monitors(self) -> None:
+        """Upstream's GC rediscovers resources every 30 s; the in-process index is cheap to scan
+        every `MONITOR_PERIOD`. A monitor of a resource no longer served just sees no events."""
+        while True:
+            await self.clock.sleep(MONITOR_PERIOD)
+            for inf in self._add_monitors():
+                self._tasks.append(asyncio.create_task(inf.run()))
 
     def _observe(self, rc, obj: dict) -> None:
         md = obj["metadata"]

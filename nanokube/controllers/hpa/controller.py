@@ -10,7 +10,6 @@ import asyncio
 import logging
 
 from ...machinery.errors import APIError
-from ...machinery.selectors import selector_to_string
 from ...client.informer import Informer, key_of
 from ...metrics.provider import MetricsProvider
 from ...machinery.quantity import parse_quantity
@@ -100,7 +99,7 @@ class HPAController(Controller):
         if res is None or "scale" not in res.subresources:
             raise LookupError(f'no matches for kind "{ref.get("kind")}" in group "{group}"')
         rc = self.client.resource(group, version if version in res.versions else res.versions[0], res.plural)
-        return rc, await rc.get(ref["name"], hpa["metadata"]["namespace"])
+        return rc, await rc.get_scale(ref["name"], hpa["metadata"]["namespace"])
 
     async def _pods(self, namespace: str, selector: str) -> list[dict]:
         items, _ = await self.pods.list(namespace, label_selector=selector)
@@ -117,7 +116,7 @@ class HPAController(Controller):
         status = dict(hpa.get("status") or {})
         ref = spec["scaleTargetRef"]
         try:
-            rc, obj = await self._target(hpa)
+            rc, scale = await self._target(hpa)
         except (APIError, LookupError) as e:
             msg = f"the HPA controller was unable to get the target's current scale: {getattr(e, 'message', e)}"
             conds["AbleToScale"] = ("False", "FailedGetScale", msg)
@@ -125,13 +124,13 @@ class HPAController(Controller):
             await self._write_status(hpa, status, conds)
             return
         conds["AbleToScale"] = ("True", "SucceededGetScale", "the HPA controller was able to get the target's current scale")
-        current = (obj.get("spec") or {}).get("replicas", 0)
+        current = scale["spec"].get("replicas", 0)
         lo, hi = spec.get("minReplicas", 1), spec["maxReplicas"]
         metric_specs = spec.get("metrics") or []
         has_obj_or_ext = any(m.get("type") in _ZERO_KINDS for m in metric_specs)
         scaled_to_zero = (_condition(hpa, "ScaledToZero") or {}).get("status") == "True"
         can_wake = scaled_to_zero and has_obj_or_ext
-        status["currentReplicas"] = (obj.get("status") or {}).get("replicas", 0)
+        status["currentReplicas"] = scale["status"].get("replicas", 0)
         desired, reason = current, ""
         if current == 0 and not (can_wake or (lo != 0 and scaled_to_zero)):
             desired = 0
@@ -141,8 +140,7 @@ class HPAController(Controller):
         elif current < lo:
             desired, reason = lo, "Current number of replicas below Spec.MinReplicas"
         else:
-            sel = (obj.get("spec") or {}).get("selector")
-            selector = selector_to_string(sel) if isinstance(sel, dict) else ((obj.get("status") or {}).get("selector") or "")
+            selector = scale["status"].get("selector") or ""
             target = Target(md["namespace"], current, status["currentReplicas"],
                             await self._pods(md["namespace"], selector), selector)
             computed = await self._compute(hpa, metric_specs, target, conds, status)
@@ -166,7 +164,7 @@ class HPAController(Controller):
                 desired = lo
         if desired != current:
             try:
-                await rc.patch(ref["name"], {"spec": {"replicas": desired}}, namespace=md["namespace"])
+                await rc.update_scale(ref["name"], desired, namespace=md["namespace"])
             except APIError as e:
                 conds["AbleToScale"] = ("False", "FailedUpdateScale", f"the HPA controller was unable to update the target scale: {e.message}")
                 await self._event(hpa, "Warning", "FailedRescale", f"New size: {desired}; reason: {reason}; error: {e.message}")
