@@ -84,7 +84,9 @@ class Checker:
     def visit_select(self, n: Node) -> Type:
         target = self.visit(n.target)
         if n.test_only:
-            if target.name not in ("object", "map", "dyn"):
+            if target.name == "object" and self.field_type(target, n.name) is None:
+                self.issue(n, f"undefined field '{n.name}'")
+            elif target.name not in ("object", "map", "dyn"):
                 self.issue(n, f"invalid type for field selection: {target}")
             return BOOL
         return self.select(n, target, n.name)
