@@ -10,6 +10,8 @@ from ..client.leaderelection import LeaderElector
 from ..clock import REAL, Clock
 from ..pki.signer import PodCertificateSigner
 from .base import Controller
+from .cronjob import CronJobController
+from .daemonset import DaemonSetController
 from .deployment import DeploymentController
 from .device_taint_eviction import DeviceTaintEvictionController
 from .device_taint_eviction import options_from_env as device_taint_options
@@ -26,6 +28,7 @@ from .podgroup_protection import PodGroupProtectionController
 from .pv_protection import PVProtectionController
 from .pvc_protection import PVCProtectionController
 from .replicaset import ReplicaSetController
+from .replicationcontroller import ReplicationControllerController
 from .resourceclaim import ResourceClaimController
 from .resourcequota import ResourceQuotaController
 from .service_lb import DEFAULT_POOL, ServiceLBController
@@ -50,8 +53,11 @@ def build_controllers(client, clock: Clock = REAL, load_balancer_pool: str = DEF
         EndpointSliceController(client, clock=clock),
         ServiceLBController(client, clock=clock, pool=load_balancer_pool),
         ReplicaSetController(client, clock=clock),
+        ReplicationControllerController(client, clock=clock),
         DeploymentController(client, clock=clock),
+        DaemonSetController(client, clock=clock),
         JobController(client, clock=clock),
+        CronJobController(client, clock=clock),
         TTLAfterFinishedController(client, clock=clock),
         DisruptionController(client, clock=clock),
         PodGroupProtectionController(client, clock=clock),

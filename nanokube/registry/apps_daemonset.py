@@ -28,6 +28,8 @@ from .base import Column, Obj, Resource, Strategy, register
 from .core_printing import format_labels
 from ..machinery.validation import FieldError, invalid, not_supported, required
 
+#: apps/v1's form of the internal spec.templateGeneration, kept by the server
+TEMPLATE_GENERATION = "deprecated.daemonset.template.generation"
 _SPEC = "io.k8s.api.apps.v1.DaemonSetSpec"
 _STATUS = "io.k8s.api.apps.v1.DaemonSetStatus"
 _STATUS_COUNTERS = ("currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled", "numberReady",
@@ -72,6 +74,18 @@ class DaemonSetStrategy(Strategy):
     def prepare_for_create(self, obj: Obj) -> None:
         obj["status"] = {"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0,
                          "numberReady": 0}
+        md = obj.setdefault("metadata", {})
+        md["annotations"] = {**(md.get("annotations") or {}), TEMPLATE_GENERATION: "1"}
+
+    def prepare_for_update(self, new: Obj, old: Obj) -> None:
+        """The template generation is the server's: it steps when the template changes."""
+        old_gen = ((old.get("metadata") or {}).get("annotations") or {}).get(TEMPLATE_GENERATION)
+        if old_gen is None:
+            return
+        if (new.get("spec") or {}).get("template") != (old.get("spec") or {}).get("template"):
+            old_gen = str(int(old_gen) + 1)
+        md = new.setdefault("metadata", {})
+        md["annotations"] = {**(md.get("annotations") or {}), TEMPLATE_GENERATION: old_gen}
 
     def validate(self, obj: Obj) -> list[FieldError]:
         return validate_daemonset_spec(obj.get("spec") or {}, "spec")

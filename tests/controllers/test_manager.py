@@ -25,8 +25,8 @@ async def test_controllers_flag_selects_like_kube_controller_manager(stack):
     left = [c.name for c in enabled(every, "*,-garbage-collector,-job-controller")]
     assert "garbage-collector" not in left and "job" not in left and len(left) == len(every) - 2
     assert enabled(every, "") == []
-    with pytest.raises(ValueError, match="unknown controller 'cronjob'"):
-        enabled(every, "*,cronjob")
+    with pytest.raises(ValueError, match="unknown controller 'bootstrapsigner'"):
+        enabled(every, "*,bootstrapsigner")
 
 
 def replicaset(name):

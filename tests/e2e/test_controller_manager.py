@@ -77,8 +77,8 @@ def test_external_managers_take_turns_through_the_lease(bare):
 
 def test_unknown_controller_is_refused(bare):
     r = subprocess.run([sys.executable, "-m", "nanokube.cli", "controller-manager", "--kubeconfig", bare.kubeconfig,
-                        "--controllers", "*,cronjob"], check=False, capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2 and "unknown controller 'cronjob'" in r.stderr
+                        "--controllers", "*,bootstrapsigner"], check=False, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "unknown controller 'bootstrapsigner'" in r.stderr
 
 
 def test_metrics_cli_sets_series_the_metrics_api_serves(cluster):

@@ -1,0 +1,467 @@
+"""DaemonSet controller (k/k pkg/controller/daemon): one pod per node the
+DaemonSet should run on, placed by the scheduler through a required node
+affinity on `metadata.name` (as upstream since 1.12), rolled out node by node
+within maxUnavailable or maxSurge, with its template history kept as
+ControllerRevisions for `kubectl rollout history/undo`.
+"""
+
+from __future__ import annotations
+
+from ..client.informer import Informer, key_of
+from ..clock import Clock
+from ..machinery.errors import APIError
+from ..machinery.scheduling import NodeMatcher, untolerated
+from ..machinery.selectors import matches_labels, selector_from_object
+from .base import Controller
+from .deployment import resolve_int_or_percent, template_hash
+from .events import EventRecorder
+from .history import POD_REVISION_LABEL, History, owned_revisions, template_patch
+from .replicaset import (
+    BURST,
+    Expectations,
+    controller_ref,
+    create_pods,
+    delete_pods,
+    owner_reference,
+    pod_available_in,
+    pod_from_template,
+    pod_is_ready,
+)
+
+TEMPLATE_GENERATION_LABEL = "pod-template-generation"
+TEMPLATE_GENERATION = "deprecated.daemonset.template.generation"
+#: tolerations every daemon pod gets (AddOrUpdateDaemonPodTolerations); no tolerationSeconds
+DAEMON_TOLERATIONS = (
+    ("node.kubernetes.io/not-ready", "NoExecute"),
+    ("node.kubernetes.io/unreachable", "NoExecute"),
+    ("node.kubernetes.io/disk-pressure", "NoSchedule"),
+    ("node.kubernetes.io/memory-pressure", "NoSchedule"),
+    ("node.kubernetes.io/pid-pressure", "NoSchedule"),
+    ("node.kubernetes.io/unschedulable", "NoSchedule"),
+)
+NETWORK_UNAVAILABLE = ("node.kubernetes.io/network-unavailable", "NoSchedule")
+
+
+def daemon_tolerations(spec: dict) -> list[dict]:
+    """The template's tolerations plus the automatic ones it lacks."""
+    tolerations = list(spec.get("tolerations") or [])
+    auto = DAEMON_TOLERATIONS + ((NETWORK_UNAVAILABLE,) if spec.get("hostNetwork") else ())
+    for key, effect in auto:
+        t = {"key": key, "operator": "Exists", "effect": effect}
+        if not any(x.get("key") == key and x.get("effect") == effect and x.get("operator") == "Exists" for x in tolerations):
+            tolerations.append(t)
+    return tolerations
+
+
+def pin_to_node(affinity: dict | None, node: str) -> dict:
+    """ReplaceDaemonSetPodNodeNameNodeAffinity: the required node terms become
+    one `metadata.name In [node]` term; preferred terms and other affinities stay."""
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+    affinity = dict(affinity or {})
+    node_affinity = dict(affinity.get("nodeAffinity") or {})
+    required = dict(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    required["nodeSelectorTerms"] = [term]
+    node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = required
+    affinity["nodeAffinity"] = node_affinity
+    return affinity
+
+
+def target_node(pod: dict) -> str | None:
+    """GetTargetNodeName: spec.nodeName, else the node its pinning affinity names."""
+    spec = pod.get("spec") or {}
+    if spec.get("nodeName"):
+        return spec["nodeName"]
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    for term in required.get("nodeSelectorTerms") or []:
+        for f in term.get("matchFields") or []:
+            if f.get("key") == "metadata.name" and f.get("operator") == "In" and len(f.get("values") or []) == 1:
+                return f["values"][0]
+    return None
+
+
+def should_run(node: dict, ds: dict) -> tuple[bool, bool]:
+    """NodeShouldRunDaemonPod: (should run, should continue running)."""
+    tspec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+    name = node["metadata"]["name"]
+    if tspec.get("nodeName") and tspec["nodeName"] != name:
+        return False, False
+    required = (((tspec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution"))
+    if not NodeMatcher(tspec.get("nodeSelector") or {}, required).matches(node["metadata"].get("labels") or {}, name):
+        return False, False
+    taints = (node.get("spec") or {}).get("taints") or []
+    tolerations = daemon_tolerations(tspec)
+    if untolerated(taints, tolerations, ("NoSchedule", "NoExecute")) is not None:
+        return False, untolerated(taints, tolerations, ("NoExecute",)) is None
+    return True, True
+
+
+def template_generation(ds: dict) -> str | None:
+    return (ds["metadata"].get("annotations") or {}).get(TEMPLATE_GENERATION)
+
+
+def is_updated(pod: dict, hash_: str, generation: str | None) -> bool:
+    """IsPodUpdated: the pod carries the current revision hash or template generation."""
+    labels = pod["metadata"].get("labels") or {}
+    return (bool(hash_) and labels.get(POD_REVISION_LABEL) == hash_) or (
+        generation is not None and labels.get(TEMPLATE_GENERATION_LABEL) == generation)
+
+
+def _age_rank(pod: dict) -> tuple:
+    """podByCreationTimestampAndPhase: oldest first, then by name."""
+    return (pod["metadata"].get("creationTimestamp") or "", pod["metadata"]["name"])
+
+
+class DaemonSetController(Controller):
+    name = "daemonset"
+    workers = 2
+
+    def __init__(self, client, clock: Clock | None = None):
+        super().__init__(client, **({"clock": clock} if clock else {}))
+        self.ds = client.resource("apps", "v1", "daemonsets")
+        self.pods = client.resource("", "v1", "pods")
+        self.recorder = EventRecorder(client, "daemonset-controller", self.clock)
+        self.ds_inf = Informer(self.ds)
+        self.pod_inf = Informer(self.pods)
+        self.node_inf = Informer(client.resource("", "v1", "nodes"))
+        self.rev_inf = Informer(client.resource("apps", "v1", "controllerrevisions"))
+        self.history = History(client, self.rev_inf, "apps/v1", "DaemonSet")
+        self.expectations = Expectations(self.clock)
+        self.ds_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n), on_delete=self._enqueue)
+        self.pod_inf.add_handlers(on_add=self._pod_added, on_update=lambda o, n: self._pod_changed(n),
+                                  on_delete=self._pod_deleted)
+        self.node_inf.add_handlers(on_add=self._node_changed, on_update=lambda o, n: self._node_changed(n),
+                                   on_delete=self._node_changed)
+
+    def informers(self):
+        return [self.ds_inf, self.pod_inf, self.node_inf, self.rev_inf]
+
+    def _enqueue(self, ds: dict) -> None:
+        self.queue.add(key_of(ds))
+
+    def _owner_key(self, pod: dict) -> str | None:
+        ref = controller_ref(pod)
+        if ref is None or ref.get("kind") != "DaemonSet":
+            return None
+        return f"{pod['metadata']['namespace']}/{ref['name']}"
+
+    def _pod_added(self, pod: dict) -> None:
+        if key := self._owner_key(pod):
+            self.expectations.observed_add(key)
+            self.queue.add(key)
+
+    def _pod_changed(self, pod: dict) -> None:
+        if key := self._owner_key(pod):
+            self.queue.add(key)
+
+    def _pod_deleted(self, pod: dict) -> None:
+        if key := self._owner_key(pod):
+            self.expectations.observed_del(key)
+            self.queue.add(key)
+
+    def _node_changed(self, node: dict) -> None:
+        for ds in self.ds_inf.list():
+            self._enqueue(ds)
+
+    # --- sync -----------------------------------------------------------------
+
+    async def sync(self, key: str) -> None:
+        ds = self.ds_inf.get(key)
+        if ds is None:
+            self.expectations.forget(key)
+            return
+        if ds["metadata"].get("deletionTimestamp"):
+            return
+        nodes = self.node_inf.list()
+        current, old = await self._construct_history(ds)
+        hash_ = (current["metadata"].get("labels") or {}).get(POD_REVISION_LABEL, "")
+        if self.expectations.satisfied(key):
+            await self._manage(key, ds, nodes, hash_)
+            if self.expectations.satisfied(key):
+                strategy = (ds["spec"].get("updateStrategy") or {})
+                if strategy.get("type") == "RollingUpdate":
+                    await self._rolling_update(key, ds, nodes, hash_)
+                await self._cleanup_history(ds, old)
+        await self._update_status(key, ds, nodes, hash_)
+
+    def _node_to_pods(self, ds: dict) -> dict[str, list[dict]]:
+        """getNodesToDaemonPods: pods this DaemonSet controls, by target node
+        (finished pods already being deleted left out)."""
+        md = ds["metadata"]
+        sel = selector_from_object(ds["spec"].get("selector"))
+        out: dict[str, list[dict]] = {}
+        for pod in self.pod_inf.list():
+            pmd = pod["metadata"]
+            if pmd.get("namespace") != md["namespace"] or (controller_ref(pod) or {}).get("uid") != md["uid"]:
+                continue
+            if not matches_labels(sel, pmd.get("labels")):
+                continue
+            phase = (pod.get("status") or {}).get("phase")
+            if pmd.get("deletionTimestamp") and phase in ("Succeeded", "Failed"):
+                continue
+            node = target_node(pod)
+            if node:
+                out.setdefault(node, []).append(pod)
+        return out
+
+    async def _construct_history(self, ds: dict) -> tuple[dict, list[dict]]:
+        """The revision matching the current template (created, or renumbered
+        newest after a rollback) and the older ones."""
+        history = owned_revisions(self.rev_inf, ds)
+        patch = template_patch(ds)
+        current = [r for r in history if r.get("data") == patch]
+        old = [r for r in history if r.get("data") != patch]
+        number = max((r.get("revision", 0) for r in old), default=0) + 1
+        if not current:
+            return await self._snapshot(ds, number), old
+        cur = current[-1]
+        for dup in current[:-1]:
+            await self.history.delete(dup)
+        if cur.get("revision", 0) < number:
+            cur = await self.history.renumber(cur, number)
+        return cur, old
+
+    async def _snapshot(self, ds: dict, number: int) -> dict:
+        collisions = (ds.get("status") or {}).get("collisionCount")
+        hash_ = template_hash(ds["spec"].get("template") or {}, collisions)
+        labels = {**(((ds["spec"].get("template") or {}).get("metadata") or {}).get("labels") or {}),
+                  POD_REVISION_LABEL: hash_}
+        body = self.history.new_revision(ds, f"{ds['metadata']['name']}-{hash_}", labels, number,
+                                         ds["metadata"].get("annotations"))
+        created, ok = await self.history.create(body)
+        if ok:
+            return created
+        status = {**(ds.get("status") or {}), "collisionCount": (collisions or 0) + 1}
+        await self.ds.update({**ds, "status": status}, subresource="status")
+        raise APIError(409, "Conflict", f"found a stale ControllerRevision {body['metadata']['name']} for "
+                                        f"DaemonSet {ds['metadata']['name']}, bumped its collisionCount")
+
+    async def _manage(self, key: str, ds: dict, nodes: list[dict], hash_: str) -> None:
+        """manage: create pods on nodes that need one, delete pods that must go."""
+        by_node = self._node_to_pods(ds)
+        surge = self._max_surge(ds, nodes) > 0
+        need, delete = [], []
+        names = set()
+        for node in nodes:
+            name = node["metadata"]["name"]
+            names.add(name)
+            run, keep = should_run(node, ds)
+            pods = by_node.get(name, [])
+            if run and not pods:
+                need.append(name)
+            elif keep:
+                running = []
+                for pod in pods:
+                    if pod["metadata"].get("deletionTimestamp"):
+                        continue
+                    phase = (pod.get("status") or {}).get("phase")
+                    if phase == "Failed":
+                        await self.recorder.emit(ds, "Warning", "FailedDaemonPod",
+                                                 f"Found failed daemon pod {pod['metadata']['namespace']}/"
+                                                 f"{pod['metadata']['name']} on node {name}, will try to kill it")
+                        delete.append(pod)
+                    elif phase == "Succeeded":
+                        delete.append(pod)
+                    else:
+                        running.append(pod)
+                delete += self._excess(ds, running, hash_, surge, run, name, need)
+            elif pods:
+                delete += [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        for node_name, pods in by_node.items():
+            if node_name not in names:  # the node is gone
+                delete += [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        await self._sync_nodes(key, ds, delete, need, hash_)
+
+    def _excess(self, ds: dict, running: list[dict], hash_: str, surge: bool, run: bool, node: str,
+                need: list[str]) -> list[dict]:
+        """More than one running pod on a node: without surge keep the oldest;
+        with surge keep the oldest new and the oldest old, the old one only
+        while it is ready and the new one not yet available."""
+        running.sort(key=_age_rank)
+        if not surge:
+            return running[1:]
+        if not running:
+            if run:
+                need.append(node)
+            return []
+        gen = template_generation(ds)
+        new = [p for p in running if is_updated(p, hash_, gen)]
+        old = [p for p in running if not is_updated(p, hash_, gen)]
+        out = new[1:] + old[1:]
+        if new and old:
+            avail = pod_available_in(new[0], ds["spec"].get("minReadySeconds", 0), self.clock.now())
+            if not pod_is_ready(old[0]) or avail == 0:
+                out.append(old[0])
+        return out
+
+    async def _sync_nodes(self, key: str, ds: dict, delete: list[dict], nodes: list[str], hash_: str) -> None:
+        """syncNodes: create a pinned pod per node, delete the given pods."""
+        template = (ds["spec"].get("template") or {})
+        ref = owner_reference(ds, "apps/v1", "DaemonSet")
+        bodies = []
+        for node in nodes[:BURST]:
+            pod = pod_from_template(template, ds, ref, f"{ds['metadata']['name']}-")
+            md = pod["metadata"]
+            md["labels"] = {**(md.get("labels") or {}), POD_REVISION_LABEL: hash_}
+            if (gen := template_generation(ds)) is not None:
+                md["labels"][TEMPLATE_GENERATION_LABEL] = gen
+            spec = pod["spec"]
+            spec["tolerations"] = daemon_tolerations(spec)
+            spec["affinity"] = pin_to_node(spec.get("affinity"), node)
+            bodies.append(pod)
+        if delete:
+            await delete_pods(self.pods, self.expectations, key, delete[:BURST], self.recorder, ds)
+        if bodies:
+            await create_pods(self.pods, self.expectations, key, bodies, self.recorder, ds)
+
+    # --- rolling update ---------------------------------------------------------------
+
+    def _desired(self, ds: dict, nodes: list[dict]) -> int:
+        return sum(1 for n in nodes if should_run(n, ds)[0])
+
+    def _budgets(self, ds: dict, nodes: list[dict]) -> tuple[int, int, int]:
+        """updatedDesiredNodeCounts: (maxSurge, maxUnavailable, desired), percentages of the desired count rounded up."""
+        desired = self._desired(ds, nodes)
+        ru = (ds["spec"].get("updateStrategy") or {}).get("rollingUpdate") or {}
+        surge = resolve_int_or_percent(ru.get("maxSurge", 0), desired, True)
+        unavailable = resolve_int_or_percent(ru.get("maxUnavailable", 1), desired, True)
+        if surge == 0 and unavailable == 0:
+            unavailable = 1
+        return surge, unavailable, desired
+
+    def _max_surge(self, ds: dict, nodes: list[dict]) -> int:
+        strategy = ds["spec"].get("updateStrategy") or {}
+        if strategy.get("type") != "RollingUpdate":
+            return 0
+        return resolve_int_or_percent((strategy.get("rollingUpdate") or {}).get("maxSurge", 0),
+                                      self._desired(ds, nodes), True)
+
+    def _new_and_old(self, ds: dict, pods: list[dict], hash_: str) -> tuple[dict | None, dict | None, bool]:
+        """findUpdatedPodsOnNode: at most one new and one old live pod, else not ok."""
+        new = old = None
+        gen = template_generation(ds)
+        for pod in pods:
+            if pod["metadata"].get("deletionTimestamp"):
+                continue
+            if is_updated(pod, hash_, gen):
+                if new is not None:
+                    return None, None, False
+                new = pod
+            else:
+                if old is not None:
+                    return None, None, False
+                old = pod
+        return new, old, True
+
+    async def _rolling_update(self, key: str, ds: dict, nodes: list[dict], hash_: str) -> None:
+        by_node = self._node_to_pods(ds)
+        surge, max_unavailable, desired = self._budgets(ds, nodes)
+        now, min_ready = self.clock.now(), ds["spec"].get("minReadySeconds", 0)
+
+        def available(pod):
+            return pod_available_in(pod, min_ready, now) == 0
+
+        if surge == 0:
+            unavailable, replace, candidates = 0, [], []
+            for pods in by_node.values():
+                new, old, ok = self._new_and_old(ds, pods, hash_)
+                if not ok or (new is None) == (old is None):
+                    unavailable += 1
+                elif new is not None:
+                    unavailable += not available(new)
+                elif not available(old):
+                    replace.append(old)
+                elif unavailable < max_unavailable:
+                    candidates.append(old)
+            room = min(max(0, max_unavailable - unavailable), len(candidates))
+            await self._sync_nodes(key, ds, replace + candidates[:room], [], hash_)
+            return
+        nodes_by_name = {n["metadata"]["name"]: n for n in nodes}
+        delete, not_run, candidates, allowed = [], [], [], []
+        surging = available_count = 0
+        for name, pods in by_node.items():
+            new, old, ok = self._new_and_old(ds, pods, hash_)
+            if not ok:
+                surging += 1
+                continue
+            counted = old if old is not None else new
+            if counted is not None and available(counted):
+                available_count += 1
+            node = nodes_by_name.get(name)
+            runs = node is not None and should_run(node, ds)[0]
+            if old is None:
+                continue
+            if new is None:
+                if not available(old):  # replace an unavailable old pod at once, where it may still run
+                    if runs:
+                        allowed.append(name)
+                    else:
+                        delete.append(old)
+                elif not runs:
+                    not_run.append(old)
+                elif surging < surge:
+                    candidates.append(name)
+            elif not available(new):
+                surging += 1
+            else:
+                delete.append(old)
+        room = min(max(0, surge - surging), len(candidates))
+        unavailable_room = max(0, max_unavailable - (desired - available_count))
+        delete += not_run[:unavailable_room]
+        await self._sync_nodes(key, ds, delete, allowed + candidates[:room], hash_)
+
+    # --- history and status -----------------------------------------------------------
+
+    async def _cleanup_history(self, ds: dict, old: list[dict]) -> None:
+        """cleanupHistory: revisions beyond revisionHistoryLimit that no pod still uses."""
+        limit = ds["spec"].get("revisionHistoryLimit", 10)
+        if len(old) <= limit:
+            return
+        live = {(p["metadata"].get("labels") or {}).get(POD_REVISION_LABEL)
+                for pods in self._node_to_pods(ds).values() for p in pods}
+        live_names = {r["metadata"]["name"] for r in old
+                      if (r["metadata"].get("labels") or {}).get(POD_REVISION_LABEL) in live}
+        await self.history.truncate(old, live_names, limit)
+
+    async def _update_status(self, key: str, ds: dict, nodes: list[dict], hash_: str) -> None:
+        by_node = self._node_to_pods(ds)
+        now, min_ready = self.clock.now(), ds["spec"].get("minReadySeconds", 0)
+        gen = template_generation(ds)
+        desired = current = ready = available = updated = misscheduled = 0
+        waits = []
+        for node in nodes:
+            run, _ = should_run(node, ds)
+            pods = by_node.get(node["metadata"]["name"])
+            if not run:
+                misscheduled += bool(pods)
+                continue
+            desired += 1
+            if not pods:
+                continue
+            current += 1
+            pod = sorted(pods, key=_age_rank)[0]
+            if pod_is_ready(pod):
+                ready += 1
+                wait = pod_available_in(pod, min_ready, now)
+                if wait == 0:
+                    available += 1
+                elif wait:
+                    waits.append(wait)
+            updated += is_updated(pod, hash_, gen)
+        status = {**(ds.get("status") or {}), "currentNumberScheduled": current, "numberMisscheduled": misscheduled,
+                  "desiredNumberScheduled": desired, "numberReady": ready,
+                  "observedGeneration": ds["metadata"].get("generation", 1), "updatedNumberScheduled": updated,
+                  "numberAvailable": available, "numberUnavailable": desired - available}
+        for f in ("updatedNumberScheduled", "numberAvailable", "numberUnavailable"):
+            if not status[f]:
+                status.pop(f)
+        if waits:
+            self.queue.add_after(key, min(waits) + 0.05)
+        if status == (ds.get("status") or {}):
+            return
+        try:
+            await self.ds.update({**ds, "status": status}, subresource="status")
+        except APIError as e:
+            if e.code != 404:
+                raise

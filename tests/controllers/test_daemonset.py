@@ -1,0 +1,215 @@
+"""DaemonSet controller against the in-process API: one pinned pod per
+eligible node, taints and selectors, rolling updates node by node, history."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from nanokube.controllers.daemonset import DaemonSetController, pin_to_node, target_node
+from nanokube.machinery.errors import APIError
+from tests.controllers import eventually, make_stack
+from tests.controllers.test_replicaset import stop
+
+AUTO = {("node.kubernetes.io/not-ready", "NoExecute"), ("node.kubernetes.io/unreachable", "NoExecute"),
+        ("node.kubernetes.io/disk-pressure", "NoSchedule"), ("node.kubernetes.io/memory-pressure", "NoSchedule"),
+        ("node.kubernetes.io/pid-pressure", "NoSchedule"), ("node.kubernetes.io/unschedulable", "NoSchedule")}
+
+
+class Kubelets:
+    """Plays scheduler and kubelet: binds each pinned pod to its node and
+    makes it Running and Ready, unless `hold` names the node; finishes deletions."""
+
+    def __init__(self, client):
+        self.pods = client.resource("", "v1", "pods")
+        self.hold: set[str] = set()
+        self.task = asyncio.create_task(self._run())
+
+    async def _run(self):
+        while True:
+            items, _ = await self.pods.list("default")
+            for pod in items:
+                node = target_node(pod)
+                try:
+                    if pod["metadata"].get("deletionTimestamp"):
+                        await self.pods.delete(pod["metadata"]["name"], "default", grace_period_seconds=0)
+                        continue
+                    if node in self.hold:
+                        continue
+                    if not pod["spec"].get("nodeName"):
+                        await self.pods.create_subresource(pod["metadata"]["name"], "binding", {
+                            "metadata": {"name": pod["metadata"]["name"]},
+                            "target": {"kind": "Node", "name": node}}, namespace="default")
+                        pod = await self.pods.get(pod["metadata"]["name"], "default")
+                    if (pod.get("status") or {}).get("phase") != "Running":
+                        await self.pods.update({**pod, "status": {"phase": "Running", "conditions": [
+                            {"type": "Ready", "status": "True", "lastTransitionTime": "2020-01-01T00:00:00Z"}]}},
+                            subresource="status")
+                except APIError:
+                    pass
+            await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    nodes = s.client.resource("", "v1", "nodes")
+    for i in range(3):
+        await nodes.create({"metadata": {"name": f"node-{i}", "labels": {"zone": "a" if i < 2 else "b"}}})
+    ctrl = DaemonSetController(s.client)
+    await ctrl.start()
+    kubelets = Kubelets(s.client)
+    yield s.client, kubelets
+    kubelets.task.cancel()
+    await stop(ctrl)
+    await s.close()
+
+
+def daemonset(name="agent", image="agent:1", **spec):
+    return {"metadata": {"name": name, "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "c", "image": image}]}}, **spec}}
+
+
+async def live_pods(client):
+    items, _ = await client.resource("", "v1", "pods").list("default")
+    return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+
+async def by_node(client, n):
+    pods = await live_pods(client)
+    nodes = {target_node(p): p for p in pods}
+    return nodes if len(pods) == n and len(nodes) == n else None
+
+
+async def ds_status(client, pred):
+    st = (await client.resource("apps", "v1", "daemonsets").get("agent", "default")).get("status") or {}
+    return st if pred(st) else None
+
+
+async def test_one_pinned_pod_per_node_with_daemon_tolerations_and_history(env):
+    client, _ = env
+    await client.resource("", "v1", "nodes").patch("node-2", {"spec": {"taints": [
+        {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]}})
+    ds = await client.resource("apps", "v1", "daemonsets").create(daemonset())
+    pods = await eventually(lambda: by_node(client, 2))
+    assert set(pods) == {"node-0", "node-1"}, "none on the tainted node"
+    pod = pods["node-0"]
+    assert pod["spec"]["affinity"] == {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-0"]}]}]}}}
+    assert {(t["key"], t["effect"]) for t in pod["spec"]["tolerations"]} == AUTO
+    assert all(t["operator"] == "Exists" and "tolerationSeconds" not in t for t in pod["spec"]["tolerations"])
+    labels = pod["metadata"]["labels"]
+    assert labels["pod-template-generation"] == "1" and labels["app"] == "agent"
+    revs, _ = await client.resource("apps", "v1", "controllerrevisions").list("default")
+    assert len(revs) == 1
+    rev = revs[0]
+    assert rev["metadata"]["name"] == f"agent-{labels['controller-revision-hash']}" and rev["revision"] == 1
+    assert rev["data"]["spec"]["template"]["$patch"] == "replace"
+    assert rev["metadata"]["ownerReferences"][0]["uid"] == ds["metadata"]["uid"]
+    st = await eventually(lambda: ds_status(client, lambda s: s.get("numberAvailable") == 2))
+    assert st == {"currentNumberScheduled": 2, "numberMisscheduled": 0, "desiredNumberScheduled": 2,
+                  "numberReady": 2, "observedGeneration": 1, "updatedNumberScheduled": 2, "numberAvailable": 2}
+    # a toleration lets it onto the tainted node
+    await client.resource("apps", "v1", "daemonsets").patch("agent", {"spec": {"template": {"spec": {
+        "tolerations": [{"key": "dedicated", "operator": "Exists"}]}}}}, namespace="default")
+    pods = await eventually(lambda: by_node(client, 3))
+    assert set(pods) == {"node-0", "node-1", "node-2"}
+
+
+async def test_node_selector_and_no_execute_taint(env):
+    client, _ = env
+    nodes = client.resource("", "v1", "nodes")
+    spec = {"template": {"metadata": {"labels": {"app": "agent"}},
+                         "spec": {"nodeSelector": {"zone": "a"}, "containers": [{"name": "c", "image": "agent:1"}]}}}
+    await client.resource("apps", "v1", "daemonsets").create(daemonset(**spec))
+    pods = await eventually(lambda: by_node(client, 2))
+    assert set(pods) == {"node-0", "node-1"}
+    await nodes.patch("node-2", {"metadata": {"labels": {"zone": "a"}}})
+    await eventually(lambda: by_node(client, 3))
+    await nodes.patch("node-1", {"spec": {"taints": [{"key": "evict", "effect": "NoExecute"}]}})
+    pods = await eventually(lambda: by_node(client, 2))
+    assert set(pods) == {"node-0", "node-2"}, "an untolerated NoExecute taint removes the pod"
+    await eventually(lambda: ds_status(client, lambda s: s.get("desiredNumberScheduled") == 2
+                                       and s.get("numberMisscheduled") == 0))
+
+
+async def test_rolling_update_replaces_one_node_at_a_time(env):
+    client, kubelets = env
+    dss = client.resource("apps", "v1", "daemonsets")
+    await dss.create(daemonset())
+    first = await eventually(lambda: by_node(client, 3))
+    await eventually(lambda: ds_status(client, lambda s: s.get("numberAvailable") == 3))
+    kubelets.hold = {"node-0", "node-1", "node-2"}  # new pods stay pending until released
+    await dss.patch("agent", {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "agent:2"}]}}}},
+                    namespace="default")
+
+    async def images():
+        pods = await live_pods(client)
+        return sorted(p["spec"]["containers"][0]["image"] for p in pods)
+    await eventually(lambda: _equals(images, ["agent:1", "agent:1", "agent:2"]))
+    await asyncio.sleep(0.1)
+    assert await images() == ["agent:1", "agent:1", "agent:2"], "maxUnavailable 1: one node at a time"
+    kubelets.hold = set()
+    await eventually(lambda: _equals(images, ["agent:2", "agent:2", "agent:2"]))
+    st = await eventually(lambda: ds_status(client, lambda s: s.get("updatedNumberScheduled") == 3
+                                            and s.get("numberAvailable") == 3))
+    assert st["observedGeneration"] == 2
+    now = await by_node(client, 3)
+    assert {p["metadata"]["labels"]["pod-template-generation"] for p in now.values()} == {"2"}
+    assert not {p["metadata"]["uid"] for p in now.values()} & {p["metadata"]["uid"] for p in first.values()}
+    revs, _ = await client.resource("apps", "v1", "controllerrevisions").list("default")
+    assert sorted(r["revision"] for r in revs) == [1, 2]
+    # undo as kubectl does it: patch the template from revision 1 back
+    old = next(r for r in revs if r["revision"] == 1)
+    await dss.patch("agent", old["data"], patch_type="application/strategic-merge-patch+json", namespace="default")
+    await eventually(lambda: _equals(images, ["agent:1", "agent:1", "agent:1"]))
+
+    async def renumbered():
+        items, _ = await client.resource("apps", "v1", "controllerrevisions").list("default")
+        return {r["metadata"]["name"]: r["revision"] for r in items} == {
+            old["metadata"]["name"]: 3, next(r for r in revs if r["revision"] == 2)["metadata"]["name"]: 2}
+    await eventually(renumbered)
+
+
+async def test_surge_starts_the_new_pod_before_removing_the_old(env):
+    client, kubelets = env
+    dss = client.resource("apps", "v1", "daemonsets")
+    await dss.create(daemonset(updateStrategy={"type": "RollingUpdate",
+                                               "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}))
+    await eventually(lambda: by_node(client, 3))
+    await eventually(lambda: ds_status(client, lambda s: s.get("numberAvailable") == 3))
+    kubelets.hold = {"node-0", "node-1", "node-2"}
+    await dss.patch("agent", {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "agent:2"}]}}}},
+                    namespace="default")
+
+    async def count(n):
+        return len(await live_pods(client)) == n
+    await eventually(lambda: count(4))
+    await asyncio.sleep(0.1)
+    assert len(await live_pods(client)) == 4, "one extra pod at a time; the old ones stay until it is available"
+    kubelets.hold = set()
+
+    async def all_new():
+        pods = await live_pods(client)
+        return len(pods) == 3 and {p["spec"]["containers"][0]["image"] for p in pods} == {"agent:2"}
+    await eventually(all_new)
+
+
+async def _equals(fn, want):
+    return await fn() == want
+
+
+def test_pinning_replaces_required_terms_only():
+    aff = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}]},
+        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {}}]},
+        "podAntiAffinity": {"x": 1}}
+    pinned = pin_to_node(aff, "n1")
+    assert pinned["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]
+    assert pinned["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] and pinned["podAntiAffinity"]
+    assert aff["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
+        "matchExpressions"], "the template is not modified"
