@@ -1,13 +1,14 @@
 """Admission: the chain every write passes, in kube-apiserver's order.
 
 Mutating admission runs on the decoded, defaulted object before the
-strategy validates it: the in-tree mutating plugins, then the mutating
-webhooks (and once more, in a second round, where an `IfNeeded` webhook's
-work was changed after it ran). Validating admission runs on the final,
-validated object: the in-tree validating plugins, then the validating
-webhooks. Configuration objects of admissionregistration.k8s.io are never
-sent to webhooks. Webhook warnings come back as `Warning` headers and their
-audit annotations land in the request's audit event.
+strategy validates it: the in-tree mutating plugins, MutatingAdmissionPolicy,
+then the mutating webhooks (and once more, in a second round, where an
+`IfNeeded` policy's or webhook's work was changed after it ran). Validating
+admission runs on the final, validated object: the in-tree validating
+plugins, ValidatingAdmissionPolicy, the validating webhooks, then
+ResourceQuota. Configuration objects of admissionregistration.k8s.io are
+never sent to policies or webhooks. Warnings come back as `Warning` headers
+and audit annotations land in the request's audit event.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .runtime_class import RuntimeClass
 from .storage_object_in_use import StorageObjectInUseProtection
 from .matching import exempt
 from .plugins import BuiltinPlugins
+from .policies import MutatingPolicies, PolicyRound, ValidatingPolicies
 from .webhooks import MutationRound, Webhooks
 
 __all__ = ["AUDIT_ANNOTATIONS", "Admission", "Attributes", "PODGROUP_PROTECTION"]
@@ -50,6 +52,8 @@ class Admission:
         self.quota = ResourceQuota(rest)
         self.client = WebhookClient(EndpointServiceResolver(rest))
         self.webhooks = Webhooks(rest, self.client)
+        self.mutating_policies = MutatingPolicies(rest)
+        self.validating_policies = ValidatingPolicies(rest)
 
     @property
     def authorizer(self):
@@ -67,15 +71,16 @@ class Admission:
         return Attributes(res, version, subresource, op, namespace, name, obj, old, opts, options or {})
 
     async def mutate(self, a: Attributes) -> None:
-        state = MutationRound()
+        state, policies = MutationRound(), PolicyRound()
         for state.round in (0, 1):
             if a.obj is not None and a.operation in ("CREATE", "UPDATE"):
                 self.plugins.mutate(a.res, a.operation, a.obj, a.old, a.opts)
                 for p in self.mutators:
                     p.mutate(a)
             if not exempt(a.res):
+                await self.mutating_policies.mutate(a, policies, state.round)
                 await self.webhooks.mutate(a, state)
-            if not state.again:
+            if not state.again and not policies.again:
                 break
 
     async def validate(self, a: Attributes) -> None:
@@ -84,6 +89,7 @@ class Admission:
             self.limit_ranger.validate(a)
             self.runtime_class.validate(a)
         if not exempt(a.res):
+            await self.validating_policies.validate(a)
             await self.webhooks.validate(a)
         await self.quota.validate(a)
 

@@ -30,6 +30,7 @@ async def stack(server):
     server.calls.clear()
     s = await make_stack()
     yield s
+    await s.rest.admission.client.close()
     await s.close()
 
 

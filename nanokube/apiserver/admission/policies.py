@@ -1,0 +1,378 @@
+"""ValidatingAdmissionPolicy and MutatingAdmissionPolicy: CEL policies bound
+to requests by their bindings, evaluated in-process (apiserver's
+plugin/policy/{generic,validating,mutating}).
+
+A policy applies where its matchConstraints and the binding's matchResources
+both match; a binding's paramRef picks the param objects (of the policy's
+paramKind, any kind including custom resources) and the policy is evaluated
+once per param. `variables` are evaluated in order, each seeing the earlier
+ones. Validations that fail become Deny (a 422 with upstream's message),
+Warn (a Warning header) or Audit (the validation_failure audit annotation) as
+the binding's validationActions say; mutations are server-side-apply
+configurations or JSON patches applied in order. Errors follow the policy's
+failurePolicy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ... import schema as schemas
+from ...machinery import errors
+from ...machinery.selectors import matches_labels, selector_from_object
+from ..patch import PatchError, json_copy, jsonpatch
+from .attributes import Attributes
+from .cel import CELError, evaluate
+from .matching import Target, match_rules, namespace_labels, namespace_matches, object_matches
+
+GROUP = "admissionregistration.k8s.io"
+MAX_MESSAGE = 5 * 1024
+MAX_AUDIT_VALUE = 10 * 1024
+VALIDATION_FAILURE = "validation.policy.admission.k8s.io/validation_failure"
+_REASON_CODE = {"Forbidden": 403, "Unauthorized": 401, "RequestEntityTooLarge": 413, "Invalid": 422}
+
+
+class ConfigError(Exception):
+    """The binding cannot be evaluated (params missing, a match condition failed to run)."""
+
+
+@dataclass
+class Invocation:
+    policy: dict
+    binding: dict
+    target: Target
+
+    @property
+    def spec(self) -> dict:
+        return self.policy.get("spec") or {}
+
+    @property
+    def names(self) -> tuple[str, str]:
+        return self.policy["metadata"]["name"], self.binding["metadata"]["name"]
+
+    @property
+    def fail(self) -> bool:
+        return self.spec.get("failurePolicy", "Fail") != "Ignore"
+
+
+@dataclass
+class PolicyRound:
+    """Reinvocation bookkeeping of mutating policies for one request."""
+
+    called: set[tuple] = field(default_factory=set)
+    again: set[tuple] = field(default_factory=set)
+    last_output: Any = None
+
+
+def match_resources(rest, mr: dict | None, a: Attributes) -> Target | None:
+    """The target a MatchResources matches (the request's own when it names no rules)."""
+    mr = mr or {}
+    labels = namespace_labels(rest, a.res, a.operation, a.subresource, a.namespace, a.obj or a.old)
+    if not namespace_matches(mr.get("namespaceSelector"), labels):
+        return None
+    if not object_matches(mr.get("objectSelector"), a.obj, a.old):
+        return None
+    policy = mr.get("matchPolicy", "Equivalent")
+    exclude = mr.get("excludeResourceRules") or []
+    if exclude and match_rules(rest.index, exclude, policy, a.operation, a.target, a.subresource, a.namespace, a.name):
+        return None
+    rules = mr.get("resourceRules") or []
+    if not rules:
+        return a.target
+    return match_rules(rest.index, rules, policy, a.operation, a.target, a.subresource, a.namespace, a.name)
+
+
+class PolicyEngine:
+    """What both kinds of policy share: finding invocations, params, the CEL activation."""
+
+    def __init__(self, rest, validating: bool) -> None:
+        self.rest = rest
+        self.kind = "ValidatingAdmissionPolicy" if validating else "MutatingAdmissionPolicy"
+        self.plural = "validatingadmissionpolicies" if validating else "mutatingadmissionpolicies"
+        self.binding_plural = "validatingadmissionpolicybindings" if validating else "mutatingadmissionpolicybindings"
+
+    def _objects(self, plural: str) -> list[dict]:
+        res = self.rest.index.get(GROUP, "v1", plural)
+        return [e.obj for _, e in self.rest.cache.list(res.key_prefix())] if res else []
+
+    def invocations(self, a: Attributes) -> list[Invocation]:
+        bindings: dict[str, list[dict]] = {}
+        for b in self._objects(self.binding_plural):
+            bindings.setdefault((b.get("spec") or {}).get("policyName", ""), []).append(b)
+        out = []
+        for p in self._objects(self.plural):
+            mine = bindings.get(p["metadata"]["name"])
+            if not mine:
+                continue
+            t = match_resources(self.rest, (p.get("spec") or {}).get("matchConstraints"), a)
+            if t is None:
+                continue
+            for b in mine:
+                mr = (b.get("spec") or {}).get("matchResources")
+                if mr is not None and match_resources(self.rest, mr, a) is None:
+                    continue
+                out.append(Invocation(p, b, t))
+        return out
+
+    def params(self, inv: Invocation, a: Attributes) -> list[dict | None]:
+        """CollectParams: the param objects of a binding (a list with None when it names none)."""
+        kind = inv.spec.get("paramKind")
+        ref = (inv.binding.get("spec") or {}).get("paramRef")
+        if kind is None or ref is None:
+            return [None]
+        group, _, version = (kind.get("apiVersion") or "").rpartition("/")
+        res = self._by_kind(group, version, kind.get("kind", ""))
+        if res is None:
+            raise ConfigError(f"paramKind kind `{kind.get('apiVersion')}, Kind={kind.get('kind')}` not known")
+        namespace = None
+        if res.namespaced:
+            namespace = ref.get("namespace") or a.namespace
+            if not namespace:
+                raise ConfigError("cannot use namespaced paramRef in policy binding that matches cluster-scoped resources")
+        found: list[dict] = []
+        if ref.get("name"):
+            e = self.rest.cache.get(res.key(namespace, ref["name"]))
+            if e is not None:
+                found = [e.obj]
+        elif ref.get("selector") is not None:
+            reqs = selector_from_object(ref["selector"])
+            found = [e.obj for _, e in self.rest.cache.list(res.key_prefix(namespace))
+                     if matches_labels(reqs, (e.obj.get("metadata") or {}).get("labels"))]
+        if not found and ref.get("parameterNotFoundAction", "Deny") == "Deny":
+            raise ConfigError("no params found for policy binding with `Deny` parameterNotFoundAction")
+        t = Target(res, version)
+        return [a.versioned(t, o) for o in found]
+
+    def _by_kind(self, group: str, version: str, kind: str):
+        res = self.rest.index.by_kind(group, kind)
+        return res if res is not None and version in res.versions else None
+
+    def activation(self, a: Attributes, t: Target, obj: dict | None, params: dict | None) -> dict[str, Any]:
+        ns = None
+        if a.namespace and not (a.res.group == "" and a.res.plural == "namespaces"):
+            nsres = self.rest.index.get("", "v1", "namespaces")
+            e = self.rest.cache.get(nsres.key(None, a.namespace))
+            ns = a.versioned(Target(nsres, "v1"), e.obj) if e else None
+        return {"object": obj, "oldObject": a.versioned(t, a.old), "request": a.request(t, "", None, None),
+                "params": params, "namespaceObject": ns, "variables": {}}
+
+    def conditions_match(self, inv: Invocation, act: dict) -> bool:
+        """matchConditions: False skips the invocation; an error is a ConfigError."""
+        failures = []
+        for c in inv.spec.get("matchConditions") or []:
+            try:
+                ok = evaluate(c.get("expression", ""), act)
+            except CELError as e:
+                failures.append(str(e))
+                continue
+            if ok is False:
+                return False
+        if failures:
+            raise ConfigError(failures[0] if len(failures) == 1 else "[" + ", ".join(failures) + "]")
+        return True
+
+    def forbidden(self, a: Attributes, message: str, reason: str = "Forbidden") -> errors.APIError:
+        """admission.NewForbidden with the policy's reason and code."""
+        name = a.name or ((a.obj or {}).get("metadata") or {}).get("generateName", "") or "Unknown"
+        gr = f"{a.res.plural}.{a.res.group}" if a.res.group else a.res.plural
+        details: dict[str, Any] = {"name": name}
+        if a.res.group:
+            details["group"] = a.res.group
+        details["kind"] = a.res.plural
+        details["causes"] = [{"message": message}]
+        return errors.APIError(_REASON_CODE.get(reason, 422), reason, f'{gr} "{name}" is forbidden: {message}', details)
+
+
+def compute_variables(spec: dict, act: dict) -> None:
+    """spec.variables in order; one that fails to evaluate stays unset, so an
+    expression reading it fails in turn (upstream evaluates them lazily)."""
+    out: dict[str, Any] = {}
+    act["variables"] = out
+    for v in spec.get("variables") or []:
+        try:
+            out[v.get("name", "")] = evaluate(v.get("expression", ""), act)
+        except CELError:
+            continue
+
+
+def _message(v: dict, act: dict, expression: str) -> str:
+    me = v.get("messageExpression")
+    if me:
+        try:
+            got = evaluate(me, act)
+        except CELError:
+            got = None
+        if isinstance(got, str) and got.strip() and len(got) <= MAX_MESSAGE and "\n" not in got.strip():
+            return got.strip()
+    if (v.get("message") or "").strip():
+        return v["message"].strip()
+    return f"failed expression: {expression.strip()}"
+
+
+class ValidatingPolicies(PolicyEngine):
+    def __init__(self, rest) -> None:
+        super().__init__(rest, validating=True)
+
+    async def validate(self, a: Attributes) -> None:
+        denied: list[tuple[Invocation, str, str]] = []
+        failures: list[dict] = []
+        annotations: dict[str, list[str]] = {}
+        for inv in self.invocations(a):
+            policy, binding = inv.names
+            actions = (inv.binding.get("spec") or {}).get("validationActions") or []
+            try:
+                all_params = self.params(inv, a)
+            except ConfigError as e:
+                if inv.fail:
+                    denied.append((inv, f"failed to configure binding: {e}", "Invalid"))
+                continue
+            for params in all_params:
+                t = inv.target
+                act = self.activation(a, t, a.versioned(t, a.obj), params)
+                compute_variables(inv.spec, act)
+                decisions: list[tuple[int, str, str]] = []  # (expression index, message, reason)
+                try:
+                    if not self.conditions_match(inv, act):
+                        continue
+                except ConfigError as e:
+                    if inv.fail:
+                        decisions.append((0, str(e), "Invalid"))
+                else:
+                    for i, v in enumerate(inv.spec.get("validations") or []):
+                        expr = v.get("expression", "")
+                        try:
+                            ok = evaluate(expr, act)
+                        except CELError as e:
+                            if inv.fail:
+                                decisions.append((i, str(e), "Invalid"))
+                            continue
+                        if ok is not True:
+                            decisions.append((i, _message(v, act, expr), v.get("reason") or "Invalid"))
+                    self._audit_annotations(inv, act, annotations, decisions)
+                for i, msg, reason in decisions:
+                    if "Deny" in actions:
+                        denied.append((inv, msg, reason))
+                    if "Warn" in actions:
+                        a.warnings.append(f"Validation failed for {self.kind} '{policy}' with binding '{binding}': {msg}")
+                    if "Audit" in actions:
+                        failures.append({"message": msg, "policy": policy, "binding": binding,
+                                         "expressionIndex": i, "validationActions": actions})
+        for key, values in annotations.items():
+            a.add_annotation(key, ", ".join(values)[:MAX_AUDIT_VALUE])
+        if failures:
+            a.add_annotation(VALIDATION_FAILURE, orjson.dumps(failures[:50]).decode())
+        if denied:
+            inv, msg, reason = denied[0]
+            policy, binding = inv.names
+            raise self.forbidden(a, f"{self.kind} '{policy}' with binding '{binding}' denied request: {msg}", reason)
+
+    def _audit_annotations(self, inv: Invocation, act: dict, out: dict[str, list[str]],
+                           decisions: list[tuple[int, str, str]]) -> None:
+        policy = inv.names[0]
+        for an in inv.spec.get("auditAnnotations") or []:
+            try:
+                value = evaluate(an.get("valueExpression", ""), act)
+            except CELError as e:
+                if inv.fail:
+                    decisions.append((0, str(e), "Invalid"))
+                continue
+            if value is None:
+                continue
+            if not isinstance(value, str):
+                if inv.fail:
+                    decisions.append((0, f"valueExpression '{an.get('valueExpression')}' resulted in unsupported "
+                                         f"return type: {type(value).__name__}. Required type: string", "Invalid"))
+                continue
+            values = out.setdefault(f"{policy}/{an.get('key', '')}", [])
+            if value not in values:
+                values.append(value)
+
+
+class MutatingPolicies(PolicyEngine):
+    def __init__(self, rest) -> None:
+        super().__init__(rest, validating=False)
+
+    async def mutate(self, a: Attributes, state: PolicyRound, round_: int) -> bool:
+        """Apply matching policies in order; True when the object changed."""
+        if round_ and state.last_output != a.obj:
+            state.again |= state.called
+        changed_any = False
+        for inv in self.invocations(a):
+            if a.obj is None:
+                continue
+            try:
+                all_params = self.params(inv, a)
+            except ConfigError as e:
+                self._error(inv, a, f"failed to configure binding: {e}")
+                continue
+            for params in all_params:
+                key = (*inv.names, ((params or {}).get("metadata") or {}).get("namespace"),
+                       ((params or {}).get("metadata") or {}).get("name"))
+                if round_ and key not in state.again:
+                    continue
+                changed = self._apply(inv, a, params)
+                if changed:
+                    changed_any = True
+                    state.again |= {k for k in state.called if k != key}
+                if inv.spec.get("reinvocationPolicy") == "IfNeeded":
+                    state.called.add(key)
+        state.last_output = json_copy(a.obj)
+        return changed_any
+
+    def _error(self, inv: Invocation, a: Attributes, message: str) -> None:
+        if inv.fail:
+            policy, binding = inv.names
+            raise self.forbidden(a, f"policy '{policy}' with binding '{binding}' denied request: {message}")
+
+    def _apply(self, inv: Invocation, a: Attributes, params: dict | None) -> bool:
+        t = inv.target
+        obj = a.versioned(t, a.obj)
+        act = self.activation(a, t, obj, params)
+        compute_variables(inv.spec, act)
+        try:
+            if not self.conditions_match(inv, act):
+                return False
+        except ConfigError as e:
+            self._error(inv, a, str(e))
+            return False
+        before = json_copy(obj)
+        sch = schemas.kind_schema(t.res.group, t.version, t.res.kind)
+        for m in inv.spec.get("mutations") or []:
+            try:
+                obj = self._mutation(m, act, obj, sch)
+            except (CELError, PatchError, ValueError) as e:
+                self._error(inv, a, str(e))
+                return False
+            obj["apiVersion"], obj["kind"] = before["apiVersion"], before["kind"]
+            t.res.strategy.default(obj, t.version)
+            act["object"] = obj
+        if obj == before:
+            return False
+        a.store_versioned(t, obj)
+        return True
+
+    @staticmethod
+    def _mutation(m: dict, act: dict, obj: dict, sch: dict | None) -> dict:
+        from ..patch import apply as ssa
+
+        if m.get("patchType") == "ApplyConfiguration":
+            expr = (m.get("applyConfiguration") or {}).get("expression", "")
+            value = evaluate(expr, act)
+            if not isinstance(value, dict):
+                raise ValueError(f"expression '{expr}' must evaluate to an Object, got {type(value).__name__}")
+            try:
+                merged = ssa.merge(obj, value, sch)
+            except Exception as e:  # a configuration that does not fit the schema
+                raise ValueError(f"error applying patch: {e}") from None
+            return merged
+        expr = (m.get("jsonPatch") or {}).get("expression", "")
+        ops = evaluate(expr, act)
+        if not isinstance(ops, list):
+            raise ValueError(f"expression '{expr}' must evaluate to a list of JSONPatch, got {type(ops).__name__}")
+        out = jsonpatch.apply(obj, ops)
+        if not isinstance(out, dict):
+            raise ValueError("JSON Patch: the patched value is not an object")
+        return out

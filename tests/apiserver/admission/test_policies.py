@@ -1,0 +1,223 @@
+"""ValidatingAdmissionPolicy and MutatingAdmissionPolicy through the REST
+layer: params (per-namespace ConfigMaps, selectors, not found), variables,
+messageExpression, validationActions, matchConditions, failurePolicy, audit
+annotations, ApplyConfiguration and JSONPatch mutations, configuration
+validation."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from nanokube.apiserver.admission import AUDIT_ANNOTATIONS
+from nanokube.apiserver.rest import WriteOptions
+from nanokube.machinery.errors import APIError
+from tests.controllers import make_stack
+
+G = "admissionregistration.k8s.io"
+
+GPU_POLICY = {
+    "metadata": {"name": "gpu-quota"},
+    "spec": {
+        "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+        "matchConstraints": {"resourceRules": [{"apiGroups": ["resource.k8s.io"], "apiVersions": ["*"],
+                                                "operations": ["CREATE", "UPDATE"], "resources": ["resourceclaims"]}]},
+        "variables": [{"name": "gpus", "expression":
+                       "object.spec.devices.requests.filter(r, has(r.exactly) && "
+                       "r.exactly.deviceClassName == params.data.deviceClass)"
+                       ".map(r, has(r.exactly.count) ? r.exactly.count : 1).sum()"}],
+        "validations": [{"expression": "variables.gpus <= int(params.data.maxGPUs)",
+                         "messageExpression": "'claim asks for ' + string(variables.gpus) + "
+                                              "' GPUs; this namespace may use ' + params.data.maxGPUs",
+                         "reason": "Forbidden"}],
+    },
+}
+
+
+def gpu_binding(actions=("Deny",), **param_ref):
+    return {"metadata": {"name": "gpu-quota-binding"},
+            "spec": {"policyName": "gpu-quota", "validationActions": list(actions),
+                     "paramRef": {"name": "gpu-quota", "parameterNotFoundAction": "Deny", **param_ref}}}
+
+
+def claim(name, count, cls="gpu.example.com"):
+    return {"metadata": {"name": name, "namespace": "default"},
+            "spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": cls, "count": count}}]}}}
+
+
+@pytest.fixture
+async def stack():
+    s = await make_stack()
+    yield s
+    await s.rest.admission.client.close()
+    await s.close()
+
+
+def api(stack, plural, group=G, version="v1"):
+    return stack.client.resource(group, version, plural)
+
+
+async def quota_cm(stack, max_gpus="4"):
+    await api(stack, "configmaps", "").create({"metadata": {"name": "gpu-quota", "namespace": "default"},
+                                              "data": {"deviceClass": "gpu.example.com", "maxGPUs": max_gpus}})
+
+
+async def test_param_configmap_quota_denies_with_upstreams_status(stack):
+    await api(stack, "validatingadmissionpolicies").create(GPU_POLICY)
+    await api(stack, "validatingadmissionpolicybindings").create(gpu_binding())
+    claims = api(stack, "resourceclaims", "resource.k8s.io")
+    with pytest.raises(APIError) as e:
+        await claims.create(claim("early", 1))
+    assert e.value.message == (
+        "resourceclaims.resource.k8s.io \"early\" is forbidden: ValidatingAdmissionPolicy 'gpu-quota' with binding "
+        "'gpu-quota-binding' denied request: failed to configure binding: no params found for policy binding with "
+        "`Deny` parameterNotFoundAction")
+    assert (e.value.code, e.value.reason) == (422, "Invalid")
+    await quota_cm(stack)
+    await claims.create(claim("small", 4))
+    await claims.create(claim("other-class", 9, cls="nic.example.com"))
+    with pytest.raises(APIError) as e:
+        await claims.create(claim("big", 5))
+    msg = ("ValidatingAdmissionPolicy 'gpu-quota' with binding 'gpu-quota-binding' denied request: "
+           "claim asks for 5 GPUs; this namespace may use 4")
+    assert (e.value.code, e.value.reason) == (403, "Forbidden")
+    assert e.value.message == f'resourceclaims.resource.k8s.io "big" is forbidden: {msg}'
+    assert e.value.details == {"name": "big", "group": "resource.k8s.io", "kind": "resourceclaims",
+                               "causes": [{"message": msg}]}
+
+
+async def test_warn_and_audit_actions(stack):
+    await quota_cm(stack, "1")
+    await api(stack, "validatingadmissionpolicies").create(GPU_POLICY)
+    await api(stack, "validatingadmissionpolicybindings").create(gpu_binding(("Warn", "Audit")))
+    audit: dict = {}
+    AUDIT_ANNOTATIONS.set(audit)
+    r = await stack.rest.create(stack.rest.index.get("resource.k8s.io", "v1", "resourceclaims"), "v1", "default",
+                                claim("warned", 2), WriteOptions())
+    assert r.warnings == ["Validation failed for ValidatingAdmissionPolicy 'gpu-quota' with binding "
+                          "'gpu-quota-binding': claim asks for 2 GPUs; this namespace may use 1"]
+    assert orjson.loads(audit["validation.policy.admission.k8s.io/validation_failure"]) == [
+        {"message": "claim asks for 2 GPUs; this namespace may use 1", "policy": "gpu-quota",
+         "binding": "gpu-quota-binding", "expressionIndex": 0, "validationActions": ["Warn", "Audit"]}]
+
+
+async def test_params_by_selector_not_found_allow_and_failure_policy(stack):
+    policy = {"metadata": {"name": "labels"},
+              "spec": {"paramKind": {"apiVersion": "v1", "kind": "ConfigMap"}, "failurePolicy": "Ignore",
+                       "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                               "operations": ["CREATE"], "resources": ["secrets"]}]},
+                       "matchConditions": [{"name": "labelled", "expression": "has(object.metadata.labels)"}],
+                       "validations": [{"expression": "object.metadata.labels[params.data.required] != ''",
+                                        "message": "required label missing"}],
+                       "auditAnnotations": [{"key": "checked-by", "valueExpression": "params.metadata.name"}]}}
+    await api(stack, "validatingadmissionpolicies").create(policy)
+    await api(stack, "validatingadmissionpolicybindings").create(
+        {"metadata": {"name": "labels"}, "spec": {"policyName": "labels", "validationActions": ["Deny"],
+                                                  "paramRef": {"selector": {"matchLabels": {"policy": "labels"}},
+                                                               "namespace": "default",
+                                                               "parameterNotFoundAction": "Allow"}}})
+    secrets = api(stack, "secrets", "")
+    await secrets.create({"metadata": {"name": "no-params", "namespace": "default", "labels": {"a": "b"}}})
+    await api(stack, "configmaps", "").create({"metadata": {"name": "p1", "namespace": "default",
+                                                            "labels": {"policy": "labels"}}, "data": {"required": "team"}})
+    # unlabelled objects are skipped by the match condition
+    await secrets.create({"metadata": {"name": "unlabelled", "namespace": "default"}})
+    audit: dict = {}
+    AUDIT_ANNOTATIONS.set(audit)
+    await secrets.create({"metadata": {"name": "ok", "namespace": "default", "labels": {"team": "x"}}})
+    assert audit["labels/checked-by"] == "p1"
+    # a missing key is an evaluation error, which Ignore lets through; a failed rule still denies
+    await secrets.create({"metadata": {"name": "err", "namespace": "default", "labels": {"other": "x"}}})
+    with pytest.raises(APIError) as e:
+        await secrets.create({"metadata": {"name": "empty", "namespace": "default", "labels": {"team": ""}}})
+    assert e.value.message.endswith("ValidatingAdmissionPolicy 'labels' with binding 'labels' denied request: "
+                                    "required label missing")
+    policies = api(stack, "validatingadmissionpolicies")
+    p = await policies.get("labels")
+    p["spec"]["failurePolicy"] = "Fail"
+    await policies.update(p)
+    with pytest.raises(APIError) as e:
+        await secrets.create({"metadata": {"name": "err2", "namespace": "default", "labels": {"other": "x"}}})
+    assert e.value.message.endswith("denied request: expression 'object.metadata.labels[params.data.required] != ''' "
+                                    "resulted in error: no such key: team")
+
+
+async def test_policy_configuration_validation(stack):
+    with pytest.raises(APIError) as e:
+        await api(stack, "validatingadmissionpolicies").create({"metadata": {"name": "p"}, "spec": {
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["GET"],
+                                                    "resources": ["pods"]}]},
+            "validations": [{"expression": "object.x ==", "reason": "Teapot"}]}})
+    assert e.value.message == (
+        'ValidatingAdmissionPolicy.admissionregistration.k8s.io "p" is invalid: ['
+        'spec.matchConstraints.resourceRules[0].operations[0]: Unsupported value: "GET": supported values: '
+        '"*", "CONNECT", "CREATE", "DELETE", "UPDATE", '
+        'spec.validations[0].expression: Invalid value: "object.x ==": compilation failed: ERROR: <input>:1:12: '
+        "Syntax error: mismatched input '<EOF>' expecting <expression>\n | object.x ==\n | ...........^, "
+        'spec.validations[0].reason: Unsupported value: "Teapot": supported values: "Forbidden", "Invalid", '
+        '"RequestEntityTooLarge"]')
+    with pytest.raises(APIError) as e:
+        await api(stack, "validatingadmissionpolicybindings").create(
+            {"metadata": {"name": "b"}, "spec": {"policyName": "p", "validationActions": ["Deny", "Warn"]}})
+    assert e.value.message == (
+        'ValidatingAdmissionPolicyBinding.admissionregistration.k8s.io "b" is invalid: spec.validationActions: '
+        'Invalid value: ["Deny","Warn"]: must not contain both Deny and Warn (repeating the same validation failure '
+        'information in the API response and headers serves no purpose)')
+    created = await api(stack, "validatingadmissionpolicies").create({"metadata": {"name": "ok"}, "spec": {
+        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["*"],
+                                                "resources": ["pods"]}]},
+        "validations": [{"expression": "true"}]}})
+    assert created["spec"]["failurePolicy"] == "Fail"
+    assert created["spec"]["matchConstraints"] == {
+        "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["*"], "resources": ["pods"],
+                           "scope": "*"}],
+        "matchPolicy": "Equivalent", "namespaceSelector": {}, "objectSelector": {}}
+
+
+PODGROUP = {"metadata": {"name": "g", "namespace": "default"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}
+
+
+async def test_mutating_policy_apply_configuration_labels_every_podgroup(stack):
+    await api(stack, "mutatingadmissionpolicies", version="v1beta1").create({"metadata": {"name": "team-label"}, "spec": {
+        "matchConstraints": {"resourceRules": [{"apiGroups": ["scheduling.k8s.io"], "apiVersions": ["*"],
+                                                "operations": ["CREATE"], "resources": ["podgroups"]}]},
+        "reinvocationPolicy": "Never",
+        "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression":
+                       'Object{metadata: Object.metadata{labels: {"scheduling.example.com/managed": "true"}}}'}}]}})
+    await api(stack, "mutatingadmissionpolicybindings").create(
+        {"metadata": {"name": "team-label"}, "spec": {"policyName": "team-label"}})
+    pg = {**PODGROUP, "metadata": {**PODGROUP["metadata"], "labels": {"keep": "me"}}}
+    created = await api(stack, "podgroups", "scheduling.k8s.io", "v1beta1").create(pg)
+    assert created["metadata"]["labels"] == {"keep": "me", "scheduling.example.com/managed": "true"}
+    stored = await api(stack, "podgroups", "scheduling.k8s.io", "v1alpha3").get("g", "default")
+    assert stored["metadata"]["labels"]["scheduling.example.com/managed"] == "true"
+
+
+async def test_mutating_policy_json_patch_with_params_and_variables(stack):
+    await api(stack, "configmaps", "").create({"metadata": {"name": "defaults", "namespace": "default"},
+                                              "data": {"team": "ml"}})
+    await api(stack, "mutatingadmissionpolicies").create({"metadata": {"name": "annotate"}, "spec": {
+        "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                                "resources": ["secrets"]}]},
+        "variables": [{"name": "key", "expression": '"example.com/" + "team"'}],
+        "reinvocationPolicy": "IfNeeded",
+        "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression":
+                       '[JSONPatch{op: "add", path: "/metadata/annotations", value: {}}, '
+                       'JSONPatch{op: "add", path: "/metadata/annotations/" + jsonpatch.escapeKey(variables.key), '
+                       'value: params.data.team}]'}}]}})
+    await api(stack, "mutatingadmissionpolicybindings").create(
+        {"metadata": {"name": "annotate"}, "spec": {"policyName": "annotate", "paramRef": {
+            "name": "defaults", "namespace": "default", "parameterNotFoundAction": "Deny"}}})
+    created = await api(stack, "secrets", "").create({"metadata": {"name": "s", "namespace": "default"}})
+    assert created["metadata"]["annotations"] == {"example.com/team": "ml"}
+    with pytest.raises(APIError) as e:
+        await api(stack, "mutatingadmissionpolicies").create({"metadata": {"name": "bad"}, "spec": {
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["*"],
+                                                    "resources": ["pods"]}]},
+            "mutations": [{"patchType": "JSONPatch"}]}})
+    assert e.value.message == (
+        'MutatingAdmissionPolicy.admissionregistration.k8s.io "bad" is invalid: ['
+        "spec.reinvocationPolicy: Required value, "
+        "spec.mutations[0].jsonPatch: Required value: must be specified when patchType is JSONPatch]")
