@@ -8,10 +8,11 @@ kube-apiserver 1.37's environment has on top of CEL: the Kubernetes libraries
 list, set and math extensions, optional values, a static checker with cel-go's
 error wording, a worst-case cost estimate, and a compile cache.
 
-Not expressible on this engine (a compile error names the construct): the
-optional syntax `x.?f` and `l[?i]` (optional values themselves work: `oldSelf`
-with optionalOldSelf, `optional.of`, `.hasValue()`, `.value()`, `.orValue()`),
-two-variable comprehensions and `cel.bind`, and the `authz` library.
+The engine lacks some syntax; `desugar` rewrites the optional syntax `x.?f`
+and `l[?i]`, two-variable `all`/`exists`/`exists_one`, `cel.bind` and typed
+object construction into forms it runs. Not expressible here (a compile error
+names the construct): the `transformList`/`transformMap`/`transformMapEntry`
+and `sortBy` macros, and the `authz` library (no authorizer is wired in).
 """
 
 from .environment import Environment, Program, Variable

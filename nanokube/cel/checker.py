@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from .library import Overload
 from .parser import Node
 from .types import (
-    BOOL, BYTES, DOUBLE, DYN, INT, NULL, STRING, TYPE, UINT, Type, list_of, map_of,
+    BOOL, BYTES, DOUBLE, DYN, INT, NULL, STRING, TYPE, UINT, Type, list_of, map_of, optional_of,
 )
 
 _LITERAL = {"int": INT, "uint": UINT, "double": DOUBLE, "string": STRING, "bytes": BYTES, "bool": BOOL,
@@ -35,11 +35,14 @@ class Checked:
 
 
 class Checker:
-    def __init__(self, overloads: dict[str, list[Overload]], field_type) -> None:
+    def __init__(self, overloads: dict[str, list[Overload]], field_type, struct_types: bool = False) -> None:
         """field_type(object type, name) -> Type | None: the declared field
-        of a schema object (None when it has no such field)."""
+        of a schema object (None when it has no such field). struct_types:
+        whether `T{...}` object construction is declared (admission's
+        Object and JSONPatch types; CRD rules have none)."""
         self.overloads = overloads
         self.field_type = field_type
+        self.struct_types = struct_types
 
     def check(self, root: Node, variables: dict[str, Type]) -> Checked:
         out = Checked(DYN)
@@ -83,6 +86,9 @@ class Checker:
 
     def visit_select(self, n: Node) -> Type:
         target = self.visit(n.target)
+        if n.optional:
+            inner = target.params[0] if target.name == "optional" else target
+            return optional_of(self.select(n, inner, n.name))
         if n.test_only:
             if target.name == "object" and self.field_type(target, n.name) is None:
                 self.issue(n, f"undefined field '{n.name}'")
@@ -113,6 +119,8 @@ class Checker:
         return map_of(_join(keys), _join(vals), max(len(keys), 1))
 
     def visit_struct(self, n: Node) -> Type:
+        if not self.struct_types:
+            return self.issue(n, f"undeclared reference to '{n.name}' (in container '')")
         for f in n.args:
             self.visit(f.args[0])
         return DYN
@@ -120,30 +128,37 @@ class Checker:
     def visit_comprehension(self, n: Node) -> Type:
         rng = self.visit(n.target)
         if rng.name == "list":
-            var = rng.params[0]
+            kinds = (INT, rng.params[0])
         elif rng.name == "map":
-            var = rng.params[0]
+            kinds = (rng.params[0], rng.params[1])
         elif rng.name == "dyn":
-            var = DYN
+            kinds = (DYN, DYN)
         else:
-            var = self.issue(n.target, f"expression of type '{rng}' cannot be range of a comprehension "
-                                       "(must be list, map, or dynamic)")
-        self.scopes.append(dict.fromkeys(n.vars, var))
+            kinds = (self.issue(n.target, f"expression of type '{rng}' cannot be range of a comprehension "
+                                          "(must be list, map, or dynamic)"),) * 2
+        var = kinds[1] if rng.name == "list" and len(n.vars) == 1 else kinds[0]
+        self.scopes.append(dict(zip(n.vars, kinds)) if len(n.vars) == 2 else {n.vars[0]: var})
         try:
-            if n.name == "map" and len(n.vars) == 2:  # map(x, filter, transform)
+            if len(n.args) == 2:  # map(x, filter, transform)
                 self.expect_bool(n.args[0], self.visit(n.args[0]))
-                body = self.visit(n.args[1])
-            else:
-                body = self.visit(n.args[0])
+            body = self.visit(n.args[-1])
         finally:
             self.scopes.pop()
         if n.name in ("all", "exists", "exists_one"):
-            self.expect_bool(n.args[0], body)
+            self.expect_bool(n.args[-1], body)
             return BOOL
         if n.name == "filter":
-            self.expect_bool(n.args[0], body)
+            self.expect_bool(n.args[-1], body)
             return list_of(var, rng.max_size)
         return list_of(body, rng.max_size)
+
+    def visit_bind(self, n: Node) -> Type:
+        init = self.visit(n.args[0])
+        self.scopes.append({n.vars[0]: init})
+        try:
+            return self.visit(n.args[1])
+        finally:
+            self.scopes.pop()
 
     def expect_bool(self, n: Node, t: Type) -> None:
         if t.name not in ("bool", "dyn"):
@@ -161,6 +176,9 @@ class Checker:
         args = [self.visit(a) for a in n.args]
         if name in ("_==_", "_!=_"):
             return BOOL
+        if name == "_[?_]":
+            inner = args[0].params[0] if args[0].name == "optional" else args[0]
+            return optional_of(self.call(n, "_[_]", [inner, args[1]], member=False))
         if name == "_[_]" and args[0].name == "object":
             return self.select(n, args[0], n.args[1].value) if n.args[1].kind == "lit" else DYN
         return self.call(n, name, args, member=False)

@@ -14,6 +14,7 @@ from typing import Any, Callable
 import cel
 
 from .checker import Checker, Checked
+from . import desugar
 from .cost import Estimator
 from .errors import CELError
 from .library import Overload, overloads, runtime_functions
@@ -133,9 +134,11 @@ class Environment:
     CACHE_SIZE = 4096
 
     def __init__(self, variables: dict[str, Type],
-                 field_type: Callable[[Type, str], Type | None] = _default_field_type) -> None:
+                 field_type: Callable[[Type, str], Type | None] = _default_field_type,
+                 struct_types: bool = False) -> None:
         self.variables = variables
         self.field_type = field_type
+        self.struct_types = struct_types
         self._cache: OrderedDict[str, Program | CELError] = OrderedDict()
 
     def compile(self, source: str) -> Program:
@@ -161,11 +164,12 @@ class Environment:
             ast = parse(source)
         except ParseError as e:
             raise CELError(format_error(source, e.pos, str(e))) from None
-        checked = Checker(declared_overloads(), self.field_type).check(ast, self.variables)
+        checked = Checker(declared_overloads(), self.field_type, self.struct_types).check(ast, self.variables)
         if checked.issues:
             raise CELError("\n".join(format_error(source, pos, msg) for pos, msg in checked.issues))
+        engine_source = desugar.rewrite(ast, checked.types) if desugar.needs_rewrite(ast) else source
         try:
-            program = cel.compile(source)
+            program = cel.compile(engine_source)
         except ValueError as e:
             text = str(e)
             raise CELError(text[text.find("ERROR:"):] if "ERROR:" in text else text) from None

@@ -29,7 +29,9 @@ class Node:
     comprehension; `name` is the identifier, field, function or macro name;
     `target` the receiver of a member call or selection; `args` operands.
     For literals `value` is the Python value and `name` its CEL type; for a
-    comprehension `name` is the macro and `vars` its bound variable(s)."""
+    comprehension `name` is the macro and `vars` its bound variable(s); a
+    `bind` node is cel.bind(vars[0], args[0], args[1]). `optional` marks the
+    optional selection `a.?f` (and `_[?_]` is the optional index)."""
 
     kind: str
     pos: int
@@ -39,6 +41,7 @@ class Node:
     value: Any = None
     vars: tuple[str, ...] = ()
     test_only: bool = False
+    optional: bool = False
 
 
 _TOKEN = re.compile(
@@ -52,7 +55,7 @@ _TOKEN = re.compile(
 RESERVED = frozenset({
     "as", "break", "const", "continue", "else", "for", "function", "if", "import", "let", "loop",
     "package", "namespace", "return", "var", "void", "while"})
-MACROS = {"all": 2, "exists": 2, "exists_one": 2, "map": (2, 3), "filter": 2}
+MACROS = {"all": (2, 3), "exists": (2, 3), "exists_one": (2, 3), "map": (2, 3), "filter": 2}
 _RELOPS = {"<": "_<_", "<=": "_<=_", ">": "_>_", ">=": "_>=_", "==": "_==_", "!=": "_!=_", "in": "@in"}
 _ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
             "\\": "\\", "'": "'", '"': '"', "`": "`", "?": "?"}
@@ -236,24 +239,22 @@ class _Parser:
                 return e
             if tok == ".":
                 self.i += 1
-                if self.peek()[1] == "?":
-                    raise ParseError("unsupported syntax '.?'", pos)
+                optional = self.accept("?") is not None
                 name_tok = self.peek()
                 if name_tok[0] != "id":
                     raise ParseError(f"Syntax error: no viable alternative at input '.{name_tok[1]}'", name_tok[2])
                 self.i += 1
-                if self.accept("("):
+                if not optional and self.accept("("):
                     args = self.exprs(")")
                     e = self.member_call(e, name_tok[1], args, name_tok[2])
                 else:
-                    e = Node("select", name_tok[2], name_tok[1], target=e)
+                    e = Node("select", name_tok[2], name_tok[1], target=e, optional=optional)
             elif tok == "[":
                 self.i += 1
-                if self.peek()[1] == "?":
-                    raise ParseError("unsupported syntax '[?'", pos)
+                optional = self.accept("?") is not None
                 idx = self.expr()
                 self.expect("]")
-                e = Node("call", pos, "_[_]", args=[e, idx])
+                e = Node("call", pos, "_[?_]" if optional else "_[_]", args=[e, idx])
             elif tok == "{" and e.kind in ("ident", "select") and _qualified(e):
                 self.i += 1
                 e = Node("struct", pos, _qualified(e), args=self.field_inits())
@@ -261,14 +262,19 @@ class _Parser:
                 return e
 
     def member_call(self, target: Node, name: str, args: list[Node], pos: int) -> Node:
+        if name == "bind" and target.kind == "ident" and target.name == "cel" and len(args) == 3:
+            if args[0].kind != "ident":
+                raise ParseError("cel.bind() variable name must be a simple identifier", args[0].pos)
+            return Node("bind", pos, "bind", args=args[1:], vars=(args[0].name,))
         arity = MACROS.get(name)
         if arity is not None and len(args) in ((arity,) if isinstance(arity, int) else arity):
-            names = []
-            for v in args[:-1]:
+            # map(x, filter, transform) binds one variable; all(i, v, p) and the like two
+            bound = 1 if name in ("map", "filter") or len(args) == 2 else 2
+            for v in args[:bound]:
                 if v.kind != "ident":
                     raise ParseError("argument must be a simple name", v.pos)
-                names.append(v.name)
-            return Node("comprehension", pos, name, target=target, args=[args[-1]], vars=tuple(names))
+            return Node("comprehension", pos, name, target=target, args=args[bound:],
+                        vars=tuple(v.name for v in args[:bound]))
         return Node("call", pos, name, target=target, args=args)
 
     def exprs(self, close: str) -> list[Node]:

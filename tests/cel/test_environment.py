@@ -2,7 +2,7 @@ import pytest
 
 from nanokube.cel import CELError, Environment
 from nanokube.cel.openapi import escape, field_type, schema_type, to_cel
-from nanokube.cel.types import DYN, map_of, STRING
+from nanokube.cel.types import DYN, STRING, map_of, optional_of
 
 ENV = Environment({"self": map_of(STRING, DYN)})
 
@@ -84,7 +84,8 @@ def test_libraries(src, want):
     ("[1].all(x, x)", "expected type 'bool' but found 'int'"),
     ("'a'.contains(1)", "found no matching overload for 'contains' applied to 'string.(int)'"),
     ("self.a ==", "Syntax error: mismatched input '<EOF>' expecting <expression>"),
-    ("self.?x", "unsupported syntax '.?'"),  # the engine has no optional field syntax
+    ("Object{spec: 1}", "undeclared reference to 'Object' (in container '')"),
+    ("[1].transformList(i, v, v)", "undeclared reference to 'transformList'"),
 ])
 def test_compile_errors_use_cel_go_wording(src, err):
     with pytest.raises(CELError) as e:
@@ -145,3 +146,37 @@ def test_schema_values_as_cel_reads_them():
     assert p.evaluate({"self": value}) is True
     with pytest.raises(CELError, match="undefined field 'nope'"):
         env.compile("self.nope == 1")
+
+
+OPTIONALS = {"type": "object", "properties": {
+    "spec": {"type": "object", "properties": {"replicas": {"type": "integer"},
+                                              "x": {"type": "object", "properties": {"y": {"type": "string"}}}}},
+    "l": {"type": "array", "items": {"type": "integer"}},
+    "m": {"type": "object", "additionalProperties": {"type": "integer"}}}}
+
+
+@pytest.mark.parametrize("src,want", [
+    ("self.?spec.?replicas.orValue(1)", 3),
+    ("self.?spec.?x.?y.orValue('none')", "none"),
+    ("self.l[?1].orValue(0) + self.l[?9].orValue(0)", 6),
+    ("self.m[?'a'].orValue(0) == 1 && !self.m[?'z'].hasValue()", True),
+    ("old.?spec.?replicas.orValue(-1)", 3),
+    ("self.l.all(i, v, v == self.l[i]) && self.l.exists(i, v, i == 2 && v == 7)", True),
+    ("self.m.all(k, v, v > 0 && k != '') && self.l.exists_one(i, v, v > 6)", True),
+    ("cel.bind(x, self.l.size(), x * x)", 9),
+    ("cel.bind(l, [1, 2], l.all(l, l > 0))", True),
+    ("self.l.map(x, x > 5, x * 10)", [60, 70]),
+    ("[1, 2].all(i, x, [3].all(x, x == 3))", True),
+])
+def test_syntax_the_engine_lacks_is_rewritten(src, want):
+    import cel
+
+    t = schema_type(OPTIONALS)
+    env = Environment({"self": t, "old": optional_of(t)}, field_type)
+    value = to_cel({"spec": {"replicas": 3}, "l": [5, 6, 7], "m": {"a": 1, "b": 2}}, OPTIONALS)
+    assert env.compile(src).evaluate({"self": value, "old": cel.OptionalValue.of(value)}) == want
+
+
+def test_object_construction_where_declared():
+    env = Environment({}, struct_types=True)
+    assert env.compile("Object{spec: Object.spec{replicas: 2}}.spec.replicas").evaluate({}) == 2

@@ -1,0 +1,181 @@
+"""CEL syntax the engine lacks, rewritten into syntax it has.
+
+The `common-expression-language` engine parses neither the optional syntax
+(`a.?f`, `l[?i]`), nor two-variable comprehensions (`l.all(i, v, ...)`), nor
+`cel.bind`, nor typed object construction (`Object{spec: ...}`, which
+admission policies use). Each has an equivalent the engine runs, built from
+the checked syntax tree and printed back to source:
+
+- `a.?f` is `has(a.f) ? optional.of(a.f) : optional.none()`, on an optional
+  receiver applied to its value; `l[?i]` tests the index (lists) or the key
+  (maps) the same way;
+- `l.all(i, v, p)` ranges over `lists.range(size(l))` with `v` read as
+  `l[i]` (for a map, `v` is `m[k]`); `exists` and `exists_one` alike;
+- `cel.bind(x, e, body)` substitutes `(e)` for `x` (evaluated where used);
+- `T{f: v}` is the map `{"f": v}` (a struct's fields are its map keys).
+
+Receivers are re-evaluated where the rewrite repeats them; the cost estimate
+is made on the original tree, as upstream makes it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from .parser import Node
+from .types import DYN, Type
+
+_INFIX = {"_+_": "+", "_-_": "-", "_*_": "*", "_/_": "/", "_%_": "%", "_==_": "==", "_!=_": "!=", "_<_": "<",
+          "_<=_": "<=", "_>_": ">", "_>=_": ">=", "_&&_": "&&", "_||_": "||", "@in": "in"}
+
+
+def needs_rewrite(n: Node) -> bool:
+    if n.kind in ("bind", "struct") or n.optional or (n.kind == "call" and n.name == "_[?_]") or (
+            n.kind == "comprehension" and len(n.vars) == 2):
+        return True
+    children = ([n.target] if n.target is not None else []) + n.args
+    return any(needs_rewrite(c) for c in children)
+
+
+def _str(s: str) -> str:
+    return json.dumps(s, ensure_ascii=False)
+
+
+def _bytes(b: bytes) -> str:
+    return 'b"' + "".join(f"\\x{c:02x}" for c in b) + '"'
+
+
+def _double(v: float) -> str:
+    text = repr(v)
+    return text if any(c in text for c in ".eE") else text + ".0"
+
+
+class Printer:
+    """Source text for a tree, with the rewrites above; `types` are the
+    checker's types by node id (the receivers decide list or map forms)."""
+
+    def __init__(self, types: dict[int, Type]) -> None:
+        self.types = types
+
+    def type_of(self, n: Node) -> Type:
+        return self.types.get(id(n), DYN)
+
+    def __call__(self, n: Node) -> str:
+        return getattr(self, f"p_{n.kind}")(n)
+
+    def p_lit(self, n: Node) -> str:
+        if n.name == "string":
+            return _str(n.value)
+        if n.name == "bytes":
+            return _bytes(n.value)
+        if n.name == "bool":
+            return "true" if n.value else "false"
+        if n.name == "null":
+            return "null"
+        if n.name == "uint":
+            return f"{n.value}u"
+        if n.name == "double":
+            return _double(n.value)
+        return str(n.value) if n.value >= 0 else f"({n.value})"
+
+    def p_ident(self, n: Node) -> str:
+        return n.name
+
+    def p_select(self, n: Node) -> str:
+        target = self(n.target)
+        if n.test_only:
+            return f"has(({target}).{n.name})"
+        if not n.optional:
+            return f"({target}).{n.name}"
+        if self.type_of(n.target).name == "optional":
+            return (f"((({target}).hasValue() && has(({target}).value().{n.name})) ? "
+                    f"optional.of(({target}).value().{n.name}) : optional.none())")
+        return f"(has(({target}).{n.name}) ? optional.of(({target}).{n.name}) : optional.none())"
+
+    def p_list(self, n: Node) -> str:
+        return "[" + ", ".join(self(a) for a in n.args) + "]"
+
+    def p_map(self, n: Node) -> str:
+        return "{" + ", ".join(f"{self(e.args[0])}: {self(e.args[1])}" for e in n.args) + "}"
+
+    def p_struct(self, n: Node) -> str:
+        return "{" + ", ".join(f"{_str(f.name)}: {self(f.args[0])}" for f in n.args) + "}"
+
+    def p_bind(self, n: Node) -> str:
+        return self(substitute(n.args[1], n.vars[0], n.args[0], self.types))
+
+    def p_comprehension(self, n: Node) -> str:
+        target = self(n.target)
+        if len(n.vars) == 1:
+            return f"({target}).{n.name}({', '.join((n.vars[0], *map(self, n.args)))})"
+        first, second = n.vars
+        kind = self.type_of(n.target).name
+        as_list = self._two_vars(n, target, first, second, True)
+        as_map = self._two_vars(n, target, first, second, False)
+        if kind == "list":
+            return as_list
+        if kind == "map":
+            return as_map
+        return f"(type({target}) == map ? {as_map} : {as_list})"
+
+    def _two_vars(self, n: Node, target: str, first: str, second: str, is_list: bool) -> str:
+        value = Node("call", n.pos, "_[_]", args=[Node("ident", n.pos, f"({target})"), Node("ident", n.pos, first)])
+        body = self(substitute(n.args[-1], second, value, self.types))
+        rng = f"lists.range(size({target}))" if is_list else f"({target})"
+        return f"{rng}.{n.name}({first}, {body})"
+
+    def p_call(self, n: Node) -> str:
+        name, a = n.name, n.args
+        if name in _INFIX:
+            return f"({self(a[0])} {_INFIX[name]} {self(a[1])})"
+        if name == "_?_:_":
+            return f"({self(a[0])} ? {self(a[1])} : {self(a[2])})"
+        if name == "!_":
+            return f"(!{self(a[0])})"
+        if name == "-_":
+            return f"(-{self(a[0])})"
+        if name == "_[_]":
+            return f"({self(a[0])})[{self(a[1])}]"
+        if name == "_[?_]":
+            return self._optional_index(n)
+        args = ", ".join(self(x) for x in a)
+        if n.target is not None:
+            return f"({self(n.target)}).{name}({args})"
+        return f"{name}({args})"
+
+    def _optional_index(self, n: Node) -> str:
+        coll, idx = self(n.args[0]), self(n.args[1])
+        t = self.type_of(n.args[0])
+        value = coll
+        guard = ""
+        if t.name == "optional":
+            value, guard = f"({coll}).value()", f"({coll}).hasValue() && "
+            t = t.params[0]
+        in_list = f"({idx} >= 0 && {idx} < size({value}))"
+        in_map = f"({idx} in {value})"
+        test = in_list if t.name == "list" else in_map if t.name == "map" else (
+            f"(type({value}) == list ? {in_list} : {in_map})")
+        return f"(({guard}{test}) ? optional.of(({value})[{idx}]) : optional.none())"
+
+
+def substitute(n: Node, name: str, value: Node, types: dict[int, Type]) -> Node:
+    """`n` with the free identifier `name` replaced by `value` (a comprehension
+    or bind that rebinds `name` shadows it); new nodes keep the types of the
+    nodes they copy."""
+    if n.kind == "ident":
+        return value if n.name == name else n
+    target = substitute(n.target, name, value, types) if n.target is not None else None
+    if n.kind == "comprehension" and name in n.vars:
+        out = replace(n, target=target)
+    elif n.kind == "bind" and n.vars[0] == name:
+        out = replace(n, args=[substitute(n.args[0], name, value, types), n.args[1]])
+    else:
+        out = replace(n, target=target, args=[substitute(a, name, value, types) for a in n.args])
+    if id(n) in types:
+        types[id(out)] = types[id(n)]
+    return out
+
+
+def rewrite(root: Node, types: dict[int, Type]) -> str:
+    """The engine's source for a checked tree that needs_rewrite."""
+    return Printer(dict(types))(root)
