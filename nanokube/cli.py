@@ -96,7 +96,7 @@ async def _up(args: argparse.Namespace) -> int:
         await server.stop()
         return 2
     await controllers.start()
-    runtime = proxies = None
+    runtime = proxies = netpol = None
     if args.runtime == "process":
         from .node.runtime.netns import cluster_tag
         from .node.runtime.process import ProcessRuntime
@@ -113,10 +113,15 @@ async def _up(args: argparse.Namespace) -> int:
         proxies = NodeProxies(connect, [(a.name, a.host_ip, runtime.net.node_ns(a.spec.index)) for a in agents],
                               mode_warnings, server.clock, configs=proxy_configs())
         server.component_metrics.append(proxies.metrics)
+        from .netpol.enforcer import AGENT_USER, NetworkPolicyEnforcer
+
+        netpol = NetworkPolicyEnforcer(connect(AGENT_USER, "network-policy-agent"),
+                                       [(a.name, runtime.net.node_ns(a.spec.index)) for a in agents], server.clock)
         log.info("process runtime: %d node namespaces; kube-proxy mode %s", len(agents), proxy_mode)
     await nodes.start()
     if proxies is not None:
         await proxies.start()
+        await netpol.start()
     provisioner = LocalPathProvisioner(connect(PROVISIONER_USER, PROVISIONER), os.path.join(data_dir, "volumes"),
                                        server.clock)
     await provisioner.start()
@@ -138,6 +143,7 @@ async def _up(args: argparse.Namespace) -> int:
     log.info("shutting down")
     await scheduler.stop()
     if proxies is not None:
+        await netpol.stop()
         await proxies.stop()
     await provisioner.stop()
     await nodes.stop()

@@ -91,6 +91,12 @@ def open_in_netns(netns: str, family: int = socket.AF_INET, kind: int = socket.S
         os.close(target)
 
 
+def host_veth(uid: str) -> str:
+    """The node-side end of a pod's veth pair: every packet to or from the pod
+    crosses it, so per-pod rules in the node namespace match on this name."""
+    return "v" + uid.replace("-", "")[:12]
+
+
 class ClusterNetwork:
     """The namespaces of one cluster: create, add pods, remove."""
 
@@ -144,7 +150,7 @@ class ClusterNetwork:
         """A pod namespace wired to its node; returns its name. Idempotent."""
         node_ns = self.nodes[node][0]
         ns = self.pod_ns(uid)
-        host_if = "v" + uid.replace("-", "")[:12]
+        host_if = host_veth(uid)
         ip("netns", "del", ns, check=False)
         ip("link", "del", host_if, netns=node_ns, check=False)
         ip("netns", "add", ns)
@@ -164,7 +170,7 @@ class ClusterNetwork:
         kill_netns(self.pod_ns(uid))
         node_ns = self.nodes.get(node, ("",))[0]
         if node_ns:
-            ip("link", "del", "v" + uid.replace("-", "")[:12], netns=node_ns, check=False)
+            ip("link", "del", host_veth(uid), netns=node_ns, check=False)
 
     def close(self) -> None:
         self.cleanup()
