@@ -474,8 +474,9 @@ def _verb(method: str, name: str | None, watch: bool) -> str:
 
 
 def _content_type(request: web.Request) -> str:
-    """The body's media type; none at all is application/octet-stream, as upstream."""
-    return request.headers.get("Content-Type", "application/octet-stream").split(";")[0].strip().lower()
+    """The body's media type; none at all is JSON, the first the server supports, as upstream's
+    NegotiateInputSerializerForMediaType (the `kubernetes` Python client sends no Content-Type)."""
+    return (request.headers.get("Content-Type") or _JSON).split(";")[0].strip().lower()
 
 
 def _decode_body(raw: bytes, ctype: str) -> Any:

@@ -1,0 +1,150 @@
+"""A hand-written CRD through its life on a real `nanokube up`, with kubectl: two served
+versions (conversion None rewrites apiVersion, the old one deprecated with a Warning),
+printer columns with -o wide priorities, selectable fields, a schema change whose new
+default shows on objects written before it, a names conflict between two CRDs, a
+custom resource owning pods that the garbage collector removes with it, an HPA scaling
+a custom resource to zero and back through /scale, and a cluster-scoped kind."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from .conftest import running_cluster, wait_for
+
+GROUP = "ml.example.com"
+SCHEMA = {"type": "object", "properties": {
+    "spec": {"type": "object", "properties": {
+        "model": {"type": "string"}, "replicas": {"type": "integer", "minimum": 0},
+        "tier": {"type": "string", "enum": ["gold", "silver"]}}},
+    "status": {"type": "object", "properties": {"replicas": {"type": "integer"}, "selector": {"type": "string"},
+                                                "phase": {"type": "string"}}}}}
+COLUMNS = [{"name": "Model", "type": "string", "jsonPath": ".spec.model"},
+           {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
+           {"name": "Tier", "type": "string", "jsonPath": ".spec.tier", "priority": 1},
+           {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]
+
+
+def version(name: str, storage: bool, **extra) -> dict:
+    return {"name": name, "served": True, "storage": storage, "schema": {"openAPIV3Schema": copy.deepcopy(SCHEMA)},
+            "additionalPrinterColumns": COLUMNS, "selectableFields": [{"jsonPath": ".spec.tier"}],
+            "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas",
+                                                     "statusReplicasPath": ".status.replicas",
+                                                     "labelSelectorPath": ".status.selector"}}, **extra}
+
+
+def crd(plural="inferenceservices", kind="InferenceService", short=("isvc",), versions=None, scope="Namespaced") -> dict:
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.{GROUP}"},
+            "spec": {"group": GROUP, "scope": scope,
+                     "names": {"plural": plural, "singular": kind.lower(), "kind": kind, "shortNames": list(short),
+                               "categories": ["all"]},
+                     "versions": versions or [version("v1", True), version("v1beta1", False, deprecated=True)]}}
+
+
+def isvc(name: str, api_version: str = f"{GROUP}/v1", **spec) -> dict:
+    return {"apiVersion": api_version, "kind": "InferenceService", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"model": "llama", "replicas": 1, "tier": "gold", **spec}}
+
+
+@pytest.fixture(scope="module")
+def c(store_url):
+    env = {"NANOKUBE_HPA_SYNC_PERIOD": "1", "NANOKUBE_HPA_DOWNSCALE_STABILIZATION": "0"}
+    with running_cluster("crd-lifecycle", env=env, store=store_url) as cl:
+        cl.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(crd()))
+        cl.kubectl("wait", "--for", "condition=Established", f"crd/inferenceservices.{GROUP}", "--timeout=10s")
+        yield cl
+
+
+def test_versions_columns_and_selectable_fields(c):
+    c.kubectl("apply", "-f", "-", input=json.dumps(isvc("a")))
+    r = c.kubectl("apply", "-f", "-", input=json.dumps(isvc("b", f"{GROUP}/v1beta1", tier="silver", replicas=2)))
+    assert f"Warning: {GROUP}/v1beta1 InferenceService is deprecated; use {GROUP}/v1 InferenceService" in r.stderr
+    old = c.kubectl_json("get", f"inferenceservices.v1beta1.{GROUP}", "a")
+    assert old["apiVersion"] == f"{GROUP}/v1beta1" and old["spec"]["model"] == "llama"
+    assert c.kubectl_json("get", "isvc", "b")["apiVersion"] == f"{GROUP}/v1"
+    lines = c.kubectl("get", "isvc").stdout.splitlines()
+    assert lines[0].split() == ["NAME", "MODEL", "REPLICAS", "AGE"]
+    assert lines[1].split()[:3] == ["a", "llama", "1"]
+    assert c.kubectl("get", "isvc", "-o", "wide").stdout.splitlines()[0].split() == ["NAME", "MODEL", "REPLICAS", "TIER", "AGE"]
+    assert c.kubectl("get", "isvc", "--field-selector", "spec.tier=silver", "-o", "name").stdout.split() == [
+        f"inferenceservice.{GROUP}/b"]
+    r = c.kubectl("get", "isvc", "--field-selector", "spec.model=llama", check=False)
+    assert "field label not supported: spec.model" in r.stderr
+    # categories: `kubectl get all` lists it
+    assert f"inferenceservice.{GROUP}/a" in c.kubectl("get", "all", "-o", "name").stdout
+
+
+def test_schema_change_defaults_existing_objects(c):
+    c.kubectl("apply", "-f", "-", input=json.dumps(isvc("before")))
+    changed = crd()
+    for v in changed["spec"]["versions"]:
+        v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["runtime"] = {"type": "string", "default": "vllm"}
+    c.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(changed))
+    got = c.kubectl_json("get", "isvc", "before")
+    assert got["spec"]["runtime"] == "vllm"
+    # and a field the schema drops is pruned from what is read
+    assert c.kubectl("explain", "isvc.spec.runtime").stdout.count("runtime") >= 1
+
+
+def test_names_conflict_between_crds(c):
+    other = crd(plural="inferenceendpoints", kind="InferenceEndpoint", short=("isvc",))
+    c.kubectl("apply", "-f", "-", input=json.dumps(other))
+
+    def names_cond():
+        got = c.kubectl_json("get", "crd", f"inferenceendpoints.{GROUP}")
+        return next((x for x in got.get("status", {}).get("conditions", []) if x["type"] == "NamesAccepted"), None)
+
+    cond = wait_for(names_cond, timeout=10, what="NamesAccepted set")
+    assert (cond["status"], cond["reason"], cond["message"]) == ("False", "ShortNamesConflict", '"isvc" is already in use')
+    c.kubectl("delete", "crd", f"inferenceendpoints.{GROUP}")
+
+
+def test_custom_resource_owning_pods_is_garbage_collected(c):
+    owner = c.kubectl_json("get", "isvc", "a")
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "a-worker", "namespace": "default", "ownerReferences": [{
+               "apiVersion": f"{GROUP}/v1", "kind": "InferenceService", "name": "a", "uid": owner["metadata"]["uid"]}]},
+           "spec": {"containers": [{"name": "c", "image": "pause"}]}}
+    c.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    c.kubectl("delete", "isvc", "a")
+    wait_for(lambda: c.kubectl("get", "pod", "a-worker", check=False).returncode != 0, timeout=20,
+             what="pod owned by the custom resource collected")
+
+
+def test_hpa_scales_a_custom_resource_to_zero_and_back(c):
+    c.kubectl("apply", "-f", "-", input=json.dumps(isvc("scaled", replicas=2)))
+    c.kubectl("patch", "isvc", "scaled", "--subresource", "status", "--type", "merge",
+              "-p", '{"status":{"replicas":2,"selector":"app=scaled"}}')
+    c.kubectl("create", "configmap", "nanokube-external-metrics", "--from-literal=queue_length=0")
+    hpa = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "scaled"},
+           "spec": {"scaleTargetRef": {"apiVersion": f"{GROUP}/v1", "kind": "InferenceService", "name": "scaled"},
+                    "minReplicas": 0, "maxReplicas": 4,
+                    "metrics": [{"type": "External", "external": {"metric": {"name": "queue_length"},
+                                                                  "target": {"type": "AverageValue", "averageValue": "5"}}}],
+                    "behavior": {"scaleDown": {"stabilizationWindowSeconds": 0}}}}
+    c.kubectl("apply", "-f", "-", input=json.dumps(hpa))
+    replicas = lambda: c.kubectl_json("get", "isvc", "scaled")["spec"]["replicas"]  # noqa: E731
+    wait_for(lambda: replicas() == 0, timeout=30, what="custom resource scaled to zero")
+    c.kubectl("patch", "configmap", "nanokube-external-metrics", "-p", '{"data":{"queue_length":"12"}}')
+    wait_for(lambda: replicas() >= 1, timeout=30, what="custom resource woken")
+    c.kubectl("scale", "isvc", "scaled", "--replicas=3")
+    scale = json.loads(c.kubectl("get", "--raw", f"/apis/{GROUP}/v1/namespaces/default/inferenceservices/scaled/scale").stdout)
+    assert scale["spec"]["replicas"] == 3 and scale["status"]["selector"] == "app=scaled"
+
+
+def test_cluster_scoped_kind(c):
+    cluster = crd(plural="gpuclasses", kind="GPUClass", short=("gc",), scope="Cluster",
+                  versions=[version("v1", True)])
+    c.kubectl("apply", "-f", "-", input=json.dumps(cluster))
+    c.kubectl("wait", "--for", "condition=Established", f"crd/gpuclasses.{GROUP}", "--timeout=10s")
+    obj = {"apiVersion": f"{GROUP}/v1", "kind": "GPUClass", "metadata": {"name": "h100"}, "spec": {"model": "H100"}}
+    c.kubectl("apply", "-f", "-", input=json.dumps(obj))
+    got = c.kubectl_json("get", "gpuclass", "h100")
+    assert "namespace" not in got["metadata"]
+    assert c.kubectl("get", "gc").stdout.splitlines()[1].split()[:2] == ["h100", "H100"]
+    c.kubectl("delete", "crd", f"gpuclasses.{GROUP}")
+    wait_for(lambda: c.kubectl("get", "crd", f"gpuclasses.{GROUP}", check=False).returncode != 0, timeout=20,
+             what="cluster-scoped CRD and its objects removed")
