@@ -1,0 +1,128 @@
+"""Admission webhooks on a real `nanokube up`: a validating and a mutating
+webhook served by the test over TLS with its own CA, configured with kubectl
+and the Python client; mutations land on stored objects, failurePolicy Fail
+refuses writes with upstream's message when the webhook is down and Ignore
+lets them through, matchConditions and objectSelector skip the webhook."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from tests.apiserver.admission.server import WebhookServer, allow, deny, json_patch
+
+NS = "hooked"
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = WebhookServer().start()
+
+    def mutate(review):
+        labels = (review["request"]["object"]["metadata"].get("labels")) or {}
+        ops = [{"op": "add", "path": "/metadata/labels", "value": {**labels, "stamped-by": "webhook"}}]
+        return json_patch(review, ops, warnings=["stamped by the test webhook"], auditAnnotations={"stamp": "yes"})
+
+    def validate(review):
+        data = review["request"]["object"].get("data") or {}
+        return deny(review, "forbidden value in data", code=422) if data.get("bad") == "true" else allow(review)
+
+    s.handlers["/mutate"] = mutate
+    s.handlers["/validate"] = validate
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def api(cluster):
+    cluster.kubectl("create", "namespace", NS)
+    cluster.kubectl("label", "namespace", NS, "webhooks=on")
+    return cluster.client()
+
+
+def _rules() -> list[dict]:
+    return [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]
+
+
+def _webhook(server, name: str, path: str, **extra) -> dict:
+    return {"name": name, "clientConfig": {"url": server.url(path), "caBundle": server.ca.bundle},
+            "rules": _rules(), "sideEffects": "None", "admissionReviewVersions": ["v1"],
+            "namespaceSelector": {"matchLabels": {"webhooks": "on"}}, **extra}
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_mutating_and_validating_webhooks_with_kubectl(cluster, api, server):
+    cfg = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+           "metadata": {"name": "stamp"},
+           "webhooks": [_webhook(server, "stamp.hooks.example.com", "/mutate",
+                                 objectSelector={"matchExpressions": [{"key": "skip-webhooks", "operator": "DoesNotExist"}]})]}
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(cfg))
+    vcfg = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "check"},
+            "webhooks": [_webhook(server, "check.hooks.example.com", "/validate", matchConditions=[
+                {"name": "not-exempt", "expression": "!has(object.metadata.annotations) || "
+                                                     "!('exempt' in object.metadata.annotations)"}])]}
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(vcfg))
+    got = cluster.kubectl_json("get", "mutatingwebhookconfiguration", "stamp")["webhooks"][0]
+    assert (got["failurePolicy"], got["timeoutSeconds"], got["reinvocationPolicy"]) == ("Fail", 10, "Never")
+    table = cluster.kubectl("get", "validatingwebhookconfigurations").stdout
+    assert table.split("\n")[0].split() == ["NAME", "WEBHOOKS", "AGE"] and "check" in table
+
+    r = cluster.kubectl("create", "configmap", "one", "-n", NS, "--from-literal=a=b")
+    assert "stamped by the test webhook" in r.stderr
+    stored = cluster.kubectl_json("get", "configmap", "one", "-n", NS)
+    assert stored["metadata"]["labels"] == {"stamped-by": "webhook"}
+
+    r = cluster.kubectl("create", "configmap", "two", "-n", NS, "--from-literal=bad=true", check=False)
+    assert r.returncode != 0
+    assert 'admission webhook "check.hooks.example.com" denied the request: forbidden value in data' in r.stderr
+
+    exempt = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"bad": "true"},
+              "metadata": {"name": "exempt", "namespace": NS, "annotations": {"exempt": "yes"},
+                           "labels": {"skip-webhooks": "1"}}}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(exempt))
+    stored = cluster.kubectl_json("get", "configmap", "exempt", "-n", NS)
+    assert "stamped-by" not in stored["metadata"]["labels"]
+
+    # elsewhere (a namespace without the label) nothing is called
+    calls = len(server.calls)
+    cluster.kubectl("create", "configmap", "quiet", "-n", "default", "--from-literal=bad=true")
+    assert len(server.calls) == calls
+    audit = (cluster.data_dir / "audit.log").read_text()
+    assert '"stamp.hooks.example.com/stamp":"yes"' in audit
+
+
+def test_failure_policy_with_the_webhook_down(cluster, api, server):
+    adm = client.AdmissionregistrationV1Api(api)
+    port = _closed_port()
+    down = _webhook(server, "down.hooks.example.com", "/validate")
+    down["clientConfig"]["url"] = f"https://127.0.0.1:{port}/validate"
+    adm.create_validating_webhook_configuration({"metadata": {"name": "down"}, "webhooks": [down]})
+    core = client.CoreV1Api(api)
+    with pytest.raises(ApiException) as e:
+        core.create_namespaced_config_map(NS, {"metadata": {"name": "blocked"}, "data": {"a": "b"}})
+    status = json.loads(e.value.body)
+    assert e.value.status == 500 and status["reason"] == "InternalError"
+    assert status["message"] == (
+        'Internal error occurred: failed calling webhook "down.hooks.example.com": failed to call webhook: '
+        f'Post "https://127.0.0.1:{port}/validate?timeout=10s": dial tcp 127.0.0.1:{port}: connect: connection refused')
+    r = cluster.kubectl("create", "configmap", "blocked", "-n", NS, check=False)
+    assert r.returncode != 0 and "failed calling webhook \"down.hooks.example.com\"" in r.stderr
+
+    adm.patch_validating_webhook_configuration("down", [{"op": "replace", "path": "/webhooks/0/failurePolicy",
+                                                         "value": "Ignore"}])
+    created = core.create_namespaced_config_map(NS, {"metadata": {"name": "through"}, "data": {"a": "b"}})
+    assert created.metadata.labels == {"stamped-by": "webhook"}
+    audit = (cluster.data_dir / "audit.log").read_text()
+    assert "failed-open.validating.webhook.admission.k8s.io/round_0_index_" in audit
+    adm.delete_validating_webhook_configuration("down")
