@@ -23,7 +23,10 @@ _REVIEW_VERSIONS = ("v1", "v1beta1")
 
 
 class ConversionError(Exception):
-    """A conversion that could not be done; the message is upstream's."""
+    """A conversion that could not be done; the message is upstream's. The
+    API server answers it as kube-apiserver answers an error that is not a
+    Status: code 500 with no reason, so kubectl prints `Error from server:
+    conversion webhook for ... failed: ...`."""
 
 
 def _gvk(obj: dict) -> str:
@@ -45,8 +48,11 @@ class Converter:
     def __init__(self, client: WebhookClient | None = None) -> None:
         self.client = client or WebhookClient()
 
-    async def convert(self, crd: dict, objects: list[dict], desired_api_version: str) -> list[dict]:
-        """`objects` at `desired_api_version`, in order; ConversionError."""
+    async def convert(self, crd: dict, objects: list[dict], desired_api_version: str,
+                      list_kind: str | None = None) -> list[dict]:
+        """`objects` at `desired_api_version`, in order; ConversionError.
+        `list_kind` names the list in errors when a list is being converted
+        (upstream converts a list in one review: `Kind=WidgetList`)."""
         todo = [i for i, o in enumerate(objects) if o.get("apiVersion") != desired_api_version]
         if not todo:
             return list(objects)
@@ -57,14 +63,14 @@ class Converter:
                 out[i] = {**objects[i], "apiVersion": desired_api_version}
             return out
         converted = await self._webhook(conversion.get("webhook") or {}, [objects[i] for i in todo],
-                                        desired_api_version)
+                                        desired_api_version, list_kind)
         out = list(objects)
         for i, c in zip(todo, converted):
             out[i] = c
         return out
 
-    async def _webhook(self, webhook: dict, originals: list[dict], desired: str) -> list[dict]:
-        gvk = _gvk(originals[0])
+    async def _webhook(self, webhook: dict, originals: list[dict], desired: str, list_kind: str | None) -> list[dict]:
+        gvk = _gvk({**originals[0], "kind": list_kind} if list_kind else originals[0])
         review_version = next((v for v in webhook.get("conversionReviewVersions") or [] if v in _REVIEW_VERSIONS),
                               None)
         if review_version is None:
@@ -75,8 +81,7 @@ class Converter:
         request = {"apiVersion": review_api, "kind": "ConversionReview",
                    "request": {"uid": uid, "desiredAPIVersion": desired, "objects": originals}}
         try:
-            answer = await self.client.post(webhook.get("clientConfig") or {}, request, TIMEOUT_SECONDS,
-                                            send_timeout=False)
+            answer = await self.client.post(webhook.get("clientConfig") or {}, request, TIMEOUT_SECONDS)
             converted = _converted_objects(answer, review_api, uid)
         except (WebhookError, ConversionError) as e:
             raise ConversionError(f"conversion webhook for {gvk} failed: {e}") from None
@@ -102,6 +107,13 @@ def _converted_objects(answer: dict, review_api: str, uid: str) -> list:
         raise ConversionError(f"response.result.status was '{result.get('status', '')}', not 'Success'")
     objects = response.get("convertedObjects") or []
     return objects if isinstance(objects, list) else []
+
+
+def status_error(e: ConversionError):
+    """The API error a failed conversion answers with (500, no reason)."""
+    from ...machinery.errors import APIError
+
+    return APIError(500, "", str(e))
 
 
 def _checked(gvk: str, i: int, original: dict, converted: Any, desired: str) -> dict:
@@ -153,14 +165,14 @@ def use_client(client: WebhookClient | None) -> None:
 
 
 async def convert(crd: dict, objects: list[dict], desired_api_version: str,
-                  client: WebhookClient | None = None) -> list[dict]:
+                  client: WebhookClient | None = None, list_kind: str | None = None) -> list[dict]:
     """Convert with `client`, else the API server's (see use_client), else a
     one-off client."""
     client = client or _server_client
     if client is not None:
-        return await Converter(client).convert(crd, objects, desired_api_version)
+        return await Converter(client).convert(crd, objects, desired_api_version, list_kind)
     own = WebhookClient()
     try:
-        return await Converter(own).convert(crd, objects, desired_api_version)
+        return await Converter(own).convert(crd, objects, desired_api_version, list_kind)
     finally:
         await own.close()

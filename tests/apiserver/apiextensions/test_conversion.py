@@ -80,7 +80,7 @@ async def test_webhook_converts_and_skips_objects_already_converted(server, clie
     assert review["apiVersion"] == "apiextensions.k8s.io/v1" and review["kind"] == "ConversionReview"
     assert review["request"]["desiredAPIVersion"] == f"{G}/v2"
     assert [o["metadata"]["name"] for o in review["request"]["objects"]] == ["a"]
-    assert server.calls[-1][1] == ""  # conversion sends no ?timeout=
+    assert server.calls[-1][1] == "timeout=30s"
 
 
 async def test_nothing_to_convert_makes_no_call(server, client):
@@ -157,11 +157,25 @@ async def test_bad_answers_are_refused_with_upstream_messages(server, client, pa
     assert str(e.value).startswith(message), str(e.value)
 
 
-async def test_untrusted_server_and_unreachable_server(server, client):
+async def test_a_list_is_named_by_its_list_kind(server, client):
+    server.handlers["/fail"] = BAD_ANSWERS["/failed"][0]
+    with pytest.raises(ConversionError, match=f"conversion webhook for {G}/v1, Kind=WidgetList failed: cannot convert"):
+        await Converter(client).convert(crd(server, "/fail"), [widget("v1", "a", {"size": 1})], f"{G}/v2",
+                                        list_kind="WidgetList")
+
+
+def test_status_error_is_a_500_without_reason():
+    from nanokube.apiserver.apiextensions.conversion import status_error
+
+    e = status_error(ConversionError("conversion webhook for x failed: no"))
+    assert (e.code, e.reason, e.message) == (500, "", "conversion webhook for x failed: no")
+
+
+async def test_untrusted_server(server, client):
     other = TestCA()
     c = crd(server)
     c["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"] = other.bundle
-    with pytest.raises(ConversionError, match=f"conversion webhook for {GVK} failed: Post \"{server.url('/convert')}\": "
+    with pytest.raises(ConversionError, match=f"conversion webhook for {GVK} failed: Post \"{server.url('/convert')}\\?timeout=30s\": "
                                               "tls: failed to verify certificate: x509: certificate signed by unknown "
                                               "authority"):
         await Converter(client).convert(c, [widget("v1", "a", {"size": 1})], f"{G}/v2")
