@@ -167,6 +167,11 @@ class GenericREST:
         if not isinstance(obj, dict):
             raise errors.bad_request(f"Object '{res.kind}' is invalid: the body must be a JSON object")
         api_version = res.api_version(version)
+        for f in ("apiVersion", "kind"):
+            if obj.get(f) is not None and type(obj[f]) is not str:
+                raise errors.bad_request(f'{res.kind} in version "{version}" cannot be handled as a {res.kind}: '
+                                         f"json: cannot unmarshal {_json_kind(obj[f])} into Go struct field "
+                                         f"{res.kind}.{f} of type string")
         if obj.get("apiVersion") and obj["apiVersion"] != api_version:
             raise errors.bad_request(
                 f"the API version in the data ({obj['apiVersion']}) does not match the expected API version ({api_version})"
@@ -522,6 +527,9 @@ class GenericREST:
             _meta(new).pop("resourceVersion", None)
             r = await self.create(res, version, namespace, self._external(res, new, version), opts)
             return r
+        uid, stored_uid = _meta(new).get("uid"), entry.obj["metadata"].get("uid")
+        if uid and uid != stored_uid:  # the body's uid is a precondition, as upstream's UpdatedObjectInfo makes it
+            raise errors.conflict(res.group, res.plural, name, _precondition_failed(key, "UID", uid, stored_uid))
         rv = _meta(new).get("resourceVersion")
         if rv and rv != str(entry.rev):
             raise errors.conflict(res.group, res.plural, name, errors.STALE)
@@ -711,6 +719,11 @@ class GenericREST:
             patched_rv = (body.get("metadata") or {}).get("resourceVersion")
             if patched_rv and patched_rv != str(entry.rev):
                 raise errors.conflict(res.group, res.plural, name, errors.STALE)
+            patched_uid = (body.get("metadata") or {}).get("uid")
+            if patched_uid and patched_uid != entry.obj["metadata"].get("uid"):
+                from ..machinery.validation import immutable
+
+                raise self._invalid(res, body, [immutable("metadata.uid", patched_uid)])
             popts = opts
             if patch_type == "application/apply-patch+yaml":
                 mf = (body.get("metadata") or {}).get("managedFields")
@@ -892,6 +905,17 @@ def _check_apply_configuration(res: Resource, version: str, applied: dict, sch: 
         errs, _ = structural.check(applied, sch, False, nulls=False)
         if errs:
             raise errors.bad_request(structural.decode_error_message(res.kind, version, errs[0]))
+
+
+def _json_kind(v: Any) -> str:
+    return "bool" if type(v) is bool else "number" if isinstance(v, (int, float)) else \
+        "array" if type(v) is list else "object" if type(v) is dict else "string"
+
+
+def _precondition_failed(key: str, what: str, wanted: str, actual: str) -> str:
+    """The storage layer's text for a failed precondition, as upstream's 409 quotes it."""
+    return (f"StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: "
+            f"Precondition failed: {what} in precondition: {wanted}, {what} in object meta: {actual}")
 
 
 def _too_large_resource_version(requested: int, current: int) -> errors.APIError:

@@ -30,11 +30,10 @@ import re
 from typing import Any, Callable
 
 from nanokube import schema as k8s
+from nanokube.machinery import quantity
 
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
-_QUANTITY_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+|[KMGTPE]i|[numkMGTPE])?")
-_QUANTITY_MSG = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 _RFC3339_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})")
 _RFC3339 = "2006-01-02T15:04:05Z07:00"
 _B64_ALPHABET = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
@@ -237,13 +236,24 @@ def _int_or_string(v: Any, path: Path, res: _Result) -> None:
     res.mismatch(v, "int32", path, literal=t in (int, float))
 
 
-def _quantity(v: Any, path: Path, res: _Result) -> None:
+def _quantity(v: Any, path: Path, res: _Result) -> str | None:
+    """Quantity.UnmarshalJSON: a string (spaces trimmed) or a number, kept in
+    canonical form; returns the canonical text when it differs."""
     t = type(v)
     if t is str:
-        if _QUANTITY_RE.fullmatch(v.strip()) is None:
-            res.errors.append(_QUANTITY_MSG)
-    elif t is not int and t is not float:
-        res.errors.append(_QUANTITY_MSG)
+        text = v.strip()
+    elif (t is int or t is float) and res.nulls:
+        text = repr(v)
+    else:
+        if t is not int and t is not float:
+            res.errors.append(quantity.FORMAT_WRONG)
+        return None
+    try:
+        canon = quantity.canonical(text)
+    except quantity.QuantityError as e:
+        res.errors.append(str(e))
+        return None
+    return canon if canon != v and res.nulls else None
 
 
 def _date_time(v: Any, path: Path, res: _Result) -> None:
@@ -251,6 +261,32 @@ def _date_time(v: Any, path: Path, res: _Result) -> None:
         res.mismatch(v, "string", path)
     elif _RFC3339_RE.fullmatch(v) is None:
         res.errors.append(f'parsing time "{v}" as "{_RFC3339}": cannot parse "{v}" as "2006"')
+    else:
+        problem = _out_of_range(v)
+        if problem:
+            res.errors.append(f'parsing time "{v}": {problem} out of range')
+
+
+_RANGES = (("month", 5, 7, 1, 12), ("hour", 11, 13, 0, 23), ("minute", 14, 16, 0, 59), ("second", 17, 19, 0, 59))
+
+
+def _out_of_range(v: str) -> str:
+    """Which part of an RFC 3339 time Go's time.Parse finds out of range ('' when none)."""
+    for name, a, b, lo, hi in _RANGES[:1]:
+        if not lo <= int(v[a:b]) <= hi:
+            return name
+    year, month, day = int(v[:4]), int(v[5:7]), int(v[8:10])
+    days = 29 if month == 2 and (year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)) else \
+        (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)[month - 1]
+    if not 1 <= day <= days:
+        return "day"
+    for name, a, b, lo, hi in _RANGES[1:]:
+        if not lo <= int(v[a:b]) <= hi:
+            return name
+    zone = v[19:].lstrip(".0123456789")
+    if zone not in ("Z", "z") and (int(zone[1:3]) > 23 or int(zone[4:6]) > 59):
+        return "time zone offset"
+    return ""
 
 
 def _base64(v: Any, path: Path, res: _Result) -> None:
@@ -277,7 +313,9 @@ def _array(item: Checker, go: str) -> Checker:
                 if res.nulls:
                     v[i] = _zero_of(item)
             elif type(x) is not simple:
-                item(x, (path, i, None), res)
+                r = item(x, (path, i, None), res)
+                if r is not None:
+                    v[i] = r
     return check
 
 
@@ -293,7 +331,9 @@ def _map(value: Checker, go: str) -> Checker:
             if x is None:
                 nulls = (nulls or []) + [k]
             elif type(x) is not simple:
-                value(x, (path, (k,), None), res)
+                r = value(x, (path, (k,), None), res)
+                if r is not None:
+                    v[k] = r
         if nulls and res.nulls:
             for k in nulls:
                 v[k] = _zero_of(value)
@@ -324,7 +364,9 @@ def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_:
             elif x is None:
                 nulls = (nulls or []) + [k]
             else:
-                c(x, (path, k, struct), res)
+                r = c(x, (path, k, struct), res)
+                if r is not None:
+                    v[k] = r  # a value in canonical form (same key: safe while iterating)
         if nulls and res.nulls:
             for k in nulls:
                 if k in zeros:

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterable, Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import orjson
+import yaml
 from aiohttp import web
 
 from ..registry.base import Resource
@@ -62,8 +63,9 @@ class Subresources:
                 if m == "PUT":
                     body = await h._body(request)
                 else:
-                    ctype = request.headers.get("Content-Type", "").split(";")[0]
+                    ctype = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
                     body = self._patch_scale(await self.get_scale(res, namespace, name), ctype, await h._raw(request))
+                body = _typed(body, "io.k8s.api.autoscaling.v1.Scale", "Scale", "v1")
                 return json_response(await self.put_scale(res, version, namespace, name, body, opts))
         raise errors.method_not_allowed()
 
@@ -225,17 +227,33 @@ class Subresources:
         return _scale_of(res, obj)
 
     def _patch_scale(self, scale: dict, ctype: str, raw: bytes) -> dict:
-        from .patch import jsonpatch, merge, strategic
+        """The Scale with a patch of any kind applied; server-side apply takes the
+        configuration's spec as the intent (the Scale has no other fields to own)."""
+        from . import serializer
+        from .patch import PatchError, jsonpatch, merge, strategic
 
-        patch = orjson.loads(raw)
-        if ctype == "application/json-patch+json":
-            return jsonpatch.apply(scale, patch)
-        if ctype == "application/merge-patch+json":
-            return merge.apply(scale, patch)
-        if ctype == "application/strategic-merge-patch+json":
-            from .. import schema
+        apply = ctype == "application/apply-patch+yaml"
+        try:
+            patch = serializer.loads_yaml(raw) if apply else serializer.loads_json(raw)
+        except (orjson.JSONDecodeError, yaml.YAMLError) as e:
+            raise errors.bad_request(f"error decoding patch: {e}") from None
+        try:
+            if apply:
+                version = patch.get("apiVersion") if isinstance(patch, dict) else None
+                if version != "autoscaling/v1" or patch.get("kind") != "Scale":
+                    raise errors.bad_request("Incorrect version specified in apply patch. "
+                                             f"Specified patch version: {version or ''}, expected: autoscaling/v1")
+                return merge.apply(scale, {"spec": patch.get("spec") or {}})
+            if ctype == "application/json-patch+json":
+                return jsonpatch.apply(scale, patch)
+            if ctype == "application/merge-patch+json":
+                return merge.apply(scale, patch)
+            if ctype == "application/strategic-merge-patch+json":
+                from .. import schema
 
-            return strategic.apply(scale, patch, schema.kind_schema("autoscaling", "v1", "Scale"))
+                return strategic.apply(scale, patch, schema.kind_schema("autoscaling", "v1", "Scale"))
+        except PatchError as e:
+            raise errors.APIError(e.code, e.reason, e.status_message, e.details) from None
         raise errors.APIError(415, "UnsupportedMediaType", "the body of the request was in an unknown format")
 
     async def put_scale(self, res: Resource, version: str, namespace: str, name: str, scale: dict, opts: WriteOptions) -> dict:

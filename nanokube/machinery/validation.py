@@ -98,11 +98,11 @@ def immutable(field: str, value: Any) -> FieldError:
 
 # --- names ---------------------------------------------------------------
 
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
 
 
 def dns1123_label(value: str) -> list[str]:
@@ -229,7 +229,7 @@ def validate_object_meta(
         for msg in name_fn(name):
             errs.append(invalid(f"{path}.name", name, msg))
     gen = meta.get("generateName")
-    if gen and not name:
+    if gen:  # validated even when a name is set, as upstream's ValidateObjectMeta does
         for msg in name_fn(gen.rstrip("-") or gen):
             errs.append(invalid(f"{path}.generateName", gen, msg))
     ns = meta.get("namespace")
@@ -278,7 +278,7 @@ def label_name(key: Any, path: str) -> list[FieldError]:
     return [invalid(path, key, m) for m in qualified_name(key)]
 
 
-_REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+_REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?\Z")
 
 
 def validate_conditions(conditions: Any, path: str) -> list[FieldError]:

@@ -37,7 +37,7 @@ _REVIEW_VERSIONS = ("v1", "v1beta1")
 _ACTIONS = ["Audit", "Deny", "Warn"]
 _REASONS = ["Forbidden", "Invalid", "RequestEntityTooLarge"]
 _PATCH_TYPES = ["ApplyConfiguration", "JSONPatch"]
-_CEL_IDENT = re.compile(r"^[_a-zA-Z][_a-zA-Z0-9]*$")
+_CEL_IDENT = re.compile(r"^[_a-zA-Z][_a-zA-Z0-9]*\Z")
 _CEL_RESERVED = {"true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function", "if",
                  "import", "let", "loop", "package", "namespace", "return", "var", "void", "while"}
 MAX_AUDIT_ANNOTATIONS = 20

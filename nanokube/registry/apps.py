@@ -115,7 +115,7 @@ def selector_string(sel: Any) -> str:
 
 # --- int-or-percent ---------------------------------------------------------------
 
-_PERCENT = re.compile(r"^[0-9]+%$")
+_PERCENT = re.compile(r"^[0-9]+%\Z")
 _PERCENT_MSG = ("a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', "
                 "regex used for validation is '[0-9]+%')")
 

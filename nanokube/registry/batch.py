@@ -59,7 +59,7 @@ _MAX_POD_CONDITION_PATTERNS = 20
 _MAX_SUCCESS_RULES = 20
 _MAX_SUCCEEDED_INDEXES_LEN = 64 * 1024
 _MAX_SCHEDULING_CLAIMS = 4
-_HTTP_PATH = re.compile(r"^[A-Za-z0-9/\-._~%!$&'()*+,;=:]+$")
+_HTTP_PATH = re.compile(r"^[A-Za-z0-9/\-._~%!$&'()*+,;=:]+\Z")
 
 
 def _conditions_true(job: Obj, ctype: str) -> bool:

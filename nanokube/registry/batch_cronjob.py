@@ -20,7 +20,7 @@ from ..machinery.validation import FieldError, invalid, not_supported, required
 _SPEC = "io.k8s.api.batch.v1.CronJobSpec"
 _STATUS = "io.k8s.api.batch.v1.CronJobStatus"
 _POLICIES = ("Allow", "Forbid", "Replace")
-_ZONE_PART = re.compile(r"^[A-Za-z.\-_0-9+]{1,14}$")
+_ZONE_PART = re.compile(r"^[A-Za-z.\-_0-9+]{1,14}\Z")
 #: the Job's name is `<cronjob>-<minutes since epoch>` (11 characters) within a DNS label
 MAX_NAME = 52
 

@@ -47,7 +47,7 @@ __all__ = [
 
 MAX_SECRET_SIZE = 1024 * 1024
 _IMMUTABLE_SET = "field is immutable when `immutable` is set"
-_CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+_CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+\Z")
 _NAME_COLUMN = Column("Name", "string", lambda o: o["metadata"]["name"], NAME_DOC, format="name")
 _AGE_COLUMN = Column("Age", "string", AGE, AGE_DOC)
 

@@ -172,6 +172,9 @@ def validate_pod_spec(spec: dict, path: str = "spec") -> list[FieldError]:
     if tgps is not None and tgps < 0:
         errs.append(invalid(f"{path}.terminationGracePeriodSeconds", tgps, "must be greater than or equal to 0"))
     errs += validate_tolerations(spec.get("tolerations") or [], f"{path}.tolerations")
+    for name, q in (spec.get("overhead") or {}).items():
+        if is_quantity(q) and parse_quantity(q) < 0:
+            errs.append(invalid(f"{path}.overhead[{name}]", q, "must be greater than or equal to 0"))
     errs += _validate_scheduling_gates(spec, path)
     errs += _validate_scheduling_group(spec, path)
     for i, g in enumerate(spec.get("readinessGates") or []):
@@ -301,7 +304,28 @@ def validate_pod_status_update(new: dict, old: dict) -> list[FieldError]:
     nominated = st.get("nominatedNodeName")
     if nominated:
         errs += [invalid("status.nominatedNodeName", nominated, m) for m in dns1123_subdomain(nominated)]
+    for field in ("podIP", "hostIP"):
+        if st.get(field) and not _is_ip(st[field]):
+            errs.append(invalid(f"status.{field}", st[field], _IP_MSG))
+    for field in ("podIPs", "hostIPs"):
+        for i, entry in enumerate(st.get(field) or []):
+            ip = (entry or {}).get("ip", "")
+            if not _is_ip(ip):
+                errs.append(invalid(f"status.{field}[{i}].ip", ip, _IP_MSG))
     return errs
+
+
+_IP_MSG = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"
+
+
+def _is_ip(text: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return "%" not in text  # no IPv6 zone, as Go's netip.ParseAddr for IsValidIP
 
 
 # --- binding -------------------------------------------------------------------

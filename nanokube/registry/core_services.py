@@ -21,6 +21,7 @@ from .core_printing import AGE_DOC, NAME_DOC, Clock, doc, format_labels
 from .core_spec import PROTOCOLS, port_name, port_number
 from ..machinery.validation import (
     FieldError,
+    dns1035_label,
     dns1123_label,
     dns1123_subdomain,
     duplicate,
@@ -29,6 +30,7 @@ from ..machinery.validation import (
     invalid,
     not_supported,
     required,
+    validate_labels,
 )
 
 SERVICE_TYPES = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"]
@@ -244,6 +246,8 @@ def validate_service_spec(spec: dict) -> list[FieldError]:
             errs.append(forbidden("spec.clusterIPs", "may not be set for ExternalName services"))
     errs += _validate_cluster_ips(spec, stype)
     errs += _validate_ports(ports, stype, headless)
+    if spec.get("selector"):
+        errs += validate_labels(spec["selector"], "spec.selector")
     affinity = spec.get("sessionAffinity", "")
     if affinity not in ("ClientIP", "None"):
         errs.append(not_supported("spec.sessionAffinity", affinity, ["ClientIP", "None"]))
@@ -295,6 +299,7 @@ def _validate_ports(ports: list, stype: str, headless: bool) -> list[FieldError]
     errs: list[FieldError] = []
     names: set[str] = set()
     seen: set[tuple[Any, Any]] = set()
+    node_ports: set[tuple[Any, Any]] = set()
     for i, port in enumerate(ports):
         p = f"spec.ports[{i}]"
         name = port.get("name", "")
@@ -325,6 +330,10 @@ def _validate_ports(ports: list, stype: str, headless: bool) -> list[FieldError]
         if key in seen:
             errs.append(duplicate(p, {"port": key[0], "protocol": key[1]}))
         seen.add(key)
+        if node_port:
+            if (node_port, proto) in node_ports:
+                errs.append(duplicate(f"{p}.nodePort", node_port))
+            node_ports.add((node_port, proto))
     return errs
 
 
@@ -378,6 +387,7 @@ class ServiceStrategy(Strategy):
     create), `restore(objs)` at startup.
     """
     return_deleted_object = True
+    name_validator = staticmethod(dns1035_label)  # a Service's name is its DNS label
 
     field_selectors = {
         "spec.clusterIP": lambda o: _spec(o).get("clusterIP", ""),

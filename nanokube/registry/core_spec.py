@@ -18,6 +18,7 @@ from ..machinery.validation import (
     forbidden,
     invalid,
     label_value,
+    not_found,
     not_supported,
     qualified_name,
     required,
@@ -38,7 +39,7 @@ VOLUME_SOURCES = (
     "azureDisk", "storageos", "projected", "scaleIO", "csi", "ephemeral", "image",
 )
 _STANDARD_CONTAINER_RESOURCES = ("cpu", "memory", "ephemeral-storage")
-_PORT_NAME_CHARS = re.compile(r"^[-a-z0-9]+$")
+_PORT_NAME_CHARS = re.compile(r"^[-a-z0-9]+\Z")
 _PORT_NAME_LETTER = re.compile(r"[a-z]")
 _DEFAULT_MODE = 420
 
@@ -205,7 +206,7 @@ def _validate_container(c: dict, p: str, kind: str, volume_names: set[str], clai
                 errs.append(forbidden(f"{p}.{f}", "cannot be set for an Ephemeral Container"))
     errs += validate_container_ports(c.get("ports") or [], f"{p}.ports")
     errs += _validate_env(c.get("env") or [], f"{p}.env")
-    errs += _validate_mounts(c.get("volumeMounts") or [], f"{p}.volumeMounts")
+    errs += _validate_mounts(c.get("volumeMounts") or [], f"{p}.volumeMounts", volume_names)
     errs += validate_resources(c.get("resources") or {}, f"{p}.resources", claim_names)
     return errs
 
@@ -257,12 +258,14 @@ def _validate_env(env: list, path: str) -> list[FieldError]:
     return errs
 
 
-def _validate_mounts(mounts: list, path: str) -> list[FieldError]:
+def _validate_mounts(mounts: list, path: str, volume_names: set[str]) -> list[FieldError]:
     errs: list[FieldError] = []
     seen: set[str] = set()
     for i, m in enumerate(mounts):
         if not m.get("name"):
             errs.append(required(f"{path}[{i}].name"))
+        elif m["name"] not in volume_names:
+            errs.append(not_found(f"{path}[{i}].name", m["name"]))
         mp = m.get("mountPath", "")
         if not mp:
             errs.append(required(f"{path}[{i}].mountPath"))
@@ -460,6 +463,8 @@ def _validate_volume_source(vol: dict, p: str) -> list[FieldError]:
         if not body.get("claimName"):
             errs.append(required(f"{sp}.claimName"))
     elif src == "emptyDir":
+        if _negative(body.get("sizeLimit")):
+            errs.append(forbidden(f"{sp}.sizeLimit", "SizeLimit field must be a valid resource quantity"))
         medium = body.get("medium", "")
         if medium not in ("", "Memory", "HugePages") and not medium.startswith("HugePages-"):
             errs.append(not_supported(f"{sp}.medium", medium, ["", "Memory", "HugePages"]))
@@ -471,6 +476,13 @@ def _validate_volume_source(vol: dict, p: str) -> list[FieldError]:
     elif src == "image" and not body.get("reference"):
         errs.append(required(f"{sp}.reference"))
     return errs
+
+
+def _negative(quantity: Any) -> bool:
+    try:
+        return quantity is not None and parse_quantity(quantity) < 0
+    except QuantityError:
+        return False  # the decoder reports it
 
 
 def _file_mode_and_items(body: dict, p: str) -> list[FieldError]:

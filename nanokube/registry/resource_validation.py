@@ -2,8 +2,9 @@
 
 Every served version converts to v1 before validation, so one set of rules
 covers v1, v1beta2 and v1beta1 (as upstream validates its internal type).
-CEL selectors are checked for presence and length only; compiling them is the
-allocator's job.
+CEL selectors are compiled at create and update, as upstream's validation
+compiles them, so one that does not parse, type-check or evaluate to a bool is
+refused before any allocator sees it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any, Callable, Iterable
 
 import orjson
 
+from ..cel import CELError, Environment
+from ..cel.types import DYN
 from ..machinery.validation import (
     FieldError,
     dns1123_label,
@@ -66,7 +69,7 @@ TOLERATION_OPERATORS = ("Equal", "Exists")
 ALLOCATION_MODES = ("All", "ExactCount")
 CONFIG_SOURCES = ("FromClaim", "FromClass")
 
-_C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 _C_IDENTIFIER_MSG = (
     "a valid C identifier must start with alphabetic character or '_', followed by a string of alphanumeric "
     "characters or '_' (e.g. 'my_name',  or 'MY_NAME',  or 'MyName', regex used for validation is "
@@ -77,7 +80,7 @@ _SEMVER = re.compile(
     r"(-(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(\.(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*)?"
     r"(\+[0-9a-zA-Z-]+(\.[0-9a-zA-Z-]+)*)?$"
 )
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 
 Errors = list[FieldError]
 
@@ -198,9 +201,24 @@ def selectors(items: Any, path: str) -> Errors:
             return [too_long(f"{p}.cel.expression", CEL_MAX_LENGTH)]
         if not cel.get("expression"):
             return [required(f"{p}.cel.expression", "expression must not be empty")]
-        return []
+        return _compile_selector(cel["expression"], f"{p}.cel.expression")
 
     return each(items, path, SELECTORS_MAX, one)
+
+
+_SELECTOR_ENV = Environment({"device": DYN})
+
+
+def _compile_selector(expression: Any, path: str) -> Errors:
+    if not isinstance(expression, str):
+        return []
+    try:
+        program = _SELECTOR_ENV.compile(expression)
+    except CELError as e:
+        return [invalid(path, expression, f"compilation failed: {e}")]
+    if program.result_type.name not in ("bool", "dyn"):
+        return [invalid(path, expression, "must evaluate to bool")]
+    return []
 
 
 def allocation_mode(req: dict, path: str) -> Errors:

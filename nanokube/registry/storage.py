@@ -23,7 +23,7 @@ from .base import AGE, Column, Resource, Strategy, register
 from .core_printing import AGE_DOC, NAME_DOC
 
 GROUP = "storage.k8s.io"
-_CSI_DRIVER_NAME = re.compile(r"^[a-zA-Z0-9]([-a-zA-Z0-9.]*[a-zA-Z0-9])?$")
+_CSI_DRIVER_NAME = re.compile(r"^[a-zA-Z0-9]([-a-zA-Z0-9.]*[a-zA-Z0-9])?\Z")
 _NAME = Column("Name", "string", lambda o: o["metadata"]["name"], NAME_DOC, format="name")
 _AGE = Column("Age", "string", AGE, AGE_DOC)
 _MAX_PARAMETERS = 256 * 1024

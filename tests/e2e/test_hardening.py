@@ -196,7 +196,6 @@ BODY_CASES = [
     ("duplicate-keys-strict", "POST", CMS + "?fieldValidation=Strict", '{"metadata":{"name":"dup","name":"dup2"}}',
      "application/json", 400, 'strict decoding error: duplicate field "metadata.name"'),
     ("content-type-text", "POST", CMS, json.dumps({"metadata": {"name": "txt"}}), "text/plain", 415, "unknown format"),
-    ("content-type-none", "POST", CMS, json.dumps({"metadata": {"name": "none"}}), None, 415, "unknown format"),
     ("field-manager-too-long", "POST", CMS + "?fieldManager=" + "m" * 129, json.dumps({"metadata": {"name": "fm"}}),
      "application/json", 422, 'CreateOptions.meta.k8s.io "" is invalid: fieldManager: Too long: may not be more than 128 bytes'),
     ("field-manager-newline", "POST", CMS + "?fieldManager=a%0Ab", json.dumps({"metadata": {"name": "fm"}}),
@@ -240,3 +239,128 @@ def test_future_resource_version_is_a_504_after_three_seconds(existing):
     assert got["message"].startswith("Timeout: Too large resource version: 99999999, current: ")
     assert got["details"]["causes"] == [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]
     assert got["details"]["retryAfterSeconds"] == 1
+
+
+SVCS = f"/api/v1/namespaces/{NS}/services"
+CLASSES = "/apis/resource.k8s.io/v1/deviceclasses"
+CLAIMS = f"/apis/resource.k8s.io/v1/namespaces/{NS}/resourceclaims"
+
+
+def svc(name: str = "s", **spec) -> dict:
+    return {"metadata": {"name": name}, "spec": {"ports": [{"port": 80}], **spec}}
+
+
+def with_volume(volume: dict, **container) -> dict:
+    p = pod("vol", **container)
+    p["spec"]["volumes"] = [volume]
+    return p
+
+
+INVALID_CASES = [
+    # (id, path, body, field, message fragment)
+    ("namespace-trailing-newline", "/api/v1/namespaces", {"metadata": {"name": "nl\n"}}, "metadata.name", "RFC 1123 label"),
+    ("label-key-newline", CMS, {"metadata": {"name": "a", "labels": {"k\n": "v"}}}, "metadata.labels", "name part"),
+    ("label-value-newline", CMS, {"metadata": {"name": "a", "labels": {"k": "v\n"}}}, "metadata.labels", "a valid label"),
+    ("annotation-key-newline", CMS, {"metadata": {"name": "a", "annotations": {"k\n": "v"}}}, "metadata.annotations", "name part"),
+    ("data-key-newline", CMS, {"metadata": {"name": "a"}, "data": {"k\n": "v"}}, "data[k\n]", "config key"),
+    ("container-name-newline", PODS, {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c\n", "image": "i"}]}},
+     "spec.containers[0].name", "RFC 1123 label"),
+    ("service-name-digit-first", SVCS, svc("1abc"), "metadata.name", "DNS-1035 label"),
+    ("service-name-dotted", SVCS, svc("a.b"), "metadata.name", "DNS-1035 label"),
+    ("service-selector-key", SVCS, svc(selector={"bad key!": "v"}), "spec.selector", "name part"),
+    ("service-selector-value", SVCS, svc(selector={"k": "bad value!"}), "spec.selector", "a valid label"),
+    ("service-duplicate-nodeport", SVCS, {"metadata": {"name": "np"}, "spec": {"type": "NodePort", "ports": [
+        {"name": "a", "port": 80, "nodePort": 30080}, {"name": "b", "port": 81, "nodePort": 30080}]}},
+     "spec.ports[1].nodePort", "Duplicate value: 30080"),
+    ("volume-mount-without-volume", PODS, pod("p", volumeMounts=[{"name": "nov", "mountPath": "/x"}]),
+     "spec.containers[0].volumeMounts[0].name", 'Not found: "nov"'),
+    ("negative-size-limit", PODS, with_volume({"name": "v", "emptyDir": {"sizeLimit": "-1"}}),
+     "spec.volumes[0].emptyDir.sizeLimit", "SizeLimit field must be a valid resource quantity"),
+    ("deviceclass-cel-syntax", CLASSES, {"metadata": {"name": "dc"}, "spec": {"selectors": [{"cel": {"expression": "device.driver =="}}]}},
+     "spec.selectors[0].cel.expression", "compilation failed: ERROR: <input>:1:17: Syntax error"),
+    ("deviceclass-cel-not-bool", CLASSES, {"metadata": {"name": "dc"}, "spec": {"selectors": [{"cel": {"expression": "1 + 1"}}]}},
+     "spec.selectors[0].cel.expression", "must evaluate to bool"),
+    ("claim-cel-syntax", CLAIMS, {"metadata": {"name": "rc"}, "spec": {"devices": {"requests": [{"name": "r", "exactly": {
+        "deviceClassName": "x", "selectors": [{"cel": {"expression": "device.driver =="}}]}}]}}},
+     "spec.devices.requests[0].exactly.selectors[0].cel.expression", "compilation failed"),
+    ("generate-name-too-long", CMS, {"metadata": {"name": "g", "generateName": "x" * 300}}, "metadata.generateName",
+     "must be no more than 253 characters"),
+]
+
+
+@pytest.mark.parametrize("case", INVALID_CASES, ids=[c[0] for c in INVALID_CASES])
+def test_invalid_input_is_refused_with_upstreams_field(existing, case):
+    _, path, body, field, text = case
+    code, _, got = existing.request("POST", path, body)
+    assert_status(code, got, 422, "Invalid")
+    assert field in [c.get("field") for c in got["details"]["causes"]], got
+    assert text in got["message"], got
+
+
+DECODE_CASES = [
+    ("apiversion-false", {"apiVersion": False, "kind": "ConfigMap", "metadata": {"name": "a"}}, "unmarshal bool"),
+    ("apiversion-zero", {"apiVersion": 0, "kind": "ConfigMap", "metadata": {"name": "a"}}, "unmarshal number"),
+    ("apiversion-list", {"apiVersion": [], "kind": "ConfigMap", "metadata": {"name": "a"}}, "unmarshal array"),
+]
+
+
+@pytest.mark.parametrize("case", DECODE_CASES, ids=[c[0] for c in DECODE_CASES])
+def test_wrongly_typed_type_meta_is_a_decode_error(existing, case):
+    _, body, text = case
+    code, _, got = existing.request("POST", CMS, body)
+    assert_status(code, got, 400, "BadRequest")
+    assert text in got["message"] and "ConfigMap.apiVersion of type string" in got["message"], got
+
+
+def test_lease_times_are_parsed_as_go_does(existing):
+    code, _, got = existing.request("POST", f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases",
+                                    {"metadata": {"name": "l"}, "spec": {"renewTime": "2024-13-45T99:99:99.000000Z"}})
+    assert_status(code, got, 400, "BadRequest")
+    assert 'parsing time "2024-13-45T99:99:99.000000Z": month out of range' in got["message"]
+
+
+def test_quantities_are_stored_in_canonical_form(existing):
+    code, _, got = existing.request("POST", PODS + "?dryRun=All", with_volume({"name": "v", "emptyDir": {"sizeLimit": "1\n"}}))
+    assert code == 201 and got["spec"]["volumes"][0]["emptyDir"]["sizeLimit"] == "1", got
+
+
+def test_uid_is_a_precondition_on_put_and_immutable_on_patch(existing):
+    code, _, cm = existing.request("GET", CMS + "/keep")
+    before = cm["metadata"]["resourceVersion"]
+    cm["metadata"]["uid"] = "00000000-0000-0000-0000-000000000000"
+    code, _, got = existing.request("PUT", CMS + "/keep", cm)
+    assert_status(code, got, 409, "Conflict")
+    assert "Precondition failed: UID in precondition: 00000000-0000-0000-0000-000000000000, UID in object meta: " in got["message"]
+    code, _, got = existing.request("PATCH", CMS + "/keep", json.dumps({"metadata": {"uid": "other"}}), "application/merge-patch+json")
+    assert_status(code, got, 422, "Invalid")
+    assert 'metadata.uid: Invalid value: "other": field is immutable' in got["message"], got
+    assert existing.request("GET", CMS + "/keep")[2]["metadata"]["resourceVersion"] == before
+
+
+def test_scale_replicas_beyond_int32_are_refused(existing):
+    assert existing.request("POST", DEPLOYS, {"metadata": {"name": "scaled"}, "spec": {
+        "selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}},
+                                                               "spec": {"containers": [{"name": "c", "image": "i"}]}}}})[0] == 201
+    for method, body, ctype in (("PATCH", json.dumps({"spec": {"replicas": 2147483648}}), "application/merge-patch+json"),
+                                ("PUT", {"metadata": {"name": "scaled"}, "spec": {"replicas": 2147483648}}, "application/json")):
+        code, _, got = existing.request(method, DEPLOYS + "/scaled/scale", body, ctype)
+        assert_status(code, got, 400, "BadRequest")
+        assert "cannot unmarshal number 2147483648 into Go struct field ScaleSpec.spec.replicas of type int32" in got["message"]
+    assert existing.request("GET", DEPLOYS + "/scaled")[2]["spec"]["replicas"] == 1
+
+
+def test_server_side_apply_on_scale(existing):
+    code, _, got = existing.request("PATCH", DEPLOYS + "/scaled/scale?fieldManager=hpa",
+                                    json.dumps({"apiVersion": "autoscaling/v1", "kind": "Scale", "spec": {"replicas": 3}}),
+                                    "application/apply-patch+yaml")
+    assert code == 200 and got["spec"]["replicas"] == 3, got
+    assert existing.request("GET", DEPLOYS + "/scaled")[2]["spec"]["replicas"] == 3
+
+
+def test_pod_status_ips_must_be_ips(existing):
+    code, _, p = existing.request("GET", PODS + "/keep")
+    p["status"]["podIP"] = "not-an-ip"
+    p["metadata"].pop("resourceVersion")
+    code, _, got = existing.request("PUT", PODS + "/keep/status", p)
+    assert_status(code, got, 422, "Invalid")
+    assert 'status.podIP: Invalid value: "not-an-ip": must be a valid IP address' in got["message"], got
