@@ -32,6 +32,7 @@ from .replicationcontroller import ReplicationControllerController
 from .resourceclaim import ResourceClaimController
 from .resourcequota import ResourceQuotaController
 from .service_lb import DEFAULT_POOL, ServiceLBController
+from .statefulset import StatefulSetController
 from .taint_eviction import TaintEvictionController
 from .ttl_after_finished import TTLAfterFinishedController
 
@@ -56,6 +57,7 @@ def build_controllers(client, clock: Clock = REAL, load_balancer_pool: str = DEF
         ReplicationControllerController(client, clock=clock),
         DeploymentController(client, clock=clock),
         DaemonSetController(client, clock=clock),
+        StatefulSetController(client, clock=clock),
         JobController(client, clock=clock),
         CronJobController(client, clock=clock),
         TTLAfterFinishedController(client, clock=clock),

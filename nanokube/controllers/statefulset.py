@@ -1,0 +1,413 @@
+"""StatefulSet controller (k/k pkg/controller/statefulset): pods with stable
+names `<set>-<ordinal>` and hostnames under the governing Service, each with
+its own PersistentVolumeClaims `<template>-<set>-<ordinal>`; created in order
+and each only once its predecessor is Running and Ready (OrderedReady) or all
+at once (Parallel); scaled down from the highest ordinal; rolled out from the
+highest ordinal down to the partition within maxUnavailable, or on deletion
+(OnDelete); template history kept as ControllerRevisions.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..client.informer import Informer, key_of
+from ..clock import Clock
+from ..machinery.errors import APIError
+from ..machinery.selectors import matches_labels, selector_from_object
+from .base import Controller
+from .deployment import resolve_int_or_percent
+from .events import EventRecorder
+from .history import HASH_LABEL, POD_REVISION_LABEL, History, hash_revision, owned_revisions, revision_name, template_patch
+from .replicaset import controller_ref, owner_reference, pod_available_in, pod_is_ready
+
+POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
+POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+
+
+def ordinal_of(set_name: str, pod_name: str) -> int | None:
+    """getOrdinal: the trailing number of `<set>-<n>`, None for other names."""
+    m = re.fullmatch(re.escape(set_name) + r"-(0|[1-9][0-9]*)", pod_name)
+    return int(m.group(1)) if m else None
+
+
+def claim_name(template: dict, set_name: str, ordinal: int) -> str:
+    return f"{template['metadata']['name']}-{set_name}-{ordinal}"
+
+
+def revision_template(revision: dict) -> dict:
+    """ApplyRevision for the only field a revision holds: the pod template."""
+    template = dict(((revision.get("data") or {}).get("spec") or {}).get("template") or {})
+    template.pop("$patch", None)
+    return template
+
+
+def is_running_and_ready(pod: dict) -> bool:
+    return (pod.get("status") or {}).get("phase") == "Running" and pod_is_ready(pod)
+
+
+def is_terminating(pod: dict) -> bool:
+    return bool(pod["metadata"].get("deletionTimestamp"))
+
+
+def is_finished(pod: dict) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded")
+
+
+class StatefulSetController(Controller):
+    name = "statefulset"
+    workers = 2
+
+    def __init__(self, client, clock: Clock | None = None):
+        super().__init__(client, **({"clock": clock} if clock else {}))
+        self.sets = client.resource("apps", "v1", "statefulsets")
+        self.pods = client.resource("", "v1", "pods")
+        self.claims = client.resource("", "v1", "persistentvolumeclaims")
+        self.recorder = EventRecorder(client, "statefulset-controller", self.clock)
+        self.set_inf = Informer(self.sets)
+        self.pod_inf = Informer(self.pods)
+        self.claim_inf = Informer(self.claims)
+        self.rev_inf = Informer(client.resource("apps", "v1", "controllerrevisions"))
+        self.history = History(client, self.rev_inf, "apps/v1", "StatefulSet")
+        self.set_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n))
+        self.pod_inf.add_handlers(on_add=self._pod_changed, on_update=lambda o, n: self._pod_changed(n),
+                                  on_delete=self._pod_changed)
+        self.claim_inf.add_handlers(on_update=lambda o, n: self._claim_changed(n))
+
+    def informers(self):
+        return [self.set_inf, self.pod_inf, self.claim_inf, self.rev_inf]
+
+    def _enqueue(self, sts: dict) -> None:
+        self.queue.add(key_of(sts))
+
+    def _pod_changed(self, pod: dict) -> None:
+        ref = controller_ref(pod)
+        if ref and ref.get("kind") == "StatefulSet":
+            self.queue.add(f"{pod['metadata']['namespace']}/{ref['name']}")
+
+    def _claim_changed(self, claim: dict) -> None:
+        for ref in claim["metadata"].get("ownerReferences") or []:
+            if ref.get("kind") == "StatefulSet":
+                self.queue.add(f"{claim['metadata']['namespace']}/{ref['name']}")
+
+    # --- sync ---------------------------------------------------------------------
+
+    async def sync(self, key: str) -> None:
+        sts = self.set_inf.get(key)
+        if sts is None or sts["metadata"].get("deletionTimestamp"):
+            return
+        pods = await self._claim_pods(sts)
+        current, update, history = await self._revisions(sts)
+        status = await self._update(sts, pods, current, update)
+        live = {current["metadata"]["name"], update["metadata"]["name"]}
+        live |= {(p["metadata"].get("labels") or {}).get(POD_REVISION_LABEL) for p in self._owned(sts)}
+        await self.history.truncate([r for r in history if r["metadata"]["name"] not in live], set(),
+                                    sts["spec"].get("revisionHistoryLimit", 10))
+        await self._write_status(sts, status)
+
+    def _owned(self, sts: dict) -> list[dict]:
+        md = sts["metadata"]
+        return [p for p in self.pod_inf.list() if p["metadata"].get("namespace") == md["namespace"]
+                and (controller_ref(p) or {}).get("uid") == md["uid"]]
+
+    async def _claim_pods(self, sts: dict) -> list[dict]:
+        """Pods this set controls: its own that still match the selector and its
+        naming, plus matching orphans named like its members (adopted)."""
+        md = sts["metadata"]
+        sel = selector_from_object(sts["spec"].get("selector"))
+        out = []
+        for pod in self.pod_inf.list():
+            pmd = pod["metadata"]
+            if pmd.get("namespace") != md["namespace"]:
+                continue
+            ref = controller_ref(pod)
+            member = matches_labels(sel, pmd.get("labels")) and ordinal_of(md["name"], pmd["name"]) is not None
+            if ref is not None and ref.get("uid") == md["uid"]:
+                if member:
+                    out.append(pod)
+            elif ref is None and member and not is_terminating(pod):
+                refs = list(pmd.get("ownerReferences") or []) + [owner_reference(sts, "apps/v1", "StatefulSet")]
+                try:
+                    out.append(await self.pods.patch(pmd["name"], {"metadata": {"ownerReferences": refs,
+                                                                                "uid": pmd["uid"]}},
+                                                     namespace=pmd["namespace"]))
+                except APIError as e:
+                    if e.code not in (404, 409, 422):
+                        raise
+        return out
+
+    async def _revisions(self, sts: dict) -> tuple[dict, dict, list[dict]]:
+        """getStatefulSetRevisions: (current, update, every owned revision)."""
+        history = owned_revisions(self.rev_inf, sts)
+        status = sts.get("status") or {}
+        collisions = status.get("collisionCount")
+        patch = template_patch(sts)
+        number = (history[-1].get("revision", 0) if history else 0) + 1
+        equal = [r for r in history if r.get("data") == patch]
+        if equal and equal[-1] is history[-1]:
+            update = equal[-1]
+        elif equal:
+            update = await self.history.renumber(equal[-1], number)
+            history = [r for r in history if r is not equal[-1]] + [update]
+        else:
+            hash_ = hash_revision(patch, collisions)
+            labels = {**(((sts["spec"].get("template") or {}).get("metadata") or {}).get("labels") or {}),
+                      HASH_LABEL: hash_}
+            body = self.history.new_revision(sts, revision_name(sts["metadata"]["name"], hash_), labels, number)
+            created, ok = await self.history.create(body)
+            if not ok:
+                await self.sets.update({**sts, "status": {**status, "collisionCount": (collisions or 0) + 1}},
+                                       subresource="status")
+                raise APIError(409, "Conflict", f"ControllerRevision {body['metadata']['name']} collides; "
+                                                "collisionCount bumped")
+            update = created
+            history = history + [created]
+        current = next((r for r in history if r["metadata"]["name"] == status.get("currentRevision")), update)
+        return current, update, history
+
+    # --- pods and claims ----------------------------------------------------------
+
+    def _new_pod(self, sts: dict, revision: dict, ordinal: int) -> dict:
+        """newVersionedStatefulSetPod: the revision's template with the pod's identity and storage."""
+        template = revision_template(revision)
+        set_name, ns = sts["metadata"]["name"], sts["metadata"]["namespace"]
+        name = f"{set_name}-{ordinal}"
+        tmd = template.get("metadata") or {}
+        md: dict = {"name": name, "namespace": ns,
+                    "labels": {**(tmd.get("labels") or {}), POD_NAME_LABEL: name, POD_INDEX_LABEL: str(ordinal),
+                               POD_REVISION_LABEL: revision["metadata"]["name"]},
+                    "ownerReferences": [owner_reference(sts, "apps/v1", "StatefulSet")]}
+        for f in ("annotations", "finalizers"):
+            if tmd.get(f):
+                md[f] = dict(tmd[f]) if isinstance(tmd[f], dict) else list(tmd[f])
+        spec = dict(template.get("spec") or {})
+        spec["hostname"] = name
+        if sts["spec"].get("serviceName"):
+            spec["subdomain"] = sts["spec"]["serviceName"]
+        claims = sts["spec"].get("volumeClaimTemplates") or []
+        if claims:
+            names = {c["metadata"]["name"] for c in claims}
+            volumes = [v for v in spec.get("volumes") or [] if v.get("name") not in names]
+            spec["volumes"] = [{"name": c["metadata"]["name"], "persistentVolumeClaim": {
+                "claimName": claim_name(c, set_name, ordinal)}} for c in claims] + volumes
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": spec}
+
+    def _claim_owner_refs(self, sts: dict, ordinal: int, pod: dict | None, replicas_end: int) -> list[dict]:
+        """The retention policy as owner references: Delete when the set is
+        deleted → owned by the set; Delete when scaled away → owned by the condemned pod."""
+        policy = sts["spec"].get("persistentVolumeClaimRetentionPolicy") or {}
+        refs = []
+        if policy.get("whenDeleted") == "Delete":
+            md = sts["metadata"]
+            refs.append({"apiVersion": "apps/v1", "kind": "StatefulSet", "name": md["name"], "uid": md["uid"]})
+        if policy.get("whenScaled") == "Delete" and pod is not None and ordinal >= replicas_end:
+            pmd = pod["metadata"]
+            refs.append({"apiVersion": "v1", "kind": "Pod", "name": pmd["name"], "uid": pmd["uid"]})
+        return refs
+
+    async def _ensure_claims(self, sts: dict, pod: dict, ordinal: int) -> bool:
+        """createPersistentVolumeClaims: each missing claim is created; False
+        while one is still being deleted (the pod must wait for it to go)."""
+        set_name, ns = sts["metadata"]["name"], sts["metadata"]["namespace"]
+        sel_labels = (sts["spec"].get("selector") or {}).get("matchLabels") or {}
+        for template in sts["spec"].get("volumeClaimTemplates") or []:
+            name = claim_name(template, set_name, ordinal)
+            existing = self.claim_inf.get(f"{ns}/{name}")
+            if existing is not None:
+                if is_terminating(existing):
+                    return False
+                continue
+            tmd = template.get("metadata") or {}
+            md = {"name": name, "namespace": ns, "labels": {**(tmd.get("labels") or {}), **sel_labels}}
+            if tmd.get("annotations"):
+                md["annotations"] = dict(tmd["annotations"])
+            refs = self._claim_owner_refs(sts, ordinal, None, 0)
+            if refs:
+                md["ownerReferences"] = refs
+            try:
+                await self.claims.create({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": md,
+                                          "spec": dict(template.get("spec") or {})})
+            except APIError as e:
+                if e.code == 409 and e.reason == "AlreadyExists":
+                    continue
+                await self.recorder.emit(sts, "Warning", "FailedCreate",
+                                         f"create Claim {name} for Pod {pod['metadata']['name']} in StatefulSet "
+                                         f"{set_name} failed error: {e.message}")
+                raise
+            await self.recorder.emit(sts, "Normal", "SuccessfulCreate",
+                                     f"create Claim {name} Pod {pod['metadata']['name']} in StatefulSet {set_name} success")
+        return True
+
+    async def _create_pod(self, sts: dict, pod: dict, ordinal: int) -> bool:
+        if not await self._ensure_claims(sts, pod, ordinal):
+            return False
+        name, set_name = pod["metadata"]["name"], sts["metadata"]["name"]
+        try:
+            await self.pods.create(pod)
+        except APIError as e:
+            if e.code == 409 and e.reason == "AlreadyExists":
+                return True
+            await self.recorder.emit(sts, "Warning", "FailedCreate",
+                                     f"create Pod {name} in StatefulSet {set_name} failed error: {e.message}")
+            raise
+        await self.recorder.emit(sts, "Normal", "SuccessfulCreate", f"create Pod {name} in StatefulSet {set_name} successful")
+        return True
+
+    async def _delete_pod(self, sts: dict, pod: dict) -> None:
+        name, set_name = pod["metadata"]["name"], sts["metadata"]["name"]
+        try:
+            await self.pods.delete(name, pod["metadata"]["namespace"], preconditions={"uid": pod["metadata"]["uid"]})
+        except APIError as e:
+            if e.code in (404, 409):
+                return
+            await self.recorder.emit(sts, "Warning", "FailedDelete",
+                                     f"delete Pod {name} in StatefulSet {set_name} failed error: {e.message}")
+            raise
+        await self.recorder.emit(sts, "Normal", "SuccessfulDelete", f"delete Pod {name} in StatefulSet {set_name} successful")
+
+    async def _set_claim_owners(self, sts: dict, pod: dict, ordinal: int, end: int) -> None:
+        """Keep each claim's owner references in line with the retention policy."""
+        set_name, ns = sts["metadata"]["name"], sts["metadata"]["namespace"]
+        for template in sts["spec"].get("volumeClaimTemplates") or []:
+            claim = self.claim_inf.get(f"{ns}/{claim_name(template, set_name, ordinal)}")
+            if claim is None or is_terminating(claim):
+                continue
+            ours = {sts["metadata"]["uid"], pod["metadata"]["uid"]}
+            keep = [r for r in claim["metadata"].get("ownerReferences") or [] if r.get("uid") not in ours]
+            refs = keep + self._claim_owner_refs(sts, ordinal, pod, end)
+            if refs != (claim["metadata"].get("ownerReferences") or []):
+                try:
+                    await self.claims.patch(claim["metadata"]["name"], {"metadata": {
+                        "ownerReferences": refs or None}}, namespace=ns)
+                except APIError as e:
+                    if e.code != 404:
+                        raise
+
+    # --- the update -------------------------------------------------------------------
+
+    def _healthy(self, sts: dict, pod: dict, now: float) -> bool:
+        """Running, Ready for minReadySeconds and not terminating."""
+        if not is_running_and_ready(pod) or is_terminating(pod):
+            return False
+        return pod_available_in(pod, sts["spec"].get("minReadySeconds", 0), now) == 0
+
+    async def _update(self, sts: dict, pods: list[dict], current: dict, update: dict) -> dict:
+        """updateStatefulSet: bring pods to the spec; returns the new status."""
+        spec, set_name = sts["spec"], sts["metadata"]["name"]
+        start = (spec.get("ordinals") or {}).get("start", 0)
+        end = start + spec.get("replicas", 1)
+        monotonic = spec.get("podManagementPolicy", "OrderedReady") != "Parallel"
+        strategy = spec.get("updateStrategy") or {}
+        partition = ((strategy.get("rollingUpdate") or {}).get("partition") or 0) if strategy.get("type") == "RollingUpdate" else 0
+        now = self.clock.now()
+        by_ordinal = {ordinal_of(set_name, p["metadata"]["name"]): p for p in pods}
+        replicas = {o: by_ordinal.get(o) for o in range(start, end)}
+        condemned = sorted((o for o in by_ordinal if not start <= o < end), reverse=True)
+        current_name, update_name = current["metadata"]["name"], update["metadata"]["name"]
+        status = self._status(sts, by_ordinal, current_name, update_name, now)
+
+        def revision_for(ordinal: int) -> dict:
+            """Below the partition a recreated pod keeps the current revision."""
+            if strategy.get("type") == "RollingUpdate" and ordinal < start + partition:
+                return current
+            return update
+
+        unhealthy_first = None
+        for o in range(start, end):
+            pod = replicas[o]
+            if pod is not None and is_finished(pod) and not is_terminating(pod):
+                phase = pod["status"]["phase"]
+                reason = "RecreatingFailedPod" if phase == "Failed" else "RecreatingTerminatedPod"
+                what = "failed" if phase == "Failed" else "terminated"
+                await self.recorder.emit(sts, "Warning" if phase == "Failed" else "Normal", reason,
+                                         f"StatefulSet {sts['metadata']['namespace']}/{set_name} is recreating "
+                                         f"{what} Pod {pod['metadata']['name']}")
+                await self._delete_pod(sts, pod)
+                if monotonic:
+                    return status
+                continue
+            if pod is None:
+                await self._create_pod(sts, self._new_pod(sts, revision_for(o), o), o)
+                if monotonic:
+                    return status
+                continue
+            if is_terminating(pod):
+                if monotonic:
+                    return status
+                continue
+            await self._set_claim_owners(sts, pod, o, end)
+            if not self._healthy(sts, pod, now):
+                wait = pod_available_in(pod, spec.get("minReadySeconds", 0), now)
+                if wait:
+                    self.queue.add_after(key_of(sts), wait + 0.05)
+                if unhealthy_first is None:
+                    unhealthy_first = pod
+                if monotonic:
+                    return status
+        for o in condemned:
+            pod = by_ordinal[o]
+            await self._set_claim_owners(sts, pod, o, end)
+            if is_terminating(pod):
+                if monotonic:
+                    return status
+                continue
+            if monotonic and unhealthy_first is not None:
+                return status
+            await self._delete_pod(sts, pod)
+            if monotonic:
+                return status
+        if strategy.get("type") != "RollingUpdate":
+            return status
+        max_unavailable = max(1, resolve_int_or_percent((strategy.get("rollingUpdate") or {}).get("maxUnavailable", 1),
+                                                        spec.get("replicas", 1), False))
+        targets = [replicas[o] for o in range(start, end)]
+        unavailable = sum(1 for p in targets if p is None or not self._healthy(sts, p, now))
+        room = max_unavailable - unavailable
+        for o in range(end - 1, start + partition - 1, -1):
+            if room <= 0:
+                break
+            pod = replicas[o]
+            if pod is None or is_terminating(pod):
+                continue
+            if (pod["metadata"].get("labels") or {}).get(POD_REVISION_LABEL) != update_name:
+                await self._delete_pod(sts, pod)
+                room -= 1
+        return status
+
+    def _status(self, sts: dict, by_ordinal: dict, current: str, update: str, now: float) -> dict:
+        min_ready = sts["spec"].get("minReadySeconds", 0)
+        counts = {"replicas": 0, "readyReplicas": 0, "availableReplicas": 0, "currentReplicas": 0, "updatedReplicas": 0}
+        for pod in by_ordinal.values():
+            created = bool((pod.get("status") or {}).get("phase"))
+            counts["replicas"] += created
+            if is_running_and_ready(pod):
+                counts["readyReplicas"] += 1
+                if pod_available_in(pod, min_ready, now) == 0:
+                    counts["availableReplicas"] += 1
+            if created and not is_terminating(pod):
+                rev = (pod["metadata"].get("labels") or {}).get(POD_REVISION_LABEL)
+                counts["currentReplicas"] += rev == current
+                counts["updatedReplicas"] += rev == update
+        return {**counts, "currentRevision": current, "updateRevision": update,
+                "observedGeneration": sts["metadata"].get("generation", 1)}
+
+    async def _write_status(self, sts: dict, computed: dict) -> None:
+        """With every pod updated and ready, a rolling update is complete: the
+        update revision becomes current (completeRollingUpdate)."""
+        spec = sts["spec"]
+        if (spec.get("updateStrategy") or {}).get("type") == "RollingUpdate" \
+                and computed["updatedReplicas"] == computed["replicas"] == computed["readyReplicas"]:
+            computed["currentRevision"] = computed["updateRevision"]
+            computed["currentReplicas"] = computed["updatedReplicas"]
+        old = sts.get("status") or {}
+        status = {**old, **computed}
+        for f in ("readyReplicas", "currentReplicas", "updatedReplicas"):
+            if not status[f]:
+                status.pop(f)
+        if status == old:
+            return
+        try:
+            await self.sets.update({**sts, "status": status}, subresource="status")
+        except APIError as e:
+            if e.code != 404:
+                raise

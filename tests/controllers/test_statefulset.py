@@ -1,0 +1,197 @@
+"""StatefulSet controller against the in-process API: ordered creation with
+stable identities and claims, parallel management, scale-down order,
+partitioned rolling updates, ordinals and the claim retention policy."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from nanokube.controllers.statefulset import StatefulSetController
+from nanokube.machinery.errors import APIError
+from tests.controllers import eventually, make_stack
+from tests.controllers.test_replicaset import stop
+
+
+class Kubelet:
+    """Makes pods Running and Ready (unless held) and finishes their deletion."""
+
+    def __init__(self, client):
+        self.pods = client.resource("", "v1", "pods")
+        self.hold: set[str] = set()
+        self.task = asyncio.create_task(self._run())
+
+    async def _run(self):
+        while True:
+            items, _ = await self.pods.list("default")
+            for pod in items:
+                name = pod["metadata"]["name"]
+                try:
+                    if pod["metadata"].get("deletionTimestamp"):
+                        await self.pods.delete(name, "default", grace_period_seconds=0)
+                    elif name not in self.hold and (pod.get("status") or {}).get("phase") == "Pending":
+                        await self.pods.update({**pod, "status": {"phase": "Running", "conditions": [
+                            {"type": "Ready", "status": "True", "lastTransitionTime": "2020-01-01T00:00:00Z"}]}},
+                            subresource="status")
+                except APIError:
+                    pass
+            await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    ctrl = StatefulSetController(s.client)
+    await ctrl.start()
+    kubelet = Kubelet(s.client)
+    yield s.client, kubelet
+    kubelet.task.cancel()
+    await stop(ctrl)
+    await s.close()
+
+
+def statefulset(replicas=3, image="web:1", **spec):
+    return {"metadata": {"name": "web", "namespace": "default"},
+            "spec": {"serviceName": "web", "replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"labels": {"app": "web"}},
+                                  "spec": {"containers": [{"name": "c", "image": image}]}},
+                     "volumeClaimTemplates": [{"metadata": {"name": "www"}, "spec": {
+                         "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}],
+                     **spec}}
+
+
+async def names(client) -> list[str]:
+    items, _ = await client.resource("", "v1", "pods").list("default")
+    return sorted(p["metadata"]["name"] for p in items if not p["metadata"].get("deletionTimestamp"))
+
+
+async def pods(client) -> dict[str, dict]:
+    items, _ = await client.resource("", "v1", "pods").list("default")
+    return {p["metadata"]["name"]: p for p in items if not p["metadata"].get("deletionTimestamp")}
+
+
+async def has(client, want):
+    return await names(client) == want
+
+
+async def sts_status(client, pred):
+    st = (await client.resource("apps", "v1", "statefulsets").get("web", "default")).get("status") or {}
+    return st if pred(st) else None
+
+
+async def test_ordered_creation_identity_and_claims(env):
+    client, kubelet = env
+    kubelet.hold = {"web-0"}
+    sts = await client.resource("apps", "v1", "statefulsets").create(statefulset())
+    await eventually(lambda: has(client, ["web-0"]))
+    await asyncio.sleep(0.1)
+    assert await names(client) == ["web-0"], "web-1 waits for web-0 to be Running and Ready"
+    kubelet.hold = set()
+    await eventually(lambda: has(client, ["web-0", "web-1", "web-2"]))
+    web1 = (await pods(client))["web-1"]
+    md, spec = web1["metadata"], web1["spec"]
+    assert (spec["hostname"], spec["subdomain"]) == ("web-1", "web")
+    assert md["labels"]["statefulset.kubernetes.io/pod-name"] == "web-1"
+    assert md["labels"]["apps.kubernetes.io/pod-index"] == "1"
+    assert md["ownerReferences"][0]["uid"] == sts["metadata"]["uid"]
+    assert {"name": "www", "persistentVolumeClaim": {"claimName": "www-web-1"}} in spec["volumes"]
+    claims, _ = await client.resource("", "v1", "persistentvolumeclaims").list("default")
+    assert sorted(c["metadata"]["name"] for c in claims) == ["www-web-0", "www-web-1", "www-web-2"]
+    assert all(c["metadata"]["labels"] == {"app": "web"} and "ownerReferences" not in c["metadata"] for c in claims)
+    st = await eventually(lambda: sts_status(client, lambda s: s.get("availableReplicas") == 3))
+    rev = md["labels"]["controller-revision-hash"]
+    assert st == {"replicas": 3, "readyReplicas": 3, "availableReplicas": 3, "currentReplicas": 3,
+                  "updatedReplicas": 3, "currentRevision": rev, "updateRevision": rev, "observedGeneration": 1}
+    revs, _ = await client.resource("apps", "v1", "controllerrevisions").list("default")
+    assert [r["metadata"]["name"] for r in revs] == [rev] and revs[0]["revision"] == 1
+    assert revs[0]["metadata"]["labels"]["controller.kubernetes.io/hash"] == rev.removeprefix("web-")
+    events, _ = await client.resource("", "v1", "events").list("default")
+    msgs = {e["message"] for e in events}
+    assert "create Pod web-0 in StatefulSet web successful" in msgs
+    assert "create Claim www-web-0 Pod web-0 in StatefulSet web success" in msgs
+
+
+async def test_scale_down_from_the_highest_ordinal(env):
+    client, _ = env
+    sets = client.resource("apps", "v1", "statefulsets")
+    await sets.create(statefulset())
+    await eventually(lambda: has(client, ["web-0", "web-1", "web-2"]))
+    await eventually(lambda: sts_status(client, lambda s: s.get("readyReplicas") == 3))
+    await sets.patch("web", {"spec": {"replicas": 1}}, namespace="default")
+    await eventually(lambda: has(client, ["web-0"]))
+    events, _ = await client.resource("", "v1", "events").list("default")
+    deletes = [e["message"] for e in sorted(events, key=lambda e: int(e["metadata"]["resourceVersion"]))
+               if e["reason"] == "SuccessfulDelete"]
+    assert deletes == ["delete Pod web-2 in StatefulSet web successful", "delete Pod web-1 in StatefulSet web successful"]
+
+
+async def test_parallel_creates_all_at_once(env):
+    client, kubelet = env
+    kubelet.hold = {"web-0", "web-1", "web-2", "web-3"}
+    await client.resource("apps", "v1", "statefulsets").create(statefulset(replicas=4, podManagementPolicy="Parallel"))
+    await eventually(lambda: has(client, ["web-0", "web-1", "web-2", "web-3"]))
+
+
+async def test_partitioned_rolling_update_then_full(env):
+    client, _ = env
+    sets = client.resource("apps", "v1", "statefulsets")
+    await sets.create(statefulset())
+    await eventually(lambda: sts_status(client, lambda s: s.get("availableReplicas") == 3))
+    first = (await sts_status(client, lambda s: True))["currentRevision"]
+    await sets.patch("web", {"spec": {"updateStrategy": {"rollingUpdate": {"partition": 2}},
+                                      "template": {"spec": {"containers": [{"name": "c", "image": "web:2"}]}}}},
+                     namespace="default")
+
+    async def images():
+        return {n: p["spec"]["containers"][0]["image"] for n, p in (await pods(client)).items()}
+
+    async def images_are(want):
+        return await images() == want
+    await eventually(lambda: images_are({"web-0": "web:1", "web-1": "web:1", "web-2": "web:2"}))
+    st = await eventually(lambda: sts_status(client, lambda s: s.get("updatedReplicas") == 1
+                                             and s.get("readyReplicas") == 3))
+    assert st["currentRevision"] == first and st["updateRevision"] != first and st["currentReplicas"] == 2
+    await sets.patch("web", {"spec": {"updateStrategy": {"rollingUpdate": {"partition": 0}}}}, namespace="default")
+    await eventually(lambda: images_are({"web-0": "web:2", "web-1": "web:2", "web-2": "web:2"}))
+    st = await eventually(lambda: sts_status(client, lambda s: s.get("currentRevision") == s.get("updateRevision")
+                                             and s.get("readyReplicas") == 3))
+    assert st["currentReplicas"] == 3 and st["updateRevision"] != first
+
+
+async def test_ordinals_start_and_retention_policy(env):
+    client, _ = env
+    sets = client.resource("apps", "v1", "statefulsets")
+    sts = await sets.create(statefulset(replicas=2, ordinals={"start": 5}, persistentVolumeClaimRetentionPolicy={
+        "whenDeleted": "Delete", "whenScaled": "Delete"}))
+    await eventually(lambda: has(client, ["web-5", "web-6"]))
+    claims = client.resource("", "v1", "persistentvolumeclaims")
+    claim = await claims.get("www-web-6", "default")
+    assert claim["metadata"]["ownerReferences"] == [
+        {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": sts["metadata"]["uid"]}]
+    await eventually(lambda: sts_status(client, lambda s: s.get("readyReplicas") == 2))
+    web6 = (await pods(client))["web-6"]
+    await sets.patch("web", {"spec": {"replicas": 1}}, namespace="default")
+    await eventually(lambda: has(client, ["web-5"]))
+
+    async def owned_by_pod():
+        refs = (await claims.get("www-web-6", "default"))["metadata"]["ownerReferences"]
+        return {"apiVersion": "v1", "kind": "Pod", "name": "web-6", "uid": web6["metadata"]["uid"]} in refs
+    await eventually(owned_by_pod)
+
+
+async def test_failed_pod_is_recreated(env):
+    client, _ = env
+    await client.resource("apps", "v1", "statefulsets").create(statefulset(replicas=1))
+    await eventually(lambda: sts_status(client, lambda s: s.get("readyReplicas") == 1))
+    podc = client.resource("", "v1", "pods")
+    old = await podc.get("web-0", "default")
+    await podc.update({**old, "status": {"phase": "Failed"}}, subresource="status")
+
+    async def replaced():
+        p = (await pods(client)).get("web-0")
+        return p is not None and p["metadata"]["uid"] != old["metadata"]["uid"]
+    await eventually(replaced)
+    events, _ = await client.resource("", "v1", "events").list("default")
+    assert any(e["reason"] == "RecreatingFailedPod" and e["message"] ==
+               "StatefulSet default/web is recreating failed Pod web-0" for e in events)
