@@ -10,6 +10,7 @@ provisioned volume is its provisioner's to carry out."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 
 from ..client.informer import Informer
@@ -30,6 +31,8 @@ from .base import Controller
 from .events import EventRecorder
 
 CLAIM, VOLUME = "claim", "volume"
+#: upstream's --pvclaimbinder-sync-period: every claim and volume is synced again this often
+RESYNC = 15.0
 
 
 def _ann(obj: dict) -> dict:
@@ -39,8 +42,9 @@ def _ann(obj: dict) -> dict:
 class PersistentVolumeController(Controller):
     name = "persistentvolume-binder-controller"
 
-    def __init__(self, client, clock: Clock = REAL):
+    def __init__(self, client, clock: Clock = REAL, resync: float = RESYNC):
         super().__init__(client, clock)
+        self.resync = resync
         self.pvs = client.resource("", "v1", "persistentvolumes")
         self.pvcs = client.resource("", "v1", "persistentvolumeclaims")
         self.volumes = Informer(self.pvs)
@@ -59,6 +63,18 @@ class PersistentVolumeController(Controller):
     def informers(self):
         return [self.classes, self.volumes, self.claims]
 
+    async def start(self) -> None:
+        await super().start()
+        self._tasks.append(asyncio.create_task(self._resync_loop()))
+
+    async def _resync_loop(self) -> None:
+        while True:
+            await self.clock.sleep(self.resync)
+            for pv in self.volumes.list():
+                self.queue.add((VOLUME, pv["metadata"]["name"]))
+            for pvc in self.claims.list():
+                self._claim(pvc)
+
     # --- event handlers -----------------------------------------------------------
 
     def _claim(self, pvc: dict) -> None:
@@ -71,10 +87,14 @@ class PersistentVolumeController(Controller):
             self.queue.add((VOLUME, name))
 
     def _volume(self, pv: dict) -> None:
+        """A volume's own claim is synced with it; a free volume may suit any
+        pending claim (upstream finds it at the next periodic resync)."""
         self.queue.add((VOLUME, pv["metadata"]["name"]))
         ref = (pv.get("spec") or {}).get("claimRef")
         if ref:
             self.queue.add((CLAIM, f"{ref.get('namespace')}/{ref.get('name')}"))
+        elif (pv.get("status") or {}).get("phase") == "Available":
+            self._pending_claims()
 
     def _volume_gone(self, pv: dict) -> None:
         ref = (pv.get("spec") or {}).get("claimRef")

@@ -50,6 +50,7 @@ def _quantity_value(name: str, value, path: str) -> list[FieldError]:
 
 
 class ResourceQuotaStrategy(Strategy):
+    return_deleted_object = True
     track_generation = False
     columns = [
         Column("Name", "string", lambda o: o["metadata"]["name"], NAME_DOC, format="name"),

@@ -78,6 +78,7 @@ def _volume_mode(mode: str | None, path: str) -> list[FieldError]:
 
 
 class PersistentVolumeStrategy(Strategy):
+    return_deleted_object = True
     track_generation = False
     columns = [
         _NAME,
@@ -192,6 +193,7 @@ def _spec_diff(old: dict, new: dict) -> str:
 
 
 class PersistentVolumeClaimStrategy(Strategy):
+    return_deleted_object = True
     track_generation = False
     columns = [
         _NAME,

@@ -62,6 +62,7 @@ def _parameters(params: dict | None, path: str = "parameters") -> list[FieldErro
 
 
 class StorageClassStrategy(Strategy):
+    return_deleted_object = True
     track_generation = False
     columns = [
         Column("Name", "string", lambda o: o["metadata"]["name"] + (" (default)" if is_default(o) else ""),
@@ -135,6 +136,7 @@ _FS_GROUP_POLICIES = ("File", "None", "ReadWriteOnceWithFSType")
 
 
 class CSIDriverStrategy(Strategy):
+    return_deleted_object = True
     columns = [
         _NAME,
         Column("AttachRequired", "boolean", lambda o: (o.get("spec") or {}).get("attachRequired", True),
@@ -204,6 +206,7 @@ class CSIDriverStrategy(Strategy):
 
 
 class CSINodeStrategy(Strategy):
+    return_deleted_object = True
     columns = [
         _NAME,
         Column("Drivers", "integer", lambda o: len((o.get("spec") or {}).get("drivers") or []),
@@ -246,6 +249,7 @@ class CSINodeStrategy(Strategy):
 
 
 class VolumeAttachmentStrategy(Strategy):
+    return_deleted_object = True
     columns = [
         _NAME,
         Column("Attacher", "string", lambda o: (o.get("spec") or {}).get("attacher", ""),
@@ -326,6 +330,7 @@ class CSIStorageCapacityStrategy(Strategy):
 
 
 class VolumeAttributesClassStrategy(Strategy):
+    return_deleted_object = True
     track_generation = False
     columns = [
         _NAME,

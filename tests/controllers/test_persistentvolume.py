@@ -1,0 +1,137 @@
+"""The PV controller, the local-path provisioner and the protection
+controllers, over the in-process API: claims bind to fitting volumes or get
+provisioned ones, WaitForFirstConsumer waits for a selected node, reclaim
+policies, and claims kept while pods use them."""
+
+from pathlib import Path
+
+import pytest
+
+from nanokube.controllers.persistentvolume import PersistentVolumeController
+from nanokube.controllers.pv_protection import PVProtectionController
+from nanokube.controllers.pvc_protection import PVCProtectionController
+from nanokube.machinery.errors import APIError
+from nanokube.node.storage import PROVISIONER, LocalPathProvisioner
+from tests.controllers import eventually, make_stack
+
+
+@pytest.fixture
+async def env(tmp_path):
+    s = await make_stack()
+    ctrls = [PersistentVolumeController(s.client), PVCProtectionController(s.client), PVProtectionController(s.client),
+             LocalPathProvisioner(s.client, str(tmp_path / "volumes"))]
+    for c in ctrls:
+        await c.start()
+    yield s.client, tmp_path / "volumes"
+    for c in ctrls:
+        await c.stop()
+    await s.close()
+
+
+def claim(name, size="1Gi", **spec):
+    return {"metadata": {"name": name, "namespace": "default"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}, **spec}}
+
+
+def volume(name, size, **spec):
+    return {"metadata": {"name": name}, "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"],
+                                                 "hostPath": {"path": f"/tmp/{name}"}, **spec}}
+
+
+async def state(client, plural, name, ns=None):
+    try:
+        return await client.resource("", "v1", plural).get(name, ns)
+    except APIError as e:
+        if e.code == 404:
+            return None
+        raise
+
+
+def phase_is(client, plural, name, phase, ns=None):
+    async def check():
+        obj = await state(client, plural, name, ns)
+        return obj is not None and (obj.get("status") or {}).get("phase") == phase and obj
+    return check
+
+
+async def test_default_class_installed_and_wffc_waits_for_a_node(env):
+    client, root = env
+    sc = await client.resource("storage.k8s.io", "v1", "storageclasses").get("standard")
+    assert sc["provisioner"] == PROVISIONER and sc["volumeBindingMode"] == "WaitForFirstConsumer"
+    pvcs = client.resource("", "v1", "persistentvolumeclaims")
+    await pvcs.create(claim("data"))
+
+    async def waiting():
+        evs, _ = await client.resource("", "v1", "events").list("default")
+        return any(e["reason"] == "WaitForFirstConsumer" for e in evs)
+    await eventually(waiting)
+    assert not list(root.iterdir())
+    await pvcs.patch("data", {"metadata": {"annotations": {"volume.kubernetes.io/selected-node": "gpu-0"}}},
+                     namespace="default")
+    bound = await eventually(phase_is(client, "persistentvolumeclaims", "data", "Bound", "default"))
+    pv = await state(client, "persistentvolumes", bound["spec"]["volumeName"])
+    assert pv["metadata"]["annotations"]["pv.kubernetes.io/provisioned-by"] == PROVISIONER
+    assert pv["spec"]["claimRef"]["uid"] == bound["metadata"]["uid"]
+    assert pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["gpu-0"]
+    assert Path(pv["spec"]["hostPath"]["path"]) == root / pv["metadata"]["name"]
+    assert bound["status"] == {"phase": "Bound", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"}}
+    # Delete: the directory and the volume go with the claim
+    await pvcs.delete("data", "default")
+    await eventually(lambda: _gone(client, "persistentvolumes", pv["metadata"]["name"]))
+    assert not (root / pv["metadata"]["name"]).exists()
+
+
+async def _gone(client, plural, name, ns=None):
+    return await state(client, plural, name, ns) is None
+
+
+async def test_static_binding_takes_the_smallest_fit_and_retain_releases(env):
+    client, _ = env
+    pvs = client.resource("", "v1", "persistentvolumes")
+    await pvs.create(volume("big", "100Gi", storageClassName=""))
+    await pvs.create(volume("small", "5Gi", storageClassName=""))
+    await pvs.create(volume("tiny", "1Mi", storageClassName=""))
+    await eventually(phase_is(client, "persistentvolumes", "tiny", "Available"))
+    await client.resource("", "v1", "persistentvolumeclaims").create(claim("c", "2Gi", storageClassName=""))
+    bound = await eventually(phase_is(client, "persistentvolumeclaims", "c", "Bound", "default"))
+    assert bound["spec"]["volumeName"] == "small"
+    assert bound["metadata"]["annotations"] == {"pv.kubernetes.io/bind-completed": "yes",
+                                                "pv.kubernetes.io/bound-by-controller": "yes"}
+    pv = await eventually(phase_is(client, "persistentvolumes", "small", "Bound"))
+    assert pv["metadata"]["annotations"]["pv.kubernetes.io/bound-by-controller"] == "yes"
+    await client.resource("", "v1", "persistentvolumeclaims").delete("c", "default")
+    released = await eventually(phase_is(client, "persistentvolumes", "small", "Released"))
+    assert released["status"]["lastPhaseTransitionTime"]
+
+
+async def test_claim_in_use_outlives_its_deletion_until_the_pod_ends(env):
+    client, _ = env
+    await client.resource("storage.k8s.io", "v1", "storageclasses").create({
+        "metadata": {"name": "now"}, "provisioner": PROVISIONER, "volumeBindingMode": "Immediate"})
+    pvcs = client.resource("", "v1", "persistentvolumeclaims")
+    await pvcs.create(claim("used", storageClassName="now"))
+    await eventually(phase_is(client, "persistentvolumeclaims", "used", "Bound", "default"))
+    pods = client.resource("", "v1", "pods")
+    pod = await pods.create({"metadata": {"name": "p", "namespace": "default"}, "spec": {
+        "nodeName": "gpu-0", "containers": [{"name": "c", "image": "busybox"}],
+        "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "used"}}]}})
+    await pods.update({**pod, "status": {"phase": "Running"}}, subresource="status")
+    await pvcs.delete("used", "default")
+    deleting = await state(client, "persistentvolumeclaims", "used", "default")
+    assert deleting["metadata"]["deletionTimestamp"] and deleting["metadata"]["finalizers"] == ["kubernetes.io/pvc-protection"]
+    await pods.delete("p", "default", grace_period_seconds=0)
+    await eventually(lambda: _gone(client, "persistentvolumeclaims", "used", "default"))
+
+
+async def test_claim_without_class_gets_the_default_when_one_appears(env):
+    client, _ = env
+    classes = client.resource("storage.k8s.io", "v1", "storageclasses")
+    await classes.delete("standard")
+    pvcs = client.resource("", "v1", "persistentvolumeclaims")
+    await pvcs.create(claim("early"))
+    assert "storageClassName" not in (await state(client, "persistentvolumeclaims", "early", "default"))["spec"]
+    await classes.create({"metadata": {"name": "later", "annotations": {
+        "storageclass.kubernetes.io/is-default-class": "true"}}, "provisioner": PROVISIONER,
+        "volumeBindingMode": "Immediate"})
+    bound = await eventually(phase_is(client, "persistentvolumeclaims", "early", "Bound", "default"))
+    assert bound["spec"]["storageClassName"] == "later"

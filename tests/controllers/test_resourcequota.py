@@ -1,0 +1,66 @@
+"""The resource-quota controller: status.hard mirrors the spec, status.used
+counts what the namespace's objects charge (compute, extended resources,
+DRA devices by class, object counts, scopes), and drops when objects go."""
+
+import pytest
+
+from nanokube.controllers.resourcequota import ResourceQuotaController
+from tests.controllers import eventually, make_stack
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    ctrl = ResourceQuotaController(s.client)
+    await ctrl.start()
+    yield s.client
+    await ctrl.stop()
+    await s.close()
+
+
+def used_is(client, expected, name="q"):
+    async def check():
+        q = await client.resource("", "v1", "resourcequotas").get(name, "default")
+        return (q.get("status") or {}).get("used") == expected and q
+    return check
+
+
+def pod(name, resources=None, **spec):
+    c = {"name": "c", "image": "busybox", **({"resources": resources} if resources else {})}
+    return {"metadata": {"name": name, "namespace": "default"}, "spec": {"containers": [c], **spec}}
+
+
+async def test_used_follows_pods_claims_and_counts(env):
+    client = env
+    hard = {"pods": "10", "requests.cpu": "4", "limits.memory": "8Gi", "requests.nvidia.com/gpu": "4",
+            "gpu.nanokube.io.deviceclass.resource.k8s.io/devices": "8", "count/configmaps": "5"}
+    quotas = client.resource("", "v1", "resourcequotas")
+    await quotas.create({"metadata": {"name": "q", "namespace": "default"}, "spec": {"hard": hard}})
+    q = await eventually(used_is(client, {k: "0" for k in hard}))
+    assert q["status"]["hard"] == hard
+    pods = client.resource("", "v1", "pods")
+    await pods.create(pod("a", {"requests": {"cpu": "500m"}, "limits": {"memory": "1Gi", "nvidia.com/gpu": "2"}}))
+    await pods.create(pod("b", {"requests": {"cpu": "1"}, "limits": {"memory": "512Mi"}}))
+    await client.resource("resource.k8s.io", "v1", "resourceclaims").create({
+        "metadata": {"name": "c", "namespace": "default"}, "spec": {"devices": {"requests": [
+            {"name": "all", "exactly": {"deviceClassName": "gpu.nanokube.io", "count": 3}},
+            {"name": "alt", "firstAvailable": [{"name": "one", "deviceClassName": "gpu.nanokube.io"},
+                                               {"name": "two", "deviceClassName": "gpu.nanokube.io", "count": 2}]}]}}})
+    await client.resource("", "v1", "configmaps").create({"metadata": {"name": "cm", "namespace": "default"}})
+    expected = {"pods": "2", "requests.cpu": "1500m", "limits.memory": "1536Mi", "requests.nvidia.com/gpu": "2",
+                "gpu.nanokube.io.deviceclass.resource.k8s.io/devices": "5", "count/configmaps": "1"}
+    await eventually(used_is(client, expected))
+    await pods.delete("a", "default", grace_period_seconds=0)
+    await eventually(used_is(client, {**expected, "pods": "1", "requests.cpu": "1", "limits.memory": "512Mi",
+                                      "requests.nvidia.com/gpu": "0"}))
+
+
+async def test_scopes_select_what_counts(env):
+    client = env
+    quotas = client.resource("", "v1", "resourcequotas")
+    await quotas.create({"metadata": {"name": "besteffort", "namespace": "default"},
+                         "spec": {"hard": {"pods": "5"}, "scopes": ["BestEffort"]}})
+    pods = client.resource("", "v1", "pods")
+    await pods.create(pod("plain"))
+    await pods.create(pod("sized", {"requests": {"cpu": "1"}}))
+    await eventually(used_is(client, {"pods": "1"}, "besteffort"))

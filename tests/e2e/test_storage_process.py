@@ -1,0 +1,69 @@
+"""A PersistentVolumeClaim in `nanokube up --runtime process`: a pod really
+writes a file into its claim's directory (DIR/volumes/<pv>), is deleted, and
+a new pod of the same name reads it back.
+
+Skipped (loudly) only without root, `ip` or `nft`, as the other process-runtime tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from nanokube.node.runtime.netns import PREFIX, cluster_tag, list_netns
+from tests.e2e.conftest import start_cluster, wait_for
+
+CLUSTER_FILE = "examples/clusters/process-3cpu.yaml"
+MOUNT = "/mnt/nanokube-e2e-claim"
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("nft"),
+    reason="SKIPPED LOUDLY: the process runtime needs root, ip and nft (run scripts/nftables.sh)")
+
+
+@pytest.fixture(scope="module")
+def proc_cluster(store_url):
+    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-pvc-"))
+    c = start_cluster(d, store_url, ("--cluster", CLUSTER_FILE, "--runtime", "process"))
+    prefix = f"{PREFIX}{cluster_tag(str(d))}-"
+    try:
+        yield c
+    finally:
+        c.stop()
+        leftovers = [n for n in list_netns() if n.startswith(prefix)]
+        shutil.rmtree(d, ignore_errors=True)
+        assert leftovers == [], f"namespaces left after shutdown: {leftovers}"
+
+
+def pod(script: str) -> str:
+    return json.dumps({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "worker", "namespace": "default"},
+        "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                 "containers": [{"name": "main", "image": "busybox", "command": ["sh", "-c", script],
+                                 "volumeMounts": [{"name": "data", "mountPath": MOUNT}]}],
+                 "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "notes"}}]}})
+
+
+def finished(c) -> str:
+    got = c.kubectl_json("get", "pod", "worker")
+    return (got.get("status") or {}).get("phase") in ("Succeeded", "Failed") and got["status"]["phase"]
+
+
+def test_pod_writes_its_claim_and_a_new_pod_reads_it_back(proc_cluster):
+    c = proc_cluster
+    c.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "notes"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
+    c.kubectl("apply", "-f", "-", input=pod(f"echo written-by-$(hostname) > {MOUNT}/note.txt"))
+    assert wait_for(lambda: finished(c), 60, "writer finished") == "Succeeded"
+    volume = c.kubectl_json("get", "pvc", "notes")["spec"]["volumeName"]
+    assert (c.data_dir / "volumes" / volume / "note.txt").read_text() == "written-by-worker\n"
+    c.kubectl("delete", "pod", "worker")
+    c.kubectl("apply", "-f", "-", input=pod(f"cat {MOUNT}/note.txt"))
+    assert wait_for(lambda: finished(c), 60, "reader finished") == "Succeeded"
+    assert c.kubectl("logs", "worker").stdout == "written-by-worker\n"
+    assert not os.path.exists(MOUNT)  # the runtime removes the mount point it made

@@ -1,0 +1,103 @@
+"""VolumeBinding over the in-process API server, with the PV controller and
+the local-path provisioner: a WaitForFirstConsumer claim is provisioned on
+the node the pod lands on; a static local volume pins its pod to its node;
+missing and unbound Immediate claims keep the pod pending with upstream's
+reasons; two pods never take one volume."""
+
+import pytest
+
+from nanokube.controllers.persistentvolume import PersistentVolumeController
+from nanokube.node.storage import LocalPathProvisioner
+from nanokube.scheduler.scheduler import Scheduler
+from tests.controllers import eventually, make_stack
+from tests.scheduler import node, pod
+from tests.scheduler.test_scheduler import add_node, bound
+
+
+@pytest.fixture
+async def env(tmp_path):
+    s = await make_stack()
+    for n in ("n1", "n2", "n3"):
+        await add_node(s.client, node(n, labels={"kubernetes.io/hostname": n}))
+    parts = [PersistentVolumeController(s.client), LocalPathProvisioner(s.client, str(tmp_path)),
+             Scheduler(s.client, seed=1)]
+    for p in parts:
+        await p.start()
+    yield s.client
+    for p in reversed(parts):
+        await p.stop()
+    await s.close()
+
+
+def claim_pod(name, *claims, **spec):
+    p = pod(name, **spec)
+    del p["metadata"]["uid"]
+    p["spec"]["volumes"] = [{"name": c, "persistentVolumeClaim": {"claimName": c}} for c in claims]
+    return p
+
+
+def claim(name, **spec):
+    return {"metadata": {"name": name, "namespace": "default"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, **spec}}
+
+
+def pinned(name, node_name):
+    return {"metadata": {"name": name}, "spec": {
+        "capacity": {"storage": "5Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "local",
+        "local": {"path": f"/tmp/{name}"}, "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": [node_name]}]}]}}}}
+
+
+def unschedulable(pods, name):
+    async def check():
+        for c in (await pods.get(name, "default")).get("status", {}).get("conditions", []):
+            if c["type"] == "PodScheduled" and c["status"] == "False":
+                return c["message"]
+        return None
+    return check
+
+
+async def test_wait_for_first_consumer_claim_is_provisioned_on_the_pods_node(env):
+    client = env
+    await client.resource("", "v1", "persistentvolumeclaims").create(claim("data"))
+    pods = client.resource("", "v1", "pods")
+    await pods.create(claim_pod("p", "data"))
+    node_name = await eventually(bound(pods, "p"))
+    pvc = await client.resource("", "v1", "persistentvolumeclaims").get("data", "default")
+    assert pvc["status"]["phase"] == "Bound"
+    assert pvc["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] == node_name
+
+
+async def test_static_local_volumes_pin_pods_and_are_never_shared(env):
+    client = env
+    await client.resource("storage.k8s.io", "v1", "storageclasses").create({
+        "metadata": {"name": "local"}, "provisioner": "kubernetes.io/no-provisioner",
+        "volumeBindingMode": "WaitForFirstConsumer"})
+    await client.resource("", "v1", "persistentvolumes").create(pinned("on-n2", "n2"))
+    claims = client.resource("", "v1", "persistentvolumeclaims")
+    await claims.create(claim("a", storageClassName="local"))
+    await claims.create(claim("b", storageClassName="local"))
+    pods = client.resource("", "v1", "pods")
+    await pods.create(claim_pod("pa", "a"))
+    assert await eventually(bound(pods, "pa")) == "n2"
+    assert (await claims.get("a", "default"))["spec"]["volumeName"] == "on-n2"
+    await pods.create(claim_pod("pb", "b"))
+    assert "3 node(s) didn't find available persistent volumes to bind" in await eventually(unschedulable(pods, "pb"))
+
+
+async def test_missing_and_unbound_immediate_claims_keep_the_pod_pending(env):
+    client = env
+    pods = client.resource("", "v1", "pods")
+    await pods.create(claim_pod("lost", "nowhere"))
+    assert await eventually(unschedulable(pods, "lost")) == (
+        '0/3 nodes are available: persistentvolumeclaim "nowhere" not found. preemption: 0/3 nodes are available: '
+        "3 Preemption is not helpful for scheduling.")
+    await client.resource("", "v1", "persistentvolumeclaims").create(claim("manual", storageClassName=""))
+    await pods.create(claim_pod("waiting", "manual"))
+    assert "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims." in \
+        await eventually(unschedulable(pods, "waiting"))
+    await client.resource("", "v1", "persistentvolumes").create({"metadata": {"name": "fits"}, "spec": {
+        "capacity": {"storage": "2Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+        "hostPath": {"path": "/tmp/fits"}}})
+    assert await eventually(bound(pods, "waiting"))
+
