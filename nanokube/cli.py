@@ -104,12 +104,13 @@ async def _up(args: argparse.Namespace) -> int:
         runtime = ProcessRuntime(os.path.join(data_dir, "runtime"), cluster_tag(data_dir))
     nodes = NodeManager(connect, cluster, server.clock, pods_dir=os.path.join(data_dir, "pods"),
                         runtime=runtime, **node_options())
+    server.handlers.sub.log_readers.append(nodes.read_log)
+    server.handlers.streams.node_servers.append(nodes.streaming_for)
     if runtime is not None:
         from .proxy.runner import NodeProxies, proxy_configs
 
         agents = list(nodes.agents.values())
         runtime.start([(a.name, a.spec.index, a.host_ip, a.pod_cidr) for a in agents])
-        server.handlers.sub.log_readers.append(runtime.read_log)
         proxies = NodeProxies(connect, [(a.name, a.host_ip, runtime.net.node_ns(a.spec.index)) for a in agents],
                               mode_warnings, server.clock, configs=proxy_configs())
         server.component_metrics.append(proxies.metrics)

@@ -14,10 +14,16 @@ _SUBRESOURCE_VERBS = {
     "binding": ["create"],
     "eviction": ["create"],
     "log": ["get"],
+    "exec": ["create", "get"],
+    "attach": ["create", "get"],
+    "portforward": ["create", "get"],
     "approval": ["get", "patch", "update"],
     "finalize": ["update"],
     "token": ["create"],
 }
+
+
+_STREAMING_KINDS = {"exec": "PodExecOptions", "attach": "PodAttachOptions", "portforward": "PodPortForwardOptions"}
 
 
 def _subresource_kind(res: Resource, sub: str) -> tuple[str, str, str]:
@@ -30,6 +36,8 @@ def _subresource_kind(res: Resource, sub: str) -> tuple[str, str, str]:
         return ("policy", "v1", "Eviction")
     if sub == "token":
         return ("authentication.k8s.io", "v1", "TokenRequest")
+    if sub in _STREAMING_KINDS:
+        return ("", "v1", _STREAMING_KINDS[sub])
     return (res.group, "", res.kind)
 
 

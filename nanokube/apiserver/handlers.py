@@ -22,6 +22,7 @@ from . import discovery, serializer, tables
 from .rest import GenericREST, ResourceIndex, User, WriteOptions
 from ..machinery.responses import dumps, error_response, json_response
 from .options import delete_options, dry_run_errors, field_manager_errors, integer, options_invalid
+from .streaming.pods import PodStreaming
 from .subresources import Subresources
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,8 @@ class APIHandlers:
         self.metrics = metrics
         self.openapi = openapi_cache
         self.sub = Subresources(rest)
+        #: pods/exec, pods/attach and pods/portforward, proxied to the node agents that register
+        self.streams = PodStreaming(lambda ns, name: rest._entry(index.get("", "v1", "pods"), ns, name).obj)
         #: answers create on review resources (verbs == ("create",)): `await reviews(res, body, user, namespace)`
         self.reviews = None
         self._discovery_cache: dict[str, bytes] = {}
@@ -227,6 +230,8 @@ class APIHandlers:
             if m != "POST" or name:
                 raise errors.method_not_allowed()
             return json_response(await self.reviews(res, await self._body(request), _user(request), namespace), 201)
+        if sub in ("exec", "attach", "portforward") and not group:
+            return await self.streams.handle(request, namespace, name, sub)
         if sub in ("binding", "eviction", "log", "scale", "token"):
             return await self.sub.handle(self, request, res, version, namespace, name, sub)
         if m == "GET":

@@ -23,6 +23,7 @@ from .dra.prepare import ClaimPreparer
 from .faults import Faults, Plan
 from .faults import parse as parse_faults
 from .lifecycle import PodWorker, SimulatedRuntime
+from .streaming import NodeStreamingServer
 from .volumes import VolumeManager
 
 log = logging.getLogger(__name__)
@@ -170,6 +171,7 @@ class NodeAgent:
         self.volumes = VolumeManager(client, spec.name, os.path.join(pods_dir, spec.name), clock)
         self.node_uid = ""
         self.workers: dict[str, PodWorker] = {}
+        self.streaming = NodeStreamingServer(self)
         self._lease: dict | None = None
         self._conditions: list[dict] = []
         self._last_status = 0.0

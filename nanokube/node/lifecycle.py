@@ -22,6 +22,7 @@ import logging
 from ..machinery.errors import APIError
 from ..clock import parse_time
 from .dra.prepare import NotReady
+from .simulated_io import SimulatedIO
 from .volumes import MountError
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,7 @@ class PodWorker:
         self.start_time = ""
         self.ip = ""
         self._task: asyncio.Task | None = None
+        self.io = SimulatedIO(self)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -104,7 +106,22 @@ class PodWorker:
         if self._task:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        self.io.stop()
         self.agent.ips.release(self.uid)
+
+    # --- streaming (node/streaming.py); the process runtime's worker runs real processes ---
+
+    async def exec(self, container: str, command: list[str], session):
+        return await self.io.exec(container, command, session)
+
+    async def attach(self, container: str, session):
+        return await self.io.attach(container, session)
+
+    async def port_forward(self, port: int):
+        return await self.io.port_forward(port)
+
+    async def logs(self, container: str, options):
+        return self.io.serve_log(container, options)
 
     # --- helpers -------------------------------------------------------------------
 
@@ -282,6 +299,7 @@ class PodWorker:
         policy = (self.pod.get("spec") or {}).get("restartPolicy", "Always")
         while True:
             deadline = None if run is None else self.clock.monotonic() + max(run, 0.0)
+            self.io.started({c["name"]: image_ref(c.get("image", "")) for c in self._containers()})
             if not (adopted and self.started_at):
                 now = self.clock.rfc3339()
                 self.started_at = now
@@ -292,6 +310,7 @@ class PodWorker:
             if await self._wait(deadline):
                 await self._terminate()
                 return
+            self.io.exited(code)
             now = self.clock.rfc3339()
             term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
                     "startedAt": self.started_at, "finishedAt": now}
@@ -333,6 +352,7 @@ class PodWorker:
         asked = parse_time(md["deletionTimestamp"]) - grace
         await self.clock.sleep(max(asked + min(grace, stop) - self.clock.now(), 0.0))
         code = 0 if stop <= grace else 137
+        self.io.exited(code, "received SIGTERM" if code == 0 else "was killed after the grace period")
         now = self.clock.rfc3339()
         term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
                 "startedAt": self.started_at or now, "finishedAt": now}

@@ -12,12 +12,13 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import AsyncIterable, Mapping
 
 from ..machinery.user import User
 from ..client.informer import Informer
 from ..clock import REAL, Clock
 from .agent import NodeAgent, Throttle
+from .streaming import NodeStreamingServer, log_options
 from .cluster import Cluster
 from .dra.deviceclasses import ensure_device_classes
 from .faults import ANNOTATION as FAULT_ANNOTATION
@@ -113,6 +114,22 @@ class NodeManager:
         t = asyncio.create_task(agent.apply_faults(value))
         self._fault_tasks.add(t)
         t.add_done_callback(self._fault_tasks.discard)
+
+    # --- the agents' streaming servers, for the API server -------------------------------
+
+    def streaming_for(self, node: str) -> NodeStreamingServer | None:
+        """The streaming server of `node` if one of these agents runs it."""
+        agent = self.agents.get(node)
+        return None if agent is None else agent.streaming
+
+    async def read_log(self, namespace: str, name: str, container: str, query) -> bytes | AsyncIterable | None:
+        """A pods/log reader (Subresources.log_readers): None for pods none of these agents runs."""
+        pod = self.pods.get(f"{namespace}/{name}")
+        agent = self._agent(pod) if pod is not None else None
+        if agent is None:
+            return None
+        return await agent.streaming.logs(namespace, name, pod["metadata"]["uid"], container,
+                                          log_options(query, self.clock.now()))
 
     def _agent(self, pod: dict) -> NodeAgent | None:
         return self.agents.get((pod.get("spec") or {}).get("nodeName") or "")

@@ -2,8 +2,8 @@
 runtime per `nanokube up`. It builds the cluster's namespaces (netns.py),
 hands each bound pod to a ProcessPodWorker (worker.py), keeps the mount
 targets it had to create so they go away with their pods (and after a
-crash, on the next start), and serves pods/log from the containers' log
-files (logs.py).
+crash, on the next start). Each worker serves its containers' logs and
+streams (stdio.py).
 """
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import AsyncIterator
 
-from .logs import serve_log
+from ..containerlog import MAX_FILES, MAX_SIZE
 from .netns import ClusterNetwork
 from .worker import ProcessPodWorker
 
@@ -23,8 +22,11 @@ class ProcessRuntime:
 
     name = "process"
 
-    def __init__(self, state_dir: str, tag: str, *, backoff_initial: float = 10.0):
+    def __init__(self, state_dir: str, tag: str, *, backoff_initial: float = 10.0,
+                 log_max_size: int = MAX_SIZE, log_max_files: int = MAX_FILES):
         self.state_dir = state_dir
+        #: each container instance's log rotates at this size, keeping this many files (the kubelet's defaults)
+        self.log_max_size, self.log_max_files = log_max_size, log_max_files
         self.net = ClusterNetwork(tag)
         self.backoff_initial = backoff_initial
         self.pods: dict[tuple[str, str], ProcessPodWorker] = {}
@@ -112,15 +114,6 @@ class ProcessRuntime:
         self._mountpoints.clear()
         if os.path.exists(self._mountpoint_record):
             os.unlink(self._mountpoint_record)
-
-    # --- pods/log -----------------------------------------------------------------------
-
-    async def read_log(self, namespace: str, name: str, container: str, query: dict) -> bytes | AsyncIterator | None:
-        """The pods/log reader (Subresources.log_readers): None for pods this runtime does not run."""
-        w = self.pods.get((namespace, name))
-        if w is None:
-            return None
-        return serve_log(w.containers.get(container) or w.inits.get(container), name, container, query)
 
 
 def _remove_empty(target: str) -> None:

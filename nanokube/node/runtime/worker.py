@@ -26,14 +26,18 @@ import re
 import shutil
 import signal
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ...machinery import errors
+from ...machinery.streaming import StreamFailed
 from ...clock import parse_time
 from ..lifecycle import BACKOFF_MAX, PodWorker, image_id, image_ref
 from .netns import NetnsError
 from .probes import run_probe
+from . import stdio
+from .stdio import ContainerIO
+from ..containerlog import FileContainerLog
 
 if TYPE_CHECKING:
     from .process import ProcessRuntime
@@ -66,6 +70,8 @@ class Container:
     started: bool = False  # running, and past its startup probe if it has one
     proc: asyncio.subprocess.Process | None = None
     log_dir: str = ""
+    logs: list[FileContainerLog] = field(default_factory=list)  # one per instance, the last is current
+    io: ContainerIO = field(default_factory=ContainerIO)
 
     @property
     def name(self) -> str:
@@ -289,13 +295,10 @@ class ProcessPodWorker(PodWorker):
         return ["ip", "netns", "exec", self.netns, sys.executable, "-I", LAUNCHER, json.dumps(spec)]
 
     async def _spawn(self, c: Container) -> None:
-        out = os.open(c.log_path(c.instances), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            c.proc = await asyncio.create_subprocess_exec(
-                *self._launch_argv(c, self._argv(c)), stdin=asyncio.subprocess.DEVNULL, stdout=out,
-                stderr=asyncio.subprocess.STDOUT, start_new_session=True)
-        finally:
-            os.close(out)
+        log = FileContainerLog(c.log_path(c.instances), self.runtime.log_max_size, self.runtime.log_max_files)
+        c.logs = [*c.logs[-1:], log]
+        c.io = ContainerIO()
+        c.proc = await stdio.spawn(self._launch_argv(c, self._argv(c)), c.spec, log, c.io, self.clock.now)
         c.instances += 1
 
     async def _container_loop(self, c: Container, restart) -> int:
@@ -315,6 +318,7 @@ class ProcessPodWorker(PodWorker):
             finally:
                 if probe:
                     probe.cancel()
+            await stdio.finished(c.io, c.logs[-1])
             c.ready = c.started = False
             term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "startedAt": started,
                     "finishedAt": self.clock.rfc3339(), "containerID": self._container_id(c)}
@@ -404,6 +408,38 @@ class ProcessPodWorker(PodWorker):
             os.killpg(proc.pid, signal.SIGKILL)
             await proc.wait()
             return -1
+
+    # --- streaming (node/streaming.py) ------------------------------------------------
+
+    def _running(self, container: str) -> Container:
+        c = self.containers.get(container) or self.inits.get(container)
+        if c is None or c.proc is None or c.proc.returncode is not None:
+            raise StreamFailed(f'container "{container}" in pod "{self.name}" is not running')
+        return c
+
+    async def exec(self, container: str, command: list[str], session):
+        c = self._running(container)
+        return await stdio.run(self._launch_argv(c, command), session, exit_code)
+
+    async def attach(self, container: str, session):
+        c = self._running(container)
+        return await stdio.attach(c.io, c.proc, session, exit_code, bool(c.spec.get("stdinOnce")))
+
+    async def port_forward(self, port: int):
+        if not self.netns:
+            raise StreamFailed(f'pod "{self.name}" has no network namespace yet')
+        return await stdio.connect(self.netns, port)
+
+    async def logs(self, container: str, options):
+        c = self.containers.get(container) or self.inits.get(container)
+        if c is None or not c.logs:
+            raise errors.bad_request(f'container "{container}" in pod "{self.name}" is waiting to start: '
+                                     f"ContainerCreating")
+        if options.previous:
+            if len(c.logs) < 2:
+                raise errors.bad_request(f'previous terminated container "{container}" in pod "{self.name}" not found')
+            return c.logs[-2].serve(replace(options, follow=False))
+        return c.logs[-1].serve(options)
 
     # --- status -----------------------------------------------------------------------
 

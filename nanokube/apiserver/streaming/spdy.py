@@ -1,0 +1,186 @@
+"""SPDY/3.1 framing, as much of it as Kubernetes' streaming protocols use
+(moby/spdystream on the client side): streams opened by the client with
+SYN_STREAM and answered with SYN_REPLY, DATA frames with FIN half-closes,
+RST_STREAM, PING echoes and GOAWAY. Header blocks are zlib-compressed with
+SPDY/3's dictionary on one compression context per direction for the whole
+connection. Flow control is not enforced (spdystream neither sends nor
+honours WINDOW_UPDATE).
+
+`SpdySession` runs over any byte stream: an HTTP connection upgraded to
+`SPDY/3.1`, or the binary messages of a WebSocket tunnel
+(`SPDY/3.1+portforward.k8s.io`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import zlib
+from collections.abc import Awaitable, Callable
+
+_WORDS = (
+    'options', 'head', 'post', 'put', 'delete', 'trace', 'accept', 'accept-charset', 'accept-encoding',
+    'accept-language', 'accept-ranges', 'age', 'allow', 'authorization', 'cache-control', 'connection',
+    'content-base', 'content-encoding', 'content-language', 'content-length', 'content-location', 'content-md5',
+    'content-range', 'content-type', 'date', 'etag', 'expect', 'expires', 'from', 'host', 'if-match',
+    'if-modified-since', 'if-none-match', 'if-range', 'if-unmodified-since', 'last-modified', 'location',
+    'max-forwards', 'pragma', 'proxy-authenticate', 'proxy-authorization', 'range', 'referer', 'retry-after',
+    'server', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'user-agent', 'vary', 'via', 'warning',
+    'www-authenticate', 'method', 'get', 'status', '200 OK', 'version', 'HTTP/1.1', 'url', 'public', 'set-cookie',
+    'keep-alive', 'origin',
+)
+_TAIL = (
+    '100101201202205206300302303304305306307402405406407408409410411412413414415416417502504505203 Non-Au'
+    'thoritative Information204 No Content301 Moved Permanently400 Bad Request401 Unauthorized403 Forbidd'
+    'en404 Not Found500 Internal Server Error501 Not Implemented503 Service UnavailableJan Feb Mar Apr Ma'
+    'y Jun Jul Aug Sept Oct Nov Dec 00:00:00 Mon, Tue, Wed, Thu, Fri, Sat, Sun, GMTchunked,text/html,imag'
+    'e/png,image/jpg,image/gif,application/xml,application/xhtml+xml,text/plain,text/javascript,publicpri'
+    'vatemax-age=gzip,deflate,sdchcharset=utf-8charset=iso-8859-1,utf-,*,enq=0.'
+)
+#: SPDY/3's header compression dictionary (draft 3, section 2.6.10.1)
+DICTIONARY = b"".join(struct.pack(">I", len(w)) + w.encode() for w in _WORDS) + _TAIL.encode()
+
+SYN_STREAM, SYN_REPLY, RST_STREAM, SETTINGS, PING, GOAWAY, HEADERS, WINDOW_UPDATE = 1, 2, 3, 4, 6, 7, 8, 9
+FLAG_FIN = 0x01
+RST_CANCEL = 5
+MAX_DATA = 32 * 1024
+
+
+class SpdyError(Exception):
+    """The peer broke the framing; the connection is unusable."""
+
+
+class SpdyStream:
+    """One stream the client opened: its headers, what it sent (a reader that
+    ends at the client's FIN) and writes back to it."""
+
+    def __init__(self, session: SpdySession, stream_id: int, headers: dict[str, str]):
+        self.session = session
+        self.id = stream_id
+        self.headers = headers
+        self.reader = asyncio.StreamReader()
+        self.closed = False  # our side sent FIN
+
+    async def write(self, data: bytes) -> None:
+        for i in range(0, len(data), MAX_DATA):
+            await self.session.send_data(self.id, data[i:i + MAX_DATA], False)
+
+    async def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            await self.session.send_data(self.id, b"", True)
+
+
+class SpdySession:
+    """The server side of a SPDY/3.1 connection over `read(n)` / `write(data)`."""
+
+    def __init__(self, read: Callable[[int], Awaitable[bytes]], write: Callable[[bytes], Awaitable[None]]):
+        self._read = read
+        self._write = write
+        self._inflate = zlib.decompressobj(zdict=DICTIONARY)
+        self._deflate = zlib.compressobj(9, zdict=DICTIONARY)
+        self._lock = asyncio.Lock()
+        self.streams: dict[int, SpdyStream] = {}
+        self.incoming: asyncio.Queue[SpdyStream | None] = asyncio.Queue()
+        self.done = asyncio.Event()
+
+    async def _exactly(self, n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = await self._read(n - len(buf))
+            if not chunk:
+                raise EOFError
+            buf += chunk
+        return buf
+
+    async def serve(self) -> None:
+        """Read frames until the client goes away; every opened stream is
+        answered with SYN_REPLY and queued on `incoming` (None at the end)."""
+        try:
+            while True:
+                head = await self._exactly(8)
+                first, second = struct.unpack(">II", head)
+                flags, length = second >> 24, second & 0xFFFFFF
+                payload = await self._exactly(length) if length else b""
+                if first & 0x80000000:
+                    if not await self._control(first & 0xFFFF, flags, payload):
+                        return
+                else:
+                    self._data(first & 0x7FFFFFFF, flags, payload)
+        except (EOFError, ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            for s in self.streams.values():
+                s.reader.feed_eof()
+            self.incoming.put_nowait(None)
+            self.done.set()
+
+    async def _control(self, ftype: int, flags: int, payload: bytes) -> bool:
+        if ftype == SYN_STREAM:
+            stream_id = struct.unpack(">I", payload[:4])[0] & 0x7FFFFFFF
+            stream = SpdyStream(self, stream_id, self._headers(payload[10:]))
+            self.streams[stream_id] = stream
+            if flags & FLAG_FIN:
+                stream.reader.feed_eof()
+            await self._send_control(SYN_REPLY, 0, struct.pack(">I", stream_id) + self._header_block({}))
+            self.incoming.put_nowait(stream)
+        elif ftype == RST_STREAM:
+            stream = self.streams.pop(struct.unpack(">I", payload[:4])[0] & 0x7FFFFFFF, None)
+            if stream is not None:
+                stream.closed = True
+                stream.reader.feed_eof()
+        elif ftype == PING:
+            await self._send_control(PING, 0, payload[:4])
+        elif ftype == GOAWAY:
+            return False
+        elif ftype == HEADERS:
+            self._headers(payload[4:])  # keeps the shared decompression context in step
+        return True
+
+    def _data(self, stream_id: int, flags: int, data: bytes) -> None:
+        stream = self.streams.get(stream_id)
+        if stream is None:
+            return
+        if data:
+            stream.reader.feed_data(data)
+        if flags & FLAG_FIN:
+            stream.reader.feed_eof()
+
+    def _headers(self, block: bytes) -> dict[str, str]:
+        try:
+            raw = self._inflate.decompress(block)
+        except zlib.error as e:
+            raise SpdyError(f"header block: {e}") from None
+        (count,), pos, out = struct.unpack(">I", raw[:4]), 4, {}
+        for _ in range(count):
+            n = struct.unpack(">I", raw[pos:pos + 4])[0]
+            name = raw[pos + 4:pos + 4 + n].decode().lower()
+            pos += 4 + n
+            n = struct.unpack(">I", raw[pos:pos + 4])[0]
+            out[name] = raw[pos + 4:pos + 4 + n].decode().split("\x00")[0]
+            pos += 4 + n
+        return out
+
+    def _header_block(self, headers: dict[str, str]) -> bytes:
+        raw = struct.pack(">I", len(headers)) + b"".join(
+            struct.pack(">I", len(k)) + k.encode() + struct.pack(">I", len(v)) + v.encode() for k, v in headers.items())
+        return self._deflate.compress(raw) + self._deflate.flush(zlib.Z_SYNC_FLUSH)
+
+    async def _send_control(self, ftype: int, flags: int, payload: bytes) -> None:
+        async with self._lock:
+            await self._write(struct.pack(">HHI", 0x8000 | 3, ftype, (flags << 24) | len(payload)) + payload)
+
+    async def send_data(self, stream_id: int, data: bytes, fin: bool) -> None:
+        async with self._lock:
+            await self._write(struct.pack(">II", stream_id, ((FLAG_FIN if fin else 0) << 24) | len(data)) + data)
+
+    async def reset(self, stream: SpdyStream) -> None:
+        self.streams.pop(stream.id, None)
+        await self._send_control(RST_STREAM, 0, struct.pack(">II", stream.id, RST_CANCEL))
+
+    async def go_away(self) -> None:
+        last = max(self.streams, default=0)
+        try:
+            await self._send_control(GOAWAY, 0, struct.pack(">II", last, 0))
+        except (ConnectionError, RuntimeError):
+            pass

@@ -1,0 +1,140 @@
+"""The connections a streaming request upgrades to: a WebSocket speaking the
+channel protocol (`v5.channel.k8s.io`, `v4.channel.k8s.io`: one byte of
+channel number, then the payload), a WebSocket carrying a SPDY connection
+(kubectl's port-forward tunnel), or the HTTP connection itself upgraded to
+SPDY/3.1 (older clients, and kubectl's fallback)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import orjson
+from aiohttp import WSMsgType, web
+
+from ...machinery.streaming import CLOSE, RESIZE, STDIN, StreamSession
+from .spdy import SpdySession
+
+
+def offered(request: web.Request, header: str) -> list[str]:
+    return [p.strip() for v in request.headers.getall(header, []) for p in v.split(",") if p.strip()]
+
+
+def is_websocket(request: web.Request) -> bool:
+    return request.headers.get("Upgrade", "").lower() == "websocket"
+
+
+def is_spdy(request: web.Request) -> bool:
+    return request.headers.get("Upgrade", "").lower().startswith("spdy/3")
+
+
+class WebSocketChannels:
+    """The channel protocol over an upgraded WebSocket."""
+
+    def __init__(self, ws: web.WebSocketResponse):
+        self.ws = ws
+        self.closed = False
+
+    async def send(self, channel: int, data: bytes) -> None:
+        if not self.closed:
+            try:
+                await self.ws.send_bytes(bytes([channel]) + data)
+            except (ConnectionError, RuntimeError):
+                self.closed = True
+
+    async def pump_into(self, session: StreamSession | None, on_data=None) -> None:
+        """Client frames until it closes: stdin and resizes into `session`
+        (or every data frame to `on_data(channel, bytes)`); CLOSE ends a channel."""
+        async for msg in self.ws:
+            if msg.type == WSMsgType.BINARY:
+                frame = msg.data
+            elif msg.type == WSMsgType.TEXT:
+                frame = msg.data.encode("latin-1", "replace")
+            else:
+                continue
+            if not frame:
+                continue
+            channel, data = frame[0], frame[1:]
+            if channel == CLOSE:
+                if session is not None and data[:1] == bytes([STDIN]):
+                    session.stdin_data.put_nowait(None)
+                continue
+            if on_data is not None:
+                await on_data(channel, data)
+            elif channel == STDIN and session.stdin:
+                session.stdin_data.put_nowait(data)
+            elif channel == RESIZE:
+                _resizes(session, data)
+        self.closed = True
+        if session is not None:
+            session.stdin_data.put_nowait(None)
+
+    async def close(self) -> None:
+        self.closed = True
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            await self.ws.close()
+
+
+def _resizes(session: StreamSession, data: bytes) -> None:
+    for part in data.replace(b"}{", b"}\n{").splitlines():
+        with contextlib.suppress(orjson.JSONDecodeError, KeyError, TypeError):
+            size = orjson.loads(part)
+            session.resizes.put_nowait((int(size["Width"]), int(size["Height"])))
+
+
+def resize_stream_reader(session: StreamSession, reader: asyncio.StreamReader):
+    """A SPDY resize stream: JSON sizes one after another."""
+    async def pump() -> None:
+        buf = b""
+        while chunk := await reader.read(4096):
+            buf += chunk
+            while b"}" in buf:
+                part, buf = buf.split(b"}", 1)
+                _resizes(session, part + b"}")
+    return pump()
+
+
+class _RawUpgrade(web.StreamResponse):
+    """A 101 answer after which the connection carries another protocol
+    (aiohttp chunks a body of unknown length unless told otherwise)."""
+
+    _length_check = False
+
+
+class _Feed:
+    """aiohttp's payload-parser seat, taken over after the upgrade: every byte
+    the client sends goes to `reader`."""
+
+    def __init__(self, reader: asyncio.StreamReader):
+        self.reader = reader
+
+    def feed_data(self, data: bytes):
+        self.reader.feed_data(data)
+        return False, b""
+
+    def feed_eof(self) -> None:
+        self.reader.feed_eof()
+
+
+async def upgrade_to_spdy(request: web.Request, protocol: str) -> tuple[SpdySession, web.StreamResponse]:
+    """Answer 101 Switching Protocols to SPDY/3.1 and start serving SPDY frames."""
+    reader = asyncio.StreamReader()
+    resp = _RawUpgrade(status=101, headers={"Connection": "Upgrade", "Upgrade": "SPDY/3.1",
+                                            "X-Stream-Protocol-Version": protocol})
+    resp.force_close()
+    request.protocol.set_parser(_Feed(reader))
+    await resp.prepare(request)
+    return SpdySession(reader.read, resp.write), resp
+
+
+def spdy_over_websocket(ws: web.WebSocketResponse) -> tuple[SpdySession, asyncio.Task]:
+    """A SPDY connection whose bytes travel in the WebSocket's binary messages."""
+    reader = asyncio.StreamReader()
+
+    async def pump() -> None:
+        async for msg in ws:
+            if msg.type == WSMsgType.BINARY:
+                reader.feed_data(msg.data)
+        reader.feed_eof()
+
+    return SpdySession(reader.read, ws.send_bytes), asyncio.ensure_future(pump())

@@ -1,0 +1,102 @@
+"""What the API server and the node agents share about streaming (upstream's
+apimachinery remotecommand and portforward packages): the channels, the exit
+status a remote command reports, and the interface a node agent serves for
+exec, attach, port-forward and logs (upstream's kubelet server, reached
+in-process here: agents register a `NodeStreaming` per node with the API
+server, which proxies clients to it as kube-apiserver proxies to the kubelet).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterable, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+STDIN, STDOUT, STDERR, ERROR, RESIZE = 0, 1, 2, 3, 4
+#: v5.channel.k8s.io: a client frame [CLOSE, channel] half-closes that channel
+CLOSE = 255
+V5, V4 = "v5.channel.k8s.io", "v4.channel.k8s.io"
+PORT_FORWARD = "portforward.k8s.io"
+#: kubectl (1.31+) tunnels SPDY port-forwarding through a WebSocket
+TUNNELED_PORT_FORWARD = "SPDY/3.1+portforward.k8s.io"
+
+
+class StreamFailed(Exception):
+    """The command could not be run at all (reported as an InternalError
+    Status on the error channel, as the kubelet does)."""
+
+
+def exit_status(code: int, command: list[str]) -> dict:
+    """The error channel's Status for a finished command (v4 and later)."""
+    if code == 0:
+        return {"metadata": {}, "status": "Success"}
+    return {"metadata": {}, "status": "Failure",
+            "message": f"command terminated with non-zero exit code: error executing command {_go_list(command)}, "
+                       f"exit code {code}",
+            "reason": "NonZeroExitCode", "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
+
+
+def failure_status(message: str) -> dict:
+    return {"metadata": {}, "status": "Failure", "message": f"Internal error occurred: {message}",
+            "reason": "InternalError", "details": {"causes": [{"message": message}]}, "code": 500}
+
+
+def _go_list(items: list[str]) -> str:
+    return "[" + " ".join(items) + "]"
+
+
+@dataclass
+class StreamSession:
+    """One exec or attach as the node sees it: what the client sends (stdin,
+    terminal sizes) and where output goes. The transport fills `stdin` (None
+    marks its end) and `resizes`, and supplies the writers."""
+
+    stdin: bool
+    stdout: bool
+    stderr: bool
+    tty: bool
+    write_stdout: Callable[[bytes], Awaitable[None]]
+    write_stderr: Callable[[bytes], Awaitable[None]]
+    stdin_data: asyncio.Queue = field(default_factory=asyncio.Queue)
+    resizes: asyncio.Queue = field(default_factory=asyncio.Queue)
+
+    async def read_stdin(self) -> bytes:
+        """The next piece of stdin; b"" at its end."""
+        data = await self.stdin_data.get()
+        if data is None:
+            self.stdin_data.put_nowait(None)
+            return b""
+        return data
+
+
+class NodeStreaming(Protocol):
+    """What a node agent serves for the pods it runs (the kubelet's
+    /exec, /attach, /portForward and /containerLogs)."""
+
+    async def exec(self, namespace: str, pod: str, uid: str, container: str, command: list[str],
+                   session: StreamSession) -> int:
+        """Run `command` in the container; its exit code. StreamFailed when it cannot run."""
+
+    async def attach(self, namespace: str, pod: str, uid: str, container: str, session: StreamSession) -> int | None:
+        """Join the container's stdio until it exits (its exit code) or the client leaves (None)."""
+
+    async def port_forward(self, namespace: str, pod: str, uid: str,
+                           port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """A connection to `port` in the pod's network namespace. StreamFailed when refused."""
+
+    async def logs(self, namespace: str, pod: str, uid: str, container: str,
+                   options: LogOptions) -> bytes | AsyncIterable[bytes]:
+        """The container's log, or a stream of it for `follow`."""
+
+
+@dataclass
+class LogOptions:
+    """PodLogOptions as the kubelet applies them."""
+
+    follow: bool = False
+    previous: bool = False
+    timestamps: bool = False
+    since: float | None = None  # seconds since the epoch (sinceSeconds or sinceTime)
+    tail_lines: int | None = None
+    limit_bytes: int | None = None

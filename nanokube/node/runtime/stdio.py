@@ -1,0 +1,242 @@
+"""A process container's stdio and what the API server streams from it:
+its output is copied, as it arrives, to the container's log (CRI format,
+rotated; containerlog.py) and to every attached client; `stdin: true`
+containers keep a stdin pipe that attach writes to, `tty: true` ones run on
+a pseudo-terminal. Exec runs a command the way the container runs (its
+namespaces, env, working directory and volumes, through launch.py) with the
+client's stdin, stdout, stderr and terminal; port-forward opens a socket
+inside the pod's network namespace and connects to the port on localhost,
+as the CRI's PortForward does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import signal
+import struct
+import termios
+from collections.abc import Awaitable, Callable
+
+from ...machinery.streaming import StreamFailed, StreamSession
+from ..containerlog import ContainerLog
+from .netns import open_in_netns
+
+_CHUNK = 32 * 1024
+
+
+class ContainerIO:
+    """The stdio of a container's current instance."""
+
+    def __init__(self) -> None:
+        self.stdin: asyncio.StreamWriter | None = None
+        self.pty: int | None = None
+        self.attached: set[asyncio.Queue] = set()
+        self.pumps: list[asyncio.Task] = []
+
+    def publish(self, log: ContainerLog, stream: str, data: bytes, now: float) -> None:
+        log.append(now, stream, data)
+        for q in self.attached:
+            q.put_nowait((stream, data))
+
+    def ended(self) -> None:
+        for q in self.attached:
+            q.put_nowait(None)
+
+
+async def spawn(argv: list[str], spec: dict, log: ContainerLog, io: ContainerIO,
+                now: Callable[[], float]) -> asyncio.subprocess.Process:
+    """Start a container process whose output goes to `log` and attached clients."""
+    loop = asyncio.get_running_loop()
+    if spec.get("tty"):
+        master, slave = os.openpty()
+        try:
+            proc = await asyncio.create_subprocess_exec(*argv, stdin=slave, stdout=slave, stderr=slave,
+                                                        start_new_session=True)
+        finally:
+            os.close(slave)
+        io.pty = master
+        reader = asyncio.StreamReader()
+        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(master, "rb", 0))
+        io.stdin = _PtyWriter(master) if spec.get("stdin") else None
+        io.pumps = [asyncio.ensure_future(_pump(reader, "stdout", log, io, now, transport))]
+        return proc
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdin=asyncio.subprocess.PIPE if spec.get("stdin") else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
+    io.stdin = proc.stdin
+    io.pumps = [asyncio.ensure_future(_pump(proc.stdout, "stdout", log, io, now)),
+                asyncio.ensure_future(_pump(proc.stderr, "stderr", log, io, now))]
+    return proc
+
+
+async def _pump(reader: asyncio.StreamReader, stream: str, log: ContainerLog, io: ContainerIO,
+                now: Callable[[], float], transport=None) -> None:
+    try:
+        while True:
+            try:
+                chunk = await reader.read(_CHUNK)
+            except OSError:  # a pty whose last writer closed reads EIO
+                chunk = b""
+            if not chunk:
+                return
+            io.publish(log, stream, chunk, now())
+    finally:
+        if transport is not None:
+            transport.close()
+
+
+async def finished(io: ContainerIO, log: ContainerLog) -> None:
+    """After the process exits: the rest of its output, then attached clients and followers end."""
+    if io.pumps:
+        await asyncio.wait(io.pumps, timeout=2)
+    for t in io.pumps:
+        t.cancel()
+    io.ended()
+    log.close()
+
+
+class _PtyWriter:
+    """stdin of a tty container: writes to the terminal's master side."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def write(self, data: bytes) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self.fd, data)
+
+    async def drain(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def set_window(fd: int | None, width: int, height: int) -> None:
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", height, width, 0, 0))
+
+
+async def _resizes(session: StreamSession, fd: int | None) -> None:
+    while True:
+        width, height = await session.resizes.get()
+        set_window(fd, width, height)
+
+
+async def _stdin_to(session: StreamSession, write, close) -> None:
+    while data := await session.read_stdin():
+        write(data)
+        await asyncio.sleep(0)
+    close()
+
+
+async def attach(io: ContainerIO, proc: asyncio.subprocess.Process, session: StreamSession,
+                 exit_code: Callable[[int], int], stdin_once: bool = False) -> int | None:
+    """Join a running container's stdio until it exits (its exit code) or the
+    client leaves; with `stdinOnce` the container's stdin closes when the client's does."""
+    q: asyncio.Queue = asyncio.Queue()
+    io.attached.add(q)
+    tasks = []
+    if session.stdin and io.stdin is not None:
+        stdin = io.stdin
+        tasks.append(asyncio.ensure_future(_stdin_to(session, stdin.write,
+                                                     stdin.close if stdin_once else (lambda: None))))
+    if session.tty:
+        tasks.append(asyncio.ensure_future(_resizes(session, io.pty)))
+    try:
+        while (item := await q.get()) is not None:
+            stream, data = item
+            write = session.write_stderr if stream == "stderr" and session.stderr else session.write_stdout
+            if session.stdout or session.stderr:
+                await write(data)
+        return exit_code(await proc.wait())
+    finally:
+        io.attached.discard(q)
+        for t in tasks:
+            t.cancel()
+
+
+async def run(argv: list[str], session: StreamSession, exit_code: Callable[[int], int]) -> int:
+    """An exec: `argv` with the client's streams; its exit code (the process is killed if the client leaves)."""
+    loop = asyncio.get_running_loop()
+    tasks: list[asyncio.Future] = []
+    outputs: list[asyncio.Future] = []
+    if session.tty:
+        master, slave = os.openpty()
+        try:
+            proc = await asyncio.create_subprocess_exec(*argv, stdin=slave, stdout=slave, stderr=slave,
+                                                        start_new_session=True)
+        finally:
+            os.close(slave)
+        reader = asyncio.StreamReader()
+        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
+                                                    os.fdopen(master, "rb", 0))
+        outputs.append(asyncio.ensure_future(_copy(reader, session.write_stdout)))
+        tasks.append(asyncio.ensure_future(_resizes(session, master)))
+        if session.stdin:
+            pty = _PtyWriter(master)
+            tasks.append(asyncio.ensure_future(_stdin_to(session, pty.write, lambda: pty.write(b"\x04"))))
+    else:
+        transport = None
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.PIPE if session.stdin else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE if session.stdout else asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE if session.stderr else asyncio.subprocess.DEVNULL,
+            start_new_session=True)
+        if session.stdout:
+            outputs.append(asyncio.ensure_future(_copy(proc.stdout, session.write_stdout)))
+        if session.stderr:
+            outputs.append(asyncio.ensure_future(_copy(proc.stderr, session.write_stderr)))
+        if session.stdin:
+            tasks.append(asyncio.ensure_future(_stdin_to(session, proc.stdin.write, _closer(proc.stdin))))
+    tasks += outputs
+    try:
+        code = await proc.wait()
+        if outputs:
+            await asyncio.wait(outputs, timeout=2)
+        return exit_code(code)
+    finally:
+        for t in tasks:
+            t.cancel()
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+        if transport is not None:
+            transport.close()
+
+
+def _closer(w: asyncio.StreamWriter):
+    def close() -> None:
+        with contextlib.suppress(OSError):
+            w.close()
+    return close
+
+
+async def _copy(reader: asyncio.StreamReader, write: Callable[[bytes], Awaitable[None]]) -> None:
+    while True:
+        try:
+            chunk = await reader.read(_CHUNK)
+        except OSError:
+            return
+        if not chunk:
+            return
+        await write(chunk)
+
+
+async def connect(netns: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection to localhost:`port` inside `netns`."""
+    sock = await asyncio.to_thread(open_in_netns, netns)
+    sock.setblocking(False)
+    try:
+        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+    except OSError as e:
+        sock.close()
+        raise StreamFailed(f'failed to execute portforward in network namespace "/var/run/netns/{netns}": failed '
+                           f'to connect to localhost:{port} inside namespace "{netns}", IPv4: dial tcp4 '
+                           f"127.0.0.1:{port}: connect: {(e.strerror or str(e)).lower()}") from None
+    return await asyncio.open_connection(sock=sock)

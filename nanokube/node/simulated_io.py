@@ -1,0 +1,194 @@
+"""What a simulated container shows of itself: its log, exec, attach and
+port-forward, declared on the pod with annotations.
+
+- Log: every container instance logs its start, readiness and exit (with
+  its code), plus the lines of `sim.nanokube.io/log`: each line is printed
+  when the container starts, or `@<seconds>s <text>` that many seconds
+  after it started.
+- Exec: the image has no binaries, so a command fails as a container
+  runtime fails it ("executable file not found in $PATH"), unless the pod
+  declares it: `sim.nanokube.io/exec.<command>` (the command's base name)
+  is its stdout, or a JSON object `{"stdout": "...", "stderr": "...",
+  "exitCode": N}`.
+- Attach: streams the container's log lines as they are written, until it exits.
+- Port-forward: a port the container declares (`ports[].containerPort`)
+  answers HTTP requests with a line naming the pod and echoes anything else;
+  other ports refuse the connection, as the kubelet reports a closed port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import socket
+
+from ..machinery.streaming import LogOptions, StreamFailed, StreamSession
+from .containerlog import ContainerLog
+
+LOG = "sim.nanokube.io/log"
+EXEC_PREFIX = "sim.nanokube.io/exec."
+
+
+class SimulatedIO:
+    """The logs (current and previous instance) and streams of one pod's simulated containers."""
+
+    def __init__(self, worker):
+        self.worker = worker
+        self.logs: dict[str, list[ContainerLog]] = {}
+        self._scripted: asyncio.Task | None = None
+        self.exit_code: int | None = None
+        self._exited = asyncio.Event()
+
+    def _annotations(self) -> dict:
+        return (self.worker.pod.get("metadata") or {}).get("annotations") or {}
+
+    def _write(self, line: str, containers=None) -> None:
+        now = self.worker.clock.now()
+        for name in containers or self.logs:
+            self.logs[name][-1].append(now, "stdout", line.encode() + b"\n")
+
+    def started(self, image_of: dict[str, str]) -> None:
+        """A new instance of every container: keep the last one as `previous`."""
+        self.exit_code = None
+        self._exited.clear()
+        for name, image in image_of.items():
+            self.logs[name] = [*self.logs.get(name, [])[-1:], ContainerLog()]
+            self._write(f"nanokube: container {name} started (image {image})", [name])
+            self._write(f"nanokube: container {name} is ready", [name])
+        script = self._annotations().get(LOG)
+        if script:
+            delayed = []
+            for raw in script.splitlines():
+                when, text = _scheduled(raw)
+                if when is None:
+                    self._write(text)
+                else:
+                    delayed.append((when, text))
+            if delayed:
+                self._scripted = asyncio.ensure_future(self._later(sorted(delayed, key=lambda d: d[0])))
+
+    async def _later(self, lines: list[tuple[float, str]]) -> None:
+        start = self.worker.clock.monotonic()
+        for when, text in lines:
+            await self.worker.clock.sleep(max(start + when - self.worker.clock.monotonic(), 0.0))
+            self._write(text)
+
+    def exited(self, code: int, why: str = "") -> None:
+        if self._exited.is_set():
+            return
+        if self._scripted is not None:
+            self._scripted.cancel()
+            self._scripted = None
+        for name in self.logs:
+            if why:
+                self._write(f"nanokube: container {name} {why}", [name])
+            self._write(f"nanokube: container {name} exited with code {code}", [name])
+            self.logs[name][-1].close()
+        self.exit_code = code
+        self._exited.set()
+
+    def stop(self) -> None:
+        if self._scripted is not None:
+            self._scripted.cancel()
+
+    # --- served to the API server ----------------------------------------------------
+
+    def serve_log(self, container: str, opts: LogOptions):
+        from ..machinery import errors
+
+        instances = self.logs.get(container) or []
+        pod = self.worker.name
+        if not instances:
+            raise errors.bad_request(f'container "{container}" in pod "{pod}" is waiting to start: ContainerCreating')
+        if opts.previous:
+            if len(instances) < 2:
+                raise errors.bad_request(f'previous terminated container "{container}" in pod "{pod}" not found')
+            return instances[-2].serve(LogOptions(**{**opts.__dict__, "follow": False}))
+        return instances[-1].serve(opts)
+
+    def _running(self, container: str) -> ContainerLog:
+        instances = self.logs.get(container) or []
+        if not instances or instances[-1].closed:
+            raise StreamFailed(f"container {container} is not running")
+        return instances[-1]
+
+    async def exec(self, container: str, command: list[str], session: StreamSession) -> int:
+        self._running(container)
+        declared = self._annotations().get(EXEC_PREFIX + os.path.basename(command[0]))
+        if declared is None:
+            exec_id = hashlib.sha256(f"{self.worker.uid}/{container}/{command}".encode()).hexdigest()
+            raise StreamFailed(f'failed to exec in container: failed to start exec "{exec_id}": OCI runtime exec '
+                               f"failed: exec failed: unable to start container process: exec: \"{command[0]}\": "
+                               f"executable file not found in $PATH: unknown")
+        out = {"stdout": declared}
+        if declared.lstrip().startswith("{"):
+            try:
+                out = json.loads(declared)
+            except ValueError:
+                pass
+        if out.get("stdout") and session.stdout:
+            await session.write_stdout(str(out["stdout"]).encode())
+        if out.get("stderr"):
+            write = session.write_stderr if session.stderr else session.write_stdout
+            await write(str(out["stderr"]).encode())
+        return int(out.get("exitCode", 0) or 0)
+
+    async def attach(self, container: str, session: StreamSession) -> int | None:
+        log = self._running(container)
+        follow = log.serve(LogOptions(follow=True, tail_lines=0))
+        if isinstance(follow, bytes):
+            return self.exit_code
+        async for chunk in follow:
+            await session.write_stdout(chunk)
+        await self._exited.wait()
+        return self.exit_code
+
+    async def port_forward(self, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        declared = {p.get("containerPort") for c in (self.worker.pod.get("spec") or {}).get("containers") or []
+                    for p in c.get("ports") or [] if p.get("protocol", "TCP") == "TCP"}
+        if port not in declared:
+            netns = f"/var/run/netns/cni-{self.worker.uid}"
+            raise StreamFailed(f'failed to execute portforward in network namespace "{netns}": failed to connect to '
+                               f'localhost:{port} inside namespace "{self.worker.uid}", IPv4: dial tcp4 '
+                               f"127.0.0.1:{port}: connect: connection refused IPv6 dial tcp6: address localhost: "
+                               f"no suitable address ")
+        ours, theirs = socket.socketpair()
+        asyncio.ensure_future(self._listener(theirs, port))
+        return await asyncio.open_connection(sock=ours)
+
+    async def _listener(self, sock: socket.socket, port: int) -> None:
+        """The simulated server behind a declared port: HTTP gets a one-line answer, anything else is echoed."""
+        reader, writer = await asyncio.open_connection(sock=sock)
+        try:
+            first = await reader.read(65536)
+            if first.split(b" ", 1)[0] in (b"GET", b"HEAD", b"POST", b"PUT", b"DELETE", b"PATCH", b"OPTIONS"):
+                while b"\r\n\r\n" not in first and (more := await reader.read(65536)):
+                    first += more
+                body = f"nanokube simulated pod {self.worker.namespace}/{self.worker.name} port {port}\n".encode()
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: "
+                             + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n"
+                             + (b"" if first.startswith(b"HEAD") else body))
+            else:
+                data = first
+                while data:
+                    writer.write(data)
+                    await writer.drain()
+                    data = await reader.read(65536)
+            await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+
+def _scheduled(raw: str) -> tuple[float | None, str]:
+    """`@5s text` -> (5.0, "text"); any other line is printed at start."""
+    if raw.startswith("@"):
+        when, _, text = raw[1:].partition(" ")
+        try:
+            return float(when.rstrip("s")), text
+        except ValueError:
+            pass
+    return None, raw

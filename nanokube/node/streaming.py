@@ -1,0 +1,78 @@
+"""A node agent's streaming server (the kubelet's /exec, /attach,
+/portForward and /containerLogs): finds the worker running the pod and lets
+its runtime serve the request. The API server reaches it in-process through
+`NodeManager.streaming_for(node)`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterable
+from typing import TYPE_CHECKING
+
+from ..clock import parse_time
+from ..machinery import errors
+from ..machinery.streaming import LogOptions, StreamFailed, StreamSession
+
+if TYPE_CHECKING:
+    from .agent import NodeAgent
+    from .lifecycle import PodWorker
+
+
+class NodeStreamingServer:
+    def __init__(self, agent: NodeAgent):
+        self.agent = agent
+
+    def _worker(self, namespace: str, pod: str, uid: str) -> PodWorker:
+        w = self.agent.workers.get(uid)
+        if w is None or w.namespace != namespace or w.name != pod:
+            raise StreamFailed(f'pod "{pod}" in namespace "{namespace}" is not running on node "{self.agent.name}"')
+        return w
+
+    async def exec(self, namespace: str, pod: str, uid: str, container: str, command: list[str],
+                   session: StreamSession) -> int:
+        return await self._worker(namespace, pod, uid).exec(container, command, session)
+
+    async def attach(self, namespace: str, pod: str, uid: str, container: str, session: StreamSession) -> int | None:
+        return await self._worker(namespace, pod, uid).attach(container, session)
+
+    async def port_forward(self, namespace: str, pod: str, uid: str,
+                           port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await self._worker(namespace, pod, uid).port_forward(port)
+
+    async def logs(self, namespace: str, pod: str, uid: str, container: str,
+                   options: LogOptions) -> bytes | AsyncIterable[bytes]:
+        w = self.agent.workers.get(uid)
+        if w is None:
+            raise errors.bad_request(f'container "{container}" in pod "{pod}" is waiting to start: ContainerCreating')
+        return await w.logs(container, options)
+
+
+def log_options(query, now: float) -> LogOptions:
+    """PodLogOptions from the pods/log query, checked as kube-apiserver checks them."""
+    def number(key: str, minimum: int) -> int | None:
+        v = query.get(key)
+        if v is None:
+            return None
+        try:
+            n = int(v)
+        except ValueError:
+            raise errors.bad_request(f'{key}: Invalid value: "{v}": must be an integer') from None
+        if n < minimum:
+            raise errors.APIError(422, "Invalid", f'PodLogOptions "" is invalid: {key}: Invalid value: {n}: '
+                                                  f"must be greater than {minimum - 1}")
+        return n
+
+    since = None
+    if query.get("sinceSeconds") is not None:
+        since = now - number("sinceSeconds", 1)
+    if query.get("sinceTime"):
+        if since is not None:
+            raise errors.APIError(422, "Invalid", 'PodLogOptions "" is invalid: []: Forbidden: at most one of '
+                                                  "`sinceTime` or `sinceSeconds` may be specified")
+        try:
+            since = parse_time(query["sinceTime"])
+        except ValueError:
+            raise errors.bad_request(f'sinceTime: Invalid value: "{query["sinceTime"]}"') from None
+    return LogOptions(follow=query.get("follow") in ("true", "1"), previous=query.get("previous") in ("true", "1"),
+                      timestamps=query.get("timestamps") in ("true", "1"), since=since,
+                      tail_lines=number("tailLines", 0), limit_bytes=number("limitBytes", 1))
