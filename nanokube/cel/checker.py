@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .library import Overload
+from .library.overload import Overload
 from .parser import Node
 from .types import (
     BOOL, BYTES, DOUBLE, DYN, INT, NULL, STRING, TYPE, UINT, Type, list_of, map_of, optional_of,

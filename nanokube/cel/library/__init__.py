@@ -9,34 +9,21 @@ argument types match the values.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import CELError
-from ..types import Type
+from . import ext, format, lists, net, quantity, regex, semver, standard, urls
+from .overload import Overload
+from .values import matches_type
 
-
-@dataclass(frozen=True, slots=True)
-class Overload:
-    """`name(args) -> result`; `member` when called as `args[0].name(...)`.
-    `impl` is None for functions the engine itself implements."""
-
-    name: str
-    args: tuple[Type, ...]
-    result: Type
-    member: bool = False
-    impl: Callable[..., Any] | None = None
+__all__ = ["Overload", "overloads", "runtime_functions"]
 
 
 def overloads() -> list[Overload]:
-    from . import ext, format, lists, net, quantity, regex, semver, standard, urls
-
     return [o for m in (standard, ext, lists, regex, urls, quantity, net, format, semver) for o in m.OVERLOADS]
 
 
 def _dispatcher(name: str, candidates: list[Overload]) -> Callable[..., Any]:
-    from .values import matches_type
-
     def dispatch(*args: Any) -> Any:
         for o in candidates:
             if len(o.args) == len(args) and all(matches_type(a, t) for a, t in zip(args, o.args)):

@@ -12,7 +12,7 @@ from cel import stdlib
 
 from ..errors import CELError
 from ..types import BOOL, BYTES, DOUBLE, DYN, INT, PARAM_A, STRING, UINT, list_of, optional_of
-from . import Overload
+from .overload import Overload
 
 LIST_A, LIST_S, OPT_A = list_of(PARAM_A), list_of(STRING), optional_of(PARAM_A)
 

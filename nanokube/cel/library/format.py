@@ -12,7 +12,7 @@ import cel
 
 from ...machinery import validation as v
 from ..types import FORMAT, STRING, list_of, optional_of
-from . import Overload
+from .overload import Overload
 from .urls import _parse as parse_url
 
 MARK = "@format"

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..errors import CELError
 from ..types import BOOL, DOUBLE, DURATION, INT, PARAM_A, UINT, list_of
-from . import Overload
+from .overload import Overload
 from . import quantity, semver
 
 LIST_A = list_of(PARAM_A)

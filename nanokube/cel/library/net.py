@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import CELError
 from ..types import BOOL, CIDR, INT, IP, STRING
-from . import Overload
+from .overload import Overload
 
 IP_MARK, CIDR_MARK = "@ip", "@cidr"
 

@@ -10,7 +10,7 @@ from typing import Any
 from ...machinery.quantity import QuantityError, parse_quantity
 from ..errors import CELError
 from ..types import BOOL, DOUBLE, INT, QUANTITY, STRING
-from . import Overload
+from .overload import Overload
 
 MARK = "@quantity"
 

@@ -8,7 +8,7 @@ from functools import lru_cache
 
 from ..errors import CELError
 from ..types import INT, STRING, list_of
-from . import Overload
+from .overload import Overload
 
 
 @lru_cache(maxsize=512)

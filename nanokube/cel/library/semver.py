@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import CELError
 from ..types import BOOL, INT, SEMVER, STRING
-from . import Overload
+from .overload import Overload
 
 MARK = "@semver"
 _SEMVER = re.compile(

@@ -7,7 +7,7 @@ from ..types import (
     BOOL, BYTES, DOUBLE, DURATION, DYN, INT, NULL, PARAM_A, PARAM_B, STRING, TIMESTAMP, TYPE, UINT,
     list_of, map_of,
 )
-from . import Overload
+from .overload import Overload
 
 LIST_A, MAP_AB = list_of(PARAM_A), map_of(PARAM_A, PARAM_B)
 NUMBERS = (INT, UINT, DOUBLE)

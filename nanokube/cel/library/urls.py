@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from ..errors import CELError
 from ..types import BOOL, STRING, URL, list_of, map_of
-from . import Overload
+from .overload import Overload
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 

@@ -1,0 +1,20 @@
+"""One signature of a library function."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..types import Type
+
+
+@dataclass(frozen=True, slots=True)
+class Overload:
+    """`name(args) -> result`; `member` when called as `args[0].name(...)`.
+    `impl` is None for functions the engine itself implements."""
+
+    name: str
+    args: tuple[Type, ...]
+    result: Type
+    member: bool = False
+    impl: Callable[..., Any] | None = None
