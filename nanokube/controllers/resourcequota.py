@@ -1,8 +1,11 @@
 """The resource-quota controller: keeps each ResourceQuota's `status.hard`
 (its spec) and `status.used` (what the namespace's objects charge, by the
 evaluators quota admission uses). A quota is recounted when it changes, when
-a pod, service, claim, ResourceClaim, ConfigMap or Secret of its namespace
-changes or goes (replenishment), and on every resync for other object counts."""
+an object of a kind it counts changes or goes in its namespace
+(replenishment), and every resync period. Pods, services, claims,
+ResourceClaims, ConfigMaps and Secrets are watched from the start; any other
+kind gets its informer when a quota first names `count/<resource>.<group>`
+(upstream's quota monitor)."""
 
 from __future__ import annotations
 
@@ -53,14 +56,18 @@ class ResourceQuotaController(Controller):
         self.quotas.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new))
         self.watched: dict[tuple[str, str], Informer] = {}
         for group, version, plural in WATCHED:
-            inf = Informer(client.resource(group, version, plural))
-            inf.add_handlers(on_add=self._replenish, on_update=lambda old, new: self._replenish(new),
-                             on_delete=self._replenish)
-            self.watched[(group, plural)] = inf
+            self._watch(group, version, plural)
         self._resync_task: asyncio.Task | None = None
 
     def informers(self):
         return [self.quotas, *self.watched.values()]
+
+    def _watch(self, group: str, version: str, plural: str) -> Informer:
+        inf = Informer(self.client.resource(group, version, plural))
+        inf.add_handlers(on_add=self._replenish, on_update=lambda old, new: self._replenish(new),
+                         on_delete=self._replenish)
+        self.watched[(group, plural)] = inf
+        return inf
 
     def _enqueue(self, quota: dict) -> None:
         self.queue.add(f"{quota['metadata']['namespace']}/{quota['metadata']['name']}")
@@ -84,13 +91,14 @@ class ResourceQuotaController(Controller):
 
     async def _objects(self, group: str, plural: str, namespace: str) -> list[dict]:
         inf = self.watched.get((group, plural))
-        if inf is not None:
-            return [o for o in inf.list() if o["metadata"].get("namespace") == namespace]
-        res = next((r for r in self.client.resources() if r.group == group and r.plural == plural), None)
-        if res is None or not res.namespaced:
-            return []
-        items, _ = await self.client.resource(group, res.versions[0], plural).list(namespace)
-        return items
+        if inf is None:
+            res = next((r for r in self.client.resources() if r.group == group and r.plural == plural), None)
+            if res is None or not res.namespaced:
+                return []
+            inf = self._watch(group, res.versions[0], plural)
+            self._tasks.append(asyncio.create_task(inf.run()))
+            await inf.synced.wait()
+        return [o for o in inf.list() if o["metadata"].get("namespace") == namespace]
 
     async def sync(self, key: str) -> None:
         quota = self.quotas.get(key)

@@ -64,3 +64,18 @@ async def test_scopes_select_what_counts(env):
     await pods.create(pod("plain"))
     await pods.create(pod("sized", {"requests": {"cpu": "1"}}))
     await eventually(used_is(client, {"pods": "1"}, "besteffort"))
+
+
+async def test_object_counts_of_any_kind_are_replenished(env):
+    client = env
+    quotas = client.resource("", "v1", "resourcequotas")
+    await quotas.create({"metadata": {"name": "apps", "namespace": "default"},
+                         "spec": {"hard": {"count/deployments.apps": "2"}}})
+    await eventually(used_is(client, {"count/deployments.apps": "0"}, "apps"))
+    deployments = client.resource("apps", "v1", "deployments")
+    tpl = {"metadata": {"labels": {"app": "a"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
+    await deployments.create({"metadata": {"name": "a", "namespace": "default"},
+                              "spec": {"selector": {"matchLabels": {"app": "a"}}, "template": tpl}})
+    await eventually(used_is(client, {"count/deployments.apps": "1"}, "apps"))
+    await deployments.delete("a", "default")
+    await eventually(used_is(client, {"count/deployments.apps": "0"}, "apps"))
