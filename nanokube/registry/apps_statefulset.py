@@ -131,7 +131,8 @@ def validate_statefulset_spec(spec: dict, path: str) -> list[FieldError]:
         labels = (template.get("metadata") or {}).get("labels")
         if not selector_is_empty(sel) and not selector_matches(sel, labels):
             errs.append(invalid(f"{path}.template.metadata.labels", labels, "`selector` does not match template `labels`"))
-        errs += pod_template_errors(template, f"{path}.template")
+        errs += pod_template_errors(_with_claim_volumes(template, spec.get("volumeClaimTemplates") or []),
+                                    f"{path}.template")
     tspec = template.get("spec") or {}
     if tspec.get("restartPolicy") != "Always":
         errs.append(not_supported(f"{path}.template.spec.restartPolicy", tspec.get("restartPolicy", ""), ["Always"]))
@@ -142,6 +143,18 @@ def validate_statefulset_spec(spec: dict, path: str) -> list[FieldError]:
         if not (claim.get("metadata") or {}).get("name"):
             errs.append(required(f"{path}.volumeClaimTemplates[{i}].metadata.name", "name or generateName is required"))
     return errs
+
+
+def _with_claim_volumes(template: dict, claims: list) -> dict:
+    """The template as its pods will be: each claim template a volume (replacing
+    a same-named one), so mounts of claims are not reported as missing."""
+    names = {(c.get("metadata") or {}).get("name") for c in claims} - {None}
+    if not names:
+        return template
+    spec = dict(template.get("spec") or {})
+    spec["volumes"] = [v for v in spec.get("volumes") or [] if v.get("name") not in names] + [
+        {"name": n, "persistentVolumeClaim": {"claimName": n}} for n in sorted(names)]
+    return {**template, "spec": spec}
 
 
 def _validate_update_strategy(strategy: dict, path: str) -> list[FieldError]:

@@ -122,3 +122,16 @@ async def test_controller_revision(client):
         await crs.patch("r", {"data": {"other": 1}}, namespace="default")
     assert "data: Invalid value" in e.value.message and "field is immutable" in e.value.message
     await crs.patch("r", {"revision": 3}, namespace="default")
+
+
+async def test_statefulset_template_may_mount_its_claims(client):
+    sts = client.resource("apps", "v1", "statefulsets")
+    body = statefulset(volumeClaimTemplates=[{"metadata": {"name": "www"}, "spec": {
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}])
+    body["spec"]["template"] = {"metadata": {"labels": {"app": "a"}}, "spec": {"containers": [
+        {"name": "c", "image": "nginx", "volumeMounts": [{"name": "www", "mountPath": "/data"}]}]}}
+    await sts.create(body)
+    body["metadata"]["name"] = "other"
+    body["spec"]["template"]["spec"]["containers"][0]["volumeMounts"][0]["name"] = "missing"
+    msg = await invalid(sts, body)
+    assert 'spec.template.spec.containers[0].volumeMounts[0].name: Not found: "missing"' in msg
