@@ -69,11 +69,12 @@ Handler = Callable[[dict], dict]
 
 
 class WebhookServer:
-    """Serves `handlers[path](body) -> answer` over TLS on 127.0.0.1; keeps the
+    """Serves `handlers[path](body) -> answer` over TLS on `host`; keeps the
     bodies it received (with the query) in `calls`."""
 
-    def __init__(self, ca: TestCA | None = None) -> None:
+    def __init__(self, ca: TestCA | None = None, host: str = "127.0.0.1") -> None:
         self.ca = ca or TestCA()
+        self.host = host
         self.handlers: dict[str, Handler] = {}
         self.calls: list[tuple[str, str, dict]] = []
         self.port = 0
@@ -105,7 +106,7 @@ class WebhookServer:
             app.router.add_post("/{tail:.*}", self._handle)
             self._runner = web.AppRunner(app, access_log=None)
             self._loop.run_until_complete(self._runner.setup())
-            site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self.ca.server_context())
+            site = web.TCPSite(self._runner, self.host, 0, ssl_context=self.ca.server_context())
             self._loop.run_until_complete(site.start())
             self.port = site._server.sockets[0].getsockname()[1]
             ready.set()
@@ -123,6 +124,19 @@ class WebhookServer:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(10)
             self._loop = None
+
+
+def primary_ip() -> str | None:
+    """This machine's address on its default route (EndpointSlices refuse loopback)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("10.255.255.255", 1))
+        except OSError:
+            return None
+        ip = s.getsockname()[0]
+    return None if ip.startswith("127.") else ip
 
 
 def allow(review: dict, **response) -> dict:

@@ -222,3 +222,38 @@ async def test_equivalent_match_converts_to_the_rules_version(stack, server):
     assert req["kind"] == {"group": "autoscaling", "version": "v1", "kind": "HorizontalPodAutoscaler"}
     assert req["requestKind"]["version"] == "v2" and req["object"]["apiVersion"] == "autoscaling/v1"
     assert server.calls_to("/x") == []
+
+
+async def test_service_reference_resolves_through_ready_endpoints(stack):
+    from tests.apiserver.admission.server import TestCA, primary_ip
+
+    ip = primary_ip()
+    if ip is None:
+        pytest.skip("no non-loopback address to put in an EndpointSlice")
+    svc_server = WebhookServer(TestCA(dns_names=("hooks.default.svc",)), host=ip).start()
+    try:
+        svc_server.handlers["/check"] = lambda r: deny(r, "via service")
+        await stack.client.resource("", "v1", "services").create(
+            {"metadata": {"name": "hooks", "namespace": "default"},
+             "spec": {"ports": [{"name": "https", "port": 443, "targetPort": 8443}]}})
+        await stack.client.resource("discovery.k8s.io", "v1", "endpointslices").create(
+            {"metadata": {"name": "hooks-1", "namespace": "default", "labels": {"kubernetes.io/service-name": "hooks"}},
+             "addressType": "IPv4", "ports": [{"name": "https", "port": svc_server.port}],
+             "endpoints": [{"addresses": [ip], "conditions": {"ready": True}}]})
+        w = hook(svc_server, "svc.example.com", "/check")
+        w["clientConfig"] = {"service": {"namespace": "default", "name": "hooks", "path": "/check"},
+                             "caBundle": svc_server.ca.bundle}
+        await configure(stack, "validating", "svc", w)
+        with pytest.raises(APIError) as e:
+            await stack.client.resource("", "v1", "configmaps").create(cm("a"))
+        assert e.value.message == 'admission webhook "svc.example.com" denied the request: via service'
+        cfgs = stack.client.resource(G, "v1", "validatingwebhookconfigurations")
+        cfg = await cfgs.get("svc")
+        cfg["webhooks"][0]["clientConfig"]["service"]["name"] = "missing"
+        await cfgs.update(cfg)
+        with pytest.raises(APIError) as e:
+            await stack.client.resource("", "v1", "configmaps").create(cm("b"))
+        assert e.value.message == ('Internal error occurred: failed calling webhook "svc.example.com": '
+                                   'failed to call webhook: service "missing" not found')
+    finally:
+        svc_server.stop()
