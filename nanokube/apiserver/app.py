@@ -32,6 +32,7 @@ from . import controlplane
 from .cache import WatchCache
 from ..machinery.responses import error_response, json_response
 from .handlers import APIHandlers
+from .http_errors import StatusAppRunner, http_exceptions
 from .metrics import APIMetrics
 from .rest import SYSTEM, GenericREST, ResourceIndex, User, WriteOptions
 
@@ -120,11 +121,13 @@ class APIServer:
         if self.audit_log_path:
             self.audit = AuditLog(self.audit_log_path, self.clock)
             middlewares.insert(0, self.audit.middleware)
+        middlewares.insert(1 if self.audit_log_path else 0, http_exceptions)
         app = web.Application(middlewares=middlewares, client_max_size=4 * 1024 * 1024)
         app.router.add_get("/healthz", self._health)
         app.router.add_get("/livez", self._health)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/version", self._version)
+        app.router.add_get("/version/", self._version)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/openapi/v2", self._openapi_v2)
         app.router.add_get("/openapi/v3", self._openapi_v3_index)
@@ -132,8 +135,8 @@ class APIServer:
         metrics_api = MetricsAPI(MetricsProvider(LocalClient(self.rest), self.clock))
         metrics_api.add_routes(app)
         self.handlers.extra_groups = metrics_api.discovery()
-        app.router.add_route("*", "/{tail:.*}", self.handlers.dispatch)
-        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        app.router.add_route("*", r"/{tail:[\s\S]*}", self.handlers.dispatch)  # names may hold any character
+        self._runner = StatusAppRunner(app, access_log=None, handler_cancellation=True)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self._ssl(), backlog=1024)
         await site.start()

@@ -14,6 +14,8 @@ from typing import Any
 import orjson
 import yaml
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestPayloadError
 
 from ..clock import Clock
 from ..registry.base import Resource
@@ -317,7 +319,10 @@ class APIHandlers:
             raise errors.too_large()
         chunks, size = [], 0
         while size <= MAX_BODY:
-            chunk = await request.content.read(MAX_BODY + 1 - size)
+            try:
+                chunk = await request.content.read(MAX_BODY + 1 - size)
+            except (HttpProcessingError, RequestPayloadError) as e:  # e.g. a gzip body that does not decode
+                raise errors.bad_request("the request body could not be read: " + " ".join(str(e).split())) from None
             if not chunk:
                 break
             chunks.append(chunk)

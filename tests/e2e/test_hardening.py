@@ -126,7 +126,9 @@ def objects(raw) -> dict:
 def existing(raw):
     """A ConfigMap and a Pod the refused requests below must leave as they are."""
     assert raw.request("POST", CMS, {"metadata": {"name": "keep"}, "data": {"a": "1"}})[0] == 201
-    assert raw.request("POST", PODS, pod("keep"))[0] == 201
+    unscheduled = pod("keep")
+    unscheduled["spec"]["schedulerName"] = "nobody"  # no scheduler or node writes it while the tests compare
+    assert raw.request("POST", PODS, unscheduled)[0] == 201
     return raw
 
 
@@ -364,3 +366,65 @@ def test_pod_status_ips_must_be_ips(existing):
     code, _, got = existing.request("PUT", PODS + "/keep/status", p)
     assert_status(code, got, 422, "Invalid")
     assert 'status.podIP: Invalid value: "not-an-ip": must be a valid IP address' in got["message"], got
+
+
+def raw_exchange(raw: Raw, data: bytes) -> tuple[int, dict, bytes]:
+    """Send bytes as they are on a fresh TLS connection; (status, headers, body) of the answer."""
+    import socket
+
+    with socket.create_connection((raw.host, raw.port), timeout=10) as sock:
+        with raw.ctx.wrap_socket(sock, server_hostname="localhost") as s:
+            s.sendall(data)
+            out = b""
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                out += chunk
+    head, _, body = out.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    return int(lines[0].split()[1]), headers, body
+
+
+HTTP_LAYER_CASES = [
+    # (id, request bytes, status)
+    ("long-request-line", b"GET " + PODS.encode() + b"/" + b"a" * 9000 + b" HTTP/1.1\r\n", 404),
+    ("newline-in-name", b"GET " + CMS.encode() + b"/a%0Ab HTTP/1.1\r\n", 404),
+    ("nul-in-content-type", b"POST " + CMS.encode() + b" HTTP/1.1\r\nContent-Type: application/json\x00x\r\nContent-Length: 2\r\n", 400),
+    ("unknown-method", b"FROB " + CMS.encode() + b" HTTP/1.1\r\n", 400),
+    ("huge-header", b"GET " + CMS.encode() + b"/missing HTTP/1.1\r\nX-Big: " + b"a" * 9000 + b"\r\n", 404),
+    ("header-over-a-mebibyte", b"GET " + CMS.encode() + b" HTTP/1.1\r\nX-Big: " + b"a" * (1 << 20) + b"\r\n", 400),
+    ("bad-gzip-body", b"POST " + CMS.encode() + b" HTTP/1.1\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
+     b"Content-Length: 5\r\n", 400),
+]
+
+
+@pytest.mark.parametrize("case", HTTP_LAYER_CASES, ids=[c[0] for c in HTTP_LAYER_CASES])
+def test_every_http_error_is_a_status(existing, case):
+    _, request, expected = case
+    body = b"{}" if b"Content-Length: 2" in request else b"xxxxx" if b"Content-Length: 5" in request else b""
+    code, headers, payload = raw_exchange(existing, request + b"Host: localhost\r\nConnection: close\r\n\r\n" + body)
+    assert code == expected, payload[:300]
+    assert headers["content-type"].startswith("application/json"), headers
+    status = json.loads(payload)
+    assert status["kind"] == "Status" and status["code"] == expected and status["status"] == "Failure", status
+
+
+def test_gzip_bodies_are_read_and_the_connection_stays_open(existing):
+    import gzip
+
+    body = gzip.compress(json.dumps({"metadata": {"name": "zipped"}}).encode())
+    code, _, got = existing.request("POST", CMS + "?dryRun=All", body, headers={"Content-Encoding": "gzip"})
+    assert code == 201, got
+    conn = existing.conn
+    assert conn is not None
+    assert existing.request("GET", CMS + "/keep")[0] == 200
+    assert existing.conn is conn  # the same kept-alive connection
+
+
+def test_head_and_version(existing):
+    code, _, got = existing.request("GET", "/version/")
+    assert code == 200 and got["major"] == "1", got
+    code, headers, _ = raw_exchange(existing, b"HEAD " + CMS.encode() + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert headers["content-type"].startswith("application/json")

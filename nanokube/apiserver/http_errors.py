@@ -1,0 +1,89 @@
+"""A `Status` for every error the HTTP layer produces, not only the API's.
+
+aiohttp answers some requests itself in text/plain: the parser's refusals
+(a request line or header past the size limit, a NUL in a header, a method
+that is not a token) and the router's (no route, a method a route does not
+take, a body over the client size limit). Clients of kube-apiserver decode
+every error body as a `metav1.Status`, so these are rewritten: the parser's
+through a request handler whose `handle_error` writes a Status, the router's
+through a middleware. Header and request-line limits are Go's
+`MaxHeaderBytes` (1 MiB), which kube-apiserver keeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from http import HTTPStatus
+
+from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
+
+from ..machinery import errors
+from ..machinery.responses import error_response
+
+#: request line and header size limit (Go's http.DefaultMaxHeaderBytes)
+MAX_HEADER_BYTES = 1 << 20
+_REASONS = {400: "BadRequest", 404: "NotFound", 405: "MethodNotAllowed", 406: "NotAcceptable",
+            408: "Timeout", 409: "Conflict", 413: "RequestEntityTooLarge", 415: "UnsupportedMediaType",
+            429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable", 504: "Timeout"}
+
+
+def status_error(code: int, message: str) -> errors.APIError:
+    """The API error for an HTTP status the transport chose."""
+    if code == 500:
+        return errors.internal(message)
+    return errors.APIError(code, _REASONS.get(code, "Unknown"), message)
+
+
+def _message(status: int, text: str | None) -> str:
+    """The first line of aiohttp's text (its later lines quote the raw request)."""
+    first = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return first[:256] or HTTPStatus(status).phrase
+
+
+class _StatusRequestHandler(RequestHandler):
+    def handle_error(self, request, status: int = 500, exc: BaseException | None = None,
+                     message: str | None = None) -> web.StreamResponse:
+        super().handle_error(request, status, exc, message)  # logs it; refuses once a response has started
+        text = message if status != 500 else "an error on the server prevented the request from succeeding"
+        resp = error_response(status_error(status, _message(status, text)))
+        resp.force_close()
+        return resp
+
+
+class _StatusServer(web.Server):
+    def __call__(self) -> RequestHandler:
+        return _StatusRequestHandler(self, loop=self._loop, **self._kwargs)
+
+
+class StatusAppRunner(web.AppRunner):
+    """An AppRunner whose connections answer parser errors with a Status."""
+
+    def __init__(self, app: web.Application, **kwargs) -> None:
+        kwargs.setdefault("max_line_size", MAX_HEADER_BYTES)
+        kwargs.setdefault("max_field_size", MAX_HEADER_BYTES)
+        super().__init__(app, **kwargs)
+
+    async def _make_server(self) -> web.Server:
+        server = await super()._make_server()
+        return _StatusServer(server.request_handler, request_factory=server.request_factory,
+                             handler_cancellation=server.handler_cancellation,
+                             loop=asyncio.get_running_loop(), **server._kwargs)
+
+
+@web.middleware
+async def http_exceptions(request: web.Request, handler) -> web.StreamResponse:
+    """The router's and the body reader's HTTP exceptions as a Status."""
+    try:
+        return await handler(request)
+    except web.HTTPException as e:
+        if e.status < 400:
+            raise
+        message = "the server could not find the requested resource" if e.status == 404 else \
+            "the server does not allow this method on the requested resource" if e.status == 405 else \
+            _message(e.status, e.text)
+        resp = error_response(status_error(e.status, message))
+        for h in ("Allow", "Retry-After"):
+            if h in e.headers:
+                resp.headers[h] = e.headers[h]
+        return resp
