@@ -17,6 +17,7 @@ from .device_taint_eviction import DeviceTaintEvictionController
 from .device_taint_eviction import options_from_env as device_taint_options
 from .disruption import DisruptionController
 from .endpointslice import EndpointSliceController
+from .ephemeral_volume import EphemeralVolumeController
 from .garbagecollector import GarbageCollector
 from .hpa import HPAController, options_from_env
 from .job import JobController
@@ -67,6 +68,7 @@ def build_controllers(client, clock: Clock = REAL, load_balancer_pool: str = DEF
         PersistentVolumeController(client, clock=clock),
         PVCProtectionController(client, clock=clock),
         PVProtectionController(client, clock=clock),
+        EphemeralVolumeController(client, clock=clock),
         HPAController(client, clock=clock, **options_from_env()),
         NodeLifecycleController(client, clock=clock, **node_lifecycle_options()),
         TaintEvictionController(client, clock=clock),

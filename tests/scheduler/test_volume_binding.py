@@ -101,3 +101,25 @@ async def test_missing_and_unbound_immediate_claims_keep_the_pod_pending(env):
         "hostPath": {"path": "/tmp/fits"}}})
     assert await eventually(bound(pods, "waiting"))
 
+
+
+async def test_generic_ephemeral_volume_gets_its_own_claim(env):
+    from nanokube.controllers.ephemeral_volume import EphemeralVolumeController
+
+    client = env
+    ctrl = EphemeralVolumeController(client)
+    await ctrl.start()
+    try:
+        pods = client.resource("", "v1", "pods")
+        p = pod("scratch")
+        del p["metadata"]["uid"]
+        p["spec"]["volumes"] = [{"name": "work", "ephemeral": {"volumeClaimTemplate": {
+            "metadata": {"labels": {"tier": "scratch"}},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}}]
+        created = await pods.create(p)
+        assert await eventually(bound(pods, "scratch"))
+        pvc = await client.resource("", "v1", "persistentvolumeclaims").get("scratch-work", "default")
+        assert pvc["metadata"]["labels"] == {"tier": "scratch"} and pvc["status"]["phase"] == "Bound"
+        assert pvc["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
+    finally:
+        await ctrl.stop()

@@ -34,7 +34,8 @@ REFRESH_RETRY = 10.0
 Source = Callable[["VolumeManager", dict, dict, str], Awaitable[float | None]]
 
 SOURCES: dict[str, Source] = {"configMap": config_map, "secret": secret, "emptyDir": empty_dir, "projected": projected,
-                            "downwardAPI": downward_api, "persistentVolumeClaim": persistent_volume_claim}
+                            "downwardAPI": downward_api, "persistentVolumeClaim": persistent_volume_claim,
+                            "ephemeral": persistent_volume_claim}
 
 
 class VolumeManager:

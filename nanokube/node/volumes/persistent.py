@@ -1,4 +1,5 @@
-"""persistentVolumeClaim volumes: the claim must be bound; its volume's
+"""persistentVolumeClaim and generic ephemeral volumes (the claim
+`<pod>-<volume>` the ephemeral volume controller made): the claim must be bound; its volume's
 directory (hostPath or local path) is linked at the pod's volume directory,
 so the runtime binds the volume itself at each container's mount path and
 what the pod writes outlives it."""
@@ -18,8 +19,9 @@ if TYPE_CHECKING:
 _HOST_DIRS = ("hostPath", "local")
 
 
-async def volume_path(mgr: VolumeManager, namespace: str, claim: str, volume: str) -> str:
-    """The host directory behind the claim, or MountError in the kubelet's words."""
+async def volume_path(mgr: VolumeManager, namespace: str, claim: str, volume: str, owner: dict | None = None) -> str:
+    """The host directory behind the claim, or MountError in the kubelet's words;
+    with `owner`, the claim must be that pod's (a generic ephemeral volume)."""
     what = f"error processing PVC {namespace}/{claim}"
     try:
         pvc = await mgr.client.resource("", "v1", "persistentvolumeclaims").get(claim, namespace)
@@ -27,6 +29,10 @@ async def volume_path(mgr: VolumeManager, namespace: str, claim: str, volume: st
         if e.code != 404:
             raise
         raise MountError(volume, f"{what}: failed to fetch PVC from API server: {e.message}") from None
+    if owner is not None and not any(r.get("uid") == owner["metadata"].get("uid") and r.get("controller")
+                                     for r in pvc["metadata"].get("ownerReferences") or []):
+        raise MountError(volume, f"{what}: PVC {namespace}/{claim} was not created for pod "
+                                 f"{namespace}/{owner['metadata']['name']} (pod is not owner)")
     name = (pvc.get("spec") or {}).get("volumeName")
     if not name or (pvc.get("status") or {}).get("phase") != "Bound":
         raise MountError(volume, f"{what}: PVC is not bound")
@@ -49,8 +55,11 @@ async def volume_path(mgr: VolumeManager, namespace: str, claim: str, volume: st
 
 
 async def persistent_volume_claim(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> None:
-    src = vol["persistentVolumeClaim"]
-    path = await volume_path(mgr, pod["metadata"]["namespace"], src.get("claimName", ""), vol["name"])
+    if vol.get("ephemeral"):
+        claim, owner = f"{pod['metadata']['name']}-{vol['name']}", pod
+    else:
+        claim, owner = vol["persistentVolumeClaim"].get("claimName", ""), None
+    path = await volume_path(mgr, pod["metadata"]["namespace"], claim, vol["name"], owner)
     if os.path.islink(target):
         if os.readlink(target) == path:
             return

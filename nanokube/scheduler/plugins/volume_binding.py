@@ -29,14 +29,19 @@ POLL = 0.1
 _STATE = "VolumeBinding"
 
 
-def claim_names(pod: dict) -> list[str]:
+def pod_claims(pod: dict) -> list[tuple[str, bool]]:
+    """(claim name, whether it is a generic ephemeral volume's) for each claim the pod mounts."""
     out = []
     for v in (pod.get("spec") or {}).get("volumes") or []:
         if v.get("persistentVolumeClaim"):
-            out.append(v["persistentVolumeClaim"].get("claimName", ""))
+            out.append((v["persistentVolumeClaim"].get("claimName", ""), False))
         elif v.get("ephemeral"):
-            out.append(f"{pod['metadata']['name']}-{v['name']}")
+            out.append((f"{pod['metadata']['name']}-{v['name']}", True))
     return out
+
+
+def claim_names(pod: dict) -> list[str]:
+    return [name for name, _ in pod_claims(pod)]
 
 
 def _bound(pvc: dict) -> bool:
@@ -84,15 +89,19 @@ class VolumeBinding:
         self.handle.queue.on_event(ClusterEvent(kind, action, f"{kind}{action.name.title()}"), old, new)
 
     def pre_filter(self, state, info):
-        names = claim_names(info.pod)
-        if not names:
+        claims = pod_claims(info.pod)
+        if not claims:
             return None, SKIP
         ns = info.pod["metadata"].get("namespace", "")
         cyc = _Cycle()
-        for name in names:
+        for name, ephemeral in claims:
             pvc = self.claims.get(f"{ns}/{name}")
             if pvc is None:
                 return None, unschedulable(f'persistentvolumeclaim "{name}" not found', resolvable=False)
+            if ephemeral and not any(r.get("uid") == info.uid and r.get("controller")
+                                     for r in pvc["metadata"].get("ownerReferences") or []):
+                return None, unschedulable(f"PVC {ns}/{name} was not created for pod {ns}/{info.pod['metadata']['name']} "
+                                           "(pod is not owner)", resolvable=False)
             if pvc["metadata"].get("deletionTimestamp"):
                 return None, unschedulable(f'persistentvolumeclaim "{name}" is being deleted', resolvable=False)
             if _bound(pvc):
