@@ -228,6 +228,8 @@ class APIHandlers:
             request["warnings"] = [deprecated]
         if not sub and _verb(m, name, watch) not in res.verbs:
             raise errors.method_not_allowed()
+        if res.group == "" and res.plural == "bindings" and not name and m == "POST":
+            return await self.sub.create_binding(self, request, version, namespace)
         if res.verbs == ("create",) and self.reviews is not None:
             if m != "POST" or name:
                 raise errors.method_not_allowed()

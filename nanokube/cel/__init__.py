@@ -9,10 +9,10 @@ list, set and math extensions, optional values, a static checker with cel-go's
 error wording, a worst-case cost estimate, and a compile cache.
 
 The engine lacks some syntax; `desugar` rewrites the optional syntax `x.?f`
-and `l[?i]`, two-variable `all`/`exists`/`exists_one`, `cel.bind` and typed
-object construction into forms it runs. Not expressible here (a compile error
-names the construct): the `transformList`/`transformMap`/`transformMapEntry`
-and `sortBy` macros, and the `authz` library (no authorizer is wired in).
+and `l[?i]`, two-variable comprehensions (`all`/`exists`/`exists_one`,
+`transformList`/`transformMap`/`transformMapEntry`), `sortBy`, `cel.bind` and
+typed object construction into forms it runs. Not here: the `authz` library
+(no authorizer is declared; a rule using it is an undeclared reference).
 """
 
 from .environment import Environment, Program, Variable

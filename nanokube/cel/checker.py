@@ -150,6 +150,14 @@ class Checker:
         if n.name == "filter":
             self.expect_bool(n.args[-1], body)
             return list_of(var, rng.max_size)
+        if n.name == "sortBy":
+            return list_of(var, rng.max_size)
+        if n.name == "transformMap":
+            return map_of(kinds[0], body, rng.max_size)
+        if n.name == "transformMapEntry":
+            if body.name not in ("map", "dyn"):
+                self.issue(n.args[-1], f"expected type 'map' but found '{body}'")
+            return body if body.name == "map" else map_of(DYN, DYN, rng.max_size)
         return list_of(body, rng.max_size)
 
     def visit_bind(self, n: Node) -> Type:

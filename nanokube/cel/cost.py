@@ -28,7 +28,8 @@ _STRING_TRAVERSAL = frozenset({
     "string", "bytes", "base64.encode", "base64.decode", "strings.quote"})
 _LIST_TRAVERSAL = frozenset({"isSorted", "sum", "min", "max", "distinct", "flatten", "sort", "sets.contains",
                              "sets.equivalent", "sets.intersects", "math.greatest", "math.least", "join"})
-_PER_ITERATION = {"all": 3, "exists": 3, "exists_one": 3, "filter": 12, "map": 12}
+_PER_ITERATION = {"all": 3, "exists": 3, "exists_one": 3, "filter": 12, "map": 12, "sortBy": 12,
+                  "transformList": 12, "transformMap": 12, "transformMapEntry": 12}
 
 
 def _tenth(n: int) -> int:

@@ -11,6 +11,9 @@ the checked syntax tree and printed back to source:
   (maps) the same way;
 - `l.all(i, v, p)` ranges over `lists.range(size(l))` with `v` read as
   `l[i]` (for a map, `v` is `m[k]`); `exists` and `exists_one` alike;
+- `transformList`, `transformMap` and `transformMapEntry` map over the same
+  range (filtered first in their four-argument form) and build the list or
+  map; `l.sortBy(x, key)` sorts by the mapped keys;
 - `cel.bind(x, e, body)` substitutes `(e)` for `x` (evaluated where used);
 - `T{f: v}` is the map `{"f": v}` (a struct's fields are its map keys).
 
@@ -25,13 +28,53 @@ from dataclasses import replace
 from .parser import Node
 from .types import DYN, Type
 
+#: functions the rewrites call (not callable from source: the checker knows no such names)
+SORT_BY_KEYS, ZIP_MAP, MERGE_MAPS = "__sort_by_keys__", "__zip_map__", "__merge_maps__"
+
+
+def _sort_by_keys(items: list, keys: list) -> list:
+    from .library.lists import less
+
+    order = sorted(range(len(items)), key=lambda i: _Key(keys[i], less))
+    return [items[i] for i in order]
+
+
+class _Key:
+    __slots__ = ("v", "less")
+
+    def __init__(self, v, less) -> None:
+        self.v, self.less = v, less
+
+    def __lt__(self, other: _Key) -> bool:
+        return self.less(self.v, other.v)
+
+
+def _zip_map(pairs: list) -> dict:
+    return {k: v for k, v in pairs}
+
+
+def _merge_maps(maps: list) -> dict:
+    from .errors import CELError
+
+    out: dict = {}
+    for m in maps:
+        for k, v in m.items():
+            if k in out:
+                raise CELError(f"insert failed: key {k} already exists")
+            out[k] = v
+    return out
+
+
+#: the engine functions behind the rewrites
+RUNTIME = {SORT_BY_KEYS: _sort_by_keys, ZIP_MAP: _zip_map, MERGE_MAPS: _merge_maps}
+
 _INFIX = {"_+_": "+", "_-_": "-", "_*_": "*", "_/_": "/", "_%_": "%", "_==_": "==", "_!=_": "!=", "_<_": "<",
           "_<=_": "<=", "_>_": ">", "_>=_": ">=", "_&&_": "&&", "_||_": "||", "@in": "in"}
 
 
 def needs_rewrite(n: Node) -> bool:
     if n.kind in ("bind", "struct") or n.optional or (n.kind == "call" and n.name == "_[?_]") or (
-            n.kind == "comprehension" and len(n.vars) == 2):
+            n.kind == "comprehension" and (len(n.vars) == 2 or n.name == "sortBy")):
         return True
     children = ([n.target] if n.target is not None else []) + n.args
     return any(needs_rewrite(c) for c in children)
@@ -106,6 +149,8 @@ class Printer:
 
     def p_comprehension(self, n: Node) -> str:
         target = self(n.target)
+        if n.name == "sortBy":
+            return f"{SORT_BY_KEYS}({target}, ({target}).map({n.vars[0]}, {self(n.args[0])}))"
         if len(n.vars) == 1:
             return f"({target}).{n.name}({', '.join((n.vars[0], *map(self, n.args)))})"
         first, second = n.vars
@@ -120,9 +165,18 @@ class Printer:
 
     def _two_vars(self, n: Node, target: str, first: str, second: str, is_list: bool) -> str:
         value = Node("call", n.pos, "_[_]", args=[Node("ident", n.pos, f"({target})"), Node("ident", n.pos, first)])
-        body = self(substitute(n.args[-1], second, value, self.types))
+        parts = [self(substitute(a, second, value, self.types)) for a in n.args]
         rng = f"lists.range(size({target}))" if is_list else f"({target})"
-        return f"{rng}.{n.name}({first}, {body})"
+        if not n.name.startswith("transform"):
+            return f"{rng}.{n.name}({first}, {parts[0]})"
+        if len(parts) == 2:  # transform*(i, v, filter, transform)
+            rng = f"{rng}.filter({first}, {parts[0]})"
+        mapped = f"{rng}.map({first}, {parts[-1]})"
+        if n.name == "transformList":
+            return mapped
+        if n.name == "transformMap":
+            return f"{ZIP_MAP}({rng}.map({first}, [{first}, {parts[-1]}]))"
+        return f"{MERGE_MAPS}({mapped})"
 
     def p_call(self, n: Node) -> str:
         name, a = n.name, n.args

@@ -41,7 +41,7 @@ class _Runtime:
     def __init__(self) -> None:
         self.current: dict[str, Any] = {}
         self.ctx = cel.Context()
-        for name, fn in runtime_functions().items():
+        for name, fn in {**runtime_functions(), **desugar.RUNTIME}.items():
             self.ctx.add_function(name, fn)
         self.ctx.set_variable_resolver(self.current.get)
 

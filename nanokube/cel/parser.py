@@ -55,7 +55,8 @@ _TOKEN = re.compile(
 RESERVED = frozenset({
     "as", "break", "const", "continue", "else", "for", "function", "if", "import", "let", "loop",
     "package", "namespace", "return", "var", "void", "while"})
-MACROS = {"all": (2, 3), "exists": (2, 3), "exists_one": (2, 3), "map": (2, 3), "filter": 2}
+MACROS = {"all": (2, 3), "exists": (2, 3), "exists_one": (2, 3), "map": (2, 3), "filter": 2, "sortBy": 2,
+          "transformList": (3, 4), "transformMap": (3, 4), "transformMapEntry": (3, 4)}
 _RELOPS = {"<": "_<_", "<=": "_<=_", ">": "_>_", ">=": "_>=_", "==": "_==_", "!=": "_!=_", "in": "@in"}
 _ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
             "\\": "\\", "'": "'", '"': '"', "`": "`", "?": "?"}
@@ -269,7 +270,7 @@ class _Parser:
         arity = MACROS.get(name)
         if arity is not None and len(args) in ((arity,) if isinstance(arity, int) else arity):
             # map(x, filter, transform) binds one variable; all(i, v, p) and the like two
-            bound = 1 if name in ("map", "filter") or len(args) == 2 else 2
+            bound = 1 if name in ("map", "filter", "sortBy") or len(args) == 2 else 2
             for v in args[:bound]:
                 if v.kind != "ident":
                     raise ParseError("argument must be a simple name", v.pos)

@@ -85,7 +85,7 @@ def test_libraries(src, want):
     ("'a'.contains(1)", "found no matching overload for 'contains' applied to 'string.(int)'"),
     ("self.a ==", "Syntax error: mismatched input '<EOF>' expecting <expression>"),
     ("Object{spec: 1}", "undeclared reference to 'Object' (in container '')"),
-    ("[1].transformList(i, v, v)", "undeclared reference to 'transformList'"),
+    ("authorizer.group('') != null", "undeclared reference to 'authorizer'"),
 ])
 def test_compile_errors_use_cel_go_wording(src, err):
     with pytest.raises(CELError) as e:
@@ -180,3 +180,17 @@ def test_syntax_the_engine_lacks_is_rewritten(src, want):
 def test_object_construction_where_declared():
     env = Environment({}, struct_types=True)
     assert env.compile("Object{spec: Object.spec{replicas: 2}}.spec.replicas").evaluate({}) == 2
+
+
+@pytest.mark.parametrize("src,want", [
+    ("[3, 1, 2].transformList(i, v, v * 10 + i)", [30, 11, 22]),
+    ("[3, 1, 2].transformList(i, v, v > 1, v)", [3, 2]),
+    ("{'a': 1, 'b': 2}.transformList(k, v, k + string(v)).sort()", ["a1", "b2"]),
+    ("{'a': 1, 'b': 2}.transformMap(k, v, v * 2)", {"a": 2, "b": 4}),
+    ("['x', 'y'].transformMap(i, v, v + '!')", {0: "x!", 1: "y!"}),
+    ("{'a': 1, 'b': 2}.transformMap(k, v, v > 1, v)", {"b": 2}),
+    ("{'a': 1}.transformMapEntry(k, v, {v: k})", {1: "a"}),
+    ("[{'n': 'b'}, {'n': 'a'}].sortBy(e, e.n).map(e, e.n)", ["a", "b"]),
+])
+def test_two_variable_transforms_and_sort_by(src, want):
+    assert run(src) == want

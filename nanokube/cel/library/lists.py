@@ -13,7 +13,7 @@ from . import quantity, semver
 LIST_A = list_of(PARAM_A)
 
 
-def _less(a: Any, b: Any) -> bool:
+def less(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and semver.MARK in a:
         return semver.compare(a, b) < 0
     if isinstance(a, dict):
@@ -22,7 +22,7 @@ def _less(a: Any, b: Any) -> bool:
 
 
 def is_sorted(xs: list) -> bool:
-    return all(not _less(xs[i + 1], xs[i]) for i in range(len(xs) - 1))
+    return all(not less(xs[i + 1], xs[i]) for i in range(len(xs) - 1))
 
 
 def _sum(xs: list) -> Any:
@@ -37,7 +37,7 @@ def _extreme(xs: list, want_less: bool) -> Any:
         raise CELError(f"{'min' if want_less else 'max'} called on empty list")
     best = xs[0]
     for x in xs[1:]:
-        if _less(x, best) if want_less else _less(best, x):
+        if less(x, best) if want_less else less(best, x):
             best = x
     return best
 
