@@ -71,6 +71,13 @@ class Subresources:
 
     # --- binding ----------------------------------------------------------
 
+    async def create_binding(self, h: APIHandlers, request: web.Request, version: str, namespace: str) -> web.Response:
+        """POST .../namespaces/{ns}/bindings: the Binding names its pod in metadata.name."""
+        body = _typed(await h._body(request), "io.k8s.api.core.v1.Binding", "Binding", version)
+        pod = (body.get("metadata") or {}).get("name", "")
+        pods = self.rest.index.get("", "v1", "pods")
+        return json_response(await self.bind(pods, namespace, pod, body, h._write_opts(request)), 201)
+
     async def bind(self, res: Resource, namespace: str, name: str, binding: dict, opts: WriteOptions) -> dict:
         target = (binding or {}).get("target") or {}
         if not target.get("name"):

@@ -29,6 +29,7 @@ _GROUPS = [
     "apiregistration",
     "authentication",
     "core_componentstatuses",
+    "core_bindings",
     "admissionregistration",
 ]
 

@@ -521,7 +521,8 @@ class EventStrategy(Strategy):
 
 register(
     Resource("", "namespaces", "Namespace", ["v1"], namespaced=False, short_names=("ns",),
-             subresources=("status", "finalize"), strategy=NamespaceStrategy()),
+             subresources=("status", "finalize"), strategy=NamespaceStrategy(),
+             verbs=("create", "delete", "get", "list", "patch", "update", "watch")),
     Resource("", "nodes", "Node", ["v1"], namespaced=False, short_names=("no",),
              subresources=("status",), strategy=NodeStrategy()),
     Resource("", "pods", "Pod", ["v1"], namespaced=True, short_names=("po",), categories=("all",),

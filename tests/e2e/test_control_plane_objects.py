@@ -53,3 +53,16 @@ def test_lease_candidates(cluster):
     except client.ApiException as e:
         assert e.status == 422 and "spec.leaseName: Invalid value" in e.body
     api.delete_namespaced_lease_candidate("kcm-1", "kube-system")
+
+
+def test_bindings_resource_binds_a_pod(cluster):
+    core = client.CoreV1Api(cluster.client())
+    core.create_namespaced_pod("default", {"metadata": {"name": "bind-me"}, "spec": {
+        "schedulerName": "nobody", "containers": [{"name": "c", "image": "busybox"}]}})
+    node = core.list_node().items[0].metadata.name
+    core.create_namespaced_binding("default", {"metadata": {"name": "bind-me"},
+                                               "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+    assert core.read_namespaced_pod("bind-me", "default").spec.node_name == node
+    r = cluster.kubectl("delete", "--raw", "/api/v1/namespaces", check=False)
+    assert r.returncode != 0 and "MethodNotAllowed" in r.stderr or "not allow" in r.stderr
+    core.delete_namespaced_pod("bind-me", "default", grace_period_seconds=0)

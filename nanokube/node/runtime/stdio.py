@@ -238,5 +238,5 @@ async def connect(netns: str, port: int) -> tuple[asyncio.StreamReader, asyncio.
         sock.close()
         raise StreamFailed(f'failed to execute portforward in network namespace "/var/run/netns/{netns}": failed '
                            f'to connect to localhost:{port} inside namespace "{netns}", IPv4: dial tcp4 '
-                           f"127.0.0.1:{port}: connect: {(e.strerror or str(e)).lower()}") from None
+                           f"127.0.0.1:{port}: connect: {(os.strerror(e.errno) if e.errno else str(e)).lower()}") from None
     return await asyncio.open_connection(sock=sock)

@@ -1,0 +1,205 @@
+"""exec, attach, cp, port-forward and logs against `nanokube up --runtime
+process`, driven by kubectl (the 1.37 binary over WebSockets, the 1.32 one on
+PATH over SPDY) and by the Python client's `stream` and `portforward`.
+
+Skipped (loudly) only without root, `ip` or `nft`, like test_networking."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+from kubernetes.stream import portforward, stream
+
+from nanokube.node.runtime.netns import PREFIX, cluster_tag, list_netns
+from tests.e2e.conftest import KUBECTL, start_cluster, wait_for
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("nft"),
+    reason="SKIPPED LOUDLY: the process runtime needs root, ip and nft (run scripts/nftables.sh)")
+
+CLUSTER_FILE = "examples/clusters/process-3cpu.yaml"
+KUBECTL_132 = shutil.which("kubectl")
+
+SERVER = """
+import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"hello from " + self.path.encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", 8080), H).serve_forever()
+"""
+
+PODS = [
+    {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default"},
+     "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
+         "name": "web", "image": "python:3.11", "command": ["python3", "-c", SERVER], "workingDir": "/tmp",
+         "env": [{"name": "GREETING", "value": "hi"}]}]}},
+    {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "repl", "namespace": "default"},
+     "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
+         "name": "main", "image": "busybox", "stdin": True,
+         "command": ["sh", "-c", "while read line; do echo got: $line; done"]}]}},
+]
+TICKER = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "ticker", "namespace": "default"},
+          "spec": {"terminationGracePeriodSeconds": 1, "restartPolicy": "Never", "containers": [{
+              "name": "main", "image": "busybox",
+              "command": ["sh", "-c", "sleep 1; for i in 1 2 3 4; do echo tick $i; sleep 1; done"]}]}}
+
+
+@pytest.fixture(scope="module")
+def c(store_url):
+    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-stream-"))
+    cluster = start_cluster(d, store_url, ("--cluster", CLUSTER_FILE, "--runtime", "process",
+                                           "--proxy-mode", "nftables"))
+    prefix = f"{PREFIX}{cluster_tag(str(d))}-"
+    try:
+        cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": PODS}))
+        for name in ("web", "repl"):
+            wait_for(lambda name=name: cluster.kubectl_json("get", "pod", name)["status"].get("phase") == "Running",
+                     90, f"{name} running")
+        yield cluster
+    finally:
+        cluster.stop()
+        leftovers = [n for n in list_netns() if n.startswith(prefix)]
+        shutil.rmtree(d, ignore_errors=True)
+        assert leftovers == [], f"namespaces left after shutdown: {leftovers}"
+
+
+def kubectl_132(c, *args, env=None, input=None):
+    return subprocess.run([KUBECTL_132, *args], capture_output=True, text=True, input=input, timeout=60,
+                          env={**os.environ, "KUBECONFIG": c.kubeconfig, **(env or {})})
+
+
+def test_exec_reports_the_exit_code_with_the_containers_env(c):
+    r = c.kubectl("exec", "web", "--", "sh", "-c", "echo $HOSTNAME $GREETING; pwd; exit 3", check=False)
+    assert r.returncode == 3, r.stderr
+    assert r.stdout == "web hi\n/tmp\n"
+    assert "command terminated with exit code 3" in r.stderr
+
+
+@pytest.mark.skipif(KUBECTL_132 is None or KUBECTL_132 == KUBECTL, reason="no second kubectl on PATH")
+def test_exec_over_spdy_and_websockets_with_an_older_kubectl(c):
+    for env in ({"KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "false"}, {"KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "true"}):
+        r = kubectl_132(c, "exec", "web", "--", "sh", "-c", "echo $HOSTNAME; exit 3", env=env)
+        assert (r.returncode, r.stdout) == (3, "web\n"), (env, r.stderr)
+
+
+def test_interactive_exec_with_stdin(c):
+    r = c.kubectl("exec", "-i", "web", "--", "sh", "-c", "tr a-z A-Z; echo done", input="hello\nworld\n")
+    assert r.stdout == "HELLO\nWORLD\ndone\n"
+    if KUBECTL_132:
+        r = kubectl_132(c, "exec", "-i", "web", "--", "cat", input="over spdy\n",
+                        env={"KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "false"})
+        assert r.stdout == "over spdy\n", r.stderr
+
+
+def test_cp_into_a_pod_and_back(c, tmp_path):
+    src = tmp_path / "in.bin"
+    src.write_bytes(os.urandom(200_000))
+    c.kubectl("cp", str(src), "web:/tmp/copied.bin")
+    assert c.kubectl("exec", "web", "--", "sh", "-c", "wc -c < /tmp/copied.bin").stdout.strip() == "200000"
+    back = tmp_path / "back.bin"
+    c.kubectl("cp", "web:/tmp/copied.bin", str(back))
+    assert back.read_bytes() == src.read_bytes()
+
+
+def _port_forward(c, kubectl: str, env: dict):
+    p = subprocess.Popen([kubectl, "port-forward", "pod/web", ":8080", "--address", "127.0.0.1"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "KUBECONFIG": c.kubeconfig, **env})
+    line = p.stdout.readline()
+    m = re.search(r"127\.0\.0\.1:(\d+) -> 8080", line)
+    assert m, (line, p.stderr.read() if p.poll() is not None else "")
+    return p, int(m.group(1))
+
+
+@pytest.mark.parametrize("kubectl,env", [
+    (KUBECTL, {}),  # WebSocket tunnel (SPDY inside)
+    (KUBECTL, {"KUBECTL_PORT_FORWARD_WEBSOCKETS": "false"}),  # SPDY upgrade
+])
+def test_port_forward_answers_curl_on_localhost(c, kubectl, env):
+    p, port = _port_forward(c, kubectl, env)
+    try:
+        for path in ("/a", "/b"):
+            r = subprocess.run(["curl", "-s", "-m", "10", f"http://127.0.0.1:{port}{path}"], capture_output=True,
+                               text=True, timeout=20)
+            assert r.stdout == f"hello from {path}", r.stderr
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=10)
+
+
+def test_attach_joins_the_containers_stdio(c):
+    p = subprocess.Popen([KUBECTL, "attach", "-i", "repl"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env={**os.environ, "KUBECONFIG": c.kubeconfig})
+    try:
+        p.stdin.write("ping\n")
+        p.stdin.flush()
+        assert p.stdout.readline() == "got: ping\n"
+        p.stdin.write("pong\n")
+        p.stdin.flush()
+        assert p.stdout.readline() == "got: pong\n"
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=10)
+    assert "got: ping\ngot: pong\n" in c.kubectl("logs", "repl").stdout
+
+
+def test_logs_follow_streams_lines_as_printed(c):
+    c.kubectl("apply", "-f", "-", input=json.dumps(TICKER))
+    wait_for(lambda: c.kubectl_json("get", "pod", "ticker")["status"].get("phase") in ("Running", "Succeeded"),
+             60, "ticker started")
+    p = subprocess.Popen([KUBECTL, "logs", "-f", "--timestamps", "ticker"], stdout=subprocess.PIPE, text=True,
+                         env={**os.environ, "KUBECONFIG": c.kubeconfig})
+    arrived = []
+    for line in p.stdout:
+        arrived.append((time.monotonic(), line))
+    assert p.wait(timeout=30) == 0
+    texts = [line.split(" ", 1)[1] for _, line in arrived]
+    assert texts == ["tick 1\n", "tick 2\n", "tick 3\n", "tick 4\n"]
+    assert arrived[-1][0] - arrived[0][0] > 1.5, "the lines came as printed, not all at the end"
+    assert c.kubectl("logs", "ticker", "--tail", "1").stdout == "tick 4\n"
+    assert c.kubectl("logs", "ticker", "--limit-bytes", "8").stdout == "tick 1\nt"
+
+
+def test_python_client_stream_and_portforward(c):
+    api = client.CoreV1Api(c.client())
+    out = stream(api.connect_get_namespaced_pod_exec, "web", "default", command=["sh", "-c", "echo $HOSTNAME"],
+                 stderr=True, stdin=False, stdout=True, tty=False)
+    assert out == "web\n"
+    ws = stream(api.connect_get_namespaced_pod_exec, "web", "default", command=["sh", "-c", "cat; exit 7"],
+                stderr=True, stdin=True, stdout=True, tty=False, _preload_content=False)
+    ws.write_stdin("via stdin\n")
+    ws.close_channel(0)
+    ws.run_forever(timeout=10)
+    assert ws.read_stdout() == "via stdin\n" and ws.returncode == 7
+    pf = portforward(api.connect_get_namespaced_pod_portforward, "web", "default", ports="8080")
+    sock = pf.socket(8080)
+    sock.sendall(b"GET /py HTTP/1.0\r\nHost: x\r\n\r\n")
+    data = b""
+    while chunk := sock.recv(4096):
+        data += chunk
+    assert data.startswith(b"HTTP/1.0 200") and data.endswith(b"hello from /py")
+    assert pf.error(8080) is None
+
+
+def test_port_forward_to_a_closed_port_reports_the_error(c):
+    api = client.CoreV1Api(c.client())
+    pf = portforward(api.connect_get_namespaced_pod_portforward, "web", "default", ports="9999")
+    sock = pf.socket(9999)
+    assert sock.recv(10) == b""
+    assert "connection refused" in pf.error(9999)
