@@ -129,3 +129,37 @@ async def test_quota_counts_and_compute_constraints(stack):
     with pytest.raises(APIError):
         await rc(stack, "pods").create(pod("much", {"requests": {"cpu": "1500m"}}))
     await rc(stack, "pods").create(pod("fits", {"requests": {"cpu": "500m"}}))
+
+
+async def test_storage_quota_per_class_and_claim_limits(stack):
+    await quota(stack, {"requests.storage": "10Gi", "fast.storageclass.storage.k8s.io/requests.storage": "3Gi",
+                        "fast.storageclass.storage.k8s.io/persistentvolumeclaims": "5"})
+    await rc(stack, "limitranges").create({"metadata": {"name": "lr", "namespace": NS}, "spec": {"limits": [
+        {"type": "PersistentVolumeClaim", "min": {"storage": "1Gi"}, "max": {"storage": "8Gi"}}]}})
+    claims = rc(stack, "persistentvolumeclaims")
+
+    def claim(name, size, cls="fast"):
+        return {"metadata": {"name": name, "namespace": NS}, "spec": {
+            "accessModes": ["ReadWriteOnce"], "storageClassName": cls, "resources": {"requests": {"storage": size}}}}
+
+    await claims.create(claim("a", "2Gi"))
+    with pytest.raises(APIError) as e:
+        await claims.create(claim("b", "2Gi"))
+    assert e.value.message == (
+        'persistentvolumeclaims "b" is forbidden: exceeded quota: q, requested: '
+        "fast.storageclass.storage.k8s.io/requests.storage=2Gi, used: fast.storageclass.storage.k8s.io/"
+        "requests.storage=2Gi, limited: fast.storageclass.storage.k8s.io/requests.storage=3Gi")
+    await claims.create(claim("c", "7Gi", "slow"))
+    with pytest.raises(APIError) as e:
+        await claims.create(claim("d", "512Mi", "slow"))
+    assert e.value.message == ('persistentvolumeclaims "d" is forbidden: minimum storage usage per '
+                               "PersistentVolumeClaim is 1Gi, but request is 512Mi")
+    used = (await rc(stack, "resourcequotas").get("q", NS))["status"]["used"]
+    assert used == {"requests.storage": "9Gi", "fast.storageclass.storage.k8s.io/requests.storage": "2Gi",
+                    "fast.storageclass.storage.k8s.io/persistentvolumeclaims": "1"}
+
+
+async def test_quota_without_status_constrains_nothing_yet(stack):
+    await rc(stack, "resourcequotas").create({"metadata": {"name": "fresh", "namespace": NS},
+                                              "spec": {"hard": {"count/configmaps": "0"}}})
+    await rc(stack, "configmaps").create({"metadata": {"name": "early", "namespace": NS}})
