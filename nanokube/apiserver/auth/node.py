@@ -54,6 +54,8 @@ def referenced(pod: dict, kind: str) -> set[str]:
             out |= {(e.get(all_ref) or {}).get("name", "") for e in c.get("envFrom") or []}
     if kind == "secrets":
         out |= {s.get("name", "") for s in spec.get("imagePullSecrets") or []}
+    if kind == "persistentvolumeclaims":  # generic ephemeral volumes' claims
+        out |= {f"{pod['metadata']['name']}-{v['name']}" for v in spec.get("volumes") or [] if v.get("ephemeral")}
     if kind == "resourceclaims":
         out |= {s.get("resourceClaimName", "") for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
         out |= {c.get("resourceClaimName", "") for c in spec.get("resourceClaims") or []}
@@ -114,6 +116,18 @@ class NodeAuthorizer:
                 return None
         return self._deny(node)
 
+    def volume_rule(self, node: str, a: Attributes) -> Decision | None:
+        """A node reads the PersistentVolumes bound to claims its pods use."""
+        if a.verb != "get" or not a.name:
+            return self._deny(node)
+        for pod in self._on_node(node, None):
+            ns = pod["metadata"].get("namespace", "")
+            for claim in referenced(pod, "persistentvolumeclaims"):
+                pvc = self.get("", "persistentvolumeclaims", ns, claim)
+                if pvc is not None and (pvc.get("spec") or {}).get("volumeName") == a.name:
+                    return None
+        return self._deny(node)
+
     def service_account_rule(self, node: str, a: Attributes) -> Decision | None:
         if a.subresource != "token":
             return None
@@ -151,6 +165,7 @@ _RULES = {
     ("", "secrets"): NodeAuthorizer.referenced_rule,
     ("", "configmaps"): NodeAuthorizer.referenced_rule,
     ("", "persistentvolumeclaims"): NodeAuthorizer.referenced_rule,
+    ("", "persistentvolumes"): NodeAuthorizer.volume_rule,
     ("resource.k8s.io", "resourceclaims"): NodeAuthorizer.referenced_rule,
     ("", "serviceaccounts"): NodeAuthorizer.service_account_rule,
     ("", "nodes"): NodeAuthorizer.nodes_rule,

@@ -161,3 +161,20 @@ def test_referenced_names_by_kind():
     assert referenced(pod, "configmaps") == {"m1", "m2"}
     assert referenced(pod, "persistentvolumeclaims") == {"c1"}
     assert referenced(pod, "resourceclaims") == {"rc1", "rc2"}
+
+
+def test_node_reads_the_volumes_of_its_pods_claims():
+    pods = [{"metadata": {"name": "train", "namespace": "ml", "uid": "p3"}, "spec": {"nodeName": "gpu-0", "volumes": [
+        {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}, {"name": "tmp", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]}}]
+    objects = {("", "persistentvolumeclaims", "ml", "data"): {"spec": {"volumeName": "pv-data"}},
+               ("", "persistentvolumeclaims", "ml", "train-tmp"): {"spec": {"volumeName": "pv-tmp"}}}
+    node = NodeAuthorizer(lambda g, p, ns, n: objects.get((g, p, ns, n)), lambda ns: pods)
+    chain = ChainAuthorizer(node, AllowAll())
+
+    def allowed(path):
+        return chain.authorize(NODE.name, NODE.groups, attributes_for("GET", path, {})).allowed
+
+    assert referenced(pods[0], "persistentvolumeclaims") == {"data", "train-tmp"}
+    assert allowed("/api/v1/persistentvolumes/pv-data") and allowed("/api/v1/persistentvolumes/pv-tmp")
+    assert not allowed("/api/v1/persistentvolumes/pv-other")
+    assert allowed("/api/v1/namespaces/ml/persistentvolumeclaims/train-tmp")
