@@ -78,14 +78,15 @@ def cost_error_message(name: str, cost: int, limit: int) -> str:
 @dataclass
 class _Rule:
     spec: dict
-    program: Program
+    program: Program | None  # None: the rule did not compile (compile_error says why)
     message: Program | None
     field_path: str  # normalized, appended to the node's path
     optional_old_self: bool
+    compile_error: str = ""
 
     @property
     def uses_old_self(self) -> bool:
-        return self.program.uses("oldSelf")
+        return self.program is not None and self.program.uses("oldSelf")
 
 
 @dataclass
@@ -210,68 +211,68 @@ class _Compiler:
 
     def rule(self, s: dict, rule: dict, at: str, root: bool, uncorrelatable: str | None,
              cardinality: int) -> _Rule | None:
+        """The compiled rule (None when its static checks fail: nothing to
+        run); a rule that does not compile is kept with its error, which
+        every validation reports, as upstream's validator does."""
         if not self.static_checks(s, rule, at):
             return None
         t = schema_type(s, root)
         optional_old = bool(rule.get("optionalOldSelf"))
         text = rule["rule"]
-        ok = True
+        fp = normalize_field_path(rule["fieldPath"], s) if rule.get("fieldPath") else ""
         try:
             program = _environment(t, optional_old).compile(text)
         except CELError as e:
-            self.errors.append(_error("FieldValueInvalid", f"{at}.rule", f"compilation failed: {e}", rule, True))
-            return None
+            detail = f"compilation failed: {e}"
+            self.errors.append(_error("FieldValueInvalid", f"{at}.rule", detail, rule, True))
+            return _Rule(rule, None, None, fp or "", optional_old, detail)
         cost = program.max_cost * cardinality
         if cost > STATIC_COST_LIMIT:
             self.errors.append(_error("FieldValueForbidden", f"{at}.rule",
                                       cost_error_message("estimated rule cost", cost, STATIC_COST_LIMIT)))
-            ok = False
         self.observe(f"{at}.rule", cost)
         if program.result_type.name not in ("bool", "dyn"):
-            self.errors.append(_error("FieldValueInvalid", f"{at}.rule", "cel expression must evaluate to a bool",
-                                      rule, True))
-            ok = False
+            detail = "cel expression must evaluate to a bool"
+            self.errors.append(_error("FieldValueInvalid", f"{at}.rule", detail, rule, True))
+            return _Rule(rule, None, None, fp or "", optional_old, detail)
         message = None
         if (rule.get("messageExpression") or "").strip():
-            try:
-                message = _environment(t, False).compile(rule["messageExpression"])
-            except CELError as e:
-                self.errors.append(_error("FieldValueInvalid", f"{at}.messageExpression",
-                                          f"messageExpression compilation failed: {e}", rule, True))
-                ok = False
-            else:
-                if message.result_type.name not in ("string", "dyn"):
-                    self.errors.append(_error("FieldValueInvalid", f"{at}.messageExpression",
-                                              "messageExpression must evaluate to a string", rule, True))
-                    ok = False
-                elif message.max_cost > STATIC_COST_LIMIT:
-                    self.errors.append(_error("FieldValueForbidden", f"{at}.messageExpression", cost_error_message(
-                        "estimated messageExpression cost", message.max_cost, STATIC_COST_LIMIT)))
-                    ok = False
-                if message is not None:
-                    self.observe(f"{at}.messageExpression", message.max_cost)
+            message = self.message_expression(t, rule, at)
         if program.uses("oldSelf"):
             if uncorrelatable is not None:
                 self.errors.append(_error(
                     "FieldValueInvalid", f"{at}.rule",
                     f"oldSelf cannot be used on the uncorrelatable portion of the schema within {uncorrelatable}",
                     text, True))
-                ok = False
         elif rule.get("optionalOldSelf") is not None:
             self.errors.append(_error("FieldValueInvalid", f"{at}.optionalOldSelf",
                                       "may not be set if oldSelf is not used in rule", rule["optionalOldSelf"], True))
-            ok = False
-        if not ok:
-            return None
-        fp = normalize_field_path(rule["fieldPath"], s) if rule.get("fieldPath") else ""
         return _Rule(rule, program, message, fp or "", optional_old)
+
+    def message_expression(self, t: Type, rule: dict, at: str) -> Program | None:
+        try:
+            message = _environment(t, False).compile(rule["messageExpression"])
+        except CELError as e:
+            self.errors.append(_error("FieldValueInvalid", f"{at}.messageExpression",
+                                      f"messageExpression compilation failed: {e}", rule, True))
+            return None
+        if message.result_type.name not in ("string", "dyn"):
+            self.errors.append(_error("FieldValueInvalid", f"{at}.messageExpression",
+                                      "messageExpression must evaluate to a string", rule, True))
+            return None
+        if message.max_cost > STATIC_COST_LIMIT:
+            self.errors.append(_error("FieldValueForbidden", f"{at}.messageExpression", cost_error_message(
+                "estimated messageExpression cost", message.max_cost, STATIC_COST_LIMIT)))
+        self.observe(f"{at}.messageExpression", message.max_cost)
+        return message
 
 
 def compile_rules(schema: dict, field_path: str) -> tuple[CompiledRules | None, list[FieldError]]:
     """Compile every x-kubernetes-validations rule of a CRD version's
     openAPIV3Schema (`field_path` is where that schema sits in the CRD, e.g.
     `spec.versions[0].schema.openAPIV3Schema`). Returns the rules (None when
-    the schema has none) and the CRD validation errors."""
+    the schema has none) and the CRD validation errors; the rules are usable
+    even with errors (a stored CRD is served with what it has)."""
     c = _Compiler(field_path)
     root = c.node(schema or {}, field_path, True, None, 1)
     if c.total > STATIC_CRD_COST_LIMIT:
@@ -282,9 +283,7 @@ def compile_rules(schema: dict, field_path: str) -> tuple[CompiledRules | None, 
         c.errors.append(_error("FieldValueForbidden", field_path, cost_error_message(
             "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema", c.total,
             STATIC_CRD_COST_LIMIT)))
-    if c.errors or root is None:
-        return None, c.errors
-    return CompiledRules(root), []
+    return (CompiledRules(root) if root is not None else None), c.errors
 
 
 # -- validation -------------------------------------------------------------
@@ -388,6 +387,9 @@ class CompiledRules:
         size = _sizes(max(_extent(this), _extent(prev)) if prev is not None else _extent(this))
         for r in n.rules:
             text = r.spec["rule"]
+            if r.program is None:
+                errs.append(_error("FieldValueInvalid", shown, f"rule compile error: {r.compile_error}", stype, True))
+                continue
             if r.uses_old_self and prev is None and not r.optional_old_self:
                 continue  # a transition rule needs a correlated old value
             old_var = (cel.OptionalValue.of(prev) if prev is not None else cel.OptionalValue.none()) \

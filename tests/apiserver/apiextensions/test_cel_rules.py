@@ -237,6 +237,15 @@ def test_cost_is_multiplied_by_cardinality():
     assert "estimated rule cost exceeds budget by factor of 1.100100x" in errs[0]
 
 
+def test_a_rule_that_does_not_compile_is_reported_on_every_object():
+    rules, errs = compile_rules(crd_schema(REPLICAS, [{"rule": "self.nope > 1"}, {"rule": "self.replicas < 3"}]), BASE)
+    assert len(errs) == 1
+    assert [str(e) for e in rules.validate(obj({"replicas": 5}), None)] == [
+        "spec: Invalid value: \"object\": rule compile error: compilation failed: ERROR: <input>:1:6: undefined "
+        "field 'nope'\n | self.nope > 1\n | .....^",
+        "spec: Invalid value: failed rule: self.replicas < 3"]
+
+
 def test_blocking_errors():
     assert has_blocking_errors([required("spec.a")])
     assert not has_blocking_errors([FieldError("FieldValueInvalid", "spec.a", "x")])
