@@ -50,7 +50,9 @@ def to_core(obj: Obj) -> Obj:
 
 
 def from_core(obj: Obj) -> Obj:
-    return {_TO_EVENTS.get(k, k): v for k, v in obj.items() if k not in _SKIP}
+    out = {_TO_EVENTS.get(k, k): v for k, v in obj.items() if k not in _SKIP}
+    out.setdefault("eventTime", None)  # a MicroTime without omitempty: a core/v1 Event without one serves null
+    return out
 
 
 # --- validation (in core shape, with core's field names, as upstream reports them) -----

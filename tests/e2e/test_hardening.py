@@ -428,3 +428,21 @@ def test_head_and_version(existing):
     assert code == 200 and got["major"] == "1", got
     code, headers, _ = raw_exchange(existing, b"HEAD " + CMS.encode() + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     assert headers["content-type"].startswith("application/json")
+
+
+def test_apply_that_drops_a_managers_only_label_removes_it(existing):
+    apply = "application/apply-patch+yaml"
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "applied", "labels": {"a": "b"}}, "data": {"x": "1"}}
+    assert existing.request("PATCH", CMS + "/applied?fieldManager=me", json.dumps(cm), apply)[0] == 201
+    del cm["metadata"]["labels"]
+    code, _, got = existing.request("PATCH", CMS + "/applied?fieldManager=me", json.dumps(cm), apply)
+    assert code == 200, got
+    assert "labels" not in got["metadata"] and got["metadata"]["name"] == "applied" and got["data"] == {"x": "1"}
+
+
+def test_core_events_are_served_by_events_k8s_io_with_a_null_event_time(existing):
+    assert existing.request("POST", f"/api/v1/namespaces/{NS}/events", {
+        "metadata": {"name": "legacy"}, "involvedObject": {"kind": "Pod", "name": "keep", "namespace": NS},
+        "reason": "Tested", "message": "m", "type": "Normal"})[0] == 201
+    code, _, got = existing.request("GET", f"/apis/events.k8s.io/v1/namespaces/{NS}/events/legacy")
+    assert code == 200 and "eventTime" in got and got["eventTime"] is None, got

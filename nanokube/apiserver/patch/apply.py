@@ -750,7 +750,9 @@ def _prune(
     """Remove what the applier set last time, no longer sets, and nobody
     else owns (upstream's prune with its add-back passes)."""
     last_n = _with_named_fields(last, raw)
-    owned = _with_named_fields(set().union(*(m.fields for m in managers.values())), raw)
+    # the stripped paths (metadata.name, namespace, uid, ...) belong to no manager but are never pruned:
+    # removing a manager's only metadata field (its one label) must not take the object's name with it
+    owned = _with_named_fields(set().union(*(m.fields for m in managers.values())) | _STRIPPED, raw)
     merged_n = _with_named_fields(field_set(merged, raw), raw)
 
     def fields_of(v: Any) -> set[Path]:
