@@ -1,0 +1,60 @@
+"""What objects charge against quotas (upstream's evaluators) and which
+quotas cover them (scopes)."""
+
+from nanokube.quota.evaluators import claim_usage, missing_container_resources, pod_usage, quota_covers, usage
+from nanokube.quota.resources import scope_errors
+
+
+def text(u):
+    return {k: str(v) for k, v in u.items()}
+
+
+def test_pod_usage_counts_init_containers_sidecars_overhead_and_extended_resources():
+    spec = {"containers": [{"name": "a", "resources": {"requests": {"cpu": "500m", "nvidia.com/gpu": "2"},
+                                                       "limits": {"memory": "1Gi", "nvidia.com/gpu": "2"}}}],
+            "initContainers": [{"name": "setup", "resources": {"requests": {"cpu": "2"}}},
+                               {"name": "side", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}}],
+            "overhead": {"cpu": "50m"}}
+    got = text(pod_usage({"metadata": {"name": "p"}, "spec": spec}, 0))
+    assert got == {"count/pods": "1", "pods": "1", "cpu": "2050m", "requests.cpu": "2050m", "limits.memory": "1Gi",
+                   "requests.nvidia.com/gpu": "2"}
+    done = pod_usage({"metadata": {"name": "p"}, "spec": spec, "status": {"phase": "Succeeded"}}, 0)
+    assert text(done) == {"count/pods": "1"}
+
+
+def test_claim_usage_per_device_class():
+    claim = {"spec": {"devices": {"requests": [
+        {"name": "a", "exactly": {"deviceClassName": "gpu", "count": 2}},
+        {"name": "b", "exactly": {"deviceClassName": "gpu", "allocationMode": "All"}},
+        {"name": "c", "firstAvailable": [{"name": "x", "deviceClassName": "nic", "count": 3},
+                                         {"name": "y", "deviceClassName": "nic"},
+                                         {"name": "z", "deviceClassName": "gpu", "count": 1}]}]}}}
+    assert text(claim_usage(claim)) == {"count/resourceclaims.resource.k8s.io": "1",
+                                        "gpu.deviceclass.resource.k8s.io/devices": "35",
+                                        "nic.deviceclass.resource.k8s.io/devices": "3"}
+
+
+def test_generic_and_legacy_object_counts():
+    assert text(usage("apps", "deployments", {}, 0)) == {"count/deployments.apps": "1"}
+    assert text(usage("", "secrets", {}, 0)) == {"count/secrets": "1", "secrets": "1"}
+    svc = usage("", "services", {"spec": {"type": "LoadBalancer", "ports": [{"port": 80}, {"port": 443}]}}, 0)
+    assert text(svc) == {"count/services": "1", "services": "1", "services.nodeports": "2", "services.loadbalancers": "1"}
+
+
+def test_scopes():
+    pod = {"metadata": {"name": "p"}, "spec": {"priorityClassName": "high", "activeDeadlineSeconds": 60,
+                                               "containers": [{"name": "c"}]}}
+    q = lambda **spec: {"spec": spec}  # noqa: E731
+    assert quota_covers(q(scopes=["BestEffort", "Terminating"]), "", "pods", pod)
+    assert not quota_covers(q(scopes=["NotTerminating"]), "", "pods", pod)
+    sel = {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]}
+    assert quota_covers(q(scopeSelector=sel), "", "pods", pod)
+    assert not quota_covers(q(scopes=["BestEffort"]), "", "configmaps", {})
+    assert scope_errors(["BestEffort"], ["requests.cpu", "pods"]) == ["unsupported scope applied to resource"]
+
+
+def test_containers_must_name_quota_resources():
+    pod = {"spec": {"containers": [{"name": "a", "resources": {"requests": {"cpu": "1"}}}, {"name": "b"}]}}
+    assert missing_container_resources(pod, ["requests.cpu", "limits.memory", "pods"]) == \
+        "must specify limits.memory for: a,b; requests.cpu for: b"
+    assert missing_container_resources(pod, ["pods"]) == ""
