@@ -850,6 +850,22 @@ class GenericREST:
             return Result(self._external(res, e.obj if e else new, version), code)
         raise errors.conflict(res.group, res.plural, name, errors.STALE)
 
+    async def admit_subresource_create(self, res: Resource, version: str, subresource: str, kind: dict,
+                                       namespace: str | None, name: str, body: dict, opts: WriteOptions) -> dict:
+        """Admission of a create through a subresource with an object of its own kind
+        (pods/binding, pods/eviction); returns the object as admission left it."""
+        if self.admission is None or not isinstance(body, dict):
+            return body
+        a = self.admission.subresource_attributes(res, version, subresource, kind, namespace, name, body, opts)
+        try:
+            await self.admission.mutate(a)
+            await self.admission.validate(a)
+        except errors.APIError as e:
+            self.admission.publish(a, e)
+            raise
+        self.admission.publish(a)
+        return a.obj
+
     async def _delete_admission(self, res: Resource, version: str, obj: dict, options: dict, opts: WriteOptions) -> None:
         """DELETE admission: both chains see the object being deleted as oldObject."""
         if self.admission is None:

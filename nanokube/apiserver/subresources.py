@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 #: log, or a stream of chunks for `follow`; None when the pod is not theirs
 #: kube-apiserver refuses evictions while this many are unconfirmed by the disruption controller
 MAX_DISRUPTED_PODS = 2000
+#: the kinds admission sees for creates through pods/binding and pods/eviction
+BINDING_KIND = {"group": "", "version": "v1", "kind": "Binding"}
+EVICTION_KIND = {"group": "policy", "version": "v1", "kind": "Eviction"}
 LogReader = Callable[[str, str, str, dict], Awaitable[bytes | AsyncIterable[bytes] | None]]
 
 
@@ -79,6 +82,7 @@ class Subresources:
         return json_response(await self.bind(pods, namespace, pod, body, h._write_opts(request)), 201)
 
     async def bind(self, res: Resource, namespace: str, name: str, binding: dict, opts: WriteOptions) -> dict:
+        binding = await self.rest.admit_subresource_create(res, "v1", "binding", BINDING_KIND, namespace, name, binding, opts)
         target = (binding or {}).get("target") or {}
         if not target.get("name"):
             raise errors.APIError(422, "Invalid", f'Binding.core "{name}" is invalid: target.name: Required value',
@@ -124,6 +128,8 @@ class Subresources:
         (disruptedPods) before deleting, as kube-apiserver does."""
         pods = self.rest.index.get("", "v1", "pods")
         pdbs = self.rest.index.get("policy", "v1", "poddisruptionbudgets")
+        eviction = await self.rest.admit_subresource_create(pods, "v1", "eviction", EVICTION_KIND, namespace, name,
+                                                            eviction, opts)
         pod = self.rest._entry(pods, namespace, name).obj
         phase = (pod.get("status") or {}).get("phase")
         if pdbs is not None and phase not in ("Succeeded", "Failed", "Pending") \

@@ -20,7 +20,7 @@ from ...machinery.podgroups import PODGROUP_PROTECTION
 from ...registry.base import Resource
 from ..webhook.client import WebhookClient
 from ..webhook.resolver import EndpointServiceResolver
-from .attributes import Attributes
+from .attributes import SCALE_KIND, Attributes
 from .default_storage_class import DefaultStorageClass
 from .limit_ranger import LimitRanger
 from .resource_quota import ResourceQuota
@@ -68,12 +68,20 @@ class Admission:
         md = (obj or old or {}).get("metadata") or {}
         name = md.get("name", "")
         namespace = name if res.group == "" and res.plural == "namespaces" else (md.get("namespace") or "")
-        return Attributes(res, version, subresource, op, namespace, name, obj, old, opts, options or {})
+        a = Attributes(res, version, subresource, op, namespace, name, obj, old, opts, options or {})
+        if subresource == "scale":
+            a.sub_kind = dict(SCALE_KIND)
+        return a
+
+    def subresource_attributes(self, res: Resource, version: str, subresource: str, kind: dict, namespace: str,
+                               name: str, obj: dict, opts) -> Attributes:
+        """A create through a subresource that takes an object of its own (pods/binding, pods/eviction)."""
+        return Attributes(res, version, subresource, "CREATE", namespace or "", name, obj, None, opts, sub_kind=kind)
 
     async def mutate(self, a: Attributes) -> None:
         state, policies = MutationRound(), PolicyRound()
         for state.round in (0, 1):
-            if a.obj is not None and a.operation in ("CREATE", "UPDATE"):
+            if a.obj is not None and a.operation in ("CREATE", "UPDATE") and (a.sub_kind is None or a.scale):
                 self.plugins.mutate(a.res, a.operation, a.obj, a.old, a.opts)
                 for p in self.mutators:
                     p.mutate(a)
@@ -84,7 +92,7 @@ class Admission:
                 break
 
     async def validate(self, a: Attributes) -> None:
-        if a.obj is not None and a.operation in ("CREATE", "UPDATE"):
+        if a.obj is not None and a.operation in ("CREATE", "UPDATE") and (a.sub_kind is None or a.scale):
             self.plugins.validate(a.res, a.operation, a.obj, a.old, a.opts)
             self.limit_ranger.validate(a)
             self.runtime_class.validate(a)

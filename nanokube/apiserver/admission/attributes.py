@@ -1,17 +1,21 @@
 """One admission request: what is being done to which object, and by whom
 (apiserver's admission.Attributes). Objects are held in their storage form;
-webhooks and policies see them converted to the version they matched."""
+webhooks and policies see them converted to the version they matched, through
+/scale as the autoscaling/v1 Scale of the object, and through pods/binding and
+pods/eviction as the Binding or Eviction the client sent."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from ... import schema as schemas
 from ...registry.base import Resource
 from ..patch import json_copy
 from .matching import Target
 
 OPTIONS_KIND = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}
+SCALE_KIND = {"group": "autoscaling", "version": "v1", "kind": "Scale"}
 
 
 @dataclass
@@ -28,6 +32,8 @@ class Attributes:
     options: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     annotations: dict[str, str] = field(default_factory=dict)
+    #: group/version/kind of a subresource's own object (Scale, Binding, Eviction)
+    sub_kind: dict | None = None
 
     @property
     def target(self) -> Target:
@@ -37,16 +43,46 @@ class Attributes:
     def dry_run(self) -> bool:
         return bool(self.opts.dry_run)
 
+    @property
+    def scale(self) -> bool:
+        return self.subresource == "scale"
+
     def versioned(self, t: Target, obj: dict | None) -> dict | None:
         """`obj` (storage form) as a `t` object, a private copy."""
         if obj is None:
             return None
+        if self.scale:
+            from ..subresources import _scale_of
+
+            return json_copy(_scale_of(self.res, obj))
+        if self.sub_kind is not None:
+            return json_copy(obj)
         out = json_copy(t.res.strategy.from_storage(obj, t.version))
         out["apiVersion"], out["kind"] = t.res.api_version(t.version), t.res.kind
         return out
 
+    def schema(self, t: Target) -> dict | None:
+        """The schema of what `versioned` returns."""
+        if self.sub_kind is not None:
+            return schemas.kind_schema(self.sub_kind["group"], self.sub_kind["version"], self.sub_kind["kind"])
+        return schemas.kind_schema(t.res.group, t.version, t.res.kind)
+
+    def default(self, t: Target, obj: dict) -> None:
+        if self.sub_kind is None:
+            t.res.strategy.default(obj, t.version)
+
     def store_versioned(self, t: Target, obj: dict) -> None:
-        """Take a mutated `t` object back: defaults re-applied, storage form."""
+        """Take a mutated `t` object back: defaults re-applied, storage form
+        (through /scale only the replicas carry over)."""
+        if self.scale:
+            replicas = (obj.get("spec") or {}).get("replicas", 0)
+            ext = json_copy(self.res.strategy.from_storage(self.obj, self.version))
+            self.res.strategy.set_replicas(ext, replicas)
+            self.obj = self.res.strategy.to_storage(ext, self.version)
+            return
+        if self.sub_kind is not None:
+            self.obj = obj
+            return
         t.res.strategy.default(obj, t.version)
         self.obj = t.res.strategy.to_storage(obj, t.version)
 
@@ -81,6 +117,8 @@ class Attributes:
         }
         if self.subresource:
             req["subResource"] = req["requestSubResource"] = self.subresource
+        if self.sub_kind is not None:
+            req["kind"] = req["requestKind"] = dict(self.sub_kind)
         if self.namespace:
             req["namespace"] = self.namespace
         return req

@@ -20,7 +20,6 @@ from typing import Any
 
 import orjson
 
-from ... import schema as schemas
 from ...machinery import errors
 from ...machinery.selectors import matches_labels, selector_from_object
 from ..patch import PatchError, json_copy, jsonpatch
@@ -339,7 +338,7 @@ class MutatingPolicies(PolicyEngine):
             self._error(inv, a, str(e))
             return False
         before = json_copy(obj)
-        sch = schemas.kind_schema(t.res.group, t.version, t.res.kind)
+        sch = a.schema(t)
         for m in inv.spec.get("mutations") or []:
             try:
                 obj = self._mutation(m, act, obj, sch)
@@ -347,7 +346,7 @@ class MutatingPolicies(PolicyEngine):
                 self._error(inv, a, str(e))
                 return False
             obj["apiVersion"], obj["kind"] = before["apiVersion"], before["kind"]
-            t.res.strategy.default(obj, t.version)
+            a.default(t, obj)
             act["object"] = obj
         if obj == before:
             return False

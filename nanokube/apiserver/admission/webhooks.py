@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from ... import schema as schemas
 from ...machinery import errors
 from ..patch import PatchError, json_copy, jsonpatch
 from ..webhook.client import WebhookClient, WebhookError
@@ -261,7 +260,7 @@ class Webhooks:
             patched = jsonpatch.apply(current, ops)
         except PatchError as e:
             raise errors.internal(str(e)) from None
-        sch = schemas.kind_schema(t.res.group, t.version, t.res.kind)
+        sch = a.schema(t)
         if sch is not None and isinstance(patched, dict):
             from .. import structural
 

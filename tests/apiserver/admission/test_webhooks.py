@@ -9,6 +9,7 @@ import socket
 import pytest
 
 from nanokube.apiserver.rest import WriteOptions
+from nanokube.apiserver.subresources import Subresources
 from nanokube.machinery.errors import APIError
 from nanokube.machinery.user import User
 from tests.apiserver.admission.server import WebhookServer, allow, deny, json_patch
@@ -29,6 +30,7 @@ async def stack(server):
     server.handlers.clear()
     server.calls.clear()
     s = await make_stack()
+    s.rest_subresources = Subresources(s.rest)
     yield s
     await s.rest.admission.client.close()
     await s.close()
@@ -257,3 +259,34 @@ async def test_service_reference_resolves_through_ready_endpoints(stack):
                                    'failed to call webhook: service "missing" not found')
     finally:
         svc_server.stop()
+
+
+async def test_subresources_with_their_own_kinds(stack, server):
+    server.handlers["/v"] = lambda r: deny(r, f"no {r['request']['kind']['kind']}")
+    rules = [{"operations": ["CREATE", "UPDATE"], "apiGroups": ["", "apps"], "apiVersions": ["v1"],
+              "resources": ["pods/binding", "pods/eviction", "deployments/scale"]}]
+    await configure(stack, "validating", "v", hook(server, "sub.example.com", "/v", rules=rules))
+    pods = stack.client.resource("", "v1", "pods")
+    await pods.create({"metadata": {"name": "p", "namespace": "default"},
+                       "spec": {"containers": [{"name": "c", "image": "x"}]}})
+    res = stack.rest.index.get("", "v1", "pods")
+    with pytest.raises(APIError) as e:
+        await stack.rest_subresources.bind(res, "default", "p", {"metadata": {"name": "p"}, "target": {"name": "n1"}},
+                                           WriteOptions())
+    assert e.value.message == 'admission webhook "sub.example.com" denied the request: no Binding'
+    req = server.calls_to("/v")[-1]["request"]
+    assert (req["kind"], req["resource"]["resource"], req["subResource"], req["name"]) == (
+        {"group": "", "version": "v1", "kind": "Binding"}, "pods", "binding", "p")
+    with pytest.raises(APIError) as e:
+        await stack.rest_subresources.evict("default", "p", {"metadata": {"name": "p"}}, WriteOptions())
+    assert e.value.message == 'admission webhook "sub.example.com" denied the request: no Eviction'
+    deps = stack.rest.index.get("apps", "v1", "deployments")
+    tpl = {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    await stack.client.resource("apps", "v1", "deployments").create(
+        {"metadata": {"name": "d", "namespace": "default"},
+         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "d"}}, "template": tpl}})
+    with pytest.raises(APIError) as e:
+        await stack.rest_subresources.put_scale(deps, "v1", "default", "d", {"spec": {"replicas": 3}}, WriteOptions())
+    assert e.value.message == 'admission webhook "sub.example.com" denied the request: no Scale'
+    req = server.calls_to("/v")[-1]["request"]
+    assert req["object"]["spec"] == {"replicas": 3} and req["oldObject"]["spec"] == {"replicas": 1}
