@@ -37,7 +37,8 @@ GANG_SIZE = 8
 TAINT = {"key": "bench.example.com/maintenance", "value": "true", "effect": "NoSchedule"}
 
 #: column headings for METRICS in the table
-HEADINGS = ("pods/s avg(1s)", "pods/s p50(1s)", "pods/s e2e", "lat avg ms", "lat p50 ms", "lat p99 ms")
+HEADINGS = ("pods/s avg(1s)", "pods/s p50(1s)", "pods/s e2e", "lat avg ms", "lat p50 ms", "lat p99 ms",
+            "ms/unsched try")
 
 METRICS = (
     "throughput avg of 1-s samples (pods/s)",
@@ -46,7 +47,10 @@ METRICS = (
     "latency avg (ms)",
     "latency p50 (ms)",
     "latency p99 (ms)",
+    "scheduler time per unschedulable attempt (ms)",
 )
+#: the nodeSelector of SchedulingWhileUnschedulable's pods that fit nowhere
+NOWHERE = {"bench.example.com/pool": "none"}
 
 Progress = Callable[[str], None]
 
@@ -72,6 +76,7 @@ def upstream_workloads() -> list[Workload]:
     return [
         Workload("SchedulingBasic", "basic", 5000, 1000, 10000, 680),
         Workload("SchedulingNodeAffinity", "affinity", 5000, 1000, 10000, None),
+        Workload("SchedulingWhileUnschedulable", "unschedulable", 5000, 1000, 10000, None),
         Workload("GangScheduling", "gang", 5000, 0, 10000, None),
         Workload("SchedulingWithResourceClaimTemplate", "dra", 500, 2500, 2500, 40, devices_per_node=10),
         Workload("SchedulingWithResourceClaimTemplateToleration", "dra-taints", 500, 2500, 2500, 40,
@@ -84,6 +89,7 @@ def default_workloads(scale: float = 1.0) -> list[Workload]:
     base = [
         Workload("SchedulingBasic", "basic", 500, 500, 1000, 680),
         Workload("SchedulingNodeAffinity", "affinity", 500, 500, 1000, None),
+        Workload("SchedulingWhileUnschedulable", "unschedulable", 500, 500, 1000, None),
         Workload("GangScheduling", "gang", 500, 0, 1000, None),
         Workload("SchedulingWithResourceClaimTemplate", "dra", 100, 500, 500, 40, devices_per_node=10),
         Workload("SchedulingWithResourceClaimTemplateToleration", "dra-taints", 100, 500, 500, 40,
@@ -114,13 +120,16 @@ def node_manifest(w: Workload, i: int) -> dict:
                        "conditions": [{"type": "Ready", "status": "True"}]}}
 
 
-def pod_manifest(w: Workload, name: str, index: int) -> dict:
-    """pod-default.yaml (pause, 100m/500Mi); gang pods use 100m/100Mi like upstream's gang template."""
+def pod_manifest(w: Workload, name: str, index: int, nowhere: bool = False) -> dict:
+    """pod-default.yaml (pause, 100m/500Mi); gang pods use 100m/100Mi like upstream's gang template;
+    `nowhere`: a nodeSelector no node matches (SchedulingWhileUnschedulable's pending queue)."""
     memory = "100Mi" if w.kind == "gang" else "500Mi"
     res = {"cpu": "100m", "memory": memory}
     container = {"name": "pause", "image": "registry.k8s.io/pause:3.10",
                  "resources": {"requests": res, "limits": res}}
     spec: dict = {"containers": [container]}
+    if nowhere:
+        spec["nodeSelector"] = NOWHERE
     if w.kind == "affinity":
         spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["zone1"]}]}]}}}
@@ -238,6 +247,8 @@ async def _create_pods(client: LocalClient, w: Workload, prefix: str, count: int
         tracker.created[name] = time.perf_counter()
         await pods.create(pod_manifest(w, name, i))
         names.append(name)
+        if w.kind == "unschedulable" and prefix == "pod":
+            await pods.create(pod_manifest(w, f"stuck-{i}", i, nowhere=True))
     return names
 
 
@@ -272,6 +283,9 @@ async def _run(w: Workload, timeout_s: float, progress: Progress) -> dict[str, f
         await stack.close()
     # The last partial second has no full sample; a run shorter than a second is one sample over its length.
     samples = samples or [w.pods / elapsed]
+    registry, labels = sched.metrics.registry, {"result": "unschedulable", "profile": "default-scheduler"}
+    tries = registry.get_sample_value("scheduler_scheduling_attempt_duration_seconds_count", labels) or 0
+    spent = registry.get_sample_value("scheduler_scheduling_attempt_duration_seconds_sum", labels) or 0.0
     latency = [(tracker.bound[n] - tracker.created[n]) * 1000 for n in names]
     return dict(zip(METRICS, (
         sum(samples) / len(samples),
@@ -280,6 +294,7 @@ async def _run(w: Workload, timeout_s: float, progress: Progress) -> dict[str, f
         sum(latency) / len(latency),
         percentile(latency, 0.5),
         percentile(latency, 0.99),
+        spent / tries * 1000 if tries else float("nan"),
     )))
 
 
@@ -290,7 +305,9 @@ def run(workloads: list[Workload], progress: Progress = lambda _m: None,
 
 
 def _fmt(v: float) -> str:
-    return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
+    if v != v:  # NaN: the workload has no such measure
+        return "—"
+    return f"{v:,.0f}" if v >= 100 else f"{v:.2f}" if v < 1 else f"{v:.1f}"
 
 
 def format_table(workloads: list[Workload], results: dict[str, dict[str, float]]) -> str:

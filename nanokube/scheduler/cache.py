@@ -211,6 +211,35 @@ class Snapshot:
         self._with_anti_affinity: dict[str, NodeInfo] = {}
         #: the NodeInfo.affinity_epoch the two maps reflect; -1: never built
         self._epoch = -1
+        #: label key -> value -> names of the nodes carrying it, so a nodeSelector finds its
+        #: nodes (or learns there are none) without visiting every node
+        self.label_index: dict[str, dict[str, set[str]]] = {}
+
+    def nodes_with_labels(self, selector: dict) -> set[str]:
+        """Names of the nodes that carry every `key: value` of a nodeSelector."""
+        found = []
+        for key, value in selector.items():
+            names = self.label_index.get(key, {}).get(value)
+            if not names:
+                return set()
+            found.append(names)
+        found.sort(key=len)
+        return found[0].intersection(*found[1:]) if found else set(self.infos)
+
+    def _relabel(self, name: str, old: dict | None, new: dict | None) -> None:
+        """Keeps `label_index` in step with a node's labels (node changes are rare next to pod changes)."""
+        if old == new:
+            return
+        for key, value in (old or {}).items():
+            values = self.label_index.get(key)
+            if values is not None and value in values:
+                values[value].discard(name)
+                if not values[value]:
+                    del values[value]
+                    if not values:
+                        del self.label_index[key]
+        for key, value in (new or {}).items():
+            self.label_index.setdefault(key, {}).setdefault(value, set()).add(name)
 
     def have_pods_with_affinity(self) -> list[NodeInfo]:
         """Nodes with a pod carrying any inter-pod (anti-)affinity term."""
@@ -331,12 +360,15 @@ class Cache:
             return
         for name in self._dirty:
             info = self.infos.get(name)
+            old = snap.infos.get(name)
             if info is None or info.node is None:
                 snap.infos.pop(name, None)
                 snap._replaced(name, None)
+                snap._relabel(name, old.labels if old is not None else None, None)
             else:
                 snap.infos[name] = info.clone()
                 snap._replaced(name, snap.infos[name])
+                snap._relabel(name, old.labels if old is not None else None, info.labels)
         if self._order_changed:
             snap.nodes = list(snap.infos.values())
             snap.index = {n.name: i for i, n in enumerate(snap.nodes)}

@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .cache import Snapshot
-from .framework import Code, CycleState, Framework, PodInfo, Status
+from .framework import Code, CycleState, Framework, NodeToStatus, PodInfo, Status, unschedulable
 
 MIN_FEASIBLE_NODES = 100
 MIN_FEASIBLE_PERCENTAGE = 5
@@ -34,12 +34,16 @@ class FitError(Exception):
     """No node fits; the message is upstream's FitError text."""
 
     num_nodes: int
-    statuses: dict[str, Status] = field(default_factory=dict)
+    statuses: dict[str, Status] = field(default_factory=NodeToStatus)
     pre_filter_msg: str = ""
     post_filter_msg: str = ""
 
     def plugins(self) -> set[str]:
-        return {s.plugin for s in self.statuses.values() if s.plugin}
+        found = {s.plugin for s in self.statuses.values() if s.plugin}
+        absent = getattr(self.statuses, "absent", None)
+        if absent is not None and absent.plugin:
+            found.add(absent.plugin)
+        return found
 
     def __str__(self) -> str:
         if self.num_nodes == 0 and self.pre_filter_msg == NO_NODES:
@@ -49,6 +53,10 @@ class FitError(Exception):
             msg += f" {self.pre_filter_msg}."
         else:
             counts = Counter(r for s in self.statuses.values() for r in s.reasons)
+            absent = getattr(self.statuses, "absent", None)
+            if absent is not None:
+                for r in absent.reasons:
+                    counts[r] += self.statuses.num_absent
             msg += " " + ", ".join(sorted(f"{n} {r}" for r, n in counts.items())) + "."
         if self.post_filter_msg:
             msg += " " + self.post_filter_msg
@@ -66,15 +74,29 @@ def _rejections(plugin, state: CycleState, info: PodInfo, nodes: list) -> dict[i
     return {i: s for i, node in enumerate(nodes) if (s := fn(state, info, node)) is not None}
 
 
-def _statuses(rejections: list[tuple[str, list, dict[int, Status]]], searched: list) -> dict[str, Status]:
+def _statuses(rejections: list[tuple[str, list, dict[int, Status]]], searched: list,
+              absent: Status | None, num_absent: int) -> NodeToStatus:
     """Each rejected node's status, attributed to its plugin, in the order
-    the nodes were searched, as a node-by-node search records them."""
+    the nodes were searched, as a node-by-node search records them; the
+    nodes PreFilter left out share `absent`."""
     failed: dict[str, Status] = {}
     for plugin, nodes, rejected in rejections:
         for pos, st in rejected.items():
             st.plugin = plugin
             failed[nodes[pos].name] = st
-    return {node.name: failed[node.name] for node in searched if node.name in failed}
+    return NodeToStatus(((node.name, failed[node.name]) for node in searched if node.name in failed),
+                        absent, num_absent)
+
+
+def _absent_status(fwk: Framework, state: CycleState) -> Status:
+    """What the nodes a PreFilter result left out are marked with: the Filter verdict of the one
+    plugin that narrowed them where it names one (so messages read as if every node was
+    filtered), else upstream's `node(s) didn't satisfy plugin(s) [...]`."""
+    names = state.narrowed_by
+    reason = getattr(fwk.plugins.get(names[0]), "absent_reason", None) if len(names) == 1 else None
+    st = unschedulable(reason or f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(names))}]", resolvable=False)
+    st.plugin = names[0] if len(names) == 1 else ""
+    return st
 
 
 class Algorithm:
@@ -90,10 +112,14 @@ class Algorithm:
         if st is not None:
             if st.code == Code.ERROR:
                 raise RuntimeError(f"running PreFilter plugin {st.plugin}: {st.message()}")
-            err = FitError(len(nodes), {n.name: st for n in nodes}, pre_filter_msg=st.message())
-            raise err
+            raise FitError(len(nodes), NodeToStatus(absent=st, num_absent=len(nodes)), pre_filter_msg=st.message())
+        absent, num_absent = None, 0
         if narrowed is not None:
-            nodes = [snap.infos[n] for n in narrowed if n in snap.infos]
+            index = snap.index
+            nodes = sorted((snap.infos[n] for n in narrowed if n in snap.infos), key=lambda i: index[i.name])
+            num_absent = len(snap.nodes) - len(nodes)
+            if num_absent:
+                absent = _absent_status(fwk, state)
         filters = fwk.filters(state)
         n = len(nodes)
         want = num_feasible_nodes_to_find(n, fwk.profile.percentage_of_nodes_to_score)
@@ -127,7 +153,7 @@ class Algorithm:
             feasible += chunk
         self.next_start = (start + processed) % n if n else 0
         if not feasible:
-            raise FitError(len(snap.nodes), _statuses(rejections, nodes[start:] + nodes[:start]))
+            raise FitError(len(snap.nodes), _statuses(rejections, nodes[start:] + nodes[:start], absent, num_absent))
         return feasible
 
     def schedule(self, fwk: Framework, state: CycleState, info: PodInfo, snap: Snapshot) -> tuple[str, int, int]:

@@ -50,6 +50,29 @@ def unschedulable(*reasons: str, resolvable: bool = True) -> Status:
 SKIP = Status(Code.SKIP)
 
 
+class NodeToStatus(dict):
+    """Node name -> the status that rejected it, and `absent`: the one status of every node not
+    listed (the nodes a PreFilter result left out), as upstream's NodeToStatus keeps it, so a pod
+    that fits nowhere in a large cluster costs no object per node."""
+
+    def __init__(self, statuses=(), absent: Status | None = None, num_absent: int = 0) -> None:
+        super().__init__(statuses)
+        self.absent = absent
+        self.num_absent = num_absent if absent is not None else 0
+
+    def get(self, name, default=None):
+        st = dict.get(self, name)
+        if st is not None:
+            return st
+        return self.absent if default is None else default
+
+    def all_unresolvable(self) -> bool:
+        """No node could take the pod even after evicting others: preemption is pointless."""
+        if self.absent is not None and self.absent.code != Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+            return False
+        return all(s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE for s in self.values())
+
+
 class CycleState(dict):
     """Data plugins share within one scheduling cycle of one pod, keyed by
     plugin-chosen names; also records which plugins asked to be skipped and
@@ -60,6 +83,8 @@ class CycleState(dict):
         super().__init__()
         self.skip_filter: set[str] = set()
         self.skip_score: set[str] = set()
+        #: the PreFilter plugins that narrowed the nodes to search (PreFilterResult)
+        self.narrowed_by: list[str] = []
         self.record_plugin_metrics = record_plugin_metrics
 
 
@@ -74,6 +99,7 @@ class PodInfo:
         "gated_by",
         "has_affinity",
         "has_required_anti_affinity",
+        "in_flight_since",
         "initial_timestamp",
         "key",
         "nonzero",
@@ -91,6 +117,7 @@ class PodInfo:
         self.unschedulable_plugins: set[str] = set()
         self.gated_by = ""
         self.backoff_expires = 0.0
+        self.in_flight_since = 0
         self.update(pod)
 
     def update(self, pod: dict) -> None:
@@ -282,6 +309,7 @@ class Framework:
                 return None, st
             if nodes is not None:
                 narrowed = set(nodes) if narrowed is None else narrowed & set(nodes)
+                state.narrowed_by.append(p.name)
         return narrowed, None
 
     def filters(self, state: CycleState) -> list:

@@ -17,6 +17,9 @@ from ..machinery.podgroups import group_key
 INITIAL_BACKOFF = 1.0
 MAX_BACKOFF = 10.0
 MAX_IN_UNSCHEDULABLE = 300.0  # podMaxInUnschedulablePodsDuration
+#: cluster events kept for the pods in flight; past this, a failing pod backs off instead of
+#: having each event's hint checked (a bound on memory while one pod waits long in Permit)
+MAX_IN_FLIGHT_EVENTS = 10_000
 
 
 class QueuedPodGroupInfo:
@@ -33,11 +36,65 @@ class QueuedPodGroupInfo:
         self.backoff_expires = 0.0
         self.unschedulable_plugins: set[str] = set()
         self.gated_by = ""
+        self.in_flight_since = 0
 
     @property
     def pod(self) -> dict:
         """A representative member, for the profile and queueing hints."""
         return next(iter(self.members.values())).pod
+
+
+class UnschedulablePods(dict):
+    """The unschedulable pool (key -> PodInfo, in arrival order), indexed by the plugins that
+    rejected each pod, so a cluster event visits only the pods whose rejecting plugins registered
+    for it: with thousands of pods that fit nowhere, each bound pod's event would otherwise walk
+    them all."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.by_plugin: dict[str, dict[str, None]] = {}
+        self._plugins: dict[str, tuple[str, ...]] = {}
+
+    def __setitem__(self, key: str, info) -> None:
+        if key in self:
+            self._unindex(key)
+        super().__setitem__(key, info)
+        plugins = self._plugins[key] = tuple(info.unschedulable_plugins)
+        for p in plugins:
+            self.by_plugin.setdefault(p, {})[key] = None
+
+    def _unindex(self, key: str) -> None:
+        for p in self._plugins.pop(key, ()):
+            keys = self.by_plugin.get(p)
+            if keys is not None:
+                keys.pop(key, None)
+                if not keys:
+                    del self.by_plugin[p]
+
+    def __delitem__(self, key: str) -> None:
+        super().__delitem__(key)
+        self._unindex(key)
+
+    _MISSING = object()
+
+    def pop(self, key: str, default=_MISSING):
+        if key in self:
+            self._unindex(key)
+            return super().pop(key)
+        if default is self._MISSING:
+            raise KeyError(key)
+        return default
+
+    def rejected_by(self, plugins) -> list:
+        """The pods any of `plugins` rejected, in arrival order."""
+        keys: set[str] = set()
+        for p in plugins:
+            keys.update(self.by_plugin.get(p, ()))
+        if len(keys) * 4 >= len(self):
+            return [info for key, info in self.items() if key in keys]
+        order = {key: i for i, key in enumerate(self)} if len(keys) > 64 else None
+        picked = sorted(keys, key=order.__getitem__) if order is not None else [k for k in self if k in keys]
+        return [self[k] for k in picked]
 
 
 class SchedulingQueue:
@@ -50,15 +107,22 @@ class SchedulingQueue:
         self.active: list[tuple] = []
         self.active_keys: dict[str, PodInfo] = {}
         self.backoff: dict[str, PodInfo] = {}
-        self.unschedulable: dict[str, PodInfo] = {}
+        self.unschedulable = UnschedulablePods()
         self.in_flight: dict[str, PodInfo] = {}
         self.groups: dict[str, QueuedPodGroupInfo] = {}  # group key -> its entry
         self.group_priority = lambda group: 0
         self.registrations: dict[str, list[Registration]] = {}
         for fwk in frameworks.values():
             self.registrations.update(fwk.registrations())
+        self._interest: dict[tuple[str, int], tuple[str, ...]] = {}
         self.scheduling_cycle = 0
-        self.move_request_cycle = -1
+        #: registered cluster events that arrived while pods were in flight, numbered, so a pod
+        #: that fails is checked against exactly the events of its own attempt (upstream's
+        #: inFlightEvents): one its rejecting plugins' hints say may help sends it to backoff,
+        #: any other event leaves it waiting in the unschedulable pool
+        self.in_flight_events: list[tuple[int, ClusterEvent, dict | None, dict | None]] = []
+        self._event_seq = 0
+        self._dropped_upto = 0
         self._seq = itertools.count()
         self._wake = asyncio.Event()
         self._closed = False
@@ -124,9 +188,9 @@ class SchedulingQueue:
         """Re-runs PreEnqueue for the pods `plugin` turned away (those the
         event `concerns`, when given), after an event that may let them in
         (a claim created for them)."""
-        for key, info in list(self.unschedulable.items()):
+        for info in self.unschedulable.rejected_by((plugin,)):
             if info.gated_by == plugin and (concerns is None or concerns(info)):
-                del self.unschedulable[key]
+                del self.unschedulable[info.key]
                 if not self._gate(info, event):
                     self._readmit(info, event)
         self._gauge()
@@ -211,6 +275,7 @@ class SchedulingQueue:
                     del self.active_keys[info.key]
                     info.attempts += 1
                     self.scheduling_cycle += 1
+                    info.in_flight_since = self._event_seq
                     self.in_flight[info.key] = info
                     self._gauge()
                     return info
@@ -218,9 +283,24 @@ class SchedulingQueue:
             await self._wake.wait()
 
     def done(self, info: PodInfo) -> None:
-        """The pod's scheduling attempt finished (bound, or requeued)."""
+        """The pod's scheduling attempt finished (bound, or requeued); events no pod in flight
+        can still need are forgotten."""
         if self.in_flight.get(info.key) is info:
             del self.in_flight[info.key]
+            if not self.in_flight:
+                self.in_flight_events.clear()
+            elif self.in_flight_events:
+                oldest = min(i.in_flight_since for i in self.in_flight.values())
+                if self.in_flight_events[0][0] <= oldest:
+                    self.in_flight_events = [e for e in self.in_flight_events if e[0] > oldest]
+
+    def _moved_while_in_flight(self, info: PodInfo) -> bool:
+        """Whether an event during this pod's attempt may have made it schedulable."""
+        since = info.in_flight_since
+        if since < self._dropped_upto:
+            return True
+        return any(seq > since and self._worth_retrying(info, event, old, new)
+                   for seq, event, old, new in self.in_flight_events)
 
     def group_done(self, entry: QueuedPodGroupInfo, cycle: int, error: bool = False) -> None:
         """The group's cycle finished: pods left in it wait for an event (or
@@ -260,13 +340,14 @@ class SchedulingQueue:
         """Requeues a pod whose attempt in `cycle` failed: to backoffQ when it
         failed with an error or a move request came in meanwhile, otherwise
         to the unschedulable pool."""
+        moved = error or not info.unschedulable_plugins or self._moved_while_in_flight(info)
         self.done(info)
         if info.key in self.active_keys or info.key in self.backoff or info.key in self.unschedulable:
             return
         now = self.clock.monotonic()
         info.timestamp = now
         info.backoff_expires = now + self.backoff_duration(info)
-        if error or self.move_request_cycle >= cycle or not info.unschedulable_plugins:
+        if moved:
             self.backoff[info.key] = info
             self.metrics.queue_incoming.labels("backoff", "ScheduleAttemptFailure").inc()
         else:
@@ -297,20 +378,31 @@ class SchedulingQueue:
                     return True
         return False
 
-    def _registered(self, event: ClusterEvent) -> bool:
-        return any(reg.event.matches(event) for regs in self.registrations.values() for reg in regs)
+    def _interested(self, event: ClusterEvent) -> tuple[str, ...]:
+        """The plugins with a registration the event matches (cached per resource and action)."""
+        key = (event.resource, int(event.action))
+        found = self._interest.get(key)
+        if found is None:
+            found = self._interest[key] = tuple(name for name, regs in self.registrations.items()
+                                                if any(reg.event.matches(event) for reg in regs))
+        return found
 
     def on_event(self, event: ClusterEvent, old: dict | None, new: dict | None) -> None:
         """A cluster event: moves the unschedulable pods it may help. One no
         plugin registered for (a pod's status update) cannot help any pod,
         so it does not send the pods in flight to backoff either."""
-        if not self._registered(event):
+        interested = self._interested(event)
+        if not interested:
             return
-        self.move_request_cycle = self.scheduling_cycle
-        for key, info in list(self.unschedulable.items()):
+        if self.in_flight:
+            self._event_seq += 1
+            self.in_flight_events.append((self._event_seq, event, old, new))
+            if len(self.in_flight_events) > MAX_IN_FLIGHT_EVENTS:
+                self._dropped_upto = self.in_flight_events.pop(0)[0]
+        for info in self.unschedulable.rejected_by(interested):
             if info.gated_by or not self._worth_retrying(info, event, old, new):
                 continue
-            del self.unschedulable[key]
+            del self.unschedulable[info.key]
             self._requeue(info, event.label or f"{event.resource}{event.action.name}")
         self._gauge()
 

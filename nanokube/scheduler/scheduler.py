@@ -41,6 +41,17 @@ log = logging.getLogger(__name__)
 PLUGIN_METRICS_SAMPLE_PERCENT = 10
 
 
+def _already_reported(pod: dict, reason: str, message: str) -> bool:
+    """Whether the pod's PodScheduled condition already says this: then its FailedScheduling event
+    was recorded too, and neither is written again (upstream keeps an unchanged condition, and
+    its event recorder folds repeats into one series), so a pod that fits nowhere costs no writes
+    per attempt."""
+    for c in (pod.get("status") or {}).get("conditions") or ():
+        if c.get("type") == "PodScheduled":
+            return c.get("status") == "False" and c.get("reason") == reason and c.get("message") == message
+    return False
+
+
 def _condition_statuses(node: dict) -> dict:
     """type -> status of the node's conditions: heartbeats and messages alone change nothing."""
     return {c.get("type"): c.get("status") for c in (node.get("status") or {}).get("conditions") or []}
@@ -331,7 +342,8 @@ class Scheduler:
             self.queue.return_to_group(info, cycle)
         else:
             self.queue.add_unschedulable(info, cycle, error=error)
-        self.spawn(self._report_failure(info.pod, reason, message))
+        if not _already_reported(info.pod, reason, message):
+            self.spawn(self._report_failure(info.pod, reason, message))
 
     def spawn(self, coro) -> None:
         """Runs an API write or binding in the background, cancelled on stop."""

@@ -61,9 +61,43 @@ async def test_event_during_the_attempt_sends_pod_to_backoff():
     q, _ = make_queue()
     q.add(pod("a", "8"))
     info = await q.pop()
-    q.on_event(ClusterEvent(NODE, Action.ADD), None, node("n"))
+    q.on_event(ClusterEvent(NODE, Action.ADD), None, node("n", "16"))
     info.unschedulable_plugins = {"NodeResourcesFit"}
     q.add_unschedulable(info, q.scheduling_cycle)
+    assert "default/a" in q.backoff
+    assert q.in_flight_events == []
+
+
+async def test_event_during_the_attempt_that_cannot_help_leaves_pod_unschedulable():
+    """Upstream's in-flight events: the rejecting plugins' hints judge what happened during the
+    attempt, so a steady stream of unrelated events does not turn every failure into a retry."""
+    q, _ = make_queue()
+    q.add(pod("a", "8"))
+    q.add(pod("b", "8"))
+    a = await q.pop()
+    b = await q.pop()
+    q.on_event(ClusterEvent(NODE, Action.ADD), None, node("small", "2"))
+    a.unschedulable_plugins = {"NodeResourcesFit"}
+    q.add_unschedulable(a, q.scheduling_cycle)
+    assert "default/a" in q.unschedulable
+    q.on_event(ClusterEvent(NODE, Action.ADD), None, node("big", "16"))
+    b.unschedulable_plugins = {"NodeResourcesFit"}
+    q.add_unschedulable(b, q.scheduling_cycle)
+    assert "default/b" in q.backoff and "default/a" in q.backoff
+
+
+async def test_events_before_the_attempt_do_not_count():
+    q, _ = make_queue()
+    q.add(pod("a", "8"))
+    q.add(pod("b", "8"))
+    a = await q.pop()
+    q.on_event(ClusterEvent(NODE, Action.ADD), None, node("big", "16"))
+    b = await q.pop()
+    b.unschedulable_plugins = {"NodeResourcesFit"}
+    q.add_unschedulable(b, q.scheduling_cycle)
+    assert "default/b" in q.unschedulable
+    a.unschedulable_plugins = {"NodeResourcesFit"}
+    q.add_unschedulable(a, q.scheduling_cycle)
     assert "default/a" in q.backoff
 
 

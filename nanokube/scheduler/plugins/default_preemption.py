@@ -67,6 +67,11 @@ class DefaultPreemption:
         if not eligible:
             return None, unschedulable(f"preemption: {why}")
         snap = self.handle.snapshot
+        if getattr(statuses, "all_unresolvable", None) is not None and statuses.all_unresolvable():
+            # a selector mismatch or the like: evicting pods cannot help on any node
+            self._nominate(info, None)
+            n = len(snap.nodes)
+            return None, unschedulable(f"preemption: 0/{n} nodes are available: {n} {NOT_HELPFUL}.")
         fwk = self.handle.frameworks[info.spec.get("schedulerName") or "default-scheduler"]
         reasons: dict[str, str] = {}
         candidates: list[Candidate] = []

@@ -41,17 +41,44 @@ def _label_keys(matcher: NodeMatcher) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys([k for k, _ in matcher.pairs] + [e[0] for exprs, _ in terms for e in exprs]))
 
 
+def _named_nodes(required: dict | None) -> set[str] | None:
+    """The node names required affinity allows when every term pins `metadata.name` with `In`
+    (upstream's PreFilterResult for NodeAffinity); None when some term does not."""
+    names: set[str] = set()
+    for term in (required or {}).get("nodeSelectorTerms") or []:
+        pinned = [f for f in term.get("matchFields") or [] if f.get("key") == "metadata.name" and f.get("operator") == "In"]
+        if not pinned:
+            return None
+        allowed = set(pinned[0].get("values") or [])
+        for f in pinned[1:]:
+            allowed &= set(f.get("values") or [])
+        names |= allowed
+    return names if (required or {}).get("nodeSelectorTerms") else None
+
+
 class NodeAffinity:
     name = "NodeAffinity"
     default_weight = 2
+    #: how the nodes PreFilter leaves out are reported: as Filter would have rejected them
+    absent_reason = REASON
 
     def __init__(self, args: dict, handle) -> None:
-        pass
+        self.handle = handle
 
     def pre_filter(self, state, info):
-        if not info.spec.get("nodeSelector") and not _node_affinity(info.pod).get("requiredDuringSchedulingIgnoredDuringExecution"):
+        """Narrows the search to the nodes the pod can match: those carrying every nodeSelector
+        label (from the snapshot's label index) and those required affinity pins by name. A pod
+        whose selector no node carries is turned away here, without visiting any node."""
+        selector = info.spec.get("nodeSelector")
+        required = _node_affinity(info.pod).get("requiredDuringSchedulingIgnoredDuringExecution")
+        if not selector and not required:
             return None, SKIP
-        return None, None
+        snap = getattr(self.handle, "snapshot", None)
+        narrowed = snap.nodes_with_labels(selector) if selector and snap is not None else None
+        named = _named_nodes(required)
+        if named is not None:
+            narrowed = named if narrowed is None else narrowed & named
+        return narrowed, None
 
     def filter(self, state, info, node):
         if info.derived(self.name, node_matcher).matches(node.labels, node.name):

@@ -1,0 +1,151 @@
+"""A cluster with a queue of pods that fit nowhere stays cheap (issue 19): a nodeSelector no node
+carries is answered from the label index without visiting nodes, preemption is not tried where it
+cannot help, the pending pod waits for an event that may help (not for a timer), and its
+FailedScheduling event and PodScheduled=False condition are written once per distinct message."""
+
+import asyncio
+import time
+
+import pytest
+
+from nanokube.scheduler.cache import Cache, Snapshot
+from nanokube.scheduler.framework import ASSIGNED_POD, NODE, Action, ClusterEvent
+from nanokube.scheduler.scheduler import Scheduler
+from tests.controllers import eventually, make_stack
+from tests.scheduler import node, pod
+from tests.scheduler.test_queue import make_queue
+from tests.scheduler.test_scheduler import add_node, bound, strip_uid
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    for i in range(20):
+        await add_node(s.client, node(f"n{i}", "4", "8Gi", labels={"pool": "cpu"}))
+    sched = Scheduler(s.client, seed=1)
+    await sched.start()
+    yield s.client, sched
+    await sched.stop()
+    await s.close()
+
+
+def test_label_index_follows_node_changes():
+    cache, snap = Cache(), Snapshot()
+    cache.add_node(node("a", labels={"pool": "gpu", "zone": "x"}))
+    cache.add_node(node("b", labels={"pool": "gpu", "zone": "y"}))
+    cache.update_snapshot(snap)
+    assert snap.nodes_with_labels({"pool": "gpu"}) == {"a", "b"}
+    assert snap.nodes_with_labels({"pool": "gpu", "zone": "y"}) == {"b"}
+    assert snap.nodes_with_labels({"pool": "none"}) == set()
+    cache.update_node(node("b", labels={"pool": "cpu", "zone": "y"}))
+    cache.remove_node("a")
+    cache.update_snapshot(snap)
+    assert snap.nodes_with_labels({"pool": "gpu"}) == set()
+    assert snap.nodes_with_labels({"pool": "cpu"}) == {"b"}
+    assert "gpu" not in snap.label_index["pool"]
+
+
+async def test_selector_mismatch_is_answered_without_filtering_or_preemption(env):
+    client, sched = env
+    pods = client.resource("", "v1", "pods")
+    visited = []
+    affinity = sched.frameworks["default-scheduler"].plugins["NodeAffinity"]
+    original = affinity.filter_nodes
+    affinity.filter_nodes = lambda state, info, nodes: visited.append(len(nodes)) or original(state, info, nodes)
+    preemption = sched.frameworks["default-scheduler"].plugins["DefaultPreemption"]
+    preemption._select_victims = lambda *a: pytest.fail("preemption looked for victims for a selector mismatch")
+    await pods.create(strip_uid(pod("nowhere", nodeSelector={"pool": "gpu"})))
+
+    async def condition():
+        p = await pods.get("nowhere", "default")
+        return next((c for c in (p.get("status") or {}).get("conditions") or [] if c["type"] == "PodScheduled"), None)
+
+    cond = await eventually(condition)
+    assert cond["status"] == "False" and cond["reason"] == "Unschedulable"
+    assert cond["message"] == ("0/20 nodes are available: 20 node(s) didn't match Pod's node affinity/selector. "
+                               "preemption: 0/20 nodes are available: 20 Preemption is not helpful for scheduling.")
+    assert visited == []
+
+
+async def test_pending_pod_waits_for_a_matching_node_and_binds_within_a_second(env):
+    client, sched = env
+    pods = client.resource("", "v1", "pods")
+    await pods.create(strip_uid(pod("gpu-job", nodeSelector={"pool": "gpu"})))
+    await eventually(lambda: _condition_written(pods, "gpu-job"))
+    assert "default/gpu-job" in sched.queue.unschedulable
+    # unrelated events: pods bound elsewhere, a node without the label
+    for i in range(5):
+        await pods.create(strip_uid(pod(f"filler-{i}")))
+        await eventually(bound(pods, f"filler-{i}"))
+    await add_node(client, node("plain", "4", "8Gi", labels={"pool": "cpu"}))
+    await eventually(lambda: _node_seen(sched, "plain"))
+    assert "default/gpu-job" in sched.queue.unschedulable
+    info = sched.queue.unschedulable["default/gpu-job"]
+    attempts = info.attempts
+    # a pod pending for a while: its backoff has run out, so the event alone brings it back
+    await asyncio.sleep(max(0.0, info.backoff_expires - sched.clock.monotonic()) + 0.05)
+    t0 = time.monotonic()
+    await add_node(client, node("gpu-1", "4", "8Gi", labels={"pool": "gpu"}))
+    assert await eventually(bound(pods, "gpu-job")) == "gpu-1"
+    assert time.monotonic() - t0 < 1.0
+    p = await pods.get("gpu-job", "default")
+    assert p["metadata"]["name"] == "gpu-job" and attempts == 1
+
+
+async def test_failed_scheduling_is_recorded_once_per_distinct_message(env):
+    client, sched = env
+    pods = client.resource("", "v1", "pods")
+    events = client.resource("events.k8s.io", "v1", "events")
+    await pods.create(strip_uid(pod("too-big", "16")))
+    await eventually(lambda: _condition_written(pods, "too-big"))
+    info = sched.queue.unschedulable["default/too-big"]
+    # a retry with the same outcome (a node changing in a way that might have helped)
+    for i in range(3):
+        sched.queue.on_event(ClusterEvent(NODE, Action.ADD, "NodeAdd"), None, node(f"ghost-{i}", "32", "64Gi"))
+        info.backoff_expires = 0
+        sched.queue.flush_backoff_completed()
+        await eventually(lambda: _back_in_pool(sched, "default/too-big", info))
+    items, _ = await events.list("default")
+    failed = [e for e in items if e["reason"] == "FailedScheduling" and e["regarding"]["name"] == "too-big"]
+    assert info.attempts >= 4 and len(failed) == 1
+    # a node big enough but tainted: the retry fails with another message, which is recorded
+    info.backoff_expires = 0
+    await add_node(client, node("tainted", "32", "64Gi", taints=[{"key": "gpu", "value": "x", "effect": "NoSchedule"}]))
+    await eventually(lambda: _failures(events, "too-big", 2))
+
+
+async def _condition_written(pods, name):
+    p = await pods.get(name, "default")
+    return any(c["type"] == "PodScheduled" and c["status"] == "False" for c in (p.get("status") or {}).get("conditions") or [])
+
+
+async def _node_seen(sched, name):
+    return name in sched.cache.infos
+
+
+async def _back_in_pool(sched, key, info):
+    return key in sched.queue.unschedulable and key not in sched.queue.in_flight
+
+
+async def _failures(events, name, n):
+    items, _ = await events.list("default")
+    return len([e for e in items if e["reason"] == "FailedScheduling" and e["regarding"]["name"] == name]) == n
+
+
+def test_an_event_visits_only_the_pods_its_plugins_rejected():
+    q, _ = make_queue()
+    q.add(pod("selector", nodeSelector={"pool": "gpu"}))
+    q.add(pod("big", "64"))
+
+    async def fail_both():
+        a = await q.pop()
+        b = await q.pop()
+        a.unschedulable_plugins = {"NodeAffinity"} if a.key == "default/selector" else {"NodeResourcesFit"}
+        b.unschedulable_plugins = {"NodeAffinity"} if b.key == "default/selector" else {"NodeResourcesFit"}
+        q.add_unschedulable(a, q.scheduling_cycle)
+        q.add_unschedulable(b, q.scheduling_cycle)
+
+    asyncio.run(fail_both())
+    assert [i.key for i in q.unschedulable.rejected_by(("NodeResourcesFit",))] == ["default/big"]
+    q.on_event(ClusterEvent(ASSIGNED_POD, Action.DELETE, "AssignedPodDelete"), pod("x", "1"), None)
+    assert "default/selector" in q.unschedulable and "default/big" not in q.unschedulable
