@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
+import yaml
 
 from .conftest import running_cluster, wait_for
 
@@ -148,3 +150,26 @@ def test_cluster_scoped_kind(c):
     c.kubectl("delete", "crd", f"gpuclasses.{GROUP}")
     wait_for(lambda: c.kubectl("get", "crd", f"gpuclasses.{GROUP}", check=False).returncode != 0, timeout=20,
              what="cluster-scoped CRD and its objects removed")
+
+
+def test_rbac_and_audit_cover_custom_resources(c, tmp_path):
+    c.kubectl("apply", "-f", "-", input=json.dumps(isvc("guarded")))
+    c.kubectl("create", "serviceaccount", "reader")
+    c.kubectl("create", "role", "isvc-reader", "--verb=get,list,watch", f"--resource=inferenceservices.{GROUP}")
+    c.kubectl("create", "rolebinding", "isvc-reader", "--role=isvc-reader", "--serviceaccount=default:reader")
+    token = c.kubectl("create", "token", "reader").stdout.strip()
+    admin = yaml.safe_load(Path(c.kubeconfig).read_text())
+    reader = {**admin, "users": [{"name": "reader", "user": {"token": token}}],
+              "contexts": [{"name": "reader", "context": {"cluster": admin["clusters"][0]["name"], "user": "reader"}}],
+              "current-context": "reader"}
+    kubeconfig = tmp_path / "reader"
+    kubeconfig.write_text(yaml.safe_dump(reader))
+    as_reader = ("--kubeconfig", str(kubeconfig))
+    assert f"inferenceservice.{GROUP}/guarded" in c.kubectl("get", "isvc", "-o", "name", *as_reader).stdout.split()
+    r = c.kubectl("delete", "isvc", "guarded", *as_reader, check=False)
+    assert r.returncode != 0
+    assert (f'inferenceservices.{GROUP} "guarded" is forbidden: User "system:serviceaccount:default:reader" '
+            f'cannot delete resource "inferenceservices" in API group "{GROUP}" in the namespace "default"') in r.stderr
+    events = [json.loads(line) for line in (c.data_dir / "audit.log").read_text().splitlines()]
+    assert any(e["objectRef"].get("resource") == "inferenceservices" and e["objectRef"].get("name") == "guarded"
+               and e["verb"] == "delete" and e["responseStatus"]["code"] == 403 for e in events if "objectRef" in e)
