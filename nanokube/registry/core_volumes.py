@@ -4,6 +4,8 @@ rules and `kubectl get` columns. Binding is the PV controller's job."""
 
 from __future__ import annotations
 
+import os
+
 import orjson
 
 from ..machinery.quantity import QuantityError, parse_quantity
@@ -21,10 +23,13 @@ from ..volume.classes import claim_class, volume_class
 from .base import AGE, Column, Resource, Strategy, register
 from .core_printing import AGE_DOC, NAME_DOC, doc
 
-#: every PersistentVolumeSource member: exactly one must be set
-VOLUME_SOURCES = ("gcePersistentDisk", "awsElasticBlockStore", "hostPath", "glusterfs", "nfs", "rbd", "iscsi",
-                  "cinder", "cephfs", "fc", "flocker", "flexVolume", "azureFile", "vsphereVolume", "quobyte",
-                  "azureDisk", "photonPersistentDisk", "portworxVolume", "scaleIO", "local", "storageos", "csi")
+#: every PersistentVolumeSource member, in the order upstream checks them: exactly one must be set
+VOLUME_SOURCES = ("hostPath", "gcePersistentDisk", "awsElasticBlockStore", "glusterfs", "flocker", "nfs", "rbd",
+                  "quobyte", "cephfs", "iscsi", "cinder", "fc", "flexVolume", "azureFile", "vsphereVolume",
+                  "photonPersistentDisk", "portworxVolume", "azureDisk", "scaleIO", "local", "storageos", "csi")
+#: where upstream's "more than 1 volume type" error points for sources whose path differs from the field
+_SOURCE_PATHS = {"cephfs": "cephFS"}
+HOST_PATH_TYPES = ("", "BlockDevice", "CharDevice", "Directory", "DirectoryOrCreate", "File", "FileOrCreate", "Socket")
 RECLAIM_POLICIES = ("Delete", "Recycle", "Retain")
 VOLUME_MODES = ("Block", "Filesystem")
 PV_PHASES = ("Pending", "Available", "Bound", "Released", "Failed")
@@ -109,61 +114,62 @@ class PersistentVolumeStrategy(Strategy):
         obj["status"] = {"phase": "Pending"}
 
     def validate(self, obj):
-        errs: list[FieldError] = []
+        """ValidatePersistentVolumeSpec, in upstream's order."""
         spec = _spec(obj)
+        errs = validate_access_modes(spec.get("accessModes"), "spec.accessModes", claim=False)
         cap = spec.get("capacity") or {}
         if not cap:
             errs.append(required("spec.capacity"))
+        if "storage" not in cap or len(cap) > 1:
+            errs.append(not_supported("spec.capacity", cap, ["storage"]))
         for k, v in cap.items():
-            if k != "storage":
-                errs.append(not_supported("spec.capacity", k, ["storage"]))
-                continue
-            q, bad = _quantity(v, "spec.capacity[storage]")
+            q, bad = _quantity(v, f"spec.capacity[{k}]")
             errs += bad
-            if q is not None and q < 0:
-                errs.append(invalid("spec.capacity[storage]", v, "must be greater than or equal to 0"))
-        errs += validate_access_modes(spec.get("accessModes"), "spec.accessModes", claim=False)
+            if q is not None and q <= 0:
+                errs.append(invalid(f"spec.capacity[{k}]", v, "must be greater than zero"))
         policy = spec.get("persistentVolumeReclaimPolicy")
-        if policy not in RECLAIM_POLICIES:
+        if policy and policy not in RECLAIM_POLICIES:
             errs.append(not_supported("spec.persistentVolumeReclaimPolicy", policy, RECLAIM_POLICIES))
-        errs += _class_name(spec.get("storageClassName"), "spec.storageClassName")
-        errs += _volume_mode(spec.get("volumeMode"), "spec.volumeMode")
-        sources = [s for s in VOLUME_SOURCES if spec.get(s) is not None]
-        if not sources:
-            errs.append(required("spec", "must specify a volume type"))
-        for extra in sources[1:]:
-            errs.append(forbidden(f"spec.{extra}", "may not specify more than 1 volume type"))
-        if "hostPath" in sources and not (spec["hostPath"] or {}).get("path"):
-            errs.append(required("spec.hostPath.path"))
-        if "local" in sources:
-            if not (spec["local"] or {}).get("path"):
-                errs.append(required("spec.local.path"))
-            if not spec.get("nodeAffinity"):
-                errs.append(required("spec.nodeAffinity", "Local volume requires node affinity"))
-        if "csi" in sources:
-            csi = spec["csi"] or {}
-            if not csi.get("driver"):
-                errs.append(required("spec.csi.driver"))
-            if not csi.get("volumeHandle"):
-                errs.append(required("spec.csi.volumeHandle"))
-        ref = spec.get("claimRef")
-        if ref is not None:
-            if not ref.get("name"):
-                errs.append(required("spec.claimRef.name"))
-            if not ref.get("namespace"):
-                errs.append(required("spec.claimRef.namespace"))
         affinity = spec.get("nodeAffinity")
         if affinity is not None and not (affinity.get("required") or {}).get("nodeSelectorTerms"):
             errs.append(required("spec.nodeAffinity.required.nodeSelectorTerms",
                                  "must have at least one node selector term"))
+        count = 0
+        for source in VOLUME_SOURCES:
+            if spec.get(source) is None:
+                continue
+            if count and source != "flexVolume":
+                errs.append(forbidden(f"spec.{_SOURCE_PATHS.get(source, source)}", "may not specify more than 1 volume type"))
+                continue
+            count += 1
+            errs += _source_errors(source, spec[source] or {})
+            if source == "local" and not (affinity or {}).get("required"):
+                errs.append(required("spec.nodeAffinity", "Local volume requires node affinity"))
+        if not count:
+            errs.append(required("spec", "must specify a volume type"))
+        if spec.get("hostPath") is not None and os.path.normpath((spec["hostPath"] or {}).get("path") or ".") == "/" \
+                and policy == "Recycle":
+            errs.append(forbidden("spec.persistentVolumeReclaimPolicy", "may not be 'recycle' for a hostPath mount of '/'"))
+        errs += _class_name(spec.get("storageClassName"), "spec.storageClassName")
+        errs += _volume_mode(spec.get("volumeMode"), "spec.volumeMode")
+        vac = spec.get("volumeAttributesClassName")
+        if vac is not None:
+            if not vac:
+                errs.append(required("spec.volumeAttributesClassName", "an empty string is disallowed"))
+            else:
+                errs += _class_name(vac, "spec.volumeAttributesClassName")
+            if spec.get("csi") is None:
+                errs.append(required("spec.csi", "has to be specified when using volumeAttributesClassName"))
         return errs
 
     def validate_update(self, new, old):
         errs = self.validate(new)
         ns, os_ = _spec(new), _spec(old)
-        if {s: ns.get(s) for s in VOLUME_SOURCES} != {s: os_.get(s) for s in VOLUME_SOURCES}:
-            errs.append(forbidden("spec.persistentvolumesource",
-                                  "spec.persistentvolumesource is immutable after creation"))
+        old_src = {s: os_[s] for s in VOLUME_SOURCES if os_.get(s) is not None}
+        new_src = {s: ns[s] for s in VOLUME_SOURCES if ns.get(s) is not None}
+        if old_src != new_src:
+            errs.append(forbidden("spec.persistentvolumesource", "spec.persistentvolumesource is immutable after "
+                                  f"creation\n{_spec_diff(old_src, new_src)}"))
         if ns.get("volumeMode") != os_.get("volumeMode"):
             errs.append(immutable("volumeMode", ns.get("volumeMode")))
         if os_.get("nodeAffinity") is not None and ns.get("nodeAffinity") != os_.get("nodeAffinity"):
@@ -175,6 +181,37 @@ class PersistentVolumeStrategy(Strategy):
         if phase is not None and phase not in PV_PHASES:
             return [not_supported("status.phase", phase, PV_PHASES)]
         return []
+
+
+def _descending(path: str, field: str) -> list[FieldError]:
+    """validateLocalDescendingPath: no '..' element."""
+    return [invalid(field, path, "must not contain '..'")] if ".." in path.split("/") else []
+
+
+def _source_errors(source: str, src: dict) -> list[FieldError]:
+    """The checks of the sources nodes here can serve, and the required fields of the common others."""
+    p = f"spec.{source}"
+    errs: list[FieldError] = []
+    if source in ("hostPath", "local"):
+        if not src.get("path"):
+            errs.append(required(f"{p}.path"))
+        else:
+            errs += _descending(src["path"], f"{p}.path")
+        if source == "hostPath" and src.get("type") not in (None, "") and src["type"] not in HOST_PATH_TYPES:
+            errs.append(not_supported(f"{p}.type", src["type"], HOST_PATH_TYPES))
+    elif source == "nfs":
+        if not src.get("server"):
+            errs.append(required(f"{p}.server"))
+        if not src.get("path"):
+            errs.append(required(f"{p}.path"))
+        elif not src["path"].startswith("/"):
+            errs.append(invalid(f"{p}.path", src["path"], "must be an absolute path"))
+    elif source == "csi":
+        if not src.get("driver"):
+            errs.append(required(f"{p}.driver"))
+        if not src.get("volumeHandle"):
+            errs.append(required(f"{p}.volumeHandle"))
+    return errs
 
 
 # --- PersistentVolumeClaim ----------------------------------------------------------
@@ -238,15 +275,20 @@ class PersistentVolumeClaimStrategy(Strategy):
         if ns != os_:
             errs.append(forbidden("spec", "spec is immutable after creation except resources.requests and "
                                   f"volumeAttributesClassName for bound claims\n{_spec_diff(os_, ns)}"))
-        old_size = ((_spec(old).get("resources") or {}).get("requests") or {}).get("storage")
-        new_size = ((_spec(new).get("resources") or {}).get("requests") or {}).get("storage")
-        try:
-            if old_size and new_size and parse_quantity(str(new_size)) < parse_quantity(str(old_size)):
-                errs.append(forbidden("spec.resources.requests.storage", "field can not be less than previous value"))
-        except QuantityError:
-            pass
+        old_size = _storage(_spec(old))
+        new_size = _storage(_spec(new))
+        status_size = _storage({"resources": {"requests": _status(old).get("capacity") or {}}})
+        if old_size is not None and new_size is not None and new_size < old_size \
+                and new_size <= (status_size if status_size is not None else 0):
+            # RecoverVolumeExpansionFailure: shrinking back towards status.capacity is allowed, not below it
+            errs.append(forbidden("spec.resources.requests.storage", "field can not be less than status.capacity"))
         if _spec(new).get("volumeMode") != _spec(old).get("volumeMode"):
             errs.append(immutable("volumeMode", _spec(new).get("volumeMode")))
+        old_vac, new_vac = _spec(old).get("volumeAttributesClassName"), _spec(new).get("volumeAttributesClassName")
+        if old_vac is not None and new_vac is None:
+            errs.append(forbidden("spec.volumeAttributesClassName", "update from non-nil value to nil is forbidden"))
+        elif old_vac is not None and new_vac == "":
+            errs.append(forbidden("spec.volumeAttributesClassName", "update from non-nil value to an empty string is forbidden"))
         return errs
 
     def validate_status_update(self, new, old):
@@ -269,7 +311,35 @@ def validate_claim_spec(spec: dict, path: str) -> list[FieldError]:
             errs.append(invalid(f"{path}.resources[storage]", requests["storage"], "must be greater than zero"))
     errs += _class_name(spec.get("storageClassName"), f"{path}.storageClassName")
     errs += _volume_mode(spec.get("volumeMode"), f"{path}.volumeMode")
+    for f in ("dataSource", "dataSourceRef"):
+        if spec.get(f) is not None:
+            errs += _data_source(spec[f], f"{path}.{f}")
+    ref, src = spec.get("dataSourceRef"), spec.get("dataSource")
+    if ref and ref.get("namespace"):
+        if src is not None:
+            errs.append(invalid(path, f"{path}.dataSource", "may not be specified when dataSourceRef.namespace is specified"))
+    elif ref is not None and src is not None and (src.get("apiGroup"), src.get("kind"), src.get("name")) != \
+            (ref.get("apiGroup"), ref.get("kind"), ref.get("name")):
+        errs.append(invalid(path, f"{path}.dataSource", "must match dataSourceRef"))
+    errs += _class_name(spec.get("volumeAttributesClassName"), f"{path}.volumeAttributesClassName")
     return errs
+
+
+def _data_source(ref: dict, path: str) -> list[FieldError]:
+    errs = [required(f"{path}.{f}") for f in ("name", "kind") if not ref.get(f)]
+    group = ref.get("apiGroup") or ""
+    if not group and ref.get("kind") != "PersistentVolumeClaim":
+        errs.append(invalid(path, ref.get("kind", ""), "must be 'PersistentVolumeClaim' when referencing the default apiGroup"))
+    errs += [invalid(f"{path}.apiGroup", group, m) for m in dns1123_subdomain(group)] if group else []
+    return errs
+
+
+def _storage(spec: dict):
+    value = ((spec.get("resources") or {}).get("requests") or {}).get("storage")
+    try:
+        return parse_quantity(str(value)) if value is not None else None
+    except QuantityError:
+        return None
 
 
 register(

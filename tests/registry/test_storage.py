@@ -85,11 +85,13 @@ def test_persistent_volume_validation_and_columns():
         "spec.nfs: Forbidden: may not specify more than 1 volume type",
     ]
     none = {"metadata": {"name": "p"}, "spec": {"persistentVolumeReclaimPolicy": "Retain"}}
-    assert msgs(s.validate(none)) == ["spec.capacity: Required value", "spec.accessModes: Required value",
+    assert msgs(s.validate(none)) == ["spec.accessModes: Required value", "spec.capacity: Required value",
+                                      'spec.capacity: Unsupported value: {}: supported values: "storage"',
                                       "spec: Required value: must specify a volume type"]
-    moved = pv(hostPath={"path": "/elsewhere"}, persistentVolumeReclaimPolicy="Retain")
-    assert "spec.persistentvolumesource: Forbidden: spec.persistentvolumesource is immutable after creation" in \
-        msgs(s.validate_update(moved, obj))
+    moved = pv(hostPath={"path": "/elsewhere"}, persistentVolumeReclaimPolicy="Retain", volumeMode="Filesystem")
+    assert msgs(s.validate_update(moved, obj)) == [
+        "spec.persistentvolumesource: Forbidden: spec.persistentvolumesource is immutable after creation\n"
+        '-\thostPath: {"path":"/tmp/x"}\n+\thostPath: {"path":"/elsewhere"}']
 
 
 def pvc(**spec):
