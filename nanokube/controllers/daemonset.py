@@ -19,6 +19,7 @@ from .history import POD_REVISION_LABEL, History, owned_revisions, template_patc
 from .replicaset import (
     BURST,
     Expectations,
+    claim_objects,
     controller_ref,
     create_pods,
     delete_pods,
@@ -150,10 +151,21 @@ class DaemonSetController(Controller):
         if key := self._owner_key(pod):
             self.expectations.observed_add(key)
             self.queue.add(key)
+        elif controller_ref(pod) is None:
+            self._enqueue_selecting(pod)
 
     def _pod_changed(self, pod: dict) -> None:
         if key := self._owner_key(pod):
             self.queue.add(key)
+        elif controller_ref(pod) is None:
+            self._enqueue_selecting(pod)
+
+    def _enqueue_selecting(self, pod: dict) -> None:
+        """An orphan may be adopted by any DaemonSet selecting it."""
+        for ds in self.ds_inf.list():
+            if ds["metadata"]["namespace"] == pod["metadata"]["namespace"] and matches_labels(
+                    selector_from_object(ds["spec"].get("selector")), pod["metadata"].get("labels")):
+                self._enqueue(ds)
 
     def _pod_deleted(self, pod: dict) -> None:
         if key := self._owner_key(pod):
@@ -173,6 +185,8 @@ class DaemonSetController(Controller):
             return
         if ds["metadata"].get("deletionTimestamp"):
             return
+        await claim_objects(self.pods, self.pod_inf.list(), ds, selector_from_object(ds["spec"].get("selector")),
+                            "apps/v1", "DaemonSet")
         nodes = self.node_inf.list()
         current, old = await self._construct_history(ds)
         hash_ = (current["metadata"].get("labels") or {}).get(POD_REVISION_LABEL, "")

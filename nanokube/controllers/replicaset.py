@@ -160,6 +160,37 @@ async def create_pods(pods, expectations: Expectations, key, bodies: list[dict],
         raise failed[0]
 
 
+async def claim_objects(client, candidates: list[dict], owner: dict, selector, api_version: str, kind: str,
+                        member=None) -> list[dict]:
+    """ControllerRefManager: the objects `owner` controls: its own that still
+    match the selector (and `member`), plus orphans that match (adopted), less
+    its own that no longer match (released)."""
+    md = owner["metadata"]
+    owned = []
+    for obj in candidates:
+        omd = obj["metadata"]
+        if omd.get("namespace") != md["namespace"]:
+            continue
+        ref = controller_ref(obj)
+        matches = matches_labels(selector, omd.get("labels")) and (member is None or member(obj))
+        if ref is not None and ref["uid"] == md["uid"]:
+            if matches:
+                owned.append(obj)
+            elif not omd.get("deletionTimestamp"):
+                refs = [r for r in omd.get("ownerReferences") or [] if r["uid"] != md["uid"]]
+                await ignore_missing(client.patch(omd["name"], {"metadata": {
+                    "ownerReferences": refs or None, "uid": omd["uid"]}}, namespace=omd["namespace"]))
+        elif ref is None and matches and not omd.get("deletionTimestamp") and not md.get("deletionTimestamp"):
+            refs = list(omd.get("ownerReferences") or []) + [owner_reference(owner, api_version, kind)]
+            try:
+                owned.append(await client.patch(omd["name"], {"metadata": {
+                    "ownerReferences": refs, "uid": omd["uid"]}}, namespace=omd["namespace"]))
+            except APIError as e:
+                if e.code not in (404, 409, 422):
+                    raise
+    return owned
+
+
 async def ignore_missing(coro) -> None:
     try:
         await coro
@@ -255,33 +286,7 @@ class ReplicaSetController(Controller):
             raise failure
 
     async def _claim(self, rs: dict) -> list[dict]:
-        """Pods this ReplicaSet controls: its own that still match, plus
-        orphans that match (adopted), less its own that no longer match (released)."""
-        md = rs["metadata"]
-        sel = self.selector(rs)
-        owned = []
-        for pod in self.pod_inf.list():
-            pmd = pod["metadata"]
-            if pmd.get("namespace") != md["namespace"]:
-                continue
-            ref = controller_ref(pod)
-            matches = matches_labels(sel, pmd.get("labels"))
-            if ref is not None and ref["uid"] == md["uid"]:
-                if matches:
-                    owned.append(pod)
-                elif not pmd.get("deletionTimestamp"):
-                    refs = [r for r in pmd.get("ownerReferences") or [] if r["uid"] != md["uid"]]
-                    await ignore_missing(self.pods.patch(pmd["name"], {"metadata": {
-                        "ownerReferences": refs or None, "uid": pmd["uid"]}}, namespace=pmd["namespace"]))
-            elif ref is None and matches and not pmd.get("deletionTimestamp"):
-                refs = list(pmd.get("ownerReferences") or []) + [owner_reference(rs, self.api_version, self.kind)]
-                try:
-                    owned.append(await self.pods.patch(pmd["name"], {"metadata": {
-                        "ownerReferences": refs, "uid": pmd["uid"]}}, namespace=pmd["namespace"]))
-                except APIError as e:
-                    if e.code not in (404, 409, 422):
-                        raise
-        return owned
+        return await claim_objects(self.pods, self.pod_inf.list(), rs, self.selector(rs), self.api_version, self.kind)
 
     async def _manage(self, key: str, rs: dict, active: list[dict]) -> None:
         diff = len(active) - rs["spec"].get("replicas", 1)

@@ -14,12 +14,12 @@ import re
 from ..client.informer import Informer, key_of
 from ..clock import Clock
 from ..machinery.errors import APIError
-from ..machinery.selectors import matches_labels, selector_from_object
+from ..machinery.selectors import selector_from_object
 from .base import Controller
 from .deployment import resolve_int_or_percent
 from .events import EventRecorder
 from .history import HASH_LABEL, POD_REVISION_LABEL, History, hash_revision, owned_revisions, revision_name, template_patch
-from .replicaset import controller_ref, owner_reference, pod_available_in, pod_is_ready
+from .replicaset import claim_objects, controller_ref, owner_reference, pod_available_in, pod_is_ready
 
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
@@ -111,30 +111,11 @@ class StatefulSetController(Controller):
                 and (controller_ref(p) or {}).get("uid") == md["uid"]]
 
     async def _claim_pods(self, sts: dict) -> list[dict]:
-        """Pods this set controls: its own that still match the selector and its
-        naming, plus matching orphans named like its members (adopted)."""
-        md = sts["metadata"]
-        sel = selector_from_object(sts["spec"].get("selector"))
-        out = []
-        for pod in self.pod_inf.list():
-            pmd = pod["metadata"]
-            if pmd.get("namespace") != md["namespace"]:
-                continue
-            ref = controller_ref(pod)
-            member = matches_labels(sel, pmd.get("labels")) and ordinal_of(md["name"], pmd["name"]) is not None
-            if ref is not None and ref.get("uid") == md["uid"]:
-                if member:
-                    out.append(pod)
-            elif ref is None and member and not is_terminating(pod):
-                refs = list(pmd.get("ownerReferences") or []) + [owner_reference(sts, "apps/v1", "StatefulSet")]
-                try:
-                    out.append(await self.pods.patch(pmd["name"], {"metadata": {"ownerReferences": refs,
-                                                                                "uid": pmd["uid"]}},
-                                                     namespace=pmd["namespace"]))
-                except APIError as e:
-                    if e.code not in (404, 409, 422):
-                        raise
-        return out
+        """Pods this set controls: matching its selector and named as its members."""
+        name = sts["metadata"]["name"]
+        return await claim_objects(self.pods, self.pod_inf.list(), sts, selector_from_object(sts["spec"].get("selector")),
+                                   "apps/v1", "StatefulSet",
+                                   member=lambda p: ordinal_of(name, p["metadata"]["name"]) is not None)
 
     async def _revisions(self, sts: dict) -> tuple[dict, dict, list[dict]]:
         """getStatefulSetRevisions: (current, update, every owned revision)."""

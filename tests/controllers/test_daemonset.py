@@ -213,3 +213,14 @@ def test_pinning_replaces_required_terms_only():
     assert pinned["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] and pinned["podAntiAffinity"]
     assert aff["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
         "matchExpressions"], "the template is not modified"
+
+
+async def test_adopts_a_matching_orphan_on_its_node(env):
+    client, _ = env
+    pods = client.resource("", "v1", "pods")
+    orphan = await pods.create({"metadata": {"name": "orphan", "namespace": "default", "labels": {"app": "agent"}},
+                                "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "agent:1"}]}})
+    ds = await client.resource("apps", "v1", "daemonsets").create(daemonset())
+    got = await eventually(lambda: by_node(client, 3))
+    assert got["node-1"]["metadata"]["uid"] == orphan["metadata"]["uid"], "adopted instead of a second pod"
+    assert got["node-1"]["metadata"]["ownerReferences"][0]["uid"] == ds["metadata"]["uid"]

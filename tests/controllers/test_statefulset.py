@@ -195,3 +195,18 @@ async def test_failed_pod_is_recreated(env):
     events, _ = await client.resource("", "v1", "events").list("default")
     assert any(e["reason"] == "RecreatingFailedPod" and e["message"] ==
                "StatefulSet default/web is recreating failed Pod web-0" for e in events)
+
+
+async def test_adopts_an_orphan_named_as_a_member(env):
+    client, _ = env
+    podc = client.resource("", "v1", "pods")
+    orphan = await podc.create({"metadata": {"name": "web-0", "namespace": "default", "labels": {"app": "web"}},
+                                "spec": {"containers": [{"name": "c", "image": "web:1"}]}})
+    await podc.create({"metadata": {"name": "stray", "namespace": "default", "labels": {"app": "web"}},
+                       "spec": {"containers": [{"name": "c", "image": "web:1"}]}})
+    await client.resource("apps", "v1", "statefulsets").create(statefulset(replicas=2))
+    await eventually(lambda: has(client, ["stray", "web-0", "web-1"]))
+    got = await pods(client)
+    assert got["web-0"]["metadata"]["uid"] == orphan["metadata"]["uid"]
+    assert got["web-0"]["metadata"]["ownerReferences"][0]["kind"] == "StatefulSet"
+    assert "ownerReferences" not in got["stray"]["metadata"], "only pods named <set>-<ordinal> are members"
