@@ -111,6 +111,7 @@ async def _up(args: argparse.Namespace) -> int:
 
         agents = list(nodes.agents.values())
         runtime.start([(a.name, a.spec.index, a.host_ip, a.pod_cidr) for a in agents])
+        MetricsProvider.usage_sources.append(runtime.usage)
         proxies = NodeProxies(connect, [(a.name, a.host_ip, runtime.net.node_ns(a.spec.index)) for a in agents],
                               mode_warnings, server.clock, configs=proxy_configs())
         server.component_metrics.append(proxies.metrics)

@@ -1,9 +1,12 @@
-"""`nanokube metrics`: write and read the built-in external metrics store.
+"""`nanokube metrics`: write and read the built-in metrics.
 
 External metrics live in the `nanokube-external-metrics` ConfigMap of a
 namespace (see nanokube/metrics/provider.py); this command edits it over
 HTTPS with the kubeconfig's credentials and reads values back through
-`external.metrics.k8s.io`, as an HPA sees them.
+`external.metrics.k8s.io`, as an HPA sees them. `usage` sets what simulated
+pods use (the `sim.nanokube.io/cpu-usage` and `-memory-usage` annotations
+of the usage model, nanokube/metrics/usage.py), as `kubectl top` and CPU
+HPAs then see it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from .client import kubeconfig
 from .client.http import HTTPClient
 from .machinery.errors import APIError
 from .metrics.provider import EXTERNAL_CONFIGMAP, MetricsUnavailable, from_milli, milli, parse_series
+from .metrics.usage import CPU_ANNOTATION, MEMORY_ANNOTATION
 
 
 def add_parser(sub) -> None:
@@ -33,6 +37,12 @@ def add_parser(sub) -> None:
     g = what.add_parser("get", parents=[common], help="read an external metric as the metrics API serves it")
     g.add_argument("name")
     g.add_argument("-l", "--selector", default="", help="label selector over the series")
+    u = what.add_parser("usage", parents=[common], help="set the CPU/memory a simulated pod uses (metrics.k8s.io)")
+    u.add_argument("pod", nargs="?", default="", help="a pod name (or use -l)")
+    u.add_argument("-l", "--selector", default="", help="every pod matching this label selector")
+    u.add_argument("--cpu", default=None, help="the pod's CPU usage, e.g. 900m")
+    u.add_argument("--memory", default=None, help="the pod's memory usage, e.g. 1Gi")
+    u.add_argument("--reset", action="store_true", help="back to the usage model's share of the requests")
 
 
 def parse_labels(text: str) -> dict[str, str]:
@@ -97,11 +107,34 @@ async def _get(client: HTTPClient, args: argparse.Namespace) -> str:
     return "\n".join(f"{a:<{width}}{b}" for a, b in rows)
 
 
+async def _usage(client: HTTPClient, args: argparse.Namespace) -> str:
+    if bool(args.pod) == bool(args.selector):
+        raise ValueError("name one pod or give a label selector (-l)")
+    if not args.reset and args.cpu is None and args.memory is None:
+        raise ValueError("give --cpu, --memory or --reset")
+    for q in (args.cpu, args.memory):
+        if q is not None:
+            milli(q)
+    pods = client.resource("", "v1", "pods")
+    names = [args.pod] if args.pod else [p["metadata"]["name"] for p in
+                                         (await pods.list(args.namespace, label_selector=args.selector))[0]]
+    if not names:
+        raise ValueError(f"no pods match {args.selector!r} in namespace {args.namespace}")
+    ann = {CPU_ANNOTATION: None, MEMORY_ANNOTATION: None} if args.reset else {}
+    if args.cpu is not None:
+        ann[CPU_ANNOTATION] = args.cpu
+    if args.memory is not None:
+        ann[MEMORY_ANNOTATION] = args.memory
+    for name in names:
+        await pods.patch(name, {"metadata": {"annotations": ann}}, namespace=args.namespace)
+    return "\n".join(f"pod/{name} usage set" for name in names)
+
+
 async def _main(args: argparse.Namespace) -> str:
     client = HTTPClient.from_kubeconfig(args.kubeconfig, args.context, field_manager="nanokube-metrics")
     await client.start()
     try:
-        return await (_set if args.action == "set" else _get)(client, args)
+        return await {"set": _set, "get": _get, "usage": _usage}[args.action](client, args)
     finally:
         await client.close()
 

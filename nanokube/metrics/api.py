@@ -2,8 +2,9 @@
 aggregated adapter would answer them: `external.metrics.k8s.io/v1beta1`
 (ExternalMetricValueList), `custom.metrics.k8s.io/v1beta2` (MetricValueList
 for namespaced and cluster-scoped objects, `*` with a labelSelector for many)
-and `metrics.k8s.io/v1beta1` pods (PodMetricsList), with the group and
-resource discovery documents for each."""
+and `metrics.k8s.io/v1beta1` nodes and pods (NodeMetrics, PodMetrics, as
+metrics-server serves them), with the group and resource discovery
+documents for each."""
 
 from __future__ import annotations
 
@@ -34,7 +35,10 @@ def resource_list(group: str) -> dict:
         resources = [{"name": f"{r}/*", "singularName": "", "namespaced": r != "nodes", "kind": "MetricValueList",
                       "verbs": ["get"]} for r in ("pods", "services", "deployments.apps", "nodes")]
     else:
-        resources = [{"name": "pods", "singularName": "", "namespaced": True, "kind": "PodMetrics", "verbs": ["get", "list"]}]
+        resources = [{"name": "nodes", "singularName": "", "namespaced": False, "kind": "NodeMetrics",
+                      "verbs": ["get", "list"]},
+                     {"name": "pods", "singularName": "", "namespaced": True, "kind": "PodMetrics",
+                      "verbs": ["get", "list"]}]
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/{GROUPS[group]}",
             "resources": resources}
 
@@ -63,7 +67,10 @@ class MetricsAPI:
         app.router.add_get(custom + "/namespaces/{namespace}/{resource}/{name}/{metric}", self.custom)
         app.router.add_get(custom + "/{resource}/{name}/{metric}", self.custom)
         app.router.add_get(f"/apis/{RESOURCE}/{VERSION}/namespaces/{{namespace}}/pods", self.pods)
+        app.router.add_get(f"/apis/{RESOURCE}/{VERSION}/namespaces/{{namespace}}/pods/{{name}}", self.pods)
         app.router.add_get(f"/apis/{RESOURCE}/{VERSION}/pods", self.pods)
+        app.router.add_get(f"/apis/{RESOURCE}/{VERSION}/nodes", self.nodes)
+        app.router.add_get(f"/apis/{RESOURCE}/{VERSION}/nodes/{{name}}", self.nodes)
 
     async def external(self, request: web.Request) -> web.Response:
         ns, metric = request.match_info["namespace"], request.match_info["metric"]
@@ -92,5 +99,24 @@ class MetricsAPI:
             return error_response(e)
 
     async def pods(self, request: web.Request) -> web.Response:
-        items = await self.provider.pod_metrics(request.match_info.get("namespace"), request.query.get("labelSelector", ""))
+        """PodMetrics as metrics-server serves them: a list (label selector) or one pod."""
+        ns, name = request.match_info.get("namespace"), request.match_info.get("name", "")
+        items = await self.provider.pod_metrics(ns, request.query.get("labelSelector", ""), name)
+        if name:
+            if not items:
+                return error_response(errors.APIError(404, "NotFound", f'podmetrics.metrics.k8s.io "{ns}/{name}" not found',
+                                                      {"name": f"{ns}/{name}", "group": RESOURCE, "kind": "podmetrics"}))
+            return json_response(items[0])
         return json_response({"kind": "PodMetricsList", "apiVersion": f"{RESOURCE}/{VERSION}", "metadata": {}, "items": items})
+
+    async def nodes(self, request: web.Request) -> web.Response:
+        """NodeMetrics: a list (label selector) or one node."""
+        name = request.match_info.get("name", "")
+        items = await self.provider.node_metrics(request.query.get("labelSelector", ""), name)
+        if name:
+            if not items:
+                return error_response(errors.APIError(404, "NotFound", f'nodemetrics.metrics.k8s.io "{name}" not found',
+                                                      {"name": name, "group": RESOURCE, "kind": "nodemetrics"}))
+            return json_response(items[0])
+        return json_response({"kind": "NodeMetricsList", "apiVersion": f"{RESOURCE}/{VERSION}", "metadata": {},
+                              "items": items})

@@ -3,10 +3,11 @@ and an external-metrics adapter would answer, derived from API objects so that
 every process (API server, controller manager) sees the same values.
 
 Sources (all values are Kubernetes quantities):
-- Resource metrics (metrics.k8s.io): a running pod's annotations
-  `sim.nanokube.io/cpu-usage` and `sim.nanokube.io/memory-usage` give the
-  pod's usage, reported on its first container. Pods without them have no
-  metrics, as pods metrics-server has not scraped yet.
+- Resource metrics (metrics.k8s.io): every running pod and every node, as
+  metrics-server reports them: measured for pods a usage source knows (the
+  process runtime), else the usage model of `usage.py` (a share of the
+  requests; the pod annotations `sim.nanokube.io/cpu-usage` and
+  `sim.nanokube.io/memory-usage` override it).
 - Custom metrics (custom.metrics.k8s.io): the annotation
   `metrics.sim.nanokube.io/<metric>` on a pod (Pods metrics) or on any other
   object (Object metrics).
@@ -35,13 +36,15 @@ from ..machinery.errors import APIError
 from ..machinery.selectors import matches_labels, parse_label_selector
 from ..clock import REAL, Clock
 from ..machinery.quantity import QuantityError, format_quantity, parse_quantity
+from .usage import CPU_ANNOTATION, MEMORY_ANNOTATION, SYSTEM_CPU, SYSTEM_MEMORY, WINDOW, Usage, simulated_usage
+from .usage import scraped_at
 
-CPU_ANNOTATION = "sim.nanokube.io/cpu-usage"
-MEMORY_ANNOTATION = "sim.nanokube.io/memory-usage"
+__all__ = ["CPU_ANNOTATION", "MEMORY_ANNOTATION", "MetricsProvider", "MetricsUnavailable"]
+
 CUSTOM_PREFIX = "metrics.sim.nanokube.io/"
 EXTERNAL_CONFIGMAP = "nanokube-external-metrics"
 WINDOW_SECONDS = 30
-_USAGE = {"cpu": CPU_ANNOTATION, "memory": MEMORY_ANNOTATION}
+_RESOURCES = ("cpu", "memory")
 
 
 class MetricsUnavailable(Exception):
@@ -77,9 +80,25 @@ def _running(pod: dict) -> bool:
     return (pod.get("status") or {}).get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp")
 
 
+def cpu_quantity(millicores: int) -> str:
+    """CPU as metrics-server writes it: nanocores."""
+    return f"{millicores * 1_000_000}n" if millicores else "0"
+
+
+def memory_quantity(size: int) -> str:
+    """Bytes in BinarySI's canonical form (1Gi, 1536Ki, 1000)."""
+    for suffix, unit in (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if size and size % unit == 0:
+            return f"{size // unit}{suffix}"
+    return str(size)
+
+
 class MetricsProvider:
     #: the source every provider of this process composes in unless given one
     default_source = None
+    #: measured usage: `source(pod) -> {container: Usage}` or None for pods it does not run
+    #: (the process runtime registers one in `nanokube up`)
+    usage_sources: list = []
 
     def __init__(self, client, clock: Clock = REAL, source=None):
         self.client = client
@@ -94,44 +113,74 @@ class MetricsProvider:
 
     # --- metrics.k8s.io ---------------------------------------------------
 
-    def pod_usage(self, pod: dict) -> dict[str, str] | None:
-        """A running pod's declared usage, or None when it declares none."""
-        ann = pod["metadata"].get("annotations") or {}
-        usage = {r: ann[a] for r, a in _USAGE.items() if a in ann}
-        if not usage or not _running(pod):
-            return None
-        return {"cpu": usage.get("cpu", "0"), "memory": usage.get("memory", "0")}
+    def usage(self, pod: dict) -> dict[str, Usage]:
+        """A running pod's usage per container: measured, or the usage model's."""
+        for source in self.usage_sources:
+            got = source(pod)
+            if got is not None:
+                return got
+        return simulated_usage(pod)
 
-    async def pod_metrics(self, namespace: str | None, selector: str = "") -> list[dict]:
-        """PodMetrics objects (metrics.k8s.io/v1beta1) for pods with declared usage."""
+    def _stamp(self) -> tuple[str, str]:
+        return self.clock.rfc3339(scraped_at(self.clock.now())), f"{WINDOW:g}s"
+
+    async def pod_metrics(self, namespace: str | None, selector: str = "", name: str = "") -> list[dict]:
+        """PodMetrics objects (metrics.k8s.io/v1beta1) of running pods."""
+        pods = await self._pods(namespace, selector)
+        timestamp, window = self._stamp()
         out = []
-        for pod in await self._pods(namespace, selector):
-            usage = self.pod_usage(pod)
-            if usage is None:
-                continue
+        for pod in pods:
             md = pod["metadata"]
-            containers = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
+            if not _running(pod) or (name and md["name"] != name):
+                continue
+            usage = self.usage(pod)
             out.append({
                 "kind": "PodMetrics", "apiVersion": "metrics.k8s.io/v1beta1",
-                "metadata": {"name": md["name"], "namespace": md.get("namespace"), "labels": md.get("labels") or {},
-                             "creationTimestamp": self.clock.rfc3339()},
-                "timestamp": self.clock.rfc3339(), "window": f"{WINDOW_SECONDS}s",
-                "containers": [{"name": c, "usage": usage if i == 0 else {"cpu": "0", "memory": "0"}}
-                               for i, c in enumerate(containers)],
+                "metadata": {"name": md["name"], "namespace": md.get("namespace"), "creationTimestamp":
+                             self.clock.rfc3339(), "labels": md.get("labels") or {}},
+                "timestamp": timestamp, "window": window,
+                "containers": [{"name": c, "usage": {"cpu": cpu_quantity(u.cpu), "memory": memory_quantity(u.memory)}}
+                               for c, u in usage.items()],
             })
+        return out
+
+    async def node_metrics(self, selector: str = "", name: str = "") -> list[dict]:
+        """NodeMetrics objects: each node's running pods plus the system's share."""
+        nodes, _ = await self.client.resource("", "v1", "nodes").list(label_selector=selector)
+        totals: dict[str, list[int]] = {}
+        for pod in await self._pods(None, ""):
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node and _running(pod):
+                t = totals.setdefault(node, [0, 0])
+                for u in self.usage(pod).values():
+                    t[0] += u.cpu
+                    t[1] += u.memory
+        timestamp, window = self._stamp()
+        out = []
+        for node in nodes:
+            md = node["metadata"]
+            if name and md["name"] != name:
+                continue
+            cpu, mem = totals.get(md["name"], (0, 0))
+            out.append({"kind": "NodeMetrics", "apiVersion": "metrics.k8s.io/v1beta1",
+                        "metadata": {"name": md["name"], "creationTimestamp": self.clock.rfc3339(),
+                                     "labels": md.get("labels") or {}},
+                        "timestamp": timestamp, "window": window,
+                        "usage": {"cpu": cpu_quantity(cpu + SYSTEM_CPU),
+                                  "memory": memory_quantity(mem + SYSTEM_MEMORY)}})
         return out
 
     async def resource_metric(self, namespace: str, selector: str, resource: str, container: str = "") -> dict[str, Sample]:
         """Per-pod usage of one resource (summed over containers, or one container)."""
-        if resource not in _USAGE:
+        if resource not in _RESOURCES:
             raise MetricsUnavailable(f"no metrics known for resource {resource}")
-        now = self.clock.now()
+        stamp = scraped_at(self.clock.now())
         out = {}
         for pm in await self.pod_metrics(namespace, selector):
             cs = [c for c in pm["containers"] if not container or c["name"] == container]
             if not cs:
                 continue
-            out[pm["metadata"]["name"]] = Sample(sum(milli(c["usage"][resource]) for c in cs), now)
+            out[pm["metadata"]["name"]] = Sample(sum(milli(c["usage"][resource]) for c in cs), stamp, WINDOW)
         if not out:
             raise MetricsUnavailable("no metrics returned from resource metrics API")
         return out

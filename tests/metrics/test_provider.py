@@ -27,14 +27,32 @@ async def configmap(client, data):
         {"metadata": {"name": "nanokube-external-metrics", "namespace": "default"}, "data": data})
 
 
-async def test_pod_metrics_from_annotations(env):
+async def test_pod_metrics_follow_the_usage_model(env):
+    """Every running pod has metrics: half its requests, or its annotations' total split over its containers."""
     client, prov = env
     await running_pod(client, "a", {CPU_ANNOTATION: "250m"})
     await running_pod(client, "b", {})
-    pms = await prov.pod_metrics("default", "app=x")
-    assert [pm["metadata"]["name"] for pm in pms] == ["a"]
-    assert pms[0]["kind"] == "PodMetrics" and pms[0]["containers"][0]["usage"] == {"cpu": "250m", "memory": "0"}
-    assert {k: s.value for k, s in (await prov.resource_metric("default", "app=x", "cpu")).items()} == {"a": 250}
+    pms = {pm["metadata"]["name"]: pm for pm in await prov.pod_metrics("default", "app=x")}
+    assert pms["a"]["kind"] == "PodMetrics" and pms["a"]["window"] == "15s"
+    assert [c["usage"]["cpu"] for c in pms["a"]["containers"]] == ["125000000n", "125000000n"]
+    assert pms["b"]["containers"][0]["usage"] == {"cpu": "1000000n", "memory": "4Mi"}
+    assert {k: s.value for k, s in (await prov.resource_metric("default", "app=x", "cpu")).items()} == \
+        {"a": 250, "b": 2}
+    assert (await prov.pod_metrics("default", "", "a"))[0]["metadata"]["name"] == "a"
+
+
+async def test_node_metrics_add_the_systems_share(env):
+    client, prov = env
+    await client.resource("", "v1", "nodes").create({"metadata": {"name": "n1", "labels": {"pool": "gpu"}}})
+    pods = client.resource("", "v1", "pods")
+    p = await pods.create({"metadata": {"name": "big", "namespace": "default"}, "spec": {
+        "nodeName": "n1", "containers": [{"name": "c", "image": "x", "resources": {
+            "requests": {"cpu": "2", "memory": "2Gi"}}}]}})
+    await pods.update({**p, "status": {"phase": "Running"}}, subresource="status")
+    (nm,) = await prov.node_metrics("pool=gpu")
+    assert nm["kind"] == "NodeMetrics" and nm["metadata"]["labels"] == {"pool": "gpu"}
+    assert nm["usage"] == {"cpu": "1100000000n", "memory": "1536Mi"}
+    assert await prov.node_metrics("pool=cpu") == []
 
 
 async def test_external_metric_plain_and_series(env):

@@ -14,6 +14,7 @@ import shutil
 
 from ..containerlog import MAX_FILES, MAX_SIZE
 from .netns import ClusterNetwork
+from .usage import measure
 from .worker import ProcessPodWorker
 
 
@@ -52,6 +53,15 @@ class ProcessRuntime:
 
     def worker(self, agent, pod: dict) -> ProcessPodWorker:
         return ProcessPodWorker(agent, pod, self)
+
+    def usage(self, pod: dict) -> dict | None:
+        """Measured usage of a pod's running containers (a MetricsProvider usage
+        source); None for pods this runtime does not run."""
+        md = pod["metadata"]
+        w = self.pods.get((md.get("namespace"), md["name"]))
+        if w is None or w.uid != md.get("uid"):
+            return None
+        return measure([*w.containers.values(), *(c for c in w.inits.values() if c.sidecar)])
 
     # --- mount targets created for volumes ---------------------------------------------
 

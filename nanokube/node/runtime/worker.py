@@ -37,6 +37,7 @@ from .netns import NetnsError
 from .probes import run_probe
 from . import stdio
 from .stdio import ContainerIO
+from .usage import CPUSamples
 from ..containerlog import FileContainerLog
 
 if TYPE_CHECKING:
@@ -72,6 +73,7 @@ class Container:
     log_dir: str = ""
     logs: list[FileContainerLog] = field(default_factory=list)  # one per instance, the last is current
     io: ContainerIO = field(default_factory=ContainerIO)
+    cpu: CPUSamples = field(default_factory=CPUSamples)
 
     @property
     def name(self) -> str:
@@ -298,6 +300,7 @@ class ProcessPodWorker(PodWorker):
         log = FileContainerLog(c.log_path(c.instances), self.runtime.log_max_size, self.runtime.log_max_files)
         c.logs = [*c.logs[-1:], log]
         c.io = ContainerIO()
+        c.cpu = CPUSamples()
         c.proc = await stdio.spawn(self._launch_argv(c, self._argv(c)), c.spec, log, c.io, self.clock.now)
         c.instances += 1
 

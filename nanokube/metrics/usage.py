@@ -1,0 +1,98 @@
+"""Resource usage as metrics-server reports it, for pods and nodes.
+
+Simulated containers follow a usage model computed from the pod object
+alone, so every process (API server, a separate controller manager) agrees:
+
+- A running container uses `SHARE` (half) of its CPU and memory requests;
+  of its limits when it requests nothing; `IDLE_CPU` and `IDLE_MEMORY` when
+  it has neither.
+- The pod annotations `sim.nanokube.io/cpu-usage` and
+  `sim.nanokube.io/memory-usage` (quantities, e.g. `900m`, `1Gi`) set the
+  pod's total instead, split over its containers in proportion to their
+  requests (evenly when none request). `nanokube metrics usage` writes them
+  at run time.
+- A node uses what its running pods use plus `SYSTEM_CPU` and
+  `SYSTEM_MEMORY` for the system (kubelet, runtime, OS).
+
+Pods a registered source knows (`MetricsProvider.usage_sources`: the
+process runtime measures its containers in /proc) report measured usage
+instead. Usage is CPU in millicores and memory in bytes, sampled over
+`WINDOW` seconds and stamped at the start of the current window, as
+metrics-server stamps its scrapes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+from ..machinery.quantity import QuantityError, parse_quantity
+
+CPU_ANNOTATION = "sim.nanokube.io/cpu-usage"
+MEMORY_ANNOTATION = "sim.nanokube.io/memory-usage"
+SHARE = Fraction(1, 2)
+IDLE_CPU = 1  # millicores
+IDLE_MEMORY = 4 * 1024 * 1024
+SYSTEM_CPU = 100
+SYSTEM_MEMORY = 512 * 1024 * 1024
+#: metrics-server's default --metric-resolution: the window of every sample
+WINDOW = 15.0
+
+
+@dataclass(frozen=True)
+class Usage:
+    cpu: int  # millicores
+    memory: int  # bytes
+
+
+def _amount(value, scale: int) -> int | None:
+    if value is None:
+        return None
+    try:
+        return math.ceil(parse_quantity(str(value)) * scale)
+    except QuantityError:
+        return None
+
+
+def _resources(c: dict, kind: str) -> tuple[int | None, int | None]:
+    r = (c.get("resources") or {}).get(kind) or {}
+    return _amount(r.get("cpu"), 1000), _amount(r.get("memory"), 1)
+
+
+def simulated_usage(pod: dict) -> dict[str, Usage]:
+    """Each container's usage under the model above."""
+    containers = (pod.get("spec") or {}).get("containers") or []
+    ann = (pod.get("metadata") or {}).get("annotations") or {}
+    out: dict[str, Usage] = {}
+    for c in containers:
+        req_cpu, req_mem = _resources(c, "requests")
+        lim_cpu, lim_mem = _resources(c, "limits")
+        cpu = req_cpu if req_cpu is not None else lim_cpu
+        mem = req_mem if req_mem is not None else lim_mem
+        out[c["name"]] = Usage(int(cpu * SHARE) if cpu else IDLE_CPU, int(mem * SHARE) if mem else IDLE_MEMORY)
+    for resource, key in (("cpu", CPU_ANNOTATION), ("memory", MEMORY_ANNOTATION)):
+        total = _amount(ann.get(key), 1000 if resource == "cpu" else 1)
+        if total is None or not containers:
+            continue
+        weights = [(_resources(c, "requests")[0 if resource == "cpu" else 1] or 0) for c in containers]
+        if not any(weights):
+            weights = [1] * len(containers)
+        shares = _split(total, weights)
+        for c, part in zip(containers, shares):
+            u = out[c["name"]]
+            out[c["name"]] = Usage(part, u.memory) if resource == "cpu" else Usage(u.cpu, part)
+    return out
+
+
+def _split(total: int, weights: list[int]) -> list[int]:
+    """`total` in proportion to `weights`, the rounding remainder on the first."""
+    whole = sum(weights)
+    parts = [total * w // whole for w in weights]
+    parts[0] += total - sum(parts)
+    return parts
+
+
+def scraped_at(now: float) -> float:
+    """When metrics-server last scraped (every WINDOW seconds): the end of the current sample's window."""
+    return math.floor(now / WINDOW) * WINDOW

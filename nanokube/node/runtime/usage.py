@@ -1,0 +1,65 @@
+"""Measured usage of process containers, as the kubelet's resource metrics
+report it to metrics-server: CPU as the rate of the container's cumulative
+CPU time between two samples, memory as its resident set. A container is
+its process session (every container starts a session of its own), read
+from /proc."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ...metrics.usage import Usage
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+#: a new sample is taken when the last one is at least this old
+MIN_INTERVAL = 1.0
+
+
+def session_stats(sessions: set[int]) -> dict[int, tuple[int, int]]:
+    """Per session id: (CPU clock ticks used, reaped children's included; resident bytes)."""
+    out: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        sid = int(fields[3])
+        if sid in sessions:
+            t = out.setdefault(sid, [0, 0])
+            t[0] += sum(int(x) for x in fields[11:15])
+            t[1] += int(fields[21]) * PAGE_SIZE
+    return {sid: (ticks, rss) for sid, (ticks, rss) in out.items()}
+
+
+class CPUSamples:
+    """The last two (time, cumulative ticks) samples of one container instance."""
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, int]] = [(time.monotonic(), 0)]
+
+    def rate(self, ticks: int, now: float) -> int:
+        """Millicores between the two latest samples, taking a new one when due."""
+        if now - self.samples[-1][0] >= MIN_INTERVAL:
+            self.samples = [self.samples[-1], (now, ticks)]
+        if len(self.samples) < 2:
+            return 0
+        (t0, c0), (t1, c1) = self.samples
+        return max(0, round((c1 - c0) / CLK_TCK / (t1 - t0) * 1000))
+
+
+def measure(containers) -> dict[str, Usage]:
+    """Usage of running containers (objects with .name, .proc and .cpu)."""
+    running = [c for c in containers if c.proc is not None and c.proc.returncode is None]
+    stats = session_stats({c.proc.pid for c in running})
+    now = time.monotonic()
+    out = {}
+    for c in running:
+        ticks, rss = stats.get(c.proc.pid, (0, 0))
+        out[c.name] = Usage(c.cpu.rate(ticks, now), rss)
+    return out
