@@ -27,14 +27,13 @@ def _quota_cells(quota: dict) -> tuple[str, str]:
 
 
 def _resource_name(name: str, path: str, quota: bool) -> list[FieldError]:
+    """validateResourceName, and for quotas ValidateResourceQuotaResourceName on top (both may report)."""
     errs = [invalid(path, name, m) for m in qualified_name(name)]
-    if errs or "/" in name:
-        return errs
-    if not is_standard_resource(name):
-        return [invalid(path, name, "must be a standard resource type or fully qualified")]
-    if quota and not is_standard_quota_resource(name):
-        return [invalid(path, name, "must be a standard resource for quota")]
-    return []
+    if not errs and "/" not in name and not is_standard_resource(name):
+        errs.append(invalid(path, name, "must be a standard resource type or fully qualified"))
+    if quota and "/" not in name and not is_standard_quota_resource(name):
+        errs.append(invalid(path, name, "must be a standard resource for quota"))
+    return errs
 
 
 def _quantity_value(name: str, value, path: str) -> list[FieldError]:

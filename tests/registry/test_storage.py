@@ -133,6 +133,7 @@ def test_resource_quota_validation_and_columns():
                                                "scopes": ["BestEffort", "NotBestEffort"]}}
     assert msgs(s.validate(bad)) == [
         'spec.hard[gpus]: Invalid value: "gpus": must be a standard resource type or fully qualified',
+        'spec.hard[gpus]: Invalid value: "gpus": must be a standard resource for quota',
         'spec.hard[pods]: Invalid value: "1.5": must be an integer',
         'spec.hard[cpu]: Invalid value: "-1": must be greater than or equal to 0',
         'spec.scopes: Invalid value: ["BestEffort","NotBestEffort"]: unsupported scope applied to resource',
