@@ -1,0 +1,127 @@
+"""What a user sees of simulated pods in their first minutes, through kubectl:
+lifecycle log lines, exec as a runtime answers it for an image without the
+binary (or as the pod's sim.nanokube.io/exec.* annotations script it),
+port-forward to a declared port, `kubectl top` following the usage model,
+an HPA on CPU utilization scaling when `nanokube metrics usage` raises the
+usage, and `kubectl auth whoami`."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.e2e.conftest import KUBECTL, running_cluster, wait_for
+
+POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trainer", "namespace": "default", "annotations": {
+    "sim.nanokube.io/log": "loading dataset\n@1s epoch 1 loss 0.9",
+    "sim.nanokube.io/exec.nvidia-smi": '{"stdout": "GPU 0: NVIDIA H100\\n", "exitCode": 0}',
+    "sim.nanokube.io/exec.check": '{"stderr": "not healthy\\n", "exitCode": 3}'}},
+    "spec": {"containers": [{"name": "main", "image": "trainer:1.0", "ports": [{"containerPort": 8000}],
+                             "resources": {"requests": {"cpu": "2", "memory": "4Gi"}}}]}}
+
+DEPLOY = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
+          "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                   "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{
+                       "name": "web", "image": "nginx", "resources": {"requests": {"cpu": "500m"}}}]}}}}
+
+HPA = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+       "metadata": {"name": "web", "namespace": "default"},
+       "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                "minReplicas": 1, "maxReplicas": 4,
+                "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {
+                    "type": "Utilization", "averageUtilization": 60}}}]}}
+
+
+@pytest.fixture(scope="module")
+def c(store_url):
+    with running_cluster("pod-io", env={"NANOKUBE_HPA_SYNC_PERIOD": "1"}, store=store_url) as cluster:
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(POD))
+        wait_for(lambda: cluster.kubectl_json("get", "pod", "trainer")["status"].get("phase") == "Running", 60,
+                 "trainer running")
+        yield cluster
+
+
+def test_logs_show_the_lifecycle_and_scripted_lines(c):
+    lines = wait_for(lambda: (out := c.kubectl("logs", "trainer").stdout.splitlines()) and len(out) >= 4 and out,
+                     30, "the scripted line")
+    assert lines == ["nanokube: container main started (image docker.io/library/trainer:1.0)",
+                     "nanokube: container main is ready", "loading dataset", "epoch 1 loss 0.9"]
+    stamped = c.kubectl("logs", "trainer", "--timestamps", "--tail", "1").stdout
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z epoch 1 loss 0.9\n", stamped)
+    assert c.kubectl("logs", "trainer", "--limit-bytes", "9").stdout == "nanokube:"
+    assert c.kubectl("logs", "trainer", "--since", "1h").stdout.count("\n") == 4
+    r = c.kubectl("logs", "trainer", "--previous", check=False)
+    assert 'previous terminated container "main" in pod "trainer" not found' in r.stderr
+
+
+def test_exec_answers_as_a_runtime_does(c):
+    assert c.kubectl("exec", "trainer", "--", "nvidia-smi").stdout == "GPU 0: NVIDIA H100\n"
+    r = c.kubectl("exec", "trainer", "--", "check", check=False)
+    assert r.returncode == 3 and "not healthy" in r.stderr and "command terminated with exit code 3" in r.stderr
+    r = c.kubectl("exec", "trainer", "--", "ls", check=False)
+    assert r.returncode == 1
+    assert ('error: Internal error occurred: error executing command in container: failed to exec in container: '
+            'failed to start exec') in r.stderr
+    assert 'exec: "ls": executable file not found in $PATH: unknown' in r.stderr
+    r = c.kubectl("exec", "trainer", "-c", "nope", "--", "ls", check=False)
+    assert "container nope is not valid for pod trainer" in r.stderr
+
+
+def test_port_forward_reaches_a_declared_port_only(c):
+    p = subprocess.Popen([KUBECTL, "port-forward", "pod/trainer", ":8000", "--address", "127.0.0.1"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "KUBECONFIG": c.kubeconfig})
+    try:
+        port = re.search(r"127\.0\.0\.1:(\d+) -> 8000", p.stdout.readline()).group(1)
+        r = subprocess.run(["curl", "-s", "-m", "10", f"http://127.0.0.1:{port}/"], capture_output=True, text=True,
+                           timeout=20)
+        assert r.stdout == "nanokube simulated pod default/trainer port 8000\n"
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=10)
+    p = subprocess.Popen([KUBECTL, "port-forward", "pod/trainer", ":9000", "--address", "127.0.0.1"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "KUBECONFIG": c.kubeconfig})
+    try:
+        port = re.search(r"127\.0\.0\.1:(\d+) -> 9000", p.stdout.readline()).group(1)
+        subprocess.run(["curl", "-s", "-m", "10", f"http://127.0.0.1:{port}/"], capture_output=True, timeout=20)
+        assert p.wait(timeout=20) == 1
+        assert "connect: connection refused" in p.stderr.read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+
+
+def test_top_follows_the_usage_model(c):
+    pods = c.kubectl("top", "pod", "trainer", "--no-headers").stdout.split()
+    assert pods[1:] == ["1000m", "2048Mi"], "half of the requests"
+    nodes = {line.split()[0]: line.split() for line in c.kubectl("top", "nodes", "--no-headers").stdout.splitlines()}
+    node = c.kubectl_json("get", "pod", "trainer")["spec"]["nodeName"]
+    assert nodes[node][1] == "1100m", "the pod plus the system's 100m"
+    other = next(n for n in nodes if n != node)
+    assert nodes[other][1] == "100m" and nodes[other][3] == "512Mi"
+
+
+def test_hpa_scales_when_the_simulated_usage_rises(c):
+    c.kubectl("apply", "-f", "-", input=json.dumps(DEPLOY))
+    c.kubectl("apply", "-f", "-", input=json.dumps(HPA))
+    wait_for(lambda: (c.kubectl_json("get", "hpa", "web").get("status") or {}).get("currentMetrics"), 60,
+             "the HPA reads CPU utilization")
+    assert c.kubectl_json("get", "deployment", "web")["spec"]["replicas"] == 1
+    r = subprocess.run([sys.executable, "-m", "nanokube.cli", "metrics", "usage", "-l", "app=web", "--cpu", "900m",
+                        "--kubeconfig", c.kubeconfig], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    wait_for(lambda: c.kubectl_json("get", "deployment", "web")["spec"]["replicas"] >= 3, 60, "scaled up")
+    util = c.kubectl_json("get", "hpa", "web")["status"]["currentMetrics"][0]["resource"]["current"]
+    assert util["averageUtilization"] >= 60
+
+
+def test_whoami(c):
+    out = c.kubectl("auth", "whoami").stdout
+    assert "kubernetes-admin" in out and "system:masters" in out
