@@ -41,6 +41,7 @@ DAEMON_TOLERATIONS = (
     ("node.kubernetes.io/unschedulable", "NoSchedule"),
 )
 NETWORK_UNAVAILABLE = ("node.kubernetes.io/network-unavailable", "NoSchedule")
+FAILED_BACKOFF_BASE, FAILED_BACKOFF_MAX = 1.0, 900.0
 
 
 def daemon_tolerations(spec: dict) -> list[dict]:
@@ -129,6 +130,7 @@ class DaemonSetController(Controller):
         self.rev_inf = Informer(client.resource("apps", "v1", "controllerrevisions"))
         self.history = History(client, self.rev_inf, "apps/v1", "DaemonSet")
         self.expectations = Expectations(self.clock)
+        self._backoff: dict[tuple[str, str], tuple[float, float]] = {}
         self.ds_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n), on_delete=self._enqueue)
         self.pod_inf.add_handlers(on_add=self._pod_added, on_update=lambda o, n: self._pod_changed(n),
                                   on_delete=self._pod_deleted)
@@ -175,6 +177,20 @@ class DaemonSetController(Controller):
     def _node_changed(self, node: dict) -> None:
         for ds in self.ds_inf.list():
             self._enqueue(ds)
+
+    def _failed_backoff(self, ds: dict, node: str) -> float:
+        """Seconds to wait before killing another failed pod on `node` (0: go
+        now, and back off longer next time): upstream's 1 s..15 min backoff
+        keeps a node that rejects the pod from being hot-looped."""
+        k = (ds["metadata"]["uid"], node)
+        now = self.clock.monotonic()
+        delay, last = self._backoff.get(k, (0.0, 0.0))
+        if delay and now - last < delay:
+            return delay - (now - last)
+        if delay and now - last > 2 * FAILED_BACKOFF_MAX:
+            delay = 0.0  # long quiet: start over
+        self._backoff[k] = (min(FAILED_BACKOFF_MAX, delay * 2 or FAILED_BACKOFF_BASE), now)
+        return 0.0
 
     # --- sync -----------------------------------------------------------------
 
@@ -271,6 +287,10 @@ class DaemonSetController(Controller):
                         continue
                     phase = (pod.get("status") or {}).get("phase")
                     if phase == "Failed":
+                        wait = self._failed_backoff(ds, name)
+                        if wait:
+                            self.queue.add_after(key, wait)
+                            continue
                         await self.recorder.emit(ds, "Warning", "FailedDaemonPod",
                                                  f"Found failed daemon pod {pod['metadata']['namespace']}/"
                                                  f"{pod['metadata']['name']} on node {name}, will try to kill it")

@@ -224,3 +224,28 @@ async def test_adopts_a_matching_orphan_on_its_node(env):
     got = await eventually(lambda: by_node(client, 3))
     assert got["node-1"]["metadata"]["uid"] == orphan["metadata"]["uid"], "adopted instead of a second pod"
     assert got["node-1"]["metadata"]["ownerReferences"][0]["uid"] == ds["metadata"]["uid"]
+
+
+async def test_failed_pods_are_replaced_with_backoff(env):
+    client, kubelets = env
+    await client.resource("apps", "v1", "daemonsets").create(daemonset())
+    pods = client.resource("", "v1", "pods")
+    kubelets.hold = {"node-0", "node-1", "node-2"}
+    first = (await eventually(lambda: by_node(client, 3)))["node-0"]
+
+    async def fail(pod):
+        cur = await pods.get(pod["metadata"]["name"], "default")
+        await pods.update({**cur, "status": {"phase": "Failed"}}, subresource="status")
+
+    async def replacement(old_uid):
+        pod = (await by_node(client, 3) or {}).get("node-0")
+        return pod if pod and pod["metadata"]["uid"] != old_uid else None
+    await fail(first)
+    second = await eventually(lambda: replacement(first["metadata"]["uid"]))
+    await fail(second)
+    await asyncio.sleep(0.5)
+    live = await live_pods(client)
+    assert second["metadata"]["uid"] in {p["metadata"]["uid"] for p in live}, "the second failure waits out 1 s"
+    await eventually(lambda: replacement(second["metadata"]["uid"]))
+    events, _ = await client.resource("", "v1", "events").list("default")
+    assert sum(e["reason"] == "FailedDaemonPod" for e in events) == 2
