@@ -11,6 +11,7 @@ Objects are written only when a component's health changes.
 from __future__ import annotations
 
 from ..clock import parse_time
+from ..client.informer import Informer
 from ..controllers.base import Controller
 from ..machinery.errors import APIError
 
@@ -43,6 +44,15 @@ class ComponentStatuses(Controller):
         self.store = store
         self.leases = client.resource("coordination.k8s.io", "v1", "leases")
         self.statuses = client.resource("", "v1", "componentstatuses")
+        self.lease_inf = Informer(self.leases, namespace="kube-system")
+        self.lease_inf.add_handlers(self._changed, lambda old, new: self._changed(new), self._changed)
+
+    def informers(self):
+        return [self.lease_inf]
+
+    def _changed(self, lease: dict) -> None:
+        if lease["metadata"]["name"] in COMPONENTS.values():
+            self.queue.add(KEY)
 
     async def start(self) -> None:
         await super().start()
@@ -52,12 +62,7 @@ class ComponentStatuses(Controller):
         now = self.clock.now()
         out = []
         for name, lease_name in COMPONENTS.items():
-            try:
-                lease = await self.leases.get(lease_name, "kube-system")
-            except APIError as e:
-                if e.code != 404:
-                    raise
-                lease = None
+            lease = self.lease_inf.get(f"kube-system/{lease_name}")
             out.append(status_object(name, *lease_health(lease, lease_name, now)))
         try:
             await self.store.current_revision()

@@ -146,9 +146,15 @@ def with_extra_aggregated(disc: dict[str, Any], extra: list[tuple[dict, dict]]) 
     items = list(disc["items"])
     for group, rl in extra:
         version = group["preferredVersion"]["version"]
-        resources = [{"resource": r["name"], "responseKind": {"group": group["name"], "version": version, "kind": r["kind"]},
-                      "scope": "Namespaced" if r["namespaced"] else "Cluster", "singularResource": r.get("singularName", ""),
-                      "verbs": r["verbs"]} for r in rl["resources"]]
+        resources = []
+        for r in rl["resources"]:
+            if "/" in r["name"] and not r["name"].endswith("/*"):
+                continue  # subresources of an adapter's resources are not listed on their own
+            rd = {"resource": r["name"], "responseKind": {"group": group["name"], "version": version, "kind": r["kind"]},
+                  "scope": "Namespaced" if r["namespaced"] else "Cluster", "singularResource": r.get("singularName", ""),
+                  "verbs": r["verbs"]}
+            rd.update({k: r[k] for k in ("shortNames", "categories") if r.get(k)})
+            resources.append(rd)
         items.append({"metadata": {"name": group["name"], "creationTimestamp": None},
                       "versions": [{"version": version, "resources": resources, "freshness": "Current"}]})
     return {**disc, "items": items}

@@ -29,8 +29,18 @@ RESOURCES = {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{G
      "shortNames": ["fl"]}]}
 
 
+def host_ip() -> str:
+    """A non-loopback address of this host (EndpointSlices refuse loopback ones)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("10.255.255.255", 1))
+        except OSError:
+            pytest.skip("no non-loopback IPv4 address for the extension server")
+        return s.getsockname()[0]
+
+
 class ExtensionServer:
-    """HTTPS on 127.0.0.1 with a serving certificate for api.wardle.svc; it
+    """HTTPS on a host address with a serving certificate for api.wardle.svc; it
     answers only clients presenting a certificate of the request-header CA and
     echoes the identity headers it got into the objects it lists."""
 
@@ -44,8 +54,9 @@ class ExtensionServer:
         self.ctx.load_cert_chain(d / "tls.crt", d / "tls.key")
         self.ctx.load_verify_locations(cadata=requestheader_ca)
         self.ctx.verify_mode = ssl.CERT_REQUIRED
+        self.ip = host_ip()
         with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
+            s.bind((self.ip, 0))
             self.port = s.getsockname()[1]
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
@@ -56,13 +67,16 @@ class ExtensionServer:
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
         app = web.Application()
-        app.router.add_get(f"/apis/{GROUP}/{VERSION}", lambda r: web.json_response(RESOURCES))
+        app.router.add_get(f"/apis/{GROUP}/{VERSION}", self.resources)
         app.router.add_get(f"/apis/{GROUP}/{VERSION}/namespaces/{{ns}}/flunders", self.flunders)
         self.runner = web.AppRunner(app)
         self.loop.run_until_complete(self.runner.setup())
-        self.loop.run_until_complete(web.TCPSite(self.runner, "127.0.0.1", self.port, ssl_context=self.ctx).start())
+        self.loop.run_until_complete(web.TCPSite(self.runner, self.ip, self.port, ssl_context=self.ctx).start())
         self.ready.set()
         self.loop.run_forever()
+
+    async def resources(self, request: web.Request) -> web.Response:
+        return web.json_response(RESOURCES)
 
     async def flunders(self, request: web.Request) -> web.Response:
         peer = request.transport.get_extra_info("peercert") or {}
@@ -126,7 +140,7 @@ def test_extension_api_server_through_an_apiservice(cluster, wardle):
         {"port": 443, "targetPort": wardle.port}]}})
     client.DiscoveryV1Api(cluster.client()).create_namespaced_endpoint_slice("wardle", {
         "metadata": {"name": "api-1", "labels": {"kubernetes.io/service-name": "api"}}, "addressType": "IPv4",
-        "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": True}}],
+        "endpoints": [{"addresses": [wardle.ip], "conditions": {"ready": True}}],
         "ports": [{"name": "", "port": wardle.port, "protocol": "TCP"}]})
     reg = client.ApiregistrationV1Api(cluster.client())
     reg.create_api_service({"metadata": {"name": f"{VERSION}.{GROUP}"}, "spec": {
