@@ -84,6 +84,20 @@ class Program:
     def result_type(self) -> Type:
         return self.checked.result
 
+    def may_be(self, type_name: str) -> bool:
+        """Whether the result can be of type `type_name` as cel-go's output
+        type check sees it: not when another type is known, nor when the
+        expression only reads a dynamic value (cel-go types that `dyn` and
+        refuses it); other `dyn` results are where this checker knows less
+        than cel-go, and pass."""
+        t = self.checked.result
+        if t.name == type_name:
+            return True
+        if t.name != "dyn":
+            return False
+        a = self.ast
+        return not (a.kind in ("ident", "select") or (a.kind == "call" and a.name == "_[_]"))
+
     def uses(self, variable: str) -> bool:
         return variable in self.checked.used
 

@@ -231,7 +231,7 @@ class _Compiler:
             self.errors.append(_error("FieldValueForbidden", f"{at}.rule",
                                       cost_error_message("estimated rule cost", cost, STATIC_COST_LIMIT)))
         self.observe(f"{at}.rule", cost)
-        if program.result_type.name not in ("bool", "dyn"):
+        if not program.may_be("bool"):
             detail = "cel expression must evaluate to a bool"
             self.errors.append(_error("FieldValueInvalid", f"{at}.rule", detail, rule, True))
             return _Rule(rule, None, None, fp or "", optional_old, detail)
@@ -256,7 +256,7 @@ class _Compiler:
             self.errors.append(_error("FieldValueInvalid", f"{at}.messageExpression",
                                       f"messageExpression compilation failed: {e}", rule, True))
             return None
-        if message.result_type.name not in ("string", "dyn"):
+        if not message.may_be("string"):
             self.errors.append(_error("FieldValueInvalid", f"{at}.messageExpression",
                                       "messageExpression must evaluate to a string", rule, True))
             return None

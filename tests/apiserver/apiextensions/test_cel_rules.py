@@ -159,9 +159,10 @@ def test_per_call_limit_stops_further_rules():
 
 def test_per_object_budget():
     """Each rule stays under the per-call limit; eleven of them exceed the
-    object's 10,000,000 budget."""
+    object's 10,000,000 budget (the bound counts both sides of `||`, so the
+    rules are cheap to run but not to bound)."""
     s = crd_schema({"l": {"type": "array", "maxItems": 400, "items": {"type": "integer"}}},
-                   [{"rule": "self.l.all(a, self.l.all(b, a + b >= 0))"}] * 12)
+                   [{"rule": "self.l.size() >= 0 || self.l.all(a, self.l.all(b, a + b >= 0))"}] * 12)
     assert validate(s, obj({"l": list(range(370))})) == [
         'spec: Invalid value: "object": validation failed due to running out of cost budget, no further validation '
         "rules will be run"]
@@ -193,6 +194,16 @@ CRD_ERRORS = [
 def test_crd_time_rule_errors(rule, want):
     errs = errors_of(crd_schema(REPLICAS, [rule]))
     assert len(errs) == 1 and want in errs[0], errs
+
+
+def test_a_dynamic_value_is_not_a_bool():
+    s = crd_schema({"v": {"x-kubernetes-int-or-string": True}, "free": {
+        "type": "object", "x-kubernetes-preserve-unknown-fields": True}}, [{"rule": "self.v"}, {"rule": "self.free.on"},
+                                                                            {"rule": "self.free.on == true"}])
+    errs = errors_of(s)
+    assert [e.split(": ", 2)[1:] for e in errs] == [
+        ["Invalid value", '{"rule":"self.v"}: cel expression must evaluate to a bool'],
+        ["Invalid value", '{"rule":"self.free.on"}: cel expression must evaluate to a bool']]
 
 
 def test_old_self_on_uncorrelatable_items():
