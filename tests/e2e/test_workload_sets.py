@@ -96,6 +96,12 @@ def test_daemonset_one_pod_per_node_rolls_node_by_node_and_undoes(cluster):
              what="pods back on agent:1")
     history = cluster.kubectl("rollout", "history", "daemonset/agent").stdout.strip().splitlines()
     assert [line.split()[0] for line in history[2:]] == ["2", "3"]
+    detail = cluster.kubectl("rollout", "history", "daemonset/agent", "--revision=2").stdout
+    assert "agent:2" in detail and "Pod Template:" in detail
+    cluster.kubectl("rollout", "undo", "daemonset/agent", "--to-revision=2")
+    cluster.kubectl("rollout", "status", "daemonset/agent", "--timeout=60s", timeout=70)
+    wait_for(lambda: {p["spec"]["containers"][0]["image"] for p in _pods(cluster, "app=agent")} == {"agent:2"},
+             what="pods on agent:2 again")
 
     described = cluster.kubectl("describe", "daemonset", "agent").stdout
     assert "Desired Number of Nodes Scheduled: " + n in described and "SuccessfulCreate" in described
