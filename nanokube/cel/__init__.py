@@ -15,7 +15,7 @@ typed object construction into forms it runs. Not here: the `authz` library
 (no authorizer is declared; a rule using it is an undeclared reference).
 """
 
-from .environment import Environment, Program, Variable
+from .environment import Environment, Program
 from .errors import CELError
 
-__all__ = ["CELError", "Environment", "Program", "Variable"]
+__all__ = ["CELError", "Environment", "Program"]

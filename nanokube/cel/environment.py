@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import cel
@@ -26,12 +25,6 @@ PER_CALL_LIMIT = 1_000_000
 COST_LIMIT_ERROR = "operation cancelled: actual cost limit exceeded"
 _OWN_ERROR = re.compile(r"CELError: (.*?)\. Check function arguments", re.S)
 _UNDEFINED = re.compile(r"Undefined variable or function: '([^']*)'")
-
-
-@dataclass(frozen=True)
-class Variable:
-    name: str
-    type: Type
 
 
 class _Runtime:

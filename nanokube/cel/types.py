@@ -70,6 +70,3 @@ def map_of(key: Type, value: Type, max_size: int = MAX_REQUEST_SIZE) -> Type:
 def optional_of(t: Type) -> Type:
     return Type("optional", (t,), 1)
 
-
-SCALARS = {"bool": BOOL, "int": INT, "uint": UINT, "double": DOUBLE, "string": STRING, "bytes": BYTES,
-           "null_type": NULL, "timestamp": TIMESTAMP, "duration": DURATION}

@@ -4,7 +4,7 @@ natively: the checker needs them to type expressions."""
 from __future__ import annotations
 
 from ..types import (
-    BOOL, BYTES, DOUBLE, DURATION, DYN, INT, NULL, PARAM_A, PARAM_B, STRING, TIMESTAMP, TYPE, UINT,
+    BOOL, BYTES, DOUBLE, DURATION, DYN, INT, PARAM_A, PARAM_B, STRING, TIMESTAMP, TYPE, UINT,
     list_of, map_of,
 )
 from .overload import Overload
@@ -52,6 +52,4 @@ def _functions() -> list[Overload]:
     return out
 
 
-#: `null` compares with anything; the checker treats it specially
 OVERLOADS = _ops() + _functions()
-NULL_TYPE = NULL
