@@ -1,0 +1,138 @@
+"""CRDs served in-process: the index follows the CRD at once, the naming controller
+reports conflicts, deletion waits for the custom objects, and objects read at another
+version or after a schema change are converted and defaulted."""
+
+from __future__ import annotations
+
+import copy
+from types import SimpleNamespace
+
+import pytest
+
+from nanokube.apiserver.apiextensions.serving import CustomResources
+from nanokube.apiserver.loopback import LocalClient
+from nanokube.apiserver.rest import SYSTEM
+from nanokube.clock import Clock
+from nanokube.machinery.errors import APIError
+from tests.controllers import eventually, make_stack
+
+GROUP = "example.com"
+SCHEMA = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+    "size": {"type": "integer", "minimum": 1}, "color": {"type": "string", "default": "blue"}}}}}
+
+
+def crd(plural="widgets", kind="Widget", short=("wd",), versions=("v1",)) -> dict:
+    return {"metadata": {"name": f"{plural}.{GROUP}"},
+            "spec": {"group": GROUP, "scope": "Namespaced",
+                     "names": {"plural": plural, "kind": kind, "shortNames": list(short)},
+                     "versions": [{"name": v, "served": True, "storage": i == 0,
+                                   "schema": {"openAPIV3Schema": copy.deepcopy(SCHEMA)}} for i, v in enumerate(versions)]}}
+
+
+@pytest.fixture
+async def env():
+    stack = await make_stack()
+    changes = []
+    server = SimpleNamespace(index=stack.rest.index, cache=stack.cache, clock=Clock())
+    serving = CustomResources(server, LocalClient(stack.rest, SYSTEM, "kube-apiextensions-apiserver"),
+                              lambda: changes.append(1))
+    await serving.start()
+    yield SimpleNamespace(stack=stack, crds=stack.client.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
+                          index=stack.rest.index, changes=changes)
+    await serving.stop()
+    await stack.close()
+
+
+def condition(obj: dict, typ: str) -> tuple | None:
+    c = next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == typ), None)
+    return (c["status"], c["reason"], c["message"]) if c else None
+
+
+async def established(env, name: str) -> dict:
+    async def check():
+        got = await env.crds.get(name)
+        return got if condition(got, "Established") == ("True", "InitialNamesAccepted",
+                                                         "the initial names have been accepted") else None
+    return await eventually(check)
+
+
+async def test_crd_is_defaulted_established_and_served(env):
+    created = await env.crds.create(crd(versions=("v1", "v1beta1")))
+    assert created["spec"]["names"]["singular"] == "widget" and created["spec"]["names"]["listKind"] == "WidgetList"
+    assert created["spec"]["conversion"] == {"strategy": "None"}
+    assert created["status"]["storedVersions"] == ["v1"]
+    got = await established(env, f"widgets.{GROUP}")
+    assert condition(got, "NamesAccepted") == ("True", "NoConflicts", "no conflicts found")
+    res = env.index.get(GROUP, "v1beta1", "widgets")
+    assert res is not None and res.versions == ["v1", "v1beta1"] and res.short_names == ("wd",) and env.changes
+    w = env.stack.client.resource(GROUP, "v1beta1", "widgets")
+    obj = await w.create({"metadata": {"name": "a", "namespace": "default"}, "spec": {"size": 2}})
+    assert obj["apiVersion"] == f"{GROUP}/v1beta1" and obj["spec"] == {"size": 2, "color": "blue"}
+    stored = await env.stack.client.resource(GROUP, "v1", "widgets").get("a", "default")
+    assert stored["apiVersion"] == f"{GROUP}/v1"
+    with pytest.raises(APIError) as e:
+        await w.create({"metadata": {"name": "b", "namespace": "default"}, "spec": {"size": 0}})
+    assert e.value.code == 422
+    assert e.value.message == (f'Widget.{GROUP} "b" is invalid: spec.size: Invalid value: 0: '
+                               "spec.size in body should be greater than or equal to 1")
+
+
+async def test_schema_change_applies_on_read_and_write(env):
+    await env.crds.create(crd())
+    await established(env, f"widgets.{GROUP}")
+    w = env.stack.client.resource(GROUP, "v1", "widgets")
+    await w.create({"metadata": {"name": "old", "namespace": "default"}, "spec": {"size": 1}})
+    cur = await env.crds.get(f"widgets.{GROUP}")
+    new = copy.deepcopy(cur)
+    new["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["zone"] = {
+        "type": "string", "default": "a"}
+    await env.crds.update(new)
+    got = await env.stack.client.resource(GROUP, "v1", "widgets").get("old", "default")
+    assert got["spec"]["zone"] == "a"
+
+
+async def test_conflicting_names_are_not_accepted(env):
+    await env.crds.create(crd())
+    await established(env, f"widgets.{GROUP}")
+    await env.crds.create(crd(plural="gadgets", kind="Widget", short=("gd",)))
+
+    async def refused():
+        got = await env.crds.get(f"gadgets.{GROUP}")
+        return condition(got, "NamesAccepted")
+
+    assert await eventually(refused) == ("False", "ListKindConflict", '"WidgetList" is already in use')
+    got = await env.crds.get(f"gadgets.{GROUP}")
+    assert condition(got, "Established") == ("False", "NotAccepted", "not all names are accepted")
+    assert env.index.get(GROUP, "v1", "gadgets") is None
+
+
+async def test_deletion_removes_objects_then_the_crd(env):
+    await env.crds.create(crd())
+    await established(env, f"widgets.{GROUP}")
+    w = env.stack.client.resource(GROUP, "v1", "widgets")
+    held = {"metadata": {"name": "held", "namespace": "default", "finalizers": ["example.com/hold"]}, "spec": {"size": 1}}
+    await w.create(held)
+    marked = await env.crds.delete(f"widgets.{GROUP}")
+    assert "customresourcecleanup.apiextensions.k8s.io" in marked["metadata"]["finalizers"]
+    assert condition(marked, "Terminating")[1] == "InstanceDeletionPending"
+
+    async def in_progress():
+        got = await env.crds.get(f"widgets.{GROUP}")
+        return condition(got, "Terminating") == ("True", "InstanceDeletionInProgress", "CustomResource deletion is in progress")
+
+    await eventually(in_progress)
+    w = env.stack.client.resource(GROUP, "v1", "widgets")  # the index now serves the terminating CRD's resource
+    with pytest.raises(APIError) as e:
+        await w.create({"metadata": {"name": "late", "namespace": "default"}, "spec": {"size": 1}})
+    assert e.value.code == 403 and e.value.message.endswith("create not allowed while custom resource definition is terminating")
+    await w.patch("held", {"metadata": {"finalizers": None}}, namespace="default")
+
+    async def gone():
+        try:
+            await env.crds.get(f"widgets.{GROUP}")
+        except APIError as err:
+            return err.code == 404
+        return False
+
+    await eventually(gone, attempts=1000)
+    assert env.index.get(GROUP, "v1", "widgets") is None
