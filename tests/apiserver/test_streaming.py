@@ -1,0 +1,133 @@
+"""pods/exec, attach and portforward at the API server: kube-apiserver's
+checks and messages, the WebSocket channel protocol (stdin in, stdout out,
+the exit code as a Status on the error channel) against a node agent
+stand-in, and SPDY/3.1 framing as moby/spdystream speaks it."""
+
+import asyncio
+import struct
+import zlib
+
+import aiohttp
+import orjson
+import pytest
+
+from nanokube.apiserver.app import APIServer
+from nanokube.apiserver.rest import SYSTEM, WriteOptions
+from nanokube.apiserver.streaming.spdy import DICTIONARY, SpdySession
+from nanokube.machinery.streaming import StreamFailed
+from nanokube.store.memory import MemoryStore
+
+
+class FakeNode:
+    """A node agent that upper-cases stdin and exits with the number of bytes read."""
+
+    async def exec(self, namespace, pod, uid, container, command, session):
+        if command == ["missing"]:
+            raise StreamFailed('exec: "missing": executable file not found in $PATH')
+        seen = 0
+        while data := await session.read_stdin():
+            seen += len(data)
+            await session.write_stdout(data.upper())
+        await session.write_stderr(f"{container}:{' '.join(command)}".encode())
+        return seen
+
+
+@pytest.fixture
+async def server():
+    s = APIServer(MemoryStore(), None, port=0)
+    await s.start()
+    s.handlers.streams.node_servers.append(lambda node: FakeNode() if node == "n1" else None)
+    pods = s.index.get("", "v1", "pods")
+    for name, spec in (("one", {"nodeName": "n1", "containers": [{"name": "app", "image": "x"}]}),
+                       ("two", {"nodeName": "n1", "containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "x"}],
+                                "initContainers": [{"name": "init", "image": "x"}]}),
+                       ("pending", {"containers": [{"name": "app", "image": "x"}]})):
+        await s.rest.create(pods, "v1", "default", {"metadata": {"name": name}, "spec": spec}, WriteOptions(user=SYSTEM))
+    yield s
+    await s.stop()
+
+
+async def _get(server, path):
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"http://127.0.0.1:{server.port}{path}") as r:
+            return r.status, await r.json()
+
+
+@pytest.mark.parametrize("path,message", [
+    ("/api/v1/namespaces/default/pods/two/exec?command=ls&stdout=true",
+     "a container name must be specified for pod two, choose one of: [a b init]"),
+    ("/api/v1/namespaces/default/pods/one/exec?command=ls&stdout=true&container=nope",
+     "container nope is not valid for pod one"),
+    ("/api/v1/namespaces/default/pods/pending/exec?command=ls&stdout=true", "pod pending does not have a host assigned"),
+    ("/api/v1/namespaces/default/pods/one/exec?command=ls", "you must specify at least 1 of stdin, stdout, stderr"),
+    ("/api/v1/namespaces/default/pods/one/exec?command=ls&stdout=true", "Upgrade request required"),
+])
+async def test_checks_before_the_upgrade(server, path, message):
+    code, body = await _get(server, path)
+    assert (code, body["reason"], body["message"]) == (400, "BadRequest", message)
+
+
+async def test_exec_over_websocket_channels(server):
+    url = (f"ws://127.0.0.1:{server.port}/api/v1/namespaces/default/pods/one/exec"
+           "?command=tr&command=a-z&stdin=true&stdout=true&stderr=true")
+    async with aiohttp.ClientSession() as http:
+        async with http.ws_connect(url, protocols=("v5.channel.k8s.io", "v4.channel.k8s.io")) as ws:
+            assert ws.protocol == "v5.channel.k8s.io"
+            await ws.send_bytes(b"\x00hello")
+            await ws.send_bytes(bytes([255, 0]))  # v5 CLOSE of stdin
+            frames = [m.data async for m in ws if m.type == aiohttp.WSMsgType.BINARY]
+    by_channel = {}
+    for f in frames:
+        by_channel[f[0]] = by_channel.get(f[0], b"") + f[1:]
+    assert by_channel[1] == b"HELLO" and by_channel[2] == b"app:tr a-z"
+    assert orjson.loads(by_channel[3]) == {
+        "metadata": {}, "status": "Failure",
+        "message": "command terminated with non-zero exit code: error executing command [tr a-z], exit code 5",
+        "reason": "NonZeroExitCode", "details": {"causes": [{"reason": "ExitCode", "message": "5"}]}}
+
+
+async def test_a_command_that_cannot_run_is_an_internal_error_status(server):
+    url = f"ws://127.0.0.1:{server.port}/api/v1/namespaces/default/pods/one/exec?command=missing&stdout=true"
+    async with aiohttp.ClientSession() as http:
+        async with http.ws_connect(url, protocols=("v4.channel.k8s.io",)) as ws:
+            frames = [m.data async for m in ws if m.type == aiohttp.WSMsgType.BINARY]
+    status = orjson.loads(b"".join(f[1:] for f in frames if f[0] == 3))
+    assert status["reason"] == "InternalError" and status["message"] == (
+        'Internal error occurred: error executing command in container: exec: "missing": executable file not found '
+        "in $PATH")
+
+
+def _frame_headers(deflate, headers: dict) -> bytes:
+    raw = struct.pack(">I", len(headers)) + b"".join(
+        struct.pack(">I", len(k)) + k.encode() + struct.pack(">I", len(v)) + v.encode() for k, v in headers.items())
+    return deflate.compress(raw) + deflate.flush(zlib.Z_SYNC_FLUSH)
+
+
+async def test_spdy_session_streams_replies_data_and_pings():
+    to_server, to_client = asyncio.StreamReader(), asyncio.StreamReader()
+
+    async def write(data: bytes) -> None:
+        to_client.feed_data(data)
+    session = SpdySession(to_server.read, write)
+    serving = asyncio.ensure_future(session.serve())
+    deflate = zlib.compressobj(9, zdict=DICTIONARY)
+    block = _frame_headers(deflate, {"streamtype": "stdin", "port": "80"})
+    to_server.feed_data(struct.pack(">HHI", 0x8003, 1, len(block) + 10) + struct.pack(">IIH", 1, 0, 0) + block)
+    to_server.feed_data(struct.pack(">II", 1, (1 << 24) | 5) + b"hello")  # DATA with FIN
+    to_server.feed_data(struct.pack(">HHI", 0x8003, 6, 4) + struct.pack(">I", 7))  # PING
+    stream = await asyncio.wait_for(session.incoming.get(), 5)
+    assert stream.headers == {"streamtype": "stdin", "port": "80"}
+    assert await stream.reader.read() == b"hello"
+    await stream.write(b"back")
+    await stream.close()
+    inflate = zlib.decompressobj(zdict=DICTIONARY)
+    head = await to_client.readexactly(8)
+    assert struct.unpack(">HH", head[:4]) == (0x8003, 2)  # SYN_REPLY
+    body = await to_client.readexactly(struct.unpack(">I", head[4:])[0] & 0xFFFFFF)
+    assert struct.unpack(">I", body[:4])[0] == 1 and inflate.decompress(body[4:]) == b"\x00\x00\x00\x00"
+    assert await to_client.readexactly(12) == struct.pack(">HHI", 0x8003, 6, 4) + struct.pack(">I", 7)
+    assert await to_client.readexactly(12) == struct.pack(">II", 1, 4) + b"back"
+    assert await to_client.readexactly(8) == struct.pack(">II", 1, 1 << 24)  # FIN
+    to_server.feed_eof()
+    await asyncio.wait_for(serving, 5)
+    assert await session.incoming.get() is None
