@@ -63,8 +63,8 @@ def policy(name: str, ns: str, **spec) -> dict:
 
 
 def curl(c, uid: str, url: str) -> str:
-    """HTTP status of one GET from inside the pod `uid`'s network namespace ('000': no answer within 1 s)."""
-    r = subprocess.run(["ip", "netns", "exec", c.net.pod_ns(uid), "curl", "-s", "-o", "/dev/null", "-m", "1",
+    """HTTP status of one GET from inside the pod `uid`'s network namespace ('000': not connected within 0.5 s)."""
+    r = subprocess.run(["ip", "netns", "exec", c.net.pod_ns(uid), "curl", "-s", "-o", "/dev/null", "--connect-timeout", "0.5", "-m", "2",
                         "-w", "%{http_code}", url], capture_output=True, text=True, timeout=10)
     return r.stdout.strip()
 
