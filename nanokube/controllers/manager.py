@@ -36,6 +36,7 @@ from .service_lb import DEFAULT_POOL, ServiceLBController
 from .statefulset import StatefulSetController
 from .taint_eviction import TaintEvictionController
 from .ttl_after_finished import TTLAfterFinishedController
+from .validatingadmissionpolicy_status import ValidatingAdmissionPolicyStatusController
 
 #: the Lease (in kube-system) whose holder runs the controllers
 LEASE_NAME = "kube-controller-manager"
@@ -73,6 +74,7 @@ def build_controllers(client, clock: Clock = REAL, load_balancer_pool: str = DEF
         NodeLifecycleController(client, clock=clock, **node_lifecycle_options()),
         TaintEvictionController(client, clock=clock),
         DeviceTaintEvictionController(client, clock=clock, **device_taint_options()),
+        ValidatingAdmissionPolicyStatusController(client, clock=clock),
     ]
 
 

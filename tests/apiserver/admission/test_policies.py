@@ -6,6 +6,8 @@ validation."""
 
 from __future__ import annotations
 
+import copy
+
 import orjson
 import pytest
 
@@ -133,7 +135,7 @@ async def test_params_by_selector_not_found_allow_and_failure_policy(stack):
     assert e.value.message.endswith("ValidatingAdmissionPolicy 'labels' with binding 'labels' denied request: "
                                     "required label missing")
     policies = api(stack, "validatingadmissionpolicies")
-    p = await policies.get("labels")
+    p = copy.deepcopy(await policies.get("labels"))
     p["spec"]["failurePolicy"] = "Fail"
     await policies.update(p)
     with pytest.raises(APIError) as e:

@@ -4,6 +4,8 @@ failure policies, reinvocation, warnings, dry run and DELETE."""
 
 from __future__ import annotations
 
+import copy
+
 import socket
 
 import pytest
@@ -127,7 +129,7 @@ async def test_failure_policies(stack, server):
     assert e.value.message == ('Internal error occurred: failed calling webhook "down.example.com": failed to call webhook: '
                                f'Post "https://127.0.0.1:{port}/v?timeout=10s": dial tcp 127.0.0.1:{port}: connect: connection refused')
     cfgs = stack.client.resource(G, "v1", "validatingwebhookconfigurations")
-    cfg = await cfgs.get("v")
+    cfg = copy.deepcopy(await cfgs.get("v"))
     cfg["webhooks"][0]["failurePolicy"] = "Ignore"
     await cfgs.update(cfg)
     await stack.client.resource("", "v1", "configmaps").create(cm("a"))
@@ -164,7 +166,7 @@ async def test_subresource_rules(stack, server):
     rules = [{"operations": ["UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["namespaces/status"]}]
     await configure(stack, "validating", "v", hook(server, "st.example.com", "/v", rules=rules))
     nss = stack.client.resource("", "v1", "namespaces")
-    ns = await nss.get("default")
+    ns = copy.deepcopy(await nss.get("default"))
     ns["metadata"]["labels"] = {"a": "b"}
     await nss.update(ns)
     ns = await nss.get("default")
@@ -250,7 +252,7 @@ async def test_service_reference_resolves_through_ready_endpoints(stack):
             await stack.client.resource("", "v1", "configmaps").create(cm("a"))
         assert e.value.message == 'admission webhook "svc.example.com" denied the request: via service'
         cfgs = stack.client.resource(G, "v1", "validatingwebhookconfigurations")
-        cfg = await cfgs.get("svc")
+        cfg = copy.deepcopy(await cfgs.get("svc"))
         cfg["webhooks"][0]["clientConfig"]["service"]["name"] = "missing"
         await cfgs.update(cfg)
         with pytest.raises(APIError) as e:

@@ -1,0 +1,72 @@
+"""The ValidatingAdmissionPolicy status controller: expressions type-checked
+against the matched kinds' schemas, warnings and observedGeneration written
+to status, wildcard rules left unchecked."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from nanokube.controllers.validatingadmissionpolicy_status import ValidatingAdmissionPolicyStatusController
+from tests.controllers import eventually, make_stack
+
+G = "admissionregistration.k8s.io"
+
+
+@pytest.fixture
+async def stack():
+    s = await make_stack()
+    yield s
+    await s.rest.admission.client.close()
+    await s.close()
+
+
+def policy(name, rules, *validations, param_kind=None):
+    spec = {"matchConstraints": {"resourceRules": rules},
+            "validations": [{"expression": e} if isinstance(e, str) else e for e in validations]}
+    if param_kind:
+        spec["paramKind"] = param_kind
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+DEPLOYMENTS = [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["deployments"]}]
+
+
+async def test_type_checking_warnings_and_observed_generation(stack):
+    ctrl = ValidatingAdmissionPolicyStatusController(stack.client)
+    await ctrl.start()
+    vaps = stack.client.resource(G, "v1", "validatingadmissionpolicies")
+    await vaps.create(policy("typed", DEPLOYMENTS, "object.spec.replicas <= 5",
+                             {"expression": "object.spec.replica <= 5", "messageExpression": "params.data.msg"},
+                             param_kind={"apiVersion": "v1", "kind": "ConfigMap"}))
+
+    async def checked():
+        got = await vaps.get("typed")
+        return got if (got.get("status") or {}).get("observedGeneration") == 1 else None
+
+    got = await eventually(checked)
+    assert got["status"]["typeChecking"]["expressionWarnings"] == [{
+        "fieldRef": "spec.validations[1].expression",
+        "warning": "apps/v1, Kind=Deployment: ERROR: <input>:1:13: undefined field 'replica'\n"
+                   " | object.spec.replica <= 5\n | ............^\n"}]
+    got = copy.deepcopy(got)
+    got["spec"]["validations"] = [{"expression": "object.spec.replicas <= 5", "messageExpression": "params.dat.msg"}]
+    await vaps.update(got)
+
+    async def rechecked():
+        got = await vaps.get("typed")
+        return got if (got.get("status") or {}).get("observedGeneration") == 2 else None
+
+    got = await eventually(rechecked)
+    assert [w["fieldRef"] for w in got["status"]["typeChecking"]["expressionWarnings"]] == [
+        "spec.validations[0].messageExpression"]
+    wild = [{"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["CREATE"], "resources": ["*"]}]
+    await vaps.create(policy("wild", wild, "object.anything == 1"))
+
+    async def wild_checked():
+        got = await vaps.get("wild")
+        return got if (got.get("status") or {}).get("observedGeneration") == 1 else None
+
+    assert (await eventually(wild_checked))["status"]["typeChecking"] == {"expressionWarnings": []}
+    await ctrl.stop()
