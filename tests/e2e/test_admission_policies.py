@@ -12,6 +12,8 @@ import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from .conftest import wait_for
+
 GPU_CLASS = "gpu.example.com"
 
 POLICY = """
@@ -127,3 +129,57 @@ def test_every_podgroup_gets_the_label(policies):
     created = api.create_namespaced_custom_object("scheduling.k8s.io", "v1beta1", "team-b", "podgroups",
                                                   {**pg, "metadata": {"name": "eval", "labels": {"keep": "me"}}})
     assert created["metadata"]["labels"] == {"keep": "me", "scheduling.example.com/queue": "team-b"}
+
+
+def test_policy_status_is_type_checked(policies):
+    got = wait_for(lambda: (policies.kubectl_json("get", "validatingadmissionpolicy", "gpu-quota").get("status") or {})
+                   .get("observedGeneration") == 1 and policies.kubectl_json("get", "validatingadmissionpolicy",
+                                                                             "gpu-quota"),
+                   timeout=10, what="gpu-quota policy status", every=0.1)
+    # the rule names every version ("*"), so there is no single kind to check against
+    assert got["status"]["typeChecking"] == {"expressionWarnings": []}
+
+
+QUOTA_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "replicalimits.policy.example.com"},
+    "spec": {"group": "policy.example.com", "scope": "Cluster",
+             "names": {"plural": "replicalimits", "singular": "replicalimit", "kind": "ReplicaLimit",
+                       "listKind": "ReplicaLimitList"},
+             "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                 "type": "object", "properties": {"maxReplicas": {"type": "integer"}}}}}]}}
+
+
+def test_params_from_a_custom_resource(policies):
+    policies.kubectl("apply", "-f", "-", input=json.dumps(QUOTA_CRD))
+    wait_for(lambda: policies.kubectl("get", "replicalimits", check=False).returncode == 0, timeout=10,
+             what="ReplicaLimit served", every=0.1)
+    policies.kubectl("apply", "-f", "-", input=json.dumps(
+        {"apiVersion": "policy.example.com/v1", "kind": "ReplicaLimit", "metadata": {"name": "small"}, "maxReplicas": 3}))
+    policy = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+              "metadata": {"name": "replica-limit"},
+              "spec": {"paramKind": {"apiVersion": "policy.example.com/v1", "kind": "ReplicaLimit"},
+                       "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                                                               "operations": ["CREATE", "UPDATE"],
+                                                               "resources": ["deployments"]}]},
+                       "validations": [{"expression": "object.spec.replicas <= params.maxReplicas",
+                                        "messageExpression": "'at most ' + string(params.maxReplicas) + ' replicas'"},
+                                       {"expression": "object.spec.replica >= 0"}]}}
+    binding = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+               "metadata": {"name": "replica-limit"},
+               "spec": {"policyName": "replica-limit", "validationActions": ["Deny"],
+                        "paramRef": {"name": "small", "parameterNotFoundAction": "Deny"},
+                        "matchResources": {"namespaceSelector": {"matchLabels": {
+                            "kubernetes.io/metadata.name": "team-a"}}}}}
+    policies.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                          "items": [policy, binding]}))
+    status = wait_for(lambda: (policies.kubectl_json("get", "validatingadmissionpolicy", "replica-limit")
+                               .get("status") or {}).get("typeChecking"), timeout=10, what="type checking", every=0.1)
+    assert status["expressionWarnings"] == [{
+        "fieldRef": "spec.validations[1].expression",
+        "warning": "apps/v1, Kind=Deployment: ERROR: <input>:1:13: undefined field 'replica'\n"
+                   " | object.spec.replica >= 0\n | ............^\n"}]
+    r = policies.kubectl("create", "deployment", "web", "-n", "team-a", "--image=nginx", "--replicas=5", check=False)
+    assert r.returncode != 0
+    assert "ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit' denied request: at most 3 replicas" \
+        in r.stderr
