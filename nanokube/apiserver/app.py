@@ -87,6 +87,7 @@ class APIServer:
         self.authorizer = ChainAuthorizer(NodeAuthorizer(*cache_reader(self.index, self.cache)), self.rbac)
         self.rest.admission.authorizer = self.authorizer
         self.tokens = ServiceAccountTokens(load_or_create_key(pki.dir), self._lookup, clock) if pki else None
+        self.handlers.streams.authorize = self.authorizer.authorize
         self.handlers.reviews = Reviews(self.authorizer.authorize, self.rbac.rules_for,
                                         self.tokens.review if self.tokens else None)
         self.handlers.sub.tokens = self.tokens

@@ -131,3 +131,18 @@ async def test_spdy_session_streams_replies_data_and_pings():
     to_server.feed_eof()
     await asyncio.wait_for(serving, 5)
     assert await session.incoming.get() is None
+
+
+async def test_a_websocket_upgrade_also_needs_create_on_the_subresource(server):
+    from nanokube.apiserver.auth import Decision
+
+    asked = []
+
+    def authorize(user, groups, attrs):
+        asked.append((attrs.verb, attrs.resource, attrs.subresource))
+        return Decision(False, "")
+    server.handlers.streams.authorize = authorize
+    code, body = await _get(server, "/api/v1/namespaces/default/pods/one/exec?command=ls&stdout=true")
+    assert asked == [("create", "pods", "exec")]
+    assert (code, body["message"]) == (403, 'pods "one" is forbidden: User "system:admin" cannot create resource '
+                                            '"pods/exec" in API group "" in the namespace "default"')

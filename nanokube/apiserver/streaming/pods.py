@@ -16,6 +16,7 @@ import orjson
 from aiohttp import web
 
 from ...machinery import errors
+from ..auth.authorizer import Attributes, forbidden
 from ...machinery.streaming import (ERROR, PORT_FORWARD, STDERR, STDOUT, TUNNELED_PORT_FORWARD, V4, V5,
                                     NodeStreaming, StreamFailed, StreamSession, exit_status, failure_status)
 from .spdy import SpdySession, SpdyStream
@@ -40,10 +41,25 @@ class PodStreaming:
     def __init__(self, get_pod: Callable[[str, str], dict]):
         self.get_pod = get_pod
         self.node_servers: list[Callable[[str], NodeStreaming | None]] = []
+        #: the authorizer chain, `authorize(user, groups, attributes) -> Decision`; None serves unchecked
+        self.authorize: Callable | None = None
+
+    def _check_create(self, request: web.Request, namespace: str, name: str, sub: str) -> None:
+        """A WebSocket upgrade is a GET, authorized as `get`; it also needs `create`
+        on the subresource (AuthorizePodWebsocketUpgradeCreatePermission, on in 1.37)."""
+        user = request.get("user")
+        if self.authorize is None or user is None:
+            return
+        attrs = Attributes("create", request.path, True, "", "v1", "pods", sub, namespace, name)
+        decision = self.authorize(user.name, user.groups, attrs)
+        if not decision.allowed:
+            raise forbidden(user.name, attrs, decision.reason)
 
     async def handle(self, request: web.Request, namespace: str, name: str, sub: str) -> web.StreamResponse:
         if request.method not in ("GET", "POST"):
             raise errors.method_not_allowed()
+        if request.method == "GET":
+            self._check_create(request, namespace, name, sub)
         pod = self.get_pod(namespace, name)
         if sub == "portforward":
             node = self._node(pod)
