@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..metrics.api import GROUPS as METRICS_GROUPS
 from .aggregator.aggregator import Aggregator
 from .aggregator.autoregister import register_local_apiservices
+from .aggregator.crdregistration import CRDRegistration
 from .aggregator.requestheader import authentication_configmap, front_proxy_files
 from .apiextensions.serving import CustomResources
 from .componentstatus import ComponentStatuses
@@ -31,7 +32,7 @@ async def start_loops(server) -> list:
     """The API server's own controllers, started; stop each with `await c.stop()`."""
     loopback = LocalClient(server.rest, SYSTEM, "kube-apiserver")
     loops = [IPAddressRepair(loopback, clock=server.clock), FlowSchemaStatus(loopback, clock=server.clock),
-             ComponentStatuses(loopback, server.store, clock=server.clock),
+             ComponentStatuses(loopback, server.store, clock=server.clock), CRDRegistration(loopback, clock=server.clock),
              CustomResources(server, LocalClient(server.rest, SYSTEM, "kube-apiextensions-apiserver"),
                              server.resources_changed)]
     if server.pki is not None:

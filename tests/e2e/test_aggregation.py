@@ -179,3 +179,21 @@ def test_unavailable_apiservice(cluster):
     r = cluster.kubectl("get", "--raw", "/apis/nowhere.example.com/v1", check=False)
     assert r.returncode != 0 and "ServiceUnavailable" in r.stderr or "service unavailable" in r.stderr
     reg.delete_api_service("v1.nowhere.example.com")
+
+
+def test_custom_resource_definitions_get_local_apiservices(cluster):
+    crd = {"metadata": {"name": "widgets.example.com"}, "spec": {
+        "group": "example.com", "scope": "Namespaced",
+        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+        "versions": [{"name": v, "served": True, "storage": v == "v1",
+                      "schema": {"openAPIV3Schema": {"type": "object"}}} for v in ("v1", "v1beta1")]}}
+    ext = client.ApiextensionsV1Api(cluster.client())
+    ext.create_custom_resource_definition(crd)
+    reg = client.ApiregistrationV1Api(cluster.client())
+    a = wait_for(lambda: _available(reg, "v1.example.com"), 10, "v1.example.com Available")
+    assert (a.spec.group_priority_minimum, a.spec.version_priority) == (1000, 100)
+    assert a.metadata.labels == {"kube-aggregator.kubernetes.io/automanaged": "true"}
+    assert wait_for(lambda: _available(reg, "v1beta1.example.com"), 10, "v1beta1.example.com Available")
+    ext.delete_custom_resource_definition("widgets.example.com")
+    wait_for(lambda: "v1.example.com" not in {x.metadata.name for x in reg.list_api_service().items}, 20,
+             "the CRD's APIService removed")
