@@ -115,12 +115,13 @@ class APIServer:
         await self.cache.start()
         for res in self.index.resources:
             res.strategy.restore([e.obj for _, e in self.cache.list(res.key_prefix())])
+        if self.audit_log_path:  # before anything writes: the server's own writes are audited too
+            self.audit = self.rest.audit = AuditLog(self.audit_log_path, self.clock)
         await self._bootstrap()
         middlewares = [self._authn]
         await controlplane.bootstrap(self)
         self._loops = await controlplane.start_loops(self)
-        if self.audit_log_path:
-            self.audit = AuditLog(self.audit_log_path, self.clock)
+        if self.audit:
             middlewares.insert(0, self.audit.middleware)
         middlewares.insert(1 if self.audit_log_path else 0, http_exceptions)
         app = web.Application(middlewares=middlewares, client_max_size=4 * 1024 * 1024)

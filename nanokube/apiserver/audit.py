@@ -1,7 +1,9 @@
 """Audit logging of writes, as kube-apiserver's log backend writes them: one
 `audit.k8s.io/v1` Event per line at the `Metadata` level and stage
 `ResponseComplete`, for every create, update, patch and delete, including
-those refused by authentication, authorization, admission or validation."""
+those refused by authentication, authorization, admission or validation, and
+those of the components that run inside the server and write through the
+loopback client (upstream's run as separate clients and are audited alike)."""
 
 from __future__ import annotations
 
@@ -46,32 +48,59 @@ class AuditLog:
 
     def _write(self, request: web.Request, attrs, response: web.StreamResponse, received: str) -> None:
         user = request.get("user")
-        event = {
-            "kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": "Metadata",
-            "auditID": request.headers.get("Audit-ID") or str(uuid.uuid4()), "stage": "ResponseComplete",
-            "requestURI": str(request.rel_url), "verb": attrs.verb,
-            "user": {"username": user.name, "groups": list(user.groups)} if user else
-                    {"username": "system:anonymous", "groups": ["system:unauthenticated"]},
-            "sourceIPs": [request.remote] if request.remote else [],
-            "userAgent": request.headers.get("User-Agent", ""),
-        }
-        body = _json_body(response)
+        ref = None
         if attrs.resource_request:
             ref = {"resource": attrs.resource, "namespace": attrs.namespace, "name": attrs.name,
                    "apiGroup": attrs.group, "apiVersion": attrs.version, "subresource": attrs.subresource}
-            md = body.get("metadata") if response.status < 300 and body.get("kind") != "Status" else None
+        self._emit(
+            verb=attrs.verb, uri=str(request.rel_url), user=user, ref=ref, code=response.status,
+            body=_json_body(response), received=received, audit_id=request.headers.get("Audit-ID") or str(uuid.uuid4()),
+            source_ips=[request.remote] if request.remote else [], user_agent=request.headers.get("User-Agent", ""),
+            annotations=dict(request.get(ANNOTATIONS) or {}),
+        )
+
+    def loopback(self, *, verb: str, user, res, version: str, namespace: str | None, name: str, subresource: str,
+                 code: int, body: dict, received: str, user_agent: str) -> None:
+        """A write by a component running inside the server (controllers, scheduler, node agents): its
+        requests never cross HTTP but are audited the same, with the URI the HTTP request would have."""
+        path = ("/api/" if not res.group else f"/apis/{res.group}/") + version
+        if namespace and res.namespaced:
+            path += f"/namespaces/{namespace}"
+        path += f"/{res.plural}" + (f"/{name}" if name else "") + (f"/{subresource}" if subresource else "")
+        ref = {"resource": res.plural, "namespace": namespace if res.namespaced else "", "name": name,
+               "apiGroup": res.group, "apiVersion": version, "subresource": subresource}
+        self._emit(verb=verb, uri=path, user=user, ref=ref, code=code, body=body, received=received,
+                   audit_id=str(uuid.uuid4()), source_ips=["127.0.0.1"], user_agent=user_agent,
+                   annotations={"authorization.k8s.io/decision": "allow",
+                                "authorization.k8s.io/reason": "loopback: a component of the API server"})
+
+    def now(self) -> str:
+        return self.clock.rfc3339_micro()
+
+    def _emit(self, *, verb: str, uri: str, user, ref: dict | None, code: int, body: dict, received: str,
+              audit_id: str, source_ips: list[str], user_agent: str, annotations: dict) -> None:
+        event = {
+            "kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": "Metadata",
+            "auditID": audit_id, "stage": "ResponseComplete", "requestURI": uri, "verb": verb,
+            "user": {"username": user.name, "groups": list(user.groups)} if user else
+                    {"username": "system:anonymous", "groups": ["system:unauthenticated"]},
+            "sourceIPs": source_ips,
+            "userAgent": user_agent,
+        }
+        if ref is not None:
+            md = body.get("metadata") if code < 300 and body.get("kind") != "Status" else None
             if isinstance(md, dict):
                 ref["name"] = ref["name"] or md.get("name", "")
                 ref["uid"] = md.get("uid", "")
                 ref["resourceVersion"] = md.get("resourceVersion", "")
             event["objectRef"] = {k: v for k, v in ref.items() if v}
-        status = {"metadata": {}, "code": response.status}
-        if response.status >= 400 and body.get("kind") == "Status":
+        status = {"metadata": {}, "code": code}
+        if code >= 400 and body.get("kind") == "Status":
             status |= {k: body[k] for k in ("status", "message", "reason") if body.get(k)}
         event["responseStatus"] = status
         event["requestReceivedTimestamp"] = received
         event["stageTimestamp"] = self.clock.rfc3339_micro()
-        event["annotations"] = dict(request.get(ANNOTATIONS) or {})
+        event["annotations"] = annotations
         try:
             self._file.write(orjson.dumps(event) + b"\n")
             self._file.flush()

@@ -8,14 +8,14 @@ immutable (copy before changing).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
 
 from ..machinery import errors
 from ..machinery.user import CONTROLLER_USER, User
-from .rest import GenericREST, WriteOptions
+from .rest import GenericREST, Result, WriteOptions
 from .subresources import Subresources
 
 def connector(rest: GenericREST) -> Callable[[User, str], LocalClient]:
@@ -55,6 +55,25 @@ class ResourceClient:
     def _opts(self, **kw) -> WriteOptions:
         return WriteOptions(field_manager=self.c.field_manager, user=self.c.user, **kw)
 
+    async def _audited(self, verb: str, namespace: str | None, name: str, call: Awaitable, subresource: str = "",
+                       code: int = 200) -> Any:
+        """Run a write, logged to the audit log (when the server keeps one) as a write over HTTP is."""
+        audit = self.c.rest.audit
+        if audit is None:
+            return await call
+        received = audit.now()
+        where = dict(verb=verb, user=self.c.user, res=self.res, version=self.version, namespace=namespace, name=name,
+                     subresource=subresource, received=received, user_agent=self.c.field_manager)
+        try:
+            out = await call
+        except errors.APIError as e:
+            audit.loopback(code=e.code, body=e.status(), **where)
+            raise
+        body = out.obj if isinstance(out, Result) else out
+        audit.loopback(code=out.code if isinstance(out, Result) else code, body=body if isinstance(body, dict) else {},
+                       **where)
+        return out
+
     async def get(self, name: str, namespace: str | None = None) -> dict:
         return await self.c.rest.get(self.res, self.version, namespace, name)
 
@@ -70,13 +89,15 @@ class ResourceClient:
 
     async def create(self, obj: dict, namespace: str | None = None) -> dict:
         ns = namespace or (obj.get("metadata") or {}).get("namespace")
-        return (await self.c.rest.create(self.res, self.version, ns, orjson.loads(orjson.dumps(obj)), self._opts())).obj
+        return (await self._audited("create", ns, "", self.c.rest.create(
+            self.res, self.version, ns, orjson.loads(orjson.dumps(obj)), self._opts()))).obj
 
     async def update(self, obj: dict, subresource: str = "") -> dict:
         md = obj["metadata"]
         body = orjson.loads(orjson.dumps(obj))
-        return (await self.c.rest.update(self.res, self.version, md.get("namespace"), md["name"], body, self._opts(),
-                                         subresource=subresource)).obj
+        return (await self._audited("update", md.get("namespace"), md["name"], self.c.rest.update(
+            self.res, self.version, md.get("namespace"), md["name"], body, self._opts(), subresource=subresource),
+            subresource)).obj
 
     async def patch(self, name: str, patch: Any, patch_type: str = "application/merge-patch+json",
                     namespace: str | None = None, subresource: str = "", field_manager: str = "", force: bool = False) -> dict:
@@ -84,8 +105,8 @@ class ResourceClient:
         if field_manager:
             opts.field_manager = field_manager
         raw = patch if isinstance(patch, bytes) else orjson.dumps(patch)
-        return (await self.c.rest.patch(self.res, self.version, namespace, name, patch_type, raw, opts,
-                                        subresource=subresource)).obj
+        return (await self._audited("patch", namespace, name, self.c.rest.patch(
+            self.res, self.version, namespace, name, patch_type, raw, opts, subresource=subresource), subresource)).obj
 
     async def delete(self, name: str, namespace: str | None = None, propagation_policy: str | None = None,
                      grace_period_seconds: int | None = None, preconditions: dict | None = None) -> dict:
@@ -96,19 +117,20 @@ class ResourceClient:
             options["gracePeriodSeconds"] = grace_period_seconds
         if preconditions:
             options["preconditions"] = preconditions
-        return (await self.c.rest.delete(self.res, self.version, namespace, name, options, self._opts())).obj
+        return (await self._audited("delete", namespace, name, self.c.rest.delete(
+            self.res, self.version, namespace, name, options, self._opts()))).obj
 
     async def delete_collection(self, namespace: str | None = None, label_selector: str = "") -> list[dict]:
-        return await self.c.rest.delete_collection(self.res, self.version, namespace, {}, self._opts(),
-                                                   label_selector=label_selector)
+        return await self._audited("deletecollection", namespace, "", self.c.rest.delete_collection(
+            self.res, self.version, namespace, {}, self._opts(), label_selector=label_selector))
 
     async def get_scale(self, name: str, namespace: str | None = None) -> dict:
         """The autoscaling/v1 Scale of a resource with a scale subresource (workloads, CRDs)."""
         return await self.c.subresources.get_scale(self.res, namespace, name)
 
     async def update_scale(self, name: str, replicas: int, namespace: str | None = None) -> dict:
-        return await self.c.subresources.put_scale(self.res, self.version, namespace, name,
-                                                   {"spec": {"replicas": replicas}}, self._opts())
+        return await self._audited("update", namespace, name, self.c.subresources.put_scale(
+            self.res, self.version, namespace, name, {"spec": {"replicas": replicas}}, self._opts()), "scale")
 
     async def create_subresource(self, name: str, subresource: str, body: dict,
                                  namespace: str | None = None) -> dict:
@@ -117,5 +139,7 @@ class ResourceClient:
             raise errors.method_not_allowed()
         body = orjson.loads(orjson.dumps(body))
         if subresource == "binding":
-            return await self.c.subresources.bind(self.res, namespace, name, body, self._opts())
-        return await self.c.subresources.evict(namespace, name, body, self._opts())
+            call = self.c.subresources.bind(self.res, namespace, name, body, self._opts())
+        else:
+            call = self.c.subresources.evict(namespace, name, body, self._opts())
+        return await self._audited("create", namespace, name, call, subresource, code=201)

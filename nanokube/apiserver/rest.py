@@ -150,6 +150,8 @@ class GenericREST:
         self.index = index
         self.clock = clock
         self.admission = admission
+        #: the audit log (audit.AuditLog), which the loopback client reports in-process writes to; None when off
+        self.audit = None
 
     # --- helpers ---------------------------------------------------------
 

@@ -306,11 +306,18 @@ class Scheduler:
         t.add_done_callback(self._binds.discard)
 
     async def _bind(self, fwk: Framework, state: CycleState, info: PodInfo, node: str, cycle: int, start: float) -> None:
-        st: Status | None = await fwk.wait_on_permit(info)
-        if st is None:
-            st = await fwk.run_pre_bind(state, info, node)
-        if st is None:
-            st = await fwk.run_bind(state, info, node)
+        try:
+            st: Status | None = await fwk.wait_on_permit(info)
+            if st is None:
+                st = await fwk.run_pre_bind(state, info, node)
+            if st is None:
+                st = await fwk.run_bind(state, info, node)
+        except APIError as e:  # e.g. the pod or its claim was deleted while it waited or bound
+            st = Status(Code.ERROR, [e.message])
+        except Exception as e:  # a plugin's bug fails this attempt; it must not end the task unseen
+            log.exception("binding %s/%s to %s failed", info.pod["metadata"].get("namespace"),
+                          info.pod["metadata"]["name"], node)
+            st = Status(Code.ERROR, [f"binding failed: {e}"])
         if st is not None:
             fwk.run_unreserve(state, info, node)
             self.cache.forget(info)

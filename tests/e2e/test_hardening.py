@@ -446,3 +446,26 @@ def test_core_events_are_served_by_events_k8s_io_with_a_null_event_time(existing
         "reason": "Tested", "message": "m", "type": "Normal"})[0] == 201
     code, _, got = existing.request("GET", f"/apis/events.k8s.io/v1/namespaces/{NS}/events/legacy")
     assert code == 200 and "eventTime" in got and got["eventTime"] is None, got
+
+
+def test_writes_by_the_servers_own_components_are_audited(existing, cluster):
+    """A Deployment's pods are created by the controller manager and bound by the scheduler, both in-process:
+    their writes are in the audit log with their users, as kube-apiserver audits its clients."""
+    assert existing.request("POST", DEPLOYS, {"metadata": {"name": "audited"}, "spec": {
+        "replicas": 1, "selector": {"matchLabels": {"app": "audited"}},
+        "template": {"metadata": {"labels": {"app": "audited"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}})[0] == 201
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        events = [json.loads(line) for line in (cluster.data_dir / "audit.log").read_bytes().splitlines()]
+        ours = [e for e in events if e.get("objectRef", {}).get("namespace") == NS
+                and e["objectRef"].get("resource") == "pods" and e["objectRef"].get("name", "").startswith("audited-")]
+        creates = [e for e in ours if e["verb"] == "create" and not e["objectRef"].get("subresource")]
+        bindings = [e for e in ours if e["objectRef"].get("subresource") == "binding"]
+        if creates and bindings:
+            break
+        time.sleep(0.2)
+    assert creates and bindings, ours
+    assert creates[0]["user"]["username"] == "system:kube-controller-manager"
+    assert creates[0]["responseStatus"]["code"] == 201 and creates[0]["objectRef"]["uid"]
+    assert bindings[0]["user"]["username"] == "system:kube-scheduler"
+    assert bindings[0]["requestURI"].endswith("/binding")

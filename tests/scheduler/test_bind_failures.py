@@ -1,0 +1,55 @@
+"""A binding cycle whose plugin fails (the pod deleted between scheduling and
+binding) fails that attempt: nothing escapes the binding task unseen, and the
+scheduler goes on binding other pods."""
+
+import asyncio
+import gc
+
+import pytest
+
+from nanokube.machinery.errors import not_found
+from nanokube.scheduler.scheduler import Scheduler
+from tests.controllers import eventually, make_stack
+from tests.scheduler import node, pod
+from tests.scheduler.test_scheduler import add_node, bound, strip_uid
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    await add_node(s.client, node("n1", "4", "8Gi"))
+    sched = Scheduler(s.client, seed=1)
+    await sched.start()
+    yield s.client, sched
+    await sched.stop()
+    await s.close()
+
+
+@pytest.mark.parametrize("failure", ["deleted", "bug"])
+async def test_a_failing_binding_cycle_is_handled(env, failure):
+    client, sched = env
+    pods = client.resource("", "v1", "pods")
+    fwk = sched.frameworks["default-scheduler"]
+    real_pre_bind = fwk.run_pre_bind
+    unretrieved = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _, ctx: unretrieved.append(ctx))
+
+    async def pre_bind(state, info, node_name):
+        if info.pod["metadata"]["name"] == "doomed":
+            await pods.delete("doomed", "default", grace_period_seconds=0)
+            if failure == "deleted":
+                raise not_found("", "pods", "doomed")
+            raise RuntimeError("a plugin bug")
+        return await real_pre_bind(state, info, node_name)
+
+    fwk.run_pre_bind = pre_bind
+    try:
+        await pods.create(strip_uid(pod("doomed", "1")))
+        await pods.create(strip_uid(pod("fine", "1")))
+        assert await eventually(bound(pods, "fine")) == "n1"
+        await asyncio.sleep(0.2)
+        gc.collect()
+        assert not unretrieved, unretrieved
+    finally:
+        loop.set_exception_handler(None)
