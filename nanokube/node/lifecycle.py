@@ -299,7 +299,10 @@ class PodWorker:
         policy = (self.pod.get("spec") or {}).get("restartPolicy", "Always")
         while True:
             deadline = None if run is None else self.clock.monotonic() + max(run, 0.0)
-            self.io.started({c["name"]: image_ref(c.get("image", "")) for c in self._containers()})
+            inits = (self.pod.get("spec") or {}).get("initContainers") or []
+            self.io.started({c["name"]: image_ref(c.get("image", "")) for c in self._sidecars() + self._containers()},
+                            {c["name"]: image_ref(c.get("image", "")) for c in inits
+                             if c.get("restartPolicy") != "Always"})
             if not (adopted and self.started_at):
                 now = self.clock.rfc3339()
                 self.started_at = now

@@ -37,6 +37,7 @@ class SimulatedIO:
     def __init__(self, worker):
         self.worker = worker
         self.logs: dict[str, list[ContainerLog]] = {}
+        self.running: list[str] = []  # containers of the current instance (init containers have finished)
         self._scripted: asyncio.Task | None = None
         self.exit_code: int | None = None
         self._exited = asyncio.Event()
@@ -46,13 +47,23 @@ class SimulatedIO:
 
     def _write(self, line: str, containers=None) -> None:
         now = self.worker.clock.now()
-        for name in containers or self.logs:
+        for name in containers or self.running:
             self.logs[name][-1].append(now, "stdout", line.encode() + b"\n")
 
-    def started(self, image_of: dict[str, str]) -> None:
-        """A new instance of every container: keep the last one as `previous`."""
+    def started(self, image_of: dict[str, str], inits: dict[str, str] | None = None) -> None:
+        """A new instance of every container: keep the last one as `previous`.
+        Init containers (`inits`, on the pod's first start) ran and exited 0 just before."""
         self.exit_code = None
         self._exited.clear()
+        for name, image in (inits or {}).items():
+            if name not in self.logs:
+                log = ContainerLog()
+                now = self.worker.clock.now()
+                for line in (f"started (image {image})", "exited with code 0"):
+                    log.append(now, "stdout", f"nanokube: init container {name} {line}\n".encode())
+                log.close()
+                self.logs[name] = [log]
+        self.running = list(image_of)
         for name, image in image_of.items():
             self.logs[name] = [*self.logs.get(name, [])[-1:], ContainerLog()]
             self._write(f"nanokube: container {name} started (image {image})", [name])
@@ -81,7 +92,7 @@ class SimulatedIO:
         if self._scripted is not None:
             self._scripted.cancel()
             self._scripted = None
-        for name in self.logs:
+        for name in self.running:
             if why:
                 self._write(f"nanokube: container {name} {why}", [name])
             self._write(f"nanokube: container {name} exited with code {code}", [name])

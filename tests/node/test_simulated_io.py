@@ -1,0 +1,75 @@
+"""Simulated containers' logs, exec, attach and port-forward, as their pod's annotations declare them."""
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+from nanokube.clock import Clock
+from nanokube.machinery.errors import APIError
+from nanokube.machinery.streaming import LogOptions, StreamFailed, StreamSession
+from nanokube.node.simulated_io import SimulatedIO
+
+
+def worker(annotations=None, ports=()):
+    pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u1", "annotations": annotations or {}},
+           "spec": {"containers": [{"name": "main", "ports": [{"containerPort": p} for p in ports]}]}}
+    return SimpleNamespace(pod=pod, clock=Clock(), uid="u1", name="p", namespace="ns")
+
+
+def session(out: list, stdin=False):
+    async def write(data):
+        out.append(data)
+    return StreamSession(stdin, True, True, False, write, write)
+
+
+async def test_log_lines_of_init_and_app_containers_and_the_previous_instance():
+    io = SimulatedIO(worker({"sim.nanokube.io/log": "hello"}))
+    io.started({"main": "img:1"}, {"setup": "img:0"})
+    assert io.serve_log("setup", LogOptions()) == (b"nanokube: init container setup started (image img:0)\n"
+                                                   b"nanokube: init container setup exited with code 0\n")
+    io.exited(2)
+    io.started({"main": "img:1"})
+    assert io.serve_log("main", LogOptions(previous=True)).endswith(b"hello\nnanokube: container main exited with code 2\n")
+    assert io.serve_log("main", LogOptions(tail_lines=1)) == b"hello\n"
+    with pytest.raises(APIError, match="is waiting to start"):
+        io.serve_log("other", LogOptions())
+
+
+async def test_exec_is_scripted_or_not_found():
+    io = SimulatedIO(worker({"sim.nanokube.io/exec.hostname": "p\n",
+                             "sim.nanokube.io/exec.fail": '{"stderr": "bad\\n", "exitCode": 4}'}))
+    io.started({"main": "img"})
+    out = []
+    assert await io.exec("main", ["/bin/hostname"], session(out)) == 0 and out == [b"p\n"]
+    assert await io.exec("main", ["fail", "now"], session(out)) == 4 and out[-1] == b"bad\n"
+    with pytest.raises(StreamFailed, match='exec: "ls": executable file not found in \\$PATH'):
+        await io.exec("main", ["ls"], session(out))
+    io.exited(0)
+    with pytest.raises(StreamFailed, match="not running"):
+        await io.exec("main", ["hostname"], session(out))
+
+
+async def test_attach_streams_new_lines_until_exit():
+    io = SimulatedIO(worker())
+    io.started({"main": "img"})
+    out = []
+    attached = asyncio.ensure_future(io.attach("main", session(out)))
+    await asyncio.sleep(0)
+    io._write("working")
+    io.exited(7)
+    assert await asyncio.wait_for(attached, 5) == 7
+    assert out == [b"working\n", b"nanokube: container main exited with code 7\n"]
+
+
+async def test_port_forward_to_declared_ports_only():
+    io = SimulatedIO(worker(ports=(8000,)))
+    reader, writer = await io.port_forward(8000)
+    writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert (await reader.read()).endswith(b"\r\n\r\nnanokube simulated pod ns/p port 8000\n")
+    reader, writer = await io.port_forward(8000)
+    writer.write(b"echo me")
+    assert await reader.read(7) == b"echo me"
+    writer.close()
+    with pytest.raises(StreamFailed, match="connection refused"):
+        await io.port_forward(9000)
