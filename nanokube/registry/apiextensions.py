@@ -74,7 +74,7 @@ class CRDStrategy(Strategy):
         return crd_validation.validate_update(new, old)
 
     def validate_status_update(self, new: Obj, old: Obj) -> list[FieldError]:
-        return crd_validation.validate(new)
+        return crd_validation.validate_status(new)
 
     def blocks_deletion(self, obj: Obj) -> bool:
         md = obj.get("metadata") or {}

@@ -239,6 +239,11 @@ def validate(crd: dict[str, Any]) -> list[FieldError]:
     return errs
 
 
+def validate_status(crd: dict[str, Any]) -> list[FieldError]:
+    """A write through /status: upstream checks only the accepted names (and metadata)."""
+    return _names((crd.get("status") or {}).get("acceptedNames") or {}, "status.acceptedNames")
+
+
 def _status(crd: dict[str, Any], versions: list[dict]) -> list[FieldError]:
     status = crd.get("status") or {}
     errs = _names(status.get("acceptedNames") or {}, "status.acceptedNames")

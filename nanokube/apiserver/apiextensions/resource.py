@@ -321,7 +321,7 @@ def definitions(crd: Obj, res: Resource) -> dict[str, dict[str, Any]]:
     for v in crd["spec"]["versions"]:
         if not v.get("served"):
             continue
-        schema = copy.deepcopy((v.get("schema") or {}).get("openAPIV3Schema") or {"type": "object"})
+        schema = orjson.loads(orjson.dumps((v.get("schema") or {}).get("openAPIV3Schema") or {"type": "object"}))
         props = schema.setdefault("properties", {})
         props["apiVersion"] = {"description": _API_VERSION_DOC, "type": "string"}
         props["kind"] = {"description": _KIND_DOC, "type": "string"}
