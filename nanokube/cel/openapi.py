@@ -164,6 +164,8 @@ def to_cel(value: Any, s: dict | None, root: bool = False) -> Any:
             return value
     if t == "number" and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if t == "integer" and isinstance(value, float) and value.is_integer():
+        return int(value)
     return value
 
 
