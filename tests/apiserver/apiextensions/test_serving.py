@@ -136,3 +136,35 @@ async def test_deletion_removes_objects_then_the_crd(env):
 
     await eventually(gone, attempts=1000)
     assert env.index.get(GROUP, "v1", "widgets") is None
+
+
+async def test_server_side_apply_follows_the_schemas_list_and_map_types(env):
+    c = crd()
+    props = c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    props["ports"] = {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                      "items": {"type": "object", "required": ["name"],
+                                "properties": {"name": {"type": "string"}, "port": {"type": "integer"}}}}
+    props["args"] = {"type": "array", "items": {"type": "string"}}
+    props["selector"] = {"type": "object", "x-kubernetes-map-type": "atomic",
+                         "additionalProperties": {"type": "string"}}
+    await env.crds.create(c)
+    await established(env, f"widgets.{GROUP}")
+    w = env.stack.client.resource(GROUP, "v1", "widgets")
+
+    async def apply(manager: str, spec: dict, force: bool = False) -> dict:
+        body = {"apiVersion": f"{GROUP}/v1", "kind": "Widget", "metadata": {"name": "a", "namespace": "default"},
+                "spec": spec}
+        return await w.patch("a", body, "application/apply-patch+yaml", namespace="default", field_manager=manager,
+                             force=force)
+
+    await apply("one", {"size": 1, "ports": [{"name": "http", "port": 80}], "args": ["--a"], "selector": {"x": "1"}})
+    second = {"ports": [{"name": "metrics", "port": 9090}], "args": ["--b"], "selector": {"y": "2"}}
+    with pytest.raises(APIError) as e:  # atomic list and atomic map: owned as a whole by "one"
+        await apply("two", second)
+    assert e.value.code == 409
+    assert e.value.message == 'Apply failed with 2 conflicts: conflicts with "one":\n- .spec.args\n- .spec.selector'
+    got = await apply("two", second, force=True)
+    # list-type map: both managers' items kept; the atomic fields: the forcing applier's value
+    assert got["spec"]["ports"] == [{"name": "http", "port": 80}, {"name": "metrics", "port": 9090}]
+    assert got["spec"]["args"] == ["--b"]
+    assert got["spec"]["selector"] == {"y": "2"}
