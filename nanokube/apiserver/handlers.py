@@ -85,6 +85,7 @@ class APIHandlers:
         self.sub = Subresources(rest)
         #: pods/exec, pods/attach and pods/portforward, proxied to the node agents that register
         self.streams = PodStreaming(lambda ns, name: rest._entry(index.get("", "v1", "pods"), ns, name).obj)
+        self.streams.admit = rest.admit_connect
         #: answers create on review resources (verbs == ("create",)): `await reviews(res, body, user, namespace)`
         self.reviews = None
         self._discovery_cache: dict[str, bytes] = {}

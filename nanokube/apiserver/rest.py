@@ -853,12 +853,14 @@ class GenericREST:
         raise errors.conflict(res.group, res.plural, name, errors.STALE)
 
     async def admit_subresource_create(self, res: Resource, version: str, subresource: str, kind: dict,
-                                       namespace: str | None, name: str, body: dict, opts: WriteOptions) -> dict:
+                                       namespace: str | None, name: str, body: dict, opts: WriteOptions,
+                                       operation: str = "CREATE") -> dict:
         """Admission of a create through a subresource with an object of its own kind
         (pods/binding, pods/eviction); returns the object as admission left it."""
         if self.admission is None or not isinstance(body, dict):
             return body
-        a = self.admission.subresource_attributes(res, version, subresource, kind, namespace, name, body, opts)
+        a = self.admission.subresource_attributes(res, version, subresource, kind, namespace, name, body, opts,
+                                                  operation)
         try:
             await self.admission.mutate(a)
             await self.admission.validate(a)
@@ -867,6 +869,14 @@ class GenericREST:
             raise
         self.admission.publish(a)
         return a.obj
+
+    async def admit_connect(self, subresource: str, namespace: str, name: str, options: dict, user: User) -> None:
+        """CONNECT admission of pods/exec, pods/attach and pods/portforward, with the
+        Pod*Options of the request as the object."""
+        pods = self.index.get("", "v1", "pods")
+        kind = {"group": "", "version": "v1", "kind": options["kind"]}
+        await self.admit_subresource_create(pods, "v1", subresource, kind, namespace, name, options,
+                                            WriteOptions(user=user), operation="CONNECT")
 
     async def _delete_admission(self, res: Resource, version: str, obj: dict, options: dict, opts: WriteOptions) -> None:
         """DELETE admission: both chains see the object being deleted as oldObject."""

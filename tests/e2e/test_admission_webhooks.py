@@ -16,6 +16,8 @@ from kubernetes.client.rest import ApiException
 
 from tests.apiserver.admission.server import WebhookServer, allow, deny, json_patch
 
+from .conftest import wait_for
+
 NS = "hooked"
 
 
@@ -126,3 +128,23 @@ def test_failure_policy_with_the_webhook_down(cluster, api, server):
     audit = (cluster.data_dir / "audit.log").read_text()
     assert "failed-open.validating.webhook.admission.k8s.io/round_0_index_" in audit
     adm.delete_validating_webhook_configuration("down")
+
+
+def test_connect_admission_denies_exec(cluster, api, server):
+    server.handlers["/connect"] = lambda r: deny(r, "exec is audited elsewhere") \
+        if r["request"]["operation"] == "CONNECT" else allow(r)
+    hook = _webhook(server, "connect.hooks.example.com", "/connect",
+                    rules=[{"operations": ["CONNECT"], "apiGroups": [""], "apiVersions": ["v1"],
+                            "resources": ["pods/exec"]}])
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+         "metadata": {"name": "connect"}, "webhooks": [hook]}))
+    cluster.kubectl("run", "shell", "-n", NS, "--image=busybox")
+    wait_for(lambda: cluster.kubectl_json("get", "pod", "shell", "-n", NS)["status"].get("phase") == "Running",
+             30, "shell running")
+    r = cluster.kubectl("exec", "-n", NS, "shell", "--", "date", check=False)
+    assert r.returncode != 0
+    assert 'admission webhook "connect.hooks.example.com" denied the request: exec is audited elsewhere' in r.stderr
+    req = server.calls_to("/connect")[-1]["request"]
+    assert (req["kind"]["kind"], req["object"]["command"], req["userInfo"]["username"]) == (
+        "PodExecOptions", ["date"], "kubernetes-admin")

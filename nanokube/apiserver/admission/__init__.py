@@ -74,9 +74,10 @@ class Admission:
         return a
 
     def subresource_attributes(self, res: Resource, version: str, subresource: str, kind: dict, namespace: str,
-                               name: str, obj: dict, opts) -> Attributes:
-        """A create through a subresource that takes an object of its own (pods/binding, pods/eviction)."""
-        return Attributes(res, version, subresource, "CREATE", namespace or "", name, obj, None, opts, sub_kind=kind)
+                               name: str, obj: dict, opts, operation: str = "CREATE") -> Attributes:
+        """A create (pods/binding, pods/eviction) or connect (pods/exec, attach, portforward)
+        through a subresource that takes an object of its own."""
+        return Attributes(res, version, subresource, operation, namespace or "", name, obj, None, opts, sub_kind=kind)
 
     async def mutate(self, a: Attributes) -> None:
         state, policies = MutationRound(), PolicyRound()

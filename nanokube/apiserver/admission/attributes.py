@@ -86,8 +86,11 @@ class Attributes:
         t.res.strategy.default(obj, t.version)
         self.obj = t.res.strategy.to_storage(obj, t.version)
 
-    def operation_options(self) -> dict:
-        kind = OPTIONS_KIND.get(self.operation, "")
+    def operation_options(self) -> dict | None:
+        """Create/Update/DeleteOptions; CONNECT has none."""
+        kind = OPTIONS_KIND.get(self.operation)
+        if kind is None:
+            return None
         out: dict[str, Any] = {"kind": kind, "apiVersion": "meta.k8s.io/v1"}
         if self.dry_run:
             out["dryRun"] = ["All"]

@@ -34,6 +34,22 @@ def _bool(v: str | None) -> bool:
     return v in ("true", "1", "True")
 
 
+def connect_options(sub: str, q) -> dict:
+    """The Pod*Options a connect request carries in its query, as admission sees them."""
+    if sub == "portforward":
+        ports = [int(p) for v in q.getall("ports", []) for p in v.split(",") if p.strip().isdigit()]
+        return {"kind": "PodPortForwardOptions", "apiVersion": "v1", **({"ports": ports} if ports else {})}
+    out: dict = {"kind": "PodExecOptions" if sub == "exec" else "PodAttachOptions", "apiVersion": "v1"}
+    for k in ("stdin", "stdout", "stderr", "tty"):
+        if _bool(q.get(k)):
+            out[k] = True
+    if q.get("container"):
+        out["container"] = q["container"]
+    if sub == "exec":
+        out["command"] = q.getall("command", [])
+    return out
+
+
 class PodStreaming:
     """Serves the three streaming subresources of pods. `node_servers` are
     lookups by node name that node agents register (None: not theirs)."""
@@ -43,6 +59,8 @@ class PodStreaming:
         self.node_servers: list[Callable[[str], NodeStreaming | None]] = []
         #: the authorizer chain, `authorize(user, groups, attributes) -> Decision`; None serves unchecked
         self.authorize: Callable | None = None
+        #: CONNECT admission, `await admit(subresource, namespace, name, options, user)`; None admits all
+        self.admit: Callable[..., Awaitable[None]] | None = None
 
     def _check_create(self, request: web.Request, namespace: str, name: str, sub: str) -> None:
         """A WebSocket upgrade is a GET, authorized as `get`; it also needs `create`
@@ -60,6 +78,8 @@ class PodStreaming:
             raise errors.method_not_allowed()
         if request.method == "GET":
             self._check_create(request, namespace, name, sub)
+        if self.admit is not None and request.get("user") is not None:
+            await self.admit(sub, namespace, name, connect_options(sub, request.query), request["user"])
         pod = self.get_pod(namespace, name)
         if sub == "portforward":
             node = self._node(pod)

@@ -292,3 +292,29 @@ async def test_subresources_with_their_own_kinds(stack, server):
     assert e.value.message == 'admission webhook "sub.example.com" denied the request: no Scale'
     req = server.calls_to("/v")[-1]["request"]
     assert req["object"]["spec"] == {"replicas": 3} and req["oldObject"]["spec"] == {"replicas": 1}
+
+
+async def test_connect_admission_of_exec(stack, server):
+    from multidict import MultiDict
+
+    from nanokube.apiserver.streaming.pods import connect_options
+
+    server.handlers["/v"] = lambda r: deny(r, "no shells in production") if "sh" in r["request"]["object"]["command"] \
+        else allow(r)
+    rules = [{"operations": ["CONNECT"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods/exec"]}]
+    await configure(stack, "validating", "v", hook(server, "exec.example.com", "/v", rules=rules))
+    q = MultiDict([("command", "sh"), ("command", "-c"), ("command", "ls"), ("stdin", "true"), ("tty", "1"),
+                   ("container", "main")])
+    opts = connect_options("exec", q)
+    assert opts == {"kind": "PodExecOptions", "apiVersion": "v1", "stdin": True, "tty": True, "container": "main",
+                    "command": ["sh", "-c", "ls"]}
+    with pytest.raises(APIError) as e:
+        await stack.rest.admit_connect("exec", "default", "p", opts, User("bob", ("devs",)))
+    assert e.value.message == 'admission webhook "exec.example.com" denied the request: no shells in production'
+    req = server.calls_to("/v")[-1]["request"]
+    assert (req["operation"], req["kind"], req["subResource"], req["name"], req["options"]) == (
+        "CONNECT", {"group": "", "version": "v1", "kind": "PodExecOptions"}, "exec", "p", None)
+    await stack.rest.admit_connect("exec", "default", "p", connect_options("exec", MultiDict([("command", "date")])),
+                                   User("bob"))
+    assert connect_options("portforward", MultiDict([("ports", "8080,9090")])) == {
+        "kind": "PodPortForwardOptions", "apiVersion": "v1", "ports": [8080, 9090]}
