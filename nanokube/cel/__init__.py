@@ -11,8 +11,9 @@ error wording, a worst-case cost estimate, and a compile cache.
 The engine lacks some syntax; `desugar` rewrites the optional syntax `x.?f`
 and `l[?i]`, two-variable comprehensions (`all`/`exists`/`exists_one`,
 `transformList`/`transformMap`/`transformMapEntry`), `sortBy`, `cel.bind` and
-typed object construction into forms it runs. Not here: the `authz` library
-(no authorizer is declared; a rule using it is an undeclared reference).
+typed object construction into forms it runs. The `authz` library checks
+through an authorizer the API server binds (`library.authz.Authz`); CRD rules
+declare no `authorizer`, as upstream's do not.
 """
 
 from .environment import Environment, Program

@@ -102,6 +102,8 @@ class Checker:
             return DYN
         if target.name == "map":
             return target.params[1]
+        if target.name == "kubernetes.authorization.Authorizer" and name == "requestResource":
+            return Type("kubernetes.authorization.ResourceCheck", max_size=1)
         if target.name == "object":
             t = self.field_type(target, name)
             if t is None:

@@ -28,6 +28,8 @@ _STRING_TRAVERSAL = frozenset({
     "string", "bytes", "base64.encode", "base64.decode", "strings.quote"})
 _LIST_TRAVERSAL = frozenset({"isSorted", "sum", "min", "max", "distinct", "flatten", "sort", "sets.contains",
                              "sets.equivalent", "sets.intersects", "math.greatest", "math.least", "join"})
+#: what upstream charges for one authorization check (library/cost.go)
+AUTHZ_CHECK_COST = 350_000
 _PER_ITERATION = {"all": 3, "exists": 3, "exists_one": 3, "filter": 12, "map": 12, "sortBy": 12,
                   "transformList": 12, "transformMap": 12, "transformMapEntry": 12}
 
@@ -92,6 +94,8 @@ class Estimator:
             return args + _tenth(self.sz(operands[0])) * max(1, _tenth(len(str(operands[1].value or ""))) or 1)
         if name in ("indexOf", "lastIndexOf") and t.name == "list":
             return args + self.sz(first)
+        if name == "check":
+            return args + AUTHZ_CHECK_COST
         if name in _STRING_TRAVERSAL and first is not None:
             return args + max(1, _tenth(self.sz(first)))
         if name in _LIST_TRAVERSAL and first is not None:

@@ -194,3 +194,35 @@ def test_object_construction_where_declared():
 ])
 def test_two_variable_transforms_and_sort_by(src, want):
     assert run(src) == want
+
+
+def test_authz_library_checks_through_the_bound_authorizer():
+    from nanokube.cel.library.authz import AUTHORIZER, Authz
+
+    seen = []
+
+    def authorize(attrs):
+        seen.append(attrs)
+        if attrs.get("resource") == "pods" and attrs["user"]["username"] == "alice":
+            return "Allow", "RBAC: allowed by rolebinding", None
+        return "NoOpinion", "", None
+
+    authz = Authz(authorize)
+    env = Environment({"authorizer": AUTHORIZER})
+    value = authz.authorizer({"username": "alice", "groups": ["dev"]},
+                             {"group": "", "resource": "pods", "namespace": "ns1", "name": "p"})
+    p = env.compile("authorizer.group('').resource('pods').namespace('ns1').check('list').allowed() && "
+                    "!authorizer.serviceAccount('ns1', 'sa').group('').resource('pods').check('get').allowed() && "
+                    "authorizer.requestResource.check('delete').reason() == 'RBAC: allowed by rolebinding' && "
+                    "!authorizer.path('/healthz').check('get').errored()")
+    assert p.evaluate({"authorizer": value}) is True
+    assert seen[0] == {"user": {"username": "alice", "groups": ["dev"]}, "verb": "list", "resourceRequest": True,
+                       "apiGroup": "", "apiVersion": "*", "resource": "pods", "subresource": "", "namespace": "ns1",
+                       "name": "", "fieldSelector": "", "labelSelector": ""}
+    assert seen[1]["user"]["username"] == "system:serviceaccount:ns1:sa"
+    assert (seen[2]["verb"], seen[2]["name"]) == ("delete", "p")
+    assert seen[3] == {"user": {"username": "alice", "groups": ["dev"]}, "verb": "get", "resourceRequest": False,
+                       "path": "/healthz"}
+    assert p.max_cost > 4 * 350_000
+    with pytest.raises(CELError, match="resource must not be empty"):
+        env.compile("authorizer.group('').resource(' ').check('get').allowed()").evaluate({"authorizer": value})

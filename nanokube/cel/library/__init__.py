@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..errors import CELError
-from . import ext, format, lists, net, quantity, regex, semver, standard, urls
+from . import authz, ext, format, lists, net, quantity, regex, semver, standard, urls
 from .overload import Overload
 from .values import matches_type
 
@@ -20,7 +20,7 @@ __all__ = ["Overload", "overloads", "runtime_functions"]
 
 
 def overloads() -> list[Overload]:
-    return [o for m in (standard, ext, lists, regex, urls, quantity, net, format, semver) for o in m.OVERLOADS]
+    return [o for m in (standard, ext, lists, regex, urls, quantity, net, format, semver, authz) for o in m.OVERLOADS]
 
 
 def _dispatcher(name: str, candidates: list[Overload]) -> Callable[..., Any]:

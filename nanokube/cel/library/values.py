@@ -18,15 +18,23 @@ MARKERS = {
     "net.CIDR": "@cidr",
     "kubernetes.URL": "@url",
     "kubernetes.NamedFormat": "@format",
+    "kubernetes.authorization.Authorizer": "@authz",
+    "kubernetes.authorization.PathCheck": "@authzpath",
+    "kubernetes.authorization.GroupCheck": "@authzgroup",
+    "kubernetes.authorization.ResourceCheck": "@authzresource",
+    "kubernetes.authorization.Decision": "@authzdecision",
 }
 _MARKER_KEYS = frozenset(MARKERS.values())
 
 
 def marker(v: Any) -> str | None:
+    """The marker key of a library value (an authorizer may also carry its
+    `requestResource`), else None."""
     if isinstance(v, dict) and len(v) == 1:
         k = next(iter(v))
-        if k in _MARKER_KEYS:
-            return k
+        return k if k in _MARKER_KEYS else None
+    if isinstance(v, dict) and len(v) == 2 and "requestResource" in v and "@authz" in v:
+        return "@authz"
     return None
 
 
