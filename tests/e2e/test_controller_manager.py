@@ -63,6 +63,8 @@ def test_external_managers_take_turns_through_the_lease(bare):
         wait_for(lambda: holder(c) not in ("", leader))
         c.kubectl("scale", "deployment", "web", "--replicas=3")
         wait_for(lambda: ready_replicas(c, "web") == 3)
+        # the manager reports its controllers once every one's informers have synced
+        wait_for(lambda: "controllers: " in (c.data_dir / "kcm-2.log").read_text(), 30, "second manager running")
     finally:
         for p in (first, second):
             if p is not None and p.poll() is None:
