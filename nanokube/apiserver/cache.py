@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from ..machinery.fieldorder import in_upstream_order
 from ..store.interface import DELETE, Compacted, Event, Store
 
 log = logging.getLogger(__name__)
@@ -74,10 +75,8 @@ def _resource_prefix(key: str) -> str:
 
 
 def decode(value: bytes, rev: int) -> dict:
-    obj = orjson.loads(value)
-    md = obj.setdefault("metadata", {})
-    md["resourceVersion"] = str(rev)
-    return obj
+    """A stored object as it is served: in upstream's field order, with its resourceVersion."""
+    return in_upstream_order(orjson.loads(value), str(rev))
 
 
 class WatchCache:

@@ -63,3 +63,17 @@ async def test_invalid_bytes(server):
                     + msg + '","reason":"Invalid","details":{"name":"Bad_Name","kind":"ConfigMap","causes":['
                     '{"reason":"FieldValueInvalid","message":"Invalid value: \\"Bad_Name\\": ' + msg
                     + '","field":"metadata.name"}]},"code":422}').encode()
+
+
+async def test_objects_come_back_in_upstream_field_order(server):
+    import orjson
+
+    body = b'{"data":{"k":"v"},"metadata":{"labels":{"a":"b"},"name":"ordered"},"apiVersion":"v1","kind":"ConfigMap"}'
+    code, created = await _request(server.port, "POST", "/api/v1/namespaces/default/configmaps", body)
+    assert code == 201
+    code, got = await _request(server.port, "GET", "/api/v1/namespaces/default/configmaps/ordered")
+    for raw in (created, got):
+        obj = orjson.loads(raw)
+        assert list(obj) == ["kind", "apiVersion", "metadata", "data"]
+        assert list(obj["metadata"]) == ["name", "namespace", "uid", "resourceVersion", "creationTimestamp", "labels",
+                                         "managedFields"]
