@@ -14,6 +14,7 @@ import datetime
 import re
 from typing import Any
 
+from .. import schema as definitions
 from .types import (
     BOOL, DOUBLE, DURATION, DYN, INT, MAX_REQUEST_SIZE, STRING, TIMESTAMP, Type, list_of, map_of,
 )
@@ -27,6 +28,22 @@ _FORMAT_SIZES = {"duration": 32, "date": 12, "date-time": 64}
 _META = {"type": "object", "properties": {"name": {"type": "string"}, "generateName": {"type": "string"}}}
 
 
+def normalize(s: dict | None) -> dict | None:
+    """A built-in kind's schema as a structural one: `$ref` (alone or as the
+    only allOf) followed, a nullable type list read as its one type."""
+    if not s:
+        return s
+    if "$ref" in s:
+        s = definitions.resolve(s)
+    elif len(s.get("allOf") or ()) == 1 and "$ref" in s["allOf"][0]:
+        s = {**definitions.resolve(s["allOf"][0]), **{k: v for k, v in s.items() if k != "allOf"}}
+    t = s.get("type")
+    if isinstance(t, list):
+        kinds = [x for x in t if x != "null"]
+        s = {**s, "type": kinds[0] if len(kinds) == 1 else None}
+    return s
+
+
 def escape(name: str) -> str | None:
     """The CEL identifier for a property name, or None when CEL cannot
     address it."""
@@ -38,7 +55,8 @@ def escape(name: str) -> str | None:
             .replace("/", "__slash__"))
 
 
-def _min_size(s: dict) -> int:
+def _min_size(s: dict | None) -> int:
+    s = normalize(s) or {}
     if s.get("nullable"):
         return 4
     t = s.get("type")
@@ -59,7 +77,7 @@ def items_bound(s: dict) -> int:
     """maxItems, or how many of the smallest item fit in a request."""
     if "maxItems" in s:
         return s["maxItems"]
-    return (MAX_REQUEST_SIZE - 2) // (_min_size(s.get("items") or {}) + 1)
+    return (MAX_REQUEST_SIZE - 2) // (_min_size(s.get("items")) + 1)
 
 
 def properties_bound(s: dict) -> int:
@@ -67,12 +85,13 @@ def properties_bound(s: dict) -> int:
     if "maxProperties" in s:
         return s["maxProperties"]
     add = s.get("additionalProperties")
-    return (MAX_REQUEST_SIZE - 2) // (_min_size(add if isinstance(add, dict) else {}) + 6)
+    return (MAX_REQUEST_SIZE - 2) // (_min_size(add if isinstance(add, dict) else None) + 6)
 
 
 def schema_type(s: dict | None, root: bool = False) -> Type:
     """The CEL type of values of schema `s` (root: a resource, whose
     apiVersion, kind and metadata.name/generateName are readable)."""
+    s = normalize(s)
     if not s or s.get("x-kubernetes-int-or-string"):
         return Type("dyn", max_size=MAX_REQUEST_SIZE - 2)
     t = s.get("type")
@@ -128,6 +147,7 @@ def field_type(obj: Type, name: str) -> Type | None:
 
 def to_cel(value: Any, s: dict | None, root: bool = False) -> Any:
     """`value` (decoded JSON) as CEL reads it under schema `s`."""
+    s = normalize(s)
     if value is None or not s or s.get("x-kubernetes-int-or-string"):
         return value
     t = s.get("type")

@@ -226,3 +226,20 @@ def test_authz_library_checks_through_the_bound_authorizer():
     assert p.max_cost > 4 * 350_000
     with pytest.raises(CELError, match="resource must not be empty"):
         env.compile("authorizer.group('').resource(' ').check('get').allowed()").evaluate({"authorizer": value})
+
+
+def test_built_in_kinds_are_typed_through_their_definitions():
+    from nanokube import schema as definitions
+
+    deployment = schema_type(definitions.kind_schema("apps", "v1", "Deployment"))
+    env = Environment({"object": deployment}, field_type)
+    p = env.compile("object.spec.replicas > 1 && object.metadata.labels['app'] == 'web' && "
+                    "object.spec.template.spec.containers.all(c, c.image != '')")
+    assert p.result_type.name == "bool"
+    obj = {"metadata": {"name": "d", "labels": {"app": "web"}}, "spec": {"replicas": 3, "template": {"spec": {
+        "containers": [{"name": "c", "image": "nginx"}]}}}}
+    assert p.evaluate({"object": to_cel(obj, definitions.kind_schema("apps", "v1", "Deployment"))}) is True
+    with pytest.raises(CELError, match="undefined field 'replica'"):
+        env.compile("object.spec.replica > 1")
+    with pytest.raises(CELError, match="found no matching overload for '_>_' applied to '\\(string, int\\)'"):
+        env.compile("object.metadata.name > 1")
