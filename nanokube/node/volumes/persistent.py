@@ -47,8 +47,8 @@ async def volume_path(mgr: VolumeManager, namespace: str, claim: str, volume: st
     if kind is None:
         raise MountError(volume, f"volume {name} has no source a node of this cluster can mount")
     path = spec[kind].get("path", "")
-    if kind == "hostPath" and spec[kind].get("type") in (None, "", "DirectoryOrCreate"):
-        os.makedirs(path, exist_ok=True)
+    if kind == "hostPath" and spec[kind].get("type") == "DirectoryOrCreate":
+        os.makedirs(path, mode=0o755, exist_ok=True)
     if not os.path.isdir(path):
         raise MountError(volume, f"hostPath type check failed: {path} is not a directory")
     return path
