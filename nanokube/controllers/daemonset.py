@@ -110,6 +110,16 @@ def is_updated(pod: dict, hash_: str, generation: str | None) -> bool:
         generation is not None and labels.get(TEMPLATE_GENERATION_LABEL) == generation)
 
 
+def _conditions(node: dict) -> list:
+    return sorted((c.get("type"), c.get("status")) for c in (node.get("status") or {}).get("conditions") or [])
+
+
+def _same_but_heartbeat(old: dict, new: dict) -> bool:
+    """shouldIgnoreNodeUpdate: labels, spec and condition states unchanged."""
+    return (old["metadata"].get("labels") == new["metadata"].get("labels") and old.get("spec") == new.get("spec")
+            and _conditions(old) == _conditions(new))
+
+
 def _age_rank(pod: dict) -> tuple:
     """podByCreationTimestampAndPhase: oldest first, then by name."""
     return (pod["metadata"].get("creationTimestamp") or "", pod["metadata"]["name"])
@@ -134,8 +144,7 @@ class DaemonSetController(Controller):
         self.ds_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n), on_delete=self._enqueue)
         self.pod_inf.add_handlers(on_add=self._pod_added, on_update=lambda o, n: self._pod_changed(n),
                                   on_delete=self._pod_deleted)
-        self.node_inf.add_handlers(on_add=self._node_changed, on_update=lambda o, n: self._node_changed(n),
-                                   on_delete=self._node_changed)
+        self.node_inf.add_handlers(on_add=self._node_added, on_update=self._node_updated, on_delete=self._node_added)
 
     def informers(self):
         return [self.ds_inf, self.pod_inf, self.node_inf, self.rev_inf]
@@ -174,9 +183,20 @@ class DaemonSetController(Controller):
             self.expectations.observed_del(key)
             self.queue.add(key)
 
-    def _node_changed(self, node: dict) -> None:
+    def _node_added(self, node: dict) -> None:
+        """A node that comes or goes matters to the DaemonSets that should run on it."""
         for ds in self.ds_inf.list():
-            self._enqueue(ds)
+            if should_run(node, ds)[0]:
+                self._enqueue(ds)
+
+    def _node_updated(self, old: dict, node: dict) -> None:
+        """Heartbeats are ignored; other changes enqueue the DaemonSets whose
+        verdict for the node changed (upstream's updateNode)."""
+        if _same_but_heartbeat(old, node):
+            return
+        for ds in self.ds_inf.list():
+            if should_run(old, ds) != should_run(node, ds):
+                self._enqueue(ds)
 
     def _failed_backoff(self, ds: dict, node: str) -> float:
         """Seconds to wait before killing another failed pod on `node` (0: go
