@@ -170,7 +170,7 @@ class Environment:
         try:
             ast = parse(source)
         except ParseError as e:
-            raise CELError(format_error(source, e.pos, str(e))) from None
+            raise CELError(_engine_syntax_error(source) or format_error(source, e.pos, str(e))) from None
         checked = Checker(declared_overloads(), self.field_type, self.struct_types).check(ast, self.variables)
         if checked.issues:
             raise CELError("\n".join(format_error(source, pos, msg) for pos, msg in checked.issues))
@@ -178,6 +178,24 @@ class Environment:
         try:
             program = cel.compile(engine_source)
         except ValueError as e:
-            text = str(e)
-            raise CELError(text[text.find("ERROR:"):] if "ERROR:" in text else text) from None
+            raise CELError(_engine_issues(str(e))) from None
         return Program(source, ast, checked, program)
+
+
+def _engine_issues(text: str) -> str:
+    """The engine's issue list as cel-go prints it (its parser is generated
+    from the same grammar, so syntax errors read alike): the snippet lines
+    indented by one space, its own internal notes left out."""
+    text = text[text.find("ERROR:"):] if "ERROR:" in text else text
+    issues = [i for i in re.split(r"\n(?=ERROR: )", text) if "Incomplete `" not in i]
+    return "\n".join(issues).replace("\n| ", "\n | ")
+
+
+def _engine_syntax_error(source: str) -> str | None:
+    """cel-go's words for a syntax error: the engine's, when it refuses the
+    source too."""
+    try:
+        cel.compile(source)
+    except ValueError as e:
+        return _engine_issues(str(e))
+    return None

@@ -83,7 +83,8 @@ def test_libraries(src, want):
     ("x == 1", "undeclared reference to 'x'"),
     ("[1].all(x, x)", "expected type 'bool' but found 'int'"),
     ("'a'.contains(1)", "found no matching overload for 'contains' applied to 'string.(int)'"),
-    ("self.a ==", "Syntax error: mismatched input '<EOF>' expecting <expression>"),
+    ("self.a ==", "Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', "
+                  "'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}\n | self.a ==\n | ....."),
     ("Object{spec: 1}", "undeclared reference to 'Object' (in container '')"),
     ("authorizer.group('') != null", "undeclared reference to 'authorizer'"),
 ])

@@ -155,7 +155,8 @@ async def test_policy_configuration_validation(stack):
         'spec.matchConstraints.resourceRules[0].operations[0]: Unsupported value: "GET": supported values: '
         '"*", "CONNECT", "CREATE", "DELETE", "UPDATE", '
         'spec.validations[0].expression: Invalid value: "object.x ==": compilation failed: ERROR: <input>:1:12: '
-        "Syntax error: mismatched input '<EOF>' expecting <expression>\n | object.x ==\n | ...........^, "
+        "Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', "
+        "NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}\n | object.x ==\n | ...........^, "
         'spec.validations[0].reason: Unsupported value: "Teapot": supported values: "Forbidden", "Invalid", '
         '"RequestEntityTooLarge"]')
     with pytest.raises(APIError) as e:
