@@ -274,3 +274,52 @@ def test_every_kind_round_trips_through_the_typed_client(cluster):
                                                        spec=client.V1CSIDriverSpec()))
     assert (drv.spec.attach_required, drv.spec.volume_lifecycle_modes, drv.spec.fs_group_policy) == \
         (True, ["Persistent"], "ReadWriteOnceWithFSType")
+
+
+MIXED = """
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: yaml-sc}
+provisioner: nanokube.io/local-path
+volumeBindingMode: Immediate
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: yaml-pvc, namespace: default}
+spec:
+  storageClassName: yaml-sc
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: v1
+kind: ResourceQuota
+metadata: {name: yaml-quota, namespace: default}
+spec: {hard: {persistentvolumeclaims: "50"}}
+---
+apiVersion: v1
+kind: LimitRange
+metadata: {name: yaml-lr, namespace: default}
+spec: {limits: [{type: PersistentVolumeClaim, max: {storage: 1Ti}}]}
+---
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata: {name: yaml-rc}
+handler: runc
+---
+apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata: {name: yaml.csi.example.com}
+spec: {attachRequired: false}
+"""
+
+
+def test_create_from_yaml_with_mixed_kinds(cluster, tmp_path):
+    from kubernetes import utils
+
+    path = tmp_path / "mixed.yaml"
+    path.write_text(MIXED)
+    created = utils.create_from_yaml(cluster.client(), str(path))
+    kinds = [type(o).__name__ for objs in created for o in objs]
+    assert kinds == ["V1StorageClass", "V1PersistentVolumeClaim", "V1ResourceQuota", "V1LimitRange",
+                     "V1RuntimeClass", "V1CSIDriver"]
+    wait_for(lambda: phase(cluster, "pvc", "yaml-pvc") == "Bound", 30, "claim from the file bound")
