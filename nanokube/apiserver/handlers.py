@@ -390,7 +390,7 @@ class APIHandlers:
             return json_response({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
                                   "items": [tables.partial_metadata(o) for o in items]})
         head = dumps({"kind": f"{res.kind}List", "apiVersion": res.api_version(version), "metadata": meta})
-        body = head[:-1] + b',"items":[' + b",".join(self._encoded(res, o) for o in items) + b"]}"
+        body = head[:-1] + b',"items":[' + b",".join(self._encoded(res, o) for o in items) + b"]}\n"
         return web.Response(body=body, content_type=_JSON)
 
     def _encoded(self, res: Resource, obj: dict) -> bytes:

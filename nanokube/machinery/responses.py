@@ -18,7 +18,8 @@ def dumps(obj: Any) -> bytes:
 
 
 def json_response(obj: Any, status: int = 200, headers: dict | None = None) -> web.Response:
-    return web.Response(body=dumps(obj), status=status, content_type=_JSON, headers=headers)
+    """A JSON body as kube-apiserver writes one (json.Encoder: a newline ends it)."""
+    return web.Response(body=dumps(obj) + b"\n", status=status, content_type=_JSON, headers=headers)
 
 
 def error_response(e: errors.APIError) -> web.Response:

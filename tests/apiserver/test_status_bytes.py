@@ -1,5 +1,6 @@
 """404, 409 and 422 Status bodies byte for byte as kube-apiserver encodes
-them: metav1.Status's field order (kind, apiVersion, metadata, status,
+them (a newline ends every JSON body, as Go's json.Encoder writes it):
+metav1.Status's field order (kind, apiVersion, metadata, status,
 message, reason, details, code), StatusDetails' (name, group, kind, uid,
 causes) and StatusCause's (reason, message, field)."""
 
@@ -34,11 +35,11 @@ async def test_not_found_bytes(server):
     assert code == 404
     assert body == (b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
                     b'"message":"configmaps \\"nope\\" not found","reason":"NotFound",'
-                    b'"details":{"name":"nope","kind":"configmaps"},"code":404}')
+                    b'"details":{"name":"nope","kind":"configmaps"},"code":404}\n')
     code, body = await _request(server.port, "GET", "/apis/apps/v1/namespaces/default/deployments/web")
     assert body == (b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
                     b'"message":"deployments.apps \\"web\\" not found","reason":"NotFound",'
-                    b'"details":{"name":"web","group":"apps","kind":"deployments"},"code":404}')
+                    b'"details":{"name":"web","group":"apps","kind":"deployments"},"code":404}\n')
 
 
 async def test_already_exists_bytes(server):
@@ -48,7 +49,7 @@ async def test_already_exists_bytes(server):
     assert code == 409
     assert body == (b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
                     b'"message":"configmaps \\"twice\\" already exists","reason":"AlreadyExists",'
-                    b'"details":{"name":"twice","kind":"configmaps"},"code":409}')
+                    b'"details":{"name":"twice","kind":"configmaps"},"code":409}\n')
 
 
 async def test_invalid_bytes(server):
@@ -62,7 +63,7 @@ async def test_invalid_bytes(server):
                     '"message":"ConfigMap \\"Bad_Name\\" is invalid: metadata.name: Invalid value: \\"Bad_Name\\": '
                     + msg + '","reason":"Invalid","details":{"name":"Bad_Name","kind":"ConfigMap","causes":['
                     '{"reason":"FieldValueInvalid","message":"Invalid value: \\"Bad_Name\\": ' + msg
-                    + '","field":"metadata.name"}]},"code":422}').encode()
+                    + '","field":"metadata.name"}]},"code":422}\n').encode()
 
 
 async def test_objects_come_back_in_upstream_field_order(server):
