@@ -29,6 +29,7 @@ from .storage_object_in_use import StorageObjectInUseProtection
 from .matching import exempt
 from .plugins import BuiltinPlugins
 from .policies import MutatingPolicies, PolicyRound, ValidatingPolicies
+from .source import ConfigSource
 from .webhooks import MutationRound, Webhooks
 
 __all__ = ["AUDIT_ANNOTATIONS", "Admission", "Attributes", "PODGROUP_PROTECTION"]
@@ -51,9 +52,10 @@ class Admission:
         self.mutators = [self.limit_ranger, DefaultStorageClass(rest), StorageObjectInUseProtection(), self.runtime_class]
         self.quota = ResourceQuota(rest)
         self.client = WebhookClient(EndpointServiceResolver(rest))
-        self.webhooks = Webhooks(rest, self.client)
-        self.mutating_policies = MutatingPolicies(rest)
-        self.validating_policies = ValidatingPolicies(rest)
+        self.configs = ConfigSource(rest)
+        self.webhooks = Webhooks(rest, self.client, self.configs)
+        self.mutating_policies = MutatingPolicies(rest, self.configs)
+        self.validating_policies = ValidatingPolicies(rest, self.configs)
 
     @property
     def authorizer(self):

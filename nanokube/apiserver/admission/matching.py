@@ -70,12 +70,18 @@ def rule_names_match(rule: dict, name: str) -> bool:
     return not names or name in names
 
 
+_EQUIVALENTS: dict[int, tuple[Resource, list[Target]]] = {}
+
+
 def equivalents(index, res: Resource) -> list[Target]:
-    """The same objects served under other versions or groups (shared storage)."""
-    out = []
-    for r in index.resources:
-        if r.storage_resource == res.storage_resource:
-            out += [Target(r, v) for v in r.versions]
+    """The same objects served under other versions or groups (shared storage),
+    kept per Resource: a changed custom resource is a new Resource object."""
+    hit = _EQUIVALENTS.get(id(res))
+    if hit is not None and hit[0] is res:
+        return hit[1]
+    key = res.storage_resource
+    out = [Target(r, v) for r in index.resources if r.storage_resource == key for v in r.versions]
+    _EQUIVALENTS[id(res)] = (res, out)
     return out
 
 

@@ -26,6 +26,7 @@ from ..patch import PatchError, json_copy, jsonpatch
 from .attributes import Attributes
 from .cel import CELError, evaluate
 from .matching import Target, match_rules, namespace_labels, namespace_matches, object_matches
+from .source import ConfigSource
 
 GROUP = "admissionregistration.k8s.io"
 MAX_MESSAGE = 5 * 1024
@@ -69,43 +70,47 @@ class PolicyRound:
 def match_resources(rest, mr: dict | None, a: Attributes) -> Target | None:
     """The target a MatchResources matches (the request's own when it names no rules)."""
     mr = mr or {}
+    policy = mr.get("matchPolicy", "Equivalent")
+    rules = mr.get("resourceRules") or []
+    t = match_rules(rest.index, rules, policy, a.operation, a.target, a.subresource, a.namespace, a.name) \
+        if rules else a.target
+    if t is None:
+        return None
+    exclude = mr.get("excludeResourceRules") or []
+    if exclude and match_rules(rest.index, exclude, policy, a.operation, a.target, a.subresource, a.namespace, a.name):
+        return None
     labels = namespace_labels(rest, a.res, a.operation, a.subresource, a.namespace, a.obj or a.old)
     if not namespace_matches(mr.get("namespaceSelector"), labels):
         return None
     if not object_matches(mr.get("objectSelector"), a.obj, a.old):
         return None
-    policy = mr.get("matchPolicy", "Equivalent")
-    exclude = mr.get("excludeResourceRules") or []
-    if exclude and match_rules(rest.index, exclude, policy, a.operation, a.target, a.subresource, a.namespace, a.name):
-        return None
-    rules = mr.get("resourceRules") or []
-    if not rules:
-        return a.target
-    return match_rules(rest.index, rules, policy, a.operation, a.target, a.subresource, a.namespace, a.name)
+    return t
 
 
 class PolicyEngine:
     """What both kinds of policy share: finding invocations, params, the CEL activation."""
 
-    def __init__(self, rest, validating: bool) -> None:
+    def __init__(self, rest, source: ConfigSource, validating: bool) -> None:
         self.rest = rest
+        self.source = source
         self.kind = "ValidatingAdmissionPolicy" if validating else "MutatingAdmissionPolicy"
         self.plural = "validatingadmissionpolicies" if validating else "mutatingadmissionpolicies"
         self.binding_plural = "validatingadmissionpolicybindings" if validating else "mutatingadmissionpolicybindings"
 
-    def _objects(self, plural: str) -> list[dict]:
-        res = self.rest.index.get(GROUP, "v1", plural)
-        return [e.obj for _, e in self.rest.cache.list(res.key_prefix())] if res else []
+    def _bound(self) -> list[tuple[dict, list[dict]]]:
+        """Policies that have bindings, with them."""
+        def build() -> list[tuple[dict, list[dict]]]:
+            bindings: dict[str, list[dict]] = {}
+            for b in self.source.objects(self.binding_plural):
+                bindings.setdefault((b.get("spec") or {}).get("policyName", ""), []).append(b)
+            return [(p, bindings[p["metadata"]["name"]]) for p in self.source.objects(self.plural)
+                    if p["metadata"]["name"] in bindings]
+
+        return self.source.derived(("bound", self.plural), build)
 
     def invocations(self, a: Attributes) -> list[Invocation]:
-        bindings: dict[str, list[dict]] = {}
-        for b in self._objects(self.binding_plural):
-            bindings.setdefault((b.get("spec") or {}).get("policyName", ""), []).append(b)
-        out = []
-        for p in self._objects(self.plural):
-            mine = bindings.get(p["metadata"]["name"])
-            if not mine:
-                continue
+        out: list[Invocation] = []
+        for p, mine in self._bound():
             t = match_resources(self.rest, (p.get("spec") or {}).get("matchConstraints"), a)
             if t is None:
                 continue
@@ -212,8 +217,8 @@ def _message(v: dict, act: dict, expression: str) -> str:
 
 
 class ValidatingPolicies(PolicyEngine):
-    def __init__(self, rest) -> None:
-        super().__init__(rest, validating=True)
+    def __init__(self, rest, source: ConfigSource) -> None:
+        super().__init__(rest, source, validating=True)
 
     async def validate(self, a: Attributes) -> None:
         denied: list[tuple[Invocation, str, str]] = []
@@ -291,8 +296,8 @@ class ValidatingPolicies(PolicyEngine):
 
 
 class MutatingPolicies(PolicyEngine):
-    def __init__(self, rest) -> None:
-        super().__init__(rest, validating=False)
+    def __init__(self, rest, source: ConfigSource) -> None:
+        super().__init__(rest, source, validating=False)
 
     async def mutate(self, a: Attributes, state: PolicyRound, round_: int) -> bool:
         """Apply matching policies in order; True when the object changed."""

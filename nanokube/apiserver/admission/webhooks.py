@@ -24,6 +24,7 @@ from ...machinery import errors
 from ..patch import PatchError, json_copy, jsonpatch
 from ..webhook.client import WebhookClient, WebhookError
 from .attributes import Attributes
+from .source import ConfigSource
 from .cel import CELError, evaluate
 from .matching import (
     Target,
@@ -129,32 +130,35 @@ class MutationRound:
 
 
 class Webhooks:
-    def __init__(self, rest, client: WebhookClient) -> None:
+    def __init__(self, rest, client: WebhookClient, source: ConfigSource) -> None:
         self.rest = rest
         self.client = client
+        self.source = source
 
     def hooks(self, mutating: bool) -> list[Hook]:
+        """Every webhook, configurations sorted by name, webhooks in their order."""
         plural = "mutatingwebhookconfigurations" if mutating else "validatingwebhookconfigurations"
-        res = self.rest.index.get(GROUP, "v1", plural)
-        out: list[Hook] = []
-        for _, e in self.rest.cache.list(res.key_prefix()) if res else []:
-            for i, w in enumerate(e.obj.get("webhooks") or []):
-                out.append(Hook(e.obj["metadata"]["name"], i, w, mutating))
-        return out
+
+        def build() -> list[Hook]:
+            return [Hook(cfg["metadata"]["name"], i, w, mutating)
+                    for cfg in self.source.objects(plural) for i, w in enumerate(cfg.get("webhooks") or [])]
+
+        return self.source.derived(("hooks", plural), build)
 
     # --- matching --------------------------------------------------------
 
     def should_call(self, hook: Hook, a: Attributes) -> Target | None:
-        """ShouldCallHook: selectors, rules (Equivalent), then matchConditions."""
+        """ShouldCallHook: rules (Equivalent), namespace and object selectors, then matchConditions."""
         w = hook.spec
+        # rules first: the cheapest test, and selectors can only exclude what rules match
+        t = match_rules(self.rest.index, w.get("rules") or [], w.get("matchPolicy", "Equivalent"), a.operation,
+                        a.target, a.subresource, a.namespace)
+        if t is None:
+            return None
         ns_labels = namespace_labels(self.rest, a.res, a.operation, a.subresource, a.namespace, a.obj or a.old)
         if not namespace_matches(w.get("namespaceSelector"), ns_labels):
             return None
         if not object_matches(w.get("objectSelector"), a.obj, a.old):
-            return None
-        t = match_rules(self.rest.index, w.get("rules") or [], w.get("matchPolicy", "Equivalent"), a.operation,
-                        a.target, a.subresource, a.namespace)
-        if t is None:
             return None
         conditions = w.get("matchConditions") or []
         if conditions and not self._conditions_match(hook, conditions, a, t):
