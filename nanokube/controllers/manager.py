@@ -34,6 +34,7 @@ from .resourceclaim import ResourceClaimController
 from .resourcequota import ResourceQuotaController
 from .service_lb import DEFAULT_POOL, ServiceLBController
 from .statefulset import StatefulSetController
+from .storageversionmigrator import StorageVersionMigrator
 from .taint_eviction import TaintEvictionController
 from .ttl_after_finished import TTLAfterFinishedController
 from .validatingadmissionpolicy_status import ValidatingAdmissionPolicyStatusController
@@ -75,6 +76,7 @@ def build_controllers(client, clock: Clock = REAL, load_balancer_pool: str = DEF
         TaintEvictionController(client, clock=clock),
         DeviceTaintEvictionController(client, clock=clock, **device_taint_options()),
         ValidatingAdmissionPolicyStatusController(client, clock=clock),
+        StorageVersionMigrator(client, clock=clock),
     ]
 
 

@@ -30,6 +30,7 @@ _GROUPS = [
     "authentication",
     "core_componentstatuses",
     "core_bindings",
+    "storagemigration",
     "admissionregistration",
 ]
 

@@ -71,3 +71,35 @@ def test_bindings_resource_binds_a_pod(cluster):
     r = cluster.kubectl("delete", "--raw", "/api/v1/namespaces", check=False)
     assert r.returncode != 0 and "MethodNotAllowed" in r.stderr or "not allow" in r.stderr
     core.delete_namespaced_pod("bind-me", "default", grace_period_seconds=0)
+
+
+def test_storage_version_migration(cluster):
+    core = client.CoreV1Api(cluster.client())
+    for i in range(3):
+        core.create_namespaced_config_map("default", {"metadata": {"name": f"svm-{i}"}, "data": {"i": str(i)}})
+    svm_api = client.StoragemigrationV1Api(cluster.client())
+    svm_api.create_storage_version_migration({"metadata": {"name": "configmaps"},
+                                              "spec": {"resource": {"group": "", "resource": "configmaps"}}})
+
+    def finished():
+        s = svm_api.read_storage_version_migration("configmaps")
+        return s if any(c.type == "Succeeded" and c.status == "True" for c in s.status.conditions or []) else None
+    done = wait_for(finished, 20, "the migration succeeded")
+    assert done.status.resource_version
+    by_type = {c.type: (c.status, c.reason) for c in done.status.conditions}
+    assert by_type == {"Running": ("False", "StorageVersionMigrationInProgress"),
+                       "Succeeded": ("True", "StorageVersionMigrationSucceeded")}
+    assert core.read_namespaced_config_map("svm-1", "default").data == {"i": "1"}
+
+    svm_api.create_storage_version_migration({"metadata": {"name": "nothing"},
+                                              "spec": {"resource": {"group": "example.com", "resource": "nothings"}}})
+    failed = wait_for(lambda: (s := svm_api.read_storage_version_migration("nothing")).status.conditions and s, 20,
+                      "the migration failed")
+    assert [(c.type, c.status, c.message) for c in failed.status.conditions] == [
+        ("Failed", "True", "resource does not exist in discovery")]
+    v1beta1 = cluster.kubectl_json("get", "storageversionmigrations.v1beta1.storagemigration.k8s.io", "configmaps")
+    assert v1beta1["apiVersion"] == "storagemigration.k8s.io/v1beta1"
+    for name in ("configmaps", "nothing"):
+        svm_api.delete_storage_version_migration(name)
+    for i in range(3):
+        core.delete_namespaced_config_map(f"svm-{i}", "default")

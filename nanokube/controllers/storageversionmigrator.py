@@ -1,0 +1,104 @@
+"""Storage version migration (kube-controller-manager's resource-version and
+storage-version-migrator controllers, one worker here).
+
+For a new StorageVersionMigration it records the resource's current list
+resourceVersion in `status.resourceVersion` (or fails the migration when
+discovery does not know the resource), sets Running, then rewrites every
+object of the resource at its preferred version with an empty server-side
+apply that carries only the object's uid and resourceVersion, so the API
+server stores it again in the current storage version; a conflict means the
+object changed or went away meanwhile, which needs no migration. Succeeded or
+Failed ends it; finished migrations are not looked at again.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from ..client.informer import Informer
+from ..machinery.errors import APIError
+from .base import Controller
+
+GROUP = "storagemigration.k8s.io"
+FIELD_MANAGER = "storage-version-migrator-controller"
+SUCCEEDED, RUNNING, FAILED = ("StorageVersionMigrationSucceeded", "StorageVersionMigrationInProgress",
+                              "StorageVersionMigrationFailed")
+
+
+def _is_true(svm: dict, kind: str) -> bool:
+    return any(c.get("type") == kind and c.get("status") == "True"
+               for c in (svm.get("status") or {}).get("conditions") or [])
+
+
+def with_condition(svm: dict, kind: str, reason: str, message: str, now: str) -> dict:
+    """setStatusConditions: add `kind`=True; Succeeded or Failed turn Running False."""
+    status = dict(svm.get("status") or {})
+    conditions = [dict(c) for c in status.get("conditions") or []]
+    if not any(c.get("type") == kind and c.get("status") == "True" for c in conditions):
+        if kind in ("Succeeded", "Failed"):
+            for c in conditions:
+                if c.get("type") == "Running" and c.get("status") != "False":
+                    c.update(status="False", lastTransitionTime=now)
+        conditions = [c for c in conditions if c.get("type") != kind]
+        conditions.append({"type": kind, "status": "True", "lastTransitionTime": now, "reason": reason,
+                           "message": message})
+    status["conditions"] = conditions
+    return {**svm, "status": status}
+
+
+class StorageVersionMigrator(Controller):
+    name = "storage-version-migrator-controller"
+
+    def __init__(self, client, **kw):
+        super().__init__(client, **kw)
+        self.migrations = client.resource(GROUP, "v1", "storageversionmigrations")
+        self.inf = Informer(self.migrations)
+        self.inf.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new))
+
+    def informers(self):
+        return [self.inf]
+
+    def _enqueue(self, svm: dict) -> None:
+        self.queue.add(svm["metadata"]["name"])
+
+    def _target(self, svm: dict):
+        """The client of the migrated resource at its preferred version, or None."""
+        gr = (svm.get("spec") or {}).get("resource") or {}
+        for r in self.client.index.resources:
+            if r.group == gr.get("group", "") and r.plural == gr.get("resource"):
+                return self.client.resource(r.group, r.versions[0], r.plural)
+        return None
+
+    async def _set(self, svm: dict) -> dict:
+        return await self.migrations.update(svm, subresource="status")
+
+    async def sync(self, name: str) -> None:
+        svm = self.inf.get(name)
+        if svm is None or _is_true(svm, "Succeeded") or _is_true(svm, "Failed"):
+            return
+        target = self._target(svm)
+        if target is None:
+            await self._set(with_condition(svm, "Failed", FAILED, "resource does not exist in discovery",
+                                           self.clock.rfc3339()))
+            return
+        if not (svm.get("status") or {}).get("resourceVersion"):
+            _, rv = await target.list()
+            await self._set({**svm, "status": {**(svm.get("status") or {}), "resourceVersion": rv}})
+            return  # the update comes back through the informer
+        svm = await self._set(with_condition(svm, "Running", RUNNING, "", self.clock.rfc3339()))
+        items, _ = await target.list()
+        api_version = f"{target.res.group}/{target.version}" if target.res.group else target.version
+        for obj in items:
+            md = obj["metadata"]
+            body = {"apiVersion": api_version, "kind": target.res.kind,
+                    "metadata": {"uid": md.get("uid"), "resourceVersion": md.get("resourceVersion")}}
+            try:
+                await target.patch(md["name"], orjson.dumps(body), "application/apply-patch+yaml",
+                                   namespace=md.get("namespace"), field_manager=FIELD_MANAGER)
+            except APIError as e:
+                if e.code in (404, 409):
+                    continue  # changed, deleted or recreated since: nothing to migrate
+                await self._set(with_condition(svm, "Failed", FAILED, "migration encountered unhandled error",
+                                               self.clock.rfc3339()))
+                return
+        await self._set(with_condition(svm, "Succeeded", SUCCEEDED, "", self.clock.rfc3339()))
