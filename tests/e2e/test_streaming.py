@@ -203,3 +203,20 @@ def test_port_forward_to_a_closed_port_reports_the_error(c):
     sock = pf.socket(9999)
     assert sock.recv(10) == b""
     assert "connection refused" in pf.error(9999)
+
+
+def test_top_pod_reports_measured_usage(c):
+    burner = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "burner", "namespace": "default"},
+              "spec": {"terminationGracePeriodSeconds": 0, "containers": [{
+                  "name": "main", "image": "python:3.11",
+                  "command": ["python3", "-c", "b = bytearray(64 << 20)\nwhile True: pass"]}]}}
+    c.kubectl("apply", "-f", "-", input=json.dumps(burner))
+    wait_for(lambda: c.kubectl_json("get", "pod", "burner")["status"].get("phase") == "Running", 60, "burner runs")
+    time.sleep(2)
+
+    def busy():
+        row = c.kubectl("top", "pod", "burner", "--no-headers").stdout.split()
+        return row if int(row[1].rstrip("m")) >= 100 else None
+    row = wait_for(busy, 30, "measured CPU")
+    assert int(row[2].rstrip("Mi")) >= 64, "resident memory includes the 64 MiB buffer"
+    c.kubectl("delete", "pod", "burner", "--wait=false")
