@@ -1,8 +1,8 @@
 """The resource-quota controller: keeps each ResourceQuota's `status.hard`
 (its spec) and `status.used` (what the namespace's objects charge, by the
 evaluators quota admission uses). A quota is recounted when it changes, when
-an object of a kind it counts changes or goes in its namespace
-(replenishment), and every resync period. Pods, services, claims,
+an object of a kind it counts goes or changes what it charges in its
+namespace (replenishment), and every resync period. Pods, services, claims,
 ResourceClaims, ConfigMaps and Secrets are watched from the start; any other
 kind gets its informer when a quota first names `count/<resource>.<group>`
 (upstream's quota monitor)."""
@@ -63,9 +63,17 @@ class ResourceQuotaController(Controller):
         return [self.quotas, *self.watched.values()]
 
     def _watch(self, group: str, version: str, plural: str) -> Informer:
+        """Replenishment as upstream's: an object going, or an update that changes what it
+        charges (a pod turning terminal), recounts its namespace's quotas; creations were
+        charged by admission already."""
         inf = Informer(self.client.resource(group, version, plural))
-        inf.add_handlers(on_add=self._replenish, on_update=lambda old, new: self._replenish(new),
-                         on_delete=self._replenish)
+
+        def updated(old: dict, new: dict) -> None:
+            now = self.clock.now()
+            if usage(group, plural, old, now) != usage(group, plural, new, now):
+                self._replenish(new)
+
+        inf.add_handlers(on_update=updated, on_delete=self._replenish)
         self.watched[(group, plural)] = inf
         return inf
 
