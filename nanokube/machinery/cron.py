@@ -15,7 +15,7 @@ import re
 import zoneinfo
 from dataclasses import dataclass
 
-from cronsim import CronSim
+from cronsim import CronSim, CronSimError
 
 _DESCRIPTORS = {
     "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",
@@ -48,13 +48,31 @@ class Schedule:
     expression: str  # five fields, descriptors expanded; "" for @every
     zone: dt.tzinfo | None  # from a TZ= prefix; None means the caller's zone
     every: float = 0.0  # @every's period in seconds
+    #: the values each field allows, and whether day of month / of week began with `*` or `?`
+    values: tuple[frozenset[int], ...] = ()
+    day_stars: tuple[bool, bool] = (True, True)
 
     def next(self, after: float, zone: dt.tzinfo) -> float:
-        """The first activation strictly after epoch second `after`."""
+        """The first activation strictly after epoch second `after`; ValueError
+        for a schedule that never fires. A wall time a DST jump skips is not
+        run (robfig), where cron would run it after the jump."""
         if self.every:
             return float(int(after) + max(1, round(self.every)))
         start = dt.datetime.fromtimestamp(int(after), self.zone or zone)
-        return next(CronSim(self.expression, start)).timestamp()
+        try:
+            for t in CronSim(self.expression, start):
+                if self.matches(t):
+                    return t.timestamp()
+        except CronSimError:  # a date that never comes (Feb 30): robfig finds no time either
+            pass
+        raise ValueError("time difference between two schedules is less than 1 second")
+
+    def matches(self, t: dt.datetime) -> bool:
+        minute, hour, dom, month, dow = self.values
+        if t.minute not in minute or t.hour not in hour or t.month not in month:
+            return False
+        day, weekday = t.day in dom, (t.weekday() + 1) % 7 in dow
+        return (day and weekday) if any(self.day_stars) else (day or weekday)
 
 
 def parse(spec: str) -> Schedule:
@@ -75,18 +93,19 @@ def parse(spec: str) -> Schedule:
             return Schedule("", zone, _go_duration(spec[len("@every "):], spec))
         if spec not in _DESCRIPTORS:
             raise ScheduleError(f"unrecognized descriptor: {spec}")
-        return Schedule(_DESCRIPTORS[spec], zone)
+        spec = _DESCRIPTORS[spec]
     fields = spec.split()
     if len(fields) != 5:
         raise ScheduleError(f"expected exactly 5 fields, found {len(fields)}: [{' '.join(fields)}]")
-    normal = [_check_field(f, *_BOUNDS[i]) for i, f in enumerate(fields)]
-    return Schedule(" ".join(normal), zone)
+    checked = [_check_field(f, *_BOUNDS[i]) for i, f in enumerate(fields)]
+    return Schedule(" ".join(text for text, _ in checked), zone, values=tuple(v for _, v in checked),
+                    day_stars=(fields[2][:1] in "*?", fields[4][:1] in "*?"))
 
 
-def _check_field(field: str, lo: int, hi: int, names: dict) -> str:
+def _check_field(field: str, lo: int, hi: int, names: dict) -> tuple[str, frozenset[int]]:
     """robfig's getField: comma-separated ranges `a-b/step`, `*` or `?`; names
-    become numbers so cronsim reads the same values."""
-    out = []
+    become numbers so cronsim reads the same values. Returns the text and the values."""
+    out, values = [], set()
     for expr in field.split(","):
         range_step = expr.split("/")
         if len(range_step) > 2:
@@ -95,7 +114,7 @@ def _check_field(field: str, lo: int, hi: int, names: dict) -> str:
         if len(bounds) > 2:
             raise ScheduleError(f"too many hyphens: {expr}")
         if range_step[0] in ("*", "?"):
-            text = "*"
+            text, start, end = "*", lo, hi
         else:
             start = _value(bounds[0], names)
             end = _value(bounds[1], names) if len(bounds) == 2 else start
@@ -107,14 +126,16 @@ def _check_field(field: str, lo: int, hi: int, names: dict) -> str:
                 raise ScheduleError(f"beginning of range ({start}) beyond end of range ({end}): {expr}")
             text = f"{start}-{end}" if len(bounds) == 2 else str(start)
             if len(range_step) == 2 and len(bounds) == 1:
-                text = f"{start}-{hi}"  # robfig: `N/step` means N through the maximum
+                text, end = f"{start}-{hi}", hi  # robfig: `N/step` means N through the maximum
+        step = 1
         if len(range_step) == 2:
             step = _value(range_step[1], {})
             if step <= 0:
                 raise ScheduleError(f"step of range should be a positive number: {expr}")
             text += f"/{step}"
         out.append(text)
-    return ",".join(out)
+        values.update(range(start, end + 1, step))
+    return ",".join(out), frozenset(values)
 
 
 def _value(text: str, names: dict) -> int:

@@ -197,3 +197,13 @@ def test_most_recent_schedule_time_counts_missed_runs():
     assert (recent, missed) == (START - 30 + 5 * 3600, 1)
     _, recent, missed = most_recent_schedule_time(cj, START + 200 * 3600, sched, utc, True)
     assert missed == 200 and recent == START - 30 + 200 * 3600
+
+
+async def test_a_schedule_that_never_fires_is_reported_once_per_sync(env):
+    client, clock = env
+    await client.resource("batch", "v1", "cronjobs").create(cronjob("never", schedule="0 0 30 2 *"))
+    await eventually(lambda: _has_event(client, "InvalidSchedule"))
+    msg = (await events(client, "InvalidSchedule"))[0]["message"]
+    assert msg == "invalid schedule: 0 0 30 2 * : time difference between two schedules is less than 1 second"
+    await clock.advance(3600)
+    assert not await jobs(client)
