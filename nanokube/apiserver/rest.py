@@ -599,6 +599,13 @@ class GenericREST:
             errs = res.strategy.validate_approval_update(new, old)
         elif subresource == "finalize":
             errs = res.strategy.validate_finalize(new, old)
+        if subresource in ("status", "approval", "finalize"):
+            # labels and annotations a subresource write carries are validated as on any update
+            # (upstream's ValidateObjectMetaUpdate runs in every status strategy)
+            from ..machinery.validation import validate_annotations, validate_labels
+
+            errs = validate_labels(nm.get("labels"), "metadata.labels") + \
+                validate_annotations(nm.get("annotations"), "metadata.annotations") + list(errs or [])
         else:
             res.strategy.prepare_for_update(new, old)
             if res.strategy.track_generation and _spec_changed(old, new):
@@ -716,6 +723,10 @@ class GenericREST:
                     raise _patch_error(e) from None
             if not isinstance(body, dict):
                 raise errors.bad_request("the patch produced something that is not an object")
+            if body.get("metadata") is not None and not isinstance(body["metadata"], dict):
+                raise errors.bad_request(f'{res.kind} in version "{version}" cannot be handled as a {res.kind}: json: '
+                                         f"cannot unmarshal {_json_kind(body['metadata'])} into Go struct field "
+                                         f"{res.kind}.metadata of type v1.ObjectMeta")
             if (body.get("metadata") or {}).get("name", name) != name:
                 raise errors.bad_request(f"the name of the object ({body['metadata']['name']}) does not match the name on the URL ({name})")
             patched_rv = (body.get("metadata") or {}).get("resourceVersion")

@@ -22,12 +22,12 @@ class PatchError(Exception):
     `status_message` and `details` are the meta/v1 Status fields upstream
     returns: 400 BadRequest for undecodable patches, 413 for oversized JSON
     patches, 422 for JSON patch operations that fail (upstream wraps the
-    message into a generic "rejected" Status whose cause carries it), and 500
-    with an empty (Unknown) reason for strategic-merge errors the apiserver
-    passes through unconverted.
+    message into a generic "rejected" Status whose cause carries it) and for
+    strategic-merge lists of lists, 400 for every other strategic-merge error
+    (upstream passes those through as a 500; a patch is the client's error).
     """
 
-    _REASONS: ClassVar[dict[int, str]] = {400: "BadRequest", 413: "RequestEntityTooLarge", 422: "Invalid", 500: ""}
+    _REASONS: ClassVar[dict[int, str]] = {400: "BadRequest", 413: "RequestEntityTooLarge", 422: "Invalid"}
 
     def __init__(self, message: str, code: int = 400):
         super().__init__(message)

@@ -6,9 +6,10 @@ patch strategies and merge keys come from the OpenAPI extensions of the kind's
 schema; lists with strategy `merge` merge by key (maps) or union (scalars),
 other lists and `replace`-strategy maps are replaced; the directives `$patch`,
 `$retainKeys`, `$deleteFromPrimitiveList/<f>` and `$setElementOrder/<f>` are
-honoured; `$patch: merge` is rejected, as upstream does. Errors carry the
-status upstream gives: its four format errors are 400, lists of lists 422, and
-everything else passes through as a 500 with upstream's message.
+honoured; `$patch: merge` is rejected, as upstream does. Errors carry
+upstream's messages: its four format errors are 400 and lists of lists 422, as
+upstream answers; the rest upstream passes through as a 500, which for a patch
+the client got wrong nanokube answers as a 400 (no input earns a server error).
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def _map_directive(patch: dict) -> dict:
         return {k: v for k, v in patch.items() if k != DIRECTIVE}
     if _is(directive, DELETE):
         return {}
-    raise PatchError(f"unknown patch type: {_gofmt(directive)} in map: {_gofmt(patch)}", 500)
+    raise PatchError(f"unknown patch type: {_gofmt(directive)} in map: {_gofmt(patch)}", 400)
 
 
 def _apply_retain_keys(original: dict, patch: dict) -> None:
@@ -108,14 +109,14 @@ def _merge_ordered_lists(original: dict, patch: dict, schema: dict | None) -> No
     for directive_key in [k for k in patch if k.startswith(SET_ELEMENT_ORDER)]:
         order = patch.pop(directive_key)
         if not isinstance(order, list):
-            raise PatchError(_bad_arg_type(_LIST, order), 500)
+            raise PatchError(_bad_arg_type(_LIST, order), 400)
         key = _strip_prefix(directive_key, SET_ELEMENT_ORDER, ERR_SET_ELEMENT_ORDER)
         in_original, in_patch = key in original, key in patch
         live = original.get(key) if in_original else []
         patched = patch.get(key) if in_patch else []
         for value in (live, patched):
             if not isinstance(value, list):
-                raise PatchError(_bad_arg_type(_LIST, value), 500)
+                raise PatchError(_bad_arg_type(_LIST, value), 400)
         sub = _subschema(schema, key)
         _, _, _, merge_key = schemas.list_semantics(sub)
         merge_key = merge_key or ""
@@ -153,7 +154,7 @@ def _validate_against_order(patched: list, order: list, merge_key: str) -> None:
     if p < len(items):
         raise PatchError(
             f"the order in patch list:\n{_gofmt(patched)}\n doesn't match {SET_ELEMENT_ORDER} list:\n{_gofmt(order)}",
-            500,
+            400,
         )
 
 
@@ -162,9 +163,9 @@ def _merge_key_equal(left: Any, right: Any, merge_key: str) -> bool:
         return _is(left, right)
     for item in (left, right):
         if not isinstance(item, dict):
-            raise PatchError(_bad_arg_type(_MAP, item), 500)
+            raise PatchError(_bad_arg_type(_MAP, item), 400)
         if merge_key not in item:
-            raise PatchError(_no_merge_key(item, merge_key), 500)
+            raise PatchError(_no_merge_key(item, merge_key), 400)
     return _is(left[merge_key], right[merge_key])
 
 
@@ -189,7 +190,7 @@ def _merge_list(original: list, patch: list, elem: dict | None, merge_key: str, 
         merged = _dedupe(original + patch)
     else:
         if not merge_key:
-            raise PatchError("cannot merge lists without merge key for struct", 500)
+            raise PatchError("cannot merge lists without merge key for struct", 400)
         original, patch = _apply_element_directives(original, patch, merge_key)
         merged = _merge_by_key(original, patch, merge_key, elem)
     if merge_key:
@@ -211,14 +212,14 @@ def _apply_element_directives(original: list, patch: list, merge_key: str) -> tu
         directive = item[DIRECTIVE]
         if _is(directive, DELETE):
             if merge_key not in item:
-                raise PatchError(_no_merge_key(item, merge_key), 500)
+                raise PatchError(_no_merge_key(item, merge_key), 400)
             original = [v for v in original if not (merge_key in v and _is(v[merge_key], item[merge_key]))]
         elif _is(directive, REPLACE):
             replace = True
         elif _is(directive, MERGE):
-            raise PatchError("merging lists cannot yet be specified in the patch", 500)
+            raise PatchError("merging lists cannot yet be specified in the patch", 400)
         else:
-            raise PatchError(f"unknown patch type: {_gofmt(directive)} in map: {_gofmt(item)}", 500)
+            raise PatchError(f"unknown patch type: {_gofmt(directive)} in map: {_gofmt(item)}", 400)
     if replace:
         return plain, []
     return original, plain
@@ -228,7 +229,7 @@ def _merge_by_key(original: list, patch: list, merge_key: str, elem: dict | None
     merged = list(original)
     for item in patch:
         if merge_key not in item:
-            raise PatchError(_no_merge_key(item, merge_key), 500)
+            raise PatchError(_no_merge_key(item, merge_key), 400)
         idx = _find_by_key(merged, merge_key, item[merge_key])
         if idx is None:
             merged.append(item)
@@ -240,7 +241,7 @@ def _merge_by_key(original: list, patch: list, merge_key: str, elem: dict | None
 def _find_by_key(items: list, merge_key: str, value: Any) -> int | None:
     for i, item in enumerate(items):
         if not isinstance(item, dict):
-            raise PatchError(f"value for key {i} is not a map", 500)
+            raise PatchError(f"value for key {i} is not a map", 400)
         if merge_key in item and _is(item[merge_key], value):
             return i
     return None
@@ -250,9 +251,9 @@ def _partition_maps(items: list, by: list, merge_key: str) -> tuple[list, list]:
     present, absent = [], []
     for item in items:
         if not isinstance(item, dict):
-            raise PatchError(_bad_arg_type(_MAP, item), 500)
+            raise PatchError(_bad_arg_type(_MAP, item), 400)
         if merge_key not in item:
-            raise PatchError(_no_merge_key(item, merge_key), 500)
+            raise PatchError(_no_merge_key(item, merge_key), 400)
         (present if _find_by_key(by, merge_key, item[merge_key]) is not None else absent).append(item)
     return present, absent
 
@@ -291,9 +292,9 @@ def _sort_by(items: list, order: list, merge_key: str, kind: type) -> list:
     if kind is dict:
         for item in items + order:
             if not isinstance(item, dict):
-                raise PatchError(_bad_arg_type(_MAP, item), 500)
+                raise PatchError(_bad_arg_type(_MAP, item), 400)
             if merge_key not in item:
-                raise PatchError(_no_merge_key(item, merge_key), 500)
+                raise PatchError(_no_merge_key(item, merge_key), 400)
         items, deletions = _split_deletions(items)
 
     def position(item: Any) -> int:
@@ -307,7 +308,7 @@ def _split_deletions(items: list) -> tuple[list, list]:
     keep, deletions = [], []
     for item in items:
         if not isinstance(item, dict):
-            raise PatchError(_bad_arg_type(_MAP, item), 500)
+            raise PatchError(_bad_arg_type(_MAP, item), 400)
         (deletions if _is(item.get(DIRECTIVE), DELETE) else keep).append(item)
     return keep, deletions
 
@@ -335,9 +336,9 @@ def _element_type(*lists: list) -> type:
                 if found is list:
                     raise PatchError(ERR_LIST_OF_LISTS, 422)
             elif type(item) is not found:
-                raise PatchError(f"list element types are not identical: {_gofmt(list(lists))}", 500)
+                raise PatchError(f"list element types are not identical: {_gofmt(list(lists))}", 400)
     if found is None:
-        raise PatchError("no elements in any of the given slices", 500)
+        raise PatchError("no elements in any of the given slices", 400)
     return found
 
 
@@ -355,7 +356,7 @@ def _strategy(prop: dict | None) -> str:
     strategies = [s for s in (raw or "").split(",") if s]
     rest = [s for s in strategies if s != "retainKeys"]
     if len(strategies) > 2 or len(rest) > 1:
-        raise PatchError(f"unexpected patch strategy: {_gofmt(strategies)}", 500)
+        raise PatchError(f"unexpected patch strategy: {_gofmt(strategies)}", 400)
     return rest[0] if rest else ""
 
 

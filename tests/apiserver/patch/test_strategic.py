@@ -231,9 +231,9 @@ def test_directive_maps_in_new_values_are_dropped():
 
 def test_patch_merge_is_rejected_like_upstream():
     err = failure(pod(), {"spec": {"containers": [{"name": "nginx", "$patch": "merge"}]}})
-    assert (err.code, str(err)) == (500, "merging lists cannot yet be specified in the patch")
+    assert (err.code, str(err)) == (400, "merging lists cannot yet be specified in the patch")
     err = failure(pod(), {"spec": {"nodeSelector": {"$patch": "merge"}}})
-    assert (err.code, str(err)) == (500, "unknown patch type: merge in map: map[$patch:merge]")
+    assert (err.code, str(err)) == (400, "unknown patch type: merge in map: map[$patch:merge]")
 
 
 def test_delete_from_primitive_list():
@@ -312,7 +312,7 @@ def test_set_element_order_that_contradicts_patch_is_rejected():
         "spec": {"$setElementOrder/containers": [{"name": "nginx"}], "containers": [{"name": "sidecar", "image": "x"}]}
     }
     err = failure(pod(), patch)
-    assert err.code == 500
+    assert err.code == 400
     assert str(err) == (
         "the order in patch list:\n[map[image:x name:sidecar]]\n doesn't match $setElementOrder list:\n[map[name:nginx]]"
     )
@@ -332,7 +332,7 @@ def test_malformed_directive_keys_are_bad_request(patch, message):
 
 def test_missing_merge_key_is_a_server_error_with_upstream_message():
     err = failure(pod(), {"spec": {"containers": [{"image": "nginx"}]}})
-    assert (err.code, err.reason) == (500, "")
+    assert (err.code, err.reason) == (400, "BadRequest")
     assert str(err) == "map: map[image:nginx] does not contain declared merge key: name"
 
 
@@ -344,7 +344,7 @@ def test_list_of_lists_is_unprocessable():
 
 def test_mixed_element_types_are_rejected():
     err = failure(pod(), {"metadata": {"finalizers": [1]}})
-    assert err.code == 500 and str(err).startswith("list element types are not identical: ")
+    assert err.code == 400 and str(err).startswith("list element types are not identical: ")
 
 
 def test_merge_keys_compare_with_go_types():

@@ -1,0 +1,356 @@
+"""Schema-driven fuzzing of a running API server, shared by the bounded test
+(tests/e2e/test_fuzz.py) and the long run (scripts/fuzz.py).
+
+Hypothesis draws a request: a kind, a valid seed object of it, a mutation at a
+path of the seed (a null, a value of another type, a hostile string or
+number, a deep nesting, a removed or unknown field, or a value generated from
+the kind's OpenAPI v3 schema as the server serves it), and a verb (create,
+update, merge/strategic/JSON patch, server-side apply) with hostile query
+parameters. `Fuzzer.check` sends it and asserts the server's contract:
+
+- no 5xx, and no answer slower than `SLOW` seconds;
+- every 4xx is a `metav1.Status` with that code;
+- a refused write changes nothing (the target's stored state is as before);
+- an accepted object re-validates (the stored object PUT back with dryRun=All is accepted).
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import functools
+import json
+import time
+from typing import Any
+
+from hypothesis import strategies as st
+
+from .test_hardening import Raw
+
+NS = "fuzz"
+SLOW = 2.0
+REF = "#/components/schemas/"
+
+#: (group/version path, plural, kind, seed object) of each fuzzed kind; seeds are valid and stable
+#: (pods name no scheduler, Deployments and Jobs run nothing), so a refused write must leave them as they were
+KINDS = [
+    ("api/v1", "configmaps", "ConfigMap", {"data": {"a": "b"}, "binaryData": {"b": "AAEC"}}),
+    ("api/v1", "secrets", "Secret", {"type": "Opaque", "stringData": {"a": "b"}}),
+    ("api/v1", "pods", "Pod", {"spec": {"schedulerName": "fuzz-nobody", "containers": [
+        {"name": "c", "image": "busybox", "ports": [{"containerPort": 80}],
+         "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}, "volumeMounts": [{"name": "v", "mountPath": "/v"}]}],
+        "volumes": [{"name": "v", "emptyDir": {"sizeLimit": "1Gi"}}]}}),
+    ("api/v1", "services", "Service", {"spec": {"selector": {"app": "x"}, "ports": [{"name": "http", "port": 80}]}}),
+    ("apis/apps/v1", "deployments", "Deployment", {"spec": {"replicas": 0, "selector": {"matchLabels": {"app": "x"}},
+                                                            "template": {"metadata": {"labels": {"app": "x"}},
+                                                                         "spec": {"containers": [{"name": "c", "image": "i"}]}}}}),
+    ("apis/batch/v1", "jobs", "Job", {"spec": {"suspend": True, "template": {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}}),
+    ("apis/coordination.k8s.io/v1", "leases", "Lease", {"spec": {"holderIdentity": "me", "leaseDurationSeconds": 10}}),
+    ("apis/policy/v1", "poddisruptionbudgets", "PodDisruptionBudget", {"spec": {"minAvailable": 1,
+                                                                                "selector": {"matchLabels": {"app": "x"}}}}),
+    ("apis/scheduling.k8s.io/v1", "priorityclasses", "PriorityClass", {"value": 10}),
+    ("apis/resource.k8s.io/v1", "deviceclasses", "DeviceClass", {"spec": {"selectors": [
+        {"cel": {"expression": 'device.driver == "gpu.example.com"'}}]}}),
+    ("apis/resource.k8s.io/v1", "resourceclaims", "ResourceClaim", {"spec": {"devices": {"requests": [
+        {"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}),
+]
+CLUSTER_SCOPED = {"priorityclasses", "deviceclasses"}
+
+HOSTILE_STRINGS = ["", " ", "\n", "a\n", "A", "\u212a", "\x00", "\u202e", "é", "a" * 64, "a" * 254, "x" * 70_000,
+                   "../..", "a/b", "-", "1abc", "a.b", "*", "null", "true", "0", "-1", "1e9999999999", "1e100000",
+                   "1Ki\n", "0.0000000001", "9Ei", "2024-13-45T99:99:99Z", "${x}", "{{x}}", "'", '"', "\\", "%0A"]
+HOSTILE_NUMBERS = [0, -1, 1, 2**31 - 1, 2**31, -(2**31) - 1, 2**53, 2**63 - 1, -(2**63), 1.5, -0.0, 1e308]
+HOSTILE_VALUES = [None, True, False, [], {}, [None], {"a": None}, [[]], {"": ""}, [1, "a", None]]
+
+
+def deep(depth: int) -> Any:
+    v: Any = {}
+    for _ in range(depth):
+        v = {"a": v}
+    return v
+
+
+class Schemas:
+    """The OpenAPI v3 components the server serves, per group/version, fetched once."""
+
+    def __init__(self, raw: Raw):
+        index = raw.request("GET", "/openapi/v3")[2]["paths"]
+        self.components: dict[str, dict] = {}
+        for gv in {k[0] for k in KINDS}:
+            doc = raw.request("GET", index[gv]["serverRelativeURL"])[2]
+            self.components.update(doc["components"]["schemas"])
+
+    def kind(self, group_version: str, kind: str) -> dict:
+        group = "" if group_version == "api/v1" else group_version.split("/")[1]
+        version = group_version.rsplit("/", 1)[1]
+        for name, s in self.components.items():
+            for gvk in s.get("x-kubernetes-group-version-kind", ()):
+                if (gvk["group"], gvk["version"], gvk["kind"]) == (group, version, kind):
+                    return s
+        raise LookupError(kind)
+
+    def resolve(self, s: dict | None) -> dict:
+        while s:
+            if "$ref" in s:
+                s = self.components[s["$ref"][len(REF):]]
+            elif len(s.get("allOf") or ()) == 1:
+                s = s["allOf"][0]
+            else:
+                break
+        return s or {}
+
+    @functools.lru_cache(maxsize=None)  # noqa: B019 - one instance per run
+    def values(self, key: str, depth: int) -> st.SearchStrategy:
+        """Values a schema node admits (roughly), depth-limited; `key` is the node's JSON text."""
+        s = self.resolve(json.loads(key))
+        if s.get("x-kubernetes-int-or-string"):
+            return st.one_of(st.integers(-5, 100), st.sampled_from(["1", "50%", "http", "x"]))
+        t = s.get("type")
+        if t == "string":
+            return st.one_of(st.text(max_size=12), st.sampled_from(s.get("enum") or HOSTILE_STRINGS[:20]))
+        if t == "integer":
+            return st.one_of(st.integers(-10, 1000), st.sampled_from(HOSTILE_NUMBERS))
+        if t == "number":
+            return st.floats(allow_nan=False, allow_infinity=False)
+        if t == "boolean":
+            return st.booleans()
+        if depth <= 0:
+            return st.none()
+        if t == "array":
+            return st.lists(self.values(json.dumps(s.get("items") or {}), depth - 1), max_size=3)
+        props = s.get("properties") or {}
+        if props:
+            names = sorted(props)
+            return st.lists(st.sampled_from(names), max_size=4, unique=True).flatmap(
+                lambda chosen: st.fixed_dictionaries({k: self.values(json.dumps(props[k]), depth - 1) for k in chosen}))
+        ap = s.get("additionalProperties")
+        if isinstance(ap, dict):
+            return st.dictionaries(st.text(min_size=1, max_size=8), self.values(json.dumps(ap), depth - 1), max_size=3)
+        return st.one_of(st.none(), st.text(max_size=5), st.integers())
+
+    def at(self, root: dict, path: list) -> dict:
+        """The schema of the value at `path` under the kind schema `root`."""
+        s = root
+        for seg in path:
+            s = self.resolve(s)
+            if isinstance(seg, int):
+                s = s.get("items") or {}
+            else:
+                props = s.get("properties") or {}
+                s = props.get(seg) or (s.get("additionalProperties") if isinstance(s.get("additionalProperties"), dict) else {})
+        return s
+
+
+def _paths(obj: Any, prefix: list) -> list[list]:
+    out = [prefix]
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out += _paths(v, prefix + [k])
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            out += _paths(v, prefix + [i])
+    return out
+
+
+def _set(obj: Any, path: list, value: Any, remove: bool = False) -> Any:
+    if not path:
+        return value
+    parent = obj
+    for seg in path[:-1]:
+        parent = parent[seg]
+    if remove:
+        if isinstance(parent, dict):
+            parent.pop(path[-1], None)
+        else:
+            del parent[path[-1]]
+    else:
+        parent[path[-1]] = value
+    return obj
+
+
+def _pointer(path: list) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+
+
+def _nested(path: list, value: Any) -> Any:
+    """A merge patch that sets `value` at `path` (list indices become whole lists)."""
+    for seg in reversed(path):
+        value = [value] if isinstance(seg, int) else {seg: value}
+    return value
+
+
+@st.composite
+def requests(draw, fuzzer: Fuzzer):
+    """One fuzzed write: (method, path, body bytes, content type, target name or None, dry run)."""
+    gv, plural, kind, seed_spec = draw(st.sampled_from(KINDS))
+    base = fuzzer.base(gv, plural)
+    seed = {"apiVersion": gv.split("/", 1)[1] if gv.startswith("apis/") else "v1", "kind": kind,
+            "metadata": {"name": fuzzer.seed_name(plural), "labels": {"app": "x"}}, **copy.deepcopy(seed_spec)}
+    obj = copy.deepcopy(seed)
+    path = draw(st.sampled_from(_paths(obj, [])[1:]))
+    root = fuzzer.schemas.kind(gv, kind)
+    how = draw(st.sampled_from(["string", "number", "value", "deep", "remove", "unknown", "schema", "schema", "schema"]))
+    if how == "string":
+        value = draw(st.one_of(st.sampled_from(HOSTILE_STRINGS), st.text(max_size=30)))
+    elif how == "number":
+        value = draw(st.one_of(st.sampled_from(HOSTILE_NUMBERS), st.integers()))
+    elif how == "value":
+        value = draw(st.sampled_from(HOSTILE_VALUES))
+    elif how == "deep":
+        value = deep(draw(st.sampled_from([30, 99, 101, 150, 1000])))
+    elif how == "unknown":
+        path, value = path + ["fuzzUnknown"], draw(st.sampled_from(HOSTILE_VALUES + HOSTILE_STRINGS[:5]))
+    elif how == "schema":
+        value = draw(fuzzer.schemas.values(json.dumps(fuzzer.schemas.at(root, path)), 3))
+    else:
+        value = None
+    if how == "unknown" and not isinstance(_get(obj, path[:-1]), dict):
+        path = path[:-1]
+    if how == "remove":
+        _set(obj, path, None, remove=True)
+    else:
+        obj = _set(obj, path, value)
+    verb = draw(st.sampled_from(["create", "update", "merge", "strategic", "json", "apply", "status", "delete"]))
+    query = {}
+    if draw(st.booleans()):
+        query["fieldValidation"] = draw(st.sampled_from(["Strict", "Warn", "Ignore", "bogus"]))
+    dry = draw(st.sampled_from([None, None, "All", "Bogus"]))
+    if dry:
+        query["dryRun"] = dry
+    name = seed["metadata"]["name"]
+    if verb == "create":
+        if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict) and "name" in obj["metadata"]:
+            obj["metadata"]["name"] = fuzzer.fresh_name(draw(st.integers(0, 10**9)))
+        return "POST", base, query, json.dumps(obj), "application/json", None, dry
+    if verb == "update":
+        return "PUT", f"{base}/{name}", query, json.dumps(obj), "application/json", name, dry
+    if verb == "status":
+        return "PUT", f"{base}/{name}/status", query, json.dumps(obj), "application/json", name, dry
+    if verb == "delete":
+        options = draw(st.fixed_dictionaries({}, optional={
+            "gracePeriodSeconds": st.sampled_from(HOSTILE_NUMBERS + HOSTILE_STRINGS[:4]),
+            "propagationPolicy": st.sampled_from(["Foreground", "Background", "Orphan", "bogus", 1]),
+            "orphanDependents": st.sampled_from([True, False, "x"]),
+            "dryRun": st.sampled_from([["All"], ["Bogus"], "All", [], None]),
+            "preconditions": st.sampled_from([{"uid": "x"}, {"resourceVersion": "1"}, "x", None])}))
+        body = draw(st.one_of(st.just(options), st.sampled_from(HOSTILE_VALUES)))
+        query.setdefault("dryRun", "All")
+        return "DELETE", f"{base}/{name}", query, json.dumps(body), "application/json", name, query["dryRun"]
+    if verb == "apply":
+        query["fieldManager"] = "fuzz"
+        query["force"] = "true"
+        return "PATCH", f"{base}/{name}", query, json.dumps(obj), "application/apply-patch+yaml", name, dry
+    if verb == "json":
+        op = {"op": "remove", "path": _pointer(path)} if how == "remove" else \
+            {"op": draw(st.sampled_from(["add", "replace"])), "path": _pointer(path), "value": value}
+        return "PATCH", f"{base}/{name}", query, json.dumps([op]), "application/json-patch+json", name, dry
+    patch = _nested(path, None if how == "remove" else value)
+    ctype = "application/merge-patch+json" if verb == "merge" else "application/strategic-merge-patch+json"
+    return "PATCH", f"{base}/{name}", query, json.dumps(patch), ctype, name, dry
+
+
+def _get(obj: Any, path: list) -> Any:
+    for seg in path:
+        obj = obj[seg]
+    return obj
+
+
+def _stable(obj: dict) -> dict:
+    """What a refused write must not change (controllers may still write status)."""
+    md = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in ("resourceVersion", "managedFields")}
+    return {**{k: v for k, v in obj.items() if k != "status"}, "metadata": md}
+
+
+class Fuzzer:
+    def __init__(self, raw: Raw):
+        self.raw = raw
+        self.codes: collections.Counter = collections.Counter()
+        self.requests = 0
+        self.slowest = 0.0
+        self.schemas = Schemas(raw)
+        self._seeded: set[str] = set()
+        code = raw.request("POST", "/api/v1/namespaces", {"metadata": {"name": NS}})[0]
+        assert code in (201, 409), code
+
+    def base(self, gv: str, plural: str) -> str:
+        return f"/{gv}/{plural}" if plural in CLUSTER_SCOPED else f"/{gv}/namespaces/{NS}/{plural}"
+
+    @staticmethod
+    def seed_name(plural: str) -> str:
+        return f"fuzz-seed-{plural}"
+
+    @staticmethod
+    def fresh_name(n: int) -> str:
+        return f"fuzz-{n}"
+
+    def send(self, method: str, path: str, body=None, ctype: str | None = "application/json", query: dict | None = None):
+        from urllib.parse import urlencode
+
+        url = path + ("?" + urlencode(query) if query else "")
+        start = time.monotonic()
+        code, headers, got = self.raw.request(method, url, body, ctype)
+        took = time.monotonic() - start
+        self.requests += 1
+        self.codes[code] += 1
+        self.slowest = max(self.slowest, took)
+        assert took < SLOW, f"{method} {url} took {took:.1f}s"
+        assert code < 500, f"{method} {url} {str(body)[:300]} -> {code} {got}"
+        if code >= 400:
+            assert isinstance(got, dict) and got.get("kind") == "Status" and got.get("code") == code, \
+                f"{method} {url} -> {code} is not a Status: {str(got)[:300]}"
+        return code, got
+
+    def ensure_seeds(self) -> None:
+        """Every kind's seed object exists with its seed content."""
+        for gv, plural, kind, spec in KINDS:
+            base, name = self.base(gv, plural), self.seed_name(plural)
+            code, _ = self.send("GET", f"{base}/{name}")
+            if code == 404:
+                body = {"metadata": {"name": name, "labels": {"app": "x"}}, **copy.deepcopy(spec)}
+                code, got = self.send("POST", base, body)
+                assert code == 201, got
+
+    def check(self, request) -> None:
+        method, path, query, body, ctype, target, dry = request
+        base = path if target is None else path[:path.index(f"/{target}")]
+        before = None
+        if target is not None:
+            code, got = self.send("GET", f"{base}/{target}")
+            before = _stable(got) if code == 200 else None
+        code, got = self.send(method, path, body, ctype, query)
+        if code >= 400:
+            if before is not None:
+                code_after, after = self.send("GET", f"{base}/{target}")
+                assert code_after == 200 and _stable(after) == before, f"refused {method} {path} changed {target}"
+            return
+        name = (got.get("metadata") or {}).get("name") if isinstance(got, dict) else None
+        if dry or not name:
+            return
+        code, stored = self.send("GET", f"{base}/{name}")
+        if code == 200:  # (a delete-on-update may have removed it)
+            code, again = self.send("PUT", f"{base}/{name}", stored, "application/json", {"dryRun": "All"})
+            assert code in (200, 409), f"stored {name} does not re-validate: {code} {str(again)[:400]}"
+        if target is None:
+            self.send("DELETE", f"{base}/{name}", None, None, {"gracePeriodSeconds": "0"})
+        else:
+            self._reseed(base, target)
+
+    def _reseed(self, base: str, name: str) -> None:
+        """Put an accepted change's target back to its seed, so later refused writes are compared to a known state."""
+        plural = base.rsplit("/", 1)[1]
+        gv, _, kind, spec = next(k for k in KINDS if k[1] == plural)
+        code, cur = self.send("GET", f"{base}/{name}")
+        body = {"metadata": {"name": name, "labels": {"app": "x"}}, **copy.deepcopy(spec)}
+        if code == 200:
+            if cur["metadata"].get("deletionTimestamp") or cur["metadata"].get("finalizers"):
+                return
+            body["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"]
+            if plural == "services":  # allocated fields may not be cleared
+                body["spec"] = {**cur["spec"], **body["spec"]}
+            self.send("PUT", f"{base}/{name}", body)
+        else:
+            self.send("POST", base, body)
+
+    def histogram(self) -> str:
+        return ", ".join(f"{c}: {n}" for c, n in sorted(self.codes.items()))
