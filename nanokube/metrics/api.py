@@ -12,7 +12,8 @@ from aiohttp import web
 
 from ..machinery import errors
 from ..machinery.responses import error_response, json_response
-from .provider import MetricsProvider, MetricsUnavailable
+from ..machinery.quantity import parse_quantity
+from .provider import MetricsProvider, MetricsUnavailable, cpu_quantity, memory_quantity
 
 EXTERNAL = "external.metrics.k8s.io"
 CUSTOM = "custom.metrics.k8s.io"
@@ -102,10 +103,12 @@ class MetricsAPI:
         """PodMetrics as metrics-server serves them: a list (label selector) or one pod."""
         ns, name = request.match_info.get("namespace"), request.match_info.get("name", "")
         items = await self.provider.pod_metrics(ns, request.query.get("labelSelector", ""), name)
+        if name and not items:
+            return error_response(errors.APIError(404, "NotFound", f'podmetrics.metrics.k8s.io "{ns}/{name}" not found',
+                                                  {"name": f"{ns}/{name}", "group": RESOURCE, "kind": "podmetrics"}))
+        if _wants_table(request):
+            return json_response(_table(items, _pod_total))
         if name:
-            if not items:
-                return error_response(errors.APIError(404, "NotFound", f'podmetrics.metrics.k8s.io "{ns}/{name}" not found',
-                                                      {"name": f"{ns}/{name}", "group": RESOURCE, "kind": "podmetrics"}))
             return json_response(items[0])
         return json_response({"kind": "PodMetricsList", "apiVersion": f"{RESOURCE}/{VERSION}", "metadata": {}, "items": items})
 
@@ -113,10 +116,42 @@ class MetricsAPI:
         """NodeMetrics: a list (label selector) or one node."""
         name = request.match_info.get("name", "")
         items = await self.provider.node_metrics(request.query.get("labelSelector", ""), name)
+        if name and not items:
+            return error_response(errors.APIError(404, "NotFound", f'nodemetrics.metrics.k8s.io "{name}" not found',
+                                                  {"name": name, "group": RESOURCE, "kind": "nodemetrics"}))
+        if _wants_table(request):
+            return json_response(_table(items, lambda nm: {r: parse_quantity(q) for r, q in nm["usage"].items()}))
         if name:
-            if not items:
-                return error_response(errors.APIError(404, "NotFound", f'nodemetrics.metrics.k8s.io "{name}" not found',
-                                                      {"name": name, "group": RESOURCE, "kind": "nodemetrics"}))
             return json_response(items[0])
         return json_response({"kind": "NodeMetricsList", "apiVersion": f"{RESOURCE}/{VERSION}", "metadata": {},
                               "items": items})
+
+
+def _wants_table(request: web.Request) -> bool:
+    return "as=Table" in request.headers.get("Accept", "")
+
+
+def _pod_total(pm: dict) -> dict:
+    total: dict = {}
+    for c in pm["containers"]:
+        for r, q in c["usage"].items():
+            total[r] = total.get(r, 0) + parse_quantity(q)
+    return total
+
+
+def _table(items: list[dict], usage_of) -> dict:
+    """metrics-server's Table: Name, one quantity column per resource, Window."""
+    columns = [{"name": "Name", "type": "string", "format": "name", "description": "Name of the resource",
+                "priority": 0}]
+    columns += [{"name": r, "type": "string", "format": "quantity", "description": "", "priority": 0}
+                for r in ("cpu", "memory")]
+    columns.append({"name": "Window", "type": "string", "format": "duration", "description": "", "priority": 0})
+    rows = []
+    for it in items:
+        usage = usage_of(it)
+        cells = [it["metadata"]["name"], cpu_quantity(int(usage.get("cpu", 0) * 1000)),
+                 memory_quantity(int(usage.get("memory", 0))), it["window"]]
+        rows.append({"cells": cells, "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                                                "metadata": it["metadata"]}})
+    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {}, "columnDefinitions": columns,
+            "rows": rows}

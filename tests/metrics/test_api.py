@@ -60,3 +60,21 @@ async def test_custom_object_and_cluster_scoped_metrics_and_misses(env):
     discovery = await (await http.get(CUSTOM)).json()
     assert {"name": "pods/*", "singularName": "", "namespaced": True, "kind": "MetricValueList",
             "verbs": ["get"]} in discovery["resources"]
+
+
+async def test_resource_metrics_get_list_table_and_not_found(env):
+    client, http = env
+    await running_pod(client, "a", {"sim.nanokube.io/cpu-usage": "300m", "sim.nanokube.io/memory-usage": "1Gi"})
+    r = await http.get("/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/a")
+    pm = await r.json()
+    assert pm["kind"] == "PodMetrics" and [c["name"] for c in pm["containers"]] == ["c", "d"]
+    r = await http.get("/apis/metrics.k8s.io/v1beta1/namespaces/default/pods",
+                       headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+    table = await r.json()
+    assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "cpu", "memory", "Window"]
+    assert table["rows"][0]["cells"] == ["a", "300000000n", "1Gi", "15s"]
+    r = await http.get("/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/nope")
+    assert r.status == 404 and (await r.json())["message"] == 'podmetrics.metrics.k8s.io "default/nope" not found'
+    r = await http.get("/apis/metrics.k8s.io/v1beta1/nodes/nope")
+    assert r.status == 404 and (await r.json())["message"] == 'nodemetrics.metrics.k8s.io "nope" not found'
+    assert (await (await http.get("/apis/metrics.k8s.io/v1beta1/nodes")).json())["kind"] == "NodeMetricsList"
