@@ -48,6 +48,12 @@ METRICS = (
     "LIST all pods p99 (ms)",
     "LIST paginated walk p50 (ms)",
     "LIST paginated walk p99 (ms)",
+    "LWS CRD apply to Established (ms)",
+    "custom object creates (objects/s)",
+    "custom object create p50 (ms)",
+    "custom object create p99 (ms)",
+    "LIST all custom objects p50 (ms)",
+    "LIST all custom objects p99 (ms)",
     "watch delivery p50 (ms)",
     "watch delivery p99 (ms)",
     "watch events delivered (events/s)",
@@ -62,6 +68,9 @@ Results = dict[str, dict[str, float]]
 T = TypeVar("T")
 
 _WATCH_LABEL = "bench.nanokube.io/watch-seq"
+#: LeaderWorkerSet's published CRD (1.3 MB), shipped beside the repository
+LWS_CRD = Path(__file__).resolve().parents[2] / "shared" / "data" / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+LWS_NAME = "leaderworkersets.leaderworkerset.x-k8s.io"
 
 
 @dataclass(frozen=True)
@@ -296,6 +305,57 @@ async def _bounded(count: int, concurrency: int, fn: Callable[[int], Awaitable[N
     await asyncio.gather(*(worker() for _ in range(min(concurrency, count))))
 
 
+def lws_manifest(i: int) -> dict:
+    """A LeaderWorkerSet of four pods, leader and workers from one template."""
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": f"lws-{i:06d}", "labels": {"app": f"infer-{i % 25}"}},
+            "spec": {"replicas": 1 + i % 3, "leaderWorkerTemplate": {"size": 4, "workerTemplate": {"spec": {
+                "containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0", "ports": [{"containerPort": 8080}],
+                                "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}}}}
+
+
+async def measure_custom_objects(api: PodsApi, cfg: BenchConfig, progress: Progress) -> dict[str, float]:
+    """The LeaderWorkerSet CRD applied server-side until Established, then as many
+    LeaderWorkerSets as pods created the same way, then full LISTs of them."""
+    crd = yaml.safe_load(LWS_CRD.read_bytes())
+    crd_url = f"{api.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{LWS_NAME}"
+
+    crds = f"{api.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    progress("  LeaderWorkerSet CRD: server-side apply until a watch sees it Established")
+    params = {"watch": "true", "fieldSelector": f"metadata.name={LWS_NAME}"}
+    async with api.session.get(crds, params=params, headers={"Accept": "application/json"}) as watch:
+        start = time.perf_counter()
+        await api.call("PATCH", crd_url, crd, {"fieldManager": "bench"}, "application/apply-patch+yaml")
+        buf, done = b"", False
+        while not done:  # events are ~1.9 MB lines, longer than aiohttp's readline takes
+            chunk = await watch.content.read(1 << 20)
+            if not chunk:
+                raise RuntimeError("the CRD watch ended before Established")
+            *lines, buf = (buf + chunk).split(b"\n")
+            for line in lines:
+                conds = (orjson.loads(line)["object"].get("status") or {}).get("conditions") or []
+                done = done or any(c["type"] == "Established" and c["status"] == "True" for c in conds)
+        to_established = time.perf_counter() - start
+    objects = f"{api.url}/apis/leaderworkerset.x-k8s.io/v1/namespaces/{api.namespace}/leaderworkersets"
+    latencies: list[float] = []
+    progress(f"  creating {cfg.pods} LeaderWorkerSets, {cfg.concurrency} in flight")
+
+    async def create(i: int) -> None:
+        latencies.append(await _timed(lambda: api.call("POST", objects, lws_manifest(i))))
+
+    elapsed = await _timed(lambda: _bounded(cfg.pods, cfg.concurrency, create))
+    lists = []
+    for _ in range(cfg.lists):
+        start = time.perf_counter()
+        body = await api.call("GET", objects)
+        lists.append(time.perf_counter() - start)
+    if len(orjson.loads(body)["items"]) != cfg.pods:
+        raise RuntimeError("LIST did not return every LeaderWorkerSet")
+    return {"LWS CRD apply to Established (ms)": to_established * 1000,
+            "custom object creates (objects/s)": cfg.pods / elapsed, **_ms(latencies, "custom object create"),
+            **_ms(lists, "LIST all custom objects")}
+
+
 def _ms(samples: list[float], name: str) -> dict[str, float]:
     return {f"{name} p50 (ms)": percentile(samples, 0.5) * 1000, f"{name} p99 (ms)": percentile(samples, 0.99) * 1000}
 
@@ -437,6 +497,7 @@ async def measure(server: Server, ssl_ctx: ssl.SSLContext, cfg: BenchConfig, pro
         }
         results |= await measure_reads(api, cfg, progress)
         results |= await measure_watch(api, cfg, progress)
+        results |= await measure_custom_objects(api, cfg, progress)
     return {name: results[name] for name in METRICS}
 
 
