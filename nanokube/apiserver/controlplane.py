@@ -2,7 +2,8 @@
 generic API: objects every cluster has from the first start (the default
 ServiceCIDR, API Priority and Fairness configuration, local APIServices) and
 the loops the API server itself runs through its loopback client (IPAddress
-repair, FlowSchema status, ComponentStatuses, the aggregator)."""
+repair, FlowSchema status, ComponentStatuses, the identity Lease and StorageVersions,
+the aggregator)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from .flowcontrol import FlowSchemaStatus, ensure_bootstrap_configuration
 from .ipaddresses import IPAddressRepair, ensure_default_service_cidr
 from .loopback import LocalClient
 from .rest import SYSTEM
+from .storageversion import APIServerIdentity
 
 
 async def bootstrap(server) -> None:
@@ -33,6 +35,7 @@ async def start_loops(server) -> list:
     loopback = LocalClient(server.rest, SYSTEM, "kube-apiserver")
     loops = [IPAddressRepair(loopback, clock=server.clock), FlowSchemaStatus(loopback, clock=server.clock),
              ComponentStatuses(loopback, server.store, clock=server.clock), CRDRegistration(loopback, clock=server.clock),
+             APIServerIdentity(server),
              CustomResources(server, LocalClient(server.rest, SYSTEM, "kube-apiextensions-apiserver"),
                              server.resources_changed)]
     if server.pki is not None:

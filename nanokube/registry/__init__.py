@@ -31,6 +31,7 @@ _GROUPS = [
     "core_componentstatuses",
     "core_bindings",
     "storagemigration",
+    "apiserverinternal",
     "admissionregistration",
 ]
 

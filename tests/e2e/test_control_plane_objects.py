@@ -103,3 +103,29 @@ def test_storage_version_migration(cluster):
         svm_api.delete_storage_version_migration(name)
     for i in range(3):
         core.delete_namespaced_config_map(f"svm-{i}", "default")
+
+
+def test_identity_lease_and_storage_versions(cluster):
+    leases = client.CoordinationV1Api(cluster.client()).list_namespaced_lease(
+        "kube-system", label_selector="apiserver.kubernetes.io/identity=kube-apiserver").items
+    assert len(leases) == 1 and leases[0].metadata.name.startswith("apiserver-")
+    assert leases[0].spec.holder_identity.startswith(leases[0].metadata.name + "_")
+    internal = client.InternalApiserverV1alpha1Api(cluster.client())
+    sv = wait_for(lambda: _storage_version(internal, "apps.deployments"), 20, "apps.deployments StorageVersion")
+    assert sv.status.common_encoding_version == "apps/v1"
+    [entry] = sv.status.storage_versions
+    assert (entry.api_server_id, entry.encoding_version, entry.decodable_versions) == (
+        leases[0].metadata.name, "apps/v1", ["apps/v1"])
+    assert [(c.type, c.status, c.reason) for c in sv.status.conditions] == [
+        ("AllEncodingVersionsEqual", "True", "CommonEncodingVersionSet")]
+    core = wait_for(lambda: _storage_version(internal, "core.pods"), 20, "core.pods StorageVersion")
+    assert core.status.common_encoding_version == "v1"
+    names = {s.metadata.name for s in internal.list_storage_version().items}
+    assert "core.componentstatuses" not in names and "authorization.k8s.io.subjectaccessreviews" not in names
+
+
+def _storage_version(api, name):
+    try:
+        return api.read_storage_version(name)
+    except client.ApiException:
+        return None
