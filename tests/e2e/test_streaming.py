@@ -130,8 +130,11 @@ def _port_forward(c, kubectl: str, env: dict):
 @pytest.mark.parametrize("kubectl,env", [
     (KUBECTL, {}),  # WebSocket tunnel (SPDY inside)
     (KUBECTL, {"KUBECTL_PORT_FORWARD_WEBSOCKETS": "false"}),  # SPDY upgrade
+    (KUBECTL_132, {}),
 ])
 def test_port_forward_answers_curl_on_localhost(c, kubectl, env):
+    if kubectl is None:
+        pytest.skip("no second kubectl on PATH")
     p, port = _port_forward(c, kubectl, env)
     try:
         for path in ("/a", "/b"):
@@ -195,6 +198,18 @@ def test_python_client_stream_and_portforward(c):
         data += chunk
     assert data.startswith(b"HTTP/1.0 200") and data.endswith(b"hello from /py")
     assert pf.error(8080) is None
+
+
+def test_exec_with_a_terminal_and_resize(c):
+    api = client.CoreV1Api(c.client())
+    ws = stream(api.connect_get_namespaced_pod_exec, "web", "default", command=["sh"], stderr=True, stdin=True,
+                stdout=True, tty=True, _preload_content=False)
+    ws.write_channel(4, '{"Width": 100, "Height": 40}')
+    ws.write_stdin("stty size; tty; exit 5\n")
+    ws.run_forever(timeout=10)
+    out = ws.read_stdout()
+    assert "40 100\r\n/dev/pts/" in out and "job control" not in out
+    assert ws.returncode == 5
 
 
 def test_port_forward_to_a_closed_port_reports_the_error(c):
