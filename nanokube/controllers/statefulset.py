@@ -173,18 +173,17 @@ class StatefulSetController(Controller):
                 "claimName": claim_name(c, set_name, ordinal)}} for c in claims] + volumes
         return {"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": spec}
 
-    def _claim_owner_refs(self, sts: dict, ordinal: int, pod: dict | None, replicas_end: int) -> list[dict]:
+    def _claim_owner_refs(self, sts: dict, pod: dict | None, scaled_away: bool) -> list[dict]:
         """The retention policy as owner references: Delete when the set is
         deleted → owned by the set; Delete when scaled away → owned by the condemned pod."""
         policy = sts["spec"].get("persistentVolumeClaimRetentionPolicy") or {}
-        refs = []
+        if policy.get("whenScaled") == "Delete" and pod is not None and scaled_away:
+            pmd = pod["metadata"]  # only the pod: the garbage collector waits for every owner to go
+            return [{"apiVersion": "v1", "kind": "Pod", "name": pmd["name"], "uid": pmd["uid"]}]
         if policy.get("whenDeleted") == "Delete":
             md = sts["metadata"]
-            refs.append({"apiVersion": "apps/v1", "kind": "StatefulSet", "name": md["name"], "uid": md["uid"]})
-        if policy.get("whenScaled") == "Delete" and pod is not None and ordinal >= replicas_end:
-            pmd = pod["metadata"]
-            refs.append({"apiVersion": "v1", "kind": "Pod", "name": pmd["name"], "uid": pmd["uid"]})
-        return refs
+            return [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": md["name"], "uid": md["uid"]}]
+        return []
 
     async def _ensure_claims(self, sts: dict, pod: dict, ordinal: int) -> bool:
         """createPersistentVolumeClaims: each missing claim is created; False
@@ -202,7 +201,7 @@ class StatefulSetController(Controller):
             md = {"name": name, "namespace": ns, "labels": {**(tmd.get("labels") or {}), **sel_labels}}
             if tmd.get("annotations"):
                 md["annotations"] = dict(tmd["annotations"])
-            refs = self._claim_owner_refs(sts, ordinal, None, 0)
+            refs = self._claim_owner_refs(sts, None, False)
             if refs:
                 md["ownerReferences"] = refs
             try:
@@ -246,7 +245,7 @@ class StatefulSetController(Controller):
             raise
         await self.recorder.emit(sts, "Normal", "SuccessfulDelete", f"delete Pod {name} in StatefulSet {set_name} successful")
 
-    async def _set_claim_owners(self, sts: dict, pod: dict, ordinal: int, end: int) -> None:
+    async def _set_claim_owners(self, sts: dict, pod: dict, ordinal: int, scaled_away: bool) -> None:
         """Keep each claim's owner references in line with the retention policy."""
         set_name, ns = sts["metadata"]["name"], sts["metadata"]["namespace"]
         for template in sts["spec"].get("volumeClaimTemplates") or []:
@@ -255,7 +254,7 @@ class StatefulSetController(Controller):
                 continue
             ours = {sts["metadata"]["uid"], pod["metadata"]["uid"]}
             keep = [r for r in claim["metadata"].get("ownerReferences") or [] if r.get("uid") not in ours]
-            refs = keep + self._claim_owner_refs(sts, ordinal, pod, end)
+            refs = keep + self._claim_owner_refs(sts, pod, scaled_away)
             if refs != (claim["metadata"].get("ownerReferences") or []):
                 try:
                     await self.claims.patch(claim["metadata"]["name"], {"metadata": {
@@ -316,7 +315,7 @@ class StatefulSetController(Controller):
                 if monotonic:
                     return status
                 continue
-            await self._set_claim_owners(sts, pod, o, end)
+            await self._set_claim_owners(sts, pod, o, False)
             if not self._healthy(sts, pod, now):
                 wait = pod_available_in(pod, spec.get("minReadySeconds", 0), now)
                 if wait:
@@ -327,7 +326,7 @@ class StatefulSetController(Controller):
                     return status
         for o in condemned:
             pod = by_ordinal[o]
-            await self._set_claim_owners(sts, pod, o, end)
+            await self._set_claim_owners(sts, pod, o, True)
             if is_terminating(pod):
                 if monotonic:
                     return status

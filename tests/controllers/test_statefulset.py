@@ -176,7 +176,7 @@ async def test_ordinals_start_and_retention_policy(env):
 
     async def owned_by_pod():
         refs = (await claims.get("www-web-6", "default"))["metadata"]["ownerReferences"]
-        return {"apiVersion": "v1", "kind": "Pod", "name": "web-6", "uid": web6["metadata"]["uid"]} in refs
+        return refs == [{"apiVersion": "v1", "kind": "Pod", "name": "web-6", "uid": web6["metadata"]["uid"]}]
     await eventually(owned_by_pod)
 
 

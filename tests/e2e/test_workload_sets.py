@@ -169,3 +169,19 @@ def test_statefulset_creates_web_0_to_2_in_order_with_bound_claims(cluster):
     assert "Volume Claims:" in described and "www" in described
     explained = cluster.kubectl("explain", "statefulset.spec.persistentVolumeClaimRetentionPolicy").stdout
     assert "whenScaled" in explained
+
+
+def test_claims_follow_the_retention_policy(cluster):
+    sts = _statefulset("keep", replicas=2)
+    sts["spec"]["persistentVolumeClaimRetentionPolicy"] = {"whenDeleted": "Delete", "whenScaled": "Delete"}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(sts))
+    cluster.kubectl("rollout", "status", "statefulset/keep", "--timeout=90s", timeout=100)
+
+    def claims():
+        return sorted(c["metadata"]["name"] for c in cluster.kubectl_json("get", "pvc", "-l", "app=keep")["items"]
+                      if not c["metadata"].get("deletionTimestamp"))
+    assert claims() == ["www-keep-0", "www-keep-1"]
+    cluster.kubectl("scale", "statefulset", "keep", "--replicas=1")
+    wait_for(lambda: claims() == ["www-keep-0"], what="the scaled-away pod's claim deleted with it")
+    cluster.kubectl("delete", "statefulset", "keep")
+    wait_for(lambda: claims() == [], what="the set's claims deleted with it")
