@@ -27,6 +27,13 @@ class StreamFailed(Exception):
     Status on the error channel, as the kubelet does)."""
 
 
+def executable_not_found(exec_id: str, command: str) -> StreamFailed:
+    """What containerd answers for an exec of a binary the container does not have."""
+    return StreamFailed(f'failed to exec in container: failed to start exec "{exec_id}": OCI runtime exec failed: '
+                        f'exec failed: unable to start container process: exec: "{command}": executable file not '
+                        f"found in $PATH: unknown")
+
+
 def exit_status(code: int, command: list[str]) -> dict:
     """The error channel's Status for a finished command (v4 and later)."""
     if code == 0:

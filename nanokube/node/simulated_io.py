@@ -24,7 +24,7 @@ import json
 import os
 import socket
 
-from ..machinery.streaming import LogOptions, StreamFailed, StreamSession
+from ..machinery.streaming import LogOptions, StreamFailed, StreamSession, executable_not_found
 from .containerlog import ContainerLog
 
 LOG = "sim.nanokube.io/log"
@@ -130,9 +130,7 @@ class SimulatedIO:
         declared = self._annotations().get(EXEC_PREFIX + os.path.basename(command[0]))
         if declared is None:
             exec_id = hashlib.sha256(f"{self.worker.uid}/{container}/{command}".encode()).hexdigest()
-            raise StreamFailed(f'failed to exec in container: failed to start exec "{exec_id}": OCI runtime exec '
-                               f"failed: exec failed: unable to start container process: exec: \"{command[0]}\": "
-                               f"executable file not found in $PATH: unknown")
+            raise executable_not_found(exec_id, command[0])
         out = {"stdout": declared}
         if declared.lstrip().startswith("{"):
             try:

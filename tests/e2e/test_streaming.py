@@ -98,6 +98,12 @@ def test_exec_over_spdy_and_websockets_with_an_older_kubectl(c):
         assert (r.returncode, r.stdout) == (3, "web\n"), (env, r.stderr)
 
 
+def test_exec_of_a_missing_binary_fails_as_containerd_reports_it(c):
+    r = c.kubectl("exec", "web", "--", "no-such-binary", check=False)
+    assert r.returncode == 1
+    assert 'exec: "no-such-binary": executable file not found in $PATH: unknown' in r.stderr
+
+
 def test_interactive_exec_with_stdin(c):
     r = c.kubectl("exec", "-i", "web", "--", "sh", "-c", "tr a-z A-Z; echo done", input="hello\nworld\n")
     assert r.stdout == "HELLO\nWORLD\ndone\n"

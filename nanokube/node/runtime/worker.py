@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ...machinery import errors
-from ...machinery.streaming import StreamFailed
+from ...machinery.streaming import StreamFailed, executable_not_found
 from ...clock import parse_time
 from ..lifecycle import BACKOFF_MAX, PodWorker, image_id, image_ref
 from .netns import NetnsError
@@ -422,6 +422,9 @@ class ProcessPodWorker(PodWorker):
 
     async def exec(self, container: str, command: list[str], session):
         c = self._running(container)
+        if "/" not in command[0] and shutil.which(command[0], path=self._env[c.name].get("PATH")) is None:
+            exec_id = hashlib.sha256(f"{self.uid}/{container}/{command}/{self.clock.now()}".encode()).hexdigest()
+            raise executable_not_found(exec_id, command[0])
         return await stdio.run(self._launch_argv(c, command), session, exit_code)
 
     async def attach(self, container: str, session):
