@@ -210,12 +210,13 @@ class ReplicaSetController(Controller):
     kind = "ReplicaSet"
     api_version = "apps/v1"
     resource = ("apps", "v1", "replicasets")
+    component = "replicaset-controller"  # the events' source
 
     def __init__(self, client, clock: Clock | None = None, pod_informer: Informer | None = None):
         super().__init__(client, **({"clock": clock} if clock else {}))
         self.rs = client.resource(*self.resource)
         self.pods = client.resource("", "v1", "pods")
-        self.recorder = EventRecorder(client, f"{self.name}-controller", self.clock)
+        self.recorder = EventRecorder(client, self.component, self.clock)
         self.rs_inf = Informer(self.rs)
         self.pod_inf = pod_informer or Informer(self.pods)
         self.expectations = Expectations(self.clock)

@@ -13,6 +13,7 @@ class ReplicationControllerController(ReplicaSetController):
     kind = "ReplicationController"
     api_version = "v1"
     resource = ("", "v1", "replicationcontrollers")
+    component = "replication-controller"
 
     def selector(self, rc: dict):
         """An empty map selects nothing here (validation refuses it anyway)."""

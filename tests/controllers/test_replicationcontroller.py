@@ -50,4 +50,4 @@ async def test_keeps_replicas_and_reports_status(env):
     await patch_retrying(rcs, "legacy", {"spec": {"replicas": 1}})
     await eventually(lambda: pods_of(client, 1))
     events, _ = await client.resource("", "v1", "events").list("default")
-    assert {e["source"]["component"] for e in events} == {"replicationcontroller-controller"}
+    assert {e["source"]["component"] for e in events} == {"replication-controller"}
