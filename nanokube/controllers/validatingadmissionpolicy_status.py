@@ -27,36 +27,6 @@ FIELD_MANAGER = "validatingadmissionpolicy-status"
 CRD_GROUP = "apiextensions.k8s.io"
 
 
-def structural(node: dict, memo: dict[str, dict]) -> dict:
-    """A kubernetes-validate definition as a structural schema: references
-    resolved (shared, so recursive types stay finite), nullable type lists
-    reduced to their type, int-or-string unions marked as such."""
-    ref = node.get("$ref")
-    if ref:
-        name = ref[len(schemas.REF_PREFIX):]
-        if name not in memo:
-            memo[name] = {}
-            memo[name].update(structural(schemas.definitions()[name], memo))
-        return memo[name]
-    if "oneOf" in node:
-        return {"x-kubernetes-int-or-string": True}
-    t = node.get("type")
-    if isinstance(t, list):
-        t = next((x for x in t if x != "null"), None)
-    out: dict = {}
-    if t:
-        out["type"] = t
-    if node.get("format"):
-        out["format"] = node["format"]
-    if isinstance(node.get("properties"), dict):
-        out["properties"] = {k: structural(v, memo) for k, v in node["properties"].items()}
-    if isinstance(node.get("items"), dict):
-        out["items"] = structural(node["items"], memo)
-    if isinstance(node.get("additionalProperties"), dict):
-        out["additionalProperties"] = structural(node["additionalProperties"], memo)
-    return out
-
-
 def gvk_string(group: str, version: str, kind: str) -> str:
     """schema.GroupVersionKind's String()."""
     return f"{group}/{version}, Kind={kind}"
@@ -70,7 +40,6 @@ class ValidatingAdmissionPolicyStatusController(Controller):
         self.policies = client.resource(GROUP, "v1", "validatingadmissionpolicies")
         self.inf = Informer(self.policies)
         self.inf.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new))
-        self._memo: dict[str, dict] = {}
 
     def informers(self):
         return [self.inf]
@@ -155,7 +124,7 @@ class ValidatingAdmissionPolicyStatusController(Controller):
     async def _kind_type(self, group: str, version: str, kind: str) -> Type | None:
         s = schemas.kind_schema(group, version, kind)
         if s is not None:
-            return schema_type(structural(s, self._memo))
+            return schema_type(s)
         s = await self._crd_schema(group, version, kind)
         return schema_type(s, root=True) if s is not None else None
 

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 
+from ...cel.library.authz import Authz
 from ...machinery import errors
 from ...machinery.podgroups import PODGROUP_PROTECTION
 from ...registry.base import Resource
+from ..auth.authorizer import Attributes as AuthzAttributes
 from ..webhook.client import WebhookClient
 from ..webhook.resolver import EndpointServiceResolver
 from .attributes import SCALE_KIND, Attributes
@@ -52,6 +54,8 @@ class Admission:
         self.mutators = [self.limit_ranger, DefaultStorageClass(rest), StorageObjectInUseProtection(), self.runtime_class]
         self.quota = ResourceQuota(rest)
         self.client = WebhookClient(EndpointServiceResolver(rest))
+        #: the CEL authorizer, bound once the server's authorizer is known
+        self.authz: Authz | None = None
         self.configs = ConfigSource(rest)
         self.webhooks = Webhooks(rest, self.client, self.configs)
         self.mutating_policies = MutatingPolicies(rest, self.configs)
@@ -63,7 +67,25 @@ class Admission:
 
     @authorizer.setter
     def authorizer(self, value) -> None:
+        """The server's authorizer: for signer checks and CEL's `authorizer`."""
         self.plugins.authorizer = value
+        self.authz = Authz(self._authorize) if value is not None else None
+
+    def _authorize(self, attrs: dict) -> tuple[str, str, str | None]:
+        """A CEL authorization check through the server's authorizer."""
+        user = attrs["user"]
+        at = AuthzAttributes(attrs["verb"], attrs.get("path", ""), attrs["resourceRequest"], attrs.get("apiGroup", ""),
+                             attrs.get("apiVersion", ""), attrs.get("resource", ""), attrs.get("subresource", ""),
+                             attrs.get("namespace", ""), attrs.get("name", ""), attrs.get("fieldSelector", ""))
+        decision = self.plugins.authorizer.authorize(user["username"], tuple(user.get("groups") or ()), at)
+        return ("Allow" if decision.allowed else "NoOpinion"), decision.reason, None
+
+    def _with_authorizer(self, a: Attributes) -> Attributes:
+        if self.authz is not None:
+            a.authorizer = self.authz.authorizer(a.user_info(), {
+                "group": a.res.group, "resource": a.res.plural, "subresource": a.subresource,
+                "namespace": a.namespace, "name": a.name})
+        return a
 
     def attributes(self, res: Resource, version: str, subresource: str, op: str, obj: dict | None,
                    old: dict | None, opts, options: dict | None = None) -> Attributes:
@@ -73,13 +95,14 @@ class Admission:
         a = Attributes(res, version, subresource, op, namespace, name, obj, old, opts, options or {})
         if subresource == "scale":
             a.sub_kind = dict(SCALE_KIND)
-        return a
+        return self._with_authorizer(a)
 
     def subresource_attributes(self, res: Resource, version: str, subresource: str, kind: dict, namespace: str,
                                name: str, obj: dict, opts, operation: str = "CREATE") -> Attributes:
         """A create (pods/binding, pods/eviction) or connect (pods/exec, attach, portforward)
         through a subresource that takes an object of its own."""
-        return Attributes(res, version, subresource, operation, namespace or "", name, obj, None, opts, sub_kind=kind)
+        return self._with_authorizer(
+            Attributes(res, version, subresource, operation, namespace or "", name, obj, None, opts, sub_kind=kind))
 
     async def mutate(self, a: Attributes) -> None:
         state, policies = MutationRound(), PolicyRound()

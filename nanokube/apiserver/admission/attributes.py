@@ -34,6 +34,8 @@ class Attributes:
     annotations: dict[str, str] = field(default_factory=dict)
     #: group/version/kind of a subresource's own object (Scale, Binding, Eviction)
     sub_kind: dict | None = None
+    #: the CEL `authorizer` value for the requesting user (None where nothing authorizes)
+    authorizer: dict | None = None
 
     @property
     def target(self) -> Target:

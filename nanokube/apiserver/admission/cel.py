@@ -2,14 +2,12 @@
 MutatingAdmissionPolicy) on the shared Kubernetes CEL environment (nanokube.cel).
 
 Variables are the ones upstream's admission CEL declares: `object`,
-`oldObject`, `request`, `params`, `namespaceObject` and `variables`, any of
-which may be null (an object on DELETE, oldObject on CREATE, params without a
-paramRef), so programs run in a context of their own that binds nulls as
-values. Typed object construction (`Object{spec: Object.spec{...}}`,
-`JSONPatch{op: ...}`) is rewritten to map literals with the same fields before
-compiling, and `jsonpatch.escapeKey(k)` to the two replacements it stands
-for, since the engine has neither. The `authorizer` variable is not declared:
-an expression using it fails to compile.
+`oldObject`, `request`, `params`, `namespaceObject`, `variables` and
+`authorizer`, any of which may be null (an object on DELETE, oldObject on
+CREATE, params without a paramRef), so programs run in a context of their own
+that binds nulls as values. Typed object construction (`Object{...}`,
+`JSONPatch{...}`) is the environment's; `jsonpatch.escapeKey(k)`, which it
+lacks, is rewritten to the two replacements it stands for.
 """
 
 from __future__ import annotations
@@ -21,11 +19,12 @@ from typing import Any
 import cel
 
 from ...cel import CELError as _SharedCELError
-from ...cel import Environment
+from ...cel import Environment, desugar
 from ...cel.library import runtime_functions
+from ...cel.library.authz import AUTHORIZER
 from ...cel.types import DYN
 
-VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject", "variables")
+VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject", "variables", "authorizer")
 
 
 class CELError(Exception):
@@ -39,61 +38,25 @@ _TOKEN = re.compile(r"""
   | (?P<other>.)
 """, re.S | re.X)
 
-_TYPE_ROOTS = ("Object", "JSONPatch")
-
 
 def rewrite(expression: str) -> str:
-    """Typed struct literals become map literals keyed by the field names."""
+    """`jsonpatch.escapeKey(k)` becomes `(k).replace("~", "~0").replace("/", "~1")`."""
+    if "escapeKey" not in expression:
+        return expression
     toks = [(m.lastgroup, m.group()) for m in _TOKEN.finditer(expression)]
     out: list[str] = []
-    stack: list[str] = []  # 'struct' or 'other' per open bracket
     i = 0
     while i < len(toks):
         kind, text = toks[i]
-        if kind == "ident" and text in _TYPE_ROOTS and not (out and out[-1] == "."):
-            j = i + 1
-            while j + 1 < len(toks) and toks[j][1] == "." and toks[j + 1][0] == "ident":
-                j += 2
-            k = j
-            while k < len(toks) and toks[k][0] == "ws":
-                k += 1
-            if k < len(toks) and toks[k][1] == "{":
-                out.append("{")
-                stack.append("struct")
-                i = k + 1
-                i = _quote_field(toks, i, out)
-                continue
         if kind == "ident" and text == "jsonpatch" and i + 3 < len(toks) and toks[i + 1][1] == "." \
                 and toks[i + 2][1] == "escapeKey" and toks[i + 3][1] == "(":
             end = _closing(toks, i + 3)
             out.append("(" + rewrite("".join(t for _, t in toks[i + 4:end])) + ').replace("~", "~0").replace("/", "~1")')
             i = end + 1
             continue
-        if text in "([{" and kind == "other":
-            stack.append("other")
-        elif text in ")]}" and kind == "other" and stack:
-            stack.pop()
         out.append(text)
         i += 1
-        if kind == "other" and text == "," and stack and stack[-1] == "struct":
-            i = _quote_field(toks, i, out)
     return "".join(out)
-
-
-def _quote_field(toks, i: int, out: list[str]) -> int:
-    """At the start of a struct field initialiser: quote `name` before `:`."""
-    j = i
-    while j < len(toks) and toks[j][0] == "ws":
-        out.append(toks[j][1])
-        j += 1
-    if j < len(toks) and toks[j][0] == "ident":
-        k = j + 1
-        while k < len(toks) and toks[k][0] == "ws":
-            k += 1
-        if k < len(toks) and toks[k][1] == ":":
-            out.append(f'"{toks[j][1]}"')
-            return j + 1
-    return j
 
 
 def _closing(toks, open_at: int) -> int:
@@ -109,7 +72,7 @@ def _closing(toks, open_at: int) -> int:
     return len(toks) - 1
 
 
-_ENV = Environment({name: DYN for name in VARIABLES})
+_ENV = Environment({**{name: DYN for name in VARIABLES}, "authorizer": AUTHORIZER}, struct_types=True)
 _LOCAL = threading.local()
 
 
@@ -117,7 +80,7 @@ def _context() -> cel.Context:
     ctx = getattr(_LOCAL, "ctx", None)
     if ctx is None:
         ctx = _LOCAL.ctx = cel.Context()
-        for name, fn in runtime_functions().items():
+        for name, fn in {**runtime_functions(), **desugar.RUNTIME}.items():
             ctx.add_function(name, fn)
     return ctx
 
@@ -139,6 +102,8 @@ def evaluate(expression: str, activation: dict[str, Any]) -> Any:
         ctx.add_variable(name, activation.get(name))
     try:
         return program.program.execute(ctx)
+    except _SharedCELError as e:
+        why = str(e)
     except KeyError as e:
         why = f"no such key: {e.args[0]}"
     except ZeroDivisionError:

@@ -161,7 +161,7 @@ class PolicyEngine:
             e = self.rest.cache.get(nsres.key(None, a.namespace))
             ns = a.versioned(Target(nsres, "v1"), e.obj) if e else None
         return {"object": obj, "oldObject": a.versioned(t, a.old), "request": a.request(t, "", None, None),
-                "params": params, "namespaceObject": ns, "variables": {}}
+                "params": params, "namespaceObject": ns, "variables": {}, "authorizer": a.authorizer}
 
     def conditions_match(self, inv: Invocation, act: dict) -> bool:
         """matchConditions: False skips the invocation; an error is a ConfigError."""

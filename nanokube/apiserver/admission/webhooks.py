@@ -167,7 +167,7 @@ class Webhooks:
 
     def _conditions_match(self, hook: Hook, conditions: list[dict], a: Attributes, t: Target) -> bool:
         activation = {"object": a.versioned(t, a.obj), "oldObject": a.versioned(t, a.old),
-                      "request": a.request(t, "", None, None)}
+                      "request": a.request(t, "", None, None), "authorizer": a.authorizer}
         failures: list[str] = []
         for c in conditions:
             try:

@@ -224,3 +224,35 @@ async def test_mutating_policy_json_patch_with_params_and_variables(stack):
         'MutatingAdmissionPolicy.admissionregistration.k8s.io "bad" is invalid: ['
         "spec.reinvocationPolicy: Required value, "
         "spec.mutations[0].jsonPatch: Required value: must be specified when patchType is JSONPatch]")
+
+
+async def test_authorizer_variable_checks_the_requesting_user(stack):
+    from nanokube.apiserver.auth.authorizer import Decision
+    from nanokube.machinery.user import User
+
+    seen = []
+
+    class Authorizer:
+        def authorize(self, user, groups, attrs):
+            seen.append((user, attrs.verb, attrs.group, attrs.resource, attrs.namespace))
+            return Decision(user == "alice" and attrs.verb == "approve", "alice approves" if user == "alice" else "")
+
+    stack.rest.admission.authorizer = Authorizer()
+    await api(stack, "validatingadmissionpolicies").create({"metadata": {"name": "approvers"}, "spec": {
+        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                                "resources": ["configmaps"]}]},
+        "validations": [{"expression": "authorizer.group('example.com').resource('approvals')"
+                                       ".namespace(object.metadata.namespace).check('approve').allowed()",
+                         "messageExpression": "'only approvers may create configmaps: ' + "
+                                              "authorizer.requestResource.check('approve').reason()"}]}})
+    await api(stack, "validatingadmissionpolicybindings").create(
+        {"metadata": {"name": "approvers"}, "spec": {"policyName": "approvers", "validationActions": ["Deny"]}})
+    res = stack.rest.index.get("", "v1", "configmaps")
+    body = {"metadata": {"name": "a", "namespace": "default"}}
+    await stack.rest.create(res, "v1", "default", copy.deepcopy(body), WriteOptions(user=User("alice")))
+    with pytest.raises(APIError) as e:
+        await stack.rest.create(res, "v1", "default", {"metadata": {"name": "b", "namespace": "default"}},
+                                WriteOptions(user=User("bob")))
+    assert e.value.message.endswith("denied request: only approvers may create configmaps:")
+    assert ("bob", "approve", "example.com", "approvals", "default") in seen
+    assert ("bob", "approve", "", "configmaps", "default") in seen
