@@ -249,3 +249,25 @@ async def test_failed_pods_are_replaced_with_backoff(env):
     await eventually(lambda: replacement(second["metadata"]["uid"]))
     events, _ = await client.resource("", "v1", "events").list("default")
     assert sum(e["reason"] == "FailedDaemonPod" for e in events) == 2
+
+
+async def test_on_delete_replaces_only_deleted_pods(env):
+    client, _ = env
+    dss = client.resource("apps", "v1", "daemonsets")
+    await dss.create(daemonset(updateStrategy={"type": "OnDelete"}))
+    first = await eventually(lambda: by_node(client, 3))
+    await eventually(lambda: ds_status(client, lambda s: s.get("numberAvailable") == 3))
+    await dss.patch("agent", {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "agent:2"}]}}}},
+                    namespace="default")
+    await eventually(lambda: ds_status(client, lambda s: s.get("observedGeneration") == 2))
+    await asyncio.sleep(0.1)
+    assert {p["metadata"]["uid"] for p in (await by_node(client, 3)).values()} == {
+        p["metadata"]["uid"] for p in first.values()}, "OnDelete leaves running pods alone"
+    assert (await ds_status(client, lambda s: True)).get("updatedNumberScheduled", 0) == 0
+    await client.resource("", "v1", "pods").delete(first["node-1"]["metadata"]["name"], "default")
+
+    async def node1_new():
+        pods = await by_node(client, 3)
+        return pods and pods["node-1"]["spec"]["containers"][0]["image"] == "agent:2"
+    await eventually(node1_new)
+    await eventually(lambda: ds_status(client, lambda s: s.get("updatedNumberScheduled") == 1))
