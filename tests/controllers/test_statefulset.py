@@ -210,3 +210,48 @@ async def test_adopts_an_orphan_named_as_a_member(env):
     assert got["web-0"]["metadata"]["uid"] == orphan["metadata"]["uid"]
     assert got["web-0"]["metadata"]["ownerReferences"][0]["kind"] == "StatefulSet"
     assert "ownerReferences" not in got["stray"]["metadata"], "only pods named <set>-<ordinal> are members"
+
+
+async def test_max_unavailable_updates_two_at_a_time_from_the_top(env):
+    client, kubelet = env
+    sets = client.resource("apps", "v1", "statefulsets")
+    await sets.create(statefulset(replicas=4, podManagementPolicy="Parallel", updateStrategy={
+        "type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 2}}))
+    await eventually(lambda: sts_status(client, lambda s: s.get("availableReplicas") == 4))
+    kubelet.hold = {"web-0", "web-1", "web-2", "web-3"}
+    await sets.patch("web", {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "web:2"}]}}}},
+                     namespace="default")
+
+    async def images():
+        got = await pods(client)
+        return {n: p["spec"]["containers"][0]["image"] for n, p in got.items()} if len(got) == 4 else None
+
+    async def top_two_updated():
+        return await images() == {"web-0": "web:1", "web-1": "web:1", "web-2": "web:2", "web-3": "web:2"}
+    await eventually(top_two_updated)
+    await asyncio.sleep(0.1)
+    assert await top_two_updated(), "two unavailable: no more pods go until they are ready"
+    kubelet.hold = set()
+
+    async def all_updated():
+        return set((await images() or {"x": ""}).values()) == {"web:2"}
+    await eventually(all_updated)
+
+
+async def test_on_delete_keeps_pods_until_deleted(env):
+    client, _ = env
+    sets = client.resource("apps", "v1", "statefulsets")
+    await sets.create(statefulset(replicas=2, updateStrategy={"type": "OnDelete"}))
+    await eventually(lambda: sts_status(client, lambda s: s.get("availableReplicas") == 2))
+    await sets.patch("web", {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "web:2"}]}}}},
+                     namespace="default")
+    st = await eventually(lambda: sts_status(client, lambda s: s.get("observedGeneration") == 2))
+    assert st["updateRevision"] != st["currentRevision"] and st.get("updatedReplicas", 0) == 0
+    await asyncio.sleep(0.1)
+    assert {p["spec"]["containers"][0]["image"] for p in (await pods(client)).values()} == {"web:1"}
+    await client.resource("", "v1", "pods").delete("web-0", "default")
+
+    async def web0_updated():
+        p = (await pods(client)).get("web-0")
+        return p is not None and p["spec"]["containers"][0]["image"] == "web:2"
+    await eventually(web0_updated)
