@@ -67,6 +67,33 @@ def default(obj: Any, node: dict[str, Any] | None) -> Any:
     return obj
 
 
+def lacks_defaults(obj: Any, node: dict[str, Any] | None) -> bool:
+    """Would `default` change `obj`? (a read copies an object only when it would: objects
+    written since the schema got its defaults already carry them)"""
+    if not isinstance(node, dict):
+        return False
+    if isinstance(obj, dict):
+        props = node.get("properties") or {}
+        for name, sub in props.items():
+            if isinstance(sub, dict) and "default" in sub and (
+                    name not in obj or (obj[name] is None and not sub.get("nullable"))):
+                return True
+        ap = node.get("additionalProperties")
+        for k, v in obj.items():
+            sub = props.get(k) if k in props else (ap if isinstance(ap, dict) else None)
+            if v is None:
+                if isinstance(sub, dict) and sub and not sub.get("nullable"):
+                    return True
+            elif lacks_defaults(v, sub):
+                return True
+    elif isinstance(obj, list):
+        items = node.get("items")
+        if isinstance(items, dict):
+            return any((v is None and not items.get("nullable") and "default" in items) or lacks_defaults(v, items)
+                       for v in obj)
+    return False
+
+
 def prune(obj: Any, node: dict[str, Any] | None, root: bool = True) -> list[str]:
     """Drop fields the schema does not declare, in place; returns their paths."""
     out: list[str] = []

@@ -12,11 +12,13 @@ the deprecation warning. `conversion.strategy: None` rewrites only apiVersion;
 from __future__ import annotations
 
 import copy
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import orjson
 
+from ... import schema as schemas
 from ...machinery import errors
 from ...machinery.validation import FieldError
 from ...registry.base import AGE, Age, Column, Obj, Resource, Strategy
@@ -24,6 +26,8 @@ from ..rest import version_priority
 from . import cel_rules, defaulting, jsonpath, validator
 
 _META = "io.k8s.apimachinery.pkg.apis.meta.v1."
+#: objects whose read-time defaulting is remembered (by identity; cached objects are immutable)
+READ_MEMO_SIZE = 50_000
 NAME_COLUMN_DOC = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names"
 AGE_COLUMN_DOC = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists."
 
@@ -121,6 +125,11 @@ def _version_info(crd: Obj, v: dict[str, Any]) -> VersionInfo:
     )
 
 
+@functools.cache
+def _object_meta_fields() -> frozenset[str]:
+    return frozenset(schemas.definitions()[f"{_META}ObjectMeta"]["properties"])
+
+
 def _get_path(obj: Obj, path: str) -> tuple[bool, Any]:
     cur: Any = obj
     for step in jsonpath.compile_path(path):
@@ -164,7 +173,14 @@ class CustomResourceStrategy(Strategy):
         return self.versions.get(v) or self.versions[self.storage]
 
     def decode(self, obj: Obj, version: str) -> list[str] | None:
-        return defaulting.prune(obj, self._info(version).schema)
+        """Unknown fields: metadata's are those ObjectMeta lacks, the rest the schema's."""
+        md = obj.get("metadata")
+        unknown = []
+        if isinstance(md, dict):
+            unknown = [f"metadata.{k}" for k in md if k not in _object_meta_fields()]
+            for path in unknown:
+                del md[path[len("metadata."):]]
+        return unknown + defaulting.prune(obj, self._info(version).schema)
 
     def default(self, obj: Obj, version: str) -> None:
         info = self._info(version)
@@ -212,12 +228,12 @@ class CustomResourceStrategy(Strategy):
         hit = self._read_memo.get(id(obj))
         if hit is not None and hit[0] is obj and hit[1] == version:
             return hit[2]
-        out = copy.deepcopy(obj)
-        defaulting.prune(out, info.schema)
-        defaulting.default(out, info.schema)
-        if out == obj:
-            out = obj
-        if len(self._read_memo) >= 4096:
+        out = obj
+        if defaulting.lacks_defaults(obj, info.schema):
+            out = copy.deepcopy(obj)
+            defaulting.prune(out, info.schema)
+            defaulting.default(out, info.schema)
+        if len(self._read_memo) >= READ_MEMO_SIZE:
             self._read_memo.clear()
         self._read_memo[id(obj)] = (obj, version, out)
         return out

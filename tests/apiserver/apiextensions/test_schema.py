@@ -73,3 +73,10 @@ def test_jsonpath_for_printer_columns():
     assert jsonpath.find(obj, ".spec.items[1].n") == [2]
     assert jsonpath.find(obj, ".spec['a.b']") == [5]
     assert jsonpath.find(obj, ".spec.missing") == []
+
+
+def test_lacks_defaults_says_whether_defaulting_would_change_an_object():
+    assert defaulting.lacks_defaults({"spec": {"size": 1}}, SCHEMA)
+    done = defaulting.default({"spec": {"size": 1}}, SCHEMA)
+    assert not defaulting.lacks_defaults(done, SCHEMA)
+    assert defaulting.lacks_defaults({"spec": {"size": 1, "mode": "fast", "opts": {}}}, SCHEMA)

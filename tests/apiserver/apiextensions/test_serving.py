@@ -168,3 +168,14 @@ async def test_server_side_apply_follows_the_schemas_list_and_map_types(env):
     assert got["spec"]["ports"] == [{"name": "http", "port": 80}, {"name": "metrics", "port": 9090}]
     assert got["spec"]["args"] == ["--b"]
     assert got["spec"]["selector"] == {"y": "2"}
+
+
+async def test_unknown_fields_in_metadata_and_spec_are_strict_errors(env):
+    await env.crds.create(crd())
+    await established(env, f"widgets.{GROUP}")
+    w = env.stack.client.resource(GROUP, "v1", "widgets")
+    with pytest.raises(APIError) as e:
+        await w.create({"metadata": {"name": "x", "namespace": "default", "colour": "red"}, "spec": {"size": 1, "bogus": 2}})
+    assert e.value.code == 400
+    assert e.value.message == ('Widget in version "v1" cannot be handled as a Widget: strict decoding error: '
+                               'unknown field "metadata.colour", unknown field "spec.bogus"')
