@@ -15,7 +15,7 @@ from .aggregator.requestheader import authentication_configmap, front_proxy_file
 from .apiextensions.serving import CustomResources
 from .componentstatus import ComponentStatuses
 from .flowcontrol import FlowSchemaStatus, ensure_bootstrap_configuration
-from .ipaddresses import IPAddressRepair, ensure_default_service_cidr
+from .ipaddresses import IPAddressRepair, ServiceCIDRRanges, ensure_default_service_cidr
 from .loopback import LocalClient
 from .rest import SYSTEM
 from .storageversion import APIServerIdentity
@@ -33,7 +33,9 @@ async def bootstrap(server) -> None:
 async def start_loops(server) -> list:
     """The API server's own controllers, started; stop each with `await c.stop()`."""
     loopback = LocalClient(server.rest, SYSTEM, "kube-apiserver")
-    loops = [IPAddressRepair(loopback, clock=server.clock), FlowSchemaStatus(loopback, clock=server.clock),
+    services = server.index.get("", "v1", "services").strategy
+    loops = [IPAddressRepair(loopback, clock=server.clock), ServiceCIDRRanges(loopback, services, clock=server.clock),
+             FlowSchemaStatus(loopback, clock=server.clock),
              ComponentStatuses(loopback, server.store, clock=server.clock), CRDRegistration(loopback, clock=server.clock),
              APIServerIdentity(server),
              CustomResources(server, LocalClient(server.rest, SYSTEM, "kube-apiextensions-apiserver"),

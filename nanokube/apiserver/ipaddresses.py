@@ -121,3 +121,35 @@ async def ensure_default_service_cidr(rest, index, clock, cidr: str) -> None:
             and not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)):
         body = {**obj, "status": {"conditions": [ready_condition(clock.rfc3339())]}}
         await rest.update(res, "v1", None, DEFAULT_SERVICE_CIDR, body, opts, subresource="status")
+
+
+def _ready(cidr: dict) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (cidr.get("status") or {}).get("conditions") or [])
+
+
+class ServiceCIDRRanges(Controller):
+    """Feeds the ClusterIP allocator the ranges of every Ready ServiceCIDR that
+    is not being deleted (besides the default one from the server's flags);
+    stored Services' addresses in a range that comes back are marked again."""
+
+    name = "servicecidr-ranges"
+
+    def __init__(self, client, services_strategy, **kw):
+        super().__init__(client, **kw)
+        self.strategy = services_strategy
+        self.services = client.resource("", "v1", "services")
+        self.inf = Informer(client.resource(GROUP, "v1", "servicecidrs"))
+        self.inf.add_handlers(lambda o: self.queue.add("ranges"), lambda o, n: self.queue.add("ranges"),
+                              lambda o: self.queue.add("ranges"))
+
+    def informers(self):
+        return [self.inf]
+
+    async def sync(self, key: str) -> None:
+        extra = {c["metadata"]["name"]: (c.get("spec") or {}).get("cidrs") or [] for c in self.inf.list()
+                 if c["metadata"]["name"] != DEFAULT_SERVICE_CIDR and _ready(c)
+                 and not c["metadata"].get("deletionTimestamp")}
+        if self.strategy.ips.set_extra_ranges(extra):
+            items, _ = await self.services.list()
+            self.strategy.restore(items)

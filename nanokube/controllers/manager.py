@@ -33,6 +33,7 @@ from .replicationcontroller import ReplicationControllerController
 from .resourceclaim import ResourceClaimController
 from .resourcequota import ResourceQuotaController
 from .service_lb import DEFAULT_POOL, ServiceLBController
+from .servicecidrs import ServiceCIDRController
 from .statefulset import StatefulSetController
 from .storageversionmigrator import StorageVersionMigrator
 from .taint_eviction import TaintEvictionController
@@ -77,6 +78,7 @@ def build_controllers(client, clock: Clock = REAL, load_balancer_pool: str = DEF
         DeviceTaintEvictionController(client, clock=clock, **device_taint_options()),
         ValidatingAdmissionPolicyStatusController(client, clock=clock),
         StorageVersionMigrator(client, clock=clock),
+        ServiceCIDRController(client, clock=clock),
     ]
 
 

@@ -85,53 +85,81 @@ class _RangeAllocator:
 
 
 class ServiceIPAllocator:
-    """ClusterIPs from a CIDR (network and broadcast addresses excluded)."""
+    """ClusterIPs from the default CIDR and from every further Ready ServiceCIDR
+    (MultiCIDRServiceAllocator), network and broadcast addresses excluded.
+
+    Ranges are kept in the order they were added, the default first; an
+    address belongs to the first range that contains it, so overlapping
+    ServiceCIDRs never own one address twice. Dynamic allocation takes the
+    first range with a free address.
+    """
 
     def __init__(self, cidr: str = "10.96.0.0/12") -> None:
         self.network = ipaddress.ip_network(cidr)
-        first = int(self.network.network_address) + 1
-        last = int(self.network.broadcast_address) - (1 if self.network.version == 4 else 0)
-        size = last - first + 1
-        self._range = _RangeAllocator(first, last, min(max(16, size // 16), 256))
+        self.ranges: dict[str, tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, _RangeAllocator]] = {}
+        self._add("", self.network)
 
-    def _int(self, ip: str) -> int | None:
+    def _add(self, name: str, network) -> None:
+        first = int(network.network_address) + 1
+        last = int(network.broadcast_address) - (1 if network.version == 4 else 0)
+        size = last - first + 1
+        self.ranges[name] = (network, _RangeAllocator(first, last, min(max(16, size // 16), 256)))
+
+    def set_extra_ranges(self, cidrs: dict[str, list[str]]) -> list[str]:
+        """The ServiceCIDRs besides the default one (name -> cidrs); returns the names added."""
+        wanted = {f"{name}/{c}": ipaddress.ip_network(c) for name, cs in cidrs.items() for c in cs}
+        for key in [k for k in self.ranges if k and k not in wanted]:
+            del self.ranges[key]
+        added = [k for k in wanted if k not in self.ranges]
+        for key in added:
+            self._add(key, wanted[key])
+        return added
+
+    def _range_of(self, ip: str) -> tuple[int, _RangeAllocator] | None:
         try:
             addr = ipaddress.ip_address(ip)
         except ValueError:
             return None
-        return int(addr) if addr.version == self.network.version else None
+        for network, rng in self.ranges.values():
+            if addr.version == network.version and rng.in_range(int(addr)):
+                return int(addr), rng
+        return None
 
     def allocate(self, owner: str, ip: str | None = None) -> str:
         """Allocate `ip` (or the next free one) to `owner`; AllocationError says why not."""
         if ip is None:
-            try:
-                value = self._range.next_free(owner)
-            except AllocationError:
-                raise AllocationError("range is full") from None
-            return str(ipaddress.ip_address(value))
+            for network, rng in self.ranges.values():
+                try:
+                    return str(ipaddress.ip_address(rng.next_free(owner)))
+                except AllocationError:
+                    continue
+            raise AllocationError("range is full")
         problem = self.check(owner, ip)
         if problem:
             raise AllocationError(problem)
-        self._range.take(self._int(ip), owner)
+        value, rng = self._range_of(ip)
+        rng.take(value, owner)
         return ip
 
     def check(self, owner: str, ip: str) -> str | None:
         """Why `owner` could not hold `ip`, or None if it could."""
-        value = self._int(ip)
-        if value is None or not self._range.in_range(value):
-            return f"the provided IP ({ip}) is not in the valid range. The range of valid IPs is {self.network}"
-        if self._range.owner(value) not in (None, owner):
+        found = self._range_of(ip)
+        if found is None:
+            valid = ", ".join(str(n) for n, _ in self.ranges.values())
+            return f"the provided IP ({ip}) is not in the valid range. The range of valid IPs is {valid}"
+        value, rng = found
+        if rng.owner(value) not in (None, owner):
             return "provided IP is already allocated"
         return None
 
     def owner(self, ip: str) -> str | None:
-        value = self._int(ip)
-        return None if value is None else self._range.owner(value)
+        found = self._range_of(ip)
+        return None if found is None else found[1].owner(found[0])
 
     def release(self, ip: str, owner: str) -> None:
-        value = self._int(ip)
-        if value is not None:
-            self._range.release(value, owner)
+        found = self._range_of(ip)
+        if found is not None:
+            found[1].release(found[0], owner)
 
 
 class NodePortAllocator:

@@ -17,8 +17,9 @@ def test_default_service_cidr_and_ip_addresses(cluster):
     net = client.NetworkingV1Api(cluster.client())
     cidr = net.read_service_cidr("kubernetes")
     assert cidr.spec.cidrs == ["10.96.0.0/12"]
-    assert [(c.type, c.status, c.message) for c in cidr.status.conditions] == [
-        ("Ready", "True", "Kubernetes default Service CIDR is ready")]
+    assert [(c.type, c.status) for c in cidr.status.conditions] == [("Ready", "True")]
+    wait_for(lambda: net.read_service_cidr("kubernetes").metadata.finalizers == ["networking.k8s.io/service-cidr-finalizer"],
+             10, "the service-cidr-controller's finalizer")
     core = client.CoreV1Api(cluster.client())
     svc = core.create_namespaced_service("default", {"metadata": {"name": "ipa"},
                                                      "spec": {"ports": [{"port": 80}], "selector": {"app": "x"}}})
@@ -97,3 +98,37 @@ spec:
     assert r.returncode == 0, r.stderr
     cluster.kubectl("delete", "ingress", "web", "nohost")
     cluster.kubectl("delete", "ingressclass", "nginx")
+
+
+def test_extra_service_cidr_extends_the_cluster_ip_range(cluster):
+    net = client.NetworkingV1Api(cluster.client())
+    core = client.CoreV1Api(cluster.client())
+    svc = {"metadata": {"name": "extra-ip"}, "spec": {"clusterIP": "10.200.0.10", "ports": [{"port": 80}]}}
+    with pytest.raises(ApiException) as e:
+        core.create_namespaced_service("default", svc)
+    assert e.value.status == 422 and "is not in the valid range" in json.loads(e.value.body)["message"]
+    net.create_service_cidr({"metadata": {"name": "extra"}, "spec": {"cidrs": ["10.200.0.0/24"]}})
+    ready = wait_for(lambda: (c := net.read_service_cidr("extra")).status.conditions and c, 10, "extra Ready")
+    assert [(c.type, c.status, c.message) for c in ready.status.conditions] == [
+        ("Ready", "True", "Kubernetes Service CIDR is ready")]
+    got = wait_for(lambda: _create(core, svc), 10, "a ClusterIP from the new ServiceCIDR")
+    assert got.spec.cluster_ip == "10.200.0.10"
+    assert wait_for(lambda: _read_ip(net, "10.200.0.10"), 10, "its IPAddress").spec.parent_ref.name == "extra-ip"
+
+    net.delete_service_cidr("extra")
+    held = wait_for(lambda: (c := net.read_service_cidr("extra")).status.conditions[0].status == "False" and c, 10,
+                    "extra Terminating")
+    assert (held.status.conditions[0].reason, held.status.conditions[0].message) == (
+        "Terminating", "There are still IPAddresses referencing the ServiceCIDR, please remove them or create a new ServiceCIDR")
+    core.delete_namespaced_service("extra-ip", "default")
+    wait_for(lambda: "extra" not in {c.metadata.name for c in net.list_service_cidr().items}, 30,
+             "extra removed after the grace period")
+
+
+def _create(core, svc):
+    try:
+        return core.create_namespaced_service("default", svc)
+    except ApiException as e:
+        if e.status == 422:
+            return None
+        raise
