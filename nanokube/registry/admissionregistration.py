@@ -170,17 +170,28 @@ def _fully_qualified_name(name: str, path: str) -> list[FieldError]:
     return []
 
 
-def _cel_errors(expression: str, path: str) -> list[FieldError]:
+#: the variables an expression may use, by where it is written (upstream's OptionalVariableDeclarations)
+WEBHOOK_VARIABLES = frozenset({"object", "oldObject", "request", "authorizer"})
+_POLICY_VARIABLES = frozenset({"object", "oldObject", "request", "namespaceObject", "variables", "authorizer"})
+
+
+def policy_variables(spec: dict, authorizer: bool = True) -> frozenset:
+    """`params` only with a paramKind; no `authorizer` in a messageExpression."""
+    out = _POLICY_VARIABLES | ({"params"} if spec.get("paramKind") is not None else set())
+    return out if authorizer else out - {"authorizer"}
+
+
+def _cel_errors(expression: str, path: str, declared: frozenset) -> list[FieldError]:
     from ..apiserver.admission.cel import CELError, compile_expression
 
     try:
-        compile_expression(expression)
+        compile_expression(expression, declared)
     except CELError as e:
         return [invalid(path, expression, str(e))]
     return []
 
 
-def validate_match_conditions(conds: Any, path: str) -> list[FieldError]:
+def validate_match_conditions(conds: Any, path: str, declared: frozenset = WEBHOOK_VARIABLES) -> list[FieldError]:
     conds = conds if isinstance(conds, list) else []
     errs: list[FieldError] = []
     if len(conds) > 64:
@@ -193,7 +204,7 @@ def validate_match_conditions(conds: Any, path: str) -> list[FieldError]:
         if not expr:
             errs.append(required(f"{p}.expression", ""))
         else:
-            errs += _cel_errors(expr, f"{p}.expression")
+            errs += _cel_errors(expr, f"{p}.expression", declared)
         name = c.get("name") or ""
         if not name:
             errs.append(required(f"{p}.name", ""))
@@ -364,7 +375,7 @@ def _validate_param_kind(pk: Any, path: str) -> list[FieldError]:
     return errs
 
 
-def _validate_variables(variables: Any, path: str) -> list[FieldError]:
+def _validate_variables(variables: Any, path: str, declared: frozenset) -> list[FieldError]:
     errs: list[FieldError] = []
     for i, v in enumerate(variables if isinstance(variables, list) else []):
         v = v if isinstance(v, dict) else {}
@@ -378,7 +389,7 @@ def _validate_variables(variables: Any, path: str) -> list[FieldError]:
         if not expr.strip():
             errs.append(required(f"{p}.expression", "expression is not specified"))
         else:
-            errs += _cel_errors(expr, f"{p}.expression")
+            errs += _cel_errors(expr, f"{p}.expression", declared)
     return errs
 
 
@@ -399,8 +410,8 @@ def _common_policy_spec(spec: dict, lenient: dict) -> list[FieldError]:
         if not (mc or {}).get("resourceRules"):
             errs.append(required("spec.matchConstraints.resourceRules", ""))
     if not lenient.get("ignore_match_conditions"):
-        errs += validate_match_conditions(spec.get("matchConditions"), "spec.matchConditions")
-    errs += _validate_variables(spec.get("variables"), "spec.variables")
+        errs += validate_match_conditions(spec.get("matchConditions"), "spec.matchConditions", policy_variables(spec))
+    errs += _validate_variables(spec.get("variables"), "spec.variables", policy_variables(spec))
     return errs
 
 
@@ -423,12 +434,12 @@ def validate_validating_policy(obj: Obj, lenient: dict) -> list[FieldError]:
         if not expr.strip():
             errs.append(required(f"{p}.expression", "expression is not specified"))
         else:
-            errs += _cel_errors(expr, f"{p}.expression")
+            errs += _cel_errors(expr, f"{p}.expression", policy_variables(spec))
         me = v.get("messageExpression") or ""
         if me and not me.strip():
             errs.append(invalid(f"{p}.messageExpression", me, "must be non-empty if specified"))
         elif me.strip():
-            errs += _cel_errors(me, f"{p}.messageExpression")
+            errs += _cel_errors(me, f"{p}.messageExpression", policy_variables(spec, authorizer=False))
         msg = v.get("message") or ""
         if msg and not msg.strip():
             errs.append(invalid(f"{p}.message", msg, "message must be non-empty if specified"))
@@ -455,7 +466,7 @@ def validate_validating_policy(obj: Obj, lenient: dict) -> list[FieldError]:
         elif len(ve) > MAX_VALUE_EXPRESSION:
             errs.append(required(f"{p}.valueExpression", f"must not exceed {MAX_VALUE_EXPRESSION} bytes in length"))
         else:
-            errs += _cel_errors(ve, f"{p}.valueExpression")
+            errs += _cel_errors(ve, f"{p}.valueExpression", policy_variables(spec))
         if key in keys:
             errs.append(duplicate(f"{p}.key", key))
         keys.add(key)
@@ -492,7 +503,7 @@ def validate_mutating_policy(obj: Obj, lenient: dict) -> list[FieldError]:
         elif not expr:
             errs.append(required(f"{p}.{field}.expression", "expression is not specified"))
         else:
-            errs += _cel_errors(expr, f"{p}.{field}.expression")
+            errs += _cel_errors(expr, f"{p}.{field}.expression", policy_variables(spec))
     return errs
 
 

@@ -72,8 +72,16 @@ def _closing(toks, open_at: int) -> int:
     return len(toks) - 1
 
 
-_ENV = Environment({**{name: DYN for name in VARIABLES}, "authorizer": AUTHORIZER}, struct_types=True)
+_ENVS: dict[frozenset, Environment] = {}
 _LOCAL = threading.local()
+
+
+def _environment(declared: frozenset) -> Environment:
+    env = _ENVS.get(declared)
+    if env is None:
+        env = _ENVS[declared] = Environment(
+            {name: (AUTHORIZER if name == "authorizer" else DYN) for name in declared}, struct_types=True)
+    return env
 
 
 def _context() -> cel.Context:
@@ -85,11 +93,13 @@ def _context() -> cel.Context:
     return ctx
 
 
-def compile_expression(expression: str):
-    """The checked program (cached); CELError reads `compilation failed:
+def compile_expression(expression: str, declared: frozenset = frozenset(VARIABLES)):
+    """The checked program (cached) with the `declared` variables (where an
+    expression is written limits them: no `params` without a paramKind, no
+    `authorizer` in a messageExpression); CELError reads `compilation failed:
     ERROR: <input>:1:5: ...` as upstream's does."""
     try:
-        return _ENV.compile(rewrite(expression))
+        return _environment(declared).compile(rewrite(expression))
     except _SharedCELError as e:
         raise CELError(f"compilation failed: {e}") from None
 

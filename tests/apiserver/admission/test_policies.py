@@ -243,8 +243,8 @@ async def test_authorizer_variable_checks_the_requesting_user(stack):
                                                 "resources": ["configmaps"]}]},
         "validations": [{"expression": "authorizer.group('example.com').resource('approvals')"
                                        ".namespace(object.metadata.namespace).check('approve').allowed()",
-                         "messageExpression": "'only approvers may create configmaps: ' + "
-                                              "authorizer.requestResource.check('approve').reason()"}]}})
+                         "message": "only approvers may create configmaps"},
+                        {"expression": "authorizer.requestResource.check('approve').reason() == 'alice approves'"}]}})
     await api(stack, "validatingadmissionpolicybindings").create(
         {"metadata": {"name": "approvers"}, "spec": {"policyName": "approvers", "validationActions": ["Deny"]}})
     res = stack.rest.index.get("", "v1", "configmaps")
@@ -253,6 +253,16 @@ async def test_authorizer_variable_checks_the_requesting_user(stack):
     with pytest.raises(APIError) as e:
         await stack.rest.create(res, "v1", "default", {"metadata": {"name": "b", "namespace": "default"}},
                                 WriteOptions(user=User("bob")))
-    assert e.value.message.endswith("denied request: only approvers may create configmaps:")
+    assert e.value.message.endswith("denied request: only approvers may create configmaps")
+    with pytest.raises(APIError) as e:
+        await api(stack, "validatingadmissionpolicies").create({"metadata": {"name": "bad"}, "spec": {
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                                    "resources": ["configmaps"]}]},
+            "validations": [{"expression": "params.x == 1",
+                             "messageExpression": "authorizer.requestResource.check('get').reason()"}]}})
+    assert "spec.validations[0].expression: Invalid value: \"params.x == 1\": compilation failed: ERROR: <input>:1:1: " \
+           "undeclared reference to 'params'" in e.value.message
+    assert "spec.validations[0].messageExpression: Invalid value: \"authorizer.requestResource.check('get').reason()\": " \
+           "compilation failed: ERROR: <input>:1:1: undeclared reference to 'authorizer'" in e.value.message
     assert ("bob", "approve", "example.com", "approvals", "default") in seen
     assert ("bob", "approve", "", "configmaps", "default") in seen
