@@ -412,6 +412,8 @@ class APIHandlers:
             send_initial_events=None if sie is None else _bool(sie),
             allow_bookmarks=_bool(q.get("allowWatchBookmarks")), name=name)
         resp = web.StreamResponse(status=200, headers={"Content-Type": _JSON, "Transfer-Encoding": "chunked"})
+        for w in request.get("warnings", ()):  # a watch of a deprecated version is warned too, before it streams
+            resp.headers.add("Warning", f'299 - "{w}"')
         await resp.prepare(request)
         g = self.metrics.watchers.labels(res.group, version, res.kind)
         g.inc()

@@ -64,6 +64,8 @@ def test_versions_columns_and_selectable_fields(c):
     c.kubectl("apply", "-f", "-", input=json.dumps(isvc("a")))
     r = c.kubectl("apply", "-f", "-", input=json.dumps(isvc("b", f"{GROUP}/v1beta1", tier="silver", replicas=2)))
     assert f"Warning: {GROUP}/v1beta1 InferenceService is deprecated; use {GROUP}/v1 InferenceService" in r.stderr
+    r = c.kubectl("get", "--raw", f"/apis/{GROUP}/v1beta1/namespaces/default/inferenceservices?watch=true&timeoutSeconds=1")
+    assert f"Warning: {GROUP}/v1beta1 InferenceService is deprecated" in r.stderr  # a watch is warned too
     old = c.kubectl_json("get", f"inferenceservices.v1beta1.{GROUP}", "a")
     assert old["apiVersion"] == f"{GROUP}/v1beta1" and old["spec"]["model"] == "llama"
     assert c.kubectl_json("get", "isvc", "b")["apiVersion"] == f"{GROUP}/v1"
