@@ -82,21 +82,35 @@ def target_node(pod: dict) -> str | None:
     return None
 
 
+class Placement:
+    """NodeShouldRunDaemonPod for one DaemonSet, its template's node matcher
+    and tolerations read once, since a sync asks it of every node."""
+
+    __slots__ = ("node_name", "matcher", "tolerations")
+
+    def __init__(self, ds: dict):
+        tspec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+        self.node_name = tspec.get("nodeName")
+        required = (((tspec.get("affinity") or {}).get("nodeAffinity") or {})
+                    .get("requiredDuringSchedulingIgnoredDuringExecution"))
+        self.matcher = NodeMatcher(tspec.get("nodeSelector") or {}, required)
+        self.tolerations = daemon_tolerations(tspec)
+
+    def verdict(self, node: dict) -> tuple[bool, bool]:
+        """(should run, should continue running) on `node`."""
+        name = node["metadata"]["name"]
+        if self.node_name and self.node_name != name:
+            return False, False
+        if not self.matcher.matches(node["metadata"].get("labels") or {}, name):
+            return False, False
+        taints = (node.get("spec") or {}).get("taints")
+        if taints and untolerated(taints, self.tolerations, ("NoSchedule", "NoExecute")) is not None:
+            return False, untolerated(taints, self.tolerations, ("NoExecute",)) is None
+        return True, True
+
+
 def should_run(node: dict, ds: dict) -> tuple[bool, bool]:
-    """NodeShouldRunDaemonPod: (should run, should continue running)."""
-    tspec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
-    name = node["metadata"]["name"]
-    if tspec.get("nodeName") and tspec["nodeName"] != name:
-        return False, False
-    required = (((tspec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution"))
-    if not NodeMatcher(tspec.get("nodeSelector") or {}, required).matches(node["metadata"].get("labels") or {}, name):
-        return False, False
-    taints = (node.get("spec") or {}).get("taints") or []
-    tolerations = daemon_tolerations(tspec)
-    if untolerated(taints, tolerations, ("NoSchedule", "NoExecute")) is not None:
-        return False, untolerated(taints, tolerations, ("NoExecute",)) is None
-    return True, True
+    return Placement(ds).verdict(node)
 
 
 def template_generation(ds: dict) -> str | None:
@@ -223,7 +237,8 @@ class DaemonSetController(Controller):
             return
         await claim_objects(self.pods, self.pod_inf.list(), ds, selector_from_object(ds["spec"].get("selector")),
                             "apps/v1", "DaemonSet")
-        nodes = self.node_inf.list()
+        placement = Placement(ds)
+        nodes = {n["metadata"]["name"]: placement.verdict(n) for n in self.node_inf.list()}
         current, old = await self._construct_history(ds)
         hash_ = (current["metadata"].get("labels") or {}).get(POD_REVISION_LABEL, "")
         if self.expectations.satisfied(key):
@@ -287,16 +302,13 @@ class DaemonSetController(Controller):
         raise APIError(409, "Conflict", f"found a stale ControllerRevision {body['metadata']['name']} for "
                                         f"DaemonSet {ds['metadata']['name']}, bumped its collisionCount")
 
-    async def _manage(self, key: str, ds: dict, nodes: list[dict], hash_: str) -> None:
-        """manage: create pods on nodes that need one, delete pods that must go."""
+    async def _manage(self, key: str, ds: dict, nodes: dict[str, tuple[bool, bool]], hash_: str) -> None:
+        """manage: create pods on nodes that need one, delete pods that must go;
+        `nodes` holds each node's (should run, should continue running)."""
         by_node = self._node_to_pods(ds)
         surge = self._max_surge(ds, nodes) > 0
         need, delete = [], []
-        names = set()
-        for node in nodes:
-            name = node["metadata"]["name"]
-            names.add(name)
-            run, keep = should_run(node, ds)
+        for name, (run, keep) in nodes.items():
             pods = by_node.get(name, [])
             if run and not pods:
                 need.append(name)
@@ -323,7 +335,7 @@ class DaemonSetController(Controller):
             elif pods:
                 delete += [p for p in pods if not p["metadata"].get("deletionTimestamp")]
         for node_name, pods in by_node.items():
-            if node_name not in names:  # the node is gone
+            if node_name not in nodes:  # the node is gone
                 delete += [p for p in pods if not p["metadata"].get("deletionTimestamp")]
         await self._sync_nodes(key, ds, delete, need, hash_)
 
@@ -371,12 +383,12 @@ class DaemonSetController(Controller):
 
     # --- rolling update ---------------------------------------------------------------
 
-    def _desired(self, ds: dict, nodes: list[dict]) -> int:
-        return sum(1 for n in nodes if should_run(n, ds)[0])
+    def _desired(self, nodes: dict[str, tuple[bool, bool]]) -> int:
+        return sum(1 for run, _ in nodes.values() if run)
 
-    def _budgets(self, ds: dict, nodes: list[dict]) -> tuple[int, int, int]:
+    def _budgets(self, ds: dict, nodes: dict[str, tuple[bool, bool]]) -> tuple[int, int, int]:
         """updatedDesiredNodeCounts: (maxSurge, maxUnavailable, desired), percentages of the desired count rounded up."""
-        desired = self._desired(ds, nodes)
+        desired = self._desired(nodes)
         ru = (ds["spec"].get("updateStrategy") or {}).get("rollingUpdate") or {}
         surge = resolve_int_or_percent(ru.get("maxSurge", 0), desired, True)
         unavailable = resolve_int_or_percent(ru.get("maxUnavailable", 1), desired, True)
@@ -384,12 +396,12 @@ class DaemonSetController(Controller):
             unavailable = 1
         return surge, unavailable, desired
 
-    def _max_surge(self, ds: dict, nodes: list[dict]) -> int:
+    def _max_surge(self, ds: dict, nodes: dict[str, tuple[bool, bool]]) -> int:
         strategy = ds["spec"].get("updateStrategy") or {}
         if strategy.get("type") != "RollingUpdate":
             return 0
         return resolve_int_or_percent((strategy.get("rollingUpdate") or {}).get("maxSurge", 0),
-                                      self._desired(ds, nodes), True)
+                                      self._desired(nodes), True)
 
     def _new_and_old(self, ds: dict, pods: list[dict], hash_: str) -> tuple[dict | None, dict | None, bool]:
         """findUpdatedPodsOnNode: at most one new and one old live pod, else not ok."""
@@ -408,7 +420,7 @@ class DaemonSetController(Controller):
                 old = pod
         return new, old, True
 
-    async def _rolling_update(self, key: str, ds: dict, nodes: list[dict], hash_: str) -> None:
+    async def _rolling_update(self, key: str, ds: dict, nodes: dict[str, tuple[bool, bool]], hash_: str) -> None:
         by_node = self._node_to_pods(ds)
         surge, max_unavailable, desired = self._budgets(ds, nodes)
         now, min_ready = self.clock.now(), ds["spec"].get("minReadySeconds", 0)
@@ -431,7 +443,6 @@ class DaemonSetController(Controller):
             room = min(max(0, max_unavailable - unavailable), len(candidates))
             await self._sync_nodes(key, ds, replace + candidates[:room], [], hash_)
             return
-        nodes_by_name = {n["metadata"]["name"]: n for n in nodes}
         delete, not_run, candidates, allowed = [], [], [], []
         surging = available_count = 0
         for name, pods in by_node.items():
@@ -442,8 +453,7 @@ class DaemonSetController(Controller):
             counted = old if old is not None else new
             if counted is not None and available(counted):
                 available_count += 1
-            node = nodes_by_name.get(name)
-            runs = node is not None and should_run(node, ds)[0]
+            runs = nodes.get(name, (False, False))[0]
             if old is None:
                 continue
             if new is None:
@@ -478,15 +488,14 @@ class DaemonSetController(Controller):
                       if (r["metadata"].get("labels") or {}).get(POD_REVISION_LABEL) in live}
         await self.history.truncate(old, live_names, limit)
 
-    async def _update_status(self, key: str, ds: dict, nodes: list[dict], hash_: str) -> None:
+    async def _update_status(self, key: str, ds: dict, nodes: dict[str, tuple[bool, bool]], hash_: str) -> None:
         by_node = self._node_to_pods(ds)
         now, min_ready = self.clock.now(), ds["spec"].get("minReadySeconds", 0)
         gen = template_generation(ds)
         desired = current = ready = available = updated = misscheduled = 0
         waits = []
-        for node in nodes:
-            run, _ = should_run(node, ds)
-            pods = by_node.get(node["metadata"]["name"])
+        for name, (run, _) in nodes.items():
+            pods = by_node.get(name)
             if not run:
                 misscheduled += bool(pods)
                 continue
