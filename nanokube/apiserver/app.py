@@ -154,6 +154,7 @@ class APIServer:
         for t in self._tasks:
             t.cancel()
         await self.cache.stop()
+        await self.handlers.streams.close()
         await self.rest.admission.client.close()
         if self._runner:
             await self._runner.cleanup()

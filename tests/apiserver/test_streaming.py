@@ -146,3 +146,26 @@ async def test_a_websocket_upgrade_also_needs_create_on_the_subresource(server):
     assert asked == [("create", "pods", "exec")]
     assert (code, body["message"]) == (403, 'pods "one" is forbidden: User "system:admin" cannot create resource '
                                             '"pods/exec" in API group "" in the namespace "default"')
+
+
+async def test_open_sessions_end_when_the_server_stops():
+    class Forever(FakeNode):
+        async def exec(self, *args):
+            await asyncio.sleep(3600)
+
+    s = APIServer(MemoryStore(), None, port=0)
+    await s.start()
+    s.handlers.streams.node_servers.append(lambda node: Forever())
+    await s.rest.create(s.index.get("", "v1", "pods"), "v1", "default", {"metadata": {"name": "one"}, "spec": {
+        "nodeName": "n1", "containers": [{"name": "app", "image": "x"}]}}, WriteOptions(user=SYSTEM))
+    url = f"ws://127.0.0.1:{s.port}/api/v1/namespaces/default/pods/one/exec?command=sleep&stdout=true"
+    async with aiohttp.ClientSession() as http:
+        async with http.ws_connect(url, protocols=("v5.channel.k8s.io",)) as ws:
+            frames = asyncio.ensure_future(_frames(ws))
+            await asyncio.sleep(0.2)
+            await asyncio.wait_for(s.stop(), 10)
+            assert await asyncio.wait_for(frames, 5) == [b"\x01"], "the opening frame, then the close"
+
+
+async def _frames(ws) -> list[bytes]:
+    return [m.data async for m in ws if m.type == aiohttp.WSMsgType.BINARY]

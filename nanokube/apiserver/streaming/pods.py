@@ -59,6 +59,14 @@ class PodStreaming:
         self.node_servers: list[Callable[[str], NodeStreaming | None]] = []
         #: the authorizer chain, `authorize(user, groups, attributes) -> Decision`; None serves unchecked
         self.authorize: Callable | None = None
+        self._sessions: set[asyncio.Task] = set()
+
+    async def close(self) -> None:
+        """End every open session (server shutdown): long-lived exec, attach and
+        port-forward connections must not hold the server up."""
+        for t in list(self._sessions):
+            t.cancel()
+        await asyncio.gather(*self._sessions, return_exceptions=True)
         #: CONNECT admission, `await admit(subresource, namespace, name, options, user)`; None admits all
         self.admit: Callable[..., Awaitable[None]] | None = None
 
@@ -78,6 +86,14 @@ class PodStreaming:
             raise errors.method_not_allowed()
         if request.method == "GET":
             self._check_create(request, namespace, name, sub)
+        task = asyncio.current_task()
+        self._sessions.add(task)
+        try:
+            return await self._serve(request, namespace, name, sub)
+        finally:
+            self._sessions.discard(task)
+
+    async def _serve(self, request: web.Request, namespace: str, name: str, sub: str) -> web.StreamResponse:
         if self.admit is not None and request.get("user") is not None:
             await self.admit(sub, namespace, name, connect_options(sub, request.query), request["user"])
         pod = self.get_pod(namespace, name)
