@@ -318,3 +318,32 @@ async def test_connect_admission_of_exec(stack, server):
                                    User("bob"))
     assert connect_options("portforward", MultiDict([("ports", "8080,9090")])) == {
         "kind": "PodPortForwardOptions", "apiVersion": "v1", "ports": [8080, 9090]}
+
+
+async def test_timeout_review_version_and_warnings_on_denial(stack, server):
+    import time as _time
+
+    server.handlers["/slow"] = lambda r: _time.sleep(1.5) or allow(r)
+    await configure(stack, "validating", "slow", hook(server, "slow.example.com", "/slow", timeoutSeconds=1))
+    with pytest.raises(APIError) as e:
+        await stack.client.resource("", "v1", "configmaps").create(cm("a"))
+    assert e.value.message == ('Internal error occurred: failed calling webhook "slow.example.com": failed to call '
+                               f'webhook: Post "{server.url("/slow")}?timeout=1s": context deadline exceeded')
+    await stack.client.resource(G, "v1", "validatingwebhookconfigurations").delete("slow")
+
+    # a v1beta1 reviewer: asked in v1beta1, its response's uid is not checked
+    server.handlers["/old"] = lambda r: {"response": {"allowed": False, "status": {"message": "old style"}},
+                                         "warnings": []} if r["apiVersion"] == "admission.k8s.io/v1beta1" else allow(r)
+    await configure(stack, "validating", "old", hook(server, "old.example.com", "/old",
+                                                     admissionReviewVersions=["v1beta1"]))
+    with pytest.raises(APIError) as e:
+        await stack.client.resource("", "v1", "configmaps").create(cm("b"))
+    assert e.value.message == 'admission webhook "old.example.com" denied the request: old style'
+    assert server.calls_to("/old")[0]["apiVersion"] == "admission.k8s.io/v1beta1"
+    await stack.client.resource(G, "v1", "validatingwebhookconfigurations").delete("old")
+
+    server.handlers["/v"] = lambda r: deny(r, "nope", warnings=['mind the "quotes"', "second"])
+    await configure(stack, "validating", "v", hook(server, "warn.example.com", "/v"))
+    with pytest.raises(APIError) as e:
+        await stack.client.resource("", "v1", "configmaps").create(cm("c"))
+    assert e.value.headers["Warning"] == '299 - "mind the \\"quotes\\"", 299 - "second"'
