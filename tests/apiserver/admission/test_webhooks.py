@@ -347,3 +347,27 @@ async def test_timeout_review_version_and_warnings_on_denial(stack, server):
     with pytest.raises(APIError) as e:
         await stack.client.resource("", "v1", "configmaps").create(cm("c"))
     assert e.value.headers["Warning"] == '299 - "mind the \\"quotes\\"", 299 - "second"'
+
+
+async def test_defaults_reapplied_after_a_patch_and_dry_run_side_effects(stack, server):
+    from nanokube.apiserver.cache import stored_value
+
+    server.handlers["/m"] = lambda r: json_patch(r, [{"op": "remove", "path": "/spec/restartPolicy"},
+                                                     {"op": "add", "path": "/metadata/labels", "value": {"p": "1"}}])
+    rules = [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}]
+    await configure(stack, "mutating", "m", hook(server, "pods.example.com", "/m", rules=rules))
+    created = await stack.client.resource("", "v1", "pods").create(
+        {"metadata": {"name": "p", "namespace": "default"}, "spec": {"containers": [{"name": "c", "image": "x"}]}})
+    assert created["spec"]["restartPolicy"] == "Always" and created["metadata"]["labels"] == {"p": "1"}
+
+    # sideEffects other than None/NoneOnDryRun (only stored by older API versions) refuse dry runs
+    legacy = {"apiVersion": f"{G}/v1", "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "legacy"},
+              "webhooks": [hook(server, "legacy.example.com", "/v", sideEffects="Unknown", failurePolicy="Ignore",
+                                matchPolicy="Equivalent", timeoutSeconds=10)]}
+    res = stack.rest.index.get(G, "v1", "validatingwebhookconfigurations")
+    kv = await stack.store.create(res.key(None, "legacy"), stored_value(legacy))
+    await stack.cache.wait_for(kv.mod_revision)
+    with pytest.raises(APIError) as e:
+        await stack.rest.create(stack.rest.index.get("", "v1", "configmaps"), "v1", "default", cm("dry"),
+                                WriteOptions(dry_run=True))
+    assert (e.value.code, e.value.message) == (400, 'admission webhook "legacy.example.com" does not support dry run')
