@@ -45,9 +45,9 @@ def main() -> int:
     failed = False
     try:
         prop()
-    except AssertionError as e:
+    except Exception as e:  # AssertionError, or Hypothesis's FlakyFailure group around one
         failed = True
-        print(f"FAILED: {e}", file=sys.stderr)
+        print(f"FAILED: {e!r}", file=sys.stderr)
     took = time.monotonic() - start
     print(f"{fuzzer.requests} requests in {took:.0f} s; status histogram: {fuzzer.histogram()}; "
           f"slowest answer {fuzzer.slowest:.2f} s")
