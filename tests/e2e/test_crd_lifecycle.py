@@ -175,3 +175,14 @@ def test_rbac_and_audit_cover_custom_resources(c, tmp_path):
     events = [json.loads(line) for line in (c.data_dir / "audit.log").read_text().splitlines()]
     assert any(e["objectRef"].get("resource") == "inferenceservices" and e["objectRef"].get("name") == "guarded"
                and e["verb"] == "delete" and e["responseStatus"]["code"] == 403 for e in events if "objectRef" in e)
+
+
+def test_a_non_structural_crd_is_refused(c):
+    bad = crd(plural="brokens", kind="Broken", short=())
+    bad["spec"]["versions"] = [version("v1", True)]
+    del bad["spec"]["versions"][0]["selectableFields"]
+    bad["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"] = {"properties": {"x": {"type": "string"}}}
+    r = c.kubectl("apply", "-f", "-", input=json.dumps(bad), check=False)
+    assert r.returncode != 0
+    assert (f'The CustomResourceDefinition "brokens.{GROUP}" is invalid: spec.versions[0].schema.openAPIV3Schema.'
+            "properties[spec].type: Required value: must not be empty for specified object fields") in r.stderr
