@@ -163,3 +163,20 @@ async def test_quota_without_status_constrains_nothing_yet(stack):
     await rc(stack, "resourcequotas").create({"metadata": {"name": "fresh", "namespace": NS},
                                               "spec": {"hard": {"count/configmaps": "0"}}})
     await rc(stack, "configmaps").create({"metadata": {"name": "early", "namespace": NS}})
+
+
+async def test_limit_ranger_ratio_and_pod_limits(stack):
+    await rc(stack, "limitranges").create({"metadata": {"name": "lr", "namespace": NS}, "spec": {"limits": [
+        {"type": "Container", "maxLimitRequestRatio": {"memory": "2"}},
+        {"type": "Pod", "max": {"cpu": "1"}}]}})
+    pods = rc(stack, "pods")
+    with pytest.raises(APIError) as e:
+        await pods.create(pod("greedy", {"requests": {"memory": "1Gi"}, "limits": {"memory": "3Gi", "cpu": "500m"}}))
+    assert e.value.message == ('pods "greedy" is forbidden: memory max limit to request ratio per Container is 2, '
+                               "but provided ratio is 3.000000")
+    two = pod("two", {"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi", "cpu": "600m"}})
+    two["spec"]["containers"].append({"name": "side", "image": "busybox", "resources": {
+        "requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi", "cpu": "600m"}}})
+    with pytest.raises(APIError) as e:
+        await pods.create(two)
+    assert e.value.message == 'pods "two" is forbidden: maximum cpu usage per Pod is 1, but limit is 1200m'
