@@ -1,27 +1,37 @@
 """The admission configuration objects (webhook configurations, policies and
 bindings) as the dispatchers read them on every write: listed from the watch
 cache once and kept until one of them changes, so a write pays for matching,
-not for re-reading configuration."""
+not for re-reading configuration. Changes are noticed through a cache watcher
+per resource, which also hears when the cache relists."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+from ..cache import Watcher
 from .matching import ADMISSION_GROUP, EXEMPT
 
 
 class ConfigSource:
     def __init__(self, rest) -> None:
         self.rest = rest
-        self._prefixes = tuple(f"/registry/{plural}.{ADMISSION_GROUP}/" for plural in EXEMPT)
+        self._watchers = [Watcher(f"/registry/{plural}.{ADMISSION_GROUP}/", lambda ev: True) for plural in EXEMPT]
+        for w in self._watchers:
+            rest.cache.add_watcher(w)
         self._generation = 0
         self._memo: dict[Any, tuple[int, Any]] = {}
-        rest.cache.on_event.append(self._observe)
 
-    def _observe(self, ev) -> None:
-        if ev.key.startswith(self._prefixes):
-            self._generation += 1
+    def _changed(self) -> bool:
+        changed = False
+        for w in self._watchers:
+            if w.overflowed:  # the cache relisted, or we fell behind: everything may have changed
+                w.overflowed = False
+                changed = True
+            while not w.queue.empty():
+                w.queue.get_nowait()
+                changed = True
+        return changed
 
     def objects(self, plural: str) -> list[dict]:
         """The stored objects of an admissionregistration resource, by name."""
@@ -29,6 +39,8 @@ class ConfigSource:
 
     def derived(self, key: Any, build: Callable[[], Any]) -> Any:
         """`build()`, computed again only after a configuration object changed."""
+        if self._changed():
+            self._generation += 1
         hit = self._memo.get(key)
         if hit is not None and hit[0] == self._generation:
             return hit[1]
