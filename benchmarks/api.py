@@ -86,6 +86,8 @@ class BenchConfig:
     watch_writes: int = 200
     namespace: str = "bench"
     watch_timeout_s: float = 300.0
+    #: LeaderWorkerSets created and listed (at most as many as pods)
+    custom_objects: int = 2000
 
 
 @dataclass(frozen=True)
@@ -315,8 +317,9 @@ def lws_manifest(i: int) -> dict:
 
 
 async def measure_custom_objects(api: PodsApi, cfg: BenchConfig, progress: Progress) -> dict[str, float]:
-    """The LeaderWorkerSet CRD applied server-side until Established, then as many
-    LeaderWorkerSets as pods created the same way, then full LISTs of them."""
+    """The LeaderWorkerSet CRD applied server-side until Established, then LeaderWorkerSets
+    created as the pods were (at most cfg.custom_objects), then full LISTs of them."""
+    count = min(cfg.custom_objects, cfg.pods)
     crd = yaml.safe_load(LWS_CRD.read_bytes())
     crd_url = f"{api.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{LWS_NAME}"
 
@@ -338,21 +341,21 @@ async def measure_custom_objects(api: PodsApi, cfg: BenchConfig, progress: Progr
         to_established = time.perf_counter() - start
     objects = f"{api.url}/apis/leaderworkerset.x-k8s.io/v1/namespaces/{api.namespace}/leaderworkersets"
     latencies: list[float] = []
-    progress(f"  creating {cfg.pods} LeaderWorkerSets, {cfg.concurrency} in flight")
+    progress(f"  creating {count} LeaderWorkerSets, {cfg.concurrency} in flight")
 
     async def create(i: int) -> None:
         latencies.append(await _timed(lambda: api.call("POST", objects, lws_manifest(i))))
 
-    elapsed = await _timed(lambda: _bounded(cfg.pods, cfg.concurrency, create))
+    elapsed = await _timed(lambda: _bounded(count, cfg.concurrency, create))
     lists = []
     for _ in range(cfg.lists):
         start = time.perf_counter()
         body = await api.call("GET", objects)
         lists.append(time.perf_counter() - start)
-    if len(orjson.loads(body)["items"]) != cfg.pods:
+    if len(orjson.loads(body)["items"]) != count:
         raise RuntimeError("LIST did not return every LeaderWorkerSet")
     return {"LWS CRD apply to Established (ms)": to_established * 1000,
-            "custom object creates (objects/s)": cfg.pods / elapsed, **_ms(latencies, "custom object create"),
+            "custom object creates (objects/s)": count / elapsed, **_ms(latencies, "custom object create"),
             **_ms(lists, "LIST all custom objects")}
 
 
