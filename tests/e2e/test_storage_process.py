@@ -1,6 +1,7 @@
 """A PersistentVolumeClaim in `nanokube up --runtime process`: a pod really
 writes a file into its claim's directory (DIR/volumes/<pv>), is deleted, and
-a new pod of the same name reads it back.
+a new pod of the same name reads it back; a pod taking the claim read-only
+cannot write it.
 
 Skipped (loudly) only without root, `ip` or `nft`, as the other process-runtime tests."""
 
@@ -39,13 +40,14 @@ def proc_cluster(store_url):
         assert leftovers == [], f"namespaces left after shutdown: {leftovers}"
 
 
-def pod(script: str) -> str:
+def pod(script: str, read_only: bool = False) -> str:
+    claim = {"claimName": "notes", **({"readOnly": True} if read_only else {})}
     return json.dumps({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "worker", "namespace": "default"},
         "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
                  "containers": [{"name": "main", "image": "busybox", "command": ["sh", "-c", script],
                                  "volumeMounts": [{"name": "data", "mountPath": MOUNT}]}],
-                 "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "notes"}}]}})
+                 "volumes": [{"name": "data", "persistentVolumeClaim": claim}]}})
 
 
 def finished(c) -> str:
@@ -66,4 +68,9 @@ def test_pod_writes_its_claim_and_a_new_pod_reads_it_back(proc_cluster):
     c.kubectl("apply", "-f", "-", input=pod(f"cat {MOUNT}/note.txt"))
     assert wait_for(lambda: finished(c), 60, "reader finished") == "Succeeded"
     assert c.kubectl("logs", "worker").stdout == "written-by-worker\n"
+    c.kubectl("delete", "pod", "worker")
+    c.kubectl("apply", "-f", "-", input=pod(f"touch {MOUNT}/more 2>/dev/null && echo writable || echo read-only",
+                                            read_only=True))
+    assert wait_for(lambda: finished(c), 60, "read-only pod finished") == "Succeeded"
+    assert c.kubectl("logs", "worker").stdout == "read-only\n"
     assert not os.path.exists(MOUNT)  # the runtime removes the mount point it made

@@ -120,6 +120,9 @@ class ProcessPodWorker(PodWorker):
         """Log directories, mount targets and environments of every container."""
         self._log_root = os.path.join(self.runtime.state_dir, "logs", f"{self.namespace}_{self.name}_{self.uid}")
         vols = self.agent.volumes
+        #: volumes every mount of is read-only: a claim the pod takes with `readOnly: true`
+        read_only = {v["name"] for v in (self.pod.get("spec") or {}).get("volumes") or []
+                     if (v.get("persistentVolumeClaim") or {}).get("readOnly")}
         init_specs = (self.pod.get("spec") or {}).get("initContainers") or []
         self._initializing = bool(init_specs)
         for spec in init_specs + self._containers():
@@ -139,7 +142,7 @@ class ProcessPodWorker(PodWorker):
                 if not os.path.exists(src):
                     os.makedirs(src, exist_ok=True)
                 self.runtime.claim_mountpoint(vm["mountPath"], os.path.isfile(src))
-                mounts.append((src, vm["mountPath"], bool(vm.get("readOnly"))))
+                mounts.append((src, vm["mountPath"], bool(vm.get("readOnly")) or vm["name"] in read_only))
             self._env[c.name] = await self._environment(spec)
         self.runtime.pods[(self.namespace, self.name)] = self
 
