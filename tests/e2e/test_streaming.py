@@ -121,6 +121,12 @@ def test_cp_into_a_pod_and_back(c, tmp_path):
     back = tmp_path / "back.bin"
     c.kubectl("cp", "web:/tmp/copied.bin", str(back))
     assert back.read_bytes() == src.read_bytes()
+    if KUBECTL_132:  # over SPDY
+        spdy = {"KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "false"}
+        assert kubectl_132(c, "cp", str(src), "web:/tmp/spdy.bin", env=spdy).returncode == 0
+        again = tmp_path / "again.bin"
+        assert kubectl_132(c, "cp", "web:/tmp/spdy.bin", str(again), env=spdy).returncode == 0
+        assert again.read_bytes() == src.read_bytes()
 
 
 def _port_forward(c, kubectl: str, env: dict):
