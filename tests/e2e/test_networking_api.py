@@ -108,7 +108,7 @@ def test_extra_service_cidr_extends_the_cluster_ip_range(cluster):
         core.create_namespaced_service("default", svc)
     assert e.value.status == 422 and "is not in the valid range" in json.loads(e.value.body)["message"]
     net.create_service_cidr({"metadata": {"name": "extra"}, "spec": {"cidrs": ["10.200.0.0/24"]}})
-    ready = wait_for(lambda: (c := net.read_service_cidr("extra")).status.conditions and c, 10, "extra Ready")
+    ready = wait_for(lambda: (c := net.read_service_cidr("extra")).status and c.status.conditions and c, 10, "extra Ready")
     assert [(c.type, c.status, c.message) for c in ready.status.conditions] == [
         ("Ready", "True", "Kubernetes Service CIDR is ready")]
     got = wait_for(lambda: _create(core, svc), 10, "a ClusterIP from the new ServiceCIDR")
