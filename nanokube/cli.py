@@ -95,6 +95,7 @@ async def _up(args: argparse.Namespace) -> int:
         print(f"nanokube: {e}", file=sys.stderr)
         await server.stop()
         return 2
+    server.component_metrics.append(controllers.metrics.registry)
     await controllers.start()
     runtime = proxies = netpol = None
     if args.runtime == "process":

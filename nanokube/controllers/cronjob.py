@@ -19,6 +19,7 @@ from ..machinery import cron
 from ..machinery.errors import APIError
 from .base import Controller
 from .events import EventRecorder
+from .metrics import ControllerMetrics
 from .replicaset import controller_ref, owner_reference
 
 SCHEDULED_TIMESTAMP = "batch.kubernetes.io/cronjob-scheduled-timestamp"
@@ -71,8 +72,9 @@ def most_recent_schedule_time(cj: dict, now: float, schedule: cron.Schedule, zon
 class CronJobController(Controller):
     name = "cronjob"
 
-    def __init__(self, client, clock: Clock | None = None):
+    def __init__(self, client, clock: Clock | None = None, metrics: ControllerMetrics | None = None):
         super().__init__(client, **({"clock": clock} if clock else {}))
+        self.metrics = metrics or ControllerMetrics()
         self.cronjobs = client.resource("batch", "v1", "cronjobs")
         self.jobs = client.resource("batch", "v1", "jobs")
         self.recorder = EventRecorder(client, "cronjob-controller", self.clock)
@@ -249,6 +251,7 @@ class CronJobController(Controller):
             if (controller_ref(job) or {}).get("uid") != cj["metadata"]["uid"]:
                 return None
             return job
+        self.metrics.cronjob_creation_skew.observe(max(0.0, self.clock.now() - scheduled))
         await self.recorder.emit(cj, "Normal", "SuccessfulCreate", f"Created job {name}")
         return job
 

@@ -21,6 +21,7 @@ from .ephemeral_volume import EphemeralVolumeController
 from .garbagecollector import GarbageCollector
 from .hpa import HPAController, options_from_env
 from .job import JobController
+from .metrics import ControllerMetrics
 from .namespace import NamespaceController
 from .nodelifecycle import NodeLifecycleController
 from .nodelifecycle import options_from_env as node_lifecycle_options
@@ -49,8 +50,10 @@ SIGNER_USER = User("system:serviceaccount:kube-system:pod-identity-signer",
                    ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"))
 
 
-def build_controllers(client, clock: Clock = REAL, load_balancer_pool: str = DEFAULT_POOL) -> list[Controller]:
+def build_controllers(client, clock: Clock = REAL, load_balancer_pool: str = DEFAULT_POOL,
+                      metrics: ControllerMetrics | None = None) -> list[Controller]:
     """Every controller of kube-controller-manager that nanokube runs, in start order."""
+    metrics = metrics or ControllerMetrics()
     return [
         NamespaceController(client, clock=clock),
         GarbageCollector(client, clock=clock),
@@ -63,7 +66,7 @@ def build_controllers(client, clock: Clock = REAL, load_balancer_pool: str = DEF
         DaemonSetController(client, clock=clock),
         StatefulSetController(client, clock=clock),
         JobController(client, clock=clock),
-        CronJobController(client, clock=clock),
+        CronJobController(client, clock=clock, metrics=metrics),
         TTLAfterFinishedController(client, clock=clock),
         DisruptionController(client, clock=clock),
         PodGroupProtectionController(client, clock=clock),
@@ -108,9 +111,11 @@ class ControllerManager:
         """`signer_client` and `data_dir` (the signer's CA) run the pod-identity signer too;
         `load_balancer_pool` is the IPv4 CIDR LoadBalancer Services get their address from."""
         self.client = client
+        #: kept across terms of leadership, as one process's counters are
+        self.metrics = ControllerMetrics()
 
         def build() -> list[Controller]:
-            out = build_controllers(client, clock, load_balancer_pool)
+            out = build_controllers(client, clock, load_balancer_pool, self.metrics)
             if signer_client is not None and data_dir is not None:
                 out.append(PodCertificateSigner(signer_client, data_dir, clock=clock))
             return enabled(out, controllers)

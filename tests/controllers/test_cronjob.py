@@ -21,6 +21,8 @@ from nanokube.store.memory import MemoryStore
 from tests.controllers import eventually
 from tests.controllers.test_replicaset import stop
 
+#: the controller the running test's env started
+_controllers: list = []
 START = 1_800_000_000.0 - 1_800_000_000.0 % 86400 + 30  # 00:00:30 UTC
 
 
@@ -36,6 +38,7 @@ async def start(clock: VirtualClock):
     await client.resource("", "v1", "namespaces").create({"metadata": {"name": "default"}})
     ctrl = CronJobController(client, clock=clock)
     await ctrl.start()
+    _controllers[:] = [ctrl]
 
     async def close():
         await stop(ctrl)
@@ -207,3 +210,17 @@ async def test_a_schedule_that_never_fires_is_reported_once_per_sync(env):
     assert msg == "invalid schedule: 0 0 30 2 * : time difference between two schedules is less than 1 second"
     await clock.advance(3600)
     assert not await jobs(client)
+
+
+async def test_creation_skew_is_observed(env):
+    client, clock = env
+    await client.resource("batch", "v1", "cronjobs").create(cronjob())
+    await clock.advance(30)  # to 00:01:00; the controller wakes 100 ms later
+    await clock.advance(1)
+    await eventually(lambda: _named(client, "tick-"))
+    from prometheus_client import generate_latest
+
+    ctrl_metrics = [c for c in _controllers if isinstance(c, CronJobController)][0].metrics
+    text = generate_latest(ctrl_metrics.registry).decode()
+    assert "cronjob_controller_job_creation_skew_duration_seconds_count 1.0" in text
+    assert 'cronjob_controller_job_creation_skew_duration_seconds_bucket{le="1.0"} 1.0' in text

@@ -175,6 +175,8 @@ def test_kubectl_views_of_cronjobs_rcs_and_pod_templates(cluster, api):
     described = cluster.kubectl("describe", "cronjob", "tick", "-n", NS).stdout
     assert "Schedule:" in described and "*/5 * * * *" in described
     assert "KIND:       CronJob" in cluster.kubectl("explain", "cronjob.spec.timeZone").stdout
+    metrics = cluster.kubectl("get", "--raw", "/metrics").stdout
+    assert "# TYPE cronjob_controller_job_creation_skew_duration_seconds histogram" in metrics
 
     rc = {"apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": "kube-rc", "namespace": NS},
           "spec": {"replicas": 2, "template": _labelled("kube-rc")}}
@@ -190,6 +192,9 @@ def test_kubectl_views_of_cronjobs_rcs_and_pod_templates(cluster, api):
              what="kube-rc scaled up")
     assert "Pods Status:" in cluster.kubectl("describe", "rc", "kube-rc", "-n", NS).stdout
 
-    table = cluster.kubectl("get", "podtemplates", "-n", NS).stdout.splitlines()
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {
+        "name": "view-pt", "namespace": NS}, "template": _labelled("view-pt")}))
+    table = cluster.kubectl("get", "podtemplate", "view-pt", "-n", NS).stdout.splitlines()
     assert table[0].split() == ["NAME", "CONTAINERS", "IMAGES", "POD", "LABELS"]
+    assert table[1].split() == ["view-pt", "c", "busybox:1.36", "app=view-pt"]
     assert "KIND:       PodTemplate" in cluster.kubectl("explain", "podtemplate.template").stdout
