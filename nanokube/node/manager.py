@@ -129,7 +129,7 @@ class NodeManager:
         if agent is None:
             return None
         return await agent.streaming.logs(namespace, name, pod["metadata"]["uid"], container,
-                                          log_options(query, self.clock.now()))
+                                          log_options(query, self.clock.now(), name))
 
     def _agent(self, pod: dict) -> NodeAgent | None:
         return self.agents.get((pod.get("spec") or {}).get("nodeName") or "")

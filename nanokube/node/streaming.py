@@ -10,7 +10,7 @@ from collections.abc import AsyncIterable
 from typing import TYPE_CHECKING
 
 from ..clock import parse_time
-from ..machinery import errors
+from ..machinery import errors, validation
 from ..machinery.streaming import LogOptions, StreamFailed, StreamSession
 
 if TYPE_CHECKING:
@@ -47,8 +47,12 @@ class NodeStreamingServer:
         return await w.logs(container, options)
 
 
-def log_options(query, now: float) -> LogOptions:
-    """PodLogOptions from the pods/log query, checked as kube-apiserver checks them."""
+def log_options(query, now: float, pod: str = "") -> LogOptions:
+    """PodLogOptions from the pods/log query, checked as kube-apiserver checks them
+    (422 `PodLogOptions "<pod>" is invalid`)."""
+    def invalid(error) -> errors.APIError:
+        return errors.invalid("", "PodLogOptions", pod, [error])
+
     def number(key: str, minimum: int) -> int | None:
         v = query.get(key)
         if v is None:
@@ -58,8 +62,8 @@ def log_options(query, now: float) -> LogOptions:
         except ValueError:
             raise errors.bad_request(f'{key}: Invalid value: "{v}": must be an integer') from None
         if n < minimum:
-            raise errors.APIError(422, "Invalid", f'PodLogOptions "" is invalid: {key}: Invalid value: {n}: '
-                                                  f"must be greater than {minimum - 1}")
+            bound = "greater than or equal to 0" if minimum == 0 else "greater than 0"
+            raise invalid(validation.invalid(key, n, f"must be {bound}"))
         return n
 
     since = None
@@ -67,8 +71,7 @@ def log_options(query, now: float) -> LogOptions:
         since = now - number("sinceSeconds", 1)
     if query.get("sinceTime"):
         if since is not None:
-            raise errors.APIError(422, "Invalid", 'PodLogOptions "" is invalid: []: Forbidden: at most one of '
-                                                  "`sinceTime` or `sinceSeconds` may be specified")
+            raise invalid(validation.forbidden("", "at most one of `sinceTime` or `sinceSeconds` may be specified"))
         try:
             since = parse_time(query["sinceTime"])
         except ValueError:

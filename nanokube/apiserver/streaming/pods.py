@@ -121,8 +121,8 @@ class PodStreaming:
             try:
                 if sub == "exec":
                     return exit_status(await node.exec(ns, name, uid, container, command, session), command)
-                code = await node.attach(ns, name, uid, container, session)
-                return exit_status(code or 0, [])
+                await node.attach(ns, name, uid, container, session)
+                return exit_status(0, [])  # the kubelet reports success however the container ended
             except StreamFailed as e:
                 what = "executing command in" if sub == "exec" else "attaching to"
                 return failure_status(f"error {what} container: {e}")
