@@ -123,3 +123,19 @@ async def test_generic_ephemeral_volume_gets_its_own_claim(env):
         assert pvc["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
     finally:
         await ctrl.stop()
+
+
+async def test_read_write_once_pod_claim_serves_one_pod(env):
+    client = env
+    await client.resource("storage.k8s.io", "v1", "storageclasses").create({
+        "metadata": {"name": "now"}, "provisioner": "nanokube.io/local-path", "volumeBindingMode": "Immediate"})
+    await client.resource("", "v1", "persistentvolumeclaims").create(
+        claim("solo", storageClassName="now", accessModes=["ReadWriteOncePod"]))
+    pods = client.resource("", "v1", "pods")
+    await pods.create(claim_pod("first", "solo"))
+    await eventually(bound(pods, "first"))
+    await pods.create(claim_pod("second", "solo"))
+    assert "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode" in \
+        await eventually(unschedulable(pods, "second"))
+    await pods.delete("first", "default", grace_period_seconds=0)
+    assert await eventually(bound(pods, "second"), attempts=1500)
