@@ -34,7 +34,7 @@ async def start_loops(server) -> list:
     """The API server's own controllers, started; stop each with `await c.stop()`."""
     loopback = LocalClient(server.rest, SYSTEM, "kube-apiserver")
     services = server.index.get("", "v1", "services").strategy
-    loops = [IPAddressRepair(loopback, clock=server.clock), ServiceCIDRRanges(loopback, services, clock=server.clock),
+    loops = [IPAddressRepair(loopback, services, clock=server.clock), ServiceCIDRRanges(loopback, services, clock=server.clock),
              FlowSchemaStatus(loopback, clock=server.clock),
              ComponentStatuses(loopback, server.store, clock=server.clock), CRDRegistration(loopback, clock=server.clock),
              APIServerIdentity(server),

@@ -16,6 +16,7 @@ import ipaddress
 from ..client.informer import Informer
 from ..controllers.base import Controller
 from ..machinery.errors import APIError
+from ..registry.core_services import AllocationError
 from .rest import SYSTEM, WriteOptions
 
 GROUP = "networking.k8s.io"
@@ -50,8 +51,10 @@ def ip_address_for(ip: str, svc: dict) -> dict:
 class IPAddressRepair(Controller):
     name = "ipaddress-repair"
 
-    def __init__(self, client, **kw):
+    def __init__(self, client, services_strategy=None, **kw):
         super().__init__(client, **kw)
+        #: IPAddresses made by others than the allocator reserve their address in it
+        self.strategy = services_strategy
         self.ipaddresses = client.resource(GROUP, "v1", "ipaddresses")
         self.svc_inf = Informer(client.resource("", "v1", "services"))
         self.ip_inf = Informer(self.ipaddresses)
@@ -85,10 +88,26 @@ class IPAddressRepair(Controller):
     def _enqueue_ip(self, obj: dict) -> None:
         self.queue.add(obj["metadata"]["name"])
 
+    def _reserve(self, ip: str, current: dict | None) -> None:
+        """An IPAddress the allocator did not make holds its address, as upstream's
+        allocator (whose only record is the IPAddress objects) treats it."""
+        if self.strategy is None:
+            return
+        owner = f"ipaddress/{ip}"
+        foreign = current is not None and (current["metadata"].get("labels") or {}).get(MANAGED_BY) != ALLOCATOR
+        if foreign and self.strategy.ips.owner(ip) is None:
+            try:
+                self.strategy.ips.allocate(owner, ip)
+            except AllocationError:
+                pass  # outside every range: nothing to hold
+        elif not foreign:
+            self.strategy.ips.release(ip, owner)
+
     async def sync(self, ip: str) -> None:
         holder = self.holders.get(ip)
         svc = self.svc_inf.get(holder) if holder else None
         current = self.ip_inf.get(ip)
+        self._reserve(ip, current)
         if svc is not None and ip in _service_ips(svc):
             want = ip_address_for(ip, svc)
             if current is None:

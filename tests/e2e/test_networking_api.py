@@ -132,3 +132,25 @@ def _create(core, svc):
         if e.status == 422:
             return None
         raise
+
+
+def test_an_ip_address_object_reserves_its_address(cluster):
+    net = client.NetworkingV1Api(cluster.client())
+    core = client.CoreV1Api(cluster.client())
+    net.create_ip_address({"metadata": {"name": "10.96.0.77"}, "spec": {"parentRef": {
+        "group": "gateway.networking.k8s.io", "resource": "gateways", "namespace": "default", "name": "gw"}}})
+    svc = {"metadata": {"name": "wants-77"}, "spec": {"clusterIP": "10.96.0.77", "ports": [{"port": 80}]}}
+
+    def refused():
+        try:
+            core.create_namespaced_service("default", svc)
+        except ApiException as e:
+            return e.status == 422 and json.loads(e.body)["message"]
+        core.delete_namespaced_service("wants-77", "default")
+        return None
+    message = wait_for(refused, 10, "the reserved address refused")
+    assert message.endswith("failed to allocate IP 10.96.0.77: provided IP is already allocated")
+    assert net.read_ip_address("10.96.0.77").spec.parent_ref.resource == "gateways"  # not the allocator's to remove
+    net.delete_ip_address("10.96.0.77")
+    assert wait_for(lambda: _create(core, svc), 10, "the address free again").spec.cluster_ip == "10.96.0.77"
+    core.delete_namespaced_service("wants-77", "default")
