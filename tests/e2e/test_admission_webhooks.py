@@ -148,3 +148,37 @@ def test_connect_admission_denies_exec(cluster, api, server):
     req = server.calls_to("/connect")[-1]["request"]
     assert (req["kind"]["kind"], req["object"]["command"], req["userInfo"]["username"]) == (
         "PodExecOptions", ["date"], "kubernetes-admin")
+
+
+WIDGET_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.hooks.example.com"},
+    "spec": {"group": "hooks.example.com", "scope": "Namespaced",
+             "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+             "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                 "type": "object", "properties": {"spec": {"type": "object", "properties": {
+                     "size": {"type": "integer"}, "owner": {"type": "string"}}}}}}}]}}
+
+
+def test_webhooks_on_a_custom_resource(cluster, api, server):
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(WIDGET_CRD))
+    wait_for(lambda: cluster.kubectl("get", "widgets", "-n", NS, check=False).returncode == 0, 10, "widgets served")
+
+    def owner(review):
+        user = review["request"]["userInfo"]["username"]
+        return json_patch(review, [{"op": "add", "path": "/spec/owner", "value": user},
+                                   {"op": "add", "path": "/spec/unknownField", "value": "dropped"}])
+
+    server.handlers["/owner"] = owner
+    hook = _webhook(server, "owner.hooks.example.com", "/owner",
+                    rules=[{"operations": ["CREATE"], "apiGroups": ["hooks.example.com"], "apiVersions": ["v1"],
+                            "resources": ["widgets"]}])
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+         "metadata": {"name": "owner"}, "webhooks": [hook]}))
+    widget = {"apiVersion": "hooks.example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": NS},
+              "spec": {"size": 2}}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(widget))
+    assert cluster.kubectl_json("get", "widget", "w", "-n", NS)["spec"] == {"size": 2, "owner": "kubernetes-admin"}
+    req = server.calls_to("/owner")[-1]["request"]
+    assert req["kind"] == {"group": "hooks.example.com", "version": "v1", "kind": "Widget"}

@@ -49,6 +49,14 @@ class Attributes:
     def scale(self) -> bool:
         return self.subresource == "scale"
 
+    async def prepare(self, t: Target, *objs: dict | None) -> None:
+        """Convert ahead what `versioned` will read at `t` (custom resources converted
+        by a webhook convert asynchronously); the request's objects by default."""
+        if self.sub_kind is None:
+            todo = [o for o in (objs or (self.obj, self.old)) if o is not None]
+            if todo:
+                await t.res.strategy.prepare_conversion(todo, t.version)
+
     def versioned(self, t: Target, obj: dict | None) -> dict | None:
         """`obj` (storage form) as a `t` object, a private copy."""
         if obj is None:
@@ -69,23 +77,37 @@ class Attributes:
             return schemas.kind_schema(self.sub_kind["group"], self.sub_kind["version"], self.sub_kind["kind"])
         return schemas.kind_schema(t.res.group, t.version, t.res.kind)
 
+    def prune(self, t: Target, obj: dict) -> dict:
+        """Drop the fields a mutated `t` object's schema does not know, as decoding it does."""
+        if self.sub_kind is None and t.res.strategy.decode(obj, t.version) is not None:
+            return obj  # the kind decodes itself (a custom resource's structural schema)
+        sch = self.schema(t)
+        if sch is None:
+            return obj
+        from ..structural import prune
+
+        return prune(obj, sch)
+
     def default(self, t: Target, obj: dict) -> None:
         if self.sub_kind is None:
             t.res.strategy.default(obj, t.version)
 
-    def store_versioned(self, t: Target, obj: dict) -> None:
+    async def store_versioned(self, t: Target, obj: dict) -> None:
         """Take a mutated `t` object back: defaults re-applied, storage form
         (through /scale only the replicas carry over)."""
         if self.scale:
             replicas = (obj.get("spec") or {}).get("replicas", 0)
+            await self.prepare(Target(self.res, self.version), self.obj)
             ext = json_copy(self.res.strategy.from_storage(self.obj, self.version))
             self.res.strategy.set_replicas(ext, replicas)
+            await self.res.strategy.prepare_conversion([ext], self.res.storage_version)
             self.obj = self.res.strategy.to_storage(ext, self.version)
             return
         if self.sub_kind is not None:
             self.obj = obj
             return
         t.res.strategy.default(obj, t.version)
+        await t.res.strategy.prepare_conversion([obj], t.res.storage_version)
         self.obj = t.res.strategy.to_storage(obj, t.version)
 
     def operation_options(self) -> dict | None:

@@ -121,7 +121,7 @@ class PolicyEngine:
                 out.append(Invocation(p, b, t))
         return out
 
-    def params(self, inv: Invocation, a: Attributes) -> list[dict | None]:
+    async def params(self, inv: Invocation, a: Attributes) -> list[dict | None]:
         """CollectParams: the param objects of a binding (a list with None when it names none)."""
         kind = inv.spec.get("paramKind")
         ref = (inv.binding.get("spec") or {}).get("paramRef")
@@ -148,6 +148,7 @@ class PolicyEngine:
         if not found and ref.get("parameterNotFoundAction", "Deny") == "Deny":
             raise ConfigError("no params found for policy binding with `Deny` parameterNotFoundAction")
         t = Target(res, version)
+        await a.prepare(t, *found)
         return [a.versioned(t, o) for o in found]
 
     def _by_kind(self, group: str, version: str, kind: str):
@@ -228,11 +229,12 @@ class ValidatingPolicies(PolicyEngine):
             policy, binding = inv.names
             actions = (inv.binding.get("spec") or {}).get("validationActions") or []
             try:
-                all_params = self.params(inv, a)
+                all_params = await self.params(inv, a)
             except ConfigError as e:
                 if inv.fail:
                     denied.append((inv, f"failed to configure binding: {e}", "Invalid"))
                 continue
+            await a.prepare(inv.target)
             for params in all_params:
                 t = inv.target
                 act = self.activation(a, t, a.versioned(t, a.obj), params)
@@ -308,7 +310,7 @@ class MutatingPolicies(PolicyEngine):
             if a.obj is None:
                 continue
             try:
-                all_params = self.params(inv, a)
+                all_params = await self.params(inv, a)
             except ConfigError as e:
                 self._error(inv, a, f"failed to configure binding: {e}")
                 continue
@@ -317,7 +319,7 @@ class MutatingPolicies(PolicyEngine):
                        ((params or {}).get("metadata") or {}).get("name"))
                 if round_ and key not in state.again:
                     continue
-                changed = self._apply(inv, a, params)
+                changed = await self._apply(inv, a, params)
                 if changed:
                     changed_any = True
                     state.again |= {k for k in state.called if k != key}
@@ -331,8 +333,9 @@ class MutatingPolicies(PolicyEngine):
             policy, binding = inv.names
             raise self.forbidden(a, f"policy '{policy}' with binding '{binding}' denied request: {message}")
 
-    def _apply(self, inv: Invocation, a: Attributes, params: dict | None) -> bool:
+    async def _apply(self, inv: Invocation, a: Attributes, params: dict | None) -> bool:
         t = inv.target
+        await a.prepare(t)
         obj = a.versioned(t, a.obj)
         act = self.activation(a, t, obj, params)
         compute_variables(inv.spec, act)
@@ -350,12 +353,13 @@ class MutatingPolicies(PolicyEngine):
             except (CELError, PatchError, ValueError) as e:
                 self._error(inv, a, str(e))
                 return False
+            obj = a.prune(t, obj)
             obj["apiVersion"], obj["kind"] = before["apiVersion"], before["kind"]
             a.default(t, obj)
             act["object"] = obj
         if obj == before:
             return False
-        a.store_versioned(t, obj)
+        await a.store_versioned(t, obj)
         return True
 
     @staticmethod

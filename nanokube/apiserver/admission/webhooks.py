@@ -147,7 +147,7 @@ class Webhooks:
 
     # --- matching --------------------------------------------------------
 
-    def should_call(self, hook: Hook, a: Attributes) -> Target | None:
+    async def should_call(self, hook: Hook, a: Attributes) -> Target | None:
         """ShouldCallHook: rules (Equivalent), namespace and object selectors, then matchConditions."""
         w = hook.spec
         # rules first: the cheapest test, and selectors can only exclude what rules match
@@ -161,6 +161,8 @@ class Webhooks:
         if not object_matches(w.get("objectSelector"), a.obj, a.old):
             return None
         conditions = w.get("matchConditions") or []
+        if conditions:
+            await a.prepare(t)
         if conditions and not self._conditions_match(hook, conditions, a, t):
             return None
         return t
@@ -199,6 +201,7 @@ class Webhooks:
             raise CallError(hook.name, "could not create admission objects: webhook does not accept known "
                                        "AdmissionReview versions (v1, v1beta1)")
         uid = str(uuid.uuid4())
+        await a.prepare(t)
         review = {"apiVersion": f"admission.k8s.io/{version}", "kind": "AdmissionReview",
                   "request": a.request(t, uid, a.versioned(t, a.obj), a.versioned(t, a.old))}
         try:
@@ -223,7 +226,7 @@ class Webhooks:
             # in-tree plugins changed the object on reinvocation: every reinvocable webhook runs again
             state.again |= set(state.called)
         for i, hook in enumerate(self.hooks(mutating=True)):
-            t = self.should_call(hook, a)
+            t = await self.should_call(hook, a)
             if t is None or (state.round and hook.uid not in state.again):
                 continue
             try:
@@ -264,17 +267,13 @@ class Webhooks:
             patched = jsonpatch.apply(current, ops)
         except PatchError as e:
             raise errors.internal(str(e)) from None
-        sch = a.schema(t)
-        if sch is not None and isinstance(patched, dict):
-            from .. import structural
-
-            patched = structural.prune(patched, sch)
         if not isinstance(patched, dict):
             raise errors.internal("json: cannot unmarshal the patched object into an object")
+        patched = a.prune(t, patched)
         patched["apiVersion"], patched["kind"] = current["apiVersion"], current["kind"]
         if patched == current:
             return False
-        a.store_versioned(t, patched)
+        await a.store_versioned(t, patched)
         return True
 
     # --- validating ------------------------------------------------------
@@ -282,7 +281,7 @@ class Webhooks:
     async def validate(self, a: Attributes) -> None:
         relevant = []
         for hook in self.hooks(mutating=False):
-            t = self.should_call(hook, a)
+            t = await self.should_call(hook, a)
             if t is not None:
                 relevant.append((hook, t))
         if not relevant:
