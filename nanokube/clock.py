@@ -53,13 +53,14 @@ def parse_time(s: str) -> float:
 
 class VirtualClock(Clock):
     """Virtual time: it stands still until `advance` moves it, and sleepers
-    wake in deadline order at their own instant, each given a few loop turns
-    to act before time moves on, so a simulated day runs in moments."""
+    wake in deadline order at their own instant; time moves on only once the
+    loop has nothing left to run, so what a wake-up sets off happens at that
+    instant and a simulated day runs in moments."""
 
-    def __init__(self, start: float = 1_800_000_000.0, turns: int = 20):
+    def __init__(self, start: float = 1_800_000_000.0, max_turns: int = 100_000):
         self._now = start
         self._mono = 0.0
-        self._turns = turns
+        self._max_turns = max_turns
         self._sleepers: list[tuple[float, int, asyncio.Future]] = []
         self._seq = itertools.count()
 
@@ -80,6 +81,7 @@ class VirtualClock(Clock):
     async def advance(self, seconds: float) -> None:
         """Move time forward by `seconds`, waking each sleeper due on the way."""
         end = self._mono + seconds
+        await self._settle()
         while self._sleepers and self._sleepers[0][0] <= end:
             due, _, fut = heapq.heappop(self._sleepers)
             self._set(due)
@@ -94,8 +96,13 @@ class VirtualClock(Clock):
         self._mono = mono
 
     async def _settle(self) -> None:
-        for _ in range(self._turns):
+        """Yield until no callback is ready (asyncio's run queue is empty):
+        every task is waiting on a sleeper, I/O or a real timer."""
+        loop = asyncio.get_running_loop()
+        for _ in range(self._max_turns):
             await asyncio.sleep(0)
+            if not getattr(loop, "_ready", None):
+                return
 
 
 REAL = Clock()

@@ -29,3 +29,23 @@ async def test_virtual_clock_wakes_sleepers_in_order_at_their_time():
     await clock.advance(3600)
     assert woke == [("early", 1030.0), ("late", 1090.0)] and clock.now() == 4660.0
     await asyncio.gather(*tasks)
+
+
+async def test_virtual_time_waits_for_what_a_wake_up_sets_off():
+    import asyncio
+
+    from nanokube.clock import VirtualClock
+
+    clock = VirtualClock(start=0.0)
+    done: list[float] = []
+
+    async def worker():
+        await clock.sleep(30)
+        for _ in range(500):  # a long chain of steps, e.g. API calls in process
+            await asyncio.sleep(0)
+        done.append(clock.now())
+
+    task = asyncio.create_task(worker())
+    await clock.advance(60)
+    assert done == [30.0], "the work finished at its instant, before time moved on"
+    await task
