@@ -38,6 +38,8 @@ PATCH_TYPES = (
 )
 _JSON = "application/json"
 _DUPLICATES = web.RequestKey("nanokube.duplicate_fields", list)
+#: Warning headers every response to the request carries (a deprecated version's)
+_WARNINGS = web.RequestKey("nanokube.warnings", list)
 _OPTIONS_KIND = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions", "DELETE": "DeleteOptions"}
 
 
@@ -145,7 +147,7 @@ class APIHandlers:
         try:
             resp = await self._route(request, path, labels)
             code = resp.status
-            for w in request.get("warnings", ()):
+            for w in request.get(_WARNINGS, ()):
                 if not resp.prepared:
                     resp.headers.add("Warning", f'299 - "{w}"')
             return resp
@@ -226,7 +228,7 @@ class APIHandlers:
                 raise errors.APIError(404, "NotFound", "the server could not find the requested resource")
         deprecated = res.strategy.deprecation(version)
         if deprecated:
-            request["warnings"] = [deprecated]
+            request[_WARNINGS] = [deprecated]
         if not sub and _verb(m, name, watch) not in res.verbs:
             raise errors.method_not_allowed()
         if res.group == "" and res.plural == "bindings" and not name and m == "POST":
@@ -412,7 +414,7 @@ class APIHandlers:
             send_initial_events=None if sie is None else _bool(sie),
             allow_bookmarks=_bool(q.get("allowWatchBookmarks")), name=name)
         resp = web.StreamResponse(status=200, headers={"Content-Type": _JSON, "Transfer-Encoding": "chunked"})
-        for w in request.get("warnings", ()):  # a watch of a deprecated version is warned too, before it streams
+        for w in request.get(_WARNINGS, ()):  # a watch of a deprecated version is warned too, before it streams
             resp.headers.add("Warning", f'299 - "{w}"')
         await resp.prepare(request)
         g = self.metrics.watchers.labels(res.group, version, res.kind)
