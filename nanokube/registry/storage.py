@@ -17,6 +17,7 @@ from ..machinery.validation import (
     not_supported,
     qualified_name,
     required,
+    too_long,
 )
 from ..volume.classes import IMMEDIATE, WAIT_FOR_FIRST_CONSUMER, is_default
 from .base import AGE, Column, Resource, Strategy, register
@@ -27,6 +28,7 @@ _CSI_DRIVER_NAME = re.compile(r"^[a-zA-Z0-9]([-a-zA-Z0-9.]*[a-zA-Z0-9])?\Z")
 _NAME = Column("Name", "string", lambda o: o["metadata"]["name"], NAME_DOC, format="name")
 _AGE = Column("Age", "string", AGE, AGE_DOC)
 _MAX_PARAMETERS = 256 * 1024
+_MAX_PARAMETER_KEYS = 512
 
 
 def doc(definition: str, field: str) -> str:
@@ -47,15 +49,24 @@ def csi_driver_name(value: str, path: str) -> list[FieldError]:
     return []
 
 
-def _parameters(params: dict | None, path: str = "parameters") -> list[FieldError]:
-    errs, size = [], 0
-    for k, v in (params or {}).items():
-        if not k:
-            errs.append(invalid(path, k, "field can not be empty."))
-        size += len(k) + len(v or "")
-    if size > _MAX_PARAMETERS:
-        errs.append(FieldError("FieldValueTooLong", path, f"must have at most {_MAX_PARAMETERS} bytes", "", True))
+def _parameters(params: dict | None, allow_empty: bool, path: str = "parameters") -> list[FieldError]:
+    """validateParameters: at most 512 keys, none empty, 256 KiB in all; VolumeAttributesClasses need one."""
+    params = params or {}
+    if len(params) > _MAX_PARAMETER_KEYS:
+        return [too_long(path, _MAX_PARAMETER_KEYS)]
+    errs = [invalid(path, k, "field can not be empty.") for k in params if not k]
+    if sum(len(k) + len(v or "") for k, v in params.items()) > _MAX_PARAMETERS:
+        errs.append(too_long(path, _MAX_PARAMETERS))
+    if not allow_empty and not params:
+        errs.append(required(path, "must contain at least one key/value pair"))
     return errs
+
+
+def _provisioner(value: str, path: str) -> list[FieldError]:
+    """validateProvisioner (also a VolumeAttributesClass's driverName)."""
+    if not value:
+        return [required(path)]
+    return [invalid(path, value, m) for m in qualified_name(value.lower())]
 
 
 # --- StorageClass ------------------------------------------------------------
@@ -83,12 +94,8 @@ class StorageClassStrategy(Strategy):
 
     def validate(self, obj):
         errs: list[FieldError] = []
-        prov = obj.get("provisioner") or ""
-        if not prov:
-            errs.append(required("provisioner"))
-        else:
-            errs += [invalid("provisioner", prov, m) for m in qualified_name(prov.lower())]
-        errs += _parameters(obj.get("parameters"))
+        errs += _provisioner(obj.get("provisioner") or "", "provisioner")
+        errs += _parameters(obj.get("parameters"), True)
         policy = obj.get("reclaimPolicy")
         if policy not in ("Delete", "Retain"):
             errs.append(not_supported("reclaimPolicy", policy, ["Delete", "Retain"]))
@@ -166,8 +173,8 @@ class CSIDriverStrategy(Strategy):
     def validate(self, obj):
         errs: list[FieldError] = []
         spec = obj.get("spec") or {}
-        if spec.get("attachRequired") is None:
-            errs.append(required("spec.attachRequired"))
+        if spec.get("attachRequired") is None:  # upstream's path has this spelling
+            errs.append(required("spec.attachedRequired"))
         if spec.get("podInfoOnMount") is None:
             errs.append(required("spec.podInfoOnMount"))
         if spec.get("storageCapacity") is None:
@@ -175,31 +182,36 @@ class CSIDriverStrategy(Strategy):
         policy = spec.get("fsGroupPolicy")
         if policy is not None and policy not in _FS_GROUP_POLICIES:
             errs.append(not_supported("spec.fsGroupPolicy", policy, _FS_GROUP_POLICIES))
-        for i, mode in enumerate(spec.get("volumeLifecycleModes") or []):
-            if mode not in ("Persistent", "Ephemeral"):
-                errs.append(not_supported(f"spec.volumeLifecycleModes[{i}]", mode, ["Ephemeral", "Persistent"]))
         seen = set()
         for i, tr in enumerate(spec.get("tokenRequests") or []):
             aud = tr.get("audience", "")
             if aud in seen:
                 errs.append(FieldError("FieldValueDuplicate", f"spec.tokenRequests[{i}].audience", "", aud, True))
+                continue
             seen.add(aud)
-            if (tr.get("expirationSeconds") or 600) < 600:
-                errs.append(invalid(f"spec.tokenRequests[{i}].expirationSeconds", tr["expirationSeconds"],
+            expiry = tr.get("expirationSeconds")
+            if expiry is not None and expiry < 600:
+                errs.append(invalid(f"spec.tokenRequests[{i}].expirationSeconds", expiry,
                                     "may not specify a duration less than 10 minutes"))
+            if expiry is not None and expiry > 1 << 32:
+                errs.append(invalid(f"spec.tokenRequests[{i}].expirationSeconds", expiry,
+                                    "may not specify a duration larger than 2^32 seconds"))
+        for mode in spec.get("volumeLifecycleModes") or []:
+            if mode not in ("Persistent", "Ephemeral"):
+                errs.append(not_supported("spec.volumeLifecycleModes", mode, ["Persistent", "Ephemeral"]))
+        period = spec.get("nodeAllocatableUpdatePeriodSeconds")
+        if period is not None and period < 10:
+            errs.append(invalid("spec.nodeAllocatableUpdatePeriodSeconds", period,
+                                "must be greater than or equal to 10 seconds"))
         return errs
 
     def validate_update(self, new, old):
         errs = self.validate(new)
         ns, os_ = new.get("spec") or {}, old.get("spec") or {}
-        for f in ("volumeLifecycleModes", "fsGroupPolicy"):
+        for f, path in (("attachRequired", "spec.attachedRequired"), ("volumeLifecycleModes", "spec.volumeLifecycleModes")):
             if ns.get(f) != os_.get(f):
-                errs.append(immutable(f"spec.{f}", ns.get(f)))
+                errs.append(immutable(path, ns.get(f)))
         return errs
-
-    @staticmethod
-    def name_validator(name: str) -> list[str]:
-        return [e.detail for e in csi_driver_name(name, "name")] if name else []
 
 
 # --- CSINode ---------------------------------------------------------------------
@@ -226,8 +238,7 @@ class CSINodeStrategy(Strategy):
             if not d.get("nodeID"):
                 errs.append(required(f"{p}.nodeID"))
             elif len(d["nodeID"]) > 192:
-                errs.append(FieldError("FieldValueTooLong", f"{p}.nodeID", "must have at most 192 bytes",
-                                       d["nodeID"], True))
+                errs.append(invalid(f"{p}.nodeID", d["nodeID"], "must be 192 characters or less"))
             count = (d.get("allocatable") or {}).get("count")
             if count is not None and count < 0:
                 errs.append(invalid(f"{p}.allocatable.count", count, "must be greater than or equal to 0"))
@@ -236,12 +247,11 @@ class CSINodeStrategy(Strategy):
     def validate_update(self, new, old):
         errs = self.validate(new)
         olds = {d.get("name"): d for d in (old.get("spec") or {}).get("drivers") or []}
-        for i, d in enumerate((new.get("spec") or {}).get("drivers") or []):
+        for d in (new.get("spec") or {}).get("drivers") or []:
             o = olds.get(d.get("name"))
-            if o is not None and o.get("nodeID") != d.get("nodeID"):
-                errs.append(immutable(f"spec.drivers[{i}].nodeID", d.get("nodeID")))
-            if o is not None and o.get("topologyKeys") != d.get("topologyKeys"):
-                errs.append(immutable(f"spec.drivers[{i}].topologyKeys", d.get("topologyKeys")))
+            # MutableCSINodeAllocatableCount: only a driver's allocatable may change
+            if o is not None and {**o, "allocatable": None} != {**d, "allocatable": None}:
+                errs.append(immutable("spec.drivers", d))
         return errs
 
 
@@ -266,12 +276,25 @@ class VolumeAttachmentStrategy(Strategy):
     def validate(self, obj):
         errs: list[FieldError] = []
         spec = obj.get("spec") or {}
-        errs += csi_driver_name(spec.get("attacher", ""), "spec.attacher")
-        if not spec.get("nodeName"):
-            errs.append(required("spec.nodeName"))
+        attacher = spec.get("attacher") or ""
+        if not attacher:
+            errs.append(required("spec.attacher"))
         source = spec.get("source") or {}
-        if bool(source.get("persistentVolumeName")) == bool(source.get("inlineVolumeSpec")):
-            errs.append(required("spec.source", "must specify exactly one of inlineVolumeSpec and persistentVolumeName"))
+        pv, inline = source.get("persistentVolumeName"), source.get("inlineVolumeSpec")
+        exactly_one = "must specify exactly one of inlineVolumeSpec and persistentVolumeName"
+        if pv is None and inline is None:
+            errs.append(required("spec.source", exactly_one))
+        elif pv is not None and inline is not None:
+            errs.append(forbidden("spec.source", exactly_one))
+        elif pv is not None and not pv:
+            errs.append(required("spec.source.persistentVolumeName", "must specify non empty persistentVolumeName"))
+        node = spec.get("nodeName") or ""
+        errs += [invalid("spec.nodeName", node, m) for m in dns1123_subdomain(node)]
+        # the v1 checks: the attacher is a CSI driver name, the volume a valid PV name
+        if attacher:
+            errs += csi_driver_name(attacher, "spec.attacher")
+        if pv:
+            errs += [invalid("spec.source.persistentVolumeName", pv, m) for m in dns1123_subdomain(pv)]
         return errs
 
     def validate_update(self, new, old):
@@ -281,12 +304,18 @@ class VolumeAttachmentStrategy(Strategy):
         return errs
 
     def validate_status_update(self, new, old):
+        status = new.get("status") or {}
         errs = []
+        metadata = status.get("attachmentMetadata") or {}
+        if sum(len(k) + len(v or "") for k, v in metadata.items()) > _MAX_PARAMETERS:
+            errs.append(too_long("status.attachmentMetadata", _MAX_PARAMETERS))
         for f in ("attachError", "detachError"):
-            msg = ((new.get("status") or {}).get(f) or {}).get("message") or ""
-            if len(msg) > 1024:
-                errs.append(FieldError("FieldValueTooLong", f"status.{f}.message", "must have at most 1024 bytes",
-                                       msg, True))
+            error = status.get(f) or {}
+            if len(error.get("message") or "") > 1024:
+                errs.append(too_long(f"status.{f}.message", _MAX_PARAMETERS))  # upstream reports the metadata limit
+            code = error.get("errorCode")
+            if code is not None and code < 0:
+                errs.append(invalid(f"status.{f}.errorCode", code, "must be between 0 and 2147483647, inclusive"))
         return errs
 
 
@@ -305,17 +334,13 @@ class CSIStorageCapacityStrategy(Strategy):
     def validate(self, obj):
         errs: list[FieldError] = []
         name = obj.get("storageClassName") or ""
-        if not name:
-            errs.append(required("storageClassName"))
-        else:
-            errs += [invalid("storageClassName", name, m) for m in dns1123_subdomain(name)]
-        for f in ("capacity", "maximumVolumeSize"):
-            if obj.get(f) is not None:
-                try:
-                    if parse_quantity(str(obj[f])) < 0:
-                        errs.append(invalid(f, obj[f], "must be greater than or equal to 0"))
-                except QuantityError:
-                    errs.append(invalid(f, obj[f], "must be a quantity"))
+        errs += [invalid("storageClassName", name, m) for m in dns1123_subdomain(name)]
+        if obj.get("capacity") is not None:
+            try:
+                if parse_quantity(str(obj["capacity"])) < 0:
+                    errs.append(invalid("capacity", obj["capacity"], "must be greater than or equal to 0"))
+            except QuantityError as e:
+                errs.append(invalid("capacity", obj["capacity"], str(e)))
         return errs
 
     def validate_update(self, new, old):
@@ -339,20 +364,15 @@ class VolumeAttributesClassStrategy(Strategy):
     ]
 
     def validate(self, obj):
-        errs = csi_driver_name(obj.get("driverName", ""), "driverName")
-        params = obj.get("parameters") or {}
-        for k in params:
-            if not k:
-                errs.append(invalid("parameters", k, "invalid parameter name"))
-        return errs + _parameters(params)
+        return _provisioner(obj.get("driverName") or "", "driverName") + _parameters(obj.get("parameters"), False)
 
     def validate_update(self, new, old):
-        errs = self.validate(new)
+        errs = []
         if new.get("driverName") != old.get("driverName"):
-            errs.append(immutable("driverName", new.get("driverName")))
+            errs.append(forbidden("driverName", "updates to driverName are forbidden."))
         if (new.get("parameters") or {}) != (old.get("parameters") or {}):
-            errs.append(immutable("parameters", new.get("parameters")))
-        return errs
+            errs.append(forbidden("parameters", "updates to parameters are forbidden."))
+        return errs + self.validate(new)
 
 
 register(

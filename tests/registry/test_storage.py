@@ -165,3 +165,41 @@ def test_runtime_class(handler, ok):
     assert (s.validate(rc) == []) is ok
     if ok:
         assert msgs(s.validate_update({**rc, "handler": "kata"}, rc)) == ['handler: Invalid value: "kata": field is immutable']
+
+
+def test_csi_kinds_validation():
+    from nanokube.registry.storage import (
+        CSIDriverStrategy,
+        CSINodeStrategy,
+        CSIStorageCapacityStrategy,
+        VolumeAttributesClassStrategy,
+    )
+
+    drv = CSIDriverStrategy()
+    d = {"metadata": {"name": "csi.example.com"}, "spec": {"volumeLifecycleModes": ["Sometimes"],
+                                                         "tokenRequests": [{"audience": "a", "expirationSeconds": 60}]}}
+    drv.default(d, "v1")
+    assert msgs(drv.validate(d)) == [
+        'spec.tokenRequests[0].expirationSeconds: Invalid value: 60: may not specify a duration less than 10 minutes',
+        'spec.volumeLifecycleModes: Unsupported value: "Sometimes": supported values: "Persistent", "Ephemeral"']
+    ok = {"metadata": {"name": "x"}, "spec": {}}
+    drv.default(ok, "v1")
+    assert msgs(drv.validate_update({**ok, "spec": {**ok["spec"], "attachRequired": False}}, ok)) == [
+        "spec.attachedRequired: Invalid value: false: field is immutable"]
+    node = CSINodeStrategy()
+    old = {"metadata": {"name": "n1"}, "spec": {"drivers": [{"name": "csi.example.com", "nodeID": "n1"}]}}
+    grown = {"metadata": {"name": "n1"}, "spec": {"drivers": [
+        {"name": "csi.example.com", "nodeID": "n1", "allocatable": {"count": 10}}]}}
+    assert node.validate_update(grown, old) == []
+    assert msgs(node.validate({"metadata": {"name": "n1"}, "spec": {"drivers": [{"name": "csi.example.com"}]}})) == [
+        "spec.drivers[0].nodeID: Required value"]
+    vac = VolumeAttributesClassStrategy()
+    gold = {"metadata": {"name": "gold"}, "driverName": "csi.example.com", "parameters": {"iops": "3000"}}
+    assert vac.validate(gold) == []
+    assert msgs(vac.validate({"metadata": {"name": "empty"}, "driverName": "csi.example.com"})) == [
+        "parameters: Required value: must contain at least one key/value pair"]
+    assert msgs(vac.validate_update({**gold, "parameters": {"iops": "5000"}}, gold)) == [
+        "parameters: Forbidden: updates to parameters are forbidden."]
+    cap = CSIStorageCapacityStrategy()
+    assert msgs(cap.validate({"metadata": {"name": "c", "namespace": "d"}, "storageClassName": "fast",
+                              "capacity": "-1Gi"})) == ['capacity: Invalid value: "-1Gi": must be greater than or equal to 0']
