@@ -8,20 +8,25 @@ from __future__ import annotations
 OBJECT_META = ("name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
                "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations",
                "ownerReferences", "finalizers", "managedFields")
+_BEFORE_RV = OBJECT_META[:OBJECT_META.index("resourceVersion")]
+_AFTER_RV = OBJECT_META[OBJECT_META.index("resourceVersion") + 1:]
+_KNOWN = frozenset(OBJECT_META)
 _HEAD = ("kind", "apiVersion", "metadata")
 
 
 def in_upstream_order(obj: dict, resource_version: str) -> dict:
-    """A stored object as served: upstream's order, with its resourceVersion."""
+    """A freshly decoded stored object as served: upstream's order, with its
+    resourceVersion (rearranged in place where its top level already is)."""
     md = obj.get("metadata") or {}
-    meta = {}
-    for k in OBJECT_META:
-        if k == "resourceVersion":
-            meta[k] = resource_version
-        elif k in md:
-            meta[k] = md[k]
+    meta = {k: md[k] for k in _BEFORE_RV if k in md}
+    meta["resourceVersion"] = resource_version
+    meta.update({k: md[k] for k in _AFTER_RV if k in md})
     if len(meta) < len(md) + ("resourceVersion" not in md):
-        meta.update((k, v) for k, v in md.items() if k not in meta)
+        meta.update((k, v) for k, v in md.items() if k not in _KNOWN)
+    keys = list(obj)
+    if keys[:3] == ["kind", "apiVersion", "metadata"] and ("status" not in obj or keys[-1] == "status"):
+        obj["metadata"] = meta
+        return obj
     out = {k: obj[k] for k in ("kind", "apiVersion") if k in obj}
     out["metadata"] = meta
     out.update((k, v) for k, v in obj.items() if k not in _HEAD and k != "status")
