@@ -5,10 +5,10 @@ RuntimeClass admission copies into those pods."""
 from __future__ import annotations
 
 from .. import schema
-from ..machinery.quantity import QuantityError, parse_quantity
-from ..machinery.validation import FieldError, dns1123_label, immutable, invalid, validate_labels
+from ..machinery.validation import FieldError, dns1123_label, duplicate, immutable, invalid, validate_labels
 from .base import AGE, Column, Resource, Strategy, register
 from .core_printing import AGE_DOC, NAME_DOC
+from .core_spec import validate_resources, validate_tolerations
 
 
 def _doc(field: str) -> str:
@@ -25,25 +25,23 @@ class RuntimeClassStrategy(Strategy):
     ]
 
     def validate(self, obj):
+        """ValidateRuntimeClass: handler a DNS label, overhead as container limits, scheduling's
+        node selector as labels and its tolerations valid and unique."""
         handler = obj.get("handler") or ""
         errs: list[FieldError] = [invalid("handler", handler, m) for m in dns1123_label(handler)]
-        for name, value in (((obj.get("overhead") or {}).get("podFixed")) or {}).items():
-            p = f"overhead.podFixed[{name}]"
-            try:
-                if parse_quantity(str(value)) < 0:
-                    errs.append(invalid(p, value, "must be greater than or equal to 0"))
-            except QuantityError as e:
-                errs.append(invalid(p, value, str(e)))
+        fixed = (obj.get("overhead") or {}).get("podFixed")
+        if fixed:
+            errs += validate_resources({"limits": fixed}, "overhead")
         scheduling = obj.get("scheduling") or {}
         errs += validate_labels(scheduling.get("nodeSelector"), "scheduling.nodeSelector")
-        for i, t in enumerate(scheduling.get("tolerations") or []):
-            op = t.get("operator") or "Equal"
-            if op == "Exists" and t.get("value"):
-                errs.append(invalid(f"scheduling.tolerations[{i}].operator", t.get("value"),
-                                    "value must be empty when `operator` is 'Exists'"))
-            if not t.get("key") and op != "Exists":
-                errs.append(invalid(f"scheduling.tolerations[{i}].operator", op,
-                                    "operator must be Exists when `key` is empty, which means \"match all values and all keys\""))
+        tolerations = scheduling.get("tolerations") or []
+        errs += validate_tolerations(tolerations, "scheduling.tolerations.tolerations")  # upstream's doubled path
+        seen = []
+        for i, t in enumerate(tolerations):
+            key = (t.get("key", ""), t.get("operator", ""), t.get("value", ""), t.get("effect", ""))
+            if key in seen:
+                errs.append(duplicate(f"scheduling.tolerations[{i}]", t))
+            seen.append(key)
         return errs
 
     def validate_update(self, new, old):
