@@ -59,6 +59,8 @@ class PodStreaming:
         self.node_servers: list[Callable[[str], NodeStreaming | None]] = []
         #: the authorizer chain, `authorize(user, groups, attributes) -> Decision`; None serves unchecked
         self.authorize: Callable | None = None
+        #: CONNECT admission, `await admit(subresource, namespace, name, options, user)`; None admits all
+        self.admit: Callable[..., Awaitable[None]] | None = None
         self._sessions: set[asyncio.Task] = set()
 
     async def close(self) -> None:
@@ -67,8 +69,6 @@ class PodStreaming:
         for t in list(self._sessions):
             t.cancel()
         await asyncio.gather(*self._sessions, return_exceptions=True)
-        #: CONNECT admission, `await admit(subresource, namespace, name, options, user)`; None admits all
-        self.admit: Callable[..., Awaitable[None]] | None = None
 
     def _check_create(self, request: web.Request, namespace: str, name: str, sub: str) -> None:
         """A WebSocket upgrade is a GET, authorized as `get`; it also needs `create`
