@@ -7,7 +7,15 @@ from __future__ import annotations
 
 from ..machinery.quantity import QuantityError, format_quantity, parse_quantity
 from ..machinery.validation import FieldError, duplicate, forbidden, invalid, qualified_name, required
-from ..quota.resources import SCOPES, is_integer_resource, is_standard_quota_resource, is_standard_resource, scope_errors
+from ..quota.resources import (
+    SCOPES,
+    is_extended,
+    is_integer_resource,
+    is_native,
+    is_standard_quota_resource,
+    is_standard_resource,
+    scope_errors,
+)
 from .base import AGE, Column, Resource, Strategy, register
 from .core_printing import AGE_DOC, NAME_DOC
 
@@ -96,6 +104,29 @@ class ResourceQuotaStrategy(Strategy):
 
 # --- LimitRange --------------------------------------------------------------------
 
+_CONTAINER_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+
+
+def _overcommit_allowed(name: str) -> bool:
+    """IsOvercommitAllowed: native resources other than hugepages."""
+    return is_native(name) and not name.startswith("hugepages-")
+
+
+def _limit_resource_name(limit_type: str, name: str, path: str) -> list[FieldError]:
+    """validateLimitRangeResourceName: container resource names for Pod and Container items."""
+    errs = [invalid(path, name, m) for m in qualified_name(name)]
+    if not errs and "/" not in name and not is_standard_resource(name):
+        errs.append(invalid(path, name, "must be a standard resource type or fully qualified"))
+    if limit_type not in ("Pod", "Container"):
+        return errs
+    if "/" not in name:
+        if name not in _CONTAINER_RESOURCES and not name.startswith("hugepages-"):
+            errs.append(invalid(path, name, "must be a standard resource for containers"))
+    elif not is_native(name) and not is_extended(name):
+        errs.append(invalid(path, name, "doesn't follow extended resource name standard"))
+    return errs
+
+
 
 def _q(bag: dict | None, name: str):
     try:
@@ -131,35 +162,39 @@ class LimitRangeStrategy(Strategy):
                 item["defaultRequest"] = request
 
     def validate(self, obj):
+        """ValidateLimitRange: type and resource names, min <= defaultRequest <= default <= max,
+        ratios; a Pod item has no defaults; a claim item bounds storage."""
         errs: list[FieldError] = []
         seen: set[str] = set()
         for i, item in enumerate((obj.get("spec") or {}).get("limits") or []):
             p = f"spec.limits[{i}]"
             typ = item.get("type") or ""
-            if typ and "/" not in typ and typ not in LIMIT_TYPES:
-                errs.append(invalid(f"{p}.type", typ, "must be a standard limit type or fully qualified"))
-            elif typ:
-                errs += [invalid(f"{p}.type", typ, m) for m in qualified_name(typ)]
+            type_errs = [invalid(f"{p}.type", typ, m) for m in qualified_name(typ)]
+            if not type_errs and "/" not in typ and typ not in LIMIT_TYPES:
+                type_errs.append(invalid(f"{p}.type", typ, "must be a standard limit type or fully qualified"))
+            errs += type_errs
             if typ in seen:
                 errs.append(duplicate(f"{p}.type", typ))
             seen.add(typ)
+            bags = ["max", "min"]
             if typ == "Pod":
                 if item.get("default"):
                     errs.append(forbidden(f"{p}.default", "may not be specified when `type` is 'Pod'"))
                 if item.get("defaultRequest"):
                     errs.append(forbidden(f"{p}.defaultRequest", "may not be specified when `type` is 'Pod'"))
-            for bag in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio"):
-                for name, value in (item.get(bag) or {}).items():
-                    errs += _resource_name(name, f"{p}.{bag}[{name}]", quota=False)
-                    errs += _quantity_value(name, value, f"{p}.{bag}[{name}]")
-            names = set()
-            for bag in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio"):
-                names |= set(item.get(bag) or {})
-            for k in sorted(names):
-                errs += self._item_bounds(item, k, p)
+            else:
+                bags += ["default", "defaultRequest"]
             if typ == "PersistentVolumeClaim" and "storage" not in (item.get("min") or {}) \
                     and "storage" not in (item.get("max") or {}):
                 errs.append(required(f"{p}.limits", "either minimum or maximum storage value is required, but neither was provided"))
+            bags.append("maxLimitRequestRatio")
+            names: set[str] = set()
+            for bag in bags:
+                for name in item.get(bag) or {}:
+                    errs += _limit_resource_name(typ, name, f"{p}.{bag}[{name}]")
+                    names.add(name)
+            for k in sorted(names):
+                errs += self._item_bounds(item if typ != "Pod" else {**item, "default": {}, "defaultRequest": {}}, k, p)
         return errs
 
     @staticmethod
@@ -187,6 +222,12 @@ class LimitRangeStrategy(Strategy):
         if ratio is not None and ratio < 1:
             errs.append(invalid(f"{p}.maxLimitRequestRatio[{k}]", raw("maxLimitRequestRatio"),
                                 f"ratio {_s(ratio)} is less than 1"))
+        if ratio is not None and mn is not None and mx is not None and mn > 0 and ratio > mx / mn:
+            errs.append(invalid(f"{p}.maxLimitRequestRatio[{k}]", raw("maxLimitRequestRatio"),
+                                f"ratio {_s(ratio)} is greater than max/min = {float(mx / mn):f}"))
+        if not _overcommit_allowed(k) and df is not None and dr is not None and df != dr:
+            errs.append(invalid(f"{p}.defaultRequest[{k}]", raw("defaultRequest"),
+                                f"default value {_s(df)} must equal to defaultRequest value {_s(dr)} in {k}"))
         return errs
 
 

@@ -203,3 +203,19 @@ def test_csi_kinds_validation():
     cap = CSIStorageCapacityStrategy()
     assert msgs(cap.validate({"metadata": {"name": "c", "namespace": "d"}, "storageClassName": "fast",
                               "capacity": "-1Gi"})) == ['capacity: Invalid value: "-1Gi": must be greater than or equal to 0']
+
+
+def test_limit_range_resource_names_ratios_and_extended_defaults():
+    s = LimitRangeStrategy()
+    lr = {"metadata": {"name": "lr"}, "spec": {"limits": [
+        {"type": "Container", "min": {"cpu": "1"}, "max": {"cpu": "2"}, "maxLimitRequestRatio": {"cpu": "4"},
+         "default": {"nvidia.com/gpu": "2"}, "defaultRequest": {"nvidia.com/gpu": "1"}},
+        {"type": "Pod", "max": {"storage": "1Gi"}},
+        {"type": "", "max": {"cpu": "1"}}]}}
+    assert msgs(s.validate(lr)) == [
+        'spec.limits[0].maxLimitRequestRatio[cpu]: Invalid value: "4": ratio 4 is greater than max/min = 2.000000',
+        'spec.limits[0].defaultRequest[nvidia.com/gpu]: Invalid value: "1": default value 2 must equal to '
+        "defaultRequest value 1 in nvidia.com/gpu",
+        'spec.limits[1].max[storage]: Invalid value: "storage": must be a standard resource for containers',
+        'spec.limits[2].type: Invalid value: "": name part must be non-empty',
+    ]
