@@ -2,12 +2,15 @@
 component (controller manager, scheduler, proxy) runs unchanged in its own
 process against any API server it has a kubeconfig for.
 
-Resources are resolved through discovery once at `start()`; errors come
-back as `APIError`s built from the server's `Status`.
+Resources are resolved through discovery at `start()` and again every
+`REDISCOVERY_PERIOD`, so resources that appear later (CRDs) are found; errors
+come back as `APIError`s built from the server's `Status`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -15,11 +18,17 @@ from urllib.parse import quote
 import aiohttp
 import orjson
 
+from ..clock import REAL, Clock
 from ..machinery.errors import APIError
 from . import kubeconfig
 from .kubeconfig import Credentials
 
 JSON = "application/json"
+#: seconds between reads of discovery (kube-controller-manager's garbage collector and quota
+#: controllers rediscover every 30 s)
+REDISCOVERY_PERIOD = 30.0
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -89,8 +98,11 @@ def _error(status: int, body: bytes) -> APIError:
 
 
 class HTTPClient:
-    def __init__(self, creds: Credentials, field_manager: str = "nanokube", user_agent: str = "nanokube"):
+    def __init__(self, creds: Credentials, field_manager: str = "nanokube", user_agent: str = "nanokube",
+                 clock: Clock = REAL):
         self.creds = creds
+        self.clock = clock
+        self._rediscovery: asyncio.Task | None = None
         self.field_manager = field_manager
         self.headers = {"User-Agent": user_agent, "Accept": JSON}
         if creds.token:
@@ -110,15 +122,30 @@ class HTTPClient:
         self.session = aiohttp.ClientSession(
             headers=self.headers, connector=aiohttp.TCPConnector(ssl=self.creds.ssl or False, limit=0),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=10))
-        core = await self.request("GET", "/api/v1")
-        self.index.add("", "v1", core)
+        self.index = await self._discover()
+        self._rediscovery = asyncio.create_task(self._rediscover())
+
+    async def _discover(self) -> RemoteIndex:
+        index = RemoteIndex()
+        index.add("", "v1", await self.request("GET", "/api/v1"))
         for g in (await self.request("GET", "/apis")).get("groups") or []:
             versions = [g["preferredVersion"]["version"]] + [v["version"] for v in g["versions"]
                                                                if v["version"] != g["preferredVersion"]["version"]]
             for v in versions:
-                self.index.add(g["name"], v, await self.request("GET", f"/apis/{g['name']}/{v}"))
+                index.add(g["name"], v, await self.request("GET", f"/apis/{g['name']}/{v}"))
+        return index
+
+    async def _rediscover(self) -> None:
+        while True:
+            await self.clock.sleep(REDISCOVERY_PERIOD)
+            try:
+                self.index = await self._discover()
+            except (APIError, aiohttp.ClientError, asyncio.TimeoutError) as e:
+                log.warning("rereading discovery failed: %s", e)
 
     async def close(self) -> None:
+        if self._rediscovery is not None:
+            self._rediscovery.cancel()
         if self.session:
             await self.session.close()
 
