@@ -152,6 +152,8 @@ def _defaulted_args(pc: dict) -> dict:
     elif name == "DefaultPreemption":
         args.setdefault("minCandidateNodesPercentage", 10)
         args.setdefault("minCandidateNodesAbsolute", 100)
+    elif name == "VolumeBinding":
+        args.setdefault("bindTimeoutSeconds", 600)
     return {**pc, "args": args}
 
 
@@ -375,9 +377,17 @@ def _preemption_args(path: str, args: dict) -> list[str]:
     return errs
 
 
+def _volume_binding_args(path: str, args: dict) -> list[str]:
+    timeout = args["bindTimeoutSeconds"]
+    if not isinstance(timeout, int) or timeout < 0:
+        return [f"{path}.bindTimeoutSeconds: Invalid value: {timeout}: invalid BindTimeoutSeconds, should not be a "
+                "negative value"]
+    return []
+
+
 _ARG_CHECKS = {"NodeResourcesFit": _fit_args, "NodeResourcesBalancedAllocation": _balanced_args,
                "PodTopologySpread": _spread_args, "InterPodAffinity": _affinity_args,
-               "DefaultPreemption": _preemption_args}
+               "DefaultPreemption": _preemption_args, "VolumeBinding": _volume_binding_args}
 
 
 # --- profiles -----------------------------------------------------------------------

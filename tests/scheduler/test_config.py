@@ -178,3 +178,18 @@ def test_leader_election_section_defaults_durations_and_upstream_checks():
     assert error(leaderElection={"leaderElect": True, "lease": "15s"}) == \
         'strict decoding error: unknown field "leaderElection.lease"'
     assert cfg(leaderElection={"leaderElect": False, "leaseDuration": "1s"}).leader_election.leader_elect is False
+
+
+def test_volume_binding_args_default_and_validate():
+    from nanokube.scheduler.config import ConfigError, parse
+
+    def cfg(args):
+        return {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                "profiles": [{"schedulerName": "default-scheduler",
+                              "pluginConfig": [{"name": "VolumeBinding", "args": args}]}]}
+
+    assert parse(cfg({})).profiles[0].args["VolumeBinding"] == {"bindTimeoutSeconds": 600}
+    with pytest.raises(ConfigError) as e:
+        parse(cfg({"bindTimeoutSeconds": -1}))
+    assert str(e.value) == ("profiles[0].pluginConfig[0].args.bindTimeoutSeconds: Invalid value: -1: invalid "
+                            "BindTimeoutSeconds, should not be a negative value")
