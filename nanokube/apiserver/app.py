@@ -99,7 +99,7 @@ class APIServer:
         self._openapi: dict[str, bytes] = {}
         self._loops: list = []
         #: Prometheus registries of in-process components (scheduler...) served on /metrics too
-        self.component_metrics: list = []
+        self.component_metrics: list = [self.rest.admission.webhooks.metrics.registry]
         self.ready = False
         self.audit_log_path = audit_log_path
         self.audit: AuditLog | None = None

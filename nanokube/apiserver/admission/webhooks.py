@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import time
 import uuid
 from dataclasses import dataclass, field
 
@@ -26,6 +27,7 @@ from ..webhook.client import WebhookClient, WebhookError
 from .attributes import Attributes
 from .source import ConfigSource
 from .cel import CELError, evaluate
+from .metrics import CALLING_WEBHOOK_ERROR, INTERNAL_ERROR, NO_ERROR, AdmissionMetrics
 from .matching import (
     Target,
     match_rules,
@@ -39,10 +41,12 @@ REVIEW_VERSIONS = ("v1", "v1beta1")
 
 
 class CallError(Exception):
-    """ErrCallingWebhook: the webhook could not give an answer; failurePolicy decides."""
+    """ErrCallingWebhook: the webhook could not give an answer; failurePolicy decides.
+    `code` is the status its metrics record."""
 
-    def __init__(self, name: str, reason: str) -> None:
+    def __init__(self, name: str, reason: str, code: int = 503) -> None:
         super().__init__(f'failed calling webhook "{name}": {reason}')
+        self.code = code
 
 
 @dataclass
@@ -134,6 +138,26 @@ class Webhooks:
         self.rest = rest
         self.client = client
         self.source = source
+        self.metrics = AdmissionMetrics()
+
+    def _observe(self, hook: Hook, a: Attributes, started: float, error: BaseException | None) -> None:
+        """ObserveWebhook / ObserveWebhookRejection for one call."""
+        typ = "admit" if hook.mutating else "validating"
+        if error is None:
+            code, rejected = 200, False
+        elif isinstance(error, CallError):
+            code, rejected = error.code, not hook.ignore_failures
+            if rejected:
+                self.metrics.rejection(hook.name, typ, a.operation, CALLING_WEBHOOK_ERROR, code)
+            else:
+                self.metrics.fail_open.inc(hook.name, typ)
+        elif isinstance(error, errors.APIError) and error.message.startswith(f'admission webhook "{hook.name}" denied'):
+            code, rejected = error.code, True
+            self.metrics.rejection(hook.name, typ, a.operation, NO_ERROR, code)
+        else:
+            code, rejected = 0, True
+            self.metrics.rejection(hook.name, typ, a.operation, INTERNAL_ERROR, 0)
+        self.metrics.observe(hook.name, typ, a.operation, time.perf_counter() - started, code, rejected)
 
     def hooks(self, mutating: bool) -> list[Hook]:
         """Every webhook, configurations sorted by name, webhooks in their order."""
@@ -199,7 +223,7 @@ class Webhooks:
         version = next((v for v in w.get("admissionReviewVersions") or [] if v in REVIEW_VERSIONS), None)
         if version is None:
             raise CallError(hook.name, "could not create admission objects: webhook does not accept known "
-                                       "AdmissionReview versions (v1, v1beta1)")
+                                       "AdmissionReview versions (v1, v1beta1)", 400)
         uid = str(uuid.uuid4())
         await a.prepare(t)
         review = {"apiVersion": f"admission.k8s.io/{version}", "kind": "AdmissionReview",
@@ -207,7 +231,7 @@ class Webhooks:
         try:
             answer = await self.client.post(w.get("clientConfig") or {}, review, float(w.get("timeoutSeconds") or 10))
         except WebhookError as e:
-            raise CallError(hook.name, f"failed to call webhook: {e}") from None
+            raise CallError(hook.name, f"failed to call webhook: {e}", 503 if hook.mutating else 400) from None
         try:
             resp = verify_response(answer, version, uid, hook.mutating)
         except ValueError as e:
@@ -229,13 +253,19 @@ class Webhooks:
             t = await self.should_call(hook, a)
             if t is None or (state.round and hook.uid not in state.again):
                 continue
+            started = time.perf_counter()
             try:
                 changed = await self._mutate_one(hook, a, t)
-            except CallError as e:
+            except (CallError, errors.APIError) as e:
+                self._observe(hook, a, started, e)
+                if not isinstance(e, CallError):
+                    raise
                 if not hook.ignore_failures:
                     raise errors.internal(str(e)) from None
                 a.add_annotation(f"failed-open.mutation.webhook.admission.k8s.io/round_{state.round}_index_{i}", hook.name)
                 changed = False
+            else:
+                self._observe(hook, a, started, None)
             a.add_annotation(f"mutation.webhook.admission.k8s.io/round_{state.round}_index_{i}",
                              orjson.dumps({"configuration": hook.config, "webhook": hook.name,
                                            "mutated": changed}).decode())
@@ -293,9 +323,15 @@ class Webhooks:
                 raise r
 
     async def _validate_one(self, hook: Hook, a: Attributes, t: Target, i: int) -> None:
+        started = time.perf_counter()
         try:
             await self._call(hook, a, t)
-        except CallError as e:
+        except (CallError, errors.APIError) as e:
+            self._observe(hook, a, started, e)
+            if not isinstance(e, CallError):
+                raise
             if not hook.ignore_failures:
                 raise errors.internal(str(e)) from None
             a.add_annotation(f"failed-open.validating.webhook.admission.k8s.io/round_0_index_{i}", hook.name)
+        else:
+            self._observe(hook, a, started, None)

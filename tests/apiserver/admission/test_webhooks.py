@@ -371,3 +371,17 @@ async def test_defaults_reapplied_after_a_patch_and_dry_run_side_effects(stack, 
         await stack.rest.create(stack.rest.index.get("", "v1", "configmaps"), "v1", "default", cm("dry"),
                                 WriteOptions(dry_run=True))
     assert (e.value.code, e.value.message) == (400, 'admission webhook "legacy.example.com" does not support dry run')
+
+
+async def test_webhook_metrics(stack, server):
+    from prometheus_client import generate_latest
+
+    server.handlers["/v"] = lambda r: deny(r, "no", code=403)
+    await configure(stack, "validating", "v", hook(server, "metered.example.com", "/v"))
+    with pytest.raises(APIError):
+        await stack.client.resource("", "v1", "configmaps").create(cm("a"))
+    text = generate_latest(stack.rest.admission.webhooks.metrics.registry).decode()
+    assert ('apiserver_admission_webhook_request_total{code="403",name="metered.example.com",operation="CREATE",'
+            'rejected="true",type="validating"} 1.0') in text
+    assert ('apiserver_admission_webhook_rejection_count{error_type="no_error",name="metered.example.com",'
+            'operation="CREATE",rejection_code="403",type="validating"} 1.0') in text
