@@ -55,6 +55,14 @@ _PATCH_TYPES = (
     "application/apply-patch+cbor",
 )
 
+def _patch_types(r: Resource) -> tuple[str, ...]:
+    """What PATCH accepts; kubectl's client-side apply uses strategic merge only for kinds whose
+    PATCH lists it (custom resources do not)."""
+    if r.strategy.strategic_merge:
+        return _PATCH_TYPES
+    return tuple(t for t in _PATCH_TYPES if t != "application/strategic-merge-patch+json")
+
+
 # --- schema conversion ------------------------------------------------------
 
 _KEEP = ("description", "format", "required", "default")
@@ -304,7 +312,7 @@ class _PathBuilder:
                                    query=_WRITE_Q, body=kind_def, response=kind_def, created=True)
         if "patch" in verbs:
             item["patch"] = self._op("patch", "patch" + name, f"partially update the specified {r.kind}", gvk,
-                                     query=_WRITE_Q + ("force",), body=_META + "Patch", body_types=_PATCH_TYPES,
+                                     query=_WRITE_Q + ("force",), body=_META + "Patch", body_types=_patch_types(r),
                                      response=kind_def, created=True)
         if "delete" in verbs:
             item["delete"] = self._op("delete", "delete" + name, f"delete a {r.kind}", gvk, query=_DELETE_Q,
@@ -351,7 +359,7 @@ class _PathBuilder:
         if "patch" in methods:
             ops["patch"] = self._op("patch", f"patch{name}{suffix}", f"partially update {sub} of the specified {r.kind}",
                                     sgvk, query=_WRITE_Q + ("force",), body=_META + "Patch",
-                                    body_types=_PATCH_TYPES, response=body, created=True)
+                                    body_types=_patch_types(r), response=body, created=True)
         if "post" in methods:
             ops["post"] = self._op("post", f"create{name}{suffix}", f"create {sub} of a {r.kind}", sgvk,
                                    query=_WRITE_Q, body=body, response=body, created=True)

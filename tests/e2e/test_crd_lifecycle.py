@@ -61,7 +61,9 @@ def c(store_url):
 
 
 def test_versions_columns_and_selectable_fields(c):
-    c.kubectl("apply", "-f", "-", input=json.dumps(isvc("a")))
+    c.kubectl("apply", "-f", "-", input=json.dumps(isvc("a", replicas=3)))
+    # client-side apply again: kubectl sees no strategic merge in the PATCH operation's OpenAPI, sends a merge patch
+    assert "configured" in c.kubectl("apply", "-f", "-", input=json.dumps(isvc("a"))).stdout
     r = c.kubectl("apply", "-f", "-", input=json.dumps(isvc("b", f"{GROUP}/v1beta1", tier="silver", replicas=2)))
     assert f"Warning: {GROUP}/v1beta1 InferenceService is deprecated; use {GROUP}/v1 InferenceService" in r.stderr
     r = c.kubectl("get", "--raw", f"/apis/{GROUP}/v1beta1/namespaces/default/inferenceservices?watch=true&timeoutSeconds=1")
