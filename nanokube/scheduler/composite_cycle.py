@@ -32,12 +32,11 @@ class Plan:
 
 
 class CompositeCycle:
-    def __init__(self, wc, entry: QueuedPodGroupInfo, pg: dict, cycle: int) -> None:
+    def __init__(self, wc, entry: QueuedPodGroupInfo, pg: dict) -> None:
         self.wc = wc
         self.s = wc.s
         self.entry = entry
         self.pg = pg
-        self.cycle = cycle
         self.entries: dict[str, QueuedPodGroupInfo] = {entry.group: entry}
 
     def run(self) -> tuple[str, str] | None:
@@ -53,7 +52,7 @@ class CompositeCycle:
         pending = [i for e in self.entries.values() for i in e.members.values()]
         if not pending:
             for e in self.entries.values():
-                self.s.queue.group_done(e, self.cycle)
+                self.s.queue.group_done(e)
             return None
         err = scheduler_name_error(pending) or next(
             (msg for leaf in root.leaves() if (e := self.entries.get(leaf.key)) and e.members
@@ -74,7 +73,7 @@ class CompositeCycle:
         if ok:
             parts = [(e, self._leaf_obj(root, key), plan.kept[key].assigned)
                      for key, e in self.entries.items() if key in plan.kept]
-            if not self.wc.commit(fwk, parts, self.cycle):
+            if not self.wc.commit(fwk, parts):
                 for key, e in self.entries.items():
                     if key not in plan.kept:
                         self._finish(e, self._leaf_obj(root, key), "the composite pod group could not be reserved")
@@ -101,9 +100,9 @@ class CompositeCycle:
                 reason: str = UNSCHEDULABLE, error: bool = False) -> None:
         """Rejects the entry's members, or hands an emptied entry back."""
         if e.members:
-            self.wc.reject(e, pg, reason, message, failures or {}, self.cycle, error=error)
+            self.wc.reject(e, pg, reason, message, failures or {}, error=error)
         else:
-            self.s.queue.group_done(e, self.cycle)
+            self.s.queue.group_done(e)
 
     def _leaf_obj(self, root: Member, key: str) -> dict:
         return next(leaf.obj for leaf in root.leaves() if leaf.key == key)

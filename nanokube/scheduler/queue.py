@@ -302,18 +302,18 @@ class SchedulingQueue:
         return any(seq > since and self._worth_retrying(info, event, old, new)
                    for seq, event, old, new in self.in_flight_events)
 
-    def group_done(self, entry: QueuedPodGroupInfo, cycle: int, error: bool = False) -> None:
+    def group_done(self, entry: QueuedPodGroupInfo, error: bool = False) -> None:
         """The group's cycle finished: pods left in it wait for an event (or
         back off after an error); an empty entry leaves the queue."""
         if entry.members:
-            self.add_unschedulable(entry, cycle, error=error)
+            self.add_unschedulable(entry, error=error)
         else:
             self.done(entry)
             if self.groups.get(entry.group) is entry:
                 del self.groups[entry.group]
             self._gauge()
 
-    def return_to_group(self, info: PodInfo, cycle: int) -> None:
+    def return_to_group(self, info: PodInfo) -> None:
         """A group member whose binding failed rejoins its group's entry."""
         self.done(info)
         group = group_key(info.pod)
@@ -323,7 +323,7 @@ class SchedulingQueue:
             return
         entry = self.groups[group] = QueuedPodGroupInfo(group, self.group_priority(group), self.clock.monotonic())
         entry.members[info.key] = info
-        self.add_unschedulable(entry, cycle, error=True)
+        self.add_unschedulable(entry, error=True)
 
     def backoff_duration(self, info: PodInfo) -> float:
         d = self.initial_backoff * 2 ** max(info.attempts - 1, 0)
@@ -336,7 +336,7 @@ class SchedulingQueue:
         else:
             self._push_active(info, event)
 
-    def add_unschedulable(self, info: PodInfo, cycle: int, error: bool = False) -> None:
+    def add_unschedulable(self, info: PodInfo, error: bool = False) -> None:
         """Requeues a pod whose attempt in `cycle` failed: to backoffQ when it
         failed with an error or a move request came in meanwhile, otherwise
         to the unschedulable pool."""

@@ -265,7 +265,7 @@ class Scheduler:
                     self.schedule_one(info)
             except Exception:
                 log.exception("scheduling %s", info.key)
-                self.queue.add_unschedulable(info, self.queue.scheduling_cycle, error=True)
+                self.queue.add_unschedulable(info, error=True)
             await asyncio.sleep(0)
 
     # --- the cycle ---------------------------------------------------------
@@ -273,7 +273,6 @@ class Scheduler:
     def schedule_one(self, info: PodInfo) -> None:
         pod = info.pod
         fwk = self.frameworks[(pod.get("spec") or {}).get("schedulerName") or "default-scheduler"]
-        cycle = self.queue.scheduling_cycle
         start = self.clock.monotonic()
         if pod["metadata"].get("deletionTimestamp") or self.cache.is_assumed(info.uid):
             self.queue.done(info)
@@ -287,7 +286,7 @@ class Scheduler:
             if st is not None and st.message():
                 e.post_filter_msg = st.message()
             info.unschedulable_plugins = e.plugins()
-            self._failed(fwk, info, cycle, "Unschedulable", str(e), start)
+            self._failed(fwk, info, "Unschedulable", str(e), start)
             return
         self.cache.assume(info, node)
         st = fwk.run_reserve(state, info, node)
@@ -298,14 +297,14 @@ class Scheduler:
             self.cache.forget(info)
             if st.unschedulable:
                 info.unschedulable_plugins = {st.plugin}
-            self._failed(fwk, info, cycle, "Unschedulable" if st.unschedulable else "SchedulerError",
+            self._failed(fwk, info, "Unschedulable" if st.unschedulable else "SchedulerError",
                          st.message(), start, error=not st.unschedulable)
             return
-        t = asyncio.create_task(self._bind(fwk, state, info, node, cycle, start))
+        t = asyncio.create_task(self._bind(fwk, state, info, node, start))
         self._binds.add(t)
         t.add_done_callback(self._binds.discard)
 
-    async def _bind(self, fwk: Framework, state: CycleState, info: PodInfo, node: str, cycle: int, start: float) -> None:
+    async def _bind(self, fwk: Framework, state: CycleState, info: PodInfo, node: str, start: float) -> None:
         try:
             st: Status | None = await fwk.wait_on_permit(info)
             if st is None:
@@ -323,7 +322,7 @@ class Scheduler:
             self.cache.forget(info)
             if st.unschedulable:
                 info.unschedulable_plugins = {st.plugin}
-            self._failed(fwk, info, cycle, "Unschedulable" if st.unschedulable else "SchedulerError",
+            self._failed(fwk, info, "Unschedulable" if st.unschedulable else "SchedulerError",
                          st.message(), start, error=not st.unschedulable)
             return
         now = self.clock.monotonic()
@@ -339,16 +338,16 @@ class Scheduler:
         await self._write(self.api.event(info.pod, "Normal", "Scheduled",
                                          f"Successfully assigned {md.get('namespace')}/{md['name']} to {node}"))
 
-    def _failed(self, fwk: Framework, info: PodInfo, cycle: int, reason: str, message: str, start: float,
+    def _failed(self, fwk: Framework, info: PodInfo, reason: str, message: str, start: float,
                 error: bool = False) -> None:
         prof = fwk.profile.scheduler_name
         result = "error" if error else "unschedulable"
         self.metrics.schedule_attempts.labels(result, prof).inc()
         self.metrics.attempt_duration.labels(result, prof).observe(self.clock.monotonic() - start)
         if group_key(info.pod):
-            self.queue.return_to_group(info, cycle)
+            self.queue.return_to_group(info)
         else:
-            self.queue.add_unschedulable(info, cycle, error=error)
+            self.queue.add_unschedulable(info, error=error)
         if not _already_reported(info.pod, reason, message):
             self.spawn(self._report_failure(info.pod, reason, message))
 

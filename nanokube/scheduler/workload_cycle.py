@@ -91,7 +91,6 @@ class WorkloadCycle:
     def _schedule(self, entry: QueuedPodGroupInfo) -> tuple[str, str] | None:
         """(result, entity) of the cycle; None when there was nothing to try."""
         s = self.s
-        cycle = s.queue.scheduling_cycle
         pg = s.podgroups.get(entry.group)
         if pg is None:
             self.nominated.pop(entry.group, None)
@@ -99,14 +98,14 @@ class WorkloadCycle:
             return None
         self.prune(entry)
         if not entry.members:
-            s.queue.group_done(entry, cycle)
+            s.queue.group_done(entry)
             return None
         if parent_name(pg):
-            return CompositeCycle(self, entry, pg, cycle).run()
+            return CompositeCycle(self, entry, pg).run()
         pending = sorted(entry.members.values(), key=lambda i: i.timestamp)
         err = consistency_error(pg, pending)
         if err:
-            self.reject(entry, pg, SCHEDULER_ERROR, err, {}, cycle, error=True)
+            self.reject(entry, pg, SCHEDULER_ERROR, err, {}, error=True)
             return "error", PODGROUP
         fwk = s.frameworks[pending[0].spec.get("schedulerName") or "default-scheduler"]
         s.cache.update_snapshot(s.snapshot)
@@ -130,21 +129,21 @@ class WorkloadCycle:
                 if preempted:
                     self.reject(entry, pg, UNSCHEDULABLE, f"{len(pending) - len(best.assigned)} pod(s) of the "
                                  "group did not fit; waiting for preemption to make room for all of them",
-                                 best.failures, cycle)
+                                 best.failures)
                     return WAITING_ON_PREEMPTION, PODGROUP
             self.preempted.discard(entry.group)
             self.nominated.pop(entry.group, None)
-            ok = self.commit(fwk, [(entry, pg, best.assigned)], cycle)
+            ok = self.commit(fwk, [(entry, pg, best.assigned)])
             return (SCHEDULED if ok else "unschedulable"), PODGROUP
         if not attempts:
             msg = f'no placement satisfies the topology constraint of pod group "{entry.group.split("/", 1)[1]}"'
-            self.reject(entry, pg, UNSCHEDULABLE, msg, {}, cycle)
+            self.reject(entry, pg, UNSCHEDULABLE, msg, {})
             return "unschedulable", PODGROUP
         best = max(attempts, key=lambda a: len(a.assigned))
         preemptor = GroupPreemptor(entry.group, pg, pending, domains, fwk,
                                    lambda nodes: self.try_placement(fwk, nodes, pending, need, len(placed), held), held)
         preempted, post = self._post_filter(preemptor)
-        self.reject(entry, pg, UNSCHEDULABLE, best.message, best.failures, cycle, post)
+        self.reject(entry, pg, UNSCHEDULABLE, best.message, best.failures, post)
         return (WAITING_ON_PREEMPTION if preempted else "unschedulable"), PODGROUP
 
     def _post_filter(self, g: GroupPreemptor) -> tuple[bool, str]:
@@ -235,7 +234,7 @@ class WorkloadCycle:
             att.message = "no pods were schedulable"
         return att
 
-    def commit(self, fwk: Framework, parts: list[tuple[QueuedPodGroupInfo, dict, list]], cycle: int) -> bool:
+    def commit(self, fwk: Framework, parts: list[tuple[QueuedPodGroupInfo, dict, list]]) -> bool:
         """Assumes and reserves every placed pod of every part (entry,
         PodGroup, placements) for real, then binds them all; if any pod
         fails Reserve or Permit, none is kept and every part is rejected."""
@@ -256,22 +255,22 @@ class WorkloadCycle:
                         s.cache.forget(i)
                     reason = UNSCHEDULABLE if st.unschedulable else SCHEDULER_ERROR
                     for entry, pg, _ in parts:
-                        self.reject(entry, pg, reason, st.message(), {}, cycle, error=not st.unschedulable)
+                        self.reject(entry, pg, reason, st.message(), {}, error=not st.unschedulable)
                     return False
                 done.append((info, node, state))
         for entry, pg, assigned in parts:
             for info, node, state in assigned:
                 del entry.members[info.key]
                 s.queue.in_flight[info.key] = info
-                s.spawn(s._bind(fwk, state, info, node, cycle, start))
+                s.spawn(s._bind(fwk, state, info, node, start))
             if assigned:
                 s.spawn(self.set_condition(pg, "True", "Scheduled",
                                             f"{len(assigned)} pod(s) of the group were scheduled"))
-            s.queue.group_done(entry, cycle)
+            s.queue.group_done(entry)
         return True
 
     def reject(self, entry: QueuedPodGroupInfo, pg: dict, reason: str, message: str, failures: dict[str, FitError],
-                cycle: int, post: str = "", error: bool = False) -> None:
+               post: str = "", error: bool = False) -> None:
         """Every member gets FailedScheduling and PodScheduled=False (with
         the PostFilter verdict, if any); the group waits for an event its
         members' rejecting plugins registered."""
@@ -284,7 +283,7 @@ class WorkloadCycle:
             text = f"{message}; {fit}" if fit else message
             s.spawn(s._report_failure(info.pod, reason, f"{text} {post}" if post else text))
         s.spawn(self.set_condition(pg, "False", reason, message))
-        s.queue.group_done(entry, cycle, error=error)
+        s.queue.group_done(entry, error=error)
 
     async def set_condition(self, pg: dict, status: str, reason: str, message: str, condition: str = CONDITION,
                              composite: bool = False) -> None:

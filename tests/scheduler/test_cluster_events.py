@@ -67,13 +67,13 @@ async def test_an_event_nobody_registered_for_does_not_send_pods_in_flight_to_ba
     a = await q.pop()
     q.on_event(ClusterEvent(ASSIGNED_POD, Action.UPDATE_POD_OTHER, "PodUpdate"), pod("x"), pod("x"))
     a.unschedulable_plugins = {"NodeResourcesFit"}
-    q.add_unschedulable(a, q.scheduling_cycle)
+    q.add_unschedulable(a)
     assert "default/a" in q.unschedulable
     q.add(pod("b", "8"))
     b = await q.pop()
     q.on_event(ClusterEvent(ASSIGNED_POD, Action.DELETE, "AssignedPodDelete"), pod("x"), None)
     b.unschedulable_plugins = {"NodeResourcesFit"}
-    q.add_unschedulable(b, q.scheduling_cycle)
+    q.add_unschedulable(b)
     assert "default/b" in q.backoff
 
 

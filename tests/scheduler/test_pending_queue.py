@@ -142,8 +142,8 @@ def test_an_event_visits_only_the_pods_its_plugins_rejected():
         b = await q.pop()
         a.unschedulable_plugins = {"NodeAffinity"} if a.key == "default/selector" else {"NodeResourcesFit"}
         b.unschedulable_plugins = {"NodeAffinity"} if b.key == "default/selector" else {"NodeResourcesFit"}
-        q.add_unschedulable(a, q.scheduling_cycle)
-        q.add_unschedulable(b, q.scheduling_cycle)
+        q.add_unschedulable(a)
+        q.add_unschedulable(b)
 
     asyncio.run(fail_both())
     assert [i.key for i in q.unschedulable.rejected_by(("NodeResourcesFit",))] == ["default/big"]

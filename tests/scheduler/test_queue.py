@@ -30,7 +30,7 @@ async def test_backoff_doubles_from_one_to_ten_seconds():
     for _ in range(6):
         info = await q.pop()
         info.unschedulable_plugins = set()
-        q.add_unschedulable(info, q.scheduling_cycle)
+        q.add_unschedulable(info)
         waits.append(info.backoff_expires - clock.t)
         q.flush_backoff_completed()
         assert q.active == []
@@ -44,7 +44,7 @@ async def test_unschedulable_pod_moves_only_on_a_helpful_event():
     q.add(pod("a", "8"))
     info = await q.pop()
     info.unschedulable_plugins = {"NodeResourcesFit"}
-    q.add_unschedulable(info, q.scheduling_cycle)
+    q.add_unschedulable(info)
     assert "default/a" in q.unschedulable
     q.on_event(ClusterEvent(NODE, Action.ADD), None, node("small", "2"))
     assert "default/a" in q.unschedulable
@@ -63,7 +63,7 @@ async def test_event_during_the_attempt_sends_pod_to_backoff():
     info = await q.pop()
     q.on_event(ClusterEvent(NODE, Action.ADD), None, node("n", "16"))
     info.unschedulable_plugins = {"NodeResourcesFit"}
-    q.add_unschedulable(info, q.scheduling_cycle)
+    q.add_unschedulable(info)
     assert "default/a" in q.backoff
     assert q.in_flight_events == []
 
@@ -78,11 +78,11 @@ async def test_event_during_the_attempt_that_cannot_help_leaves_pod_unschedulabl
     b = await q.pop()
     q.on_event(ClusterEvent(NODE, Action.ADD), None, node("small", "2"))
     a.unschedulable_plugins = {"NodeResourcesFit"}
-    q.add_unschedulable(a, q.scheduling_cycle)
+    q.add_unschedulable(a)
     assert "default/a" in q.unschedulable
     q.on_event(ClusterEvent(NODE, Action.ADD), None, node("big", "16"))
     b.unschedulable_plugins = {"NodeResourcesFit"}
-    q.add_unschedulable(b, q.scheduling_cycle)
+    q.add_unschedulable(b)
     assert "default/b" in q.backoff and "default/a" in q.backoff
 
 
@@ -94,10 +94,10 @@ async def test_events_before_the_attempt_do_not_count():
     q.on_event(ClusterEvent(NODE, Action.ADD), None, node("big", "16"))
     b = await q.pop()
     b.unschedulable_plugins = {"NodeResourcesFit"}
-    q.add_unschedulable(b, q.scheduling_cycle)
+    q.add_unschedulable(b)
     assert "default/b" in q.unschedulable
     a.unschedulable_plugins = {"NodeResourcesFit"}
-    q.add_unschedulable(a, q.scheduling_cycle)
+    q.add_unschedulable(a)
     assert "default/a" in q.backoff
 
 
@@ -117,7 +117,7 @@ async def test_leftover_unschedulable_pods_flush_after_five_minutes():
     q.add(pod("a"))
     info = await q.pop()
     info.unschedulable_plugins = {"TaintToleration"}
-    q.add_unschedulable(info, q.scheduling_cycle)
+    q.add_unschedulable(info)
     clock.t += 200
     q.flush_unschedulable_leftover()
     assert "default/a" in q.unschedulable
