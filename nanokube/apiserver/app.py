@@ -98,6 +98,8 @@ class APIServer:
         self._tasks: list[asyncio.Task] = []
         self._openapi: dict[str, bytes] = {}
         self._loops: list = []
+        #: API Priority and Fairness (apf.py), after authentication
+        self.flow_control = None
         #: Prometheus registries of in-process components (scheduler...) served on /metrics too
         self.component_metrics: list = [self.rest.admission.webhooks.metrics.registry]
         self.ready = False
@@ -121,6 +123,8 @@ class APIServer:
         middlewares = [self._authn]
         await controlplane.bootstrap(self)
         self._loops = await controlplane.start_loops(self)
+        if self.flow_control is not None:
+            middlewares.append(self.flow_control.middleware)
         if self.audit:
             middlewares.insert(0, self.audit.middleware)
         middlewares.insert(1 if self.audit_log_path else 0, http_exceptions)

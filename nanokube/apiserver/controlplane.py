@@ -2,13 +2,14 @@
 generic API: objects every cluster has from the first start (the default
 ServiceCIDR, API Priority and Fairness configuration, local APIServices) and
 the loops the API server itself runs through its loopback client (IPAddress
-repair, FlowSchema status, ComponentStatuses, the identity Lease and StorageVersions,
-the aggregator)."""
+repair, FlowSchema status and API Priority and Fairness, ComponentStatuses, the identity
+Lease and StorageVersions, the aggregator)."""
 
 from __future__ import annotations
 
 from ..metrics.api import GROUPS as METRICS_GROUPS
 from .aggregator.aggregator import Aggregator
+from .apf import FlowControl
 from .aggregator.autoregister import register_local_apiservices
 from .aggregator.crdregistration import CRDRegistration
 from .aggregator.requestheader import authentication_configmap, front_proxy_files
@@ -34,8 +35,11 @@ async def start_loops(server) -> list:
     """The API server's own controllers, started; stop each with `await c.stop()`."""
     loopback = LocalClient(server.rest, SYSTEM, "kube-apiserver")
     services = server.index.get("", "v1", "services").strategy
+    apf_status = FlowSchemaStatus(loopback, clock=server.clock)
+    server.flow_control = FlowControl(apf_status.fs_inf, apf_status.pl_inf)
+    server.component_metrics.append(server.flow_control.registry)
     loops = [IPAddressRepair(loopback, services, clock=server.clock), ServiceCIDRRanges(loopback, services, clock=server.clock),
-             FlowSchemaStatus(loopback, clock=server.clock),
+             apf_status,
              ComponentStatuses(loopback, server.store, clock=server.clock), CRDRegistration(loopback, clock=server.clock),
              APIServerIdentity(server),
              CustomResources(server, LocalClient(server.rest, SYSTEM, "kube-apiextensions-apiserver"),

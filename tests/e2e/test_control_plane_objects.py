@@ -129,3 +129,29 @@ def _storage_version(api, name):
         return api.read_storage_version(name)
     except client.ApiException:
         return None
+
+
+def test_priority_and_fairness_classifies_requests(cluster):
+    import ssl
+    import urllib.request
+
+    from .test_bad_input import HTTP
+
+    fc = client.FlowcontrolApiserverV1Api(cluster.client())
+    uids = {fs.metadata.name: fs.metadata.uid for fs in fc.list_flow_schema().items}
+    h = HTTP(cluster.kubeconfig)
+    with urllib.request.urlopen(urllib.request.Request(h.server + "/api/v1/namespaces"), context=h.ctx) as r:
+        assert r.headers["X-Kubernetes-PF-FlowSchema-UID"] == uids["exempt"]
+    core = client.CoreV1Api(cluster.client())
+    wait_for(lambda: core.list_namespaced_service_account("default", field_selector="metadata.name=default").items,
+             10, "the default ServiceAccount")
+    token = core.create_namespaced_service_account_token("default", "default", {"spec": {}}).status.token
+    anonymous_tls = ssl.create_default_context()  # no client certificate: the token is the identity
+    anonymous_tls.check_hostname, anonymous_tls.verify_mode = False, ssl.CERT_NONE
+    req = urllib.request.Request(h.server + "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", method="POST",
+                                 data=json.dumps({"spec": {"nonResourceAttributes": {"verb": "get", "path": "/x"}}}).encode(),
+                                 headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, context=anonymous_tls) as r:
+        assert r.headers["X-Kubernetes-PF-FlowSchema-UID"] == uids["service-accounts"]
+    metrics = cluster.kubectl("get", "--raw", "/metrics").stdout
+    assert 'apiserver_flowcontrol_dispatched_requests_total{flow_schema="service-accounts",priority_level="workload-low"}' in metrics

@@ -1,0 +1,212 @@
+"""API Priority and Fairness for requests over HTTP (the in-process
+components' loopback calls are not limited, as upstream's loopback
+privileged user is exempt).
+
+Each request is classified by the FlowSchemas (lowest matchingPrecedence
+first, then name) into a PriorityLevelConfiguration and answered with
+`X-Kubernetes-PF-FlowSchema-UID` and `X-Kubernetes-PF-PriorityLevel-UID`.
+Exempt levels run at once. A Limited level has a share of the server's
+concurrency limit (600 seats, kube-apiserver's default max-requests-inflight
+400 + max-mutating-requests-inflight 200) in proportion to its
+nominalConcurrencyShares; beyond that a request waits in the level's queue
+(first come, first served: no shuffle sharding across flows) up to
+queues x queueLengthLimit waiting requests, or is refused with 429 when
+the level's limitResponse is Reject or the queue is full. Long-running
+requests (watches, exec/attach/port-forward, followed logs) take no seat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import deque
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from ..machinery import errors
+from ..machinery.responses import error_response
+from .auth.authorizer import Attributes, attributes_for
+
+SERVER_CONCURRENCY = 600
+_LONG_RUNNING = ("exec", "attach", "portforward", "proxy")
+
+
+def _has(values: list | None, want: str) -> bool:
+    return bool(values) and ("*" in values or want in values)
+
+
+def _subject_matches(s: dict, user) -> bool:
+    kind = s.get("kind")
+    if kind == "User":
+        return (s.get("user") or {}).get("name") in ("*", user.name)
+    if kind == "Group":
+        name = (s.get("group") or {}).get("name")
+        return name == "*" or name in user.groups
+    if kind == "ServiceAccount":
+        sa = s.get("serviceAccount") or {}
+        prefix = f"system:serviceaccount:{sa.get('namespace', '')}:"
+        return user.name.startswith(prefix) and sa.get("name") in ("*", user.name[len(prefix):])
+    return False
+
+
+def _resource_rule_matches(r: dict, a: Attributes) -> bool:
+    resource = f"{a.resource}/{a.subresource}" if a.subresource else a.resource
+    if not (_has(r.get("verbs"), a.verb) and _has(r.get("apiGroups"), a.group) and _has(r.get("resources"), resource)):
+        return False
+    return _has(r.get("namespaces"), a.namespace) if a.namespace else bool(r.get("clusterScope"))
+
+
+def _url_matches(urls: list | None, path: str) -> bool:
+    for u in urls or ():
+        if u == "*" or u == path or (u.endswith("/*") and (path == u[:-2] or path.startswith(u[:-1]))):
+            return True
+    return False
+
+
+def matches(schema: dict, user, a: Attributes) -> bool:
+    for rule in (schema.get("spec") or {}).get("rules") or []:
+        if not any(_subject_matches(s, user) for s in rule.get("subjects") or []):
+            continue
+        if a.resource_request:
+            if any(_resource_rule_matches(r, a) for r in rule.get("resourceRules") or []):
+                return True
+        elif any(_has(r.get("verbs"), a.verb) and _url_matches(r.get("nonResourceURLs"), a.path)
+                 for r in rule.get("nonResourceRules") or []):
+            return True
+    return False
+
+
+def long_running(a: Attributes, query) -> bool:
+    return a.verb == "watch" or a.subresource in _LONG_RUNNING or (
+        a.subresource == "log" and query.get("follow") in ("true", "1"))
+
+
+class PriorityLevel:
+    """The seats and the waiting line of one Limited priority level."""
+
+    def __init__(self, seats: int, max_waiting: int) -> None:
+        self.seats, self.max_waiting = seats, max_waiting
+        self.executing = 0
+        self.waiting: deque[asyncio.Future] = deque()
+
+    async def acquire(self) -> bool:
+        if self.executing < self.seats:
+            self.executing += 1
+            return True
+        if len(self.waiting) >= self.max_waiting:
+            return False
+        fut = asyncio.get_running_loop().create_future()
+        self.waiting.append(fut)
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut in self.waiting:
+                self.waiting.remove(fut)
+            elif fut.done() and not fut.cancelled():
+                self.release()  # the seat handed over while we were cancelled
+            raise
+        return True
+
+    def release(self) -> None:
+        while self.waiting:
+            fut = self.waiting.popleft()
+            if not fut.done():
+                fut.set_result(None)  # the seat passes on; executing stays
+                return
+        self.executing -= 1
+
+
+class FlowControl:
+    """`middleware` classifies and limits, from the FlowSchema and
+    PriorityLevelConfiguration informers it is given (the status loop's)."""
+
+    def __init__(self, schemas, levels, server_concurrency: int = SERVER_CONCURRENCY) -> None:
+        self.schemas, self.levels = schemas, levels
+        self.server_concurrency = server_concurrency
+        self._state: dict[str, PriorityLevel] = {}
+        #: (FlowSchema, its level) by precedence, rebuilt after any change
+        self._ordered: list[tuple[dict, dict]] | None = None
+        self.registry = CollectorRegistry()
+        self.dispatched = Counter("apiserver_flowcontrol_dispatched_requests_total",
+                                  "Number of requests executed by API Priority and Fairness subsystem",
+                                  ["flow_schema", "priority_level"], registry=self.registry)
+        self.rejected = Counter("apiserver_flowcontrol_rejected_requests_total",
+                                "Number of requests rejected by API Priority and Fairness subsystem",
+                                ["flow_schema", "priority_level", "reason"], registry=self.registry)
+        self.executing = Gauge("apiserver_flowcontrol_current_executing_requests",
+                               "Number of requests in initial (for a WATCH) or any (for a non-WATCH) execution stage",
+                               ["flow_schema", "priority_level"], registry=self.registry)
+        for inf in (schemas, levels):
+            inf.add_handlers(self._changed, lambda old, new: self._changed(new), self._changed)
+
+    def _changed(self, _obj: dict) -> None:
+        self._ordered = None
+
+    def _configuration(self) -> list[tuple[dict, dict]]:
+        if self._ordered is None:
+            levels = {pl["metadata"]["name"]: pl for pl in self.levels.list()}
+            ordered = []
+            for fs in sorted(self.schemas.list(), key=lambda s: ((s.get("spec") or {}).get("matchingPrecedence", 1000),
+                                                                 s["metadata"]["name"])):
+                pl = levels.get(((fs.get("spec") or {}).get("priorityLevelConfiguration") or {}).get("name", ""))
+                if pl is not None:
+                    ordered.append((fs, pl))
+            self._seats(list(levels.values()))
+            self._ordered = ordered
+        return self._ordered
+
+    def classify(self, user, a: Attributes) -> tuple[dict, dict] | None:
+        return next(((fs, pl) for fs, pl in self._configuration() if matches(fs, user, a)), None)
+
+    def _seats(self, levels: list[dict]) -> None:
+        """Each Limited level's share of the server's seats and its waiting room."""
+        shares = {p["metadata"]["name"]: ((p.get("spec") or {}).get("limited") or {}).get("nominalConcurrencyShares", 30)
+                  for p in levels if (p.get("spec") or {}).get("type") == "Limited"}
+        total = sum(shares.values()) or 1
+        state = {}
+        for p in levels:
+            name = p["metadata"]["name"]
+            if name not in shares:
+                continue
+            lr = ((p.get("spec") or {}).get("limited") or {}).get("limitResponse") or {}
+            q = lr.get("queuing") or {}
+            waiting = q.get("queues", 0) * q.get("queueLengthLimit", 0) if lr.get("type") == "Queue" else 0
+            seats = max(1, math.ceil(self.server_concurrency * shares[name] / total))
+            level = state[name] = self._state.get(name) or PriorityLevel(seats, waiting)
+            level.seats, level.max_waiting = seats, waiting
+        self._state = state
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler) -> web.StreamResponse:
+        user = request.get("user")
+        if user is None:
+            return await handler(request)
+        a = attributes_for(request.method, request.path, request.query)
+        found = self.classify(user, a)
+        if found is None:
+            return await handler(request)
+        fs, pl = found
+        labels = (fs["metadata"]["name"], pl["metadata"]["name"])
+        headers = {"X-Kubernetes-PF-FlowSchema-UID": fs["metadata"].get("uid", ""),
+                   "X-Kubernetes-PF-PriorityLevel-UID": pl["metadata"].get("uid", "")}
+        exempt = (pl.get("spec") or {}).get("type") != "Limited" or long_running(a, request.query)
+        level = None if exempt else self._state.get(pl["metadata"]["name"])
+        if level is not None and not await level.acquire():
+            self.rejected.labels(*labels, "queue-full" if level.max_waiting else "concurrency-limit").inc()
+            e = errors.APIError(429, "TooManyRequests", "Too many requests, please try again later.",
+                                {"retryAfterSeconds": 1}, {"Retry-After": "1"})
+            resp = error_response(e)
+            resp.headers.update(headers)
+            return resp
+        self.dispatched.labels(*labels).inc()
+        self.executing.labels(*labels).inc()
+        try:
+            resp = await handler(request)
+        finally:
+            self.executing.labels(*labels).dec()
+            if level is not None:
+                level.release()
+        if not resp.prepared:
+            resp.headers.update(headers)
+        return resp

@@ -1,0 +1,117 @@
+"""API Priority and Fairness: classification by upstream's bootstrap
+configuration, seats and queues, and the 429 a full level answers."""
+
+import asyncio
+
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from nanokube.apiserver.apf import FlowControl, PriorityLevel
+from nanokube.apiserver.auth.authorizer import attributes_for
+from nanokube.apiserver.flowcontrol import FLOW_SCHEMAS, PRIORITY_LEVELS
+from nanokube.machinery.user import User
+
+
+class Inf:
+    def __init__(self, objs):
+        self.objs = objs
+        self.handlers = []
+
+    def list(self):
+        return list(self.objs)
+
+    def add_handlers(self, on_add=None, on_update=None, on_delete=None):
+        self.handlers.append(on_add)
+
+
+def objects(specs):
+    return [{"metadata": {"name": n, "uid": f"uid-{n}", "resourceVersion": "1"}, "spec": s} for n, s in specs.items()]
+
+
+def control(levels=PRIORITY_LEVELS, concurrency=600):
+    return FlowControl(Inf(objects(FLOW_SCHEMAS)), Inf(objects(levels)), concurrency)
+
+
+def classify(fc, user, method, path, query=None):
+    fs, pl = fc.classify(user, attributes_for(method, path, query or {}))
+    return fs["metadata"]["name"], pl["metadata"]["name"]
+
+
+ADMIN = User("kubernetes-admin", ("system:masters", "system:authenticated"))
+NODE = User("system:node:gpu-0", ("system:nodes", "system:authenticated"))
+KCM = User("system:kube-controller-manager", ("system:authenticated",))
+SA = User("system:serviceaccount:default:app", ("system:serviceaccounts", "system:serviceaccounts:default",
+                                               "system:authenticated"))
+KUBE_SYSTEM_SA = User("system:serviceaccount:kube-system:coredns",
+                      ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"))
+ALICE = User("alice", ("system:authenticated",))
+
+
+def test_classification_follows_the_bootstrap_configuration():
+    fc = control()
+    assert classify(fc, ADMIN, "GET", "/api/v1/pods") == ("exempt", "exempt")
+    assert classify(fc, ALICE, "GET", "/healthz") == ("probes", "exempt")
+    assert classify(fc, NODE, "PUT", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/gpu-0") == (
+        "system-node-high", "node-high")
+    assert classify(fc, NODE, "GET", "/api/v1/namespaces/default/pods") == ("system-nodes", "system")
+    assert classify(fc, KCM, "PUT", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kcm") == (
+        "system-leader-election", "leader-election")
+    assert classify(fc, KCM, "GET", "/apis/apps/v1/deployments") == ("kube-controller-manager", "workload-high")
+    assert classify(fc, KUBE_SYSTEM_SA, "GET", "/api/v1/services") == ("kube-system-service-accounts", "workload-high")
+    assert classify(fc, SA, "GET", "/api/v1/namespaces/default/configmaps") == ("service-accounts", "workload-low")
+    assert classify(fc, ALICE, "GET", "/api/v1/namespaces/default/configmaps") == ("global-default", "global-default")
+
+
+def test_seats_are_shared_by_nominal_concurrency_shares():
+    fc = control(concurrency=245)  # the suggested levels' shares add up to 245
+    fc._configuration()
+    assert {n: lvl.seats for n, lvl in fc._state.items()} == {
+        "catch-all": 5, "system": 30, "node-high": 40, "leader-election": 10, "workload-high": 40,
+        "workload-low": 100, "global-default": 20}
+    assert fc._state["global-default"].max_waiting == 128 * 50 and fc._state["catch-all"].max_waiting == 0
+
+
+def test_a_full_level_queues_then_hands_its_seat_on():
+    async def run():
+        level = PriorityLevel(1, 1)
+        assert await level.acquire()
+        waiter = asyncio.create_task(level.acquire())
+        await asyncio.sleep(0)
+        assert not await level.acquire()  # one seat busy, one waiting: full
+        level.release()
+        assert await waiter and level.executing == 1
+        level.release()
+        assert level.executing == 0
+    asyncio.run(run())
+
+
+def test_middleware_answers_429_with_retry_after():
+    levels = {**PRIORITY_LEVELS, "global-default": {"type": "Limited", "limited": {
+        "nominalConcurrencyShares": 1, "lendablePercent": 0, "limitResponse": {"type": "Reject"}}}}
+    fc = control(levels, concurrency=1)
+    gate = asyncio.Event()
+
+    async def handler(request):
+        await gate.wait()
+        return web.json_response({})
+
+    @web.middleware
+    async def as_alice(request, handler):
+        request["user"] = ALICE
+        return await handler(request)
+
+    async def run():
+        app = web.Application(middlewares=[as_alice, fc.middleware])
+        app.router.add_get("/{tail:.*}", handler)
+        async with TestClient(TestServer(app)) as c:
+            first = asyncio.create_task(c.get("/api/v1/namespaces/default/configmaps"))
+            await asyncio.sleep(0.1)
+            second = await c.get("/api/v1/namespaces/default/configmaps")
+            assert second.status == 429 and second.headers["Retry-After"] == "1"
+            body = await second.json()
+            assert (body["reason"], body["message"]) == ("TooManyRequests", "Too many requests, please try again later.")
+            assert second.headers["X-Kubernetes-PF-FlowSchema-UID"] == "uid-global-default"
+            gate.set()
+            ok = await first
+            assert ok.status == 200 and ok.headers["X-Kubernetes-PF-PriorityLevel-UID"] == "uid-global-default"
+    asyncio.run(run())
