@@ -83,6 +83,16 @@ def wait_for(check, timeout: float = 60.0, what: str = "condition", every: float
     raise AssertionError(f"{what} never held")
 
 
+def http_get(url: str) -> str:
+    """The body `curl` prints for `url` (urllib where curl is not installed)."""
+    if shutil.which("curl"):
+        return subprocess.run(["curl", "-s", "-m", "10", url], capture_output=True, text=True, timeout=20).stdout
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.read().decode()
+
+
 def start_cluster(data_dir: Path, store: str, extra: tuple[str, ...] = (), env: dict | None = None) -> Cluster:
     """`nanokube up` with `extra` arguments and `env` added to its environment."""
     log_path = data_dir / "nanokube.log"

@@ -11,12 +11,13 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 
 import pytest
 
-from tests.e2e.conftest import KUBECTL, running_cluster, wait_for
+from tests.e2e.conftest import KUBECTL, http_get, running_cluster, wait_for
 
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trainer", "namespace": "default", "annotations": {
     "sim.nanokube.io/log": "loading dataset\n@1s epoch 1 loss 0.9",
@@ -79,9 +80,7 @@ def test_port_forward_reaches_a_declared_port_only(c):
                          env={**os.environ, "KUBECONFIG": c.kubeconfig})
     try:
         port = re.search(r"127\.0\.0\.1:(\d+) -> 8000", p.stdout.readline()).group(1)
-        r = subprocess.run(["curl", "-s", "-m", "10", f"http://127.0.0.1:{port}/"], capture_output=True, text=True,
-                           timeout=20)
-        assert r.stdout == "nanokube simulated pod default/trainer port 8000\n"
+        assert http_get(f"http://127.0.0.1:{port}/") == "nanokube simulated pod default/trainer port 8000\n"
     finally:
         p.send_signal(signal.SIGINT)
         p.wait(timeout=10)
@@ -90,7 +89,9 @@ def test_port_forward_reaches_a_declared_port_only(c):
                          env={**os.environ, "KUBECONFIG": c.kubeconfig})
     try:
         port = re.search(r"127\.0\.0\.1:(\d+) -> 9000", p.stdout.readline()).group(1)
-        subprocess.run(["curl", "-s", "-m", "10", f"http://127.0.0.1:{port}/"], capture_output=True, timeout=20)
+        with socket.create_connection(("127.0.0.1", int(port)), timeout=10) as sock:
+            sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            assert sock.recv(100) == b""
         assert p.wait(timeout=20) == 1
         assert "connect: connection refused" in p.stderr.read()
     finally:

@@ -21,7 +21,7 @@ from kubernetes import client
 from kubernetes.stream import portforward, stream
 
 from nanokube.node.runtime.netns import PREFIX, cluster_tag, list_netns
-from tests.e2e.conftest import KUBECTL, start_cluster, wait_for
+from tests.e2e.conftest import KUBECTL, http_get, start_cluster, wait_for
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("nft"),
@@ -150,9 +150,7 @@ def test_port_forward_answers_curl_on_localhost(c, kubectl, env):
     p, port = _port_forward(c, kubectl, env)
     try:
         for path in ("/a", "/b"):
-            r = subprocess.run(["curl", "-s", "-m", "10", f"http://127.0.0.1:{port}{path}"], capture_output=True,
-                               text=True, timeout=20)
-            assert r.stdout == f"hello from {path}", r.stderr
+            assert http_get(f"http://127.0.0.1:{port}{path}") == f"hello from {path}"
     finally:
         p.send_signal(signal.SIGINT)
         p.wait(timeout=10)
