@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .core_volumes import validate_claim_spec
 from ..machinery.quantity import QuantityError, canonical, parse_quantity
 from ..machinery.validation import (
     FieldError,
@@ -462,6 +463,12 @@ def _validate_volume_source(vol: dict, p: str) -> list[FieldError]:
     elif src == "persistentVolumeClaim":
         if not body.get("claimName"):
             errs.append(required(f"{sp}.claimName"))
+    elif src == "ephemeral":
+        template = body.get("volumeClaimTemplate")
+        if template is None:
+            errs.append(required(f"{sp}.volumeClaimTemplate"))
+        else:
+            errs += validate_claim_spec(template.get("spec") or {}, f"{sp}.volumeClaimTemplate.spec")
     elif src == "emptyDir":
         if _negative(body.get("sizeLimit")):
             errs.append(forbidden(f"{sp}.sizeLimit", "SizeLimit field must be a valid resource quantity"))
