@@ -130,7 +130,7 @@ class PolicyEngine:
         group, _, version = (kind.get("apiVersion") or "").rpartition("/")
         res = self._by_kind(group, version, kind.get("kind", ""))
         if res is None:
-            raise ConfigError(f"paramKind kind `{kind.get('apiVersion')}, Kind={kind.get('kind')}` not known")
+            raise ConfigError(f"paramKind kind `{group}/{version}, Kind={kind.get('kind', '')}` not known")
         namespace = None
         if res.namespaced:
             namespace = ref.get("namespace") or a.namespace

@@ -266,3 +266,19 @@ async def test_authorizer_variable_checks_the_requesting_user(stack):
            "compilation failed: ERROR: <input>:1:1: undeclared reference to 'authorizer'" in e.value.message
     assert ("bob", "approve", "example.com", "approvals", "default") in seen
     assert ("bob", "approve", "", "configmaps", "default") in seen
+
+
+async def test_unknown_param_kind_is_a_binding_configuration_error(stack):
+    await api(stack, "validatingadmissionpolicies").create({"metadata": {"name": "p"}, "spec": {
+        "paramKind": {"apiVersion": "nope.example.com/v1", "kind": "Nope"},
+        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                                "resources": ["configmaps"]}]},
+        "validations": [{"expression": "params.ok"}]}})
+    await api(stack, "validatingadmissionpolicybindings").create({"metadata": {"name": "b"}, "spec": {
+        "policyName": "p", "validationActions": ["Deny"],
+        "paramRef": {"name": "x", "parameterNotFoundAction": "Allow"}}})
+    with pytest.raises(APIError) as e:
+        await api(stack, "configmaps", "").create({"metadata": {"name": "c", "namespace": "default"}})
+    assert e.value.message == ("configmaps \"c\" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'b' denied "
+                               "request: failed to configure binding: paramKind kind `nope.example.com/v1, Kind=Nope` "
+                               "not known")
