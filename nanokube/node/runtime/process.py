@@ -61,7 +61,7 @@ class ProcessRuntime:
         w = self.pods.get((md.get("namespace"), md["name"]))
         if w is None or w.uid != md.get("uid"):
             return None
-        return measure([*w.containers.values(), *(c for c in w.inits.values() if c.sidecar)])
+        return measure([*w.containers.values(), *(c for c in w.inits.values() if c.sidecar)], w.clock.monotonic())
 
     # --- mount targets created for volumes ---------------------------------------------
 

@@ -7,7 +7,6 @@ from /proc."""
 from __future__ import annotations
 
 import os
-import time
 
 from ...metrics.usage import Usage
 
@@ -38,10 +37,11 @@ def session_stats(sessions: set[int]) -> dict[int, tuple[int, int]]:
 
 
 class CPUSamples:
-    """The last two (time, cumulative ticks) samples of one container instance."""
+    """The last two (time, cumulative ticks) samples of one container instance,
+    the first taken when it starts (nothing used yet)."""
 
-    def __init__(self) -> None:
-        self.samples: list[tuple[float, int]] = [(time.monotonic(), 0)]
+    def __init__(self, started: float = 0.0) -> None:
+        self.samples: list[tuple[float, int]] = [(started, 0)]
 
     def rate(self, ticks: int, now: float) -> int:
         """Millicores between the two latest samples, taking a new one when due."""
@@ -53,11 +53,10 @@ class CPUSamples:
         return max(0, round((c1 - c0) / CLK_TCK / (t1 - t0) * 1000))
 
 
-def measure(containers) -> dict[str, Usage]:
-    """Usage of running containers (objects with .name, .proc and .cpu)."""
+def measure(containers, now: float) -> dict[str, Usage]:
+    """Usage of running containers (objects with .name, .proc and .cpu) at monotonic time `now`."""
     running = [c for c in containers if c.proc is not None and c.proc.returncode is None]
     stats = session_stats({c.proc.pid for c in running})
-    now = time.monotonic()
     out = {}
     for c in running:
         ticks, rss = stats.get(c.proc.pid, (0, 0))

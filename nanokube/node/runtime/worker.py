@@ -303,7 +303,7 @@ class ProcessPodWorker(PodWorker):
         log = FileContainerLog(c.log_path(c.instances), self.runtime.log_max_size, self.runtime.log_max_files)
         c.logs = [*c.logs[-1:], log]
         c.io = ContainerIO()
-        c.cpu = CPUSamples()
+        c.cpu = CPUSamples(self.clock.monotonic())
         c.proc = await stdio.spawn(self._launch_argv(c, self._argv(c)), c.spec, log, c.io, self.clock.now)
         c.instances += 1
 
