@@ -67,7 +67,13 @@ class Subresources:
                     body = await h._body(request)
                 else:
                     ctype = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
-                    body = self._patch_scale(await self.get_scale(res, namespace, name), ctype, await h._raw(request))
+                    current = await self.get_scale(res, namespace, name)
+                    body = self._patch_scale(current, ctype, await h._raw(request))
+                    md = body.get("metadata") or {}
+                    if md.get("resourceVersion") == current["metadata"].get("resourceVersion"):
+                        # the patch named no resourceVersion: like upstream's update loop, a
+                        # concurrent write (a controller's status) is retried, not a conflict
+                        body["metadata"] = {k: v for k, v in md.items() if k != "resourceVersion"}
                 body = _typed(body, "io.k8s.api.autoscaling.v1.Scale", "Scale", "v1")
                 return json_response(await self.put_scale(res, version, namespace, name, body, opts))
         raise errors.method_not_allowed()
