@@ -12,6 +12,7 @@ from ..machinery.quantity import DECIMAL_SI, Quantity, QuantityError, parse
 from ..volume.classes import claim_class
 from .resources import (
     ALLOCATION_RESULTS_MAX,
+    IMPLICIT_DEVICE_CLASS_PREFIX,
     OBJECT_COUNTS,
     POD_SCOPES,
     STORAGE_CLASS_SUFFIX,
@@ -95,7 +96,8 @@ def pod_totals(spec: dict, kind: str) -> dict[str, Quantity]:
 
 def compute_usage(requests: dict[str, Quantity], limits: dict[str, Quantity]) -> Usage:
     """podComputeUsageHelper: cpu/memory/ephemeral-storage under their plain and
-    requests./limits. names, hugepages, and extended resources as requests.<name>."""
+    requests./limits. names, hugepages, and extended resources as requests.<name>, the
+    implicit DRA ones (`deviceclass.resource.kubernetes.io/<class>`) included."""
     out: Usage = {}
     for r in ("cpu", "memory", "ephemeral-storage"):
         if r in requests:
@@ -105,7 +107,7 @@ def compute_usage(requests: dict[str, Quantity], limits: dict[str, Quantity]) ->
     for name, q in requests.items():
         if name.startswith("hugepages-"):
             out[name] = out[f"requests.{name}"] = q
-        elif is_extended(name):
+        elif is_extended(name) or name.startswith(IMPLICIT_DEVICE_CLASS_PREFIX):
             out[f"requests.{name}"] = q
     return out
 

@@ -24,6 +24,8 @@ SCOPES = ("Terminating", "NotTerminating", "BestEffort", "NotBestEffort", "Prior
 #: scopes a pod is checked against; VolumeAttributesClass is the claims'
 POD_SCOPES = SCOPES[:6]
 DEVICE_CLASS_SUFFIX = ".deviceclass.resource.k8s.io/devices"
+#: DRAExtendedResource: every DeviceClass is also the extended resource `deviceclass.resource.kubernetes.io/<class>`
+IMPLICIT_DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
 STORAGE_CLASS_SUFFIX = ".storageclass.storage.k8s.io/"
 #: what an `All` device request charges (resource.k8s.io AllocationResultsMaxSize)
 ALLOCATION_RESULTS_MAX = 32

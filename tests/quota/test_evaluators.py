@@ -58,3 +58,11 @@ def test_containers_must_name_quota_resources():
     assert missing_container_resources(pod, ["requests.cpu", "limits.memory", "pods"]) == \
         "must specify limits.memory for: a,b; requests.cpu for: b"
     assert missing_container_resources(pod, ["pods"]) == ""
+
+
+def test_implicit_device_class_extended_resource_is_charged_as_a_request():
+    spec = {"containers": [{"name": "c", "resources": {
+        "requests": {"deviceclass.resource.kubernetes.io/gpu.nanokube.io": "2"},
+        "limits": {"deviceclass.resource.kubernetes.io/gpu.nanokube.io": "2"}}}]}
+    got = text(pod_usage({"metadata": {"name": "p"}, "spec": spec}, 0))
+    assert got["requests.deviceclass.resource.kubernetes.io/gpu.nanokube.io"] == "2"
