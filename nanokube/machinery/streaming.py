@@ -81,6 +81,10 @@ class NodeStreaming(Protocol):
     """What a node agent serves for the pods it runs (the kubelet's
     /exec, /attach, /portForward and /containerLogs)."""
 
+    def has_container(self, namespace: str, pod: str, uid: str, container: str) -> bool:
+        """Whether the container has been created (the kubelet answers 404 `container not found` before
+        upgrading otherwise)."""
+
     async def exec(self, namespace: str, pod: str, uid: str, container: str, command: list[str],
                    session: StreamSession) -> int:
         """Run `command` in the container; its exit code. StreamFailed when it cannot run."""

@@ -111,6 +111,9 @@ class PodWorker:
 
     # --- streaming (node/streaming.py); the process runtime's worker runs real processes ---
 
+    def has_container(self, container: str) -> bool:
+        return bool(self.io.logs.get(container))
+
     async def exec(self, container: str, command: list[str], session):
         return await self.io.exec(container, command, session)
 

@@ -28,6 +28,10 @@ class NodeStreamingServer:
             raise StreamFailed(f'pod "{pod}" in namespace "{namespace}" is not running on node "{self.agent.name}"')
         return w
 
+    def has_container(self, namespace: str, pod: str, uid: str, container: str) -> bool:
+        w = self.agent.workers.get(uid)
+        return w is not None and w.namespace == namespace and w.name == pod and w.has_container(container)
+
     async def exec(self, namespace: str, pod: str, uid: str, container: str, command: list[str],
                    session: StreamSession) -> int:
         return await self._worker(namespace, pod, uid).exec(container, command, session)

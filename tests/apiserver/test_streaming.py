@@ -21,6 +21,9 @@ from nanokube.store.memory import MemoryStore
 class FakeNode:
     """A node agent that upper-cases stdin and exits with the number of bytes read."""
 
+    def has_container(self, namespace, pod, uid, container):
+        return container != "b"
+
     async def exec(self, namespace, pod, uid, container, command, session):
         if command == ["missing"]:
             raise StreamFailed('exec: "missing": executable file not found in $PATH')
@@ -169,3 +172,10 @@ async def test_open_sessions_end_when_the_server_stops():
 
 async def _frames(ws) -> list[bytes]:
     return [m.data async for m in ws if m.type == aiohttp.WSMsgType.BINARY]
+
+
+async def test_a_container_not_yet_created_is_not_found_before_the_upgrade(server):
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/pods/two/exec"
+                            "?command=ls&stdout=true&container=b") as r:
+            assert (r.status, await r.text()) == (404, 'container not found ("b")')

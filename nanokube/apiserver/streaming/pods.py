@@ -107,6 +107,9 @@ class PodStreaming:
         if phase in ("Succeeded", "Failed"):
             verb = "exec into" if sub == "exec" else "attach to"
             raise errors.bad_request(f"cannot {verb} a container in a completed pod; current phase is {phase}")
+        if not node.has_container(namespace, name, pod["metadata"].get("uid", ""), container):
+            # the kubelet's answer, which clients print as "unable to upgrade connection: ..."
+            return web.Response(status=404, text=f'container not found ("{container}")')
         stdin, stdout, stderr, tty = (_bool(q.get(k)) for k in ("stdin", "stdout", "stderr", "tty"))
         command = q.getall("command", [])
         if sub == "exec" and not command:

@@ -417,6 +417,10 @@ class ProcessPodWorker(PodWorker):
 
     # --- streaming (node/streaming.py) ------------------------------------------------
 
+    def has_container(self, container: str) -> bool:
+        c = self.containers.get(container) or self.inits.get(container)
+        return c is not None and c.instances > 0
+
     def _running(self, container: str) -> Container:
         c = self.containers.get(container) or self.inits.get(container)
         if c is None or c.proc is None or c.proc.returncode is not None:
