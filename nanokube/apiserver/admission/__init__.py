@@ -2,8 +2,10 @@
 
 Mutating admission runs on the decoded, defaulted object before the
 strategy validates it: the in-tree mutating plugins, MutatingAdmissionPolicy,
-then the mutating webhooks (and once more, in a second round, where an
-`IfNeeded` policy's or webhook's work was changed after it ran). Validating
+then the mutating webhooks; when a policy or webhook changed the object the
+chain runs a second round, in which the in-tree plugins run again and an
+`IfNeeded` policy or webhook is called again if the object changed after it
+ran (never one that was not called in the first round). Validating
 admission runs on the final, validated object: the in-tree validating
 plugins, ValidatingAdmissionPolicy, the validating webhooks, then
 ResourceQuota. Configuration objects of admissionregistration.k8s.io are
@@ -114,8 +116,8 @@ class Admission:
             if not exempt(a.res):
                 await self.mutating_policies.mutate(a, policies, state.round)
                 await self.webhooks.mutate(a, state)
-            if not state.again and not policies.again:
-                break
+            if not (state.changed or policies.changed):
+                break  # nothing changed the object: no second round
 
     async def validate(self, a: Attributes) -> None:
         if a.obj is not None and a.operation in ("CREATE", "UPDATE") and (a.sub_kind is None or a.scale):

@@ -65,6 +65,8 @@ class PolicyRound:
     called: set[tuple] = field(default_factory=set)
     again: set[tuple] = field(default_factory=set)
     last_output: Any = None
+    #: a policy changed the object: the chain runs a second round
+    changed: bool = False
 
 
 def match_resources(rest, mr: dict | None, a: Attributes) -> Target | None:
@@ -301,11 +303,10 @@ class MutatingPolicies(PolicyEngine):
     def __init__(self, rest, source: ConfigSource) -> None:
         super().__init__(rest, source, validating=False)
 
-    async def mutate(self, a: Attributes, state: PolicyRound, round_: int) -> bool:
-        """Apply matching policies in order; True when the object changed."""
+    async def mutate(self, a: Attributes, state: PolicyRound, round_: int) -> None:
+        """Apply matching policies in order (in the second round only those to reinvoke)."""
         if round_ and state.last_output != a.obj:
             state.again |= state.called
-        changed_any = False
         for inv in self.invocations(a):
             if a.obj is None:
                 continue
@@ -321,12 +322,11 @@ class MutatingPolicies(PolicyEngine):
                     continue
                 changed = await self._apply(inv, a, params)
                 if changed:
-                    changed_any = True
+                    state.changed = True
                     state.again |= {k for k in state.called if k != key}
                 if inv.spec.get("reinvocationPolicy") == "IfNeeded":
                     state.called.add(key)
         state.last_output = json_copy(a.obj)
-        return changed_any
 
     def _error(self, inv: Invocation, a: Attributes, message: str) -> None:
         if inv.fail:

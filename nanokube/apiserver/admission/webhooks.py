@@ -131,6 +131,8 @@ class MutationRound:
     again: set[tuple[str, int]] = field(default_factory=set)
     #: the object as the webhooks of the first round left it
     last_output: dict | None = None
+    #: a webhook changed the object: the chain runs a second round
+    changed: bool = False
 
 
 class Webhooks:
@@ -272,6 +274,7 @@ class Webhooks:
             if changed:
                 # everything that can be reinvoked and ran before this change runs again
                 state.again |= {uid for uid in state.called if uid != hook.uid}
+                state.changed = True
             if hook.spec.get("reinvocationPolicy") == "IfNeeded":
                 state.called[hook.uid] = None
         state.last_output = json_copy(a.obj)

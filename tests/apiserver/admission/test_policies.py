@@ -282,3 +282,31 @@ async def test_unknown_param_kind_is_a_binding_configuration_error(stack):
     assert e.value.message == ("configmaps \"c\" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'b' denied "
                                "request: failed to configure binding: paramKind kind `nope.example.com/v1, Kind=Nope` "
                                "not known")
+
+
+@pytest.mark.parametrize("policy,seen", [("IfNeeded", "1"), ("Never", "0")])
+async def test_mutating_policy_reinvoked_after_a_webhook_changes_the_object(stack, policy, seen):
+    from tests.apiserver.admission.server import WebhookServer, json_patch
+
+    server = WebhookServer().start()
+    try:
+        server.handlers["/m"] = lambda r: json_patch(r, [{"op": "add", "path": "/metadata/labels",
+                                                          "value": {"added-by": "webhook"}}])
+        await api(stack, "mutatingwebhookconfigurations").create({"metadata": {"name": "m"}, "webhooks": [{
+            "name": "labels.example.com", "sideEffects": "None", "admissionReviewVersions": ["v1"],
+            "clientConfig": {"url": server.url("/m"), "caBundle": server.ca.bundle},
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["secrets"]}]}]})
+        await api(stack, "mutatingadmissionpolicies").create({"metadata": {"name": "count"}, "spec": {
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                                    "resources": ["secrets"]}]},
+            "reinvocationPolicy": policy,
+            "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression":
+                           'Object{metadata: Object.metadata{annotations: {"labels-seen": '
+                           'string(has(object.metadata.labels) ? size(object.metadata.labels) : 0)}}}'}}]}})
+        await api(stack, "mutatingadmissionpolicybindings").create(
+            {"metadata": {"name": "count"}, "spec": {"policyName": "count"}})
+        created = await api(stack, "secrets", "").create({"metadata": {"name": "s", "namespace": "default"}})
+        assert created["metadata"]["annotations"] == {"labels-seen": seen}
+        assert created["metadata"]["labels"] == {"added-by": "webhook"}
+    finally:
+        server.stop()
