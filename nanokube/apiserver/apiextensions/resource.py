@@ -26,8 +26,9 @@ from ..rest import version_priority
 from . import cel_rules, defaulting, jsonpath, validator
 
 _META = "io.k8s.apimachinery.pkg.apis.meta.v1."
-#: objects whose read-time defaulting is remembered (by identity; cached objects are immutable)
-READ_MEMO_SIZE = 50_000
+#: defaulted copies of stored objects that lacked a default when read, remembered by the
+#: stored object's identity (cached objects are immutable); others are served as stored
+READ_MEMO_SIZE = 4096
 NAME_COLUMN_DOC = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names"
 AGE_COLUMN_DOC = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists."
 
@@ -228,11 +229,11 @@ class CustomResourceStrategy(Strategy):
         hit = self._read_memo.get(id(obj))
         if hit is not None and hit[0] is obj and hit[1] == version:
             return hit[2]
-        out = obj
-        if defaulting.lacks_defaults(obj, info.schema):
-            out = copy.deepcopy(obj)
-            defaulting.prune(out, info.schema)
-            defaulting.default(out, info.schema)
+        if not defaulting.lacks_defaults(obj, info.schema):
+            return obj
+        out = copy.deepcopy(obj)
+        defaulting.prune(out, info.schema)
+        defaulting.default(out, info.schema)
         if len(self._read_memo) >= READ_MEMO_SIZE:
             self._read_memo.clear()
         self._read_memo[id(obj)] = (obj, version, out)
