@@ -385,3 +385,19 @@ async def test_webhook_metrics(stack, server):
             'rejected="true",type="validating"} 1.0') in text
     assert ('apiserver_admission_webhook_rejection_count{error_type="no_error",name="metered.example.com",'
             'operation="CREATE",rejection_code="403",type="validating"} 1.0') in text
+
+
+async def test_mutating_webhook_on_scale_caps_replicas(stack, server):
+    server.handlers["/cap"] = lambda r: json_patch(r, [{"op": "replace", "path": "/spec/replicas", "value": 2}]) \
+        if r["request"]["object"]["spec"]["replicas"] > 2 else allow(r)
+    rules = [{"operations": ["UPDATE"], "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments/scale"]}]
+    await configure(stack, "mutating", "cap", hook(server, "cap.example.com", "/cap", rules=rules))
+    tpl = {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    await stack.client.resource("apps", "v1", "deployments").create(
+        {"metadata": {"name": "d", "namespace": "default"},
+         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "d"}}, "template": tpl}})
+    scale = await stack.rest_subresources.put_scale(stack.rest.index.get("apps", "v1", "deployments"), "v1", "default",
+                                                    "d", {"spec": {"replicas": 5}}, WriteOptions())
+    assert scale["spec"]["replicas"] == 2
+    stored = await stack.client.resource("apps", "v1", "deployments").get("d", "default")
+    assert stored["spec"]["replicas"] == 2
