@@ -175,7 +175,45 @@ def _conversion(conv: Any, path: str) -> list[FieldError]:
     return errs
 
 
-def validate(crd: dict[str, Any]) -> list[FieldError]:
+APPROVAL = "api-approved.kubernetes.io"
+_APPROVAL_PATH = f"metadata.annotations[{APPROVAL}]"
+_SEE = "see https://github.com/kubernetes/enhancements/pull/1111"
+
+
+def _protected(group: str) -> bool:
+    return group in ("k8s.io", "kubernetes.io") or group.endswith((".k8s.io", ".kubernetes.io"))
+
+
+def _api_approval(crd: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
+    """Groups under k8s.io and kubernetes.io are the community's: a CRD there names its
+    approval (a URL) or says it is `unapproved...` (KEP-1111); an unchanged state never fails."""
+    group = (crd.get("spec") or {}).get("group") or ""
+    if not _protected(group):
+        return []
+
+    def state(obj: dict[str, Any] | None) -> str:
+        if obj is None:
+            return "none"
+        v = ((obj.get("metadata") or {}).get("annotations") or {}).get(APPROVAL)
+        if v is None:
+            return "missing"
+        if v.startswith("unapproved"):
+            return "bypassed"
+        return "approved" if v.startswith(("http://", "https://")) else "invalid"
+
+    new = state(crd)
+    if new == state(old):
+        return []
+    if new == "missing":
+        return [required(_APPROVAL_PATH, f'protected groups must have approval annotation "{APPROVAL}", {_SEE}')]
+    if new == "invalid":
+        value = crd["metadata"]["annotations"][APPROVAL]
+        return [invalid(_APPROVAL_PATH, value, f'protected groups must have approval annotation "{APPROVAL}" with '
+                                               f'either a URL or a reason starting with "unapproved", {_SEE}')]
+    return []
+
+
+def validate(crd: dict[str, Any], old: dict[str, Any] | None = None) -> list[FieldError]:
     md = crd.get("metadata") or {}
     spec = crd.get("spec") if isinstance(crd.get("spec"), dict) else {}
     names = spec.get("names") if isinstance(spec.get("names"), dict) else {}
@@ -236,6 +274,7 @@ def validate(crd: dict[str, Any]) -> list[FieldError]:
     errs.extend(_names(names, "spec.names"))
     errs.extend(_conversion(spec.get("conversion"), "spec.conversion"))
     errs.extend(_status(crd, versions))
+    errs.extend(_api_approval(crd, old))
     return errs
 
 
@@ -265,7 +304,7 @@ def _status(crd: dict[str, Any], versions: list[dict]) -> list[FieldError]:
 
 
 def validate_update(new: dict[str, Any], old: dict[str, Any]) -> list[FieldError]:
-    errs = validate(new)
+    errs = validate(new, old)
     ns, os_ = new.get("spec") or {}, old.get("spec") or {}
     if ns.get("group") != os_.get("group"):
         errs.append(immutable("spec.group", ns.get("group")))

@@ -21,7 +21,7 @@ from ..cache import DELETED, CacheEvent
 from .establishing import EstablishingController
 from .finalizer import CRDFinalizer
 from .naming import NamingController
-from .resource import definitions, resource_for
+from .resource import CustomResourceStrategy, definitions, resource_for
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class CustomResources:
         if known is not None and known[2] == basis:
             return
         res = resource_for(crd)
-        if res is None:
+        if res is None or self._built_in(res):
             self._unserve(name)
             return
         if known is not None and known[0] != (res.group, res.plural):
@@ -88,6 +88,16 @@ class CustomResources:
         self.index.add(res)
         self._served[name] = ((res.group, res.plural), list(defs), basis)
         self.changed()
+
+    def _built_in(self, res) -> bool:
+        """A CRD never shadows a kind the server itself serves (upstream's local APIServices win)."""
+        for v in res.versions:
+            other = self.index.get(res.group, v, res.plural)
+            if other is not None and not isinstance(other.strategy, CustomResourceStrategy):
+                log.warning("CustomResourceDefinition %s.%s not served: %s/%s %s is built in",
+                            res.plural, res.group, res.group, v, res.plural)
+                return True
+        return False
 
     def _unserve(self, name: str) -> None:
         known = self._served.pop(name, None)

@@ -129,3 +129,16 @@ def test_update_keeps_group_and_plural():
     new = crd(group="other.com")
     new["metadata"]["name"] = "widgets.other.com"
     assert 'spec.group: Invalid value: "other.com": field is immutable' in [str(e) for e in crd_validation.validate_update(new, old)]
+
+
+def test_protected_groups_need_the_api_approval_annotation():
+    c = crd(group="widgets.k8s.io")
+    c["metadata"]["name"] = "widgets.widgets.k8s.io"
+    assert msgs(c) == ['metadata.annotations[api-approved.kubernetes.io]: Required value: protected groups must have '
+                       'approval annotation "api-approved.kubernetes.io", see https://github.com/kubernetes/enhancements/pull/1111']
+    c["metadata"]["annotations"] = {"api-approved.kubernetes.io": "https://github.com/kubernetes/kubernetes/pull/1"}
+    assert msgs(c) == []
+    c["metadata"]["annotations"] = {"api-approved.kubernetes.io": "unapproved, experimental"}
+    assert msgs(c) == []
+    c["metadata"]["annotations"] = {"api-approved.kubernetes.io": "yes"}
+    assert len(msgs(c)) == 1 and 'with either a URL or a reason starting with "unapproved"' in msgs(c)[0]

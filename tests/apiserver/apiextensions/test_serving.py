@@ -179,3 +179,15 @@ async def test_unknown_fields_in_metadata_and_spec_are_strict_errors(env):
     assert e.value.code == 400
     assert e.value.message == ('Widget in version "v1" cannot be handled as a Widget: strict decoding error: '
                                'unknown field "metadata.colour", unknown field "spec.bogus"')
+
+
+async def test_a_crd_never_shadows_a_built_in_resource(env):
+    shadow = crd(plural="podgroups", kind="PodGroup", short=())
+    shadow["metadata"] = {"name": "podgroups.scheduling.k8s.io",
+                          "annotations": {"api-approved.kubernetes.io": "unapproved, testing"}}
+    shadow["spec"]["group"] = "scheduling.k8s.io"
+    shadow["spec"]["versions"][0]["name"] = "v1beta1"
+    built_in = env.index.get("scheduling.k8s.io", "v1beta1", "podgroups")
+    await env.crds.create(shadow)
+    await established(env, "podgroups.scheduling.k8s.io")
+    assert env.index.get("scheduling.k8s.io", "v1beta1", "podgroups") is built_in
