@@ -81,6 +81,8 @@ def equivalents(index, res: Resource) -> list[Target]:
         return hit[1]
     key = res.storage_resource
     out = [Target(r, v) for r in index.resources if r.storage_resource == key for v in r.versions]
+    if len(_EQUIVALENTS) > 4096:  # custom resources come and go: keep the memo bounded
+        _EQUIVALENTS.clear()
     _EQUIVALENTS[id(res)] = (res, out)
     return out
 
