@@ -135,3 +135,30 @@ async def test_claim_without_class_gets_the_default_when_one_appears(env):
         "volumeBindingMode": "Immediate"})
     bound = await eventually(phase_is(client, "persistentvolumeclaims", "early", "Bound", "default"))
     assert bound["spec"]["storageClassName"] == "later"
+
+
+async def test_claims_grow_only_where_their_class_allows(env):
+    client, _ = env
+    classes = client.resource("storage.k8s.io", "v1", "storageclasses")
+    await classes.create({"metadata": {"name": "elastic"}, "provisioner": PROVISIONER,
+                          "volumeBindingMode": "Immediate", "allowVolumeExpansion": True})
+    await classes.create({"metadata": {"name": "fixed"}, "provisioner": PROVISIONER, "volumeBindingMode": "Immediate"})
+    pvcs = client.resource("", "v1", "persistentvolumeclaims")
+    for name, cls in (("grows", "elastic"), ("stays", "fixed")):
+        await pvcs.create(claim(name, storageClassName=cls))
+        await eventually(phase_is(client, "persistentvolumeclaims", name, "Bound", "default"))
+    bigger = {"spec": {"resources": {"requests": {"storage": "3Gi"}}}}
+    with pytest.raises(APIError) as e:
+        await pvcs.patch("stays", bigger, namespace="default")
+    assert (e.value.code, e.value.message) == (403, 'persistentvolumeclaims "stays" is forbidden: only dynamically '
+                                               "provisioned pvc can be resized and the storageclass that provisions "
+                                               "the pvc must support resize")
+    await pvcs.patch("grows", bigger, namespace="default")
+
+    async def grown():
+        pvc = await state(client, "persistentvolumeclaims", "grows", "default")
+        return (pvc.get("status") or {}).get("capacity") == {"storage": "3Gi"} and pvc
+    pvc = await eventually(grown)
+    assert pvc["status"]["allocatedResources"] == {"storage": "3Gi"}
+    pv = await state(client, "persistentvolumes", pvc["spec"]["volumeName"])
+    assert pv["spec"]["capacity"] == {"storage": "3Gi"}

@@ -27,6 +27,7 @@ from ..webhook.resolver import EndpointServiceResolver
 from .attributes import SCALE_KIND, Attributes
 from .default_storage_class import DefaultStorageClass
 from .limit_ranger import LimitRanger
+from .persistent_volume_claim_resize import PersistentVolumeClaimResize
 from .resource_quota import ResourceQuota
 from .runtime_class import RuntimeClass
 from .storage_object_in_use import StorageObjectInUseProtection
@@ -54,6 +55,7 @@ class Admission:
         self.runtime_class = RuntimeClass(rest)
         #: in-tree mutating plugins after the built-ins, in upstream's order
         self.mutators = [self.limit_ranger, DefaultStorageClass(rest), StorageObjectInUseProtection(), self.runtime_class]
+        self.claim_resize = PersistentVolumeClaimResize(rest)
         self.quota = ResourceQuota(rest)
         self.client = WebhookClient(EndpointServiceResolver(rest))
         #: the CEL authorizer, bound once the server's authorizer is known
@@ -123,6 +125,7 @@ class Admission:
         if a.obj is not None and a.operation in ("CREATE", "UPDATE") and (a.sub_kind is None or a.scale):
             self.plugins.validate(a.res, a.operation, a.obj, a.old, a.opts)
             self.limit_ranger.validate(a)
+            self.claim_resize.validate(a)
             self.runtime_class.validate(a)
         if not exempt(a.res):
             await self.validating_policies.validate(a)

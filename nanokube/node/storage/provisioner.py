@@ -9,7 +9,9 @@ directory removed, then its PersistentVolume deleted.
 
 Every node of a cluster runs on this one host, so a volume's directory is
 reachable from all of them; the node affinity of a WaitForFirstConsumer volume
-keeps the local-volume semantics users expect."""
+keeps the local-volume semantics users expect. A bound claim of ours that asks for
+more (its class allowing expansion, which admission checks) is expanded as the
+external resizer would: the volume's capacity, then the claim's status."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from ...clock import REAL, Clock
 from ...controllers.events import EventRecorder
 from ...controllers.base import Controller
 from ...machinery.errors import APIError
+from ...machinery.quantity import QuantityError, parse_quantity
 from ...machinery.user import User
 from ...volume.binding import PROVISIONED_BY, SELECTED_NODE, STORAGE_PROVISIONER
 from ...volume.classes import IS_DEFAULT, WAIT_FOR_FIRST_CONSUMER, claim_class
@@ -61,7 +64,8 @@ class LocalPathProvisioner(Controller):
         super().__init__(client, clock)
         self.root = os.path.abspath(root)
         self.pvs = client.resource("", "v1", "persistentvolumes")
-        self.claims = Informer(client.resource("", "v1", "persistentvolumeclaims"))
+        self.pvcs = client.resource("", "v1", "persistentvolumeclaims")
+        self.claims = Informer(self.pvcs)
         self.volumes = Informer(self.pvs)
         self.classes = Informer(client.resource("storage.k8s.io", "v1", "storageclasses"))
         self.recorder = EventRecorder(client, PROVISIONER, clock)
@@ -88,7 +92,9 @@ class LocalPathProvisioner(Controller):
         kind, name = key
         if kind == "claim":
             pvc = self.claims.get(name)
-            if pvc is not None:
+            if pvc is not None and (pvc.get("spec") or {}).get("volumeName"):
+                await self._resize(pvc)
+            elif pvc is not None:
                 await self._provision(pvc)
         else:
             pv = self.volumes.get(name)
@@ -143,6 +149,31 @@ class LocalPathProvisioner(Controller):
                 raise
             return
         await self.recorder.emit(claim_obj, "Normal", "ProvisioningSucceeded", f"Successfully provisioned volume {name}")
+
+    async def _resize(self, pvc: dict) -> None:
+        """Expansion, as the external resizer does it for a volume without a filesystem
+        to grow: the volume's capacity, then the claim's status, take the new request."""
+        pv = self.volumes.get(pvc["spec"]["volumeName"])
+        if pv is None or (pv["metadata"].get("annotations") or {}).get(PROVISIONED_BY) != PROVISIONER:
+            return
+        want = ((pvc["spec"].get("resources") or {}).get("requests") or {}).get("storage")
+        have = ((pv.get("spec") or {}).get("capacity") or {}).get("storage")
+        status = pvc.get("status") or {}
+        try:
+            grow = want is not None and have is not None and parse_quantity(want) > parse_quantity(have)
+            behind = want is not None and parse_quantity(want) > parse_quantity((status.get("capacity") or {}).get("storage", "0"))
+        except QuantityError:
+            return
+        if not grow and not behind or status.get("phase") != "Bound":
+            return
+        claim_obj = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", **pvc}
+        if grow:
+            await self.recorder.emit(claim_obj, "Normal", "Resizing",
+                                     f"External resizer is resizing volume {pv['metadata']['name']}")
+            await self.pvs.update({**pv, "spec": {**pv["spec"], "capacity": {**pv["spec"]["capacity"], "storage": want}}})
+        await self.pvcs.update({**pvc, "status": {**status, "capacity": {**(status.get("capacity") or {}), "storage": want},
+                                                  "allocatedResources": {"storage": want}}}, subresource="status")
+        await self.recorder.emit(claim_obj, "Normal", "VolumeResizeSuccessful", "Resize volume succeeded")
 
     async def _reclaim(self, pv: dict) -> None:
         spec = pv.get("spec") or {}
