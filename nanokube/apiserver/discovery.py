@@ -94,15 +94,27 @@ def api_group(index: ResourceIndex, group: str) -> dict[str, Any] | None:
     return {"kind": "APIGroup", "apiVersion": "v1", **_group(group, versions)}
 
 
+def _by_priority(group_versions: dict[str, list[str]]) -> list[tuple[str, list[str]]]:
+    """Groups in the aggregator's order: apiregistration.k8s.io first, then by the
+    highest groupPriorityMinimum of their APIServices (a CRD's is 1000), ties by name."""
+    from .aggregator.priorities import CRD_GROUP_PRIORITY, priority
+
+    def key(item: tuple[str, list[str]]) -> tuple:
+        g, vs = item
+        best = max((p[0] for v in vs if (p := priority(g, v)) is not None), default=CRD_GROUP_PRIORITY)
+        return (g != "apiregistration.k8s.io", -best, g)
+    return sorted(group_versions.items(), key=key)
+
+
 def api_group_list(index: ResourceIndex) -> dict[str, Any]:
-    groups = [_group(g, vs) for g, vs in index.group_versions().items() if g]
+    groups = [_group(g, vs) for g, vs in _by_priority(index.group_versions()) if g]
     return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
 
 
 def aggregated(index: ResourceIndex, legacy: bool) -> dict[str, Any]:
     """apidiscovery.k8s.io/v2 APIGroupDiscoveryList for /api (legacy) or /apis."""
     items = []
-    for g, versions in index.group_versions().items():
+    for g, versions in _by_priority(index.group_versions()):
         if (g == "") != legacy:
             continue
         vitems = []

@@ -54,3 +54,13 @@ def test_identity_headers():
         ("X-Remote-User", "alice"), ("X-Remote-Group", "devs"), ("X-Remote-Group", "system:authenticated"),
         ("X-Remote-Extra-acme.com%2Fproject", "a b"), ("X-Remote-Extra-scopes", "x"), ("X-Remote-Extra-scopes", "y"),
         ("X-Remote-Uid", "u-1")]
+
+
+def test_apis_lists_groups_in_the_aggregators_order():
+    from nanokube.apiserver import discovery
+    from nanokube.apiserver.rest import ResourceIndex
+
+    names = [g["name"] for g in discovery.api_group_list(ResourceIndex(all_resources()))["groups"]]
+    assert names[:6] == ["apiregistration.k8s.io", "apps", "events.k8s.io", "authentication.k8s.io",
+                         "authorization.k8s.io", "autoscaling"]
+    assert names.index("networking.k8s.io") < names.index("storage.k8s.io") < names.index("scheduling.k8s.io")

@@ -10,8 +10,7 @@ from ...client.informer import Informer
 from ...controllers.base import Controller
 from ...machinery.errors import APIError
 from .autoregister import AUTOMANAGED, GROUP
-
-CRD_PRIORITY = (1000, 100)
+from .priorities import CRD_GROUP_PRIORITY, CRD_VERSION_PRIORITY
 
 
 def served_group_versions(crd: dict) -> set[tuple[str, str]]:
@@ -52,8 +51,8 @@ class CRDRegistration(Controller):
             if wanted and current is None:
                 await self.apiservices.create({
                     "metadata": {"name": name, "labels": {AUTOMANAGED: "true"}},
-                    "spec": {"group": group, "version": version, "groupPriorityMinimum": CRD_PRIORITY[0],
-                             "versionPriority": CRD_PRIORITY[1]}})
+                    "spec": {"group": group, "version": version, "groupPriorityMinimum": CRD_GROUP_PRIORITY,
+                             "versionPriority": CRD_VERSION_PRIORITY}})
             elif not wanted and current is not None:
                 await self.apiservices.delete(name)
         except APIError as e:

@@ -54,6 +54,8 @@ PRIORITIES: dict[tuple[str, str], tuple[int, int]] = {
 
 #: metrics-server's and the metrics adapters' APIService manifests
 ADAPTER_PRIORITY = (100, 100)
+#: CustomResourceDefinitions' group/versions (crdregistration)
+CRD_GROUP_PRIORITY, CRD_VERSION_PRIORITY = 1000, 100
 
 
 def priority(group: str, version: str) -> tuple[int, int] | None:
