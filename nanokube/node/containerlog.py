@@ -52,12 +52,15 @@ def _parse_time(text: str) -> float:
 
 
 class ContainerLog:
-    """One container instance's log, in memory."""
+    """One container instance's log, in memory (thousands of simulated pods
+    keep one each: followers and unfinished lines take room only when present)."""
+
+    __slots__ = ("_records", "_subscribers", "_partial", "closed")
 
     def __init__(self) -> None:
         self._records: list[LogRecord] = []
-        self._subscribers: set[asyncio.Queue] = set()
-        self._partial: dict[str, tuple[float, bytes]] = {}  # stream -> (time of its start, text without newline)
+        self._subscribers: set[asyncio.Queue] | None = None
+        self._partial: dict[str, tuple[float, bytes]] | None = None  # stream -> (time it started, text so far)
         self.closed = False
 
     def records(self) -> list[LogRecord]:
@@ -70,25 +73,27 @@ class ContainerLog:
         """Add what a stream wrote at `t`: complete lines become records (a line
         written in pieces takes the time of its first piece); a long
         unfinished line is kept as a partial record, as the CRI does."""
-        start, pending = self._partial.pop(stream, (t, b""))
+        start, pending = self._partial.pop(stream, (t, b"")) if self._partial else (t, b"")
         lines = (pending + data).splitlines(keepends=True)
         if lines and not lines[-1].endswith(b"\n") and len(lines[-1]) < PARTIAL_MAX:
+            if self._partial is None:
+                self._partial = {}
             self._partial[stream] = (start if len(lines) == 1 else t, lines.pop())
         for i, line in enumerate(lines):
             self._add(LogRecord(start if i == 0 else t, stream, line))
 
     def _add(self, rec: LogRecord) -> None:
         self._store(rec)
-        for q in self._subscribers:
+        for q in self._subscribers or ():
             q.put_nowait(rec)
 
     def close(self) -> None:
         """The instance exited: followers get the rest and end."""
-        for stream, (t, text) in self._partial.items():
+        for stream, (t, text) in (self._partial or {}).items():
             self._add(LogRecord(t, stream, text))
-        self._partial.clear()
+        self._partial = None
         self.closed = True
-        for q in self._subscribers:
+        for q in self._subscribers or ():
             q.put_nowait(None)
 
     def serve(self, opts: LogOptions) -> bytes | AsyncIterator[bytes]:
@@ -101,6 +106,8 @@ class ContainerLog:
         if not opts.follow or self.closed:
             return head[:opts.limit_bytes] if opts.limit_bytes is not None else head
         q: asyncio.Queue = asyncio.Queue()
+        if self._subscribers is None:
+            self._subscribers = set()
         self._subscribers.add(q)
         return self._follow(head, q, opts)
 
@@ -121,7 +128,8 @@ class ContainerLog:
                     return
                 chunk = _render(rec, opts.timestamps)
         finally:
-            self._subscribers.discard(q)
+            if self._subscribers is not None:
+                self._subscribers.discard(q)
 
 
 def _render(rec: LogRecord, timestamps: bool) -> bytes:

@@ -34,13 +34,15 @@ EXEC_PREFIX = "sim.nanokube.io/exec."
 class SimulatedIO:
     """The logs (current and previous instance) and streams of one pod's simulated containers."""
 
+    __slots__ = ("worker", "logs", "running", "_scripted", "exit_code", "_ended")
+
     def __init__(self, worker):
         self.worker = worker
         self.logs: dict[str, list[ContainerLog]] = {}
         self.running: list[str] = []  # containers of the current instance (init containers have finished)
         self._scripted: asyncio.Task | None = None
         self.exit_code: int | None = None
-        self._exited = asyncio.Event()
+        self._ended = False
 
     def _annotations(self) -> dict:
         return (self.worker.pod.get("metadata") or {}).get("annotations") or {}
@@ -54,7 +56,7 @@ class SimulatedIO:
         """A new instance of every container: keep the last one as `previous`.
         Init containers (`inits`, on the pod's first start) ran and exited 0 just before."""
         self.exit_code = None
-        self._exited.clear()
+        self._ended = False
         for name, image in (inits or {}).items():
             if name not in self.logs:
                 log = ContainerLog()
@@ -87,7 +89,7 @@ class SimulatedIO:
             self._write(text)
 
     def exited(self, code: int, why: str = "") -> None:
-        if self._exited.is_set():
+        if self._ended:
             return
         if self._scripted is not None:
             self._scripted.cancel()
@@ -98,7 +100,7 @@ class SimulatedIO:
             self._write(f"nanokube: container {name} exited with code {code}", [name])
             self.logs[name][-1].close()
         self.exit_code = code
-        self._exited.set()
+        self._ended = True
 
     def stop(self) -> None:
         if self._scripted is not None:
@@ -151,8 +153,7 @@ class SimulatedIO:
             return self.exit_code
         async for chunk in follow:
             await session.write_stdout(chunk)
-        await self._exited.wait()
-        return self.exit_code
+        return self.exit_code  # the log closes when the instance exits, its code already recorded
 
     async def port_forward(self, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         declared = {p.get("containerPort") for c in (self.worker.pod.get("spec") or {}).get("containers") or []
