@@ -49,7 +49,7 @@ class WebSocketChannels:
             if msg.type == WSMsgType.BINARY:
                 frame = msg.data
             elif msg.type == WSMsgType.TEXT:
-                frame = msg.data.encode("latin-1", "replace")
+                frame = msg.data.encode()  # a text frame: its UTF-8 bytes, the first one the channel
             else:
                 continue
             if not frame:
