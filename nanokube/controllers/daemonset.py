@@ -15,7 +15,7 @@ from ..machinery.selectors import matches_labels, selector_from_object
 from .base import Controller
 from .deployment import resolve_int_or_percent, template_hash
 from .events import EventRecorder
-from .history import POD_REVISION_LABEL, History, owned_revisions, template_patch
+from .history import POD_REVISION_LABEL, History, template_patch
 from .replicaset import (
     BURST,
     Expectations,
@@ -273,7 +273,7 @@ class DaemonSetController(Controller):
     async def _construct_history(self, ds: dict) -> tuple[dict, list[dict]]:
         """The revision matching the current template (created, or renumbered
         newest after a rollback) and the older ones."""
-        history = owned_revisions(self.rev_inf, ds)
+        history = await self.history.claim(ds)
         patch = template_patch(ds)
         current = [r for r in history if r.get("data") == patch]
         old = [r for r in history if r.get("data") != patch]

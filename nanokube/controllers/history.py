@@ -10,7 +10,8 @@ from __future__ import annotations
 import orjson
 
 from ..machinery.errors import APIError
-from .replicaset import controller_ref, owner_reference
+from ..machinery.selectors import selector_from_object
+from .replicaset import claim_objects, owner_reference
 
 HASH_LABEL = "controller.kubernetes.io/hash"
 POD_REVISION_LABEL = "controller-revision-hash"
@@ -44,13 +45,6 @@ def revision_name(prefix: str, hash_: str) -> str:
     return f"{prefix[:_MAX_PREFIX]}-{hash_}"
 
 
-def owned_revisions(informer, owner: dict) -> list[dict]:
-    md = owner["metadata"]
-    return sorted((r for r in informer.list() if r["metadata"].get("namespace") == md["namespace"]
-                   and (controller_ref(r) or {}).get("uid") == md["uid"]),
-                  key=lambda r: (r.get("revision", 0), r["metadata"]["name"]))
-
-
 class History:
     """Creates, re-numbers and prunes one kind of owner's ControllerRevisions."""
 
@@ -58,6 +52,13 @@ class History:
         self.revisions = client.resource("apps", "v1", "controllerrevisions")
         self.informer = informer
         self.api_version, self.kind = owner_api_version, owner_kind
+
+    async def claim(self, owner: dict) -> list[dict]:
+        """The owner's revisions, oldest first; orphans its selector matches
+        (left by a delete with --cascade=orphan) are adopted, as its pods are."""
+        selector = selector_from_object((owner.get("spec") or {}).get("selector"))
+        owned = await claim_objects(self.revisions, self.informer.list(), owner, selector, self.api_version, self.kind)
+        return sorted(owned, key=lambda r: (r.get("revision", 0), r["metadata"]["name"]))
 
     def new_revision(self, owner: dict, name: str, labels: dict, number: int, annotations: dict | None = None) -> dict:
         md = {"name": name, "namespace": owner["metadata"]["namespace"], "labels": labels,

@@ -18,7 +18,7 @@ from ..machinery.selectors import selector_from_object
 from .base import Controller
 from .deployment import resolve_int_or_percent
 from .events import EventRecorder
-from .history import HASH_LABEL, POD_REVISION_LABEL, History, hash_revision, owned_revisions, revision_name, template_patch
+from .history import HASH_LABEL, POD_REVISION_LABEL, History, hash_revision, revision_name, template_patch
 from .replicaset import claim_objects, controller_ref, owner_reference, pod_available_in, pod_is_ready
 
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
@@ -119,7 +119,7 @@ class StatefulSetController(Controller):
 
     async def _revisions(self, sts: dict) -> tuple[dict, dict, list[dict]]:
         """getStatefulSetRevisions: (current, update, every owned revision)."""
-        history = owned_revisions(self.rev_inf, sts)
+        history = await self.history.claim(sts)
         status = sts.get("status") or {}
         collisions = status.get("collisionCount")
         patch = template_patch(sts)

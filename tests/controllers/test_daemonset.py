@@ -271,3 +271,19 @@ async def test_on_delete_replaces_only_deleted_pods(env):
         return pods and pods["node-1"]["spec"]["containers"][0]["image"] == "agent:2"
     await eventually(node1_new)
     await eventually(lambda: ds_status(client, lambda s: s.get("updatedNumberScheduled") == 1))
+
+
+async def test_adopts_orphaned_revisions(env):
+    client, _ = env
+    revs = client.resource("apps", "v1", "controllerrevisions")
+    await revs.create({"metadata": {"name": "agent-old", "namespace": "default", "labels": {"app": "agent"}},
+                       "data": {"spec": {"template": {"$patch": "replace", "metadata": {"labels": {"app": "agent"}}}}},
+                       "revision": 4})
+    ds = await client.resource("apps", "v1", "daemonsets").create(daemonset())
+
+    async def history():
+        items, _ = await revs.list("default")
+        owned = [r for r in items if (r["metadata"].get("ownerReferences") or [{}])[0].get("uid") == ds["metadata"]["uid"]]
+        return sorted((r["metadata"]["name"], r["revision"]) for r in owned) if len(owned) == 2 else None
+    got = await eventually(history)
+    assert ("agent-old", 4) in got and max(n for _, n in got) == 5, "the new revision follows the adopted one"
