@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -129,6 +130,32 @@ def _version_info(crd: Obj, v: dict[str, Any]) -> VersionInfo:
 @functools.cache
 def _object_meta_fields() -> frozenset[str]:
     return frozenset(schemas.definitions()[f"{_META}ObjectMeta"]["properties"])
+
+
+_SEGMENT = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def _value_at(obj: Any, path: str) -> tuple[bool, Any]:
+    """The value at a field error's path (`spec.a[0].b`), if there is one."""
+    cur = obj
+    for name, index in _SEGMENT.findall(path):
+        if index:
+            if not isinstance(cur, list) or int(index) >= len(cur):
+                return False, None
+            cur = cur[int(index)]
+        elif isinstance(cur, dict) and name in cur:
+            cur = cur[name]
+        else:
+            return False, None
+    return True, cur
+
+
+def _unchanged(err: FieldError, new: Obj, old: Obj) -> bool:
+    """Validation ratcheting (CRDValidationRatcheting, GA): an update may keep a value the
+    schema no longer accepts, as long as it does not change it (for a missing required
+    field, as long as the object that lacks it is unchanged)."""
+    path = err.field.rpartition(".")[0] if err.reason == "FieldValueRequired" else err.field
+    return bool(path) and _value_at(new, path) == _value_at(old, path)
 
 
 def _get_path(obj: Obj, path: str) -> tuple[bool, Any]:
@@ -256,6 +283,8 @@ class CustomResourceStrategy(Strategy):
         body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
         errs = validator.validate(body, {**info.schema, "required": [r for r in info.schema.get("required") or []
                                                                        if r not in ("apiVersion", "kind", "metadata")]})
+        if old is not None:
+            errs = [e for e in errs if not _unchanged(e, obj, old)]
         if info.rules is not None:
             if cel_rules.has_blocking_errors(errs):
                 errs.append(cel_rules.not_checked_error())

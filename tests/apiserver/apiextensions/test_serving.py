@@ -191,3 +191,21 @@ async def test_a_crd_never_shadows_a_built_in_resource(env):
     await env.crds.create(shadow)
     await established(env, "podgroups.scheduling.k8s.io")
     assert env.index.get("scheduling.k8s.io", "v1beta1", "podgroups") is built_in
+
+
+async def test_validation_ratchets_values_an_update_leaves_alone(env):
+    await env.crds.create(crd())
+    await established(env, f"widgets.{GROUP}")
+    w = env.stack.client.resource(GROUP, "v1", "widgets")
+    await w.create({"metadata": {"name": "big", "namespace": "default"}, "spec": {"size": 9}})
+    cur = await env.crds.get(f"widgets.{GROUP}")
+    tighter = copy.deepcopy(cur)
+    tighter["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["size"]["maximum"] = 5
+    await env.crds.update(tighter)
+    w = env.stack.client.resource(GROUP, "v1", "widgets")
+    # size 9 is now too big, but an update that leaves it alone is accepted
+    got = await w.patch("big", {"spec": {"color": "red"}}, namespace="default")
+    assert got["spec"] == {"size": 9, "color": "red"}
+    with pytest.raises(APIError) as e:
+        await w.patch("big", {"spec": {"size": 8}}, namespace="default")
+    assert e.value.message.endswith("spec.size: Invalid value: 8: spec.size in body should be less than or equal to 5")
