@@ -185,3 +185,21 @@ def test_claims_follow_the_retention_policy(cluster):
     wait_for(lambda: claims() == ["www-keep-0"], what="the scaled-away pod's claim deleted with it")
     cluster.kubectl("delete", "statefulset", "keep")
     wait_for(lambda: claims() == [], what="the set's claims deleted with it")
+
+
+def test_a_daemonset_deleted_with_orphan_cascade_is_taken_back_whole(cluster):
+    ds = _daemonset("keeper", "agent:1")
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(ds))
+    cluster.kubectl("rollout", "status", "daemonset/keeper", "--timeout=60s", timeout=70)
+    before = sorted(p["metadata"]["uid"] for p in _pods(cluster, "app=keeper"))
+    cluster.kubectl("delete", "daemonset", "keeper", "--cascade=orphan")
+    wait_for(lambda: all(not p["metadata"].get("ownerReferences") for p in _pods(cluster, "app=keeper")),
+             what="pods orphaned")
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(ds))
+    cluster.kubectl("rollout", "status", "daemonset/keeper", "--timeout=60s", timeout=70)
+    wait_for(lambda: all(p["metadata"].get("ownerReferences") for p in _pods(cluster, "app=keeper")),
+             what="pods adopted")
+    assert sorted(p["metadata"]["uid"] for p in _pods(cluster, "app=keeper")) == before, "no pod was replaced"
+    history = cluster.kubectl("rollout", "history", "daemonset/keeper").stdout.strip().splitlines()
+    assert [line.split()[0] for line in history[2:]] == ["1"], "the orphaned revision is adopted, not duplicated"
+    cluster.kubectl("delete", "daemonset", "keeper")
