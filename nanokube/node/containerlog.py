@@ -171,6 +171,13 @@ class FileContainerLog(ContainerLog):
         super().close()
         self._file.close()
 
+    def remove(self) -> None:
+        """Delete the files of an instance no longer served."""
+        self._file.close()
+        for path in [self.path] + [f"{self.path}.{i}" for i in range(1, self.max_files)]:
+            if os.path.exists(path):
+                os.unlink(path)
+
     def records(self) -> list[LogRecord]:
         out: list[LogRecord] = []
         for path in [f"{self.path}.{i}" for i in range(self.max_files - 1, 0, -1)] + [self.path]:

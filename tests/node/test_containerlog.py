@@ -55,3 +55,12 @@ async def test_follow_gets_the_snapshot_then_new_lines_until_close():
     log.close()
     await asyncio.wait_for(reader, 5)
     assert got == [b"a\n", b"b\n"]
+
+
+def test_removing_an_instance_deletes_its_files(tmp_path):
+    log = FileContainerLog(str(tmp_path / "0.log"), max_size=40, max_files=3)
+    for i in range(5):
+        log.append(1.0, "stdout", f"line {i}\n".encode())
+    log.close()
+    log.remove()
+    assert list(tmp_path.iterdir()) == []

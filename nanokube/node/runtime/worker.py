@@ -301,6 +301,8 @@ class ProcessPodWorker(PodWorker):
 
     async def _spawn(self, c: Container) -> None:
         log = FileContainerLog(c.log_path(c.instances), self.runtime.log_max_size, self.runtime.log_max_files)
+        for old in c.logs[:-1]:  # the kubelet keeps the current and the previous instance's logs
+            old.remove()
         c.logs = [*c.logs[-1:], log]
         c.io = ContainerIO()
         c.cpu = CPUSamples(self.clock.monotonic())
