@@ -263,6 +263,22 @@ class StatefulSetController(Controller):
                     if e.code != 404:
                         raise
 
+    async def _restore_identity(self, sts: dict, pod: dict, ordinal: int) -> None:
+        """identityMatches/storageMatches: a member's identity labels are put
+        back and its missing claims created again (updateStatefulPod)."""
+        name = pod["metadata"]["name"]
+        want = {POD_NAME_LABEL: name, POD_INDEX_LABEL: str(ordinal)}
+        labels = pod["metadata"].get("labels") or {}
+        if any(labels.get(k) != v for k, v in want.items()):
+            try:
+                await self.pods.patch(name, {"metadata": {"labels": want}}, namespace=pod["metadata"]["namespace"])
+            except APIError as e:
+                if e.code != 404:
+                    raise
+            await self.recorder.emit(sts, "Normal", "SuccessfulUpdate",
+                                     f"update Pod {name} in StatefulSet {sts['metadata']['name']} successful")
+        await self._ensure_claims(sts, pod, ordinal)
+
     # --- the update -------------------------------------------------------------------
 
     def _healthy(self, sts: dict, pod: dict, now: float) -> bool:
@@ -315,6 +331,7 @@ class StatefulSetController(Controller):
                 if monotonic:
                     return status
                 continue
+            await self._restore_identity(sts, pod, o)
             await self._set_claim_owners(sts, pod, o, False)
             if not self._healthy(sts, pod, now):
                 wait = pod_available_in(pod, spec.get("minReadySeconds", 0), now)

@@ -255,3 +255,16 @@ async def test_on_delete_keeps_pods_until_deleted(env):
         p = (await pods(client)).get("web-0")
         return p is not None and p["spec"]["containers"][0]["image"] == "web:2"
     await eventually(web0_updated)
+
+
+async def test_identity_labels_are_restored(env):
+    client, _ = env
+    await client.resource("apps", "v1", "statefulsets").create(statefulset(replicas=1))
+    await eventually(lambda: sts_status(client, lambda s: s.get("readyReplicas") == 1))
+    podc = client.resource("", "v1", "pods")
+    await podc.patch("web-0", {"metadata": {"labels": {"apps.kubernetes.io/pod-index": "7"}}}, namespace="default")
+
+    async def restored():
+        pod = await podc.get("web-0", "default")
+        return pod["metadata"]["labels"]["apps.kubernetes.io/pod-index"] == "0"
+    await eventually(restored)
