@@ -168,6 +168,7 @@ def test_kubectl_views_of_cronjobs_rcs_and_pod_templates(cluster, api):
     assert out == "job.batch/manual created\n"
     job = cluster.kubectl_json("get", "job", "manual", "-n", NS)
     assert job["metadata"]["annotations"]["cronjob.kubernetes.io/instantiate"] == "manual"
+    assert job["metadata"]["ownerReferences"][0]["kind"] == "CronJob"
     bad = cluster.kubectl("create", "cronjob", "bad", "-n", NS, "--image=busybox", "--schedule=61 * * * *",
                           check=False)
     assert bad.returncode != 0
@@ -177,6 +178,9 @@ def test_kubectl_views_of_cronjobs_rcs_and_pod_templates(cluster, api):
     assert "KIND:       CronJob" in cluster.kubectl("explain", "cronjob.spec.timeZone").stdout
     metrics = cluster.kubectl("get", "--raw", "/metrics").stdout
     assert "# TYPE cronjob_controller_job_creation_skew_duration_seconds histogram" in metrics
+    cluster.kubectl("delete", "cronjob", "tick", "-n", NS)
+    wait_for(lambda: cluster.kubectl("get", "job", "manual", "-n", NS, check=False).returncode != 0,
+             what="the CronJob's job collected with it")
 
     rc = {"apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": "kube-rc", "namespace": NS},
           "spec": {"replicas": 2, "template": _labelled("kube-rc")}}
