@@ -156,20 +156,26 @@ def test_port_forward_answers_curl_on_localhost(c, kubectl, env):
         p.wait(timeout=10)
 
 
-def test_attach_joins_the_containers_stdio(c):
-    p = subprocess.Popen([KUBECTL, "attach", "-i", "repl"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, env={**os.environ, "KUBECONFIG": c.kubeconfig})
+@pytest.mark.parametrize("kubectl,env,word", [
+    (KUBECTL, {}, "ping"),  # WebSockets
+    (KUBECTL_132, {"KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "false"}, "spdy"),
+])
+def test_attach_joins_the_containers_stdio(c, kubectl, env, word):
+    if kubectl is None:
+        pytest.skip("no second kubectl on PATH")
+    p = subprocess.Popen([kubectl, "attach", "-i", "repl"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env={**os.environ, "KUBECONFIG": c.kubeconfig, **env})
     try:
-        p.stdin.write("ping\n")
+        p.stdin.write(f"{word}\n")
         p.stdin.flush()
-        assert p.stdout.readline() == "got: ping\n"
+        assert p.stdout.readline() == f"got: {word}\n"
         p.stdin.write("pong\n")
         p.stdin.flush()
         assert p.stdout.readline() == "got: pong\n"
     finally:
         p.send_signal(signal.SIGINT)
         p.wait(timeout=10)
-    assert "got: ping\ngot: pong\n" in c.kubectl("logs", "repl").stdout
+    assert f"got: {word}\ngot: pong\n" in c.kubectl("logs", "repl").stdout
 
 
 def test_logs_follow_streams_lines_as_printed(c):
