@@ -31,6 +31,11 @@ class Kubelet:
                     if pod["metadata"].get("deletionTimestamp"):
                         await self.pods.delete(name, "default", grace_period_seconds=0)
                     elif name not in self.hold and (pod.get("status") or {}).get("phase") == "Pending":
+                        if not pod["spec"].get("nodeName"):  # bound pods are deleted gracefully
+                            await self.pods.create_subresource(name, "binding", {
+                                "metadata": {"name": name}, "target": {"kind": "Node", "name": "node-a"}},
+                                namespace="default")
+                            pod = await self.pods.get(name, "default")
                         await self.pods.update({**pod, "status": {"phase": "Running", "conditions": [
                             {"type": "Ready", "status": "True", "lastTransitionTime": "2020-01-01T00:00:00Z"}]}},
                             subresource="status")
@@ -268,3 +273,24 @@ async def test_identity_labels_are_restored(env):
         pod = await podc.get("web-0", "default")
         return pod["metadata"]["labels"]["apps.kubernetes.io/pod-index"] == "0"
     await eventually(restored)
+
+
+@pytest.mark.parametrize("policy,first", [("Parallel", ["web-1", "web-2", "web-3"]), ("OrderedReady", ["web-3"])])
+async def test_scale_down_waits_for_each_pod_unless_parallel(env, policy, first):
+    client, kubelet = env
+    sets = client.resource("apps", "v1", "statefulsets")
+    await sets.create(statefulset(replicas=4, podManagementPolicy=policy))
+    await eventually(lambda: sts_status(client, lambda s: s.get("readyReplicas") == 4))
+    kubelet.task.cancel()  # no kubelet: deleted pods stay terminating
+
+    async def terminating():
+        items, _ = await client.resource("", "v1", "pods").list("default")
+        return sorted(p["metadata"]["name"] for p in items if p["metadata"].get("deletionTimestamp")) or None
+    await sets.patch("web", {"spec": {"replicas": 1}}, namespace="default")
+    await eventually(lambda: _equal(terminating, first))
+    await asyncio.sleep(0.1)
+    assert await terminating() == first
+
+
+async def _equal(fn, want):
+    return await fn() == want
