@@ -248,10 +248,14 @@ def _object(v: dict, node: dict[str, Any], path: str, errs: list[FieldError]) ->
     props = node.get("properties") or {}
     ap = node.get("additionalProperties")
     embedded = node.get("x-kubernetes-embedded-resource")
-    if embedded:
+    if embedded:  # objectmeta/validation.go's validateEmbeddedResource
         for f in ("apiVersion", "kind"):
-            if not v.get(f):
-                errs.append(required(_join(path, f)))
+            if f not in v:
+                errs.append(required(_join(path, f), "must not be empty"))
+            elif not isinstance(v[f], str):
+                errs.append(invalid(_join(path, f), v[f], "must be a string"))
+            elif not v[f]:
+                errs.append(invalid(_join(path, f), v[f], "must not be empty"))
     for k, item in v.items():
         if k in props:
             if embedded and k == "metadata":

@@ -39,8 +39,10 @@ def test_kube_openapi_messages():
     assert errs({"spec": {"size": 1, "port": 80}}) == errs({"spec": {"size": 1, "port": "http"}}) == []
     assert errs({"spec": {"size": 1, "when": "yesterday"}}) == [
         'spec.when: Invalid value: "yesterday": spec.when in body must be of type date-time: "yesterday"']
-    assert errs({"spec": {"size": 1, "template": {"spec": {}}}}) == ["spec.template.apiVersion: Required value",
-                                                                       "spec.template.kind: Required value"]
+    assert errs({"spec": {"size": 1, "template": {"spec": {}}}}) == [
+        "spec.template.apiVersion: Required value: must not be empty", "spec.template.kind: Required value: must not be empty"]
+    assert errs({"spec": {"size": 1, "template": {"apiVersion": "v1", "kind": ""}}}) == [
+        'spec.template.kind: Invalid value: "": must not be empty']
     assert errs({"spec": {"size": 1, "maybe": None}}) == []
 
 
