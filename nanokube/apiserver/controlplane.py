@@ -3,20 +3,21 @@ generic API: objects every cluster has from the first start (the default
 ServiceCIDR, API Priority and Fairness configuration, local APIServices) and
 the loops the API server itself runs through its loopback client (IPAddress
 repair, FlowSchema status and API Priority and Fairness, ComponentStatuses, the identity
-Lease and StorageVersions, the aggregator)."""
+Lease and StorageVersions, the `kubernetes` Service, the aggregator)."""
 
 from __future__ import annotations
 
 from ..metrics.api import GROUPS as METRICS_GROUPS
 from .aggregator.aggregator import Aggregator
-from .apf import FlowControl
 from .aggregator.autoregister import register_local_apiservices
 from .aggregator.crdregistration import CRDRegistration
 from .aggregator.requestheader import authentication_configmap, front_proxy_files
+from .apf import FlowControl
 from .apiextensions.serving import CustomResources
 from .componentstatus import ComponentStatuses
 from .flowcontrol import FlowSchemaStatus, ensure_bootstrap_configuration
 from .ipaddresses import IPAddressRepair, ServiceCIDRRanges, ensure_default_service_cidr
+from .kubernetes_service import KubernetesService
 from .loopback import LocalClient
 from .rest import SYSTEM
 from .storageversion import APIServerIdentity
@@ -41,7 +42,7 @@ async def start_loops(server) -> list:
     loops = [IPAddressRepair(loopback, services, clock=server.clock), ServiceCIDRRanges(loopback, services, clock=server.clock),
              apf_status,
              ComponentStatuses(loopback, server.store, clock=server.clock), CRDRegistration(loopback, clock=server.clock),
-             APIServerIdentity(server),
+             APIServerIdentity(server), KubernetesService(server),
              CustomResources(server, LocalClient(server.rest, SYSTEM, "kube-apiextensions-apiserver"),
                              server.resources_changed)]
     if server.pki is not None:

@@ -64,3 +64,14 @@ def test_apis_lists_groups_in_the_aggregators_order():
     assert names[:6] == ["apiregistration.k8s.io", "apps", "events.k8s.io", "authentication.k8s.io",
                          "authorization.k8s.io", "autoscaling"]
     assert names.index("networking.k8s.io") < names.index("storage.k8s.io") < names.index("scheduling.k8s.io")
+
+
+def test_kubernetes_service_objects():
+    from nanokube.apiserver.kubernetes_service import advertise_address, endpoint_slice, first_address, service
+
+    assert first_address("10.96.0.0/12") == "10.96.0.1"
+    assert advertise_address("127.0.0.1") is None and advertise_address("192.0.2.7") == "192.0.2.7"
+    svc = service("10.96.0.1", 6443)
+    assert svc["spec"]["ports"] == [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]
+    s = endpoint_slice("192.0.2.7", 6443)
+    assert s["metadata"]["labels"] == {"kubernetes.io/service-name": "kubernetes"} and s["addressType"] == "IPv4"

@@ -154,3 +154,23 @@ def test_an_ip_address_object_reserves_its_address(cluster):
     net.delete_ip_address("10.96.0.77")
     assert wait_for(lambda: _create(core, svc), 10, "the address free again").spec.cluster_ip == "10.96.0.77"
     core.delete_namespaced_service("wants-77", "default")
+
+
+def test_the_kubernetes_service(cluster):
+    core = client.CoreV1Api(cluster.client())
+    svc = wait_for(lambda: _read_service(core), 10, "the kubernetes Service")
+    assert svc.spec.cluster_ip == "10.96.0.1" and svc.metadata.labels == {"component": "apiserver", "provider": "kubernetes"}
+    port = svc.spec.ports[0]
+    assert (port.name, port.port, port.target_port) == ("https", 443, int(cluster.url.rsplit(":", 1)[1]))
+    net = client.NetworkingV1Api(cluster.client())
+    addr = wait_for(lambda: _read_ip(net, "10.96.0.1"), 10, "its IPAddress")
+    assert addr.spec.parent_ref.name == "kubernetes"
+    row = cluster.kubectl("get", "svc", "kubernetes", "--no-headers").stdout.split()
+    assert row[:5] == ["kubernetes", "ClusterIP", "10.96.0.1", "<none>", "443/TCP"]
+
+
+def _read_service(core):
+    try:
+        return core.read_namespaced_service("kubernetes", "default")
+    except ApiException:
+        return None
