@@ -553,7 +553,7 @@ class GenericREST:
                 st["conditions"] = (new.get("status") or {}).get("conditions")
                 merged["status"] = st
             merged["metadata"] = {**old["metadata"]}
-            for f in ("labels", "annotations"):
+            for f in res.strategy.status_metadata:
                 if res.group == "" and res.plural == "pods":
                     break
                 if f in new.get("metadata", {}):

@@ -60,6 +60,8 @@ class Strategy:
     allow_create_on_update: bool = False
     #: does PATCH accept strategic merge patches? (custom resources have no patch strategies)
     strategic_merge: bool = True
+    #: what of metadata a write through /status may change (a custom resource's: nothing)
+    status_metadata: tuple[str, ...] = ("labels", "annotations")
 
     def decode(self, obj: Obj, version: str) -> list[str] | None:
         """Drop unknown fields of a decoded body in place and return their paths; None when the

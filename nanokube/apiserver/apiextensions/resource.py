@@ -180,6 +180,8 @@ def _set_path(obj: Obj, path: str, value: Any) -> None:
 
 class CustomResourceStrategy(Strategy):
     strategic_merge = False
+    #: a /status write takes only .status from the request (status_strategy.go)
+    status_metadata = ()
 
     def __init__(self, crd: Obj, group: str, plural: str, kind: str, storage: str) -> None:
         self.crd = crd

@@ -209,3 +209,20 @@ async def test_validation_ratchets_values_an_update_leaves_alone(env):
     with pytest.raises(APIError) as e:
         await w.patch("big", {"spec": {"size": 8}}, namespace="default")
     assert e.value.message.endswith("spec.size: Invalid value: 8: spec.size in body should be less than or equal to 5")
+
+
+async def test_a_status_write_changes_only_status(env):
+    c = crd()
+    c["spec"]["versions"][0]["subresources"] = {"status": {}}
+    c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"] = {
+        "type": "object", "properties": {"ready": {"type": "boolean"}}}
+    await env.crds.create(c)
+    await established(env, f"widgets.{GROUP}")
+    w = env.stack.client.resource(GROUP, "v1", "widgets")
+    created = await w.create({"metadata": {"name": "s", "namespace": "default"}, "spec": {"size": 1},
+                              "status": {"ready": True}})
+    assert "status" not in created  # dropped on create when /status exists
+    got = await w.patch("s", {"metadata": {"labels": {"a": "b"}}, "spec": {"size": 3}, "status": {"ready": True}},
+                        namespace="default", subresource="status")
+    assert got["status"] == {"ready": True} and got["spec"]["size"] == 1 and "labels" not in got["metadata"]
+    assert got["metadata"]["generation"] == 1
