@@ -174,3 +174,18 @@ def _read_service(core):
         return core.read_namespaced_service("kubernetes", "default")
     except ApiException:
         return None
+
+
+def test_default_ingress_class_is_set_on_create(cluster):
+    net = client.NetworkingV1Api(cluster.client())
+    net.create_ingress_class({"metadata": {"name": "house", "annotations": {
+        "ingressclass.kubernetes.io/is-default-class": "true"}}, "spec": {"controller": "example.com/house"}})
+    backend = {"service": {"name": "web", "port": {"number": 80}}}
+    got = net.create_namespaced_ingress("default", {"metadata": {"name": "plain"}, "spec": {"defaultBackend": backend}})
+    assert got.spec.ingress_class_name == "house"
+    legacy = net.create_namespaced_ingress("default", {"metadata": {"name": "legacy", "annotations": {
+        "kubernetes.io/ingress.class": "nginx"}}, "spec": {"defaultBackend": backend}})
+    assert legacy.spec.ingress_class_name is None
+    for name in ("plain", "legacy"):
+        net.delete_namespaced_ingress(name, "default")
+    net.delete_ingress_class("house")

@@ -106,3 +106,14 @@ def test_ip_address():
     assert RES["ipaddresses"].strategy.columns[1].fn(ip) == "services/default/a"
     del ip["spec"]["parentRef"]
     assert errs("ipaddresses", ip) == [("spec.parentRef", "")]
+
+
+def test_default_ingress_class_choice():
+    from nanokube.apiserver.admission.default_ingress_class import default_class
+
+    def ic(name, created, default=True):
+        ann = {"ingressclass.kubernetes.io/is-default-class": "true"} if default else {}
+        return {"metadata": {"name": name, "creationTimestamp": created, "annotations": ann}}
+    assert default_class([ic("a", "2026-01-01T00:00:00Z", False)]) is None
+    assert default_class([ic("old", "2026-01-01T00:00:00Z"), ic("new", "2026-02-01T00:00:00Z")])["metadata"]["name"] == "new"
+    assert default_class([ic("b", "2026-01-01T00:00:00Z"), ic("a", "2026-01-01T00:00:00Z")])["metadata"]["name"] == "a"

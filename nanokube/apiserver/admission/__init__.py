@@ -25,6 +25,7 @@ from ..auth.authorizer import Attributes as AuthzAttributes
 from ..webhook.client import WebhookClient
 from ..webhook.resolver import EndpointServiceResolver
 from .attributes import SCALE_KIND, Attributes
+from .default_ingress_class import DefaultIngressClass
 from .default_storage_class import DefaultStorageClass
 from .limit_ranger import LimitRanger
 from .persistent_volume_claim_resize import PersistentVolumeClaimResize
@@ -54,7 +55,8 @@ class Admission:
         self.limit_ranger = LimitRanger(rest)
         self.runtime_class = RuntimeClass(rest)
         #: in-tree mutating plugins after the built-ins, in upstream's order
-        self.mutators = [self.limit_ranger, DefaultStorageClass(rest), StorageObjectInUseProtection(), self.runtime_class]
+        self.mutators = [self.limit_ranger, DefaultStorageClass(rest), StorageObjectInUseProtection(), self.runtime_class,
+                         DefaultIngressClass(rest)]
         self.claim_resize = PersistentVolumeClaimResize(rest)
         self.quota = ResourceQuota(rest)
         self.client = WebhookClient(EndpointServiceResolver(rest))
