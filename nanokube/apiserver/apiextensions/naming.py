@@ -91,11 +91,11 @@ def names_and_conditions(crd: dict, others: list[dict]) -> tuple[dict, tuple[str
     else:
         names_cond = ("True", "NoConflicts", "no conflicts found")
     est = condition(crd, "Established")
-    if est is not None and est.get("status") == "True":
-        est_cond = ("True", est.get("reason", ""), est.get("message", ""))
-    elif reason:
-        est_cond = ("False", "NotAccepted", "not all names are accepted")
+    if est is not None:
+        est_cond = (est.get("status", ""), est.get("reason", ""), est.get("message", ""))
     else:
+        est_cond = ("False", "NotAccepted", "not all names are accepted")
+    if est_cond[0] != "True" and not reason:
         est_cond = ("False", "Installing", "the initial names have been accepted")
     return new, names_cond, est_cond
 
