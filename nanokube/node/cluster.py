@@ -114,6 +114,9 @@ def _gpus(node: str, g: dict | None) -> list[Device]:
         }
         if g.get("migSlices"):
             attrs["migSlices"] = g["migSlices"]
+        if g.get("driver") == "nvidia":
+            attrs.update(driver="nvidia", minor=i, mig=g["mig"], productName=f"NVIDIA {g['model']}",
+                         pcieBusID=f"0000:{0x10 + i:02x}:00.0")
         out.append(Device("gpu", f"gpu-{i}", attrs, {"memory": g["memory"]}))
     return out
 
@@ -243,10 +246,17 @@ class _Reader:
 
     def gpus(self, node: yaml.Node, path: str) -> dict:
         fields = ("count", "model", "memory", "architecture", "driverVersion", "cudaVersion",
-                  "computeCapability", "numaNodes", "migSlices", "discover")
+                  "computeCapability", "numaNodes", "migSlices", "discover", "driver", "mig")
         m = self.mapping(node, path, fields)
         if "discover" in m:
             return self.discovered(m, path)
+        driver = self.scalar(m["driver"], f"{path}.driver") if "driver" in m else "nanokube"
+        if driver == "nvidia":
+            return self.nvidia_gpus(node, m, path)
+        if driver != "nanokube":
+            self.fail(m["driver"], f"{path}.driver", f"must be nanokube or nvidia, got {driver!r}")
+        if "mig" in m:
+            self.fail(m["mig"], f"{path}.mig", "only with driver: nvidia (the nanokube driver partitions by migSlices)")
         for k in fields[:7]:
             if k not in m:
                 self.fail(node, f"{path}.{k}", "required field is missing")
@@ -256,6 +266,32 @@ class _Reader:
         out["numaNodes"] = self.integer(m["numaNodes"], f"{path}.numaNodes", 1) if "numaNodes" in m else 1
         if "migSlices" in m:
             out["migSlices"] = self.integer(m["migSlices"], f"{path}.migSlices", 1)
+        return out
+
+    def nvidia_gpus(self, node: yaml.Node, m: dict[str, yaml.Node], path: str) -> dict:
+        """`driver: nvidia`: published as NVIDIA's DRA driver does; a known
+        `model` fills in memory, architecture and compute capability."""
+        from .dra.nvidia import PRODUCTS
+
+        for k in ("count", "model"):
+            if k not in m:
+                self.fail(node, f"{path}.{k}", "required field is missing")
+        if "migSlices" in m:
+            self.fail(m["migSlices"], f"{path}.migSlices", "not with driver: nvidia; use mig: true (the model's MIG profiles)")
+        model = self.scalar(m["model"], f"{path}.model")
+        product = PRODUCTS.get(model)
+        if product is None:
+            self.fail(m["model"], f"{path}.model", f"unknown NVIDIA model {model!r}; known: {', '.join(PRODUCTS)}")
+        mig = self.boolean(m["mig"], f"{path}.mig") if "mig" in m else False
+        if mig and not product.mig:
+            self.fail(m["mig"], f"{path}.mig", f"{model} does not support MIG")
+        out = {"driver": "nvidia", "model": model, "mig": mig, "count": self.integer(m["count"], f"{path}.count", 1),
+               "memory": self.quantity(m["memory"], f"{path}.memory") if "memory" in m else product.memory,
+               "numaNodes": self.integer(m["numaNodes"], f"{path}.numaNodes", 1) if "numaNodes" in m else 1}
+        defaults = {"architecture": product.architecture, "computeCapability": product.compute_capability,
+                    "driverVersion": "570.124.06", "cudaVersion": "12.8"}
+        for k, v in defaults.items():
+            out[k] = self.scalar(m[k], f"{path}.{k}") if k in m else v
         return out
 
     def discovered(self, m: dict[str, yaml.Node], path: str) -> dict:

@@ -69,7 +69,8 @@ class NodeManager:
         """Register every node and publish its devices (bounded concurrency),
         then start running pods. One list of ResourceSlices up front lets each
         driver adopt what a previous run published."""
-        await ensure_device_classes(self.client)
+        await ensure_device_classes(self.client, nvidia=any(
+            d.attributes.get("driver") == "nvidia" for a in self.agents.values() for d in a.spec.devices))
         existing: dict[str, dict[str, list[dict]]] = {}
         items, _ = await self.client.resource("resource.k8s.io", "v1", "resourceslices").list()
         for s in items:

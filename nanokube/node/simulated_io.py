@@ -10,6 +10,10 @@ port-forward, declared on the pod with annotations.
   declares it: `sim.nanokube.io/exec.<command>` (the command's base name)
   is its stdout, or a JSON object `{"stdout": "...", "stderr": "...",
   "exitCode": N}`.
+- GPUs: on a node with NVIDIA-personality GPUs, `nvidia-smi -L` is built in:
+  it lists the GPUs and MIG devices the container's claims were prepared
+  with, answered by exec and printed at start by a container whose command
+  runs it (as the NVIDIA DRA driver's quickstart examples do).
 - Attach: streams the container's log lines as they are written, until it exits.
 - Port-forward: a port the container declares (`ports[].containerPort`)
   answers HTTP requests with a line naming the pod and echoes anything else;
@@ -22,6 +26,7 @@ import asyncio
 import hashlib
 import json
 import os
+import re
 import socket
 
 from ..machinery.streaming import LogOptions, StreamFailed, StreamSession, executable_not_found
@@ -29,6 +34,7 @@ from .containerlog import ContainerLog
 
 LOG = "sim.nanokube.io/log"
 EXEC_PREFIX = "sim.nanokube.io/exec."
+SMI_LIST = re.compile(r"\bnvidia-smi\s+(-L|--list-gpus)\b")
 
 
 class SimulatedIO:
@@ -70,6 +76,10 @@ class SimulatedIO:
             self.logs[name] = [*self.logs.get(name, [])[-1:], ContainerLog()]
             self._write(f"nanokube: container {name} started (image {image})", [name])
             self._write(f"nanokube: container {name} is ready", [name])
+            if SMI_LIST.search(" ".join(self._command(name))):
+                listing = self._smi_list(name)
+                for line in (listing or "").splitlines():
+                    self._write(line, [name])
         script = self._annotations().get(LOG)
         if script:
             delayed = []
@@ -127,9 +137,26 @@ class SimulatedIO:
             raise StreamFailed(f"container {container} is not running")
         return instances[-1]
 
+    def _command(self, container: str) -> list[str]:
+        spec = next((c for c in (self.worker.pod.get("spec") or {}).get("containers") or []
+                     if c.get("name") == container), {})
+        return [*(spec.get("command") or []), *(spec.get("args") or [])]
+
+    def _smi_list(self, container: str) -> str | None:
+        """`nvidia-smi -L` for the container, None where the node has no NVIDIA GPUs or it got none."""
+        from .dra.nvidia import smi_list
+
+        devices = self.worker.agent.claims.container_devices(self.worker.pod, container)
+        return smi_list(devices) if devices else None
+
     async def exec(self, container: str, command: list[str], session: StreamSession) -> int:
         self._running(container)
         declared = self._annotations().get(EXEC_PREFIX + os.path.basename(command[0]))
+        if declared is None and os.path.basename(command[0]) == "nvidia-smi":
+            listing = self._smi_list(container)
+            if listing is not None:
+                declared = listing if command[1:] in (["-L"], ["--list-gpus"]) else json.dumps(
+                    {"stderr": "nanokube: only `nvidia-smi -L` is simulated\n", "exitCode": 1})
         if declared is None:
             exec_id = hashlib.sha256(f"{self.worker.uid}/{container}/{command}".encode()).hexdigest()
             raise executable_not_found(exec_id, command[0])

@@ -1,10 +1,13 @@
 """The DeviceClasses users select the simulated devices by: `gpu.nanokube.io`
-(whole GPUs and MIG-like partitions) and `rdma.nanokube.io` (RDMA NICs)."""
+(whole GPUs and MIG-like partitions) and `rdma.nanokube.io` (RDMA NICs);
+with NVIDIA-personality pools also those NVIDIA's Helm chart installs
+(`gpu.nvidia.com`, `mig.nvidia.com`, `vfio.gpu.nvidia.com`)."""
 
 from __future__ import annotations
 
 from ...machinery.errors import APIError
 from .driver import GPU_DRIVER, NIC_DRIVER
+from .nvidia import DEVICE_CLASSES as NVIDIA_CLASSES
 
 CLASSES = {
     "gpu.nanokube.io": f"device.driver == '{GPU_DRIVER}'",
@@ -17,10 +20,10 @@ def device_class(name: str, expression: str) -> dict:
             "spec": {"selectors": [{"cel": {"expression": expression}}]}}
 
 
-async def ensure_device_classes(client) -> None:
+async def ensure_device_classes(client, nvidia: bool = False) -> None:
     """Create the classes that are missing; leave ones an admin edited alone."""
     classes = client.resource("resource.k8s.io", "v1", "deviceclasses")
-    for name, expression in CLASSES.items():
+    for name, expression in {**CLASSES, **(NVIDIA_CLASSES if nvidia else {})}.items():
         try:
             await classes.create(device_class(name, expression))
         except APIError as e:

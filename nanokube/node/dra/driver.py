@@ -1,6 +1,7 @@
 """The simulated DRA drivers of one node: turn the cluster file's GPUs and
-NICs into ResourceSlices, keep that pool published, and taint devices that
-a fault made unhealthy.
+NICs into ResourceSlices (GPUs as gpu.nanokube.io, or as gpu.nvidia.com
+for a pool with `driver: nvidia`, see nvidia.py), keep that pool
+published, and taint devices that a fault made unhealthy.
 
 Each driver publishes one pool per node, named after the node. A pool's
 `generation` goes up whenever its device list changes (consumers ignore
@@ -20,6 +21,8 @@ from ...clock import REAL, Clock
 from ...machinery.quantity import BINARY_SI, format_quantity, parse_quantity
 from ..cluster import NodeSpec
 from ..devices import Device
+from .nvidia import NVIDIA_DRIVER
+from .nvidia import gpu_entries as nvidia_gpu_entries
 
 log = logging.getLogger(__name__)
 
@@ -216,9 +219,11 @@ class NodeDriver:
         self.spec = spec
         self.clock = clock
         slices = client.resource("resource.k8s.io", "v1", "resourceslices")
-        self.gpu = PoolPublisher(slices, spec.name, GPU_DRIVER, clock)
+        gpus = [d for d in spec.devices if d.kind == "gpu"]
+        nvidia = any(d.attributes.get("driver") == "nvidia" for d in gpus)
+        self.gpu = PoolPublisher(slices, spec.name, NVIDIA_DRIVER if nvidia else GPU_DRIVER, clock)
         self.nic = PoolPublisher(slices, spec.name, NIC_DRIVER, clock)
-        self.gpu.devices, self.gpu.counter_sets = gpu_entries([d for d in spec.devices if d.kind == "gpu"])
+        self.gpu.devices, self.gpu.counter_sets = (nvidia_gpu_entries if nvidia else gpu_entries)(gpus)
         self.nic.devices = nic_entries([d for d in spec.devices if d.kind == "nic"])
         self.hardware = {d.name: d for d in spec.devices}
         self.faults: dict[str, dict[str, dict]] = {}  # device -> kind -> taint

@@ -11,16 +11,19 @@ the 1.37 standardised network data (KEP-4817).
 from __future__ import annotations
 
 import logging
+import re
 
 from ...machinery.errors import APIError
 from ...clock import REAL, Clock
 from ...dra.resourceclaim import pod_claims, reserved_for_pod
 from ..cluster import NodeSpec
+from . import nvidia
 from .driver import GPU_DRIVER, NIC_DRIVER, nic_address
 
 log = logging.getLogger(__name__)
 
-DRIVERS = (GPU_DRIVER, NIC_DRIVER)
+DRIVERS = (GPU_DRIVER, NIC_DRIVER, nvidia.NVIDIA_DRIVER)
+_MIG_NAME = re.compile(r"(gpu-\d+)-mig-.+-(\d+)-(\d+)")
 STATUS_RETRIES = 6
 STATUS_BACKOFF = 0.05
 
@@ -41,6 +44,9 @@ class ClaimPreparer:
         self.spec = spec
         self.clock = clock
         self.nics = {d.name: (i, d) for i, d in enumerate(x for x in spec.devices if x.kind == "nic")}
+        self.gpus = {d.name: d for d in spec.devices if d.kind == "gpu" and d.attributes.get("driver") == "nvidia"}
+        #: claim uid -> the NVIDIA devices prepared for it, with the request each one serves
+        self.nvidia_devices: dict[str, list[dict]] = {}
         #: claim uid -> (namespace, name, uids of the pods on this node using it)
         self.prepared: dict[str, tuple[str, str, set[str]]] = {}
         #: pod uid -> claim uids it holds
@@ -78,6 +84,8 @@ class ClaimPreparer:
             cmd = claim["metadata"]
             entry = self.prepared.get(cmd["uid"])
             if entry is None:
+                if self.gpus:
+                    self.nvidia_devices[cmd["uid"]] = self._prepare_nvidia(claim)
                 await self._publish(cmd["namespace"], cmd["name"], claim, self._network_status(claim))
                 entry = self.prepared[cmd["uid"]] = (cmd["namespace"], cmd["name"], set())
             entry[2].add(md["uid"])
@@ -92,6 +100,7 @@ class ClaimPreparer:
             if pods:
                 continue
             del self.prepared[uid]
+            self.nvidia_devices.pop(uid, None)
             try:
                 await self._publish(ns, name, None, [])
             except APIError as e:
@@ -99,6 +108,56 @@ class ClaimPreparer:
 
     def is_prepared(self, namespace: str, name: str) -> bool:
         return any(ns == namespace and n == name for ns, n, _ in self.prepared.values())
+
+    def _prepare_nvidia(self, claim: dict) -> list[dict]:
+        """As NVIDIA's kubelet plugin prepares a claim: each result's opaque
+        config is normalized and validated (a refusal is the plugin's error,
+        so the pod stays ContainerCreating), and MIG devices get their UUIDs."""
+        md = claim["metadata"]
+        out = []
+        for r in self._ours(claim):
+            if r["driver"] != nvidia.NVIDIA_DRIVER:
+                continue
+            params = nvidia.configs_for(claim, r["request"])
+            try:
+                config = nvidia.normalize(params if params is not None else
+                                          {"apiVersion": nvidia.CONFIG_API, "kind": "GpuConfig"})
+            except nvidia.ConfigError as e:
+                raise NotReady(f"NodePrepareResources failed for ResourceClaim {md['name']}: error preparing devices "
+                               f"for claim {md['namespace']}/{md['name']}:{md['uid']}: prepare devices failed: {e}") from None
+            out.append({"request": r["request"], "device": r["device"], "config": config, **self._describe(r["device"])})
+        return out
+
+    def _describe(self, device: str) -> dict:
+        """What nvidia-smi says about a device of this node."""
+        m = _MIG_NAME.fullmatch(device)
+        gpu = self.gpus[m.group(1) if m else device]
+        a = gpu.attributes
+        if not m:
+            return {"type": "gpu", "uuid": a["uuid"], "parentUUID": "", "productName": a["productName"], "profile": ""}
+        pid = int(m.group(2))
+        profile = next(p.name for p in nvidia.PRODUCTS[a["model"]].mig if p.id == pid)
+        return {"type": "mig", "uuid": nvidia.mig_uuid(a["uuid"], device), "parentUUID": a["uuid"],
+                "productName": a["productName"], "profile": profile}
+
+    def container_devices(self, pod: dict, container: str) -> list[dict] | None:
+        """The NVIDIA devices a container of the pod was given (its
+        `resources.claims`, narrowed to a request where it names one), or
+        None when the node has no NVIDIA GPUs."""
+        if not self.gpus:
+            return None
+        ns = pod["metadata"]["namespace"]
+        by_ref = dict(pod_claims(pod))
+        uid_of = {(n, name): uid for uid, (n, name, _) in self.prepared.items()}
+        spec = next((c for c in (pod.get("spec") or {}).get("containers") or [] if c["name"] == container), {})
+        out = []
+        for ref in (spec.get("resources") or {}).get("claims") or []:
+            uid = uid_of.get((ns, by_ref.get(ref["name"])))
+            for d in self.nvidia_devices.get(uid, []):
+                want = ref.get("request")
+                if not want or d["request"] == want or d["request"].startswith(want + "/"):
+                    out.append(d)
+        return out
 
     def _network_status(self, claim: dict) -> list[dict]:
         """Device status entries for the claim's NICs on this node: configured and Ready."""

@@ -1,0 +1,125 @@
+"""The NVIDIA personality's ResourceSlices, checked against the scheduler's
+allocator: MIG profiles of one A100-40GB share its counters as the hardware
+shares memory slices and SMs, so 1g.5gb + 2g.10gb + 3g.20gb fit and more
+does not; opaque GpuConfig validation answers with the driver's messages."""
+
+import pytest
+
+from nanokube.node.cluster import ClusterFileError, parse_cluster
+from nanokube.node.dra import nvidia
+from nanokube.scheduler.dra.allocator import AllocatedDevices, Allocator
+from nanokube.scheduler.dra.pools import PoolIndex
+
+DRIVER = nvidia.NVIDIA_DRIVER
+CLUSTER = """
+pools:
+  - name: a100
+    count: 1
+    capacity: {cpu: "8", memory: 64Gi}
+    gpus: {driver: nvidia, model: A100-SXM4-40GB, count: 1, mig: true}
+"""
+CLASSES = {name: {"metadata": {"name": name}, "spec": {"selectors": [{"cel": {"expression": expr}}]}}
+           for name, expr in nvidia.DEVICE_CLASSES.items()}
+NODE = {"metadata": {"name": "a100-0", "labels": {}}}
+
+
+def slices():
+    [node] = parse_cluster(CLUSTER).nodes()
+    devices, sets = nvidia.gpu_entries(node.devices)
+    pool = {"name": node.name, "generation": 1, "resourceSliceCount": 2}
+    return [{"metadata": {"name": "counters"}, "spec": {"driver": DRIVER, "pool": pool, "nodeName": node.name,
+                                                          "sharedCounters": sets}},
+            {"metadata": {"name": "devices"}, "spec": {"driver": DRIVER, "pool": pool, "nodeName": node.name,
+                                                         "devices": devices}}]
+
+
+def mig(name, profile):
+    return {"name": name, "exactly": {"deviceClassName": "mig.nvidia.com", "selectors": [
+        {"cel": {"expression": f"device.attributes['{DRIVER}'].profile == '{profile}'"}}]}}
+
+
+def allocate(*requests, allocated=None, same_gpu=True):
+    claim = {"metadata": {"namespace": "default", "name": "c"}, "spec": {"devices": {
+        "requests": list(requests), "constraints": [{"matchAttribute": f"{DRIVER}/parentUUID"}] if same_gpu else []}}}
+    out = Allocator(CLASSES, PoolIndex(slices()), allocated or AllocatedDevices(),
+                    new_share_id=lambda: "s").allocate(NODE, [claim])
+    return out and [r["device"] for r in out[0]["devices"]["results"]]
+
+
+def test_a_mig_capable_gpu_publishes_the_whole_gpu_and_every_placement_over_one_counter_set():
+    [counters, devs] = slices()
+    [cs] = counters["spec"]["sharedCounters"]
+    assert cs["name"] == "gpu-0-counter-set"
+    assert cs["counters"]["multiprocessors"] == {"value": "98"}
+    assert [f"memory-slice-{i}" in cs["counters"] for i in range(8)] == [True] * 8
+    by_name = {d["name"]: d for d in devs["spec"]["devices"]}
+    assert len(by_name) == 1 + 7 + 7 + 4 + 3 + 2 + 1 + 1
+    whole = by_name["gpu-0"]
+    assert whole["attributes"]["productName"] == {"string": "NVIDIA A100-SXM4-40GB"}
+    assert whole["attributes"]["cudaComputeCapability"] == {"version": "8.0.0"}
+    assert whole["consumesCounters"][0]["counters"] == cs["counters"]
+    small = by_name["gpu-0-mig-1g5gb-19-3"]
+    assert small["attributes"]["profile"] == {"string": "1g.5gb"}
+    assert small["attributes"]["parentUUID"] == whole["attributes"]["uuid"]
+    assert small["capacity"]["memory"] == {"value": "4864Mi"}
+    used = small["consumesCounters"][0]["counters"]
+    assert [k for k in used if k.startswith("memory-slice")] == ["memory-slice-3"]
+    assert "gpu-0-mig-1g5gb-me-20-0" in by_name and "gpu-0-mig-3g20gb-9-4" in by_name
+
+
+def test_1g_2g_3g_fit_one_a100_and_over_allocating_fails():
+    got = allocate(mig("a", "1g.5gb"), mig("b", "2g.10gb"), mig("c", "3g.20gb"))
+    assert got and all(d.startswith("gpu-0-mig-") for d in got)
+    # the quickstart's four devices use all 98 SMs and every memory slice
+    assert allocate(mig("a", "1g.5gb"), mig("b", "1g.5gb"), mig("c", "2g.10gb"), mig("d", "3g.20gb"))
+    assert allocate(mig("a", "3g.20gb"), mig("b", "3g.20gb"), mig("c", "1g.5gb")) is None
+    assert allocate(mig("a", "4g.20gb"), mig("b", "3g.20gb"), mig("c", "1g.5gb")) is None
+    whole = {"name": "w", "exactly": {"deviceClassName": "gpu.nvidia.com"}}
+    assert allocate(whole, same_gpu=False) == ["gpu-0"]
+    taken = AllocatedDevices({(DRIVER, "a100-0", "gpu-0-mig-1g5gb-19-0"): 1})
+    assert allocate(whole, allocated=taken, same_gpu=False) is None
+
+
+def test_nvidia_pools_refuse_unknown_models_and_mig_on_gpus_without_it():
+    with pytest.raises(ClusterFileError, match="unknown NVIDIA model 'B999'"):
+        parse_cluster(CLUSTER.replace("A100-SXM4-40GB", "B999"))
+    with pytest.raises(ClusterFileError, match="L4 does not support MIG"):
+        parse_cluster(CLUSTER.replace("A100-SXM4-40GB", "L4"))
+
+
+@pytest.mark.parametrize("sharing,error", [
+    ({"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}}, None),
+    ({"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 50,
+                                       "defaultPinnedDeviceMemoryLimit": "10Gi"}}, None),
+    ({"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Forever"}},
+     "error validating GPU config: unknown time-slice interval: Forever"),
+    ({"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 150}},
+     "error validating GPU config: active thread percentage must not be greater than 100"),
+    ({"strategy": "Spatial"}, "error validating GPU config: unknown GPU sharing strategy: Spatial"),
+    ({"strategy": "MPS", "timeSlicingConfig": {"interval": "Long"}},
+     "cannot use TimeSlicingConfig with the 'MPS' strategy"),
+])
+def test_gpu_config_validation(sharing, error):
+    params = {"apiVersion": nvidia.CONFIG_API, "kind": "GpuConfig", "sharing": sharing}
+    if error is None:
+        assert nvidia.normalize(params)["sharing"]["strategy"] == sharing["strategy"]
+    else:
+        with pytest.raises(nvidia.ConfigError, match=error):
+            nvidia.normalize(params)
+
+
+def test_gpu_config_defaults_to_default_time_slicing():
+    out = nvidia.normalize({"apiVersion": nvidia.CONFIG_API, "kind": "GpuConfig"})
+    assert out["sharing"] == {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Default"}}
+
+
+def test_nvidia_smi_list_groups_mig_devices_under_their_gpu():
+    gpu = {"type": "gpu", "uuid": "GPU-1", "parentUUID": "", "productName": "NVIDIA H100-SXM5-80GB", "profile": ""}
+    migs = [{"type": "mig", "uuid": f"MIG-{i}", "parentUUID": "GPU-2", "productName": "NVIDIA A100-SXM4-40GB",
+             "profile": p} for i, p in enumerate(("1g.5gb", "3g.20gb"))]
+    assert nvidia.smi_list([gpu, *migs]).splitlines() == [
+        "GPU 0: NVIDIA H100-SXM5-80GB (UUID: GPU-1)",
+        "GPU 1: NVIDIA A100-SXM4-40GB (UUID: GPU-2)",
+        "  MIG 1g.5gb      Device  0: (UUID: MIG-0)",
+        "  MIG 3g.20gb     Device  1: (UUID: MIG-1)",
+    ]
