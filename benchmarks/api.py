@@ -68,8 +68,8 @@ Results = dict[str, dict[str, float]]
 T = TypeVar("T")
 
 _WATCH_LABEL = "bench.nanokube.io/watch-seq"
-#: LeaderWorkerSet's published CRD (1.3 MB), shipped beside the repository
-LWS_CRD = Path(__file__).resolve().parents[2] / "shared" / "data" / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+#: LeaderWorkerSet's published CRD (1.3 MB; Apache-2.0, tests/fixtures/crds/LICENSE)
+LWS_CRD = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
 LWS_NAME = "leaderworkersets.leaderworkerset.x-k8s.io"
 
 

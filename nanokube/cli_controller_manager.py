@@ -68,6 +68,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         parse_pool(args.load_balancer_pool)
         return asyncio.run(_run(args))
+    except kubeconfig.KubeconfigError as e:
+        print(f"nanokube controller-manager: {e}", file=sys.stderr)
+        return 1
     except ValueError as e:
         print(f"nanokube controller-manager: {e}", file=sys.stderr)
         return 2

@@ -142,6 +142,9 @@ async def _main(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     try:
         print(asyncio.run(_main(args)))
+    except kubeconfig.KubeconfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     except (ValueError, MetricsUnavailable) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -126,6 +126,9 @@ def run(args: argparse.Namespace) -> int:
         return _cleanup(args.netns)
     try:
         return asyncio.run(_run(args, mode, warnings))
+    except kubeconfig.KubeconfigError as e:
+        print(f"nanokube proxy: {e}", file=sys.stderr)
+        return 1
     except ValueError as e:
         print(f"nanokube proxy: {e}", file=sys.stderr)
         return 2

@@ -114,6 +114,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         return asyncio.run(_run(args, config))
+    except kubeconfig.KubeconfigError as e:
+        print(f"nanokube scheduler: {e}", file=sys.stderr)
+        return 1
     except ValueError as e:
         print(f"nanokube scheduler: {e}", file=sys.stderr)
         return 2

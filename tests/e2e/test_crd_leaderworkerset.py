@@ -19,14 +19,14 @@ from kubernetes.client.rest import ApiException
 
 from .conftest import wait_for
 
-CRD_FILE = Path(__file__).resolve().parents[3] / "shared" / "data" / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+#: LeaderWorkerSet's CRD as its project publishes it (Apache-2.0, tests/fixtures/crds/LICENSE)
+CRD_FILE = Path(__file__).resolve().parents[1] / "fixtures" / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
 CRD_NAME = "leaderworkersets.leaderworkerset.x-k8s.io"
 GROUP, VERSION, PLURAL = "leaderworkerset.x-k8s.io", "v1", "leaderworkersets"
 NS = "lws"
 
 #: the outcome depends on the store (a 1.3 MB object, watch, deletecollection): this module runs again on etcd
-pytestmark = [pytest.mark.store,
-              pytest.mark.skipif(not CRD_FILE.exists(), reason="LeaderWorkerSet CRD not shipped in shared/data")]
+pytestmark = pytest.mark.store
 
 
 def _lws(name: str, replicas: int = 2, **spec) -> dict:

@@ -31,4 +31,4 @@ def test_ipvs_is_refused_before_connecting(capsys):
 
 def test_an_unreadable_kubeconfig_fails_cleanly(tmp_path, capsys):
     assert main(["proxy", "--kubeconfig", str(tmp_path / "missing"), "--proxy-mode", "nftables"]) == 1
-    assert "nanokube proxy: [Errno 2] No such file" in capsys.readouterr().err
+    assert f"nanokube proxy: kubeconfig {tmp_path / 'missing'} does not exist" in capsys.readouterr().err
