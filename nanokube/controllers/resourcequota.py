@@ -53,7 +53,7 @@ class ResourceQuotaController(Controller):
         self.resync = resync
         self.quotas_api = client.resource("", "v1", "resourcequotas")
         self.quotas = Informer(self.quotas_api)
-        self.quotas.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new))
+        self.quotas.add_handlers(on_add=self._enqueue, on_update=self._quota_updated)
         self.watched: dict[tuple[str, str], Informer] = {}
         for group, version, plural in WATCHED:
             self._watch(group, version, plural)
@@ -76,6 +76,13 @@ class ResourceQuotaController(Controller):
         inf.add_handlers(on_update=updated, on_delete=self._replenish)
         self.watched[(group, plural)] = inf
         return inf
+
+    def _quota_updated(self, old: dict, new: dict) -> None:
+        """Only a changed spec needs a recount: status writes are this controller's and
+        admission's, and recounting on admission's would race its charges with the
+        informers of the objects just admitted (upstream ignores them too)."""
+        if (old.get("spec") or {}) != (new.get("spec") or {}) or not (new.get("status") or {}).get("hard"):
+            self._enqueue(new)
 
     def _enqueue(self, quota: dict) -> None:
         self.queue.add(f"{quota['metadata']['namespace']}/{quota['metadata']['name']}")

@@ -60,6 +60,7 @@ async def test_scopes_select_what_counts(env):
     quotas = client.resource("", "v1", "resourcequotas")
     await quotas.create({"metadata": {"name": "besteffort", "namespace": "default"},
                          "spec": {"hard": {"pods": "5"}, "scopes": ["BestEffort"]}})
+    await eventually(used_is(client, {"pods": "0"}, "besteffort"))  # admission charges once the status exists
     pods = client.resource("", "v1", "pods")
     await pods.create(pod("plain"))
     await pods.create(pod("sized", {"requests": {"cpu": "1"}}))
