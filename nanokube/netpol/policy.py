@@ -7,12 +7,13 @@ peers are ORed, its ports are ORed, and a connection needs a matching peer
 and a matching port. A peer with both selectors means pods matching the pod
 selector in namespaces matching the namespace selector; ipBlock is a CIDR
 minus its exceptions. Named ports resolve against the container ports of
-the pod that receives the traffic (the selected pod for ingress, each peer
-pod for egress).
+the pod that receives the traffic (the selected pod for ingress, each
+destination pod for egress, peers given or not).
 """
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 
 from ..machinery.selectors import matches_labels, selector_from_object
@@ -106,31 +107,53 @@ class Cluster:
         return out
 
 
-def _allows(rules: list[dict], peers_key: str, policy_ns: str, cluster: Cluster, selected: dict,
-            ingress: bool) -> list[Allow]:
-    out: list[Allow] = []
-    for rule in rules:
-        peers = rule.get(peers_key) or []
-        if not peers:
-            out.append(Allow(Peer(), _ports(rule.get("ports"), selected) if ingress else _ports(rule.get("ports"), {})))
-            continue
-        for peer in peers:
-            block = peer.get("ipBlock")
-            if block is not None:
-                out.append(Allow(Peer(cidr=block["cidr"], excepts=tuple(block.get("except") or ())),
-                                 _ports(rule.get("ports"), selected if ingress else {})))
-                continue
+def _in_block(ip: str, block: dict) -> bool:
+    addr = ipaddress.ip_address(ip)
+    return addr in ipaddress.ip_network(block["cidr"]) and not any(
+        addr in ipaddress.ip_network(e) for e in block.get("except") or ())
+
+
+def _ingress_allows(rule: dict, policy_ns: str, cluster: Cluster, selected: dict) -> list[Allow]:
+    """Named ports are the selected pod's own."""
+    ports = _ports(rule.get("ports"), selected)
+    out = []
+    for peer in rule.get("from") or [{}]:
+        block = peer.get("ipBlock")
+        if not peer:
+            out.append(Allow(Peer(), ports))
+        elif block is not None:
+            out.append(Allow(Peer(cidr=block["cidr"], excepts=tuple(block.get("except") or ())), ports))
+        else:
+            ips = frozenset(ip for p in cluster.peer_pods(peer, policy_ns) for ip in pod_ips(p))
+            if ips:
+                out.append(Allow(Peer(ips=ips), ports))
+    return out
+
+
+def _egress_allows(rule: dict, policy_ns: str, cluster: Cluster) -> list[Allow]:
+    """Named ports are each destination pod's: numbered ports go to the whole
+    peer, named ones to the pods in it that name the port."""
+    rule_ports = rule.get("ports")
+    named = [p for p in rule_ports or () if isinstance(p.get("port"), str)]
+    numbered = [p for p in rule_ports or () if not isinstance(p.get("port"), str)]
+    out = []
+    for peer in rule.get("to") or [{}]:
+        block = peer.get("ipBlock")
+        if not peer:
+            target, pods = Peer(), cluster.pods
+        elif block is not None:
+            target = Peer(cidr=block["cidr"], excepts=tuple(block.get("except") or ()))
+            pods = [p for p in cluster.pods if any(_in_block(ip, block) for ip in pod_ips(p))]
+        else:
             pods = cluster.peer_pods(peer, policy_ns)
-            if ingress:
-                ips = frozenset(ip for p in pods for ip in pod_ips(p))
-                if ips:
-                    out.append(Allow(Peer(ips=ips), _ports(rule.get("ports"), selected)))
-            else:  # named ports are the destination pod's: one allow per peer pod
-                for p in pods:
-                    ports = _ports(rule.get("ports"), p)
-                    if ports != ():
-                        out.append(Allow(Peer(ips=frozenset(pod_ips(p))), ports))
-    return [a for a in out if a.ports != ()]
+            target = Peer(ips=frozenset(ip for p in pods for ip in pod_ips(p)))
+        if not rule_ports or numbered:
+            out.append(Allow(target, _ports(numbered, {}) if rule_ports else None))
+        for p in pods if named else ():
+            ports = _ports(named, p)
+            if ports:
+                out.append(Allow(Peer(ips=frozenset(pod_ips(p))), ports))
+    return [a for a in out if a.peer.ips is None or a.peer.ips]
 
 
 def rules_for(pods: list[dict], policies: list[dict], cluster: Cluster) -> dict[str, PodRules]:
@@ -151,9 +174,11 @@ def rules_for(pods: list[dict], policies: list[dict], cluster: Cluster) -> dict[
             types = spec.get("policyTypes") or ["Ingress"]
             r.policies.append(pol["metadata"]["name"])
             if "Ingress" in types:
-                r.ingress = (r.ingress or []) + _allows(spec.get("ingress") or [], "from", ns, cluster, pod, True)
+                r.ingress = (r.ingress or []) + [a for rule in spec.get("ingress") or []
+                                                 for a in _ingress_allows(rule, ns, cluster, pod) if a.ports != ()]
             if "Egress" in types:
-                r.egress = (r.egress or []) + _allows(spec.get("egress") or [], "to", ns, cluster, pod, False)
+                r.egress = (r.egress or []) + [a for rule in spec.get("egress") or []
+                                               for a in _egress_allows(rule, ns, cluster)]
         if r.ingress is not None or r.egress is not None:
             out[pod["metadata"]["uid"]] = r
     return out

@@ -1,6 +1,6 @@
 """NetworkPolicy semantics to per-pod allows, and allows to nft rules."""
 
-from nanokube.netpol.policy import Cluster, Peer, PortMatch, rules_for
+from nanokube.netpol.policy import Allow, Cluster, Peer, PortMatch, rules_for
 from nanokube.netpol.rules import TABLE, transaction
 
 
@@ -69,3 +69,14 @@ def test_transaction():
     assert f'add rule inet {TABLE} forward oifname "vuidweb" jump ingress-uidweb' in lines
     assert f'add rule inet {TABLE} forward iifname "vuidcurl" jump egress-uidcurl' in lines
     assert f"add rule inet {TABLE} egress-uidcurl counter drop" in lines
+
+
+def test_egress_named_ports_resolve_per_destination_pod():
+    out = policy("dns", "client", policyTypes=["Egress"], egress=[{"ports": [{"port": "http"}, {"port": 53, "protocol": "UDP"}]}])
+    r = rules_for([CLIENT], [out], CLUSTER)["uid-curl"]
+    assert Allow(Peer(), (PortMatch("UDP", 53, 53),)) in r.egress
+    assert Allow(Peer(ips=frozenset({"10.244.1.2"})), (PortMatch("TCP", 8080, 8080),)) in r.egress
+    block = policy("block", "client", policyTypes=["Egress"], egress=[
+        {"to": [{"ipBlock": {"cidr": "10.244.0.0/16", "except": ["10.244.2.0/24"]}}], "ports": [{"port": "http"}]}])
+    r = rules_for([CLIENT], [block], CLUSTER)["uid-curl"]
+    assert r.egress == [Allow(Peer(ips=frozenset({"10.244.1.2"})), (PortMatch("TCP", 8080, 8080),))]
