@@ -15,7 +15,7 @@ from ..clock import REAL, Clock
 from ..metrics.api import MetricsAPI
 from ..metrics.provider import MetricsProvider
 from ..pki.ca import ClusterPKI
-from ..registry.base import all_resources
+from ..registry.base import Strategy, all_resources
 from ..store.instrumented import InstrumentedStore
 from ..store.interface import Store
 from ..machinery import errors
@@ -116,7 +116,8 @@ class APIServer:
         await self.store.start()
         await self.cache.start()
         for res in self.index.resources:
-            res.strategy.restore([e.obj for _, e in self.cache.list(res.key_prefix())])
+            if type(res.strategy).restore is not Strategy.restore:  # only allocators keep state to rebuild
+                res.strategy.restore([e.obj for _, e in self.cache.list(res.key_prefix())])
         if self.audit_log_path:  # before anything writes: the server's own writes are audited too
             self.audit = self.rest.audit = AuditLog(self.audit_log_path, self.clock)
         await self._bootstrap()

@@ -38,9 +38,25 @@ _ENCODED_MEMO = 512
 
 @dataclass(slots=True)
 class Entry:
-    obj: dict
+    """A cached object at its revision. Those loaded at start keep the stored
+    bytes and decode on first use, so a restart over many objects is ready
+    without decoding the ones nobody has asked for yet."""
+
+    _obj: dict | None
     rev: int
     _raw: bytes | None = None
+    _stored: bytes | None = None
+
+    @classmethod
+    def stored(cls, value: bytes, rev: int) -> Entry:
+        return cls(None, rev, None, value)
+
+    @property
+    def obj(self) -> dict:
+        if self._obj is None:
+            self._obj = decode(self._stored, self.rev)
+            self._stored = None
+        return self._obj
 
     @property
     def raw(self) -> bytes:
@@ -100,7 +116,7 @@ class WatchCache:
     async def start(self) -> None:
         kvs, rev = await self.store.list("/registry/")
         for kv in kvs:
-            self._by_prefix.setdefault(_resource_prefix(kv.key), {})[kv.key] = Entry(decode(kv.value, kv.mod_revision), kv.mod_revision)
+            self._by_prefix.setdefault(_resource_prefix(kv.key), {})[kv.key] = Entry.stored(kv.value, kv.mod_revision)
         self.rev = self._oldest = rev
         self._task = asyncio.create_task(self._follow(rev))
         self.ready.set()
