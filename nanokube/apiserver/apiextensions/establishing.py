@@ -1,18 +1,33 @@
 """The CRD establishing controller (apiextensions `controller/establish/establishing_controller.go`).
 
 Once the naming controller has accepted a CRD's names (`Established=False/Installing`),
-this marks it `Established=True/InitialNamesAccepted`: its endpoints are served
-from then on. It runs inside the API server, as upstream's does.
+this marks it `Established=True/InitialNamesAccepted` (or `False/InvalidCABundle` when
+its conversion webhook's caBundle holds no certificate): its endpoints are served from
+then on. It runs inside the API server, as upstream's does.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
+
+from cryptography import x509
 
 from ...client.informer import Informer
 from ...controllers.base import Controller
 from ...machinery.errors import APIError
 from .naming import GROUP, condition, set_condition
+
+
+def valid_ca_bundle(crd: dict) -> bool:
+    """A conversion webhook's caBundle, when set, must hold PEM certificates."""
+    bundle = ((((crd.get("spec") or {}).get("conversion") or {}).get("webhook") or {}).get("clientConfig") or {}).get("caBundle")
+    if not bundle:
+        return True
+    try:
+        return bool(x509.load_pem_x509_certificates(base64.b64decode(bundle)))
+    except ValueError:
+        return False
 
 
 class EstablishingController(Controller):
@@ -41,8 +56,13 @@ class EstablishingController(Controller):
         if (condition(crd, "NamesAccepted") or {}).get("status") != "True" or (est or {}).get("status") == "True":
             return
         status = copy.deepcopy(crd.get("status") or {})
-        set_condition(status, "Established", "True", "InitialNamesAccepted", "the initial names have been accepted",
-                      self.clock.rfc3339())
+        if valid_ca_bundle(crd):
+            cond = ("True", "InitialNamesAccepted", "the initial names have been accepted")
+        else:
+            cond = ("False", "InvalidCABundle", "The conversion webhook CABundle is invalid")
+        set_condition(status, "Established", *cond, self.clock.rfc3339())
+        if status == crd.get("status"):
+            return
         try:
             await self.crds.update({**crd, "status": status}, subresource="status")
         except APIError as e:

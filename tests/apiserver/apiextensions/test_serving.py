@@ -226,3 +226,17 @@ async def test_a_status_write_changes_only_status(env):
                         namespace="default", subresource="status")
     assert got["status"] == {"ready": True} and got["spec"]["size"] == 1 and "labels" not in got["metadata"]
     assert got["metadata"]["generation"] == 1
+
+
+async def test_an_invalid_conversion_ca_bundle_keeps_the_crd_from_being_established(env):
+    c = crd(versions=("v1", "v2"))
+    c["spec"]["conversion"] = {"strategy": "Webhook", "webhook": {
+        "conversionReviewVersions": ["v1"],
+        "clientConfig": {"url": "https://convert.example.com/convert", "caBundle": "bm90IGEgY2VydGlmaWNhdGU="}}}
+    await env.crds.create(c)
+
+    async def refused():
+        got = await env.crds.get(f"widgets.{GROUP}")
+        return condition(got, "Established") == ("False", "InvalidCABundle", "The conversion webhook CABundle is invalid")
+
+    await eventually(refused)
