@@ -17,6 +17,8 @@ STDIN, STDOUT, STDERR, ERROR, RESIZE = 0, 1, 2, 3, 4
 #: v5.channel.k8s.io: a client frame [CLOSE, channel] half-closes that channel
 CLOSE = 255
 V5, V4 = "v5.channel.k8s.io", "v4.channel.k8s.io"
+#: v4 with text frames: '0'+channel, then the payload in base64 (for browsers)
+V4_BASE64 = "v4.base64.channel.k8s.io"
 PORT_FORWARD = "portforward.k8s.io"
 #: kubectl (1.31+) tunnels SPDY port-forwarding through a WebSocket
 TUNNELED_PORT_FORWARD = "SPDY/3.1+portforward.k8s.io"

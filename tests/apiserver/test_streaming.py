@@ -179,3 +179,16 @@ async def test_a_container_not_yet_created_is_not_found_before_the_upgrade(serve
         async with http.get(f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/pods/two/exec"
                             "?command=ls&stdout=true&container=b") as r:
             assert (r.status, await r.text()) == (404, 'container not found ("b")')
+
+
+async def test_exec_over_the_base64_channel_protocol(server):
+    import base64
+
+    url = (f"ws://127.0.0.1:{server.port}/api/v1/namespaces/default/pods/one/exec"
+           "?command=cat&stdin=true&stdout=true")
+    async with aiohttp.ClientSession() as http:
+        async with http.ws_connect(url, protocols=("v4.base64.channel.k8s.io",)) as ws:
+            assert (await ws.receive()).data == "1"  # the opening frame: stdout, empty
+            await ws.send_str("0" + base64.b64encode(b"hi there").decode())
+            echoed = (await ws.receive()).data
+    assert echoed[0] == "1" and base64.b64decode(echoed[1:]) == b"HI THERE"

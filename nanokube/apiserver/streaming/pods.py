@@ -17,7 +17,7 @@ from aiohttp import web
 
 from ...machinery import errors
 from ..auth.authorizer import Attributes, forbidden
-from ...machinery.streaming import (ERROR, PORT_FORWARD, STDERR, STDOUT, TUNNELED_PORT_FORWARD, V4, V5,
+from ...machinery.streaming import (ERROR, PORT_FORWARD, STDERR, STDOUT, TUNNELED_PORT_FORWARD, V4, V4_BASE64, V5,
                                     NodeStreaming, StreamFailed, StreamSession, exit_status, failure_status)
 from .spdy import SpdySession, SpdyStream
 from .transports import (WebSocketChannels, is_spdy, is_websocket, offered, resize_stream_reader,
@@ -132,10 +132,10 @@ class PodStreaming:
 
         flags = (stdin, stdout, stderr, tty)
         if is_websocket(request):
-            proto = next((p for p in offered(request, "Sec-WebSocket-Protocol") if p in (V5, V4)), None)
+            proto = next((p for p in offered(request, "Sec-WebSocket-Protocol") if p in (V5, V4, V4_BASE64)), None)
             if proto is None:
-                raise errors.bad_request("unable to upgrade: no supported channel protocol (v5.channel.k8s.io, "
-                                         "v4.channel.k8s.io) requested")
+                raise errors.bad_request(f"unable to upgrade: no supported channel protocol ({V5}, {V4}, "
+                                         f"{V4_BASE64}) requested")
             return await _command_over_websocket(request, proto, flags, run)
         if is_spdy(request):
             protos = offered(request, "X-Stream-Protocol-Version")
@@ -222,7 +222,7 @@ async def _command_over_websocket(request: web.Request, proto: str, flags, run) 
     stdin, stdout, stderr, tty = flags
     ws = web.WebSocketResponse(protocols=(proto,), max_msg_size=0)
     await ws.prepare(request)
-    ch = WebSocketChannels(ws)
+    ch = WebSocketChannels(ws, base64=proto == V4_BASE64)
     session = StreamSession(stdin, stdout, stderr, tty, lambda d: ch.send(STDOUT, d), lambda d: ch.send(STDERR, d))
     await ch.send(STDOUT if stdout else STDERR if stderr else ERROR, b"")
     pump = asyncio.ensure_future(ch.pump_into(session))

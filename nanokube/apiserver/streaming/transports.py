@@ -7,7 +7,9 @@ SPDY/3.1 (older clients, and kubectl's fallback)."""
 from __future__ import annotations
 
 import asyncio
+import binascii
 import contextlib
+from base64 import b64decode, b64encode
 
 import orjson
 from aiohttp import WSMsgType, web
@@ -29,16 +31,22 @@ def is_spdy(request: web.Request) -> bool:
 
 
 class WebSocketChannels:
-    """The channel protocol over an upgraded WebSocket."""
+    """The channel protocol over an upgraded WebSocket: binary frames whose first
+    byte is the channel, or with `base64` (the browser-friendly variants) text
+    frames of '0'+channel and the payload in base64."""
 
-    def __init__(self, ws: web.WebSocketResponse):
+    def __init__(self, ws: web.WebSocketResponse, base64: bool = False):
         self.ws = ws
+        self.base64 = base64
         self.closed = False
 
     async def send(self, channel: int, data: bytes) -> None:
         if not self.closed:
             try:
-                await self.ws.send_bytes(bytes([channel]) + data)
+                if self.base64:
+                    await self.ws.send_str(chr(ord("0") + channel) + b64encode(data).decode())
+                else:
+                    await self.ws.send_bytes(bytes([channel]) + data)
             except (ConnectionError, RuntimeError):
                 self.closed = True
 
@@ -46,8 +54,14 @@ class WebSocketChannels:
         """Client frames until it closes: stdin and resizes into `session`
         (or every data frame to `on_data(channel, bytes)`); CLOSE ends a channel."""
         async for msg in self.ws:
+            frame = b""
             if msg.type == WSMsgType.BINARY:
                 frame = msg.data
+            elif msg.type == WSMsgType.TEXT and self.base64:
+                if not msg.data or ord(msg.data[0]) < ord("0"):
+                    continue
+                with contextlib.suppress(binascii.Error, ValueError):
+                    frame = bytes([ord(msg.data[0]) - ord("0")]) + b64decode(msg.data[1:])
             elif msg.type == WSMsgType.TEXT:
                 frame = msg.data.encode()  # a text frame: its UTF-8 bytes, the first one the channel
             else:
