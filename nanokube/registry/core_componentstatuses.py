@@ -22,6 +22,9 @@ class ComponentStatusStrategy(Strategy):
         Column("Error", "string", lambda o: _healthy(o).get("error", ""), "Error of the component conditions"),
     ]
 
+    def deprecation(self, version):
+        return "v1 ComponentStatus is deprecated in v1.19+"
+
 
 register(Resource("", "componentstatuses", "ComponentStatus", ["v1"], namespaced=False, short_names=("cs",),
                   strategy=ComponentStatusStrategy(), verbs=("get", "list")))

@@ -34,6 +34,7 @@ def test_component_statuses(cluster):
                     10, "componentstatuses")
     assert sorted(r[0] for r in rows) == ["controller-manager", "etcd-0", "scheduler"]
     assert ["etcd-0", "Healthy"] in [r[:2] for r in rows]
+    assert "Warning: v1 ComponentStatus is deprecated in v1.19+" in cluster.kubectl("get", "cs").stderr
     wait_for(lambda: all(r[1] == "Healthy" for r in (line.split() for line in cluster.kubectl(
         "get", "cs", "--no-headers").stdout.splitlines())), 30, "every component Healthy")
     r = cluster.kubectl("delete", "cs", "etcd-0", check=False)
