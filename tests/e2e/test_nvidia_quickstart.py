@@ -492,9 +492,10 @@ spec:
         return next((e for e in items if e["reason"] == "FailedPrepareDynamicResources"), None)
     ev = wait_for(event)
     assert ev["type"] == "Warning" and ev["message"].startswith(
-        "Failed to prepare dynamic resources: NodePrepareResources failed for ResourceClaim gpu: ")
-    assert ev["message"].endswith(
-        "error validating GPU config: active thread percentage must not be greater than 100")
+        "Failed to prepare dynamic resources: prepare dynamic resources: NodePrepareResources failed for "
+        "ResourceClaim gpu: error preparing devices for claim gpu-test-bad/gpu:")
+    assert ev["message"].endswith(": prepare devices failed: error validating GPU config: "
+                                  "active thread percentage must not be greater than 100")
     pod = cluster.kubectl_json("get", "pod", "-n", "gpu-test-bad", "pod")
     assert pod["status"]["phase"] == "Pending"
     assert pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "ContainerCreating"

@@ -13,8 +13,9 @@
   profile at each placement (`gpu-<minor>-mig-<profile>-<profileID>-<start>`)
   its own share and slices, so the scheduler packs MIG devices exactly as
   the hardware allows.
-- Prepare validates the opaque `GpuConfig` / `MigDeviceConfig` parameters
-  (resource.nvidia.com/v1beta1) with the driver's defaults and messages.
+- Prepare decodes, validates and applies the opaque `GpuConfig` /
+  `MigDeviceConfig` parameters (resource.nvidia.com/v1beta1) with the
+  driver's defaults, precedence and messages.
 
 MIG profile tables are NVIDIA's (`nvidia-smi mig -lgip`): memory in MiB,
 SMs, copy engines, decoders, encoders, JPEG and OFA engines, and the
@@ -193,93 +194,156 @@ def gpu_entries(devices: list) -> tuple[list[dict], list[dict]]:
 
 
 # --- opaque configuration -------------------------------------------------------------
+#
+# The plugin's prepare, in its order: decode every gpu.nvidia.com opaque
+# config of the allocation (strictly), pick each result's config (the last
+# one naming its request, else the last one without requests whose kind
+# fits the device: GpuConfig for GPUs, MigDeviceConfig for MIG devices,
+# defaults first), then normalize, validate and apply each config.
 
 class ConfigError(Exception):
     """An opaque config the driver refuses; the message is the driver's."""
 
 
-_STRATEGIES = ("TimeSlicing", "MPS")
 _INTERVALS = ("Default", "Short", "Medium", "Long")
+_KIND_FOR = {"gpu": "GpuConfig", "mig": "MigDeviceConfig"}
+_SHARING_FIELDS = {"GpuConfig": ("strategy", "timeSlicingConfig", "mpsConfig"),
+                   "MigDeviceConfig": ("strategy", "mpsConfig")}
+_MPS_FIELDS = ("defaultActiveThreadPercentage", "defaultPinnedDeviceMemoryLimit", "defaultPerDevicePinnedMemoryLimit")
 
 
-def _check_fields(obj: dict, allowed: tuple[str, ...], path: str) -> None:
+def _decode_error(msg: str) -> ConfigError:
+    return ConfigError(f"error getting opaque device configs: error decoding config parameters: {msg}")
+
+
+def _strict(obj, allowed: tuple[str, ...], path: str) -> dict:
+    if not isinstance(obj, dict):
+        raise _decode_error(f"json: cannot unmarshal {type(obj).__name__} into Go struct field {path or 'GpuConfig'}")
     for k in obj:
         if k not in allowed:
-            raise ConfigError(f'error decoding config parameters: strict decoding error: unknown field "{path}{k}"')
+            raise _decode_error(f'strict decoding error: unknown field "{path}{k}"')
+    return obj
 
 
-def _mps(cfg: dict | None) -> dict:
-    cfg = cfg or {}
-    _check_fields(cfg, ("defaultActiveThreadPercentage", "defaultPinnedDeviceMemoryLimit",
-                        "defaultPerDevicePinnedMemoryLimit"), "sharing.mpsConfig.")
-    pct = cfg.get("defaultActiveThreadPercentage")
-    if pct is not None:
-        if pct < 0:
-            raise ConfigError("error validating GPU config: active thread percentage must not be negative")
-        if pct > 100:
-            raise ConfigError("error validating GPU config: active thread percentage must not be greater than 100")
-    for key in ("defaultPinnedDeviceMemoryLimit",):
-        if cfg.get(key) is not None:
-            try:
-                parse_quantity(str(cfg[key]))
-            except QuantityError as e:
-                raise ConfigError(f"error decoding config parameters: {key}: {e}") from None
-    return cfg
+def _quantity(v, path: str) -> Fraction:
+    try:
+        return parse_quantity(str(v))
+    except QuantityError as e:
+        raise _decode_error(f"{path}: {e}") from None
+
+
+def decode(params) -> dict:
+    """Decode one opaque parameter object as the driver's strict decoder does."""
+    if not isinstance(params, dict):
+        raise _decode_error("Object 'Kind' is missing in parameters")
+    api, kind = params.get("apiVersion"), params.get("kind")
+    if not kind:
+        raise _decode_error(f"Object 'Kind' is missing in '{params}'")
+    if api != CONFIG_API or kind not in _SHARING_FIELDS:
+        raise _decode_error(f'no kind "{kind}" is registered for version "{api}"')
+    _strict(params, ("apiVersion", "kind", "sharing"), "")
+    sharing = params.get("sharing")
+    if sharing is not None:
+        _strict(sharing, _SHARING_FIELDS[kind], "sharing.")
+        if sharing.get("timeSlicingConfig") is not None:
+            _strict(sharing["timeSlicingConfig"], ("interval",), "sharing.timeSlicingConfig.")
+        mps = sharing.get("mpsConfig")
+        if mps is not None:
+            _strict(mps, _MPS_FIELDS, "sharing.mpsConfig.")
+            for k in ("defaultPinnedDeviceMemoryLimit",):
+                if mps.get(k) is not None:
+                    _quantity(mps[k], f"sharing.mpsConfig.{k}")
+            per = mps.get("defaultPerDevicePinnedMemoryLimit") or {}
+            for k, v in _strict(per, tuple(per), "sharing.mpsConfig.defaultPerDevicePinnedMemoryLimit.").items():
+                _quantity(v, f"sharing.mpsConfig.defaultPerDevicePinnedMemoryLimit.{k}")
+    return params
 
 
 def normalize(params: dict) -> dict:
-    """Validate one opaque parameter object (GpuConfig or MigDeviceConfig)
-    with the driver's defaults applied; the normalized config, or ConfigError."""
-    if not isinstance(params, dict):
-        raise ConfigError("error decoding config parameters: not an object")
-    api, kind = params.get("apiVersion"), params.get("kind")
-    if api != CONFIG_API or kind not in ("GpuConfig", "MigDeviceConfig"):
-        raise ConfigError(f'error decoding config parameters: no kind "{kind}" is registered for version '
-                          f'"{api}" in scheme')
-    _check_fields(params, ("apiVersion", "kind", "sharing"), "")
-    sharing = params.get("sharing")
-    if sharing is None:
-        sharing = {"strategy": "TimeSlicing"} if kind == "GpuConfig" else None
-    if sharing is None:
-        return {"apiVersion": api, "kind": kind}
-    _check_fields(sharing, ("strategy", "timeSlicingConfig", "mpsConfig"), "sharing.")
+    """Decode, apply the driver's defaults (time-slicing with the Default
+    interval; an empty MPS config) and validate one config."""
+    params = decode(params)
+    kind = params["kind"]
+    sharing = dict(params.get("sharing") or {"strategy": "TimeSlicing"})
     strategy = sharing.get("strategy")
-    if strategy not in _STRATEGIES:
+    if strategy not in ("TimeSlicing", "MPS"):
         msg = "fabric GPU sharing strategy is not enabled" if strategy == "Fabric" else \
-            f"unknown GPU sharing strategy: {strategy}"
+            f"unknown GPU sharing strategy: {strategy or ''}"
         raise ConfigError(f"error validating GPU config: {msg}")
-    out = {"strategy": strategy}
-    if strategy == "TimeSlicing":
-        if sharing.get("mpsConfig") is not None:
-            raise ConfigError("error applying GPU config: cannot use MpsConfig with the 'TimeSlicing' strategy")
-        if kind == "GpuConfig":
-            ts = sharing.get("timeSlicingConfig") or {}
-            _check_fields(ts, ("interval",), "sharing.timeSlicingConfig.")
-            interval = ts.get("interval", "Default")
-            if interval not in _INTERVALS:
-                raise ConfigError(f"error validating GPU config: unknown time-slice interval: {interval}")
-            out["timeSlicingConfig"] = {"interval": interval}
-    else:
-        if sharing.get("timeSlicingConfig") is not None:
-            raise ConfigError("error applying GPU config: cannot use TimeSlicingConfig with the 'MPS' strategy")
-        out["mpsConfig"] = _mps(sharing.get("mpsConfig"))
-    return {"apiVersion": api, "kind": kind, "sharing": out}
+    if strategy == "TimeSlicing" and kind == "GpuConfig":
+        sharing.setdefault("timeSlicingConfig", None)
+        if sharing["timeSlicingConfig"] is None:
+            sharing["timeSlicingConfig"] = {"interval": "Default"}
+        interval = sharing["timeSlicingConfig"].get("interval")
+        if interval not in _INTERVALS:
+            raise ConfigError(f"error validating GPU config: unknown time-slice interval: {interval or ''}")
+    if strategy == "MPS":
+        if sharing.get("mpsConfig") is None:
+            sharing["mpsConfig"] = {}
+        pct = sharing["mpsConfig"].get("defaultActiveThreadPercentage")
+        if pct is not None and pct < 0:
+            raise ConfigError("error validating GPU config: active thread percentage must not be negative")
+        if pct is not None and pct > 100:
+            raise ConfigError("error validating GPU config: active thread percentage must not be greater than 100")
+    return {"apiVersion": CONFIG_API, "kind": kind, "sharing": sharing}
 
 
-def configs_for(claim: dict, request: str) -> dict | None:
-    """The config that applies to a result of `request`: the last matching
-    gpu.nvidia.com opaque config (claim configs after class configs)."""
-    configs = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("config") or []
-    top = request.split("/", 1)[0]
-    chosen = None
-    for c in configs:
-        opaque = c.get("opaque") or {}
-        if opaque.get("driver") != NVIDIA_DRIVER:
-            continue
-        reqs = c.get("requests") or []
-        if not reqs or request in reqs or top in reqs:
-            chosen = opaque.get("parameters")
-    return chosen
+def _apply(config: dict, uuids: list[str]) -> None:
+    """What applying a config checks that validation does not: the other
+    strategy's settings, and MPS memory limits (at least 1Mi, per-device
+    keys naming one of the config's devices by UUID or index)."""
+    sharing = config["sharing"]
+    strategy = sharing["strategy"]
+    if strategy == "TimeSlicing" and sharing.get("mpsConfig") is not None:
+        raise ConfigError("error applying GPU config: cannot use MpsConfig with the 'TimeSlicing' strategy")
+    if strategy != "MPS":
+        return
+    if sharing.get("timeSlicingConfig") is not None:
+        raise ConfigError("error applying GPU config: cannot use TimeSlicingConfig with the 'MPS' strategy")
+    mps = sharing["mpsConfig"]
+    default = mps.get("defaultPinnedDeviceMemoryLimit")
+    if default is not None and parse_quantity(str(default)) < 2**20:
+        raise ConfigError(f"error applying GPU config: invalid limit: default value set too low: {default}")
+    for key, v in (mps.get("defaultPerDevicePinnedMemoryLimit") or {}).items():
+        if key not in uuids:
+            if not key.isdigit() and not (key.startswith("-") and key[1:].isdigit()):
+                raise ConfigError(f"error applying GPU config: invalid device: unable to parse key as an integer: {key}")
+            if not 0 <= int(key) < len(uuids):
+                raise ConfigError(f"error applying GPU config: invalid device: invalid device index: {int(key)}")
+        if parse_quantity(str(v)) < 2**20:
+            raise ConfigError(f"error applying GPU config: invalid limit: value set too low: {key}: {v}")
+
+
+def prepare_configs(claim: dict, results: list[dict]) -> list[dict]:
+    """The normalized config of each NVIDIA result (dicts with `request`,
+    `device`, `type` and `uuid`), in order; ConfigError as the driver fails."""
+    entries = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("config") or []
+    configs: list[tuple[list[str], dict]] = [([], {"apiVersion": CONFIG_API, "kind": "GpuConfig"}),
+                                             ([], {"apiVersion": CONFIG_API, "kind": "MigDeviceConfig"})]
+    for c in entries:
+        opaque = c.get("opaque")
+        if opaque is None:
+            raise ConfigError("error getting opaque device configs: only opaque parameters are supported by this driver")
+        if opaque.get("driver") == NVIDIA_DRIVER:
+            configs.append((list(c.get("requests") or []), decode(opaque.get("parameters"))))
+    chosen: list[int] = []
+    for r in results:
+        want = _KIND_FOR[r["type"]]
+        for i in range(len(configs) - 1, -1, -1):
+            reqs, params = configs[i]
+            if r["request"] in reqs:
+                if params["kind"] != want:
+                    raise ConfigError(f'cannot apply {params["kind"]} to device "{r["device"]}" of type '
+                                      f'"{r["type"]}" (request: {r["request"]})')
+                break
+            if not reqs and params["kind"] == want:
+                break
+        chosen.append(i)
+    normalized: dict[int, dict] = {}
+    for i in dict.fromkeys(chosen):
+        normalized[i] = normalize(configs[i][1])
+        _apply(normalized[i], [r["uuid"] for r, j in zip(results, chosen) if j == i])
+    return [normalized[i] for i in chosen]
 
 
 # --- what a container sees ------------------------------------------------------------

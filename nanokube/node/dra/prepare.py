@@ -114,19 +114,15 @@ class ClaimPreparer:
         config is normalized and validated (a refusal is the plugin's error,
         so the pod stays ContainerCreating), and MIG devices get their UUIDs."""
         md = claim["metadata"]
-        out = []
-        for r in self._ours(claim):
-            if r["driver"] != nvidia.NVIDIA_DRIVER:
-                continue
-            params = nvidia.configs_for(claim, r["request"])
-            try:
-                config = nvidia.normalize(params if params is not None else
-                                          {"apiVersion": nvidia.CONFIG_API, "kind": "GpuConfig"})
-            except nvidia.ConfigError as e:
-                raise NotReady(f"NodePrepareResources failed for ResourceClaim {md['name']}: error preparing devices "
-                               f"for claim {md['namespace']}/{md['name']}:{md['uid']}: prepare devices failed: {e}") from None
-            out.append({"request": r["request"], "device": r["device"], "config": config, **self._describe(r["device"])})
-        return out
+        out = [{"request": r["request"], "device": r["device"], **self._describe(r["device"])}
+               for r in self._ours(claim) if r["driver"] == nvidia.NVIDIA_DRIVER]
+        try:
+            configs = nvidia.prepare_configs(claim, out)
+        except nvidia.ConfigError as e:
+            raise NotReady(f"prepare dynamic resources: NodePrepareResources failed for ResourceClaim {md['name']}: "
+                           f"error preparing devices for claim {md['namespace']}/{md['name']}:{md['uid']}: "
+                           f"prepare devices failed: {e}") from None
+        return [{**d, "config": c} for d, c in zip(out, configs)]
 
     def _describe(self, device: str) -> dict:
         """What nvidia-smi says about a device of this node."""

@@ -87,30 +87,64 @@ def test_nvidia_pools_refuse_unknown_models_and_mig_on_gpus_without_it():
         parse_cluster(CLUSTER.replace("A100-SXM4-40GB", "L4"))
 
 
+GPU0 = {"request": "gpu", "device": "gpu-0", "type": "gpu", "uuid": "GPU-0"}
+MIG0 = {"request": "mig", "device": "gpu-1-mig-1g5gb-19-0", "type": "mig", "uuid": "MIG-0"}
+
+
+def with_configs(*configs):
+    return {"status": {"allocation": {"devices": {"config": [
+        {"source": source, "requests": reqs, "opaque": {"driver": DRIVER, "parameters": {
+            "apiVersion": nvidia.CONFIG_API, "kind": kind, **({"sharing": sharing} if sharing else {})}}}
+        for source, reqs, kind, sharing in configs]}}}}
+
+
 @pytest.mark.parametrize("sharing,error", [
     ({"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}}, None),
     ({"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 50,
                                        "defaultPinnedDeviceMemoryLimit": "10Gi"}}, None),
     ({"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Forever"}},
-     "error validating GPU config: unknown time-slice interval: Forever"),
+     "^error validating GPU config: unknown time-slice interval: Forever$"),
     ({"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 150}},
-     "error validating GPU config: active thread percentage must not be greater than 100"),
-    ({"strategy": "Spatial"}, "error validating GPU config: unknown GPU sharing strategy: Spatial"),
+     "^error validating GPU config: active thread percentage must not be greater than 100$"),
+    ({"strategy": "Spatial"}, "^error validating GPU config: unknown GPU sharing strategy: Spatial$"),
     ({"strategy": "MPS", "timeSlicingConfig": {"interval": "Long"}},
      "cannot use TimeSlicingConfig with the 'MPS' strategy"),
+    ({"strategy": "MPS", "mpsConfig": {"defaultPerDevicePinnedMemoryLimit": {"3": "1Gi"}}},
+     "invalid device: invalid device index: 3"),
+    ({"strategy": "MPS", "mpsConfig": {"defaultPinnedDeviceMemoryLimit": "10Ki"}},
+     "invalid limit: default value set too low: 10Ki"),
+    ({"strategy": "TimeSlicing", "timeSliceConfig": {}},
+     '^error getting opaque device configs: error decoding config parameters: strict decoding error: '
+     'unknown field "sharing.timeSliceConfig"$'),
 ])
-def test_gpu_config_validation(sharing, error):
-    params = {"apiVersion": nvidia.CONFIG_API, "kind": "GpuConfig", "sharing": sharing}
+def test_gpu_config_is_decoded_validated_and_applied_as_the_driver_does(sharing, error):
+    claim = with_configs(("FromClaim", ["gpu"], "GpuConfig", sharing))
     if error is None:
-        assert nvidia.normalize(params)["sharing"]["strategy"] == sharing["strategy"]
+        [config] = nvidia.prepare_configs(claim, [GPU0])
+        assert config["sharing"] == sharing
     else:
         with pytest.raises(nvidia.ConfigError, match=error):
-            nvidia.normalize(params)
+            nvidia.prepare_configs(claim, [GPU0])
 
 
-def test_gpu_config_defaults_to_default_time_slicing():
-    out = nvidia.normalize({"apiVersion": nvidia.CONFIG_API, "kind": "GpuConfig"})
-    assert out["sharing"] == {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Default"}}
+def test_config_precedence_defaults_and_device_types():
+    assert nvidia.prepare_configs(with_configs(), [GPU0, MIG0]) == [
+        {"apiVersion": nvidia.CONFIG_API, "kind": "GpuConfig",
+         "sharing": {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Default"}}},
+        {"apiVersion": nvidia.CONFIG_API, "kind": "MigDeviceConfig", "sharing": {"strategy": "TimeSlicing"}}]
+    short = {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Short"}}
+    long = {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}}
+    # a claim's config comes after the class's and wins; a config without requests skips other device types
+    [gpu, mig] = nvidia.prepare_configs(with_configs(("FromClass", [], "GpuConfig", short),
+                                                     ("FromClaim", [], "GpuConfig", long)), [GPU0, MIG0])
+    assert gpu["sharing"] == long and mig["kind"] == "MigDeviceConfig"
+    with pytest.raises(nvidia.ConfigError, match='^cannot apply GpuConfig to device "gpu-1-mig-1g5gb-19-0" of type '
+                                                 '"mig" \\(request: mig\\)$'):
+        nvidia.prepare_configs(with_configs(("FromClaim", ["mig"], "GpuConfig", long)), [MIG0])
+    bad_kind = {"status": {"allocation": {"devices": {"config": [{"requests": [], "opaque": {
+        "driver": DRIVER, "parameters": {"apiVersion": nvidia.CONFIG_API, "kind": "TpuConfig"}}}]}}}}
+    with pytest.raises(nvidia.ConfigError, match='no kind "TpuConfig" is registered for version'):
+        nvidia.prepare_configs(bad_kind, [])
 
 
 def test_nvidia_smi_list_groups_mig_devices_under_their_gpu():
