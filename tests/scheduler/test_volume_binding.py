@@ -99,7 +99,7 @@ async def test_missing_and_unbound_immediate_claims_keep_the_pod_pending(env):
     await client.resource("", "v1", "persistentvolumes").create({"metadata": {"name": "fits"}, "spec": {
         "capacity": {"storage": "2Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
         "hostPath": {"path": "/tmp/fits"}}})
-    assert await eventually(bound(pods, "waiting"))
+    assert await eventually(bound(pods, "waiting"), attempts=1500)  # after the pod's backoff
 
 
 
@@ -117,7 +117,7 @@ async def test_generic_ephemeral_volume_gets_its_own_claim(env):
             "metadata": {"labels": {"tier": "scratch"}},
             "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}}]
         created = await pods.create(p)
-        assert await eventually(bound(pods, "scratch"))
+        assert await eventually(bound(pods, "scratch"), attempts=1500)  # the claim appears after a first try
         pvc = await client.resource("", "v1", "persistentvolumeclaims").get("scratch-work", "default")
         assert pvc["metadata"]["labels"] == {"tier": "scratch"} and pvc["status"]["phase"] == "Bound"
         assert pvc["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
