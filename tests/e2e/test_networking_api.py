@@ -10,7 +10,14 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from .conftest import wait_for
+from .conftest import running_cluster, wait_for
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """This module's cluster releases a deleted ServiceCIDR after 1 s instead of 10 s."""
+    with running_cluster("networking", env={"NANOKUBE_SERVICECIDR_DELETION_GRACE": "1"}) as c:
+        yield c
 
 
 def test_default_service_cidr_and_ip_addresses(cluster):
