@@ -162,3 +162,25 @@ async def test_claims_grow_only_where_their_class_allows(env):
     assert pvc["status"]["allocatedResources"] == {"storage": "3Gi"}
     pv = await state(client, "persistentvolumes", pvc["spec"]["volumeName"])
     assert pv["spec"]["capacity"] == {"storage": "3Gi"}
+
+
+async def test_claim_cloned_from_another_starts_as_a_copy(env):
+    client, root = env
+    await client.resource("storage.k8s.io", "v1", "storageclasses").create({
+        "metadata": {"name": "now"}, "provisioner": PROVISIONER, "volumeBindingMode": "Immediate"})
+    pvcs = client.resource("", "v1", "persistentvolumeclaims")
+    await pvcs.create(claim("dataset", storageClassName="now"))
+    src = await eventually(phase_is(client, "persistentvolumeclaims", "dataset", "Bound", "default"))
+    (root / src["spec"]["volumeName"] / "shard-0").write_text("tokens")
+    await pvcs.create(claim("copy", storageClassName="now",
+                            dataSource={"kind": "PersistentVolumeClaim", "name": "dataset"}))
+    copy = await eventually(phase_is(client, "persistentvolumeclaims", "copy", "Bound", "default"))
+    assert (root / copy["spec"]["volumeName"] / "shard-0").read_text() == "tokens"
+    await pvcs.create(claim("small", "1Mi", storageClassName="now",
+                            dataSource={"kind": "PersistentVolumeClaim", "name": "dataset"}))
+
+    async def refused():
+        evs, _ = await client.resource("", "v1", "events").list("default")
+        return [e["message"] for e in evs if e["reason"] == "ProvisioningFailed"]
+    assert (await eventually(refused))[0] == ("error getting handle for DataSource Type PersistentVolumeClaim by Name "
+                                              "dataset: requested PV size is smaller than the source volume")

@@ -9,12 +9,15 @@ directory removed, then its PersistentVolume deleted.
 
 Every node of a cluster runs on this one host, so a volume's directory is
 reachable from all of them; the node affinity of a WaitForFirstConsumer volume
-keeps the local-volume semantics users expect. A bound claim of ours that asks for
+keeps the local-volume semantics users expect. A claim cloned from another
+claim of the class (`dataSource` kind PersistentVolumeClaim) starts as a copy of
+its directory. A bound claim of ours that asks for
 more (its class allowing expansion, which admission checks) is expanded as the
 external resizer would: the volume's capacity, then the claim's status."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import shutil
@@ -123,7 +126,13 @@ class LocalPathProvisioner(Controller):
         claim_obj = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", **pvc}
         await self.recorder.emit(claim_obj, "Normal", "Provisioning",
                                  f'External provisioner is provisioning volume for claim "{md["namespace"]}/{md["name"]}"')
+        source, problem = self._clone_source(pvc, sc)
+        if problem:
+            await self.recorder.emit(claim_obj, "Warning", "ProvisioningFailed", problem)
+            return
         path = self.path(name)
+        if source and not os.path.exists(path):
+            await asyncio.to_thread(shutil.copytree, source, path, symlinks=True)
         os.makedirs(path, exist_ok=True)
         os.chmod(path, 0o777)
         pv_spec = {
@@ -149,6 +158,31 @@ class LocalPathProvisioner(Controller):
                 raise
             return
         await self.recorder.emit(claim_obj, "Normal", "ProvisioningSucceeded", f"Successfully provisioned volume {name}")
+
+    def _clone_source(self, pvc: dict, sc: dict) -> tuple[str | None, str]:
+        """(the source volume's directory, why it cannot be cloned) for a claim cloned from
+        another (`dataSource` kind PersistentVolumeClaim); (None, '') without a source."""
+        src = (pvc.get("spec") or {}).get("dataSourceRef") or (pvc.get("spec") or {}).get("dataSource")
+        if not src or src.get("apiGroup") or src.get("kind") != "PersistentVolumeClaim":
+            return None, ""
+        ns, name = pvc["metadata"]["namespace"], src.get("name", "")
+        what = f"error getting handle for DataSource Type PersistentVolumeClaim by Name {name}"
+        source = self.claims.get(f"{ns}/{name}")
+        if source is None:
+            return None, f"{what}: claim in dataSource not found"
+        if claim_class(source) != sc["metadata"]["name"]:
+            return None, f"{what}: the source PVC and destination PVCs must be in the same storage class for cloning"
+        pv = self.volumes.get((source.get("spec") or {}).get("volumeName") or "")
+        path = (((pv or {}).get("spec") or {}).get("hostPath") or {}).get("path")
+        if not path or (source.get("status") or {}).get("phase") != "Bound":
+            return None, f"{what}: claim in dataSource not bound or its volume missing"
+        try:
+            if parse_quantity(((pvc["spec"].get("resources") or {}).get("requests") or {}).get("storage", "0")) < \
+                    parse_quantity(((pv.get("spec") or {}).get("capacity") or {}).get("storage", "0")):
+                return None, f"{what}: requested PV size is smaller than the source volume"
+        except QuantityError:
+            return None, f"{what}: unreadable size"
+        return path, ""
 
     async def _resize(self, pvc: dict) -> None:
         """Expansion, as the external resizer does it for a volume without a filesystem
