@@ -408,11 +408,21 @@ class APIHandlers:
         timeout = integer(q, "timeoutSeconds")
         sie = q.get("sendInitialEvents")
         field_selector = q.get("fieldSelector", "")
-        stream = await self.rest.watch(
-            res, version, namespace, resource_version=q.get("resourceVersion", ""),
-            label_selector=q.get("labelSelector", ""), field_selector=field_selector,
-            send_initial_events=None if sie is None else _bool(sie),
-            allow_bookmarks=_bool(q.get("allowWatchBookmarks")), name=name)
+        try:
+            stream = await self.rest.watch(
+                res, version, namespace, resource_version=q.get("resourceVersion", ""),
+                label_selector=q.get("labelSelector", ""), field_selector=field_selector,
+                send_initial_events=None if sie is None else _bool(sie),
+                allow_bookmarks=_bool(q.get("allowWatchBookmarks")), name=name)
+        except errors.APIError as e:
+            if e.code != 410:
+                raise
+            # as the cacher does: an expired resourceVersion is a watch that sends one ERROR event and ends
+            gone = web.StreamResponse(status=200, headers={"Content-Type": _JSON, "Transfer-Encoding": "chunked"})
+            await gone.prepare(request)
+            await gone.write(dumps({"type": "ERROR", "object": e.status()}) + b"\n")
+            await gone.write_eof()
+            return gone
         resp = web.StreamResponse(status=200, headers={"Content-Type": _JSON, "Transfer-Encoding": "chunked"})
         for w in request.get(_WARNINGS, ()):  # a watch of a deprecated version is warned too, before it streams
             resp.headers.add("Warning", f'299 - "{w}"')

@@ -104,3 +104,25 @@ async def test_slow_watcher_is_ended_cleanly(monkeypatch):
         assert final
     finally:
         await server.stop()
+
+
+async def test_an_expired_resource_version_is_a_watch_with_one_error_event(monkeypatch):
+    """As kube-apiserver's cacher answers it: 200, an ERROR event with the 410 Status, the final chunk."""
+    from nanokube.store.interface import Compacted
+
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    try:
+        def compacted(rev, prefix):
+            raise Compacted(rev, 40)
+        monkeypatch.setattr(server.cache, "events_since", compacted)
+        reader, writer = await _open_watch(server.port, "&resourceVersion=3")
+        chunks, final = await asyncio.wait_for(_chunks(reader), 10)
+        writer.close()
+        assert final
+        event = orjson.loads(b"".join(chunks))
+        assert event == {"type": "ERROR", "object": {
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "too old resource version: 3 (40)", "reason": "Expired", "code": 410}}
+    finally:
+        await server.stop()
