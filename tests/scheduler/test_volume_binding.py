@@ -139,3 +139,18 @@ async def test_read_write_once_pod_claim_serves_one_pod(env):
         await eventually(unschedulable(pods, "second"))
     await pods.delete("first", "default", grace_period_seconds=0)
     assert await eventually(bound(pods, "second"), attempts=1500)
+
+
+async def test_zonal_volume_keeps_its_pod_in_the_zone(env):
+    client = env
+    nodes = client.resource("", "v1", "nodes")
+    for name, zone in (("n1", "a"), ("n2", "b"), ("n3", "b")):
+        await nodes.patch(name, {"metadata": {"labels": {"topology.kubernetes.io/zone": zone}}})
+    await client.resource("", "v1", "persistentvolumes").create({
+        "metadata": {"name": "zonal", "labels": {"topology.kubernetes.io/zone": "a"}},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                 "hostPath": {"path": "/tmp/zonal"}}})
+    await client.resource("", "v1", "persistentvolumeclaims").create(claim("z", storageClassName="", volumeName="zonal"))
+    pods = client.resource("", "v1", "pods")
+    await pods.create(claim_pod("zoned", "z"))
+    assert await eventually(bound(pods, "zoned"), attempts=1500) == "n1"

@@ -20,15 +20,16 @@ from .scheduling_gates import SchedulingGates
 from .taint_toleration import TaintToleration
 from .volume_binding import VolumeBinding
 from .volume_restrictions import VolumeRestrictions
+from .volume_zone import VolumeZone
 
 REGISTRY = {p.name: p for p in (PrioritySort, SchedulingGates, GangScheduling, NodeUnschedulable, NodeName, TaintToleration,
                                 NodeAffinity, NodePorts, NodeResourcesFit, NodeResourcesBalancedAllocation,
-                                VolumeRestrictions, VolumeBinding, PodTopologySpread, InterPodAffinity, DynamicResources, DefaultPreemption, DefaultBinder)}
+                                VolumeRestrictions, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity, DynamicResources, DefaultPreemption, DefaultBinder)}
 
 #: upstream's default plugin set (of those implemented) and score weights
 DEFAULT_PLUGINS = ["PrioritySort", "SchedulingGates", "GangScheduling", "NodeUnschedulable", "NodeName", "TaintToleration",
                    "NodeAffinity", "NodePorts", "NodeResourcesFit", "NodeResourcesBalancedAllocation",
-                   "VolumeRestrictions", "VolumeBinding", "PodTopologySpread", "InterPodAffinity", "DynamicResources", "DefaultPreemption", "DefaultBinder"]
+                   "VolumeRestrictions", "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DynamicResources", "DefaultPreemption", "DefaultBinder"]
 DEFAULT_WEIGHTS = {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1,
                    "NodeResourcesBalancedAllocation": 1, "PodTopologySpread": 2, "InterPodAffinity": 2}
 
