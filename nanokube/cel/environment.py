@@ -134,6 +134,10 @@ class Program:
             rt.current.clear()
 
 
+#: cel-go's default parser recursion limit, named in the error for expressions nested too deeply
+MAX_RECURSION_DEPTH = 250
+
+
 class Environment:
     """Declared variables (name -> type) and how schema object fields are
     typed; compiles expressions with a bounded cache."""
@@ -167,6 +171,12 @@ class Environment:
         return hit
 
     def _compile(self, source: str) -> Program:
+        try:
+            return self._compile_nested(source)
+        except RecursionError:  # nested deeper than the parser (and cel-go's limit) allows
+            raise CELError(format_error(source, 0, f"expression recursion limit exceeded: {MAX_RECURSION_DEPTH}")) from None
+
+    def _compile_nested(self, source: str) -> Program:
         try:
             ast = parse(source)
         except ParseError as e:

@@ -282,6 +282,9 @@ INVALID_CASES = [
      "spec.selectors[0].cel.expression", "compilation failed: ERROR: <input>:1:17: Syntax error"),
     ("deviceclass-cel-not-bool", CLASSES, {"metadata": {"name": "dc"}, "spec": {"selectors": [{"cel": {"expression": "1 + 1"}}]}},
      "spec.selectors[0].cel.expression", "must evaluate to bool"),
+    ("deviceclass-cel-nested", CLASSES, {"metadata": {"name": "dc"}, "spec": {"selectors": [
+        {"cel": {"expression": "(" * 3000 + "true" + ")" * 3000}}]}},
+     "spec.selectors[0].cel.expression", "expression recursion limit exceeded: 250"),
     ("claim-cel-syntax", CLAIMS, {"metadata": {"name": "rc"}, "spec": {"devices": {"requests": [{"name": "r", "exactly": {
         "deviceClassName": "x", "selectors": [{"cel": {"expression": "device.driver =="}}]}}]}}},
      "spec.devices.requests[0].exactly.selectors[0].cel.expression", "compilation failed"),
