@@ -81,6 +81,10 @@ def upstream_workloads() -> list[Workload]:
         Workload("SchedulingWithResourceClaimTemplate", "dra", 500, 2500, 2500, 40, devices_per_node=10),
         Workload("SchedulingWithResourceClaimTemplateToleration", "dra-taints", 500, 2500, 2500, 40,
                  devices_per_node=10),
+        Workload("SchedulingWithResourceClaimTemplateNVIDIA", "dra-nvidia", 500, 2500, 2500, None,
+                 devices_per_node=10),
+        Workload("SchedulingWithResourceClaimTemplateNVIDIAMIG", "dra-nvidia-mig", 500, 2500, 2500, None,
+                 devices_per_node=7),
     ]
 
 
@@ -94,6 +98,9 @@ def default_workloads(scale: float = 1.0) -> list[Workload]:
         Workload("SchedulingWithResourceClaimTemplate", "dra", 100, 500, 500, 40, devices_per_node=10),
         Workload("SchedulingWithResourceClaimTemplateToleration", "dra-taints", 100, 500, 500, 40,
                  devices_per_node=10),
+        Workload("SchedulingWithResourceClaimTemplateNVIDIA", "dra-nvidia", 100, 500, 500, None, devices_per_node=10),
+        Workload("SchedulingWithResourceClaimTemplateNVIDIAMIG", "dra-nvidia-mig", 100, 500, 500, None,
+                 devices_per_node=7),
     ]
     return [_scaled(w, scale) for w in base]
 
@@ -141,6 +148,23 @@ def pod_manifest(w: Workload, name: str, index: int, nowhere: bool = False) -> d
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS}, "spec": spec}
 
 
+def _nvidia_slices(w: Workload, i: int) -> list[dict]:
+    """What the NVIDIA personality publishes for a node: `devices_per_node`
+    H100s, or for the MIG workload one MIG-capable A100-40GB (seven 1g.5gb fit)."""
+    from nanokube.node.cluster import parse_cluster
+    from nanokube.node.dra.nvidia import NVIDIA_DRIVER, gpu_entries
+
+    mig = w.kind == "dra-nvidia-mig"
+    gpus = f"{{driver: nvidia, model: A100-SXM4-40GB, count: 1, mig: true}}" if mig else \
+        f"{{driver: nvidia, model: H100-SXM5-80GB, count: {w.devices_per_node}}}"
+    [node] = parse_cluster(f"pools: [{{name: n, count: 1, capacity: {{cpu: '4', memory: 32Gi}}, gpus: {gpus}}}]").nodes()
+    devices, counters = gpu_entries(node.devices)
+    bodies = ([{"sharedCounters": counters}] if counters else []) + [{"devices": devices}]
+    pool = {"name": f"node-{i}", "generation": 1, "resourceSliceCount": len(bodies)}
+    return [{"apiVersion": f"{DRA}/v1", "kind": "ResourceSlice", "metadata": {"name": f"node-{i}-{NVIDIA_DRIVER}-{j}"},
+             "spec": {"driver": NVIDIA_DRIVER, "nodeName": f"node-{i}", "pool": pool, **b}} for j, b in enumerate(bodies)]
+
+
 def _resource_slice(w: Workload, i: int) -> dict:
     devices = [{"name": f"dev-{d}", "attributes": {"index": {"int": d}}} for d in range(w.devices_per_node)]
     if w.kind == "dra-taints":
@@ -153,6 +177,11 @@ def _resource_slice(w: Workload, i: int) -> dict:
 
 def _claim_template(w: Workload) -> dict:
     exactly: dict = {"deviceClassName": "bench-class"}
+    if w.kind == "dra-nvidia":
+        exactly = {"deviceClassName": "gpu.nvidia.com"}
+    elif w.kind == "dra-nvidia-mig":
+        exactly = {"deviceClassName": "mig.nvidia.com", "selectors": [
+            {"cel": {"expression": "device.attributes['gpu.nvidia.com'].profile == '1g.5gb'"}}]}
     if w.kind == "dra-taints":
         exactly["tolerations"] = [{"key": TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}]
     return {"apiVersion": f"{DRA}/v1", "kind": "ResourceClaimTemplate",
@@ -225,12 +254,17 @@ async def _setup(client: LocalClient, w: Workload) -> None:
         created = await nodes.create(n)
         await nodes.update({**created, "status": n["status"]}, subresource="status")
     if w.kind.startswith("dra"):
-        await client.resource(DRA, "v1", "deviceclasses").create({
-            "apiVersion": f"{DRA}/v1", "kind": "DeviceClass", "metadata": {"name": "bench-class"},
-            "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]}})
+        from nanokube.node.dra.nvidia import DEVICE_CLASSES
+
+        classes = {"bench-class": f"device.driver == '{DRIVER}'", **DEVICE_CLASSES}
+        for name, expression in classes.items():
+            await client.resource(DRA, "v1", "deviceclasses").create({
+                "apiVersion": f"{DRA}/v1", "kind": "DeviceClass", "metadata": {"name": name},
+                "spec": {"selectors": [{"cel": {"expression": expression}}]}})
         slices = client.resource(DRA, "v1", "resourceslices")
         for i in range(w.nodes):
-            await slices.create(_resource_slice(w, i))
+            for s in _nvidia_slices(w, i) if w.kind.startswith("dra-nvidia") else [_resource_slice(w, i)]:
+                await slices.create(s)
         await client.resource(DRA, "v1", "resourceclaimtemplates").create(_claim_template(w))
 
 
