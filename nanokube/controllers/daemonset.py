@@ -135,8 +135,9 @@ def _same_but_heartbeat(old: dict, new: dict) -> bool:
 
 
 def _age_rank(pod: dict) -> tuple:
-    """podByCreationTimestampAndPhase: oldest first, then by name."""
-    return (pod["metadata"].get("creationTimestamp") or "", pod["metadata"]["name"])
+    """podByCreationTimestampAndPhase: scheduled first, then oldest, then by name."""
+    return (not (pod.get("spec") or {}).get("nodeName"), pod["metadata"].get("creationTimestamp") or "",
+            pod["metadata"]["name"])
 
 
 class DaemonSetController(Controller):
@@ -235,8 +236,6 @@ class DaemonSetController(Controller):
             return
         if ds["metadata"].get("deletionTimestamp"):
             return
-        await claim_objects(self.pods, self.pod_inf.list(), ds, selector_from_object(ds["spec"].get("selector")),
-                            "apps/v1", "DaemonSet")
         placement = Placement(ds)
         nodes = {n["metadata"]["name"]: placement.verdict(n) for n in self.node_inf.list()}
         current, old = await self._construct_history(ds)
@@ -250,18 +249,14 @@ class DaemonSetController(Controller):
                 await self._cleanup_history(ds, old)
         await self._update_status(key, ds, nodes, hash_)
 
-    def _node_to_pods(self, ds: dict) -> dict[str, list[dict]]:
-        """getNodesToDaemonPods: pods this DaemonSet controls, by target node
-        (finished pods already being deleted left out)."""
-        md = ds["metadata"]
-        sel = selector_from_object(ds["spec"].get("selector"))
+    async def _node_to_pods(self, ds: dict) -> dict[str, list[dict]]:
+        """getNodesToDaemonPods: the pods this DaemonSet controls (orphans it
+        selects adopted, as claimed now rather than as the cache shows them),
+        by target node; finished pods already being deleted are left out."""
         out: dict[str, list[dict]] = {}
-        for pod in self.pod_inf.list():
+        for pod in await claim_objects(self.pods, self.pod_inf.list(), ds,
+                                       selector_from_object(ds["spec"].get("selector")), "apps/v1", "DaemonSet"):
             pmd = pod["metadata"]
-            if pmd.get("namespace") != md["namespace"] or (controller_ref(pod) or {}).get("uid") != md["uid"]:
-                continue
-            if not matches_labels(sel, pmd.get("labels")):
-                continue
             phase = (pod.get("status") or {}).get("phase")
             if pmd.get("deletionTimestamp") and phase in ("Succeeded", "Failed"):
                 continue
@@ -305,7 +300,7 @@ class DaemonSetController(Controller):
     async def _manage(self, key: str, ds: dict, nodes: dict[str, tuple[bool, bool]], hash_: str) -> None:
         """manage: create pods on nodes that need one, delete pods that must go;
         `nodes` holds each node's (should run, should continue running)."""
-        by_node = self._node_to_pods(ds)
+        by_node = await self._node_to_pods(ds)
         surge = self._max_surge(ds, nodes) > 0
         need, delete = [], []
         for name, (run, keep) in nodes.items():
@@ -421,7 +416,7 @@ class DaemonSetController(Controller):
         return new, old, True
 
     async def _rolling_update(self, key: str, ds: dict, nodes: dict[str, tuple[bool, bool]], hash_: str) -> None:
-        by_node = self._node_to_pods(ds)
+        by_node = await self._node_to_pods(ds)
         surge, max_unavailable, desired = self._budgets(ds, nodes)
         now, min_ready = self.clock.now(), ds["spec"].get("minReadySeconds", 0)
 
@@ -483,13 +478,13 @@ class DaemonSetController(Controller):
         if len(old) <= limit:
             return
         live = {(p["metadata"].get("labels") or {}).get(POD_REVISION_LABEL)
-                for pods in self._node_to_pods(ds).values() for p in pods}
+                for pods in (await self._node_to_pods(ds)).values() for p in pods}
         live_names = {r["metadata"]["name"] for r in old
                       if (r["metadata"].get("labels") or {}).get(POD_REVISION_LABEL) in live}
         await self.history.truncate(old, live_names, limit)
 
     async def _update_status(self, key: str, ds: dict, nodes: dict[str, tuple[bool, bool]], hash_: str) -> None:
-        by_node = self._node_to_pods(ds)
+        by_node = await self._node_to_pods(ds)
         now, min_ready = self.clock.now(), ds["spec"].get("minReadySeconds", 0)
         gen = template_generation(ds)
         desired = current = ready = available = updated = misscheduled = 0

@@ -60,6 +60,7 @@ async def env():
     ctrl = DaemonSetController(s.client)
     await ctrl.start()
     kubelets = Kubelets(s.client)
+    kubelets.ctrl = ctrl
     yield s.client, kubelets
     kubelets.task.cancel()
     await stop(ctrl)
@@ -216,10 +217,16 @@ def test_pinning_replaces_required_terms_only():
 
 
 async def test_adopts_a_matching_orphan_on_its_node(env):
-    client, _ = env
+    client, kubelets = env
     pods = client.resource("", "v1", "pods")
-    orphan = await pods.create({"metadata": {"name": "orphan", "namespace": "default", "labels": {"app": "agent"}},
+    # generation 1's label: the pod counts as up to date, so the rolling update keeps it
+    labels = {"app": "agent", "pod-template-generation": "1"}
+    orphan = await pods.create({"metadata": {"name": "orphan", "namespace": "default", "labels": labels},
                                 "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "agent:1"}]}})
+
+    async def seen():
+        return kubelets.ctrl.pod_inf.get("default/orphan")
+    await eventually(seen)  # else the controller may create a pod there first, as upstream's would
     ds = await client.resource("apps", "v1", "daemonsets").create(daemonset())
     got = await eventually(lambda: by_node(client, 3))
     assert got["node-1"]["metadata"]["uid"] == orphan["metadata"]["uid"], "adopted instead of a second pod"
