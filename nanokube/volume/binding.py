@@ -9,6 +9,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ..machinery.quantity import QuantityError, parse_quantity
+from ..machinery.scheduling import selector_matches
 from ..machinery.selectors import matches_labels, selector_from_object
 from .classes import claim_class, volume_class
 
@@ -50,40 +51,12 @@ def claim_ref_matches(pv: dict, pvc: dict) -> bool:
     return not ref.get("uid") or ref["uid"] == md.get("uid")
 
 
-def _requirement(expr: dict, value: str | None) -> bool:
-    op, values = expr.get("operator"), expr.get("values") or []
-    if op == "In":
-        return value is not None and value in values
-    if op == "NotIn":
-        return value is None or value not in values
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    if op in ("Gt", "Lt") and value is not None and values:
-        try:
-            a, b = int(value), int(values[0])
-        except ValueError:
-            return False
-        return a > b if op == "Gt" else a < b
-    return False
-
-
 def node_affinity_matches(pv: dict, node: dict) -> bool:
     """The volume's required node affinity admits the node (no affinity: every node)."""
-    terms = (((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}).get("nodeSelectorTerms")
-    if not terms:
+    required = ((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required")
+    if not (required or {}).get("nodeSelectorTerms"):
         return True
-    labels = (node.get("metadata") or {}).get("labels") or {}
-    name = node["metadata"]["name"]
-    for t in terms:
-        exprs, fields = t.get("matchExpressions") or [], t.get("matchFields") or []
-        if not exprs and not fields:
-            continue
-        if all(_requirement(e, labels.get(e.get("key"))) for e in exprs) and \
-                all(_requirement(f, name if f.get("key") == "metadata.name" else None) for f in fields):
-            return True
-    return False
+    return selector_matches(required, (node.get("metadata") or {}).get("labels") or {}, node["metadata"]["name"])
 
 
 def _fits(pv: dict, pvc: dict, node: dict | None) -> bool:
