@@ -63,6 +63,8 @@ class VirtualClock(Clock):
         self._max_turns = max_turns
         self._sleepers: list[tuple[float, int, asyncio.Future]] = []
         self._seq = itertools.count()
+        #: sleepers woken so far (a discrete-event run's event count)
+        self.wakeups = 0
 
     def now(self) -> float:
         return self._now
@@ -78,15 +80,22 @@ class VirtualClock(Clock):
         heapq.heappush(self._sleepers, (self._mono + seconds, next(self._seq), fut))
         await fut
 
+    def next_due(self) -> float | None:
+        """The monotonic instant of the earliest live sleeper (None: nobody
+        sleeps); sleepers whose task was cancelled are dropped, not waited for."""
+        while self._sleepers and self._sleepers[0][2].done():
+            heapq.heappop(self._sleepers)
+        return self._sleepers[0][0] if self._sleepers else None
+
     async def advance(self, seconds: float) -> None:
         """Move time forward by `seconds`, waking each sleeper due on the way."""
         end = self._mono + seconds
         await self._settle()
-        while self._sleepers and self._sleepers[0][0] <= end:
-            due, _, fut = heapq.heappop(self._sleepers)
+        while (due := self.next_due()) is not None and due <= end:
+            fut = heapq.heappop(self._sleepers)[2]
             self._set(due)
-            if not fut.done():
-                fut.set_result(None)
+            fut.set_result(None)
+            self.wakeups += 1
             await self._settle()
         self._set(end)
         await self._settle()

@@ -125,6 +125,8 @@ class SchedulingQueue:
         self._dropped_upto = 0
         self._seq = itertools.count()
         self._wake = asyncio.Event()
+        #: set whenever backoffQ or the unschedulable pool may hold a pod for the flushers
+        self._flushable = asyncio.Event()
         self._closed = False
 
     def _fwk(self, pod: dict) -> Framework:
@@ -132,6 +134,8 @@ class SchedulingQueue:
 
     def _gauge(self) -> None:
         gated = sum(1 for p in self.unschedulable.values() if p.gated_by)
+        if self.backoff or len(self.unschedulable) > gated:
+            self._flushable.set()
         self.metrics.pending(len(self.active_keys), len(self.backoff), len(self.unschedulable) - gated, gated)
 
     def _push_active(self, info: PodInfo, event: str) -> None:
@@ -407,8 +411,16 @@ class SchedulingQueue:
         self._gauge()
 
     async def run_flushers(self) -> None:
+        """Upstream's two periodic flushes: backoffQ every second, pods left in
+        the unschedulable pool too long every 30. While both are empty no tick
+        could move a pod, so the loop waits for one to arrive instead of
+        ticking: an idle scheduler sets no timer (a virtual clock then jumps
+        straight to the next real event)."""
         ticks = 0
         while True:
+            if not self.backoff and not any(not p.gated_by for p in self.unschedulable.values()):
+                self._flushable.clear()
+                await self._flushable.wait()
             await self.clock.sleep(1.0)
             self.flush_backoff_completed()
             ticks += 1
