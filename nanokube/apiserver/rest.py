@@ -36,6 +36,8 @@ SYSTEM = User("system:apiserver", ("system:masters",))
 #: how often a patch is re-applied after losing a race with another write (upstream retries
 #: until it wins; every round some writer wins, so this bound is only a guard)
 PATCH_ATTEMPTS = 64
+#: entries a list scans (and decodes, the first time) between yields to the event loop
+LIST_CHUNK = 1024
 #: how long a read at a resourceVersion the cache has not reached waits for it (upstream's blockTimeout)
 FUTURE_RV_WAIT = 3.0
 
@@ -326,6 +328,8 @@ class GenericREST:
         remaining = 0
         last_key = ""
         for i, (key, e) in enumerate(entries):
+            if i % LIST_CHUNK == LIST_CHUNK - 1:
+                await asyncio.sleep(0)  # a list of many objects lets other requests (readyz) through
             if not everything and not ok(e.obj):
                 continue
             if limit and len(out) >= limit:
