@@ -24,6 +24,7 @@ from .admission import Admission
 from .audit import ANNOTATIONS as AUDIT_ANNOTATIONS
 from .audit import AuditLog
 from .auth import RBACAuthorizer, attributes_for, bootstrap_policy, forbidden
+from .auth.impersonation import impersonate
 from .auth.reviews import Reviews
 from .auth.node import ChainAuthorizer, NodeAuthorizer, cache_reader
 from .auth.rbac import CachePolicySource
@@ -241,6 +242,10 @@ class APIServer:
                 return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                                       "message": "Unauthorized", "reason": "Unauthorized", "code": 401}, 401)
             return error_response(forbidden("system:anonymous", attributes_for(request.method, request.path, request.query)))
+        try:
+            user = impersonate(request.headers, user, self.authorizer.authorize)
+        except errors.APIError as e:
+            return error_response(e)
         attrs = attributes_for(request.method, request.path, request.query)
         decision = self.authorizer.authorize(user.name, user.groups, attrs)
         request["user"] = user

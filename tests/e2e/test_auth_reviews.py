@@ -3,6 +3,9 @@ client and `kubectl auth can-i --list`."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from kubernetes import client
 
 from .conftest import wait_for
@@ -50,3 +53,26 @@ def test_token_review(cluster):
     assert "system:serviceaccounts:default" in review.status.user.groups
     wrong = auth.create_token_review({"spec": {"token": tr.status.token}})
     assert not wrong.status.authenticated
+
+
+def test_impersonation(cluster):
+    out = cluster.kubectl("auth", "can-i", "--list", "-n", "default", "--as=alice").stdout
+    assert "*.*" not in out and "selfsubjectaccessreviews.authorization.k8s.io" in out
+    assert cluster.kubectl("auth", "can-i", "list", "pods", "--as=alice", check=False).stdout.strip() == "no"
+    assert cluster.kubectl("auth", "can-i", "list", "pods", "--as=alice", "--as-group=system:masters").stdout.strip() == "yes"
+    r = cluster.kubectl("get", "pods", "-n", "default", "--as=system:serviceaccount:default:default", check=False)
+    assert r.returncode != 0 and ('pods is forbidden: User "system:serviceaccount:default:default" cannot list '
+                                  'resource "pods" in API group "" in the namespace "default"') in r.stderr
+    core = client.CoreV1Api(cluster.client())
+    wait_for(lambda: core.list_namespaced_service_account("default", field_selector="metadata.name=default").items,
+             10, "the default ServiceAccount")
+    token = core.create_namespaced_service_account_token("default", "default", {"spec": {}}).status.token
+    sa_config = Path(cluster.data_dir) / "sa-kubeconfig"
+    sa_config.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "sa",
+        "clusters": [{"name": "c", "cluster": {"server": cluster.url, "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "sa", "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "c", "user": "sa"}}]}))
+    r = cluster.kubectl("get", "pods", "--kubeconfig", str(sa_config), "--as=alice", check=False)
+    assert 'users "alice" is forbidden: User "system:serviceaccount:default:default" cannot impersonate resource ' \
+           '"users" in API group "" at the cluster scope' in r.stderr
