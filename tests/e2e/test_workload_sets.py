@@ -10,6 +10,8 @@ import json
 import threading
 import time
 
+from kubernetes import client
+
 from tests.e2e.conftest import wait_for
 
 
@@ -63,12 +65,14 @@ def test_daemonset_one_pod_per_node_rolls_node_by_node_and_undoes(cluster):
 
     seen_ready: list[int] = []
     stop = threading.Event()
+    core = client.CoreV1Api(cluster.client())
 
     def watch():
         while not stop.is_set():
-            pods = _pods(cluster, "app=agent")
+            pods = [p for p in core.list_namespaced_pod("default", label_selector="app=agent").items
+                    if not p.metadata.deletion_timestamp]
             seen_ready.append(sum(1 for p in pods if any(
-                c["type"] == "Ready" and c["status"] == "True" for c in (p.get("status") or {}).get("conditions") or [])))
+                c.type == "Ready" and c.status == "True" for c in (p.status.conditions or []))))
             time.sleep(0.05)
     watcher = threading.Thread(target=watch)
     watcher.start()
