@@ -289,7 +289,9 @@ class APIHandlers:
                 opts.field_manager = opts.field_manager or _field_manager_default(request)
             elif q.get("force") is not None:
                 opts.force = _bool(q.get("force"))
+            dup_warnings = _patch_duplicates(raw, ctype, opts)
             r = await self.rest.patch(res, version, namespace, name, ctype, raw, opts, subresource=sub)
+            r.warnings[:0] = dup_warnings
             return self._render_write(request, res, r, version)
         if m == "DELETE":
             raw = await self._raw(request)
@@ -498,6 +500,22 @@ def _verb(method: str, name: str | None, watch: bool) -> str:
     if method == "DELETE":
         return "delete" if name else "deletecollection"
     return {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
+
+
+def _patch_duplicates(raw: bytes, ctype: str, opts: WriteOptions) -> list[str]:
+    """A merge or strategic-merge patch that repeats a key: upstream's strict decoding of
+    the patch reports it (400 under Strict, a warning under Warn)."""
+    if opts.field_validation == "Ignore" or ctype not in (
+            "application/merge-patch+json", "application/strategic-merge-patch+json"):
+        return []
+    try:
+        parsed = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return []  # the patch's decoding reports it
+    texts = [f'duplicate field "{p}"' for p in serializer.duplicate_fields(raw, parsed)]
+    if texts and opts.field_validation == "Strict":
+        raise errors.bad_request("error strict decoding patch: strict decoding error: " + ", ".join(texts))
+    return texts
 
 
 def _content_type(request: web.Request) -> str:

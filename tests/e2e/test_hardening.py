@@ -472,3 +472,13 @@ def test_writes_by_the_servers_own_components_are_audited(existing, cluster):
     assert creates[0]["responseStatus"]["code"] == 201 and creates[0]["objectRef"]["uid"]
     assert bindings[0]["user"]["username"] == "system:kube-scheduler"
     assert bindings[0]["requestURI"].endswith("/binding")
+
+
+def test_duplicate_keys_in_a_patch(existing):
+    patch = '{"data":{"a":"1","a":"2"}}'
+    code, _, got = existing.request("PATCH", CMS + "/keep?fieldValidation=Strict", patch, "application/merge-patch+json")
+    assert_status(code, got, 400, "BadRequest")
+    assert got["message"] == 'error strict decoding patch: strict decoding error: duplicate field "data.a"'
+    code, headers, got = existing.request("PATCH", CMS + "/keep?dryRun=All", patch, "application/strategic-merge-patch+json")
+    assert code == 200 and got["data"]["a"] == "2"
+    assert '299 - "duplicate field \\"data.a\\""' in headers.get_all("Warning")
