@@ -100,15 +100,9 @@ class StatefulSetController(Controller):
         current, update, history = await self._revisions(sts)
         status = await self._update(sts, pods, current, update)
         live = {current["metadata"]["name"], update["metadata"]["name"]}
-        live |= {(p["metadata"].get("labels") or {}).get(POD_REVISION_LABEL) for p in self._owned(sts)}
-        await self.history.truncate([r for r in history if r["metadata"]["name"] not in live], set(),
-                                    sts["spec"].get("revisionHistoryLimit", 10))
+        live |= {(p["metadata"].get("labels") or {}).get(POD_REVISION_LABEL) for p in pods}
+        await self.history.truncate(history, live, sts["spec"].get("revisionHistoryLimit", 10))
         await self._write_status(sts, status)
-
-    def _owned(self, sts: dict) -> list[dict]:
-        md = sts["metadata"]
-        return [p for p in self.pod_inf.list() if p["metadata"].get("namespace") == md["namespace"]
-                and (controller_ref(p) or {}).get("uid") == md["uid"]]
 
     async def _claim_pods(self, sts: dict) -> list[dict]:
         """Pods this set controls: matching its selector and named as its members."""

@@ -294,3 +294,20 @@ async def test_scale_down_waits_for_each_pod_unless_parallel(env, policy, first)
 
 async def _equal(fn, want):
     return await fn() == want
+
+
+async def test_history_is_truncated_to_the_limit(env):
+    client, _ = env
+    sets = client.resource("apps", "v1", "statefulsets")
+    await sets.create(statefulset(replicas=1, revisionHistoryLimit=1))
+    for generation, image in enumerate(("web:2", "web:3", "web:4"), start=1):
+        await eventually(lambda g=generation: sts_status(client, lambda s: s.get("observedGeneration") == g
+                                                         and s.get("readyReplicas") == 1
+                                                         and s.get("currentRevision") == s.get("updateRevision")))
+        await sets.patch("web", {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": image}]}}}},
+                         namespace="default")
+
+    async def history():
+        items, _ = await client.resource("apps", "v1", "controllerrevisions").list("default")
+        return sorted(r["revision"] for r in items)
+    await eventually(lambda: _equal(history, [3, 4]))
