@@ -37,7 +37,7 @@ PATCH_TYPES = (
     "application/apply-patch+yaml",
 )
 _JSON = "application/json"
-_DUPLICATES = web.RequestKey("nanokube.duplicate_fields", list)
+_DUPLICATES = web.RequestKey("nanokube.body", bytes)  # the raw body, for the strict decoder's duplicate keys
 #: Warning headers every response to the request carries (a deprecated version's)
 _WARNINGS = web.RequestKey("nanokube.warnings", list)
 _OPTIONS_KIND = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions", "DELETE": "DeleteOptions"}
@@ -342,16 +342,16 @@ class APIHandlers:
         raw = await self._raw(request)
         body = _decode_body(raw, _content_type(request))
         if type(body) is dict:
-            request[_DUPLICATES] = serializer.duplicate_fields(raw, body)
+            request[_DUPLICATES] = raw
         return body
 
     def _duplicate_warnings(self, request: web.Request, res: Resource, version: str, opts: WriteOptions) -> list[str]:
         """The strict decoder's `duplicate field` errors (Strict) or warnings (Warn) for the body."""
-        dups = request.get(_DUPLICATES)
-        if not dups or opts.field_validation == "Ignore":
+        raw = request.get(_DUPLICATES)
+        if not raw or opts.field_validation == "Ignore":
             return []
-        texts = [f'duplicate field "{p}"' for p in dups]
-        if opts.field_validation == "Strict":
+        texts = serializer.duplicates(raw, _content_type(request) in ("application/yaml", "application/x-yaml"))
+        if texts and opts.field_validation == "Strict":
             raise errors.bad_request(f'{res.kind} in version "{version}" cannot be handled as a {res.kind}: '
                                      f'strict decoding error: {", ".join(texts)}')
         return texts
@@ -503,16 +503,11 @@ def _verb(method: str, name: str | None, watch: bool) -> str:
 
 
 def _patch_duplicates(raw: bytes, ctype: str, opts: WriteOptions) -> list[str]:
-    """A merge or strategic-merge patch that repeats a key: upstream's strict decoding of
-    the patch reports it (400 under Strict, a warning under Warn)."""
-    if opts.field_validation == "Ignore" or ctype not in (
-            "application/merge-patch+json", "application/strategic-merge-patch+json"):
+    """A merge, strategic-merge or apply patch that repeats a key: upstream's strict
+    decoding of the patch reports it (400 under Strict, a warning under Warn)."""
+    if opts.field_validation == "Ignore" or ctype == "application/json-patch+json":
         return []
-    try:
-        parsed = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return []  # the patch's decoding reports it
-    texts = [f'duplicate field "{p}"' for p in serializer.duplicate_fields(raw, parsed)]
+    texts = serializer.duplicates(raw, ctype == "application/apply-patch+yaml")
     if texts and opts.field_validation == "Strict":
         raise errors.bad_request("error strict decoding patch: strict decoding error: " + ", ".join(texts))
     return texts

@@ -157,6 +157,48 @@ def _to_json(root: Any, budget: int) -> Any:
     return out[0]
 
 
+class _DuplicateKeys(_Loader):
+    """A loader that notes every repeated mapping key, in go-yaml's strict wording."""
+
+    def __init__(self, stream) -> None:
+        super().__init__(stream)
+        self.duplicates: list[str] = []
+
+    def construct_mapping(self, node, deep=False):
+        seen: set = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            try:
+                key = self.construct_object(key_node, deep=True)
+                if key in seen:
+                    self.duplicates.append(f"line {key_node.start_mark.line + 1}: key {json.dumps(str(key))} already set in map")
+                seen.add(key)
+            except TypeError:  # an unhashable key: the conversion to JSON refuses it
+                pass
+        return super().construct_mapping(node, deep=deep)
+
+
+def duplicates(raw: bytes, yaml_body: bool) -> list[str]:
+    """The strict decoder's texts for the keys a body repeats: `duplicate field "spec.a"` for
+    JSON (what kubectl sends, also as apply YAML), go-yaml's `line N: key "a" already set in
+    map` for YAML; [] when the body does not parse (its decoding reports that)."""
+    if not yaml_body or raw.lstrip()[:1] in (b"{", "["):
+        try:
+            return [f'duplicate field "{p}"' for p in duplicate_fields(raw, orjson.loads(raw))]
+        except orjson.JSONDecodeError:
+            if not yaml_body:
+                return []
+    loader = _DuplicateKeys(raw)
+    try:
+        loader.get_single_data()
+    except (yaml.YAMLError, ValueError, RecursionError):
+        return []
+    finally:
+        loader.dispose()
+    return sorted(loader.duplicates, key=lambda text: int(text.split()[1][:-1]))  # in document order
+
+
 def duplicate_fields(raw: bytes, obj: Any) -> list[str]:
     """Paths of keys a JSON body repeats within one object (`spec.a`, `items[0].b`).
 

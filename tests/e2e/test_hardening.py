@@ -482,3 +482,14 @@ def test_duplicate_keys_in_a_patch(existing):
     code, headers, got = existing.request("PATCH", CMS + "/keep?dryRun=All", patch, "application/strategic-merge-patch+json")
     assert code == 200 and got["data"]["a"] == "2"
     assert '299 - "duplicate field \\"data.a\\""' in headers.get_all("Warning")
+
+
+def test_duplicate_keys_in_yaml_bodies(existing):
+    body = "metadata:\n  name: dupy\ndata:\n  a: '1'\n  a: '2'\n"
+    code, _, got = existing.request("POST", CMS + "?fieldValidation=Strict", body, "application/yaml")
+    assert_status(code, got, 400, "BadRequest")
+    assert got["message"].endswith('strict decoding error: line 5: key "a" already set in map'), got
+    code, headers, got = existing.request("PATCH", CMS + "/dupy?fieldManager=m&dryRun=All",
+                                          "apiVersion: v1\nkind: ConfigMap\n" + body, "application/apply-patch+yaml")
+    assert code == 201 and got["data"] == {"a": "2"}, got
+    assert '299 - "line 7: key \\"a\\" already set in map"' in headers.get_all("Warning")
