@@ -14,7 +14,7 @@ from .loopback import LocalClient
 from ..clock import REAL, Clock
 from ..metrics.api import MetricsAPI
 from ..metrics.provider import MetricsProvider
-from ..pki.ca import ClusterPKI
+from ..pki.ca import ClusterPKI, ensure_front_proxy
 from ..registry.base import Strategy, all_resources
 from ..store.instrumented import InstrumentedStore
 from ..store.interface import Store
@@ -25,6 +25,7 @@ from .audit import ANNOTATIONS as AUDIT_ANNOTATIONS
 from .audit import AuditLog
 from .auth import RBACAuthorizer, attributes_for, bootstrap_policy, forbidden
 from .auth.impersonation import impersonate
+from .auth.requestheader import is_front_proxy, user_from_headers
 from .auth.reviews import Reviews
 from .auth.node import ChainAuthorizer, NodeAuthorizer, cache_reader
 from .auth.rbac import CachePolicySource
@@ -183,6 +184,7 @@ class APIServer:
                 f.write(self.pki.server.key_pem)
             ctx.load_cert_chain(cert, key)
         ctx.load_verify_locations(cadata=self.pki.ca.cert_pem.decode())
+        ctx.load_verify_locations(cadata=ensure_front_proxy(self.pki.dir)[0].cert_pem.decode())  # request-header CA
         ctx.verify_mode = ssl.CERT_OPTIONAL
         return ctx
 
@@ -232,7 +234,10 @@ class APIServer:
     @web.middleware
     async def _authn(self, request: web.Request, handler) -> web.StreamResponse:
         cert = request.transport.get_extra_info("peercert") if request.transport else None
-        user = _user_from_cert(cert) if self.pki is not None else User("system:admin", ("system:masters", "system:authenticated"))
+        if self.pki is not None and is_front_proxy(cert):
+            user = user_from_headers(cert, request.headers)
+        else:
+            user = _user_from_cert(cert) if self.pki is not None else User("system:admin", ("system:masters", "system:authenticated"))
         if user is None and request.headers.get("Authorization", "").startswith("Bearer "):
             user = await self.authenticate_token(request.headers["Authorization"][7:].strip())
         if user is None:

@@ -76,3 +76,27 @@ def test_impersonation(cluster):
     r = cluster.kubectl("get", "pods", "--kubeconfig", str(sa_config), "--as=alice", check=False)
     assert 'users "alice" is forbidden: User "system:serviceaccount:default:default" cannot impersonate resource ' \
            '"users" in API group "" at the cluster scope' in r.stderr
+
+
+def test_front_proxy_request_headers(cluster):
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    pki = Path(cluster.data_dir) / "pki"
+    ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    ctx.load_cert_chain(str(pki / "front-proxy-client.crt"), str(pki / "front-proxy-client.key"))
+
+    def get(path, **headers):
+        req = urllib.request.Request(cluster.url + path, headers=headers)
+        try:
+            with urllib.request.urlopen(req, context=ctx) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+    code, body = get("/api/v1/namespaces/default/configmaps", **{"X-Remote-User": "alice"})
+    assert code == 403 and 'User "alice" cannot list resource "configmaps"' in body["message"]
+    code, _ = get("/api/v1/namespaces/default/configmaps", **{"X-Remote-User": "alice", "X-Remote-Group": "system:masters"})
+    assert code == 200
+    code, body = get("/api/v1/namespaces/default/configmaps")
+    assert code == 403 and 'User "system:anonymous"' in body["message"]
