@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import hashlib
 import logging
 import os
@@ -12,7 +13,7 @@ import signal
 import socket
 import sys
 
-from . import cli_controller_manager, cli_fault, cli_metrics, cli_proxy, cli_scheduler
+from . import cli_controller_manager, cli_fault, cli_metrics, cli_proxy, cli_scheduler, cli_simulate
 from .controllers.service_lb import DEFAULT_POOL
 
 log = logging.getLogger("nanokube")
@@ -135,6 +136,7 @@ async def _up(args: argparse.Namespace) -> int:
     server.component_metrics.append(scheduler.metrics.registry)
     if args.scheduler == "in-process":
         await scheduler.start()
+    _settle_gc()
     print(f"nanokube API server listening on {server.url} (store: {args.store}, data: {data_dir})", flush=True)
     print(f"export KUBECONFIG={kubeconfig}", flush=True)
 
@@ -156,6 +158,18 @@ async def _up(args: argparse.Namespace) -> int:
     await server.stop()
     print("nanokube stopped", flush=True)
     return 0
+
+
+def _settle_gc() -> None:
+    """Once everything has started: the modules, schemas and components loaded so far live as long
+    as the process, so they leave the collector's generations (gc.freeze) instead of being rescanned
+    by every full collection, and the youngest generation is collected every 10,000 allocations
+    instead of 700, so a burst of writes (each leaving a new long-lived object in the watch cache)
+    does not trigger a full collection every few hundred writes. Reference counting still frees
+    everything acyclic at once; only the cadence of the cycle collector changes."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 10, 10)
 
 
 def _identity(data_dir: str) -> str:
@@ -221,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     cli_controller_manager.add_parser(sub)
     cli_proxy.add_parser(sub)
     cli_scheduler.add_parser(sub)
+    cli_simulate.add_parser(sub)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
@@ -236,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
         return cli_proxy.run(args)
     if args.command == "scheduler":
         return cli_scheduler.run(args)
+    if args.command == "simulate":
+        return cli_simulate.run(args)
     return 2
 
 

@@ -114,9 +114,13 @@ def _gpus(node: str, g: dict | None) -> list[Device]:
         }
         if g.get("migSlices"):
             attrs["migSlices"] = g["migSlices"]
+        if g.get("sharing"):
+            attrs["sharing"] = True
         if g.get("driver") == "nvidia":
             attrs.update(driver="nvidia", minor=i, mig=g["mig"], productName=f"NVIDIA {g['model']}",
                          pcieBusID=f"0000:{0x10 + i:02x}:00.0")
+            if i < g.get("migGPUs", 0):
+                attrs["migDevices"] = g["migDevices"]
         out.append(Device("gpu", f"gpu-{i}", attrs, {"memory": g["memory"]}))
     return out
 
@@ -246,7 +250,7 @@ class _Reader:
 
     def gpus(self, node: yaml.Node, path: str) -> dict:
         fields = ("count", "model", "memory", "architecture", "driverVersion", "cudaVersion",
-                  "computeCapability", "numaNodes", "migSlices", "discover", "driver", "mig")
+                  "computeCapability", "numaNodes", "migSlices", "discover", "driver", "mig", "sharing")
         m = self.mapping(node, path, fields)
         if "discover" in m:
             return self.discovered(m, path)
@@ -266,6 +270,8 @@ class _Reader:
         out["numaNodes"] = self.integer(m["numaNodes"], f"{path}.numaNodes", 1) if "numaNodes" in m else 1
         if "migSlices" in m:
             out["migSlices"] = self.integer(m["migSlices"], f"{path}.migSlices", 1)
+        if "sharing" in m:
+            out["sharing"] = self.boolean(m["sharing"], f"{path}.sharing")
         return out
 
     def nvidia_gpus(self, node: yaml.Node, m: dict[str, yaml.Node], path: str) -> dict:
@@ -282,10 +288,9 @@ class _Reader:
         product = PRODUCTS.get(model)
         if product is None:
             self.fail(m["model"], f"{path}.model", f"unknown NVIDIA model {model!r}; known: {', '.join(PRODUCTS)}")
-        mig = self.boolean(m["mig"], f"{path}.mig") if "mig" in m else False
-        if mig and not product.mig:
-            self.fail(m["mig"], f"{path}.mig", f"{model} does not support MIG")
-        out = {"driver": "nvidia", "model": model, "mig": mig, "count": self.integer(m["count"], f"{path}.count", 1),
+        count = self.integer(m["count"], f"{path}.count", 1)
+        mig, static = (self.nvidia_mig(m["mig"], f"{path}.mig", product, count) if "mig" in m else (False, {}))
+        out = {"driver": "nvidia", "model": model, "mig": mig, **static, "count": count,
                "memory": self.quantity(m["memory"], f"{path}.memory") if "memory" in m else product.memory,
                "numaNodes": self.integer(m["numaNodes"], f"{path}.numaNodes", 1) if "numaNodes" in m else 1}
         defaults = {"architecture": product.architecture, "computeCapability": product.compute_capability,
@@ -293,6 +298,38 @@ class _Reader:
         for k, v in defaults.items():
             out[k] = self.scalar(m[k], f"{path}.{k}") if k in m else v
         return out
+
+    def nvidia_mig(self, node: yaml.Node, path: str, product, count: int) -> tuple[bool, dict]:
+        """`mig: true`: DynamicMIG (every placement offered); `mig: [profiles]`
+        or `mig: {devices: [profiles], gpus: N}`: MIG devices created up front
+        (as mig-parted does) on every GPU or the first N, placed first-fit."""
+        from .dra.nvidia import place
+
+        if isinstance(node, yaml.ScalarNode):
+            mig = self.boolean(node, path)
+            if mig and not product.mig:
+                self.fail(node, path, f"{product.model} does not support MIG")
+            return mig, {}
+        gpus = count
+        if isinstance(node, yaml.MappingNode):
+            m = self.mapping(node, path, ("devices", "gpus"))
+            if "devices" not in m:
+                self.fail(node, f"{path}.devices", "required field is missing")
+            if "gpus" in m:
+                gpus = self.integer(m["gpus"], f"{path}.gpus", 1)
+                if gpus > count:
+                    self.fail(m["gpus"], f"{path}.gpus", f"must be at most gpus.count ({count}), got {gpus}")
+            node, path = m["devices"], f"{path}.devices"
+        if not isinstance(node, yaml.SequenceNode) or not node.value:
+            self.fail(node, path, "must be true, false, a non-empty list of MIG profiles, or {devices, gpus}")
+        if not product.mig:
+            self.fail(node, path, f"{product.model} does not support MIG")
+        names = [self.scalar(n, f"{path}[{i}]") for i, n in enumerate(node.value)]
+        try:
+            placed = place(product, names)
+        except ValueError as e:
+            self.fail(node, path, str(e))
+        return False, {"migDevices": placed, "migGPUs": gpus}
 
     def discovered(self, m: dict[str, yaml.Node], path: str) -> dict:
         """`gpus: {discover: nvml}`: this machine's real GPUs, read once now;

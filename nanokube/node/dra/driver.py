@@ -71,16 +71,26 @@ def _counters(memory: str, slices: int) -> dict:
     return {"memory": {"value": memory}, "slices": {"value": str(slices)}}
 
 
+#: a shared GPU's compute, in thousandths, that claims consume a share of
+GPU_MILLI = "milli"
+
+
 def gpu_entries(devices: list[Device]) -> tuple[list[dict], list[dict]]:
     """Slice devices and shared counter sets for GPUs. A GPU with `migSlices`
     gets a counter set; the whole GPU consumes all of it and each 1g
-    partition one slice and its share of memory, so they exclude each other."""
+    partition one slice and its share of memory, so they exclude each other.
+    A GPU with `sharing` is one device several claims share through
+    consumable capacity (1.37's allowMultipleAllocations): each takes the
+    `milli` compute and memory it requests, a claim that requests none the whole GPU."""
     out: list[dict] = []
     sets: list[dict] = []
     for d in devices:
         attrs = _gpu_attributes(d.attributes)
         memory = d.capacity["memory"]
         entry = {"name": d.name, "attributes": attrs, "capacity": {"memory": {"value": memory}}}
+        if d.attributes.get("sharing"):
+            entry["allowMultipleAllocations"] = True
+            entry["capacity"][GPU_MILLI] = {"value": "1000"}
         n = d.attributes.get("migSlices")
         if not n:
             out.append(entry)

@@ -1,0 +1,1 @@
+"""`nanokube simulate`: the real control plane replaying workload traces on a virtual clock."""

@@ -1,0 +1,114 @@
+"""Importers for openb, the GPU cluster trace published with "Beware of
+Fragmentation" (USENIX ATC'23): node lists as a cluster, pod lists as a trace.
+
+Nodes keep their CPU, memory and GPUs; each GPU model becomes the
+`gpu.nanokube.io` devices' `model` attribute and the node label
+`gpu.nanokube.io/model`. GPUs are shareable (consumable capacity), so a
+task with a fractional `gpu_milli` claims that many thousandths of one GPU
+(and the same share of its memory) while whole-GPU tasks claim `num_gpu`
+devices outright. `gpu_spec` (allowed models, `A|B`) becomes a CEL selector.
+Every pod is created at its `creation_time` and deleted at its
+`deletion_time`, through ResourceClaimTemplates (one per task shape), so
+the resourceclaim controller makes and removes each pod's claim.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections import Counter
+
+from ..node.cluster import Cluster, Pool
+from .trace import Trace, TraceEvent
+
+MODEL_LABEL = "gpu.nanokube.io/model"
+NAMESPACE = "default"
+GPU_CLASS = "gpu.nanokube.io"
+#: pods a node accepts: openb's own simulator has no per-node pod limit
+MAX_PODS = "256"
+#: memory and generation of the disclosed models; G1-G3 are undisclosed, given placeholder values
+MODELS = {
+    "T4": ("16Gi", "Turing", "7.5"), "P100": ("16Gi", "Pascal", "6.0"), "V100M16": ("16Gi", "Volta", "7.0"),
+    "V100M32": ("32Gi", "Volta", "7.0"), "A10": ("24Gi", "Ampere", "8.6"),
+}
+UNDISCLOSED = ("32Gi", "undisclosed", "0.0")
+
+
+def load_nodes(path: str) -> Cluster:
+    """One pool per distinct (CPU, memory, GPU count, model), nodes named `<pool>-<i>`."""
+    shapes: Counter = Counter()
+    with open(path, newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            shapes[(int(row["cpu_milli"]), int(row["memory_mib"]), int(row["gpu"] or 0), row["model"] or "")] += 1
+    pools = []
+    for (cpu, mem, gpus, model), count in sorted(shapes.items(), key=lambda kv: (kv[0][3], kv[0][2], kv[0][0], kv[0][1])):
+        name = f"{model.lower() or 'cpu'}-{gpus}g-{cpu // 1000}c-{mem // 1024}g" if gpus else f"cpu-{cpu // 1000}c-{mem // 1024}g"
+        capacity = {"cpu": f"{cpu}m" if cpu % 1000 else str(cpu // 1000), "memory": f"{mem}Mi", "pods": MAX_PODS}
+        labels = {MODEL_LABEL: model} if gpus else {}
+        gpu = None
+        if gpus:
+            memory, arch, cc = MODELS.get(model, UNDISCLOSED)
+            gpu = {"count": gpus, "model": model, "memory": memory, "architecture": arch, "driverVersion": "470.82.1",
+                   "cudaVersion": "11.4", "computeCapability": cc, "numaNodes": 1, "sharing": True}
+        pools.append(Pool(name, count, capacity, dict(capacity), labels, [], {}, gpu, None))
+    return Cluster(pools)
+
+
+def gpu_memory(model: str) -> str:
+    return MODELS.get(model, UNDISCLOSED)[0]
+
+
+def _template(name: str, num_gpu: int, milli: int, spec: str) -> dict:
+    exactly: dict = {"deviceClassName": GPU_CLASS}
+    if milli < 1000:
+        # a share of one GPU's compute; memory is asked for in proportion, so a sharer never takes it all
+        exactly["capacity"] = {"requests": {"milli": str(milli), "memory": f"{milli * 16 * 1024 // 1000}Mi"}}
+    else:
+        exactly["count"] = num_gpu
+    if spec:
+        models = ", ".join(f"'{m}'" for m in spec.split("|"))
+        exactly["selectors"] = [{"cel": {"expression": f"device.attributes['{GPU_CLASS}'].model in [{models}]"}}]
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}}}
+
+
+def load_pods(path: str) -> Trace:
+    """Creates at `creation_time`, deletes at `deletion_time`; the task-size
+    distribution (GPU count, milli per GPU) is the GPU tasks' shares."""
+    events: list[TraceEvent] = []
+    templates: dict[tuple, str] = {}
+    sizes: Counter = Counter()
+    gpu_milli: dict[str, int] = {}
+    setup: list[dict] = []
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        num_gpu, milli = int(row["num_gpu"] or 0), int(row["gpu_milli"] or 0)
+        spec = row["gpu_spec"] or ""
+        name = row["name"]
+        pod: dict = {"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"openb.qos": row["qos"] or "none"}},
+                     "spec": {"terminationGracePeriodSeconds": 0, "containers": [{
+                         "name": "task", "image": "openb/task",
+                         "resources": {"requests": {"cpu": f"{int(row['cpu_milli'])}m",
+                                                    "memory": f"{int(row['memory_mib'])}Mi"}}}]}}
+        if num_gpu:
+            milli = milli if num_gpu == 1 and 0 < milli < 1000 else 1000
+            shape = (num_gpu if milli == 1000 else 1, milli, spec)
+            tname = templates.get(shape)
+            if tname is None:
+                tname = templates[shape] = f"gpu-{shape[0]}x{milli}" + (f"-spec{len(templates)}" if spec else "")
+                setup.append(_template(tname, *shape))
+            pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": tname}]
+            pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+            sizes[shape[:2]] += 1
+            gpu_milli[f"{NAMESPACE}/{name}"] = shape[0] * milli
+        created, deleted = float(row["creation_time"]), float(row["deletion_time"] or 0)
+        events.append(TraceEvent(created, len(events), "create", pod))
+        if deleted > created:
+            events.append(TraceEvent(deleted, len(events), "delete", {"apiVersion": "v1", "kind": "Pod", "metadata": {
+                "name": name, "namespace": NAMESPACE}}))
+    # the templates come first, so no pod waits for its template
+    events = [TraceEvent(0.0, i - len(setup), "create", t) for i, t in enumerate(setup)] + sorted(events)
+    total = sum(sizes.values()) or 1
+    return Trace(events, [(k, v / total) for k, v in sorted(sizes.items())], gpu_milli)

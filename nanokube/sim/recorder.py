@@ -1,0 +1,179 @@
+"""What a run measured, from the API's point of view: every pod's arrival,
+binding, node and end (and whether it was evicted), GPU allocation and
+fragmentation over time and over arrived workload, the pending queue,
+scheduling delay and gang wait."""
+
+from __future__ import annotations
+
+from ..machinery.quantity import parse_quantity
+from ..node.cluster import Cluster
+from ..scheduler.plugins.gpu_fragmentation import WHOLE, node_fragmentation
+from .trace import Trace
+
+#: the GPU driver whose devices count as GPUs
+GPU_DRIVERS = ("gpu.nanokube.io", "gpu.nvidia.com")
+EVICTION_REASONS = ("DeletionByDeviceTaintManager", "DeletionByTaintManager", "PreemptionByScheduler",
+                    "EvictionByEvictionAPI", "TerminationByKubelet")
+
+
+class Recorder:
+    def __init__(self, clock, trace: Trace, cluster: Cluster):
+        self.clock = clock
+        self.trace = trace
+        self.t0 = clock.now()
+        self.gpus = {n.name: [d.name for d in n.devices if d.kind == "gpu"] for n in cluster.nodes()}
+        self.total_gpu = sum(len(v) for v in self.gpus.values()) * WHOLE
+        self.workload = trace.task_sizes or [((1, WHOLE), 1.0)]
+        #: per node: device -> thousandths allocated
+        self.used: dict[str, dict[str, int]] = {}
+        self.frag: dict[str, float] = {}
+        self.frag_total = 0.0
+        self._claim_results: dict[str, list[tuple[str, str, int]]] = {}
+        self.created: dict[str, float] = {}
+        self.bound: dict[str, float] = {}
+        self.placements: dict[str, str] = {}
+        self.ended: dict[str, float] = {}
+        self.evicted: dict[str, str] = {}
+        self.groups: dict[str, list[str]] = {}
+        self.allocated = 0
+        self.arrived = 0
+        self.pending: set[str] = set()
+        self.series: list[tuple] = []  # (t, gpu alloc ratio, frag ratio, pending)
+        self.by_arrival: list[tuple] = []  # (arrived ratio, gpu alloc ratio)
+        self._next_pct = 0.0
+
+    def _t(self) -> float:
+        return self.clock.now() - self.t0
+
+    def _sample(self) -> None:
+        t = self._t()
+        point = (round(t, 3), self.allocated / self.total_gpu if self.total_gpu else 0.0,
+                 self.frag_total / self.total_gpu if self.total_gpu else 0.0, len(self.pending))
+        if self.series and self.series[-1][0] == point[0]:
+            self.series[-1] = point
+        else:
+            self.series.append(point)
+
+    # --- pods ---------------------------------------------------------------------------
+
+    def watch_pods(self, informer) -> None:
+        informer.add_handlers(on_add=self._pod, on_update=lambda _o, n: self._pod(n), on_delete=self._pod_gone)
+
+    def _key(self, pod: dict) -> str:
+        md = pod["metadata"]
+        return f"{md['namespace']}/{md['name']}"
+
+    def _pod(self, pod: dict) -> None:
+        k = self._key(pod)
+        if k not in self.created:
+            self.created[k] = self._t()
+            self.pending.add(k)
+            group = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+            if group:
+                self.groups.setdefault(f"{pod['metadata']['namespace']}/{group}", []).append(k)
+            self.arrived += self.trace.gpu_milli.get(k, 0)
+            self._sample()
+            self._arrival()
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and k not in self.bound:
+            self.bound[k] = self._t()
+            self.placements[k] = node
+            self.pending.discard(k)
+            self.allocated += self.trace.gpu_milli.get(k, 0)
+            self._sample()
+        status = pod.get("status") or {}
+        if k not in self.evicted:
+            for c in status.get("conditions") or []:
+                if c.get("type") == "DisruptionTarget" and c.get("status") == "True":
+                    self.evicted[k] = c.get("reason") or "DisruptionTarget"
+            if status.get("reason") == "Evicted" or status.get("reason") in EVICTION_REASONS:
+                self.evicted.setdefault(k, status["reason"])
+        if status.get("phase") in ("Succeeded", "Failed") and k not in self.ended:
+            self._end(k)
+
+    def _end(self, k: str) -> None:
+        self.ended[k] = self._t()
+        self.pending.discard(k)
+        if k in self.bound:
+            self.allocated -= self.trace.gpu_milli.get(k, 0)
+        self._sample()
+
+    def _pod_gone(self, pod: dict) -> None:
+        k = self._key(pod)
+        if k not in self.ended:
+            self._end(k)
+
+    def _arrival(self) -> None:
+        """GPU allocation ratio at every 1% of arrived GPU workload (the paper's x axis)."""
+        if not self.total_gpu:
+            return
+        arrived = self.arrived / self.total_gpu
+        while arrived >= self._next_pct - 1e-9:
+            self.by_arrival.append((round(self._next_pct, 4), self.allocated / self.total_gpu))
+            self._next_pct += 0.01
+
+    # --- claims: which GPU shares are taken, for fragmentation ---------------------------
+
+    def watch_claims(self, informer) -> None:
+        informer.add_handlers(on_add=self._claim, on_update=lambda _o, n: self._claim(n),
+                              on_delete=lambda c: self._claim(c, gone=True))
+
+    def _claim(self, claim: dict, gone: bool = False) -> None:
+        k = self._key(claim)
+        results = [] if gone else [
+            (r.get("pool", ""), r.get("device", ""), _milli(r))
+            for r in ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or [])
+            if r.get("driver") in GPU_DRIVERS]
+        old = self._claim_results.get(k, [])
+        if results == old:
+            return
+        touched = set()
+        for node, dev, m in old:
+            self.used.setdefault(node, {})[dev] = self.used.get(node, {}).get(dev, 0) - m
+            touched.add(node)
+        for node, dev, m in results:
+            self.used.setdefault(node, {})[dev] = self.used.get(node, {}).get(dev, 0) + m
+            touched.add(node)
+        if results:
+            self._claim_results[k] = results
+        else:
+            self._claim_results.pop(k, None)
+        for node in touched:
+            self._refrag(node)
+        self._sample()
+
+    def _refrag(self, node: str) -> None:
+        used = self.used.get(node, {})
+        free = [WHOLE - used.get(d, 0) for d in self.gpus.get(node, [])]
+        f = node_fragmentation(free, self.workload)
+        self.frag_total += f - self.frag.get(node, 0.0)
+        self.frag[node] = f
+
+    def start(self) -> None:
+        for node in self.gpus:
+            self._refrag(node)
+        self._sample()
+
+    # --- the run's numbers ---------------------------------------------------------------
+
+    def summary(self) -> dict:
+        delays = sorted(self.bound[k] - self.created[k] for k in self.bound)
+        gang = {g: max(self.bound[m] for m in ms) - min(self.created[m] for m in ms)
+                for g, ms in self.groups.items() if all(m in self.bound for m in ms)}
+        return {
+            "pods": len(self.created), "scheduled": len(self.bound), "unscheduled": len(self.created) - len(self.bound),
+            "total_gpu_milli": self.total_gpu,
+            "series": {"t": [p[0] for p in self.series], "gpu_alloc_ratio": [p[1] for p in self.series],
+                       "fragmentation_ratio": [p[2] for p in self.series], "pending": [p[3] for p in self.series]},
+            "by_arrival": {"arrived_ratio": [p[0] for p in self.by_arrival],
+                           "gpu_alloc_ratio": [p[1] for p in self.by_arrival]},
+            "scheduling_delay_s": delays,
+            "gang_wait_s": gang,
+            "unscheduled_groups": sorted(g for g, ms in self.groups.items() if not all(m in self.bound for m in ms)),
+            "evictions": [{"pod": k, "reason": r, "t": self.ended.get(k)} for k, r in sorted(self.evicted.items())],
+        }
+
+
+def _milli(result: dict) -> int:
+    consumed = (result.get("consumedCapacity") or {}).get("milli")
+    return int(parse_quantity(str(consumed))) if consumed is not None else WHOLE

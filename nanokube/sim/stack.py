@@ -1,0 +1,73 @@
+"""The control plane a simulation runs: the same objects `nanokube up` wires
+(API server REST stack with admission and authorization over a memory store,
+controller manager, simulated nodes and DRA drivers, scheduler), all on one
+injected clock and talking through the loopback client.
+
+Left out, because they serve clients that a simulation has none of: the
+HTTPS listener and the API server's housekeeping loops (its identity Lease,
+IP repair, APF status, compaction), and leader election. Nodes renew their
+Leases and post status once per `heartbeat` seconds (default: a year) and
+the node lifecycle controller is off unless asked for, since over a
+149-day trace a 10-second heartbeat per node would be most of the events
+(with the controller on, the heartbeat is the kubelet's 10 s).
+"""
+
+from __future__ import annotations
+
+import tempfile
+
+from ..apiserver.app import APIServer
+from ..apiserver.controlplane import bootstrap
+from ..apiserver.loopback import LocalClient, connector
+from ..clock import Clock
+from ..controllers.manager import ControllerManager
+from ..machinery.user import SCHEDULER_USER, User
+from ..node.cluster import Cluster
+from ..node.manager import NodeManager
+from ..scheduler.config import SchedulerConfig
+from ..scheduler.scheduler import Scheduler
+from ..store.memory import MemoryStore
+
+#: who replays the trace: a cluster admin, authorized like kubectl with the admin kubeconfig
+TRACE_USER = User("nanokube-simulate", ("system:masters", "system:authenticated"))
+#: controllers a simulation runs by default: every one but the node lifecycle controller (see module doc)
+DEFAULT_CONTROLLERS = "*,-node-lifecycle"
+YEAR = 365 * 86400.0
+KUBELET_HEARTBEAT = 10.0
+
+
+class SimulatedControlPlane:
+    def __init__(self, cluster: Cluster, clock: Clock, config: SchedulerConfig | None = None, seed: int = 0,
+                 controllers: str = DEFAULT_CONTROLLERS, heartbeat: float | None = None):
+        self.cluster, self.clock, self.config, self.seed = cluster, clock, config, seed
+        self.controllers_spec = controllers
+        lifecycle = "node-lifecycle" in controllers.replace("-controller", "").split(",")
+        self.heartbeat = heartbeat or (KUBELET_HEARTBEAT if lifecycle else YEAR)
+        self.server = APIServer(MemoryStore(), None, clock=clock, audit_log_path="")
+        self.connect = connector(self.server.rest)
+        self.client: LocalClient = self.connect(TRACE_USER, "nanokube-simulate")
+        self._dir = tempfile.TemporaryDirectory(prefix="nanokube-sim-")
+
+    async def start(self) -> None:
+        s = self.server
+        await s.store.start()
+        await s.cache.start()
+        await s._bootstrap()
+        await bootstrap(s)
+        self.controllers = ControllerManager.in_process(self.connect, self.clock, None,
+                                                        controllers=self.controllers_spec)
+        await self.controllers.start()
+        self.nodes = NodeManager(self.connect, self.cluster, self.clock, renew_interval=self.heartbeat,
+                                 status_interval=self.heartbeat, pods_dir=self._dir.name)
+        await self.nodes.start()
+        self.scheduler = Scheduler(self.connect(SCHEDULER_USER, "default-scheduler"), clock=self.clock,
+                                   config=self.config, seed=self.seed)
+        await self.scheduler.start()
+
+    async def stop(self) -> None:
+        await self.scheduler.stop()
+        await self.nodes.stop()
+        await self.controllers.stop()
+        await self.server.cache.stop()
+        await self.server.store.close()
+        self._dir.cleanup()

@@ -1,0 +1,85 @@
+"""A workload trace: API writes at instants (seconds from the trace's start),
+replayed in time order. The generic form is JSON Lines, one write a line:
+`{"time": 12.5, "verb": "create"|"delete", "object": {...}}` for any kind
+the API server serves (a delete needs apiVersion, kind and metadata name,
+and namespace where it has one)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+VERBS = ("create", "delete")
+
+
+class TraceError(ValueError):
+    """A malformed trace line; the message names the file and line."""
+
+
+@dataclass(order=True, frozen=True)
+class TraceEvent:
+    time: float
+    seq: int
+    verb: str = field(compare=False)
+    obj: dict = field(compare=False)
+
+
+@dataclass
+class Trace:
+    events: list[TraceEvent]
+    #: what a GPU-fragmentation-aware policy measures against: ((gpu count, milli per GPU), share of tasks)
+    task_sizes: list[tuple[tuple[int, int], float]] = field(default_factory=list)
+    #: GPUs each pod asks for (in thousandths), by namespace/name, for the allocation metrics
+    gpu_milli: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def span(self) -> float:
+        return self.events[-1].time if self.events else 0.0
+
+
+def load_jsonl(path: str) -> Trace:
+    events = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise TraceError(f"{path}:{n}: not JSON: {e.msg}") from None
+            if not isinstance(rec, dict):
+                raise TraceError(f"{path}:{n}: must be an object")
+            verb, obj, t = rec.get("verb", "create"), rec.get("object"), rec.get("time", 0)
+            if verb not in VERBS:
+                raise TraceError(f"{path}:{n}: verb: must be one of {', '.join(VERBS)}, got {verb!r}")
+            if not isinstance(t, (int, float)) or t < 0:
+                raise TraceError(f"{path}:{n}: time: must be a number of seconds >= 0")
+            if not isinstance(obj, dict) or not obj.get("kind") or not obj.get("apiVersion") \
+                    or not (obj.get("metadata") or {}).get("name"):
+                raise TraceError(f"{path}:{n}: object: needs apiVersion, kind and metadata.name")
+            events.append(TraceEvent(float(t), len(events), verb, obj))
+    events.sort()
+    return Trace(events, gpu_milli=_gpu_milli(events))
+
+
+def _gpu_milli(events: list[TraceEvent]) -> dict[str, int]:
+    """GPUs a pod of a generic trace asks for: the `count` of its claims'
+    gpu.nanokube.io requests (claims and templates named in the trace)."""
+    per_claim: dict[str, int] = {}
+    for e in events:
+        if e.verb == "create" and e.obj["kind"] in ("ResourceClaim", "ResourceClaimTemplate"):
+            spec = e.obj.get("spec") or {}
+            spec = spec.get("spec", spec) if e.obj["kind"] == "ResourceClaimTemplate" else spec
+            n = sum(int(r.get("exactly", r).get("count", 1)) * 1000
+                    for r in (spec.get("devices") or {}).get("requests") or []
+                    if "gpu" in (r.get("exactly", r).get("deviceClassName") or ""))
+            per_claim[f"{e.obj['metadata'].get('namespace', 'default')}/{e.obj['metadata']['name']}"] = n
+    out = {}
+    for e in events:
+        if e.verb == "create" and e.obj["kind"] == "Pod":
+            md = e.obj["metadata"]
+            ns = md.get("namespace", "default")
+            out[f"{ns}/{md['name']}"] = sum(
+                per_claim.get(f"{ns}/{c.get('resourceClaimName') or c.get('resourceClaimTemplateName')}", 0)
+                for c in (e.obj.get("spec") or {}).get("resourceClaims") or [])
+    return out
