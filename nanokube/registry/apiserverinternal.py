@@ -6,7 +6,7 @@ pkg/apis/apiserverinternal/validation."""
 from __future__ import annotations
 
 from .apps import age_column, name_column
-from .base import Obj, Resource, Strategy, register
+from .base import Column, Obj, Resource, Strategy, register
 from ..machinery.validation import (
     FieldError,
     dns1035_label,
@@ -61,10 +61,25 @@ def validate_status(status: dict) -> list[FieldError]:
     return errs
 
 
+def _storage_versions(versions: list | None) -> str:
+    """formatStorageVersions: up to three `<server>=<version>`, then `+ N more...`."""
+    items = [f"{v.get('apiServerID', '')}={v.get('encodingVersion', '')}" for v in versions or []]
+    text = ",".join(items[:3])
+    return text + (f" + {len(items) - 3} more..." if len(items) > 3 else "")
+
+
 class StorageVersionStrategy(Strategy):
     name_validator = staticmethod(storage_version_name)
     track_generation = False
-    columns = [name_column(), age_column()]
+    columns = [
+        name_column(),
+        Column("CommonEncodingVersion", "string",
+               lambda o: (o.get("status") or {}).get("commonEncodingVersion") or "<unset>",
+               "The encoding version every API server shares, if they share one."),
+        Column("StorageVersions", "string", lambda o: _storage_versions((o.get("status") or {}).get("storageVersions")),
+               "The encoding version each API server writes."),
+        age_column(),
+    ]
 
     def prepare_for_create(self, obj: Obj) -> None:
         obj.setdefault("status", {})

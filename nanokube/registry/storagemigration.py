@@ -5,11 +5,14 @@ pkg/apis/storagemigration/validation."""
 
 from __future__ import annotations
 
-from .apps import age_column, name_column
-from .base import Obj, Resource, Strategy, register
+from .base import Column, Obj, Resource, Strategy, register
 from ..machinery.validation import FieldError, dns1123_subdomain, immutable, invalid, required, validate_conditions
 
 _TYPES = ("Running", "Succeeded", "Failed")
+
+
+def _resource(gr: dict) -> str:
+    return f"{gr.get('resource', '')}.{gr['group']}" if gr.get("group") else gr.get("resource", "")
 
 
 def _true(status: dict, kind: str) -> bool:
@@ -17,7 +20,11 @@ def _true(status: dict, kind: str) -> bool:
 
 
 class StorageVersionMigrationStrategy(Strategy):
-    columns = [name_column(), age_column()]
+    columns = [
+        Column("Name", "string", lambda o: o["metadata"]["name"]),
+        Column("Resource", "string", lambda o: _resource((o.get("spec") or {}).get("resource") or {}),
+               "Fully qualified resource to migrate"),
+    ]
 
     def prepare_for_create(self, obj: Obj) -> None:
         obj["status"] = {}

@@ -20,3 +20,11 @@ def test_published_object_is_valid():
         {"apiServerID": "a", "encodingVersion": "apps/v1", "decodableVersions": ["apps/v2"], "servedVersions": ["apps/v3"]}]}}
     assert [e.field for e in SV.strategy.validate(bad)] == [
         "status.storageVersions[0].decodableVersions", "status.storageVersions[0].servedVersions[0]"]
+
+
+def test_columns():
+    obj = storage_version(RES["deployments"], "apiserver-x")
+    cells = [c.fn(obj) for c in SV.strategy.columns if c.name != "Age"]
+    assert cells == ["apps.deployments", "apps/v1", "apiserver-x=apps/v1"]
+    svm = {"metadata": {"name": "m"}, "spec": {"resource": {"group": "apps", "resource": "deployments"}}}
+    assert [c.fn(svm) for c in RES["storageversionmigrations"].strategy.columns] == ["m", "deployments.apps"]
