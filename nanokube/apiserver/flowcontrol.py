@@ -3,9 +3,8 @@ upstream's mandatory and suggested PriorityLevelConfigurations and
 FlowSchemas (apiserver/pkg/apis/flowcontrol/bootstrap), created at startup
 with `apf.kubernetes.io/autoupdate-spec: "true"`, and the configuration
 controller's status: each FlowSchema's `Dangling` condition says whether the
-priority level it names exists. Requests are not queued by these objects
-(no fairness enforcement); they are served for clients and operators that
-read or edit them.
+priority level it names exists. apf.py classifies and limits HTTP requests
+by them.
 """
 
 from __future__ import annotations

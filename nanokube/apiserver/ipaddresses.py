@@ -3,10 +3,12 @@
 kube-apiserver records every ClusterIP it hands out as an `IPAddress` named by
 the address, whose `parentRef` is the Service, and serves the range it
 allocates from as the ServiceCIDR `kubernetes`. Here the allocator itself is
-the in-memory one in registry/core_services.py; this reconciler (like
-upstream's repair-ip loop in the API server) keeps the IPAddress objects equal
-to what the Services hold, through the loopback client: one per allocated IP,
-none for an IP no Service holds any more.
+the in-memory one in registry/core_services.py; the IPAddress repair loop
+(like upstream's repair-ip loop in the API server) keeps the IPAddress objects
+equal to what the Services hold, through the loopback client: one per
+allocated IP, none for an IP no Service holds any more, while an IPAddress
+someone else made holds its address in the allocator. The ranges loop hands
+the allocator every further Ready ServiceCIDR.
 """
 
 from __future__ import annotations
