@@ -18,6 +18,7 @@ import pytest
 from tests.e2e.conftest import running_cluster, wait_for
 
 CLUSTER = str(Path(__file__).resolve().parents[2] / "examples" / "nvidia-quickstart" / "cluster.yaml")
+#: the example's nodes: a half-balanced (static MIG) DGX A100, a DynamicMIG A100 node, an H100 node
 DRIVER = "gpu.nvidia.com"
 TOLERATE = """
       tolerations:
@@ -72,7 +73,15 @@ def test_slices_and_device_classes_are_the_drivers(cluster):
     assert attr(whole, "productName") == "NVIDIA H100-SXM5-80GB" and attr(whole, "index") == 3
     assert whole["attributes"]["cudaComputeCapability"] == {"version": "9.0.0"}
     assert whole["capacity"]["memory"] == {"value": "80Gi"}
-    assert attr(devs[("a100-1", "gpu-0-mig-3g20gb-9-4")], "profile") == "3g.20gb"
+    assert attr(devs[("a100-0", "gpu-0-mig-3g20gb-9-4")], "profile") == "3g.20gb"
+    assert "uuid" not in devs[("a100-0", "gpu-0-mig-3g20gb-9-4")]["attributes"]  # created at prepare
+    # the half-balanced DGX: GPUs 0-3 exist only as their MIG devices, each with its UUID
+    static = devs[("dgxa100-0", "gpu-2-mig-3g20gb-9-4")]
+    assert attr(static, "uuid").startswith("MIG-") and attr(static, "parentUUID").startswith("GPU-")
+    assert static["capacity"]["memorySlice7"] == {"value": "1"} and "consumesCounters" not in static
+    assert ("dgxa100-0", "gpu-2") not in devs and ("dgxa100-0", "gpu-4") in devs
+    assert sorted(n for p, n in devs if p == "dgxa100-0" and n.startswith("gpu-0-")) == [
+        "gpu-0-mig-1g5gb-19-0", "gpu-0-mig-1g5gb-19-1", "gpu-0-mig-2g10gb-14-2", "gpu-0-mig-3g20gb-9-4"]
     classes = {c["metadata"]["name"]: c["spec"]["selectors"][0]["cel"]["expression"]
                for c in cluster.kubectl_json("get", "deviceclasses")["items"]}
     assert "device.attributes['gpu.nvidia.com'].type == 'mig'" in classes["mig.nvidia.com"]
@@ -147,7 +156,8 @@ spec:
     picked = [(r["pool"], r["device"]) for rs in results(cluster, "gpu-test6").values() for r in rs]
     assert len(set(picked)) == 4
     for pool, name in picked:
-        assert pool.startswith("a100-") and attr(devs[(pool, name)], "index") in (0, 2, 4, 6)
+        dev = devs[(pool, name)]
+        assert "A100" in attr(dev, "productName") and attr(dev, "index") in (0, 2, 4, 6)
     claim = cluster.kubectl_json("get", "resourceclaims", "-n", "gpu-test6")["items"][0]
     [config] = claim["status"]["allocation"]["devices"]["config"]
     assert config["opaque"]["parameters"]["sharing"]["timeSlicingConfig"] == {"interval": "Long"}

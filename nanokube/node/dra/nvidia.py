@@ -6,6 +6,9 @@
   and types (productName, brand, architecture, cudaComputeCapability,
   driverVersion, cudaDriverVersion as versions, uuid, index, minor,
   pcieBusID, resource.kubernetes.io/pcieRoot) and `memory` capacity.
+- MIG devices created up front (`mig: [profiles]`, as mig-parted would)
+  are published as they exist, each with its UUID; the GPU is not offered
+  whole.
 - A GPU with `mig: true` is published as the driver's DynamicMIG mode does
   (KEP-4815 partitionable devices): one counter set per GPU
   (`gpu-<minor>-counter-set`) with a counter per MIG capacity dimension and
@@ -164,6 +167,42 @@ def _counters(capacity: dict[str, int], start: int, size: int) -> dict:
     return out
 
 
+def place(product: Product, names: list[str]) -> list[tuple[str, int]]:
+    """MIG devices created in this order on one GPU, each at the lowest start
+    its profile allows whose memory slices are free, within the GPU's SMs;
+    ValueError naming what does not fit."""
+    by_name = {p.name: p for p in product.mig}
+    free = [True] * MEMORY_SLICES
+    sms = max(p.sm for p in product.mig)
+    out = []
+    for name in names:
+        p = by_name.get(name)
+        if p is None:
+            raise ValueError(f"unknown MIG profile {name!r} for {product.model}; known: {', '.join(by_name)}")
+        start = next((s for s in p.starts if all(free[s:s + p.size])), None)
+        if start is None or p.sm > sms:
+            raise ValueError(f"{', '.join(names)}: {name} does not fit one {product.model} after the devices before it")
+        free[start:start + p.size] = [False] * p.size
+        sms -= p.sm
+        out.append((name, start))
+    return out
+
+
+def _static_mig(a: dict, product: Product) -> list[dict]:
+    """MIG devices that exist already (static MIG): each with its UUID and the
+    memory slices it holds as capacity, no counters; the GPU is not offered whole."""
+    by_name = {p.name: p for p in product.mig}
+    out = []
+    for name, start in a["migDevices"]:
+        p = by_name[name]
+        device = mig_device_name(a["minor"], p, start)
+        capacity = {c: _q(v) for c, v in p.capacity().items()}
+        capacity.update({f"memorySlice{i}": _q(1) for i in range(start, start + p.size)})
+        out.append({"name": device, "attributes": {**_mig_attributes(a, p), "uuid": _s(mig_uuid(a["uuid"], device))},
+                    "capacity": capacity})
+    return out
+
+
 def gpu_entries(devices: list) -> tuple[list[dict], list[dict]]:
     """Slice devices and counter sets for NVIDIA GPUs (cluster `Device`s)."""
     out: list[dict] = []
@@ -173,6 +212,9 @@ def gpu_entries(devices: list) -> tuple[list[dict], list[dict]]:
         minor = a["minor"]
         entry = {"name": f"gpu-{minor}", "attributes": gpu_attributes(a)}
         product = PRODUCTS[a["model"]]
+        if a.get("migDevices"):
+            out.extend(_static_mig(a, product))
+            continue
         if not a.get("mig"):
             out.append({**entry, "capacity": {"memory": {"value": d.capacity["memory"]}}})
             continue

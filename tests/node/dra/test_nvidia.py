@@ -80,6 +80,25 @@ def test_1g_2g_3g_fit_one_a100_and_over_allocating_fails():
     assert allocate(whole, allocated=taken, same_gpu=False) is None
 
 
+def test_static_mig_devices_are_placed_first_fit_and_published_with_uuids():
+    text = CLUSTER.replace("count: 1, mig: true", "count: 2, mig: {gpus: 1, devices: [3g.20gb, 2g.10gb, 1g.5gb]}")
+    [node] = parse_cluster(text).nodes()
+    devices, counters = nvidia.gpu_entries(node.devices)
+    assert counters == []
+    assert [d["name"] for d in devices] == ["gpu-0-mig-3g20gb-9-0", "gpu-0-mig-2g10gb-14-4",
+                                            "gpu-0-mig-1g5gb-19-6", "gpu-1"]
+    small = devices[2]
+    assert small["attributes"]["uuid"]["string"].startswith("MIG-")
+    assert small["capacity"]["memorySlice6"] == {"value": "1"} and "memorySlice7" not in small["capacity"]
+    # a 1g.5gb created before the 2g.10gb takes slice 4 and leaves the 2g.10gb no placement
+    with pytest.raises(ClusterFileError, match="2g.10gb does not fit one A100-SXM4-40GB"):
+        parse_cluster(CLUSTER.replace("mig: true", "mig: [3g.20gb, 1g.5gb, 2g.10gb]"))
+    with pytest.raises(ClusterFileError, match="3g.20gb does not fit one A100-SXM4-40GB"):
+        parse_cluster(CLUSTER.replace("mig: true", "mig: [4g.20gb, 3g.20gb, 3g.20gb]"))
+    with pytest.raises(ClusterFileError, match="unknown MIG profile '2g.20gb'"):
+        parse_cluster(CLUSTER.replace("mig: true", "mig: [2g.20gb]"))
+
+
 def test_nvidia_pools_refuse_unknown_models_and_mig_on_gpus_without_it():
     with pytest.raises(ClusterFileError, match="unknown NVIDIA model 'B999'"):
         parse_cluster(CLUSTER.replace("A100-SXM4-40GB", "B999"))
