@@ -258,8 +258,9 @@ class NodeDriver:
                 await p.delete_all()
 
     def _owner_of(self, device: str) -> PoolPublisher:
+        """The pool publishing `device`, or its MIG devices when only they are (a GPU in static MIG mode)."""
         for p in self.publishers:
-            if any(d["name"] == device for d in p.devices):
+            if any(d["name"] == device or d["name"].startswith(f"{device}-mig-") for d in p.devices):
                 return p
         raise KeyError(f"node {self.spec.name} has no device {device!r}")
 

@@ -176,3 +176,33 @@ def test_nvidia_smi_list_groups_mig_devices_under_their_gpu():
         "  MIG 1g.5gb      Device  0: (UUID: MIG-0)",
         "  MIG 3g.20gb     Device  1: (UUID: MIG-1)",
     ]
+
+
+@pytest.fixture
+async def stack():
+    from tests.controllers import make_stack
+
+    s = await make_stack()
+    yield s
+    await s.close()
+
+
+async def test_node_driver_publishes_gpu_nvidia_com_and_a_fault_on_a_static_mig_gpu_taints_its_devices(stack):
+    from nanokube.node.dra.deviceclasses import ensure_device_classes
+    from nanokube.node.dra.driver import NodeDriver
+
+    text = CLUSTER.replace("count: 1, mig: true", "count: 2, mig: {gpus: 1, devices: [3g.20gb, 3g.20gb]}")
+    [spec] = parse_cluster(text).nodes()
+    d = NodeDriver(stack.client, spec)
+    await d.start("uid", {})
+    await ensure_device_classes(stack.client, nvidia=True)
+    items, _ = await stack.client.resource("resource.k8s.io", "v1", "resourceslices").list()
+    [s] = items
+    assert s["metadata"]["name"] == "a100-0-gpu.nvidia.com-0" and s["spec"]["driver"] == DRIVER
+    assert [x["name"] for x in s["spec"]["devices"]] == ["gpu-0-mig-3g20gb-9-0", "gpu-0-mig-3g20gb-9-4", "gpu-1"]
+    taint = await d.inject_fault("gpu-0", "xid")
+    assert taint["key"] == f"{DRIVER}/xid"
+    items, _ = await stack.client.resource("resource.k8s.io", "v1", "resourceslices").list()
+    assert [bool(x.get("taints")) for x in items[0]["spec"]["devices"]] == [True, True, False]
+    classes, _ = await stack.client.resource("resource.k8s.io", "v1", "deviceclasses").list()
+    assert {"gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com"} <= {c["metadata"]["name"] for c in classes}
