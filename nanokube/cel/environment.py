@@ -17,13 +17,15 @@ from . import desugar
 from .cost import Estimator
 from .errors import CELError
 from .library import Overload, overloads, runtime_functions
-from .parser import Node, ParseError, format_error, parse
+from .parser import MAX_RECURSION_DEPTH, Node, ParseError, format_error, parse
 from .types import DYN, Type
 
 #: upstream's celconfig.PerCallLimit and cel-go's cancellation message
 PER_CALL_LIMIT = 1_000_000
 COST_LIMIT_ERROR = "operation cancelled: actual cost limit exceeded"
 _OWN_ERROR = re.compile(r"CELError: (.*?)\. Check function arguments", re.S)
+#: the engine's own nesting limit (96, below cel-go's 250), reported in cel-go's words
+_ENGINE_DEPTH = re.compile(r'Syntax error: OtherError\(ParseError \{.*?msg: "Recursion limit of (\d+) exceeded".*?\}\)')
 _UNDEFINED = re.compile(r"Undefined variable or function: '([^']*)'")
 
 
@@ -134,10 +136,6 @@ class Program:
             rt.current.clear()
 
 
-#: cel-go's default parser recursion limit, named in the error for expressions nested too deeply
-MAX_RECURSION_DEPTH = 250
-
-
 class Environment:
     """Declared variables (name -> type) and how schema object fields are
     typed; compiles expressions with a bounded cache."""
@@ -180,7 +178,10 @@ class Environment:
         try:
             ast = parse(source)
         except ParseError as e:
-            raise CELError(_engine_syntax_error(source) or format_error(source, e.pos, str(e))) from None
+            own = format_error(source, e.pos, str(e))
+            if str(e).startswith("expression recursion limit"):
+                raise CELError(own) from None
+            raise CELError(_engine_syntax_error(source) or own) from None
         checked = Checker(declared_overloads(), self.field_type, self.struct_types).check(ast, self.variables)
         if checked.issues:
             raise CELError("\n".join(format_error(source, pos, msg) for pos, msg in checked.issues))
@@ -197,6 +198,7 @@ def _engine_issues(text: str) -> str:
     from the same grammar, so syntax errors read alike): the snippet lines
     indented by one space, its own internal notes left out."""
     text = text[text.find("ERROR:"):] if "ERROR:" in text else text
+    text = _ENGINE_DEPTH.sub(r"expression recursion limit exceeded: \1", text)
     issues = [i for i in re.split(r"\n(?=ERROR: )", text) if "Incomplete `" not in i]
     return "\n".join(issues).replace("\n| ", "\n | ")
 

@@ -13,6 +13,7 @@ reported first because its position and wording match cel-go's.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,10 +138,18 @@ def _number_literal(tok: str, pos: int) -> Node:
     return Node("lit", pos, "int", value=v)
 
 
+#: cel-go's parser recursion limit (parser.MaxRecursionDepth's default)
+MAX_RECURSION_DEPTH = 250
+# Each nesting level costs this parser about ten Python frames; make room for
+# cel-go's 250 levels (and the checker's walk of them) above the default 1000.
+sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * MAX_RECURSION_DEPTH + 1000))
+
+
 class _Parser:
     def __init__(self, src: str) -> None:
         self.toks = _tokenize(src)
         self.i = 0
+        self.depth = 0
 
     def peek(self, k: int = 0) -> tuple[str, str, int]:
         return self.toks[min(self.i + k, len(self.toks) - 1)]
@@ -168,6 +177,15 @@ class _Parser:
         return e
 
     def expr(self) -> Node:
+        self.depth += 1
+        try:
+            if self.depth > MAX_RECURSION_DEPTH:
+                raise ParseError(f"expression recursion limit exceeded: {MAX_RECURSION_DEPTH}", self.peek()[2])
+            return self._conditional()
+        finally:
+            self.depth -= 1
+
+    def _conditional(self) -> Node:
         cond = self.or_()
         t = self.accept("?")
         if t is None:

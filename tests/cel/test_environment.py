@@ -244,3 +244,13 @@ def test_built_in_kinds_are_typed_through_their_definitions():
         env.compile("object.spec.replica > 1")
     with pytest.raises(CELError, match="found no matching overload for '_>_' applied to '\\(string, int\\)'"):
         env.compile("object.metadata.name > 1")
+
+
+def test_nesting_limits():
+    """cel-go refuses more than 250 nested levels; the engine already refuses
+    more than 96, in the same words."""
+    assert run("(" * 90 + "1" + ")" * 90) == 1
+    with pytest.raises(CELError, match="^ERROR: <input>:1:97: expression recursion limit exceeded: 96\n"):
+        ENV.compile("(" * 100 + "1" + ")" * 100)
+    with pytest.raises(CELError, match="^ERROR: <input>:1:251: expression recursion limit exceeded: 250\n"):
+        ENV.compile("(" * 3000 + "1" + ")" * 3000)
