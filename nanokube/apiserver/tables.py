@@ -65,6 +65,9 @@ def table(res: Resource, pairs: list[tuple[dict, dict]], clock: Clock, include: 
           with_columns: bool = True) -> dict[str, Any]:
     """pairs: (object as served, stored object) — columns read the stored form."""
     now = clock.now()
+    key = res.strategy.table_sort_key
+    if key is not None:
+        pairs = sorted(pairs, key=lambda p: key(p[1]))
     t: dict[str, Any] = {
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",

@@ -52,6 +52,8 @@ class Strategy:
     field_selectors: dict[str, Callable[[Obj], Any]] = {}
     #: columns for `kubectl get`; None means upstream's default NAME / CREATED AT
     columns: list[Column] | None = None
+    #: the order of a listed table's rows when upstream's printer sorts them (FlowSchemas)
+    table_sort_key: Callable[[Obj], Any] | None = None
     #: whether generation bumps on spec changes (objects with a spec)
     track_generation: bool = True
     #: does DELETE answer with the object (pods, services...) rather than a Status?

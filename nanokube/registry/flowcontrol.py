@@ -102,6 +102,8 @@ class FlowSchemaStrategy(Strategy):
         age_column(),
         Column("MissingPL", "string", _dangling, "Whether the referenced priority level is missing."),
     ]
+    #: printFlowSchemaList's FlowSchemaSequence: by matchingPrecedence, then name
+    table_sort_key = staticmethod(lambda o: (_spec(o).get("matchingPrecedence", 1000), o["metadata"]["name"]))
 
     def default(self, obj, version):
         obj.setdefault("spec", {}).setdefault("matchingPrecedence", 1000)

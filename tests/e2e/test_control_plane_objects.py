@@ -20,6 +20,7 @@ def test_flowcontrol_bootstrap_configuration(cluster):
     fs = wait_for(lambda: (s := api.read_flow_schema("global-default")).status.conditions and s, 10, "Dangling condition")
     assert [(c.type, c.status, c.reason) for c in fs.status.conditions] == [("Dangling", "False", "Found")]
     rows = [r.split() for r in cluster.kubectl("get", "flowschemas", "--no-headers").stdout.splitlines()]
+    assert [r[0] for r in rows][:3] == ["exempt", "probes", "system-leader-election"]  # by matchingPrecedence
     assert ["exempt", "exempt", "1", "<none>"] == rows[[r[0] for r in rows].index("exempt")][:4]
     api.create_flow_schema({"metadata": {"name": "orphan"}, "spec": {
         "priorityLevelConfiguration": {"name": "nope"}, "rules": [{"subjects": [{"kind": "Group", "group": {"name": "x"}}],
