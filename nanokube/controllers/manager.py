@@ -32,6 +32,7 @@ from .pvc_protection import PVCProtectionController
 from .replicaset import ReplicaSetController
 from .replicationcontroller import ReplicationControllerController
 from .resourceclaim import ResourceClaimController
+from .resourcepoolstatusrequest import ResourcePoolStatusRequestController
 from .resourcequota import ResourceQuotaController
 from .service_lb import DEFAULT_POOL, ServiceLBController
 from .servicecidrs import ServiceCIDRController
@@ -82,6 +83,7 @@ def build_controllers(client, clock: Clock = REAL, load_balancer_pool: str = DEF
         ValidatingAdmissionPolicyStatusController(client, clock=clock),
         StorageVersionMigrator(client, clock=clock),
         ServiceCIDRController(client, clock=clock),
+        ResourcePoolStatusRequestController(client, clock=clock),
     ]
 
 

@@ -32,6 +32,7 @@ _GROUPS = [
     "core_bindings",
     "storagemigration",
     "apiserverinternal",
+    "resource_poolstatus",
     "admissionregistration",
 ]
 

@@ -157,3 +157,16 @@ def test_priority_and_fairness_classifies_requests(cluster):
         assert r.headers["X-Kubernetes-PF-FlowSchema-UID"] == uids["service-accounts"]
     metrics = cluster.kubectl("get", "--raw", "/metrics").stdout
     assert 'apiserver_flowcontrol_dispatched_requests_total{flow_schema="service-accounts",priority_level="workload-low"}' in metrics
+
+
+def test_resource_pool_status_request(cluster):
+    api = client.ResourceV1alpha3Api(cluster.client())
+    wait_for(lambda: client.ResourceV1Api(cluster.client()).list_resource_slice().items, 20, "the GPU driver's slices")
+    api.create_resource_pool_status_request({"metadata": {"name": "gpus"}, "spec": {"driver": "gpu.nanokube.io"}})
+    done = wait_for(lambda: (r := api.read_resource_pool_status_request("gpus")).status and r, 20, "the answer")
+    assert [(c.type, c.status, c.reason) for c in done.status.conditions] == [("Complete", "True", "CalculationComplete")]
+    assert done.status.pool_count == len(done.status.pools) >= 1
+    pool = done.status.pools[0]
+    assert pool.driver == "gpu.nanokube.io" and pool.total_devices == pool.available_devices + pool.allocated_devices \
+        + pool.unavailable_devices
+    api.delete_resource_pool_status_request("gpus")
