@@ -140,7 +140,7 @@ def mig_device_name(minor: int, profile: MigProfile, start: int) -> str:
 
 
 def mig_uuid(parent_uuid: str, device: str) -> str:
-    """The UUID a MIG device gets when prepare creates it (stable per placement here)."""
+    """A MIG device's UUID, derived from its parent and placement (a real one is new each time it is created)."""
     return f"MIG-{uuid.uuid5(uuid.UUID(parent_uuid[4:]), device)}"
 
 
