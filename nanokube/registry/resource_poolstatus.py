@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import re
 
-from .apps import age_column, name_column
-from .base import Column, Obj, Resource, Strategy, register
+from .base import Obj, Resource, Strategy, register
 from ..machinery.validation import (
     FieldError,
     dns1123_subdomain,
@@ -27,24 +26,9 @@ def _spec(o: Obj) -> dict:
     return o.get("spec") or {}
 
 
-def _complete(o: Obj) -> str:
-    for c in (o.get("status") or {}).get("conditions") or []:
-        if c.get("status") == "True" and c.get("type") in ("Complete", "Failed"):
-            return c["type"]
-    return "Pending"
-
-
 class ResourcePoolStatusRequestStrategy(Strategy):
     #: DELETE answers with the object, as the resource.k8s.io registries do
     return_deleted_object = True
-    columns = [
-        name_column(),
-        Column("Driver", "string", lambda o: _spec(o).get("driver", ""), "The DRA driver whose pools are asked about."),
-        Column("State", "string", _complete, "Pending until the controller answered, then Complete or Failed."),
-        Column("Pools", "string", lambda o: (o.get("status") or {}).get("poolCount", ""), "Pools that matched."),
-        age_column(),
-    ]
-
     def default(self, obj, version):
         obj.setdefault("spec", {}).setdefault("limit", LIMIT_DEFAULT)
 
