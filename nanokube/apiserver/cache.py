@@ -101,6 +101,8 @@ class WatchCache:
         self.window = window
         self.rev = 0
         self._by_prefix: dict[str, dict[str, Entry]] = {}
+        #: each resource prefix's keys in order, so a page or a namespace is found by bisection
+        self._keys: dict[str, list[str]] = {}
         self._events: deque[CacheEvent] = deque()
         self._event_revs: deque[int] = deque()
         self._oldest = 0  # watchers may resume from any rev >= this
@@ -117,6 +119,7 @@ class WatchCache:
         kvs, rev = await self.store.list("/registry/")
         for kv in kvs:
             self._by_prefix.setdefault(_resource_prefix(kv.key), {})[kv.key] = Entry.stored(kv.value, kv.mod_revision)
+        self._keys = {rp: sorted(objs) for rp, objs in self._by_prefix.items()}
         self.rev = self._oldest = rev
         self._task = asyncio.create_task(self._follow(rev))
         self.ready.set()
@@ -154,6 +157,7 @@ class WatchCache:
         for kv in kvs:
             fresh.setdefault(_resource_prefix(kv.key), {})[kv.key] = Entry(decode(kv.value, kv.mod_revision), kv.mod_revision)
         self._by_prefix = fresh
+        self._keys = {rp: sorted(objs) for rp, objs in fresh.items()}
         self._events.clear()
         self._event_revs.clear()
         self.rev = self._oldest = rev
@@ -172,13 +176,17 @@ class WatchCache:
         prev = objs.get(key)
         rev = ev.revision
         if ev.type == DELETE:
-            objs.pop(key, None)
+            if objs.pop(key, None) is not None:
+                keys = self._keys[prefix]
+                del keys[bisect.bisect_left(keys, key)]
             gone = prev.obj if prev else decode(ev.kv.value, ev.kv.mod_revision)
             obj = {**gone, "metadata": {**gone.get("metadata", {}), "resourceVersion": str(rev)}}
             cev = CacheEvent(DELETED, key, Entry(obj, rev), prev, rev)
         else:
             entry = Entry(decode(ev.kv.value, rev), rev)
             objs[key] = entry
+            if prev is None:
+                bisect.insort(self._keys.setdefault(prefix, []), key)
             cev = CacheEvent(MODIFIED if prev is not None else ADDED, key, entry, prev, rev)
         self.rev = rev
         self._events.append(cev)
@@ -243,14 +251,24 @@ class WatchCache:
 
     def list(self, prefix: str) -> list[tuple[str, Entry]]:
         """Entries under `prefix` (a resource prefix, optionally with namespace), sorted by key."""
+        return self.scan(prefix)[1]
+
+    def scan(self, prefix: str, after: str = "", limit: int = 0) -> tuple[int, list[tuple[str, Entry]]]:
+        """Entries under `prefix` whose key sorts after `after`, in key order: how many there
+        are, and the first `limit` of them (all when 0). Found by bisecting the sorted keys, so
+        a page costs its own size, not the resource's."""
         rp = _resource_prefix(prefix) if prefix.count("/") > 2 else prefix
-        objs = self._by_prefix.get(rp, {})
-        if prefix == rp:
-            items = list(objs.items())
-        else:
-            items = [(k, e) for k, e in objs.items() if k.startswith(prefix)]
-        items.sort(key=lambda kv: kv[0])
-        return items
+        keys = self._keys.get(rp)
+        if not keys:
+            return 0, []
+        objs = self._by_prefix[rp]
+        lo, hi = 0, len(keys)
+        if prefix != rp:  # a namespace: its keys are those from "<prefix>" to "<prefix><the highest character>"
+            lo, hi = bisect.bisect_left(keys, prefix), bisect.bisect_left(keys, prefix + "\U0010ffff")
+        if after:
+            lo = max(lo, bisect.bisect_right(keys, after))
+        end = min(hi, lo + limit) if limit else hi
+        return max(0, hi - lo), [(k, objs[k]) for k in keys[lo:end]]
 
     def count(self, resource_prefix: str) -> int:
         return len(self._by_prefix.get(resource_prefix, ()))

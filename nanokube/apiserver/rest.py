@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import bisect
 import copy
 import secrets
 import uuid
@@ -320,10 +319,9 @@ class GenericREST:
                 start = tok["start"]
             except Exception:
                 raise errors.bad_request("continue key is not valid: invalid continue token") from None
-        entries = self.cache.list(res.key_prefix(namespace))
+        # without selectors a page needs only its own entries (and one more, to know there are more)
+        total, entries = self.cache.scan(res.key_prefix(namespace), start, limit + 1 if limit and everything else 0)
         rev = self.cache.rev
-        if start:
-            entries = entries[bisect.bisect_right(entries, start, key=lambda kv: kv[0]):]
         out: list[dict] = []
         remaining = 0
         last_key = ""
@@ -334,7 +332,7 @@ class GenericREST:
                 continue
             if limit and len(out) >= limit:
                 if everything:
-                    remaining = len(entries) - i
+                    remaining = total - i
                     break
                 remaining += 1
                 continue

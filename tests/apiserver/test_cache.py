@@ -38,6 +38,23 @@ async def test_follows_the_store_and_reads_your_writes(env):
     assert cache.count("/registry/secrets/") == 1
 
 
+async def test_scan_pages_a_namespace_in_key_order_through_creates_and_deletes(env):
+    store, cache = env
+    for ns, name in [("b", "x"), ("a", "2"), ("ab", "1"), ("a", "1"), ("a", "3"), ("a-", "0")]:
+        await store.create(f"{PREFIX}{ns}/{name}", b"{}")
+    kv = (await store.list(PREFIX + "a/2"))[0][0]
+    await store.delete(kv.key, kv.mod_revision)
+    await cache.sync()
+    assert [k for k, _ in cache.list(PREFIX + "a/")] == [PREFIX + "a/1", PREFIX + "a/3"]
+    assert [k for k, _ in cache.list(PREFIX)] == sorted(
+        PREFIX + k for k in ["a-/0", "a/1", "a/3", "ab/1", "b/x", "ns/pre"])
+    total, page = cache.scan(PREFIX, after=PREFIX + "a/1", limit=2)
+    assert total == 4 and [k for k, _ in page] == [PREFIX + "a/3", PREFIX + "ab/1"]
+    total, page = cache.scan(PREFIX + "a/", after=PREFIX + "a/1", limit=5)
+    assert total == 1 and [k for k, _ in page] == [PREFIX + "a/3"]
+    assert cache.scan(PREFIX + "zz/") == (0, [])
+
+
 async def test_events_since_and_window(env):
     store, cache = env
     kv = await store.create(PREFIX + "ns/a", b'{"metadata":{"name":"a"}}')
