@@ -59,6 +59,9 @@ def run(args: argparse.Namespace) -> int:
     except (ClusterFileError, TraceError, ConfigError, OSError, KeyError, ValueError) as e:
         print(f"nanokube simulate: {e}", file=sys.stderr)
         return 2
+    for _, cfg in configs:
+        if cfg is not None:
+            _fill_workload(cfg, trace)
     controllers = args.controllers
     if controllers is None:
         controllers = "resourceclaim" if args.trace.endswith(".csv") else "*,-node-lifecycle"
@@ -74,3 +77,12 @@ def run(args: argparse.Namespace) -> int:
         write_report(args.out, results, {"cluster": args.cluster, "trace": args.trace, "seed": args.seed})
         print(f"report: {os.path.join(args.out, 'report.html')}")
     return 0
+
+
+def _fill_workload(cfg, trace) -> None:
+    """GPUFragmentationGradient measures against the trace's task sizes unless the configuration names some."""
+    for prof in cfg.profiles:
+        if "GPUFragmentationGradient" in prof.plugins and not (prof.args.get("GPUFragmentationGradient") or {}).get(
+                "workload") and trace.task_sizes:
+            prof.args["GPUFragmentationGradient"] = {**(prof.args.get("GPUFragmentationGradient") or {}), "workload": [
+                {"count": c, "milli": m, "weight": w} for (c, m), w in trace.task_sizes]}

@@ -1,9 +1,16 @@
-"""results.json (every metric of every run) and report.html."""
+"""results.json (every metric of every run) and report.html: one page,
+self-contained (Chart.js is vendored and inlined, the data embedded), one
+series per scheduler configuration."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
+
+CHART_JS = os.path.join(os.path.dirname(__file__), "static", "chart-4.4.7.umd.min.js")
+#: points per line a chart draws at most (series are thinned evenly, keeping the last point)
+MAX_POINTS = 1500
 
 
 def results_doc(results, inputs: dict) -> dict:
@@ -13,8 +20,106 @@ def results_doc(results, inputs: dict) -> dict:
          "placements": r.placements, **r.metrics} for r in results]}
 
 
+def _thin(xs: list, ys: list) -> list[dict]:
+    step = max(1, len(xs) // MAX_POINTS)
+    idx = list(range(0, len(xs), step))
+    if xs and idx[-1] != len(xs) - 1:
+        idx.append(len(xs) - 1)
+    return [{"x": xs[i], "y": ys[i]} for i in idx]
+
+
+def _cdf(values: list[float]) -> list[dict]:
+    n = len(values)
+    return _thin(sorted(values), [(i + 1) / n for i in range(n)]) if n else []
+
+
+def chart_data(doc: dict) -> dict:
+    """What the page plots, per run: lines over time (days), over arrived workload, and the distributions."""
+    out = []
+    for r in doc["runs"]:
+        s = r["series"]
+        days = [t / 86400 for t in s["t"]]
+        out.append({
+            "name": r["name"],
+            "alloc": _thin(days, s["gpu_alloc_ratio"]), "frag": _thin(days, s["fragmentation_ratio"]),
+            "pending": _thin(days, s["pending"]),
+            "arrival": _thin(r["by_arrival"]["arrived_ratio"], r["by_arrival"]["gpu_alloc_ratio"]),
+            "delay": _cdf(r["scheduling_delay_s"]),
+            "gang": r["gang_wait_s"], "evictions": len(r["evictions"]),
+            "preemptions": sum(1 for e in r["evictions"] if e["reason"] == "PreemptionByScheduler"),
+        })
+    return {"runs": out}
+
+
+PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><title>nanokube simulate: {title}</title>
+<style>body{{font-family:sans-serif;margin:1.5em;max-width:1200px}}.grid{{display:grid;grid-template-columns:1fr 1fr;gap:1.5em}}
+table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:.2em .6em;text-align:right}}canvas{{max-height:320px}}</style>
+<script>{chartjs}</script></head><body>
+<h1>nanokube simulate</h1>
+<p>cluster <code>{cluster}</code>, trace <code>{trace}</code>, seed {seed}</p>
+<table><tr><th>configuration</th><th>pods</th><th>scheduled</th><th>evicted</th><th>virtual s</th><th>wall s</th>
+<th>events/s</th><th>placements</th></tr>{rows}</table>
+<div class="grid">
+<div><h3>GPU allocation ratio over time</h3><canvas id="alloc"></canvas></div>
+<div><h3>GPU allocation ratio over arrived GPU workload</h3><canvas id="arrival"></canvas></div>
+<div><h3>GPU fragmentation (share of all GPU capacity)</h3><canvas id="frag"></canvas></div>
+<div><h3>Pending pods</h3><canvas id="pending"></canvas></div>
+<div><h3>Scheduling delay (CDF)</h3><canvas id="delay"></canvas></div>
+<div><h3>Gang wait (first member created to last bound)</h3><canvas id="gang"></canvas></div>
+<div><h3>Evictions and preemptions</h3><canvas id="evict"></canvas></div>
+</div>
+<h3>Evicted pods</h3><table><tr><th>configuration</th><th>pod</th><th>reason</th><th>ended (s)</th></tr>{evicted}</table>
+<script id="data" type="application/json">{data}</script>
+<script>
+const D = JSON.parse(document.getElementById('data').textContent);
+const colors = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf'];
+const color = i => colors[i % colors.length];
+function line(id, key, xTitle, yTitle, step) {{
+  new Chart(document.getElementById(id), {{type: 'line', data: {{datasets: D.runs.map((r, i) => ({{
+    label: r.name, data: r[key], borderColor: color(i), backgroundColor: color(i), pointRadius: 0,
+    borderWidth: 1.5, stepped: step ? 'before' : false}}))}},
+    options: {{animation: false, parsing: true, scales: {{x: {{type: 'linear', title: {{display: true, text: xTitle}}}},
+      y: {{title: {{display: true, text: yTitle}}}}}}}}}});
+}}
+line('alloc', 'alloc', 'days', 'GPU allocation ratio', true);
+line('arrival', 'arrival', 'arrived GPU workload / cluster GPUs', 'GPU allocation ratio', false);
+line('frag', 'frag', 'days', 'fragmented GPU capacity', true);
+line('pending', 'pending', 'days', 'pods', true);
+line('delay', 'delay', 'seconds from creation to binding', 'fraction of pods', true);
+const groups = [...new Set(D.runs.flatMap(r => Object.keys(r.gang)))].sort();
+new Chart(document.getElementById('gang'), {{type: 'bar', data: {{labels: groups, datasets: D.runs.map((r, i) => ({{
+  label: r.name, data: groups.map(g => r.gang[g] ?? null), backgroundColor: color(i)}}))}},
+  options: {{animation: false, scales: {{y: {{title: {{display: true, text: 'seconds'}}}}}}}}}});
+new Chart(document.getElementById('evict'), {{type: 'bar', data: {{labels: ['evicted pods', 'preempted pods'],
+  datasets: D.runs.map((r, i) => ({{label: r.name, data: [r.evictions, r.preemptions], backgroundColor: color(i)}}))}},
+  options: {{animation: false}}}});
+</script></body></html>
+"""
+
+
+def render(doc: dict) -> str:
+    with open(CHART_JS, encoding="utf-8") as f:
+        chartjs = f.read()
+    e = html.escape
+    rows = "".join(
+        f"<tr><td>{e(r['name'])}</td><td>{r['pods']}</td><td>{r['scheduled']}</td><td>{len(r['evictions'])}</td>"
+        f"<td>{r['virtual_s']:.0f}</td><td>{r['wall_s']:.1f}</td><td>{r['events_per_s']:,.0f}</td>"
+        f"<td><code>{r['placement_hash']}</code></td></tr>" for r in doc["runs"])
+    evicted = "".join(f"<tr><td>{e(r['name'])}</td><td>{e(v['pod'])}</td><td>{e(v['reason'])}</td>"
+                      f"<td>{'' if v['t'] is None else round(v['t'])}</td></tr>"
+                      for r in doc["runs"] for v in r["evictions"])
+    data = json.dumps(chart_data(doc)).replace("</", "<\\/")
+    inputs = doc["inputs"]
+    return PAGE.format(title=e(os.path.basename(str(inputs.get("trace", "")))), chartjs=chartjs,
+                       cluster=e(str(inputs.get("cluster"))), trace=e(str(inputs.get("trace"))),
+                       seed=e(str(inputs.get("seed"))), rows=rows, evicted=evicted, data=data)
+
+
 def write_report(out: str, results, inputs: dict) -> None:
     os.makedirs(out, exist_ok=True)
     doc = results_doc(results, inputs)
     with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
         json.dump(doc, f)
+    with open(os.path.join(out, "report.html"), "w", encoding="utf-8") as f:
+        f.write(render(doc))

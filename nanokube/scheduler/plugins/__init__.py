@@ -7,6 +7,8 @@ from .default_binder import DefaultBinder
 from .default_preemption import DefaultPreemption
 from .dynamic_resources import DynamicResources
 from .gang import GangScheduling
+from .gpu_baselines import GPUBestFit, GPUDotProduct, GPUPacking, RandomScore
+from .gpu_fragmentation import GPUFragmentationGradient
 from .inter_pod_affinity import InterPodAffinity
 from .node_affinity import NodeAffinity
 from .node_name import NodeName
@@ -24,7 +26,8 @@ from .volume_zone import VolumeZone
 
 REGISTRY = {p.name: p for p in (PrioritySort, SchedulingGates, GangScheduling, NodeUnschedulable, NodeName, TaintToleration,
                                 NodeAffinity, NodePorts, NodeResourcesFit, NodeResourcesBalancedAllocation,
-                                VolumeRestrictions, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity, DynamicResources, DefaultPreemption, DefaultBinder)}
+                                VolumeRestrictions, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity, DynamicResources, DefaultPreemption, DefaultBinder,
+                                GPUFragmentationGradient, GPUBestFit, GPUDotProduct, GPUPacking, RandomScore)}
 
 #: upstream's default plugin set (of those implemented) and score weights
 DEFAULT_PLUGINS = ["PrioritySort", "SchedulingGates", "GangScheduling", "NodeUnschedulable", "NodeName", "TaintToleration",

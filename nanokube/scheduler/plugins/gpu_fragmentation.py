@@ -48,3 +48,113 @@ def place(free: list[int], count: int, milli: int) -> list[int] | None:
     for i in whole[:count]:
         out[i] = 0
     return out
+
+
+# --- the scheduler's view: a pod's GPU demand and a node's free GPU shares -------------
+
+GPU_DRIVERS = ("gpu.nanokube.io", "gpu.nvidia.com")
+
+
+def pod_gpu_demand(dra, pod: dict) -> tuple[int, int]:
+    """(GPUs, thousandths of each) the pod's claims ask of GPU device
+    classes; (0, 0) for a pod without GPU claims. A request with a `milli`
+    capacity asks a share of one GPU, any other request `count` whole GPUs."""
+    from ...dra.resourceclaim import ClaimError, claim_name
+
+    count, milli = 0, 0
+    ns = pod["metadata"].get("namespace", "")
+    for pc in (pod.get("spec") or {}).get("resourceClaims") or []:
+        try:
+            name, _ = claim_name(pod, pc)
+        except ClaimError:
+            continue
+        claim = dra.claim(ns, name) if name else None
+        for r in (((claim or {}).get("spec") or {}).get("devices") or {}).get("requests") or []:
+            exactly = r.get("exactly") or {}
+            if "gpu" not in (exactly.get("deviceClassName") or ""):
+                continue
+            share = ((exactly.get("capacity") or {}).get("requests") or {}).get("milli")
+            if share is not None:
+                from ...machinery.quantity import parse_quantity
+
+                count, milli = max(count, 1), max(milli, int(parse_quantity(str(share))))
+            else:
+                count, milli = count + int(exactly.get("count") or 1), WHOLE
+    return count, milli
+
+
+def node_free_gpus(dra, node: dict) -> list[int]:
+    """Thousandths left on each whole GPU of `node` (partitions are not counted),
+    counting allocations in flight."""
+    allocated = dra.allocated
+    out = []
+    for _pool, devices in dra.index().for_node(node):
+        for d in devices:
+            driver = d.id[0]
+            if driver not in GPU_DRIVERS or (d.attributes.get(f"{driver}/type") or ("", "gpu"))[1] != "gpu":
+                continue
+            if d.id in allocated.exclusive:
+                out.append(0)
+                continue
+            used = allocated.consumed.get(d.id)
+            if used is None:
+                out.append(WHOLE)
+            elif f"{driver}/milli" in used:
+                out.append(max(WHOLE - int(used[f"{driver}/milli"]), 0))
+            else:
+                out.append(0)
+    return out
+
+
+def scaled(values: list[float], best_low: bool) -> list[int]:
+    """0..100 by where each value lies between the worst and the best node."""
+    lo, hi = min(values, default=0), max(values, default=0)
+    if hi == lo:
+        return [0] * len(values)
+    return [int(round(100 * ((hi - v) if best_low else (v - lo)) / (hi - lo))) for v in values]
+
+
+class GPUScorePlugin:
+    """Shared by the GPU policies: the pod's demand once per cycle, each
+    node's free GPU shares, a `score_gpu` per node; pods without GPU claims
+    are not scored (every node the same)."""
+
+    name = ""
+
+    def __init__(self, args: dict, handle) -> None:
+        self.handle = handle
+        self.args = args
+
+    def _dra(self):
+        return self.handle.shared.get("DynamicResources") if self.handle is not None else None
+
+    def score_nodes(self, state, info, nodes) -> list[int]:
+        dra = self._dra()
+        demand = pod_gpu_demand(dra, info.pod) if dra is not None else (0, 0)
+        if not demand[0]:
+            return [0] * len(nodes)
+        raw = [self.score_gpu(node_free_gpus(dra, n.node or {}), demand, n) for n in nodes]
+        return scaled(raw, best_low=self.best_low)
+
+
+class GPUFragmentationGradient(GPUScorePlugin):
+    """FGD (the paper's Algorithm 1): the node whose fragmentation, measured
+    against the target workload, grows least when the pod lands on it.
+    Args: `workload`: [{count, milli, weight}] (the task sizes of the trace;
+    `nanokube simulate` fills it in from the trace when a configuration leaves it out)."""
+
+    name = "GPUFragmentationGradient"
+    best_low = True
+
+    def __init__(self, args: dict, handle) -> None:
+        super().__init__(args, handle)
+        entries = args.get("workload") or [{"count": 1, "milli": WHOLE, "weight": 1}]
+        total = sum(float(e.get("weight", 1)) for e in entries) or 1.0
+        self.workload: Workload = [((int(e.get("count", 1)), int(e.get("milli", WHOLE))), float(e.get("weight", 1)) / total)
+                                   for e in entries]
+
+    def score_gpu(self, free: list[int], demand: tuple[int, int], _node) -> float:
+        after = place(free, *demand)
+        if after is None:  # cannot host it as this policy would: worse than any node that can
+            return float(sum(free) + WHOLE)
+        return node_fragmentation(after, self.workload) - node_fragmentation(free, self.workload)
