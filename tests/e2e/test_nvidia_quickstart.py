@@ -377,6 +377,68 @@ spec:
     assert re.fullmatch(r"  MIG 3g.20gb +Device  0: \(UUID: MIG-[0-9a-f-]+\)", lines[-1])
 
 
+def test_mig_devices_created_up_front_are_allocated_with_their_uuids(cluster):
+    apply(cluster, """
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: gpu-static-mig
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata:
+  namespace: gpu-static-mig
+  name: two-small
+spec:
+  spec:
+    devices:
+      requests:
+      - name: small
+        exactly:
+          deviceClassName: mig.nvidia.com
+          count: 2
+          selectors:
+          - cel:
+              expression: "device.attributes['gpu.nvidia.com'].profile == '1g.5gb'"
+      constraints:
+      - matchAttribute: "gpu.nvidia.com/parentUUID"
+      config:
+      - opaque:
+          driver: gpu.nvidia.com
+          parameters:
+            apiVersion: resource.nvidia.com/v1beta1
+            kind: MigDeviceConfig
+            sharing:
+              strategy: MPS
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  namespace: gpu-static-mig
+  name: pod
+spec:
+  nodeSelector:
+    kubernetes.io/hostname: dgxa100-0
+  containers:
+  - name: ctr
+    image: ubuntu:22.04
+    command: ["bash", "-c"]
+    args: ["nvidia-smi -L; trap 'exit 0' TERM; sleep 9999 & wait"]
+    resources:
+      claims:
+      - name: mig
+  resourceClaims:
+  - name: mig
+    resourceClaimTemplateName: two-small""")
+    running(cluster, "gpu-static-mig", 1)
+    [rs] = results(cluster, "gpu-static-mig").values()
+    devs = slice_devices(cluster)
+    picked = [devs[(r["pool"], r["device"])] for r in rs]
+    assert {r["pool"] for r in rs} == {"dgxa100-0"} and all(attr(d, "profile") == "1g.5gb" for d in picked)
+    out = cluster.kubectl("exec", "-n", "gpu-static-mig", "pod", "--", "nvidia-smi", "-L").stdout
+    assert smi_uuids(out) == [attr(picked[0], "parentUUID")] + [attr(d, "uuid") for d in picked]
+
+
 def test_time_slicing_and_mps_configs_reach_the_driver(cluster):
     def ctr(name: str, request: str) -> str:
         return f"""
