@@ -144,6 +144,18 @@ def mig_uuid(parent_uuid: str, device: str) -> str:
     return f"MIG-{uuid.uuid5(uuid.UUID(parent_uuid[4:]), device)}"
 
 
+def mig_device_names(a: dict) -> set[str]:
+    """The MIG devices a GPU (cluster attributes) publishes: those created up
+    front, or in DynamicMIG mode every placement of every profile."""
+    product = PRODUCTS[a["model"]]
+    if a.get("migDevices"):
+        by_name = {p.name: p for p in product.mig}
+        return {mig_device_name(a["minor"], by_name[n], start) for n, start in a["migDevices"]}
+    if a.get("mig"):
+        return {mig_device_name(a["minor"], p, start) for p in product.mig for start in p.starts}
+    return set()
+
+
 def gpu_attributes(a: dict) -> dict:
     """The attributes a whole GPU is published with."""
     return {
@@ -243,8 +255,8 @@ def gpu_entries(devices: list) -> tuple[list[dict], list[dict]]:
 # fits the device: GpuConfig for GPUs, MigDeviceConfig for MIG devices,
 # defaults first), then normalize, validate and apply each config.
 
-class ConfigError(Exception):
-    """An opaque config the driver refuses; the message is the driver's."""
+class PrepareError(Exception):
+    """Why the kubelet plugin refuses to prepare a claim, in its words."""
 
 
 _INTERVALS = ("Default", "Short", "Medium", "Long")
@@ -254,8 +266,8 @@ _SHARING_FIELDS = {"GpuConfig": ("strategy", "timeSlicingConfig", "mpsConfig"),
 _MPS_FIELDS = ("defaultActiveThreadPercentage", "defaultPinnedDeviceMemoryLimit", "defaultPerDevicePinnedMemoryLimit")
 
 
-def _decode_error(msg: str) -> ConfigError:
-    return ConfigError(f"error getting opaque device configs: error decoding config parameters: {msg}")
+def _decode_error(msg: str) -> PrepareError:
+    return PrepareError(f"error getting opaque device configs: error decoding config parameters: {msg}")
 
 
 def _strict(obj, allowed: tuple[str, ...], path: str) -> dict:
@@ -311,22 +323,22 @@ def normalize(params: dict) -> dict:
     if strategy not in ("TimeSlicing", "MPS"):
         msg = "fabric GPU sharing strategy is not enabled" if strategy == "Fabric" else \
             f"unknown GPU sharing strategy: {strategy or ''}"
-        raise ConfigError(f"error validating GPU config: {msg}")
+        raise PrepareError(f"error validating GPU config: {msg}")
     if strategy == "TimeSlicing" and kind == "GpuConfig":
         sharing.setdefault("timeSlicingConfig", None)
         if sharing["timeSlicingConfig"] is None:
             sharing["timeSlicingConfig"] = {"interval": "Default"}
         interval = sharing["timeSlicingConfig"].get("interval")
         if interval not in _INTERVALS:
-            raise ConfigError(f"error validating GPU config: unknown time-slice interval: {interval or ''}")
+            raise PrepareError(f"error validating GPU config: unknown time-slice interval: {interval or ''}")
     if strategy == "MPS":
         if sharing.get("mpsConfig") is None:
             sharing["mpsConfig"] = {}
         pct = sharing["mpsConfig"].get("defaultActiveThreadPercentage")
         if pct is not None and pct < 0:
-            raise ConfigError("error validating GPU config: active thread percentage must not be negative")
+            raise PrepareError("error validating GPU config: active thread percentage must not be negative")
         if pct is not None and pct > 100:
-            raise ConfigError("error validating GPU config: active thread percentage must not be greater than 100")
+            raise PrepareError("error validating GPU config: active thread percentage must not be greater than 100")
     return {"apiVersion": CONFIG_API, "kind": kind, "sharing": sharing}
 
 
@@ -337,35 +349,35 @@ def _apply(config: dict, uuids: list[str]) -> None:
     sharing = config["sharing"]
     strategy = sharing["strategy"]
     if strategy == "TimeSlicing" and sharing.get("mpsConfig") is not None:
-        raise ConfigError("error applying GPU config: cannot use MpsConfig with the 'TimeSlicing' strategy")
+        raise PrepareError("error applying GPU config: cannot use MpsConfig with the 'TimeSlicing' strategy")
     if strategy != "MPS":
         return
     if sharing.get("timeSlicingConfig") is not None:
-        raise ConfigError("error applying GPU config: cannot use TimeSlicingConfig with the 'MPS' strategy")
+        raise PrepareError("error applying GPU config: cannot use TimeSlicingConfig with the 'MPS' strategy")
     mps = sharing["mpsConfig"]
     default = mps.get("defaultPinnedDeviceMemoryLimit")
     if default is not None and parse_quantity(str(default)) < 2**20:
-        raise ConfigError(f"error applying GPU config: invalid limit: default value set too low: {default}")
+        raise PrepareError(f"error applying GPU config: invalid limit: default value set too low: {default}")
     for key, v in (mps.get("defaultPerDevicePinnedMemoryLimit") or {}).items():
         if key not in uuids:
             if not key.isdigit() and not (key.startswith("-") and key[1:].isdigit()):
-                raise ConfigError(f"error applying GPU config: invalid device: unable to parse key as an integer: {key}")
+                raise PrepareError(f"error applying GPU config: invalid device: unable to parse key as an integer: {key}")
             if not 0 <= int(key) < len(uuids):
-                raise ConfigError(f"error applying GPU config: invalid device: invalid device index: {int(key)}")
+                raise PrepareError(f"error applying GPU config: invalid device: invalid device index: {int(key)}")
         if parse_quantity(str(v)) < 2**20:
-            raise ConfigError(f"error applying GPU config: invalid limit: value set too low: {key}: {v}")
+            raise PrepareError(f"error applying GPU config: invalid limit: value set too low: {key}: {v}")
 
 
 def prepare_configs(claim: dict, results: list[dict]) -> list[dict]:
     """The normalized config of each NVIDIA result (dicts with `request`,
-    `device`, `type` and `uuid`), in order; ConfigError as the driver fails."""
+    `device`, `type` and `uuid`), in order; PrepareError as the driver fails."""
     entries = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("config") or []
     configs: list[tuple[list[str], dict]] = [([], {"apiVersion": CONFIG_API, "kind": "GpuConfig"}),
                                              ([], {"apiVersion": CONFIG_API, "kind": "MigDeviceConfig"})]
     for c in entries:
         opaque = c.get("opaque")
         if opaque is None:
-            raise ConfigError("error getting opaque device configs: only opaque parameters are supported by this driver")
+            raise PrepareError("error getting opaque device configs: only opaque parameters are supported by this driver")
         if opaque.get("driver") == NVIDIA_DRIVER:
             configs.append((list(c.get("requests") or []), decode(opaque.get("parameters"))))
     chosen: list[int] = []
@@ -375,7 +387,7 @@ def prepare_configs(claim: dict, results: list[dict]) -> list[dict]:
             reqs, params = configs[i]
             if r["request"] in reqs:
                 if params["kind"] != want:
-                    raise ConfigError(f'cannot apply {params["kind"]} to device "{r["device"]}" of type '
+                    raise PrepareError(f'cannot apply {params["kind"]} to device "{r["device"]}" of type '
                                       f'"{r["type"]}" (request: {r["request"]})')
                 break
             if not reqs and params["kind"] == want:

@@ -114,27 +114,30 @@ class ClaimPreparer:
         config is normalized and validated (a refusal is the plugin's error,
         so the pod stays ContainerCreating), and MIG devices get their UUIDs."""
         md = claim["metadata"]
-        out = [{"request": r["request"], "device": r["device"], **self._describe(r["device"])}
-               for r in self._ours(claim) if r["driver"] == nvidia.NVIDIA_DRIVER]
         try:
+            out = [{"request": r["request"], "device": r["device"], **self._describe(r["device"])}
+                   for r in self._ours(claim) if r["driver"] == nvidia.NVIDIA_DRIVER]
             configs = nvidia.prepare_configs(claim, out)
-        except nvidia.ConfigError as e:
+        except nvidia.PrepareError as e:
             raise NotReady(f"prepare dynamic resources: NodePrepareResources failed for ResourceClaim {md['name']}: "
                            f"error preparing devices for claim {md['namespace']}/{md['name']}:{md['uid']}: "
                            f"prepare devices failed: {e}") from None
         return [{**d, "config": c} for d, c in zip(out, configs)]
 
     def _describe(self, device: str) -> dict:
-        """What nvidia-smi says about a device of this node."""
+        """What nvidia-smi says about a device of this node; PrepareError
+        (the plugin's words) for a device this node does not publish."""
         m = _MIG_NAME.fullmatch(device)
-        gpu = self.gpus[m.group(1) if m else device]
-        a = gpu.attributes
-        if not m:
+        gpu = self.gpus.get(m.group(1) if m else device)
+        a = gpu.attributes if gpu else {}
+        if m and gpu:
+            if device in nvidia.mig_device_names(a):
+                profile = next(p.name for p in nvidia.PRODUCTS[a["model"]].mig if p.id == int(m.group(2)))
+                return {"type": "mig", "uuid": nvidia.mig_uuid(a["uuid"], device), "parentUUID": a["uuid"],
+                        "productName": a["productName"], "profile": profile}
+        elif gpu and not a.get("migDevices"):
             return {"type": "gpu", "uuid": a["uuid"], "parentUUID": "", "productName": a["productName"], "profile": ""}
-        pid = int(m.group(2))
-        profile = next(p.name for p in nvidia.PRODUCTS[a["model"]].mig if p.id == pid)
-        return {"type": "mig", "uuid": nvidia.mig_uuid(a["uuid"], device), "parentUUID": a["uuid"],
-                "productName": a["productName"], "profile": profile}
+        raise nvidia.PrepareError(f"requested device is not allocatable: {device}")
 
     def container_devices(self, pod: dict, container: str) -> list[dict] | None:
         """The NVIDIA devices a container of the pod was given (its

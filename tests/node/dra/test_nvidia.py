@@ -142,7 +142,7 @@ def test_gpu_config_is_decoded_validated_and_applied_as_the_driver_does(sharing,
         [config] = nvidia.prepare_configs(claim, [GPU0])
         assert config["sharing"] == sharing
     else:
-        with pytest.raises(nvidia.ConfigError, match=error):
+        with pytest.raises(nvidia.PrepareError, match=error):
             nvidia.prepare_configs(claim, [GPU0])
 
 
@@ -157,12 +157,12 @@ def test_config_precedence_defaults_and_device_types():
     [gpu, mig] = nvidia.prepare_configs(with_configs(("FromClass", [], "GpuConfig", short),
                                                      ("FromClaim", [], "GpuConfig", long)), [GPU0, MIG0])
     assert gpu["sharing"] == long and mig["kind"] == "MigDeviceConfig"
-    with pytest.raises(nvidia.ConfigError, match='^cannot apply GpuConfig to device "gpu-1-mig-1g5gb-19-0" of type '
+    with pytest.raises(nvidia.PrepareError, match='^cannot apply GpuConfig to device "gpu-1-mig-1g5gb-19-0" of type '
                                                  '"mig" \\(request: mig\\)$'):
         nvidia.prepare_configs(with_configs(("FromClaim", ["mig"], "GpuConfig", long)), [MIG0])
     bad_kind = {"status": {"allocation": {"devices": {"config": [{"requests": [], "opaque": {
         "driver": DRIVER, "parameters": {"apiVersion": nvidia.CONFIG_API, "kind": "TpuConfig"}}}]}}}}
-    with pytest.raises(nvidia.ConfigError, match='no kind "TpuConfig" is registered for version'):
+    with pytest.raises(nvidia.PrepareError, match='no kind "TpuConfig" is registered for version'):
         nvidia.prepare_configs(bad_kind, [])
 
 
@@ -206,3 +206,24 @@ async def test_node_driver_publishes_gpu_nvidia_com_and_a_fault_on_a_static_mig_
     assert [bool(x.get("taints")) for x in items[0]["spec"]["devices"]] == [True, True, False]
     classes, _ = await stack.client.resource("resource.k8s.io", "v1", "deviceclasses").list()
     assert {"gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com"} <= {c["metadata"]["name"] for c in classes}
+
+
+async def test_prepare_refuses_devices_the_node_does_not_publish_and_gives_mig_devices_uuids(stack):
+    from nanokube.node.dra.prepare import ClaimPreparer, NotReady
+
+    text = CLUSTER.replace("count: 1, mig: true", "count: 2, mig: {gpus: 1, devices: [7g.40gb]}")
+    [spec] = parse_cluster(text).nodes()
+    preparer = ClaimPreparer(stack.client, spec)
+
+    def claim(*devices):
+        return {"metadata": {"namespace": "ns", "name": "c", "uid": "u1"}, "status": {"allocation": {"devices": {
+            "results": [{"request": "r", "driver": DRIVER, "pool": spec.name, "device": d} for d in devices]}}}}
+
+    [mig] = preparer._prepare_nvidia(claim("gpu-0-mig-7g40gb-0-0"))
+    assert mig["type"] == "mig" and mig["profile"] == "7g.40gb" and mig["uuid"].startswith("MIG-")
+    assert mig["config"]["kind"] == "MigDeviceConfig"
+    for device in ("gpu-9", "gpu-0", "gpu-1-mig-1g5gb-19-0", "gpu-0-mig-1g5gb-19-0"):
+        with pytest.raises(NotReady, match=f"^prepare dynamic resources: NodePrepareResources failed for ResourceClaim "
+                                           f"c: error preparing devices for claim ns/c:u1: prepare devices failed: "
+                                           f"requested device is not allocatable: {device}$"):
+            preparer._prepare_nvidia(claim(device))
