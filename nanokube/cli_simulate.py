@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 
@@ -26,6 +25,9 @@ def add_parser(sub) -> None:
     p.add_argument("--controllers", default=None,
                    help="controllers to run (kube-controller-manager's --controllers syntax; default: all but "
                         "node-lifecycle, for an openb trace only resourceclaim)")
+    p.add_argument("--inflate", type=float, default=None, metavar="FACTOR",
+                   help="the inflation experiment: pods sampled from the trace by --seed, never finishing, until "
+                        "their GPUs reach FACTOR x the cluster's (e.g. 1.3)")
     p.add_argument("--out", default=None, metavar="DIR", help="write results.json and report.html here")
     p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
 
@@ -59,6 +61,15 @@ def run(args: argparse.Namespace) -> int:
     except (ClusterFileError, TraceError, ConfigError, OSError, KeyError, ValueError) as e:
         print(f"nanokube simulate: {e}", file=sys.stderr)
         return 2
+    if args.inflate:
+        from .sim.trace import inflate
+
+        total = sum(1 for n in cluster.nodes() for d in n.devices if d.kind == "gpu") * 1000
+        try:
+            trace = inflate(trace, total, args.inflate, args.seed)
+        except TraceError as e:
+            print(f"nanokube simulate: {e}", file=sys.stderr)
+            return 2
     for _, cfg in configs:
         if cfg is not None:
             _fill_workload(cfg, trace)
@@ -74,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{name}: {m['scheduled']}/{m['pods']} pods scheduled, virtual {r.virtual_s:.0f}s in wall "
               f"{r.wall_s:.1f}s ({r.events / r.wall_s:,.0f} events/s), placements {r.placement_hash}", flush=True)
     if args.out:
-        write_report(args.out, results, {"cluster": args.cluster, "trace": args.trace, "seed": args.seed})
+        write_report(args.out, results, {"cluster": args.cluster, "trace": args.trace, "seed": args.seed,
+                                         "inflate": args.inflate, "until": args.until})
         print(f"report: {os.path.join(args.out, 'report.html')}")
     return 0
 

@@ -159,4 +159,9 @@ async def run(name: str, cluster: Cluster, trace: Trace, config: SchedulerConfig
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     await plane.stop()
+    # what the stopped components left waiting (pod workers, watch streams) ends with the run
+    rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for t in rest:
+        t.cancel()
+    await asyncio.gather(*rest, return_exceptions=True)
     return result

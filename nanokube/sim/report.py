@@ -55,6 +55,7 @@ PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><title>nanokube simulate: {title}</title>
 <style>body{{font-family:sans-serif;margin:1.5em;max-width:1200px}}.grid{{display:grid;grid-template-columns:1fr 1fr;gap:1.5em}}
 table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:.2em .6em;text-align:right}}canvas{{max-height:320px}}</style>
+<script>const pageErrors = []; window.addEventListener('error', e => pageErrors.push(String(e.message)));</script>
 <script>{chartjs}</script></head><body>
 <h1>nanokube simulate</h1>
 <p>cluster <code>{cluster}</code>, trace <code>{trace}</code>, seed {seed}</p>
@@ -94,6 +95,9 @@ new Chart(document.getElementById('gang'), {{type: 'bar', data: {{labels: groups
 new Chart(document.getElementById('evict'), {{type: 'bar', data: {{labels: ['evicted pods', 'preempted pods'],
   datasets: D.runs.map((r, i) => ({{label: r.name, data: [r.evictions, r.preemptions], backgroundColor: color(i)}}))}},
   options: {{animation: false}}}});
+// for a headless check: how many charts drew, and any error on the way
+document.body.dataset.charts = Object.keys(Chart.instances).length;
+document.body.dataset.errors = pageErrors.join(' | ');
 </script></body></html>
 """
 

@@ -83,3 +83,35 @@ def _gpu_milli(events: list[TraceEvent]) -> dict[str, int]:
                 per_claim.get(f"{ns}/{c.get('resourceClaimName') or c.get('resourceClaimTemplateName')}", 0)
                 for c in (e.obj.get("spec") or {}).get("resourceClaims") or [])
     return out
+
+
+def inflate(trace: Trace, cluster_gpu_milli: int, factor: float, seed: int, interval: float = 1.0) -> Trace:
+    """The inflation experiment of "Beware of Fragmentation": pods drawn from
+    the trace's pod creations (with replacement, by `seed`), arriving one per
+    `interval` and never finishing, until the GPUs they ask for reach
+    `factor` x the cluster's. Objects other than pods (claim templates...)
+    are created first, as in the trace."""
+    import random
+
+    rng = random.Random(seed)
+    setup = [e.obj for e in trace.events if e.verb == "create" and e.obj["kind"] != "Pod"]
+    pods = [e.obj for e in trace.events if e.verb == "create" and e.obj["kind"] == "Pod"]
+    if not pods:
+        raise TraceError("--inflate: the trace creates no pods")
+    events = [TraceEvent(0.0, i, "create", o) for i, o in enumerate(setup)]
+    gpu_milli: dict[str, int] = {}
+    asked, n = 0, 0
+    while asked < factor * cluster_gpu_milli:
+        src = rng.choice(pods)
+        md = src["metadata"]
+        ns = md.get("namespace", "default")
+        want = trace.gpu_milli.get(f"{ns}/{md['name']}", 0)
+        if not want and not cluster_gpu_milli:
+            break
+        n += 1
+        name = f"inflated-{n:06d}"
+        obj = {**src, "metadata": {**md, "name": name}}
+        events.append(TraceEvent(n * interval, len(events), "create", obj))
+        gpu_milli[f"{ns}/{name}"] = want
+        asked += want
+    return Trace(events, trace.task_sizes, gpu_milli)

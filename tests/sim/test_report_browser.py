@@ -1,0 +1,45 @@
+"""report.html opened in headless Chromium: every chart draws, no script error,
+no network (Chart.js is inlined). Skipped where no Chromium is installed
+(scripts/setup.sh installs Debian's `chromium`)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from nanokube.sim.driver import RunResult
+from nanokube.sim.report import write_report
+
+BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _run(name: str, shift: float) -> RunResult:
+    t = [0.0, 3600.0, 7200.0, 86400.0]
+    metrics = {
+        "pods": 3, "scheduled": 3, "unscheduled": 0, "total_gpu_milli": 8000,
+        "series": {"t": t, "gpu_alloc_ratio": [0, 0.25 + shift, 0.5, 0.4], "fragmentation_ratio": [0, 0.05, 0.1, 0.02],
+                   "pending": [0, 2, 1, 0]},
+        "by_arrival": {"arrived_ratio": [0.0, 0.01, 0.02], "gpu_alloc_ratio": [0.0, 0.01, 0.02 - shift]},
+        "scheduling_delay_s": [0.0, 1.5, 300.0], "gang_wait_s": {"default/trio": 290.0 + shift},
+        "unscheduled_groups": [], "evictions": [{"pod": "default/trainer", "reason": "DeletionByDeviceTaintManager",
+                                                 "t": 100.0}],
+    }
+    return RunResult(name, {"default/a": "node-0"}, 1.0, 86400.0, 10, metrics)
+
+
+@pytest.mark.skipif(BROWSER is None, reason="no chromium on PATH")
+def test_report_charts_render_in_headless_chromium(tmp_path):
+    write_report(str(tmp_path), [_run("least-allocated", 0.0), _run("fgd", 0.01)], {"cluster": "c.yaml",
+                                                                                     "trace": "t.jsonl", "seed": 1})
+    proc = subprocess.run(
+        [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+         "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", "--dump-dom",
+         f"file://{tmp_path / 'report.html'}"], capture_output=True, text=True, timeout=90)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    body = re.search(r"<body([^>]*)>", proc.stdout).group(1)
+    assert 'data-charts="7"' in body, body
+    assert 'data-errors=""' in body, body
+    assert "Uncaught" not in proc.stderr, proc.stderr[-2000:]
