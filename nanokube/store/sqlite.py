@@ -4,10 +4,19 @@ WAL journal with synchronous=NORMAL: a committed write survives `kill -9` of the
 process (not a power cut), and readers never block the writer. The global
 revision lives in its own row, bumped in the same transaction as the write, so
 the sequence continues across restarts even after deletions.
+
+Group commit, as etcd batches its writes: the writes issued during one turn of
+the event loop share one transaction, committed at the start of the next turn.
+Each write is checked and executed at once (in revision order, seeing the
+batch's earlier writes), but acknowledged, and published to watchers, only once
+its transaction has committed; a failed commit fails every write of the batch.
+A single transaction per write cost most of a write's time (76 us of CPU and
+about 350 us with the loop blocked, against 39 and 143 us in batches of eight).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 from typing import AsyncIterator
@@ -32,6 +41,10 @@ class SQLiteStore(Store):
         self.path = path
         self._db: sqlite3.Connection | None = None
         self._rev = 0
+        #: the revision of the last committed write (self._rev runs ahead while a batch is open)
+        self._committed = 0
+        #: the open transaction's writes, acknowledged when it commits: (future, event)
+        self._batch: list[tuple[asyncio.Future, Event]] | None = None
         self._history: History | None = None
 
     async def start(self) -> None:
@@ -41,10 +54,12 @@ class SQLiteStore(Store):
         db.execute("PRAGMA synchronous=NORMAL")
         db.executescript(_SCHEMA)
         self._db = db
-        self._rev = db.execute("SELECT value FROM meta WHERE name='revision'").fetchone()[0]
+        self._rev = self._committed = db.execute("SELECT value FROM meta WHERE name='revision'").fetchone()[0]
         self._history = History(self._rev)
 
     async def close(self) -> None:
+        if self._batch is not None:
+            self._commit()
         if self._history:
             self._history.close()
         if self._db:
@@ -59,6 +74,8 @@ class SQLiteStore(Store):
         return self._row(key)
 
     async def list(self, prefix: str) -> tuple[list[KV], int]:
+        if self._batch is not None:  # a list is consistent with committed writes only
+            self._commit()
         rows = self._db.execute(
             "SELECT key, value, create_rev, mod_rev FROM kv WHERE key >= ? AND key < ? ORDER BY key",
             (prefix, prefix + "\U0010ffff"),
@@ -66,27 +83,49 @@ class SQLiteStore(Store):
         return [KV(*r) for r in rows], self._rev
 
     def _write(self, sql: str, args: tuple) -> int:
-        rev = self._rev + 1
+        """Executes one write in the open batch (opening one, and scheduling its commit, if none is)."""
+        if self._batch is None:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._batch = []
+            asyncio.get_running_loop().call_soon(self._commit)
+        self._db.execute(sql, args)
+        self._rev += 1
+        return self._rev
+
+    async def _acknowledged(self, event: Event) -> KV:
+        """Waits until the batch holding `event` has committed."""
+        fut = asyncio.get_running_loop().create_future()
+        self._batch.append((fut, event))
+        return await fut
+
+    def _commit(self) -> None:
+        batch, self._batch = self._batch, None
+        if batch is None:
+            return
         db = self._db
-        db.execute("BEGIN IMMEDIATE")
         try:
-            db.execute(sql, args)
-            db.execute("UPDATE meta SET value=? WHERE name='revision'", (rev,))
+            db.execute("UPDATE meta SET value=? WHERE name='revision'", (self._rev,))
             db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        self._rev = rev
-        return rev
+        except BaseException as e:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            self._rev = self._committed
+            for fut, _ in batch:
+                if not fut.done():
+                    fut.set_exception(e)
+            return
+        self._committed = self._rev
+        for fut, event in batch:
+            self._history.append(event)
+            if not fut.done():
+                fut.set_result(event.kv)
 
     async def create(self, key: str, value: bytes) -> KV:
         if self._row(key) is not None:
             raise KeyExists(key)
         rev = self._rev + 1
         self._write("INSERT INTO kv VALUES (?,?,?,?)", (key, value, rev, rev))
-        kv = KV(key, value, rev, rev)
-        self._history.append(Event(PUT, kv, None))
-        return kv
+        return await self._acknowledged(Event(PUT, KV(key, value, rev, rev), None))
 
     async def update(self, key: str, value: bytes, expected_mod_revision: int) -> KV:
         cur = self._row(key)
@@ -96,9 +135,7 @@ class SQLiteStore(Store):
             raise RevisionMismatch(key, cur)
         rev = self._rev + 1
         self._write("UPDATE kv SET value=?, mod_rev=? WHERE key=?", (value, rev, key))
-        kv = KV(key, value, cur.create_revision, rev)
-        self._history.append(Event(PUT, kv, cur))
-        return kv
+        return await self._acknowledged(Event(PUT, KV(key, value, cur.create_revision, rev), cur))
 
     async def delete(self, key: str, expected_mod_revision: int | None = None) -> KV:
         cur = self._row(key)
@@ -107,9 +144,7 @@ class SQLiteStore(Store):
         if expected_mod_revision is not None and cur.mod_revision != expected_mod_revision:
             raise RevisionMismatch(key, cur)
         rev = self._write("DELETE FROM kv WHERE key=?", (key,))
-        gone = KV(key, cur.value, cur.create_revision, rev)
-        self._history.append(Event(DELETE, gone, cur))
-        return gone
+        return await self._acknowledged(Event(DELETE, KV(key, cur.value, cur.create_revision, rev), cur))
 
     async def current_revision(self) -> int:
         return self._rev
