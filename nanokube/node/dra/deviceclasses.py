@@ -8,6 +8,7 @@ from __future__ import annotations
 from ...machinery.errors import APIError
 from .driver import GPU_DRIVER, NIC_DRIVER
 from .nvidia import DEVICE_CLASSES as NVIDIA_CLASSES
+from .nvidia import EXTENDED_RESOURCES
 
 CLASSES = {
     "gpu.nanokube.io": f"device.driver == '{GPU_DRIVER}'",
@@ -16,8 +17,10 @@ CLASSES = {
 
 
 def device_class(name: str, expression: str) -> dict:
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
-            "spec": {"selectors": [{"cel": {"expression": expression}}]}}
+    spec: dict = {"selectors": [{"cel": {"expression": expression}}]}
+    if name in EXTENDED_RESOURCES:
+        spec["extendedResourceName"] = EXTENDED_RESOURCES[name]
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec}
 
 
 async def ensure_device_classes(client, nvidia: bool = False) -> None:

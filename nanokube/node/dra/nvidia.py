@@ -44,6 +44,8 @@ DEVICE_CLASSES = {
     "mig.nvidia.com": f"device.driver == '{NVIDIA_DRIVER}' && device.attributes['{NVIDIA_DRIVER}'].type == 'mig'",
     "vfio.gpu.nvidia.com": f"device.driver == '{NVIDIA_DRIVER}' && device.attributes['{NVIDIA_DRIVER}'].type == 'vfio'",
 }
+#: the chart's gpu.nvidia.com class also serves pods asking for the extended resource (DRAExtendedResource)
+EXTENDED_RESOURCES = {"gpu.nvidia.com": "nvidia.com/gpu"}
 #: MIG capacity names and the counter each one is counted by
 _DIMENSIONS = (("multiprocessors", "multiprocessors"), ("copyEngines", "copy-engines"), ("decoders", "decoders"),
                ("encoders", "encoders"), ("jpegEngines", "jpeg-engines"), ("ofaEngines", "ofa-engines"),

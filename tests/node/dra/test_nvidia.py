@@ -205,7 +205,10 @@ async def test_node_driver_publishes_gpu_nvidia_com_and_a_fault_on_a_static_mig_
     items, _ = await stack.client.resource("resource.k8s.io", "v1", "resourceslices").list()
     assert [bool(x.get("taints")) for x in items[0]["spec"]["devices"]] == [True, True, False]
     classes, _ = await stack.client.resource("resource.k8s.io", "v1", "deviceclasses").list()
-    assert {"gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com"} <= {c["metadata"]["name"] for c in classes}
+    by_name = {c["metadata"]["name"]: c["spec"] for c in classes}
+    assert {"gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com"} <= set(by_name)
+    assert by_name["gpu.nvidia.com"]["extendedResourceName"] == "nvidia.com/gpu"
+    assert "extendedResourceName" not in by_name["mig.nvidia.com"]
 
 
 async def test_prepare_refuses_devices_the_node_does_not_publish_and_gives_mig_devices_uuids(stack):
