@@ -104,6 +104,13 @@ def test_nvidia_pools_refuse_unknown_models_and_mig_on_gpus_without_it():
         parse_cluster(CLUSTER.replace("A100-SXM4-40GB", "B999"))
     with pytest.raises(ClusterFileError, match="L4 does not support MIG"):
         parse_cluster(CLUSTER.replace("A100-SXM4-40GB", "L4"))
+    with pytest.raises(ClusterFileError, match=r"gpus.mig.gpus: must be at most gpus.count \(1\), got 2"):
+        parse_cluster(CLUSTER.replace("mig: true", "mig: {gpus: 2, devices: [7g.40gb]}"))
+    with pytest.raises(ClusterFileError, match="gpus.migSlices: not with driver: nvidia"):
+        parse_cluster(CLUSTER.replace("mig: true", "migSlices: 7"))
+    with pytest.raises(ClusterFileError, match="gpus.mig: only with driver: nvidia"):
+        parse_cluster(CLUSTER.replace("driver: nvidia, ", "memory: 40Gi, architecture: Ampere, driverVersion: '1', "
+                                      "cudaVersion: '1', computeCapability: '8.0', "))
 
 
 GPU0 = {"request": "gpu", "device": "gpu-0", "type": "gpu", "uuid": "GPU-0"}
