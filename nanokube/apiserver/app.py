@@ -330,6 +330,11 @@ class APIServer:
         from . import openapi
 
         body = self._openapi_bytes("v3", lambda: openapi.build_v3_index(self.index.resources))
+        aggregator = self.handlers.aggregator
+        if aggregator is not None and (remote := aggregator.openapi_paths()):  # extension servers' documents
+            import orjson
+
+            body = orjson.dumps({"paths": {**orjson.loads(body)["paths"], **remote}})
         return web.Response(body=body, content_type="application/json")
 
     async def _openapi_v3(self, request: web.Request) -> web.Response:
@@ -341,6 +346,8 @@ class APIServer:
             group, version = "", parts[1]
         elif parts[0] == "apis" and len(parts) == 3:
             group, version = parts[1], parts[2]
+            if self.handlers.aggregator is not None and self.handlers.aggregator.serves(group, version):
+                return await self.handlers.aggregator.serve(request, group, version)
         else:
             return error_response(errors.APIError(404, "NotFound", "the server could not find the requested resource"))
         if version not in self.index.group_versions().get(group, []):

@@ -69,11 +69,26 @@ class ExtensionServer:
         app = web.Application()
         app.router.add_get(f"/apis/{GROUP}/{VERSION}", self.resources)
         app.router.add_get(f"/apis/{GROUP}/{VERSION}/namespaces/{{ns}}/flunders", self.flunders)
+        app.router.add_get(f"/openapi/v3/apis/{GROUP}/{VERSION}", self.openapi)
         self.runner = web.AppRunner(app)
         self.loop.run_until_complete(self.runner.setup())
         self.loop.run_until_complete(web.TCPSite(self.runner, self.ip, self.port, ssl_context=self.ctx).start())
         self.ready.set()
         self.loop.run_forever()
+
+    async def openapi(self, request: web.Request) -> web.Response:
+        flunder = {"type": "object", "description": "A Flunder flunders.",
+                   "x-kubernetes-group-version-kind": [{"group": GROUP, "version": VERSION, "kind": "Flunder"}],
+                   "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                                  "spec": {"type": "object", "properties": {
+                                      "reference": {"type": "string", "description": "What it refers to."}}}}}
+        gvk = {"group": GROUP, "version": VERSION, "kind": "Flunder"}
+        ref = {"$ref": "#/components/schemas/com.example.wardle.v1alpha1.Flunder"}
+        paths = {f"/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/flunders/{{name}}": {"get": {
+            "x-kubernetes-action": "get", "x-kubernetes-group-version-kind": gvk,
+            "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": ref}}}}}}}
+        return web.json_response({"openapi": "3.0.0", "info": {"title": "wardle", "version": VERSION}, "paths": paths,
+                                  "components": {"schemas": {"com.example.wardle.v1alpha1.Flunder": flunder}}})
 
     async def resources(self, request: web.Request) -> web.Response:
         return web.json_response(RESOURCES)
@@ -157,6 +172,10 @@ def test_extension_api_server_through_an_apiservice(cluster, wardle):
     rows = wait_for(lambda: [r.split() for r in cluster.kubectl("api-resources", f"--api-group={GROUP}",
                                                                 "--no-headers").stdout.splitlines()], 10, "discovery")
     assert rows == [["flunders", "fl", f"{GROUP}/{VERSION}", "true", "Flunder"]]
+    index = json.loads(cluster.kubectl("get", "--raw", "/openapi/v3").stdout)["paths"]
+    assert index[f"apis/{GROUP}/{VERSION}"]["serverRelativeURL"].startswith(f"/openapi/v3/apis/{GROUP}/{VERSION}?hash=")
+    explained = cluster.kubectl("explain", "flunders.spec").stdout
+    assert "What it refers to." in explained
     seen = cluster.kubectl_json("get", "flunders", "-n", "wardle")["items"][0]["metadata"]["annotations"]
     assert seen["client-cn"] == "front-proxy-client" and seen["user"] == "kubernetes-admin"
     assert "system:masters" in seen["groups"].split(",") and seen["authorization"] == ""

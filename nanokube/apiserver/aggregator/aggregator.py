@@ -186,6 +186,16 @@ class Aggregator(Controller):
             out.append((doc, rl))
         return out
 
+    def openapi_paths(self) -> dict[str, dict]:
+        """`/openapi/v3` index entries of the available remote group/versions; their
+        documents are the extension servers' own (`serve` proxies them)."""
+        out = {}
+        for (group, version), a in self.remote.items():
+            if _available(self.as_inf.get(a["metadata"]["name"]) or a):
+                rv = a["metadata"].get("resourceVersion", "")
+                out[f"apis/{group}/{version}"] = {"serverRelativeURL": f"/openapi/v3/apis/{group}/{version}?hash={rv}"}
+        return out
+
     async def serve(self, request: web.Request, group: str, version: str | None) -> web.StreamResponse:
         if version is None:
             return web.json_response(self.group_document(group))
