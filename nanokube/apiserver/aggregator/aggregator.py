@@ -7,7 +7,6 @@ into `/apis` discovery."""
 from __future__ import annotations
 
 import asyncio
-import logging
 
 import aiohttp
 import orjson
@@ -18,8 +17,6 @@ from ...controllers.base import Controller
 from ...machinery.errors import APIError
 from ...machinery.user import User
 from .proxy import ResolveError, forward, resolve_endpoint, tls_context
-
-log = logging.getLogger(__name__)
 
 GROUP = "apiregistration.k8s.io"
 PROBE_USER = User("system:kube-aggregator", ("system:masters",))
@@ -84,6 +81,7 @@ class Aggregator(Controller):
         self.on_discovery_change()
 
     def _forget(self, obj: dict) -> None:
+        self._tls.pop(obj["metadata"]["name"], None)
         spec = _spec(obj)
         gv = (spec.get("group", ""), spec.get("version", ""))
         if self.remote.get(gv, {}).get("metadata", {}).get("name") == obj["metadata"]["name"]:
