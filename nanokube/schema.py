@@ -19,9 +19,16 @@ REF_PREFIX = "#/$defs/"
 
 
 @functools.cache
-def definitions() -> dict[str, dict[str, Any]]:
+def builtin_definitions() -> dict[str, dict[str, Any]]:
+    """The release-1.37 definitions as shipped: every built-in kind, nothing defined at run time."""
     root = importlib.resources.files("kubernetes_validate") / "kubernetes-json-schema" / "v1.37.0-local"
     return orjson.loads((root / "_definitions.json").read_bytes())["$defs"]
+
+
+@functools.cache
+def definitions() -> dict[str, dict[str, Any]]:
+    """The built-in definitions plus those `define` adds while serving custom resources."""
+    return dict(builtin_definitions())
 
 
 @functools.cache
