@@ -2,6 +2,11 @@
 kube-apiserver's autoregistration table gives them (cmd/kube-apiserver/app/
 aggregator.go and pkg/controlplane/apiserver/aggregator.go). They order
 `/apis` discovery: groups by groupPriorityMinimum, versions by versionPriority.
+The entries for group/versions added after the table we could read (the
+1.30-era one: flowcontrol v1, coordination v1beta1/v1alpha2, scheduling
+v1beta1/v1alpha3, resource.k8s.io v1-v1alpha3, storagemigration, lifecycle,
+apiregistration) follow later releases as recalled and upstream's rule for
+new groups (the lowest group priority minus 100, version 9); they may differ.
 """
 
 from __future__ import annotations
