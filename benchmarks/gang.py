@@ -125,15 +125,21 @@ async def _setup(client, w: GangWorkload) -> None:
                               "metadata": {"name": name}, "value": value})
 
 
-async def _gone(client, names: list[str], timeout_s: float) -> None:
+async def _evicted_groups(client, fill: list[str], timeout_s: float) -> set[str]:
+    """The low-priority groups evicted, once no group is left half-deleted:
+    a preemptor may bind on room freed earlier while its own victims'
+    deletions are still landing, so the check waits for them to finish."""
     pods = client.resource("", "v1", "pods")
     deadline = time.perf_counter() + timeout_s
     while True:
         items, _ = await pods.list(NS)
-        if not set(names) & {p["metadata"]["name"] for p in items}:
-            return
+        left = {p["metadata"]["name"] for p in items} & set(fill)
+        evicted = {n.rsplit("-", 1)[0] for n in set(fill) - left}
+        partial = {n.rsplit("-", 1)[0] for n in left} & evicted
+        if not partial:
+            return evicted
         if time.perf_counter() > deadline:
-            raise TimeoutError("preemption victims never went away")
+            raise AssertionError(f"groups evicted in part: {sorted(partial)}")
         await asyncio.sleep(0.05)
 
 
@@ -161,12 +167,7 @@ async def _run(w: GangWorkload, timeout_s: float, progress: Progress) -> dict[st
         elapsed = time.perf_counter() - t0
         sampler.cancel()
         if w.kind == "preemption":
-            items, _ = await client.resource("", "v1", "pods").list(NS)
-            left = {p["metadata"]["name"] for p in items} & set(fill)
-            evicted = {n.rsplit("-", 1)[0] for n in set(fill) - left}
-            partial = {n.rsplit("-", 1)[0] for n in left} & evicted
-            if partial:
-                raise AssertionError(f"groups evicted in part: {sorted(partial)}")
+            evicted = await _evicted_groups(client, fill, timeout_s=10.0)
             progress(f"{w.name}: {len(evicted)} whole low-priority gang(s) evicted")
     finally:
         follower.cancel()

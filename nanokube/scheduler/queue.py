@@ -283,8 +283,33 @@ class SchedulingQueue:
                     self.in_flight[info.key] = info
                     self._gauge()
                     return info
+            info = self._pop_backoff()
+            if info is not None:
+                return info
             self._wake.clear()
             await self._wake.wait()
+
+    def _pop_backoff(self) -> PodInfo | None:
+        """SchedulerPopFromBackoffQ (KEP-5142): with activeQ empty, the pod
+        whose backoff ends first (by 1-s window, then in QueueSort order)
+        is tried at once instead of leaving the scheduler idle. Pods backing
+        off after an error (no rejecting plugin) wait out their backoff."""
+        best = best_key = None
+        for info in self.backoff.values():
+            if not info.unschedulable_plugins:
+                continue
+            key = (int(info.backoff_expires), self._fwk(info.pod).queue_sort.sort_key(info))
+            if best is None or key < best_key:
+                best, best_key = info, key
+        if best is None:
+            return None
+        del self.backoff[best.key]
+        best.attempts += 1
+        self.scheduling_cycle += 1
+        best.in_flight_since = self._event_seq
+        self.in_flight[best.key] = best
+        self._gauge()
+        return best
 
     def done(self, info: PodInfo) -> None:
         """The pod's scheduling attempt finished (bound, or requeued); events no pod in flight
@@ -337,6 +362,7 @@ class SchedulingQueue:
         if info.backoff_expires > self.clock.monotonic():
             self.backoff[info.key] = info
             self.metrics.queue_incoming.labels("backoff", event).inc()
+            self._wake.set()
         else:
             self._push_active(info, event)
 
@@ -354,6 +380,7 @@ class SchedulingQueue:
         if moved:
             self.backoff[info.key] = info
             self.metrics.queue_incoming.labels("backoff", "ScheduleAttemptFailure").inc()
+            self._wake.set()
         else:
             self.unschedulable[info.key] = info
             self.metrics.queue_incoming.labels("unschedulable", "ScheduleAttemptFailure").inc()

@@ -124,3 +124,25 @@ async def test_leftover_unschedulable_pods_flush_after_five_minutes():
     clock.t += 101
     q.flush_unschedulable_leftover()
     assert (await q.pop()).key == "default/a"
+
+
+async def test_with_activeq_empty_the_pod_backing_off_first_is_popped_at_once():
+    """SchedulerPopFromBackoffQ: an idle scheduler tries a pod an event moved
+    to backoffQ without waiting out its backoff (earliest window first,
+    then priority); a pod backing off after an error still waits."""
+    q, clock = make_queue()
+    for name, prio in (("a", 1), ("b", 5)):
+        q.add(pod(name, "8", priority=prio))
+    for _ in range(2):
+        info = await q.pop()
+        info.unschedulable_plugins = {"NodeResourcesFit"}
+        q.add_unschedulable(info)
+    q.add(pod("err"))
+    err = await q.pop()
+    q.add_unschedulable(err, error=True)
+    q.on_event(ClusterEvent(NODE, Action.ADD), None, node("big", "16"))
+    assert {"default/a", "default/b", "default/err"} <= set(q.backoff)
+    assert [(await q.pop()).key for _ in range(2)] == ["default/b", "default/a"]
+    assert list(q.backoff) == ["default/err"]
+    q.add(pod("new"))
+    assert (await q.pop()).key == "default/new"

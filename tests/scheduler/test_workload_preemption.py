@@ -318,6 +318,9 @@ def test_units_order_groups_before_pods_at_equal_priority_and_plans_cost_like_up
     two_pods = Plan([Unit([_pi("c", 3)], 3), Unit([_pi("d", 4)], 4)])
     assert min([two_pods, one_group], key=Plan.cost) is one_group
     assert min([Plan([hi], pdb_violations=0), Plan([p], pdb_violations=1)], key=Plan.cost).victims == [hi]
+    # at equal priority, fewer groups before fewer pods
+    assert min([two_units := Plan([Unit([_pi("e", 3)], 3), Unit([_pi("f", 3)], 3)]),
+                Plan([Unit([_pi("i", 3), _pi("j", 3), _pi("k", 3)], 3, "default/y")])], key=Plan.cost) is not two_units
 
 
 def test_a_post_filter_without_pod_group_post_filter_is_logged_at_start(caplog):
@@ -442,3 +445,24 @@ async def test_partial_success_of_a_basic_group_binds_without_preempting(env):
     assert sorted(await eventually(one_bound), key=str) == [None, "n1"]
     # bound in the same cycle, with no preemption first (the leftover pod may preempt after its backoff)
     assert await doomed(pods) == set()
+
+
+async def test_a_placement_other_than_the_first_evicts_fewer_groups(env):
+    """Two full 2-CPU nodes: group a (running longest, so reprieved first)
+    holds a CPU on each, b and c one CPU each. Upstream's single placement
+    (everything removed, then the greedy reprieve keeps a) evicts b and c;
+    the candidate that removes a alone evicts one group."""
+    client, sched, start = env
+    pods = await start([node("n1", "2"), node("n2", "2")],
+                       [podgroup("a", 2, 10, "all"), podgroup("b", 1, 10, "all"), podgroup("c", 1, 10, "all")],
+                       [member("a-0", "a", 10, on="n1"), member("a-1", "a", 10, on="n2"),
+                        member("b-0", "b", 10, on="n1"), member("c-0", "c", 10, on="n2")])
+    await gang_of(client, "hi", 2, 100)
+
+    async def nominated():
+        got = [(await pods.get(f"hi-{i}", "default"))["status"].get("nominatedNodeName") for i in range(2)]
+        return got if all(got) else None
+    assert sorted(await eventually(nominated)) == ["n1", "n2"]
+    assert await doomed(pods) == {"a-0", "a-1"}
+    metric = sched.metrics.registry.get_sample_value
+    assert metric("scheduler_preemption_workload_disruptions_sum", {"preemptor": "podgroup"}) == 1

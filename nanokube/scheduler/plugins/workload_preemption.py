@@ -14,6 +14,7 @@ preemptor pods get nominatedNodeName.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -28,6 +29,8 @@ DISRUPTION_TARGET = "DisruptionTarget"
 REASON = "PreemptionByScheduler"
 #: keeps summed priorities positive so fewer victims always cost less (upstream's MaxInt32 + 1)
 PRIORITY_SHIFT = 2**31
+#: single units tried alone as candidate placements, cheapest first (a bound on one cycle's work)
+MAX_SINGLE_CANDIDATES = 32
 
 
 def disruption_all(pg: dict | None) -> bool:
@@ -72,10 +75,13 @@ class Plan:
     pdb_violations: int = 0
 
     def cost(self) -> tuple:
-        """Upstream's candidate order: fewest PDB violations, the lowest most
-        important victim, the smallest priority sum, the fewest pods."""
+        """Upstream's candidate order (fewest PDB violations, the lowest most
+        important victim, the smallest priority sum, the fewest pods) with
+        the fewest units (groups or lone pods) before the sum: evicting one
+        whole gang costs less than breaking into two."""
         top = max((u.priority for u in self.victims), default=-PRIORITY_SHIFT)
-        return (self.pdb_violations, top, sum((u.priority + PRIORITY_SHIFT) * len(u.pods) for u in self.victims),
+        return (self.pdb_violations, top, len(self.victims),
+                sum((u.priority + PRIORITY_SHIFT) * len(u.pods) for u in self.victims),
                 sum(len(u.pods) for u in self.victims))
 
 
@@ -161,9 +167,17 @@ class PodGroupPreemption:
         return best.nominations, Status(Code.SUCCESS), best
 
     def _plan(self, g: GroupPreemptor, nodes: list[NodeInfo], all_nodes, below: int, pdbs) -> Plan | None:
-        """Removes every potential victim (and pods already on their way out)
-        from clones of the domain, keeps the space other groups were promised,
-        places the group, then reprieves greedily."""
+        """Removes pods already on their way out from clones of the domain and
+        keeps the space other groups were promised; then tries candidate
+        placements and keeps the one whose victims cost least. If the group
+        fits with no new victim, that is the plan. Otherwise upstream's:
+        every potential victim removed, the group placed, victims reprieved
+        greedily. Where that leaves more than one victim, the placement it
+        found is only one of many: the group is also placed with each single
+        unit removed alone (cheapest first, while one could still cost less)
+        and, if that does not do, with only the least important units
+        removed (the fewest that let it fit, found by bisection, then
+        reprieved)."""
         chosen = set().union(*self.going.values())
         units = victim_units(nodes, all_nodes, below, g.key, self.handle.podgroups, chosen)
         clones = {n.name: n.clone() for n in nodes}
@@ -175,26 +189,75 @@ class PodGroupPreemption:
         for info, node in g.held:
             if node in clones and info.uid not in clones[node].pods:
                 clones[node].add_pod(info)
-        for u in units:
-            for p in u.pods:
-                ni = clones.get(self.handle.cache.pod_nodes.get(p.uid, ""))
-                if ni is not None:
-                    ni.remove_pod(p.uid)
-        attempt = g.place(list(clones.values()))
-        if not attempt.feasible:
-            return None
-        placed = attempt.assigned
-        for info, node, _ in placed:
-            clones[node].add_pod(info)
         units.sort(key=Unit.importance)
         breaking = self._breaking(units, pdbs)
-        plan = Plan([], {info.uid: node for info, node, _ in placed})
-        for pass_units in ([u for u in units if id(u) in breaking], [u for u in units if id(u) not in breaking]):
-            for u in pass_units:
-                if not self._reprieve(g.fwk, u, clones, placed):
-                    plan.victims.append(u)
-                    plan.pdb_violations += id(u) in breaking
-        return plan
+        free = self._try(g, clones, [], breaking)
+        if free is not None:  # the room earlier victims are leaving is enough
+            return free
+        best = self._try(g, clones, units, breaking)
+        if best is None or len(best.victims) <= 1:
+            return best
+        singles = sorted(units, key=lambda u: Plan([u], pdb_violations=int(id(u) in breaking)).cost())
+        for u in singles[:MAX_SINGLE_CANDIDATES]:
+            if Plan([u], pdb_violations=int(id(u) in breaking)).cost() >= best.cost():
+                break
+            plan = self._try(g, clones, [u], breaking)
+            if plan is not None:
+                best = min(best, plan, key=Plan.cost)
+                break
+        if len(best.victims) > 1:
+            lo, hi = 1, len(units)  # none removed failed above; all removed is upstream's plan
+            while lo < hi:
+                mid = (lo + hi) // 2
+                plan = self._try(g, clones, units[len(units) - mid:], breaking)
+                if plan is None:
+                    lo = mid + 1
+                else:
+                    hi = mid
+                    best = min(best, plan, key=Plan.cost)
+        return best
+
+    def _try(self, g: GroupPreemptor, clones: dict[str, NodeInfo], removed: list[Unit],
+             breaking: set[int]) -> Plan | None:
+        """One candidate: `removed` (most important first) taken out of the
+        clones, the group placed, then each unit reprieved (PDB-breaking
+        ones first) while every preemptor pod still passes Filter. The
+        clones are left as they were found."""
+        taken: list[tuple[NodeInfo, PodInfo]] = []
+        for u in removed:
+            for p in u.pods:
+                ni = clones.get(self.handle.cache.pod_nodes.get(p.uid, ""))
+                if ni is not None and ni.remove_pod(p.uid):
+                    taken.append((ni, p))
+        try:
+            attempt = g.place(list(clones.values()))
+            if not attempt.feasible:
+                return None
+            placed = attempt.assigned
+            for info, node, _ in placed:
+                clones[node].add_pod(info)
+            plan = Plan([], {info.uid: node for info, node, _ in placed})
+            for pass_units in ([u for u in removed if id(u) in breaking], [u for u in removed if id(u) not in breaking]):
+                for u in pass_units:
+                    if not self._reprieve(g.fwk, u, clones, placed):
+                        plan.victims.append(u)
+                        plan.pdb_violations += id(u) in breaking
+            for info, node, _ in placed:
+                clones[node].remove_pod(info.uid)
+            victims = {id(u) for u in plan.victims}
+            was_taken = {p.uid for _, p in taken}
+            for u in removed:
+                if id(u) not in victims:  # reprieved: back in the clones, where it may not have been
+                    for p in u.pods:
+                        ni = clones.get(self.handle.cache.pod_nodes.get(p.uid, ""))
+                        if ni is not None and p.uid not in was_taken:
+                            ni.remove_pod(p.uid)
+            kept = {p.uid for u in removed if id(u) not in victims for p in u.pods}
+            taken = [(ni, p) for ni, p in taken if p.uid not in kept]
+            return plan
+        finally:
+            for ni, p in taken:
+                ni.add_pod(p)
 
     def _breaking(self, units: list[Unit], pdbs) -> set[int]:
         """ids of the units with a pod whose eviction would break a PodDisruptionBudget."""
@@ -230,19 +293,25 @@ class PodGroupPreemption:
         """Victim PodGroups and pods get DisruptionTarget, then the pods are
         deleted with a Preempted event naming the preemptor (as upstream,
         whose preemptor pods get only their FailedScheduling); preemptor
-        pods are nominated."""
+        pods are nominated (unless already nominated to that node). Victims
+        are evicted concurrently, as upstream's parallel preemptPod: one at a
+        time, each write would wait behind whatever scheduling cycle runs."""
         h = self.handle
         scheduler = g.fwk.profile.scheduler_name
         md = g.pg["metadata"]
         by = f"pod group {md.get('namespace', '')}/{md['name']}"
-        for u in plan.victims:
+
+        async def unit(u: Unit) -> None:
             if u.group:
                 await self._mark_group(u.group, scheduler)
-            for p in u.pods:
-                await self._evict(p, scheduler, f"Preempted by {by} ({md.get('uid', '')}) on node "
-                                                f"{h.cache.pod_nodes.get(p.uid, '')}")
+            await asyncio.gather(*(self._evict(p, scheduler, f"Preempted by {by} ({md.get('uid', '')}) on node "
+                                                             f"{h.cache.pod_nodes.get(p.uid, '')}") for p in u.pods))
+
+        await asyncio.gather(*(unit(u) for u in plan.victims))
         pods = {p.uid: p for p in g.pods}
         for uid, node in plan.nominations.items():
+            if (pods[uid].pod.get("status") or {}).get("nominatedNodeName") == node:
+                continue  # nominated there by an earlier cycle already
             pmd = pods[uid].pod["metadata"]
             await self.plugin._quiet(h.api.pods.patch(pmd["name"], {"status": {"nominatedNodeName": node}},
                                                       namespace=pmd.get("namespace"), subresource="status",
