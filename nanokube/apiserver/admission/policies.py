@@ -326,7 +326,8 @@ class MutatingPolicies(PolicyEngine):
                     state.again |= {k for k in state.called if k != key}
                 if inv.spec.get("reinvocationPolicy") == "IfNeeded":
                     state.called.add(key)
-        state.last_output = json_copy(a.obj)
+        if not round_ and state.called:  # read only by a second round, and only to re-invoke `called`
+            state.last_output = json_copy(a.obj)
 
     def _error(self, inv: Invocation, a: Attributes, message: str) -> None:
         if inv.fail:

@@ -277,7 +277,8 @@ class Webhooks:
                 state.changed = True
             if hook.spec.get("reinvocationPolicy") == "IfNeeded":
                 state.called[hook.uid] = None
-        state.last_output = json_copy(a.obj)
+        if not state.round and state.called:  # read only by a second round, and only to re-invoke `called`
+            state.last_output = json_copy(a.obj)
 
     async def _mutate_one(self, hook: Hook, a: Attributes, t: Target) -> bool:
         resp = await self._call(hook, a, t)
