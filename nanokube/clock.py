@@ -8,6 +8,7 @@ import asyncio
 import datetime as _dt
 import heapq
 import itertools
+import math
 import time
 
 
@@ -29,7 +30,15 @@ class Clock:
     def rfc3339_micro(self, t: float | None = None) -> str:
         """metav1.MicroTime form, used by Leases and events.k8s.io."""
         t = self.now() if t is None else t
-        return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        # datetime's own rounding (half to even, carrying into the second), with the second's text
+        # from format_time's cache: the audit log stamps every request twice
+        frac, whole = math.modf(t)
+        sec, us = int(whole), round(frac * 1e6)
+        if us >= 1_000_000:
+            sec, us = sec + 1, us - 1_000_000
+        elif us < 0:
+            sec, us = sec - 1, us + 1_000_000
+        return f"{format_time(sec)[:-1]}.{us:06d}Z"
 
 
 def format_time(t: float) -> str:
