@@ -24,6 +24,7 @@ from ..controllers.manager import ControllerManager
 from ..machinery.user import SCHEDULER_USER, User
 from ..node.cluster import Cluster
 from ..node.manager import NodeManager
+from ..registry.resource import _ClockedStrategy
 from ..scheduler.config import SchedulerConfig
 from ..scheduler.scheduler import Scheduler
 from ..store.memory import MemoryStore
@@ -50,6 +51,10 @@ class SimulatedControlPlane:
 
     async def start(self) -> None:
         s = self.server
+        # stamps the registry takes from the wall clock (taints' timeAdded) follow this run's clock while it runs
+        self._stamps = [(r.strategy, r.strategy.now) for r in s.index.resources if isinstance(r.strategy, _ClockedStrategy)]
+        for strategy, _ in self._stamps:
+            strategy.now = self.clock.rfc3339
         await s.store.start()
         await s.cache.start()
         await s._bootstrap()
@@ -70,4 +75,6 @@ class SimulatedControlPlane:
         await self.controllers.stop()
         await self.server.cache.stop()
         await self.server.store.close()
+        for strategy, now in self._stamps:
+            strategy.now = now
         self._dir.cleanup()
