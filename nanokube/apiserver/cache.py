@@ -34,6 +34,9 @@ ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 # Encoded watch events remembered for fan-out: enough for the events of a
 # burst of writes to reach every watcher before they are evicted.
 _ENCODED_MEMO = 512
+# Objects handed over by writes in flight (see WatchCache.expect); a write that fails leaves
+# its hand-over behind until this many newer ones push it out.
+_WRITTEN_MAX = 1024
 
 
 @dataclass(slots=True)
@@ -114,6 +117,7 @@ class WatchCache:
         self.ready = asyncio.Event()
         self.on_event: list[Callable[[CacheEvent], None]] = []
         self._encoded: dict[tuple[int, str], tuple[dict, bytes]] = {}
+        self._written: dict[str, tuple[bytes, dict]] = {}
 
     async def start(self) -> None:
         kvs, rev = await self.store.list("/registry/")
@@ -183,7 +187,11 @@ class WatchCache:
             obj = {**gone, "metadata": {**gone.get("metadata", {}), "resourceVersion": str(rev)}}
             cev = CacheEvent(DELETED, key, Entry(obj, rev), prev, rev)
         else:
-            entry = Entry(decode(ev.kv.value, rev), rev)
+            handed = self._written.pop(key, None)
+            if handed is not None and handed[0] is ev.kv.value:  # this very write: its object, not a decode
+                entry = Entry(in_upstream_order(dict(handed[1]), str(rev)), rev)
+            else:
+                entry = Entry(decode(ev.kv.value, rev), rev)
             objs[key] = entry
             if prev is None:
                 bisect.insort(self._keys.setdefault(prefix, []), key)
@@ -215,6 +223,16 @@ class WatchCache:
             fut = heapq.heappop(self._waiters)[2]
             if not fut.done():
                 fut.set_result(None)
+
+    def expect(self, key: str, value: bytes, obj: dict) -> None:
+        """A writer is about to store `obj` as `value` and will not change it afterwards: when
+        the store's event carries these very bytes (a local store passes them through), the
+        cache serves a shallow copy of `obj` in upstream's order instead of decoding them again
+        (a JSON decode of the object was about 5% of the server's CPU while creating pods)."""
+        written = self._written
+        if len(written) >= _WRITTEN_MAX:
+            del written[next(iter(written))]
+        written[key] = (value, obj)
 
     async def wait_for(self, rev: int, timeout: float = 10.0) -> None:
         """Block until the cache reflects revision `rev` (read-your-writes)."""

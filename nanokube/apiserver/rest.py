@@ -496,7 +496,9 @@ class GenericREST:
             return Result(self._external(res, obj, version), 201, warnings)
         key = res.key(md.get("namespace"), md["name"])
         try:
-            kv = await self.store.create(key, stored_value(obj))
+            value = stored_value(obj)
+            self.cache.expect(key, value, obj)
+            kv = await self.store.create(key, value)
         except KeyExists:
             raise errors.already_exists(res.group, res.plural, md["name"]) from None
         await self._write_wait(kv.mod_revision)
@@ -641,7 +643,9 @@ class GenericREST:
             res.strategy.release(new)
             return Result(self._external(res, {**new, "metadata": {**nm, "resourceVersion": str(kv.mod_revision)}}, version), 200)
         try:
-            kv = await self.store.update(key, stored_value(new), expected_rev)
+            value = stored_value(new)
+            self.cache.expect(key, value, new)
+            kv = await self.store.update(key, value, expected_rev)
         except RevisionMismatch:
             raise errors.conflict(res.group, res.plural, nm["name"], errors.STALE) from None
         except KeyNotFound:
