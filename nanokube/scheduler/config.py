@@ -385,9 +385,31 @@ def _volume_binding_args(path: str, args: dict) -> list[str]:
     return []
 
 
+def _fgd_args(path: str, args: dict) -> list[str]:
+    """GPUFragmentationGradient's `workload`: task sizes (GPUs, thousandths of each) and their weights."""
+    errs = []
+    workload = args.get("workload")
+    if workload is not None and not isinstance(workload, list):
+        return [_invalid(f"{path}.workload", workload, "must be a list of {count, milli, weight}")]
+    for i, e in enumerate(workload or []):
+        p = f"{path}.workload[{i}]"
+        if not isinstance(e, dict):
+            errs.append(_invalid(p, e, "must be an object with count, milli and weight"))
+            continue
+        count, milli, weight = e.get("count", 1), e.get("milli", 1000), e.get("weight", 1)
+        if not isinstance(count, int) or count < 1:
+            errs.append(_invalid(f"{p}.count", count, "must be a positive integer"))
+        if not isinstance(milli, int) or not 0 < milli <= 1000 or (count != 1 and milli != 1000):
+            errs.append(_invalid(f"{p}.milli", milli, "must be in (0, 1000], and 1000 when count is not 1"))
+        if not isinstance(weight, (int, float)) or weight < 0:
+            errs.append(_invalid(f"{p}.weight", weight, "must be a number >= 0"))
+    return errs
+
+
 _ARG_CHECKS = {"NodeResourcesFit": _fit_args, "NodeResourcesBalancedAllocation": _balanced_args,
                "PodTopologySpread": _spread_args, "InterPodAffinity": _affinity_args,
-               "DefaultPreemption": _preemption_args, "VolumeBinding": _volume_binding_args}
+               "DefaultPreemption": _preemption_args, "VolumeBinding": _volume_binding_args,
+               "GPUFragmentationGradient": _fgd_args}
 
 
 # --- profiles -----------------------------------------------------------------------

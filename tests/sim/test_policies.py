@@ -58,3 +58,21 @@ async def test_fgd_fills_the_half_used_gpu_least_allocated_spreads():
     assert spread.placements["default/half-0"] != spread.placements["default/half-1"]
     # both shares on one GPU: nothing left that a whole-GPU task cannot use
     assert fgd.metrics["series"]["fragmentation_ratio"][-1] == 0
+
+
+def test_fgd_workload_args_are_validated(tmp_path):
+    import pytest
+
+    from nanokube.scheduler.config import ConfigError
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("""\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+  - pluginConfig:
+      - name: GPUFragmentationGradient
+        args: {workload: [{count: 2, milli: 500, weight: 1}]}
+""")
+    with pytest.raises(ConfigError, match=r"workload\[0\]\.milli: Invalid value: 500"):
+        load(str(bad))
