@@ -48,28 +48,47 @@ class UnschedulablePods(dict):
     """The unschedulable pool (key -> PodInfo, in arrival order), indexed by the plugins that
     rejected each pod, so a cluster event visits only the pods whose rejecting plugins registered
     for it: with thousands of pods that fit nowhere, each bound pod's event would otherwise walk
-    them all."""
+    them all. It also counts the gated pods and indexes the gated members of each PodGroup, so
+    neither the pending gauge nor a group's activation walks the pool (a 1024-pod gang waits
+    gated member by member until its last one arrives)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.by_plugin: dict[str, dict[str, None]] = {}
-        self._plugins: dict[str, tuple[str, ...]] = {}
+        self.gated_in_group: dict[str, dict[str, None]] = {}
+        self.gated = 0
+        self._meta: dict[str, tuple[tuple[str, ...], str | None]] = {}  # plugins, gated member's group
 
     def __setitem__(self, key: str, info) -> None:
         if key in self:
             self._unindex(key)
         super().__setitem__(key, info)
-        plugins = self._plugins[key] = tuple(info.unschedulable_plugins)
+        plugins = tuple(info.unschedulable_plugins)
+        group = None
+        if info.gated_by:
+            self.gated += 1
+            group = "" if isinstance(info, QueuedPodGroupInfo) else (group_key(info.pod) or "")
+            if group:
+                self.gated_in_group.setdefault(group, {})[key] = None
+        self._meta[key] = plugins, group
         for p in plugins:
             self.by_plugin.setdefault(p, {})[key] = None
 
     def _unindex(self, key: str) -> None:
-        for p in self._plugins.pop(key, ()):
+        plugins, group = self._meta.pop(key, ((), None))
+        for p in plugins:
             keys = self.by_plugin.get(p)
             if keys is not None:
                 keys.pop(key, None)
                 if not keys:
                     del self.by_plugin[p]
+        if group is not None:
+            self.gated -= 1
+            keys = self.gated_in_group.get(group)
+            if keys is not None:
+                keys.pop(key, None)
+                if not keys:
+                    del self.gated_in_group[group]
 
     def __delitem__(self, key: str) -> None:
         super().__delitem__(key)
@@ -85,6 +104,19 @@ class UnschedulablePods(dict):
             raise KeyError(key)
         return default
 
+    def gated_members(self, group: str):
+        """The gated pods of PodGroup `group`, in arrival order, each taken
+        out of the pool as it is yielded; one put back (gated again) goes
+        behind the rest and is not yielded again. Lazy, so a walk that stops
+        at its first member costs nothing for the others."""
+        keys = self.gated_in_group.get(group)
+        for _ in range(len(keys) if keys else 0):
+            if not keys:
+                return
+            info = self[next(iter(keys))]
+            del self[info.key]
+            yield info
+
     def rejected_by(self, plugins) -> list:
         """The pods any of `plugins` rejected, in arrival order."""
         keys: set[str] = set()
@@ -95,6 +127,37 @@ class UnschedulablePods(dict):
         order = {key: i for i, key in enumerate(self)} if len(keys) > 64 else None
         picked = sorted(keys, key=order.__getitem__) if order is not None else [k for k in self if k in keys]
         return [self[k] for k in picked]
+
+
+class InFlight(dict):
+    """The pods being scheduled or bound (key -> PodInfo), counting how many
+    started at each event sequence number, so the oldest one still in
+    flight is found without walking them all (a gang binds a thousand at once)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._since: dict[int, int] = {}
+
+    def __setitem__(self, key: str, info) -> None:
+        old = self.get(key)
+        if old is not None:
+            self._forget(old.in_flight_since)
+        super().__setitem__(key, info)
+        self._since[info.in_flight_since] = self._since.get(info.in_flight_since, 0) + 1
+
+    def __delitem__(self, key: str) -> None:
+        self._forget(self[key].in_flight_since)
+        super().__delitem__(key)
+
+    def _forget(self, since: int) -> None:
+        n = self._since[since] - 1
+        if n:
+            self._since[since] = n
+        else:
+            del self._since[since]
+
+    def oldest(self) -> int:
+        return min(self._since)
 
 
 class SchedulingQueue:
@@ -108,7 +171,7 @@ class SchedulingQueue:
         self.active_keys: dict[str, PodInfo] = {}
         self.backoff: dict[str, PodInfo] = {}
         self.unschedulable = UnschedulablePods()
-        self.in_flight: dict[str, PodInfo] = {}
+        self.in_flight = InFlight()
         self.groups: dict[str, QueuedPodGroupInfo] = {}  # group key -> its entry
         self.group_priority = lambda group: 0
         self.registrations: dict[str, list[Registration]] = {}
@@ -133,7 +196,7 @@ class SchedulingQueue:
         return self.frameworks[(pod.get("spec") or {}).get("schedulerName") or "default-scheduler"]
 
     def _gauge(self) -> None:
-        gated = sum(1 for p in self.unschedulable.values() if p.gated_by)
+        gated = self.unschedulable.gated
         if self.backoff or len(self.unschedulable) > gated:
             self._flushable.set()
         self.metrics.pending(len(self.active_keys), len(self.backoff), len(self.unschedulable) - gated, gated)
@@ -204,13 +267,11 @@ class SchedulingQueue:
         entry: on PodGroup add, member add and minCount decrease. A member
         turned away by a plugin whose verdict is the same for the whole
         group (`group_wide`) stops the walk: the rest would be too."""
-        for key, info in list(self.unschedulable.items()):
-            if info.gated_by and group_key(info.pod) == group:
-                del self.unschedulable[key]
-                if not self._gate(info, event):
-                    self._enter(info, event)
-                elif getattr(self._fwk(info.pod).plugins.get(info.gated_by), "group_wide", False):
-                    break
+        for info in self.unschedulable.gated_members(group):
+            if not self._gate(info, event):
+                self._enter(info, event)
+            elif getattr(self._fwk(info.pod).plugins.get(info.gated_by), "group_wide", False):
+                break
         entry = self.groups.get(group)
         if entry is not None and self.unschedulable.pop(entry.key, None) is not None:
             self._requeue(entry, event)
@@ -319,7 +380,7 @@ class SchedulingQueue:
             if not self.in_flight:
                 self.in_flight_events.clear()
             elif self.in_flight_events:
-                oldest = min(i.in_flight_since for i in self.in_flight.values())
+                oldest = self.in_flight.oldest()
                 if self.in_flight_events[0][0] <= oldest:
                     self.in_flight_events = [e for e in self.in_flight_events if e[0] > oldest]
 
@@ -445,7 +506,7 @@ class SchedulingQueue:
         straight to the next real event)."""
         ticks = 0
         while True:
-            if not self.backoff and not any(not p.gated_by for p in self.unschedulable.values()):
+            if not self.backoff and len(self.unschedulable) == self.unschedulable.gated:
                 self._flushable.clear()
                 await self._flushable.wait()
             await self.clock.sleep(1.0)
