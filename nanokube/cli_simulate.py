@@ -97,4 +97,4 @@ def _fill_workload(cfg, trace) -> None:
         if "GPUFragmentationGradient" in prof.plugins and not (prof.args.get("GPUFragmentationGradient") or {}).get(
                 "workload") and trace.task_sizes:
             prof.args["GPUFragmentationGradient"] = {**(prof.args.get("GPUFragmentationGradient") or {}), "workload": [
-                {"count": c, "milli": m, "weight": w} for (c, m), w in trace.task_sizes]}
+                {"count": c, "milli": m, "cpu": cpu, "weight": w} for (c, m, cpu), w in trace.task_sizes]}

@@ -386,17 +386,19 @@ def _volume_binding_args(path: str, args: dict) -> list[str]:
 
 
 def _fgd_args(path: str, args: dict) -> list[str]:
-    """GPUFragmentationGradient's `workload`: task sizes (GPUs, thousandths of each) and their weights."""
+    """GPUFragmentationGradient's `workload`: task sizes (GPUs, thousandths of each, millicores) and their weights."""
     errs = []
     workload = args.get("workload")
     if workload is not None and not isinstance(workload, list):
-        return [_invalid(f"{path}.workload", workload, "must be a list of {count, milli, weight}")]
+        return [_invalid(f"{path}.workload", workload, "must be a list of {count, milli, cpu, weight}")]
     for i, e in enumerate(workload or []):
         p = f"{path}.workload[{i}]"
         if not isinstance(e, dict):
             errs.append(_invalid(p, e, "must be an object with count, milli and weight"))
             continue
-        count, milli, weight = e.get("count", 1), e.get("milli", 1000), e.get("weight", 1)
+        count, milli, weight, cpu = e.get("count", 1), e.get("milli", 1000), e.get("weight", 1), e.get("cpu", 0)
+        if not isinstance(cpu, int) or cpu < 0:
+            errs.append(_invalid(f"{p}.cpu", cpu, "must be millicores >= 0"))
         if not isinstance(count, int) or count < 1:
             errs.append(_invalid(f"{p}.count", count, "must be a positive integer"))
         if not isinstance(milli, int) or not 0 < milli <= 1000 or (count != 1 and milli != 1000):

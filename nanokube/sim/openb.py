@@ -101,7 +101,7 @@ def load_pods(path: str) -> Trace:
                 setup.append(_template(tname, *shape))
             pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": tname}]
             pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
-            sizes[shape[:2]] += 1
+            sizes[(*shape[:2], int(row["cpu_milli"]))] += 1
             gpu_milli[f"{NAMESPACE}/{name}"] = shape[0] * milli
         created, deleted = float(row["creation_time"]), float(row["deletion_time"] or 0)
         events.append(TraceEvent(created, len(events), "create", pod))

@@ -23,7 +23,11 @@ class Recorder:
         self.t0 = clock.now()
         self.gpus = {n.name: [d.name for d in n.devices if d.kind == "gpu"] for n in cluster.nodes()}
         self.total_gpu = sum(len(v) for v in self.gpus.values()) * WHOLE
-        self.workload = trace.task_sizes or [((1, WHOLE), 1.0)]
+        self.workload = trace.task_sizes or [((1, WHOLE, 0), 1.0)]
+        #: per node: millicores allocatable, and requested by the pods bound there
+        self.cpu = {n.name: int(parse_quantity(n.allocatable.get("cpu", "0")) * 1000) for n in cluster.nodes()}
+        self.cpu_used: dict[str, int] = {}
+        self._pod_cpu: dict[str, int] = {}
         #: per node: device -> thousandths allocated
         self.used: dict[str, dict[str, int]] = {}
         self.frag: dict[str, float] = {}
@@ -80,6 +84,9 @@ class Recorder:
             self.placements[k] = node
             self.pending.discard(k)
             self.allocated += self.trace.gpu_milli.get(k, 0)
+            self._pod_cpu[k] = _cpu_request(pod)
+            self.cpu_used[node] = self.cpu_used.get(node, 0) + self._pod_cpu[k]
+            self._refrag(node)
             self._sample()
         status = pod.get("status") or {}
         if k not in self.evicted:
@@ -96,6 +103,9 @@ class Recorder:
         self.pending.discard(k)
         if k in self.bound:
             self.allocated -= self.trace.gpu_milli.get(k, 0)
+            node = self.placements[k]
+            self.cpu_used[node] -= self._pod_cpu.get(k, 0)
+            self._refrag(node)
         self._sample()
 
     def _pod_gone(self, pod: dict) -> None:
@@ -145,7 +155,7 @@ class Recorder:
     def _refrag(self, node: str) -> None:
         used = self.used.get(node, {})
         free = [WHOLE - used.get(d, 0) for d in self.gpus.get(node, [])]
-        f = node_fragmentation(free, self.workload)
+        f = node_fragmentation(free, self.workload, self.cpu.get(node, 0) - self.cpu_used.get(node, 0))
         self.frag_total += f - self.frag.get(node, 0.0)
         self.frag[node] = f
 
@@ -172,6 +182,12 @@ class Recorder:
             "unscheduled_groups": sorted(g for g, ms in self.groups.items() if not all(m in self.bound for m in ms)),
             "evictions": [{"pod": k, "reason": r, "t": self.ended.get(k)} for k, r in sorted(self.evicted.items())],
         }
+
+
+def _cpu_request(pod: dict) -> int:
+    """Millicores the pod's containers request."""
+    return sum(int(parse_quantity(str(((c.get("resources") or {}).get("requests") or {}).get("cpu", "0"))) * 1000)
+               for c in (pod.get("spec") or {}).get("containers") or [])
 
 
 def _milli(result: dict) -> int:

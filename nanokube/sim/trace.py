@@ -27,8 +27,8 @@ class TraceEvent:
 @dataclass
 class Trace:
     events: list[TraceEvent]
-    #: what a GPU-fragmentation-aware policy measures against: ((gpu count, milli per GPU), share of tasks)
-    task_sizes: list[tuple[tuple[int, int], float]] = field(default_factory=list)
+    #: what a GPU-fragmentation-aware policy measures against: ((GPUs, milli per GPU, CPU millicores), share of tasks)
+    task_sizes: list[tuple[tuple[int, int, int], float]] = field(default_factory=list)
     #: GPUs each pod asks for (in thousandths), by namespace/name, for the allocation metrics
     gpu_milli: dict[str, int] = field(default_factory=dict)
 

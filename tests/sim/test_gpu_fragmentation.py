@@ -9,8 +9,10 @@ def test_a_share_smaller_than_the_task_is_fragment_but_a_node_that_cannot_host_i
     assert task_fragment(free, 1, 200) == 0
     assert task_fragment(free, 2, 1000) == 1300  # two whole GPUs do not fit: everything free is fragment
     assert task_fragment(free, 1, 1000) == 300
-    workload = [((1, 500), 0.5), ((2, 1000), 0.5)]
+    workload = [((1, 500, 0), 0.5), ((2, 1000, 0), 0.5)]
     assert node_fragmentation(free, workload) == 0.5 * 300 + 0.5 * 1300
+    assert task_fragment(free, 1, 200, cpu=4000, cpu_free=2000) == 1300, "no CPU for the task: all of it is fragment"
+    assert node_fragmentation(free, [((1, 500, 8000), 1.0)], cpu_free=4000) == 1300
 
 
 def test_place_puts_a_share_on_the_fullest_gpu_it_fits_and_whole_gpus_on_free_ones():
@@ -23,7 +25,7 @@ def test_fgd_prefers_the_node_whose_fragmentation_grows_least():
     """A 500 share: on a node with a half-used GPU it fills that GPU (no new
     fragment); on an idle node it would leave a 500 share that a whole-GPU
     task cannot use."""
-    workload = [((1, 1000), 0.5), ((1, 500), 0.5)]
+    workload = [((1, 1000, 0), 0.5), ((1, 500, 0), 0.5)]
     half_used, idle = [500, 1000], [1000, 1000]
     grow = [node_fragmentation(place(f, 1, 500), workload) - node_fragmentation(f, workload) for f in (half_used, idle)]
     assert grow[0] < grow[1]

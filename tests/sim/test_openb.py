@@ -50,7 +50,7 @@ def test_pods_claim_whole_gpus_by_count_and_shares_by_capacity(tmp_path):
                      (30, "create", "openb-pod-0003"), (50, "delete", "openb-pod-0001"), (90, "delete", "openb-pod-0003"),
                      (100, "delete", "openb-pod-0000")]
     assert trace.gpu_milli == {"default/openb-pod-0000": 1000, "default/openb-pod-0001": 460, "default/openb-pod-0002": 4000}
-    assert dict(trace.task_sizes) == {(1, 1000): 1 / 3, (1, 460): 1 / 3, (4, 1000): 1 / 3}
+    assert dict(trace.task_sizes) == {(1, 1000, 12000): 1 / 3, (1, 460, 6000): 1 / 3, (4, 1000, 8000): 1 / 3}
 
 
 def test_inflation_samples_never_ending_pods_until_the_gpus_asked_reach_the_factor(tmp_path):

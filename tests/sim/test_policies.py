@@ -40,7 +40,7 @@ def _trace() -> Trace:
             "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "half"}],
                      "containers": [{"name": "c", "image": "x", "resources": {
                          "requests": {"cpu": "1"}, "claims": [{"name": "gpu"}]}}]}}))
-    return Trace(events, [((1, 1000), 0.5), ((1, 500), 0.5)], {"default/half-0": 500, "default/half-1": 500})
+    return Trace(events, [((1, 1000, 1000), 0.5), ((1, 500, 1000), 0.5)], {"default/half-0": 500, "default/half-1": 500})
 
 
 async def test_fgd_fills_the_half_used_gpu_least_allocated_spreads():
@@ -49,7 +49,8 @@ async def test_fgd_fills_the_half_used_gpu_least_allocated_spreads():
 
     trace = _trace()
     _fill_workload(fgd_cfg, trace)
-    assert fgd_cfg.profiles[0].args["GPUFragmentationGradient"]["workload"][1] == {"count": 1, "milli": 500, "weight": 0.5}
+    assert fgd_cfg.profiles[0].args["GPUFragmentationGradient"]["workload"][1] == {"count": 1, "milli": 500, "cpu": 1000,
+                                                                                  "weight": 0.5}
     fgd = await run("fgd", CLUSTER, trace, fgd_cfg, seed=1, until=10, progress=False)
     spread = await run("least", CLUSTER, _trace(), load("examples/simulate/least-allocated.yaml"), seed=1, until=10,
                        progress=False)

@@ -26,7 +26,7 @@ class GPUBestFit(GPUScorePlugin):
         self._info = info
         return super().score_nodes(state, info, nodes)
 
-    def score_gpu(self, free, demand, node) -> float:
+    def score_gpu(self, free, demand, node, _allocated=None) -> float:
         after = place(free, *demand) or free
         gpus = len(free) or 1
         return sum(after) / (gpus * WHOLE) + _cpu_free(node, self._info)[0]
@@ -42,7 +42,7 @@ class GPUDotProduct(GPUScorePlugin):
         self._info = info
         return super().score_nodes(state, info, nodes)
 
-    def score_gpu(self, free, demand, node) -> float:
+    def score_gpu(self, free, demand, node, _allocated=None) -> float:
         count, milli = demand
         gpus = len(free) or 1
         cpu_free_after, cpu_want = _cpu_free(node, self._info)
@@ -56,7 +56,7 @@ class GPUPacking(GPUScorePlugin):
     name = "GPUPacking"
     best_low = False
 
-    def score_gpu(self, free, demand, _node) -> float:
+    def score_gpu(self, free, demand, _node, _allocated=None) -> float:
         count, milli = demand
         partly = [f for f in free if 0 < f < WHOLE]
         tier = 2 if milli < WHOLE and any(f >= milli for f in partly) else 1 if any(f < WHOLE for f in free) else 0
@@ -73,5 +73,5 @@ class RandomScore(GPUScorePlugin):
         super().__init__(args, handle)
         self.rng = random.Random(int(args.get("seed", 0)))
 
-    def score_gpu(self, free, demand, _node) -> float:
+    def score_gpu(self, free, demand, _node, _allocated=None) -> float:
         return self.rng.random()

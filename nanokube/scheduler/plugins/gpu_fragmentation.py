@@ -2,23 +2,27 @@
 measures it: a node's unallocated GPU compute that a task of the target
 workload could not use, weighted by how common that task is.
 
-For a task of `count` GPUs at `milli` thousandths each: if the node cannot
-host it at all, every free share on the node is fragment; otherwise a
-GPU's free share is fragment when it is smaller than what the task needs
-of one GPU (a partly used GPU for a whole-GPU task). The workload is a
-list of ((count, milli), popularity). CPU and memory are left out: the
-measure is about GPUs only.
+A task asks for `count` GPUs at `milli` thousandths each and `cpu`
+millicores. If the node cannot host it at all (too few GPUs with enough
+left, or too little CPU), every free share on the node is fragment;
+otherwise a GPU's free share is fragment when it is smaller than what the
+task needs of one GPU (a partly used GPU for a whole-GPU task). The
+workload is a list of ((count, milli, cpu), popularity).
 """
 
 from __future__ import annotations
 
+from ..resources import CPU
+
 #: a whole GPU, in thousandths
 WHOLE = 1000
 
-Workload = list[tuple[tuple[int, int], float]]
+Workload = list[tuple[tuple[int, int, int], float]]
 
 
-def task_fragment(free: list[int], count: int, milli: int) -> int:
+def task_fragment(free: list[int], count: int, milli: int, cpu: int = 0, cpu_free: float = float("inf")) -> int:
+    if cpu > cpu_free:
+        return sum(free)
     if milli < WHOLE:
         fits = any(f >= milli for f in free)
         return sum(f for f in free if f < milli) if fits else sum(free)
@@ -26,9 +30,10 @@ def task_fragment(free: list[int], count: int, milli: int) -> int:
     return sum(f for f in free if f < WHOLE) if fits else sum(free)
 
 
-def node_fragmentation(free: list[int], workload: Workload) -> float:
-    """Expected fragment (GPU thousandths) of a node whose GPUs have `free` thousandths left."""
-    return sum(p * task_fragment(free, c, m) for (c, m), p in workload)
+def node_fragmentation(free: list[int], workload: Workload, cpu_free: float = float("inf")) -> float:
+    """Expected fragment (GPU thousandths) of a node whose GPUs have `free`
+    thousandths left and `cpu_free` millicores (unknown: any task's CPU fits)."""
+    return sum(p * task_fragment(free, c, m, cpu, cpu_free) for (c, m, cpu), p in workload)
 
 
 def place(free: list[int], count: int, milli: int) -> list[int] | None:
@@ -53,6 +58,8 @@ def place(free: list[int], count: int, milli: int) -> list[int] | None:
 # --- the scheduler's view: a pod's GPU demand and a node's free GPU shares -------------
 
 GPU_DRIVERS = ("gpu.nanokube.io", "gpu.nvidia.com")
+#: the CycleState key of DynamicResources' per-cycle state (devices found per node by its Filter)
+DRA_CYCLE = "DynamicResources"
 
 
 def pod_gpu_demand(dra, pod: dict) -> tuple[int, int]:
@@ -83,27 +90,38 @@ def pod_gpu_demand(dra, pod: dict) -> tuple[int, int]:
     return count, milli
 
 
-def node_free_gpus(dra, node: dict) -> list[int]:
-    """Thousandths left on each whole GPU of `node` (partitions are not counted),
-    counting allocations in flight."""
+def node_free_gpus(dra, node: dict) -> dict[tuple, int]:
+    """Thousandths left on each whole GPU of `node` by device id (partitions
+    are not counted), counting allocations in flight."""
     allocated = dra.allocated
-    out = []
+    out = {}
     for _pool, devices in dra.index().for_node(node):
         for d in devices:
             driver = d.id[0]
             if driver not in GPU_DRIVERS or (d.attributes.get(f"{driver}/type") or ("", "gpu"))[1] != "gpu":
                 continue
-            if d.id in allocated.exclusive:
-                out.append(0)
-                continue
             used = allocated.consumed.get(d.id)
-            if used is None:
-                out.append(WHOLE)
-            elif f"{driver}/milli" in used:
-                out.append(max(WHOLE - int(used[f"{driver}/milli"]), 0))
+            if d.id in allocated.exclusive:
+                out[d.id] = 0
+            elif used is None:
+                out[d.id] = WHOLE
             else:
-                out.append(0)
+                out[d.id] = max(WHOLE - int(used.get(f"{driver}/milli", WHOLE)), 0)
     return out
+
+
+def after_placement(free: dict[tuple, int], placement) -> list[int] | None:
+    """`free` once the devices the DRA allocator found for the pod on this
+    node (its Filter's Placement) are taken; None without one."""
+    if placement is None:
+        return None
+    out = dict(free)
+    for _alt, d, amount in placement.search.picks:
+        if d.id not in out:
+            continue
+        took = WHOLE if amount is None else int(amount.get(f"{d.id[0]}/milli", WHOLE))
+        out[d.id] = max(out[d.id] - took, 0)
+    return list(out.values())
 
 
 def scaled(values: list[float], best_low: bool) -> list[int]:
@@ -133,14 +151,18 @@ class GPUScorePlugin:
         demand = pod_gpu_demand(dra, info.pod) if dra is not None else (0, 0)
         if not demand[0]:
             return [0] * len(nodes)
-        raw = [self.score_gpu(node_free_gpus(dra, n.node or {}), demand, n) for n in nodes]
+        found = getattr(state.get(DRA_CYCLE), "found", {})
+        raw = []
+        for n in nodes:
+            free = node_free_gpus(dra, n.node or {})
+            raw.append(self.score_gpu(list(free.values()), demand, n, after_placement(free, found.get(n.name))))
         return scaled(raw, best_low=self.best_low)
 
 
 class GPUFragmentationGradient(GPUScorePlugin):
     """FGD (the paper's Algorithm 1): the node whose fragmentation, measured
     against the target workload, grows least when the pod lands on it.
-    Args: `workload`: [{count, milli, weight}] (the task sizes of the trace;
+    Args: `workload`: [{count, milli, cpu, weight}] (the task sizes of the trace, cpu in millicores;
     `nanokube simulate` fills it in from the trace when a configuration leaves it out)."""
 
     name = "GPUFragmentationGradient"
@@ -150,11 +172,20 @@ class GPUFragmentationGradient(GPUScorePlugin):
         super().__init__(args, handle)
         entries = args.get("workload") or [{"count": 1, "milli": WHOLE, "weight": 1}]
         total = sum(float(e.get("weight", 1)) for e in entries) or 1.0
-        self.workload: Workload = [((int(e.get("count", 1)), int(e.get("milli", WHOLE))), float(e.get("weight", 1)) / total)
-                                   for e in entries]
+        self.workload: Workload = [((int(e.get("count", 1)), int(e.get("milli", WHOLE)), int(e.get("cpu", 0))),
+                                    float(e.get("weight", 1)) / total) for e in entries]
 
-    def score_gpu(self, free: list[int], demand: tuple[int, int], _node) -> float:
-        after = place(free, *demand)
+    def score_nodes(self, state, info, nodes):
+        self._cpu = info.requests.get(CPU)
+        return super().score_nodes(state, info, nodes)
+
+    def score_gpu(self, free: list[int], demand: tuple[int, int], node, allocated: list[int] | None) -> float:
+        """The growth of fragmentation with the devices the DRA allocator
+        picked on this node (its choice of GPU, not the paper's), or with
+        the paper's choice where the allocator found none."""
+        after = allocated if allocated is not None else place(free, *demand)
         if after is None:  # cannot host it as this policy would: worse than any node that can
             return float(sum(free) + WHOLE)
-        return node_fragmentation(after, self.workload) - node_fragmentation(free, self.workload)
+        cpu_free = node.allocatable.milli_cpu - node.requested.milli_cpu
+        return node_fragmentation(after, self.workload, cpu_free - self._cpu) - \
+            node_fragmentation(free, self.workload, cpu_free)
