@@ -37,6 +37,10 @@ _ENCODED_MEMO = 512
 # Objects handed over by writes in flight (see WatchCache.expect); a write that fails leaves
 # its hand-over behind until this many newer ones push it out.
 _WRITTEN_MAX = 1024
+# Past versions (the objects events replaced or deleted) stay decoded while their event is
+# among this many newest; older ones keep only their encoded JSON (about a third of the
+# memory), for the watchers that resume from far back.
+_DECODED_HISTORY = 1024
 
 
 @dataclass(slots=True)
@@ -57,9 +61,17 @@ class Entry:
     @property
     def obj(self) -> dict:
         if self._obj is None:
+            if self._stored is None:  # a past version kept as its JSON: decoded for each reader
+                return orjson.loads(self._raw)
             self._obj = decode(self._stored, self.rev)
             self._stored = None
         return self._obj
+
+    def keep_encoded(self) -> None:
+        """A past version: keep its served JSON and let the decoded object go."""
+        if self._obj is not None:
+            self.raw
+            self._obj = None
 
     @property
     def raw(self) -> bytes:
@@ -199,6 +211,12 @@ class WatchCache:
         self.rev = rev
         self._events.append(cev)
         self._event_revs.append(rev)
+        if len(self._events) > _DECODED_HISTORY:
+            past = self._events[-_DECODED_HISTORY - 1]
+            if past.prev is not None:
+                past.prev.keep_encoded()
+            if past.type == DELETED:
+                past.entry.keep_encoded()
         if len(self._events) > self.window:
             self._events.popleft()
             self._oldest = self._event_revs.popleft()
