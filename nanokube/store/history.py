@@ -2,6 +2,13 @@
 
 Keeps a bounded window of recent events so a watcher can resume from a recent
 revision, and fans every new event out to live subscribers in order.
+
+The API server's watch cache is the one follower: it subscribes once and follows
+live, resuming only after an error, from the last event it applied, and relisting
+when that is gone. The window therefore only has to cover such a gap; the watch
+cache keeps the history clients resume from. Each event holds the object's bytes
+(and its previous ones), so a window of 100,000 events held about 8 KiB per
+object of a cluster of 10,000 pods for nobody.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ _CLOSED = object()
 
 
 class History:
-    def __init__(self, start_revision: int, window: int = 100_000):
+    def __init__(self, start_revision: int, window: int = 10_000):
         self._events: deque[Event] = deque()
         self._revs: deque[int] = deque()
         self._window = window
