@@ -54,10 +54,6 @@ class Entry:
     _raw: bytes | None = None
     _stored: bytes | None = None
 
-    @classmethod
-    def stored(cls, value: bytes, rev: int) -> Entry:
-        return cls(None, rev, None, value)
-
     @property
     def obj(self) -> dict:
         if self._obj is None:
@@ -133,8 +129,13 @@ class WatchCache:
 
     async def start(self) -> None:
         kvs, rev = await self.store.list("/registry/")
-        for kv in kvs:
-            self._by_prefix.setdefault(_resource_prefix(kv.key), {})[kv.key] = Entry.stored(kv.value, kv.mod_revision)
+        prefix, bucket = "", None
+        for kv in kvs:  # sorted by key: one resource's objects come together
+            key = kv.key
+            if bucket is None or not key.startswith(prefix):
+                prefix = _resource_prefix(key)
+                bucket = self._by_prefix.setdefault(prefix, {})
+            bucket[key] = Entry(None, kv.mod_revision, None, kv.value)  # decoded on first use
         self._keys = {rp: sorted(objs) for rp, objs in self._by_prefix.items()}
         self.rev = self._oldest = rev
         self._task = asyncio.create_task(self._follow(rev))
