@@ -135,9 +135,11 @@ def scaled(values: list[float], best_low: bool) -> list[int]:
 class GPUScorePlugin:
     """Shared by the GPU policies: the pod's demand once per cycle, each
     node's free GPU shares, a `score_gpu` per node; pods without GPU claims
-    are not scored (every node the same)."""
+    are not scored (every node the same) unless `scores_cpu_only`."""
 
     name = ""
+    #: whether pods without GPU claims are scored too
+    scores_cpu_only = False
 
     def __init__(self, args: dict, handle) -> None:
         self.handle = handle
@@ -149,7 +151,7 @@ class GPUScorePlugin:
     def score_nodes(self, state, info, nodes) -> list[int]:
         dra = self._dra()
         demand = pod_gpu_demand(dra, info.pod) if dra is not None else (0, 0)
-        if not demand[0]:
+        if dra is None or not (demand[0] or self.scores_cpu_only):
             return [0] * len(nodes)
         found = getattr(state.get(DRA_CYCLE), "found", {})
         raw = []
@@ -167,6 +169,8 @@ class GPUFragmentationGradient(GPUScorePlugin):
 
     name = "GPUFragmentationGradient"
     best_low = True
+    #: a CPU-only task uses CPU a GPU task may need: it too goes where fragmentation grows least
+    scores_cpu_only = True
 
     def __init__(self, args: dict, handle) -> None:
         super().__init__(args, handle)
@@ -183,7 +187,7 @@ class GPUFragmentationGradient(GPUScorePlugin):
         """The growth of fragmentation with the devices the DRA allocator
         picked on this node (its choice of GPU, not the paper's), or with
         the paper's choice where the allocator found none."""
-        after = allocated if allocated is not None else place(free, *demand)
+        after = free if not demand[0] else allocated if allocated is not None else place(free, *demand)
         if after is None:  # cannot host it as this policy would: worse than any node that can
             return float(sum(free) + WHOLE)
         cpu_free = node.allocatable.milli_cpu - node.requested.milli_cpu
