@@ -320,11 +320,13 @@ class _Request:
 
 @dataclass(slots=True)
 class Placement:
-    """Devices found for a pod's claims on one node, not yet written out."""
+    """Devices found for a pod's claims on one node, not yet written out;
+    `search` is None while only the fit is known (the simple case, which
+    Filter answers by counting free devices; `results` then searches)."""
 
     node: dict
     claims: list[dict]
-    search: _Search
+    search: _Search | None
 
 
 class Allocator:
@@ -357,12 +359,58 @@ class Allocator:
         them out (Filter finds them on every node, Reserve writes one)."""
         pools = self.index.for_node(node)
         node_name = (node.get("metadata") or {}).get("name", "")
+        fits = self._simple_fit(claims, pools, node_name)
+        if fits is not None:
+            return Placement(node, claims, None) if fits else None
+        return self._search(node, claims, pools, node_name)
+
+    def _search(self, node: dict, claims: list[dict], pools, node_name: str) -> Placement | None:
         flat = [req for ci, c in enumerate(claims) for req in self._alternatives(ci, c, pools, node_name)]
         search = _Search(claims, flat, pools, self.allocated, self.max_steps)
         return Placement(node, claims, search) if search.solve() else None
 
+    def _simple_fit(self, claims: list[dict], pools, node_name: str) -> bool | None:
+        """Whether the claims fit, for the common shape: one claim, one
+        request with one alternative, no constraints, All mode, admin access
+        or capacity, over devices that neither allow multiple allocations
+        nor consume counters. The search would pick the first `count` free
+        candidates in `count` + 1 steps, so the answer is whether that many
+        are free: the same verdict (and errors) without building a search
+        on every node. None for any other shape."""
+        if len(claims) != 1:
+            return None
+        claim = claims[0]
+        if ((claim.get("spec") or {}).get("devices") or {}).get("constraints"):
+            return None
+        requests = self._prepare(0, claim)
+        if len(requests) != 1 or len(requests[0]) != 1:
+            return None
+        r = requests[0][0]
+        if isinstance(r, AllocationError):
+            raise AllocationError(*r.args)
+        spec = r.spec
+        need = int(spec.get("count") or 1)
+        if spec.get("allocationMode") == "All" or spec.get("adminAccess") or r.capacity or need + 1 > self.max_steps:
+            return None
+        exclusive, consumed = self.allocated.exclusive, self.allocated.consumed
+        free = 0
+        for d in self._candidates(r, False, pools, node_name):
+            if d.allow_multiple or d.consumes:
+                return None
+            if d.id not in exclusive and d.id not in consumed:
+                free += 1
+        return free >= need
+
     def results(self, found: Placement) -> list[dict]:
-        """One AllocationResult per claim of a Placement."""
+        """One AllocationResult per claim of a Placement (searching now
+        for one whose fit was counted)."""
+        if found.search is None:
+            node = found.node
+            searched = self._search(node, found.claims, self.index.for_node(node),
+                                    (node.get("metadata") or {}).get("name", ""))
+            if searched is None:
+                raise AllocationError("the devices counted free at Filter are no longer free")
+            found.search = searched.search
         return [self._result(ci, c, found.search, found.node) for ci, c in enumerate(found.claims)]
 
     # -- preparation ------------------------------------------------------

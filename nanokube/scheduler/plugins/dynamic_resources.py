@@ -321,8 +321,12 @@ class DynamicResources:
         found = cyc.found.get(node)
         if found is None:
             return Status(Code.ERROR, [f"no allocation was computed for node {node}"])
+        try:
+            results = cyc.allocator.results(found)
+        except AllocationError as e:
+            return Status(Code.ERROR, [str(e)])
         stamp = self.handle.clock.rfc3339()
-        for claim, alloc in zip(cyc.pending, cyc.allocator.results(found)):
+        for claim, alloc in zip(cyc.pending, results):
             uid = claim["metadata"].get("uid", "")
             status = {**(claim.get("status") or {}), "allocation": {**alloc, "allocationTimestamp": stamp}}
             self.dra.set_in_flight(uid, {**claim, "status": status})

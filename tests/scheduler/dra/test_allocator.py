@@ -259,3 +259,19 @@ def test_allocated_devices_counts_each_allocation_and_removes_it_again():
     held.remove(gpu)
     held.remove(nic)
     assert held == AllocatedDevices()
+
+
+def test_a_simple_claim_fit_is_counted_and_searched_only_for_its_results():
+    """One claim with one plain request: Filter's answer counts free
+    candidates (no search on every node); Reserve's results search once and
+    pick what the search always picked, the first free devices."""
+    taken = AllocatedDevices({(GPU, "p1", "gpu-0"): 1, (GPU, "p1", "gpu-1"): 1})
+    a = Allocator(CLASSES, PoolIndex([rslice(GPU, GPUS)], []), taken)
+    found = a.find(NODE, [claim(exactly("g", count=2))])
+    assert found is not None and found.search is None
+    assert picked(a.results(found)[0]) == [("g", "gpu-2"), ("g", "gpu-3")]
+    assert a.find(NODE, [claim(exactly("g", count=3))]) is None
+    constrained = claim(exactly("g"), constraints=[{"matchAttribute": f"{GPU}/model"}])
+    assert a.find(NODE, [constrained]).search is not None
+    with pytest.raises(AllocationError, match="could not retrieve device class"):
+        a.find(NODE, [claim(exactly("g", cls_name="missing"))])
