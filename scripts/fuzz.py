@@ -50,7 +50,7 @@ def main() -> int:
         print(f"FAILED: {e!r}", file=sys.stderr)
     took = time.monotonic() - start
     print(f"{fuzzer.requests} requests in {took:.0f} s; status histogram: {fuzzer.histogram()}; "
-          f"slowest answer {fuzzer.slowest:.2f} s")
+          f"slowest answer {fuzzer.slowest:.2f} s: {fuzzer.slowest_request}")
     return 1 if failed else 0
 
 

@@ -274,6 +274,7 @@ class Fuzzer:
         self.codes: collections.Counter = collections.Counter()
         self.requests = 0
         self.slowest = 0.0
+        self.slowest_request = ""
         self.schemas = Schemas(raw)
         self._seeded: set[str] = set()
         code = raw.request("POST", "/api/v1/namespaces", {"metadata": {"name": NS}})[0]
@@ -299,7 +300,8 @@ class Fuzzer:
         took = time.monotonic() - start
         self.requests += 1
         self.codes[code] += 1
-        self.slowest = max(self.slowest, took)
+        if took > self.slowest:
+            self.slowest, self.slowest_request = took, f"{method} {url} ({len(body or '')} bytes)"
         assert took < SLOW, f"{method} {url} took {took:.1f}s"
         assert code < 500, f"{method} {url} {str(body)[:300]} -> {code} {got}"
         if code >= 400:
