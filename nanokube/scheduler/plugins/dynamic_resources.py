@@ -84,7 +84,10 @@ class DRAState:
             inf.add_handlers(*self._pool_handlers(kind))
         self.classes.add_handlers(lambda o: self._event(DEVICE_CLASS, Action.ADD, None, o),
                                   lambda o, n: self._event(DEVICE_CLASS, Action.UPDATE, o, n))
-        handle.pods.add_handlers(on_update=self._pod_updated)
+        #: pod uid -> (the pod object, its claim names): a claim's arrival asks every gated pod
+        self._names: dict[str, tuple[dict, set[str]]] = {}
+        handle.pods.add_handlers(on_update=self._pod_updated,
+                                 on_delete=lambda pod: self._names.pop(pod["metadata"].get("uid", ""), None))
 
     # --- informer handlers -------------------------------------------------
 
@@ -102,7 +105,15 @@ class DRAState:
         self._observe(claim)
         self._event(CLAIM, Action.ADD, None, claim)
         ns, name = claim["metadata"].get("namespace", ""), claim["metadata"]["name"]
-        self._retry_gated(lambda info: info.pod["metadata"].get("namespace", "") == ns and name in claim_names(info.pod))
+        self._retry_gated(lambda info: info.pod["metadata"].get("namespace", "") == ns and name in self._claim_names(info))
+
+    def _claim_names(self, info) -> set[str]:
+        """claim_names of the pod, worked out once per version of the pod
+        object (each claim's arrival asks every pod still waiting for one)."""
+        hit = self._names.get(info.uid)
+        if hit is None or hit[0] is not info.pod:
+            hit = self._names[info.uid] = (info.pod, claim_names(info.pod))
+        return hit[1]
 
     def _claim_updated(self, old: dict, new: dict) -> None:
         if _allocated(new):
@@ -159,6 +170,7 @@ class DRAState:
                 lambda o: changed(Action.DELETE, o, None))
 
     def _pod_updated(self, old: dict, new: dict) -> None:
+        self._names.pop(new["metadata"].get("uid", ""), None)  # holds only current pod objects
         if (old.get("status") or {}).get("resourceClaimStatuses") != (new.get("status") or {}).get("resourceClaimStatuses"):
             uid = new["metadata"].get("uid")
             self._retry_gated(lambda info: info.uid == uid)
