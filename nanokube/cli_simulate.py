@@ -22,6 +22,9 @@ def add_parser(sub) -> None:
     p.add_argument("--until", type=float, default=None, metavar="SECONDS", help="stop at this trace time")
     p.add_argument("--speed", type=float, default=None, metavar="X",
                    help="pace virtual time at X times real time (default: as fast as possible)")
+    p.add_argument("--serve-port", type=int, default=None, metavar="PORT",
+                   help="with --speed: serve the API over HTTPS on PORT (0: any) and print a kubeconfig, to watch "
+                        "the run with kubectl")
     p.add_argument("--controllers", default=None,
                    help="controllers to run (kube-controller-manager's --controllers syntax; default: all but "
                         "node-lifecycle, for an openb trace only resourceclaim)")
@@ -73,13 +76,17 @@ def run(args: argparse.Namespace) -> int:
     for _, cfg in configs:
         if cfg is not None:
             _fill_workload(cfg, trace)
+    if args.serve_port is not None and not args.speed:
+        print("nanokube simulate: --serve-port needs --speed (virtual time otherwise outruns any client)",
+              file=sys.stderr)
+        return 2
     controllers = args.controllers
     if controllers is None:
         controllers = "resourceclaim" if args.trace.endswith(".csv") else "*,-node-lifecycle"
     results = []
     for name, cfg in configs:
         r = asyncio.run(simulate(name, cluster, trace, cfg, seed=args.seed, until=args.until, speed=args.speed,
-                                 controllers=controllers, progress=not args.quiet))
+                                 controllers=controllers, progress=not args.quiet, serve_port=args.serve_port))
         results.append(r)
         m = r.metrics
         print(f"{name}: {m['scheduled']}/{m['pods']} pods scheduled, virtual {r.virtual_s:.0f}s in wall "

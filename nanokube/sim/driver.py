@@ -113,13 +113,15 @@ async def _replay(client, clock: VirtualClock, trace: Trace, t0: float, until: f
 
 async def run(name: str, cluster: Cluster, trace: Trace, config: SchedulerConfig | None, seed: int = 0,
               until: float | None = None, speed: float | None = None, controllers: str = DEFAULT_CONTROLLERS,
-              progress: bool = True, tail: float = 0.0) -> RunResult:
+              progress: bool = True, tail: float = 0.0, serve_port: int | None = None) -> RunResult:
     """Replay `trace` on `cluster` with `config`; stop at `until` (seconds of
     trace time) or once the trace is replayed and `tail` more seconds passed."""
     clock = VirtualClock(start=EPOCH, max_turns=1 << 62)
-    plane = SimulatedControlPlane(cluster, clock, config, seed, controllers)
+    plane = SimulatedControlPlane(cluster, clock, config, seed, controllers, serve_port=serve_port)
     wall0 = time.perf_counter()
     await plane.start()
+    if serve_port is not None:
+        print(f"{name}: serving on {plane.server.url}; export KUBECONFIG={plane.kubeconfig}", file=sys.stderr, flush=True)
     recorder = Recorder(clock, trace, cluster)
     pods = Informer(plane.client.resource("", "v1", "pods"))
     recorder.watch_pods(pods)

@@ -14,6 +14,7 @@ the node lifecycle controller is off unless asked for, since over a
 
 from __future__ import annotations
 
+import os
 import tempfile
 
 from ..apiserver.app import APIServer
@@ -24,6 +25,8 @@ from ..controllers.manager import ControllerManager
 from ..machinery.user import SCHEDULER_USER, User
 from ..node.cluster import Cluster
 from ..node.manager import NodeManager
+from ..pki.ca import ensure_pki
+from ..pki.kubeconfig import write_kubeconfig
 from ..registry.resource import _ClockedStrategy
 from ..scheduler.config import SchedulerConfig
 from ..scheduler.scheduler import Scheduler
@@ -39,15 +42,20 @@ KUBELET_HEARTBEAT = 10.0
 
 class SimulatedControlPlane:
     def __init__(self, cluster: Cluster, clock: Clock, config: SchedulerConfig | None = None, seed: int = 0,
-                 controllers: str = DEFAULT_CONTROLLERS, heartbeat: float | None = None):
+                 controllers: str = DEFAULT_CONTROLLERS, heartbeat: float | None = None, serve_port: int | None = None):
+        """`serve_port`: also serve HTTPS there, as `nanokube up` does (with its housekeeping
+        loops), writing an admin kubeconfig, so a paced run can be watched with kubectl."""
         self.cluster, self.clock, self.config, self.seed = cluster, clock, config, seed
+        self.serve_port = serve_port
         self.controllers_spec = controllers
         lifecycle = "node-lifecycle" in controllers.replace("-controller", "").split(",")
         self.heartbeat = heartbeat or (KUBELET_HEARTBEAT if lifecycle else YEAR)
-        self.server = APIServer(MemoryStore(), None, clock=clock, audit_log_path="")
+        self._dir = tempfile.TemporaryDirectory(prefix="nanokube-sim-")
+        pki = ensure_pki(self._dir.name) if serve_port is not None else None
+        self.server = APIServer(MemoryStore(), pki, port=serve_port or 0, clock=clock, audit_log_path="")
         self.connect = connector(self.server.rest)
         self.client: LocalClient = self.connect(TRACE_USER, "nanokube-simulate")
-        self._dir = tempfile.TemporaryDirectory(prefix="nanokube-sim-")
+        self.kubeconfig = os.path.join(self._dir.name, "kubeconfig")
 
     async def start(self) -> None:
         s = self.server
@@ -55,10 +63,14 @@ class SimulatedControlPlane:
         self._stamps = [(r.strategy, r.strategy.now) for r in s.index.resources if isinstance(r.strategy, _ClockedStrategy)]
         for strategy, _ in self._stamps:
             strategy.now = self.clock.rfc3339
-        await s.store.start()
-        await s.cache.start()
-        await s._bootstrap()
-        await bootstrap(s)
+        if self.serve_port is not None:
+            await s.start()
+            write_kubeconfig(self.kubeconfig, s.url, s.pki)
+        else:
+            await s.store.start()
+            await s.cache.start()
+            await s._bootstrap()
+            await bootstrap(s)
         self.controllers = ControllerManager.in_process(self.connect, self.clock, None,
                                                         controllers=self.controllers_spec)
         await self.controllers.start()
@@ -73,8 +85,11 @@ class SimulatedControlPlane:
         await self.scheduler.stop()
         await self.nodes.stop()
         await self.controllers.stop()
-        await self.server.cache.stop()
-        await self.server.store.close()
+        if self.serve_port is not None:
+            await self.server.stop()
+        else:
+            await self.server.cache.stop()
+            await self.server.store.close()
         for strategy, now in self._stamps:
             strategy.now = now
         self._dir.cleanup()

@@ -69,3 +69,41 @@ def test_simulate_gang_wait_and_device_taint_eviction(tmp_path):
     assert evicted["default/trainer"]["reason"] == "DeletionByDeviceTaintManager"
     page = (out / "report.html").read_text()
     assert "default/trainer" in page and "DeletionByDeviceTaintManager" in page and "Chart.js v4.4.7" in page
+
+
+def test_paced_run_can_be_watched_with_a_kubernetes_client(tmp_path):
+    """--speed with --serve-port: the simulated cluster answers a real client over HTTPS while it runs."""
+    import re
+    import time
+
+    from kubernetes import client, config
+
+    (tmp_path / "cluster.yaml").write_text(CLUSTER)
+    pods = [{"time": i, "object": {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"watched-{i}", "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}]}}}
+        for i in range(3)]
+    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(e) + "\n" for e in pods))
+    cmd = [sys.executable, "-c", "import sys; from nanokube.cli import main; sys.exit(main(sys.argv[1:]))",
+           "simulate", "--cluster", str(tmp_path / "cluster.yaml"), "--trace", str(tmp_path / "trace.jsonl"),
+           "--until", "10", "--speed", "1", "--serve-port", "0", "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        kubeconfig = None
+        deadline = time.monotonic() + 60
+        while kubeconfig is None and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if m := re.search(r"export KUBECONFIG=(\S+)", line):
+                kubeconfig = m.group(1)
+        assert kubeconfig, "no kubeconfig announced"
+        api = client.CoreV1Api(config.new_client_from_config(kubeconfig))
+        running = set()
+        while len(running) < 3 and time.monotonic() < deadline:
+            running = {p.metadata.name for p in api.list_namespaced_pod("default").items if p.status.phase == "Running"}
+            time.sleep(0.3)
+        assert running == {"watched-0", "watched-1", "watched-2"}
+        out, _ = proc.communicate(timeout=90)
+        assert proc.returncode == 0 and "3/3 pods scheduled" in out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
