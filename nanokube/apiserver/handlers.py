@@ -149,7 +149,7 @@ class APIHandlers:
             code = resp.status
             for w in request.get(_WARNINGS, ()):
                 if not resp.prepared:
-                    resp.headers.add("Warning", warning_header(w))
+                    resp.headers.add("Warning", f'299 - "{w}"')
             return resp
         except errors.APIError as e:
             code = e.code
@@ -427,7 +427,7 @@ class APIHandlers:
             return gone
         resp = web.StreamResponse(status=200, headers={"Content-Type": _JSON, "Transfer-Encoding": "chunked"})
         for w in request.get(_WARNINGS, ()):  # a watch of a deprecated version is warned too, before it streams
-            resp.headers.add("Warning", warning_header(w))
+            resp.headers.add("Warning", f'299 - "{w}"')
         await resp.prepare(request)
         g = self.metrics.watchers.labels(res.group, version, res.kind)
         g.inc()
