@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..machinery.quantity import parse_quantity
 from ..node.cluster import Cluster
-from ..scheduler.plugins.gpu_fragmentation import WHOLE, node_fragmentation
+from ..scheduler.plugins.gpu_fragmentation import WHOLE, FragmentationModel
 from .trace import Trace
 
 #: the GPU driver whose devices count as GPUs
@@ -23,7 +23,7 @@ class Recorder:
         self.t0 = clock.now()
         self.gpus = {n.name: [d.name for d in n.devices if d.kind == "gpu"] for n in cluster.nodes()}
         self.total_gpu = sum(len(v) for v in self.gpus.values()) * WHOLE
-        self.workload = trace.task_sizes or [((1, WHOLE, 0), 1.0)]
+        self.model = FragmentationModel(trace.task_sizes or [((1, WHOLE, 0), 1.0)])
         #: per node: millicores allocatable, and requested by the pods bound there
         self.cpu = {n.name: int(parse_quantity(n.allocatable.get("cpu", "0")) * 1000) for n in cluster.nodes()}
         self.cpu_used: dict[str, int] = {}
@@ -155,7 +155,7 @@ class Recorder:
     def _refrag(self, node: str) -> None:
         used = self.used.get(node, {})
         free = [WHOLE - used.get(d, 0) for d in self.gpus.get(node, [])]
-        f = node_fragmentation(free, self.workload, self.cpu.get(node, 0) - self.cpu_used.get(node, 0))
+        f = self.model.node(free, self.cpu.get(node, 0) - self.cpu_used.get(node, 0))
         self.frag_total += f - self.frag.get(node, 0.0)
         self.frag[node] = f
 

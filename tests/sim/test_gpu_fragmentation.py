@@ -1,6 +1,9 @@
 """FGD's fragmentation measure and within-node placement (the paper's Fig. 7 cases)."""
 
-from nanokube.scheduler.plugins.gpu_fragmentation import node_fragmentation, place, scaled, task_fragment
+import random
+
+from nanokube.scheduler.plugins.gpu_fragmentation import (FragmentationModel, node_fragmentation, place, scaled,
+                                                          task_fragment)
 
 
 def test_a_share_smaller_than_the_task_is_fragment_but_a_node_that_cannot_host_it_is_all_fragment():
@@ -30,3 +33,14 @@ def test_fgd_prefers_the_node_whose_fragmentation_grows_least():
     grow = [node_fragmentation(place(f, 1, 500), workload) - node_fragmentation(f, workload) for f in (half_used, idle)]
     assert grow[0] < grow[1]
     assert scaled(grow, best_low=True) == [100, 0]
+
+
+def test_the_grouped_model_computes_the_same_fragmentation():
+    rng = random.Random(4)
+    workload = [((c, 1000 if c > 1 else rng.choice([250, 500, 1000]), rng.randrange(0, 32000, 1000)), rng.random())
+                for c in (1, 1, 1, 2, 4, 8) for _ in range(5)]
+    model = FragmentationModel(workload)
+    for _ in range(200):
+        free = [rng.choice([0, 100, 300, 500, 1000]) for _ in range(rng.choice([1, 2, 4, 8]))]
+        cpu_free = rng.randrange(0, 40000, 500)
+        assert abs(model.node(free, cpu_free) - node_fragmentation(free, workload, cpu_free)) < 1e-6

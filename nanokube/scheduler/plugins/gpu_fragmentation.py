@@ -12,6 +12,8 @@ workload is a list of ((count, milli, cpu), popularity).
 
 from __future__ import annotations
 
+from bisect import bisect_right
+
 from ..resources import CPU
 
 #: a whole GPU, in thousandths
@@ -34,6 +36,33 @@ def node_fragmentation(free: list[int], workload: Workload, cpu_free: float = fl
     """Expected fragment (GPU thousandths) of a node whose GPUs have `free`
     thousandths left and `cpu_free` millicores (unknown: any task's CPU fits)."""
     return sum(p * task_fragment(free, c, m, cpu, cpu_free) for (c, m, cpu), p in workload)
+
+
+class FragmentationModel:
+    """`node_fragmentation` for one workload, fast: task types are grouped by
+    their GPU shape, and per group the weight of the tasks whose CPU would
+    not fit is a suffix sum found by bisection."""
+
+    def __init__(self, workload: Workload):
+        groups: dict[tuple[int, int], list[tuple[int, float]]] = {}
+        for (count, milli, cpu), p in workload:
+            groups.setdefault((count, milli), []).append((cpu, p))
+        self.groups = []
+        for (count, milli), tasks in sorted(groups.items()):
+            tasks.sort()
+            cpus = [c for c, _ in tasks]
+            suffix = [0.0] * (len(tasks) + 1)
+            for i in range(len(tasks) - 1, -1, -1):
+                suffix[i] = suffix[i + 1] + tasks[i][1]
+            self.groups.append((count, milli, cpus, suffix))
+
+    def node(self, free: list[int], cpu_free: float = float("inf")) -> float:
+        total = sum(free)
+        out = 0.0
+        for count, milli, cpus, suffix in self.groups:
+            starved = suffix[bisect_right(cpus, cpu_free)]  # tasks asking more CPU than is free
+            out += starved * total + (suffix[0] - starved) * task_fragment(free, count, milli)
+        return out
 
 
 def place(free: list[int], count: int, milli: int) -> list[int] | None:
@@ -176,8 +205,8 @@ class GPUFragmentationGradient(GPUScorePlugin):
         super().__init__(args, handle)
         entries = args.get("workload") or [{"count": 1, "milli": WHOLE, "weight": 1}]
         total = sum(float(e.get("weight", 1)) for e in entries) or 1.0
-        self.workload: Workload = [((int(e.get("count", 1)), int(e.get("milli", WHOLE)), int(e.get("cpu", 0))),
-                                    float(e.get("weight", 1)) / total) for e in entries]
+        self.model = FragmentationModel([((int(e.get("count", 1)), int(e.get("milli", WHOLE)), int(e.get("cpu", 0))),
+                                          float(e.get("weight", 1)) / total) for e in entries])
 
     def score_nodes(self, state, info, nodes):
         self._cpu = info.requests.get(CPU)
@@ -191,5 +220,4 @@ class GPUFragmentationGradient(GPUScorePlugin):
         if after is None:  # cannot host it as this policy would: worse than any node that can
             return float(sum(free) + WHOLE)
         cpu_free = node.allocatable.milli_cpu - node.requested.milli_cpu
-        return node_fragmentation(after, self.workload, cpu_free - self._cpu) - \
-            node_fragmentation(free, self.workload, cpu_free)
+        return self.model.node(after, cpu_free - self._cpu) - self.model.node(free, cpu_free)
