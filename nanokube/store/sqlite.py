@@ -36,6 +36,12 @@ INSERT OR IGNORE INTO meta VALUES ('revision', 0);
 """
 
 
+def _acknowledge(batch: list[tuple[asyncio.Future, Event]]) -> None:
+    for fut, event in batch:
+        if not fut.done():
+            fut.set_result(event.kv)
+
+
 class SQLiteStore(Store):
     def __init__(self, path: str) -> None:
         self.path = path
@@ -115,10 +121,11 @@ class SQLiteStore(Store):
                     fut.set_exception(e)
             return
         self._committed = self._rev
-        for fut, event in batch:
+        for _, event in batch:
             self._history.append(event)
-            if not fut.done():
-                fut.set_result(event.kv)
+        # acknowledged a turn later, once the watch cache has taken the events: as with one
+        # transaction per write, watchers are handed an event before its writer is answered
+        asyncio.get_running_loop().call_soon(_acknowledge, batch)
 
     async def create(self, key: str, value: bytes) -> KV:
         if self._row(key) is not None:
