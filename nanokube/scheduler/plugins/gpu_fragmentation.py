@@ -55,8 +55,21 @@ class FragmentationModel:
             for i in range(len(tasks) - 1, -1, -1):
                 suffix[i] = suffix[i + 1] + tasks[i][1]
             self.groups.append((count, milli, cpus, suffix))
+        self._cache: dict[tuple, float] = {}
+
+    #: node states remembered (many nodes share one: idle, or full)
+    CACHE_SIZE = 1 << 16
 
     def node(self, free: list[int], cpu_free: float = float("inf")) -> float:
+        key = (*free, cpu_free)
+        hit = self._cache.get(key)
+        if hit is None:
+            if len(self._cache) >= self.CACHE_SIZE:
+                self._cache.clear()
+            hit = self._cache[key] = self._node(free, cpu_free)
+        return hit
+
+    def _node(self, free: list[int], cpu_free: float) -> float:
         total = sum(free)
         out = 0.0
         for count, milli, cpus, suffix in self.groups:
