@@ -77,3 +77,31 @@ profiles:
 """)
     with pytest.raises(ConfigError, match=r"workload\[0\]\.milli: Invalid value: 500"):
         load(str(bad))
+
+
+async def test_fgd_on_whole_gpus_that_are_not_shared():
+    """Devices without allowMultipleAllocations: Filter only counts free GPUs
+    (no device search to read), so FGD places by the paper's choice of GPU."""
+    cluster = parse_cluster("""\
+pools:
+  - name: gpu
+    count: 2
+    capacity: {cpu: "32", memory: 128Gi}
+    gpus: {count: 4, model: T4, memory: 16Gi, architecture: Turing, driverVersion: "535.1", cudaVersion: "12.2",
+           computeCapability: "7.5"}
+""")
+    events = [TraceEvent(0, 0, "create", _template("two", 2, 1000, ""))]
+    for i in range(3):
+        events.append(TraceEvent(1 + i, 1 + i, "create", {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"two-{i}", "namespace": "default"},
+            "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "two"}],
+                     "containers": [{"name": "c", "image": "x", "resources": {
+                         "requests": {"cpu": "1"}, "claims": [{"name": "gpu"}]}}]}}))
+    trace = Trace(events, [((2, 1000, 1000), 1.0)], {f"default/two-{i}": 2000 for i in range(3)})
+    cfg = load("examples/simulate/fgd.yaml")
+    from nanokube.cli_simulate import _fill_workload
+
+    _fill_workload(cfg, trace)
+    result = await run("fgd", cluster, trace, cfg, seed=1, until=10, progress=False)
+    assert result.metrics["scheduled"] == 3
+    assert result.placements["default/two-0"] == result.placements["default/two-1"], "packed onto one node"

@@ -154,8 +154,9 @@ def node_free_gpus(dra, node: dict) -> dict[tuple, int]:
 
 def after_placement(free: dict[tuple, int], placement) -> list[int] | None:
     """`free` once the devices the DRA allocator found for the pod on this
-    node (its Filter's Placement) are taken; None without one."""
-    if placement is None:
+    node (its Filter's Placement) are taken; None without one, or where
+    Filter only counted free devices (the allocator's simple shape)."""
+    if placement is None or getattr(placement, "search", None) is None:
         return None
     out = dict(free)
     for _alt, d, amount in placement.search.picks:
