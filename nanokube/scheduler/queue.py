@@ -251,11 +251,17 @@ class SchedulingQueue:
         else:
             self._requeue(info, event)
 
-    def retry_gated(self, plugin: str, event: str, concerns: Callable[[PodInfo], bool] | None = None) -> None:
+    def retry_gated(self, plugin: str, event: str, concerns: Callable[[PodInfo], bool] | None = None,
+                    keys=None) -> None:
         """Re-runs PreEnqueue for the pods `plugin` turned away (those the
         event `concerns`, when given), after an event that may let them in
-        (a claim created for them)."""
-        for info in self.unschedulable.rejected_by((plugin,)):
+        (a claim created for them). `keys`, when given, are the only pods the
+        event can concern (the caller's index says so), so the pool is not walked."""
+        if keys is None:
+            infos = self.unschedulable.rejected_by((plugin,))
+        else:
+            infos = [self.unschedulable[k] for k in keys if k in self.unschedulable]
+        for info in infos:
             if info.gated_by == plugin and (concerns is None or concerns(info)):
                 del self.unschedulable[info.key]
                 if not self._gate(info, event):

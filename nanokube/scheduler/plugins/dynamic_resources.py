@@ -57,6 +57,11 @@ def _allocated(claim: dict | None) -> bool:
     return bool(claim) and (claim.get("status") or {}).get("allocation") is not None
 
 
+def _key(pod: dict) -> str:
+    """The scheduling queue's key of a pod."""
+    return f"{pod['metadata'].get('namespace', '')}/{pod['metadata']['name']}"
+
+
 class DRAState:
     """What every profile's DynamicResources shares: the resource.k8s.io
     informers, the pool index (rebuilt after slice or rule changes), the
@@ -84,36 +89,62 @@ class DRAState:
             inf.add_handlers(*self._pool_handlers(kind))
         self.classes.add_handlers(lambda o: self._event(DEVICE_CLASS, Action.ADD, None, o),
                                   lambda o, n: self._event(DEVICE_CLASS, Action.UPDATE, o, n))
-        #: pod uid -> (the pod object, its claim names): a claim's arrival asks every gated pod
-        self._names: dict[str, tuple[dict, set[str]]] = {}
-        handle.pods.add_handlers(on_update=self._pod_updated,
-                                 on_delete=lambda pod: self._names.pop(pod["metadata"].get("uid", ""), None))
+        #: (namespace, claim name) -> keys of the pods naming it (spec or status), and back:
+        #: a claim's arrival retries only the pods that can be waiting for it
+        self._users: dict[tuple[str, str], dict[str, None]] = {}
+        self._uses: dict[str, set[tuple[str, str]]] = {}
+        handle.pods.add_handlers(on_add=self._index_pod, on_update=self._pod_updated,
+                                 on_delete=lambda pod: self._unindex_pod(_key(pod)))
+        for pod in handle.pods.list():
+            self._index_pod(pod)
 
     # --- informer handlers -------------------------------------------------
 
     def _event(self, kind: str, action: Action, old, new) -> None:
         self.handle.queue.on_event(ClusterEvent(kind, action, f"{kind}{action.name.title()}"), old, new)
 
-    def _retry_gated(self, concerns) -> None:
-        """Pods PreEnqueue turned away that the change `concerns` may now
-        find their claims; run after the scheduler's own handlers so the
-        queue holds the latest pod."""
+    def _retry_gated(self, concerns, keys) -> None:
+        """Pods PreEnqueue turned away (of `keys`) that the change `concerns`
+        may now find their claims; run after the scheduler's own handlers so
+        the queue holds the latest pod."""
         asyncio.get_running_loop().call_soon(self.handle.queue.retry_gated, DynamicResources.name, "ResourceClaimAdd",
-                                             concerns)
+                                             concerns, keys)
+
+    def _index_pod(self, pod: dict) -> None:
+        key = _key(pod)
+        ns = pod["metadata"].get("namespace", "")
+        uses = {(ns, n) for n in claim_names(pod)} if (pod.get("spec") or {}).get("resourceClaims") else set()
+        old = self._uses.get(key, set())
+        if uses == old:
+            return
+        for ref in old - uses:
+            self._drop_user(ref, key)
+        for ref in uses - old:
+            self._users.setdefault(ref, {})[key] = None
+        if uses:
+            self._uses[key] = uses
+        else:
+            self._uses.pop(key, None)
+
+    def _unindex_pod(self, key: str) -> None:
+        for ref in self._uses.pop(key, ()):
+            self._drop_user(ref, key)
+
+    def _drop_user(self, ref: tuple[str, str], key: str) -> None:
+        users = self._users.get(ref)
+        if users is not None:
+            users.pop(key, None)
+            if not users:
+                del self._users[ref]
 
     def _claim_added(self, claim: dict) -> None:
         self._observe(claim)
         self._event(CLAIM, Action.ADD, None, claim)
         ns, name = claim["metadata"].get("namespace", ""), claim["metadata"]["name"]
-        self._retry_gated(lambda info: info.pod["metadata"].get("namespace", "") == ns and name in self._claim_names(info))
-
-    def _claim_names(self, info) -> set[str]:
-        """claim_names of the pod, worked out once per version of the pod
-        object (each claim's arrival asks every pod still waiting for one)."""
-        hit = self._names.get(info.uid)
-        if hit is None or hit[0] is not info.pod:
-            hit = self._names[info.uid] = (info.pod, claim_names(info.pod))
-        return hit[1]
+        users = self._users.get((ns, name))
+        if users:
+            self._retry_gated(lambda info: info.pod["metadata"].get("namespace", "") == ns
+                              and name in claim_names(info.pod), list(users))
 
     def _claim_updated(self, old: dict, new: dict) -> None:
         if _allocated(new):
@@ -170,10 +201,10 @@ class DRAState:
                 lambda o: changed(Action.DELETE, o, None))
 
     def _pod_updated(self, old: dict, new: dict) -> None:
-        self._names.pop(new["metadata"].get("uid", ""), None)  # holds only current pod objects
+        self._index_pod(new)
         if (old.get("status") or {}).get("resourceClaimStatuses") != (new.get("status") or {}).get("resourceClaimStatuses"):
             uid = new["metadata"].get("uid")
-            self._retry_gated(lambda info: info.uid == uid)
+            self._retry_gated(lambda info: info.uid == uid, [_key(new)])
 
     # --- views ---------------------------------------------------------------
 
