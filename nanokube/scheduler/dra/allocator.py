@@ -392,13 +392,21 @@ class Allocator:
         need = int(spec.get("count") or 1)
         if spec.get("allocationMode") == "All" or spec.get("adminAccess") or r.capacity or need + 1 > self.max_steps:
             return None
-        exclusive, consumed = self.allocated.exclusive, self.allocated.consumed
-        free = 0
-        for d in self._candidates(r, False, pools, node_name):
-            if d.allow_multiple or d.consumes:
+        exclusive, consumed, plain = self.allocated.exclusive, self.allocated.consumed, self.index.plain
+        lists = list(self._candidate_lists(r, False, pools, node_name))
+        for key, hit in lists:
+            ok = plain.get(key)
+            if ok is None:
+                ok = plain[key] = not any(d.allow_multiple or d.consumes for d in hit)
+            if not ok:
                 return None
-            if d.id not in exclusive and d.id not in consumed:
-                free += 1
+        free = 0
+        for _, hit in lists:
+            for d in hit:
+                if d.id not in exclusive and d.id not in consumed:
+                    free += 1
+                    if free >= need:
+                        return True
         return free >= need
 
     def results(self, found: Placement) -> list[dict]:
@@ -473,6 +481,12 @@ class Allocator:
         """The devices of `pools` the request may use, before counting what
         is taken; the index remembers them per node and request shape."""
         out = []
+        for _, hit in self._candidate_lists(r, all_mode, pools, node_name):
+            out.extend(hit)
+        return out
+
+    def _candidate_lists(self, r: _Request, all_mode: bool, pools: list[tuple[Pool, list[Device]]], node_name: str):
+        """(index key, the request's usable devices) per pool, as `_candidates` joins them."""
         for pool, devices in pools:
             if all_mode:
                 state = "being updated" if pool.incomplete else "invalid" if pool.invalid else ""
@@ -486,8 +500,7 @@ class Allocator:
             if hit is None:
                 hit = [d for d in devices if self._usable(r, d)]
                 self.index.selected[key] = hit
-            out.extend(hit)
-        return out
+            yield key, hit
 
     def _usable(self, r: _Request, d: Device) -> bool:
         if _untolerated(d, r.tolerations):

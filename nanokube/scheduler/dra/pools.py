@@ -174,6 +174,8 @@ class PoolIndex:
         self._by_node: dict[str, list[tuple[Pool, list[Device]]]] = {}
         #: the allocator's candidate devices per (request shape, node, driver, pool), valid as long as the index
         self.selected: dict[tuple, list] = {}
+        #: per key of `selected`: whether none of those devices allows multiple allocations or consumes counters
+        self.plain: dict[tuple, bool] = {}
 
     def for_node(self, node: dict) -> list[tuple[Pool, list[Device]]]:
         """Each pool with the devices usable on `node`, in a stable order."""
