@@ -39,7 +39,7 @@ _ENCODED_MEMO = 512
 _WRITTEN_MAX = 1024
 # Past versions (the objects events replaced or deleted) stay decoded while their event is
 # among this many newest; older ones keep only their encoded JSON (about a third of the
-# memory), for the watchers that resume from far back.
+# memory) until a watcher resuming from far back reads them again.
 _DECODED_HISTORY = 1024
 
 
@@ -57,10 +57,12 @@ class Entry:
     @property
     def obj(self) -> dict:
         if self._obj is None:
-            if self._stored is None:  # a past version kept as its JSON: decoded for each reader
-                return orjson.loads(self._raw)
-            self._obj = decode(self._stored, self.rev)
-            self._stored = None
+            if self._stored is None:  # a past version kept as its JSON, read again (a watch from far back)
+                # kept once decoded: readers rely on getting the same object (conversion memos by identity)
+                self._obj = orjson.loads(self._raw)
+            else:
+                self._obj = decode(self._stored, self.rev)
+                self._stored = None
         return self._obj
 
     def keep_encoded(self) -> None:

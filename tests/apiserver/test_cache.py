@@ -55,6 +55,28 @@ async def test_scan_pages_a_namespace_in_key_order_through_creates_and_deletes(e
     assert cache.scan(PREFIX + "zz/") == (0, [])
 
 
+async def test_past_versions_keep_their_json_and_read_back_as_one_equal_object(env, monkeypatch):
+    from nanokube.apiserver import cache as cache_module
+
+    store, _ = env
+    monkeypatch.setattr(cache_module, "_DECODED_HISTORY", 2)
+    cache = WatchCache(store, window=100)
+    await cache.start()
+    try:
+        kv = await store.create(PREFIX + "ns/a", b'{"metadata":{"name":"a"},"data":{"v":"0"}}')
+        for v in range(1, 5):
+            kv = await store.update(PREFIX + "ns/a", b'{"metadata":{"name":"a"},"data":{"v":"%d"}}' % v, kv.mod_revision)
+        await cache.sync()
+        evs = cache.events_since(cache.oldest_revision, PREFIX)
+        first_prev = evs[1].prev  # the created version, replaced three events before the newest two
+        assert first_prev._obj is None and first_prev._raw is not None
+        assert first_prev.obj == {"metadata": {"name": "a", "resourceVersion": str(evs[0].rev)}, "data": {"v": "0"}}
+        assert first_prev.obj is first_prev.obj
+        assert evs[-1].prev._obj is not None  # among the newest: still decoded
+    finally:
+        await cache.stop()
+
+
 async def test_events_since_and_window(env):
     store, cache = env
     kv = await store.create(PREFIX + "ns/a", b'{"metadata":{"name":"a"}}')
