@@ -226,12 +226,12 @@ class CustomResourceStrategy(Strategy):
         todo = [o for o in objs if o.get("apiVersion") != want and (id(o), want) not in self._converted]
         if not todo:
             return
-        from .conversion import ConversionError, convert
+        from .conversion import ConversionError, convert, status_error
 
         try:
             out = await convert(self.crd, todo, want)
         except ConversionError as e:
-            raise errors.internal(str(e)) from None
+            raise status_error(e) from None
         if len(self._converted) > 4096:
             self._converted.clear()
         for o, c in zip(todo, out):

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from ... import schema
 from ...registry.apiextensions import CRD
 from ..cache import DELETED, CacheEvent
+from . import conversion
 from .establishing import EstablishingController
 from .finalizer import CRDFinalizer
 from .naming import NamingController
@@ -34,6 +35,11 @@ class CustomResources:
         self.prefix = CRD.key_prefix()
         #: CRD name -> (served (group, plural), definitions it defined, what it was built from)
         self._served: dict[str, tuple[tuple[str, str], list[str], tuple]] = {}
+        # conversion webhooks go through the admission webhooks' client (and its Service
+        # resolver); a server without admission (unit tests) converts with a one-off client
+        admission = getattr(getattr(server, "rest", None), "admission", None)
+        if admission is not None:
+            conversion.use_client(admission.client)
         self.controllers = [NamingController(client, clock=server.clock),
                             EstablishingController(client, clock=server.clock),
                             CRDFinalizer(client, clock=server.clock)]
@@ -46,6 +52,7 @@ class CustomResources:
             await c.start()
 
     async def stop(self) -> None:
+        conversion.use_client(None)
         if self._on_event in self.cache.on_event:
             self.cache.on_event.remove(self._on_event)
         for c in self.controllers:
