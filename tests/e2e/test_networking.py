@@ -200,8 +200,9 @@ def test_service_traffic_between_nodes(net_cluster):
 
     c.kubectl("scale", "deployment", "web", "--replicas=0")
     wait_for(lambda: not ready_endpoints(c, "web") and not web_pods(c), 90, "no endpoints")
-    wait_for(lambda: "goto reject-chain" in nft(c, 2, "list", "map", "ip", "kube-proxy", "no-endpoint-services"),
-             30, "reject for the service")
+    # every node's kube-proxy, not just one: the client's own node must reject too
+    wait_for(lambda: all("goto reject-chain" in nft(c, n, "list", "map", "ip", "kube-proxy", "no-endpoint-services")
+                         for n in range(3)), 30, "reject for the service on every node")
     out = run_client(c, "client-0", f"http://{ip}/", 3)
     refused = [line.split() for line in out if line.startswith("ERR")]
     assert len(refused) == 3 and all(r[1] == "ConnectionRefusedError" and float(r[2]) < 1.0 for r in refused), out
