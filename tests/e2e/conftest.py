@@ -154,6 +154,30 @@ def running_cluster(name: str, extra: tuple[str, ...] = (), env: dict | None = N
             shutil.rmtree(d, ignore_errors=True)
 
 
+#: the process runtime needs root, `ip` and `nft`; without them its tests are skipped, loudly
+PROCESS_RUNTIME = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("nft"),
+    reason="SKIPPED LOUDLY: the process runtime needs root, ip and nft (run scripts/nftables.sh)")
+
+
+@contextlib.contextmanager
+def process_cluster(store_url: str, name: str, extra: tuple[str, ...] = ()):
+    """`nanokube up --runtime process` in a fresh data dir; once it stops, none of its network
+    namespaces (`cluster.prefix`...) may be left."""
+    from nanokube.node.runtime.netns import PREFIX, cluster_tag, list_netns
+
+    d = Path(tempfile.mkdtemp(prefix=f"nanokube-e2e-{name}-"))
+    c = start_cluster(d, store_url, ("--runtime", "process", *extra))
+    c.prefix = f"{PREFIX}{cluster_tag(str(d))}-"
+    try:
+        yield c
+    finally:
+        c.stop()
+        leftovers = [n for n in list_netns() if n.startswith(c.prefix)]
+        shutil.rmtree(d, ignore_errors=True)
+        assert leftovers == [], f"namespaces left after shutdown: {leftovers}"
+
+
 #: nodes renew their leases every 0.5 s and the node lifecycle controller waits 3 s (not 50 s) for one
 FAST_HEARTBEATS = {"NANOKUBE_NODE_MONITOR_GRACE": "3", "NANOKUBE_NODE_RENEW_INTERVAL": "0.5"}
 

@@ -8,35 +8,21 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
-from pathlib import Path
 
 import pytest
 
-from nanokube.node.runtime.netns import PREFIX, cluster_tag, list_netns
-from tests.e2e.conftest import start_cluster, wait_for
+from tests.e2e.conftest import PROCESS_RUNTIME, process_cluster, wait_for
 
 CLUSTER_FILE = "examples/clusters/process-3cpu.yaml"
 MOUNT = "/mnt/nanokube-e2e-sts"
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("nft"),
-    reason="SKIPPED LOUDLY: the process runtime needs root, ip and nft (run scripts/nftables.sh)")
+pytestmark = PROCESS_RUNTIME
 
 
 @pytest.fixture(scope="module")
 def proc_cluster(store_url):
-    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-sts-"))
-    c = start_cluster(d, store_url, ("--cluster", CLUSTER_FILE, "--runtime", "process"))
-    prefix = f"{PREFIX}{cluster_tag(str(d))}-"
-    try:
+    with process_cluster(store_url, "sts", ("--cluster", CLUSTER_FILE)) as c:
         yield c
-    finally:
-        c.stop()
-        leftovers = [n for n in list_netns() if n.startswith(prefix)]
-        shutil.rmtree(d, ignore_errors=True)
-        assert leftovers == [], f"namespaces left after shutdown: {leftovers}"
 
 
 STATEFULSET = {
