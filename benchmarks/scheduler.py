@@ -155,7 +155,7 @@ def _nvidia_slices(w: Workload, i: int) -> list[dict]:
     from nanokube.node.dra.nvidia import NVIDIA_DRIVER, gpu_entries
 
     mig = w.kind == "dra-nvidia-mig"
-    gpus = f"{{driver: nvidia, model: A100-SXM4-40GB, count: 1, mig: true}}" if mig else \
+    gpus = "{driver: nvidia, model: A100-SXM4-40GB, count: 1, mig: true}" if mig else \
         f"{{driver: nvidia, model: H100-SXM5-80GB, count: {w.devices_per_node}}}"
     [node] = parse_cluster(f"pools: [{{name: n, count: 1, capacity: {{cpu: '4', memory: 32Gi}}, gpus: {gpus}}}]").nodes()
     devices, counters = gpu_entries(node.devices)

@@ -32,9 +32,9 @@ from .auth.rbac import CachePolicySource
 from .auth.serviceaccount import ServiceAccountTokens, load_or_create_key
 from . import controlplane
 from .cache import WatchCache
-from ..machinery.responses import error_response, json_response
 from .handlers import APIHandlers
 from .http_errors import StatusAppRunner, http_exceptions
+from ..machinery.responses import error_response, json_response
 from .metrics import APIMetrics
 from .rest import SYSTEM, GenericREST, ResourceIndex, User, WriteOptions
 

@@ -149,7 +149,7 @@ class APIHandlers:
             code = resp.status
             for w in request.get(_WARNINGS, ()):
                 if not resp.prepared:
-                    resp.headers.add("Warning", f'299 - "{w}"')
+                    resp.headers.add("Warning", warning_header(w))
             return resp
         except errors.APIError as e:
             code = e.code
@@ -221,14 +221,14 @@ class APIHandlers:
             "DELETE": "DELETE" if name else "DELETECOLLECTION",
         }.get(m, m)
         labels[:] = [verb, group, version, plural, sub]
+        deprecated = res.strategy.deprecation(version)
+        if deprecated:
+            request[_WARNINGS] = [deprecated]
         if res.namespaced and namespace is None and (m != "GET" or name):
             if m == "POST" and not name:
                 pass
             else:
                 raise errors.APIError(404, "NotFound", "the server could not find the requested resource")
-        deprecated = res.strategy.deprecation(version)
-        if deprecated:
-            request[_WARNINGS] = [deprecated]
         if not sub and _verb(m, name, watch) not in res.verbs:
             raise errors.method_not_allowed()
         if res.group == "" and res.plural == "bindings" and not name and m == "POST":
@@ -427,7 +427,7 @@ class APIHandlers:
             return gone
         resp = web.StreamResponse(status=200, headers={"Content-Type": _JSON, "Transfer-Encoding": "chunked"})
         for w in request.get(_WARNINGS, ()):  # a watch of a deprecated version is warned too, before it streams
-            resp.headers.add("Warning", f'299 - "{w}"')
+            resp.headers.add("Warning", warning_header(w))
         await resp.prepare(request)
         g = self.metrics.watchers.labels(res.group, version, res.kind)
         g.inc()
@@ -488,11 +488,6 @@ _PROTOBUF = "application/vnd.kubernetes.protobuf"
 _MEDIA_TYPES = "application/json, application/yaml, application/vnd.kubernetes.protobuf"
 
 
-def warning_header(text: str) -> str:
-    """A Warning header value (RFC 7234): code 299, agent "-", the text quoted with its quotes escaped."""
-    return '299 - "' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 def _verb(method: str, name: str | None, watch: bool) -> str:
     """The API verb of a request on a resource (not a subresource)."""
     if method in ("GET", "HEAD"):
@@ -500,6 +495,11 @@ def _verb(method: str, name: str | None, watch: bool) -> str:
     if method == "DELETE":
         return "delete" if name else "deletecollection"
     return {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
+
+
+def warning_header(text: str) -> str:
+    """A Warning header value (RFC 7234): code 299, agent "-", the text quoted with its quotes escaped."""
+    return '299 - "' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _patch_duplicates(raw: bytes, ctype: str, opts: WriteOptions) -> list[str]:

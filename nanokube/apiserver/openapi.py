@@ -55,6 +55,7 @@ _PATCH_TYPES = (
     "application/apply-patch+cbor",
 )
 
+
 def _patch_types(r: Resource) -> tuple[str, ...]:
     """What PATCH accepts; kubectl's client-side apply uses strategic merge only for kinds whose
     PATCH lists it (custom resources do not)."""

@@ -79,8 +79,6 @@ class ResourceIndex:
     def get(self, group: str, version: str, plural: str) -> Resource | None:
         return self._by_gvr.get((group, version, plural))
 
-    def by_kind(self, group: str, kind: str) -> Resource | None:
-        return self._by_gk.get((group, kind))
     def add(self, res: Resource) -> None:
         """Serve `res` from now on, in place of any resource of the same group and plural
         (custom resources come and change at run time)."""
@@ -101,6 +99,8 @@ class ResourceIndex:
                 del self._by_gk[(group, old.kind)]
         return old
 
+    def by_kind(self, group: str, kind: str) -> Resource | None:
+        return self._by_gk.get((group, kind))
 
     def group_versions(self) -> dict[str, list[str]]:
         """group → served versions, preferred first (upstream's priority order)."""
