@@ -162,7 +162,8 @@ async def test_storage_quota_per_class_and_claim_limits(stack):
 async def test_quota_without_status_constrains_nothing_yet(stack):
     await rc(stack, "resourcequotas").create({"metadata": {"name": "fresh", "namespace": NS},
                                               "spec": {"hard": {"count/configmaps": "0"}}})
-    await rc(stack, "configmaps").create({"metadata": {"name": "early", "namespace": NS}})
+    created = await rc(stack, "configmaps").create({"metadata": {"name": "early", "namespace": NS}})
+    assert created["metadata"]["name"] == "early"
 
 
 async def test_limit_ranger_ratio_and_pod_limits(stack):

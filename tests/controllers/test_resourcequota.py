@@ -64,7 +64,7 @@ async def test_scopes_select_what_counts(env):
     pods = client.resource("", "v1", "pods")
     await pods.create(pod("plain"))
     await pods.create(pod("sized", {"requests": {"cpu": "1"}}))
-    await eventually(used_is(client, {"pods": "1"}, "besteffort"))
+    assert await eventually(used_is(client, {"pods": "1"}, "besteffort"))
 
 
 async def test_object_counts_of_any_kind_are_replenished(env):
@@ -79,4 +79,4 @@ async def test_object_counts_of_any_kind_are_replenished(env):
                               "spec": {"selector": {"matchLabels": {"app": "a"}}, "template": tpl}})
     await eventually(used_is(client, {"count/deployments.apps": "1"}, "apps"))
     await deployments.delete("a", "default")
-    await eventually(used_is(client, {"count/deployments.apps": "0"}, "apps"))
+    assert await eventually(used_is(client, {"count/deployments.apps": "0"}, "apps"))

@@ -135,7 +135,7 @@ async def test_parallel_creates_all_at_once(env):
     client, kubelet = env
     kubelet.hold = {"web-0", "web-1", "web-2", "web-3"}
     await client.resource("apps", "v1", "statefulsets").create(statefulset(replicas=4, podManagementPolicy="Parallel"))
-    await eventually(lambda: has(client, ["web-0", "web-1", "web-2", "web-3"]))
+    assert await eventually(lambda: has(client, ["web-0", "web-1", "web-2", "web-3"]))
 
 
 async def test_partitioned_rolling_update_then_full(env):
@@ -272,7 +272,7 @@ async def test_identity_labels_are_restored(env):
     async def restored():
         pod = await podc.get("web-0", "default")
         return pod["metadata"]["labels"]["apps.kubernetes.io/pod-index"] == "0"
-    await eventually(restored)
+    assert await eventually(restored)
 
 
 @pytest.mark.parametrize("policy,first", [("Parallel", ["web-1", "web-2", "web-3"]), ("OrderedReady", ["web-3"])])
@@ -310,4 +310,4 @@ async def test_history_is_truncated_to_the_limit(env):
     async def history():
         items, _ = await client.resource("apps", "v1", "controllerrevisions").list("default")
         return sorted(r["revision"] for r in items)
-    await eventually(lambda: _equal(history, [3, 4]))
+    assert await eventually(lambda: _equal(history, [3, 4]))

@@ -49,7 +49,7 @@ def test_scheduler_uses_the_exported_kubeconfig(bare, tmp_path):
                                 stdin=subprocess.DEVNULL)
     try:
         bare.kubectl("run", "placed", "--image", "busybox", "--restart", "Never")
-        wait_for(lambda: bare.kubectl("get", "pod", "placed", "-o", "jsonpath={.spec.nodeName}").stdout, 30,
+        assert wait_for(lambda: bare.kubectl("get", "pod", "placed", "-o", "jsonpath={.spec.nodeName}").stdout, 30,
                  "the external scheduler binding the pod")
     finally:
         proc.terminate()
@@ -67,6 +67,7 @@ def test_context_picks_one_of_two(bare, tmp_path):
     two = tmp_path / "two-contexts"
     two.write_text(yaml.safe_dump(cfg))
     env = {"KUBECONFIG": str(two)}
+    assert nanokube(bare, tmp_path, "metrics", "set", "queue_length", "3").returncode == 0
     r = nanokube(bare, tmp_path, "metrics", "get", "queue_length", env=env)
     assert r.returncode != 0 and "127.0.0.1:1" in r.stderr
     r = nanokube(bare, tmp_path, "metrics", "get", "queue_length", "--context", good, env=env)

@@ -624,7 +624,7 @@ def test_a_device_taint_rule_on_a_gpu_nvidia_com_device_evicts(cluster):
         "apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "nvidia-maintenance"},
         "spec": {"deviceSelector": {"driver": DRIVER, "pool": node, "device": device},
                  "taint": {"key": "example.com/maintenance", "effect": "NoExecute"}}}))
-    wait_for(lambda: evicted(cluster, "gpu-taint-rule", "pod"))
+    assert wait_for(lambda: evicted(cluster, "gpu-taint-rule", "pod"))
     cluster.kubectl("delete", "devicetaintrule", "nvidia-maintenance")
 
 

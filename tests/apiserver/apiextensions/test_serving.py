@@ -239,4 +239,4 @@ async def test_an_invalid_conversion_ca_bundle_keeps_the_crd_from_being_establis
         got = await env.crds.get(f"widgets.{GROUP}")
         return condition(got, "Established") == ("False", "InvalidCABundle", "The conversion webhook CABundle is invalid")
 
-    await eventually(refused)
+    assert await eventually(refused)
