@@ -227,11 +227,12 @@ def _announced(log_path: Path) -> tuple[str, Path] | None:
 
 
 @contextlib.contextmanager
-def nanokube_server(data_dir: Path, store: str) -> Iterator[Server]:
-    """Runs `nanokube up --port 0` on data_dir until the block exits."""
+def nanokube_server(data_dir: Path, store: str, extra: tuple[str, ...] = ()) -> Iterator[Server]:
+    """Runs `nanokube up --port 0 [extra...]` on data_dir until the block exits."""
     data_dir.mkdir(parents=True, exist_ok=True)
     log = data_dir / "nanokube.log"
-    argv = [sys.executable, "-m", "nanokube.cli", "up", "--data-dir", str(data_dir), "--port", "0", "--store", store]
+    argv = [sys.executable, "-m", "nanokube.cli", "up", "--data-dir", str(data_dir), "--port", "0", "--store", store,
+            *extra]
     with _running(argv, log) as proc:
         url, kubeconfig = _wait_for(lambda: _announced(log), proc, "nanokube up", log)
         yield Server(url, proc.pid, kubeconfig)
