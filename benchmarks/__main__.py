@@ -44,7 +44,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gang", nargs="?", const="all", metavar="NAMES",
                    help="instead: gang scheduling and workload preemption (GangScheduling, SingleGang1024, "
                         "WorkloadPreemption; default all) next to SchedulingBasic; --upstream-size for 5000 nodes")
+    p.add_argument("--pending", nargs="?", const="5000,11000,8000", metavar="NODES,BOUND,PENDING",
+                   help="instead: pod creates over HTTPS while pods that fit nowhere queue up, with and without "
+                        "the scheduler (default 5000 fake nodes, 11000 bound pods, 8000 pending pods)")
     args = p.parse_args(argv)
+    if args.pending:
+        from . import pending
+
+        try:
+            nodes, bound, queued = (int(n) for n in args.pending.split(","))
+        except ValueError:
+            p.error("--pending: give NODES,BOUND,PENDING, e.g. 5000,11000,8000")
+        cfg = pending.PendingConfig(nodes=nodes, bound_pods=bound, pending_pods=queued)
+        signal.signal(signal.SIGTERM, _interrupt)
+        print(pending.format_table(cfg, pending.run(cfg, _progress)))
+        return 0
     if args.gang:
         from . import gang
 
