@@ -37,7 +37,8 @@ PATCH_TYPES = (
     "application/apply-patch+yaml",
 )
 _JSON = "application/json"
-_DUPLICATES = web.RequestKey("nanokube.body", bytes)  # the raw body, for the strict decoder's duplicate keys
+#: the raw body and what it decoded to, for the strict decoder's duplicate keys
+_DUPLICATES = web.RequestKey("nanokube.body", tuple)
 #: Warning headers every response to the request carries (a deprecated version's)
 _WARNINGS = web.RequestKey("nanokube.warnings", list)
 _OPTIONS_KIND = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions", "DELETE": "DeleteOptions"}
@@ -342,15 +343,18 @@ class APIHandlers:
         raw = await self._raw(request)
         body = _decode_body(raw, _content_type(request))
         if type(body) is dict:
-            request[_DUPLICATES] = raw
+            request[_DUPLICATES] = (raw, body)
         return body
 
     def _duplicate_warnings(self, request: web.Request, res: Resource, version: str, opts: WriteOptions) -> list[str]:
         """The strict decoder's `duplicate field` errors (Strict) or warnings (Warn) for the body."""
-        raw = request.get(_DUPLICATES)
+        raw, body = request.get(_DUPLICATES) or (b"", None)
         if not raw or opts.field_validation == "Ignore":
             return []
-        texts = serializer.duplicates(raw, _content_type(request) in ("application/yaml", "application/x-yaml"))
+        ctype = _content_type(request)
+        # called before the write touches the body, so a JSON body is still what orjson decoded
+        texts = serializer.duplicates(raw, ctype in ("application/yaml", "application/x-yaml"),
+                                      body if ctype == _JSON else None)
         if texts and opts.field_validation == "Strict":
             raise errors.bad_request(f'{res.kind} in version "{version}" cannot be handled as a {res.kind}: '
                                      f'strict decoding error: {", ".join(texts)}')

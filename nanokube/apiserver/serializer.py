@@ -71,8 +71,14 @@ def loads_json(raw: bytes | str) -> Any:
         if "depth" in str(e) or "recursion" in str(e).lower():
             raise too_deep() from None
         raise
-    check_depth(obj)
+    if _containers(raw) > MAX_DEPTH:  # a value cannot nest deeper than the body has brackets
+        check_depth(obj)
     return obj
+
+
+def _containers(raw: bytes | str) -> int:
+    """Opening brackets in a JSON text (those inside strings too): a bound on its nesting depth."""
+    return raw.count(b"{") + raw.count(b"[") if isinstance(raw, bytes) else raw.count("{") + raw.count("[")
 
 
 def loads_yaml(raw: bytes | str) -> Any:
@@ -179,13 +185,15 @@ class _DuplicateKeys(_Loader):
         return super().construct_mapping(node, deep=deep)
 
 
-def duplicates(raw: bytes, yaml_body: bool) -> list[str]:
+def duplicates(raw: bytes, yaml_body: bool, parsed: Any = None) -> list[str]:
     """The strict decoder's texts for the keys a body repeats: `duplicate field "spec.a"` for
     JSON (what kubectl sends, also as apply YAML), go-yaml's `line N: key "a" already set in
-    map` for YAML; [] when the body does not parse (its decoding reports that)."""
+    map` for YAML; [] when the body does not parse (its decoding reports that). `parsed` is
+    the JSON body as orjson decoded it, when the caller has it."""
     if not yaml_body or raw.lstrip()[:1] in (b"{", "["):
         try:
-            return [f'duplicate field "{p}"' for p in duplicate_fields(raw, orjson.loads(raw))]
+            obj = orjson.loads(raw) if parsed is None else parsed
+            return [f'duplicate field "{p}"' for p in duplicate_fields(raw, obj)]
         except orjson.JSONDecodeError:
             if not yaml_body:
                 return []
@@ -207,8 +215,7 @@ def duplicate_fields(raw: bytes, obj: Any) -> list[str]:
     otherwise the body is parsed again keeping every pair."""
     if not isinstance(obj, (dict, list)) or len(raw) > 4 * 1024 * 1024:
         return []
-    colons = _STRINGS.sub(b"", raw).count(b":")
-    if colons == _members(obj):
+    if _no_member_dropped(raw, obj):
         return []
     found: list[str] = []
     try:
@@ -229,6 +236,18 @@ def duplicate_fields(raw: bytes, obj: Any) -> list[str]:
         elif type(v) is list:
             stack.extend((x, f"{path}[{i}]") for i, x in enumerate(v))
     return list(dict.fromkeys(found))
+
+
+def _no_member_dropped(raw: bytes, obj: Any) -> bool:
+    """Whether `raw` has one ':' outside strings per member of `obj`. Without `\\u` escapes
+    each ':' inside a string is one in its decoded text, which orjson writes back as is, so
+    the body has as many ':' as `obj` written back unless members were dropped."""
+    if b"\\u" not in raw:
+        try:
+            return raw.count(b":") == orjson.dumps(obj).count(b":")
+        except orjson.JSONEncodeError:  # nested deeper than orjson writes
+            pass
+    return _STRINGS.sub(b"", raw).count(b":") == _members(obj)
 
 
 class _Pairs(list):
