@@ -12,6 +12,7 @@ maps are granular, lists atomic.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from dataclasses import field as dc_field
@@ -482,6 +483,10 @@ class _Manager:
     subresource: str
     fields: set[Path]
     time: str | None = None
+    #: (size, FieldsV1 object) of the canonical entry `fields` was read from: after decoding a
+    #: manager's set only loses paths, so while its size is unchanged that object still encodes it
+    #: (shared with the stored object, which nobody mutates)
+    source: tuple[int, dict[str, Any]] | None = None
 
     @property
     def ident(self) -> tuple[str, str, str, str]:
@@ -505,6 +510,9 @@ class _Manager:
             self.subresource,
         )
 
+    def unchanged(self) -> bool:
+        return self.source is not None and len(self.fields) == self.source[0]
+
     def encode(self) -> dict[str, Any]:
         entry: dict[str, Any] = {
             "manager": self.manager,
@@ -514,7 +522,7 @@ class _Manager:
         if self.time:
             entry["time"] = self.time
         entry["fieldsType"] = "FieldsV1"
-        entry["fieldsV1"] = fp.to_fields_v1(self.fields)
+        entry["fieldsV1"] = self.source[1] if self.unchanged() else fp.to_fields_v1(self.fields)
         if self.subresource:
             entry["subresource"] = self.subresource
         return entry
@@ -542,7 +550,9 @@ def _ident_text(m: _Manager) -> str:
     return json.dumps(d, separators=(",", ":"))
 
 
+@functools.lru_cache(maxsize=1024)
 def _unix(t: str | None) -> int:
+    """Seconds of a manager's timestamp (entries of one second share it, so it is parsed once)."""
     if not t:
         return 0
     return int(datetime.fromisoformat(t).timestamp())
@@ -558,17 +568,21 @@ def _decode(obj: dict[str, Any] | None) -> dict[tuple, _Manager]:
         if e.get("fieldsType", "FieldsV1") != "FieldsV1" and e:
             raise fp.MalformedFields(f"unknown fieldsType {e.get('fieldsType')!r}")
         _unix(e.get("time"))
+        fields_v1 = e.get("fieldsV1") or {}
+        fields, canonical = fp.decode_fields_v1(fields_v1)
         m = _Manager(
             e.get("manager", ""),
             e.get("operation", ""),
             e.get("apiVersion", ""),
             e.get("subresource", ""),
-            fp.from_fields_v1(e.get("fieldsV1") or {}),
+            fields,
             e.get("time"),
+            (len(fields), fields_v1) if canonical else None,
         )
         prev = out.get(m.ident)
         if prev:
             m.fields |= prev.fields
+            m.source = None
         out[m.ident] = m
     return out
 
@@ -869,7 +883,8 @@ def _track(
         mid = _ident(manager, operation, api_version, subresource)
         previous = managers.get(mid)
         owned = mine | (previous.fields if previous else set())
+        source = previous.source if previous and previous.unchanged() and len(owned) == len(previous.fields) else None
         managers[mid] = _Manager(
-            manager, operation, api_version, subresource, owned, now
+            manager, operation, api_version, subresource, owned, now, source
         )
     return _encode(result, managers)

@@ -213,9 +213,10 @@ def _emit(node: _Node, include_self: bool) -> dict[str, Any]:
 
 
 #: encodings and decodings of recent field sets: an object's managers rarely
-#: change their sets, so most writes re-encode what they just decoded
+#: change their sets, so most writes re-encode what they just decoded; a
+#: decoding notes whether its text is the one `to_fields_v1` writes
 _ENCODED: dict[frozenset, bytes] = {}
-_DECODED: dict[bytes, frozenset] = {}
+_DECODED: dict[bytes, tuple[frozenset, bool]] = {}
 _CACHE_LIMIT = 4096
 
 
@@ -260,6 +261,12 @@ def _parse(obj: dict[str, Any], prefix: Path, out: set[Path]) -> None:
 
 def from_fields_v1(obj: dict[str, Any]) -> set[Path]:
     """Parse a FieldsV1 object; raises MalformedFields on a malformed one."""
+    return decode_fields_v1(obj)[0]
+
+
+def decode_fields_v1(obj: dict[str, Any]) -> tuple[set[Path], bool]:
+    """(field set, whether `obj` is exactly what `to_fields_v1` makes of it): a canonical
+    object can stand for its set again as long as the set is unchanged, without encoding it."""
     try:
         key = orjson.dumps(obj)
     except TypeError:
@@ -271,8 +278,9 @@ def from_fields_v1(obj: dict[str, Any]) -> set[Path]:
         out.discard(())
         if len(_DECODED) >= _CACHE_LIMIT:
             _DECODED.clear()
-        parsed = _DECODED[key] = frozenset(out)
-    return set(parsed)
+        paths = frozenset(out)
+        parsed = _DECODED[key] = (paths, orjson.dumps(_emit(_tree(paths), False)) == key)
+    return set(parsed[0]), parsed[1]
 
 
 def without_prefixes(paths: Iterable[Path], prefixes: Iterable[Path]) -> set[Path]:

@@ -362,3 +362,20 @@ def test_update_leaves_the_written_object_alone():
     del without["metadata"]["managedFields"]
     update(live, without, "editor", T1)
     assert "managedFields" not in without["metadata"]
+
+
+def test_an_untouched_canonical_entry_is_carried_over_and_a_non_canonical_one_rewritten():
+    old = update(None, configmap(a="1"), "alice", T0)
+    new = update(old, {**configmap(a="1", b="2"), "metadata": {**old["metadata"]}}, "bob", T1)
+    alice_old, alice_new = (next(e for e in o["metadata"]["managedFields"] if e["manager"] == "alice") for o in (old, new))
+    assert alice_new["fieldsV1"] is alice_old["fieldsV1"]
+    # the same set written with its members out of upstream's order comes back in that order
+    scrambled = copy.deepcopy(old)
+    labels = scrambled["metadata"]["managedFields"][0]["fieldsV1"]["f:metadata"]["f:labels"]
+    scrambled["metadata"]["managedFields"][0]["fieldsV1"]["f:metadata"]["f:labels"] = dict(reversed(labels.items()))
+    data = scrambled["metadata"]["managedFields"][0]["fieldsV1"]["f:data"]
+    scrambled["metadata"]["managedFields"][0]["fieldsV1"]["f:data"] = dict(reversed(data.items()))
+    rewritten = update(scrambled, {**configmap(a="1", b="2"), "metadata": {**scrambled["metadata"]}}, "bob", T1)
+    alice = next(e for e in rewritten["metadata"]["managedFields"] if e["manager"] == "alice")
+    assert orjson.dumps(alice["fieldsV1"]) == orjson.dumps(alice_old["fieldsV1"])
+    assert alice["fieldsV1"] is not scrambled["metadata"]["managedFields"][0]["fieldsV1"]
