@@ -84,12 +84,19 @@ async def _rate(count: int, concurrency: int, make) -> tuple[float, list[float]]
     return count / (time.perf_counter() - start), latencies
 
 
-async def _rejected_count(api: PodsApi) -> int:
-    """Pending pods the scheduler has reported on (PodScheduled=False)."""
-    body = orjson.loads(await api.call("GET", api.pods, params={"labelSelector": "bench.nanokube.io/pending=true"}))
-    return sum(1 for p in body["items"]
-               if any(c.get("type") == "PodScheduled" and c.get("status") == "False"
-                      for c in p.get("status", {}).get("conditions", [])))
+async def _count_rejections(api: PodsApi, rv: str, wanted: int, seen: set[str]) -> None:
+    """Follows a watch on the pending pods until the scheduler has reported on `wanted` of them
+    (PodScheduled=False); a watch, so waiting costs the server one watcher, not repeated LISTs."""
+    params = {"watch": "1", "resourceVersion": rv, "labelSelector": "bench.nanokube.io/pending=true",
+              "allowWatchBookmarks": "false"}
+    async with api.session.get(api.pods, params=params) as resp:
+        async for line in resp.content:
+            pod = orjson.loads(line)["object"]
+            if any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+                   for c in pod.get("status", {}).get("conditions", [])):
+                seen.add(pod["metadata"]["name"])
+                if len(seen) >= wanted:
+                    return
 
 
 async def _measure(server: Server, ssl_ctx, cfg: PendingConfig, with_scheduler: bool,
@@ -121,15 +128,19 @@ async def _measure(server: Server, ssl_ctx, cfg: PendingConfig, with_scheduler: 
         bound_rate, _ = await _rate(cfg.bound_pods, cfg.concurrency, lambda i: api.call("POST", api.pods, bound(i)))
         await asyncio.sleep(2.0)  # let the informers and the watch cache settle before measuring
         progress(f"  {cfg.pending_pods} pending pods, {cfg.concurrency} in flight")
+        rejected: set[str] = set()
+        follower = asyncio.create_task(_count_rejections(api, await api.list_resource_version(),
+                                                         cfg.pending_pods if with_scheduler else 0, rejected))
         cpu0 = _cpu_seconds(server.pid)
         rate, latencies = await _rate(cfg.pending_pods, cfg.concurrency,
                                       lambda i: api.call("POST", api.pods, pending(i)))
         last_create = time.perf_counter()
         caught_up = 0.0
         if with_scheduler:
-            while await _rejected_count(api) < cfg.pending_pods:
-                await asyncio.sleep(0.5)
+            await follower
             caught_up = time.perf_counter() - last_create
+        else:
+            follower.cancel()
         cpu = _cpu_seconds(server.pid) - cpu0
     return {
         "pending pod creates (pods/s)": rate,
