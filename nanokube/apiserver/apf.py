@@ -26,7 +26,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from ..machinery import errors
 from ..machinery.responses import error_response
-from .auth.authorizer import Attributes, attributes_for
+from .auth.authorizer import Attributes, request_attributes
+from .metrics import children
 
 SERVER_CONCURRENCY = 600
 _LONG_RUNNING = ("exec", "attach", "portforward", "proxy")
@@ -137,6 +138,7 @@ class FlowControl:
         self.executing = Gauge("apiserver_flowcontrol_current_executing_requests",
                                "Number of requests in initial (for a WATCH) or any (for a non-WATCH) execution stage",
                                ["flow_schema", "priority_level"], registry=self.registry)
+        self._dispatched, self._executing = children(self.dispatched), children(self.executing)
         for inf in (schemas, levels):
             inf.add_handlers(self._changed, lambda old, new: self._changed(new), self._changed)
 
@@ -182,7 +184,7 @@ class FlowControl:
         user = request.get("user")
         if user is None:
             return await handler(request)
-        a = attributes_for(request.method, request.path, request.query)
+        a = request_attributes(request)
         found = self.classify(user, a)
         if found is None:
             return await handler(request)
@@ -199,12 +201,13 @@ class FlowControl:
             resp = error_response(e)
             resp.headers.update(headers)
             return resp
-        self.dispatched.labels(*labels).inc()
-        self.executing.labels(*labels).inc()
+        self._dispatched(*labels).inc()
+        executing = self._executing(*labels)
+        executing.inc()
         try:
             resp = await handler(request)
         finally:
-            self.executing.labels(*labels).dec()
+            executing.dec()
             if level is not None:
                 level.release()
         if not resp.prepared:

@@ -23,7 +23,8 @@ from .admission import AUDIT_ANNOTATIONS as ADMISSION_AUDIT
 from .admission import Admission
 from .audit import ANNOTATIONS as AUDIT_ANNOTATIONS
 from .audit import AuditLog
-from .auth import RBACAuthorizer, attributes_for, bootstrap_policy, forbidden
+from .auth import RBACAuthorizer, bootstrap_policy, forbidden
+from .auth.authorizer import request_attributes
 from .auth.impersonation import impersonate
 from .auth.requestheader import is_front_proxy, user_from_headers
 from .auth.reviews import Reviews
@@ -246,12 +247,12 @@ class APIServer:
             if request.headers.get("Authorization"):
                 return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                                       "message": "Unauthorized", "reason": "Unauthorized", "code": 401}, 401)
-            return error_response(forbidden("system:anonymous", attributes_for(request.method, request.path, request.query)))
+            return error_response(forbidden("system:anonymous", request_attributes(request)))
         try:
             user = impersonate(request.headers, user, self.authorizer.authorize)
         except errors.APIError as e:
             return error_response(e)
-        attrs = attributes_for(request.method, request.path, request.query)
+        attrs = request_attributes(request)
         decision = self.authorizer.authorize(user.name, user.groups, attrs)
         request["user"] = user
         request[AUDIT_ANNOTATIONS] = {"authorization.k8s.io/decision": "allow" if decision.allowed else "forbid"}

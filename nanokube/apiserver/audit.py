@@ -14,12 +14,14 @@ import orjson
 from aiohttp import web
 
 from ..clock import REAL, Clock
-from .auth.authorizer import attributes_for
+from .auth.authorizer import request_attributes
 
 log = logging.getLogger(__name__)
 
 #: request key under which authentication/authorization leave the event's annotations
 ANNOTATIONS = web.RequestKey("audit_annotations", dict)
+#: the object a successful write answered with, which the handler leaves so the event need not decode its body
+RESPONSE_OBJECT = web.RequestKey("audit_response_object", dict)
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 
 
@@ -34,7 +36,7 @@ class AuditLog:
 
     @web.middleware
     async def middleware(self, request: web.Request, handler) -> web.StreamResponse:
-        attrs = attributes_for(request.method, request.path, request.query)
+        attrs = request_attributes(request)
         if attrs.verb not in WRITE_VERBS:
             return await handler(request)
         received = self.clock.rfc3339_micro()
@@ -52,9 +54,10 @@ class AuditLog:
         if attrs.resource_request:
             ref = {"resource": attrs.resource, "namespace": attrs.namespace, "name": attrs.name,
                    "apiGroup": attrs.group, "apiVersion": attrs.version, "subresource": attrs.subresource}
+        obj = request.get(RESPONSE_OBJECT) if response.status < 300 else None
         self._emit(
             verb=attrs.verb, uri=str(request.rel_url), user=user, ref=ref, code=response.status,
-            body=_json_body(response), received=received, audit_id=request.headers.get("Audit-ID") or str(uuid.uuid4()),
+            body=obj if obj is not None else _json_body(response), received=received, audit_id=request.headers.get("Audit-ID") or str(uuid.uuid4()),
             source_ips=[request.remote] if request.remote else [], user_agent=request.headers.get("User-Agent", ""),
             annotations=dict(request.get(ANNOTATIONS) or {}),
         )

@@ -21,6 +21,7 @@ from ..clock import Clock
 from ..registry.base import Resource
 from ..machinery import errors
 from . import discovery, serializer, tables
+from .audit import RESPONSE_OBJECT
 from .rest import GenericREST, ResourceIndex, User, WriteOptions
 from ..machinery.responses import dumps, error_response, json_response
 from .options import delete_options, dry_run_errors, field_manager_errors, integer, options_invalid
@@ -165,8 +166,8 @@ class APIHandlers:
         finally:
             verb, g, v, r, s = labels
             if verb and verb != "WATCH":
-                self.metrics.requests.labels(verb, g, v, r, s, str(code)).inc()
-                self.metrics.latency.labels(verb, g, v, r, s).observe(time.perf_counter() - t0)
+                self.metrics.request_count(verb, g, v, r, s, str(code)).inc()
+                self.metrics.request_latency(verb, g, v, r, s).observe(time.perf_counter() - t0)
 
     async def _route(self, request: web.Request, path: str, labels: list) -> web.StreamResponse:
         parts = [p for p in path.split("/") if p]
@@ -373,6 +374,7 @@ class APIHandlers:
 
     def _render_write(self, request: web.Request, res: Resource, r, version: str) -> web.Response:
         resp = json_response(r.obj, r.code)
+        request[RESPONSE_OBJECT] = r.obj
         for w in r.warnings:
             resp.headers.add("Warning", warning_header(w))
         return resp

@@ -17,9 +17,15 @@ class InstrumentedStore(Store):
     def __init__(self, inner: Store, histogram) -> None:
         self.inner = inner
         self._h = histogram
+        #: the histogram's children by (operation, resource): `labels()` validates and locks each call
+        self._children: dict[tuple[str, str], object] = {}
 
     def _obs(self, op: str, key: str, t0: float) -> None:
-        self._h.labels(op, _resource(key)).observe(time.perf_counter() - t0)
+        labels = (op, _resource(key))
+        child = self._children.get(labels)
+        if child is None:
+            child = self._children[labels] = self._h.labels(*labels)
+        child.observe(time.perf_counter() - t0)
 
     async def start(self) -> None:
         await self.inner.start()

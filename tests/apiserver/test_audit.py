@@ -5,7 +5,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from nanokube.apiserver.audit import ANNOTATIONS, AuditLog
+from nanokube.apiserver.audit import ANNOTATIONS, RESPONSE_OBJECT, AuditLog
 from nanokube.machinery.user import User
 
 
@@ -31,9 +31,18 @@ async def http(tmp_path):
     async def get(request):
         return web.json_response({"kind": "ConfigMap"})
 
+    async def update(request):
+        """A handler that leaves the object it answered with: the event reads it, not the body."""
+        request[RESPONSE_OBJECT] = {"kind": "ConfigMap", "metadata": {"name": "cm", "uid": "u2", "resourceVersion": "9"}}
+        if request.headers.get("X-Fail"):
+            return web.json_response({"kind": "Status", "status": "Failure", "reason": "Conflict", "message": "stale",
+                                      "code": 409}, status=409)
+        return web.Response(body=b"not read", status=200)
+
     app = web.Application(middlewares=[audit.middleware, authn])
     app.router.add_post("/api/v1/namespaces/{ns}/configmaps", create)
     app.router.add_get("/api/v1/namespaces/{ns}/configmaps/{name}", get)
+    app.router.add_put("/api/v1/namespaces/{ns}/configmaps/{name}", update)
     client = TestClient(TestServer(app))
     await client.start_server()
     yield client, tmp_path / "audit.log"
@@ -70,3 +79,14 @@ async def test_refused_writes_are_logged_too(http):
     assert forbidden["annotations"] == {"authorization.k8s.io/decision": "forbid"}
     assert "name" not in forbidden["objectRef"]
     assert anonymous["user"] == {"username": "system:anonymous", "groups": ["system:unauthenticated"]}
+
+
+async def test_the_object_a_handler_answered_with_stands_for_its_body_only_on_success(http):
+    client, path = http
+    await client.put("/api/v1/namespaces/team/configmaps/cm", json={}, headers={"X-User": "alice"})
+    await client.put("/api/v1/namespaces/team/configmaps/cm", json={}, headers={"X-User": "alice", "X-Fail": "1"})
+    ok, failed = events(path)
+    assert ok["objectRef"]["uid"] == "u2" and ok["objectRef"]["resourceVersion"] == "9"
+    assert failed["responseStatus"] == {"metadata": {}, "code": 409, "status": "Failure", "message": "stale",
+                                        "reason": "Conflict"}
+    assert "uid" not in failed["objectRef"]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aiohttp import web
+
 from ...machinery import errors
 
 _NAMESPACE_SUBRESOURCES = ("status", "finalize")
@@ -75,6 +77,17 @@ def attributes_for(method: str, path: str, query) -> Attributes:
         verb = _VERBS.get(method, method.lower())
     return Attributes(verb, path, True, group, version, resource, subresource, namespace, name,
                       query.get("fieldSelector", "") if verb in ("list", "watch") else "")
+
+
+_ATTRIBUTES = web.RequestKey("nanokube.attributes", Attributes)
+
+
+def request_attributes(request: web.Request) -> Attributes:
+    """attributes_for an HTTP request, worked out once: audit, authentication and APF each ask."""
+    a = request.get(_ATTRIBUTES)
+    if a is None:
+        a = request[_ATTRIBUTES] = attributes_for(request.method, request.path, request.query)
+    return a
 
 
 def forbidden(user_name: str, a: Attributes, reason: str = "") -> errors.APIError:
