@@ -28,7 +28,12 @@ from ..machinery.user import User
 from .cache import ADDED, DELETED, MODIFIED, CacheEvent, WatchCache, Watcher, stored_value
 from ..machinery.selectors import matches_fields, matches_labels, parse_field_selector, parse_label_selector
 
-_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def name_suffix(prefix: str) -> str:
+    """Five random characters, as upstream's SimpleNameGenerator appends to generateName."""
+    return "".join(secrets.choice(NAME_CHARS) for _ in range(5))
 
 
 SYSTEM = User("system:apiserver", ("system:masters",))
@@ -153,6 +158,8 @@ class GenericREST:
         self.admission = admission
         #: the audit log (audit.AuditLog), which the loopback client reports in-process writes to; None when off
         self.audit = None
+        #: generateName's suffix for a prefix; a simulation puts seeded draws here so its runs repeat
+        self.name_suffix = name_suffix
 
     # --- helpers ---------------------------------------------------------
 
@@ -462,7 +469,7 @@ class GenericREST:
         if md.get("resourceVersion"):
             raise errors.bad_request("resourceVersion should not be set on objects to be created")
         if not md.get("name") and md.get("generateName"):
-            md["name"] = md["generateName"] + "".join(secrets.choice(_NAME_CHARS) for _ in range(5))
+            md["name"] = md["generateName"] + self.name_suffix(md["generateName"])
         md["uid"] = str(uuid.uuid4())
         md["creationTimestamp"] = self.clock.rfc3339()
         for f in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
