@@ -178,8 +178,9 @@ async def test_min_count_follows_parallelism(env):
     jobs = client.resource("batch", "v1", "jobs")
     await jobs.create(job(scheduling=GANG, completions=None))
     await eventually(lambda: pods_of(client, 3))
-    cur = await jobs.get("train", "default")
-    await jobs.update({**cur, "spec": {**cur["spec"], "parallelism": 5}})
+    # a patch, as `kubectl patch` sends it: the controller writes the Job's status meanwhile,
+    # so a get-then-update would race it into a 409
+    await jobs.patch("train", {"spec": {"parallelism": 5}}, namespace="default")
 
     async def groups_at_five():
         [wl] = await listed(client, *SCHED, "workloads")
