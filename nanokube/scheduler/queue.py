@@ -57,9 +57,13 @@ class UnschedulablePods(dict):
         self.by_plugin: dict[str, dict[str, None]] = {}
         self.gated_in_group: dict[str, dict[str, None]] = {}
         self.gated = 0
-        self._meta: dict[str, tuple[tuple[str, ...], str | None]] = {}  # plugins, gated member's group
+        #: key -> its rejecting plugins, its group if gated, and its place in arrival order
+        self._meta: dict[str, tuple[tuple[str, ...], str | None, int]] = {}
+        self._arrivals = itertools.count()
 
     def __setitem__(self, key: str, info) -> None:
+        # a key already here keeps its place in the dict, so it keeps its arrival number
+        seq = self._meta[key][2] if key in self else next(self._arrivals)
         if key in self:
             self._unindex(key)
         super().__setitem__(key, info)
@@ -70,12 +74,12 @@ class UnschedulablePods(dict):
             group = "" if isinstance(info, QueuedPodGroupInfo) else (group_key(info.pod) or "")
             if group:
                 self.gated_in_group.setdefault(group, {})[key] = None
-        self._meta[key] = plugins, group
+        self._meta[key] = plugins, group, seq
         for p in plugins:
             self.by_plugin.setdefault(p, {})[key] = None
 
     def _unindex(self, key: str) -> None:
-        plugins, group = self._meta.pop(key, ((), None))
+        plugins, group, _ = self._meta.pop(key, ((), None, 0))
         for p in plugins:
             keys = self.by_plugin.get(p)
             if keys is not None:
@@ -118,15 +122,18 @@ class UnschedulablePods(dict):
             yield info
 
     def rejected_by(self, plugins) -> list:
-        """The pods any of `plugins` rejected, in arrival order."""
+        """The pods any of `plugins` rejected, in arrival order: a walk of the pool when they are
+        a good part of it, else a sort of just their keys (a bound pod's event concerns none of
+        thousands of pods a nodeSelector keeps out)."""
         keys: set[str] = set()
         for p in plugins:
             keys.update(self.by_plugin.get(p, ()))
+        if not keys:
+            return []
         if len(keys) * 4 >= len(self):
             return [info for key, info in self.items() if key in keys]
-        order = {key: i for i, key in enumerate(self)} if len(keys) > 64 else None
-        picked = sorted(keys, key=order.__getitem__) if order is not None else [k for k in self if k in keys]
-        return [self[k] for k in picked]
+        meta = self._meta
+        return [self[k] for k in sorted(keys, key=lambda k: meta[k][2])]
 
 
 class InFlight(dict):
@@ -191,15 +198,19 @@ class SchedulingQueue:
         #: set whenever backoffQ or the unschedulable pool may hold a pod for the flushers
         self._flushable = asyncio.Event()
         self._closed = False
+        metrics.pending_from(self._pending_counts)
 
     def _fwk(self, pod: dict) -> Framework:
         return self.frameworks[(pod.get("spec") or {}).get("schedulerName") or "default-scheduler"]
 
     def _gauge(self) -> None:
-        gated = self.unschedulable.gated
-        if self.backoff or len(self.unschedulable) > gated:
+        """Wakes the flushers once backoffQ or the unschedulable pool holds a pod they may move."""
+        if self.backoff or len(self.unschedulable) > self.unschedulable.gated:
             self._flushable.set()
-        self.metrics.pending(len(self.active_keys), len(self.backoff), len(self.unschedulable) - gated, gated)
+
+    def _pending_counts(self) -> tuple[int, int, int, int]:
+        gated = self.unschedulable.gated
+        return len(self.active_keys), len(self.backoff), len(self.unschedulable) - gated, gated
 
     def _push_active(self, info: PodInfo, event: str) -> None:
         key = self._fwk(info.pod).queue_sort.sort_key(info)

@@ -9,7 +9,8 @@ import time
 import pytest
 
 from nanokube.scheduler.cache import Cache, Snapshot
-from nanokube.scheduler.framework import ASSIGNED_POD, NODE, Action, ClusterEvent
+from nanokube.scheduler.framework import ASSIGNED_POD, NODE, Action, ClusterEvent, PodInfo
+from nanokube.scheduler.queue import UnschedulablePods
 from nanokube.scheduler.scheduler import Scheduler
 from tests.controllers import eventually, make_stack
 from tests.scheduler import node, pod
@@ -149,3 +150,22 @@ def test_an_event_visits_only_the_pods_its_plugins_rejected():
     assert [i.key for i in q.unschedulable.rejected_by(("NodeResourcesFit",))] == ["default/big"]
     q.on_event(ClusterEvent(ASSIGNED_POD, Action.DELETE, "AssignedPodDelete"), pod("x", "1"), None)
     assert "default/selector" in q.unschedulable and "default/big" not in q.unschedulable
+
+
+def test_the_pods_an_event_concerns_come_in_arrival_order_without_the_others():
+    pool = UnschedulablePods()
+    infos = []
+    for i in range(200):
+        info = PodInfo(pod(f"p{i}"), 0.0)
+        info.unschedulable_plugins = {"NodeResourcesFit"} if i % 50 == 7 else {"NodeAffinity"}
+        pool[info.key] = info
+        infos.append(info)
+    assert pool.rejected_by(("InterPodAffinity",)) == []
+    assert [i.key for i in pool.rejected_by(("NodeResourcesFit",))] == [
+        "default/p7", "default/p57", "default/p107", "default/p157"]
+    del pool["default/p57"]
+    pool[infos[57].key] = infos[57]  # back in the pool: last in arrival order
+    pool[infos[107].key] = infos[107]  # set again while in it: keeps its place
+    assert [i.key for i in pool.rejected_by(("NodeResourcesFit",))] == [
+        "default/p7", "default/p107", "default/p157", "default/p57"]
+    assert [i.key for i in pool.rejected_by(("NodeAffinity", "NodeResourcesFit"))] == list(pool)
