@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import compress
 
 from .cache import Snapshot
 from .framework import Code, CycleState, Framework, NodeToStatus, PodInfo, Status, unschedulable
@@ -174,5 +175,5 @@ class Algorithm:
         top = max(totals)
         if totals.count(top) == 1:
             return nodes[totals.index(top)].name
-        ties = [i for i, s in enumerate(totals) if s == top]
+        ties = list(compress(range(len(totals)), map(top.__eq__, totals)))
         return nodes[ties[self.rng.randrange(len(ties))]].name

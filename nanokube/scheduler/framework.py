@@ -396,7 +396,9 @@ class Framework:
         if not columns:
             return [offset] * n
         (first, w), rest = columns[0], columns[1:]
-        totals = [s * w + offset for s in first] if w != 1 or offset else list(first)
+        if w != 1:
+            first = list(map(mul, first, repeat(w, n)))
+        totals = list(map(add, first, repeat(offset, n))) if offset else list(first)
         for scores, w in rest:
             totals = list(map(add, totals, scores if w == 1 else map(mul, scores, repeat(w, n))))
         return totals

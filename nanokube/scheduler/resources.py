@@ -3,6 +3,7 @@ Filter and Score compare integers instead of parsing quantities per node."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from ..machinery.quantity import QuantityError, parse
@@ -54,11 +55,18 @@ class Resources:
 
 
 def _value(name: str, q) -> int:
+    return _scaled(str(q), name == CPU)
+
+
+@functools.lru_cache(maxsize=4096)
+def _scaled(text: str, milli: bool) -> int:
+    """A quantity in thousandths (CPU) or rounded up to an integer: the rounding is exact
+    `Fraction` arithmetic, and a cluster's pods and nodes repeat a few strings ("100m", "500Mi")."""
     try:
-        parsed = parse(str(q))
+        parsed = parse(text)
     except QuantityError:
         return 0
-    return parsed.milli() if name == CPU else parsed.ceil()
+    return parsed.milli() if milli else parsed.ceil()
 
 
 def from_list(rl: dict | None) -> Resources:

@@ -270,6 +270,11 @@ class Scheduler:
 
     # --- the cycle ---------------------------------------------------------
 
+    def cycle_state(self) -> CycleState:
+        """A new cycle's state; one cycle in ten records its plugins' durations (for a pod group's
+        trial placements too: a 1024-pod gang is 1024 cycles)."""
+        return CycleState(self._metrics_rng.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT)
+
     def schedule_one(self, info: PodInfo) -> None:
         pod = info.pod
         fwk = self.frameworks[(pod.get("spec") or {}).get("schedulerName") or "default-scheduler"]
@@ -277,7 +282,7 @@ class Scheduler:
         if pod["metadata"].get("deletionTimestamp") or self.cache.is_assumed(info.uid):
             self.queue.done(info)
             return
-        state = CycleState(self._metrics_rng.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT)
+        state = self.cycle_state()
         self.cache.update_snapshot(self.snapshot)
         try:
             node, _, _ = self.algorithm.schedule(fwk, state, info, self.snapshot)

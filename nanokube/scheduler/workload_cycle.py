@@ -210,7 +210,7 @@ class WorkloadCycle:
                 if scheduled + remaining < need:
                     break
                 remaining -= 1
-                state = CycleState()
+                state = self.s.cycle_state()
                 try:
                     node, _, _ = self.s.algorithm.schedule(fwk, state, info, view)
                 except FitError as e:

@@ -70,9 +70,15 @@ def _term(t: dict, pod: dict, weight: int = 0) -> Term:
     return Term(sel, frozenset(namespaces), selector_from_object(ns_sel), t.get("topologyKey", ""), weight)
 
 
+#: the terms of a pod without inter-pod affinity (most pods), shared
+NO_TERMS = Terms([], [], [])
+
+
 def terms(pod: dict) -> Terms:
     affinity = ((pod.get("spec") or {}).get("affinity")) or {}
     pa, paa = affinity.get("podAffinity") or {}, affinity.get("podAntiAffinity") or {}
+    if not (pa or paa):
+        return NO_TERMS
 
     def required(a: dict) -> list[Term]:
         return [_term(t, pod) for t in a.get("requiredDuringSchedulingIgnoredDuringExecution") or []]

@@ -3,10 +3,13 @@ tolerate the node.kubernetes.io/unschedulable:NoSchedule taint."""
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from ..framework import NODE, Action, ClusterEvent, Hint, Registration, unschedulable
 from ...machinery.scheduling import tolerates
 
 REASON = "node(s) were unschedulable"
+_UNSCHEDULABLE = attrgetter("unschedulable")
 TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 
 
@@ -28,7 +31,9 @@ class NodeUnschedulable:
         return unschedulable(REASON, resolvable=False)
 
     def filter_nodes(self, state, info, nodes) -> dict:
-        """`filter` over many nodes: only unschedulable ones can fail."""
+        """`filter` over many nodes: only unschedulable ones can fail (and usually none is)."""
+        if not any(map(_UNSCHEDULABLE, nodes)):
+            return {}
         return {i: st for i, n in enumerate(nodes) if n.unschedulable and (st := self.filter(state, info, n)) is not None}
 
     def events_to_register(self) -> list[Registration]:

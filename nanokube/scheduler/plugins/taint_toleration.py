@@ -4,6 +4,8 @@ PreferNoSchedule taints."""
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from ..framework import (
     NODE,
     UNSCHEDULED_POD,
@@ -17,6 +19,7 @@ from ...machinery.scheduling import tolerates, untolerated
 from .normalize import default_normalize
 
 _KEY = "PreScoreTaintToleration"
+_TAINTS = attrgetter("taints")
 
 
 def reason(taint: dict) -> str:
@@ -37,7 +40,9 @@ class TaintToleration:
         return None if t is None else unschedulable(reason(t), resolvable=False)
 
     def filter_nodes(self, state, info, nodes) -> dict:
-        """`filter` over many nodes: only tainted ones can fail."""
+        """`filter` over many nodes: only tainted ones can fail (and often none is)."""
+        if not any(map(_TAINTS, nodes)):
+            return {}
         return {i: st for i, n in enumerate(nodes) if n.taints and (st := self.filter(state, info, n)) is not None}
 
     def pre_score(self, state, info, nodes):
@@ -45,6 +50,8 @@ class TaintToleration:
 
     def score_nodes(self, state, info, nodes) -> list[int]:
         """Untolerated PreferNoSchedule taints per node."""
+        if not any(map(_TAINTS, nodes)):
+            return [0] * len(nodes)
         tols = state[_KEY]
         return [sum(1 for t in n.taints if t.get("effect") == "PreferNoSchedule" and not any(tolerates(x, t) for x in tols))
                 if n.taints else 0 for n in nodes]
