@@ -40,6 +40,19 @@ class PatchError(Exception):
             self.details = {"causes": [{"reason": "UnexpectedServerResponse", "message": message}]}
 
 
+def copy_to_patch(doc: Any) -> Any:
+    """A deep copy of an object about to be patched that shares its managedFields with `doc`:
+    often a third of a stored object, they are only read by the write that follows, so a
+    patch that does not name them leaves them as they are."""
+    md = doc.get("metadata") if type(doc) is dict else None
+    managed = md.get("managedFields") if type(md) is dict else None
+    if not managed:
+        return json_copy(doc)
+    out = json_copy({**doc, "metadata": {**md, "managedFields": None}})  # the key keeps its place
+    out["metadata"]["managedFields"] = managed
+    return out
+
+
 def json_copy(v: Any) -> Any:
     """A deep copy of a JSON tree through orjson (a C round trip, many times
     faster than copy.deepcopy); anything orjson cannot encode is deep-copied."""

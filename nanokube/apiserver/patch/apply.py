@@ -615,9 +615,7 @@ def _view_without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def _without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
-    out = json_copy(obj)
-    (out.get("metadata") or {}).pop("managedFields", None)
-    return out
+    return json_copy(_view_without_managed_fields(obj))
 
 
 def _ignored(ignore_status: bool, subresource: str) -> set[Path]:
@@ -803,19 +801,18 @@ def update_managed_fields(
     managers = {} if subresource else _decode_or_empty(new)
     if not managers and old is None:
         key = (id(raw), manager, operation, api_version, subresource, ignore_status, _create_shape(new))
-        cached = _CREATES.get(key)
-        if cached is None:
+        entries = _CREATES.get(key, MISSING)
+        if entries is MISSING:
             tracked = _track(None, _without_managed_fields(new), raw, managers, manager, operation, now, api_version,
                              subresource, ignored)
             if len(_CREATES) >= _CREATES_LIMIT:
                 _CREATES.clear()
-            _CREATES[key] = orjson.dumps((tracked.get("metadata") or {}).get("managedFields"))
+            _CREATES[key] = (tracked.get("metadata") or {}).get("managedFields")
             return tracked
         result = _view_without_managed_fields(new)
         result = {**result, "metadata": dict(result.get("metadata") or {})}
-        entries = orjson.loads(cached)
         if entries is not None:
-            result["metadata"]["managedFields"] = [{**e, "time": now} if "time" in e else e for e in entries]
+            result["metadata"]["managedFields"] = [{**e, "time": now} if "time" in e else dict(e) for e in entries]
         return result
     result = _view_without_managed_fields(new)
     result = {**result, "metadata": dict(result.get("metadata") or {})}
@@ -824,8 +821,9 @@ def update_managed_fields(
     return _track(old, result, raw, managers, manager, operation, now, api_version, subresource, ignored)
 
 
-#: managedFields of a create, by the create's shape (see `_create_shape`)
-_CREATES: dict[tuple, bytes] = {}
+#: managedFields of a create, by the create's shape (see `_create_shape`); the creates of one
+#: shape share the entries' FieldsV1 objects, as stored objects are never changed in place
+_CREATES: dict[tuple, list[dict[str, Any]] | None] = {}
 _CREATES_LIMIT = 4096
 def _create_shape(obj: dict[str, Any]) -> bytes:
     """What a create's field set depends on: map keys, list contents (their

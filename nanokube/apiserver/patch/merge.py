@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import PatchError, json_copy
+from . import PatchError, copy_to_patch, json_copy
 
 BAD_PATCH = "Invalid JSON Patch"
 
@@ -20,7 +20,7 @@ def apply(doc: dict, patch: dict) -> dict:
     """Merge `patch` into a copy of `doc`; a non-object patch is rejected with 400."""
     if not isinstance(patch, dict):
         raise PatchError(BAD_PATCH, 400)
-    result = json_copy(doc)
+    result = copy_to_patch(doc)  # a merge patch replaces lists whole: the shared managedFields stay as they are
     _merge_into(result, json_copy(patch))
     return result
 

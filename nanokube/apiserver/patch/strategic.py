@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ... import schema as schemas
-from . import PatchError, json_copy
+from . import PatchError, copy_to_patch, json_copy
 from . import merge as merge_patch
 
 DIRECTIVE = "$patch"
@@ -43,7 +43,10 @@ def apply(doc: dict, patch: dict, schema: dict | None) -> dict:
         return json_copy(doc)
     if not isinstance(patch, dict):
         raise PatchError(f"json: cannot unmarshal {_json_type(patch)} into Go value of type {_MAP}", 400)
-    return _merge_map(json_copy(doc), json_copy(patch), schema)
+    meta = patch.get("metadata")
+    # a patch naming managedFields (a list it may merge into in place) gets a copy of its own
+    shared = not (type(meta) is dict and any("managedFields" in k for k in meta))
+    return _merge_map(copy_to_patch(doc) if shared else json_copy(doc), json_copy(patch), schema)
 
 
 # --- maps ---------------------------------------------------------------------------------------

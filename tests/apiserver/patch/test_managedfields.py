@@ -316,6 +316,7 @@ def test_creates_of_one_shape_share_their_field_set_but_not_their_time():
     second = update(None, other, "kubectl", T1)
     (e1,), (e2,) = first["metadata"]["managedFields"], second["metadata"]["managedFields"]
     assert e1["fieldsV1"] == e2["fieldsV1"] and (e1["time"], e2["time"]) == (T0, T1)
+    assert e1 is not e2 and e1["fieldsV1"] is e2["fieldsV1"], "one FieldsV1 object, an entry each"
     assert second["metadata"]["name"] == "second" and second["data"] == {"a": "2"}
     assert "managedFields" not in other["metadata"], "the caller's object is not changed"
 

@@ -435,3 +435,19 @@ def test_without_schema_falls_back_to_json_merge_patch():
     widget = {"apiVersion": "example.com/v1", "kind": "Widget", "spec": {"items": [{"name": "a", "v": 1}], "size": 1}}
     out = apply(widget, {"spec": {"items": [{"name": "b"}], "size": None}}, None)
     assert out["spec"] == {"items": [{"name": "b"}]}
+
+
+def test_managed_fields_are_shared_unless_the_patch_names_them():
+    live = pod()
+    live["metadata"]["managedFields"] = [
+        {"manager": "a", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}},
+        {"manager": "b", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {}}},
+    ]
+    before = copy.deepcopy(live)
+    out = apply(live, {"metadata": {"labels": {"x": "y"}}}, POD)
+    assert out["metadata"]["managedFields"] is live["metadata"]["managedFields"]
+    assert list(out["metadata"])[:len(live["metadata"])] == list(live["metadata"]), "managedFields keep their place"
+    # a patch that names them works on a copy of its own; the live object is untouched either way
+    out = apply(live, {"metadata": {"managedFields": [{"manager": "a", "operation": "Apply"}]}}, POD)
+    assert out["metadata"]["managedFields"] is not live["metadata"]["managedFields"]
+    assert live == before
