@@ -597,6 +597,73 @@ def device(d: dict, path: str, old: dict | None, per_device: bool) -> Errors:
     return errs + binding_parameters(d, path)
 
 
+class _Verdicts:
+    """Names (attribute keys, device and counter names, versions) known to
+    pass a check that depends on the name alone. Thousands of nodes publish
+    devices with the same few names, so each is checked once; the memo is
+    bounded since names come from clients."""
+
+    LIMIT = 4096
+
+    def __init__(self, check: Callable[[str], bool]):
+        self._check = check
+        self._ok: set[str] = set()
+
+    def __call__(self, name: Any) -> bool:
+        if name in self._ok:
+            return True
+        if not isinstance(name, str) or not self._check(name):
+            return False
+        if len(self._ok) < self.LIMIT:
+            self._ok.add(name)
+        return True
+
+
+_key_ok = _Verdicts(lambda k: not attribute_key(k, ""))
+_label_ok = _Verdicts(lambda n: bool(n) and not dns1123_label(n))
+_version_ok = _Verdicts(lambda v: bool(_SEMVER.match(v)) and len(v) <= ATTRIBUTE_VALUE_MAX)
+_PLAIN_KINDS = frozenset(("bool", "int", "bools", "ints", "strings", "versions"))
+_NODE_SELECTION = ("nodeName", "nodeSelector", "allNodes")
+
+
+def _device_valid(d: dict) -> bool:
+    """True only where `device(d, ..., per_device=False)` finds nothing, whatever
+    the old device: the common shape (no taints, bindings or per-device node
+    selection) checked without building paths or error lists. Anything this
+    does not recognise as valid gets the full validation, which words the errors."""
+    if not _label_ok(d.get("name")) or d.get("taints") or d.get("bindingConditions") or \
+            d.get("bindingFailureConditions") or any(d.get(f) is not None for f in _NODE_SELECTION):
+        return False
+    attrs, caps = d.get("attributes") or {}, d.get("capacity") or {}
+    if len(attrs) + len(caps) > ATTRIBUTES_AND_CAPACITY_MAX:
+        return False
+    for k, attr in attrs.items():
+        if not _key_ok(k) or len(attr) != 1:
+            return False
+        (kind, v), = attr.items()
+        if kind == "string":
+            if not isinstance(v, str) or len(v) > ATTRIBUTE_VALUE_MAX:
+                return False
+        elif kind == "version":
+            if not _version_ok(v):
+                return False
+        elif kind not in _PLAIN_KINDS or v is None:
+            return False
+    for k, cap in caps.items():
+        if not _key_ok(k) or cap.get("requestPolicy") is not None:
+            return False
+    consumes = d.get("consumesCounters")
+    if consumes:
+        if len(consumes) > COUNTER_CONSUMPTIONS_MAX or len({c.get("counterSet") for c in consumes}) < len(consumes):
+            return False
+        for c in consumes:
+            counters = c.get("counters")
+            if not _label_ok(c.get("counterSet")) or not counters or len(counters) > COUNTERS_PER_SET_MAX or \
+                    not all(_label_ok(n) for n in counters):
+                return False
+    return True
+
+
 def slice_spec(spec: dict, old: dict | None, path: str = "spec") -> Errors:
     errs = driver_name(spec.get("driver"), f"{path}.driver")
     pool = spec.get("pool") or {}
@@ -634,7 +701,7 @@ def slice_spec(spec: dict, old: dict | None, path: str = "spec") -> Errors:
         devices,
         f"{path}.devices",
         SLICE_DEVICES_MAX_WITH_TAINTS_OR_COUNTERS if heavy else SLICE_DEVICES_MAX,
-        lambda d, p: device(d, p, old_devices.get(d.get("name")), per_device),
+        lambda d, p: [] if not per_device and _device_valid(d) else device(d, p, old_devices.get(d.get("name")), per_device),
         lambda d: d.get("name", ""),
     )
 

@@ -1,11 +1,12 @@
 import asyncio
+import gc
 
 import pytest
 
 from nanokube.apiserver.loopback import connector
 from nanokube.node.agent import IPPool, Throttle, pod_cidr
 from nanokube.node.cluster import default_cluster, parse_cluster
-from nanokube.node.manager import NodeManager
+from nanokube.node.manager import GC_FREEZE_NODES, NodeManager, _full_collections_deferred
 from tests.controllers import make_stack
 from tests.node import ManualClock
 
@@ -24,6 +25,16 @@ def test_ip_pool_reuses_released_addresses_and_keeps_requested_ones():
     assert pool.allocate("b", want="10.244.3.77") == "10.244.3.77"
     pool.release("a")
     assert pool.allocate("c") == a
+
+
+def test_large_clusters_register_without_full_collections_and_restore_the_threshold():
+    before = gc.get_threshold()
+    with _full_collections_deferred(GC_FREEZE_NODES - 1):
+        assert gc.get_threshold() == before
+    with pytest.raises(RuntimeError), _full_collections_deferred(GC_FREEZE_NODES):
+        assert gc.get_threshold()[:2] == before[:2] and gc.get_threshold()[2] >= 1 << 30
+        raise RuntimeError("registration failed")
+    assert gc.get_threshold() == before
 
 
 @pytest.fixture

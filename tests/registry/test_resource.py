@@ -4,6 +4,7 @@ import copy
 
 import pytest
 
+from nanokube.registry import resource_validation as rv
 from nanokube.registry.base import all_resources
 from nanokube.registry.resource import (
     DeviceClassStrategy,
@@ -249,6 +250,48 @@ def test_slice_taint_time_added():
 )
 def test_slice_rules(obj, field, reason):
     assert (field, reason) in errors(ResourceSliceStrategy().validate(obj))
+
+
+_GPU = {"name": "gpu-0", "attributes": {"model": {"string": "A100"}, "index": {"int": 0}, "rdma": {"bool": True},
+                                       "gpu.example.com/cuda": {"version": "12.4.0"}},
+        "capacity": {"memory": {"value": "80Gi"}},
+        "consumesCounters": [{"counterSet": "gpu-0-counters", "counters": {"memory": {"value": "80Gi"}}}]}
+
+
+_VALID_CHANGES = ({}, {"attributes": {"model": {"string": "a", "int": None}}},
+                  {"bindingConditions": ["Ready"], "bindingFailureConditions": ["Failed"]})
+
+
+@pytest.mark.parametrize("change", [*_VALID_CHANGES,
+    {"name": "GPU_0"},
+    {"name": ""},
+    {"attributes": {"model": {"string": "A100"}, "Bad-Key": {"int": 1}}},
+    {"attributes": {"model": {"string": None}}},
+    {"attributes": {"model": {"strings": ["a"], "int": 1}}},
+    {"attributes": {"model": {"version": "12.4"}}},
+    {"attributes": {"model": {"version": "1." * 40 + "0"}}},
+    {"attributes": {"model": {"string": "x" * 65}}},
+    {"attributes": {"model": {"other": "x"}}},
+    {"capacity": {"memory": {"value": "1", "requestPolicy": {"default": "1"}}}},
+    {"capacity": {"9mem": {"value": "1"}}},
+    {"consumesCounters": [{"counterSet": "a", "counters": {"m": {"value": "1"}}}] * 2},
+    {"consumesCounters": [{"counterSet": "a", "counters": {}}]},
+    {"consumesCounters": [{"counterSet": "A", "counters": {"m": {"value": "1"}}}]},
+    {"consumesCounters": [{"counterSet": "a", "counters": {"M": {"value": "1"}}}]},
+    {"consumesCounters": [{"counterSet": "a", "counters": {f"m{i}": {"value": "1"} for i in range(33)}}]},
+    {"consumesCounters": [{"counterSet": f"s{i}", "counters": {"m": {"value": "1"}}} for i in range(3)]},
+    {"taints": [{"key": "k", "effect": "Sometimes"}]},
+    {"bindingConditions": ["Ready"]},
+    {"allNodes": True},
+])
+def test_slice_devices_get_the_full_checks_verdict(change):
+    """The common device shape is checked without building errors (and names
+    once); whatever that check passes, the full device validation passes too."""
+    dev = {**copy.deepcopy(_GPU), **change}
+    full = rv.device(copy.deepcopy(dev), "spec.devices[0]", None, False)
+    for _ in range(2):  # the second time with the names' verdicts memoised
+        assert ResourceSliceStrategy().validate(rslice([copy.deepcopy(dev)])) == full
+    assert not full if change in _VALID_CHANGES else full
 
 
 def test_slice_update_immutability():

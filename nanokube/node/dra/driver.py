@@ -10,6 +10,7 @@ slices of older generations); a taint change edits the slice in place.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import re
@@ -38,6 +39,7 @@ FAULT_EFFECTS = {"xid": "NoExecute", "ecc": "NoSchedule", "link-down": "NoExecut
 _RAIL_BASE = int(ipaddress.IPv4Address("100.64.0.0"))
 
 
+@functools.lru_cache(maxsize=256)
 def semver(v: str) -> str:
     """A dotted version as semver: three parts, no leading zeros ("12.4" -> "12.4.0")."""
     parts = [str(int(p)) for p in re.findall(r"\d+", v)[:3]]
