@@ -8,12 +8,12 @@ loopback client (upstream's run as separate clients and are audited alike)."""
 from __future__ import annotations
 
 import logging
-import uuid
 
 import orjson
 from aiohttp import web
 
 from ..clock import REAL, Clock
+from ..machinery.meta import new_uid
 from .auth.authorizer import request_attributes
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ class AuditLog:
         obj = request.get(RESPONSE_OBJECT) if response.status < 300 else None
         self._emit(
             verb=attrs.verb, uri=str(request.rel_url), user=user, ref=ref, code=response.status,
-            body=obj if obj is not None else _json_body(response), received=received, audit_id=request.headers.get("Audit-ID") or str(uuid.uuid4()),
+            body=obj if obj is not None else _json_body(response), received=received, audit_id=request.headers.get("Audit-ID") or new_uid(),
             source_ips=[request.remote] if request.remote else [], user_agent=request.headers.get("User-Agent", ""),
             annotations=dict(request.get(ANNOTATIONS) or {}),
         )
@@ -73,7 +73,7 @@ class AuditLog:
         ref = {"resource": res.plural, "namespace": namespace if res.namespaced else "", "name": name,
                "apiGroup": res.group, "apiVersion": version, "subresource": subresource}
         self._emit(verb=verb, uri=path, user=user, ref=ref, code=code, body=body, received=received,
-                   audit_id=str(uuid.uuid4()), source_ips=["127.0.0.1"], user_agent=user_agent,
+                   audit_id=new_uid(), source_ips=["127.0.0.1"], user_agent=user_agent,
                    annotations={"authorization.k8s.io/decision": "allow",
                                 "authorization.k8s.io/reason": "loopback: a component of the API server"})
 

@@ -13,7 +13,6 @@ import asyncio
 import base64
 import copy
 import secrets
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
@@ -24,8 +23,9 @@ from ..clock import Clock
 from ..registry.base import Resource
 from ..store.interface import Compacted, KeyExists, KeyNotFound, RevisionMismatch, Store
 from ..machinery import errors
+from ..machinery.meta import new_uid
 from ..machinery.user import User
-from .cache import ADDED, DELETED, MODIFIED, CacheEvent, WatchCache, Watcher, stored_value
+from .cache import ADDED, DELETED, MODIFIED, CacheEvent, Entry, WatchCache, Watcher, stored_value
 from ..machinery.selectors import matches_fields, matches_labels, parse_field_selector, parse_label_selector
 
 NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
@@ -295,9 +295,10 @@ class GenericREST:
     async def list(
         self, res: Resource, version: str, namespace: str | None, *, label_selector: str = "",
         field_selector: str = "", limit: int = 0, continue_: str = "", resource_version: str = "",
-        resource_version_match: str = "",
+        resource_version_match: str = "", encoded: list | None = None,
     ) -> tuple[list[dict], dict]:
-        """Returns (items at `version`, list metadata)."""
+        """Returns (items at `version`, list metadata). `encoded`, when given, receives each item's
+        cached JSON (None for an item converted for `version`), so a response joins bytes."""
         if resource_version_match and not resource_version:
             raise errors.bad_request("resourceVersionMatch is forbidden unless resourceVersion is provided")
         if resource_version_match and resource_version_match not in ("Exact", "NotOlderThan"):
@@ -329,7 +330,7 @@ class GenericREST:
         # without selectors a page needs only its own entries (and one more, to know there are more)
         total, entries = self.cache.scan(res.key_prefix(namespace), start, limit + 1 if limit and everything else 0)
         rev = self.cache.rev
-        out: list[dict] = []
+        out: list[Entry] = []
         remaining = 0
         last_key = ""
         for i, (key, e) in enumerate(entries):
@@ -343,15 +344,19 @@ class GenericREST:
                     break
                 remaining += 1
                 continue
-            out.append(e.obj)
+            out.append(e)
             last_key = key
         meta: dict[str, Any] = {"resourceVersion": str(rev)}
         if remaining:
             token = base64.urlsafe_b64encode(orjson.dumps({"rv": rev, "start": last_key})).decode().rstrip("=")
             meta["continue"] = token
             meta["remainingItemCount"] = remaining
-        await res.strategy.prepare_conversion(out, version)
-        return [self._external(res, o, version) for o in out], meta
+        objs = [e.obj for e in out]
+        await res.strategy.prepare_conversion(objs, version)
+        items = [self._external(res, o, version) for o in objs]
+        if encoded is not None:
+            encoded.extend(e.raw if o is e.obj else None for o, e in zip(items, out))
+        return items, meta
 
     async def watch(
         self, res: Resource, version: str, namespace: str | None, *, resource_version: str = "",
@@ -470,7 +475,7 @@ class GenericREST:
             raise errors.bad_request("resourceVersion should not be set on objects to be created")
         if not md.get("name") and md.get("generateName"):
             md["name"] = md["generateName"] + self.name_suffix(md["generateName"])
-        md["uid"] = str(uuid.uuid4())
+        md["uid"] = new_uid()
         md["creationTimestamp"] = self.clock.rfc3339()
         for f in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             md.pop(f, None)
