@@ -128,10 +128,11 @@ class SQLiteStore(Store):
         asyncio.get_running_loop().call_soon(_acknowledge, batch)
 
     async def create(self, key: str, value: bytes) -> KV:
-        if self._row(key) is not None:
-            raise KeyExists(key)
         rev = self._rev + 1
-        self._write("INSERT INTO kv VALUES (?,?,?,?)", (key, value, rev, rev))
+        try:  # the primary key refuses an existing key: no read first (the statement alone is undone)
+            self._write("INSERT INTO kv VALUES (?,?,?,?)", (key, value, rev, rev))
+        except sqlite3.IntegrityError:
+            raise KeyExists(key) from None
         return await self._acknowledged(Event(PUT, KV(key, value, rev, rev), None))
 
     async def update(self, key: str, value: bytes, expected_mod_revision: int) -> KV:

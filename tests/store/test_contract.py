@@ -29,6 +29,18 @@ async def test_create_existing_raises_key_exists(store, prefix):
     assert (await store.get(prefix + "a")).value == b"one"
 
 
+async def test_a_refused_create_leaves_the_writes_beside_it(store, prefix):
+    """Writes issued in one loop turn may share a transaction (SQLite's group commit): one
+    refused create must not take the others with it, nor leave a revision behind."""
+    first = await store.create(prefix + "a", b"one")
+    b, refused, c = await asyncio.gather(store.create(prefix + "b", b"b"), store.create(prefix + "a", b"again"),
+                                         store.create(prefix + "c", b"c"), return_exceptions=True)
+    assert isinstance(refused, KeyExists)
+    assert (await store.get(prefix + "a")).value == b"one"
+    assert await store.get(prefix + "b") == b and await store.get(prefix + "c") == c
+    assert sorted((b.mod_revision, c.mod_revision)) == [first.mod_revision + 1, first.mod_revision + 2]
+
+
 async def test_update_compare_and_swap(store, prefix):
     first = await store.create(prefix + "a", b"one")
     second = await store.update(prefix + "a", b"two", first.mod_revision)
