@@ -15,6 +15,7 @@ import orjson
 import yaml
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.payload import Payload
 from aiohttp.web_protocol import RequestPayloadError
 
 from ..clock import Clock
@@ -385,11 +386,12 @@ class APIHandlers:
             limit = int(q.get("limit", "0") or 0)
         except ValueError:
             raise errors.bad_request(f"limit: Invalid value: {q.get('limit')!r}") from None
+        kind = _accept(request)
+        encoded: list[bytes | None] = []
         items, meta = await self.rest.list(
             res, version, namespace, label_selector=q.get("labelSelector", ""), field_selector=q.get("fieldSelector", ""),
             limit=limit, continue_=q.get("continue", ""), resource_version=q.get("resourceVersion", ""),
-            resource_version_match=q.get("resourceVersionMatch", ""))
-        kind = _accept(request)
+            resource_version_match=q.get("resourceVersionMatch", ""), encoded=encoded if kind == "object" else None)
         if kind == "table":
             pairs = []
             for o in items:
@@ -400,13 +402,13 @@ class APIHandlers:
             return json_response({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
                                   "items": [tables.partial_metadata(o) for o in items]})
         head = dumps({"kind": f"{res.kind}List", "apiVersion": res.api_version(version), "metadata": meta})
-        body = head[:-1] + b',"items":[' + b",".join(self._encoded(res, o) for o in items) + b"]}\n"
-        return web.Response(body=body, content_type=_JSON)
-
-    def _encoded(self, res: Resource, obj: dict) -> bytes:
-        """An object's JSON, reusing the cache's encoding when it is served as stored."""
-        e = self.rest.cache.get(res.key(obj["metadata"].get("namespace"), obj["metadata"]["name"]))
-        return e.raw if e is not None and e.obj is obj else dumps(obj)
+        parts = [head[:-1] + b',"items":[']
+        for i, (raw, o) in enumerate(zip(encoded, items)):
+            if i:
+                parts.append(b",")
+            parts.append(raw if raw is not None else dumps(o))
+        parts.append(b"]}\n")
+        return web.Response(body=JoinedPayload(parts), content_type=_JSON)
 
     async def _watch(self, request: web.Request, res: Resource, version: str, namespace: str | None, name: str | None,
                      labels: list) -> web.StreamResponse:
@@ -492,6 +494,33 @@ class APIHandlers:
 
 _PROTOBUF = "application/vnd.kubernetes.protobuf"
 _MEDIA_TYPES = "application/json, application/yaml, application/vnd.kubernetes.protobuf"
+
+
+class JoinedPayload(Payload):
+    """A body kept as the pieces it is made of (a list's items' cached JSON) and written in slices
+    of about 1 MiB: no copy of the whole body is made, and the client reads the first slice while
+    the server encrypts the next (a 10,000-pod list is about 40 MB)."""
+
+    SLICE = 1 << 20
+
+    def __init__(self, parts: list[bytes]) -> None:
+        super().__init__(parts, content_type=_JSON)
+        self._size = sum(map(len, parts))
+
+    def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
+        return b"".join(self._value).decode(encoding, errors)
+
+    async def write(self, writer) -> None:
+        group: list[bytes] = []
+        size = 0
+        for part in self._value:
+            group.append(part)
+            size += len(part)
+            if size >= self.SLICE:
+                await writer.write(b"".join(group))
+                group, size = [], 0
+        if group:
+            await writer.write(b"".join(group))
 
 
 def _verb(method: str, name: str | None, watch: bool) -> str:
