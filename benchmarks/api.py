@@ -42,6 +42,7 @@ METRICS = (
     "pod creates (pods/s)",
     "pod create p50 (ms)",
     "pod create p99 (ms)",
+    "server CPU per pod create (ms)",
     "GET pod p50 (ms)",
     "GET pod p99 (ms)",
     "LIST all pods p50 (ms)",
@@ -254,6 +255,12 @@ def tls_context(kubeconfig: Path, key_dir: Path) -> ssl.SSLContext:
         paths.append(path)
     ctx.load_cert_chain(*paths)
     return ctx
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time a process has used, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_kib(pid: int) -> int:
@@ -492,9 +499,11 @@ async def measure(server: Server, ssl_ctx: ssl.SSLContext, cfg: BenchConfig, pro
         await api.list_resource_version()
         rss_start = rss_kib(server.pid)
         progress(f"  creating {cfg.pods} pods, {cfg.concurrency} in flight")
+        cpu_start = cpu_seconds(server.pid)
         results = await measure_creates(api, cfg, progress)
         rss_full = rss_kib(server.pid)
         results |= {
+            "server CPU per pod create (ms)": (cpu_seconds(server.pid) - cpu_start) * 1000 / cfg.pods,
             "server RSS at startup (MiB)": rss_start / 1024,
             "server RSS with all pods (MiB)": rss_full / 1024,
             "memory per pod (KiB/pod)": (rss_full - rss_start) / cfg.pods,
