@@ -237,3 +237,45 @@ async def test_unreserve_rolls_back_the_in_flight_allocation(env):
 def _node_info(sched, name):
     sched.cache.update_snapshot(sched.snapshot)
     return sched.snapshot.infos[name]
+
+
+async def test_filter_follows_allocations_and_releases_as_the_full_search_does(env):
+    """Filter over all nodes at once reads each node's free devices, kept as
+    claims are allocated and released; each verdict is the full search's."""
+    client, sched = env
+    pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
+    plugin = sched.frameworks["default-scheduler"].plugins["DynamicResources"]
+    await claims.create(claim("waiting"))
+    probe = claim_pod("probe", "waiting")
+    probe["metadata"]["uid"] = "uid-probe"
+    probe["spec"]["schedulerName"] = "someone-else"
+
+    async def verdicts():
+        uid = (plugin.dra.claims.get("default/waiting") or {}).get("metadata", {}).get("uid")
+        if uid is None:
+            return None
+        sched.cache.update_snapshot(sched.snapshot)
+        infos = [sched.snapshot.infos[n] for n in ("one-gpu", "two-gpus", "no-gpu")]
+        state = CycleState()
+        plugin.pre_filter(state, info(probe))
+        rejected = plugin.filter_nodes(state, info(probe), infos)
+        cyc = state["DynamicResources"]
+        searched = [cyc.allocator._search(n.node, cyc.pending, plugin.dra.index().for_node(n.node), n.name)
+                    for n in infos]
+        assert [i not in rejected for i in range(3)] == [s is not None for s in searched]
+        assert {st.message() for st in rejected.values()} <= {"cannot allocate all claims"}
+        return [n.name for i, n in enumerate(infos) if i not in rejected]
+
+    assert await eventually(verdicts) == ["one-gpu", "two-gpus"]
+    for i in range(3):
+        await claims.create(claim(f"c{i}"))
+        await pods.create(claim_pod(f"p{i}", f"c{i}"))
+    for i in range(3):
+        await eventually(bound(pods, f"p{i}"))
+    assert await verdicts() == []
+    freed = (await pods.get("p1", "default"))["spec"]["nodeName"]
+    await pods.delete("p1", "default", grace_period_seconds=0)
+
+    async def released():
+        return await verdicts() == [freed]
+    await eventually(released)

@@ -5,6 +5,7 @@ selectors, taints, constraints, consumable capacity and shared counters."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import uuid
 from collections.abc import Callable
@@ -21,6 +22,9 @@ from .pools import Device, DeviceID, Pool, PoolIndex
 #: search steps before giving up on a node (upstream bounds it by a timeout)
 MAX_STEPS = 200_000
 _BLOCKING = ("NoSchedule", "NoExecute")
+#: one sequence for every AllocatedDevices: a pool's stamp is never reused, so
+#: what was derived from one state can never be taken for another's
+_STAMPS = itertools.count(1)
 
 
 class AllocationError(Exception):
@@ -36,17 +40,26 @@ class SearchLimitExceeded(Exception):
 class AllocatedDevices:
     """Devices taken by other claims (allocations plus in-flight ones):
     exclusively, or by capacity consumed on shareable devices. Counted per
-    allocation so the scheduler can keep it up to date incrementally."""
+    allocation so the scheduler can keep it up to date incrementally; each
+    change stamps its pool, so what the allocator derives from a pool's free
+    devices is kept until the pool's stamp moves."""
 
     exclusive: dict[DeviceID, int] = field(default_factory=dict)  # device -> allocations holding it
     consumed: dict[DeviceID, dict[str, Fraction]] = field(default_factory=dict)
     shares: dict[DeviceID, int] = field(default_factory=dict)  # device -> allocations sharing it
+    #: (driver, pool) -> the stamp of the pool's last change (unchanged pools have none)
+    stamps: dict[tuple[str, str], int] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for did in (*self.exclusive, *self.consumed):
+            self.stamps[did[:2]] = next(_STAMPS)
 
     def add(self, allocation: dict, sign: int = 1) -> None:
         for r in ((allocation or {}).get("devices") or {}).get("results") or []:
             if r.get("adminAccess"):
                 continue
             did = (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
+            self.stamps[did[:2]] = next(_STAMPS)
             if r.get("shareID") or r.get("consumedCapacity"):
                 used = self.consumed.setdefault(did, {})
                 for k, v in (r.get("consumedCapacity") or {}).items():
@@ -316,17 +329,75 @@ class _Request:
     tolerations: list
     capacity: dict[str, Fraction]
     shape: bytes
+    capacity_key: tuple
 
 
 @dataclass(slots=True)
 class Placement:
     """Devices found for a pod's claims on one node, not yet written out;
     `search` is None while only the fit is known (the simple case, which
-    Filter answers by counting free devices; `results` then searches)."""
+    Filter answers from each pool's free devices; `results` then searches).
+    `counted` holds the devices the search would pick there when some of
+    them are shared (allowMultipleAllocations), as the search's picks."""
 
     node: dict
     claims: list[dict]
     search: _Search | None
+    counted: list[tuple[Device, dict[str, Fraction] | None]] | None = None
+
+    @property
+    def taken(self) -> list[tuple[Device, dict[str, Fraction] | None]] | None:
+        """(device, capacity it takes or None) per device chosen, in the
+        search's order; None where Filter only counted free unshared devices."""
+        if self.search is not None:
+            return [(d, amount) for _, d, amount in self.search.picks]
+        return self.counted
+
+
+@dataclass(slots=True, eq=False)
+class _PoolFit:
+    """A simple request's candidates in one pool on one node, with what one
+    allocation takes of each shared device, and the free ones (with that
+    amount) as of the allocated-devices stamp `stamp`."""
+
+    key: tuple[str, str]
+    candidates: list[Device]
+    amounts: list[dict[str, Fraction] | None]  # per candidate: None if unshared (or a share cannot be met)
+    shared: bool  # some candidate allows multiple allocations
+    stamp: int = -1
+    free: list[tuple[Device, dict[str, Fraction] | None]] = field(default_factory=list)
+    _first: dict[int, list] = field(default_factory=dict)  # count -> free[:count], for this stamp
+
+    def first(self, count: int) -> list[tuple[Device, dict[str, Fraction] | None]]:
+        hit = self._first.get(count)
+        if hit is None:
+            hit = self._first[count] = self.free[:count]
+        return hit
+
+    def refresh(self, allocated: AllocatedDevices, stamp: int) -> None:
+        """The candidates one more allocation could take, as `_Search._try`
+        decides for a device no earlier pick of the same search holds."""
+        exclusive, consumed = allocated.exclusive, allocated.consumed
+        free = []
+        for d, amount in zip(self.candidates, self.amounts):
+            if d.id in exclusive:
+                continue
+            if d.allow_multiple:
+                if amount is None:
+                    continue
+                prior = consumed.get(d.id)
+                if prior and any(prior.get(k, 0) + v > d.capacity[k] for k, v in amount.items()):
+                    continue
+            elif d.id in consumed:
+                continue
+            free.append((d, amount))
+        self.free, self.stamp = free, stamp
+        self._first = {}
+
+
+#: `_counted_fit`: the shape is not counted on this node, search it
+_SEARCH = object()
+_MISSING = object()
 
 
 class Allocator:
@@ -346,6 +417,8 @@ class Allocator:
         self.max_steps = max_steps
         #: claim position -> (claim, its requests' alternatives prepared)
         self._prepared: dict[int, tuple[dict, list[list[_Request | AllocationError]]]] = {}
+        #: (the claim, its simple request and count or None) of the last `_simple`
+        self._simple_for: tuple[dict, tuple[_Request, int] | None] | None = None
 
     def allocate(self, node: dict, claims: list[dict]) -> list[dict] | None:
         """One AllocationResult per claim (v1 JSON, without
@@ -359,55 +432,124 @@ class Allocator:
         them out (Filter finds them on every node, Reserve writes one)."""
         pools = self.index.for_node(node)
         node_name = (node.get("metadata") or {}).get("name", "")
-        fits = self._simple_fit(claims, pools, node_name)
-        if fits is not None:
-            return Placement(node, claims, None) if fits else None
+        simple = self._simple(claims)
+        if simple is not None:
+            found = self._counted_fit(node, claims, simple[0], simple[1], pools, node_name)
+            if found is not _SEARCH:
+                return found
         return self._search(node, claims, pools, node_name)
+
+    def find_each(self, nodes: list[dict], claims: list[dict]) -> list:
+        """`find` on each node: its Placement or None, or the AllocationError
+        or SearchLimitExceeded it raises. The simple shape on a node whose
+        pools have not changed since it was last counted costs two lookups."""
+        try:
+            simple = self._simple(claims)
+        except AllocationError as e:
+            return [e] * len(nodes)
+        out: list = []
+        if simple is None:
+            for node in nodes:
+                try:
+                    out.append(self.find(node, claims))
+                except (AllocationError, SearchLimitExceeded) as e:
+                    out.append(e)
+            return out
+        r, need = simple
+        shape, cached = r.shape, self.index.fits
+        for node in nodes:
+            fits = cached.get((shape, node["metadata"]["name"]))
+            if fits is not None and fits is not _SEARCH:  # counted on this node before
+                found = self._count(fits, need, node, claims)
+                if found is not _SEARCH:
+                    out.append(found)
+                    continue
+            try:
+                out.append(self.find(node, claims))
+            except (AllocationError, SearchLimitExceeded) as e:
+                out.append(e)
+        return out
 
     def _search(self, node: dict, claims: list[dict], pools, node_name: str) -> Placement | None:
         flat = [req for ci, c in enumerate(claims) for req in self._alternatives(ci, c, pools, node_name)]
         search = _Search(claims, flat, pools, self.allocated, self.max_steps)
         return Placement(node, claims, search) if search.solve() else None
 
-    def _simple_fit(self, claims: list[dict], pools, node_name: str) -> bool | None:
-        """Whether the claims fit, for the common shape: one claim, one
-        request with one alternative, no constraints, All mode, admin access
-        or capacity, over devices that neither allow multiple allocations
-        nor consume counters. The search would pick the first `count` free
-        candidates in `count` + 1 steps, so the answer is whether that many
-        are free: the same verdict (and errors) without building a search
-        on every node. None for any other shape."""
+    def _simple(self, claims: list[dict]) -> tuple[_Request, int] | None:
+        """The request and count of the common shape: one claim, one request
+        with one alternative, no constraints, neither All mode nor admin
+        access; None for any other shape. Raises the request's
+        preparation error, as the search would on reaching it."""
         if len(claims) != 1:
             return None
         claim = claims[0]
-        if ((claim.get("spec") or {}).get("devices") or {}).get("constraints"):
-            return None
-        requests = self._prepare(0, claim)
-        if len(requests) != 1 or len(requests[0]) != 1:
-            return None
-        r = requests[0][0]
-        if isinstance(r, AllocationError):
-            raise AllocationError(*r.args)
-        spec = r.spec
-        need = int(spec.get("count") or 1)
-        if spec.get("allocationMode") == "All" or spec.get("adminAccess") or r.capacity or need + 1 > self.max_steps:
-            return None
-        exclusive, consumed, plain = self.allocated.exclusive, self.allocated.consumed, self.index.plain
-        lists = list(self._candidate_lists(r, False, pools, node_name))
-        for key, hit in lists:
-            ok = plain.get(key)
-            if ok is None:
-                ok = plain[key] = not any(d.allow_multiple or d.consumes for d in hit)
-            if not ok:
-                return None
-        free = 0
-        for _, hit in lists:
-            for d in hit:
-                if d.id not in exclusive and d.id not in consumed:
-                    free += 1
-                    if free >= need:
-                        return True
-        return free >= need
+        memo = self._simple_for
+        if memo is not None and memo[0] is claim:
+            return memo[1]
+        out = None
+        if not ((claim.get("spec") or {}).get("devices") or {}).get("constraints"):
+            requests = self._prepare(0, claim)
+            if len(requests) == 1 and len(requests[0]) == 1:
+                r = requests[0][0]
+                if isinstance(r, AllocationError):
+                    raise AllocationError(*r.args)
+                if r.spec.get("allocationMode") != "All" and not r.spec.get("adminAccess"):
+                    out = (r, int(r.spec.get("count") or 1))
+        self._simple_for = (claim, out)
+        return out
+
+    def _counted_fit(self, node: dict, claims: list[dict], r: _Request, need: int, pools, node_name: str):
+        """Filter's answer for the simple shape over devices that consume no
+        counters. Every pick of its search is then decided by its device
+        alone (no constraint, no counter, no earlier pick on the same
+        device), so the search takes the first `need` candidates that one
+        more allocation fits on: the same verdict and devices, read from
+        each pool's free candidates, which are kept per node and request
+        shape until the pool's allocated-devices stamp moves (about 1 µs per
+        node while nothing there changed). `_SEARCH` where a device consumes
+        counters or the search's step bound could decide instead."""
+        key = (r.shape, node_name)
+        fits = self.index.fits.get(key)
+        if fits is None:
+            fits = self.index.fits[key] = self._pool_fits(r, pools, node_name)
+        if fits is _SEARCH:
+            return _SEARCH
+        return self._count(fits, need, node, claims)
+
+    def _count(self, fits: list[_PoolFit], need: int, node: dict, claims: list[dict]):
+        stamps, allocated = self.allocated.stamps, self.allocated
+        free = candidates = 0
+        shared = False
+        for pf in fits:
+            stamp = stamps.get(pf.key, 0)
+            if pf.stamp != stamp:
+                pf.refresh(allocated, stamp)
+            free += len(pf.free)
+            candidates += len(pf.candidates)
+            shared = shared or pf.shared
+        if free >= need:
+            # the search ticks once, then once per candidate up to its last pick
+            if candidates + 1 > self.max_steps:
+                return _SEARCH
+            taken = None
+            if shared:
+                taken = fits[0].first(need) if len(fits) == 1 else [x for pf in fits for x in pf.free][:need]
+            return Placement(node, claims, None, taken)
+        # a failed search tries each candidate after each set of fewer than `need` free ones
+        if 1 + candidates * 2 ** free > self.max_steps:
+            return _SEARCH
+        return None
+
+    def _pool_fits(self, r: _Request, pools, node_name: str):
+        """The request's `_PoolFit` per pool of the node, or `_SEARCH` if
+        some candidate consumes counters (picks then depend on each other)."""
+        out = []
+        for key, hit in self._candidate_lists(r, False, pools, node_name):
+            if any(d.consumes for d in hit):
+                return _SEARCH
+            amounts = [self._amount(r, d) if d.allow_multiple else None for d in hit]
+            out.append(_PoolFit(key[2:], hit, amounts, any(d.allow_multiple for d in hit)))
+        return out
 
     def results(self, found: Placement) -> list[dict]:
         """One AllocationResult per claim of a Placement (searching now
@@ -474,7 +616,8 @@ class Allocator:
         except QuantityError as e:
             raise AllocationError(f"{who}: capacity: {e}") from None
         shape = orjson.dumps([[s for _, s in selectors], tolerations, spec.get("capacity")], option=orjson.OPT_SORT_KEYS)
-        return _Request(request, name, who, cls_name, klass, spec, selectors, tolerations, capacity, shape)
+        return _Request(request, name, who, cls_name, klass, spec, selectors, tolerations, capacity, shape,
+                        tuple(sorted(capacity.items())))
 
     def _candidates(self, r: _Request, all_mode: bool, pools: list[tuple[Pool, list[Device]]],
                     node_name: str) -> list[Device]:
@@ -502,10 +645,18 @@ class Allocator:
                 self.index.selected[key] = hit
             yield key, hit
 
+    def _amount(self, r: _Request, d: Device) -> dict[str, Fraction] | None:
+        """`_consumption` of the request on `d`, kept per capacity asked and device capacity."""
+        key = (r.capacity_key, d.capacity_key)
+        hit = self.index.amounts.get(key, _MISSING)
+        if hit is _MISSING:
+            hit = self.index.amounts[key] = _consumption(d, {_qualified(d, k): v for k, v in r.capacity.items()})
+        return hit
+
     def _usable(self, r: _Request, d: Device) -> bool:
         if _untolerated(d, r.tolerations):
             return False
-        if r.capacity and _consumption(d, {_qualified(d, k): v for k, v in r.capacity.items()}) is None:
+        if r.capacity and self._amount(r, d) is None:
             return False
         return all(self._selects(r.who, label, s, d) for label, s in r.selectors)
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+import orjson
+
 from ...machinery.quantity import QuantityError, parse_quantity
 from ...machinery.scheduling import selector_matches
 from .cel import DeviceInput, quantity_value, semver_value
@@ -53,6 +55,8 @@ class Device:
     slice_selector: dict | None  # nodeSelector of the slice, for allocation.nodeSelector
     extra: dict  # result fields copied as-is (bindingConditions, ...)
     cel: DeviceInput
+    #: what decides the capacity an allocation takes of it: devices alike share the allocator's answer
+    capacity_key: tuple
     selected: dict[str, bool | str] = field(default_factory=dict)  # per expression: the match or the error message
 
     def on_node(self, node_name: str, labels: dict) -> bool:
@@ -127,6 +131,7 @@ def _device(driver: str, pool: str, spec: dict, dev: dict, rules: list[dict]) ->
         allow_multiple=multi, node_name=src.get("nodeName") or None, node_selector=src.get("nodeSelector"),
         all_nodes=bool(src.get("allNodes")), slice_selector=src.get("nodeSelector"), extra=extra,
         cel=DeviceInput(driver, cel_attrs, cel_cap, multi),
+        capacity_key=(driver, tuple(sorted(cap.items())), orjson.dumps(policies, option=orjson.OPT_SORT_KEYS)),
     )
 
 
@@ -171,11 +176,25 @@ class PoolIndex:
             by_pool.setdefault((spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")), []).append(s)
         rules = list(taint_rules)
         self.pools = [_pool(d, p, ss, rules) for (d, p), ss in sorted(by_pool.items())]
+        #: pools whose slices and devices all name their node: node name -> positions of its pools;
+        #: every other pool is matched against each node
+        self._named: dict[str, list[int]] = {}
+        self._matched: list[int] = []
+        for i, p in enumerate(self.pools):
+            names = {d.node_name for d in p.devices} | {
+                name if selector is None and not all_nodes else None for name, selector, all_nodes in p.scopes}
+            if None in names:
+                self._matched.append(i)
+            else:
+                for name in names:
+                    self._named.setdefault(name, []).append(i)
         self._by_node: dict[str, list[tuple[Pool, list[Device]]]] = {}
         #: the allocator's candidate devices per (request shape, node, driver, pool), valid as long as the index
         self.selected: dict[tuple, list] = {}
-        #: per key of `selected`: whether none of those devices allows multiple allocations or consumes counters
-        self.plain: dict[tuple, bool] = {}
+        #: the allocator's per-pool free candidates of a simple request per (request shape, node)
+        self.fits: dict[tuple, object] = {}
+        #: what one allocation takes of a device per (capacity requested, device's capacity_key)
+        self.amounts: dict[tuple, dict | None] = {}
 
     def for_node(self, node: dict) -> list[tuple[Pool, list[Device]]]:
         """Each pool with the devices usable on `node`, in a stable order."""
@@ -185,7 +204,8 @@ class PoolIndex:
         if hit is None:
             labels = meta.get("labels") or {}
             hit = []
-            for p in self.pools:
+            for i in sorted((*self._named.get(name, ()), *self._matched)):
+                p = self.pools[i]
                 devs = [d for d in p.devices if d.on_node(name, labels)]
                 if devs or p.targets(name, labels):
                     hit.append((p, devs))

@@ -357,6 +357,25 @@ class DynamicResources:
         cyc.found[node.name] = found
         return None
 
+    def filter_nodes(self, state, info, nodes) -> dict:
+        """`filter` over many nodes, asking the allocator about all of them at once."""
+        cyc: _Cycle = state[_STATE]
+        if cyc.selectors or cyc.allocator is None:
+            fn = self.filter
+            return {i: st for i, n in enumerate(nodes) if (st := fn(state, info, n)) is not None}
+        out = {}
+        found = cyc.found
+        for i, (n, hit) in enumerate(zip(nodes, cyc.allocator.find_each([n.node for n in nodes], cyc.pending))):
+            if hit.__class__ is Placement:
+                found[n.name] = hit
+            elif hit is None:
+                out[i] = unschedulable(CANNOT_ALLOCATE)
+            elif isinstance(hit, AllocationError):
+                out[i] = unschedulable(str(hit), resolvable=False)
+            else:
+                out[i] = unschedulable(TIMED_OUT)
+        return out
+
     def reserve(self, state, info, node: str):
         cyc: _Cycle | None = state.get(_STATE)
         if cyc is None or not cyc.pending:

@@ -156,10 +156,11 @@ def after_placement(free: dict[tuple, int], placement) -> list[int] | None:
     """`free` once the devices the DRA allocator found for the pod on this
     node (its Filter's Placement) are taken; None without one, or where
     Filter only counted free devices (the allocator's simple shape)."""
-    if placement is None or getattr(placement, "search", None) is None:
+    taken = getattr(placement, "taken", None)
+    if taken is None:
         return None
     out = dict(free)
-    for _alt, d, amount in placement.search.picks:
+    for d, amount in taken:
         if d.id not in out:
             continue
         took = WHOLE if amount is None else int(amount.get(f"{d.id[0]}/milli", WHOLE))

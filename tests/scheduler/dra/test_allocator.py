@@ -275,3 +275,123 @@ def test_a_simple_claim_fit_is_counted_and_searched_only_for_its_results():
     assert a.find(NODE, [constrained]).search is not None
     with pytest.raises(AllocationError, match="could not retrieve device class"):
         a.find(NODE, [claim(exactly("g", cls_name="missing"))])
+
+
+def test_allocated_devices_stamp_the_pool_of_each_change():
+    held = AllocatedDevices()
+    gpu = {"devices": {"results": [{"driver": GPU, "pool": "p1", "device": "gpu-0"}]}}
+    held.add(gpu)
+    first = held.stamps[(GPU, "p1")]
+    held.remove(gpu)
+    assert held.stamps[(GPU, "p1")] > first and (NIC, "p1") not in held.stamps
+    assert held == AllocatedDevices()  # stamps are not state
+    given = AllocatedDevices({(GPU, "p2", "gpu-0"): 1})
+    assert given.stamps[(GPU, "p2")] > held.stamps[(GPU, "p1")]
+
+
+def shared_gpu(name, milli="1000", memory="16Gi", **attrs):
+    return dev(name, _multi=True, _capacity={"milli": {"value": milli}, "memory": {"value": memory}}, **attrs)
+
+
+def share(milli, count=None, **kw):
+    req = {"requests": {"milli": str(milli), "memory": f"{milli * 16}Mi"}} if milli else None
+    return exactly("g", **({"capacity": req} if req else {}), **({"count": count} if count else {}), **kw)
+
+
+def full_search(a, claims, node=NODE):
+    return a._search(node, claims, a.index.for_node(node), node["metadata"]["name"])
+
+
+def test_a_simple_claim_on_shared_devices_takes_what_the_search_takes():
+    """One plain request over GPUs several claims share by capacity: Filter
+    reads the free devices kept per node and request shape (no search), and
+    gets the search's verdict and devices as claims come and go."""
+    slices = [rslice(GPU, [shared_gpu(f"gpu-{i}", model={"string": "a" if i % 2 else "b"}) for i in range(4)])]
+    held = AllocatedDevices()
+    a = Allocator(CLASSES, PoolIndex(slices, []), held, new_share_id=lambda: "s")
+    shapes = [share(600), share(300), share(0), share(0, count=3),
+              share(500, selectors=[cel(f'device.attributes["{GPU}"].model == "a"')])]
+    allocations = []
+    for step in range(40):
+        for shape in shapes:
+            c = [claim(shape)]
+            fast, slow = a.find(NODE, c), full_search(a, c)
+            assert (fast is None) == (slow is None)
+            if fast is not None:
+                assert fast.search is None
+                assert fast.taken == slow.taken
+        # allocate through the search the Reserve would run, or free the oldest claim
+        c = [claim(shapes[step % len(shapes)])]
+        found = a.find(NODE, c)
+        if found is not None and step % 3:
+            alloc = a.results(found)[0]
+            assert picked(alloc) == [("g", d.id[2]) for d, _ in found.taken]
+            held.add(alloc)
+            allocations.append(alloc)
+        elif allocations:
+            held.remove(allocations.pop(0))
+    assert allocations  # the loop filled devices up and freed them again
+
+
+def test_a_shared_device_is_refused_exactly_when_its_capacity_is_spent():
+    slices = [rslice(GPU, [shared_gpu("gpu-0")])]
+    held = AllocatedDevices()
+    a = Allocator(CLASSES, PoolIndex(slices, []), held, new_share_id=lambda: "s")
+    took = {"devices": {"results": [{"driver": GPU, "pool": "p1", "device": "gpu-0", "shareID": "x",
+                                     "consumedCapacity": {"milli": "700", "memory": "11200Mi"}}]}}
+    held.add(took)
+    assert [d.id[2] for d, _ in a.find(NODE, [claim(share(300))]).taken] == ["gpu-0"]
+    assert a.find(NODE, [claim(share(301))]) is None
+    assert a.find(NODE, [claim(share(0))]) is None  # a whole-GPU claim takes all the capacity
+    held.remove(took)  # the claim was deleted
+    assert a.find(NODE, [claim(share(0))]).taken[0][1] == {f"{GPU}/milli": 1000, f"{GPU}/memory": 16 * 2**30}
+    held.add({"devices": {"results": [{"driver": GPU, "pool": "p1", "device": "gpu-0"}]}})  # held outright
+    assert a.find(NODE, [claim(share(1))]) is None
+
+
+def test_find_each_answers_as_find_on_each_node():
+    nodes = [{"metadata": {"name": f"n{i}"}} for i in range(4)]
+    slices = [rslice(GPU, [shared_gpu(f"gpu-{j}") for j in range(i)], pool=f"p{i}", node=f"n{i}") for i in range(1, 4)]
+    held = AllocatedDevices({(GPU, "p2", "gpu-0"): 1})
+    a = Allocator(CLASSES, PoolIndex(slices, []), held)
+    for c in ([claim(share(500, count=2))], [claim(share(0, count=2))], [claim(exactly("g", "missing"))],
+              [claim(share(500), share(500) | {"name": "h"})]):
+        each = a.find_each(nodes, c)
+        for node, got in zip(nodes, each):
+            try:
+                want = a.find(node, c)
+            except AllocationError as e:
+                assert isinstance(got, AllocationError) and got.args == e.args
+                continue
+            assert (got is None) == (want is None) and (got is None or got.taken == want.taken)
+    assert [f is not None for f in a.find_each(nodes, [claim(share(500, count=2))])] == [False, False, False, True]
+
+
+def outcome(fn):
+    try:
+        found = fn()
+    except SearchLimitExceeded:
+        return "gave up"
+    return None if found is None else [d.id[2] for d, _ in found.taken]
+
+
+@pytest.mark.parametrize("max_steps", range(1, 40, 3))
+def test_counted_fit_gives_up_where_the_search_would(max_steps):
+    """The search's step budget holds for counted fits too: where it could run out, the search decides."""
+    devices = [shared_gpu(f"gpu-{i}") for i in range(8)]
+    spent = {"devices": {"results": [{"driver": GPU, "pool": "p1", "device": f"gpu-{i}", "shareID": "x",
+                                      "consumedCapacity": {"milli": "800"}} for i in (1, 4, 6, 7)]}}
+    taken = AllocatedDevices()
+    taken.add(spent)
+    a = Allocator(CLASSES, PoolIndex([rslice(GPU, devices)], []), taken, max_steps=max_steps)
+    for count in (1, 3, 4, 5):
+        c = [claim(share(300, count=count))]
+        assert outcome(lambda: a.find(NODE, c)) == outcome(lambda: full_search(a, c))
+
+
+def test_pools_named_by_node_and_pools_matched_by_selector_keep_their_order():
+    sel = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}
+    index = PoolIndex([rslice(GPU, [dev("a")], pool="p3"), rslice(GPU, [dev("b")], pool="p1", node=None, nodeSelector=sel),
+                       rslice(GPU, [dev("c")], pool="p2", node="n2"), rslice(NIC, [], pool="p0")])
+    assert [p.name for p, _ in index.for_node(NODE)] == ["p1", "p3", "p0"]  # by driver, then pool
+    assert [p.name for p, _ in index.for_node({"metadata": {"name": "n2"}})] == ["p2"]
