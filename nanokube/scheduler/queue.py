@@ -55,6 +55,9 @@ class UnschedulablePods(dict):
     def __init__(self) -> None:
         super().__init__()
         self.by_plugin: dict[str, dict[str, None]] = {}
+        #: the gated pods apart, by the plugin whose PreEnqueue turned them away: events skip them
+        #: (their plugin retries them), so each claim created does not walk every pod still waiting for one
+        self.gated_by_plugin: dict[str, dict[str, None]] = {}
         self.gated_in_group: dict[str, dict[str, None]] = {}
         self.gated = 0
         #: key -> its rejecting plugins, its group if gated, and its place in arrival order
@@ -75,17 +78,19 @@ class UnschedulablePods(dict):
             if group:
                 self.gated_in_group.setdefault(group, {})[key] = None
         self._meta[key] = plugins, group, seq
+        index = self.gated_by_plugin if info.gated_by else self.by_plugin
         for p in plugins:
-            self.by_plugin.setdefault(p, {})[key] = None
+            index.setdefault(p, {})[key] = None
 
     def _unindex(self, key: str) -> None:
         plugins, group, _ = self._meta.pop(key, ((), None, 0))
+        index = self.by_plugin if group is None else self.gated_by_plugin
         for p in plugins:
-            keys = self.by_plugin.get(p)
+            keys = index.get(p)
             if keys is not None:
                 keys.pop(key, None)
                 if not keys:
-                    del self.by_plugin[p]
+                    del index[p]
         if group is not None:
             self.gated -= 1
             keys = self.gated_in_group.get(group)
@@ -121,13 +126,15 @@ class UnschedulablePods(dict):
             del self[info.key]
             yield info
 
-    def rejected_by(self, plugins) -> list:
-        """The pods any of `plugins` rejected, in arrival order: a walk of the pool when they are
-        a good part of it, else a sort of just their keys (a bound pod's event concerns none of
-        thousands of pods a nodeSelector keeps out)."""
+    def rejected_by(self, plugins, gated: bool = False) -> list:
+        """The pods any of `plugins` rejected (in a scheduling attempt, or with `gated` in
+        PreEnqueue), in arrival order: a walk of the pool when they are a good part of it, else a
+        sort of just their keys (a bound pod's event concerns none of thousands of pods a
+        nodeSelector keeps out)."""
+        index = self.gated_by_plugin if gated else self.by_plugin
         keys: set[str] = set()
         for p in plugins:
-            keys.update(self.by_plugin.get(p, ()))
+            keys.update(index.get(p, ()))
         if not keys:
             return []
         if len(keys) * 4 >= len(self):
@@ -269,7 +276,7 @@ class SchedulingQueue:
         (a claim created for them). `keys`, when given, are the only pods the
         event can concern (the caller's index says so), so the pool is not walked."""
         if keys is None:
-            infos = self.unschedulable.rejected_by((plugin,))
+            infos = self.unschedulable.rejected_by((plugin,), gated=True)
         else:
             infos = [self.unschedulable[k] for k in keys if k in self.unschedulable]
         for info in infos:

@@ -169,3 +169,21 @@ def test_the_pods_an_event_concerns_come_in_arrival_order_without_the_others():
     assert [i.key for i in pool.rejected_by(("NodeResourcesFit",))] == [
         "default/p7", "default/p107", "default/p157", "default/p57"]
     assert [i.key for i in pool.rejected_by(("NodeAffinity", "NodeResourcesFit"))] == list(pool)
+
+
+def test_pods_gated_in_pre_enqueue_are_kept_apart_from_those_an_event_may_move():
+    pool = UnschedulablePods()
+    for i in range(6):
+        info = PodInfo(pod(f"p{i}"), 0.0)
+        info.unschedulable_plugins = {"DynamicResources"}
+        info.gated_by = "DynamicResources" if i % 2 else ""
+        pool[info.key] = info
+    assert [i.key for i in pool.rejected_by(("DynamicResources",))] == ["default/p0", "default/p2", "default/p4"]
+    assert [i.key for i in pool.rejected_by(("DynamicResources",), gated=True)] == [
+        "default/p1", "default/p3", "default/p5"]
+    gated = pool.pop("default/p3")
+    gated.gated_by = ""  # admitted, then rejected in a scheduling attempt
+    pool[gated.key] = gated
+    assert [i.key for i in pool.rejected_by(("DynamicResources",), gated=True)] == ["default/p1", "default/p5"]
+    assert [i.key for i in pool.rejected_by(("DynamicResources",))][-1] == "default/p3"
+    assert pool.gated == 2
