@@ -439,33 +439,48 @@ class Allocator:
                 return found
         return self._search(node, claims, pools, node_name)
 
-    def find_each(self, nodes: list[dict], claims: list[dict]) -> list:
-        """`find` on each node: its Placement or None, or the AllocationError
-        or SearchLimitExceeded it raises. The simple shape on a node whose
-        pools have not changed since it was last counted costs two lookups."""
+    def find_each(self, nodes: list, claims: list[dict]) -> list:
+        """`find` on each of `nodes` (objects with the node's `name` and its
+        object as `node`, as the scheduler's NodeInfo): its Placement or
+        None, or the AllocationError or SearchLimitExceeded it raises. The
+        simple shape on a node with one pool that no allocation changed
+        since it was last counted costs a few lookups."""
         try:
             simple = self._simple(claims)
         except AllocationError as e:
             return [e] * len(nodes)
         out: list = []
         if simple is None:
-            for node in nodes:
+            for n in nodes:
                 try:
-                    out.append(self.find(node, claims))
+                    out.append(self.find(n.node, claims))
                 except (AllocationError, SearchLimitExceeded) as e:
                     out.append(e)
             return out
         r, need = simple
-        shape, cached = r.shape, self.index.fits
-        for node in nodes:
-            fits = cached.get((shape, node["metadata"]["name"]))
+        shape, cached, stamps, max_steps = r.shape, self.index.fits, self.allocated.stamps, self.max_steps
+        for n in nodes:
+            fits = cached.get((shape, n.name))
             if fits is not None and fits is not _SEARCH:  # counted on this node before
-                found = self._count(fits, need, node, claims)
-                if found is not _SEARCH:
-                    out.append(found)
-                    continue
+                if len(fits) == 1:  # `_count` on the usual node, inline
+                    pf = fits[0]
+                    if pf.stamp != stamps.get(pf.key, 0):
+                        pf.refresh(self.allocated, stamps.get(pf.key, 0))
+                    free, candidates = len(pf.free), len(pf.candidates)
+                    if free >= need:
+                        if candidates < max_steps:
+                            out.append(Placement(n.node, claims, None, pf.first(need) if pf.shared else None))
+                            continue
+                    elif 1 + candidates * 2 ** free <= max_steps:
+                        out.append(None)
+                        continue
+                else:
+                    found = self._count(fits, need, n.node, claims)
+                    if found is not _SEARCH:
+                        out.append(found)
+                        continue
             try:
-                out.append(self.find(node, claims))
+                out.append(self.find(n.node, claims))
             except (AllocationError, SearchLimitExceeded) as e:
                 out.append(e)
         return out

@@ -365,11 +365,12 @@ class DynamicResources:
             return {i: st for i, n in enumerate(nodes) if (st := fn(state, info, n)) is not None}
         out = {}
         found = cyc.found
-        for i, (n, hit) in enumerate(zip(nodes, cyc.allocator.find_each([n.node for n in nodes], cyc.pending))):
+        full = None  # one status for every node without the devices: nothing tells them apart
+        for i, (n, hit) in enumerate(zip(nodes, cyc.allocator.find_each(nodes, cyc.pending))):
             if hit.__class__ is Placement:
                 found[n.name] = hit
             elif hit is None:
-                out[i] = unschedulable(CANNOT_ALLOCATE)
+                out[i] = full = full or unschedulable(CANNOT_ALLOCATE)
             elif isinstance(hit, AllocationError):
                 out[i] = unschedulable(str(hit), resolvable=False)
             else:

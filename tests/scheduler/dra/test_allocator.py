@@ -349,8 +349,15 @@ def test_a_shared_device_is_refused_exactly_when_its_capacity_is_spent():
     assert a.find(NODE, [claim(share(1))]) is None
 
 
+class Info:
+    """What find_each reads of the scheduler's NodeInfo."""
+
+    def __init__(self, name):
+        self.name, self.node = name, {"metadata": {"name": name}}
+
+
 def test_find_each_answers_as_find_on_each_node():
-    nodes = [{"metadata": {"name": f"n{i}"}} for i in range(4)]
+    nodes = [Info(f"n{i}") for i in range(4)]
     slices = [rslice(GPU, [shared_gpu(f"gpu-{j}") for j in range(i)], pool=f"p{i}", node=f"n{i}") for i in range(1, 4)]
     held = AllocatedDevices({(GPU, "p2", "gpu-0"): 1})
     a = Allocator(CLASSES, PoolIndex(slices, []), held)
@@ -359,7 +366,7 @@ def test_find_each_answers_as_find_on_each_node():
         each = a.find_each(nodes, c)
         for node, got in zip(nodes, each):
             try:
-                want = a.find(node, c)
+                want = a.find(node.node, c)
             except AllocationError as e:
                 assert isinstance(got, AllocationError) and got.args == e.args
                 continue
