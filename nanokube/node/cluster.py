@@ -6,6 +6,7 @@ every refusal can name the line and the field a user has to fix.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -22,6 +23,23 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 RACK_LABEL = "nanokube.io/rack"
 NVLINK_LABEL = "nanokube.io/nvlink-domain"
 _UUID_NS = uuid.UUID("6b1d3c1e-5f0a-4c8e-9a57-6e616e6f6b75")
+_UUID_NS_BYTES = _UUID_NS.bytes
+
+
+def _name_hash(name: str) -> bytes:
+    """uuid5(_UUID_NS, name)'s SHA-1 digest, without building UUID objects
+    (two per device, tens of thousands per large cluster)."""
+    return hashlib.sha1(_UUID_NS_BYTES + name.encode()).digest()
+
+
+def _uuid5(name: str) -> str:
+    """str(uuid.uuid5(_UUID_NS, name))."""
+    h = bytearray(_name_hash(name)[:16])
+    h[6] = (h[6] & 0x0F) | 0x50
+    h[8] = (h[8] & 0x3F) | 0x80
+    x = h.hex()
+    return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
+
 
 DEFAULT_CLUSTER = """\
 pools:
@@ -109,7 +127,7 @@ def _gpus(node: str, g: dict | None) -> list[Device]:
         attrs = {
             "model": g["model"], "architecture": g["architecture"], "driverVersion": g["driverVersion"],
             "cudaVersion": g["cudaVersion"], "computeCapability": g["computeCapability"],
-            "uuid": f"GPU-{uuid.uuid5(_UUID_NS, f'{node}/gpu-{i}')}", "index": i,
+            "uuid": f"GPU-{_uuid5(f'{node}/gpu-{i}')}", "index": i,
             "pcieRoot": _pcie_root(i), "numaNode": _numa(i, g["count"], g["numaNodes"]),
         }
         if g.get("migSlices"):
@@ -131,10 +149,10 @@ def _nics(node: str, n: dict | None, gpus: list[Device], numa_nodes: int) -> lis
         return []
     out = []
     for i in range(n["count"]):
-        mac = uuid.uuid5(_UUID_NS, f"{node}/nic-{i}").bytes[:5]
+        mac = _name_hash(f"{node}/nic-{i}")[:5]
         attrs = {
             "model": n["model"], "rdma": n["rdma"], "interfaceName": f"ib{i}",
-            "hardwareAddress": ":".join(f"{b:02x}" for b in (0x02, *mac)),
+            "hardwareAddress": bytes((0x02, *mac)).hex(":"),
             "numaNode": _numa(i, n["count"], numa_nodes),
         }
         if i < len(gpus):

@@ -1,3 +1,5 @@
+import uuid
+
 import pytest
 
 from nanokube.node.cluster import (
@@ -45,6 +47,17 @@ def test_pools_expand_into_nodes_with_topology_and_devices():
     assert gpus[0].attributes["uuid"] == parse_cluster(GOOD).nodes()[2].devices[0].attributes["uuid"]
     assert nics[0].attributes["rdma"] is True and nics[0].capacity == {"bandwidth": "400G"}
     assert nodes[4].devices == [] and nodes[4].capacity["pods"] == "110"
+
+
+def test_device_identities_are_name_based_uuids_stable_across_releases():
+    """GPU UUIDs and NIC MACs are uuid5s of the node and device name in a fixed namespace."""
+    d2 = parse_cluster(GOOD).nodes()[2]
+    ns = uuid.UUID("6b1d3c1e-5f0a-4c8e-9a57-6e616e6f6b75")
+    gpus = [d for d in d2.devices if d.kind == "gpu"]
+    nics = [d for d in d2.devices if d.kind == "nic"]
+    assert [g.attributes["uuid"] for g in gpus] == [f"GPU-{uuid.uuid5(ns, f'dgx-2/gpu-{i}')}" for i in range(8)]
+    assert [n.attributes["hardwareAddress"] for n in nics] == [
+        ":".join(f"{b:02x}" for b in (2, *uuid.uuid5(ns, f"dgx-2/nic-{i}").bytes[:5])) for i in range(8)]
 
 
 def test_default_cluster_is_two_gpu_nodes():
