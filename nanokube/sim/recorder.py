@@ -1,5 +1,5 @@
 """What a run measured, from the API's point of view: every pod's arrival,
-binding, node and end (and whether it was evicted), GPU allocation and
+binding, node, start (first seen Running) and end (and whether it was evicted), GPU allocation and
 fragmentation over time and over arrived workload, the pending queue,
 scheduling delay and gang wait."""
 
@@ -36,6 +36,7 @@ class Recorder:
         self.created: dict[str, float] = {}
         self.bound: dict[str, float] = {}
         self.placements: dict[str, str] = {}
+        self.started: dict[str, float] = {}
         self.ended: dict[str, float] = {}
         self.evicted: dict[str, str] = {}
         self.groups: dict[str, list[str]] = {}
@@ -89,6 +90,8 @@ class Recorder:
             self._refrag(node)
             self._sample()
         status = pod.get("status") or {}
+        if k not in self.started and status.get("phase") == "Running":
+            self.started[k] = self._t()
         if k not in self.evicted:
             for c in status.get("conditions") or []:
                 if c.get("type") == "DisruptionTarget" and c.get("status") == "True":
@@ -178,6 +181,8 @@ class Recorder:
             "by_arrival": {"arrived_ratio": [p[0] for p in self.by_arrival],
                            "gpu_alloc_ratio": [p[1] for p in self.by_arrival]},
             "scheduling_delay_s": delays,
+            "timeline": {k: [self.created[k], self.bound.get(k), self.started.get(k), self.ended.get(k)]
+                         for k in sorted(self.created)},
             "gang_wait_s": gang,
             "unscheduled_groups": sorted(g for g, ms in self.groups.items() if not all(m in self.bound for m in ms)),
             "evictions": [{"pod": k, "reason": r, "t": self.ended.get(k)} for k, r in sorted(self.evicted.items())],

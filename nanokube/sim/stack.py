@@ -15,11 +15,13 @@ the node lifecycle controller is off unless asked for, since over a
 from __future__ import annotations
 
 import os
+import random
 import tempfile
 
 from ..apiserver.app import APIServer
 from ..apiserver.controlplane import bootstrap
 from ..apiserver.loopback import LocalClient, connector
+from ..apiserver.rest import NAME_CHARS
 from ..clock import Clock
 from ..controllers.manager import ControllerManager
 from ..machinery.user import SCHEDULER_USER, User
@@ -40,6 +42,22 @@ YEAR = 365 * 86400.0
 KUBELET_HEARTBEAT = 10.0
 
 
+class SeededNames:
+    """generateName suffixes drawn per prefix from the run's seed: the n-th
+    pod of a Job or ReplicaSet gets the same name in every run, however its
+    creation interleaves with other objects'."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+        self._rngs: dict[str, random.Random] = {}
+
+    def __call__(self, prefix: str) -> str:
+        rng = self._rngs.get(prefix)
+        if rng is None:
+            rng = self._rngs[prefix] = random.Random(f"{self.seed}/{prefix}")
+        return "".join(rng.choice(NAME_CHARS) for _ in range(5))
+
+
 class SimulatedControlPlane:
     def __init__(self, cluster: Cluster, clock: Clock, config: SchedulerConfig | None = None, seed: int = 0,
                  controllers: str = DEFAULT_CONTROLLERS, heartbeat: float | None = None, serve_port: int | None = None):
@@ -53,6 +71,7 @@ class SimulatedControlPlane:
         self._dir = tempfile.TemporaryDirectory(prefix="nanokube-sim-")
         pki = ensure_pki(self._dir.name) if serve_port is not None else None
         self.server = APIServer(MemoryStore(), pki, port=serve_port or 0, clock=clock, audit_log_path="")
+        self.server.rest.name_suffix = SeededNames(seed)
         self.connect = connector(self.server.rest)
         self.client: LocalClient = self.connect(TRACE_USER, "nanokube-simulate")
         self.kubeconfig = os.path.join(self._dir.name, "kubeconfig")
