@@ -55,7 +55,8 @@ PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><title>nanokube simulate: {title}</title>
 <style>body{{font-family:sans-serif;margin:1.5em;max-width:1200px}}.grid{{display:grid;grid-template-columns:1fr 1fr;gap:1.5em}}
 table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:.2em .6em;text-align:right}}canvas{{max-height:320px}}</style>
-<script>const pageErrors = []; window.addEventListener('error', e => pageErrors.push(String(e.message)));</script>
+<script>const pageErrors = []; window.addEventListener('error', e => pageErrors.push(String(e.message)));
+const consoleError = console.error; console.error = (...a) => {{ pageErrors.push(a.join(' ')); consoleError(...a); }};</script>
 <script>{chartjs}</script></head><body>
 <h1>nanokube simulate</h1>
 <p>cluster <code>{cluster}</code>, trace <code>{trace}</code>, seed {seed}</p>

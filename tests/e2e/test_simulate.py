@@ -1,13 +1,15 @@
 """`nanokube simulate` end to end: a cluster file and a JSON Lines trace with
 a gang Job that must wait for a hog to finish, a pod with a DRA GPU claim
 tolerating a taint for 60 s and a DeviceTaintRule that evicts it mid-run; results.json and report.html
-show the group's wait and the eviction."""
+show the group's wait and the eviction, and the report renders in headless Chromium."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+
+from tests.sim.chromium import BROWSER, open_report
 
 CLUSTER = """\
 pools:
@@ -69,6 +71,10 @@ def test_simulate_gang_wait_and_device_taint_eviction(tmp_path):
     assert evicted["default/trainer"]["reason"] == "DeletionByDeviceTaintManager"
     page = (out / "report.html").read_text()
     assert "default/trainer" in page and "DeletionByDeviceTaintManager" in page and "Chart.js v4.4.7" in page
+    if BROWSER:  # scripts/test.sh installs it; without it the page's rendering is tested nowhere else
+        rendered, stderr = open_report(str(out / "report.html"))
+        assert rendered == {"charts": "7", "errors": ""}, rendered
+        assert "Uncaught" not in stderr, stderr[-2000:]
 
 
 def test_paced_run_can_be_watched_with_a_kubernetes_client(tmp_path):

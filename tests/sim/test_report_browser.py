@@ -4,16 +4,12 @@ no network (Chart.js is inlined). Skipped where no Chromium is installed
 
 from __future__ import annotations
 
-import re
-import shutil
-import subprocess
-
 import pytest
 
 from nanokube.sim.driver import RunResult
 from nanokube.sim.report import write_report
 
-BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
+from .chromium import BROWSER, open_report
 
 
 def _run(name: str, shift: float) -> RunResult:
@@ -34,12 +30,6 @@ def _run(name: str, shift: float) -> RunResult:
 def test_report_charts_render_in_headless_chromium(tmp_path):
     write_report(str(tmp_path), [_run("least-allocated", 0.0), _run("fgd", 0.01)], {"cluster": "c.yaml",
                                                                                      "trace": "t.jsonl", "seed": 1})
-    proc = subprocess.run(
-        [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-         "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", "--dump-dom",
-         f"file://{tmp_path / 'report.html'}"], capture_output=True, text=True, timeout=90)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    body = re.search(r"<body([^>]*)>", proc.stdout).group(1)
-    assert 'data-charts="7"' in body, body
-    assert 'data-errors=""' in body, body
-    assert "Uncaught" not in proc.stderr, proc.stderr[-2000:]
+    page, stderr = open_report(str(tmp_path / "report.html"))
+    assert page == {"charts": "7", "errors": ""}, page
+    assert "Uncaught" not in stderr, stderr[-2000:]
