@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         results.append(r)
         m = r.metrics
         print(f"{name}: {m['scheduled']}/{m['pods']} pods scheduled, virtual {r.virtual_s:.0f}s in wall "
-              f"{r.wall_s:.1f}s ({r.events / r.wall_s:,.0f} events/s, {m['pods'] / r.wall_s:,.1f} pods/s), "
+              f"{r.wall_s:.1f}s, {r.cpu_s:.1f} CPU-s ({r.events / r.wall_s:,.0f} events/s, {m['pods'] / r.wall_s:,.1f} pods/s), "
               f"placements {r.placement_hash}", flush=True)
     if args.out:
         write_report(args.out, results, {"cluster": args.cluster, "trace": args.trace, "seed": args.seed,

@@ -34,6 +34,8 @@ class RunResult:
     name: str
     placements: dict[str, str]
     wall_s: float
+    #: CPU seconds of the process over the run (what the machine's load does not change)
+    cpu_s: float
     virtual_s: float
     events: int
     metrics: dict = field(default_factory=dict)
@@ -136,7 +138,7 @@ async def run(name: str, cluster: Cluster, trace: Trace, config: SchedulerConfig
     trace time) or once the trace is replayed and `tail` more seconds passed."""
     clock = PacedClock(EPOCH, speed) if speed else VirtualClock(start=EPOCH, max_turns=1 << 62)
     plane = SimulatedControlPlane(cluster, clock, config, seed, controllers, serve_port=serve_port)
-    wall0 = time.perf_counter()
+    wall0, cpu0 = time.perf_counter(), time.process_time()
     await plane.start()
     if serve_port is not None:
         print(f"{name}: serving on {plane.server.url}; export KUBECONFIG={plane.kubeconfig}", file=sys.stderr, flush=True)
@@ -174,8 +176,8 @@ async def run(name: str, cluster: Cluster, trace: Trace, config: SchedulerConfig
     if not replay.done():
         replay.cancel()
     await asyncio.gather(replay, return_exceptions=True)
-    wall = time.perf_counter() - wall0
-    result = RunResult(name, dict(recorder.placements), wall, clock.monotonic() - t0, events, recorder.summary())
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    result = RunResult(name, dict(recorder.placements), wall, cpu, clock.monotonic() - t0, events, recorder.summary())
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)

@@ -15,7 +15,7 @@ MAX_POINTS = 1500
 
 def results_doc(results, inputs: dict) -> dict:
     return {"inputs": inputs, "runs": [
-        {"name": r.name, "wall_s": r.wall_s, "virtual_s": r.virtual_s, "events": r.events,
+        {"name": r.name, "wall_s": r.wall_s, "cpu_s": r.cpu_s, "virtual_s": r.virtual_s, "events": r.events,
          "events_per_s": r.events / r.wall_s if r.wall_s else 0.0, "placement_hash": r.placement_hash,
          "placements": r.placements, **r.metrics} for r in results]}
 

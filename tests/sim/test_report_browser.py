@@ -23,7 +23,7 @@ def _run(name: str, shift: float) -> RunResult:
         "unscheduled_groups": [], "evictions": [{"pod": "default/trainer", "reason": "DeletionByDeviceTaintManager",
                                                  "t": 100.0}],
     }
-    return RunResult(name, {"default/a": "node-0"}, 1.0, 86400.0, 10, metrics)
+    return RunResult(name, {"default/a": "node-0"}, 1.0, 0.8, 86400.0, 10, metrics)
 
 
 @pytest.mark.skipif(BROWSER is None, reason="no chromium on PATH")
