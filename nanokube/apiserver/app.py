@@ -108,6 +108,9 @@ class APIServer:
         self.ready = False
         self.audit_log_path = audit_log_path
         self.audit: AuditLog | None = None
+        #: what a connection's client certificate says (front proxy?, its user), by the certificate dict its
+        #: TLS transport hands every request of the connection (held, so the id stays unique)
+        self._certs: dict[int, tuple[dict, bool, User | None]] = {}
 
     @property
     def url(self) -> str:
@@ -235,10 +238,12 @@ class APIServer:
     @web.middleware
     async def _authn(self, request: web.Request, handler) -> web.StreamResponse:
         cert = request.transport.get_extra_info("peercert") if request.transport else None
-        if self.pki is not None and is_front_proxy(cert):
-            user = user_from_headers(cert, request.headers)
+        if self.pki is None:
+            user = User("system:admin", ("system:masters", "system:authenticated"))
         else:
-            user = _user_from_cert(cert) if self.pki is not None else User("system:admin", ("system:masters", "system:authenticated"))
+            front_proxy, user = self._cert_identity(cert)
+            if front_proxy:
+                user = user_from_headers(cert, request.headers)
         if user is None and request.headers.get("Authorization", "").startswith("Bearer "):
             user = await self.authenticate_token(request.headers["Authorization"][7:].strip())
         if user is None:
@@ -262,6 +267,17 @@ class APIServer:
         if not decision.allowed:
             return error_response(forbidden(user.name, attrs, decision.reason))
         return await handler(request)
+
+    def _cert_identity(self, cert: dict | None) -> tuple[bool, User | None]:
+        """(issued by the front-proxy CA, the certificate's own user), worked out once per connection."""
+        if not cert:
+            return False, None
+        known = self._certs.get(id(cert))
+        if known is None or known[0] is not cert:
+            if len(self._certs) >= 4096:
+                self._certs.clear()
+            known = self._certs[id(cert)] = (cert, is_front_proxy(cert), _user_from_cert(cert))
+        return known[1], known[2]
 
     async def authenticate_token(self, token: str) -> User | None:
         """Bearer tokens are bound ServiceAccount tokens this server issued."""

@@ -19,3 +19,18 @@ def test_front_proxy_vouches_for_the_header_user():
 def test_no_user_or_a_name_not_allowed():
     assert user_from_headers(FRONT, CIMultiDict([("X-Remote-Group", "devs")])) is None
     assert user_from_headers(OTHER, CIMultiDict([("X-Remote-User", "alice")])) is None
+
+
+def test_a_connections_certificate_is_read_once_and_a_front_proxy_stays_one():
+    from nanokube.apiserver.app import APIServer
+    from nanokube.store.memory import MemoryStore
+
+    server = APIServer(MemoryStore(), None, port=0)
+    alice = {"subject": ((("commonName", "alice"),), (("organizationName", "devs"),)),
+             "issuer": ((("commonName", "kubernetes-ca"),),)}
+    proxy = {"subject": ((("commonName", "front-proxy-client"),),), "issuer": ((("commonName", "front-proxy-ca"),),)}
+    front, user = server._cert_identity(alice)
+    assert not front and user.name == "alice" and user.groups == ("devs", "system:authenticated")
+    assert server._cert_identity(alice)[1] is user
+    assert server._cert_identity({**alice, "subject": ((("commonName", "bob"),),)})[1].name == "bob"
+    assert server._cert_identity(proxy)[0] and server._cert_identity(None) == (False, None)
