@@ -112,6 +112,14 @@ def test_taint_toleration_score_prefers_fewer_prefer_no_schedule_taints():
     assert scores == [100, 50, 0]
 
 
+def test_taint_toleration_skips_score_where_no_node_is_tainted():
+    tt = TaintToleration({}, None)
+    nodes = [node_info(node("n0")), node_info(node("n1"))]
+    assert tt.pre_score(CycleState(), info(pod("a")), nodes).code == Code.SKIP
+    nodes.append(node_info(node("n2", taints=[{"key": "x", "effect": "NoSchedule"}])))
+    assert tt.pre_score(CycleState(), info(pod("a")), nodes) is None
+
+
 AFF = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
     {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}]},
     {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["special"]}]}]}}}

@@ -8,6 +8,7 @@ from operator import attrgetter
 
 from ..framework import (
     NODE,
+    SKIP,
     UNSCHEDULED_POD,
     Action,
     ClusterEvent,
@@ -46,12 +47,14 @@ class TaintToleration:
         return {i: st for i, n in enumerate(nodes) if n.taints and (st := self.filter(state, info, n)) is not None}
 
     def pre_score(self, state, info, nodes):
+        """Skips Score where no node is tainted: every node would score the same (the most), which
+        moves no node's rank."""
+        if not any(map(_TAINTS, nodes)):
+            return SKIP
         state[_KEY] = [t for t in info.spec.get("tolerations") or [] if (t.get("effect") or "PreferNoSchedule") == "PreferNoSchedule"]
 
     def score_nodes(self, state, info, nodes) -> list[int]:
         """Untolerated PreferNoSchedule taints per node."""
-        if not any(map(_TAINTS, nodes)):
-            return [0] * len(nodes)
         tols = state[_KEY]
         return [sum(1 for t in n.taints if t.get("effect") == "PreferNoSchedule" and not any(tolerates(x, t) for x in tols))
                 if n.taints else 0 for n in nodes]
