@@ -89,12 +89,27 @@ class CacheEvent:
 
 @dataclass(eq=False)
 class Watcher:
-    """One client watch: a queue fed by the cache, filtered by `accept`."""
+    """One client watch: a queue fed by the cache, filtered by `accept`.
+
+    `direct`, when set, takes an event at once instead (writing it to the client from inside
+    `WatchCache._apply`): the cache offers it an event only while the watch's task waits on an
+    empty queue (`parked`), so events still go out in order, and queues the event when `direct`
+    returns False (a client that does not keep up). That saves a task switch and a generator
+    round per watcher and event, which was most of a fan-out's cost. The task's wait for its
+    next event then ends only at its bookmark interval, so a watch with bookmarks gets one every
+    interval however busy it is (as upstream's cacher sends them: by time, not by quiet)."""
 
     prefix: str
     accept: Callable[[CacheEvent], bool]
     queue: asyncio.Queue = field(default_factory=lambda: asyncio.Queue(maxsize=50_000))
     overflowed: bool = False
+    direct: Callable[[CacheEvent], bool] | None = None
+
+    @property
+    def parked(self) -> bool:
+        """The watch's task waits in `queue.get()` for an event (asyncio.Queue lists its waiting getters)."""
+        q = self.queue
+        return not q.qsize() and bool(q._getters)
 
 
 def _resource_prefix(key: str) -> str:
@@ -133,6 +148,9 @@ class WatchCache:
         self.ready = asyncio.Event()
         self.on_event: list[Callable[[CacheEvent], None]] = []
         self._encoded: dict[tuple[int, str], tuple[dict, bytes]] = {}
+        self._chunks: dict[int, tuple[bytes, bytes]] = {}
+        #: the entries of the newest events by id(object), so their watch lines reuse the entries' JSON
+        self._recent: dict[int, Entry] = {}
         self._written: dict[str, tuple[bytes, dict]] = {}
 
     async def start(self) -> None:
@@ -229,8 +247,13 @@ class WatchCache:
         if len(self._events) > self.window:
             self._events.popleft()
             self._oldest = self._event_revs.popleft()
+        recent = self._recent
+        if len(recent) >= _ENCODED_MEMO:
+            del recent[next(iter(recent))]
+        recent[id(cev.entry._obj)] = cev.entry
         for w in list(self._watchers.get(prefix, ())):
-            self._offer(w, cev)
+            if w.direct is None or not self._hand(w, cev):
+                self._offer(w, cev)
         for cb in self.on_event:
             cb(cev)
         self._wake()
@@ -244,6 +267,16 @@ class WatchCache:
             w.overflowed = True
             w.queue = asyncio.Queue()
             w.queue.put_nowait(None)
+
+    def _hand(self, w: Watcher, cev: CacheEvent) -> bool:
+        """Whether `w.direct` took the event: only while the watch's task waits on an empty queue."""
+        if w.overflowed or not w.parked or not w.accept(cev):
+            return False
+        try:
+            return w.direct(cev)
+        except Exception:  # queued instead: the watch's task meets the same error and ends the watch with it
+            w.direct = None
+            return False
 
     def _wake(self) -> None:
         while self._waiters and self._waiters[0][0] <= self.rev:
@@ -274,16 +307,33 @@ class WatchCache:
         """Catch up with the store's current revision (a consistent read)."""
         await self.wait_for(await self.store.current_revision())
 
+    def encode_chunk(self, typ: str, obj: dict) -> bytes:
+        """`encode_event`'s line framed as one HTTP/1.1 chunk, framed once for every watcher."""
+        line = self.encode_event(typ, obj)
+        hit = self._chunks.get(id(line))
+        if hit is not None and hit[0] is line:
+            return hit[1]
+        chunk = b"%x\r\n%b\r\n" % (len(line), line)
+        if len(self._chunks) >= _ENCODED_MEMO:
+            del self._chunks[next(iter(self._chunks))]
+        self._chunks[id(line)] = (line, chunk)
+        return chunk
+
     def encode_event(self, typ: str, obj: dict) -> bytes:
         """A watch event's JSON line. Watchers of one version receive the same
         (immutable) object, so a recent object's line is encoded once and
         shared by every watcher; the memo keeps its objects alive, so an id
-        in it always names the object it was encoded from."""
+        in it always names the object it was encoded from. A cached object's
+        line is made of its entry's JSON, which LIST serves too."""
         memo_key = (id(obj), typ)
         hit = self._encoded.get(memo_key)
         if hit is not None and hit[0] is obj:
             return hit[1]
-        line = orjson.dumps({"type": typ, "object": obj}) + b"\n"
+        entry = self._recent.get(id(obj))
+        if entry is not None and entry._obj is obj:
+            line = b'{"type":"%b","object":%b}\n' % (typ.encode(), entry.raw)
+        else:
+            line = orjson.dumps({"type": typ, "object": obj}) + b"\n"
         if len(self._encoded) >= _ENCODED_MEMO:
             del self._encoded[next(iter(self._encoded))]
         self._encoded[memo_key] = (obj, line)

@@ -20,7 +20,7 @@ import orjson
 
 from .. import schema as schemas
 from ..clock import Clock
-from ..registry.base import Resource
+from ..registry.base import Resource, Strategy
 from ..store.interface import Compacted, KeyExists, KeyNotFound, RevisionMismatch, Store
 from ..machinery import errors
 from ..machinery.meta import new_uid
@@ -133,10 +133,15 @@ def version_priority(v: str) -> tuple:
 
 
 class WatchStream:
-    """An open watch; `aclose()` unregisters it even if it was never iterated."""
+    """An open watch; `aclose()` unregisters it even if it was never iterated.
 
-    def __init__(self, gen, cache: WatchCache, watcher: Watcher):
+    `translate(event)` is the (type, object) a live cache event becomes for this watch (None when
+    its selectors drop it), for `Watcher.direct`; None when objects need asynchronous conversion."""
+
+    def __init__(self, gen, cache: WatchCache, watcher: Watcher, translate=None):
         self._gen, self._cache, self._w = gen, cache, watcher
+        self.watcher = watcher
+        self.translate = translate
 
     def __aiter__(self):
         return self
@@ -398,7 +403,10 @@ class GenericREST:
             self.cache.add_watcher(w)
             # events that raced in between are in both; skip by revision below
         gen = self._stream(res, version, w, initial, rev, ok, send_initial_events, allow_bookmarks, bookmark_interval)
-        return WatchStream(gen, self.cache, w)
+        translate = None
+        if type(res.strategy).prepare_conversion is Strategy.prepare_conversion:
+            translate = lambda ev: self._translate(res, version, ev, ok)  # noqa: E731
+        return WatchStream(gen, self.cache, w, translate)
 
     async def _stream(self, res, version, w, initial, rev, ok, send_initial_events, allow_bookmarks, bookmark_interval):
         try:

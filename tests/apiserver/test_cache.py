@@ -1,3 +1,6 @@
+import asyncio
+
+import orjson
 import pytest
 
 from nanokube.apiserver.cache import ADDED, DELETED, MODIFIED, WatchCache, Watcher, stored_value
@@ -127,3 +130,60 @@ async def test_encode_event_shares_one_line_per_object_and_type(env):
     assert cache.encode_event(DELETED, obj).startswith(b'{"type":"DELETED",')
     other = {"metadata": {"name": "a", "resourceVersion": "8"}}
     assert b'"8"' in cache.encode_event(MODIFIED, other)
+
+
+async def test_a_waiting_watcher_takes_events_directly_and_in_order(env):
+    """Events go to `direct` only while the watch's task waits on an empty queue; otherwise, or when
+    `direct` declines or fails, they are queued, so the order a watcher sees never changes."""
+    store, cache = env
+    taken, answer = [], [True]
+
+    def direct(cev):
+        if answer[0] == "fail":
+            raise RuntimeError("broken")
+        if answer[0]:
+            taken.append(cev.key)
+        return answer[0]
+
+    w = Watcher(PREFIX + "ns/", lambda ev: ev.key.startswith(PREFIX + "ns/"), direct=direct)
+    cache.add_watcher(w)
+
+    async def write(name):
+        kv = await store.create(PREFIX + name, b"{}")
+        await cache.wait_for(kv.mod_revision)
+
+    async def next_event():  # the watch's task, waiting for its next event
+        waiting = asyncio.ensure_future(w.queue.get())
+        await asyncio.sleep(0)
+        return waiting
+
+    await write("ns/busy")  # the task is not waiting: queued
+    waiting = await next_event()
+    await write("ns/behind")  # queued behind the event the task is about to take
+    assert (await waiting).key == PREFIX + "ns/busy" and w.queue.get_nowait().key == PREFIX + "ns/behind"
+    waiting = await next_event()
+    await write("ns/direct")
+    await write("other/skipped")
+    assert taken == [PREFIX + "ns/direct"] and not waiting.done()
+    answer[0] = False  # a client that does not keep up
+    await write("ns/declined")
+    assert (await waiting).key == PREFIX + "ns/declined"
+    answer[0] = "fail"
+    waiting = await next_event()
+    await write("ns/failed")
+    assert (await waiting).key == PREFIX + "ns/failed" and w.direct is None
+    assert taken == [PREFIX + "ns/direct"]
+
+
+async def test_watch_lines_and_chunks_are_encoded_once_from_the_entry(env):
+    store, cache = env
+    kv = await store.create(PREFIX + "ns/a", b'{"metadata":{"name":"a"}}')
+    await cache.wait_for(kv.mod_revision)
+    entry = cache.get(PREFIX + "ns/a")
+    line = cache.encode_event(ADDED, entry.obj)
+    assert line == orjson.dumps({"type": ADDED, "object": entry.obj}) + b"\n"
+    assert entry.raw in line  # the same encoding LIST serves
+    chunk = cache.encode_chunk(ADDED, entry.obj)
+    assert chunk == b"%x\r\n" % len(line) + line + b"\r\n"
+    assert cache.encode_chunk(ADDED, entry.obj) is chunk
+    assert cache.encode_chunk(DELETED, entry.obj).startswith(b"%x\r\n" % (len(line) + 2) + b'{"type":"DELETED",')

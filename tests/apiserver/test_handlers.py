@@ -1,0 +1,63 @@
+"""The HTTP rendering of lists and watches: a LIST body written in slices, watch events written
+straight from the cache (`Watcher.direct`)."""
+
+import aiohttp
+import orjson
+
+from nanokube.apiserver.app import APIServer
+from nanokube.apiserver.handlers import JoinedPayload
+from nanokube.apiserver.rest import SYSTEM, WriteOptions
+from nanokube.store.memory import MemoryStore
+from tests.controllers import eventually
+
+
+async def _server():
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    return server, server.index.get("", "v1", "configmaps")
+
+
+async def test_a_list_larger_than_a_slice_is_one_exact_body():
+    server, cms = await _server()
+    try:
+        for i in range(12):
+            await server.rest.create(cms, "v1", "default", {"metadata": {"name": f"cm-{i:02d}"},
+                                                            "data": {"v": str(i) * 200_000}}, WriteOptions(user=SYSTEM))
+        url = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps"
+        async with aiohttp.ClientSession() as s, s.get(url) as r:
+            body = await r.read()
+            assert r.headers["Content-Length"] == str(len(body)) and len(body) > 2 * JoinedPayload.SLICE
+        got = orjson.loads(body)
+        assert [o["metadata"]["name"] for o in got["items"]] == [f"cm-{i:02d}" for i in range(12)]
+        assert got["items"][3] == await server.rest.get(cms, "v1", "default", "cm-03")
+        assert body.endswith(b"]}\n")
+    finally:
+        await server.stop()
+
+
+async def test_watch_events_are_written_directly_in_order_and_the_watcher_goes_with_the_watch():
+    server, cms = await _server()
+    try:
+        url = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps?watch=true&allowWatchBookmarks=true"
+        async with aiohttp.ClientSession() as s, s.get(url) as r:
+            async def parked():
+                ws = [w for ws in server.cache._watchers.values() for w in ws if w.prefix.endswith("/configmaps/default/")]
+                return ws if ws and ws[0].parked and ws[0].direct is not None else None
+            (w,) = await eventually(parked)
+            for i in range(20):
+                await server.rest.create(cms, "v1", "default", {"metadata": {"name": f"cm-{i}"}}, WriteOptions(user=SYSTEM))
+            await server.rest.delete(cms, "v1", "default", "cm-0", {}, WriteOptions(user=SYSTEM))
+            events = [orjson.loads(await r.content.readline()) for _ in range(21)]
+            assert w.queue.empty()
+        assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == \
+            [("ADDED", f"cm-{i}") for i in range(20)] + [("DELETED", "cm-0")]
+        revs = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+        assert revs == sorted(revs) and len(set(revs)) == 21
+        assert events[5]["object"] == await server.rest.get(cms, "v1", "default", "cm-5")
+        await eventually(lambda: _gone(server, w))
+    finally:
+        await server.stop()
+
+
+async def _gone(server, w):
+    return w not in {x for ws in server.cache._watchers.values() for x in ws}
