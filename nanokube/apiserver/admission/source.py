@@ -6,6 +6,7 @@ per resource, which also hears when the cache relists."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -13,25 +14,37 @@ from ..cache import Watcher
 from .matching import ADMISSION_GROUP, EXEMPT
 
 
+class _Changes(asyncio.Queue):
+    """A configuration watcher's queue that keeps nothing but the fact that something arrived
+    (the next write reads the configuration anew): each write's check is one attribute, not a
+    look into every watcher's queue (several times per write)."""
+
+    def __init__(self, source: ConfigSource) -> None:
+        super().__init__()
+        self._source = source
+
+    def _put(self, item: Any) -> None:
+        self._source._dirty = True
+
+
 class ConfigSource:
     def __init__(self, rest) -> None:
         self.rest = rest
-        self._watchers = [Watcher(f"/registry/{plural}.{ADMISSION_GROUP}/", lambda ev: True) for plural in EXEMPT]
+        self._dirty = False
+        self._watchers = [Watcher(f"/registry/{plural}.{ADMISSION_GROUP}/", lambda ev: True, queue=_Changes(self))
+                          for plural in EXEMPT]
         for w in self._watchers:
             rest.cache.add_watcher(w)
         self._generation = 0
         self._memo: dict[Any, tuple[int, Any]] = {}
 
     def _changed(self) -> bool:
-        changed = False
+        if not self._dirty:
+            return False
+        self._dirty = False
         for w in self._watchers:
-            if w.overflowed:  # the cache relisted, or we fell behind: everything may have changed
-                w.overflowed = False
-                changed = True
-            while not w.queue.empty():
-                w.queue.get_nowait()
-                changed = True
-        return changed
+            w.overflowed = False  # a relist (which also queues None) stops the cache offering events until reset
+        return True
 
     def objects(self, plural: str) -> list[dict]:
         """The stored objects of an admissionregistration resource, by name."""
