@@ -618,3 +618,16 @@ def test_event_columns_and_validation():
     got = errs_by_field(s.validate(new_style))
     assert {("reportingComponent", "FieldValueRequired"), ("reportingInstance", "FieldValueRequired"),
             ("action", "FieldValueRequired"), ("reason", "FieldValueRequired")} <= got
+
+
+@pytest.mark.parametrize("containers, qos", [
+    ([{"resources": {"limits": {"cpu": "500m", "memory": "1Gi"}, "requests": {"cpu": "0.5", "memory": "1024Mi"}}},
+      {"resources": {"limits": {"cpu": "1", "memory": "1G"}, "requests": {"cpu": "1", "memory": "1G"}}}], "Guaranteed"),
+    # equal totals across containers, but the second has no cpu limit of its own
+    ([{"resources": {"limits": {"cpu": "2", "memory": "1Gi"}, "requests": {"cpu": "1", "memory": "1Gi"}}},
+      {"resources": {"limits": {"memory": "1Gi"}, "requests": {"cpu": "1", "memory": "1Gi"}}}], "Burstable"),
+    ([{"resources": {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "900m", "memory": "1Gi"}}}], "Burstable"),
+    ([{"resources": {"requests": {"cpu": "0", "memory": "0"}, "limits": {"nvidia.com/gpu": "1"}}}], "BestEffort"),
+])
+def test_qos_class_from_the_containers_totals(containers, qos):
+    assert qos_class({"containers": containers}) == qos
