@@ -277,7 +277,10 @@ class Cache:
         self.infos: dict[str, NodeInfo] = {}
         self.assumed: dict[str, str] = {}  # pod uid -> node name
         self.pod_nodes: dict[str, str] = {}  # pod uid -> node name, for every pod held
-        self._dirty: set[str] = set()
+        #: nodes changed since the last snapshot, in the order they first changed: a snapshot
+        #: lists new nodes in the order the cache got them (a set's order would vary with the
+        #: process's string hashing, and with it the search order and the placements)
+        self._dirty: dict[str, None] = {}
         self._order_changed = True
         self.generation = 0
 
@@ -291,7 +294,7 @@ class Cache:
     def _touch(self, info: NodeInfo) -> None:
         self.generation += 1
         info.generation = self.generation
-        self._dirty.add(info.name)
+        self._dirty[info.name] = None
 
     # nodes
     def add_node(self, node: dict) -> None:

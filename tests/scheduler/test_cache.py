@@ -87,3 +87,13 @@ def test_node_info_flat_totals_follow_pods_and_node_updates():
     assert (copy.free_cpu, copy.free_pods) == (3000, 1)
     ni.set_node(node("n", "2", "8Gi", pods="1"))
     assert (ni.alloc_cpu, ni.free_cpu, ni.free_pods) == (2000, 2000, 0)
+
+
+def test_snapshot_lists_nodes_in_the_order_the_cache_got_them():
+    """The search order (and so the placements) does not depend on the process's string hashing."""
+    cache, snap = Cache(), Snapshot()
+    names = [f"node-{i * 37 % 101}" for i in range(101)]
+    for name in names:
+        cache.add_node(node(name))
+    cache.update_snapshot(snap)
+    assert [n.name for n in snap.nodes] == names
