@@ -85,7 +85,14 @@ def _gpu_milli(events: list[TraceEvent]) -> dict[str, int]:
     return out
 
 
-def inflate(trace: Trace, cluster_gpu_milli: int, factor: float, seed: int, interval: float = 1.0) -> Trace:
+#: between two inflation arrivals: the control plane settles between them whatever the gap, and the whole
+#: experiment then stays within the scheduler's 5-minute requeue of unschedulable pods, which here could
+#: only retry pods that cannot fit anymore (nothing ends); with one a second openb's ~10,900 arrivals would
+#: span three hours, every pod that does not fit tried again on every node each five minutes to no effect
+INFLATE_INTERVAL = 0.01
+
+
+def inflate(trace: Trace, cluster_gpu_milli: int, factor: float, seed: int, interval: float = INFLATE_INTERVAL) -> Trace:
     """The inflation experiment of "Beware of Fragmentation": pods drawn from
     the trace's pod creations (with replacement, by `seed`), arriving one per
     `interval` and never finishing, until the GPUs they ask for reach
