@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import Callable
 
 from ..machinery.errors import APIError
@@ -13,8 +14,10 @@ log = logging.getLogger(__name__)
 
 
 def key_of(obj: dict) -> str:
+    """namespace/name, interned: the in-process informers of one resource (a dozen for pods)
+    share one key string per object instead of holding a copy each."""
     md = obj["metadata"]
-    return f"{md['namespace']}/{md['name']}" if md.get("namespace") else md["name"]
+    return sys.intern(f"{md['namespace']}/{md['name']}") if md.get("namespace") else md["name"]
 
 
 class Informer:
