@@ -338,10 +338,12 @@ class Placement:
     `search` is None while only the fit is known (the simple case, which
     Filter answers from each pool's free devices; `results` then searches).
     `counted` holds the devices the search would pick there when some of
-    them are shared (allowMultipleAllocations), as the search's picks."""
+    them are shared (allowMultipleAllocations), as the search's picks.
+    `claims` is None in such an answer kept for every pod of the shape
+    while the node is unchanged: `results` takes the claims counted last."""
 
     node: dict
-    claims: list[dict]
+    claims: list[dict] | None
     search: _Search | None
     counted: list[tuple[Device, dict[str, Fraction] | None]] | None = None
 
@@ -366,12 +368,14 @@ class _PoolFit:
     shared: bool  # some candidate allows multiple allocations
     stamp: int = -1
     free: list[tuple[Device, dict[str, Fraction] | None]] = field(default_factory=list)
-    _first: dict[int, list] = field(default_factory=dict)  # count -> free[:count], for this stamp
+    #: count -> Filter's answer where that many fit, for this stamp: one per node and state,
+    #: not one per pod and node (they would be most of what a scheduling cycle allocates)
+    _placed: dict[int, Placement] = field(default_factory=dict)
 
-    def first(self, count: int) -> list[tuple[Device, dict[str, Fraction] | None]]:
-        hit = self._first.get(count)
+    def placement(self, count: int, node: dict) -> Placement:
+        hit = self._placed.get(count)
         if hit is None:
-            hit = self._first[count] = self.free[:count]
+            hit = self._placed[count] = Placement(node, None, None, self.free[:count] if self.shared else None)
         return hit
 
     def refresh(self, allocated: AllocatedDevices, stamp: int) -> None:
@@ -392,7 +396,7 @@ class _PoolFit:
                 continue
             free.append((d, amount))
         self.free, self.stamp = free, stamp
-        self._first = {}
+        self._placed = {}
 
 
 #: `_counted_fit`: the shape is not counted on this node, search it
@@ -417,8 +421,8 @@ class Allocator:
         self.max_steps = max_steps
         #: claim position -> (claim, its requests' alternatives prepared)
         self._prepared: dict[int, tuple[dict, list[list[_Request | AllocationError]]]] = {}
-        #: (the claim, its simple request and count or None) of the last `_simple`
-        self._simple_for: tuple[dict, tuple[_Request, int] | None] | None = None
+        #: (the claim, its simple request and count or None) of the last `_simple`, and its claims list
+        self._simple_for: tuple[dict, tuple[_Request, int] | None, list[dict]] | None = None
 
     def allocate(self, node: dict, claims: list[dict]) -> list[dict] | None:
         """One AllocationResult per claim (v1 JSON, without
@@ -469,7 +473,7 @@ class Allocator:
                     free, candidates = len(pf.free), len(pf.candidates)
                     if free >= need:
                         if candidates < max_steps:
-                            out.append(Placement(n.node, claims, None, pf.first(need) if pf.shared else None))
+                            out.append(pf.placement(need, n.node))
                             continue
                     elif 1 + candidates * 2 ** free <= max_steps:
                         out.append(None)
@@ -500,6 +504,8 @@ class Allocator:
         claim = claims[0]
         memo = self._simple_for
         if memo is not None and memo[0] is claim:
+            if memo[2] is not claims:
+                self._simple_for = (claim, memo[1], claims)
             return memo[1]
         out = None
         if not ((claim.get("spec") or {}).get("devices") or {}).get("constraints"):
@@ -510,7 +516,7 @@ class Allocator:
                     raise AllocationError(*r.args)
                 if r.spec.get("allocationMode") != "All" and not r.spec.get("adminAccess"):
                     out = (r, int(r.spec.get("count") or 1))
-        self._simple_for = (claim, out)
+        self._simple_for = (claim, out, claims)
         return out
 
     def _counted_fit(self, node: dict, claims: list[dict], r: _Request, need: int, pools, node_name: str):
@@ -546,10 +552,9 @@ class Allocator:
             # the search ticks once, then once per candidate up to its last pick
             if candidates + 1 > self.max_steps:
                 return _SEARCH
-            taken = None
-            if shared:
-                taken = fits[0].first(need) if len(fits) == 1 else [x for pf in fits for x in pf.free][:need]
-            return Placement(node, claims, None, taken)
+            if len(fits) == 1:
+                return fits[0].placement(need, node)
+            return Placement(node, claims, None, [x for pf in fits for x in pf.free][:need] if shared else None)
         # a failed search tries each candidate after each set of fewer than `need` free ones
         if 1 + candidates * 2 ** free > self.max_steps:
             return _SEARCH
@@ -569,14 +574,15 @@ class Allocator:
     def results(self, found: Placement) -> list[dict]:
         """One AllocationResult per claim of a Placement (searching now
         for one whose fit was counted)."""
-        if found.search is None:
-            node = found.node
-            searched = self._search(node, found.claims, self.index.for_node(node),
-                                    (node.get("metadata") or {}).get("name", ""))
+        node = found.node
+        claims = found.claims if found.claims is not None else self._simple_for[2]
+        search = found.search
+        if search is None:
+            searched = self._search(node, claims, self.index.for_node(node), (node.get("metadata") or {}).get("name", ""))
             if searched is None:
                 raise AllocationError("the devices counted free at Filter are no longer free")
-            found.search = searched.search
-        return [self._result(ci, c, found.search, found.node) for ci, c in enumerate(found.claims)]
+            search = searched.search
+        return [self._result(ci, c, search, node) for ci, c in enumerate(claims)]
 
     # -- preparation ------------------------------------------------------
 

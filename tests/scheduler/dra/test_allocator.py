@@ -402,3 +402,18 @@ def test_pools_named_by_node_and_pools_matched_by_selector_keep_their_order():
                        rslice(GPU, [dev("c")], pool="p2", node="n2"), rslice(NIC, [], pool="p0")])
     assert [p.name for p, _ in index.for_node(NODE)] == ["p1", "p3", "p0"]  # by driver, then pool
     assert [p.name for p, _ in index.for_node({"metadata": {"name": "n2"}})] == ["p2"]
+
+
+def test_a_counted_answer_is_kept_for_every_pod_until_its_pool_changes():
+    held = AllocatedDevices()
+    index = PoolIndex([rslice(GPU, [shared_gpu("gpu-0"), shared_gpu("gpu-1")])], [])
+    first = Allocator(CLASSES, index, held).find(NODE, [claim(share(600))])
+    mine = claim(share(600), config=[{"requests": ["g"], "opaque": {"driver": GPU, "parameters": {"pod": 2}}}])
+    second = Allocator(CLASSES, index, held)
+    found = second.find(NODE, [mine])
+    assert found is first and found.claims is None  # a later pod of the shape: the same answer
+    [alloc] = second.results(found)  # written out for the claims this allocator counted
+    assert alloc["devices"]["config"][-1]["opaque"]["parameters"] == {"pod": 2}
+    held.add(alloc)
+    third = Allocator(CLASSES, index, held).find(NODE, [claim(share(600))])
+    assert third is not first and [d.id[2] for d, _ in third.taken] == ["gpu-1"]
