@@ -37,6 +37,8 @@ _ENCODED_MEMO = 512
 # Objects handed over by writes in flight (see WatchCache.expect); a write that fails leaves
 # its hand-over behind until this many newer ones push it out.
 _WRITTEN_MAX = 1024
+# Distinct spec values kept for sharing (see WatchCache._share_spec); past it the table starts over.
+_SHARED_MAX = 65_536
 # Past versions (the objects events replaced or deleted) stay decoded while their event is
 # among this many newest; older ones keep only their encoded JSON (about a third of the
 # memory) until a watcher resuming from far back reads them again.
@@ -151,6 +153,8 @@ class WatchCache:
         self._chunks: dict[int, tuple[bytes, bytes]] = {}
         #: the entries of the newest events by id(object), so their watch lines reuse the entries' JSON
         self._recent: dict[int, Entry] = {}
+        #: spec values by their JSON (see _share_spec)
+        self._shared: dict[bytes, Any] = {}
         self._written: dict[str, tuple[bytes, dict]] = {}
 
     async def start(self) -> None:
@@ -231,6 +235,7 @@ class WatchCache:
                 entry = Entry(in_upstream_order(dict(handed[1]), str(rev)), rev)
             else:
                 entry = Entry(decode(ev.kv.value, rev), rev)
+            self._share_spec(entry._obj, prev._obj if prev is not None else None)
             objs[key] = entry
             if prev is None:
                 bisect.insort(self._keys.setdefault(prefix, []), key)
@@ -267,6 +272,43 @@ class WatchCache:
             w.overflowed = True
             w.queue = asyncio.Queue()
             w.queue.put_nowait(None)
+
+    def _share_spec(self, obj: dict, prev: dict | None) -> None:
+        """Objects made from one template (a Deployment's pods) repeat most of their spec: an
+        unchanged spec is the previous version's, and a new one is made of the values already
+        cached with the same JSON (each field of the spec, and each field of the objects in its
+        lists: a container's ports, env, resources, probes), so a pod's spec costs its few own
+        values instead of about 7 KB. Readers never change cached objects, and a value is shared
+        only with values of identical JSON (key order and number types included), so every
+        object encodes as before."""
+        spec = obj.get("spec")
+        if type(spec) is not dict:
+            return
+        if prev is not None:
+            old = prev.get("spec")
+            if old == spec:  # identity first, then a C-level comparison
+                obj["spec"] = old
+                return
+        if len(self._shared) > _SHARED_MAX:
+            self._shared.clear()
+        fresh = {}
+        for k, v in spec.items():
+            if type(v) is list:
+                v = [self._shared_fields(x) if type(x) is dict else x for x in v]
+            fresh[k] = self._shared_value(v)
+        obj["spec"] = fresh
+
+    def _shared_fields(self, d: dict) -> dict:
+        return {k: self._shared_value(v) for k, v in d.items()}
+
+    def _shared_value(self, v: Any) -> Any:
+        if type(v) is not dict and type(v) is not list:
+            return v
+        key = orjson.dumps(v)
+        hit = self._shared.get(key)
+        if hit is None:
+            hit = self._shared[memoryview(key).tobytes()] = v
+        return hit
 
     def _hand(self, w: Watcher, cev: CacheEvent) -> bool:
         """Whether `w.direct` took the event: only while the watch's task waits on an empty queue."""

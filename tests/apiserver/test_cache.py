@@ -187,3 +187,27 @@ async def test_watch_lines_and_chunks_are_encoded_once_from_the_entry(env):
     assert chunk == b"%x\r\n" % len(line) + line + b"\r\n"
     assert cache.encode_chunk(ADDED, entry.obj) is chunk
     assert cache.encode_chunk(DELETED, entry.obj).startswith(b"%x\r\n" % (len(line) + 2) + b'{"type":"DELETED",')
+
+
+async def test_specs_share_values_of_identical_json_and_encode_as_before(env):
+    store, cache = env
+
+    async def put(name, spec, update=None):
+        value = orjson.dumps({"metadata": {"name": name[3:]}, "spec": spec})
+        kv = await (store.update(PREFIX + name, value, update) if update else store.create(PREFIX + name, value))
+        await cache.wait_for(kv.mod_revision)
+        return kv, cache.get(PREFIX + name)
+
+    ports = [{"name": "http", "containerPort": 8080}]
+    _, a = await put("ns/a", {"containers": [{"name": "app", "image": "a:1", "ports": ports}], "tolerations": [], "n": 1})
+    kv, b = await put("ns/b", {"containers": [{"name": "app", "image": "b:1", "ports": ports}], "tolerations": [], "n": 1})
+    _, c = await put("ns/c", {"containers": [{"name": "app", "image": "c:1", "ports": [{"containerPort": 8080, "name": "http"}]}],
+                              "tolerations": [{"n": 1.0}]})
+    assert a.obj["spec"]["containers"][0]["ports"] is b.obj["spec"]["containers"][0]["ports"]
+    assert a.obj["spec"]["tolerations"] is b.obj["spec"]["tolerations"]
+    assert c.obj["spec"]["containers"][0]["ports"] is not a.obj["spec"]["containers"][0]["ports"]  # another key order
+    assert b'"ports":[{"name":"http","containerPort":8080}]' in a.raw
+    assert b'"ports":[{"containerPort":8080,"name":"http"}]' in c.raw and b'"tolerations":[{"n":1.0}]' in c.raw
+    _, b2 = await put("ns/b", {"containers": [{"name": "app", "image": "b:1", "ports": ports}], "tolerations": [], "n": 1},
+                      kv.mod_revision)
+    assert b2.obj["spec"] is b.obj["spec"]  # an unchanged spec is the previous version's
