@@ -338,7 +338,13 @@ class Cache:
         return info.pods.get(uid) if info is not None else None
 
     def add_pod(self, info: PodInfo, node: str) -> None:
-        """A bound pod seen through the informer; confirms an assumed one."""
+        """A bound pod seen through the informer; confirms an assumed one. An assumed pod whose
+        PodInfo is confirmed on its node is counted there already: nothing is redone (nor
+        cloned into the next snapshot)."""
+        node_info = self.infos.get(node)
+        if self.assumed.get(info.uid) == node and node_info is not None and node_info.pods.get(info.uid) is info:
+            del self.assumed[info.uid]
+            return
         self.assumed.pop(info.uid, None)
         self.remove_pod(info.uid)
         self._info(node)._add(info)

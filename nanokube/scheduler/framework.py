@@ -120,12 +120,13 @@ class PodInfo:
         self.in_flight_since = 0
         self.update(pod)
 
-    def update(self, pod: dict) -> None:
+    def update(self, pod: dict, same_requests: bool = False) -> None:
         """Takes the pod's latest JSON; requests are parsed again only when
-        what they derive from changed (not on binding, say)."""
+        what they derive from changed (not on binding, say), unless the
+        caller compared them already (`same_requests`)."""
         md = pod["metadata"]
         spec = pod.get("spec") or {}
-        if getattr(self, "pod", None) is None or not self.same_requests(pod):
+        if not same_requests and (getattr(self, "pod", None) is None or not self.same_requests(pod)):
             self.requests: Resources = pod_requests(spec)
             self.nonzero: Resources = pod_requests(spec, nonzero=True)
         self.pod = pod

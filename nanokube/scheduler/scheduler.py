@@ -189,7 +189,7 @@ class Scheduler:
         if info is None or not info.same_requests(pod):
             info = PodInfo(pod, 0.0)
         else:
-            info.update(pod)
+            info.update(pod, same_requests=True)
         self.cache.add_pod(info, node)
         self.queue.on_event(ClusterEvent(ASSIGNED_POD, Action.ADD, "AssignedPodAdd"), None, pod)
 

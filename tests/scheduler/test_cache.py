@@ -76,6 +76,21 @@ def test_binding_seen_reuses_the_assumed_pod_info_unless_requests_changed():
     assert cache.assumed_info("uid-p") is None and cache.infos["n"].requested.milli_cpu == 1000
 
 
+def test_confirming_an_assumed_pod_with_its_own_info_changes_no_node():
+    cache, snap = Cache(), Snapshot()
+    cache.add_node(node("n"))
+    assumed = info(pod("p", "1", "1Gi"))
+    cache.assume(assumed, "n")
+    cache.update_snapshot(snap)
+    assumed.update(pod("p", "1", "1Gi", nodeName="n"), same_requests=True)
+    cache.add_pod(assumed, "n")
+    assert not cache.is_assumed("uid-p") and cache.pod_nodes["uid-p"] == "n"
+    assert snap.generation == cache.generation  # nothing to clone into the next snapshot
+    assert cache.infos["n"].requested.milli_cpu == 1000 and list(cache.infos["n"].pods) == ["uid-p"]
+    cache.remove_pod("uid-p")
+    assert cache.infos["n"].requested.milli_cpu == 0 and not cache.infos["n"].pods
+
+
 def test_node_info_flat_totals_follow_pods_and_node_updates():
     ni = node_info(node("n", "4", "8Gi", pods="3"), pod("a", "1", "1Gi"), pod("b"))
     assert (ni.alloc_cpu, ni.alloc_memory, ni.used_cpu, ni.used_memory) == (4000, 8 << 30, 1000, 1 << 30)
