@@ -37,8 +37,9 @@ _ENCODED_MEMO = 512
 # Objects handed over by writes in flight (see WatchCache.expect); a write that fails leaves
 # its hand-over behind until this many newer ones push it out.
 _WRITTEN_MAX = 1024
-# Distinct spec values kept for sharing (see WatchCache._share_spec); past it the table starts over.
-_SHARED_MAX = 65_536
+# JSON bytes of the distinct spec values kept for sharing (see WatchCache._share_spec), values
+# that may outlive their objects; past it the table starts over.
+_SHARED_MAX = 8 << 20
 # Past versions (the objects events replaced or deleted) stay decoded while their event is
 # among this many newest; older ones keep only their encoded JSON (about a third of the
 # memory) until a watcher resuming from far back reads them again.
@@ -155,6 +156,7 @@ class WatchCache:
         self._recent: dict[int, Entry] = {}
         #: spec values by their JSON (see _share_spec)
         self._shared: dict[bytes, Any] = {}
+        self._shared_size = 0
         self._written: dict[str, tuple[bytes, dict]] = {}
 
     async def start(self) -> None:
@@ -289,8 +291,9 @@ class WatchCache:
             if old == spec:  # identity first, then a C-level comparison
                 obj["spec"] = old
                 return
-        if len(self._shared) > _SHARED_MAX:
+        if self._shared_size > _SHARED_MAX:
             self._shared.clear()
+            self._shared_size = 0
         fresh = {}
         for k, v in spec.items():
             if type(v) is list:
@@ -308,6 +311,7 @@ class WatchCache:
         hit = self._shared.get(key)
         if hit is None:
             hit = self._shared[memoryview(key).tobytes()] = v
+            self._shared_size += len(key)
         return hit
 
     def _hand(self, w: Watcher, cev: CacheEvent) -> bool:

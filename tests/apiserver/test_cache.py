@@ -211,3 +211,15 @@ async def test_specs_share_values_of_identical_json_and_encode_as_before(env):
     _, b2 = await put("ns/b", {"containers": [{"name": "app", "image": "b:1", "ports": ports}], "tolerations": [], "n": 1},
                       kv.mod_revision)
     assert b2.obj["spec"] is b.obj["spec"]  # an unchanged spec is the previous version's
+
+
+async def test_the_shared_values_are_bounded_by_their_json_size(env, monkeypatch):
+    from nanokube.apiserver import cache as cache_module
+
+    store, cache = env
+    monkeypatch.setattr(cache_module, "_SHARED_MAX", 64)
+    for i in range(20):
+        kv = await store.create(PREFIX + f"ns/s{i}", orjson.dumps({"metadata": {"name": f"s{i}"}, "spec": {"v": [i] * 20}}))
+        await cache.wait_for(kv.mod_revision)
+        assert cache._shared_size <= 64 + len(orjson.dumps([i] * 20))
+    assert cache.get(PREFIX + "ns/s7").obj["spec"] == {"v": [7] * 20}
