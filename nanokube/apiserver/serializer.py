@@ -190,7 +190,7 @@ def duplicates(raw: bytes, yaml_body: bool, parsed: Any = None) -> list[str]:
     JSON (what kubectl sends, also as apply YAML), go-yaml's `line N: key "a" already set in
     map` for YAML; [] when the body does not parse (its decoding reports that). `parsed` is
     the JSON body as orjson decoded it, when the caller has it."""
-    if not yaml_body or raw.lstrip()[:1] in (b"{", "["):
+    if not yaml_body or raw.lstrip()[:1] in (b"{", b"["):
         try:
             obj = orjson.loads(raw) if parsed is None else parsed
             return [f'duplicate field "{p}"' for p in duplicate_fields(raw, obj)]
