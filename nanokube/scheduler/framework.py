@@ -297,10 +297,11 @@ class Framework:
         """Runs PreFilter; returns the node names the plugins narrowed the
         search to (None = all) and a failing status."""
         narrowed: set[str] | None = None
+        timed = state.record_plugin_metrics
         for p in self.points["pre_filter"]:
-            t = self.clock.monotonic()
+            t = self.clock.monotonic() if timed else 0.0
             nodes, st = p.pre_filter(state, info)
-            if state.record_plugin_metrics:
+            if timed:
                 self._timed("PreFilter", p.name, t, st)
             if st is not None:
                 if st.code == Code.SKIP:
@@ -350,10 +351,11 @@ class Framework:
         return None, Status(Code.UNSCHEDULABLE, reasons) if reasons else None
 
     def run_pre_score(self, state: CycleState, info: PodInfo, nodes: list) -> Status | None:
+        timed = state.record_plugin_metrics
         for p in self.points["pre_score"]:
-            t = self.clock.monotonic()
+            t = self.clock.monotonic() if timed else 0.0
             st = p.pre_score(state, info, nodes)
-            if state.record_plugin_metrics:
+            if timed:
                 self._timed("PreScore", p.name, t, st)
             if st is not None:
                 if st.code == Code.SKIP:
@@ -374,7 +376,7 @@ class Framework:
         for p in self.points["score"]:
             if p.name in state.skip_score:
                 continue
-            t = self.clock.monotonic()
+            t = self.clock.monotonic() if state.record_plugin_metrics else 0.0
             if hasattr(p, "score_nodes"):
                 scores = p.score_nodes(state, info, nodes)
             else:
