@@ -148,7 +148,7 @@ class PodWorker:
         """Sleep until the monotonic `deadline` (None: forever); True if cut
         short by deletion. Deadlines are fixed before the status write so the
         API round trip counts as run time."""
-        timer = None
+        timer = waiter = None
         if deadline is not None:
             timer = asyncio.ensure_future(self._sleep_until(deadline))
         try:
@@ -162,8 +162,10 @@ class PodWorker:
                     return self.deleting()
             return True
         finally:
-            if timer and not timer.done():
-                timer.cancel()
+            # also when this wait is itself cancelled (the pod's worker stops): no task left pending
+            for t in (timer, waiter):
+                if t is not None and not t.done():
+                    t.cancel()
 
     def _containers(self) -> list[dict]:
         return (self.pod.get("spec") or {}).get("containers") or []

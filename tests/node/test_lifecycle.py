@@ -165,3 +165,25 @@ async def test_grace_period_shorter_than_stop_time_kills(env):
         return False
     assert await eventually(killed_or_gone)
     assert set(seen) <= {137}
+
+
+async def test_a_cancelled_wait_leaves_no_task_pending():
+    """A pod worker stopped mid-wait (its pod deleted) cancels the tasks the wait started, so
+    none is left for the loop to report as destroyed while pending."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from nanokube.node.lifecycle import PodWorker
+
+    clock = ManualClock()
+    worker = PodWorker(SimpleNamespace(clock=clock), {"metadata": {"name": "p", "uid": "u"}, "spec": {}})
+    before = asyncio.all_tasks()
+    wait = asyncio.create_task(worker._wait(clock.monotonic() + 60))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    started = asyncio.all_tasks() - before - {wait}
+    assert len(started) == 2, "the wait runs a timer and a change watcher"
+    wait.cancel()
+    await asyncio.gather(wait, return_exceptions=True)
+    await asyncio.sleep(0)
+    assert all(t.done() for t in started)
