@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 import re
 import shutil
 import signal
@@ -25,14 +24,12 @@ import pytest
 
 from nanokube.controllers.service_lb import DEFAULT_POOL
 from nanokube.node.runtime.netns import PREFIX, cluster_tag, list_netns
-from tests.e2e.conftest import start_cluster, wait_for
+from tests.e2e.conftest import PROCESS_RUNTIME, process_cluster, start_cluster, wait_for
 
 CLUSTER_FILE = "examples/clusters/process-3cpu.yaml"
 CLIENT_NODE = "cpu-2"
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("nft"),
-    reason="SKIPPED LOUDLY: the process runtime needs root, ip and nft (run scripts/nftables.sh)")
+pytestmark = PROCESS_RUNTIME
 
 SERVER = """
 import http.server, socket
@@ -65,16 +62,8 @@ for url in sys.argv[2:]:
 
 @pytest.fixture(scope="module")
 def net_cluster(store_url):
-    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-net-"))
-    c = start_cluster(d, store_url, ("--cluster", CLUSTER_FILE, "--runtime", "process"))
-    c.prefix = f"{PREFIX}{cluster_tag(str(d))}-"
-    try:
+    with process_cluster(store_url, "net", ("--cluster", CLUSTER_FILE)) as c:
         yield c
-    finally:
-        c.stop()
-        leftovers = [n for n in list_netns() if n.startswith(c.prefix)]
-        shutil.rmtree(d, ignore_errors=True)
-        assert leftovers == [], f"namespaces left after shutdown: {leftovers}"
 
 
 def deployment(replicas: int) -> str:

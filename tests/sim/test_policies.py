@@ -32,14 +32,18 @@ def test_example_configurations_load():
     assert names["most-allocated.yaml"].args["NodeResourcesFit"]["scoringStrategy"]["type"] == "MostAllocated"
 
 
+def _claim_pod(name: str, template: str) -> dict:
+    """A one-CPU pod whose container uses a claim from the ResourceClaimTemplate `template`."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
+                     "containers": [{"name": "c", "image": "x", "resources": {
+                         "requests": {"cpu": "1"}, "claims": [{"name": "gpu"}]}}]}}
+
+
 def _trace() -> Trace:
     events = [TraceEvent(0, 0, "create", _template("half", 1, 500, ""))]
     for i in range(2):
-        events.append(TraceEvent(1 + i, 1 + i, "create", {
-            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"half-{i}", "namespace": "default"},
-            "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "half"}],
-                     "containers": [{"name": "c", "image": "x", "resources": {
-                         "requests": {"cpu": "1"}, "claims": [{"name": "gpu"}]}}]}}))
+        events.append(TraceEvent(1 + i, 1 + i, "create", _claim_pod(f"half-{i}", "half")))
     return Trace(events, [((1, 1000, 1000), 0.5), ((1, 500, 1000), 0.5)], {"default/half-0": 500, "default/half-1": 500})
 
 
@@ -92,11 +96,7 @@ pools:
 """)
     events = [TraceEvent(0, 0, "create", _template("two", 2, 1000, ""))]
     for i in range(3):
-        events.append(TraceEvent(1 + i, 1 + i, "create", {
-            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"two-{i}", "namespace": "default"},
-            "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "two"}],
-                     "containers": [{"name": "c", "image": "x", "resources": {
-                         "requests": {"cpu": "1"}, "claims": [{"name": "gpu"}]}}]}}))
+        events.append(TraceEvent(1 + i, 1 + i, "create", _claim_pod(f"two-{i}", "two")))
     trace = Trace(events, [((2, 1000, 1000), 1.0)], {f"default/two-{i}": 2000 for i in range(3)})
     cfg = load("examples/simulate/fgd.yaml")
     from nanokube.cli_simulate import _fill_workload
