@@ -8,6 +8,7 @@ import logging
 import ssl
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from .loopback import LocalClient
@@ -349,8 +350,6 @@ class APIServer:
         body = self._openapi_bytes("v3", lambda: openapi.build_v3_index(self.index.resources))
         aggregator = self.handlers.aggregator
         if aggregator is not None and (remote := aggregator.openapi_paths()):  # extension servers' documents
-            import orjson
-
             body = orjson.dumps({"paths": {**orjson.loads(body)["paths"], **remote}})
         return web.Response(body=body, content_type="application/json")
 

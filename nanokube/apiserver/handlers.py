@@ -39,9 +39,9 @@ PATCH_TYPES = (
     "application/apply-patch+yaml",
 )
 _JSON = "application/json"
-#: the raw body and what it decoded to, for the strict decoder's duplicate keys
 #: bytes a watch's connection may hold unsent before its events go through the watch's task again
 _DIRECT_BUFFER = 1 << 20
+#: the raw body and what it decoded to, for the strict decoder's duplicate keys
 _DUPLICATES = web.RequestKey("nanokube.body", tuple)
 #: Warning headers every response to the request carries (a deprecated version's)
 _WARNINGS = web.RequestKey("nanokube.warnings", list)

@@ -362,12 +362,7 @@ class SchedulingQueue:
                 _, _, info = heapq.heappop(self.active)
                 if self.active_keys.get(info.key) is info:
                     del self.active_keys[info.key]
-                    info.attempts += 1
-                    self.scheduling_cycle += 1
-                    info.in_flight_since = self._event_seq
-                    self.in_flight[info.key] = info
-                    self._gauge()
-                    return info
+                    return self._start_attempt(info)
             info = self._pop_backoff()
             if info is not None:
                 return info
@@ -389,12 +384,16 @@ class SchedulingQueue:
         if best is None:
             return None
         del self.backoff[best.key]
-        best.attempts += 1
+        return self._start_attempt(best)
+
+    def _start_attempt(self, info: PodInfo) -> PodInfo:
+        """A popped pod is in flight: the events from now on are the ones its attempt is judged by."""
+        info.attempts += 1
         self.scheduling_cycle += 1
-        best.in_flight_since = self._event_seq
-        self.in_flight[best.key] = best
+        info.in_flight_since = self._event_seq
+        self.in_flight[info.key] = info
         self._gauge()
-        return best
+        return info
 
     def done(self, info: PodInfo) -> None:
         """The pod's scheduling attempt finished (bound, or requeued); events no pod in flight
