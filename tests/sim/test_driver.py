@@ -97,15 +97,22 @@ async def _loop_stalls(out: list) -> None:
 
 
 def _placements(result) -> dict:
-    """pod -> node; a gang's pods (its Job's identical replicas) as the Job -> its nodes: which replica
-    takes which node follows their queue timestamps, equal in virtual time and a few ms apart in real time."""
+    """pod -> its node's pool; a gang (its Job's identical replicas) -> the pools of its nodes and how
+    many distinct nodes it got. Nodes of one pool are interchangeable: the scheduler breaks score ties
+    at random, and in real time a retried cycle moves the seeded draws of every later tie, so which of
+    several equal nodes a pod gets is not a decision the two runs must share; the pool is (nodeSelector,
+    taints, what fits)."""
+    pool = lambda node: node.rsplit("-", 1)[0]  # noqa: E731
     out: dict = {}
+    gangs: dict = {}
     for pod, node in result.placements.items():
         job = next((g for g in ("small-gang", "big-gang") if pod.startswith(f"default/{g}-")), None)
         if job:
-            out[job] = sorted(out.get(job, []) + [node])
+            gangs.setdefault(job, []).append(node)
         else:
-            out[pod] = node
+            out[pod] = pool(node)
+    for job, nodes in gangs.items():
+        out[job] = (sorted(map(pool, nodes)), len(set(nodes)))
     return out
 
 
