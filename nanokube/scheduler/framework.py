@@ -104,6 +104,7 @@ class PodInfo:
         "key",
         "nonzero",
         "pod",
+        "priority",
         "requests",
         "timestamp",
         "uid",
@@ -132,6 +133,8 @@ class PodInfo:
         self.pod = pod
         self.key = f"{md.get('namespace', '')}/{md['name']}"
         self.uid = md.get("uid", "")
+        #: read for every pod of every node a preemption attempt visits: an attribute, not a lookup
+        self.priority: int = spec.get("priority") or 0
         affinity = spec.get("affinity") or {}
         anti = affinity.get("podAntiAffinity") or {}
         #: whether the pod carries inter-pod terms: the cache indexes such pods per node
@@ -146,10 +149,6 @@ class PodInfo:
     @property
     def spec(self) -> dict:
         return self.pod.get("spec") or {}
-
-    @property
-    def priority(self) -> int:
-        return self.spec.get("priority") or 0
 
     def derived(self, name: str, build: Callable[[dict], object]):
         """A value plugins derive from the pod spec, built once per pod update."""
