@@ -279,3 +279,23 @@ async def test_filter_follows_allocations_and_releases_as_the_full_search_does(e
     async def released():
         return await verdicts() == [freed]
     await eventually(released)
+
+
+async def test_claim_events_requeue_only_the_pods_naming_the_claim_or_after_a_deallocation(env):
+    client, sched = env
+    pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
+    for i in range(4):
+        await claims.create(claim(f"c{i}"))
+        await pods.create(claim_pod(f"p{i}", f"c{i}"))
+    await eventually(condition(pods, "p3"))
+    [hint] = [r.hint for r in sched.queue.registrations["DynamicResources"] if r.event.resource == "ResourceClaim"]
+    waiting = sched.pods.get("default/p3")
+    own, other = await claims.get("c3", "default"), await claims.get("c0", "default")
+    assert hint(waiting, None, own).name == "QUEUE"
+    assert hint(waiting, own, own).name == "QUEUE"
+    assert hint(waiting, None, other).name == "SKIP"
+    assert hint(waiting, other, other).name == "SKIP"  # another pod's claim, still allocated
+    freed = {**other, "status": {}}
+    assert hint(waiting, other, freed).name == "QUEUE"
+    elsewhere = {**own, "metadata": {**own["metadata"], "namespace": "other"}}
+    assert hint(waiting, None, elsewhere).name == "SKIP"

@@ -470,14 +470,21 @@ class DynamicResources:
         return None
 
     def events_to_register(self) -> list[Registration]:
+        users = self.dra._users if self.handle is not None else None
+
         def claim_hint(pod: dict, old, new) -> Hint:
+            """Upstream's isSchedulableAfterClaimChange: devices were freed, or the claim is the pod's.
+            Whether it is the pod's is read from the index of claim users (one lookup), as the
+            queue asks this of every pod DynamicResources turned away, once per claim event."""
             if _allocated(old) and not _allocated(new):
                 return Hint.QUEUE  # devices were freed
-            claim = new or old
-            if claim["metadata"].get("namespace") == pod["metadata"].get("namespace") and \
-                    claim["metadata"]["name"] in claim_names(pod):
-                return Hint.QUEUE
-            return Hint.SKIP
+            md = (new or old)["metadata"]
+            if users is None:
+                mine = md.get("namespace") == pod["metadata"].get("namespace") and md["name"] in claim_names(pod)
+            else:
+                named_by = users.get((md.get("namespace", ""), md["name"]))
+                mine = named_by is not None and _key(pod) in named_by
+            return Hint.QUEUE if mine else Hint.SKIP
 
         return [Registration(ClusterEvent(CLAIM, Action.ALL), claim_hint),
                 Registration(ClusterEvent(SLICE, Action.ALL)),
