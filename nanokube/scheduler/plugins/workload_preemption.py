@@ -98,14 +98,35 @@ def victim_units(nodes: list[NodeInfo], all_nodes: list[NodeInfo], below: int, o
     """Units with a pod on `nodes` whose priority is below `below`, the
     preemptor's own group and pods already on their way out (terminating,
     or in `going`) left out. An `all` group's unit holds its running pods
-    on every node, so it goes whole."""
+    on every node, so it goes whole. Each pod's group is looked up once:
+    a preemptor's cycle walks every pod of the cluster here."""
     whole: dict[str, Unit] = {}
+    #: pods out of the running (terminating, going, the preemptor's own group) and members of `all` groups
+    skip: set[str] = set()
+    #: the group (None for a lone pod) of each other pod, for the pass over `nodes`
+    lone: dict[str, dict | None] = {}
     for n in all_nodes:
-        for p in n.pods.values():
-            key = group_key(p.pod)
-            pg = groups.get(key) if key else None
-            if key and key != own and disruption_all(pg) and not _terminating(p) and p.uid not in going:
-                whole.setdefault(key, Unit([], group_priority(pg), key)).pods.append(p)
+        for uid, p in n.pods.items():
+            pod = p.pod
+            name = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+            if uid in going or pod["metadata"].get("deletionTimestamp"):
+                skip.add(uid)
+                continue
+            if not name:
+                lone[uid] = None
+                continue
+            key = f"{pod['metadata'].get('namespace', '')}/{name}"
+            pg = groups.get(key)
+            if key == own:
+                skip.add(uid)
+            elif disruption_all(pg):
+                skip.add(uid)
+                unit = whole.get(key)
+                if unit is None:
+                    unit = whole[key] = Unit([], group_priority(pg), key)
+                unit.pods.append(p)
+            else:
+                lone[uid] = pg
     here = {uid for n in nodes for uid in n.pods}
     units = []
     for u in whole.values():
@@ -113,15 +134,41 @@ def victim_units(nodes: list[NodeInfo], all_nodes: list[NodeInfo], below: int, o
             u.start = min(_start(p) for p in u.pods)
             units.append(u)
     for n in nodes:
-        for p in n.pods.values():
-            key = group_key(p.pod)
-            if _terminating(p) or p.uid in going or (key and (key == own or key in whole)):
+        for uid, p in n.pods.items():
+            if uid in skip:
                 continue
-            pg = groups.get(key) if key else None
+            if uid in lone:
+                pg = lone[uid]
+            else:  # a node `all_nodes` did not list
+                key = group_key(p.pod)
+                if _terminating(p) or uid in going or (key and (key == own or key in whole)):
+                    continue
+                pg = groups.get(key) if key else None
             prio = group_priority(pg) if pg else p.priority
             if prio < below:
                 units.append(Unit([p], prio, start=_start(p)))
     return units
+
+
+class _Nodes:
+    """A domain's NodeInfos by name, in domain order; `own` swaps in a copy
+    of a node the first time it is changed, so the snapshot's NodeInfos (and
+    the copies of the view it was derived from) are never changed."""
+
+    def __init__(self, nodes: list[NodeInfo]) -> None:
+        self.infos = {n.name: n for n in nodes}
+        self.owned: set[str] = set()
+
+    def own(self, name: str) -> NodeInfo:
+        if name in self.owned:
+            return self.infos[name]
+        self.owned.add(name)
+        ni = self.infos[name] = self.infos[name].clone()
+        return ni
+
+    def derive(self) -> _Nodes:
+        """A view of the same nodes whose changes stay its own."""
+        return _Nodes(list(self.infos.values()))
 
 
 class PodGroupPreemption:
@@ -167,41 +214,40 @@ class PodGroupPreemption:
         return best.nominations, Status(Code.SUCCESS), best
 
     def _plan(self, g: GroupPreemptor, nodes: list[NodeInfo], all_nodes, below: int, pdbs) -> Plan | None:
-        """Removes pods already on their way out from clones of the domain and
-        keeps the space other groups were promised; then tries candidate
-        placements and keeps the one whose victims cost least. If the group
-        fits with no new victim, that is the plan. Otherwise upstream's:
-        every potential victim removed, the group placed, victims reprieved
-        greedily. Where that leaves more than one victim, the placement it
-        found is only one of many: the group is also placed with each single
-        unit removed alone (cheapest first, while one could still cost less)
-        and, if that does not do, with only the least important units
-        removed (the fewest that let it fit, found by bisection, then
-        reprieved)."""
+        """Takes pods already on their way out off the domain and keeps the
+        space other groups were promised (on copies of the nodes that
+        changes); then tries candidate placements and keeps the one whose
+        victims cost least. If the group fits with no new victim, that is the
+        plan. Otherwise upstream's: every potential victim removed, the group
+        placed, victims reprieved greedily. Where that leaves more than one
+        victim, the placement it found is only one of many: the group is also
+        placed with each single unit removed alone (cheapest first, while one
+        could still cost less) and, if that does not do, with only the least
+        important units removed (the fewest that let it fit, found by
+        bisection, then reprieved)."""
         chosen = set().union(*self.going.values())
         units = victim_units(nodes, all_nodes, below, g.key, self.handle.podgroups, chosen)
-        clones = {n.name: n.clone() for n in nodes}
-        for ni in clones.values():
-            freed = [uid for uid, p in ni.pods.items()
-                     if uid in chosen or (_terminating(p) and p.priority < below)]
+        base = _Nodes(nodes)
+        for n in nodes:
+            freed = [uid for uid, p in n.pods.items() if uid in chosen or (_terminating(p) and p.priority < below)]
             for uid in freed:
-                ni.remove_pod(uid)
+                base.own(n.name).remove_pod(uid)
         for info, node in g.held:
-            if node in clones and info.uid not in clones[node].pods:
-                clones[node].add_pod(info)
+            if node in base.infos and info.uid not in base.infos[node].pods:
+                base.own(node).add_pod(info)
         units.sort(key=Unit.importance)
         breaking = self._breaking(units, pdbs)
-        free = self._try(g, clones, [], breaking)
+        free = self._try(g, base, [], breaking)
         if free is not None:  # the room earlier victims are leaving is enough
             return free
-        best = self._try(g, clones, units, breaking)
+        best = self._try(g, base, units, breaking)
         if best is None or len(best.victims) <= 1:
             return best
         singles = sorted(units, key=lambda u: Plan([u], pdb_violations=int(id(u) in breaking)).cost())
         for u in singles[:MAX_SINGLE_CANDIDATES]:
             if Plan([u], pdb_violations=int(id(u) in breaking)).cost() >= best.cost():
                 break
-            plan = self._try(g, clones, [u], breaking)
+            plan = self._try(g, base, [u], breaking)
             if plan is not None:
                 best = min(best, plan, key=Plan.cost)
                 break
@@ -209,7 +255,7 @@ class PodGroupPreemption:
             lo, hi = 1, len(units)  # none removed failed above; all removed is upstream's plan
             while lo < hi:
                 mid = (lo + hi) // 2
-                plan = self._try(g, clones, units[len(units) - mid:], breaking)
+                plan = self._try(g, base, units[len(units) - mid:], breaking)
                 if plan is None:
                     lo = mid + 1
                 else:
@@ -217,69 +263,63 @@ class PodGroupPreemption:
                     best = min(best, plan, key=Plan.cost)
         return best
 
-    def _try(self, g: GroupPreemptor, clones: dict[str, NodeInfo], removed: list[Unit],
-             breaking: set[int]) -> Plan | None:
-        """One candidate: `removed` (most important first) taken out of the
-        clones, the group placed, then each unit reprieved (PDB-breaking
-        ones first) while every preemptor pod still passes Filter. The
-        clones are left as they were found."""
-        taken: list[tuple[NodeInfo, PodInfo]] = []
+    def _try(self, g: GroupPreemptor, base: _Nodes, removed: list[Unit], breaking: set[int]) -> Plan | None:
+        """One candidate: `removed` (most important first) taken off the
+        domain, the group placed, then each unit reprieved (PDB-breaking
+        ones first) while every preemptor pod still passes Filter where it
+        was put. Works on its own copies of the nodes it changes, so `base`
+        stays as it was; a reprieve only needs the nodes a preemptor pod
+        was put on (Filter is checked nowhere else), so only they get
+        reprieved pods back."""
+        where = self.handle.cache.pod_nodes
+        view = base.derive()
         for u in removed:
             for p in u.pods:
-                ni = clones.get(self.handle.cache.pod_nodes.get(p.uid, ""))
-                if ni is not None and ni.remove_pod(p.uid):
-                    taken.append((ni, p))
-        try:
-            attempt = g.place(list(clones.values()))
-            if not attempt.feasible:
-                return None
-            placed = attempt.assigned
-            for info, node, _ in placed:
-                clones[node].add_pod(info)
-            plan = Plan([], {info.uid: node for info, node, _ in placed})
-            for pass_units in ([u for u in removed if id(u) in breaking], [u for u in removed if id(u) not in breaking]):
-                for u in pass_units:
-                    if not self._reprieve(g.fwk, u, clones, placed):
-                        plan.victims.append(u)
-                        plan.pdb_violations += id(u) in breaking
-            for info, node, _ in placed:
-                clones[node].remove_pod(info.uid)
-            victims = {id(u) for u in plan.victims}
-            was_taken = {p.uid for _, p in taken}
-            for u in removed:
-                if id(u) not in victims:  # reprieved: back in the clones, where it may not have been
-                    for p in u.pods:
-                        ni = clones.get(self.handle.cache.pod_nodes.get(p.uid, ""))
-                        if ni is not None and p.uid not in was_taken:
-                            ni.remove_pod(p.uid)
-            kept = {p.uid for u in removed if id(u) not in victims for p in u.pods}
-            taken = [(ni, p) for ni, p in taken if p.uid not in kept]
-            return plan
-        finally:
-            for ni, p in taken:
-                ni.add_pod(p)
+                node = where.get(p.uid, "")
+                if node in view.infos and p.uid in view.infos[node].pods:
+                    view.own(node).remove_pod(p.uid)
+        attempt = g.place(list(view.infos.values()))
+        if not attempt.feasible:
+            return None
+        placed = attempt.assigned
+        for info, node, _ in placed:
+            view.own(node).add_pod(info)
+        hosts = {node for _, node, _ in placed}
+        plan = Plan([], {info.uid: node for info, node, _ in placed})
+        for pass_units in ([u for u in removed if id(u) in breaking], [u for u in removed if id(u) not in breaking]):
+            for u in pass_units:
+                if not self._reprieve(g.fwk, u, view.infos, hosts, placed):
+                    plan.victims.append(u)
+                    plan.pdb_violations += id(u) in breaking
+        return plan
 
     def _breaking(self, units: list[Unit], pdbs) -> set[int]:
         """ids of the units with a pod whose eviction would break a PodDisruptionBudget."""
+        if not pdbs:
+            return set()
         violating, _ = self.plugin.split_by_pdb([p for u in units for p in u.pods], pdbs)
         bad = {p.uid for p in violating}
         return {id(u) for u in units if any(p.uid in bad for p in u.pods)}
 
-    def _reprieve(self, fwk: Framework, unit: Unit, clones: dict[str, NodeInfo],
+    def _reprieve(self, fwk: Framework, unit: Unit, infos: dict[str, NodeInfo], hosts: set[str],
                   placed: list[tuple[PodInfo, str, CycleState]]) -> bool:
-        """Puts the unit's pods back; keeps them when every preemptor pod on
-        a touched node still passes Filter, else takes them all out again."""
+        """Puts the unit's pods back on the nodes holding preemptor pods; keeps
+        them when every preemptor pod on a node the unit touches still passes
+        Filter, else takes them out again."""
+        where = self.handle.cache.pod_nodes
         back: list[tuple[NodeInfo, PodInfo]] = []
+        touched = set()
         for p in unit.pods:
-            ni = clones.get(self.handle.cache.pod_nodes.get(p.uid, ""))
-            if ni is not None:
-                ni.add_pod(p)
-                back.append((ni, p))
-        touched = {ni.name for ni, _ in back}
+            node = where.get(p.uid, "")
+            if node in infos:
+                touched.add(node)
+                if node in hosts:
+                    infos[node].add_pod(p)
+                    back.append((infos[node], p))
         for info, node, state in placed:
             if node not in touched:
                 continue
-            ni = clones[node]
+            ni = infos[node]
             ni.remove_pod(info.uid)
             msg = self.plugin._fits(fwk, state, info, ni)
             ni.add_pod(info)
