@@ -214,6 +214,27 @@ class Snapshot:
         #: label key -> value -> names of the nodes carrying it, so a nodeSelector finds its
         #: nodes (or learns there are none) without visiting every node
         self.label_index: dict[str, dict[str, set[str]]] = {}
+        #: how many nodes are unschedulable and how many tainted, kept by Cache.update_snapshot
+        #: (`counted`; a view whose `nodes` were set directly is not), so the checks only such a
+        #: node can fail (NodeUnschedulable, TaintToleration) know without a walk that none can
+        self.counted = False
+        self.num_unschedulable = 0
+        self.num_tainted = 0
+
+    def none_unschedulable(self) -> bool:
+        """Whether the snapshot is known to hold no unschedulable node."""
+        return self.counted and not self.num_unschedulable
+
+    def none_tainted(self) -> bool:
+        """Whether the snapshot is known to hold no tainted node."""
+        return self.counted and not self.num_tainted
+
+    def _count(self, info: NodeInfo | None, sign: int) -> None:
+        if info is not None:
+            if info.unschedulable:
+                self.num_unschedulable += sign
+            if info.taints:
+                self.num_tainted += sign
 
     def nodes_with_labels(self, selector: dict) -> set[str]:
         """Names of the nodes that carry every `key: value` of a nodeSelector."""
@@ -370,14 +391,17 @@ class Cache:
         for name in self._dirty:
             info = self.infos.get(name)
             old = snap.infos.get(name)
+            snap._count(old, -1)
             if info is None or info.node is None:
                 snap.infos.pop(name, None)
                 snap._replaced(name, None)
                 snap._relabel(name, old.labels if old is not None else None, None)
             else:
                 snap.infos[name] = info.clone()
+                snap._count(info, 1)
                 snap._replaced(name, snap.infos[name])
                 snap._relabel(name, old.labels if old is not None else None, info.labels)
+        snap.counted = True
         if self._order_changed:
             snap.nodes = list(snap.infos.values())
             snap.index = {n.name: i for i, n in enumerate(snap.nodes)}

@@ -108,6 +108,7 @@ class Algorithm:
         self.rng = rng or random.Random()
 
     def find_nodes(self, fwk: Framework, state: CycleState, info: PodInfo, snap: Snapshot) -> list:
+        state.snapshot = snap
         narrowed, st = fwk.run_pre_filter(state, info)
         nodes = snap.nodes
         if st is not None:

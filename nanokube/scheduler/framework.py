@@ -12,7 +12,7 @@ from itertools import repeat
 from operator import add, mul
 
 from .metrics import Metrics
-from .resources import Resources, pod_requests
+from .resources import pod_requests_pair
 
 MAX_NODE_SCORE = 100
 
@@ -86,6 +86,8 @@ class CycleState(dict):
         #: the PreFilter plugins that narrowed the nodes to search (PreFilterResult)
         self.narrowed_by: list[str] = []
         self.record_plugin_metrics = record_plugin_metrics
+        #: the snapshot the cycle searches (set by the search), for what it counts of all its nodes
+        self.snapshot = None
 
 
 class PodInfo:
@@ -128,8 +130,7 @@ class PodInfo:
         md = pod["metadata"]
         spec = pod.get("spec") or {}
         if not same_requests and (getattr(self, "pod", None) is None or not self.same_requests(pod)):
-            self.requests: Resources = pod_requests(spec)
-            self.nonzero: Resources = pod_requests(spec, nonzero=True)
+            self.requests, self.nonzero = pod_requests_pair(spec)
         self.pod = pod
         self.key = f"{md.get('namespace', '')}/{md['name']}"
         self.uid = md.get("uid", "")
@@ -294,7 +295,11 @@ class Framework:
 
     def run_pre_filter(self, state: CycleState, info: PodInfo) -> tuple[set[str] | None, Status | None]:
         """Runs PreFilter; returns the node names the plugins narrowed the
-        search to (None = all) and a failing status."""
+        search to (None = all) and a failing status. Once the narrowed set is
+        empty no node can be searched, and the remaining plugins do not run
+        (upstream's RunPreFilterPlugins returns there): a pod whose
+        nodeSelector no node carries costs one label lookup, not every
+        plugin's pre-pass."""
         narrowed: set[str] | None = None
         timed = state.record_plugin_metrics
         for p in self.points["pre_filter"]:
@@ -311,6 +316,8 @@ class Framework:
             if nodes is not None:
                 narrowed = set(nodes) if narrowed is None else narrowed & set(nodes)
                 state.narrowed_by.append(p.name)
+                if not narrowed:
+                    break
         return narrowed, None
 
     def filters(self, state: CycleState) -> list:

@@ -129,3 +129,23 @@ def pod_requests(spec: dict, nonzero: bool = False) -> Resources:
             total.memory = lvl.memory
     total.add(from_list(spec.get("overhead")))
     return total
+
+
+def pod_requests_pair(spec: dict) -> tuple[Resources, Resources]:
+    """`pod_requests(spec)` and `pod_requests(spec, nonzero=True)`; for the usual pod (containers
+    only: no init containers, pod-level resources or overhead) in one pass over its containers,
+    since every pod that enters the queue needs both."""
+    if spec.get("initContainers") or spec.get("resources") or spec.get("overhead"):
+        return pod_requests(spec), pod_requests(spec, nonzero=True)
+    total, nonzero = Resources(), Resources()
+    for c in spec.get("containers") or []:
+        reqs = _requests(c)
+        r = from_list(reqs)
+        total.add(r)
+        nonzero.add(r)
+        # a request left out counts as zero above; the non-zero total counts the default instead
+        if CPU not in reqs:
+            nonzero.milli_cpu += DEFAULT_MILLI_CPU
+        if MEMORY not in reqs:
+            nonzero.memory += DEFAULT_MEMORY
+    return total, nonzero

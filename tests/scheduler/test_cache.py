@@ -1,9 +1,12 @@
 """The cache's per-node index of pods with inter-pod terms, the snapshot's
-lists of nodes holding such pods, and the reuse of an assumed pod's
-PodInfo once its binding is seen."""
+lists of nodes holding such pods and its counts of unschedulable and
+tainted nodes, and the reuse of an assumed pod's PodInfo once its binding
+is seen."""
 
 from nanokube.scheduler.cache import Cache, Snapshot
-from nanokube.scheduler.framework import PodInfo
+from nanokube.scheduler.framework import CycleState, PodInfo
+from nanokube.scheduler.plugins.node_unschedulable import NodeUnschedulable
+from nanokube.scheduler.plugins.taint_toleration import TaintToleration
 from tests.scheduler import info, node, node_info, pod
 
 ANTI = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
@@ -112,3 +115,30 @@ def test_snapshot_lists_nodes_in_the_order_the_cache_got_them():
         cache.add_node(node(name))
     cache.update_snapshot(snap)
     assert [n.name for n in snap.nodes] == names
+
+
+def test_snapshot_counts_unschedulable_and_tainted_nodes_for_the_filters():
+    taint = {"key": "k", "value": "v", "effect": "NoSchedule"}
+    cache, snap = Cache(), Snapshot()
+    for i in range(4):
+        cache.add_node(node(f"n{i}"))
+    cache.update_snapshot(snap)
+    assert snap.none_unschedulable() and snap.none_tainted()
+    cache.update_node(node("n1", taints=[taint]))
+    cache.update_node(node("n2", unschedulable=True))
+    cache.update_snapshot(snap)
+    assert (snap.num_unschedulable, snap.num_tainted) == (1, 1)
+    state, p = CycleState(), info(pod("p"))
+    state.snapshot = snap
+    assert list(TaintToleration({}, None).filter_nodes(state, p, snap.nodes)) == [1]
+    assert list(NodeUnschedulable({}, None).filter_nodes(state, p, snap.nodes)) == [2]
+    cache.update_node(node("n1"))
+    cache.remove_node("n2")
+    cache.update_snapshot(snap)
+    assert snap.none_unschedulable() and snap.none_tainted()
+    # a view's nodes are set directly: nothing is known without a walk
+    view = Snapshot()
+    view.nodes = [node_info(node("v", taints=[taint], unschedulable=True))]
+    state.snapshot = view
+    assert not view.none_tainted() and list(TaintToleration({}, None).filter_nodes(state, p, view.nodes)) == [0]
+    assert list(NodeUnschedulable({}, None).filter_nodes(state, p, view.nodes)) == [0]

@@ -8,12 +8,18 @@ import time
 
 import pytest
 
+from types import SimpleNamespace
+
 from nanokube.scheduler.cache import Cache, Snapshot
-from nanokube.scheduler.framework import ASSIGNED_POD, NODE, Action, ClusterEvent, PodInfo
+from nanokube.scheduler.cycle import Algorithm, FitError
+from nanokube.scheduler.framework import ASSIGNED_POD, NODE, Action, ClusterEvent, CycleState, Framework, PodInfo, Profile
+from nanokube.scheduler.metrics import Metrics
+from nanokube.scheduler.plugins.node_affinity import NodeAffinity
+from nanokube.scheduler.plugins.priority_sort import PrioritySort
 from nanokube.scheduler.queue import UnschedulablePods
 from nanokube.scheduler.scheduler import Scheduler
 from tests.controllers import eventually, make_stack
-from tests.scheduler import node, pod
+from tests.scheduler import FakeClock, node, pod
 from tests.scheduler.test_queue import make_queue
 from tests.scheduler.test_scheduler import add_node, bound, strip_uid
 
@@ -44,6 +50,39 @@ def test_label_index_follows_node_changes():
     assert snap.nodes_with_labels({"pool": "gpu"}) == set()
     assert snap.nodes_with_labels({"pool": "cpu"}) == {"b"}
     assert "gpu" not in snap.label_index["pool"]
+
+
+class _Recorder:
+    """A PreFilter plugin after NodeAffinity that records the pods it saw."""
+
+    name = "Recorder"
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def pre_filter(self, state, info):
+        self.seen.append(info.pod["metadata"]["name"])
+        return None, None
+
+
+def test_pre_filter_stops_once_no_node_is_left():
+    """As upstream's RunPreFilterPlugins: once the narrowed nodes are none, the later PreFilter
+    plugins do not run, and the message still reads as if Filter had rejected every node."""
+    cache, handle = Cache(), SimpleNamespace(snapshot=Snapshot())
+    for i in range(3):
+        cache.add_node(node(f"n{i}", labels={"pool": "cpu"}))
+    cache.update_snapshot(handle.snapshot)
+    recorder = _Recorder()
+    plugins = [PrioritySort({}, None), NodeAffinity({}, handle), recorder]
+    fwk = Framework(Profile(plugins=[p.name for p in plugins]), plugins, Metrics(), FakeClock())
+    alg = Algorithm()
+    with pytest.raises(FitError) as e:
+        alg.find_nodes(fwk, CycleState(), PodInfo(pod("nowhere", nodeSelector={"pool": "gpu"}), 0.0), handle.snapshot)
+    assert str(e.value) == "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
+    assert e.value.plugins() == {"NodeAffinity"}
+    found = alg.find_nodes(fwk, CycleState(), PodInfo(pod("cpu-job", nodeSelector={"pool": "cpu"}), 0.0),
+                           handle.snapshot)
+    assert len(found) == 3 and recorder.seen == ["cpu-job"]
 
 
 async def test_selector_mismatch_is_answered_without_filtering_or_preemption(env):

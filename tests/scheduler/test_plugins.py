@@ -13,7 +13,7 @@ from nanokube.scheduler.plugins.node_unschedulable import NodeUnschedulable
 from nanokube.scheduler.plugins.normalize import default_normalize
 from nanokube.scheduler.plugins.scheduling_gates import SchedulingGates
 from nanokube.scheduler.plugins.taint_toleration import TaintToleration
-from nanokube.scheduler.resources import pod_requests
+from nanokube.scheduler.resources import pod_requests, pod_requests_pair
 from tests.scheduler import info, node, node_info, pod
 
 
@@ -53,6 +53,19 @@ def test_pod_requests_init_sidecars_and_overhead():
             "overhead": {"cpu": "10m"}}
     assert pod_requests(spec).milli_cpu == 1210  # max(100+200, 1000+200) + overhead
     assert pod_requests({"containers": [{"name": "a"}]}, nonzero=True).milli_cpu == 100
+
+
+@pytest.mark.parametrize("spec", [
+    {"containers": [{"name": "a"}]},
+    {"containers": [{"name": "a", "resources": {"requests": {"cpu": "100m"}}},
+                    {"name": "b", "resources": {"requests": {"memory": "1Gi", "example.com/gpu": "2"}}}]},
+    {"containers": [{"name": "a", "resources": {"requests": {"cpu": "0", "memory": "0", "pods": "1"}}}]},
+    {"containers": [{"name": "a"}], "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "2"}}}]},
+    {"containers": [{"name": "a"}], "overhead": {"memory": "10Mi"}},
+    {"containers": [{"name": "a"}], "resources": {"requests": {"cpu": "1"}}},
+])
+def test_pod_requests_pair_is_both_totals(spec):
+    assert pod_requests_pair(spec) == (pod_requests(spec), pod_requests(spec, nonzero=True))
 
 
 def test_least_allocated_score_counts_node_and_pod_requests():

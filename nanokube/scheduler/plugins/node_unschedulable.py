@@ -31,8 +31,10 @@ class NodeUnschedulable:
         return unschedulable(REASON, resolvable=False)
 
     def filter_nodes(self, state, info, nodes) -> dict:
-        """`filter` over many nodes: only unschedulable ones can fail (and usually none is)."""
-        if not any(map(_UNSCHEDULABLE, nodes)):
+        """`filter` over many nodes: only unschedulable ones can fail (and usually none is, which
+        the searched snapshot's count says without a walk)."""
+        snap = getattr(state, "snapshot", None)
+        if snap is not None and snap.none_unschedulable() or not any(map(_UNSCHEDULABLE, nodes)):
             return {}
         return {i: st for i, n in enumerate(nodes) if n.unschedulable and (st := self.filter(state, info, n)) is not None}
 

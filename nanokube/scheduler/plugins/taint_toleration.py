@@ -23,6 +23,13 @@ _KEY = "PreScoreTaintToleration"
 _TAINTS = attrgetter("taints")
 
 
+def _untainted(state, nodes) -> bool:
+    """Whether none of `nodes` is tainted: known from the searched snapshot's count when it has
+    no tainted node at all, else by a walk."""
+    snap = getattr(state, "snapshot", None)
+    return snap is not None and snap.none_tainted() or not any(map(_TAINTS, nodes))
+
+
 def reason(taint: dict) -> str:
     return f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value', '')}}}"
 
@@ -41,15 +48,16 @@ class TaintToleration:
         return None if t is None else unschedulable(reason(t), resolvable=False)
 
     def filter_nodes(self, state, info, nodes) -> dict:
-        """`filter` over many nodes: only tainted ones can fail (and often none is)."""
-        if not any(map(_TAINTS, nodes)):
+        """`filter` over many nodes: only tainted ones can fail (and often none is, which the
+        searched snapshot's count says without a walk)."""
+        if _untainted(state, nodes):
             return {}
         return {i: st for i, n in enumerate(nodes) if n.taints and (st := self.filter(state, info, n)) is not None}
 
     def pre_score(self, state, info, nodes):
         """Skips Score where no node is tainted: every node would score the same (the most), which
         moves no node's rank."""
-        if not any(map(_TAINTS, nodes)):
+        if _untainted(state, nodes):
             return SKIP
         state[_KEY] = [t for t in info.spec.get("tolerations") or [] if (t.get("effect") or "PreferNoSchedule") == "PreferNoSchedule"]
 
