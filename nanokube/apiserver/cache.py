@@ -148,6 +148,10 @@ class WatchCache:
         self._waiters: list[tuple[int, int, asyncio.Future]] = []
         self._waiter_seq = itertools.count()
         self._task: asyncio.Task | None = None
+        #: stops the store's synchronous delivery of commits (see _follow); None while the cache
+        #: follows the store's change stream instead
+        self._unfollow: Callable[[], None] | None = None
+        self._synced = False
         self.ready = asyncio.Event()
         self.on_event: list[Callable[[CacheEvent], None]] = []
         self._encoded: dict[tuple[int, str], tuple[dict, bytes]] = {}
@@ -174,6 +178,10 @@ class WatchCache:
         self.ready.set()
 
     async def stop(self) -> None:
+        self._synced = False
+        if self._unfollow is not None:
+            self._unfollow()
+            self._unfollow = None
         if self._task:
             self._task.cancel()
             try:
@@ -184,21 +192,49 @@ class WatchCache:
             for w in ws:
                 w.queue.put_nowait(None)
 
-    async def _follow(self, rev: int) -> None:
+    async def _follow(self, rev: int, stream: bool = False) -> None:
+        """Follows the store from `rev`: a local store hands each commit's events to `_committed`
+        as it publishes them (the fan-out to watchers happens in the commit's own loop turn, not a
+        turn later in this task); any other store, or one whose event failed to apply, through its
+        change stream."""
         while True:
             try:
+                if not stream:
+                    self._synced = True
+                    unfollow = self.store.follow(rev, self._committed)
+                    if unfollow is not None:
+                        if self._synced:
+                            self._unfollow = unfollow
+                        else:  # an event of the backlog failed: the change stream took over
+                            unfollow()
+                        return
+                    self._synced = False
                 async for ev in self.store.watch(rev):
                     self._apply(ev)
                     rev = ev.revision
             except asyncio.CancelledError:
                 raise
             except Compacted:
+                self._synced = False
                 log.warning("store history compacted under the watch cache; relisting")
                 await self._relist()
                 rev = self.rev
             except Exception:
                 log.exception("store watch failed; retrying")
                 await asyncio.sleep(0.5)
+
+    def _committed(self, ev: Event) -> None:
+        if not self._synced:
+            return
+        try:
+            self._apply(ev)
+        except Exception:  # as with the change stream: log, and take the event again from the stream
+            log.exception("applying a committed event failed; following the store's change stream")
+            self._synced = False
+            if self._unfollow is not None:
+                self._unfollow()
+                self._unfollow = None
+            self._task = asyncio.get_running_loop().create_task(self._follow(ev.revision - 1, stream=True))
 
     async def _relist(self) -> None:
         kvs, rev = await self.store.list("/registry/")
@@ -423,7 +459,9 @@ class WatchCache:
         if rev < self._oldest:
             raise Compacted(rev, self._oldest)
         i = bisect.bisect_right(self._event_revs, rev)
-        return [e for e in list(self._events)[i:] if e.key.startswith(prefix)]
+        # taken from the end: a watch resumes from a recent revision, and the window holds up to 50,000 events
+        tail = list(itertools.islice(reversed(self._events), len(self._events) - i))
+        return [e for e in reversed(tail) if e.key.startswith(prefix)]
 
     def add_watcher(self, w: Watcher) -> None:
         self._watchers.setdefault(_resource_prefix(w.prefix) if w.prefix.count("/") > 2 else w.prefix, set()).add(w)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 from collections import deque
+from collections.abc import Callable
 from typing import AsyncIterator
 
 from .interface import Compacted, Event
@@ -32,6 +33,8 @@ class History:
         self._window = window
         self._compacted = start_revision
         self._subscribers: set[asyncio.Queue] = set()
+        #: called with each event as it is appended (see follow)
+        self._followers: list[Callable[[Event], None]] = []
 
     @property
     def compacted_revision(self) -> int:
@@ -46,6 +49,8 @@ class History:
             self._revs.popleft()
         for q in self._subscribers:
             q.put_nowait(event)
+        for fn in self._followers:
+            fn(event)
 
     def compact(self, revision: int) -> None:
         while self._revs and self._revs[0] <= revision:
@@ -58,6 +63,21 @@ class History:
             raise Compacted(revision, self._compacted)
         i = bisect.bisect_right(self._revs, revision)
         return list(self._events)[i:] if i < len(self._events) else []
+
+    def follow(self, from_revision: int, apply: Callable[[Event], None]) -> Callable[[], None]:
+        """Calls `apply` with every event after `from_revision` now, then with each new one as it is
+        appended, in the same call: the watch cache takes a commit's events while the store publishes
+        them, instead of a loop turn later through a queue and its task. Returns the function that
+        stops it. Raises Compacted as `since` does; `apply` must not raise."""
+        for ev in self.since(from_revision):
+            apply(ev)
+        self._followers.append(apply)
+
+        def stop() -> None:
+            if apply in self._followers:
+                self._followers.remove(apply)
+
+        return stop
 
     async def watch(self, from_revision: int) -> AsyncIterator[Event]:
         backlog = self.since(from_revision)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import AsyncIterator
 
 from .interface import KV, Event, Store
@@ -73,6 +74,9 @@ class InstrumentedStore(Store):
 
     def watch(self, from_revision: int) -> AsyncIterator[Event]:
         return self.inner.watch(from_revision)
+
+    def follow(self, from_revision: int, apply: Callable[[Event], None]) -> Callable[[], None] | None:
+        return self.inner.follow(from_revision, apply)
 
     async def compact(self, revision: int) -> None:
         await self.inner.compact(revision)

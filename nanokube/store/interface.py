@@ -10,6 +10,7 @@ it from `mod_revision` on read.
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import AsyncIterator
 
@@ -114,6 +115,13 @@ class Store(abc.ABC):
         """Every event with revision > from_revision, in revision order, across all
         keys, then live events until the iterator is closed. Raises Compacted when
         from_revision is older than what is kept."""
+
+    def follow(self, from_revision: int, apply: Callable[[Event], None]) -> Callable[[], None] | None:
+        """A store that publishes its own commits (the local ones) calls `apply` with every event
+        after `from_revision`, then with each new one as it commits, synchronously, and returns the
+        function that stops it; None (the default) when events only come through `watch`. Raises
+        Compacted as `watch` does."""
+        return None
 
     @abc.abstractmethod
     async def compact(self, revision: int) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+from collections.abc import Callable
 from typing import AsyncIterator
 
 from .history import History
@@ -159,6 +160,9 @@ class SQLiteStore(Store):
 
     def watch(self, from_revision: int) -> AsyncIterator[Event]:
         return self._history.watch(from_revision)
+
+    def follow(self, from_revision: int, apply: Callable[[Event], None]) -> Callable[[], None]:
+        return self._history.follow(from_revision, apply)
 
     async def compact(self, revision: int) -> None:
         self._history.compact(revision)

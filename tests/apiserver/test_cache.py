@@ -223,3 +223,55 @@ async def test_the_shared_values_are_bounded_by_their_json_size(env, monkeypatch
         await cache.wait_for(kv.mod_revision)
         assert cache._shared_size <= 64 + len(orjson.dumps([i] * 20))
     assert cache.get(PREFIX + "ns/s7").obj["spec"] == {"v": [7] * 20}
+
+
+@pytest.fixture
+async def sqlite_env(tmp_path):
+    from nanokube.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(str(tmp_path / "db.sqlite"))
+    await store.start()
+    cache = WatchCache(store)
+    await cache.start()
+    yield store, cache
+    await cache.stop()
+    await store.close()
+
+
+async def test_a_local_store_hands_its_commits_to_the_cache_as_it_publishes_them(sqlite_env):
+    store, cache = sqlite_env
+    seen = []
+    w = Watcher(PREFIX, lambda ev: True)
+    w.direct = lambda ev: seen.append((ev.type, ev.rev)) or True
+    cache.add_watcher(w)
+    getter = asyncio.ensure_future(w.queue.get())  # the watch's task waiting: events go to `direct`
+    await asyncio.sleep(0)
+    write = asyncio.ensure_future(store.create(PREFIX + "ns/a", b'{"metadata":{"name":"a"}}'))
+    await asyncio.sleep(0)  # the write runs; its batch commits at the start of the next turn
+    assert seen == [] and not write.done()
+    loop = asyncio.get_running_loop()
+    committed = loop.create_future()
+    loop.call_soon(lambda: committed.set_result(list(seen)))  # runs right after the commit's callback
+    assert await committed == [(ADDED, 1)]  # fanned out in the commit's own turn, before the writer is answered
+    assert not write.done() and cache.rev == 1
+    assert (await write).mod_revision == 1
+    getter.cancel()
+
+
+async def test_an_event_that_fails_to_apply_is_taken_again_from_the_change_stream(sqlite_env, monkeypatch):
+    store, cache = sqlite_env
+    real, calls = WatchCache._apply, []
+
+    def flaky(self, ev):
+        calls.append(ev.revision)
+        if len(calls) == 1:
+            raise RuntimeError("boom")
+        real(self, ev)
+
+    monkeypatch.setattr(WatchCache, "_apply", flaky)
+    a = await store.create(PREFIX + "ns/a", b'{"metadata":{"name":"a"}}')
+    b = await store.create(PREFIX + "ns/b", b'{"metadata":{"name":"b"}}')
+    await cache.wait_for(b.mod_revision, timeout=5)
+    assert calls == [a.mod_revision, a.mod_revision, b.mod_revision]  # once failed, then each once, in order
+    assert [k for k, _ in cache.list(PREFIX)] == [PREFIX + "ns/a", PREFIX + "ns/b"]
+    assert cache._unfollow is None  # the stream's task follows from now on
