@@ -404,13 +404,9 @@ class APIHandlers:
             return json_response({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
                                   "items": [tables.partial_metadata(o) for o in items]})
         head = dumps({"kind": f"{res.kind}List", "apiVersion": res.api_version(version), "metadata": meta})
-        parts = [head[:-1] + b',"items":[']
-        for i, (raw, o) in enumerate(zip(encoded, items)):
-            if i:
-                parts.append(b",")
-            parts.append(raw if raw is not None else dumps(o))
-        parts.append(b"]}\n")
-        return web.Response(body=JoinedPayload(parts), content_type=_JSON)
+        if None in encoded:  # items converted for the version asked for have no cached JSON
+            encoded = [raw if raw is not None else dumps(o) for raw, o in zip(encoded, items)]
+        return web.Response(body=JoinedPayload(head[:-1] + b',"items":[', encoded, b"]}\n"), content_type=_JSON)
 
     def _direct(self, translate, transport, sent):
         """A JSON watch's `Watcher.direct`: each event as one pre-framed chunk (`encode_chunk`, shared
@@ -521,30 +517,37 @@ _MEDIA_TYPES = "application/json, application/yaml, application/vnd.kubernetes.p
 
 
 class JoinedPayload(Payload):
-    """A body kept as the pieces it is made of (a list's items' cached JSON) and written in slices
-    of about 1 MiB: no copy of the whole body is made, and the client reads the first slice while
-    the server encrypts the next (a 10,000-pod list is about 40 MB)."""
+    """A list's body, `head`, its items' cached JSON separated by commas, `tail`, kept as those
+    pieces and written in slices of about 1 MiB, each made by one join: no copy of the whole body
+    is made, no Python step is taken per item, and the client reads the first slice while the
+    server encrypts the next (a 10,000-pod list is about 40 MB)."""
 
     SLICE = 1 << 20
 
-    def __init__(self, parts: list[bytes]) -> None:
-        super().__init__(parts, content_type=_JSON)
-        self._size = sum(map(len, parts))
+    def __init__(self, head: bytes, items: list[bytes], tail: bytes) -> None:
+        super().__init__(items, content_type=_JSON)
+        self._head, self._tail = head, tail
+        self._size = len(head) + sum(map(len, items)) + max(len(items) - 1, 0) + len(tail)
 
     def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
-        return b"".join(self._value).decode(encoding, errors)
+        return (self._head + b",".join(self._value) + self._tail).decode(encoding, errors)
 
     async def write(self, writer) -> None:
-        group: list[bytes] = []
-        size = 0
-        for part in self._value:
-            group.append(part)
-            size += len(part)
-            if size >= self.SLICE:
-                await writer.write(b"".join(group))
-                group, size = [], 0
-        if group:
-            await writer.write(b"".join(group))
+        items = self._value
+        if not items:
+            await writer.write(self._head + self._tail)
+            return
+        n = len(items)
+        step = max(1, n * self.SLICE // self._size)  # items per slice
+        for i in range(0, n, step):
+            group = items[i:i + step]
+            if i:
+                group.insert(0, b"")  # the comma before the slice's first item
+            else:
+                group[0] = self._head + group[0]
+            if i + step >= n:
+                group[-1] += self._tail
+            await writer.write(b",".join(group))
 
 
 def _verb(method: str, name: str | None, watch: bool) -> str:

@@ -338,15 +338,17 @@ class GenericREST:
         out: list[Entry] = []
         remaining = 0
         last_key = ""
-        for i, (key, e) in enumerate(entries):
+        if everything:  # the entries are the page, and one more when there are more
+            page = entries[:limit] if limit else entries
+            out = [e for _, e in page]
+            if len(entries) > len(page):
+                remaining, last_key = total - limit, page[-1][0]
+        for i, (key, e) in enumerate(() if everything else entries):
             if i % LIST_CHUNK == LIST_CHUNK - 1:
                 await asyncio.sleep(0)  # a list of many objects lets other requests (readyz) through
-            if not everything and not ok(e.obj):
+            if not ok(e.obj):
                 continue
             if limit and len(out) >= limit:
-                if everything:
-                    remaining = total - i
-                    break
                 remaining += 1
                 continue
             out.append(e)

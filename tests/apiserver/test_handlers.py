@@ -35,6 +35,25 @@ async def test_a_list_larger_than_a_slice_is_one_exact_body():
         await server.stop()
 
 
+async def test_a_list_body_is_head_items_and_tail_in_slices_of_whole_items(monkeypatch):
+    class Writer:
+        def __init__(self):
+            self.writes = []
+
+        async def write(self, data):
+            self.writes.append(bytes(data))
+
+    monkeypatch.setattr(JoinedPayload, "SLICE", 10)
+    for items in ([], [b"{}"], [b'{"a":1}', b"{}", b'{"bb":[2]}', b"{}", b'{"c":3}']):
+        p, w = JoinedPayload(b'{"items":[', items, b"]}\n"), Writer()
+        await p.write(w)
+        body = b"".join(w.writes)
+        assert body == b'{"items":[' + b",".join(items) + b"]}\n" and p.size == len(body)
+        assert p.decode() == body.decode()
+        if len(items) == 5:  # several slices, each of whole items
+            assert len(w.writes) > 1 and all(x.startswith(b",{") for x in w.writes[1:])
+
+
 async def test_watch_events_are_written_directly_in_order_and_the_watcher_goes_with_the_watch():
     server, cms = await _server()
     try:
