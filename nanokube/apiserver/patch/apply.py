@@ -618,13 +618,16 @@ def _without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
     return json_copy(_view_without_managed_fields(obj))
 
 
-def _ignored(ignore_status: bool, subresource: str) -> set[Path]:
+def _ignored(ignore_status: bool, subresource: str) -> frozenset[Path]:
     """Reset fields: a main-resource write does not own status, a status write does not own spec."""
     if not ignore_status:
-        return set()
-    return (
-        {fp.make_path("spec")} if subresource == "status" else {fp.make_path("status")}
-    )
+        return _NOTHING
+    return _SPEC if subresource == "status" else _STATUS
+
+
+_NOTHING: frozenset[Path] = frozenset()
+_SPEC = frozenset({fp.make_path("spec")})
+_STATUS = frozenset({fp.make_path("status")})
 
 
 def _root_schema(raw: dict[str, Any] | None) -> dict[str, Any]:
@@ -800,15 +803,20 @@ def update_managed_fields(
     ignored = _ignored(ignore_status, subresource)
     managers = {} if subresource else _decode_or_empty(new)
     if not managers and old is None:
-        key = (id(raw), manager, operation, api_version, subresource, ignore_status, _create_shape(new))
-        entries = _CREATES.get(key, MISSING)
+        base = (id(raw), manager, operation, api_version, subresource, ignore_status)
+        plain = (*base, _create_shape(new))
+        entries = _CREATES.get(plain, MISSING)
         if entries is MISSING:
-            tracked = _track(None, _without_managed_fields(new), raw, managers, manager, operation, now, api_version,
-                             subresource, ignored)
             if len(_CREATES) >= _CREATES_LIMIT:
                 _CREATES.clear()
-            _CREATES[key] = (tracked.get("metadata") or {}).get("managedFields")
-            return tracked
+            typed = (*base, b"typed:" + _typed_create_shape(new, raw))
+            entries = _CREATES.get(typed, MISSING)
+            if entries is MISSING:
+                tracked = _track(None, _without_managed_fields(new), raw, managers, manager, operation, now,
+                                 api_version, subresource, ignored)
+                _CREATES[plain] = _CREATES[typed] = (tracked.get("metadata") or {}).get("managedFields")
+                return tracked
+            _CREATES[plain] = entries
         result = _view_without_managed_fields(new)
         result = {**result, "metadata": dict(result.get("metadata") or {})}
         if entries is not None:
@@ -821,20 +829,67 @@ def update_managed_fields(
     return _track(old, result, raw, managers, manager, operation, now, api_version, subresource, ignored)
 
 
-#: managedFields of a create, by the create's shape (see `_create_shape`); the creates of one
-#: shape share the entries' FieldsV1 objects, as stored objects are never changed in place
+#: managedFields of a create, by the create's shape (`_create_shape`, and on a miss the finer
+#: `_typed_create_shape`); the creates of one shape share the entries' FieldsV1 objects, as
+#: stored objects are never changed in place
 _CREATES: dict[tuple, list[dict[str, Any]] | None] = {}
 _CREATES_LIMIT = 4096
+
+
 def _create_shape(obj: dict[str, Any]) -> bytes:
-    """What a create's field set depends on: map keys, list contents (their
-    keys and set values name fields) and where containers and nulls are.
-    Other scalars only show by their presence, so their values are blanked:
-    pods of one ReplicaSet, a scheduler's events and a node's certificate
-    requests share one shape."""
+    """A cheap key of what a create's field set depends on: map keys, list
+    contents and where containers and nulls are. Other scalars only show by
+    their presence, so their values are blanked: pods of one ReplicaSet, a
+    scheduler's events and a node's certificate requests share one shape."""
     md = obj.get("metadata")
     if isinstance(md, dict) and "managedFields" in md:
         obj = {**obj, "metadata": {k: v for k, v in md.items() if k != "managedFields"}}
     return orjson.dumps(_blank_scalars(obj), option=orjson.OPT_SORT_KEYS)
+
+
+def _typed_create_shape(obj: dict[str, Any], raw: dict[str, Any]) -> bytes:
+    """`_create_shape` walked against the schema, so list contents count only
+    where they name fields (list-map item keys, set values): an atomic list
+    shows only by being empty or not, other scalars in list items not at all.
+    Pods that differ only in images, env values or args share it."""
+    md = obj.get("metadata")
+    if isinstance(md, dict) and "managedFields" in md:
+        obj = {**obj, "metadata": {k: v for k, v in md.items() if k != "managedFields"}}
+    return orjson.dumps(_blank(obj, raw), option=orjson.OPT_SORT_KEYS)
+
+
+def _blank(v: Any, raw: dict[str, Any] | None) -> Any:
+    """`v` blanked for `_typed_create_shape` (a container; scalars are blanked in place)."""
+    shape = _shape(raw, v)
+    if shape.kind == "leaf":
+        return _blank_scalars(v)
+    if not v:
+        return v
+    if shape.kind == "list":
+        if shape.atomic:
+            return [0]
+        if shape.list_type == "set":
+            return v
+        keys, elem = shape.keys, shape.elem
+        out = []
+        for item in v:
+            if type(item) is dict:
+                blanked = _blank(item, elem)
+                if type(blanked) is dict:
+                    blanked.update((k, item[k]) for k in keys if k in item)
+                item = blanked
+            out.append(item)
+        return out
+    if shape.atomic:
+        return _blank_scalars(v)
+    fields = shape.fields if shape.kind == "struct" else _NO_FIELDS
+    elem = shape.elem
+    return {k: _blank(x, fields.get(k, elem)) if isinstance(x, _CONTAINERS) else None if x is None else 0
+            for k, x in v.items()}
+
+
+_NO_FIELDS: dict[str, Any] = {}
+_CONTAINERS = (dict, list)
 
 
 def _blank_scalars(v: Any) -> Any:

@@ -330,17 +330,29 @@ def test_creates_of_one_shape_share_their_field_set_but_not_their_time():
 POD = schema.kind_schema("", "v1", "Pod")
 
 
-def pod(name, container, image, port):
+def pod(name, container, image, port, env=("LOG", "info"), args=("--v=2",), **spec):
+    c = {"name": container, "image": image, "ports": [{"containerPort": port}], "env": [{"name": env[0], "value": env[1]}],
+         "args": list(args)}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
-            "spec": {"containers": [{"name": container, "image": image, "ports": [{"containerPort": port}]}],
-                     "priority": 0, "enableServiceLinks": True, "nodeName": ""}}
+            "spec": {"containers": [c], "priority": 0, "enableServiceLinks": True, "nodeName": "", **spec}}
 
 
-@pytest.mark.parametrize("variant", [
-    pod("b", "app", "nginx:2", 80),     # scalars differ: one shape with the first
-    pod("c", "sidecar", "nginx:1", 80),  # list-map key differs
-    pod("d", "app", "nginx:1", 8080),    # list-map key inside a nested list differs
-])
+SAME_SHAPE = [
+    pod("b", "app", "nginx:2", 80),                   # scalars differ
+    pod("e", "app", "nginx:1", 80, env=("LOG", "debug")),  # a scalar inside a list-map item differs
+    pod("f", "app", "nginx:1", 80, args=("--v=4", "-x")),  # an atomic list's items differ
+]
+OTHER_SHAPE = [
+    pod("c", "sidecar", "nginx:1", 80),               # list-map key differs
+    pod("d", "app", "nginx:1", 8080),                 # list-map key inside a nested list differs
+    pod("g", "app", "nginx:1", 80, env=("LEVEL", "info")),  # list-map key of env differs
+    pod("h", "app", "nginx:1", 80, args=()),          # an atomic list becomes empty
+    pod("i", "app", "nginx:1", 80, imagePullSecrets=[]),   # an empty list where there was none
+    pod("j", "app", "nginx:1", 80, tolerations=[{"key": "a", "operator": "Exists"}]),  # an atomic list appears
+]
+
+
+@pytest.mark.parametrize("variant", SAME_SHAPE + OTHER_SHAPE)
 def test_creates_sharing_a_cached_field_set_get_what_they_would_compute_alone(variant):
     from nanokube.apiserver.patch import apply as apply_mod
 
@@ -349,6 +361,8 @@ def test_creates_sharing_a_cached_field_set_get_what_they_would_compute_alone(va
     apply_mod._CREATES.clear()
     update(None, pod("a", "app", "nginx:1", 80), "kubelet", T0, schema=POD)
     assert update(None, variant, "kubelet", T0, schema=POD)["metadata"]["managedFields"] == alone
+    # a miss of the plain shape adds it; a miss of the schema-aware one too
+    assert len(apply_mod._CREATES) == (3 if variant in SAME_SHAPE else 4)
 
 
 def test_update_leaves_the_written_object_alone():
