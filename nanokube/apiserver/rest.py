@@ -27,6 +27,10 @@ from ..machinery.meta import new_uid
 from ..machinery.user import User
 from .cache import ADDED, DELETED, MODIFIED, CacheEvent, Entry, WatchCache, Watcher, stored_value
 from ..machinery.selectors import matches_fields, matches_labels, parse_field_selector, parse_label_selector
+from ..machinery.validation import immutable, validate_annotations, validate_labels
+from . import serializer, structural
+from .patch import PatchError, jsonpatch, merge, strategic
+from .patch import apply as ssa
 
 NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -176,9 +180,11 @@ class GenericREST:
             out = {**out, "apiVersion": api_version, "kind": res.kind}
         return out
 
-    def _decode_checks(self, res: Resource, version: str, obj: Any, opts: WriteOptions) -> list[str]:
+    def _decode_checks(self, res: Resource, version: str, obj: Any, opts: WriteOptions,
+                       changed: set[str] | None = None) -> list[str]:
         """Generic decoding: a JSON object, the right kind, sane types; unknown
-        fields per fieldValidation. Returns warnings."""
+        fields per fieldValidation. Returns warnings. `changed` (a patch's result): the only
+        top-level fields besides metadata that can hold what the body brought in."""
         if not isinstance(obj, dict):
             raise errors.bad_request(f"Object '{res.kind}' is invalid: the body must be a JSON object")
         api_version = res.api_version(version)
@@ -199,15 +205,13 @@ class GenericREST:
                 f"{res.kind} in version \"{version}\" cannot be handled as a {res.kind}: json: cannot unmarshal "
                 f"{type(obj['metadata']).__name__} into Go struct field {res.kind}.metadata of type v1.ObjectMeta"
             )
-        from . import structural
-
         sch = None
         unknown = res.strategy.decode(obj, version)
         if unknown is None:
             sch = schemas.kind_schema(res.group, version, res.kind)
             if sch is None:
                 return []
-            errs, unknown = structural.check(obj, sch, True)
+            errs, unknown = _check_fields(obj, sch, changed)
             if errs:
                 raise errors.bad_request(structural.decode_error_message(res.kind, version, errs[0]))
         warnings: list[str] = []
@@ -225,8 +229,6 @@ class GenericREST:
         return opts.field_manager or default
 
     def _track_fields(self, res: Resource, version: str, old: dict | None, new: dict, opts: WriteOptions, subresource: str = "") -> dict:
-        from .patch import apply as ssa
-
         sch = schemas.kind_schema(res.group, res.storage_version, res.kind)
         return ssa.update_managed_fields(
             old, new, self._manager(opts, "unknown"), "Update", sch, self.clock.rfc3339(),
@@ -628,8 +630,6 @@ class GenericREST:
         if subresource in ("status", "approval", "finalize"):
             # labels and annotations a subresource write carries are validated as on any update
             # (upstream's ValidateObjectMetaUpdate runs in every status strategy)
-            from ..machinery.validation import validate_annotations, validate_labels
-
             errs = validate_labels(nm.get("labels"), "metadata.labels") + \
                 validate_annotations(nm.get("annotations"), "metadata.annotations") + list(errs or [])
         else:
@@ -684,13 +684,8 @@ class GenericREST:
         self, res: Resource, version: str, namespace: str | None, name: str, patch_type: str, patch: bytes,
         opts: WriteOptions, subresource: str = "",
     ) -> Result:
-        from .patch import PatchError, jsonpatch, merge, strategic
-        from .patch import apply as ssa
-
         key = res.key(namespace, name)
         sch = schemas.kind_schema(res.group, version, res.kind)
-        from . import serializer
-
         try:
             if patch_type == "application/apply-patch+yaml":
                 parsed = serializer.loads_yaml(patch)
@@ -700,6 +695,9 @@ class GenericREST:
             raise
         except Exception as e:
             raise errors.bad_request(f"error decoding patch: {e}") from None
+        changed = None
+        if patch_type in (MERGE_PATCH, STRATEGIC_PATCH) and isinstance(parsed, dict) and version == res.storage_version:
+            changed = _patched_fields(parsed, patch_type == STRATEGIC_PATCH)
         for attempt in range(PATCH_ATTEMPTS):
             entry = self.cache.get(key)
             if patch_type == "application/apply-patch+yaml":
@@ -762,14 +760,12 @@ class GenericREST:
                 raise errors.conflict(res.group, res.plural, name, errors.STALE)
             patched_uid = (body.get("metadata") or {}).get("uid")
             if patched_uid and patched_uid != entry.obj["metadata"].get("uid"):
-                from ..machinery.validation import immutable
-
                 raise self._invalid(res, body, [immutable("metadata.uid", patched_uid)])
             popts = opts
             if patch_type == "application/apply-patch+yaml":
                 mf = (body.get("metadata") or {}).get("managedFields")
                 popts = WriteOptions(opts.dry_run, "", opts.field_validation, opts.force, opts.user)
-            warnings = self._decode_checks(res, version, body, popts)
+            warnings = self._decode_checks(res, version, body, popts, changed)
             res.strategy.default(body, version)
             await res.strategy.prepare_conversion([body], res.storage_version)
             new = res.strategy.to_storage(body, version)
@@ -951,6 +947,48 @@ class GenericREST:
         return out
 
 
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+#: what a patch's result is always checked in, whatever the patch names
+_ALWAYS_CHECKED = frozenset(("apiVersion", "kind", "metadata"))
+
+
+def _patched_fields(patch: dict, smp: bool) -> set[str] | None:
+    """The top-level fields a merge or strategic merge patch can change (None: any, for a
+    directive at the root it does not name a field by). The rest of the result is the live
+    object's, which upstream decodes from storage before patching, so its decoding of the
+    result never finds an unknown or mistyped field there."""
+    if not smp:
+        return set(patch)
+    out = set()
+    for k in patch:
+        if not k.startswith("$"):
+            out.add(k)
+            continue
+        directive, sep, name = k.partition("/")
+        if sep and directive in ("$setElementOrder", "$deleteFromPrimitiveList"):
+            out.add(name)
+        elif k != "$retainKeys":  # which keys remain: it only removes
+            return None
+    return out
+
+
+def _check_fields(obj: dict, sch: dict, changed: set[str] | None) -> tuple[list[str], list[str]]:
+    """`structural.check` of `obj`, or with `changed` of its top-level fields in it and metadata
+    (a status patch leaves the pod's spec, most of it, unchecked: it is the live object's)."""
+    if changed is None:
+        return structural.check(obj, sch, True)
+    names = [k for k in obj if k in changed or k in _ALWAYS_CHECKED]
+    view = {k: obj[k] for k in names}
+    out = structural.check(view, sch, True)
+    for k in names:  # nulls the check replaced or dropped
+        if k in view:
+            obj[k] = view[k]
+        else:
+            del obj[k]
+    return out
+
+
 def _spec_changed(old: dict, new: dict) -> bool:
     for k in set(old) | set(new):
         if k in ("metadata", "status", "apiVersion", "kind"):
@@ -963,8 +1001,6 @@ def _spec_changed(old: dict, new: dict) -> bool:
 def _check_apply_configuration(res: Resource, version: str, applied: dict, sch: dict | None) -> None:
     """An apply configuration names its kind and has the kind's types (its
     nulls mean something to apply, so they are left alone)."""
-    from . import structural
-
     if not applied.get("kind"):
         raise errors.bad_request(f"failed to create typed patch object ({res.api_version(version)}, Kind=): "
                                  "kind: Required value: kind is required in an apply configuration")
