@@ -259,12 +259,22 @@ def _quantity(v: Any, path: Path, res: _Result) -> str | None:
 def _date_time(v: Any, path: Path, res: _Result) -> None:
     if type(v) is not str:
         res.mismatch(v, "string", path)
+    elif v in _GOOD_TIMES:
+        return
     elif _RFC3339_RE.fullmatch(v) is None:
         res.errors.append(f'parsing time "{v}" as "{_RFC3339}": cannot parse "{v}" as "2006"')
     else:
         problem = _out_of_range(v)
         if problem:
             res.errors.append(f'parsing time "{v}": {problem} out of range')
+        else:
+            if len(_GOOD_TIMES) >= 4096:
+                _GOOD_TIMES.clear()
+            _GOOD_TIMES.add(v)
+
+
+#: recent valid times: the writes of one second (conditions, managedFields, events) share them
+_GOOD_TIMES: set[str] = set()
 
 
 _RANGES = (("month", 5, 7, 1, 12), ("hour", 11, 13, 0, 23), ("minute", 14, 16, 0, 59), ("second", 17, 19, 0, 59))

@@ -9,6 +9,8 @@ unreachable tolerations).
 from __future__ import annotations
 
 import copy
+import functools
+import ipaddress
 import time
 from typing import Any
 
@@ -319,9 +321,9 @@ def validate_pod_status_update(new: dict, old: dict) -> list[FieldError]:
 _IP_MSG = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"
 
 
+@functools.lru_cache(maxsize=4096)
 def _is_ip(text: str) -> bool:
-    import ipaddress
-
+    """Memoized: a node's and its pods' addresses come back in every status write."""
     try:
         ipaddress.ip_address(text)
     except ValueError:

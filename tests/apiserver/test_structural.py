@@ -105,6 +105,16 @@ def test_date_time():
     assert errs == ['parsing time "yesterday" as "2006-01-02T15:04:05Z07:00": cannot parse "yesterday" as "2006"']
 
 
+def test_valid_times_are_remembered_only_within_a_bound():
+    obj = pod()
+    for i in range(5000):
+        obj["metadata"]["creationTimestamp"] = f"2025-01-02T03:{i // 60 % 60:02d}:{i % 60:02d}.{i:06d}Z"
+        assert st.check(obj, POD, True) == ([], [])
+    assert 0 < len(st._GOOD_TIMES) <= 4096
+    obj["metadata"]["creationTimestamp"] = "2025-01-02T03:04:60Z"  # a remembered time's prefix, out of range
+    assert st.check(obj, POD, True)[0] == ['parsing time "2025-01-02T03:04:60Z": second out of range']
+
+
 def test_base64_bytes():
     secret = {"apiVersion": "v1", "kind": "Secret", "data": {"k": "aGVsbG8="}}
     assert st.check(secret, SECRET, True) == ([], [])
