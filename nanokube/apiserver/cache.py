@@ -430,22 +430,57 @@ class WatchCache:
         """Entries under `prefix` (a resource prefix, optionally with namespace), sorted by key."""
         return self.scan(prefix)[1]
 
-    def scan(self, prefix: str, after: str = "", limit: int = 0) -> tuple[int, list[tuple[str, Entry]]]:
+    def scan(self, prefix: str, after: str = "", limit: int = 0, rev: int = 0) -> tuple[int, list[tuple[str, Entry]]]:
         """Entries under `prefix` whose key sorts after `after`, in key order: how many there
         are, and the first `limit` of them (all when 0). Found by bisecting the sorted keys, so
-        a page costs its own size, not the resource's."""
+        a page costs its own size, not the resource's. With `rev` older than the cache's, the
+        entries as they were at that revision (a continued list is one snapshot, as upstream's):
+        the current ones, less what the window's events since `rev` changed, plus the versions
+        those events replaced; Compacted once the window no longer reaches back to `rev`."""
         rp = _resource_prefix(prefix) if prefix.count("/") > 2 else prefix
+        if rev and rev < self.rev:
+            return self._scan_at(rp, prefix, after, limit, rev)
         keys = self._keys.get(rp)
         if not keys:
             return 0, []
         objs = self._by_prefix[rp]
+        lo, hi = self._bounds(keys, rp, prefix, after)
+        end = min(hi, lo + limit) if limit else hi
+        return max(0, hi - lo), [(k, objs[k]) for k in keys[lo:end]]
+
+    @staticmethod
+    def _bounds(keys: list[str], rp: str, prefix: str, after: str) -> tuple[int, int]:
         lo, hi = 0, len(keys)
         if prefix != rp:  # a namespace: its keys are those from "<prefix>" to "<prefix><the highest character>"
             lo, hi = bisect.bisect_left(keys, prefix), bisect.bisect_left(keys, prefix + "\U0010ffff")
         if after:
             lo = max(lo, bisect.bisect_right(keys, after))
-        end = min(hi, lo + limit) if limit else hi
-        return max(0, hi - lo), [(k, objs[k]) for k in keys[lo:end]]
+        return lo, max(lo, hi)
+
+    def _scan_at(self, rp: str, prefix: str, after: str, limit: int, rev: int) -> tuple[int, list[tuple[str, Entry]]]:
+        if rev < self._oldest:
+            raise Compacted(rev, self._oldest)
+        since = len(self._events) - bisect.bisect_right(self._event_revs, rev)
+        then: dict[str, Entry | None] = {}  # each key the events since `rev` touched: its entry at `rev`
+        for ev in itertools.islice(reversed(self._events), since):  # newest first: the oldest event's `prev` stays
+            if ev.key.startswith(prefix) and ev.key > after:
+                then[ev.key] = ev.prev
+        keys = self._keys.get(rp, [])
+        objs = self._by_prefix.get(rp, {})
+        lo, hi = self._bounds(keys, rp, prefix, after)
+        total = hi - lo - sum(k in objs for k in then) + sum(e is not None for e in then.values())
+        out: list[tuple[str, Entry]] = []
+        last = None
+        for k in heapq.merge(keys[lo:hi], sorted(then)):
+            if k == last:
+                continue
+            last = k
+            e = then[k] if k in then else objs[k]
+            if e is not None:
+                out.append((k, e))
+                if len(out) == limit:
+                    break
+        return total, out
 
     def count(self, resource_prefix: str) -> int:
         return len(self._by_prefix.get(resource_prefix, ()))

@@ -136,6 +136,28 @@ def version_priority(v: str) -> tuple:
     return (rank, -major, -minor)
 
 
+def _continue_token(rev: int, start: str) -> str:
+    return base64.urlsafe_b64encode(orjson.dumps({"rv": rev, "start": start})).decode().rstrip("=")
+
+
+class _ExpiredContinue(errors.APIError):
+    """A continue token older than the watch cache's window (upstream: older than etcd's compaction):
+    410 Expired, with a token that continues the list from the same key at the latest revision."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__(410, "Expired", "The provided continue parameter is too old to display a consistent list result. "
+                         "You can start a new list without the continue parameter, or use the continue token in this "
+                         "response to retrieve the remainder of the results. Continuing with the provided token results "
+                         "in an inconsistent list - objects that were created, modified, or deleted between the time "
+                         "the first chunk was returned and now may show up in the list.")
+        self.token = token
+
+    def status(self) -> dict[str, Any]:
+        s = super().status()
+        s["metadata"] = {"continue": self.token}
+        return s
+
+
 class WatchStream:
     """An open watch; `aclose()` unregisters it even if it was never iterated.
 
@@ -327,16 +349,21 @@ class GenericREST:
         elif resource_version == "":
             await self.cache.sync()
         ok, everything = self._filters(res, version, label_selector, field_selector)
-        start = ""
+        start, at = "", 0
         if continue_:
             try:
                 tok = orjson.loads(base64.urlsafe_b64decode(continue_ + "=" * (-len(continue_) % 4)))
-                start = tok["start"]
+                start, at = tok["start"], int(tok["rv"])
             except Exception:
                 raise errors.bad_request("continue key is not valid: invalid continue token") from None
-        # without selectors a page needs only its own entries (and one more, to know there are more)
-        total, entries = self.cache.scan(res.key_prefix(namespace), start, limit + 1 if limit and everything else 0)
-        rev = self.cache.rev
+        # without selectors a page needs only its own entries (and one more, to know there are more);
+        # a continued list reads the revision its first page did (rv -1: the latest, as upstream's)
+        try:
+            total, entries = self.cache.scan(res.key_prefix(namespace), start, limit + 1 if limit and everything else 0,
+                                             rev=max(at, 0))
+        except Compacted:
+            raise _ExpiredContinue(_continue_token(-1, start)) from None
+        rev = at if at > 0 else self.cache.rev
         out: list[Entry] = []
         remaining = 0
         last_key = ""
@@ -357,8 +384,7 @@ class GenericREST:
             last_key = key
         meta: dict[str, Any] = {"resourceVersion": str(rev)}
         if remaining:
-            token = base64.urlsafe_b64encode(orjson.dumps({"rv": rev, "start": last_key})).decode().rstrip("=")
-            meta["continue"] = token
+            meta["continue"] = _continue_token(rev, last_key)
             meta["remainingItemCount"] = remaining
         objs = [e.obj for e in out]
         await res.strategy.prepare_conversion(objs, version)

@@ -83,6 +83,40 @@ async def test_pagination_with_continue_and_remaining_count(stack, cms):
     assert e.value.code == 400
 
 
+async def test_a_continued_list_is_the_snapshot_of_its_first_page(stack, cms):
+    for i in range(5):
+        await cms.create(cm(f"cm{i}"))
+    res = cms.res
+    page1, m1 = await stack.rest.list(res, "v1", NS, limit=2)
+    await cms.delete("cm3", NS)  # after the first page: the rest of the list still shows the objects as they were
+    await cms.create(cm("cm25"))
+    await cms.update({**await cms.get("cm2", NS), "data": {"k": "changed"}})
+    page2, m2 = await stack.rest.list(res, "v1", NS, limit=2, continue_=m1["continue"])
+    page3, m3 = await stack.rest.list(res, "v1", NS, limit=2, continue_=m2["continue"])
+    assert [o["metadata"]["name"] for o in page1 + page2 + page3] == [f"cm{i}" for i in range(5)]
+    assert page2[0]["data"] == {"k": "v"} and m2["remainingItemCount"] == 1
+    assert m1["resourceVersion"] == m2["resourceVersion"] == m3["resourceVersion"]
+    assert [o["metadata"]["name"] for o in (await stack.rest.list(res, "v1", NS))[0]] == ["cm0", "cm1", "cm2", "cm25", "cm4"]
+
+
+async def test_a_continue_token_older_than_the_cache_window_is_expired_with_a_token_for_the_latest(stack, cms):
+    for i in range(3):
+        await cms.create(cm(f"cm{i:02d}"))
+    res = cms.res
+    _, m1 = await stack.rest.list(res, "v1", NS, limit=1)
+    stack.rest.cache.window = 1  # the window drops one old event per new one, down to the newest
+    for i in range(3, 3 + len(stack.rest.cache._events) + 1):
+        await cms.create(cm(f"cm{i:02d}"))
+    assert stack.rest.cache.oldest_revision > int(m1["resourceVersion"])
+    with pytest.raises(APIError) as e:
+        await stack.rest.list(res, "v1", NS, limit=1, continue_=m1["continue"])
+    status = e.value.status()
+    assert e.value.code == 410 and status["reason"] == "Expired" and "too old to display a consistent list" in status["message"]
+    rest, meta = await stack.rest.list(res, "v1", NS, continue_=status["metadata"]["continue"])
+    assert [o["metadata"]["name"] for o in rest] == [f"cm{k:02d}" for k in range(1, i + 1)]  # inconsistent: the latest state
+    assert int(meta["resourceVersion"]) == stack.rest.cache.rev
+
+
 async def test_list_resource_version_semantics(stack, cms):
     created = await cms.create(cm("a"))
     res = cms.res
