@@ -197,18 +197,40 @@ def iterate(paths: Iterable[Path]) -> list[Path]:
     return list(_iterate(_tree(paths), ()))
 
 
-def _serialize_element(pe: PathElement) -> str:
-    kind, payload = pe
-    return f"{kind}:{payload}"
+def _encode(paths: Iterable[Path]) -> dict[str, Any]:
+    """The FieldsV1 object of a field set: a trie of [member, children] lists (no node objects:
+    building them was most of encoding a claim's or a pod status's set)."""
+    root: dict[PathElement, list] = {}
+    for path in paths:
+        if not path:  # the root itself: never written
+            continue
+        level = root
+        for pe in path[:-1]:
+            node = level.get(pe)
+            if node is None:
+                node = level[pe] = [False, {}]
+            level = node[1]
+        pe = path[-1]
+        node = level.get(pe)
+        if node is None:
+            level[pe] = [True, {}]
+        else:
+            node[0] = True
+    return _emit(root)
 
 
-def _emit(node: _Node, include_self: bool) -> dict[str, Any]:
+def _emit(level: dict[PathElement, list]) -> dict[str, Any]:
+    """A node's children in element order (field elements alone sort as plain tuples), each with
+    its `.` first when it is a member with children of its own."""
+    ordered = sorted(level) if all(pe[0] == "f" for pe in level) else sorted(level, key=element_order)
     out: dict[str, Any] = {}
-    if include_self and node.children:
-        out["."] = {}
-    for pe in node.ordered():
-        child = node.children[pe]
-        out[_serialize_element(pe)] = _emit(child, child.member)
+    for pe in ordered:
+        member, children = level[pe]
+        if children:
+            sub = _emit(children)
+            out[f"{pe[0]}:{pe[1]}"] = {".": {}, **sub} if member else sub
+        else:
+            out[f"{pe[0]}:{pe[1]}"] = {}
     return out
 
 
@@ -227,7 +249,7 @@ def to_fields_v1(paths: Iterable[Path]) -> dict[str, Any]:
     if raw is None:
         if len(_ENCODED) >= _CACHE_LIMIT:
             _ENCODED.clear()
-        raw = _ENCODED[key] = orjson.dumps(_emit(_tree(key), False))
+        raw = _ENCODED[key] = orjson.dumps(_encode(key))
     return orjson.loads(raw)
 
 
@@ -279,7 +301,7 @@ def decode_fields_v1(obj: dict[str, Any]) -> tuple[set[Path], bool]:
         if len(_DECODED) >= _CACHE_LIMIT:
             _DECODED.clear()
         paths = frozenset(out)
-        parsed = _DECODED[key] = (paths, orjson.dumps(_emit(_tree(paths), False)) == key)
+        parsed = _DECODED[key] = (paths, orjson.dumps(_encode(paths)) == key)
     return set(parsed[0]), parsed[1]
 
 
