@@ -91,6 +91,9 @@ class NodeManager:
                 for s in cluster.nodes()
             }
         _freeze(len(self.agents))
+        # a pool's nodes all have the same devices: its first one says whether it has NVIDIA GPUs
+        self._nvidia = any(d.attributes.get("driver") == "nvidia"
+                           for p in cluster.pools if p.count for d in self.agents[f"{p.name}-0"].spec.devices)
         self.pods = Informer(self.client.resource("", "v1", "pods"), field_selector="spec.nodeName!=")
         self.pods.add_handlers(on_add=self._dispatch, on_update=lambda _old, new: self._dispatch(new),
                                on_delete=self._forget)
@@ -104,8 +107,7 @@ class NodeManager:
         """Register every node and publish its devices (bounded concurrency),
         then start running pods. One list of ResourceSlices up front lets each
         driver adopt what a previous run published."""
-        await ensure_device_classes(self.client, nvidia=any(
-            d.attributes.get("driver") == "nvidia" for a in self.agents.values() for d in a.spec.devices))
+        await ensure_device_classes(self.client, nvidia=self._nvidia)
         existing: dict[str, dict[str, list[dict]]] = {}
         items, _ = await self.client.resource("resource.k8s.io", "v1", "resourceslices").list()
         for s in items:

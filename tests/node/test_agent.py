@@ -148,6 +148,54 @@ async def test_heartbeats_are_single_lease_updates_and_recover_from_conflicts_an
     await s.close()
 
 
+async def test_the_next_renewal_is_due_one_interval_after_the_last_one_finished():
+    """Upstream's lease controller counts its period from the end of a renewal (sliding):
+    a renewal that took 3 s moves every later one by 3 s, and none is sent at once to catch up."""
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    clock = ManualClock()
+    cluster = parse_cluster("pools:\n  - {name: w, count: 1, capacity: {cpu: '4', memory: 8Gi}}\n")
+    mgr = NodeManager(connector(s.rest), cluster, clock)
+    await mgr.start()
+    agent, started = mgr.agents["w-0"], []
+    real = agent.leases.update
+
+    async def slow(obj, *a, **kw):
+        started.append(clock.monotonic())
+        if len(started) == 1:
+            await clock.sleep(3)
+        return await real(obj, *a, **kw)
+    agent.leases.update = slow
+    for _ in range(5):
+        await clock.advance(10)
+    assert started == [10, 23, 33, 43]
+    await mgr.stop()
+    await s.close()
+
+
+async def test_registrations_get_a_slot_between_runs_of_heartbeats():
+    """Renewals that keep every slot busy still let a waiting registration in
+    after HEARTBEAT_RUN of them, so start-up ends on a starved process."""
+    throttle, order, gate = Throttle(1), [], asyncio.Event()
+    beat, reg = Throttle.HEARTBEAT, Throttle.REGISTRATION
+
+    async def call(name: str, priority: int) -> None:
+        async with throttle.slot(priority):
+            order.append(name)
+            await gate.wait()
+
+    tasks = [asyncio.create_task(call("h0", beat)), asyncio.create_task(call("r1", reg)),
+             *(asyncio.create_task(call(f"h{i}", beat)) for i in range(1, 2 * Throttle.HEARTBEAT_RUN + 1))]
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert order == ["h0"]
+    gate.set()
+    await asyncio.gather(*tasks)
+    run = Throttle.HEARTBEAT_RUN
+    # h0 held the slot; then HEARTBEAT_RUN waiting heartbeats, the registration, the rest
+    assert order == [f"h{i}" for i in range(run + 1)] + ["r1"] + [f"h{i}" for i in range(run + 1, 2 * run + 1)]
+
+
 async def test_status_posts_after_registration_carry_only_the_conditions(env):
     client, clock, mgr = env
     sent = []
