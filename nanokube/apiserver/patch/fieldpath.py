@@ -253,7 +253,9 @@ def to_fields_v1(paths: Iterable[Path]) -> dict[str, Any]:
     return orjson.loads(raw)
 
 
+@functools.lru_cache(maxsize=8192)
 def _parse_element(text: str) -> PathElement:
+    """Memoized: every write decodes its object's managers, whose elements mostly repeat."""
     kind, sep, payload = text.partition(":")
     if not sep or kind not in _KINDS:
         raise MalformedFields(f"unknown path element {text!r}")
