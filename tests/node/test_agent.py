@@ -1,10 +1,11 @@
 import asyncio
 import gc
+import uuid
 
 import pytest
 
 from nanokube.apiserver.loopback import connector
-from nanokube.node.agent import IPPool, Throttle, pod_cidr
+from nanokube.node.agent import IPPool, Throttle, _dashed, _machine_id, pod_cidr
 from nanokube.node.cluster import default_cluster, parse_cluster
 from nanokube.node.manager import GC_FREEZE_NODES, NodeManager, _full_collections_deferred
 from tests.controllers import make_stack
@@ -16,6 +17,13 @@ def test_pod_cidrs_follow_the_node_index_and_stay_in_10_8():
     assert pod_cidr(12) == "10.244.12.0/24"
     assert len({pod_cidr(i) for i in range(5000)}) == 5000
     assert all(pod_cidr(i).startswith("10.") for i in range(5000))
+
+
+def test_machine_ids_are_the_uuid5_of_the_node_name():
+    for name in ("gpu-0", "cpu-4999", "w-12"):
+        ident = uuid.uuid5(uuid.NAMESPACE_DNS, f"{name}.nanokube").hex
+        assert _machine_id(name) == ident
+        assert _dashed(ident) == str(uuid.UUID(ident)) and _dashed(ident[::-1]) == str(uuid.UUID(ident[::-1]))
 
 
 def test_ip_pool_reuses_released_addresses_and_keeps_requested_ones():
