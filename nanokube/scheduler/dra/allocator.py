@@ -22,6 +22,8 @@ from .pools import Device, DeviceID, Pool, PoolIndex
 #: search steps before giving up on a node (upstream bounds it by a timeout)
 MAX_STEPS = 200_000
 _BLOCKING = ("NoSchedule", "NoExecute")
+#: pool changes an AllocatedDevices remembers for `_Answers` (one who fell further behind forgets all)
+CHANGES_KEPT = 8192
 #: one sequence for every AllocatedDevices: a pool's stamp is never reused, so
 #: what was derived from one state can never be taken for another's
 _STAMPS = itertools.count(1)
@@ -49,6 +51,10 @@ class AllocatedDevices:
     shares: dict[DeviceID, int] = field(default_factory=dict)  # device -> allocations sharing it
     #: (driver, pool) -> the stamp of the pool's last change (unchanged pools have none)
     stamps: dict[tuple[str, str], int] = field(default_factory=dict, compare=False, repr=False)
+    #: the pools of the latest changes, oldest first (at most CHANGES_KEPT), and how many older ones
+    #: were dropped: what `_Answers` reads to forget just the nodes whose pools changed
+    changes: list[tuple[str, str]] = field(default_factory=list, compare=False, repr=False)
+    dropped: int = field(default=0, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for did in (*self.exclusive, *self.consumed):
@@ -60,6 +66,10 @@ class AllocatedDevices:
                 continue
             did = (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
             self.stamps[did[:2]] = next(_STAMPS)
+            self.changes.append(did[:2])
+            if len(self.changes) > CHANGES_KEPT:
+                del self.changes[:CHANGES_KEPT // 2]
+                self.dropped += CHANGES_KEPT // 2
             if r.get("shareID") or r.get("consumedCapacity"):
                 used = self.consumed.setdefault(did, {})
                 for k, v in (r.get("consumedCapacity") or {}).items():
@@ -404,6 +414,40 @@ _SEARCH = object()
 _MISSING = object()
 
 
+@dataclass(slots=True, eq=False)
+class _Answers:
+    """`find_each`'s answers for one simple request shape and count, per
+    node (a Placement, or None where it does not fit), each kept until an
+    allocation change touches the node's pool: a pod that fits nowhere
+    asks about every node, and between two such pods hardly any changed.
+    Only nodes with one pool, answered by counting, are kept."""
+
+    allocated: AllocatedDevices
+    seen: int  # position in the allocated devices' change log read up to
+    answers: dict[str, Placement | None] = field(default_factory=dict)
+    nodes: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # pool -> nodes answered from it
+
+    def sync(self) -> None:
+        """Forgets the answers of nodes whose pool changed since the last call."""
+        allocated = self.allocated
+        changes, base = allocated.changes, allocated.dropped
+        if self.seen == base + len(changes):
+            return
+        if self.seen < base:
+            self.answers.clear()
+            self.nodes.clear()
+        else:
+            answers, nodes = self.answers, self.nodes
+            for key in changes[self.seen - base:]:
+                for name in nodes.pop(key, ()):
+                    answers.pop(name, None)
+        self.seen = base + len(changes)
+
+    def keep(self, name: str, key: tuple[str, str], answer: Placement | None) -> None:
+        self.answers[name] = answer
+        self.nodes.setdefault(key, []).append(name)
+
+
 class Allocator:
     """Allocates a pod's claims on one node.
 
@@ -463,7 +507,17 @@ class Allocator:
             return out
         r, need = simple
         shape, cached, stamps, max_steps = r.shape, self.index.fits, self.allocated.stamps, self.max_steps
+        memo_key = (shape, need, max_steps)
+        memo = self.index.answers.get(memo_key)
+        if memo is None or memo.allocated is not self.allocated:
+            memo = self.index.answers[memo_key] = _Answers(self.allocated, self.allocated.dropped + len(self.allocated.changes))
+        memo.sync()
+        known = memo.answers
         for n in nodes:
+            hit = known.get(n.name, _MISSING)
+            if hit is not _MISSING:
+                out.append(hit)
+                continue
             fits = cached.get((shape, n.name))
             if fits is not None and fits is not _SEARCH:  # counted on this node before
                 if len(fits) == 1:  # `_count` on the usual node, inline
@@ -473,9 +527,12 @@ class Allocator:
                     free, candidates = len(pf.free), len(pf.candidates)
                     if free >= need:
                         if candidates < max_steps:
-                            out.append(pf.placement(need, n.node))
+                            hit = pf.placement(need, n.node)
+                            memo.keep(n.name, pf.key, hit)
+                            out.append(hit)
                             continue
                     elif 1 + candidates * 2 ** free <= max_steps:
+                        memo.keep(n.name, pf.key, None)
                         out.append(None)
                         continue
                 else:

@@ -195,6 +195,8 @@ class PoolIndex:
         self.fits: dict[tuple, object] = {}
         #: what one allocation takes of a device per (capacity requested, device's capacity_key)
         self.amounts: dict[tuple, dict | None] = {}
+        #: the allocator's per-node answers of a simple request per (request shape, count, step bound)
+        self.answers: dict[tuple, object] = {}
 
     def for_node(self, node: dict) -> list[tuple[Pool, list[Device]]]:
         """Each pool with the devices usable on `node`, in a stable order."""

@@ -374,6 +374,34 @@ def test_find_each_answers_as_find_on_each_node():
     assert [f is not None for f in a.find_each(nodes, [claim(share(500, count=2))])] == [False, False, False, True]
 
 
+@pytest.mark.parametrize("kept", [8192, 2])
+def test_find_each_keeps_answers_until_the_nodes_pool_changes(monkeypatch, kept):
+    """Answers of nodes whose pools no allocation touched are reused; a change answers its node
+    afresh (and one who missed changes the log no longer holds answers every node afresh)."""
+    monkeypatch.setattr("nanokube.scheduler.dra.allocator.CHANGES_KEPT", kept)
+    nodes = [Info(f"n{i}") for i in range(1, 4)]
+    slices = [rslice(GPU, [shared_gpu("gpu-0")], pool=f"p{i}", node=f"n{i}") for i in range(1, 4)]
+    held = AllocatedDevices()
+    index = PoolIndex(slices, [])
+    c = [claim(share(600))]
+    first = Allocator(CLASSES, index, held).find_each(nodes, c)
+    assert all(f is not None for f in first)
+    again = Allocator(CLASSES, index, held).find_each(nodes, c)
+    assert all(a is f for a, f in zip(again, first))
+    took = {"devices": {"results": [{"driver": GPU, "pool": "p2", "device": "gpu-0", "shareID": "x",
+                                     "consumedCapacity": {"milli": "600"}}]}}
+    for _ in range(3):  # more changes than a log of 2 keeps
+        held.add(took)
+        held.remove(took)
+    held.add(took)
+    after = Allocator(CLASSES, index, held).find_each(nodes, c)
+    assert after[1] is None and after[0] is not None and after[2] is not None
+    assert after[0] is first[0]  # p1 is unchanged: the same answer, kept or counted again
+    held.remove(took)
+    freed = Allocator(CLASSES, index, held).find_each(nodes, c)
+    assert freed[1] is not None and [d.id[2] for d, _ in freed[1].taken] == ["gpu-0"]
+
+
 def outcome(fn):
     try:
         found = fn()
