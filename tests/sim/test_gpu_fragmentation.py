@@ -2,8 +2,11 @@
 
 import random
 
-from nanokube.scheduler.plugins.gpu_fragmentation import (FragmentationModel, node_fragmentation, place, scaled,
-                                                          task_fragment)
+from nanokube.scheduler.dra.allocator import AllocatedDevices
+from nanokube.scheduler.dra.pools import PoolIndex
+from nanokube.scheduler.plugins.gpu_fragmentation import (FragmentationModel, node_free_gpus, node_fragmentation, place,
+                                                          scaled, task_fragment)
+from tests.scheduler.dra.test_allocator import rslice, shared_gpu
 
 
 def test_a_share_smaller_than_the_task_is_fragment_but_a_node_that_cannot_host_it_is_all_fragment():
@@ -44,3 +47,30 @@ def test_the_grouped_model_computes_the_same_fragmentation():
         free = [rng.choice([0, 100, 300, 500, 1000]) for _ in range(rng.choice([1, 2, 4, 8]))]
         cpu_free = rng.randrange(0, 40000, 500)
         assert abs(model.node(free, cpu_free) - node_fragmentation(free, workload, cpu_free)) < 1e-6
+
+
+class _DRA:
+    """What node_free_gpus reads of DynamicResources' shared state."""
+
+    def __init__(self, slices):
+        self.allocated, self.free_gpus, self._index = AllocatedDevices(), {}, PoolIndex(slices, [])
+
+    def index(self):
+        return self._index
+
+
+def test_free_gpu_shares_follow_allocations_of_the_nodes_pool():
+    driver = "gpu.nanokube.io"
+    dra = _DRA([rslice(driver, [shared_gpu(f"gpu-{i}") for i in range(2)], pool=f"p{n}", node=f"n{n}") for n in (1, 2)])
+    n1, n2 = ({"metadata": {"name": f"n{n}"}} for n in (1, 2))
+    assert list(node_free_gpus(dra, n1).values()) == [1000, 1000]
+    took = {"devices": {"results": [{"driver": driver, "pool": "p1", "device": "gpu-1", "shareID": "x",
+                                     "consumedCapacity": {"milli": "300"}}]}}
+    before_n2 = node_free_gpus(dra, n2)
+    dra.allocated.add(took)
+    assert list(node_free_gpus(dra, n1).values()) == [1000, 700]
+    assert node_free_gpus(dra, n2) is before_n2  # its pool did not change: kept
+    dra.allocated.add({"devices": {"results": [{"driver": driver, "pool": "p2", "device": "gpu-0"}]}})
+    assert list(node_free_gpus(dra, n2).values()) == [0, 1000]
+    dra.allocated.remove(took)
+    assert list(node_free_gpus(dra, n1).values()) == [1000, 1000]

@@ -134,10 +134,21 @@ def pod_gpu_demand(dra, pod: dict) -> tuple[int, int]:
 
 def node_free_gpus(dra, node: dict) -> dict[tuple, int]:
     """Thousandths left on each whole GPU of `node` by device id (partitions
-    are not counted), counting allocations in flight."""
+    are not counted), counting allocations in flight. Kept per node until
+    an allocation changes one of its pools (or the pools change): a GPU
+    policy reads it for every node it scores. Callers do not change it."""
     allocated = dra.allocated
+    index = dra.index()
+    pools = index.for_node(node)
+    stamps = allocated.stamps
+    stamp = tuple(stamps.get((p.driver, p.name), 0) for p, _ in pools)
+    name = (node.get("metadata") or {}).get("name", "")
+    memo = dra.free_gpus.get(name)
+    if memo is not None and memo[0] is index and memo[1] == stamp:
+        return memo[2]
     out = {}
-    for _pool, devices in dra.index().for_node(node):
+    dra.free_gpus[name] = (index, stamp, out)
+    for _pool, devices in pools:
         for d in devices:
             driver = d.id[0]
             if driver not in GPU_DRIVERS or (d.attributes.get(f"{driver}/type") or ("", "gpu"))[1] != "gpu":
