@@ -248,18 +248,32 @@ class _BindTracker:
 
 
 async def _sample(tracker: _BindTracker, names: list[str], samples: list[float]) -> None:
-    """Once a second, the pods bound since the last tick divided by the time since it."""
+    """Upstream's throughputCollector: once a second, the measured pods bound since the last
+    sample over the time since it. The first tick that sees one bound only starts the clock
+    (sampling and creating start independently, so its interval is partial), and a tick that
+    sees none new is folded into the next sample, which is then recorded once per second it
+    spans."""
     wanted = set(names)
-    last_t, last_n = time.perf_counter(), 0
-    n = seen = 0
+    last_t = 0.0
+    n = seen = last_n = skipped = 0
+    started = False
     while True:
         await asyncio.sleep(1.0)
         now = time.perf_counter()
         # only the binds since the last tick are looked at: the sampler shares the scheduler's core
         n += sum(1 for name in tracker.order[seen:] if name in wanted)
         seen = len(tracker.order)
-        samples.append((n - last_n) / (now - last_t))
-        last_t, last_n = now, n
+        if n == 0:
+            continue
+        if not started:
+            started = True
+            last_t, last_n = now, n
+            continue
+        if n == last_n:
+            skipped += 1
+            continue
+        samples.extend([(n - last_n) / (now - last_t)] * (skipped + 1))
+        last_t, last_n, skipped = now, n, 0
 
 
 async def _setup(client: LocalClient, w: Workload) -> None:

@@ -3,6 +3,7 @@ metric present and positive; timings are never compared against thresholds."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 import pytest
@@ -49,3 +50,25 @@ def test_cli_runs_a_named_workload(capsys):
     assert out[0].startswith("workload") and out[2].startswith("SchedulingBasic")
     with pytest.raises(SystemExit):
         main(["--scheduler", "NoSuchWorkload"])
+
+
+async def test_throughput_samples_as_upstreams_collector(monkeypatch):
+    """The first tick that sees a measured pod bound only starts the clock; a tick with none new
+    is folded into the next sample, recorded once per second it spans; other pods do not count."""
+    clock = [0.0]
+    tracker = scheduler._BindTracker()
+    steps = iter([[], ["a", "x"], ["b", "c", "d", "e"], ["x2"], ["f", "g"]])
+
+    async def tick(_seconds):
+        step = next(steps, None)
+        if step is None:
+            raise asyncio.CancelledError
+        clock[0] += 1.0
+        tracker.order.extend(step)
+
+    monkeypatch.setattr(scheduler.asyncio, "sleep", tick)
+    monkeypatch.setattr(scheduler.time, "perf_counter", lambda: clock[0])
+    samples: list[float] = []
+    with pytest.raises(asyncio.CancelledError):
+        await scheduler._sample(tracker, list("abcdefg"), samples)
+    assert samples == [4.0, 1.0, 1.0]

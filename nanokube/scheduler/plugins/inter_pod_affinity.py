@@ -114,13 +114,17 @@ class InterPodAffinity:
 
     def pre_filter(self, state, info):
         mine: Terms = info.derived(self.name, terms)
-        ns_labels = self._ns_labels()
-        existing, affinity, anti = Counter(), Counter(), Counter()
-        pod = info.pod
         snap = self.handle.snapshot
         if not mine.affinity and not mine.anti:
             # only existing pods' required anti-affinity can matter: walk just the nodes with those pods
-            for node in snap.have_pods_with_required_anti_affinity():
+            holding = snap.have_pods_with_required_anti_affinity()
+            if not holding:
+                return None, SKIP
+        ns_labels = self._ns_labels()
+        existing, affinity, anti = Counter(), Counter(), Counter()
+        pod = info.pod
+        if not mine.affinity and not mine.anti:
+            for node in holding:
                 self._count_existing(node, pod, ns_labels, existing)
             if not existing:
                 return None, SKIP
