@@ -809,12 +809,21 @@ def update_managed_fields(
         if entries is MISSING:
             if len(_CREATES) >= _CREATES_LIMIT:
                 _CREATES.clear()
-            typed = (*base, b"typed:" + _typed_create_shape(new, raw))
-            entries = _CREATES.get(typed, MISSING)
+            typed = None
+            misses = _TYPED_MISSES.get(base, 0)
+            if misses < _TYPED_TRIES or misses % _TYPED_TRIES == 0:
+                typed = (*base, b"typed:" + _typed_create_shape(new, raw))
+                entries = _CREATES.get(typed, MISSING)
+            if len(_TYPED_MISSES) >= _CREATES_LIMIT:
+                _TYPED_MISSES.clear()
+            _TYPED_MISSES[base] = misses + 1 if entries is MISSING else 0
             if entries is MISSING:
                 tracked = _track(None, _without_managed_fields(new), raw, managers, manager, operation, now,
                                  api_version, subresource, ignored)
-                _CREATES[plain] = _CREATES[typed] = (tracked.get("metadata") or {}).get("managedFields")
+                entries = (tracked.get("metadata") or {}).get("managedFields")
+                _CREATES[plain] = entries
+                if typed is not None:
+                    _CREATES[typed] = entries
                 return tracked
             _CREATES[plain] = entries
         result = _view_without_managed_fields(new)
@@ -834,6 +843,11 @@ def update_managed_fields(
 #: stored objects are never changed in place
 _CREATES: dict[tuple, list[dict[str, Any]] | None] = {}
 _CREATES_LIMIT = 4096
+#: schema-aware lookups that missed in a row, by writer: creates whose list-map keys are unique
+#: (claims keyed by their owner pod's uid) stop paying for that key after this many, trying it
+#: again only once every as many creates
+_TYPED_MISSES: dict[tuple, int] = {}
+_TYPED_TRIES = 32
 
 
 def _create_shape(obj: dict[str, Any]) -> bytes:

@@ -394,3 +394,21 @@ def test_an_untouched_canonical_entry_is_carried_over_and_a_non_canonical_one_re
     alice = next(e for e in rewritten["metadata"]["managedFields"] if e["manager"] == "alice")
     assert orjson.dumps(alice["fieldsV1"]) == orjson.dumps(alice_old["fieldsV1"])
     assert alice["fieldsV1"] is not scrambled["metadata"]["managedFields"][0]["fieldsV1"]
+
+
+def test_creates_whose_schema_aware_shape_never_repeats_stop_computing_it():
+    from nanokube.apiserver.patch import apply as apply_mod
+
+    apply_mod._CREATES.clear()
+    apply_mod._TYPED_MISSES.clear()
+    tries = apply_mod._TYPED_TRIES
+    for i in range(2 * tries + 1):  # a list-map key of its own each: both shapes miss
+        update(None, pod("p", f"c{i}", "nginx:1", 80), "kubelet", T0, schema=POD)
+    # both keys for the first `tries` and the retries at `tries` and 2 * `tries` misses; the plain key otherwise
+    assert len(apply_mod._CREATES) == (2 * tries + 1) + (tries + 2)
+    # up to the next retry, with the schema-aware shape of the first create (args are an atomic list)
+    for j in range(tries - 1):
+        update(None, pod("p", "c0", "nginx:1", 80, args=(f"--x={j}",)), "kubelet", T0, schema=POD)
+    assert list(apply_mod._TYPED_MISSES.values()) == [3 * tries]
+    update(None, pod("p", "c0", "nginx:1", 80, args=("-x",)), "kubelet", T0, schema=POD)
+    assert list(apply_mod._TYPED_MISSES.values()) == [0], "the retry hits: the count starts over"
