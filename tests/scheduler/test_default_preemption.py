@@ -111,6 +111,24 @@ async def test_equal_priority_is_not_preempted(env):
     assert not (await pods.get("same", "default")).get("status", {}).get("nominatedNodeName")
 
 
+async def test_a_lower_priority_pod_seen_after_a_failed_attempt_is_preempted(env):
+    """With no pod of lower priority anywhere the search finds no victim on any node without
+    looking; one bound later (and its node) makes preemption possible again."""
+    client, sched = env
+    pods = client.resource("", "v1", "pods")
+    await start(client, sched, [node("n1", "1", "8Gi")], [running("peer", "n1", 5)])
+    await pods.create(pending("same", 5))
+    cond = await scheduled_condition(pods, "same")
+    assert cond["message"].endswith(" 1 No preemption victims found for incoming pod.")
+    await pods.create(running("late", "n2", 1, finalizers=["test/hold"]))
+    await add_node(client, node("n2", "1", "8Gi"))
+
+    async def marked():
+        return (await pods.get("late", "default"))["metadata"].get("deletionTimestamp")
+    assert await eventually(marked)
+    assert not (await pods.get("peer", "default"))["metadata"].get("deletionTimestamp")
+
+
 async def test_pdb_steers_victim_choice_to_another_node(env):
     client, sched = env
     pods = client.resource("", "v1", "pods")

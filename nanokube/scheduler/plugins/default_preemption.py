@@ -59,6 +59,30 @@ class DefaultPreemption:
         # built without a scheduler (queue tests), the plugin is never asked to preempt
         self.pdbs = handle.informer("policy", "v1", "poddisruptionbudgets") if handle is not None else None
         self.workload = PodGroupPreemption(self)
+        #: the priorities of every pod the informer has (uid -> priority, and how many pods have each): a
+        #: superset of the snapshot's pods, so a pod no other outranks it from below has no victim anywhere
+        self._priority: dict[str, int] = {}
+        self._priorities: Counter = Counter()
+        if handle is not None:
+            handle.pods.add_handlers(self._pod_added, lambda old, new: self._pod_added(new), self._pod_deleted)
+            for pod in handle.pods.list():
+                self._pod_added(pod)
+
+    def _pod_added(self, pod: dict) -> None:
+        uid = pod["metadata"].get("uid", "")
+        prio = (pod.get("spec") or {}).get("priority") or 0
+        if self._priority.get(uid) == prio:
+            return
+        self._pod_deleted(pod)
+        self._priority[uid] = prio
+        self._priorities[prio] += 1
+
+    def _pod_deleted(self, pod: dict) -> None:
+        prio = self._priority.pop(pod["metadata"].get("uid", ""), None)
+        if prio is not None:
+            self._priorities[prio] -= 1
+            if not self._priorities[prio]:
+                del self._priorities[prio]
 
     def post_filter(self, state: CycleState, info: PodInfo, statuses: dict[str, Status]) -> tuple[str | None, Status | None]:
         if group_key(info.pod):
@@ -76,10 +100,15 @@ class DefaultPreemption:
         reasons: dict[str, str] = {}
         candidates: list[Candidate] = []
         pdbs = self._pdbs(info)
+        # no pod of lower priority anywhere: every node's search would find no victim
+        victims_possible = min(self._priorities, default=info.priority) < info.priority
         for node in snap.nodes:
             st = statuses.get(node.name)
             if st is not None and st.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                 reasons[node.name] = NOT_HELPFUL
+                continue
+            if not victims_possible:
+                reasons[node.name] = NO_VICTIMS
                 continue
             cand, reason = self._select_victims(fwk, state, info, node, pdbs)
             if cand is None:
