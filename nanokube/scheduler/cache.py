@@ -26,20 +26,23 @@ class NodeInfo:
     #: bumped whenever a pod with inter-pod terms is added or removed outside the cache
     affinity_epoch = 0
 
-    # What Filter and Score read for every node comes first, so those reads
-    # share the object's first cache lines.
+    # What Filter and Score read for every node comes first, so those reads share the object's
+    # first cache line (its header and six slots): a node unchanged since it was last searched
+    # answers NodeResourcesFit's Filter, LeastAllocated and BalancedAllocation from its kept
+    # results alone. Unschedulable and tainted nodes are counted by the snapshot, so those two
+    # are read only where there are some; the totals next only where a result is not kept.
     __slots__ = (  # noqa: RUF023
+        "fits_shape",
+        "least_shape",
+        "least_score",
+        "balanced_shape",
+        "balanced_score",
         "unschedulable",
         "taints",
         "free_pods",
         "free_cpu",
         "free_memory",
         "free_ephemeral",
-        "fits_shape",
-        "least_shape",
-        "least_score",
-        "balanced_shape",
-        "balanced_score",
         "alloc_cpu",
         "alloc_memory",
         "nonzero_cpu",
