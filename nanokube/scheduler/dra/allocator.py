@@ -492,7 +492,7 @@ class Allocator:
         object as `node`, as the scheduler's NodeInfo): its Placement or
         None, or the AllocationError or SearchLimitExceeded it raises. The
         simple shape on a node with one pool that no allocation changed
-        since it was last counted costs a few lookups."""
+        since it was last answered costs one lookup (`_Answers`)."""
         try:
             simple = self._simple(claims)
         except AllocationError as e:
@@ -506,45 +506,45 @@ class Allocator:
                     out.append(e)
             return out
         r, need = simple
-        shape, cached, stamps, max_steps = r.shape, self.index.fits, self.allocated.stamps, self.max_steps
-        memo_key = (shape, need, max_steps)
+        shape = r.shape
+        memo_key = (shape, need, self.max_steps)
         memo = self.index.answers.get(memo_key)
         if memo is None or memo.allocated is not self.allocated:
             memo = self.index.answers[memo_key] = _Answers(self.allocated, self.allocated.dropped + len(self.allocated.changes))
         memo.sync()
         known = memo.answers
-        for n in nodes:
-            hit = known.get(n.name, _MISSING)
-            if hit is not _MISSING:
-                out.append(hit)
-                continue
-            fits = cached.get((shape, n.name))
-            if fits is not None and fits is not _SEARCH:  # counted on this node before
-                if len(fits) == 1:  # `_count` on the usual node, inline
-                    pf = fits[0]
-                    if pf.stamp != stamps.get(pf.key, 0):
-                        pf.refresh(self.allocated, stamps.get(pf.key, 0))
-                    free, candidates = len(pf.free), len(pf.candidates)
-                    if free >= need:
-                        if candidates < max_steps:
-                            hit = pf.placement(need, n.node)
-                            memo.keep(n.name, pf.key, hit)
-                            out.append(hit)
-                            continue
-                    elif 1 + candidates * 2 ** free <= max_steps:
-                        memo.keep(n.name, pf.key, None)
-                        out.append(None)
-                        continue
-                else:
-                    found = self._count(fits, need, n.node, claims)
-                    if found is not _SEARCH:
-                        out.append(found)
-                        continue
-            try:
-                out.append(self.find(n.node, claims))
-            except (AllocationError, SearchLimitExceeded) as e:
-                out.append(e)
+        get = known.get
+        out = [get(n.name, _MISSING) for n in nodes]
+        for i in [i for i, hit in enumerate(out) if hit is _MISSING]:
+            out[i] = self._answer(nodes[i], claims, memo, shape, need)
         return out
+
+    def _answer(self, n, claims: list[dict], memo: _Answers, shape: bytes, need: int):
+        """`find_each`'s answer on one node it has none kept for (kept now where it can be)."""
+        fits = self.index.fits.get((shape, n.name))
+        if fits is not None and fits is not _SEARCH:  # counted on this node before
+            if len(fits) == 1:  # `_count` on the usual node, inline
+                pf = fits[0]
+                stamp = self.allocated.stamps.get(pf.key, 0)
+                if pf.stamp != stamp:
+                    pf.refresh(self.allocated, stamp)
+                free, candidates = len(pf.free), len(pf.candidates)
+                if free >= need:
+                    if candidates < self.max_steps:
+                        hit = pf.placement(need, n.node)
+                        memo.keep(n.name, pf.key, hit)
+                        return hit
+                elif 1 + candidates * 2 ** free <= self.max_steps:
+                    memo.keep(n.name, pf.key, None)
+                    return None
+            else:
+                found = self._count(fits, need, n.node, claims)
+                if found is not _SEARCH:
+                    return found
+        try:
+            return self.find(n.node, claims)
+        except (AllocationError, SearchLimitExceeded) as e:
+            return e
 
     def _search(self, node: dict, claims: list[dict], pools, node_name: str) -> Placement | None:
         flat = [req for ci, c in enumerate(claims) for req in self._alternatives(ci, c, pools, node_name)]

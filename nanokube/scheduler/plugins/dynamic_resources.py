@@ -366,18 +366,18 @@ class DynamicResources:
         if cyc.selectors or cyc.allocator is None:
             fn = self.filter
             return {i: st for i, n in enumerate(nodes) if (st := fn(state, info, n)) is not None}
-        out = {}
-        found = cyc.found
-        full = None  # one status for every node without the devices: nothing tells them apart
-        for i, (n, hit) in enumerate(zip(nodes, cyc.allocator.find_each(nodes, cyc.pending))):
-            if hit.__class__ is Placement:
-                found[n.name] = hit
-            elif hit is None:
-                out[i] = full = full or unschedulable(CANNOT_ALLOCATE)
-            elif isinstance(hit, AllocationError):
-                out[i] = unschedulable(str(hit), resolvable=False)
-            else:
-                out[i] = unschedulable(TIMED_OUT)
+        hits = cyc.allocator.find_each(nodes, cyc.pending)
+        placed = {n.name: hit for n, hit in zip(nodes, hits) if hit.__class__ is Placement}
+        cyc.found.update(placed)
+        # one status for every node without the devices: nothing tells them apart
+        full = unschedulable(CANNOT_ALLOCATE)
+        out = {i: full for i, hit in enumerate(hits) if hit is None}
+        if len(out) + len(placed) < len(hits):  # errors: a node's own status each
+            for i, hit in enumerate(hits):
+                if isinstance(hit, AllocationError):
+                    out[i] = unschedulable(str(hit), resolvable=False)
+                elif isinstance(hit, SearchLimitExceeded):
+                    out[i] = unschedulable(TIMED_OUT)
         return out
 
     def reserve(self, state, info, node: str):
