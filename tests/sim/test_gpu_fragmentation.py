@@ -4,7 +4,7 @@ import random
 
 from nanokube.scheduler.dra.allocator import AllocatedDevices
 from nanokube.scheduler.dra.pools import PoolIndex
-from nanokube.scheduler.plugins.gpu_fragmentation import (FragmentationModel, node_free_gpus, node_fragmentation, place,
+from nanokube.scheduler.plugins.gpu_fragmentation import (FragmentationModel, FreeGPUs, node_fragmentation, place,
                                                           scaled, task_fragment)
 from tests.scheduler.dra.test_allocator import rslice, shared_gpu
 
@@ -50,10 +50,10 @@ def test_the_grouped_model_computes_the_same_fragmentation():
 
 
 class _DRA:
-    """What node_free_gpus reads of DynamicResources' shared state."""
+    """What FreeGPUs reads of DynamicResources' shared state."""
 
     def __init__(self, slices):
-        self.allocated, self.free_gpus, self._index = AllocatedDevices(), {}, PoolIndex(slices, [])
+        self.allocated, self.free_gpus, self._index = AllocatedDevices(), None, PoolIndex(slices, [])
 
     def index(self):
         return self._index
@@ -63,14 +63,20 @@ def test_free_gpu_shares_follow_allocations_of_the_nodes_pool():
     driver = "gpu.nanokube.io"
     dra = _DRA([rslice(driver, [shared_gpu(f"gpu-{i}") for i in range(2)], pool=f"p{n}", node=f"n{n}") for n in (1, 2)])
     n1, n2 = ({"metadata": {"name": f"n{n}"}} for n in (1, 2))
-    assert list(node_free_gpus(dra, n1).values()) == [1000, 1000]
+
+    def free(node):
+        return FreeGPUs.of(dra).node(node, node["metadata"]["name"])
+
+    assert free(n1).values == [1000, 1000]
     took = {"devices": {"results": [{"driver": driver, "pool": "p1", "device": "gpu-1", "shareID": "x",
                                      "consumedCapacity": {"milli": "300"}}]}}
-    before_n2 = node_free_gpus(dra, n2)
+    before_n2 = free(n2)
     dra.allocated.add(took)
-    assert list(node_free_gpus(dra, n1).values()) == [1000, 700]
-    assert node_free_gpus(dra, n2) is before_n2  # its pool did not change: kept
+    assert free(n1).values == [1000, 700]
+    assert free(n2) is before_n2  # its pool did not change: kept
     dra.allocated.add({"devices": {"results": [{"driver": driver, "pool": "p2", "device": "gpu-0"}]}})
-    assert list(node_free_gpus(dra, n2).values()) == [0, 1000]
+    assert free(n2).values == [0, 1000]
     dra.allocated.remove(took)
-    assert list(node_free_gpus(dra, n1).values()) == [1000, 1000]
+    assert free(n1).values == [1000, 1000]
+    dra._index = PoolIndex([rslice(driver, [shared_gpu("gpu-0")], pool="p1", node="n1")], [])
+    assert free(n1).values == [1000]  # new pools: every node afresh

@@ -84,8 +84,8 @@ class DRAState:
         self._counted: dict[str, dict] = {}  # claim uid -> allocation counted in `allocated`
         self._index: PoolIndex | None = None
         self._devices: dict | None = None
-        #: node name -> (pool index, its pools' allocation stamps, free GPU shares): the GPU score plugins' view
-        self.free_gpus: dict[str, tuple] = {}
+        #: the GPU score plugins' view of each node's free GPU shares (gpu_fragmentation.FreeGPUs)
+        self.free_gpus = None
         self.claims.add_handlers(self._claim_added, self._claim_updated, self._claim_deleted)
         for inf, kind in ((self.slices, SLICE), (self.rules, TAINT_RULE)):
             inf.add_handlers(*self._pool_handlers(kind))
@@ -196,8 +196,7 @@ class DRAState:
 
     def _pool_handlers(self, kind: str):
         def changed(action: Action, old, new) -> None:
-            self._index = self._devices = None
-            self.free_gpus.clear()
+            self._index = self._devices = self.free_gpus = None
             self._event(kind, action, old, new)
 
         return (lambda o: changed(Action.ADD, None, o), lambda o, n: changed(Action.UPDATE, o, n),

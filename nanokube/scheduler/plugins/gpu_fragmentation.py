@@ -134,21 +134,10 @@ def pod_gpu_demand(dra, pod: dict) -> tuple[int, int]:
 
 def node_free_gpus(dra, node: dict) -> dict[tuple, int]:
     """Thousandths left on each whole GPU of `node` by device id (partitions
-    are not counted), counting allocations in flight. Kept per node until
-    an allocation changes one of its pools (or the pools change): a GPU
-    policy reads it for every node it scores. Callers do not change it."""
+    are not counted), counting allocations in flight."""
     allocated = dra.allocated
-    index = dra.index()
-    pools = index.for_node(node)
-    stamps = allocated.stamps
-    stamp = tuple(stamps.get((p.driver, p.name), 0) for p, _ in pools)
-    name = (node.get("metadata") or {}).get("name", "")
-    memo = dra.free_gpus.get(name)
-    if memo is not None and memo[0] is index and memo[1] == stamp:
-        return memo[2]
     out = {}
-    dra.free_gpus[name] = (index, stamp, out)
-    for _pool, devices in pools:
+    for _pool, devices in dra.index().for_node(node):
         for d in devices:
             driver = d.id[0]
             if driver not in GPU_DRIVERS or (d.attributes.get(f"{driver}/type") or ("", "gpu"))[1] != "gpu":
@@ -161,6 +150,62 @@ def node_free_gpus(dra, node: dict) -> dict[tuple, int]:
             else:
                 out[d.id] = max(WHOLE - int(used.get(f"{driver}/milli", WHOLE)), 0)
     return out
+
+
+class _NodeGPUs:
+    """One node's free GPU shares (by device, and as a list), and the shares
+    left after the last Placement asked about, which Filter keeps for every
+    pod of a shape while the node is unchanged."""
+
+    __slots__ = ("after", "free", "placement", "values")
+
+    def __init__(self, free: dict[tuple, int]) -> None:
+        self.free, self.values = free, list(free.values())
+        self.placement: object = None
+        self.after: list[int] | None = None
+
+    def after_placement(self, placement) -> list[int] | None:
+        if placement is not self.placement:
+            self.placement, self.after = placement, after_placement(self.free, placement)
+        return self.after
+
+
+class FreeGPUs:
+    """`_NodeGPUs` per node, each kept until an allocation change touches
+    one of the node's pools (read from the allocated devices' change log
+    once per cycle) or the pools change: a GPU policy reads every node it
+    scores, and between two pods hardly any changed."""
+
+    def __init__(self, dra) -> None:
+        self.dra, self.index, self.allocated = dra, dra.index(), dra.allocated
+        self.seen = self.allocated.dropped + len(self.allocated.changes)
+        self.nodes: dict[str, _NodeGPUs] = {}
+        self.by_pool: dict[tuple[str, str], list[str]] = {}
+
+    @staticmethod
+    def of(dra) -> FreeGPUs:
+        """DynamicResources' shared view, brought up to date."""
+        view = dra.free_gpus
+        if view is None or view.index is not dra.index() or view.allocated is not dra.allocated:
+            view = dra.free_gpus = FreeGPUs(dra)
+        changes, base = view.allocated.changes, view.allocated.dropped
+        if view.seen < base:
+            view.nodes.clear()
+            view.by_pool.clear()
+        else:
+            for key in changes[view.seen - base:]:
+                for name in view.by_pool.pop(key, ()):
+                    view.nodes.pop(name, None)
+        view.seen = base + len(changes)
+        return view
+
+    def node(self, node: dict, name: str) -> _NodeGPUs:
+        hit = self.nodes.get(name)
+        if hit is None:
+            hit = self.nodes[name] = _NodeGPUs(node_free_gpus(self.dra, node))
+            for pool, _ in self.index.for_node(node):
+                self.by_pool.setdefault((pool.driver, pool.name), []).append(name)
+        return hit
 
 
 def after_placement(free: dict[tuple, int], placement) -> list[int] | None:
@@ -209,10 +254,11 @@ class GPUScorePlugin:
         if dra is None or not (demand[0] or self.scores_cpu_only):
             return [0] * len(nodes)
         found = getattr(state.get(DRA_CYCLE), "found", {})
+        view = FreeGPUs.of(dra)
         raw = []
         for n in nodes:
-            free = node_free_gpus(dra, n.node or {})
-            raw.append(self.score_gpu(list(free.values()), demand, n, after_placement(free, found.get(n.name))))
+            gpus = view.node(n.node or {}, n.name)
+            raw.append(self.score_gpu(gpus.values, demand, n, gpus.after_placement(found.get(n.name))))
         return scaled(raw, best_low=self.best_low)
 
 
