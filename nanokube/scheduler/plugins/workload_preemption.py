@@ -98,13 +98,16 @@ def victim_units(nodes: list[NodeInfo], all_nodes: list[NodeInfo], below: int, o
     """Units with a pod on `nodes` whose priority is below `below`, the
     preemptor's own group and pods already on their way out (terminating,
     or in `going`) left out. An `all` group's unit holds its running pods
-    on every node, so it goes whole. Each pod's group is looked up once:
-    a preemptor's cycle walks every pod of the cluster here."""
+    on every node, so it goes whole. One walk over every pod of the
+    cluster (each pod's group looked up once) finds the groups and, where
+    the domain is the whole cluster, the single pods too."""
     whole: dict[str, Unit] = {}
     #: pods out of the running (terminating, going, the preemptor's own group) and members of `all` groups
     skip: set[str] = set()
-    #: the group (None for a lone pod) of each other pod, for the pass over `nodes`
+    #: the group (None for a lone pod) of each other pod, for a pass over a smaller domain
     lone: dict[str, dict | None] = {}
+    singles: list[Unit] = []
+    everywhere = nodes is all_nodes
     for n in all_nodes:
         for uid, p in n.pods.items():
             pod = p.pod
@@ -112,27 +115,33 @@ def victim_units(nodes: list[NodeInfo], all_nodes: list[NodeInfo], below: int, o
             if uid in going or pod["metadata"].get("deletionTimestamp"):
                 skip.add(uid)
                 continue
-            if not name:
-                lone[uid] = None
-                continue
-            key = f"{pod['metadata'].get('namespace', '')}/{name}"
-            pg = groups.get(key)
-            if key == own:
-                skip.add(uid)
-            elif disruption_all(pg):
-                skip.add(uid)
-                unit = whole.get(key)
-                if unit is None:
-                    unit = whole[key] = Unit([], group_priority(pg), key)
-                unit.pods.append(p)
-            else:
-                lone[uid] = pg
-    here = {uid for n in nodes for uid in n.pods}
+            pg = None
+            if name:
+                key = f"{pod['metadata'].get('namespace', '')}/{name}"
+                pg = groups.get(key)
+                if key == own:
+                    skip.add(uid)
+                    continue
+                if disruption_all(pg):
+                    skip.add(uid)
+                    unit = whole.get(key)
+                    if unit is None:
+                        unit = whole[key] = Unit([], group_priority(pg), key)
+                    unit.pods.append(p)
+                    continue
+            lone[uid] = pg
+            if everywhere:
+                prio = group_priority(pg) if pg else p.priority
+                if prio < below:
+                    singles.append(Unit([p], prio, start=_start(p)))
+    here = set() if everywhere else {uid for n in nodes for uid in n.pods}
     units = []
     for u in whole.values():
-        if u.priority < below and any(p.uid in here for p in u.pods):
+        if u.priority < below and (everywhere or any(p.uid in here for p in u.pods)):
             u.start = min(_start(p) for p in u.pods)
             units.append(u)
+    if everywhere:
+        return units + singles
     for n in nodes:
         for uid, p in n.pods.items():
             if uid in skip:
