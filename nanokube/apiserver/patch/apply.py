@@ -141,7 +141,7 @@ _VALUE_CLASS = {dict: "dict", list: "list", type(None): "none"}
 
 # Compiled shapes by schema node identity; each entry keeps its node alive so
 # the id cannot be reused while cached.
-_COMPILED: dict[int, tuple[dict[str, Any], dict[str, _Shape]]] = {}
+_COMPILED: dict[int, tuple[dict[str, Any], dict[Any, _Shape]]] = {}
 _COMPILED_LIMIT = 20000
 
 
@@ -187,8 +187,22 @@ def _shape(raw: dict[str, Any] | None, v: Any) -> _Shape:
     if entry is None or entry[0] is not raw:
         if len(_COMPILED) >= _COMPILED_LIMIT:
             _COMPILED.clear()
-        entry = _COMPILED[id(raw)] = (raw, _compile(raw))
-    return entry[1][_value_class(v)]
+        entry = _COMPILED[id(raw)] = (raw, _by_type(_compile(raw)))
+    shape = entry[1].get(type(v))
+    return shape if shape is not None else entry[1][_value_class(v)]
+
+
+def _by_type(shapes: dict[str, _Shape]) -> dict[Any, _Shape]:
+    """`shapes` also keyed by the exact types of JSON values, so the walks
+    (a lookup per value) skip `_value_class`."""
+    by_type: dict[Any, _Shape] = dict(shapes)
+    for t, cls in _TYPE_CLASS:
+        by_type[t] = shapes[cls]
+    return by_type
+
+
+_TYPE_CLASS = ((dict, "dict"), (list, "list"), (type(None), "none"), (str, "other"), (int, "other"),
+               (float, "other"), (bool, "other"))
 
 
 def _child(shape: _Shape, name: str) -> tuple[dict[str, Any] | None, bool]:
@@ -275,60 +289,57 @@ def _items(shape: _Shape, v: Any) -> dict[fp.PathElement, Any]:
 def compare(lhs: Any, rhs: Any, raw: dict[str, Any] | None) -> _Comparison:
     """Fields added, modified and removed going from lhs to rhs."""
     res = _Comparison()
-    _compare(lhs, rhs, raw, (), res)
+    if lhs is MISSING:
+        _one_sided(rhs, raw, (), res.added)
+    elif rhs is MISSING:
+        _one_sided(lhs, raw, (), res.removed)
+    elif not (lhs is rhs or lhs == rhs):
+        _compare(lhs, rhs, raw, (), res)
     return res
 
 
 def _compare(
     lhs: Any, rhs: Any, raw: dict[str, Any] | None, path: Path, res: _Comparison
 ) -> None:
-    if lhs is MISSING:
-        _one_sided(rhs, raw, path, res.added)
-        return
-    if rhs is MISSING:
-        _one_sided(lhs, raw, path, res.removed)
-        return
-    if lhs is rhs or lhs == rhs:
-        return
+    """Both sides are present and differ. Callers skip equal children without
+    a call (most of an object is unchanged) and walk keys in the order of
+    {**lhs, **rhs}, so the first malformed list found is the same."""
     shape = _shape(raw, rhs)
-    mismatch = lhs is not MISSING and rhs is not MISSING and _shape(raw, lhs) is not shape
     if (
         shape.kind == "leaf"
         or shape.atomic
-        or mismatch
+        or _shape(raw, lhs) is not shape
         or (_empty(lhs) and _empty(rhs))
     ):
-        if lhs is MISSING:
-            res.added.add(path)
-        elif rhs is MISSING:
-            res.removed.add(path)
-        elif lhs != rhs:
-            res.modified.add(path)
+        res.modified.add(path)
         return
     if shape.kind == "list":
         left, right = _items(shape, lhs), _items(shape, rhs)
-        for pe in {**left, **right}:
-            _compare(
-                left.get(pe, MISSING),
-                right.get(pe, MISSING),
-                shape.elem,
-                path + (pe,),
-                res,
-            )
-    else:
-        left, right = (x if isinstance(x, dict) else {} for x in (lhs, rhs))
-        for k in {**left, **right}:
-            _compare(
-                left.get(k, MISSING),
-                right.get(k, MISSING),
-                _child(shape, k)[0],
-                path + (fp.field(k),),
-                res,
-            )
-    if lhs is MISSING:
-        res.added.add(path)
-    elif rhs is MISSING:
-        res.removed.add(path)
+        elem = shape.elem
+        for pe, lv in left.items():
+            rv = right.get(pe, MISSING)
+            if rv is MISSING:
+                _one_sided(lv, elem, path + (pe,), res.removed)
+            elif not (lv is rv or lv == rv):
+                _compare(lv, rv, elem, path + (pe,), res)
+        for pe, rv in right.items():
+            if pe not in left:
+                _one_sided(rv, elem, path + (pe,), res.added)
+        return
+    left = lhs if isinstance(lhs, dict) else {}
+    right = rhs if isinstance(rhs, dict) else {}
+    fields, elem = (shape.fields, shape.elem) if shape.kind == "struct" else (_NO_FIELDS, shape.elem)
+    for k, lv in left.items():
+        rv = right.get(k, MISSING)
+        if lv is rv or lv == rv:
+            continue
+        if rv is MISSING:
+            _one_sided(lv, fields.get(k, elem), path + (("f", k),), res.removed)
+        else:
+            _compare(lv, rv, fields.get(k, elem), path + (("f", k),), res)
+    for k, rv in right.items():
+        if k not in left:
+            _one_sided(rv, fields.get(k, elem), path + (("f", k),), res.added)
 
 
 def _one_sided(v: Any, raw: dict[str, Any] | None, path: Path, out: set[Path]) -> None:
@@ -342,8 +353,9 @@ def _one_sided(v: Any, raw: dict[str, Any] | None, path: Path, out: set[Path]) -
         for pe, item in _items(shape, v).items():
             _one_sided(item, shape.elem, path + (pe,), out)
     else:
+        fields, elem = (shape.fields, shape.elem) if shape.kind == "struct" else (_NO_FIELDS, shape.elem)
         for k, child in v.items():
-            _one_sided(child, _child(shape, k)[0], path + (("f", k),), out)
+            _one_sided(child, fields.get(k, elem), path + (("f", k),), out)
     out.add(path)
 
 
