@@ -14,6 +14,7 @@ the client got wrong nanokube answers as a 400 (no input earns a server error).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ... import schema as schemas
@@ -277,9 +278,10 @@ def _normalize_order(
     server_only = _sort_by(server_only, server_order, merge_key, kind)
     out = []
     i = j = 0
+    live_index = _indexer(server_order, merge_key, kind)
     while i < len(server_only) and j < len(patch_items):
-        li = _index(server_order, server_only[i], merge_key, kind)
-        ri = _index(server_order, patch_items[j], merge_key, kind)
+        li = live_index(server_only[i])
+        ri = live_index(patch_items[j])
         if li >= 0 and ri >= 0 and li < ri:
             out.append(server_only[i])
             i += 1
@@ -300,8 +302,10 @@ def _sort_by(items: list, order: list, merge_key: str, kind: type) -> list:
                 raise PatchError(_no_merge_key(item, merge_key), 400)
         items, deletions = _split_deletions(items)
 
+    index = _indexer(order, merge_key, kind)
+
     def position(item: Any) -> int:
-        idx = _index(order, item, merge_key, kind)
+        idx = index(item)
         return idx if idx >= 0 else len(order)
 
     return sorted(items, key=position) + deletions
@@ -316,17 +320,35 @@ def _split_deletions(items: list) -> tuple[list, list]:
     return keep, deletions
 
 
-def _index(items: list, value: Any, merge_key: str, kind: type) -> int:
+def _indexer(items: list, merge_key: str, kind: type) -> Callable[[Any], int]:
+    """`value` -> the first position in `items` of an equal key (`_is`), or -1. The positions of
+    hashable keys are read once, so ordering a merged list is not a scan per lookup."""
     def key_of(item: Any) -> Any:
         if kind is dict:
             return item.get(merge_key) if isinstance(item, dict) else None
         return item
 
-    wanted = key_of(value)
-    for i, item in enumerate(items):
-        if _is(key_of(item), wanted):
-            return i
-    return -1
+    keys = [key_of(item) for item in items]
+    first: dict[tuple[type, Any], int] = {}
+    try:
+        for i, k in enumerate(keys):
+            first.setdefault((type(k), k), i)
+    except TypeError:  # a key that is a map or a list: scan with `_is`
+        first = None
+
+    def index(value: Any) -> int:
+        wanted = key_of(value)
+        if first is not None:
+            try:
+                return first.get((type(wanted), wanted), -1)
+            except TypeError:
+                return -1  # every key in `items` is hashable, so none equals this one
+        for i, k in enumerate(keys):
+            if _is(k, wanted):
+                return i
+        return -1
+
+    return index
 
 
 def _element_type(*lists: list) -> type:
