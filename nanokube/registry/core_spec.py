@@ -76,7 +76,8 @@ def default_container(c: dict, host_network: bool, ephemeral: bool = False) -> N
     """SetDefaults_Container (and its nested defaulters)."""
     c.setdefault("terminationMessagePath", "/dev/termination-log")
     c.setdefault("terminationMessagePolicy", "File")
-    c.setdefault("imagePullPolicy", image_pull_policy(c.get("image", "")))
+    if "imagePullPolicy" not in c:  # set on every stored container: each write defaults the whole spec again
+        c["imagePullPolicy"] = image_pull_policy(c.get("image", ""))
     c.setdefault("resources", {})
     for p in c.get("ports") or []:
         p.setdefault("protocol", "TCP")
@@ -100,7 +101,8 @@ def default_volume(v: dict) -> None:
     if isinstance(v.get("hostPath"), dict):
         v["hostPath"].setdefault("type", "")
     if isinstance(v.get("image"), dict):
-        v["image"].setdefault("pullPolicy", image_pull_policy(v["image"].get("reference", "")))
+        if "pullPolicy" not in v["image"]:
+            v["image"]["pullPolicy"] = image_pull_policy(v["image"].get("reference", ""))
     for source in (v.get("projected") or {}).get("sources") or []:
         token = source.get("serviceAccountToken")
         if isinstance(token, dict):
