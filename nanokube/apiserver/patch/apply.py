@@ -920,7 +920,9 @@ _CONTAINERS = (dict, list)
 
 def _blank_scalars(v: Any) -> Any:
     if isinstance(v, dict):
-        return {k: _blank_scalars(x) for k, x in v.items()}
+        # scalars inline: most of a create's values are, and a call each was most of the key's cost
+        return {k: _blank_scalars(x) if isinstance(x, dict) else x if x is None or isinstance(x, list) else 0
+                for k, x in v.items()}
     if isinstance(v, list) or v is None:
         return v
     return 0
