@@ -146,6 +146,29 @@ def dns1035_label(value: str) -> list[str]:
 
 def qualified_name(value: str) -> list[str]:
     """Label and annotation keys: optional DNS subdomain prefix, '/', name part."""
+    if type(value) is str and value in _VALID_QUALIFIED:
+        return []
+    errs = _qualified_name(value)
+    if not errs:
+        _remember(_VALID_QUALIFIED, value)
+    return errs
+
+
+#: valid label/annotation keys and label values seen: every write of an object validates its
+#: labels and annotations again (status writes too), and they repeat across objects
+_VALID_QUALIFIED: set[str] = set()
+_VALID_LABEL_VALUES: set[str] = set()
+_VALID_LIMIT = 8192
+
+
+def _remember(valid: set[str], value: str) -> None:
+    if type(value) is str:
+        if len(valid) >= _VALID_LIMIT:
+            valid.clear()
+        valid.add(value)
+
+
+def _qualified_name(value: str) -> list[str]:
     parts = value.split("/")
     if len(parts) == 1:
         name = parts[0]
@@ -178,6 +201,15 @@ def qualified_name(value: str) -> list[str]:
 
 
 def label_value(value: str) -> list[str]:
+    if type(value) is str and value in _VALID_LABEL_VALUES:
+        return []
+    errs = _label_value(value)
+    if not errs:
+        _remember(_VALID_LABEL_VALUES, value)
+    return errs
+
+
+def _label_value(value: str) -> list[str]:
     errs = []
     if len(value) > 63:
         errs.append("must be no more than 63 characters")
