@@ -1,9 +1,11 @@
 """pods/binding: sets spec.nodeName and PodScheduled, merges the binding's
 annotations, and leaves the cached pod other readers hold untouched."""
 
+import orjson
 import pytest
 
 from nanokube.machinery.errors import APIError
+from nanokube.machinery.fieldorder import in_upstream_order
 from nanokube.apiserver.rest import WriteOptions
 from nanokube.apiserver.subresources import Subresources
 from tests.controllers import make_stack
@@ -36,3 +38,19 @@ async def test_binding_assigns_the_node_and_leaves_the_cached_pod_alone(env):
     with pytest.raises(APIError) as e:
         await sub.bind(pods_res, "default", "p", binding("p", "n2"), WriteOptions())
     assert e.value.code == 409 and 'already assigned to node "n1"' in e.value.message
+
+
+async def test_the_cache_holds_the_bound_pod_as_stored(env):
+    """The cache takes the bound pod from the binding instead of decoding the stored bytes:
+    the same object, in the same order, as a decode of what the store holds."""
+    s, sub, pods = env
+    await pods.create({"metadata": {"name": "p", "namespace": "default", "labels": {"app": "a"}},
+                       "spec": {"containers": [{"name": "c", "image": "x"}]}})
+    pods_res = s.rest.index.get("", "v1", "pods")
+    await sub.bind(pods_res, "default", "p", binding("p", "n1", annotations={"b": "2"}), WriteOptions())
+    key = pods_res.key("default", "p")
+    entry = s.rest.cache.get(key)
+    kv = await s.rest.store.get(key)
+    decoded = in_upstream_order(orjson.loads(kv.value), str(kv.mod_revision))
+    assert orjson.dumps(entry.obj) == orjson.dumps(decoded)
+    assert entry.obj["spec"]["nodeName"] == "n1"
