@@ -901,7 +901,9 @@ class GenericREST:
                 res.strategy.release(new)
                 return Result(self._deleted_result(res, version, new), 200)
             try:
-                kv = await self.store.update(key, stored_value(new), entry.rev)
+                value = stored_value(new)
+                self.cache.expect(key, value, new)
+                kv = await self.store.update(key, value, entry.rev)
             except RevisionMismatch:
                 await self.cache.sync()
                 continue

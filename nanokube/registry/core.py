@@ -94,8 +94,9 @@ class NamespaceStrategy(Strategy):
         self._name_label(new)
 
     def prepare_for_delete(self, obj: dict) -> None:
-        """A delete of a namespace with finalizers starts its termination."""
-        obj.setdefault("status", {})["phase"] = "Terminating"
+        """A delete of a namespace with finalizers starts its termination. `obj` is a shallow
+        copy of the cached namespace: its status is replaced, not changed in place."""
+        obj["status"] = {**(obj.get("status") or {}), "phase": "Terminating"}
 
     def blocks_deletion(self, obj: dict) -> bool:
         """The namespace controller empties the namespace, then clears spec.finalizers."""

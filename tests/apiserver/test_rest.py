@@ -344,3 +344,15 @@ async def test_a_patch_does_not_fail_on_what_the_live_object_held_before(stack):
     with pytest.raises(APIError) as e:  # a patch of the spec decodes the spec, and finds it
         await pods.patch("p", {"spec": {"activeDeadlineSeconds": 5}}, SMP, namespace=NS)
     assert 'unknown field "spec.colour"' in e.value.message
+
+
+async def test_deleting_a_namespace_leaves_the_cached_version_it_replaced_alone(stack):
+    """A namespace turns Terminating in a new status: the version cached before the delete
+    (which readers and the watch history hold) keeps its own."""
+    ns = stack.client.resource("", "v1", "namespaces")
+    await ns.create({"metadata": {"name": "going"}})
+    key = stack.rest.index.get("", "v1", "namespaces").key(None, "going")
+    before = stack.rest.cache.get(key).obj
+    await ns.delete("going")
+    assert stack.rest.cache.get(key).obj["status"]["phase"] == "Terminating"
+    assert before["status"]["phase"] == "Active"
