@@ -33,6 +33,8 @@ class NodeInfo:
     # are read only where there are some; the totals next only where a result is not kept.
     __slots__ = (  # noqa: RUF023
         "fits_shape",
+        "unfit_shape",
+        "unfit_status",
         "least_shape",
         "least_score",
         "balanced_shape",
@@ -94,8 +96,8 @@ class NodeInfo:
         self.free_ephemeral = a.ephemeral - r.ephemeral
         self.free_pods = self.allowed_pods - len(self.pods)
         # results kept for one pod shape (a ShapeMemo key) while these totals hold:
-        # NodeResourcesFit's fit, LeastAllocated and BalancedAllocation scores
-        self.fits_shape = self.least_shape = self.balanced_shape = None
+        # NodeResourcesFit's fit or rejection, LeastAllocated and BalancedAllocation scores
+        self.fits_shape = self.unfit_shape = self.unfit_status = self.least_shape = self.balanced_shape = None
         self.least_score = self.balanced_score = 0
 
     def set_node(self, node: dict) -> None:

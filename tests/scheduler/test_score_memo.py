@@ -71,3 +71,28 @@ def test_kept_fit_is_dropped_when_the_node_fills():
     nodes[1].add_pod(info(pod("y")))
     got = fit.filter_nodes(CycleState(), p, nodes)
     assert {i: st.reasons for i, st in got.items()} == {0: ["Insufficient cpu"], 1: ["Too many pods"]}
+
+
+def test_kept_rejections_match_the_full_check_and_follow_node_changes():
+    fit = NodeResourcesFit({}, None)
+    nodes = [node_info(node("a", "1", "1Gi")), node_info(node("b", "1", "8Gi")),
+             node_info(node("c", "1", "1Gi")), node_info(node("d", "4", "8Gi", pods="1"), pod("x", "1"))]
+    p = info(pod("p", "2", "2Gi"))
+
+    def full():
+        return {i: st.reasons for i, n in enumerate(nodes) if (st := fit.filter(CycleState(), p, n)) is not None}
+
+    got = fit.filter_nodes(CycleState(), p, nodes)
+    assert {i: st.reasons for i, st in got.items()} == full() == {
+        0: ["Insufficient cpu", "Insufficient memory"], 1: ["Insufficient cpu"],
+        2: ["Insufficient cpu", "Insufficient memory"], 3: ["Too many pods"]}
+    assert got[0] is got[2] and nodes[0].unfit_shape is not None
+    again = fit.filter_nodes(CycleState(), p, nodes)
+    assert all(again[i] is got[i] for i in got)
+    nodes[1].set_node(node("b", "4", "8Gi"))
+    nodes[3].remove_pod("uid-x")
+    assert nodes[1].unfit_shape is None
+    assert fit.filter_nodes(CycleState(), p, nodes).keys() == full().keys() == {0, 2}
+    other = info(pod("q", "500m", "2Gi"))
+    assert {i: st.reasons for i, st in fit.filter_nodes(CycleState(), other, nodes).items()} == {
+        0: ["Insufficient memory"], 2: ["Insufficient memory"]}

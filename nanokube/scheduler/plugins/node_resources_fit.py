@@ -175,24 +175,38 @@ class NodeResourcesFit:
         return Status(Code.UNSCHEDULABLE, reasons) if reasons else None
 
     def filter_nodes(self, state, info, nodes) -> dict:
-        """`filter` over many nodes: the common fit is checked inline (and
-        kept per node for the pod's shape), the rest get the full check and
-        its reasons."""
+        """`filter` over many nodes: the common fit is checked inline, and
+        both verdicts are kept per node for the pod's shape. Without extended
+        resources a rejection's reasons follow from four comparisons, so nodes
+        short of the same things share one Status: a pod that fits nowhere
+        in a full cluster then costs a lookup per node, not a list of
+        formatted reasons."""
         req = info.requests
         if req.scalars:
             return {i: st for i, n in enumerate(nodes) if (st := self.filter(state, info, n)) is not None}
         cpu, memory, ephemeral = req.milli_cpu, req.memory, req.ephemeral
         key = self.fits.key((cpu, memory, ephemeral))
         out = {}
+        shared: dict[tuple, Status] = {}
         for i, n in enumerate(nodes):
             if n.fits_shape is key:
+                continue
+            if n.unfit_shape is key:
+                out[i] = n.unfit_status
                 continue
             if n.free_pods > 0 and cpu <= n.free_cpu and memory <= n.free_memory and ephemeral <= n.free_ephemeral:
                 n.fits_shape = key
                 continue
-            reasons = insufficient(info, n, self.ignored, self.ignored_groups)
-            if reasons:
-                out[i] = Status(Code.UNSCHEDULABLE, reasons)
+            short = (n.free_pods <= 0, 0 < cpu > n.free_cpu, 0 < memory > n.free_memory,
+                     0 < ephemeral > n.free_ephemeral)
+            st = shared.get(short)
+            if st is None:
+                reasons = insufficient(info, n, self.ignored, self.ignored_groups)
+                if not reasons:
+                    continue
+                st = shared[short] = Status(Code.UNSCHEDULABLE, reasons)
+            n.unfit_shape, n.unfit_status = key, st
+            out[i] = st
         return out
 
     def pre_score(self, state, info, nodes):
