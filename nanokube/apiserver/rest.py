@@ -33,6 +33,8 @@ from .patch import PatchError, jsonpatch, merge, strategic
 from .patch import apply as ssa
 
 NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 
 
 def name_suffix(prefix: str) -> str:
@@ -761,11 +763,11 @@ class GenericREST:
                         if not isinstance(parsed, list):
                             raise errors.bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
                         body = jsonpatch.apply(current, parsed)
-                    elif patch_type == "application/merge-patch+json":
+                    elif patch_type == MERGE_PATCH:
                         if not isinstance(parsed, dict):
                             raise errors.bad_request("json: cannot unmarshal into map[string]interface{}")
                         body = merge.apply(current, parsed)
-                    elif patch_type == "application/strategic-merge-patch+json":
+                    elif patch_type == STRATEGIC_PATCH:
                         if not isinstance(parsed, dict):
                             raise errors.bad_request("json: cannot unmarshal into map[string]interface{}")
                         body = strategic.apply(current, parsed, sch)
@@ -975,8 +977,6 @@ class GenericREST:
         return out
 
 
-MERGE_PATCH = "application/merge-patch+json"
-STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 #: what a patch's result is always checked in, whatever the patch names
 _ALWAYS_CHECKED = frozenset(("apiVersion", "kind", "metadata"))
 

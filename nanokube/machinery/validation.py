@@ -6,6 +6,7 @@ as kube-apiserver's: `Pod "x" is invalid: spec.containers[0].name: Required valu
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -144,31 +145,30 @@ def dns1035_label(value: str) -> list[str]:
     return errs
 
 
+def _remembers_valid(check):
+    """Wraps a validator of strings to skip values it already found valid
+    (8192 at most): every write of an object validates its labels and
+    annotations again, status writes too, and they repeat across objects.
+    Errors are worked out each time, so callers always get a fresh list."""
+    valid: set[str] = set()
+
+    @functools.wraps(check)
+    def remembering(value: str) -> list[str]:
+        if type(value) is str and value in valid:
+            return []
+        errs = check(value)
+        if not errs and type(value) is str:
+            if len(valid) >= 8192:
+                valid.clear()
+            valid.add(value)
+        return errs
+
+    return remembering
+
+
+@_remembers_valid
 def qualified_name(value: str) -> list[str]:
     """Label and annotation keys: optional DNS subdomain prefix, '/', name part."""
-    if type(value) is str and value in _VALID_QUALIFIED:
-        return []
-    errs = _qualified_name(value)
-    if not errs:
-        _remember(_VALID_QUALIFIED, value)
-    return errs
-
-
-#: valid label/annotation keys and label values seen: every write of an object validates its
-#: labels and annotations again (status writes too), and they repeat across objects
-_VALID_QUALIFIED: set[str] = set()
-_VALID_LABEL_VALUES: set[str] = set()
-_VALID_LIMIT = 8192
-
-
-def _remember(valid: set[str], value: str) -> None:
-    if type(value) is str:
-        if len(valid) >= _VALID_LIMIT:
-            valid.clear()
-        valid.add(value)
-
-
-def _qualified_name(value: str) -> list[str]:
     parts = value.split("/")
     if len(parts) == 1:
         name = parts[0]
@@ -200,16 +200,8 @@ def _qualified_name(value: str) -> list[str]:
     return errs
 
 
+@_remembers_valid
 def label_value(value: str) -> list[str]:
-    if type(value) is str and value in _VALID_LABEL_VALUES:
-        return []
-    errs = _label_value(value)
-    if not errs:
-        _remember(_VALID_LABEL_VALUES, value)
-    return errs
-
-
-def _label_value(value: str) -> list[str]:
     errs = []
     if len(value) > 63:
         errs.append("must be no more than 63 characters")

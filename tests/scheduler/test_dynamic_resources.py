@@ -82,6 +82,13 @@ def bound(pods, name):
     return check
 
 
+async def claim_pods(claims, pods, n):
+    """Pods p0..p{n-1}, each with its own claim c0..c{n-1}."""
+    for i in range(n):
+        await claims.create(claim(f"c{i}"))
+        await pods.create(claim_pod(f"p{i}", f"c{i}"))
+
+
 def condition(pods, name):
     async def check():
         for c in (await pods.get(name, "default")).get("status", {}).get("conditions", []):
@@ -94,9 +101,7 @@ def condition(pods, name):
 async def test_gpu_pods_land_where_devices_are_free_and_never_share_one(env):
     client, _ = env
     pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
-    for i in range(4):
-        await claims.create(claim(f"c{i}"))
-        await pods.create(claim_pod(f"p{i}", f"c{i}"))
+    await claim_pods(claims, pods, 4)
     placed = {}
     for i in range(3):
         placed[f"p{i}"] = await eventually(bound(pods, f"p{i}"))
@@ -121,9 +126,7 @@ async def test_gpu_pods_land_where_devices_are_free_and_never_share_one(env):
 async def test_deleting_a_pod_frees_its_device_for_a_waiting_pod(env):
     client, _ = env
     pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
-    for i in range(4):
-        await claims.create(claim(f"c{i}"))
-        await pods.create(claim_pod(f"p{i}", f"c{i}"))
+    await claim_pods(claims, pods, 4)
     for i in range(3):
         await eventually(bound(pods, f"p{i}"))
     await eventually(condition(pods, "p3"))
@@ -267,9 +270,7 @@ async def test_filter_follows_allocations_and_releases_as_the_full_search_does(e
         return [n.name for i, n in enumerate(infos) if i not in rejected]
 
     assert await eventually(verdicts) == ["one-gpu", "two-gpus"]
-    for i in range(3):
-        await claims.create(claim(f"c{i}"))
-        await pods.create(claim_pod(f"p{i}", f"c{i}"))
+    await claim_pods(claims, pods, 3)
     for i in range(3):
         await eventually(bound(pods, f"p{i}"))
     assert await verdicts() == []
@@ -284,9 +285,7 @@ async def test_filter_follows_allocations_and_releases_as_the_full_search_does(e
 async def test_claim_events_requeue_only_the_pods_naming_the_claim_or_after_a_deallocation(env):
     client, sched = env
     pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
-    for i in range(4):
-        await claims.create(claim(f"c{i}"))
-        await pods.create(claim_pod(f"p{i}", f"c{i}"))
+    await claim_pods(claims, pods, 4)
     await eventually(condition(pods, "p3"))
     [hint] = [r.hint for r in sched.queue.registrations["DynamicResources"] if r.event.resource == "ResourceClaim"]
     waiting = sched.pods.get("default/p3")
