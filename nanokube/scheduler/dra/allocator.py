@@ -22,7 +22,7 @@ from .pools import Device, DeviceID, Pool, PoolIndex
 #: search steps before giving up on a node (upstream bounds it by a timeout)
 MAX_STEPS = 200_000
 _BLOCKING = ("NoSchedule", "NoExecute")
-#: pool changes an AllocatedDevices remembers for `_Answers` (one who fell further behind forgets all)
+#: pool changes an AllocatedDevices remembers for `NodeMemo` (one who fell further behind forgets all)
 CHANGES_KEPT = 8192
 #: one sequence for every AllocatedDevices: a pool's stamp is never reused, so
 #: what was derived from one state can never be taken for another's
@@ -52,7 +52,7 @@ class AllocatedDevices:
     #: (driver, pool) -> the stamp of the pool's last change (unchanged pools have none)
     stamps: dict[tuple[str, str], int] = field(default_factory=dict, compare=False, repr=False)
     #: the pools of the latest changes, oldest first (at most CHANGES_KEPT), and how many older ones
-    #: were dropped: what `_Answers` reads to forget just the nodes whose pools changed
+    #: were dropped: what `NodeMemo` reads to forget just the nodes whose pools changed
     changes: list[tuple[str, str]] = field(default_factory=list, compare=False, repr=False)
     dropped: int = field(default=0, compare=False, repr=False)
 
@@ -414,38 +414,40 @@ _SEARCH = object()
 _MISSING = object()
 
 
-@dataclass(slots=True, eq=False)
-class _Answers:
-    """`find_each`'s answers for one simple request shape and count, per
-    node (a Placement, or None where it does not fit), each kept until an
-    allocation change touches the node's pool: a pod that fits nowhere
-    asks about every node, and between two such pods hardly any changed.
-    Only nodes with one pool, answered by counting, are kept."""
+class NodeMemo:
+    """Values kept per node, each forgotten once an allocation change touches
+    one of the node's pools (read from the allocated devices' change log at
+    `sync`): a pod that fits nowhere asks about every node, and between two
+    pods hardly any changed. The allocator keeps its answers for a simple
+    request shape here, the GPU score plugins each node's free shares."""
 
-    allocated: AllocatedDevices
-    seen: int  # position in the allocated devices' change log read up to
-    answers: dict[str, Placement | None] = field(default_factory=dict)
-    nodes: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # pool -> nodes answered from it
+    __slots__ = ("allocated", "by_pool", "seen", "values")
+
+    def __init__(self, allocated: AllocatedDevices) -> None:
+        self.allocated = allocated
+        self.seen = allocated.dropped + len(allocated.changes)  # position in the change log read up to
+        self.values: dict[str, object] = {}
+        self.by_pool: dict[tuple[str, str], list[str]] = {}  # pool -> nodes kept with a value from it
 
     def sync(self) -> None:
-        """Forgets the answers of nodes whose pool changed since the last call."""
-        allocated = self.allocated
-        changes, base = allocated.changes, allocated.dropped
+        """Forgets the values of nodes whose pools changed since the last call."""
+        changes, base = self.allocated.changes, self.allocated.dropped
         if self.seen == base + len(changes):
             return
-        if self.seen < base:
-            self.answers.clear()
-            self.nodes.clear()
+        if self.seen < base:  # fell behind what the log keeps
+            self.values.clear()
+            self.by_pool.clear()
         else:
-            answers, nodes = self.answers, self.nodes
+            values, by_pool = self.values, self.by_pool
             for key in changes[self.seen - base:]:
-                for name in nodes.pop(key, ()):
-                    answers.pop(name, None)
+                for name in by_pool.pop(key, ()):
+                    values.pop(name, None)
         self.seen = base + len(changes)
 
-    def keep(self, name: str, key: tuple[str, str], answer: Placement | None) -> None:
-        self.answers[name] = answer
-        self.nodes.setdefault(key, []).append(name)
+    def keep(self, name: str, pools, value) -> None:
+        self.values[name] = value
+        for key in pools:
+            self.by_pool.setdefault(key, []).append(name)
 
 
 class Allocator:
@@ -492,7 +494,7 @@ class Allocator:
         object as `node`, as the scheduler's NodeInfo): its Placement or
         None, or the AllocationError or SearchLimitExceeded it raises. The
         simple shape on a node with one pool that no allocation changed
-        since it was last answered costs one lookup (`_Answers`)."""
+        since it was last answered costs one lookup (`NodeMemo`)."""
         try:
             simple = self._simple(claims)
         except AllocationError as e:
@@ -510,16 +512,15 @@ class Allocator:
         memo_key = (shape, need, self.max_steps)
         memo = self.index.answers.get(memo_key)
         if memo is None or memo.allocated is not self.allocated:
-            memo = self.index.answers[memo_key] = _Answers(self.allocated, self.allocated.dropped + len(self.allocated.changes))
+            memo = self.index.answers[memo_key] = NodeMemo(self.allocated)
         memo.sync()
-        known = memo.answers
-        get = known.get
+        get = memo.values.get
         out = [get(n.name, _MISSING) for n in nodes]
         for i in [i for i, hit in enumerate(out) if hit is _MISSING]:
             out[i] = self._answer(nodes[i], claims, memo, shape, need)
         return out
 
-    def _answer(self, n, claims: list[dict], memo: _Answers, shape: bytes, need: int):
+    def _answer(self, n, claims: list[dict], memo: NodeMemo, shape: bytes, need: int):
         """`find_each`'s answer on one node it has none kept for (kept now where it can be)."""
         fits = self.index.fits.get((shape, n.name))
         if fits is not None and fits is not _SEARCH:  # counted on this node before
@@ -532,10 +533,10 @@ class Allocator:
                 if free >= need:
                     if candidates < self.max_steps:
                         hit = pf.placement(need, n.node)
-                        memo.keep(n.name, pf.key, hit)
+                        memo.keep(n.name, (pf.key,), hit)
                         return hit
                 elif 1 + candidates * 2 ** free <= self.max_steps:
-                    memo.keep(n.name, pf.key, None)
+                    memo.keep(n.name, (pf.key,), None)
                     return None
             else:
                 found = self._count(fits, need, n.node, claims)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
+from ..dra.allocator import NodeMemo
 from ..resources import CPU
 
 #: a whole GPU, in thousandths
@@ -171,40 +172,29 @@ class _NodeGPUs:
 
 
 class FreeGPUs:
-    """`_NodeGPUs` per node, each kept until an allocation change touches
-    one of the node's pools (read from the allocated devices' change log
-    once per cycle) or the pools change: a GPU policy reads every node it
-    scores, and between two pods hardly any changed."""
+    """`_NodeGPUs` per node (a `NodeMemo`: each kept until an allocation
+    change touches one of the node's pools), all dropped when the pools
+    change: a GPU policy reads every node it scores, and between two pods
+    hardly any changed."""
 
     def __init__(self, dra) -> None:
-        self.dra, self.index, self.allocated = dra, dra.index(), dra.allocated
-        self.seen = self.allocated.dropped + len(self.allocated.changes)
-        self.nodes: dict[str, _NodeGPUs] = {}
-        self.by_pool: dict[tuple[str, str], list[str]] = {}
+        self.dra, self.index = dra, dra.index()
+        self.memo = NodeMemo(dra.allocated)
 
     @staticmethod
     def of(dra) -> FreeGPUs:
         """DynamicResources' shared view, brought up to date."""
         view = dra.free_gpus
-        if view is None or view.index is not dra.index() or view.allocated is not dra.allocated:
+        if view is None or view.index is not dra.index() or view.memo.allocated is not dra.allocated:
             view = dra.free_gpus = FreeGPUs(dra)
-        changes, base = view.allocated.changes, view.allocated.dropped
-        if view.seen < base:
-            view.nodes.clear()
-            view.by_pool.clear()
-        else:
-            for key in changes[view.seen - base:]:
-                for name in view.by_pool.pop(key, ()):
-                    view.nodes.pop(name, None)
-        view.seen = base + len(changes)
+        view.memo.sync()
         return view
 
     def node(self, node: dict, name: str) -> _NodeGPUs:
-        hit = self.nodes.get(name)
+        hit = self.memo.values.get(name)
         if hit is None:
-            hit = self.nodes[name] = _NodeGPUs(node_free_gpus(self.dra, node))
-            for pool, _ in self.index.for_node(node):
-                self.by_pool.setdefault((pool.driver, pool.name), []).append(name)
+            hit = _NodeGPUs(node_free_gpus(self.dra, node))
+            self.memo.keep(name, [(pool.driver, pool.name) for pool, _ in self.index.for_node(node)], hit)
         return hit
 
 
