@@ -122,8 +122,9 @@ async def test_a_failed_transaction_is_counted_and_retried_as_a_full_sync(netns,
         report = p.tables["ip"].last_report
         assert report.full and report.ok and report.failures == 1
         assert "retrying as a full sync" in caplog.text
-        assert p.health.healthz()[0] == 200 and p.health.oldest_pending is None
-        (ev,) = await failure_events(s)
+        # the health tracker and the Event are updated just after the report: wait for them
+        assert await eventually(lambda: _async(p.health.healthz()[0] == 200 and p.health.oldest_pending is None))
+        (ev,) = await eventually(lambda: failure_events(s))
         assert ev["type"] == "Warning" and ev["involvedObject"] == {"kind": "Node", "apiVersion": "v1",
                                                                    "name": "node-1", "uid": "node-1"}
         assert ev["message"].startswith(
