@@ -13,9 +13,12 @@ the headline number is the average of those samples, as upstream reports it.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+
+import orjson
 
 from nanokube.apiserver.admission import Admission
 from nanokube.apiserver.cache import WatchCache
@@ -39,7 +42,7 @@ TAINT = {"key": "bench.example.com/maintenance", "value": "true", "effect": "NoS
 
 #: column headings for METRICS in the table
 HEADINGS = ("pods/s avg(1s)", "pods/s p50(1s)", "pods/s e2e", "lat avg ms", "lat p50 ms", "lat p99 ms",
-            "ms/unsched try")
+            "ms/unsched try", "CPU-s")
 
 METRICS = (
     "throughput avg of 1-s samples (pods/s)",
@@ -49,6 +52,7 @@ METRICS = (
     "latency p50 (ms)",
     "latency p99 (ms)",
     "scheduler time per unschedulable attempt (ms)",
+    "CPU-seconds of the measured phase",
 )
 #: the nodeSelector of SchedulingWhileUnschedulable's pods that fit nowhere
 NOWHERE = {"bench.example.com/pool": "none"}
@@ -218,6 +222,7 @@ class _BindTracker:
     def __init__(self) -> None:
         self.created: dict[str, float] = {}
         self.bound: dict[str, float] = {}
+        self.placed: dict[str, str] = {}  # pod name -> node
         self.order: list[str] = []  # names in the order they were seen bound
         self.changed = asyncio.Event()
 
@@ -227,6 +232,7 @@ class _BindTracker:
                 name = obj["metadata"]["name"]
                 if name not in self.bound:
                     self.bound[name] = time.perf_counter()
+                    self.placed[name] = obj["spec"]["nodeName"]
                     self.order.append(name)
                     self.changed.set()
 
@@ -315,7 +321,7 @@ async def _create_pods(client: LocalClient, w: Workload, prefix: str, count: int
     return names
 
 
-async def _run(w: Workload, timeout_s: float, progress: Progress) -> dict[str, float]:
+async def _run(w: Workload, timeout_s: float, progress: Progress) -> dict:
     stack = _Stack()
     client = await stack.start()
     sched = Scheduler(client, seed=1)
@@ -333,10 +339,10 @@ async def _run(w: Workload, timeout_s: float, progress: Progress) -> dict[str, f
         progress(f"{w.name}: {w.pods} measured pods")
         samples: list[float] = []
         sampler = asyncio.create_task(_sample(tracker, [f"pod-{i}" for i in range(w.pods)], samples))
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         names = await _create_pods(client, w, "pod", w.pods, tracker)
         await tracker.wait_for(names, timeout_s)
-        elapsed = time.perf_counter() - t0
+        elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         sampler.cancel()
     finally:
         follower.cancel()
@@ -358,11 +364,18 @@ async def _run(w: Workload, timeout_s: float, progress: Progress) -> dict[str, f
         percentile(latency, 0.5),
         percentile(latency, 0.99),
         spent / tries * 1000 if tries else float("nan"),
-    )))
+        cpu,
+    ))) | {"placement hash": _placement_hash(tracker.placed)}
+
+
+def _placement_hash(placed: dict[str, str]) -> str:
+    """Which node each pod got, as one short digest: a change must leave it as it was
+    (the scheduler's ties are broken by its seeded random source; run with PYTHONHASHSEED=0)."""
+    return hashlib.sha256(orjson.dumps(sorted(placed.items()))).hexdigest()[:16]
 
 
 def run(workloads: list[Workload], progress: Progress = lambda _m: None,
-        timeout_s: float = 900.0) -> dict[str, dict[str, float]]:
+        timeout_s: float = 900.0) -> dict[str, dict]:
     """Runs each workload in a fresh in-process API server and scheduler; results keyed by workload name."""
     return {w.name: asyncio.run(_run(w, timeout_s, progress)) for w in workloads}
 
@@ -373,14 +386,14 @@ def _fmt(v: float) -> str:
     return f"{v:,.0f}" if v >= 100 else f"{v:.2f}" if v < 1 else f"{v:.1f}"
 
 
-def format_table(workloads: list[Workload], results: dict[str, dict[str, float]]) -> str:
+def format_table(workloads: list[Workload], results: dict[str, dict]) -> str:
     """One row per workload: its size, our numbers, and upstream's CI floor for its full-size shape."""
-    head = ["workload", "nodes", "init", "pods", *HEADINGS, "upstream floor"]
+    head = ["workload", "nodes", "init", "pods", *HEADINGS, "upstream floor", "placements"]
     rows = [head]
     for w in workloads:
         r = results[w.name]
         rows.append([w.name, str(w.nodes), str(w.init_pods), str(w.pods), *(_fmt(r[m]) for m in METRICS),
-                     "—" if w.floor is None else _fmt(w.floor)])
+                     "—" if w.floor is None else _fmt(w.floor), r["placement hash"]])
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     lines = [" | ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(row)) for row in rows]
     lines.insert(1, "-+-".join("-" * wd for wd in widths))
