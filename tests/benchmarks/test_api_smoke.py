@@ -14,6 +14,7 @@ import pytest
 from benchmarks.api import (
     METRICS,
     BenchConfig,
+    ChunkedLines,
     format_table,
     percentile,
     run_benchmarks,
@@ -27,6 +28,20 @@ def test_percentile_interpolates_between_ranks():
     assert percentile([4.0, 1.0, 3.0, 2.0], 0.5) == 2.5
     assert percentile([1.0, 2.0, 3.0], 0.99) == pytest.approx(2.98)
     assert percentile([7.0], 0.99) == 7.0
+
+
+def test_watch_reader_splits_chunks_into_event_lines_wherever_reads_end():
+    events = [b'{"type":"ADDED","n":%d}' % i for i in range(3)]
+    # one event per chunk, then two events in one chunk, then one event split over two chunks
+    body = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in (events[0] + b"\n", events[1] + b"\n" + events[2][:5],
+                                                                 events[2][5:] + b"\n"))
+    for cut in range(len(body) + 1):
+        after_headers = ChunkedLines(body[:cut])  # what the read of the headers brought along
+        assert after_headers.feed(body[cut:]) == events
+        two_reads = ChunkedLines(b"")
+        assert two_reads.feed(body[:cut]) + two_reads.feed(body[cut:]) == events
+    with pytest.raises(RuntimeError, match="ended a watch"):
+        ChunkedLines(b"").feed(b"0\r\n\r\n")
 
 
 @pytest.mark.timeout(180)
