@@ -5,8 +5,9 @@ generic REST with admission; no sockets), the scheduler with its default
 profile and, for DRA, the ResourceClaim controller. Nodes are plain Node
 objects with `status.allocatable`, like scheduler_perf's fake nodes; no node
 agent runs. Each workload creates its nodes, schedules its init pods, then
-creates the measured pods as fast as the client can while a watch records
-when each one gets `spec.nodeName`. Throughput is sampled once a second, and
+creates the measured pods as fast as the client can while the scheduler's
+pod informer records when each one gets `spec.nodeName` (shared, as upstream's
+throughput collector shares it). Throughput is sampled once a second, and
 the headline number is the average of those samples, as upstream reports it.
 """
 
@@ -228,13 +229,22 @@ class _BindTracker:
 
     async def follow(self, stream) -> None:
         async for _typ, obj in stream:
-            if (obj.get("spec") or {}).get("nodeName"):
-                name = obj["metadata"]["name"]
-                if name not in self.bound:
-                    self.bound[name] = time.perf_counter()
-                    self.placed[name] = obj["spec"]["nodeName"]
-                    self.order.append(name)
-                    self.changed.set()
+            self.seen(obj)
+
+    def seen(self, obj: dict) -> None:
+        if (obj.get("spec") or {}).get("nodeName"):
+            name = obj["metadata"]["name"]
+            if name not in self.bound:
+                self.bound[name] = time.perf_counter()
+                self.placed[name] = obj["spec"]["nodeName"]
+                self.order.append(name)
+                self.changed.set()
+
+    def share(self, informer) -> None:
+        """Follows the scheduler's own pod informer, as upstream's throughputCollector shares
+        the scheduler's: a watch of its own would cost the process a second delivery of
+        every pod event, the pods that fit nowhere included."""
+        informer.add_handlers(self.seen, lambda _old, new: self.seen(new))
 
     async def wait_for(self, names: list[str], timeout_s: float) -> None:
         """Until every one of `names` is bound; the unbound ones are kept and
@@ -327,7 +337,7 @@ async def _run(w: Workload, timeout_s: float, progress: Progress) -> dict:
     sched = Scheduler(client, seed=1)
     ctrl = ResourceClaimController(client) if w.kind.startswith("dra") else None
     tracker = _BindTracker()
-    follower = asyncio.create_task(tracker.follow(await client.resource("", "v1", "pods").watch(NS)))
+    tracker.share(sched.pods)
     try:
         await _setup(client, w)
         await sched.start()
@@ -345,7 +355,6 @@ async def _run(w: Workload, timeout_s: float, progress: Progress) -> dict:
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         sampler.cancel()
     finally:
-        follower.cancel()
         if ctrl:
             await ctrl.stop()
         await sched.stop()
