@@ -25,7 +25,7 @@ from .core_spec import (
     validate_tolerations,
     validate_volumes,
 )
-from ..machinery.quantity import QuantityError, canonical, is_quantity, parse_quantity
+from ..machinery.quantity import QuantityError, canonical, is_quantity, nano_value, parse_quantity
 from ..machinery.validation import (
     FieldError,
     dns1123_label,
@@ -104,10 +104,9 @@ def add_default_tolerations(spec: dict) -> None:
 
 
 def qos_class(spec: dict) -> str:
-    """The pod's QoS class from its cpu/memory requests and limits. The totals are added up
-    only for a pod that may be Guaranteed (exact Fraction sums are most of the cost)."""
-    requests: dict[str, list] = {}
-    limits: dict[str, list] = {}
+    """The pod's QoS class from its cpu/memory requests and limits (exact totals, in billionths)."""
+    requests: dict[str, int] = {}
+    limits: dict[str, int] = {}
     guaranteed = True
     pod_res = spec.get("resources")
     groups = [pod_res] if pod_res else [
@@ -119,24 +118,24 @@ def qos_class(spec: dict) -> str:
                 if name not in ("cpu", "memory"):
                     continue
                 try:
-                    value = parse_quantity(q)
+                    value = nano_value(q)
                 except QuantityError:
                     continue
-                if value.numerator > 0:  # a Fraction's sign (its denominator is positive), without a Fraction comparison
-                    into.setdefault(name, []).append(value)
+                if value > 0:
+                    into[name] = into.get(name, 0) + value
         found = {n for n, q in (res.get("limits") or {}).items() if n in ("cpu", "memory") and _positive(q)}
         if found != {"cpu", "memory"}:
             guaranteed = False
     if not requests and not limits:
         return "BestEffort"
-    if guaranteed and requests.keys() == limits.keys() and all(sum(limits[n]) == sum(requests[n]) for n in requests):
+    if guaranteed and requests.keys() == limits.keys() and all(limits[n] == requests[n] for n in requests):
         return "Guaranteed"
     return "Burstable"
 
 
 def _positive(q: Any) -> bool:
     try:
-        return parse_quantity(q).numerator > 0
+        return nano_value(q) > 0
     except QuantityError:
         return False
 

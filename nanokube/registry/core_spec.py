@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from .core_volumes import validate_claim_spec
-from ..machinery.quantity import QuantityError, canonical, parse_quantity
+from ..machinery.quantity import QuantityError, canonical, nano_value, parse_quantity
 from ..machinery.validation import (
     FieldError,
     dns1123_label,
@@ -295,14 +295,15 @@ def _validate_resource_name(name: str, path: str) -> list[FieldError]:
     return []
 
 
-def _quantity(name: str, q: Any, path: str) -> tuple[Any, list[FieldError]]:
+def _quantity(name: str, q: Any, path: str) -> tuple[int | None, list[FieldError]]:
+    """The quantity's exact value in billionths (ints compare many times faster than Fractions)."""
     try:
-        value = parse_quantity(q)
+        value = nano_value(q)
     except QuantityError as e:
         return None, [invalid(path, q, str(e))]
     if value < 0:
         return value, [invalid(path, q, "must be greater than or equal to 0")]
-    if not _is_native(name) and value.denominator != 1:
+    if not _is_native(name) and value % 1_000_000_000:
         return value, [invalid(path, q, "must be an integer")]
     return value, []
 

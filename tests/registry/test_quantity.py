@@ -9,6 +9,7 @@ from nanokube.machinery.quantity import (
     QuantityError,
     canonical,
     format_quantity,
+    nano_value,
     parse,
     parse_quantity,
 )
@@ -34,6 +35,7 @@ from nanokube.machinery.quantity import (
 )
 def test_parse_values(text, value):
     assert parse_quantity(text) == value
+    assert nano_value(text) == value * 10**9 and type(nano_value(text)) is int
 
 
 @pytest.mark.parametrize(
@@ -110,7 +112,7 @@ def test_format_and_rounding_helpers():
 
 @pytest.mark.parametrize("text", [None, 5, ["1"]])
 def test_non_strings_are_not_quantities(text):
-    for fn in (parse, canonical):
+    for fn in (parse, canonical, nano_value):
         with pytest.raises(QuantityError) as e:
             fn(text)
         assert str(e.value) == FORMAT_WRONG
@@ -164,3 +166,16 @@ def test_a_trailing_newline_is_not_a_quantity(text):
     with pytest.raises(QuantityError) as e:
         parse(text)
     assert str(e.value) == FORMAT_WRONG
+
+
+@pytest.mark.parametrize("text", ["1.0000000001", "0.1Ki", "-1n", "1e100000", "1" + "0" * 2000 + "Ki", "1.3333333333Mi"])
+def test_nano_values_are_the_exact_values_in_billionths(text):
+    """Every parsed value is a whole number of billionths (rounded up, capped or saturated)."""
+    assert nano_value(text) == parse_quantity(text) * 10**9
+
+
+@pytest.mark.parametrize("text,message", [(".", NUMERIC), ("1.2.3", FORMAT_WRONG), ("1e", SUFFIX)])
+def test_nano_value_errors_are_parse_errors(text, message):
+    with pytest.raises(QuantityError) as e:
+        nano_value(text)
+    assert str(e.value) == message
