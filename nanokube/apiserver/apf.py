@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import deque
+from typing import Any, NamedTuple
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -83,6 +84,22 @@ def long_running(a: Attributes, query) -> bool:
         a.subresource == "log" and query.get("follow") in ("true", "1"))
 
 
+_UNKNOWN = object()
+_CLASSIFIED_MAX = 4096
+
+
+class _Route(NamedTuple):
+    """A (FlowSchema, level) pair's metric labels, response headers and metric children."""
+
+    fs: dict
+    pl: dict
+    labels: tuple[str, str]
+    headers: dict[str, str]
+    limited: bool
+    dispatched: Any
+    executing: Any
+
+
 class PriorityLevel:
     """The seats and the waiting line of one Limited priority level."""
 
@@ -139,11 +156,18 @@ class FlowControl:
                                "Number of requests in initial (for a WATCH) or any (for a non-WATCH) execution stage",
                                ["flow_schema", "priority_level"], registry=self.registry)
         self._dispatched, self._executing = children(self.dispatched), children(self.executing)
+        #: classify's answers by what a FlowSchema can match on (the user and the attributes but the
+        #: object's name and the field selector), forgotten when the configuration changes
+        self._classified: dict[tuple, tuple[dict, dict] | None] = {}
+        #: what a request of each (FlowSchema, level) pair is answered and counted with
+        self._routes: dict[tuple[int, int], _Route] = {}
         for inf in (schemas, levels):
             inf.add_handlers(self._changed, lambda old, new: self._changed(new), self._changed)
 
     def _changed(self, _obj: dict) -> None:
         self._ordered = None
+        self._classified = {}
+        self._routes = {}
 
     def _configuration(self) -> list[tuple[dict, dict]]:
         if self._ordered is None:
@@ -159,7 +183,29 @@ class FlowControl:
         return self._ordered
 
     def classify(self, user, a: Attributes) -> tuple[dict, dict] | None:
-        return next(((fs, pl) for fs, pl in self._configuration() if matches(fs, user, a)), None)
+        """The first (FlowSchema, level) by precedence whose rules match; worked out once per
+        user and request shape (every request of a client looks alike), not per request."""
+        ordered = self._configuration()
+        key = (user.name, user.groups, a.resource_request, a.verb, a.group, a.resource, a.subresource, a.namespace,
+               "" if a.resource_request else a.path)
+        found = self._classified.get(key, _UNKNOWN)
+        if found is _UNKNOWN:
+            found = next(((fs, pl) for fs, pl in ordered if matches(fs, user, a)), None)
+            if len(self._classified) >= _CLASSIFIED_MAX:
+                self._classified.clear()
+            self._classified[key] = found
+        return found
+
+    def _route(self, fs: dict, pl: dict) -> _Route:
+        route = self._routes.get((id(fs), id(pl)))
+        if route is None or route.fs is not fs or route.pl is not pl:
+            labels = (fs["metadata"]["name"], pl["metadata"]["name"])
+            route = self._routes[(id(fs), id(pl))] = _Route(
+                fs, pl, labels,
+                {"X-Kubernetes-PF-FlowSchema-UID": fs["metadata"].get("uid", ""),
+                 "X-Kubernetes-PF-PriorityLevel-UID": pl["metadata"].get("uid", "")},
+                (pl.get("spec") or {}).get("type") == "Limited", self._dispatched(*labels), self._executing(*labels))
+        return route
 
     def _seats(self, levels: list[dict]) -> None:
         """Each Limited level's share of the server's seats and its waiting room."""
@@ -181,28 +227,25 @@ class FlowControl:
 
     @web.middleware
     async def middleware(self, request: web.Request, handler) -> web.StreamResponse:
-        user = request.get("user")
-        if user is None:
+        try:
+            user = request["user"]
+        except KeyError:  # unauthenticated: a public path
             return await handler(request)
         a = request_attributes(request)
         found = self.classify(user, a)
         if found is None:
             return await handler(request)
-        fs, pl = found
-        labels = (fs["metadata"]["name"], pl["metadata"]["name"])
-        headers = {"X-Kubernetes-PF-FlowSchema-UID": fs["metadata"].get("uid", ""),
-                   "X-Kubernetes-PF-PriorityLevel-UID": pl["metadata"].get("uid", "")}
-        exempt = (pl.get("spec") or {}).get("type") != "Limited" or long_running(a, request.query)
-        level = None if exempt else self._state.get(pl["metadata"]["name"])
+        route = self._route(*found)
+        level = self._state.get(route.labels[1]) if route.limited and not long_running(a, request.query) else None
         if level is not None and not await level.acquire():
-            self.rejected.labels(*labels, "queue-full" if level.max_waiting else "concurrency-limit").inc()
+            self.rejected.labels(*route.labels, "queue-full" if level.max_waiting else "concurrency-limit").inc()
             e = errors.APIError(429, "TooManyRequests", "Too many requests, please try again later.",
                                 {"retryAfterSeconds": 1}, {"Retry-After": "1"})
             resp = error_response(e)
-            resp.headers.update(headers)
+            resp.headers.update(route.headers)
             return resp
-        self._dispatched(*labels).inc()
-        executing = self._executing(*labels)
+        route.dispatched.inc()
+        executing = route.executing
         executing.inc()
         try:
             resp = await handler(request)
@@ -211,5 +254,5 @@ class FlowControl:
             if level is not None:
                 level.release()
         if not resp.prepared:
-            resp.headers.update(headers)
+            resp.headers.update(route.headers)
         return resp

@@ -238,33 +238,36 @@ class APIServer:
 
     @web.middleware
     async def _authn(self, request: web.Request, handler) -> web.StreamResponse:
-        cert = request.transport.get_extra_info("peercert") if request.transport else None
+        headers = request.headers
         if self.pki is None:
             user = User("system:admin", ("system:masters", "system:authenticated"))
         else:
+            transport = request.transport
+            cert = transport.get_extra_info("peercert") if transport else None
             front_proxy, user = self._cert_identity(cert)
             if front_proxy:
-                user = user_from_headers(cert, request.headers)
-        if user is None and request.headers.get("Authorization", "").startswith("Bearer "):
-            user = await self.authenticate_token(request.headers["Authorization"][7:].strip())
+                user = user_from_headers(cert, headers)
+        if user is None and headers.get("Authorization", "").startswith("Bearer "):
+            user = await self.authenticate_token(headers["Authorization"][7:].strip())
         if user is None:
             if request.path in PUBLIC_PATHS:
                 return await handler(request)
-            if request.headers.get("Authorization"):
+            if headers.get("Authorization"):
                 return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                                       "message": "Unauthorized", "reason": "Unauthorized", "code": 401}, 401)
             return error_response(forbidden("system:anonymous", request_attributes(request)))
         try:
-            user = impersonate(request.headers, user, self.authorizer.authorize)
+            user = impersonate(headers, user, self.authorizer.authorize)
         except errors.APIError as e:
             return error_response(e)
         attrs = request_attributes(request)
         decision = self.authorizer.authorize(user.name, user.groups, attrs)
         request["user"] = user
-        request[AUDIT_ANNOTATIONS] = {"authorization.k8s.io/decision": "allow" if decision.allowed else "forbid"}
-        ADMISSION_AUDIT.set(request[AUDIT_ANNOTATIONS])
+        annotations = {"authorization.k8s.io/decision": "allow" if decision.allowed else "forbid"}
         if decision.reason:
-            request[AUDIT_ANNOTATIONS]["authorization.k8s.io/reason"] = decision.reason
+            annotations["authorization.k8s.io/reason"] = decision.reason
+        request[AUDIT_ANNOTATIONS] = annotations
+        ADMISSION_AUDIT.set(annotations)
         if not decision.allowed:
             return error_response(forbidden(user.name, attrs, decision.reason))
         return await handler(request)

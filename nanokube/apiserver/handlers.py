@@ -147,13 +147,13 @@ class APIHandlers:
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.match_info["tail"]
         t0 = time.perf_counter()
-        labels = ["", "", "", "", ""]
+        labels = ["", "", "", "", "", None]
         code = 500
         try:
             resp = await self._route(request, path, labels)
             code = resp.status
-            for w in request.get(_WARNINGS, ()):
-                if not resp.prepared:
+            if labels[5] and not resp.prepared:
+                for w in labels[5]:
                     resp.headers.add("Warning", warning_header(w))
             return resp
         except errors.APIError as e:
@@ -167,7 +167,7 @@ class APIHandlers:
             code = 500
             return error_response(errors.internal(str(e)))
         finally:
-            verb, g, v, r, s = labels
+            verb, g, v, r, s, _ = labels
             if verb and verb != "WATCH":
                 self.metrics.request_count(verb, g, v, r, s, str(code)).inc()
                 self.metrics.request_latency(verb, g, v, r, s).observe(time.perf_counter() - t0)
@@ -219,16 +219,16 @@ class APIHandlers:
         q = request.query
         m = request.method
         watch = _bool(q.get("watch"))
-        verb = {
-            "GET": "WATCH" if watch else ("GET" if name else "LIST"),
-            "POST": "POST",
-            "PUT": "PUT", "PATCH": "PATCH",
-            "DELETE": "DELETE" if name else "DELETECOLLECTION",
-        }.get(m, m)
-        labels[:] = [verb, group, version, plural, sub]
+        if m == "GET":
+            verb = "WATCH" if watch else ("GET" if name else "LIST")
+        elif m == "DELETE":
+            verb = "DELETE" if name else "DELETECOLLECTION"
+        else:
+            verb = m
+        labels[:5] = verb, group, version, plural, sub
         deprecated = res.strategy.deprecation(version)
         if deprecated:
-            request[_WARNINGS] = [deprecated]
+            request[_WARNINGS] = labels[5] = [deprecated]
         if res.namespaced and namespace is None and (m != "GET" or name):
             if m == "POST" and not name:
                 pass
@@ -330,15 +330,18 @@ class APIHandlers:
         if request.content_length and request.content_length > MAX_BODY:
             raise errors.too_large()
         chunks, size = [], 0
+        content = request.content
         while size <= MAX_BODY:
             try:
-                chunk = await request.content.read(MAX_BODY + 1 - size)
+                chunk = await content.read(MAX_BODY + 1 - size)
             except (HttpProcessingError, RequestPayloadError) as e:  # e.g. a gzip body that does not decode
                 raise errors.bad_request("the request body could not be read: " + " ".join(str(e).split())) from None
             if not chunk:
                 break
             chunks.append(chunk)
             size += len(chunk)
+            if content.at_eof():  # all of it has arrived (the usual case): no read just to learn so
+                break
         if size > MAX_BODY:
             raise errors.too_large()
         return b"".join(chunks)

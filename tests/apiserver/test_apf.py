@@ -115,3 +115,21 @@ def test_middleware_answers_429_with_retry_after():
             ok = await first
             assert ok.status == 200 and ok.headers["X-Kubernetes-PF-PriorityLevel-UID"] == "uid-global-default"
     asyncio.run(run())
+
+
+def test_a_kept_classification_follows_a_changed_configuration():
+    schemas = Inf(objects(FLOW_SCHEMAS))
+    fc = FlowControl(schemas, Inf(objects(PRIORITY_LEVELS)))
+    assert classify(fc, ALICE, "GET", "/api/v1/namespaces/a/pods/x") == ("global-default", "global-default")
+    # the same request shape for another object is answered from what was kept
+    assert classify(fc, ALICE, "GET", "/api/v1/namespaces/a/pods/y") == ("global-default", "global-default")
+    mine = objects({"alice": {"matchingPrecedence": 10, "priorityLevelConfiguration": {"name": "workload-low"},
+                              "rules": [{"subjects": [{"kind": "User", "user": {"name": "alice"}}],
+                                         "resourceRules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"],
+                                                            "namespaces": ["a"]}]}]}})[0]
+    schemas.objs.append(mine)
+    for handler in schemas.handlers:
+        handler(mine)
+    assert classify(fc, ALICE, "GET", "/api/v1/namespaces/a/pods/x") == ("alice", "workload-low")
+    assert classify(fc, ALICE, "GET", "/api/v1/namespaces/b/pods/x") == ("global-default", "global-default")
+    assert classify(fc, ALICE, "GET", "/api/v1/namespaces/a/pods") == ("global-default", "global-default")  # a list

@@ -84,10 +84,11 @@ _ATTRIBUTES = web.RequestKey("nanokube.attributes", Attributes)
 
 def request_attributes(request: web.Request) -> Attributes:
     """attributes_for an HTTP request, worked out once: audit, authentication and APF each ask."""
-    a = request.get(_ATTRIBUTES)
-    if a is None:
+    try:
+        return request[_ATTRIBUTES]
+    except KeyError:
         a = request[_ATTRIBUTES] = attributes_for(request.method, request.path, request.query)
-    return a
+        return a
 
 
 def forbidden(user_name: str, a: Attributes, reason: str = "") -> errors.APIError:

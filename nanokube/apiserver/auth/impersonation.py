@@ -42,8 +42,15 @@ def _requests(headers) -> list[tuple[str, str, str, str]]:
     return out
 
 
+def _asks(headers) -> bool:
+    """Does any header ask for impersonation? (One scan of the names, as text: most requests carry none.)"""
+    return "impersonate-" in "\n".join(headers.keys()).lower()
+
+
 def impersonate(headers, requester: User, authorize) -> User:
     """The user a request runs as; `authorize(name, groups, attributes) -> Decision`."""
+    if not _asks(headers):
+        return requester
     requests = _requests(headers)
     if not requests:
         return requester

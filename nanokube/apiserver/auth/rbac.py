@@ -80,6 +80,9 @@ def subject_matches(subject: dict, user_name: str, groups: tuple[str, ...], bind
     return False
 
 
+_MASTERS_ALLOWED = Decision(True, f'allowed by group "{MASTERS}"')
+
+
 class RBACAuthorizer:
     def __init__(self, source: PolicySource) -> None:
         self.source = source
@@ -118,7 +121,7 @@ class RBACAuthorizer:
 
     def authorize(self, user_name: str, groups: tuple[str, ...], a: Attributes) -> Decision:
         if MASTERS in groups:
-            return Decision(True, f'allowed by group "{MASTERS}"')
+            return _MASTERS_ALLOWED
         for b in self.source.list("clusterrolebindings"):
             found = self._via(b, user_name, groups, a, "", "ClusterRoleBinding", b["metadata"]["name"])
             if found:
