@@ -23,12 +23,12 @@ from collections import deque
 from typing import Any, NamedTuple
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry
 
 from ..machinery import errors
 from ..machinery.responses import error_response
 from .auth.authorizer import Attributes, request_attributes
-from .metrics import children
+from .metrics import Family
 
 SERVER_CONCURRENCY = 600
 _LONG_RUNNING = ("exec", "attach", "portforward", "proxy")
@@ -146,16 +146,15 @@ class FlowControl:
         #: (FlowSchema, its level) by precedence, rebuilt after any change
         self._ordered: list[tuple[dict, dict]] | None = None
         self.registry = CollectorRegistry()
-        self.dispatched = Counter("apiserver_flowcontrol_dispatched_requests_total",
-                                  "Number of requests executed by API Priority and Fairness subsystem",
-                                  ["flow_schema", "priority_level"], registry=self.registry)
-        self.rejected = Counter("apiserver_flowcontrol_rejected_requests_total",
-                                "Number of requests rejected by API Priority and Fairness subsystem",
-                                ["flow_schema", "priority_level", "reason"], registry=self.registry)
-        self.executing = Gauge("apiserver_flowcontrol_current_executing_requests",
-                               "Number of requests in initial (for a WATCH) or any (for a non-WATCH) execution stage",
-                               ["flow_schema", "priority_level"], registry=self.registry)
-        self._dispatched, self._executing = children(self.dispatched), children(self.executing)
+        self.dispatched = Family("counter", "apiserver_flowcontrol_dispatched_requests_total",
+                                 "Number of requests executed by API Priority and Fairness subsystem",
+                                 ["flow_schema", "priority_level"], self.registry)
+        self.rejected = Family("counter", "apiserver_flowcontrol_rejected_requests_total",
+                               "Number of requests rejected by API Priority and Fairness subsystem",
+                               ["flow_schema", "priority_level", "reason"], self.registry)
+        self.executing = Family("gauge", "apiserver_flowcontrol_current_executing_requests",
+                                "Number of requests in initial (for a WATCH) or any (for a non-WATCH) execution stage",
+                                ["flow_schema", "priority_level"], self.registry)
         #: classify's answers by what a FlowSchema can match on (the user and the attributes but the
         #: object's name and the field selector), forgotten when the configuration changes
         self._classified: dict[tuple, tuple[dict, dict] | None] = {}
@@ -204,7 +203,8 @@ class FlowControl:
                 fs, pl, labels,
                 {"X-Kubernetes-PF-FlowSchema-UID": fs["metadata"].get("uid", ""),
                  "X-Kubernetes-PF-PriorityLevel-UID": pl["metadata"].get("uid", "")},
-                (pl.get("spec") or {}).get("type") == "Limited", self._dispatched(*labels), self._executing(*labels))
+                (pl.get("spec") or {}).get("type") == "Limited", self.dispatched.labels(*labels),
+                self.executing.labels(*labels))
         return route
 
     def _seats(self, levels: list[dict]) -> None:

@@ -2,20 +2,88 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+import time
+from bisect import bisect_left
 
-def children(metric):
-    """`metric.labels` remembered by label values: prometheus_client validates and locks on
-    every `labels()` call (3 us, several times per request); a child, once made, never changes."""
-    made: dict[tuple, object] = {}
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.utils import floatToGoString
 
-    def child(*values: str):
-        c = made.get(values)
-        if c is None:
-            c = made[values] = metric.labels(*values)
-        return c
 
-    return child
+class _Value:
+    """One labelled series of a Family: plain numbers the event loop adds to (prometheus_client's
+    children take a lock and run two checks per `inc` and a Python loop over buckets per `observe`)."""
+
+    __slots__ = ("value", "created", "buckets", "bounds")
+
+    def __init__(self, bounds: tuple[float, ...] | None) -> None:
+        self.value = 0.0  # a counter's or gauge's value, a histogram's sum
+        self.created = time.time()
+        self.bounds = bounds
+        self.buckets = [0.0] * (len(bounds) + 1) if bounds is not None else None
+
+    def inc(self, amount: float = 1) -> None:
+        self.value += amount
+
+    def dec(self, amount: float = 1) -> None:
+        self.value -= amount
+
+    def set(self, value: float) -> None:
+        self.value = float(value)
+
+    def observe(self, amount: float) -> None:
+        self.value += amount
+        self.buckets[bisect_left(self.bounds, amount)] += 1  # the first bucket whose bound is >= amount
+
+
+class Family:
+    """A labelled counter, gauge or histogram whose samples and exposition are those of
+    prometheus_client's Counter, Gauge and Histogram (`_total`, `_created`, cumulative `le`
+    buckets ending in +Inf), kept as plain numbers: the API server updates several per request."""
+
+    def __init__(self, kind: str, name: str, documentation: str, labelnames: list[str], registry: CollectorRegistry,
+                 buckets: tuple[float, ...] | None = None) -> None:
+        self.kind = kind
+        self.name = name[:-6] if kind == "counter" and name.endswith("_total") else name
+        self.documentation = documentation
+        self.labelnames = tuple(labelnames)
+        self.bounds = tuple(float(b) for b in buckets) if kind == "histogram" else None
+        self._series: dict[tuple[str, ...], _Value] = {}
+        registry.register(self)
+
+    def labels(self, *values: str) -> _Value:
+        series = self._series.get(values)
+        if series is None:
+            if len(values) != len(self.labelnames):
+                raise ValueError(f"{self.name}: expected {len(self.labelnames)} label values, got {len(values)}")
+            key = tuple(map(str, values))
+            series = self._series.get(key)
+            if series is None:
+                series = self._series[key] = _Value(self.bounds)
+        return series
+
+    def describe(self) -> list[Metric]:
+        return [Metric(self.name, self.documentation, self.kind)]
+
+    def collect(self) -> list[Metric]:
+        m = Metric(self.name, self.documentation, self.kind)
+        name = self.name
+        for values, s in list(self._series.items()):
+            labels = dict(zip(self.labelnames, values))
+            if self.kind == "counter":
+                m.add_sample(name + "_total", labels, s.value)
+                m.add_sample(name + "_created", labels, s.created)
+            elif self.kind == "gauge":
+                m.add_sample(name, labels, s.value)
+            else:
+                total = 0.0
+                for bound, count in zip((*self.bounds, float("inf")), s.buckets):
+                    total += count
+                    m.add_sample(name + "_bucket", {**labels, "le": floatToGoString(bound)}, total)
+                m.add_sample(name + "_count", labels, total)
+                m.add_sample(name + "_sum", labels, s.value)
+                m.add_sample(name + "_created", labels, s.created)
+        return [m]
 
 
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
@@ -24,28 +92,28 @@ _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 
 class APIMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.requests = Counter(
-            "apiserver_request_total", "Counter of apiserver requests broken out for each verb, group, version, resource and HTTP response code.",
-            ["verb", "group", "version", "resource", "subresource", "code"], registry=self.registry)
-        self.latency = Histogram(
-            "apiserver_request_duration_seconds", "Response latency distribution in seconds for each verb, group, version, resource and subresource.",
-            ["verb", "group", "version", "resource", "subresource"], buckets=_BUCKETS, registry=self.registry)
-        self.watchers = Gauge(
-            "apiserver_registered_watchers", "Number of currently registered watchers for a given resource.",
-            ["group", "version", "kind"], registry=self.registry)
-        self.watch_events = Counter(
-            "apiserver_watch_events_total", "Number of events sent in watch clients.",
-            ["group", "version", "kind"], registry=self.registry)
-        self.storage_latency = Histogram(
-            "apiserver_storage_request_duration_seconds", "Storage request latency in seconds by operation and resource.",
-            ["operation", "resource"], buckets=_BUCKETS, registry=self.registry)
-        self.storage_objects = Gauge(
-            "apiserver_storage_objects", "Number of stored objects at the time of last check split by kind.",
-            ["resource"], registry=self.registry)
+        self.requests = Family(
+            "counter", "apiserver_request_total", "Counter of apiserver requests broken out for each verb, group, version, resource and HTTP response code.",
+            ["verb", "group", "version", "resource", "subresource", "code"], self.registry)
+        self.latency = Family(
+            "histogram", "apiserver_request_duration_seconds", "Response latency distribution in seconds for each verb, group, version, resource and subresource.",
+            ["verb", "group", "version", "resource", "subresource"], self.registry, _BUCKETS)
+        self.watchers = Family(
+            "gauge", "apiserver_registered_watchers", "Number of currently registered watchers for a given resource.",
+            ["group", "version", "kind"], self.registry)
+        self.watch_events = Family(
+            "counter", "apiserver_watch_events_total", "Number of events sent in watch clients.",
+            ["group", "version", "kind"], self.registry)
+        self.storage_latency = Family(
+            "histogram", "apiserver_storage_request_duration_seconds", "Storage request latency in seconds by operation and resource.",
+            ["operation", "resource"], self.registry, _BUCKETS)
+        self.storage_objects = Family(
+            "gauge", "apiserver_storage_objects", "Number of stored objects at the time of last check split by kind.",
+            ["resource"], self.registry)
         self.inflight = Gauge(
             "apiserver_current_inflight_requests", "Maximal number of currently used inflight request limit of this apiserver per request kind.",
             ["request_kind"], registry=self.registry)
-        self.request_count, self.request_latency = children(self.requests), children(self.latency)
+        self.request_count, self.request_latency = self.requests.labels, self.latency.labels
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
