@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import add, mul
@@ -210,10 +210,16 @@ class Hint(enum.Enum):
 QueueingHintFn = Callable[[dict, "dict | None", "dict | None"], Hint]
 
 
+#: the queue keys of the only pods a hint can return Queue for after a change (old, new), or None: any pod
+HintTargetsFn = Callable[["dict | None", "dict | None"], "Collection[str] | None"]
+
+
 @dataclass(slots=True)
 class Registration:
     event: ClusterEvent
     hint: QueueingHintFn | None = None
+    #: with `hint`: lets the queue ask the hint only of these pods, not of every pod the plugin turned away
+    targets: HintTargetsFn | None = None
 
 
 @dataclass

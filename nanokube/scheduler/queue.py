@@ -60,6 +60,8 @@ class UnschedulablePods(dict):
         self.gated_by_plugin: dict[str, dict[str, None]] = {}
         self.gated_in_group: dict[str, dict[str, None]] = {}
         self.gated = 0
+        #: the PodGroup entries here: a hint asked of one reads a member, which an event's targets may not name
+        self.group_entries: dict[str, None] = {}
         #: key -> its rejecting plugins, its group if gated, and its place in arrival order
         self._meta: dict[str, tuple[tuple[str, ...], str | None, int]] = {}
         self._arrivals = itertools.count()
@@ -78,12 +80,15 @@ class UnschedulablePods(dict):
             if group:
                 self.gated_in_group.setdefault(group, {})[key] = None
         self._meta[key] = plugins, group, seq
+        if isinstance(info, QueuedPodGroupInfo):
+            self.group_entries[key] = None
         index = self.gated_by_plugin if info.gated_by else self.by_plugin
         for p in plugins:
             index.setdefault(p, {})[key] = None
 
     def _unindex(self, key: str) -> None:
         plugins, group, _ = self._meta.pop(key, ((), None, 0))
+        self.group_entries.pop(key, None)
         index = self.by_plugin if group is None else self.gated_by_plugin
         for p in plugins:
             keys = index.get(p)
@@ -126,15 +131,24 @@ class UnschedulablePods(dict):
             del self[info.key]
             yield info
 
-    def rejected_by(self, plugins, gated: bool = False) -> list:
+    def rejected_by(self, plugins, gated: bool = False, narrowed: dict | None = None) -> list:
         """The pods any of `plugins` rejected (in a scheduling attempt, or with `gated` in
         PreEnqueue), in arrival order: a walk of the pool when they are a good part of it, else a
         sort of just their keys (a bound pod's event concerns none of thousands of pods a
-        nodeSelector keeps out)."""
+        nodeSelector keeps out). `narrowed` (plugin -> keys) keeps, of a plugin's pods, only
+        those keys and the PodGroup entries."""
         index = self.gated_by_plugin if gated else self.by_plugin
         keys: set[str] = set()
         for p in plugins:
-            keys.update(index.get(p, ()))
+            mine = index.get(p)
+            if not mine:
+                continue
+            only = narrowed.get(p) if narrowed else None
+            if only is None:
+                keys.update(mine)
+            else:
+                keys.update(k for k in only if k in mine)
+                keys.update(k for k in self.group_entries if k in mine)
         if not keys:
             return []
         if len(keys) * 4 >= len(self):
@@ -493,20 +507,45 @@ class SchedulingQueue:
                     return True
         return False
 
-    def _interested(self, event: ClusterEvent) -> tuple[str, ...]:
-        """The plugins with a registration the event matches (cached per resource and action)."""
+    def _interested(self, event: ClusterEvent) -> tuple[tuple[str, ...], tuple[tuple[str, tuple], ...]]:
+        """The plugins with a registration the event matches, and of those, the ones whose every
+        matching registration names its hint's targets, with those registrations (cached per
+        resource and action)."""
         key = (event.resource, int(event.action))
         found = self._interest.get(key)
         if found is None:
-            found = self._interest[key] = tuple(name for name, regs in self.registrations.items()
-                                                if any(reg.event.matches(event) for reg in regs))
+            names, targeted = [], []
+            for name, regs in self.registrations.items():
+                matching = tuple(reg for reg in regs if reg.event.matches(event))
+                if matching:
+                    names.append(name)
+                    if all(reg.hint is not None and reg.targets is not None for reg in matching):
+                        targeted.append((name, matching))
+            found = self._interest[key] = tuple(names), tuple(targeted)
         return found
+
+    @staticmethod
+    def _narrowed(targeted, old, new) -> dict[str, set[str]] | None:
+        """Plugin -> the only pods its hints can queue after this change (see Registration.targets)."""
+        narrowed = None
+        for name, regs in targeted:
+            keys: set[str] = set()
+            for reg in regs:
+                found = reg.targets(old, new)
+                if found is None:
+                    break
+                keys.update(found)
+            else:
+                if narrowed is None:
+                    narrowed = {}
+                narrowed[name] = keys
+        return narrowed
 
     def on_event(self, event: ClusterEvent, old: dict | None, new: dict | None) -> None:
         """A cluster event: moves the unschedulable pods it may help. One no
         plugin registered for (a pod's status update) cannot help any pod,
         so it does not send the pods in flight to backoff either."""
-        interested = self._interested(event)
+        interested, targeted = self._interested(event)
         if not interested:
             return
         if self.in_flight:
@@ -514,7 +553,8 @@ class SchedulingQueue:
             self.in_flight_events.append((self._event_seq, event, old, new))
             if len(self.in_flight_events) > MAX_IN_FLIGHT_EVENTS:
                 self._dropped_upto = self.in_flight_events.pop(0)[0]
-        for info in self.unschedulable.rejected_by(interested):
+        narrowed = self._narrowed(targeted, old, new) if targeted else None
+        for info in self.unschedulable.rejected_by(interested, narrowed=narrowed):
             if info.gated_by or not self._worth_retrying(info, event, old, new):
                 continue
             del self.unschedulable[info.key]

@@ -287,7 +287,8 @@ async def test_claim_events_requeue_only_the_pods_naming_the_claim_or_after_a_de
     pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
     await claim_pods(claims, pods, 4)
     await eventually(condition(pods, "p3"))
-    [hint] = [r.hint for r in sched.queue.registrations["DynamicResources"] if r.event.resource == "ResourceClaim"]
+    [reg] = [r for r in sched.queue.registrations["DynamicResources"] if r.event.resource == "ResourceClaim"]
+    hint = reg.hint
     waiting = sched.pods.get("default/p3")
     own, other = await claims.get("c3", "default"), await claims.get("c0", "default")
     assert hint(waiting, None, own).name == "QUEUE"
@@ -298,3 +299,9 @@ async def test_claim_events_requeue_only_the_pods_naming_the_claim_or_after_a_de
     assert hint(waiting, other, freed).name == "QUEUE"
     elsewhere = {**own, "metadata": {**own["metadata"], "namespace": "other"}}
     assert hint(waiting, None, elsewhere).name == "SKIP"
+    # the queue asks the hint only of the pods its targets name (None: of every pod)
+    assert reg.targets(other, freed) is None
+    for old, new in ((None, own), (own, own), (None, other), (other, other), (None, elsewhere)):
+        queued = {f"default/{p['metadata']['name']}" for p in sched.pods.list() if hint(p, old, new).name == "QUEUE"}
+        assert queued == set(reg.targets(old, new)), (old, new)
+    assert set(reg.targets(None, own)) == {"default/p3"}

@@ -1,7 +1,7 @@
 from nanokube.scheduler import plugins
-from nanokube.scheduler.framework import NODE, Action, ClusterEvent, Framework
+from nanokube.scheduler.framework import NODE, Action, ClusterEvent, Framework, Hint, PodInfo, Registration
 from nanokube.scheduler.metrics import Metrics
-from nanokube.scheduler.queue import SchedulingQueue
+from nanokube.scheduler.queue import QueuedPodGroupInfo, SchedulingQueue
 from tests.scheduler import FakeClock, node, pod
 
 
@@ -146,3 +146,42 @@ async def test_with_activeq_empty_the_pod_backing_off_first_is_popped_at_once():
     assert list(q.backoff) == ["default/err"]
     q.add(pod("new"))
     assert (await q.pop()).key == "default/new"
+
+
+def test_an_event_asks_the_hint_only_of_the_pods_its_targets_name_and_moves_the_same_pods():
+    """Registration.targets: a claim event asks the hint of the pods naming the claim (and of the
+    PodGroup entries, whose hint reads a member) instead of every pod the plugin turned away."""
+    def run(with_targets: bool):
+        q, _ = make_queue()
+        asked = []
+
+        def hint(p, old, new):
+            asked.append(p["metadata"]["name"])
+            return Hint.QUEUE if old is not None or p["metadata"]["name"] in new["users"] else Hint.SKIP
+
+        def targets(old, new):
+            return None if old is not None else [f"default/{n}" for n in new["users"]]
+
+        q.registrations = {"Claims": [Registration(ClusterEvent("ResourceClaim", Action.ALL), hint,
+                                                   targets if with_targets else None)]}
+        for i in range(40):
+            info = PodInfo(pod(f"p{i}"), 0.0)
+            info.unschedulable_plugins = {"Claims"}
+            q.unschedulable[info.key] = info
+        group = QueuedPodGroupInfo("default/g", 0, 0.0)
+        group.members["default/m0"] = PodInfo(pod("m0"), 0.0)
+        group.unschedulable_plugins = {"Claims"}
+        q.unschedulable[group.key] = group
+        steps = []
+        for old, new in ((None, {"users": ["p30", "p3", "nobody"]}), (None, {"users": ["m0"]}),
+                         (None, {"users": []}), ({"users": []}, {"users": []})):
+            asked.clear()
+            q.on_event(ClusterEvent("ResourceClaim", Action.UPDATE), old, new)
+            steps.append((list(asked), list(q.active_keys), list(q.unschedulable)))
+        return steps
+
+    narrowed, full = run(True), run(False)
+    assert [s[1:] for s in narrowed] == [s[1:] for s in full]
+    assert [s[0] for s in narrowed] == [["p3", "p30", "m0"], ["m0"], [], [f"p{i}" for i in range(40) if i not in (3, 30)]]
+    assert narrowed[1][1] == ["default/p3", "default/p30", "podgroup/default/g"]
+    assert narrowed[3][2] == []

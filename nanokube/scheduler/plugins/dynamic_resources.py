@@ -488,7 +488,14 @@ class DynamicResources:
                 mine = named_by is not None and _key(pod) in named_by
             return Hint.QUEUE if mine else Hint.SKIP
 
-        return [Registration(ClusterEvent(CLAIM, Action.ALL), claim_hint),
+        def claim_targets(old, new):
+            """The pods claim_hint can queue: any when devices were freed, else those naming the claim."""
+            if _allocated(old) and not _allocated(new):
+                return None
+            md = (new or old)["metadata"]
+            return users.get((md.get("namespace", ""), md["name"]), ())
+
+        return [Registration(ClusterEvent(CLAIM, Action.ALL), claim_hint, claim_targets if users is not None else None),
                 Registration(ClusterEvent(SLICE, Action.ALL)),
                 Registration(ClusterEvent(TAINT_RULE, Action.ALL)),
                 Registration(ClusterEvent(DEVICE_CLASS, Action.ADD | Action.UPDATE)),
