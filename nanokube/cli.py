@@ -13,6 +13,8 @@ import signal
 import socket
 import sys
 
+import uvloop
+
 from . import cli_controller_manager, cli_fault, cli_metrics, cli_proxy, cli_scheduler, cli_simulate
 from .controllers.service_lb import DEFAULT_POOL
 
@@ -240,7 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     if args.command == "up":
-        return asyncio.run(_up(args))
+        # uvloop's event loop and TLS transport (libuv, Cython) instead of asyncio's selector loop and
+        # pure-Python SSL protocol: every request of every client crosses them (issue 16)
+        return uvloop.run(_up(args))
     if args.command == "fault":
         return cli_fault.run(args)
     if args.command == "metrics":
