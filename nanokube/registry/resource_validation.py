@@ -104,6 +104,12 @@ def each_unique(items: Any, path: str, limit: int, check: Callable[[Any, str], E
     errs = each(items, path, limit, check)
     if errs and errs[0].reason == "FieldValueTooMany":
         return errs
+    return errs + duplicates(items, path, key)
+
+
+def duplicates(items: Any, path: str, key: Callable[[Any], Any]) -> Errors:
+    """A Duplicate for each item whose key an earlier item had."""
+    errs: Errors = []
     seen: set = set()
     for i, item in enumerate(items or []):
         k = key(item)
@@ -618,39 +624,46 @@ class _Verdicts:
             self._ok.add(name)
         return True
 
+    def all(self, names: Iterable[Any]) -> bool:
+        """Every one of `names` passes: one set comparison when all are known."""
+        return self._ok.issuperset(names) or all(map(self, names))
+
 
 _key_ok = _Verdicts(lambda k: not attribute_key(k, ""))
 _label_ok = _Verdicts(lambda n: bool(n) and not dns1123_label(n))
 _version_ok = _Verdicts(lambda v: bool(_SEMVER.match(v)) and len(v) <= ATTRIBUTE_VALUE_MAX)
 _PLAIN_KINDS = frozenset(("bool", "int", "bools", "ints", "strings", "versions"))
 _NODE_SELECTION = ("nodeName", "nodeSelector", "allNodes")
+#: device fields whose presence (even empty) sends a device to the full validation
+_UNCOMMON_DEVICE_FIELDS = frozenset(("taints", "bindingConditions", "bindingFailureConditions", *_NODE_SELECTION))
 
 
 def _device_valid(d: dict) -> bool:
     """True only where `device(d, ..., per_device=False)` finds nothing, whatever
     the old device: the common shape (no taints, bindings or per-device node
-    selection) checked without building paths or error lists. Anything this
-    does not recognise as valid gets the full validation, which words the errors."""
-    if not _label_ok(d.get("name")) or d.get("taints") or d.get("bindingConditions") or \
-            d.get("bindingFailureConditions") or any(d.get(f) is not None for f in _NODE_SELECTION):
+    selection) checked without building paths or error lists, attribute and
+    capacity names by one set comparison against names seen valid before.
+    Anything this does not recognise as valid gets the full validation, which
+    words the errors."""
+    if not _UNCOMMON_DEVICE_FIELDS.isdisjoint(d) or not _label_ok(d.get("name")):
         return False
     attrs, caps = d.get("attributes") or {}, d.get("capacity") or {}
-    if len(attrs) + len(caps) > ATTRIBUTES_AND_CAPACITY_MAX:
+    if len(attrs) + len(caps) > ATTRIBUTES_AND_CAPACITY_MAX or not _key_ok.all(attrs) or not _key_ok.all(caps):
         return False
-    for k, attr in attrs.items():
-        if not _key_ok(k) or len(attr) != 1:
+    for attr in attrs.values():
+        if len(attr) != 1:
             return False
         (kind, v), = attr.items()
         if kind == "string":
-            if not isinstance(v, str) or len(v) > ATTRIBUTE_VALUE_MAX:
+            if v.__class__ is not str or len(v) > ATTRIBUTE_VALUE_MAX:
                 return False
         elif kind == "version":
             if not _version_ok(v):
                 return False
         elif kind not in _PLAIN_KINDS or v is None:
             return False
-    for k, cap in caps.items():
-        if not _key_ok(k) or cap.get("requestPolicy") is not None:
+    for cap in caps.values():
+        if "requestPolicy" in cap:
             return False
     consumes = d.get("consumesCounters")
     if consumes:
@@ -659,9 +672,13 @@ def _device_valid(d: dict) -> bool:
         for c in consumes:
             counters = c.get("counters")
             if not _label_ok(c.get("counterSet")) or not counters or len(counters) > COUNTERS_PER_SET_MAX or \
-                    not all(_label_ok(n) for n in counters):
+                    not _label_ok.all(counters):
                 return False
     return True
+
+
+def _device_key(d: dict) -> str:
+    return d.get("name", "")
 
 
 def slice_spec(spec: dict, old: dict | None, path: str = "spec") -> Errors:
@@ -697,13 +714,15 @@ def slice_spec(spec: dict, old: dict | None, path: str = "spec") -> Errors:
     heavy = any(d.get("taints") or d.get("consumesCounters") for d in devices)
     old_devices = {d.get("name"): d for d in (old or {}).get("devices") or []}
     per_device = bool(spec.get("perDeviceNodeSelection"))
-    errs += each_unique(
-        devices,
-        f"{path}.devices",
-        SLICE_DEVICES_MAX_WITH_TAINTS_OR_COUNTERS if heavy else SLICE_DEVICES_MAX,
-        lambda d, p: [] if not per_device and _device_valid(d) else device(d, p, old_devices.get(d.get("name")), per_device),
-        lambda d: d.get("name", ""),
-    )
+    limit = SLICE_DEVICES_MAX_WITH_TAINTS_OR_COUNTERS if heavy else SLICE_DEVICES_MAX
+    if not per_device and len(devices) <= limit and all(map(_device_valid, devices)):
+        errs += duplicates(devices, f"{path}.devices", _device_key)
+    else:
+        errs += each_unique(
+            devices, f"{path}.devices", limit,
+            lambda d, p: [] if not per_device and _device_valid(d) else device(d, p, old_devices.get(d.get("name")), per_device),
+            _device_key,
+        )
 
     def counter_set(cs: dict, p: str) -> Errors:
         e = [required(f"{p}.name")] if not cs.get("name") else _counter_name(cs["name"], f"{p}.name")

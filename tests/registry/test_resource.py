@@ -259,7 +259,9 @@ _GPU = {"name": "gpu-0", "attributes": {"model": {"string": "A100"}, "index": {"
 
 
 _VALID_CHANGES = ({}, {"attributes": {"model": {"string": "a", "int": None}}},
-                  {"bindingConditions": ["Ready"], "bindingFailureConditions": ["Failed"]})
+                  {"bindingConditions": ["Ready"], "bindingFailureConditions": ["Failed"]},
+                  {"taints": []}, {"nodeName": None, "allNodes": None},
+                  {"capacity": {"memory": {"value": "1", "requestPolicy": None}}})
 
 
 @pytest.mark.parametrize("change", [*_VALID_CHANGES,
@@ -271,6 +273,7 @@ _VALID_CHANGES = ({}, {"attributes": {"model": {"string": "a", "int": None}}},
     {"attributes": {"model": {"version": "12.4"}}},
     {"attributes": {"model": {"version": "1." * 40 + "0"}}},
     {"attributes": {"model": {"string": "x" * 65}}},
+    {"capacity": {"memory": {"value": "1"}, "9x": {"value": "1"}}},
     {"attributes": {"model": {"other": "x"}}},
     {"capacity": {"memory": {"value": "1", "requestPolicy": {"default": "1"}}}},
     {"capacity": {"9mem": {"value": "1"}}},
