@@ -67,7 +67,7 @@ def _merge_map(original: dict, patch: dict, schema: dict | None) -> dict:
             continue
         if key not in original or type(original[key]) is not type(value):
             if not is_delete_list:
-                _set_clean(original, key, _discard_nulls(value))
+                _set_clean(original, key, value)
             continue
         current = original[key]
         if isinstance(current, dict):
@@ -389,12 +389,31 @@ def _strategy(prop: dict | None) -> str:
 
 
 def _set_clean(target: dict, key: str, value: Any) -> None:
-    """Store a patch value that has nothing to merge with, minus its directives."""
-    cleaned, keep = _remove_directives(value)
+    """Store a patch value that has nothing to merge with, minus its nulls and directives."""
+    cleaned, keep = _clean(value)
     if keep:
         target[key] = cleaned
     else:
         target.pop(key, None)
+
+
+def _clean(value: Any) -> tuple[Any, bool]:
+    """`_remove_directives` of `value` less its map entries that are null, in one pass (a map
+    whose `$patch` is null keeps its other entries)."""
+    if isinstance(value, dict):
+        if value.get(DIRECTIVE) is not None:
+            return None, False
+        out = {}
+        for k, v in value.items():
+            if v is not None:
+                cleaned, keep = _clean(v)
+                if keep:
+                    out[k] = cleaned
+        return out, True
+    if isinstance(value, list):
+        kept = (_clean(v) for v in value)
+        return [v for v, keep in kept if keep], True
+    return value, True
 
 
 def _remove_directives(value: Any) -> tuple[Any, bool]:
@@ -412,14 +431,6 @@ def _remove_directives(value: Any) -> tuple[Any, bool]:
         kept = (_remove_directives(v) for v in value)
         return [v for v, keep in kept if keep], True
     return value, True
-
-
-def _discard_nulls(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _discard_nulls(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_discard_nulls(v) for v in value]
-    return value
 
 
 def _strip_prefix(key: str, prefix: str, error: str) -> str:
