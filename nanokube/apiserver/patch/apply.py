@@ -493,7 +493,7 @@ class _Manager:
     operation: str
     api_version: str
     subresource: str
-    fields: set[Path]
+    fields: set[Path] | frozenset[Path]  # frozen when decoded (shared), replaced rather than changed
     time: str | None = None
     #: (size, FieldsV1 object) of the canonical entry `fields` was read from: after decoding a
     #: manager's set only loses paths, so while its size is unchanged that object still encodes it
@@ -593,7 +593,7 @@ def _decode(obj: dict[str, Any] | None) -> dict[tuple, _Manager]:
         )
         prev = out.get(m.ident)
         if prev:
-            m.fields |= prev.fields
+            m.fields = m.fields | prev.fields
             m.source = None
         out[m.ident] = m
     return out
@@ -659,18 +659,23 @@ def _reassign(
     Updater.update); raises ApplyConflict when not forced."""
     diff = compare(live, new, raw).exclude(ignored)
     changed = diff.added | diff.modified
-    conflicts = {
-        mid: m.fields & changed
-        for mid, m in managers.items()
-        if mid != self_id and m.fields & changed
-    }
+    conflicts = {}
+    for mid, m in managers.items():
+        if mid != self_id:
+            taken = m.fields & changed
+            if taken:
+                conflicts[mid] = taken
     if conflicts and not force:
         raise _conflict_error(
             [(managers[mid], paths) for mid, paths in conflicts.items()]
         )
+    removed = diff.removed
     for mid, m in managers.items():
         if mid != self_id:
-            m.fields -= conflicts.get(mid, set()) | diff.removed
+            # a decoded set is shared (frozenset): replaced only when it loses paths
+            gone = conflicts[mid] | removed if mid in conflicts else removed
+            if gone and not m.fields.isdisjoint(gone):
+                m.fields = m.fields - gone
     for mid in [mid for mid, m in managers.items() if not m.fields]:
         del managers[mid]
     return diff

@@ -285,12 +285,23 @@ def _parse(obj: dict[str, Any], prefix: Path, out: set[Path]) -> None:
 
 def from_fields_v1(obj: dict[str, Any]) -> set[Path]:
     """Parse a FieldsV1 object; raises MalformedFields on a malformed one."""
-    return decode_fields_v1(obj)[0]
+    return set(decode_fields_v1(obj)[0])
 
 
-def decode_fields_v1(obj: dict[str, Any]) -> tuple[set[Path], bool]:
+#: decodings by the FieldsV1 object's identity (each object held, so its id stays unique): a
+#: stored object's entries are shared by its versions and never changed, and every write decodes
+#: its object's managers again
+_DECODED_OBJECTS: dict[int, tuple[dict[str, Any], tuple[frozenset, bool]]] = {}
+
+
+def decode_fields_v1(obj: dict[str, Any]) -> tuple[frozenset[Path], bool]:
     """(field set, whether `obj` is exactly what `to_fields_v1` makes of it): a canonical
-    object can stand for its set again as long as the set is unchanged, without encoding it."""
+    object can stand for its set again as long as the set is unchanged, without encoding it.
+    FieldsV1 objects are not changed once decoded (stored ones never are; a request's become
+    stored or are dropped)."""
+    seen = _DECODED_OBJECTS.get(id(obj))
+    if seen is not None and seen[0] is obj:
+        return seen[1]
     try:
         key = orjson.dumps(obj)
     except TypeError:
@@ -304,7 +315,10 @@ def decode_fields_v1(obj: dict[str, Any]) -> tuple[set[Path], bool]:
             _DECODED.clear()
         paths = frozenset(out)
         parsed = _DECODED[key] = (paths, orjson.dumps(_encode(paths)) == key)
-    return set(parsed[0]), parsed[1]
+    if len(_DECODED_OBJECTS) >= _CACHE_LIMIT:
+        _DECODED_OBJECTS.clear()
+    _DECODED_OBJECTS[id(obj)] = (obj, parsed)
+    return parsed
 
 
 def without_prefixes(paths: Iterable[Path], prefixes: Iterable[Path]) -> set[Path]:
