@@ -128,11 +128,9 @@ class APIServer:
         if self.audit_log_path:  # before anything writes: the server's own writes are audited too
             self.audit = self.rest.audit = AuditLog(self.audit_log_path, self.clock)
         await self._bootstrap()
-        middlewares = [self._authn]
+        middlewares = [self._authn]  # which hands authenticated requests to API Priority and Fairness
         await controlplane.bootstrap(self)
         self._loops = await controlplane.start_loops(self)
-        if self.flow_control is not None:
-            middlewares.append(self.flow_control.middleware)
         if self.audit:
             middlewares.insert(0, self.audit.middleware)
         middlewares.insert(1 if self.audit_log_path else 0, http_exceptions)
@@ -270,6 +268,8 @@ class APIServer:
         ADMISSION_AUDIT.set(annotations)
         if not decision.allowed:
             return error_response(forbidden(user.name, attrs, decision.reason))
+        if self.flow_control is not None:
+            return await self.flow_control.serve(request, user, attrs, handler)
         return await handler(request)
 
     def _cert_identity(self, cert: dict | None) -> tuple[bool, User | None]:
