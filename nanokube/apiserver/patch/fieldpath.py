@@ -237,20 +237,25 @@ def _emit(level: dict[PathElement, list]) -> dict[str, Any]:
 #: encodings and decodings of recent field sets: an object's managers rarely
 #: change their sets, so most writes re-encode what they just decoded; a
 #: decoding notes whether its text is the one `to_fields_v1` writes
-_ENCODED: dict[frozenset, bytes] = {}
+_ENCODED: dict[frozenset, dict[str, Any]] = {}
 _DECODED: dict[bytes, tuple[frozenset, bool]] = {}
 _CACHE_LIMIT = 4096
 
 
 def to_fields_v1(paths: Iterable[Path]) -> dict[str, Any]:
-    """The FieldsV1 object for a field set (`{}` for the empty set)."""
+    """The FieldsV1 object for a field set (`{}` for the empty set), shared by the writes that
+    encode the same set: it goes into stored objects, which are never changed in place (and the
+    next write decodes it by identity)."""
     key = frozenset(paths)
-    raw = _ENCODED.get(key)
-    if raw is None:
+    obj = _ENCODED.get(key)
+    if obj is None:
         if len(_ENCODED) >= _CACHE_LIMIT:
             _ENCODED.clear()
-        raw = _ENCODED[key] = orjson.dumps(_encode(key))
-    return orjson.loads(raw)
+        obj = _ENCODED[key] = orjson.loads(orjson.dumps(_encode(key)))
+        if len(_DECODED_OBJECTS) >= _CACHE_LIMIT:
+            _DECODED_OBJECTS.clear()
+        _DECODED_OBJECTS[id(obj)] = (obj, (key, True))
+    return obj
 
 
 @functools.lru_cache(maxsize=8192)

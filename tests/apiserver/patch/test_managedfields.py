@@ -54,6 +54,20 @@ def test_fieldsv1_roundtrip_sorts_like_upstream():
     assert fp.to_fields_v1(set()) == {}
 
 
+def test_field_sets_and_their_fieldsv1_objects_are_shared_between_writes():
+    """Equal sets encode to one FieldsV1 object (it goes into stored objects, never changed),
+    whose decoding is the set again; from_fields_v1 hands out a copy of its own."""
+    paths = {fp.make_path("spec", "a"), fp.make_path("spec", "b")}
+    obj = fp.to_fields_v1(set(paths))
+    assert fp.to_fields_v1(set(paths)) is obj
+    assert fp.decode_fields_v1(obj) == (paths, True)
+    equal = orjson.loads(orjson.dumps(obj))
+    assert fp.decode_fields_v1(equal) == (paths, True)
+    mine = fp.from_fields_v1(obj)
+    mine.add(fp.make_path("spec", "c"))
+    assert fp.decode_fields_v1(obj)[0] == paths and fp.from_fields_v1(obj) == paths
+
+
 def test_element_order_and_path_strings():
     elements = [
         fp.index(0),
