@@ -322,16 +322,20 @@ class WatchCache:
         spec = obj.get("spec")
         if type(spec) is not dict:
             return
-        if prev is not None:
-            old = prev.get("spec")
-            if old == spec:  # identity first, then a C-level comparison
-                obj["spec"] = old
-                return
+        old = prev.get("spec") if prev is not None else None
+        if type(old) is not dict:
+            old = {}
+        elif old == spec:  # identity first, then a C-level comparison
+            obj["spec"] = old
+            return
         if self._shared_size > _SHARED_MAX:
             self._shared.clear()
             self._shared_size = 0
         fresh = {}
         for k, v in spec.items():
+            if old.get(k) is v:  # the previous version's own (a binding copies the spec shallowly): shared already
+                fresh[k] = v
+                continue
             if type(v) is list:
                 v = [self._shared_fields(x) if type(x) is dict else x for x in v]
             fresh[k] = self._shared_value(v)
