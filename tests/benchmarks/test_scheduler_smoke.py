@@ -31,15 +31,17 @@ def test_every_workload_reports_every_metric():
     assert list(results) == [w.name for w in workloads]
     unschedulable_cost = "scheduler time per unschedulable attempt (ms)"
     for name, row in results.items():
-        assert list(row) == list(scheduler.METRICS), name
-        measured = {k: v for k, v in row.items() if k != unschedulable_cost}
+        assert list(row) == [*scheduler.METRICS, "placement hash"], name
+        assert len(row["placement hash"]) == 16 and int(row["placement hash"], 16) >= 0, name
+        measured = {k: v for k, v in row.items() if k not in (unschedulable_cost, "placement hash")}
         assert all(math.isfinite(v) and v > 0 for v in measured.values()), (name, row)
         # only the workload with pods that fit nowhere has unschedulable attempts to time
         assert math.isfinite(row[unschedulable_cost]) == (name == "SchedulingWhileUnschedulable"), (name, row)
         assert row["latency p99 (ms)"] >= row["latency p50 (ms)"], name
     table = scheduler.format_table(workloads, results).splitlines()
     assert len(table) == 2 + len(workloads)
-    assert table[2].startswith("SchedulingBasic") and table[2].rstrip().endswith("680")
+    cells = [c.strip() for c in table[2].split("|")]
+    assert cells[0] == "SchedulingBasic" and cells[-2:] == ["680", results["SchedulingBasic"]["placement hash"]]
     assert any("measured pods" in m for m in messages)
 
 
