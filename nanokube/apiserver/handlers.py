@@ -50,7 +50,10 @@ _OPTIONS_KIND = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "Patc
 
 def _accept(request: web.Request) -> str:
     """'table', 'partial' or 'object' from the Accept header (first match wins)."""
-    for part in request.headers.get("Accept", _JSON).split(","):
+    accept = request.headers.get("Accept", _JSON)
+    if accept == _JSON:  # what most clients send
+        return "object"
+    for part in accept.split(","):
         params = {}
         bits = [b.strip() for b in part.split(";")]
         for b in bits[1:]:
@@ -251,6 +254,10 @@ class APIHandlers:
                 return await self._watch(request, res, version, namespace, name, labels)
             if name:
                 obj = await self.rest.get(res, version, namespace, name)
+                if _accept(request) == "object":
+                    e = self.rest.cache.get(res.key(namespace, name))
+                    if e is not None and e.obj is obj:  # not converted: the cache's JSON of it, as LIST serves
+                        return web.Response(body=e.raw + b"\n", content_type=_JSON)
                 return self._render_one(request, res, obj, version)
             return await self._list(request, res, version, namespace)
         opts = self._write_opts(request)

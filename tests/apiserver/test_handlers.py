@@ -35,6 +35,28 @@ async def test_a_list_larger_than_a_slice_is_one_exact_body():
         await server.stop()
 
 
+async def test_a_get_is_the_objects_json_as_written_back_and_follows_updates():
+    server, cms = await _server()
+    try:
+        await server.rest.create(cms, "v1", "default", {"metadata": {"name": "a"}, "data": {"k": "1"}},
+                                 WriteOptions(user=SYSTEM))
+        url = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps/a"
+        async with aiohttp.ClientSession() as s:
+            for value in ("1", "2"):
+                if value == "2":
+                    await server.rest.patch(cms, "v1", "default", "a", "application/merge-patch+json",
+                                            b'{"data":{"k":"2"}}', WriteOptions(user=SYSTEM))
+                async with s.get(url) as r:
+                    body = await r.read()
+                stored = await server.rest.get(cms, "v1", "default", "a")
+                assert stored["data"]["k"] == value and body == orjson.dumps(stored) + b"\n"
+                assert r.headers["Content-Type"] == "application/json" and r.headers["Content-Length"] == str(len(body))
+            async with s.get(url, headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}) as r:
+                assert (await r.json())["kind"] == "Table"
+    finally:
+        await server.stop()
+
+
 async def test_a_list_body_is_head_items_and_tail_in_slices_of_whole_items(monkeypatch):
     class Writer:
         def __init__(self):
