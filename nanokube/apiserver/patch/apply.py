@@ -626,6 +626,15 @@ def _view_without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
     return {**obj, "metadata": {k: v for k, v in md.items() if k != "managedFields"}}
 
 
+def _own_metadata(obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` less managedFields, with a metadata dict of its own (one copy, not a view and a copy
+    of it) and everything else shared."""
+    md = obj.get("metadata")
+    if isinstance(md, dict):
+        return {**obj, "metadata": {k: v for k, v in md.items() if k != "managedFields"}}
+    return {**obj, "metadata": dict(md or {})}
+
+
 def _without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
     return json_copy(_view_without_managed_fields(obj))
 
@@ -640,6 +649,8 @@ def _ignored(ignore_status: bool, subresource: str) -> frozenset[Path]:
 _NOTHING: frozenset[Path] = frozenset()
 _SPEC = frozenset({fp.make_path("spec")})
 _STATUS = frozenset({fp.make_path("status")})
+#: the top-level fields of each reset-field set (`_outside`)
+_TOPS = {_NOTHING: frozenset(), _SPEC: frozenset({"spec"}), _STATUS: frozenset({"status"})}
 
 
 def _root_schema(raw: dict[str, Any] | None) -> dict[str, Any]:
@@ -843,13 +854,11 @@ def update_managed_fields(
                     _CREATES[typed] = entries
                 return tracked
             _CREATES[plain] = entries
-        result = _view_without_managed_fields(new)
-        result = {**result, "metadata": dict(result.get("metadata") or {})}
+        result = _own_metadata(new)
         if entries is not None:
             result["metadata"]["managedFields"] = [{**e, "time": now} if "time" in e else dict(e) for e in entries]
         return result
-    result = _view_without_managed_fields(new)
-    result = {**result, "metadata": dict(result.get("metadata") or {})}
+    result = _own_metadata(new)
     if not managers:
         managers = _decode_or_empty(old)
     return _track(old, result, raw, managers, manager, operation, now, api_version, subresource, ignored)
@@ -936,7 +945,9 @@ def _blank_scalars(v: Any) -> Any:
 def _outside(obj: Any, ignored: set[Path]) -> Any:
     """`obj` less the top-level fields a write does not own (status for a
     main-resource write, spec for a status write), so diffs skip them."""
-    tops = {p[0][1] for p in ignored if len(p) == 1}
+    tops = _TOPS.get(ignored) if type(ignored) is frozenset else None
+    if tops is None:
+        tops = {p[0][1] for p in ignored if len(p) == 1}
     if not tops or not isinstance(obj, dict) or not tops & obj.keys():
         return obj
     return {k: v for k, v in obj.items() if k not in tops}

@@ -55,6 +55,11 @@ def field(name: str) -> PathElement:
 
 
 def key(fields: dict[str, Any]) -> PathElement:
+    if len(fields) == 1:  # most list-map keys: a name, a type, an ip
+        ((k, v),) = fields.items()
+        t = type(v)
+        if t is str or t is int:
+            return _scalar_key(((k, t, v),))
     items = tuple(fields.items())
     if all(type(v) is str or type(v) is int for _, v in items):
         return _scalar_key(tuple((k, type(v), v) for k, v in items))
