@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -57,6 +58,11 @@ METRICS = (
 )
 #: the nodeSelector of SchedulingWhileUnschedulable's pods that fit nowhere
 NOWHERE = {"bench.example.com/pool": "none"}
+#: upstream's Unschedulable workload: a pod-high-priority-large-cpu.yaml pod (priority 10, 9 CPU,
+#: more than any node has, so every attempt runs preemption) is created every 200 ms while the
+#: measured pods are created as fast as they can be
+CHURN_INTERVAL_S = 0.2
+HIGH_PRIORITY = "bench-high"
 
 Progress = Callable[[str], None]
 
@@ -83,6 +89,7 @@ def upstream_workloads() -> list[Workload]:
         Workload("SchedulingBasic", "basic", 5000, 1000, 10000, 680),
         Workload("SchedulingNodeAffinity", "affinity", 5000, 1000, 10000, None),
         Workload("SchedulingWhileUnschedulable", "unschedulable", 5000, 1000, 10000, None),
+        Workload("Unschedulable", "churn", 5000, 100, 10000, 590),
         Workload("GangScheduling", "gang", 5000, 0, 10000, None),
         Workload("SchedulingWithResourceClaimTemplate", "dra", 500, 2500, 2500, 40, devices_per_node=10),
         Workload("SchedulingWithResourceClaimTemplateToleration", "dra-taints", 500, 2500, 2500, 40,
@@ -100,6 +107,7 @@ def default_workloads(scale: float = 1.0) -> list[Workload]:
         Workload("SchedulingBasic", "basic", 500, 500, 1000, 680),
         Workload("SchedulingNodeAffinity", "affinity", 500, 500, 1000, None),
         Workload("SchedulingWhileUnschedulable", "unschedulable", 500, 500, 1000, None),
+        Workload("Unschedulable", "churn", 500, 10, 1000, None),
         Workload("GangScheduling", "gang", 500, 0, 1000, None),
         Workload("SchedulingWithResourceClaimTemplate", "dra", 100, 500, 500, 40, devices_per_node=10),
         Workload("SchedulingWithResourceClaimTemplateToleration", "dra-taints", 100, 500, 500, 40,
@@ -152,6 +160,24 @@ def pod_manifest(w: Workload, name: str, index: int, nowhere: bool = False) -> d
         spec["resourceClaims"] = [{"name": "dev", "resourceClaimTemplateName": "bench-template"}]
         container["resources"]["claims"] = [{"name": "dev"}]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS}, "spec": spec}
+
+
+def large_cpu_pod(name: str) -> dict:
+    """pod-high-priority-large-cpu.yaml; the priority comes from a PriorityClass, as admission
+    wants it (upstream's harness switches the Priority admission plugin off and sets it inline)."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS},
+            "spec": {"priorityClassName": HIGH_PRIORITY, "containers": [{
+                "name": "pause", "image": "registry.k8s.io/pause:3.10", "ports": [{"containerPort": 80}],
+                "resources": {"requests": {"cpu": "9", "memory": "500Mi"}}}]}}
+
+
+async def _churn(client: LocalClient) -> None:
+    """Upstream's churn op in create mode: one large-CPU pod per interval until cancelled
+    (the first at once, so even a run shorter than an interval has one)."""
+    pods = client.resource("", "v1", "pods")
+    for i in itertools.count():
+        await pods.create(large_cpu_pod(f"churn-{i}"))
+        await asyncio.sleep(CHURN_INTERVAL_S)
 
 
 def _nvidia_slices(w: Workload, i: int) -> list[dict]:
@@ -293,6 +319,10 @@ async def _sample(tracker: _BindTracker, names: list[str], samples: list[float])
 
 
 async def _setup(client: LocalClient, w: Workload) -> None:
+    if w.kind == "churn":
+        await client.resource("scheduling.k8s.io", "v1", "priorityclasses").create({
+            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": HIGH_PRIORITY},
+            "value": 10})
     nodes = client.resource("", "v1", "nodes")
     for i in range(w.nodes):
         n = node_manifest(w, i)
@@ -350,10 +380,13 @@ async def _run(w: Workload, timeout_s: float, progress: Progress) -> dict:
         samples: list[float] = []
         sampler = asyncio.create_task(_sample(tracker, [f"pod-{i}" for i in range(w.pods)], samples))
         t0, cpu0 = time.perf_counter(), time.process_time()
+        churn = asyncio.create_task(_churn(client)) if w.kind == "churn" else None
         names = await _create_pods(client, w, "pod", w.pods, tracker)
         await tracker.wait_for(names, timeout_s)
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         sampler.cancel()
+        if churn:
+            churn.cancel()
     finally:
         if ctrl:
             await ctrl.stop()
