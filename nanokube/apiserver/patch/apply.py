@@ -309,7 +309,7 @@ def _compare(
         shape.kind == "leaf"
         or shape.atomic
         or _shape(raw, lhs) is not shape
-        or (_empty(lhs) and _empty(rhs))
+        or not (lhs or rhs)  # both empty: of one container shape, each is a dict, a list or None
     ):
         res.modified.add(path)
         return
@@ -346,7 +346,7 @@ def _one_sided(v: Any, raw: dict[str, Any] | None, path: Path, out: set[Path]) -
     """_compare against a missing side: `v` and everything in it is added
     (or removed)."""
     shape = _shape(raw, v)
-    if shape.kind == "leaf" or shape.atomic or _empty(v):
+    if shape.kind == "leaf" or shape.atomic or v is MISSING or not v:  # a container shape's value: dict, list or None
         out.add(path)
         return
     if shape.kind == "list":
