@@ -85,9 +85,12 @@ def _default_requests(resources: dict) -> None:
         for name, q in limits.items():
             requests.setdefault(name, q)
     for bag in ("limits", "requests"):
-        for name, q in (resources.get(bag) or {}).items():
-            if is_quantity(q):
-                resources[bag][name] = canonical(q)
+        quantities = resources.get(bag)
+        for name, q in (quantities or {}).items():
+            try:
+                quantities[name] = canonical(q)  # one remembered look-up, not a parse and then one
+            except QuantityError:
+                pass  # not a quantity: validation reports it
 
 
 def add_default_tolerations(spec: dict) -> None:
