@@ -38,12 +38,26 @@ def test_node_resources_fit_filter(p, ni, want):
     assert reasons(NodeResourcesFit({}, None), p, ni) == want
 
 
+@pytest.mark.parametrize("p,ni,code", [
+    # more than is free, but evicting pods could make room: preemption may help
+    (pod("a", "3"), node_info(node("n", "4"), pod("b", "2")), Code.UNSCHEDULABLE),
+    (pod("a"), node_info(node("n", pods="1"), pod("b")), Code.UNSCHEDULABLE),
+    # more than the node has at all (any one resource): no eviction helps, as upstream's Unresolvable
+    (pod("a", "5"), node_info(node("n", "4")), Code.UNSCHEDULABLE_AND_UNRESOLVABLE),
+    (pod("a", "1", "5Gi"), node_info(node("n", "2", "4Gi"), pod("b", "2")), Code.UNSCHEDULABLE_AND_UNRESOLVABLE),
+])
+def test_node_resources_fit_unresolvable_beyond_allocatable(p, ni, code):
+    assert NodeResourcesFit({}, None).filter(CycleState(), info(p), ni).code == code
+
+
 def test_extended_resources_and_ignored_groups():
     p = pod("a")
     p["spec"]["containers"][0]["resources"] = {"requests": {"example.com/gpu": "2"}}
     ni = node_info(node("n", extra={"example.com/gpu": "1"}))
     assert reasons(NodeResourcesFit({}, None), p, ni) == ["Insufficient example.com/gpu"]
     assert reasons(NodeResourcesFit({"ignoredResourceGroups": ["example.com"]}, None), p, ni) == []
+    st = NodeResourcesFit({}, None).filter(CycleState(), info(p), ni)
+    assert st.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE  # 2 GPUs asked of a node with 1
 
 
 def test_pod_requests_init_sidecars_and_overhead():

@@ -69,9 +69,10 @@ async def test_unschedulable_pod_gets_event_and_condition_then_fits_a_new_node(e
         return c and c[0]["status"] == "False" and c[0]
 
     cond = await eventually(condition)
+    # 5 CPUs are more than either untainted node has at all: evicting pods cannot help there (upstream's
+    # Unresolvable insufficient resource), so no node is a preemption candidate
     msg = ("0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, "
-           "2 Insufficient cpu. preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, "
-           "2 No preemption victims found for incoming pod.")
+           "2 Insufficient cpu. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.")
     assert cond["reason"] == "Unschedulable" and cond["message"] == msg
     events = client.resource("", "v1", "events")
     items, _ = await events.list("default")

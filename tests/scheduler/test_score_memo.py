@@ -4,7 +4,7 @@ filtered and scored afresh, and every kept score equals the one computed
 from scratch."""
 
 from nanokube.scheduler.cache import ShapeMemo
-from nanokube.scheduler.framework import CycleState
+from nanokube.scheduler.framework import Code, CycleState
 from nanokube.scheduler.plugins.node_resources_balanced_allocation import (
     NodeResourcesBalancedAllocation,
     balanced_score,
@@ -80,12 +80,14 @@ def test_kept_rejections_match_the_full_check_and_follow_node_changes():
     p = info(pod("p", "2", "2Gi"))
 
     def full():
-        return {i: st.reasons for i, n in enumerate(nodes) if (st := fit.filter(CycleState(), p, n)) is not None}
+        return {i: (st.code, st.reasons) for i, n in enumerate(nodes)
+                if (st := fit.filter(CycleState(), p, n)) is not None}
 
     got = fit.filter_nodes(CycleState(), p, nodes)
-    assert {i: st.reasons for i, st in got.items()} == full() == {
-        0: ["Insufficient cpu", "Insufficient memory"], 1: ["Insufficient cpu"],
-        2: ["Insufficient cpu", "Insufficient memory"], 3: ["Too many pods"]}
+    unresolvable, resolvable = Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.UNSCHEDULABLE
+    assert {i: (st.code, st.reasons) for i, st in got.items()} == full() == {
+        0: (unresolvable, ["Insufficient cpu", "Insufficient memory"]), 1: (unresolvable, ["Insufficient cpu"]),
+        2: (unresolvable, ["Insufficient cpu", "Insufficient memory"]), 3: (resolvable, ["Too many pods"])}
     assert got[0] is got[2] and nodes[0].unfit_shape is not None
     again = fit.filter_nodes(CycleState(), p, nodes)
     assert all(again[i] is got[i] for i in got)
@@ -96,3 +98,7 @@ def test_kept_rejections_match_the_full_check_and_follow_node_changes():
     other = info(pod("q", "500m", "2Gi"))
     assert {i: st.reasons for i, st in fit.filter_nodes(CycleState(), other, nodes).items()} == {
         0: ["Insufficient memory"], 2: ["Insufficient memory"]}
+    # short of the same things, but on a node where evicting could make room: not the kept Status
+    nodes.append(node_info(node("e", "4", "4Gi"), pod("y", "3", "3Gi")))
+    got = fit.filter_nodes(CycleState(), p, nodes)
+    assert got[4].reasons == got[0].reasons and (got[4].code, got[0].code) == (resolvable, unresolvable)

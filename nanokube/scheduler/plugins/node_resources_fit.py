@@ -27,25 +27,45 @@ _SCORE_KEY = "PreScoreNodeResourcesFit"
 
 def insufficient(info, node, ignored: set[str] = frozenset(), ignored_groups: set[str] = frozenset()) -> list[str]:
     """Upstream's fitsRequest: every reason the pod does not fit `node`."""
+    return _fits_request(info, node, ignored, ignored_groups)[0]
+
+
+def _fits_request(info, node, ignored, ignored_groups) -> tuple[list[str], bool]:
+    """The reasons, and whether one of them is a resource the pod requests more of than the node
+    has allocatable at all (upstream's InsufficientResource.Unresolvable: evicting pods cannot help)."""
     reasons = []
     if len(node.pods) + 1 > node.allowed_pods:
         reasons.append(TOO_MANY_PODS)
     req = info.requests
     if req.is_zero():
-        return reasons
+        return reasons, False
     alloc, used = node.allocatable, node.requested
+    unresolvable = False
     if req.milli_cpu and req.milli_cpu > alloc.milli_cpu - used.milli_cpu:
         reasons.append(f"Insufficient {CPU}")
+        unresolvable = req.milli_cpu > alloc.milli_cpu
     if req.memory and req.memory > alloc.memory - used.memory:
         reasons.append(f"Insufficient {MEMORY}")
+        unresolvable = unresolvable or req.memory > alloc.memory
     if req.ephemeral and req.ephemeral > alloc.ephemeral - used.ephemeral:
         reasons.append(f"Insufficient {EPHEMERAL}")
+        unresolvable = unresolvable or req.ephemeral > alloc.ephemeral
     for name, q in req.scalars.items():
         if not q or name in ignored or name.split("/")[0] in ignored_groups:
             continue
         if q > alloc.scalars.get(name, 0) - used.scalars.get(name, 0):
             reasons.append(f"Insufficient {name}")
-    return reasons
+            unresolvable = unresolvable or q > alloc.scalars.get(name, 0)
+    return reasons, unresolvable
+
+
+def _fit_status(info, node, ignored, ignored_groups) -> Status | None:
+    """Unschedulable with every reason, or UnschedulableAndUnresolvable when the pod asks for more
+    of a resource than the node has allocatable: then preemption skips the node, as upstream's does."""
+    reasons, unresolvable = _fits_request(info, node, ignored, ignored_groups)
+    if not reasons:
+        return None
+    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE, reasons)
 
 
 def least_allocated(requested: int, capacity: int) -> int:
@@ -171,8 +191,7 @@ class NodeResourcesFit:
         if (node.free_pods > 0 and not req.scalars and req.milli_cpu <= node.free_cpu
                 and req.memory <= node.free_memory and req.ephemeral <= node.free_ephemeral):
             return None
-        reasons = insufficient(info, node, self.ignored, self.ignored_groups)
-        return Status(Code.UNSCHEDULABLE, reasons) if reasons else None
+        return _fit_status(info, node, self.ignored, self.ignored_groups)
 
     def filter_nodes(self, state, info, nodes) -> dict:
         """`filter` over many nodes: the common fit is checked inline, and
@@ -197,14 +216,16 @@ class NodeResourcesFit:
             if n.free_pods > 0 and cpu <= n.free_cpu and memory <= n.free_memory and ephemeral <= n.free_ephemeral:
                 n.fits_shape = key
                 continue
+            alloc = n.allocatable
             short = (n.free_pods <= 0, 0 < cpu > n.free_cpu, 0 < memory > n.free_memory,
-                     0 < ephemeral > n.free_ephemeral)
+                     0 < ephemeral > n.free_ephemeral,
+                     cpu > alloc.milli_cpu or memory > alloc.memory or ephemeral > alloc.ephemeral)
             st = shared.get(short)
             if st is None:
-                reasons = insufficient(info, n, self.ignored, self.ignored_groups)
-                if not reasons:
+                st = _fit_status(info, n, self.ignored, self.ignored_groups)
+                if st is None:
                     continue
-                st = shared[short] = Status(Code.UNSCHEDULABLE, reasons)
+                shared[short] = st
             n.unfit_shape, n.unfit_status = key, st
             out[i] = st
         return out
