@@ -224,19 +224,33 @@ def _encode(paths: Iterable[Path]) -> dict[str, Any]:
     return _emit(root)
 
 
-def _emit(level: dict[PathElement, list]) -> dict[str, Any]:
-    """A node's children in element order (field elements alone sort as plain tuples), each with
-    its `.` first when it is a member with children of its own."""
-    ordered = sorted(level) if all(pe[0] == "f" for pe in level) else sorted(level, key=element_order)
-    out: dict[str, Any] = {}
-    for pe in ordered:
+def _emit(level: dict[PathElement, list], out: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A node's children in element order (field elements alone sort as plain tuples), into `out`
+    (which holds the node's `.` first when it is a member with children of its own)."""
+    if out is None:
+        out = {}
+    fields = True
+    for pe in level:
+        if pe[0] != "f":
+            fields = False
+            break
+    for pe in sorted(level) if fields else sorted(level, key=element_order):
         member, children = level[pe]
-        if children:
-            sub = _emit(children)
-            out[f"{pe[0]}:{pe[1]}"] = {".": {}, **sub} if member else sub
-        else:
-            out[f"{pe[0]}:{pe[1]}"] = {}
+        out[_text(pe)] = _emit(children, {".": {}} if member else None) if children else {}
     return out
+
+
+def _text(pe: PathElement) -> str:
+    """An element's FieldsV1 key, remembered: the same elements are written again and again."""
+    text = _TEXTS.get(pe)
+    if text is None:
+        if len(_TEXTS) >= _CACHE_LIMIT:
+            _TEXTS.clear()
+        text = _TEXTS[pe] = f"{pe[0]}:{pe[1]}"
+    return text
+
+
+_TEXTS: dict[PathElement, str] = {}
 
 
 #: encodings and decodings of recent field sets: an object's managers rarely
