@@ -40,6 +40,10 @@ _WRITTEN_MAX = 1024
 # JSON bytes of the distinct spec values kept for sharing (see WatchCache._share_spec), values
 # that may outlive their objects; past it the table starts over.
 _SHARED_MAX = 8 << 20
+# A resource whose spec values found in that table come to under a quarter of the JSON its
+# new values added, once they added this many bytes, stops sharing until the table starts
+# over: ResourceSlices (GPUs' UUIDs) and Nodes (their CIDRs) never repeat, pods do.
+_SHARE_PROBE = 1 << 20
 # Past versions (the objects events replaced or deleted) stay decoded while their event is
 # among this many newest; older ones keep only their encoded JSON (about a third of the
 # memory) until a watcher resuming from far back reads them again.
@@ -161,6 +165,8 @@ class WatchCache:
         #: spec values by their JSON (see _share_spec)
         self._shared: dict[bytes, Any] = {}
         self._shared_size = 0
+        #: per resource prefix: [JSON bytes found in self._shared, JSON bytes added to it]
+        self._share_gain: dict[str, list[int]] = {}
         self._written: dict[str, tuple[bytes, dict]] = {}
 
     async def start(self) -> None:
@@ -273,7 +279,7 @@ class WatchCache:
                 entry = Entry(in_upstream_order(dict(handed[1]), str(rev)), rev)
             else:
                 entry = Entry(decode(ev.kv.value, rev), rev)
-            self._share_spec(entry._obj, prev._obj if prev is not None else None)
+            self._share_spec(entry._obj, prev._obj if prev is not None else None, prefix)
             objs[key] = entry
             if prev is None:
                 bisect.insort(self._keys.setdefault(prefix, []), key)
@@ -311,14 +317,16 @@ class WatchCache:
             w.queue = asyncio.Queue()
             w.queue.put_nowait(None)
 
-    def _share_spec(self, obj: dict, prev: dict | None) -> None:
+    def _share_spec(self, obj: dict, prev: dict | None, prefix: str) -> None:
         """Objects made from one template (a Deployment's pods) repeat most of their spec: an
         unchanged spec is the previous version's, and a new one is made of the values already
         cached with the same JSON (each field of the spec, and each field of the objects in its
         lists: a container's ports, env, resources, probes), so a pod's spec costs its few own
         values instead of about 7 KB. Readers never change cached objects, and a value is shared
         only with values of identical JSON (key order and number types included), so every
-        object encodes as before."""
+        object encodes as before. A resource whose specs do not repeat stops at _SHARE_PROBE:
+        encoding its values only to miss cost a 5000-node start-up 3% of its CPU, and their
+        JSON filled the table, which then dropped the pods' shared values too."""
         spec = obj.get("spec")
         if type(spec) is not dict:
             return
@@ -331,20 +339,26 @@ class WatchCache:
         if self._shared_size > _SHARED_MAX:
             self._shared.clear()
             self._shared_size = 0
+            self._share_gain.clear()
+        gain = self._share_gain.get(prefix)
+        if gain is None:
+            gain = self._share_gain[prefix] = [0, 0]
+        elif gain[1] > _SHARE_PROBE and gain[0] * 4 < gain[1]:
+            return
         fresh = {}
         for k, v in spec.items():
             if old.get(k) is v:  # the previous version's own (a binding copies the spec shallowly): shared already
                 fresh[k] = v
                 continue
             if type(v) is list:
-                v = [self._shared_fields(x) if type(x) is dict else x for x in v]
-            fresh[k] = self._shared_value(v)
+                v = [self._shared_fields(x, gain) if type(x) is dict else x for x in v]
+            fresh[k] = self._shared_value(v, gain)
         obj["spec"] = fresh
 
-    def _shared_fields(self, d: dict) -> dict:
-        return {k: self._shared_value(v) for k, v in d.items()}
+    def _shared_fields(self, d: dict, gain: list[int]) -> dict:
+        return {k: self._shared_value(v, gain) for k, v in d.items()}
 
-    def _shared_value(self, v: Any) -> Any:
+    def _shared_value(self, v: Any, gain: list[int]) -> Any:
         if type(v) is not dict and type(v) is not list:
             return v
         key = orjson.dumps(v)
@@ -352,6 +366,9 @@ class WatchCache:
         if hit is None:
             hit = self._shared[memoryview(key).tobytes()] = v
             self._shared_size += len(key)
+            gain[1] += len(key)
+        else:
+            gain[0] += len(key)
         return hit
 
     def _hand(self, w: Watcher, cev: CacheEvent) -> bool:
