@@ -1,7 +1,7 @@
 import pytest
 
 from nanokube.scheduler.cycle import FitError, num_feasible_nodes_to_find
-from nanokube.scheduler.framework import Code, CycleState, Status
+from nanokube.scheduler.framework import Code, CycleState, NodeToStatus, Status
 from nanokube.scheduler.plugins.node_affinity import NodeAffinity
 from nanokube.scheduler.plugins.node_name import NodeName
 from nanokube.scheduler.plugins.node_ports import NodePorts
@@ -225,6 +225,26 @@ def test_fit_error_message_counts_sorted_reasons():
     e = FitError(3, {"a": Status(Code.UNSCHEDULABLE, ["Insufficient cpu"]), "b": Status(Code.UNSCHEDULABLE, ["Insufficient cpu"]),
                      "c": Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ["node(s) had untolerated taint {k: v}"])})
     assert str(e) == "0/3 nodes are available: 1 node(s) had untolerated taint {k: v}, 2 Insufficient cpu."
+
+
+def test_shared_statuses_count_once_per_node():
+    """Nodes rejected for the same reasons share one Status: each node still counts in the message,
+    and one resolvable status among the shared ones keeps preemption possible."""
+    cpu = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ["Insufficient cpu", "Insufficient memory"])
+    also_cpu = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ["Insufficient cpu"])
+    taint = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ["node(s) had untolerated taint {k: v}"])
+    statuses = NodeToStatus([(f"n{i}", cpu) for i in range(5)] + [("m", also_cpu), ("t", taint)],
+                            absent=Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ["node(s) didn't match Pod's node affinity/selector"]),
+                            num_absent=3)
+    assert str(FitError(10, statuses)) == ("0/10 nodes are available: 1 node(s) had untolerated taint {k: v}, "
+                                           "3 node(s) didn't match Pod's node affinity/selector, 5 Insufficient memory, "
+                                           "6 Insufficient cpu.")
+    assert statuses.all_unresolvable()
+    statuses["r"] = Status(Code.UNSCHEDULABLE, ["Insufficient cpu"])
+    assert not statuses.all_unresolvable()
+    assert str(FitError(11, statuses)).startswith("0/11 nodes are available: 1 node(s) had untolerated taint {k: v}, "
+                                                  "3 node(s) didn't match Pod's node affinity/selector, "
+                                                  "5 Insufficient memory, 7 Insufficient cpu.")
 
 
 def test_node_matcher_agrees_with_selector_matches():
