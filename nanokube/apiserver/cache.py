@@ -40,10 +40,12 @@ _WRITTEN_MAX = 1024
 # JSON bytes of the distinct spec values kept for sharing (see WatchCache._share_spec), values
 # that may outlive their objects; past it the table starts over.
 _SHARED_MAX = 8 << 20
-# A resource whose spec values found in that table come to under a quarter of the JSON its
-# new values added, once they added this many bytes, stops sharing until the table starts
-# over: ResourceSlices (GPUs' UUIDs) and Nodes (their CIDRs) never repeat, pods do.
+# A spec field of a resource whose values found in that table come to under a quarter of the
+# JSON its new values added, once they added this many bytes, is no longer shared until the
+# table starts over: a ResourceSlice's devices and their attributes (GPUs' UUIDs) never
+# repeat, their capacities and a pod's containers do. At most _SHARE_FIELDS are tracked.
 _SHARE_PROBE = 1 << 20
+_SHARE_FIELDS = 4096
 # Past versions (the objects events replaced or deleted) stay decoded while their event is
 # among this many newest; older ones keep only their encoded JSON (about a third of the
 # memory) until a watcher resuming from far back reads them again.
@@ -165,8 +167,9 @@ class WatchCache:
         #: spec values by their JSON (see _share_spec)
         self._shared: dict[bytes, Any] = {}
         self._shared_size = 0
-        #: per resource prefix: [JSON bytes found in self._shared, JSON bytes added to it]
-        self._share_gain: dict[str, list[int]] = {}
+        #: per (resource prefix, spec field[, field of its list's items]): [JSON bytes found in
+        #: self._shared, JSON bytes added to it]
+        self._share_gain: dict[tuple[str, ...], list[int]] = {}
         self._written: dict[str, tuple[bytes, dict]] = {}
 
     async def start(self) -> None:
@@ -324,9 +327,10 @@ class WatchCache:
         lists: a container's ports, env, resources, probes), so a pod's spec costs its few own
         values instead of about 7 KB. Readers never change cached objects, and a value is shared
         only with values of identical JSON (key order and number types included), so every
-        object encodes as before. A resource whose specs do not repeat stops at _SHARE_PROBE:
-        encoding its values only to miss cost a 5000-node start-up 3% of its CPU, and their
-        JSON filled the table, which then dropped the pods' shared values too."""
+        object encodes as before. A field whose values do not repeat stops at _SHARE_PROBE:
+        encoding ResourceSlices' device lists and attributes only to miss cost a 5000-node
+        start-up ~9% of its instructions, and their JSON filled the table, which then dropped
+        the pods' shared values too."""
         spec = obj.get("spec")
         if type(spec) is not dict:
             return
@@ -336,30 +340,30 @@ class WatchCache:
         elif old == spec:  # identity first, then a C-level comparison
             obj["spec"] = old
             return
-        if self._shared_size > _SHARED_MAX:
+        if self._shared_size > _SHARED_MAX or len(self._share_gain) > _SHARE_FIELDS:
             self._shared.clear()
             self._shared_size = 0
             self._share_gain.clear()
-        gain = self._share_gain.get(prefix)
-        if gain is None:
-            gain = self._share_gain[prefix] = [0, 0]
-        elif gain[1] > _SHARE_PROBE and gain[0] * 4 < gain[1]:
-            return
         fresh = {}
         for k, v in spec.items():
             if old.get(k) is v:  # the previous version's own (a binding copies the spec shallowly): shared already
                 fresh[k] = v
                 continue
             if type(v) is list:
-                v = [self._shared_fields(x, gain) if type(x) is dict else x for x in v]
-            fresh[k] = self._shared_value(v, gain)
+                v = [self._shared_fields(x, prefix, k) if type(x) is dict else x for x in v]
+            fresh[k] = self._shared_value(v, (prefix, k))
         obj["spec"] = fresh
 
-    def _shared_fields(self, d: dict, gain: list[int]) -> dict:
-        return {k: self._shared_value(v, gain) for k, v in d.items()}
+    def _shared_fields(self, d: dict, prefix: str, field: str) -> dict:
+        return {k: self._shared_value(v, (prefix, field, k)) for k, v in d.items()}
 
-    def _shared_value(self, v: Any, gain: list[int]) -> Any:
+    def _shared_value(self, v: Any, where: tuple[str, ...]) -> Any:
         if type(v) is not dict and type(v) is not list:
+            return v
+        gain = self._share_gain.get(where)
+        if gain is None:
+            gain = self._share_gain[where] = [0, 0]
+        elif gain[1] > _SHARE_PROBE and gain[0] * 4 < gain[1]:
             return v
         key = orjson.dumps(v)
         hit = self._shared.get(key)
