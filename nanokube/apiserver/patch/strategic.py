@@ -128,7 +128,7 @@ def _merge_ordered_lists(original: dict, patch: dict, schema: dict | None) -> No
         if in_original and in_patch:
             merged = _merge_list_field(live, patched, sub, False)
         elif in_patch:
-            merged, _ = _remove_directives(patched)
+            merged, _ = _clean(patched, drop_nulls=False)
         elif in_original:
             merged = live
         else:
@@ -397,38 +397,23 @@ def _set_clean(target: dict, key: str, value: Any) -> None:
         target.pop(key, None)
 
 
-def _clean(value: Any) -> tuple[Any, bool]:
-    """`_remove_directives` of `value` less its map entries that are null, in one pass (a map
-    whose `$patch` is null keeps its other entries)."""
+def _clean(value: Any, drop_nulls: bool = True) -> tuple[Any, bool]:
+    """(value without `$patch` maps, whether to keep it): a map carrying `$patch` vanishes. With
+    `drop_nulls` its null map entries go too, in the same pass, and a map whose `$patch` is null
+    keeps its other entries."""
     if isinstance(value, dict):
-        if value.get(DIRECTIVE) is not None:
+        if (value.get(DIRECTIVE) is not None) if drop_nulls else (DIRECTIVE in value):
             return None, False
         out = {}
         for k, v in value.items():
-            if v is not None:
-                cleaned, keep = _clean(v)
-                if keep:
-                    out[k] = cleaned
-        return out, True
-    if isinstance(value, list):
-        kept = (_clean(v) for v in value)
-        return [v for v, keep in kept if keep], True
-    return value, True
-
-
-def _remove_directives(value: Any) -> tuple[Any, bool]:
-    """(value without `$patch` maps, whether to keep it): a map carrying `$patch` vanishes."""
-    if isinstance(value, dict):
-        if DIRECTIVE in value:
-            return None, False
-        out = {}
-        for k, v in value.items():
-            cleaned, keep = _remove_directives(v)
+            if v is None and drop_nulls:
+                continue
+            cleaned, keep = _clean(v, drop_nulls)
             if keep:
                 out[k] = cleaned
         return out, True
     if isinstance(value, list):
-        kept = (_remove_directives(v) for v in value)
+        kept = (_clean(v, drop_nulls) for v in value)
         return [v for v, keep in kept if keep], True
     return value, True
 
