@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import hashlib
 import logging
 import os
@@ -15,7 +14,7 @@ import sys
 
 import uvloop
 
-from . import cli_controller_manager, cli_fault, cli_metrics, cli_proxy, cli_scheduler, cli_simulate
+from . import cli_controller_manager, cli_fault, cli_metrics, cli_proxy, cli_scheduler, cli_simulate, gcsettle
 from .controllers.service_lb import DEFAULT_POOL
 
 log = logging.getLogger("nanokube")
@@ -138,7 +137,7 @@ async def _up(args: argparse.Namespace) -> int:
     server.component_metrics.append(scheduler.metrics.registry)
     if args.scheduler == "in-process":
         await scheduler.start()
-    _settle_gc()
+    gcsettle.settle()
     print(f"nanokube API server listening on {server.url} (store: {args.store}, data: {data_dir})", flush=True)
     print(f"export KUBECONFIG={kubeconfig}", flush=True)
 
@@ -160,18 +159,6 @@ async def _up(args: argparse.Namespace) -> int:
     await server.stop()
     print("nanokube stopped", flush=True)
     return 0
-
-
-def _settle_gc() -> None:
-    """Once everything has started: the modules, schemas and components loaded so far live as long
-    as the process, so they leave the collector's generations (gc.freeze) instead of being rescanned
-    by every full collection, and the youngest generation is collected every 10,000 allocations
-    instead of 700, so a burst of writes (each leaving a new long-lived object in the watch cache)
-    does not trigger a full collection every few hundred writes. Reference counting still frees
-    everything acyclic at once; only the cadence of the cycle collector changes."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(10_000, 10, 10)
 
 
 def _identity(data_dir: str) -> str:

@@ -14,11 +14,11 @@ the node lifecycle controller is off unless asked for, since over a
 
 from __future__ import annotations
 
-import gc
 import os
 import random
 import tempfile
 
+from .. import gcsettle
 from ..apiserver.app import APIServer
 from ..apiserver.controlplane import bootstrap
 from ..apiserver.loopback import LocalClient, connector
@@ -41,27 +41,6 @@ TRACE_USER = User("nanokube-simulate", ("system:masters", "system:authenticated"
 DEFAULT_CONTROLLERS = "*,-node-lifecycle"
 YEAR = 365 * 86400.0
 KUBELET_HEARTBEAT = 10.0
-
-
-#: the young generation's collection cadence while a run goes on (CPython's default: every 700 allocations)
-GC_YOUNG = 10_000
-
-
-def _settle_gc() -> tuple[int, int, int]:
-    """What `nanokube up` does once everything has started (cli._settle_gc), for the
-    same reason, and more so here: what start-up built (every node's objects, caches and
-    agents) lives as long as the run, so it leaves the collector's generations (gc.freeze),
-    and the young generation is collected every 10,000 allocations. Each full collection
-    walks every object not frozen, and with CPython's cadence the run set one off whenever
-    that heap had grown by a quarter: on the openb inflation experiment's first 4,000 pods, 16
-    of them, 5.7 of 46.7 CPU-s, none of which found any garbage. Reference counting frees
-    everything acyclic at once; only the cycle collector's cadence changes. Returns the
-    thresholds to restore."""
-    before = gc.get_threshold()
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(GC_YOUNG, before[1], before[2])
-    return before
 
 
 class SeededNames:
@@ -121,7 +100,7 @@ class SimulatedControlPlane:
         self.scheduler = Scheduler(self.connect(SCHEDULER_USER, "default-scheduler"), clock=self.clock,
                                    config=self.config, seed=self.seed)
         await self.scheduler.start()
-        self._gc_thresholds = _settle_gc()
+        self._gc_thresholds = gcsettle.settle()
 
     async def stop(self) -> None:
         await self.scheduler.stop()
@@ -136,5 +115,4 @@ class SimulatedControlPlane:
             strategy.now = now
         self._dir.cleanup()
         # what the run froze is garbage now, for the collector (a next run, or the process's end) to free
-        gc.unfreeze()
-        gc.set_threshold(*self._gc_thresholds)
+        gcsettle.restore(self._gc_thresholds)
