@@ -22,11 +22,11 @@ from dataclasses import dataclass, replace
 
 import orjson
 
+from nanokube import gcsettle
 from nanokube.apiserver.admission import Admission
 from nanokube.apiserver.cache import WatchCache
 from nanokube.apiserver.rest import GenericREST, ResourceIndex
 from nanokube.apiserver.loopback import LocalClient
-from nanokube.cli import _settle_gc
 from nanokube.clock import Clock
 from nanokube.controllers.resourceclaim import ResourceClaimController
 from nanokube.registry.base import all_resources
@@ -235,7 +235,7 @@ class _Stack:
         await self.client.resource("", "v1", "namespaces").create({"metadata": {"name": NS}})
         # the collector's settings `nanokube up` runs with once started (one full collection
         # over the whole heap every few thousand writes otherwise)
-        _settle_gc()
+        gcsettle.settle()
         return self.client
 
     async def close(self) -> None:
