@@ -106,6 +106,7 @@ class APIHandlers:
         self.aggregator = None
         #: (APIGroup, APIResourceList) of the remote APIServices' groups
         self.aggregated_groups: list[tuple[dict, dict]] = []
+        self._batches = _Batches()
 
     # --- discovery ------------------------------------------------------
 
@@ -418,19 +419,21 @@ class APIHandlers:
             encoded = [raw if raw is not None else dumps(o) for raw, o in zip(encoded, items)]
         return web.Response(body=JoinedPayload(head[:-1] + b',"items":[', encoded, b"]}\n"), content_type=_JSON)
 
-    def _direct(self, translate, transport, sent):
+    def _direct(self, translate, batch: _Batch, sent):
         """A JSON watch's `Watcher.direct`: each event as one pre-framed chunk (`encode_chunk`, shared
-        by every watcher of the event) written straight to the connection; False, so the event is
-        queued for the watch's task and its flow control, while the client has not read the last
-        _DIRECT_BUFFER bytes."""
+        by every watcher of the event) added to the watch's batch of this loop turn (`_Batches`);
+        False, so the event is queued for the watch's task and its flow control, while the client
+        has not read the last _DIRECT_BUFFER bytes."""
         cache = self.rest.cache
+        transport = batch.transport
+        batches = self._batches
 
         def direct(cev) -> bool:
             if transport.is_closing() or transport.get_write_buffer_size() > _DIRECT_BUFFER:
                 return False
             out = translate(cev)
             if out is not None:
-                transport.write(cache.encode_chunk(*out))
+                batches.add(batch, cache.encode_chunk(*out))
                 sent.inc()
             return True
 
@@ -469,8 +472,9 @@ class APIHandlers:
         deadline = self.clock.monotonic() + timeout if timeout else None
         columns_sent = False
         transport = request.transport
+        batch = _Batch(transport)
         if kind == "object" and stream.translate is not None and request.version == HttpVersion11 and transport:
-            stream.watcher.direct = self._direct(stream.translate, transport, sent)
+            stream.watcher.direct = self._direct(stream.translate, batch, sent)
 
         async def emit(ev: tuple[str, dict]) -> None:
             nonlocal columns_sent
@@ -488,6 +492,7 @@ class APIHandlers:
                 line = dumps({"type": typ, "object": tables.partial_metadata(obj)}) + b"\n"
             else:
                 line = self.rest.cache.encode_event(typ, obj)
+            batch.flush()  # what went out directly this turn goes first
             await resp.write(line)
             sent.inc()
 
@@ -508,6 +513,7 @@ class APIHandlers:
                 log.exception("watch of %s failed", request.path)
                 e = errors.internal(str(e))
             try:
+                batch.flush()
                 await resp.write(dumps({"type": "ERROR", "object": e.status()}) + b"\n")
             except (ConnectionResetError, RuntimeError):
                 pass
@@ -516,10 +522,53 @@ class APIHandlers:
             g.dec()
             await stream.aclose()
         try:
+            batch.flush()
             await resp.write_eof()
         except (ConnectionResetError, RuntimeError):
             pass
         return resp
+
+
+class _Batch:
+    """A watch's chunks handed to it directly in this loop turn, not yet written."""
+
+    __slots__ = ("transport", "chunks")
+
+    def __init__(self, transport) -> None:
+        self.transport = transport
+        self.chunks: list[bytes] = []
+
+    def flush(self) -> None:
+        """One write of the turn's chunks: one TLS record (up to 16 KiB) and one `send` for a burst."""
+        chunks = self.chunks
+        if chunks:
+            data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            chunks.clear()
+            if not self.transport.is_closing():
+                self.transport.write(data)
+
+
+class _Batches:
+    """The direct watches' batches of the current loop turn, written by one callback at the start of
+    the next: events committed together (a group commit, a burst of creates) reach each watch in one
+    write, as upstream's WatchServer flushes only once its channel is empty, instead of a TLS record
+    and a `send` per event and watch. A watch's task writes its batch before anything of its own
+    (an event it dequeued, a bookmark, an error, the final chunk), so order is kept."""
+
+    def __init__(self) -> None:
+        self._pending: list[_Batch] = []
+
+    def add(self, batch: _Batch, chunk: bytes) -> None:
+        if not batch.chunks:
+            if not self._pending:
+                asyncio.get_running_loop().call_soon(self._flush)
+            self._pending.append(batch)
+        batch.chunks.append(chunk)
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, []
+        for batch in pending:
+            batch.flush()
 
 
 _PROTOBUF = "application/vnd.kubernetes.protobuf"

@@ -1,10 +1,13 @@
 """The HTTP rendering of lists and watches: a LIST body written in slices, watch events written
-straight from the cache (`Watcher.direct`)."""
+straight from the cache (`Watcher.direct`), those of one loop turn in one write."""
+
+import asyncio
 
 import aiohttp
 import orjson
 
 from nanokube.apiserver.app import APIServer
+from nanokube.apiserver import handlers
 from nanokube.apiserver.handlers import JoinedPayload
 from nanokube.apiserver.rest import SYSTEM, WriteOptions
 from nanokube.store.memory import MemoryStore
@@ -102,3 +105,74 @@ async def test_watch_events_are_written_directly_in_order_and_the_watcher_goes_w
 
 async def _gone(server, w):
     return w not in {x for ws in server.cache._watchers.values() for x in ws}
+
+
+async def _parked_watch(server, s):
+    url = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps?watch=true"
+    r = await s.get(url)
+
+    async def parked():
+        ws = [w for ws in server.cache._watchers.values() for w in ws if w.prefix.endswith("/configmaps/default/")]
+        return ws if ws and ws[0].parked and ws[0].direct is not None else None
+
+    (w,) = await eventually(parked)
+    return r, w
+
+
+def _record_writes(monkeypatch) -> list[int]:
+    """How many events each write of a batch carried."""
+    writes, flush = [], handlers._Batch.flush
+
+    def recorded(batch):
+        if batch.chunks:
+            writes.append(len(batch.chunks))
+        flush(batch)
+
+    monkeypatch.setattr(handlers._Batch, "flush", recorded)
+    return writes
+
+
+async def test_events_committed_in_one_loop_turn_reach_a_watch_in_one_write(monkeypatch):
+    writes = _record_writes(monkeypatch)
+    server, cms = await _server()
+    try:
+        async with aiohttp.ClientSession() as s:
+            r, _ = await _parked_watch(server, s)
+            async with r:
+                await asyncio.gather(*(server.rest.create(cms, "v1", "default", {"metadata": {"name": f"cm-{i}"}},
+                                                          WriteOptions(user=SYSTEM)) for i in range(20)))
+                first = [orjson.loads(await r.content.readline()) for _ in range(20)]
+                await server.rest.create(cms, "v1", "default", {"metadata": {"name": "late"}}, WriteOptions(user=SYSTEM))
+                last = orjson.loads(await r.content.readline())
+        assert writes == [20, 1]
+        assert sorted(e["object"]["metadata"]["name"] for e in first) == sorted(f"cm-{i}" for i in range(20))
+        revs = [int(e["object"]["metadata"]["resourceVersion"]) for e in first + [last]]
+        assert revs == sorted(revs) and last["object"]["metadata"]["name"] == "late"
+    finally:
+        await server.stop()
+
+
+async def test_a_watch_that_falls_behind_mid_turn_writes_the_turns_batch_before_its_queued_events(monkeypatch):
+    writes = _record_writes(monkeypatch)
+    server, cms = await _server()
+    try:
+        async with aiohttp.ClientSession() as s:
+            r, w = await _parked_watch(server, s)
+            async with r:
+                handed, direct = [], w.direct
+
+                def lagging(cev):  # the client stops keeping up after five events: the rest are queued
+                    if len(handed) == 5:
+                        return False
+                    handed.append(cev)
+                    return direct(cev)
+
+                w.direct = lagging
+                await asyncio.gather(*(server.rest.create(cms, "v1", "default", {"metadata": {"name": f"cm-{i}"}},
+                                                          WriteOptions(user=SYSTEM)) for i in range(12)))
+                events = [orjson.loads(await r.content.readline()) for _ in range(12)]
+        assert writes[0] == 5
+        revs = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+        assert revs == sorted(revs) and len(set(revs)) == 12
+    finally:
+        await server.stop()
