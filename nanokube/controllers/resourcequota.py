@@ -14,7 +14,7 @@ import asyncio
 from ..client.informer import Informer
 from ..clock import REAL, Clock
 from ..machinery.errors import APIError
-from ..quota.evaluators import add, quota_covers, usage
+from ..quota.evaluators import add, charge_changed, quota_covers, usage
 from ..quota.resources import OBJECT_COUNTS
 from .base import Controller
 
@@ -69,8 +69,7 @@ class ResourceQuotaController(Controller):
         inf = Informer(self.client.resource(group, version, plural))
 
         def updated(old: dict, new: dict) -> None:
-            now = self.clock.now()
-            if usage(group, plural, old, now) != usage(group, plural, new, now):
+            if charge_changed(group, plural, old, new, self.clock.now()):
                 self._replenish(new)
 
         inf.add_handlers(on_update=updated, on_delete=self._replenish)

@@ -11,11 +11,12 @@ DeviceRequest carries the `exactly` fields inline (absent when
 from __future__ import annotations
 
 import copy
-from datetime import datetime, timezone
+import time
 from typing import Callable
 
 from . import resource_validation as rv
 from .base import AGE, Column, Obj, Resource, Strategy, register
+from ..clock import format_time
 from ..machinery.validation import FieldError, immutable, validate_annotations, validate_labels
 
 GROUP = "resource.k8s.io"
@@ -25,7 +26,9 @@ EXACT_FIELDS = ("deviceClassName", "selectors", "allocationMode", "count", "admi
 
 
 def utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The wall clock's metav1.Time text, formatted once per second (clock.format_time): a node
+    agent creates several slices a second, and a strftime each was ~4% of a slice's create."""
+    return format_time(time.time())
 
 
 # --- conversion -------------------------------------------------------------

@@ -1,7 +1,8 @@
 """What objects charge against quotas (upstream's evaluators) and which
 quotas cover them (scopes)."""
 
-from nanokube.quota.evaluators import claim_usage, missing_container_resources, pod_usage, quota_covers, usage
+from nanokube.quota.evaluators import (charge_changed, claim_usage, missing_container_resources, pod_usage, quota_covers,
+                                      usage)
 from nanokube.quota.resources import scope_errors
 
 
@@ -20,6 +21,25 @@ def test_pod_usage_counts_init_containers_sidecars_overhead_and_extended_resourc
                    "requests.nvidia.com/gpu": "2"}
     done = pod_usage({"metadata": {"name": "p"}, "spec": spec, "status": {"phase": "Succeeded"}}, 0)
     assert text(done) == {"count/pods": "1"}
+
+
+def test_a_pod_update_changes_its_charge_when_it_stops_counting_or_its_counted_spec_changes():
+    spec = {"containers": [{"name": "a", "resources": {"requests": {"cpu": "1"}}}]}
+    pending = {"metadata": {"name": "p"}, "spec": spec, "status": {"phase": "Pending"}}
+    running = {**pending, "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+    resized = {**running, "spec": {"containers": [{"name": "a", "resources": {"requests": {"cpu": "2"}}}]}}
+    done = {**running, "status": {"phase": "Succeeded"}}
+    done_resized = {**resized, "status": {"phase": "Failed"}}
+    gone = {**running, "metadata": {"name": "p", "deletionTimestamp": "1970-01-01T00:00:10Z",
+                                    "deletionGracePeriodSeconds": 30}}
+    cases = [(pending, running, False), (running, resized, True), (running, done, True), (done, done_resized, False),
+             (running, gone, False)]
+    for old, new, changed in cases:
+        assert charge_changed("", "pods", old, new, 0) is changed
+        assert changed == (usage("", "pods", old, 0) != usage("", "pods", new, 0))  # the same answer as both usages
+    assert charge_changed("", "pods", running, gone, 60) is True  # past its deletion grace: no longer counted
+    svc = {"metadata": {"name": "s"}, "spec": {"type": "ClusterIP"}}
+    assert charge_changed("", "services", svc, {**svc, "spec": {"type": "LoadBalancer", "ports": [{}]}}, 0) is True
 
 
 def test_claim_usage_per_device_class():
