@@ -153,6 +153,9 @@ class WatchCache:
         #: read-your-writes waiters, a heap by the revision each waits for
         self._waiters: list[tuple[int, int, asyncio.Future]] = []
         self._waiter_seq = itertools.count()
+        #: the same waiters by deadline, and the one timer that fails those past theirs (see wait_for)
+        self._deadlines: list[tuple[float, int, asyncio.Future]] = []
+        self._expiry: asyncio.TimerHandle | None = None
         self._task: asyncio.Task | None = None
         #: stops the store's synchronous delivery of commits (see _follow); None while the cache
         #: follows the store's change stream instead
@@ -402,13 +405,35 @@ class WatchCache:
         written[key] = (value, obj)
 
     async def wait_for(self, rev: int, timeout: float = 10.0) -> None:
-        """Block until the cache reflects revision `rev` (read-your-writes)."""
+        """Block until the cache reflects revision `rev` (read-your-writes); TimeoutError after
+        `timeout` seconds. Every write waits here, nearly always for less than a loop turn: one
+        timer for all waiters, set for the earliest deadline, replaces an `asyncio.timeout` per
+        wait (its timer scheduled and cancelled again: ~35 k instructions, 4-8% of a small write)."""
         if rev <= self.rev:
             return
-        fut = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._waiters, (rev, next(self._waiter_seq), fut))
-        async with asyncio.timeout(timeout):
-            await fut
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        seq = next(self._waiter_seq)
+        heapq.heappush(self._waiters, (rev, seq, fut))
+        deadline = loop.time() + timeout
+        heapq.heappush(self._deadlines, (deadline, seq, fut))
+        if self._expiry is None or deadline < self._expiry.when():
+            if self._expiry is not None:
+                self._expiry.cancel()
+            self._expiry = loop.call_at(deadline, self._expire)
+        await fut
+
+    def _expire(self) -> None:
+        """Fail the waiters past their deadline, forget those done, and set the timer for the next."""
+        self._expiry = None
+        loop = asyncio.get_running_loop()
+        now, deadlines = loop.time(), self._deadlines
+        while deadlines and (deadlines[0][2].done() or deadlines[0][0] <= now):
+            fut = heapq.heappop(deadlines)[2]
+            if not fut.done():
+                fut.set_exception(TimeoutError())
+        if deadlines:
+            self._expiry = loop.call_at(deadlines[0][0], self._expire)
 
     async def sync(self) -> None:
         """Catch up with the store's current revision (a consistent read)."""

@@ -41,6 +41,21 @@ async def test_follows_the_store_and_reads_your_writes(env):
     assert cache.count("/registry/secrets/") == 1
 
 
+async def test_a_wait_fails_at_its_own_deadline_and_leaves_the_others_waiting(env):
+    store, cache = env
+    long = asyncio.create_task(cache.wait_for(cache.rev + 2, timeout=5))
+    short = asyncio.create_task(cache.wait_for(cache.rev + 2, timeout=0.05))
+    met = asyncio.create_task(cache.wait_for(cache.rev + 1, timeout=0.05))
+    await asyncio.sleep(0)
+    await store.create(PREFIX + "ns/a", b'{"metadata":{"name":"a"}}')
+    await met  # met before its deadline: no error when the deadline passes
+    with pytest.raises(TimeoutError):
+        await short
+    assert not long.done()
+    await store.create(PREFIX + "ns/b", b'{"metadata":{"name":"b"}}')
+    await long
+
+
 async def test_scan_pages_a_namespace_in_key_order_through_creates_and_deletes(env):
     store, cache = env
     for ns, name in [("b", "x"), ("a", "2"), ("ab", "1"), ("a", "1"), ("a", "3"), ("a-", "0")]:
