@@ -204,6 +204,7 @@ class NodeAgent:
         self.throttle = throttle or Throttle(1)
         self._task: asyncio.Task | None = None
         self.faults = Faults()
+        self._faults_at = 0.0  # the instant `faults` was worked out for
         self._fault_plan = Plan()
         self._fault_lock = asyncio.Lock()
         self._fault_timer: asyncio.Task | None = None
@@ -346,15 +347,19 @@ class NodeAgent:
         await self._converge()
 
     async def _follow_plan(self, plan: Plan) -> None:
-        """Wake at each instant the plan's set of faults may change. A newer
+        """Wake at each instant the plan's set of faults may change after the
+        faults in effect were worked out, not after now: `apply_faults`
+        converges before this task first runs, and a busy loop can pass a
+        change in between (a `--for 2s` NotReady then never healed). A newer
         annotation cancels this timer, but never half-way through converging."""
-        while (at := plan.next_change(self.clock.now())) is not None:
+        while (at := plan.next_change(self._faults_at)) is not None:
             await self.clock.sleep(at - self.clock.now())
             await asyncio.shield(self._converge())
 
     async def _converge(self) -> None:
         async with self._fault_lock:
-            old, want = self.faults, self._fault_plan.at(self.clock.now())
+            self._faults_at = self.clock.now()
+            old, want = self.faults, self._fault_plan.at(self._faults_at)
             if want == old:
                 return
             self.faults = want

@@ -95,6 +95,24 @@ async def test_a_timed_not_ready_heals_by_itself(env):
     assert up["status"] == "True" and up["lastTransitionTime"] == clock.rfc3339(T0 + 30)
 
 
+async def test_a_timed_not_ready_that_runs_out_while_it_is_posted_still_heals(env):
+    """The loop is busy past `until` between working out NotReady and the timer's first turn."""
+    client, clock, agent = env
+    post = agent.post_status
+
+    async def busy(full: bool = False) -> None:
+        clock.t += 2
+        agent.post_status = post
+        await post(full)
+
+    agent.post_status = busy
+    await agent.apply_faults(token("not-ready", clock.now(), duration=1))
+    assert (await _ready(client))["status"] == "False"
+    await clock.advance(0)
+    up = await _ready(client)
+    assert up["status"] == "True" and up["lastTransitionTime"] == clock.rfc3339(T0 + 2)
+
+
 async def test_a_flapping_gpu_fault_taints_and_heals_each_period_with_time_added(env):
     client, clock, agent = env
     await agent.apply_faults(token("gpu:gpu-2:xid", clock.now(), duration=35, flap=10))
