@@ -421,9 +421,9 @@ class APIHandlers:
 
     def _direct(self, translate, batch: _Batch, sent):
         """A JSON watch's `Watcher.direct`: each event as one pre-framed chunk (`encode_chunk`, shared
-        by every watcher of the event) added to the watch's batch of this loop turn (`_Batches`);
-        False, so the event is queued for the watch's task and its flow control, while the client
-        has not read the last _DIRECT_BUFFER bytes."""
+        by every watcher of the event) written to the connection, the turn's later ones together
+        (`_Batches`); False, so the event is queued for the watch's task and its flow control, while
+        the client has not read the last _DIRECT_BUFFER bytes."""
         cache = self.rest.cache
         transport = batch.transport
         batches = self._batches
@@ -492,7 +492,7 @@ class APIHandlers:
                 line = dumps({"type": typ, "object": tables.partial_metadata(obj)}) + b"\n"
             else:
                 line = self.rest.cache.encode_event(typ, obj)
-            batch.flush()  # what went out directly this turn goes first
+            batch.flush()  # events handed to it directly and still held go first
             await resp.write(line)
             sent.inc()
 
@@ -530,44 +530,55 @@ class APIHandlers:
 
 
 class _Batch:
-    """A watch's chunks handed to it directly in this loop turn, not yet written."""
+    """A direct watch's connection, and the events handed to it in this loop turn after its first."""
 
-    __slots__ = ("transport", "chunks")
+    __slots__ = ("transport", "chunks", "held")
 
     def __init__(self, transport) -> None:
         self.transport = transport
         self.chunks: list[bytes] = []
+        #: an event went out this turn: the turn's next ones wait for its end (`_Batches`)
+        self.held = False
+
+    def write(self, data: bytes) -> None:
+        if not self.transport.is_closing():
+            self.transport.write(data)
 
     def flush(self) -> None:
-        """One write of the turn's chunks: one TLS record (up to 16 KiB) and one `send` for a burst."""
+        """The held chunks in one write: one `send` (and TLS records of up to 16 KiB) for a burst."""
         chunks = self.chunks
         if chunks:
             data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
             chunks.clear()
-            if not self.transport.is_closing():
-                self.transport.write(data)
+            self.write(data)
 
 
 class _Batches:
-    """The direct watches' batches of the current loop turn, written by one callback at the start of
-    the next: events committed together (a group commit, a burst of creates) reach each watch in one
-    write, as upstream's WatchServer flushes only once its channel is empty, instead of a TLS record
-    and a `send` per event and watch. A watch's task writes its batch before anything of its own
-    (an event it dequeued, a bookmark, an error, the final chunk), so order is kept."""
+    """Coalesces the direct watches' writes per loop turn, as upstream's WatchServer flushes only
+    once its channel is empty: a watch's first event of a turn is written at once (a lone update
+    reaches its watchers before its writer is answered, as before), the events that follow in the
+    same turn (a group commit of many creates) are held and written together by one callback at
+    the start of the next turn, instead of a TLS record and a `send` per event and watch. A
+    watch's task writes what is held before anything of its own (an event it dequeued, a bookmark,
+    an error, the final chunk), so order is kept."""
 
     def __init__(self) -> None:
-        self._pending: list[_Batch] = []
+        self._held: list[_Batch] = []
 
     def add(self, batch: _Batch, chunk: bytes) -> None:
-        if not batch.chunks:
-            if not self._pending:
-                asyncio.get_running_loop().call_soon(self._flush)
-            self._pending.append(batch)
-        batch.chunks.append(chunk)
+        if batch.held:
+            batch.chunks.append(chunk)
+            return
+        if not self._held:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._held.append(batch)
+        batch.held = True
+        batch.write(chunk)
 
     def _flush(self) -> None:
-        pending, self._pending = self._pending, []
-        for batch in pending:
+        held, self._held = self._held, []
+        for batch in held:
+            batch.held = False
             batch.flush()
 
 
