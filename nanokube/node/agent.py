@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import ipaddress
 import logging
+import math
 import os
 import uuid
 from collections import deque
@@ -313,7 +314,8 @@ class NodeAgent:
                 async with self.throttle.slot(Throttle.HEARTBEAT):
                     await self.renew_lease()
                     if self.clock.monotonic() - self._last_status >= self.status_interval:
-                        await self.post_status()
+                        async with self._fault_lock:  # in order with a fault's post
+                            await self.post_status()
             except asyncio.CancelledError:
                 raise
             except APIError as e:
@@ -372,8 +374,14 @@ class NodeAgent:
             if want.not_ready != old.not_ready:
                 self._set_ready(not want.not_ready)
             if not want.lease_stop and (old.lease_stop or want.not_ready != old.not_ready):
-                await self.post_status()
-                await self.renew_lease()
+                try:
+                    await self.post_status()
+                    await self.renew_lease()
+                except Exception as e:
+                    # raised, it would end the fault timer unseen, and the change would wait
+                    # status_interval for its post: the next heartbeat posts it, as a kubelet retries
+                    log.warning("node %s: status post failed, the next heartbeat posts it: %r", self.name, e)
+                    self._last_status = -math.inf
 
     def _set_ready(self, ready: bool) -> None:
         row = {"status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"} if ready else {

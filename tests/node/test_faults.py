@@ -4,6 +4,7 @@ timed and flapping faults on a hand-driven clock."""
 import pytest
 
 from nanokube.apiserver.loopback import connector
+from nanokube.machinery import errors
 from nanokube.clock import REAL
 from nanokube.node.cluster import default_cluster
 from nanokube.node.faults import ANNOTATION, Faults, Timing, edit, parse, token
@@ -111,6 +112,23 @@ async def test_a_timed_not_ready_that_runs_out_while_it_is_posted_still_heals(en
     await clock.advance(0)
     up = await _ready(client)
     assert up["status"] == "True" and up["lastTransitionTime"] == clock.rfc3339(T0 + 2)
+
+
+async def test_a_heal_whose_post_fails_is_posted_by_the_next_heartbeat(env):
+    client, clock, agent = env
+    await agent.apply_faults(token("not-ready", clock.now(), duration=5))
+    patch = agent.nodes.patch
+
+    async def failing(*args, **kwargs):
+        agent.nodes.patch = patch
+        raise errors.internal("etcdserver: request timed out")
+
+    agent.nodes.patch = failing
+    await clock.advance(5)
+    assert (await _ready(client))["status"] == "False"
+    await clock.advance(10)
+    up = await _ready(client)
+    assert up["status"] == "True" and up["lastTransitionTime"] == clock.rfc3339(T0 + 5)
 
 
 async def test_a_flapping_gpu_fault_taints_and_heals_each_period_with_time_added(env):
