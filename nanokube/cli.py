@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import importlib
 import logging
 import os
 import shutil
@@ -12,12 +13,13 @@ import signal
 import socket
 import sys
 
-import uvloop
-
-from . import cli_controller_manager, cli_fault, cli_metrics, cli_proxy, cli_scheduler, cli_simulate, gcsettle
-from .controllers.service_lb import DEFAULT_POOL
+from . import gcsettle
 
 log = logging.getLogger("nanokube")
+
+#: every subcommand but `up` (this module's): the module that adds its parser and runs it
+COMMANDS = {"fault": "cli_fault", "metrics": "cli_metrics", "controller-manager": "cli_controller_manager",
+            "proxy": "cli_proxy", "scheduler": "cli_scheduler", "simulate": "cli_simulate"}
 
 
 def _free_port() -> int:
@@ -183,9 +185,9 @@ def _process_runtime_problem(nodes: int) -> str:
     return f"missing {', '.join(missing)} on PATH" if missing else ""
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="nanokube", description="Kubernetes 1.37's control plane for AI clusters.")
-    sub = p.add_subparsers(dest="command", required=True)
+def _add_up_parser(sub) -> None:
+    from .controllers.service_lb import DEFAULT_POOL
+
     up = sub.add_parser("up", help="run the control plane in the foreground until SIGINT/SIGTERM")
     up.add_argument("--data-dir", default="./.nanokube", help="state, PKI and kubeconfig (default ./.nanokube)")
     up.add_argument("--port", type=int, default=6443, help="HTTPS port (default 6443; 0 picks a free one)")
@@ -219,32 +221,35 @@ def main(argv: list[str] | None = None) -> int:
                     help="prometheus-adapter style rules (rules, externalRules) mapping metrics to PromQL "
                          "(default: an external metric is the Prometheus series of the same name)")
     up.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    cli_fault.add_parser(sub)
-    cli_metrics.add_parser(sub)
-    cli_controller_manager.add_parser(sub)
-    cli_proxy.add_parser(sub)
-    cli_scheduler.add_parser(sub)
-    cli_simulate.add_parser(sub)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    p = argparse.ArgumentParser(prog="nanokube", description="Kubernetes 1.37's control plane for AI clusters.")
+    names = ["up", *COMMANDS]
+    # Only the named command's parser, so only its module is imported: each imports the components
+    # its command runs (together ~1 CPU-s, paid by every command, and twice by `simulate`, which
+    # re-executes itself); help, a missing or an unknown command build them all. The usage line
+    # names every command either way.
+    wanted = argv[0] if argv and argv[0] in names else None
+    sub = p.add_subparsers(dest="command", required=True,
+                           metavar="{" + ",".join(names) + "}" if wanted else None)
+    if wanted in (None, "up"):
+        _add_up_parser(sub)
+    modules = {name: importlib.import_module(f".{module}", __package__)
+               for name, module in COMMANDS.items() if wanted in (None, name)}
+    for module in modules.values():
+        module.add_parser(sub)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     if args.command == "up":
+        import uvloop
+
         # uvloop's event loop and TLS transport (libuv, Cython) instead of asyncio's selector loop and
         # pure-Python SSL protocol: every request of every client crosses them (issue 16)
         return uvloop.run(_up(args))
-    if args.command == "fault":
-        return cli_fault.run(args)
-    if args.command == "metrics":
-        return cli_metrics.run(args)
-    if args.command == "controller-manager":
-        return cli_controller_manager.run(args)
-    if args.command == "proxy":
-        return cli_proxy.run(args)
-    if args.command == "scheduler":
-        return cli_scheduler.run(args)
-    if args.command == "simulate":
-        return cli_simulate.run(args)
-    return 2
+    return modules[args.command].run(args)
 
 
 if __name__ == "__main__":
