@@ -133,9 +133,11 @@ async def _replay(client, clock: VirtualClock, trace: Trace, t0: float, until: f
 
 async def run(name: str, cluster: Cluster, trace: Trace, config: SchedulerConfig | None, seed: int = 0,
               until: float | None = None, speed: float | None = None, controllers: str = DEFAULT_CONTROLLERS,
-              progress: bool = True, tail: float = 0.0, serve_port: int | None = None) -> RunResult:
+              progress: bool = True, tail: float = 0.0, serve_port: int | None = None, stop: bool = True) -> RunResult:
     """Replay `trace` on `cluster` with `config`; stop at `until` (seconds of
-    trace time) or once the trace is replayed and `tail` more seconds passed."""
+    trace time) or once the trace is replayed and `tail` more seconds passed.
+    `stop=False` is for a caller that ends its process right after: the
+    components are left as they are (only the run's directory is removed)."""
     clock = PacedClock(EPOCH, speed) if speed else VirtualClock(start=EPOCH, max_turns=1 << 62)
     plane = SimulatedControlPlane(cluster, clock, config, seed, controllers, serve_port=serve_port)
     wall0, cpu0 = time.perf_counter(), time.process_time()
@@ -178,6 +180,9 @@ async def run(name: str, cluster: Cluster, trace: Trace, config: SchedulerConfig
     await asyncio.gather(replay, return_exceptions=True)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     result = RunResult(name, dict(recorder.placements), wall, cpu, clock.monotonic() - t0, events, recorder.summary())
+    if not stop:
+        plane.abandon()
+        return result
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
