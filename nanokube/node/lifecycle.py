@@ -16,6 +16,7 @@ default 0).
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 
@@ -49,6 +50,8 @@ def _annotation(pod: dict, key: str, default: float | None) -> float | None:
         return default
 
 
+# cached: a cluster runs few distinct images, and every status write names each container's image twice
+@functools.lru_cache(maxsize=4096)
 def image_ref(image: str) -> str:
     """The fully qualified reference a runtime reports: docker.io/library/x:latest."""
     name, at, digest = image.partition("@")
@@ -62,6 +65,7 @@ def image_ref(image: str) -> str:
     return name + at + digest
 
 
+@functools.lru_cache(maxsize=4096)
 def image_id(image: str) -> str:
     """repo@sha256:..., a stable stand-in digest for the image."""
     ref = image_ref(image)
