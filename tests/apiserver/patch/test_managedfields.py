@@ -426,3 +426,50 @@ def test_creates_whose_schema_aware_shape_never_repeats_stop_computing_it():
     assert list(apply_mod._TYPED_MISSES.values()) == [3 * tries]
     update(None, pod("p", "c0", "nginx:1", 80, args=("-x",)), "kubelet", T0, schema=POD)
     assert list(apply_mod._TYPED_MISSES.values()) == [0], "the retry hits: the count starts over"
+
+
+def _unschedulable(created, now):
+    """A scheduler's PodScheduled=False status write on a created pod."""
+    new = {**created, "metadata": {**created["metadata"]}, "status": {
+        "phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                            "message": "0/3 nodes are available", "lastTransitionTime": now}]}}
+    return update(created, new, "default-scheduler", now, schema=POD, subresource="status", ignore_status=True)
+
+
+def test_status_writes_of_one_shape_share_their_tracking_and_get_what_they_would_compute_alone():
+    from nanokube.apiserver.patch import apply as apply_mod
+
+    created = [update(None, {**pod(n, "app", "nginx:1", 80), "status": {"phase": "Pending"}}, "kubelet", T0, schema=POD)
+               for n in ("a", "b")]
+    apply_mod._STATUS_WRITES.clear()
+    alone = _unschedulable(created[1], T1)["metadata"]["managedFields"]
+    apply_mod._STATUS_WRITES.clear()
+    first = _unschedulable(created[0], T1)
+    assert len(apply_mod._STATUS_WRITES) == 1
+    second = _unschedulable(created[1], T1)  # the first pod's key: the same entries and statuses
+    assert len(apply_mod._STATUS_WRITES) == 1
+    assert second["metadata"]["managedFields"] == alone and second["metadata"]["name"] == "b"
+    assert second["metadata"]["managedFields"][1] is not first["metadata"]["managedFields"][1], "an entry each"
+    assert [e["manager"] for e in alone] == ["kubelet", "default-scheduler"]
+    assert _unschedulable(created[1], T2)["metadata"]["managedFields"][1]["time"] == T2  # another second: its own
+    # a status write that also changes a label is tracked as a whole, labels included
+    relabelled = {**created[1], "metadata": {**created[1]["metadata"], "labels": {"app": "b", "x": "y"}},
+                  "status": {"phase": "Running"}}
+    obj = update(created[1], relabelled, "kubelet", T1, schema=POD, subresource="status", ignore_status=True)
+    status_entry = obj["metadata"]["managedFields"][1]
+    assert "f:metadata" in status_entry["fieldsV1"] and "f:status" in status_entry["fieldsV1"]
+
+
+def test_status_writes_whose_keys_never_repeat_stop_building_them():
+    from nanokube.apiserver.patch import apply as apply_mod
+
+    created = update(None, {**pod("a", "app", "nginx:1", 80), "status": {"phase": "Pending"}}, "kubelet", T0, schema=POD)
+    apply_mod._STATUS_WRITES.clear()
+    apply_mod._STATUS_MISSES.clear()
+    tries = apply_mod._TYPED_TRIES
+    for i in range(2 * tries + 1):  # a pod IP of its own each
+        new = {**created, "status": {"phase": "Running", "podIP": f"10.0.0.{i}"}}
+        update(created, new, "kubelet", T1, schema=POD, subresource="status", ignore_status=True)
+    # the first `tries` and the retries at `tries` and 2 * `tries` misses
+    assert len(apply_mod._STATUS_WRITES) == tries + 2
+    assert list(apply_mod._STATUS_MISSES.values()) == [2 * tries + 1]
