@@ -68,6 +68,8 @@ class RandomScore(GPUScorePlugin):
 
     name = "RandomScore"
     best_low = False
+    #: each score draws from the seeded generator
+    kept = False
 
     def __init__(self, args: dict, handle) -> None:
         super().__init__(args, handle)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
+from ..cache import ShapeMemo
 from ..dra.allocator import NodeMemo
 from ..resources import CPU
 
@@ -42,7 +43,10 @@ def node_fragmentation(free: list[int], workload: Workload, cpu_free: float = fl
 class FragmentationModel:
     """`node_fragmentation` for one workload, fast: task types are grouped by
     their GPU shape, and per group the weight of the tasks whose CPU would
-    not fit is a suffix sum found by bisection."""
+    not fit is a suffix sum found by bisection. Remembered per GPU state and
+    CPU band (free CPU between two consecutive task CPU sizes): every CPU
+    amount of a band starves the same tasks, so gives the same value, and
+    nodes' free CPU is nearly always a value of its own."""
 
     def __init__(self, workload: Workload):
         groups: dict[tuple[int, int], list[tuple[int, float]]] = {}
@@ -56,13 +60,15 @@ class FragmentationModel:
             for i in range(len(tasks) - 1, -1, -1):
                 suffix[i] = suffix[i + 1] + tasks[i][1]
             self.groups.append((count, milli, cpus, suffix))
+        #: every task CPU size, sorted: a CPU amount's band is where it bisects this
+        self.bands = sorted({cpu for (_, _, cpu), _ in workload})
         self._cache: dict[tuple, float] = {}
 
     #: node states remembered (many nodes share one: idle, or full)
     CACHE_SIZE = 1 << 16
 
     def node(self, free: list[int], cpu_free: float = float("inf")) -> float:
-        key = (*free, cpu_free)
+        key = (*free, bisect_right(self.bands, cpu_free))
         hit = self._cache.get(key)
         if hit is None:
             if len(self._cache) >= self.CACHE_SIZE:
@@ -154,21 +160,28 @@ def node_free_gpus(dra, node: dict) -> dict[tuple, int]:
 
 
 class _NodeGPUs:
-    """One node's free GPU shares (by device, and as a list), and the shares
-    left after the last Placement asked about, which Filter keeps for every
-    pod of a shape while the node is unchanged."""
+    """One node's free GPU shares (by device, and as a list), and the raw
+    scores GPU policies gave it while they hold, keyed by everything else a
+    score reads: the policy and pod shape, the Placement Filter found (kept
+    for every pod of a shape while the node is unchanged) and the node's
+    CPU. Pods of a few dozen shapes visit every node between two changes
+    of it, so nearly every score is one lookup."""
 
-    __slots__ = ("after", "free", "placement", "values")
+    __slots__ = ("free", "scores", "values")
+
+    #: scores kept per node (pods whose Placement is searched anew each cycle add one each)
+    MAX_SCORES = 256
 
     def __init__(self, free: dict[tuple, int]) -> None:
         self.free, self.values = free, list(free.values())
-        self.placement: object = None
-        self.after: list[int] | None = None
+        self.scores: dict[tuple, tuple[object, float]] = {}
 
-    def after_placement(self, placement) -> list[int] | None:
-        if placement is not self.placement:
-            self.placement, self.after = placement, after_placement(self.free, placement)
-        return self.after
+    def keep(self, key: tuple, placement, score: float) -> None:
+        """Keeps `score` with the Placement whose id the key holds (a
+        Placement compares by value): alive, so no later one can reuse it."""
+        if len(self.scores) >= self.MAX_SCORES:
+            self.scores.clear()
+        self.scores[key] = (placement, score)
 
 
 class FreeGPUs:
@@ -224,16 +237,23 @@ def scaled(values: list[float], best_low: bool) -> list[int]:
 
 class GPUScorePlugin:
     """Shared by the GPU policies: the pod's demand once per cycle, each
-    node's free GPU shares, a `score_gpu` per node; pods without GPU claims
-    are not scored (every node the same) unless `scores_cpu_only`."""
+    node's free GPU shares, a `score_gpu` per node (kept per node, see
+    `_NodeGPUs`, where the score is a function of what the key holds); pods
+    without GPU claims are not scored (every node the same) unless
+    `scores_cpu_only`."""
 
     name = ""
     #: whether pods without GPU claims are scored too
     scores_cpu_only = False
+    #: whether `score_gpu` reads the shares the Placement leaves (else it is passed None)
+    reads_placement = False
+    #: whether a node's score follows from the pod's shape, the Placement and the node's GPUs and CPU alone
+    kept = True
 
     def __init__(self, args: dict, handle) -> None:
         self.handle = handle
         self.args = args
+        self.shapes = ShapeMemo()
 
     def _dra(self):
         return self.handle.shared.get("DynamicResources") if self.handle is not None else None
@@ -245,10 +265,22 @@ class GPUScorePlugin:
             return [0] * len(nodes)
         found = getattr(state.get(DRA_CYCLE), "found", {})
         view = FreeGPUs.of(dra)
+        score_gpu, reads_placement = self.score_gpu, self.reads_placement
+        # the policy's and the pod's part of every key: ShapeMemo keys are never reused
+        shape = self.shapes.key((demand, info.requests.get(CPU))) if self.kept else None
         raw = []
         for n in nodes:
             gpus = view.node(n.node or {}, n.name)
-            raw.append(self.score_gpu(gpus.values, demand, n, gpus.after_placement(found.get(n.name))))
+            placement = found.get(n.name)
+            key = (shape, id(placement), n.alloc_cpu, n.free_cpu)
+            hit = gpus.scores.get(key) if shape is not None else None
+            if hit is not None and hit[0] is placement:
+                raw.append(hit[1])
+                continue
+            score = score_gpu(gpus.values, demand, n, after_placement(gpus.free, placement) if reads_placement else None)
+            if shape is not None:
+                gpus.keep(key, placement, score)
+            raw.append(score)
         return scaled(raw, best_low=self.best_low)
 
 
@@ -262,6 +294,7 @@ class GPUFragmentationGradient(GPUScorePlugin):
     best_low = True
     #: a CPU-only task uses CPU a GPU task may need: it too goes where fragmentation grows least
     scores_cpu_only = True
+    reads_placement = True
 
     def __init__(self, args: dict, handle) -> None:
         super().__init__(args, handle)
