@@ -25,6 +25,9 @@ class NodeInfo:
 
     #: bumped whenever a pod with inter-pod terms is added or removed outside the cache
     affinity_epoch = 0
+    #: bumped whenever any pod is added or removed outside the cache (a NodeInfo changed in
+    #: place, not replaced by a clone): KeptColumns then drop every value they hold
+    change_epoch = 0
 
     # What Filter and Score read for every node comes first, so those reads share the object's
     # first cache line (its header and six slots): a node unchanged since it was last searched
@@ -117,13 +120,16 @@ class NodeInfo:
 
     def add_pod(self, info: PodInfo) -> None:
         self._add(info)
+        NodeInfo.change_epoch += 1
         if info.has_affinity:
             NodeInfo.affinity_epoch += 1
 
     def remove_pod(self, uid: str) -> bool:
         info = self._remove(uid)
-        if info is not None and info.has_affinity:
-            NodeInfo.affinity_epoch += 1
+        if info is not None:
+            NodeInfo.change_epoch += 1
+            if info.has_affinity:
+                NodeInfo.affinity_epoch += 1
         return info is not None
 
     def _add(self, info: PodInfo) -> None:
@@ -225,6 +231,12 @@ class Snapshot:
         self.counted = False
         self.num_unschedulable = 0
         self.num_tainted = 0
+        #: bumped whenever `nodes` is rebuilt (positions move); `replaced`: the positions whose
+        #: node the cache replaced in place since, in order, after `replaced_base` older ones
+        #: (for KeptColumns)
+        self.layout = 0
+        self.replaced: list[int] = []
+        self.replaced_base = 0
 
     def none_unschedulable(self) -> bool:
         """Whether the snapshot is known to hold no unschedulable node."""
@@ -296,6 +308,76 @@ class Snapshot:
             self._with_affinity[name] = info
             if info.anti_affinity_pods:
                 self._with_anti_affinity[name] = info
+
+
+class _Column:
+    __slots__ = ("layout", "snap", "stale", "values", "version")
+
+    def __init__(self, snap: Snapshot, version: int) -> None:
+        self.snap, self.layout, self.version = snap, snap.layout, version
+        self.values: list = [None] * len(snap.nodes)
+        #: positions whose node was replaced since its value was worked out (or never worked out)
+        self.stale = set(range(len(snap.nodes)))
+
+
+class KeptColumns:
+    """A plugin's per-node results for each pod shape, kept in lists aligned with the
+    snapshot's node list. The search rotates through the snapshot in contiguous windows, and
+    the cache replaces a changed node by a new clone at the same position and logs the
+    position (`Snapshot.replaced`), so a window's results are a slice of the column but for
+    the positions replaced since it was last searched: a window of hundreds of nodes costs a
+    C-level identity comparison with the snapshot's list and a Python visit of the few nodes
+    that changed, and the unchanged nodes are not read at all (reading them, even for a kept
+    result of their own, was most of Filter's and Score's cost at thousands of nodes). A list
+    that is not a window of a snapshot the cache keeps (nodes some Filter rejected, a workload
+    cycle's view) is worked out node by node; nodes changed in place (trial placements through
+    `NodeInfo.add_pod`/`remove_pod`) bump `NodeInfo.change_epoch`, which drops every column."""
+
+    MAX_COLUMNS = 32
+
+    def __init__(self) -> None:
+        self._columns: dict[int, _Column] = {}
+        self._epoch = NodeInfo.change_epoch
+
+    def values(self, key: int, snap: Snapshot | None, nodes: list, compute) -> list:
+        """`compute(node)` for each of `nodes`, in order; `key` names the pod shape (a
+        ShapeMemo key) the values are for."""
+        if snap is None or not snap.counted or not nodes:
+            return [compute(node) for node in nodes]
+        p, size, n = snap.index.get(nodes[0].name), len(snap.nodes), len(nodes)
+        if p is None or n > size:
+            return [compute(node) for node in nodes]
+        end = p + n
+        whole = snap.nodes
+        if (whole[p:end] if end <= size else whole[p:] + whole[:end - size]) != nodes:
+            return [compute(node) for node in nodes]
+        if self._epoch != NodeInfo.change_epoch:
+            self._columns.clear()
+            self._epoch = NodeInfo.change_epoch
+        version = snap.replaced_base + len(snap.replaced)
+        col = self._columns.get(key)
+        if col is None or col.snap is not snap or col.layout != snap.layout or col.version < snap.replaced_base:
+            if len(self._columns) >= self.MAX_COLUMNS:
+                self._columns.clear()
+            col = self._columns[key] = _Column(snap, version)
+        elif col.version != version:
+            col.stale.update(snap.replaced[col.version - snap.replaced_base:])
+            col.version = version
+        kept, stale = col.values, col.stale
+        out = kept[p:end] if end <= size else kept[p:] + kept[:end - size]
+        if stale:
+            if end <= size:
+                hit = [j for j in stale if p <= j < end] if len(stale) <= n else \
+                    [j for j in range(p, end) if j in stale]
+            else:
+                hit = [j for j in stale if j >= p or j < end - size] if len(stale) <= n else \
+                    [j for j in (*range(p, size), *range(end - size)) if j in stale]
+            for j in hit:
+                i = j - p if j >= p else j + size - p
+                out[i] = kept[j] = compute(nodes[i])
+            if hit:  # a new set: one emptied by discards keeps its table, and iterating it walks that
+                col.stale = stale.difference(hit)
+        return out
 
 
 class Cache:
@@ -411,8 +493,17 @@ class Cache:
             snap.nodes = list(snap.infos.values())
             snap.index = {n.name: i for i, n in enumerate(snap.nodes)}
             self._order_changed = False
+            snap.layout += 1
+            snap.replaced_base += len(snap.replaced)
+            snap.replaced.clear()
         else:
+            replaced = snap.replaced
+            if len(replaced) > 2 * len(snap.nodes) + 64:  # columns that far behind start over
+                snap.replaced_base += len(replaced)
+                replaced.clear()
             for name in self._dirty:
-                snap.nodes[snap.index[name]] = snap.infos[name]
+                i = snap.index[name]
+                snap.nodes[i] = snap.infos[name]
+                replaced.append(i)
         self._dirty.clear()
         snap.generation = self.generation

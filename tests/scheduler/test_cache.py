@@ -1,9 +1,9 @@
 """The cache's per-node index of pods with inter-pod terms, the snapshot's
 lists of nodes holding such pods and its counts of unschedulable and
-tainted nodes, and the reuse of an assumed pod's PodInfo once its binding
-is seen."""
+tainted nodes, the reuse of an assumed pod's PodInfo once its binding
+is seen, and the per-window columns Filter and Score keep their results in."""
 
-from nanokube.scheduler.cache import Cache, Snapshot
+from nanokube.scheduler.cache import Cache, KeptColumns, Snapshot
 from nanokube.scheduler.framework import CycleState, PodInfo
 from nanokube.scheduler.plugins.node_unschedulable import NodeUnschedulable
 from nanokube.scheduler.plugins.taint_toleration import TaintToleration
@@ -142,3 +142,46 @@ def test_snapshot_counts_unschedulable_and_tainted_nodes_for_the_filters():
     state.snapshot = view
     assert not view.none_tainted() and list(TaintToleration({}, None).filter_nodes(state, p, view.nodes)) == [0]
     assert list(NodeUnschedulable({}, None).filter_nodes(state, p, view.nodes)) == [0]
+
+
+def test_kept_columns_follow_replaced_nodes_wrapped_windows_and_in_place_changes():
+    """A window's values are taken from the column only where its node was not replaced or
+    changed since; every answer equals working each node out afresh."""
+    cache, snap = Cache(), Snapshot()
+    for i in range(6):
+        cache.add_node(node(f"n{i}"))
+    cache.update_snapshot(snap)
+    kept, computed = KeptColumns(), []
+
+    def pods(n):
+        computed.append(n.name)
+        return len(n.pods)
+
+    def window(p, k):
+        return [snap.nodes[(p + i) % len(snap.nodes)] for i in range(k)]
+
+    assert kept.values(1, snap, window(0, 4), pods) == [0, 0, 0, 0] and len(computed) == 4
+    computed.clear()
+    assert kept.values(1, snap, window(0, 4), pods) == [0, 0, 0, 0] and computed == []
+    cache.assume(info(pod("a")), "n1")
+    cache.add_pod(info(pod("b")), "n5")
+    cache.update_snapshot(snap)
+    assert kept.values(1, snap, window(0, 4), pods) == [0, 1, 0, 0] and computed == ["n1"]
+    computed.clear()
+    # a window wrapping around the end: n4 and n5 never worked out, n0 and n1 kept
+    assert kept.values(1, snap, window(4, 4), pods) == [0, 1, 0, 1] and computed == ["n4", "n5"]
+    computed.clear()
+    # another shape has a column of its own; a list that is no window is worked out node by node
+    assert kept.values(2, snap, window(1, 2), pods) == [1, 0] and computed == ["n1", "n2"]
+    computed.clear()
+    assert kept.values(1, snap, [snap.nodes[0], snap.nodes[2]], pods) == [0, 0] and computed == ["n0", "n2"]
+    computed.clear()
+    # a NodeInfo changed in place (a trial placement) drops every column
+    snap.nodes[2].add_pod(info(pod("c")))
+    assert kept.values(1, snap, window(0, 4), pods) == [0, 1, 1, 0] and len(computed) == 4
+    snap.nodes[2].remove_pod("uid-c")
+    computed.clear()
+    # a node added moves positions: the columns start over
+    cache.add_node(node("n6"))
+    cache.update_snapshot(snap)
+    assert kept.values(1, snap, window(0, 7), pods) == [0, 1, 0, 0, 0, 1, 0] and len(computed) == 7

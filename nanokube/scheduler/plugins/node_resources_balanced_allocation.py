@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ..cache import ShapeMemo
+from ..cache import KeptColumns, ShapeMemo
 from ..framework import MAX_NODE_SCORE, SKIP
 from ..resources import CPU, MEMORY
 
@@ -29,6 +29,7 @@ class NodeResourcesBalancedAllocation:
     def __init__(self, args: dict, handle) -> None:
         self.resources = [r["name"] for r in args.get("resources") or [{"name": CPU}, {"name": MEMORY}]]
         self.memo = ShapeMemo()
+        self.kept = KeptColumns()
 
     def _requests(self, info) -> list[tuple[str, int]]:
         return [(r, info.requests.get(r)) for r in self.resources]
@@ -45,7 +46,7 @@ class NodeResourcesBalancedAllocation:
         if requests is None:
             requests = self._requests(info)
         if [r for r, _ in requests] == [CPU, MEMORY]:
-            return self._cpu_memory(requests[0][1], requests[1][1], nodes)
+            return self._cpu_memory(state, requests[0][1], requests[1][1], nodes)
         out = []
         for node in nodes:
             alloc, used = node.allocatable, node.requested
@@ -63,20 +64,19 @@ class NodeResourcesBalancedAllocation:
             out.append(balanced_score(fractions))
         return out
 
-    def _cpu_memory(self, cpu: int, memory: int, nodes) -> list[int]:
+    def _cpu_memory(self, state, cpu: int, memory: int, nodes) -> list[int]:
         """The default resources, kept per node for pods of the same shape
-        until the node changes."""
+        until the node changes, and for a search window in `kept`."""
         key = self.memo.key((cpu, memory))
-        out = []
-        append = out.append
-        for node in nodes:
+
+        def score(node) -> int:
             if node.balanced_shape is key:
-                append(node.balanced_score)
-                continue
-            score = node.balanced_score = _balanced_cpu_memory(node, cpu, memory)
+                return node.balanced_score
+            s = node.balanced_score = _balanced_cpu_memory(node, cpu, memory)
             node.balanced_shape = key
-            append(score)
-        return out
+            return s
+
+        return self.kept.values(key, getattr(state, "snapshot", None), nodes, score)
 
 
 def _balanced_cpu_memory(node, cpu: int, memory: int) -> int:

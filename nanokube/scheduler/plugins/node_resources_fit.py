@@ -4,7 +4,7 @@ MostAllocated or RequestedToCapacityRatio over weighted resources."""
 
 from __future__ import annotations
 
-from ..cache import NodeInfo, ShapeMemo
+from ..cache import KeptColumns, NodeInfo, ShapeMemo
 from ..framework import (
     ASSIGNED_POD,
     MAX_NODE_SCORE,
@@ -103,6 +103,7 @@ class ResourceScorer:
         self.fn = fn
         self.resources = resources
         self.memo = ShapeMemo()
+        self.kept = KeptColumns()
 
     def pod_vector(self, info) -> list[tuple[str, int, int]]:
         """(resource, weight, pod request) per scored resource, built once
@@ -126,24 +127,25 @@ class ResourceScorer:
             weights += w
         return total // weights if weights else 0
 
-    def score_all(self, vector: list[tuple[str, int, int]], nodes: list) -> list[int]:
+    def score_all(self, vector: list[tuple[str, int, int]], nodes: list, snap=None) -> list[int]:
         """`score` for each node; the default LeastAllocated over CPU and
         memory, being most of every scheduling cycle, is kept per node for
-        pods of the same shape until the node changes."""
+        pods of the same shape until the node changes, and for a search
+        window of `snap` in `kept`."""
         if self.fn is not least_allocated or [name for name, _, _ in vector] != [CPU, MEMORY]:
             return [self.score(vector, n) for n in nodes]
         (_, wc, rc), (_, wm, rm) = vector
         key = self.memo.key((wc, rc, wm, rm))
-        out = []
-        append = out.append
-        for n in nodes:
+        least = self._least_allocated
+
+        def score(n) -> int:
             if n.least_shape is key:
-                append(n.least_score)
-                continue
-            score = n.least_score = self._least_allocated(n, wc, rc, wm, rm)
+                return n.least_score
+            s = n.least_score = least(n, wc, rc, wm, rm)
             n.least_shape = key
-            append(score)
-        return out
+            return s
+
+        return self.kept.values(key, snap, nodes, score)
 
     @staticmethod
     def _least_allocated(n, wc: int, rc: int, wm: int, rm: int) -> int:
@@ -184,6 +186,7 @@ class NodeResourcesFit:
         self.ignored_groups = set(args.get("ignoredResourceGroups") or [])
         self.scorer = scorer_from_args(args)
         self.fits = ShapeMemo()
+        self.kept = KeptColumns()
 
     def filter(self, state, info, node):
         req = info.requests
@@ -195,7 +198,8 @@ class NodeResourcesFit:
 
     def filter_nodes(self, state, info, nodes) -> dict:
         """`filter` over many nodes: the common fit is checked inline, and
-        both verdicts are kept per node for the pod's shape. Without extended
+        both verdicts are kept per node for the pod's shape, and for a search
+        window of the cycle's snapshot in `kept`. Without extended
         resources a rejection's reasons follow from four comparisons, so nodes
         short of the same things share one Status: a pod that fits nowhere
         in a full cluster then costs a lookup per node, not a list of
@@ -205,17 +209,16 @@ class NodeResourcesFit:
             return {i: st for i, n in enumerate(nodes) if (st := self.filter(state, info, n)) is not None}
         cpu, memory, ephemeral = req.milli_cpu, req.memory, req.ephemeral
         key = self.fits.key((cpu, memory, ephemeral))
-        out = {}
         shared: dict[tuple, Status] = {}
-        for i, n in enumerate(nodes):
+
+        def verdict(n) -> Status | None:
             if n.fits_shape is key:
-                continue
+                return None
             if n.unfit_shape is key:
-                out[i] = n.unfit_status
-                continue
+                return n.unfit_status
             if n.free_pods > 0 and cpu <= n.free_cpu and memory <= n.free_memory and ephemeral <= n.free_ephemeral:
                 n.fits_shape = key
-                continue
+                return None
             alloc = n.allocatable
             short = (n.free_pods <= 0, 0 < cpu > n.free_cpu, 0 < memory > n.free_memory,
                      0 < ephemeral > n.free_ephemeral,
@@ -224,11 +227,15 @@ class NodeResourcesFit:
             if st is None:
                 st = _fit_status(info, n, self.ignored, self.ignored_groups)
                 if st is None:
-                    continue
+                    return None
                 shared[short] = st
             n.unfit_shape, n.unfit_status = key, st
-            out[i] = st
-        return out
+            return st
+
+        verdicts = self.kept.values(key, getattr(state, "snapshot", None), nodes, verdict)
+        if verdicts.count(None) == len(verdicts):
+            return {}
+        return {i: st for i, st in enumerate(verdicts) if st is not None}
 
     def pre_score(self, state, info, nodes):
         state[_SCORE_KEY] = self.scorer.pod_vector(info)
@@ -237,7 +244,7 @@ class NodeResourcesFit:
         vector = state.get(_SCORE_KEY)
         if vector is None:
             vector = self.scorer.pod_vector(info)
-        return self.scorer.score_all(vector, nodes)
+        return self.scorer.score_all(vector, nodes, getattr(state, "snapshot", None))
 
     def events_to_register(self) -> list[Registration]:
         def node_hint(pod: dict, old, new) -> Hint:
