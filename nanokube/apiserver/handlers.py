@@ -41,6 +41,10 @@ PATCH_TYPES = (
 _JSON = "application/json"
 #: bytes a watch's connection may hold unsent before its events go through the watch's task again
 _DIRECT_BUFFER = 1 << 20
+#: bytes of a loop turn's events a direct watch holds before it writes them (`_Batches`): a burst
+#: still goes out in few writes, and one of thousands of events reaches the connection, and the
+#: check against _DIRECT_BUFFER, in parts instead of as one copy per watcher
+_HELD_MAX = 1 << 16
 #: the raw body and what it decoded to, for the strict decoder's duplicate keys
 _DUPLICATES = web.RequestKey("nanokube.body", tuple)
 #: Warning headers every response to the request carries (a deprecated version's)
@@ -532,11 +536,12 @@ class APIHandlers:
 class _Batch:
     """A direct watch's connection, and the events handed to it in this loop turn after its first."""
 
-    __slots__ = ("transport", "chunks", "held")
+    __slots__ = ("transport", "chunks", "size", "held")
 
     def __init__(self, transport) -> None:
         self.transport = transport
         self.chunks: list[bytes] = []
+        self.size = 0
         #: an event went out this turn: the turn's next ones wait for its end (`_Batches`)
         self.held = False
 
@@ -550,6 +555,7 @@ class _Batch:
         if chunks:
             data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
             chunks.clear()
+            self.size = 0
             self.write(data)
 
 
@@ -558,9 +564,9 @@ class _Batches:
     once its channel is empty: a watch's first event of a turn is written at once (a lone update
     reaches its watchers before its writer is answered, as before), the events that follow in the
     same turn (a group commit of many creates) are held and written together by one callback at
-    the start of the next turn, instead of a TLS record and a `send` per event and watch. A
-    watch's task writes what is held before anything of its own (an event it dequeued, a bookmark,
-    an error, the final chunk), so order is kept."""
+    the start of the next turn (or once _HELD_MAX bytes are held), instead of a TLS record and a
+    `send` per event and watch. A watch's task writes what is held before anything of its own (an
+    event it dequeued, a bookmark, an error, the final chunk), so order is kept."""
 
     def __init__(self) -> None:
         self._held: list[_Batch] = []
@@ -568,6 +574,9 @@ class _Batches:
     def add(self, batch: _Batch, chunk: bytes) -> None:
         if batch.held:
             batch.chunks.append(chunk)
+            batch.size += len(chunk)
+            if batch.size >= _HELD_MAX:
+                batch.flush()
             return
         if not self._held:
             asyncio.get_running_loop().call_soon(self._flush)

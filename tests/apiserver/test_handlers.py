@@ -175,3 +175,21 @@ async def test_a_watch_that_falls_behind_mid_turn_writes_the_turns_batch_before_
         assert revs == sorted(revs) and len(set(revs)) == 12
     finally:
         await server.stop()
+
+
+async def test_a_burst_larger_than_a_watch_may_hold_goes_out_in_parts_in_order(monkeypatch):
+    writes = _record_writes(monkeypatch)
+    monkeypatch.setattr(handlers, "_HELD_MAX", 1000)  # three or four configmap events
+    server, cms = await _server()
+    try:
+        async with aiohttp.ClientSession() as s:
+            r, _ = await _parked_watch(server, s)
+            async with r:
+                await asyncio.gather(*(server.rest.create(cms, "v1", "default", {"metadata": {"name": f"cm-{i}"}},
+                                                          WriteOptions(user=SYSTEM)) for i in range(20)))
+                events = [orjson.loads(await r.content.readline()) for _ in range(20)]
+        assert writes[0] == 1 and sum(writes) == 20 and len(writes) >= 5 and max(writes) < 19
+        revs = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+        assert revs == sorted(revs) and len(set(revs)) == 20
+    finally:
+        await server.stop()
