@@ -117,7 +117,7 @@ class Admission:
                 self.plugins.mutate(a.res, a.operation, a.obj, a.old, a.opts)
                 for p in self.mutators:
                     p.mutate(a)
-            if not exempt(a.res):
+            if not exempt(a.res) and self.configs.configured():
                 await self.mutating_policies.mutate(a, policies, state.round)
                 await self.webhooks.mutate(a, state)
             if not (state.changed or policies.changed):
@@ -129,7 +129,7 @@ class Admission:
             self.limit_ranger.validate(a)
             self.claim_resize.validate(a)
             self.runtime_class.validate(a)
-        if not exempt(a.res):
+        if not exempt(a.res) and self.configs.configured():
             await self.validating_policies.validate(a)
             await self.webhooks.validate(a)
         await self.quota.validate(a)

@@ -46,6 +46,12 @@ class ConfigSource:
             w.overflowed = False  # a relist (which also queues None) stops the cache offering events until reset
         return True
 
+    def configured(self) -> bool:
+        """Whether any webhook configuration, policy or binding exists: without one, the policy
+        and webhook dispatchers have nothing to match, and a write skips their four rounds
+        (~20 k instructions of every write)."""
+        return self.derived("configured", lambda: any(self.objects(plural) for plural in EXEMPT))
+
     def objects(self, plural: str) -> list[dict]:
         """The stored objects of an admissionregistration resource, by name."""
         return self.derived(("objects", plural), lambda: self._list(plural))

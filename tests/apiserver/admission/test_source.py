@@ -27,12 +27,14 @@ async def test_configuration_is_rebuilt_only_after_a_change_or_a_relist():
 
         assert source.derived("names", names) == [] and source.derived("names", names) == []
         assert len(builds) == 1
+        assert not source.configured()
         obj = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
                "metadata": {"name": "p"}, "spec": {}}
         kv = await store.create(PREFIX + "p", orjson.dumps(obj))
         await cache.wait_for(kv.mod_revision)
         assert source.derived("names", names) == ["p"] and source.derived("names", names) == ["p"]
         assert len(builds) == 2
+        assert source.configured(), "a policy, even unbound, is configuration: dispatch runs again"
         await cache._relist()  # what the cache does when the store's history is compacted under it
         assert source.derived("names", names) == ["p"] and len(builds) == 3
         other = await store.create("/registry/configmaps/default/c", b'{"metadata":{"name":"c"}}')
