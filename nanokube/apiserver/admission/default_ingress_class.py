@@ -21,6 +21,8 @@ def default_class(classes: list[dict]) -> dict | None:
 
 
 class DefaultIngressClass:
+    mutates = frozenset({("networking.k8s.io", "ingresses")})
+
     def __init__(self, rest) -> None:
         self.rest = rest
 

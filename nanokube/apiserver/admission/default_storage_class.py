@@ -8,6 +8,8 @@ from .lookup import list_objects
 
 
 class DefaultStorageClass:
+    mutates = frozenset({("", "persistentvolumeclaims")})
+
     def __init__(self, rest) -> None:
         self.rest = rest
 

@@ -97,6 +97,10 @@ def check(kind: str, item: dict, requests: dict, limits: dict) -> list[str]:
 
 
 class LimitRanger:
+    #: the (group, plural)s each hook can act on (Admission skips the others without a call)
+    mutates = frozenset({("", "pods")})
+    validates = frozenset({("", "pods"), ("", "persistentvolumeclaims")})
+
     def __init__(self, rest) -> None:
         self.rest = rest
 

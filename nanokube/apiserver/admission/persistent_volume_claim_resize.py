@@ -18,6 +18,8 @@ def _size(pvc: dict):
 
 
 class PersistentVolumeClaimResize:
+    validates = frozenset({("", "persistentvolumeclaims")})
+
     def __init__(self, rest) -> None:
         self.rest = rest
 

@@ -9,6 +9,8 @@ from .lookup import get, object_name
 
 
 class RuntimeClass:
+    mutates = validates = frozenset({("", "pods")})
+
     def __init__(self, rest) -> None:
         self.rest = rest
 

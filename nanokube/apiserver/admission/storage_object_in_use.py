@@ -10,6 +10,8 @@ _FINALIZERS = {"persistentvolumeclaims": PVC_PROTECTION, "persistentvolumes": PV
 
 
 class StorageObjectInUseProtection:
+    mutates = frozenset({("", "persistentvolumeclaims"), ("", "persistentvolumes")})
+
     def mutate(self, a) -> None:
         finalizer = _FINALIZERS.get(a.res.plural) if not a.res.group else None
         if finalizer is None or a.operation != "CREATE" or a.subresource:
