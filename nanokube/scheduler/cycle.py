@@ -7,7 +7,6 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass, field
-from itertools import compress
 
 from .cache import Snapshot
 from .framework import Code, CycleState, Framework, NodeToStatus, PodInfo, Status, unschedulable
@@ -172,9 +171,14 @@ class Algorithm:
         return self.select_host(feasible, totals), len(feasible), len(feasible)
 
     def select_host(self, nodes: list, totals: list[int]) -> str:
-        """The highest score; ties broken uniformly at random."""
+        """The highest score; ties broken uniformly at random: the r-th of them in order, found
+        by stepping `list.index` from one to the next (C-level scans; testing every total
+        through `top.__eq__` cost a slot-wrapper call per node)."""
         top = max(totals)
-        if totals.count(top) == 1:
-            return nodes[totals.index(top)].name
-        ties = list(compress(range(len(totals)), map(top.__eq__, totals)))
-        return nodes[ties[self.rng.randrange(len(ties))]].name
+        i = totals.index(top)
+        ties = totals.count(top)
+        if ties > 1:
+            index = totals.index
+            for _ in range(self.rng.randrange(ties)):
+                i = index(top, i + 1)
+        return nodes[i].name
