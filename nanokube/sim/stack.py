@@ -100,7 +100,7 @@ class SimulatedControlPlane:
         self.scheduler = Scheduler(self.connect(SCHEDULER_USER, "default-scheduler"), clock=self.clock,
                                    config=self.config, seed=self.seed)
         await self.scheduler.start()
-        self._gc_thresholds = gcsettle.settle(full=False)
+        self._gc_thresholds = gcsettle.settle(young_only=True)
 
     async def stop(self) -> None:
         await self.scheduler.stop()
