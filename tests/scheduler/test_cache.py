@@ -3,7 +3,7 @@ lists of nodes holding such pods and its counts of unschedulable and
 tainted nodes, the reuse of an assumed pod's PodInfo once its binding
 is seen, and the per-window columns Filter and Score keep their results in."""
 
-from nanokube.scheduler.cache import Cache, KeptColumns, Snapshot
+from nanokube.scheduler.cache import Cache, KeptColumns, NodeInfo, Snapshot
 from nanokube.scheduler.framework import CycleState, PodInfo
 from nanokube.scheduler.plugins.node_unschedulable import NodeUnschedulable
 from nanokube.scheduler.plugins.taint_toleration import TaintToleration
@@ -23,6 +23,17 @@ def test_node_info_indexes_pods_with_affinity_terms():
     ni.remove_pod("uid-anti")
     assert set(ni.affinity_pods) == {"uid-pref"} and not ni.anti_affinity_pods
     assert set(copy.anti_affinity_pods) == {"uid-anti"}
+
+
+def test_node_info_clone_copies_every_slot_and_owns_its_containers():
+    ni = node_info(node("n", taints=[{"key": "k", "effect": "NoSchedule"}]), pod("a", cpu="1"),
+                   pod("anti", affinity=ANTI))
+    ni.fits_shape, ni.least_shape, ni.least_score = 7, 8, 42
+    copy = ni.clone()
+    for s in NodeInfo.__slots__:
+        assert getattr(copy, s) == getattr(ni, s), s
+    owned = ("requested", "nonzero", "pods", "affinity_pods", "anti_affinity_pods", "ports")
+    assert all(getattr(copy, s) is not getattr(ni, s) for s in owned)
 
 
 def _names(nodes) -> set[str]:
