@@ -161,27 +161,26 @@ def node_free_gpus(dra, node: dict) -> dict[tuple, int]:
 
 class _NodeGPUs:
     """One node's free GPU shares (by device, and as a list), and the raw
-    scores GPU policies gave it while they hold, keyed by everything else a
-    score reads: the policy and pod shape, the Placement Filter found (kept
-    for every pod of a shape while the node is unchanged) and the node's
-    CPU. Pods of a few dozen shapes visit every node between two changes
-    of it, so nearly every score is one lookup."""
+    score each GPU policy's pod shape (a ShapeMemo key) got last, with what
+    else it read: the Placement Filter found (kept for every pod of a shape
+    while the node is unchanged; compared by identity) and the node's free
+    and allocatable CPU. Pods of a few dozen shapes visit every node
+    between two changes of it, so nearly every score is one lookup."""
 
     __slots__ = ("free", "scores", "values")
 
-    #: scores kept per node (pods whose Placement is searched anew each cycle add one each)
+    #: pod shapes kept per node
     MAX_SCORES = 256
 
     def __init__(self, free: dict[tuple, int]) -> None:
         self.free, self.values = free, list(free.values())
-        self.scores: dict[tuple, tuple[object, float]] = {}
+        #: shape -> (Placement, free CPU, allocatable CPU, score)
+        self.scores: dict[int | None, tuple] = {}
 
-    def keep(self, key: tuple, placement, score: float) -> None:
-        """Keeps `score` with the Placement whose id the key holds (a
-        Placement compares by value): alive, so no later one can reuse it."""
+    def keep(self, shape: int, entry: tuple) -> None:
         if len(self.scores) >= self.MAX_SCORES:
             self.scores.clear()
-        self.scores[key] = (placement, score)
+        self.scores[shape] = entry
 
 
 class FreeGPUs:
@@ -268,19 +267,21 @@ class GPUScorePlugin:
         score_gpu, reads_placement = self.score_gpu, self.reads_placement
         # the policy's and the pod's part of every key: ShapeMemo keys are never reused
         shape = self.shapes.key((demand, info.requests.get(CPU))) if self.kept else None
+        kept_gpus, found_get = view.memo.values.get, found.get
         raw = []
+        append = raw.append
         for n in nodes:
-            gpus = view.node(n.node or {}, n.name)
-            placement = found.get(n.name)
-            key = (shape, id(placement), n.alloc_cpu, n.free_cpu)
-            hit = gpus.scores.get(key) if shape is not None else None
-            if hit is not None and hit[0] is placement:
-                raw.append(hit[1])
+            name = n.name
+            gpus = kept_gpus(name) or view.node(n.node or {}, name)
+            placement = found_get(name)
+            hit = gpus.scores.get(shape)
+            if hit is not None and hit[0] is placement and hit[1] == n.free_cpu and hit[2] == n.alloc_cpu:
+                append(hit[3])
                 continue
             score = score_gpu(gpus.values, demand, n, after_placement(gpus.free, placement) if reads_placement else None)
             if shape is not None:
-                gpus.keep(key, placement, score)
-            raw.append(score)
+                gpus.keep(shape, (placement, n.free_cpu, n.alloc_cpu, score))
+            append(score)
         return scaled(raw, best_low=self.best_low)
 
 
