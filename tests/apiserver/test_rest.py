@@ -335,7 +335,7 @@ async def test_a_patch_does_not_fail_on_what_the_live_object_held_before(stack):
 
     pods = stack.client.resource("", "v1", "pods")
     p = await pods.create({"metadata": {"name": "p", "namespace": NS}, "spec": {"containers": [{"name": "c", "image": "x"}]}})
-    odd = {**p, "spec": {**p["spec"], "colour": "red"}}
+    odd = {**p, "metadata": {**p["metadata"], "shade": "dark"}, "spec": {**p["spec"], "colour": "red"}}
     kv = await stack.store.update("/registry/pods/default/p", stored_value(odd), int(p["metadata"]["resourceVersion"]))
     await stack.cache.wait_for(kv.mod_revision)
     out = await pods.patch("p", {"status": {"conditions": [{"type": "Ready", "status": "False"}]}}, SMP, namespace=NS,
@@ -344,6 +344,9 @@ async def test_a_patch_does_not_fail_on_what_the_live_object_held_before(stack):
     with pytest.raises(APIError) as e:  # a patch of the spec decodes the spec, and finds it
         await pods.patch("p", {"spec": {"activeDeadlineSeconds": 5}}, SMP, namespace=NS)
     assert 'unknown field "spec.colour"' in e.value.message
+    with pytest.raises(APIError) as e:  # and one of the metadata, the metadata
+        await pods.patch("p", {"metadata": {"labels": {"a": "b"}}}, SMP, namespace=NS)
+    assert 'unknown field "metadata.shade"' in e.value.message
 
 
 async def test_deleting_a_namespace_leaves_the_cached_version_it_replaced_alone(stack):
