@@ -340,9 +340,10 @@ class KeptColumns:
     the positions replaced since it was last searched: a window of hundreds of nodes costs a
     C-level identity comparison with the snapshot's list and a Python visit of the few nodes
     that changed, and the unchanged nodes are not read at all (reading them, even for a kept
-    result of their own, was most of Filter's and Score's cost at thousands of nodes). A list
-    that is not a window of a snapshot the cache keeps (nodes some Filter rejected, a workload
-    cycle's view) is worked out node by node; nodes changed in place (trial placements through
+    result of their own, was most of Filter's and Score's cost at thousands of nodes). For a
+    list that is not a window of a snapshot the cache keeps (nodes some Filter rejected, a
+    workload cycle's view) `values` answers None and the plugin walks the nodes itself, reading
+    each node's own kept result inline; nodes changed in place (trial placements through
     `NodeInfo.add_pod`/`remove_pod`) bump `NodeInfo.change_epoch`, which drops every column."""
 
     MAX_COLUMNS = 32
@@ -351,18 +352,18 @@ class KeptColumns:
         self._columns: dict[int, _Column] = {}
         self._epoch = NodeInfo.change_epoch
 
-    def values(self, key: int, snap: Snapshot | None, nodes: list, compute) -> list:
-        """`compute(node)` for each of `nodes`, in order; `key` names the pod shape (a
-        ShapeMemo key) the values are for."""
+    def values(self, key: int, snap: Snapshot | None, nodes: list, compute) -> list | None:
+        """`compute(node)` for each of `nodes`, in order, or None where `nodes` is not a
+        window of `snap`; `key` names the pod shape (a ShapeMemo key) the values are for."""
         if snap is None or not snap.counted or not nodes:
-            return [compute(node) for node in nodes]
+            return None
         p, size, n = snap.index.get(nodes[0].name), len(snap.nodes), len(nodes)
         if p is None or n > size:
-            return [compute(node) for node in nodes]
+            return None
         end = p + n
         whole = snap.nodes
         if (whole[p:end] if end <= size else whole[p:] + whole[:end - size]) != nodes:
-            return [compute(node) for node in nodes]
+            return None
         if self._epoch != NodeInfo.change_epoch:
             self._columns.clear()
             self._epoch = NodeInfo.change_epoch

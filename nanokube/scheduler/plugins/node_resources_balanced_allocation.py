@@ -76,7 +76,13 @@ class NodeResourcesBalancedAllocation:
             node.balanced_shape = key
             return s
 
-        return self.kept.values(key, getattr(state, "snapshot", None), nodes, score)
+        out = self.kept.values(key, getattr(state, "snapshot", None), nodes, score)
+        if out is None:  # not a window of the cycle's snapshot (a workload cycle's view)
+            out = []
+            append = out.append
+            for node in nodes:
+                append(node.balanced_score if node.balanced_shape is key else score(node))
+        return out
 
 
 def _balanced_cpu_memory(node, cpu: int, memory: int) -> int:

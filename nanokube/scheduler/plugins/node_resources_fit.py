@@ -145,7 +145,13 @@ class ResourceScorer:
             n.least_shape = key
             return s
 
-        return self.kept.values(key, snap, nodes, score)
+        out = self.kept.values(key, snap, nodes, score)
+        if out is None:  # not a window of the cycle's snapshot (a workload cycle's view)
+            out = []
+            append = out.append
+            for n in nodes:
+                append(n.least_score if n.least_shape is key else score(n))
+        return out
 
     @staticmethod
     def _least_allocated(n, wc: int, rc: int, wm: int, rm: int) -> int:
@@ -233,6 +239,8 @@ class NodeResourcesFit:
             return st
 
         verdicts = self.kept.values(key, getattr(state, "snapshot", None), nodes, verdict)
+        if verdicts is None:  # not a window of the cycle's snapshot (a workload cycle's view)
+            return {i: st for i, n in enumerate(nodes) if n.fits_shape is not key and (st := verdict(n)) is not None}
         if verdicts.count(None) == len(verdicts):
             return {}
         return {i: st for i, st in enumerate(verdicts) if st is not None}
