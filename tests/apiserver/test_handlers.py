@@ -131,6 +131,12 @@ def _record_writes(monkeypatch) -> list[int]:
     return writes
 
 
+async def _burst(server, cms, n: int) -> None:
+    """`n` configmaps created at once: their events reach a watch in one loop turn."""
+    await asyncio.gather(*(server.rest.create(cms, "v1", "default", {"metadata": {"name": f"cm-{i}"}},
+                                              WriteOptions(user=SYSTEM)) for i in range(n)))
+
+
 async def test_a_watchs_first_event_of_a_loop_turn_goes_out_at_once_and_the_turns_others_in_one_write(monkeypatch):
     writes = _record_writes(monkeypatch)
     server, cms = await _server()
@@ -138,8 +144,7 @@ async def test_a_watchs_first_event_of_a_loop_turn_goes_out_at_once_and_the_turn
         async with aiohttp.ClientSession() as s:
             r, _ = await _parked_watch(server, s)
             async with r:
-                await asyncio.gather(*(server.rest.create(cms, "v1", "default", {"metadata": {"name": f"cm-{i}"}},
-                                                          WriteOptions(user=SYSTEM)) for i in range(20)))
+                await _burst(server, cms, 20)
                 first = [orjson.loads(await r.content.readline()) for _ in range(20)]
                 await server.rest.create(cms, "v1", "default", {"metadata": {"name": "late"}}, WriteOptions(user=SYSTEM))
                 last = orjson.loads(await r.content.readline())
@@ -167,8 +172,7 @@ async def test_a_watch_that_falls_behind_mid_turn_writes_the_turns_batch_before_
                     return direct(cev)
 
                 w.direct = lagging
-                await asyncio.gather(*(server.rest.create(cms, "v1", "default", {"metadata": {"name": f"cm-{i}"}},
-                                                          WriteOptions(user=SYSTEM)) for i in range(12)))
+                await _burst(server, cms, 12)
                 events = [orjson.loads(await r.content.readline()) for _ in range(12)]
         assert writes[:2] == [1, 4]
         revs = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
@@ -185,8 +189,7 @@ async def test_a_burst_larger_than_a_watch_may_hold_goes_out_in_parts_in_order(m
         async with aiohttp.ClientSession() as s:
             r, _ = await _parked_watch(server, s)
             async with r:
-                await asyncio.gather(*(server.rest.create(cms, "v1", "default", {"metadata": {"name": f"cm-{i}"}},
-                                                          WriteOptions(user=SYSTEM)) for i in range(20)))
+                await _burst(server, cms, 20)
                 events = [orjson.loads(await r.content.readline()) for _ in range(20)]
         assert writes[0] == 1 and sum(writes) == 20 and len(writes) >= 5 and max(writes) < 19
         revs = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
