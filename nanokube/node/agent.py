@@ -2,7 +2,8 @@
 status like a kubelet and hands each bound pod to a lifecycle worker.
 
 Thousands of agents share one event loop, so an agent owns no informer: the
-node manager's single pod informer dispatches to `sync_pod`/`forget_pod`.
+node manager's single pod informer dispatches to `sync_pod`/`forget_pod`, its
+node informer to `node_seen` and `apply_faults`.
 """
 
 from __future__ import annotations
@@ -200,6 +201,8 @@ class NodeAgent:
         self.streaming = NodeStreamingServer(self)
         self._lease: dict | None = None
         self._conditions: list[dict] = []
+        #: the server's status of each condition of ours its copy of the Node has otherwise (see `node_seen`)
+        self._theirs: dict[str, str | None] = {}
         self._last_status = 0.0
         self._renewed_at = 0.0
         self.throttle = throttle or Throttle(1)
@@ -252,15 +255,39 @@ class NodeAgent:
         await self.renew_lease()
 
     async def post_status(self, full: bool = False) -> None:
-        """Fresh heartbeat times on the conditions. Like the kubelet, only
+        """Fresh heartbeat times on the conditions, and a fresh transition time on
+        those whose status the server's copy has otherwise (Unknown back to True is
+        a transition, as the kubelet's setters compute it). Like the kubelet, only
         registration sends the whole status; later posts carry the
         conditions alone, since capacity, addresses and nodeInfo do not change."""
         now = self.clock.rfc3339()
+        theirs = self._theirs
         for c in self._conditions:
             c["lastHeartbeatTime"] = now
+            if theirs.get(c["type"], c["status"]) != c["status"]:
+                c["lastTransitionTime"] = now
         status = self.status() if full else {"conditions": self._conditions}
         await self.nodes.patch(self.name, {"status": status}, subresource="status")
         self._last_status = self.clock.monotonic()
+        if self._theirs is theirs:  # else a copy seen meanwhile decides
+            self._theirs = {}
+
+    def node_seen(self, node: dict) -> None:
+        """The server's copy of this Node, from the node manager's informer. When
+        a condition of ours differs there (the node lifecycle controller marked it
+        Unknown while this agent's Lease was late, or a client patched it), the
+        next heartbeat posts the agent's own conditions, as upstream's kubelet
+        patches its status whenever it differs from its lister's Node
+        (nodeStatusHasChanged), not only every status_interval. Only the copy
+        is compared: no request per heartbeat, and nothing at all while in sync."""
+        have = {c.get("type"): c for c in (node.get("status") or {}).get("conditions") or ()}
+        theirs = {}
+        for c in self._conditions:
+            h = have.get(c["type"])
+            if h is None or h.get("status") != c["status"] or h.get("reason") != c["reason"] or \
+                    h.get("message") != c["message"]:
+                theirs[c["type"]] = None if h is None else h.get("status")
+        self._theirs = theirs
 
     async def renew_lease(self) -> None:
         """One update of the Lease this agent last wrote; it is read back
@@ -300,7 +327,8 @@ class NodeAgent:
     async def _heartbeat(self) -> None:
         """Renew the Lease `renew_interval` after the previous renewal
         finished, as upstream's lease controller (JitterUntil, sliding), and
-        post status once per `status_interval`. Counting from the finish
+        post status once per `status_interval` or when the server's copy of a
+        condition differs (`node_seen`). Counting from the finish
         means a slow or queued renewal delays the next one instead of
         sending it at once: renewals that fall behind a starved process
         stop asking for more than it serves, and never come in bursts."""
@@ -313,7 +341,7 @@ class NodeAgent:
             try:
                 async with self.throttle.slot(Throttle.HEARTBEAT):
                     await self.renew_lease()
-                    if self.clock.monotonic() - self._last_status >= self.status_interval:
+                    if self._theirs or self.clock.monotonic() - self._last_status >= self.status_interval:
                         async with self._fault_lock:  # in order with a fault's post
                             await self.post_status()
             except asyncio.CancelledError:

@@ -99,7 +99,7 @@ class NodeManager:
                                on_delete=self._forget)
         self._informer: asyncio.Task | None = None
         self.nodes = Informer(self.client.resource("", "v1", "nodes"))
-        self.nodes.add_handlers(on_add=lambda n: self._faults(None, n), on_update=self._faults)
+        self.nodes.add_handlers(on_add=lambda n: self._node_changed(None, n), on_update=self._node_changed)
         self._fault_tasks: set[asyncio.Task] = set()
         self._node_informer: asyncio.Task | None = None
 
@@ -137,12 +137,16 @@ class NodeManager:
         if self._own_pods_dir:
             shutil.rmtree(self.pods_dir, ignore_errors=True)
 
-    def _faults(self, old: dict | None, node: dict) -> None:
-        """Hand a changed fault annotation (faults.py) to its node's agent."""
+    def _node_changed(self, old: dict | None, node: dict) -> None:
+        """Show the agent the server's copy of its Node (see NodeAgent.node_seen),
+        and hand it a changed fault annotation (faults.py)."""
         agent = self.agents.get(node["metadata"]["name"])
+        if agent is None:
+            return
+        agent.node_seen(node)
         value = (node["metadata"].get("annotations") or {}).get(FAULT_ANNOTATION)
         before = ((old or {}).get("metadata", {}).get("annotations") or {}).get(FAULT_ANNOTATION)
-        if agent is None or value == before:
+        if value == before:
             return
         t = asyncio.create_task(agent.apply_faults(value))
         self._fault_tasks.add(t)

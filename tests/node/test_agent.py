@@ -240,3 +240,61 @@ async def test_throttle_bounds_calls_in_flight_and_serves_waiting_heartbeats_fir
     assert order == ["r1", "r2", "h1", "h2", "r3"]
     async with throttle.slot(reg), throttle.slot(reg):
         assert order[-1] == "r3"
+
+
+async def _conditions(client, name: str) -> dict[str, dict]:
+    node = await client.resource("", "v1", "nodes").get(name)
+    return {c["type"]: c for c in node["status"]["conditions"]}
+
+
+async def test_conditions_another_client_changed_are_posted_again_by_the_next_heartbeat(env):
+    """As upstream's kubelet patches its status when the server's differs, not only every 5 minutes."""
+    client, clock, _ = env
+    nodes = client.resource("", "v1", "nodes")
+    other = await _conditions(client, "gpu-1")
+    await nodes.patch("gpu-0", {"status": {"conditions": [
+        {"type": t, "status": "Unknown", "reason": "NodeStatusUnknown", "message": "Kubelet stopped posting node status."}
+        for t in ("Ready", "MemoryPressure")]}}, "application/strategic-merge-patch+json", subresource="status")
+    await clock.advance(9)
+    assert (await _conditions(client, "gpu-0"))["Ready"]["status"] == "Unknown"
+    await clock.advance(1)
+    conds = await _conditions(client, "gpu-0")
+    assert {t: (c["status"], c["reason"]) for t, c in conds.items()} == {
+        "Ready": ("True", "KubeletReady"), "MemoryPressure": ("False", "KubeletHasSufficientMemory"),
+        "DiskPressure": ("False", "KubeletHasNoDiskPressure"), "PIDPressure": ("False", "KubeletHasSufficientPID")}
+    assert conds["Ready"]["lastTransitionTime"] == conds["MemoryPressure"]["lastTransitionTime"] == clock.rfc3339()
+    assert conds["DiskPressure"]["lastTransitionTime"] < clock.rfc3339()
+    assert await _conditions(client, "gpu-1") == other
+
+
+async def test_a_node_marked_unknown_while_its_renewal_stalled_is_ready_again_once_it_renews():
+    """A starved agent's Lease is late past the grace period: the node lifecycle controller marks
+    the node Unknown and taints it; the renewal that finishes posts Ready again, without
+    waiting for the 5-minute status report."""
+    from nanokube.controllers.nodelifecycle import NodeLifecycleController, ready_status
+
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    clock = ManualClock()
+    mgr = NodeManager(connector(s.rest), default_cluster(), clock)
+    await mgr.start()
+    ctl = NodeLifecycleController(s.client, clock, grace_period=50, monitor_period=5)
+    await ctl.start()
+    agent, nodes = mgr.agents["gpu-0"], s.client.resource("", "v1", "nodes")
+    real = agent.leases.update
+
+    async def stalled(obj, *a, **kw):
+        agent.leases.update = real
+        await clock.sleep(60)
+        return await real(obj, *a, **kw)
+    agent.leases.update = stalled
+    seen = []
+    for _ in range(16):
+        await clock.advance(5)
+        node = await nodes.get("gpu-0")
+        seen.append((clock.monotonic(), ready_status(node), bool(node["spec"].get("taints"))))
+    assert (60, "Unknown", True) in seen
+    assert seen[-3:] == [(70, "True", False), (75, "True", False), (80, "True", False)]
+    await ctl.stop()
+    await mgr.stop()
+    await s.close()

@@ -187,3 +187,29 @@ def test_cli_durations_and_timed_edits():
     assert flapping.endswith(f",gpu:gpu-1:ecc;flap=2;since={at(T0)}")
     assert _edit(_args("gpu", "n", "gpu-1", "--clear"), flapping, T0) == value
     assert _edit(_args("node", "n", "--clear"), value, T0) == ""
+
+
+async def _mark_unknown(client) -> None:
+    await client.resource("", "v1", "nodes").patch("gpu-0", {"status": {"conditions": [
+        {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown"}]}},
+        "application/strategic-merge-patch+json", subresource="status")
+
+
+async def test_a_not_ready_node_marked_unknown_is_posted_not_ready_again(env):
+    client, clock, agent = env
+    await agent.apply_faults("not-ready")
+    await _mark_unknown(client)
+    await clock.advance(10)
+    ready = await _ready(client)
+    assert (ready["status"], ready["reason"]) == ("False", "KubeletNotReady")
+
+
+async def test_a_silent_node_leaves_unknown_alone_until_its_lease_stop_ends(env):
+    client, clock, agent = env
+    await agent.apply_faults("lease-stop")
+    await _mark_unknown(client)
+    await clock.advance(30)
+    assert (await _ready(client))["status"] == "Unknown"
+    await agent.apply_faults(None)
+    ready = await _ready(client)
+    assert ready["status"] == "True" and ready["lastTransitionTime"] == clock.rfc3339()
