@@ -17,7 +17,38 @@ declare no `authorizer`, as upstream's do not. The engine refuses nesting
 deeper than 96 levels, where cel-go allows 250.
 """
 
-from .environment import Environment, Program
-from .errors import CELError
+import importlib.machinery
+import importlib.util
+import sys
+
+
+def _engine_cli_on_first_use() -> None:
+    """The engine package's `__init__` imports its command line (`cel.cli`: typer, rich, prompt_toolkit,
+    pygments), which nanokube never runs, in every process that evaluates CEL. Before the engine is
+    first imported, `cel.cli` is put in place as a module whose code runs when one of its attributes
+    is first read (a module `__getattr__`, which the import system's own reads of `__spec__` and
+    `__file__` do not reach, as they would a LazyLoader module's)."""
+    if "cel" in sys.modules:
+        return
+    engine = importlib.util.find_spec("cel")
+    cli = engine and engine.submodule_search_locations and \
+        importlib.machinery.PathFinder.find_spec("cel.cli", engine.submodule_search_locations)
+    if not cli or cli.loader is None:
+        return
+    module = importlib.util.module_from_spec(cli)
+
+    def __getattr__(name: str):
+        del module.__dict__["__getattr__"]
+        cli.loader.exec_module(module)
+        return getattr(module, name)
+
+    module.__getattr__ = __getattr__
+    sys.modules["cel.cli"] = module
+
+
+_engine_cli_on_first_use()
+
+from .environment import Environment, Program  # noqa: E402
+from .errors import CELError  # noqa: E402
 
 __all__ = ["CELError", "Environment", "Program"]

@@ -18,14 +18,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from email.utils import parseaddr
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cryptography import x509
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
-
-from ..machinery.podcertificates import stub_request, stub_request_key, stub_request_spki
 from ..pki import der as _der
 from .base import AGE, Column, Obj, Resource, Strategy, register
 from .core_printing import human_duration
@@ -43,6 +37,14 @@ from ..machinery.validation import (
     too_long,
     validate_conditions,
 )
+
+if TYPE_CHECKING:
+    from cryptography import x509
+
+# `cryptography`, and the stub request's parsers that use it, are imported by the functions that parse
+# or verify: importing this module registers the group in every process that serves the API (and in
+# `nanokube simulate`), and cryptography.x509's import (its RFC 4514 patterns, its enums) was the
+# largest part of that.
 
 GROUP = "certificates.k8s.io"
 Errors = list[FieldError]
@@ -152,6 +154,7 @@ NAME = Column("Name", "string", _name, "Name must be unique within a namespace."
 
 def _csr_request(value: str) -> str:
     """'' when `spec.request` (base64 of a PEM CSR) parses and is self-signed, else why not."""
+    from cryptography import x509
     pem = _b64(value or "")
     blocks = pem_blocks(pem.decode("latin-1")) if pem is not None else []
     if not blocks or blocks[0][0] != "CERTIFICATE REQUEST" or blocks[0][2] is None:
@@ -165,6 +168,7 @@ def _csr_request(value: str) -> str:
 
 def _certificate_problem(value: str) -> str:
     """'' when `status.certificate` is empty or a run of CERTIFICATE PEM blocks."""
+    from cryptography import x509
     data = _b64(value or "")
     if not value:
         return ""
@@ -306,6 +310,7 @@ class CertificateSigningRequestStrategy(Strategy):
 
 def _key_problem(key: Any) -> tuple[str, str]:
     """(shown value, detail) when the public key type is not one kubelet may request."""
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
     if isinstance(key, ed25519.Ed25519PublicKey):
         return "", ""
     if isinstance(key, ec.EllipticCurvePublicKey):
@@ -320,6 +325,9 @@ def _key_problem(key: Any) -> tuple[str, str]:
 
 
 def _verify_proof(key: Any, pod_uid: str, proof: bytes) -> bool:
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding
     data = pod_uid.encode()
     try:
         if isinstance(key, ed25519.Ed25519PublicKey):
@@ -335,17 +343,19 @@ def _verify_proof(key: Any, pod_uid: str, proof: bytes) -> bool:
 
 #: stub CSR signature algorithms verified with the already extracted key;
 #: `is_signature_valid` would load the key from the CSR a second time
-_ECDSA_BY_OID = {"1.2.840.10045.4.3.2": ec.ECDSA(hashes.SHA256()), "1.2.840.10045.4.3.3": ec.ECDSA(hashes.SHA384()),
-                 "1.2.840.10045.4.3.4": ec.ECDSA(hashes.SHA512())}
+_ECDSA_HASH_BY_OID = {"1.2.840.10045.4.3.2": "SHA256", "1.2.840.10045.4.3.3": "SHA384", "1.2.840.10045.4.3.4": "SHA512"}
 _ED25519_OID = "1.3.101.112"
 
 
 def _stub_signature_valid(csr: x509.CertificateSigningRequest, key: Any) -> bool:
     """Whether the stub CSR is signed by the key it carries (the proof of possession)."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519
     oid = csr.signature_algorithm_oid.dotted_string
     try:
-        if isinstance(key, ec.EllipticCurvePublicKey) and oid in _ECDSA_BY_OID:
-            key.verify(csr.signature, csr.tbs_certrequest_bytes, _ECDSA_BY_OID[oid])
+        if isinstance(key, ec.EllipticCurvePublicKey) and oid in _ECDSA_HASH_BY_OID:
+            key.verify(csr.signature, csr.tbs_certrequest_bytes, ec.ECDSA(getattr(hashes, _ECDSA_HASH_BY_OID[oid])()))
         elif isinstance(key, ed25519.Ed25519PublicKey) and oid == _ED25519_OID:
             key.verify(csr.signature, csr.tbs_certrequest_bytes)
         else:
@@ -357,6 +367,9 @@ def _stub_signature_valid(csr: x509.CertificateSigningRequest, key: Any) -> bool
 
 def stub_public_key(spec: dict) -> Any:
     """The subject public key: from the stub CSR, else from v1beta1's pkixPublicKey."""
+    from cryptography.hazmat.primitives import serialization
+
+    from ..machinery.podcertificates import stub_request_key
     stub = _b64(spec.get("stubPKCS10Request") or "")
     try:
         if stub:
@@ -369,6 +382,9 @@ def stub_public_key(spec: dict) -> Any:
 
 def requested_spki(spec: dict) -> bytes | None:
     """The subject public key as a DER SubjectPublicKeyInfo (see stub_public_key)."""
+    from cryptography.hazmat.primitives import serialization
+
+    from ..machinery.podcertificates import stub_request_spki
     stub = _b64(spec.get("stubPKCS10Request") or "")
     if stub:
         try:
@@ -384,12 +400,14 @@ def _leaf_has_key(leaf: x509.Certificate, leaf_spki: bytes, spki: bytes) -> bool
     certifies the key whose SubjectPublicKeyInfo is `spki`: equal bytes settle
     it without loading the key; otherwise both are compared re-encoded, as a
     key may be encoded more than one way."""
+    from cryptography.hazmat.primitives import serialization
     if leaf_spki == spki:
         return True
     return leaf.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo) == spki
 
 
 def _stub_errors(spec: dict) -> Errors:
+    from ..machinery.podcertificates import stub_request, stub_request_key
     path = "spec.stubPKCS10Request"
     raw = spec.get("stubPKCS10Request") or ""
     errs: Errors = []
@@ -415,6 +433,7 @@ def _stub_errors(spec: dict) -> Errors:
 
 
 def _legacy_key_errors(spec: dict) -> Errors:
+    from cryptography.hazmat.primitives import serialization
     pkix, proof = spec.get("pkixPublicKey") or "", _b64(spec.get("proofOfPossession") or "") or b""
     raw = _b64(pkix) or b""
     if len(raw) > MAX_PKIX_KEY:
@@ -500,6 +519,7 @@ _SAN_PROBLEMS_MAX = 1024
 
 
 def _san_problems(leaf: x509.Certificate, extensions: bytes) -> tuple[tuple[str, str], ...] | None:
+    from cryptography import x509
     if extensions in _SAN_PROBLEMS:
         _SAN_PROBLEMS.move_to_end(extensions)
         return _SAN_PROBLEMS[extensions]
@@ -515,6 +535,7 @@ def _san_problems(leaf: x509.Certificate, extensions: bytes) -> tuple[tuple[str,
 
 
 def _bad_san_entries(extensions: x509.Extensions) -> tuple[tuple[str, str], ...]:
+    from cryptography import x509
     try:
         san = extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
@@ -536,6 +557,7 @@ def _bad_san_entries(extensions: x509.Extensions) -> tuple[tuple[str, str], ...]
 def _leaf_errors(status: dict, chain: str) -> tuple[Any, bytes, Errors]:
     """(leaf, its SubjectPublicKeyInfo as encoded, errors); no leaf when the
     chain is unusable."""
+    from cryptography import x509
     if len(chain) > MAX_CHAIN:
         return None, b"", [too_long("status.certificateChain", MAX_CHAIN)]
     blocks = pem_blocks(chain)
@@ -674,6 +696,7 @@ def bundle_name(name: str, signer: str) -> list[str]:
 
 
 def trust_bundle(value: str, path: str = "spec.trustBundle") -> Errors:
+    from cryptography import x509
     if len(value) > MAX_TRUST_BUNDLE:
         return [too_long(path, MAX_TRUST_BUNDLE)]
     errs: Errors = []

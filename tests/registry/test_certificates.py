@@ -2,6 +2,8 @@
 
 import base64
 import copy
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -388,3 +390,9 @@ def test_stub_request_is_parsed_once_and_shared_with_the_signer():
     assert stub_public_key(spec) is stub_key(spec) is stub_request_key(der)
     assert stub_request_key(der).public_numbers() == EC_KEY.public_key().public_numbers()
     assert stub_request(b"junk") is None and stub_request_key(b"junk") is None
+
+
+def test_registering_the_group_does_not_import_cryptography():
+    code = "import sys\nimport nanokube.registry\nprint(sorted(m for m in sys.modules if m.startswith('cryptography')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[-1] == "[]"
