@@ -203,38 +203,85 @@ def iterate(paths: Iterable[Path]) -> list[Path]:
 
 
 def _encode(paths: Iterable[Path]) -> dict[str, Any]:
-    """The FieldsV1 object of a field set: a trie of [member, children] lists (no node objects:
-    building them was most of encoding a claim's or a pod status's set)."""
+    """The FieldsV1 object of a field set. Its first two levels are built here; below them each
+    second-level node's subtree is encoded once per content and shared (`_subtree`): one writer's
+    sets differ in a few branches (a kubelet's in its pod's IP, under status.podIPs) while the rest
+    (its conditions, its containers' fields) repeats from object to object."""
     root: dict[PathElement, list] = {}
     for path in paths:
-        if not path:  # the root itself: never written
+        n = len(path)
+        if not n:  # the root itself: never written
             continue
-        level = root
-        for pe in path[:-1]:
+        top = root.get(path[0])
+        if top is None:
+            top = root[path[0]] = [False, {}]
+        if n == 1:
+            top[0] = True
+            continue
+        second = top[1].get(path[1])
+        if second is None:
+            second = top[1][path[1]] = [False, []]
+        if n == 2:
+            second[0] = True
+        else:
+            second[1].append(path[2:])
+    out: dict[str, Any] = {}
+    for pe in _ordered(root):
+        member, children = root[pe]
+        if children:
+            level: dict[str, Any] = {".": {}} if member else {}
+            for pe2 in _ordered(children):
+                member2, rest = children[pe2]
+                level[_text(pe2)] = _subtree(member2, rest) if rest else {}
+            out[_text(pe)] = level
+        else:
+            out[_text(pe)] = {}
+    return out
+
+
+def _subtree(member: bool, paths: list[Path]) -> dict[str, Any]:
+    """The FieldsV1 object of a node (`.` when it is a member) with `paths` below it, shared by
+    the encodings that hold the same subtree (FieldsV1 objects are never changed in place)."""
+    key = (member, frozenset(paths))
+    obj = _SUBTREES.get(key)
+    if obj is None:
+        if len(_SUBTREES) >= _CACHE_LIMIT:
+            _SUBTREES.clear()
+        root: dict[PathElement, list] = {}
+        for path in paths:
+            level = root
+            for pe in path[:-1]:
+                node = level.get(pe)
+                if node is None:
+                    node = level[pe] = [False, {}]
+                level = node[1]
+            pe = path[-1]
             node = level.get(pe)
             if node is None:
-                node = level[pe] = [False, {}]
-            level = node[1]
-        pe = path[-1]
-        node = level.get(pe)
-        if node is None:
-            level[pe] = [True, {}]
-        else:
-            node[0] = True
-    return _emit(root)
+                level[pe] = [True, {}]
+            else:
+                node[0] = True
+        obj = _SUBTREES[key] = _emit(root, {".": {}} if member else None)
+    return obj
+
+
+_SUBTREES: dict[tuple[bool, frozenset], dict[str, Any]] = {}
+
+
+def _ordered(level: dict[PathElement, Any]) -> list[PathElement]:
+    """A node's children in element order (field elements alone sort as plain tuples)."""
+    for pe in level:
+        if pe[0] != "f":
+            return sorted(level, key=element_order)
+    return sorted(level)
 
 
 def _emit(level: dict[PathElement, list], out: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A node's children in element order (field elements alone sort as plain tuples), into `out`
-    (which holds the node's `.` first when it is a member with children of its own)."""
+    """A trie of [member, children] lists as FieldsV1, into `out` (which holds the node's `.`
+    first when it is a member with children of its own)."""
     if out is None:
         out = {}
-    fields = True
-    for pe in level:
-        if pe[0] != "f":
-            fields = False
-            break
-    for pe in sorted(level) if fields else sorted(level, key=element_order):
+    for pe in _ordered(level):
         member, children = level[pe]
         out[_text(pe)] = _emit(children, {".": {}} if member else None) if children else {}
     return out
@@ -270,7 +317,7 @@ def to_fields_v1(paths: Iterable[Path]) -> dict[str, Any]:
     if obj is None:
         if len(_ENCODED) >= _CACHE_LIMIT:
             _ENCODED.clear()
-        obj = _ENCODED[key] = orjson.loads(orjson.dumps(_encode(key)))
+        obj = _ENCODED[key] = _encode(key)
         if len(_DECODED_OBJECTS) >= _CACHE_LIMIT:
             _DECODED_OBJECTS.clear()
         _DECODED_OBJECTS[id(obj)] = (obj, (key, True))

@@ -473,3 +473,24 @@ def test_status_writes_whose_keys_never_repeat_stop_building_them():
     # the first `tries` and the retries at `tries` and 2 * `tries` misses
     assert len(apply_mod._STATUS_WRITES) == tries + 2
     assert list(apply_mod._STATUS_MISSES.values()) == [2 * tries + 1]
+
+
+def test_encodings_share_the_subtrees_their_sets_have_in_common():
+    """Two pods' kubelet sets differ in the pod's IP: the conditions' subtree is encoded once."""
+    conditions = {fp.make_path("status", "conditions") + (fp.key({"type": t}), fp.field(f))
+                  for t in ("Ready", "PodScheduled") for f in ("type", "status")}
+
+    def ips(ip):
+        item = fp.make_path("status", "podIPs") + (fp.key({"ip": ip}),)
+        return {fp.make_path("status", "podIPs"), item, item + (fp.field("ip"),)}
+
+    a = fp.to_fields_v1(conditions | ips("10.1.0.1") | {fp.make_path("status", "phase")})
+    b = fp.to_fields_v1(conditions | ips("10.1.0.2"))
+    assert a["f:status"]["f:conditions"] is b["f:status"]["f:conditions"]
+    assert orjson.dumps(b) == (
+        b'{"f:status":{"f:conditions":{"k:{\\"type\\":\\"PodScheduled\\"}":{"f:status":{},"f:type":{}},'
+        b'"k:{\\"type\\":\\"Ready\\"}":{"f:status":{},"f:type":{}}},'
+        b'"f:podIPs":{".":{},"k:{\\"ip\\":\\"10.1.0.2\\"}":{".":{},"f:ip":{}}}}}'
+    )
+    assert fp.decode_fields_v1(orjson.loads(orjson.dumps(a)))[0] == conditions | ips("10.1.0.1") | {
+        fp.make_path("status", "phase")}
