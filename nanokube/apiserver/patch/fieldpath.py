@@ -36,9 +36,17 @@ class MalformedFields(ValueError):
 
 def encode_json(v: Any) -> str:
     """Compact JSON with sorted keys and Go's HTML-safe escaping."""
-    text = json.dumps(
-        v, separators=(",", ":"), ensure_ascii=False, sort_keys=True, allow_nan=False
-    )
+    t = type(v)
+    if t is str or t is int or t is dict and all(type(x) is str or type(x) is int for x in v.values()):
+        # list-map keys and set values are nearly always strings and ints, which orjson writes as
+        # json.dumps does (checked on every code point) at a tenth of its cost (json.dumps with
+        # options builds an encoder per call); it refuses lone surrogates and ints beyond 64 bits
+        try:
+            text = orjson.dumps(v, option=orjson.OPT_SORT_KEYS).decode()
+        except TypeError:
+            text = _json_text(v)
+    else:  # floats and the rest as before: orjson writes some floats otherwise (1e16 for 1e+16)
+        text = _json_text(v)
     for ch, esc in (
         ("<", "\\u003c"),
         (">", "\\u003e"),
@@ -48,6 +56,10 @@ def encode_json(v: Any) -> str:
     ):
         text = text.replace(ch, esc)
     return text
+
+
+def _json_text(v: Any) -> str:
+    return json.dumps(v, separators=(",", ":"), ensure_ascii=False, sort_keys=True, allow_nan=False)
 
 
 def field(name: str) -> PathElement:

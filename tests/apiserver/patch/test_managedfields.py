@@ -494,3 +494,15 @@ def test_encodings_share_the_subtrees_their_sets_have_in_common():
     )
     assert fp.decode_fields_v1(orjson.loads(orjson.dumps(a)))[0] == conditions | ips("10.1.0.1") | {
         fp.make_path("status", "phase")}
+
+
+@pytest.mark.parametrize("value, text", [
+    ({"name": "a<b>&c"}, '{"name":"a\\u003cb\\u003e\\u0026c"}'),
+    ({"z": 1, "a": "\u2028\x01\n\"é𝄞"}, '{"a":"\\u2028\\u0001\\n\\"é𝄞","z":1}'),
+    ({"port": 2**64}, '{"port":18446744073709551616}'),  # beyond 64 bits: json's text, as before
+    ({"s": "\ud800"}, '{"s":"\ud800"}'),  # a lone surrogate, which orjson refuses
+    ({"f": 1e16}, '{"f":1e+16}'),
+    ("x", '"x"'),
+])
+def test_keys_and_values_encode_as_json_with_go_html_escaping(value, text):
+    assert fp.encode_json(value) == text
