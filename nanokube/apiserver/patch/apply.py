@@ -829,7 +829,7 @@ def update_managed_fields(
     set computed for the first of them."""
     raw = _root_schema(schema)
     ignored = _ignored(ignore_status, subresource)
-    managers = {} if subresource else _decode_or_empty(new)
+    managers = {} if subresource else _decode_or_empty(_sender_of_entries(old, new))
     if not managers and old is None:
         base = (id(raw), manager, operation, api_version, subresource, ignore_status)
         plain = (*base, _create_shape(new))
@@ -864,6 +864,17 @@ def update_managed_fields(
     if not managers:
         managers = _decode_or_empty(old)
     return _track(old, result, raw, managers, manager, operation, now, api_version, subresource, ignored)
+
+
+def _sender_of_entries(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """The object whose managedFields stand for the ones a main-resource write sent: the stored
+    object when they are equal, as when a client updates what it read. Equal entries decode
+    alike, and the stored ones' decodings are remembered by identity (a request's copies are
+    parsed again: ~0.7% of the openb simulation, the scheduler's claim updates)."""
+    sent = (new.get("metadata") or {}).get("managedFields")
+    if sent and old is not None and sent == (old.get("metadata") or {}).get("managedFields"):
+        return old
+    return new
 
 
 def _status_write(

@@ -506,3 +506,17 @@ def test_encodings_share_the_subtrees_their_sets_have_in_common():
 ])
 def test_keys_and_values_encode_as_json_with_go_html_escaping(value, text):
     assert fp.encode_json(value) == text
+
+
+def test_an_update_sending_back_the_stored_entries_keeps_their_fieldsv1_objects():
+    """A client updating what it read sends copies of the stored entries: they count as sent, and
+    the untouched entry's FieldsV1 is the stored object, whose decoding later writes find by
+    identity, not the request's copy."""
+    old = update(None, configmap(a="1"), "alice", T0)
+    sent = copy.deepcopy(old)
+    sent["data"]["b"] = "2"
+    new = update(old, sent, "bob", T1)
+    alice, bob = new["metadata"]["managedFields"]
+    assert alice["fieldsV1"] is old["metadata"]["managedFields"][0]["fieldsV1"]
+    assert alice["fieldsV1"] == {"f:data": {".": {}, "f:a": {}}, "f:metadata": {"f:labels": {".": {}, "f:test-label": {}}}}
+    assert (bob["manager"], bob["fieldsV1"]) == ("bob", {"f:data": {"f:b": {}}})
