@@ -1,9 +1,14 @@
+import asyncio
+from types import SimpleNamespace
+
 import pytest
 
+from nanokube import schema
 from nanokube.apiserver.loopback import connector
+from nanokube.apiserver.patch import strategic
 from nanokube.machinery.errors import APIError
 from nanokube.node.cluster import default_cluster
-from nanokube.node.lifecycle import image_id, image_ref
+from nanokube.node.lifecycle import PodWorker, image_id, image_ref, status_patch
 from nanokube.node.manager import NodeManager
 from tests.controllers import eventually, make_stack
 from tests.node import ManualClock
@@ -29,12 +34,17 @@ async def env():
     await s.close()
 
 
-def pod(name, node="gpu-0", annotations=None, restart="Always", grace=None, containers=("app",)):
+def pod(name, node="gpu-0", annotations=None, restart="Always", grace=None, containers=("app",), finalizers=()):
     spec = {"nodeName": node, "restartPolicy": restart,
             "containers": [{"name": c, "image": "busybox:1.36"} for c in containers]}
+    if node is None:
+        del spec["nodeName"]
     if grace is not None:
         spec["terminationGracePeriodSeconds"] = grace
-    return {"metadata": {"name": name, "namespace": "default", "annotations": annotations or {}}, "spec": spec}
+    md = {"name": name, "namespace": "default", "annotations": annotations or {}}
+    if finalizers:
+        md["finalizers"] = list(finalizers)
+    return {"metadata": md, "spec": spec}
 
 
 def phase_is(pods, name, phase):
@@ -59,6 +69,10 @@ def gone(pods, name):
 
 def conds(p):
     return {c["type"]: c["status"] for c in p["status"]["conditions"]}
+
+
+def cond(p, ctype):
+    return next(c for c in p["status"]["conditions"] if c["type"] == ctype)
 
 
 async def test_bound_pod_runs_with_ip_conditions_and_container_status(env):
@@ -187,3 +201,119 @@ async def test_a_cancelled_wait_leaves_no_task_pending():
     await asyncio.gather(wait, return_exceptions=True)
     await asyncio.sleep(0)
     assert all(t.done() for t in started)
+
+
+async def test_conditions_keep_their_transition_time_until_their_status_changes(env):
+    """Upstream's status manager keeps a condition's lastTransitionTime while its status stays;
+    the kubelet's writes do not restamp them."""
+    pods, clock = env
+    await pods.create(pod("loop", annotations={"sim.nanokube.io/run-seconds": "5", "sim.nanokube.io/exit-code": "1"},
+                          grace=30, finalizers=["test.nanokube.io/keep"]))
+    started = clock.rfc3339()
+    p = await eventually(phase_is(pods, "loop", "Running"))
+    assert cond(p, "Ready") == {"type": "Ready", "status": "True", "lastTransitionTime": started}, \
+        "a Ready condition that turned True keeps no reason from when it was False"
+    await clock.advance(5)
+    crashed = clock.rfc3339()
+
+    async def backing_off():
+        p = await pods.get("loop", "default")
+        return p if conds(p)["Ready"] == "False" else None
+    p = await eventually(backing_off)
+    assert cond(p, "Ready")["lastTransitionTime"] == crashed
+    assert all(cond(p, t)["lastTransitionTime"] == started for t in ("Initialized", "PodScheduled"))
+    await clock.advance(1)
+    await pods.delete("loop", "default")  # the finalizer keeps the finished pod to read
+    p = await eventually(phase_is(pods, "loop", "Succeeded"))
+    ready = cond(p, "Ready")
+    assert ready["status"] == "False" and ready["reason"] == "PodCompleted"
+    assert ready["lastTransitionTime"] == crashed, "Ready stayed False: its transition time stays"
+    await pods.patch("loop", {"metadata": {"finalizers": None}}, namespace="default")
+
+
+async def test_other_writers_conditions_stay_first(env):
+    pods, _ = env
+    await pods.create(pod("gated", node=None))
+    gate = {"type": "example.com/Warm", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    await pods.patch("gated", {"status": {"conditions": [gate]}}, namespace="default", subresource="status")
+    await pods.create_subresource("gated", "binding", {"metadata": {"name": "gated"},
+                                                       "target": {"kind": "Node", "name": "gpu-0"}}, "default")
+    p = await eventually(phase_is(pods, "gated", "Running"))
+    assert [c["type"] for c in p["status"]["conditions"]] == [
+        "example.com/Warm", "PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"]
+    assert cond(p, "example.com/Warm") == gate
+
+
+# --- the status patch ---------------------------------------------------------------------
+
+NOW, LATER = "2027-01-15T08:00:00Z", "2027-01-15T08:00:05Z"
+POD_SCHEMA = schema.kind_schema("", "v1", "Pod")
+
+
+def kubelet_status(phase, ready, reason="", now=NOW, ip="10.244.0.2", extra=()):
+    def c(t, ok, why=""):
+        return {"type": t, "status": "True" if ok else "False", "lastTransitionTime": now} | (
+            {"reason": why} if why else {})
+    return {"phase": phase, "hostIP": "172.18.0.2", "hostIPs": [{"ip": "172.18.0.2"}], "podIP": ip,
+            "podIPs": [{"ip": ip}], "startTime": NOW,
+            "conditions": [*extra, c("PodReadyToStartContainers", True), c("Initialized", True),
+                           c("Ready", ready, reason), c("ContainersReady", ready, reason), c("PodScheduled", True)],
+            "containerStatuses": [{"name": "app", "ready": ready, "state": {"running": {}} if ready else {
+                "waiting": {"reason": "ContainerCreating"}}}]}
+
+
+GATE = {"type": "example.com/Warm", "status": "True"}
+SCHEDULED = {"phase": "Pending", "qosClass": "BestEffort", "conditions": [{"type": "PodScheduled", "status": "True"}]}
+TRANSITIONS = [
+    (SCHEDULED, kubelet_status("Pending", False, "ContainersNotReady")),
+    ({**SCHEDULED, "conditions": [GATE, *SCHEDULED["conditions"]]},
+     kubelet_status("Pending", False, "ContainersNotReady", extra=[GATE])),
+    (kubelet_status("Pending", False, "ContainersNotReady"), kubelet_status("Running", True)),
+    (kubelet_status("Running", True), kubelet_status("Running", False, "ContainersNotReady", now=LATER)),
+    (kubelet_status("Running", True, extra=[GATE]), kubelet_status("Failed", False, "PodCompleted", extra=[GATE])),
+    (kubelet_status("Running", True), kubelet_status("Running", True, ip="10.244.0.3")),
+    ({"conditions": list(reversed(kubelet_status("Running", True)["conditions"]))}, kubelet_status("Running", True)),
+]
+
+
+@pytest.mark.parametrize("live,new", TRANSITIONS)
+def test_the_status_patch_makes_the_new_status_on_the_server(live, new):
+    """Merged by the server's strategic merge patch, the patch leaves exactly the new status
+    (item order included), the fields the kubelet does not write untouched."""
+    obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "status": live}
+    got = strategic.apply(obj, {"status": status_patch(live, new)}, POD_SCHEMA)["status"]
+    assert got == {**live, **new}
+
+
+def test_the_status_patch_carries_only_what_changed():
+    pending, running = kubelet_status("Pending", False, "ContainersNotReady"), kubelet_status("Running", True)
+    patch = status_patch(pending, running)
+    assert patch == {"phase": "Running",
+                     "conditions": [{"type": "Ready", "status": "True", "reason": None},
+                                    {"type": "ContainersReady", "status": "True", "reason": None}],
+                     "containerStatuses": running["containerStatuses"]}
+    assert status_patch(running, running) == {}
+
+
+def test_a_write_that_changes_nothing_is_skipped():
+    sent = []
+
+    async def patch(name, body, patch_type, namespace, subresource):
+        sent.append(body)
+        return strategic.apply(worker.pod, body, POD_SCHEMA)
+
+    agent = SimpleNamespace(clock=ManualClock(), host_ip="172.18.0.2", pods=SimpleNamespace(patch=patch))
+    worker = PodWorker(agent, {"metadata": {"name": "p", "namespace": "default", "uid": "u1"},
+                               "spec": {"containers": [{"name": "app"}]}, "status": SCHEDULED})
+    worker.ip, worker.start_time = "10.244.0.2", NOW
+    for _ in range(2):
+        asyncio.run(worker._write("Pending", [], False, NOW, "ContainersNotReady"))
+    assert len(sent) == 1 and sent[0]["metadata"] == {"uid": "u1"}, "the uid is the patch's precondition"
+
+
+def test_an_older_copy_of_the_pod_does_not_replace_a_newer_one():
+    worker = PodWorker(SimpleNamespace(clock=ManualClock()), {"metadata": {"name": "p", "uid": "u", "resourceVersion": "7"}})
+    worker.update({"metadata": {"name": "p", "uid": "u", "resourceVersion": "6"}})
+    assert worker.pod["metadata"]["resourceVersion"] == "7" and not worker.changed.is_set()
+    worker.update({"metadata": {"name": "p", "uid": "u", "resourceVersion": "8"}})
+    assert worker.pod["metadata"]["resourceVersion"] == "8" and worker.changed.is_set()
