@@ -86,6 +86,20 @@ class Entry:
             self._raw = compact_dumps(self.obj)
         return self._raw
 
+    # A list page reads these of every entry: the slots straight, and the properties only where
+    # they have work to do (three property calls per entry were a third of a 500-pod page's list).
+
+    @staticmethod
+    def objects(entries: list[Entry]) -> list[dict]:
+        """`obj` of each entry."""
+        return [e._obj or e.obj for e in entries]
+
+    @staticmethod
+    def kept_json(entries: list[Entry], served: list[dict]) -> list[bytes | None]:
+        """`raw` of each entry served as it is cached (`served[i]` is its `obj`); None for one
+        converted for the client."""
+        return [(e._raw or e.raw) if o is e._obj else None for e, o in zip(entries, served)]
+
 
 @dataclass(slots=True)
 class CacheEvent:
@@ -493,10 +507,8 @@ class WatchCache:
         keys = self._keys.get(rp)
         if not keys:
             return 0, []
-        objs = self._by_prefix[rp]
         lo, hi = self._bounds(keys, rp, prefix, after)
-        end = min(hi, lo + limit) if limit else hi
-        return max(0, hi - lo), [(k, objs[k]) for k in keys[lo:end]]
+        return self._page(keys, self._by_prefix[rp], lo, hi, limit)
 
     @staticmethod
     def _bounds(keys: list[str], rp: str, prefix: str, after: str) -> tuple[int, int]:
@@ -506,6 +518,11 @@ class WatchCache:
         if after:
             lo = max(lo, bisect.bisect_right(keys, after))
         return lo, max(lo, hi)
+
+    @staticmethod
+    def _page(keys: list[str], objs: dict[str, Entry], lo: int, hi: int, limit: int) -> tuple[int, list[tuple[str, Entry]]]:
+        end = min(hi, lo + limit) if limit else hi
+        return hi - lo, [(k, objs[k]) for k in keys[lo:end]]
 
     def _scan_at(self, rp: str, prefix: str, after: str, limit: int, rev: int) -> tuple[int, list[tuple[str, Entry]]]:
         if rev < self._oldest:
@@ -518,6 +535,8 @@ class WatchCache:
         keys = self._keys.get(rp, [])
         objs = self._by_prefix.get(rp, {})
         lo, hi = self._bounds(keys, rp, prefix, after)
+        if not then:  # nothing here changed since `rev`, only other resources (leases, heartbeats): as at the latest
+            return self._page(keys, objs, lo, hi, limit)
         total = hi - lo - sum(k in objs for k in then) + sum(e is not None for e in then.values())
         out: list[tuple[str, Entry]] = []
         last = None

@@ -388,11 +388,11 @@ class GenericREST:
         if remaining:
             meta["continue"] = _continue_token(rev, last_key)
             meta["remainingItemCount"] = remaining
-        objs = [e.obj for e in out]
+        objs = Entry.objects(out)
         await res.strategy.prepare_conversion(objs, version)
         items = [self._external(res, o, version) for o in objs]
         if encoded is not None:
-            encoded.extend(e.raw if o is e.obj else None for o, e in zip(items, out))
+            encoded.extend(Entry.kept_json(out, items))
         return items, meta
 
     async def watch(

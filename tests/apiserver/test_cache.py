@@ -3,7 +3,7 @@ import asyncio
 import orjson
 import pytest
 
-from nanokube.apiserver.cache import ADDED, DELETED, MODIFIED, WatchCache, Watcher, stored_value
+from nanokube.apiserver.cache import ADDED, DELETED, MODIFIED, Entry, WatchCache, Watcher, stored_value
 from nanokube.store.interface import Compacted
 from nanokube.store.memory import MemoryStore
 from tests.controllers import eventually
@@ -71,6 +71,46 @@ async def test_scan_pages_a_namespace_in_key_order_through_creates_and_deletes(e
     total, page = cache.scan(PREFIX + "a/", after=PREFIX + "a/1", limit=5)
     assert total == 1 and [k for k, _ in page] == [PREFIX + "a/3"]
     assert cache.scan(PREFIX + "zz/") == (0, [])
+
+
+async def test_a_scan_at_a_past_revision_is_its_snapshot_whether_or_not_its_range_changed_since(env):
+    store, _ = env
+    cache = WatchCache(store, window=100)
+    await cache.start()
+    try:
+        for name in ("1", "2", "3"):
+            await store.create(f"{PREFIX}a/{name}", b'{"v":0}')
+        await cache.sync()
+        rev = cache.rev
+        before = cache.scan(PREFIX + "a/", after=PREFIX + "a/1", limit=1)
+        await store.create("/registry/secrets/a/s", b"{}")  # another resource
+        await store.create(PREFIX + "b/x", b"{}")  # another namespace
+        kv = (await store.list(PREFIX + "a/1"))[0][0]
+        await store.update(kv.key, b'{"v":1}', kv.mod_revision)  # before the page
+        await cache.sync()
+        assert cache.scan(PREFIX + "a/", after=PREFIX + "a/1", limit=1, rev=rev) == before
+        assert before[0] == 2 and [(k, e.rev) for k, e in before[1]] == [(PREFIX + "a/2", rev - 1)]
+        assert cache.scan(PREFIX, after=PREFIX + "a/3", rev=rev) == (1, [(PREFIX + "ns/pre", cache.get(PREFIX + "ns/pre"))])
+        kv = (await store.list(PREFIX + "a/3"))[0][0]
+        await store.delete(kv.key, kv.mod_revision)  # inside the rest of the list: still there at `rev`
+        await cache.sync()
+        total, page = cache.scan(PREFIX + "a/", after=PREFIX + "a/2", limit=1, rev=rev)
+        assert total == 1 and [(k, e.obj["v"]) for k, e in page] == [(PREFIX + "a/3", 0)]
+        assert cache.scan(PREFIX + "a/", after=PREFIX + "a/2", limit=1) == (0, [])
+    finally:
+        await cache.stop()
+
+
+def test_entry_objects_and_kept_json_decode_and_encode_only_what_is_asked():
+    lazy = Entry(None, 5, None, b'{"metadata":{"name":"a"}}')  # loaded at start: decoded on first use
+    plain = Entry({"metadata": {"name": "b", "resourceVersion": "6"}}, 6)
+    objs = Entry.objects([lazy, plain])
+    assert objs == [{"metadata": {"name": "a", "resourceVersion": "5"}}, {"metadata": {"name": "b", "resourceVersion": "6"}}]
+    assert objs[0] is lazy.obj and objs[1] is plain.obj
+    converted = {**objs[1], "apiVersion": "v2"}
+    assert Entry.kept_json([lazy, plain], [objs[0], converted]) == [orjson.dumps(objs[0]), None]
+    assert lazy.raw is Entry.kept_json([lazy], objs[:1])[0]  # kept, not built again
+    assert plain._raw is None  # served converted: its JSON is not built
 
 
 async def test_past_versions_keep_their_json_and_read_back_as_one_equal_object(env, monkeypatch):
