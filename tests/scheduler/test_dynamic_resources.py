@@ -305,3 +305,29 @@ async def test_claim_events_requeue_only_the_pods_naming_the_claim_or_after_a_de
         queued = {f"default/{p['metadata']['name']}" for p in sched.pods.list() if hint(p, old, new).name == "QUEUE"}
         assert queued == set(reg.targets(old, new)), (old, new)
     assert set(reg.targets(None, own)) == {"default/p3"}
+
+
+async def test_an_allocation_changes_its_pool_once_however_many_objects_carry_it(env):
+    """Reserve counts the in-flight allocation; PreBind's written claim and the informer's copy carry
+    the same devices and change nothing, so kept answers of the node's pool are not worked out again."""
+    client, sched = env
+    pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
+    plugin = sched.frameworks["default-scheduler"].plugins["DynamicResources"]
+    await claim_pods(claims, pods, 2)
+    for i in range(2):
+        await eventually(bound(pods, f"p{i}"))
+
+    async def settled():
+        return not plugin.dra.in_flight and all(
+            (plugin.dra.claims.get(f"default/c{i}") or {}).get("status", {}).get("allocation") for i in range(2))
+    await eventually(settled)
+    held = plugin.dra.allocated
+    assert len(held.changes) == 2
+    assert set(held.exclusive) == {(DRIVER, r["pool"], r["device"]) for i in range(2)
+                                   for r in plugin.dra.claims.get(f"default/c{i}")["status"]["allocation"]["devices"]["results"]}
+    await pods.delete("p0", "default", grace_period_seconds=0)
+
+    async def released():
+        return len(held.exclusive) == 1
+    await eventually(released)
+    assert len(held.changes) == 3

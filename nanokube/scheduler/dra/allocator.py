@@ -17,7 +17,7 @@ import orjson
 from ...machinery.quantity import QuantityError, format_quantity, parse_quantity
 from ...machinery.scheduling import tolerates
 from .cel import CELError, compile_selector
-from .pools import Device, DeviceID, Pool, PoolIndex
+from .pools import Device, DeviceID, Pool, PoolIndex, exact
 
 #: search steps before giving up on a node (upstream bounds it by a timeout)
 MAX_STEPS = 200_000
@@ -74,7 +74,7 @@ class AllocatedDevices:
                 used = self.consumed.setdefault(did, {})
                 for k, v in (r.get("consumedCapacity") or {}).items():
                     k = k if "/" in k else f"{did[0]}/{k}"  # as the pools key capacity
-                    used[k] = used.get(k, Fraction(0)) + sign * parse_quantity(str(v))
+                    used[k] = exact(used.get(k, 0) + sign * parse_quantity(str(v)))
                 _count(self.shares, did, sign)
                 if did not in self.shares:
                     del self.consumed[did]
@@ -160,7 +160,7 @@ def _consumption(d: Device, requests: dict[str, Fraction]) -> dict[str, Fraction
             got = total
         if got is None or got > total:
             return None
-        out[name] = got
+        out[name] = exact(got)
     return out
 
 
@@ -254,7 +254,7 @@ class _Search:
             if amount is not None:
                 mine = self.consumed.setdefault(d.id, {})
                 for k, v in amount.items():
-                    mine[k] = mine.get(k, Fraction(0)) + v
+                    mine[k] = mine.get(k, 0) + v
         for c in cons:
             c.values.append(d.attributes[c.attr])
         self.picks.append((alt, d, amount))
@@ -342,7 +342,7 @@ class _Request:
     capacity_key: tuple
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Placement:
     """Devices found for a pod's claims on one node, not yet written out;
     `search` is None while only the fit is known (the simple case, which
@@ -484,17 +484,20 @@ class Allocator:
         node_name = (node.get("metadata") or {}).get("name", "")
         simple = self._simple(claims)
         if simple is not None:
-            found = self._counted_fit(node, claims, simple[0], simple[1], pools, node_name)
-            if found is not _SEARCH:
-                return found
+            fits = self._counted_fits(simple[0], node, node_name)
+            if fits is not _SEARCH:
+                found = self._count(fits, simple[1], node)
+                if found is not _SEARCH:
+                    return found
         return self._search(node, claims, pools, node_name)
 
     def find_each(self, nodes: list, claims: list[dict]) -> list:
         """`find` on each of `nodes` (objects with the node's `name` and its
         object as `node`, as the scheduler's NodeInfo): its Placement or
         None, or the AllocationError or SearchLimitExceeded it raises. The
-        simple shape on a node with one pool that no allocation changed
-        since it was last answered costs one lookup (`NodeMemo`)."""
+        simple shape's counted answer on a node is kept until an allocation
+        changes one of the node's pools (`NodeMemo`): a node answered since
+        costs one lookup."""
         try:
             simple = self._simple(claims)
         except AllocationError as e:
@@ -508,42 +511,31 @@ class Allocator:
                     out.append(e)
             return out
         r, need = simple
-        shape = r.shape
-        memo_key = (shape, need, self.max_steps)
+        memo_key = (r.shape, need, self.max_steps)
         memo = self.index.answers.get(memo_key)
         if memo is None or memo.allocated is not self.allocated:
             memo = self.index.answers[memo_key] = NodeMemo(self.allocated)
         memo.sync()
         get = memo.values.get
         out = [get(n.name, _MISSING) for n in nodes]
-        for i in [i for i, hit in enumerate(out) if hit is _MISSING]:
-            out[i] = self._answer(nodes[i], claims, memo, shape, need)
+        if _MISSING in out:  # a C-level scan (answers compare by identity): mostly every node is kept
+            for i in [i for i, hit in enumerate(out) if hit is _MISSING]:
+                out[i] = self._answer(nodes[i], claims, memo, r, need)
         return out
 
-    def _answer(self, n, claims: list[dict], memo: NodeMemo, shape: bytes, need: int):
-        """`find_each`'s answer on one node it has none kept for (kept now where it can be)."""
-        fits = self.index.fits.get((shape, n.name))
-        if fits is not None and fits is not _SEARCH:  # counted on this node before
-            if len(fits) == 1:  # `_count` on the usual node, inline
-                pf = fits[0]
-                stamp = self.allocated.stamps.get(pf.key, 0)
-                if pf.stamp != stamp:
-                    pf.refresh(self.allocated, stamp)
-                free, candidates = len(pf.free), len(pf.candidates)
-                if free >= need:
-                    if candidates < self.max_steps:
-                        hit = pf.placement(need, n.node)
-                        memo.keep(n.name, (pf.key,), hit)
-                        return hit
-                elif 1 + candidates * 2 ** free <= self.max_steps:
-                    memo.keep(n.name, (pf.key,), None)
-                    return None
-            else:
-                found = self._count(fits, need, n.node, claims)
-                if found is not _SEARCH:
-                    return found
+    def _answer(self, n, claims: list[dict], memo: NodeMemo, r: _Request, need: int):
+        """`find_each`'s answer on a node it has none kept for: the counted
+        one, kept (a node without the devices too: it is asked about by every
+        pod of the shape that fits its CPU and memory), else the search's."""
+        node, name = n.node, n.name
         try:
-            return self.find(n.node, claims)
+            fits = self._counted_fits(r, node, name)
+            if fits is not _SEARCH:
+                found = self._count(fits, need, node)
+                if found is not _SEARCH:
+                    memo.keep(name, [pf.key for pf in fits], found)
+                    return found
+            return self._search(node, claims, self.index.for_node(node), name)
         except (AllocationError, SearchLimitExceeded) as e:
             return e
 
@@ -577,25 +569,26 @@ class Allocator:
         self._simple_for = (claim, out, claims)
         return out
 
-    def _counted_fit(self, node: dict, claims: list[dict], r: _Request, need: int, pools, node_name: str):
-        """Filter's answer for the simple shape over devices that consume no
-        counters. Every pick of its search is then decided by its device
-        alone (no constraint, no counter, no earlier pick on the same
-        device), so the search takes the first `need` candidates that one
-        more allocation fits on: the same verdict and devices, read from
-        each pool's free candidates, which are kept per node and request
-        shape until the pool's allocated-devices stamp moves (about 1 µs per
-        node while nothing there changed). `_SEARCH` where a device consumes
-        counters or the search's step bound could decide instead."""
+    def _counted_fits(self, r: _Request, node: dict, node_name: str):
+        """The simple request's `_PoolFit`s on the node, kept per node and
+        request shape, from which `_count` reads Filter's answer; `_SEARCH`
+        where a device consumes counters. Every pick of the search is then
+        decided by its device alone (no constraint, no counter, no earlier
+        pick on the same device), so the search takes the first `need`
+        candidates that one more allocation fits on: the same verdict and
+        devices, read from each pool's free candidates, recomputed only
+        when the pool's allocated-devices stamp moved."""
         key = (r.shape, node_name)
         fits = self.index.fits.get(key)
         if fits is None:
-            fits = self.index.fits[key] = self._pool_fits(r, pools, node_name)
-        if fits is _SEARCH:
-            return _SEARCH
-        return self._count(fits, need, node, claims)
+            fits = self.index.fits[key] = self._pool_fits(r, self.index.for_node(node), node_name)
+        return fits
 
-    def _count(self, fits: list[_PoolFit], need: int, node: dict, claims: list[dict]):
+    def _count(self, fits: list[_PoolFit], need: int, node: dict):
+        """Filter's answer from the node's free candidates (a Placement
+        without claims, as `results` writes out what it counted for the
+        claims of the latest `_simple`), or `_SEARCH` where the search's
+        step bound could decide instead."""
         stamps, allocated = self.allocated.stamps, self.allocated
         free = candidates = 0
         shared = False
@@ -612,7 +605,7 @@ class Allocator:
                 return _SEARCH
             if len(fits) == 1:
                 return fits[0].placement(need, node)
-            return Placement(node, claims, None, [x for pf in fits for x in pf.free][:need] if shared else None)
+            return Placement(node, None, None, [x for pf in fits for x in pf.free][:need] if shared else None)
         # a failed search tries each candidate after each set of fewer than `need` free ones
         if 1 + candidates * 2 ** free > self.max_steps:
             return _SEARCH
@@ -691,7 +684,7 @@ class Allocator:
         selectors += [(f"selector #{i}", s) for i, s in enumerate(spec.get("selectors") or [])]
         tolerations = spec.get("tolerations") or []
         try:
-            capacity = {k: parse_quantity(str(v)) for k, v in ((spec.get("capacity") or {}).get("requests") or {}).items()}
+            capacity = {k: exact(parse_quantity(str(v))) for k, v in ((spec.get("capacity") or {}).get("requests") or {}).items()}
         except QuantityError as e:
             raise AllocationError(f"{who}: capacity: {e}") from None
         shape = orjson.dumps([[s for _, s in selectors], tolerations, spec.get("capacity")], option=orjson.OPT_SORT_KEYS)

@@ -33,6 +33,13 @@ def _cel_value(kind: str, v: object) -> object:
     return list(v) if isinstance(v, tuple) else v
 
 
+def exact(q: Fraction) -> int | Fraction:
+    """An integral quantity as an int, others as they are: the allocator adds and compares the
+    capacity of every shared device of each node it counts, and an int's arithmetic and hash are
+    C-level where a Fraction's are Python (several µs a device)."""
+    return q.numerator if q.denominator == 1 else q
+
+
 def _qualify(driver: str, name: str) -> tuple[str, str]:
     domain, _, ident = name.rpartition("/")
     return (domain or driver), ident
@@ -44,7 +51,7 @@ class Device:
 
     id: DeviceID
     attributes: dict[str, tuple[str, object]]  # fully qualified name -> (type, value)
-    capacity: dict[str, Fraction]  # fully qualified name -> value
+    capacity: dict[str, int | Fraction]  # fully qualified name -> value (`exact`)
     policies: dict[str, dict]  # fully qualified name -> requestPolicy
     consumes: list[tuple[str, dict[str, Fraction]]]  # (counterSet, counters)
     taints: list[dict]
@@ -113,7 +120,7 @@ def _device(driver: str, pool: str, spec: dict, dev: dict, rules: list[dict]) ->
     for key, c in (dev.get("capacity") or {}).items():
         domain, ident = _qualify(driver, key)
         value = parse_quantity(str((c or {}).get("value", "0")))
-        cap[f"{domain}/{ident}"] = value
+        cap[f"{domain}/{ident}"] = exact(value)
         if (c or {}).get("requestPolicy"):
             policies[f"{domain}/{ident}"] = c["requestPolicy"]
         cel_cap.setdefault(domain, {})[ident] = quantity_value(value)

@@ -57,6 +57,11 @@ def _allocated(claim: dict | None) -> bool:
     return bool(claim) and (claim.get("status") or {}).get("allocation") is not None
 
 
+def _devices(allocation: dict) -> list:
+    """What `AllocatedDevices.add` counts of an allocation."""
+    return (allocation.get("devices") or {}).get("results") or []
+
+
 def _key(pod: dict) -> str:
     """The scheduling queue's key of a pod."""
     return f"{pod['metadata'].get('namespace', '')}/{pod['metadata']['name']}"
@@ -178,6 +183,12 @@ class DRAState:
         alloc = flight["status"]["allocation"] if flight is not None else self._informer_allocations.get(uid)
         old = self._counted.get(uid)
         if old is alloc:
+            return
+        if old is not None and alloc is not None and _devices(old) == _devices(alloc):
+            # the same devices under a new object (PreBind's write of the in-flight allocation, then
+            # the informer's copy of it): nothing changed, and a change would make every pool reader
+            # (the allocator's kept answers, the GPU policies' free shares) work the node out again
+            self._counted[uid] = alloc
             return
         if old is not None:
             self.allocated.remove(old)

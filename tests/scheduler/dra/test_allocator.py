@@ -445,3 +445,25 @@ def test_a_counted_answer_is_kept_for_every_pod_until_its_pool_changes():
     held.add(alloc)
     third = Allocator(CLASSES, index, held).find(NODE, [claim(share(600))])
     assert third is not first and [d.id[2] for d, _ in third.taken] == ["gpu-1"]
+
+
+def test_find_each_keeps_the_answer_of_a_node_without_the_devices_and_of_one_with_several_pools(monkeypatch):
+    """Nodes without a pool (CPU-only ones) and nodes with several are answered once per pool change
+    too, not counted again for every pod of the shape."""
+    nodes = [Info("n0"), Info("n1")]
+    slices = [rslice(GPU, [shared_gpu("gpu-0")], pool=p, node="n1") for p in ("p1", "p2")]
+    held = AllocatedDevices()
+    index = PoolIndex(slices, [])
+    c = [claim(share(600, count=2))]
+    first = Allocator(CLASSES, index, held).find_each(nodes, c)
+    assert first[0] is None and [d.id[1] for d, _ in first[1].taken] == ["p1", "p2"]
+
+    def counted(*args):
+        raise AssertionError("counted again")
+    monkeypatch.setattr(Allocator, "_count", counted)
+    again = Allocator(CLASSES, index, held).find_each(nodes, c)
+    assert again[0] is None and again[1] is first[1]
+    monkeypatch.undo()
+    held.add({"devices": {"results": [{"driver": GPU, "pool": "p2", "device": "gpu-0", "shareID": "x",
+                                       "consumedCapacity": {"milli": "600"}}]}})
+    assert Allocator(CLASSES, index, held).find_each(nodes, c) == [None, None]
