@@ -25,7 +25,7 @@ from .dra.driver import NodeDriver
 from .dra.prepare import ClaimPreparer
 from .faults import Faults, Plan
 from .faults import parse as parse_faults
-from .lifecycle import PodWorker, SimulatedRuntime
+from .lifecycle import SMP, PodWorker, SimulatedRuntime
 from .streaming import NodeStreamingServer
 from .volumes import VolumeManager
 
@@ -259,7 +259,9 @@ class NodeAgent:
         those whose status the server's copy has otherwise (Unknown back to True is
         a transition, as the kubelet's setters compute it). Like the kubelet, only
         registration sends the whole status; later posts carry the
-        conditions alone, since capacity, addresses and nodeInfo do not change."""
+        conditions alone, since capacity, addresses and nodeInfo do not change.
+        A strategic merge patch, as the kubelet sends: conditions merge by type,
+        so other writers' (NetworkUnavailable, a node problem detector's) stay."""
         now = self.clock.rfc3339()
         theirs = self._theirs
         for c in self._conditions:
@@ -267,7 +269,7 @@ class NodeAgent:
             if theirs.get(c["type"], c["status"]) != c["status"]:
                 c["lastTransitionTime"] = now
         status = self.status() if full else {"conditions": self._conditions}
-        await self.nodes.patch(self.name, {"status": status}, subresource="status")
+        await self.nodes.patch(self.name, {"status": status}, SMP, subresource="status")
         self._last_status = self.clock.monotonic()
         if self._theirs is theirs:  # else a copy seen meanwhile decides
             self._theirs = {}

@@ -298,3 +298,18 @@ async def test_a_node_marked_unknown_while_its_renewal_stalled_is_ready_again_on
     await ctl.stop()
     await mgr.stop()
     await s.close()
+
+
+async def test_status_posts_keep_the_conditions_other_writers_own(env):
+    """The kubelet's strategic merge patch merges conditions by type: a network plugin's
+    NetworkUnavailable survives the heartbeat's status report."""
+    client, clock, _ = env
+    nodes = client.resource("", "v1", "nodes")
+    await nodes.patch("gpu-0", {"status": {"conditions": [
+        {"type": "NetworkUnavailable", "status": "False", "reason": "RouteCreated", "message": "routes set up"}]}},
+        "application/strategic-merge-patch+json", subresource="status")
+    before = (await _conditions(client, "gpu-0"))["Ready"]["lastHeartbeatTime"]
+    await clock.advance(310)
+    conds = await _conditions(client, "gpu-0")
+    assert conds["Ready"]["lastHeartbeatTime"] > before
+    assert conds["NetworkUnavailable"]["reason"] == "RouteCreated"
