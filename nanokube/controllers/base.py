@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from ..client.informer import InformerFactory
 from ..client.workqueue import WorkQueue
 from ..clock import REAL, Clock
 
@@ -16,9 +17,13 @@ class Controller:
     name = "controller"
     workers = 1
 
-    def __init__(self, client, clock: Clock = REAL):
+    def __init__(self, client, clock: Clock = REAL, informers: InformerFactory | None = None):
+        """`informers`: the manager's shared factory, which it stops; without one the controller
+        runs (and stops) informers of its own."""
         self.client = client
         self.clock = clock
+        self.informer_factory = informers or InformerFactory()
+        self._own_factory = informers is None
         self.queue = WorkQueue(clock)
         self._tasks: list[asyncio.Task] = []
 
@@ -31,8 +36,7 @@ class Controller:
 
     async def start(self) -> None:
         infs = self.informers()
-        for inf in infs:
-            self._tasks.append(asyncio.create_task(inf.run()))
+        self.informer_factory.start(infs)
         for inf in infs:
             await inf.synced.wait()
         for _ in range(self.workers):
@@ -43,6 +47,8 @@ class Controller:
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._own_factory:
+            await self.informer_factory.stop()
 
     async def _worker(self) -> None:
         while True:

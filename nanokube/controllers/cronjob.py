@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import email.utils
 
-from ..client.informer import Informer, key_of
+from ..client.informer import InformerFactory, key_of
 from ..clock import Clock, format_time, parse_time
 from ..machinery import cron
 from ..machinery.errors import APIError
@@ -72,14 +72,15 @@ def most_recent_schedule_time(cj: dict, now: float, schedule: cron.Schedule, zon
 class CronJobController(Controller):
     name = "cronjob"
 
-    def __init__(self, client, clock: Clock | None = None, metrics: ControllerMetrics | None = None):
-        super().__init__(client, **({"clock": clock} if clock else {}))
+    def __init__(self, client, clock: Clock | None = None, metrics: ControllerMetrics | None = None,
+                 informers: InformerFactory | None = None):
+        super().__init__(client, informers=informers, **({"clock": clock} if clock else {}))
         self.metrics = metrics or ControllerMetrics()
         self.cronjobs = client.resource("batch", "v1", "cronjobs")
         self.jobs = client.resource("batch", "v1", "jobs")
         self.recorder = EventRecorder(client, "cronjob-controller", self.clock)
-        self.cj_inf = Informer(self.cronjobs)
-        self.job_inf = Informer(self.jobs)
+        self.cj_inf = self.informer_factory.informer(self.cronjobs)
+        self.job_inf = self.informer_factory.informer(self.jobs)
         self.cj_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n))
         self.job_inf.add_handlers(on_add=self._job_changed, on_update=lambda o, n: self._job_changed(n),
                                   on_delete=self._job_changed)

@@ -7,7 +7,7 @@ ControllerRevisions for `kubectl rollout history/undo`.
 
 from __future__ import annotations
 
-from ..client.informer import Informer, key_of
+from ..client.informer import InformerFactory, key_of
 from ..clock import Clock
 from ..machinery.errors import APIError
 from ..machinery.scheduling import NodeMatcher, untolerated
@@ -144,15 +144,15 @@ class DaemonSetController(Controller):
     name = "daemonset"
     workers = 2
 
-    def __init__(self, client, clock: Clock | None = None):
-        super().__init__(client, **({"clock": clock} if clock else {}))
+    def __init__(self, client, clock: Clock | None = None, informers: InformerFactory | None = None):
+        super().__init__(client, informers=informers, **({"clock": clock} if clock else {}))
         self.ds = client.resource("apps", "v1", "daemonsets")
         self.pods = client.resource("", "v1", "pods")
         self.recorder = EventRecorder(client, "daemonset-controller", self.clock)
-        self.ds_inf = Informer(self.ds)
-        self.pod_inf = Informer(self.pods)
-        self.node_inf = Informer(client.resource("", "v1", "nodes"))
-        self.rev_inf = Informer(client.resource("apps", "v1", "controllerrevisions"))
+        self.ds_inf = self.informer_factory.informer(self.ds)
+        self.pod_inf = self.informer_factory.informer(self.pods)
+        self.node_inf = self.informer_factory.informer(client.resource("", "v1", "nodes"))
+        self.rev_inf = self.informer_factory.informer(client.resource("apps", "v1", "controllerrevisions"))
         self.history = History(client, self.rev_inf, "apps/v1", "DaemonSet")
         self.expectations = Expectations(self.clock)
         self._backoff: dict[tuple[str, str], tuple[float, float]] = {}

@@ -15,7 +15,7 @@ import orjson
 
 from ..machinery.errors import APIError
 from ..machinery.selectors import matches_labels, selector_from_object
-from ..client.informer import Informer, key_of
+from ..client.informer import InformerFactory, key_of
 from ..clock import Clock, format_time, parse_time
 from .base import Controller
 from .deployment_scale import DESIRED, MAX_REPLICAS, is_scaling_event, scaled_sizes
@@ -124,13 +124,13 @@ class DeploymentController(Controller):
     name = "deployment"
     workers = 2
 
-    def __init__(self, client, clock: Clock | None = None):
-        super().__init__(client, **({"clock": clock} if clock else {}))
+    def __init__(self, client, clock: Clock | None = None, informers: InformerFactory | None = None):
+        super().__init__(client, informers=informers, **({"clock": clock} if clock else {}))
         self.recorder = EventRecorder(client, "deployment-controller", self.clock)
         self.deps = client.resource("apps", "v1", "deployments")
         self.rs = client.resource("apps", "v1", "replicasets")
-        self.dep_inf = Informer(self.deps)
-        self.rs_inf = Informer(self.rs)
+        self.dep_inf = self.informer_factory.informer(self.deps)
+        self.rs_inf = self.informer_factory.informer(self.rs)
         self.dep_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n),
                                   on_delete=self._enqueue)
         self.rs_inf.add_handlers(on_add=self._rs_changed, on_update=lambda o, n: self._rs_changed(n),

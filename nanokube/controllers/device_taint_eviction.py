@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass
 
 from ..machinery.errors import APIError
-from ..client.informer import Informer, key_of
+from ..client.informer import InformerFactory, key_of
 from ..clock import REAL, Clock, parse_time
 from ..dra.resourceclaim import claim_names, reserved_for_pod
 from .base import Controller
@@ -61,16 +61,17 @@ class Eviction:
 class DeviceTaintEvictionController(Controller):
     name = "device-taint-eviction-controller"
 
-    def __init__(self, client, clock: Clock = REAL, rule_status_period: float = RULE_STATUS_PERIOD):
-        super().__init__(client, clock)
+    def __init__(self, client, clock: Clock = REAL, rule_status_period: float = RULE_STATUS_PERIOD,
+                 informers: InformerFactory | None = None):
+        super().__init__(client, clock, informers)
         self.rule_status_period = rule_status_period
         self.pods_api = client.resource("", "v1", "pods")
         self.rules_api = client.resource(R, "v1", "devicetaintrules")
         self.recorder = EventRecorder(client, self.name, clock)
-        self.pods = Informer(self.pods_api)
-        self.claims = Informer(client.resource(R, "v1", "resourceclaims"))
-        self.slices = Informer(client.resource(R, "v1", "resourceslices"))
-        self.rules = Informer(self.rules_api)
+        self.pods = self.informer_factory.informer(self.pods_api)
+        self.claims = self.informer_factory.informer(client.resource(R, "v1", "resourceclaims"))
+        self.slices = self.informer_factory.informer(client.resource(R, "v1", "resourceslices"))
+        self.rules = self.informer_factory.informer(self.rules_api)
         self.pods.add_handlers(self._pod_changed, lambda _o, n: self._pod_changed(n), self._pod_gone)
         self.claims.add_handlers(self._claim_changed, lambda o, n: self._claim_changed(n, o), self._claim_changed)
         self.slices.add_handlers(self._slice_changed, lambda o, n: self._slice_changed(n, o), self._slice_changed)

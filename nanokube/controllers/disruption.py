@@ -17,7 +17,7 @@ import math
 
 from ..machinery.errors import APIError
 from ..machinery.selectors import matches_labels, selector_from_object
-from ..client.informer import Informer, key_of
+from ..client.informer import InformerFactory, key_of
 from ..clock import REAL, Clock, parse_time
 from .base import Controller
 from .events import EventRecorder
@@ -53,15 +53,15 @@ def _disruption_target(pod: dict) -> dict | None:
 class DisruptionController(Controller):
     name = "disruption-controller"
 
-    def __init__(self, client, clock: Clock = REAL):
-        super().__init__(client, clock)
+    def __init__(self, client, clock: Clock = REAL, informers: InformerFactory | None = None):
+        super().__init__(client, clock, informers)
         self.pdbs_api = client.resource("policy", "v1", "poddisruptionbudgets")
         self.pods_api = client.resource("", "v1", "pods")
         self.rs_api = client.resource("apps", "v1", "replicasets")
         self.deps_api = client.resource("apps", "v1", "deployments")
         self.recorder = EventRecorder(client, "controllermanager", clock)
-        self.pdbs = Informer(self.pdbs_api)
-        self.pods = Informer(self.pods_api)
+        self.pdbs = self.informer_factory.informer(self.pdbs_api)
+        self.pods = self.informer_factory.informer(self.pods_api)
         self.pdbs.add_handlers(self._pdb_changed, lambda _o, n: self._pdb_changed(n))
         self.pods.add_handlers(self._pod_changed, lambda o, n: self._pod_changed(n, o), self._pod_changed)
         self._no_pods: set[str] = set()

@@ -16,7 +16,7 @@ import orjson
 
 from ..machinery.errors import APIError
 from ..machinery.selectors import matches_labels, selector_from_object
-from ..client.informer import Informer, key_of
+from ..client.informer import InformerFactory, key_of
 from ..clock import Clock
 from .base import Controller
 from .replicaset import owner_reference, pod_is_ready, pod_is_terminal
@@ -250,17 +250,17 @@ class EndpointSliceController(Controller):
     name = "endpointslice"
     workers = 2
 
-    def __init__(self, client, clock: Clock | None = None, pod_informer: Informer | None = None,
+    def __init__(self, client, clock: Clock | None = None, informers: InformerFactory | None = None,
                  max_endpoints_per_slice: int = MAX_ENDPOINTS_PER_SLICE):
-        super().__init__(client, **({"clock": clock} if clock else {}))
+        super().__init__(client, informers=informers, **({"clock": clock} if clock else {}))
         self.max_per_slice = max_endpoints_per_slice
         self.slices = client.resource("discovery.k8s.io", "v1", "endpointslices")
         self.endpoints = client.resource("", "v1", "endpoints")
-        self.svc_inf = Informer(client.resource("", "v1", "services"))
-        self.pod_inf = pod_informer or Informer(client.resource("", "v1", "pods"))
-        self.slice_inf = Informer(self.slices, label_selector=f"{MANAGED_BY_LABEL}={CONTROLLER_NAME}")
-        self.ep_inf = Informer(self.endpoints)
-        self.node_inf = Informer(client.resource("", "v1", "nodes"))
+        self.svc_inf = self.informer_factory.informer(client.resource("", "v1", "services"))
+        self.pod_inf = self.informer_factory.informer(client.resource("", "v1", "pods"))
+        self.slice_inf = self.informer_factory.informer(self.slices, label_selector=f"{MANAGED_BY_LABEL}={CONTROLLER_NAME}")
+        self.ep_inf = self.informer_factory.informer(self.endpoints)
+        self.node_inf = self.informer_factory.informer(client.resource("", "v1", "nodes"))
         # (kind, object key) -> (service key, resourceVersion written, or None once deleted)
         self._written: dict[tuple[str, str], tuple[str, int | None]] = {}
         self.svc_inf.add_handlers(self._enqueue, lambda o, n: self._enqueue(n), self._enqueue)

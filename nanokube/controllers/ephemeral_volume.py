@@ -5,7 +5,7 @@ template's labels, annotations and spec."""
 
 from __future__ import annotations
 
-from ..client.informer import Informer
+from ..client.informer import InformerFactory
 from ..clock import REAL, Clock
 from ..machinery.errors import APIError
 from .base import Controller
@@ -27,11 +27,11 @@ def owned_by(pvc: dict, pod: dict) -> bool:
 class EphemeralVolumeController(Controller):
     name = "ephemeral-volume-controller"
 
-    def __init__(self, client, clock: Clock = REAL):
-        super().__init__(client, clock)
+    def __init__(self, client, clock: Clock = REAL, informers: InformerFactory | None = None):
+        super().__init__(client, clock, informers)
         self.pvcs = client.resource("", "v1", "persistentvolumeclaims")
-        self.pods = Informer(client.resource("", "v1", "pods"))
-        self.claims = Informer(self.pvcs)
+        self.pods = self.informer_factory.informer(client.resource("", "v1", "pods"))
+        self.claims = self.informer_factory.informer(self.pvcs)
         self.recorder = EventRecorder(client, self.name, clock)
         self.pods.add_handlers(on_add=self._pod, on_update=lambda old, new: self._pod(new))
         self.claims.add_handlers(on_delete=self._claim_gone)

@@ -17,7 +17,6 @@ import asyncio
 from dataclasses import dataclass, field
 
 from ..machinery.errors import APIError
-from ..client.informer import Informer
 from .base import Controller
 
 #: seconds between looks for resources to monitor
@@ -55,7 +54,7 @@ class GarbageCollector(Controller):
                 continue
             self._monitored.add(r.group_resource)
             rc = self.client.resource(r.group, r.versions[0], r.plural)
-            inf = Informer(rc)
+            inf = self.informer_factory.informer(rc)
             inf.add_handlers(on_add=lambda o, rc=rc: self._observe(rc, o),
                              on_update=lambda old, o, rc=rc: self._observe(rc, o),
                              on_delete=lambda o, rc=rc: self._forget(o))
@@ -75,8 +74,7 @@ class GarbageCollector(Controller):
         every `MONITOR_PERIOD`. A monitor of a resource no longer served just sees no events."""
         while True:
             await self.clock.sleep(MONITOR_PERIOD)
-            for inf in self._add_monitors():
-                self._tasks.append(asyncio.create_task(inf.run()))
+            self.informer_factory.start(self._add_monitors())
 
     def _observe(self, rc, obj: dict) -> None:
         md = obj["metadata"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from ..machinery.errors import APIError
 from ..machinery.selectors import matches_labels, selector_from_object
-from ..client.informer import Informer, key_of
+from ..client.informer import InformerFactory, key_of
 from ..clock import Clock, format_time, parse_time
 from . import job_failure_policy
 from .base import Controller
@@ -213,15 +213,15 @@ class JobController(Controller):
     name = "job"
     workers = 2
 
-    def __init__(self, client, clock: Clock | None = None, pod_informer: Informer | None = None):
-        super().__init__(client, **({"clock": clock} if clock else {}))
+    def __init__(self, client, clock: Clock | None = None, informers: InformerFactory | None = None):
+        super().__init__(client, informers=informers, **({"clock": clock} if clock else {}))
         self.jobs = client.resource("batch", "v1", "jobs")
         self.pods = client.resource("", "v1", "pods")
-        self.job_inf = Informer(self.jobs)
-        self.pod_inf = pod_informer or Informer(self.pods)
+        self.job_inf = self.informer_factory.informer(self.jobs)
+        self.pod_inf = self.informer_factory.informer(self.pods)
         self.expectations = Expectations(self.clock)
         self.recorder = EventRecorder(client, "job-controller", self.clock)
-        self.workloads = JobWorkloads(client, self.queue.add)
+        self.workloads = JobWorkloads(client, self.queue.add, self.informer_factory)
         self.job_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n),
                                   on_delete=self._enqueue)
         self.pod_inf.add_handlers(on_add=lambda p: self._pod_event(p, added=True),

@@ -11,7 +11,7 @@ the race with its own earlier create finds the object by name.
 from __future__ import annotations
 
 from ..machinery.errors import APIError
-from ..client.informer import Informer
+from ..client.informer import Informer, InformerFactory
 from .deployment import template_hash
 from .replicaset import controller_ref, owner_reference
 
@@ -81,11 +81,11 @@ class JobWorkloads:
     """Finds or creates a Job's Workload and PodGroup, keeping gang.minCount
     in step with the Job. Its informers requeue the owning Job on any change."""
 
-    def __init__(self, client, enqueue_job):
+    def __init__(self, client, enqueue_job, informers: InformerFactory):
         self.workloads = client.resource("scheduling.k8s.io", "v1beta1", "workloads")
         self.pod_groups = client.resource("scheduling.k8s.io", "v1beta1", "podgroups")
-        self.wl_inf = Informer(self.workloads)
-        self.pg_inf = Informer(self.pod_groups)
+        self.wl_inf = informers.informer(self.workloads)
+        self.pg_inf = informers.informer(self.pod_groups)
         for inf in (self.wl_inf, self.pg_inf):
             inf.add_handlers(on_add=lambda o: self._owner_changed(o, enqueue_job),
                              on_update=lambda _, o: self._owner_changed(o, enqueue_job),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from ..machinery.user import CONTROLLER_USER, User
+from ..client.informer import InformerFactory
 from ..client.leaderelection import LeaderElector
 from ..clock import REAL, Clock
 from ..pki.signer import PodCertificateSigner
@@ -51,45 +52,37 @@ SIGNER_USER = User("system:serviceaccount:kube-system:pod-identity-signer",
                    ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"))
 
 
+#: every controller of kube-controller-manager that nanokube runs, in start order
+CONTROLLERS = [
+    NamespaceController, GarbageCollector, ResourceClaimController, EndpointSliceController, ServiceLBController,
+    ReplicaSetController, ReplicationControllerController, DeploymentController, DaemonSetController,
+    StatefulSetController, JobController, CronJobController, TTLAfterFinishedController, DisruptionController,
+    PodGroupProtectionController, ResourceQuotaController, PersistentVolumeController, PVCProtectionController,
+    PVProtectionController, EphemeralVolumeController, HPAController, NodeLifecycleController,
+    TaintEvictionController, DeviceTaintEvictionController, ValidatingAdmissionPolicyStatusController,
+    StorageVersionMigrator, ServiceCIDRController, ResourcePoolStatusRequestController,
+]
+
+
 def build_controllers(client, clock: Clock = REAL, load_balancer_pool: str = DEFAULT_POOL,
-                      metrics: ControllerMetrics | None = None) -> list[Controller]:
-    """Every controller of kube-controller-manager that nanokube runs, in start order."""
+                      metrics: ControllerMetrics | None = None, informers: InformerFactory | None = None,
+                      kinds: list[type[Controller]] = CONTROLLERS) -> list[Controller]:
+    """The controllers of `kinds`. With `informers` they share its informers (the caller stops it),
+    so only enabled kinds are built: a built controller's handlers run on every event."""
     metrics = metrics or ControllerMetrics()
-    return [
-        NamespaceController(client, clock=clock),
-        GarbageCollector(client, clock=clock),
-        ResourceClaimController(client, clock=clock),
-        EndpointSliceController(client, clock=clock),
-        ServiceLBController(client, clock=clock, pool=load_balancer_pool),
-        ReplicaSetController(client, clock=clock),
-        ReplicationControllerController(client, clock=clock),
-        DeploymentController(client, clock=clock),
-        DaemonSetController(client, clock=clock),
-        StatefulSetController(client, clock=clock),
-        JobController(client, clock=clock),
-        CronJobController(client, clock=clock, metrics=metrics),
-        TTLAfterFinishedController(client, clock=clock),
-        DisruptionController(client, clock=clock),
-        PodGroupProtectionController(client, clock=clock),
-        ResourceQuotaController(client, clock=clock),
-        PersistentVolumeController(client, clock=clock),
-        PVCProtectionController(client, clock=clock),
-        PVProtectionController(client, clock=clock),
-        EphemeralVolumeController(client, clock=clock),
-        HPAController(client, clock=clock, **options_from_env()),
-        NodeLifecycleController(client, clock=clock, **node_lifecycle_options()),
-        TaintEvictionController(client, clock=clock),
-        DeviceTaintEvictionController(client, clock=clock, **device_taint_options()),
-        ValidatingAdmissionPolicyStatusController(client, clock=clock),
-        StorageVersionMigrator(client, clock=clock),
-        ServiceCIDRController(client, clock=clock),
-        ResourcePoolStatusRequestController(client, clock=clock),
-    ]
+    options = {
+        ServiceLBController: {"pool": load_balancer_pool},
+        CronJobController: {"metrics": metrics},
+        HPAController: options_from_env(),
+        NodeLifecycleController: node_lifecycle_options(),
+        DeviceTaintEvictionController: device_taint_options(),
+    }
+    return [kind(client, clock=clock, informers=informers, **options.get(kind, {})) for kind in kinds]
 
 
-def enabled(controllers: list[Controller], spec: str = "*") -> list[Controller]:
+def enabled(controllers: list, spec: str = "*") -> list:
     """kube-controller-manager's `--controllers`: `*` for all, a name to
-    enable, `-name` to disable; `-controller` suffixes may be left off."""
+    enable, `-name` to disable; `-controller` suffixes may be left off. Of controllers or their classes."""
     def norm(name: str) -> str:
         return name.removesuffix("-controller")
 
@@ -117,10 +110,15 @@ class ControllerManager:
         self.metrics = ControllerMetrics()
 
         def build() -> list[Controller]:
-            out = build_controllers(client, clock, load_balancer_pool, self.metrics)
-            if signer_client is not None and data_dir is not None:
+            """A term's controllers over a fresh shared informer factory, stopped with them."""
+            signer = [PodCertificateSigner] if signer_client is not None and data_dir is not None else []
+            on = enabled([*CONTROLLERS, *signer], controllers)
+            self.informers = InformerFactory()
+            out = build_controllers(client, clock, load_balancer_pool, self.metrics, self.informers,
+                                    [k for k in on if k is not PodCertificateSigner])
+            if PodCertificateSigner in on:
                 out.append(PodCertificateSigner(signer_client, data_dir, clock=clock))
-            return enabled(out, controllers)
+            return out
 
         self._build = build
         self.controllers = build()
@@ -188,3 +186,4 @@ class ControllerManager:
         self.started.clear()
         while self._running:
             await self._running.pop().stop()
+        await self.informers.stop()

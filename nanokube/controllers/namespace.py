@@ -5,7 +5,6 @@ Also keeps a `default` ServiceAccount in every active namespace."""
 from __future__ import annotations
 
 from ..machinery.errors import APIError
-from ..client.informer import Informer
 from .base import Controller
 
 
@@ -13,9 +12,9 @@ class NamespaceController(Controller):
     name = "namespace"
 
     def __init__(self, client, clock=None, **kw):
-        super().__init__(client, **({"clock": clock} if clock else {}))
+        super().__init__(client, **({"clock": clock} if clock else {}), **kw)
         self.ns = client.resource("", "v1", "namespaces")
-        self.inf = Informer(self.ns)
+        self.inf = self.informer_factory.informer(self.ns)
         self.inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n))
 
     def _enqueue(self, obj: dict) -> None:

@@ -17,7 +17,7 @@ import os
 from collections.abc import Mapping
 
 from ..machinery.errors import APIError
-from ..client.informer import Informer
+from ..client.informer import InformerFactory
 from ..clock import REAL, Clock
 from .base import Controller
 
@@ -57,13 +57,14 @@ class NodeLifecycleController(Controller):
     name = "node-lifecycle-controller"
 
     def __init__(self, client, clock: Clock = REAL, *, grace_period: float = DEFAULT_GRACE,
-                 monitor_period: float = DEFAULT_MONITOR_PERIOD):
-        super().__init__(client, clock)
+                 monitor_period: float = DEFAULT_MONITOR_PERIOD,
+                 informers: InformerFactory | None = None):
+        super().__init__(client, clock, informers)
         self.grace_period = grace_period
         self.monitor_period = monitor_period
         self.nodes_api = client.resource("", "v1", "nodes")
-        self.nodes = Informer(self.nodes_api)
-        self.leases = Informer(client.resource("coordination.k8s.io", "v1", "leases"), namespace=LEASE_NAMESPACE)
+        self.nodes = self.informer_factory.informer(self.nodes_api)
+        self.leases = self.informer_factory.informer(client.resource("coordination.k8s.io", "v1", "leases"), namespace=LEASE_NAMESPACE)
         self.nodes.add_handlers(self._node_changed, lambda _o, n: self._node_changed(n), self._node_deleted)
         self.leases.add_handlers(self._lease_changed, lambda _o, n: self._lease_changed(n))
         self._probes: dict[str, tuple[tuple, float]] = {}

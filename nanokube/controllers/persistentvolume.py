@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import copy
 
-from ..client.informer import Informer
+from ..client.informer import InformerFactory
 from ..clock import REAL, Clock
 from ..machinery.errors import APIError
 from ..volume.binding import (
@@ -42,14 +42,15 @@ def _ann(obj: dict) -> dict:
 class PersistentVolumeController(Controller):
     name = "persistentvolume-binder-controller"
 
-    def __init__(self, client, clock: Clock = REAL, resync: float = RESYNC):
-        super().__init__(client, clock)
+    def __init__(self, client, clock: Clock = REAL, resync: float = RESYNC,
+                 informers: InformerFactory | None = None):
+        super().__init__(client, clock, informers)
         self.resync = resync
         self.pvs = client.resource("", "v1", "persistentvolumes")
         self.pvcs = client.resource("", "v1", "persistentvolumeclaims")
-        self.volumes = Informer(self.pvs)
-        self.claims = Informer(self.pvcs)
-        self.classes = Informer(client.resource("storage.k8s.io", "v1", "storageclasses"))
+        self.volumes = self.informer_factory.informer(self.pvs)
+        self.claims = self.informer_factory.informer(self.pvcs)
+        self.classes = self.informer_factory.informer(client.resource("storage.k8s.io", "v1", "storageclasses"))
         self.recorder = EventRecorder(client, "persistentvolume-controller", clock)
         #: claim uid -> the last event reason recorded, so a waiting claim is not reported on every sync
         self._reported: dict[str, str] = {}

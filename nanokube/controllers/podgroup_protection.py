@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from ..machinery.podgroups import PODGROUP_PROTECTION
 from ..machinery.errors import APIError
-from ..client.informer import Informer
 from ..machinery.meta import object_key
 from ..machinery.podgroups import group_key
 from .base import Controller
@@ -23,8 +22,8 @@ class PodGroupProtectionController(Controller):
     def __init__(self, client, **kw):
         super().__init__(client, **kw)
         self.podgroups = client.resource("scheduling.k8s.io", "v1beta1", "podgroups")
-        self.pg_inf = Informer(self.podgroups)
-        self.pod_inf = Informer(client.resource("", "v1", "pods"))
+        self.pg_inf = self.informer_factory.informer(self.podgroups)
+        self.pod_inf = self.informer_factory.informer(client.resource("", "v1", "pods"))
         self.members: dict[str, dict[str, dict]] = {}  # group key -> pod key -> pod
         self.pg_inf.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new))
         self.pod_inf.add_handlers(on_add=self._observe_pod, on_update=lambda old, new: self._observe_pod(new),

@@ -3,7 +3,7 @@ PersistentVolume once no claim is bound to it (phase other than Bound)."""
 
 from __future__ import annotations
 
-from ..client.informer import Informer
+from ..client.informer import InformerFactory
 from ..clock import REAL, Clock
 from ..machinery.errors import APIError
 from ..volume.binding import PV_PROTECTION
@@ -13,10 +13,10 @@ from .base import Controller
 class PVProtectionController(Controller):
     name = "pv-protection-controller"
 
-    def __init__(self, client, clock: Clock = REAL):
-        super().__init__(client, clock)
+    def __init__(self, client, clock: Clock = REAL, informers: InformerFactory | None = None):
+        super().__init__(client, clock, informers)
         self.pvs = client.resource("", "v1", "persistentvolumes")
-        self.volumes = Informer(self.pvs)
+        self.volumes = self.informer_factory.informer(self.pvs)
         self.volumes.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new))
 
     def informers(self):

@@ -4,7 +4,7 @@ a claim cannot vanish under a running pod."""
 
 from __future__ import annotations
 
-from ..client.informer import Informer
+from ..client.informer import InformerFactory
 from ..clock import REAL, Clock
 from ..machinery.errors import APIError
 from ..volume.binding import PVC_PROTECTION
@@ -30,11 +30,11 @@ def uses_claims(pod: dict) -> bool:
 class PVCProtectionController(Controller):
     name = "pvc-protection-controller"
 
-    def __init__(self, client, clock: Clock = REAL):
-        super().__init__(client, clock)
+    def __init__(self, client, clock: Clock = REAL, informers: InformerFactory | None = None):
+        super().__init__(client, clock, informers)
         self.pvcs = client.resource("", "v1", "persistentvolumeclaims")
-        self.claims = Informer(self.pvcs)
-        self.pods = Informer(client.resource("", "v1", "pods"))
+        self.claims = self.informer_factory.informer(self.pvcs)
+        self.pods = self.informer_factory.informer(client.resource("", "v1", "pods"))
         self.claims.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new))
         self.pods.add_handlers(on_update=lambda old, new: self._pod(new), on_delete=self._pod)
 

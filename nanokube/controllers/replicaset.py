@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..machinery.errors import APIError
 from ..machinery.selectors import matches_labels, selector_from_object
-from ..client.informer import Informer, key_of
+from ..client.informer import InformerFactory, key_of
 from ..clock import Clock, format_time, parse_time
 from .base import Controller
 from .events import EventRecorder
@@ -212,13 +212,13 @@ class ReplicaSetController(Controller):
     resource = ("apps", "v1", "replicasets")
     component = "replicaset-controller"  # the events' source
 
-    def __init__(self, client, clock: Clock | None = None, pod_informer: Informer | None = None):
-        super().__init__(client, **({"clock": clock} if clock else {}))
+    def __init__(self, client, clock: Clock | None = None, informers: InformerFactory | None = None):
+        super().__init__(client, informers=informers, **({"clock": clock} if clock else {}))
         self.rs = client.resource(*self.resource)
         self.pods = client.resource("", "v1", "pods")
         self.recorder = EventRecorder(client, self.component, self.clock)
-        self.rs_inf = Informer(self.rs)
-        self.pod_inf = pod_informer or Informer(self.pods)
+        self.rs_inf = self.informer_factory.informer(self.rs)
+        self.pod_inf = self.informer_factory.informer(self.pods)
         self.expectations = Expectations(self.clock)
         self.rs_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n),
                                  on_delete=self._enqueue)

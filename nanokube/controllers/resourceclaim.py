@@ -9,7 +9,6 @@ deletes generated claims whose pod is gone or done."""
 from __future__ import annotations
 
 from ..machinery.errors import APIError
-from ..client.informer import Informer
 from ..dra.resourceclaim import ClaimError, claim_name
 from ..dra.resourceclaim import FINALIZER, GROUP, VERSION
 from ..dra.podgroup_claims import API_GROUP, PODGROUP_CLAIM_ANNOTATION, generated_claim, group_entry
@@ -46,14 +45,14 @@ class ResourceClaimController(Controller):
     name = "resourceclaim"
 
     def __init__(self, client, clock=None, **kw):
-        super().__init__(client, **({"clock": clock} if clock else {}))
+        super().__init__(client, **({"clock": clock} if clock else {}), **kw)
         self.pods_api = client.resource("", "v1", "pods")
         self.claims_api = client.resource(GROUP, VERSION, "resourceclaims")
         self.templates_api = client.resource(GROUP, VERSION, "resourceclaimtemplates")
         self.podgroups_api = client.resource(API_GROUP, "v1beta1", "podgroups")
-        self.pods = Informer(self.pods_api)
-        self.claims = Informer(self.claims_api)
-        self.podgroups = Informer(self.podgroups_api)
+        self.pods = self.informer_factory.informer(self.pods_api)
+        self.claims = self.informer_factory.informer(self.claims_api)
+        self.podgroups = self.informer_factory.informer(self.podgroups_api)
         self.pods.add_handlers(self._pod_changed, lambda o, n: self._pod_changed(n), self._pod_changed)
         self.claims.add_handlers(self._claim_added, self._claim_updated, self._claim_deleted)
         self.podgroups.add_handlers(self._podgroup_changed, lambda o, n: self._podgroup_changed(n),

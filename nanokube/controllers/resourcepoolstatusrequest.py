@@ -15,7 +15,6 @@ The partition, counter-set and shareable-capacity summaries are not computed.
 
 from __future__ import annotations
 
-from ..client.informer import Informer
 from ..clock import parse_time
 from ..machinery.errors import APIError
 from .base import Controller
@@ -102,10 +101,10 @@ class ResourcePoolStatusRequestController(Controller):
     def __init__(self, client, **kw):
         super().__init__(client, **kw)
         self.requests = client.resource(GROUP, "v1alpha3", "resourcepoolstatusrequests")
-        self.req_inf = Informer(self.requests)
-        self.slice_inf = Informer(client.resource(GROUP, "v1", "resourceslices"))
-        self.claim_inf = Informer(client.resource(GROUP, "v1", "resourceclaims"))
-        self.rule_inf = Informer(client.resource(GROUP, "v1", "devicetaintrules"))
+        self.req_inf = self.informer_factory.informer(self.requests)
+        self.slice_inf = self.informer_factory.informer(client.resource(GROUP, "v1", "resourceslices"))
+        self.claim_inf = self.informer_factory.informer(client.resource(GROUP, "v1", "resourceclaims"))
+        self.rule_inf = self.informer_factory.informer(client.resource(GROUP, "v1", "devicetaintrules"))
         self.req_inf.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new))
 
     def informers(self):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ..client.informer import Informer
+from ..client.informer import Informer, InformerFactory
 from ..clock import REAL, Clock
 from ..machinery.errors import APIError
 from ..quota.evaluators import add, charge_changed, quota_covers, usage
@@ -48,11 +48,12 @@ def kinds_for(name: str, resources) -> set[tuple[str, str]]:
 class ResourceQuotaController(Controller):
     name = "resourcequota-controller"
 
-    def __init__(self, client, clock: Clock = REAL, resync: float = RESYNC):
-        super().__init__(client, clock)
+    def __init__(self, client, clock: Clock = REAL, resync: float = RESYNC,
+                 informers: InformerFactory | None = None):
+        super().__init__(client, clock, informers)
         self.resync = resync
         self.quotas_api = client.resource("", "v1", "resourcequotas")
-        self.quotas = Informer(self.quotas_api)
+        self.quotas = self.informer_factory.informer(self.quotas_api)
         self.quotas.add_handlers(on_add=self._enqueue, on_update=self._quota_updated)
         self.watched: dict[tuple[str, str], Informer] = {}
         for group, version, plural in WATCHED:
@@ -66,7 +67,7 @@ class ResourceQuotaController(Controller):
         """Replenishment as upstream's: an object going, or an update that changes what it
         charges (a pod turning terminal), recounts its namespace's quotas; creations were
         charged by admission already."""
-        inf = Informer(self.client.resource(group, version, plural))
+        inf = self.informer_factory.informer(self.client.resource(group, version, plural))
 
         def updated(old: dict, new: dict) -> None:
             if charge_changed(group, plural, old, new, self.clock.now()):
@@ -110,7 +111,7 @@ class ResourceQuotaController(Controller):
             if res is None or not res.namespaced:
                 return []
             inf = self._watch(group, res.versions[0], plural)
-            self._tasks.append(asyncio.create_task(inf.run()))
+            self.informer_factory.start([inf])
             await inf.synced.wait()
         return [o for o in inf.list() if o["metadata"].get("namespace") == namespace]
 

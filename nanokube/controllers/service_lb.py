@@ -26,7 +26,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 
-from ..client.informer import Informer, key_of
+from ..client.informer import InformerFactory, key_of
 from ..clock import REAL, Clock
 from .base import Controller
 from .events import EventRecorder
@@ -62,11 +62,12 @@ def ingress_ips(svc: dict) -> list[str]:
 class ServiceLBController(Controller):
     name = "service-lb-controller"
 
-    def __init__(self, client, clock: Clock = REAL, pool: str = DEFAULT_POOL):
-        super().__init__(client, clock)
+    def __init__(self, client, clock: Clock = REAL, pool: str = DEFAULT_POOL,
+                 informers: InformerFactory | None = None):
+        super().__init__(client, clock, informers)
         self.pool = parse_pool(pool)
         self.api = client.resource("", "v1", "services")
-        self.services = Informer(self.api)
+        self.services = self.informer_factory.informer(self.api)
         self.recorder = EventRecorder(client, "service-controller", clock)
         #: service key -> its pool addresses, as its status shows them or as this controller just wrote them
         self.held: dict[str, set[str]] = {}

@@ -14,7 +14,6 @@ from __future__ import annotations
 import ipaddress
 import os
 
-from ..client.informer import Informer
 from ..clock import parse_time
 from ..machinery.errors import APIError
 from .base import Controller
@@ -69,8 +68,8 @@ class ServiceCIDRController(Controller):
         self.deletion_grace = deletion_grace if deletion_grace is not None else float(
             os.environ.get(GRACE_ENV) or DELETION_GRACE)
         self.cidrs = client.resource(GROUP, "v1", "servicecidrs")
-        self.cidr_inf = Informer(self.cidrs)
-        self.ip_inf = Informer(client.resource(GROUP, "v1", "ipaddresses"))
+        self.cidr_inf = self.informer_factory.informer(self.cidrs)
+        self.ip_inf = self.informer_factory.informer(client.resource(GROUP, "v1", "ipaddresses"))
         self.cidr_inf.add_handlers(self._enqueue, lambda o, n: self._enqueue_all(), lambda o: self._enqueue_all())
         self.ip_inf.add_handlers(on_delete=lambda o: self._enqueue_all())
 

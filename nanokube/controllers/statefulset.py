@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from ..client.informer import Informer, key_of
+from ..client.informer import InformerFactory, key_of
 from ..clock import Clock
 from ..machinery.errors import APIError
 from ..machinery.selectors import selector_from_object
@@ -58,16 +58,16 @@ class StatefulSetController(Controller):
     name = "statefulset"
     workers = 2
 
-    def __init__(self, client, clock: Clock | None = None):
-        super().__init__(client, **({"clock": clock} if clock else {}))
+    def __init__(self, client, clock: Clock | None = None, informers: InformerFactory | None = None):
+        super().__init__(client, informers=informers, **({"clock": clock} if clock else {}))
         self.sets = client.resource("apps", "v1", "statefulsets")
         self.pods = client.resource("", "v1", "pods")
         self.claims = client.resource("", "v1", "persistentvolumeclaims")
         self.recorder = EventRecorder(client, "statefulset-controller", self.clock)
-        self.set_inf = Informer(self.sets)
-        self.pod_inf = Informer(self.pods)
-        self.claim_inf = Informer(self.claims)
-        self.rev_inf = Informer(client.resource("apps", "v1", "controllerrevisions"))
+        self.set_inf = self.informer_factory.informer(self.sets)
+        self.pod_inf = self.informer_factory.informer(self.pods)
+        self.claim_inf = self.informer_factory.informer(self.claims)
+        self.rev_inf = self.informer_factory.informer(client.resource("apps", "v1", "controllerrevisions"))
         self.history = History(client, self.rev_inf, "apps/v1", "StatefulSet")
         self.set_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n))
         self.pod_inf.add_handlers(on_add=self._pod_changed, on_update=lambda o, n: self._pod_changed(n),

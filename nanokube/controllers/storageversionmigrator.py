@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import orjson
 
-from ..client.informer import Informer
 from ..machinery.errors import APIError
 from .base import Controller
 
@@ -52,7 +51,7 @@ class StorageVersionMigrator(Controller):
     def __init__(self, client, **kw):
         super().__init__(client, **kw)
         self.migrations = client.resource(GROUP, "v1", "storageversionmigrations")
-        self.inf = Informer(self.migrations)
+        self.inf = self.informer_factory.informer(self.migrations)
         self.inf.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new))
 
     def informers(self):

@@ -8,7 +8,7 @@ Before the delete the pod gets a `DisruptionTarget` condition and an event.
 from __future__ import annotations
 
 from ..machinery.errors import APIError
-from ..client.informer import Informer, key_of
+from ..client.informer import InformerFactory, key_of
 from ..clock import REAL, Clock, parse_time
 from ..machinery.scheduling import tolerates
 from .base import Controller
@@ -36,12 +36,12 @@ def toleration_seconds(taint: dict, tolerations: list[dict]) -> float | None:
 class TaintEvictionController(Controller):
     name = "taint-eviction-controller"
 
-    def __init__(self, client, clock: Clock = REAL):
-        super().__init__(client, clock)
+    def __init__(self, client, clock: Clock = REAL, informers: InformerFactory | None = None):
+        super().__init__(client, clock, informers)
         self.pods_api = client.resource("", "v1", "pods")
         self.recorder = EventRecorder(client, self.name, clock)
-        self.nodes = Informer(client.resource("", "v1", "nodes"))
-        self.pods = Informer(self.pods_api, field_selector="spec.nodeName!=")
+        self.nodes = self.informer_factory.informer(client.resource("", "v1", "nodes"))
+        self.pods = self.informer_factory.informer(self.pods_api, field_selector="spec.nodeName!=")
         self.nodes.add_handlers(self._node_changed, self._node_updated)
         self.pods.add_handlers(self._pod_changed, lambda _o, n: self._pod_changed(n), self._pod_deleted)
         self._on_node: dict[str, set[str]] = {}

@@ -7,7 +7,7 @@ changed in the meantime is honoured."""
 from __future__ import annotations
 
 from ..machinery.errors import APIError
-from ..client.informer import Informer, key_of
+from ..client.informer import InformerFactory, key_of
 from ..clock import REAL, Clock, parse_time
 from .base import Controller
 
@@ -26,10 +26,10 @@ def expires_at(job: dict) -> float | None:
 class TTLAfterFinishedController(Controller):
     name = "ttl-after-finished-controller"
 
-    def __init__(self, client, clock: Clock = REAL):
-        super().__init__(client, clock)
+    def __init__(self, client, clock: Clock = REAL, informers: InformerFactory | None = None):
+        super().__init__(client, clock, informers)
         self.jobs_api = client.resource("batch", "v1", "jobs")
-        self.jobs = Informer(self.jobs_api)
+        self.jobs = self.informer_factory.informer(self.jobs_api)
         self.jobs.add_handlers(self._changed, lambda _o, n: self._changed(n))
 
     def informers(self):

@@ -18,7 +18,7 @@ from .. import schema as schemas
 from ..cel import CELError, Environment
 from ..cel.openapi import field_type, schema_type
 from ..cel.types import DYN, Type
-from ..client.informer import Informer, key_of
+from ..client.informer import key_of
 from ..machinery.errors import APIError
 from .base import Controller
 
@@ -38,7 +38,7 @@ class ValidatingAdmissionPolicyStatusController(Controller):
     def __init__(self, client, **kw):
         super().__init__(client, **kw)
         self.policies = client.resource(GROUP, "v1", "validatingadmissionpolicies")
-        self.inf = Informer(self.policies)
+        self.inf = self.informer_factory.informer(self.policies)
         self.inf.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new))
 
     def informers(self):

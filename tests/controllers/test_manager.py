@@ -71,3 +71,28 @@ async def test_only_the_lease_holder_acts_and_a_standby_takes_over(stack):
         return len(items) == 3
     await eventually(three_pods)
     await b.stop()
+
+
+async def test_controllers_share_one_pod_watch_and_stop_it_with_the_term(stack, monkeypatch):
+    """kube-controller-manager's shared informers: six controllers that watch pods open one pod watch."""
+    from nanokube.apiserver.loopback import ResourceClient
+    watches: list[str] = []
+    watch = ResourceClient.watch
+
+    async def counted(self, *a, **kw):
+        watches.append(self.res.plural)
+        return await watch(self, *a, **kw)
+    monkeypatch.setattr(ResourceClient, "watch", counted)
+    manager = ControllerManager(stack.client, controllers="replicaset,job,statefulset,daemonset,disruption,endpointslice")
+    await manager.start()
+    assert watches.count("pods") == 1
+    assert len(watches) == len(set(watches)), "one watch per resource"
+    await stack.client.resource("apps", "v1", "replicasets").create(replicaset("web"))
+
+    async def two_pods():
+        items, _ = await stack.client.resource("", "v1", "pods").list("default")
+        return len(items) == 2
+    await eventually(two_pods)
+    running = stack.cache.watcher_count
+    await manager.stop()
+    assert stack.cache.watcher_count == running - len(watches), "the manager stops the shared informers"

@@ -10,7 +10,7 @@ import asyncio
 import logging
 
 from ...machinery.errors import APIError
-from ...client.informer import Informer, key_of
+from ...client.informer import key_of
 from ...metrics.provider import MetricsProvider
 from ...machinery.quantity import parse_quantity
 from ..base import Controller
@@ -55,7 +55,7 @@ class HPAController(Controller):
         self.hpas = client.resource("autoscaling", "v2", "horizontalpodautoscalers")
         self.events = client.resource("", "v1", "events")
         self.pods = client.resource("", "v1", "pods")
-        self.inf = Informer(self.hpas)
+        self.inf = self.informer_factory.informer(self.hpas)
         self.inf.add_handlers(on_add=self._enqueue, on_update=self._spec_changed, on_delete=self._forget)
         self.history: dict[str, normalize.History] = {}
         self._events = 0

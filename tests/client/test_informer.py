@@ -1,0 +1,60 @@
+"""Informers and the shared informer factory, over the in-process API server."""
+
+import asyncio
+
+from nanokube.client.informer import InformerFactory
+from tests.controllers import eventually, make_stack
+
+
+def pod(name, app="a"):
+    return {"metadata": {"name": name, "namespace": "default", "labels": {"app": app}},
+            "spec": {"containers": [{"name": "c", "image": "x"}]}}
+
+
+async def test_one_informer_per_resource_and_selectors_run_once():
+    s = await make_stack()
+    factory = InformerFactory()
+    try:
+        pods = s.client.resource("", "v1", "pods")
+        inf = factory.informer(pods)
+        assert factory.informer(s.client.resource("", "v1", "pods")) is inf
+        assert factory.informer(pods, label_selector="app=b") is not inf
+        assert factory.informer(pods, namespace="default") is not inf
+        before = s.cache.watcher_count
+        factory.start([inf])
+        factory.start([inf])
+        await asyncio.wait_for(inf.synced.wait(), 5)
+        await pods.create(pod("p"))
+
+        async def seen():
+            return inf.get("default/p")
+        await eventually(seen)
+        assert s.cache.watcher_count == before + 1
+    finally:
+        await factory.stop()
+        await s.close()
+    assert s.cache.watcher_count == before
+
+
+async def test_a_handler_added_after_sync_sees_what_the_informer_holds():
+    s = await make_stack()
+    factory = InformerFactory()
+    try:
+        pods = s.client.resource("", "v1", "pods")
+        await pods.create(pod("old"))
+        inf = factory.informer(pods)
+        first: list[str] = []
+        inf.add_handlers(on_add=lambda o: first.append(o["metadata"]["name"]))
+        factory.start([inf])
+        await asyncio.wait_for(inf.synced.wait(), 5)
+        late: list[str] = []
+        inf.add_handlers(on_add=lambda o: late.append(o["metadata"]["name"]))
+        assert first == late == ["old"]
+        await pods.create(pod("new"))
+
+        async def both():
+            return late == first == ["old", "new"]
+        await eventually(both)
+    finally:
+        await factory.stop()
+        await s.close()
