@@ -61,15 +61,12 @@ class Informer:
                 for k, o in fresh.items():
                     if k in old:
                         if old[k]["metadata"].get("resourceVersion") != o["metadata"].get("resourceVersion"):
-                            for h in self._on_update:
-                                h(old[k], o)
+                            self._notify(self._on_update, old[k], o)
                     else:
-                        for h in self._on_add:
-                            h(o)
+                        self._notify(self._on_add, o)
                 for k, o in old.items():
                     if k not in fresh:
-                        for h in self._on_delete:
-                            h(o)
+                        self._notify(self._on_delete, o)
                 self.synced.set()
                 stream = await self.rc.watch(self.namespace, rv, self.label_selector, self.field_selector)
                 try:
@@ -93,17 +90,23 @@ class Informer:
         k = key_of(obj)
         if typ == "DELETED":
             old = self.store.pop(k, None)
-            for h in self._on_delete:
-                h(old or obj)
+            self._notify(self._on_delete, old or obj)
             return
         old = self.store.get(k)
         self.store[k] = obj
         if old is None:
-            for h in self._on_add:
-                h(obj)
+            self._notify(self._on_add, obj)
         else:
-            for h in self._on_update:
-                h(old, obj)
+            self._notify(self._on_update, old, obj)
+
+    def _notify(self, handlers: list[Callable], *args) -> None:
+        """Each handler on its own, as client-go's listeners: one that raises is logged, and the
+        others (every controller of a manager shares this informer) still see the event."""
+        for h in handlers:
+            try:
+                h(*args)
+            except Exception:
+                log.exception("informer for %s: an event handler failed", self.rc.res.plural)
 
 
 class InformerFactory:

@@ -58,3 +58,36 @@ async def test_a_handler_added_after_sync_sees_what_the_informer_holds():
     finally:
         await factory.stop()
         await s.close()
+
+
+async def test_a_failing_handler_does_not_keep_the_event_from_the_others_or_restart_the_watch():
+    s = await make_stack()
+    factory = InformerFactory()
+    try:
+        pods = s.client.resource("", "v1", "pods")
+        inf = factory.informer(pods)
+        lists, real_list = [], inf.rc.list
+
+        async def counted(*a, **kw):
+            lists.append(1)
+            return await real_list(*a, **kw)
+        inf.rc.list = counted
+
+        def broken(o):
+            raise RuntimeError("a controller's bug")
+        seen: list[str] = []
+        inf.add_handlers(on_add=broken, on_update=lambda old, new: broken(new))
+        inf.add_handlers(on_add=lambda o: seen.append(o["metadata"]["name"]),
+                         on_update=lambda old, new: seen.append(new["metadata"]["name"] + "'"))
+        factory.start([inf])
+        await asyncio.wait_for(inf.synced.wait(), 5)
+        await pods.create(pod("p"))
+        await pods.patch("p", {"metadata": {"labels": {"app": "b"}}}, namespace="default")
+
+        async def both():
+            return seen == ["p", "p'"]
+        await eventually(both)
+        assert lists == [1]
+    finally:
+        await factory.stop()
+        await s.close()
