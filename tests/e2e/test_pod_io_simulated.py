@@ -91,7 +91,11 @@ def test_port_forward_reaches_a_declared_port_only(c):
         port = re.search(r"127\.0\.0\.1:(\d+) -> 9000", p.stdout.readline()).group(1)
         with socket.create_connection(("127.0.0.1", int(port)), timeout=10) as sock:
             sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
-            assert sock.recv(100) == b""
+            try:
+                got = sock.recv(100)
+            except ConnectionResetError:  # kubectl closed the connection with our request unread: a reset
+                got = b""
+            assert got == b"", "nothing reaches the client from an undeclared port"
         assert p.wait(timeout=20) == 1
         assert "connect: connection refused" in p.stderr.read()
     finally:
