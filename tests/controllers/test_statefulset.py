@@ -209,7 +209,9 @@ async def test_adopts_an_orphan_named_as_a_member(env):
                                 "spec": {"containers": [{"name": "c", "image": "web:1"}]}})
     await podc.create({"metadata": {"name": "stray", "namespace": "default", "labels": {"app": "web"}},
                        "spec": {"containers": [{"name": "c", "image": "web:1"}]}})
-    await client.resource("apps", "v1", "statefulsets").create(statefulset(replicas=2))
+    # OnDelete: under RollingUpdate the adopted pod, which has no revision label, is rightly replaced
+    # once web-1 is ready (as upstream), so the orphan's uid would be there only for a moment
+    await client.resource("apps", "v1", "statefulsets").create(statefulset(replicas=2, updateStrategy={"type": "OnDelete"}))
     await eventually(lambda: has(client, ["stray", "web-0", "web-1"]))
     got = await pods(client)
     assert got["web-0"]["metadata"]["uid"] == orphan["metadata"]["uid"]
