@@ -2,6 +2,8 @@
 
 import asyncio
 
+import pytest
+
 from nanokube.client.informer import InformerFactory
 from tests.controllers import eventually, make_stack
 
@@ -11,83 +13,79 @@ def pod(name, app="a"):
             "spec": {"containers": [{"name": "c", "image": "x"}]}}
 
 
-async def test_one_informer_per_resource_and_selectors_run_once():
+@pytest.fixture
+async def env():
+    """The in-process stack and a factory over it, stopped after the test."""
     s = await make_stack()
     factory = InformerFactory()
-    try:
-        pods = s.client.resource("", "v1", "pods")
-        inf = factory.informer(pods)
-        assert factory.informer(s.client.resource("", "v1", "pods")) is inf
-        assert factory.informer(pods, label_selector="app=b") is not inf
-        assert factory.informer(pods, namespace="default") is not inf
-        before = s.cache.watcher_count
-        factory.start([inf])
-        factory.start([inf])
-        await asyncio.wait_for(inf.synced.wait(), 5)
-        await pods.create(pod("p"))
+    yield s, factory
+    await factory.stop()
+    await s.close()
 
-        async def seen():
-            return inf.get("default/p")
-        await eventually(seen)
-        assert s.cache.watcher_count == before + 1
-    finally:
-        await factory.stop()
-        await s.close()
+
+async def test_one_informer_per_resource_and_selectors_run_once(env):
+    s, factory = env
+    pods = s.client.resource("", "v1", "pods")
+    inf = factory.informer(pods)
+    assert factory.informer(s.client.resource("", "v1", "pods")) is inf
+    assert factory.informer(pods, label_selector="app=b") is not inf
+    assert factory.informer(pods, namespace="default") is not inf
+    before = s.cache.watcher_count
+    factory.start([inf])
+    factory.start([inf])
+    await asyncio.wait_for(inf.synced.wait(), 5)
+    await pods.create(pod("p"))
+
+    async def seen():
+        return inf.get("default/p")
+    await eventually(seen)
+    assert s.cache.watcher_count == before + 1
+    await factory.stop()
     assert s.cache.watcher_count == before
 
 
-async def test_a_handler_added_after_sync_sees_what_the_informer_holds():
-    s = await make_stack()
-    factory = InformerFactory()
-    try:
-        pods = s.client.resource("", "v1", "pods")
-        await pods.create(pod("old"))
-        inf = factory.informer(pods)
-        first: list[str] = []
-        inf.add_handlers(on_add=lambda o: first.append(o["metadata"]["name"]))
-        factory.start([inf])
-        await asyncio.wait_for(inf.synced.wait(), 5)
-        late: list[str] = []
-        inf.add_handlers(on_add=lambda o: late.append(o["metadata"]["name"]))
-        assert first == late == ["old"]
-        await pods.create(pod("new"))
+async def test_a_handler_added_after_sync_sees_what_the_informer_holds(env):
+    s, factory = env
+    pods = s.client.resource("", "v1", "pods")
+    await pods.create(pod("old"))
+    inf = factory.informer(pods)
+    first: list[str] = []
+    inf.add_handlers(on_add=lambda o: first.append(o["metadata"]["name"]))
+    factory.start([inf])
+    await asyncio.wait_for(inf.synced.wait(), 5)
+    late: list[str] = []
+    inf.add_handlers(on_add=lambda o: late.append(o["metadata"]["name"]))
+    assert first == late == ["old"]
+    await pods.create(pod("new"))
 
-        async def both():
-            return late == first == ["old", "new"]
-        await eventually(both)
-    finally:
-        await factory.stop()
-        await s.close()
+    async def both():
+        return late == first == ["old", "new"]
+    await eventually(both)
 
 
-async def test_a_failing_handler_does_not_keep_the_event_from_the_others_or_restart_the_watch():
-    s = await make_stack()
-    factory = InformerFactory()
-    try:
-        pods = s.client.resource("", "v1", "pods")
-        inf = factory.informer(pods)
-        lists, real_list = [], inf.rc.list
+async def test_a_failing_handler_does_not_keep_the_event_from_the_others_or_restart_the_watch(env):
+    s, factory = env
+    pods = s.client.resource("", "v1", "pods")
+    inf = factory.informer(pods)
+    lists, real_list = [], inf.rc.list
 
-        async def counted(*a, **kw):
-            lists.append(1)
-            return await real_list(*a, **kw)
-        inf.rc.list = counted
+    async def counted(*a, **kw):
+        lists.append(1)
+        return await real_list(*a, **kw)
+    inf.rc.list = counted
 
-        def broken(o):
-            raise RuntimeError("a controller's bug")
-        seen: list[str] = []
-        inf.add_handlers(on_add=broken, on_update=lambda old, new: broken(new))
-        inf.add_handlers(on_add=lambda o: seen.append(o["metadata"]["name"]),
-                         on_update=lambda old, new: seen.append(new["metadata"]["name"] + "'"))
-        factory.start([inf])
-        await asyncio.wait_for(inf.synced.wait(), 5)
-        await pods.create(pod("p"))
-        await pods.patch("p", {"metadata": {"labels": {"app": "b"}}}, namespace="default")
+    def broken(o):
+        raise RuntimeError("a controller's bug")
+    seen: list[str] = []
+    inf.add_handlers(on_add=broken, on_update=lambda old, new: broken(new))
+    inf.add_handlers(on_add=lambda o: seen.append(o["metadata"]["name"]),
+                     on_update=lambda old, new: seen.append(new["metadata"]["name"] + "'"))
+    factory.start([inf])
+    await asyncio.wait_for(inf.synced.wait(), 5)
+    await pods.create(pod("p"))
+    await pods.patch("p", {"metadata": {"labels": {"app": "b"}}}, namespace="default")
 
-        async def both():
-            return seen == ["p", "p'"]
-        await eventually(both)
-        assert lists == [1]
-    finally:
-        await factory.stop()
-        await s.close()
+    async def both():
+        return seen == ["p", "p'"]
+    await eventually(both)
+    assert lists == [1]
