@@ -44,7 +44,7 @@ class ComponentStatuses(Controller):
         self.store = store
         self.leases = client.resource("coordination.k8s.io", "v1", "leases")
         self.statuses = client.resource("", "v1", "componentstatuses")
-        self.lease_inf = Informer(self.leases, namespace="kube-system")
+        self.lease_inf = Informer(self.leases, namespace="kube-system", clock=self.clock)
         self.lease_inf.add_handlers(self._changed, lambda old, new: self._changed(new), self._changed)
 
     def informers(self):

@@ -136,8 +136,8 @@ class FlowSchemaStatus(Controller):
     def __init__(self, client, **kw):
         super().__init__(client, **kw)
         self.schemas = client.resource(GROUP, "v1", "flowschemas")
-        self.fs_inf = Informer(self.schemas)
-        self.pl_inf = Informer(client.resource(GROUP, "v1", "prioritylevelconfigurations"))
+        self.fs_inf = Informer(self.schemas, clock=self.clock)
+        self.pl_inf = Informer(client.resource(GROUP, "v1", "prioritylevelconfigurations"), clock=self.clock)
         self.fs_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n))
         self.pl_inf.add_handlers(on_add=self._enqueue_all, on_delete=self._enqueue_all)
 

@@ -58,8 +58,8 @@ class IPAddressRepair(Controller):
         #: IPAddresses made by others than the allocator reserve their address in it
         self.strategy = services_strategy
         self.ipaddresses = client.resource(GROUP, "v1", "ipaddresses")
-        self.svc_inf = Informer(client.resource("", "v1", "services"))
-        self.ip_inf = Informer(self.ipaddresses)
+        self.svc_inf = Informer(client.resource("", "v1", "services"), clock=self.clock)
+        self.ip_inf = Informer(self.ipaddresses, clock=self.clock)
         #: IP -> "namespace/name" of the Service holding it
         self.holders: dict[str, str] = {}
         self.svc_inf.add_handlers(on_add=self._observe, on_update=self._changed, on_delete=self._gone)
@@ -160,7 +160,7 @@ class ServiceCIDRRanges(Controller):
         super().__init__(client, **kw)
         self.strategy = services_strategy
         self.services = client.resource("", "v1", "services")
-        self.inf = Informer(client.resource(GROUP, "v1", "servicecidrs"))
+        self.inf = Informer(client.resource(GROUP, "v1", "servicecidrs"), clock=self.clock)
         self.inf.add_handlers(lambda o: self.queue.add("ranges"), lambda o, n: self.queue.add("ranges"),
                               lambda o: self.queue.add("ranges"))
 

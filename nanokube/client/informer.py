@@ -8,6 +8,7 @@ import logging
 import sys
 from collections.abc import Callable
 
+from ..clock import REAL, Clock
 from ..machinery.errors import APIError
 
 log = logging.getLogger(__name__)
@@ -21,8 +22,12 @@ def key_of(obj: dict) -> str:
 
 
 class Informer:
-    def __init__(self, rc, namespace: str | None = None, label_selector: str = "", field_selector: str = ""):
+    def __init__(self, rc, namespace: str | None = None, label_selector: str = "", field_selector: str = "",
+                 clock: Clock = REAL):
+        """`clock` times the pause before a failed list or watch is retried, so in virtual time
+        the retry waits for simulated time, not the wall."""
         self.rc = rc
+        self.clock = clock
         self.namespace = namespace
         self.label_selector = label_selector
         self.field_selector = field_selector
@@ -79,10 +84,10 @@ class Informer:
             except APIError as e:
                 if e.code != 410:
                     log.warning("informer for %s: %s", self.rc.res.plural, e.message)
-                    await asyncio.sleep(1)
+                    await self.clock.sleep(1)
             except Exception:
                 log.exception("informer for %s failed", self.rc.res.plural)
-                await asyncio.sleep(1)
+                await self.clock.sleep(1)
 
     def _handle(self, typ: str, obj: dict) -> None:
         if typ == "BOOKMARK":
@@ -115,7 +120,8 @@ class InformerFactory:
     pod watcher costs each pod event its queue, wake-up and translation (~42 k instructions) before
     any handler runs; kube-controller-manager's controllers share one."""
 
-    def __init__(self):
+    def __init__(self, clock: Clock = REAL):
+        self.clock = clock
         self._informers: dict[tuple, Informer] = {}
         self._tasks: dict[Informer, asyncio.Task] = {}
 
@@ -124,7 +130,7 @@ class InformerFactory:
         key = (rc.res.group, rc.version, rc.res.plural, namespace, label_selector, field_selector)
         inf = self._informers.get(key)
         if inf is None:
-            inf = self._informers[key] = Informer(rc, namespace, label_selector, field_selector)
+            inf = self._informers[key] = Informer(rc, namespace, label_selector, field_selector, self.clock)
         return inf
 
     def start(self, informers) -> None:

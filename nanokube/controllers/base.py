@@ -22,7 +22,7 @@ class Controller:
         runs (and stops) informers of its own."""
         self.client = client
         self.clock = clock
-        self.informer_factory = informers or InformerFactory()
+        self.informer_factory = informers or InformerFactory(clock)
         self._own_factory = informers is None
         self.queue = WorkQueue(clock)
         self._tasks: list[asyncio.Task] = []

@@ -113,7 +113,7 @@ class ControllerManager:
             """A term's controllers over a fresh shared informer factory, stopped with them."""
             signer = [PodCertificateSigner] if signer_client is not None and data_dir is not None else []
             on = enabled([*CONTROLLERS, *signer], controllers)
-            self.informers = InformerFactory()
+            self.informers = InformerFactory(clock)
             out = build_controllers(client, clock, load_balancer_pool, self.metrics, self.informers,
                                     [k for k in on if k is not PodCertificateSigner])
             if PodCertificateSigner in on:

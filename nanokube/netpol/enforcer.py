@@ -29,9 +29,9 @@ class NetworkPolicyEnforcer:
         """`nodes`: (node name, network namespace) of each node."""
         self.clock = clock
         self.min_sync_period = min_sync_period
-        self.pods = Informer(client.resource("", "v1", "pods"))
-        self.namespaces = Informer(client.resource("", "v1", "namespaces"))
-        self.policies = Informer(client.resource("networking.k8s.io", "v1", "networkpolicies"))
+        self.pods = Informer(client.resource("", "v1", "pods"), clock=clock)
+        self.namespaces = Informer(client.resource("", "v1", "namespaces"), clock=clock)
+        self.policies = Informer(client.resource("networking.k8s.io", "v1", "networkpolicies"), clock=clock)
         self.nft = {name: nft_for(netns) for name, netns in nodes}
         self.written: dict[str, str] = {}
         self.syncs = 0

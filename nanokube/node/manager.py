@@ -94,11 +94,11 @@ class NodeManager:
         # a pool's nodes all have the same devices: its first one says whether it has NVIDIA GPUs
         self._nvidia = any(d.attributes.get("driver") == "nvidia"
                            for p in cluster.pools if p.count for d in self.agents[f"{p.name}-0"].spec.devices)
-        self.pods = Informer(self.client.resource("", "v1", "pods"), field_selector="spec.nodeName!=")
+        self.pods = Informer(self.client.resource("", "v1", "pods"), field_selector="spec.nodeName!=", clock=clock)
         self.pods.add_handlers(on_add=self._dispatch, on_update=lambda _old, new: self._dispatch(new),
                                on_delete=self._forget)
         self._informer: asyncio.Task | None = None
-        self.nodes = Informer(self.client.resource("", "v1", "nodes"))
+        self.nodes = Informer(self.client.resource("", "v1", "nodes"), clock=clock)
         self.nodes.add_handlers(on_add=lambda n: self._node_changed(None, n), on_update=self._node_changed)
         self._fault_tasks: set[asyncio.Task] = set()
         self._node_informer: asyncio.Task | None = None

@@ -257,7 +257,7 @@ class PodCertificateSigner(Controller):
         self.ca = ca or SignerCA(os.path.join(data_dir, "pki", "signers", signer_name.replace("/", "_")), clock)
         self.requests = client.resource("certificates.k8s.io", "v1", "podcertificaterequests")
         self.bundles = client.resource("certificates.k8s.io", "v1", "clustertrustbundles")
-        self.inf = Informer(self.requests, field_selector=f"spec.signerName={signer_name}")
+        self.inf = Informer(self.requests, field_selector=f"spec.signerName={signer_name}", clock=clock)
         self.inf.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new))
 
     @property

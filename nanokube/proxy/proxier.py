@@ -177,8 +177,8 @@ class Proxier:
         self.registry = registry or CollectorRegistry()
         self.metrics = ProxyMetrics(self.registry)
         self.health = ProxyHealth(2 * sync_period, clock, self.registry)
-        self.services = Informer(client.resource("", "v1", "services"))
-        self.slices = Informer(client.resource("discovery.k8s.io", "v1", "endpointslices"))
+        self.services = Informer(client.resource("", "v1", "services"), clock=clock)
+        self.slices = Informer(client.resource("discovery.k8s.io", "v1", "endpointslices"), clock=clock)
         self.syncs = 0
         self._dirty: set[str] = set()
         self._wake = asyncio.Event()

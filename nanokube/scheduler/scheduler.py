@@ -122,8 +122,8 @@ class Scheduler:
         self.snapshot = Snapshot()
         self.algorithm = Algorithm(random.Random(seed))
         self._metrics_rng = random.Random(seed)
-        self.nodes = Informer(client.resource("", "v1", "nodes"))
-        self.pods = Informer(client.resource("", "v1", "pods"))
+        self.nodes = Informer(client.resource("", "v1", "nodes"), clock=clock)
+        self.pods = Informer(client.resource("", "v1", "pods"), clock=clock)
         #: informers plugins asked for through `informer()`, started with the scheduler
         self.informers: dict[tuple[str, str, str], Informer] = {}
         #: state plugins share across profiles, keyed by plugin-chosen names
@@ -136,7 +136,7 @@ class Scheduler:
             self.queue.initial_backoff, self.queue.max_backoff = config.pod_initial_backoff, config.pod_max_backoff
         self.podgroups = PodGroupIndex()
         self.podgroup_client = client.resource("scheduling.k8s.io", "v1beta1", "podgroups")
-        self.podgroup_informer = Informer(self.podgroup_client)
+        self.podgroup_informer = Informer(self.podgroup_client, clock=clock)
         self.queue.group_priority = lambda group: group_priority(self.podgroups.get(group) or {})
         self.workload_cycle = WorkloadCycle(self)
         self._tasks: list[asyncio.Task] = []
@@ -146,7 +146,7 @@ class Scheduler:
         """One shared informer per resource for plugins that need more than nodes and pods."""
         key = (group, version, plural)
         if key not in self.informers:
-            self.informers[key] = Informer(self.client.resource(group, version, plural))
+            self.informers[key] = Informer(self.client.resource(group, version, plural), clock=self.clock)
         return self.informers[key]
 
     # --- informer handlers -------------------------------------------------

@@ -145,9 +145,9 @@ async def run(name: str, cluster: Cluster, trace: Trace, config: SchedulerConfig
     if serve_port is not None:
         print(f"{name}: serving on {plane.server.url}; export KUBECONFIG={plane.kubeconfig}", file=sys.stderr, flush=True)
     recorder = Recorder(clock, trace, cluster)
-    pods = Informer(plane.client.resource("", "v1", "pods"))
+    pods = Informer(plane.client.resource("", "v1", "pods"), clock=clock)
     recorder.watch_pods(pods)
-    claims = Informer(plane.client.resource("resource.k8s.io", "v1", "resourceclaims"))
+    claims = Informer(plane.client.resource("resource.k8s.io", "v1", "resourceclaims"), clock=clock)
     recorder.watch_claims(claims)
     tasks = [asyncio.create_task(pods.run()), asyncio.create_task(claims.run())]
     await pods.synced.wait()

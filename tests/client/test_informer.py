@@ -5,6 +5,7 @@ import asyncio
 import pytest
 
 from nanokube.client.informer import InformerFactory
+from nanokube.clock import VirtualClock
 from tests.controllers import eventually, make_stack
 
 
@@ -89,3 +90,21 @@ async def test_a_failing_handler_does_not_keep_the_event_from_the_others_or_rest
         return seen == ["p", "p'"]
     await eventually(both)
     assert lists == [1]
+
+
+async def test_a_failed_list_is_retried_after_a_second_of_the_injected_clock():
+    s = await make_stack()
+    clock = VirtualClock()
+    factory = InformerFactory(clock)
+    pods = s.client.resource("", "v1", "pods")
+    inf = factory.informer(pods, field_selector="spec.noSuchField=x")
+    try:
+        factory.start([inf])
+        await clock.advance(0)
+        assert clock.next_due() == 1.0, "the retry waits on the informer's clock"
+        await clock.advance(1)
+        assert clock.next_due() == 2.0, "a second list failed after one virtual second"
+        assert not inf.synced.is_set()
+    finally:
+        await factory.stop()
+        await s.close()

@@ -39,9 +39,9 @@ class Aggregator(Controller):
     def __init__(self, client, front_proxy_cert: tuple[str, str], on_discovery_change, **kw):
         super().__init__(client, **kw)
         self.apiservices = client.resource(GROUP, "v1", "apiservices")
-        self.as_inf = Informer(self.apiservices)
-        self.svc_inf = Informer(client.resource("", "v1", "services"))
-        self.eps_inf = Informer(client.resource("discovery.k8s.io", "v1", "endpointslices"))
+        self.as_inf = Informer(self.apiservices, clock=self.clock)
+        self.svc_inf = Informer(client.resource("", "v1", "services"), clock=self.clock)
+        self.eps_inf = Informer(client.resource("discovery.k8s.io", "v1", "endpointslices"), clock=self.clock)
         self.cert = front_proxy_cert
         self.on_discovery_change = on_discovery_change
         #: (group, version) -> remote APIService

@@ -24,8 +24,8 @@ class CRDRegistration(Controller):
     def __init__(self, client, **kw):
         super().__init__(client, **kw)
         self.apiservices = client.resource(GROUP, "v1", "apiservices")
-        self.crd_inf = Informer(client.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions"))
-        self.as_inf = Informer(self.apiservices, label_selector=f"{AUTOMANAGED}=true")
+        self.crd_inf = Informer(client.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions"), clock=self.clock)
+        self.as_inf = Informer(self.apiservices, label_selector=f"{AUTOMANAGED}=true", clock=self.clock)
         self.crd_inf.add_handlers(self._enqueue, lambda old, new: (self._enqueue(old), self._enqueue(new)), self._enqueue)
         self.as_inf.add_handlers(on_delete=lambda a: self.queue.add(((a.get("spec") or {}).get("group", ""),
                                                                      (a.get("spec") or {}).get("version", ""))))

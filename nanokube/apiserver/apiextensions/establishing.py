@@ -36,7 +36,7 @@ class EstablishingController(Controller):
     def __init__(self, client, **kw):
         super().__init__(client, **kw)
         self.crds = client.resource(GROUP, "v1", "customresourcedefinitions")
-        self.inf = Informer(self.crds)
+        self.inf = Informer(self.crds, clock=self.clock)
         self.inf.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new))
 
     def informers(self):

@@ -106,7 +106,7 @@ class NamingController(Controller):
     def __init__(self, client, **kw):
         super().__init__(client, **kw)
         self.crds = client.resource(GROUP, "v1", "customresourcedefinitions")
-        self.inf = Informer(self.crds)
+        self.inf = Informer(self.crds, clock=self.clock)
         self.inf.add_handlers(on_add=self._enqueue, on_update=self._updated, on_delete=self._deleted)
 
     def informers(self):
