@@ -62,16 +62,19 @@ class ResourceClient:
         if audit is None:
             return await call
         received = audit.now()
-        where = dict(verb=verb, user=self.c.user, res=self.res, version=self.version, namespace=namespace, name=name,
-                     subresource=subresource, received=received, user_agent=self.c.field_manager)
+        c = self.c
         try:
             out = await call
         except errors.APIError as e:
-            audit.loopback(code=e.code, body=e.status(), **where)
+            audit.loopback(verb, c.user, self.res, self.version, namespace, name, subresource, e.code, e.status(),
+                           received, c.field_manager)
             raise
-        body = out.obj if isinstance(out, Result) else out
-        audit.loopback(code=out.code if isinstance(out, Result) else code, body=body if isinstance(body, dict) else {},
-                       **where)
+        if isinstance(out, Result):
+            code, body = out.code, out.obj
+        else:
+            body = out
+        audit.loopback(verb, c.user, self.res, self.version, namespace, name, subresource, code,
+                       body if isinstance(body, dict) else {}, received, c.field_manager)
         return out
 
     async def get(self, name: str, namespace: str | None = None) -> dict:

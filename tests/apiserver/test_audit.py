@@ -90,3 +90,47 @@ async def test_the_object_a_handler_answered_with_stands_for_its_body_only_on_su
     assert failed["responseStatus"] == {"metadata": {}, "code": 409, "status": "Failure", "message": "stale",
                                         "reason": "Conflict"}
     assert "uid" not in failed["objectRef"]
+
+
+class _FixedClock:
+    def rfc3339_micro(self):
+        return "2026-12-02T20:00:00.000001Z"
+
+
+@pytest.mark.parametrize("verb,group,plural,namespace,name,subresource,code,body", [
+    ("patch", "", "pods", "team", "p", "status", 200,
+     {"kind": "Pod", "metadata": {"name": "p", "uid": "u3", "resourceVersion": "11"}}),
+    ("create", "events.k8s.io", "events", "team", "", "", 201,
+     {"kind": "Event", "metadata": {"name": "p.1a", "namespace": "team", "uid": "u4", "resourceVersion": "12"}}),
+    ("create", "", "nodes", None, "", "", 201, {"kind": "Node", "metadata": {"name": "n1", "uid": "u5"}}),
+    ("update", "", "namespaces", "team", "team", "finalize", 200, {"kind": "Namespace", "metadata": {}}),
+    ("patch", "", "pods", "team", "p", "status", 409,
+     {"kind": "Status", "status": "Failure", "message": "stale", "reason": "Conflict", "code": 409}),
+    ("delete", "apps", "deployments", "team", "web", "", 404,
+     {"kind": "Status", "status": "Failure", "message": "", "reason": "NotFound", "code": 404}),
+    ("create", "", "pods", "team", "", "", 201, {}),
+])
+def test_a_loopback_write_is_logged_as_the_http_path_logs_it(tmp_path, monkeypatch, verb, group, plural, namespace,
+                                                               name, subresource, code, body):
+    """The loopback's event is built in one pass; it must stay the line `_emit` writes for the request."""
+    from nanokube.registry.base import all_resources
+
+    monkeypatch.setattr("nanokube.apiserver.audit.new_uid", lambda: "id-1")
+    res = next(r for r in all_resources() if r.group == group and r.plural == plural)
+    user = User("system:kube-scheduler", ("system:authenticated",))
+    audit = AuditLog(str(tmp_path / "loopback.log"), _FixedClock())
+    audit.loopback(verb, user, res, "v1", namespace, name, subresource, code, body, "2026-12-02T19:59:59.999999Z",
+                   "kube-scheduler")
+    audit.close()
+    general = AuditLog(str(tmp_path / "emit.log"), _FixedClock())
+    path = (f"/apis/{group}/v1" if group else "/api/v1") + (f"/namespaces/{namespace}" if namespace and res.namespaced
+                                                           else "") + f"/{plural}"
+    path += (f"/{name}" if name else "") + (f"/{subresource}" if subresource else "")
+    ref = {"resource": plural, "namespace": namespace if res.namespaced else "", "name": name, "apiGroup": group,
+           "apiVersion": "v1", "subresource": subresource}
+    general._emit(verb=verb, uri=path, user=user, ref=ref, code=code, body=body,
+                  received="2026-12-02T19:59:59.999999Z", audit_id="id-1", source_ips=["127.0.0.1"],
+                  user_agent="kube-scheduler", annotations={"authorization.k8s.io/decision": "allow",
+                                                            "authorization.k8s.io/reason": "loopback: a component of the API server"})
+    general.close()
+    assert (tmp_path / "loopback.log").read_bytes() == (tmp_path / "emit.log").read_bytes()
