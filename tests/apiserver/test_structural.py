@@ -115,6 +115,20 @@ def test_valid_times_are_remembered_only_within_a_bound():
     assert st.check(obj, POD, True)[0] == ['parsing time "2025-01-02T03:04:60Z": second out of range']
 
 
+def test_a_fractional_utc_time_is_remembered_by_its_second():
+    """Every eventTime is new (microseconds): its second stands for it, and only for UTC times."""
+    obj = pod()
+    obj["metadata"]["creationTimestamp"] = "2025-03-04T05:06:07.123456Z"
+    assert st.check(obj, POD, True) == ([], [])
+    assert "2025-03-04T05:06:07Z" in st._GOOD_TIMES and "2025-03-04T05:06:07.123456Z" not in st._GOOD_TIMES
+    obj["metadata"]["creationTimestamp"] = "2025-03-04T05:06:07.654321Z"
+    assert st.check(obj, POD, True) == ([], [])
+    obj["metadata"]["creationTimestamp"] = "2025-03-04T05:06:07.5+24:00"  # the remembered second, a bad offset
+    assert st.check(obj, POD, True)[0] == ['parsing time "2025-03-04T05:06:07.5+24:00": time zone offset out of range']
+    obj["metadata"]["creationTimestamp"] = "2025-02-29T05:06:07.5Z"
+    assert st.check(obj, POD, True)[0] == ['parsing time "2025-02-29T05:06:07.5Z": day out of range']
+
+
 def test_base64_bytes():
     secret = {"apiVersion": "v1", "kind": "Secret", "data": {"k": "aGVsbG8="}}
     assert st.check(secret, SECRET, True) == ([], [])
