@@ -68,6 +68,12 @@ class Result:
     warnings: list[str] = field(default_factory=list)
 
 
+def _converts(strategy: Strategy) -> bool:
+    """Whether the strategy's conversion needs its asynchronous preparation (a CRD's webhook): the
+    others' is a no-op, and a write path would await it three or four times."""
+    return type(strategy).prepare_conversion is not Strategy.prepare_conversion
+
+
 def _meta(obj: dict) -> dict:
     md = obj.get("metadata")
     if not isinstance(md, dict):
@@ -436,7 +442,7 @@ class GenericREST:
             # events that raced in between are in both; skip by revision below
         gen = self._stream(res, version, w, initial, rev, ok, send_initial_events, allow_bookmarks, bookmark_interval)
         translate = None
-        if type(res.strategy).prepare_conversion is Strategy.prepare_conversion:
+        if not _converts(res.strategy):
             translate = lambda ev: self._translate(res, version, ev, ok)  # noqa: E731
         return WatchStream(gen, self.cache, w, translate)
 
@@ -507,7 +513,8 @@ class GenericREST:
         else:
             md.pop("namespace", None)
         res.strategy.default(obj, version)
-        await res.strategy.prepare_conversion([obj], res.storage_version)
+        if _converts(res.strategy):
+            await res.strategy.prepare_conversion([obj], res.storage_version)
         obj = res.strategy.to_storage(obj, version)
         obj, admission = await self._mutating_admission(res, version, "", "CREATE", obj, None, opts)
         md = _meta(obj)
@@ -556,7 +563,8 @@ class GenericREST:
         await self._write_wait(kv.mod_revision)
         entry = self.cache.get(key)
         stored = entry.obj if entry and entry.rev == kv.mod_revision else {**obj, "metadata": {**md, "resourceVersion": str(kv.mod_revision)}}
-        await res.strategy.prepare_conversion([stored], version)
+        if _converts(res.strategy):
+            await res.strategy.prepare_conversion([stored], version)
         return Result(self._external(res, stored, version), 201, warnings)
 
     # --- update ----------------------------------------------------------
@@ -575,7 +583,8 @@ class GenericREST:
         if res.namespaced:
             md["namespace"] = namespace
         res.strategy.default(body, version)
-        await res.strategy.prepare_conversion([body], res.storage_version)
+        if _converts(res.strategy):
+            await res.strategy.prepare_conversion([body], res.storage_version)
         new = res.strategy.to_storage(body, version)
         key = res.key(namespace, name)
         entry = self.cache.get(key)
@@ -676,7 +685,8 @@ class GenericREST:
             nm.pop("managedFields", None)
         nm["resourceVersion"] = om.get("resourceVersion")
         if new == old:
-            await res.strategy.prepare_conversion([old], version)
+            if _converts(res.strategy):
+                await res.strategy.prepare_conversion([old], version)
             return Result(self._external(res, old, version), 200)
         if opts.dry_run:
             return Result(self._external(res, new, version), 200)
@@ -703,7 +713,8 @@ class GenericREST:
         await self._write_wait(kv.mod_revision)
         e = self.cache.get(key)
         stored = e.obj if e and e.rev == kv.mod_revision else {**new, "metadata": {**nm, "resourceVersion": str(kv.mod_revision)}}
-        await res.strategy.prepare_conversion([stored], version)
+        if _converts(res.strategy):
+            await res.strategy.prepare_conversion([stored], version)
         return Result(self._external(res, stored, version), 200)
 
     # --- patch -----------------------------------------------------------
@@ -734,7 +745,7 @@ class GenericREST:
                 if not isinstance(parsed, dict):
                     raise errors.bad_request("error decoding YAML: the apply patch must be an object")
                 _check_apply_configuration(res, version, parsed, sch)
-                if entry:
+                if entry and _converts(res.strategy):
                     await res.strategy.prepare_conversion([entry.obj], version)
                 live = self._external(res, entry.obj, version) if entry else None
                 try:
@@ -754,7 +765,8 @@ class GenericREST:
             else:
                 if entry is None:
                     raise errors.not_found(res.group, res.plural, name)
-                await res.strategy.prepare_conversion([entry.obj], version)
+                if _converts(res.strategy):
+                    await res.strategy.prepare_conversion([entry.obj], version)
                 current = self._external(res, entry.obj, version)
                 if subresource == "scale":
                     raise errors.method_not_allowed()
@@ -795,7 +807,8 @@ class GenericREST:
                 popts = WriteOptions(opts.dry_run, "", opts.field_validation, opts.force, opts.user)
             warnings = self._decode_checks(res, version, body, popts, changed)
             res.strategy.default(body, version)
-            await res.strategy.prepare_conversion([body], res.storage_version)
+            if _converts(res.strategy):
+                await res.strategy.prepare_conversion([body], res.storage_version)
             new = res.strategy.to_storage(body, version)
             try:
                 if patch_type == "application/apply-patch+yaml":
