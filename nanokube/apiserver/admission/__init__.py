@@ -91,12 +91,14 @@ class Admission:
         decision = self.plugins.authorizer.authorize(user["username"], tuple(user.get("groups") or ()), at)
         return ("Allow" if decision.allowed else "NoOpinion"), decision.reason, None
 
-    def _with_authorizer(self, a: Attributes) -> Attributes:
-        if self.authz is not None:
+    def _with_authorizer(self, a: Attributes) -> None:
+        """CEL's `authorizer` for the request, set once policies or webhooks are about to see it:
+        only they read it, and most writes meet none (each built two dicts of it and the user's
+        info). What it is made of (user, resource, namespace, name) is fixed with the attributes."""
+        if self.authz is not None and a.authorizer is None:
             a.authorizer = self.authz.authorizer(a.user_info(), {
                 "group": a.res.group, "resource": a.res.plural, "subresource": a.subresource,
                 "namespace": a.namespace, "name": a.name})
-        return a
 
     def attributes(self, res: Resource, version: str, subresource: str, op: str, obj: dict | None,
                    old: dict | None, opts, options: dict | None = None) -> Attributes:
@@ -106,27 +108,33 @@ class Admission:
         a = Attributes(res, version, subresource, op, namespace, name, obj, old, opts, options or {})
         if subresource == "scale":
             a.sub_kind = dict(SCALE_KIND)
-        return self._with_authorizer(a)
+        return a
 
     def subresource_attributes(self, res: Resource, version: str, subresource: str, kind: dict, namespace: str,
                                name: str, obj: dict, opts, operation: str = "CREATE") -> Attributes:
         """A create (pods/binding, pods/eviction) or connect (pods/exec, attach, portforward)
         through a subresource that takes an object of its own."""
-        return self._with_authorizer(
-            Attributes(res, version, subresource, operation, namespace or "", name, obj, None, opts, sub_kind=kind))
+        return Attributes(res, version, subresource, operation, namespace or "", name, obj, None, opts, sub_kind=kind)
 
     async def mutate(self, a: Attributes) -> None:
+        if exempt(a.res) or not self.configs.configured():
+            self._mutate_in_tree(a)  # no policy or webhook to change the object: one round, no bookkeeping
+            return
         state, policies = MutationRound(), PolicyRound()
         for state.round in (0, 1):
-            if a.obj is not None and a.operation in ("CREATE", "UPDATE") and (a.sub_kind is None or a.scale):
-                self.plugins.mutate(a.res, a.operation, a.obj, a.old, a.opts)
-                for p in self._plugins_for(a.res)[0]:
-                    p.mutate(a)
+            self._mutate_in_tree(a)
             if not exempt(a.res) and self.configs.configured():
+                self._with_authorizer(a)
                 await self.mutating_policies.mutate(a, policies, state.round)
                 await self.webhooks.mutate(a, state)
             if not (state.changed or policies.changed):
                 break  # nothing changed the object: no second round
+
+    def _mutate_in_tree(self, a: Attributes) -> None:
+        if a.obj is not None and a.operation in ("CREATE", "UPDATE") and (a.sub_kind is None or a.scale):
+            self.plugins.mutate(a.res, a.operation, a.obj, a.old, a.opts)
+            for p in self._plugins_for(a.res)[0]:
+                p.mutate(a)
 
     def _plugins_for(self, res: Resource) -> tuple[list, list]:
         kind = (res.group, res.plural)
@@ -142,6 +150,7 @@ class Admission:
             for p in self._plugins_for(a.res)[1]:
                 p.validate(a)
         if not exempt(a.res) and self.configs.configured():
+            self._with_authorizer(a)
             await self.validating_policies.validate(a)
             await self.webhooks.validate(a)
         await self.quota.validate(a)
