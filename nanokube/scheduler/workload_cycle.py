@@ -17,8 +17,10 @@ result (scheduled, unschedulable, waiting_on_preemption, error)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
+from .api import SCHEDULER_FIELD_MANAGER
 from .cache import NodeInfo, Snapshot
 from .composite_cycle import CompositeCycle
 from .composites import API as COMPOSITE_API
@@ -59,6 +61,9 @@ class WorkloadCycle:
         self.scheduled_uids: set[str] = set()  # groups already set True: never revert
         self.preempted: set[str] = set()  # groups whose retry may not start new preemptions
         self.nominated: dict[str, list[tuple[PodInfo, str]]] = {}  # group -> its pods' nominated nodes
+        #: group -> set once its members' failure reports waiting on a preemption are written;
+        #: its binds and later reports wait for it
+        self.reporting: dict[str, asyncio.Event] = {}
 
     def schedule_group(self, entry: QueuedPodGroupInfo) -> None:
         """Runs one cycle for the entry's group (or its whole composite
@@ -129,7 +134,7 @@ class WorkloadCycle:
                 if preempted:
                     self.reject(entry, pg, UNSCHEDULABLE, f"{len(pending) - len(best.assigned)} pod(s) of the "
                                  "group did not fit; waiting for preemption to make room for all of them",
-                                 best.failures)
+                                 best.failures, preemptor=preemptor)
                     return WAITING_ON_PREEMPTION, PODGROUP
             self.preempted.discard(entry.group)
             self.nominated.pop(entry.group, None)
@@ -143,7 +148,7 @@ class WorkloadCycle:
         preemptor = GroupPreemptor(entry.group, pg, pending, domains, fwk,
                                    lambda nodes: self.try_placement(fwk, nodes, pending, need, len(placed), held), held)
         preempted, post = self._post_filter(preemptor)
-        self.reject(entry, pg, UNSCHEDULABLE, best.message, best.failures, post)
+        self.reject(entry, pg, UNSCHEDULABLE, best.message, best.failures, post, preemptor=preemptor if preempted else None)
         return (WAITING_ON_PREEMPTION if preempted else "unschedulable"), PODGROUP
 
     def _post_filter(self, g: GroupPreemptor) -> tuple[bool, str]:
@@ -259,10 +264,12 @@ class WorkloadCycle:
                     return False
                 done.append((info, node, state))
         for entry, pg, assigned in parts:
+            reported = self.reporting.get(entry.group)
             for info, node, state in assigned:
                 del entry.members[info.key]
                 s.queue.in_flight[info.key] = info
-                s.spawn(s._bind(fwk, state, info, node, start))
+                s.spawn(s._bind(fwk, state, info, node, start) if reported is None
+                        else self._bind_after(reported, fwk, state, info, node, start))
             if assigned:
                 s.spawn(self.set_condition(pg, "True", "Scheduled",
                                             f"{len(assigned)} pod(s) of the group were scheduled"))
@@ -270,20 +277,67 @@ class WorkloadCycle:
         return True
 
     def reject(self, entry: QueuedPodGroupInfo, pg: dict, reason: str, message: str, failures: dict[str, FitError],
-               post: str = "", error: bool = False) -> None:
+               post: str = "", error: bool = False, preemptor: GroupPreemptor | None = None) -> None:
         """Every member gets FailedScheduling and PodScheduled=False (with
         the PostFilter verdict, if any); the group waits for an event its
-        members' rejecting plugins registered."""
+        members' rejecting plugins registered. After a preemption
+        (`preemptor`), each member's nomination goes in the same status
+        patch, as upstream's updatePod writes it, once the victims are
+        evicted."""
         s = self.s
         prof = next(iter(entry.members.values())).spec.get("schedulerName") or "default-scheduler"
         s.metrics.schedule_attempts.labels("error" if error else "unschedulable", prof).inc(len(entry.members))
         entry.unschedulable_plugins = {p for e in failures.values() for p in e.plugins()}
+        nominated = {info.uid: node for info, node in self.nominated[entry.group]} if preemptor else {}
+        reports = []
         for info in entry.members.values():
             fit = failures.get(info.key)
             text = f"{message}; {fit}" if fit else message
-            s.spawn(s._report_failure(info.pod, reason, f"{text} {post}" if post else text))
+            reports.append((info.pod, reason, f"{text} {post}" if post else text, nominated.get(info.uid)))
+        waits = [e for e in (self.reporting.get(entry.group), preemptor and preemptor.evicted) if e is not None]
+        if waits:
+            done = self.reporting[entry.group] = asyncio.Event()
+            s.spawn(self._reports_after(entry.group, waits, reports, done))
+        else:
+            for report in reports:
+                s.spawn(self._report(*report))
         s.spawn(self.set_condition(pg, "False", reason, message))
         s.queue.group_done(entry, error=error)
+
+    async def _report(self, pod: dict, reason: str, message: str, node: str | None) -> None:
+        """FailedScheduling, then PodScheduled=False with the nomination to
+        `node` when the pod is not nominated there yet."""
+        s = self.s
+        md = pod["metadata"]
+        if node is None or (pod.get("status") or {}).get("nominatedNodeName") == node:
+            await s._report_failure(pod, reason, message)
+            return
+        await s._write(s.api.event(pod, "Warning", "FailedScheduling", message))
+        cond = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
+                "lastProbeTime": None, "lastTransitionTime": s.clock.rfc3339()}
+        await s._write(s.api.pods.patch(md["name"], {"status": {"conditions": [cond], "nominatedNodeName": node}},
+                                        "application/strategic-merge-patch+json", namespace=md.get("namespace"),
+                                        subresource="status", field_manager=SCHEDULER_FIELD_MANAGER))
+
+    async def _reports_after(self, group: str, waits: list[asyncio.Event], reports: list[tuple], done: asyncio.Event) -> None:
+        """Writes a group's failure reports once its victims are evicted and
+        its earlier reports written, then sets `done`."""
+        try:
+            for e in waits:
+                await e.wait()
+            await asyncio.gather(*(self._report(*report) for report in reports))
+        finally:
+            done.set()
+            if self.reporting.get(group) is done:
+                del self.reporting[group]
+
+    async def _bind_after(self, reported: asyncio.Event, fwk: Framework, state: CycleState, info: PodInfo, node: str,
+                          start: float) -> None:
+        """Binds once the group's failure reports are written: a
+        PodScheduled=False landing after the binding would mark a bound pod
+        unschedulable (upstream writes a failure before its next cycle)."""
+        await reported.wait()
+        await self.s._bind(fwk, state, info, node, start)
 
     async def set_condition(self, pg: dict, status: str, reason: str, message: str, condition: str = CONDITION,
                              composite: bool = False) -> None:

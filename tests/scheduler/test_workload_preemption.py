@@ -4,6 +4,8 @@ and least important victims, single pods one by one; `Never` and equal
 priority are respected; victims are marked DisruptionTarget, preemptors
 are nominated, and the retry after a preemption does not preempt again."""
 
+import asyncio
+
 import pytest
 
 from nanokube.scheduler.cache import NodeInfo
@@ -431,6 +433,46 @@ async def test_partial_success_of_a_running_gang_preempts_before_binding(env):
     assert sched.metrics.registry.get_sample_value(
         "scheduler_podgroup_schedule_attempts_total",
         {"result": "waiting_on_preemption", "profile": "default-scheduler", "type": "podgroup"}) == 1
+
+
+async def test_a_nomination_goes_out_with_the_failure_once_the_victims_are_evicted(env):
+    """The preemptor's nominatedNodeName arrives in the same status write as
+    its PodScheduled=False (as upstream's updatePod writes both), only after
+    its victim is marked and deleted, and before its binding: a report
+    landing after the binding would leave the bound pod PodScheduled=False."""
+    client, _sched, start = env
+    victim = member("a-0", "a", 10, on="n1")
+    del victim["metadata"]["finalizers"]
+    pods = await start([node("n1", "1")], [podgroup("a", 1, 10, "all")], [victim])
+    seen: list[tuple[str, str, dict]] = []
+
+    async def follow(stream):
+        async for typ, obj in stream:
+            seen.append((typ, obj["metadata"]["name"], obj))
+    follower = asyncio.create_task(follow(await pods.watch("default")))
+    events = client.resource("events.k8s.io", "v1", "events")
+
+    async def settled():
+        """hi-0 bound and its Scheduled event recorded: every write of both cycles has landed."""
+        got = await pods.get("hi-0", "default")
+        reasons = {e["reason"] for e in (await events.list("default"))[0] if e["regarding"]["name"] == "hi-0"}
+        return got["spec"].get("nodeName") and "Scheduled" in reasons
+    try:
+        await gang_of(client, "hi", 1, 100)
+        await eventually(settled)
+    finally:
+        follower.cancel()
+
+    def scheduled(obj):
+        return next((c for c in obj["status"].get("conditions", []) if c["type"] == "PodScheduled"), None)
+    mine = [(i, obj) for i, (_, name, obj) in enumerate(seen) if name == "hi-0"]
+    at, first = next((i, obj) for i, obj in mine if scheduled(obj) or obj["status"].get("nominatedNodeName"))
+    assert first["status"].get("nominatedNodeName") == "n1"
+    assert (scheduled(first)["status"], scheduled(first)["reason"]) == ("False", "Unschedulable")
+    gone = next(i for i, (typ, name, _) in enumerate(seen) if (typ, name) == ("DELETED", "a-0"))
+    assert gone < at
+    last = mine[-1][1]
+    assert last["spec"]["nodeName"] == "n1" and scheduled(last)["status"] == "True"
 
 
 async def test_partial_success_of_a_basic_group_binds_without_preempting(env):

@@ -8,8 +8,9 @@ running pods, evicted or kept together) or a single pod (a lone pod, or a
 member of a `single`-mode group). With the group placed, victims are
 reprieved most important first (PDB-breaking units in a first pass) while
 every preemptor pod still passes Filter where it was put. The domain whose
-victims cost least wins; victims get DisruptionTarget and are deleted, the
-preemptor pods get nominatedNodeName.
+victims cost least wins; victims get DisruptionTarget and are deleted, then
+the preemptor pods' failure reports (the workload cycle's) write their
+nominatedNodeName with PodScheduled=False.
 """
 
 from __future__ import annotations
@@ -64,6 +65,10 @@ class GroupPreemptor:
     place: Callable[[list[NodeInfo]], object]
     #: other groups' nominated pods and their nodes: space already promised
     held: list[tuple[PodInfo, str]] = field(default_factory=list)
+    #: set by the plugin that preempted once its victims are marked and deleted; the members'
+    #: failure reports carry the nominations and wait for it, so a nomination is never seen
+    #: before the evictions it counts on
+    evicted: asyncio.Event | None = None
 
 
 @dataclass
@@ -219,6 +224,7 @@ class PodGroupPreemption:
             return None, unschedulable(f"preemption: {NO_DOMAIN}"), None
         best = min(plans, key=Plan.cost)
         self.going.setdefault(g.key, set()).update(p.uid for u in best.victims for p in u.pods)
+        g.evicted = asyncio.Event()
         self.handle.spawn(self._actuate(g, best))
         return best.nominations, Status(Code.SUCCESS), best
 
@@ -341,10 +347,11 @@ class PodGroupPreemption:
     async def _actuate(self, g: GroupPreemptor, plan: Plan) -> None:
         """Victim PodGroups and pods get DisruptionTarget, then the pods are
         deleted with a Preempted event naming the preemptor (as upstream,
-        whose preemptor pods get only their FailedScheduling); preemptor
-        pods are nominated (unless already nominated to that node). Victims
-        are evicted concurrently, as upstream's parallel preemptPod: one at a
-        time, each write would wait behind whatever scheduling cycle runs."""
+        whose preemptor pods get only their FailedScheduling); then
+        `g.evicted` lets the members' failure reports, with their
+        nominations, go out. Victims are evicted concurrently, as upstream's
+        parallel preemptPod: one at a time, each write would wait behind
+        whatever scheduling cycle runs."""
         h = self.handle
         scheduler = g.fwk.profile.scheduler_name
         md = g.pg["metadata"]
@@ -356,15 +363,10 @@ class PodGroupPreemption:
             await asyncio.gather(*(self._evict(p, scheduler, f"Preempted by {by} ({md.get('uid', '')}) on node "
                                                              f"{h.cache.pod_nodes.get(p.uid, '')}") for p in u.pods))
 
-        await asyncio.gather(*(unit(u) for u in plan.victims))
-        pods = {p.uid: p for p in g.pods}
-        for uid, node in plan.nominations.items():
-            if (pods[uid].pod.get("status") or {}).get("nominatedNodeName") == node:
-                continue  # nominated there by an earlier cycle already
-            pmd = pods[uid].pod["metadata"]
-            await self.plugin._quiet(h.api.pods.patch(pmd["name"], {"status": {"nominatedNodeName": node}},
-                                                      namespace=pmd.get("namespace"), subresource="status",
-                                                      field_manager=SCHEDULER_FIELD_MANAGER))
+        try:
+            await asyncio.gather(*(unit(u) for u in plan.victims))
+        finally:
+            g.evicted.set()
 
     async def _evict(self, p: PodInfo, scheduler: str, note: str) -> None:
         h = self.handle
