@@ -9,7 +9,7 @@ import ssl
 from typing import Any
 
 import orjson
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from .loopback import LocalClient
 from ..clock import REAL, Clock
@@ -23,7 +23,7 @@ from ..machinery import errors
 from .admission import AUDIT_ANNOTATIONS as ADMISSION_AUDIT
 from .admission import Admission
 from .audit import ANNOTATIONS as AUDIT_ANNOTATIONS
-from .audit import AuditLog
+from .audit import WRITE_VERBS, AuditLog
 from .auth import RBACAuthorizer, bootstrap_policy, forbidden
 from .auth.authorizer import request_attributes
 from .auth.impersonation import impersonate
@@ -35,7 +35,7 @@ from .auth.serviceaccount import ServiceAccountTokens, load_or_create_key
 from . import controlplane
 from .cache import WatchCache
 from .handlers import APIHandlers
-from .http_errors import StatusAppRunner, http_exceptions
+from .http_errors import StatusAppRunner, http_exceptions, status_response
 from ..machinery.responses import error_response, json_response
 from .metrics import APIMetrics
 from .rest import SYSTEM, GenericREST, ResourceIndex, User, WriteOptions
@@ -99,6 +99,9 @@ class APIServer:
         self.rest.tokens = self.tokens
         self.compaction_interval = compaction_interval
         self._runner: web.AppRunner | None = None
+        self._app: web.Application | None = None
+        #: the groups under /apis/ that routes of the application serve (the metrics APIs)
+        self._routed_groups: frozenset[str] = frozenset()
         self._tasks: list[asyncio.Task] = []
         self._openapi: dict[str, bytes] = {}
         self._loops: list = []
@@ -148,7 +151,10 @@ class APIServer:
         metrics_api.add_routes(app)
         self.handlers.extra_groups = metrics_api.discovery()
         app.router.add_route("*", r"/{tail:[\s\S]*}", self.handlers.dispatch)  # names may hold any character
-        self._runner = StatusAppRunner(app, access_log=None, handler_cancellation=True)
+        self._app = app
+        self._routed_groups = frozenset(r.canonical.split("/")[2] for r in app.router.resources()
+                                        if r.canonical.startswith("/apis/"))
+        self._runner = StatusAppRunner(app, self._serve, access_log=None, handler_cancellation=True)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self._ssl(), backlog=1024)
         await site.start()
@@ -233,6 +239,37 @@ class APIServer:
                 log.exception("compaction failed")
 
     # --- middleware and plain endpoints ---------------------------------
+
+    async def _serve(self, request: web.Request) -> web.StreamResponse:
+        """Every request. An API path that no route of the application claims (all of them but
+        the metrics APIs' groups) goes through audit, the HTTP exceptions' Status, authentication,
+        APF and `APIHandlers.dispatch` here, as the application's middlewares and its catch-all
+        route would take it, without the router's walk over every route, a match info and a
+        coroutine per middleware (about 10% of a GET's instructions and 4% of a create's); any
+        other request, and one that expects a 100 Continue, goes through the application."""
+        path = request.rel_url.path_safe
+        if not (path.startswith("/api/") or path.startswith("/apis/") and path.split("/", 3)[2] not in self._routed_groups
+                or path in ("/api", "/apis")) or hdrs.EXPECT in request.headers:
+            return await self._app._handle(request)
+        audit = self.audit
+        if audit is not None:
+            attrs = request_attributes(request)
+            if attrs.verb in WRITE_VERBS:
+                received = audit.now()
+                try:
+                    try:
+                        response = await self._authn(request, self.handlers.dispatch)
+                    except web.HTTPException as e:
+                        response = status_response(e)
+                except web.HTTPException as e:
+                    audit.write(request, attrs, e, received)
+                    raise
+                audit.write(request, attrs, response, received)
+                return response
+        try:
+            return await self._authn(request, self.handlers.dispatch)
+        except web.HTTPException as e:
+            return status_response(e)
 
     @web.middleware
     async def _authn(self, request: web.Request, handler) -> web.StreamResponse:

@@ -153,7 +153,11 @@ class APIHandlers:
     # --- resources ------------------------------------------------------
 
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
-        path = request.match_info["tail"]
+        """A request on the API's paths: the application's catch-all route `/{tail}` and the API
+        server's own `_serve` call it, so the path is read as that route reads it."""
+        path = request.rel_url.path_safe[1:]
+        if "%" in path:  # the route's unquoting: path_safe keeps only these two escaped
+            path = path.replace("%2F", "/").replace("%25", "%")
         t0 = time.perf_counter()
         labels = ["", "", "", "", "", None]
         code = 500

@@ -57,16 +57,19 @@ class _StatusServer(web.Server):
 
 
 class StatusAppRunner(web.AppRunner):
-    """An AppRunner whose connections answer parser errors with a Status."""
+    """An AppRunner whose connections answer parser errors with a Status. `handler`, when given,
+    is what the connections call with each request instead of the application's `_handle`
+    (the API server's, which hands the application only what its router has to route)."""
 
-    def __init__(self, app: web.Application, **kwargs) -> None:
+    def __init__(self, app: web.Application, handler=None, **kwargs) -> None:
         kwargs.setdefault("max_line_size", MAX_HEADER_BYTES)
         kwargs.setdefault("max_field_size", MAX_HEADER_BYTES)
         super().__init__(app, **kwargs)
+        self._handler = handler
 
     async def _make_server(self) -> web.Server:
         server = await super()._make_server()
-        return _StatusServer(server.request_handler, request_factory=server.request_factory,
+        return _StatusServer(self._handler or server.request_handler, request_factory=server.request_factory,
                              handler_cancellation=server.handler_cancellation,
                              loop=asyncio.get_running_loop(), **server._kwargs)
 
@@ -77,13 +80,18 @@ async def http_exceptions(request: web.Request, handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except web.HTTPException as e:
-        if e.status < 400:
-            raise
-        message = "the server could not find the requested resource" if e.status == 404 else \
-            "the server does not allow this method on the requested resource" if e.status == 405 else \
-            _message(e.status, e.text)
-        resp = error_response(status_error(e.status, message))
-        for h in ("Allow", "Retry-After"):
-            if h in e.headers:
-                resp.headers[h] = e.headers[h]
-        return resp
+        return status_response(e)
+
+
+def status_response(e: web.HTTPException) -> web.Response:
+    """An HTTP exception of status 400 or more as a Status (re-raised below 400)."""
+    if e.status < 400:
+        raise e
+    message = "the server could not find the requested resource" if e.status == 404 else \
+        "the server does not allow this method on the requested resource" if e.status == 405 else \
+        _message(e.status, e.text)
+    resp = error_response(status_error(e.status, message))
+    for h in ("Allow", "Retry-After"):
+        if h in e.headers:
+            resp.headers[h] = e.headers[h]
+    return resp
