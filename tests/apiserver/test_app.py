@@ -1,0 +1,64 @@
+"""The API server's own request handling: API paths served directly, the rest through the application."""
+
+import asyncio
+import ssl
+
+import orjson
+import pytest
+
+from nanokube.apiserver.app import APIServer
+from nanokube.pki.ca import ensure_pki
+from nanokube.store.memory import MemoryStore
+
+
+@pytest.fixture
+async def server(tmp_path):
+    pki = ensure_pki(str(tmp_path))
+    s = APIServer(MemoryStore(), pki, port=0)
+    await s.start()
+    ctx = ssl.create_default_context(cadata=pki.ca.cert_pem.decode())
+    (tmp_path / "c.crt").write_bytes(pki.admin.cert_pem)
+    (tmp_path / "c.key").write_bytes(pki.admin.key_pem)
+    ctx.load_cert_chain(tmp_path / "c.crt", tmp_path / "c.key")
+    try:
+        yield s, ctx
+    finally:
+        await s.stop()
+
+
+async def _exchange(server, ctx, request: bytes, body: bytes = b"", wait_continue: bool = False) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port, ssl=ctx, server_hostname="localhost")
+    writer.write(request)
+    if wait_continue:
+        assert (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)).startswith(b"HTTP/1.1 100 Continue")
+    writer.write(body)
+    await writer.drain()
+    response = await reader.read()
+    writer.close()
+    return response
+
+
+async def test_a_create_that_expects_100_continue_gets_it_and_is_created(server):
+    s, ctx = server
+    body = orjson.dumps({"metadata": {"name": "c1"}, "data": {"k": "v"}})
+    response = await _exchange(s, ctx, b"POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: localhost\r\n"
+                               b"Content-Type: application/json\r\nExpect: 100-continue\r\nConnection: close\r\n"
+                               b"Content-Length: %d\r\n\r\n" % len(body), body, wait_continue=True)
+    assert response.startswith(b"HTTP/1.1 201"), response[:300]
+    assert s.cache.get("/registry/configmaps/default/c1") is not None
+
+
+@pytest.mark.parametrize("path, code, kind", [
+    ("/apis/metrics.k8s.io/v1beta1", 200, "APIResourceList"),  # a route of the application
+    ("/apis/metrics.k8s.io/v1beta1/nosuch", 404, "Status"),  # under a routed group: the catch-all route
+    ("/api/v1/namespaces/default/configmaps/a%25b", 404, "Status"),  # served directly, the name unescaped
+    ("/apis", 200, "APIGroupList"),
+])
+async def test_api_paths_are_answered_as_the_router_answered_them(server, path, code, kind):
+    s, ctx = server
+    response = await _exchange(s, ctx, b"GET %b HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n" % path.encode())
+    head, body = response.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 %d" % code), head
+    assert orjson.loads(body)["kind"] == kind
+    if "%25" in path:
+        assert orjson.loads(body)["message"] == 'configmaps "a%b" not found'
