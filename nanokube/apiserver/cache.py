@@ -366,10 +366,29 @@ class WatchCache:
             if old.get(k) is v:  # the previous version's own (a binding copies the spec shallowly): shared already
                 fresh[k] = v
                 continue
-            if type(v) is list:
-                v = [self._shared_fields(x, prefix, k) if type(x) is dict else x for x in v]
-            fresh[k] = self._shared_value(v, (prefix, k))
+            fresh[k] = self._shared_list(v, prefix, k) if type(v) is list else self._shared_value(v, (prefix, k))
         obj["spec"] = fresh
+
+    def _shared_list(self, v: list, prefix: str, field: str) -> list:
+        """A list of the spec: the cached list of the same JSON when there is one (a Deployment's
+        pods' containers: one encoding instead of one per field of each container), else the list
+        of its objects' fields shared one by one, kept for the next."""
+        where = (prefix, field)
+        gain = self._share_gain.get(where)
+        if gain is None:
+            gain = self._share_gain[where] = [0, 0]
+        elif gain[1] > _SHARE_PROBE and gain[0] * 4 < gain[1]:
+            return [self._shared_fields(x, prefix, field) if type(x) is dict else x for x in v]
+        key = orjson.dumps(v)
+        hit = self._shared.get(key)
+        if hit is not None:
+            gain[0] += len(key)
+            return hit
+        hit = self._shared[memoryview(key).tobytes()] = [
+            self._shared_fields(x, prefix, field) if type(x) is dict else x for x in v]
+        self._shared_size += len(key)
+        gain[1] += len(key)
+        return hit
 
     def _shared_fields(self, d: dict, prefix: str, field: str) -> dict:
         return {k: self._shared_value(v, (prefix, field, k)) for k, v in d.items()}
