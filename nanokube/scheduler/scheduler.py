@@ -8,7 +8,7 @@ import logging
 import random
 
 from ..machinery.errors import APIError
-from ..client.informer import Informer
+from ..client.informer import Informer, InformerFactory
 from ..clock import REAL, Clock
 from . import plugins as plugin_registry
 from .api import SchedulerAPI
@@ -110,7 +110,11 @@ class Scheduler:
 
     def __init__(self, client, clock: Clock = REAL, name: str = "default-scheduler",
                  profiles: list[Profile] | None = None, metrics: Metrics | None = None, seed: int | None = None,
-                 config: SchedulerConfig | None = None) -> None:
+                 config: SchedulerConfig | None = None, informers: InformerFactory | None = None) -> None:
+        """`informers`: a factory shared with other components of the process (upstream's
+        scheduler.New takes the informer factory it shares; scheduler_perf hands the same one to
+        the ResourceClaim controller), which its owner stops; without one the scheduler runs (and
+        stops) informers of its own."""
         if config is not None:
             profiles = config.profiles
         self.client = client
@@ -122,8 +126,10 @@ class Scheduler:
         self.snapshot = Snapshot()
         self.algorithm = Algorithm(random.Random(seed))
         self._metrics_rng = random.Random(seed)
-        self.nodes = Informer(client.resource("", "v1", "nodes"), clock=clock)
-        self.pods = Informer(client.resource("", "v1", "pods"), clock=clock)
+        self.informer_factory = informers or InformerFactory(clock)
+        self._own_factory = informers is None
+        self.nodes = self.informer_factory.informer(client.resource("", "v1", "nodes"))
+        self.pods = self.informer_factory.informer(client.resource("", "v1", "pods"))
         #: informers plugins asked for through `informer()`, started with the scheduler
         self.informers: dict[tuple[str, str, str], Informer] = {}
         #: state plugins share across profiles, keyed by plugin-chosen names
@@ -136,7 +142,7 @@ class Scheduler:
             self.queue.initial_backoff, self.queue.max_backoff = config.pod_initial_backoff, config.pod_max_backoff
         self.podgroups = PodGroupIndex()
         self.podgroup_client = client.resource("scheduling.k8s.io", "v1beta1", "podgroups")
-        self.podgroup_informer = Informer(self.podgroup_client, clock=clock)
+        self.podgroup_informer = self.informer_factory.informer(self.podgroup_client)
         self.queue.group_priority = lambda group: group_priority(self.podgroups.get(group) or {})
         self.workload_cycle = WorkloadCycle(self)
         self._tasks: list[asyncio.Task] = []
@@ -146,7 +152,7 @@ class Scheduler:
         """One shared informer per resource for plugins that need more than nodes and pods."""
         key = (group, version, plural)
         if key not in self.informers:
-            self.informers[key] = Informer(self.client.resource(group, version, plural), clock=self.clock)
+            self.informers[key] = self.informer_factory.informer(self.client.resource(group, version, plural))
         return self.informers[key]
 
     # --- informer handlers -------------------------------------------------
@@ -242,7 +248,7 @@ class Scheduler:
         self.pods.add_handlers(self._on_pod_add, self._on_pod_update, self._on_pod_delete)
         self.podgroup_informer.add_handlers(self._on_podgroup_add, self._on_podgroup_update, self.podgroups.remove_group)
         for inf in (self.nodes, self.podgroup_informer, self.pods, *self.informers.values()):
-            self._tasks.append(asyncio.create_task(inf.run()))
+            self.informer_factory.start([inf])
             await inf.synced.wait()
         self._tasks.append(asyncio.create_task(self.queue.run_flushers()))
         self._tasks.append(asyncio.create_task(self._loop()))
@@ -252,6 +258,8 @@ class Scheduler:
         for t in self._tasks + list(self._binds):
             t.cancel()
         await asyncio.gather(*self._tasks, *self._binds, return_exceptions=True)
+        if self._own_factory:
+            await self.informer_factory.stop()
 
     async def _loop(self) -> None:
         while True:

@@ -5,6 +5,7 @@ placement, and a missing claim or class keeps the pod pending with a reason."""
 
 import pytest
 
+from nanokube.client.informer import InformerFactory
 from nanokube.controllers.resourceclaim import ResourceClaimController
 from nanokube.scheduler.framework import CycleState
 from nanokube.dra.resourceclaim import FINALIZER
@@ -331,3 +332,40 @@ async def test_an_allocation_changes_its_pool_once_however_many_objects_carry_it
         return len(held.exclusive) == 1
     await eventually(released)
     assert len(held.changes) == 3
+
+
+async def test_the_claim_controller_can_share_the_schedulers_informers_which_their_owner_stops():
+    """scheduler_perf's shape: the ResourceClaim controller is handed the scheduler's informer factory,
+    so one pod and one claim watch serve both, and stopping the scheduler leaves them to the factory."""
+    s = await make_stack()
+    await add_node(s.client, node("n"))
+    await s.client.resource(R, "v1", "deviceclasses").create(device_class())
+    await s.client.resource(R, "v1", "resourceslices").create(gpu_slice("n", 1))
+    await s.client.resource(R, "v1", "resourceclaimtemplates").create({
+        "apiVersion": f"{R}/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "gpu-tmpl", "namespace": "default"},
+        "spec": {"spec": request()}})
+    factory = InformerFactory()
+    sched = Scheduler(s.client, seed=3, informers=factory)
+    ctrl = ResourceClaimController(s.client, informers=factory)
+    plugin = sched.frameworks["default-scheduler"].plugins["DynamicResources"]
+    assert ctrl.pods is sched.pods and ctrl.claims is plugin.dra.claims
+    before = s.cache.watcher_count
+    try:
+        await sched.start()
+        running = s.cache.watcher_count
+        assert running > before
+        await ctrl.start()
+        assert s.cache.watcher_count == running, "the controller opens no watch of its own"
+        pods = s.client.resource("", "v1", "pods")
+        await pods.create(claim_pod("tp", template="gpu-tmpl"))
+        assert await eventually(bound(pods, "tp")) == "n"
+        await ctrl.stop()
+        await sched.stop()
+        assert s.cache.watcher_count == running, "the factory's owner stops the shared informers"
+        await factory.stop()
+        assert s.cache.watcher_count == before
+    finally:
+        await ctrl.stop()
+        await sched.stop()
+        await factory.stop()
+        await s.close()
