@@ -28,6 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated subset of sqlite,memory,etcd")
     p.add_argument("--quick", action="store_true", help="N=1000 pods")
     p.add_argument("--json", type=Path, metavar="FILE", help="also save the config and results as JSON")
+    p.add_argument("--watch-only", action="store_true",
+                   help="only the pod creates and the watch phase (100 watchers x 200 updates), once the server settled")
     p.add_argument("--proxy", action="store_true", help="instead: kube-proxy nftables syncs in a private netns (root)")
     p.add_argument("--services", type=int, default=150, metavar="N",
                    help="with --proxy: services x 5 endpoints (default 150; see python -m benchmarks.proxy)")
@@ -100,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     pods = args.pods or (1000 if args.quick else 10000)
     if pods < 1:
         p.error("--pods must be positive")
-    cfg = BenchConfig(pods=pods)
+    cfg = BenchConfig(pods=pods, watch_only=args.watch_only)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         results = run_benchmarks(backends, cfg, _progress)
@@ -108,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         _progress("interrupted; stopped everything the benchmark started")
         return 130
     print(f"nanokube API benchmarks: {pods} pods, {cfg.concurrency} creates in flight, "
-          f"{cfg.watchers} watchers x {cfg.watch_writes} updates")
+          f"{cfg.watchers} watchers x {cfg.watch_writes} updates, one every {cfg.watch_interval_s * 1000:g} ms")
     print(format_table(results))
     if args.json:
         args.json.write_bytes(orjson.dumps({"config": dataclasses.asdict(cfg), "results": results},

@@ -98,6 +98,10 @@ class BenchConfig:
     #: processes the watchers are spread over (see WatchReaders)
     watch_processes: int = 4
     watch_writes: int = 200
+    #: the watch phase sends one write every this many seconds (one in flight; at once when behind), see measure_watch
+    watch_interval_s: float = 0.01
+    #: only the creates and the watch phase (`--watch-only`)
+    watch_only: bool = False
     namespace: str = "bench"
     watch_timeout_s: float = 300.0
     #: LeaderWorkerSets created and listed (at most as many as pods)
@@ -642,7 +646,8 @@ class WatchReaders:
 async def measure_watch(api: PodsApi, cfg: BenchConfig, progress: Progress, pid: int,
                         tls: tuple[Path, Path]) -> dict[str, float]:
     """cfg.watchers watchers on the namespace's pods (spread over cfg.watch_processes reader
-    processes), then cfg.watch_writes sequential label patches from this process.
+    processes), then cfg.watch_writes label patches from this process, one every
+    cfg.watch_interval_s (one in flight; when a write is late the next goes at once).
 
     Delivery latency runs from sending the write to a watcher reading its
     event (`time.perf_counter` is CLOCK_MONOTONIC, shared by the processes):
@@ -650,10 +655,19 @@ async def measure_watch(api: PodsApi, cfg: BenchConfig, progress: Progress, pid:
     the acknowledgement would be negative; the share of events read before the
     acknowledgement is reported alongside, and the server's and the clients' CPU
     per delivery (this process's writes and the readers' reads).
+
+    The writes have a fixed rate because sending each as soon as the last was answered made the
+    rate follow the server's speed: reading an event on 100 watchers costs the readers more CPU
+    (~4.5 ms) than the server's fan-out of it (~3 ms), so on two shared cores a server answering
+    in 3 ms outran the readers and their backlog grew through the phase (p99 38-158 ms), while
+    rounds where the same server answered in 5-6 ms kept up (p99 10-18 ms): the row measured the
+    readers' queue, and a faster server made it worse. 100 writes a second keep about half of
+    two cores busy.
     """
     rv = await api.list_resource_version()
     path = f"{urllib.parse.urlsplit(api.pods).path}?watch=1&resourceVersion={rv}"
-    progress(f"  {cfg.watchers} watchers in {cfg.watch_processes} processes, {cfg.watch_writes} updates")
+    progress(f"  {cfg.watchers} watchers in {cfg.watch_processes} processes, {cfg.watch_writes} updates"
+             f" {cfg.watch_interval_s * 1000:g} ms apart")
     readers = WatchReaders(api.url, path, _WATCH_LABEL, cfg.watch_writes, cfg.watchers, cfg.watch_processes, tls)
     try:
         await readers.connected()
@@ -661,6 +675,7 @@ async def measure_watch(api: PodsApi, cfg: BenchConfig, progress: Progress, pid:
         start = time.perf_counter()
         cpu = CPU(pid)
         for k in range(cfg.watch_writes):
+            await asyncio.sleep(start + k * cfg.watch_interval_s - time.perf_counter())
             patch = {"metadata": {"labels": {_WATCH_LABEL: str(k)}}}
             t0 = time.perf_counter()
             body = await api.call("PATCH", f"{api.pods}/bench-{k % cfg.pods:06d}", patch,
@@ -704,11 +719,13 @@ async def measure(server: Server, tls: tuple[Path, Path], cfg: BenchConfig, prog
         }
         progress("  waiting for the server to finish what the creates set off")
         results["server busy after creates (s)"] = await settle(server.pid)
-        results |= await measure_reads(api, cfg, progress, server.pid)
+        if not cfg.watch_only:
+            results |= await measure_reads(api, cfg, progress, server.pid)
         with _without_cycle_collector():
             results |= await measure_watch(api, cfg, progress, server.pid, tls)
-        results |= await measure_custom_objects(api, cfg, progress)
-    return {name: results[name] for name in METRICS}
+        if not cfg.watch_only:
+            results |= await measure_custom_objects(api, cfg, progress)
+    return {name: results[name] for name in METRICS if name in results}
 
 
 def run_backend(backend: str, cfg: BenchConfig, progress: Progress) -> dict[str, float]:
@@ -736,9 +753,10 @@ def _number(v: float) -> str:
 
 
 def format_table(results: Results) -> str:
-    """One row per metric, one column per backend."""
+    """One row per metric measured, one column per backend."""
     backends = list(results)
-    rows = [["metric", *backends]] + [[m, *(_number(results[b][m]) for b in backends)] for m in METRICS]
+    measured = [m for m in METRICS if m in results[backends[0]]]
+    rows = [["metric", *backends]] + [[m, *(_number(results[b][m]) for b in backends)] for m in measured]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [" | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
              for r in rows]

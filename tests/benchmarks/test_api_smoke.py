@@ -6,6 +6,7 @@ never compared against thresholds.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 
@@ -65,3 +66,14 @@ def test_memory_backend_reports_every_metric():
     table = format_table(results)
     assert all(metric in table for metric in METRICS)
     assert table.splitlines()[0].split("|")[1].strip() == "memory"
+
+
+@pytest.mark.timeout(180)
+def test_watch_only_measures_the_creates_and_the_watch_phase():
+    results = run_benchmarks(["memory"], dataclasses.replace(TINY, watch_only=True), lambda _: None)
+    row = results["memory"]
+    skipped = ("GET pod", "LIST", "LWS", "custom object")
+    assert list(row) == [m for m in METRICS if not any(s in m for s in skipped)]
+    assert row["watch delivery p99 (ms)"] >= row["watch delivery p50 (ms)"] > 0
+    table = format_table(results).splitlines()
+    assert [line.split("|")[0].strip() for line in table[2:]] == list(row)
