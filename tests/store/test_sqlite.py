@@ -1,0 +1,57 @@
+"""The SQLite store's table: a rowid table for new databases; one made WITHOUT ROWID before is used as it is."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from nanokube.store.interface import KeyExists
+from nanokube.store.sqlite import SQLiteStore
+
+
+def _kv_sql(path: str) -> str:
+    db = sqlite3.connect(path)
+    try:
+        return db.execute("SELECT sql FROM sqlite_master WHERE name='kv'").fetchone()[0]
+    finally:
+        db.close()
+
+
+async def _use(path: str) -> None:
+    store = SQLiteStore(path)
+    await store.start()
+    try:
+        kv = await store.create("/registry/pods/ns/a", b"a" * 5000)
+        with pytest.raises(KeyExists):
+            await store.create("/registry/pods/ns/a", b"again")
+        await store.update("/registry/pods/ns/a", b"b" * 5000, kv.mod_revision)
+        await store.create("/registry/pods/ns/b", b"c")
+        await store.delete("/registry/pods/ns/b")
+        kvs, rev = await store.list("/registry/pods/")
+        assert [(k.key, k.value[:1], k.create_revision) for k in kvs] == [("/registry/pods/ns/a", b"b", kv.mod_revision)]
+    finally:
+        await store.close()
+    reopened = SQLiteStore(path)
+    await reopened.start()
+    try:
+        assert await reopened.current_revision() == rev
+        assert (await reopened.get("/registry/pods/ns/a")).value == b"b" * 5000
+    finally:
+        await reopened.close()
+
+
+async def test_a_new_database_keeps_objects_in_a_rowid_table(tmp_path):
+    path = str(tmp_path / "new.db")
+    await _use(path)
+    assert "WITHOUT ROWID" not in _kv_sql(path)
+
+
+async def test_a_database_made_without_rowid_is_used_as_it_is(tmp_path):
+    path = str(tmp_path / "old.db")
+    db = sqlite3.connect(path)
+    db.executescript("CREATE TABLE kv (key TEXT PRIMARY KEY, value BLOB NOT NULL, create_rev INTEGER NOT NULL, "
+                     "mod_rev INTEGER NOT NULL) WITHOUT ROWID;")
+    db.close()
+    await _use(path)
+    assert "WITHOUT ROWID" in _kv_sql(path)
