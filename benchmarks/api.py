@@ -660,7 +660,7 @@ async def measure_watch(api: PodsApi, cfg: BenchConfig, progress: Progress, pid:
     rate follow the server's speed: reading an event on 100 watchers costs the readers more CPU
     (~4.5 ms) than the server's fan-out of it (~3 ms), so on two shared cores a server answering
     in 3 ms outran the readers and their backlog grew through the phase (p99 38-158 ms), while
-    rounds where the same server answered in 5-6 ms kept up (p99 10-18 ms): the row measured the
+    rounds where the same server answered in 5-7 ms kept up (p99 10-18 ms): the row measured the
     readers' queue, and a faster server made it worse. 100 writes a second keep about half of
     two cores busy.
     """
