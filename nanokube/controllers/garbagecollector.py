@@ -21,6 +21,10 @@ from .base import Controller
 
 #: seconds between looks for resources to monitor
 MONITOR_PERIOD = 1.0
+#: resources the collector never monitors, as upstream's graph builder ignores them (ignoredResources):
+#: events, which upstream leaves to the API server's event TTL. Every pod that fits nowhere gets one,
+#: and each was handed to a monitor's informer and kept in the owner graph for nothing.
+IGNORED = frozenset({"events", "events.events.k8s.io"})
 
 
 @dataclass
@@ -50,7 +54,8 @@ class GarbageCollector(Controller):
         """Informers for the resources not monitored yet (custom resources appear at run time)."""
         added = []
         for r in self.client.resources():
-            if r.storage_alias or r.group_resource in self._monitored or "delete" not in r.verbs:
+            if r.storage_alias or r.group_resource in self._monitored or r.group_resource in IGNORED \
+                    or "delete" not in r.verbs:
                 continue
             self._monitored.add(r.group_resource)
             rc = self.client.resource(r.group, r.versions[0], r.plural)

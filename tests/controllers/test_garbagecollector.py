@@ -77,3 +77,24 @@ async def test_orphan_deletion_strips_owner_references(env):
     assert await eventually(gone(cms, "owner"))
     dep = await cms.get("dep", NS)
     assert not dep["metadata"].get("ownerReferences")
+
+
+async def test_events_are_ignored_as_upstream_ignores_them():
+    """Upstream's graph builder never monitors events: one whose owner never existed stays, and no
+    informer holds them (the scheduler writes one for every pod that fits nowhere)."""
+    s = await make_stack()
+    gc = GarbageCollector(s.client)
+    await gc.start()
+    try:
+        ghost = {"apiVersion": "v1", "kind": "ConfigMap", "name": "ghost", "uid": "00000000-0000-0000-0000-000000000001"}
+        events, cms = s.client.resource("", "v1", "events"), s.client.resource("", "v1", "configmaps")
+        await events.create({"metadata": {"name": "ev", "namespace": NS, "ownerReferences": [ghost]},
+                             "involvedObject": {"kind": "ConfigMap", "namespace": NS, "name": "ghost"},
+                             "reason": "Test", "message": "m", "type": "Normal"})
+        await cms.create({"metadata": {"name": "orphaned", "namespace": NS, "ownerReferences": [ghost]}})
+        assert await eventually(gone(cms, "orphaned"))
+        assert (await events.get("ev", NS))["metadata"]["name"] == "ev"
+        assert "configmaps" in gc._monitored and not gc._monitored & {"events", "events.events.k8s.io"}
+    finally:
+        await gc.stop()
+        await s.close()
