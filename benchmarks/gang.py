@@ -151,7 +151,7 @@ async def _run(w: GangWorkload, timeout_s: float, progress: Progress) -> dict[st
     client = await stack.start()
     sched = Scheduler(client, seed=1)
     tracker = _BindTracker()
-    follower = asyncio.create_task(tracker.follow(await client.resource("", "v1", "pods").watch(NS)))
+    tracker.share(sched.pods)
     try:
         await _setup(client, w)
         await sched.start()
@@ -173,7 +173,6 @@ async def _run(w: GangWorkload, timeout_s: float, progress: Progress) -> dict[st
             evicted = await _evicted_groups(client, fill, timeout_s=10.0)
             progress(f"{w.name}: {len(evicted)} whole low-priority gang(s) evicted")
     finally:
-        follower.cancel()
         await sched.stop()
         await stack.close()
     samples = samples or [w.pods / elapsed]
