@@ -245,7 +245,7 @@ class _Stack:
 
 
 class _BindTracker:
-    """Records when each pod is first seen bound on a watch of the namespace."""
+    """Records when each pod is first seen bound by the scheduler's pod informer (`share`)."""
 
     def __init__(self) -> None:
         self.created: dict[str, float] = {}
@@ -253,10 +253,6 @@ class _BindTracker:
         self.placed: dict[str, str] = {}  # pod name -> node
         self.order: list[str] = []  # names in the order they were seen bound
         self.changed = asyncio.Event()
-
-    async def follow(self, stream) -> None:
-        async for _typ, obj in stream:
-            self.seen(obj)
 
     def seen(self, obj: dict) -> None:
         if (obj.get("spec") or {}).get("nodeName"):
