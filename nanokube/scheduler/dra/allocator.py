@@ -469,6 +469,9 @@ class Allocator:
         self._prepared: dict[int, tuple[dict, list[list[_Request | AllocationError]]]] = {}
         #: (the claim, its simple request and count or None) of the last `_simple`, and its claims list
         self._simple_for: tuple[dict, tuple[_Request, int] | None, list[dict]] | None = None
+        #: whether the last `find_each` answered some node with an error: its caller then looks
+        #: for them, not at every answer (a kept answer is never one)
+        self.failed = False
 
     def allocate(self, node: dict, claims: list[dict]) -> list[dict] | None:
         """One AllocationResult per claim (v1 JSON, without
@@ -498,9 +501,11 @@ class Allocator:
         simple shape's counted answer on a node is kept until an allocation
         changes one of the node's pools (`NodeMemo`): a node answered since
         costs one lookup."""
+        self.failed = False
         try:
             simple = self._simple(claims)
         except AllocationError as e:
+            self.failed = True
             return [e] * len(nodes)
         out: list = []
         if simple is None:
@@ -509,6 +514,7 @@ class Allocator:
                     out.append(self.find(n.node, claims))
                 except (AllocationError, SearchLimitExceeded) as e:
                     out.append(e)
+                    self.failed = True
             return out
         r, need = simple
         memo_key = (r.shape, need, self.max_steps)
@@ -518,9 +524,13 @@ class Allocator:
         memo.sync()
         get = memo.values.get
         out = [get(n.name, _MISSING) for n in nodes]
-        if _MISSING in out:  # a C-level scan (answers compare by identity): mostly every node is kept
-            for i in [i for i, hit in enumerate(out) if hit is _MISSING]:
-                out[i] = self._answer(nodes[i], claims, memo, r, need)
+        i = -1
+        # C-level scans (answers compare by identity): mostly every node is kept, or all but one
+        for _ in range(out.count(_MISSING)):
+            i = out.index(_MISSING, i + 1)
+            hit = out[i] = self._answer(nodes[i], claims, memo, r, need)
+            if hit is not None and hit.__class__ is not Placement:
+                self.failed = True
         return out
 
     def _answer(self, n, claims: list[dict], memo: NodeMemo, r: _Request, need: int):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from ...machinery.errors import APIError
 from ...dra.resourceclaim import FINALIZER, GROUP, VERSION, ClaimError, claim_name, claim_names
@@ -44,6 +45,7 @@ NOT_ON_NODE = "resourceclaim not available on the node"
 CANNOT_ALLOCATE = "cannot allocate all claims"
 TIMED_OUT = "timed out trying to allocate devices"
 _STATE = "DynamicResources"
+_name = attrgetter("name")
 
 
 def owned_by(claim: dict, pod: dict) -> bool:
@@ -214,8 +216,13 @@ class DRAState:
                 lambda o: changed(Action.DELETE, o, None))
 
     def _pod_updated(self, old: dict, new: dict) -> None:
-        self._index_pod(new)
-        if (old.get("status") or {}).get("resourceClaimStatuses") != (new.get("status") or {}).get("resourceClaimStatuses"):
+        """Re-indexes the pod only when what names its claims changed (most updates of a pod are
+        its binding and status writes)."""
+        generated = (old.get("status") or {}).get("resourceClaimStatuses") != \
+            (new.get("status") or {}).get("resourceClaimStatuses")
+        if generated or (old.get("spec") or {}).get("resourceClaims") != (new.get("spec") or {}).get("resourceClaims"):
+            self._index_pod(new)
+        if generated:
             uid = new["metadata"].get("uid")
             self._retry_gated(lambda info: info.uid == uid, [_key(new)])
 
@@ -249,10 +256,22 @@ class _Cycle:
     selectors: list[tuple[str, dict]] = field(default_factory=list)  # allocated: (claim, nodeSelector)
     allocator: Allocator | None = None
     found: dict[str, Placement] = field(default_factory=dict)  # node -> devices for the pending claims
+    #: (nodes, find_each's answers) per chunk `filter_nodes` saw: Reserve looks up its one node
+    #: there rather than Filter keeping every feasible node's answer by name
+    answers: list[tuple[list, list]] = field(default_factory=list)
     reserved: list[str] = field(default_factory=list)  # claim uids put in flight
     group: dict | None = None  # the pod's PodGroup, when some claims are the group's
     shared: set[str] = field(default_factory=set)  # uids of the claims reserved for the PodGroup
     written: list[dict] = field(default_factory=list)  # claims whose reservedFor PreBind extended
+
+    def answer(self, node: str) -> Placement | None:
+        """Filter's Placement for `node` from the chunks `filter_nodes` answered (the latest wins)."""
+        for nodes, hits in reversed(self.answers):
+            names = list(map(_name, nodes))
+            if node in names:
+                hit = hits[names.index(node)]
+                return hit if hit.__class__ is Placement else None
+        return None
 
 
 class DynamicResources:
@@ -377,12 +396,11 @@ class DynamicResources:
             fn = self.filter
             return {i: st for i, n in enumerate(nodes) if (st := fn(state, info, n)) is not None}
         hits = cyc.allocator.find_each(nodes, cyc.pending)
-        placed = {n.name: hit for n, hit in zip(nodes, hits) if hit.__class__ is Placement}
-        cyc.found.update(placed)
+        cyc.answers.append((nodes, hits))
         # one status for every node without the devices: nothing tells them apart
         full = unschedulable(CANNOT_ALLOCATE)
         out = {i: full for i, hit in enumerate(hits) if hit is None}
-        if len(out) + len(placed) < len(hits):  # errors: a node's own status each
+        if cyc.allocator.failed:  # errors: a node's own status each
             for i, hit in enumerate(hits):
                 if isinstance(hit, AllocationError):
                     out[i] = unschedulable(str(hit), resolvable=False)
@@ -394,7 +412,7 @@ class DynamicResources:
         cyc: _Cycle | None = state.get(_STATE)
         if cyc is None or not cyc.pending:
             return None
-        found = cyc.found.get(node)
+        found = cyc.found.get(node) or cyc.answer(node)
         if found is None:
             return Status(Code.ERROR, [f"no allocation was computed for node {node}"])
         try:

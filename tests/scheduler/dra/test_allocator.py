@@ -364,6 +364,8 @@ def test_find_each_answers_as_find_on_each_node():
     for c in ([claim(share(500, count=2))], [claim(share(0, count=2))], [claim(exactly("g", "missing"))],
               [claim(share(500), share(500) | {"name": "h"})]):
         each = a.find_each(nodes, c)
+        # the caller looks for errors only where find_each says it answered some node with one
+        assert a.failed == any(isinstance(got, AllocationError) for got in each)
         for node, got in zip(nodes, each):
             try:
                 want = a.find(node.node, c)
@@ -422,6 +424,10 @@ def test_counted_fit_gives_up_where_the_search_would(max_steps):
     for count in (1, 3, 4, 5):
         c = [claim(share(300, count=count))]
         assert outcome(lambda: a.find(NODE, c)) == outcome(lambda: full_search(a, c))
+        [each] = a.find_each([Info(NODE["metadata"]["name"])], c)  # Filter's path: the same, and flagged
+        assert a.failed == isinstance(each, SearchLimitExceeded)
+        got = "gave up" if isinstance(each, SearchLimitExceeded) else outcome(lambda: each)
+        assert got == outcome(lambda: a.find(NODE, c))
 
 
 def test_pools_named_by_node_and_pools_matched_by_selector_keep_their_order():
