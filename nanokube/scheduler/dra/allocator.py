@@ -202,7 +202,7 @@ class _Search:
         self.steps, self.max_steps = 0, max_steps
         self.used: dict[DeviceID, int] = {}  # picks by this allocation
         self.consumed: dict[DeviceID, dict[str, Fraction]] = {}
-        self.counters: dict[tuple[str, str, str], dict[str, Fraction]] = {}
+        self.counters: dict[tuple[str, str, str], dict[str, int | Fraction]] = {}
         for p, _ in pools:
             for cs, values in p.counters.items():
                 self.counters[(p.driver, p.name, cs)] = dict(values)
@@ -215,12 +215,12 @@ class _Search:
         for cs, values in d.consumes:
             left = self.counters.setdefault((d.id[0], d.id[1], cs), {})
             for k, v in values.items():
-                left[k] = left.get(k, Fraction(0)) + sign * v
+                left[k] = left.get(k, 0) + sign * v
 
     def _counters_fit(self, d: Device) -> bool:
         for cs, values in d.consumes:
             left = self.counters.get((d.id[0], d.id[1], cs), {})
-            if any(left.get(k, Fraction(0)) < v for k, v in values.items()):
+            if any(left.get(k, 0) < v for k, v in values.items()):
                 return False
         return True
 

@@ -35,8 +35,9 @@ def _cel_value(kind: str, v: object) -> object:
 
 def exact(q: Fraction) -> int | Fraction:
     """An integral quantity as an int, others as they are: the allocator adds and compares the
-    capacity of every shared device of each node it counts, and an int's arithmetic and hash are
-    C-level where a Fraction's are Python (several µs a device)."""
+    capacity of every shared device of each node it counts, and the counters every search takes
+    for the devices other claims hold on the node; an int's arithmetic and hash are C-level where
+    a Fraction's are Python (several µs a device)."""
     return q.numerator if q.denominator == 1 else q
 
 
@@ -53,7 +54,7 @@ class Device:
     attributes: dict[str, tuple[str, object]]  # fully qualified name -> (type, value)
     capacity: dict[str, int | Fraction]  # fully qualified name -> value (`exact`)
     policies: dict[str, dict]  # fully qualified name -> requestPolicy
-    consumes: list[tuple[str, dict[str, Fraction]]]  # (counterSet, counters)
+    consumes: list[tuple[str, dict[str, int | Fraction]]]  # (counterSet, counters), `exact`
     taints: list[dict]
     allow_multiple: bool
     node_name: str | None  # node-local device
@@ -80,7 +81,7 @@ class Pool:
     name: str
     generation: int
     devices: list[Device]
-    counters: dict[str, dict[str, Fraction]]  # counterSet -> counter -> value
+    counters: dict[str, dict[str, int | Fraction]]  # counterSet -> counter -> value (`exact`)
     incomplete: bool = False
     invalid: str = ""  # why, when the pool cannot be used
     #: node selection of each latest slice that is not per-device
@@ -125,7 +126,8 @@ def _device(driver: str, pool: str, spec: dict, dev: dict, rules: list[dict]) ->
             policies[f"{domain}/{ident}"] = c["requestPolicy"]
         cel_cap.setdefault(domain, {})[ident] = quantity_value(value)
     consumes = [
-        (cc.get("counterSet", ""), {k: parse_quantity(str(v.get("value", "0"))) for k, v in (cc.get("counters") or {}).items()})
+        (cc.get("counterSet", ""), {k: exact(parse_quantity(str(v.get("value", "0"))))
+                                    for k, v in (cc.get("counters") or {}).items()})
         for cc in dev.get("consumesCounters") or []
     ]
     taints = list(dev.get("taints") or []) + [r["spec"]["taint"] for r in rules if _rule_matches(r, did)]
@@ -156,7 +158,7 @@ def _pool(driver: str, name: str, slices: list[dict], rules: list[dict]) -> Pool
             if cs.get("name") in pool.counters:
                 pool.invalid = f"duplicate counter set name {cs.get('name')}"
             pool.counters[cs.get("name", "")] = {
-                k: parse_quantity(str(v.get("value", "0"))) for k, v in (cs.get("counters") or {}).items()}
+                k: exact(parse_quantity(str(v.get("value", "0")))) for k, v in (cs.get("counters") or {}).items()}
         for dev in spec.get("devices") or []:
             if dev.get("name") in seen:
                 pool.invalid = f"duplicate device name {dev.get('name')}"

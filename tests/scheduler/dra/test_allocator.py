@@ -188,6 +188,23 @@ def test_shared_counters_partitions():
     assert run(mig_slices(), [claim(exactly("w", selectors=is_whole))], allocated=taken) is None
 
 
+def test_counters_are_ints_where_integral_and_exact_where_not():
+    """A search takes the counters of every device other claims hold on its node: integral values are ints
+    (C-level arithmetic), the others keep their exact value (two halves of a counter of 1 fill it)."""
+    [pool] = [p for p in PoolIndex(mig_slices(), []).pools if p.devices]
+    assert {type(v) for v in pool.counters["gpu-0-mem"].values()} == {int}
+    assert {type(v) for d in pool.devices for _, c in d.consumes for v in c.values()} == {int}
+    one = {"name": "c", "counters": {"x": {"value": "1"}}}
+    halves = [dev(f"h-{i}", _counters=[{"counterSet": "c", "counters": {"x": {"value": "500m"}}}]) for i in range(3)]
+    slices = [rslice(GPU, [], count=2, sharedCounters=[one]) | {"metadata": {"name": "counters"}},
+              rslice(GPU, halves, count=2)]
+    assert picked(run(slices, [claim(exactly("g", count=2))])[0]) == [("g", "h-0"), ("g", "h-1")]
+    assert run(slices, [claim(exactly("g", count=3))]) is None
+    taken = AllocatedDevices({(GPU, "p1", "h-0"): 1})
+    assert picked(run(slices, [claim(exactly("g"))], allocated=taken)[0]) == [("g", "h-1")]
+    assert run(slices, [claim(exactly("g", count=2))], allocated=taken) is None
+
+
 def test_consumable_capacity_shares_a_device():
     nic = dev("nic-0", _multi=True, _capacity={"bandwidth": {"value": "10G", "requestPolicy": {
         "default": "1G", "validRange": {"min": "1G", "step": "1G", "max": "10G"}}}})
