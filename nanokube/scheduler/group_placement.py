@@ -5,6 +5,7 @@ topology constraint, and the members' consistency check."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from .cache import NodeInfo
 from .cycle import FitError
@@ -80,9 +81,10 @@ def placements(nodes: list[NodeInfo], keys: list[str], placed_nodes: set[str]) -
 
 
 def tightness(nodes: list[NodeInfo]) -> float:
-    """Mean CPU and memory allocation ratio of the placement."""
-    cpu = sum(n.allocatable.milli_cpu for n in nodes)
-    mem = sum(n.allocatable.memory for n in nodes)
-    used_cpu = sum(n.requested.milli_cpu for n in nodes)
-    used_mem = sum(n.requested.memory for n in nodes)
+    """Mean CPU and memory allocation ratio of the placement (from the
+    NodeInfos' flat totals, summed in C: every trial placement pays it)."""
+    cpu = sum(map(attrgetter("alloc_cpu"), nodes))
+    mem = sum(map(attrgetter("alloc_memory"), nodes))
+    used_cpu = sum(map(attrgetter("used_cpu"), nodes))
+    used_mem = sum(map(attrgetter("used_memory"), nodes))
     return ((used_cpu / cpu if cpu else 0.0) + (used_mem / mem if mem else 0.0)) / 2

@@ -36,6 +36,26 @@ def test_node_info_clone_copies_every_slot_and_owns_its_containers():
     assert all(getattr(copy, s) is not getattr(ni, s) for s in owned)
 
 
+def test_node_info_without_some_or_most_pods_matches_taking_them_off_one_by_one():
+    ports = [{"containerPort": 80, "hostPort": 8080}]
+    ni = node_info(node("n", cpu="8"), pod("a", cpu="1"), pod("b", cpu="2", ports=ports),
+                   pod("anti", cpu="1", affinity=ANTI), pod("d", cpu="500m"))
+    ni.fits_shape = 7
+    epoch = NodeInfo.change_epoch
+    for gone in ({"uid-b"}, {"uid-a", "uid-b", "uid-anti"}, {"uid-a", "uid-b", "uid-anti", "uid-d", "uid-x"}):
+        # one pod off is taken off; most of them (or all) is a copy rebuilt from the rest
+        expected = ni.clone()
+        for uid in gone:
+            expected.remove_pod(uid)
+        got = ni.without(gone)
+        for s in NodeInfo.__slots__:
+            assert getattr(got, s) == getattr(expected, s), (gone, s)
+        assert (got.free_cpu, got.used_cpu, got.free_pods, got.fits_shape) == (
+            expected.free_cpu, expected.used_cpu, expected.free_pods, None)
+    assert len(ni.pods) == 4 and ni.used_cpu == 4500 and ni.ports and ni.fits_shape == 7
+    assert NodeInfo.change_epoch > epoch
+
+
 def _names(nodes) -> set[str]:
     return {n.name for n in nodes}
 

@@ -104,9 +104,11 @@ def victim_units(nodes: list[NodeInfo], all_nodes: list[NodeInfo], below: int, o
     preemptor's own group and pods already on their way out (terminating,
     or in `going`) left out. An `all` group's unit holds its running pods
     on every node, so it goes whole. One walk over every pod of the
-    cluster (each pod's group looked up once) finds the groups and, where
+    cluster (each group looked up once) finds the groups and, where
     the domain is the whole cluster, the single pods too."""
     whole: dict[str, Unit] = {}
+    #: each group met: whether it is the preemptor's own, its PodGroup and priority, its unit if `all`
+    met: dict[str, tuple[bool, dict | None, int, Unit | None]] = {}
     #: pods out of the running (terminating, going, the preemptor's own group) and members of `all` groups
     skip: set[str] = set()
     #: the group (None for a lone pod) of each other pod, for a pass over a smaller domain
@@ -116,34 +118,37 @@ def victim_units(nodes: list[NodeInfo], all_nodes: list[NodeInfo], below: int, o
     for n in all_nodes:
         for uid, p in n.pods.items():
             pod = p.pod
-            name = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
-            if uid in going or pod["metadata"].get("deletionTimestamp"):
+            md = pod["metadata"]
+            if uid in going or md.get("deletionTimestamp"):
                 skip.add(uid)
                 continue
-            pg = None
+            name = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+            pg, prio = None, p.priority
             if name:
-                key = f"{pod['metadata'].get('namespace', '')}/{name}"
-                pg = groups.get(key)
-                if key == own:
-                    skip.add(uid)
-                    continue
-                if disruption_all(pg):
-                    skip.add(uid)
-                    unit = whole.get(key)
-                    if unit is None:
+                key = f"{md.get('namespace', '')}/{name}"
+                found = met.get(key)
+                if found is None:
+                    pg = groups.get(key)
+                    unit = None
+                    if key != own and disruption_all(pg):
                         unit = whole[key] = Unit([], group_priority(pg), key)
-                    unit.pods.append(p)
+                    found = met[key] = (key == own, pg, group_priority(pg) if pg else 0, unit)
+                mine, pg, group_prio, unit = found
+                if mine or unit is not None:
+                    skip.add(uid)
+                    if unit is not None:
+                        unit.pods.append(p)
                     continue
+                if pg:
+                    prio = group_prio
             lone[uid] = pg
-            if everywhere:
-                prio = group_priority(pg) if pg else p.priority
-                if prio < below:
-                    singles.append(Unit([p], prio, start=_start(p)))
+            if everywhere and prio < below:
+                singles.append(Unit([p], prio, start=_start(p)))
     here = set() if everywhere else {uid for n in nodes for uid in n.pods}
     units = []
     for u in whole.values():
         if u.priority < below and (everywhere or any(p.uid in here for p in u.pods)):
-            u.start = min(_start(p) for p in u.pods)
+            u.start = min([_start(p) for p in u.pods])
             units.append(u)
     if everywhere:
         return units + singles
@@ -179,6 +184,15 @@ class _Nodes:
         self.owned.add(name)
         ni = self.infos[name] = self.infos[name].clone()
         return ni
+
+    def drop(self, name: str, uids: set[str]) -> None:
+        """Takes pods off a node: off its copy, made here without them if there is none yet."""
+        if name in self.owned:
+            for uid in uids:
+                self.infos[name].remove_pod(uid)
+        else:
+            self.owned.add(name)
+            self.infos[name] = self.infos[name].without(uids)
 
     def derive(self) -> _Nodes:
         """A view of the same nodes whose changes stay its own."""
@@ -288,11 +302,14 @@ class PodGroupPreemption:
         reprieved pods back."""
         where = self.handle.cache.pod_nodes
         view = base.derive()
+        off: dict[str, set[str]] = {}
         for u in removed:
             for p in u.pods:
                 node = where.get(p.uid, "")
                 if node in view.infos and p.uid in view.infos[node].pods:
-                    view.own(node).remove_pod(p.uid)
+                    off.setdefault(node, set()).add(p.uid)
+        for node, uids in off.items():
+            view.drop(node, uids)
         attempt = g.place(list(view.infos.values()))
         if not attempt.feasible:
             return None
