@@ -410,14 +410,24 @@ class GenericREST:
         before anything is streamed), then returns the stream of (type, object
         at `version`) pairs. Objects that stop (start) matching the selectors
         arrive as DELETED (ADDED), as upstream does."""
-        ok, _ = self._filters(res, version, label_selector, field_selector)
+        ok, everything = self._filters(res, version, label_selector, field_selector)
         if name:
             base_ok = ok
             ok = lambda o: o["metadata"].get("name") == name and base_ok(o)  # noqa: E731
         prefix = res.key_prefix(namespace)
 
         def accept(ev: CacheEvent) -> bool:
-            return ev.key.startswith(prefix)
+            if not ev.key.startswith(prefix):
+                return False
+            if everything and not name:
+                return True
+            # an event whose object matches neither before nor after is one `_translate` drops: it is
+            # not queued, so the watch's task is not woken for it (the node agents' and taint
+            # eviction's `spec.nodeName!=` watches were handed every write of every pending pod)
+            try:
+                return ok(ev.entry.obj) or (ev.prev is not None and ok(ev.prev.obj))
+            except Exception:  # the stream meets the same error, as before
+                return True
 
         w = Watcher(prefix, accept)
         initial: list[CacheEvent] = []

@@ -190,6 +190,26 @@ async def test_watch_with_label_selector_turns_label_changes_into_added_deleted(
         await stream.aclose()
 
 
+async def test_a_selector_watch_is_not_handed_events_it_drops_on_both_sides(cms):
+    """Writes to objects its selector matches neither before nor after never reach the watch's
+    queue (the watch's task is not woken for them); a change into or out of it still does."""
+    _, rv = await cms.list(NS)
+    stream = await cms.watch(NS, rv, label_selector="app=web")
+    try:
+        queue = stream.watcher.queue
+        await cms.create(cm("other", {"app": "db"}))
+        await cms.patch("other", {"data": {"k": "v2"}}, namespace=NS)
+        await cms.delete("other", NS)
+        assert queue.qsize() == 0
+        await cms.create(cm("x", {"app": "db"}))
+        await cms.patch("x", {"metadata": {"labels": {"app": "web"}}}, namespace=NS)
+        assert queue.qsize() == 1
+        typ, obj = await next_event(stream)
+        assert (typ, obj["metadata"]["name"]) == ("ADDED", "x")
+    finally:
+        await stream.aclose()
+
+
 async def test_stale_resource_version_conflicts(cms):
     a = await cms.create(cm("a"))
     await cms.update({**a, "data": {"k": "new"}})
