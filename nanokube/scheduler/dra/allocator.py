@@ -536,7 +536,13 @@ class Allocator:
     def _answer(self, n, claims: list[dict], memo: NodeMemo, r: _Request, need: int):
         """`find_each`'s answer on a node it has none kept for: the counted
         one, kept (a node without the devices too: it is asked about by every
-        pod of the shape that fits its CPU and memory), else the search's."""
+        pod of the shape that fits its CPU and memory), else the search's.
+        The search's verdict is kept as well, as a Placement without claims
+        or search (`results` searches the chosen node for the pod's claims,
+        as for a counted one): for the simple shape it is decided by the
+        node's pools and what is allocated in them, so devices that consume
+        counters (MIG partitions, searched on every node) are searched again
+        only on nodes whose pools changed."""
         node, name = n.node, n.name
         try:
             fits = self._counted_fits(r, node, name)
@@ -545,9 +551,13 @@ class Allocator:
                 if found is not _SEARCH:
                     memo.keep(name, [pf.key for pf in fits], found)
                     return found
-            return self._search(node, claims, self.index.for_node(node), name)
+            pools = self.index.for_node(node)
+            found = self._search(node, claims, pools, name)
         except (AllocationError, SearchLimitExceeded) as e:
             return e
+        memo.keep(name, [(p.driver, p.name) for p, _ in pools],
+                  None if found is None else Placement(node, None, None, found.taken))
+        return found
 
     def _search(self, node: dict, claims: list[dict], pools, node_name: str) -> Placement | None:
         flat = [req for ci, c in enumerate(claims) for req in self._alternatives(ci, c, pools, node_name)]

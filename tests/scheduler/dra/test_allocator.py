@@ -490,3 +490,43 @@ def test_find_each_keeps_the_answer_of_a_node_without_the_devices_and_of_one_wit
     held.add({"devices": {"results": [{"driver": GPU, "pool": "p2", "device": "gpu-0", "shareID": "x",
                                        "consumedCapacity": {"milli": "600"}}]}})
     assert Allocator(CLASSES, index, held).find_each(nodes, c) == [None, None]
+
+
+def node_mig_slices(node):
+    """mig_slices() published by `node`, in a pool named after it."""
+    out = mig_slices()
+    for s in out:
+        s["spec"]["nodeName"] = s["spec"]["pool"]["name"] = node
+        s["metadata"]["name"] = f"{node}-{s['metadata']['name']}"
+    return out
+
+
+def test_find_each_keeps_the_searchs_verdict_for_devices_that_consume_counters(monkeypatch):
+    """Partitions over shared counters are searched, not counted; the verdict is kept per node until one
+    of its pools changes, and Reserve's `results` searches the chosen node for the pod's own claims."""
+    nodes = [Info("n1"), Info("n2")]
+    held = AllocatedDevices()
+    index = PoolIndex([*node_mig_slices("n1"), *node_mig_slices("n2")], [])
+    c = [claim(exactly("g", count=2))]
+    first = Allocator(CLASSES, index, held).find_each(nodes, c)
+    assert [[d.id[2] for d, _ in f.taken] for f in first] == [["half-0", "half-1"]] * 2
+
+    def searched(*args):
+        raise AssertionError("searched again")
+    monkeypatch.setattr(Allocator, "_search", searched)
+    again = Allocator(CLASSES, index, held).find_each(nodes, c)
+    assert [[d.id[2] for d, _ in f.taken] for f in again] == [["half-0", "half-1"]] * 2
+    assert again[0].claims is None and again[0].search is None  # kept for every pod of the shape
+    monkeypatch.undo()
+    mine = claim(exactly("g", count=2)) | {"metadata": {"namespace": "default", "name": "mine"}}
+    a = Allocator(CLASSES, index, held)
+    [kept, _] = a.find_each(nodes, [mine])
+    [alloc] = a.results(kept)  # searched now, for this pod's claim
+    assert [r["device"] for r in alloc["devices"]["results"]] == ["half-0", "half-1"]
+    held.add(alloc)  # n1's pool changes: n1 is searched again (its counters are spent), n2 is not
+    calls = []
+    real = Allocator._search
+    monkeypatch.setattr(Allocator, "_search", lambda self, node, *rest: calls.append(node["metadata"]["name"])
+                        or real(self, node, *rest))
+    after = Allocator(CLASSES, index, held).find_each(nodes, c)
+    assert calls == ["n1"] and after[0] is None and after[1] is again[1]
