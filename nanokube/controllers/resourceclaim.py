@@ -176,11 +176,12 @@ class ResourceClaimController(Controller):
         md = owner["metadata"]
         tmpl = await self.templates_api.get(entry["resourceClaimTemplateName"], md.get("namespace"))
         tmeta = (tmpl.get("spec") or {}).get("metadata") or {}
+        # the template's labels, none where it has none (upstream copies its nil map, which is not sent)
+        labels = {"labels": dict(tmeta["labels"])} if tmeta.get("labels") else {}
         claim = {
             "apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceClaim",
             "metadata": {
-                "generateName": f"{md['name']}-{entry['name']}-", "namespace": md.get("namespace"),
-                "labels": dict(tmeta.get("labels") or {}),
+                "generateName": f"{md['name']}-{entry['name']}-", "namespace": md.get("namespace"), **labels,
                 "annotations": {**(tmeta.get("annotations") or {}), annotation: entry["name"]},
                 "ownerReferences": [{"apiVersion": owner_api, "kind": owner.get("kind") or "Pod", "name": md["name"],
                                      "uid": md.get("uid"), "controller": True, "blockOwnerDeletion": True}],

@@ -52,6 +52,25 @@ async def test_template_claim_is_generated_owned_annotated_and_recorded(env):
     assert len(items) == 1
 
 
+async def test_a_template_without_labels_gives_a_claim_without_labels(env):
+    """Upstream copies the template's nil label map, which is not sent: no empty `labels` is stored, and
+    the controller's managedFields entry does not own one."""
+    client = env
+    await client.resource(R, "v1", "resourceclaimtemplates").create({
+        "apiVersion": f"{R}/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "t", "namespace": "default"},
+        "spec": {"spec": SPEC}})
+    await client.resource("", "v1", "pods").create(a_pod("web", [{"name": "gpu", "resourceClaimTemplateName": "t"}]))
+
+    async def generated():
+        items, _ = await client.resource(R, "v1", "resourceclaims").list("default")
+        return items
+    [c] = await eventually(generated)
+    assert "labels" not in c["metadata"]
+    [entry] = c["metadata"]["managedFields"]
+    assert "f:labels" not in entry["fieldsV1"]["f:metadata"]
+    assert c["metadata"]["annotations"] == {POD_CLAIM_ANNOTATION: "gpu"}
+
+
 async def test_finished_pod_is_unreserved_then_claim_deallocated_and_unprotected(env):
     client = env
     pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
