@@ -408,14 +408,25 @@ def _clean(value: Any, drop_nulls: bool = True) -> tuple[Any, bool]:
         for k, v in value.items():
             if v is None and drop_nulls:
                 continue
-            cleaned, keep = _clean(v, drop_nulls)
-            if keep:
-                out[k] = cleaned
+            if isinstance(v, _NESTED):  # a scalar is kept as it is: no call for it (most of a status)
+                v, keep = _clean(v, drop_nulls)
+                if not keep:
+                    continue
+            out[k] = v
         return out, True
     if isinstance(value, list):
-        kept = (_clean(v, drop_nulls) for v in value)
-        return [v for v, keep in kept if keep], True
+        out = []
+        for v in value:
+            if isinstance(v, _NESTED):
+                v, keep = _clean(v, drop_nulls)
+                if not keep:
+                    continue
+            out.append(v)
+        return out, True
     return value, True
+
+
+_NESTED = (dict, list)
 
 
 def _strip_prefix(key: str, prefix: str, error: str) -> str:
