@@ -30,6 +30,7 @@ def _free_port() -> int:
 
 async def _up(args: argparse.Namespace) -> int:
     from .apiserver.app import APIServer
+    from .apiserver.eventttl import parse_ttl
     from .cli_scheduler import ElectedScheduler
     from .client.leaderelection import LeaderElector, elector_for
     from .apiserver.loopback import connector
@@ -53,6 +54,11 @@ async def _up(args: argparse.Namespace) -> int:
     try:
         MetricsProvider.default_source = load_source(args.metrics_provider, args.metrics_rules)
     except RulesError as e:
+        print(f"nanokube: {e}", file=sys.stderr)
+        return 2
+    try:
+        event_ttl = parse_ttl(args.event_ttl)
+    except ValueError as e:
         print(f"nanokube: {e}", file=sys.stderr)
         return 2
     try:
@@ -81,7 +87,7 @@ async def _up(args: argparse.Namespace) -> int:
         return 2
     port = args.port if args.port else _free_port()
     audit = args.audit_log_path if args.audit_log_path is not None else os.path.join(data_dir, "audit.log")
-    server = APIServer(store, pki, host=args.address, port=port, audit_log_path=audit)
+    server = APIServer(store, pki, host=args.address, port=port, audit_log_path=audit, event_ttl=event_ttl)
     try:
         await server.start()
     except OSError as e:
@@ -204,6 +210,8 @@ def _add_up_parser(sub) -> None:
     up.add_argument("--audit-log-path", default=None, metavar="FILE",
                     help="audit log of every write, one audit.k8s.io/v1 Event per line (default DIR/audit.log; "
                          "'' disables)")
+    up.add_argument("--event-ttl", default="1h", metavar="DURATION",
+                    help="how long an Event lives after its last write (Go duration, e.g. 90s, 5m; default 1h)")
     up.add_argument("--scheduler-config", default=None, metavar="FILE",
                     help="KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) for the scheduler")
     up.add_argument("--scheduler", choices=("in-process", "none"), default="in-process",

@@ -34,6 +34,7 @@ from .auth.rbac import CachePolicySource
 from .auth.serviceaccount import ServiceAccountTokens, load_or_create_key
 from . import controlplane
 from .cache import WatchCache
+from .eventttl import DEFAULT_TTL, EventTTL
 from .handlers import APIHandlers
 from .http_errors import StatusAppRunner, http_exceptions, status_response
 from ..machinery.responses import error_response, json_response
@@ -76,7 +77,9 @@ def _user_from_cert(cert: dict | None) -> User | None:
 
 class APIServer:
     def __init__(self, store: Store, pki: ClusterPKI | None, host: str = "127.0.0.1", port: int = 6443,
-                 clock: Clock = REAL, compaction_interval: float = 300.0, audit_log_path: str = ""):
+                 clock: Clock = REAL, compaction_interval: float = 300.0, audit_log_path: str = "",
+                 event_ttl: float = DEFAULT_TTL):
+        """`event_ttl`: seconds an Event lives after its last write (kube-apiserver's --event-ttl)."""
         self.metrics = APIMetrics()
         self.store = InstrumentedStore(store, self.metrics.storage_latency)
         self.clock = clock
@@ -84,6 +87,7 @@ class APIServer:
         self.host, self.port = host, port
         self.index = ResourceIndex(all_resources())
         self.cache = WatchCache(self.store)
+        self.event_ttl = EventTTL(self.store, self.cache, clock, event_ttl, self.metrics.registry)
         self.rest = GenericREST(self.store, self.cache, self.index, clock)
         self.rest.admission = Admission(self.rest)
         self.handlers = APIHandlers(self.rest, self.index, clock, self.metrics, None)
@@ -125,6 +129,7 @@ class APIServer:
     async def start(self) -> None:
         await self.store.start()
         await self.cache.start()
+        self.event_ttl.start()
         for res in self.index.resources:
             if type(res.strategy).restore is not Strategy.restore:  # only allocators keep state to rebuild
                 res.strategy.restore([e.obj for _, e in self.cache.list(res.key_prefix())])
@@ -169,6 +174,7 @@ class APIServer:
             await loop.stop()
         for t in self._tasks:
             t.cancel()
+        await self.event_ttl.stop()
         await self.cache.stop()
         await self.handlers.streams.close()
         await self.rest.admission.client.close()

@@ -89,6 +89,7 @@ class SimulatedControlPlane:
         else:
             await s.store.start()
             await s.cache.start()
+            s.event_ttl.start()
             await s._bootstrap()
             await bootstrap(s)
         self.controllers = ControllerManager.in_process(self.connect, self.clock, None,
@@ -109,6 +110,7 @@ class SimulatedControlPlane:
         if self.serve_port is not None:
             await self.server.stop()
         else:
+            await self.server.event_ttl.stop()
             await self.server.cache.stop()
             await self.server.store.close()
         for strategy, now in self._stamps:

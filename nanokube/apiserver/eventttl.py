@@ -1,0 +1,197 @@
+"""Events expire, as kube-apiserver's `--event-ttl` makes them.
+
+Upstream's event registry gives every create and update of an Event (core/v1 and
+events.k8s.io/v1 share that storage) a TTL (its `TTLFunc`), and the etcd3 store
+attaches the written key to an etcd lease of that TTL: etcd deletes the key when
+the lease expires, so an Event lives `ttl` after its last write and every watcher
+sees it DELETED. Leases are costly in etcd, so the store's lease manager reuses
+the last lease it granted for writes whose expiry would be close to it: a lease
+is granted for `ttl + reuse` (reuse = 5% of the TTL, at most 60 s), and reused
+while it expires between `ttl` and `ttl + reuse` from now and holds at most 1000
+attachments. Each grant observes in `etcd_lease_object_counts` the attachments
+counted since the previous grant, its own included (as upstream counts them).
+
+Here the same leases live in the API server: one for each grant, kept in a heap
+by expiry, each with the keys still attached to it (a key's write moves it to the
+current lease). One task sleeps on the server's clock until the earliest lease
+expires, so virtual time expires Events in simulation too, and then deletes each
+key still attached through the store, on the revision it was attached at: the
+delete is a durable write like any other, every watch sees DELETED in revision
+order, and an Event written again meanwhile (the write is not in the cache yet)
+lives on. No store here keeps leases, etcd included (the store client does not
+speak etcd's lease API), so a restart re-derives each Event's expiry from its
+last write's time, the latest `managedFields` time the server stamped (never
+later than now): Events already past their TTL are deleted at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+import re
+
+from ..clock import Clock, parse_time
+from ..store.interface import KeyNotFound, RevisionMismatch, Store
+from .cache import DELETED, CacheEvent, WatchCache
+from .metrics import Family
+
+log = logging.getLogger(__name__)
+
+#: the events' storage prefix (events.k8s.io/v1 Events are stored there too)
+PREFIX = "/registry/events/"
+DEFAULT_TTL = 3600.0
+#: the etcd3 lease manager's defaults (--lease-reuse-duration-seconds, 5% of the TTL, 1000 objects a lease)
+REUSE_SECONDS, REUSE_PERCENT, MAX_OBJECTS = 60, 0.05, 1000
+_OBJECT_COUNT_BUCKETS = (10, 50, 100, 500, 1000, 2500, 5000)
+
+_DURATION = re.compile(r"[-+]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:ns|us|µs|μs|ms|s|m|h))+")
+_PART = re.compile(r"([0-9]+\.?[0-9]*|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
+_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_ttl(text: str) -> float:
+    """`--event-ttl` in seconds: Go's time.ParseDuration, then kube-apiserver's check that it is
+    positive. Raises ValueError with the message kube-apiserver prints."""
+    if text in ("0", "+0", "-0"):
+        seconds = 0.0
+    elif _DURATION.fullmatch(text):
+        seconds = sum(float(n) * _UNIT[u] for n, u in _PART.findall(text)) * (-1 if text[0] == "-" else 1)
+    else:
+        raise ValueError(f'invalid argument "{text}" for "--event-ttl" flag: time: invalid duration "{text}"')
+    if seconds <= 0:
+        raise ValueError("--event-ttl must be greater than 0")
+    return seconds
+
+
+class _Lease:
+    __slots__ = ("expiry", "keys")
+
+    def __init__(self, expiry: float) -> None:
+        self.expiry = expiry
+        #: the keys attached to this lease now
+        self.keys: set[str] = set()
+
+
+class EventTTL:
+    def __init__(self, store: Store, cache: WatchCache, clock: Clock, ttl: float, registry) -> None:
+        """`ttl` in seconds; as upstream's registry passes `uint64(ttl.Seconds())` on, a TTL under
+        a second attaches no lease and Events never expire."""
+        self.store, self.cache, self.clock = store, cache, clock
+        self.ttl = int(ttl)
+        self.reuse = min(int(REUSE_PERCENT * self.ttl), REUSE_SECONDS)
+        self.object_counts = Family("histogram", "etcd_lease_object_counts",
+                                    "Number of objects attached to a single etcd lease.", [], registry,
+                                    _OBJECT_COUNT_BUCKETS).labels()
+        #: (expiry, grant order, lease): the leases by expiry
+        self._leases: list[tuple[float, int, _Lease]] = []
+        self._order = itertools.count()
+        #: key -> (its lease, the revision it was attached at)
+        self._attached: dict[str, tuple[_Lease, int]] = {}
+        self._current: _Lease | None = None
+        self._count = 0
+        self._granted = asyncio.Event()
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        """After the cache's start: the stored Events get the expiry of their last write, and
+        every write from now on attaches its Event to a lease."""
+        if self.ttl <= 0:
+            return
+        now = self.clock.now()
+        restored: dict[float, _Lease] = {}
+        for key, entry in self.cache.list(PREFIX):
+            expiry = min(now, _written(entry.obj, now)) + self.ttl
+            lease = restored.get(expiry)
+            if lease is None:
+                lease = restored[expiry] = self._add(expiry)
+            lease.keys.add(key)
+            self._attached[key] = (lease, entry.rev)
+        self.cache.on_event.append(self._observe)
+        self._task = asyncio.create_task(self._expire())
+
+    async def stop(self) -> None:
+        if self._observe in self.cache.on_event:
+            self.cache.on_event.remove(self._observe)
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def _observe(self, cev: CacheEvent) -> None:
+        """Every committed change the cache applies: an Event's write moves it to the current lease."""
+        key = cev.key
+        if not key.startswith(PREFIX):
+            return
+        held = self._attached.pop(key, None)
+        if held is not None:
+            held[0].keys.discard(key)
+        if cev.type != DELETED:
+            lease = self._lease()
+            lease.keys.add(key)
+            self._attached[key] = (lease, cev.rev)
+
+    def _lease(self) -> _Lease:
+        """The lease manager's GetLease: the current lease while it expires in [ttl, ttl + reuse]
+        from now and has room, else a new one of ttl + reuse."""
+        now, ttl = self.clock.now(), self.ttl
+        self._count += 1  # as upstream: counted before the check, so a grant observes the count with this attachment
+        cur = self._current
+        if cur is not None and now + ttl < cur.expiry < now + ttl + self.reuse and self._count <= MAX_OBJECTS:
+            return cur
+        self.object_counts.observe(self._count)
+        self._count = 1
+        self._current = self._add(now + ttl + self.reuse)
+        return self._current
+
+    def _add(self, expiry: float) -> _Lease:
+        lease = _Lease(expiry)
+        heapq.heappush(self._leases, (expiry, next(self._order), lease))
+        self._granted.set()
+        return lease
+
+    async def _expire(self) -> None:
+        """Sleep until the earliest lease expires, then delete what is still attached to it.
+        Leases granted while it sleeps expire later (the TTL is one), so the head is the one to wait for."""
+        leases = self._leases
+        while True:
+            if not leases:
+                self._granted.clear()
+                await self._granted.wait()
+                continue
+            delay = leases[0][0] - self.clock.now()
+            if delay > 0:
+                await self.clock.sleep(delay)
+                continue
+            lease = heapq.heappop(leases)[2]
+            if lease is self._current:
+                self._current = None
+            try:
+                await self._revoke(lease)
+            except Exception:  # a store error: the Events left attached wait for their next write or a restart
+                log.exception("deleting expired events failed")
+
+    async def _revoke(self, lease: _Lease) -> None:
+        deleted = 0
+        for key in sorted(lease.keys):
+            held = self._attached.get(key)
+            if held is None or held[0] is not lease:
+                continue
+            try:
+                await self.store.delete(key, held[1])
+                deleted += 1
+            except (KeyNotFound, RevisionMismatch):  # deleted or written again: that change moves or drops it
+                pass
+        log.debug("event TTL: a lease expired; %d of its events deleted", deleted)
+
+
+def _written(obj: dict, now: float) -> float:
+    """When a stored Event was last written: the latest time the server stamped on its
+    managedFields entries, else its creationTimestamp, else now."""
+    md = obj.get("metadata") or {}
+    stamps = [e["time"] for e in md.get("managedFields") or () if e.get("time")]
+    stamp = max(stamps, key=parse_time) if stamps else md.get("creationTimestamp")
+    try:
+        return parse_time(stamp) if stamp else now
+    except ValueError:
+        return now
