@@ -32,6 +32,8 @@ import itertools
 import logging
 import re
 
+import orjson
+
 from ..clock import Clock, parse_time
 from ..store.interface import KeyNotFound, RevisionMismatch, Store
 from .cache import DELETED, CacheEvent, WatchCache
@@ -95,21 +97,35 @@ class EventTTL:
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
-        """After the cache's start: the stored Events get the expiry of their last write, and
-        every write from now on attaches its Event to a lease."""
+        """After the cache's start: every write from now on attaches its Event to a lease, and
+        the Events stored before get the expiry of their last write."""
         if self.ttl <= 0:
             return
+        self.cache.on_event.append(self._observe)
+        self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        try:
+            await self._restore()
+        except Exception:  # a store error: the stored Events wait for their next write or a restart
+            log.exception("reading the stored events' expiry failed")
+        await self._expire()
+
+    async def _restore(self) -> None:
+        """The Events stored before this start, from the store (the cache keeps its entries
+        undecoded until asked for, and an Event seldom is); one written since is attached already."""
+        kvs, _ = await self.store.list(PREFIX)
         now = self.clock.now()
         restored: dict[float, _Lease] = {}
-        for key, entry in self.cache.list(PREFIX):
-            expiry = min(now, _written(entry.obj, now)) + self.ttl
+        for kv in kvs:
+            if kv.key in self._attached:
+                continue
+            expiry = min(now, _written(orjson.loads(kv.value), now)) + self.ttl
             lease = restored.get(expiry)
             if lease is None:
                 lease = restored[expiry] = self._add(expiry)
-            lease.keys.add(key)
-            self._attached[key] = (lease, entry.rev)
-        self.cache.on_event.append(self._observe)
-        self._task = asyncio.create_task(self._expire())
+            lease.keys.add(kv.key)
+            self._attached[kv.key] = (lease, kv.mod_revision)
 
     async def stop(self) -> None:
         if self._observe in self.cache.on_event:
@@ -180,7 +196,10 @@ class EventTTL:
             try:
                 await self.store.delete(key, held[1])
                 deleted += 1
-            except (KeyNotFound, RevisionMismatch):  # deleted or written again: that change moves or drops it
+            except KeyNotFound:  # deleted meanwhile (its DELETE drops it too, unless it came before a restore)
+                if self._attached.get(key) is held:
+                    del self._attached[key]
+            except RevisionMismatch:  # written again: that write moves it to a later lease
                 pass
         log.debug("event TTL: a lease expired; %d of its events deleted", deleted)
 

@@ -131,6 +131,7 @@ async def test_after_a_restart_events_past_their_ttl_go_at_once_and_the_others_a
     s, client = await start(store, clock, 100)
     events = client.resource("", "v1", "events")
     await events.create(event("old", clock))
+    await events.create(event("rewritten", clock))
     await clock.advance(50)
     await events.create(event("young", clock))
     await stop(s)
@@ -139,11 +140,14 @@ async def test_after_a_restart_events_past_their_ttl_go_at_once_and_the_others_a
     s, client = await start(store, clock, 100)
     events = client.resource("", "v1", "events")
     try:
+        await events.patch("rewritten", {"count": 2}, namespace="default")  # as the restart reads the store
         await clock.advance(0)
-        assert await names(events) == ["young"]
+        assert await names(events) == ["rewritten", "young"]
         await clock.advance(29)
-        assert await names(events) == ["young"]
+        assert await names(events) == ["rewritten", "young"]
         await clock.advance(2)  # 100 s after its create
+        assert await names(events) == ["rewritten"]
+        await clock.advance(100)
         assert await names(events) == []
     finally:
         await stop(s)
