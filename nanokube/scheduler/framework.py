@@ -12,7 +12,7 @@ from itertools import repeat
 from operator import add, mul
 
 from .metrics import Metrics
-from .resources import pod_requests_pair
+from .resources import pod_requests, pod_requests_pair
 
 MAX_NODE_SCORE = 100
 
@@ -201,9 +201,39 @@ class ClusterEvent:
         return self.resource == other.resource and int.__and__(self.action, other.action) != 0
 
 
+def _scaled_down(old: dict, new: dict) -> bool:
+    """Whether any resource the old pod requested is requested less (or not at all) now."""
+    before, after = pod_requests(old.get("spec") or {}), pod_requests(new.get("spec") or {})
+    return (after.milli_cpu < before.milli_cpu or after.memory < before.memory or after.ephemeral < before.ephemeral
+            or any(after.scalars.get(k, 0) < v for k, v in before.scalars.items()))
+
+
+def pod_update_events(resource: str, old: dict, new: dict) -> list[ClusterEvent]:
+    """One event per scheduling-relevant change of a pod, as upstream's
+    PodSchedulingPropertiesChange; UPDATE_POD_OTHER when none applies (a
+    status write: no plugin registers for it)."""
+    osp, nsp = old.get("spec") or {}, new.get("spec") or {}
+    changes = (
+        (old["metadata"].get("labels") != new["metadata"].get("labels"), Action.UPDATE_POD_LABEL, "PodLabelChange"),
+        (osp != nsp and _scaled_down(old, new), Action.UPDATE_POD_SCALE_DOWN, "PodRequestScaledDown"),
+        (bool(osp.get("schedulingGates")) and not nsp.get("schedulingGates"),
+         Action.UPDATE_POD_SCHEDULING_GATES_ELIMINATED, "PodSchedulingGateEliminatedChange"),
+        (osp.get("tolerations") != nsp.get("tolerations"), Action.UPDATE_POD_TOLERATIONS, "PodTolerationChange"),
+    )
+    events = [ClusterEvent(resource, action, label) for changed, action, label in changes if changed]
+    return events or [ClusterEvent(resource, Action.UPDATE_POD_OTHER, "PodUpdate")]
+
+
 class Hint(enum.Enum):
     QUEUE = "Queue"
     SKIP = "QueueSkip"
+
+
+def own_update(pod: dict, old: dict | None, new: dict | None) -> Hint:
+    """The hint of a registration for the pod's own update (an UnscheduledPod event): it helps
+    only the pod that changed (upstream's `modifiedPod.UID == pod.UID`), as the events recorded
+    while pods are in flight reach every pod that failed meanwhile."""
+    return Hint.QUEUE if new is not None and new["metadata"].get("uid") == pod["metadata"].get("uid") else Hint.SKIP
 
 
 #: decides, for one pod a plugin rejected, whether an event may make it schedulable

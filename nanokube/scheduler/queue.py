@@ -10,7 +10,7 @@ import heapq
 import itertools
 from collections.abc import Callable
 
-from .framework import ClusterEvent, Framework, Hint, PodInfo, Registration
+from .framework import UNSCHEDULED_POD, ClusterEvent, Framework, Hint, PodInfo, Registration, pod_update_events
 from .metrics import Metrics
 from ..machinery.podgroups import group_key
 
@@ -333,6 +333,12 @@ class SchedulingQueue:
         return found
 
     def update(self, old: dict, new: dict) -> None:
+        """A pending pod's own update, weighed as upstream's Update with queueing hints: each
+        scheduling-relevant change is an UnscheduledPod event that moves the pod out of the
+        unschedulable pool only when a plugin that rejected it says the change may help (its
+        gates are gone, a toleration was added, it asks for less); a label change or a status
+        write (the scheduler's own PodScheduled=False patch) leaves it waiting. A pod in flight
+        has the change recorded among its attempt's events instead."""
         md = new["metadata"]
         key = f"{md.get('namespace', '')}/{md['name']}"
         info = self._where(key)
@@ -340,11 +346,16 @@ class SchedulingQueue:
             self.add(new)
             return
         info.update(new)
-        if key in self.unschedulable and (old.get("spec") != new.get("spec") or
-                                          (old["metadata"].get("labels") != md.get("labels"))):
-            del self.unschedulable[key]
-            if not self._gate(info, "PodUpdate"):
-                self._readmit(info, "PodUpdate")
+        if self.in_flight.get(key) is info:
+            for event in pod_update_events(UNSCHEDULED_POD, old, new):
+                self._record(event, old, new)
+        elif key in self.unschedulable:
+            for event in pod_update_events(UNSCHEDULED_POD, old, new):
+                if self._worth_retrying(info, event, old, new):
+                    del self.unschedulable[key]
+                    if not self._gate(info, event.label):
+                        self._readmit(info, event.label)
+                    break
         self._gauge()
 
     def delete(self, pod: dict) -> None:
@@ -541,6 +552,14 @@ class SchedulingQueue:
                 narrowed[name] = keys
         return narrowed
 
+    def _record(self, event: ClusterEvent, old: dict | None, new: dict | None) -> None:
+        """Keeps a registered event for the attempts in flight (upstream's inFlightEvents)."""
+        if self.in_flight and self._interested(event)[0]:
+            self._event_seq += 1
+            self.in_flight_events.append((self._event_seq, event, old, new))
+            if len(self.in_flight_events) > MAX_IN_FLIGHT_EVENTS:
+                self._dropped_upto = self.in_flight_events.pop(0)[0]
+
     def on_event(self, event: ClusterEvent, old: dict | None, new: dict | None) -> None:
         """A cluster event: moves the unschedulable pods it may help. One no
         plugin registered for (a pod's status update) cannot help any pod,
@@ -548,11 +567,7 @@ class SchedulingQueue:
         interested, targeted = self._interested(event)
         if not interested:
             return
-        if self.in_flight:
-            self._event_seq += 1
-            self.in_flight_events.append((self._event_seq, event, old, new))
-            if len(self.in_flight_events) > MAX_IN_FLIGHT_EVENTS:
-                self._dropped_upto = self.in_flight_events.pop(0)[0]
+        self._record(event, old, new)
         narrowed = self._narrowed(targeted, old, new) if targeted else None
         for info in self.unschedulable.rejected_by(interested, narrowed=narrowed):
             if info.gated_by or not self._worth_retrying(info, event, old, new):

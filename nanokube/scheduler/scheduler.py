@@ -26,13 +26,13 @@ from .framework import (
     PodInfo,
     Profile,
     Status,
+    pod_update_events,
 )
 from .metrics import Metrics
 from .podgroups import PodGroupIndex
 from ..machinery.meta import object_key
 from ..machinery.podgroups import group_key, group_priority, min_count
 from .queue import QueuedPodGroupInfo, SchedulingQueue
-from .resources import pod_requests
 from .workload_cycle import WorkloadCycle
 
 log = logging.getLogger(__name__)
@@ -74,28 +74,6 @@ def node_update_events(old: dict, new: dict) -> list[ClusterEvent]:
          "NodeAnnotationChange"),
     )
     return [ClusterEvent(NODE, action, label) for changed, action, label in changes if changed]
-
-
-def _scaled_down(old: dict, new: dict) -> bool:
-    """Whether any resource the old pod requested is requested less (or not at all) now."""
-    before, after = pod_requests(old.get("spec") or {}), pod_requests(new.get("spec") or {})
-    return (after.milli_cpu < before.milli_cpu or after.memory < before.memory or after.ephemeral < before.ephemeral
-            or any(after.scalars.get(k, 0) < v for k, v in before.scalars.items()))
-
-
-def pod_update_events(resource: str, old: dict, new: dict) -> list[ClusterEvent]:
-    """One event per scheduling-relevant change of a pod, as upstream's
-    PodSchedulingPropertiesChange; UPDATE_POD_OTHER when none applies."""
-    osp, nsp = old.get("spec") or {}, new.get("spec") or {}
-    changes = (
-        (old["metadata"].get("labels") != new["metadata"].get("labels"), Action.UPDATE_POD_LABEL, "PodLabelChange"),
-        (osp != nsp and _scaled_down(old, new), Action.UPDATE_POD_SCALE_DOWN, "PodRequestScaledDown"),
-        (bool(osp.get("schedulingGates")) and not nsp.get("schedulingGates"),
-         Action.UPDATE_POD_SCHEDULING_GATES_ELIMINATED, "PodSchedulingGateEliminatedChange"),
-        (osp.get("tolerations") != nsp.get("tolerations"), Action.UPDATE_POD_TOLERATIONS, "PodTolerationChange"),
-    )
-    events = [ClusterEvent(resource, action, label) for changed, action, label in changes if changed]
-    return events or [ClusterEvent(resource, Action.UPDATE_POD_OTHER, "PodUpdate")]
 
 
 def _terminal(pod: dict) -> bool:

@@ -154,6 +154,99 @@ async def test_failed_scheduling_is_recorded_once_per_distinct_message(env):
     await eventually(lambda: _failures(events, "too-big", 2))
 
 
+def _attempts(sched) -> float:
+    return sched.metrics.registry.get_sample_value(
+        "scheduler_schedule_attempts_total", {"result": "unschedulable", "profile": "default-scheduler"}) or 0
+
+
+def _incoming(sched, event) -> float:
+    return sum(sched.metrics.registry.get_sample_value("scheduler_queue_incoming_pods_total",
+                                                       {"queue": q, "event": event}) or 0 for q in ("active", "backoff"))
+
+
+async def _parked_after_one_attempt(sched, pods, name):
+    await eventually(lambda: _condition_written(pods, name))
+    info = await eventually(lambda: _in_pool(sched, f"default/{name}"))
+    info.backoff_expires = 0  # a move now would retry it at once
+    return info
+
+
+async def _in_pool(sched, key):
+    return key not in sched.queue.in_flight and sched.queue.unschedulable.get(key)
+
+
+async def test_a_pending_pods_own_label_and_status_changes_do_not_retry_it(env):
+    """Upstream's Update with queueing hints: the pod's label change is an UnscheduledPod
+    UpdatePodLabel event no rejecting plugin (NodeAffinity) asks for, and a status write (like
+    the scheduler's own PodScheduled=False patch) is no event for any plugin."""
+    client, sched = env
+    pods = client.resource("", "v1", "pods")
+    await pods.create(strip_uid(pod("gpu-job", nodeSelector={"pool": "gpu"})))
+    info = await _parked_after_one_attempt(sched, pods, "gpu-job")
+    await pods.patch("gpu-job", {"metadata": {"labels": {"team": "a"}}}, namespace="default")
+    await pods.patch("gpu-job", {"status": {"conditions": [{"type": "example.com/Checked", "status": "True"}]}},
+                     namespace="default", subresource="status")
+
+    async def both_seen():
+        p = info.pod
+        return p["metadata"].get("labels") == {"team": "a"} and any(
+            c["type"] == "example.com/Checked" for c in p["status"].get("conditions") or [])
+
+    await eventually(both_seen)
+    assert sched.queue.unschedulable.get("default/gpu-job") is info
+    assert info.attempts == 1 and _attempts(sched) == 1
+    assert _incoming(sched, "PodLabelChange") == _incoming(sched, "PodUpdate") == 0
+    await add_node(client, node("gpu-1", "4", "8Gi", labels={"pool": "gpu"}))
+    assert await eventually(bound(pods, "gpu-job")) == "gpu-1"
+
+
+async def test_a_pending_pod_is_retried_when_it_gets_the_toleration_it_lacked(env):
+    client, sched = env
+    pods = client.resource("", "v1", "pods")
+    taint = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
+    await add_node(client, node("gpu-1", "4", "8Gi", labels={"pool": "gpu"}, taints=[taint]))
+    await eventually(lambda: _node_seen(sched, "gpu-1"))
+    await pods.create(strip_uid(pod("gpu-job", nodeSelector={"pool": "gpu"})))
+    info = await _parked_after_one_attempt(sched, pods, "gpu-job")
+    assert info.unschedulable_plugins == {"NodeAffinity", "TaintToleration"}
+    p = await pods.get("gpu-job", "default")
+    tolerations = [*(p["spec"].get("tolerations") or []), {**taint, "operator": "Equal"}]
+    await pods.update({**p, "spec": {**p["spec"], "tolerations": tolerations}})
+    assert await eventually(bound(pods, "gpu-job")) == "gpu-1"
+    assert _incoming(sched, "PodTolerationChange") == 1 and _attempts(sched) == 1
+
+
+async def test_node_updates_that_cannot_help_leave_a_pending_pod_waiting(env):
+    """A heartbeat, an annotation, a label a matching node gains and a label that still does not
+    match are no reason to retry a pod NodeAffinity and NodeResourcesFit turned away; a node's
+    labels coming to match its selector are."""
+    client, sched = env
+    pods, nodes = client.resource("", "v1", "pods"), client.resource("", "v1", "nodes")
+    await add_node(client, node("gpu-small", "1", "8Gi", labels={"pool": "gpu"}))
+    await eventually(lambda: _node_seen(sched, "gpu-small"))
+    await pods.create(strip_uid(pod("gpu-job", "2", nodeSelector={"pool": "gpu"})))
+    info = await _parked_after_one_attempt(sched, pods, "gpu-job")
+    assert info.unschedulable_plugins == {"NodeAffinity", "NodeResourcesFit"}
+    n0 = await nodes.get("n0")
+    ready = {"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-01-01T00:00:00Z"}
+    n0 = await nodes.update({**n0, "status": {**n0["status"], "conditions": [ready]}}, subresource="status")
+    await nodes.update({**n0, "status": {**n0["status"], "conditions": [
+        {**ready, "lastHeartbeatTime": "2026-01-01T00:00:40Z"}]}}, subresource="status")
+    await nodes.patch("n0", {"metadata": {"annotations": {"example.com/seen": "yes"}}})
+    await nodes.patch("n1", {"metadata": {"labels": {"pool": "fpga"}}})
+    await nodes.patch("gpu-small", {"metadata": {"labels": {"rack": "r1"}}})
+    await eventually(lambda: _true(sched.cache.infos["gpu-small"].labels.get("rack") == "r1"))
+    assert sched.queue.unschedulable.get("default/gpu-job") is info
+    assert info.attempts == 1 and _attempts(sched) == 1
+    await nodes.patch("n0", {"metadata": {"labels": {"pool": "gpu"}}})
+    assert await eventually(bound(pods, "gpu-job")) == "n0"
+    assert _incoming(sched, "NodeLabelChange") == 1
+
+
+async def _true(v):
+    return v
+
+
 async def _condition_written(pods, name):
     p = await pods.get(name, "default")
     return any(c["type"] == "PodScheduled" and c["status"] == "False" for c in (p.get("status") or {}).get("conditions") or [])

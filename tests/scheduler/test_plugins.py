@@ -1,7 +1,17 @@
 import pytest
 
 from nanokube.scheduler.cycle import FitError, num_feasible_nodes_to_find
-from nanokube.scheduler.framework import Code, CycleState, NodeToStatus, Status
+from nanokube.scheduler.framework import (
+    ASSIGNED_POD,
+    NODE,
+    UNSCHEDULED_POD,
+    Action,
+    Code,
+    CycleState,
+    Hint,
+    NodeToStatus,
+    Status,
+)
 from nanokube.scheduler.plugins.node_affinity import NodeAffinity
 from nanokube.scheduler.plugins.node_name import NodeName
 from nanokube.scheduler.plugins.node_ports import NodePorts
@@ -264,3 +274,74 @@ def test_node_matcher_agrees_with_selector_matches():
     assert not NodeMatcher({"disk": "ssd"}, None).matches({"zone": "a"}, "n1")
     assert NodeMatcher({"disk": "ssd"}, None).matches({"disk": "ssd"}, "n1")
     assert not NodeMatcher({}, {"nodeSelectorTerms": [{}]}).matches({"zone": "a"}, "n1")
+
+
+def _hints(plugin, resource):
+    """The plugin's queueing hints for the events of `resource`, by the action each registered."""
+    return {r.event.action: r.hint for r in plugin.events_to_register() if r.event.resource == resource}
+
+
+def test_node_hints_queue_only_for_a_change_that_can_undo_the_rejection():
+    """Upstream's isSchedulableAfterNodeChange of each plugin: a node that did not reject the pod
+    before an update (it matched, was tolerated, had the room) cannot help by being updated."""
+    [affinity] = _hints(NodeAffinity({}, None), NODE).values()
+    p = pod("p", nodeSelector={"pool": "gpu"})
+    gpu, cpu = node("n", labels={"pool": "gpu"}), node("n", labels={"pool": "cpu"})
+    relabelled = node("n", labels={"pool": "gpu", "rack": "r1"})
+    assert affinity(p, None, gpu) == Hint.QUEUE and affinity(p, cpu, gpu) == Hint.QUEUE
+    assert affinity(p, gpu, relabelled) == Hint.SKIP and affinity(p, gpu, cpu) == Hint.SKIP
+
+    [taints] = _hints(TaintToleration({}, None), NODE).values()
+    t = [{"key": "k", "effect": "NoSchedule"}]
+    assert taints(pod("p"), node("n", taints=t), node("n")) == Hint.QUEUE
+    assert taints(pod("p"), node("n", taints=[{"key": "k", "effect": "PreferNoSchedule"}]), node("n")) == Hint.SKIP
+    assert taints(pod("p"), node("n"), node("n", taints=t)) == Hint.SKIP
+
+    [cordon] = _hints(NodeUnschedulable({}, None), NODE).values()
+    assert cordon(pod("p"), node("n", unschedulable=True), node("n")) == Hint.QUEUE
+    assert cordon(pod("p"), node("n"), node("n", unschedulable=True)) == Hint.SKIP
+    assert cordon(pod("p"), node("n", labels={"a": "b"}), node("n")) == Hint.SKIP
+    assert cordon(pod("p"), None, node("n")) == Hint.QUEUE
+
+    fit = _hints(NodeResourcesFit({}, None), NODE)[Action.ADD | Action.UPDATE_NODE_ALLOCATABLE]
+    wants_cpu = pod("p", "6")
+    assert fit(wants_cpu, None, node("n", "8")) == Hint.QUEUE and fit(wants_cpu, None, node("n", "4")) == Hint.SKIP
+    assert fit(wants_cpu, node("n", "4"), node("n", "8")) == Hint.QUEUE
+    assert fit(wants_cpu, node("n", "8", "16Gi"), node("n", "8", "32Gi")) == Hint.SKIP  # more of what it does not ask
+    assert fit(pod("p"), node("n", pods="1"), node("n", pods="2")) == Hint.QUEUE
+
+
+def test_node_name_and_node_ports_wait_for_a_node_to_arrive_not_for_updates():
+    assert list(_hints(NodeName({}, None), NODE)) == [Action.ADD]
+    assert list(_hints(NodePorts({}, None), NODE)) == [Action.ADD]
+
+
+def test_assigned_pod_hints_queue_for_what_frees_this_pods_resources_or_ports():
+    [freed] = _hints(NodePorts({}, None), ASSIGNED_POD).values()
+    web = pod("web", ports=[{"containerPort": 80, "hostPort": 8080}])
+    assert freed(web, pod("old", ports=[{"containerPort": 80, "hostPort": 8080}]), None) == Hint.QUEUE
+    assert freed(web, pod("old", ports=[{"containerPort": 80, "hostPort": 9090}]), None) == Hint.SKIP
+    assert freed(web, pod("old"), None) == Hint.SKIP
+
+    [fit] = _hints(NodeResourcesFit({}, None), ASSIGNED_POD).values()
+    wants_cpu = pod("p", "2")
+    assert fit(wants_cpu, pod("old", "1", "1Gi"), None) == Hint.QUEUE
+    assert fit(wants_cpu, pod("old", "2", "1Gi"), pod("old", "1", "1Gi")) == Hint.QUEUE
+    assert fit(wants_cpu, pod("old", "2", "2Gi"), pod("old", "2", "1Gi")) == Hint.SKIP
+
+
+def test_hints_for_a_pods_own_update_queue_only_that_pod():
+    """An UnscheduledPod event is the pod's own update; recorded while pods are in flight, it
+    reaches the hints of every pod that failed meanwhile, which must skip it."""
+    tolerant = pod("p", tolerations=[{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}])
+    other = pod("q", tolerations=tolerant["spec"]["tolerations"])
+    for plugin, action in ((SchedulingGates({}, None), Action.UPDATE_POD_SCHEDULING_GATES_ELIMINATED),
+                           (TaintToleration({}, None), Action.UPDATE_POD_TOLERATIONS),
+                           (NodeUnschedulable({}, None), Action.UPDATE_POD_TOLERATIONS),
+                           (NodeResourcesFit({}, None), Action.UPDATE_POD_SCALE_DOWN)):
+        hint = _hints(plugin, UNSCHEDULED_POD)[action]
+        assert hint(pod("p"), pod("p"), tolerant) == Hint.QUEUE, plugin.name
+        assert hint(pod("p"), pod("q"), other) == Hint.SKIP, plugin.name
+    # NodeUnschedulable: only a toleration of its taint helps
+    hint = _hints(NodeUnschedulable({}, None), UNSCHEDULED_POD)[Action.UPDATE_POD_TOLERATIONS]
+    assert hint(pod("p"), pod("p"), pod("p", tolerations=[{"key": "gpu", "operator": "Exists"}])) == Hint.SKIP

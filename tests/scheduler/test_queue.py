@@ -112,6 +112,56 @@ async def test_gated_pod_waits_until_gates_are_removed():
     assert (await q.pop()).key == "default/g"
 
 
+def _incoming(q, queue, event):
+    return q.metrics.registry.get_sample_value("scheduler_queue_incoming_pods_total",
+                                               {"queue": queue, "event": event}) or 0
+
+
+async def test_a_pending_pods_own_update_moves_it_only_when_a_rejecting_plugin_says_it_may_help():
+    """Upstream's Update with queueing hints: a label change or a status write (the scheduler's
+    own PodScheduled=False patch) leaves a pod that fits nowhere waiting; a toleration added
+    moves it if TaintToleration rejected it, and not if only NodeAffinity did."""
+    q, clock = make_queue()
+    old = pod("a", nodeSelector={"pool": "gpu"})
+    q.add(old)
+    info = await q.pop()
+    info.unschedulable_plugins = {"NodeAffinity", "TaintToleration"}
+    q.add_unschedulable(info)
+    clock.t += 60  # its backoff is over: a move would put it in activeQ
+    labelled = {**old, "metadata": {**old["metadata"], "labels": {"team": "a"}}}
+    q.update(old, labelled)
+    status = {**labelled, "status": {"conditions": [{"type": "PodScheduled", "status": "False"}]}}
+    q.update(labelled, status)
+    tolerant = {**status, "spec": {**status["spec"], "tolerations": [{"key": "gpu", "operator": "Exists"}]}}
+    info.unschedulable_plugins = {"NodeAffinity"}
+    q.update(status, tolerant)
+    assert "default/a" in q.unschedulable and not q.active
+    assert q.unschedulable["default/a"].pod is tolerant
+    info.unschedulable_plugins = {"NodeAffinity", "TaintToleration"}
+    more = {**tolerant, "spec": {**tolerant["spec"], "tolerations": [*tolerant["spec"]["tolerations"],
+                                                                      {"key": "b", "operator": "Exists"}]}}
+    q.update(tolerant, more)
+    assert (await q.pop()).key == "default/a"
+    assert _incoming(q, "active", "PodTolerationChange") == 1
+    assert _incoming(q, "active", "PodLabelChange") == _incoming(q, "active", "PodUpdate") == 0
+
+
+async def test_a_pods_own_update_during_its_attempt_counts_among_the_attempts_events():
+    """Upstream's addEventsIfPodInFlight: a toleration added while the pod is being scheduled
+    sends it to backoff when TaintToleration then rejects it, instead of leaving it waiting."""
+    q, _ = make_queue()
+    old = pod("a")
+    q.add(old)
+    q.add(pod("b"))
+    a, b = await q.pop(), await q.pop()
+    q.update(old, {**old, "spec": {**old["spec"], "tolerations": [{"key": "gpu", "operator": "Exists"}]}})
+    b.unschedulable_plugins = {"TaintToleration"}
+    q.add_unschedulable(b)
+    a.unschedulable_plugins = {"TaintToleration"}
+    q.add_unschedulable(a)
+    assert "default/a" in q.backoff and "default/b" in q.unschedulable
+
+
 async def test_leftover_unschedulable_pods_flush_after_five_minutes():
     q, clock = make_queue()
     q.add(pod("a"))

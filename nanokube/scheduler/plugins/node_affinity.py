@@ -128,9 +128,17 @@ class NodeAffinity:
 
     def events_to_register(self) -> list[Registration]:
         def hint(pod: dict, old, new) -> Hint:
+            """Upstream's isSchedulableAfterNodeChange: a matching node arrived, or a node's labels
+            changed from not matching to matching (one that matched before did not reject the pod)."""
             if new is None:
                 return Hint.SKIP
+            matcher = node_matcher(pod)
             md = new.get("metadata") or {}
-            return Hint.QUEUE if pod_matches_node(pod, md.get("labels") or {}, md.get("name", "")) else Hint.SKIP
+            if not matcher.matches(md.get("labels") or {}, md.get("name", "")):
+                return Hint.SKIP
+            if old is None:
+                return Hint.QUEUE
+            md = old.get("metadata") or {}
+            return Hint.SKIP if matcher.matches(md.get("labels") or {}, md.get("name", "")) else Hint.QUEUE
 
         return [Registration(ClusterEvent(NODE, Action.ADD | Action.UPDATE_NODE_LABEL), hint)]

@@ -24,4 +24,5 @@ class NodeName:
         return None
 
     def events_to_register(self) -> list[Registration]:
-        return [Registration(ClusterEvent(NODE, Action.ADD | Action.UPDATE))]
+        """Only a node's arrival (upstream with queueing hints): no update renames a node."""
+        return [Registration(ClusterEvent(NODE, Action.ADD))]

@@ -11,6 +11,7 @@ from ..framework import (
     SKIP,
     Action,
     ClusterEvent,
+    Hint,
     Registration,
     unschedulable,
 )
@@ -47,5 +48,11 @@ class NodePorts:
         return None
 
     def events_to_register(self) -> list[Registration]:
-        return [Registration(ClusterEvent(ASSIGNED_POD, Action.DELETE)),
-                Registration(ClusterEvent(NODE, Action.ADD | Action.UPDATE))]
+        """As upstream with queueing hints: a node's arrival (no node update frees a port), and the
+        deletion of a pod holding a port this pod wants."""
+        def freed_hint(pod: dict, old, new) -> Hint:
+            used = host_ports(old)
+            return Hint.QUEUE if used and conflicts(host_ports(pod), used) else Hint.SKIP
+
+        return [Registration(ClusterEvent(ASSIGNED_POD, Action.DELETE), freed_hint),
+                Registration(ClusterEvent(NODE, Action.ADD))]

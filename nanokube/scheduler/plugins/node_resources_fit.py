@@ -14,8 +14,10 @@ from ..framework import (
     Code,
     Hint,
     PodInfo,
+    UNSCHEDULED_POD,
     Registration,
     Status,
+    own_update,
 )
 from ..resources import CPU, EPHEMERAL, MEMORY
 
@@ -28,6 +30,30 @@ _SCORE_KEY = "PreScoreNodeResourcesFit"
 def insufficient(info, node, ignored: set[str] = frozenset(), ignored_groups: set[str] = frozenset()) -> list[str]:
     """Upstream's fitsRequest: every reason the pod does not fit `node`."""
     return _fits_request(info, node, ignored, ignored_groups)[0]
+
+
+def _empty(node: dict) -> NodeInfo:
+    n = NodeInfo(node["metadata"]["name"])
+    n.set_node(node)
+    return n
+
+
+def _grew(req, old: NodeInfo, new: NodeInfo) -> bool:
+    """Upstream's haveAnyRequestedResourcesIncreased: more pod slots, or more allocatable of a
+    resource the pod requests."""
+    if new.allowed_pods > old.allowed_pods:
+        return True
+    a, b = old.allocatable, new.allocatable
+    return (req.milli_cpu > 0 and b.milli_cpu > a.milli_cpu or req.memory > 0 and b.memory > a.memory
+            or req.ephemeral > 0 and b.ephemeral > a.ephemeral
+            or any(q and b.scalars.get(k, 0) > a.scalars.get(k, 0) for k, q in req.scalars.items()))
+
+
+def _shrank(req, before, after) -> bool:
+    """Whether a pod now requests less of a resource `req` asks for (upstream's isSchedulableAfterPodScaleDown)."""
+    return (req.milli_cpu > 0 and after.milli_cpu < before.milli_cpu or req.memory > 0 and after.memory < before.memory
+            or req.ephemeral > 0 and after.ephemeral < before.ephemeral
+            or any(q and after.scalars.get(k, 0) < before.scalars.get(k, 0) for k, q in req.scalars.items()))
 
 
 def _fits_request(info, node, ignored, ignored_groups) -> tuple[list[str], bool]:
@@ -256,11 +282,25 @@ class NodeResourcesFit:
 
     def events_to_register(self) -> list[Registration]:
         def node_hint(pod: dict, old, new) -> Hint:
+            """Upstream's isSchedulableAfterNodeChange: the node can hold the pod when empty, and
+            it is new or has more of something the pod asks for (or more pod slots) than before."""
             if new is None:
                 return Hint.SKIP
-            n = NodeInfo(new["metadata"]["name"])
-            n.set_node(new)
-            return Hint.SKIP if insufficient(PodInfo(pod, 0.0), n) else Hint.QUEUE
+            info = PodInfo(pod, 0.0)
+            n = _empty(new)
+            if insufficient(info, n):
+                return Hint.SKIP
+            return Hint.QUEUE if old is None or _grew(info.requests, _empty(old), n) else Hint.SKIP
 
-        return [Registration(ClusterEvent(ASSIGNED_POD, Action.DELETE | Action.UPDATE_POD_SCALE_DOWN)),
+        def pod_hint(pod: dict, old, new) -> Hint:
+            """Upstream's isSchedulableAfterPodEvent for assigned pods: any deletion, or a scale
+            down of something this pod asks for."""
+            if new is None:
+                return Hint.QUEUE
+            want = PodInfo(pod, 0.0).requests
+            before, after = PodInfo(old, 0.0).requests, PodInfo(new, 0.0).requests
+            return Hint.QUEUE if _shrank(want, before, after) else Hint.SKIP
+
+        return [Registration(ClusterEvent(ASSIGNED_POD, Action.DELETE | Action.UPDATE_POD_SCALE_DOWN), pod_hint),
+                Registration(ClusterEvent(UNSCHEDULED_POD, Action.UPDATE_POD_SCALE_DOWN), own_update),
                 Registration(ClusterEvent(NODE, Action.ADD | Action.UPDATE_NODE_ALLOCATABLE), node_hint)]

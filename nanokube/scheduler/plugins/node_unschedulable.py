@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from operator import attrgetter
 
-from ..framework import NODE, Action, ClusterEvent, Hint, Registration, unschedulable
+from ..framework import NODE, UNSCHEDULED_POD, Action, ClusterEvent, Hint, Registration, own_update, unschedulable
 from ...machinery.scheduling import tolerates
 
 REASON = "node(s) were unschedulable"
@@ -13,8 +13,18 @@ _UNSCHEDULABLE = attrgetter("unschedulable")
 TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 
 
-def _hint(pod: dict, old, new) -> Hint:
-    return Hint.QUEUE if new is not None and not (new.get("spec") or {}).get("unschedulable") else Hint.SKIP
+def _node_hint(pod: dict, old, new) -> Hint:
+    """Upstream's isSchedulableAfterNodeChange: a schedulable node arrived, or a node was uncordoned."""
+    if new is None or (new.get("spec") or {}).get("unschedulable"):
+        return Hint.SKIP
+    return Hint.QUEUE if old is None or (old.get("spec") or {}).get("unschedulable") else Hint.SKIP
+
+
+def _toleration_hint(pod: dict, old, new) -> Hint:
+    """The pod's own new toleration helps only if it tolerates the unschedulable taint."""
+    if own_update(pod, old, new) is Hint.SKIP:
+        return Hint.SKIP
+    return Hint.QUEUE if any(tolerates(t, TAINT) for t in (new.get("spec") or {}).get("tolerations") or []) else Hint.SKIP
 
 
 class NodeUnschedulable:
@@ -39,4 +49,5 @@ class NodeUnschedulable:
         return {i: st for i, n in enumerate(nodes) if n.unschedulable and (st := self.filter(state, info, n)) is not None}
 
     def events_to_register(self) -> list[Registration]:
-        return [Registration(ClusterEvent(NODE, Action.ADD | Action.UPDATE_NODE_TAINT), _hint)]
+        return [Registration(ClusterEvent(NODE, Action.ADD | Action.UPDATE_NODE_TAINT), _node_hint),
+                Registration(ClusterEvent(UNSCHEDULED_POD, Action.UPDATE_POD_TOLERATIONS), _toleration_hint)]

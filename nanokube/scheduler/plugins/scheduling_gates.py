@@ -8,6 +8,7 @@ from ..framework import (
     Action,
     ClusterEvent,
     Registration,
+    own_update,
     unschedulable,
 )
 
@@ -26,4 +27,4 @@ class SchedulingGates:
         return unschedulable(f"waiting for scheduling gates: [{names}]", resolvable=False)
 
     def events_to_register(self) -> list[Registration]:
-        return [Registration(ClusterEvent(UNSCHEDULED_POD, Action.UPDATE_POD_SCHEDULING_GATES_ELIMINATED))]
+        return [Registration(ClusterEvent(UNSCHEDULED_POD, Action.UPDATE_POD_SCHEDULING_GATES_ELIMINATED), own_update)]

@@ -14,6 +14,7 @@ from ..framework import (
     ClusterEvent,
     Hint,
     Registration,
+    own_update,
     unschedulable,
 )
 from ...machinery.scheduling import tolerates, untolerated
@@ -21,6 +22,7 @@ from .normalize import default_normalize
 
 _KEY = "PreScoreTaintToleration"
 _TAINTS = attrgetter("taints")
+_DO_NOT_SCHEDULE = ("NoSchedule", "NoExecute")
 
 
 def _untainted(state, nodes) -> bool:
@@ -44,7 +46,7 @@ class TaintToleration:
     def filter(self, state, info, node):
         if not node.taints:
             return None
-        t = untolerated(node.taints, info.spec.get("tolerations") or [], ("NoSchedule", "NoExecute"))
+        t = untolerated(node.taints, info.spec.get("tolerations") or [], _DO_NOT_SCHEDULE)
         return None if t is None else unschedulable(reason(t), resolvable=False)
 
     def filter_nodes(self, state, info, nodes) -> dict:
@@ -72,11 +74,15 @@ class TaintToleration:
 
     def events_to_register(self) -> list[Registration]:
         def hint(pod: dict, old, new) -> Hint:
+            """Upstream's isSchedulableAfterNodeChange: the node went from an untolerated taint to
+            none (a node the pod tolerated already did not reject it)."""
             if new is None:
                 return Hint.SKIP
-            taints = (new.get("spec") or {}).get("taints") or []
             tols = (pod.get("spec") or {}).get("tolerations") or []
-            return Hint.SKIP if untolerated(taints, tols, ("NoSchedule", "NoExecute")) else Hint.QUEUE
+            if untolerated((new.get("spec") or {}).get("taints") or [], tols, _DO_NOT_SCHEDULE):
+                return Hint.SKIP
+            was = old is None or untolerated((old.get("spec") or {}).get("taints") or [], tols, _DO_NOT_SCHEDULE)
+            return Hint.QUEUE if was else Hint.SKIP
 
         return [Registration(ClusterEvent(NODE, Action.ADD | Action.UPDATE_NODE_TAINT), hint),
-                Registration(ClusterEvent(UNSCHEDULED_POD, Action.UPDATE_POD_TOLERATIONS))]
+                Registration(ClusterEvent(UNSCHEDULED_POD, Action.UPDATE_POD_TOLERATIONS), own_update)]
