@@ -36,7 +36,7 @@ import orjson
 
 from ..clock import Clock, parse_time
 from ..store.interface import KeyNotFound, RevisionMismatch, Store
-from .cache import DELETED, CacheEvent, WatchCache
+from .cache import DELETED, CacheEvent, WatchCache, Watcher
 from .metrics import Family
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ class EventTTL:
         self._current: _Lease | None = None
         self._count = 0
         self._granted = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        self._tasks: list[asyncio.Task] = []
 
     def start(self) -> None:
         """After the cache's start: every write from now on attaches its Event to a lease, and
@@ -102,7 +102,7 @@ class EventTTL:
         if self.ttl <= 0:
             return
         self.cache.on_event.append(self._observe)
-        self._task = asyncio.create_task(self._run())
+        self._tasks = [asyncio.create_task(self._run()), asyncio.create_task(self._resync())]
 
     async def _run(self) -> None:
         try:
@@ -124,28 +124,48 @@ class EventTTL:
             lease = restored.get(expiry)
             if lease is None:
                 lease = restored[expiry] = self._add(expiry)
-            lease.keys.add(kv.key)
-            self._attached[kv.key] = (lease, kv.mod_revision)
+            self._attach(kv.key, lease, kv.mod_revision)
 
     async def stop(self) -> None:
         if self._observe in self.cache.on_event:
             self.cache.on_event.remove(self._observe)
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _resync(self) -> None:
+        """The changes a relist of the cache stands for (it lost track of the store) never came
+        through `_observe`: the cache tells its watchers of a relist (this one accepts no event),
+        and then an Event that is new or was rewritten meanwhile gets the current lease; one
+        deleted meanwhile is dropped when its lease expires."""
+        while True:
+            watcher = Watcher(PREFIX, lambda cev: False)
+            self.cache.add_watcher(watcher)
+            try:
+                await watcher.queue.get()
+            finally:
+                self.cache.remove_watcher(watcher)
+            for key, entry in self.cache.list(PREFIX):
+                held = self._attached.get(key)
+                if held is None or held[1] != entry.rev:
+                    self._attach(key, self._lease(), entry.rev)
 
     def _observe(self, cev: CacheEvent) -> None:
         """Every committed change the cache applies: an Event's write moves it to the current lease."""
         key = cev.key
         if not key.startswith(PREFIX):
             return
-        held = self._attached.pop(key, None)
+        if cev.type != DELETED:
+            self._attach(key, self._lease(), cev.rev)
+        elif (held := self._attached.pop(key, None)) is not None:
+            held[0].keys.discard(key)
+
+    def _attach(self, key: str, lease: _Lease, rev: int) -> None:
+        held = self._attached.get(key)
         if held is not None:
             held[0].keys.discard(key)
-        if cev.type != DELETED:
-            lease = self._lease()
-            lease.keys.add(key)
-            self._attached[key] = (lease, cev.rev)
+        lease.keys.add(key)
+        self._attached[key] = (lease, rev)
 
     def _lease(self) -> _Lease:
         """The lease manager's GetLease: the current lease while it expires in [ttl, ttl + reuse]

@@ -163,3 +163,23 @@ async def test_other_resources_never_expire():
         assert [o["metadata"]["name"] for o in (await cms.list("default"))[0]] == ["c"]
     finally:
         await stop(s)
+
+
+async def test_events_whose_writes_a_relist_of_the_cache_stood_for_expire_from_then():
+    clock = VirtualClock(start=T0)
+    s, client = await start(MemoryStore(), clock, 100)
+    events = client.resource("", "v1", "events")
+    try:
+        await events.create(event("rewritten", clock))
+        s.cache.on_event.remove(s.event_ttl._observe)  # the writes of a gap the cache relists after
+        await clock.advance(60)
+        await events.create(event("new", clock))
+        await events.patch("rewritten", {"count": 2}, namespace="default")
+        s.cache.on_event.append(s.event_ttl._observe)
+        await s.cache._relist()
+        await clock.advance(99)
+        assert await names(events) == ["new", "rewritten"]
+        await clock.advance(7)  # 105 s after the relist
+        assert await names(events) == []
+    finally:
+        await stop(s)
