@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import resource
 
 import pytest
 
@@ -17,6 +18,7 @@ from benchmarks.api import (
     BenchConfig,
     ChunkedLines,
     format_table,
+    keep_freed_memory,
     percentile,
     run_benchmarks,
 )
@@ -43,6 +45,20 @@ def test_watch_reader_splits_chunks_into_event_lines_wherever_reads_end():
         assert two_reads.feed(body[:cut]) + two_reads.feed(body[cut:]) == events
     with pytest.raises(RuntimeError, match="ended a watch"):
         ChunkedLines(b"").feed(b"0\r\n\r\n")
+
+
+def test_a_body_over_the_mmap_threshold_reuses_freed_memory_instead_of_faulting_it_in_again():
+    if not keep_freed_memory():
+        pytest.skip("malloc is not glibc's")
+
+    def faults_reading_a_body() -> int:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        body = b"x" * (40 << 20)  # a 10,000-pod LIST's size; glibc maps anything over 32 MiB on its own
+        del body
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+    faults_reading_a_body()
+    assert faults_reading_a_body() < 1000  # the body is 10,240 pages
 
 
 @pytest.mark.timeout(180)
