@@ -47,6 +47,8 @@ DEFAULT_TTL = 3600.0
 #: the etcd3 lease manager's defaults (--lease-reuse-duration-seconds, 5% of the TTL, 1000 objects a lease)
 REUSE_SECONDS, REUSE_PERCENT, MAX_OBJECTS = 60, 0.05, 1000
 _OBJECT_COUNT_BUCKETS = (10, 50, 100, 500, 1000, 2500, 5000)
+#: after a store error, the expired lease's remaining Events are deleted again this much later
+RETRY_SECONDS = 1.0
 
 _DURATION = re.compile(r"[-+]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:ns|us|µs|μs|ms|s|m|h))+")
 _PART = re.compile(r"([0-9]+\.?[0-9]*|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
@@ -125,6 +127,8 @@ class EventTTL:
             if lease is None:
                 lease = restored[expiry] = self._add(expiry)
             self._attach(kv.key, lease, kv.mod_revision)
+        log.debug("event TTL %d s: %d stored events, the first expiring in %.0f s", self.ttl, len(kvs),
+                  min(restored, default=now) - now)
 
     async def stop(self) -> None:
         if self._observe in self.cache.on_event:
@@ -204,8 +208,9 @@ class EventTTL:
                 self._current = None
             try:
                 await self._revoke(lease)
-            except Exception:  # a store error: the Events left attached wait for their next write or a restart
-                log.exception("deleting expired events failed")
+            except Exception:  # a store error: what is left attached is tried again, as etcd retries a revoke
+                log.exception("deleting expired events failed; retrying in %s s", RETRY_SECONDS)
+                heapq.heappush(leases, (self.clock.now() + RETRY_SECONDS, next(self._order), lease))
 
     async def _revoke(self, lease: _Lease) -> None:
         deleted = 0

@@ -11,6 +11,7 @@ from nanokube.apiserver.app import APIServer
 from nanokube.apiserver.eventttl import parse_ttl
 from nanokube.apiserver.loopback import LocalClient
 from nanokube.clock import VirtualClock
+from nanokube.store.interface import Unavailable
 from nanokube.store.memory import MemoryStore
 
 T0 = 1_800_000_000.0
@@ -180,6 +181,33 @@ async def test_events_whose_writes_a_relist_of_the_cache_stood_for_expire_from_t
         await clock.advance(99)
         assert await names(events) == ["new", "rewritten"]
         await clock.advance(7)  # 105 s after the relist
+        assert await names(events) == []
+    finally:
+        await stop(s)
+
+
+class FailingOnce(MemoryStore):
+    """A store whose first delete fails, as an etcd that is briefly unreachable."""
+
+    failed = False
+
+    async def delete(self, key, expected_mod_revision=None):
+        if not self.failed:
+            self.failed = True
+            raise Unavailable("no endpoint answered")
+        return await super().delete(key, expected_mod_revision)
+
+
+async def test_a_delete_the_store_fails_is_tried_again():
+    clock = VirtualClock(start=T0)
+    store = FailingOnce()
+    s, client = await start(store, clock, 100)
+    events = client.resource("", "v1", "events")
+    try:
+        await events.create(event("e1", clock))
+        await clock.advance(105.5)  # past the lease's 105 s: its delete failed
+        assert store.failed and await names(events) == ["e1"]
+        await clock.advance(1)
         assert await names(events) == []
     finally:
         await stop(s)
