@@ -172,12 +172,14 @@ class EventTTL:
         self._attached[key] = (lease, rev)
 
     def _lease(self) -> _Lease:
-        """The lease manager's GetLease: the current lease while it expires in [ttl, ttl + reuse]
+        """The lease manager's GetLease: the current lease while it expires in (ttl, ttl + reuse]
         from now and has room, else a new one of ttl + reuse."""
         now, ttl = self.clock.now(), self.ttl
         self._count += 1  # as upstream: counted before the check, so a grant observes the count with this attachment
         cur = self._current
-        if cur is not None and now + ttl < cur.expiry < now + ttl + self.reuse and self._count <= MAX_OBJECTS:
+        # `<=` where upstream has `<`: at the instant of a grant (virtual time stands still), upstream's
+        # clock has always moved on
+        if cur is not None and now + ttl < cur.expiry <= now + ttl + self.reuse and self._count <= MAX_OBJECTS:
             return cur
         self.object_counts.observe(self._count)
         self._count = 1

@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from nanokube.apiserver.app import APIServer
+from nanokube.apiserver.cache import ADDED, CacheEvent
 from nanokube.apiserver.eventttl import parse_ttl
 from nanokube.apiserver.loopback import LocalClient
 from nanokube.clock import VirtualClock
@@ -209,5 +210,21 @@ async def test_a_delete_the_store_fails_is_tried_again():
         assert store.failed and await names(events) == ["e1"]
         await clock.advance(1)
         assert await names(events) == []
+    finally:
+        await stop(s)
+
+
+async def test_events_written_at_one_instant_share_a_lease_up_to_a_thousand():
+    clock = VirtualClock(start=T0)
+    s, client = await start(MemoryStore(), clock, 3600)
+    try:
+        for i in range(1001):
+            s.event_ttl._observe(CacheEvent(ADDED, f"/registry/events/default/e{i}", None, None, i + 100))
+        assert [len(lease.keys) for _, _, lease in sorted(s.event_ttl._leases)] == [1000, 1]
+        metrics = s.metrics.render().decode()
+        # each grant observes the attachments since the one before, its own included: 1, then 1001
+        assert 'etcd_lease_object_counts_bucket{le="10.0"} 1.0' in metrics
+        assert 'etcd_lease_object_counts_bucket{le="1000.0"} 1.0' in metrics
+        assert 'etcd_lease_object_counts_bucket{le="2500.0"} 2.0' in metrics
     finally:
         await stop(s)
