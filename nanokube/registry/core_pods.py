@@ -107,14 +107,34 @@ def add_default_tolerations(spec: dict) -> None:
 
 
 def qos_class(spec: dict) -> str:
-    """The pod's QoS class from its cpu/memory requests and limits (exact totals, in billionths)."""
-    requests: dict[str, int] = {}
-    limits: dict[str, int] = {}
-    guaranteed = True
+    """The pod's QoS class from its cpu/memory requests and limits (exact totals, in billionths).
+    Remembered by the requests and limits it is worked out from: pods of one template repeat
+    them, and the totals were ~10 us of every pod create."""
     pod_res = spec.get("resources")
     groups = [pod_res] if pod_res else [
         (c.get("resources") or {}) for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])
     ]
+    key = tuple((tuple((res.get("requests") or {}).items()), tuple((res.get("limits") or {}).items())) for res in groups)
+    try:
+        return _QOS[key]
+    except KeyError:
+        qos = _QOS[key] = _qos_class(groups)
+        if len(_QOS) > _QOS_MAX:
+            del _QOS[next(iter(_QOS))]
+        return qos
+    except TypeError:  # a value that is no quantity (a list, a map): validation reports it
+        return _qos_class(groups)
+
+
+#: QoS classes by the requests and limits of their pods' containers (`qos_class`)
+_QOS: dict[tuple, str] = {}
+_QOS_MAX = 4096
+
+
+def _qos_class(groups: list[dict]) -> str:
+    requests: dict[str, int] = {}
+    limits: dict[str, int] = {}
+    guaranteed = True
     for res in groups:
         for bag, into in (("requests", requests), ("limits", limits)):
             for name, q in (res.get(bag) or {}).items():

@@ -631,3 +631,21 @@ def test_event_columns_and_validation():
 ])
 def test_qos_class_from_the_containers_totals(containers, qos):
     assert qos_class({"containers": containers}) == qos
+
+
+def test_qos_class_is_remembered_by_the_quantities_it_is_worked_out_from(monkeypatch):
+    import nanokube.registry.core_pods as core_pods
+    calls = []
+    work = core_pods._qos_class
+    monkeypatch.setattr(core_pods, "_qos_class", lambda groups: calls.append(groups) or work(groups))
+    monkeypatch.setattr(core_pods, "_QOS", {})
+    guaranteed = {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "1", "memory": "1Gi"}}
+    assert qos_class({"containers": [{"resources": guaranteed}]}) == "Guaranteed"
+    assert qos_class({"containers": [{"name": "other", "resources": dict(guaranteed)}]}) == "Guaranteed"
+    assert len(calls) == 1
+    # a quantity given as a number is none (not counted), unlike its text; unhashable values are worked out each time
+    assert qos_class({"containers": [{"resources": {"limits": {"cpu": 1, "memory": "1Gi"},
+                                                    "requests": {"cpu": 1, "memory": "1Gi"}}}]}) == "Burstable"
+    assert qos_class({"containers": [{"resources": {"limits": {"cpu": ["1"]}}}]}) == "BestEffort"
+    assert qos_class({"containers": [{"resources": {"limits": {"cpu": ["1"]}}}]}) == "BestEffort"
+    assert len(calls) == 4
