@@ -243,6 +243,37 @@ async def test_node_updates_that_cannot_help_leave_a_pending_pod_waiting(env):
     assert _incoming(sched, "NodeLabelChange") == 1
 
 
+async def test_a_node_event_asks_node_affinitys_hint_only_of_the_pods_its_labels_could_satisfy(env):
+    """The pending pods are indexed by one nodeSelector pair (affinity-only pods apart), so a
+    joining node that carries none of the pairs costs no hint call per pending pod; the pods
+    whose selector it satisfies are retried and bound."""
+    client, sched = env
+    pods = client.resource("", "v1", "pods")
+    tpu = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["tpu"]}]}]}}}
+    await pods.create(strip_uid(pod("gpu-a", nodeSelector={"pool": "gpu"})))
+    await pods.create(strip_uid(pod("gpu-b", nodeSelector={"pool": "gpu", "zone": "z1"})))
+    await pods.create(strip_uid(pod("fpga", nodeSelector={"pool": "fpga"})))
+    await pods.create(strip_uid(pod("tpu", affinity=tpu)))
+    for name in ("gpu-a", "gpu-b", "fpga", "tpu"):
+        await _parked_after_one_attempt(sched, pods, name)
+    pending = sched.frameworks["default-scheduler"].plugins["NodeAffinity"].pending
+    assert pending.targets(None, node("x", labels={"pool": "cpu"})) == {"default/tpu"}
+    assert pending.targets(None, node("x", labels={"pool": "gpu", "zone": "z1"})) == {
+        "default/gpu-a", "default/gpu-b", "default/tpu"}
+    asked = []
+    hint = next(r.hint for r in sched.queue.registrations["NodeAffinity"] if r.event.resource == NODE)
+    for r in sched.queue.registrations["NodeAffinity"]:
+        r.hint = lambda p, old, new: asked.append(p["metadata"]["name"]) or hint(p, old, new)
+    await add_node(client, node("plain", labels={"pool": "cpu"}))
+    await eventually(lambda: _node_seen(sched, "plain"))
+    assert asked == ["tpu"]
+    await add_node(client, node("gpu-1", labels={"pool": "gpu", "zone": "z1"}))
+    assert await eventually(bound(pods, "gpu-a")) == await eventually(bound(pods, "gpu-b")) == "gpu-1"
+    assert pending.targets(None, node("x", labels={"pool": "gpu", "zone": "z1"})) == {"default/tpu"}
+    assert sorted(asked) == ["gpu-a", "gpu-b", "tpu", "tpu"]
+
+
 async def _true(v):
     return v
 

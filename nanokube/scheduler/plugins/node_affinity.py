@@ -56,6 +56,69 @@ def _named_nodes(required: dict | None) -> set[str] | None:
     return names if (required or {}).get("nodeSelectorTerms") else None
 
 
+def _key(pod: dict) -> str:
+    return f"{pod['metadata'].get('namespace', '')}/{pod['metadata']['name']}"
+
+
+class PendingSelectors:
+    """The pods not yet bound whose nodeSelector or required node affinity NodeAffinity judges,
+    each under one of its nodeSelector's label pairs (a node without that label cannot match it),
+    or among the `loose` ones that only affinity terms constrain: a node event then asks the hint
+    of the pods its labels could satisfy, not of every pod the plugin turned away (with thousands
+    pending for a pool that does not exist, a joining node cost each of them a hint call)."""
+
+    def __init__(self, pods) -> None:
+        self.by_pair: dict[tuple[str, str], dict[str, None]] = {}
+        self.loose: dict[str, None] = {}
+        self._placed: dict[str, tuple[str, str] | None] = {}  # key -> its pair, None when loose
+        pods.add_handlers(on_add=self._put, on_update=lambda old, new: self._put(new),
+                          on_delete=lambda pod: self._drop(_key(pod)))
+
+    def _put(self, pod: dict) -> None:
+        key = _key(pod)
+        spec = pod.get("spec") or {}
+        if spec.get("nodeName"):
+            self._drop(key)
+            return
+        selector = spec.get("nodeSelector")
+        if selector:
+            place = min(selector.items())
+        elif _node_affinity(pod).get("requiredDuringSchedulingIgnoredDuringExecution"):
+            place = None
+        else:
+            self._drop(key)
+            return
+        if key in self._placed:
+            if self._placed[key] == place:
+                return
+            self._drop(key)
+        self._placed[key] = place
+        (self.loose if place is None else self.by_pair.setdefault(place, {}))[key] = None
+
+    def _drop(self, key: str) -> None:
+        if key not in self._placed:
+            return
+        place = self._placed.pop(key)
+        if place is None:
+            del self.loose[key]
+            return
+        keys = self.by_pair[place]
+        del keys[key]
+        if not keys:
+            del self.by_pair[place]
+
+    def targets(self, old, new):
+        """The pods a node (added, or relabelled into `new`) can match."""
+        if new is None:
+            return ()
+        found = set(self.loose)
+        for item in ((new.get("metadata") or {}).get("labels") or {}).items():
+            keys = self.by_pair.get(item)
+            if keys:
+                found.update(keys)
+        return found
+
+
 class NodeAffinity:
     name = "NodeAffinity"
     default_weight = 2
@@ -64,6 +127,10 @@ class NodeAffinity:
 
     def __init__(self, args: dict, handle) -> None:
         self.handle = handle
+        #: one index for every profile's NodeAffinity; none without the scheduler's pod informer
+        self.pending = getattr(handle, "shared", {}).get(self.name)
+        if self.pending is None and getattr(handle, "pods", None) is not None:
+            self.pending = handle.shared[self.name] = PendingSelectors(handle.pods)
 
     def pre_filter(self, state, info):
         """Narrows the search to the nodes the pod can match: those carrying every nodeSelector
@@ -141,4 +208,5 @@ class NodeAffinity:
             md = old.get("metadata") or {}
             return Hint.SKIP if matcher.matches(md.get("labels") or {}, md.get("name", "")) else Hint.QUEUE
 
-        return [Registration(ClusterEvent(NODE, Action.ADD | Action.UPDATE_NODE_LABEL), hint)]
+        targets = self.pending.targets if self.pending is not None else None
+        return [Registration(ClusterEvent(NODE, Action.ADD | Action.UPDATE_NODE_LABEL), hint, targets)]
