@@ -31,6 +31,8 @@ def add_parser(sub) -> None:
     p.add_argument("--inflate", type=float, default=None, metavar="FACTOR",
                    help="the inflation experiment: pods sampled from the trace by --seed, never finishing, until "
                         "their GPUs reach FACTOR x the cluster's (e.g. 1.3)")
+    p.add_argument("--event-ttl", default="1h", metavar="DURATION",
+                   help="how long an Event lives after its last write, in virtual time (Go duration; default 1h)")
     p.add_argument("--out", default=None, metavar="DIR", help="write results.json and report.html here")
     p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
 
@@ -74,11 +76,13 @@ def run(args: argparse.Namespace) -> int:
         # string hashing decides set order; a fixed seed makes the run repeatable. Re-executed before
         # the control plane's modules are imported: the new interpreter imports them again.
         os.execve(sys.executable, [sys.executable, "-c", REEXEC, *sys.argv[1:]], {**os.environ, "PYTHONHASHSEED": "0"})
+    from .apiserver.eventttl import parse_ttl
     from .node.cluster import ClusterFileError
     from .scheduler.config import ConfigError, load as load_config
     from .sim.trace import TraceError
 
     try:
+        args.event_ttl = parse_ttl(args.event_ttl)
         cluster, trace = _load(args)
         configs = [(os.path.splitext(os.path.basename(p))[0], load_config(p)) for p in args.scheduler_config] \
             or [("default", None)]
@@ -121,7 +125,8 @@ async def _run(args: argparse.Namespace, name: str, cfg, cluster, trace, control
 
     ends = last and _ends_process
     r = await simulate(name, cluster, trace, cfg, seed=args.seed, until=args.until, speed=args.speed,
-                       controllers=controllers, progress=not args.quiet, serve_port=args.serve_port, stop=not ends)
+                       controllers=controllers, progress=not args.quiet, serve_port=args.serve_port, stop=not ends,
+                       event_ttl=args.event_ttl)
     results.append(r)
     m = r.metrics
     print(f"{name}: {m['scheduled']}/{m['pods']} pods scheduled, virtual {r.virtual_s:.0f}s in wall "

@@ -16,6 +16,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from ..apiserver.eventttl import DEFAULT_TTL
 from ..clock import Clock, VirtualClock
 from ..client.informer import Informer
 from ..machinery.errors import APIError
@@ -133,13 +134,14 @@ async def _replay(client, clock: VirtualClock, trace: Trace, t0: float, until: f
 
 async def run(name: str, cluster: Cluster, trace: Trace, config: SchedulerConfig | None, seed: int = 0,
               until: float | None = None, speed: float | None = None, controllers: str = DEFAULT_CONTROLLERS,
-              progress: bool = True, tail: float = 0.0, serve_port: int | None = None, stop: bool = True) -> RunResult:
+              progress: bool = True, tail: float = 0.0, serve_port: int | None = None, stop: bool = True,
+              event_ttl: float = DEFAULT_TTL) -> RunResult:
     """Replay `trace` on `cluster` with `config`; stop at `until` (seconds of
     trace time) or once the trace is replayed and `tail` more seconds passed.
     `stop=False` is for a caller that ends its process right after: the
     components are left as they are (only the run's directory is removed)."""
     clock = PacedClock(EPOCH, speed) if speed else VirtualClock(start=EPOCH, max_turns=1 << 62)
-    plane = SimulatedControlPlane(cluster, clock, config, seed, controllers, serve_port=serve_port)
+    plane = SimulatedControlPlane(cluster, clock, config, seed, controllers, serve_port=serve_port, event_ttl=event_ttl)
     wall0, cpu0 = time.perf_counter(), time.process_time()
     await plane.start()
     if serve_port is not None:

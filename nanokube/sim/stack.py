@@ -21,6 +21,7 @@ import tempfile
 from .. import gcsettle
 from ..apiserver.app import APIServer
 from ..apiserver.controlplane import bootstrap
+from ..apiserver.eventttl import DEFAULT_TTL
 from ..apiserver.loopback import LocalClient, connector
 from ..apiserver.rest import NAME_CHARS
 from ..clock import Clock
@@ -61,7 +62,8 @@ class SeededNames:
 
 class SimulatedControlPlane:
     def __init__(self, cluster: Cluster, clock: Clock, config: SchedulerConfig | None = None, seed: int = 0,
-                 controllers: str = DEFAULT_CONTROLLERS, heartbeat: float | None = None, serve_port: int | None = None):
+                 controllers: str = DEFAULT_CONTROLLERS, heartbeat: float | None = None, serve_port: int | None = None,
+                 event_ttl: float = DEFAULT_TTL):
         """`serve_port`: also serve HTTPS there, as `nanokube up` does (with its housekeeping
         loops), writing an admin kubeconfig, so a paced run can be watched with kubectl."""
         self.cluster, self.clock, self.config, self.seed = cluster, clock, config, seed
@@ -71,7 +73,8 @@ class SimulatedControlPlane:
         self.heartbeat = heartbeat or (KUBELET_HEARTBEAT if lifecycle else YEAR)
         self._dir = tempfile.TemporaryDirectory(prefix="nanokube-sim-")
         pki = ensure_pki(self._dir.name) if serve_port is not None else None
-        self.server = APIServer(MemoryStore(), pki, port=serve_port or 0, clock=clock, audit_log_path="")
+        self.server = APIServer(MemoryStore(), pki, port=serve_port or 0, clock=clock, audit_log_path="",
+                                event_ttl=event_ttl)
         self.server.rest.name_suffix = SeededNames(seed)
         self.connect = connector(self.server.rest)
         self.client: LocalClient = self.connect(TRACE_USER, "nanokube-simulate")

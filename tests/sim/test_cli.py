@@ -62,3 +62,11 @@ def test_output_and_exit_status_survive_the_fast_exit(tmp_path):
     proc = _simulate(tmp_path)
     assert proc.returncode == 2
     assert "time: must be a number of seconds >= 0" in proc.stderr
+
+
+def test_a_bad_event_ttl_is_refused_before_the_run(tmp_path):
+    (tmp_path / "cluster.yaml").write_text(CLUSTER)
+    (tmp_path / "trace.jsonl").write_text("")
+    proc = _simulate(tmp_path, "--event-ttl", "90")
+    assert proc.returncode == 2
+    assert 'nanokube simulate: invalid argument "90" for "--event-ttl" flag' in proc.stderr

@@ -1,8 +1,8 @@
-"""The simulated control plane's collector settings (gcsettle.settle): while it runs, what
-start-up built is frozen, the young generation is collected every gcsettle.YOUNG allocations
-and the older ones never;
-once it stops, the process's thresholds are back and nothing it froze stays out of reach of
-the collector (a next run in the same process would otherwise keep this one's heap)."""
+"""The simulated control plane: its API server expires Events on the run's clock; and its
+collector settings (gcsettle.settle): while it runs, what start-up built is frozen, the young
+generation is collected every gcsettle.YOUNG allocations and the older ones never; once it
+stops, the process's thresholds are back and nothing it froze stays out of reach of the
+collector (a next run in the same process would otherwise keep this one's heap)."""
 
 from __future__ import annotations
 
@@ -34,3 +34,25 @@ async def test_a_run_freezes_its_start_up_and_gives_the_collector_back_on_stop()
         await plane.stop()
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
+
+
+async def test_the_plane_expires_events_on_its_virtual_clock():
+    clock = VirtualClock()
+    plane = SimulatedControlPlane(CLUSTER, clock, controllers="resourceclaim", event_ttl=30)
+    await plane.start()
+    try:
+        await plane.client.resource("", "v1", "pods").create(
+            {"metadata": {"name": "huge", "namespace": "default"},
+             "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "64"}}}]}})
+        events = plane.client.resource("", "v1", "events")
+
+        async def failed_scheduling() -> list[str]:
+            items, _ = await events.list("default", field_selector="involvedObject.name=huge")
+            return [e["reason"] for e in items]
+
+        await clock.advance(1)
+        assert await failed_scheduling() == ["FailedScheduling"]
+        await clock.advance(31)  # the scheduler reports an unchanged failure once: its Event is not rewritten
+        assert await failed_scheduling() == []
+    finally:
+        await plane.stop()
