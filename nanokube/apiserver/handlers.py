@@ -22,6 +22,7 @@ from ..clock import Clock
 from ..registry.base import Resource
 from ..machinery import errors
 from . import discovery, serializer, tables
+from .cache import served_json
 from .audit import RESPONSE_OBJECT
 from .rest import GenericREST, ResourceIndex, User, WriteOptions
 from ..machinery.responses import dumps, error_response, json_response
@@ -395,7 +396,8 @@ class APIHandlers:
         return json_response(obj, code)
 
     def _render_write(self, request: web.Request, res: Resource, r, version: str) -> web.Response:
-        resp = json_response(r.obj, r.code)
+        body = served_json(*r.stored) if r.stored is not None else None
+        resp = json_response(r.obj, r.code) if body is None else web.Response(body=body, status=r.code, content_type=_JSON)
         request[RESPONSE_OBJECT] = r.obj
         for w in r.warnings:
             resp.headers.add("Warning", warning_header(w))

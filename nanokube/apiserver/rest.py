@@ -25,7 +25,7 @@ from ..store.interface import Compacted, KeyExists, KeyNotFound, RevisionMismatc
 from ..machinery import errors
 from ..machinery.meta import new_uid
 from ..machinery.user import User
-from .cache import ADDED, DELETED, MODIFIED, CacheEvent, Entry, WatchCache, Watcher, stored_value
+from .cache import ADDED, DELETED, MODIFIED, CacheEvent, Entry, WatchCache, Watcher, stored_json
 from ..machinery.selectors import matches_fields, matches_labels, parse_field_selector, parse_label_selector
 from ..machinery.validation import immutable, validate_annotations, validate_labels
 from . import serializer, structural
@@ -66,6 +66,9 @@ class Result:
     obj: dict
     code: int = 200
     warnings: list[str] = field(default_factory=list)
+    #: when `obj` is served as cached: the bytes stored, where their resourceVersion goes and the
+    #: revision (`served_json` of them is `obj`'s JSON)
+    stored: tuple[bytes, int, int] | None = None
 
 
 def _converts(strategy: Strategy) -> bool:
@@ -565,17 +568,19 @@ class GenericREST:
             return Result(self._external(res, obj, version), 201, warnings)
         key = res.key(md.get("namespace"), md["name"])
         try:
-            value = stored_value(obj)
-            self.cache.expect(key, value, obj)
+            value, handed, at = stored_json(obj)
+            self.cache.expect(key, value, handed)
             kv = await self.store.create(key, value)
         except KeyExists:
             raise errors.already_exists(res.group, res.plural, md["name"]) from None
         await self._write_wait(kv.mod_revision)
         entry = self.cache.get(key)
-        stored = entry.obj if entry and entry.rev == kv.mod_revision else {**obj, "metadata": {**md, "resourceVersion": str(kv.mod_revision)}}
+        cached = entry is not None and entry.rev == kv.mod_revision
+        stored = entry.obj if cached else {**obj, "metadata": {**md, "resourceVersion": str(kv.mod_revision)}}
         if _converts(res.strategy):
             await res.strategy.prepare_conversion([stored], version)
-        return Result(self._external(res, stored, version), 201, warnings)
+        out = self._external(res, stored, version)
+        return Result(out, 201, warnings, (value, at, kv.mod_revision) if cached and out is stored else None)
 
     # --- update ----------------------------------------------------------
 
@@ -713,8 +718,8 @@ class GenericREST:
             res.strategy.release(new)
             return Result(self._external(res, {**new, "metadata": {**nm, "resourceVersion": str(kv.mod_revision)}}, version), 200)
         try:
-            value = stored_value(new)
-            self.cache.expect(key, value, new)
+            value, handed, at = stored_json(new)
+            self.cache.expect(key, value, handed)
             kv = await self.store.update(key, value, expected_rev)
         except RevisionMismatch:
             raise errors.conflict(res.group, res.plural, nm["name"], errors.STALE) from None
@@ -722,10 +727,12 @@ class GenericREST:
             raise errors.not_found(res.group, res.plural, nm["name"]) from None
         await self._write_wait(kv.mod_revision)
         e = self.cache.get(key)
-        stored = e.obj if e and e.rev == kv.mod_revision else {**new, "metadata": {**nm, "resourceVersion": str(kv.mod_revision)}}
+        cached = e is not None and e.rev == kv.mod_revision
+        stored = e.obj if cached else {**new, "metadata": {**nm, "resourceVersion": str(kv.mod_revision)}}
         if _converts(res.strategy):
             await res.strategy.prepare_conversion([stored], version)
-        return Result(self._external(res, stored, version), 200)
+        out = self._external(res, stored, version)
+        return Result(out, 200, [], (value, at, kv.mod_revision) if cached and out is stored else None)
 
     # --- patch -----------------------------------------------------------
 
@@ -926,8 +933,8 @@ class GenericREST:
                 res.strategy.release(new)
                 return Result(self._deleted_result(res, version, new), 200)
             try:
-                value = stored_value(new)
-                self.cache.expect(key, value, new)
+                value, handed, _ = stored_json(new)
+                self.cache.expect(key, value, handed)
                 kv = await self.store.update(key, value, entry.rev)
             except RevisionMismatch:
                 await self.cache.sync()

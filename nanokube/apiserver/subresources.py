@@ -21,7 +21,7 @@ from .options import delete_options
 from .rest import GenericREST, WriteOptions
 from ..machinery.selectors import matches_labels, selector_from_object, selector_to_string
 from ..store.interface import RevisionMismatch
-from .cache import stored_value
+from .cache import stored_json
 
 if TYPE_CHECKING:
     from .handlers import APIHandlers
@@ -114,9 +114,9 @@ class Subresources:
             st["conditions"] = conds
             if opts.dry_run:
                 break
-            key, value = res.key(namespace, name), stored_value(new)
+            key, (value, handed, _) = res.key(namespace, name), stored_json(new)
             # the cache takes the bound pod as written instead of decoding it again (about half of a binding)
-            self.rest.cache.expect(key, value, new)
+            self.rest.cache.expect(key, value, handed)
             try:
                 kv = await self.rest.store.update(key, value, entry.rev)
             except RevisionMismatch:

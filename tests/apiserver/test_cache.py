@@ -3,7 +3,9 @@ import asyncio
 import orjson
 import pytest
 
-from nanokube.apiserver.cache import ADDED, DELETED, MODIFIED, Entry, WatchCache, Watcher, stored_value
+from nanokube.apiserver.cache import (ADDED, DELETED, MODIFIED, Entry, WatchCache, Watcher, decode, served_json, stored_json,
+                                      stored_value)
+from nanokube.machinery.fieldorder import in_upstream_order
 from nanokube.store.interface import Compacted
 from nanokube.store.memory import MemoryStore
 from tests.controllers import eventually
@@ -174,6 +176,35 @@ def test_stored_value_drops_resource_version():
     obj = {"metadata": {"name": "a", "resourceVersion": "5"}}
     assert stored_value(obj) == b'{"metadata":{"name":"a"}}'
     assert obj["metadata"]["resourceVersion"] == "5"
+
+
+@pytest.mark.parametrize("obj", [
+    {"metadata": {"name": "a", "resourceVersion": "5"}},
+    {"spec": {"x": 1}, "kind": "Pod", "metadata": {"labels": {"a": "b"}, "uid": "u", "namespace": "n", "name": "p"},
+     "status": {"phase": "Pending"}, "apiVersion": "v1"},
+    {"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "c"}, "data": {"k": '"resourceVersion":""'}},
+    {"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"namespace": "n", "labels": {"a": "b"}}},
+    {"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "c", "uid": "u", "resourceVersion": "3"}},
+    {"kind": "X", "apiVersion": "e.io/v1", "metadata": {"zz": 1, "name": 'é\\"resourceVersion":""', "creationTimestamp": None}},
+    {"apiVersion": "v1", "status": {}, "metadata": {"annotations": {"resourceVersion": ""}, "name": "s"}, "data": None},
+])
+def test_stored_bytes_are_served_with_the_revision_put_back(obj):
+    value, handed, at = stored_json(obj)
+    assert at > 0 and value == stored_value(in_upstream_order(dict(obj), ""))
+    assert obj["metadata"].get("resourceVersion") in (None, "5", "3")  # the writer's object is left as it was
+    served = decode(value, 17)
+    assert served_json(value, at, 17) == orjson.dumps(served) + b"\n"
+    assert served == {**obj, "metadata": {**obj["metadata"], "resourceVersion": "17"}}
+    assert list(served["metadata"]).index("resourceVersion") == sum(k in obj["metadata"] for k in ("name", "namespace", "uid"))
+    handed["metadata"]["resourceVersion"] = "17"  # what the cache makes of a write's hand-over
+    assert orjson.dumps(handed) == orjson.dumps(served)
+
+
+@pytest.mark.parametrize("metadata", [{"name": {"resourceVersion": ""}, "labels": {}}, {"labels": {}}, {"name": "{"}])
+def test_bytes_whose_resource_version_has_no_known_place_are_stored_but_not_served(metadata):
+    value, handed, at = stored_json({"kind": "ConfigMap", "metadata": metadata})
+    assert at == -1 and value == stored_value({"kind": "ConfigMap", "metadata": metadata})
+    assert served_json(value, at, 3) is None and handed["metadata"]["resourceVersion"] == ""
 
 
 async def test_encode_event_shares_one_line_per_object_and_type(env):

@@ -196,3 +196,25 @@ async def test_a_burst_larger_than_a_watch_may_hold_goes_out_in_parts_in_order(m
         assert revs == sorted(revs) and len(set(revs)) == 20
     finally:
         await server.stop()
+
+
+async def test_a_write_answers_with_the_bytes_it_stored_and_its_revision_as_a_get_serves_them():
+    server, cms = await _server()
+    try:
+        url = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps"
+        async with aiohttp.ClientSession() as s:
+            async with s.post(url, data=b'{"data":{"k":"1"},"metadata":{"labels":{"a":"b"},"name":"a"}}',
+                              headers={"Content-Type": "application/json"}) as r:
+                created = await r.read()
+                assert r.status == 201 and r.content_type == "application/json"
+            async with s.get(f"{url}/a") as r:
+                assert await r.read() == created
+            async with s.patch(f"{url}/a", data=b'{"data":{"k":"2"}}', headers={"Content-Type": "application/merge-patch+json"}) as r:
+                patched = await r.read()
+            async with s.get(f"{url}/a") as r:
+                assert await r.read() == patched
+        obj = orjson.loads(patched)
+        assert patched == orjson.dumps(obj) + b"\n" and obj["data"] == {"k": "2"}
+        assert list(obj["metadata"])[:4] == ["name", "namespace", "uid", "resourceVersion"]
+    finally:
+        await server.stop()

@@ -1,9 +1,11 @@
 import asyncio
 
+import orjson
 import pytest
 
 from nanokube.machinery.errors import APIError
-from nanokube.apiserver.rest import WriteOptions
+from nanokube.apiserver.cache import served_json
+from nanokube.apiserver.rest import MERGE_PATCH, WriteOptions
 from tests.controllers import make_stack
 
 NS = "default"
@@ -379,3 +381,22 @@ async def test_deleting_a_namespace_leaves_the_cached_version_it_replaced_alone(
     await ns.delete("going")
     assert stack.rest.cache.get(key).obj["status"]["phase"] == "Terminating"
     assert before["status"]["phase"] == "Active"
+
+
+async def test_a_write_answers_with_the_json_it_stored_when_it_serves_the_cached_object(stack):
+    rest = stack.rest
+    res = rest.index.get("", "v1", "configmaps")
+    created = await rest.create(res, "v1", NS, cm("a", {"app": "x"}), WriteOptions())
+    assert created.obj is stack.cache.get(res.key(NS, "a")).obj
+    assert served_json(*created.stored) == orjson.dumps(created.obj) + b"\n"
+    updated = await rest.update(res, "v1", NS, "a", {**created.obj, "data": {"k": "w"}}, WriteOptions())
+    assert served_json(*updated.stored) == orjson.dumps(updated.obj) + b"\n" and updated.obj["data"] == {"k": "w"}
+    patched = await rest.patch(res, "v1", NS, "a", MERGE_PATCH, b'{"metadata":{"annotations":{"a":"1"}}}', WriteOptions())
+    assert served_json(*patched.stored) == orjson.dumps(patched.obj) + b"\n"
+    assert patched.obj["metadata"]["resourceVersion"] != updated.obj["metadata"]["resourceVersion"]
+    # served in another version than stored (autoscaling/v1 of a v2 object): encoded as converted
+    hpas = rest.index.get("autoscaling", "v1", "horizontalpodautoscalers")
+    hpa = {"metadata": {"name": "h"}, "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "d", "apiVersion": "apps/v1"},
+                                               "maxReplicas": 3, "targetCPUUtilizationPercentage": 50}}
+    converted = await rest.create(hpas, "v1", NS, hpa, WriteOptions())
+    assert converted.stored is None and converted.obj["apiVersion"] == "autoscaling/v1"
