@@ -104,9 +104,10 @@ class LimitRanger:
     def __init__(self, rest) -> None:
         self.rest = rest
 
-    def _items(self, namespace: str, typ: str) -> list[dict]:
+    def _items(self, namespace: str) -> list[dict]:
+        """Every limit of the namespace's LimitRanges (one listing serves all the types a write checks)."""
         return [item for lr in list_objects(self.rest, "", "limitranges", namespace)
-                for item in (lr.get("spec") or {}).get("limits") or [] if item.get("type") == typ]
+                for item in (lr.get("spec") or {}).get("limits") or []]
 
     @staticmethod
     def _handles(a) -> bool:
@@ -119,7 +120,7 @@ class LimitRanger:
     def mutate(self, a) -> None:
         if not self._handles(a) or a.res.plural != "pods":
             return
-        items = self._items(a.namespace or a.obj["metadata"].get("namespace", ""), "Container")
+        items = [i for i in self._items(a.namespace or a.obj["metadata"].get("namespace", "")) if i.get("type") == "Container"]
         if not items:
             return
         spec = a.obj.setdefault("spec", {})
@@ -139,16 +140,20 @@ class LimitRanger:
         ns = a.namespace or a.obj["metadata"].get("namespace", "")
         problems: list[str] = []
         spec = a.obj.get("spec") or {}
+        items = self._items(ns)
         if a.res.plural == "pods":
-            for item in self._items(ns, "Container"):
+            for item in items:
+                if item.get("type") != "Container":
+                    continue
                 for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
                     res = c.get("resources") or {}
                     problems += check("Container", item, _parse(res.get("requests")), _parse(res.get("limits")))
-            for item in self._items(ns, "Pod"):
-                problems += check("Pod", item, pod_totals(spec, "requests"), pod_totals(spec, "limits"))
+            for item in items:
+                if item.get("type") == "Pod":
+                    problems += check("Pod", item, pod_totals(spec, "requests"), pod_totals(spec, "limits"))
         else:
             requests = _parse((spec.get("resources") or {}).get("requests"))
-            for item in self._items(ns, "PersistentVolumeClaim"):
+            for item in (i for i in items if i.get("type") == "PersistentVolumeClaim"):
                 for name, enforced in sorted(_parse(item.get("min")).items()):
                     msg = min_constraint("PersistentVolumeClaim", name, enforced, requests, {})
                     problems += [msg] if msg else []
