@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from kubernetes import client
 
 from .conftest import KUBECTL, STORE, running_cluster, start_cluster, wait_for
 
@@ -25,21 +26,24 @@ def event(name: str) -> str:
                        "involvedObject": {"kind": "ConfigMap", "name": "x", "namespace": "default"}})
 
 
-def event_names(c) -> list[str]:
-    return [e["metadata"]["name"] for e in c.kubectl_json("get", "events", "-n", "default")["items"]]
+def event_names(api: client.CoreV1Api) -> list[str]:
+    """The Events listed in `default`, through a client made beforehand (a kubectl process takes
+    seconds to start on a loaded machine, of a TTL of a few)."""
+    return [e.metadata.name for e in api.list_namespaced_event("default").items]
 
 
 def test_an_event_is_listed_then_deleted_after_its_ttl_and_a_watch_sees_it_go():
-    with running_cluster("event-ttl", ("--event-ttl", "2s", *QUIET)) as c:
+    with running_cluster("event-ttl", ("--event-ttl", "3s", *QUIET)) as c:
+        api = client.CoreV1Api(c.client())
         rv = c.kubectl_json("get", "events", "-n", "default")["metadata"]["resourceVersion"]
         watch = subprocess.Popen(
             [KUBECTL, "--kubeconfig", c.kubeconfig, "get", "--raw",
              f"/api/v1/namespaces/default/events?watch=1&resourceVersion={rv}&timeoutSeconds=30"],
             stdout=subprocess.PIPE, text=True)
         try:
-            c.kubectl("create", "-f", "-", input=event("short-lived"))
-            assert "short-lived" in event_names(c)
-            wait_for(lambda: "short-lived" not in event_names(c), timeout=30, what="the event expired")
+            api.create_namespaced_event("default", json.loads(event("short-lived")))
+            assert "short-lived" in event_names(api)
+            wait_for(lambda: "short-lived" not in event_names(api), timeout=30, what="the event expired")
             seen = []
             for line in watch.stdout:
                 ev = json.loads(line)
@@ -64,7 +68,8 @@ def test_after_a_restart_an_event_past_its_ttl_is_deleted_at_once(store_url):
             c.stop()
         c = start_cluster(d, store_url, ("--event-ttl", "1s", *QUIET))
         try:
-            wait_for(lambda: "from-before" not in event_names(c), timeout=20, what="the restored event expired")
+            api = client.CoreV1Api(c.client())
+            wait_for(lambda: "from-before" not in event_names(api), timeout=20, what="the restored event expired")
         finally:
             c.stop()
     finally:
