@@ -228,3 +228,16 @@ async def test_events_written_at_one_instant_share_a_lease_up_to_a_thousand():
         assert 'etcd_lease_object_counts_bucket{le="2500.0"} 2.0' in metrics
     finally:
         await stop(s)
+
+
+async def test_a_ttl_under_a_second_attaches_no_lease_as_upstream():
+    """kube-apiserver hands the registry `uint64(ttl.Seconds())`: 500ms is 0, and etcd gets no lease."""
+    clock = VirtualClock(start=T0)
+    s, client = await start(MemoryStore(), clock, parse_ttl("500ms"))
+    events = client.resource("", "v1", "events")
+    try:
+        await events.create(event("e1", clock))
+        await clock.advance(1000)
+        assert await names(events) == ["e1"]
+    finally:
+        await stop(s)
