@@ -201,6 +201,15 @@ class ClusterEvent:
         return self.resource == other.resource and int.__and__(self.action, other.action) != 0
 
 
+#: resource -> its pod update events: label, scale down, gates eliminated, tolerations, other
+_POD_EVENTS = {r: (ClusterEvent(r, Action.UPDATE_POD_LABEL, "PodLabelChange"),
+                   ClusterEvent(r, Action.UPDATE_POD_SCALE_DOWN, "PodRequestScaledDown"),
+                   ClusterEvent(r, Action.UPDATE_POD_SCHEDULING_GATES_ELIMINATED, "PodSchedulingGateEliminatedChange"),
+                   ClusterEvent(r, Action.UPDATE_POD_TOLERATIONS, "PodTolerationChange"),
+                   ClusterEvent(r, Action.UPDATE_POD_OTHER, "PodUpdate"))
+               for r in (ASSIGNED_POD, UNSCHEDULED_POD)}
+
+
 def _scaled_down(old: dict, new: dict) -> bool:
     """Whether any resource the old pod requested is requested less (or not at all) now."""
     before, after = pod_requests(old.get("spec") or {}), pod_requests(new.get("spec") or {})
@@ -211,17 +220,21 @@ def _scaled_down(old: dict, new: dict) -> bool:
 def pod_update_events(resource: str, old: dict, new: dict) -> list[ClusterEvent]:
     """One event per scheduling-relevant change of a pod, as upstream's
     PodSchedulingPropertiesChange; UPDATE_POD_OTHER when none applies (a
-    status write: no plugin registers for it)."""
+    status write: no plugin registers for it). The events are built once:
+    every status write of every pending pod asks."""
+    label, scale_down, gates, tolerations, other = _POD_EVENTS[resource]
+    events = []
+    if old["metadata"].get("labels") != new["metadata"].get("labels"):
+        events.append(label)
     osp, nsp = old.get("spec") or {}, new.get("spec") or {}
-    changes = (
-        (old["metadata"].get("labels") != new["metadata"].get("labels"), Action.UPDATE_POD_LABEL, "PodLabelChange"),
-        (osp != nsp and _scaled_down(old, new), Action.UPDATE_POD_SCALE_DOWN, "PodRequestScaledDown"),
-        (bool(osp.get("schedulingGates")) and not nsp.get("schedulingGates"),
-         Action.UPDATE_POD_SCHEDULING_GATES_ELIMINATED, "PodSchedulingGateEliminatedChange"),
-        (osp.get("tolerations") != nsp.get("tolerations"), Action.UPDATE_POD_TOLERATIONS, "PodTolerationChange"),
-    )
-    events = [ClusterEvent(resource, action, label) for changed, action, label in changes if changed]
-    return events or [ClusterEvent(resource, Action.UPDATE_POD_OTHER, "PodUpdate")]
+    if osp != nsp:
+        if _scaled_down(old, new):
+            events.append(scale_down)
+        if osp.get("schedulingGates") and not nsp.get("schedulingGates"):
+            events.append(gates)
+        if osp.get("tolerations") != nsp.get("tolerations"):
+            events.append(tolerations)
+    return events or [other]
 
 
 class Hint(enum.Enum):
