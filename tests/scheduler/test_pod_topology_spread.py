@@ -188,6 +188,22 @@ def test_queueing_hints_follow_selected_pods_and_topology_labels():
     assert regs["Node"].hint(p, None, node("n")) == Hint.SKIP
 
 
+def test_node_update_hint_queues_only_for_a_change_to_the_spreading_domains():
+    """Upstream's isSchedulableAfterNodeChange for updates: a node entering the domains (gaining the
+    topology key), moving between them or changing its taints may help; another label or a cordon
+    does not."""
+    plugin, _ = cluster()
+    [hint] = [r.hint for r in plugin.events_to_register() if r.event.resource == "Node"]
+    p = labelled("new", {"app": "web"}, topologySpreadConstraints=[spread()])
+    zoned_a = node("n", labels={"zone": "a"})
+    assert hint(p, node("n"), zoned_a) == Hint.QUEUE
+    assert hint(p, zoned_a, node("n", labels={"zone": "b"})) == Hint.QUEUE
+    assert hint(p, zoned_a, node("n", labels={"zone": "a"}, taints=[{"key": "k", "effect": "NoSchedule"}])) == Hint.QUEUE
+    assert hint(p, zoned_a, node("n", labels={"zone": "a", "rack": "r1"})) == Hint.SKIP
+    assert hint(p, zoned_a, node("n", labels={"zone": "a"}, unschedulable=True)) == Hint.SKIP
+    assert hint(p, node("n"), node("n", labels={"rack": "r1"})) == Hint.SKIP
+
+
 def service(name, selector):
     return {"kind": "Service", "metadata": {"name": name, "namespace": "default"}, "spec": {"selector": selector}}
 

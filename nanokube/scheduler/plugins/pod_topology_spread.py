@@ -203,10 +203,19 @@ class PodTopologySpread:
             return Hint.SKIP
 
         def node_hint(pod: dict, old, new) -> Hint:
+            """Upstream's isSchedulableAfterNodeChange: a node entering or leaving the constraints'
+            domains (it carries every topology key), or one in them whose topology values or
+            taints changed; other label changes and a cordon leave the spreading as it was."""
             cs, _ = self._all_constraints(pod, constraints(pod))
-            for obj in (old, new):
-                if obj and _has_keys(((obj.get("metadata") or {}).get("labels")) or {}, cs):
-                    return Hint.QUEUE
+            before = ((old.get("metadata") or {}).get("labels") or {}) if old is not None else None
+            after = ((new.get("metadata") or {}).get("labels") or {}) if new is not None else None
+            was = before is not None and _has_keys(before, cs)
+            now = after is not None and _has_keys(after, cs)
+            if before is None or after is None or was != now:
+                return Hint.QUEUE if was or now else Hint.SKIP
+            if now and (any(before[c.key] != after[c.key] for c in cs)
+                        or ((old.get("spec") or {}).get("taints") or []) != ((new.get("spec") or {}).get("taints") or [])):
+                return Hint.QUEUE
             return Hint.SKIP
 
         return [Registration(ClusterEvent(ASSIGNED_POD, Action.ADD | Action.DELETE | Action.UPDATE_POD_LABEL), pod_hint),
