@@ -24,7 +24,7 @@ def in_upstream_order(obj: dict, resource_version: str) -> dict:
     if len(meta) < len(md) + ("resourceVersion" not in md):
         meta.update((k, v) for k, v in md.items() if k not in _KNOWN)
     keys = list(obj)
-    if keys[:3] == ["kind", "apiVersion", "metadata"] and ("status" not in obj or keys[-1] == "status"):
+    if _ordered(obj, keys):
         obj["metadata"] = meta
         return obj
     out = {k: obj[k] for k in ("kind", "apiVersion") if k in obj}
@@ -33,3 +33,16 @@ def in_upstream_order(obj: dict, resource_version: str) -> dict:
     if "status" in obj:
         out["status"] = obj["status"]
     return out
+
+
+def _ordered(obj: dict, keys: list[str]) -> bool:
+    """Whether the top level is in upstream's order already: the kind and apiVersion it has, then
+    metadata, and status last (core Events are stored without kind and apiVersion)."""
+    heads = ("kind" in obj) + ("apiVersion" in obj)
+    if heads == 2:
+        first = keys[:3] == ["kind", "apiVersion", "metadata"]
+    elif heads:
+        first = keys[1:2] == ["metadata"] and keys[0] in ("kind", "apiVersion")
+    else:
+        first = keys[:1] == ["metadata"]
+    return first and ("status" not in obj or keys[-1] == "status")
