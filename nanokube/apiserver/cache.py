@@ -619,9 +619,9 @@ def stored_json(obj: dict[str, Any]) -> tuple[bytes, dict, int]:
     ordered = in_upstream_order(dict(obj), "")
     encoded = orjson.dumps(ordered)
     at = encoded.find(_RV)
-    # the object's and its metadata's braces, and no list, before it: only scalars precede it
-    # (kind, apiVersion, ObjectMeta's first fields), so it is the metadata's field, after one
-    if at > 0 and encoded[at - 1] == 44 and encoded.count(b"{", 0, at) == 2 and encoded.find(b"[", 0, at) < 0:
+    # no brace before it but the object's and its metadata's: no map precedes it that could hold a
+    # field of that name (a string's quotes are escaped), so it is the metadata's, after a field
+    if at > 0 and encoded[at - 1] == 44 and encoded.count(b"{", 0, at) == 2:
         return encoded.replace(_RV_FIELD, b"", 1), ordered, at - 1
     return stored_value(ordered), ordered, -1
 

@@ -185,6 +185,7 @@ def test_stored_value_drops_resource_version():
     {"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "c"}, "data": {"k": '"resourceVersion":""'}},
     {"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"namespace": "n", "labels": {"a": "b"}}},
     {"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "c", "uid": "u", "resourceVersion": "3"}},
+    {"kind": "ConfigMap", "metadata": {"name": ['"resourceVersion":""', 1], "labels": {"a": "b"}}},
     {"kind": "X", "apiVersion": "e.io/v1", "metadata": {"zz": 1, "name": 'é\\"resourceVersion":""', "creationTimestamp": None}},
     {"apiVersion": "v1", "status": {}, "metadata": {"annotations": {"resourceVersion": ""}, "name": "s"}, "data": None},
 ])
