@@ -27,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pods", type=int, help="pods to create per backend (default 10000; 1000 with --quick)")
     p.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated subset of sqlite,memory,etcd")
     p.add_argument("--quick", action="store_true", help="N=1000 pods")
+    p.add_argument("--api-workers", type=int, default=1, metavar="N",
+                   help="run the server as `nanokube up --api-workers N` (sqlite and etcd; CPU and RSS summed over them)")
     p.add_argument("--json", type=Path, metavar="FILE", help="also save the config and results as JSON")
     p.add_argument("--watch-only", action="store_true",
                    help="only the pod creates and the watch phase (100 watchers x 200 updates), once the server settled")
@@ -102,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     pods = args.pods or (1000 if args.quick else 10000)
     if pods < 1:
         p.error("--pods must be positive")
-    cfg = BenchConfig(pods=pods, watch_only=args.watch_only)
+    if args.api_workers > 1 and "memory" in backends:
+        p.error("--api-workers: the memory store serves one process; choose --backends sqlite or etcd")
+    cfg = BenchConfig(pods=pods, watch_only=args.watch_only, api_workers=args.api_workers)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         results = run_benchmarks(backends, cfg, _progress)
@@ -110,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         _progress("interrupted; stopped everything the benchmark started")
         return 130
     print(f"nanokube API benchmarks: {pods} pods, {cfg.concurrency} creates in flight, "
-          f"{cfg.watchers} watchers x {cfg.watch_writes} updates, one every {cfg.watch_interval_s * 1000:g} ms")
+          f"{cfg.watchers} watchers x {cfg.watch_writes} updates, one every {cfg.watch_interval_s * 1000:g} ms"
+          + (f", {cfg.api_workers} API server workers" if cfg.api_workers > 1 else ""))
     print(format_table(results))
     if args.json:
         args.json.write_bytes(orjson.dumps({"config": dataclasses.asdict(cfg), "results": results},

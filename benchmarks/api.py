@@ -107,6 +107,8 @@ class BenchConfig:
     watch_timeout_s: float = 300.0
     #: LeaderWorkerSets created and listed (at most as many as pods)
     custom_objects: int = 2000
+    #: `nanokube up --api-workers`: API server processes on the one port and store
+    api_workers: int = 1
 
 
 @dataclass(frozen=True)
@@ -289,6 +291,23 @@ def rss_kib(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
+def server_pids(pid: int) -> list[int]:
+    """`nanokube up`'s process and its children (the API server workers of `--api-workers`)."""
+    children = [int(c) for task in Path(f"/proc/{pid}/task").iterdir()
+                for c in (task / "children").read_text().split()]
+    return [pid, *children]
+
+
+def server_cpu_seconds(pid: int) -> float:
+    """`cpu_seconds` summed over the server's processes."""
+    return sum(cpu_seconds(p) for p in server_pids(pid))
+
+
+def server_rss_kib(pid: int) -> int:
+    """`rss_kib` summed over the server's processes."""
+    return sum(rss_kib(p) for p in server_pids(pid))
+
+
 class PodsApi:
     """Just enough of the pods API of one namespace, over one aiohttp session."""
 
@@ -355,10 +374,10 @@ class CPU:
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
-        self.server, self.client = cpu_seconds(pid), time.process_time()
+        self.server, self.client = server_cpu_seconds(pid), time.process_time()
 
     def spent(self) -> tuple[float, float]:
-        return cpu_seconds(self.pid) - self.server, time.process_time() - self.client
+        return server_cpu_seconds(self.pid) - self.server, time.process_time() - self.client
 
 
 async def settle(pid: int, limit: float = 180.0) -> float:
@@ -369,10 +388,10 @@ async def settle(pid: int, limit: float = 180.0) -> float:
     wait behind that backlog on the server's event loop (a GET of 1 ms took 16), so the read and
     watch phases start once it is done."""
     start = time.monotonic()
-    last = cpu_seconds(pid)
+    last = server_cpu_seconds(pid)
     while time.monotonic() - start < limit:
         await asyncio.sleep(1.0)
-        now = cpu_seconds(pid)
+        now = server_cpu_seconds(pid)
         if now - last < 0.1:
             break
         last = now
@@ -726,13 +745,13 @@ async def measure(server: Server, tls: tuple[Path, Path], cfg: BenchConfig, prog
         api = PodsApi(session, server.url, cfg.namespace)
         await api.create_namespace()
         await api.list_resource_version()
-        rss_start = rss_kib(server.pid)
+        rss_start = server_rss_kib(server.pid)
         progress(f"  creating {cfg.pods} pods, {cfg.concurrency} in flight")
-        cpu_start = cpu_seconds(server.pid)
+        cpu_start = server_cpu_seconds(server.pid)
         results = await measure_creates(api, cfg, progress)
-        rss_full = rss_kib(server.pid)
+        rss_full = server_rss_kib(server.pid)
         results |= {
-            "server CPU per pod create (ms)": (cpu_seconds(server.pid) - cpu_start) * 1000 / cfg.pods,
+            "server CPU per pod create (ms)": (server_cpu_seconds(server.pid) - cpu_start) * 1000 / cfg.pods,
             "server RSS at startup (MiB)": rss_start / 1024,
             "server RSS with all pods (MiB)": rss_full / 1024,
             "memory per pod (KiB/pod)": (rss_full - rss_start) / cfg.pods,
@@ -757,7 +776,8 @@ def run_backend(backend: str, cfg: BenchConfig, progress: Progress) -> dict[str,
         store = backend
         if backend == "etcd":
             store = "etcd://" + stack.enter_context(etcd_server(work / "etcd"))
-        server = stack.enter_context(nanokube_server(work / "nanokube", store))
+        extra = ("--api-workers", str(cfg.api_workers)) if cfg.api_workers > 1 else ()
+        server = stack.enter_context(nanokube_server(work / "nanokube", store, extra))
         progress(f"{backend}: nanokube pid {server.pid} serving {server.url}")
         return asyncio.run(measure(server, (server.kubeconfig, work), cfg, progress))
 

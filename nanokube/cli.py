@@ -80,20 +80,38 @@ async def _up(args: argparse.Namespace) -> int:
     os.makedirs(data_dir, exist_ok=True)
     kubeconfig = os.path.abspath(args.kubeconfig or os.path.join(data_dir, "kubeconfig"))
     pki = ensure_pki(data_dir)
+    if args.api_workers < 1:
+        print("nanokube: --api-workers must be at least 1", file=sys.stderr)
+        return 2
     try:
-        store = open_store(args.store, data_dir)
+        store = open_store(args.store, data_dir, shared=args.api_workers > 1)
     except ValueError as e:
         print(f"nanokube: {e}", file=sys.stderr)
         return 2
     port = args.port if args.port else _free_port()
     audit = args.audit_log_path if args.audit_log_path is not None else os.path.join(data_dir, "audit.log")
-    server = APIServer(store, pki, host=args.address, port=port, audit_log_path=audit, event_ttl=event_ttl)
+    server = APIServer(store, pki, host=args.address, port=port, audit_log_path=audit, event_ttl=event_ttl,
+                       workers=args.api_workers)
+    if args.api_workers > 1:
+        from .apiserver.workers import Workers, share_service_allocations
+
+        share_service_allocations(server)
     try:
         await server.start()
     except OSError as e:
         print(f"nanokube: cannot listen on {args.address}:{port}: {e.strerror}", file=sys.stderr)
         await store.close()
         return 1
+    workers = None
+    if args.api_workers > 1:
+        workers = Workers(args.api_workers, data_dir, args.store, args.address, server.port, server.relay_port, audit,
+                          args.event_ttl)
+        try:
+            await workers.start()
+        except RuntimeError as e:
+            print(f"nanokube: {e}", file=sys.stderr)
+            await server.stop()
+            return 1
     write_kubeconfig(kubeconfig, server.url, pki)
     connect = connector(server.rest)
     try:
@@ -103,6 +121,8 @@ async def _up(args: argparse.Namespace) -> int:
                                   clock=server.clock))
     except ValueError as e:
         print(f"nanokube: {e}", file=sys.stderr)
+        if workers is not None:
+            await workers.stop()
         await server.stop()
         return 2
     server.component_metrics.append(controllers.metrics.registry)
@@ -164,6 +184,8 @@ async def _up(args: argparse.Namespace) -> int:
     if runtime is not None:
         runtime.close()
     await controllers.stop()
+    if workers is not None:
+        await workers.stop()
     await server.stop()
     print("nanokube stopped", flush=True)
     return 0
@@ -228,6 +250,9 @@ def _add_up_parser(sub) -> None:
     up.add_argument("--metrics-rules", default=None, metavar="FILE",
                     help="prometheus-adapter style rules (rules, externalRules) mapping metrics to PromQL "
                          "(default: an external metric is the Prometheus series of the same name)")
+    up.add_argument("--api-workers", type=int, default=1, metavar="N",
+                    help="API server processes serving the port and the store (default 1; more need sqlite or etcd): "
+                         "the first also runs everything else")
     up.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 

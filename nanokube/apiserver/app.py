@@ -78,8 +78,10 @@ def _user_from_cert(cert: dict | None) -> User | None:
 class APIServer:
     def __init__(self, store: Store, pki: ClusterPKI | None, host: str = "127.0.0.1", port: int = 6443,
                  clock: Clock = REAL, compaction_interval: float = 300.0, audit_log_path: str = "",
-                 event_ttl: float = DEFAULT_TTL):
-        """`event_ttl`: seconds an Event lives after its last write (kube-apiserver's --event-ttl)."""
+                 event_ttl: float = DEFAULT_TTL, workers: int = 1, worker: int = 0):
+        """`event_ttl`: seconds an Event lives after its last write (kube-apiserver's --event-ttl).
+        `workers` > 1: this is worker `worker` of that many processes serving one port and one
+        store (see workers.py); worker 0 alone bootstraps and runs the loops that write."""
         self.metrics = APIMetrics()
         self.store = InstrumentedStore(store, self.metrics.storage_latency)
         self.clock = clock
@@ -102,6 +104,9 @@ class APIServer:
         #: in-process clients (node agents projecting serviceAccountToken volumes) reach the issuer through rest
         self.rest.tokens = self.tokens
         self.compaction_interval = compaction_interval
+        self.workers, self.worker = workers, worker
+        #: worker 0's private port for the others' relayed requests (workers.NodeRelay)
+        self.relay_port = 0
         self._runner: web.AppRunner | None = None
         self._app: web.Application | None = None
         #: the groups under /apis/ that routes of the application serve (the metrics APIs)
@@ -129,16 +134,18 @@ class APIServer:
     async def start(self) -> None:
         await self.store.start()
         await self.cache.start()
-        self.event_ttl.start()
+        if self.worker == 0:  # one deleter of expired Events: worker 0's cache sees every worker's writes
+            self.event_ttl.start()
         for res in self.index.resources:
             if type(res.strategy).restore is not Strategy.restore:  # only allocators keep state to rebuild
                 res.strategy.restore([e.obj for _, e in self.cache.list(res.key_prefix())])
         if self.audit_log_path:  # before anything writes: the server's own writes are audited too
             self.audit = self.rest.audit = AuditLog(self.audit_log_path, self.clock)
-        await self._bootstrap()
+        if self.worker == 0:
+            await self._bootstrap()
+            await controlplane.bootstrap(self)
         middlewares = [self._authn]  # which hands authenticated requests to API Priority and Fairness
-        await controlplane.bootstrap(self)
-        self._loops = await controlplane.start_loops(self)
+        self._loops = await controlplane.start_loops(self, writer=self.worker == 0)
         if self.audit:
             middlewares.insert(0, self.audit.middleware)
         middlewares.insert(1 if self.audit_log_path else 0, http_exceptions)
@@ -161,10 +168,16 @@ class APIServer:
                                         if r.canonical.startswith("/apis/"))
         self._runner = StatusAppRunner(app, self._serve, access_log=None, handler_cancellation=True)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self._ssl(), backlog=1024)
+        ssl_ctx = self._ssl()
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=ssl_ctx, backlog=1024,
+                           reuse_port=self.workers > 1 or None)
         await site.start()
         if self.port == 0:
             self.port = site._server.sockets[0].getsockname()[1]
+        if self.workers > 1 and self.worker == 0:  # where the other workers relay what node agents serve
+            relay = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=ssl_ctx)
+            await relay.start()
+            self.relay_port = relay._server.sockets[0].getsockname()[1]
         self._tasks.append(asyncio.create_task(self._compactor()))
         self.ready = True
 
@@ -253,6 +266,8 @@ class APIServer:
         route would take it, without the router's walk over every route, a match info and a
         coroutine per middleware (about 10% of a GET's instructions and 4% of a create's); any
         other request, and one that expects a 100 Continue, goes through the application."""
+        if self.workers > 1:  # another worker may have written what this request reads or updates
+            await self.cache.sync()
         path = request.rel_url.path_safe
         if not (path.startswith("/api/") or path.startswith("/apis/") and path.split("/", 3)[2] not in self._routed_groups
                 or path in ("/api", "/apis")) or hdrs.EXPECT in request.headers:

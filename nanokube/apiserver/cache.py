@@ -227,7 +227,7 @@ class WatchCache:
             try:
                 if not stream:
                     self._synced = True
-                    unfollow = self.store.follow(rev, self._committed)
+                    unfollow = self.store.follow(rev, self._committed, self._lost)
                     if unfollow is not None:
                         if self._synced:
                             self._unfollow = unfollow
@@ -261,6 +261,12 @@ class WatchCache:
                 self._unfollow()
                 self._unfollow = None
             self._task = asyncio.get_running_loop().create_task(self._follow(ev.revision - 1, stream=True))
+
+    def _lost(self) -> None:
+        """The store stopped handing over its commits (it missed some): relist, as after Compacted."""
+        self._synced = False
+        self._unfollow = None
+        self._task = asyncio.get_running_loop().create_task(self._follow(self.rev, stream=True))
 
     async def _relist(self) -> None:
         kvs, rev = await self.store.list("/registry/")

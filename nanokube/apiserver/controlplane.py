@@ -32,19 +32,34 @@ async def bootstrap(server) -> None:
         await server.ensure("", "v1", "configmaps", "kube-system", authentication_configmap(server.pki))
 
 
-async def start_loops(server) -> list:
-    """The API server's own controllers, started; stop each with `await c.stop()`."""
+async def start_loops(server, writer: bool = True) -> list:
+    """The API server's own controllers, started; stop each with `await c.stop()`.
+
+    With several API server processes on one store (workers.py) only worker 0 is the `writer`:
+    the loops that write objects on their own (IPAddress repair, ComponentStatuses, the APIService
+    registration of CRD groups, the identity Lease and StorageVersions, the `kubernetes` Service,
+    the CRD naming, establishing and finalizer controllers) run once, as each would otherwise race
+    its twins over the same objects, and the identity Lease names the host, not a process. Every
+    worker runs what serving needs from its own informers and watch cache: CRDs served as their
+    objects change (whichever worker wrote them), the ServiceCIDRs its Service allocator
+    allocates from, API Priority and Fairness (the FlowSchema status loop holds its informers and
+    writes a status only when it differs, as in each upstream kube-apiserver), and the aggregator,
+    which proxies to the APIServices it follows and keeps their availability (idempotent too)."""
     loopback = LocalClient(server.rest, SYSTEM, "kube-apiserver")
     services = server.index.get("", "v1", "services").strategy
     apf_status = FlowSchemaStatus(loopback, clock=server.clock)
     server.flow_control = FlowControl(apf_status.fs_inf, apf_status.pl_inf)
     server.component_metrics.append(server.flow_control.registry)
-    loops = [IPAddressRepair(loopback, services, clock=server.clock), ServiceCIDRRanges(loopback, services, clock=server.clock),
-             apf_status,
-             ComponentStatuses(loopback, server.store, clock=server.clock), CRDRegistration(loopback, clock=server.clock),
-             APIServerIdentity(server), KubernetesService(server),
-             CustomResources(server, LocalClient(server.rest, SYSTEM, "kube-apiextensions-apiserver"),
-                             server.resources_changed)]
+    crds = CustomResources(server, LocalClient(server.rest, SYSTEM, "kube-apiextensions-apiserver"),
+                           server.resources_changed)
+    if writer:
+        loops = [IPAddressRepair(loopback, services, clock=server.clock), ServiceCIDRRanges(loopback, services, clock=server.clock),
+                 apf_status,
+                 ComponentStatuses(loopback, server.store, clock=server.clock), CRDRegistration(loopback, clock=server.clock),
+                 APIServerIdentity(server), KubernetesService(server), crds]
+    else:
+        crds.controllers = []
+        loops = [ServiceCIDRRanges(loopback, services, clock=server.clock), apf_status, crds]
     if server.pki is not None:
         handlers = server.handlers
         aggregator = Aggregator(loopback, front_proxy_files(server.pki), lambda: handlers.set_aggregated(aggregator),

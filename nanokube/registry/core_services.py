@@ -52,6 +52,9 @@ class _RangeAllocator:
         self._dynamic_lo = min(hi, lo + static_band)
         self._owners: dict[int, str] = {}
         self._cursor = self._dynamic_lo
+        #: dynamic picks only of values equal to `offset` modulo `stride`: each of several API server
+        #: processes allocates from a share of its own (apiserver/workers.py)
+        self.stride, self.offset = 1, 0
 
     def owner(self, value: int) -> str | None:
         return self._owners.get(value)
@@ -72,8 +75,9 @@ class _RangeAllocator:
             ((self._cursor - self._dynamic_lo + i) % band + self._dynamic_lo for i in range(band)),
             range(self.lo, self._dynamic_lo),
         )
+        stride, offset = self.stride, self.offset
         for value in candidates:
-            if value not in self._owners:
+            if value not in self._owners and (stride == 1 or value % stride == offset):
                 self._owners[value] = owner
                 self._cursor = value + 1 if value < self.hi else self._dynamic_lo
                 return value
@@ -97,13 +101,22 @@ class ServiceIPAllocator:
     def __init__(self, cidr: str = "10.96.0.0/12") -> None:
         self.network = ipaddress.ip_network(cidr)
         self.ranges: dict[str, tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, _RangeAllocator]] = {}
+        self._share = (1, 0)
         self._add("", self.network)
+
+    def share(self, stride: int, offset: int) -> None:
+        """Pick dynamically only addresses equal to `offset` modulo `stride` (see _RangeAllocator)."""
+        self._share = (stride, offset)
+        for _, rng in self.ranges.values():
+            rng.stride, rng.offset = stride, offset
 
     def _add(self, name: str, network) -> None:
         first = int(network.network_address) + 1
         last = int(network.broadcast_address) - (1 if network.version == 4 else 0)
         size = last - first + 1
-        self.ranges[name] = (network, _RangeAllocator(first, last, min(max(16, size // 16), 256)))
+        rng = _RangeAllocator(first, last, min(max(16, size // 16), 256))
+        rng.stride, rng.offset = self._share
+        self.ranges[name] = (network, rng)
 
     def set_extra_ranges(self, cidrs: dict[str, list[str]]) -> list[str]:
         """The ServiceCIDRs besides the default one (name -> cidrs); returns the names added."""
@@ -170,6 +183,10 @@ class NodePortAllocator:
         self.ports = ports
         size = hi - lo + 1
         self._range = _RangeAllocator(lo, hi, min(max(16, size // 32), 128))
+
+    def share(self, stride: int, offset: int) -> None:
+        """Pick dynamically only ports equal to `offset` modulo `stride` (see _RangeAllocator)."""
+        self._range.stride, self._range.offset = stride, offset
 
     def allocate(self, owner: str, port: int | None = None) -> int:
         if port is None:

@@ -11,14 +11,17 @@ from .memory import MemoryStore
 from .sqlite import SQLiteStore
 
 
-def open_store(url: str, data_dir: str | None = None) -> Store:
+def open_store(url: str, data_dir: str | None = None, shared: bool = False) -> Store:
     """`sqlite` (in data_dir), `sqlite:///path/to.db`, `memory`, or
-    `etcd://host:port[,host:port...]`."""
+    `etcd://host:port[,host:port...]`. `shared`: one of several processes writing the store
+    (ValueError for memory, which lives in one process)."""
     if url == "memory":
+        if shared:
+            raise ValueError("the memory store lives in one process: several API server workers need sqlite or etcd")
         return MemoryStore()
     if url == "sqlite" or url.startswith("sqlite://"):
         path = url[len("sqlite://"):] if url.startswith("sqlite://") else os.path.join(data_dir or ".", "state.db")
-        return SQLiteStore(path)
+        return SQLiteStore(path, shared=shared)
     if url.startswith("etcd://"):
         return EtcdStore(url[len("etcd://"):].split(","))
     raise ValueError(f"unknown store {url!r}: expected sqlite, memory or etcd://HOST:PORT[,HOST:PORT...]")

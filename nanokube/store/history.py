@@ -24,6 +24,7 @@ from typing import AsyncIterator
 from .interface import Compacted, Event
 
 _CLOSED = object()
+_LOST = object()
 
 
 class History:
@@ -35,6 +36,8 @@ class History:
         self._subscribers: set[asyncio.Queue] = set()
         #: called with each event as it is appended (see follow)
         self._followers: list[Callable[[Event], None]] = []
+        #: each follower's function told when the history starts over (see reset)
+        self._lost: dict[Callable[[Event], None], Callable[[], None] | None] = {}
 
     @property
     def compacted_revision(self) -> int:
@@ -64,18 +67,37 @@ class History:
         i = bisect.bisect_right(self._revs, revision)
         return list(self._events)[i:] if i < len(self._events) else []
 
-    def follow(self, from_revision: int, apply: Callable[[Event], None]) -> Callable[[], None]:
+    def reset(self, revision: int) -> None:
+        """The events up to `revision` will never be appended (a shared SQLite worker that fell
+        behind the change log's window): forget the window, end every watch with Compacted, and stop
+        every follower, calling its `lost` (the watch cache relists)."""
+        self._events.clear()
+        self._revs.clear()
+        self._compacted = revision
+        for q in self._subscribers:
+            q.put_nowait(_LOST)
+        followers, self._followers = self._followers, []
+        lost, self._lost = self._lost, {}
+        for fn in followers:
+            if lost.get(fn) is not None:
+                lost[fn]()
+
+    def follow(self, from_revision: int, apply: Callable[[Event], None],
+               lost: Callable[[], None] | None = None) -> Callable[[], None]:
         """Calls `apply` with every event after `from_revision` now, then with each new one as it is
         appended, in the same call: the watch cache takes a commit's events while the store publishes
         them, instead of a loop turn later through a queue and its task. Returns the function that
-        stops it. Raises Compacted as `since` does; `apply` must not raise."""
+        stops it. Raises Compacted as `since` does; `apply` must not raise. `lost` is called instead
+        of `apply` if the history starts over (see reset)."""
         for ev in self.since(from_revision):
             apply(ev)
         self._followers.append(apply)
+        self._lost[apply] = lost
 
         def stop() -> None:
             if apply in self._followers:
                 self._followers.remove(apply)
+                self._lost.pop(apply, None)
 
         return stop
 
@@ -92,6 +114,8 @@ class History:
                 ev = await q.get()
                 if ev is _CLOSED:
                     return
+                if ev is _LOST:
+                    raise Compacted(last, self._compacted)
                 if ev.revision > last:
                     last = ev.revision
                     yield ev

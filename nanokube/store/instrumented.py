@@ -75,8 +75,9 @@ class InstrumentedStore(Store):
     def watch(self, from_revision: int) -> AsyncIterator[Event]:
         return self.inner.watch(from_revision)
 
-    def follow(self, from_revision: int, apply: Callable[[Event], None]) -> Callable[[], None] | None:
-        return self.inner.follow(from_revision, apply)
+    def follow(self, from_revision: int, apply: Callable[[Event], None],
+               lost: Callable[[], None] | None = None) -> Callable[[], None] | None:
+        return self.inner.follow(from_revision, apply, lost)
 
     async def compact(self, revision: int) -> None:
         await self.inner.compact(revision)

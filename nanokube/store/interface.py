@@ -116,11 +116,13 @@ class Store(abc.ABC):
         keys, then live events until the iterator is closed. Raises Compacted when
         from_revision is older than what is kept."""
 
-    def follow(self, from_revision: int, apply: Callable[[Event], None]) -> Callable[[], None] | None:
+    def follow(self, from_revision: int, apply: Callable[[Event], None],
+               lost: Callable[[], None] | None = None) -> Callable[[], None] | None:
         """A store that publishes its own commits (the local ones) calls `apply` with every event
         after `from_revision`, then with each new one as it commits, synchronously, and returns the
         function that stops it; None (the default) when events only come through `watch`. Raises
-        Compacted as `watch` does."""
+        Compacted as `watch` does. If the store later cannot hand over every event (a shared SQLite
+        worker behind the change log), it stops and calls `lost` instead."""
         return None
 
     @abc.abstractmethod

@@ -12,18 +12,38 @@ batch's earlier writes), but acknowledged, and published to watchers, only once
 its transaction has committed; a failed commit fails every write of the batch.
 A single transaction per write cost most of a write's time (76 us of CPU and
 about 350 us with the loop blocked, against 39 and 143 us in batches of eight).
+
+Shared mode (`shared=True`, for `nanokube up --api-workers N`): several processes
+write one database, and the write lock is never held across a loop turn (that would
+serialise the workers). The writes of a turn are queued and executed at its end in
+one short BEGIN IMMEDIATE transaction, which first catches up on what the other
+workers committed since this one's last revision, then checks each write's
+precondition (a failed one fails that write only) and gives it the next global
+revision; the meta row stays the one sequencer. Every write also goes to the
+`changes` table (the change log), from which the other workers take it into their
+history in revision order: when they are rung (a datagram after each commit, see
+Doorbell), before a consistent read (`current_revision`, which the watch cache's
+consistent reads wait for) and before their own writes. Events taken from the log
+carry no `prev` (nothing reads it of a local store's events). The log keeps the
+last LOG_WINDOW revisions; a worker that fell further behind starts its history
+over, and its watch cache relists (History.reset).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import mmap
 import os
+import socket
 import sqlite3
+import tempfile
+import time
 from collections.abc import Callable
 from typing import AsyncIterator
 
 from .history import History
-from .interface import DELETE, KV, PUT, Event, KeyExists, KeyNotFound, RevisionMismatch, Store
+from .interface import DELETE, KV, PUT, Event, KeyExists, KeyNotFound, RevisionMismatch, Store, Unavailable
 
 #: kv is a rowid table (the key's uniqueness an index of its own): SQLite stores a WITHOUT ROWID
 #: table's whole rows in its key's B-tree, which suits rows of under a twentieth of a page, not
@@ -41,6 +61,26 @@ CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta VALUES ('revision', 0);
 """
 
+#: shared mode's change log: every write, by its revision (a deletion keeps the last value)
+_LOG_SCHEMA = """
+CREATE TABLE IF NOT EXISTS changes (
+  rev INTEGER PRIMARY KEY,
+  key TEXT NOT NULL,
+  deleted INTEGER NOT NULL,
+  value BLOB NOT NULL,
+  create_rev INTEGER NOT NULL
+);
+"""
+
+#: revisions the change log keeps; trimmed in steps of LOG_TRIM (a DELETE per commit cost more)
+LOG_WINDOW = 10_000
+LOG_TRIM = 1_000
+#: how long BEGIN IMMEDIATE blocks the loop waiting for another worker's commit (each holds the
+#: lock for its batch's statements only, well under this) before trying again a loop turn later;
+#: writes fail with Unavailable once they have waited BUSY_GIVE_UP in all
+BUSY_WAIT = 0.05
+BUSY_GIVE_UP = 10.0
+
 
 def _acknowledge(batch: list[tuple[asyncio.Future, Event]]) -> None:
     for fut, event in batch:
@@ -48,9 +88,158 @@ def _acknowledge(batch: list[tuple[asyncio.Future, Event]]) -> None:
             fut.set_result(event.kv)
 
 
+def _settle(results: list[tuple[asyncio.Future, Event | BaseException]]) -> None:
+    for fut, result in results:
+        if not fut.done():
+            if isinstance(result, BaseException):
+                fut.set_exception(result)
+            else:
+                fut.set_result(result.kv)
+
+
+class Doorbell:
+    """Tells the other workers of a shared database that it changed, and lets each learn cheaply
+    whether it was told. Each worker has a flag (a one-byte file every worker maps) and a Unix
+    datagram socket, in a directory named by the database's path (under the temporary directory:
+    a data dir's path can exceed a socket address's 107 bytes). After a commit a worker raises
+    each peer's flag and, only where it was down, sends a datagram that wakes the peer's loop; a
+    peer lowers its flag before it catches up. So a busy peer costs a memory write per commit,
+    not a system call on both sides (the datagrams alone were 7% of worker 0's time), and whether
+    a catch-up is due is a memory read (see SQLiteStore.current_revision). A worker that starts
+    greets the others and waits until each has welcomed it, so none commits unseen by it; a peer
+    whose socket refuses (killed) is dropped and its files removed."""
+
+    def __init__(self, db_path: str, on_ring: Callable[[], None]) -> None:
+        digest = hashlib.sha256(os.path.abspath(db_path).encode()).hexdigest()[:16]
+        self.dir = os.path.join(tempfile.gettempdir(), f"nanokube-bell-{digest}")
+        os.makedirs(self.dir, exist_ok=True)
+        self.name = f"{os.getpid()}-{id(self):x}"
+        self.path = os.path.join(self.dir, self.name)
+        self.on_ring = on_ring
+        self.flag = self._map(self.path + ".flag", create=True)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.setblocking(False)
+        self.sock.bind(self.path)
+        #: peer name -> (a socket connected to it, its flag)
+        self.peers: dict[str, tuple[socket.socket, mmap.mmap]] = {}
+        self._unwelcomed: set[str] = set()
+        self._welcomed = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(self.sock.fileno(), self._read)
+        self._refresh()
+
+    async def greet(self, timeout: float = 5.0) -> None:
+        """Tells every peer of this worker; returns once each has answered (or after `timeout`:
+        one that is stopped answers later)."""
+        self._unwelcomed = set(self.peers)
+        for name in list(self.peers):
+            self._send(name, b"h" + self.name.encode())
+        self._unwelcomed &= set(self.peers)
+        if self._unwelcomed:
+            try:
+                await asyncio.wait_for(self._welcomed.wait(), timeout)
+            except TimeoutError:
+                pass
+
+    @staticmethod
+    def _map(path: str, create: bool = False) -> mmap.mmap:
+        fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o600)
+        try:
+            if create:
+                os.ftruncate(fd, 1)
+            return mmap.mmap(fd, 1)
+        finally:
+            os.close(fd)
+
+    def _refresh(self) -> None:
+        for name in os.listdir(self.dir):
+            if name.endswith(".flag") or name == self.name or name in self.peers:
+                continue
+            path = os.path.join(self.dir, name)
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            sock.setblocking(False)
+            try:
+                sock.connect(path)
+                self.peers[name] = (sock, self._map(path + ".flag"))
+            except (OSError, ValueError) as e:  # gone, or killed (its socket refuses), or not yet mapped
+                sock.close()
+                if isinstance(e, ConnectionRefusedError):
+                    self._remove(name)
+
+    def _remove(self, name: str) -> None:
+        for path in (os.path.join(self.dir, name), os.path.join(self.dir, name + ".flag")):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = self.sock.recv(256)
+            except (BlockingIOError, InterruptedError):
+                break
+            if data[:1] == b"h":  # a new worker: a peer from now on, and told so
+                self._refresh()
+                self._send(data[1:].decode(), b"w" + self.name.encode())
+            elif data[:1] == b"w":
+                self._unwelcomed.discard(data[1:].decode())
+                if not self._unwelcomed:
+                    self._welcomed.set()
+        if self.rung():
+            self.on_ring()
+
+    def rung(self) -> bool:
+        """Whether a peer committed since the last call. A worker rings before it acknowledges a
+        write, so a request that follows an acknowledged write through another worker finds the
+        flag raised, or lowered by a catch-up that came after that write."""
+        if self.flag[0]:
+            self.flag[0] = 0
+            return True
+        return False
+
+    def ring(self) -> None:
+        for name, (_, flag) in list(self.peers.items()):
+            if not flag[0]:
+                flag[0] = 1
+                self._send(name, b"r")
+
+    def _send(self, name: str, data: bytes) -> None:
+        peer = self.peers.get(name)
+        if peer is None:
+            return
+        try:
+            peer[0].send(data)
+        except BlockingIOError:  # its queue is full: it has datagrams to read already
+            pass
+        except OSError as e:
+            del self.peers[name]
+            peer[0].close()
+            peer[1].close()
+            if isinstance(e, ConnectionRefusedError):  # nobody reads it: a killed worker's
+                self._remove(name)
+
+    def close(self) -> None:
+        self._loop.remove_reader(self.sock.fileno())
+        self.sock.close()
+        for sock, flag in self.peers.values():
+            sock.close()
+            flag.close()
+        self.flag.close()
+        self._remove(self.name)
+        try:
+            os.rmdir(self.dir)  # the last worker's
+        except OSError:
+            pass
+
+
+_CREATE, _UPDATE, _DELETE = 0, 1, 2
+
+
 class SQLiteStore(Store):
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, shared: bool = False) -> None:
         self.path = path
+        self.shared = shared
         self._db: sqlite3.Connection | None = None
         self._rev = 0
         #: the revision of the last committed write (self._rev runs ahead while a batch is open)
@@ -58,20 +247,41 @@ class SQLiteStore(Store):
         #: the open transaction's writes, acknowledged when it commits: (future, event)
         self._batch: list[tuple[asyncio.Future, Event]] | None = None
         self._history: History | None = None
+        #: shared mode: the writes queued for the end of this turn (op, key, value, expected revision, future),
+        #: when they first waited for the lock (0: not yet), the log's oldest revision, the doorbell
+        self._queued: list[tuple] | None = None
+        self._busy_since = 0.0
+        self._log_start = 0
+        self._bell: Doorbell | None = None
 
     async def start(self) -> None:
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                             timeout=BUSY_WAIT if self.shared else 5.0)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
-        db.executescript(_SCHEMA)
+        db.executescript(_SCHEMA + (_LOG_SCHEMA if self.shared else ""))
         self._db = db
         self._rev = self._committed = db.execute("SELECT value FROM meta WHERE name='revision'").fetchone()[0]
         self._history = History(self._rev)
+        if self.shared:
+            self._log_start = db.execute("SELECT min(rev) FROM changes").fetchone()[0] or self._rev
+            self._bell = Doorbell(self.path, self._catch_up)
+            await self._bell.greet()
+            self._catch_up()  # what the others committed before they knew of this worker
 
     async def close(self) -> None:
         if self._batch is not None:
             self._commit()
+        if self._queued:
+            self._db.execute(f"PRAGMA busy_timeout={int(BUSY_GIVE_UP * 1000)}")
+            self._flush()
+            if self._queued:  # still locked after all that time
+                _settle([(op[4], Unavailable("database locked")) for op in self._queued])
+                self._queued = None
+        if self._bell is not None:
+            self._bell.close()
+            self._bell = None
         if self._history:
             self._history.close()
         if self._db:
@@ -88,11 +298,23 @@ class SQLiteStore(Store):
     async def list(self, prefix: str) -> tuple[list[KV], int]:
         if self._batch is not None:  # a list is consistent with committed writes only
             self._commit()
-        rows = self._db.execute(
+        db = self._db
+        if self.shared:  # the rows and the history up to the revision they reflect, from one snapshot
+            db.execute("BEGIN")
+            try:
+                self._catch_up()
+                rows = self._list_rows(prefix)
+            finally:
+                db.execute("COMMIT")
+        else:
+            rows = self._list_rows(prefix)
+        return [KV(*r) for r in rows], self._rev
+
+    def _list_rows(self, prefix: str) -> list[tuple]:
+        return self._db.execute(
             "SELECT key, value, create_rev, mod_rev FROM kv WHERE key >= ? AND key < ? ORDER BY key",
             (prefix, prefix + "\U0010ffff"),
         ).fetchall()
-        return [KV(*r) for r in rows], self._rev
 
     def _write(self, sql: str, args: tuple) -> int:
         """Executes one write in the open batch (opening one, and scheduling its commit, if none is)."""
@@ -133,7 +355,107 @@ class SQLiteStore(Store):
         # transaction per write, watchers are handed an event before its writer is answered
         asyncio.get_running_loop().call_soon(_acknowledge, batch)
 
+    # --- shared mode ------------------------------------------------------
+
+    def _queue(self, op: int, key: str, value: bytes, expected: int | None) -> asyncio.Future:
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        if self._queued is None:
+            self._queued = []
+            loop.call_soon(self._flush)
+        self._queued.append((op, key, value, expected, fut))
+        return fut
+
+    def _catch_up(self) -> None:
+        """Takes the writes the other workers committed since this one's revision into the history."""
+        rows = self._db.execute("SELECT rev, key, deleted, value, create_rev FROM changes WHERE rev > ? ORDER BY rev",
+                                (self._rev,)).fetchall()
+        if not rows:
+            return
+        if rows[0][0] != self._rev + 1:  # trimmed before this worker read them: start over from the newest
+            self._rev = self._committed = rows[-1][0]
+            self._history.reset(self._rev)
+            return
+        history = self._history
+        for rev, key, deleted, value, create_rev in rows:
+            history.append(Event(DELETE if deleted else PUT, KV(key, value, create_rev, rev), None))
+        self._rev = self._committed = rows[-1][0]
+
+    def _flush(self) -> None:
+        """Executes the queued writes in one transaction (see the module's docstring)."""
+        ops = self._queued
+        if not ops:
+            return
+        db = self._db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as e:  # another worker commits: again a turn later, within bounds
+            now = time.monotonic()
+            self._busy_since = self._busy_since or now
+            if now - self._busy_since < BUSY_GIVE_UP:
+                asyncio.get_running_loop().call_later(0.001, self._flush)
+                return
+            self._queued, self._busy_since = None, 0.0
+            _settle([(op[4], Unavailable(f"database locked: {e}")) for op in ops])
+            return
+        self._queued, self._busy_since = None, 0.0
+        results: list[tuple[asyncio.Future, Event | BaseException]] = []
+        events: list[Event] = []
+        try:
+            self._catch_up()
+            rev = self._rev
+            for op, key, value, expected, fut in ops:
+                event = self._execute(op, key, value, expected, rev + 1)
+                if isinstance(event, Event):
+                    rev += 1
+                    kv = event.kv
+                    db.execute("INSERT INTO changes VALUES (?,?,?,?,?)",
+                               (rev, key, event.type == DELETE, kv.value, kv.create_revision))
+                    events.append(event)
+                results.append((fut, event))
+            if events:
+                db.execute("UPDATE meta SET value=? WHERE name='revision'", (rev,))
+                if rev - self._log_start > LOG_WINDOW + LOG_TRIM:
+                    db.execute("DELETE FROM changes WHERE rev <= ?", (rev - LOG_WINDOW,))
+                    self._log_start = rev - LOG_WINDOW
+            db.execute("COMMIT")
+        except BaseException as e:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            _settle([(op[4], e) for op in ops])
+            return
+        self._rev = self._committed = rev
+        for event in events:
+            self._history.append(event)
+        if events:
+            self._bell.ring()
+        asyncio.get_running_loop().call_soon(_settle, results)
+
+    def _execute(self, op: int, key: str, value: bytes, expected: int | None, rev: int) -> Event | BaseException:
+        """One queued write at revision `rev`, inside the transaction: its event, or why it failed."""
+        db = self._db
+        if op == _CREATE:
+            try:
+                db.execute("INSERT INTO kv VALUES (?,?,?,?)", (key, value, rev, rev))
+            except sqlite3.IntegrityError:
+                return KeyExists(key)
+            return Event(PUT, KV(key, value, rev, rev), None)
+        cur = self._row(key)
+        if cur is None:
+            return KeyNotFound(key)
+        if expected is not None and cur.mod_revision != expected:
+            return RevisionMismatch(key, cur)
+        if op == _UPDATE:
+            db.execute("UPDATE kv SET value=?, mod_rev=? WHERE key=?", (value, rev, key))
+            return Event(PUT, KV(key, value, cur.create_revision, rev), cur)
+        db.execute("DELETE FROM kv WHERE key=?", (key,))
+        return Event(DELETE, KV(key, cur.value, cur.create_revision, rev), cur)
+
+    # --- writes -------------------------------------------------------------
+
     async def create(self, key: str, value: bytes) -> KV:
+        if self.shared:
+            return await self._queue(_CREATE, key, value, None)
         rev = self._rev + 1
         try:  # the primary key refuses an existing key: no read first (the statement alone is undone)
             self._write("INSERT INTO kv VALUES (?,?,?,?)", (key, value, rev, rev))
@@ -142,6 +464,8 @@ class SQLiteStore(Store):
         return await self._acknowledged(Event(PUT, KV(key, value, rev, rev), None))
 
     async def update(self, key: str, value: bytes, expected_mod_revision: int) -> KV:
+        if self.shared:
+            return await self._queue(_UPDATE, key, value, expected_mod_revision)
         cur = self._row(key)
         if cur is None:
             raise KeyNotFound(key)
@@ -152,6 +476,8 @@ class SQLiteStore(Store):
         return await self._acknowledged(Event(PUT, KV(key, value, cur.create_revision, rev), cur))
 
     async def delete(self, key: str, expected_mod_revision: int | None = None) -> KV:
+        if self.shared:
+            return await self._queue(_DELETE, key, b"", expected_mod_revision)
         cur = self._row(key)
         if cur is None:
             raise KeyNotFound(key)
@@ -161,13 +487,19 @@ class SQLiteStore(Store):
         return await self._acknowledged(Event(DELETE, KV(key, cur.value, cur.create_revision, rev), cur))
 
     async def current_revision(self) -> int:
+        """The latest revision; in shared mode, that of every write any worker has acknowledged (a
+        consistent read waits for it): each rang this worker before acknowledging, so a catch-up is
+        due only after a ring (a memory read instead of a query of the change log)."""
+        if self.shared and self._bell.rung():
+            self._catch_up()
         return self._rev
 
     def watch(self, from_revision: int) -> AsyncIterator[Event]:
         return self._history.watch(from_revision)
 
-    def follow(self, from_revision: int, apply: Callable[[Event], None]) -> Callable[[], None]:
-        return self._history.follow(from_revision, apply)
+    def follow(self, from_revision: int, apply: Callable[[Event], None],
+               lost: Callable[[], None] | None = None) -> Callable[[], None]:
+        return self._history.follow(from_revision, apply, lost)
 
     async def compact(self, revision: int) -> None:
         self._history.compact(revision)

@@ -169,6 +169,10 @@ async def _follow_phase(url: str, kubeconfig: str, key_dir: Path) -> None:
             await asyncio.gather(*tasks, return_exceptions=True)
 
 
+def _children(pid: int) -> list[int]:
+    return [int(c) for t in Path(f"/proc/{pid}/task").iterdir() for c in (t / "children").read_text().split()]
+
+
 async def _kill_phase(c, kubeconfig: str, key_dir: Path) -> Acked:
     """Writers run until the server is killed mid-burst; returns what was acknowledged before."""
     acked = Acked()
@@ -182,7 +186,8 @@ async def _kill_phase(c, kubeconfig: str, key_dir: Path) -> Acked:
         tasks = [asyncio.create_task(writer(w)) for w in range(WRITERS)]
         while len(acked.events) < 200 and not all(t.done() for t in tasks):
             await asyncio.sleep(0.05)
-        c.proc.send_signal(signal.SIGKILL)
+        for pid in [*_children(c.proc.pid), c.proc.pid]:  # the API server workers too: the whole group at once
+            os.kill(pid, signal.SIGKILL)
         await asyncio.gather(*tasks)
     c.proc.wait()
     assert len(acked.events) >= 200
@@ -190,13 +195,17 @@ async def _kill_phase(c, kubeconfig: str, key_dir: Path) -> Acked:
 
 
 @pytest.mark.skipif(STORE == "memory", reason="the memory store is not durable by design")
-def test_writers_and_watchers_then_kill_9(store_url):
+@pytest.mark.parametrize("workers", [1, 2], ids=["one-api-server", "two-api-workers"])
+def test_writers_and_watchers_then_kill_9(store_url, workers):
+    if workers > 1 and STORE != "sqlite":
+        pytest.skip("several API server workers: run on SQLite, whose shared mode they need")
+    extra = ("--api-workers", str(workers)) if workers > 1 else ()
     d = Path(tempfile.mkdtemp(prefix="nanokube-stress-"))
-    c = start_cluster(d, store_url)
+    c = start_cluster(d, store_url, extra)
     try:
         asyncio.run(_follow_phase(c.url, c.kubeconfig, d))
         acked = asyncio.run(_kill_phase(c, c.kubeconfig, d))
-        c2 = start_cluster(d, store_url)
+        c2 = start_cluster(d, store_url, extra)
         try:
             async def check() -> None:
                 async with await _session(c2.kubeconfig, d) as session:

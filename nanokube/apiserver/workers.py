@@ -1,0 +1,231 @@
+"""Several API server processes on one port and one store (`nanokube up --api-workers N`).
+
+One Python process serves requests on one core. Worker 0 is the whole `up` (the API server,
+its bootstrap and writing loops, the scheduler, controllers and node agents); workers 1..N-1
+are API servers alone, started here once worker 0 listens: the same data dir, store, PKI,
+authentication and authorization, audit log (each line one O_APPEND write) and port, which
+every worker binds with SO_REUSEPORT, so the kernel spreads connections over them. Each
+serves any request and watch from a watch cache of its own. Which of the API server's own
+loops run in every worker, and which in worker 0 alone, says controlplane.start_loops.
+
+The store keeps the workers consistent: resourceVersions come from one sequence and every
+worker's watch cache takes every write in that order (SQLite's shared mode, see
+store/sqlite.py; each etcd client watches etcd), and a worker catches up with the store
+before it serves a request (APIServer._serve), so a client that wrote through one worker
+reads its write through any other. The memory store lives in one process and is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ctypes
+import logging
+import os
+import signal
+import ssl
+import sys
+
+from aiohttp import hdrs, web
+
+from .aggregator.proxy import identity_headers
+from .aggregator.requestheader import front_proxy_files
+from .cache import DELETED, CacheEvent
+from .streaming.transports import _Feed, _RawUpgrade
+
+log = logging.getLogger(__name__)
+
+_READY = b"ready\n"
+#: PR_SET_PDEATHSIG: a worker ends with worker 0, however worker 0 ended
+_PR_SET_PDEATHSIG = 1
+
+
+def share_service_allocations(server) -> None:
+    """Called before `server.start()`. ClusterIPs and node ports are allocated in each API server
+    process (registry/core_services.py, before the Service is stored), so with several workers
+    each takes what the others allocated from its watch cache, as the Services arrive, and
+    releases what their deletes and updates freed; and each picks new values dynamically from a
+    share of the ranges of its own (every N-th value), so that two workers creating Services at
+    the same moment never pick one value. An address or port a client asks for by value is
+    checked against what this worker's cache holds when the request arrives (the request first
+    catches up with the store): two clients asking for one address through two workers at the
+    same moment can both get it (upstream reserves it by creating its IPAddress object first)."""
+    res = server.index.get("", "v1", "services")
+    strategy, prefix = res.strategy, res.key_prefix()
+    strategy.ips.share(server.workers, server.worker)
+    strategy.node_ports.share(server.workers, server.worker)
+
+    def follow(ev: CacheEvent) -> None:
+        if not ev.key.startswith(prefix):
+            return
+        if ev.prev is not None:
+            strategy.release(ev.prev.obj)
+        if ev.type != DELETED:
+            strategy.restore([ev.entry.obj])
+
+    server.cache.on_event.append(follow)
+
+
+#: the pods subresources node agents serve, which run in worker 0 alone
+_RELAYED = frozenset(("exec", "attach", "portforward", "log"))
+#: request headers that say who the client is: the relay says it instead, as a front proxy
+_IDENTITY = ("authorization", "x-remote-", "impersonate-")
+
+
+class NodeRelay:
+    """The node agents run in worker 0 only, so the other workers relay a pod's exec, attach,
+    portforward and log requests there, as kube-apiserver relays them to the kubelet: over TLS
+    to worker 0's private port, as the front proxy (its client certificate and the
+    authenticated user in X-Remote-* headers; worker 0 authorizes and admits the request as its
+    own), then byte for byte both ways, so SPDY and WebSocket upgrades and streamed logs pass
+    unchanged."""
+
+    def __init__(self, pki, port: int) -> None:
+        self.port = port
+        self.ctx = ssl.create_default_context(cadata=pki.ca.cert_pem.decode())
+        self.ctx.load_cert_chain(*front_proxy_files(pki))
+
+    def wrap(self, dispatch):
+        """`dispatch`, except for the requests relayed."""
+        async def dispatch_or_relay(request: web.Request) -> web.StreamResponse:
+            p = request.rel_url.path.split("/")  # /api/v1/namespaces/NS/pods/NAME/SUB
+            if len(p) == 8 and p[1] == "api" and p[3] == "namespaces" and p[5] == "pods" and p[7] in _RELAYED:
+                return await self.relay(request)
+            return await dispatch(request)
+
+        return dispatch_or_relay
+
+    async def relay(self, request: web.Request) -> web.StreamResponse:
+        reader, writer = await asyncio.open_connection("127.0.0.1", self.port, ssl=self.ctx)
+        try:
+            body = await request.read() if request.body_exists else b""
+            upgrade = hdrs.UPGRADE in request.headers
+            head = [f"{request.method} {request.rel_url.raw_path_qs} HTTP/1.1"]
+            head += [f"{k}: {v}" for k, v in request.headers.items() if not k.lower().startswith(_IDENTITY)
+                     and k.lower() not in ("content-length", "transfer-encoding") and (upgrade or k.lower() != "connection")]
+            head += [f"{k}: {v}" for k, v in identity_headers(request["user"])]
+            head += [f"Content-Length: {len(body)}"] if body else []
+            head += [] if upgrade else ["Connection: close"]
+            writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
+            status, *lines = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+            _, code, reason = (status.split(" ", 2) + [""])[:3]
+            resp = _RawUpgrade(status=int(code), reason=reason or None)
+            for line in lines:
+                if line:
+                    k, v = line.split(":", 1)
+                    resp.headers.add(k, v.strip())
+            resp.force_close()
+            client = asyncio.StreamReader()
+            request.protocol.set_parser(_Feed(client))
+            await resp.prepare(request)
+
+            async def up() -> None:
+                while data := await client.read(1 << 16):
+                    writer.write(data)
+                    await writer.drain()
+
+            async def down() -> None:
+                while data := await reader.read(1 << 16):
+                    await resp.write(data)
+
+            tasks = [asyncio.ensure_future(up()), asyncio.ensure_future(down())]
+            try:
+                await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+            return resp
+        finally:
+            writer.close()
+
+
+class Workers:
+    """Workers 1..N-1 as child processes of worker 0."""
+
+    def __init__(self, count: int, data_dir: str, store: str, address: str, port: int, relay_port: int,
+                 audit_log_path: str, event_ttl: str) -> None:
+        self.count = count
+        self.argv = ["--workers", str(count), "--data-dir", data_dir, "--store", store, "--address", address,
+                     "--port", str(port), "--relay-port", str(relay_port), "--audit-log-path", audit_log_path,
+                     "--event-ttl", event_ttl]
+        self.procs: list[asyncio.subprocess.Process] = []
+
+    async def start(self, timeout: float = 60.0) -> None:
+        """Starts the workers and waits until each listens; RuntimeError if one does not."""
+        for i in range(1, self.count):
+            self.procs.append(await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "nanokube.apiserver.workers", "--worker", str(i), "--ppid", str(os.getpid()),
+                *self.argv, stdout=asyncio.subprocess.PIPE))
+        for i, p in enumerate(self.procs, 1):
+            try:
+                line = await asyncio.wait_for(p.stdout.readline(), timeout)
+            except TimeoutError:
+                line = b""
+            if line != _READY:
+                await self.stop()
+                raise RuntimeError(f"API server worker {i} did not start")
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        for p in self.procs:
+            if p.returncode is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                await asyncio.wait_for(p.wait(), timeout)
+            except TimeoutError:
+                p.kill()
+                await p.wait()
+        self.procs = []
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    from ..pki.ca import ensure_pki
+    from ..store.backends import open_store
+    from .app import APIServer
+    from .eventttl import parse_ttl
+
+    pki = ensure_pki(args.data_dir)
+    server = APIServer(open_store(args.store, args.data_dir, shared=True), pki, host=args.address,
+                       port=args.port, audit_log_path=args.audit_log_path, event_ttl=parse_ttl(args.event_ttl),
+                       workers=args.workers, worker=args.worker)
+    server.handlers.dispatch = NodeRelay(pki, args.relay_port).wrap(server.handlers.dispatch)
+    share_service_allocations(server)
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    sys.stdout.buffer.write(_READY)
+    sys.stdout.flush()
+    await stop.wait()
+    await server.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="nanokube.apiserver.workers", description="one more API server worker of `up`")
+    p.add_argument("--worker", type=int, required=True)
+    p.add_argument("--workers", type=int, required=True)
+    p.add_argument("--ppid", type=int, required=True)
+    for flag in ("--data-dir", "--store", "--address", "--audit-log-path", "--event-ttl"):
+        p.add_argument(flag, required=True)
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--relay-port", type=int, required=True)
+    args = p.parse_args(argv)
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != args.ppid:  # worker 0 ended before the signal was set
+        return 1
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(levelname)s worker {args.worker} %(name)s: %(message)s",
+                        stream=sys.stderr)
+    import uvloop
+
+    return uvloop.run(_serve(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,207 @@
+"""`nanokube up --api-workers 2`: two API server processes on one port and one store (SQLite in
+its shared mode, or etcd), driven as a user would, over connections the kernel spread over both
+workers, each of them known to the test (which process holds the server side of the socket)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import ssl
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from benchmarks.api import tls_context
+
+from .conftest import STORE, running_cluster
+
+#: the outcome depends on the store: this module runs again on etcd (each worker its own etcd watch)
+pytestmark = [pytest.mark.store, pytest.mark.skipif(STORE == "memory", reason="the memory store serves one process")]
+
+CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "gadgets.workers.example.com"},
+    "spec": {"group": "workers.example.com", "scope": "Namespaced",
+             "names": {"kind": "Gadget", "plural": "gadgets", "singular": "gadget"},
+             "versions": [{"name": "v1", "served": True, "storage": True,
+                           "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
+}
+
+
+def _children(pid: int) -> list[int]:
+    return [int(c) for t in Path(f"/proc/{pid}/task").iterdir() for c in (t / "children").read_text().split()]
+
+
+def _socket_owner(port: int, peer_port: int, pids: list[int]) -> int | None:
+    """Which of `pids` holds the server side of the TCP connection from `peer_port` to `port`."""
+    inode = None
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        f = line.split()
+        if int(f[1].split(":")[1], 16) == port and int(f[2].split(":")[1], 16) == peer_port:
+            inode = f[9]
+    for pid in pids:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == f"socket:[{inode}]":
+                    return pid
+            except OSError:
+                continue
+    return None
+
+
+class Conn:
+    """One keep-alive HTTPS connection, and the worker serving it."""
+
+    def __init__(self, url: str, ctx: ssl.SSLContext, pids: list[int]) -> None:
+        u = urlsplit(url)
+        self.http = http.client.HTTPSConnection(u.hostname, u.port, context=ctx, timeout=30)
+        self.http.connect()
+        self.worker = _socket_owner(u.port, self.http.sock.getsockname()[1], pids)
+
+    def call(self, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+        self.http.request(method, path, body=None if body is None else json.dumps(body),
+                          headers={"Content-Type": "application/json"})
+        r = self.http.getresponse()
+        return r.status, json.loads(r.read() or b"{}")
+
+
+def _conns(c, n: int = 16) -> tuple[list[Conn], list[int]]:
+    pids = [c.proc.pid, *_children(c.proc.pid)]
+    ctx = tls_context(Path(c.kubeconfig), c.data_dir)
+    return [Conn(c.url, ctx, pids) for _ in range(n)], pids
+
+
+@pytest.fixture(scope="module")
+def c(store_url):
+    with running_cluster("api-workers", ("--api-workers", "2"), store=store_url) as cluster:
+        yield cluster
+
+
+def _pair(c) -> tuple[Conn, Conn]:
+    """A connection to worker 0 and one to worker 1."""
+    conns, pids = _conns(c)
+    assert len(pids) == 2
+    by_worker = {pid: [x for x in conns if x.worker == pid] for pid in pids}
+    assert all(by_worker.values()), "the kernel gave every connection to one worker"
+    return by_worker[pids[0]][0], by_worker[pids[1]][0]
+
+
+def test_two_workers_serve_one_store_consistently(c):
+    a, b = _pair(c)
+    ns = "/api/v1/namespaces/default/configmaps"
+    for i in range(30):  # a write through one worker is read, and updated without a precondition, through the other
+        w, r = (a, b) if i % 2 else (b, a)
+        code, made = w.call("POST", ns, {"metadata": {"name": f"cm{i}"}, "data": {"v": "0"}})
+        assert code == 201, made
+        code, got = r.call("GET", f"{ns}/cm{i}")
+        assert code == 200 and got["metadata"]["resourceVersion"] == made["metadata"]["resourceVersion"]
+        code, put = r.call("PUT", f"{ns}/cm{i}", {"metadata": {"name": f"cm{i}"}, "data": {"v": "1"}})
+        assert code == 200, put
+        code, listed = w.call("GET", ns)
+        assert int(listed["metadata"]["resourceVersion"]) >= int(put["metadata"]["resourceVersion"])
+        assert {"name": f"cm{i}", "v": "1"} in [{"name": x["metadata"]["name"], "v": x["data"]["v"]}
+                                               for x in listed["items"]]
+    # a namespace made through one worker takes objects through the other at once
+    assert a.call("POST", "/api/v1/namespaces", {"metadata": {"name": "made-on-a"}})[0] == 201
+    assert b.call("POST", "/api/v1/namespaces/made-on-a/configmaps", {"metadata": {"name": "x"}})[0] == 201
+    # a CRD created through one worker is served by the other (worker 0 establishes it)
+    code, _ = b.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", CRD)
+    assert code == 201
+    gadgets = "/apis/workers.example.com/v1/namespaces/default/gadgets"
+    deadline = time.monotonic() + 30
+    while (code := a.call("POST", gadgets, {"apiVersion": "workers.example.com/v1", "kind": "Gadget",
+                                            "metadata": {"name": "g"}})[0]) == 404:
+        assert time.monotonic() < deadline, "the CRD was never served"
+        time.sleep(0.2)
+    assert code == 201
+    code, got = b.call("GET", f"{gadgets}/g")
+    assert code == 200 and got["kind"] == "Gadget"
+    # both workers' writes are in the one audit log, each a whole line
+    lines = (c.data_dir / "audit.log").read_bytes().splitlines()
+    names = {json.loads(line).get("objectRef", {}).get("name") for line in lines}
+    assert {f"cm{i}" for i in range(30)} <= names
+
+
+def _service(name: str, **spec) -> dict:
+    return {"metadata": {"name": name}, "spec": {"type": "NodePort", "ports": [{"port": 80}], **spec}}
+
+
+def test_each_worker_allocates_from_its_share_and_holds_the_others_values(c):
+    a, b = _pair(c)  # workers 0 and 1
+    svcs = "/api/v1/namespaces/default/services"
+    made = [w.call("POST", svcs, _service(f"svc{i}"))[1] for i, w in enumerate((a, b, a, b))]
+    for i, m in enumerate(made):
+        assert int(m["spec"]["clusterIP"].rsplit(".", 1)[1]) % 2 == m["spec"]["ports"][0]["nodePort"] % 2 == i % 2
+    ip, port = made[0]["spec"]["clusterIP"], made[0]["spec"]["ports"][0]["nodePort"]
+    code, err = b.call("POST", svcs, _service("again", clusterIP=ip))
+    assert code == 422 and "already allocated" in err["message"], err
+    code, err = b.call("POST", svcs, _service("again", ports=[{"port": 80, "nodePort": port}]))
+    assert code == 422 and "already allocated" in err["message"], err
+    assert a.call("DELETE", f"{svcs}/svc0")[0] == 200
+    code, again = b.call("POST", svcs, _service("again", clusterIP=ip, ports=[{"port": 80, "nodePort": port}]))
+    assert code == 201 and again["spec"]["clusterIP"] == ip, again
+
+
+POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trainer", "annotations": {
+    "sim.nanokube.io/log": "loading dataset",
+    "sim.nanokube.io/exec.nvidia-smi": '{"stdout": "GPU 0: NVIDIA H100\\n", "exitCode": 0}'}},
+    "spec": {"containers": [{"name": "main", "image": "trainer:1.0"}]}}
+
+
+def _exec_over_websocket(conn: Conn, path: str) -> bytes:
+    """A v5.channel.k8s.io exec on this very connection: what the command wrote to stdout."""
+    sock = conn.http.sock
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                 "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+                 "Sec-WebSocket-Protocol: v5.channel.k8s.io\r\n\r\n".encode())
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(4096)
+    head, data = data.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 101"), head
+    out = b""
+    while True:
+        while len(data) < 2 or len(data) < 2 + (data[1] & 127 if data[1] & 127 < 126 else 2):
+            data += sock.recv(4096)
+        n, at = data[1] & 127, 2
+        if n == 126:
+            n, at = int.from_bytes(data[2:4], "big"), 4
+        while len(data) < at + n:
+            data += sock.recv(4096)
+        opcode, payload, data = data[0] & 15, data[at:at + n], data[at + n:]
+        if opcode == 8:
+            return out
+        if payload[:1] == b"\x01":
+            out += payload[1:]
+        if payload[:1] == b"\x03":  # the status: the command ended
+            return out
+
+
+def test_what_node_agents_serve_is_relayed_from_the_other_worker(c):
+    c.kubectl("apply", "-n", "default", "-f", "-", input=json.dumps(POD))
+    deadline = time.monotonic() + 60
+    while c.kubectl_json("get", "pod", "trainer").get("status", {}).get("phase") != "Running":
+        assert time.monotonic() < deadline, "trainer never ran"
+        time.sleep(0.5)
+    _, b = _pair(c)
+    assert b.worker != c.proc.pid
+    b.http.request("GET", "/api/v1/namespaces/default/pods/trainer/log")
+    r = b.http.getresponse()
+    assert r.status == 200 and b"loading dataset" in r.read()
+    _, b = _pair(c)
+    assert _exec_over_websocket(b, "/api/v1/namespaces/default/pods/trainer/exec?command=nvidia-smi&stdout=1") \
+        == b"GPU 0: NVIDIA H100\n"
+    for _ in range(4):  # kubectl's own connections, over SPDY or WebSockets, land on either worker
+        assert c.kubectl("exec", "trainer", "--", "nvidia-smi").stdout == "GPU 0: NVIDIA H100\n"
+
+
+def test_memory_store_is_refused_with_workers(tmp_path):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "nanokube.cli", "up", "--data-dir", str(tmp_path), "--port", "0",
+                        "--store", "memory", "--api-workers", "2"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "memory store lives in one process" in r.stderr

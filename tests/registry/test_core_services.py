@@ -1,0 +1,31 @@
+"""The Service allocators' shares: API server workers that pick dynamically at the same moment
+never pick one value, and each still takes any value of its range by name."""
+
+from __future__ import annotations
+
+import ipaddress
+
+from nanokube.registry.core_services import NodePortAllocator, ServiceIPAllocator
+
+
+def test_two_shares_of_the_ip_ranges_pick_disjoint_addresses():
+    workers = [ServiceIPAllocator("10.0.0.0/30") for _ in range(2)]
+    for i, a in enumerate(workers):
+        a.share(2, i)
+        a.set_extra_ranges({"more": ["10.1.0.0/24"]})  # a range added after the share is shared too
+    picked = [[a.allocate(f"w{i}-{n}") for n in range(50)] for i, a in enumerate(workers)]
+    assert not set(picked[0]) & set(picked[1])
+    assert all(int(ipaddress.ip_address(ip)) % 2 == i for i, ips in enumerate(picked) for ip in ips)
+    assert {ip.rsplit(".", 2)[0] for ips in picked for ip in ips} == {"10.0", "10.1"}
+    # by name, a worker takes an address of the other's share
+    assert workers[0].allocate("named", picked[1][-1]) == picked[1][-1]
+
+
+def test_two_shares_of_the_node_port_range_pick_disjoint_ports():
+    workers = [NodePortAllocator("30000-30099") for _ in range(2)]
+    for i, a in enumerate(workers):
+        a.share(2, i)
+    picked = [[a.allocate(f"w{i}-{n}") for n in range(50)] for i, a in enumerate(workers)]
+    assert sorted(picked[0] + picked[1]) == list(range(30000, 30100))
+    assert all(p % 2 == i for i, ports in enumerate(picked) for p in ports)
+    assert workers[1].allocate("named", 30000) == 30000
