@@ -71,23 +71,21 @@ class PendingSelectors:
         self.by_pair: dict[tuple[str, str], dict[str, None]] = {}
         self.loose: dict[str, None] = {}
         self._placed: dict[str, tuple[str, str] | None] = {}  # key -> its pair, None when loose
-        pods.add_handlers(on_add=self._put, on_update=lambda old, new: self._put(new),
-                          on_delete=lambda pod: self._drop(_key(pod)))
+        pods.add_handlers(on_add=self._put, on_update=self._updated, on_delete=lambda pod: self._drop(_key(pod)))
+
+    def _updated(self, old: dict, new: dict) -> None:
+        self._put(new)
 
     def _put(self, pod: dict) -> None:
-        key = _key(pod)
         spec = pod.get("spec") or {}
+        selector = spec.get("nodeSelector")
+        if not selector and not _node_affinity(pod).get("requiredDuringSchedulingIgnoredDuringExecution"):
+            return  # never indexed: an update may add a selector or narrow affinity, never remove them
+        key = _key(pod)
         if spec.get("nodeName"):
             self._drop(key)
             return
-        selector = spec.get("nodeSelector")
-        if selector:
-            place = min(selector.items())
-        elif _node_affinity(pod).get("requiredDuringSchedulingIgnoredDuringExecution"):
-            place = None
-        else:
-            self._drop(key)
-            return
+        place = min(selector.items()) if selector else None
         if key in self._placed:
             if self._placed[key] == place:
                 return
