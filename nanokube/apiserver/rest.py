@@ -615,9 +615,29 @@ class GenericREST:
         rv = _meta(new).get("resourceVersion")
         if rv and rv != str(entry.rev):
             raise errors.conflict(res.group, res.plural, name, errors.STALE)
-        result = await self._update_from(res, version, entry, new, opts, subresource, expected_rev=entry.rev)
+        if rv:
+            result = await self._update_from(res, version, entry, new, opts, subresource, expected_rev=entry.rev)
+        else:
+            result = await self._update_unconditionally(res, version, namespace, name, entry, new, opts, subresource)
         result.warnings[:0] = warnings
         return result
+
+    async def _update_unconditionally(self, res: Resource, version: str, namespace: str | None, name: str, entry,
+                                      new: dict, opts: WriteOptions, subresource: str) -> Result:
+        """An update that names no resourceVersion applies to whatever is stored when it is written:
+        one that lost a race with another write is made again from the request on the newer object
+        inside the server, as upstream's GuaranteedUpdate does, instead of a 409 to a client that set
+        no precondition (several API server workers make such races likelier)."""
+        sent = orjson.dumps(new)  # the update mutates `new` as it goes
+        for attempt in range(PATCH_ATTEMPTS):
+            try:
+                return await self._update_from(res, version, entry, new, opts, subresource, expected_rev=entry.rev)
+            except errors.APIError as e:
+                if e.code != 409 or not e.message.endswith(errors.STALE) or attempt == PATCH_ATTEMPTS - 1:
+                    raise
+            await self.cache.sync()
+            entry = self._entry(res, namespace, name)
+            new = orjson.loads(sent)
 
     def _merge_subresource(self, res: Resource, old: dict, new: dict, subresource: str) -> dict:
         """Which parts of `new` a write through `subresource` may change."""

@@ -400,3 +400,21 @@ async def test_a_write_answers_with_the_json_it_stored_when_it_serves_the_cached
                                                "maxReplicas": 3, "targetCPUUtilizationPercentage": 50}}
     converted = await rest.create(hpas, "v1", NS, hpa, WriteOptions())
     assert converted.stored is None and converted.obj["apiVersion"] == "autoscaling/v1"
+
+
+async def test_updates_without_a_resource_version_win_races_with_other_writes(cms):
+    """Upstream's GuaranteedUpdate: an update that names no resourceVersion is applied to whatever
+    is stored when it is written, tried again on a newer object when another write came first."""
+    made = await cms.create(cm("busy"))
+    body = {k: v for k, v in made.items() if k != "metadata"}
+    done = await asyncio.gather(*(cms.update({**body, "metadata": {"name": "busy", "namespace": NS, "labels": {"n": str(i)}},
+                                              "data": {"k": str(i)}}) for i in range(20)))
+    assert sorted(int(d["data"]["k"]) for d in done) == list(range(20))
+    revs = [int(d["metadata"]["resourceVersion"]) for d in done]
+    assert len(set(revs)) == 20
+    last = done[revs.index(max(revs))]
+    assert (await cms.get("busy", NS))["data"] == last["data"]
+    stale = {**made, "data": {"k": "lost"}}
+    with pytest.raises(APIError) as e:
+        await cms.update(stale)
+    assert e.value.code == 409, "an update naming an old resourceVersion still fails its precondition"
