@@ -105,6 +105,7 @@ class APIServer:
         self.rest.tokens = self.tokens
         self.compaction_interval = compaction_interval
         self.workers, self.worker = workers, worker
+        self.cache.lazy = workers > 1
         #: worker 0's private port for the others' relayed requests (workers.NodeRelay)
         self.relay_port = 0
         self._runner: web.AppRunner | None = None

@@ -391,3 +391,25 @@ async def test_an_event_that_fails_to_apply_is_taken_again_from_the_change_strea
     assert calls == [a.mod_revision, a.mod_revision, b.mod_revision]  # once failed, then each once, in order
     assert [k for k, _ in cache.list(PREFIX)] == [PREFIX + "ns/a", PREFIX + "ns/b"]
     assert cache._unfollow is None  # the stream's task follows from now on
+
+
+async def test_a_lazy_cache_decodes_an_unwatched_resource_only_when_it_is_read(env):
+    store, cache = env
+    cache.lazy = True
+    seen = []
+    cache.on_event.append(lambda ev: seen.append(ev))
+    kv = await store.create(PREFIX + "ns/a", b'{"metadata":{"name":"a"},"data":{"k":"v"}}')
+    await cache.wait_for(kv.mod_revision)
+    e = cache.get(PREFIX + "ns/a")
+    assert e._obj is None and e._stored is not None  # nobody watches configmaps: nothing decoded
+    assert seen[-1].entry.obj == {"metadata": {"name": "a", "resourceVersion": str(kv.mod_revision)}, "data": {"k": "v"}}
+    assert cache.get(PREFIX + "ns/a").obj is seen[-1].entry.obj  # decoded once, for whoever reads it
+    w = Watcher(PREFIX, lambda ev: True)
+    cache.add_watcher(w)
+    kv = await store.update(PREFIX + "ns/a", b'{"metadata":{"name":"a"},"data":{"k":"w"}}', kv.mod_revision)
+    await cache.wait_for(kv.mod_revision)
+    ev = w.queue.get_nowait()
+    assert ev.entry._obj is not None and ev.entry.obj["data"] == {"k": "w"}  # watched: decoded as it comes
+    gone = await store.delete(PREFIX + "ns/a")
+    await cache.wait_for(gone.mod_revision)
+    assert w.queue.get_nowait().entry.obj["metadata"]["resourceVersion"] == str(gone.mod_revision)
