@@ -413,3 +413,37 @@ async def test_a_lazy_cache_decodes_an_unwatched_resource_only_when_it_is_read(e
     gone = await store.delete(PREFIX + "ns/a")
     await cache.wait_for(gone.mod_revision)
     assert w.queue.get_nowait().entry.obj["metadata"]["resourceVersion"] == str(gone.mod_revision)
+
+
+async def test_a_worker_behind_the_shared_change_log_relists_and_follows_on(tmp_path, monkeypatch):
+    """Two API server workers' stores on one SQLite file: the cache of the one that fell behind the
+    trimmed log is told so (the store's `lost`), relists, and takes the other's writes again."""
+    from nanokube.store import sqlite as sqlite_mod
+    from nanokube.store.sqlite import SQLiteStore
+
+    monkeypatch.setattr(sqlite_mod, "LOG_WINDOW", 10)
+    monkeypatch.setattr(sqlite_mod, "LOG_TRIM", 5)
+    here, other = SQLiteStore(str(tmp_path / "db"), shared=True), SQLiteStore(str(tmp_path / "db"), shared=True)
+    await here.start()
+    await other.start()
+    cache = WatchCache(here)
+    await cache.start()
+    bell = here._bell
+    try:
+        bell._loop.remove_reader(bell.sock.fileno())  # busy: it reads no rings while the other writes
+        for i in range(30):
+            await other.create(f"{PREFIX}ns/{i}", b'{"metadata":{"name":"x"}}')
+        await cache.sync()  # finds the gap: the cache relists
+        await eventually(lambda: _async(cache.count(PREFIX) == 30))
+        bell._loop.add_reader(bell.sock.fileno(), bell._read)
+        kv = await other.create(PREFIX + "ns/after", b'{"metadata":{"name":"after"}}')
+        await cache.wait_for(kv.mod_revision)
+        assert cache.get(PREFIX + "ns/after").rev == kv.mod_revision
+    finally:
+        await cache.stop()
+        await other.close()
+        await here.close()
+
+
+async def _async(value):
+    return value
