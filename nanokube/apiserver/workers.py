@@ -217,7 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--relay-port", type=int, required=True)
     args = p.parse_args(argv)
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    prctl = getattr(ctypes.CDLL(None), "prctl", None)  # Linux
+    if prctl is not None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != args.ppid:  # worker 0 ended before the signal was set
         return 1
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(levelname)s worker {args.worker} %(name)s: %(message)s",

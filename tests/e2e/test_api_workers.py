@@ -198,10 +198,12 @@ def test_what_node_agents_serve_is_relayed_from_the_other_worker(c):
         assert c.kubectl("exec", "trainer", "--", "nvidia-smi").stdout == "GPU 0: NVIDIA H100\n"
 
 
-def test_memory_store_is_refused_with_workers(tmp_path):
+@pytest.mark.parametrize("args, error", [(("--store", "memory", "--api-workers", "2"), "memory store lives in one process"),
+                                         (("--api-workers", "0"), "--api-workers must be at least 1")])
+def test_what_cannot_run_several_workers_is_refused(tmp_path, args, error):
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "nanokube.cli", "up", "--data-dir", str(tmp_path), "--port", "0",
-                        "--store", "memory", "--api-workers", "2"], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2 and "memory store lives in one process" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "nanokube.cli", "up", "--data-dir", str(tmp_path), "--port", "0", *args],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and error in r.stderr
