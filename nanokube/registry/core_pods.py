@@ -188,8 +188,8 @@ def validate_pod_spec(spec: dict, path: str = "spec") -> list[FieldError]:
                      ("schedulerName", dns1123_subdomain), ("hostname", dns1123_label),
                      ("subdomain", dns1123_label), ("priorityClassName", dns1123_subdomain)):
         v = spec.get(f)
-        if v:
-            errs += [invalid(f"{path}.{f}", v, m) for m in check(v)]
+        if v and (msgs := check(v)):
+            errs += [invalid(f"{path}.{f}", v, m) for m in msgs]
     ads = spec.get("activeDeadlineSeconds")
     if ads is not None and not 1 <= ads <= _MAX_INT32:
         errs.append(invalid(f"{path}.activeDeadlineSeconds", ads, "must be between 1 and 2147483647, inclusive"))

@@ -247,7 +247,7 @@ def _validate_env(env: list, path: str) -> list[FieldError]:
         name = e.get("name", "")
         if not name:
             errs.append(required(f"{path}[{i}].name"))
-        elif "=" in name or any(not 32 <= ord(ch) <= 126 for ch in name):
+        elif "=" in name or not (name.isascii() and name.isprintable()):  # printable ASCII: U+0020 to U+007E
             errs.append(invalid(f"{path}[{i}].name", name,
                                 "a valid environment variable name must consist only of printable ASCII characters "
                                 "other than '='"))
@@ -416,8 +416,9 @@ def validate_tolerations(tolerations: list, path: str) -> list[FieldError]:
 
 
 def taint_effect(effect: str, path: str) -> list[FieldError]:
-    allowed = ["NoSchedule", "PreferNoSchedule", "NoExecute"]
-    return [] if effect in allowed else [not_supported(path, effect, allowed)]
+    if effect in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+        return []
+    return [not_supported(path, effect, ["NoSchedule", "PreferNoSchedule", "NoExecute"])]
 
 
 # --- volumes ---------------------------------------------------------------------

@@ -649,3 +649,15 @@ def test_qos_class_is_remembered_by_the_quantities_it_is_worked_out_from(monkeyp
     assert qos_class({"containers": [{"resources": {"limits": {"cpu": ["1"]}}}]}) == "BestEffort"
     assert qos_class({"containers": [{"resources": {"limits": {"cpu": ["1"]}}}]}) == "BestEffort"
     assert len(calls) == 4
+
+
+def test_env_names_are_printable_ascii_without_equals_and_taint_effects_are_known():
+    names = ["A_b-1.x ~", "=x", "a\tb", "é", "a\x7f", "[]{}"]
+    s, pod = created_pod(containers=[{"name": "app", "image": "nginx:1.27", "env": [{"name": n, "value": "v"} for n in names]}],
+                         tolerations=[{"key": "k", "operator": "Exists", "effect": e} for e in ("NoExecute", "NoRun")],
+                         nodeName="n1", schedulerName="Bad_Name")
+    got = errs_by_field(s.validate(pod))
+    assert {f for f, _ in got if ".env[" in f} == {f"spec.containers[0].env[{i}].name" for i in (1, 2, 3, 4)}
+    assert ("spec.tolerations[1].effect", "FieldValueNotSupported") in got
+    assert ("spec.tolerations[0].effect", "FieldValueNotSupported") not in got
+    assert ("spec.schedulerName", "FieldValueInvalid") in got and not any(f == "spec.nodeName" for f, _ in got)
