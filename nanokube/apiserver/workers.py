@@ -141,7 +141,8 @@ class NodeRelay:
 
 
 class Workers:
-    """Workers 1..N-1 as child processes of worker 0."""
+    """Workers 1..N-1 as child processes of worker 0; one that ends (a crash, `kill -9`) is
+    started again, its clients meanwhile reconnecting to the others."""
 
     def __init__(self, count: int, data_dir: str, store: str, address: str, port: int, relay_port: int,
                  audit_log_path: str, event_ttl: str) -> None:
@@ -149,38 +150,54 @@ class Workers:
         self.argv = ["--workers", str(count), "--data-dir", data_dir, "--store", store, "--address", address,
                      "--port", str(port), "--relay-port", str(relay_port), "--audit-log-path", audit_log_path,
                      "--event-ttl", event_ttl]
-        self.procs: list[asyncio.subprocess.Process] = []
+        self.procs: dict[int, asyncio.subprocess.Process] = {}
+        self._keepers: list[asyncio.Task] = []
 
     async def start(self, timeout: float = 60.0) -> None:
         """Starts the workers and waits until each listens; RuntimeError if one does not."""
         for i in range(1, self.count):
-            self.procs.append(await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "nanokube.apiserver.workers", "--worker", str(i), "--ppid", str(os.getpid()),
-                *self.argv, stdout=asyncio.subprocess.PIPE))
-        for i, p in enumerate(self.procs, 1):
-            try:
-                line = await asyncio.wait_for(p.stdout.readline(), timeout)
-            except TimeoutError:
-                line = b""
-            if line != _READY:
+            await self._spawn(i)
+        for i, p in self.procs.items():
+            if not await self._ready(p, timeout):
                 await self.stop()
                 raise RuntimeError(f"API server worker {i} did not start")
+        self._keepers = [asyncio.create_task(self._keep(i)) for i in self.procs]
 
-    @property
-    def pids(self) -> list[int]:
-        return [p.pid for p in self.procs]
+    async def _spawn(self, i: int) -> asyncio.subprocess.Process:
+        p = self.procs[i] = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "nanokube.apiserver.workers", "--worker", str(i), "--ppid", str(os.getpid()),
+            *self.argv, stdout=asyncio.subprocess.PIPE)
+        return p
+
+    @staticmethod
+    async def _ready(p: asyncio.subprocess.Process, timeout: float) -> bool:
+        try:
+            return await asyncio.wait_for(p.stdout.readline(), timeout) == _READY
+        except TimeoutError:
+            return False
+
+    async def _keep(self, i: int) -> None:
+        while True:
+            code = await self.procs[i].wait()
+            log.warning("API server worker %d ended (exit status %s); starting it again", i, code)
+            await asyncio.sleep(1.0)  # one that cannot start fails once a second, not in a tight loop
+            if not await self._ready(await self._spawn(i), 60.0):
+                log.error("API server worker %d did not start again", i)
 
     async def stop(self, timeout: float = 10.0) -> None:
-        for p in self.procs:
+        for t in self._keepers:
+            t.cancel()
+        await asyncio.gather(*self._keepers, return_exceptions=True)
+        for p in self.procs.values():
             if p.returncode is None:
                 p.send_signal(signal.SIGTERM)
-        for p in self.procs:
+        for p in self.procs.values():
             try:
                 await asyncio.wait_for(p.wait(), timeout)
             except TimeoutError:
                 p.kill()
                 await p.wait()
-        self.procs = []
+        self.procs = {}
 
 
 async def _serve(args: argparse.Namespace) -> int:

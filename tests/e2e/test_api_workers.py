@@ -198,6 +198,25 @@ def test_what_node_agents_serve_is_relayed_from_the_other_worker(c):
         assert c.kubectl("exec", "trainer", "--", "nvidia-smi").stdout == "GPU 0: NVIDIA H100\n"
 
 
+def test_a_worker_that_ends_is_started_again(c):
+    (old,) = _children(c.proc.pid)
+    os.kill(old, 9)
+    deadline = time.monotonic() + 60
+    while True:  # until a new worker listens: connections reach both again
+        try:
+            conns, pids = _conns(c, 8)
+            if old not in pids and len(pids) == 2 and {x.worker for x in conns} == set(pids):
+                break
+        except OSError:  # a connection the kernel had queued for the killed worker is reset, as any client sees
+            pass
+        assert time.monotonic() < deadline, "the worker was not started again"
+        time.sleep(0.2)
+    a = next(x for x in conns if x.worker == pids[0])
+    b = next(x for x in conns if x.worker == pids[1])
+    assert b.call("POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "after-restart"}})[0] == 201
+    assert a.call("GET", "/api/v1/namespaces/default/configmaps/after-restart")[0] == 200
+
+
 @pytest.mark.parametrize("args, error", [(("--store", "memory", "--api-workers", "2"), "memory store lives in one process"),
                                          (("--api-workers", "0"), "--api-workers must be at least 1")])
 def test_what_cannot_run_several_workers_is_refused(tmp_path, args, error):
