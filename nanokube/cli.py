@@ -104,8 +104,7 @@ async def _up(args: argparse.Namespace) -> int:
         return 1
     workers = None
     if args.api_workers > 1:
-        workers = Workers(args.api_workers, data_dir, args.store, args.address, server.port, server.relay_port, audit,
-                          args.event_ttl)
+        workers = Workers(args.api_workers, data_dir, args.store, args.address, server.port, server.relay_port, audit)
         try:
             await workers.start()
         except RuntimeError as e:

@@ -145,11 +145,10 @@ class Workers:
     started again, its clients meanwhile reconnecting to the others."""
 
     def __init__(self, count: int, data_dir: str, store: str, address: str, port: int, relay_port: int,
-                 audit_log_path: str, event_ttl: str) -> None:
+                 audit_log_path: str) -> None:
         self.count = count
         self.argv = ["--workers", str(count), "--data-dir", data_dir, "--store", store, "--address", address,
-                     "--port", str(port), "--relay-port", str(relay_port), "--audit-log-path", audit_log_path,
-                     "--event-ttl", event_ttl]
+                     "--port", str(port), "--relay-port", str(relay_port), "--audit-log-path", audit_log_path]
         self.procs: dict[int, asyncio.subprocess.Process] = {}
         self._keepers: list[asyncio.Task] = []
 
@@ -204,11 +203,10 @@ async def _serve(args: argparse.Namespace) -> int:
     from ..pki.ca import ensure_pki
     from ..store.backends import open_store
     from .app import APIServer
-    from .eventttl import parse_ttl
 
     pki = ensure_pki(args.data_dir)
     server = APIServer(open_store(args.store, args.data_dir, shared=True), pki, host=args.address,
-                       port=args.port, audit_log_path=args.audit_log_path, event_ttl=parse_ttl(args.event_ttl),
+                       port=args.port, audit_log_path=args.audit_log_path,
                        workers=args.workers, worker=args.worker)
     server.handlers.dispatch = NodeRelay(pki, args.relay_port).wrap(server.handlers.dispatch)
     share_service_allocations(server)
@@ -229,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--worker", type=int, required=True)
     p.add_argument("--workers", type=int, required=True)
     p.add_argument("--ppid", type=int, required=True)
-    for flag in ("--data-dir", "--store", "--address", "--audit-log-path", "--event-ttl"):
+    for flag in ("--data-dir", "--store", "--address", "--audit-log-path"):
         p.add_argument(flag, required=True)
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--relay-port", type=int, required=True)

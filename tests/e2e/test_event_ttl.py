@@ -66,10 +66,16 @@ def test_after_a_restart_an_event_past_its_ttl_is_deleted_at_once(store_url):
             c.kubectl("create", "-f", "-", input=event("from-before"))
         finally:
             c.stop()
+        c = start_cluster(d, store_url, QUIET)  # the default TTL (1h): the restart alone keeps it
+        try:
+            assert "from-before" in event_names(client.CoreV1Api(c.client()))
+        finally:
+            c.stop()
         c = start_cluster(d, store_url, ("--event-ttl", "1s", *QUIET))
         try:
             api = client.CoreV1Api(c.client())
             wait_for(lambda: "from-before" not in event_names(api), timeout=20, what="the restored event expired")
+            assert "from-before" not in event_names(api)
         finally:
             c.stop()
     finally:
