@@ -42,10 +42,10 @@ PLUGIN_METRICS_SAMPLE_PERCENT = 10
 
 
 def _already_reported(pod: dict, reason: str, message: str) -> bool:
-    """Whether the pod's PodScheduled condition already says this: then its FailedScheduling event
-    was recorded too, and neither is written again (upstream keeps an unchanged condition, and
-    its event recorder folds repeats into one series), so a pod that fits nowhere costs no writes
-    per attempt."""
+    """Whether the pod's PodScheduled condition already says this: then it is not written again
+    (upstream keeps an unchanged condition). Its FailedScheduling event goes to the event
+    recorder on every attempt, whose series absorbs the repeats, so a pod that fits nowhere
+    costs no writes per attempt."""
     for c in (pod.get("status") or {}).get("conditions") or ():
         if c.get("type") == "PodScheduled":
             return c.get("status") == "False" and c.get("reason") == reason and c.get("message") == message
@@ -59,12 +59,14 @@ def _condition_statuses(node: dict) -> dict:
 
 def node_update_events(old: dict, new: dict) -> list[ClusterEvent]:
     """One event per scheduling-relevant aspect of the node that changed,
-    as upstream's NodeSchedulingPropertiesChange; none for a heartbeat."""
+    as upstream's NodeSchedulingPropertiesChange; none for a heartbeat, nor
+    for a cordon (upstream's nodeSpecUnschedulableChanged: only a node that
+    becomes schedulable can let a pod in)."""
     om, nm = old.get("metadata") or {}, new.get("metadata") or {}
     osp, nsp = old.get("spec") or {}, new.get("spec") or {}
     ost, nst = old.get("status") or {}, new.get("status") or {}
     changes = (
-        (bool(osp.get("unschedulable")) != bool(nsp.get("unschedulable")), Action.UPDATE_NODE_TAINT,
+        (bool(osp.get("unschedulable")) and not nsp.get("unschedulable"), Action.UPDATE_NODE_TAINT,
          "NodeSpecUnschedulableChange"),
         (ost.get("allocatable") != nst.get("allocatable"), Action.UPDATE_NODE_ALLOCATABLE, "NodeAllocatableChange"),
         ((om.get("labels") or {}) != (nm.get("labels") or {}), Action.UPDATE_NODE_LABEL, "NodeLabelChange"),
@@ -228,6 +230,7 @@ class Scheduler:
         for inf in (self.nodes, self.podgroup_informer, self.pods, *self.informers.values()):
             self.informer_factory.start([inf])
             await inf.synced.wait()
+        self.api.broadcaster.start()
         self._tasks.append(asyncio.create_task(self.queue.run_flushers()))
         self._tasks.append(asyncio.create_task(self._loop()))
 
@@ -236,6 +239,7 @@ class Scheduler:
         for t in self._tasks + list(self._binds):
             t.cancel()
         await asyncio.gather(*self._tasks, *self._binds, return_exceptions=True)
+        await self.api.broadcaster.stop()
         if self._own_factory:
             await self.informer_factory.stop()
 
@@ -339,8 +343,11 @@ class Scheduler:
             self.queue.return_to_group(info)
         else:
             self.queue.add_unschedulable(info, error=error)
+        event = self.api.record_event(info.pod, "Warning", "FailedScheduling", message)
         if not _already_reported(info.pod, reason, message):
-            self.spawn(self._report_failure(info.pod, reason, message))
+            self.spawn(self._report(event, info.pod, reason, message))
+        elif event is not None:
+            self.spawn(event)
 
     def spawn(self, coro) -> None:
         """Runs an API write or binding in the background, cancelled on stop."""
@@ -349,7 +356,12 @@ class Scheduler:
         t.add_done_callback(self._binds.discard)
 
     async def _report_failure(self, pod: dict, reason: str, message: str) -> None:
-        await self._write(self.api.event(pod, "Warning", "FailedScheduling", message))
+        await self._report(self.api.record_event(pod, "Warning", "FailedScheduling", message), pod, reason, message)
+
+    async def _report(self, event, pod: dict, reason: str, message: str) -> None:
+        """The FailedScheduling event's write (if it needs one), then PodScheduled=False."""
+        if event is not None:
+            await event
         await self._write(self.api.set_unschedulable(pod, reason, message))
 
     async def _write(self, coro) -> None:

@@ -38,12 +38,16 @@ def test_a_heartbeat_is_no_node_event():
 def test_node_update_is_split_by_what_changed():
     old = node("n", "4", taints=[{"key": "k", "effect": "NoSchedule"}])
     new = node("n", "8", labels={"zone": "a"}, unschedulable=True)
-    assert labels_of(node_update_events(old, new)) == [
-        (NODE, Action.UPDATE_NODE_TAINT, "NodeSpecUnschedulableChange"),
+    changes = [
         (NODE, Action.UPDATE_NODE_ALLOCATABLE, "NodeAllocatableChange"),
         (NODE, Action.UPDATE_NODE_LABEL, "NodeLabelChange"),
         (NODE, Action.UPDATE_NODE_TAINT, "NodeTaintChange"),
     ]
+    assert labels_of(node_update_events(old, new)) == changes
+    # an uncordon may let pods in; a cordon cannot (upstream's nodeSpecUnschedulableChanged)
+    assert labels_of(node_update_events(new, old)) == [
+        (NODE, Action.UPDATE_NODE_TAINT, "NodeSpecUnschedulableChange"), *changes]
+    assert node_update_events(node("n"), node("n", unschedulable=True)) == []
 
 
 def test_pod_update_names_each_change_or_other():
