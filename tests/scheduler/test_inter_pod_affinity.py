@@ -197,3 +197,39 @@ async def test_scheduler_spreads_anti_affine_replicas_over_hosts():
     finally:
         await sched.stop()
         await s.close()
+
+
+def test_node_hint_queues_only_for_changes_of_the_terms_topology_keys():
+    [hint] = [r.hint for r in plugin_for().events_to_register() if r.event.resource == "Node"]
+    affine = labelled("w", {"app": "web"}, affinity=required("podAffinity", term({"app": "db"})))
+    anti = labelled("s", {"app": "s"}, affinity=required("podAntiAffinity", term({"app": "db"})))
+    bystander = labelled("b", {"app": "b"})  # turned away by other pods' anti-affinity only
+    bare, a, a_rack, b = node("n"), node("n", labels={"zone": "a"}), node("n", labels={"zone": "a", "rack": "1"}), \
+        node("n", labels={"zone": "b"})
+    cases = [  # pod, old, new, queued
+        (affine, None, bare, False), (affine, None, a, True), (affine, bare, a, True), (affine, a, b, True),
+        (affine, a, a_rack, False), (affine, a, bare, False),
+        (anti, None, bare, True), (anti, a, bare, True), (anti, a, b, True), (anti, bare, a, False),
+        (anti, a, a_rack, False),
+        (bystander, None, bare, True), (bystander, a, a_rack, True), (bystander, a, a, False),
+    ]
+    for p, old, new, queued in cases:
+        assert (hint(p, old, new) == Hint.QUEUE) is queued, (p["metadata"]["name"], old, new)
+
+
+def test_pod_hint_follows_upstreams_matching_rules():
+    [hint] = [r.hint for r in plugin_for().events_to_register() if r.event.resource == "Pod"]
+    affine = labelled("w", {"app": "web"}, affinity=required("podAffinity", term({"app": "db"}), term({"tier": "1"})))
+    db, db1 = labelled("db", {"app": "db"}), labelled("db", {"app": "db", "tier": "1"})
+    assert hint(affine, None, db) == Hint.SKIP  # a pod must match every affinity term
+    assert hint(affine, None, db1) == Hint.QUEUE
+    assert hint(affine, db, db1) == Hint.QUEUE and hint(affine, db1, db1) == Hint.SKIP
+    assert hint(affine, db1, None) == Hint.SKIP  # one fewer match cannot help
+    anti = labelled("s", {"app": "s"}, affinity=required("podAntiAffinity", term({"app": "db"}), term({"tier": "1"})))
+    assert hint(anti, None, db1) == Hint.SKIP  # one more hated pod cannot help
+    assert hint(anti, db, None) == Hint.QUEUE  # hated by any one term
+    assert hint(anti, db1, db) == Hint.SKIP and hint(anti, db, labelled("db", {"app": "x"})) == Hint.QUEUE
+    # the last pod a self-affine pod matches going lets it go anywhere (the first of its group)
+    self_affine = labelled("w", {"app": "web"}, affinity=required("podAffinity", term({"app": "web"})))
+    assert hint(self_affine, labelled("w0", {"app": "web"}), None) == Hint.QUEUE
+    assert hint(affine, labelled("w0", {"app": "web"}), None) == Hint.SKIP

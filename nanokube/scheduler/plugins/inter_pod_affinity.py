@@ -210,13 +210,52 @@ class InterPodAffinity:
             scores[i] = MAX_NODE_SCORE * (s - lo) // (hi - lo) if hi > lo else 0
 
     def events_to_register(self) -> list[Registration]:
+        """Upstream 1.37's hints: an assigned pod's change queues the pods whose own required terms
+        it may now satisfy, or whose rejection it may lift; a node's only when it can change a
+        domain those terms use."""
         def pod_hint(pod: dict, old, new) -> Hint:
             mine = terms(pod)
             ns_labels = self._ns_labels()
-            for obj in (old, new):
-                if obj and any(t.matches(obj, ns_labels) for t in mine.affinity + mine.anti):
-                    return Hint.QUEUE
-            return Hint.QUEUE if new is None and old and terms(old).anti else Hint.SKIP
+
+            def all_affinity(obj: dict) -> bool:
+                return bool(mine.affinity) and all(t.matches(obj, ns_labels) for t in mine.affinity)
+
+            def any_anti(obj: dict) -> bool:
+                return any(t.matches(obj, ns_labels) for t in mine.anti)
+
+            if old is not None and new is not None:  # it came to satisfy the affinity, or left the anti-affinity
+                return Hint.QUEUE if (not all_affinity(old) and all_affinity(new)
+                                      or any_anti(old) and not any_anti(new)) else Hint.SKIP
+            if new is not None:
+                return Hint.QUEUE if all_affinity(new) else Hint.SKIP
+            # a deleted pod the pod's anti-affinity hated, or whose own anti-affinity hated the pod
+            # (upstream #135325); or maybe the last match of a pod matching its own affinity, which
+            # then may go anywhere (the first pod of a group, upstream issue 141354)
+            if any_anti(old) or any(t.matches(pod, ns_labels) for t in terms(old).anti):
+                return Hint.QUEUE
+            return Hint.QUEUE if all_affinity(old) and all_affinity(pod) else Hint.SKIP
+
+        def node_hint(pod: dict, old, new) -> Hint:
+            """A node carrying an affinity term's key arrived, gained it or moved to another of its
+            domains; any node arrived for anti-affinity (one without the key takes the pod), or one
+            lost an anti-affinity term's key or moved. A pod with no required terms of its own was
+            turned away by other pods' anti-affinity, whose keys the hint does not know: any node
+            arrival or label change may help it (upstream skips it, and it waits for the flush)."""
+            if new is None:
+                return Hint.SKIP
+            mine = terms(pod)
+            after = (new.get("metadata") or {}).get("labels") or {}
+            if old is None:
+                return Hint.QUEUE if (mine.anti or not mine.affinity
+                                      or any(t.key in after for t in mine.affinity)) else Hint.SKIP
+            before = (old.get("metadata") or {}).get("labels") or {}
+            if not mine.affinity and not mine.anti:
+                return Hint.QUEUE if before != after else Hint.SKIP
+            if any(t.key in after and before.get(t.key) != after[t.key] for t in mine.affinity):
+                return Hint.QUEUE
+            if any(t.key in before and before[t.key] != after.get(t.key) for t in mine.anti):
+                return Hint.QUEUE
+            return Hint.SKIP
 
         return [Registration(ClusterEvent(ASSIGNED_POD, Action.ADD | Action.DELETE | Action.UPDATE_POD_LABEL), pod_hint),
-                Registration(ClusterEvent(NODE, Action.ADD | Action.UPDATE_NODE_LABEL))]
+                Registration(ClusterEvent(NODE, Action.ADD | Action.UPDATE_NODE_LABEL), node_hint)]
