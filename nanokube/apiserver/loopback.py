@@ -3,7 +3,7 @@
 It is part of the server (upstream's loopback client config), handed to the components that
 `nanokube up` runs in-process; they see only the client interface, the same one `client/http.py`
 offers over HTTPS. Objects returned are shared with the server's cache and must be treated as
-immutable (copy before changing).
+immutable (copy before changing); the cache mutation detector (client/mutation.py) checks that.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from ..client import mutation
 from ..machinery import errors
 from ..machinery.user import CONTROLLER_USER, User
 from .rest import GenericREST, Result, WriteOptions
@@ -52,6 +53,10 @@ class ResourceClient:
         self.res = res
         self.version = version
 
+    def _origin(self, verb: str) -> str:
+        """Where the mutation detector says an object came from: the call, and the code that made it."""
+        return f"{verb} {self.res.plural} by {self.c.field_manager} at {mutation.caller(3)}"
+
     def _opts(self, **kw) -> WriteOptions:
         return WriteOptions(field_manager=self.c.field_manager, user=self.c.user, **kw)
 
@@ -78,29 +83,52 @@ class ResourceClient:
         return out
 
     async def get(self, name: str, namespace: str | None = None) -> dict:
-        return await self.c.rest.get(self.res, self.version, namespace, name)
+        obj = await self.c.rest.get(self.res, self.version, namespace, name)
+        d = mutation.DETECTOR
+        if d is not None:
+            d.keep(obj, self._origin("get"))
+        return obj
 
     async def list(self, namespace: str | None = None, label_selector: str = "", field_selector: str = "") -> tuple[list[dict], str]:
         items, meta = await self.c.rest.list(self.res, self.version, namespace, label_selector=label_selector,
                                              field_selector=field_selector)
+        d = mutation.DETECTOR
+        if d is not None:
+            d.keep_all(items, self._origin("list"))
         return items, meta["resourceVersion"]
 
     async def watch(self, namespace: str | None = None, resource_version: str = "", label_selector: str = "",
                     field_selector: str = ""):
-        return await self.c.rest.watch(self.res, self.version, namespace, resource_version=resource_version,
-                                       label_selector=label_selector, field_selector=field_selector)
+        stream = await self.c.rest.watch(self.res, self.version, namespace, resource_version=resource_version,
+                                         label_selector=label_selector, field_selector=field_selector)
+        d = mutation.DETECTOR
+        if d is None:
+            return stream
+        return mutation.KeptStream(stream, d, self._origin("watch"))
 
     async def create(self, obj: dict, namespace: str | None = None) -> dict:
         ns = namespace or (obj.get("metadata") or {}).get("namespace")
-        return (await self._audited("create", ns, "", self.c.rest.create(
+        d = mutation.DETECTOR
+        if d is not None:
+            d.check_write(obj)
+        out = (await self._audited("create", ns, "", self.c.rest.create(
             self.res, self.version, ns, orjson.loads(orjson.dumps(obj)), self._opts()))).obj
+        if d is not None:
+            d.keep(out, self._origin("create"))
+        return out
 
     async def update(self, obj: dict, subresource: str = "") -> dict:
         md = obj["metadata"]
+        d = mutation.DETECTOR
+        if d is not None:
+            d.check_write(obj)
         body = orjson.loads(orjson.dumps(obj))
-        return (await self._audited("update", md.get("namespace"), md["name"], self.c.rest.update(
+        out = (await self._audited("update", md.get("namespace"), md["name"], self.c.rest.update(
             self.res, self.version, md.get("namespace"), md["name"], body, self._opts(), subresource=subresource),
             subresource)).obj
+        if d is not None:
+            d.keep(out, self._origin("update"))
+        return out
 
     async def patch(self, name: str, patch: Any, patch_type: str = "application/merge-patch+json",
                     namespace: str | None = None, subresource: str = "", field_manager: str = "", force: bool = False) -> dict:
@@ -108,8 +136,12 @@ class ResourceClient:
         if field_manager:
             opts.field_manager = field_manager
         raw = patch if isinstance(patch, bytes) else orjson.dumps(patch)
-        return (await self._audited("patch", namespace, name, self.c.rest.patch(
+        out = (await self._audited("patch", namespace, name, self.c.rest.patch(
             self.res, self.version, namespace, name, patch_type, raw, opts, subresource=subresource), subresource)).obj
+        d = mutation.DETECTOR
+        if d is not None:
+            d.keep(out, self._origin("patch"))
+        return out
 
     async def delete(self, name: str, namespace: str | None = None, propagation_policy: str | None = None,
                      grace_period_seconds: int | None = None, preconditions: dict | None = None) -> dict:
@@ -120,8 +152,12 @@ class ResourceClient:
             options["gracePeriodSeconds"] = grace_period_seconds
         if preconditions:
             options["preconditions"] = preconditions
-        return (await self._audited("delete", namespace, name, self.c.rest.delete(
+        out = (await self._audited("delete", namespace, name, self.c.rest.delete(
             self.res, self.version, namespace, name, options, self._opts()))).obj
+        d = mutation.DETECTOR
+        if d is not None:
+            d.keep(out, self._origin("delete"))
+        return out
 
     async def delete_collection(self, namespace: str | None = None, label_selector: str = "") -> list[dict]:
         return await self._audited("deletecollection", namespace, "", self.c.rest.delete_collection(

@@ -661,6 +661,7 @@ class GenericREST:
             return merged
         if subresource == "finalize":
             merged = copy.copy(old)
+            merged["metadata"] = {**old["metadata"]}  # the update sets managedFields on it; old is the cache's
             merged["spec"] = {**(old.get("spec") or {}), "finalizers": (new.get("spec") or {}).get("finalizers") or []}
             return merged
         # main resource: status is owned by the status subresource

@@ -1,5 +1,6 @@
 """Informers: list then watch one resource into a local cache, calling
-handlers on changes; relist when the watch expires (410) or ends."""
+handlers on changes; relist when the watch expires (410) or ends. The objects are shared by every
+handler and reader (copy before changing); the cache mutation detector (mutation.py) checks that."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Callable
 
 from ..clock import REAL, Clock
 from ..machinery.errors import APIError
+from . import mutation
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,9 @@ class Informer:
         while True:
             try:
                 items, rv = await self.rc.list(self.namespace, self.label_selector, self.field_selector)
+                d, origin = mutation.DETECTOR, f"the informer for {self.rc.res.plural}"
+                if d is not None:
+                    d.keep_all(items, origin)
                 fresh = {key_of(o): o for o in items}
                 old = self.store
                 self.store = fresh
@@ -76,6 +81,8 @@ class Informer:
                 stream = await self.rc.watch(self.namespace, rv, self.label_selector, self.field_selector)
                 try:
                     async for typ, obj in stream:
+                        if d is not None:
+                            d.keep(obj, origin)
                         self._handle(typ, obj)
                 finally:
                     await stream.aclose()

@@ -1,6 +1,8 @@
 """LocalClient's subresource POSTs run the API server's own pods/binding
 and pods/eviction code, so in-process and HTTP callers get one behaviour."""
 
+import copy
+
 import pytest
 
 from nanokube.machinery.errors import APIError
@@ -60,3 +62,16 @@ async def test_other_subresources_are_not_allowed(stack):
     with pytest.raises(APIError) as e:
         await stack.client.resource("", "v1", "configmaps").create_subresource("x", "binding", {}, "default")
     assert e.value.code == 405
+
+
+async def test_a_finalize_update_leaves_the_object_it_replaces_as_it_was(stack):
+    """The cached Namespace a client was handed stays as it was after the write (the finalize merge
+    copied only the top level, and the update set managedFields on the cached object's metadata)."""
+    namespaces = stack.client.resource("", "v1", "namespaces")
+    await namespaces.create({"metadata": {"name": "doomed"}, "spec": {"finalizers": ["kubernetes"]}})
+    before = await namespaces.get("doomed")
+    snapshot = copy.deepcopy(before)
+    body = {**before, "metadata": {**before["metadata"]}, "spec": {"finalizers": []}}
+    after = await namespaces.update(body, subresource="finalize")
+    assert after["spec"]["finalizers"] == [] and after["metadata"]["managedFields"] != snapshot["metadata"]["managedFields"]
+    assert before == snapshot

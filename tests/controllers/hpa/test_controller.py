@@ -1,6 +1,8 @@
 """The HPA controller's reconcile, driven by hand with a manual clock: scale
 to zero and waking, paused targets, stabilization, policies, failures."""
 
+import copy
+
 import pytest
 
 from nanokube.controllers.hpa import HPAController, options_from_env
@@ -171,7 +173,7 @@ async def test_scale_up_policy_and_disabled(env):
     env.clock.t += 31
     await env.sync()
     assert await env.replicas() == 4
-    h = await env.hpas.get("web", NS)
+    h = copy.deepcopy(await env.hpas.get("web", NS))  # the loopback client's objects are the cache's
     h["spec"]["behavior"]["scaleUp"]["selectPolicy"] = "Disabled"
     await env.hpas.update(h)
     env.clock.t += 120

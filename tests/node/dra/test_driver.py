@@ -1,3 +1,5 @@
+import copy
+
 import pytest
 
 from nanokube.node.cluster import parse_cluster
@@ -151,7 +153,7 @@ async def test_device_classes_select_by_driver_and_keep_admin_edits(stack):
     await ensure_device_classes(stack.client)
     rdma = await classes.get("rdma.nanokube.io")
     assert "nic.nanokube.io" in rdma["spec"]["selectors"][0]["cel"]["expression"]
-    gpu = await classes.get("gpu.nanokube.io")
+    gpu = copy.deepcopy(await classes.get("gpu.nanokube.io"))  # the loopback client's objects are the cache's
     assert gpu["spec"]["selectors"] == [{"cel": {"expression": "device.driver == 'gpu.nanokube.io'"}}]
     gpu["spec"]["selectors"].append({"cel": {"expression": "device.attributes['gpu.nanokube.io'].type == 'gpu'"}})
     await classes.update(gpu)

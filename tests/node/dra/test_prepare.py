@@ -36,7 +36,7 @@ def pod_body(name, claim, node="gpu-0", **extra):
 
 async def allocate(claims, name, *pods, node="gpu-0"):
     """What the scheduler's PreBind writes: allocation and reservedFor at once."""
-    c = await claims.get(name, "default")
+    c = {**await claims.get(name, "default")}  # only status is set: a shallow copy keeps the cache's as it is
     results = [{"request": "gpus", "driver": "gpu.nanokube.io", "pool": node, "device": "gpu-0"},
                {"request": "gpus", "driver": "gpu.nanokube.io", "pool": node, "device": "gpu-1"},
                {"request": "nic", "driver": "nic.nanokube.io", "pool": node, "device": "nic-1"}]
