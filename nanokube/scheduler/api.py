@@ -3,9 +3,13 @@ condition, and events (events.k8s.io/v1, as kube-scheduler records them)."""
 
 from __future__ import annotations
 
-import socket
+from collections.abc import Coroutine
+
+from ..client.events import EventBroadcaster, EventRecorder
 
 SCHEDULER_FIELD_MANAGER = "kube-scheduler"
+#: the action of each reason's Event, as kube-scheduler reports them
+ACTIONS = {"Scheduled": "Binding", "Preempted": "Preempting"}
 
 
 class SchedulerAPI:
@@ -16,9 +20,10 @@ class SchedulerAPI:
         self.client = client
         self.clock = clock
         self.name = name
-        self.host = socket.gethostname()
         self.pods = client.resource("", "v1", "pods")
-        self.events = client.resource("events.k8s.io", "v1", "events")
+        #: started and stopped with the scheduler
+        self.broadcaster = EventBroadcaster(client, clock)
+        self._recorders: dict[str, EventRecorder] = {}
 
     async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": namespace, "uid": uid},
@@ -32,17 +37,22 @@ class SchedulerAPI:
         await self.pods.patch(md["name"], {"status": {"conditions": [cond]}}, "application/strategic-merge-patch+json",
                               namespace=md.get("namespace"), subresource="status", field_manager=SCHEDULER_FIELD_MANAGER)
 
-    async def event(self, pod: dict, type_: str, reason: str, note: str) -> None:
-        """An events.k8s.io Event about the pod, reported by its profile (each
-        profile records as its schedulerName, as upstream's per-profile recorders do)."""
-        md = pod["metadata"]
-        now = self.clock.now()
+    def record_event(self, pod: dict, type_: str, reason: str, note: str) -> Coroutine | None:
+        """An events.k8s.io Event about the pod, reported by its profile (each profile records as
+        its schedulerName, as upstream's per-profile recorders do); a repeat of the same report
+        about the same pod (resourceVersion included) only counts in its Event's series. Returns
+        the write it needs, or None."""
         profile = (pod.get("spec") or {}).get("schedulerName") or self.name
-        await self.events.create({
-            "apiVersion": "events.k8s.io/v1", "kind": "Event",
-            "metadata": {"name": f"{md['name']}.{int(now * 1e9):x}", "namespace": md.get("namespace")},
-            "eventTime": self.clock.rfc3339_micro(now), "reportingController": profile,
-            "reportingInstance": f"{profile}-{self.host}", "action": "Scheduling", "reason": reason, "type": type_, "note": note,
-            "regarding": {"kind": "Pod", "apiVersion": "v1", "namespace": md.get("namespace"), "name": md["name"],
-                          "uid": md.get("uid"), "resourceVersion": md.get("resourceVersion")},
-        })
+        recorder = self._recorders.get(profile)
+        if recorder is None:
+            recorder = self._recorders[profile] = self.broadcaster.recorder(profile)
+        md = pod["metadata"]
+        regarding = {"kind": "Pod", "apiVersion": "v1", "namespace": md.get("namespace"), "name": md["name"],
+                     "uid": md.get("uid"), "resourceVersion": md.get("resourceVersion")}
+        return recorder.record(regarding, None, type_, reason, ACTIONS.get(reason, "Scheduling"), note)
+
+    async def event(self, pod: dict, type_: str, reason: str, note: str) -> None:
+        """`record_event`, waiting for its write; a failed write is logged, never raised."""
+        write = self.record_event(pod, type_, reason, note)
+        if write is not None:
+            await write

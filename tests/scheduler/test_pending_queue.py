@@ -1,7 +1,8 @@
 """A cluster with a queue of pods that fit nowhere stays cheap (issue 19): a nodeSelector no node
 carries is answered from the label index without visiting nodes, preemption is not tried where it
-cannot help, the pending pod waits for an event that may help (not for a timer), and its
-FailedScheduling event and PodScheduled=False condition are written once per distinct message."""
+cannot help, the pending pod waits for an event that may help (not for a timer), its PodScheduled=False
+condition is written once per distinct message, and its repeated FailedScheduling events fold
+into one Event's series, counted in memory between the recorder's periodic writes."""
 
 import asyncio
 import time
@@ -132,26 +133,58 @@ async def test_pending_pod_waits_for_a_matching_node_and_binds_within_a_second(e
     assert p["metadata"]["name"] == "gpu-job" and attempts == 1
 
 
-async def test_failed_scheduling_is_recorded_once_per_distinct_message(env):
+async def test_repeated_failures_fold_into_one_event_series_without_a_write_per_attempt(env):
+    """As client-go's events recorder: the first attempt's Event regards the pod before its
+    PodScheduled=False patch; the next one's regards the patched pod (another resourceVersion,
+    so another Event); from then on the same report is one Event whose series the first repeat
+    writes, later ones only count until the periodic refresh writes the count."""
     client, sched = env
     pods = client.resource("", "v1", "pods")
     events = client.resource("events.k8s.io", "v1", "events")
     await pods.create(strip_uid(pod("too-big", "16")))
     await eventually(lambda: _condition_written(pods, "too-big"))
     info = sched.queue.unschedulable["default/too-big"]
-    # a retry with the same outcome (a node changing in a way that might have helped)
-    for i in range(3):
-        sched.queue.on_event(ClusterEvent(NODE, Action.ADD, "NodeAdd"), None, node(f"ghost-{i}", "32", "64Gi"))
+    await eventually(lambda: _true(_scheduled_condition(info.pod) is not None))  # the patched pod is queued
+
+    async def retry():  # a node changing in a way that might have helped: the same failure again
+        sched.queue.on_event(ClusterEvent(NODE, Action.ADD, "NodeAdd"), None, node("ghost", "32", "64Gi"))
         info.backoff_expires = 0
         sched.queue.flush_backoff_completed()
         await eventually(lambda: _back_in_pool(sched, "default/too-big", info))
-    items, _ = await events.list("default")
-    failed = [e for e in items if e["reason"] == "FailedScheduling" and e["regarding"]["name"] == "too-big"]
-    assert info.attempts >= 4 and len(failed) == 1
-    # a node big enough but tainted: the retry fails with another message, which is recorded
-    info.backoff_expires = 0
+
+    for _ in range(2):
+        await retry()
+    first, series = await eventually(lambda: _failed_events(events, "too-big", 2))
+    assert "series" not in first and series["series"]["count"] == 2
+    assert first["regarding"]["resourceVersion"] != series["regarding"]["resourceVersion"]
+    written = series["metadata"]["resourceVersion"]
+    for _ in range(3):
+        await retry()
+    assert info.attempts == 6
+    _, unchanged = await _failed_events(events, "too-big", 2)
+    assert unchanged["metadata"]["resourceVersion"] == written  # counted in memory only
+    await sched.api.broadcaster.refresh()
+    _, refreshed = await _failed_events(events, "too-big", 2)
+    assert refreshed["series"]["count"] == 5 and refreshed["note"] == first["note"]
+    # a node big enough but tainted: the condition takes the new message, and the next attempt
+    # (about the pod it patched) records it as a new Event
     await add_node(client, node("tainted", "32", "64Gi", taints=[{"key": "gpu", "value": "x", "effect": "NoSchedule"}]))
-    await eventually(lambda: _failures(events, "too-big", 2))
+    await eventually(lambda: _true("taint" in (_scheduled_condition(info.pod) or {}).get("message", "")))
+    await eventually(lambda: _back_in_pool(sched, "default/too-big", info))
+    await retry()
+    *_, latest = await eventually(lambda: _failed_events(events, "too-big", 3))
+    assert "taint" in latest["note"]
+
+
+def _scheduled_condition(p: dict) -> dict | None:
+    return next((c for c in p["status"].get("conditions") or [] if c["type"] == "PodScheduled"), None)
+
+
+async def _failed_events(events, name: str, n: int) -> list[dict] | None:
+    """The pod's FailedScheduling Events by creation, once there are `n`."""
+    items, _ = await events.list("default")
+    found = [e for e in items if e["reason"] == "FailedScheduling" and e["regarding"]["name"] == name]
+    return sorted(found, key=lambda e: e["eventTime"]) if len(found) == n else None
 
 
 def _attempts(sched) -> float:
@@ -289,11 +322,6 @@ async def _node_seen(sched, name):
 
 async def _back_in_pool(sched, key, info):
     return key in sched.queue.unschedulable and key not in sched.queue.in_flight
-
-
-async def _failures(events, name, n):
-    items, _ = await events.list("default")
-    return len([e for e in items if e["reason"] == "FailedScheduling" and e["regarding"]["name"] == name]) == n
 
 
 def test_an_event_visits_only_the_pods_its_plugins_rejected():

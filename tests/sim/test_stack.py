@@ -56,3 +56,42 @@ async def test_the_plane_expires_events_on_its_virtual_clock():
         assert await failed_scheduling() == []
     finally:
         await plane.stop()
+
+
+async def test_a_pending_pods_failed_scheduling_event_outlives_the_ttl_and_a_scheduled_ones_expires():
+    """The scheduler retries a pod that fits nowhere every 5 minutes and its event recorder
+    refreshes the pod's FailedScheduling series every 30 (kube-scheduler's client-go recorder),
+    so `kubectl get events` keeps showing it, with a growing count, hour after hour of the
+    API server's one-hour Event TTL; once the other pod is scheduled its series ends and expires."""
+    clock = VirtualClock()
+    plane = SimulatedControlPlane(CLUSTER, clock, controllers="resourceclaim", event_ttl=3600)
+    await plane.start()
+    try:
+        pods = plane.client.resource("", "v1", "pods")
+        for name in ("nowhere", "later"):
+            await pods.create({"metadata": {"name": name, "namespace": "default"},
+                               "spec": {"nodeSelector": {"pool": name},
+                                        "containers": [{"name": "c", "image": "busybox"}]}})
+        events = plane.client.resource("", "v1", "events")
+
+        async def failed_scheduling(name: str) -> list[dict]:
+            items, _ = await events.list("default", field_selector=f"involvedObject.name={name},reason=FailedScheduling")
+            return items
+
+        counts = []
+        for hour in range(1, 5):
+            await clock.advance(3600)
+            got = await failed_scheduling("nowhere")
+            assert got, f"no FailedScheduling Event after {hour} h"
+            counts.append(max((e.get("series") or {}).get("count", 1) for e in got))
+            if hour == 1:
+                assert await failed_scheduling("later")
+                nodes, _ = await plane.client.resource("", "v1", "nodes").list()
+                await plane.client.resource("", "v1", "nodes").patch(
+                    nodes[0]["metadata"]["name"], {"metadata": {"labels": {"pool": "later"}}})
+                await clock.advance(1)
+                assert (await pods.get("later", "default"))["spec"].get("nodeName") == nodes[0]["metadata"]["name"]
+        assert counts == sorted(counts) and counts[-1] > counts[0] > 1
+        assert await failed_scheduling("later") == []  # not refreshed after it was scheduled: expired
+    finally:
+        await plane.stop()

@@ -1,0 +1,194 @@
+"""events.k8s.io/v1 Events as client-go's events recorder (tools/events) writes them.
+
+Repeats of an isomorphic event (same type, action, reason, reporting controller and
+instance, regarding and related object references; the note is not compared) fold into one
+Event's series: the first repeat patches `series: {count: 2, lastObservedTime}` onto the
+Event, later ones only count in memory. Every 30 minutes each series is patched with its
+count (a write, so the API server's --event-ttl starts over), and every 6 minutes a series
+observed last more than 6 minutes ago gets a final write and leaves the cache, as does a
+singleton older than that. A component that keeps reporting the same thing (a pod that fits
+nowhere, retried at least every 5 minutes) keeps its Event, at a few writes an hour.
+
+The references compare whole, resourceVersion included, as upstream's: an object changed
+between two reports is another object to the cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import socket
+from collections.abc import Coroutine
+
+from ..clock import Clock
+from ..machinery.errors import APIError
+
+log = logging.getLogger(__name__)
+
+#: upstream's finishTime, refreshTime, maxTriesPerEvent and defaultSleepDuration
+FINISH_TIME = 360.0
+REFRESH_TIME = 1800.0
+MAX_TRIES = 12
+RETRY_SLEEP = 10.0
+SMP = "application/strategic-merge-patch+json"
+_REF_FIELDS = ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
+
+
+def _ref_key(ref: dict | None) -> tuple:
+    """An ObjectReference as a comparable value (a missing field and an empty one are the same)."""
+    return tuple(ref.get(f) or "" for f in _REF_FIELDS) if ref else ()
+
+
+class _Cached:
+    """An Event in the cache: as created, with its series kept apart (count 0: a singleton)
+    and `last` the time it was last observed."""
+
+    __slots__ = ("event", "count", "last")
+
+    def __init__(self, event: dict, last: float) -> None:
+        self.event, self.count, self.last = event, 0, last
+
+
+class EventBroadcaster:
+    """One per component: the cache of recent Events its recorders share, their writes,
+    and the refresh and finish loops, on the component's clock (`start`, `stop`)."""
+
+    def __init__(self, client, clock: Clock) -> None:
+        self.events = client.resource("events.k8s.io", "v1", "events")
+        self.clock = clock
+        self.cache: dict[tuple, _Cached] = {}
+        self._seq = 0
+        self._filled = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+
+    def recorder(self, controller: str, instance: str | None = None) -> EventRecorder:
+        """Events reported by `controller` (reportingInstance `controller-hostname` by default)."""
+        return EventRecorder(self, controller, instance or f"{controller}-{socket.gethostname()}")
+
+    def start(self) -> None:
+        self._tasks = [asyncio.create_task(self._every(REFRESH_TIME, self.refresh)),
+                       asyncio.create_task(self._every(FINISH_TIME, self.finish))]
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+
+    async def _every(self, period: float, run) -> None:
+        """`run` every `period`, as upstream's wait.Until; while the cache is empty no timer is
+        set (a virtual clock then jumps past the idle time)."""
+        while True:
+            if not self.cache:
+                self._filled.clear()
+                await self._filled.wait()
+            await self.clock.sleep(period)
+            await run()
+
+    def observe(self, key: tuple, make) -> Coroutine | None:
+        """Counts an occurrence of the event `key` names; `make(name_suffix)` builds it when it is
+        new. Returns the write this occurrence needs (creating the Event, or the series' first
+        patch), for the caller to await or run in the background, or None: nothing to write."""
+        now = self.clock.now()
+        cached = self.cache.get(key)
+        if cached is None:
+            self._seq += 1
+            event = make(f"{int(now * 1e9) + self._seq:x}")
+            self.cache[key] = _Cached(event, now)
+            self._filled.set()
+            return self._attempt(event)
+        cached.last = now
+        if cached.count:
+            cached.count += 1
+            return None
+        cached.count = 2
+        return self._attempt(self._with_series(cached))
+
+    def _with_series(self, cached: _Cached) -> dict:
+        return {**cached.event, "series": {"count": cached.count,
+                                           "lastObservedTime": self.clock.rfc3339_micro(cached.last)}}
+
+    async def refresh(self) -> None:
+        """Every series' count to the server (refreshExistingEventSeries)."""
+        for cached in list(self.cache.values()):
+            if cached.count:
+                await self._record(self._with_series(cached))
+
+    async def finish(self) -> None:
+        """A series observed last over FINISH_TIME ago is written a last time and forgotten,
+        as is a singleton that old (finishSeries)."""
+        horizon = self.clock.now() - FINISH_TIME
+        for key, cached in list(self.cache.items()):
+            if cached.last >= horizon:
+                continue
+            if cached.count and (await self._record(self._with_series(cached)))[1]:
+                continue
+            if self.cache.get(key) is cached and cached.last < horizon:
+                del self.cache[key]
+
+    async def _attempt(self, event: dict) -> None:
+        """attemptRecording: the write, tried again after a transport error."""
+        for _ in range(MAX_TRIES - 1):
+            if not (await self._record(event))[1]:
+                return
+            await self.clock.sleep(RETRY_SLEEP * (1 + 0.25 * random.random()))
+        if (await self._record(event))[1]:
+            log.error("unable to write event %s (retry limit exceeded)", event["metadata"]["name"])
+
+    async def _record(self, event: dict) -> tuple[dict | None, bool]:
+        """recordEvent: a series is patched (created if the Event is gone: it expired), a singleton
+        created. Returns the server's Event and whether to try again: only after a transport error,
+        or when creating a series' Event found it created meanwhile."""
+        md = event["metadata"]
+        series = event.get("series")
+        try:
+            if series is not None:
+                try:
+                    return await self.events.patch(md["name"], {"series": series}, SMP, namespace=md["namespace"]), False
+                except APIError as e:
+                    if e.code != 404:
+                        raise
+            return await self.events.create(event), False
+        except APIError as e:
+            if e.reason == "AlreadyExists" and series is not None:
+                return None, True
+            log.info("server rejected event %s/%s (will not retry): %s", md["namespace"], md["name"], e.message)
+            return None, False
+        except Exception as e:  # a transport error: the server may be back on the next try
+            log.info("unable to write event %s/%s (may retry): %s", md["namespace"], md["name"], e)
+            return None, True
+
+
+class EventRecorder:
+    """Records Events reported by one controller through its broadcaster (upstream's
+    recorderImpl; kube-scheduler has one per profile)."""
+
+    def __init__(self, broadcaster: EventBroadcaster, controller: str, instance: str) -> None:
+        self.broadcaster, self.controller, self.instance = broadcaster, controller, instance
+
+    def record(self, regarding: dict, related: dict | None, type_: str, reason: str, action: str,
+               note: str) -> Coroutine | None:
+        """An Event about the object `regarding` references (an ObjectReference); returns the
+        write it needs, or None (see EventBroadcaster.observe)."""
+        key = (type_, action, reason, self.controller, self.instance, _ref_key(regarding), _ref_key(related))
+
+        def make(suffix: str) -> dict:
+            ev = {"apiVersion": "events.k8s.io/v1", "kind": "Event",
+                  "metadata": {"name": f"{regarding['name']}.{suffix}",
+                               "namespace": regarding.get("namespace") or "default"},
+                  "eventTime": self.broadcaster.clock.rfc3339_micro(), "reportingController": self.controller,
+                  "reportingInstance": self.instance, "action": action, "reason": reason, "type": type_,
+                  "note": note, "regarding": regarding}
+            if related is not None:
+                ev["related"] = related
+            return ev
+
+        return self.broadcaster.observe(key, make)
+
+    async def event(self, regarding: dict, related: dict | None, type_: str, reason: str, action: str,
+                    note: str) -> None:
+        """`record`, waiting for its write."""
+        write = self.record(regarding, related, type_, reason, action, note)
+        if write is not None:
+            await write
