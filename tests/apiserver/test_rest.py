@@ -212,6 +212,45 @@ async def test_a_selector_watch_is_not_handed_events_it_drops_on_both_sides(cms)
         await stream.aclose()
 
 
+async def test_direct_watches_of_one_version_are_served_one_converted_object_per_event(stack):
+    """The direct watches' translate (`WatchStream.translate`) converts an event's object once for
+    every watch of its resource and version, still filtering per watch, and never serves an
+    earlier event's or another version's object."""
+    rest, cache = stack.rest, stack.cache
+    events = rest.index.get("events.k8s.io", "v1", "events")
+    hpas = rest.index.get("autoscaling", "v2", "horizontalpodautoscalers")
+    core = stack.client.resource("", "v1", "events")
+    await core.create({"metadata": {"name": "e1", "namespace": NS, "labels": {"app": "web"}},
+                       "involvedObject": {"kind": "Pod", "name": "p", "namespace": NS}, "reason": "Started",
+                       "message": "one", "type": "Normal"})
+    streams = [await rest.watch(events, "v1", NS), await rest.watch(events, "v1", NS),
+               await rest.watch(events, "v1", NS, label_selector="app=db")]
+    try:
+        ev = cache._events[-1]
+        first, second, none = (s.translate(ev) for s in streams)
+        assert none is None and first == ("ADDED", second[1]) and first[1] is second[1]
+        assert first[1]["apiVersion"] == "events.k8s.io/v1" and first[1] is not ev.entry.obj
+        assert first[1]["note"] == "one"
+        await core.patch("e1", {"message": "two"}, namespace=NS)
+        ev = cache._events[-1]
+        typ, obj = streams[1].translate(ev)
+        assert (typ, obj["note"]) == ("MODIFIED", "two") and streams[0].translate(ev)[1] is obj
+    finally:
+        for s in streams:
+            await s.aclose()
+    hpa = {"metadata": {"name": "h", "namespace": NS},
+           "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "d", "apiVersion": "apps/v1"}, "maxReplicas": 3}}
+    await stack.client.resource("autoscaling", "v2", "horizontalpodautoscalers").create(hpa)
+    v1, v2 = await rest.watch(hpas, "v1", NS), await rest.watch(hpas, "v2", NS)
+    try:
+        ev = cache._events[-1]
+        assert [s.translate(ev)[1]["apiVersion"] for s in (v1, v2, v1)] == [
+            "autoscaling/v1", "autoscaling/v2", "autoscaling/v1"]
+    finally:
+        await v1.aclose()
+        await v2.aclose()
+
+
 async def test_stale_resource_version_conflicts(cms):
     a = await cms.create(cm("a"))
     await cms.update({**a, "data": {"k": "new"}})
