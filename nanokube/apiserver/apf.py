@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry
 
 from ..machinery import errors
 from ..machinery.responses import error_response
-from .auth.authorizer import Attributes, request_attributes
+from .auth.authorizer import USER, Attributes, request_attributes
 from .metrics import Family
 
 SERVER_CONCURRENCY = 600
@@ -228,7 +228,7 @@ class FlowControl:
     @web.middleware
     async def middleware(self, request: web.Request, handler) -> web.StreamResponse:
         try:
-            user = request["user"]
+            user = request[USER]
         except KeyError:  # unauthenticated: a public path
             return await handler(request)
         return await self.serve(request, user, request_attributes(request), handler)

@@ -25,7 +25,7 @@ from .admission import Admission
 from .audit import ANNOTATIONS as AUDIT_ANNOTATIONS
 from .audit import WRITE_VERBS, AuditLog
 from .auth import RBACAuthorizer, bootstrap_policy, forbidden
-from .auth.authorizer import request_attributes
+from .auth.authorizer import USER, request_attributes
 from .auth.impersonation import impersonate
 from .auth.requestheader import is_front_proxy, user_from_headers
 from .auth.reviews import Reviews
@@ -319,7 +319,7 @@ class APIServer:
             return error_response(e)
         attrs = request_attributes(request)
         decision = self.authorizer.authorize(user.name, user.groups, attrs)
-        request["user"] = user
+        request[USER] = user
         annotations = {"authorization.k8s.io/decision": "allow" if decision.allowed else "forbid"}
         if decision.reason:
             annotations["authorization.k8s.io/reason"] = decision.reason

@@ -14,7 +14,7 @@ from aiohttp import web
 
 from ..clock import REAL, Clock
 from ..machinery.meta import new_uid
-from .auth.authorizer import request_attributes
+from .auth.authorizer import USER, request_attributes
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class AuditLog:
         return response
 
     def write(self, request: web.Request, attrs, response: web.StreamResponse, received: str) -> None:
-        user = request.get("user")
+        user = request.get(USER)
         ref = None
         if attrs.resource_request:
             ref = {"resource": attrs.resource, "namespace": attrs.namespace, "name": attrs.name,

@@ -24,6 +24,7 @@ from ..machinery import errors
 from . import discovery, serializer, tables
 from .cache import served_json
 from .audit import RESPONSE_OBJECT
+from .auth.authorizer import USER
 from .rest import GenericREST, ResourceIndex, User, WriteOptions
 from ..machinery.responses import dumps, error_response, json_response
 from .options import delete_options, dry_run_errors, field_manager_errors, integer, options_invalid
@@ -82,7 +83,7 @@ def _bool(q: str | None) -> bool:
 
 
 def _user(request: web.Request) -> User:
-    return request.get("user") or User("system:anonymous", ("system:unauthenticated",))
+    return request.get(USER) or User("system:anonymous", ("system:unauthenticated",))
 
 
 def _field_manager_default(request: web.Request) -> str:

@@ -30,6 +30,7 @@ from aiohttp import hdrs, web
 
 from .aggregator.proxy import identity_headers
 from .aggregator.requestheader import front_proxy_files
+from .auth.authorizer import USER
 from .cache import DELETED, CacheEvent
 from .streaming.transports import _Feed, _RawUpgrade
 
@@ -103,7 +104,7 @@ class NodeRelay:
             head = [f"{request.method} {request.rel_url.raw_path_qs} HTTP/1.1"]
             head += [f"{k}: {v}" for k, v in request.headers.items() if not k.lower().startswith(_IDENTITY)
                      and k.lower() not in ("content-length", "transfer-encoding") and (upgrade or k.lower() != "connection")]
-            head += [f"{k}: {v}" for k, v in identity_headers(request["user"])]
+            head += [f"{k}: {v}" for k, v in identity_headers(request[USER])]
             head += [f"Content-Length: {len(body)}"] if body else []
             head += [] if upgrade else ["Connection: close"]
             writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)

@@ -7,7 +7,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from nanokube.apiserver.apf import FlowControl, PriorityLevel
-from nanokube.apiserver.auth.authorizer import attributes_for
+from nanokube.apiserver.auth.authorizer import USER, attributes_for
 from nanokube.apiserver.flowcontrol import FLOW_SCHEMAS, PRIORITY_LEVELS
 from nanokube.machinery.user import User
 
@@ -97,7 +97,7 @@ def test_middleware_answers_429_with_retry_after():
 
     @web.middleware
     async def as_alice(request, handler):
-        request["user"] = ALICE
+        request[USER] = ALICE
         return await handler(request)
 
     async def run():

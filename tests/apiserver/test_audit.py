@@ -6,6 +6,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from nanokube.apiserver.audit import ANNOTATIONS, RESPONSE_OBJECT, AuditLog
+from nanokube.apiserver.auth.authorizer import USER
 from nanokube.machinery.user import User
 
 
@@ -16,7 +17,7 @@ async def http(tmp_path):
     @web.middleware
     async def authn(request, handler):
         if request.headers.get("X-User"):
-            request["user"] = User(request.headers["X-User"], ("devs", "system:authenticated"))
+            request[USER] = User(request.headers["X-User"], ("devs", "system:authenticated"))
             allowed = request.headers["X-User"] != "mallory"
             request[ANNOTATIONS] = {"authorization.k8s.io/decision": "allow" if allowed else "forbid"}
             if not allowed:

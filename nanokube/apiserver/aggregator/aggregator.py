@@ -16,6 +16,7 @@ from ...client.informer import Informer
 from ...controllers.base import Controller
 from ...machinery.errors import APIError
 from ...machinery.user import User
+from ..auth.authorizer import USER
 from .proxy import ResolveError, forward, resolve_endpoint, tls_context
 
 GROUP = "apiregistration.k8s.io"
@@ -200,7 +201,7 @@ class Aggregator(Controller):
         apiservice = self.remote.get((group, version))
         if apiservice is None or not _available(self.as_inf.get(apiservice["metadata"]["name"]) or apiservice):
             return web.Response(status=503, text="service unavailable\n")
-        user = request.get("user")
+        user = request.get(USER)
         if user is None:
             return web.Response(status=500, text="missing user\n")
         spec = _spec(apiservice)

@@ -13,6 +13,7 @@ from typing import NamedTuple
 from aiohttp import web
 
 from ...machinery import errors
+from ...machinery.user import User
 
 _NAMESPACE_SUBRESOURCES = ("status", "finalize")
 _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "HEAD": "get"}
@@ -83,6 +84,8 @@ def attributes_for(method: str, path: str, query) -> Attributes:
 
 
 _ATTRIBUTES = web.RequestKey("nanokube.attributes", Attributes)
+#: the authenticated user, which authentication leaves on the request for authorization's readers after it
+USER = web.RequestKey("nanokube.user", User)
 
 
 def request_attributes(request: web.Request) -> Attributes:

@@ -16,7 +16,7 @@ import orjson
 from aiohttp import web
 
 from ...machinery import errors
-from ..auth.authorizer import Attributes, forbidden
+from ..auth.authorizer import USER, Attributes, forbidden
 from ...machinery.streaming import (ERROR, PORT_FORWARD, STDERR, STDOUT, TUNNELED_PORT_FORWARD, V4, V4_BASE64, V5,
                                     NodeStreaming, StreamFailed, StreamSession, exit_status, failure_status)
 from .spdy import SpdySession, SpdyStream
@@ -73,7 +73,7 @@ class PodStreaming:
     def _check_create(self, request: web.Request, namespace: str, name: str, sub: str) -> None:
         """A WebSocket upgrade is a GET, authorized as `get`; it also needs `create`
         on the subresource (AuthorizePodWebsocketUpgradeCreatePermission, on in 1.37)."""
-        user = request.get("user")
+        user = request.get(USER)
         if self.authorize is None or user is None:
             return
         attrs = Attributes("create", request.path, True, "", "v1", "pods", sub, namespace, name)
@@ -94,8 +94,8 @@ class PodStreaming:
             self._sessions.discard(task)
 
     async def _serve(self, request: web.Request, namespace: str, name: str, sub: str) -> web.StreamResponse:
-        if self.admit is not None and request.get("user") is not None:
-            await self.admit(sub, namespace, name, connect_options(sub, request.query), request["user"])
+        if self.admit is not None and (user := request.get(USER)) is not None:
+            await self.admit(sub, namespace, name, connect_options(sub, request.query), user)
         pod = self.get_pod(namespace, name)
         if sub == "portforward":
             node = self._node(pod)
