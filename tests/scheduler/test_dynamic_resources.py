@@ -293,7 +293,10 @@ async def test_claim_events_requeue_only_the_pods_naming_the_claim_or_after_a_de
     waiting = sched.pods.get("default/p3")
     own, other = await claims.get("c3", "default"), await claims.get("c0", "default")
     assert hint(waiting, None, own).name == "QUEUE"
-    assert hint(waiting, own, own).name == "QUEUE"
+    assert hint(waiting, own, own).name == "SKIP"  # its status as it was (a label, a finalizer)
+    reserved = {**own, "status": {"reservedFor": [{"resource": "pods", "name": "p3", "uid": "u"}]}}
+    assert hint(waiting, own, reserved).name == "QUEUE"
+    assert hint(waiting, own, None).name == "SKIP"  # its deletion cannot let it in
     assert hint(waiting, None, other).name == "SKIP"
     assert hint(waiting, other, other).name == "SKIP"  # another pod's claim, still allocated
     freed = {**other, "status": {}}
@@ -302,7 +305,8 @@ async def test_claim_events_requeue_only_the_pods_naming_the_claim_or_after_a_de
     assert hint(waiting, None, elsewhere).name == "SKIP"
     # the queue asks the hint only of the pods its targets name (None: of every pod)
     assert reg.targets(other, freed) is None
-    for old, new in ((None, own), (own, own), (None, other), (other, other), (None, elsewhere)):
+    for old, new in ((None, own), (own, own), (own, reserved), (own, None), (None, other), (other, other),
+                     (None, elsewhere)):
         queued = {f"default/{p['metadata']['name']}" for p in sched.pods.list() if hint(p, old, new).name == "QUEUE"}
         assert queued == set(reg.targets(old, new)), (old, new)
     assert set(reg.targets(None, own)) == {"default/p3"}

@@ -1,5 +1,6 @@
 """PodTopologySpread Filter and Score over a small zoned cluster."""
 
+import copy
 from types import SimpleNamespace
 
 from nanokube.scheduler.cache import Snapshot
@@ -260,3 +261,29 @@ def test_list_defaulting_uses_the_configured_constraints():
     plugin, _ = cluster(a1, a2, b1, args=args, objects=[service("web", {"app": "web"})])
     assert filter_reasons(plugin, web("new"), [a1, b1]) == {"a1": REASON, "b1": None}
     assert cluster(a1, args={"defaultingType": "List"})[0].selectors is None
+
+
+def test_pod_hints_as_upstreams_selection_changes_and_own_tolerations():
+    plugin, _ = cluster()
+    regs = {(r.event.resource, r.event.action): r.hint for r in plugin.events_to_register()}
+    [pod_hint] = [h for (res, _), h in regs.items() if res == "Pod"]
+    [toleration_hint] = [h for (res, _), h in regs.items() if res == "UnscheduledPod"]
+    p = labelled("new", {"app": "web"}, topologySpreadConstraints=[spread()])
+    relabelled = labelled("w", {"app": "web", "version": "2"})
+    assert pod_hint(p, web("w"), relabelled) == Hint.SKIP  # selected before and after
+    assert pod_hint(p, web("w"), labelled("w", {"app": "db"})) == Hint.QUEUE
+    assert pod_hint(p, labelled("w", {"app": "db"}), web("w")) == Hint.QUEUE
+    elsewhere = labelled("w", {"app": "web"})
+    elsewhere["metadata"]["namespace"] = "other"
+    assert pod_hint(p, None, elsewhere) == pod_hint(p, elsewhere, None) == Hint.SKIP
+    # only DoNotSchedule constraints can turn a pod away
+    soft = labelled("new", {"app": "web"}, topologySpreadConstraints=[spread(when="ScheduleAnyway")])
+    assert pod_hint(soft, web("gone"), None) == Hint.SKIP
+    honor = labelled("new", {"app": "web"}, topologySpreadConstraints=[spread(nodeTaintsPolicy="Honor")])
+    tolerant = copy.deepcopy(honor)
+    tolerant["spec"]["tolerations"] = [{"key": "k", "operator": "Exists"}]
+    assert toleration_hint(honor, honor, tolerant) == Hint.QUEUE
+    assert toleration_hint(p, p, {**p, "spec": {**p["spec"], "tolerations": tolerant["spec"]["tolerations"]}}) == Hint.SKIP
+    other = labelled("other", {"app": "web"}, topologySpreadConstraints=[spread(nodeTaintsPolicy="Honor")],
+                     tolerations=tolerant["spec"]["tolerations"])
+    assert toleration_hint(honor, web("other"), other) == Hint.SKIP  # another pod's update

@@ -3,9 +3,11 @@ events that cannot help it come and go, and is retried and bound when one that c
 
 import pytest
 
+from nanokube.controllers.resourceclaim import ResourceClaimController
 from nanokube.scheduler.scheduler import Scheduler
 from tests.controllers import eventually, make_stack
 from tests.scheduler import node, pod
+from tests.scheduler.test_dynamic_resources import R, claim, claim_pod, device_class, gpu_slice, request
 from tests.scheduler.test_scheduler import add_node, bound, strip_uid
 
 
@@ -103,3 +105,111 @@ async def test_pod_anti_affinity_waits_for_a_hated_pod_to_go(stack):
     still_waiting(sched, info)
     await pods.delete("db2", "default", grace_period_seconds=0)
     assert await eventually(bound(pods, "solo")) == "h2"
+
+
+def _incoming(sched, queue, event) -> float:
+    return sched.metrics.registry.get_sample_value("scheduler_queue_incoming_pods_total",
+                                                   {"queue": queue, "event": event}) or 0
+
+
+@pytest.fixture
+async def dra():
+    s = await make_stack()
+    await add_node(s.client, node("gpu-node"))
+    await s.client.resource(R, "v1", "deviceclasses").create(device_class())
+    await s.client.resource(R, "v1", "resourceslices").create(gpu_slice("gpu-node", 1))
+    sched = Scheduler(s.client, seed=1)
+    await sched.start()
+    yield s.client, sched
+    await sched.stop()
+    await s.close()
+
+
+async def test_a_pod_waits_in_pre_enqueue_for_its_generated_claim_alone(dra):
+    """Upstream's UpdatePodGeneratedResourceClaim and isSchedulableAfterClaimChange: a pod whose
+    ResourceClaimTemplate's claim is not generated yet waits in PreEnqueue; other claims arriving
+    or changing do not run its PreEnqueue again, the ResourceClaim controller creating its claim
+    (and naming it in the pod's status) lets it in at once."""
+    client, sched = dra
+    pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
+    await client.resource(R, "v1", "resourceclaimtemplates").create({
+        "apiVersion": f"{R}/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "gpu-tmpl", "namespace": "default"},
+        "spec": {"spec": request()}})
+    await pods.create(claim_pod("tp", template="gpu-tmpl"))
+
+    async def gated():
+        info = sched.queue.unschedulable.get("default/tp")
+        return info is not None and info.gated_by == "DynamicResources" and info
+    info = await eventually(gated)
+    gated_once = _incoming(sched, "unschedulable", "PodAdd")
+    assert gated_once == 1
+    await claims.create(claim("unrelated"))
+    unrelated = await claims.patch("unrelated", {"metadata": {"labels": {"a": "b"}}}, namespace="default")
+    plugin = sched.frameworks["default-scheduler"].plugins["DynamicResources"]
+
+    async def seen():
+        return (plugin.dra.claims.get("default/unrelated") or {}).get("metadata", {}).get("labels") == {"a": "b"}
+    await eventually(seen)
+    assert unrelated and sched.queue.unschedulable.get("default/tp") is info and info.attempts == 0
+    assert _incoming(sched, "unschedulable", "ResourceClaimAdd") == 0
+    ctrl = ResourceClaimController(client)
+    await ctrl.start()
+    try:
+        assert await eventually(bound(pods, "tp")) == "gpu-node"
+    finally:
+        await ctrl.stop()
+    assert info.attempts == 1
+
+
+async def test_a_claims_metadata_change_does_not_retry_the_pod_using_it(dra):
+    """A pod whose claim finds no free device waits; its claim gaining a label (or a finalizer)
+    leaves its status as it was, so the pod is not retried; a new ResourceSlice lets it in."""
+    client, sched = dra
+    pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
+    await claims.create(claim("c0"))
+    await pods.create(claim_pod("p0", "c0"))
+    assert await eventually(bound(pods, "p0")) == "gpu-node"
+    await claims.create(claim("c1"))
+    await pods.create(claim_pod("p1", "c1"))
+    info = await parked(sched, pods, "p1", {"DynamicResources"})
+    await claims.patch("c1", {"metadata": {"labels": {"team": "a"}}}, namespace="default")
+    plugin = sched.frameworks["default-scheduler"].plugins["DynamicResources"]
+
+    async def seen():
+        return (plugin.dra.claims.get("default/c1") or {}).get("metadata", {}).get("labels") == {"team": "a"}
+    await eventually(seen)
+    still_waiting(sched, info)
+    await add_node(client, node("gpu-node-2"))
+    await client.resource(R, "v1", "resourceslices").create(gpu_slice("gpu-node-2", 1))
+    assert await eventually(bound(pods, "p1")) == "gpu-node-2"
+
+
+async def test_topology_spread_waits_for_a_change_in_what_its_selector_counts(stack):
+    """minDomains 3 over two zones counts the missing domain as empty, so each zone holding one
+    selected pod is one too many. A selected pod relabelled but still selected, or a pod of another
+    namespace arriving, cannot help (upstream's isSchedulableAfterPodChange); a selected pod leaving
+    its zone can."""
+    client, sched = stack
+    pods = client.resource("", "v1", "pods")
+    await add_node(client, node("a1", labels={"zone": "a"}))
+    await add_node(client, node("b1", labels={"zone": "b"}))
+    await pods.create(labelled("wa", {"app": "web"}, "a1"))
+    await pods.create(labelled("wb", {"app": "web"}, "b1"))
+    await sched.start()
+    spread = [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule", "minDomains": 3,
+               "labelSelector": {"matchLabels": {"app": "web"}}}]
+    await pods.create(labelled("new", {"app": "web"}, topologySpreadConstraints=spread))
+    info = await parked(sched, pods, "new", {"PodTopologySpread"})
+    await pods.patch("wa", {"metadata": {"labels": {"version": "2"}}}, namespace="default")
+    await client.resource("", "v1", "namespaces").create({"metadata": {"name": "other"}})
+    elsewhere = labelled("we", {"app": "web"}, "b1")
+    elsewhere["metadata"]["namespace"] = "other"
+    await pods.create(elsewhere)
+
+    async def seen():
+        wa = sched.pods.get("default/wa")
+        return sched.pods.get("other/we") is not None and wa["metadata"]["labels"].get("version") == "2"
+    await eventually(seen)
+    still_waiting(sched, info)
+    await pods.delete("wa", "default", grace_period_seconds=0)
+    assert await eventually(bound(pods, "new")) == "a1"

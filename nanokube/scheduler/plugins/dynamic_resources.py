@@ -59,6 +59,12 @@ def _allocated(claim: dict | None) -> bool:
     return bool(claim) and (claim.get("status") or {}).get("allocation") is not None
 
 
+def _status_news(old: dict | None, new: dict | None) -> bool:
+    """Whether a claim change can concern the pods using it: it was created, or its status changed
+    (a deleted claim, or an update of its metadata alone, cannot let them in)."""
+    return new is not None and (old is None or old.get("status") != new.get("status"))
+
+
 def _devices(allocation: dict) -> list:
     """What `AllocatedDevices.add` counts of an allocation."""
     return (allocation.get("devices") or {}).get("results") or []
@@ -504,12 +510,16 @@ class DynamicResources:
         users = self.dra._users if self.handle is not None else None
 
         def claim_hint(pod: dict, old, new) -> Hint:
-            """Upstream's isSchedulableAfterClaimChange: devices were freed, or the claim is the pod's.
-            Whether it is the pod's is read from the index of claim users (one lookup), as the
-            queue asks this of every pod DynamicResources turned away, once per claim event."""
+            """Upstream's isSchedulableAfterClaimChange: devices were freed, or the pod's own claim
+            was created or its status changed (an allocation, reservedFor; not a finalizer or a
+            label). Whether it is the pod's is read from the index of claim users (one lookup), as
+            the queue asks this of every pod DynamicResources turned away, once per claim event.
+            A pod waiting in PreEnqueue for its claim is retried apart (DRAState._retry_gated)."""
             if _allocated(old) and not _allocated(new):
                 return Hint.QUEUE  # devices were freed
-            md = (new or old)["metadata"]
+            if not _status_news(old, new):
+                return Hint.SKIP
+            md = new["metadata"]
             if users is None:
                 mine = md.get("namespace") == pod["metadata"].get("namespace") and md["name"] in claim_names(pod)
             else:
@@ -518,10 +528,13 @@ class DynamicResources:
             return Hint.QUEUE if mine else Hint.SKIP
 
         def claim_targets(old, new):
-            """The pods claim_hint can queue: any when devices were freed, else those naming the claim."""
+            """The pods claim_hint can queue: any when devices were freed, else those naming the claim
+            when it is new or its status changed."""
             if _allocated(old) and not _allocated(new):
                 return None
-            md = (new or old)["metadata"]
+            if not _status_news(old, new):
+                return ()
+            md = new["metadata"]
             return users.get((md.get("namespace", ""), md["name"]), ())
 
         return [Registration(ClusterEvent(CLAIM, Action.ALL), claim_hint, claim_targets if users is not None else None),

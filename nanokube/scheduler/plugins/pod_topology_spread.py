@@ -17,10 +17,12 @@ from ..framework import (
     MAX_NODE_SCORE,
     NODE,
     SKIP,
+    UNSCHEDULED_POD,
     Action,
     ClusterEvent,
     Hint,
     Registration,
+    own_update,
     unschedulable,
 )
 from ...machinery.scheduling import untolerated
@@ -192,21 +194,39 @@ class PodTopologySpread:
         for i, (s, ig) in enumerate(zip(scores, ignored)):
             scores[i] = 0 if ig else MAX_NODE_SCORE if hi == 0 else MAX_NODE_SCORE * (hi + lo - s) // hi
 
+    def _hard(self, pod: dict) -> list[Constraint]:
+        """The constraints that can turn the pod away (upstream's hints read only DoNotSchedule ones)."""
+        cs, _ = self._all_constraints(pod, constraints(pod))
+        return [c for c in cs if c.hard]
+
     def events_to_register(self) -> list[Registration]:
         def pod_hint(pod: dict, old, new) -> Hint:
+            """Upstream's isSchedulableAfterPodChange: an assigned pod of the namespace that a
+            constraint selects arrived or left, or a label change made it enter or leave a
+            constraint's selection (a change that leaves every selection as it was cannot help)."""
             ns = pod["metadata"].get("namespace", "")
-            cs, _ = self._all_constraints(pod, constraints(pod))
-            for obj in (old, new):
-                md = (obj or {}).get("metadata") or {}
-                if obj and md.get("namespace") == ns and any(matches_labels(c.selector, md.get("labels")) for c in cs):
-                    return Hint.QUEUE
-            return Hint.SKIP
+            if (new or old)["metadata"].get("namespace", "") != ns:
+                return Hint.SKIP
+            cs = self._hard(pod)
+            if old is not None and new is not None:
+                before, after = old["metadata"].get("labels"), new["metadata"].get("labels")
+                return Hint.QUEUE if any(matches_labels(c.selector, before) != matches_labels(c.selector, after)
+                                         for c in cs) else Hint.SKIP
+            labels = (new or old)["metadata"].get("labels")
+            return Hint.QUEUE if any(matches_labels(c.selector, labels) for c in cs) else Hint.SKIP
+
+        def toleration_hint(pod: dict, old, new) -> Hint:
+            """The pod's own new toleration can widen the domains a constraint with nodeTaintsPolicy
+            Honor counts."""
+            if own_update(pod, old, new) is Hint.SKIP:
+                return Hint.SKIP
+            return Hint.QUEUE if any(c.honor_taints for c in self._hard(new)) else Hint.SKIP
 
         def node_hint(pod: dict, old, new) -> Hint:
             """Upstream's isSchedulableAfterNodeChange: a node entering or leaving the constraints'
             domains (it carries every topology key), or one in them whose topology values or
             taints changed; other label changes and a cordon leave the spreading as it was."""
-            cs, _ = self._all_constraints(pod, constraints(pod))
+            cs = self._hard(pod)
             before = ((old.get("metadata") or {}).get("labels") or {}) if old is not None else None
             after = ((new.get("metadata") or {}).get("labels") or {}) if new is not None else None
             was = before is not None and _has_keys(before, cs)
@@ -219,5 +239,6 @@ class PodTopologySpread:
             return Hint.SKIP
 
         return [Registration(ClusterEvent(ASSIGNED_POD, Action.ADD | Action.DELETE | Action.UPDATE_POD_LABEL), pod_hint),
+                Registration(ClusterEvent(UNSCHEDULED_POD, Action.UPDATE_POD_TOLERATIONS), toleration_hint),
                 Registration(ClusterEvent(NODE, Action.ADD | Action.DELETE | Action.UPDATE_NODE_LABEL | Action.UPDATE_NODE_TAINT),
                              node_hint)]
