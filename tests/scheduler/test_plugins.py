@@ -23,6 +23,9 @@ from nanokube.scheduler.plugins.node_unschedulable import NodeUnschedulable
 from nanokube.scheduler.plugins.normalize import default_normalize
 from nanokube.scheduler.plugins.scheduling_gates import SchedulingGates
 from nanokube.scheduler.plugins.taint_toleration import TaintToleration
+from nanokube.scheduler.plugins.volume_binding import VolumeBinding
+from nanokube.scheduler.plugins.volume_restrictions import VolumeRestrictions
+from nanokube.scheduler.plugins.volume_zone import VolumeZone
 from nanokube.scheduler.resources import pod_requests, pod_requests_pair
 from tests.scheduler import info, node, node_info, pod
 
@@ -345,3 +348,39 @@ def test_hints_for_a_pods_own_update_queue_only_that_pod():
     # NodeUnschedulable: only a toleration of its taint helps
     hint = _hints(NodeUnschedulable({}, None), UNSCHEDULED_POD)[Action.UPDATE_POD_TOLERATIONS]
     assert hint(pod("p"), pod("p"), pod("p", tolerations=[{"key": "gpu", "operator": "Exists"}])) == Hint.SKIP
+
+
+def test_volume_hints_queue_for_the_pods_own_claims_and_topology_changes():
+    """Upstream's hints of VolumeBinding (a new class or new allowedTopologies), VolumeZone (a
+    claim the pod mounts, a new volume or new zone labels) and VolumeRestrictions (a pod that
+    mounted one of its claims deleted, one of its claims created)."""
+    mounts = pod("p")
+    mounts["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]
+    data, other = ({"metadata": {"name": n, "namespace": "default"}, "spec": {}} for n in ("data", "other"))
+    elsewhere = {"metadata": {"name": "data", "namespace": "other"}, "spec": {}}
+
+    binding = _hints(VolumeBinding({}, None), "StorageClass")[Action.ADD | Action.UPDATE]
+    sc = {"metadata": {"name": "fast"}, "provisioner": "x"}
+    zoned = {**sc, "allowedTopologies": [{"matchLabelExpressions": [{"key": "zone", "values": ["a"]}]}]}
+    assert binding(mounts, None, sc) == Hint.QUEUE and binding(mounts, sc, zoned) == Hint.QUEUE
+    assert binding(mounts, sc, {**sc, "metadata": {"name": "fast", "labels": {"a": "b"}}}) == Hint.SKIP
+
+    zone = _hints(VolumeZone({}, None), "PersistentVolumeClaim")[Action.ADD | Action.UPDATE]
+    assert zone(mounts, None, data) == Hint.QUEUE
+    assert zone(mounts, None, other) == zone(mounts, None, elsewhere) == Hint.SKIP
+    pv_hint = _hints(VolumeZone({}, None), "PersistentVolume")[Action.ADD | Action.UPDATE]
+    pv = {"metadata": {"name": "v", "labels": {"topology.kubernetes.io/zone": "a"}}}
+    moved = {"metadata": {"name": "v", "labels": {"topology.kubernetes.io/zone": "b"}}}
+    tagged = {"metadata": {"name": "v", "labels": {"topology.kubernetes.io/zone": "a", "team": "x"}}}
+    assert pv_hint(mounts, None, pv) == pv_hint(mounts, pv, moved) == Hint.QUEUE
+    assert pv_hint(mounts, pv, tagged) == Hint.SKIP
+
+    restrictions = VolumeRestrictions({}, None)
+    [freed] = _hints(restrictions, ASSIGNED_POD).values()
+    holder, bystander = pod("holder"), pod("bystander")
+    holder["spec"]["volumes"] = mounts["spec"]["volumes"]
+    assert freed(mounts, holder, None) == Hint.QUEUE and freed(mounts, bystander, None) == Hint.SKIP
+    holder["metadata"]["namespace"] = "other"
+    assert freed(mounts, holder, None) == Hint.SKIP
+    [created] = _hints(restrictions, "PersistentVolumeClaim").values()
+    assert created(mounts, None, data) == Hint.QUEUE and created(mounts, None, other) == Hint.SKIP

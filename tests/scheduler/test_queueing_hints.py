@@ -3,12 +3,15 @@ events that cannot help it come and go, and is retried and bound when one that c
 
 import pytest
 
+from nanokube.controllers.persistentvolume import PersistentVolumeController
 from nanokube.controllers.resourceclaim import ResourceClaimController
+from nanokube.node.storage import LocalPathProvisioner
 from nanokube.scheduler.scheduler import Scheduler
 from tests.controllers import eventually, make_stack
 from tests.scheduler import node, pod
 from tests.scheduler.test_dynamic_resources import R, claim, claim_pod, device_class, gpu_slice, request
 from tests.scheduler.test_scheduler import add_node, bound, strip_uid
+from tests.scheduler.test_volume_binding import claim as volume_claim, claim_pod as volume_pod
 
 
 @pytest.fixture
@@ -213,3 +216,37 @@ async def test_topology_spread_waits_for_a_change_in_what_its_selector_counts(st
     still_waiting(sched, info)
     await pods.delete("wa", "default", grace_period_seconds=0)
     assert await eventually(bound(pods, "new")) == "a1"
+
+
+async def test_a_pod_waiting_for_a_read_write_once_pod_claim_is_retried_only_when_its_user_goes(stack, tmp_path):
+    """VolumeRestrictions' hint (upstream's isSchedulableAfterPodDeleted): another pod's deletion
+    frees nothing this pod mounts; the deletion of the pod holding its claim does."""
+    client, sched = stack
+    parts = [PersistentVolumeController(client), LocalPathProvisioner(client, str(tmp_path))]
+    for p in parts:
+        await p.start()
+    try:
+        await add_node(client, node("n1", labels={"kubernetes.io/hostname": "n1"}))
+        await sched.start()
+        await client.resource("storage.k8s.io", "v1", "storageclasses").create({
+            "metadata": {"name": "now"}, "provisioner": "nanokube.io/local-path", "volumeBindingMode": "Immediate"})
+        await client.resource("", "v1", "persistentvolumeclaims").create(
+            volume_claim("solo", storageClassName="now", accessModes=["ReadWriteOncePod"]))
+        pods = client.resource("", "v1", "pods")
+        await pods.create(volume_pod("first", "solo"))
+        await pods.create(volume_pod("bystander"))
+        await eventually(bound(pods, "first"))
+        await eventually(bound(pods, "bystander"))
+        await pods.create(volume_pod("second", "solo"))
+        info = await parked(sched, pods, "second", {"VolumeRestrictions"})
+        await pods.delete("bystander", "default", grace_period_seconds=0)
+
+        async def gone():
+            return sched.pods.get("default/bystander") is None
+        await eventually(gone)
+        still_waiting(sched, info)
+        await pods.delete("first", "default", grace_period_seconds=0)
+        assert await eventually(bound(pods, "second")) == "n1"
+    finally:
+        for p in reversed(parts):
+            await p.stop()

@@ -44,6 +44,12 @@ def claim_names(pod: dict) -> list[str]:
     return [name for name, _ in pod_claims(pod)]
 
 
+def uses_claim(pod: dict, claim: dict) -> bool:
+    """Whether the pod mounts the PersistentVolumeClaim (upstream's isPVCRequestedFromPod)."""
+    md = claim["metadata"]
+    return md.get("namespace") == pod["metadata"].get("namespace") and md["name"] in claim_names(pod)
+
+
 def _bound(pvc: dict) -> bool:
     return bool((pvc.get("spec") or {}).get("volumeName"))
 
@@ -204,11 +210,14 @@ class VolumeBinding:
 
     def events_to_register(self) -> list[Registration]:
         def claim_hint(pod: dict, old, new) -> Hint:
-            claim = new or old
-            same_ns = claim["metadata"].get("namespace") == pod["metadata"].get("namespace")
-            return Hint.QUEUE if same_ns and claim["metadata"]["name"] in claim_names(pod) else Hint.SKIP
+            return Hint.QUEUE if uses_claim(pod, new) else Hint.SKIP
+
+        def class_hint(pod: dict, old, new) -> Hint:
+            """Upstream's isSchedulableAfterStorageClassChange: a new class, or new allowedTopologies
+            (the rest of a class cannot change)."""
+            return Hint.QUEUE if old is None or old.get("allowedTopologies") != new.get("allowedTopologies") else Hint.SKIP
 
         return [Registration(ClusterEvent(PVC, Action.ADD | Action.UPDATE), claim_hint),
                 Registration(ClusterEvent(PV, Action.ADD | Action.UPDATE)),
-                Registration(ClusterEvent(STORAGE_CLASS, Action.ADD | Action.UPDATE)),
+                Registration(ClusterEvent(STORAGE_CLASS, Action.ADD | Action.UPDATE), class_hint),
                 Registration(ClusterEvent(NODE, Action.ADD | Action.UPDATE_NODE_LABEL))]

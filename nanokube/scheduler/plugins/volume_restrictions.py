@@ -4,8 +4,8 @@ one pod: a pod naming one that a scheduled, running pod already uses waits
 
 from __future__ import annotations
 
-from ..framework import ASSIGNED_POD, SKIP, Action, ClusterEvent, Registration, unschedulable
-from .volume_binding import PVC, claim_names
+from ..framework import ASSIGNED_POD, SKIP, Action, ClusterEvent, Hint, Registration, unschedulable
+from .volume_binding import PVC, claim_names, uses_claim
 
 RWOP_CONFLICT = "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
 
@@ -44,5 +44,15 @@ class VolumeRestrictions:
         return None, None
 
     def events_to_register(self) -> list[Registration]:
-        return [Registration(ClusterEvent(ASSIGNED_POD, Action.DELETE)),
-                Registration(ClusterEvent(PVC, Action.ADD | Action.UPDATE))]
+        """As upstream's: the deletion of a pod of the namespace that mounted a claim this pod
+        mounts (its ReadWriteOncePod claim may be free now), a claim the pod mounts created."""
+        def freed_hint(pod: dict, old, new) -> Hint:
+            if old["metadata"].get("namespace") != pod["metadata"].get("namespace"):
+                return Hint.SKIP
+            return Hint.QUEUE if set(claim_names(old)) & set(claim_names(pod)) else Hint.SKIP
+
+        def claim_hint(pod: dict, old, new) -> Hint:
+            return Hint.QUEUE if uses_claim(pod, new) else Hint.SKIP
+
+        return [Registration(ClusterEvent(ASSIGNED_POD, Action.DELETE), freed_hint),
+                Registration(ClusterEvent(PVC, Action.ADD), claim_hint)]

@@ -3,8 +3,8 @@ nodes with the same labels (a label value may list zones joined by `__`)."""
 
 from __future__ import annotations
 
-from ..framework import NODE, SKIP, Action, ClusterEvent, Registration, unschedulable
-from .volume_binding import PV, PVC, claim_names
+from ..framework import NODE, SKIP, Action, ClusterEvent, Hint, Registration, unschedulable
+from .volume_binding import PV, PVC, claim_names, uses_claim
 
 CONFLICT = "node(s) had no available volume zone"
 TOPOLOGY_LABELS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/region",
@@ -42,6 +42,19 @@ class VolumeZone:
         return None
 
     def events_to_register(self) -> list[Registration]:
-        return [Registration(ClusterEvent(PVC, Action.ADD | Action.UPDATE)),
-                Registration(ClusterEvent(PV, Action.ADD | Action.UPDATE)),
+        """As upstream's: a claim the pod mounts created or changed (bound to a volume), a volume
+        created or its zone or region labels changed, a node arriving or relabelled."""
+        def claim_hint(pod: dict, old, new) -> Hint:
+            return Hint.QUEUE if uses_claim(pod, new) else Hint.SKIP
+
+        def volume_hint(pod: dict, old, new) -> Hint:
+            return Hint.QUEUE if old is None or _topology(old) != _topology(new) else Hint.SKIP
+
+        return [Registration(ClusterEvent(PVC, Action.ADD | Action.UPDATE), claim_hint),
+                Registration(ClusterEvent(PV, Action.ADD | Action.UPDATE), volume_hint),
                 Registration(ClusterEvent(NODE, Action.ADD | Action.UPDATE_NODE_LABEL))]
+
+
+def _topology(pv: dict) -> dict:
+    labels = (pv.get("metadata") or {}).get("labels") or {}
+    return {k: labels[k] for k in TOPOLOGY_LABELS if k in labels}
