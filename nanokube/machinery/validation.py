@@ -145,7 +145,7 @@ def dns1035_label(value: str) -> list[str]:
     return errs
 
 
-def _remembers_valid(check):
+def remembers_valid(check):
     """Wraps a validator of strings to skip values it already found valid
     (8192 at most): every write of an object validates its labels and
     annotations again, status writes too, and they repeat across objects.
@@ -166,7 +166,7 @@ def _remembers_valid(check):
     return remembering
 
 
-@_remembers_valid
+@remembers_valid
 def qualified_name(value: str) -> list[str]:
     """Label and annotation keys: optional DNS subdomain prefix, '/', name part."""
     parts = value.split("/")
@@ -200,7 +200,7 @@ def qualified_name(value: str) -> list[str]:
     return errs
 
 
-@_remembers_valid
+@remembers_valid
 def label_value(value: str) -> list[str]:
     errs = []
     if len(value) > 63:

@@ -22,6 +22,7 @@ from ..machinery.validation import (
     not_found,
     not_supported,
     qualified_name,
+    remembers_valid,
     required,
     validate_annotations,
 )
@@ -119,6 +120,7 @@ def port_number(value: Any, path: str) -> list[FieldError]:
     return [] if isinstance(value, int) and 1 <= value <= 65535 else [invalid(path, value, PORT_RANGE_MSG)]
 
 
+@remembers_valid
 def port_name(name: str) -> list[str]:
     """IsValidPortName: an IANA_SVC_NAME."""
     msgs = []
@@ -169,13 +171,14 @@ def validate_containers(spec: dict, path: str, volume_names: set[str], claim_nam
         errs.append(required(f"{path}.containers"))
     seen: set[str] = set()
     for key in ("initContainers", "containers", "ephemeralContainers"):
-        for i, c in enumerate(spec.get(key) or []):
+        for i, c in enumerate(spec.get(key) or ()):
             p = f"{path}.{key}[{i}]"
             name = c.get("name", "")
             if not name:
                 errs.append(required(f"{p}.name"))
             else:
-                errs += [invalid(f"{p}.name", name, m) for m in dns1123_label(name)]
+                if msgs := dns1123_label(name):
+                    errs += [invalid(f"{p}.name", name, m) for m in msgs]
                 if name in seen:
                     errs.append(duplicate(f"{p}.name", name))
                 seen.add(name)
@@ -207,37 +210,42 @@ def _validate_container(c: dict, p: str, kind: str, volume_names: set[str], clai
         for f in ("ports", "livenessProbe", "readinessProbe", "startupProbe", "lifecycle"):
             if c.get(f):
                 errs.append(forbidden(f"{p}.{f}", "cannot be set for an Ephemeral Container"))
-    errs += validate_container_ports(c.get("ports") or [], f"{p}.ports")
-    errs += _validate_env(c.get("env") or [], f"{p}.env")
-    errs += _validate_mounts(c.get("volumeMounts") or [], f"{p}.volumeMounts", volume_names)
+    # each list's path is built only where it has something to check
+    if ports := c.get("ports"):
+        errs += validate_container_ports(ports, f"{p}.ports")
+    if env := c.get("env"):
+        errs += _validate_env(env, f"{p}.env")
+    if mounts := c.get("volumeMounts"):
+        errs += _validate_mounts(mounts, f"{p}.volumeMounts", volume_names)
     errs += validate_resources(c.get("resources") or {}, f"{p}.resources", claim_names)
     return errs
 
 
 def validate_container_ports(ports: list, path: str) -> list[FieldError]:
+    """A port's path is built only for its errors: a valid port costs its checks alone."""
     errs: list[FieldError] = []
     names: set[str] = set()
     for i, port in enumerate(ports):
-        p = f"{path}[{i}]"
         name = port.get("name")
         if name:
-            msgs = port_name(name)
-            errs += [invalid(f"{p}.name", name, m) for m in msgs]
-            if not msgs and name in names:
-                errs.append(duplicate(f"{p}.name", name))
+            if msgs := port_name(name):
+                errs += [invalid(f"{path}[{i}].name", name, m) for m in msgs]
+            elif name in names:
+                errs.append(duplicate(f"{path}[{i}].name", name))
             names.add(name)
         cp = port.get("containerPort")
         if not cp:
-            errs.append(required(f"{p}.containerPort"))
-        else:
-            errs += port_number(cp, f"{p}.containerPort")
-        if port.get("hostPort"):
-            errs += port_number(port["hostPort"], f"{p}.hostPort")
+            errs.append(required(f"{path}[{i}].containerPort"))
+        elif not (isinstance(cp, int) and 1 <= cp <= 65535):
+            errs += port_number(cp, f"{path}[{i}].containerPort")
+        hp = port.get("hostPort")
+        if hp and not (isinstance(hp, int) and 1 <= hp <= 65535):
+            errs += port_number(hp, f"{path}[{i}].hostPort")
         proto = port.get("protocol")
         if not proto:
-            errs.append(required(f"{p}.protocol"))
+            errs.append(required(f"{path}[{i}].protocol"))
         elif proto not in PROTOCOLS:
-            errs.append(not_supported(f"{p}.protocol", proto, PROTOCOLS))
+            errs.append(not_supported(f"{path}[{i}].protocol", proto, PROTOCOLS))
     return errs
 
 
@@ -286,26 +294,43 @@ def _overcommit_allowed(name: str) -> bool:
     return _is_native(name) and not name.startswith("hugepages-")
 
 
-def _validate_resource_name(name: str, path: str) -> list[FieldError]:
+def _resource_name_errors(name: str) -> list[str]:
+    if name in _STANDARD_CONTAINER_RESOURCES:  # qualified names, and standard
+        return []
     msgs = qualified_name(name)
     if msgs:
-        return [invalid(path, name, m) for m in msgs]
-    if "/" not in name and name not in _STANDARD_CONTAINER_RESOURCES and not name.startswith("hugepages-"):
-        return [invalid(path, name, "must be a standard resource for containers")]
+        return msgs
+    if "/" not in name and not name.startswith("hugepages-"):
+        return ["must be a standard resource for containers"]
     return []
 
 
-def _quantity(name: str, q: Any, path: str) -> tuple[int | None, list[FieldError]]:
-    """The quantity's exact value in billionths (ints compare many times faster than Fractions)."""
+def _quantity(name: str, q: Any) -> tuple[int | None, str]:
+    """The quantity's exact value in billionths (ints compare many times faster than Fractions),
+    and what is wrong with it ("" when nothing)."""
     try:
         value = nano_value(q)
     except QuantityError as e:
-        return None, [invalid(path, q, str(e))]
+        return None, str(e)
     if value < 0:
-        return value, [invalid(path, q, "must be greater than or equal to 0")]
-    if not _is_native(name) and value % 1_000_000_000:
-        return value, [invalid(path, q, "must be an integer")]
-    return value, []
+        return value, "must be greater than or equal to 0"
+    if value % 1_000_000_000 and not _is_native(name):
+        return value, "must be an integer"
+    return value, ""
+
+
+def _quantity_errors(path: str, bag: str, name: str, q: Any) -> tuple[int | None, list[FieldError]]:
+    """One entry of `limits` or `requests`: its value and its errors, whose path is built only
+    when there are some."""
+    msgs = _resource_name_errors(name)
+    value, msg = _quantity(name, q)
+    if not msgs and not msg:
+        return value, []
+    p = f"{path}.{bag}[{name}]"
+    errs = [invalid(p, name, m) for m in msgs]
+    if msg:
+        errs.append(invalid(p, q, msg))
+    return value, errs
 
 
 def validate_resources(res: dict, path: str, claim_names: set[str] | None = None) -> list[FieldError]:
@@ -313,17 +338,16 @@ def validate_resources(res: dict, path: str, claim_names: set[str] | None = None
     errs: list[FieldError] = []
     limits: dict[str, Any] = {}
     for name, q in (res.get("limits") or {}).items():
-        p = f"{path}.limits[{name}]"
-        errs += _validate_resource_name(name, p)
-        value, qerrs = _quantity(name, q, p)
-        errs += qerrs
+        value, qerrs = _quantity_errors(path, "limits", name, q)
+        if qerrs:
+            errs += qerrs
         limits[name] = (value, q)
     for name, q in (res.get("requests") or {}).items():
-        p = f"{path}.requests[{name}]"
-        errs += _validate_resource_name(name, p)
-        value, qerrs = _quantity(name, q, p)
-        errs += qerrs
-        if qerrs or value is None:
+        value, qerrs = _quantity_errors(path, "requests", name, q)
+        if qerrs:
+            errs += qerrs
+            continue
+        if value is None:
             continue
         if name in limits and limits[name][0] is not None:
             limit, raw = limits[name]
@@ -333,8 +357,8 @@ def validate_resources(res: dict, path: str, claim_names: set[str] | None = None
                 errs.append(invalid(f"{path}.requests", canonical(q), f"must be less than or equal to {name} limit of {canonical(raw)}"))
         elif name not in limits and not _overcommit_allowed(name):
             errs.append(required(f"{path}.limits", "Limit must be set for non overcommitable resources"))
-    if claim_names is not None:
-        errs += _validate_claim_refs(res.get("claims") or [], f"{path}.claims", claim_names)
+    if claim_names is not None and (claims := res.get("claims")):
+        errs += _validate_claim_refs(claims, f"{path}.claims", claim_names)
     return errs
 
 
@@ -389,8 +413,12 @@ def validate_pod_resource_claims(claims: list, path: str) -> tuple[set[str], lis
 def validate_tolerations(tolerations: list, path: str) -> list[FieldError]:
     errs: list[FieldError] = []
     for i, t in enumerate(tolerations):
-        p = f"{path}[{i}]"
         key, op, value, effect = t.get("key", ""), t.get("operator", ""), t.get("value", ""), t.get("effect", "")
+        if key and (op == "Exists" and not value or op == "Equal" and not label_value(value)) \
+                and effect in _EFFECTS and not qualified_name(key) \
+                and (t.get("tolerationSeconds") is None or effect == "NoExecute"):
+            continue  # the common toleration: what every check below finds valid, without its path
+        p = f"{path}[{i}]"
         if key:
             errs += [invalid(f"{p}.key", key, m) for m in qualified_name(key)]
         if not key and op != "Exists":
@@ -415,8 +443,11 @@ def validate_tolerations(tolerations: list, path: str) -> list[FieldError]:
     return errs
 
 
+_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
 def taint_effect(effect: str, path: str) -> list[FieldError]:
-    if effect in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+    if effect in _EFFECTS:
         return []
     return [not_supported(path, effect, ["NoSchedule", "PreferNoSchedule", "NoExecute"])]
 

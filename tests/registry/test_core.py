@@ -214,6 +214,34 @@ def test_tolerations_rules():
     assert msgs["spec.tolerations[3].operator"].startswith('Unsupported value: "Maybe"')
 
 
+def test_tolerations_and_ports_that_look_common_are_still_checked():
+    """The validators build a path only for errors: each value below fails one check that the
+    common shape (a valid key, Exists or Equal, a known effect; a named TCP port) passes."""
+    s, pod = created_pod(
+        tolerations=[{"key": "k", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+                     {"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"},
+                     {"key": "k k", "operator": "Exists", "effect": "NoSchedule"},
+                     {"key": "k", "operator": "Equal", "value": "a b", "effect": "NoSchedule"},
+                     {"key": "k", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 5},
+                     {"key": "k", "operator": "Exists", "effect": "Sometimes"}],
+        containers=[{"name": "a", "image": "x",
+                     "ports": [{"name": "http", "containerPort": 80}, {"name": "http", "containerPort": 81},
+                               {"name": "x--y", "containerPort": 82, "hostPort": 70000}],
+                     "resources": {"limits": {"cpu": "1", "example.com/gpu": "1.5"}, "requests": {"bogus": "1"}}}])
+    got = errs_by_field(s.validate(pod))
+    assert not [f for f, _ in got if f.startswith(("spec.tolerations[0]", "spec.tolerations[1]"))]
+    assert ("spec.tolerations[2].key", "FieldValueInvalid") in got
+    assert ("spec.tolerations[3].operator", "FieldValueInvalid") in got
+    assert ("spec.tolerations[4].effect", "FieldValueInvalid") in got
+    assert ("spec.tolerations[5].effect", "FieldValueNotSupported") in got
+    assert ("spec.containers[0].ports[1].name", "FieldValueDuplicate") in got
+    assert ("spec.containers[0].ports[2].name", "FieldValueInvalid") in got
+    assert ("spec.containers[0].ports[2].hostPort", "FieldValueInvalid") in got
+    assert ("spec.containers[0].resources.limits[example.com/gpu]", "FieldValueInvalid") in got
+    assert ("spec.containers[0].resources.requests[bogus]", "FieldValueInvalid") in got
+    assert not [f for f, _ in got if f.startswith(("spec.containers[0].ports[0]", "spec.containers[0].resources.limits[cpu]"))]
+
+
 def test_scheduling_group_name_format():
     s, pod = created_pod(schedulingGroup={"podGroupName": "Not_Valid"})
     assert ("spec.schedulingGroup.podGroupName", "FieldValueInvalid") in errs_by_field(s.validate(pod))
