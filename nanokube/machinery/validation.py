@@ -106,6 +106,29 @@ _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
 
 
+def remembers_valid(check):
+    """Wraps a validator of strings to skip values it already found valid
+    (8192 at most): every write of an object validates its labels,
+    annotations, namespace and its pods' container names again, status writes
+    too, and they repeat across objects.
+    Errors are worked out each time, so callers always get a fresh list."""
+    valid: set[str] = set()
+
+    @functools.wraps(check)
+    def remembering(value: str) -> list[str]:
+        if type(value) is str and value in valid:
+            return []
+        errs = check(value)
+        if not errs and type(value) is str:
+            if len(valid) >= 8192:
+                valid.clear()
+            valid.add(value)
+        return errs
+
+    return remembering
+
+
+@remembers_valid
 def dns1123_label(value: str) -> list[str]:
     errs = []
     if len(value) > 63:
@@ -119,6 +142,7 @@ def dns1123_label(value: str) -> list[str]:
     return errs
 
 
+@remembers_valid
 def dns1123_subdomain(value: str) -> list[str]:
     errs = []
     if len(value) > 253:
@@ -143,27 +167,6 @@ def dns1035_label(value: str) -> list[str]:
             "regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
         )
     return errs
-
-
-def remembers_valid(check):
-    """Wraps a validator of strings to skip values it already found valid
-    (8192 at most): every write of an object validates its labels and
-    annotations again, status writes too, and they repeat across objects.
-    Errors are worked out each time, so callers always get a fresh list."""
-    valid: set[str] = set()
-
-    @functools.wraps(check)
-    def remembering(value: str) -> list[str]:
-        if type(value) is str and value in valid:
-            return []
-        errs = check(value)
-        if not errs and type(value) is str:
-            if len(valid) >= 8192:
-                valid.clear()
-            valid.add(value)
-        return errs
-
-    return remembering
 
 
 @remembers_valid

@@ -322,6 +322,14 @@ def _quantity(name: str, q: Any) -> tuple[int | None, str]:
 def _quantity_errors(path: str, bag: str, name: str, q: Any) -> tuple[int | None, list[FieldError]]:
     """One entry of `limits` or `requests`: its value and its errors, whose path is built only
     when there are some."""
+    if name in _STANDARD_CONTAINER_RESOURCES:  # a valid, native name: only the quantity to check
+        try:
+            value = nano_value(q)
+        except QuantityError:
+            pass
+        else:
+            if value >= 0:
+                return value, []
     msgs = _resource_name_errors(name)
     value, msg = _quantity(name, q)
     if not msgs and not msg:
