@@ -64,6 +64,9 @@ class Strategy:
     strategic_merge: bool = True
     #: what of metadata a write through /status may change (a custom resource's: nothing)
     status_metadata: tuple[str, ...] = ("labels", "annotations")
+    #: does `default` fill in anything of status? (pods': spec only, so a /status write, which keeps
+    #: the stored object but its status, has nothing of its own for it to fill in)
+    defaults_status: bool = True
 
     def decode(self, obj: Obj, version: str) -> list[str] | None:
         """Drop unknown fields of a decoded body in place and return their paths; None when the

@@ -506,6 +506,7 @@ def _pod_ip(pod: dict) -> str:
 class PodStrategy(Strategy):
     """Pods. `clock` feeds the RESTARTS column's "(5m ago)"."""
     return_deleted_object = True
+    defaults_status = False
 
     field_selectors = {
         "spec.nodeName": lambda o: (o.get("spec") or {}).get("nodeName", ""),

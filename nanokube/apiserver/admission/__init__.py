@@ -116,6 +116,11 @@ class Admission:
         through a subresource that takes an object of its own."""
         return Attributes(res, version, subresource, operation, namespace or "", name, obj, None, opts, sub_kind=kind)
 
+    def shows_objects(self, res: Resource) -> bool:
+        """Whether a write to `res` may be shown to a policy or webhook, which see (and may change)
+        all of its object."""
+        return not exempt(res) and self.configs.configured()
+
     async def mutate(self, a: Attributes) -> None:
         if exempt(a.res) or not self.configs.configured():
             self._mutate_in_tree(a)  # no policy or webhook to change the object: one round, no bookkeeping

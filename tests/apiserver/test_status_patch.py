@@ -1,0 +1,83 @@
+"""A pods/status patch that names only status (the scheduler's PodScheduled=False, a kubelet's)
+patches a copy of the status alone and shares the rest of the live pod, unless a policy or
+webhook is configured: then it patches and defaults a copy of the whole pod, as it would show it
+all to them."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from nanokube.apiserver.cache import stored_value
+from nanokube.apiserver.rest import MERGE_PATCH, STRATEGIC_PATCH
+from tests.controllers import make_stack
+
+NS = "default"
+POD = {"metadata": {"name": "p", "namespace": NS, "labels": {"app": "a"}},
+       "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"cpu": "1"}}}]}}
+COND = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes are available",
+        "lastProbeTime": None, "lastTransitionTime": "2026-12-03T08:00:00Z"}
+
+
+@pytest.fixture
+async def stack():
+    s = await make_stack()
+    yield s
+    await s.rest.admission.client.close()
+    await s.close()
+
+
+def _same_but_identity(a: dict, b: dict) -> dict:
+    """`b` with `a`'s name, uid, resourceVersion and creation time, to compare two pods' writes."""
+    out = copy.deepcopy(b)
+    for f in ("name", "uid", "resourceVersion", "creationTimestamp"):
+        out["metadata"][f] = a["metadata"][f]
+    return out
+
+
+@pytest.mark.parametrize("patch_type", [STRATEGIC_PATCH, MERGE_PATCH])
+async def test_a_status_only_patch_stores_what_the_whole_pod_patch_does(stack, patch_type):
+    pods = stack.client.resource("", "v1", "pods")
+    a = await pods.create(POD)
+    await pods.create({**POD, "metadata": {**POD["metadata"], "name": "q"}})
+    cached = stack.cache.get("/registry/pods/default/p").obj
+    before = copy.deepcopy(cached)
+    # `metadata: {}` names a field beyond status: that patch goes the whole pod's way
+    pa = await pods.patch("p", {"status": {"conditions": [COND]}}, patch_type, namespace=NS, subresource="status")
+    pq = await pods.patch("q", {"metadata": {}, "status": {"conditions": [COND]}}, patch_type, namespace=NS,
+                          subresource="status")
+    assert pa == _same_but_identity(pa, pq)
+    assert pa["status"]["conditions"] == [{k: v for k, v in COND.items() if v is not None}]  # nulls dropped
+    assert pa["spec"] == a["spec"] and pa["metadata"]["labels"] == {"app": "a"}
+    assert cached == before  # the live pod it shared its spec with is as it was
+    assert stack.cache.get("/registry/pods/default/p").obj["spec"] is cached["spec"]
+    again = await pods.patch("p", {"status": {"conditions": [{**COND, "message": "0/4 nodes are available"}]}},
+                             patch_type, namespace=NS, subresource="status")
+    assert again["status"]["conditions"][0]["message"] == "0/4 nodes are available"
+    assert [c["type"] for c in again["status"]["conditions"]] == ["PodScheduled"]
+    gone = await pods.patch("p", {"status": None}, patch_type, namespace=NS, subresource="status")
+    assert "conditions" not in (gone.get("status") or {}) and gone["spec"] == a["spec"]
+
+
+async def test_a_policy_sees_the_whole_defaulted_pod_of_a_status_patch(stack):
+    """A stored spec that defaulting would still fill in (written below the API, as an older
+    server might have left it): a mutating policy on pods/status is shown it defaulted."""
+    pods = stack.client.resource("", "v1", "pods")
+    p = await pods.create(POD)
+    bare = {**p, "spec": {k: v for k, v in p["spec"].items() if k != "dnsPolicy"}}
+    kv = await stack.store.update("/registry/pods/default/p", stored_value(bare), int(p["metadata"]["resourceVersion"]))
+    await stack.cache.wait_for(kv.mod_revision)
+    out = await pods.patch("p", {"status": {"conditions": [COND]}}, STRATEGIC_PATCH, namespace=NS, subresource="status")
+    assert "dnsPolicy" not in out["spec"] and "message" not in out["status"]  # nothing to show: as stored
+    policies = stack.client.resource("admissionregistration.k8s.io", "v1", "mutatingadmissionpolicies")
+    await policies.create({"metadata": {"name": "dns"}, "spec": {
+        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
+                                                "resources": ["pods/status"]}]},
+        "reinvocationPolicy": "Never",
+        "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression":
+                       '[JSONPatch{op: "add", path: "/status/message", value: object.spec.dnsPolicy}]'}}]}})
+    await stack.client.resource("admissionregistration.k8s.io", "v1", "mutatingadmissionpolicybindings").create(
+        {"metadata": {"name": "dns"}, "spec": {"policyName": "dns"}})
+    out = await pods.patch("p", {"status": {"conditions": [COND]}}, STRATEGIC_PATCH, namespace=NS, subresource="status")
+    assert out["status"]["message"] == "ClusterFirst" and "dnsPolicy" not in out["spec"]
