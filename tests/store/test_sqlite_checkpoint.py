@@ -1,0 +1,117 @@
+"""The SQLite store's WAL is copied into the database by a thread of its own (Checkpointer), not in
+a COMMIT on the loop, and stays bounded under a steady stream of writes."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+
+from nanokube.store import sqlite
+from nanokube.store.sqlite import SQLiteStore
+
+VALUE = b"x" * 3000
+
+
+def _record_checkpoints(monkeypatch) -> list[tuple[str, tuple[int, int] | None]]:
+    """Each checkpoint's thread and result."""
+    done: list[tuple[str, tuple[int, int] | None]] = []
+    real = sqlite.checkpoint
+
+    def checkpoint(db):
+        result = real(db)
+        done.append((threading.current_thread().name, result))
+        return result
+
+    monkeypatch.setattr(sqlite, "checkpoint", checkpoint)
+    return done
+
+
+async def _write(store: SQLiteStore, start: int, count: int, batch: int = 8) -> None:
+    """Creates keys start..start+count-1, `batch` of them per loop turn (one transaction each)."""
+    for i in range(start, start + count, batch):
+        await asyncio.gather(*(store.create(f"/registry/pods/ns/p{j:06d}", VALUE) for j in range(i, i + batch)))
+
+
+async def test_the_wal_is_checkpointed_by_the_thread_not_by_a_commit(tmp_path, monkeypatch):
+    monkeypatch.setattr(sqlite, "CHECKPOINT_BYTES", 64 << 10)
+    done = _record_checkpoints(monkeypatch)
+    store = SQLiteStore(str(tmp_path / "state.db"))
+    await store.start()
+    try:
+        assert store._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+        await _write(store, 0, 400)
+        for _ in range(500):
+            if done:
+                break
+            await asyncio.sleep(0.01)
+        assert done and {name for name, _ in done} == {"sqlite-checkpoint"}
+        assert any(pages and copied == pages for pages, copied in (r for _, r in done if r))
+    finally:
+        await store.close()
+
+
+async def test_past_the_wal_limit_a_commit_copies_what_is_left_and_the_wal_starts_over(tmp_path, monkeypatch):
+    """The thread's checkpoints end while the loop's next transaction is open, so by them alone the
+    WAL would never be written from its start again under a steady stream of writes. Past
+    WAL_LIMIT pages the thread says it is `behind`; the next commit then checkpoints on the
+    loop, and the transaction after it starts the WAL over."""
+    monkeypatch.setattr(sqlite, "CHECKPOINT_BYTES", 64 << 10)
+    monkeypatch.setattr(sqlite, "WAL_LIMIT", 64)
+    done = _record_checkpoints(monkeypatch)
+    path = str(tmp_path / "state.db")
+    store = SQLiteStore(path)
+    await store.start()
+    written = 0
+    try:
+        for _ in range(500):
+            if store._checkpointer.behind:
+                break
+            await _write(store, written, 16)
+            written += 16
+        assert store._checkpointer.behind
+        loop_done = len([name for name, _ in done if name != "sqlite-checkpoint"])
+        for _ in range(500):  # the thread's last checkpoint may hold the lock a little longer
+            await _write(store, written, 8)
+            written += 8
+            if not store._checkpointer.behind:
+                break
+        assert not store._checkpointer.behind
+        ours = [result for name, result in done if name != "sqlite-checkpoint"][loop_done:]
+        assert ours[-1] is not None and ours[-1][0] == ours[-1][1] > 64  # all of it copied, on the loop
+        await _write(store, written, 8)
+        written += 8
+        db = sqlite3.connect(path)
+        try:
+            for _ in range(100):  # busy while the thread's checkpoint runs
+                busy, pages, _ = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                if not busy:
+                    break
+                await asyncio.sleep(0.01)
+        finally:
+            db.close()
+        assert not busy and 0 < pages < 64  # the last transaction's pages only: the WAL started over
+    finally:
+        await store.close()
+    reopened = SQLiteStore(path)
+    await reopened.start()
+    try:
+        kvs, rev = await reopened.list("/registry/pods/")
+        assert len(kvs) == written == rev and kvs[-1].value == VALUE
+    finally:
+        await reopened.close()
+
+
+async def test_if_the_thread_cannot_open_the_database_sqlites_automatic_checkpoint_takes_over(tmp_path):
+    store = SQLiteStore(str(tmp_path / "state.db"))
+    await store.start()
+    try:
+        store._checkpointer.close()
+        store._checkpointer = sqlite.Checkpointer(str(tmp_path / "missing" / "state.db"))
+        store._checkpointer._thread.join()
+        assert store._checkpointer.failed and store._checkpointer.behind
+        await _write(store, 0, 8)
+        assert store._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+        assert not store._checkpointer.behind
+    finally:
+        await store.close()
