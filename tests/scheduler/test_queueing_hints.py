@@ -250,3 +250,30 @@ async def test_a_pod_waiting_for_a_read_write_once_pod_claim_is_retried_only_whe
     finally:
         for p in reversed(parts):
             await p.stop()
+
+
+async def test_a_generated_claim_named_in_the_pods_status_before_it_arrives_lets_the_pod_in_on_arrival(dra):
+    """The other order of the ResourceClaim controller's two writes as the scheduler may see them: the
+    pod's status names its claim first (its PreEnqueue runs again and still finds none), then the
+    claim arrives and lets it in."""
+    client, sched = dra
+    pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
+    created = await pods.create(claim_pod("tp", template="gpu-tmpl"))
+
+    async def gated():
+        info = sched.queue.unschedulable.get("default/tp")
+        return info is not None and info.gated_by == "DynamicResources" and info
+    info = await eventually(gated)
+    await pods.patch("tp", {"status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "tp-gpu-1"}]}},
+                     namespace="default", subresource="status")
+
+    async def regated():
+        return _incoming(sched, "unschedulable", "ResourceClaimAdd") == 1
+    await eventually(regated)
+    assert sched.queue.unschedulable.get("default/tp") is info and info.attempts == 0
+    generated = claim("tp-gpu-1")
+    generated["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": "tp",
+                                                 "uid": created["metadata"]["uid"], "controller": True}]
+    await claims.create(generated)
+    assert await eventually(bound(pods, "tp")) == "gpu-node"
+    assert info.attempts == 1
