@@ -179,6 +179,8 @@ class WatchCache:
         self.on_event: list[Callable[[CacheEvent], None]] = []
         self._encoded: dict[tuple[int, str], tuple[dict, bytes]] = {}
         self._chunks: dict[int, tuple[bytes, bytes]] = {}
+        #: the last chunk encode_chunk made: (type, object, chunk)
+        self._last_chunk: tuple = ("", None, b"")
         #: the entries of the newest events by id(object), so their watch lines reuse the entries' JSON
         self._recent: dict[int, Entry] = {}
         #: spec values by their JSON (see _share_spec)
@@ -490,15 +492,21 @@ class WatchCache:
         await self.wait_for(await self.store.current_revision())
 
     def encode_chunk(self, typ: str, obj: dict) -> bytes:
-        """`encode_event`'s line framed as one HTTP/1.1 chunk, framed once for every watcher."""
+        """`encode_event`'s line framed as one HTTP/1.1 chunk, framed once for every watcher; the
+        last one is at hand for the next watcher of the same event."""
+        last = self._last_chunk
+        if last[1] is obj and last[0] == typ:
+            return last[2]
         line = self.encode_event(typ, obj)
         hit = self._chunks.get(id(line))
         if hit is not None and hit[0] is line:
-            return hit[1]
-        chunk = b"%x\r\n%b\r\n" % (len(line), line)
-        if len(self._chunks) >= _ENCODED_MEMO:
-            del self._chunks[next(iter(self._chunks))]
-        self._chunks[id(line)] = (line, chunk)
+            chunk = hit[1]
+        else:
+            chunk = b"%x\r\n%b\r\n" % (len(line), line)
+            if len(self._chunks) >= _ENCODED_MEMO:
+                del self._chunks[next(iter(self._chunks))]
+            self._chunks[id(line)] = (line, chunk)
+        self._last_chunk = (typ, obj, chunk)
         return chunk
 
     def encode_event(self, typ: str, obj: dict) -> bytes:

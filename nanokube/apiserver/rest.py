@@ -77,6 +77,10 @@ def _converts(strategy: Strategy) -> bool:
     return type(strategy).prepare_conversion is not Strategy.prepare_conversion
 
 
+def _matches_all(obj: dict) -> bool:
+    return True
+
+
 def _meta(obj: dict) -> dict:
     md = obj.get("metadata")
     if not isinstance(md, dict):
@@ -204,6 +208,8 @@ class GenericREST:
         self.name_suffix = name_suffix
         #: the last object `_external_once` served: (cached object, resource, version, served object)
         self._served: tuple = (None, None, None, None)
+        #: the last event `_translate_unfiltered` translated: (cache event, resource, version, result)
+        self._unfiltered: tuple = (None, None, None, None)
 
     # --- helpers ---------------------------------------------------------
 
@@ -458,7 +464,10 @@ class GenericREST:
         gen = self._stream(res, version, w, initial, rev, ok, send_initial_events, allow_bookmarks, bookmark_interval)
         translate = None
         if not _converts(res.strategy):
-            translate = lambda ev: self._translate(res, version, ev, ok, self._external_once)  # noqa: E731
+            if everything and not name:
+                translate = lambda ev: self._translate_unfiltered(res, version, ev)  # noqa: E731
+            else:
+                translate = lambda ev: self._translate(res, version, ev, ok, self._external_once)  # noqa: E731
         return WatchStream(gen, self.cache, w, translate)
 
     async def _stream(self, res, version, w, initial, rev, ok, send_initial_events, allow_bookmarks, bookmark_interval):
@@ -510,6 +519,17 @@ class GenericREST:
             return served[3]
         out = self._external(res, obj, version)
         self._served = (obj, res, version, out)
+        return out
+
+    def _translate_unfiltered(self, res: Resource, version: str, ev: CacheEvent) -> tuple[str, dict]:
+        """`WatchStream.translate` of a watch without selectors: the same for every such watch of
+        the resource and version, so made once per event and handed to the others as it is
+        (translating it per watch was the largest part of the cache's fan-out loop)."""
+        last = self._unfiltered
+        if last[0] is ev and last[1] is res and last[2] == version:
+            return last[3]
+        out = self._translate(res, version, ev, _matches_all, self._external_once)
+        self._unfiltered = (ev, res, version, out)
         return out
 
     def _translate(self, res: Resource, version: str, ev: CacheEvent, ok, external) -> tuple[str, dict] | None:

@@ -274,6 +274,7 @@ async def test_watch_lines_and_chunks_are_encoded_once_from_the_entry(env):
     assert chunk == b"%x\r\n" % len(line) + line + b"\r\n"
     assert cache.encode_chunk(ADDED, entry.obj) is chunk
     assert cache.encode_chunk(DELETED, entry.obj).startswith(b"%x\r\n" % (len(line) + 2) + b'{"type":"DELETED",')
+    assert cache.encode_chunk(ADDED, entry.obj) is chunk  # the last chunk's memo gave way to the other type
 
 
 async def test_specs_share_values_of_identical_json_and_encode_as_before(env):

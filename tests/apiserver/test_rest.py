@@ -214,8 +214,9 @@ async def test_a_selector_watch_is_not_handed_events_it_drops_on_both_sides(cms)
 
 async def test_direct_watches_of_one_version_are_served_one_converted_object_per_event(stack):
     """The direct watches' translate (`WatchStream.translate`) converts an event's object once for
-    every watch of its resource and version, still filtering per watch, and never serves an
-    earlier event's or another version's object."""
+    every watch of its resource and version (and translates the event once for those without
+    selectors), still filtering per watch, and never serves an earlier event's or another
+    version's object."""
     rest, cache = stack.rest, stack.cache
     events = rest.index.get("events.k8s.io", "v1", "events")
     hpas = rest.index.get("autoscaling", "v2", "horizontalpodautoscalers")
@@ -224,11 +225,13 @@ async def test_direct_watches_of_one_version_are_served_one_converted_object_per
                        "involvedObject": {"kind": "Pod", "name": "p", "namespace": NS}, "reason": "Started",
                        "message": "one", "type": "Normal"})
     streams = [await rest.watch(events, "v1", NS), await rest.watch(events, "v1", NS),
-               await rest.watch(events, "v1", NS, label_selector="app=db")]
+               await rest.watch(events, "v1", NS, label_selector="app=db"),
+               await rest.watch(events, "v1", NS, label_selector="app=web"), await rest.watch(events, "v1", NS, name="e1")]
     try:
         ev = cache._events[-1]
-        first, second, none = (s.translate(ev) for s in streams)
-        assert none is None and first == ("ADDED", second[1]) and first[1] is second[1]
+        first, second, none, web, named = (s.translate(ev) for s in streams)
+        assert web == named == first and web[1] is first[1]  # filtered per watch, converted once
+        assert none is None and first == ("ADDED", second[1]) and first is second  # one translation
         assert first[1]["apiVersion"] == "events.k8s.io/v1" and first[1] is not ev.entry.obj
         assert first[1]["note"] == "one"
         await core.patch("e1", {"message": "two"}, namespace=NS)
