@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import copy
 import hashlib
 import socket
 import uuid
@@ -92,7 +93,9 @@ class APIServerIdentity:
             await rest.create(res, "v1", "kube-system", lease, self.opts)
             return
         spec = {**(current.get("spec") or {}), **lease["spec"]}
-        await rest.update(res, "v1", "kube-system", self.id, {**current, "spec": spec}, self.opts)
+        # the update sets the body's metadata (generation, managedFields): a copy, not the cache's object
+        body = {**copy.deepcopy(current), "spec": spec}
+        await rest.update(res, "v1", "kube-system", self.id, body, self.opts)
 
     async def _publish_storage_versions(self) -> None:
         rest, sv_res = self.server.rest, self.server.index.get(GROUP, "v1alpha1", "storageversions")
@@ -108,5 +111,5 @@ class APIServerIdentity:
                     raise
                 current = (await rest.create(sv_res, "v1alpha1", None, {"metadata": want["metadata"]}, self.opts)).obj
             if current.get("status") != want["status"]:
-                await rest.update(sv_res, "v1alpha1", None, name, {**current, "status": want["status"]}, self.opts,
-                                  subresource="status")
+                await rest.update(sv_res, "v1alpha1", None, name, {**copy.deepcopy(current), "status": want["status"]},
+                                  self.opts, subresource="status")

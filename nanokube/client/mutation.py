@@ -13,6 +13,7 @@ whose body is such an object (raising at once), and at the end of each test (tes
 
 from __future__ import annotations
 
+import atexit
 import copy
 import logging
 import os
@@ -64,7 +65,8 @@ def _changes(before: Any, after: Any, path: str, out: list[str]) -> None:
     if len(out) > _SHOWN:
         return
     if isinstance(before, dict) and isinstance(after, dict):
-        for k in before.keys() | after.keys():
+        at = len(out)
+        for k in [*before, *(k for k in after if k not in before)]:
             p = f"{path}.{k}" if path else str(k)
             if k not in after:
                 out.append(f"{p}: {_short(before[k])} -> (removed)")
@@ -72,7 +74,7 @@ def _changes(before: Any, after: Any, path: str, out: list[str]) -> None:
                 out.append(f"{p}: (missing) -> {_short(after[k])}")
             else:
                 _changes(before[k], after[k], p, out)
-        if not out and list(before) != list(after):
+        if len(out) == at and list(before) != list(after):
             out.append(f"{path or '(top)'}: keys reordered")
     elif isinstance(before, list) and isinstance(after, list):
         for i, (b, a) in enumerate(zip(before, after)):
@@ -156,7 +158,9 @@ class MutationDetector:
         entry = self._kept.get(id(obj))
         if entry is not None and entry[0] is obj and not _unchanged(obj, entry[1]):
             del self._kept[id(obj)]
-            raise CacheMutationError(describe(*entry))
+            found = describe(*entry)
+            self._found.append(found)  # reported again at the end, should the caller swallow the error
+            raise CacheMutationError(found)
 
     def take_found(self) -> list[str]:
         """A final check; everything found since the last call; then forget everything."""
@@ -183,6 +187,9 @@ class KeptStream:
     async def aclose(self) -> None:
         await self._stream.aclose()
 
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
 
 def caller(depth: int = 2) -> str:
     """file:line of the code that called the caller (`depth` frames up), for an origin."""
@@ -190,17 +197,23 @@ def caller(depth: int = 2) -> str:
     return f"{f.f_code.co_filename}:{f.f_lineno}"
 
 
-def _from_env() -> MutationDetector | None:
-    return MutationDetector() if os.environ.get(ENV, "").lower() in ("1", "true", "yes") else None
+def on_in_env() -> bool:
+    return os.environ.get(ENV, "").lower() in ("1", "true", "yes")
 
 
 #: the detector, when on; components look it up on each hand-out (a global load when off)
-DETECTOR: MutationDetector | None = _from_env()
+DETECTOR: MutationDetector | None = None
 
 
 def enable() -> MutationDetector:
-    """Turn the detector on in this process (the test suite does, unless the variable says false)."""
+    """Turn the detector on in this process; a last check runs at exit, so a process that the e2e
+    suite starts and stops logs what it found (and the suite reads its log)."""
     global DETECTOR
     if DETECTOR is None:
         DETECTOR = MutationDetector()
+        atexit.register(DETECTOR.check)
     return DETECTOR
+
+
+if on_in_env():
+    enable()

@@ -81,7 +81,7 @@ async def quota(stack, hard, name="q"):
     quotas = rc(stack, "resourcequotas")
     await quotas.create({"metadata": {"name": name, "namespace": NS}, "spec": {"hard": hard}})
     # what the resource-quota controller writes first
-    q = await quotas.get(name, NS)
+    q = {**await quotas.get(name, NS)}  # only status is set: a shallow copy keeps the cache's as it is
     q["status"] = {"hard": hard, "used": {k: "0" for k in hard}}
     return await quotas.update(q, subresource="status")
 

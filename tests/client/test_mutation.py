@@ -132,6 +132,7 @@ async def test_updating_a_changed_cache_object_raises_at_once(detector, cms):
     got["data"]["k"] = "changed"
     with pytest.raises(CacheMutationError, match="data.k: 'v' -> 'changed'"):
         await cms.update(got)
+    assert len(detector.take_found()) == 1, "reported again at the end, should the caller swallow the error"
 
 
 async def test_an_unchanged_object_and_a_copy_are_fine(detector, cms):
@@ -158,6 +159,6 @@ def test_objects_only_the_detector_holds_are_dropped():
 
 def test_off_unless_the_variable_says_true(monkeypatch):
     monkeypatch.delenv(mutation.ENV, raising=False)
-    assert mutation._from_env() is None
+    assert not mutation.on_in_env()
     monkeypatch.setenv(mutation.ENV, "true")
-    assert isinstance(mutation._from_env(), MutationDetector)
+    assert mutation.on_in_env()
