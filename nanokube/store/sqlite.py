@@ -270,7 +270,7 @@ class Checkpointer:
         self._closing = False
         #: the WAL is past WAL_LIMIT pages (see above)
         self.behind = False
-        #: the thread could not open the database (and set `behind`)
+        #: the thread failed (and set `behind`): the loop's connection checkpoints by itself again
         self.failed = False
         self._thread = threading.Thread(target=self._run, name="sqlite-checkpoint", daemon=True)
         self._thread.start()
@@ -282,24 +282,26 @@ class Checkpointer:
     def _run(self) -> None:
         try:
             db = sqlite3.connect(self._path, isolation_level=None)
-        except sqlite3.Error:
-            log.exception("the checkpoint thread cannot open %s; SQLite's automatic checkpoint takes over", self._path)
+            try:
+                self._serve(db)
+            finally:
+                db.close()
+        except Exception:
+            log.exception("the checkpoint thread of %s failed; SQLite's automatic checkpoint takes over", self._path)
             self.failed = self.behind = True
-            return
-        try:
-            while True:
-                self._due.wait()
-                self._due.clear()
-                if self._closing:
-                    return
-                if self.behind:  # the checkpoint lock is left to the loop's part
-                    continue
-                wal = checkpoint(db)
-                if wal is not None and wal[0] > WAL_LIMIT:
-                    self.behind = True
-                    checkpoint(db)  # what came in meanwhile, so that the loop's part is smaller
-        finally:
-            db.close()
+
+    def _serve(self, db: sqlite3.Connection) -> None:
+        while True:
+            self._due.wait()
+            self._due.clear()
+            if self._closing:
+                return
+            if self.behind:  # the checkpoint lock is left to the loop's part
+                continue
+            wal = checkpoint(db)
+            if wal is not None and wal[0] > WAL_LIMIT:
+                self.behind = True
+                checkpoint(db)  # what came in meanwhile, so that the loop's part is smaller
 
     def close(self) -> None:
         self._closing = True

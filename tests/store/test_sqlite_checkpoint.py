@@ -102,7 +102,7 @@ async def test_past_the_wal_limit_a_commit_copies_what_is_left_and_the_wal_start
         await reopened.close()
 
 
-async def test_if_the_thread_cannot_open_the_database_sqlites_automatic_checkpoint_takes_over(tmp_path):
+async def test_if_the_thread_fails_sqlites_automatic_checkpoint_takes_over(tmp_path):
     store = SQLiteStore(str(tmp_path / "state.db"))
     await store.start()
     try:
