@@ -115,3 +115,49 @@ async def test_if_the_thread_fails_sqlites_automatic_checkpoint_takes_over(tmp_p
         assert not store._checkpointer.behind
     finally:
         await store.close()
+
+
+async def test_shared_workers_checkpoint_from_their_threads_and_the_wal_starts_over(tmp_path, monkeypatch):
+    """Shared mode (`--api-workers N`): each worker's writes poke its own thread; past the limit the
+    worker's next commit copies the rest, and the WAL starts over for both."""
+    monkeypatch.setattr(sqlite, "CHECKPOINT_BYTES", 64 << 10)
+    monkeypatch.setattr(sqlite, "WAL_LIMIT", 64)
+    done = _record_checkpoints(monkeypatch)
+    path = str(tmp_path / "state.db")
+    a, b = SQLiteStore(path, shared=True), SQLiteStore(path, shared=True)
+    await a.start()
+    await b.start()
+    written = 0
+
+    async def both() -> None:
+        nonlocal written
+        await asyncio.gather(_write(a, written, 8), _write(b, written + 8, 8))
+        written += 16
+
+    try:
+        for _ in range(500):
+            if a._checkpointer.behind or b._checkpointer.behind:
+                break
+            await both()
+        assert a._checkpointer.behind or b._checkpointer.behind
+        for _ in range(500):
+            await both()
+            if not (a._checkpointer.behind or b._checkpointer.behind):
+                break
+        assert not (a._checkpointer.behind or b._checkpointer.behind)
+        assert any(name == "sqlite-checkpoint" and r for name, r in done)
+        await both()
+        db = sqlite3.connect(path)
+        try:
+            for _ in range(100):  # busy while a thread's checkpoint runs
+                busy, pages, _ = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                if not busy:
+                    break
+                await asyncio.sleep(0.01)
+        finally:
+            db.close()
+        assert not busy and 0 < pages < 200  # the last writes' pages (and a few before): the WAL started over
+        assert await a.current_revision() == await b.current_revision() == written
+    finally:
+        await a.close()
+        await b.close()
