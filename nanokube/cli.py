@@ -93,9 +93,11 @@ async def _up(args: argparse.Namespace) -> int:
     server = APIServer(store, pki, host=args.address, port=port, audit_log_path=audit, event_ttl=event_ttl,
                        workers=args.api_workers)
     if args.api_workers > 1:
+        from .apiserver.worker_metrics import WorkerMetrics
         from .apiserver.workers import Workers, share_service_allocations
 
         share_service_allocations(server)
+        scrape = WorkerMetrics(server, pki)
     try:
         await server.start()
     except OSError as e:
@@ -104,7 +106,8 @@ async def _up(args: argparse.Namespace) -> int:
         return 1
     workers = None
     if args.api_workers > 1:
-        workers = Workers(args.api_workers, data_dir, args.store, args.address, server.port, server.relay_port, audit)
+        workers = Workers(args.api_workers, data_dir, args.store, args.address, server.port, server.relay_port, audit,
+                          scrape.ports)
         try:
             await workers.start()
         except RuntimeError as e:

@@ -292,7 +292,9 @@ class WatchCache:
 
     def _apply(self, ev: Event) -> None:
         key = ev.kv.key
-        if not key.startswith("/registry/"):
+        if not key.startswith("/registry/"):  # no object's (reservations.py's node ports): the revision passes
+            self.rev = ev.revision
+            self._wake()
             return
         prefix = _resource_prefix(key)
         objs = self._by_prefix.setdefault(prefix, {})

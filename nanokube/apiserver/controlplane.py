@@ -16,7 +16,7 @@ from .apf import FlowControl
 from .apiextensions.serving import CustomResources
 from .componentstatus import ComponentStatuses
 from .flowcontrol import FlowSchemaStatus, ensure_bootstrap_configuration
-from .ipaddresses import IPAddressRepair, ServiceCIDRRanges, ensure_default_service_cidr
+from .ipaddresses import ORPHAN_GRACE, IPAddressRepair, ServiceCIDRRanges, ensure_default_service_cidr
 from .kubernetes_service import KubernetesService
 from .loopback import LocalClient
 from .rest import SYSTEM
@@ -53,7 +53,8 @@ async def start_loops(server, writer: bool = True) -> list:
     crds = CustomResources(server, LocalClient(server.rest, SYSTEM, "kube-apiextensions-apiserver"),
                            server.resources_changed)
     if writer:
-        loops = [IPAddressRepair(loopback, services, clock=server.clock), ServiceCIDRRanges(loopback, services, clock=server.clock),
+        grace = ORPHAN_GRACE if server.workers > 1 else 0.0
+        loops = [IPAddressRepair(loopback, services, grace, clock=server.clock), ServiceCIDRRanges(loopback, services, clock=server.clock),
                  apf_status,
                  ComponentStatuses(loopback, server.store, clock=server.clock), CRDRegistration(loopback, clock=server.clock),
                  APIServerIdentity(server), KubernetesService(server), crds]

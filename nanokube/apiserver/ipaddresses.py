@@ -7,7 +7,9 @@ the in-memory one in registry/core_services.py; the IPAddress repair loop
 (like upstream's repair-ip loop in the API server) keeps the IPAddress objects
 equal to what the Services hold, through the loopback client: one per
 allocated IP, none for an IP no Service holds any more, while an IPAddress
-someone else made holds its address in the allocator. The ranges loop hands
+someone else made holds its address in the allocator. With several API server
+workers the allocators record each address as its IPAddress before the Service
+is written (reservations.py), and the loop gives such a record a grace period. The ranges loop hands
 the allocator every further Ready ServiceCIDR.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import ipaddress
 
 from ..client.informer import Informer
+from ..clock import parse_time
 from ..controllers.base import Controller
 from ..machinery.errors import APIError
 from ..registry.core_services import AllocationError
@@ -26,6 +29,8 @@ MANAGED_BY = "ipaddress.kubernetes.io/managed-by"
 ALLOCATOR = "ipallocator.k8s.io"
 FAMILY = "ipaddress.kubernetes.io/ip-family"
 DEFAULT_SERVICE_CIDR = "kubernetes"
+#: seconds an allocator's IPAddress without its Service is kept with several API server workers
+ORPHAN_GRACE = 10.0
 
 
 def default_service_cidr(cidr: str) -> dict:
@@ -53,8 +58,12 @@ def ip_address_for(ip: str, svc: dict) -> dict:
 class IPAddressRepair(Controller):
     name = "ipaddress-repair"
 
-    def __init__(self, client, services_strategy=None, **kw):
+    def __init__(self, client, services_strategy=None, orphan_grace: float = 0.0, **kw):
+        """`orphan_grace`: how long an IPAddress of the allocator's that no Service holds is kept,
+        as the Service it was recorded for may be on its way (several API server workers record an
+        address before they write its Service: reservations.py)."""
         super().__init__(client, **kw)
+        self.orphan_grace = orphan_grace
         #: IPAddresses made by others than the allocator reserve their address in it
         self.strategy = services_strategy
         self.ipaddresses = client.resource(GROUP, "v1", "ipaddresses")
@@ -120,6 +129,11 @@ class IPAddressRepair(Controller):
                         raise
             return
         if current is not None and (current["metadata"].get("labels") or {}).get(MANAGED_BY) == ALLOCATOR:
+            if self.orphan_grace:
+                wait = parse_time(current["metadata"]["creationTimestamp"]) + self.orphan_grace - self.clock.now()
+                if wait > 0:
+                    self.queue.add_after(ip, wait)
+                    return
             try:
                 await self.ipaddresses.delete(ip)
             except APIError as e:

@@ -304,6 +304,13 @@ class GenericREST:
     def _invalid(self, res: Resource, obj: dict, errs) -> errors.APIError:
         return errors.invalid(res.group, res.kind, _meta(obj).get("name") or _meta(obj).get("generateName", ""), errs)
 
+    async def _reserve(self, res: Resource, obj: dict, old: dict | None) -> list:
+        """The store records of the values `obj` is given (Strategy.reservations)."""
+        made, errs = await res.strategy.reservations.reserve(obj, old)
+        if errs:
+            raise self._invalid(res, obj, errs)
+        return made
+
     async def _write_wait(self, rev: int) -> None:
         await self.cache.wait_for(rev)
 
@@ -605,12 +612,18 @@ class GenericREST:
             res.strategy.release(obj)
             return Result(self._external(res, obj, version), 201, warnings)
         key = res.key(md.get("namespace"), md["name"])
+        held = res.strategy.reservations
+        made = await self._reserve(res, obj, None) if held is not None else None
         try:
             value, handed, at = stored_json(obj)
             self.cache.expect(key, value, handed)
             kv = await self.store.create(key, value)
-        except KeyExists:
-            raise errors.already_exists(res.group, res.plural, md["name"]) from None
+        except BaseException as e:
+            if made:
+                await held.undo(made)
+            if isinstance(e, KeyExists):
+                raise errors.already_exists(res.group, res.plural, md["name"]) from None
+            raise
         await self._write_wait(kv.mod_revision)
         entry = self.cache.get(key)
         cached = entry is not None and entry.rev == kv.mod_revision
@@ -775,16 +788,26 @@ class GenericREST:
                 raise errors.not_found(res.group, res.plural, nm["name"]) from None
             await self._write_wait(kv.mod_revision)
             res.strategy.release(new)
+            if res.strategy.reservations is not None:
+                await res.strategy.reservations.free(old)
             return Result(self._external(res, {**new, "metadata": {**nm, "resourceVersion": str(kv.mod_revision)}}, version), 200)
+        held = res.strategy.reservations
+        made = await self._reserve(res, new, old) if held is not None else None
         try:
             value, handed, at = stored_json(new)
             self.cache.expect(key, value, handed)
             kv = await self.store.update(key, value, expected_rev)
-        except RevisionMismatch:
-            raise errors.conflict(res.group, res.plural, nm["name"], errors.STALE) from None
-        except KeyNotFound:
-            raise errors.not_found(res.group, res.plural, nm["name"]) from None
+        except BaseException as e:
+            if made:
+                await held.undo(made)
+            if isinstance(e, RevisionMismatch):
+                raise errors.conflict(res.group, res.plural, nm["name"], errors.STALE) from None
+            if isinstance(e, KeyNotFound):
+                raise errors.not_found(res.group, res.plural, nm["name"]) from None
+            raise
         await self._write_wait(kv.mod_revision)
+        if held is not None:
+            await held.free(old, new)
         e = self.cache.get(key)
         cached = e is not None and e.rev == kv.mod_revision
         stored = e.obj if cached else {**new, "metadata": {**nm, "resourceVersion": str(kv.mod_revision)}}
@@ -979,6 +1002,8 @@ class GenericREST:
                     raise errors.not_found(res.group, res.plural, name) from None
                 await self._write_wait(kv.mod_revision)
                 res.strategy.release(obj)
+                if res.strategy.reservations is not None:
+                    await res.strategy.reservations.free(obj)
                 return Result(self._deleted_result(res, version, {**obj, "metadata": {**md, "resourceVersion": str(kv.mod_revision)}}), 200)
             new = copy.copy(obj)
             new["metadata"] = new_md
@@ -1008,6 +1033,8 @@ class GenericREST:
                     continue
                 await self._write_wait(kv.mod_revision)
                 res.strategy.release(new)
+                if res.strategy.reservations is not None:
+                    await res.strategy.reservations.free(new)
                 return Result(self._deleted_result(res, version, new), 200)
             try:
                 value, handed, _ = stored_json(new)

@@ -32,11 +32,14 @@ from .aggregator.proxy import identity_headers
 from .aggregator.requestheader import front_proxy_files
 from .auth.authorizer import USER
 from .cache import DELETED, CacheEvent
+from .reservations import Reservations
+from .worker_metrics import WorkerMetrics
 from .streaming.transports import _Feed, _RawUpgrade
 
 log = logging.getLogger(__name__)
 
-_READY = b"ready\n"
+#: a worker's first line, with its private port: `ready PORT`
+_READY = b"ready "
 #: PR_SET_PDEATHSIG: a worker ends with worker 0, however worker 0 ended
 _PR_SET_PDEATHSIG = 1
 
@@ -47,12 +50,12 @@ def share_service_allocations(server) -> None:
     each takes what the others allocated from its watch cache, as the Services arrive, and
     releases what their deletes and updates freed; and each picks new values dynamically from a
     share of the ranges of its own (every N-th value), so that two workers creating Services at
-    the same moment never pick one value. An address or port a client asks for by value is
-    checked against what this worker's cache holds when the request arrives (the request first
-    catches up with the store): two clients asking for one address through two workers at the
-    same moment can both get it (upstream reserves it by creating its IPAddress object first)."""
+    the same moment rarely pick one value. Every value is also recorded in the store before the
+    Service is written (reservations.py), so of two clients asking for one address or port
+    through two workers at the same moment exactly one gets it, as from one kube-apiserver."""
     res = server.index.get("", "v1", "services")
     strategy, prefix = res.strategy, res.key_prefix()
+    strategy.reservations = Reservations(server.rest, strategy)
     strategy.ips.share(server.workers, server.worker)
     strategy.node_ports.share(server.workers, server.worker)
 
@@ -146,8 +149,10 @@ class Workers:
     started again, its clients meanwhile reconnecting to the others."""
 
     def __init__(self, count: int, data_dir: str, store: str, address: str, port: int, relay_port: int,
-                 audit_log_path: str) -> None:
+                 audit_log_path: str, ports: dict[int, int] | None = None) -> None:
+        """`ports`: filled with each worker's private port as it starts (WorkerMetrics.ports)."""
         self.count = count
+        self.ports = {} if ports is None else ports
         self.argv = ["--workers", str(count), "--data-dir", data_dir, "--store", store, "--address", address,
                      "--port", str(port), "--relay-port", str(relay_port), "--audit-log-path", audit_log_path]
         self.procs: dict[int, asyncio.subprocess.Process] = {}
@@ -158,7 +163,7 @@ class Workers:
         for i in range(1, self.count):
             await self._spawn(i)
         for i, p in self.procs.items():
-            if not await self._ready(p, timeout):
+            if not await self._ready(i, p, timeout):
                 await self.stop()
                 raise RuntimeError(f"API server worker {i} did not start")
         self._keepers = [asyncio.create_task(self._keep(i)) for i in self.procs]
@@ -169,19 +174,23 @@ class Workers:
             *self.argv, stdout=asyncio.subprocess.PIPE)
         return p
 
-    @staticmethod
-    async def _ready(p: asyncio.subprocess.Process, timeout: float) -> bool:
+    async def _ready(self, i: int, p: asyncio.subprocess.Process, timeout: float) -> bool:
+        self.ports.pop(i, None)
         try:
-            return await asyncio.wait_for(p.stdout.readline(), timeout) == _READY
+            line = await asyncio.wait_for(p.stdout.readline(), timeout)
         except TimeoutError:
             return False
+        if not line.startswith(_READY):
+            return False
+        self.ports[i] = int(line[len(_READY):])
+        return True
 
     async def _keep(self, i: int) -> None:
         while True:
             code = await self.procs[i].wait()
             log.warning("API server worker %d ended (exit status %s); starting it again", i, code)
             await asyncio.sleep(1.0)  # one that cannot start fails once a second, not in a tight loop
-            if not await self._ready(await self._spawn(i), 60.0):
+            if not await self._ready(i, await self._spawn(i), 60.0):
                 log.error("API server worker %d did not start again", i)
 
     async def stop(self, timeout: float = 10.0) -> None:
@@ -209,14 +218,16 @@ async def _serve(args: argparse.Namespace) -> int:
     server = APIServer(open_store(args.store, args.data_dir, shared=True), pki, host=args.address,
                        port=args.port, audit_log_path=args.audit_log_path,
                        workers=args.workers, worker=args.worker)
-    server.handlers.dispatch = NodeRelay(pki, args.relay_port).wrap(server.handlers.dispatch)
+    relay = NodeRelay(pki, args.relay_port)
+    server.handlers.dispatch = relay.wrap(server.handlers.dispatch)
     share_service_allocations(server)
+    WorkerMetrics(server, pki, relay)
     await server.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    sys.stdout.buffer.write(_READY)
+    sys.stdout.buffer.write(b"%s%d\n" % (_READY, server.relay_port))
     sys.stdout.flush()
     await stop.wait()
     await server.stop()

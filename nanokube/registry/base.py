@@ -67,6 +67,9 @@ class Strategy:
     #: does `default` fill in anything of status? (pods': spec only, so a /status write, which keeps
     #: the stored object but its status, has nothing of its own for it to fill in)
     defaults_status: bool = True
+    #: what records the values a write is given in the store before it is written, when several
+    #: API servers allocate them (apiserver/reservations.py: Services with --api-workers > 1)
+    reservations: Any = None
 
     def decode(self, obj: Obj, version: str) -> list[str] | None:
         """Drop unknown fields of a decoded body in place and return their paths; None when the

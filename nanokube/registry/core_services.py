@@ -237,6 +237,14 @@ def _node_ports(spec: dict) -> list[int]:
     return [p["nodePort"] for p in spec.get("ports") or [] if p.get("nodePort")]
 
 
+def cluster_ips(spec: dict) -> list[str]:
+    """The ClusterIPs a Service's spec holds."""
+    return [ip for ip in spec.get("clusterIPs") or [spec.get("clusterIP")] if ip and ip != "None"]
+
+
+node_ports = _node_ports
+
+
 def default_service(obj: dict) -> None:
     """SetDefaults_Service (plus its traffic-policy defaults)."""
     spec = obj.setdefault("spec", {})
@@ -433,6 +441,8 @@ class ServiceStrategy(Strategy):
     """
     return_deleted_object = True
     name_validator = staticmethod(dns1035_label)  # a Service's name is its DNS label
+    #: values picked dynamically, remembered per owner while `reservations` records them
+    _PICKS_KEPT = 256
 
     field_selectors = {
         "spec.clusterIP": lambda o: _spec(o).get("clusterIP", ""),
@@ -444,6 +454,7 @@ class ServiceStrategy(Strategy):
         self.ips = ServiceIPAllocator(service_cidr)
         self.node_ports = NodePortAllocator(node_ports)
         self.clock = clock
+        self._picks: dict[str, set] = {}
         self.columns = [
             Column("Name", "string", lambda o: o["metadata"]["name"], NAME_DOC, format="name"),
             Column("Type", "string", lambda o: _spec(o).get("type", ""), doc("ServiceSpec", "type")),
@@ -461,8 +472,11 @@ class ServiceStrategy(Strategy):
     def _allocate(self, obj: dict, old: dict | None = None) -> None:
         spec, owner = _spec(obj), _owner(obj)
         if _needs_ip(spec) and (old is None or spec.get("clusterIP") != _spec(old).get("clusterIP")):
+            asked = spec.get("clusterIP") or None
             try:
-                spec["clusterIP"] = self.ips.allocate(owner, spec.get("clusterIP") or None)
+                spec["clusterIP"] = self.ips.allocate(owner, asked)
+                if self.reservations is not None and not asked:
+                    self.pick(owner, spec["clusterIP"])
             except AllocationError:
                 pass  # reported by validation, which sees the IP is not ours
         if spec.get("clusterIP"):
@@ -474,11 +488,30 @@ class ServiceStrategy(Strategy):
             for p in spec.get("ports") or []:
                 if p.get("nodePort") in old_ports or not (p.get("nodePort") or dynamic):
                     continue
+                asked = p.get("nodePort") or None
                 try:
-                    p["nodePort"] = self.node_ports.allocate(owner, p.get("nodePort") or None)
+                    p["nodePort"] = self.node_ports.allocate(owner, asked)
+                    if self.reservations is not None and not asked:
+                        self.pick(owner, p["nodePort"])
                 except AllocationError:
                     pass  # reported by validation
         _default_families(spec)
+
+    def pick(self, owner: str, value) -> None:
+        """Remember that `value` was picked for `owner` dynamically, not asked for."""
+        if owner not in self._picks and len(self._picks) >= self._PICKS_KEPT:
+            del self._picks[next(iter(self._picks))]
+        self._picks.setdefault(owner, set()).add(value)
+
+    def picked(self, owner: str, value) -> bool:
+        return value in self._picks.get(owner, ())
+
+    def forget_picks(self, owner: str) -> None:
+        self._picks.pop(owner, None)
+
+    def allocation_errors(self, obj: dict, old: dict | None = None) -> list[FieldError]:
+        """What validation reports of the values `obj` does not hold."""
+        return self._allocation_errors(obj, old)
 
     def _allocation_errors(self, obj: dict, old: dict | None = None) -> list[FieldError]:
         spec, owner = _spec(obj), _owner(obj)
@@ -508,9 +541,9 @@ class ServiceStrategy(Strategy):
 
     def release(self, obj: dict) -> None:
         """Free the ClusterIP and node ports held by this (deleted) service."""
-        spec = _spec(obj)
-        ips = {ip for ip in spec.get("clusterIPs") or [spec.get("clusterIP")] if ip and ip != "None"}
-        self._release_values(_owner(obj), ips, set(_node_ports(spec)))
+        spec, owner = _spec(obj), _owner(obj)
+        self.forget_picks(owner)
+        self._release_values(owner, set(cluster_ips(spec)), set(_node_ports(spec)))
 
     def restore(self, objs: list[dict]) -> None:
         """Rebuild allocations from the services already stored."""

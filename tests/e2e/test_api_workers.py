@@ -8,11 +8,14 @@ import http.client
 import json
 import os
 import ssl
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.api import tls_context
 
@@ -226,3 +229,70 @@ def test_what_cannot_run_several_workers_is_refused(tmp_path, args, error):
     r = subprocess.run([sys.executable, "-m", "nanokube.cli", "up", "--data-dir", str(tmp_path), "--port", "0", *args],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and error in r.stderr
+
+
+def _race(conns: list[Conn], path: str, bodies: list[dict]) -> list[tuple[int, dict]]:
+    """Each body POSTed on its own connection, all released at one moment."""
+    gate = threading.Barrier(len(bodies))
+
+    def post(conn: Conn, body: dict) -> tuple[int, dict]:
+        gate.wait()
+        return conn.call("POST", path, body)
+
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        return list(pool.map(post, conns, bodies))
+
+
+@pytest.mark.parametrize("field", ["clusterIP", "nodePort"])
+def test_a_value_asked_for_through_both_workers_at_once_goes_to_one_service(c, field):
+    """The store arbitrates (IPAddress objects, node port keys): of clients racing for one value
+    through both workers exactly one gets it, the others upstream's 422; the winner's delete frees it."""
+    conns, pids = _conns(c, 8)
+    assert {x.worker for x in conns} == set(pids), "the kernel gave every connection to one worker"
+    svcs = "/api/v1/namespaces/default/services"
+    for r in range(10):
+        value = f"10.96.{200 + r}.{17 + r}" if field == "clusterIP" else 31000 + r
+        spec = {"clusterIP": value} if field == "clusterIP" else {"ports": [{"port": 80, "nodePort": value}]}
+        results = _race(conns, svcs, [_service(f"race-{field.lower()}-{r}-{i}", **spec) for i in range(len(conns))])
+        won = [body for code, body in results if code == 201]
+        lost = [body["message"] for code, body in results if code != 201]
+        assert len(won) == 1, results
+        message = "provided IP is already allocated" if field == "clusterIP" else "provided port is already allocated"
+        assert len(lost) == len(conns) - 1 and all(message in m for m in lost), lost
+        name = won[0]["metadata"]["name"]
+        if field == "clusterIP":
+            code, ipa = conns[r % len(conns)].call("GET", f"/apis/networking.k8s.io/v1/ipaddresses/{value}")
+            assert code == 200 and ipa["spec"]["parentRef"]["name"] == name, ipa
+        assert conns[(r + 1) % len(conns)].call("DELETE", f"{svcs}/{name}")[0] == 200
+        code, again = conns[(r + 2) % len(conns)].call("POST", svcs, _service(f"again-{field.lower()}-{r}", **spec))
+        assert code == 201, again
+        assert conns[r % len(conns)].call("DELETE", f"{svcs}/again-{field.lower()}-{r}")[0] == 200
+
+
+def _scrape(conn: Conn) -> dict:
+    """apiserver_request_total from a scrape through `conn`."""
+    conn.http.request("GET", "/metrics")
+    r = conn.http.getresponse()
+    body = r.read().decode()
+    assert r.status == 200, body
+    out = {}
+    for fam in text_string_to_metric_families(body):
+        for s in fam.samples:
+            if s.name == "apiserver_request_total":
+                out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_metrics_count_what_every_worker_served(c):
+    """A scrape through either worker reports the whole server: requests served by both are counted."""
+    conns, pids = _conns(c, 8)
+    assert {x.worker for x in conns} == set(pids), "the kernel gave every connection to one worker"
+    before = _scrape(conns[0])
+    assert all(conn.call("GET", "/api/v1/namespaces/default/configmaps/not-there")[0] == 404
+               for conn in conns for _ in range(5))
+    for conn in (next(x for x in conns if x.worker == pid) for pid in pids):
+        after = _scrape(conn)
+        counted = [k for k in after if k[0] == "apiserver_request_total" and dict(k[1]).get("resource") == "configmaps"
+                   and dict(k[1]).get("code") == "404" and dict(k[1]).get("verb") == "GET"]
+        assert len(counted) == 1, counted
+        assert after[counted[0]] - before.get(counted[0], 0) == 40

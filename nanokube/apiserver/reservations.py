@@ -1,0 +1,160 @@
+"""ClusterIPs and node ports reserved in the store, for several API server workers.
+
+With one API server process the allocators in registry/core_services.py are the one arbiter.
+With several (workers.py) each worker's allocators learn the others' Services only from the
+watch, so two clients asking for one value through two workers at one moment could both get
+it. As upstream's allocators do, the store arbitrates: a value handed to a Service is first
+recorded there by a create that fails when the value is recorded already. A ClusterIP is
+recorded as its IPAddress object (MultiCIDRServiceAllocator's record, the object the IPAddress
+repair loop otherwise makes after the Service); a node port as a key of its own under
+NODE_PORTS, outside /registry/ and so outside every watch cache (upstream keeps one bitmap key
+updated by compare-and-swap; a key per port is as sound and never retries between workers).
+The worker that writes a Service makes its records just before the write and removes them if
+the write fails; the worker that deletes it, or updates values away, removes them after.
+A value another worker recorded first is "already allocated", with the allocator's message;
+a value picked dynamically that another worker recorded first (asked for by value through it)
+is given up for the next free one.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from ..machinery.errors import APIError
+from ..registry.core_services import AllocationError, ServiceStrategy, cluster_ips, node_ports
+from ..store.interface import KeyExists, KeyNotFound, RevisionMismatch
+from .ipaddresses import GROUP, ip_address_for
+from .rest import SYSTEM, WriteOptions
+
+#: where node ports are recorded: NODE_PORTS + the port, holding {"uid": the Service's uid}
+NODE_PORTS = "/ranges/servicenodeports/"
+#: dynamic picks given up for another worker's records, at most, before the create fails
+_REPICKS = 64
+_OPTS = WriteOptions(field_manager="kube-apiserver", user=SYSTEM)
+
+
+class Reservations:
+    """Set as `ServiceStrategy.reservations` when several workers share the store; the REST layer
+    calls `reserve` before it writes a Service, `undo` if the write fails, and `free` after a
+    delete or an update."""
+
+    def __init__(self, rest, strategy: ServiceStrategy) -> None:
+        self.rest, self.store, self.strategy = rest, rest.store, strategy
+        self.ipaddresses = rest.index.get(GROUP, "v1", "ipaddresses")
+
+    async def reserve(self, obj: dict, old: dict | None) -> tuple[list, list]:
+        """Records every value `obj` holds in this worker's allocators that `old` did not hold;
+        returns the records made and the allocation errors (none made then)."""
+        s, spec, uid = self.strategy, obj["spec"], obj["metadata"]["uid"]
+        old_ips = set(cluster_ips(old["spec"])) if old else set()
+        old_ports = set(node_ports(old["spec"])) if old else set()
+        made: list = []
+        lost = False
+        try:
+            for ip in cluster_ips(spec):
+                if ip not in old_ips and s.ips.owner(ip) == uid:
+                    ip = await self._record_ip(obj, ip, uid)
+                    lost |= ip is None
+                    if ip is not None:
+                        made.append(("ip", ip))
+            for p in spec.get("ports") or []:
+                np = p.get("nodePort")
+                if np and np not in old_ports and s.node_ports.owner(np) == uid:
+                    np = await self._record_port(np, uid)
+                    lost |= np is None
+                    if np is not None:
+                        p["nodePort"] = np
+                        made.append(("port", np))
+        except BaseException:
+            await self.undo(made)
+            raise
+        finally:
+            s.forget_picks(uid)
+        errs = s.allocation_errors(obj, old) if lost else []
+        if errs:
+            await self.undo(made)
+            return [], errs
+        return made, []
+
+    async def _record_ip(self, obj: dict, ip: str, uid: str) -> str | None:
+        """The IP recorded (another, if `ip` was picked dynamically and is taken), or None: the
+        value is given back to the allocator and validation reports it allocated."""
+        s = self.strategy
+        for _ in range(_REPICKS):
+            try:
+                await self.rest.create(self.ipaddresses, "v1", None, ip_address_for(ip, obj), _OPTS)
+                return ip
+            except APIError as e:
+                if e.code != 409:
+                    raise
+            s.ips.release(ip, uid)
+            if not s.picked(uid, ip):
+                return None
+            try:
+                ip = s.ips.allocate(uid)
+            except AllocationError:
+                return None
+            s.pick(uid, ip)
+            obj["spec"]["clusterIP"], obj["spec"]["clusterIPs"] = ip, [ip]
+        return None
+
+    async def _record_port(self, port: int, uid: str) -> int | None:
+        s = self.strategy
+        for _ in range(_REPICKS):
+            try:
+                await self.store.create(f"{NODE_PORTS}{port}", orjson.dumps({"uid": uid}))
+                return port
+            except KeyExists:
+                pass
+            s.node_ports.release(port, uid)
+            if not s.picked(uid, port):
+                return None
+            try:
+                port = s.node_ports.allocate(uid)
+            except AllocationError:
+                return None
+            s.pick(uid, port)
+        return None
+
+    async def undo(self, made: list) -> None:
+        for kind, value in made:
+            if kind == "ip":
+                await self._free_ip(value, None)
+            else:
+                await self._free_port(value, None)
+
+    async def free(self, obj: dict, new: dict | None = None) -> None:
+        """Removes the records of the values `obj` held that `new` (its update) does not."""
+        spec, uid = obj["spec"], obj["metadata"]["uid"]
+        kept_ips = set(cluster_ips(new["spec"])) if new else set()
+        kept_ports = set(node_ports(new["spec"])) if new else set()
+        for ip in cluster_ips(spec):
+            if ip not in kept_ips:
+                await self._free_ip(ip, obj["metadata"])
+        for port in node_ports(spec):
+            if port not in kept_ports:
+                await self._free_port(port, uid)
+
+    async def _free_ip(self, ip: str, md: dict | None) -> None:
+        """Deletes the IPAddress `ip` if it is the Service's (`md`; None: the caller just made it)."""
+        try:
+            current = await self.rest.get(self.ipaddresses, "v1", None, ip)
+            ref = current["spec"].get("parentRef") or {}
+            if md is not None and (ref.get("resource") != "services" or ref.get("namespace") != md.get("namespace")
+                                   or ref.get("name") != md.get("name")):
+                return
+            uid = current["metadata"]["uid"]
+            await self.rest.delete(self.ipaddresses, "v1", None, ip, {"preconditions": {"uid": uid}}, _OPTS)
+        except APIError as e:
+            if e.code not in (404, 409):
+                raise
+
+    async def _free_port(self, port: int, uid: str | None) -> None:
+        key = f"{NODE_PORTS}{port}"
+        kv = await self.store.get(key)
+        if kv is None or (uid is not None and orjson.loads(kv.value).get("uid") != uid):
+            return
+        try:
+            await self.store.delete(key, kv.mod_revision)
+        except (KeyNotFound, RevisionMismatch):
+            pass

@@ -1,0 +1,124 @@
+"""Service values recorded in the store (apiserver/reservations.py): two API server "workers" in one
+process, each its own watch cache, resource index (so allocators) and REST, over one store."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from types import SimpleNamespace
+
+import orjson
+import pytest
+
+from nanokube.apiserver.admission import Admission
+from nanokube.apiserver.cache import WatchCache
+from nanokube.apiserver.ipaddresses import ip_address_for
+from nanokube.apiserver.loopback import LocalClient
+from nanokube.apiserver.reservations import NODE_PORTS
+from nanokube.apiserver.rest import GenericREST, ResourceIndex
+from nanokube.apiserver.workers import share_service_allocations
+from nanokube.clock import Clock
+from nanokube.machinery.errors import APIError
+from nanokube.registry.base import all_resources
+from nanokube.store.memory import MemoryStore
+
+NS = "default"
+
+
+@pytest.fixture
+async def workers():
+    store = MemoryStore()
+    await store.start()
+    out = []
+    for i in range(2):
+        cache = WatchCache(store)
+        rest = GenericREST(store, cache, ResourceIndex(all_resources()), Clock())
+        rest.admission = Admission(rest)
+        await cache.start()
+        share_service_allocations(SimpleNamespace(index=rest.index, rest=rest, cache=cache, workers=2, worker=i))
+        out.append(SimpleNamespace(store=store, cache=cache, client=LocalClient(rest)))
+    await out[0].client.resource("", "v1", "namespaces").create({"metadata": {"name": NS}})
+    yield out
+    for w in out:
+        await w.cache.stop()
+    await store.close()
+
+
+def svc(name: str, **spec) -> dict:
+    return {"metadata": {"name": name, "namespace": NS}, "spec": {"type": "NodePort", "ports": [{"port": 80}], **spec}}
+
+
+def services(w):
+    return w.client.resource("", "v1", "services")
+
+
+def ipaddresses(w):
+    return w.client.resource("networking.k8s.io", "v1", "ipaddresses")
+
+
+async def race(workers, bodies):
+    return await asyncio.gather(*(services(workers[i % 2]).create(b) for i, b in enumerate(bodies)),
+                                return_exceptions=True)
+
+
+async def test_one_value_asked_for_through_both_workers_at_once_goes_to_one(workers):
+    results = await race(workers, [svc(f"ip{i}", clusterIP="10.96.5.5") for i in range(6)])
+    won = [r for r in results if isinstance(r, dict)]
+    assert len(won) == 1 and won[0]["spec"]["clusterIPs"] == ["10.96.5.5"]
+    lost = [r for r in results if not isinstance(r, dict)]
+    for e in lost:
+        name = e.message.split('"')[1]
+        assert e.code == 422 and e.message == (
+            f'Service "{name}" is invalid: spec.clusterIPs: Invalid value: ["10.96.5.5"]: '
+            "failed to allocate IP 10.96.5.5: provided IP is already allocated")
+    ipa = await ipaddresses(workers[0]).get("10.96.5.5")
+    assert ipa["spec"]["parentRef"]["name"] == won[0]["metadata"]["name"]
+
+    results = await race(workers, [svc(f"port{i}", ports=[{"port": 80, "nodePort": 31234}]) for i in range(6)])
+    assert sum(isinstance(r, dict) for r in results) == 1
+    assert all(e.code == 422 and e.message.endswith(
+        "spec.ports[0].nodePort: Invalid value: 31234: provided port is already allocated")
+        for e in results if not isinstance(e, dict))
+    assert await workers[0].store.get(f"{NODE_PORTS}31234") is not None
+
+
+async def test_a_dynamic_pick_recorded_by_the_other_worker_is_given_up_for_the_next(workers):
+    a, b = workers
+    first = await services(a).create(svc("first"))
+    ip, port = first["spec"]["clusterIP"], first["spec"]["ports"][0]["nodePort"]
+    nxt = ip.rsplit(".", 1)[0] + "." + str(int(ip.rsplit(".", 1)[1]) + 2)
+    # what worker 0 picks next, asked for by value through worker 1 (whose Service 0 has not seen yet)
+    body = {"metadata": {"name": "holder", "namespace": NS, "uid": "u-holder"}}
+    await ipaddresses(b).create(ip_address_for(nxt, body))
+    await b.store.create(f"{NODE_PORTS}{port + 2}", orjson.dumps({"uid": "u-holder"}))
+    second = await services(a).create(svc("second"))
+    assert second["spec"]["clusterIP"] not in (ip, nxt) and second["spec"]["clusterIPs"] == [second["spec"]["clusterIP"]]
+    assert second["spec"]["ports"][0]["nodePort"] not in (port, port + 2)
+    assert (await ipaddresses(a).get(second["spec"]["clusterIP"]))["spec"]["parentRef"]["name"] == "second"
+
+
+async def test_records_go_with_the_values(workers):
+    a, b = workers
+    made = await services(a).create(svc("s", clusterIP="10.96.7.7", ports=[{"port": 80, "nodePort": 30777}]))
+    assert made["spec"]["clusterIP"] == "10.96.7.7"
+    # a create that fails (the name is taken) leaves nothing recorded
+    with pytest.raises(APIError) as e:
+        await services(b).create(svc("s", clusterIP="10.96.8.8", ports=[{"port": 80, "nodePort": 30888}]))
+    assert e.value.code == 409
+    assert await a.store.get(f"{NODE_PORTS}30888") is None
+    with pytest.raises(APIError) as e:
+        await ipaddresses(a).get("10.96.8.8")
+    assert e.value.code == 404
+    # an update that drops the node port frees it; the delete frees the address, at once
+    await b.cache.sync()
+    got = copy.deepcopy(await services(b).get("s", NS))
+    got["spec"] = {**got["spec"], "type": "ClusterIP", "ports": [{"port": 80}]}
+    got["spec"].pop("externalTrafficPolicy", None)
+    await services(b).update(got)
+    assert await a.store.get(f"{NODE_PORTS}30777") is None
+    await services(b).delete("s", NS)
+    with pytest.raises(APIError) as e:
+        await ipaddresses(a).get("10.96.7.7")
+    assert e.value.code == 404
+    again = await services(a).create(svc("t", clusterIP="10.96.7.7", ports=[{"port": 80, "nodePort": 30777}]))
+    assert again["spec"]["ports"][0]["nodePort"] == 30777

@@ -1,0 +1,60 @@
+"""Several API server workers' /metrics merged as one server's (apiserver/worker_metrics.py)."""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from nanokube.apiserver.metrics import APIMetrics
+from nanokube.apiserver.worker_metrics import merge
+
+
+def _worker(requests: int, objects: int, latency: float) -> tuple[APIMetrics, bytes]:
+    m = APIMetrics()
+    for _ in range(requests):
+        m.request_count("GET", "", "v1", "pods", "", "200").inc()
+        m.request_latency("GET", "", "v1", "pods", "").observe(latency)
+    m.storage_objects.labels("pods").set(objects)
+    m.watchers.labels("", "v1", "Pod").set(requests)
+    m.inflight.labels("mutating").set(1)
+    return m, m.render()
+
+
+def _samples(body: bytes) -> dict:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for fam in text_string_to_metric_families(body.decode()) for s in fam.samples}
+
+
+def test_one_worker_comes_back_as_it_was():
+    m, body = _worker(3, 7, 0.002)
+    m.request_count("POST", "", "v1", "pods", "", "201").inc()
+    component = CollectorRegistry()  # a component's prometheus_client metrics, rendered after the server's
+    Counter("webhook_rejections", "doc", ["name"], registry=component).labels("w").inc()
+    Histogram("webhook_seconds", "doc", registry=component).observe(0.3)
+    body = m.render() + generate_latest(component)
+    assert merge([body]) == body
+
+
+def test_counters_histograms_and_gauges_of_work_add_up_the_store_is_counted_once():
+    a, body_a = _worker(3, 7, 0.002)
+    time.sleep(0.01)
+    b, body_b = _worker(5, 9, 0.2)
+    got = _samples(merge([body_a, body_b]))
+    pods = (("code", "200"), ("group", ""), ("resource", "pods"), ("subresource", ""), ("verb", "GET"), ("version", "v1"))
+    assert got[("apiserver_request_total", pods)] == 8
+    created = _samples(body_a)[("apiserver_request_created", pods)]
+    assert got[("apiserver_request_created", pods)] == created < _samples(body_b)[("apiserver_request_created", pods)]
+    latency = tuple(x for x in pods if x[0] != "code")
+    assert got[("apiserver_request_duration_seconds_count", latency)] == 8
+    assert got[("apiserver_request_duration_seconds_bucket", tuple(sorted((*latency, ("le", "0.0025")))))] == 3
+    assert got[("apiserver_request_duration_seconds_bucket", tuple(sorted((*latency, ("le", "+Inf")))))] == 8
+    assert abs(got[("apiserver_request_duration_seconds_sum", latency)] - (3 * 0.002 + 5 * 0.2)) < 1e-9
+    assert got[("apiserver_registered_watchers", (("group", ""), ("kind", "Pod"), ("version", "v1")))] == 8
+    assert got[("apiserver_current_inflight_requests", (("request_kind", "mutating"),))] == 2
+    assert got[("apiserver_storage_objects", (("resource", "pods"),))] == 9
+    # a series only one worker has is kept as it is
+    b.request_count("DELETE", "", "v1", "pods", "", "200").inc()
+    deletes = (("code", "200"), ("group", ""), ("resource", "pods"), ("subresource", ""), ("verb", "DELETE"), ("version", "v1"))
+    assert _samples(merge([body_a, b.render()]))[("apiserver_request_total", deletes)] == 1
