@@ -17,6 +17,7 @@ from .apiextensions.serving import CustomResources
 from .componentstatus import ComponentStatuses
 from .flowcontrol import FlowSchemaStatus, ensure_bootstrap_configuration
 from .ipaddresses import ORPHAN_GRACE, IPAddressRepair, ServiceCIDRRanges, ensure_default_service_cidr
+from .reservations import NodePortRepair
 from .kubernetes_service import KubernetesService
 from .loopback import LocalClient
 from .rest import SYSTEM
@@ -58,6 +59,8 @@ async def start_loops(server, writer: bool = True) -> list:
                  apf_status,
                  ComponentStatuses(loopback, server.store, clock=server.clock), CRDRegistration(loopback, clock=server.clock),
                  APIServerIdentity(server), KubernetesService(server), crds]
+        if server.workers > 1:
+            loops.append(NodePortRepair(server, ORPHAN_GRACE))
     else:
         crds.controllers = []
         loops = [ServiceCIDRRanges(loopback, services, clock=server.clock), apf_status, crds]

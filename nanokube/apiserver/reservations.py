@@ -10,13 +10,18 @@ repair loop otherwise makes after the Service); a node port as a key of its own 
 NODE_PORTS, outside /registry/ and so outside every watch cache (upstream keeps one bitmap key
 updated by compare-and-swap; a key per port is as sound and never retries between workers).
 The worker that writes a Service makes its records just before the write and removes them if
-the write fails; the worker that deletes it, or updates values away, removes them after.
+the write fails; the worker that deletes it, or updates values away, removes them after. What a
+worker that ended between the two left behind, worker 0 removes after a grace period: the
+IPAddress repair loop an IPAddress, NodePortRepair a node port.
 A value another worker recorded first is "already allocated", with the allocator's message;
 a value picked dynamically that another worker recorded first (asked for by value through it)
 is given up for the next free one.
 """
 
 from __future__ import annotations
+
+import asyncio
+import logging
 
 import orjson
 
@@ -25,6 +30,8 @@ from ..registry.core_services import AllocationError, ServiceStrategy, cluster_i
 from ..store.interface import KeyExists, KeyNotFound, RevisionMismatch
 from .ipaddresses import GROUP, ip_address_for
 from .rest import SYSTEM, WriteOptions
+
+log = logging.getLogger(__name__)
 
 #: where node ports are recorded: NODE_PORTS + the port, holding {"uid": the Service's uid}
 NODE_PORTS = "/ranges/servicenodeports/"
@@ -39,7 +46,7 @@ class Reservations:
     delete or an update."""
 
     def __init__(self, rest, strategy: ServiceStrategy) -> None:
-        self.rest, self.store, self.strategy = rest, rest.store, strategy
+        self.rest, self.store, self.strategy, self.clock = rest, rest.store, strategy, rest.clock
         self.ipaddresses = rest.index.get(GROUP, "v1", "ipaddresses")
 
     async def reserve(self, obj: dict, old: dict | None) -> tuple[list, list]:
@@ -102,7 +109,7 @@ class Reservations:
         s = self.strategy
         for _ in range(_REPICKS):
             try:
-                await self.store.create(f"{NODE_PORTS}{port}", orjson.dumps({"uid": uid}))
+                await self.store.create(f"{NODE_PORTS}{port}", orjson.dumps({"uid": uid, "at": self.clock.now()}))
                 return port
             except KeyExists:
                 pass
@@ -158,3 +165,49 @@ class Reservations:
             await self.store.delete(key, kv.mod_revision)
         except (KeyNotFound, RevisionMismatch):
             pass
+
+
+class NodePortRepair:
+    """Worker 0's loop (with several workers): a node port recorded for a Service that does not hold
+    it (its worker ended between the record and the write) is freed once the record is older than
+    `grace`, as upstream's node port repair loop frees what no Service holds."""
+
+    def __init__(self, server, grace: float, every: float = 60.0) -> None:
+        self.store, self.cache, self.clock = server.store, server.cache, server.clock
+        self.prefix = server.index.get("", "v1", "services").key_prefix()
+        self.grace, self.every = grace, every
+        self._task: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _loop(self) -> None:
+        while True:
+            await self.clock.sleep(self.every)
+            try:
+                await self.repair()
+            except Exception:
+                log.exception("node port repair failed")
+
+    async def repair(self) -> list[int]:
+        """Frees the stale records; returns their ports."""
+        kvs, _ = await self.store.list(NODE_PORTS)
+        await self.cache.sync()
+        held = {(e.obj["metadata"]["uid"], port) for _, e in self.cache.list(self.prefix)
+                for port in node_ports(e.obj["spec"])}
+        freed = []
+        for kv in kvs:
+            record, port = orjson.loads(kv.value), int(kv.key[len(NODE_PORTS):])
+            if (record.get("uid"), port) in held or record.get("at", 0) + self.grace > self.clock.now():
+                continue
+            try:
+                await self.store.delete(kv.key, kv.mod_revision)
+                freed.append(port)
+            except (KeyNotFound, RevisionMismatch):
+                pass
+        return freed

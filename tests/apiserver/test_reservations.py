@@ -14,7 +14,7 @@ from nanokube.apiserver.admission import Admission
 from nanokube.apiserver.cache import WatchCache
 from nanokube.apiserver.ipaddresses import ip_address_for
 from nanokube.apiserver.loopback import LocalClient
-from nanokube.apiserver.reservations import NODE_PORTS
+from nanokube.apiserver.reservations import NODE_PORTS, NodePortRepair
 from nanokube.apiserver.rest import GenericREST, ResourceIndex
 from nanokube.apiserver.workers import share_service_allocations
 from nanokube.clock import Clock
@@ -36,7 +36,7 @@ async def workers():
         rest.admission = Admission(rest)
         await cache.start()
         share_service_allocations(SimpleNamespace(index=rest.index, rest=rest, cache=cache, workers=2, worker=i))
-        out.append(SimpleNamespace(store=store, cache=cache, client=LocalClient(rest)))
+        out.append(SimpleNamespace(store=store, cache=cache, index=rest.index, client=LocalClient(rest)))
     await out[0].client.resource("", "v1", "namespaces").create({"metadata": {"name": NS}})
     yield out
     for w in out:
@@ -122,3 +122,16 @@ async def test_records_go_with_the_values(workers):
     assert e.value.code == 404
     again = await services(a).create(svc("t", clusterIP="10.96.7.7", ports=[{"port": 80, "nodePort": 30777}]))
     assert again["spec"]["ports"][0]["nodePort"] == 30777
+
+
+async def test_node_port_repair_frees_only_stale_records_no_service_holds(workers):
+    a, _ = workers
+    made = await services(a).create(svc("held", ports=[{"port": 80, "nodePort": 30100}]))
+    clock = Clock()
+    await a.store.create(f"{NODE_PORTS}30101", orjson.dumps({"uid": "gone", "at": clock.now() - 60}))
+    await a.store.create(f"{NODE_PORTS}30102", orjson.dumps({"uid": "on-its-way", "at": clock.now()}))
+    server = SimpleNamespace(store=a.store, cache=a.cache, clock=clock, index=a.index)
+    assert await NodePortRepair(server, grace=10).repair() == [30101]
+    kvs, _ = await a.store.list(NODE_PORTS)
+    assert [kv.key for kv in kvs] == [f"{NODE_PORTS}30100", f"{NODE_PORTS}30102"]
+    assert orjson.loads(kvs[0].value)["uid"] == made["metadata"]["uid"]
