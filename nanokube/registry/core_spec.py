@@ -84,14 +84,18 @@ def default_container(c: dict, host_network: bool, ephemeral: bool = False) -> N
         p.setdefault("protocol", "TCP")
         if host_network and not ephemeral and "hostPort" not in p and "containerPort" in p:
             p["hostPort"] = p["containerPort"]
-    for e in c.get("env") or []:
-        field_ref = (e.get("valueFrom") or {}).get("fieldRef")
-        if field_ref is not None:
+    # absent members are passed over without a call or an empty dict to look into: every pod write
+    # defaults each of its containers again
+    for e in c.get("env") or ():
+        if (source := e.get("valueFrom")) and (field_ref := source.get("fieldRef")) is not None:
             field_ref.setdefault("apiVersion", "v1")
     for name in ("livenessProbe", "readinessProbe", "startupProbe"):
-        _default_probe(c.get(name))
-    for hook in ("postStart", "preStop"):
-        _default_http_get(((c.get("lifecycle") or {}).get(hook) or {}).get("httpGet"))
+        if (probe := c.get(name)) is not None:
+            _default_probe(probe)
+    if lifecycle := c.get("lifecycle"):
+        for hook in ("postStart", "preStop"):
+            if handler := lifecycle.get(hook):
+                _default_http_get(handler.get("httpGet"))
 
 
 def default_volume(v: dict) -> None:
