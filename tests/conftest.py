@@ -1,14 +1,20 @@
-"""Shared fixtures: a throwaway etcd server for the session.
+"""Shared fixtures: a throwaway etcd server for the session, and the cache mutation detector.
 
 Starting etcd takes about a second, so one serves the whole session. Its
 process is killed and its data dir removed when the session ends; on Linux it
 is also asked to die with the test process should pytest itself be killed.
+
+The cache mutation detector (nanokube/client/mutation.py) is on unless
+NANOKUBE_CACHE_MUTATION_DETECTOR=false, here and in the processes the suite starts: a test after
+which a handed-out object was found changed in place fails at teardown, and an e2e cluster whose
+log reports one fails when it is stopped (tests/e2e/conftest.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import shutil
 import signal
 import socket
@@ -21,6 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+# on unless set otherwise, before nanokube is imported; the processes the suite starts inherit it
+os.environ.setdefault("NANOKUBE_CACHE_MUTATION_DETECTOR", "true")
+
+from nanokube.client import mutation  # noqa: E402
+
+if mutation.on_in_env():
+    mutation.enable()
 
 _PR_SET_PDEATHSIG = 1
 
@@ -114,3 +128,12 @@ def etcd_server():
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def _no_cache_mutations():
+    """Fails a test after which an object that the loopback client or an informer handed out was
+    found changed in place (each object is checked against its JSON when handed out)."""
+    yield
+    d = mutation.DETECTOR
+    found = d.take_found() if d is not None else []
+    if found:
+        pytest.fail("cache mutation detector:\n" + "\n".join(found), pytrace=False)

@@ -44,6 +44,10 @@ class Cluster:
     url: str
     store: str
     log_path: Path
+    #: where this process's part of the log (appended to across restarts) begins
+    log_start: int = 0
+    #: whether `stop` has read that part for the cache mutation detector's reports
+    log_read: bool = False
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
         env = {**os.environ, "KUBECONFIG": self.kubeconfig, "KUBECACHEDIR": str(self.data_dir / "kubecache")}
@@ -68,7 +72,29 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if not self.log_read:
+            self.log_read = True
+            with open(self.log_path, "rb") as f:
+                f.seek(self.log_start)
+                found = cache_mutations(f.read().decode(errors="replace"))
+            if found:
+                raise AssertionError("the cache mutation detector of nanokube up found:\n" + "\n".join(found))
         return self.proc.returncode
+
+
+def cache_mutations(log: str) -> list[str]:
+    """The cache mutation detector's reports in a log (a line, and the changes indented under it)."""
+    found: list[str] = []
+    in_report = False
+    for line in log.splitlines():
+        if "cache mutation: " in line:
+            found.append(line)
+            in_report = True
+        elif in_report and line.startswith("    "):
+            found[-1] += "\n" + line
+        else:
+            in_report = False
+    return found
 
 
 def wait_for(check, timeout: float = 60.0, what: str = "condition", every: float = 0.25):
@@ -98,6 +124,7 @@ def start_cluster(data_dir: Path, store: str, extra: tuple[str, ...] = (), env: 
     log_path = data_dir / "nanokube.log"
     data_dir.mkdir(parents=True, exist_ok=True)
     out = open(log_path, "ab")
+    log_start = out.tell()
     proc = subprocess.Popen(
         [sys.executable, "-m", "nanokube.cli", "up", "--data-dir", str(data_dir), "--port", "0", "--store", store, *extra],
         stdout=subprocess.PIPE, stderr=out, stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})},
@@ -119,7 +146,7 @@ def start_cluster(data_dir: Path, store: str, extra: tuple[str, ...] = (), env: 
     if kubeconfig is None:
         proc.kill()
         raise RuntimeError(f"nanokube up did not start: {''.join(lines)}\n{log_path.read_text()}")
-    return Cluster(proc, data_dir, kubeconfig, url, store, log_path)
+    return Cluster(proc, data_dir, kubeconfig, url, store, log_path, log_start)
 
 
 @contextlib.contextmanager
