@@ -5,6 +5,10 @@ of these deliberate mutations."""
 
 import asyncio
 import gc
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +16,7 @@ from nanokube.client import mutation
 from nanokube.client.informer import Informer
 from nanokube.client.mutation import CacheMutationError, MutationDetector
 from tests.controllers import eventually, make_stack
+from tests.e2e.conftest import cache_mutations
 
 NS = "default"
 
@@ -162,3 +167,17 @@ def test_off_unless_the_variable_says_true(monkeypatch):
     assert not mutation.on_in_env()
     monkeypatch.setenv(mutation.ENV, "true")
     assert mutation.on_in_env()
+
+
+def test_a_process_with_the_variable_set_reports_at_exit_what_the_e2e_suite_reads():
+    """`nanokube up` started by the e2e suite logs its last check as it exits; the suite's
+    log reader picks up each report with the changes under it."""
+    script = ("import logging; logging.basicConfig(); from nanokube.client import mutation; "
+              "o = {'kind': 'Pod', 'metadata': {'name': 'p', 'namespace': 'ns'}}; "
+              "mutation.DETECTOR.keep(o, 'get pods by test'); o['metadata']['name'] = 'q'")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, mutation.ENV: "true"}, cwd=Path(__file__).resolve().parents[2])
+    assert r.returncode == 0, r.stderr
+    [found] = cache_mutations(r.stderr + "INFO something else\n    indented, not a change\n")
+    assert "Pod ns/p (resourceVersion None), handed out by get pods by test, was changed in place" in found
+    assert found.endswith("\n    metadata.name: 'p' -> 'q'")
