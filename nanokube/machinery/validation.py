@@ -270,14 +270,14 @@ def validate_object_meta(
         errs.append(forbidden(f"{path}.namespace", "not allowed on this type"))
     errs += validate_labels(meta.get("labels"), f"{path}.labels")
     errs += validate_annotations(meta.get("annotations"), f"{path}.annotations")
-    for i, ref in enumerate(meta.get("ownerReferences") or []):
-        p = f"{path}.ownerReferences[{i}]"
-        for f in ("apiVersion", "kind", "name", "uid"):
-            if not ref.get(f):
-                errs.append(required(f"{p}.{f}", f"{f} must not be empty" if f != "uid" else "uid must not be empty"))
-    controllers = [r for r in meta.get("ownerReferences") or [] if r.get("controller")]
-    if len(controllers) > 1:
-        errs.append(invalid(f"{path}.ownerReferences", meta["ownerReferences"], "Only one reference can have Controller set to true"))
+    if refs := meta.get("ownerReferences"):
+        for i, ref in enumerate(refs):
+            p = f"{path}.ownerReferences[{i}]"
+            for f in ("apiVersion", "kind", "name", "uid"):
+                if not ref.get(f):
+                    errs.append(required(f"{p}.{f}", f"{f} must not be empty" if f != "uid" else "uid must not be empty"))
+        if sum(1 for r in refs if r.get("controller")) > 1:
+            errs.append(invalid(f"{path}.ownerReferences", refs, "Only one reference can have Controller set to true"))
     for i, fin in enumerate(meta.get("finalizers") or []):
         for msg in qualified_name(fin):
             errs.append(invalid(f"{path}.finalizers[{i}]", fin, msg))

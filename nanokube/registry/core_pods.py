@@ -169,10 +169,15 @@ def _positive(q: Any) -> bool:
 def validate_pod_spec(spec: dict, path: str = "spec") -> list[FieldError]:
     """ValidatePodSpec for the rules OpenAPI cannot state."""
     errs: list[FieldError] = []
-    volume_names, verrs = validate_volumes(spec.get("volumes") or [], f"{path}.volumes")
-    errs += verrs
-    claim_names, cerrs = validate_pod_resource_claims(spec.get("resourceClaims") or [], f"{path}.resourceClaims")
-    errs += cerrs
+    # lists most pods lack are checked (and their paths built) only when present
+    volume_names: set[str] = set()
+    if volumes := spec.get("volumes"):
+        volume_names, verrs = validate_volumes(volumes, f"{path}.volumes")
+        errs += verrs
+    claim_names: set[str] = set()
+    if claims := spec.get("resourceClaims"):
+        claim_names, cerrs = validate_pod_resource_claims(claims, f"{path}.resourceClaims")
+        errs += cerrs
     errs += validate_containers(spec, path, volume_names, claim_names)
     rp = spec.get("restartPolicy")
     if not rp:
@@ -200,7 +205,8 @@ def validate_pod_spec(spec: dict, path: str = "spec") -> list[FieldError]:
     for name, q in (spec.get("overhead") or {}).items():
         if is_quantity(q) and parse_quantity(q) < 0:
             errs.append(invalid(f"{path}.overhead[{name}]", q, "must be greater than or equal to 0"))
-    errs += _validate_scheduling_gates(spec, path)
+    if spec.get("schedulingGates"):
+        errs += _validate_scheduling_gates(spec, path)
     errs += _validate_scheduling_group(spec, path)
     for i, g in enumerate(spec.get("readinessGates") or []):
         ct = g.get("conditionType", "")

@@ -323,17 +323,21 @@ def _quantity(name: str, q: Any) -> tuple[int | None, str]:
     return value, ""
 
 
+def _standard_value(name: str, q: Any) -> int:
+    """The value of a cpu, memory or ephemeral-storage quantity (valid, native names) when it is
+    valid; -1 for anything the general checks must look at."""
+    if name not in _STANDARD_CONTAINER_RESOURCES:
+        return -1
+    try:
+        value = nano_value(q)
+    except QuantityError:
+        return -1
+    return value if value >= 0 else -1
+
+
 def _quantity_errors(path: str, bag: str, name: str, q: Any) -> tuple[int | None, list[FieldError]]:
     """One entry of `limits` or `requests`: its value and its errors, whose path is built only
     when there are some."""
-    if name in _STANDARD_CONTAINER_RESOURCES:  # a valid, native name: only the quantity to check
-        try:
-            value = nano_value(q)
-        except QuantityError:
-            pass
-        else:
-            if value >= 0:
-                return value, []
     msgs = _resource_name_errors(name)
     value, msg = _quantity(name, q)
     if not msgs and not msg:
@@ -350,20 +354,23 @@ def validate_resources(res: dict, path: str, claim_names: set[str] | None = None
     errs: list[FieldError] = []
     limits: dict[str, Any] = {}
     for name, q in (res.get("limits") or {}).items():
-        value, qerrs = _quantity_errors(path, "limits", name, q)
-        if qerrs:
+        value = _standard_value(name, q)
+        if value < 0:  # the general checks, and their errors
+            value, qerrs = _quantity_errors(path, "limits", name, q)
             errs += qerrs
         limits[name] = (value, q)
     for name, q in (res.get("requests") or {}).items():
-        value, qerrs = _quantity_errors(path, "requests", name, q)
-        if qerrs:
-            errs += qerrs
-            continue
-        if value is None:
-            continue
+        value = _standard_value(name, q)
+        if value < 0:
+            value, qerrs = _quantity_errors(path, "requests", name, q)
+            if qerrs:
+                errs += qerrs
+                continue
+            if value is None:
+                continue
         if name in limits and limits[name][0] is not None:
             limit, raw = limits[name]
-            if value != limit and not _overcommit_allowed(name):
+            if value != limit and name not in _STANDARD_CONTAINER_RESOURCES and not _overcommit_allowed(name):
                 errs.append(invalid(f"{path}.requests", canonical(q), f"must be equal to {name} limit of {canonical(raw)}"))
             elif value > limit:
                 errs.append(invalid(f"{path}.requests", canonical(q), f"must be less than or equal to {name} limit of {canonical(raw)}"))

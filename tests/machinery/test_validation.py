@@ -1,7 +1,7 @@
-"""Label key and value validators remember valid values only: an invalid
-one is rejected every time with a fresh list of errors."""
+"""Validators of names, label keys and values remember valid values only: an invalid
+one is rejected every time with a fresh list of errors; object metadata."""
 
-from nanokube.machinery.validation import label_value, qualified_name
+from nanokube.machinery.validation import dns1123_label, dns1123_subdomain, label_value, qualified_name, validate_object_meta
 
 
 def test_remembered_validators_keep_rejecting_and_hand_out_fresh_errors():
@@ -14,3 +14,24 @@ def test_remembered_validators_keep_rejecting_and_hand_out_fresh_errors():
     for i in range(9000):
         assert label_value(f"v{i}") == []
     assert label_value("-bad") and label_value("v1") == []
+
+
+def test_remembered_dns_names_keep_rejecting():
+    assert dns1123_label("app") == [] == dns1123_label("app")
+    assert dns1123_label("App_1") and dns1123_label("App_1") == dns1123_label("App_1")
+    assert dns1123_subdomain("a.b") == [] == dns1123_subdomain("a.b")
+    assert len(dns1123_subdomain("x" * 254)) == 1 and dns1123_label("x" * 64) == ["must be no more than 63 characters"]
+
+
+def test_owner_references_are_checked_only_when_present_and_then_fully():
+    meta = {"name": "p", "namespace": "ns"}
+    assert validate_object_meta(meta, True) == []
+    assert validate_object_meta({**meta, "ownerReferences": []}, True) == []
+    refs = [{"apiVersion": "v1", "kind": "A", "name": "a", "uid": "1", "controller": True},
+            {"apiVersion": "v1", "kind": "B", "name": "b", "controller": True}]
+    errs = validate_object_meta({**meta, "ownerReferences": refs}, True)
+    assert [(e.field, e.reason) for e in errs] == [("metadata.ownerReferences[1].uid", "FieldValueRequired"),
+                                                    ("metadata.ownerReferences", "FieldValueInvalid")]
+    refs[1]["controller"] = False
+    assert [e.field for e in validate_object_meta({**meta, "ownerReferences": refs}, True)] == \
+        ["metadata.ownerReferences[1].uid"]

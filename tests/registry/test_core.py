@@ -242,6 +242,14 @@ def test_tolerations_and_ports_that_look_common_are_still_checked():
     assert not [f for f, _ in got if f.startswith(("spec.containers[0].ports[0]", "spec.containers[0].resources.limits[cpu]"))]
 
 
+def test_scheduling_gates_checked_on_create():
+    s, pod = created_pod(schedulingGates=[{"name": "example.com/wait"}, {"name": "example.com/wait"}, {"name": "bad name"}])
+    got = errs_by_field(s.validate(pod))
+    assert ("spec.schedulingGates[1]", "FieldValueDuplicate") in got
+    assert ("spec.schedulingGates[2]", "FieldValueInvalid") in got
+    assert not [f for f, _ in got if f == "spec.schedulingGates[0]"]
+
+
 def test_scheduling_group_name_format():
     s, pod = created_pod(schedulingGroup={"podGroupName": "Not_Valid"})
     assert ("spec.schedulingGroup.podGroupName", "FieldValueInvalid") in errs_by_field(s.validate(pod))
