@@ -32,12 +32,16 @@ REFRESH_TIME = 1800.0
 MAX_TRIES = 12
 RETRY_SLEEP = 10.0
 SMP = "application/strategic-merge-patch+json"
-_REF_FIELDS = ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
 
 
 def _ref_key(ref: dict | None) -> tuple:
-    """An ObjectReference as a comparable value (a missing field and an empty one are the same)."""
-    return tuple(ref.get(f) or "" for f in _REF_FIELDS) if ref else ()
+    """An ObjectReference as a comparable value (a missing field and an empty one are the same);
+    spelled out, as a pending pod's every attempt makes one."""
+    if not ref:
+        return ()
+    get = ref.get
+    return (get("kind") or "", get("namespace") or "", get("name") or "", get("uid") or "",
+            get("apiVersion") or "", get("resourceVersion") or "", get("fieldPath") or "")
 
 
 class _Cached:
@@ -86,19 +90,23 @@ class EventBroadcaster:
             await self.clock.sleep(period)
             await run()
 
-    def observe(self, key: tuple, make) -> Coroutine | None:
-        """Counts an occurrence of the event `key` names; `make(name_suffix)` builds it when it is
-        new. Returns the write this occurrence needs (creating the Event, or the series' first
-        patch), for the caller to await or run in the background, or None: nothing to write."""
-        now = self.clock.now()
-        cached = self.cache.get(key)
-        if cached is None:
-            self._seq += 1
-            event = make(f"{int(now * 1e9) + self._seq:x}")
-            self.cache[key] = _Cached(event, now)
-            self._filled.set()
-            return self._attempt(event)
-        cached.last = now
+    def name(self, regarding: dict) -> str:
+        """A new Event's name: the object's, and the time in nanoseconds (made unique, as virtual
+        time stands still)."""
+        self._seq += 1
+        return f"{regarding['name']}.{int(self.clock.now() * 1e9) + self._seq:x}"
+
+    def add(self, key: tuple, event: dict) -> Coroutine:
+        """A new event: cached under `key`; returns its create, for the caller to await or run in
+        the background."""
+        self.cache[key] = _Cached(event, self.clock.now())
+        self._filled.set()
+        return self._attempt(event)
+
+    def repeat(self, cached: _Cached) -> Coroutine | None:
+        """Another occurrence of a cached event: the write it needs (the series' first patch), or
+        None (counted in memory)."""
+        cached.last = self.clock.now()
         if cached.count:
             cached.count += 1
             return None
@@ -170,21 +178,21 @@ class EventRecorder:
     def record(self, regarding: dict, related: dict | None, type_: str, reason: str, action: str,
                note: str) -> Coroutine | None:
         """An Event about the object `regarding` references (an ObjectReference); returns the
-        write it needs, or None (see EventBroadcaster.observe)."""
+        write it needs (creating the Event, or the series' first patch), for the caller to await or
+        run in the background, or None: nothing to write. A repeat builds no Event."""
+        b = self.broadcaster
         key = (type_, action, reason, self.controller, self.instance, _ref_key(regarding), _ref_key(related))
-
-        def make(suffix: str) -> dict:
-            ev = {"apiVersion": "events.k8s.io/v1", "kind": "Event",
-                  "metadata": {"name": f"{regarding['name']}.{suffix}",
-                               "namespace": regarding.get("namespace") or "default"},
-                  "eventTime": self.broadcaster.clock.rfc3339_micro(), "reportingController": self.controller,
-                  "reportingInstance": self.instance, "action": action, "reason": reason, "type": type_,
-                  "note": note, "regarding": regarding}
-            if related is not None:
-                ev["related"] = related
-            return ev
-
-        return self.broadcaster.observe(key, make)
+        cached = b.cache.get(key)
+        if cached is not None:
+            return b.repeat(cached)
+        ev = {"apiVersion": "events.k8s.io/v1", "kind": "Event",
+              "metadata": {"name": b.name(regarding), "namespace": regarding.get("namespace") or "default"},
+              "eventTime": b.clock.rfc3339_micro(), "reportingController": self.controller,
+              "reportingInstance": self.instance, "action": action, "reason": reason, "type": type_,
+              "note": note, "regarding": regarding}
+        if related is not None:
+            ev["related"] = related
+        return b.add(key, ev)
 
     async def event(self, regarding: dict, related: dict | None, type_: str, reason: str, action: str,
                     note: str) -> None:
