@@ -7,7 +7,7 @@ Event, later ones only count in memory. Every 30 minutes each series is patched 
 count (a write, so the API server's --event-ttl starts over), and every 6 minutes a series
 observed last more than 6 minutes ago gets a final write and leaves the cache, as does a
 singleton older than that. A component that keeps reporting the same thing (a pod that fits
-nowhere, retried at least every 5 minutes) keeps its Event, at a few writes an hour.
+nowhere, retried every 5 to 5.5 minutes) keeps its Event, at a few writes an hour.
 
 The references compare whole, resourceVersion included, as upstream's: an object changed
 between two reports is another object to the cache.
