@@ -8,7 +8,8 @@ the server's cache and every other reader's view, and its following update is th
 Off by default: with NANOKUBE_CACHE_MUTATION_DETECTOR=true (the test suite turns it on) each
 object handed out is remembered with its JSON and where it came from, and `check` finds those that
 changed since. Checks run as objects accumulate (amortized: a few encodes per object), on a write
-whose body is such an object (raising at once), and at the end of each test (tests/conftest.py).
+whose body is such an object (raising at once), at the end of each test (tests/conftest.py) and at
+exit (logged: the e2e suite reads the logs of the clusters it starts).
 """
 
 from __future__ import annotations
