@@ -134,10 +134,10 @@ class IPAddressRepair(Controller):
                 if wait > 0:
                     self.queue.add_after(ip, wait)
                     return
-            try:
-                await self.ipaddresses.delete(ip)
+            try:  # this very object: not one made again for another Service since the informer saw it
+                await self.ipaddresses.delete(ip, preconditions={"uid": current["metadata"]["uid"]})
             except APIError as e:
-                if e.code != 404:
+                if e.code not in (404, 409):
                     raise
 
 

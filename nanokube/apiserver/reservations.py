@@ -33,7 +33,7 @@ from .rest import SYSTEM, WriteOptions
 
 log = logging.getLogger(__name__)
 
-#: where node ports are recorded: NODE_PORTS + the port, holding {"uid": the Service's uid}
+#: where node ports are recorded: NODE_PORTS + the port, holding {"uid": the Service's uid, "at": when}
 NODE_PORTS = "/ranges/servicenodeports/"
 #: dynamic picks given up for another worker's records, at most, before the create fails
 _REPICKS = 64
