@@ -356,13 +356,17 @@ class Scheduler:
         t.add_done_callback(self._binds.discard)
 
     async def _report_failure(self, pod: dict, reason: str, message: str) -> None:
-        await self._report(self.api.record_event(pod, "Warning", "FailedScheduling", message), pod, reason, message)
+        """A gang member's failure, as `_failed` reports a pod's."""
+        await self._report(self.api.record_event(pod, "Warning", "FailedScheduling", message), pod, reason, message,
+                           _already_reported(pod, reason, message))
 
-    async def _report(self, event, pod: dict, reason: str, message: str) -> None:
-        """The FailedScheduling event's write (if it needs one), then PodScheduled=False."""
+    async def _report(self, event, pod: dict, reason: str, message: str, reported: bool = False) -> None:
+        """The FailedScheduling event's write (if it needs one), then PodScheduled=False unless the
+        pod says so already."""
         if event is not None:
             await event
-        await self._write(self.api.set_unschedulable(pod, reason, message))
+        if not reported:
+            await self._write(self.api.set_unschedulable(pod, reason, message))
 
     async def _write(self, coro) -> None:
         try:

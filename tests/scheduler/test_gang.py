@@ -4,6 +4,7 @@ members exist, and kept inside one topology domain when asked."""
 
 import pytest
 
+from nanokube.clock import Clock
 from nanokube.scheduler.framework import Code
 from nanokube.scheduler.plugins.gang import GangScheduling
 from nanokube.scheduler.podgroups import PodGroupIndex
@@ -116,6 +117,69 @@ async def test_gang_that_does_not_fit_binds_nothing_and_keeps_no_reservation(env
     await pods.create(lone)
     assert await eventually(node_of(pods, "lone")) == "a"
     assert await nodes_of(pods, names) == [None] * 4
+
+
+async def test_a_gang_retried_with_the_same_failure_writes_nothing_per_attempt(env):
+    """Each member's PodScheduled=False is written once per distinct message, so the pod keeps its
+    resourceVersion and its repeated FailedScheduling events fold into one series (the first
+    attempt's Event regards the pod before that write, the next ones the pod after it)."""
+    client, start = env
+    sched = await start(node("a", "2"))
+    sched.api.clock = Ticking()  # attempts seconds apart, as retries are: a rewritten condition would differ
+    await client.resource("scheduling.k8s.io", "v1beta1", "podgroups").create(podgroup("g", 3))
+    pods = client.resource("", "v1", "pods")
+    names = [f"w-{i}" for i in range(3)]
+    for n in names:
+        await pods.create(member(n, "g"))
+    for n in names:
+        await eventually(lambda n=n: failed_scheduling(client, n))
+    entry = sched.queue.groups["default/g"]
+
+    async def parked():
+        return entry.key in sched.queue.unschedulable and all(
+            any(c["type"] == "PodScheduled" for c in m.pod["status"].get("conditions") or [])
+            for m in entry.members.values())
+
+    await eventually(parked)
+    versions = None
+    for attempt in range(2, 6):
+        tried = entry.attempts
+        entry.backoff_expires = 0
+        sched.queue.activate_group("default/g", "PodGroupMemberAdd")
+        await eventually(lambda: _true(entry.attempts > tried))
+        await eventually(parked)
+        if attempt == 3:
+            versions = [(await pods.get(n, "default"))["metadata"]["resourceVersion"] for n in names]
+    assert [(await pods.get(n, "default"))["metadata"]["resourceVersion"] for n in names] == versions
+    counts = {}
+    for n in names:
+        events = await eventually(lambda n=n: _two(failed_scheduling(client, n)))
+        counts[n] = sorted((e.get("series") or {}).get("count", 1) for e in events)
+    assert counts == {n: [1, 2] for n in names}  # written at the first repeat; the next two counted in memory
+    await sched.api.broadcaster.refresh()
+    for n in names:
+        events = await failed_scheduling(client, n)
+        assert sorted((e.get("series") or {}).get("count", 1) for e in events) == [1, 4]
+
+
+class Ticking(Clock):
+    """Each reading a second after the last."""
+
+    def __init__(self) -> None:
+        self.t = 1_800_000_000.0
+
+    def now(self) -> float:
+        self.t += 1
+        return self.t
+
+
+async def _true(value):
+    return value
+
+
+async def _two(found):
+    got = await found
+    return got if len(got) == 2 else None
 
 
 async def test_gang_schedules_once_capacity_is_added(env):
