@@ -13,6 +13,8 @@ worker's watch cache takes every write in that order (SQLite's shared mode, see
 store/sqlite.py; each etcd client watches etcd), and a worker catches up with the store
 before it serves a request (APIServer._serve), so a client that wrote through one worker
 reads its write through any other. The memory store lives in one process and is refused.
+Service values are arbitrated by the store too (reservations.py), and a scrape of /metrics
+reports all workers' counts (worker_metrics.py).
 """
 
 from __future__ import annotations
