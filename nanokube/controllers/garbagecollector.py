@@ -84,15 +84,18 @@ class GarbageCollector(Controller):
     def _observe(self, rc, obj: dict) -> None:
         md = obj["metadata"]
         uid = md["uid"]
-        old = self.nodes.get(uid)
-        if old:
-            for ref in old.owners:
-                self.dependents.get(ref["uid"], set()).discard(uid)
-        n = Node(rc, md.get("namespace"), md["name"], uid, list(md.get("ownerReferences") or []),
-                 bool(md.get("deletionTimestamp")), tuple(md.get("finalizers") or ()))
-        self.nodes[uid] = n
-        for ref in n.owners:
-            self.dependents.setdefault(ref["uid"], set()).add(uid)
+        owners = md.get("ownerReferences") or []
+        deleting, finalizers = bool(md.get("deletionTimestamp")), tuple(md.get("finalizers") or ())
+        n = self.nodes.get(uid)
+        # an update that changes none of what the graph holds (most are status writes) keeps its node
+        if n is None or n.owners != owners or n.deleting != deleting or n.finalizers != finalizers:
+            if n is not None:
+                for ref in n.owners:
+                    self.dependents.get(ref["uid"], set()).discard(uid)
+            n = Node(rc, md.get("namespace"), md["name"], uid, list(owners), deleting, finalizers)
+            self.nodes[uid] = n
+            for ref in n.owners:
+                self.dependents.setdefault(ref["uid"], set()).add(uid)
         if n.owners or (n.deleting and {"foregroundDeletion", "orphan"} & set(n.finalizers)):
             self.queue.add(uid)
 

@@ -86,12 +86,16 @@ class ResourceClaimController(Controller):
                 self._claim_changed(claim)
 
     def _pod_changed(self, pod: dict) -> None:
+        claims = (pod.get("spec") or {}).get("resourceClaims")
+        statuses = (pod.get("status") or {}).get("resourceClaimStatuses")
+        if not claims and not statuses:  # most pods: every write of each is handed here
+            return
         md = pod["metadata"]
         ns = md.get("namespace", "")
-        if (pod.get("spec") or {}).get("resourceClaims"):
+        if claims:
             self.queue.add(("pod", ns, md["name"]))
-        names = {st.get("resourceClaimName") for st in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
-        names |= {pc.get("resourceClaimName") for pc in (pod.get("spec") or {}).get("resourceClaims") or []}
+        names = {st.get("resourceClaimName") for st in statuses or []}
+        names |= {pc.get("resourceClaimName") for pc in claims or []}
         for name in names - {None}:
             self.queue.add(("claim", ns, name))
 
