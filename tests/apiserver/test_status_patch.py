@@ -24,7 +24,6 @@ COND = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "m
 async def stack():
     s = await make_stack()
     yield s
-    await s.rest.admission.client.close()
     await s.close()
 
 

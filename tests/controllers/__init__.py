@@ -23,6 +23,7 @@ class Stack:
     client: LocalClient
 
     async def close(self) -> None:
+        await self.rest.admission.client.close()  # the webhook client's session, opened by a webhook call
         await self.cache.stop()
         await self.store.close()
 

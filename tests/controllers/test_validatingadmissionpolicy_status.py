@@ -18,7 +18,6 @@ G = "admissionregistration.k8s.io"
 async def stack():
     s = await make_stack()
     yield s
-    await s.rest.admission.client.close()
     await s.close()
 
 

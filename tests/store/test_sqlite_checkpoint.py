@@ -33,6 +33,21 @@ async def _write(store: SQLiteStore, start: int, count: int, batch: int = 8) -> 
         await asyncio.gather(*(store.create(f"/registry/pods/ns/p{j:06d}", VALUE) for j in range(i, i + batch)))
 
 
+async def _wal_pages(path: str) -> int:
+    """The WAL's pages, as a PASSIVE checkpoint of a connection of the test's own counts them,
+    retried while a store's checkpoint runs (it is then busy)."""
+    db = sqlite3.connect(path)
+    try:
+        for _ in range(100):
+            busy, pages, _ = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            if not busy:
+                return pages
+            await asyncio.sleep(0.01)
+    finally:
+        db.close()
+    raise AssertionError("a checkpoint stayed busy for a second")
+
+
 async def test_the_wal_is_checkpointed_by_the_thread_not_by_a_commit(tmp_path, monkeypatch):
     monkeypatch.setattr(sqlite, "CHECKPOINT_BYTES", 64 << 10)
     done = _record_checkpoints(monkeypatch)
@@ -81,16 +96,7 @@ async def test_past_the_wal_limit_a_commit_copies_what_is_left_and_the_wal_start
         assert ours and ours[-1] is not None and ours[-1][0] == ours[-1][1]  # all of it copied, on the loop
         await _write(store, written, 8)
         written += 8
-        db = sqlite3.connect(path)
-        try:
-            for _ in range(100):  # busy while the thread's checkpoint runs
-                busy, pages, _ = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                if not busy:
-                    break
-                await asyncio.sleep(0.01)
-        finally:
-            db.close()
-        assert not busy and 0 < pages < 64  # the last transaction's pages only: the WAL started over
+        assert 0 < await _wal_pages(path) < 64  # the last transaction's pages only: the WAL started over
     finally:
         await store.close()
     reopened = SQLiteStore(path)
@@ -147,16 +153,7 @@ async def test_shared_workers_checkpoint_from_their_threads_and_the_wal_starts_o
         assert not (a._checkpointer.behind or b._checkpointer.behind)
         assert any(name == "sqlite-checkpoint" and r for name, r in done)
         await both()
-        db = sqlite3.connect(path)
-        try:
-            for _ in range(100):  # busy while a thread's checkpoint runs
-                busy, pages, _ = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                if not busy:
-                    break
-                await asyncio.sleep(0.01)
-        finally:
-            db.close()
-        assert not busy and 0 < pages < 200  # the last writes' pages (and a few before): the WAL started over
+        assert 0 < await _wal_pages(path) < 200  # the last writes' pages (and a few before): the WAL started over
         assert await a.current_revision() == await b.current_revision() == written
     finally:
         await a.close()

@@ -51,7 +51,6 @@ def claim(name, count, cls="gpu.example.com"):
 async def stack():
     s = await make_stack()
     yield s
-    await s.rest.admission.client.close()
     await s.close()
 
 

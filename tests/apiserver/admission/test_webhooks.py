@@ -34,7 +34,6 @@ async def stack(server):
     s = await make_stack()
     s.rest_subresources = Subresources(s.rest)
     yield s
-    await s.rest.admission.client.close()
     await s.close()
 
 
