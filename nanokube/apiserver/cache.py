@@ -194,6 +194,9 @@ class WatchCache:
         #: watches here is kept as its stored bytes until something reads it (decoding every one was
         #: 16% of a second worker's time while creating pods, which nothing there reads)
         self.lazy = False
+        #: per resource prefix, a number that changes whenever any of its objects does (see `changes`)
+        self._changes: dict[str, int] = {}
+        self._change_seq = 0
 
     async def start(self) -> None:
         kvs, rev = await self.store.list("/registry/")
@@ -205,6 +208,7 @@ class WatchCache:
                 bucket = self._by_prefix.setdefault(prefix, {})
             bucket[key] = Entry(None, kv.mod_revision, None, kv.value)  # decoded on first use
         self._keys = {rp: sorted(objs) for rp, objs in self._by_prefix.items()}
+        self._changed(self._by_prefix)
         self.rev = self._oldest = rev
         self._task = asyncio.create_task(self._follow(rev))
         self.ready.set()
@@ -279,6 +283,7 @@ class WatchCache:
         fresh: dict[str, dict[str, Entry]] = {}
         for kv in kvs:
             fresh.setdefault(_resource_prefix(kv.key), {})[kv.key] = Entry(decode(kv.value, kv.mod_revision), kv.mod_revision)
+        self._changed({*fresh, *self._by_prefix, *self._changes})
         self._by_prefix = fresh
         self._keys = {rp: sorted(objs) for rp, objs in fresh.items()}
         self._events.clear()
@@ -297,6 +302,8 @@ class WatchCache:
             self._wake()
             return
         prefix = _resource_prefix(key)
+        self._change_seq += 1
+        self._changes[prefix] = self._change_seq
         objs = self._by_prefix.setdefault(prefix, {})
         prev = objs.get(key)
         rev = ev.revision
@@ -596,6 +603,18 @@ class WatchCache:
                 if len(out) == limit:
                     break
         return total, out
+
+    def changes(self, resource_prefix: str) -> int:
+        """A number that differs from any earlier one it gave for `resource_prefix` once any of
+        that resource's objects was added, changed or deleted (or the cache relisted): what a
+        reader keeps derived from the resource's objects (admission's listings, lookup.Listing)
+        is current while this number is the same."""
+        return self._changes.get(resource_prefix, 0)
+
+    def _changed(self, prefixes) -> None:
+        for rp in prefixes:
+            self._change_seq += 1
+            self._changes[rp] = self._change_seq
 
     def count(self, resource_prefix: str) -> int:
         return len(self._by_prefix.get(resource_prefix, ()))

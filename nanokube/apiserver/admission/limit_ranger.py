@@ -11,7 +11,7 @@ from fractions import Fraction
 from ...machinery import errors
 from ...machinery.quantity import Quantity, QuantityError, parse
 from ...quota.evaluators import pod_totals
-from .lookup import list_objects, object_name
+from .lookup import Listing, object_name
 
 ANNOTATION = "kubernetes.io/limit-ranger"
 
@@ -103,11 +103,9 @@ class LimitRanger:
 
     def __init__(self, rest) -> None:
         self.rest = rest
-
-    def _items(self, namespace: str) -> list[dict]:
-        """Every limit of the namespace's LimitRanges (one listing serves all the types a write checks)."""
-        return [item for lr in list_objects(self.rest, "", "limitranges", namespace)
-                for item in (lr.get("spec") or {}).get("limits") or []]
+        #: every limit of a namespace's LimitRanges (one listing serves all the types a write checks)
+        self._items = Listing(rest, "", "limitranges",
+                              lambda lrs: [item for lr in lrs for item in (lr.get("spec") or {}).get("limits") or []])
 
     @staticmethod
     def _handles(a) -> bool:

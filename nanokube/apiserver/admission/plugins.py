@@ -11,6 +11,7 @@ from ...machinery.validation import forbidden
 from ...machinery import errors
 from ...machinery.podgroups import PODGROUP_PROTECTION
 from ..auth.restriction import attest, node_restriction
+from .lookup import Listing
 
 IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
@@ -22,6 +23,9 @@ class BuiltinPlugins:
         self.rest = rest
         #: the server's authorizer, for checks on signer permissions; None where requests are not authorized
         self.authorizer = None
+        #: the PriorityClass marked globalDefault (the first by name), or None
+        self._global_default = Listing(rest, "scheduling.k8s.io", "priorityclasses",
+                                       lambda pcs: next((pc for pc in pcs if pc.get("globalDefault")), None))
 
     def mutate(self, res: Resource, op: str, obj: dict, old: dict | None, opts) -> None:
         """The in-tree mutating plugins, on the object in its storage form."""
@@ -103,17 +107,17 @@ class BuiltinPlugins:
         preemption policy) from the PriorityClass, or the global default."""
         spec = pod.setdefault("spec", {})
         name = spec.get("priorityClassName")
-        pcres = self.rest.index.get("scheduling.k8s.io", "v1", "priorityclasses")
         if not name:
-            for _, e in self.rest.cache.list(pcres.key_prefix()) if pcres else []:
-                if e.obj.get("globalDefault"):
-                    spec["priorityClassName"] = e.obj["metadata"]["name"]
-                    spec["priority"] = e.obj.get("value", 0)
-                    spec.setdefault("preemptionPolicy", e.obj.get("preemptionPolicy", "PreemptLowerPriority"))
-                    return
+            default = self._global_default()
+            if default is not None:
+                spec["priorityClassName"] = default["metadata"]["name"]
+                spec["priority"] = default.get("value", 0)
+                spec.setdefault("preemptionPolicy", default.get("preemptionPolicy", "PreemptLowerPriority"))
+                return
             spec.setdefault("priority", 0)
             spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
             return
+        pcres = self.rest.index.get("scheduling.k8s.io", "v1", "priorityclasses")
         pc = self.rest.cache.get(pcres.key(None, name)) if pcres else None
         if pc is None:
             if name in SYSTEM_PRIORITY:

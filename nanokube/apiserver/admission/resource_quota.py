@@ -21,7 +21,7 @@ from ...quota.evaluators import (
     usage,
 )
 from ..rest import SYSTEM, WriteOptions
-from .lookup import list_objects, object_name
+from .lookup import Listing, object_name
 
 #: how often the status write is retried after losing a race with another writer
 ATTEMPTS = 8
@@ -44,6 +44,7 @@ def pretty(bag: dict[str, Quantity]) -> str:
 class ResourceQuota:
     def __init__(self, rest) -> None:
         self.rest = rest
+        self._quotas = Listing(rest, "", "resourcequotas")
 
     def _requested(self, a) -> Usage:
         g, p = a.res.group, a.res.plural
@@ -61,13 +62,13 @@ class ResourceQuota:
         if a.subresource or a.obj is None or a.operation not in ("CREATE", "UPDATE") or not a.res.namespaced:
             return
         ns = a.namespace or a.obj["metadata"].get("namespace", "")
-        if not list_objects(self.rest, "", "resourcequotas", ns):
+        if not self._quotas(ns):
             return
         requested = self._requested(a)
         if not requested:
             return
         for attempt in range(ATTEMPTS):
-            quotas = list_objects(self.rest, "", "resourcequotas", ns)
+            quotas = self._quotas(ns)
             updates = self._check(a, quotas, requested)
             if a.dry_run or not updates:
                 return
