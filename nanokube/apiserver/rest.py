@@ -1117,7 +1117,8 @@ class GenericREST:
 _ALWAYS_CHECKED = frozenset(("apiVersion", "kind"))
 
 
-_STATUS = {"status"}
+#: the top-level fields of a patch that names only status (see `_status_only`)
+_STATUS = frozenset(("status",))
 
 
 def _with_status(live: dict, patched: dict) -> dict:

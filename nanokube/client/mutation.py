@@ -95,7 +95,7 @@ def describe(obj: Any, snap: Any, first: str, last: str) -> str:
         after = orjson.loads(orjson.dumps(obj))
     except TypeError:
         after = obj
-    md = before.get("metadata") or {} if isinstance(before, dict) else {}
+    md = (before.get("metadata") or {}) if isinstance(before, dict) else {}
     kind = before.get("kind", "object") if isinstance(before, dict) else type(before).__name__
     name = f"{md['namespace']}/{md.get('name')}" if md.get("namespace") else md.get("name", "?")
     changed: list[str] = []

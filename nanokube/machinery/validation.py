@@ -109,8 +109,8 @@ _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
 def remembers_valid(check):
     """Wraps a validator of strings to skip values it already found valid
     (8192 at most): every write of an object validates its labels,
-    annotations, namespace and its pods' container names again, status writes
-    too, and they repeat across objects.
+    annotations, namespace and its pods' container and port names again,
+    status writes too, and they repeat across objects.
     Errors are worked out each time, so callers always get a fresh list."""
     valid: set[str] = set()
 

@@ -429,6 +429,9 @@ def validate_pod_resource_claims(claims: list, path: str) -> tuple[set[str], lis
 # --- tolerations -----------------------------------------------------------------
 
 
+_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
 def validate_tolerations(tolerations: list, path: str) -> list[FieldError]:
     errs: list[FieldError] = []
     for i, t in enumerate(tolerations):
@@ -462,13 +465,10 @@ def validate_tolerations(tolerations: list, path: str) -> list[FieldError]:
     return errs
 
 
-_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-
-
 def taint_effect(effect: str, path: str) -> list[FieldError]:
     if effect in _EFFECTS:
         return []
-    return [not_supported(path, effect, ["NoSchedule", "PreferNoSchedule", "NoExecute"])]
+    return [not_supported(path, effect, list(_EFFECTS))]
 
 
 # --- volumes ---------------------------------------------------------------------

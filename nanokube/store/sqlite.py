@@ -447,12 +447,12 @@ class SQLiteStore(Store):
         for _, event in batch:
             size += len(event.kv.value) + _PAGE
             self._history.append(event)
-        self._checked(size)
+        self._checkpoint_after_commit(size)
         # acknowledged a turn later, once the watch cache has taken the events: as with one
         # transaction per write, watchers are handed an event before its writer is answered
         asyncio.get_running_loop().call_soon(_acknowledge, batch)
 
-    def _checked(self, size: int) -> None:
+    def _checkpoint_after_commit(self, size: int) -> None:
         """After a commit of `size` bytes since the last poke: pokes the checkpointer when due,
         and checkpoints here when it is behind."""
         if size >= CHECKPOINT_BYTES:
@@ -545,7 +545,7 @@ class SQLiteStore(Store):
             self._history.append(event)
         if events:
             self._bell.ring()
-            self._checked(size)
+            self._checkpoint_after_commit(size)
         asyncio.get_running_loop().call_soon(_settle, results)
 
     def _execute(self, op: int, key: str, value: bytes, expected: int | None, rev: int) -> Event | BaseException:
