@@ -175,7 +175,7 @@ class APIServer:
         await site.start()
         if self.port == 0:
             self.port = site._server.sockets[0].getsockname()[1]
-        if self.workers > 1:  # worker 0's: where the others relay what node agents serve; each one's: its own /metrics
+        if self.workers > 1:  # a loopback port: worker 0's takes the others' relays to node agents; each one's, the scrape of its /metrics
             relay = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=ssl_ctx)
             await relay.start()
             self.relay_port = relay._server.sockets[0].getsockname()[1]
