@@ -85,9 +85,10 @@ class Reservations:
 
     async def _record_ip(self, obj: dict, ip: str, uid: str) -> str | None:
         """The IP recorded (another, if `ip` was picked dynamically and is taken), or None: the
-        value is given back to the allocator and validation reports it allocated."""
-        s = self.strategy
-        for _ in range(_REPICKS):
+        value is given back to the allocator and validation reports it allocated (asked for by
+        value) or the range full (picked, and no other could be recorded)."""
+        s, spec = self.strategy, obj["spec"]
+        for attempt in range(_REPICKS):
             try:
                 await self.rest.create(self.ipaddresses, "v1", None, ip_address_for(ip, obj), _OPTS)
                 return ip
@@ -97,12 +98,16 @@ class Reservations:
             s.ips.release(ip, uid)
             if not s.picked(uid, ip):
                 return None
+            if attempt == _REPICKS - 1:
+                break
             try:
                 ip = s.ips.allocate(uid)
             except AllocationError:
-                return None
+                break
             s.pick(uid, ip)
-            obj["spec"]["clusterIP"], obj["spec"]["clusterIPs"] = ip, [ip]
+            spec["clusterIP"], spec["clusterIPs"] = ip, [ip]
+        spec["clusterIP"] = ""
+        spec.pop("clusterIPs", None)
         return None
 
     async def _record_port(self, port: int, uid: str) -> int | None:

@@ -14,6 +14,7 @@ from nanokube.apiserver.admission import Admission
 from nanokube.apiserver.cache import WatchCache
 from nanokube.apiserver.ipaddresses import ip_address_for
 from nanokube.apiserver.loopback import LocalClient
+from nanokube.apiserver import reservations
 from nanokube.apiserver.reservations import NODE_PORTS, NodePortRepair
 from nanokube.apiserver.rest import GenericREST, ResourceIndex
 from nanokube.apiserver.workers import share_service_allocations
@@ -135,3 +136,19 @@ async def test_node_port_repair_frees_only_stale_records_no_service_holds(worker
     kvs, _ = await a.store.list(NODE_PORTS)
     assert [kv.key for kv in kvs] == [f"{NODE_PORTS}30100", f"{NODE_PORTS}30102"]
     assert orjson.loads(kvs[0].value)["uid"] == made["metadata"]["uid"]
+
+
+async def test_a_dynamic_pick_that_finds_no_free_record_reports_the_range_full(workers, monkeypatch):
+    a, b = workers
+    first = await services(a).create(svc("first", type="ClusterIP"))
+    ip = first["spec"]["clusterIP"]
+    nxt = ip.rsplit(".", 1)[0] + "." + str(int(ip.rsplit(".", 1)[1]) + 2)
+    await ipaddresses(b).create(ip_address_for(nxt, {"metadata": {"name": "holder", "namespace": NS}}))
+    monkeypatch.setattr(reservations, "_REPICKS", 1)
+    with pytest.raises(APIError) as e:
+        await services(a).create(svc("second", type="ClusterIP"))
+    assert e.value.code == 422 and e.value.message.endswith(
+        "spec.clusterIPs: Internal error: failed to allocate a serviceIP: range is full"), e.value.message
+    monkeypatch.setattr(reservations, "_REPICKS", 64)
+    third = await services(a).create(svc("third", type="ClusterIP"))
+    assert third["spec"]["clusterIP"] not in (ip, nxt)
