@@ -33,6 +33,7 @@ async def env():
     await b.stop()
     await s.event_ttl.stop()
     await s.cache.stop()
+    await s.store.close()
 
 
 async def report(recorder, note: str = "0/3 nodes are available", regarding: dict = POD) -> None:

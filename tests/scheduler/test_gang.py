@@ -81,14 +81,21 @@ async def failed_scheduling(client, name):
     return [e for e in items if e["reason"] == "FailedScheduling" and e["involvedObject"]["name"] == name]
 
 
+async def gang(client, group: str, count: int):
+    """A PodGroup of minCount `count` and its `count` members w-0..; returns the pods client and
+    the members' names."""
+    await client.resource("scheduling.k8s.io", "v1beta1", "podgroups").create(podgroup(group, count))
+    pods = client.resource("", "v1", "pods")
+    names = [f"w-{i}" for i in range(count)]
+    for n in names:
+        await pods.create(member(n, group))
+    return pods, names
+
+
 async def test_gang_that_fits_is_bound_together(env):
     client, start = env
     await start(node("a", "2"), node("b", "2"))
-    await client.resource("scheduling.k8s.io", "v1beta1", "podgroups").create(podgroup("g", 4))
-    pods = client.resource("", "v1", "pods")
-    names = [f"w-{i}" for i in range(4)]
-    for n in names:
-        await pods.create(member(n, "g"))
+    pods, names = await gang(client, "g", 4)
     for n in names:
         await eventually(node_of(pods, n))
     assert sorted(await nodes_of(pods, names)) == ["a", "a", "b", "b"]
@@ -99,11 +106,7 @@ async def test_gang_that_fits_is_bound_together(env):
 async def test_gang_that_does_not_fit_binds_nothing_and_keeps_no_reservation(env):
     client, start = env
     sched = await start(node("a", "2"), node("b", "1"))
-    await client.resource("scheduling.k8s.io", "v1beta1", "podgroups").create(podgroup("g", 4))
-    pods = client.resource("", "v1", "pods")
-    names = [f"w-{i}" for i in range(4)]
-    for n in names:
-        await pods.create(member(n, "g"))
+    pods, names = await gang(client, "g", 4)
     cond = await eventually(condition(client, "g"))
     assert cond["status"] == "False" and cond["reason"] == "Unschedulable"
     assert cond["message"] == "minCount (4) cannot be satisfied: 3 scheduled, 0 remaining"
@@ -126,11 +129,7 @@ async def test_a_gang_retried_with_the_same_failure_writes_nothing_per_attempt(e
     client, start = env
     sched = await start(node("a", "2"))
     sched.api.clock = Ticking()  # attempts seconds apart, as retries are: a rewritten condition would differ
-    await client.resource("scheduling.k8s.io", "v1beta1", "podgroups").create(podgroup("g", 3))
-    pods = client.resource("", "v1", "pods")
-    names = [f"w-{i}" for i in range(3)]
-    for n in names:
-        await pods.create(member(n, "g"))
+    pods, names = await gang(client, "g", 3)
     for n in names:
         await eventually(lambda n=n: failed_scheduling(client, n))
     entry = sched.queue.groups["default/g"]
@@ -185,11 +184,7 @@ async def _two(found):
 async def test_gang_schedules_once_capacity_is_added(env):
     client, start = env
     await start(node("a", "2"))
-    await client.resource("scheduling.k8s.io", "v1beta1", "podgroups").create(podgroup("g", 3))
-    pods = client.resource("", "v1", "pods")
-    names = [f"w-{i}" for i in range(3)]
-    for n in names:
-        await pods.create(member(n, "g"))
+    pods, names = await gang(client, "g", 3)
     assert (await eventually(condition(client, "g")))["status"] == "False"
     await add_node(client, node("b", "2"))
     for n in names:
