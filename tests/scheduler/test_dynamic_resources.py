@@ -58,6 +58,13 @@ def claim_pod(name, claim_name=None, template=None):
     return p
 
 
+async def create_gpu_template(client) -> None:
+    """The ResourceClaimTemplate gpu-tmpl (one GPU) in default."""
+    await client.resource(R, "v1", "resourceclaimtemplates").create({
+        "apiVersion": f"{R}/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "gpu-tmpl", "namespace": "default"},
+        "spec": {"spec": request()}})
+
+
 @pytest.fixture
 async def env():
     s = await make_stack()
@@ -157,9 +164,7 @@ async def test_shared_claim_puts_both_pods_on_its_node(env):
 async def test_template_yields_a_generated_claim_that_is_allocated(env):
     client, _ = env
     pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
-    await client.resource(R, "v1", "resourceclaimtemplates").create({
-        "apiVersion": f"{R}/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "gpu-tmpl", "namespace": "default"},
-        "spec": {"spec": request()}})
+    await create_gpu_template(client)
     await pods.create(claim_pod("tp", template="gpu-tmpl"))
     assert await eventually(bound(pods, "tp")) in ("one-gpu", "two-gpus")
     p = await pods.get("tp", "default")
@@ -345,9 +350,7 @@ async def test_the_claim_controller_can_share_the_schedulers_informers_which_the
     await add_node(s.client, node("n"))
     await s.client.resource(R, "v1", "deviceclasses").create(device_class())
     await s.client.resource(R, "v1", "resourceslices").create(gpu_slice("n", 1))
-    await s.client.resource(R, "v1", "resourceclaimtemplates").create({
-        "apiVersion": f"{R}/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "gpu-tmpl", "namespace": "default"},
-        "spec": {"spec": request()}})
+    await create_gpu_template(s.client)
     factory = InformerFactory()
     sched = Scheduler(s.client, seed=3, informers=factory)
     ctrl = ResourceClaimController(s.client, informers=factory)

@@ -9,9 +9,9 @@ from nanokube.node.storage import LocalPathProvisioner
 from nanokube.scheduler.scheduler import Scheduler
 from tests.controllers import eventually, make_stack
 from tests.scheduler import node, pod
-from tests.scheduler.test_dynamic_resources import R, claim, claim_pod, device_class, gpu_slice, request
+from tests.scheduler.test_dynamic_resources import R, claim, claim_pod, create_gpu_template, device_class, gpu_slice
 from tests.scheduler.test_scheduler import add_node, bound, strip_uid
-from tests.scheduler.test_volume_binding import claim as volume_claim, claim_pod as volume_pod
+from tests.scheduler.test_volume_binding import claim_pod as volume_pod, create_rwop_claim
 
 
 @pytest.fixture
@@ -135,9 +135,7 @@ async def test_a_pod_waits_in_pre_enqueue_for_its_generated_claim_alone(dra):
     (and naming it in the pod's status) lets it in at once."""
     client, sched = dra
     pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
-    await client.resource(R, "v1", "resourceclaimtemplates").create({
-        "apiVersion": f"{R}/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "gpu-tmpl", "namespace": "default"},
-        "spec": {"spec": request()}})
+    await create_gpu_template(client)
     await pods.create(claim_pod("tp", template="gpu-tmpl"))
 
     async def gated():
@@ -228,10 +226,7 @@ async def test_a_pod_waiting_for_a_read_write_once_pod_claim_is_retried_only_whe
     try:
         await add_node(client, node("n1", labels={"kubernetes.io/hostname": "n1"}))
         await sched.start()
-        await client.resource("storage.k8s.io", "v1", "storageclasses").create({
-            "metadata": {"name": "now"}, "provisioner": "nanokube.io/local-path", "volumeBindingMode": "Immediate"})
-        await client.resource("", "v1", "persistentvolumeclaims").create(
-            volume_claim("solo", storageClassName="now", accessModes=["ReadWriteOncePod"]))
+        await create_rwop_claim(client, "solo")
         pods = client.resource("", "v1", "pods")
         await pods.create(volume_pod("first", "solo"))
         await pods.create(volume_pod("bystander"))

@@ -41,6 +41,14 @@ def claim(name, **spec):
             "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, **spec}}
 
 
+async def create_rwop_claim(client, name: str) -> None:
+    """A ReadWriteOncePod claim of the Immediate local-path StorageClass `now`, made with it."""
+    await client.resource("storage.k8s.io", "v1", "storageclasses").create({
+        "metadata": {"name": "now"}, "provisioner": "nanokube.io/local-path", "volumeBindingMode": "Immediate"})
+    await client.resource("", "v1", "persistentvolumeclaims").create(
+        claim(name, storageClassName="now", accessModes=["ReadWriteOncePod"]))
+
+
 def pinned(name, node_name):
     return {"metadata": {"name": name}, "spec": {
         "capacity": {"storage": "5Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "local",
@@ -127,10 +135,7 @@ async def test_generic_ephemeral_volume_gets_its_own_claim(env):
 
 async def test_read_write_once_pod_claim_serves_one_pod(env):
     client = env
-    await client.resource("storage.k8s.io", "v1", "storageclasses").create({
-        "metadata": {"name": "now"}, "provisioner": "nanokube.io/local-path", "volumeBindingMode": "Immediate"})
-    await client.resource("", "v1", "persistentvolumeclaims").create(
-        claim("solo", storageClassName="now", accessModes=["ReadWriteOncePod"]))
+    await create_rwop_claim(client, "solo")
     pods = client.resource("", "v1", "pods")
     await pods.create(claim_pod("first", "solo"))
     await eventually(bound(pods, "first"))
