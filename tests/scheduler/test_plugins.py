@@ -353,7 +353,7 @@ def test_hints_for_a_pods_own_update_queue_only_that_pod():
 def test_volume_hints_queue_for_the_pods_own_claims_and_topology_changes():
     """Upstream's hints of VolumeBinding (a new class or new allowedTopologies), VolumeZone (a
     claim the pod mounts, a new volume or new zone labels) and VolumeRestrictions (a pod that
-    mounted one of its claims deleted, one of its claims created)."""
+    mounted one of its claims deleted, any new node, one of its claims created)."""
     mounts = pod("p")
     mounts["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]
     data, other = ({"metadata": {"name": n, "namespace": "default"}, "spec": {}} for n in ("data", "other"))
@@ -384,3 +384,4 @@ def test_volume_hints_queue_for_the_pods_own_claims_and_topology_changes():
     assert freed(mounts, holder, None) == Hint.SKIP
     [created] = _hints(restrictions, "PersistentVolumeClaim").values()
     assert created(mounts, None, data) == Hint.QUEUE and created(mounts, None, other) == Hint.SKIP
+    assert _hints(restrictions, NODE) == {Action.ADD: None}  # any new node, as upstream registers it

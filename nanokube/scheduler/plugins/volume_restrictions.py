@@ -4,7 +4,7 @@ one pod: a pod naming one that a scheduled, running pod already uses waits
 
 from __future__ import annotations
 
-from ..framework import ASSIGNED_POD, SKIP, Action, ClusterEvent, Hint, Registration, unschedulable
+from ..framework import ASSIGNED_POD, NODE, SKIP, Action, ClusterEvent, Hint, Registration, unschedulable
 from .volume_binding import PVC, claim_names, uses_claim
 
 RWOP_CONFLICT = "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
@@ -45,7 +45,8 @@ class VolumeRestrictions:
 
     def events_to_register(self) -> list[Registration]:
         """As upstream's: the deletion of a pod of the namespace that mounted a claim this pod
-        mounts (its ReadWriteOncePod claim may be free now), a claim the pod mounts created."""
+        mounts (its ReadWriteOncePod claim may be free now), any node's arrival (no hint, as
+        upstream's), a claim the pod mounts created."""
         def freed_hint(pod: dict, old, new) -> Hint:
             if old["metadata"].get("namespace") != pod["metadata"].get("namespace"):
                 return Hint.SKIP
@@ -55,4 +56,5 @@ class VolumeRestrictions:
             return Hint.QUEUE if uses_claim(pod, new) else Hint.SKIP
 
         return [Registration(ClusterEvent(ASSIGNED_POD, Action.DELETE), freed_hint),
+                Registration(ClusterEvent(NODE, Action.ADD)),
                 Registration(ClusterEvent(PVC, Action.ADD), claim_hint)]
