@@ -351,8 +351,8 @@ def test_hints_for_a_pods_own_update_queue_only_that_pod():
 
 
 def test_volume_hints_queue_for_the_pods_own_claims_and_topology_changes():
-    """Upstream's hints of VolumeBinding (a new class or new allowedTopologies), VolumeZone (a
-    claim the pod mounts, a new volume or new zone labels) and VolumeRestrictions (a pod that
+    """Upstream's hints of VolumeBinding (a new class or new allowedTopologies), VolumeZone (a new
+    WaitForFirstConsumer class, a claim the pod mounts, a new volume or new zone labels) and VolumeRestrictions (a pod that
     mounted one of its claims deleted, any new node, one of its claims created)."""
     mounts = pod("p")
     mounts["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]
@@ -374,6 +374,9 @@ def test_volume_hints_queue_for_the_pods_own_claims_and_topology_changes():
     tagged = {"metadata": {"name": "v", "labels": {"topology.kubernetes.io/zone": "a", "team": "x"}}}
     assert pv_hint(mounts, None, pv) == pv_hint(mounts, pv, moved) == Hint.QUEUE
     assert pv_hint(mounts, pv, tagged) == Hint.SKIP
+    [new_class] = _hints(VolumeZone({}, None), "StorageClass").values()
+    assert new_class(mounts, None, {**sc, "volumeBindingMode": "WaitForFirstConsumer"}) == Hint.QUEUE
+    assert new_class(mounts, None, sc) == new_class(mounts, None, {**sc, "volumeBindingMode": "Immediate"}) == Hint.SKIP
 
     restrictions = VolumeRestrictions({}, None)
     [freed] = _hints(restrictions, ASSIGNED_POD).values()

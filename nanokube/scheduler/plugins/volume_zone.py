@@ -4,7 +4,7 @@ nodes with the same labels (a label value may list zones joined by `__`)."""
 from __future__ import annotations
 
 from ..framework import NODE, SKIP, Action, ClusterEvent, Hint, Registration, unschedulable
-from .volume_binding import PV, PVC, claim_names, uses_claim
+from .volume_binding import PV, PVC, STORAGE_CLASS, claim_names, uses_claim
 
 CONFLICT = "node(s) had no available volume zone"
 TOPOLOGY_LABELS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/region",
@@ -42,15 +42,20 @@ class VolumeZone:
         return None
 
     def events_to_register(self) -> list[Registration]:
-        """As upstream's: a claim the pod mounts created or changed (bound to a volume), a volume
-        created or its zone or region labels changed, a node arriving or relabelled."""
+        """As upstream's: a new StorageClass that binds on first consumer (its claims wait for
+        the pod), a claim the pod mounts created or changed (bound to a volume), a volume created
+        or its zone or region labels changed, a node arriving or relabelled."""
+        def class_hint(pod: dict, old, new) -> Hint:
+            return Hint.QUEUE if new.get("volumeBindingMode") == "WaitForFirstConsumer" else Hint.SKIP
+
         def claim_hint(pod: dict, old, new) -> Hint:
             return Hint.QUEUE if uses_claim(pod, new) else Hint.SKIP
 
         def volume_hint(pod: dict, old, new) -> Hint:
             return Hint.QUEUE if old is None or _topology(old) != _topology(new) else Hint.SKIP
 
-        return [Registration(ClusterEvent(PVC, Action.ADD | Action.UPDATE), claim_hint),
+        return [Registration(ClusterEvent(STORAGE_CLASS, Action.ADD), class_hint),
+                Registration(ClusterEvent(PVC, Action.ADD | Action.UPDATE), claim_hint),
                 Registration(ClusterEvent(PV, Action.ADD | Action.UPDATE), volume_hint),
                 Registration(ClusterEvent(NODE, Action.ADD | Action.UPDATE_NODE_LABEL))]
 
