@@ -9,7 +9,6 @@ import json
 import os
 import ssl
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -19,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.api import tls_context
 
-from .conftest import STORE, running_cluster
+from .conftest import STORE, running_cluster, wait_for
 
 #: the outcome depends on the store: this module runs again on etcd (each worker its own etcd watch)
 pytestmark = [pytest.mark.store, pytest.mark.skipif(STORE == "memory", reason="the memory store serves one process")]
@@ -114,11 +113,9 @@ def test_two_workers_serve_one_store_consistently(c):
     code, _ = b.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", CRD)
     assert code == 201
     gadgets = "/apis/workers.example.com/v1/namespaces/default/gadgets"
-    deadline = time.monotonic() + 30
-    while (code := a.call("POST", gadgets, {"apiVersion": "workers.example.com/v1", "kind": "Gadget",
-                                            "metadata": {"name": "g"}})[0]) == 404:
-        assert time.monotonic() < deadline, "the CRD was never served"
-        time.sleep(0.2)
+    gadget = {"apiVersion": "workers.example.com/v1", "kind": "Gadget", "metadata": {"name": "g"}}
+    code = wait_for(lambda: (got := a.call("POST", gadgets, gadget)[0]) != 404 and got, timeout=30,
+                    what="the CRD served", every=0.2)
     assert code == 201
     code, got = b.call("GET", f"{gadgets}/g")
     assert code == 200 and got["kind"] == "Gadget"
@@ -185,10 +182,8 @@ def _exec_over_websocket(conn: Conn, path: str) -> bytes:
 
 def test_what_node_agents_serve_is_relayed_from_the_other_worker(c):
     c.kubectl("apply", "-n", "default", "-f", "-", input=json.dumps(POD))
-    deadline = time.monotonic() + 60
-    while c.kubectl_json("get", "pod", "trainer").get("status", {}).get("phase") != "Running":
-        assert time.monotonic() < deadline, "trainer never ran"
-        time.sleep(0.5)
+    wait_for(lambda: c.kubectl_json("get", "pod", "trainer").get("status", {}).get("phase") == "Running",
+             what="trainer running", every=0.5)
     _, b = _pair(c)
     assert b.worker != c.proc.pid
     b.http.request("GET", "/api/v1/namespaces/default/pods/trainer/log")
@@ -204,16 +199,15 @@ def test_what_node_agents_serve_is_relayed_from_the_other_worker(c):
 def test_a_worker_that_ends_is_started_again(c):
     (old,) = _children(c.proc.pid)
     os.kill(old, 9)
-    deadline = time.monotonic() + 60
-    while True:  # until a new worker listens: connections reach both again
+
+    def both_serve():  # a new worker listens: connections reach both again
         try:
             conns, pids = _conns(c, 8)
-            if old not in pids and len(pids) == 2 and {x.worker for x in conns} == set(pids):
-                break
         except OSError:  # a connection the kernel had queued for the killed worker is reset, as any client sees
-            pass
-        assert time.monotonic() < deadline, "the worker was not started again"
-        time.sleep(0.2)
+            return None
+        return old not in pids and len(pids) == 2 and {x.worker for x in conns} == set(pids) and (conns, pids)
+
+    conns, pids = wait_for(both_serve, what="the worker started again", every=0.2)
     a = next(x for x in conns if x.worker == pids[0])
     b = next(x for x in conns if x.worker == pids[1])
     assert b.call("POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "after-restart"}})[0] == 201
