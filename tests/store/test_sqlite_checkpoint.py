@@ -9,6 +9,7 @@ import threading
 
 from nanokube.store import sqlite
 from nanokube.store.sqlite import SQLiteStore
+from tests.controllers import eventually
 
 VALUE = b"x" * 3000
 
@@ -56,11 +57,11 @@ async def test_the_wal_is_checkpointed_by_the_thread_not_by_a_commit(tmp_path, m
     try:
         assert store._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
         await _write(store, 0, 400)
-        for _ in range(500):
-            if done:
-                break
-            await asyncio.sleep(0.01)
-        assert done and {name for name, _ in done} == {"sqlite-checkpoint"}
+        async def checkpointed():
+            return bool(done)
+
+        await eventually(checkpointed, attempts=500)
+        assert {name for name, _ in done} == {"sqlite-checkpoint"}
         assert any(pages and copied == pages for pages, copied in (r for _, r in done if r))
     finally:
         await store.close()
