@@ -53,9 +53,17 @@ class ResourceClient:
         self.res = res
         self.version = version
 
-    def _origin(self, verb: str) -> str:
-        """Where the mutation detector says an object came from: the call, and the code that made it."""
-        return f"{verb} {self.res.plural} by {self.c.field_manager} at {mutation.caller(3)}"
+    def _origin(self, verb: str, depth: int = 3) -> str:
+        """Where the mutation detector says an object came from: the call, and the code that made it
+        (`depth` frames up: the caller of the method that calls this)."""
+        return f"{verb} {self.res.plural} by {self.c.field_manager} at {mutation.caller(depth)}"
+
+    def _handed_out(self, obj: dict, verb: str) -> dict:
+        """`obj`, which the mutation detector (when on) remembers as handed out by `verb`."""
+        d = mutation.DETECTOR
+        if d is not None:
+            d.keep(obj, self._origin(verb, 4))
+        return obj
 
     def _opts(self, **kw) -> WriteOptions:
         return WriteOptions(field_manager=self.c.field_manager, user=self.c.user, **kw)
@@ -83,11 +91,7 @@ class ResourceClient:
         return out
 
     async def get(self, name: str, namespace: str | None = None) -> dict:
-        obj = await self.c.rest.get(self.res, self.version, namespace, name)
-        d = mutation.DETECTOR
-        if d is not None:
-            d.keep(obj, self._origin("get"))
-        return obj
+        return self._handed_out(await self.c.rest.get(self.res, self.version, namespace, name), "get")
 
     async def list(self, namespace: str | None = None, label_selector: str = "", field_selector: str = "") -> tuple[list[dict], str]:
         items, meta = await self.c.rest.list(self.res, self.version, namespace, label_selector=label_selector,
@@ -111,11 +115,8 @@ class ResourceClient:
         d = mutation.DETECTOR
         if d is not None:
             d.check_write(obj)
-        out = (await self._audited("create", ns, "", self.c.rest.create(
-            self.res, self.version, ns, orjson.loads(orjson.dumps(obj)), self._opts()))).obj
-        if d is not None:
-            d.keep(out, self._origin("create"))
-        return out
+        return self._handed_out((await self._audited("create", ns, "", self.c.rest.create(
+            self.res, self.version, ns, orjson.loads(orjson.dumps(obj)), self._opts()))).obj, "create")
 
     async def update(self, obj: dict, subresource: str = "") -> dict:
         md = obj["metadata"]
@@ -123,12 +124,9 @@ class ResourceClient:
         if d is not None:
             d.check_write(obj)
         body = orjson.loads(orjson.dumps(obj))
-        out = (await self._audited("update", md.get("namespace"), md["name"], self.c.rest.update(
+        return self._handed_out((await self._audited("update", md.get("namespace"), md["name"], self.c.rest.update(
             self.res, self.version, md.get("namespace"), md["name"], body, self._opts(), subresource=subresource),
-            subresource)).obj
-        if d is not None:
-            d.keep(out, self._origin("update"))
-        return out
+            subresource)).obj, "update")
 
     async def patch(self, name: str, patch: Any, patch_type: str = "application/merge-patch+json",
                     namespace: str | None = None, subresource: str = "", field_manager: str = "", force: bool = False) -> dict:
@@ -136,12 +134,9 @@ class ResourceClient:
         if field_manager:
             opts.field_manager = field_manager
         raw = patch if isinstance(patch, bytes) else orjson.dumps(patch)
-        out = (await self._audited("patch", namespace, name, self.c.rest.patch(
-            self.res, self.version, namespace, name, patch_type, raw, opts, subresource=subresource), subresource)).obj
-        d = mutation.DETECTOR
-        if d is not None:
-            d.keep(out, self._origin("patch"))
-        return out
+        return self._handed_out((await self._audited("patch", namespace, name, self.c.rest.patch(
+            self.res, self.version, namespace, name, patch_type, raw, opts, subresource=subresource), subresource)).obj,
+            "patch")
 
     async def delete(self, name: str, namespace: str | None = None, propagation_policy: str | None = None,
                      grace_period_seconds: int | None = None, preconditions: dict | None = None) -> dict:
@@ -152,12 +147,8 @@ class ResourceClient:
             options["gracePeriodSeconds"] = grace_period_seconds
         if preconditions:
             options["preconditions"] = preconditions
-        out = (await self._audited("delete", namespace, name, self.c.rest.delete(
-            self.res, self.version, namespace, name, options, self._opts()))).obj
-        d = mutation.DETECTOR
-        if d is not None:
-            d.keep(out, self._origin("delete"))
-        return out
+        return self._handed_out((await self._audited("delete", namespace, name, self.c.rest.delete(
+            self.res, self.version, namespace, name, options, self._opts()))).obj, "delete")
 
     async def delete_collection(self, namespace: str | None = None, label_selector: str = "") -> list[dict]:
         return await self._audited("deletecollection", namespace, "", self.c.rest.delete_collection(
