@@ -59,7 +59,7 @@ def _allocated(claim: dict | None) -> bool:
     return bool(claim) and (claim.get("status") or {}).get("allocation") is not None
 
 
-def _status_news(old: dict | None, new: dict | None) -> bool:
+def _created_or_status_changed(old: dict | None, new: dict | None) -> bool:
     """Whether a claim change can concern the pods using it: it was created, or its status changed
     (a deleted claim, or an update of its metadata alone, cannot let them in)."""
     return new is not None and (old is None or old.get("status") != new.get("status"))
@@ -517,7 +517,7 @@ class DynamicResources:
             A pod waiting in PreEnqueue for its claim is retried apart (DRAState._retry_gated)."""
             if _allocated(old) and not _allocated(new):
                 return Hint.QUEUE  # devices were freed
-            if not _status_news(old, new):
+            if not _created_or_status_changed(old, new):
                 return Hint.SKIP
             md = new["metadata"]
             if users is None:
@@ -532,7 +532,7 @@ class DynamicResources:
             when it is new or its status changed."""
             if _allocated(old) and not _allocated(new):
                 return None
-            if not _status_news(old, new):
+            if not _created_or_status_changed(old, new):
                 return ()
             md = new["metadata"]
             return users.get((md.get("namespace", ""), md["name"]), ())
