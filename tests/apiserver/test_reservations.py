@@ -43,6 +43,12 @@ async def workers():
     for w in out:
         await w.cache.stop()
     await store.close()
+    # the Service strategy is the process's one: later tests' Services must not be reserved in this
+    # closed store (their creates waited on it for good) nor picked from a worker's share
+    strategy = out[0].index.get("", "v1", "services").strategy
+    strategy.reservations = None
+    strategy.ips.share(1, 0)
+    strategy.node_ports.share(1, 0)
 
 
 def svc(name: str, **spec) -> dict:
