@@ -10,11 +10,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,11 +132,18 @@ def start_cluster(data_dir: Path, store: str, extra: tuple[str, ...] = (), env: 
         stdout=subprocess.PIPE, stderr=out, stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})},
     )
     out.close()
+    # stdout is read by a thread, so that a server that never announces itself fails here after
+    # the deadline, with its log, instead of blocking a readline until pytest's timeout
+    announced: queue.Queue[bytes] = queue.Queue()
+    threading.Thread(target=_forward_lines, args=(proc.stdout, announced), daemon=True).start()
     kubeconfig = url = None
     deadline = time.monotonic() + 60
     lines = []
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline().decode()
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = announced.get(timeout=left).decode()
+        except queue.Empty:
+            break
         if not line:
             break
         lines.append(line)
@@ -147,6 +156,13 @@ def start_cluster(data_dir: Path, store: str, extra: tuple[str, ...] = (), env: 
         proc.kill()
         raise RuntimeError(f"nanokube up did not start: {''.join(lines)}\n{log_path.read_text()}")
     return Cluster(proc, data_dir, kubeconfig, url, store, log_path, log_start)
+
+
+def _forward_lines(stream, into: queue.Queue) -> None:
+    """Every line of `stream` into `into`, then b"" at its end."""
+    for line in iter(stream.readline, b""):
+        into.put(line)
+    into.put(b"")
 
 
 @contextlib.contextmanager
