@@ -102,7 +102,7 @@ async def _up(args: argparse.Namespace) -> int:
         await server.start()
     except OSError as e:
         print(f"nanokube: cannot listen on {args.address}:{port}: {e.strerror}", file=sys.stderr)
-        await store.close()
+        await server.stop()  # what started before the bind (the watch cache's store watch, the loops)
         return 1
     workers = None
     if args.api_workers > 1:

@@ -248,6 +248,7 @@ class WatchCache:
                 async for ev in self.store.watch(rev):
                     self._apply(ev)
                     rev = ev.revision
+                return  # the change stream ends only when the store is closed: watching again would spin
             except asyncio.CancelledError:
                 raise
             except Compacted:
