@@ -8,11 +8,11 @@ like upstream's reconcile interval."""
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import socket
 
 from ..machinery.errors import APIError
+from .background import BackgroundLoop
 from .rest import SYSTEM, WriteOptions
 
 NAME, NAMESPACE = "kubernetes", "default"
@@ -59,19 +59,10 @@ def endpoint_slice(ip: str, port: int) -> dict:
             "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}
 
 
-class KubernetesService:
+class KubernetesService(BackgroundLoop):
     def __init__(self, server) -> None:
         self.server = server
         self.opts = WriteOptions(field_manager="kube-apiserver", user=SYSTEM)
-        self._task: asyncio.Task | None = None
-
-    async def start(self) -> None:
-        self._task = asyncio.create_task(self._loop())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
 
     async def _loop(self) -> None:
         while not self.server.ready:  # the port is known once the listener is up

@@ -20,7 +20,6 @@ is given up for the next free one.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import orjson
@@ -29,6 +28,7 @@ from ..machinery.errors import APIError
 from ..registry.core_services import AllocationError, ServiceStrategy, cluster_ips, node_ports
 from ..store.interface import KeyExists, KeyNotFound, RevisionMismatch
 from .ipaddresses import GROUP, ip_address_for
+from .background import BackgroundLoop
 from .rest import SYSTEM, WriteOptions
 
 log = logging.getLogger(__name__)
@@ -172,7 +172,7 @@ class Reservations:
             pass
 
 
-class NodePortRepair:
+class NodePortRepair(BackgroundLoop):
     """Worker 0's loop (with several workers): a node port recorded for a Service that does not hold
     it (its worker ended between the record and the write) is freed once the record is older than
     `grace`, as upstream's node port repair loop frees what no Service holds."""
@@ -181,15 +181,6 @@ class NodePortRepair:
         self.store, self.cache, self.clock = server.store, server.cache, server.clock
         self.prefix = server.index.get("", "v1", "services").key_prefix()
         self.grace, self.every = grace, every
-        self._task: asyncio.Task | None = None
-
-    async def start(self) -> None:
-        self._task = asyncio.create_task(self._loop())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
 
     async def _loop(self) -> None:
         while True:

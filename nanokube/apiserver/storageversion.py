@@ -11,7 +11,6 @@ version. They are written in the background after start, unchanged ones skipped.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import copy
 import hashlib
@@ -19,6 +18,7 @@ import socket
 import uuid
 
 from ..machinery.errors import APIError
+from .background import BackgroundLoop
 from .rest import SYSTEM, WriteOptions
 
 GROUP = "internal.apiserver.k8s.io"
@@ -48,7 +48,7 @@ def storage_version(res, server_id: str) -> dict:
                         "message": "Common encoding version set"}]}}
 
 
-class APIServerIdentity:
+class APIServerIdentity(BackgroundLoop):
     """Holds the identity Lease and publishes the StorageVersions under it."""
 
     def __init__(self, server, hostname: str | None = None) -> None:
@@ -57,16 +57,10 @@ class APIServerIdentity:
         self.id = identity(self.hostname)
         self.holder = f"{self.id}_{uuid.uuid4()}"
         self.opts = WriteOptions(field_manager="kube-apiserver", user=SYSTEM)
-        self._task: asyncio.Task | None = None
 
     async def start(self) -> None:
         await self._renew()
-        self._task = asyncio.create_task(self._loop())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await super().start()
 
     async def _loop(self) -> None:
         await self._publish_storage_versions()
