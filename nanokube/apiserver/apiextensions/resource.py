@@ -23,6 +23,7 @@ from ... import schema as schemas
 from ...machinery import errors
 from ...machinery.validation import FieldError
 from ...registry.base import AGE, Age, Column, Obj, Resource, Strategy
+from .. import structural
 from ..rest import version_priority
 from . import cel_rules, defaulting, jsonpath, validator
 
@@ -203,10 +204,14 @@ class CustomResourceStrategy(Strategy):
         return self.versions.get(v) or self.versions[self.storage]
 
     def decode(self, obj: Obj, version: str) -> list[str] | None:
-        """Unknown fields: metadata's are those ObjectMeta lacks, the rest the schema's."""
+        """Unknown fields: metadata's are those ObjectMeta lacks, the rest the schema's. Metadata
+        of the wrong types is a 400, as upstream's unmarshalling of it into an ObjectMeta fails."""
         md = obj.get("metadata")
         unknown = []
         if isinstance(md, dict):
+            errs = structural.definition_errors(md, f"{_META}ObjectMeta")
+            if errs:
+                raise errors.bad_request(structural.decode_error_message(self.kind, version, errs[0]))
             unknown = [f"metadata.{k}" for k in md if k not in _object_meta_fields()]
             for path in unknown:
                 del md[path[len("metadata."):]]
