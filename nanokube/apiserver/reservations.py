@@ -20,6 +20,7 @@ is given up for the next free one.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import orjson
@@ -129,23 +130,28 @@ class Reservations:
         return None
 
     async def undo(self, made: list) -> None:
-        for kind, value in made:
-            if kind == "ip":
-                await self._free_ip(value, None)
-            else:
-                await self._free_port(value, None)
+        """Removes the records `made` (the write failed), to the end even if the request is
+        cancelled meanwhile (its client gone): a record left behind holds its value until repair."""
+        if made:
+            await _to_the_end(self._remove(made, None, None))
 
     async def free(self, obj: dict, new: dict | None = None) -> None:
-        """Removes the records of the values `obj` held that `new` (its update) does not."""
-        spec, uid = obj["spec"], obj["metadata"]["uid"]
+        """Removes the records of the values `obj` held that `new` (its update) does not; to the
+        end, as `undo`."""
+        spec = obj["spec"]
         kept_ips = set(cluster_ips(new["spec"])) if new else set()
         kept_ports = set(node_ports(new["spec"])) if new else set()
-        for ip in cluster_ips(spec):
-            if ip not in kept_ips:
-                await self._free_ip(ip, obj["metadata"])
-        for port in node_ports(spec):
-            if port not in kept_ports:
-                await self._free_port(port, uid)
+        gone = [("ip", ip) for ip in cluster_ips(spec) if ip not in kept_ips]
+        gone += [("port", port) for port in node_ports(spec) if port not in kept_ports]
+        if gone:
+            await _to_the_end(self._remove(gone, obj["metadata"], obj["metadata"]["uid"]))
+
+    async def _remove(self, records: list, md: dict | None, uid: str | None) -> None:
+        for kind, value in records:
+            if kind == "ip":
+                await self._free_ip(value, md)
+            else:
+                await self._free_port(value, uid)
 
     async def _free_ip(self, ip: str, md: dict | None) -> None:
         """Deletes the IPAddress `ip` if it is the Service's (`md`; None: the caller just made it)."""
@@ -170,6 +176,23 @@ class Reservations:
             await self.store.delete(key, kv.mod_revision)
         except (KeyNotFound, RevisionMismatch):
             pass
+
+
+async def _to_the_end(work) -> None:
+    """Awaits `work` shielded from the caller's cancellation, which it then outlives; what it raises
+    after that is logged, as no caller is left to take it."""
+    task = asyncio.ensure_future(work)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if not task.done():
+            task.add_done_callback(_log_failure)
+        raise
+
+
+def _log_failure(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("removing Service value records failed after the request was cancelled: %s", task.exception())
 
 
 class NodePortRepair(BackgroundLoop):

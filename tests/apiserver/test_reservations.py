@@ -158,3 +158,34 @@ async def test_a_dynamic_pick_that_finds_no_free_record_reports_the_range_full(w
     monkeypatch.setattr(reservations, "_REPICKS", 64)
     third = await services(a).create(svc("third", type="ClusterIP"))
     assert third["spec"]["clusterIP"] not in (ip, nxt)
+
+
+async def test_a_request_cancelled_while_its_records_are_undone_still_removes_them(workers, monkeypatch):
+    a, _ = workers
+    await services(a).create(svc("taken"))
+    store, deleting, go_on = a.store, asyncio.Event(), asyncio.Event()
+    delete = store.delete
+
+    async def held_delete(*args, **kwargs):
+        deleting.set()
+        await go_on.wait()
+        return await delete(*args, **kwargs)
+
+    monkeypatch.setattr(store, "delete", held_delete)
+    # the name is taken: the write fails after the address and the port are recorded, and the undo starts
+    request = asyncio.ensure_future(services(a).create(svc("taken", clusterIP="10.96.9.9",
+                                                           ports=[{"port": 80, "nodePort": 30999}])))
+    await asyncio.wait_for(deleting.wait(), 10)
+    request.cancel()  # its client went away meanwhile
+    with pytest.raises(asyncio.CancelledError):
+        await request
+    go_on.set()
+    ip_key = a.index.get("networking.k8s.io", "v1", "ipaddresses").key(None, "10.96.9.9")
+    for _ in range(200):  # the undo goes on in a task of its own
+        if await store.get(f"{NODE_PORTS}30999") is None and await store.get(ip_key) is None:
+            break
+        await asyncio.sleep(0.01)
+    assert await store.get(f"{NODE_PORTS}30999") is None
+    with pytest.raises(APIError) as e:
+        await ipaddresses(a).get("10.96.9.9")
+    assert e.value.code == 404
