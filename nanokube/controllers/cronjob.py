@@ -18,7 +18,7 @@ from ..clock import Clock, format_time, parse_time
 from ..machinery import cron
 from ..machinery.errors import APIError
 from .base import Controller
-from .events import EventRecorder
+from ..client.record import CoreEventRecorder
 from .metrics import ControllerMetrics
 from .replicaset import controller_ref, owner_reference
 
@@ -78,7 +78,7 @@ class CronJobController(Controller):
         self.metrics = metrics or ControllerMetrics()
         self.cronjobs = client.resource("batch", "v1", "cronjobs")
         self.jobs = client.resource("batch", "v1", "jobs")
-        self.recorder = EventRecorder(client, "cronjob-controller", self.clock)
+        self.recorder = CoreEventRecorder(client, "cronjob-controller", self.clock)
         self.cj_inf = self.informer_factory.informer(self.cronjobs)
         self.job_inf = self.informer_factory.informer(self.jobs)
         self.cj_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n))

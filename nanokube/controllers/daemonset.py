@@ -14,7 +14,7 @@ from ..machinery.scheduling import NodeMatcher, untolerated
 from ..machinery.selectors import matches_labels, selector_from_object
 from .base import Controller
 from .deployment import resolve_int_or_percent, template_hash
-from .events import EventRecorder
+from ..client.record import CoreEventRecorder
 from .history import POD_REVISION_LABEL, History, template_patch
 from .replicaset import (
     BURST,
@@ -148,7 +148,7 @@ class DaemonSetController(Controller):
         super().__init__(client, informers=informers, **({"clock": clock} if clock else {}))
         self.ds = client.resource("apps", "v1", "daemonsets")
         self.pods = client.resource("", "v1", "pods")
-        self.recorder = EventRecorder(client, "daemonset-controller", self.clock)
+        self.recorder = CoreEventRecorder(client, "daemonset-controller", self.clock)
         self.ds_inf = self.informer_factory.informer(self.ds)
         self.pod_inf = self.informer_factory.informer(self.pods)
         self.node_inf = self.informer_factory.informer(client.resource("", "v1", "nodes"))

@@ -19,7 +19,7 @@ from ..client.informer import InformerFactory, key_of
 from ..clock import Clock, format_time, parse_time
 from .base import Controller
 from .deployment_scale import DESIRED, MAX_REPLICAS, is_scaling_event, scaled_sizes
-from .events import EventRecorder
+from ..client.record import CoreEventRecorder
 from .replicaset import controller_ref, ignore_missing, owner_reference
 
 HASH_LABEL = "pod-template-hash"
@@ -126,7 +126,7 @@ class DeploymentController(Controller):
 
     def __init__(self, client, clock: Clock | None = None, informers: InformerFactory | None = None):
         super().__init__(client, informers=informers, **({"clock": clock} if clock else {}))
-        self.recorder = EventRecorder(client, "deployment-controller", self.clock)
+        self.recorder = CoreEventRecorder(client, "deployment-controller", self.clock)
         self.deps = client.resource("apps", "v1", "deployments")
         self.rs = client.resource("apps", "v1", "replicasets")
         self.dep_inf = self.informer_factory.informer(self.deps)

@@ -21,7 +21,7 @@ from ..client.informer import InformerFactory, key_of
 from ..clock import REAL, Clock, parse_time
 from ..dra.resourceclaim import claim_names, reserved_for_pod
 from .base import Controller
-from .events import EventRecorder
+from ..client.record import CoreEventRecorder
 from .taint_eviction import toleration_seconds
 
 REASON = "DeletionByDeviceTaintManager"
@@ -67,7 +67,7 @@ class DeviceTaintEvictionController(Controller):
         self.rule_status_period = rule_status_period
         self.pods_api = client.resource("", "v1", "pods")
         self.rules_api = client.resource(R, "v1", "devicetaintrules")
-        self.recorder = EventRecorder(client, self.name, clock)
+        self.recorder = CoreEventRecorder(client, self.name, clock)
         self.pods = self.informer_factory.informer(self.pods_api)
         self.claims = self.informer_factory.informer(client.resource(R, "v1", "resourceclaims"))
         self.slices = self.informer_factory.informer(client.resource(R, "v1", "resourceslices"))

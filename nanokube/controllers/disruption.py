@@ -20,7 +20,7 @@ from ..machinery.selectors import matches_labels, selector_from_object
 from ..client.informer import InformerFactory, key_of
 from ..clock import REAL, Clock, parse_time
 from .base import Controller
-from .events import EventRecorder
+from ..client.record import CoreEventRecorder
 from .replicaset import controller_ref, pod_is_ready
 
 DELETION_TIMEOUT = 120.0
@@ -59,7 +59,7 @@ class DisruptionController(Controller):
         self.pods_api = client.resource("", "v1", "pods")
         self.rs_api = client.resource("apps", "v1", "replicasets")
         self.deps_api = client.resource("apps", "v1", "deployments")
-        self.recorder = EventRecorder(client, "controllermanager", clock)
+        self.recorder = CoreEventRecorder(client, "controllermanager", clock)
         self.pdbs = self.informer_factory.informer(self.pdbs_api)
         self.pods = self.informer_factory.informer(self.pods_api)
         self.pdbs.add_handlers(self._pdb_changed, lambda _o, n: self._pdb_changed(n))

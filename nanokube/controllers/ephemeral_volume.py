@@ -9,7 +9,7 @@ from ..client.informer import InformerFactory
 from ..clock import REAL, Clock
 from ..machinery.errors import APIError
 from .base import Controller
-from .events import EventRecorder
+from ..client.record import CoreEventRecorder
 
 
 def ephemeral_claims(pod: dict) -> list[tuple[str, dict]]:
@@ -32,7 +32,7 @@ class EphemeralVolumeController(Controller):
         self.pvcs = client.resource("", "v1", "persistentvolumeclaims")
         self.pods = self.informer_factory.informer(client.resource("", "v1", "pods"))
         self.claims = self.informer_factory.informer(self.pvcs)
-        self.recorder = EventRecorder(client, self.name, clock)
+        self.recorder = CoreEventRecorder(client, self.name, clock)
         self.pods.add_handlers(on_add=self._pod, on_update=lambda old, new: self._pod(new))
         self.claims.add_handlers(on_delete=self._claim_gone)
 

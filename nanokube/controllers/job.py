@@ -24,7 +24,7 @@ from ..client.informer import InformerFactory, key_of
 from ..clock import Clock, format_time, parse_time
 from . import job_failure_policy
 from .base import Controller
-from .events import EventRecorder
+from ..client.record import CoreEventRecorder
 from .job_workload import JobWorkloads, uses_workload
 from .replicaset import (
     Expectations,
@@ -220,7 +220,7 @@ class JobController(Controller):
         self.job_inf = self.informer_factory.informer(self.jobs)
         self.pod_inf = self.informer_factory.informer(self.pods)
         self.expectations = Expectations(self.clock)
-        self.recorder = EventRecorder(client, "job-controller", self.clock)
+        self.recorder = CoreEventRecorder(client, "job-controller", self.clock)
         self.workloads = JobWorkloads(client, self.queue.add, self.informer_factory)
         self.job_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n),
                                   on_delete=self._enqueue)

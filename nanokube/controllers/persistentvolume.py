@@ -28,7 +28,7 @@ from ..volume.binding import (
 )
 from ..volume.classes import BETA_CLASS, WAIT_FOR_FIRST_CONSUMER, binding_mode, claim_class, default_class
 from .base import Controller
-from .events import EventRecorder
+from ..client.record import CoreEventRecorder
 
 CLAIM, VOLUME = "claim", "volume"
 #: upstream's --pvclaimbinder-sync-period: every claim and volume is synced again this often
@@ -51,7 +51,7 @@ class PersistentVolumeController(Controller):
         self.volumes = self.informer_factory.informer(self.pvs)
         self.claims = self.informer_factory.informer(self.pvcs)
         self.classes = self.informer_factory.informer(client.resource("storage.k8s.io", "v1", "storageclasses"))
-        self.recorder = EventRecorder(client, "persistentvolume-controller", clock)
+        self.recorder = CoreEventRecorder(client, "persistentvolume-controller", clock)
         #: claim uid -> the last event reason recorded, so a waiting claim is not reported on every sync
         self._reported: dict[str, str] = {}
         self.claims.add_handlers(on_add=self._claim, on_update=lambda old, new: self._claim(new),

@@ -16,7 +16,7 @@ from ..machinery.selectors import matches_labels, selector_from_object
 from ..client.informer import InformerFactory, key_of
 from ..clock import Clock, format_time, parse_time
 from .base import Controller
-from .events import EventRecorder
+from ..client.record import CoreEventRecorder
 
 BURST = 500  # upstream's burstReplicas: the most pods one sync creates or deletes
 EXPECTATIONS_TTL = 300.0
@@ -125,7 +125,7 @@ def deletion_rank(pod: dict) -> tuple:
             tuple(-ord(ch) for ch in created))
 
 
-async def delete_pods(pods, expectations: Expectations, key, victims: list[dict], recorder: EventRecorder,
+async def delete_pods(pods, expectations: Expectations, key, victims: list[dict], recorder: CoreEventRecorder,
                       owner: dict) -> None:
     """Delete `victims` (by uid), expecting each deletion so the controller
     never acts twice on a cache that has not seen them go yet; each outcome
@@ -143,7 +143,7 @@ async def delete_pods(pods, expectations: Expectations, key, victims: list[dict]
             await recorder.emit(owner, "Normal", "SuccessfulDelete", f"Deleted pod: {p['metadata']['name']}")
 
 
-async def create_pods(pods, expectations: Expectations, key, bodies: list[dict], recorder: EventRecorder,
+async def create_pods(pods, expectations: Expectations, key, bodies: list[dict], recorder: CoreEventRecorder,
                       owner: dict) -> None:
     """Create `bodies` at once, expecting each creation; events on `owner`
     say what was created or why not. The first failure is raised."""
@@ -216,7 +216,7 @@ class ReplicaSetController(Controller):
         super().__init__(client, informers=informers, **({"clock": clock} if clock else {}))
         self.rs = client.resource(*self.resource)
         self.pods = client.resource("", "v1", "pods")
-        self.recorder = EventRecorder(client, self.component, self.clock)
+        self.recorder = CoreEventRecorder(client, self.component, self.clock)
         self.rs_inf = self.informer_factory.informer(self.rs)
         self.pod_inf = self.informer_factory.informer(self.pods)
         self.expectations = Expectations(self.clock)

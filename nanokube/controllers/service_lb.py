@@ -29,7 +29,7 @@ import logging
 from ..client.informer import InformerFactory, key_of
 from ..clock import REAL, Clock
 from .base import Controller
-from .events import EventRecorder
+from ..client.record import CoreEventRecorder
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class ServiceLBController(Controller):
         self.pool = parse_pool(pool)
         self.api = client.resource("", "v1", "services")
         self.services = self.informer_factory.informer(self.api)
-        self.recorder = EventRecorder(client, "service-controller", clock)
+        self.recorder = CoreEventRecorder(client, "service-controller", clock)
         #: service key -> its pool addresses, as its status shows them or as this controller just wrote them
         self.held: dict[str, set[str]] = {}
         self._failed: dict[str, str] = {}  # service key -> the last failure reported as an event

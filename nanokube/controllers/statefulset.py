@@ -17,7 +17,7 @@ from ..machinery.errors import APIError
 from ..machinery.selectors import selector_from_object
 from .base import Controller
 from .deployment import resolve_int_or_percent
-from .events import EventRecorder
+from ..client.record import CoreEventRecorder
 from .history import HASH_LABEL, POD_REVISION_LABEL, History, hash_revision, revision_name, template_patch
 from .replicaset import claim_objects, controller_ref, owner_reference, pod_available_in, pod_is_ready
 
@@ -63,7 +63,7 @@ class StatefulSetController(Controller):
         self.sets = client.resource("apps", "v1", "statefulsets")
         self.pods = client.resource("", "v1", "pods")
         self.claims = client.resource("", "v1", "persistentvolumeclaims")
-        self.recorder = EventRecorder(client, "statefulset-controller", self.clock)
+        self.recorder = CoreEventRecorder(client, "statefulset-controller", self.clock)
         self.set_inf = self.informer_factory.informer(self.sets)
         self.pod_inf = self.informer_factory.informer(self.pods)
         self.claim_inf = self.informer_factory.informer(self.claims)

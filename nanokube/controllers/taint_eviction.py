@@ -12,7 +12,7 @@ from ..client.informer import InformerFactory, key_of
 from ..clock import REAL, Clock, parse_time
 from ..machinery.scheduling import tolerates
 from .base import Controller
-from .events import EventRecorder
+from ..client.record import CoreEventRecorder
 
 REASON = "DeletionByTaintManager"
 SMP = "application/strategic-merge-patch+json"
@@ -39,7 +39,7 @@ class TaintEvictionController(Controller):
     def __init__(self, client, clock: Clock = REAL, informers: InformerFactory | None = None):
         super().__init__(client, clock, informers)
         self.pods_api = client.resource("", "v1", "pods")
-        self.recorder = EventRecorder(client, self.name, clock)
+        self.recorder = CoreEventRecorder(client, self.name, clock)
         self.nodes = self.informer_factory.informer(client.resource("", "v1", "nodes"))
         self.pods = self.informer_factory.informer(self.pods_api, field_selector="spec.nodeName!=")
         self.nodes.add_handlers(self._node_changed, self._node_updated)

@@ -24,7 +24,7 @@ import shutil
 
 from ...client.informer import Informer
 from ...clock import REAL, Clock
-from ...controllers.events import EventRecorder
+from ...client.record import CoreEventRecorder
 from ...controllers.base import Controller
 from ...machinery.errors import APIError
 from ...machinery.quantity import QuantityError, parse_quantity
@@ -71,7 +71,7 @@ class LocalPathProvisioner(Controller):
         self.claims = Informer(self.pvcs, clock=clock)
         self.volumes = Informer(self.pvs, clock=clock)
         self.classes = Informer(client.resource("storage.k8s.io", "v1", "storageclasses"), clock=clock)
-        self.recorder = EventRecorder(client, PROVISIONER, clock)
+        self.recorder = CoreEventRecorder(client, PROVISIONER, clock)
         self.claims.add_handlers(on_add=self._claim, on_update=lambda old, new: self._claim(new))
         self.volumes.add_handlers(on_add=self._volume, on_update=lambda old, new: self._volume(new))
 

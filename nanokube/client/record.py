@@ -1,0 +1,241 @@
+"""Core v1 Events as client-go's tools/record writes them (the controllers, the local-path
+provisioner): an event correlator between the recorder and the API server, on the
+component's clock.
+
+- An identical event (same source, involvedObject, type, reason and message) patches the first
+  one's Event with its `count`, `lastTimestamp` and `message` instead of creating another, so
+  an Event that keeps happening keeps being written and outlives the API server's --event-ttl;
+  one deleted meanwhile is created again under its name, count included (eventLogger).
+- Events about one object alike but for their message fold, from the 10th distinct message
+  within 10 minutes of the previous one, into one "(combined from similar events): " Event,
+  counted and patched like a repeat (EventAggregator).
+- A token bucket per source and object (25 events, one more every 5 minutes) drops the
+  excess (EventSourceObjectSpamFilter); as upstream, a dropped repeat still counts in the
+  Event's next count.
+
+Each of the three caches keeps the 4096 keys used last. Upstream writes from a background
+goroutine and retries a transport error; here `emit` waits for the write, and a failed write
+is logged and dropped, never raised, so the action it reports still counts. events.k8s.io
+Events (the scheduler's) are client/events.py's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+
+from ..clock import Clock
+from ..machinery.errors import APIError
+
+log = logging.getLogger(__name__)
+
+#: upstream's maxLruCacheEntries, defaultAggregateMaxEvents, defaultAggregateIntervalInSeconds,
+#: defaultSpamBurst and defaultSpamQPS
+CACHE_SIZE = 4096
+AGGREGATE_MAX_EVENTS = 10
+AGGREGATE_INTERVAL = 600.0
+SPAM_BURST = 25
+SPAM_QPS = 1 / 300
+COMBINED = "(combined from similar events): "
+SMP = "application/strategic-merge-patch+json"
+
+
+class _LRU:
+    """A bounded map that forgets the key used longest ago (groupcache's lru.Cache)."""
+
+    __slots__ = ("_d",)
+
+    def __init__(self) -> None:
+        self._d: OrderedDict = OrderedDict()
+
+    def get(self, key):
+        value = self._d.get(key)
+        if value is not None:
+            self._d.move_to_end(key)
+        return value
+
+    def add(self, key, value) -> None:
+        self._d[key] = value
+        self._d.move_to_end(key)
+        if len(self._d) > CACHE_SIZE:
+            self._d.popitem(last=False)
+
+
+class _Similar:
+    """aggregateRecord: the distinct messages seen (insertion-ordered, so the one dropped at the
+    limit is the oldest: deterministic where upstream pops any) and when the last one came."""
+
+    __slots__ = ("messages", "last")
+
+    def __init__(self) -> None:
+        self.messages: dict[str, None] = {}
+        self.last = 0.0
+
+
+class _Observed:
+    """eventLog: the Event a key's occurrences are counted on."""
+
+    __slots__ = ("count", "first", "name")
+
+    def __init__(self, count: int, first: str, name: str) -> None:
+        self.count, self.first, self.name = count, first, name
+
+
+class _Bucket:
+    """A token bucket (golang.org/x/time/rate's Limiter as TryAccept uses it), full at first."""
+
+    __slots__ = ("tokens", "last")
+
+    def __init__(self, now: float) -> None:
+        self.tokens, self.last = float(SPAM_BURST), now
+
+    def take(self, now: float) -> bool:
+        self.tokens = min(SPAM_BURST, self.tokens + max(0.0, now - self.last) * SPAM_QPS)
+        self.last = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
+
+
+def _object_key(event: dict) -> tuple:
+    """The source and involvedObject (getSpamKey; the other keys start with it)."""
+    src, io = event["source"], event["involvedObject"]
+    return (src.get("component", ""), src.get("host", ""), io.get("kind", ""), io.get("namespace", ""),
+            io.get("name", ""), io.get("uid", ""), io.get("apiVersion", ""))
+
+
+class EventCorrelator:
+    """Filters, aggregates and counts one recorder's events (upstream's EventCorrelator with its
+    defaults)."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._similar = _LRU()
+        self._observed = _LRU()
+        self._buckets = _LRU()
+        self._seq = 0
+
+    def name(self, obj_name: str, now: float) -> str:
+        """A new Event's name: the object's and the time in nanoseconds (made unique, as virtual
+        time stands still)."""
+        self._seq += 1
+        return f"{obj_name}.{int(now * 1e9) + self._seq:x}"
+
+    def correlate(self, event: dict) -> tuple[dict, tuple, dict | None] | None:
+        """EventCorrelate: (the Event to write, its cache key, the patch that writes it when it
+        repeats one already written, else None), or None when the spam filter drops it."""
+        event, key = self._aggregate(event)
+        event, patch = self._observe(event, key)
+        if not self._allow(event):
+            return None
+        return event, key, patch
+
+    def _aggregate(self, event: dict) -> tuple[dict, tuple]:
+        now = self.clock.now()
+        obj = _object_key(event)
+        io = event["involvedObject"]
+        similar_key = (obj, event["type"], event["reason"], event.get("reportingComponent", ""),
+                       event.get("reportingInstance", ""))
+        record = self._similar.get(similar_key)
+        if record is None or now - record.last > AGGREGATE_INTERVAL:
+            record = _Similar()
+        record.messages[event["message"]] = None
+        record.last = now
+        self._similar.add(similar_key, record)
+        if len(record.messages) < AGGREGATE_MAX_EVENTS:
+            return event, (*obj, io.get("fieldPath", ""), event["type"], event["reason"], event["message"])
+        del record.messages[next(iter(record.messages))]
+        ts = self.clock.rfc3339(now)
+        return {"metadata": {"name": self.name(io["name"], now), "namespace": event["metadata"]["namespace"]},
+                "involvedObject": io, "count": 1, "firstTimestamp": ts, "lastTimestamp": ts,
+                "message": COMBINED + event["message"], "type": event["type"], "reason": event["reason"],
+                "source": event["source"]}, similar_key
+
+    def _observe(self, event: dict, key: tuple) -> tuple[dict, dict | None]:
+        """eventObserve: a key seen before counts on its Event; the patch carries what the
+        repeat changes (upstream's two-way merge patch against the Event with count 0, the epoch
+        for lastTimestamp and no message)."""
+        seen = self._observed.get(key)
+        patch = None
+        if seen is not None:
+            event = {**event, "metadata": {**event["metadata"], "name": seen.name},
+                     "firstTimestamp": seen.first, "count": seen.count + 1}
+            patch = {"count": event["count"], "lastTimestamp": event["lastTimestamp"]}
+            if event["message"]:
+                patch["message"] = event["message"]
+        self._observed.add(key, _Observed(event["count"], event["firstTimestamp"], event["metadata"]["name"]))
+        return event, patch
+
+    def _allow(self, event: dict) -> bool:
+        now = self.clock.now()
+        key = _object_key(event)
+        bucket = self._buckets.get(key) or _Bucket(now)
+        allowed = bucket.take(now)
+        self._buckets.add(key, bucket)
+        return allowed
+
+
+class CoreEventRecorder:
+    """One component's core/v1 Events, through its own correlator (each kube-controller-manager
+    controller has its own broadcaster)."""
+
+    def __init__(self, client, component: str, clock: Clock):
+        self.events = client.resource("", "v1", "events")
+        self.component = component
+        self.clock = clock
+        self.correlator = EventCorrelator(clock)
+        #: cache key -> the write of its Event in flight: writes to one Event go in correlation order
+        self._writing: dict[tuple, asyncio.Future] = {}
+
+    async def emit(self, obj: dict, type_: str, reason: str, message: str) -> None:
+        """Record one event on `obj` (which needs apiVersion and kind)."""
+        correlated = self.correlator.correlate(self._make(obj, type_, reason, message))
+        if correlated is None:
+            return
+        event, key, patch = correlated
+        before = self._writing.get(key)
+        done = asyncio.get_running_loop().create_future()
+        self._writing[key] = done
+        try:
+            if before is not None:
+                await asyncio.shield(before)
+            await self._write(event, patch)
+        finally:
+            done.set_result(None)
+            if self._writing.get(key) is done:
+                del self._writing[key]
+
+    def _make(self, obj: dict, type_: str, reason: str, message: str) -> dict:
+        """makeEvent: a new Event with count 1."""
+        md = obj["metadata"]
+        now = self.clock.now()
+        ref = {"kind": obj["kind"], "apiVersion": obj["apiVersion"], "name": md["name"], "uid": md.get("uid")}
+        if md.get("namespace"):
+            ref["namespace"] = md["namespace"]
+        if md.get("resourceVersion"):
+            ref["resourceVersion"] = md["resourceVersion"]
+        ts = self.clock.rfc3339(now)
+        name = self.correlator.name(md["name"], now)
+        return {"metadata": {"name": name, "namespace": md.get("namespace") or "default"}, "involvedObject": ref, "reason": reason, "message": message, "type": type_, "count": 1,
+                "firstTimestamp": ts, "lastTimestamp": ts,
+                "source": {"component": self.component}, "reportingComponent": self.component}
+
+    async def _write(self, event: dict, patch: dict | None) -> None:
+        """recordEvent: a repeat is patched, and created (by name, with its count) if the Event is
+        gone; a new one created."""
+        md = event["metadata"]
+        try:
+            if patch is not None:
+                try:
+                    await self.events.patch(md["name"], patch, SMP, namespace=md["namespace"])
+                    return
+                except APIError as e:
+                    if e.code != 404:
+                        raise
+            await self.events.create(event)
+        except APIError as e:
+            log.info("%s: event %s on %s not written: %s", self.component, event["reason"], md["name"], e.message)
+        except Exception as e:  # a transport error
+            log.info("%s: event %s on %s not written: %s", self.component, event["reason"], md["name"], e)
