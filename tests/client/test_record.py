@@ -1,0 +1,181 @@
+"""The core/v1 recorder (client/record.py), as client-go's tools/record: a controller repeating
+itself counts on one Event (as kubectl shows it), similar events combine after 10, the spam
+filter drops what comes past 25 about one object, and an Event deleted under the recorder, or
+expired by the API server's TTL, is written again while it keeps happening."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+
+import pytest
+
+from nanokube.apiserver.app import APIServer
+from nanokube.apiserver.loopback import LocalClient
+from nanokube.client.record import AGGREGATE_INTERVAL, COMBINED, SPAM_BURST, CoreEventRecorder
+from nanokube.clock import VirtualClock
+from nanokube.controllers.service_lb import ServiceLBController
+from nanokube.pki.ca import ensure_pki
+from nanokube.pki.kubeconfig import write_kubeconfig
+from nanokube.store.memory import MemoryStore
+from tests.controllers import eventually, make_stack
+
+CM = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "default", "uid": "u1"}}
+
+
+@pytest.fixture
+async def env():
+    """A recorder on a virtual clock over an in-process API server, and the Events' client."""
+    s = await make_stack()
+    clock = VirtualClock()
+    yield clock, CoreEventRecorder(s.client, "tester", clock), s.client.resource("", "v1", "events")
+    await s.close()
+
+
+async def listed(events, obj: dict = CM) -> list[dict]:
+    items, _ = await events.list("default", field_selector=f"involvedObject.name={obj['metadata']['name']}")
+    return sorted(items, key=lambda e: e["metadata"]["name"])
+
+
+def other(name: str) -> dict:
+    return {**CM, "metadata": {**CM["metadata"], "name": name, "uid": name}}
+
+
+async def test_a_controller_repeating_itself_counts_on_one_event_as_kubectl_shows_it(tmp_path):
+    """A LoadBalancer Service waiting for an address is synced again at each change of it, and
+    each sync reports EnsuringLoadBalancer: one Event, its count and lastTimestamp moving (its
+    involvedObject stays the first report's), not one Event per sync."""
+    if not shutil.which("kubectl"):
+        pytest.skip("kubectl not on PATH")
+    pki = ensure_pki(str(tmp_path))
+    server = APIServer(MemoryStore(), pki, port=0)
+    await server.start()
+    kubeconfig = str(tmp_path / "kubeconfig")
+    write_kubeconfig(kubeconfig, server.url, pki)
+    client = LocalClient(server.rest)
+    ctrl = ServiceLBController(client, pool="192.0.2.0/30")  # two addresses
+    await ctrl.start()
+    services, events = client.resource("", "v1", "services"), client.resource("", "v1", "events")
+
+    async def addressed(name: str):
+        return ((await services.get(name, "default")).get("status") or {}).get("loadBalancer", {}).get("ingress")
+    try:
+        for name in ("a", "b", "web"):  # web waits for an address
+            await services.create({"metadata": {"name": name, "namespace": "default"},
+                                   "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]}})
+            if name != "web":
+                await eventually(lambda name=name: addressed(name))
+
+        async def ensuring(count: int):
+            items, _ = await events.list("default", field_selector="involvedObject.name=web,reason=EnsuringLoadBalancer")
+            return items if items and items[0].get("count") == count else None
+        for n in range(2, 6):
+            await services.patch("web", {"metadata": {"labels": {"sync": str(n)}}}, namespace="default")
+            await eventually(lambda n=n: ensuring(n))
+        proc = await asyncio.create_subprocess_exec(
+            "kubectl", "--kubeconfig", kubeconfig, "get", "events", "-n", "default", "-o", "json",
+            "--field-selector", "involvedObject.name=web",
+            env=dict(os.environ, HOME=str(tmp_path)), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await proc.communicate()
+        assert proc.returncode == 0, err.decode()
+    finally:
+        await ctrl.stop()
+        await server.stop()
+    got = [(e["reason"], e["count"]) for e in json.loads(out)["items"]]
+    assert sorted(got) == [("EnsuringLoadBalancer", 5), ("SyncLoadBalancerFailed", 1)]
+
+
+async def test_ten_similar_events_combine_into_one_counted_event(env):
+    clock, rec, events = env
+    for i in range(9):
+        await rec.emit(CM, "Warning", "FailedSync", f"attempt {i}")
+    assert len(await listed(events)) == 9
+    await rec.emit(CM, "Warning", "FailedSync", "attempt 9")
+    *plain, combined = sorted(await listed(events), key=lambda e: e["message"].startswith(COMBINED))
+    assert len(plain) == 9 and combined["message"] == COMBINED + "attempt 9" and combined["count"] == 1
+    await clock.advance(60)
+    await rec.emit(CM, "Warning", "FailedSync", "attempt 10")
+    await rec.emit(CM, "Normal", "FailedSync", "another type: not similar")
+    got = {e["metadata"]["name"]: e for e in await listed(events)}
+    assert len(got) == 11
+    again = got[combined["metadata"]["name"]]
+    assert (again["count"], again["message"]) == (2, COMBINED + "attempt 10")
+    assert again["lastTimestamp"] == clock.rfc3339() != again["firstTimestamp"]
+    await clock.advance(AGGREGATE_INTERVAL + 1)  # no similar event for 10 minutes: the next one is new
+    await rec.emit(CM, "Warning", "FailedSync", "attempt 11")
+    assert sum(e["message"] == "attempt 11" for e in await listed(events)) == 1
+
+
+async def test_the_spam_filter_drops_past_25_events_about_one_object_and_refills_every_5_minutes(env):
+    clock, rec, events = env
+    for i in range(SPAM_BURST + 5):
+        await rec.emit(CM, "Normal", f"Reason{i}", "distinct reasons: nothing combines")
+    assert len(await listed(events)) == SPAM_BURST
+    await rec.emit(other("cm2"), "Normal", "Reason0", "another object has its own bucket")
+    assert len(await listed(events, other("cm2"))) == 1
+    await clock.advance(299)
+    await rec.emit(CM, "Normal", "Late", "still no token")
+    await clock.advance(1)
+    await rec.emit(CM, "Normal", "Later", "a token 5 minutes on")
+    assert [e["reason"] for e in await listed(events)].count("Later") == 1
+    assert "Late" not in [e["reason"] for e in await listed(events)]
+
+
+async def test_a_dropped_repeat_still_counts_in_the_next_write(env):
+    clock, rec, events = env
+    for _ in range(SPAM_BURST + 5):
+        await rec.emit(CM, "Warning", "BackOff", "same")
+    [ev] = await listed(events)
+    assert ev["count"] == SPAM_BURST
+    await clock.advance(300)
+    await rec.emit(CM, "Warning", "BackOff", "same")
+    [ev] = await listed(events)
+    assert ev["count"] == SPAM_BURST + 6  # upstream's eventLogger counts before the filter drops
+
+
+async def test_an_event_deleted_under_the_recorder_is_created_again_with_its_count(env):
+    clock, rec, events = env
+    await rec.emit(CM, "Normal", "Synced", "done")
+    [first] = await listed(events)
+    await events.delete(first["metadata"]["name"], "default")
+    await clock.advance(10)
+    await rec.emit(CM, "Normal", "Synced", "done")
+    [again] = await listed(events)
+    assert again["metadata"]["name"] == first["metadata"]["name"]
+    assert again["metadata"]["uid"] != first["metadata"]["uid"]
+    assert (again["count"], again["firstTimestamp"]) == (2, first["firstTimestamp"])
+    assert again["lastTimestamp"] == clock.rfc3339()
+
+
+async def test_concurrent_repeats_are_written_in_order(env):
+    _, rec, events = env
+    await asyncio.gather(*(rec.emit(CM, "Warning", "FailedCreate", "quota exceeded") for _ in range(6)))
+    [ev] = await listed(events)
+    assert ev["count"] == 6
+
+
+async def test_an_event_that_keeps_happening_outlives_the_ttl():
+    """Every repeat is a write, so the API server's --event-ttl starts over; once the repeats
+    stop, the Event expires an hour after the last."""
+    clock = VirtualClock()
+    s = APIServer(MemoryStore(), None, port=0, clock=clock, event_ttl=3600)
+    await s.store.start()
+    await s.cache.start()
+    s.event_ttl.start()
+    client = LocalClient(s.rest)
+    await client.resource("", "v1", "namespaces").create({"metadata": {"name": "default"}})
+    rec, events = CoreEventRecorder(client, "tester", clock), client.resource("", "v1", "events")
+    try:
+        for _ in range(9):
+            await rec.emit(CM, "Warning", "Unhealthy", "probe failed")
+            await clock.advance(1200)
+        [ev] = await listed(events)
+        assert ev["count"] == 9
+        await clock.advance(3600)
+        assert await listed(events) == []
+    finally:
+        await s.event_ttl.stop()
+        await s.cache.stop()
+        await s.store.close()
