@@ -52,7 +52,8 @@ class Reservations:
 
     async def reserve(self, obj: dict, old: dict | None) -> tuple[list, list]:
         """Records every value `obj` holds in this worker's allocators that `old` did not hold;
-        returns the records made and the allocation errors (none made then)."""
+        returns the records made and the allocation errors (none made then), or raises the
+        InternalError of a range with no value left to record (none made either)."""
         s, spec, uid = self.strategy, obj["spec"], obj["metadata"]["uid"]
         old_ips = set(cluster_ips(old["spec"])) if old else set()
         old_ports = set(node_ports(old["spec"])) if old else set()
@@ -68,17 +69,20 @@ class Reservations:
             for p in spec.get("ports") or []:
                 np = p.get("nodePort")
                 if np and np not in old_ports and s.node_ports.owner(np) == uid:
-                    np = await self._record_port(np, uid)
-                    lost |= np is None
-                    if np is not None:
-                        p["nodePort"] = np
-                        made.append(("port", np))
+                    got = await self._record_port(np, uid)
+                    if got is None:
+                        lost = True
+                        if s.picked(uid, np):  # no other could be recorded: the range is full
+                            p.pop("nodePort")
+                    else:
+                        p["nodePort"] = got
+                        made.append(("port", got))
+            errs = s.allocation_errors(obj, old) if lost else []  # raises when the range is full
         except BaseException:
             await self.undo(made)
             raise
         finally:
             s.forget_picks(uid)
-        errs = s.allocation_errors(obj, old) if lost else []
         if errs:
             await self.undo(made)
             return [], errs
@@ -112,15 +116,16 @@ class Reservations:
         return None
 
     async def _record_port(self, port: int, uid: str) -> int | None:
+        """The port recorded (another, if `port` was picked and is taken), or None, as `_record_ip`."""
         s = self.strategy
-        for _ in range(_REPICKS):
+        for attempt in range(_REPICKS):
             try:
                 await self.store.create(f"{NODE_PORTS}{port}", orjson.dumps({"uid": uid, "at": self.clock.now()}))
                 return port
             except KeyExists:
                 pass
             s.node_ports.release(port, uid)
-            if not s.picked(uid, port):
+            if not s.picked(uid, port) or attempt == _REPICKS - 1:
                 return None
             try:
                 port = s.node_ports.allocate(uid)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..machinery.errors import APIError
 from ..machinery.validation import FieldError, dns1123_subdomain, validate_object_meta, validate_object_meta_update
 
 Obj = dict[str, Any]
@@ -196,12 +197,24 @@ class Resource:
 
     def validate_create(self, obj: Obj) -> list[FieldError]:
         errs = validate_object_meta(obj.get("metadata") or {}, self.namespaced, self.strategy.name_validator)
-        return errs + self.strategy.validate(obj)
+        return _after(errs, self.strategy.validate, obj)
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
         errs = validate_object_meta(new.get("metadata") or {}, self.namespaced, self.strategy.name_validator)
         errs += validate_object_meta_update(new.get("metadata") or {}, old.get("metadata") or {})
-        return errs + self.strategy.validate_update(new, old)
+        return _after(errs, self.strategy.validate_update, new, old)
+
+
+def _after(errs: list[FieldError], validate, *objs: Obj) -> list[FieldError]:
+    """`errs` and the strategy's errors. A strategy may raise an APIError for what upstream finds
+    only after validation (a Service's range full, when its allocators run): the metadata's
+    errors come first then."""
+    try:
+        return errs + validate(*objs)
+    except APIError:
+        if errs:
+            return errs
+        raise
 
 
 _RESOURCES: list[Resource] = []

@@ -3,7 +3,9 @@
 Allocation happens in `prepare_for_create`/`prepare_for_update`, before
 validation; validation then reports what could not be allocated with
 upstream's messages (an allocation belongs to the service's uid, so a failed
-allocation shows up as "owned by someone else"). The API server must call
+allocation shows up as "owned by someone else"): a value asked for as the
+field's 422, a value to be picked from a full range as upstream's 500
+InternalError, which validation raises. The API server must call
 `strategy.release(obj)` after a service is deleted (and after a create that
 failed after `prepare_for_create`), and `strategy.restore(services)` once at
 startup so allocations survive restarts.
@@ -19,6 +21,7 @@ from typing import Any
 from .base import AGE, Column, Strategy
 from .core_printing import AGE_DOC, NAME_DOC, Clock, doc, format_labels
 from .core_spec import PROTOCOLS, port_name, port_number
+from ..machinery import errors
 from ..machinery.validation import (
     FieldError,
     dns1035_label,
@@ -40,6 +43,13 @@ _LB_WIDTH = 16
 
 class AllocationError(Exception):
     """Why a value could not be allocated; str() is upstream's wording."""
+
+
+def _scans(stride: int) -> tuple[bool, ...]:
+    """`shared` for each scan for a dynamic pick: with several processes (`stride` > 1), in their own
+    share first, then, once that is full, in the others' values too (the store arbitrates them,
+    apiserver/reservations.py), so that the range is full only when all of it is."""
+    return (True, False) if stride > 1 else (True,)
 
 
 class _RangeAllocator:
@@ -68,14 +78,15 @@ class _RangeAllocator:
             raise AllocationError("allocated")
         self._owners[value] = owner
 
-    def next_free(self, owner: str) -> int:
-        """Scan the dynamic band from a moving cursor, then the static band."""
+    def next_free(self, owner: str, shared: bool = True) -> int:
+        """Scan the dynamic band from a moving cursor, then the static band; in this process's
+        share of the values alone, unless not `shared`."""
         band = self.hi - self._dynamic_lo + 1
         candidates = itertools.chain(
             ((self._cursor - self._dynamic_lo + i) % band + self._dynamic_lo for i in range(band)),
             range(self.lo, self._dynamic_lo),
         )
-        stride, offset = self.stride, self.offset
+        stride, offset = (self.stride, self.offset) if shared else (1, 0)
         for value in candidates:
             if value not in self._owners and (stride == 1 or value % stride == offset):
                 self._owners[value] = owner
@@ -141,11 +152,12 @@ class ServiceIPAllocator:
     def allocate(self, owner: str, ip: str | None = None) -> str:
         """Allocate `ip` (or the next free one) to `owner`; AllocationError says why not."""
         if ip is None:
-            for network, rng in self.ranges.values():
-                try:
-                    return str(ipaddress.ip_address(rng.next_free(owner)))
-                except AllocationError:
-                    continue
+            for shared in _scans(self._share[0]):
+                for network, rng in self.ranges.values():
+                    try:
+                        return str(ipaddress.ip_address(rng.next_free(owner, shared)))
+                    except AllocationError:
+                        continue
             raise AllocationError("range is full")
         problem = self.check(owner, ip)
         if problem:
@@ -190,10 +202,12 @@ class NodePortAllocator:
 
     def allocate(self, owner: str, port: int | None = None) -> int:
         if port is None:
-            try:
-                return self._range.next_free(owner)
-            except AllocationError:
-                raise AllocationError("range is full") from None
+            for shared in _scans(self._range.stride):
+                try:
+                    return self._range.next_free(owner, shared)
+                except AllocationError:
+                    continue
+            raise AllocationError("range is full")
         problem = self.check(owner, port)
         if problem:
             raise AllocationError(problem)
@@ -229,6 +243,12 @@ def _owner(obj: dict) -> str:
 
 def _needs_ip(spec: dict) -> bool:
     return spec.get("type", "ClusterIP") != "ExternalName" and spec.get("clusterIP") != "None"
+
+
+def _allocates_node_ports(spec: dict) -> bool:
+    """Whether a port without a nodePort gets one (upstream's shouldAllocateNodePorts)."""
+    return spec.get("type") == "NodePort" or (
+        spec.get("type") == "LoadBalancer" and spec.get("allocateLoadBalancerNodePorts") is not False)
 
 
 def _node_ports(spec: dict) -> list[int]:
@@ -482,8 +502,7 @@ class ServiceStrategy(Strategy):
         if spec.get("clusterIP"):
             spec["clusterIPs"] = [spec["clusterIP"]]
         old_ports = set(_node_ports(_spec(old))) if old else set()
-        dynamic = spec.get("type") == "NodePort" or (
-            spec.get("type") == "LoadBalancer" and spec.get("allocateLoadBalancerNodePorts") is not False)
+        dynamic = _allocates_node_ports(spec)
         if spec.get("type") in _NODE_PORT_TYPES:
             for p in spec.get("ports") or []:
                 if p.get("nodePort") in old_ports or not (p.get("nodePort") or dynamic):
@@ -510,25 +529,33 @@ class ServiceStrategy(Strategy):
         self._picks.pop(owner, None)
 
     def allocation_errors(self, obj: dict, old: dict | None = None) -> list[FieldError]:
-        """What validation reports of the values `obj` does not hold."""
+        """What validation reports of the values `obj` does not hold (raises as `_allocation_errors`)."""
         return self._allocation_errors(obj, old)
 
     def _allocation_errors(self, obj: dict, old: dict | None = None) -> list[FieldError]:
+        """The values `obj` was given but does not hold, as upstream's allocators check them: the
+        ClusterIP, then each port. A value to be picked that was not (the range is full) is
+        upstream's 500 InternalError, not a field's: raised when it comes first."""
         spec, owner = _spec(obj), _owner(obj)
         errs: list[FieldError] = []
         ip = spec.get("clusterIP")
         if _needs_ip(spec) and (old is None or ip != _spec(old).get("clusterIP")):
             if not ip:
-                errs.append(FieldError("InternalError", "spec.clusterIPs", "failed to allocate a serviceIP: range is full"))
-            elif _is_ip(ip) and self.ips.owner(ip) != owner:
+                raise errors.internal("failed to allocate a serviceIP: range is full")
+            if _is_ip(ip) and self.ips.owner(ip) != owner:
                 problem = self.ips.check(owner, ip) or "provided IP is already allocated"
                 errs.append(invalid("spec.clusterIPs", spec.get("clusterIPs") or [ip], f"failed to allocate IP {ip}: {problem}"))
+        if spec.get("type") not in _NODE_PORT_TYPES:
+            return errs
         old_ports = set(_node_ports(_spec(old))) if old else set()
+        dynamic = _allocates_node_ports(spec)
         for i, p in enumerate(spec.get("ports") or []):
             np = p.get("nodePort")
-            if spec.get("type") not in _NODE_PORT_TYPES or not np or np in old_ports:
+            if not np:
+                if dynamic and not errs:
+                    raise errors.internal("failed to allocate a nodePort: range is full")
                 continue
-            if self.node_ports.owner(np) != owner:
+            if np not in old_ports and self.node_ports.owner(np) != owner:
                 problem = self.node_ports.check(owner, np) or "provided port is already allocated"
                 errs.append(invalid(f"spec.ports[{i}].nodePort", np, problem))
         return errs

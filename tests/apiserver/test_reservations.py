@@ -63,6 +63,13 @@ def ipaddresses(w):
     return w.client.resource("networking.k8s.io", "v1", "ipaddresses")
 
 
+async def _records(w) -> tuple[list, list]:
+    """The IPAddresses and node port records in the store."""
+    ips, _ = await w.store.list(w.index.get("networking.k8s.io", "v1", "ipaddresses").key_prefix())
+    ports, _ = await w.store.list(NODE_PORTS)
+    return [kv.key for kv in ips], [kv.key for kv in ports]
+
+
 async def race(workers, bodies):
     return await asyncio.gather(*(services(workers[i % 2]).create(b) for i, b in enumerate(bodies)),
                                 return_exceptions=True)
@@ -153,11 +160,28 @@ async def test_a_dynamic_pick_that_finds_no_free_record_reports_the_range_full(w
     monkeypatch.setattr(reservations, "_REPICKS", 1)
     with pytest.raises(APIError) as e:
         await services(a).create(svc("second", type="ClusterIP"))
-    assert e.value.code == 422 and e.value.message.endswith(
-        "spec.clusterIPs: Internal error: failed to allocate a serviceIP: range is full"), e.value.message
+    assert (e.value.code, e.value.reason, e.value.message) == (
+        500, "InternalError", "Internal error occurred: failed to allocate a serviceIP: range is full")
     monkeypatch.setattr(reservations, "_REPICKS", 64)
     third = await services(a).create(svc("third", type="ClusterIP"))
     assert third["spec"]["clusterIP"] not in (ip, nxt)
+
+
+async def test_a_dynamic_node_port_that_finds_no_free_record_reports_the_range_full(workers, monkeypatch):
+    a, b = workers
+    first = await services(a).create(svc("first"))
+    port = first["spec"]["ports"][0]["nodePort"]
+    await b.store.create(f"{NODE_PORTS}{port + 2}", orjson.dumps({"uid": "u-holder"}))
+    monkeypatch.setattr(reservations, "_REPICKS", 1)
+    records = await _records(a)
+    with pytest.raises(APIError) as e:
+        await services(a).create(svc("second"))
+    assert (e.value.code, e.value.reason, e.value.message) == (
+        500, "InternalError", "Internal error occurred: failed to allocate a nodePort: range is full")
+    assert await _records(a) == records  # its address is not kept either
+    monkeypatch.setattr(reservations, "_REPICKS", 64)
+    third = await services(a).create(svc("third"))
+    assert third["spec"]["ports"][0]["nodePort"] not in (port, port + 2)
 
 
 async def test_a_request_cancelled_while_its_records_are_undone_still_removes_them(workers, monkeypatch):

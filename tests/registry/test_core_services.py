@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import ipaddress
 
-from nanokube.registry.core_services import NodePortAllocator, ServiceIPAllocator
+import pytest
+
+from nanokube.registry.core_services import AllocationError, NodePortAllocator, ServiceIPAllocator
 
 
 def test_two_shares_of_the_ip_ranges_pick_disjoint_addresses():
@@ -29,3 +31,21 @@ def test_two_shares_of_the_node_port_range_pick_disjoint_ports():
     assert sorted(picked[0] + picked[1]) == list(range(30000, 30100))
     assert all(p % 2 == i for i, ports in enumerate(picked) for p in ports)
     assert workers[1].allocate("named", 30000) == 30000
+
+
+def test_a_full_share_takes_the_others_values_before_the_range_is_full():
+    ports = NodePortAllocator("30000-30009")
+    ports.share(2, 1)
+    picked = [ports.allocate(f"s{n}") for n in range(10)]
+    assert [p % 2 for p in picked] == [1] * 5 + [0] * 5 and sorted(picked) == list(range(30000, 30010))
+    with pytest.raises(AllocationError, match="range is full"):
+        ports.allocate("one-more")
+    ips = ServiceIPAllocator("10.0.0.0/29")  # .1 to .6
+    ips.share(2, 0)
+    ips.set_extra_ranges({"more": ["10.1.0.0/30"]})  # .1, .2
+    picked = [ips.allocate(f"s{n}") for n in range(8)]
+    # every range's own share first, then the others' values
+    assert sorted(picked[:4]) == ["10.0.0.2", "10.0.0.4", "10.0.0.6", "10.1.0.2"]
+    assert sorted(picked[4:]) == ["10.0.0.1", "10.0.0.3", "10.0.0.5", "10.1.0.1"]
+    with pytest.raises(AllocationError, match="range is full"):
+        ips.allocate("one-more")
