@@ -22,12 +22,6 @@ COMMANDS = {"fault": "cli_fault", "metrics": "cli_metrics", "controller-manager"
             "proxy": "cli_proxy", "scheduler": "cli_scheduler", "simulate": "cli_simulate"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 async def _up(args: argparse.Namespace) -> int:
     from .apiserver.app import APIServer
     from .apiserver.eventttl import parse_ttl
@@ -88,9 +82,10 @@ async def _up(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"nanokube: {e}", file=sys.stderr)
         return 2
-    port = args.port if args.port else _free_port()
     audit = args.audit_log_path if args.audit_log_path is not None else os.path.join(data_dir, "audit.log")
-    server = APIServer(store, pki, host=args.address, port=port, audit_log_path=audit, event_ttl=event_ttl,
+    # --port 0: the server binds port 0 and reports the kernel's pick as server.port (no probe first,
+    # which another process could take before the bind)
+    server = APIServer(store, pki, host=args.address, port=args.port, audit_log_path=audit, event_ttl=event_ttl,
                        workers=args.api_workers)
     if args.api_workers > 1:
         from .apiserver.worker_metrics import WorkerMetrics
@@ -101,8 +96,8 @@ async def _up(args: argparse.Namespace) -> int:
     try:
         await server.start()
     except OSError as e:
-        print(f"nanokube: cannot listen on {args.address}:{port}: {e.strerror}", file=sys.stderr)
-        await server.stop()  # what started before the bind (the watch cache's store watch, the loops)
+        print(f"nanokube: cannot listen on {args.address}:{args.port}: {e.strerror}", file=sys.stderr)
+        await server.stop()  # the store it was given (the bind comes before anything starts)
         return 1
     workers = None
     if args.api_workers > 1:

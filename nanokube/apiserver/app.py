@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import ssl
 from typing import Any
 
@@ -109,6 +110,8 @@ class APIServer:
         #: worker 0's private port for the others' relayed requests (workers.NodeRelay)
         self.relay_port = 0
         self._runner: web.AppRunner | None = None
+        #: the socket `start` binds first, until the site serves on it
+        self._listener: socket.socket | None = None
         self._app: web.Application | None = None
         #: the groups under /apis/ that routes of the application serve (the metrics APIs)
         self._routed_groups: frozenset[str] = frozenset()
@@ -133,6 +136,10 @@ class APIServer:
     # --- lifecycle --------------------------------------------------------
 
     async def start(self) -> None:
+        # the port first, as kube-apiserver opens its listener before it builds the rest: port 0
+        # becomes the kernel's pick, which everything that names the port (the kubernetes Service,
+        # the other workers, the kubeconfig) reads from then on; it listens once it serves, at the end
+        self._listener = await self._bind()
         await self.store.start()
         await self.cache.start()
         if self.worker == 0:  # one deleter of expired Events: worker 0's cache sees every worker's writes
@@ -170,11 +177,9 @@ class APIServer:
         self._runner = StatusAppRunner(app, self._serve, access_log=None, handler_cancellation=True)
         await self._runner.setup()
         ssl_ctx = self._ssl()
-        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=ssl_ctx, backlog=1024,
-                           reuse_port=self.workers > 1 or None)
+        site = web.SockSite(self._runner, self._listener, ssl_context=ssl_ctx, backlog=1024)
+        self._listener = None  # the site's now, closed with it
         await site.start()
-        if self.port == 0:
-            self.port = site._server.sockets[0].getsockname()[1]
         if self.workers > 1:  # a loopback port: worker 0's takes the others' relays to node agents; each one's, the scrape of its /metrics
             relay = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=ssl_ctx)
             await relay.start()
@@ -194,9 +199,32 @@ class APIServer:
         await self.rest.admission.client.close()
         if self._runner:
             await self._runner.cleanup()
+        if self._listener is not None:  # bound, never served
+            self._listener.close()
+            self._listener = None
         if self.audit:
             self.audit.close()
         await self.store.close()
+
+    async def _bind(self) -> socket.socket:
+        """A socket bound to the listen address (not listening yet: while bound, the kernel picks
+        its port for no other socket); `port` is the one it has. With several workers each binds
+        the one port with SO_REUSEPORT, and the kernel spreads connections over them."""
+        family, kind, proto, _, addr = (await asyncio.get_running_loop().getaddrinfo(
+            self.host, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE))[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if self.workers > 1:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(addr)
+        except BaseException:
+            sock.close()
+            raise
+        self.port = sock.getsockname()[1]
+        return sock
 
     def _ssl(self) -> ssl.SSLContext | None:
         if self.pki is None:

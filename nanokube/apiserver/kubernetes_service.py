@@ -65,7 +65,7 @@ class KubernetesService(BackgroundLoop):
         self.opts = WriteOptions(field_manager="kube-apiserver", user=SYSTEM)
 
     async def _loop(self) -> None:
-        while not self.server.ready:  # the port is known once the listener is up
+        while not self.server.ready:  # as upstream's, which polls /readyz first
             await self.server.clock.sleep(0.02)
         while True:
             try:

@@ -14,8 +14,9 @@ pytestmark = pytest.mark.store
 
 
 def test_a_port_in_use_is_reported_and_up_exits(tmp_path):
-    """The bind comes after the store and the watch cache started: both are stopped again (the
-    etcd watch cache's follower once spun forever on the closed store, and `up` never exited)."""
+    """The bind comes before anything starts, and the store `up` opened is closed again (when the
+    bind came later, the etcd watch cache's follower once spun forever on the closed store, and
+    `up` never exited)."""
     with socket.socket() as taken, fresh_store() as store:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
