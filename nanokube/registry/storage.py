@@ -11,6 +11,7 @@ from ..machinery.quantity import QuantityError, parse_quantity
 from ..machinery.validation import (
     FieldError,
     dns1123_subdomain,
+    duplicate,
     forbidden,
     immutable,
     invalid,
@@ -72,6 +73,41 @@ def _provisioner(value: str, path: str) -> list[FieldError]:
 # --- StorageClass ------------------------------------------------------------
 
 
+def _topology_term(term: dict, path: str) -> tuple[dict[str, frozenset], list[FieldError]]:
+    """ValidateTopologySelectorTerm: each expression has values (no duplicates) and a label key
+    (no duplicates); an empty term is allowed here. Returns the term as {key: values}."""
+    errs: list[FieldError] = []
+    keys: dict[str, frozenset] = {}
+    for j, e in enumerate(term.get("matchLabelExpressions") or []):
+        p = f"{path}.matchLabelExpressions[{j}]"
+        values = e.get("values") or []
+        if not values:
+            errs.append(required(f"{p}.values"))
+        errs += [duplicate(f"{p}.values[{k}]", v) for k, v in enumerate(values) if v in values[:k]]
+        key = e.get("key") or ""
+        errs += [invalid(f"{p}.key", key, m) for m in qualified_name(key)]
+        if key in keys:
+            errs.append(duplicate(f"{p}.key", key))
+        keys[key] = frozenset(values)
+    return keys, errs
+
+
+def _allowed_topologies(terms: list) -> list[FieldError]:
+    """validateAllowedTopologies: valid terms, none equal to another. Upstream also compares each
+    term with len(terms) empty ones (its list is made with that length, then appended to), so a
+    term without expressions is a duplicate (reported once: upstream's message lists it once)."""
+    errs: list[FieldError] = []
+    seen: list[dict] = [{}]
+    for i, term in enumerate(terms):
+        keys, more = _topology_term(term or {}, f"allowedTopologies[{i}]")
+        errs += more
+        if keys in seen:
+            errs.append(duplicate(f"allowedTopologies[{i}].matchLabelExpressions", ""))
+        seen.append(keys)
+    return errs
+
+
+
 class StorageClassStrategy(Strategy):
     return_deleted_object = True
     track_generation = False
@@ -104,15 +140,7 @@ class StorageClassStrategy(Strategy):
             errs.append(required("volumeBindingMode"))
         elif mode not in (IMMEDIATE, WAIT_FOR_FIRST_CONSUMER):
             errs.append(not_supported("volumeBindingMode", mode, [IMMEDIATE, WAIT_FOR_FIRST_CONSUMER]))
-        topo = obj.get("allowedTopologies") or []
-        for i, term in enumerate(topo):
-            if not term.get("matchLabelExpressions"):
-                errs.append(required(f"allowedTopologies[{i}].matchLabelExpressions", "must have at least one label expression"))
-            for j, e in enumerate(term.get("matchLabelExpressions") or []):
-                if not e.get("values"):
-                    errs.append(required(f"allowedTopologies[{i}].matchLabelExpressions[{j}].values",
-                                         "must specify as least one value"))
-        return errs
+        return errs + _allowed_topologies(obj.get("allowedTopologies") or [])
 
     def validate_update(self, new, old):
         errs = self.validate(new)

@@ -219,3 +219,28 @@ def test_limit_range_resource_names_ratios_and_extended_defaults():
         'spec.limits[1].max[storage]: Invalid value: "storage": must be a standard resource for containers',
         'spec.limits[2].type: Invalid value: "": name part must be non-empty',
     ]
+
+
+@pytest.mark.parametrize("terms, errors", [
+    ([{"matchLabelExpressions": [{"key": "zone", "values": ["a", "b"]}]},
+      {"matchLabelExpressions": [{"key": "rack", "values": ["r1"]}, {"key": "zone", "values": ["a"]}]}], []),
+    ([{"matchLabelExpressions": [{"values": ["x"]}]}],
+     ['allowedTopologies[0].matchLabelExpressions[0].key: Invalid value: "": name part must be non-empty']),
+    ([{"matchLabelExpressions": [{"key": "a b", "values": ["x", "y", "x"]}]}],
+     ['allowedTopologies[0].matchLabelExpressions[0].values[2]: Duplicate value: "x"',
+      'allowedTopologies[0].matchLabelExpressions[0].key: Invalid value: "a b": name part must consist of alphanumeric '
+      "characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',"
+      "  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"]),
+    ([{"matchLabelExpressions": [{"key": "zone", "values": ["a"]}, {"key": "zone"}]}],
+     ["allowedTopologies[0].matchLabelExpressions[1].values: Required value",
+      'allowedTopologies[0].matchLabelExpressions[1].key: Duplicate value: "zone"']),
+    ([{"matchLabelExpressions": [{"key": "zone", "values": ["a", "b"]}]},
+      {"matchLabelExpressions": [{"key": "zone", "values": ["b", "a"]}]}],
+     ['allowedTopologies[1].matchLabelExpressions: Duplicate value: ""']),
+    ([{}], ['allowedTopologies[0].matchLabelExpressions: Duplicate value: ""']),
+])
+def test_storage_class_allowed_topologies_are_validated_as_upstream(terms, errors):
+    """validateAllowedTopologies: label keys, values and duplicates (the fuzzer stored a key-less expression)."""
+    sc = {"metadata": {"name": "z"}, "provisioner": "example.com/p", "allowedTopologies": terms}
+    StorageClassStrategy().default(sc, "v1")
+    assert msgs(StorageClassStrategy().validate(sc)) == errors
