@@ -14,7 +14,7 @@ import pytest
 
 from nanokube.apiserver.app import APIServer
 from nanokube.apiserver.loopback import LocalClient
-from nanokube.client.record import AGGREGATE_INTERVAL, COMBINED, SPAM_BURST, CoreEventRecorder
+from nanokube.client.record import AGGREGATE_INTERVAL, CACHE_SIZE, COMBINED, SPAM_BURST, CoreEventRecorder
 from nanokube.clock import VirtualClock
 from nanokube.controllers.service_lb import ServiceLBController
 from nanokube.pki.ca import ensure_pki
@@ -179,3 +179,14 @@ async def test_an_event_that_keeps_happening_outlives_the_ttl():
         await s.event_ttl.stop()
         await s.cache.stop()
         await s.store.close()
+
+
+async def test_the_caches_keep_the_4096_keys_used_last(env):
+    """An event about the object least recently reported of 4,097 is a new Event again."""
+    _, rec, events = env
+    for i in range(CACHE_SIZE + 1):
+        await rec.emit(other(f"cm{i}"), "Normal", "Synced", "done")
+    await rec.emit(other(f"cm{CACHE_SIZE}"), "Normal", "Synced", "done")
+    await rec.emit(other("cm0"), "Normal", "Synced", "done")
+    assert [e["count"] for e in await listed(events, other(f"cm{CACHE_SIZE}"))] == [2]
+    assert [e["count"] for e in await listed(events, other("cm0"))] == [1, 1]
