@@ -218,9 +218,9 @@ class CoreEventRecorder:
             ref["resourceVersion"] = md["resourceVersion"]
         ts = self.clock.rfc3339(now)
         name = self.correlator.name(md["name"], now)
-        return {"metadata": {"name": name, "namespace": md.get("namespace") or "default"}, "involvedObject": ref, "reason": reason, "message": message, "type": type_, "count": 1,
-                "firstTimestamp": ts, "lastTimestamp": ts,
-                "source": {"component": self.component}, "reportingComponent": self.component}
+        return {"metadata": {"name": name, "namespace": md.get("namespace") or "default"}, "involvedObject": ref,
+                "reason": reason, "message": message, "type": type_, "count": 1, "firstTimestamp": ts,
+                "lastTimestamp": ts, "source": {"component": self.component}, "reportingComponent": self.component}
 
     async def _write(self, event: dict, patch: dict | None) -> None:
         """recordEvent: a repeat is patched, and created (by name, with its count) if the Event is
