@@ -53,7 +53,21 @@ class Reservations:
     async def reserve(self, obj: dict, old: dict | None) -> tuple[list, list]:
         """Records every value `obj` holds in this worker's allocators that `old` did not hold;
         returns the records made and the allocation errors (none made then), or raises the
-        InternalError of a range with no value left to record (none made either)."""
+        InternalError of a range with no value left to record (none made either). A request
+        cancelled meanwhile (its client gone) has what it records removed once recorded: a
+        store write cancelled in flight may have been made."""
+        task = asyncio.ensure_future(self._reserve(obj, old))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.add_done_callback(self._undo_unclaimed)
+            raise
+
+    def _undo_unclaimed(self, task: asyncio.Task) -> None:
+        if not task.cancelled() and task.exception() is None and task.result()[0]:
+            _background(self.undo(task.result()[0]))
+
+    async def _reserve(self, obj: dict, old: dict | None) -> tuple[list, list]:
         s, spec, uid = self.strategy, obj["spec"], obj["metadata"]["uid"]
         old_ips = set(cluster_ips(old["spec"])) if old else set()
         old_ports = set(node_ports(old["spec"])) if old else set()
@@ -183,6 +197,10 @@ class Reservations:
             pass
 
 
+#: tasks that outlive the request that started them, held until they end
+_BACKGROUND: set[asyncio.Task] = set()
+
+
 async def _to_the_end(work) -> None:
     """Awaits `work` shielded from the caller's cancellation, which it then outlives; what it raises
     after that is logged, as no caller is left to take it."""
@@ -190,12 +208,21 @@ async def _to_the_end(work) -> None:
     try:
         await asyncio.shield(task)
     except asyncio.CancelledError:
-        if not task.done():
-            task.add_done_callback(_log_failure)
+        _hold(task)
         raise
 
 
-def _log_failure(task: asyncio.Task) -> None:
+def _background(work) -> None:
+    _hold(asyncio.ensure_future(work))
+
+
+def _hold(task: asyncio.Task) -> None:
+    _BACKGROUND.add(task)
+    task.add_done_callback(_ended)
+
+
+def _ended(task: asyncio.Task) -> None:
+    _BACKGROUND.discard(task)
     if not task.cancelled() and task.exception() is not None:
         log.warning("removing Service value records failed after the request was cancelled: %s", task.exception())
 

@@ -213,3 +213,33 @@ async def test_a_request_cancelled_while_its_records_are_undone_still_removes_th
     with pytest.raises(APIError) as e:
         await ipaddresses(a).get("10.96.9.9")
     assert e.value.code == 404
+
+
+async def test_a_request_cancelled_while_a_record_is_written_has_it_removed(workers, monkeypatch):
+    a, _ = workers
+    store, written, answer = a.store, asyncio.Event(), asyncio.Event()
+    create = store.create
+
+    async def late_answer(key, value):  # the write is made; its answer is on its way when the request ends
+        kv = await create(key, value)
+        if key.startswith(NODE_PORTS):
+            written.set()
+            await answer.wait()
+        return kv
+
+    monkeypatch.setattr(store, "create", late_answer)
+    request = asyncio.ensure_future(services(a).create(svc("s", clusterIP="10.96.9.10",
+                                                           ports=[{"port": 80, "nodePort": 30998}])))
+    await asyncio.wait_for(written.wait(), 10)
+    request.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await request
+    answer.set()
+    for _ in range(200):
+        if await _records(a) == ([], []):
+            break
+        await asyncio.sleep(0.01)
+    assert await _records(a) == ([], [])
+    with pytest.raises(APIError) as e:
+        await services(a).get("s", NS)
+    assert e.value.code == 404
