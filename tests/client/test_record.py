@@ -69,7 +69,8 @@ async def test_a_controller_repeating_itself_counts_on_one_event_as_kubectl_show
                 await eventually(lambda name=name: addressed(name))
 
         async def ensuring(count: int):
-            items, _ = await events.list("default", field_selector="involvedObject.name=web,reason=EnsuringLoadBalancer")
+            items, _ = await events.list("default",
+                                         field_selector="involvedObject.name=web,reason=EnsuringLoadBalancer")
             return items if items and items[0].get("count") == count else None
         for n in range(2, 6):
             await services.patch("web", {"metadata": {"labels": {"sync": str(n)}}}, namespace="default")
