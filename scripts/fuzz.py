@@ -7,11 +7,18 @@ names (admin credentials; it writes in the namespace `fuzz`), and prints the
 request count and the status histogram. Needs the test extra (hypothesis).
 
     .venv/bin/python scripts/fuzz.py --kubeconfig .nanokube/kubeconfig --examples 20000
+
+--kinds fuzzes only some kinds (plurals); --keep-going records each broken
+request (to --failures, one JSON line each) and goes on instead of stopping
+at the first one and shrinking it, so that one long run triages many kinds.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -29,16 +36,28 @@ def main() -> int:
     ap.add_argument("--kubeconfig", required=True)
     ap.add_argument("--examples", type=int, default=10_000, help="generated requests (each is 1-6 HTTP requests)")
     ap.add_argument("--seed", type=int, default=None, help="Hypothesis seed, to repeat a run")
+    ap.add_argument("--kinds", default=None, help="comma-separated plurals to fuzz (default: all the fuzzer knows)")
+    ap.add_argument("--keep-going", action="store_true", help="record broken requests and go on")
+    ap.add_argument("--failures", default="fuzz-failures.jsonl", help="where --keep-going records them")
     args = ap.parse_args()
-    fuzzer = Fuzzer(Raw(args.kubeconfig))
+    fuzzer = Fuzzer(Raw(args.kubeconfig), args.kinds.split(",") if args.kinds else None)
     fuzzer.ensure_seeds()
     start = time.monotonic()
+    broken: collections.Counter = collections.Counter()
 
     @settings(max_examples=args.examples, deadline=None, database=None, suppress_health_check=list(HealthCheck),
               print_blob=True)
     @given(requests(fuzzer))
     def prop(request):
-        fuzzer.check(request)
+        if not args.keep_going:
+            fuzzer.check(request)
+            return
+        try:
+            fuzzer.check(request)
+        except AssertionError as e:
+            broken[_signature(request, str(e))] += 1
+            with open(args.failures, "a") as f:
+                f.write(json.dumps({"request": request, "error": str(e)[:2000]}) + "\n")
 
     if args.seed is not None:
         prop = seed(args.seed)(prop)
@@ -51,7 +70,16 @@ def main() -> int:
     took = time.monotonic() - start
     print(f"{fuzzer.requests} requests in {took:.0f} s; status histogram: {fuzzer.histogram()}; "
           f"slowest answer {fuzzer.slowest:.2f} s: {fuzzer.slowest_request}")
-    return 1 if failed else 0
+    for sig, n in broken.most_common():
+        print(f"{n:6d}  {sig}")
+    return 1 if failed or broken else 0
+
+
+def _signature(request, error: str) -> str:
+    """A broken request's kind, verb and error with its numbers and names blanked, to count alike failures once."""
+    method, path, target = request[0], request[1], request[5]
+    plural = (path if target is None else path[:path.index(f"/{target}")]).rsplit("/", 1)[-1]
+    return f"{plural} {method} " + re.sub(r"fuzz-[0-9]+|[0-9]+", "N", error.split(" -> ")[-1])[:160]
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Schema-driven fuzzing of a running API server, shared by the bounded test
 (tests/e2e/test_fuzz.py) and the long run (scripts/fuzz.py).
 
-Hypothesis draws a request: a kind, a valid seed object of it, a mutation at a
+Hypothesis draws a request: a kind, its valid seed object (tests/e2e/fuzz_seeds.py:
+built-in kinds and custom resources of installed CRDs), a mutation at a
 path of the seed (a null, a value of another type, a hostile string or
 number, a deep nesting, a removed or unknown field, or a value generated from
 the kind's OpenAPI v3 schema as the server serves it), and a verb (create,
@@ -25,38 +26,13 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from .fuzz_seeds import CLUSTER_SCOPED, KINDS, NAMES, crds
 from .test_hardening import Raw
 
 NS = "fuzz"
 MANAGER = "nanokube-fuzz"  # the field manager of the fuzzer's writes (from its User-Agent)
 SLOW = 2.0
 REF = "#/components/schemas/"
-
-#: (group/version path, plural, kind, seed object) of each fuzzed kind; seeds are valid and stable
-#: (pods name no scheduler, Deployments and Jobs run nothing), so a refused write must leave them as they were
-KINDS = [
-    ("api/v1", "configmaps", "ConfigMap", {"data": {"a": "b"}, "binaryData": {"b": "AAEC"}}),
-    ("api/v1", "secrets", "Secret", {"type": "Opaque", "stringData": {"a": "b"}}),
-    ("api/v1", "pods", "Pod", {"spec": {"schedulerName": "fuzz-nobody", "containers": [
-        {"name": "c", "image": "busybox", "ports": [{"containerPort": 80}],
-         "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}, "volumeMounts": [{"name": "v", "mountPath": "/v"}]}],
-        "volumes": [{"name": "v", "emptyDir": {"sizeLimit": "1Gi"}}]}}),
-    ("api/v1", "services", "Service", {"spec": {"selector": {"app": "x"}, "ports": [{"name": "http", "port": 80}]}}),
-    ("apis/apps/v1", "deployments", "Deployment", {"spec": {"replicas": 0, "selector": {"matchLabels": {"app": "x"}},
-                                                            "template": {"metadata": {"labels": {"app": "x"}},
-                                                                         "spec": {"containers": [{"name": "c", "image": "i"}]}}}}),
-    ("apis/batch/v1", "jobs", "Job", {"spec": {"suspend": True, "template": {"spec": {
-        "restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}}),
-    ("apis/coordination.k8s.io/v1", "leases", "Lease", {"spec": {"holderIdentity": "me", "leaseDurationSeconds": 10}}),
-    ("apis/policy/v1", "poddisruptionbudgets", "PodDisruptionBudget", {"spec": {"minAvailable": 1,
-                                                                                "selector": {"matchLabels": {"app": "x"}}}}),
-    ("apis/scheduling.k8s.io/v1", "priorityclasses", "PriorityClass", {"value": 10}),
-    ("apis/resource.k8s.io/v1", "deviceclasses", "DeviceClass", {"spec": {"selectors": [
-        {"cel": {"expression": 'device.driver == "gpu.example.com"'}}]}}),
-    ("apis/resource.k8s.io/v1", "resourceclaims", "ResourceClaim", {"spec": {"devices": {"requests": [
-        {"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}),
-]
-CLUSTER_SCOPED = {"priorityclasses", "deviceclasses"}
 
 HOSTILE_STRINGS = ["", " ", "\n", "a\n", "A", "\u212a", "\x00", "\u202e", "é", "a" * 64, "a" * 254, "x" * 70_000,
                    "../..", "a/b", "-", "1abc", "a.b", "*", "null", "true", "0", "-1", "1e9999999999", "1e100000",
@@ -75,10 +51,10 @@ def deep(depth: int) -> Any:
 class Schemas:
     """The OpenAPI v3 components the server serves, per group/version, fetched once."""
 
-    def __init__(self, raw: Raw):
+    def __init__(self, raw: Raw, kinds: list):
         index = raw.request("GET", "/openapi/v3")[2]["paths"]
         self.components: dict[str, dict] = {}
-        for gv in {k[0] for k in KINDS}:
+        for gv in {k[0] for k in kinds}:
             doc = raw.request("GET", index[gv]["serverRelativeURL"])[2]
             self.components.update(doc["components"]["schemas"])
 
@@ -181,13 +157,17 @@ def _nested(path: list, value: Any) -> Any:
     return value
 
 
+def seed_object(gv: str, kind: str, name: str, spec: dict) -> dict:
+    return {"apiVersion": gv.split("/", 1)[1] if gv.startswith("apis/") else "v1", "kind": kind,
+            "metadata": {"name": name, "labels": {"app": "x"}}, **copy.deepcopy(spec)}
+
+
 @st.composite
 def requests(draw, fuzzer: Fuzzer):
     """One fuzzed write: (method, path, body bytes, content type, target name or None, dry run)."""
-    gv, plural, kind, seed_spec = draw(st.sampled_from(KINDS))
+    gv, plural, kind, seed_spec = draw(st.sampled_from(fuzzer.kinds))
     base = fuzzer.base(gv, plural)
-    seed = {"apiVersion": gv.split("/", 1)[1] if gv.startswith("apis/") else "v1", "kind": kind,
-            "metadata": {"name": fuzzer.seed_name(plural), "labels": {"app": "x"}}, **copy.deepcopy(seed_spec)}
+    seed = seed_object(gv, kind, fuzzer.seed_name(plural), seed_spec)
     obj = copy.deepcopy(seed)
     path = draw(st.sampled_from(_paths(obj, [])[1:]))
     root = fuzzer.schemas.kind(gv, kind)
@@ -222,7 +202,10 @@ def requests(draw, fuzzer: Fuzzer):
     name = seed["metadata"]["name"]
     if verb == "create":
         if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict) and "name" in obj["metadata"]:
-            obj["metadata"]["name"] = fuzzer.fresh_name(draw(st.integers(0, 10**9)))
+            obj["metadata"]["name"] = fuzzer.fresh_name(plural, draw(st.integers(0, 10**9)))
+            spec = obj.get("spec")
+            if plural == "customresourcedefinitions" and isinstance(spec, dict) and isinstance(spec.get("names"), dict):
+                obj["spec"]["names"]["plural"] = obj["metadata"]["name"].split(".")[0]
         return "POST", base, query, json.dumps(obj), "application/json", None, dry
     if verb == "update":
         return "PUT", f"{base}/{name}", query, json.dumps(obj), "application/json", name, dry
@@ -269,27 +252,48 @@ def _stable(obj: dict) -> dict:
 
 
 class Fuzzer:
-    def __init__(self, raw: Raw):
+    def __init__(self, raw: Raw, kinds: list | None = None):
+        """`kinds`: the plurals to fuzz (default all of KINDS)."""
         self.raw = raw
+        self.kinds = [k for k in KINDS if kinds is None or k[1] in kinds]
+        assert self.kinds, kinds
         self.codes: collections.Counter = collections.Counter()
         self.requests = 0
         self.slowest = 0.0
         self.slowest_request = ""
-        self.schemas = Schemas(raw)
         self._seeded: set[str] = set()
         code = raw.request("POST", "/api/v1/namespaces", {"metadata": {"name": NS}})[0]
         assert code in (201, 409), code
+        self._install_crds()
+        self.schemas = Schemas(raw, self.kinds)
+
+    def _install_crds(self) -> None:
+        """The CRDs of the fuzzed custom resources, applied and served (their OpenAPI published) before fuzzing."""
+        wanted = {k[0] for k in self.kinds}
+        for crd in crds():
+            spec = crd["spec"]
+            gv = f"apis/{spec['group']}/{spec['versions'][0]['name']}"
+            if gv not in wanted:
+                continue
+            code, _, got = self.raw.request(
+                "PATCH", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
+                "?fieldManager=nanokube-fuzz-setup&force=true", json.dumps(crd), "application/apply-patch+yaml")
+            assert code in (200, 201), got
+            deadline = time.monotonic() + 30
+            while gv not in self.raw.request("GET", "/openapi/v3")[2]["paths"]:
+                assert time.monotonic() < deadline, f"{gv} is not published"
+                time.sleep(0.1)
 
     def base(self, gv: str, plural: str) -> str:
         return f"/{gv}/{plural}" if plural in CLUSTER_SCOPED else f"/{gv}/namespaces/{NS}/{plural}"
 
     @staticmethod
     def seed_name(plural: str) -> str:
-        return f"fuzz-seed-{plural}"
+        return NAMES[plural][0] if plural in NAMES else f"fuzz-seed-{plural}"
 
     @staticmethod
-    def fresh_name(n: int) -> str:
-        return f"fuzz-{n}"
+    def fresh_name(plural: str, n: int) -> str:
+        return NAMES[plural][1].format(n=n) if plural in NAMES else f"fuzz-{n}"
 
     def send(self, method: str, path: str, body=None, ctype: str | None = "application/json", query: dict | None = None):
         from urllib.parse import urlencode
@@ -311,12 +315,11 @@ class Fuzzer:
 
     def ensure_seeds(self) -> None:
         """Every kind's seed object exists with its seed content."""
-        for gv, plural, kind, spec in KINDS:
+        for gv, plural, kind, spec in self.kinds:
             base, name = self.base(gv, plural), self.seed_name(plural)
             code, _ = self.send("GET", f"{base}/{name}")
             if code == 404:
-                body = {"metadata": {"name": name, "labels": {"app": "x"}}, **copy.deepcopy(spec)}
-                code, got = self.send("POST", base, body)
+                code, got = self.send("POST", base, seed_object(gv, kind, name, spec))
                 assert code == 201, got
 
     def check(self, request) -> None:
@@ -351,7 +354,7 @@ class Fuzzer:
         plural = base.rsplit("/", 1)[1]
         gv, _, kind, spec = next(k for k in KINDS if k[1] == plural)
         code, cur = self.send("GET", f"{base}/{name}")
-        body = {"metadata": {"name": name, "labels": {"app": "x"}}, **copy.deepcopy(spec)}
+        body = seed_object(gv, kind, name, spec)
         if code == 200:
             if cur["metadata"].get("deletionTimestamp") or cur["metadata"].get("finalizers"):
                 return

@@ -1,0 +1,234 @@
+"""The fuzzer's seed objects (tests/e2e/fuzzing.py): one valid, stable object per fuzzed kind.
+
+Stable means no controller acts on a seed in a way that changes what a refused
+write is compared against: workloads select labels no Pod seed carries and run
+nothing (replicas 0, a nodeSelector or schedulerName nobody serves, suspended),
+storage names a class and driver nobody provisions, admission configuration
+matches a resource nobody serves or binds a policy that does not exist.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+#: a self-signed P-256 CA (ClusterTrustBundle) and a P-256 CSR for CN=fuzz (CertificateSigningRequest), made once
+CA_PEM = (
+    "-----BEGIN CERTIFICATE-----\n"
+    "MIIBfDCCASGgAwIBAgIUBeejoTd4lH45hMNyVnIoqNxTCSwwCgYIKoZIzj0EAwIw\n"
+    "EjEQMA4GA1UEAwwHZnV6ei1jYTAgFw0yNjEyMDMxMTEyMTlaGA8yMTI2MTEwOTEx\n"
+    "MTIxOVowEjEQMA4GA1UEAwwHZnV6ei1jYTBZMBMGByqGSM49AgEGCCqGSM49AwEH\n"
+    "A0IABL8/BJ7yzz+nWH/J7Md8LRFbyRnGS8w7GuHbdugigdIEx5HSjogfl5OpG9fZ\n"
+    "Gaa7ptXdlQpm9crpxlw8uWYk7cujUzBRMB0GA1UdDgQWBBTYptFueNlD9baeLPw2\n"
+    "q/J237iEiDAfBgNVHSMEGDAWgBTYptFueNlD9baeLPw2q/J237iEiDAPBgNVHRMB\n"
+    "Af8EBTADAQH/MAoGCCqGSM49BAMCA0kAMEYCIQDeFtnxakPKznYKyggCCRpmk/o2\n"
+    "uuBunNftopwTUyD8hwIhAJYEv24O5hnOJJs5Exk8rFbBwnuT6DVOEw6FNaCDkUl+\n"
+    "-----END CERTIFICATE-----\n"
+)
+CSR_B64 = (
+    "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURSBSRVFVRVNULS0tLS0KTUlIS01IRUNBUUF3RHpFTk1Bc0dBMVVFQXd3RVpuVjZlakJaTUJN"
+    "R0J5cUdTTTQ5QWdFR0NDcUdTTTQ5QXdFSApBMElBQkEyWWE4ZHQzVXBFK3pkTGY3MXFxd0syN25iL3RZNzRQQUE5cEVPa0R0YWxY"
+    "Y0dYNWRnNHFHOUFvazhKCkdDQ0hsLzAvN05OWjlmcFNhMjdmbnRrdzRlZWdBREFLQmdncWhrak9QUVFEQWdOSkFEQkdBaUVBdTBZ"
+    "UmhrVjQKWjRLdC9aZitoQ3NCNkJCUmVMZlRzNVlNUXoxZkNLcW01Y01DSVFDOXBZYWFxY29DeE5NaEl3dStkR0Jpd2VaOQp6MEp6"
+    "dEdZNlp1ZEh6cFU4MUE9PQotLS0tLUVORCBDRVJUSUZJQ0FURSBSRVFVRVNULS0tLS0K"
+)
+
+C = [{"name": "c", "image": "i"}]
+NOBODY = {"apiGroups": ["fuzz.example.com"], "apiVersions": ["*"], "operations": ["CREATE"], "resources": ["nothings"]}
+WEBHOOK = {"clientConfig": {"url": "https://127.0.0.1:1/w"}, "rules": [NOBODY], "failurePolicy": "Ignore",
+           "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 1,
+           "objectSelector": {"matchLabels": {"fuzz": "nobody"}}}
+
+
+def _template(label: str, **spec) -> dict:
+    return {"metadata": {"labels": {"fuzz": label}}, "spec": {"containers": C, **spec}}
+
+
+def _selected(label: str, **spec) -> dict:
+    return {"selector": {"matchLabels": {"fuzz": label}}, "template": _template(label, **spec)}
+
+
+#: a small CRD whose schema uses what structural schemas allow (defaults, int-or-string, list types,
+#: embedded and unknown fields, CEL rules, status and scale), installed before fuzzing its custom resources
+WIDGETS = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.fuzz.example.com"},
+    "spec": {"group": "fuzz.example.com", "scope": "Namespaced",
+             "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+             "versions": [{"name": "v1", "served": True, "storage": True,
+                           "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas",
+                                                                    "statusReplicasPath": ".status.replicas"}},
+                           "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                               "spec": {"type": "object", "required": ["size"],
+                                        "x-kubernetes-validations": [{"rule": "self.replicas <= 100", "message": "too many"}],
+                                        "properties": {
+                                            "replicas": {"type": "integer", "format": "int32", "default": 1, "minimum": 0},
+                                            "size": {"type": "string", "enum": ["s", "m", "l"]},
+                                            "port": {"x-kubernetes-int-or-string": True},
+                                            "memory": {"type": "string", "pattern": "^[0-9]+(Mi|Gi)$", "maxLength": 10},
+                                            "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 8,
+                                                     "x-kubernetes-list-type": "set"},
+                                            "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                                                      "x-kubernetes-list-map-keys": ["name"],
+                                                      "items": {"type": "object", "required": ["name"], "properties": {
+                                                          "name": {"type": "string"}, "port": {"type": "integer"}}}},
+                                            "labels": {"type": "object", "additionalProperties": {"type": "string"},
+                                                       "maxProperties": 4},
+                                            "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                                            "object": {"type": "object", "x-kubernetes-embedded-resource": True,
+                                                       "x-kubernetes-preserve-unknown-fields": True},
+                                            "ratio": {"type": "number", "nullable": True},
+                                        }},
+                               "status": {"type": "object", "properties": {"replicas": {"type": "integer"}}},
+                           }}}}]},
+}
+#: LeaderWorkerSet's published CRD (a 1.3 MB schema with embedded PodTemplateSpecs)
+LWS_FILE = Path(__file__).resolve().parents[1] / "fixtures" / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+
+
+def crds() -> list[dict]:
+    """The CRDs installed before fuzzing (their custom resources are fuzzed; the CRDs are not)."""
+    return [WIDGETS, yaml.safe_load(LWS_FILE.read_text())]
+
+
+#: (group/version path, plural, kind, seed object) of each fuzzed kind
+KINDS = [
+    ("api/v1", "configmaps", "ConfigMap", {"data": {"a": "b"}, "binaryData": {"b": "AAEC"}}),
+    ("api/v1", "secrets", "Secret", {"type": "Opaque", "stringData": {"a": "b"}}),
+    ("api/v1", "pods", "Pod", {"spec": {"schedulerName": "fuzz-nobody", "containers": [
+        {"name": "c", "image": "busybox", "ports": [{"containerPort": 80}],
+         "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}, "volumeMounts": [{"name": "v", "mountPath": "/v"}]}],
+        "volumes": [{"name": "v", "emptyDir": {"sizeLimit": "1Gi"}}]}}),
+    ("api/v1", "services", "Service", {"spec": {"selector": {"app": "x"}, "ports": [{"name": "http", "port": 80}]}}),
+    ("api/v1", "persistentvolumeclaims", "PersistentVolumeClaim", {"spec": {
+        "accessModes": ["ReadWriteOnce"], "storageClassName": "fuzz-nobody", "resources": {"requests": {"storage": "1Gi"}}}}),
+    ("api/v1", "persistentvolumes", "PersistentVolume", {"spec": {
+        "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "persistentVolumeReclaimPolicy": "Retain",
+        "storageClassName": "fuzz-none", "hostPath": {"path": "/tmp/fuzz"}}}),
+    ("api/v1", "resourcequotas", "ResourceQuota", {"spec": {"hard": {"configmaps": "100k", "persistentvolumeclaims": "100k"}}}),
+    ("api/v1", "limitranges", "LimitRange", {"spec": {"limits": [
+        {"type": "PersistentVolumeClaim", "min": {"storage": "1Mi"}, "max": {"storage": "1Pi"}}]}}),
+    ("api/v1", "namespaces", "Namespace", {}),
+    ("api/v1", "serviceaccounts", "ServiceAccount", {"automountServiceAccountToken": False}),
+    ("api/v1", "replicationcontrollers", "ReplicationController", {"spec": {
+        "replicas": 0, "selector": {"fuzz": "rc"}, "template": _template("rc")}}),
+    ("api/v1", "podtemplates", "PodTemplate", {"template": _template("pt")}),
+    ("api/v1", "endpoints", "Endpoints", {"subsets": [{"addresses": [{"ip": "10.9.9.9"}], "ports": [{"port": 80}]}]}),
+    ("apis/apps/v1", "deployments", "Deployment", {"spec": {"replicas": 0, "selector": {"matchLabels": {"app": "x"}},
+                                                            "template": {"metadata": {"labels": {"app": "x"}},
+                                                                         "spec": {"containers": [{"name": "c", "image": "i"}]}}}}),
+    ("apis/apps/v1", "statefulsets", "StatefulSet", {"spec": {
+        "replicas": 0, "serviceName": "fuzz", **_selected("sts", schedulerName="fuzz-nobody"),
+        "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}}),
+    ("apis/apps/v1", "daemonsets", "DaemonSet", {"spec": _selected("ds", nodeSelector={"fuzz": "nobody"})}),
+    ("apis/apps/v1", "replicasets", "ReplicaSet", {"spec": {"replicas": 0, **_selected("rs", schedulerName="fuzz-nobody")}}),
+    ("apis/apps/v1", "controllerrevisions", "ControllerRevision", {"revision": 1, "data": {"a": "b"}}),
+    ("apis/batch/v1", "jobs", "Job", {"spec": {"suspend": True, "template": {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}}),
+    ("apis/batch/v1", "cronjobs", "CronJob", {"spec": {"schedule": "*/5 * * * *", "suspend": True, "jobTemplate": {
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": C}}}}}}),
+    ("apis/autoscaling/v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", {"spec": {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "fuzz-nobody"},
+        "minReplicas": 1, "maxReplicas": 3, "metrics": [{"type": "Resource", "resource": {
+            "name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}}]}}),
+    ("apis/coordination.k8s.io/v1", "leases", "Lease", {"spec": {"holderIdentity": "me", "leaseDurationSeconds": 10}}),
+    ("apis/policy/v1", "poddisruptionbudgets", "PodDisruptionBudget", {"spec": {"minAvailable": 1,
+                                                                                "selector": {"matchLabels": {"app": "x"}}}}),
+    ("apis/networking.k8s.io/v1", "ingresses", "Ingress", {"spec": {"ingressClassName": "fuzz-nobody", "rules": [
+        {"host": "a.example.com", "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": {
+            "service": {"name": "s", "port": {"number": 80}}}}]}}]}}),
+    ("apis/networking.k8s.io/v1", "ingressclasses", "IngressClass", {"spec": {"controller": "fuzz.example.com/nobody"}}),
+    ("apis/networking.k8s.io/v1", "networkpolicies", "NetworkPolicy", {"spec": {
+        "podSelector": {"matchLabels": {"fuzz": "np"}}, "policyTypes": ["Ingress"], "ingress": [{
+            "from": [{"ipBlock": {"cidr": "10.0.0.0/8", "except": ["10.1.0.0/16"]}}], "ports": [{"protocol": "TCP", "port": 80}]}]}}),
+    ("apis/discovery.k8s.io/v1", "endpointslices", "EndpointSlice", {
+        "addressType": "IPv4", "endpoints": [{"addresses": ["10.9.9.9"], "conditions": {"ready": True}}],
+        "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}),
+    ("apis/rbac.authorization.k8s.io/v1", "roles", "Role", {"rules": [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}),
+    ("apis/rbac.authorization.k8s.io/v1", "rolebindings", "RoleBinding", {
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "fuzz-seed-roles"},
+        "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "fuzz-nobody"}]}),
+    ("apis/rbac.authorization.k8s.io/v1", "clusterroles", "ClusterRole", {"rules": [
+        {"nonResourceURLs": ["/fuzz"], "verbs": ["get"]}]}),
+    ("apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", "ClusterRoleBinding", {
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "fuzz-seed-clusterroles"},
+        "subjects": [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "fuzz-nobody"}]}),
+    ("apis/apiextensions.k8s.io/v1", "customresourcedefinitions", "CustomResourceDefinition", {"spec": {
+        "group": "fuzz.example.com", "scope": "Namespaced",
+        "names": {"plural": "fuzzseeds", "singular": "fuzzseed", "kind": "FuzzSeed", "listKind": "FuzzSeedList"},
+        "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+            "type": "object", "properties": {"spec": {"type": "object", "properties": {
+                "n": {"type": "integer", "default": 1}}}}}}}]}}),
+    ("apis/fuzz.example.com/v1", "widgets", "Widget", {"spec": {
+        "size": "m", "port": "http", "tags": ["a"], "ports": [{"name": "p", "port": 1}], "extra": {"k": [1]}}}),
+    ("apis/leaderworkerset.x-k8s.io/v1", "leaderworkersets", "LeaderWorkerSet", {"spec": {
+        "replicas": 0, "leaderWorkerTemplate": {"size": 2, "workerTemplate": _template("lws", schedulerName="fuzz-nobody")}}}),
+    ("apis/admissionregistration.k8s.io/v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy", {"spec": {
+        "failurePolicy": "Fail", "matchConstraints": {"resourceRules": [NOBODY]},
+        "variables": [{"name": "n", "expression": "object.metadata.name"}],
+        "validations": [{"expression": "variables.n != ''", "message": "m", "reason": "Invalid"}]}}),
+    ("apis/admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding", {
+        "spec": {"policyName": "fuzz-nobody", "validationActions": ["Deny"],
+                 "matchResources": {"namespaceSelector": {"matchLabels": {"fuzz": "nobody"}}}}}),
+    ("apis/admissionregistration.k8s.io/v1", "mutatingadmissionpolicies", "MutatingAdmissionPolicy", {"spec": {
+        "failurePolicy": "Fail", "reinvocationPolicy": "Never", "matchConstraints": {"resourceRules": [NOBODY]},
+        "mutations": [{"patchType": "JSONPatch", "jsonPatch": {
+            "expression": '[JSONPatch{op: "add", path: "/metadata/labels/a", value: "b"}]'}}]}}),
+    ("apis/admissionregistration.k8s.io/v1", "mutatingadmissionpolicybindings", "MutatingAdmissionPolicyBinding", {
+        "spec": {"policyName": "fuzz-nobody"}}),
+    ("apis/admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration", {
+        "webhooks": [{"name": "v.fuzz.example.com", **WEBHOOK}]}),
+    ("apis/admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration", {
+        "webhooks": [{"name": "m.fuzz.example.com", "reinvocationPolicy": "Never", **WEBHOOK}]}),
+    ("apis/scheduling.k8s.io/v1", "priorityclasses", "PriorityClass", {"value": 10}),
+    ("apis/scheduling.k8s.io/v1beta1", "workloads", "Workload", {"spec": {"podGroupTemplates": [
+        {"name": "g", "schedulingPolicy": {"gang": {"minCount": 2}}}]}}),
+    ("apis/scheduling.k8s.io/v1beta1", "podgroups", "PodGroup", {"spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}),
+    ("apis/resource.k8s.io/v1", "deviceclasses", "DeviceClass", {"spec": {"selectors": [
+        {"cel": {"expression": 'device.driver == "gpu.example.com"'}}]}}),
+    ("apis/resource.k8s.io/v1", "resourceclaims", "ResourceClaim", {"spec": {"devices": {"requests": [
+        {"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}),
+    ("apis/resource.k8s.io/v1", "resourceclaimtemplates", "ResourceClaimTemplate", {"spec": {"spec": {"devices": {
+        "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu", "count": 2}}]}}}}),
+    ("apis/resource.k8s.io/v1", "resourceslices", "ResourceSlice", {"spec": {
+        "driver": "fuzz.example.com", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}, "allNodes": True,
+        "devices": [{"name": "d0", "attributes": {"model": {"string": "x"}}, "capacity": {"memory": {"value": "1Gi"}}}]}}),
+    ("apis/resource.k8s.io/v1", "devicetaintrules", "DeviceTaintRule", {"spec": {
+        "deviceSelector": {"driver": "fuzz.example.com"}, "taint": {"key": "fuzz.example.com/t", "value": "v",
+                                                                    "effect": "NoSchedule"}}}),
+    ("apis/certificates.k8s.io/v1", "clustertrustbundles", "ClusterTrustBundle", {"spec": {"trustBundle": CA_PEM}}),
+    ("apis/certificates.k8s.io/v1", "certificatesigningrequests", "CertificateSigningRequest", {"spec": {
+        "request": CSR_B64, "signerName": "fuzz.example.com/nobody", "usages": ["digital signature"]}}),
+    ("apis/storage.k8s.io/v1", "storageclasses", "StorageClass", {
+        "provisioner": "fuzz.example.com/nobody", "reclaimPolicy": "Retain", "volumeBindingMode": "WaitForFirstConsumer",
+        "parameters": {"a": "b"}, "allowedTopologies": [{"matchLabelExpressions": [{"key": "fuzz", "values": ["x"]}]}]}),
+    ("apis/storage.k8s.io/v1", "csidrivers", "CSIDriver", {"spec": {
+        "attachRequired": False, "podInfoOnMount": True, "volumeLifecycleModes": ["Persistent"]}}),
+    ("apis/storage.k8s.io/v1", "volumeattachments", "VolumeAttachment", {"spec": {
+        "attacher": "fuzz.example.com", "nodeName": "fuzz-nobody", "source": {"persistentVolumeName": "fuzz-none"}}}),
+    ("apis/storage.k8s.io/v1", "volumeattributesclasses", "VolumeAttributesClass", {
+        "driverName": "fuzz.example.com", "parameters": {"iops": "100"}}),
+    ("apis/storage.k8s.io/v1", "csistoragecapacities", "CSIStorageCapacity", {
+        "storageClassName": "fuzz-nobody", "capacity": "1Gi", "nodeTopology": {"matchLabels": {"fuzz": "x"}}}),
+    ("apis/node.k8s.io/v1", "runtimeclasses", "RuntimeClass", {
+        "handler": "fuzz", "overhead": {"podFixed": {"cpu": "10m"}}, "scheduling": {"nodeSelector": {"fuzz": "x"}}}),
+    ("apis/flowcontrol.apiserver.k8s.io/v1", "prioritylevelconfigurations", "PriorityLevelConfiguration", {"spec": {
+        "type": "Limited", "limited": {"nominalConcurrencyShares": 5, "lendablePercent": 10, "limitResponse": {
+            "type": "Queue", "queuing": {"queues": 16, "handSize": 4, "queueLengthLimit": 50}}}}}),
+    ("apis/flowcontrol.apiserver.k8s.io/v1", "flowschemas", "FlowSchema", {"spec": {
+        "priorityLevelConfiguration": {"name": "fuzz-seed-prioritylevelconfigurations"}, "matchingPrecedence": 9000,
+        "distinguisherMethod": {"type": "ByUser"}, "rules": [{"subjects": [{"kind": "User", "user": {"name": "fuzz-nobody"}}],
+                                                              "resourceRules": [{"verbs": ["get"], "apiGroups": [""],
+                                                                                 "resources": ["configmaps"], "namespaces": ["fuzz"]}]}]}}),
+]
+CLUSTER_SCOPED = {"priorityclasses", "deviceclasses", "persistentvolumes", "namespaces", "ingressclasses", "clusterroles",
+                  "clusterrolebindings", "customresourcedefinitions", "validatingadmissionpolicies",
+                  "validatingadmissionpolicybindings", "mutatingadmissionpolicies", "mutatingadmissionpolicybindings",
+                  "validatingwebhookconfigurations", "mutatingwebhookconfigurations", "resourceslices", "devicetaintrules",
+                  "clustertrustbundles", "certificatesigningrequests", "storageclasses", "csidrivers", "volumeattachments",
+                  "volumeattributesclasses", "runtimeclasses", "prioritylevelconfigurations", "flowschemas"}
+#: kinds whose names have a form of their own: (seed name, fresh name for a create numbered n)
+NAMES = {"customresourcedefinitions": ("fuzzseeds.fuzz.example.com", "fuzz{n}s.fuzz.example.com")}
