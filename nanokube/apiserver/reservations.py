@@ -60,12 +60,15 @@ class Reservations:
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
+            _BACKGROUND.add(task)
             task.add_done_callback(self._undo_unclaimed)
             raise
 
     def _undo_unclaimed(self, task: asyncio.Task) -> None:
+        """What a cancelled request's `_reserve` recorded (it removed its records itself if it failed)."""
+        _BACKGROUND.discard(task)
         if not task.cancelled() and task.exception() is None and task.result()[0]:
-            _background(self.undo(task.result()[0]))
+            _hold(asyncio.ensure_future(self.undo(task.result()[0])))
 
     async def _reserve(self, obj: dict, old: dict | None) -> tuple[list, list]:
         s, spec, uid = self.strategy, obj["spec"], obj["metadata"]["uid"]
@@ -210,10 +213,6 @@ async def _to_the_end(work) -> None:
     except asyncio.CancelledError:
         _hold(task)
         raise
-
-
-def _background(work) -> None:
-    _hold(asyncio.ensure_future(work))
 
 
 def _hold(task: asyncio.Task) -> None:
