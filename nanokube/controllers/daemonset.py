@@ -157,8 +157,7 @@ class DaemonSetController(Controller):
         self.expectations = Expectations(self.clock)
         self._backoff: dict[tuple[str, str], tuple[float, float]] = {}
         self.ds_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n), on_delete=self._enqueue)
-        self.pod_inf.add_handlers(on_add=self._pod_added, on_update=lambda o, n: self._pod_changed(n),
-                                  on_delete=self._pod_deleted)
+        self.pod_inf.add_handlers(on_add=self._pod_added, on_update=self._pod_updated, on_delete=self._pod_deleted)
         self.node_inf.add_handlers(on_add=self._node_added, on_update=self._node_updated, on_delete=self._node_added)
 
     def informers(self):
@@ -167,23 +166,33 @@ class DaemonSetController(Controller):
     def _enqueue(self, ds: dict) -> None:
         self.queue.add(key_of(ds))
 
-    def _owner_key(self, pod: dict) -> str | None:
-        ref = controller_ref(pod)
+    def _owner_key(self, pod: dict, ref: dict | None = None) -> str | None:
+        """The key of the DaemonSet controlling `pod` (through `ref`, its controller reference
+        when the caller has it), or None."""
+        ref = ref or controller_ref(pod)
         if ref is None or ref.get("kind") != "DaemonSet":
             return None
         return f"{pod['metadata']['namespace']}/{ref['name']}"
 
     def _pod_added(self, pod: dict) -> None:
-        if key := self._owner_key(pod):
+        ref = controller_ref(pod)
+        if ref is None:
+            self._enqueue_selecting(pod)
+        elif key := self._owner_key(pod, ref):
             self.expectations.observed_add(key)
             self.queue.add(key)
-        elif controller_ref(pod) is None:
-            self._enqueue_selecting(pod)
 
-    def _pod_changed(self, pod: dict) -> None:
-        if key := self._owner_key(pod):
-            self.queue.add(key)
-        elif controller_ref(pod) is None:
+    def _pod_updated(self, old: dict, pod: dict) -> None:
+        """updatePod: the owner of each side is synced; an orphan's selecting DaemonSets only
+        when its labels or controller reference changed, since nothing else can make it adoptable
+        (most pod updates are status writes)."""
+        old_ref, ref = controller_ref(old), controller_ref(pod)
+        if old_ref != ref and (old_key := self._owner_key(old, old_ref)):
+            self.queue.add(old_key)
+        if ref is not None:
+            if key := self._owner_key(pod, ref):
+                self.queue.add(key)
+        elif old_ref is not None or old["metadata"].get("labels") != pod["metadata"].get("labels"):
             self._enqueue_selecting(pod)
 
     def _enqueue_selecting(self, pod: dict) -> None:

@@ -46,8 +46,10 @@ def _selector(pdb: dict):
 
 
 def _disruption_target(pod: dict) -> dict | None:
-    return next((c for c in (pod.get("status") or {}).get("conditions") or []
-                 if c["type"] == "DisruptionTarget" and c["status"] == "True"), None)
+    for c in (pod.get("status") or {}).get("conditions") or ():
+        if c["type"] == "DisruptionTarget" and c["status"] == "True":
+            return c
+    return None
 
 
 class DisruptionController(Controller):
@@ -73,14 +75,19 @@ class DisruptionController(Controller):
         self.queue.add(("pdb", key_of(pdb)))
 
     def _pod_changed(self, pod: dict, old: dict | None = None) -> None:
-        ns, labels = pod["metadata"]["namespace"], pod["metadata"].get("labels") or {}
-        old_labels = (old or {}).get("metadata", {}).get("labels") or {}
-        for pdb in self.pdbs.list():
-            sel = _selector(pdb)
-            if pdb["metadata"]["namespace"] == ns and sel is not None and (
-                    matches_labels(sel, labels) or old is not None and matches_labels(sel, old_labels)):
-                self._pdb_changed(pdb)
-        if _disruption_target(pod) and not pod["metadata"].get("deletionTimestamp"):
+        """The budgets selecting the pod (on an update that changed its labels, also those that
+        selected `old`), and the pod itself while it carries a DisruptionTarget condition."""
+        md = pod["metadata"]
+        if pdbs := self.pdbs.list():
+            ns, labels = md["namespace"], md.get("labels") or {}
+            old_labels = (old["metadata"].get("labels") or {}) if old is not None else labels
+            moved = old_labels != labels
+            for pdb in pdbs:
+                sel = _selector(pdb)
+                if pdb["metadata"]["namespace"] == ns and sel is not None and (
+                        matches_labels(sel, labels) or moved and matches_labels(sel, old_labels)):
+                    self._pdb_changed(pdb)
+        if not md.get("deletionTimestamp") and _disruption_target(pod):
             self.queue.add(("pod", key_of(pod)))
 
     async def sync(self, key) -> None:

@@ -85,6 +85,21 @@ def selects(svc: dict, pod: dict) -> bool:
         matches_labels(selector_from_object({"matchLabels": sel}), pod["metadata"].get("labels"))
 
 
+def _has_address(pod: dict) -> bool:
+    """Whether the pod has an IP: one without is in no endpoint (not scheduled or not started)."""
+    st = pod.get("status") or {}
+    return bool(st.get("podIPs") or st.get("podIP"))
+
+
+def _endpoint_state(pod: dict) -> tuple:
+    """What of a pod its endpoints show that an update can change (podEndpointsChanged):
+    addresses, phase (a finished pod has none), readiness, deletion, node. Ports, hostname,
+    subdomain, name and uid are immutable."""
+    st = pod.get("status") or {}
+    return (st.get("podIPs"), st.get("podIP"), st.get("phase"), pod_is_ready(pod),
+            pod["metadata"].get("deletionTimestamp"), (pod.get("spec") or {}).get("nodeName"))
+
+
 def is_headless(svc: dict) -> bool:
     return (svc.get("spec") or {}).get("clusterIP") == "None"
 
@@ -264,8 +279,7 @@ class EndpointSliceController(Controller):
         # (kind, object key) -> (service key, resourceVersion written, or None once deleted)
         self._written: dict[tuple[str, str], tuple[str, int | None]] = {}
         self.svc_inf.add_handlers(self._enqueue, lambda o, n: self._enqueue(n), self._enqueue)
-        self.pod_inf.add_handlers(self._pod_changed, lambda o, n: (self._pod_changed(o), self._pod_changed(n)),
-                                  self._pod_changed)
+        self.pod_inf.add_handlers(self._pod_changed, self._pod_updated, self._pod_changed)
         self.slice_inf.add_handlers(lambda o: self._slice_seen(o), lambda o, n: self._slice_seen(n),
                                     lambda o: self._slice_seen(o, deleted=True))
         self.ep_inf.add_handlers(lambda o: self._ep_seen(o), lambda o, n: self._ep_seen(n),
@@ -279,9 +293,31 @@ class EndpointSliceController(Controller):
         self.queue.add(key_of(obj))
 
     def _pod_changed(self, pod: dict) -> None:
+        """A pod that comes or goes (or whose node's zone changed) is synced into the services
+        selecting it, unless it has no address, as no endpoint shows it."""
+        if _has_address(pod):
+            self._enqueue_services(pod)
+
+    def _enqueue_services(self, pod: dict) -> None:
         for svc in self.svc_inf.list():
             if selects(svc, pod):
                 self._enqueue(svc)
+
+    def _pod_updated(self, old: dict, pod: dict) -> None:
+        """updatePod (GetServicesToUpdateOnPodChange), for the pods an endpoint shows before or
+        after: a labels change syncs the services selecting either side; otherwise only a change
+        of what the endpoints show syncs its services (most pod updates are status writes that
+        change neither, and a pending pod's have no address on either side)."""
+        had, has = _has_address(old), _has_address(pod)
+        if not (had or has):
+            return
+        if old["metadata"].get("labels") != pod["metadata"].get("labels"):
+            if had:
+                self._enqueue_services(old)
+            if has:
+                self._enqueue_services(pod)
+        elif _endpoint_state(old) != _endpoint_state(pod):
+            self._enqueue_services(pod)
 
     def _observe(self, kind: str, obj: dict, deleted: bool) -> str | None:
         """Forget a write the informer now shows; the service it belongs to."""

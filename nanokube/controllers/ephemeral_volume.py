@@ -40,8 +40,14 @@ class EphemeralVolumeController(Controller):
         return [self.claims, self.pods]
 
     def _pod(self, pod: dict) -> None:
-        if ephemeral_claims(pod) and not pod["metadata"].get("deletionTimestamp"):
-            self.queue.add(f"{pod['metadata']['namespace']}/{pod['metadata']['name']}")
+        """enqueuePod: a pod with a generic ephemeral volume, unless it is being deleted."""
+        md = pod["metadata"]
+        if md.get("deletionTimestamp"):
+            return
+        for v in (pod.get("spec") or {}).get("volumes") or ():
+            if v.get("ephemeral"):
+                self.queue.add(f"{md['namespace']}/{md['name']}")
+                return
 
     def _claim_gone(self, pvc: dict) -> None:
         for ref in pvc["metadata"].get("ownerReferences") or []:

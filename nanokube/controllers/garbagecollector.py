@@ -82,20 +82,23 @@ class GarbageCollector(Controller):
             self.informer_factory.start(self._add_monitors())
 
     def _observe(self, rc, obj: dict) -> None:
+        """Keep the object's graph node and queue a new or changed one for a look. An update that
+        changes none of what the graph holds (most are status writes) does nothing, as upstream's
+        graph builder: an owner that goes queues its dependents (`_forget`)."""
         md = obj["metadata"]
         uid = md["uid"]
         owners = md.get("ownerReferences") or []
         deleting, finalizers = bool(md.get("deletionTimestamp")), tuple(md.get("finalizers") or ())
         n = self.nodes.get(uid)
-        # an update that changes none of what the graph holds (most are status writes) keeps its node
-        if n is None or n.owners != owners or n.deleting != deleting or n.finalizers != finalizers:
-            if n is not None:
-                for ref in n.owners:
-                    self.dependents.get(ref["uid"], set()).discard(uid)
-            n = Node(rc, md.get("namespace"), md["name"], uid, list(owners), deleting, finalizers)
-            self.nodes[uid] = n
+        if n is not None and n.owners == owners and n.deleting == deleting and n.finalizers == finalizers:
+            return
+        if n is not None:
             for ref in n.owners:
-                self.dependents.setdefault(ref["uid"], set()).add(uid)
+                self.dependents.get(ref["uid"], set()).discard(uid)
+        n = Node(rc, md.get("namespace"), md["name"], uid, list(owners), deleting, finalizers)
+        self.nodes[uid] = n
+        for ref in n.owners:
+            self.dependents.setdefault(ref["uid"], set()).add(uid)
         if n.owners or (n.deleting and {"foregroundDeletion", "orphan"} & set(n.finalizers)):
             self.queue.add(uid)
 

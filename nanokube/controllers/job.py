@@ -225,7 +225,7 @@ class JobController(Controller):
         self.job_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n),
                                   on_delete=self._enqueue)
         self.pod_inf.add_handlers(on_add=lambda p: self._pod_event(p, added=True),
-                                  on_update=lambda o, p: self._pod_event(p),
+                                  on_update=self._pod_updated,
                                   on_delete=lambda p: self._pod_event(p, deleted=True))
 
     def informers(self):
@@ -244,6 +244,14 @@ class JobController(Controller):
         if deleted:
             self.expectations.observed_del(key)
         self.queue.add(key)
+
+    def _pod_updated(self, old: dict, pod: dict) -> None:
+        """updatePod: the Job controlling the pod, and the one that did when its reference moved."""
+        old_ref, ref = controller_ref(old), controller_ref(pod)
+        if old_ref != ref and old_ref is not None and old_ref.get("kind") == "Job":
+            self.queue.add(f"{old['metadata']['namespace']}/{old_ref['name']}")
+        if ref is not None and ref.get("kind") == "Job":
+            self.queue.add(f"{pod['metadata']['namespace']}/{ref['name']}")
 
     def _pods_of(self, job: dict) -> list[dict]:
         md = job["metadata"]

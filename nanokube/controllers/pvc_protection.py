@@ -36,7 +36,7 @@ class PVCProtectionController(Controller):
         self.claims = self.informer_factory.informer(self.pvcs)
         self.pods = self.informer_factory.informer(client.resource("", "v1", "pods"))
         self.claims.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new))
-        self.pods.add_handlers(on_update=lambda old, new: self._pod(new), on_delete=self._pod)
+        self.pods.add_handlers(on_update=self._pod_updated, on_delete=self._pod)
 
     def informers(self):
         return [self.claims, self.pods]
@@ -51,6 +51,15 @@ class PVCProtectionController(Controller):
             pvc = self.claims.get(f"{ns}/{name}")
             if pvc is not None:
                 self._enqueue(pvc)
+
+    def _pod_updated(self, old: dict, pod: dict) -> None:
+        """podAddedDeletedUpdated: a scheduled pod that has not finished still uses its claims,
+        so its update (most are status writes) cannot release one; an update that replaced the
+        pod (another uid under its name) may have released the old one's."""
+        if old["metadata"].get("uid") != pod["metadata"].get("uid"):
+            self._pod(old)
+        if not uses_claims(pod):
+            self._pod(pod)
 
     def in_use(self, namespace: str, name: str) -> bool:
         return any(p["metadata"].get("namespace") == namespace and uses_claims(p) and name in claims_of(p)

@@ -234,8 +234,10 @@ class ReplicaSetController(Controller):
         """The parsed label selector of `rs`."""
         return selector_from_object(rs["spec"].get("selector"))
 
-    def _owner_key(self, pod: dict) -> str | None:
-        ref = controller_ref(pod)
+    def _owner_key(self, pod: dict, ref: dict | None = None) -> str | None:
+        """The key of the ReplicaSet controlling `pod` (through `ref`, its controller reference
+        when the caller has it), or None."""
+        ref = ref or controller_ref(pod)
         if ref is None or ref.get("kind") != self.kind:
             return None
         return f"{pod['metadata']['namespace']}/{ref['name']}"
@@ -249,19 +251,25 @@ class ReplicaSetController(Controller):
                 self._enqueue(rs)
 
     def _pod_added(self, pod: dict) -> None:
-        if key := self._owner_key(pod):
+        ref = controller_ref(pod)
+        if ref is None:
+            self._enqueue_matching(pod)
+        elif key := self._owner_key(pod, ref):
             self.expectations.observed_add(key)
             self.queue.add(key)
-        elif controller_ref(pod) is None:
-            self._enqueue_matching(pod)
 
     def _pod_updated(self, old: dict, pod: dict) -> None:
-        old_key, key = self._owner_key(old), self._owner_key(pod)
-        if old_key and old_key != key:
+        """updatePod: the owner of each side is synced; an orphan's selecting ReplicaSets only
+        when its labels or controller reference changed, since nothing else can make it adoptable
+        (most pod updates are status writes). The informer hands over no update with the same
+        resourceVersion, upstream's first check."""
+        old_ref, ref = controller_ref(old), controller_ref(pod)
+        if old_ref != ref and (old_key := self._owner_key(old, old_ref)):
             self.queue.add(old_key)
-        if key:
-            self.queue.add(key)
-        elif controller_ref(pod) is None:
+        if ref is not None:
+            if key := self._owner_key(pod, ref):
+                self.queue.add(key)
+        elif old_ref is not None or old["metadata"].get("labels") != pod["metadata"].get("labels"):
             self._enqueue_matching(pod)
 
     def _pod_deleted(self, pod: dict) -> None:

@@ -70,7 +70,8 @@ class ResourceQuotaController(Controller):
         inf = self.informer_factory.informer(self.client.resource(group, version, plural))
 
         def updated(old: dict, new: dict) -> None:
-            if charge_changed(group, plural, old, new, self.clock.now()):
+            # with no quota at all there is nothing to recount (every pod write comes here)
+            if self.quotas.store and charge_changed(group, plural, old, new, self.clock.now()):
                 self._replenish(new)
 
         inf.add_handlers(on_update=updated, on_delete=self._replenish)

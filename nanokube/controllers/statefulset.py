@@ -70,8 +70,7 @@ class StatefulSetController(Controller):
         self.rev_inf = self.informer_factory.informer(client.resource("apps", "v1", "controllerrevisions"))
         self.history = History(client, self.rev_inf, "apps/v1", "StatefulSet")
         self.set_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n))
-        self.pod_inf.add_handlers(on_add=self._pod_changed, on_update=lambda o, n: self._pod_changed(n),
-                                  on_delete=self._pod_changed)
+        self.pod_inf.add_handlers(on_add=self._pod_changed, on_update=self._pod_updated, on_delete=self._pod_changed)
         self.claim_inf.add_handlers(on_update=lambda o, n: self._claim_changed(n))
 
     def informers(self):
@@ -83,6 +82,14 @@ class StatefulSetController(Controller):
     def _pod_changed(self, pod: dict) -> None:
         ref = controller_ref(pod)
         if ref and ref.get("kind") == "StatefulSet":
+            self.queue.add(f"{pod['metadata']['namespace']}/{ref['name']}")
+
+    def _pod_updated(self, old: dict, pod: dict) -> None:
+        """updatePod: the set controlling the pod, and the one that did when its reference moved."""
+        old_ref, ref = controller_ref(old), controller_ref(pod)
+        if old_ref != ref and old_ref is not None and old_ref.get("kind") == "StatefulSet":
+            self.queue.add(f"{old['metadata']['namespace']}/{old_ref['name']}")
+        if ref is not None and ref.get("kind") == "StatefulSet":
             self.queue.add(f"{pod['metadata']['namespace']}/{ref['name']}")
 
     def _claim_changed(self, claim: dict) -> None:

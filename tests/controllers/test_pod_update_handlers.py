@@ -1,0 +1,329 @@
+"""What the controllers' pod informer handlers queue for a pod update: every change that matters to
+a controller still queues its key, and a status write that changes nothing it reads (a pending
+pod's PodScheduled=False, which every pod informer is handed) queues nothing. The controllers run
+their informers only, no workers, so what a handler queued stays in the queue to be read."""
+
+import pytest
+
+from nanokube.client.informer import key_of
+from nanokube.controllers.daemonset import DaemonSetController
+from nanokube.controllers.disruption import DisruptionController
+from nanokube.controllers.endpointslice import EndpointSliceController
+from nanokube.controllers.ephemeral_volume import EphemeralVolumeController
+from nanokube.controllers.garbagecollector import GarbageCollector
+from nanokube.controllers.job import JobController
+from nanokube.controllers.pvc_protection import PVCProtectionController
+from nanokube.controllers.replicaset import ReplicaSetController
+from nanokube.controllers.replicationcontroller import ReplicationControllerController
+from nanokube.controllers.resourcequota import ResourceQuotaController
+from nanokube.controllers.statefulset import StatefulSetController
+from tests.controllers import eventually, make_stack
+
+NS = "default"
+WEB = {"app": "web"}
+UNSCHEDULABLE = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/1 nodes"}
+
+
+@pytest.fixture
+async def stack():
+    s = await make_stack()
+    yield s
+    await s.close()
+
+
+async def informing(ctrl):
+    """Run the controller's informers, not its workers."""
+    ctrl.informer_factory.start(ctrl.informers())
+    for inf in ctrl.informers():
+        await inf.synced.wait()
+    return ctrl
+
+
+async def stopped(ctrl):
+    await ctrl.informer_factory.stop()
+
+
+async def seen(inf, obj: dict) -> None:
+    """Wait until the informer holds `obj`'s write: its handlers have run for it."""
+    key, rv = key_of(obj), obj["metadata"]["resourceVersion"]
+
+    async def caught_up():
+        held = inf.get(key)
+        return held is not None and held["metadata"]["resourceVersion"] == rv
+    await eventually(caught_up)
+
+
+async def drained(ctrl) -> set:
+    """The keys queued since the last drain."""
+    keys = set()
+    while len(ctrl.queue):
+        key = await ctrl.queue.get()
+        ctrl.queue.done(key)
+        keys.add(key)
+    return keys
+
+
+def pod(name: str, labels: dict | None = None, **spec) -> dict:
+    return {"metadata": {"name": name, "namespace": NS, "labels": dict(labels or WEB)},
+            "spec": {"containers": [{"name": "c", "image": "nginx"}], **spec}}
+
+
+async def status(client, p: dict, **st) -> dict:
+    """A status write as the scheduler or kubelet makes it."""
+    return await client.resource("", "v1", "pods").patch(
+        p["metadata"]["name"], {"status": st}, "application/strategic-merge-patch+json", NS, subresource="status")
+
+
+async def meta(client, p: dict, **md) -> dict:
+    return await client.resource("", "v1", "pods").patch(p["metadata"]["name"], {"metadata": md}, namespace=NS)
+
+
+@pytest.mark.parametrize("ctrl_class,resource,selector", [
+    (ReplicaSetController, ("apps", "v1", "replicasets"), {"matchLabels": WEB}),
+    (ReplicationControllerController, ("", "v1", "replicationcontrollers"), WEB)])
+async def test_an_orphans_status_write_queues_no_adopter_its_labels_and_an_owners_do(stack, ctrl_class, resource,
+                                                                                      selector):
+    ctrl = await informing(ctrl_class(stack.client))
+    try:
+        owner = await stack.client.resource(*resource).create({
+            "metadata": {"name": "web", "namespace": NS},
+            "spec": {"replicas": 0, "selector": selector,
+                     "template": {"metadata": {"labels": WEB}, "spec": pod("t")["spec"]}}}, NS)
+        await seen(ctrl.rs_inf, owner)
+        pods = stack.client.resource("", "v1", "pods")
+        orphan = await pods.create(pod("orphan", {"app": "other"}), NS)
+        await seen(ctrl.pod_inf, orphan)
+        assert await drained(ctrl) == {"default/web"}  # the owner's own add
+        p = await status(stack.client, orphan, conditions=[UNSCHEDULABLE])
+        await seen(ctrl.pod_inf, p)
+        assert await drained(ctrl) == set()
+        p = await meta(stack.client, p, labels=WEB)  # now selected: may be adopted
+        await seen(ctrl.pod_inf, p)
+        assert await drained(ctrl) == {"default/web"}
+        p = await status(stack.client, p, phase="Running")  # still selected, but nothing new to adopt
+        await seen(ctrl.pod_inf, p)
+        assert await drained(ctrl) == set()
+        ref = {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": "web",
+               "uid": owner["metadata"]["uid"], "controller": True}
+        p = await meta(stack.client, p, ownerReferences=[ref])
+        await seen(ctrl.pod_inf, p)
+        assert await drained(ctrl) == {"default/web"}
+        p = await status(stack.client, p, conditions=[{"type": "Ready", "status": "True"}])  # counts in its status
+        await seen(ctrl.pod_inf, p)
+        assert await drained(ctrl) == {"default/web"}
+    finally:
+        await stopped(ctrl)
+
+
+async def test_daemonset_pod_updates_queue_owners_of_both_sides_and_adopters_only_on_labels(stack):
+    ctrl = await informing(DaemonSetController(stack.client))
+    try:
+        sets = stack.client.resource("apps", "v1", "daemonsets")
+        owners = {}
+        for name in ("a", "b"):
+            owners[name] = await sets.create({
+                "metadata": {"name": name, "namespace": NS},
+                "spec": {"selector": {"matchLabels": WEB},
+                         "template": {"metadata": {"labels": WEB}, "spec": pod("t")["spec"]}}}, NS)
+            await seen(ctrl.ds_inf, owners[name])
+        pods = stack.client.resource("", "v1", "pods")
+        p = await pods.create(pod("orphan"), NS)
+        await seen(ctrl.pod_inf, p)
+        assert await drained(ctrl) == {"default/a", "default/b"}  # their adds, and the orphan both select
+        p = await status(stack.client, p, conditions=[UNSCHEDULABLE])
+        await seen(ctrl.pod_inf, p)
+        assert await drained(ctrl) == set()
+
+        def ref(name):
+            return {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": name,
+                    "uid": owners[name]["metadata"]["uid"], "controller": True}
+        p = await meta(stack.client, p, ownerReferences=[ref("a")])
+        await seen(ctrl.pod_inf, p)
+        assert await drained(ctrl) == {"default/a"}
+        p = await status(stack.client, p, phase="Running")
+        await seen(ctrl.pod_inf, p)
+        assert await drained(ctrl) == {"default/a"}
+        p = await meta(stack.client, p, ownerReferences=[ref("b")])  # upstream syncs the one it left too
+        await seen(ctrl.pod_inf, p)
+        assert await drained(ctrl) == {"default/a", "default/b"}
+    finally:
+        await stopped(ctrl)
+
+
+def _job(name):
+    return {"metadata": {"name": name, "namespace": NS},
+            "spec": {"template": {"metadata": {"labels": WEB}, "spec": {**pod("t")["spec"], "restartPolicy": "Never"}}}}
+
+
+def _statefulset(name):
+    return {"metadata": {"name": name, "namespace": NS},
+            "spec": {"selector": {"matchLabels": WEB}, "serviceName": name, "replicas": 0,
+                     "template": {"metadata": {"labels": WEB}, "spec": pod("t")["spec"]}}}
+
+
+@pytest.mark.parametrize("ctrl_class,resource,kind,body,informer", [
+    (JobController, ("batch", "v1", "jobs"), "Job", _job, "job_inf"),
+    (StatefulSetController, ("apps", "v1", "statefulsets"), "StatefulSet", _statefulset, "set_inf")])
+async def test_a_pods_owner_is_synced_on_its_updates_and_the_one_it_left_too(stack, ctrl_class, resource, kind, body,
+                                                                             informer):
+    ctrl = await informing(ctrl_class(stack.client))
+    try:
+        owners = {}
+        for name in ("a", "b"):
+            owners[name] = await stack.client.resource(*resource).create(body(name), NS)
+            await seen(getattr(ctrl, informer), owners[name])
+
+        def ref(name):
+            return {"apiVersion": owners[name]["apiVersion"], "kind": kind, "name": name,
+                    "uid": owners[name]["metadata"]["uid"], "controller": True}
+        p = pod("p")
+        p["metadata"]["ownerReferences"] = [ref("a")]
+        p = await stack.client.resource("", "v1", "pods").create(p, NS)
+        await seen(ctrl.pod_inf, p)
+        await drained(ctrl)
+        p = await status(stack.client, p, conditions=[UNSCHEDULABLE])
+        await seen(ctrl.pod_inf, p)
+        assert await drained(ctrl) == {"default/a"}
+        p = await meta(stack.client, p, ownerReferences=[ref("b")])
+        await seen(ctrl.pod_inf, p)
+        assert await drained(ctrl) == {"default/a", "default/b"}
+    finally:
+        await stopped(ctrl)
+
+
+async def test_endpointslice_syncs_a_service_for_what_its_endpoints_show_only(stack):
+    ctrl = await informing(EndpointSliceController(stack.client))
+    try:
+        svc = await stack.client.resource("", "v1", "services").create({
+            "metadata": {"name": "web", "namespace": NS},
+            "spec": {"selector": WEB, "ports": [{"port": 80}]}}, NS)
+        await seen(ctrl.svc_inf, svc)
+        pods = stack.client.resource("", "v1", "pods")
+        p = await pods.create(pod("p"), NS)
+        await seen(ctrl.pod_inf, p)
+        await drained(ctrl)
+        p = await status(stack.client, p, conditions=[UNSCHEDULABLE])  # no address before or after
+        await seen(ctrl.pod_inf, p)
+        assert await drained(ctrl) == set()
+        p = await status(stack.client, p, podIP="10.0.0.5", podIPs=[{"ip": "10.0.0.5"}], phase="Running")
+        await seen(ctrl.pod_inf, p)
+        assert await drained(ctrl) == {"default/web"}
+        p = await status(stack.client, p, conditions=[{"type": "Initialized", "status": "True"}])
+        await seen(ctrl.pod_inf, p)
+        assert await drained(ctrl) == set()
+        p = await status(stack.client, p, conditions=[{"type": "Ready", "status": "True"}])
+        await seen(ctrl.pod_inf, p)
+        assert await drained(ctrl) == {"default/web"}
+        p = await meta(stack.client, p, labels={"app": "other"})  # leaves the service
+        await seen(ctrl.pod_inf, p)
+        assert await drained(ctrl) == {"default/web"}
+    finally:
+        await stopped(ctrl)
+
+
+async def test_disruption_budget_is_synced_for_a_pod_leaving_its_selector(stack):
+    ctrl = await informing(DisruptionController(stack.client))
+    try:
+        pdb = await stack.client.resource("policy", "v1", "poddisruptionbudgets").create({
+            "metadata": {"name": "web", "namespace": NS}, "spec": {"minAvailable": 1, "selector": {"matchLabels": WEB}}},
+            NS)
+        await seen(ctrl.pdbs, pdb)
+        p = await stack.client.resource("", "v1", "pods").create(pod("p"), NS)
+        await seen(ctrl.pods, p)
+        assert await drained(ctrl) == {("pdb", "default/web")}
+        p = await status(stack.client, p, conditions=[{"type": "Ready", "status": "True"}])
+        await seen(ctrl.pods, p)
+        assert await drained(ctrl) == {("pdb", "default/web")}
+        p = await meta(stack.client, p, labels={"app": "other"})
+        await seen(ctrl.pods, p)
+        assert await drained(ctrl) == {("pdb", "default/web")}
+        p = await status(stack.client, p, conditions=[{"type": "DisruptionTarget", "status": "True"}])
+        await seen(ctrl.pods, p)
+        assert await drained(ctrl) == {("pod", "default/p")}
+    finally:
+        await stopped(ctrl)
+
+
+async def test_resourcequota_recounts_a_pod_that_stops_counting_only_where_a_quota_is(stack):
+    ctrl = await informing(ResourceQuotaController(stack.client))
+    try:
+        pods_inf = ctrl.watched[("", "pods")]
+        pods = stack.client.resource("", "v1", "pods")
+        p = await pods.create(pod("p"), NS)
+        p = await status(stack.client, p, phase="Succeeded")
+        await seen(pods_inf, p)
+        assert await drained(ctrl) == set()  # no quota anywhere
+        quota = await stack.client.resource("", "v1", "resourcequotas").create(
+            {"metadata": {"name": "q", "namespace": NS}, "spec": {"hard": {"pods": "10"}}}, NS)
+        await seen(ctrl.quotas, quota)
+        await drained(ctrl)
+        p = await pods.create(pod("q"), NS)
+        p = await status(stack.client, p, conditions=[UNSCHEDULABLE])
+        await seen(pods_inf, p)
+        assert await drained(ctrl) == set()  # still charged
+        p = await status(stack.client, p, phase="Succeeded")
+        await seen(pods_inf, p)
+        assert await drained(ctrl) == {"default/q"}
+    finally:
+        await stopped(ctrl)
+
+
+async def test_ephemeral_volume_pods_are_queued_on_each_update_others_never(stack):
+    ctrl = await informing(EphemeralVolumeController(stack.client))
+    try:
+        template = {"spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+        pods = stack.client.resource("", "v1", "pods")
+        with_eph = await pods.create(pod("eph", volumes=[
+            {"name": "scratch", "ephemeral": {"volumeClaimTemplate": template}}]), NS)
+        plain = await pods.create(pod("plain", volumes=[{"name": "tmp", "emptyDir": {}}]), NS)
+        await seen(ctrl.pods, plain)
+        assert await drained(ctrl) == {"default/eph"}
+        for p in (with_eph, plain):
+            await seen(ctrl.pods, await status(stack.client, p, conditions=[UNSCHEDULABLE]))
+        assert await drained(ctrl) == {"default/eph"}
+    finally:
+        await stopped(ctrl)
+
+
+async def test_pvc_protection_looks_again_when_a_pod_can_release_its_claim(stack):
+    ctrl = await informing(PVCProtectionController(stack.client))
+    try:
+        claims = stack.client.resource("", "v1", "persistentvolumeclaims")
+        pvc = await claims.create({"metadata": {"name": "data", "namespace": NS, "finalizers": ["kubernetes.io/pvc-protection"]},
+                                   "spec": {"accessModes": ["ReadWriteOnce"],
+                                            "resources": {"requests": {"storage": "1Gi"}}}}, NS)
+        pvc = await claims.delete("data", NS)  # held by its finalizer, deleting
+        await seen(ctrl.claims, pvc)
+        await drained(ctrl)
+        p = await stack.client.resource("", "v1", "pods").create(pod("p", nodeName="n1", volumes=[
+            {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]), NS)
+        p = await status(stack.client, p, phase="Running")  # scheduled and running: it still uses the claim
+        await seen(ctrl.pods, p)
+        assert await drained(ctrl) == set()
+        p = await status(stack.client, p, phase="Succeeded")
+        await seen(ctrl.pods, p)
+        assert await drained(ctrl) == {"default/data"}
+    finally:
+        await stopped(ctrl)
+
+
+async def test_garbage_collector_looks_at_a_dependent_when_its_owners_change_not_its_status(stack):
+    ctrl = await informing(GarbageCollector(stack.client))
+    try:
+        cm = await stack.client.resource("", "v1", "configmaps").create({"metadata": {"name": "owner", "namespace": NS}},
+                                                                        NS)
+        ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": cm["metadata"]["uid"]}
+        pods_inf = next(i for i in ctrl.informers() if i.rc.res.plural == "pods")
+        p = await stack.client.resource("", "v1", "pods").create(
+            {**pod("p"), "metadata": {**pod("p")["metadata"], "ownerReferences": [ref]}}, NS)
+        await seen(pods_inf, p)
+        uid = p["metadata"]["uid"]
+        assert await drained(ctrl) == {uid}
+        p = await status(stack.client, p, conditions=[UNSCHEDULABLE])
+        await seen(pods_inf, p)
+        assert await drained(ctrl) == set()
+        p = await meta(stack.client, p, ownerReferences=[{**ref, "blockOwnerDeletion": True}])
+        await seen(pods_inf, p)
+        assert await drained(ctrl) == {uid}
+    finally:
+        await stopped(ctrl)
