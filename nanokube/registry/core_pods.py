@@ -166,6 +166,30 @@ def _positive(q: Any) -> bool:
 # --- validation --------------------------------------------------------------
 
 
+_PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
+_OS_NAMES = ("linux", "windows")
+
+
+def _validate_classes_and_os(spec: dict, path: str) -> list[FieldError]:
+    """ValidateRuntimeClassName (set, even empty), ValidatePreemptionPolicy and validateOS's name:
+    what a pod's admission plugins refuse first, but a template (CronJob, StatefulSet...) meets here."""
+    errs: list[FieldError] = []
+    if (rc := spec.get("runtimeClassName")) is not None:
+        errs += [invalid(f"{path}.runtimeClassName", rc, m) for m in dns1123_subdomain(rc)]
+    if (pp := spec.get("preemptionPolicy")) is not None:
+        if pp == "":
+            errs.append(required(f"{path}.preemptionPolicy"))
+        elif pp not in _PREEMPTION_POLICIES:
+            errs.append(not_supported(f"{path}.preemptionPolicy", pp, _PREEMPTION_POLICIES))
+    if (os_ := spec.get("os")) is not None:
+        name = os_.get("name") or ""
+        if not name:
+            errs.append(required(f"{path}.os.name", "cannot be empty"))
+        elif name not in _OS_NAMES:
+            errs.append(not_supported(f"{path}.os", name, _OS_NAMES))
+    return errs
+
+
 def validate_pod_spec(spec: dict, path: str = "spec") -> list[FieldError]:
     """ValidatePodSpec for the rules OpenAPI cannot state."""
     errs: list[FieldError] = []
@@ -195,6 +219,7 @@ def validate_pod_spec(spec: dict, path: str = "spec") -> list[FieldError]:
         v = spec.get(f)
         if v and (msgs := check(v)):
             errs += [invalid(f"{path}.{f}", v, m) for m in msgs]
+    errs += _validate_classes_and_os(spec, path)
     ads = spec.get("activeDeadlineSeconds")
     if ads is not None and not 1 <= ads <= _MAX_INT32:
         errs.append(invalid(f"{path}.activeDeadlineSeconds", ads, "must be between 1 and 2147483647, inclusive"))
