@@ -110,8 +110,8 @@ class APIServer:
         #: worker 0's private port for the others' relayed requests (workers.NodeRelay)
         self.relay_port = 0
         self._runner: web.AppRunner | None = None
-        #: the socket `start` binds first, until the site serves on it
-        self._listener: socket.socket | None = None
+        #: the sockets `start` binds first (one per address the listen host names), until sites serve on them
+        self._listeners: list[socket.socket] = []
         self._app: web.Application | None = None
         #: the groups under /apis/ that routes of the application serve (the metrics APIs)
         self._routed_groups: frozenset[str] = frozenset()
@@ -139,7 +139,7 @@ class APIServer:
         # the port first, as kube-apiserver opens its listener before it builds the rest: port 0
         # becomes the kernel's pick, which everything that names the port (the kubernetes Service,
         # the other workers, the kubeconfig) reads from then on; it listens once it serves, at the end
-        self._listener = await self._bind()
+        self._listeners = await self._bind()
         await self.store.start()
         await self.cache.start()
         if self.worker == 0:  # one deleter of expired Events: worker 0's cache sees every worker's writes
@@ -177,9 +177,9 @@ class APIServer:
         self._runner = StatusAppRunner(app, self._serve, access_log=None, handler_cancellation=True)
         await self._runner.setup()
         ssl_ctx = self._ssl()
-        site = web.SockSite(self._runner, self._listener, ssl_context=ssl_ctx, backlog=1024)
-        self._listener = None  # the site's now, closed with it
-        await site.start()
+        listeners, self._listeners = self._listeners, []  # the sites' now, closed with them
+        for sock in listeners:
+            await web.SockSite(self._runner, sock, ssl_context=ssl_ctx, backlog=1024).start()
         if self.workers > 1:  # a loopback port: worker 0's takes the others' relays to node agents; each one's, the scrape of its /metrics
             relay = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=ssl_ctx)
             await relay.start()
@@ -199,32 +199,37 @@ class APIServer:
         await self.rest.admission.client.close()
         if self._runner:
             await self._runner.cleanup()
-        if self._listener is not None:  # bound, never served
-            self._listener.close()
-            self._listener = None
+        for sock in self._listeners:  # bound, never served
+            sock.close()
+        self._listeners = []
         if self.audit:
             self.audit.close()
         await self.store.close()
 
-    async def _bind(self) -> socket.socket:
-        """A socket bound to the listen address (not listening yet: while bound, the kernel picks
-        its port for no other socket); `port` is the one it has. With several workers each binds
-        the one port with SO_REUSEPORT, and the kernel spreads connections over them."""
-        family, kind, proto, _, addr = (await asyncio.get_running_loop().getaddrinfo(
-            self.host, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE))[0]
-        sock = socket.socket(family, kind, proto)
+    async def _bind(self) -> list[socket.socket]:
+        """Sockets bound to every address the listen host names (not listening yet: while bound, the
+        kernel picks their port for no other socket); `port` is the one the first got, and the others
+        bind that one. With several workers each binds the port with SO_REUSEPORT, and the kernel
+        spreads connections over them."""
+        infos = await asyncio.get_running_loop().getaddrinfo(self.host or None, self.port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)  # '': every interface
+        socks: list[socket.socket] = []
         try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if self.workers > 1:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            if family == socket.AF_INET6:
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            sock.bind(addr)
+            for family, kind, proto, _, addr in dict.fromkeys(infos):
+                sock = socket.socket(family, kind, proto)
+                socks.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if self.workers > 1:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind((addr[0], self.port, *addr[2:]))
+                self.port = sock.getsockname()[1]
         except BaseException:
-            sock.close()
+            for sock in socks:
+                sock.close()
             raise
-        self.port = sock.getsockname()[1]
-        return sock
+        return socks
 
     def _ssl(self) -> ssl.SSLContext | None:
         if self.pki is None:

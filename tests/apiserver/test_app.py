@@ -62,3 +62,20 @@ async def test_api_paths_are_answered_as_the_router_answered_them(server, path, 
     assert orjson.loads(body)["kind"] == kind
     if "%25" in path:
         assert orjson.loads(body)["message"] == 'configmaps "a%b" not found'
+
+
+async def test_a_host_naming_several_addresses_is_served_on_each_with_one_port(tmp_path):
+    """`--address ''` (every interface) names 0.0.0.0 and ::; port 0 is picked once, for both."""
+    pki = ensure_pki(str(tmp_path))
+    s = APIServer(MemoryStore(), pki, host="", port=0)
+    await s.start()
+    ctx = ssl.create_default_context(cadata=pki.ca.cert_pem.decode())
+    try:
+        for address in ("127.0.0.1", "::1"):
+            reader, writer = await asyncio.open_connection(address, s.port, ssl=ctx, server_hostname="localhost")
+            writer.write(b"GET /livez HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            response = await reader.read()
+            writer.close()
+            assert response.startswith(b"HTTP/1.1 200"), (address, response[:80])
+    finally:
+        await s.stop()
