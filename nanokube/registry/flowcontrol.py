@@ -7,7 +7,15 @@ from __future__ import annotations
 
 from .apps import age_column, name_column
 from .base import Column, Obj, Resource, Strategy, register
-from ..machinery.validation import FieldError, forbidden, invalid, not_supported, required
+from ..machinery.validation import (
+    FieldError,
+    dns1123_label,
+    dns1123_subdomain,
+    forbidden,
+    invalid,
+    not_supported,
+    required,
+)
 
 GROUP = "flowcontrol.apiserver.k8s.io"
 _DISTINGUISHERS = ("ByNamespace", "ByUser")
@@ -23,45 +31,125 @@ def _spec(o: Obj) -> dict:
 # --- FlowSchema -------------------------------------------------------------------
 
 
+_SUBJECT_MEMBERS = {"ServiceAccount": "serviceAccount", "User": "user", "Group": "group"}
+#: the members each subject kind forbids, in upstream's order
+_FORBIDDEN_MEMBERS = {"ServiceAccount": ("User", "Group"), "User": ("ServiceAccount", "Group"),
+                      "Group": ("ServiceAccount", "User")}
+_SUPPORTED_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "proxy", "update", "watch")
+_NS_INTRO = "each member of this list must be '*' or a DNS-1123 label; "
+
+
 def _validate_subject(s: dict, path: str) -> list[FieldError]:
-    kind = s.get("kind")
-    if kind not in _SUBJECT_KINDS:
-        return [not_supported(f"{path}.kind", kind or "", _SUBJECT_KINDS)]
-    errs: list[FieldError] = []
-    member = {"User": "user", "Group": "group", "ServiceAccount": "serviceAccount"}[kind]
-    for other in ("user", "group", "serviceAccount"):
-        if other != member and s.get(other) is not None:
-            errs.append(invalid(f"{path}.{other}", s[other], f"must be nil when kind is {kind}"))
+    """ValidateFlowSchemaSubject: the member of the subject's kind, and no other."""
+    kind = s.get("kind") or ""
+    if kind not in _SUBJECT_MEMBERS:
+        return [not_supported(f"{path}.kind", kind, _SUBJECT_KINDS)]
+    member = _SUBJECT_MEMBERS[kind]
     body = s.get(member)
-    if body is None:
-        return errs + [required(f"{path}.{member}", f"{member} is required when subject kind is '{kind}'")]
-    if not body.get("name"):
-        errs.append(required(f"{path}.{member}.name", f"{member} name is required"))
-    if kind == "ServiceAccount" and not body.get("namespace"):
-        errs.append(required(f"{path}.serviceAccount.namespace", "must specify namespace for service account"))
-    return errs
-
-
-def _validate_rule_lists(rule: dict, path: str, fields: tuple[str, ...]) -> list[FieldError]:
     errs: list[FieldError] = []
-    for f in fields:
-        values = rule.get(f) or []
-        if not values and f != "namespaces":
-            errs.append(required(f"{path}.{f}", f"{f} must contain at least one value"))
-        elif "*" in values and len(values) > 1:
-            errs.append(invalid(f"{path}.{f}", values, "if '*' is present, must not specify other " + f))
+    if body is None:
+        errs.append(required(f"{path}.{member}", f"{member} is required when subject kind is '{kind}'"))
+    else:
+        name = body.get("name") or ""
+        if not name:
+            errs.append(required(f"{path}.{member}.name"))
+        elif kind == "ServiceAccount" and name != "*":
+            errs += [invalid(f"{path}.{member}.name", name, m) for m in dns1123_subdomain(name)]
+        if kind == "ServiceAccount":
+            if ns := body.get("namespace"):
+                errs += [invalid(f"{path}.{member}.namespace", ns, m) for m in dns1123_label(ns)]
+            else:
+                errs.append(required(f"{path}.{member}.namespace", "must specify namespace for service account"))
+    for other in _FORBIDDEN_MEMBERS[kind]:
+        if s.get(_SUBJECT_MEMBERS[other]) is not None:
+            errs.append(forbidden(f"{path}.{_SUBJECT_MEMBERS[other]}", f"{_SUBJECT_MEMBERS[other]} is forbidden when "
+                                  f"subject kind is not '{other}'"))
     return errs
 
 
-def validate_flow_schema_spec(spec: dict, path: str = "spec") -> list[FieldError]:
+def _validate_verbs(verbs: list, path: str) -> list[FieldError]:
+    if not verbs:
+        return [required(path, "verbs must contain at least one value")]
+    if "*" in verbs:
+        return [invalid(path, verbs, "if '*' is present, must not specify other verbs")] if len(verbs) > 1 else []
+    if not set(verbs) <= set(_SUPPORTED_VERBS):
+        return [not_supported(path, verbs, _SUPPORTED_VERBS)]
+    return []
+
+
+def _validate_listed(values: list, path: str, what: str, missing: str) -> list[FieldError]:
+    """A rule's list: not empty, and '*' alone if present."""
+    if not values:
+        return [required(path, missing)]
+    if len(values) > 1 and "*" in values:
+        return [invalid(path, values, f"if '*' is present, must not specify other {what}")]
+    return []
+
+
+def non_resource_url_path(value: str, path: str) -> list[FieldError]:
+    """ValidateNonResourceURLPath: "/", or a path from a slash without spaces or "//", '*' only as a "/*" suffix."""
+    if not value:
+        return [invalid(path, value, "must not be empty")]
+    if value == "/":
+        return []
+    for bad, why in ((not value.startswith("/"), "must start with slash"), (" " in value, "must not contain white-space"),
+                     ("//" in value, "must not contain double slash"),
+                     (value.count("*") > 1 or (value.count("*") == 1 and value[-2:] != "/*"),
+                      "wildcard can only do suffix matching")):
+        if bad:
+            return [invalid(path, value, why)]
+    return []
+
+
+def _validate_resource_rule(r: dict, path: str) -> list[FieldError]:
+    """ValidateFlowSchemaResourcePolicyRule."""
+    errs = _validate_verbs(r.get("verbs") or [], f"{path}.verbs")
+    errs += _validate_listed(r.get("apiGroups") or [], f"{path}.apiGroups", "api groups",
+                             "resource rules must supply at least one api group")
+    errs += _validate_listed(r.get("resources") or [], f"{path}.resources", "resources",
+                             "resource rules must supply at least one resource")
+    namespaces = r.get("namespaces") or []
+    if not namespaces and not r.get("clusterScope"):
+        errs.append(required(f"{path}.namespaces",
+                             "resource rules that are not cluster scoped must supply at least one namespace"))
+    elif "*" in namespaces:
+        if len(namespaces) > 1:
+            errs.append(invalid(f"{path}.namespaces", namespaces, "if '*' is present, must not specify other namespaces"))
+    else:
+        for i, ns in enumerate(namespaces):
+            errs += [invalid(f"{path}.namespaces[{i}]", ns, _NS_INTRO + m) for m in dns1123_label(ns)]
+    return errs
+
+
+def _validate_non_resource_rule(r: dict, path: str) -> list[FieldError]:
+    """ValidateFlowSchemaNonResourcePolicyRule."""
+    errs = _validate_verbs(r.get("verbs") or [], f"{path}.verbs")
+    urls = r.get("nonResourceURLs") or []
+    errs += _validate_listed(urls, f"{path}.nonResourceURLs", "non-resource URLs",
+                             "nonResourceURLs must contain at least one value")
+    if urls and "*" not in urls:
+        for i, u in enumerate(urls):
+            errs += non_resource_url_path(u, f"{path}.nonResourceURLs[{i}]")
+    return errs
+
+
+def validate_flow_schema_spec(spec: dict, name: str, path: str = "spec") -> list[FieldError]:
+    """ValidateFlowSchemaSpec."""
     errs: list[FieldError] = []
     mp = spec.get("matchingPrecedence")
-    if mp is not None and not 1 <= mp <= 10000:
-        errs.append(invalid(f"{path}.matchingPrecedence", mp, "must be between 1 and 10000, inclusive"))
+    if mp is not None:
+        if mp <= 0:
+            errs.append(invalid(f"{path}.matchingPrecedence", mp, "must be a positive value"))
+        if mp > 10000:
+            errs.append(invalid(f"{path}.matchingPrecedence", mp, "must not be greater than 10000"))
+        if mp == 1 and name != "exempt":
+            errs.append(invalid(f"{path}.matchingPrecedence", mp, "only the schema named 'exempt' may have matchingPrecedence 1"))
     dm = spec.get("distinguisherMethod")
     if dm is not None and dm.get("type") not in _DISTINGUISHERS:
         errs.append(not_supported(f"{path}.distinguisherMethod.type", dm.get("type", ""), _DISTINGUISHERS))
-    if not (spec.get("priorityLevelConfiguration") or {}).get("name"):
+    if pl := (spec.get("priorityLevelConfiguration") or {}).get("name"):
+        errs += [invalid(f"{path}.priorityLevelConfiguration.name", pl, m) for m in dns1123_subdomain(pl)]
+    else:
         errs.append(required(f"{path}.priorityLevelConfiguration.name", "must reference a priority level"))
     for i, rule in enumerate(spec.get("rules") or []):
         rp = f"{path}.rules[{i}]"
@@ -74,12 +162,9 @@ def validate_flow_schema_spec(spec: dict, path: str = "spec") -> list[FieldError
         if not rr and not nr:
             errs.append(required(rp, "at least one of resourceRules and nonResourceRules has to be non-empty"))
         for j, r in enumerate(rr):
-            errs += _validate_rule_lists(r, f"{rp}.resourceRules[{j}]", ("verbs", "apiGroups", "resources", "namespaces"))
-            if not r.get("namespaces") and not r.get("clusterScope"):
-                errs.append(required(f"{rp}.resourceRules[{j}].namespaces",
-                                     "resource rules that are not cluster scoped must supply at least one namespace"))
+            errs += _validate_resource_rule(r, f"{rp}.resourceRules[{j}]")
         for j, r in enumerate(nr):
-            errs += _validate_rule_lists(r, f"{rp}.nonResourceRules[{j}]", ("verbs", "nonResourceURLs"))
+            errs += _validate_non_resource_rule(r, f"{rp}.nonResourceRules[{j}]")
     return errs
 
 
@@ -112,7 +197,7 @@ class FlowSchemaStrategy(Strategy):
         obj["status"] = {}
 
     def validate(self, obj):
-        return validate_flow_schema_spec(_spec(obj))
+        return validate_flow_schema_spec(_spec(obj), (obj.get("metadata") or {}).get("name", ""))
 
 
 # --- PriorityLevelConfiguration ----------------------------------------------------------

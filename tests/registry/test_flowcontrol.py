@@ -45,3 +45,58 @@ def test_flow_schema_validation_and_columns():
     exempt = {"metadata": {"name": "exempt"}, "spec": PRIORITY_LEVELS["exempt"]}
     assert [c.fn(exempt) for c in PL.strategy.columns if c.name != "Age"] == [
         "exempt", "Exempt", "<none>", "<none>", "<none>", "<none>"]
+
+
+def _schema(name="f", precedence=500, pl="workload-low", **rule):
+    return {"metadata": {"name": name}, "spec": {"matchingPrecedence": precedence, "priorityLevelConfiguration": {"name": pl},
+                                                 "rules": [{"subjects": [{"kind": "User", "user": {"name": "u"}}], **rule}]}}
+
+
+NS_MSG = ("each member of this list must be '*' or a DNS-1123 label; a lowercase RFC 1123 label must consist of lower case "
+          "alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or "
+          "'123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+
+
+def test_flow_schema_spec_is_validated_as_upstream():
+    """ValidateFlowSchemaSpec: what the fuzzer stored (verbs, namespaces and a priority level no request
+    could name, matchingPrecedence 1 for a schema other than exempt) is refused with upstream's messages."""
+    ok = {"resourceRules": [{"verbs": ["get", "list"], "apiGroups": ["*"], "resources": ["pods"], "namespaces": ["a"]}],
+          "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["/healthz", "/apis/*", "/"]}]}
+    assert FS.validate_create(_schema(**ok)) == []
+    cases = [
+        (_schema(precedence=1, **ok), ["spec.matchingPrecedence: Invalid value: 1: only the schema named 'exempt' may have matchingPrecedence 1"]),
+        (_schema(precedence=0, **ok), ["spec.matchingPrecedence: Invalid value: 0: must be a positive value"]),
+        (_schema(precedence=10001, **ok), ["spec.matchingPrecedence: Invalid value: 10001: must not be greater than 10000"]),
+        (_schema(pl="a\n", **ok), ['spec.priorityLevelConfiguration.name: Invalid value: "a\\n": a lowercase RFC 1123 subdomain '
+                                   "must consist of lower case alphanumeric characters, '-' or '.', and must start and end with "
+                                   "an alphanumeric character (e.g. 'example.com', regex used for validation is "
+                                   "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"]),
+        (_schema(resourceRules=[{"verbs": ["get", "x"], "apiGroups": [], "resources": ["*", "pods"], "namespaces": ["A"]}]),
+         ['spec.rules[0].resourceRules[0].verbs: Unsupported value: ["get","x"]: supported values: "create", "delete", '
+          '"deletecollection", "get", "list", "patch", "proxy", "update", "watch"',
+          "spec.rules[0].resourceRules[0].apiGroups: Required value: resource rules must supply at least one api group",
+          'spec.rules[0].resourceRules[0].resources: Invalid value: ["*","pods"]: if \'*\' is present, must not specify other resources',
+          f'spec.rules[0].resourceRules[0].namespaces[0]: Invalid value: "A": {NS_MSG}']),
+        (_schema(nonResourceRules=[{"verbs": [], "nonResourceURLs": ["healthz", "/a b", "/a//b", "/a*", "/*/*", ""]}]),
+         ["spec.rules[0].nonResourceRules[0].verbs: Required value: verbs must contain at least one value",
+          'spec.rules[0].nonResourceRules[0].nonResourceURLs[0]: Invalid value: "healthz": must start with slash',
+          'spec.rules[0].nonResourceRules[0].nonResourceURLs[1]: Invalid value: "/a b": must not contain white-space',
+          'spec.rules[0].nonResourceRules[0].nonResourceURLs[2]: Invalid value: "/a//b": must not contain double slash',
+          'spec.rules[0].nonResourceRules[0].nonResourceURLs[3]: Invalid value: "/a*": wildcard can only do suffix matching',
+          'spec.rules[0].nonResourceRules[0].nonResourceURLs[4]: Invalid value: "/*/*": wildcard can only do suffix matching',
+          'spec.rules[0].nonResourceRules[0].nonResourceURLs[5]: Invalid value: "": must not be empty']),
+    ]
+    for fs, errors in cases:
+        assert [str(e) for e in FS.validate_create(fs)] == errors
+    subjects = [{"kind": "ServiceAccount", "serviceAccount": {"name": "A", "namespace": "ns"}, "user": {"name": "u"}},
+                {"kind": "Group", "group": {"name": ""}},
+                {"kind": "User"}]
+    fs = _schema(**ok)
+    fs["spec"]["rules"][0]["subjects"] = subjects
+    assert [str(e) for e in FS.validate_create(fs)] == [
+        'spec.rules[0].subjects[0].serviceAccount.name: Invalid value: "A": a lowercase RFC 1123 subdomain must consist of '
+        "lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. "
+        "'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+        "spec.rules[0].subjects[0].user: Forbidden: user is forbidden when subject kind is not 'User'",
+        "spec.rules[0].subjects[1].group.name: Required value",
+        "spec.rules[0].subjects[2].user: Required value: user is required when subject kind is 'User'"]
