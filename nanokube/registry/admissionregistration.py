@@ -181,11 +181,12 @@ def policy_variables(spec: dict, authorizer: bool = True) -> frozenset:
     return out if authorizer else out - {"authorizer"}
 
 
-def _cel_errors(expression: str, path: str, declared: frozenset) -> list[FieldError]:
+def _cel_errors(expression: str, path: str, declared: frozenset,
+                variables: tuple[str, ...] | None = None) -> list[FieldError]:
     from ..apiserver.admission.cel import CELError, compile_expression
 
     try:
-        compile_expression(expression, declared)
+        compile_expression(expression, declared, variables)
     except CELError as e:
         return [invalid(path, expression, str(e))]
     return []
@@ -375,8 +376,17 @@ def _validate_param_kind(pk: Any, path: str) -> list[FieldError]:
     return errs
 
 
+def variable_names(spec: dict) -> tuple[str, ...]:
+    """The names a policy's `variables` object has: its variables', in order (upstream adds each
+    to the composition environment once compiled, so a variable sees only those before it)."""
+    variables = spec.get("variables")
+    return tuple((v.get("name") or "") if isinstance(v, dict) else "" for v in variables) \
+        if isinstance(variables, list) else ()
+
+
 def _validate_variables(variables: Any, path: str, declared: frozenset) -> list[FieldError]:
     errs: list[FieldError] = []
+    names = variable_names({"variables": variables})
     for i, v in enumerate(variables if isinstance(variables, list) else []):
         v = v if isinstance(v, dict) else {}
         p = f"{path}[{i}]"
@@ -389,7 +399,7 @@ def _validate_variables(variables: Any, path: str, declared: frozenset) -> list[
         if not expr.strip():
             errs.append(required(f"{p}.expression", "expression is not specified"))
         else:
-            errs += _cel_errors(expr, f"{p}.expression", declared)
+            errs += _cel_errors(expr, f"{p}.expression", declared, names[:i])
     return errs
 
 
@@ -434,12 +444,13 @@ def validate_validating_policy(obj: Obj, lenient: dict) -> list[FieldError]:
         if not expr.strip():
             errs.append(required(f"{p}.expression", "expression is not specified"))
         else:
-            errs += _cel_errors(expr, f"{p}.expression", policy_variables(spec))
+            errs += _cel_errors(expr, f"{p}.expression", policy_variables(spec), variable_names(spec))
         me = v.get("messageExpression") or ""
         if me and not me.strip():
             errs.append(invalid(f"{p}.messageExpression", me, "must be non-empty if specified"))
         elif me.strip():
-            errs += _cel_errors(me, f"{p}.messageExpression", policy_variables(spec, authorizer=False))
+            errs += _cel_errors(me, f"{p}.messageExpression", policy_variables(spec, authorizer=False),
+                                variable_names(spec))
         msg = v.get("message") or ""
         if msg and not msg.strip():
             errs.append(invalid(f"{p}.message", msg, "message must be non-empty if specified"))
@@ -466,7 +477,7 @@ def validate_validating_policy(obj: Obj, lenient: dict) -> list[FieldError]:
         elif len(ve) > MAX_VALUE_EXPRESSION:
             errs.append(required(f"{p}.valueExpression", f"must not exceed {MAX_VALUE_EXPRESSION} bytes in length"))
         else:
-            errs += _cel_errors(ve, f"{p}.valueExpression", policy_variables(spec))
+            errs += _cel_errors(ve, f"{p}.valueExpression", policy_variables(spec), variable_names(spec))
         if key in keys:
             errs.append(duplicate(f"{p}.key", key))
         keys.add(key)
@@ -503,7 +514,7 @@ def validate_mutating_policy(obj: Obj, lenient: dict) -> list[FieldError]:
         elif not expr:
             errs.append(required(f"{p}.{field}.expression", "expression is not specified"))
         else:
-            errs += _cel_errors(expr, f"{p}.{field}.expression", policy_variables(spec))
+            errs += _cel_errors(expr, f"{p}.{field}.expression", policy_variables(spec), variable_names(spec))
     return errs
 
 

@@ -12,6 +12,7 @@ lacks, is rewritten to the two replacements it stands for.
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from typing import Any
@@ -22,7 +23,7 @@ from ...cel import CELError as _SharedCELError
 from ...cel import Environment, desugar
 from ...cel.library import runtime_functions
 from ...cel.library.authz import AUTHORIZER
-from ...cel.types import DYN
+from ...cel.types import DYN, Type
 
 VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject", "variables", "authorizer")
 
@@ -72,16 +73,27 @@ def _closing(toks, open_at: int) -> int:
     return len(toks) - 1
 
 
-_ENVS: dict[frozenset, Environment] = {}
 _LOCAL = threading.local()
 
 
-def _environment(declared: frozenset) -> Environment:
-    env = _ENVS.get(declared)
-    if env is None:
-        env = _ENVS[declared] = Environment(
-            {name: (AUTHORIZER if name == "authorizer" else DYN) for name in declared}, struct_types=True)
-    return env
+class _Names(frozenset):
+    """The names a policy's `variables` object has (the schema of its CEL type)."""
+
+
+def _field_type(obj: Type, name: str) -> Type | None:
+    if isinstance(obj.schema, _Names):
+        return DYN if name in obj.schema else None
+    return DYN
+
+
+@functools.lru_cache(maxsize=256)
+def _environment(declared: frozenset, variables: tuple[str, ...] | None = None) -> Environment:
+    """One environment per set of declared variables and of a policy's variable names (bounded:
+    policies written with many different variable names share the cache)."""
+    types = {name: AUTHORIZER if name == "authorizer" else DYN for name in declared}
+    if variables is not None and "variables" in declared:
+        types["variables"] = Type("object", schema=_Names(variables))
+    return Environment(types, field_type=_field_type, struct_types=True)
 
 
 def _context() -> cel.Context:
@@ -93,13 +105,16 @@ def _context() -> cel.Context:
     return ctx
 
 
-def compile_expression(expression: str, declared: frozenset = frozenset(VARIABLES)):
+def compile_expression(expression: str, declared: frozenset = frozenset(VARIABLES),
+                       variables: tuple[str, ...] | None = None):
     """The checked program (cached) with the `declared` variables (where an
     expression is written limits them: no `params` without a paramKind, no
-    `authorizer` in a messageExpression); CELError reads `compilation failed:
-    ERROR: <input>:1:5: ...` as upstream's does."""
+    `authorizer` in a messageExpression); `variables` (a policy's) names the
+    fields `variables` has, as upstream's composited compiler types it, so
+    `variables.x` of another name is an undefined field. CELError reads
+    `compilation failed: ERROR: <input>:1:5: ...` as upstream's does."""
     try:
-        return _environment(declared).compile(rewrite(expression))
+        return _environment(declared, variables).compile(rewrite(expression))
     except _SharedCELError as e:
         raise CELError(f"compilation failed: {e}") from None
 

@@ -176,6 +176,33 @@ async def test_policy_configuration_validation(stack):
         "matchPolicy": "Equivalent", "namespaceSelector": {}, "objectSelector": {}}
 
 
+async def test_a_policy_may_only_read_the_variables_it_declares(stack):
+    """`variables` has the policy's variables as its fields (a variable only those before it), as
+    upstream's composited compiler types it: the fuzzer stored a policy whose validation read a
+    variable its patch had removed, which could only fail when evaluated."""
+    rules = {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["*"], "resources": ["pods"]}]}
+    policies = api(stack, "validatingadmissionpolicies")
+    await policies.create({"metadata": {"name": "ok"}, "spec": {"matchConstraints": rules, "variables": [
+        {"name": "a", "expression": "object.metadata.name"}, {"name": "b", "expression": "variables.a + '!'"}],
+        "validations": [{"expression": "has(variables.b) && variables.b != variables.a", "messageExpression": "variables.a"}]}})
+    with pytest.raises(APIError) as e:
+        await policies.create({"metadata": {"name": "p"}, "spec": {"matchConstraints": rules, "variables": [
+            {"name": "a", "expression": "variables.b"}, {"name": "b", "expression": "1"}],
+            "validations": [{"expression": "variables.n != ''"}]}})
+    assert e.value.message == (
+        'ValidatingAdmissionPolicy.admissionregistration.k8s.io "p" is invalid: ['
+        "spec.variables[0].expression: Invalid value: \"variables.b\": compilation failed: ERROR: <input>:1:11: "
+        "undefined field 'b'\n | variables.b\n | ..........^, "
+        "spec.validations[0].expression: Invalid value: \"variables.n != ''\": compilation failed: ERROR: <input>:1:11: "
+        "undefined field 'n'\n | variables.n != ''\n | ..........^]")
+    with pytest.raises(APIError) as e:
+        await api(stack, "mutatingadmissionpolicies").create({"metadata": {"name": "m"}, "spec": {
+            "matchConstraints": rules, "reinvocationPolicy": "Never", "mutations": [{"patchType": "JSONPatch", "jsonPatch": {
+                "expression": '[JSONPatch{op: "add", path: "/metadata/labels/a", value: variables.v}]'}}]}})
+    assert e.value.code == 422 and "spec.mutations[0].jsonPatch.expression" in e.value.message
+    assert "undefined field 'v'" in e.value.message
+
+
 PODGROUP = {"metadata": {"name": "g", "namespace": "default"},
             "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}
 
