@@ -3,8 +3,18 @@ authorization.k8s.io's access and rules reviews, which are answered, not stored.
 
 from __future__ import annotations
 
+from .apps import validate_label_selector
 from .base import AGE, Column, Resource, Strategy, register
-from ..machinery.validation import FieldError, immutable, invalid, not_supported, required
+from ..machinery.validation import (
+    FieldError,
+    dns1123_subdomain,
+    immutable,
+    invalid,
+    label_value,
+    not_supported,
+    qualified_name,
+    required,
+)
 
 GROUP = "rbac.authorization.k8s.io"
 Errors = list[FieldError]
@@ -38,6 +48,8 @@ def subject(s: dict, path: str, binding_namespaced: bool) -> Errors:
     kind, name = s.get("kind", ""), s.get("name", "")
     errs: Errors = [] if name else [required(f"{path}.name")]
     if kind == "ServiceAccount":
+        if name:
+            errs += [invalid(f"{path}.name", name, m) for m in dns1123_subdomain(name)]
         if s.get("apiGroup"):
             errs.append(not_supported(f"{path}.apiGroup", s["apiGroup"], [""]))
         if not binding_namespaced and not s.get("namespace"):
@@ -65,12 +77,48 @@ class _RoleStrategy(Strategy):
 class ClusterRoleStrategy(_RoleStrategy):
     namespaced = False
 
-    def validate(self, obj):
+    def validate(self, obj, allow_invalid_values: bool = False):
+        """ValidateClusterRole: its rules, and an aggregationRule's selectors (each must also convert
+        to a selector, or it is an 'invalid label selector.')."""
         errs = super().validate(obj)
-        for i, sel in enumerate((obj.get("aggregationRule") or {}).get("clusterRoleSelectors") or []):
-            if not isinstance(sel, dict):
-                errs.append(invalid(f"aggregationRule.clusterRoleSelectors[{i}]", sel, "must be a label selector"))
+        rule = obj.get("aggregationRule")
+        if rule is None:
+            return errs
+        selectors = rule.get("clusterRoleSelectors") or []
+        if not selectors:
+            errs.append(required("aggregationRule.clusterRoleSelectors",
+                                 "at least one clusterRoleSelector required if aggregationRule is non-nil"))
+        for i, sel in enumerate(selectors):
+            p = f"aggregationRule.clusterRoleSelectors[{i}]"
+            errs += validate_label_selector(sel, p, allow_invalid_values)
+            if _unconvertible(sel):
+                errs.append(invalid(p, sel, "invalid label selector."))
         return errs
+
+    def validate_update(self, new, old):
+        """Label values a stored selector already had invalid stay allowed (upstream's ratcheting)."""
+        old_selectors = (old.get("aggregationRule") or {}).get("clusterRoleSelectors") or []
+        ratchet = any(_invalid_values(sel) for sel in old_selectors)
+        return self.validate(new, ratchet)
+
+
+def _invalid_values(sel: dict) -> bool:
+    return any(label_value(v) for req in sel.get("matchExpressions") or [] for v in req.get("values") or [])
+
+
+def _unconvertible(sel: dict) -> bool:
+    """Whether metav1.LabelSelectorAsSelector fails: a bad label key or value, an unknown operator,
+    or values the operator does not take."""
+    for k, v in (sel.get("matchLabels") or {}).items():
+        if qualified_name(k) or label_value(v):
+            return True
+    for req in sel.get("matchExpressions") or []:
+        op, values = req.get("operator"), req.get("values") or []
+        if op not in ("In", "NotIn", "Exists", "DoesNotExist") or qualified_name(req.get("key") or ""):
+            return True
+        if (op in ("In", "NotIn")) != bool(values) or any(label_value(v) for v in values):
+            return True
+    return False
 
 
 def _role_ref(o: dict) -> str:

@@ -69,3 +69,28 @@ def test_access_review_needs_exactly_one_attribute_set():
     both = {"spec": {"resourceAttributes": {}, "nonResourceAttributes": {}}}
     assert [e.detail for e in validate(both)] == ["cannot be specified in combination with resourceAttributes"]
     assert validate({"spec": {"nonResourceAttributes": {"verb": "get", "path": "/x"}}}) == []
+
+
+def test_service_account_subjects_and_aggregation_selectors_are_validated():
+    """ValidateRoleBindingSubject's ServiceAccount name and ValidateClusterRole's aggregationRule (the
+    fuzzer stored a ServiceAccount subject named A_B and a selector matching label value "b c")."""
+    rb = {"metadata": {"name": "b", "namespace": "a"}, "roleRef": {"apiGroup": G, "kind": "Role", "name": "r"},
+          "subjects": [{"kind": "ServiceAccount", "name": "A_B"}]}
+    assert [(r, f) for r, f, _ in errs("rolebindings", rb)] == [("FieldValueInvalid", "subjects[0].name")]
+    rb["subjects"][0]["name"] = "builder"
+    assert errs("rolebindings", rb) == []
+    cr = {"metadata": {"name": "agg"}, "aggregationRule": {"clusterRoleSelectors": [
+        {"matchLabels": {"a": "b c"}}, {"matchExpressions": [{"key": "k", "operator": "In", "values": ["x y"]}]},
+        {"matchLabels": {"rbac.example.com/aggregate": "true"}}]}}
+    assert [(r, f) for r, f, _ in errs("clusterroles", cr)] == [
+        ("FieldValueInvalid", "aggregationRule.clusterRoleSelectors[0].matchLabels"),
+        ("FieldValueInvalid", "aggregationRule.clusterRoleSelectors[0]"),
+        ("FieldValueInvalid", "aggregationRule.clusterRoleSelectors[1].matchExpressions[0].values[0]"),
+        ("FieldValueInvalid", "aggregationRule.clusterRoleSelectors[1]")]
+    assert errs("clusterroles", {"metadata": {"name": "agg"}, "aggregationRule": {}}) == [
+        ("FieldValueRequired", "aggregationRule.clusterRoleSelectors",
+         "at least one clusterRoleSelector required if aggregationRule is non-nil")]
+    # a value the stored selector already had stays allowed by ValidateLabelSelector; the conversion still fails
+    strategy = RES[(G, "clusterroles")].strategy
+    old = {"metadata": {"name": "agg"}, "aggregationRule": {"clusterRoleSelectors": [cr["aggregationRule"]["clusterRoleSelectors"][1]]}}
+    assert [e.field for e in strategy.validate_update(old, old)] == ["aggregationRule.clusterRoleSelectors[0]"]
