@@ -6,9 +6,10 @@ watch, so two clients asking for one value through two workers at one moment cou
 it. As upstream's allocators do, the store arbitrates: a value handed to a Service is first
 recorded there by a create that fails when the value is recorded already. A ClusterIP is
 recorded as its IPAddress object (MultiCIDRServiceAllocator's record, the object the IPAddress
-repair loop otherwise makes after the Service); a node port as a key of its own under
-NODE_PORTS, outside /registry/ and so outside every watch cache (upstream keeps one bitmap key
-updated by compare-and-swap; a key per port is as sound and never retries between workers).
+repair loop otherwise makes after the Service); a node port (a port's, or the health check's of
+a LoadBalancer with externalTrafficPolicy Local) as a key of its own under NODE_PORTS, outside
+/registry/ and so outside every watch cache (upstream keeps one bitmap key updated by
+compare-and-swap; a key per port is as sound and never retries between workers).
 The worker that writes a Service makes its records just before the write and removes them if
 the write fails; the worker that deletes it, or updates values away, removes them after. What a
 worker that ended between the two left behind, worker 0 removes after a grace period: the
@@ -26,7 +27,7 @@ import logging
 import orjson
 
 from ..machinery.errors import APIError
-from ..registry.core_services import AllocationError, ServiceStrategy, cluster_ips, node_ports
+from ..registry.core_services import AllocationError, ServiceStrategy, cluster_ips, needs_health_check, node_ports
 from ..store.interface import KeyExists, KeyNotFound, RevisionMismatch
 from .ipaddresses import GROUP, ip_address_for
 from .background import BackgroundLoop
@@ -83,16 +84,18 @@ class Reservations:
                     lost |= ip is None
                     if ip is not None:
                         made.append(("ip", ip))
-            for p in spec.get("ports") or []:
-                np = p.get("nodePort")
-                if np and np not in old_ports and s.node_ports.owner(np) == uid:
+            holders = [(p, "nodePort") for p in spec.get("ports") or []]
+            holders += [(spec, "healthCheckNodePort")] if needs_health_check(spec) else []
+            for holder, field in holders:
+                np = holder.get(field)
+                if np and np not in old_ports and s.node_ports.owner(np) == uid and ("port", np) not in made:
                     got = await self._record_port(np, uid)
                     if got is None:
                         lost = True
                         if s.picked(uid, np):  # no other could be recorded: the range is full
-                            p.pop("nodePort")
+                            holder.pop(field)
                     else:
-                        p["nodePort"] = got
+                        holder[field] = got
                         made.append(("port", got))
             errs = s.allocation_errors(obj, old) if lost else []  # raises when the range is full
         except BaseException:

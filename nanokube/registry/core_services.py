@@ -1,4 +1,4 @@
-"""Services: defaulting, validation, printing, ClusterIP and NodePort allocation.
+"""Services: defaulting, validation, printing, ClusterIP, NodePort and health check node port allocation.
 
 Allocation happens in `prepare_for_create`/`prepare_for_update`, before
 validation; validation then reports what could not be allocated with
@@ -257,12 +257,26 @@ def _node_ports(spec: dict) -> list[int]:
     return [p["nodePort"] for p in spec.get("ports") or [] if p.get("nodePort")]
 
 
+def needs_health_check(spec: dict) -> bool:
+    """Upstream's NeedsHealthCheck: a LoadBalancer whose external traffic stays on the node it reaches
+    needs a node port on which each node's kube-proxy tells the load balancer whether it has endpoints."""
+    return spec.get("type") == "LoadBalancer" and spec.get("externalTrafficPolicy") == "Local"
+
+
+def health_check_node_port(spec: dict) -> int:
+    """The health check node port a Service's spec holds, or 0."""
+    return (spec.get("healthCheckNodePort") or 0) if needs_health_check(spec) else 0
+
+
 def cluster_ips(spec: dict) -> list[str]:
     """The ClusterIPs a Service's spec holds."""
     return [ip for ip in spec.get("clusterIPs") or [spec.get("clusterIP")] if ip and ip != "None"]
 
 
-node_ports = _node_ports
+def node_ports(spec: dict) -> list[int]:
+    """Every node port a Service's spec holds: its ports' and its health check's."""
+    hc = health_check_node_port(spec)
+    return [*_node_ports(spec), *([hc] if hc else [])]
 
 
 def default_service(obj: dict) -> None:
@@ -339,6 +353,12 @@ def validate_service_spec(spec: dict) -> list[FieldError]:
     for i, ip in enumerate(spec.get("externalIPs") or []):
         if not _is_ip(ip):
             errs.append(invalid(f"spec.externalIPs[{i}]", ip, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
+    hc = spec.get("healthCheckNodePort") or 0
+    if hc and not needs_health_check(spec):
+        errs.append(invalid("spec.healthCheckNodePort", hc,
+                            "may only be set when `type` is 'LoadBalancer' and `externalTrafficPolicy` is 'Local'"))
+    elif hc:  # a Service that needs one and has none after allocation is the range's 500 (_allocation_errors)
+        errs += port_number(hc, "spec.healthCheckNodePort")
     return errs
 
 
@@ -514,6 +534,15 @@ class ServiceStrategy(Strategy):
                         self.pick(owner, p["nodePort"])
                 except AllocationError:
                     pass  # reported by validation
+        if needs_health_check(spec) and not (old and health_check_node_port(_spec(old))):
+            asked = spec.get("healthCheckNodePort") or None
+            if asked is None or self.node_ports.owner(asked) is None:  # one of its own node ports is taken too
+                try:
+                    spec["healthCheckNodePort"] = self.node_ports.allocate(owner, asked)
+                    if self.reservations is not None and not asked:
+                        self.pick(owner, spec["healthCheckNodePort"])
+                except AllocationError:
+                    pass  # reported by validation
         _default_families(spec)
 
     def pick(self, owner: str, value) -> None:
@@ -547,7 +576,8 @@ class ServiceStrategy(Strategy):
                 errs.append(invalid("spec.clusterIPs", spec.get("clusterIPs") or [ip], f"failed to allocate IP {ip}: {problem}"))
         if spec.get("type") not in _NODE_PORT_TYPES:
             return errs
-        old_ports = set(_node_ports(_spec(old))) if old else set()
+        ospec = _spec(old) if old else {}
+        old_ports, old_hc = set(_node_ports(ospec)), health_check_node_port(ospec)
         dynamic = _allocates_node_ports(spec)
         for i, p in enumerate(spec.get("ports") or []):
             np = p.get("nodePort")
@@ -555,9 +585,17 @@ class ServiceStrategy(Strategy):
                 if dynamic and not errs:
                     raise errors.internal("failed to allocate a nodePort: range is full")
                 continue
-            if np not in old_ports and self.node_ports.owner(np) != owner:
+            if np not in old_ports and (self.node_ports.owner(np) != owner or np == old_hc):
                 problem = self.node_ports.check(owner, np) or "provided port is already allocated"
                 errs.append(invalid(f"spec.ports[{i}].nodePort", np, problem))
+        if errs or not needs_health_check(spec) or old_hc:
+            return errs
+        hc = spec.get("healthCheckNodePort")
+        if not hc:  # upstream's message names the port its failed pick left at 0
+            raise errors.internal("failed to allocate a HealthCheck NodePort 0: range is full")
+        if hc in _node_ports(spec) or hc in node_ports(ospec) or self.node_ports.owner(hc) != owner:
+            problem = self.node_ports.check(owner, hc) or "provided port is already allocated"
+            raise errors.internal(f"failed to allocate requested HealthCheck NodePort {hc}: {problem}")
         return errs
 
     def _release_values(self, owner: str, ips: set[str], ports: set[int]) -> None:
@@ -570,7 +608,7 @@ class ServiceStrategy(Strategy):
         """Free the ClusterIP and node ports held by this (deleted) service."""
         spec, owner = _spec(obj), _owner(obj)
         self.forget_picks(owner)
-        self._release_values(owner, set(cluster_ips(spec)), set(_node_ports(spec)))
+        self._release_values(owner, set(cluster_ips(spec)), set(node_ports(spec)))
 
     def restore(self, objs: list[dict]) -> None:
         """Rebuild allocations from the services already stored."""
@@ -582,7 +620,7 @@ class ServiceStrategy(Strategy):
                         self.ips.allocate(owner, ip)
                     except AllocationError:
                         continue
-            for port in _node_ports(spec):
+            for port in node_ports(spec):
                 try:
                     self.node_ports.allocate(owner, port)
                 except AllocationError:
@@ -618,13 +656,18 @@ class ServiceStrategy(Strategy):
             for p in spec.get("ports") or []:
                 if otype in _NODE_PORT_TYPES and p.get("nodePort") in _node_ports(ospec):
                     p.pop("nodePort")
+        old_hc = health_check_node_port(ospec)
+        if old_hc and needs_health_check(spec):  # upstream's patchAllocatedValues: kept unless asked otherwise
+            spec["healthCheckNodePort"] = spec.get("healthCheckNodePort") or old_hc
+        elif old_hc and spec.get("healthCheckNodePort") == old_hc:  # dropTypeDependentFields: no longer needed
+            spec.pop("healthCheckNodePort")
         if validate_service_spec(spec):
             return
         self._allocate(new, old)
         owner = _owner(old)
         old_ips = {ip for ip in ospec.get("clusterIPs") or [] if ip != "None"}
         new_ips = set(spec.get("clusterIPs") or [])
-        self._release_values(owner, old_ips - new_ips, set(_node_ports(ospec)) - set(_node_ports(spec)))
+        self._release_values(owner, old_ips - new_ips, set(node_ports(ospec)) - set(node_ports(spec)))
 
     def validate(self, obj):
         return validate_service_spec(_spec(obj)) or self._allocation_errors(obj)
@@ -635,4 +678,7 @@ class ServiceStrategy(Strategy):
         if spec.get("type") != "ExternalName" and ospec.get("type") != "ExternalName" and ospec.get("clusterIP"):
             if spec.get("clusterIP") != ospec.get("clusterIP"):
                 errs.append(immutable("spec.clusterIP", spec.get("clusterIP", "")))
+        old_hc = health_check_node_port(ospec)
+        if old_hc and needs_health_check(spec) and spec.get("healthCheckNodePort") != old_hc:
+            errs.append(forbidden("spec.healthCheckNodePort", "field is immutable"))
         return errs or self._allocation_errors(new, old)

@@ -243,3 +243,59 @@ async def test_a_request_cancelled_while_a_record_is_written_has_it_removed(work
     with pytest.raises(APIError) as e:
         await services(a).get("s", NS)
     assert e.value.code == 404
+
+
+def local_lb(name: str, **spec) -> dict:
+    return svc(name, type="LoadBalancer", externalTrafficPolicy="Local", allocateLoadBalancerNodePorts=False, **spec)
+
+
+async def test_one_health_check_port_asked_for_through_both_workers_at_once_goes_to_one(workers):
+    results = await race(workers, [local_lb(f"hc{i}", healthCheckNodePort=31500) for i in range(6)])
+    won = [r for r in results if isinstance(r, dict)]
+    assert len(won) == 1 and won[0]["spec"]["healthCheckNodePort"] == 31500
+    assert all((e.code, e.message) == (500, "Internal error occurred: failed to allocate requested HealthCheck "
+                                            "NodePort 31500: provided port is already allocated")
+               for e in results if not isinstance(e, dict))
+    kv = await workers[0].store.get(f"{NODE_PORTS}31500")
+    assert orjson.loads(kv.value)["uid"] == won[0]["metadata"]["uid"]
+
+
+async def test_a_health_check_port_picked_that_the_other_worker_recorded_is_given_up(workers):
+    a, b = workers
+    hc = (await services(a).create(local_lb("first")))["spec"]["healthCheckNodePort"]
+    await b.store.create(f"{NODE_PORTS}{hc + 2}", orjson.dumps({"uid": "u-holder"}))  # worker 0's next pick
+    second = await services(a).create(local_lb("second"))
+    assert second["spec"]["healthCheckNodePort"] not in (hc, hc + 2)
+    kv = await a.store.get(f"{NODE_PORTS}{second['spec']['healthCheckNodePort']}")
+    assert orjson.loads(kv.value)["uid"] == second["metadata"]["uid"]
+
+
+async def test_health_check_port_records_go_with_the_port(workers):
+    a, b = workers
+    made = await services(a).create(local_lb("s", healthCheckNodePort=30600))
+    assert await a.store.get(f"{NODE_PORTS}30600") is not None
+    # the repair loop leaves it: the Service holds it
+    server = SimpleNamespace(store=a.store, cache=a.cache, clock=Clock(), index=a.index)
+    assert await NodePortRepair(server, grace=-1).repair() == []
+    # policy Cluster through the other worker: the record goes; Local again: a new one is recorded
+    await b.cache.sync()
+    got = copy.deepcopy(await services(b).get("s", NS))
+    got["spec"]["externalTrafficPolicy"] = "Cluster"
+    assert "healthCheckNodePort" not in (await services(b).update(got))["spec"]
+    assert await a.store.get(f"{NODE_PORTS}30600") is None
+    await a.cache.sync()
+    got = copy.deepcopy(await services(a).get("s", NS))
+    got["spec"]["externalTrafficPolicy"] = "Local"
+    hc = (await services(a).update(got))["spec"]["healthCheckNodePort"]
+    kv = await a.store.get(f"{NODE_PORTS}{hc}")
+    assert orjson.loads(kv.value)["uid"] == made["metadata"]["uid"]
+    await services(b).delete("s", NS)
+    assert await _records(a) == ([], [])
+
+
+async def test_one_node_port_of_two_protocols_is_recorded_once(workers):
+    a, _ = workers
+    made = await services(a).create(svc("dns", ports=[{"name": "tcp", "port": 53, "protocol": "TCP", "nodePort": 30053},
+                                                      {"name": "udp", "port": 53, "protocol": "UDP", "nodePort": 30053}]))
+    assert [p["nodePort"] for p in made["spec"]["ports"]] == [30053, 30053]
+    assert (await _records(a))[1] == [f"{NODE_PORTS}30053"]
