@@ -15,12 +15,14 @@ from ..machinery.validation import (
     forbidden,
     immutable,
     invalid,
+    label_value,
     not_supported,
     qualified_name,
     required,
     too_long,
 )
 from ..volume.classes import IMMEDIATE, WAIT_FOR_FIRST_CONSUMER, is_default
+from .apps import validate_label_selector
 from .base import AGE, Column, Resource, Strategy, register
 from .core_printing import AGE_DOC, NAME_DOC
 
@@ -359,8 +361,9 @@ class CSIStorageCapacityStrategy(Strategy):
         Column("Capacity", "string", lambda o: o.get("capacity") or "<unset>", doc("CSIStorageCapacity", "capacity")),
     ]
 
-    def validate(self, obj):
-        errs: list[FieldError] = []
+    def validate(self, obj, allow_invalid_values: bool = False):
+        """ValidateCSIStorageCapacity: nodeTopology (a label selector), class name, capacity."""
+        errs = validate_label_selector(obj.get("nodeTopology"), "nodeTopology", allow_invalid_values)
         name = obj.get("storageClassName") or ""
         errs += [invalid("storageClassName", name, m) for m in dns1123_subdomain(name)]
         if obj.get("capacity") is not None:
@@ -372,7 +375,10 @@ class CSIStorageCapacityStrategy(Strategy):
         return errs
 
     def validate_update(self, new, old):
-        errs = self.validate(new)
+        """Invalid label values the stored selector already had stay allowed (upstream's ratcheting)."""
+        topology = old.get("nodeTopology") or {}
+        ratchet = any(label_value(v) for req in topology.get("matchExpressions") or [] for v in req.get("values") or [])
+        errs = self.validate(new, ratchet)
         for f in ("nodeTopology", "storageClassName"):
             if new.get(f) != old.get(f):
                 errs.append(immutable(f, new.get(f)))

@@ -244,3 +244,16 @@ def test_storage_class_allowed_topologies_are_validated_as_upstream(terms, error
     sc = {"metadata": {"name": "z"}, "provisioner": "example.com/p", "allowedTopologies": terms}
     StorageClassStrategy().default(sc, "v1")
     assert msgs(StorageClassStrategy().validate(sc)) == errors
+
+
+def test_csi_storage_capacity_node_topology_is_a_valid_label_selector():
+    """ValidateCSIStorageCapacity validates nodeTopology (the fuzzer's probe stored matchLabels {"a": "b c"});
+    invalid values a stored selector had stay allowed on update."""
+    from nanokube.registry.storage import CSIStorageCapacityStrategy
+
+    cap = CSIStorageCapacityStrategy()
+    bad = {"metadata": {"name": "c", "namespace": "d"}, "storageClassName": "fast",
+           "nodeTopology": {"matchLabels": {"a": "b c"}, "matchExpressions": [{"key": "k", "operator": "In", "values": ["x y"]}]}}
+    assert [e.field for e in cap.validate(bad)] == ["nodeTopology.matchExpressions[0].values[0]", "nodeTopology.matchLabels"]
+    old = {**bad, "nodeTopology": {"matchExpressions": bad["nodeTopology"]["matchExpressions"]}}
+    assert cap.validate_update({**old, "capacity": "1Gi"}, old) == []
