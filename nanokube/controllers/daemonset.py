@@ -21,6 +21,7 @@ from .replicaset import (
     Expectations,
     claim_objects,
     controller_ref,
+    controller_refs,
     create_pods,
     delete_pods,
     owner_reference,
@@ -186,7 +187,7 @@ class DaemonSetController(Controller):
         """updatePod: the owner of each side is synced; an orphan's selecting DaemonSets only
         when its labels or controller reference changed, since nothing else can make it adoptable
         (most pod updates are status writes)."""
-        old_ref, ref = controller_ref(old), controller_ref(pod)
+        old_ref, ref = controller_refs(old, pod)
         if old_ref != ref and (old_key := self._owner_key(old, old_ref)):
             self.queue.add(old_key)
         if ref is not None:

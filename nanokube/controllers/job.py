@@ -29,6 +29,7 @@ from .job_workload import JobWorkloads, uses_workload
 from .replicaset import (
     Expectations,
     controller_ref,
+    controller_refs,
     create_pods,
     delete_pods,
     ignore_missing,
@@ -247,7 +248,7 @@ class JobController(Controller):
 
     def _pod_updated(self, old: dict, pod: dict) -> None:
         """updatePod: the Job controlling the pod, and the one that did when its reference moved."""
-        old_ref, ref = controller_ref(old), controller_ref(pod)
+        old_ref, ref = controller_refs(old, pod)
         if old_ref != ref and old_ref is not None and old_ref.get("kind") == "Job":
             self.queue.add(f"{old['metadata']['namespace']}/{old_ref['name']}")
         if ref is not None and ref.get("kind") == "Job":

@@ -35,27 +35,41 @@ class PVCProtectionController(Controller):
         self.pvcs = client.resource("", "v1", "persistentvolumeclaims")
         self.claims = self.informer_factory.informer(self.pvcs)
         self.pods = self.informer_factory.informer(client.resource("", "v1", "pods"))
-        self.claims.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new))
+        #: the claims being deleted: only they wait on pods, so while there is none a pod event has nothing to do
+        self._deleting: set[str] = set()
+        self.claims.add_handlers(on_add=self._claim_seen, on_update=lambda old, new: self._claim_seen(new),
+                                 on_delete=self._claim_gone)
         self.pods.add_handlers(on_update=self._pod_updated, on_delete=self._pod)
 
     def informers(self):
         return [self.claims, self.pods]
 
-    def _enqueue(self, pvc: dict) -> None:
+    def _claim_seen(self, pvc: dict) -> None:
+        key = f"{pvc['metadata']['namespace']}/{pvc['metadata']['name']}"
         if pvc["metadata"].get("deletionTimestamp"):
-            self.queue.add(f"{pvc['metadata']['namespace']}/{pvc['metadata']['name']}")
+            self._deleting.add(key)
+            self.queue.add(key)
+        else:
+            self._deleting.discard(key)
+
+    def _claim_gone(self, pvc: dict) -> None:
+        self._deleting.discard(f"{pvc['metadata']['namespace']}/{pvc['metadata']['name']}")
 
     def _pod(self, pod: dict) -> None:
+        """The pod's claims that are being deleted."""
+        if not self._deleting:
+            return
         ns = pod["metadata"].get("namespace")
         for name in claims_of(pod):
-            pvc = self.claims.get(f"{ns}/{name}")
-            if pvc is not None:
-                self._enqueue(pvc)
+            if (key := f"{ns}/{name}") in self._deleting:
+                self.queue.add(key)
 
     def _pod_updated(self, old: dict, pod: dict) -> None:
         """podAddedDeletedUpdated: a scheduled pod that has not finished still uses its claims,
         so its update (most are status writes) cannot release one; an update that replaced the
         pod (another uid under its name) may have released the old one's."""
+        if not self._deleting:
+            return
         if old["metadata"].get("uid") != pod["metadata"].get("uid"):
             self._pod(old)
         if not uses_claims(pod):

@@ -68,6 +68,16 @@ def controller_ref(obj: dict) -> dict | None:
     return None
 
 
+def controller_refs(old: dict, pod: dict) -> tuple[dict | None, dict | None]:
+    """The controller references of an update's old and new object, the new one's looked up
+    only when it has ownerReferences, and once when they did not change (most updates)."""
+    refs = pod["metadata"].get("ownerReferences")
+    ref = controller_ref(pod) if refs else None
+    if old["metadata"].get("ownerReferences") == refs:
+        return ref, ref
+    return controller_ref(old), ref
+
+
 def owner_reference(owner: dict, api_version: str, kind: str) -> dict:
     md = owner["metadata"]
     return {"apiVersion": api_version, "kind": kind, "name": md["name"], "uid": md["uid"],
@@ -263,7 +273,7 @@ class ReplicaSetController(Controller):
         when its labels or controller reference changed, since nothing else can make it adoptable
         (most pod updates are status writes). The informer hands over no update with the same
         resourceVersion, upstream's first check."""
-        old_ref, ref = controller_ref(old), controller_ref(pod)
+        old_ref, ref = controller_refs(old, pod)
         if old_ref != ref and (old_key := self._owner_key(old, old_ref)):
             self.queue.add(old_key)
         if ref is not None:

@@ -19,7 +19,7 @@ from .base import Controller
 from .deployment import resolve_int_or_percent
 from ..client.record import CoreEventRecorder
 from .history import HASH_LABEL, POD_REVISION_LABEL, History, hash_revision, revision_name, template_patch
-from .replicaset import claim_objects, controller_ref, owner_reference, pod_available_in, pod_is_ready
+from .replicaset import claim_objects, controller_ref, controller_refs, owner_reference, pod_available_in, pod_is_ready
 
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
@@ -86,7 +86,7 @@ class StatefulSetController(Controller):
 
     def _pod_updated(self, old: dict, pod: dict) -> None:
         """updatePod: the set controlling the pod, and the one that did when its reference moved."""
-        old_ref, ref = controller_ref(old), controller_ref(pod)
+        old_ref, ref = controller_refs(old, pod)
         if old_ref != ref and old_ref is not None and old_ref.get("kind") == "StatefulSet":
             self.queue.add(f"{old['metadata']['namespace']}/{old_ref['name']}")
         if ref is not None and ref.get("kind") == "StatefulSet":

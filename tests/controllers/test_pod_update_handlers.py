@@ -303,6 +303,16 @@ async def test_pvc_protection_looks_again_when_a_pod_can_release_its_claim(stack
         p = await status(stack.client, p, phase="Succeeded")
         await seen(ctrl.pods, p)
         assert await drained(ctrl) == {"default/data"}
+        await claims.patch("data", {"metadata": {"finalizers": None}}, namespace=NS)  # released, the claim goes
+
+        async def gone():
+            return ctrl.claims.get("default/data") is None
+        await eventually(gone)
+        p = await stack.client.resource("", "v1", "pods").create(pod("r", volumes=[
+            {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]), NS)
+        p = await status(stack.client, p, conditions=[UNSCHEDULABLE])  # its claim is no longer deleting
+        await seen(ctrl.pods, p)
+        assert await drained(ctrl) == set()
     finally:
         await stopped(ctrl)
 
