@@ -14,6 +14,7 @@ Extra strategy hooks beyond base.Strategy, for the API server:
 from __future__ import annotations
 
 import base64
+import ipaddress
 import re
 import time
 
@@ -22,6 +23,7 @@ from .core_pods import PodStrategy, bind_pod, default_pod_spec, validate_binding
 from .core_printing import AGE_DOC, NAME_DOC, Clock, doc, since
 from .core_services import NodePortAllocator, ServiceIPAllocator, ServiceStrategy
 from .core_spec import PROTOCOLS, port_number, taint_effect
+from .discovery import endpoint_ip
 from ..machinery.validation import (
     FieldError,
     dns1123_label,
@@ -395,6 +397,29 @@ def format_endpoints(ep: dict) -> str:
     return f"{text} + {count - 3} more..." if more else text
 
 
+def _endpoint_address(a: dict, path: str) -> list[FieldError]:
+    """validateEndpointAddress: an IP (ValidateEndpointIP's ranges refused), a DNS label hostname, a node name."""
+    ip = a.get("ip") or ""
+    errs: list[FieldError] = []
+    if not ip:
+        errs.append(required(f"{path}.ip"))
+    elif not _is_ip(ip):
+        errs.append(invalid(f"{path}.ip", ip, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
+    if a.get("hostname"):
+        errs += [invalid(f"{path}.hostname", a["hostname"], m) for m in dns1123_label(a["hostname"])]
+    if (node := a.get("nodeName")) is not None:
+        errs += [invalid(f"{path}.nodeName", node, m) for m in dns1123_subdomain(node)]
+    return errs + (endpoint_ip(ip, f"{path}.ip") if ip else [])
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
 class EndpointsStrategy(Strategy):
     allow_create_on_update = True
     track_generation = False
@@ -410,11 +435,7 @@ class EndpointsStrategy(Strategy):
             p = f"subsets[{i}]"
             for key in ("addresses", "notReadyAddresses"):
                 for j, a in enumerate(ss.get(key) or []):
-                    ip = a.get("ip", "")
-                    if not ip:
-                        errs.append(required(f"{p}.{key}[{j}].ip"))
-                    if a.get("hostname"):
-                        errs += [invalid(f"{p}.{key}[{j}].hostname", a["hostname"], m) for m in dns1123_label(a["hostname"])]
+                    errs += _endpoint_address(a, f"{p}.{key}[{j}]")
             ports = ss.get("ports") or []
             for j, port in enumerate(ports):
                 pp = f"{p}.ports[{j}]"

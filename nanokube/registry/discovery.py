@@ -58,6 +58,16 @@ def _ip_errors(addr: str, family: int, path: str) -> list[FieldError]:
         ip = None
     if ip is None or ip.version != family:
         return [invalid(path, addr, f"must be a valid IPv{family} address")]
+    return endpoint_ip(addr, path)
+
+
+def endpoint_ip(addr: str, path: str) -> list[FieldError]:
+    """ValidateEndpointIP (Endpoints and EndpointSlice addresses): an IP, and none of the
+    unspecified, loopback, link-local or link-local multicast ones."""
+    try:
+        ip = ipaddress.ip_address(addr)
+    except ValueError:
+        return [invalid(path, addr, "must be a valid IP address")]
     if ip.is_unspecified:
         return [invalid(path, addr, f"may not be unspecified ({addr})")]
     if ip.is_loopback:

@@ -635,6 +635,27 @@ def test_endpoints_column_and_validation():
     assert ("subsets[0].addresses[0].ip", "FieldValueRequired") in got and ("subsets[0].ports[0].port", "FieldValueInvalid") in got
 
 
+def test_endpoints_addresses_are_ips_outside_the_reserved_ranges():
+    """validateEndpointAddress with ValidateEndpointIP (the fuzzer's probes stored "bogus", 127.0.0.1,
+    169.254.1.1 and 224.0.0.1), and a node name that must be a DNS subdomain."""
+    s = EndpointsStrategy()
+    addrs = [{"ip": "bogus"}, {"ip": "127.0.0.1"}, {"ip": "169.254.1.1"}, {"ip": "224.0.0.1"}, {"ip": "0.0.0.0"},
+             {"ip": "fe80::1"}, {"ip": "10.0.0.1", "nodeName": "Node_1"}, {"ip": "2001:db8::1"}]
+    ep = {"metadata": {"name": "web"}, "subsets": [{"addresses": addrs, "ports": [{"port": 80, "protocol": "TCP"}]}]}
+    p = "subsets[0].addresses"
+    assert [str(e) for e in s.validate(ep)] == [
+        f'{p}[0].ip: Invalid value: "bogus": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)',
+        f'{p}[0].ip: Invalid value: "bogus": must be a valid IP address',
+        f'{p}[1].ip: Invalid value: "127.0.0.1": may not be in the loopback range (127.0.0.0/8, ::1/128)',
+        f'{p}[2].ip: Invalid value: "169.254.1.1": may not be in the link-local range (169.254.0.0/16, fe80::/10)',
+        f'{p}[3].ip: Invalid value: "224.0.0.1": may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)',
+        f'{p}[4].ip: Invalid value: "0.0.0.0": may not be unspecified (0.0.0.0)',
+        f'{p}[5].ip: Invalid value: "fe80::1": may not be in the link-local range (169.254.0.0/16, fe80::/10)',
+        f'{p}[6].nodeName: Invalid value: "Node_1": a lowercase RFC 1123 subdomain must consist of lower case '
+        "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. "
+        "'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"]
+
+
 def test_event_columns_and_validation():
     s = EventStrategy(clock)
     ev = {"metadata": {"name": "p.1", "namespace": "default"}, "type": "Warning", "reason": "BackOff",
