@@ -24,7 +24,15 @@ from .apps import (
     validate_positive_int_or_percent,
 )
 from .base import Column, Obj, Resource, Strategy, register
-from ..machinery.validation import FieldError, forbidden, immutable, invalid, not_supported, required
+from ..machinery.validation import (
+    FieldError,
+    dns1123_label,
+    forbidden,
+    immutable,
+    invalid,
+    not_supported,
+    required,
+)
 
 _STATUS = "io.k8s.api.apps.v1.StatefulSetStatus"
 _CR = "io.k8s.api.apps.v1.ControllerRevision"
@@ -35,6 +43,10 @@ _MUTABLE = ("replicas", "ordinals", "template", "updateStrategy", "revisionHisto
 
 
 class StatefulSetStrategy(Strategy):
+    #: ValidateStatefulSetName: a DNS label, as its pods' names and hostnames are; an update does not
+    #: check it (names were DNS subdomains before, and cannot change)
+    name_validator = staticmethod(dns1123_label)
+    update_name_validator = staticmethod(lambda name: [])
     columns = [
         name_column(),
         Column("Ready", "string",

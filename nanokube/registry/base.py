@@ -49,6 +49,9 @@ class Strategy:
     #: its Node with its status)? Other resources start with an empty status.
     keep_status_on_create: bool = False
     name_validator: Callable[[str], list[str]] = staticmethod(dns1123_subdomain)
+    #: the name check of an update; None: name_validator. Where upstream tightened a kind's name
+    #: rule it skips it on update, so objects stored under the old rule can still be updated
+    update_name_validator: Callable[[str], list[str]] | None = None
     #: fields (beyond metadata.name / metadata.namespace) usable in fieldSelector
     field_selectors: dict[str, Callable[[Obj], Any]] = {}
     #: columns for `kubectl get`; None means upstream's default NAME / CREATED AT
@@ -200,7 +203,8 @@ class Resource:
         return _after(errs, self.strategy.validate, obj)
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
-        errs = validate_object_meta(new.get("metadata") or {}, self.namespaced, self.strategy.name_validator)
+        errs = validate_object_meta(new.get("metadata") or {}, self.namespaced,
+                                    self.strategy.update_name_validator or self.strategy.name_validator)
         errs += validate_object_meta_update(new.get("metadata") or {}, old.get("metadata") or {})
         return _after(errs, self.strategy.validate_update, new, old)
 

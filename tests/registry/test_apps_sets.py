@@ -4,6 +4,7 @@ defaults, upstream's validation messages and columns."""
 import pytest
 
 from nanokube.machinery.errors import APIError
+from nanokube.registry.base import all_resources
 from tests.controllers import make_stack
 
 TEMPLATE = {"metadata": {"labels": {"app": "a"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
@@ -105,6 +106,20 @@ async def test_statefulset_validation(client):
         await sts.patch("web", {"spec": {"serviceName": "other"}}, namespace="default")
     assert "spec: Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template'" in e.value.message
     await sts.patch("web", {"spec": {"replicas": 5, "ordinals": {"start": 2}}}, namespace="default")
+
+
+async def test_statefulset_name_is_a_dns_label_on_create_only(client):
+    """ValidateStatefulSetName: its pods are named <name>-<ordinal>, so a 64-character or dotted
+    name is refused (the fuzzer's probe stored one); an update does not check the name again."""
+    sts = client.resource("apps", "v1", "statefulsets")
+    assert 'metadata.name: Invalid value: "' + "a" * 64 + '": must be no more than 63 characters' in \
+        await invalid(sts, statefulset(name="a" * 64))
+    assert "a lowercase RFC 1123 label must consist of" in await invalid(sts, statefulset(name="web.v1"))
+    strategy = next(r for r in all_resources() if r.plural == "statefulsets")
+    dotted = statefulset(name="web.v1")
+    strategy.strategy.default(dotted, "v1")
+    dotted["metadata"].update(uid="u", creationTimestamp="2026-01-01T00:00:00Z")
+    assert strategy.validate_update(dotted, dotted) == []
 
 
 async def test_controller_revision(client):
