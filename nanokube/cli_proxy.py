@@ -25,7 +25,7 @@ from .proxy.modes import ModeError, select_mode
 from .proxy.nftables.layout import TABLE
 from .proxy.nftables.nft import Nft, NftError
 from .proxy.proxier import IP_FAMILIES, Proxier
-from .proxy.runner import HEALTHZ_ADDRESS, METRICS_ADDRESS, MODE_EVENT_REASON, proxy_configs
+from .proxy.runner import HEALTHZ_ADDRESS, METRICS_ADDRESS, MODE_EVENT_REASON, health_check_listener, proxy_configs
 from .proxy.server import Servers, health_app, metrics_app, split_address
 
 log = logging.getLogger("nanokube.proxy")
@@ -86,7 +86,8 @@ async def _run(args: argparse.Namespace, mode: str, warnings: list[str]) -> int:
     client = HTTPClient.from_kubeconfig(args.kubeconfig, args.context, field_manager="kube-proxy", user_agent="nanokube-proxy")
     await client.start()
     proxier = Proxier(client, node, "", netns=args.netns, configs=proxy_configs(),
-                      min_sync_period=args.min_sync_period, sync_period=args.sync_period)
+                      min_sync_period=args.min_sync_period, sync_period=args.sync_period,
+                      health_check_listen=health_check_listener(args.netns))
     nodes = Informer(client.resource("", "v1", "nodes"), field_selector=f"metadata.name={node}")
     nodes.add_handlers(proxier.health.sync_node, lambda old, new: proxier.health.sync_node(new),
                        lambda gone: proxier.health.sync_node(None))

@@ -27,7 +27,8 @@ import logging
 import orjson
 
 from ..machinery.errors import APIError
-from ..registry.core_services import AllocationError, ServiceStrategy, cluster_ips, needs_health_check, node_ports
+from ..machinery.services import needs_health_check
+from ..registry.core_services import AllocationError, ServiceStrategy, cluster_ips, node_ports
 from ..store.interface import KeyExists, KeyNotFound, RevisionMismatch
 from .ipaddresses import GROUP, ip_address_for
 from .background import BackgroundLoop

@@ -23,6 +23,10 @@ and retried as a full sync of that family's table (at once for a partial
 sync, after `sync_period` when the full sync failed too). Upstream records
 no Event for it; the pending change turns `/healthz` unhealthy once it waits
 past the health timeout (twice `sync_period`).
+
+Given `health_check_listen`, the proxier also serves upstream's per-Service health checks
+(service_health.py) on the `healthCheckNodePort` of each LoadBalancer with
+`externalTrafficPolicy: Local`, after each successful sync, as upstream does.
 """
 
 from __future__ import annotations
@@ -30,15 +34,18 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
-from collections.abc import Sequence
+import socket
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from ..client.informer import Informer
 from ..clock import REAL, Clock
+from ..machinery.services import health_check_node_port
 from .events import record_node_event
 from .health import ProxyHealth
+from .service_health import ServiceHealthServer
 from .nftables.layout import TABLE, Config, Endpoint, ServicePort
 from .nftables.nft import Nft
 from .nftables.sync import Syncer, SyncReport
@@ -167,8 +174,11 @@ class FamilyTable:
 class Proxier:
     def __init__(self, client, node_name: str, node_ip: str, netns: str | None = None, clock: Clock = REAL,
                  configs: Sequence[Config] = DUAL_STACK, min_sync_period: float = 1.0, sync_period: float = 30.0,
-                 full_sync_period: float = 3600.0, registry: CollectorRegistry | None = None, nft: Nft | None = None):
-        """`configs`: one per table, `ip` and/or `ip6`; both tables load through one nft context."""
+                 full_sync_period: float = 3600.0, registry: CollectorRegistry | None = None, nft: Nft | None = None,
+                 health_check_listen: Callable[[int], socket.socket] | None = None):
+        """`configs`: one per table, `ip` and/or `ip6`; both tables load through one nft context.
+        `health_check_listen(port)`: a socket bound to `port` on the node's addresses, for the
+        Services' health checks (none served without it)."""
         self.node_name, self.node_ip, self.clock = node_name, node_ip, clock
         self.client = client
         self.nft = nft or Nft(netns)
@@ -177,6 +187,9 @@ class Proxier:
         self.registry = registry or CollectorRegistry()
         self.metrics = ProxyMetrics(self.registry)
         self.health = ProxyHealth(2 * sync_period, clock, self.registry)
+        self.service_health = ServiceHealthServer(self.health, health_check_listen, node_name) \
+            if health_check_listen else None
+        self.health_check_ports: dict[str, int] = {}  # service key -> its healthCheckNodePort
         self.services = Informer(client.resource("", "v1", "services"), clock=clock)
         self.slices = Informer(client.resource("discovery.k8s.io", "v1", "endpointslices"), clock=clock)
         self.syncs = 0
@@ -212,6 +225,8 @@ class Proxier:
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.service_health is not None:
+            await self.service_health.close()
         self.nft.close()  # its socket would keep a deleted node namespace alive
 
     def _rebuild(self) -> None:
@@ -224,6 +239,11 @@ class Proxier:
                 by_service.setdefault(key, []).append(sl)
         for key in dirty:
             svc = self.services.get(key)
+            hc = health_check_node_port(svc.get("spec") or {}) if svc is not None else 0
+            if hc:
+                self.health_check_ports[key] = hc
+            else:
+                self.health_check_ports.pop(key, None)
             for t in self.tables.values():
                 for sp in t.ports.pop(key, []):
                     t.flat.pop(sp.key, None)
@@ -239,8 +259,19 @@ class Proxier:
         reports = [await self._sync_table(t, full) for t in self.tables.values()]
         if all(r.ok for r in reports):
             self.health.updated()
+            await self._sync_health_checks()
         self.syncs += 1
         return reports
+
+    async def _sync_health_checks(self) -> None:
+        """Upstream's SyncServices and SyncEndpoints: each served Service's ready endpoints on this
+        node (distinct addresses over its ports and families, as upstream's LocalReadyEndpoints)."""
+        if self.service_health is None:
+            return
+        await self.service_health.sync_services(self.health_check_ports)
+        self.service_health.sync_endpoints({
+            key: len({e.ip for t in self.tables.values() for sp in t.ports.get(key, ()) for e in sp.endpoints
+                      if e.local and e.ready}) for key in self.health_check_ports})
 
     async def _sync_table(self, t: FamilyTable, full: bool) -> SyncReport:
         start = self.clock.monotonic()

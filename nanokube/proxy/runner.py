@@ -7,7 +7,9 @@ Health and metrics are where a user of a real cluster looks for them:
 each node's proxier serves `/healthz` and `/livez` on 0.0.0.0:10256 and
 `/metrics` on 127.0.0.1:10249 inside that node's namespace (upstream's
 default addresses, one kube-proxy per node, so names never collide), e.g.
-`ip netns exec NODE-NS curl NODE-IP:10256/healthz` or from any pod. From the
+`ip netns exec NODE-NS curl NODE-IP:10256/healthz` or from any pod, and
+each LoadBalancer Service with `externalTrafficPolicy: Local` on
+0.0.0.0:`healthCheckNodePort` there (200 with local endpoints, else 503). From the
 host, `metrics` (a `NodeLabelledMetrics`) adds every proxier's kubeproxy_*
 families to the API server's `/metrics`, one family per name with a `node`
 label.
@@ -45,9 +47,9 @@ def proxy_configs() -> tuple[Config, Config]:
     return Config(service_cidrs=(SERVICE_CIDR,)), Config(family="ip6")
 
 
-def listen_in_netns(netns: str, address: str) -> socket.socket:
-    """A listening-ready TCP socket bound to `address` inside `netns`."""
-    sock = open_in_netns(netns)
+def listen_in_netns(netns: str | None, address: str) -> socket.socket:
+    """A listening-ready TCP socket bound to `address` inside `netns` (None: the current namespace)."""
+    sock = open_in_netns(netns) if netns else socket.socket()
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(split_address(address))
@@ -56,6 +58,12 @@ def listen_in_netns(netns: str, address: str) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+def health_check_listener(netns: str | None):
+    """Binds a Service's health check port on every address of the node, as upstream's default
+    (empty) nodePortAddresses does."""
+    return lambda port: listen_in_netns(netns, f"0.0.0.0:{port}")
 
 
 class NodeProxies:
@@ -69,7 +77,8 @@ class NodeProxies:
         self.mode = mode
         self.netns = {name: netns for name, _, netns in nodes}
         self.proxiers = [Proxier(self.client, name, node_ip, netns=netns, clock=clock, configs=configs,
-                                 min_sync_period=min_sync_period) for name, node_ip, netns in nodes]
+                                 min_sync_period=min_sync_period, health_check_listen=health_check_listener(netns))
+                         for name, node_ip, netns in nodes]
         self.metrics = NodeLabelledMetrics({p.node_name: p.registry for p in self.proxiers})
         self.servers = Servers()
 

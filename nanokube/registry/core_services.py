@@ -22,6 +22,7 @@ from .base import AGE, Column, Strategy
 from .core_printing import AGE_DOC, NAME_DOC, Clock, doc, format_labels
 from .core_spec import PROTOCOLS, port_name, port_number
 from ..machinery import errors
+from ..machinery.services import health_check_node_port, needs_health_check
 from ..machinery.validation import (
     FieldError,
     dns1035_label,
@@ -255,17 +256,6 @@ def _node_ports(spec: dict) -> list[int]:
     if spec.get("type") not in _NODE_PORT_TYPES:
         return []
     return [p["nodePort"] for p in spec.get("ports") or [] if p.get("nodePort")]
-
-
-def needs_health_check(spec: dict) -> bool:
-    """Upstream's NeedsHealthCheck: a LoadBalancer whose external traffic stays on the node it reaches
-    needs a node port on which each node's kube-proxy tells the load balancer whether it has endpoints."""
-    return spec.get("type") == "LoadBalancer" and spec.get("externalTrafficPolicy") == "Local"
-
-
-def health_check_node_port(spec: dict) -> int:
-    """The health check node port a Service's spec holds, or 0."""
-    return (spec.get("healthCheckNodePort") or 0) if needs_health_check(spec) else 0
 
 
 def cluster_ips(spec: dict) -> list[str]:

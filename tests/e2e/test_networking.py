@@ -268,6 +268,41 @@ def test_load_balancer_ip_from_the_pool_answers_a_pod_on_another_node(net_cluste
     c.kubectl("delete", "deployment", "web")
 
 
+HC_GET = """
+import sys, urllib.error, urllib.request
+try:
+    r = urllib.request.urlopen(sys.argv[1], timeout=5)
+except urllib.error.HTTPError as e:
+    r = e
+print(r.status, r.headers["X-Load-Balancing-Endpoint-Weight"], r.read().decode().replace(chr(10), "").replace(chr(9), ""))
+"""
+
+
+def test_a_local_load_balancer_health_check_answers_on_each_node(net_cluster):
+    c = net_cluster
+    c.kubectl("apply", "-f", "-", input=deployment(2))
+    c.kubectl("apply", "-f", "-", input=service("local-lb", type="LoadBalancer", externalTrafficPolicy="Local"))
+    hc = c.kubectl_json("get", "service", "local-lb")["spec"]["healthCheckNodePort"]
+    wait_for(lambda: len(ready_endpoints(c, "local-lb")) == 2, 90, "2 ready endpoints of local-lb")
+    local = {f"cpu-{i}": 0 for i in range(3)}
+    for p in web_pods(c).values():
+        local[p["spec"]["nodeName"]] += 1
+
+    def answers(node: int) -> str:
+        r = subprocess.run(["ip", "netns", "exec", f"{c.prefix}n{node}", sys.executable, "-c", HC_GET,
+                            f"http://127.0.0.1:{hc}/"], check=False, capture_output=True, text=True, timeout=30)
+        return r.stdout.strip()
+
+    for i in range(3):
+        n = local[f"cpu-{i}"]
+        want = (f'{200 if n else 503} {n} {{"service": {{"namespace": "default","name": "local-lb"}},'
+                f'"localEndpoints": {n},"serviceProxyHealthy": true}}')
+        wait_for(lambda i=i, want=want: answers(i) == want, 30, f"{want} from node cpu-{i}")
+    c.kubectl("delete", "service", "local-lb")
+    c.kubectl("delete", "deployment", "web")
+    wait_for(lambda: answers(0) == "", 30, "the health check port closed")
+
+
 def alive(pid: str) -> bool:
     """Running (zombies, which nothing may reap in a container, count as gone)."""
     try:
