@@ -298,6 +298,28 @@ def validate_object_meta_update(new: dict, old: dict, path: str = "metadata") ->
     return errs
 
 
+#: ObjectMeta's fields in its Go struct's order: (JSON name, the name upstream's allow-list check reports)
+_TEMPLATE_META_FIELDS = (
+    ("name", "name"), ("generateName", "generateName"), ("namespace", "namespace"), ("selfLink", "selfLink"),
+    ("uid", "uID"), ("resourceVersion", "resourceVersion"), ("generation", "generation"),
+    ("creationTimestamp", "creationTimestamp"), ("deletionTimestamp", "deletionTimestamp"),
+    ("deletionGracePeriodSeconds", "deletionGracePeriodSeconds"), ("ownerReferences", "ownerReferences"),
+    ("finalizers", "finalizers"), ("managedFields", "managedFields"),
+)
+
+
+def template_object_meta(meta: dict, path: str) -> list[FieldError]:
+    """ValidateTemplateObjectMeta (a claim template's metadata): labels and annotations, and no other
+    ObjectMeta field set (an empty list is set; "" and a zero generation are not)."""
+    errs = validate_annotations(meta.get("annotations"), f"{path}.annotations")
+    errs += validate_labels(meta.get("labels"), f"{path}.labels")
+    for key, go_name in _TEMPLATE_META_FIELDS:
+        v = meta.get(key)
+        if v is not None and v != "" and not (key == "generation" and v == 0):
+            errs.append(forbidden(f"{path}.{go_name}", "cannot be set"))
+    return errs
+
+
 def label_name(key: Any, path: str) -> list[FieldError]:
     """metav1 ValidateLabelName: a qualified name, required."""
     if not key:

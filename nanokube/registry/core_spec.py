@@ -24,6 +24,7 @@ from ..machinery.validation import (
     qualified_name,
     remembers_valid,
     required,
+    template_object_meta,
     validate_annotations,
 )
 
@@ -522,6 +523,7 @@ def _validate_volume_source(vol: dict, p: str) -> list[FieldError]:
         if template is None:
             errs.append(required(f"{sp}.volumeClaimTemplate"))
         else:
+            errs += template_object_meta(template.get("metadata") or {}, f"{sp}.volumeClaimTemplate.metadata")
             errs += validate_claim_spec(template.get("spec") or {}, f"{sp}.volumeClaimTemplate.spec")
     elif src == "emptyDir":
         if _negative(body.get("sizeLimit")):

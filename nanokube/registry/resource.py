@@ -17,7 +17,7 @@ from typing import Callable
 from . import resource_validation as rv
 from .base import AGE, Column, Obj, Resource, Strategy, register
 from ..clock import format_time
-from ..machinery.validation import FieldError, immutable, validate_annotations, validate_labels
+from ..machinery.validation import FieldError, immutable, template_object_meta
 
 GROUP = "resource.k8s.io"
 STORAGE = "v1"
@@ -198,9 +198,7 @@ class ResourceClaimTemplateStrategy(Strategy):
     def validate(self, obj):
         spec = obj.get("spec") or {}
         errs: list[FieldError] = []
-        meta = spec.get("metadata") or {}
-        errs += validate_labels(meta.get("labels"), "spec.metadata.labels")
-        errs += validate_annotations(meta.get("annotations"), "spec.metadata.annotations")
+        errs += template_object_meta(spec.get("metadata") or {}, "spec.metadata")
         return errs + rv.claim_spec(spec.get("spec") or {}, "spec.spec")
 
     def validate_update(self, new, old):

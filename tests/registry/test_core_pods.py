@@ -24,3 +24,14 @@ def test_runtime_class_preemption_policy_and_os_are_validated(extra, errors):
     spec = {"containers": [{"name": "c", "image": "i", "imagePullPolicy": "Always", "terminationMessagePolicy": "File"}],
             "restartPolicy": "Always", "dnsPolicy": "ClusterFirst", **extra}
     assert [str(e) for e in validate_pod_spec(spec, "template.spec")] == errors
+
+
+def test_an_ephemeral_volume_claim_template_may_only_carry_labels_and_annotations():
+    """ValidatePersistentVolumeClaimTemplate's ValidateTemplateObjectMeta."""
+    template = {"metadata": {"name": "x", "annotations": {"a": "b"}},
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+    spec = {"containers": [{"name": "c", "image": "i", "imagePullPolicy": "Always", "terminationMessagePolicy": "File"}],
+            "restartPolicy": "Always", "dnsPolicy": "ClusterFirst",
+            "volumes": [{"name": "v", "ephemeral": {"volumeClaimTemplate": template}}]}
+    assert [str(e) for e in validate_pod_spec(spec, "spec")] == [
+        "spec.volumes[0].ephemeral.volumeClaimTemplate.metadata.name: Forbidden: cannot be set"]

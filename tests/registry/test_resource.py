@@ -187,6 +187,19 @@ def test_claim_template():
     assert errors(s.validate_update(bad, stored)) == [("spec", "FieldValueInvalid")]
 
 
+def test_claim_template_metadata_may_only_carry_labels_and_annotations():
+    """ValidateTemplateObjectMeta: the fuzzer's probe stored a template whose claims' metadata named
+    them (and any other ObjectMeta field); upstream forbids all but labels and annotations."""
+    s = ResourceClaimTemplateStrategy()
+    t = {"metadata": {"name": "t", "namespace": "ml"}, "spec": {
+        "metadata": {"name": "x", "uid": "u", "generation": 0, "namespace": "", "finalizers": [], "labels": {"a": "b"}},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}}}}
+    s.default(t, "v1")
+    assert [str(e) for e in s.validate(t)] == ["spec.metadata.name: Forbidden: cannot be set",
+                                               "spec.metadata.uID: Forbidden: cannot be set",
+                                               "spec.metadata.finalizers: Forbidden: cannot be set"]
+
+
 # --- ResourceSlice ---------------------------------------------------------------------------
 
 def rslice(devices=None, **spec):
