@@ -728,8 +728,16 @@ class GenericREST:
         managed_fields: list | None = None,
     ) -> Result:
         new, admission = await self._mutating_admission(res, version, subresource, "UPDATE", new, entry.obj, opts)
-        result = await self._update_admitted(res, version, entry, new, opts, subresource, expected_rev, managed_fields,
-                                             admission)
+        prepared = subresource not in ("status", "approval", "finalize")  # prepare_for_update runs on `new`
+        try:
+            result = await self._update_admitted(res, version, entry, new, opts, subresource, expected_rev,
+                                                 managed_fields, admission)
+        except BaseException:
+            if prepared:
+                res.strategy.finish_update(new, entry.obj, False)
+            raise
+        if prepared:
+            res.strategy.finish_update(new, entry.obj, not opts.dry_run)
         if admission is not None:
             result.warnings += admission.warnings
         return result

@@ -131,6 +131,10 @@ class Strategy:
     def restore(self, objs: list[Obj]) -> None:
         """Rebuild allocation state from the stored objects at startup."""
 
+    def finish_update(self, new: Obj, old: Obj, written: bool) -> None:
+        """After an update prepare_for_update prepared: stored (or deleted) when `written`; refused,
+        failed or a dry run when not (a Service frees what only the old one held, or only the new)."""
+
     def blocks_deletion(self, obj: Obj) -> bool:
         """Beyond metadata.finalizers, does something keep a deleting object
         (a namespace's spec.finalizers)?"""

@@ -7,8 +7,9 @@ allocation shows up as "owned by someone else"): a value asked for as the
 field's 422, a value to be picked from a full range as upstream's 500
 InternalError, which validation raises. The API server must call
 `strategy.release(obj)` after a service is deleted (and after a create that
-failed after `prepare_for_create`), and `strategy.restore(services)` once at
-startup so allocations survive restarts.
+failed after `prepare_for_create`), `strategy.finish_update(new, old, written)`
+after every update `prepare_for_update` prepared, and `strategy.restore(services)`
+once at startup so allocations survive restarts.
 """
 
 from __future__ import annotations
@@ -654,10 +655,14 @@ class ServiceStrategy(Strategy):
         if validate_service_spec(spec):
             return
         self._allocate(new, old)
-        owner = _owner(old)
-        old_ips = {ip for ip in ospec.get("clusterIPs") or [] if ip != "None"}
-        new_ips = set(spec.get("clusterIPs") or [])
-        self._release_values(owner, old_ips - new_ips, set(node_ports(ospec)) - set(node_ports(spec)))
+
+    def finish_update(self, new, old, written):
+        """The values only the old Service held are freed once the new one is stored, not before (a
+        refused, failed or dry-run update leaves it holding them); those only the new one was given,
+        once it is not stored."""
+        kept, gone = (_spec(new), _spec(old)) if written else (_spec(old), _spec(new))
+        self._release_values(_owner(old), set(cluster_ips(gone)) - set(cluster_ips(kept)),
+                             set(node_ports(gone)) - set(node_ports(kept)))
 
     def validate(self, obj):
         return validate_service_spec(_spec(obj)) or self._allocation_errors(obj)

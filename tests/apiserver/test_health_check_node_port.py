@@ -48,8 +48,8 @@ def _lb(name: str, ports: int | list = 1, **spec) -> dict:
     return {"metadata": {"name": name}, "spec": spec}
 
 
-async def _call(api, method: str, *args):
-    return await asyncio.to_thread(getattr(api, method), *args)
+async def _call(api, method: str, *args, **kwargs):
+    return await asyncio.to_thread(getattr(api, method), *args, **kwargs)
 
 
 async def _create(api, body: dict):
@@ -156,3 +156,31 @@ async def test_updates_keep_it_free_it_and_never_change_it(core):
     for name, port in [("a", hc), ("b", again.spec.health_check_node_port)]:
         made = await _create(core, _lb(name, allocateLoadBalancerNodePorts=False, healthCheckNodePort=port))
         assert made.spec.health_check_node_port == port
+
+
+async def test_a_refused_or_dry_run_update_leaves_the_service_what_it_holds(core):
+    await _create(core, _lb("lb", ports=[{"port": 80, "nodePort": 30000}], healthCheckNodePort=30001))
+    await _create(core, _lb("np", type="NodePort", ports=[{"port": 80, "nodePort": 30002}]))
+    to_cluster_ip = {"spec": {"type": "ClusterIP", "externalTrafficPolicy": None, "allocateLoadBalancerNodePorts": None,
+                              "ports": [{"port": 80, "nodePort": None}]}}
+    refused = {"metadata": {"labels": {"not a key!": "x"}}}
+    # a dry run, and an update refused after its values were prepared: both frees nothing (before, both did)
+    changed = await _call(core, "patch_namespaced_service", "lb", "default", to_cluster_ip, dry_run="All")
+    assert (changed.spec.type, changed.spec.health_check_node_port) == ("ClusterIP", None)
+    code, _ = await _refused(_call(core, "patch_namespaced_service", "lb", "default", {**to_cluster_ip, **refused}))
+    assert code == 422
+    code, message = await _refused(_create(core, _lb("wants", ports=[{"port": 80, "nodePort": 30000}])))
+    assert (code, message) == (422, 'Service "wants" is invalid: spec.ports[0].nodePort: Invalid value: 30000: '
+                                    "provided port is already allocated")
+    code, message = await _refused(_create(core, _lb("wants", allocateLoadBalancerNodePorts=False,
+                                                     healthCheckNodePort=30001)))
+    assert (code, message) == (500, "Internal error occurred: failed to allocate requested HealthCheck NodePort "
+                                    "30001: provided port is already allocated")
+    # nor keeps what it was given: NodePort to a Local LoadBalancer picks a health check port, refused
+    code, _ = await _refused(_call(core, "patch_namespaced_service", "np", "default", {
+        "spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local"}, **refused}))
+    assert code == 422
+    two = await _create(core, _lb("two", ports=2, externalTrafficPolicy="Cluster"))
+    assert {p.node_port for p in two.spec.ports} == {30003, 30004}
+    got = await _call(core, "read_namespaced_service", "lb", "default")
+    assert (got.spec.type, got.spec.ports[0].node_port, got.spec.health_check_node_port) == ("LoadBalancer", 30000, 30001)
