@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from ..client.informer import Informer
+from ..client.record import CoreEventRecorder
 from ..clock import REAL, Clock
 from ..machinery.services import health_check_node_port
 from .events import record_node_event
@@ -187,8 +188,9 @@ class Proxier:
         self.registry = registry or CollectorRegistry()
         self.metrics = ProxyMetrics(self.registry)
         self.health = ProxyHealth(2 * sync_period, clock, self.registry)
-        self.service_health = ServiceHealthServer(self.health, health_check_listen, node_name) \
+        self.service_health = ServiceHealthServer(self.health, health_check_listen, node_name, self._health_check_failed) \
             if health_check_listen else None
+        self.recorder = CoreEventRecorder(client, "kube-proxy", clock)
         self.health_check_ports: dict[str, int] = {}  # service key -> its healthCheckNodePort
         self.services = Informer(client.resource("", "v1", "services"), clock=clock)
         self.slices = Informer(client.resource("discovery.k8s.io", "v1", "endpointslices"), clock=clock)
@@ -262,6 +264,12 @@ class Proxier:
             await self._sync_health_checks()
         self.syncs += 1
         return reports
+
+    async def _health_check_failed(self, key: str, message: str) -> None:
+        """Upstream's Warning Event on the Service (its UID is "namespace/name" there too)."""
+        namespace, _, name = key.partition("/")
+        svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"namespace": namespace, "name": name, "uid": key}}
+        await self.recorder.emit(svc, "Warning", "FailedToStartServiceHealthcheck", message)
 
     async def _sync_health_checks(self) -> None:
         """Upstream's SyncServices and SyncEndpoints: each served Service's ready endpoints on this

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
@@ -23,10 +23,12 @@ _BODY = '{\n\t"service": {\n\t\t"namespace": %s,\n\t\t"name": %s\n\t},\n\t"local
 
 
 class ServiceHealthServer:
-    """One HTTP server per Service ("namespace/name") on its port, from `listen(port)`: a bound socket."""
+    """One HTTP server per Service ("namespace/name") on its port, from `listen(port)`: a bound socket.
+    `failed(key, message)` is told of a port that could not be bound (upstream's Warning Event)."""
 
-    def __init__(self, health: ProxyHealth, listen: Callable[[int], socket.socket], node: str = "") -> None:
-        self.health, self.listen, self.node = health, listen, node
+    def __init__(self, health: ProxyHealth, listen: Callable[[int], socket.socket], node: str = "",
+                 failed: Callable[[str, str], Awaitable[None]] | None = None) -> None:
+        self.health, self.listen, self.node, self.failed = health, listen, node, failed
         self._servers: dict[str, tuple[int, web.AppRunner]] = {}
         self._endpoints: dict[str, int] = {}
 
@@ -46,7 +48,10 @@ class ServiceHealthServer:
                 try:
                     self._servers[key] = (port, await self._serve(key, self.listen(port)))
                 except OSError as e:
-                    log.error("node %s failed to start healthcheck %r on port %d: %s", self.node, key, port, e)
+                    message = f"node {self.node} failed to start healthcheck {json.dumps(key)} on port {port}: {e}"
+                    log.error("%s", message)
+                    if self.failed is not None:
+                        await self.failed(key, message)
 
     def sync_endpoints(self, counts: dict[str, int]) -> None:
         """The number of ready endpoints on this node of each Service; one left out has none."""

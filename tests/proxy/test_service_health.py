@@ -15,7 +15,7 @@ from nanokube.apiserver.loopback import connector
 from nanokube.clock import Clock
 from nanokube.proxy.health import ProxyHealth
 from nanokube.proxy.modes import DEFAULT_CHANGING
-from nanokube.proxy.runner import NodeProxies
+from nanokube.proxy.runner import NodeProxies, listen_in_netns
 from nanokube.proxy.service_health import ServiceHealthServer
 from tests.controllers import eventually, make_stack
 from tests.proxy.test_proxier import http_get_in, lo_up
@@ -80,13 +80,18 @@ async def test_the_answer_is_upstreams_for_any_method_and_path():
 
 
 async def test_servers_follow_the_services_and_a_port_that_cannot_be_bound_is_retried(caplog):
-    listen = Loopback()
-    server = ServiceHealthServer(ProxyHealth(60, StepClock()), listen, "node-1")
+    listen, failures = Loopback(), []
+
+    async def failed(key: str, message: str) -> None:
+        failures.append((key, message))
+
+    server = ServiceHealthServer(ProxyHealth(60, StepClock()), listen, "node-1", failed)
     listen.refuse.add(31001)
     try:
         await server.sync_services({"default/lb": 31000, "default/other": 31001})
         assert server.ports() == {"default/lb": 31000}
-        assert "node node-1 failed to start healthcheck 'default/other' on port 31001" in caplog.text
+        message = 'node node-1 failed to start healthcheck "default/other" on port 31001: [Errno 98] Address already in use'
+        assert failures == [("default/other", message)] and message in caplog.text
         first = listen.at[31000]
         listen.refuse.clear()
         await server.sync_services({"default/lb": 31002, "default/other": 31001})  # a new port, and the retry
@@ -117,6 +122,8 @@ async def test_a_nodes_kube_proxy_serves_the_allocated_port_in_its_namespace(net
                                      "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}})
     hc = lb["spec"]["healthCheckNodePort"]
     await slices.create(_slice("node-1"))
+    taken = listen_in_netns(netns, f"0.0.0.0:{hc}")  # something else on the node holds the port at first
+    taken.listen()
     proxies = NodeProxies(connector(s.rest), [("node-1", "", netns)], [DEFAULT_CHANGING], min_sync_period=0.01)
     await proxies.start()
 
@@ -130,7 +137,19 @@ async def test_a_nodes_kube_proxy_serves_the_allocated_port_in_its_namespace(net
     async def becomes(code: int, body: str = ""):
         return await eventually(lambda: _is(answer(), code, body))
 
+    async def warned():
+        events, _ = await s.client.resource("", "v1", "events").list("default")
+        return [(e["involvedObject"]["kind"], e["involvedObject"]["name"], e["type"], e["message"]) for e in events
+                if e["reason"] == "FailedToStartServiceHealthcheck"]
+
     try:
+        got = await eventually(warned)
+        assert got[0] == ("Service", "lb", "Warning", f'node node-1 failed to start healthcheck "default/lb" on port '
+                                                      f"{hc}: [Errno 98] Address already in use")
+        taken.close()
+        touched = copy.deepcopy(await slices.get("lb-abc", "default"))
+        touched["metadata"]["annotations"] = {"touched": "1"}
+        await slices.update(touched)  # the next sync tries again
         await becomes(200, BODY % (1, "true"))  # one ready endpoint on this node
         await slices.update({**await slices.get("lb-abc", "default"), **{"endpoints": _slice("node-1", False)["endpoints"]}})
         await becomes(503, BODY % (0, "true"))  # not ready
