@@ -348,8 +348,8 @@ def validate_service_spec(spec: dict) -> list[FieldError]:
     if hc and not needs_health_check(spec):
         errs.append(invalid("spec.healthCheckNodePort", hc,
                             "may only be set when `type` is 'LoadBalancer' and `externalTrafficPolicy` is 'Local'"))
-    elif hc:  # a Service that needs one and has none after allocation is the range's 500 (_allocation_errors)
-        errs += port_number(hc, "spec.healthCheckNodePort")
+    # where one is needed, upstream allocates it before validation: none, or one outside the node port
+    # range (-1, 70000), is the allocator's 500 (_allocation_errors), its IsValidPortNum never reached
     return errs
 
 

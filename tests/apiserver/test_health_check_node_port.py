@@ -123,9 +123,12 @@ async def test_validation(core):
         code, message = await _refused(_create(core, _lb("bad", healthCheckNodePort=30001, **spec)))
         assert (code, message) == (422, prefix + "may only be set when `type` is 'LoadBalancer' and "
                                          "`externalTrafficPolicy` is 'Local'"), spec
-    code, message = await _refused(_create(core, _lb("bad", healthCheckNodePort=-1)))
-    assert (code, message) == (422, 'Service "bad" is invalid: spec.healthCheckNodePort: Invalid value: -1: '
-                                    "must be between 1 and 65535, inclusive")
+    # where it is needed, upstream's allocator sees a port out of range before validation does
+    for port in (-1, 70000):
+        code, message = await _refused(_create(core, _lb("bad", healthCheckNodePort=port)))
+        assert (code, message) == (500, f"Internal error occurred: failed to allocate requested HealthCheck NodePort "
+                                        f"{port}: provided port is not in the valid range. The range of valid ports "
+                                        "is 30000-30004")
 
 
 async def test_updates_keep_it_free_it_and_never_change_it(core):
