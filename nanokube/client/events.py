@@ -90,16 +90,16 @@ class EventBroadcaster:
             await self.clock.sleep(period)
             await run()
 
-    def name(self, regarding: dict) -> str:
-        """A new Event's name: the object's, and the time in nanoseconds (made unique, as virtual
-        time stands still)."""
+    def name(self, regarding: dict, now: float) -> str:
+        """A new Event's name: the object's, and its time `now` in nanoseconds (made unique, as
+        virtual time stands still)."""
         self._seq += 1
-        return f"{regarding['name']}.{int(self.clock.now() * 1e9) + self._seq:x}"
+        return f"{regarding['name']}.{int(now * 1e9) + self._seq:x}"
 
-    def add(self, key: tuple, event: dict) -> Coroutine:
-        """A new event: cached under `key`; returns its create, for the caller to await or run in
-        the background."""
-        self.cache[key] = _Cached(event, self.clock.now())
+    def add(self, key: tuple, event: dict, now: float) -> Coroutine:
+        """A new event, observed at `now`: cached under `key`; returns its create, for the caller
+        to await or run in the background."""
+        self.cache[key] = _Cached(event, now)
         self._filled.set()
         return self._attempt(event)
 
@@ -185,14 +185,15 @@ class EventRecorder:
         cached = b.cache.get(key)
         if cached is not None:
             return b.repeat(cached)
+        now = b.clock.now()  # one instant for the name, eventTime and the cache, as upstream's one timestamp
         ev = {"apiVersion": "events.k8s.io/v1", "kind": "Event",
-              "metadata": {"name": b.name(regarding), "namespace": regarding.get("namespace") or "default"},
-              "eventTime": b.clock.rfc3339_micro(), "reportingController": self.controller,
+              "metadata": {"name": b.name(regarding, now), "namespace": regarding.get("namespace") or "default"},
+              "eventTime": b.clock.rfc3339_micro(now), "reportingController": self.controller,
               "reportingInstance": self.instance, "action": action, "reason": reason, "type": type_,
               "note": note, "regarding": regarding}
         if related is not None:
             ev["related"] = related
-        return b.add(key, ev)
+        return b.add(key, ev, now)
 
     async def event(self, regarding: dict, related: dict | None, type_: str, reason: str, action: str,
                     note: str) -> None:

@@ -52,11 +52,11 @@ class FitError(Exception):
         if self.pre_filter_msg:
             msg += f" {self.pre_filter_msg}."
         else:
-            counts = Counter(r for s in self.statuses.values() for r in s.reasons)
+            counts = Counter(r for s in self.statuses.values() for r in s.reasons) if self.statuses else {}
             absent = getattr(self.statuses, "absent", None)
             if absent is not None:
                 for r in absent.reasons:
-                    counts[r] += self.statuses.num_absent
+                    counts[r] = counts.get(r, 0) + self.statuses.num_absent
             msg += " " + ", ".join(sorted(f"{n} {r}" for r, n in counts.items())) + "."
         if self.post_filter_msg:
             msg += " " + self.post_filter_msg
@@ -121,6 +121,9 @@ class Algorithm:
             num_absent = len(snap.nodes) - len(nodes)
             if num_absent:
                 absent = _absent_status(fwk, state)
+            if not nodes:  # none to search (a nodeSelector no node carries): what the search below ends with
+                self.next_start = 0
+                raise FitError(len(snap.nodes), NodeToStatus(absent=absent, num_absent=num_absent))
         filters = fwk.filters(state)
         n = len(nodes)
         want = num_feasible_nodes_to_find(n, fwk.profile.percentage_of_nodes_to_score)

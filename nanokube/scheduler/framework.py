@@ -12,7 +12,8 @@ from itertools import repeat
 from operator import add, mul
 
 from .metrics import Metrics
-from .resources import pod_requests, pod_requests_pair
+from ..machinery.podgroups import group_key
+from .resources import Resources, pod_requests, pod_requests_pair
 
 MAX_NODE_SCORE = 100
 
@@ -92,22 +93,23 @@ class CycleState(dict):
 
 class PodInfo:
     """A pod as the queue and plugins see it: its JSON plus what is derived
-    from it once (requests) and its scheduling history."""
+    from it once (requests, its group) and its scheduling history."""
 
     __slots__ = (
         "_cached",
+        "_nonzero",
+        "_requests",
         "attempts",
         "backoff_expires",
         "gated_by",
+        "group",
         "has_affinity",
         "has_required_anti_affinity",
         "in_flight_since",
         "initial_timestamp",
         "key",
-        "nonzero",
         "pod",
         "priority",
-        "requests",
         "timestamp",
         "uid",
         "unschedulable_plugins",
@@ -121,18 +123,29 @@ class PodInfo:
         self.gated_by = ""
         self.backoff_expires = 0.0
         self.in_flight_since = 0
+        self._requests = self._nonzero = None
+        self.pod: dict = {}
         self.update(pod)
 
     def update(self, pod: dict, same_requests: bool = False) -> None:
-        """Takes the pod's latest JSON; requests are parsed again only when
+        """Takes the pod's latest JSON; parsed requests are dropped only when
         what they derive from changed (not on binding, say), unless the
-        caller compared them already (`same_requests`)."""
+        caller compared them already (`same_requests`). A write that kept the
+        pod's spec object (the watch cache hands a status write the same one)
+        changes nothing derived from it, nor the pod's name or uid."""
         md = pod["metadata"]
         spec = pod.get("spec") or {}
-        if not same_requests and (getattr(self, "pod", None) is None or not self.same_requests(pod)):
-            self.requests, self.nonzero = pod_requests_pair(spec)
+        old = self.pod
         self.pod = pod
+        self._cached: dict = {}
+        if spec is old.get("spec") and md.get("uid") == old["metadata"].get("uid"):
+            return
+        if self._requests is not None and not same_requests and \
+                _resource_parts(old.get("spec") or {}) != _resource_parts(spec):
+            self._requests = self._nonzero = None
         self.key = f"{md.get('namespace', '')}/{md['name']}"
+        #: the queue key of its PodGroup, or None (asked of each pod at every step of the queue)
+        self.group = group_key(pod)
         self.uid = md.get("uid", "")
         #: read for every pod of every node a preemption attempt visits: an attribute, not a lookup
         self.priority: int = spec.get("priority") or 0
@@ -141,7 +154,22 @@ class PodInfo:
         #: whether the pod carries inter-pod terms: the cache indexes such pods per node
         self.has_affinity = bool(affinity.get("podAffinity") or anti)
         self.has_required_anti_affinity = bool(anti.get("requiredDuringSchedulingIgnoredDuringExecution"))
-        self._cached: dict = {}
+
+    @property
+    def requests(self) -> Resources:
+        """What the pod requests, parsed at the first read (as upstream's NodeResourcesFit parses
+        them in PreFilter): a pod a PreFilter turns away before it, one whose nodeSelector no
+        node carries, never needs them."""
+        if self._requests is None:
+            self._requests, self._nonzero = pod_requests_pair(self.pod.get("spec") or {})
+        return self._requests
+
+    @property
+    def nonzero(self) -> Resources:
+        """`requests` with the scheduler's defaults for a container that asks no CPU or memory."""
+        if self._nonzero is None:
+            self._requests, self._nonzero = pod_requests_pair(self.pod.get("spec") or {})
+        return self._nonzero
 
     def same_requests(self, pod: dict) -> bool:
         """Whether `pod` requests what this PodInfo counted."""
@@ -227,7 +255,7 @@ def pod_update_events(resource: str, old: dict, new: dict) -> list[ClusterEvent]
     if old["metadata"].get("labels") != new["metadata"].get("labels"):
         events.append(label)
     osp, nsp = old.get("spec") or {}, new.get("spec") or {}
-    if osp != nsp:
+    if osp is not nsp and osp != nsp:  # a status write keeps the spec object (the watch cache's): nothing to compare
         if _scaled_down(old, new):
             events.append(scale_down)
         if osp.get("schedulingGates") and not nsp.get("schedulingGates"):

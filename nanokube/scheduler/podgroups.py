@@ -28,15 +28,17 @@ class PodGroupIndex:
     def get(self, key: str) -> dict | None:
         return self.groups.get(key)
 
-    def observe_pod(self, pod: dict) -> None:
+    def observe_pod(self, pod: dict) -> str | None:
+        """Records a member pod; returns the key of its group (None: it has none)."""
         key = group_key(pod)
         if key is None:
-            return
+            return None
         uid = pod["metadata"].get("uid", "")
         if _terminal(pod):
             self.members.get(key, {}).pop(uid, None)
         else:
             self.members.setdefault(key, {})[uid] = pod
+        return key
 
     def forget_pod(self, pod: dict) -> None:
         key = group_key(pod)

@@ -76,7 +76,7 @@ class UnschedulablePods(dict):
         group = None
         if info.gated_by:
             self.gated += 1
-            group = "" if isinstance(info, QueuedPodGroupInfo) else (group_key(info.pod) or "")
+            group = "" if isinstance(info, QueuedPodGroupInfo) else (info.group or "")
             if group:
                 self.gated_in_group.setdefault(group, {})[key] = None
         self._meta[key] = plugins, group, seq
@@ -261,7 +261,7 @@ class SchedulingQueue:
     def _enter(self, info: PodInfo, event: str) -> None:
         """A pod past PreEnqueue: into activeQ, or into its group's entry
         (a new member requeues a group waiting in the unschedulable pool)."""
-        group = group_key(info.pod)
+        group = info.group
         if group is None:
             self._push_active(info, event)
             return
@@ -278,7 +278,7 @@ class SchedulingQueue:
     def _readmit(self, info: PodInfo, event: str) -> None:
         """A parked pod let back in: a group member rejoins its group's
         entry (never scheduled alone), any other pod is requeued."""
-        if not isinstance(info, QueuedPodGroupInfo) and group_key(info.pod) is not None:
+        if not isinstance(info, QueuedPodGroupInfo) and info.group is not None:
             self._enter(info, event)
         else:
             self._requeue(info, event)
@@ -454,7 +454,7 @@ class SchedulingQueue:
     def return_to_group(self, info: PodInfo) -> None:
         """A group member whose binding failed rejoins its group's entry."""
         self.done(info)
-        group = group_key(info.pod)
+        group = info.group
         entry = self.groups.get(group)
         if entry is not None:
             entry.members[info.key] = info

@@ -31,7 +31,7 @@ from .framework import (
 from .metrics import Metrics
 from .podgroups import PodGroupIndex
 from ..machinery.meta import object_key
-from ..machinery.podgroups import group_key, group_priority, min_count
+from ..machinery.podgroups import group_priority, min_count
 from .queue import QueuedPodGroupInfo, SchedulingQueue
 from .workload_cycle import WorkloadCycle
 
@@ -154,9 +154,8 @@ class Scheduler:
         self.queue.on_event(ClusterEvent(NODE, Action.DELETE, "NodeDelete"), node, None)
 
     def _on_pod_add(self, pod: dict) -> None:
-        self.podgroups.observe_pod(pod)
+        group = self.podgroups.observe_pod(pod)
         self._pod_add(pod)
-        group = group_key(pod)
         if group:
             self.queue.activate_group(group, "PodGroupMemberAdd")
 
@@ -339,7 +338,7 @@ class Scheduler:
         result = "error" if error else "unschedulable"
         self.metrics.schedule_attempts.labels(result, prof).inc()
         self.metrics.attempt_duration.labels(result, prof).observe(self.clock.monotonic() - start)
-        if group_key(info.pod):
+        if info.group:
             self.queue.return_to_group(info)
         else:
             self.queue.add_unschedulable(info, error=error)

@@ -110,6 +110,26 @@ def test_binding_seen_reuses_the_assumed_pod_info_unless_requests_changed():
     assert cache.assumed_info("uid-p") is None and cache.infos["n"].requested.milli_cpu == 1000
 
 
+def test_pod_info_follows_a_resize_and_a_status_write_keeps_what_the_spec_gave():
+    """Requests are parsed when first read and again after a resize; a write that keeps the spec
+    object (a status patch through the watch cache) keeps them, the key, uid and group, but not the
+    values plugins derived from the old pod; a pod recreated with the same spec is another uid."""
+    group = {"podGroupName": "g"}
+    i = info(pod("p", "1", "1Gi", schedulingGroup=group))
+    assert i.requests.milli_cpu == 1000 and i.nonzero.milli_cpu == 1000 and i.group == "default/g"
+    i.update(pod("p", "2", "1Gi", schedulingGroup=group))
+    assert i.requests.milli_cpu == 2000 and i.nonzero.milli_cpu == 2000
+    seen = []
+    i.derived("probe", seen.append)
+    written = {**i.pod, "status": {"conditions": [{"type": "PodScheduled", "status": "False"}]}}
+    i.update(written)
+    assert (i.pod, i.key, i.uid, i.group, i.requests.milli_cpu) == (written, "default/p", "uid-p", "default/g", 2000)
+    i.derived("probe", seen.append)
+    assert len(seen) == 2 and seen[1] is written
+    i.update({**written, "metadata": {**written["metadata"], "uid": "uid-p2"}})
+    assert i.uid == "uid-p2"
+
+
 def test_confirming_an_assumed_pod_with_its_own_info_changes_no_node():
     cache, snap = Cache(), Snapshot()
     cache.add_node(node("n"))

@@ -77,10 +77,12 @@ def test_pre_filter_stops_once_no_node_is_left():
     plugins = [PrioritySort({}, None), NodeAffinity({}, handle), recorder]
     fwk = Framework(Profile(plugins=[p.name for p in plugins]), plugins, Metrics(), FakeClock())
     alg = Algorithm()
+    alg.next_start = 2
     with pytest.raises(FitError) as e:
         alg.find_nodes(fwk, CycleState(), PodInfo(pod("nowhere", nodeSelector={"pool": "gpu"}), 0.0), handle.snapshot)
     assert str(e.value) == "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
     assert e.value.plugins() == {"NodeAffinity"}
+    assert alg.next_start == 0  # as a search of no nodes leaves it: the next pod's search starts at the first node
     found = alg.find_nodes(fwk, CycleState(), PodInfo(pod("cpu-job", nodeSelector={"pool": "cpu"}), 0.0),
                            handle.snapshot)
     assert len(found) == 3 and recorder.seen == ["cpu-job"]

@@ -17,7 +17,6 @@ from ...machinery.selectors import matches_labels, selector_from_object
 from ..api import SCHEDULER_FIELD_MANAGER
 from ..cache import NodeInfo
 from ..framework import Code, CycleState, PodInfo, Status, unschedulable
-from ...machinery.podgroups import group_key
 from .workload_preemption import GroupPreemptor, PodGroupPreemption
 
 log = logging.getLogger(__name__)
@@ -64,7 +63,7 @@ class DefaultPreemption:
         self._priority: dict[str, int] = {}
         self._priorities: Counter = Counter()
         if handle is not None:
-            handle.pods.add_handlers(self._pod_added, lambda old, new: self._pod_added(new), self._pod_deleted)
+            handle.pods.add_handlers(self._pod_added, self._pod_updated, self._pod_deleted)
             for pod in handle.pods.list():
                 self._pod_added(pod)
 
@@ -77,6 +76,11 @@ class DefaultPreemption:
         self._priority[uid] = prio
         self._priorities[prio] += 1
 
+    def _pod_updated(self, old: dict, new: dict) -> None:
+        """The priority is the spec's: a status write (the watch cache hands it the same spec) changes nothing."""
+        if new.get("spec") is not old.get("spec"):
+            self._pod_added(new)
+
     def _pod_deleted(self, pod: dict) -> None:
         prio = self._priority.pop(pod["metadata"].get("uid", ""), None)
         if prio is not None:
@@ -85,7 +89,7 @@ class DefaultPreemption:
                 del self._priorities[prio]
 
     def post_filter(self, state: CycleState, info: PodInfo, statuses: dict[str, Status]) -> tuple[str | None, Status | None]:
-        if group_key(info.pod):
+        if info.group:
             return None, unschedulable()
         eligible, why = self._eligible(info)
         if not eligible:

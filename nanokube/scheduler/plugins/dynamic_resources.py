@@ -127,9 +127,13 @@ class DRAState:
 
     def _index_pod(self, pod: dict) -> None:
         key = _key(pod)
+        claims = (pod.get("spec") or {}).get("resourceClaims")
+        old = self._uses.get(key)
+        if not claims and old is None:
+            return  # no claims, before or now: nearly every pod
         ns = pod["metadata"].get("namespace", "")
-        uses = {(ns, n) for n in claim_names(pod)} if (pod.get("spec") or {}).get("resourceClaims") else set()
-        old = self._uses.get(key, set())
+        uses = {(ns, n) for n in claim_names(pod)} if claims else set()
+        old = old or set()
         if uses == old:
             return
         for ref in old - uses:

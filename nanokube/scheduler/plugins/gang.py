@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..composites import NOT_READY, parent_name
 from ..framework import unschedulable
-from ...machinery.podgroups import group_key, group_name, min_count
+from ...machinery.podgroups import group_name, min_count
 
 
 class GangScheduling:
@@ -22,7 +22,7 @@ class GangScheduling:
         self.handle = handle
 
     def pre_enqueue(self, info):
-        key = group_key(info.pod)
+        key = info.group
         if key is None:
             return None
         index = self.handle.podgroups

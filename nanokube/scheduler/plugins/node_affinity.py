@@ -74,7 +74,9 @@ class PendingSelectors:
         pods.add_handlers(on_add=self._put, on_update=self._updated, on_delete=lambda pod: self._drop(_key(pod)))
 
     def _updated(self, old: dict, new: dict) -> None:
-        self._put(new)
+        """Only the spec places a pod: a status write (the watch cache hands it the same spec) moves nothing."""
+        if new.get("spec") is not old.get("spec"):
+            self._put(new)
 
     def _put(self, pod: dict) -> None:
         spec = pod.get("spec") or {}
@@ -140,7 +142,7 @@ class NodeAffinity:
             return None, SKIP
         snap = getattr(self.handle, "snapshot", None)
         narrowed = snap.nodes_with_labels(selector) if selector and snap is not None else None
-        named = _named_nodes(required)
+        named = _named_nodes(required) if required else None
         if named is not None:
             narrowed = named if narrowed is None else narrowed & named
         return narrowed, None
