@@ -270,6 +270,19 @@ def node_ports(spec: dict) -> list[int]:
     return [*_node_ports(spec), *([hc] if hc else [])]
 
 
+def _drop_type_dependent_fields(spec: dict, ospec: dict) -> None:
+    """Upstream's dropTypeDependentFields for the type's own fields: one the new type does not use is
+    dropped when the update left it as it was (so `kubectl patch -p '{"spec":{"type":"ClusterIP"}}'`
+    turns a NodePort Service into a ClusterIP one); one the client changed is left to validation."""
+    was_lb, is_lb = ospec.get("type") == "LoadBalancer", spec.get("type") == "LoadBalancer"
+    fields = ["allocateLoadBalancerNodePorts", "loadBalancerClass"] if was_lb and not is_lb else []
+    if ospec.get("type") in _NODE_PORT_TYPES and spec.get("type") not in _NODE_PORT_TYPES:
+        fields.append("externalTrafficPolicy")
+    for f in fields:
+        if f in spec and spec[f] == ospec.get(f):
+            del spec[f]
+
+
 def default_service(obj: dict) -> None:
     """SetDefaults_Service (plus its traffic-policy defaults)."""
     spec = obj.setdefault("spec", {})
@@ -652,6 +665,7 @@ class ServiceStrategy(Strategy):
             spec["healthCheckNodePort"] = spec.get("healthCheckNodePort") or old_hc
         elif old_hc and spec.get("healthCheckNodePort") == old_hc:  # dropTypeDependentFields: no longer needed
             spec.pop("healthCheckNodePort")
+        _drop_type_dependent_fields(spec, ospec)
         if validate_service_spec(spec):
             return
         self._allocate(new, old)

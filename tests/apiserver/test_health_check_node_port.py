@@ -3,7 +3,8 @@ port range is small (30000-30004): kube-apiserver allocates one to a LoadBalance
 externalTrafficPolicy Local (and to no other), keeps one asked for by number, frees it when the
 Service no longer needs it or is deleted, and refuses to change it; a port it cannot allocate is
 its 500 InternalError ("failed to allocate requested HealthCheck NodePort N: ...", or "... a
-HealthCheck NodePort 0: range is full"), as upstream's alloc.go wraps it."""
+HealthCheck NodePort 0: range is full"), as upstream's alloc.go wraps it. A refused or dry-run
+update frees nothing; a type change drops the fields the new type does not use."""
 
 from __future__ import annotations
 
@@ -187,3 +188,19 @@ async def test_a_refused_or_dry_run_update_leaves_the_service_what_it_holds(core
     assert {p.node_port for p in two.spec.ports} == {30003, 30004}
     got = await _call(core, "read_namespaced_service", "lb", "default")
     assert (got.spec.type, got.spec.ports[0].node_port, got.spec.health_check_node_port) == ("LoadBalancer", 30000, 30001)
+
+
+async def test_a_type_change_drops_what_the_new_type_does_not_use(core):
+    """Upstream's dropTypeDependentFields: `kubectl patch -p '{"spec":{"type":...}}'` alone changes the type."""
+    await _create(core, _lb("lb", loadBalancerClass="example.com/lb"))
+    patch = lambda spec: _call(core, "patch_namespaced_service", "lb", "default", {"spec": spec})  # noqa: E731
+    np = await patch({"type": "NodePort"})
+    assert (np.spec.health_check_node_port, np.spec.allocate_load_balancer_node_ports, np.spec.load_balancer_class,
+            np.spec.external_traffic_policy, np.spec.ports[0].node_port in RANGE) == (None, None, None, "Local", True)
+    plain = await patch({"type": "ClusterIP"})
+    assert (plain.spec.external_traffic_policy, plain.spec.ports[0].node_port) == (None, None)
+    # a field the client changed along with the type is not dropped: validation sees it
+    await patch({"type": "NodePort", "externalTrafficPolicy": "Cluster"})
+    code, message = await _refused(patch({"type": "ClusterIP", "externalTrafficPolicy": "Local"}))
+    assert (code, message) == (422, 'Service "lb" is invalid: spec.externalTrafficPolicy: Invalid value: "Local": '
+                                    "may only be set for externally-accessible services")
