@@ -1,5 +1,6 @@
 """The Service allocators' shares: API server workers that pick dynamically at the same moment
-never pick one value, and each still takes any value of its range by name."""
+never pick one value, and each still takes any value of its range by name. What a restart (or a
+worker following the others' Services) rebuilds from stored Services."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import ipaddress
 
 import pytest
 
-from nanokube.registry.core_services import AllocationError, NodePortAllocator, ServiceIPAllocator
+from nanokube.registry.core_services import AllocationError, NodePortAllocator, ServiceIPAllocator, ServiceStrategy
 
 
 def test_two_shares_of_the_ip_ranges_pick_disjoint_addresses():
@@ -49,3 +50,14 @@ def test_a_full_share_takes_the_others_values_before_the_range_is_full():
     assert sorted(picked[4:]) == ["10.0.0.1", "10.0.0.3", "10.0.0.5", "10.1.0.1"]
     with pytest.raises(AllocationError, match="range is full"):
         ips.allocate("one-more")
+
+
+def test_restore_takes_every_node_port_a_service_holds_its_health_checks_too():
+    svc = {"metadata": {"name": "lb", "namespace": "default", "uid": "u1"},
+           "spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local", "clusterIP": "10.96.0.10",
+                    "ports": [{"port": 80, "nodePort": 30010}], "healthCheckNodePort": 30011}}
+    strategy = ServiceStrategy()
+    strategy.restore([svc])
+    assert [strategy.node_ports.owner(p) for p in (30010, 30011)] == ["u1", "u1"]
+    strategy.release(svc)
+    assert [strategy.node_ports.owner(p) for p in (30010, 30011)] == [None, None]
