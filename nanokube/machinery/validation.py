@@ -7,6 +7,7 @@ as kube-apiserver's: `Pod "x" is invalid: spec.containers[0].name: Required valu
 from __future__ import annotations
 
 import functools
+import ipaddress
 import re
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -359,3 +360,21 @@ def validate_conditions(conditions: Any, path: str) -> list[FieldError]:
         if len(c.get("message") or "") > 32768:
             errs.append(too_long(f"{p}.message", 32768))
     return errs
+
+
+def endpoint_ip(addr: str, path: str) -> list[FieldError]:
+    """ValidateEndpointIP (Endpoints and EndpointSlice addresses): an IP, and none of the
+    unspecified, loopback, link-local or link-local multicast ones."""
+    try:
+        ip = ipaddress.ip_address(addr)
+    except ValueError:
+        return [invalid(path, addr, "must be a valid IP address")]
+    if ip.is_unspecified:
+        return [invalid(path, addr, f"may not be unspecified ({addr})")]
+    if ip.is_loopback:
+        return [invalid(path, addr, "may not be in the loopback range (127.0.0.0/8, ::1/128)")]
+    if ip.is_link_local:
+        return [invalid(path, addr, "may not be in the link-local range (169.254.0.0/16, fe80::/10)")]
+    if ip in ipaddress.ip_network("224.0.0.0/24") or ip in ipaddress.ip_network("ff02::/16"):
+        return [invalid(path, addr, "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)")]
+    return []

@@ -23,12 +23,12 @@ from .core_pods import PodStrategy, bind_pod, default_pod_spec, validate_binding
 from .core_printing import AGE_DOC, NAME_DOC, Clock, doc, since
 from .core_services import NodePortAllocator, ServiceIPAllocator, ServiceStrategy
 from .core_spec import PROTOCOLS, port_number, taint_effect
-from .discovery import endpoint_ip
 from ..machinery.validation import (
     FieldError,
     dns1123_label,
     dns1123_subdomain,
     duplicate,
+    endpoint_ip,
     forbidden,
     immutable,
     invalid,

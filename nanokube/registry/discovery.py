@@ -11,6 +11,7 @@ from ..machinery.validation import (
     dns1123_label,
     dns1123_subdomain,
     duplicate,
+    endpoint_ip,
     immutable,
     invalid,
     label_value,
@@ -59,24 +60,6 @@ def _ip_errors(addr: str, family: int, path: str) -> list[FieldError]:
     if ip is None or ip.version != family:
         return [invalid(path, addr, f"must be a valid IPv{family} address")]
     return endpoint_ip(addr, path)
-
-
-def endpoint_ip(addr: str, path: str) -> list[FieldError]:
-    """ValidateEndpointIP (Endpoints and EndpointSlice addresses): an IP, and none of the
-    unspecified, loopback, link-local or link-local multicast ones."""
-    try:
-        ip = ipaddress.ip_address(addr)
-    except ValueError:
-        return [invalid(path, addr, "must be a valid IP address")]
-    if ip.is_unspecified:
-        return [invalid(path, addr, f"may not be unspecified ({addr})")]
-    if ip.is_loopback:
-        return [invalid(path, addr, "may not be in the loopback range (127.0.0.0/8, ::1/128)")]
-    if ip.is_link_local:
-        return [invalid(path, addr, "may not be in the link-local range (169.254.0.0/16, fe80::/10)")]
-    if ip in ipaddress.ip_network("224.0.0.0/24") or ip in ipaddress.ip_network("ff02::/16"):
-        return [invalid(path, addr, "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)")]
-    return []
 
 
 def _fqdn_errors(name: str, path: str) -> list[FieldError]:
