@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...machinery.validation import FieldError, forbidden, invalid, required
-from . import defaulting, validator
+from . import defaulting, regex, validator
 
 _TYPES = ("array", "boolean", "integer", "number", "object", "string")
 _JUNCTORS = ("allOf", "anyOf", "oneOf", "not")
@@ -99,6 +99,7 @@ def _node(node: dict[str, Any], path: str, errs: list[FieldError], root: bool = 
                                'supported values: "granular", "atomic"', mt, True))
     if "default" in node and not root:
         _check_default(node, path, errs)
+    _check_pattern(node, path, errs)
     for j in _JUNCTORS:
         if j in node:
             subs = node[j] if j != "not" else [node[j]]
@@ -146,6 +147,7 @@ def _value_validation(node: dict[str, Any], path: str, errs: list[FieldError]) -
             errs.append(forbidden(f"{path}.{k}", "must be false to be structural"))
     if node.get("x-kubernetes-validations"):
         errs.append(forbidden(f"{path}.x-kubernetes-validations", "must be empty to be structural"))
+    _check_pattern(node, path, errs)
     for name, sub in (node.get("properties") or {}).items():
         if isinstance(sub, dict):
             _value_validation(sub, f"{path}.properties[{name}]", errs)
@@ -157,6 +159,16 @@ def _value_validation(node: dict[str, Any], path: str, errs: list[FieldError]) -
             for i, s in enumerate(subs if isinstance(subs, list) else []):
                 if isinstance(s, dict):
                     _value_validation(s, f"{path}.{j}[{i}]" if j != "not" else f"{path}.not", errs)
+
+
+def _check_pattern(node: dict[str, Any], path: str, errs: list[FieldError]) -> None:
+    """validateValueValidation: a pattern must compile (as RE2; regex.py)."""
+    pattern = node.get("pattern")
+    if isinstance(pattern, str) and pattern:
+        try:
+            regex.compile_pattern(pattern)
+        except regex.PatternError as e:
+            errs.append(invalid(f"{path}.pattern", pattern, f"must be a valid regular expression, but isn't: {e}"))
 
 
 def _is_int_or_string_pattern(node: dict[str, Any]) -> bool:

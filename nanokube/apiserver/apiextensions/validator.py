@@ -22,6 +22,7 @@ from datetime import date, datetime
 from typing import Any, Callable
 
 from ...machinery.validation import FieldError, invalid, not_supported, required
+from . import regex
 
 _TYPE_NAMES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
 
@@ -177,10 +178,11 @@ def _string(v: str, node: dict[str, Any], path: str, errs: list[FieldError]) -> 
     pat = node.get("pattern")
     if pat is not None:
         try:
-            if not re.search(pat, v):
-                errs.append(invalid(path, v, f"{path} in body should match '{pat}'"))
-        except re.error:
-            pass
+            compiled = regex.compile_pattern(pat)
+        except regex.PatternError:  # stored before patterns were checked: unchecked, as it was
+            compiled = None
+        if compiled is not None and not compiled.search(v):
+            errs.append(invalid(path, v, f"{path} in body should match '{pat}'"))
     fmt = node.get("format")
     check = FORMATS.get(fmt or "")
     if check is not None and not check(v):
