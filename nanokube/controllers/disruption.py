@@ -83,9 +83,10 @@ class DisruptionController(Controller):
             old_labels = (old["metadata"].get("labels") or {}) if old is not None else labels
             moved = old_labels != labels
             for pdb in pdbs:
+                if pdb["metadata"]["namespace"] != ns:
+                    continue
                 sel = _selector(pdb)
-                if pdb["metadata"]["namespace"] == ns and sel is not None and (
-                        matches_labels(sel, labels) or moved and matches_labels(sel, old_labels)):
+                if sel is not None and (matches_labels(sel, labels) or moved and matches_labels(sel, old_labels)):
                     self._pdb_changed(pdb)
         if not md.get("deletionTimestamp") and _disruption_target(pod):
             self.queue.add(("pod", key_of(pod)))

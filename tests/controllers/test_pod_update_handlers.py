@@ -224,10 +224,13 @@ async def test_endpointslice_syncs_a_service_for_what_its_endpoints_show_only(st
 async def test_disruption_budget_is_synced_for_a_pod_leaving_its_selector(stack):
     ctrl = await informing(DisruptionController(stack.client))
     try:
-        pdb = await stack.client.resource("policy", "v1", "poddisruptionbudgets").create({
-            "metadata": {"name": "web", "namespace": NS}, "spec": {"minAvailable": 1, "selector": {"matchLabels": WEB}}},
-            NS)
-        await seen(ctrl.pdbs, pdb)
+        await stack.client.resource("", "v1", "namespaces").create({"metadata": {"name": "other"}})
+        for ns in ("other", NS):  # the same selector in another namespace selects none of these pods
+            pdb = await stack.client.resource("policy", "v1", "poddisruptionbudgets").create({
+                "metadata": {"name": "web", "namespace": ns},
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": WEB}}}, ns)
+            await seen(ctrl.pdbs, pdb)
+        await drained(ctrl)
         p = await stack.client.resource("", "v1", "pods").create(pod("p"), NS)
         await seen(ctrl.pods, p)
         assert await drained(ctrl) == {("pdb", "default/web")}
