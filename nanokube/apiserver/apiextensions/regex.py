@@ -21,7 +21,8 @@ from typing import Callable
 
 MAX_REPEAT = 1000  # RE2's limit on a counted repetition
 MAX_PROGRAM = 20_000  # instructions; RE2 refuses an "expression too large" too
-_CACHE_LIMIT = 4096  # cached transitions per pattern
+_CACHE_LIMIT = 4096  # cached transitions (and short values' results) per pattern
+_SHORT = 256
 
 _CHAR, _SPLIT, _JMP, _ASSERT, _MATCH = range(5)
 _WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
@@ -49,8 +50,18 @@ class Pattern:
         self.contextual = contextual  # \b, \B or multi-line anchors: closures depend on the neighbours
         self._closures: dict[tuple, tuple[tuple[int, ...], bool]] = {}
         self._steps: dict[tuple, tuple[int, ...]] = {}
+        self._results: dict[str, bool] = {}  # short values recur (quantities, names)
 
     def search(self, text: str) -> bool:
+        hit = self._results.get(text)
+        if hit is not None:
+            return hit
+        found = self._search(text)
+        if len(text) <= _SHORT and len(self._results) < _CACHE_LIMIT:
+            self._results[text] = found
+        return found
+
+    def _search(self, text: str) -> bool:
         n = len(text)
         current, matched = self._closure((), text, 0, n)
         for i, ch in enumerate(text):
