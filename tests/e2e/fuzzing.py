@@ -23,6 +23,7 @@ import functools
 import json
 import time
 from typing import Any
+from urllib.parse import quote, urlencode
 
 from hypothesis import strategies as st
 
@@ -296,8 +297,6 @@ class Fuzzer:
         return NAMES[plural][1].format(n=n) if plural in NAMES else f"fuzz-{n}"
 
     def send(self, method: str, path: str, body=None, ctype: str | None = "application/json", query: dict | None = None):
-        from urllib.parse import urlencode
-
         url = path + ("?" + urlencode(query) if query else "")
         start = time.monotonic()
         code, headers, got = self.raw.request(method, url, body, ctype, headers={"User-Agent": f"{MANAGER}/1"})
@@ -340,12 +339,13 @@ class Fuzzer:
         name = (got.get("metadata") or {}).get("name") if isinstance(got, dict) else None
         if dry or not name:
             return
-        code, stored = self.send("GET", f"{base}/{name}")
+        url = f"{base}/{quote(name, safe='')}"  # RBAC names are any path segment (spaces, non-ASCII)
+        code, stored = self.send("GET", url)
         if code == 200:  # (a delete-on-update may have removed it)
-            code, again = self.send("PUT", f"{base}/{name}", stored, "application/json", {"dryRun": "All"})
+            code, again = self.send("PUT", url, stored, "application/json", {"dryRun": "All"})
             assert code in (200, 409), f"stored {name} does not re-validate: {code} {str(again)[:400]}"
         if target is None:
-            self.send("DELETE", f"{base}/{name}", None, None, {"gracePeriodSeconds": "0"})
+            self.send("DELETE", url, None, None, {"gracePeriodSeconds": "0"})
         else:
             self._reseed(base, target)
 
