@@ -18,13 +18,23 @@ def in_upstream_order(obj: dict, resource_version: str) -> dict:
     """A freshly decoded stored object as served: upstream's order, with its
     resourceVersion (rearranged in place where its top level already is)."""
     md = obj.get("metadata") or {}
-    meta = {k: md[k] for k in _BEFORE_RV if k in md}
+    keys = tuple(md)
+    order = _META_ORDERS.get(keys)
+    if order is None:
+        order = _meta_order(keys)
+    if order == keys:  # in order already, resourceVersion included: copied as it is
+        meta = md.copy()
+    else:
+        meta = dict.fromkeys(order)
+        meta.update(md)
     meta["resourceVersion"] = resource_version
-    meta.update({k: md[k] for k in _AFTER_RV if k in md})
-    if len(meta) < len(md) + ("resourceVersion" not in md):
-        meta.update((k, v) for k, v in md.items() if k not in _KNOWN)
-    keys = list(obj)
-    if _ordered(obj, keys):
+    top = tuple(obj)
+    ordered = _TOP_ORDERED.get(top)
+    if ordered is None:
+        if len(_TOP_ORDERED) >= _ORDERS_MAX:
+            _TOP_ORDERED.clear()
+        ordered = _TOP_ORDERED[top] = _ordered(obj, list(top))
+    if ordered:
         obj["metadata"] = meta
         return obj
     out = {k: obj[k] for k in ("kind", "apiVersion") if k in obj}
@@ -33,6 +43,25 @@ def in_upstream_order(obj: dict, resource_version: str) -> dict:
     if "status" in obj:
         out["status"] = obj["status"]
     return out
+
+
+def _meta_order(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """Metadata fields `keys` in upstream's order, resourceVersion among them: the known fields in
+    ObjectMeta's order, then any others as they came. Remembered by the fields and their order
+    (every write and decode reorders its metadata; an object's fields rarely change)."""
+    present = set(keys)
+    order = (*(k for k in _BEFORE_RV if k in present), "resourceVersion", *(k for k in _AFTER_RV if k in present),
+             *(k for k in keys if k not in _KNOWN))
+    if len(_META_ORDERS) >= _ORDERS_MAX:
+        _META_ORDERS.clear()
+    _META_ORDERS[keys] = order
+    return order
+
+
+#: `_meta_order` by the metadata's fields in their order, and `_ordered` by the top level's
+_META_ORDERS: dict[tuple[str, ...], tuple[str, ...]] = {}
+_TOP_ORDERED: dict[tuple[str, ...], bool] = {}
+_ORDERS_MAX = 1024
 
 
 def _ordered(obj: dict, keys: list[str]) -> bool:

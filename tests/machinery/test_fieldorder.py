@@ -29,3 +29,18 @@ def test_every_order_of_the_top_level_comes_out_in_upstreams():
             obj = {k: fields[k] for k in keys}
             got = in_upstream_order(dict(obj), "7")
             assert orjson.dumps(got) == orjson.dumps(_reordered(obj, "7")), keys
+
+
+def test_every_order_of_the_metadata_comes_out_in_upstreams_each_time():
+    """The metadata's order is remembered by its fields' order: a second object of the same
+    fields and order (resourceVersion there or not) gets the same, fresh values."""
+    fields = {"name": "p", "resourceVersion": "3", "uid": "u", "labels": {"a": "b"}, "zz": 1,
+              "managedFields": [], "aa": 2}
+    for n in range(1, len(fields) + 1):
+        for keys in itertools.permutations(fields, n):
+            for round_ in range(2):
+                md = {k: (fields[k], round_) for k in keys}
+                obj = {"kind": "Pod", "apiVersion": "v1", "metadata": md, "spec": {}}
+                got = in_upstream_order(dict(obj), "7")
+                assert orjson.dumps(got) == orjson.dumps(_reordered(obj, "7")), keys
+                assert got["metadata"] is not md and md == {k: (fields[k], round_) for k in keys}
