@@ -887,11 +887,11 @@ class GenericREST:
                     elif patch_type == MERGE_PATCH:
                         if not isinstance(parsed, dict):
                             raise errors.bad_request("json: cannot unmarshal into map[string]interface{}")
-                        body = merge.apply(doc, parsed)
+                        body = merge.apply(doc, _handed(parsed, patch, attempt), handed=True)
                     elif patch_type == STRATEGIC_PATCH:
                         if not isinstance(parsed, dict):
                             raise errors.bad_request("json: cannot unmarshal into map[string]interface{}")
-                        body = strategic.apply(doc, parsed, sch)
+                        body = strategic.apply(doc, _handed(parsed, patch, attempt), sch, handed=True)
                     else:
                         raise errors.unsupported_media_type(patch_type)
                 except PatchError as e:
@@ -1140,6 +1140,12 @@ def _with_status(live: dict, patched: dict) -> dict:
     else:
         out.pop("status", None)
     return out
+
+
+def _handed(parsed: dict, raw: bytes, attempt: int) -> dict:
+    """The decoded patch a merge may take over: the request's own decode the first time (nothing
+    reads it after the merge), a fresh one for each retry (the merge changed the first)."""
+    return parsed if attempt == 0 else serializer.loads_json(raw)
 
 
 def _patched_fields(patch: dict, smp: bool) -> set[str] | None:

@@ -16,12 +16,13 @@ from . import PatchError, copy_to_patch, json_copy
 BAD_PATCH = "Invalid JSON Patch"
 
 
-def apply(doc: dict, patch: dict) -> dict:
-    """Merge `patch` into a copy of `doc`; a non-object patch is rejected with 400."""
+def apply(doc: dict, patch: dict, handed: bool = False) -> dict:
+    """Merge `patch` into a copy of `doc`; a non-object patch is rejected with 400. `handed`: the
+    caller gives `patch` up (a fresh decode nothing else reads), so it is not copied first."""
     if not isinstance(patch, dict):
         raise PatchError(BAD_PATCH, 400)
     result = copy_to_patch(doc)  # a merge patch replaces lists whole: the shared managedFields stay as they are
-    _merge_into(result, json_copy(patch))
+    _merge_into(result, patch if handed else json_copy(patch))
     return result
 
 

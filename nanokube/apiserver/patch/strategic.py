@@ -35,11 +35,13 @@ ERR_LIST_OF_LISTS = "lists of lists are not supported"
 _LIST, _MAP = "[]interface {}", "map[string]interface {}"
 
 
-def apply(doc: dict, patch: dict, schema: dict | None) -> dict:
+def apply(doc: dict, patch: dict, schema: dict | None, handed: bool = False) -> dict:
     """Apply `patch` to a copy of `doc`; `schema` is the kind's definition from
-    `nanokube.schema.kind_schema`, or None for kinds without one (JSON merge patch)."""
+    `nanokube.schema.kind_schema`, or None for kinds without one (JSON merge patch).
+    `handed`: the caller gives `patch` up (a fresh decode nothing else reads), so the result
+    may take its values and the patch is not copied first."""
     if schema is None:
-        return merge_patch.apply(doc, patch)
+        return merge_patch.apply(doc, patch, handed)
     if patch is None:
         return json_copy(doc)
     if not isinstance(patch, dict):
@@ -47,7 +49,7 @@ def apply(doc: dict, patch: dict, schema: dict | None) -> dict:
     meta = patch.get("metadata")
     # a patch naming managedFields (a list it may merge into in place) gets a copy of its own
     shared = not (type(meta) is dict and any("managedFields" in k for k in meta))
-    return _merge_map(copy_to_patch(doc) if shared else json_copy(doc), json_copy(patch), schema)
+    return _merge_map(copy_to_patch(doc) if shared else json_copy(doc), patch if handed else json_copy(patch), schema)
 
 
 # --- maps ---------------------------------------------------------------------------------------
