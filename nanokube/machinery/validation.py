@@ -321,6 +321,13 @@ def template_object_meta(meta: dict, path: str) -> list[FieldError]:
     return errs
 
 
+def path_segment_name(name: str) -> list[str]:
+    """path.IsValidPathSegmentName: not '.' or '..', no '/' or '%'."""
+    if name in (".", ".."):
+        return [f"may not be '{name}'"]
+    return [f"may not contain '{c}'" for c in ("/", "%") if c in name]
+
+
 def label_name(key: Any, path: str) -> list[FieldError]:
     """metav1 ValidateLabelName: a qualified name, required."""
     if not key:

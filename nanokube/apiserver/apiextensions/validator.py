@@ -21,7 +21,14 @@ import uuid
 from datetime import date, datetime
 from typing import Any, Callable
 
-from ...machinery.validation import FieldError, invalid, not_supported, required
+from ...machinery.validation import (
+    FieldError,
+    invalid,
+    not_supported,
+    path_segment_name,
+    required,
+    validate_object_meta,
+)
 from . import regex
 
 _TYPE_NAMES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
@@ -258,6 +265,8 @@ def _object(v: dict, node: dict[str, Any], path: str, errs: list[FieldError]) ->
                 errs.append(invalid(_join(path, f), v[f], "must be a string"))
             elif not v[f]:
                 errs.append(invalid(_join(path, f), v[f], "must not be empty"))
+        if "metadata" in v:
+            errs += _embedded_metadata(v["metadata"], _join(path, "metadata"))
     for k, item in v.items():
         if k in props:
             if embedded and k == "metadata":
@@ -265,6 +274,21 @@ def _object(v: dict, node: dict[str, Any], path: str, errs: list[FieldError]) ->
             _validate(item, props[k], _join(path, k), errs)
         elif isinstance(ap, dict):
             _validate(item, ap, _join(path, k), errs)
+
+
+def _embedded_metadata(meta: Any, path: str) -> list[FieldError]:
+    """validateEmbeddedResource's metadata: it must decode as an ObjectMeta, then ValidateObjectMeta with a
+    path-segment name ("fakename" when empty) and a namespace only checked where one is set."""
+    from .. import structural
+
+    errs = structural.definition_errors(meta, _OBJECT_META) if isinstance(meta, dict) else ["must be an object"]
+    if errs:
+        return [invalid(path, meta, errs[0])]
+    ns = meta.get("namespace") or ""
+    return validate_object_meta({**meta, "name": meta.get("name") or "fakename"}, bool(ns), path_segment_name, path)
+
+
+_OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 
 
 def _junctor(junctor: str, v: Any, spec: Any, path: str, errs: list[FieldError]) -> None:

@@ -46,6 +46,20 @@ def test_kube_openapi_messages():
     assert errs({"spec": {"size": 1, "maybe": None}}) == []
 
 
+def test_an_embedded_resources_metadata_is_validated_as_object_meta():
+    """validateEmbeddedResource: the metadata decodes as an ObjectMeta and passes ValidateObjectMeta
+    with a path-segment name (the fuzzer's probe stored a label value "b c" in one)."""
+    template = {"apiVersion": "v1", "kind": "Pod"}
+    assert errs({"spec": {"size": 1, "template": {**template, "metadata": {"name": "A_B", "labels": {"a": "b"}}}}}) == []
+    got = errs({"spec": {"size": 1, "template": {**template, "metadata": {"name": "a/b", "namespace": "X",
+                                                                          "labels": {"a": "b c"}}}}})
+    assert [e.split(":")[0] for e in got] == [
+        "spec.template.metadata.name", "spec.template.metadata.namespace", "spec.template.metadata.labels"]
+    assert errs({"spec": {"size": 1, "template": {**template, "metadata": {"labels": 5}}}}) == [
+        'spec.template.metadata: Invalid value: {"labels":5}: json: cannot unmarshal number into Go struct field '
+        "ObjectMeta.labels of type map[string]string"]
+
+
 def test_defaults_apply_to_absent_fields_and_inside_new_defaults():
     obj = {"spec": {"size": 1}}
     defaulting.default(obj, SCHEMA)
