@@ -181,14 +181,19 @@ def policy_variables(spec: dict, authorizer: bool = True) -> frozenset:
     return out if authorizer else out - {"authorizer"}
 
 
-def _cel_errors(expression: str, path: str, declared: frozenset,
-                variables: tuple[str, ...] | None = None) -> list[FieldError]:
+def _cel_errors(expression: str, path: str, declared: frozenset, variables: tuple | None = None,
+                returns: tuple[str, ...] = ()) -> list[FieldError]:
+    """Compilation errors, and (upstream's CompileCELExpression) a result of none of the `returns`
+    types: 'must evaluate to bool' (a bare read of a dynamic value is dyn, which cel-go refuses)."""
     from ..apiserver.admission.cel import CELError, compile_expression
 
     try:
-        compile_expression(expression, declared, variables)
+        program = compile_expression(expression, declared, variables)
     except CELError as e:
         return [invalid(path, expression, str(e))]
+    if returns and not any(program.may_be(t) for t in returns):
+        want = returns[0] if len(returns) == 1 else f"one of [{' '.join(returns)}]"
+        return [invalid(path, expression, f"must evaluate to {want}")]
     return []
 
 
@@ -205,7 +210,7 @@ def validate_match_conditions(conds: Any, path: str, declared: frozenset = WEBHO
         if not expr:
             errs.append(required(f"{p}.expression", ""))
         else:
-            errs += _cel_errors(expr, f"{p}.expression", declared)
+            errs += _cel_errors(expr, f"{p}.expression", declared, returns=("bool",))
         name = c.get("name") or ""
         if not name:
             errs.append(required(f"{p}.name", ""))
@@ -376,17 +381,31 @@ def _validate_param_kind(pk: Any, path: str) -> list[FieldError]:
     return errs
 
 
-def variable_names(spec: dict) -> tuple[str, ...]:
-    """The names a policy's `variables` object has: its variables', in order (upstream adds each
-    to the composition environment once compiled, so a variable sees only those before it)."""
+def variable_types(spec: dict) -> tuple[tuple[str, Any], ...]:
+    """A policy's `variables` object: each variable's name and the type its expression compiles to,
+    in order (upstream adds each to the composition environment once compiled, so a variable sees
+    only those before it; one that does not compile is dyn)."""
+    from ..apiserver.admission.cel import CELError, compile_expression
+    from ..cel.types import DYN
+
+    declared = policy_variables(spec)
+    out: list[tuple[str, Any]] = []
+    for v in spec.get("variables") if isinstance(spec.get("variables"), list) else []:
+        v = v if isinstance(v, dict) else {}
+        t = DYN
+        if (v.get("expression") or "").strip():
+            try:
+                t = compile_expression(v["expression"], declared, tuple(out)).result_type
+            except CELError:
+                pass
+        out.append((v.get("name") or "", t))
+    return tuple(out)
+
+
+def _validate_variables(spec: dict, path: str, declared: frozenset) -> list[FieldError]:
     variables = spec.get("variables")
-    return tuple((v.get("name") or "") if isinstance(v, dict) else "" for v in variables) \
-        if isinstance(variables, list) else ()
-
-
-def _validate_variables(variables: Any, path: str, declared: frozenset) -> list[FieldError]:
     errs: list[FieldError] = []
-    names = variable_names({"variables": variables})
+    types = variable_types(spec)
     for i, v in enumerate(variables if isinstance(variables, list) else []):
         v = v if isinstance(v, dict) else {}
         p = f"{path}[{i}]"
@@ -399,7 +418,7 @@ def _validate_variables(variables: Any, path: str, declared: frozenset) -> list[
         if not expr.strip():
             errs.append(required(f"{p}.expression", "expression is not specified"))
         else:
-            errs += _cel_errors(expr, f"{p}.expression", declared, names[:i])
+            errs += _cel_errors(expr, f"{p}.expression", declared, types[:i])
     return errs
 
 
@@ -421,7 +440,7 @@ def _common_policy_spec(spec: dict, lenient: dict) -> list[FieldError]:
             errs.append(required("spec.matchConstraints.resourceRules", ""))
     if not lenient.get("ignore_match_conditions"):
         errs += validate_match_conditions(spec.get("matchConditions"), "spec.matchConditions", policy_variables(spec))
-    errs += _validate_variables(spec.get("variables"), "spec.variables", policy_variables(spec))
+    errs += _validate_variables(spec, "spec.variables", policy_variables(spec))
     return errs
 
 
@@ -444,13 +463,13 @@ def validate_validating_policy(obj: Obj, lenient: dict) -> list[FieldError]:
         if not expr.strip():
             errs.append(required(f"{p}.expression", "expression is not specified"))
         else:
-            errs += _cel_errors(expr, f"{p}.expression", policy_variables(spec), variable_names(spec))
+            errs += _cel_errors(expr, f"{p}.expression", policy_variables(spec), variable_types(spec), ("bool",))
         me = v.get("messageExpression") or ""
         if me and not me.strip():
             errs.append(invalid(f"{p}.messageExpression", me, "must be non-empty if specified"))
         elif me.strip():
             errs += _cel_errors(me, f"{p}.messageExpression", policy_variables(spec, authorizer=False),
-                                variable_names(spec))
+                                variable_types(spec), ("string",))
         msg = v.get("message") or ""
         if msg and not msg.strip():
             errs.append(invalid(f"{p}.message", msg, "message must be non-empty if specified"))
@@ -477,7 +496,8 @@ def validate_validating_policy(obj: Obj, lenient: dict) -> list[FieldError]:
         elif len(ve) > MAX_VALUE_EXPRESSION:
             errs.append(required(f"{p}.valueExpression", f"must not exceed {MAX_VALUE_EXPRESSION} bytes in length"))
         else:
-            errs += _cel_errors(ve, f"{p}.valueExpression", policy_variables(spec), variable_names(spec))
+            errs += _cel_errors(ve, f"{p}.valueExpression", policy_variables(spec), variable_types(spec),
+                                ("string", "null_type"))
         if key in keys:
             errs.append(duplicate(f"{p}.key", key))
         keys.add(key)
@@ -514,7 +534,7 @@ def validate_mutating_policy(obj: Obj, lenient: dict) -> list[FieldError]:
         elif not expr:
             errs.append(required(f"{p}.{field}.expression", "expression is not specified"))
         else:
-            errs += _cel_errors(expr, f"{p}.{field}.expression", policy_variables(spec), variable_names(spec))
+            errs += _cel_errors(expr, f"{p}.{field}.expression", policy_variables(spec), variable_types(spec))
     return errs
 
 

@@ -37,7 +37,7 @@ async def test_type_checking_warnings_and_observed_generation(stack):
     await ctrl.start()
     vaps = stack.client.resource(G, "v1", "validatingadmissionpolicies")
     await vaps.create(policy("typed", DEPLOYMENTS, "object.spec.replicas <= 5",
-                             {"expression": "object.spec.replica <= 5", "messageExpression": "params.data.msg"},
+                             {"expression": "object.spec.replica <= 5", "messageExpression": "string(params.data.msg)"},
                              param_kind={"apiVersion": "v1", "kind": "ConfigMap"}))
 
     async def checked():
@@ -50,7 +50,7 @@ async def test_type_checking_warnings_and_observed_generation(stack):
         "warning": "apps/v1, Kind=Deployment: ERROR: <input>:1:13: undefined field 'replica'\n"
                    " | object.spec.replica <= 5\n | ............^\n"}]
     got = copy.deepcopy(got)
-    got["spec"]["validations"] = [{"expression": "object.spec.replicas <= 5", "messageExpression": "params.dat.msg"}]
+    got["spec"]["validations"] = [{"expression": "object.spec.replicas <= 5", "messageExpression": "string(params.dat.msg)"}]
     await vaps.update(got)
 
     async def rechecked():

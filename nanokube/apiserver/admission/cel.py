@@ -76,23 +76,23 @@ def _closing(toks, open_at: int) -> int:
 _LOCAL = threading.local()
 
 
-class _Names(frozenset):
-    """The names a policy's `variables` object has (the schema of its CEL type)."""
+class _Fields(dict):
+    """A policy's `variables` object: each variable's name and the type its expression compiled to."""
 
 
 def _field_type(obj: Type, name: str) -> Type | None:
-    if isinstance(obj.schema, _Names):
-        return DYN if name in obj.schema else None
+    if isinstance(obj.schema, _Fields):
+        return obj.schema.get(name)
     return DYN
 
 
 @functools.lru_cache(maxsize=256)
-def _environment(declared: frozenset, variables: tuple[str, ...] | None = None) -> Environment:
-    """One environment per set of declared variables and of a policy's variable names (bounded:
-    policies written with many different variable names share the cache)."""
+def _environment(declared: frozenset, variables: tuple[tuple[str, Type], ...] | None = None) -> Environment:
+    """One environment per set of declared variables and of a policy's variables (bounded:
+    policies written with many different variables share the cache)."""
     types = {name: AUTHORIZER if name == "authorizer" else DYN for name in declared}
     if variables is not None and "variables" in declared:
-        types["variables"] = Type("object", schema=_Names(variables))
+        types["variables"] = Type("object", schema=_Fields(variables))
     return Environment(types, field_type=_field_type, struct_types=True)
 
 
@@ -106,12 +106,13 @@ def _context() -> cel.Context:
 
 
 def compile_expression(expression: str, declared: frozenset = frozenset(VARIABLES),
-                       variables: tuple[str, ...] | None = None):
+                       variables: tuple[tuple[str, Type], ...] | None = None):
     """The checked program (cached) with the `declared` variables (where an
     expression is written limits them: no `params` without a paramKind, no
-    `authorizer` in a messageExpression); `variables` (a policy's) names the
-    fields `variables` has, as upstream's composited compiler types it, so
-    `variables.x` of another name is an undefined field. CELError reads
+    `authorizer` in a messageExpression); `variables` (a policy's, with the
+    types their expressions compiled to) are the fields `variables` has, as
+    upstream's composited compiler types it: `variables.x` of another name is
+    an undefined field, and a bool variable is a bool. CELError reads
     `compilation failed: ERROR: <input>:1:5: ...` as upstream's does."""
     try:
         return _environment(declared, variables).compile(rewrite(expression))

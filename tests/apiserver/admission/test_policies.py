@@ -110,7 +110,7 @@ async def test_params_by_selector_not_found_allow_and_failure_policy(stack):
                        "matchConditions": [{"name": "labelled", "expression": "has(object.metadata.labels)"}],
                        "validations": [{"expression": "object.metadata.labels[params.data.required] != ''",
                                         "message": "required label missing"}],
-                       "auditAnnotations": [{"key": "checked-by", "valueExpression": "params.metadata.name"}]}}
+                       "auditAnnotations": [{"key": "checked-by", "valueExpression": "string(params.metadata.name)"}]}}
     await api(stack, "validatingadmissionpolicies").create(policy)
     await api(stack, "validatingadmissionpolicybindings").create(
         {"metadata": {"name": "labels"}, "spec": {"policyName": "labels", "validationActions": ["Deny"],
@@ -183,8 +183,9 @@ async def test_a_policy_may_only_read_the_variables_it_declares(stack):
     rules = {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["*"], "resources": ["pods"]}]}
     policies = api(stack, "validatingadmissionpolicies")
     await policies.create({"metadata": {"name": "ok"}, "spec": {"matchConstraints": rules, "variables": [
-        {"name": "a", "expression": "object.metadata.name"}, {"name": "b", "expression": "variables.a + '!'"}],
-        "validations": [{"expression": "has(variables.b) && variables.b != variables.a", "messageExpression": "variables.a"}]}})
+        {"name": "a", "expression": "string(object.metadata.name)"}, {"name": "b", "expression": "variables.a + '!'"},
+        {"name": "named", "expression": "variables.a != ''"}],
+        "validations": [{"expression": "variables.named && variables.b != variables.a", "messageExpression": "variables.a"}]}})
     with pytest.raises(APIError) as e:
         await policies.create({"metadata": {"name": "p"}, "spec": {"matchConstraints": rules, "variables": [
             {"name": "a", "expression": "variables.b"}, {"name": "b", "expression": "1"}],
@@ -201,6 +202,31 @@ async def test_a_policy_may_only_read_the_variables_it_declares(stack):
                 "expression": '[JSONPatch{op: "add", path: "/metadata/labels/a", value: variables.v}]'}}]}})
     assert e.value.code == 422 and "spec.mutations[0].jsonPatch.expression" in e.value.message
     assert "undefined field 'v'" in e.value.message
+
+
+async def test_expressions_must_evaluate_to_their_type(stack):
+    """Upstream's CompileCELExpression: a validation or match condition is a bool, a messageExpression a
+    string, an audit annotation's value a string or null; a bare read of a dynamic value (object,
+    params) is dyn, which cel-go refuses, while a bool variable is a bool (issue 120239). The fuzzer's
+    probe stored "1 + 1" as a validation."""
+    rules = {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["*"], "resources": ["pods"]}]}
+    policies = api(stack, "validatingadmissionpolicies")
+    with pytest.raises(APIError) as e:
+        await policies.create({"metadata": {"name": "p"}, "spec": {
+            "matchConstraints": rules, "matchConditions": [{"name": "m", "expression": "'yes'"}],
+            "validations": [{"expression": "1 + 1", "messageExpression": "object.metadata.name"},
+                            {"expression": "object.spec.enabled"}],
+            "auditAnnotations": [{"key": "k", "valueExpression": "1"}]}})
+    assert [c["field"] + ": " + c["message"] for c in e.value.details["causes"]] == [
+        "spec.matchConditions[0].expression: Invalid value: \"'yes'\": must evaluate to bool",
+        'spec.validations[0].expression: Invalid value: "1 + 1": must evaluate to bool',
+        'spec.validations[0].messageExpression: Invalid value: "object.metadata.name": must evaluate to string',
+        'spec.validations[1].expression: Invalid value: "object.spec.enabled": must evaluate to bool',
+        'spec.auditAnnotations[0].valueExpression: Invalid value: "1": must evaluate to one of [string null_type]']
+    await policies.create({"metadata": {"name": "ok"}, "spec": {
+        "matchConstraints": rules, "variables": [{"name": "prod", "expression": "object.metadata.name == 'prod'"}],
+        "validations": [{"expression": "variables.prod", "messageExpression": "'not ' + string(object.metadata.name)"}],
+        "auditAnnotations": [{"key": "k", "valueExpression": "null"}]}})
 
 
 PODGROUP = {"metadata": {"name": "g", "namespace": "default"},
@@ -299,7 +325,7 @@ async def test_unknown_param_kind_is_a_binding_configuration_error(stack):
         "paramKind": {"apiVersion": "nope.example.com/v1", "kind": "Nope"},
         "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
                                                 "resources": ["configmaps"]}]},
-        "validations": [{"expression": "params.ok"}]}})
+        "validations": [{"expression": "params.ok == true"}]}})
     await api(stack, "validatingadmissionpolicybindings").create({"metadata": {"name": "b"}, "spec": {
         "policyName": "p", "validationActions": ["Deny"],
         "paramRef": {"name": "x", "parameterNotFoundAction": "Allow"}}})
