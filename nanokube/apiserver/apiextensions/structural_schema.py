@@ -73,7 +73,7 @@ def _node(node: dict[str, Any], path: str, errs: list[FieldError], root: bool = 
     if node.get("x-kubernetes-int-or-string"):
         for ext in ("x-kubernetes-preserve-unknown-fields", "x-kubernetes-embedded-resource"):
             if node.get(ext):
-                errs.append(forbidden(f"{path}.{ext}", "must be false if x-kubernetes-int-or-string is true"))
+                errs.append(invalid(f"{path}.{ext}", node[ext], "must be false if x-kubernetes-int-or-string is true"))
     if node.get("x-kubernetes-embedded-resource"):
         if t != "object":
             errs.append(invalid(f"{path}.type", t or "", "must be object if x-kubernetes-embedded-resource is true"))

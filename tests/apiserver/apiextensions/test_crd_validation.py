@@ -83,6 +83,15 @@ def test_int_or_string_and_preserve_unknown_fields_need_no_type():
     assert structural_schema.validate(ok, "s") == []
 
 
+def test_int_or_string_excludes_preserve_unknown_fields_and_embedded_resources():
+    """validateExtensions reports them as Invalid values, as upstream's messages read."""
+    s = {"type": "object", "properties": {"a": {"x-kubernetes-int-or-string": True,
+                                                "x-kubernetes-preserve-unknown-fields": True}}}
+    assert [str(e) for e in structural_schema.validate(s, "s")] == [
+        "s.properties[a].x-kubernetes-preserve-unknown-fields: Invalid value: true: must be false if "
+        "x-kubernetes-int-or-string is true"]
+
+
 def test_metadata_may_only_restrict_name():
     s = {"type": "object", "properties": {"metadata": {"type": "object", "properties": {"labels": {"type": "object"}}}}}
     assert [str(e) for e in structural_schema.validate(s, "s")] == [
