@@ -115,9 +115,8 @@ KINDS = [
         "replicas": 0, "selector": {"fuzz": "rc"}, "template": _template("rc")}}),
     ("api/v1", "podtemplates", "PodTemplate", {"template": _template("pt")}),
     ("api/v1", "endpoints", "Endpoints", {"subsets": [{"addresses": [{"ip": "10.9.9.9"}], "ports": [{"port": 80}]}]}),
-    ("apis/apps/v1", "deployments", "Deployment", {"spec": {"replicas": 0, "selector": {"matchLabels": {"app": "x"}},
-                                                            "template": {"metadata": {"labels": {"app": "x"}},
-                                                                         "spec": {"containers": [{"name": "c", "image": "i"}]}}}}),
+    # (not app=x: every seed carries that label, and a Deployment adopts the ReplicaSets it selects)
+    ("apis/apps/v1", "deployments", "Deployment", {"spec": {"replicas": 0, **_selected("deploy")}}),
     ("apis/apps/v1", "statefulsets", "StatefulSet", {"spec": {
         "replicas": 0, "serviceName": "fuzz", **_selected("sts", schedulerName="fuzz-nobody"),
         "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {
