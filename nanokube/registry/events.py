@@ -16,6 +16,7 @@ view of them. Here too: this resource is stored in core events' storage (see
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Callable
 
 from ..clock import REAL
@@ -46,13 +47,34 @@ _NOTE_LIMIT = 1024
 
 
 def to_core(obj: Obj) -> Obj:
-    return {_RENAMES.get(k, k): v for k, v in obj.items() if k not in _SKIP}
+    return _renamed(obj, _RENAMES, _TO_CORE)
 
 
 def from_core(obj: Obj) -> Obj:
-    out = {_TO_EVENTS.get(k, k): v for k, v in obj.items() if k not in _SKIP}
+    out = _renamed(obj, _TO_EVENTS, _FROM_CORE)
     out.setdefault("eventTime", None)  # a MicroTime without omitempty: a core/v1 Event without one serves null
     return out
+
+
+def _renamed(obj: Obj, renames: dict[str, str], plans: dict[tuple, tuple]) -> Obj:
+    """`obj` without apiVersion and kind, its fields renamed by `renames`, in its order. Which
+    fields go under which names is remembered by the object's fields in their order: every Event
+    written is converted on the way in, for the response and for each version it is watched at."""
+    keys = tuple(obj)
+    plan = plans.get(keys)
+    if plan is None:
+        kept = [k for k in keys if k not in _SKIP]
+        values = itemgetter(*kept) if len(kept) > 1 else (lambda o, k=kept[0]: (o[k],)) if kept else (lambda o: ())
+        if len(plans) >= 1024:
+            plans.clear()
+        plan = plans[keys] = (tuple(renames.get(k, k) for k in kept), values)
+    names, values = plan
+    return dict(zip(names, values(obj)))
+
+
+#: `_renamed`'s plans (the new names, and what reads the kept values) by the fields of an object
+_TO_CORE: dict[tuple, tuple] = {}
+_FROM_CORE: dict[tuple, tuple] = {}
 
 
 # --- validation (in core shape, with core's field names, as upstream reports them) -----

@@ -95,3 +95,23 @@ def test_field_selectors():
     core = S.to_storage(event(), "v1")
     assert S.field_selectors["regarding.name"](core) == "web"
     assert S.field_selectors["reportingController"](core) == "example.com/ctl"
+
+
+def test_the_two_shapes_convert_field_for_field_in_any_order_each_time():
+    """The conversion's plan is remembered by the fields' order: every order of an Event's fields
+    (kind and apiVersion among them, both names of a renamed field too) converts as renaming each
+    field in place would, for a second Event of the same fields as for the first."""
+    import itertools
+
+    from nanokube.registry.events import _RENAMES, _TO_EVENTS, from_core, to_core
+
+    fields = ("kind", "apiVersion", "metadata", "note", "message", "regarding", "reason")
+    for n in range(0, 5):
+        for keys in itertools.permutations(fields, n):
+            for round_ in range(2):
+                obj = {k: (k, round_) for k in keys}
+                core = {_RENAMES.get(k, k): v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+                assert list(to_core(obj).items()) == list(core.items()), keys
+                back = {_TO_EVENTS.get(k, k): v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+                back.setdefault("eventTime", None)
+                assert list(from_core(obj).items()) == list(back.items()), keys
