@@ -406,18 +406,27 @@ def validate_conditions(conditions: Any, path: str) -> list[FieldError]:
 
 
 def endpoint_ip(addr: str, path: str) -> list[FieldError]:
-    """ValidateEndpointIP (Endpoints and EndpointSlice addresses): an IP, and none of the
-    unspecified, loopback, link-local or link-local multicast ones."""
+    """ValidateEndpointIP (Endpoints and EndpointSlice addresses, Service externalIPs): an IP, and
+    none of the unspecified, loopback, link-local or link-local multicast ones, as Go's net.IP
+    tells them (an IPv4-mapped IPv6 address as its IPv4 one; multicast ffX2::/16 whatever X)."""
     try:
         ip = ipaddress.ip_address(addr)
     except ValueError:
         return [invalid(path, addr, "must be a valid IP address")]
+    if ip.version == 6 and ip.ipv4_mapped:
+        ip = ip.ipv4_mapped
     if ip.is_unspecified:
         return [invalid(path, addr, f"may not be unspecified ({addr})")]
     if ip.is_loopback:
         return [invalid(path, addr, "may not be in the loopback range (127.0.0.0/8, ::1/128)")]
     if ip.is_link_local:
         return [invalid(path, addr, "may not be in the link-local range (169.254.0.0/16, fe80::/10)")]
-    if ip in ipaddress.ip_network("224.0.0.0/24") or ip in ipaddress.ip_network("ff02::/16"):
+    if _link_local_multicast(ip):
         return [invalid(path, addr, "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)")]
     return []
+
+
+def _link_local_multicast(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Go's IsLinkLocalMulticast: 224.0.0.0/24, or ff with a scope nibble of 2."""
+    b = ip.packed
+    return b[:3] == b"\xe0\x00\x00" if ip.version == 4 else b[0] == 0xFF and b[1] & 0x0F == 0x02

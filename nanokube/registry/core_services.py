@@ -30,6 +30,7 @@ from ..machinery.validation import (
     dns1123_label,
     dns1123_subdomain,
     duplicate,
+    endpoint_ip,
     forbidden,
     immutable,
     invalid,
@@ -357,6 +358,8 @@ def validate_service_spec(spec: dict) -> list[FieldError]:
     for i, ip in enumerate(spec.get("externalIPs") or []):
         if not _is_ip(ip):
             errs.append(invalid(f"spec.externalIPs[{i}]", ip, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
+        else:
+            errs += endpoint_ip(ip, f"spec.externalIPs[{i}]")
     hc = spec.get("healthCheckNodePort") or 0
     if hc and not needs_health_check(spec):
         errs.append(invalid("spec.healthCheckNodePort", hc,
