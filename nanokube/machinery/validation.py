@@ -268,15 +268,18 @@ def _valid_before(m: Any, valid: set[tuple]) -> tuple | bool | None:
 
 
 def _remember_valid(key: tuple, valid: set[tuple]) -> None:
-    if len(valid) >= 4096:
+    if len(valid) >= _REMEMBERED_MAPS:
         valid.clear()
     valid.add(key)
 
 
-#: labels and annotations (their items in order) found valid; annotations only up to this many bytes
+#: labels and annotations (their items in order) found valid: as many maps as a burst of pods
+#: created before their first status writes holds (each pod's annotations often its own), and
+#: annotations only up to this many bytes
 _VALID_LABELS: set[tuple] = set()
 _VALID_ANNOTATIONS: set[tuple] = set()
-_REMEMBERED_MAP_BYTES = 4096
+_REMEMBERED_MAPS = 16384
+_REMEMBERED_MAP_BYTES = 1024
 
 
 NameValidator = Any  # callable(str) -> list[str]
