@@ -35,6 +35,7 @@ from ..machinery.validation import (
     immutable,
     invalid,
     not_supported,
+    qualified_name,
     required,
     validate_labels,
 )
@@ -364,8 +365,28 @@ def validate_service_spec(spec: dict) -> list[FieldError]:
     if hc and not needs_health_check(spec):
         errs.append(invalid("spec.healthCheckNodePort", hc,
                             "may only be set when `type` is 'LoadBalancer' and `externalTrafficPolicy` is 'Local'"))
+    if "allocateLoadBalancerNodePorts" in spec and stype != "LoadBalancer":
+        errs.append(forbidden("spec.allocateLoadBalancerNodePorts", _LB_ONLY))
+    errs += _load_balancer_class(spec)
     # where one is needed, upstream allocates it before validation: none, or one outside the node port
     # range (-1, 70000), is the allocator's 500 (_allocation_errors), its IsValidPortNum never reached
+    return errs
+
+
+_LB_ONLY = "may only be used when `type` is 'LoadBalancer'"
+
+
+def _load_balancer_class(spec: dict, ospec: dict | None = None) -> list[FieldError]:
+    """validateLoadBalancerClassField: a qualified name on a LoadBalancer, set on no other type, and
+    (on update, LoadBalancer to LoadBalancer) never changed, unset included."""
+    errs: list[FieldError] = []
+    is_lb, cls = spec.get("type") == "LoadBalancer", spec.get("loadBalancerClass")
+    if ospec is not None and is_lb and ospec.get("type") == "LoadBalancer" and cls != ospec.get("loadBalancerClass"):
+        errs.append(invalid("spec.loadBalancerClass", cls, "may not change once set"))
+    if cls is not None and is_lb:
+        errs += [invalid("spec.loadBalancerClass", cls, m) for m in qualified_name(cls)]
+    elif cls is not None:
+        errs.append(forbidden("spec.loadBalancerClass", _LB_ONLY))
     return errs
 
 
@@ -685,8 +706,10 @@ class ServiceStrategy(Strategy):
         return validate_service_spec(_spec(obj)) or self._allocation_errors(obj)
 
     def validate_update(self, new, old):
-        errs = validate_service_spec(_spec(new))
         spec, ospec = _spec(new), _spec(old)
+        # ValidateServiceUpdate checks the class against the old one, then validates the Service
+        # (the class again): a class error is listed twice, as upstream lists it
+        errs = _load_balancer_class(spec, ospec) + validate_service_spec(spec)
         if spec.get("type") != "ExternalName" and ospec.get("type") != "ExternalName" and ospec.get("clusterIP"):
             if spec.get("clusterIP") != ospec.get("clusterIP"):
                 errs.append(immutable("spec.clusterIP", spec.get("clusterIP", "")))

@@ -502,6 +502,34 @@ def test_service_external_ips_are_ips_outside_the_reserved_ranges():
         f'{p}[7]: Invalid value: "::": may not be unspecified (::)']
 
 
+def test_load_balancer_fields_only_on_load_balancers():
+    """ValidateService forbids allocateLoadBalancerNodePorts and loadBalancerClass on other types (both
+    were stored), a class must be a qualified name, and an update from LoadBalancer to LoadBalancer may
+    not change the class (validateLoadBalancerClassField, then ValidateService: listed twice)."""
+    s = ServiceStrategy()
+    errs = create_svc(s, make_svc("np", type="NodePort", allocateLoadBalancerNodePorts=False, loadBalancerClass="x/y"))
+    only = "Forbidden: may only be used when `type` is 'LoadBalancer'"
+    assert [str(e) for e in errs] == [f"spec.allocateLoadBalancerNodePorts: {only}", f"spec.loadBalancerClass: {only}"]
+    errs = create_svc(s, make_svc("bad", type="LoadBalancer", loadBalancerClass="a b"))
+    assert [e.field for e in errs] == ["spec.loadBalancerClass"] and errs[0].message.startswith('Invalid value: "a b": name part must')
+    lb = make_svc("lb", type="LoadBalancer", loadBalancerClass="example.com/lb")
+    assert create_svc(s, lb) == []
+    changed = copy.deepcopy(lb)
+    del changed["spec"]["loadBalancerClass"]
+    s.prepare_for_update(changed, lb)
+    assert [str(e) for e in s.validate_update(changed, lb)] == [
+        "spec.loadBalancerClass: Invalid value: null: may not change once set"]
+    to_cluster_ip = copy.deepcopy(lb)  # left as they were, the LoadBalancer's fields are dropped
+    to_cluster_ip["spec"]["type"] = "ClusterIP"
+    s.prepare_for_update(to_cluster_ip, lb)
+    assert s.validate_update(to_cluster_ip, lb) == []
+    assert "loadBalancerClass" not in to_cluster_ip["spec"] and "allocateLoadBalancerNodePorts" not in to_cluster_ip["spec"]
+    cls = copy.deepcopy(to_cluster_ip)  # a ClusterIP Service given a class on update
+    cls["spec"]["loadBalancerClass"] = "example.com/lb"
+    s.prepare_for_update(cls, to_cluster_ip)
+    assert [str(e) for e in s.validate_update(cls, to_cluster_ip)] == [f"spec.loadBalancerClass: {only}"] * 2
+
+
 def test_cluster_ip_immutable_and_carried_over():
     s = ServiceStrategy()
     old = make_svc()
