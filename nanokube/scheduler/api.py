@@ -12,6 +12,15 @@ SCHEDULER_FIELD_MANAGER = "kube-scheduler"
 ACTIONS = {"Scheduled": "Binding", "Preempted": "Preempting"}
 
 
+def reference(obj: dict, kind: str = "Pod", api_version: str = "v1") -> dict:
+    """An ObjectReference, as client-go's reference.GetReference builds it (a listed object carries
+    no kind or apiVersion of its own: the caller names them)."""
+    md = obj["metadata"]
+    return {"kind": kind, "apiVersion": api_version,
+            "namespace": md.get("namespace"), "name": md["name"], "uid": md.get("uid"),
+            "resourceVersion": md.get("resourceVersion")}
+
+
 class SchedulerAPI:
     """Writes over any client (LocalClient or HTTPClient); binding is a
     POST to pods/binding, as kube-scheduler makes it."""
@@ -37,22 +46,20 @@ class SchedulerAPI:
         await self.pods.patch(md["name"], {"status": {"conditions": [cond]}}, "application/strategic-merge-patch+json",
                               namespace=md.get("namespace"), subresource="status", field_manager=SCHEDULER_FIELD_MANAGER)
 
-    def record_event(self, pod: dict, type_: str, reason: str, note: str) -> Coroutine | None:
+    def record_event(self, pod: dict, type_: str, reason: str, note: str,
+                     related: dict | None = None) -> Coroutine | None:
         """An events.k8s.io Event about the pod, reported by its profile (each profile records as
         its schedulerName, as upstream's per-profile recorders do); a repeat of the same report
-        about the same pod (resourceVersion included) only counts in its Event's series. Returns
-        the write it needs, or None."""
+        about the same pod (resourceVersion included) only counts in its Event's series. `related`
+        references what caused it (a victim's preemptor). Returns the write it needs, or None."""
         profile = (pod.get("spec") or {}).get("schedulerName") or self.name
         recorder = self._recorders.get(profile)
         if recorder is None:
             recorder = self._recorders[profile] = self.broadcaster.recorder(profile)
-        md = pod["metadata"]
-        regarding = {"kind": "Pod", "apiVersion": "v1", "namespace": md.get("namespace"), "name": md["name"],
-                     "uid": md.get("uid"), "resourceVersion": md.get("resourceVersion")}
-        return recorder.record(regarding, None, type_, reason, ACTIONS.get(reason, "Scheduling"), note)
+        return recorder.record(reference(pod), related, type_, reason, ACTIONS.get(reason, "Scheduling"), note)
 
-    async def event(self, pod: dict, type_: str, reason: str, note: str) -> None:
+    async def event(self, pod: dict, type_: str, reason: str, note: str, related: dict | None = None) -> None:
         """`record_event`, waiting for its write; a failed write is logged, never raised."""
-        write = self.record_event(pod, type_, reason, note)
+        write = self.record_event(pod, type_, reason, note, related)
         if write is not None:
             await write

@@ -85,7 +85,12 @@ async def test_high_priority_pod_preempts_lowest_victim_then_schedules_there(env
     names = {p["metadata"]["name"] for p in (await pods.list("default"))[0]}
     assert names == {"mid", "high"}
     events, _ = await client.resource("", "v1", "events").list("default")
-    assert any(e["reason"] == "Preempted" and e["message"].endswith("on node n1") for e in events)
+    [preempted] = [e for e in events if e["reason"] == "Preempted"]
+    assert preempted["message"].endswith("on node n1")
+    high = await pods.get("high", "default")
+    # the preemptor is the Event's related object, as upstream's Eventf(victim, preemptor, ...)
+    assert (preempted["related"]["kind"], preempted["related"]["name"], preempted["related"]["uid"]) == (
+        "Pod", "high", high["metadata"]["uid"])
 
 
 async def test_preemption_policy_never_does_not_preempt(env):

@@ -125,8 +125,11 @@ async def test_gang_preempts_one_whole_all_group_not_pods_of_several(env):
     survivors = {p["metadata"]["name"] for p in (await pods.list("default"))[0]}
     assert survivors == {"hi-0", "hi-1"} | ({"a-0", "a-1", "b-0", "b-1"} - got)
     events, _ = await client.resource("", "v1", "events").list("default")
-    assert any(e["reason"] == "Preempted" and e["involvedObject"]["name"] in got
-               and "pod group default/hi" in e["message"] for e in events)
+    preempted = [e for e in events if e["reason"] == "Preempted"]
+    assert {e["involvedObject"]["name"] for e in preempted} == got
+    assert all("pod group default/hi" in e["message"] for e in preempted)
+    assert {(e["related"]["kind"], e["related"]["apiVersion"], e["related"]["name"]) for e in preempted} == {
+        ("PodGroup", "scheduling.k8s.io/v1beta1", "hi")}
     metric = sched.metrics.registry.get_sample_value
     assert metric("scheduler_workload_preemption_attempts_total", {"result": "Success"}) == 1
     assert metric("scheduler_workload_preemption_victims_sum") == 2  # pods

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ...machinery.errors import APIError
 from ...machinery.selectors import matches_labels, selector_from_object
-from ..api import SCHEDULER_FIELD_MANAGER
+from ..api import SCHEDULER_FIELD_MANAGER, reference
 from ..cache import NodeInfo
 from ..framework import Code, CycleState, PodInfo, Status, unschedulable
 from .workload_preemption import GroupPreemptor, PodGroupPreemption
@@ -223,7 +223,7 @@ class DefaultPreemption:
                                              subresource="status", field_manager=SCHEDULER_FIELD_MANAGER))
             await self._quiet(api.pods.delete(md["name"], md.get("namespace"), preconditions={"uid": md.get("uid")}))
             await self._quiet(api.event(v.pod, "Normal", "Preempted",
-                                        f"Preempted by pod {info.uid} on node {cand.node}"))
+                                        f"Preempted by pod {info.uid} on node {cand.node}", related=reference(info.pod)))
 
     @staticmethod
     async def _quiet(coro) -> None:

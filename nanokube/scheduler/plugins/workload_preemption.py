@@ -19,7 +19,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..api import SCHEDULER_FIELD_MANAGER
+from ..api import SCHEDULER_FIELD_MANAGER, reference
 from ..cache import NodeInfo
 from ..framework import Code, CycleState, Framework, PodInfo, Status, unschedulable
 from ...machinery.podgroups import group_key, group_priority
@@ -373,19 +373,21 @@ class PodGroupPreemption:
         scheduler = g.fwk.profile.scheduler_name
         md = g.pg["metadata"]
         by = f"pod group {md.get('namespace', '')}/{md['name']}"
+        preemptor = reference(g.pg, "PodGroup", "scheduling.k8s.io/v1beta1")
 
         async def unit(u: Unit) -> None:
             if u.group:
                 await self._mark_group(u.group, scheduler)
             await asyncio.gather(*(self._evict(p, scheduler, f"Preempted by {by} ({md.get('uid', '')}) on node "
-                                                             f"{h.cache.pod_nodes.get(p.uid, '')}") for p in u.pods))
+                                                             f"{h.cache.pod_nodes.get(p.uid, '')}", preemptor)
+                                   for p in u.pods))
 
         try:
             await asyncio.gather(*(unit(u) for u in plan.victims))
         finally:
             g.evicted.set()
 
-    async def _evict(self, p: PodInfo, scheduler: str, note: str) -> None:
+    async def _evict(self, p: PodInfo, scheduler: str, note: str, preemptor: dict) -> None:
         h = self.handle
         md = p.pod["metadata"]
         cond = {"type": DISRUPTION_TARGET, "status": "True", "reason": REASON,
@@ -397,7 +399,7 @@ class PodGroupPreemption:
                                                   field_manager=SCHEDULER_FIELD_MANAGER))
         await self.plugin._quiet(h.api.pods.delete(md["name"], md.get("namespace"),
                                                    preconditions={"uid": md.get("uid")}))
-        await self.plugin._quiet(h.api.event(p.pod, "Normal", "Preempted", note))
+        await self.plugin._quiet(h.api.event(p.pod, "Normal", "Preempted", note, related=preemptor))
 
     async def _mark_group(self, key: str, scheduler: str) -> None:
         """DisruptionTarget=True on a victim PodGroup, other conditions kept."""
