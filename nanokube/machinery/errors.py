@@ -80,11 +80,11 @@ STALE = "the object has been modified; please apply your changes to the latest v
 
 
 def invalid(group: str, kind: str, name: str, errors: list[FieldError]) -> APIError:
+    """StatusError of NewInvalid: a cause per error, repeats included; the message is
+    ErrorList.ToAggregate's, each distinct error once."""
     causes = [{"reason": e.reason, "message": e.message, "field": e.field} for e in errors]
-    if len(errors) == 1:
-        summary = str(errors[0])
-    else:
-        summary = "[" + ", ".join(str(e) for e in errors) + "]"
+    distinct = list(dict.fromkeys(str(e) for e in errors))
+    summary = distinct[0] if len(distinct) == 1 else "[" + ", ".join(distinct) + "]"
     gk = f"{kind}.{group}" if group else kind
     return APIError(422, "Invalid", f'{gk} "{name}" is invalid: {summary}', _details(name, group, kind, causes=causes))
 

@@ -66,6 +66,30 @@ async def test_invalid_bytes(server):
                     + '","field":"metadata.name"}]},"code":422}\n').encode()
 
 
+async def test_invalid_message_names_a_repeated_error_once(server):
+    """NewInvalid lists every cause, repeats too, but its message is ErrorList.ToAggregate's, which
+    drops repeats: a ClusterIP Service given a loadBalancerClass on update is refused by
+    validateLoadBalancerClassField and again by ValidateService."""
+    import orjson
+    path = "/api/v1/namespaces/default/services"
+    code, body = await _request(server.port, "POST", path, b'{"metadata":{"name":"web"},"spec":{"ports":[{"port":80}]}}')
+    assert code == 201
+    svc = orjson.loads(body)
+    svc["spec"]["loadBalancerClass"] = "example.com/lb"
+    code, body = await _request(server.port, "PUT", f"{path}/web", orjson.dumps(svc))
+    status = orjson.loads(body)
+    forbidden = "Forbidden: may only be used when `type` is 'LoadBalancer'"
+    assert code == 422 and status["message"] == f'Service "web" is invalid: spec.loadBalancerClass: {forbidden}'
+    assert status["details"]["causes"] == [
+        {"reason": "FieldValueForbidden", "message": forbidden, "field": "spec.loadBalancerClass"}] * 2
+    svc["spec"]["allocateLoadBalancerNodePorts"] = True
+    code, body = await _request(server.port, "PUT", f"{path}/web", orjson.dumps(svc))
+    status = orjson.loads(body)
+    assert len(status["details"]["causes"]) == 3 and status["message"] == (
+        f'Service "web" is invalid: [spec.loadBalancerClass: {forbidden}, '
+        f'spec.allocateLoadBalancerNodePorts: {forbidden}]')
+
+
 async def test_objects_come_back_in_upstream_field_order(server):
     import orjson
 
