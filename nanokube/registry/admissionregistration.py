@@ -20,6 +20,7 @@ from ..machinery.validation import (
     forbidden,
     invalid,
     not_supported,
+    path_segment_name,
     qualified_name,
     required,
     too_many,
@@ -342,18 +343,12 @@ def validate_match_resources(m: Any, path: str) -> list[FieldError]:
             p = f"{path}.{key}[{i}]"
             names: set[str] = set()
             for j, n in enumerate((r or {}).get("resourceNames") or []):
-                errs += [invalid(f"{p}.resourceNames[{j}]", n, msg) for msg in _path_segment(n)]
+                errs += [invalid(f"{p}.resourceNames[{j}]", n, msg) for msg in path_segment_name(n)]
                 if n in names:
                     errs.append(duplicate(f"{p}.resourceNames[{j}]", n))
                 names.add(n)
             errs += validate_rule_with_operations(r, p)
     return errs
-
-
-def _path_segment(name: str) -> list[str]:
-    if name in (".", ".."):
-        return [f'may not be \'{name}\'']
-    return [f"may not contain '{c}'" for c in ("/", "%") if c in name]
 
 
 def _validate_param_kind(pk: Any, path: str) -> list[FieldError]:
@@ -545,7 +540,7 @@ def _validate_param_ref(pr: Any, path: str) -> list[FieldError]:
     errs: list[FieldError] = []
     name, sel = pr.get("name") or "", pr.get("selector")
     if name:
-        errs += [invalid(f"{path}.name", name, m) for m in _path_segment(name)]
+        errs += [invalid(f"{path}.name", name, m) for m in path_segment_name(name)]
         if sel is not None:
             errs.append(forbidden(f"{path}.name", "name and selector are mutually exclusive"))
     if sel is not None:

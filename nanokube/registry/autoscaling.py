@@ -15,7 +15,15 @@ from typing import Any
 from .apps import age_column, api_doc, name_column
 from .base import Column, Obj, Resource, Strategy, register
 from ..machinery.quantity import QuantityError, parse_quantity
-from ..machinery.validation import FieldError, dns1123_label, forbidden, invalid, not_supported, required
+from ..machinery.validation import (
+    FieldError,
+    dns1123_label,
+    forbidden,
+    invalid,
+    not_supported,
+    path_segment_name,
+    required,
+)
 
 METRICS_ANNOTATION = "autoscaling.alpha.kubernetes.io/metrics"
 CURRENT_METRICS_ANNOTATION = "autoscaling.alpha.kubernetes.io/current-metrics"
@@ -293,13 +301,6 @@ def _without_round_trip(obj: Obj) -> Obj:
 # --- validation ---------------------------------------------------------------
 
 
-def _path_segment_errors(v: str) -> list[str]:
-    """IsValidPathSegmentName."""
-    if v in (".", ".."):
-        return [f"may not be '{v}'"]
-    return [f"may not contain '{c}'" for c in ("/", "%") if c in v]
-
-
 def _cross_version_ref(ref: dict | None, path: str) -> list[FieldError]:
     errs: list[FieldError] = []
     for f in ("kind", "name"):
@@ -307,7 +308,7 @@ def _cross_version_ref(ref: dict | None, path: str) -> list[FieldError]:
         if not v:
             errs.append(required(f"{path}.{f}"))
         else:
-            errs += [invalid(f"{path}.{f}", v, m) for m in _path_segment_errors(v)]
+            errs += [invalid(f"{path}.{f}", v, m) for m in path_segment_name(v)]
     return errs
 
 
@@ -338,7 +339,7 @@ def _metric_identifier(mid: dict | None, path: str) -> list[FieldError]:
     name = (mid or {}).get("name", "")
     if not name:
         return [required(f"{path}.name", "must specify a metric name")]
-    return [invalid(f"{path}.name", name, m) for m in _path_segment_errors(name)]
+    return [invalid(f"{path}.name", name, m) for m in path_segment_name(name)]
 
 
 def _source_errors(kind: str, src: dict, path: str) -> list[FieldError]:

@@ -12,19 +12,13 @@ from ..machinery.validation import (
     invalid,
     label_value,
     not_supported,
+    path_segment_name,
     qualified_name,
     required,
 )
 
 GROUP = "rbac.authorization.k8s.io"
 Errors = list[FieldError]
-
-
-def path_segment_name(name: str) -> list[str]:
-    """RBAC objects may be named with colons (system:node): any path segment."""
-    if name in (".", ".."):
-        return [f'may not be \'{name}\'']
-    return [f"may not contain '{c}'" for c in ("/", "%") if c in name]
 
 
 def policy_rule(rule: dict, path: str, namespaced: bool) -> Errors:
@@ -63,7 +57,7 @@ def subject(s: dict, path: str, binding_namespaced: bool) -> Errors:
 
 
 class _RoleStrategy(Strategy):
-    name_validator = staticmethod(path_segment_name)
+    name_validator = staticmethod(path_segment_name)  # named with colons (system:node): any path segment
     track_generation = False
     namespaced = True
 

@@ -21,6 +21,7 @@ from ..machinery.validation import (
     immutable,
     invalid,
     not_supported,
+    path_segment_name,
     qualified_name,
     required,
     too_many,
@@ -327,9 +328,7 @@ class CompositePodGroupStrategy(_GroupStrategy):
 def _path_segment(value: str, path: str) -> Errors:
     if not value:
         return [required(path)]
-    if value in (".", ".."):
-        return [invalid(path, value, f"may not be '{value}'")]
-    return [invalid(path, value, f"may not contain '{c}'") for c in ("/", "%") if c in value]
+    return [invalid(path, value, m) for m in path_segment_name(value)]
 
 
 def controller_ref(ref: dict, path: str) -> Errors:
