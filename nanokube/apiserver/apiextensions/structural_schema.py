@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...machinery import regex
 from ...machinery.validation import FieldError, forbidden, invalid, required
-from . import defaulting, regex, validator
+from . import defaulting, validator
 
 _TYPES = ("array", "boolean", "integer", "number", "object", "string")
 _JUNCTORS = ("allOf", "anyOf", "oneOf", "not")
@@ -162,7 +163,7 @@ def _value_validation(node: dict[str, Any], path: str, errs: list[FieldError]) -
 
 
 def _check_pattern(node: dict[str, Any], path: str, errs: list[FieldError]) -> None:
-    """validateValueValidation: a pattern must compile (as RE2; regex.py)."""
+    """validateValueValidation: a pattern must compile as Go's regexp.Compile (RE2; machinery/regex.py)."""
     pattern = node.get("pattern")
     if isinstance(pattern, str) and pattern:
         try:

@@ -21,6 +21,7 @@ import uuid
 from datetime import date, datetime
 from typing import Any, Callable
 
+from ...machinery import regex
 from ...machinery.validation import (
     FieldError,
     invalid,
@@ -29,7 +30,6 @@ from ...machinery.validation import (
     required,
     validate_object_meta,
 )
-from . import regex
 
 _TYPE_NAMES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
 
@@ -185,10 +185,10 @@ def _string(v: str, node: dict[str, Any], path: str, errs: list[FieldError]) -> 
     pat = node.get("pattern")
     if pat is not None:
         try:
-            compiled = regex.compile_pattern(pat)
+            matched = regex.search(pat, v)
         except regex.PatternError:  # stored before patterns were checked: unchecked, as it was
-            compiled = None
-        if compiled is not None and not compiled.search(v):
+            matched = True
+        if not matched:
             errs.append(invalid(path, v, f"{path} in body should match '{pat}'"))
     fmt = node.get("format")
     check = FORMATS.get(fmt or "")

@@ -1,34 +1,41 @@
-"""Kubernetes' `regex` library: `find` and `findAll` (RE2 syntax; Python's
-`re` accepts the RE2 subset Kubernetes rules use)."""
+"""Kubernetes' `regex` library: `find` and `findAll`, run by RE2 as cel-go runs them on Go's regexp
+(machinery/regex.py): a rule's pattern is user-supplied, and Python's backtracking `re` would let one
+pattern hold the server's event loop."""
 
 from __future__ import annotations
 
-import re
-from functools import lru_cache
-
+from ...machinery import regex
 from ..errors import CELError
 from ..types import INT, STRING, list_of
 from .overload import Overload
 
 
-@lru_cache(maxsize=512)
-def compile_regex(pattern: str) -> re.Pattern:
+def _compile(pattern: str):
     try:
-        return re.compile(pattern)
-    except re.error as e:
-        raise CELError(f"error parsing regexp: {e}") from None
+        return regex.compile_pattern(pattern)
+    except regex.PatternError as e:
+        raise CELError(str(e)) from None
 
 
 def _find(s: str, pattern: str) -> str:
-    m = compile_regex(pattern).search(s)
+    m = _compile(pattern).search(regex.utf8(s).decode())
     return m.group() if m else ""
 
 
 def _find_all(s: str, pattern: str, limit: int = -1) -> list[str]:
+    """Go's FindAllString: an empty match right after the previous match is skipped. The text is searched as
+    str so that the binding steps past an empty match by a character, as Go steps by a rune."""
     if limit == 0:
         return []
-    found = [m.group() for m in compile_regex(pattern).finditer(s)]
-    return found if limit < 0 else found[:limit]
+    found, prev_end = [], -1
+    for m in _compile(pattern).finditer(regex.utf8(s).decode()):
+        start, end = m.span()
+        if not (start == end == prev_end):
+            found.append(m.group())
+            if len(found) == limit:
+                break
+        prev_end = end
+    return found
 
 
 OVERLOADS = [
