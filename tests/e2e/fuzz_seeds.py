@@ -214,6 +214,21 @@ KINDS = [
         "storageClassName": "fuzz-nobody", "capacity": "1Gi", "nodeTopology": {"matchLabels": {"fuzz": "x"}}}),
     ("apis/node.k8s.io/v1", "runtimeclasses", "RuntimeClass", {
         "handler": "fuzz", "overhead": {"podFixed": {"cpu": "10m"}}, "scheduling": {"nodeSelector": {"fuzz": "x"}}}),
+    # an IPAddress named by an address outside the Service CIDRs, not the allocator's (the repair leaves it)
+    ("apis/networking.k8s.io/v1", "ipaddresses", "IPAddress", {"spec": {
+        "parentRef": {"group": "", "resource": "services", "namespace": "fuzz", "name": "fuzz-nobody"}}}),
+    ("apis/networking.k8s.io/v1", "servicecidrs", "ServiceCIDR", {"spec": {"cidrs": ["10.250.0.0/24"]}}),
+    # a Node no kubelet runs, nothing is scheduled to (the node lifecycle controller taints it)
+    ("api/v1", "nodes", "Node", {"spec": {"unschedulable": True, "taints": [
+        {"key": "fuzz.example.com/nobody", "effect": "NoSchedule"}]}}),
+    ("apis/storage.k8s.io/v1", "csinodes", "CSINode", {"spec": {"drivers": [
+        {"name": "fuzz.example.com", "nodeID": "n1", "topologyKeys": ["fuzz.example.com/zone"], "allocatable": {"count": 4}}]}}),
+    ("apis/coordination.k8s.io/v1beta1", "leasecandidates", "LeaseCandidate", {"spec": {
+        "leaseName": "fuzz-nobody", "binaryVersion": "1.37.0", "emulationVersion": "1.37.0",
+        "strategy": "OldestEmulationVersion"}}),
+    # a local APIService (no service) of a group nothing serves
+    ("apis/apiregistration.k8s.io/v1", "apiservices", "APIService", {"spec": {
+        "group": "fuzzseed.example.com", "version": "v1", "groupPriorityMinimum": 100, "versionPriority": 10}}),
     ("apis/flowcontrol.apiserver.k8s.io/v1", "prioritylevelconfigurations", "PriorityLevelConfiguration", {"spec": {
         "type": "Limited", "limited": {"nominalConcurrencyShares": 5, "lendablePercent": 10, "limitResponse": {
             "type": "Queue", "queuing": {"queues": 16, "handSize": 4, "queueLengthLimit": 50}}}}}),
@@ -228,6 +243,11 @@ CLUSTER_SCOPED = {"priorityclasses", "deviceclasses", "persistentvolumes", "name
                   "validatingadmissionpolicybindings", "mutatingadmissionpolicies", "mutatingadmissionpolicybindings",
                   "validatingwebhookconfigurations", "mutatingwebhookconfigurations", "resourceslices", "devicetaintrules",
                   "clustertrustbundles", "certificatesigningrequests", "storageclasses", "csidrivers", "volumeattachments",
-                  "volumeattributesclasses", "runtimeclasses", "prioritylevelconfigurations", "flowschemas"}
+                  "volumeattributesclasses", "runtimeclasses", "prioritylevelconfigurations", "flowschemas",
+                  "ipaddresses", "servicecidrs", "nodes", "csinodes", "apiservices"}
 #: kinds whose names have a form of their own: (seed name, fresh name for a create numbered n)
-NAMES = {"customresourcedefinitions": ("fuzzseeds.fuzz.example.com", "fuzz{n}s.fuzz.example.com")}
+#: (an IPAddress is named by its address: n's first two digits; an APIService by version.group, which a
+#: fresh name's version mostly does not match: such a create is refused)
+NAMES = {"customresourcedefinitions": ("fuzzseeds.fuzz.example.com", "fuzz{n}s.fuzz.example.com"),
+         "ipaddresses": ("192.0.2.200", "192.0.2.{n!s:.2}"),
+         "apiservices": ("v1.fuzzseed.example.com", "v{n}.fuzzseed.example.com")}
