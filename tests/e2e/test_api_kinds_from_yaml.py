@@ -55,7 +55,7 @@ spec:
 apiVersion: coordination.k8s.io/v1beta1
 kind: LeaseCandidate
 metadata: {name: trainer-0, namespace: mixed}
-spec: {leaseName: trainer, binaryVersion: 1.37.0, strategy: OldestEmulationVersion}
+spec: {leaseName: trainer, binaryVersion: 1.37.0, emulationVersion: 1.37.0, strategy: OldestEmulationVersion}
 ---
 apiVersion: apiregistration.k8s.io/v1
 kind: APIService

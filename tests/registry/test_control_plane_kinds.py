@@ -14,12 +14,42 @@ def candidate(**spec):
 def test_lease_candidate():
     lc = RES["leasecandidates"]
     assert (lc.group, lc.versions, lc.namespaced) == ("coordination.k8s.io", ["v1beta1", "v1alpha2"], True)
-    ok = candidate(leaseName="kube-scheduler", binaryVersion="1.37.0", strategy="OldestEmulationVersion")
+    ok = candidate(leaseName="kube-scheduler", binaryVersion="1.37.0", emulationVersion="1.37.0",
+                   strategy="OldestEmulationVersion")
     assert lc.validate_create(ok) == []
     assert [e.field for e in lc.validate_create(candidate(binaryVersion="1.37"))] == [
         "spec.leaseName", "spec.binaryVersion", "spec.strategy"]
-    moved = candidate(leaseName="other", binaryVersion="1.37.0", strategy="OldestEmulationVersion")
+    moved = candidate(leaseName="other", binaryVersion="1.37.0", emulationVersion="1.37.0", strategy="OldestEmulationVersion")
     assert [e.detail for e in lc.validate_update(moved, ok)] == ["field is immutable"]
+
+
+def test_lease_candidate_versions_and_strategy():
+    """ValidateLeaseCandidateSpec: blang/semver versions, the binary version not older than the emulated
+    one (a prerelease before its release), OldestEmulationVersion needs an emulation version, and a
+    strategy with '/' is a qualified name, reported (as upstream does) at spec.strategy.strategy."""
+    lc = RES["leasecandidates"]
+
+    def errs(**spec):
+        return [str(e) for e in lc.validate_create(candidate(leaseName="l", **spec))]
+
+    assert errs(binaryVersion="1.37.0-rc.1+b", emulationVersion="1.36.0", strategy="x.example.com/s") == []
+    assert errs(binaryVersion="1.37.0", emulationVersion="1.38.0", strategy="OldestEmulationVersion") == [
+        'spec.binaryVersion: Invalid value: "1.37.0": must be greater than or equal to `emulationVersion`']
+    assert errs(binaryVersion="1.37.0-rc.1", emulationVersion="1.37.0", strategy="x.example.com/s") == [
+        'spec.binaryVersion: Invalid value: "1.37.0-rc.1": must be greater than or equal to `emulationVersion`']
+    assert errs(binaryVersion="01.37.0", emulationVersion="1.37.0-01", strategy="OldestEmulationVersion") == [
+        'spec.emulationVersion: Invalid value: "1.37.0-01": must be a valid semantic version',
+        'spec.binaryVersion: Invalid value: "01.37.0": must be a valid semantic version',
+        "spec.emulationVersion: Required value: must be specified when `strategy` is 'OldestEmulationVersion'"]
+    assert errs(binaryVersion="bogus", emulationVersion="1.40.0", strategy="Bogus") == [
+        'spec.binaryVersion: Invalid value: "bogus": must be a valid semantic version',
+        'spec.binaryVersion: Invalid value: "bogus": must be greater than or equal to `emulationVersion`',
+        'spec.strategy.strategy: Unsupported value: "Bogus": supported values: "OldestEmulationVersion"']
+    assert errs(binaryVersion="1.37.0", strategy="a/b/c") == [
+        'spec.strategy.strategy: Invalid value: "a/b/c": a qualified name must consist of alphanumeric characters, '
+        "'-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  "
+        "or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional "
+        "DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
 
 
 def test_component_status_is_read_only_and_printed():
