@@ -219,9 +219,6 @@ def label_value(value: str) -> list[str]:
 
 
 def validate_labels(labels: Any, path: str) -> list[FieldError]:
-    key = _valid_before(labels, _VALID_LABELS)
-    if key is True:
-        return []
     errs: list[FieldError] = []
     for k, v in (labels or {}).items():
         for msg in qualified_name(k):
@@ -231,15 +228,10 @@ def validate_labels(labels: Any, path: str) -> list[FieldError]:
             continue
         for msg in label_value(v):
             errs.append(invalid(path, v, msg))
-    if key is not None and not errs:
-        _remember_valid(key, _VALID_LABELS)
     return errs
 
 
 def validate_annotations(annotations: Any, path: str) -> list[FieldError]:
-    key = _valid_before(annotations, _VALID_ANNOTATIONS)
-    if key is True:
-        return []
     errs: list[FieldError] = []
     total = 0
     for k, v in (annotations or {}).items():
@@ -248,38 +240,7 @@ def validate_annotations(annotations: Any, path: str) -> list[FieldError]:
         total += len(k) + len(v or "")
     if total > 256 * 1024:
         errs.append(too_long(path, 256 * 1024))
-    if key is not None and not errs and total <= _REMEMBERED_MAP_BYTES:
-        _remember_valid(key, _VALID_ANNOTATIONS)
     return errs
-
-
-def _valid_before(m: Any, valid: set[tuple]) -> tuple | bool | None:
-    """True when the map `m` (labels, annotations) is one found valid before, item for item; else
-    the key to remember it by once found valid (None: not a map of hashable values). An object's
-    labels and annotations are validated again on every write, status writes too, and repeat
-    across the objects of one template."""
-    if type(m) is not dict or not m:
-        return None
-    key = tuple(m.items())
-    try:
-        return True if key in valid else key
-    except TypeError:  # a value that is a map or a list: its errors are worked out
-        return None
-
-
-def _remember_valid(key: tuple, valid: set[tuple]) -> None:
-    if len(valid) >= _REMEMBERED_MAPS:
-        valid.clear()
-    valid.add(key)
-
-
-#: labels and annotations (their items in order) found valid: as many maps as a burst of pods
-#: created before their first status writes holds (each pod's annotations often its own), and
-#: annotations only up to this many bytes
-_VALID_LABELS: set[tuple] = set()
-_VALID_ANNOTATIONS: set[tuple] = set()
-_REMEMBERED_MAPS = 16384
-_REMEMBERED_MAP_BYTES = 1024
 
 
 NameValidator = Any  # callable(str) -> list[str]

@@ -1,8 +1,7 @@
 """Validators of names, label keys and values remember valid values only: an invalid
 one is rejected every time with a fresh list of errors; object metadata."""
 
-from nanokube.machinery.validation import (dns1123_label, dns1123_subdomain, label_value, qualified_name, validate_annotations,
-                                           validate_labels, validate_object_meta)
+from nanokube.machinery.validation import dns1123_label, dns1123_subdomain, label_value, qualified_name, validate_object_meta
 
 
 def test_remembered_validators_keep_rejecting_and_hand_out_fresh_errors():
@@ -36,20 +35,3 @@ def test_owner_references_are_checked_only_when_present_and_then_fully():
     refs[1]["controller"] = False
     assert [e.field for e in validate_object_meta({**meta, "ownerReferences": refs}, True)] == \
         ["metadata.ownerReferences[1].uid"]
-
-
-def test_a_map_found_valid_before_is_remembered_by_its_items_not_by_the_object():
-    """Labels and annotations found valid are remembered by their items: the same object changed in
-    place, or another map sharing its keys, is validated afresh."""
-    labels = {"app": "web", "tier": "front"}
-    assert validate_labels(labels, "metadata.labels") == []
-    assert validate_labels(dict(labels), "metadata.labels") == []
-    labels["tier"] = "front end"
-    assert [e.value for e in validate_labels(labels, "metadata.labels")] == ["front end"]
-    assert [e.value for e in validate_labels({"app": "web", "tier": 3}, "metadata.labels")] == [3]
-    assert [e.value for e in validate_labels({"app": "web", "tier": ["front"]}, "metadata.labels")] == [["front"]]
-    notes = {"a.io/b": "x"}
-    assert validate_annotations(notes, "metadata.annotations") == []
-    notes["a b"] = "y"
-    assert [e.value for e in validate_annotations(notes, "metadata.annotations")] == ["a b"]
-    assert validate_annotations({"a.io/b": "x" * 300 * 1024}, "metadata.annotations")[0].reason == "FieldValueTooLong"
