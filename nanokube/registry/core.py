@@ -198,12 +198,19 @@ class NodeStrategy(Strategy):
         status = obj.get("status")
         if status and status.get("capacity") and not status.get("allocatable"):
             status["allocatable"] = dict(status["capacity"])
+        spec = obj.get("spec")
+        if isinstance(spec, dict):  # v1's podCIDR is the internal podCIDRs' first (the conversion both ways)
+            if spec.get("podCIDRs"):
+                spec["podCIDR"] = spec["podCIDRs"][0]
+            elif spec.get("podCIDR"):
+                spec["podCIDRs"] = [spec["podCIDR"]]
 
     def validate(self, obj):
+        """ValidateNode's taints (at metadata.taints, as upstream reports them) and podCIDRs."""
         errs: list[FieldError] = []
         seen = set()
         for i, t in enumerate(_spec(obj).get("taints") or []):
-            p = f"spec.taints[{i}]"
+            p = f"metadata.taints[{i}]"
             key = t.get("key", "")
             if not key:
                 errs.append(required(f"{p}.key"))
@@ -217,16 +224,39 @@ class NodeStrategy(Strategy):
             if (key, effect) in seen:
                 errs.append(duplicate(f"{p}.effect", effect))
             seen.add((key, effect))
-        return errs
+        return errs + _pod_cidrs(_spec(obj).get("podCIDRs") or [])
 
     def validate_update(self, new, old):
         errs = self.validate(new)
-        for f in ("podCIDR", "providerID"):
-            o = _spec(old).get(f)
-            if o and _spec(new).get(f) != o:
-                errs.append(forbidden(f"spec.{f}" if f == "providerID" else "spec.podCIDRs",
-                                      f"node updates may not change {f} except from \"\" to valid"))
+        cidrs, old_cidrs = _spec(new).get("podCIDRs") or [], _spec(old).get("podCIDRs") or []
+        changed = "node updates may not change podCIDR except from \"\" to valid"
+        if old_cidrs and len(cidrs) != len(old_cidrs):
+            errs.append(forbidden("spec.podCIDRs", changed))
+        elif old_cidrs:
+            errs += [forbidden("spec.podCIDRs", changed) for o, n in zip(old_cidrs, cidrs) if o != n]
+        o = _spec(old).get("providerID")
+        if o and _spec(new).get("providerID") != o:
+            errs.append(forbidden("spec.providerID", "node updates may not change providerID except from \"\" to valid"))
         return errs
+
+
+def _pod_cidrs(cidrs: list) -> list[FieldError]:
+    """ValidateNode's podCIDRs: each a CIDR (IsValidCIDRForLegacyField), at most one of each family,
+    no repeats."""
+    errs: list[FieldError] = []
+    nets = []
+    for i, c in enumerate(cidrs):
+        try:
+            if not isinstance(c, str) or "/" not in c:
+                raise ValueError(c)
+            nets.append(ipaddress.ip_network(c, strict=False))
+        except ValueError:
+            errs.append(invalid(f"spec.podCIDRs[{i}]", c, "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)"))
+    families = {n.version for n in nets}
+    if len(cidrs) > 1 and not errs and (families != {4, 6} or len(cidrs) > 2):
+        errs.append(invalid("spec.podCIDRs", cidrs, "may specify no more than one CIDR for each IP family"))
+    errs += [duplicate(f"spec.podCIDRs[{i}]", c) for i, c in enumerate(cidrs) if c in cidrs[:i]]
+    return errs
 
 
 # --- configmaps and secrets -------------------------------------------------------

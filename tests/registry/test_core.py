@@ -621,9 +621,39 @@ def test_node_taints():
     node = {"metadata": {"name": "n"}, "spec": {"taints": [{"key": "a", "effect": "NoSchedule"},
                                                           {"key": "a", "effect": "NoSchedule"},
                                                           {"key": "b", "effect": "Sometimes"}]}}
-    got = errs_by_field(s.validate(node))
-    assert ("spec.taints[1].effect", "FieldValueDuplicate") in got
-    assert ("spec.taints[2].effect", "FieldValueNotSupported") in got
+    got = errs_by_field(s.validate(node))  # ValidateNode reports its taints under metadata
+    assert ("metadata.taints[1].effect", "FieldValueDuplicate") in got
+    assert ("metadata.taints[2].effect", "FieldValueNotSupported") in got
+
+
+def test_node_pod_cidrs():
+    """ValidateNode: podCIDRs are CIDRs, a dual-stack pair at most, without repeats (two IPv4 ones were
+    stored); v1's podCIDR is podCIDRs' first, and an update may change podCIDRs only from none."""
+    s = NodeStrategy()
+
+    def errs(spec, old=None):
+        node = {"metadata": {"name": "n"}, "spec": spec}
+        s.default(node, "v1")
+        return [str(e) for e in (s.validate(node) if old is None else s.validate_update(node, old))], node
+
+    assert errs({"podCIDRs": ["10.0.0.0/24", "fd00::/64"]})[0] == []
+    one = "may specify no more than one CIDR for each IP family"
+    assert errs({"podCIDRs": ["10.0.0.0/24", "10.1.0.0/24"]})[0] == [
+        f'spec.podCIDRs: Invalid value: ["10.0.0.0/24","10.1.0.0/24"]: {one}']
+    assert errs({"podCIDRs": ["10.0.0.0/24", "fd00::/64", "10.0.0.0/24"]})[0] == [
+        f'spec.podCIDRs: Invalid value: ["10.0.0.0/24","fd00::/64","10.0.0.0/24"]: {one}',
+        'spec.podCIDRs[2]: Duplicate value: "10.0.0.0/24"']
+    assert errs({"podCIDRs": ["10.0.0.1", "x/8"]})[0] == [
+        f'spec.podCIDRs[{i}]: Invalid value: "{c}": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)'
+        for i, c in enumerate(["10.0.0.1", "x/8"])]
+    got, node = errs({"podCIDR": "10.0.0.0/24", "podCIDRs": ["10.1.0.0/24"]})
+    assert got == [] and node["spec"]["podCIDR"] == "10.1.0.0/24"
+    assert errs({"podCIDR": "10.2.0.0/24"})[1]["spec"]["podCIDRs"] == ["10.2.0.0/24"]
+    old = errs({"podCIDRs": ["10.0.0.0/24"]})[1]
+    changed = 'spec.podCIDRs: Forbidden: node updates may not change podCIDR except from "" to valid'
+    assert errs({"podCIDRs": ["10.0.0.0/24", "fd00::/64"]}, old)[0] == [changed]
+    assert errs({"podCIDR": "10.9.0.0/24"}, old)[0] == [changed]
+    assert errs({"podCIDRs": ["10.0.0.0/24", "fd00::/64"]}, errs({})[1])[0] == []
 
 
 # --- configmaps, secrets, service accounts, endpoints, events ------------------
