@@ -247,6 +247,19 @@ class CSIDriverStrategy(Strategy):
 # --- CSINode ---------------------------------------------------------------------
 
 
+def _topology_keys(keys: list, path: str) -> list[FieldError]:
+    """validateCSINodeDriver's topologyKeys: each set, once, a qualified name; reported (as upstream
+    reports them) at the driver's path."""
+    errs: list[FieldError] = []
+    for i, key in enumerate(keys):
+        if not key:
+            errs.append(required(path))
+        if key in keys[:i]:
+            errs.append(FieldError("FieldValueDuplicate", path, "", key, True))
+        errs += [invalid(path, key, m) for m in qualified_name(key)]
+    return errs
+
+
 class CSINodeStrategy(Strategy):
     return_deleted_object = True
     columns = [
@@ -262,9 +275,6 @@ class CSINodeStrategy(Strategy):
         for i, d in enumerate((obj.get("spec") or {}).get("drivers") or []):
             p = f"spec.drivers[{i}]"
             errs += csi_driver_name(d.get("name", ""), f"{p}.name")
-            if d.get("name") in seen:
-                errs.append(FieldError("FieldValueDuplicate", f"{p}.name", "", d.get("name"), True))
-            seen.add(d.get("name"))
             if not d.get("nodeID"):
                 errs.append(required(f"{p}.nodeID"))
             elif len(d["nodeID"]) > 192:
@@ -272,6 +282,10 @@ class CSINodeStrategy(Strategy):
             count = (d.get("allocatable") or {}).get("count")
             if count is not None and count < 0:
                 errs.append(invalid(f"{p}.allocatable.count", count, "must be greater than or equal to 0"))
+            if d.get("name") in seen:
+                errs.append(FieldError("FieldValueDuplicate", f"{p}.name", "", d.get("name"), True))
+            seen.add(d.get("name"))
+            errs += _topology_keys(d.get("topologyKeys") or [], p)
         return errs
 
     def validate_update(self, new, old):

@@ -193,6 +193,11 @@ def test_csi_kinds_validation():
     assert node.validate_update(grown, old) == []
     assert msgs(node.validate({"metadata": {"name": "n1"}, "spec": {"drivers": [{"name": "csi.example.com"}]}})) == [
         "spec.drivers[0].nodeID: Required value"]
+    # validateCSINodeDriver's topologyKeys, at the driver's path (they were not checked)
+    keys = {"name": "csi.example.com", "nodeID": "n1", "topologyKeys": ["zone", "a b", "zone", "x.example.com/rack"]}
+    got = msgs(node.validate({"metadata": {"name": "n1"}, "spec": {"drivers": [keys]}}))
+    assert [m.split(": name part")[0] for m in got] == [
+        'spec.drivers[0]: Invalid value: "a b"', 'spec.drivers[0]: Duplicate value: "zone"']
     vac = VolumeAttributesClassStrategy()
     gold = {"metadata": {"name": "gold"}, "driverName": "csi.example.com", "parameters": {"iops": "3000"}}
     assert vac.validate(gold) == []
