@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import math
 import re
 import time
 
@@ -23,6 +24,7 @@ from .core_pods import PodStrategy, bind_pod, default_pod_spec, validate_binding
 from .core_printing import AGE_DOC, NAME_DOC, Clock, doc, since
 from .core_services import NodePortAllocator, ServiceIPAllocator, ServiceStrategy
 from .core_spec import PROTOCOLS, port_number, taint_effect
+from ..machinery.quantity import parse_quantity
 from ..machinery.validation import (
     FieldError,
     dns1123_label,
@@ -38,6 +40,7 @@ from ..machinery.validation import (
     required,
     too_long,
 )
+from ..quota.resources import is_integer_resource
 
 __all__ = [
     "default_pod_spec",
@@ -224,7 +227,7 @@ class NodeStrategy(Strategy):
             if (key, effect) in seen:
                 errs.append(duplicate(f"{p}.effect", effect))
             seen.add((key, effect))
-        return errs + _pod_cidrs(_spec(obj).get("podCIDRs") or [])
+        return errs + _node_resources(obj) + _pod_cidrs(_spec(obj).get("podCIDRs") or [])
 
     def validate_update(self, new, old):
         errs = self.validate(new)
@@ -238,6 +241,20 @@ class NodeStrategy(Strategy):
         if o and _spec(new).get("providerID") != o:
             errs.append(forbidden("spec.providerID", "node updates may not change providerID except from \"\" to valid"))
         return errs
+
+
+def _node_resources(node: dict) -> list[FieldError]:
+    """ValidateNodeResources: capacity and allocatable quantities not negative, integers for integer
+    resources (ValidateResourceQuantityValue, which may report both)."""
+    errs: list[FieldError] = []
+    for field in ("capacity", "allocatable"):
+        for name, value in (_status(node).get(field) or {}).items():
+            path, q = f"status.{field}.{name}", parse_quantity(str(value))
+            if q < 0:
+                errs.append(invalid(path, value, "must be greater than or equal to 0"))
+            if is_integer_resource(name) and math.ceil(q * 1000) % 1000:  # Go's MilliValue rounds up
+                errs.append(invalid(path, value, "must be an integer"))
+    return errs
 
 
 def _pod_cidrs(cidrs: list) -> list[FieldError]:

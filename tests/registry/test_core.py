@@ -626,6 +626,18 @@ def test_node_taints():
     assert ("metadata.taints[2].effect", "FieldValueNotSupported") in got
 
 
+def test_node_resources():
+    """ValidateNodeResources: capacity and allocatable not negative, integer resources whole (a negative
+    cpu capacity was stored); a negative fraction of pods is both."""
+    node = {"metadata": {"name": "n"}, "status": {"capacity": {"cpu": "-1", "pods": "-1.5", "memory": "1Gi"},
+                                                  "allocatable": {"example.com/gpu": "500m", "cpu": "1500m"}}}
+    assert [str(e) for e in NodeStrategy().validate(node)] == [
+        'status.capacity.cpu: Invalid value: "-1": must be greater than or equal to 0',
+        'status.capacity.pods: Invalid value: "-1.5": must be greater than or equal to 0',
+        'status.capacity.pods: Invalid value: "-1.5": must be an integer',
+        'status.allocatable.example.com/gpu: Invalid value: "500m": must be an integer']
+
+
 def test_node_pod_cidrs():
     """ValidateNode: podCIDRs are CIDRs, a dual-stack pair at most, without repeats (two IPv4 ones were
     stored); v1's podCIDR is podCIDRs' first, and an update may change podCIDRs only from none."""
