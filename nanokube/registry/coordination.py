@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 from .base import AGE, Column, Resource, Strategy, register
-from ..machinery.validation import FieldError, immutable, invalid, not_supported, qualified_name, required
+from .core import config_key
+from ..machinery.validation import FieldError, forbidden, immutable, invalid, not_supported, qualified_name, required
 
 
 class LeaseStrategy(Strategy):
@@ -25,6 +26,11 @@ class LeaseStrategy(Strategy):
         t = spec.get("leaseTransitions")
         if t is not None and t < 0:
             errs.append(invalid("spec.leaseTransitions", t, "must be greater than or equal to 0"))
+        strategy = spec.get("strategy")
+        if strategy is not None:
+            errs += _strategy(strategy, "spec.strategy")
+        if spec.get("preferredHolder") and not strategy:
+            errs.append(forbidden("spec.preferredHolder", "may only be specified if `strategy` is defined"))
         return errs
 
 
@@ -67,6 +73,7 @@ class LeaseCandidateStrategy(Strategy):
     for the Lease `spec.leaseName` with its versions and preferred strategy."""
 
     allow_create_on_update = True
+    name_validator = staticmethod(config_key)  # ValidLeaseCandidateName: IsConfigMapKey
     columns = [
         Column("Name", "string", lambda o: o["metadata"]["name"], format="name"),
         Column("LeaseName", "string", lambda o: (o.get("spec") or {}).get("leaseName", "")),

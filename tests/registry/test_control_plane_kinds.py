@@ -52,6 +52,26 @@ def test_lease_candidate_versions_and_strategy():
         "DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
 
 
+def test_lease_strategy_and_preferred_holder():
+    """ValidateLeaseSpec: a strategy as ValidateCoordinatedLeaseStrategy checks it (at spec.strategy.strategy),
+    a preferredHolder only with a strategy (both were stored as given); a LeaseCandidate is named as a
+    ConfigMap key (ValidLeaseCandidateName), capitals and underscores too."""
+    lease = RES["leases"]
+
+    def errs(**spec):
+        return [str(e) for e in lease.validate_create({"metadata": {"name": "l", "namespace": "d"}, "spec": spec})]
+
+    assert errs(strategy="OldestEmulationVersion", preferredHolder="a") == []
+    assert errs(strategy="Bogus", preferredHolder="a") == [
+        'spec.strategy.strategy: Unsupported value: "Bogus": supported values: "OldestEmulationVersion"']
+    assert errs(preferredHolder="a") == ["spec.preferredHolder: Forbidden: may only be specified if `strategy` is defined"]
+    lc = RES["leasecandidates"]
+    spec = {"leaseName": "l", "binaryVersion": "1.37.0", "emulationVersion": "1.37.0", "strategy": "OldestEmulationVersion"}
+    assert lc.validate_create({"metadata": {"name": "KCM_1", "namespace": "d"}, "spec": spec}) == []
+    assert [e.field for e in lc.validate_create({"metadata": {"name": "a/b", "namespace": "d"}, "spec": spec})] == [
+        "metadata.name"]
+
+
 def test_component_status_is_read_only_and_printed():
     cs = RES["componentstatuses"]
     assert (cs.group, cs.namespaced, cs.verbs, cs.short_names) == ("", False, ("get", "list"), ("cs",))
