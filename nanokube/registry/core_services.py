@@ -365,7 +365,7 @@ def validate_service_spec(spec: dict) -> list[FieldError]:
     if hc and not needs_health_check(spec):
         errs.append(invalid("spec.healthCheckNodePort", hc,
                             "may only be set when `type` is 'LoadBalancer' and `externalTrafficPolicy` is 'Local'"))
-    if "allocateLoadBalancerNodePorts" in spec and stype != "LoadBalancer":
+    if spec.get("allocateLoadBalancerNodePorts") is not None and stype != "LoadBalancer":
         errs.append(forbidden("spec.allocateLoadBalancerNodePorts", _LB_ONLY))
     errs += _load_balancer_class(spec)
     # where one is needed, upstream allocates it before validation: none, or one outside the node port

@@ -510,6 +510,8 @@ def test_load_balancer_fields_only_on_load_balancers():
     errs = create_svc(s, make_svc("np", type="NodePort", allocateLoadBalancerNodePorts=False, loadBalancerClass="x/y"))
     only = "Forbidden: may only be used when `type` is 'LoadBalancer'"
     assert [str(e) for e in errs] == [f"spec.allocateLoadBalancerNodePorts: {only}", f"spec.loadBalancerClass: {only}"]
+    # null is unset (a nil pointer in Go)
+    assert create_svc(s, make_svc("nil", allocateLoadBalancerNodePorts=None, loadBalancerClass=None)) == []
     errs = create_svc(s, make_svc("bad", type="LoadBalancer", loadBalancerClass="a b"))
     assert [e.field for e in errs] == ["spec.loadBalancerClass"] and errs[0].message.startswith('Invalid value: "a b": name part must')
     lb = make_svc("lb", type="LoadBalancer", loadBalancerClass="example.com/lb")
