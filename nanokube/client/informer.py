@@ -34,6 +34,7 @@ class Informer:
         self.label_selector = label_selector
         self.field_selector = field_selector
         self.store: dict[str, dict] = {}
+        self._by_ns: dict[str, dict[str, None]] = {}
         self.synced = asyncio.Event()
         self._on_add: list[Callable[[dict], None]] = []
         self._on_update: list[Callable[[dict, dict], None]] = []
@@ -55,8 +56,21 @@ class Informer:
     def list(self) -> list[dict]:
         return list(self.store.values())
 
+    def list_namespace(self, namespace: str) -> list[dict]:
+        """One namespace's objects, in list()'s order (cache.NamespaceIndex, as upstream's
+        `Pods(ns).List`): a controller's sync reads its namespace without walking the cluster's pods."""
+        keys = self._by_ns.get(namespace)
+        return [self.store[k] for k in keys] if keys else []
+
     def get(self, key: str) -> dict | None:
         return self.store.get(key)
+
+    def _index(self, store: dict[str, dict]) -> None:
+        """Rebuild the namespace index from a fresh list; its order within a namespace is the store's."""
+        by_ns: dict[str, dict[str, None]] = {}
+        for k, o in store.items():
+            by_ns.setdefault(o["metadata"].get("namespace") or "", {})[k] = None
+        self._by_ns = by_ns
 
     async def run(self) -> None:
         while True:
@@ -68,6 +82,7 @@ class Informer:
                 fresh = {key_of(o): o for o in items}
                 old = self.store
                 self.store = fresh
+                self._index(fresh)
                 for k, o in fresh.items():
                     if k in old:
                         if old[k]["metadata"].get("resourceVersion") != o["metadata"].get("resourceVersion"):
@@ -100,13 +115,20 @@ class Informer:
         if typ == "BOOKMARK":
             return
         k = key_of(obj)
+        ns = obj["metadata"].get("namespace") or ""
         if typ == "DELETED":
             old = self.store.pop(k, None)
+            if old is not None:
+                keys = self._by_ns[ns]
+                del keys[k]
+                if not keys:
+                    del self._by_ns[ns]
             self._notify(self._on_delete, old or obj)
             return
         old = self.store.get(k)
         self.store[k] = obj
         if old is None:
+            self._by_ns.setdefault(ns, {})[k] = None
             self._notify(self._on_add, obj)
         else:
             self._notify(self._on_update, old, obj)

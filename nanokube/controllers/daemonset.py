@@ -264,7 +264,7 @@ class DaemonSetController(Controller):
         selects adopted, as claimed now rather than as the cache shows them),
         by target node; finished pods already being deleted are left out."""
         out: dict[str, list[dict]] = {}
-        for pod in await claim_objects(self.pods, self.pod_inf.list(), ds,
+        for pod in await claim_objects(self.pods, self.pod_inf.list_namespace(ds["metadata"]["namespace"]), ds,
                                        selector_from_object(ds["spec"].get("selector")), "apps/v1", "DaemonSet"):
             pmd = pod["metadata"]
             phase = (pod.get("status") or {}).get("phase")

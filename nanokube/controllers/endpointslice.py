@@ -374,8 +374,8 @@ class EndpointSliceController(Controller):
                 if (z := (n["metadata"].get("labels") or {}).get(ZONE_LABEL))}
 
     def _service_slices(self, ns: str, name: str) -> list[dict]:
-        return [sl for sl in self.slice_inf.list() if sl["metadata"]["namespace"] == ns
-                and (sl["metadata"].get("labels") or {}).get(SERVICE_NAME_LABEL) == name]
+        return [sl for sl in self.slice_inf.list_namespace(ns)
+                if (sl["metadata"].get("labels") or {}).get(SERVICE_NAME_LABEL) == name]
 
     async def sync(self, key: str) -> None:
         if self._cache_stale(key):
@@ -390,7 +390,7 @@ class EndpointSliceController(Controller):
             return
         if not (svc.get("spec") or {}).get("selector") or svc["metadata"].get("deletionTimestamp"):
             return
-        pods = [p for p in self.pod_inf.list() if selects(svc, p)]
+        pods = [p for p in self.pod_inf.list_namespace(ns) if selects(svc, p)]
         await self._sync_slices(svc, pods)
         await self._sync_endpoints(svc, pods)
 

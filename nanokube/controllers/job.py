@@ -257,8 +257,8 @@ class JobController(Controller):
     def _pods_of(self, job: dict) -> list[dict]:
         md = job["metadata"]
         sel = selector_from_object(job["spec"].get("selector"))
-        return [p for p in self.pod_inf.list() if p["metadata"]["namespace"] == md["namespace"]
-                and (controller_ref(p) or {}).get("uid") == md["uid"]
+        return [p for p in self.pod_inf.list_namespace(md["namespace"])
+                if (controller_ref(p) or {}).get("uid") == md["uid"]
                 and matches_labels(sel, p["metadata"].get("labels"))]
 
     async def sync(self, key: str) -> None:
@@ -275,8 +275,8 @@ class JobController(Controller):
     async def _release_orphans(self, key: str) -> None:
         """Pods of a deleted Job must not keep its tracking finalizer."""
         ns, name = key.split("/", 1)
-        stuck = [p for p in self.pod_inf.list() if p["metadata"]["namespace"] == ns
-                 and (controller_ref(p) or {}).get("kind") == "Job" and controller_ref(p)["name"] == name
+        stuck = [p for p in self.pod_inf.list_namespace(ns)
+                 if (controller_ref(p) or {}).get("kind") == "Job" and controller_ref(p)["name"] == name
                  and TRACKING in (p["metadata"].get("finalizers") or [])]
         await self._remove_finalizers(stuck)
 

@@ -305,7 +305,8 @@ class ReplicaSetController(Controller):
             raise failure
 
     async def _claim(self, rs: dict) -> list[dict]:
-        return await claim_objects(self.pods, self.pod_inf.list(), rs, self.selector(rs), self.api_version, self.kind)
+        return await claim_objects(self.pods, self.pod_inf.list_namespace(rs["metadata"]["namespace"]), rs,
+                                   self.selector(rs), self.api_version, self.kind)
 
     async def _manage(self, key: str, rs: dict, active: list[dict]) -> None:
         diff = len(active) - rs["spec"].get("replicas", 1)

@@ -114,8 +114,8 @@ class StatefulSetController(Controller):
     async def _claim_pods(self, sts: dict) -> list[dict]:
         """Pods this set controls: matching its selector and named as its members."""
         name = sts["metadata"]["name"]
-        return await claim_objects(self.pods, self.pod_inf.list(), sts, selector_from_object(sts["spec"].get("selector")),
-                                   "apps/v1", "StatefulSet",
+        return await claim_objects(self.pods, self.pod_inf.list_namespace(sts["metadata"]["namespace"]), sts,
+                                   selector_from_object(sts["spec"].get("selector")), "apps/v1", "StatefulSet",
                                    member=lambda p: ordinal_of(name, p["metadata"]["name"]) is not None)
 
     async def _revisions(self, sts: dict) -> tuple[dict, dict, list[dict]]:

@@ -1,0 +1,111 @@
+"""The informer's namespace index (list_namespace) against its store, through adds, updates,
+deletes, and a relist after the watch ends, driven by a scripted list/watch client."""
+
+import asyncio
+from types import SimpleNamespace
+
+from nanokube.client.informer import Informer
+
+
+def obj(ns, name, rv="1"):
+    return {"metadata": {"namespace": ns, "name": name, "resourceVersion": rv}}
+
+
+class ScriptedClient:
+    """Each list answers the next snapshot; each watch yields what the test puts on `events`
+    until a None ends it (as an expired watch does), and the informer relists."""
+
+    def __init__(self, snapshots):
+        self.res = SimpleNamespace(plural="pods")
+        self.snapshots = list(snapshots)
+        self.events: asyncio.Queue = asyncio.Queue()
+        self.lists = 0
+
+    async def list(self, namespace, label_selector, field_selector):
+        self.lists += 1
+        return self.snapshots.pop(0), str(self.lists)
+
+    async def watch(self, namespace, rv, label_selector, field_selector):
+        async def stream():
+            while (ev := await self.events.get()) is not None:
+                yield ev
+        return stream()
+
+
+def consistent(inf: Informer) -> dict[str, list[str]]:
+    """Each namespace's list_namespace is list() filtered to it, in the same order, and the index
+    keeps no namespace that has emptied; returns the names by namespace."""
+    by_ns: dict[str, list[dict]] = {}
+    for o in inf.list():
+        by_ns.setdefault(o["metadata"]["namespace"], []).append(o)
+    for ns, objs in by_ns.items():
+        got = inf.list_namespace(ns)
+        assert len(got) == len(objs) and all(a is b for a, b in zip(got, objs, strict=True))
+    assert set(inf._by_ns) == set(by_ns)
+    return {ns: [o["metadata"]["name"] for o in objs] for ns, objs in by_ns.items()}
+
+
+async def settle(rc: ScriptedClient) -> None:
+    while not rc.events.empty():
+        await asyncio.sleep(0)
+    await asyncio.sleep(0)
+
+
+async def test_the_namespace_index_follows_adds_updates_deletes_and_a_relist():
+    rc = ScriptedClient([
+        [obj("a", "p1"), obj("b", "p2"), obj("a", "p3")],
+        # the relist after the watch ended: a/p1 went and d/p6 came while no watch ran
+        [obj("a", "p3"), obj("b", "p5", "9"), obj("d", "p6")],
+        [],
+    ])
+    inf = Informer(rc)
+    task = asyncio.create_task(inf.run())
+    try:
+        await asyncio.wait_for(inf.synced.wait(), 5)
+        assert consistent(inf) == {"a": ["p1", "p3"], "b": ["p2"]}
+        assert inf.list_namespace("c") == []
+
+        for ev in [("ADDED", obj("c", "p4")), ("MODIFIED", obj("a", "p1", "2")), ("DELETED", obj("b", "p2"))]:
+            rc.events.put_nowait(ev)
+        await settle(rc)
+        assert consistent(inf) == {"a": ["p1", "p3"], "c": ["p4"]}
+        assert inf.list_namespace("a")[0]["metadata"]["resourceVersion"] == "2"
+        assert inf.list_namespace("b") == []
+
+        for ev in [("ADDED", obj("b", "p5")), ("DELETED", obj("c", "p4")), ("DELETED", obj("c", "never-seen")),
+                   ("BOOKMARK", obj("", ""))]:
+            rc.events.put_nowait(ev)
+        await settle(rc)
+        assert consistent(inf) == {"a": ["p1", "p3"], "b": ["p5"]}
+
+        rc.events.put_nowait(None)
+        while rc.lists < 2:
+            await asyncio.sleep(0)
+        await settle(rc)
+        assert consistent(inf) == {"a": ["p3"], "b": ["p5"], "d": ["p6"]}
+        assert inf.list_namespace("b")[0]["metadata"]["resourceVersion"] == "9"
+
+        rc.events.put_nowait(None)
+        while rc.lists < 3:
+            await asyncio.sleep(0)
+        await settle(rc)
+        assert consistent(inf) == {}
+        assert inf.list_namespace("a") == []
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_cluster_scoped_objects_are_indexed_under_the_empty_namespace():
+    rc = ScriptedClient([[{"metadata": {"name": "n1", "resourceVersion": "1"}}]])
+    inf = Informer(rc)
+    task = asyncio.create_task(inf.run())
+    try:
+        await asyncio.wait_for(inf.synced.wait(), 5)
+        assert [o["metadata"]["name"] for o in inf.list_namespace("")] == ["n1"]
+        rc.events.put_nowait(("DELETED", {"metadata": {"name": "n1", "resourceVersion": "2"}}))
+        await settle(rc)
+        assert inf.list_namespace("") == [] and inf._by_ns == {}
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
