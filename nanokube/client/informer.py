@@ -115,10 +115,10 @@ class Informer:
         if typ == "BOOKMARK":
             return
         k = key_of(obj)
-        ns = obj["metadata"].get("namespace") or ""
         if typ == "DELETED":
             old = self.store.pop(k, None)
             if old is not None:
+                ns = old["metadata"].get("namespace") or ""
                 keys = self._by_ns[ns]
                 del keys[k]
                 if not keys:
@@ -128,7 +128,10 @@ class Informer:
         old = self.store.get(k)
         self.store[k] = obj
         if old is None:
-            self._by_ns.setdefault(ns, {})[k] = None
+            ns = obj["metadata"].get("namespace") or ""
+            if (keys := self._by_ns.get(ns)) is None:
+                keys = self._by_ns[ns] = {}
+            keys[k] = None
             self._notify(self._on_add, obj)
         else:
             self._notify(self._on_update, old, obj)
