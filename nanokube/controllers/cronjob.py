@@ -98,8 +98,7 @@ class CronJobController(Controller):
 
     def _owned_jobs(self, cj: dict) -> list[dict]:
         uid, ns = cj["metadata"]["uid"], cj["metadata"]["namespace"]
-        return [j for j in self.job_inf.list()
-                if j["metadata"]["namespace"] == ns and (controller_ref(j) or {}).get("uid") == uid]
+        return [j for j in self.job_inf.list_namespace(ns) if (controller_ref(j) or {}).get("uid") == uid]
 
     async def sync(self, key: str) -> None:
         cj = self.cj_inf.get(key)

@@ -105,8 +105,7 @@ class DisruptionController(Controller):
         if sel is None:
             return []
         ns = pdb["metadata"]["namespace"]
-        return [p for p in self.pods.list()
-                if p["metadata"]["namespace"] == ns and matches_labels(sel, p["metadata"].get("labels") or {})]
+        return [p for p in self.pods.list_namespace(ns) if matches_labels(sel, p["metadata"].get("labels") or {})]
 
     async def expected_and_desired(self, pdb: dict, pods: list[dict]) -> tuple[int, int]:
         spec = pdb["spec"]

@@ -76,8 +76,7 @@ class PVCProtectionController(Controller):
             self._pod(pod)
 
     def in_use(self, namespace: str, name: str) -> bool:
-        return any(p["metadata"].get("namespace") == namespace and uses_claims(p) and name in claims_of(p)
-                   for p in self.pods.list())
+        return any(uses_claims(p) and name in claims_of(p) for p in self.pods.list_namespace(namespace))
 
     async def sync(self, key: str) -> None:
         pvc = self.claims.get(key)

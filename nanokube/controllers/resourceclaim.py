@@ -70,9 +70,8 @@ class ResourceClaimController(Controller):
         if not (pg.get("spec") or {}).get("resourceClaims"):
             return
         self.queue.add(("podgroup", ns, md["name"]))
-        for pod in self.pods.list():
-            if pod["metadata"].get("namespace", "") == ns and group_name(pod) == md["name"] and \
-                    (pod.get("spec") or {}).get("resourceClaims"):
+        for pod in self.pods.list_namespace(ns):
+            if group_name(pod) == md["name"] and (pod.get("spec") or {}).get("resourceClaims"):
                 self.queue.add(("pod", ns, pod["metadata"]["name"]))
 
     def _podgroup_deleted(self, pg: dict) -> None:
