@@ -57,12 +57,14 @@ async def test_the_wal_is_checkpointed_by_the_thread_not_by_a_commit(tmp_path, m
     try:
         assert store._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
         await _write(store, 0, 400)
-        async def checkpointed():
-            return bool(done)
 
-        await eventually(checkpointed, attempts=500)
+        async def copied_frames():
+            # a PASSIVE checkpoint racing the writes may copy only part of the WAL (CI's loaded
+            # runners saw every one partial), so what counts is that the thread's copied frames
+            return any(r and r[1] > 0 for _, r in done)
+
+        await eventually(copied_frames, attempts=500)
         assert {name for name, _ in done} == {"sqlite-checkpoint"}
-        assert any(pages and copied == pages for pages, copied in (r for _, r in done if r))
     finally:
         await store.close()
 
