@@ -746,7 +746,8 @@ class GenericREST:
                                subresource: str, expected_rev: int, managed_fields: list | None, admission) -> Result:
         old = entry.obj
         om, nm = old["metadata"], _meta(new)
-        for f in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
+        meta_errs = _deletion_fields(om, nm)
+        for f in ("uid", "creationTimestamp", "generation"):
             if f in om:
                 nm[f] = om[f]
             else:
@@ -769,6 +770,8 @@ class GenericREST:
             if res.strategy.track_generation and _spec_changed(old, new):
                 nm["generation"] = om.get("generation", 0) + 1
             errs = res.validate_update(new, old)
+        if meta_errs:
+            errs = meta_errs + list(errs or [])
         if errs:
             raise self._invalid(res, new, errs)
         await self._validating_admission(admission, new)
@@ -1183,6 +1186,29 @@ def _check_fields(obj: dict, sch: dict, changed: set[str] | None) -> tuple[list[
             del obj[k]
     return out
 
+
+
+def _deletion_fields(om: dict, nm: dict) -> list:
+    """An update never removes or changes a deletion timestamp or grace period (upstream's
+    BeforeUpdate keeps the stored ones where the body leaves them out or the object is being
+    deleted); setting one the stored object lacks, or another grace period, is ValidateObjectMetaUpdate's
+    'field is immutable'."""
+    errs = []
+    if "deletionTimestamp" in om:
+        nm["deletionTimestamp"] = om["deletionTimestamp"]
+    elif nm.get("deletionTimestamp") is not None:
+        errs.append(immutable("metadata.deletionTimestamp", nm["deletionTimestamp"]))
+    else:
+        nm.pop("deletionTimestamp", None)
+    grace = nm.get("deletionGracePeriodSeconds")
+    if grace is None or grace == om.get("deletionGracePeriodSeconds"):
+        if "deletionGracePeriodSeconds" in om:
+            nm["deletionGracePeriodSeconds"] = om["deletionGracePeriodSeconds"]
+        else:
+            nm.pop("deletionGracePeriodSeconds", None)
+    else:
+        errs.append(immutable("metadata.deletionGracePeriodSeconds", grace))
+    return errs
 
 def _spec_changed(old: dict, new: dict) -> bool:
     for k in set(old) | set(new):

@@ -490,3 +490,24 @@ async def test_updates_without_a_resource_version_win_races_with_other_writes(cm
     with pytest.raises(APIError) as e:
         await cms.update(stale)
     assert e.value.code == 409, "an update naming an old resourceVersion still fails its precondition"
+
+
+async def test_an_update_cannot_start_or_change_a_deletion(cms):
+    """ValidateObjectMetaUpdate: deletionTimestamp and deletionGracePeriodSeconds are immutable to an
+    update; BeforeUpdate keeps the stored ones where the body leaves them out."""
+    live = await cms.create(cm("d"))
+    for field, value in (("deletionTimestamp", "2026-01-01T00:00:00Z"), ("deletionGracePeriodSeconds", 30)):
+        with pytest.raises(APIError) as e:
+            await cms.update({**live, "metadata": {**live["metadata"], field: value}})
+        assert e.value.code == 422
+        assert f"metadata.{field}: Invalid value: " in e.value.message and "field is immutable" in e.value.message
+    assert "deletionTimestamp" not in (await cms.get("d", NS))["metadata"]
+    live = await cms.update({**live, "metadata": {**live["metadata"], "finalizers": ["example.com/hold"]}})
+    await cms.delete("d", NS)
+    deleting = await cms.get("d", NS)
+    since = deleting["metadata"]["deletionTimestamp"]
+    body = {**deleting, "data": {"k": "w"}, "metadata": {
+        k: v for k, v in deleting["metadata"].items() if k not in ("deletionTimestamp", "deletionGracePeriodSeconds")}}
+    kept = await cms.update(body)
+    assert kept["metadata"]["deletionTimestamp"] == since and kept["data"] == {"k": "w"}
+    await cms.update({**kept, "metadata": {**kept["metadata"], "finalizers": []}})
