@@ -21,13 +21,13 @@ from .replicaset import (
     Expectations,
     claim_objects,
     controller_ref,
-    controller_refs,
     create_pods,
     delete_pods,
     owner_reference,
     pod_available_in,
     pod_from_template,
     pod_is_ready,
+    pod_updated,
 )
 
 TEMPLATE_GENERATION_LABEL = "pod-template-generation"
@@ -184,17 +184,7 @@ class DaemonSetController(Controller):
             self.queue.add(key)
 
     def _pod_updated(self, old: dict, pod: dict) -> None:
-        """updatePod: the owner of each side is synced; an orphan's selecting DaemonSets only
-        when its labels or controller reference changed, since nothing else can make it adoptable
-        (most pod updates are status writes)."""
-        old_ref, ref = controller_refs(old, pod)
-        if old_ref != ref and (old_key := self._owner_key(old, old_ref)):
-            self.queue.add(old_key)
-        if ref is not None:
-            if key := self._owner_key(pod, ref):
-                self.queue.add(key)
-        elif old_ref is not None or old["metadata"].get("labels") != pod["metadata"].get("labels"):
-            self._enqueue_selecting(pod)
+        pod_updated(old, pod, self._owner_key, self.queue.add, self._enqueue_selecting)
 
     def _enqueue_selecting(self, pod: dict) -> None:
         """An orphan may be adopted by any DaemonSet selecting it."""

@@ -9,6 +9,7 @@ three count and create pods the same way.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..machinery.errors import APIError
@@ -76,6 +77,21 @@ def controller_refs(old: dict, pod: dict) -> tuple[dict | None, dict | None]:
     if old["metadata"].get("ownerReferences") == refs:
         return ref, ref
     return controller_ref(old), ref
+
+
+def pod_updated(old: dict, pod: dict, owner_key: Callable[[dict, dict | None], str | None],
+                enqueue: Callable[[str], None], enqueue_adopters: Callable[[dict], None]) -> None:
+    """updatePod of a controller of pods (ReplicaSet, DaemonSet): the owner of each side is synced;
+    an orphan's possible adopters only when its labels or controller reference changed, since
+    nothing else can make it adoptable (most pod updates are status writes)."""
+    old_ref, ref = controller_refs(old, pod)
+    if old_ref != ref and (old_key := owner_key(old, old_ref)):
+        enqueue(old_key)
+    if ref is not None:
+        if key := owner_key(pod, ref):
+            enqueue(key)
+    elif old_ref is not None or old["metadata"].get("labels") != pod["metadata"].get("labels"):
+        enqueue_adopters(pod)
 
 
 def owner_reference(owner: dict, api_version: str, kind: str) -> dict:
@@ -269,18 +285,8 @@ class ReplicaSetController(Controller):
             self.queue.add(key)
 
     def _pod_updated(self, old: dict, pod: dict) -> None:
-        """updatePod: the owner of each side is synced; an orphan's selecting ReplicaSets only
-        when its labels or controller reference changed, since nothing else can make it adoptable
-        (most pod updates are status writes). The informer hands over no update with the same
-        resourceVersion, upstream's first check."""
-        old_ref, ref = controller_refs(old, pod)
-        if old_ref != ref and (old_key := self._owner_key(old, old_ref)):
-            self.queue.add(old_key)
-        if ref is not None:
-            if key := self._owner_key(pod, ref):
-                self.queue.add(key)
-        elif old_ref is not None or old["metadata"].get("labels") != pod["metadata"].get("labels"):
-            self._enqueue_matching(pod)
+        """The informer hands over no update with the same resourceVersion, upstream's first check."""
+        pod_updated(old, pod, self._owner_key, self.queue.add, self._enqueue_matching)
 
     def _pod_deleted(self, pod: dict) -> None:
         if key := self._owner_key(pod):
