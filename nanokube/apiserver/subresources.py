@@ -20,7 +20,7 @@ from . import structural
 from .options import delete_options
 from .rest import GenericREST, WriteOptions
 from ..machinery.selectors import matches_labels, selector_from_object, selector_to_string
-from ..store.interface import RevisionMismatch
+from ..store.interface import KeyNotFound, RevisionMismatch
 from .cache import stored_json
 
 if TYPE_CHECKING:
@@ -122,6 +122,8 @@ class Subresources:
             except RevisionMismatch:
                 await self.rest.cache.sync()
                 continue
+            except KeyNotFound:  # deleted since it was read
+                raise errors.not_found("", "pods", name) from None
             await self.rest.cache.wait_for(kv.mod_revision)
             break
         else:

@@ -54,3 +54,21 @@ async def test_the_cache_holds_the_bound_pod_as_stored(env):
     decoded = in_upstream_order(orjson.loads(kv.value), str(kv.mod_revision))
     assert orjson.dumps(entry.obj) == orjson.dumps(decoded)
     assert entry.obj["spec"]["nodeName"] == "n1"
+
+
+async def test_binding_a_pod_deleted_after_it_was_read_is_not_found(env, monkeypatch):
+    """The pod goes between the binding's read and its write (a scheduler binding a pod a user just
+    deleted): 404, as upstream, not an unexpected error."""
+    s, sub, pods = env
+    await pods.create({"metadata": {"name": "gone", "namespace": "default"},
+                       "spec": {"containers": [{"name": "c", "image": "x"}]}})
+    real = s.rest.store.update
+
+    async def deleted_first(key, value, rev):
+        await s.rest.store.delete(key)
+        return await real(key, value, rev)
+
+    monkeypatch.setattr(s.rest.store, "update", deleted_first)
+    with pytest.raises(APIError) as e:
+        await sub.bind(s.rest.index.get("", "v1", "pods"), "default", "gone", binding("gone", "n1"), WriteOptions())
+    assert e.value.code == 404 and e.value.reason == "NotFound"
