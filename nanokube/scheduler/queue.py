@@ -464,7 +464,13 @@ class SchedulingQueue:
         self.add_unschedulable(entry, error=True)
 
     def backoff_duration(self, info: PodInfo) -> float:
-        d = self.initial_backoff * 2 ** max(info.attempts - 1, 0)
+        """initial * 2^(attempts-1), at most max: doubled only while below max, as upstream's
+        calculateBackoffDuration (a pod retried over a thousand times overflowed the float)."""
+        d = self.initial_backoff
+        for _ in range(info.attempts - 1):
+            if d >= self.max_backoff:
+                break
+            d += d
         return min(d, self.max_backoff)
 
     def _requeue(self, info: PodInfo, event: str) -> None:

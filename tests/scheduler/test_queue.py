@@ -39,6 +39,16 @@ async def test_backoff_doubles_from_one_to_ten_seconds():
     assert waits == [1, 2, 4, 8, 10, 10]
 
 
+def test_backoff_stays_at_the_maximum_however_many_attempts():
+    """A pod tried thousands of times (a fuzzer updating it over and over) waits the maximum; doubling
+    2^(attempts-1) overflowed a float past 1024 attempts and killed the binding task."""
+    q, _ = make_queue()
+    info = PodInfo(pod("a"), 0.0)
+    for attempts, wait in ((1, 1), (4, 8), (1025, 10), (100_000, 10)):
+        info.attempts = attempts
+        assert q.backoff_duration(info) == wait
+
+
 async def test_unschedulable_pod_moves_only_on_a_helpful_event():
     q, clock = make_queue()
     q.add(pod("a", "8"))
