@@ -108,7 +108,7 @@ class DisruptionController(Controller):
         return [p for p in self.pods.list_namespace(ns) if matches_labels(sel, p["metadata"].get("labels") or {})]
 
     async def expected_and_desired(self, pdb: dict, pods: list[dict]) -> tuple[int, int]:
-        spec = pdb["spec"]
+        spec = pdb.get("spec") or {}  # a budget may leave its spec out (then it selects no pod)
         if spec.get("maxUnavailable") is not None:
             expected = await self._controller_scale(pods)
             return expected, max(0, expected - scaled_value(spec["maxUnavailable"], expected, True))

@@ -151,3 +151,13 @@ async def test_a_disruption_target_that_outlives_two_minutes_is_reset(env):
         got = await pods.get("victim", "default")
         return next((c for c in got["status"]["conditions"] if c["type"] == "DisruptionTarget" and c["status"] == "False"), None)
     assert await eventually(reset)
+
+
+async def test_a_budget_without_a_spec_selects_no_pod(env):
+    """policy/v1 lets a budget leave its spec out; its status is computed (no pods, nothing
+    allowed) instead of the sync failing on every retry."""
+    client, _ = env
+    await pod(client, "a")
+    await client.resource(P, "v1", "poddisruptionbudgets").create({"metadata": {"name": "bare", "namespace": "default"}})
+    st = await status_when(client, lambda s: s.get("conditions"), name="bare")
+    assert (st["expectedPods"], st["currentHealthy"], st["disruptionsAllowed"]) == (0, 0, 0)
