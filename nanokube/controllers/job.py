@@ -29,19 +29,22 @@ from .job_workload import JobWorkloads, uses_workload
 from .replicaset import (
     Expectations,
     controller_ref,
-    controller_refs,
     create_pods,
     delete_pods,
     ignore_missing,
+    owned_by,
     owner_reference,
     pod_from_template,
     pod_is_ready,
     pod_is_terminal,
+    pod_updated,
 )
 
 TRACKING = "batch.kubernetes.io/job-tracking"
 JOB_NAME = "batch.kubernetes.io/job-name"
 INDEX = "batch.kubernetes.io/job-completion-index"
+#: the key of the Job a pod's controller reference names
+_JOB = owned_by("Job")
 BACKOFF_BASE, BACKOFF_MAX = 10.0, 360.0  # upstream's pod re-creation backoff after failures
 
 
@@ -248,11 +251,7 @@ class JobController(Controller):
 
     def _pod_updated(self, old: dict, pod: dict) -> None:
         """updatePod: the Job controlling the pod, and the one that did when its reference moved."""
-        old_ref, ref = controller_refs(old, pod)
-        if old_ref != ref and old_ref is not None and old_ref.get("kind") == "Job":
-            self.queue.add(f"{old['metadata']['namespace']}/{old_ref['name']}")
-        if ref is not None and ref.get("kind") == "Job":
-            self.queue.add(f"{pod['metadata']['namespace']}/{ref['name']}")
+        pod_updated(old, pod, _JOB, self.queue.add)
 
     def _pods_of(self, job: dict) -> list[dict]:
         md = job["metadata"]

@@ -79,18 +79,29 @@ def controller_refs(old: dict, pod: dict) -> tuple[dict | None, dict | None]:
     return controller_ref(old), ref
 
 
+def owned_by(kind: str) -> Callable[[dict, dict | None], str | None]:
+    """The namespace/name key of the `kind` controller a pod's reference names, else None."""
+    def key(pod: dict, ref: dict | None) -> str | None:
+        if ref is not None and ref.get("kind") == kind:
+            return f"{pod['metadata']['namespace']}/{ref['name']}"
+        return None
+    return key
+
+
 def pod_updated(old: dict, pod: dict, owner_key: Callable[[dict, dict | None], str | None],
-                enqueue: Callable[[str], None], enqueue_adopters: Callable[[dict], None]) -> None:
-    """updatePod of a controller of pods (ReplicaSet, DaemonSet): the owner of each side is synced;
-    an orphan's possible adopters only when its labels or controller reference changed, since
-    nothing else can make it adoptable (most pod updates are status writes)."""
+                enqueue: Callable[[str], None], enqueue_adopters: Callable[[dict], None] | None = None) -> None:
+    """updatePod of a controller of pods: the owner of each side is synced; an orphan's possible
+    adopters (ReplicaSet, DaemonSet; none for a controller that adopts on sync only) only when its
+    labels or controller reference changed, since nothing else can make it adoptable (most pod
+    updates are status writes)."""
     old_ref, ref = controller_refs(old, pod)
     if old_ref != ref and (old_key := owner_key(old, old_ref)):
         enqueue(old_key)
     if ref is not None:
         if key := owner_key(pod, ref):
             enqueue(key)
-    elif old_ref is not None or old["metadata"].get("labels") != pod["metadata"].get("labels"):
+    elif enqueue_adopters is not None and (
+            old_ref is not None or old["metadata"].get("labels") != pod["metadata"].get("labels")):
         enqueue_adopters(pod)
 
 

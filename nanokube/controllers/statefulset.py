@@ -19,10 +19,13 @@ from .base import Controller
 from .deployment import resolve_int_or_percent
 from ..client.record import CoreEventRecorder
 from .history import HASH_LABEL, POD_REVISION_LABEL, History, hash_revision, revision_name, template_patch
-from .replicaset import claim_objects, controller_ref, controller_refs, owner_reference, pod_available_in, pod_is_ready
+from .replicaset import (claim_objects, controller_ref, owned_by, owner_reference, pod_available_in, pod_is_ready,
+                         pod_updated)
 
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+#: the key of the StatefulSet a pod's controller reference names
+_STATEFULSET = owned_by("StatefulSet")
 
 
 def ordinal_of(set_name: str, pod_name: str) -> int | None:
@@ -86,11 +89,7 @@ class StatefulSetController(Controller):
 
     def _pod_updated(self, old: dict, pod: dict) -> None:
         """updatePod: the set controlling the pod, and the one that did when its reference moved."""
-        old_ref, ref = controller_refs(old, pod)
-        if old_ref != ref and old_ref is not None and old_ref.get("kind") == "StatefulSet":
-            self.queue.add(f"{old['metadata']['namespace']}/{old_ref['name']}")
-        if ref is not None and ref.get("kind") == "StatefulSet":
-            self.queue.add(f"{pod['metadata']['namespace']}/{ref['name']}")
+        pod_updated(old, pod, _STATEFULSET, self.queue.add)
 
     def _claim_changed(self, claim: dict) -> None:
         for ref in claim["metadata"].get("ownerReferences") or []:
