@@ -8,11 +8,9 @@ import asyncio
 
 import pytest
 
-from nanokube.apiserver.app import APIServer
-from nanokube.apiserver.loopback import LocalClient
 from nanokube.client.events import FINISH_TIME, REFRESH_TIME, RETRY_SLEEP, EventBroadcaster
 from nanokube.clock import VirtualClock
-from nanokube.store.memory import MemoryStore
+from tests.client import expiring_events
 
 POD = {"kind": "Pod", "apiVersion": "v1", "namespace": "default", "name": "p", "uid": "u1", "resourceVersion": "7"}
 
@@ -21,19 +19,11 @@ POD = {"kind": "Pod", "apiVersion": "v1", "namespace": "default", "name": "p", "
 async def env():
     """A server expiring Events an hour after their last write, and a started broadcaster."""
     clock = VirtualClock()
-    s = APIServer(MemoryStore(), None, port=0, clock=clock, event_ttl=3600)
-    await s.store.start()
-    await s.cache.start()
-    s.event_ttl.start()
-    client = LocalClient(s.rest)
-    await client.resource("", "v1", "namespaces").create({"metadata": {"name": "default"}})
-    b = EventBroadcaster(client, clock)
-    b.start()
-    yield clock, b, client.resource("events.k8s.io", "v1", "events")
-    await b.stop()
-    await s.event_ttl.stop()
-    await s.cache.stop()
-    await s.store.close()
+    async with expiring_events(clock) as client:
+        b = EventBroadcaster(client, clock)
+        b.start()
+        yield clock, b, client.resource("events.k8s.io", "v1", "events")
+        await b.stop()
 
 
 async def report(recorder, note: str = "0/3 nodes are available", regarding: dict = POD) -> None:

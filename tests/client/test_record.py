@@ -20,6 +20,7 @@ from nanokube.controllers.service_lb import ServiceLBController
 from nanokube.pki.ca import ensure_pki
 from nanokube.pki.kubeconfig import write_kubeconfig
 from nanokube.store.memory import MemoryStore
+from tests.client import expiring_events
 from tests.controllers import eventually, make_stack
 
 CM = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "default", "uid": "u1"}}
@@ -161,14 +162,8 @@ async def test_an_event_that_keeps_happening_outlives_the_ttl():
     """Every repeat is a write, so the API server's --event-ttl starts over; once the repeats
     stop, the Event expires an hour after the last."""
     clock = VirtualClock()
-    s = APIServer(MemoryStore(), None, port=0, clock=clock, event_ttl=3600)
-    await s.store.start()
-    await s.cache.start()
-    s.event_ttl.start()
-    client = LocalClient(s.rest)
-    await client.resource("", "v1", "namespaces").create({"metadata": {"name": "default"}})
-    rec, events = CoreEventRecorder(client, "tester", clock), client.resource("", "v1", "events")
-    try:
+    async with expiring_events(clock) as client:
+        rec, events = CoreEventRecorder(client, "tester", clock), client.resource("", "v1", "events")
         for _ in range(9):
             await rec.emit(CM, "Warning", "Unhealthy", "probe failed")
             await clock.advance(1200)
@@ -176,10 +171,6 @@ async def test_an_event_that_keeps_happening_outlives_the_ttl():
         assert ev["count"] == 9
         await clock.advance(3600)
         assert await listed(events) == []
-    finally:
-        await s.event_ttl.stop()
-        await s.cache.stop()
-        await s.store.close()
 
 
 async def test_the_caches_keep_the_4096_keys_used_last(env):
