@@ -369,6 +369,17 @@ def validate_conditions(conditions: Any, path: str) -> list[FieldError]:
     return errs
 
 
+@functools.lru_cache(maxsize=4096)
+def is_ip(text: str) -> bool:
+    """An IPv4 or IPv6 address without a zone, as Go's IsValidIP reads one; memoized (a node's
+    and its pods' addresses come back in every status write)."""
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return "%" not in text
+
+
 def endpoint_ip(addr: str, path: str) -> list[FieldError]:
     """ValidateEndpointIP (Endpoints and EndpointSlice addresses, Service externalIPs): an IP, and
     none of the unspecified, loopback, link-local or link-local multicast ones, as Go's net.IP

@@ -34,6 +34,7 @@ from ..machinery.validation import (
     forbidden,
     immutable,
     invalid,
+    is_ip,
     label_value,
     not_supported,
     qualified_name,
@@ -450,21 +451,13 @@ def _endpoint_address(a: dict, path: str) -> list[FieldError]:
     errs: list[FieldError] = []
     if not ip:
         errs.append(required(f"{path}.ip"))
-    elif not _is_ip(ip):
+    elif not is_ip(ip):
         errs.append(invalid(f"{path}.ip", ip, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
     if a.get("hostname"):
         errs += [invalid(f"{path}.hostname", a["hostname"], m) for m in dns1123_label(a["hostname"])]
     if (node := a.get("nodeName")) is not None:
         errs += [invalid(f"{path}.nodeName", node, m) for m in dns1123_subdomain(node)]
     return errs + (endpoint_ip(ip, f"{path}.ip") if ip else [])
-
-
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
 
 
 class EndpointsStrategy(Strategy):

@@ -9,8 +9,6 @@ unreachable tolerations).
 from __future__ import annotations
 
 import copy
-import functools
-import ipaddress
 import time
 from typing import Any
 
@@ -33,6 +31,7 @@ from ..machinery.validation import (
     duplicate,
     forbidden,
     invalid,
+    is_ip,
     not_supported,
     qualified_name,
     required,
@@ -361,27 +360,17 @@ def validate_pod_status_update(new: dict, old: dict) -> list[FieldError]:
     if nominated:
         errs += [invalid("status.nominatedNodeName", nominated, m) for m in dns1123_subdomain(nominated)]
     for field in ("podIP", "hostIP"):
-        if st.get(field) and not _is_ip(st[field]):
+        if st.get(field) and not is_ip(st[field]):
             errs.append(invalid(f"status.{field}", st[field], _IP_MSG))
     for field in ("podIPs", "hostIPs"):
         for i, entry in enumerate(st.get(field) or []):
             ip = (entry or {}).get("ip", "")
-            if not _is_ip(ip):
+            if not is_ip(ip):
                 errs.append(invalid(f"status.{field}[{i}].ip", ip, _IP_MSG))
     return errs
 
 
 _IP_MSG = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"
-
-
-@functools.lru_cache(maxsize=4096)
-def _is_ip(text: str) -> bool:
-    """Memoized: a node's and its pods' addresses come back in every status write."""
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return "%" not in text  # no IPv6 zone, as Go's netip.ParseAddr for IsValidIP
 
 
 # --- binding -------------------------------------------------------------------

@@ -34,6 +34,7 @@ from ..machinery.validation import (
     forbidden,
     immutable,
     invalid,
+    is_ip,
     not_supported,
     qualified_name,
     required,
@@ -357,7 +358,7 @@ def validate_service_spec(spec: dict) -> list[FieldError]:
     elif etp and etp not in ("Cluster", "Local"):
         errs.append(not_supported("spec.externalTrafficPolicy", etp, ["Cluster", "Local"]))
     for i, ip in enumerate(spec.get("externalIPs") or []):
-        if not _is_ip(ip):
+        if not is_ip(ip):
             errs.append(invalid(f"spec.externalIPs[{i}]", ip, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
         else:
             errs += endpoint_ip(ip, f"spec.externalIPs[{i}]")
@@ -390,14 +391,6 @@ def _load_balancer_class(spec: dict, ospec: dict | None = None) -> list[FieldErr
     return errs
 
 
-def _is_ip(s: str) -> bool:
-    try:
-        ipaddress.ip_address(s)
-    except ValueError:
-        return False
-    return True
-
-
 def _validate_cluster_ips(spec: dict, stype: str) -> list[FieldError]:
     errs: list[FieldError] = []
     ips = spec.get("clusterIPs") or []
@@ -409,7 +402,7 @@ def _validate_cluster_ips(spec: dict, stype: str) -> list[FieldError]:
                 errs.append(invalid(f"spec.clusterIPs[{i}]", ip, "'None' must be the first and only value"))
             elif stype in _NODE_PORT_TYPES:
                 errs.append(invalid(f"spec.clusterIPs[{i}]", ip, f"may not be set to 'None' for {stype} services"))
-        elif ip and not _is_ip(ip):
+        elif ip and not is_ip(ip):
             errs.append(invalid(f"spec.clusterIPs[{i}]", ip, "must be empty, 'None', or a valid IP address"))
     if not ips and spec.get("clusterIP") == "None" and stype in _NODE_PORT_TYPES:
         errs.append(invalid("spec.clusterIPs[0]", "None", f"may not be set to 'None' for {stype} services"))
@@ -599,7 +592,7 @@ class ServiceStrategy(Strategy):
         if _needs_ip(spec) and (old is None or ip != _spec(old).get("clusterIP")):
             if not ip:
                 raise errors.internal("failed to allocate a serviceIP: range is full")
-            if _is_ip(ip) and self.ips.owner(ip) != owner:
+            if is_ip(ip) and self.ips.owner(ip) != owner:
                 problem = self.ips.check(owner, ip) or "provided IP is already allocated"
                 errs.append(invalid("spec.clusterIPs", spec.get("clusterIPs") or [ip], f"failed to allocate IP {ip}: {problem}"))
         if spec.get("type") not in _NODE_PORT_TYPES:

@@ -22,6 +22,7 @@ from ..machinery.validation import (
     forbidden,
     immutable,
     invalid,
+    is_ip,
     not_supported,
     required,
     too_long,
@@ -63,14 +64,6 @@ def _cidr_errors(s: Any, path: str) -> list[FieldError]:
     if str(net) != s:
         return [invalid(path, s, f'must be in canonical form ("{net}")')]
     return []
-
-
-def _is_ip(s: str) -> bool:
-    try:
-        ipaddress.ip_address(s)
-        return True
-    except ValueError:
-        return False
 
 
 def _subdomain(value: Any, path: str) -> list[FieldError]:
@@ -234,7 +227,7 @@ def _validate_backend(b: dict, path: str) -> list[FieldError]:
 
 
 def _validate_host(host: str, path: str, wildcard_ok: bool = True) -> list[FieldError]:
-    if _is_ip(host):
+    if is_ip(host):
         return [invalid(path, host, "must be a DNS name, not an IP address")]
     if wildcard_ok and host.startswith("*."):
         return [invalid(path, host, m.replace("RFC 1123 subdomain", "wildcard DNS-1123 subdomain"))
@@ -297,11 +290,11 @@ def _validate_lb_ingress(status: dict, path: str) -> list[FieldError]:
     errs: list[FieldError] = []
     for i, ing in enumerate((status.get("loadBalancer") or {}).get("ingress") or []):
         p = f"{path}.loadBalancer.ingress[{i}]"
-        if ing.get("ip") and not _is_ip(ing["ip"]):
+        if ing.get("ip") and not is_ip(ing["ip"]):
             errs.append(invalid(f"{p}.ip", ing["ip"], "must be a valid IP address"))
         if ing.get("hostname"):
             errs += _subdomain(ing["hostname"], f"{p}.hostname")
-            if _is_ip(ing["hostname"]):
+            if is_ip(ing["hostname"]):
                 errs.append(invalid(f"{p}.hostname", ing["hostname"], "must be a DNS name, not an IP address"))
     return errs
 
