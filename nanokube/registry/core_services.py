@@ -370,7 +370,7 @@ def validate_service_spec(spec: dict) -> list[FieldError]:
         errs.append(forbidden("spec.allocateLoadBalancerNodePorts", _LB_ONLY))
     errs += _load_balancer_class(spec)
     # where one is needed, upstream allocates it before validation: none, or one outside the node port
-    # range (-1, 70000), is the allocator's 500 (_allocation_errors), its IsValidPortNum never reached
+    # range (-1, 70000), is the allocator's 500 (allocation_errors), its IsValidPortNum never reached
     return errs
 
 
@@ -548,23 +548,25 @@ class ServiceStrategy(Strategy):
             for p in spec.get("ports") or []:
                 if p.get("nodePort") in old_ports or not (p.get("nodePort") or dynamic):
                     continue
-                asked = p.get("nodePort") or None
-                try:
-                    p["nodePort"] = self.node_ports.allocate(owner, asked)
-                    if self.reservations is not None and not asked:
-                        self.pick(owner, p["nodePort"])
-                except AllocationError:
-                    pass  # reported by validation
+                if (port := self._node_port(owner, p.get("nodePort") or None)) is not None:
+                    p["nodePort"] = port
         if needs_health_check(spec) and not (old and health_check_node_port(_spec(old))):
             asked = spec.get("healthCheckNodePort") or None
             if asked is None or self.node_ports.owner(asked) is None:  # one of its own node ports is taken too
-                try:
-                    spec["healthCheckNodePort"] = self.node_ports.allocate(owner, asked)
-                    if self.reservations is not None and not asked:
-                        self.pick(owner, spec["healthCheckNodePort"])
-                except AllocationError:
-                    pass  # reported by validation
+                if (port := self._node_port(owner, asked)) is not None:
+                    spec["healthCheckNodePort"] = port
         _default_families(spec)
+
+    def _node_port(self, owner: str, asked: int | None) -> int | None:
+        """`asked`, or a free port (remembered as picked where workers arbitrate), given to `owner`;
+        None when it cannot be had (validation reports it)."""
+        try:
+            port = self.node_ports.allocate(owner, asked)
+        except AllocationError:
+            return None
+        if self.reservations is not None and not asked:
+            self.pick(owner, port)
+        return port
 
     def pick(self, owner: str, value) -> None:
         """Remember that `value` was picked for `owner` dynamically, not asked for."""
@@ -579,10 +581,6 @@ class ServiceStrategy(Strategy):
         self._picks.pop(owner, None)
 
     def allocation_errors(self, obj: dict, old: dict | None = None) -> list[FieldError]:
-        """What validation reports of the values `obj` does not hold (raises as `_allocation_errors`)."""
-        return self._allocation_errors(obj, old)
-
-    def _allocation_errors(self, obj: dict, old: dict | None = None) -> list[FieldError]:
         """The values `obj` was given but does not hold, as upstream's allocators check them: the
         ClusterIP, then each port. A value to be picked that was not (the range is full) is
         upstream's 500 InternalError, not a field's: raised when it comes first."""
@@ -696,7 +694,7 @@ class ServiceStrategy(Strategy):
                              set(node_ports(gone)) - set(node_ports(kept)))
 
     def validate(self, obj):
-        return validate_service_spec(_spec(obj)) or self._allocation_errors(obj)
+        return validate_service_spec(_spec(obj)) or self.allocation_errors(obj)
 
     def validate_update(self, new, old):
         spec, ospec = _spec(new), _spec(old)
@@ -709,4 +707,4 @@ class ServiceStrategy(Strategy):
         old_hc = health_check_node_port(ospec)
         if old_hc and needs_health_check(spec) and spec.get("healthCheckNodePort") != old_hc:
             errs.append(forbidden("spec.healthCheckNodePort", "field is immutable"))
-        return errs or self._allocation_errors(new, old)
+        return errs or self.allocation_errors(new, old)
