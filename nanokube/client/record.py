@@ -13,16 +13,21 @@ component's clock.
   excess (EventSourceObjectSpamFilter); as upstream, a dropped repeat still counts in the
   Event's next count.
 
-Each of the three caches keeps the 4096 keys used last. Upstream writes from a background
-goroutine and retries a transport error; here `emit` waits for the write, and a failed write
-is logged and dropped, never raised, so the action it reports still counts. events.k8s.io
-Events (the scheduler's) are client/events.py's.
+Each of the three caches keeps the 4096 keys used last. `emit` waits for the write's first try
+(upstream writes from its broadcaster's goroutine); a failure is logged, never raised, so the
+action it reports still counts. One the server answered (refused as invalid, already exists, or
+any other status) is dropped, as upstream's recordEvent drops it; a transport error (no answer)
+is tried again in the background, as recordToSink does: up to 12 tries in all, the first wait a
+random part of 10 s (so that clients do not all come back at once after an outage), then 10 s,
+on the recorder's clock. Later writes of the same Event wait behind those retries, in order,
+without holding up their callers. events.k8s.io Events (the scheduler's) are client/events.py's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections import OrderedDict
 
 from ..clock import Clock
@@ -37,6 +42,9 @@ AGGREGATE_MAX_EVENTS = 10
 AGGREGATE_INTERVAL = 600.0
 SPAM_BURST = 25
 SPAM_QPS = 1 / 300
+#: upstream's maxTriesPerEvent and defaultSleepDuration (the first wait is a random part of it)
+MAX_TRIES = 12
+SLEEP = 10.0
 COMBINED = "(combined from similar events): "
 SMP = "application/strategic-merge-patch+json"
 
@@ -179,33 +187,69 @@ class EventCorrelator:
 
 class CoreEventRecorder:
     """One component's core/v1 Events, through its own correlator (each kube-controller-manager
-    controller has its own broadcaster)."""
+    controller has its own broadcaster). `rand()` picks the part of the first retry's wait."""
 
-    def __init__(self, client, component: str, clock: Clock):
+    def __init__(self, client, component: str, clock: Clock, rand=random.random):
         self.events = client.resource("", "v1", "events")
         self.component = component
         self.clock = clock
+        self.rand = rand
         self.correlator = EventCorrelator(clock)
         #: cache key -> the write of its Event in flight: writes to one Event go in correlation order
-        self._writing: dict[tuple, asyncio.Future] = {}
+        self._writing: dict[tuple, asyncio.Task] = {}
+        #: writes a new one of the same Event does not wait for: retrying after a transport error,
+        #: or queued behind such a write
+        self._held: set[asyncio.Task] = set()
 
     async def emit(self, obj: dict, type_: str, reason: str, message: str) -> None:
-        """Record one event on `obj` (which needs apiVersion and kind)."""
+        """Record one event on `obj` (which needs apiVersion and kind): returns once the write has
+        been tried, or at once when it queues behind a write of the same Event that is retrying."""
         correlated = self.correlator.correlate(self._make(obj, type_, reason, message))
         if correlated is None:
             return
         event, key, patch = correlated
         before = self._writing.get(key)
-        done = asyncio.get_running_loop().create_future()
-        self._writing[key] = done
+        tried = asyncio.get_running_loop().create_future()
+        task = asyncio.ensure_future(self._deliver(before, event, patch, tried))
+        self._writing[key] = task
+        task.add_done_callback(lambda t: self._writing.pop(key) if self._writing.get(key) is t else None)
+        if before in self._held:
+            self._held.add(task)
+            return
+        await asyncio.shield(tried)
+
+    async def close(self) -> None:
+        """Stop the writes still waiting to try again (upstream's broadcaster Shutdown)."""
+        held = list(self._held)
+        for task in held:
+            task.cancel()
+        await asyncio.gather(*held, return_exceptions=True)
+
+    async def _deliver(self, before: asyncio.Task | None, event: dict, patch: dict | None,
+                       tried: asyncio.Future) -> None:
+        """recordToSink's loop: after the Event's previous write, try until the server answers, at
+        most MAX_TRIES times."""
+        me = asyncio.current_task()
         try:
             if before is not None:
-                await asyncio.shield(before)
-            await self._write(event, patch)
+                await asyncio.wait([before])
+            self._held.discard(me)
+            tries = 0
+            while not await self._write(event, patch):
+                tries += 1
+                if tries >= MAX_TRIES:
+                    log.error("%s: unable to write event %s on %s (retry limit exceeded!)", self.component,
+                              event["reason"], event["metadata"]["name"])
+                    return
+                self._held.add(me)
+                if not tried.done():
+                    tried.set_result(None)
+                await self.clock.sleep(SLEEP * self.rand() if tries == 1 else SLEEP)
+                self._held.discard(me)
         finally:
-            done.set_result(None)
-            if self._writing.get(key) is done:
-                del self._writing[key]
+            self._held.discard(me)
+            if not tried.done():
+                tried.set_result(None)
 
     def _make(self, obj: dict, type_: str, reason: str, message: str) -> dict:
         """makeEvent: a new Event with count 1."""
@@ -222,20 +266,24 @@ class CoreEventRecorder:
                 "reason": reason, "message": message, "type": type_, "count": 1, "firstTimestamp": ts,
                 "lastTimestamp": ts, "source": {"component": self.component}, "reportingComponent": self.component}
 
-    async def _write(self, event: dict, patch: dict | None) -> None:
+    async def _write(self, event: dict, patch: dict | None) -> bool:
         """recordEvent: a repeat is patched, and created (by name, with its count) if the Event is
-        gone; a new one created."""
+        gone; a new one created. False when the server could not be reached (try again)."""
         md = event["metadata"]
         try:
             if patch is not None:
                 try:
                     await self.events.patch(md["name"], patch, SMP, namespace=md["namespace"])
-                    return
+                    return True
                 except APIError as e:
                     if e.code != 404:
                         raise
             await self.events.create(event)
         except APIError as e:
-            log.info("%s: event %s on %s not written: %s", self.component, event["reason"], md["name"], e.message)
+            log.info("%s: server rejected event %s on %s (will not retry!): %s", self.component, event["reason"],
+                     md["name"], e.message)
         except Exception as e:  # a transport error
-            log.info("%s: event %s on %s not written: %s", self.component, event["reason"], md["name"], e)
+            log.info("%s: unable to write event %s on %s (may retry after sleeping): %s", self.component,
+                     event["reason"], md["name"], e)
+            return False
+        return True

@@ -10,11 +10,19 @@ import json
 import os
 import shutil
 
+import aiohttp
 import pytest
 
 from nanokube.apiserver.app import APIServer
 from nanokube.apiserver.loopback import LocalClient
-from nanokube.client.record import AGGREGATE_INTERVAL, CACHE_SIZE, COMBINED, SPAM_BURST, CoreEventRecorder
+from nanokube.client.record import (
+    AGGREGATE_INTERVAL,
+    CACHE_SIZE,
+    COMBINED,
+    MAX_TRIES,
+    SPAM_BURST,
+    CoreEventRecorder,
+)
 from nanokube.clock import VirtualClock
 from nanokube.controllers.service_lb import ServiceLBController
 from nanokube.pki.ca import ensure_pki
@@ -182,3 +190,97 @@ async def test_the_caches_keep_the_4096_keys_used_last(env):
     await rec.emit(other("cm0"), "Normal", "Synced", "done")
     assert [e["count"] for e in await listed(events, other(f"cm{CACHE_SIZE}"))] == [2]
     assert [e["count"] for e in await listed(events, other("cm0"))] == [1, 1]
+
+
+
+class _Unreachable:
+    """The Events client with the server out of reach while `down`: each call a transport error
+    (counted in `tries`), as aiohttp raises it for a refused connection."""
+
+    def __init__(self, client) -> None:
+        self.events, self.down, self.tries = client.resource("", "v1", "events"), True, 0
+
+    def resource(self, group: str, version: str, plural: str):
+        return self
+
+    async def _call(self, method: str, *args, **kwargs):
+        self.tries += 1
+        if self.down:
+            raise aiohttp.ClientConnectionError("Cannot connect to host")
+        return await getattr(self.events, method)(*args, **kwargs)
+
+    async def create(self, *args, **kwargs):
+        return await self._call("create", *args, **kwargs)
+
+    async def patch(self, *args, **kwargs):
+        return await self._call("patch", *args, **kwargs)
+
+
+@pytest.fixture
+async def away():
+    """A recorder on a virtual clock whose server is out of reach at first (first wait: 2.5 s)."""
+    s = await make_stack()
+    clock, flaky = VirtualClock(), _Unreachable(s.client)
+    rec = CoreEventRecorder(flaky, "tester", clock, rand=lambda: 0.25)
+    yield clock, rec, flaky, s.client.resource("", "v1", "events")
+    await rec.close()
+    await s.close()
+
+
+async def test_a_transport_error_is_tried_again_after_a_random_part_of_10s_then_every_10s(away):
+    """recordToSink: the first wait is rand() x 10 s, the next ones 10 s, on the recorder's clock;
+    emit returns after the first try, and the Event lands once the server answers again."""
+    clock, rec, flaky, events = away
+    await rec.emit(CM, "Warning", "FailedSync", "server away")
+    assert flaky.tries == 1
+    await clock.advance(2.4)
+    assert flaky.tries == 1
+    await clock.advance(0.1)  # the randomized first wait
+    assert flaky.tries == 2
+    await clock.advance(9.9)
+    assert flaky.tries == 2
+    flaky.down = False
+    await clock.advance(0.1)
+    assert flaky.tries == 3
+    [ev] = await listed(events)
+    assert (ev["reason"], ev["count"]) == ("FailedSync", 1)
+    await clock.advance(100)
+    assert flaky.tries == 3
+
+
+async def test_a_write_is_given_up_after_12_tries(away):
+    clock, rec, flaky, events = away
+    await rec.emit(CM, "Warning", "FailedSync", "server away")
+    await clock.advance(2.5 + 10 * 10 - 0.1)
+    assert flaky.tries == MAX_TRIES - 1
+    await clock.advance(0.1)
+    assert flaky.tries == MAX_TRIES
+    flaky.down = False
+    await clock.advance(3600)
+    assert flaky.tries == MAX_TRIES and await listed(events) == []
+
+
+async def test_repeats_queue_behind_a_retrying_write_without_waiting_and_land_in_order(away):
+    """A repeat of an Event whose write is retrying returns at once; once the server is back the
+    first write creates the Event and the repeats patch it, in order."""
+    clock, rec, flaky, events = away
+    await rec.emit(CM, "Warning", "BackOff", "same")
+    for _ in range(3):
+        await asyncio.wait_for(rec.emit(CM, "Warning", "BackOff", "same"), 1)
+    assert flaky.tries == 1
+    flaky.down = False
+    await clock.advance(2.5)
+    [ev] = await listed(events)
+    assert ev["count"] == 4 and flaky.tries == 2 + 3  # the first write twice, then a patch per repeat
+
+
+async def test_a_write_the_server_refused_is_not_tried_again(away):
+    """An answer is final: here the namespace does not exist (404), upstream's StatusError case."""
+    clock, rec, flaky, events = away
+    flaky.down = False
+    gone = {**CM, "metadata": {**CM["metadata"], "namespace": "nowhere"}}
+    await rec.emit(gone, "Normal", "Synced", "done")
+    await clock.advance(3600)
+    assert flaky.tries == 1
+    items, _ = await events.list()
+    assert items == []
