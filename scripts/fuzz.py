@@ -11,6 +11,13 @@ request count and the status histogram. Needs the test extra (hypothesis).
 --kinds fuzzes only some kinds (plurals); --keep-going records each broken
 request (to --failures, one JSON line each) and goes on instead of stopping
 at the first one and shrinking it, so that one long run triages many kinds.
+
+A component's bug (a controller's sync, the scheduler's binding) breaks no
+answer: it shows only as a traceback in the server's log. --server-log FILE
+scans the part of that log written during the run, and --up starts `nanokube up`
+itself (its data dir, log and audit log kept in a fresh temporary directory)
+and scans its log, stopped, at the end: each traceback or ERROR line is a
+failure, alike ones counted once (tests/e2e/logscan.py).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import collections
 import json
 import re
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,19 +35,53 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
 
+from tests.e2e.conftest import start_cluster  # noqa: E402
 from tests.e2e.fuzzing import Fuzzer, requests  # noqa: E402
+from tests.e2e.logscan import component_failures, read_from  # noqa: E402
 from tests.e2e.test_hardening import Raw  # noqa: E402
+
+#: how long the server's log is given after the last request, for the failures it caused asynchronously
+SETTLE = 2.0
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--kubeconfig", required=True)
+    target = ap.add_mutually_exclusive_group(required=True)
+    target.add_argument("--kubeconfig", help="the server to fuzz")
+    target.add_argument("--up", action="store_true", help="start `nanokube up` (sqlite, a free port) and fuzz it")
+    ap.add_argument("--server-log", default=None, help="the --kubeconfig server's log (stderr), scanned for failures")
     ap.add_argument("--examples", type=int, default=10_000, help="generated requests (each is 1-6 HTTP requests)")
     ap.add_argument("--seed", type=int, default=None, help="Hypothesis seed, to repeat a run")
     ap.add_argument("--kinds", default=None, help="comma-separated plurals to fuzz (default: all the fuzzer knows)")
     ap.add_argument("--keep-going", action="store_true", help="record broken requests and go on")
     ap.add_argument("--failures", default="fuzz-failures.jsonl", help="where --keep-going records them")
     args = ap.parse_args()
+    server = None
+    if args.up:
+        server = start_cluster(Path(tempfile.mkdtemp(prefix="nanokube-fuzz-")), "sqlite")
+        print(f"nanokube up (pid {server.proc.pid}) at {server.url}, data and log in {server.data_dir}", flush=True)
+        args.kubeconfig, args.server_log = server.kubeconfig, server.log_path
+    log_start = Path(args.server_log).stat().st_size if args.server_log else 0
+    try:
+        failed, broken = fuzz(args)
+    finally:
+        time.sleep(SETTLE)
+        if server is not None:
+            server.log_read = True  # (the scan below reports what its cache mutation detector logs)
+            server.stop()
+    components = component_failures(read_from(args.server_log, log_start)) if args.server_log else []
+    for f in components:
+        print(f"{f.count:6d}  component: {f.signature}")
+        if args.keep_going:
+            with open(args.failures, "a") as out:
+                out.write(json.dumps({"component": f.signature, "count": f.count, "example": f.example}) + "\n")
+    if components and not args.keep_going:
+        print(f"first component failure:\n{components[0].example}", file=sys.stderr)
+    return 1 if failed or broken or components else 0
+
+
+def fuzz(args) -> tuple[bool, collections.Counter]:
+    """Run the property; whether it failed, and the broken requests --keep-going counted."""
     fuzzer = Fuzzer(Raw(args.kubeconfig), args.kinds.split(",") if args.kinds else None)
     fuzzer.ensure_seeds()
     start = time.monotonic()
@@ -72,7 +114,7 @@ def main() -> int:
           f"slowest answer {fuzzer.slowest:.2f} s: {fuzzer.slowest_request}")
     for sig, n in broken.most_common():
         print(f"{n:6d}  {sig}")
-    return 1 if failed or broken else 0
+    return failed, broken
 
 
 def _signature(request, error: str) -> str:

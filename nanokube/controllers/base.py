@@ -6,16 +6,24 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import aiohttp
+
 from ..client.informer import InformerFactory
 from ..client.workqueue import WorkQueue
 from ..clock import REAL, Clock
+from ..machinery.errors import APIError
 
 log = logging.getLogger(__name__)
+
+#: what a sync meets without a bug in it: the API's refusals and a connection's failures
+EXPECTED = (APIError, aiohttp.ClientError, asyncio.TimeoutError, OSError)
 
 
 class Controller:
     name = "controller"
     workers = 1
+    #: a controller's own exceptions that mean "not yet, retry" (no bug) besides EXPECTED
+    retriable: tuple[type[Exception], ...] = ()
 
     def __init__(self, client, clock: Clock = REAL, informers: InformerFactory | None = None):
         """`informers`: the manager's shared factory, which it stops; without one the controller
@@ -58,8 +66,11 @@ class Controller:
                 self.queue.forget(key)
             except asyncio.CancelledError:
                 raise
-            except Exception as e:
+            except EXPECTED + self.retriable as e:
                 log.warning("%s: sync %s failed: %s", self.name, key, e)
+                self.queue.add_rate_limited(key)
+            except Exception:  # a bug: its traceback, at ERROR as upstream's HandleError logs, for whoever reads the log
+                log.exception("%s: sync %s failed", self.name, key)
                 self.queue.add_rate_limited(key)
             finally:
                 self.queue.done(key)

@@ -97,6 +97,7 @@ def pool_status(spec: dict, slices: list[dict], claims: list[dict], rules: list[
 
 class ResourcePoolStatusRequestController(Controller):
     name = "resourcepoolstatusrequest-controller"
+    retriable = (IncompletePools,)
 
     def __init__(self, client, **kw):
         super().__init__(client, **kw)

@@ -23,8 +23,13 @@ POLL_INTERVAL = 0.2
 POLL_TIMEOUT = 60.0
 
 
+class InstancesRemain(Exception):
+    """Custom objects are left (or deleting them failed): the queue retries the CRD with backoff."""
+
+
 class CRDFinalizer(Controller):
     name = "crd-finalizer"
+    retriable = (InstancesRemain,)
 
     def __init__(self, client, **kw):
         super().__init__(client, **kw)
@@ -59,7 +64,7 @@ class CRDFinalizer(Controller):
             outcome = ("False", "NeverEstablished", "resource was never established")
         crd = await self._set(crd, *outcome)
         if outcome[0] == "True":
-            raise RuntimeError(outcome[2])
+            raise InstancesRemain(outcome[2])
         md = crd["metadata"]
         try:
             await self.crds.update({**crd, "metadata": {**md, "finalizers": [f for f in md["finalizers"] if f != CLEANUP_FINALIZER]}})

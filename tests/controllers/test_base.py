@@ -1,0 +1,55 @@
+"""The controllers' shared worker loop (nanokube/controllers/base.py): a failed sync is retried,
+and one that fails from a bug says so with its traceback (the fuzzer's log scan finds it)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from nanokube.controllers.base import Controller
+from nanokube.machinery.errors import APIError
+
+
+class NotYet(Exception):
+    pass
+
+
+class Failing(Controller):
+    name = "failing"
+    retriable = (NotYet,)
+
+    def __init__(self, error: Exception):
+        super().__init__(client=None)
+        self.error, self.calls = error, 0
+
+    async def sync(self, key) -> None:
+        self.calls += 1
+        if self.calls == 1:
+            raise self.error
+
+
+async def _run(error: Exception, caplog) -> list[logging.LogRecord]:
+    c = Failing(error)
+    caplog.set_level(logging.WARNING, logger="nanokube.controllers.base")
+    await c.start()
+    c.queue.add("ns/a")
+    for _ in range(200):
+        if c.calls >= 2:
+            break
+        await asyncio.sleep(0.01)
+    await c.stop()
+    assert c.calls == 2, "the failed sync is retried"
+    return [r for r in caplog.records if r.name == "nanokube.controllers.base"]
+
+
+async def test_a_bug_in_a_sync_is_logged_at_error_with_its_traceback(caplog):
+    [record] = await _run(KeyError("spec"), caplog)
+    assert record.levelname == "ERROR" and record.getMessage() == "failing: sync ns/a failed"
+    assert record.exc_info[0] is KeyError
+
+
+async def test_a_refusal_or_a_retriable_failure_is_a_warning_without_one(caplog):
+    for error in (APIError(409, "Conflict", "the object has been modified"), NotYet(), ConnectionResetError()):
+        caplog.clear()
+        [record] = await _run(error, caplog)
+        assert record.levelname == "WARNING" and record.exc_info is None, error
