@@ -9,7 +9,7 @@ each node's proxier serves `/healthz` and `/livez` on 0.0.0.0:10256 and
 default addresses, one kube-proxy per node, so names never collide), e.g.
 `ip netns exec NODE-NS curl NODE-IP:10256/healthz` or from any pod, and
 each LoadBalancer Service with `externalTrafficPolicy: Local` on
-0.0.0.0:`healthCheckNodePort` there (200 with local endpoints, else 503). From the
+[::]:`healthCheckNodePort` (IPv4 too) there (200 with local endpoints, else 503). From the
 host, `metrics` (a `NodeLabelledMetrics`) adds every proxier's kubeproxy_*
 families to the API server's `/metrics`, one family per name with a `node`
 label.
@@ -17,6 +17,7 @@ label.
 
 from __future__ import annotations
 
+import errno
 import logging
 import socket
 from collections.abc import Sequence
@@ -60,10 +61,32 @@ def listen_in_netns(netns: str | None, address: str) -> socket.socket:
     return sock
 
 
+def listen_any_in_netns(netns: str | None, port: int) -> socket.socket:
+    """A listening-ready TCP socket on `port` of every address of both families inside `netns`, as
+    Go's net.Listen("tcp", "0.0.0.0:port") binds one: an IPv6 socket on "::" that takes IPv4 too
+    (IPV6_V6ONLY off); on IPv4 alone where the namespace has no IPv6."""
+    try:
+        sock = open_in_netns(netns, socket.AF_INET6) if netns else socket.socket(socket.AF_INET6)
+    except OSError:
+        return listen_in_netns(netns, f"0.0.0.0:{port}")
+    try:
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("::", port))
+        sock.setblocking(False)
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRNOTAVAIL:  # IPv6 switched off in the namespace
+            return listen_in_netns(netns, f"0.0.0.0:{port}")
+        raise
+    return sock
+
+
 def health_check_listener(netns: str | None):
-    """Binds a Service's health check port on every address of the node, as upstream's default
-    (empty) nodePortAddresses does."""
-    return lambda port: listen_in_netns(netns, f"0.0.0.0:{port}")
+    """Binds a Service's health check port on every address of the node, both families, as
+    upstream's default (empty) nodePortAddresses does (its service health server listens on
+    0.0.0.0, which Go binds dual-stack)."""
+    return lambda port: listen_any_in_netns(netns, port)
 
 
 class NodeProxies:

@@ -15,7 +15,8 @@ from nanokube.apiserver.loopback import connector
 from nanokube.clock import Clock
 from nanokube.proxy.health import ProxyHealth
 from nanokube.proxy.modes import DEFAULT_CHANGING
-from nanokube.proxy.runner import NodeProxies, listen_in_netns
+from nanokube.node.runtime.netns import open_in_netns
+from nanokube.proxy.runner import NodeProxies, health_check_listener, listen_in_netns
 from nanokube.proxy.service_health import ServiceHealthServer
 from tests.controllers import eventually, make_stack
 from tests.proxy.test_proxier import http_get_in, lo_up
@@ -169,3 +170,27 @@ async def test_a_nodes_kube_proxy_serves_the_allocated_port_in_its_namespace(net
 async def _is(got, code: int, body: str) -> bool:
     c, b = await got
     return c == code and (not body or b == body)
+
+
+def _get_in(netns: str, family: int, host: str, port: int) -> int:
+    """The status of one GET over a socket of `family` opened in `netns`."""
+    with open_in_netns(netns, family) as sock:
+        sock.settimeout(5)
+        sock.connect((host, port))
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        return int(sock.recv(65536).split(b" ", 2)[1])
+
+
+async def test_the_health_check_port_answers_on_both_families(netns):
+    """Upstream listens on 0.0.0.0, which Go binds dual-stack: a load balancer probing a node's
+    IPv6 address is answered too."""
+    lo_up(netns)
+    server = ServiceHealthServer(ProxyHealth(60, StepClock()), health_check_listener(netns), "node-1")
+    await server.sync_services({"default/lb": 31000})
+    try:
+        server.sync_endpoints({"default/lb": 1})
+        got = [await asyncio.to_thread(_get_in, netns, family, host, 31000)
+               for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1"))]
+        assert got == [200, 200]
+    finally:
+        await server.close()
