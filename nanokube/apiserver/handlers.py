@@ -255,7 +255,10 @@ class APIHandlers:
         if res.verbs == ("create",) and self.reviews is not None:
             if m != "POST" or name:
                 raise errors.method_not_allowed()
-            return json_response(await self.reviews(res, await self._body(request), _user(request), namespace), 201)
+            # decoded as any create's body is (types; unknown fields per fieldValidation), as upstream's create handler
+            body = await self._body(request)
+            labels[5] = (labels[5] or []) + self.rest._decode_checks(res, version, body, self._write_opts(request))
+            return json_response(await self.reviews(res, body, _user(request), namespace), 201)
         if sub in ("exec", "attach", "portforward") and not group:
             return await self.streams.handle(request, namespace, name, sub)
         if sub in ("binding", "eviction", "log", "scale", "token"):
