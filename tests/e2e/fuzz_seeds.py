@@ -34,7 +34,16 @@ CSR_B64 = (
     "dEdZNlp1ZEh6cFU4MUE9PQotLS0tLUVORCBDRVJUSUZJQ0FURSBSRVFVRVNULS0tLS0K"
 )
 
+#: a DER PKCS#10 request with an empty subject and no extensions, signed by its P-256 key (PodCertificateRequest)
+STUB_CSR_B64 = (
+    "MIG7MGICAQAwADBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABKvkj9Wrf18QpDvjrViCDOEpDgbbxJxfApv6rQD9pgCmSZxxB537bPg2Mj4m"
+    "rZA9Magqybw6XHDltyP+igm1EEagADAKBggqhkjOPQQDAgNJADBGAiEA8tNk9d4TWfDusO5r4WqWrwd/b2KiYsz+zogNaGuFse4CIQDBtduS"
+    "7HV0PS/dIPEDljVT9pmKKJGUU4sXPSckv8l+qw=="
+)
+
 C = [{"name": "c", "image": "i"}]
+NOBODY_POD = {"kind": "Pod", "namespace": "fuzz", "name": "fuzz-nobody", "uid": "00000000-0000-0000-0000-000000000001"}
+SAR = {"resourceAttributes": {"namespace": "fuzz", "verb": "get", "resource": "configmaps"}}
 NOBODY = {"apiGroups": ["fuzz.example.com"], "apiVersions": ["*"], "operations": ["CREATE"], "resources": ["nothings"]}
 WEBHOOK = {"clientConfig": {"url": "https://127.0.0.1:1/w"}, "rules": [NOBODY], "failurePolicy": "Ignore",
            "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 1,
@@ -237,6 +246,42 @@ KINDS = [
         "distinguisherMethod": {"type": "ByUser"}, "rules": [{"subjects": [{"kind": "User", "user": {"name": "fuzz-nobody"}}],
                                                               "resourceRules": [{"verbs": ["get"], "apiGroups": [""],
                                                                                  "resources": ["configmaps"], "namespaces": ["fuzz"]}]}]}}),
+    # a request for a pod that does not exist, to a signer nobody runs
+    ("apis/certificates.k8s.io/v1", "podcertificaterequests", "PodCertificateRequest", {"spec": {
+        "signerName": "fuzz.example.com/nobody", "podName": "fuzz-nobody", "podUID": NOBODY_POD["uid"],
+        "serviceAccountName": "default", "serviceAccountUID": "00000000-0000-0000-0000-000000000002",
+        "nodeName": "fuzz-nobody", "nodeUID": "00000000-0000-0000-0000-000000000003", "maxExpirationSeconds": 86400,
+        "stubPKCS10Request": STUB_CSR_B64}}),
+    # the storage version of a resource nobody serves (the API server publishes only its own)
+    ("apis/internal.apiserver.k8s.io/v1alpha1", "storageversions", "StorageVersion", {"spec": {}}),
+    # a migration of a resource nobody serves: the migrator fails it at once (status only)
+    ("apis/storagemigration.k8s.io/v1", "storageversionmigrations", "StorageVersionMigration", {"spec": {
+        "resource": {"group": "fuzz.example.com", "resource": "nothings"}}}),
+    # a question about a driver no slice names, answered once (status only)
+    ("apis/resource.k8s.io/v1alpha3", "resourcepoolstatusrequests", "ResourcePoolStatusRequest", {"spec": {
+        "driver": "nobody.fuzz.example.com", "limit": 10}}),
+    ("apis/scheduling.k8s.io/v1alpha3", "compositepodgroups", "CompositePodGroup", {"spec": {
+        "workloadRef": {"workloadName": "fuzz-nobody", "templateName": "g"},
+        "schedulingPolicy": {"gang": {"minGroupCount": 2}}}}),
+    # the same stored Events through both APIs (seeds of their own names)
+    ("api/v1", "events", "Event", {
+        "involvedObject": NOBODY_POD, "reason": "Fuzzed", "message": "m", "type": "Normal", "count": 1,
+        "source": {"component": "fuzz"}, "firstTimestamp": "2026-01-01T00:00:00Z", "lastTimestamp": "2026-01-01T00:00:00Z"}),
+    ("apis/events.k8s.io/v1", "events", "Event", {
+        "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "fuzz.example.com/c",
+        "reportingInstance": "fuzz", "action": "Fuzz", "reason": "Fuzzed", "regarding": NOBODY_POD, "note": "n",
+        "type": "Normal"}),
+    # create-only kinds (nothing stored: no seed object; every create is answered, every other verb 405)
+    ("api/v1", "bindings", "Binding", {"target": {"kind": "Node", "name": "fuzz-nobody"}}),
+    ("apis/authentication.k8s.io/v1", "tokenreviews", "TokenReview", {"spec": {"token": "x", "audiences": ["a"]}}),
+    ("apis/authentication.k8s.io/v1", "selfsubjectreviews", "SelfSubjectReview", {}),
+    ("apis/authorization.k8s.io/v1", "subjectaccessreviews", "SubjectAccessReview", {"spec": {
+        "user": "fuzz-nobody", "groups": ["g"], "extra": {"k": ["v"]}, **SAR}}),
+    ("apis/authorization.k8s.io/v1", "localsubjectaccessreviews", "LocalSubjectAccessReview", {"spec": {
+        "user": "fuzz-nobody", **SAR}}),
+    ("apis/authorization.k8s.io/v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", {"spec": {
+        "nonResourceAttributes": {"path": "/fuzz", "verb": "get"}}}),
+    ("apis/authorization.k8s.io/v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", {"spec": {"namespace": "fuzz"}}),
 ]
 CLUSTER_SCOPED = {"priorityclasses", "deviceclasses", "persistentvolumes", "namespaces", "ingressclasses", "clusterroles",
                   "clusterrolebindings", "customresourcedefinitions", "validatingadmissionpolicies",
@@ -244,10 +289,15 @@ CLUSTER_SCOPED = {"priorityclasses", "deviceclasses", "persistentvolumes", "name
                   "validatingwebhookconfigurations", "mutatingwebhookconfigurations", "resourceslices", "devicetaintrules",
                   "clustertrustbundles", "certificatesigningrequests", "storageclasses", "csidrivers", "volumeattachments",
                   "volumeattributesclasses", "runtimeclasses", "prioritylevelconfigurations", "flowschemas",
-                  "ipaddresses", "servicecidrs", "nodes", "csinodes", "apiservices"}
+                  "ipaddresses", "servicecidrs", "nodes", "csinodes", "apiservices", "storageversions",
+                  "storageversionmigrations", "resourcepoolstatusrequests", "tokenreviews", "selfsubjectreviews",
+                  "subjectaccessreviews", "selfsubjectaccessreviews", "selfsubjectrulesreviews"}
 #: kinds whose names have a form of their own: (seed name, fresh name for a create numbered n)
 #: (an IPAddress is named by its address: n's first two digits; an APIService by version.group, which a
-#: fresh name's version mostly does not match: such a create is refused)
+#: fresh name's version mostly does not match: such a create is refused; a StorageVersion by <group>.<resource>);
+#: a key `group/plural` names one group's kind where two share a plural (events.k8s.io/v1's seed is not core/v1's)
 NAMES = {"customresourcedefinitions": ("fuzzseeds.fuzz.example.com", "fuzz{n}s.fuzz.example.com"),
+         "storageversions": ("fuzz.example.com.nothings", "fuzz.example.com.n{n}"),
+         "events.k8s.io/events": ("fuzz-seed-events-v1", "fuzz-{n}"),
          "ipaddresses": ("192.0.2.200", "192.0.2.{n!s:.2}"),
          "apiservices": ("v1.fuzzseed.example.com", "v{n}.fuzzseed.example.com")}

@@ -168,7 +168,7 @@ def requests(draw, fuzzer: Fuzzer):
     """One fuzzed write: (method, path, body bytes, content type, target name or None, dry run)."""
     gv, plural, kind, seed_spec = draw(st.sampled_from(fuzzer.kinds))
     base = fuzzer.base(gv, plural)
-    seed = seed_object(gv, kind, fuzzer.seed_name(plural), seed_spec)
+    seed = seed_object(gv, kind, fuzzer.seed_name(gv, plural), seed_spec)
     obj = copy.deepcopy(seed)
     path = draw(st.sampled_from(_paths(obj, [])[1:]))
     root = fuzzer.schemas.kind(gv, kind)
@@ -203,7 +203,7 @@ def requests(draw, fuzzer: Fuzzer):
     name = seed["metadata"]["name"]
     if verb == "create":
         if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict) and "name" in obj["metadata"]:
-            obj["metadata"]["name"] = fuzzer.fresh_name(plural, draw(st.integers(0, 10**9)))
+            obj["metadata"]["name"] = fuzzer.fresh_name(gv, plural, draw(st.integers(0, 10**9)))
             spec = obj.get("spec")
             if plural == "customresourcedefinitions" and isinstance(spec, dict) and isinstance(spec.get("names"), dict):
                 obj["spec"]["names"]["plural"] = obj["metadata"]["name"].split(".")[0]
@@ -289,12 +289,16 @@ class Fuzzer:
         return f"/{gv}/{plural}" if plural in CLUSTER_SCOPED else f"/{gv}/namespaces/{NS}/{plural}"
 
     @staticmethod
-    def seed_name(plural: str) -> str:
-        return NAMES[plural][0] if plural in NAMES else f"fuzz-seed-{plural}"
+    def _names(gv: str, plural: str) -> tuple[str, str] | None:
+        return NAMES.get(f"{gv.split('/')[-2]}/{plural}") or NAMES.get(plural)
 
-    @staticmethod
-    def fresh_name(plural: str, n: int) -> str:
-        return NAMES[plural][1].format(n=n) if plural in NAMES else f"fuzz-{n}"
+    def seed_name(self, gv: str, plural: str) -> str:
+        names = self._names(gv, plural)
+        return names[0] if names else f"fuzz-seed-{plural}"
+
+    def fresh_name(self, gv: str, plural: str, n: int) -> str:
+        names = self._names(gv, plural)
+        return names[1].format(n=n) if names else f"fuzz-{n}"
 
     def send(self, method: str, path: str, body=None, ctype: str | None = "application/json", query: dict | None = None):
         url = path + ("?" + urlencode(query) if query else "")
@@ -315,7 +319,7 @@ class Fuzzer:
     def ensure_seeds(self) -> None:
         """Every kind's seed object exists with its seed content."""
         for gv, plural, kind, spec in self.kinds:
-            base, name = self.base(gv, plural), self.seed_name(plural)
+            base, name = self.base(gv, plural), self.seed_name(gv, plural)
             code, _ = self.send("GET", f"{base}/{name}")
             if code == 404:
                 code, got = self.send("POST", base, seed_object(gv, kind, name, spec))
@@ -351,8 +355,7 @@ class Fuzzer:
 
     def _reseed(self, base: str, name: str) -> None:
         """Put an accepted change's target back to its seed, so later refused writes are compared to a known state."""
-        plural = base.rsplit("/", 1)[1]
-        gv, _, kind, spec = next(k for k in KINDS if k[1] == plural)
+        gv, plural, kind, spec = next(k for k in KINDS if self.base(k[0], k[1]) == base)
         code, cur = self.send("GET", f"{base}/{name}")
         body = seed_object(gv, kind, name, spec)
         if code == 200:

@@ -1,5 +1,5 @@
 """Property-based fuzzing of `nanokube up` through HTTP (issue 18), bounded
-for CI (NANOKUBE_FUZZ_EXAMPLES examples over every seeded kind, about 50 each; some 20 s);
+for CI (NANOKUBE_FUZZ_EXAMPLES examples over every seeded kind, about 40 each; some 35 s);
 scripts/fuzz.py runs the same property for as long as asked against any server.
 See tests/e2e/fuzzing.py for what is generated and what is asserted; the server's log must
 show no component failure (tests/e2e/logscan.py) once the run is over."""
