@@ -54,8 +54,8 @@ def _render(v: Any) -> str:
         return orjson.dumps(v).decode()
     if isinstance(v, bool):
         return "true" if v else "false"
-    if v is None:
-        return "null"
+    if v is None:  # field.Error's ErrorBody turns a nil value into the string "null", then %q
+        return '"null"'
     if isinstance(v, (int, float)):
         return str(v)
     return orjson.dumps(v).decode()
@@ -370,14 +370,21 @@ def validate_conditions(conditions: Any, path: str) -> list[FieldError]:
 
 
 @functools.lru_cache(maxsize=4096)
-def is_ip(text: str) -> bool:
-    """An IPv4 or IPv6 address without a zone, as Go's IsValidIP reads one; memoized (a node's
-    and its pods' addresses come back in every status write)."""
+def parse_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """An IPv4 or IPv6 address without a zone, else None; memoized (a node's and its pods'
+    addresses come back in every status write). Go's ParseIPSloppy also reads IPv4 octets with
+    leading zeros ("010.1.2.3"), which 1.37 still accepts, with a warning, in the fields that
+    predate strict validation (StrictIPCIDRValidation is alpha, off); refused here as with the
+    gate on, since nanokube's consumers (kube-proxy's nft rules) use the stored text as it is."""
     try:
-        ipaddress.ip_address(text)
+        return ipaddress.ip_address(text) if isinstance(text, str) and "%" not in text else None
     except ValueError:
-        return False
-    return "%" not in text
+        return None
+
+
+def is_ip(text: str) -> bool:
+    """IsValidIP: an address parse_ip reads."""
+    return parse_ip(text) is not None
 
 
 def endpoint_ip(addr: str, path: str) -> list[FieldError]:

@@ -107,6 +107,15 @@ class Strategy:
     def prepare_for_update(self, new: Obj, old: Obj) -> None:
         """Carry over what an update of the main resource may not change."""
 
+    def begin_create(self, obj: Obj) -> list[FieldError]:
+        """What upstream's Store.BeginCreate refuses (a Service's allocations), before validation
+        runs: reported alone, ahead of the metadata's errors. May raise an APIError."""
+        return []
+
+    def begin_update(self, new: Obj, old: Obj) -> list[FieldError]:
+        """As begin_create, for Store.BeginUpdate."""
+        return []
+
     def validate(self, obj: Obj) -> list[FieldError]:
         return []
 
@@ -203,10 +212,14 @@ class Resource:
         return f"/registry/{self.storage_resource}/{name}"
 
     def validate_create(self, obj: Obj) -> list[FieldError]:
+        if errs := self.strategy.begin_create(obj):
+            return errs
         errs = validate_object_meta(obj.get("metadata") or {}, self.namespaced, self.strategy.name_validator)
         return _after(errs, self.strategy.validate, obj)
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
+        if errs := self.strategy.begin_update(new, old):
+            return errs
         errs = validate_object_meta(new.get("metadata") or {}, self.namespaced,
                                     self.strategy.update_name_validator or self.strategy.name_validator)
         errs += validate_object_meta_update(new.get("metadata") or {}, old.get("metadata") or {})
@@ -214,9 +227,8 @@ class Resource:
 
 
 def _after(errs: list[FieldError], validate, *objs: Obj) -> list[FieldError]:
-    """`errs` and the strategy's errors. A strategy may raise an APIError for what upstream finds
-    only after validation (a Service's range full, when its allocators run): the metadata's
-    errors come first then."""
+    """`errs` and the strategy's errors. A strategy may raise an APIError for what is not a field's
+    error: the metadata's errors come first then."""
     try:
         return errs + validate(*objs)
     except APIError:

@@ -1,11 +1,13 @@
 """Services: defaulting, validation, printing, ClusterIP, NodePort and health check node port allocation.
 
-Allocation happens in `prepare_for_create`/`prepare_for_update`, before
-validation; validation then reports what could not be allocated with
-upstream's messages (an allocation belongs to the service's uid, so a failed
-allocation shows up as "owned by someone else"): a value asked for as the
-field's 422, a value to be picked from a full range as upstream's 500
-InternalError, which validation raises. The API server must call
+Allocation happens in `prepare_for_create`/`prepare_for_update` once the
+ClusterIP fields check out, and `begin_create`/`begin_update` report, before the
+metadata and the rest of the spec are validated (upstream's Store.BeginCreate
+allocates before BeforeCreate validates), the ClusterIP fields' errors or the
+first value that could not be allocated, alone, with upstream's messages (an
+allocation belongs to the service's uid, so a failed allocation shows up as
+"owned by someone else"): a value asked for as the field's 422, a value to be
+picked from a full range as upstream's 500 InternalError, which they raise. The API server must call
 `strategy.release(obj)` after a service is deleted (and after a create that
 failed after `prepare_for_create`), `strategy.finish_update(new, old, written)`
 after every update `prepare_for_update` prepared, and `strategy.restore(services)`
@@ -32,10 +34,10 @@ from ..machinery.validation import (
     duplicate,
     endpoint_ip,
     forbidden,
-    immutable,
     invalid,
     is_ip,
     not_supported,
+    parse_ip,
     qualified_name,
     required,
     validate_labels,
@@ -250,6 +252,12 @@ def _needs_ip(spec: dict) -> bool:
     return spec.get("type", "ClusterIP") != "ExternalName" and spec.get("clusterIP") != "None"
 
 
+def _allocates_ip(spec: dict, old: dict | None) -> bool:
+    """Whether allocation gives `spec` its ClusterIP: on create, or on an update from ExternalName
+    (upstream's updateClusterIPs; another change of it is validation's 'may not change once set')."""
+    return _needs_ip(spec) and (old is None or _spec(old).get("type") == "ExternalName")
+
+
 def _allocates_node_ports(spec: dict) -> bool:
     """Whether a port without a nodePort gets one (upstream's shouldAllocateNodePorts)."""
     return spec.get("type") == "NodePort" or (
@@ -315,31 +323,34 @@ def _default_families(spec: dict) -> None:
         spec.setdefault("ipFamilyPolicy", "RequireDualStack")
     else:
         spec.setdefault("ipFamilyPolicy", "SingleStack")
-    spec.setdefault("ipFamilies", ["IPv4"])
+    spec.setdefault("ipFamilies", [f"IPv{parse_ip(ip).version}" for ip in cluster_ips(spec)] or ["IPv4"])
 
 
 # --- validation --------------------------------------------------------------------
 
 
 def validate_service_spec(spec: dict) -> list[FieldError]:
+    """ValidateService's spec checks, in its order."""
     errs: list[FieldError] = []
     stype = spec.get("type", "")
-    headless = spec.get("clusterIP") == "None"
-    if stype not in SERVICE_TYPES:
-        errs.append(not_supported("spec.type", stype, SERVICE_TYPES))
+    headless = _headless(spec)
     ports = spec.get("ports") or []
     if not ports and not headless and stype != "ExternalName":
         errs.append(required("spec.ports"))
-    if stype == "ExternalName":
+    if stype in _NODE_PORT_TYPES and headless:
+        errs.append(invalid("spec.clusterIPs[0]", "None", f"may not be set to 'None' for {stype} services"))
+    elif stype == "ExternalName":
+        if spec.get("clusterIP") or spec.get("clusterIPs"):
+            errs.append(forbidden("spec.clusterIPs", "may not be set for ExternalName services"))
+        for f in ("ipFamilies", "ipFamilyPolicy"):
+            if spec.get(f):
+                errs.append(forbidden(f"spec.{f}", "may not be set for ExternalName services"))
         name = spec.get("externalName", "")
         if not name:
             errs.append(required("spec.externalName"))
         else:
             errs += [invalid("spec.externalName", name, m) for m in dns1123_subdomain(name.rstrip("."))]
-        if spec.get("clusterIP") or spec.get("clusterIPs"):
-            errs.append(forbidden("spec.clusterIPs", "may not be set for ExternalName services"))
-    errs += _validate_cluster_ips(spec, stype)
-    errs += _validate_ports(ports, stype, headless)
+    errs += _validate_ports(ports)
     if spec.get("selector"):
         errs += validate_labels(spec["selector"], "spec.selector")
     affinity = spec.get("sessionAffinity", "")
@@ -349,28 +360,35 @@ def validate_service_spec(spec: dict) -> list[FieldError]:
     if affinity == "ClientIP" and timeout is not None and not 0 < timeout <= 86400:
         errs.append(invalid("spec.sessionAffinityConfig.clientIP.timeoutSeconds", timeout,
                             "must be greater than 0 and less than 86400"))
-    itp = spec.get("internalTrafficPolicy")
-    if itp is not None and itp not in ("Cluster", "Local"):
-        errs.append(not_supported("spec.internalTrafficPolicy", itp, ["Cluster", "Local"]))
-    etp = spec.get("externalTrafficPolicy")
-    if etp and stype not in _NODE_PORT_TYPES and not spec.get("externalIPs"):
-        errs.append(invalid("spec.externalTrafficPolicy", etp, "may only be set for externally-accessible services"))
-    elif etp and etp not in ("Cluster", "Local"):
-        errs.append(not_supported("spec.externalTrafficPolicy", etp, ["Cluster", "Local"]))
+    elif affinity == "None" and spec.get("sessionAffinityConfig") is not None:
+        errs.append(forbidden("spec.sessionAffinityConfig", "must not be set when session affinity is None"))
+    errs += _cluster_ips_related(spec)
     for i, ip in enumerate(spec.get("externalIPs") or []):
         if not is_ip(ip):
             errs.append(invalid(f"spec.externalIPs[{i}]", ip, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
         else:
             errs += endpoint_ip(ip, f"spec.externalIPs[{i}]")
+    if stype not in SERVICE_TYPES:
+        errs.append(not_supported("spec.type", stype, SERVICE_TYPES))
+    errs += _port_pairs(ports, stype)
+    if spec.get("allocateLoadBalancerNodePorts") is not None and stype != "LoadBalancer":
+        errs.append(forbidden("spec.allocateLoadBalancerNodePorts", _LB_ONLY))
+    errs += _load_balancer_class(spec)
+    etp = spec.get("externalTrafficPolicy")
+    accessible = stype in _NODE_PORT_TYPES or (stype == "ClusterIP" and spec.get("externalIPs"))
+    if etp and not accessible:
+        errs.append(invalid("spec.externalTrafficPolicy", etp, "may only be set for externally-accessible services"))
+    elif etp and etp not in ("Cluster", "Local"):
+        errs.append(not_supported("spec.externalTrafficPolicy", etp, ["Cluster", "Local"]))
     hc = spec.get("healthCheckNodePort") or 0
     if hc and not needs_health_check(spec):
         errs.append(invalid("spec.healthCheckNodePort", hc,
                             "may only be set when `type` is 'LoadBalancer' and `externalTrafficPolicy` is 'Local'"))
-    if spec.get("allocateLoadBalancerNodePorts") is not None and stype != "LoadBalancer":
-        errs.append(forbidden("spec.allocateLoadBalancerNodePorts", _LB_ONLY))
-    errs += _load_balancer_class(spec)
     # where one is needed, upstream allocates it before validation: none, or one outside the node port
     # range (-1, 70000), is the allocator's 500 (allocation_errors), its IsValidPortNum never reached
+    itp = spec.get("internalTrafficPolicy")
+    if itp is not None and itp not in ("Cluster", "Local"):
+        errs.append(not_supported("spec.internalTrafficPolicy", itp, ["Cluster", "Local"]))
     return errs
 
 
@@ -391,29 +409,86 @@ def _load_balancer_class(spec: dict, ospec: dict | None = None) -> list[FieldErr
     return errs
 
 
-def _validate_cluster_ips(spec: dict, stype: str) -> list[FieldError]:
+def _headless(spec: dict) -> bool:
+    """isHeadlessService: clusterIPs is exactly ["None"] (normalized from clusterIP)."""
+    return (spec.get("clusterIPs") or [spec.get("clusterIP")]) == ["None"]
+
+
+def _cluster_ips_related(spec: dict) -> list[FieldError]:
+    """ValidateServiceClusterIPsRelatedFields, which upstream's allocator also runs before it
+    allocates (its errors then come alone, ahead of the rest of validation)."""
+    if spec.get("type") == "ExternalName":
+        return []
     errs: list[FieldError] = []
-    ips = spec.get("clusterIPs") or []
-    if ips and ips[0] != spec.get("clusterIP", ""):
-        errs.append(invalid("spec.clusterIPs", ips, "first value must match `clusterIP`"))
+    ips, p = spec.get("clusterIPs") or [], "spec.clusterIPs"
+    if spec.get("clusterIP") and ips and ips[0] != spec["clusterIP"]:
+        errs.append(invalid(p, ips, "first value must match `clusterIP`"))
+    seen: set = set()
+    for i, family in enumerate(spec.get("ipFamilies") or []):
+        if family not in ("IPv4", "IPv6"):
+            errs.append(not_supported(f"spec.ipFamilies[{i}]", family, ["IPv4", "IPv6"]))
+        if family in seen:
+            errs.append(duplicate(f"spec.ipFamilies[{i}]", family))
+        seen.add(family)
+    policy = spec.get("ipFamilyPolicy")
+    if policy is not None and policy not in _FAMILY_POLICIES:
+        errs.append(not_supported("spec.ipFamilyPolicy", policy, _FAMILY_POLICIES))
+    bad = False
     for i, ip in enumerate(ips):
-        if ip == "None":
-            if i > 0 or len(ips) > 1:
-                errs.append(invalid(f"spec.clusterIPs[{i}]", ip, "'None' must be the first and only value"))
-            elif stype in _NODE_PORT_TYPES:
-                errs.append(invalid(f"spec.clusterIPs[{i}]", ip, f"may not be set to 'None' for {stype} services"))
-        elif ip and not is_ip(ip):
-            errs.append(invalid(f"spec.clusterIPs[{i}]", ip, "must be empty, 'None', or a valid IP address"))
-    if not ips and spec.get("clusterIP") == "None" and stype in _NODE_PORT_TYPES:
-        errs.append(invalid("spec.clusterIPs[0]", "None", f"may not be set to 'None' for {stype} services"))
+        if i == 0 and ip == "None":
+            if len(ips) > 1:
+                bad = True
+                errs.append(invalid(p, ips, "'None' must be the first and only value"))
+        elif not is_ip(ip):
+            bad = True
+            errs.append(invalid(f"{p}[{i}]", ip, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
+    if len(ips) > 2:
+        errs.append(invalid(p, ips, "may only hold up to 2 values"))
+    if bad:
+        return errs
+    if len(ips) > 1 and len({parse_ip(ip).version for ip in ips}) != len(ips):
+        errs.append(invalid(p, ips, "may specify no more than one IP for each IP family"))
+    if ips != ["None"]:
+        for i, (ip, family) in enumerate(zip(ips, spec.get("ipFamilies") or [])):
+            v6 = parse_ip(ip).version == 6
+            if family == "IPv4" and v6 or family == "IPv6" and not v6:
+                errs.append(invalid(f"{p}[{i}]", ip, f"expected an {family} value as indicated by `ipFamilies[{i}]`"))
     return errs
 
 
-def _validate_ports(ports: list, stype: str, headless: bool) -> list[FieldError]:
+_FAMILY_POLICIES = ["PreferDualStack", "RequireDualStack", "SingleStack"]
+
+
+def _cluster_ips_update(spec: dict, ospec: dict) -> list[FieldError]:
+    """validateUpgradeDowngradeClusterIPs and validateUpgradeDowngradeIPFamilies: the primary
+    ClusterIP and IP family never change; releasing the secondary needs SingleStack."""
+    if "ExternalName" in (spec.get("type"), ospec.get("type")):
+        return []
+    errs: list[FieldError] = []
+    headless, was_headless = _headless(spec), _headless(ospec)
+    for f, noun, skip in (("clusterIPs", "clusterIP", headless and was_headless),
+                          ("ipFamilies", "ipFamily", headless or was_headless)):
+        new, old, p = spec.get(f) or [], ospec.get(f) or [], f"spec.{f}"
+        if skip:
+            continue
+        if len(old) == len(new):
+            errs += [invalid(f"{p}[{i if f == 'clusterIPs' else 0}]", new, "may not change once set")
+                     for i, v in enumerate(old) if v != new[i]]
+            continue
+        if len(old) > len(new) and not new:
+            errs.append(invalid(f"{p}[0]", new, f"primary {noun} can not be unset"))
+        elif old and new and new[0] != old[0]:
+            errs.append(invalid(f"{p}[0]", new, "may not change once set"))
+        if len(old) > len(new) == 1 and spec.get("ipFamilyPolicy") != "SingleStack":
+            errs.append(invalid("spec.ipFamilyPolicy", spec.get("ipFamilyPolicy"),
+                                f"must be set to 'SingleStack' when releasing the secondary {noun}"))
+    return errs
+
+
+def _validate_ports(ports: list) -> list[FieldError]:
+    """validateServicePort for each port."""
     errs: list[FieldError] = []
     names: set[str] = set()
-    seen: set[tuple[Any, Any]] = set()
-    node_ports: set[tuple[Any, Any]] = set()
     for i, port in enumerate(ports):
         p = f"spec.ports[{i}]"
         name = port.get("name", "")
@@ -435,19 +510,30 @@ def _validate_ports(ports: list, stype: str, headless: bool) -> list[FieldError]
             errs += port_number(target, f"{p}.targetPort")
         elif isinstance(target, str):
             errs += [invalid(f"{p}.targetPort", target, m) for m in port_name(target)]
-        node_port = port.get("nodePort")
-        if node_port and stype == "ClusterIP":
-            errs.append(forbidden(f"{p}.nodePort", "may not be used when `type` is 'ClusterIP'"))
-        elif node_port:
-            errs += port_number(node_port, f"{p}.nodePort")
-        key = (port.get("port"), proto)
+        if port.get("appProtocol") is not None:
+            errs += [invalid(f"{p}.appProtocol", port["appProtocol"], m) for m in qualified_name(port["appProtocol"])]
+    return errs
+
+
+def _port_pairs(ports: list, stype: str) -> list[FieldError]:
+    """ValidateService after the type: no nodePort on a ClusterIP Service, then no (protocol,
+    nodePort) and no (protocol, port) twice."""
+    errs: list[FieldError] = []
+    if stype == "ClusterIP":
+        errs += [forbidden(f"spec.ports[{i}].nodePort", "may not be used when `type` is 'ClusterIP'")
+                 for i, port in enumerate(ports) if port.get("nodePort")]
+    node_ports: set[tuple[Any, Any]] = set()
+    for i, port in enumerate(ports):
+        if node_port := port.get("nodePort"):
+            if (node_port, port.get("protocol", "")) in node_ports:
+                errs.append(duplicate(f"spec.ports[{i}].nodePort", node_port))
+            node_ports.add((node_port, port.get("protocol", "")))
+    seen: set[tuple[Any, Any]] = set()
+    for i, port in enumerate(ports):
+        key = (port.get("port"), port.get("protocol", ""))
         if key in seen:
-            errs.append(duplicate(p, {"port": key[0], "protocol": key[1]}))
+            errs.append(duplicate(f"spec.ports[{i}]", {"port": key[0], "protocol": key[1]}))
         seen.add(key)
-        if node_port:
-            if (node_port, proto) in node_ports:
-                errs.append(duplicate(f"{p}.nodePort", node_port))
-            node_ports.add((node_port, proto))
     return errs
 
 
@@ -532,7 +618,7 @@ class ServiceStrategy(Strategy):
 
     def _allocate(self, obj: dict, old: dict | None = None) -> None:
         spec, owner = _spec(obj), _owner(obj)
-        if _needs_ip(spec) and (old is None or spec.get("clusterIP") != _spec(old).get("clusterIP")):
+        if _allocates_ip(spec, old):
             asked = spec.get("clusterIP") or None
             try:
                 spec["clusterIP"] = self.ips.allocate(owner, asked)
@@ -581,18 +667,18 @@ class ServiceStrategy(Strategy):
         self._picks.pop(owner, None)
 
     def allocation_errors(self, obj: dict, old: dict | None = None) -> list[FieldError]:
-        """The values `obj` was given but does not hold, as upstream's allocators check them: the
+        """The first value `obj` was given but does not hold, as upstream's allocators stop at it: the
         ClusterIP, then each port. A value to be picked that was not (the range is full) is
         upstream's 500 InternalError, not a field's: raised when it comes first."""
         spec, owner = _spec(obj), _owner(obj)
         errs: list[FieldError] = []
         ip = spec.get("clusterIP")
-        if _needs_ip(spec) and (old is None or ip != _spec(old).get("clusterIP")):
+        if _allocates_ip(spec, old):
             if not ip:
                 raise errors.internal("failed to allocate a serviceIP: range is full")
             if is_ip(ip) and self.ips.owner(ip) != owner:
                 problem = self.ips.check(owner, ip) or "provided IP is already allocated"
-                errs.append(invalid("spec.clusterIPs", spec.get("clusterIPs") or [ip], f"failed to allocate IP {ip}: {problem}"))
+                return [invalid("spec.clusterIPs", spec.get("clusterIPs") or [ip], f"failed to allocate IP {ip}: {problem}")]
         if spec.get("type") not in _NODE_PORT_TYPES:
             return errs
         ospec = _spec(old) if old else {}
@@ -606,7 +692,7 @@ class ServiceStrategy(Strategy):
                 continue
             if np not in old_ports and (self.node_ports.owner(np) != owner or np == old_hc):
                 problem = self.node_ports.check(owner, np) or "provided port is already allocated"
-                errs.append(invalid(f"spec.ports[{i}].nodePort", np, problem))
+                return [invalid(f"spec.ports[{i}].nodePort", np, problem)]
         if errs or not needs_health_check(spec) or old_hc:
             return errs
         hc = spec.get("healthCheckNodePort")
@@ -652,7 +738,10 @@ class ServiceStrategy(Strategy):
 
     def prepare_for_create(self, obj):
         obj["status"] = {"loadBalancer": {}}
-        if not validate_service_spec(_spec(obj)):
+        spec = _spec(obj)
+        if spec.get("clusterIP") and not spec.get("clusterIPs"):  # normalizeClusterIPs
+            spec["clusterIPs"] = [spec["clusterIP"]]
+        if not self._ip_field_errors(spec):
             self._allocate(obj)
 
     def prepare_for_update(self, new, old):
@@ -662,6 +751,12 @@ class ServiceStrategy(Strategy):
             for f in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
                 if f in ospec:
                     spec[f] = ospec[f]
+        if spec.get("clusterIP") != ospec.get("clusterIP") and spec.get("clusterIPs") == ospec.get("clusterIPs"):
+            # normalizeClusterIPs: a client that changed clusterIP alone changed the first of clusterIPs
+            if spec.get("clusterIP"):
+                spec["clusterIPs"] = [spec["clusterIP"], *(spec.get("clusterIPs") or [])[1:]]
+            else:
+                spec.pop("clusterIPs", None)
         if stype == "ExternalName" and otype != "ExternalName" and spec.get("clusterIP") == ospec.get("clusterIP"):
             for f in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
                 spec.pop(f, None)
@@ -681,9 +776,8 @@ class ServiceStrategy(Strategy):
         elif old_hc and spec.get("healthCheckNodePort") == old_hc:  # dropTypeDependentFields: no longer needed
             spec.pop("healthCheckNodePort")
         _drop_type_dependent_fields(spec, ospec)
-        if validate_service_spec(spec):
-            return
-        self._allocate(new, old)
+        if not self._ip_field_errors(spec):
+            self._allocate(new, old)
 
     def finish_update(self, new, old, written):
         """The values only the old Service held are freed once the new one is stored, not before (a
@@ -693,18 +787,57 @@ class ServiceStrategy(Strategy):
         self._release_values(_owner(old), set(cluster_ips(gone)) - set(cluster_ips(kept)),
                              set(node_ports(gone)) - set(node_ports(kept)))
 
+    def _ip_field_errors(self, spec: dict) -> list[FieldError]:
+        """initIPFamilyFields' checks, which upstream's allocator runs before it allocates: the
+        ClusterIP fields (ValidateServiceClusterIPsRelatedFields), then the policy and families
+        against the families this cluster allocates from."""
+        if errs := _cluster_ips_related(spec):
+            return errs
+        if spec.get("type") == "ExternalName":
+            return []
+        have = {f"IPv{network.version}" for network, _ in self.ips.ranges.values()}
+        ips, families = spec.get("clusterIPs") or [], spec.get("ipFamilies") or []
+        headless_any = ips[:1] == ["None"] and not spec.get("selector")
+        policy = spec.get("ipFamilyPolicy") or ("RequireDualStack" if headless_any else "SingleStack")
+        errs: list[FieldError] = []
+        if policy == "SingleStack":
+            for n, what in ((len(ips), "cluster IPs"), (len(families), "IP families")):
+                if n == 2:
+                    errs.append(invalid("spec.ipFamilyPolicy", policy,
+                                        f"must be 'RequireDualStack' or 'PreferDualStack' when multiple {what} are specified"))
+        for i, ip in enumerate(ips):
+            if ip == "None":
+                break
+            family = f"IPv{parse_ip(ip).version}"
+            if i >= len(families) and family not in have:
+                errs.append(invalid(f"spec.clusterIPs[{i}]", ips, f"{family} is not configured on this cluster"))
+        if errs or headless_any:
+            return errs
+        if policy == "RequireDualStack" and len(have) < 2:
+            errs.append(invalid("spec.ipFamilyPolicy", policy, "this cluster is not configured for dual-stack services"))
+        errs += [invalid(f"spec.ipFamilies[{i}]", f, "not configured on this cluster")
+                 for i, f in enumerate(families) if f not in have]
+        return errs
+
+    def begin_create(self, obj):
+        """upstream's beginCreate: the IP fields are checked and the values allocated before
+        validation runs; the first that fails is the answer (a 422 of that field alone, or the
+        range-full 500)."""
+        return self._ip_field_errors(_spec(obj)) or self.allocation_errors(obj)
+
+    def begin_update(self, new, old):
+        return self._ip_field_errors(_spec(new)) or self.allocation_errors(new, old)
+
     def validate(self, obj):
-        return validate_service_spec(_spec(obj)) or self.allocation_errors(obj)
+        return validate_service_spec(_spec(obj))
 
     def validate_update(self, new, old):
+        """ValidateServiceUpdate: the ClusterIPs and IP families that may not change, the class
+        (checked again by ValidateService: a class error is listed twice, as upstream lists it),
+        the health check port, then ValidateService."""
         spec, ospec = _spec(new), _spec(old)
-        # ValidateServiceUpdate checks the class against the old one, then validates the Service
-        # (the class again): a class error is listed twice, as upstream lists it
-        errs = _load_balancer_class(spec, ospec) + validate_service_spec(spec)
-        if spec.get("type") != "ExternalName" and ospec.get("type") != "ExternalName" and ospec.get("clusterIP"):
-            if spec.get("clusterIP") != ospec.get("clusterIP"):
-                errs.append(immutable("spec.clusterIP", spec.get("clusterIP", "")))
+        errs = _cluster_ips_update(spec, ospec) + _load_balancer_class(spec, ospec)
         old_hc = health_check_node_port(ospec)
         if old_hc and needs_health_check(spec) and spec.get("healthCheckNodePort") != old_hc:
             errs.append(forbidden("spec.healthCheckNodePort", "field is immutable"))
-        return errs or self.allocation_errors(new, old)
+        return errs + validate_service_spec(spec)

@@ -1,14 +1,25 @@
 """The Service allocators' shares: API server workers that pick dynamically at the same moment
 never pick one value, and each still takes any value of its range by name. What a restart (or a
-worker following the others' Services) rebuilds from stored Services."""
+worker following the others' Services) rebuilds from stored Services. Then the order of a
+refusal's errors through the official client, as upstream's Store and ValidateService(Update)
+give them."""
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import ipaddress
+import json
 
 import pytest
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
 
+from nanokube.apiserver.app import APIServer
+from nanokube.pki.ca import ensure_pki
+from nanokube.pki.kubeconfig import write_kubeconfig
 from nanokube.registry.core_services import AllocationError, NodePortAllocator, ServiceIPAllocator, ServiceStrategy
+from nanokube.store.memory import MemoryStore
 
 
 def test_two_shares_of_the_ip_ranges_pick_disjoint_addresses():
@@ -61,3 +72,103 @@ def test_restore_takes_every_node_port_a_service_holds_its_health_checks_too():
     assert [strategy.node_ports.owner(p) for p in (30010, 30011)] == ["u1", "u1"]
     strategy.release(svc)
     assert [strategy.node_ports.owner(p) for p in (30010, 30011)] == [None, None]
+
+
+@pytest.fixture
+async def core(tmp_path):
+    pki = ensure_pki(str(tmp_path))
+    server = APIServer(MemoryStore(), pki, port=0)
+    await server.start()
+    try:
+        kubeconfig = str(tmp_path / "kubeconfig")
+        write_kubeconfig(kubeconfig, server.url, pki)
+        api = client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig))
+        yield api
+        api.api_client.close()
+    finally:
+        await server.stop()
+
+
+def _svc(name: str, **spec) -> dict:
+    return {"metadata": {"name": name}, "spec": {"ports": [{"port": 80}], **spec}}
+
+
+async def _refused(call, *args) -> tuple[int, str]:
+    with pytest.raises(ApiException) as e:
+        await asyncio.to_thread(call, *args)
+    return e.value.status, json.loads(e.value.body)["message"]
+
+
+async def test_allocation_refuses_before_validation_runs(core):
+    """Store.BeginCreate allocates before BeforeCreate validates: a taken ClusterIP is the whole
+    answer however wrong the rest is, and a bad ClusterIP field (ValidateServiceClusterIPsRelatedFields,
+    which the allocator runs first) is reported alone too."""
+    await asyncio.to_thread(core.create_namespaced_service, "default", _svc("a", clusterIP="10.96.0.10"))
+    bad_rest = {"ports": [{"port": 80}, {"port": 81}], "sessionAffinity": "Sometimes"}
+    code, message = await _refused(core.create_namespaced_service, "default",
+                                   _svc("Not_A_Label", clusterIP="10.96.0.10", **bad_rest))
+    assert (code, message) == (422, 'Service "Not_A_Label" is invalid: spec.clusterIPs: Invalid value: ["10.96.0.10"]: '
+                                    'failed to allocate IP 10.96.0.10: provided IP is already allocated')
+    code, message = await _refused(core.create_namespaced_service, "default",
+                                   _svc("b", clusterIP="10.96.0.300", **bad_rest))
+    assert (code, message) == (422, 'Service "b" is invalid: spec.clusterIPs[0]: Invalid value: "10.96.0.300": '
+                                    'must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)')
+    # a NodePort Service stops at its first port that cannot be had
+    taken = (await asyncio.to_thread(core.create_namespaced_service, "default", _svc("np", type="NodePort"))) \
+        .spec.ports[0].node_port
+    code, message = await _refused(core.create_namespaced_service, "default", _svc(
+        "np2", type="NodePort", ports=[{"name": "a", "port": 80, "nodePort": taken}, {"name": "b", "port": 81, "nodePort": 80}]))
+    assert (code, message) == (422, f'Service "np2" is invalid: spec.ports[0].nodePort: Invalid value: {taken}: '
+                                    'provided port is already allocated')
+    names = {s.metadata.name for s in (await asyncio.to_thread(core.list_namespaced_service, "default")).items}
+    assert names == {"kubernetes", "a", "np"}
+
+
+async def test_validation_lists_errors_in_upstreams_order(core):
+    """ValidateService: the ports before the session affinity, the ClusterIPs, the type; a Forbidden
+    sessionAffinityConfig without ClientIP affinity; an appProtocol that is not a qualified name."""
+    code, message = await _refused(core.create_namespaced_service, "default", _svc(
+        "c", type="Bogus", sessionAffinity="None", sessionAffinityConfig={"clientIP": {"timeoutSeconds": 5}},
+        ports=[{"port": 80, "appProtocol": "not a name"}, {"port": 0}]))
+    fields = [part.split(":")[0] for part in message.split(": ", 1)[1].strip("[]").split(", spec.")]
+    assert fields == ["spec.ports[0].name", "ports[0].appProtocol", "ports[1].name", "ports[1].port",
+                      "ports[1].targetPort", "sessionAffinityConfig", "type"], message
+
+
+async def test_an_update_reports_the_clusterip_change_first_as_upstream_words_it(core):
+    """ValidateServiceUpdate checks the ClusterIPs (validateUpgradeDowngradeClusterIPs: 'may not change
+    once set', at clusterIPs[0], the new list as value) before ValidateService; the changed address is
+    not allocated. A class removed from a LoadBalancer is the nil pointer Go prints as "null"."""
+    svc = await asyncio.to_thread(core.create_namespaced_service, "default", _svc("web", selector={"app": "web"}))
+    body = core.api_client.sanitize_for_serialization(svc)
+    changed = copy.deepcopy(body)
+    changed["spec"]["clusterIP"], changed["spec"]["clusterIPs"] = "10.96.0.77", ["10.96.0.77"]
+    changed["spec"]["selector"] = {"app": "bad value!"}
+    code, message = await _refused(core.replace_namespaced_service, "web", "default", changed)
+    assert code == 422 and message.startswith(
+        'Service "web" is invalid: [spec.clusterIPs[0]: Invalid value: ["10.96.0.77"]: may not change once set, '
+        'spec.selector: Invalid value: "bad value!": '), message
+    await asyncio.to_thread(core.create_namespaced_service, "default", _svc("again", clusterIP="10.96.0.77"))
+    lb = await asyncio.to_thread(core.create_namespaced_service, "default",
+                                 _svc("lb", type="LoadBalancer", loadBalancerClass="example.com/lb"))
+    lb = core.api_client.sanitize_for_serialization(lb)
+    del lb["spec"]["loadBalancerClass"]
+    code, message = await _refused(core.replace_namespaced_service, "lb", "default", lb)
+    assert (code, message) == (422, 'Service "lb" is invalid: spec.loadBalancerClass: Invalid value: "null": '
+                                    'may not change once set')
+
+
+async def test_families_this_cluster_does_not_serve_are_refused_before_allocation(core):
+    """initIPFamilyFields: an IPv4-only cluster refuses an IPv6 family, a second ClusterIP of IPv6 and
+    RequireDualStack (a headless Service without a selector is the exception); all were stored."""
+    cases = [({"ipFamilies": ["IPv6"]}, 'spec.ipFamilies[0]: Invalid value: "IPv6": not configured on this cluster'),
+             ({"ipFamilyPolicy": "RequireDualStack"}, 'spec.ipFamilyPolicy: Invalid value: "RequireDualStack": '
+                                                      'this cluster is not configured for dual-stack services'),
+             ({"clusterIP": "10.96.0.54", "clusterIPs": ["10.96.0.54", "fd00::5"], "ipFamilyPolicy": "PreferDualStack"},
+              'spec.clusterIPs[1]: Invalid value: ["10.96.0.54","fd00::5"]: IPv6 is not configured on this cluster')]
+    for i, (spec, want) in enumerate(cases):
+        assert await _refused(core.create_namespaced_service, "default", _svc(f"f{i}", **spec)) == (
+            422, f'Service "f{i}" is invalid: {want}')
+    headless = await asyncio.to_thread(core.create_namespaced_service, "default",
+                                       {"metadata": {"name": "hl"}, "spec": {"clusterIP": "None"}})
+    assert (headless.spec.ip_family_policy, headless.spec.cluster_ips) == ("RequireDualStack", ["None"])
