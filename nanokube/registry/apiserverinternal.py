@@ -13,7 +13,7 @@ from ..machinery.validation import (
     dns1123_subdomain,
     duplicate,
     invalid,
-    not_supported,
+    qualified_name,
     required,
 )
 
@@ -26,38 +26,94 @@ def storage_version_name(name: str) -> list[str]:
            ["the resource segment " + m for m in dns1035_label(resource)]
 
 
+#: isValidAPIVersion's message for a value with more than one '/'
+_API_VERSION_FORM = (
+    "an apiVersion is a DNS-1035 label, which must consist of lower case alphanumeric characters or '-', start with an "
+    "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for "
+    "validation is '[a-z]([-a-z0-9]*[a-z0-9])?') with an optional DNS subdomain prefix and '/' (e.g. "
+    "'example.com/MyVersion')"
+)
+
+
+def api_version(value: str) -> list[str]:
+    """isValidAPIVersion: a DNS-1035 label version, with an optional DNS-subdomain group and '/'."""
+    parts = value.split("/")
+    if len(parts) > 2:
+        return [_API_VERSION_FORM]
+    errs: list[str] = []
+    if len(parts) == 2:
+        group = parts[0]
+        errs += ["group part: " + m for m in dns1123_subdomain(group)] if group else ["group part: must be non-empty"]
+    version = parts[-1]
+    return errs + (["version part: " + m for m in dns1035_label(version)] if version else ["version part: must be non-empty"])
+
+
+def _go_strings(values: list) -> str:
+    """A []string as Go's %s prints it."""
+    return "[" + " ".join(values) + "]"
+
+
+def _server_storage_version(sv: dict, p: str) -> list[FieldError]:
+    """validateServerStorageVersion."""
+    sid, enc = sv.get("apiServerID", ""), sv.get("encodingVersion", "")
+    errs = [invalid(f"{p}.apiServerID", sid, m) for m in dns1123_subdomain(sid)]
+    if msgs := api_version(enc):
+        errs.append(invalid(f"{p}.encodingVersion", enc, ",".join(msgs)))
+    decodable = sv.get("decodableVersions") or []
+    for i, v in enumerate(decodable):
+        if msgs := api_version(v):
+            errs.append(invalid(f"{p}.decodableVersions[{i}]", v, ",".join(msgs)))
+    if enc not in decodable:
+        errs.append(invalid(f"{p}.decodableVersions", decodable, f"decodableVersions must include encodingVersion {enc}"))
+    for i, v in enumerate(sv.get("servedVersions") or []):
+        if msgs := api_version(v):
+            errs.append(invalid(f"{p}.servedVersions[{i}]", v, ",".join(msgs)))
+        if v not in decodable:
+            errs.append(invalid(f"{p}.servedVersions[{i}]", v, f"individual served version : {v} must be included in "
+                                                                f"decodableVersions : {_go_strings(decodable)}"))
+    return errs
+
+
+def _common_version(status: dict) -> list[FieldError]:
+    """validateCommonVersion: commonEncodingVersion is the servers' one encoding version, else unset."""
+    encodings = [sv.get("encodingVersion", "") for sv in status.get("storageVersions") or []]
+    actual = encodings[0] if encodings and all(e == encodings[0] for e in encodings) else None
+    declared, p = status.get("commonEncodingVersion"), "status.commonEncodingVersion"
+    if actual is None and declared is not None:
+        return [invalid(p, declared, "should be nil if servers do not agree on the same encoding version, or if there "
+                                     "is no server reporting the supported versions yet")]
+    if actual is not None and declared is None:
+        return [invalid(p, None, f"the common encoding version is {actual}")]
+    if actual is not None and declared != actual:
+        return [invalid(p, declared, f"the actual common encoding version is {actual}")]
+    return []
+
+
 def validate_status(status: dict) -> list[FieldError]:
+    """validateStorageVersionStatus. Condition errors are at status[i], not status.conditions[i], as upstream's are."""
     errs: list[FieldError] = []
     seen: set[str] = set()
     for i, sv in enumerate(status.get("storageVersions") or []):
         p = f"status.storageVersions[{i}]"
         sid = sv.get("apiServerID", "")
-        if not sid:
-            errs.append(required(f"{p}.apiServerID", ""))
-        elif sid in seen:
+        if sid in seen:
             errs.append(duplicate(f"{p}.apiServerID", sid))
         seen.add(sid)
-        enc = sv.get("encodingVersion", "")
-        if not enc:
-            errs.append(required(f"{p}.encodingVersion", ""))
-        decodable = sv.get("decodableVersions") or []
-        if enc and enc not in decodable:
-            errs.append(invalid(f"{p}.decodableVersions", decodable, f"decodableVersions must include encodingVersion {enc}"))
-        for j, v in enumerate(sv.get("servedVersions") or []):
-            if v not in decodable:
-                errs.append(invalid(f"{p}.servedVersions[{j}]", v,
-                                    "individual served version : " + v + " must be included in decodableVersions : "
-                                    + str(decodable)))
-    types: set[str] = set()
+        errs += _server_storage_version(sv, p)
+    errs += _common_version(status)
+    types: dict[str, int] = {}
     for i, c in enumerate(status.get("conditions") or []):
-        p = f"status.conditions[{i}]"
-        if c.get("type") in types:
-            errs.append(duplicate(f"{p}.type", c.get("type")))
-        types.add(c.get("type"))
-        if c.get("status") not in ("True", "False", "Unknown"):
-            errs.append(not_supported(f"{p}.status", c.get("status", ""), ("False", "True", "Unknown")))
+        p, kind, state = f"status[{i}]", c.get("type", ""), c.get("status", "")
+        if kind in types:
+            errs.append(invalid(f"{p}.type", kind, f"the type of the condition is not unique, it also appears in "
+                                                   f"conditions[{types[kind]}]"))
+        types[kind] = i
+        errs += [invalid(f"{p}.type", kind, m) for m in qualified_name(kind)]
+        errs += [invalid(f"{p}.status", state, m) for m in qualified_name(state)]
         if not c.get("reason"):
-            errs.append(required(f"{p}.reason", ""))
+            errs.append(required(f"{p}.reason", "reason cannot be empty"))
+        if not c.get("message"):
+            errs.append(required(f"{p}.message", "message cannot be empty"))
     return errs
 
 
