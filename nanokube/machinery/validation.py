@@ -49,7 +49,19 @@ _REASON_TEXT = {
 }
 
 
+class GoSyntax(str):
+    """A value upstream's field.Error prints with %#v (a struct, which has no JSON form there):
+    rendered as written."""
+
+
+def go_strings(values: list[str]) -> str:
+    """A []string as %#v prints it."""
+    return "[]string{" + ", ".join(orjson.dumps(v).decode() for v in values) + "}"
+
+
 def _render(v: Any) -> str:
+    if isinstance(v, GoSyntax):
+        return str(v)
     if isinstance(v, str):
         return orjson.dumps(v).decode()
     if isinstance(v, bool):
@@ -385,6 +397,67 @@ def parse_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
 def is_ip(text: str) -> bool:
     """IsValidIP: an address parse_ip reads."""
     return parse_ip(text) is not None
+
+
+_IP_MSG = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"
+_CIDR_MSG = "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)"
+
+
+def _sloppy_ipv4(text: str) -> ipaddress.IPv4Address | None:
+    """A dotted quad whose octets may have leading zeros, as Go's ParseIPSloppy reads it."""
+    parts = text.split(".")
+    if len(parts) != 4 or not all(p.isascii() and p.isdigit() and int(p) <= 255 for p in parts):
+        return None
+    return ipaddress.IPv4Address(".".join(str(int(p)) for p in parts))
+
+
+def ip_errors(value: str, path: str) -> list[FieldError]:
+    """IsValidIP for the fields that came with strict validation (an IPAddress's name): what Go's
+    ParseIPSloppy refuses, then leading zeros and IPv4-mapped IPv6 addresses (netip.ParseAddr's
+    view), then any other form than the canonical one."""
+    ip = parse_ip(value)
+    if ip is None:
+        return [invalid(path, value, "must not have leading 0s" if _sloppy_ipv4(value) else _IP_MSG)]
+    if ip.version == 6 and ip.ipv4_mapped:
+        return [invalid(path, value, "must not be an IPv4-mapped IPv6 address")]
+    if str(ip) != value:
+        return [invalid(path, value, f'must be in canonical form ("{ip}")')]
+    return []
+
+
+def cidr_family(value: Any) -> int | None:
+    """netutils.IPFamilyOfCIDRString: the IP version of what ParseCIDRSloppy reads, else None."""
+    addr = value.partition("/")[0] if isinstance(value, str) and "/" in value else ""
+    ip = parse_ip(addr) or _sloppy_ipv4(addr)
+    return ip.version if ip else None
+
+
+def cidr_errors(value: str, path: str) -> list[FieldError]:
+    """IsValidCIDR for the fields that came with strict validation (a ServiceCIDR's cidrs): what Go's
+    ParseCIDRSloppy refuses, then leading zeros (in the address or the prefix length), an
+    IPv4-mapped IPv6 address, bits set beyond the prefix length, then any other form than the
+    canonical one."""
+    addr, slash, bits = value.partition("/") if isinstance(value, str) else ("", "", "")
+    if not slash or not (bits.isascii() and bits.isdigit()):
+        return [invalid(path, value, _CIDR_MSG)]
+    ip = parse_ip(addr)
+    if ip is None:
+        ip = _sloppy_ipv4(addr)
+        if ip is None or int(bits) > 32:
+            return [invalid(path, value, _CIDR_MSG)]
+        return [invalid(path, value, "must not have leading 0s in IP or prefix length")]
+    if int(bits) > ip.max_prefixlen:
+        return [invalid(path, value, _CIDR_MSG)]
+    if len(bits) > 1 and bits[0] == "0":
+        return [invalid(path, value, "must not have leading 0s in IP or prefix length")]
+    if ip.version == 6 and ip.ipv4_mapped:
+        return [invalid(path, value, "must not have an IPv4-mapped IPv6 address")]
+    net = ipaddress.ip_network(f"{ip}/{int(bits)}", strict=False)
+    if net.network_address != ip:
+        return [invalid(path, value, "must not have bits set beyond the prefix length")]
+    if str(net) != value:
+        return [invalid(path, value, f'must be in canonical form ("{net}")')]
+    return []
 
 
 def endpoint_ip(addr: str, path: str) -> list[FieldError]:

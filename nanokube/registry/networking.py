@@ -17,16 +17,20 @@ from .base import Column, Obj, Resource, Strategy, register
 from .core_spec import PORT_RANGE_MSG, port_name
 from ..machinery.validation import (
     FieldError,
+    GoSyntax,
+    cidr_errors,
+    cidr_family,
     dns1035_label,
     dns1123_subdomain,
     forbidden,
+    go_strings,
     immutable,
     invalid,
+    ip_errors,
     is_ip,
     not_supported,
     required,
     too_long,
-    too_many,
 )
 
 GROUP = "networking.k8s.io"
@@ -42,16 +46,6 @@ def _port_number(v: Any, path: str) -> list[FieldError]:
     if not isinstance(v, int) or not 1 <= v <= 65535:
         return [invalid(path, v, PORT_RANGE_MSG)]
     return []
-
-
-def _parse_cidr(s: Any) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
-    """A canonical CIDR (the address is the network's), else None."""
-    if not isinstance(s, str) or "/" not in s:
-        return None
-    try:
-        return ipaddress.ip_network(s, strict=True)
-    except ValueError:
-        return None
 
 
 def _cidr_errors(s: Any, path: str) -> list[FieldError]:
@@ -407,24 +401,35 @@ class ServiceCIDRStrategy(Strategy):
         obj.pop("status", None)
 
     def validate(self, obj):
+        """validateServiceCIDRSpec: one or two CIDRs (a third is reported with the spec as Go's %#v
+        prints it), each strictly valid (IsValidCIDR), of two families."""
         cidrs = _spec(obj).get("cidrs") or []
-        errs: list[FieldError] = []
         if not cidrs:
             return [required("spec.cidrs", "at least one CIDR required")]
         if len(cidrs) > 2:
-            return [too_many("spec.cidrs", len(cidrs), 2)]
+            spec = GoSyntax(f"networking.ServiceCIDRSpec{{CIDRs:{go_strings(cidrs)}}}")
+            return [invalid("spec.cidrs", spec, "may only hold up to 2 values")]
+        errs: list[FieldError] = []
         for i, c in enumerate(cidrs):
-            errs += _cidr_errors(c, f"spec.cidrs[{i}]")
-        if not errs and len(cidrs) == 2 and _parse_cidr(cidrs[0]).version == _parse_cidr(cidrs[1]).version:
+            errs += cidr_errors(c, f"spec.cidrs[{i}]")
+        families = [cidr_family(c) for c in cidrs]
+        if len(cidrs) == 2 and families[0] == families[1] is not None:
             errs.append(invalid("spec.cidrs", cidrs, "may specify no more than one IP for each IP family, i.e 192.168.0.0/24 and 2001:db8::/64"))
         return errs
 
     def validate_update(self, new, old):
+        """ValidateServiceCIDR, then ValidateServiceCIDRUpdate: each CIDR immutable; single stack may
+        become dual stack by appending the other family (validated again)."""
         errs = self.validate(new)
         ncidrs, ocidrs = _spec(new).get("cidrs") or [], _spec(old).get("cidrs") or []
-        # single stack may become dual stack by appending the other family; nothing else changes
-        if ncidrs != ocidrs and not (len(ocidrs) == 1 and len(ncidrs) == 2 and ncidrs[0] == ocidrs[0]):
-            errs.append(invalid("spec.cidrs", ncidrs, "field is immutable"))
+        if len(ncidrs) == len(ocidrs):
+            errs += [immutable(f"spec.cidrs[{i}]", c) for i, (c, o) in enumerate(zip(ncidrs, ocidrs)) if c != o]
+        elif len(ocidrs) == 1 and len(ncidrs) == 2:
+            if ncidrs[0] != ocidrs[0]:
+                errs.append(immutable("spec.cidrs[0]", ncidrs[0]))
+            errs += self.validate(new)
+        else:
+            errs.append(immutable("spec.cidrs", ncidrs))
         return errs
 
     def validate_status_update(self, new, old):
@@ -437,13 +442,10 @@ class ServiceCIDRStrategy(Strategy):
 
 
 def _ip_name(name: str) -> list[str]:
-    """An IPAddress is named by its address in canonical form."""
-    try:
-        ip = ipaddress.ip_address(name)
-    except ValueError:
-        return ["must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"]
-    if str(ip) != name:
-        return [f'must be in canonical form ("{ip}")']
+    """An IPAddress is named by its address in canonical form (ValidateIPAddressName: IsValidIP)."""
+    if errs := ip_errors(name, ""):
+        return [e.detail for e in errs]
+    ip = ipaddress.ip_address(name)
     if ip.is_unspecified or ip.is_loopback or ip.is_link_local or ip.is_multicast:
         return ["may not be an unspecified, loopback, link-local or multicast address"]
     return []

@@ -1,4 +1,15 @@
+import asyncio
+import json
+
+import pytest
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+from nanokube.apiserver.app import APIServer
+from nanokube.pki.ca import ensure_pki
+from nanokube.pki.kubeconfig import write_kubeconfig
 from nanokube.registry.base import all_resources
+from nanokube.store.memory import MemoryStore
 
 RES = {r.plural: r for r in all_resources() if r.group == "networking.k8s.io"}
 
@@ -87,20 +98,37 @@ def test_ingress_class():
 
 
 def test_service_cidr():
-    sc = {"metadata": {"name": "extra"}, "spec": {"cidrs": ["10.0.0.1/24"]}}
-    assert errs("servicecidrs", sc) == [("spec.cidrs[0]", 'must be in canonical form ("10.0.0.0/24")')]
-    sc["spec"]["cidrs"] = ["10.0.0.0/24", "10.1.0.0/24"]
-    assert errs("servicecidrs", sc)[0][0] == "spec.cidrs"
+    """validateServiceCIDRSpec with IsValidCIDR's strict messages, ValidateServiceCIDRUpdate per CIDR."""
+    def spec_errs(*cidrs):
+        return [str(e) for e in RES["servicecidrs"].validate_create({"metadata": {"name": "x"}, "spec": {"cidrs": list(cidrs)}})]
+    p = "spec.cidrs[0]: Invalid value:"
+    assert spec_errs("10.0.0.1/24") == [f'{p} "10.0.0.1/24": must not have bits set beyond the prefix length']
+    assert spec_errs("010.0.0.0/24") == [f'{p} "010.0.0.0/24": must not have leading 0s in IP or prefix length']
+    assert spec_errs("10.0.0.0/024") == [f'{p} "10.0.0.0/024": must not have leading 0s in IP or prefix length']
+    assert spec_errs("::ffff:10.0.0.0/104") == [f'{p} "::ffff:10.0.0.0/104": must not have an IPv4-mapped IPv6 address']
+    assert spec_errs("2001:DB8::/64") == [f'{p} "2001:DB8::/64": must be in canonical form ("2001:db8::/64")']
+    assert spec_errs("10.0.0.0/33") == [f'{p} "10.0.0.0/33": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)']
+    assert spec_errs("10.0.0.0/24", "10.1.0.0/24") == [
+        'spec.cidrs: Invalid value: ["10.0.0.0/24","10.1.0.0/24"]: may specify no more than one IP for each IP family, '
+        "i.e 192.168.0.0/24 and 2001:db8::/64"]
+    assert spec_errs("10.0.0.0/24", "fd00::/108", "10.1.0.0/24") == [
+        'spec.cidrs: Invalid value: networking.ServiceCIDRSpec{CIDRs:[]string{"10.0.0.0/24", "fd00::/108", '
+        '"10.1.0.0/24"}}: may only hold up to 2 values']
     old = {"metadata": {"name": "extra"}, "spec": {"cidrs": ["10.0.0.0/24"]}}
     dual = {"metadata": {"name": "extra"}, "spec": {"cidrs": ["10.0.0.0/24", "fd00::/108"]}}
     assert RES["servicecidrs"].strategy.validate_update(dual, old) == []
     moved = {"metadata": {"name": "extra"}, "spec": {"cidrs": ["10.9.0.0/24"]}}
-    assert [e.field for e in RES["servicecidrs"].strategy.validate_update(moved, old)] == ["spec.cidrs"]
+    assert [str(e) for e in RES["servicecidrs"].strategy.validate_update(moved, old)] == [
+        'spec.cidrs[0]: Invalid value: "10.9.0.0/24": field is immutable']
+    assert [str(e) for e in RES["servicecidrs"].strategy.validate_update(old, dual)] == [
+        'spec.cidrs: Invalid value: ["10.0.0.0/24"]: field is immutable']
 
 
 def test_ip_address():
     ip = {"metadata": {"name": "10.96.0.010"}, "spec": {"parentRef": {"resource": "services", "name": "a", "namespace": "default"}}}
-    assert [f for f, _ in errs("ipaddresses", ip)] == ["metadata.name"]
+    assert errs("ipaddresses", ip) == [("metadata.name", "must not have leading 0s")]  # IsValidIP (strict)
+    ip["metadata"]["name"] = "::ffff:10.96.0.10"
+    assert errs("ipaddresses", ip) == [("metadata.name", "must not be an IPv4-mapped IPv6 address")]
     ip["metadata"]["name"] = "10.96.0.10"
     assert errs("ipaddresses", ip) == []
     assert RES["ipaddresses"].strategy.columns[1].fn(ip) == "services/default/a"
@@ -117,3 +145,28 @@ def test_default_ingress_class_choice():
     assert default_class([ic("a", "2026-01-01T00:00:00Z", False)]) is None
     assert default_class([ic("old", "2026-01-01T00:00:00Z"), ic("new", "2026-02-01T00:00:00Z")])["metadata"]["name"] == "new"
     assert default_class([ic("b", "2026-01-01T00:00:00Z"), ic("a", "2026-01-01T00:00:00Z")])["metadata"]["name"] == "a"
+
+
+async def test_service_cidr_refusals_through_the_api(tmp_path):
+    """The 422s kube-apiserver gives for a ServiceCIDR, through the official client."""
+    pki = ensure_pki(str(tmp_path))
+    server = APIServer(MemoryStore(), pki, port=0)
+    await server.start()
+    try:
+        write_kubeconfig(str(tmp_path / "kubeconfig"), server.url, pki)
+        api = client.NetworkingV1Api(config.new_client_from_config(config_file=str(tmp_path / "kubeconfig")))
+
+        async def refused(*cidrs) -> str:
+            body = {"metadata": {"name": "extra"}, "spec": {"cidrs": list(cidrs)}}
+            with pytest.raises(ApiException) as e:
+                await asyncio.to_thread(api.create_service_cidr, body)
+            assert e.value.status == 422
+            return json.loads(e.value.body)["message"]
+        assert await refused("10.200.0.1/24") == ('ServiceCIDR.networking.k8s.io "extra" is invalid: spec.cidrs[0]: '
+                                                  'Invalid value: "10.200.0.1/24": must not have bits set beyond the prefix length')
+        assert await refused("10.200.0.0/24", "fd00::/108", "10.201.0.0/24") == (
+            'ServiceCIDR.networking.k8s.io "extra" is invalid: spec.cidrs: Invalid value: networking.ServiceCIDRSpec'
+            '{CIDRs:[]string{"10.200.0.0/24", "fd00::/108", "10.201.0.0/24"}}: may only hold up to 2 values')
+        api.api_client.close()
+    finally:
+        await server.stop()
