@@ -403,12 +403,21 @@ _IP_MSG = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"
 _CIDR_MSG = "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)"
 
 
-def _sloppy_ipv4(text: str) -> ipaddress.IPv4Address | None:
+def _sloppy_ipv4(text: Any) -> ipaddress.IPv4Address | None:
     """A dotted quad whose octets may have leading zeros, as Go's ParseIPSloppy reads it."""
-    parts = text.split(".")
+    parts = text.split(".") if isinstance(text, str) else []
     if len(parts) != 4 or not all(p.isascii() and p.isdigit() and int(p) <= 255 for p in parts):
         return None
     return ipaddress.IPv4Address(".".join(str(int(p)) for p in parts))
+
+
+def legacy_ip_errors(value: str, path: str) -> list[FieldError]:
+    """IsValidIPForLegacyField (a Service's clusterIPs and externalIPs): leading zeros, which 1.37
+    accepts there with its gate off, are refused with the gate-on message (see parse_ip); an
+    IPv4-mapped IPv6 address and a non-canonical form pass, as with the gate off."""
+    if parse_ip(value) is not None:
+        return []
+    return [invalid(path, value, "must not have leading 0s" if _sloppy_ipv4(value) else _IP_MSG)]
 
 
 def ip_errors(value: str, path: str) -> list[FieldError]:

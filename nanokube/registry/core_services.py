@@ -36,6 +36,7 @@ from ..machinery.validation import (
     forbidden,
     invalid,
     is_ip,
+    legacy_ip_errors,
     not_supported,
     parse_ip,
     qualified_name,
@@ -364,10 +365,7 @@ def validate_service_spec(spec: dict) -> list[FieldError]:
         errs.append(forbidden("spec.sessionAffinityConfig", "must not be set when session affinity is None"))
     errs += _cluster_ips_related(spec)
     for i, ip in enumerate(spec.get("externalIPs") or []):
-        if not is_ip(ip):
-            errs.append(invalid(f"spec.externalIPs[{i}]", ip, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
-        else:
-            errs += endpoint_ip(ip, f"spec.externalIPs[{i}]")
+        errs += legacy_ip_errors(ip, f"spec.externalIPs[{i}]") or endpoint_ip(ip, f"spec.externalIPs[{i}]")
     if stype not in SERVICE_TYPES:
         errs.append(not_supported("spec.type", stype, SERVICE_TYPES))
     errs += _port_pairs(ports, stype)
@@ -439,9 +437,9 @@ def _cluster_ips_related(spec: dict) -> list[FieldError]:
             if len(ips) > 1:
                 bad = True
                 errs.append(invalid(p, ips, "'None' must be the first and only value"))
-        elif not is_ip(ip):
+        elif wrong := legacy_ip_errors(ip, f"{p}[{i}]"):
             bad = True
-            errs.append(invalid(f"{p}[{i}]", ip, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
+            errs += wrong
     if len(ips) > 2:
         errs.append(invalid(p, ips, "may only hold up to 2 values"))
     if bad:

@@ -172,3 +172,12 @@ async def test_families_this_cluster_does_not_serve_are_refused_before_allocatio
     headless = await asyncio.to_thread(core.create_namespaced_service, "default",
                                        {"metadata": {"name": "hl"}, "spec": {"clusterIP": "None"}})
     assert (headless.spec.ip_family_policy, headless.spec.cluster_ips) == ("RequireDualStack", ["None"])
+
+
+async def test_leading_zeros_are_refused_with_the_strict_message(core):
+    """1.37 takes "010.96.0.10" in a Service's IP fields while StrictIPCIDRValidation (alpha) is off;
+    nanokube refuses it as the gate on does (machinery.validation.parse_ip says why), with that message."""
+    for name, spec, path, ip in (("z1", {"clusterIP": "010.96.0.10"}, "spec.clusterIPs[0]", "010.96.0.10"),
+                                 ("z2", {"externalIPs": ["192.0.2.010"]}, "spec.externalIPs[0]", "192.0.2.010")):
+        assert await _refused(core.create_namespaced_service, "default", _svc(name, **spec)) == (
+            422, f'Service "{name}" is invalid: {path}: Invalid value: "{ip}": must not have leading 0s')
