@@ -35,6 +35,7 @@ class Informer:
         self.field_selector = field_selector
         self.store: dict[str, dict] = {}
         self._by_ns: dict[str, dict[str, None]] = {}
+        self._indexers: dict[str, _Index] = {}
         self.synced = asyncio.Event()
         self._on_add: list[Callable[[dict], None]] = []
         self._on_update: list[Callable[[dict, dict], None]] = []
@@ -62,15 +63,29 @@ class Informer:
         keys = self._by_ns.get(namespace)
         return [self.store[k] for k in keys] if keys else []
 
+    def add_index(self, name: str, value_of: Callable[[dict], str | None]) -> None:
+        """A custom index (client-go's AddIndexers, one value per object; None leaves it out), kept
+        on every event, so a handler reads the few objects it needs (the pods on one node) instead of
+        walking the store. Controllers sharing the informer share an index by its name."""
+        if name not in self._indexers:
+            self._indexers[name] = _Index(value_of, self.store)
+
+    def by_index(self, name: str, value: str) -> list[dict]:
+        """The objects whose `name` index value is `value`, in the order they took it."""
+        keys = self._indexers[name].keys.get(value)
+        return [self.store[k] for k in keys] if keys else []
+
     def get(self, key: str) -> dict | None:
         return self.store.get(key)
 
     def _index(self, store: dict[str, dict]) -> None:
-        """Rebuild the namespace index from a fresh list; its order within a namespace is the store's."""
+        """Rebuild the indexes from a fresh list; their order within a value is the store's."""
         by_ns: dict[str, dict[str, None]] = {}
         for k, o in store.items():
             by_ns.setdefault(o["metadata"].get("namespace") or "", {})[k] = None
         self._by_ns = by_ns
+        for name, ix in self._indexers.items():
+            self._indexers[name] = _Index(ix.value_of, store)
 
     async def run(self) -> None:
         while True:
@@ -123,6 +138,8 @@ class Informer:
                 del keys[k]
                 if not keys:
                     del self._by_ns[ns]
+                for ix in self._indexers.values():
+                    ix.set(k, None)
             self._notify(self._on_delete, old or obj)
             return
         old = self.store.get(k)
@@ -132,8 +149,14 @@ class Informer:
             if (keys := self._by_ns.get(ns)) is None:
                 keys = self._by_ns[ns] = {}
             keys[k] = None
+            for ix in self._indexers.values():
+                ix.set(k, ix.value_of(obj))
             self._notify(self._on_add, obj)
         else:
+            if self._indexers:  # most events change no index value: one call and a lookup each
+                for ix in self._indexers.values():
+                    if (v := ix.value_of(obj)) != ix.values.get(k):
+                        ix.set(k, v)
             self._notify(self._on_update, old, obj)
 
     def _notify(self, handlers: list[Callable], *args) -> None:
@@ -144,6 +167,32 @@ class Informer:
                 h(*args)
             except Exception:
                 log.exception("informer for %s: an event handler failed", self.rc.res.plural)
+
+
+class _Index:
+    """One custom index: the keys of each value and each indexed key's value, so an update calls
+    `value_of` on the new object only."""
+
+    __slots__ = ("value_of", "keys", "values")
+
+    def __init__(self, value_of: Callable[[dict], str | None], store: dict[str, dict]):
+        self.value_of = value_of
+        self.keys: dict[str, dict[str, None]] = {}
+        self.values: dict[str, str] = {}
+        for k, o in store.items():
+            self.set(k, value_of(o))
+
+    def set(self, k: str, value: str | None) -> None:
+        """Index key `k` under `value` (None: under none)."""
+        was = self.values.pop(k, None)
+        if was is not None:
+            keys = self.keys[was]
+            del keys[k]
+            if not keys:
+                del self.keys[was]
+        if value is not None:
+            self.values[k] = value
+            self.keys.setdefault(value, {})[k] = None
 
 
 class InformerFactory:

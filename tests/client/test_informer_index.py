@@ -109,3 +109,57 @@ async def test_cluster_scoped_objects_are_indexed_under_the_empty_namespace():
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+def on(ns, name, node, rv="1"):
+    return {"metadata": {"namespace": ns, "name": name, "resourceVersion": rv}, "spec": {"nodeName": node}}
+
+
+def node_of(o):
+    return o["spec"].get("nodeName") or None
+
+
+def by_node(inf: Informer) -> dict[str, list[str]]:
+    """Each node's by_index holds the very objects of list() on it, and the index keeps no emptied
+    value; returns the names by node, in by_index's order."""
+    want: dict[str, list[dict]] = {}
+    for o in inf.list():
+        if node_of(o):
+            want.setdefault(node_of(o), []).append(o)
+    for node, objs in want.items():
+        assert sorted(map(id, inf.by_index("node", node))) == sorted(map(id, objs))
+    assert set(inf._indexers["node"].keys) == set(want)
+    return {n: [o["metadata"]["name"] for o in inf.by_index("node", n)] for n in want}
+
+
+async def test_a_custom_index_follows_a_value_that_changes_and_a_relist():
+    rc = ScriptedClient([[on("a", "p1", "n1"), on("a", "p2", None)], [on("a", "p2", "n2", "7"), on("b", "p9", "n1")]])
+    inf = Informer(rc)
+    task = asyncio.create_task(inf.run())
+    try:
+        await asyncio.wait_for(inf.synced.wait(), 5)
+        inf.add_index("node", node_of)  # added to a synced informer: built from what it holds
+        assert by_node(inf) == {"n1": ["p1"]}
+        assert inf.by_index("node", "n2") == []
+
+        for ev in [("MODIFIED", on("a", "p2", "n2", "2")), ("ADDED", on("b", "p3", "n2")),
+                   ("MODIFIED", on("a", "p1", "n1", "3")), ("ADDED", on("b", "p4", None))]:
+            rc.events.put_nowait(ev)
+        await settle(rc)
+        assert by_node(inf) == {"n1": ["p1"], "n2": ["p2", "p3"]}
+        assert inf.by_index("node", "n1")[0]["metadata"]["resourceVersion"] == "3"
+
+        for ev in [("DELETED", on("a", "p1", "n1")), ("MODIFIED", on("b", "p3", "n1", "4")),
+                   ("MODIFIED", on("b", "p4", "n2", "5"))]:
+            rc.events.put_nowait(ev)
+        await settle(rc)
+        assert by_node(inf) == {"n1": ["p3"], "n2": ["p2", "p4"]}
+
+        rc.events.put_nowait(None)
+        while rc.lists < 2:
+            await asyncio.sleep(0)
+        await settle(rc)
+        assert by_node(inf) == {"n2": ["p2"], "n1": ["p9"]}
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
