@@ -30,6 +30,7 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 MAX_ENDPOINTS_PER_SLICE = 100
 MAX_ENDPOINTS_ADDRESSES = 1000
 OVER_CAPACITY_ANNOTATION = "endpoints.kubernetes.io/over-capacity"
+NODE_INDEX = "spec.nodeName"  # the pod informer's index of pods by node
 
 
 # --- what the service wants ----------------------------------------------------
@@ -98,6 +99,10 @@ def _endpoint_state(pod: dict) -> tuple:
     st = pod.get("status") or {}
     return (st.get("podIPs"), st.get("podIP"), st.get("phase"), pod_is_ready(pod),
             pod["metadata"].get("deletionTimestamp"), (pod.get("spec") or {}).get("nodeName"))
+
+
+def pod_node(pod: dict) -> str | None:
+    return pod["spec"].get("nodeName") or None
 
 
 def is_headless(svc: dict) -> bool:
@@ -273,6 +278,7 @@ class EndpointSliceController(Controller):
         self.endpoints = client.resource("", "v1", "endpoints")
         self.svc_inf = self.informer_factory.informer(client.resource("", "v1", "services"))
         self.pod_inf = self.informer_factory.informer(client.resource("", "v1", "pods"))
+        self.pod_inf.add_index(NODE_INDEX, pod_node)
         self.slice_inf = self.informer_factory.informer(self.slices, label_selector=f"{MANAGED_BY_LABEL}={CONTROLLER_NAME}")
         self.ep_inf = self.informer_factory.informer(self.endpoints)
         self.node_inf = self.informer_factory.informer(client.resource("", "v1", "nodes"))
@@ -361,13 +367,12 @@ class EndpointSliceController(Controller):
         self._record("slice", f"{md['namespace']}/{md['labels'][SERVICE_NAME_LABEL]}", await self.slices.update(sl))
 
     def _node_updated(self, old: dict, new: dict) -> None:
-        """A node's zone label feeds its endpoints' `zone`."""
+        """A node's zone label feeds its endpoints' `zone`: the pods on it (from the node index, not
+        a walk of the cluster's pods) are synced into their services."""
         if (old["metadata"].get("labels") or {}).get(ZONE_LABEL) == (new["metadata"].get("labels") or {}).get(ZONE_LABEL):
             return
-        node = new["metadata"]["name"]
-        for pod in self.pod_inf.list():
-            if (pod.get("spec") or {}).get("nodeName") == node:
-                self._pod_changed(pod)
+        for pod in self.pod_inf.by_index(NODE_INDEX, new["metadata"]["name"]):
+            self._pod_changed(pod)
 
     def _zones(self) -> dict[str, str]:
         return {n["metadata"]["name"]: z for n in self.node_inf.list()

@@ -48,10 +48,10 @@ def service(name="web", selector=None, ports=None, cluster_ip="", labels=None):
                                                                "labels": labels or {}}, "spec": spec}
 
 
-async def add_pod(c, name, ip, app="web", ready=True, port=8080):
+async def add_pod(c, name, ip, app="web", ready=True, port=8080, node="n1"):
     pods = c.resource("", "v1", "pods")
     await pods.create({"metadata": {"name": name, "namespace": "default", "labels": {"app": app}},
-                       "spec": {"nodeName": "n1", "containers": [
+                       "spec": {"nodeName": node, "containers": [
                            {"name": "c", "image": "nginx", "ports": [{"name": "http", "containerPort": port}]}]}})
     await set_status(c, name, ip, ready)
 
@@ -101,6 +101,23 @@ async def test_slice_shape_follows_upstream(env):
     assert a["nodeName"] == "n1" and a["zone"] == "zone-a"
     assert a["targetRef"]["kind"] == "Pod" and a["targetRef"]["name"] == "a"
     assert eps["10.244.1.3"]["conditions"] == {"ready": False, "serving": False, "terminating": False}
+
+
+async def test_a_nodes_new_zone_reaches_the_endpoints_on_it_only(env):
+    c, ctrl = env
+    nodes = c.resource("", "v1", "nodes")
+    await nodes.create({"metadata": {"name": "n2", "labels": {"topology.kubernetes.io/zone": "zone-b"}}})
+    await c.resource("", "v1", "services").create(service())
+    await add_pod(c, "a", "10.244.1.2")
+    await add_pod(c, "b", "10.244.2.2", node="n2")
+    await wait_addresses(c, "web", ["10.244.1.2", "10.244.2.2"])
+    await nodes.patch("n2", {"metadata": {"labels": {"topology.kubernetes.io/zone": "zone-c"}}})
+
+    async def rezoned():
+        zones = {ep["nodeName"]: ep.get("zone") for sl in await slices_of(c, "web") for ep in sl["endpoints"]}
+        return zones if zones == {"n1": "zone-a", "n2": "zone-c"} else None
+    await eventually(rezoned)
+    assert [p["metadata"]["name"] for p in ctrl.pod_inf.by_index("spec.nodeName", "n2")] == ["b"]
 
 
 async def test_endpoints_mirror_the_service(env):
