@@ -434,6 +434,20 @@ def ip_errors(value: str, path: str) -> list[FieldError]:
     return []
 
 
+def legacy_cidr_errors(value: Any, path: str) -> list[FieldError]:
+    """IsValidCIDRForLegacyField (a Service's loadBalancerSourceRanges): what Go's ParseCIDRSloppy
+    reads passes, bits beyond the prefix length and a non-canonical form included; leading zeros,
+    which 1.37 accepts there with its gate off, are refused with the gate-on message (see parse_ip)."""
+    addr, slash, bits = value.partition("/") if isinstance(value, str) else ("", "", "")
+    ip = parse_ip(addr) if slash and bits.isascii() and bits.isdigit() else None
+    if ip is not None and int(bits) <= ip.max_prefixlen and not (len(bits) > 1 and bits[0] == "0"):
+        return []
+    sloppy = ip or (_sloppy_ipv4(addr) if slash and bits.isascii() and bits.isdigit() else None)
+    if sloppy is not None and int(bits) <= sloppy.max_prefixlen:
+        return [invalid(path, value, "must not have leading 0s in IP or prefix length")]
+    return [invalid(path, value, _CIDR_MSG)]
+
+
 def cidr_family(value: Any) -> int | None:
     """netutils.IPFamilyOfCIDRString: the IP version of what ParseCIDRSloppy reads, else None."""
     addr = value.partition("/")[0] if isinstance(value, str) and "/" in value else ""

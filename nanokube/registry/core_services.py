@@ -36,6 +36,7 @@ from ..machinery.validation import (
     forbidden,
     invalid,
     is_ip,
+    legacy_cidr_errors,
     legacy_ip_errors,
     not_supported,
     parse_ip,
@@ -330,9 +331,14 @@ def _default_families(spec: dict) -> None:
 # --- validation --------------------------------------------------------------------
 
 
-def validate_service_spec(spec: dict) -> list[FieldError]:
-    """ValidateService's spec checks, in its order."""
+def validate_service_spec(spec: dict, annotations: dict | None = None) -> list[FieldError]:
+    """ValidateService's checks after the metadata's, in its order (the annotations: the topology
+    mode's and the source ranges')."""
     errs: list[FieldError] = []
+    mode, hints = (annotations or {}).get(_TOPOLOGY_MODE), (annotations or {}).get(_TOPOLOGY_HINTS)
+    if mode is not None and hints is not None and mode != hints:
+        errs.append(invalid(f"metadata.annotations[{_TOPOLOGY_MODE}]", mode,
+                            f"must match annotations[{_TOPOLOGY_HINTS}] when both are specified"))
     stype = spec.get("type", "")
     headless = _headless(spec)
     ports = spec.get("ports") or []
@@ -369,6 +375,7 @@ def validate_service_spec(spec: dict) -> list[FieldError]:
     if stype not in SERVICE_TYPES:
         errs.append(not_supported("spec.type", stype, SERVICE_TYPES))
     errs += _port_pairs(ports, stype)
+    errs += _source_ranges(spec, annotations or {})
     if spec.get("allocateLoadBalancerNodePorts") is not None and stype != "LoadBalancer":
         errs.append(forbidden("spec.allocateLoadBalancerNodePorts", _LB_ONLY))
     errs += _load_balancer_class(spec)
@@ -391,6 +398,30 @@ def validate_service_spec(spec: dict) -> list[FieldError]:
 
 
 _LB_ONLY = "may only be used when `type` is 'LoadBalancer'"
+_TOPOLOGY_MODE = "service.kubernetes.io/topology-mode"
+_TOPOLOGY_HINTS = "service.kubernetes.io/topology-aware-hints"
+_SOURCE_RANGES = "service.beta.kubernetes.io/load-balancer-source-ranges"
+
+
+def _source_ranges(spec: dict, annotations: dict) -> list[FieldError]:
+    """loadBalancerSourceRanges (at upstream's path, capital L), else the older annotation: only on a
+    LoadBalancer, each a CIDR once trimmed."""
+    errs: list[FieldError] = []
+    lb = spec.get("type") == "LoadBalancer"
+    if ranges := spec.get("loadBalancerSourceRanges"):
+        p = "spec.LoadBalancerSourceRanges"
+        if not lb:
+            errs.append(forbidden(p, _LB_ONLY))
+        for i, r in enumerate(ranges):
+            errs += legacy_cidr_errors(r.strip() if isinstance(r, str) else r, f"{p}[{i}]")
+    elif (value := annotations.get(_SOURCE_RANGES)) is not None:
+        p = f"metadata.annotations[{_SOURCE_RANGES}]"
+        if not lb:
+            errs.append(forbidden(p, _LB_ONLY))
+        if value.strip():
+            for r in value.strip().split(","):
+                errs += legacy_cidr_errors(r.strip(), p)
+    return errs
 
 
 def _load_balancer_class(spec: dict, ospec: dict | None = None) -> list[FieldError]:
@@ -827,7 +858,7 @@ class ServiceStrategy(Strategy):
         return self._ip_field_errors(_spec(new)) or self.allocation_errors(new, old)
 
     def validate(self, obj):
-        return validate_service_spec(_spec(obj))
+        return validate_service_spec(_spec(obj), (obj.get("metadata") or {}).get("annotations"))
 
     def validate_update(self, new, old):
         """ValidateServiceUpdate: the ClusterIPs and IP families that may not change, the class
@@ -838,4 +869,4 @@ class ServiceStrategy(Strategy):
         old_hc = health_check_node_port(ospec)
         if old_hc and needs_health_check(spec) and spec.get("healthCheckNodePort") != old_hc:
             errs.append(forbidden("spec.healthCheckNodePort", "field is immutable"))
-        return errs + validate_service_spec(spec)
+        return errs + validate_service_spec(spec, (new.get("metadata") or {}).get("annotations"))

@@ -181,3 +181,23 @@ async def test_leading_zeros_are_refused_with_the_strict_message(core):
                                  ("z2", {"externalIPs": ["192.0.2.010"]}, "spec.externalIPs[0]", "192.0.2.010")):
         assert await _refused(core.create_namespaced_service, "default", _svc(name, **spec)) == (
             422, f'Service "{name}" is invalid: {path}: Invalid value: "{ip}": must not have leading 0s')
+
+
+async def test_source_ranges_and_topology_annotations_are_validated(core):
+    """ValidateService's loadBalancerSourceRanges (upstream's path has a capital L; a legacy field:
+    bits beyond the prefix pass, trimmed) and the topology-mode annotation; all three were stored."""
+    lb = {"metadata": {"name": "lb", "annotations": {"service.kubernetes.io/topology-mode": "Auto",
+                                                     "service.kubernetes.io/topology-aware-hints": "Disabled"}},
+          "spec": {"type": "LoadBalancer", "ports": [{"port": 80}], "loadBalancerSourceRanges": [" 10.0.0.1/24", "bogus"]}}
+    code, message = await _refused(core.create_namespaced_service, "default", lb)
+    assert (code, message) == (422, 'Service "lb" is invalid: [metadata.annotations[service.kubernetes.io/topology-mode]: '
+                                    'Invalid value: "Auto": must match annotations[service.kubernetes.io/topology-aware-hints] '
+                                    'when both are specified, spec.LoadBalancerSourceRanges[1]: Invalid value: "bogus": '
+                                    'must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)]')
+    code, message = await _refused(core.create_namespaced_service, "default",
+                                   _svc("plain", loadBalancerSourceRanges=["10.0.0.0/8"]))
+    assert (code, message) == (422, 'Service "plain" is invalid: spec.LoadBalancerSourceRanges: Forbidden: '
+                                    "may only be used when `type` is 'LoadBalancer'")
+    del lb["metadata"]["annotations"], lb["spec"]["loadBalancerSourceRanges"][1]
+    made = await asyncio.to_thread(core.create_namespaced_service, "default", lb)
+    assert made.spec.load_balancer_source_ranges == [" 10.0.0.1/24"]
