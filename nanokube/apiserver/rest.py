@@ -604,7 +604,9 @@ class GenericREST:
             raise self._invalid(res, obj, errs)
         warnings = warnings + await self._validating_admission(admission, obj)
         if managed_fields is None:
-            managed_fields = self._track_fields(res, version, None, obj, opts).get("metadata", {}).get("managedFields")
+            managed_fields = ssa.create_managed_fields(
+                obj, self._manager(opts, "unknown"), schemas.kind_schema(res.group, res.storage_version, res.kind),
+                self.clock.rfc3339(), res.api_version(version), ignore_status="status" in res.subresources)
         md["managedFields"] = managed_fields
         if not md["managedFields"]:
             md.pop("managedFields")

@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from nanokube import schema as sch
+from nanokube.machinery import shape
 from nanokube.apiserver.patch import PatchError, json_copy
 from nanokube.apiserver.patch import fieldpath as fp
 from nanokube.apiserver.patch.fieldpath import Path
@@ -832,7 +833,7 @@ def update_managed_fields(
     managers = {} if subresource else _decode_or_empty(_sender_of_entries(old, new))
     if not managers and old is None:
         base = (id(raw), manager, operation, api_version, subresource, ignore_status)
-        plain = (*base, _create_shape(new))
+        plain = (*base, _create_key(new))
         entries = _CREATES.get(plain, MISSING)
         if entries is MISSING:
             if len(_CREATES) >= _CREATES_LIMIT:
@@ -856,7 +857,7 @@ def update_managed_fields(
             _CREATES[plain] = entries
         result = _own_metadata(new)
         if entries is not None:
-            result["metadata"]["managedFields"] = [{**e, "time": now} if "time" in e else dict(e) for e in entries]
+            result["metadata"]["managedFields"] = _stamped(entries, now)
         return result
     result = _own_metadata(new)
     if ignored is _SPEC:
@@ -864,6 +865,31 @@ def update_managed_fields(
     if not managers:
         managers = _decode_or_empty(old)
     return _track(old, result, raw, managers, manager, operation, now, api_version, subresource, ignored)
+
+
+def create_managed_fields(
+    new: dict[str, Any],
+    manager: str,
+    schema: dict[str, Any] | None = None,
+    now: str = "",
+    api_version: str = "",
+    ignore_status: bool = False,
+) -> list[dict[str, Any]] | None:
+    """The managedFields `update_managed_fields` records for a create of `new` (an Update of the
+    main resource, no old object), or None for none; a create of a shape seen before takes them
+    from memory without copying `new` (every create's object was copied for them, then dropped)."""
+    raw = _root_schema(schema)
+    if not _decode_or_empty(new):
+        entries = _CREATES.get((id(raw), manager, "Update", api_version, "", ignore_status, _create_key(new)), MISSING)
+        if entries is not MISSING:
+            return _stamped(entries, now) if entries is not None else None
+    tracked = update_managed_fields(None, new, manager, "Update", schema, now, api_version, ignore_status=ignore_status)
+    return (tracked.get("metadata") or {}).get("managedFields")
+
+
+def _stamped(entries: list[dict[str, Any]], now: str) -> list[dict[str, Any]]:
+    """Remembered entries of a create, each a dict of its own, at the write's time."""
+    return [{**e, "time": now} if "time" in e else dict(e) for e in entries]
 
 
 def _sender_of_entries(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
@@ -962,8 +988,8 @@ _STATUS_MISSES: dict[tuple, int] = {}
 _STATUS_WRITE_FREE = frozenset({"metadata", "status", "spec"})
 
 
-#: managedFields of a create, by the create's shape (`_create_shape`, and on a miss the finer
-#: `_typed_create_shape`); the creates of one shape share the entries' FieldsV1 objects, as
+#: managedFields of a create, by the create's shape (`_create_key`, and on a miss the
+#: schema-aware `_typed_create_shape`); the creates of one shape share the entries' FieldsV1 objects, as
 #: stored objects are never changed in place
 _CREATES: dict[tuple, list[dict[str, Any]] | None] = {}
 _CREATES_LIMIT = 4096
@@ -972,6 +998,14 @@ _CREATES_LIMIT = 4096
 #: again only once every as many creates
 _TYPED_MISSES: dict[tuple, int] = {}
 _TYPED_TRIES = 32
+
+
+def _create_key(obj: dict[str, Any]) -> tuple | bytes:
+    """What a create's managedFields are remembered by: the object's `shape.signature` (finer than
+    `_create_shape`, which it stands for, and built mostly in C), or `_create_shape` where the
+    object holds something that is not JSON."""
+    key = shape.signature(obj)
+    return key if key is not None else _create_shape(obj)
 
 
 def _create_shape(obj: dict[str, Any]) -> bytes:

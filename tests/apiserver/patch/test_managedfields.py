@@ -7,7 +7,7 @@ import pytest
 
 from nanokube import schema
 from nanokube.apiserver.patch import fieldpath as fp
-from nanokube.apiserver.patch.apply import apply, update_managed_fields
+from nanokube.apiserver.patch.apply import apply, create_managed_fields, update_managed_fields
 
 DEPLOYMENT = schema.kind_schema("apps", "v1", "Deployment")
 CONFIGMAP = schema.kind_schema("", "v1", "ConfigMap")
@@ -377,6 +377,38 @@ def test_creates_sharing_a_cached_field_set_get_what_they_would_compute_alone(va
     assert update(None, variant, "kubelet", T0, schema=POD)["metadata"]["managedFields"] == alone
     # a miss of the plain shape adds it; a miss of the schema-aware one too
     assert len(apply_mod._CREATES) == (3 if variant in SAME_SHAPE else 4)
+
+
+@pytest.mark.parametrize("variant", SAME_SHAPE + OTHER_SHAPE)
+def test_a_create_remembered_by_shape_gets_what_update_managed_fields_records(variant):
+    from nanokube.apiserver.patch import apply as apply_mod
+
+    apply_mod._CREATES.clear()
+    alone = update(None, variant, "kubelet", T0, schema=POD)["metadata"]["managedFields"]
+    sent = copy.deepcopy(variant)
+    for warm in (False, True):  # the first computes them (the memo cleared), the second remembers them
+        apply_mod._CREATES.clear()
+        create_managed_fields(pod("a", "app", "nginx:1", 80), "kubelet", POD, T0, "v1")
+        if warm:
+            create_managed_fields(copy.deepcopy(variant), "kubelet", POD, T2, "v1")
+        got = create_managed_fields(variant, "kubelet", POD, T1, "v1")
+        assert got == [{**e, "time": T1} for e in alone]
+        assert variant == sent, "the created object is left alone"
+    again = create_managed_fields(variant, "kubelet", POD, T2, "v1")
+    assert again[0] is not got[0] and again[0]["fieldsV1"] is got[0]["fieldsV1"], "an entry each, one FieldsV1"
+
+
+def test_a_create_sending_managed_fields_or_another_manager_is_not_given_remembered_ones():
+    created = configmap(a="1")
+    assert create_managed_fields(created, "kubectl", CONFIGMAP, T0, "v1")[0]["manager"] == "kubectl"
+    assert create_managed_fields(created, "helm", CONFIGMAP, T0, "v1")[0]["manager"] == "helm"
+    assert create_managed_fields(created, "helm", CONFIGMAP, T0, "v2")[0]["apiVersion"] == "v2"
+    sent = {**created, "metadata": {**created["metadata"], "managedFields": [
+        {"manager": "old", "operation": "Update", "apiVersion": "v1", "time": T0, "fieldsType": "FieldsV1",
+         "fieldsV1": {"f:data": {"f:gone": {}}}}]}}
+    assert create_managed_fields(sent, "kubectl", CONFIGMAP, T1, "v1") == \
+        update(None, sent, "kubectl", T1)["metadata"]["managedFields"]
+    assert [e["manager"] for e in create_managed_fields(sent, "kubectl", CONFIGMAP, T1, "v1")] == ["old", "kubectl"]
 
 
 def test_update_leaves_the_written_object_alone():
