@@ -11,7 +11,7 @@ from ..client.informer import InformerFactory, key_of
 from ..clock import Clock
 from ..machinery.errors import APIError
 from ..machinery.scheduling import NodeMatcher, untolerated
-from ..machinery.selectors import matches_labels, selector_from_object
+from ..machinery.selectors import selector_from_object
 from .base import Controller
 from .deployment import resolve_int_or_percent, template_hash
 from ..client.record import CoreEventRecorder
@@ -28,6 +28,7 @@ from .replicaset import (
     pod_from_template,
     pod_is_ready,
     pod_updated,
+    selecting,
 )
 
 TEMPLATE_GENERATION_LABEL = "pod-template-generation"
@@ -114,6 +115,10 @@ def should_run(node: dict, ds: dict) -> tuple[bool, bool]:
     return Placement(ds).verdict(node)
 
 
+def _selector(ds: dict):
+    return selector_from_object(ds["spec"].get("selector"))
+
+
 def template_generation(ds: dict) -> str | None:
     return (ds["metadata"].get("annotations") or {}).get(TEMPLATE_GENERATION)
 
@@ -188,10 +193,8 @@ class DaemonSetController(Controller):
 
     def _enqueue_selecting(self, pod: dict) -> None:
         """An orphan may be adopted by any DaemonSet selecting it."""
-        for ds in self.ds_inf.list():
-            if ds["metadata"]["namespace"] == pod["metadata"]["namespace"] and matches_labels(
-                    selector_from_object(ds["spec"].get("selector")), pod["metadata"].get("labels")):
-                self._enqueue(ds)
+        for ds in selecting(self.ds_inf, pod, _selector):
+            self._enqueue(ds)
 
     def _pod_deleted(self, pod: dict) -> None:
         if key := self._owner_key(pod):
@@ -255,7 +258,7 @@ class DaemonSetController(Controller):
         by target node; finished pods already being deleted are left out."""
         out: dict[str, list[dict]] = {}
         for pod in await claim_objects(self.pods, self.pod_inf.list_namespace(ds["metadata"]["namespace"]), ds,
-                                       selector_from_object(ds["spec"].get("selector")), "apps/v1", "DaemonSet"):
+                                       _selector(ds), "apps/v1", "DaemonSet"):
             pmd = pod["metadata"]
             phase = (pod.get("status") or {}).get("phase")
             if pmd.get("deletionTimestamp") and phase in ("Succeeded", "Failed"):

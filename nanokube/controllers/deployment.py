@@ -20,7 +20,7 @@ from ..clock import Clock, format_time, parse_time
 from .base import Controller
 from .deployment_scale import DESIRED, MAX_REPLICAS, is_scaling_event, scaled_sizes
 from ..client.record import CoreEventRecorder
-from .replicaset import controller_ref, ignore_missing, owner_reference
+from .replicaset import controller_ref, ignore_missing, owner_reference, selecting
 
 HASH_LABEL = "pod-template-hash"
 REVISION = "deployment.kubernetes.io/revision"
@@ -144,15 +144,12 @@ class DeploymentController(Controller):
 
     def _rs_changed(self, rs: dict) -> None:
         ref = controller_ref(rs)
-        ns = rs["metadata"]["namespace"]
         if ref is not None:
             if ref.get("kind") == "Deployment":
-                self.queue.add(f"{ns}/{ref['name']}")
+                self.queue.add(f"{rs['metadata']['namespace']}/{ref['name']}")
             return
-        for d in self.dep_inf.list():
-            if d["metadata"]["namespace"] == ns and matches_labels(
-                    selector_from_object(d["spec"].get("selector")), rs["metadata"].get("labels")):
-                self._enqueue(d)
+        for d in selecting(self.dep_inf, rs, lambda d: selector_from_object(d["spec"].get("selector"))):
+            self._enqueue(d)
 
     async def sync(self, key: str) -> None:
         d = self.dep_inf.get(key)
@@ -176,10 +173,8 @@ class DeploymentController(Controller):
         md = d["metadata"]
         sel = selector_from_object(d["spec"].get("selector"))
         owned = []
-        for rs in self.rs_inf.list():
+        for rs in self.rs_inf.list_namespace(md["namespace"]):
             rmd = rs["metadata"]
-            if rmd["namespace"] != md["namespace"]:
-                continue
             ref = controller_ref(rs)
             if ref is not None and ref["uid"] == md["uid"]:
                 owned.append(rs)

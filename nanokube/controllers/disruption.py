@@ -78,13 +78,11 @@ class DisruptionController(Controller):
         """The budgets selecting the pod (on an update that changed its labels, also those that
         selected `old`), and the pod itself while it carries a DisruptionTarget condition."""
         md = pod["metadata"]
-        if pdbs := self.pdbs.list():
-            ns, labels = md["namespace"], md.get("labels") or {}
+        if pdbs := self.pdbs.list_namespace(md["namespace"]):
+            labels = md.get("labels") or {}
             old_labels = (old["metadata"].get("labels") or {}) if old is not None else labels
             moved = old_labels != labels
             for pdb in pdbs:
-                if pdb["metadata"]["namespace"] != ns:
-                    continue
                 sel = _selector(pdb)
                 if sel is not None and (matches_labels(sel, labels) or moved and matches_labels(sel, old_labels)):
                     self._pdb_changed(pdb)

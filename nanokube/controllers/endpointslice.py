@@ -305,7 +305,8 @@ class EndpointSliceController(Controller):
             self._enqueue_services(pod)
 
     def _enqueue_services(self, pod: dict) -> None:
-        for svc in self.svc_inf.list():
+        """getPodServiceMemberships: the services of the pod's namespace (its index) selecting it."""
+        for svc in self.svc_inf.list_namespace(pod["metadata"]["namespace"]):
             if selects(svc, pod):
                 self._enqueue(svc)
 

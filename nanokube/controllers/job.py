@@ -28,6 +28,7 @@ from ..client.record import CoreEventRecorder
 from .job_workload import JobWorkloads, uses_workload
 from .replicaset import (
     Expectations,
+    claim_objects,
     controller_ref,
     create_pods,
     delete_pods,
@@ -38,6 +39,7 @@ from .replicaset import (
     pod_is_ready,
     pod_is_terminal,
     pod_updated,
+    selecting,
 )
 
 TRACKING = "batch.kubernetes.io/job-tracking"
@@ -111,6 +113,10 @@ def transition_events(old: list[dict], new: list[dict]) -> list[tuple[str, str, 
         elif c["type"] == "Suspended" and before.get("Suspended") == "True":
             out.append(("Normal", "Resumed", "Job resumed"))
     return out
+
+
+def job_selector(job: dict):
+    return selector_from_object(job["spec"].get("selector"))
 
 
 def pod_index(pod: dict) -> int | None:
@@ -228,9 +234,8 @@ class JobController(Controller):
         self.workloads = JobWorkloads(client, self.queue.add, self.informer_factory)
         self.job_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n),
                                   on_delete=self._enqueue)
-        self.pod_inf.add_handlers(on_add=lambda p: self._pod_event(p, added=True),
-                                  on_update=self._pod_updated,
-                                  on_delete=lambda p: self._pod_event(p, deleted=True))
+        self.pod_inf.add_handlers(on_add=self._pod_added, on_update=self._pod_updated,
+                                  on_delete=self._pod_deleted)
 
     def informers(self):
         return [self.job_inf, self.pod_inf, *self.workloads.informers()]
@@ -238,38 +243,51 @@ class JobController(Controller):
     def _enqueue(self, job: dict) -> None:
         self.queue.add(key_of(job))
 
-    def _pod_event(self, pod: dict, added: bool = False, deleted: bool = False) -> None:
+    def _pod_added(self, pod: dict) -> None:
+        """addPod: the Job controlling the pod, or every Job selecting an orphan (one may adopt it)."""
         ref = controller_ref(pod)
-        if ref is None or ref.get("kind") != "Job":
-            return
-        key = f"{pod['metadata']['namespace']}/{ref['name']}"
-        if added:
+        if ref is None:
+            self._enqueue_selecting(pod)
+        elif key := _JOB(pod, ref):
             self.expectations.observed_add(key)
-        if deleted:
-            self.expectations.observed_del(key)
-        self.queue.add(key)
+            self.queue.add(key)
 
     def _pod_updated(self, old: dict, pod: dict) -> None:
-        """updatePod: the Job controlling the pod, and the one that did when its reference moved."""
-        pod_updated(old, pod, _JOB, self.queue.add)
+        """updatePod: the Job controlling the pod, the one that did when its reference moved, and
+        for an orphan whose labels or reference changed, every Job selecting it."""
+        pod_updated(old, pod, _JOB, self.queue.add, self._enqueue_selecting)
+
+    def _pod_deleted(self, pod: dict) -> None:
+        if key := _JOB(pod, controller_ref(pod)):
+            self.expectations.observed_del(key)
+            self.queue.add(key)
+
+    def _enqueue_selecting(self, pod: dict) -> None:
+        for job in selecting(self.job_inf, pod, job_selector):
+            self._enqueue(job)
 
     def _pods_of(self, job: dict) -> list[dict]:
-        md = job["metadata"]
-        sel = selector_from_object(job["spec"].get("selector"))
-        return [p for p in self.pod_inf.list_namespace(md["namespace"])
-                if (controller_ref(p) or {}).get("uid") == md["uid"]
-                and matches_labels(sel, p["metadata"].get("labels"))]
+        """The pods the Job controls and still selects, as the cache shows them."""
+        uid, sel = job["metadata"]["uid"], job_selector(job)
+        return [p for p in self.pod_inf.list_namespace(job["metadata"]["namespace"])
+                if (controller_ref(p) or {}).get("uid") == uid and matches_labels(sel, p["metadata"].get("labels"))]
+
+    async def _claim(self, job: dict) -> list[dict]:
+        """getPodsForJob: its pods, orphans it selects adopted with the tracking finalizer, and its
+        pods it no longer selects released (their finalizer removed with the reference)."""
+        return await claim_objects(self.pods, self.pod_inf.list_namespace(job["metadata"]["namespace"]), job,
+                                   job_selector(job), "batch/v1", "Job", finalizer=TRACKING)
 
     async def sync(self, key: str) -> None:
         job = self.job_inf.get(key)
         if job is None:
             await self._release_orphans(key)
             return
-        pods = self._pods_of(job)
         if finished(job) or job["metadata"].get("deletionTimestamp"):
-            await self._remove_finalizers([p for p in pods if TRACKING in (p["metadata"].get("finalizers") or [])])
+            await self._remove_finalizers([p for p in self._pods_of(job)
+                                           if TRACKING in (p["metadata"].get("finalizers") or [])])
             return
-        await self._sync_job(key, job, pods)
+        await self._sync_job(key, job, await self._claim(job))
 
     async def _release_orphans(self, key: str) -> None:
         """Pods of a deleted Job must not keep its tracking finalizer."""

@@ -89,20 +89,25 @@ def owned_by(kind: str) -> Callable[[dict, dict | None], str | None]:
 
 
 def pod_updated(old: dict, pod: dict, owner_key: Callable[[dict, dict | None], str | None],
-                enqueue: Callable[[str], None], enqueue_adopters: Callable[[dict], None] | None = None) -> None:
-    """updatePod of a controller of pods: the owner of each side is synced; an orphan's possible
-    adopters (ReplicaSet, DaemonSet; none for a controller that adopts on sync only) only when its
-    labels or controller reference changed, since nothing else can make it adoptable (most pod
-    updates are status writes)."""
+                enqueue: Callable[[str], None], enqueue_adopters: Callable[[dict], None]) -> None:
+    """updatePod of a controller of pods (ReplicaSet, DaemonSet, StatefulSet, Job): the owner of
+    each side is synced; an orphan's possible adopters only when its labels or controller reference
+    changed, since nothing else can make it adoptable (most pod updates are status writes)."""
     old_ref, ref = controller_refs(old, pod)
     if old_ref != ref and (old_key := owner_key(old, old_ref)):
         enqueue(old_key)
     if ref is not None:
         if key := owner_key(pod, ref):
             enqueue(key)
-    elif enqueue_adopters is not None and (
-            old_ref is not None or old["metadata"].get("labels") != pod["metadata"].get("labels")):
+    elif old_ref is not None or old["metadata"].get("labels") != pod["metadata"].get("labels"):
         enqueue_adopters(pod)
+
+
+def selecting(inf, obj: dict, selector_of: Callable[[dict], list | None]) -> list[dict]:
+    """getPodReplicaSets and kin: the objects of `inf` in `obj`'s namespace (from its namespace
+    index, not a walk of the cluster's) whose selector (`selector_of`) matches `obj`'s labels."""
+    labels = obj["metadata"].get("labels")
+    return [o for o in inf.list_namespace(obj["metadata"]["namespace"]) if matches_labels(selector_of(o), labels)]
 
 
 def owner_reference(owner: dict, api_version: str, kind: str) -> dict:
@@ -198,10 +203,11 @@ async def create_pods(pods, expectations: Expectations, key, bodies: list[dict],
 
 
 async def claim_objects(client, candidates: list[dict], owner: dict, selector, api_version: str, kind: str,
-                        member=None) -> list[dict]:
+                        member=None, finalizer: str | None = None) -> list[dict]:
     """ControllerRefManager: the objects `owner` controls: its own that still
     match the selector (and `member`), plus orphans that match (adopted), less
-    its own that no longer match (released)."""
+    its own that no longer match (released). A `finalizer` (the Job's tracking
+    one) is added on adoption and removed on release, in the same patch."""
     md = owner["metadata"]
     owned = []
     for obj in candidates:
@@ -215,13 +221,17 @@ async def claim_objects(client, candidates: list[dict], owner: dict, selector, a
                 owned.append(obj)
             elif not omd.get("deletionTimestamp"):
                 refs = [r for r in omd.get("ownerReferences") or [] if r["uid"] != md["uid"]]
-                await ignore_missing(client.patch(omd["name"], {"metadata": {
-                    "ownerReferences": refs or None, "uid": omd["uid"]}}, namespace=omd["namespace"]))
+                release = {"ownerReferences": refs or None, "uid": omd["uid"]}
+                if finalizer in (fins := omd.get("finalizers") or []):
+                    release["finalizers"] = [f for f in fins if f != finalizer] or None
+                await ignore_missing(client.patch(omd["name"], {"metadata": release}, namespace=omd["namespace"]))
         elif ref is None and matches and not omd.get("deletionTimestamp") and not md.get("deletionTimestamp"):
             refs = list(omd.get("ownerReferences") or []) + [owner_reference(owner, api_version, kind)]
+            adopt = {"ownerReferences": refs, "uid": omd["uid"]}
+            if finalizer and finalizer not in (fins := omd.get("finalizers") or []):
+                adopt["finalizers"] = [*fins, finalizer]
             try:
-                owned.append(await client.patch(omd["name"], {"metadata": {
-                    "ownerReferences": refs, "uid": omd["uid"]}}, namespace=omd["namespace"]))
+                owned.append(await client.patch(omd["name"], {"metadata": adopt}, namespace=omd["namespace"]))
             except APIError as e:
                 if e.code not in (404, 409, 422):
                     raise
@@ -281,11 +291,8 @@ class ReplicaSetController(Controller):
 
     def _enqueue_matching(self, pod: dict) -> None:
         """An orphan may be adopted by any ReplicaSet selecting it."""
-        ns = pod["metadata"]["namespace"]
-        for rs in self.rs_inf.list():
-            if rs["metadata"]["namespace"] == ns and matches_labels(
-                    self.selector(rs), pod["metadata"].get("labels")):
-                self._enqueue(rs)
+        for rs in selecting(self.rs_inf, pod, self.selector):
+            self._enqueue(rs)
 
     def _pod_added(self, pod: dict) -> None:
         ref = controller_ref(pod)

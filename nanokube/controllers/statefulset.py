@@ -20,12 +20,16 @@ from .deployment import resolve_int_or_percent
 from ..client.record import CoreEventRecorder
 from .history import HASH_LABEL, POD_REVISION_LABEL, History, hash_revision, revision_name, template_patch
 from .replicaset import (claim_objects, controller_ref, owned_by, owner_reference, pod_available_in, pod_is_ready,
-                         pod_updated)
+                         pod_updated, selecting)
 
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 #: the key of the StatefulSet a pod's controller reference names
 _STATEFULSET = owned_by("StatefulSet")
+
+
+def set_selector(sts: dict):
+    return selector_from_object(sts["spec"].get("selector"))
 
 
 def ordinal_of(set_name: str, pod_name: str) -> int | None:
@@ -73,7 +77,7 @@ class StatefulSetController(Controller):
         self.rev_inf = self.informer_factory.informer(client.resource("apps", "v1", "controllerrevisions"))
         self.history = History(client, self.rev_inf, "apps/v1", "StatefulSet")
         self.set_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n))
-        self.pod_inf.add_handlers(on_add=self._pod_changed, on_update=self._pod_updated, on_delete=self._pod_changed)
+        self.pod_inf.add_handlers(on_add=self._pod_added, on_update=self._pod_updated, on_delete=self._pod_deleted)
         self.claim_inf.add_handlers(on_update=lambda o, n: self._claim_changed(n))
 
     def informers(self):
@@ -82,14 +86,26 @@ class StatefulSetController(Controller):
     def _enqueue(self, sts: dict) -> None:
         self.queue.add(key_of(sts))
 
-    def _pod_changed(self, pod: dict) -> None:
+    def _pod_added(self, pod: dict) -> None:
+        """addPod: the set controlling the pod, or every set selecting an orphan (one may adopt it)."""
         ref = controller_ref(pod)
-        if ref and ref.get("kind") == "StatefulSet":
-            self.queue.add(f"{pod['metadata']['namespace']}/{ref['name']}")
+        if ref is None:
+            self._enqueue_selecting(pod)
+        elif key := _STATEFULSET(pod, ref):
+            self.queue.add(key)
 
     def _pod_updated(self, old: dict, pod: dict) -> None:
-        """updatePod: the set controlling the pod, and the one that did when its reference moved."""
-        pod_updated(old, pod, _STATEFULSET, self.queue.add)
+        """updatePod: the set controlling the pod, the one that did when its reference moved, and
+        for an orphan whose labels or reference changed, every set selecting it."""
+        pod_updated(old, pod, _STATEFULSET, self.queue.add, self._enqueue_selecting)
+
+    def _pod_deleted(self, pod: dict) -> None:
+        if key := _STATEFULSET(pod, controller_ref(pod)):
+            self.queue.add(key)
+
+    def _enqueue_selecting(self, pod: dict) -> None:
+        for sts in selecting(self.set_inf, pod, set_selector):
+            self._enqueue(sts)
 
     def _claim_changed(self, claim: dict) -> None:
         for ref in claim["metadata"].get("ownerReferences") or []:
@@ -114,7 +130,7 @@ class StatefulSetController(Controller):
         """Pods this set controls: matching its selector and named as its members."""
         name = sts["metadata"]["name"]
         return await claim_objects(self.pods, self.pod_inf.list_namespace(sts["metadata"]["namespace"]), sts,
-                                   selector_from_object(sts["spec"].get("selector")), "apps/v1", "StatefulSet",
+                                   set_selector(sts), "apps/v1", "StatefulSet",
                                    member=lambda p: ordinal_of(name, p["metadata"]["name"]) is not None)
 
     async def _revisions(self, sts: dict) -> tuple[dict, dict, list[dict]]:

@@ -256,3 +256,67 @@ def test_transition_events_follow_upstream():
     assert transition_events([], suspended) == [("Normal", "Suspended", "Job suspended")]
     assert transition_events(suspended, resumed) == [("Normal", "Resumed", "Job resumed")]
     assert transition_events([], resumed) == []
+
+
+def manual(name="pi", **spec):
+    """A Job selecting app=batch itself (manualSelector), so pods it did not create can match it."""
+    j = job(name, manualSelector=True, selector={"matchLabels": {"app": "batch"}}, **spec)
+    j["spec"]["template"]["metadata"] = {"labels": {"app": "batch"}}
+    return j
+
+
+def bare(name, app="batch"):
+    return {"metadata": {"name": name, "namespace": "default", "labels": {"app": app}},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}
+
+
+async def test_an_orphan_it_selects_is_adopted_with_the_tracking_finalizer_and_counted(env):
+    client, ctrl, _ = env
+    pods = client.resource("", "v1", "pods")
+    await pods.create(bare("early"))  # there before the Job: adopted on its first sync
+    created = await client.resource("batch", "v1", "jobs").create(manual(parallelism=2, completions=3))
+    uid = created["metadata"]["uid"]
+    first = await eventually(lambda: live_pods(client, 2))
+    early = next(p for p in first if p["metadata"]["name"] == "early")
+    assert [(r["kind"], r["uid"], r["controller"]) for r in early["metadata"]["ownerReferences"]] == [("Job", uid, True)]
+    assert early["metadata"]["finalizers"] == [TRACKING]
+    await finish(client, next(p for p in first if p["metadata"]["name"] != "early"), "Succeeded")
+
+    async def idle():  # the replacement made and seen: no sync left that could adopt by chance
+        j = await client.resource("batch", "v1", "jobs").get("pi", "default")
+        return (j.get("status") or {}).get("succeeded") == 1 and (j.get("status") or {}).get("active") == 2 \
+            and not len(ctrl.queue) and not ctrl.queue._processing
+    await eventually(idle)
+    late = bare("late")
+    late["spec"]["nodeName"] = "n1"  # scheduled: never the one of three the Job deletes
+    late = await pods.create(late)
+    await pods.create(bare("other", app="web"))
+
+    async def adopted():
+        p = await pods.get("late", "default")
+        return p if (p["metadata"].get("ownerReferences") or [{}])[0].get("uid") == uid else None
+    p = await eventually(adopted)
+    assert p["metadata"]["uid"] == late["metadata"]["uid"] and p["metadata"]["finalizers"] == [TRACKING]
+    live = await eventually(lambda: live_pods(client, 3))  # parallelism 2, and "other"
+    for p in live:
+        if p["metadata"]["name"] != "other":
+            await finish(client, p, "Succeeded")
+    j = await eventually(lambda: job_condition(client, "Complete"))
+    assert j["status"]["succeeded"] == 3
+    other = await pods.get("other", "default")
+    assert "ownerReferences" not in other["metadata"] and "finalizers" not in other["metadata"]
+
+
+async def test_a_pod_it_no_longer_selects_is_released_with_its_finalizer(env):
+    client, _, _ = env
+    pods = client.resource("", "v1", "pods")
+    await client.resource("batch", "v1", "jobs").create(manual())
+    [p] = await eventually(lambda: live_pods(client, 1))
+    await pods.patch(p["metadata"]["name"], {"metadata": {"labels": {"app": "elsewhere"}}}, namespace="default")
+
+    async def released():
+        cur = await pods.get(p["metadata"]["name"], "default")
+        md = cur["metadata"]
+        return cur if not md.get("ownerReferences") and not md.get("finalizers") else None
+    await eventually(released)
+    await eventually(lambda: live_pods(client, 2))  # the released pod and its replacement

@@ -191,6 +191,42 @@ async def test_a_pods_owner_is_synced_on_its_updates_and_the_one_it_left_too(sta
         await stopped(ctrl)
 
 
+def _selecting_job(name):
+    body = _job(name)
+    body["spec"].update(manualSelector=True, selector={"matchLabels": WEB})
+    return body
+
+
+@pytest.mark.parametrize("ctrl_class,resource,body,informer", [
+    (JobController, ("batch", "v1", "jobs"), _selecting_job, "job_inf"),
+    (StatefulSetController, ("apps", "v1", "statefulsets"), _statefulset, "set_inf")])
+async def test_an_orphan_queues_the_owners_selecting_it_on_its_add_and_label_changes_only(stack, ctrl_class, resource,
+                                                                                        body, informer):
+    ctrl = await informing(ctrl_class(stack.client))
+    try:
+        await stack.client.resource("", "v1", "namespaces").create({"metadata": {"name": "other"}})
+        for ns, name in ((NS, "a"), (NS, "b"), ("other", "a")):  # the same selector elsewhere selects none of these
+            owner = body(name)
+            owner["metadata"]["namespace"] = ns
+            await seen(getattr(ctrl, informer), await stack.client.resource(*resource).create(owner, ns))
+        await drained(ctrl)
+        pods = stack.client.resource("", "v1", "pods")
+        p = await pods.create(pod("web-0"), NS)
+        await seen(ctrl.pod_inf, p)
+        assert await drained(ctrl) == {"default/a", "default/b"}
+        p = await status(stack.client, p, conditions=[UNSCHEDULABLE])
+        await seen(ctrl.pod_inf, p)
+        assert await drained(ctrl) == set()
+        q = await pods.create(pod("web-1", {"app": "other"}), NS)
+        await seen(ctrl.pod_inf, q)
+        assert await drained(ctrl) == set()
+        q = await meta(stack.client, q, labels=WEB)  # now selected: may be adopted
+        await seen(ctrl.pod_inf, q)
+        assert await drained(ctrl) == {"default/a", "default/b"}
+    finally:
+        await stopped(ctrl)
+
+
 async def test_endpointslice_syncs_a_service_for_what_its_endpoints_show_only(stack):
     ctrl = await informing(EndpointSliceController(stack.client))
     try:
