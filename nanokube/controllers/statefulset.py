@@ -350,9 +350,6 @@ class StatefulSetController(Controller):
             await self._restore_identity(sts, pod, o)
             await self._set_claim_owners(sts, pod, o, False)
             if not self._healthy(sts, pod, now):
-                wait = pod_available_in(pod, spec.get("minReadySeconds", 0), now)
-                if wait:
-                    self.queue.add_after(key_of(sts), wait + 0.05)
                 if unhealthy_first is None:
                     unhealthy_first = pod
                 if monotonic:
@@ -388,19 +385,27 @@ class StatefulSetController(Controller):
         return status
 
     def _status(self, sts: dict, by_ordinal: dict, current: str, update: str, now: float) -> dict:
+        """The counts of every pod the set has; one ready but not yet available for minReadySeconds
+        brings the set back when it becomes available (upstream requeues after minReadySeconds on
+        the pod's update and while availableReplicas falls short), whichever pod the update stops at."""
         min_ready = sts["spec"].get("minReadySeconds", 0)
         counts = {"replicas": 0, "readyReplicas": 0, "availableReplicas": 0, "currentReplicas": 0, "updatedReplicas": 0}
+        waits = []
         for pod in by_ordinal.values():
             created = bool((pod.get("status") or {}).get("phase"))
             counts["replicas"] += created
             if is_running_and_ready(pod):
                 counts["readyReplicas"] += 1
-                if pod_available_in(pod, min_ready, now) == 0:
+                if (wait := pod_available_in(pod, min_ready, now)) == 0:
                     counts["availableReplicas"] += 1
+                else:
+                    waits.append(wait)
             if created and not is_terminating(pod):
                 rev = (pod["metadata"].get("labels") or {}).get(POD_REVISION_LABEL)
                 counts["currentReplicas"] += rev == current
                 counts["updatedReplicas"] += rev == update
+        if waits:
+            self.queue.add_after(key_of(sts), min(waits) + 0.05)
         return {**counts, "currentRevision": current, "updateRevision": update,
                 "observedGeneration": sts["metadata"].get("generation", 1)}
 

@@ -8,6 +8,7 @@ import asyncio
 
 import pytest
 
+from nanokube.clock import VirtualClock, format_time
 from nanokube.controllers.statefulset import StatefulSetController
 from nanokube.machinery.errors import APIError
 from tests.controllers import eventually, make_stack
@@ -313,3 +314,47 @@ async def test_history_is_truncated_to_the_limit(env):
         items, _ = await client.resource("apps", "v1", "controllerrevisions").list("default")
         return sorted(r["revision"] for r in items)
     assert await eventually(lambda: _equal(history, [3, 4]))
+
+
+async def test_a_member_ready_behind_an_unready_one_is_counted_available_after_min_ready_seconds():
+    """OrderedReady stops at web-0 once it is not ready; web-1, ready meanwhile, still becomes
+    available minReadySeconds later with no event to say so (virtual time)."""
+    s = await make_stack()
+    clock = VirtualClock()
+    ctrl = StatefulSetController(s.client, clock=clock)
+    await ctrl.start()
+    podc, sets = s.client.resource("", "v1", "pods"), s.client.resource("apps", "v1", "statefulsets")
+
+    async def ready(name, is_ready=True):
+        pod = await podc.get(name, "default")
+        await podc.update({**pod, "status": {"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "True" if is_ready else "False",
+             "lastTransitionTime": format_time(clock.now())}]}}, subresource="status")
+
+    async def status(**want):
+        st = (await sets.get("web", "default")).get("status") or {}
+        return st if all(st.get(k, 0) == v for k, v in want.items()) else None
+
+    async def soon(check):
+        for _ in range(200):
+            await clock.advance(0)
+            if got := await check():
+                return got
+            await asyncio.sleep(0.005)
+        raise AssertionError("condition never held")
+    try:
+        await sets.create(statefulset(replicas=2, minReadySeconds=10, volumeClaimTemplates=[]))
+        await soon(lambda: has(s.client, ["web-0"]))
+        await ready("web-0")
+        await soon(lambda: status(readyReplicas=1, availableReplicas=0))
+        await clock.advance(11)
+        await soon(lambda: has(s.client, ["web-0", "web-1"]))  # web-0 available: web-1 follows
+        await ready("web-0", False)
+        await soon(lambda: status(readyReplicas=0))
+        await ready("web-1")
+        await soon(lambda: status(readyReplicas=1, availableReplicas=0))
+        await clock.advance(11)
+        await soon(lambda: status(readyReplicas=1, availableReplicas=1))
+    finally:
+        await stop(ctrl)
+        await s.close()
