@@ -30,6 +30,7 @@ from ..machinery.selectors import matches_fields, matches_labels, parse_field_se
 from ..machinery.validation import immutable, validate_annotations, validate_labels
 from . import serializer, structural
 from .patch import PatchError, jsonpatch, merge, strategic
+from .patch import status as status_patch
 from .patch import apply as ssa
 
 NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
@@ -852,6 +853,7 @@ class GenericREST:
         status_only = self._status_only(res, subresource, changed, parsed)
         for attempt in range(PATCH_ATTEMPTS):
             entry = self.cache.get(key)
+            memo = remembered = None
             if patch_type == "application/apply-patch+yaml":
                 if not opts.field_manager:
                     raise errors.bad_request("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch")
@@ -884,8 +886,13 @@ class GenericREST:
                 if subresource == "scale":
                     raise errors.method_not_allowed()
                 doc = ({"status": current["status"]} if "status" in current else {}) if status_only else current
+                if status_only and sch is not None and opts.field_validation in ("Strict", "Warn"):
+                    memo = status_patch.key(sch, patch_type, patch, current, (res.group, res.plural, opts.field_manager))
+                    remembered = status_patch.get(memo, sch) if memo is not None else None
                 try:
-                    if patch_type == "application/json-patch+json":
+                    if remembered is not None:
+                        body = {"status": remembered}
+                    elif patch_type == "application/json-patch+json":
                         if not isinstance(parsed, list):
                             raise errors.bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
                         body = jsonpatch.apply(current, parsed)
@@ -921,7 +928,9 @@ class GenericREST:
             if patch_type == "application/apply-patch+yaml":
                 mf = (body.get("metadata") or {}).get("managedFields")
                 popts = WriteOptions(opts.dry_run, "", opts.field_validation, opts.force, opts.user)
-            warnings = self._decode_checks(res, version, body, popts, changed)
+            warnings = self._decode_checks(res, version, body, popts, _NO_FIELDS if remembered is not None else changed)
+            if memo is not None and remembered is None and not warnings:  # no unknown field: checked as it is
+                status_patch.remember(memo, sch, body.get("status"))
             if not status_only:
                 res.strategy.default(body, version)
             if _converts(res.strategy):
@@ -1128,6 +1137,8 @@ class GenericREST:
 #: patch names it: otherwise it is the live object's, like the spec of a status patch, and
 #: checking it was ~32 k instructions, 3-4% of a pod status patch)
 _ALWAYS_CHECKED = frozenset(("apiVersion", "kind"))
+#: the fields of a remembered status patch's result left to check (its status was checked)
+_NO_FIELDS: frozenset[str] = frozenset()
 
 
 #: the top-level fields of a patch that names only status (see `_status_only`)

@@ -10,7 +10,7 @@ import copy
 import pytest
 
 from nanokube.apiserver.cache import stored_value
-from nanokube.apiserver.rest import MERGE_PATCH, STRATEGIC_PATCH
+from nanokube.apiserver.rest import MERGE_PATCH, STRATEGIC_PATCH, WriteOptions
 from tests.controllers import make_stack
 
 NS = "default"
@@ -80,3 +80,37 @@ async def test_a_policy_sees_the_whole_defaulted_pod_of_a_status_patch(stack):
         {"metadata": {"name": "dns"}, "spec": {"policyName": "dns"}})
     out = await pods.patch("p", {"status": {"conditions": [COND]}}, STRATEGIC_PATCH, namespace=NS, subresource="status")
     assert out["status"]["message"] == "ClusterFirst" and "dnsPolicy" not in out["spec"]
+
+
+async def test_a_status_patch_over_the_same_status_stores_the_remembered_result(stack):
+    """The same status patch over an equal live status yields the status the first one stored (one
+    object, shared like equal spec values); a live status that differs in anything gets its own."""
+    pods = stack.client.resource("", "v1", "pods")
+    for name in ("p", "q", "r"):
+        await pods.create({**POD, "metadata": {**POD["metadata"], "name": name}})
+    await pods.patch("r", {"status": {"conditions": [{**COND, "type": "Ready"}]}}, STRATEGIC_PATCH, namespace=NS,
+                     subresource="status")
+    out = {n: await pods.patch(n, {"status": {"conditions": [COND]}}, STRATEGIC_PATCH, namespace=NS,
+                               subresource="status") for n in ("p", "q", "r")}
+    cached = {n: stack.cache.get(f"/registry/pods/default/{n}").obj for n in out}
+    assert out["p"]["status"] == out["q"]["status"] and cached["q"]["status"] is cached["p"]["status"]
+    assert out["q"]["status"]["conditions"] == [{k: v for k, v in COND.items() if v is not None}]
+    assert sorted(c["type"] for c in out["r"]["status"]["conditions"]) == ["PodScheduled", "Ready"]
+    # one number more: another patch, merged anew
+    later = await pods.patch("q", {"status": {"conditions": [COND], "observedGeneration": 1}}, STRATEGIC_PATCH,
+                             namespace=NS, subresource="status")
+    assert later["status"]["observedGeneration"] == 1 and cached["p"]["status"].get("observedGeneration") is None
+
+
+async def test_a_status_patch_with_an_unknown_field_is_checked_each_time(stack):
+    """A status with a field the kind lacks is never remembered: each such patch gets its warning
+    (Warn) and has the field dropped, however often it comes."""
+    pods = stack.client.resource("", "v1", "pods")
+    res = stack.rest.index.get("", "v1", "pods")
+    raw = b'{"status": {"conditions": [{"type": "PodScheduled", "status": "False", "bogus": 1}]}}'
+    for name in ("p", "q"):
+        await pods.create({**POD, "metadata": {**POD["metadata"], "name": name}})
+        r = await stack.rest.patch(res, "v1", NS, name, STRATEGIC_PATCH, raw, WriteOptions(field_validation="Warn"),
+                                   subresource="status")
+        assert r.warnings == ['unknown field "status.conditions[0].bogus"']
+        assert "bogus" not in r.obj["status"]["conditions"][0]
