@@ -2,88 +2,9 @@
 
 from __future__ import annotations
 
-import time
-from bisect import bisect_left
-
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
-from prometheus_client.metrics_core import Metric
-from prometheus_client.utils import floatToGoString
 
-
-class _Value:
-    """One labelled series of a Family: plain numbers the event loop adds to (prometheus_client's
-    children take a lock and run two checks per `inc` and a Python loop over buckets per `observe`)."""
-
-    __slots__ = ("value", "created", "buckets", "bounds")
-
-    def __init__(self, bounds: tuple[float, ...] | None) -> None:
-        self.value = 0.0  # a counter's or gauge's value, a histogram's sum
-        self.created = time.time()
-        self.bounds = bounds
-        self.buckets = [0.0] * (len(bounds) + 1) if bounds is not None else None
-
-    def inc(self, amount: float = 1) -> None:
-        self.value += amount
-
-    def dec(self, amount: float = 1) -> None:
-        self.value -= amount
-
-    def set(self, value: float) -> None:
-        self.value = float(value)
-
-    def observe(self, amount: float) -> None:
-        self.value += amount
-        self.buckets[bisect_left(self.bounds, amount)] += 1  # the first bucket whose bound is >= amount
-
-
-class Family:
-    """A labelled counter, gauge or histogram whose samples and exposition are those of
-    prometheus_client's Counter, Gauge and Histogram (`_total`, `_created`, cumulative `le`
-    buckets ending in +Inf), kept as plain numbers: the API server updates several per request."""
-
-    def __init__(self, kind: str, name: str, documentation: str, labelnames: list[str], registry: CollectorRegistry,
-                 buckets: tuple[float, ...] | None = None) -> None:
-        self.kind = kind
-        self.name = name[:-6] if kind == "counter" and name.endswith("_total") else name
-        self.documentation = documentation
-        self.labelnames = tuple(labelnames)
-        self.bounds = tuple(float(b) for b in buckets) if kind == "histogram" else None
-        self._series: dict[tuple[str, ...], _Value] = {}
-        registry.register(self)
-
-    def labels(self, *values: str) -> _Value:
-        series = self._series.get(values)
-        if series is None:
-            if len(values) != len(self.labelnames):
-                raise ValueError(f"{self.name}: expected {len(self.labelnames)} label values, got {len(values)}")
-            key = tuple(map(str, values))
-            series = self._series.get(key)
-            if series is None:
-                series = self._series[key] = _Value(self.bounds)
-        return series
-
-    def describe(self) -> list[Metric]:
-        return [Metric(self.name, self.documentation, self.kind)]
-
-    def collect(self) -> list[Metric]:
-        m = Metric(self.name, self.documentation, self.kind)
-        name = self.name
-        for values, s in list(self._series.items()):
-            labels = dict(zip(self.labelnames, values))
-            if self.kind == "counter":
-                m.add_sample(name + "_total", labels, s.value)
-                m.add_sample(name + "_created", labels, s.created)
-            elif self.kind == "gauge":
-                m.add_sample(name, labels, s.value)
-            else:
-                total = 0.0
-                for bound, count in zip((*self.bounds, float("inf")), s.buckets):
-                    total += count
-                    m.add_sample(name + "_bucket", {**labels, "le": floatToGoString(bound)}, total)
-                m.add_sample(name + "_count", labels, total)
-                m.add_sample(name + "_sum", labels, s.value)
-                m.add_sample(name + "_created", labels, s.created)
-        return [m]
+from ..machinery.metrics import Family
 
 
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)

@@ -11,7 +11,7 @@ BUCKETS = (0.0005, 0.001, 0.0025, 0.5, 1, 60)
 
 
 def _text(registry) -> str:
-    return re.sub(r"(_created\{[^}]*\}) \S+", r"\1 T", generate_latest(registry).decode())
+    return re.sub(r"(_created(\{[^}]*\})?) \S+", r"\1 T", generate_latest(registry).decode())
 
 
 def test_families_expose_what_prometheus_client_does():
@@ -50,3 +50,13 @@ def test_a_family_refuses_the_wrong_number_of_labels():
     else:
         raise AssertionError("one label value for two label names was accepted")
     assert family.labels("1", "2") is family.labels("1", "2")
+
+
+def test_an_unlabelled_family_is_exposed_from_the_start_as_prometheus_clients():
+    theirs, ours = CollectorRegistry(), CollectorRegistry()
+    Histogram("attempts", "Attempts.", buckets=(1, 2, 4), registry=theirs)
+    observed = Family("histogram", "attempts", "Attempts.", [], ours, (1, 2, 4)).labels()
+    assert _text(ours) == _text(theirs)
+    assert 'attempts_count 0.0' in _text(ours)
+    observed.observe(3)
+    assert 'attempts_bucket{le="4.0"} 1.0' in _text(ours)
