@@ -302,6 +302,16 @@ class GenericREST:
             raise
         return self.admission.publish(a)
 
+    @staticmethod
+    def _warned(a, warnings: list[str]) -> list[str]:
+        """A strategy's warnings where upstream's BeforeCreate/BeforeUpdate records them, after mutating
+        admission's and before validating admission's: into the request's admission warnings when it
+        has them (an admission refusal's headers carry them then, as upstream's); else returned."""
+        if a is None or not warnings:
+            return warnings
+        a.warnings += warnings
+        return []
+
     def _invalid(self, res: Resource, obj: dict, errs) -> errors.APIError:
         return errors.invalid(res.group, res.kind, _meta(obj).get("name") or _meta(obj).get("generateName", ""), errs)
 
@@ -603,7 +613,8 @@ class GenericREST:
         errs = res.validate_create(obj)
         if errs:
             raise self._invalid(res, obj, errs)
-        warnings = warnings + await self._validating_admission(admission, obj)
+        warnings = warnings + self._warned(admission, res.strategy.warnings_on_create(obj)) \
+            + await self._validating_admission(admission, obj)
         if managed_fields is None:
             managed_fields = ssa.create_managed_fields(
                 obj, self._manager(opts, "unknown"), schemas.kind_schema(res.group, res.storage_version, res.kind),
@@ -777,6 +788,8 @@ class GenericREST:
             errs = meta_errs + list(errs or [])
         if errs:
             raise self._invalid(res, new, errs)
+        warned = [] if subresource in ("status", "approval", "finalize") else \
+            self._warned(admission, res.strategy.warnings_on_update(new, old))
         await self._validating_admission(admission, new)
         if managed_fields is None:
             managed_fields = self._track_fields(res, version, old, new, opts, subresource).get("metadata", {}).get("managedFields")
@@ -788,9 +801,9 @@ class GenericREST:
         if new == old:
             if _converts(res.strategy):
                 await res.strategy.prepare_conversion([old], version)
-            return Result(self._external(res, old, version), 200)
+            return Result(self._external(res, old, version), 200, warned)
         if opts.dry_run:
-            return Result(self._external(res, new, version), 200)
+            return Result(self._external(res, new, version), 200, warned)
         key = res.key(nm.get("namespace"), nm["name"])
         if nm.get("deletionTimestamp") and not nm.get("finalizers") and not res.strategy.blocks_deletion(new) \
                 and not nm.get("deletionGracePeriodSeconds"):
@@ -804,7 +817,7 @@ class GenericREST:
             res.strategy.release(new)
             if res.strategy.reservations is not None:
                 await res.strategy.reservations.free(old)
-            return Result(self._external(res, {**new, "metadata": {**nm, "resourceVersion": str(kv.mod_revision)}}, version), 200)
+            return Result(self._external(res, {**new, "metadata": {**nm, "resourceVersion": str(kv.mod_revision)}}, version), 200, warned)
         held = res.strategy.reservations
         made = await self._reserve(res, new, old) if held is not None else None
         try:
@@ -828,7 +841,7 @@ class GenericREST:
         if _converts(res.strategy):
             await res.strategy.prepare_conversion([stored], version)
         out = self._external(res, stored, version)
-        return Result(out, 200, [], (value, at, kv.mod_revision) if cached and out is stored else None)
+        return Result(out, 200, warned, (value, at, kv.mod_revision) if cached and out is stored else None)
 
     # --- patch -----------------------------------------------------------
 

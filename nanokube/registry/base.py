@@ -122,6 +122,16 @@ class Strategy:
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
         return self.validate(new)
 
+    def warnings_on_create(self, obj: Obj) -> list[str]:
+        """Upstream's WarningsOnCreate: what a valid create is warned about (Warning headers), in a
+        new list; runs after validation, dry runs included."""
+        return []
+
+    def warnings_on_update(self, new: Obj, old: Obj) -> list[str]:
+        """Upstream's WarningsOnUpdate, for an update of the main resource or its /scale (the status
+        strategies upstream warn about nothing)."""
+        return []
+
     def validate_status_update(self, new: Obj, old: Obj) -> list[FieldError]:
         return []
 
