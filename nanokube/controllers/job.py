@@ -247,6 +247,7 @@ class JobController(Controller):
         """addPod: the Job controlling the pod, or every Job selecting an orphan (one may adopt it)."""
         ref = controller_ref(pod)
         if ref is None:
+            self._orphan_finalizer(pod)
             self._enqueue_selecting(pod)
         elif key := _JOB(pod, ref):
             self.expectations.observed_add(key)
@@ -256,6 +257,14 @@ class JobController(Controller):
         """updatePod: the Job controlling the pod, the one that did when its reference moved, and
         for an orphan whose labels or reference changed, every Job selecting it."""
         pod_updated(old, pod, _JOB, self.queue.add, self._enqueue_selecting)
+        if TRACKING in (pod["metadata"].get("finalizers") or ()) and controller_ref(pod) is None:
+            self._orphan_finalizer(pod)
+
+    def _orphan_finalizer(self, pod: dict) -> None:
+        """enqueueOrphanPod: an orphan keeping the tracking finalizer (its Job's reference removed,
+        say by an orphaning delete) has it removed, unless a Job adopts it first."""
+        if TRACKING in (pod["metadata"].get("finalizers") or ()):
+            self.queue.add(("orphan", key_of(pod)))
 
     def _pod_deleted(self, pod: dict) -> None:
         if key := _JOB(pod, controller_ref(pod)):
@@ -278,7 +287,10 @@ class JobController(Controller):
         return await claim_objects(self.pods, self.pod_inf.list_namespace(job["metadata"]["namespace"]), job,
                                    job_selector(job), "batch/v1", "Job", finalizer=TRACKING)
 
-    async def sync(self, key: str) -> None:
+    async def sync(self, key: str | tuple[str, str]) -> None:
+        if isinstance(key, tuple):
+            await self._sync_orphan(key[1])
+            return
         job = self.job_inf.get(key)
         if job is None:
             await self._release_orphans(key)
@@ -288,6 +300,20 @@ class JobController(Controller):
                                            if TRACKING in (p["metadata"].get("finalizers") or [])])
             return
         await self._sync_job(key, job, await self._claim(job))
+
+    async def _sync_orphan(self, key: str) -> None:
+        """syncOrphanPod: the tracking finalizer goes from a pod still without a Job to count it
+        (no controller, or a batch/v1 Job that is gone, another one, or finished)."""
+        pod = self.pod_inf.get(key)
+        if pod is None or TRACKING not in (pod["metadata"].get("finalizers") or ()):
+            return
+        if (ref := controller_ref(pod)) is not None:
+            if ref.get("kind") != "Job" or ref.get("apiVersion") != "batch/v1":
+                return
+            job = self.job_inf.get(f"{pod['metadata']['namespace']}/{ref['name']}")
+            if job is not None and job["metadata"]["uid"] == ref.get("uid") and not finished(job):
+                return  # adopted meanwhile
+        await self._remove_finalizers([pod])
 
     async def _release_orphans(self, key: str) -> None:
         """Pods of a deleted Job must not keep its tracking finalizer."""

@@ -320,3 +320,16 @@ async def test_a_pod_it_no_longer_selects_is_released_with_its_finalizer(env):
         return cur if not md.get("ownerReferences") and not md.get("finalizers") else None
     await eventually(released)
     await eventually(lambda: live_pods(client, 2))  # the released pod and its replacement
+
+
+async def test_an_orphan_keeping_the_tracking_finalizer_loses_it_and_only_it(env):
+    client, _, _ = env
+    pods = client.resource("", "v1", "pods")
+    stray = bare("stray", app="none")  # no Job selects it: nothing will count it
+    stray["metadata"]["finalizers"] = ["example.com/keep", TRACKING]
+    await pods.create(stray)
+
+    async def cleaned():
+        p = await pods.get("stray", "default")
+        return p if p["metadata"].get("finalizers") == ["example.com/keep"] else None
+    await eventually(cleaned)
