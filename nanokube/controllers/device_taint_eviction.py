@@ -155,8 +155,8 @@ class DeviceTaintEvictionController(Controller):
             elif ref.get("resource") == "podgroups":
                 groups.add(ref["name"])
         if groups:
-            for pod in self.pods.list():
-                if pod["metadata"]["namespace"] == ns and _group_of(pod) in groups:
+            for pod in self.pods.list_namespace(ns):
+                if _group_of(pod) in groups:
                     self.queue.add(("pod", key_of(pod)))
 
     # -- when does a pod go ----------------------------------------------

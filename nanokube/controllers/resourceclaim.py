@@ -78,10 +78,9 @@ class ResourceClaimController(Controller):
         """Claims reserved for the group lose that reservation."""
         md = pg["metadata"]
         ns = md.get("namespace", "")
-        for claim in self.claims.list():
-            if claim["metadata"].get("namespace", "") == ns and any(
-                    r.get("resource") == "podgroups" and r.get("uid") == md.get("uid")
-                    for r in (claim.get("status") or {}).get("reservedFor") or []):
+        for claim in self.claims.list_namespace(ns):
+            if any(r.get("resource") == "podgroups" and r.get("uid") == md.get("uid")
+                   for r in (claim.get("status") or {}).get("reservedFor") or []):
                 self._claim_changed(claim)
 
     def _pod_changed(self, pod: dict) -> None:

@@ -89,10 +89,8 @@ class ResourceQuotaController(Controller):
         self.queue.add(f"{quota['metadata']['namespace']}/{quota['metadata']['name']}")
 
     def _replenish(self, obj: dict) -> None:
-        ns = obj["metadata"].get("namespace")
-        for q in self.quotas.list():
-            if q["metadata"]["namespace"] == ns:
-                self._enqueue(q)
+        for q in self.quotas.list_namespace(obj["metadata"].get("namespace") or ""):
+            self._enqueue(q)
 
     async def start(self) -> None:
         await super().start()
@@ -114,7 +112,7 @@ class ResourceQuotaController(Controller):
             inf = self._watch(group, res.versions[0], plural)
             self.informer_factory.start([inf])
             await inf.synced.wait()
-        return [o for o in inf.list() if o["metadata"].get("namespace") == namespace]
+        return inf.list_namespace(namespace)
 
     async def sync(self, key: str) -> None:
         quota = self.quotas.get(key)
