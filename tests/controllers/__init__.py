@@ -49,3 +49,14 @@ async def eventually(check, attempts: int = 400):
             return got
         await asyncio.sleep(0.01)
     raise AssertionError("condition never held")
+
+
+async def settled(clock, check, attempts: int = 200):
+    """`eventually` for a controller on a VirtualClock: each try first lets the work already due at
+    the current virtual instant run (`advance(0)`), never moving time on."""
+    for _ in range(attempts):
+        await clock.advance(0)
+        if got := await check():
+            return got
+        await asyncio.sleep(0.005)
+    raise AssertionError("condition never held")

@@ -7,9 +7,10 @@ import asyncio
 
 import pytest
 
+from nanokube.clock import VirtualClock, format_time
 from nanokube.controllers.daemonset import DaemonSetController, pin_to_node, target_node
 from nanokube.machinery.errors import APIError
-from tests.controllers import eventually, make_stack
+from tests.controllers import eventually, make_stack, settled
 from tests.controllers.test_replicaset import stop
 
 AUTO = {("node.kubernetes.io/not-ready", "NoExecute"), ("node.kubernetes.io/unreachable", "NoExecute"),
@@ -294,3 +295,34 @@ async def test_adopts_orphaned_revisions(env):
         return sorted((r["metadata"]["name"], r["revision"]) for r in owned) if len(owned) == 2 else None
     got = await eventually(history)
     assert ("agent-old", 4) in got and max(n for _, n in got) == 5, "the new revision follows the adopted one"
+
+
+async def test_number_available_follows_min_ready_seconds_with_no_other_event():
+    """A daemon pod ready at t counts in numberAvailable at t + minReadySeconds: the controller
+    comes back by itself (virtual time)."""
+    s = await make_stack()
+    await s.client.resource("", "v1", "nodes").create({"metadata": {"name": "node-0"}})
+    clock = VirtualClock()
+    ctrl = DaemonSetController(s.client, clock=clock)
+    await ctrl.start()
+    sets, pods = s.client.resource("apps", "v1", "daemonsets"), s.client.resource("", "v1", "pods")
+
+    async def status(**want):
+        st = (await sets.get("agent", "default")).get("status") or {}
+        return st if all(st.get(k, 0) == v for k, v in want.items()) else None
+
+    async def one_pod():
+        got = await live_pods(s.client)
+        return got if len(got) == 1 else None
+    try:
+        await sets.create(daemonset(minReadySeconds=10))
+        [p] = await settled(clock, one_pod)
+        await pods.update({**p, "status": {"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "True", "lastTransitionTime": format_time(clock.now())}]}},
+            subresource="status")
+        await settled(clock, lambda: status(numberReady=1, numberAvailable=0, numberUnavailable=1))
+        await clock.advance(11)
+        await settled(clock, lambda: status(numberReady=1, numberAvailable=1, numberUnavailable=0))
+    finally:
+        await stop(ctrl)
+        await s.close()

@@ -3,13 +3,13 @@ import asyncio
 import pytest
 
 from nanokube.machinery.errors import APIError
-from nanokube.clock import Clock
+from nanokube.clock import Clock, VirtualClock, format_time
 from nanokube.controllers.replicaset import (
     Expectations,
     ReplicaSetController,
     deletion_rank,
 )
-from tests.controllers import eventually, make_stack
+from tests.controllers import eventually, make_stack, settled
 
 LABELS = {"app": "web"}
 
@@ -186,3 +186,32 @@ async def test_a_failing_create_sets_replica_failure_and_success_clears_it(env):
     assert "because it is being terminated" in cond["message"]
     rs = await rsets.get("web", "doomed")
     assert ctrl._failure_condition(rs, rs["status"], [], None) == []
+
+
+async def test_available_replicas_follow_min_ready_seconds_with_no_other_event():
+    """A pod ready at t counts as available at t + minReadySeconds: the controller comes back by
+    itself (virtual time), as upstream's requeue after minReadySeconds does."""
+    s = await make_stack()
+    clock = VirtualClock()
+    ctrl = ReplicaSetController(s.client, clock=clock)
+    await ctrl.start()
+    rs_api, pods = s.client.resource("apps", "v1", "replicasets"), s.client.resource("", "v1", "pods")
+
+    async def status(**want):
+        st = (await rs_api.get("web", "default")).get("status") or {}
+        return st if all(st.get(k, 0) == v for k, v in want.items()) else None
+    try:
+        await rs_api.create({**replicaset(replicas=2), "spec": {**replicaset(replicas=2)["spec"], "minReadySeconds": 10}})
+        for p in await settled(clock, lambda: pods_of(s.client, 2)):
+            await pods.update({**p, "status": {"phase": "Running", "conditions": [
+                {"type": "Ready", "status": "True", "lastTransitionTime": format_time(clock.now())}]}},
+                subresource="status")
+            await clock.advance(4)
+        await settled(clock, lambda: status(readyReplicas=2, availableReplicas=0))
+        await clock.advance(3)  # the first pod ready for 11 s (its time truncated to the second)
+        await settled(clock, lambda: status(readyReplicas=2, availableReplicas=1))
+        await clock.advance(4)
+        await settled(clock, lambda: status(readyReplicas=2, availableReplicas=2))
+    finally:
+        await stop(ctrl)
+        await s.close()

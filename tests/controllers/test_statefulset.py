@@ -11,7 +11,7 @@ import pytest
 from nanokube.clock import VirtualClock, format_time
 from nanokube.controllers.statefulset import StatefulSetController
 from nanokube.machinery.errors import APIError
-from tests.controllers import eventually, make_stack
+from tests.controllers import eventually, make_stack, settled
 from tests.controllers.test_replicaset import stop
 
 
@@ -335,13 +335,8 @@ async def test_a_member_ready_behind_an_unready_one_is_counted_available_after_m
         st = (await sets.get("web", "default")).get("status") or {}
         return st if all(st.get(k, 0) == v for k, v in want.items()) else None
 
-    async def soon(check):
-        for _ in range(200):
-            await clock.advance(0)
-            if got := await check():
-                return got
-            await asyncio.sleep(0.005)
-        raise AssertionError("condition never held")
+    def soon(check):
+        return settled(clock, check)
     try:
         await sets.create(statefulset(replicas=2, minReadySeconds=10, volumeClaimTemplates=[]))
         await soon(lambda: has(s.client, ["web-0"]))
