@@ -111,8 +111,13 @@ class Reviews:
         return _answer(body, "LocalSubjectAccessReview", _status(self._decide_for_subject(body["spec"])))
 
     async def _self_rules(self, body: dict, user: User, namespace: str | None) -> dict:
-        resource_rules, non_resource_rules = self.rules_for(user.name, user.groups, body["spec"].get("namespace", ""))
-        return _answer(body, "SelfSubjectRulesReview", rules_review_status(resource_rules, non_resource_rules))
+        """Upstream answers with a new object, echoing nothing of the request, and needs a namespace."""
+        ns = (body.get("spec") or {}).get("namespace") or ""
+        if not ns:
+            raise errors.bad_request("no namespace on request")
+        resource_rules, non_resource_rules = self.rules_for(user.name, user.groups, ns)
+        return _answer({"apiVersion": body.get("apiVersion")}, "SelfSubjectRulesReview",
+                       rules_review_status(resource_rules, non_resource_rules))
 
     async def _self_subject(self, body: dict, user: User, namespace: str | None) -> dict:
         """Who the requester is (`kubectl auth whoami`); stamped now, as upstream does."""
