@@ -62,6 +62,8 @@ def main() -> int:
         print(f"nanokube up (pid {server.proc.pid}) at {server.url}, data and log in {server.data_dir}", flush=True)
         args.kubeconfig, args.server_log = server.kubeconfig, server.log_path
     log_start = Path(args.server_log).stat().st_size if args.server_log else 0
+    if not args.server_log:
+        print("(no --server-log: the components' failures are not looked for)", file=sys.stderr)
     try:
         failed, broken = fuzz(args)
     finally:

@@ -271,7 +271,7 @@ KINDS = [
         "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "fuzz.example.com/c",
         "reportingInstance": "fuzz", "action": "Fuzz", "reason": "Fuzzed", "regarding": NOBODY_POD, "note": "n",
         "type": "Normal"}),
-    # create-only kinds (nothing stored: no seed object; every create is answered, every other verb 405)
+    # create-only kinds (CREATE_ONLY: answered, not stored; no seed object)
     ("api/v1", "bindings", "Binding", {"target": {"kind": "Node", "name": "fuzz-nobody"}}),
     ("apis/authentication.k8s.io/v1", "tokenreviews", "TokenReview", {"spec": {"token": "x", "audiences": ["a"]}}),
     ("apis/authentication.k8s.io/v1", "selfsubjectreviews", "SelfSubjectReview", {}),
@@ -292,6 +292,9 @@ CLUSTER_SCOPED = {"priorityclasses", "deviceclasses", "persistentvolumes", "name
                   "ipaddresses", "servicecidrs", "nodes", "csinodes", "apiservices", "storageversions",
                   "storageversionmigrations", "resourcepoolstatusrequests", "tokenreviews", "selfsubjectreviews",
                   "subjectaccessreviews", "selfsubjectaccessreviews", "selfsubjectrulesreviews"}
+#: kinds only ever created (answered, not stored): the fuzzer sends them nothing else
+CREATE_ONLY = {"bindings", "tokenreviews", "selfsubjectreviews", "subjectaccessreviews", "localsubjectaccessreviews",
+               "selfsubjectaccessreviews", "selfsubjectrulesreviews"}
 #: kinds whose names have a form of their own: (seed name, fresh name for a create numbered n)
 #: (an IPAddress is named by its address: n's first two digits; an APIService by version.group, which a
 #: fresh name's version mostly does not match: such a create is refused; a StorageVersion by <group>.<resource>);

@@ -27,7 +27,7 @@ from urllib.parse import quote, urlencode
 
 from hypothesis import strategies as st
 
-from .fuzz_seeds import CLUSTER_SCOPED, KINDS, NAMES, crds
+from .fuzz_seeds import CLUSTER_SCOPED, CREATE_ONLY, KINDS, NAMES, crds
 from .test_hardening import Raw
 
 NS = "fuzz"
@@ -193,7 +193,8 @@ def requests(draw, fuzzer: Fuzzer):
         _set(obj, path, None, remove=True)
     else:
         obj = _set(obj, path, value)
-    verb = draw(st.sampled_from(["create", "update", "merge", "strategic", "json", "apply", "status", "delete"]))
+    verb = "create" if plural in CREATE_ONLY else draw(
+        st.sampled_from(["create", "update", "merge", "strategic", "json", "apply", "status", "delete"]))
     query = {}
     if draw(st.booleans()):
         query["fieldValidation"] = draw(st.sampled_from(["Strict", "Warn", "Ignore", "bogus"]))
