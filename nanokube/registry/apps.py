@@ -24,6 +24,7 @@ from ..machinery.validation import (
     required,
     validate_labels,
 )
+from . import pod_warnings
 
 # --- docs for column descriptions ------------------------------------------------
 
@@ -280,6 +281,12 @@ class DeploymentStrategy(Strategy):
     def prepare_for_create(self, obj: Obj) -> None:
         _reset_status(obj)
 
+    def warnings_on_create(self, obj):
+        return pod_warnings.workload_create(obj)
+
+    def warnings_on_update(self, new, old):
+        return pod_warnings.workload_update(new, old)
+
     def validate(self, obj: Obj) -> list[FieldError]:
         spec = obj.get("spec") or {}
         errs = nonnegative(spec, "replicas", "spec")
@@ -355,6 +362,12 @@ class ReplicaSetStrategy(Strategy):
 
     def prepare_for_create(self, obj: Obj) -> None:
         _reset_status(obj)
+
+    def warnings_on_create(self, obj):
+        return pod_warnings.workload_create(obj)
+
+    def warnings_on_update(self, new, old):
+        return pod_warnings.workload_update(new, old)
 
     def validate(self, obj: Obj) -> list[FieldError]:
         spec = obj.get("spec") or {}

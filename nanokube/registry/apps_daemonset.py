@@ -27,6 +27,7 @@ from .apps import (
 from .base import Column, Obj, Resource, Strategy, register
 from .core_printing import format_labels
 from ..machinery.validation import FieldError, invalid, not_supported, required
+from . import pod_warnings
 
 #: apps/v1's form of the internal spec.templateGeneration, kept by the server
 TEMPLATE_GENERATION = "deprecated.daemonset.template.generation"
@@ -86,6 +87,12 @@ class DaemonSetStrategy(Strategy):
             old_gen = str(int(old_gen) + 1)
         md = new.setdefault("metadata", {})
         md["annotations"] = {**(md.get("annotations") or {}), TEMPLATE_GENERATION: old_gen}
+
+    def warnings_on_create(self, obj):
+        return pod_warnings.workload_create(obj)
+
+    def warnings_on_update(self, new, old):
+        return pod_warnings.workload_update(new, old)
 
     def validate(self, obj: Obj) -> list[FieldError]:
         return validate_daemonset_spec(obj.get("spec") or {}, "spec")

@@ -33,6 +33,7 @@ from ..machinery.validation import (
     not_supported,
     required,
 )
+from . import pod_warnings
 
 _STATUS = "io.k8s.api.apps.v1.StatefulSetStatus"
 _CR = "io.k8s.api.apps.v1.ControllerRevision"
@@ -81,6 +82,12 @@ class StatefulSetStrategy(Strategy):
 
     def prepare_for_create(self, obj: Obj) -> None:
         obj["status"] = {"replicas": 0, "availableReplicas": 0}
+
+    def warnings_on_create(self, obj):
+        return pod_warnings.statefulset_create(obj)
+
+    def warnings_on_update(self, new, old):
+        return pod_warnings.statefulset_update(new, old)
 
     def validate(self, obj: Obj) -> list[FieldError]:
         return validate_statefulset_spec(obj.get("spec") or {}, "spec")

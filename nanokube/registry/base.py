@@ -128,8 +128,8 @@ class Strategy:
         return []
 
     def warnings_on_update(self, new: Obj, old: Obj) -> list[str]:
-        """Upstream's WarningsOnUpdate, for an update of the main resource or its /scale (the status
-        strategies upstream warn about nothing)."""
+        """Upstream's WarningsOnUpdate, for an update of the main resource or its /scale; writes
+        through /status give none (upstream's pods/status warns about podIPs' and hostIPs' forms)."""
         return []
 
     def validate_status_update(self, new: Obj, old: Obj) -> list[FieldError]:

@@ -39,6 +39,7 @@ from ..machinery.validation import (
     too_long,
     too_many,
 )
+from . import pod_warnings
 
 Clock = Callable[[], float]
 
@@ -162,6 +163,12 @@ class JobStrategy(Strategy):
         if not (obj.get("spec") or {}).get("manualSelector"):
             _generate_selector(obj)
         _labels_from_template(obj)
+
+    def warnings_on_create(self, obj):
+        return pod_warnings.job_create(obj)
+
+    def warnings_on_update(self, new, old):
+        return pod_warnings.job_update(new, old)
 
     def validate(self, obj: Obj) -> list[FieldError]:
         meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}

@@ -16,6 +16,7 @@ from .base import Column, Obj, Resource, Strategy, register
 from .batch import Clock, validate_job_spec
 from .core_printing import since
 from ..machinery.validation import FieldError, invalid, not_supported, required
+from . import pod_warnings
 
 _SPEC = "io.k8s.api.batch.v1.CronJobSpec"
 _STATUS = "io.k8s.api.batch.v1.CronJobStatus"
@@ -68,6 +69,12 @@ class CronJobStrategy(Strategy):
 
     def prepare_for_create(self, obj: Obj) -> None:
         obj["status"] = {}
+
+    def warnings_on_create(self, obj):
+        return pod_warnings.cronjob_create(obj)
+
+    def warnings_on_update(self, new, old):
+        return pod_warnings.cronjob_update(new, old)
 
     def validate(self, obj: Obj) -> list[FieldError]:
         name = (obj.get("metadata") or {}).get("name", "")

@@ -42,6 +42,7 @@ from ..machinery.validation import (
     too_long,
 )
 from ..quota.resources import is_integer_resource
+from . import kind_warnings
 
 __all__ = [
     "default_pod_spec",
@@ -208,6 +209,12 @@ class NodeStrategy(Strategy):
                 spec["podCIDR"] = spec["podCIDRs"][0]
             elif spec.get("podCIDR"):
                 spec["podCIDRs"] = [spec["podCIDR"]]
+
+    def warnings_on_create(self, obj):
+        return kind_warnings.node_warnings(obj)
+
+    def warnings_on_update(self, new, old):
+        return kind_warnings.node_warnings(new)
 
     def validate(self, obj):
         """ValidateNode's taints (at metadata.taints, as upstream reports them) and podCIDRs."""
@@ -468,6 +475,12 @@ class EndpointsStrategy(Strategy):
         Column("Endpoints", "string", format_endpoints, doc("Endpoints", "subsets")),
         _AGE_COLUMN,
     ]
+
+    def warnings_on_create(self, obj):
+        return kind_warnings.endpoints_warnings(obj)
+
+    def warnings_on_update(self, new, old):
+        return kind_warnings.endpoints_warnings(new)
 
     def validate(self, obj):
         errs: list[FieldError] = []

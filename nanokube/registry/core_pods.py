@@ -36,6 +36,7 @@ from ..machinery.validation import (
     qualified_name,
     required,
 )
+from . import pod_warnings
 
 DEFAULT_TOLERATION_SECONDS = 300
 _DEFAULT_TOLERATIONS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
@@ -594,6 +595,9 @@ class PodStrategy(Strategy):
                 "type": POD_CONDITION_SCHEDULED, "status": "False", "reason": "SchedulingGated",
                 "message": "Scheduling is blocked due to non-empty scheduling gates",
             }]
+
+    def warnings_on_create(self, obj):
+        return pod_warnings.pod_warnings(obj)
 
     def validate(self, obj):
         spec = obj.get("spec") or {}

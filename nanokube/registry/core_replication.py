@@ -12,6 +12,7 @@ from .base import Column, Obj, Resource, Strategy, register
 from .core_pods import default_pod_spec, validate_pod_template
 from .core_printing import doc, format_labels
 from ..machinery.validation import FieldError, forbidden, invalid, not_supported, required, validate_labels
+from . import pod_warnings
 
 
 def _status(field: str):
@@ -50,6 +51,12 @@ class ReplicationControllerStrategy(Strategy):
 
     def prepare_for_create(self, obj: Obj) -> None:
         obj["status"] = {"replicas": 0}
+
+    def warnings_on_create(self, obj):
+        return pod_warnings.workload_create(obj)
+
+    def warnings_on_update(self, new, old):
+        return pod_warnings.rc_update(new, old)
 
     def validate(self, obj: Obj) -> list[FieldError]:
         spec = obj.get("spec") or {}
@@ -108,6 +115,12 @@ class PodTemplateStrategy(Strategy):
 
     def default(self, obj: Obj, version: str) -> None:
         default_pod_spec(obj.setdefault("template", {}).setdefault("spec", {}))
+
+    def warnings_on_create(self, obj):
+        return pod_warnings.pod_template_create(obj)
+
+    def warnings_on_update(self, new, old):
+        return pod_warnings.pod_template_update(new, old)
 
     def validate(self, obj: Obj) -> list[FieldError]:
         return validate_pod_template(obj.get("template") or {}, "template")

@@ -44,6 +44,7 @@ from ..machinery.validation import (
     required,
     validate_labels,
 )
+from . import kind_warnings
 
 SERVICE_TYPES = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"]
 _NODE_PORT_TYPES = ("NodePort", "LoadBalancer")
@@ -856,6 +857,12 @@ class ServiceStrategy(Strategy):
 
     def begin_update(self, new, old):
         return self._ip_field_errors(_spec(new)) or self.allocation_errors(new, old)
+
+    def warnings_on_create(self, obj):
+        return kind_warnings.service_warnings(obj)
+
+    def warnings_on_update(self, new, old):
+        return kind_warnings.service_warnings(new)
 
     def validate(self, obj):
         return validate_service_spec(_spec(obj), (obj.get("metadata") or {}).get("annotations"))

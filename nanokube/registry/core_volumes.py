@@ -22,6 +22,7 @@ from ..volume.binding import ACCESS_MODES, access_modes_string
 from ..volume.classes import claim_class, volume_class
 from .base import AGE, Column, Resource, Strategy, register
 from .core_printing import AGE_DOC, NAME_DOC, doc
+from . import kind_warnings
 
 #: every PersistentVolumeSource member, in the order upstream checks them: exactly one must be set
 VOLUME_SOURCES = ("hostPath", "gcePersistentDisk", "awsElasticBlockStore", "glusterfs", "flocker", "nfs", "rbd",
@@ -112,6 +113,12 @@ class PersistentVolumeStrategy(Strategy):
 
     def prepare_for_create(self, obj):
         obj["status"] = {"phase": "Pending"}
+
+    def warnings_on_create(self, obj):
+        return kind_warnings.pv_warnings(obj)
+
+    def warnings_on_update(self, new, old):
+        return kind_warnings.pv_warnings(new)
 
     def validate(self, obj):
         """ValidatePersistentVolumeSpec, in upstream's order."""
@@ -253,6 +260,12 @@ class PersistentVolumeClaimStrategy(Strategy):
 
     def prepare_for_create(self, obj):
         obj["status"] = {"phase": "Pending"}
+
+    def warnings_on_create(self, obj):
+        return kind_warnings.pvc_warnings(obj)
+
+    def warnings_on_update(self, new, old):
+        return kind_warnings.pvc_warnings(new)
 
     def validate(self, obj):
         return validate_claim_spec(_spec(obj), "spec")

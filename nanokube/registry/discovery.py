@@ -21,6 +21,7 @@ from ..machinery.validation import (
     too_many,
     validate_labels,
 )
+from . import kind_warnings
 
 _ADDRESS_TYPES = ["FQDN", "IPv4", "IPv6"]
 _PROTOCOLS = ["SCTP", "TCP", "UDP"]
@@ -186,6 +187,12 @@ class EndpointSliceStrategy(Strategy):
         rest_equal = {k: v for k, v in new.items() if k != "metadata"} == {k: v for k, v in old.items() if k != "metadata"}
         if rest_equal and (nm.get("labels") or {}) != (om.get("labels") or {}):
             nm["generation"] = om.get("generation", 0) + 1
+
+    def warnings_on_create(self, obj):
+        return kind_warnings.endpoint_slice_warnings(obj, True)
+
+    def warnings_on_update(self, new, old):
+        return kind_warnings.endpoint_slice_warnings(new)
 
     def validate(self, obj: Obj) -> list[FieldError]:
         return validate_endpoint_slice(obj)

@@ -32,6 +32,7 @@ from ..machinery.validation import (
     required,
     too_long,
 )
+from . import kind_warnings
 
 GROUP = "networking.k8s.io"
 
@@ -177,6 +178,12 @@ class NetworkPolicyStrategy(Strategy):
     def default(self, obj, version):
         default_network_policy(obj)
 
+    def warnings_on_create(self, obj):
+        return kind_warnings.network_policy_warnings(obj)
+
+    def warnings_on_update(self, new, old):
+        return kind_warnings.network_policy_warnings(new)
+
     def validate(self, obj):
         return validate_network_policy_spec(_spec(obj))
 
@@ -321,6 +328,9 @@ class IngressStrategy(Strategy):
 
     def prepare_for_create(self, obj):
         obj["status"] = {"loadBalancer": {}}
+
+    def warnings_on_create(self, obj):
+        return kind_warnings.ingress_warnings(obj)
 
     def validate(self, obj):
         return validate_ingress_spec(_spec(obj))

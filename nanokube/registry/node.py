@@ -9,6 +9,7 @@ from ..machinery.validation import FieldError, dns1123_label, duplicate, immutab
 from .base import AGE, Column, Resource, Strategy, register
 from .core_printing import AGE_DOC, NAME_DOC
 from .core_spec import validate_resources, validate_tolerations
+from . import kind_warnings
 
 
 def _doc(field: str) -> str:
@@ -23,6 +24,12 @@ class RuntimeClassStrategy(Strategy):
         Column("Handler", "string", lambda o: o.get("handler", ""), _doc("handler")),
         Column("Age", "string", AGE, AGE_DOC),
     ]
+
+    def warnings_on_create(self, obj):
+        return kind_warnings.runtime_class_warnings(obj)
+
+    def warnings_on_update(self, new, old):
+        return kind_warnings.runtime_class_warnings(new)
 
     def validate(self, obj):
         """ValidateRuntimeClass: handler a DNS label, overhead as container limits, scheduling's

@@ -25,6 +25,7 @@ from ..volume.classes import IMMEDIATE, WAIT_FOR_FIRST_CONSUMER, is_default
 from .apps import validate_label_selector
 from .base import AGE, Column, Resource, Strategy, register
 from .core_printing import AGE_DOC, NAME_DOC
+from . import kind_warnings
 
 GROUP = "storage.k8s.io"
 _CSI_DRIVER_NAME = re.compile(r"^[a-zA-Z0-9]([-a-zA-Z0-9.]*[a-zA-Z0-9])?\Z")
@@ -129,6 +130,12 @@ class StorageClassStrategy(Strategy):
     def default(self, obj, version):
         obj.setdefault("reclaimPolicy", "Delete")
         obj.setdefault("volumeBindingMode", IMMEDIATE)
+
+    def warnings_on_create(self, obj):
+        return kind_warnings.storage_class_warnings(obj)
+
+    def warnings_on_update(self, new, old):
+        return kind_warnings.storage_class_warnings(new)
 
     def validate(self, obj):
         errs: list[FieldError] = []
@@ -374,6 +381,12 @@ class CSIStorageCapacityStrategy(Strategy):
                doc("CSIStorageCapacity", "storageClassName")),
         Column("Capacity", "string", lambda o: o.get("capacity") or "<unset>", doc("CSIStorageCapacity", "capacity")),
     ]
+
+    def warnings_on_create(self, obj):
+        return kind_warnings.csi_storage_capacity_warnings(obj)
+
+    def warnings_on_update(self, new, old):
+        return kind_warnings.csi_storage_capacity_warnings(new)
 
     def validate(self, obj, allow_invalid_values: bool = False):
         """ValidateCSIStorageCapacity: nodeTopology (a label selector), class name, capacity."""

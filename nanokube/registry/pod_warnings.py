@@ -1,0 +1,470 @@
+"""Upstream's warnings for pods and pod templates (pkg/api/pod/warnings.go), the node labels and
+node selector terms they share (pkg/api/node/util.go), a PVC spec's (pkg/api/persistentvolumeclaim)
+and a Job spec's (pkg/api/job/warnings.go); texts as upstream's.
+
+A path prefix is "" for a pod and "spec.template." (etc.) for a template. Objects are the stored
+v1 JSON; paths name upstream's internal fields ("storageOS" where v1 says "storageos").
+The checks read only what a pod has: one with nothing to warn about costs a few dict lookups.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+from ..machinery.quantity import QuantityError, parse
+from ..machinery.validation import dns1123_label, label_value
+
+DEPRECATED_NODE_LABELS = {
+    "beta.kubernetes.io/arch": 'deprecated since v1.14; use "kubernetes.io/arch" instead',
+    "beta.kubernetes.io/os": 'deprecated since v1.14; use "kubernetes.io/os" instead',
+    "failure-domain.beta.kubernetes.io/region": 'deprecated since v1.17; use "topology.kubernetes.io/region" instead',
+    "failure-domain.beta.kubernetes.io/zone": 'deprecated since v1.17; use "topology.kubernetes.io/zone" instead',
+    "beta.kubernetes.io/instance-type": 'deprecated since v1.17; use "node.kubernetes.io/instance-type" instead',
+    "app.kubernetes.io/created-by": "deprecated since v1.9",
+    "scheduler.alpha.kubernetes.io/preferAvoidPods": "deprecated since v1.22; use Taints and Tolerations instead",
+    "node-role.kubernetes.io/master": 'use "node-role.kubernetes.io/control-plane" instead',
+}
+
+_DEPRECATED_ANNOTATIONS = (
+    ("scheduler.alpha.kubernetes.io/critical-pod", 'non-functional in v1.16+; use the "priorityClassName" field instead'),
+    ("security.alpha.kubernetes.io/sysctls", 'non-functional in v1.11+; use the "sysctls" field instead'),
+    ("security.alpha.kubernetes.io/unsafe-sysctls", 'non-functional in v1.11+; use the "sysctls" field instead'),
+)
+
+#: (v1 key, upstream's field name, message) of the deprecated and removed volume plugins, in upstream's order
+_VOLUME_PLUGINS = (
+    ("photonPersistentDisk", "photonPersistentDisk", "deprecated in v1.11, non-functional in v1.16+"),
+    ("gitRepo", "gitRepo", "deprecated in v1.11"),
+    ("scaleIO", "scaleIO", "deprecated in v1.16, non-functional in v1.22+"),
+    ("flocker", "flocker", "deprecated in v1.22, non-functional in v1.25+"),
+    ("storageos", "storageOS", "deprecated in v1.22, non-functional in v1.25+"),
+    ("quobyte", "quobyte", "deprecated in v1.22, non-functional in v1.25+"),
+    ("glusterfs", "glusterfs", "deprecated in v1.25, non-functional in v1.26+"),
+    ("ephemeral", "", ""),
+    ("cephfs", "cephfs", "deprecated in v1.28, non-functional in v1.31+"),
+    ("rbd", "rbd", "deprecated in v1.28, non-functional in v1.31+"),
+)
+_SECCOMP_POD = "seccomp.security.alpha.kubernetes.io/pod"
+_SECCOMP_CONTAINER = "container.seccomp.security.alpha.kubernetes.io/"
+_APPARMOR_CONTAINER = "container.apparmor.security.beta.kubernetes.io/"
+_SECCOMP_MSG = 'non-functional in v1.27+; use the "seccompProfile" field instead'
+_NULL_SELECTOR = "a null labelSelector results in matching no pod"
+_COMPLETIONS_SOFT_LIMIT = 100_000
+_PARALLELISM_SOFT_LIMIT = 10_000
+POD_NAME_MSG = ("metadata.name: this is used in Pod names and hostnames, which can result in surprising behavior; "
+                "a DNS label is recommended: ")
+
+
+def go_quote(s: Any) -> str:
+    """Go's %q of a string."""
+    return json.dumps(s if isinstance(s, str) else str(s), ensure_ascii=False)
+
+
+def go_list(msgs: list[str]) -> str:
+    """Go's %v of a []string."""
+    return "[" + " ".join(msgs) + "]"
+
+
+def name_warnings(name: Any, msg: str = POD_NAME_MSG) -> list[str]:
+    """A workload's name that is not a DNS label (its pods' names and hostnames come from it)."""
+    msgs = dns1123_label(name) if isinstance(name, str) else []
+    return [msg + go_list(msgs)] if msgs else []
+
+
+@functools.lru_cache(maxsize=1024)
+def _fractional(text: str) -> str | None:
+    """The canonical form of a quantity that is not a whole number of bytes (MilliValue() % 1000)."""
+    try:
+        q = parse(text)
+    except QuantityError:
+        return None
+    return str(q) if q.milli() % 1000 else None
+
+
+def fractional_bytes(values: Any, keys: tuple[str, ...], path: str) -> list[str]:
+    """'fractional byte value' warnings of `values`' `keys` (memory, ephemeral-storage, storage)."""
+    out = []
+    if isinstance(values, dict):
+        for k in keys:
+            v = values.get(k)
+            if isinstance(v, (str, int, float)) and (canon := _fractional(str(v))):
+                out.append(f"{path}[{k}]: fractional byte value {go_quote(canon)} is invalid, must be an integer")
+    return out
+
+
+def pvc_spec_warnings(path: str, spec: Any) -> list[str]:
+    """GetWarningsForPersistentVolumeClaimSpec."""
+    res = (spec or {}).get("resources") if isinstance(spec, dict) else None
+    if not isinstance(res, dict):
+        return []
+    return (fractional_bytes(res.get("requests"), ("storage",), f"{path}.resources.requests")
+            + fractional_bytes(res.get("limits"), ("storage",), f"{path}.resources.limits"))
+
+
+def node_selector_term_warnings(term: Any, path: str, check_label_value: bool = False) -> list[str]:
+    """GetWarningsForNodeSelectorTerm: deprecated node labels in matchExpressions' keys (and, for a
+    PersistentVolume's, values that no node label can have)."""
+    out = []
+    for i, e in enumerate((term or {}).get("matchExpressions") or [] if isinstance(term, dict) else []):
+        if not isinstance(e, dict):
+            continue
+        key = e.get("key")
+        if (msg := DEPRECATED_NODE_LABELS.get(key)) is not None:
+            out.append(f"{path}.matchExpressions[{i}].key: {key} is {msg}")
+        if check_label_value:
+            for j, v in enumerate(e.get("values") or []):
+                for m in label_value(v) if isinstance(v, str) else []:
+                    out.append(f"{path}.matchExpressions[{i}].values[{j}]: {v} is invalid, {m}")
+    return out
+
+
+def label_selector_warnings(selector: Any, path: str) -> list[str]:
+    """GetWarningsForNodeSelector (a metav1.LabelSelector of node labels)."""
+    if not isinstance(selector, dict):
+        return []
+    out = []
+    for i, e in enumerate(selector.get("matchExpressions") or []):
+        key = e.get("key") if isinstance(e, dict) else None
+        if (msg := DEPRECATED_NODE_LABELS.get(key)) is not None:
+            out.append(f"{path}.matchExpressions[{i}].key: {key} is {msg}")
+    for label in selector.get("matchLabels") or {}:
+        if (msg := DEPRECATED_NODE_LABELS.get(label)) is not None:
+            out.append(f"{path}.matchLabels.{label}: {msg}")
+    return out
+
+
+def pod_warnings(pod: dict) -> list[str]:
+    """A pod's create (GetWarningsForPod, after its name's); upstream gives none on update."""
+    out = name_warnings((pod.get("metadata") or {}).get("name"),
+                        "metadata.name: this is used in the Pod's hostname, which can result in surprising "
+                        "behavior; a DNS label is recommended: ")
+    return out + spec_warnings("", pod.get("spec") or {}, pod.get("metadata") or {}, False)
+
+
+def template_warnings(template: Any, path: str) -> list[str]:
+    """GetWarningsForPodTemplate at `path` (e.g. "spec.template")."""
+    if not isinstance(template, dict):
+        return []
+    return spec_warnings(path + ".", template.get("spec") or {}, template.get("metadata") or {}, True)
+
+
+def job_spec_warnings(spec: Any, path: str) -> list[str]:
+    """WarningsForJobSpec: an Indexed Job too big to track its failed indexes, then its template's."""
+    if not isinstance(spec, dict):
+        return []
+    out = []
+    if spec.get("completionMode") == "Indexed" and (spec.get("completions") or 0) > _COMPLETIONS_SOFT_LIMIT \
+            and (spec.get("parallelism") or 0) > _PARALLELISM_SOFT_LIMIT:
+        out.append(f"{path}: In Indexed Jobs with a number of completions higher than 10^5 and a parallelism higher "
+                   "than 10^4, Kubernetes might not be able to track completedIndexes when a big number of indexes fail")
+    return out + template_warnings(spec.get("template"), path + ".template")
+
+
+def _containers(spec: dict, prefix: str):
+    """pods.VisitContainersWithPath's order: init containers, containers, ephemeral containers."""
+    for kind in ("initContainers", "containers", "ephemeralContainers"):
+        for i, c in enumerate(spec.get(kind) or ()):
+            if isinstance(c, dict):
+                yield c, f"{prefix}spec.{kind}[{i}]"
+
+
+def spec_warnings(prefix: str, spec: dict, meta: dict, template: bool) -> list[str]:
+    """warningsForPodSpecAndMeta."""
+    out: list[str] = []
+    annotations = meta.get("annotations") or {}
+    if not isinstance(spec, dict) or not isinstance(annotations, dict):
+        return out
+    for k in spec.get("nodeSelector") or ():
+        if (msg := DEPRECATED_NODE_LABELS.get(k)) is not None:
+            out.append(f"{prefix}spec.nodeSelector[{k}]: {msg}")
+    affinity = spec.get("affinity") or {}
+    if node_affinity := affinity.get("nodeAffinity"):
+        base = f"{prefix}spec.affinity.nodeAffinity."
+        required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+        for i, term in enumerate((required or {}).get("nodeSelectorTerms") or ()):
+            out += node_selector_term_warnings(
+                term, f"{base}requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]")
+        for i, pref in enumerate(node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or ()):
+            out += node_selector_term_warnings(
+                (pref or {}).get("preference"), f"{base}preferredDuringSchedulingIgnoredDuringExecution[{i}].preference")
+    for i, t in enumerate(spec.get("topologySpreadConstraints") or ()):
+        key = t.get("topologyKey")
+        if (msg := DEPRECATED_NODE_LABELS.get(key)) is not None:
+            out.append(f"{prefix}spec.topologySpreadConstraints[{i}].topologyKey: {key} is {msg}")
+        if t.get("labelSelector") is None:
+            out.append(f"{prefix}spec.topologySpreadConstraints[{i}].labelSelector: {_NULL_SELECTOR}")
+    if annotations:
+        for key, msg in _DEPRECATED_ANNOTATIONS:
+            if key in annotations:
+                out.append(f"{prefix}metadata.annotations[{key}]: {msg}")
+    volumes = spec.get("volumes") or ()
+    for i, v in enumerate(volumes):
+        for key, name, msg in _VOLUME_PLUGINS:
+            if v.get(key) is None:
+                continue
+            if name:
+                out.append(f"{prefix}spec.volumes[{i}].{name}: {msg}")
+            elif (claim := v[key].get("volumeClaimTemplate")) is not None:
+                out += pvc_spec_warnings(f"{prefix}spec.volumes[{i}].ephemeral.volumeClaimTemplate.spec",
+                                         claim.get("spec") or {})
+    if volumes:
+        out += _overlapping_paths(volumes)
+    out += _duplicates(spec.get("hostAliases"), "ip", f"{prefix}spec.hostAliases", "duplicate ip")
+    pull = spec.get("imagePullSecrets") or ()
+    out += _duplicates(pull, "name", f"{prefix}spec.imagePullSecrets", "duplicate name")
+    for i, s in enumerate(pull):
+        if not (s or {}).get("name"):
+            out.append(f'{prefix}spec.imagePullSecrets[{i}].name: invalid empty name ""')
+    if overhead := spec.get("overhead"):
+        out += fractional_bytes(overhead, ("memory", "ephemeral-storage"), f"{prefix}spec.overhead")
+    psc = spec.get("securityContext") or {}
+    if annotations and _SECCOMP_POD in annotations and psc.get("seccompProfile") is None:
+        out.append(f"{prefix}metadata.annotations[{_SECCOMP_POD}]: {_SECCOMP_MSG}")
+    pod_apparmor = psc.get("appArmorProfile") is not None
+    ports: dict[str, list[tuple[str, dict]]] = {}
+    for c, p in _containers(spec, prefix):
+        out += _container_warnings(c, p, prefix, annotations, template, pod_apparmor)
+    for c, p in _containers(spec, prefix):
+        if c.get("ports"):
+            out += _port_warnings(c["ports"], p, ports)
+    grace = spec.get("terminationGracePeriodSeconds")
+    if isinstance(grace, int) and grace < 0:
+        out.append(f"{prefix}spec.terminationGracePeriodSeconds: must be >= 0; negative values are invalid and "
+                   "will be treated as 1")
+    for kind in ("podAffinity", "podAntiAffinity") if affinity else ():
+        if terms := affinity.get(kind):
+            base = f"{prefix}spec.affinity.{kind}."
+            for i, t in enumerate(terms.get("requiredDuringSchedulingIgnoredDuringExecution") or ()):
+                if (t or {}).get("labelSelector") is None:
+                    out.append(f"{base}requiredDuringSchedulingIgnoredDuringExecution[{i}].labelSelector: {_NULL_SELECTOR}")
+            for i, t in enumerate(terms.get("preferredDuringSchedulingIgnoredDuringExecution") or ()):
+                if ((t or {}).get("podAffinityTerm") or {}).get("labelSelector") is None:
+                    out.append(f"{base}preferredDuringSchedulingIgnoredDuringExecution[{i}].podAffinityTerm."
+                               f"labelSelector: {_NULL_SELECTOR}")
+    return out
+
+
+def _duplicates(items: Any, key: str, path: str, what: str) -> list[str]:
+    out = []
+    if items and len(items) > 1:
+        seen = set()
+        for i, item in enumerate(items):
+            v = (item or {}).get(key, "")
+            if v in seen:
+                out.append(f"{path}[{i}].{key}: {what} {go_quote(v)}")
+            else:
+                seen.add(v)
+    return out
+
+
+def _container_warnings(c: dict, p: str, prefix: str, annotations: dict, template: bool,
+                        pod_apparmor: bool) -> list[str]:
+    out = []
+    name = c.get("name", "")
+    if annotations:
+        sc = c.get("securityContext") or {}
+        key = _SECCOMP_CONTAINER + name
+        if key in annotations and sc.get("seccompProfile") is None:
+            out.append(f"{prefix}metadata.annotations[{key}]: {_SECCOMP_MSG}")
+        key = _APPARMOR_CONTAINER + name
+        if template and key in annotations and not pod_apparmor and sc.get("appArmorProfile") is None:
+            out.append(f'{prefix}metadata.annotations[{key}]: deprecated since v1.30; use the "appArmorProfile" '
+                       "field instead")
+    if res := c.get("resources"):
+        out += fractional_bytes(res.get("limits"), ("memory",), f"{p}.resources.limits")
+        out += fractional_bytes(res.get("requests"), ("memory",), f"{p}.resources.requests")
+        out += fractional_bytes(res.get("limits"), ("ephemeral-storage",), f"{p}.resources.limits")
+        out += fractional_bytes(res.get("requests"), ("ephemeral-storage",), f"{p}.resources.requests")
+    env = c.get("env")
+    if env and len(env) > 1:
+        seen = set()
+        for i, e in enumerate(env):
+            n = (e or {}).get("name", "")
+            if n not in seen:
+                seen.add(n)
+                continue
+            ref, value = f"$({n})", e.get("value", "")
+            if e.get("valueFrom") is not None or value == ref or ref not in value:
+                out.append(f"{p}.env[{i}]: hides previous definition of {go_quote(n)}, which may be dropped when using apply")
+    return out
+
+
+def _port_warnings(ports: list, p: str, seen: dict[str, list[tuple[str, dict]]]) -> list[str]:
+    out = []
+    for i, port in enumerate(ports):
+        here = f"{p}.ports[{i}]"
+        host_ip, host_port = port.get("hostIP", ""), port.get("hostPort", 0)
+        if host_ip and not host_port:
+            out.append(f"{here}: hostIP set without hostPort: {{Name:{port.get('name', '')} HostPort:{host_port} "
+                       f"ContainerPort:{port.get('containerPort', 0)} Protocol:{port.get('protocol', '')} HostIP:{host_ip}}}")
+        k = f"{port.get('containerPort', 0)}/{port.get('protocol', '')}"
+        for other_path, other in seen.get(k, ()):
+            o_ip, o_port = other.get("hostIP", ""), other.get("hostPort", 0)
+            if host_ip == o_ip and host_port == o_port:
+                out.append(f"{here}: duplicate port definition with {other_path}")
+            elif not host_port or not o_port:
+                out.append(f"{here}: overlapping port definition with {other_path}")
+            elif host_port == o_port and (not host_ip) != (not o_ip):
+                out.append(f"{here}: dangerously ambiguous port definition with {other_path}")
+        seen.setdefault(k, []).append((here, port))
+    return out
+
+
+def _paths(items: Any) -> list[str]:
+    return [(it or {}).get("path", "") for it in items]
+
+
+def _overlapping_paths(volumes: Any) -> list[str]:
+    """warningsForOverlappingVirtualPaths: a configMap, secret, downwardAPI or projected volume
+    whose items' paths are the same or one inside another (the kubelet fails to mount it)."""
+    out = []
+    for v in volumes:
+        name = go_quote(v.get("name", ""))
+        if (cm := v.get("configMap")) is not None and cm.get("items") is not None:
+            out += _check_overlap(_paths(cm["items"]), f"volume {name} (ConfigMap {go_quote(cm.get('name', ''))}): overlapping paths")
+        if (sec := v.get("secret")) is not None and sec.get("items") is not None:
+            out += _check_overlap(_paths(sec["items"]),
+                                  f"volume {name} (Secret {go_quote(sec.get('secretName', ''))}): overlapping paths")
+        if (dapi := v.get("downwardAPI")) is not None and dapi.get("items") is not None:
+            out += _check_overlap(_paths(dapi["items"]), f"volume {name} (DownwardAPI): overlapping paths")
+        if (projected := v.get("projected")) is not None:
+            out += _projected_overlaps(projected, name)
+    return out
+
+
+def _projected_overlaps(projected: dict, name: str) -> list[str]:
+    out: list[str] = []
+    source_paths: list[str] = []  # kept from one source to the next, as upstream's are
+    message = ""
+    all_paths: set[str] = set()
+    for s in projected.get("sources") or ():
+        if not s:
+            out.append(f"volume {name} (Projected) has no sources provided")
+            continue
+        if (cm := s.get("configMap")) is not None and cm.get("items") is not None:
+            source_paths = _paths(cm["items"])
+            message = f"volume {name} (Projected ConfigMap {go_quote(cm.get('name', ''))}): overlapping paths"
+        elif (sec := s.get("secret")) is not None and sec.get("items") is not None:
+            source_paths = _paths(sec["items"])
+            message = f"volume {name} (Projected Secret {go_quote(sec.get('name', ''))}): overlapping paths"
+        elif (dapi := s.get("downwardAPI")) is not None and dapi.get("items") is not None:
+            source_paths = _paths(dapi["items"])
+            message = f"volume {name} (Projected DownwardAPI): overlapping paths"
+        elif (token := s.get("serviceAccountToken")) is not None:
+            source_paths = [token.get("path", "")]
+            message = f"volume {name} (Projected ServiceAccountToken): overlapping paths"
+        elif (ctb := s.get("clusterTrustBundle")) is not None:
+            source_paths = [ctb.get("path", "")]
+            which = ctb["name"] if ctb.get("name") is not None else ctb.get("signerName", "")
+            message = f"volume {name} (Projected ClusterTrustBundle {go_quote(which)}): overlapping paths"
+        if not source_paths:
+            continue
+        out += _check_overlap(source_paths, message)
+        unique = set(source_paths)
+        out += _check_overlap(sorted(list(unique) + list(all_paths)), message)
+        all_paths |= unique
+    return out
+
+
+def _check_overlap(paths: list[str], message: str) -> list[str]:
+    """checkVolumeMappingForOverlap; where several earlier paths collide, upstream names whichever its
+    map yields first, here the earliest."""
+    out = []
+    unique: dict[str, None] = {}
+    for path in paths:
+        normalized = path.rstrip("/")
+        if collision := _overlap(unique, normalized):
+            out.append(f"{message}: {go_quote(normalized)} with {go_quote(collision)}")
+        unique[normalized] = None
+    return out
+
+
+def _overlap(paths: dict[str, None], path: str) -> str:
+    for item in paths:
+        if item == "" or path == "":
+            return ""
+        if item == path or (item + "/").startswith(path) or (path + "/").startswith(item):
+            return item
+    return ""
+
+
+def _template(obj: dict) -> Any:
+    return (obj.get("spec") or {}).get("template")
+
+
+def _generation_changed(new: dict, old: dict) -> bool:
+    return (new.get("metadata") or {}).get("generation") != (old.get("metadata") or {}).get("generation")
+
+
+def workload_create(obj: dict) -> list[str]:
+    """A Deployment's, ReplicaSet's, DaemonSet's or ReplicationController's create: its name, its template."""
+    return name_warnings((obj.get("metadata") or {}).get("name")) + template_warnings(_template(obj), "spec.template")
+
+
+def workload_update(new: dict, old: dict) -> list[str]:
+    """Their updates: the template's, when the generation moved."""
+    return template_warnings(_template(new), "spec.template") if _generation_changed(new, old) else []
+
+
+def rc_update(new: dict, old: dict) -> list[str]:
+    """A ReplicationController's update: upstream hands GetWarningsForPodTemplate the old template
+    as the new one, so the old template's warnings are given."""
+    return template_warnings(_template(old), "spec.template") if _generation_changed(new, old) else []
+
+
+def pod_template_create(obj: dict) -> list[str]:
+    return template_warnings(obj.get("template"), "template")
+
+
+def pod_template_update(new: dict, old: dict) -> list[str]:
+    return template_warnings(new.get("template"), "template") if _generation_changed(new, old) else []
+
+
+def _statefulset_rest(obj: dict, claim_path: str) -> list[str]:
+    """A StatefulSet's claim templates (at upstream's paths: "spec.volumeClaimTemplates[i]" on
+    create, "...[i].Spec" on update) and a negative revisionHistoryLimit."""
+    spec = obj.get("spec") or {}
+    out = []
+    for i, pvc in enumerate(spec.get("volumeClaimTemplates") or ()):
+        out += pvc_spec_warnings(f"spec.volumeClaimTemplates[{i}]{claim_path}", (pvc or {}).get("spec") or {})
+    limit = spec.get("revisionHistoryLimit")
+    if isinstance(limit, int) and limit < 0:
+        out.append("spec.revisionHistoryLimit: a negative value retains all historical revisions; a value >= 0 "
+                   "is recommended")
+    return out
+
+
+def statefulset_create(obj: dict) -> list[str]:
+    return template_warnings(_template(obj), "spec.template") + _statefulset_rest(obj, "")
+
+
+def statefulset_update(new: dict, old: dict) -> list[str]:
+    return workload_update(new, old) + _statefulset_rest(new, ".Spec")
+
+
+def job_create(obj: dict) -> list[str]:
+    return name_warnings((obj.get("metadata") or {}).get("name")) + job_spec_warnings(obj.get("spec"), "spec")
+
+
+def job_update(new: dict, old: dict) -> list[str]:
+    return job_spec_warnings(new.get("spec"), "spec") if _generation_changed(new, old) else []
+
+
+def _job_template_spec(obj: dict) -> Any:
+    return ((obj.get("spec") or {}).get("jobTemplate") or {}).get("spec")
+
+
+def cronjob_create(obj: dict) -> list[str]:
+    return (name_warnings((obj.get("metadata") or {}).get("name"))
+            + job_spec_warnings(_job_template_spec(obj), "spec.jobTemplate.spec"))
+
+
+def cronjob_update(new: dict, old: dict) -> list[str]:
+    """Upstream names the schedule "spec.spec.schedule" here."""
+    out = job_spec_warnings(_job_template_spec(new), "spec.jobTemplate.spec") if _generation_changed(new, old) else []
+    if "TZ" in ((new.get("spec") or {}).get("schedule") or ""):
+        out.append("cannot use TZ or CRON_TZ in spec.spec.schedule, use timeZone instead, see "
+                   "https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/ for more details")
+    return out
