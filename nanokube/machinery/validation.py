@@ -383,11 +383,9 @@ def validate_conditions(conditions: Any, path: str) -> list[FieldError]:
 
 @functools.lru_cache(maxsize=4096)
 def parse_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """An IPv4 or IPv6 address without a zone, else None; memoized (a node's and its pods'
-    addresses come back in every status write). Go's ParseIPSloppy also reads IPv4 octets with
-    leading zeros ("010.1.2.3"), which 1.37 still accepts, with a warning, in the fields that
-    predate strict validation (StrictIPCIDRValidation is alpha, off); refused here as with the
-    gate on, since nanokube's consumers (kube-proxy's nft rules) use the stored text as it is."""
+    """An IPv4 or IPv6 address without a zone, as netip.ParseAddr reads it, else None; memoized (a
+    node's and its pods' addresses come back in every status write). IPv4 octets with leading zeros
+    ("010.1.2.3"), which Go's ParseIPSloppy still reads, are refused here (see sloppy_ip)."""
     try:
         return ipaddress.ip_address(text) if isinstance(text, str) and "%" not in text else None
     except ValueError:
@@ -395,7 +393,7 @@ def parse_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
 
 
 def is_ip(text: str) -> bool:
-    """IsValidIP: an address parse_ip reads."""
+    """An address parse_ip reads."""
     return parse_ip(text) is not None
 
 
@@ -411,88 +409,116 @@ def _sloppy_ipv4(text: Any) -> ipaddress.IPv4Address | None:
     return ipaddress.IPv4Address(".".join(str(int(p)) for p in parts))
 
 
-def legacy_ip_errors(value: str, path: str) -> list[FieldError]:
-    """IsValidIPForLegacyField (a Service's clusterIPs and externalIPs): leading zeros, which 1.37
-    accepts there with its gate off, are refused with the gate-on message (see parse_ip); an
-    IPv4-mapped IPv6 address and a non-canonical form pass, as with the gate off."""
-    if parse_ip(value) is not None:
+def sloppy_ip(text: Any) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address Go's ParseIPSloppy reads, as net.IP sees it: leading zeros ignored, an
+    IPv4-mapped IPv6 address its IPv4 one (IsIPv4, To4). For values stored before strict validation,
+    kept on update (ratcheting): their family and ranges are still checked."""
+    ip = parse_ip(text) if isinstance(text, str) else None
+    if ip is None:
+        return _sloppy_ipv4(text)
+    return ip.ipv4_mapped or ip if ip.version == 6 else ip
+
+
+def legacy_ip_errors(value: Any, path: str, valid_old: Iterable[str] = ()) -> list[FieldError]:
+    """IsValidIPForLegacyField with StrictIPCIDRValidation on (beta, on by default in 1.37) for the
+    fields that predate strict validation: IPv4 octets with leading zeros and IPv4-mapped IPv6
+    addresses are refused, a non-canonical IPv6 form passes (upstream warns). A value in `valid_old`
+    (the old object's, on update) passes whatever it is, as stored objects keep theirs."""
+    if isinstance(value, str) and value in valid_old:
         return []
-    return [invalid(path, value, "must not have leading 0s" if _sloppy_ipv4(value) else _IP_MSG)]
-
-
-def ip_errors(value: str, path: str) -> list[FieldError]:
-    """IsValidIP for the fields that came with strict validation (an IPAddress's name): what Go's
-    ParseIPSloppy refuses, then leading zeros and IPv4-mapped IPv6 addresses (netip.ParseAddr's
-    view), then any other form than the canonical one."""
     ip = parse_ip(value)
     if ip is None:
         return [invalid(path, value, "must not have leading 0s" if _sloppy_ipv4(value) else _IP_MSG)]
     if ip.version == 6 and ip.ipv4_mapped:
         return [invalid(path, value, "must not be an IPv4-mapped IPv6 address")]
-    if str(ip) != value:
+    return []
+
+
+def ip_errors(value: str, path: str) -> list[FieldError]:
+    """IsValidIP for the fields that came with strict validation (an IPAddress's name): the legacy
+    field's checks, then any other form than the canonical one."""
+    if errs := legacy_ip_errors(value, path):
+        return errs
+    if str(ip := parse_ip(value)) != value:
         return [invalid(path, value, f'must be in canonical form ("{ip}")')]
     return []
 
 
-def legacy_cidr_errors(value: Any, path: str) -> list[FieldError]:
-    """IsValidCIDRForLegacyField (a Service's loadBalancerSourceRanges): what Go's ParseCIDRSloppy
-    reads passes, bits beyond the prefix length and a non-canonical form included; leading zeros,
-    which 1.37 accepts there with its gate off, are refused with the gate-on message (see parse_ip)."""
+def _sloppy_cidr(value: Any) -> tuple[Any, int] | None:
+    """What Go's ParseCIDRSloppy reads: the address (leading zeros ignored) and the prefix length
+    (leading zeros allowed), else None."""
     addr, slash, bits = value.partition("/") if isinstance(value, str) else ("", "", "")
-    ip = parse_ip(addr) if slash and bits.isascii() and bits.isdigit() else None
-    if ip is not None and int(bits) <= ip.max_prefixlen and not (len(bits) > 1 and bits[0] == "0"):
+    if not slash or not (bits.isascii() and bits.isdigit()):
+        return None
+    ip = parse_ip(addr) or _sloppy_ipv4(addr)
+    return (ip, int(bits)) if ip is not None and int(bits) <= ip.max_prefixlen else None
+
+
+def legacy_cidr_errors(value: Any, path: str, valid_old: Iterable[str] = ()) -> list[FieldError]:
+    """IsValidCIDRForLegacyField with StrictIPCIDRValidation on (see legacy_ip_errors): what Go's
+    ParseCIDRSloppy refuses, then leading zeros (in the address or the prefix length), an
+    IPv4-mapped IPv6 address, bits set beyond the prefix length (a subnet, not an interface
+    address); a non-canonical IPv6 form passes. A value in `valid_old` passes whatever it is."""
+    if isinstance(value, str) and value in valid_old:
         return []
-    sloppy = ip or (_sloppy_ipv4(addr) if slash and bits.isascii() and bits.isdigit() else None)
-    if sloppy is not None and int(bits) <= sloppy.max_prefixlen:
+    parsed = _sloppy_cidr(value)
+    if parsed is None:
+        return [invalid(path, value, _CIDR_MSG)]
+    ip, bits = parsed
+    addr, _, text_bits = value.partition("/")
+    if parse_ip(addr) is None or (len(text_bits) > 1 and text_bits[0] == "0"):
         return [invalid(path, value, "must not have leading 0s in IP or prefix length")]
-    return [invalid(path, value, _CIDR_MSG)]
+    if ip.version == 6 and ip.ipv4_mapped:
+        return [invalid(path, value, "must not have an IPv4-mapped IPv6 address")]
+    if ipaddress.ip_network(f"{ip}/{bits}", strict=False).network_address != ip:
+        return [invalid(path, value, "must not have bits set beyond the prefix length")]
+    return []
 
 
 def cidr_family(value: Any) -> int | None:
     """netutils.IPFamilyOfCIDRString: the IP version of what ParseCIDRSloppy reads, else None."""
-    addr = value.partition("/")[0] if isinstance(value, str) and "/" in value else ""
-    ip = parse_ip(addr) or _sloppy_ipv4(addr)
-    return ip.version if ip else None
+    parsed = _sloppy_cidr(value)
+    return parsed[0].version if parsed else None
+
+
+def sloppy_network(value: Any) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    """The subnet Go's ParseCIDRSloppy returns (its address masked), else None; an IPv4-mapped one
+    as IPv6 with its prefix length, as Go keeps it."""
+    parsed = _sloppy_cidr(value)
+    return ipaddress.ip_network(f"{parsed[0]}/{parsed[1]}", strict=False) if parsed else None
 
 
 def cidr_errors(value: str, path: str) -> list[FieldError]:
-    """IsValidCIDR for the fields that came with strict validation (a ServiceCIDR's cidrs): what Go's
-    ParseCIDRSloppy refuses, then leading zeros (in the address or the prefix length), an
-    IPv4-mapped IPv6 address, bits set beyond the prefix length, then any other form than the
-    canonical one."""
-    addr, slash, bits = value.partition("/") if isinstance(value, str) else ("", "", "")
-    if not slash or not (bits.isascii() and bits.isdigit()):
-        return [invalid(path, value, _CIDR_MSG)]
-    ip = parse_ip(addr)
-    if ip is None:
-        ip = _sloppy_ipv4(addr)
-        if ip is None or int(bits) > 32:
-            return [invalid(path, value, _CIDR_MSG)]
-        return [invalid(path, value, "must not have leading 0s in IP or prefix length")]
-    if int(bits) > ip.max_prefixlen:
-        return [invalid(path, value, _CIDR_MSG)]
-    if len(bits) > 1 and bits[0] == "0":
-        return [invalid(path, value, "must not have leading 0s in IP or prefix length")]
-    if ip.version == 6 and ip.ipv4_mapped:
-        return [invalid(path, value, "must not have an IPv4-mapped IPv6 address")]
-    net = ipaddress.ip_network(f"{ip}/{int(bits)}", strict=False)
-    if net.network_address != ip:
-        return [invalid(path, value, "must not have bits set beyond the prefix length")]
-    if str(net) != value:
+    """IsValidCIDR for the fields that came with strict validation (a ServiceCIDR's cidrs): the
+    legacy field's checks, then any other form than the canonical one."""
+    if errs := legacy_cidr_errors(value, path):
+        return errs
+    if str(net := sloppy_network(value)) != value:
         return [invalid(path, value, f'must be in canonical form ("{net}")')]
     return []
 
 
-def endpoint_ip(addr: str, path: str) -> list[FieldError]:
+def interface_address_errors(value: Any, path: str) -> list[FieldError]:
+    """IsValidInterfaceAddress (a ResourceClaim's networkData.ips, strict since it came): an address
+    with its prefix length ("192.0.2.5/24") as ParseCIDRSloppy reads it, written canonically (leading
+    zeros and an IPv4-mapped address are then not)."""
+    parsed = _sloppy_cidr(value)
+    if parsed is None:
+        return [invalid(path, value, "must be a valid address in CIDR form, (e.g. 10.9.8.7/24 or 2001:db8::1/64)")]
+    ip, bits = parsed
+    if ip.version == 6 and ip.ipv4_mapped:  # Go prints it as IPv4, its prefix length less 96 past 32
+        ip, bits = ip.ipv4_mapped, bits - 96 if bits > 32 else bits
+    canonical = f"{ip}/{bits}"
+    return [] if value == canonical else [invalid(path, value, f'must be in canonical form ("{canonical}")')]
+
+
+def endpoint_ip(addr: Any, path: str) -> list[FieldError]:
     """ValidateEndpointIP (Endpoints and EndpointSlice addresses, Service externalIPs): an IP, and
     none of the unspecified, loopback, link-local or link-local multicast ones, as Go's net.IP
-    tells them (an IPv4-mapped IPv6 address as its IPv4 one; multicast ffX2::/16 whatever X)."""
-    try:
-        ip = ipaddress.ip_address(addr)
-    except ValueError:
+    tells them (read sloppily, see sloppy_ip; multicast ffX2::/16 whatever X)."""
+    ip = sloppy_ip(addr)
+    if ip is None:
         return [invalid(path, addr, "must be a valid IP address")]
-    if ip.version == 6 and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
     if ip.is_unspecified:
         return [invalid(path, addr, f"may not be unspecified ({addr})")]
     if ip.is_loopback:

@@ -14,7 +14,6 @@ Extra strategy hooks beyond base.Strategy, for the API server:
 from __future__ import annotations
 
 import base64
-import ipaddress
 import math
 import re
 import time
@@ -27,6 +26,7 @@ from .core_spec import PROTOCOLS, port_number, taint_effect
 from ..machinery.quantity import parse_quantity
 from ..machinery.validation import (
     FieldError,
+    cidr_family,
     dns1123_label,
     dns1123_subdomain,
     duplicate,
@@ -34,8 +34,9 @@ from ..machinery.validation import (
     forbidden,
     immutable,
     invalid,
-    is_ip,
     label_value,
+    legacy_cidr_errors,
+    legacy_ip_errors,
     not_supported,
     qualified_name,
     required,
@@ -216,7 +217,7 @@ class NodeStrategy(Strategy):
     def warnings_on_update(self, new, old):
         return kind_warnings.node_warnings(new)
 
-    def validate(self, obj):
+    def validate(self, obj, old_cidrs: tuple[str, ...] = ()):
         """ValidateNode's taints (at metadata.taints, as upstream reports them) and podCIDRs."""
         errs: list[FieldError] = []
         seen = set()
@@ -235,11 +236,11 @@ class NodeStrategy(Strategy):
             if (key, effect) in seen:
                 errs.append(duplicate(f"{p}.effect", effect))
             seen.add((key, effect))
-        return errs + _node_resources(obj) + _pod_cidrs(_spec(obj).get("podCIDRs") or [])
+        return errs + _node_resources(obj) + _pod_cidrs(_spec(obj).get("podCIDRs") or [], old_cidrs)
 
     def validate_update(self, new, old):
-        errs = self.validate(new)
         cidrs, old_cidrs = _spec(new).get("podCIDRs") or [], _spec(old).get("podCIDRs") or []
+        errs = self.validate(new, tuple(old_cidrs))
         changed = "node updates may not change podCIDR except from \"\" to valid"
         if old_cidrs and len(cidrs) != len(old_cidrs):
             errs.append(forbidden("spec.podCIDRs", changed))
@@ -265,19 +266,13 @@ def _node_resources(node: dict) -> list[FieldError]:
     return errs
 
 
-def _pod_cidrs(cidrs: list) -> list[FieldError]:
-    """ValidateNode's podCIDRs: each a CIDR (IsValidCIDRForLegacyField), at most one of each family,
-    no repeats."""
+def _pod_cidrs(cidrs: list, valid_old: tuple[str, ...] = ()) -> list[FieldError]:
+    """ValidateNode's podCIDRs: each a legacy CIDR (strict; one the old node held passes), at most
+    one of each family, no repeats."""
     errs: list[FieldError] = []
-    nets = []
     for i, c in enumerate(cidrs):
-        try:
-            if not isinstance(c, str) or "/" not in c:
-                raise ValueError(c)
-            nets.append(ipaddress.ip_network(c, strict=False))
-        except ValueError:
-            errs.append(invalid(f"spec.podCIDRs[{i}]", c, "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)"))
-    families = {n.version for n in nets}
+        errs += legacy_cidr_errors(c, f"spec.podCIDRs[{i}]", valid_old)
+    families = {cidr_family(c) for c in cidrs}
     if len(cidrs) > 1 and not errs and (families != {4, 6} or len(cidrs) > 2):
         errs.append(invalid("spec.podCIDRs", cidrs, "may specify no more than one CIDR for each IP family"))
     errs += [duplicate(f"spec.podCIDRs[{i}]", c) for i, c in enumerate(cidrs) if c in cidrs[:i]]
@@ -453,13 +448,14 @@ def format_endpoints(ep: dict) -> str:
 
 
 def _endpoint_address(a: dict, path: str) -> list[FieldError]:
-    """validateEndpointAddress: an IP (ValidateEndpointIP's ranges refused), a DNS label hostname, a node name."""
+    """validateEndpointAddress: a legacy IP (strict), a DNS label hostname, a node name, then
+    ValidateEndpointIP's reserved ranges."""
     ip = a.get("ip") or ""
     errs: list[FieldError] = []
     if not ip:
         errs.append(required(f"{path}.ip"))
-    elif not is_ip(ip):
-        errs.append(invalid(f"{path}.ip", ip, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
+    else:
+        errs += legacy_ip_errors(ip, f"{path}.ip")
     if a.get("hostname"):
         errs += [invalid(f"{path}.hostname", a["hostname"], m) for m in dns1123_label(a["hostname"])]
     if (node := a.get("nodeName")) is not None:
@@ -503,6 +499,12 @@ class EndpointsStrategy(Strategy):
                 elif proto not in PROTOCOLS:
                     errs.append(not_supported(f"{pp}.protocol", proto, PROTOCOLS))
         return errs
+
+    def validate_update(self, new, old):
+        """ValidateEndpointsUpdate: the subsets' errors stand only when the subsets changed, so an
+        Endpoints stored with IPs strict validation now refuses keeps them through other updates."""
+        errs = self.validate(new)
+        return errs if errs and new.get("subsets") != old.get("subsets") else []
 
     def default(self, obj, version):
         for ss in obj.get("subsets") or []:

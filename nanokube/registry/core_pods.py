@@ -26,12 +26,14 @@ from .core_spec import (
 from ..machinery.quantity import QuantityError, canonical, is_quantity, nano_value, parse_quantity
 from ..machinery.validation import (
     FieldError,
+    GoSyntax,
     dns1123_label,
     dns1123_subdomain,
     duplicate,
     forbidden,
+    go_strings,
     invalid,
-    is_ip,
+    legacy_ip_errors,
     not_supported,
     qualified_name,
     required,
@@ -190,8 +192,9 @@ def _validate_classes_and_os(spec: dict, path: str) -> list[FieldError]:
     return errs
 
 
-def validate_pod_spec(spec: dict, path: str = "spec") -> list[FieldError]:
-    """ValidatePodSpec for the rules OpenAPI cannot state."""
+def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] = ()) -> list[FieldError]:
+    """ValidatePodSpec for the rules OpenAPI cannot state; `old_ips` (on update, the old spec's
+    pod_spec_ips) stand unchecked."""
     errs: list[FieldError] = []
     # lists most pods lack are checked (and their paths built) only when present
     volume_names: set[str] = set()
@@ -213,6 +216,8 @@ def validate_pod_spec(spec: dict, path: str = "spec") -> list[FieldError]:
         errs.append(not_supported(f"{path}.dnsPolicy", dns, ["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"]))
     if dns == "None" and not spec.get("dnsConfig"):
         errs.append(required(f"{path}.dnsConfig", "must provide `dnsConfig` when `dnsPolicy` is None"))
+    elif spec.get("dnsConfig"):
+        errs += _validate_nameservers(spec, path, old_ips)
     for f, check in (("nodeName", dns1123_subdomain), ("serviceAccountName", dns1123_subdomain),
                      ("schedulerName", dns1123_subdomain), ("hostname", dns1123_label),
                      ("subdomain", dns1123_label), ("priorityClassName", dns1123_subdomain)):
@@ -227,6 +232,11 @@ def validate_pod_spec(spec: dict, path: str = "spec") -> list[FieldError]:
     if tgps is not None and tgps < 0:
         errs.append(invalid(f"{path}.terminationGracePeriodSeconds", tgps, "must be greater than or equal to 0"))
     errs += validate_tolerations(spec.get("tolerations") or [], f"{path}.tolerations")
+    for i, alias in enumerate(spec.get("hostAliases") or []):  # ValidateHostAliases
+        p = f"{path}.hostAliases[{i}]"
+        errs += legacy_ip_errors(alias.get("ip", ""), f"{p}.ip", old_ips)
+        for j, name in enumerate(alias.get("hostnames") or []):
+            errs += [invalid(f"{p}.hostnames[{j}]", name, m) for m in dns1123_subdomain(name)]
     for name, q in (spec.get("overhead") or {}).items():
         if is_quantity(q) and parse_quantity(q) < 0:
             errs.append(invalid(f"{path}.overhead[{name}]", q, "must be greater than or equal to 0"))
@@ -237,6 +247,41 @@ def validate_pod_spec(spec: dict, path: str = "spec") -> list[FieldError]:
         ct = g.get("conditionType", "")
         errs += [invalid(f"{path}.readinessGates[{i}].conditionType", ct, m) for m in qualified_name(ct)]
     return errs
+
+
+_MAX_NAMESERVERS = 3
+
+
+def _validate_nameservers(spec: dict, path: str, old_ips: tuple[str, ...]) -> list[FieldError]:
+    """validatePodDNSConfig's nameservers: one at least with dnsPolicy None, three at most, each a
+    legacy IP (strict)."""
+    p = f"{path}.dnsConfig.nameservers"
+    servers = spec["dnsConfig"].get("nameservers") or []
+    if spec.get("dnsPolicy") == "None" and not servers:
+        return [required(p, "must provide at least one DNS nameserver when `dnsPolicy` is None")]
+    errs: list[FieldError] = []
+    if len(servers) > _MAX_NAMESERVERS:
+        errs.append(invalid(p, GoSyntax(go_strings(servers)), f"must not have more than {_MAX_NAMESERVERS} nameservers"))
+    for i, ip in enumerate(servers):
+        errs += legacy_ip_errors(ip, f"{p}[{i}]", old_ips)
+    return errs
+
+
+def pod_spec_ips(spec: dict) -> tuple[str, ...]:
+    """The nameservers and host alias IPs a (old) pod spec holds: on update they stand unchecked,
+    as StrictIPCIDRValidation ratchets (the fields are immutable on a Pod, not in a template)."""
+    servers = (spec.get("dnsConfig") or {}).get("nameservers") or []
+    return (*servers, *(a.get("ip") for a in spec.get("hostAliases") or [] if isinstance(a, dict)))
+
+
+def _status_ips(status: dict, plural: str, single: str) -> list[str]:
+    """podIPs or hostIPs as v1's conversion to the internal status makes them: the singular value
+    alone when the list is empty or (podIP) does not start with it."""
+    ips = [(e or {}).get("ip", "") for e in status.get(plural) or []]
+    one = status.get(single)
+    if one and (not ips or (plural == "podIPs" and ips[0] != one)):
+        return [one]
+    return ips
 
 
 def _validate_scheduling_gates(spec: dict, path: str) -> list[FieldError]:
@@ -360,18 +405,11 @@ def validate_pod_status_update(new: dict, old: dict) -> list[FieldError]:
     nominated = st.get("nominatedNodeName")
     if nominated:
         errs += [invalid("status.nominatedNodeName", nominated, m) for m in dns1123_subdomain(nominated)]
-    for field in ("podIP", "hostIP"):
-        if st.get(field) and not is_ip(st[field]):
-            errs.append(invalid(f"status.{field}", st[field], _IP_MSG))
-    for field in ("podIPs", "hostIPs"):
-        for i, entry in enumerate(st.get(field) or []):
-            ip = (entry or {}).get("ip", "")
-            if not is_ip(ip):
-                errs.append(invalid(f"status.{field}[{i}].ip", ip, _IP_MSG))
+    for plural, single in (("podIPs", "podIP"), ("hostIPs", "hostIP")):  # validatePodIPs, validateHostIPs
+        old_ips = tuple(_status_ips(ost, plural, single))
+        for i, ip in enumerate(_status_ips(st, plural, single)):
+            errs += legacy_ip_errors(ip, f"status.{plural}[{i}]", old_ips)
     return errs
-
-
-_IP_MSG = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"
 
 
 # --- binding -------------------------------------------------------------------
@@ -607,7 +645,7 @@ class PodStrategy(Strategy):
         return errs
 
     def validate_update(self, new, old):
-        errs = validate_pod_spec(new.get("spec") or {})
+        errs = validate_pod_spec(new.get("spec") or {}, old_ips=pod_spec_ips(old.get("spec") or {}))
         return errs + validate_pod_update(new, old)
 
     def validate_status_update(self, new, old):

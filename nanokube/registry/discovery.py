@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
-
 from .apps import age_column, api_doc, name_column
 from .base import Column, Obj, Resource, Strategy, register
 from ..machinery.validation import (
@@ -15,9 +13,11 @@ from ..machinery.validation import (
     immutable,
     invalid,
     label_value,
+    legacy_ip_errors,
     not_supported,
     qualified_name,
     required,
+    sloppy_ip,
     too_many,
     validate_labels,
 )
@@ -53,13 +53,12 @@ def format_endpoints(obj: Obj) -> str:
 
 
 def _ip_errors(addr: str, family: int, path: str) -> list[FieldError]:
-    """IsValidIPv4Address / IsValidIPv6Address, then ValidateEndpointIP's reserved ranges."""
-    try:
-        ip = ipaddress.ip_address(addr)
-    except ValueError:
-        ip = None
-    if ip is None or ip.version != family:
-        return [invalid(path, addr, f"must be a valid IPv{family} address")]
+    """An address of the slice's type: a legacy IP (IsValidIPForLegacyField, strict), of that
+    family as Go's net.IP tells it, then ValidateEndpointIP's reserved ranges."""
+    if errs := legacy_ip_errors(addr, path):
+        return errs
+    if sloppy_ip(addr).version != family:
+        return [invalid(path, addr, f"must be an IPv{family} address"), *endpoint_ip(addr, path)]
     return endpoint_ip(addr, path)
 
 
@@ -98,7 +97,7 @@ def _validate_hints(hints: dict, path: str) -> list[FieldError]:
     return errs
 
 
-def _validate_endpoints(endpoints: list, address_type: str) -> list[FieldError]:
+def _validate_endpoints(endpoints: list, address_type: str, check_ips: bool = True) -> list[FieldError]:
     if len(endpoints) > _MAX_ENDPOINTS:
         return [too_many("endpoints", len(endpoints), _MAX_ENDPOINTS)]
     errs: list[FieldError] = []
@@ -111,7 +110,7 @@ def _validate_endpoints(endpoints: list, address_type: str) -> list[FieldError]:
             errs.append(too_many(f"{p}.addresses", len(addrs), _MAX_ADDRESSES))
         for j, a in enumerate(addrs):
             ap = f"{p}.addresses[{j}]"
-            if address_type in ("IPv4", "IPv6"):
+            if address_type in ("IPv4", "IPv6") and check_ips:
                 errs += _ip_errors(a, 4 if address_type == "IPv4" else 6, ap)
             elif address_type == "FQDN":
                 errs += _fqdn_errors(a, ap)
@@ -150,14 +149,17 @@ def _validate_ports(ports: list) -> list[FieldError]:
     return errs
 
 
-def validate_endpoint_slice(obj: Obj) -> list[FieldError]:
+def validate_endpoint_slice(obj: Obj, old: Obj | None = None) -> list[FieldError]:
+    """ValidateEndpointSlice; on update, addresses stored before strict IP validation stand only
+    while the whole of `endpoints` is unchanged (KEP-4858's rule for EndpointSlices)."""
     errs: list[FieldError] = []
     at = obj.get("addressType", "")
     if not at:
         errs.append(required("addressType"))
     elif at not in _ADDRESS_TYPES:
         errs.append(not_supported("addressType", at, _ADDRESS_TYPES))
-    errs += _validate_endpoints(obj.get("endpoints") or [], at)
+    endpoints = obj.get("endpoints") or []
+    errs += _validate_endpoints(endpoints, at, old is None or endpoints != (old.get("endpoints") or []))
     return errs + _validate_ports(obj.get("ports") or [])
 
 
@@ -198,7 +200,7 @@ class EndpointSliceStrategy(Strategy):
         return validate_endpoint_slice(obj)
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
-        errs = validate_endpoint_slice(new)
+        errs = validate_endpoint_slice(new, old)
         if new.get("addressType") != old.get("addressType"):
             errs.append(immutable("addressType", new.get("addressType")))
         return errs

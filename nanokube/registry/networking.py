@@ -27,9 +27,12 @@ from ..machinery.validation import (
     immutable,
     invalid,
     ip_errors,
-    is_ip,
+    legacy_cidr_errors,
+    legacy_ip_errors,
     not_supported,
     required,
+    sloppy_ip,
+    sloppy_network,
     too_long,
 )
 from . import kind_warnings
@@ -46,18 +49,6 @@ def _spec(o: Obj) -> dict:
 def _port_number(v: Any, path: str) -> list[FieldError]:
     if not isinstance(v, int) or not 1 <= v <= 65535:
         return [invalid(path, v, PORT_RANGE_MSG)]
-    return []
-
-
-def _cidr_errors(s: Any, path: str) -> list[FieldError]:
-    if not isinstance(s, str) or "/" not in s:
-        return [invalid(path, s, "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)")]
-    try:
-        net = ipaddress.ip_network(s, strict=False)
-    except ValueError:
-        return [invalid(path, s, "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)")]
-    if str(net) != s:
-        return [invalid(path, s, f'must be in canonical form ("{net}")')]
     return []
 
 
@@ -110,27 +101,35 @@ def _validate_np_port(p: dict, path: str) -> list[FieldError]:
     return errs
 
 
-def _validate_ip_block(block: dict, path: str) -> list[FieldError]:
+def _validate_ip_block(block: dict, path: str, valid_old: tuple[str, ...]) -> list[FieldError]:
+    """ValidateIPBlock: cidr and each except legacy CIDRs (any the old policy held passes, see
+    network_policy_cidrs), each except a strict subset of cidr as Go's IPNet.Contains tells it."""
     cidr = block.get("cidr", "")
     if not cidr:
         return [required(f"{path}.cidr", "")]
-    errs = _cidr_errors(cidr, f"{path}.cidr")
-    if errs:
+    errs = legacy_cidr_errors(cidr, f"{path}.cidr", valid_old)
+    if (net := sloppy_network(cidr)) is None:
         return errs
-    net = ipaddress.ip_network(cidr)
     for i, e in enumerate(block.get("except") or []):
         p = f"{path}.except[{i}]"
-        ee = _cidr_errors(e, p)
-        if ee:
-            errs += ee
+        errs += legacy_cidr_errors(e, p, valid_old)
+        if (sub := sloppy_network(e)) is None:
             continue
-        sub = ipaddress.ip_network(e)
         if sub.version != net.version or not sub.subnet_of(net) or sub.prefixlen <= net.prefixlen:
             errs.append(invalid(p, e, "must be a strict subset of `cidr`"))
     return errs
 
 
-def _validate_peer(peer: dict, path: str) -> list[FieldError]:
+def network_policy_cidrs(spec: dict) -> tuple[str, ...]:
+    """Every cidr and except an (old) policy holds: ValidateNetworkPolicyUpdate lets any of them
+    stand anywhere in the new one unchecked, since a rule's CIDRs cannot be told new from moved."""
+    return tuple(c for direction, peers in (("ingress", "from"), ("egress", "to"))
+                 for rule in spec.get(direction) or [] for peer in rule.get(peers) or []
+                 if isinstance(block := peer.get("ipBlock"), dict)
+                 for c in [block.get("cidr"), *(block.get("except") or [])] if isinstance(c, str))
+
+
+def _validate_peer(peer: dict, path: str, valid_old: tuple[str, ...]) -> list[FieldError]:
     errs: list[FieldError] = []
     n = 0
     if peer.get("podSelector") is not None:
@@ -141,7 +140,7 @@ def _validate_peer(peer: dict, path: str) -> list[FieldError]:
         errs += validate_label_selector(peer["namespaceSelector"], f"{path}.namespaceSelector")
     if peer.get("ipBlock") is not None:
         n += 1
-        errs += _validate_ip_block(peer["ipBlock"], f"{path}.ipBlock")
+        errs += _validate_ip_block(peer["ipBlock"], f"{path}.ipBlock", valid_old)
     if n == 0:
         errs.append(required(path, "must specify a peer"))
     elif peer.get("ipBlock") is not None and n > 1:
@@ -149,7 +148,7 @@ def _validate_peer(peer: dict, path: str) -> list[FieldError]:
     return errs
 
 
-def validate_network_policy_spec(spec: dict, path: str = "spec") -> list[FieldError]:
+def validate_network_policy_spec(spec: dict, path: str = "spec", valid_old: tuple[str, ...] = ()) -> list[FieldError]:
     errs = validate_label_selector(spec.get("podSelector"), f"{path}.podSelector")
     for direction, peers in (("ingress", "from"), ("egress", "to")):
         for i, rule in enumerate(spec.get(direction) or []):
@@ -157,7 +156,7 @@ def validate_network_policy_spec(spec: dict, path: str = "spec") -> list[FieldEr
             for j, port in enumerate(rule.get("ports") or []):
                 errs += _validate_np_port(port, f"{rp}.ports[{j}]")
             for j, peer in enumerate(rule.get(peers) or []):
-                errs += _validate_peer(peer, f"{rp}.{peers}[{j}]")
+                errs += _validate_peer(peer, f"{rp}.{peers}[{j}]", valid_old)
     types = spec.get("policyTypes") or []
     for i, t in enumerate(types):
         if t not in _POLICY_TYPES:
@@ -186,6 +185,9 @@ class NetworkPolicyStrategy(Strategy):
 
     def validate(self, obj):
         return validate_network_policy_spec(_spec(obj))
+
+    def validate_update(self, new, old):
+        return validate_network_policy_spec(_spec(new), valid_old=network_policy_cidrs(_spec(old)))
 
 
 # --- Ingress ----------------------------------------------------------------------
@@ -228,7 +230,7 @@ def _validate_backend(b: dict, path: str) -> list[FieldError]:
 
 
 def _validate_host(host: str, path: str, wildcard_ok: bool = True) -> list[FieldError]:
-    if is_ip(host):
+    if sloppy_ip(host) is not None:  # ParseIPSloppy
         return [invalid(path, host, "must be a DNS name, not an IP address")]
     if wildcard_ok and host.startswith("*."):
         return [invalid(path, host, m.replace("RFC 1123 subdomain", "wildcard DNS-1123 subdomain"))
@@ -287,15 +289,18 @@ def validate_ingress_spec(spec: dict, path: str = "spec") -> list[FieldError]:
     return errs
 
 
-def _validate_lb_ingress(status: dict, path: str) -> list[FieldError]:
+def _validate_lb_ingress(status: dict, old_status: dict, path: str) -> list[FieldError]:
+    """ValidateIngressLoadBalancerStatus: each ip a legacy IP (any the old status held passes), each
+    hostname a DNS name."""
     errs: list[FieldError] = []
+    old_ips = tuple(i.get("ip") for i in (old_status.get("loadBalancer") or {}).get("ingress") or [] if i.get("ip"))
     for i, ing in enumerate((status.get("loadBalancer") or {}).get("ingress") or []):
         p = f"{path}.loadBalancer.ingress[{i}]"
-        if ing.get("ip") and not is_ip(ing["ip"]):
-            errs.append(invalid(f"{p}.ip", ing["ip"], "must be a valid IP address"))
+        if ing.get("ip"):
+            errs += legacy_ip_errors(ing["ip"], f"{p}.ip", old_ips)
         if ing.get("hostname"):
             errs += _subdomain(ing["hostname"], f"{p}.hostname")
-            if is_ip(ing["hostname"]):
+            if sloppy_ip(ing["hostname"]) is not None:
                 errs.append(invalid(f"{p}.hostname", ing["hostname"], "must be a DNS name, not an IP address"))
     return errs
 
@@ -336,7 +341,7 @@ class IngressStrategy(Strategy):
         return validate_ingress_spec(_spec(obj))
 
     def validate_status_update(self, new, old):
-        return _validate_lb_ingress(new.get("status") or {}, "status")
+        return _validate_lb_ingress(new.get("status") or {}, old.get("status") or {}, "status")
 
 
 class IngressClassStrategy(Strategy):

@@ -9,7 +9,6 @@ refused before any allocator sees it.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from typing import Any, Callable, Iterable
 
@@ -24,6 +23,7 @@ from ..machinery.validation import (
     duplicate,
     forbidden,
     immutable,
+    interface_address_errors,
     invalid,
     label_name,
     label_value,
@@ -398,20 +398,7 @@ def network_data(nd: Any, path: str) -> Errors:
         errs.append(too_long(f"{path}.interfaceName", INTERFACE_NAME_MAX))
     if len(nd.get("hardwareAddress") or "") > HARDWARE_ADDRESS_MAX:
         errs.append(too_long(f"{path}.hardwareAddress", HARDWARE_ADDRESS_MAX))
-    return errs + each_unique(nd.get("ips"), f"{path}.ips", NETWORK_IPS_MAX, interface_address, lambda a: a)
-
-
-def interface_address(value: str, path: str) -> Errors:
-    """An IP with its prefix length (`192.0.2.5/24`), in canonical form."""
-    try:
-        iface = ipaddress.ip_interface(value) if "/" in value else None
-    except ValueError:
-        iface = None
-    if iface is None:
-        return [invalid(path, value, "must be a valid address in CIDR form, (e.g. 10.9.8.7/24 or 2001:db8::1/64)")]
-    if str(iface) != value:
-        return [invalid(path, value, f'must be in canonical form ("{iface}")')]
-    return []
+    return errs + each_unique(nd.get("ips"), f"{path}.ips", NETWORK_IPS_MAX, interface_address_errors, lambda a: a)
 
 
 def claim_status(status: dict, old_status: dict, names: dict, deleting: bool, path: str = "status") -> Errors:

@@ -486,8 +486,8 @@ def test_service_validation_rules():
 
 def test_service_external_ips_are_ips_outside_the_reserved_ranges():
     """ValidateService checks each externalIP with IsValidIPForLegacyField, then ValidateEndpointIP
-    (loopback, link-local, multicast and unspecified ones were stored), as Go's net.IP tells them:
-    an IPv4-mapped address as its IPv4 one, ffX2:: as link-local multicast."""
+    (loopback, link-local, multicast and unspecified ones were stored), as Go's net.IP tells them
+    (ffX2:: as link-local multicast); an IPv4-mapped address is refused first (StrictIPCIDRValidation)."""
     ips = ["bogus", "127.0.0.1", "169.254.1.1", "224.0.0.1", "0.0.0.0", "::ffff:127.0.0.1", "ff12::1",
            "::", "203.0.113.7", "2001:db8::1", "224.0.1.1"]
     errs = create_svc(ServiceStrategy(), make_svc(externalIPs=ips))
@@ -498,7 +498,7 @@ def test_service_external_ips_are_ips_outside_the_reserved_ranges():
         f'{p}[2]: Invalid value: "169.254.1.1": may not be in the link-local range (169.254.0.0/16, fe80::/10)',
         f'{p}[3]: Invalid value: "224.0.0.1": may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)',
         f'{p}[4]: Invalid value: "0.0.0.0": may not be unspecified (0.0.0.0)',
-        f'{p}[5]: Invalid value: "::ffff:127.0.0.1": may not be in the loopback range (127.0.0.0/8, ::1/128)',
+        f'{p}[5]: Invalid value: "::ffff:127.0.0.1": must not be an IPv4-mapped IPv6 address',
         f'{p}[6]: Invalid value: "ff12::1": may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)',
         f'{p}[7]: Invalid value: "::": may not be unspecified (::)']
 

@@ -175,8 +175,8 @@ async def test_families_this_cluster_does_not_serve_are_refused_before_allocatio
 
 
 async def test_leading_zeros_are_refused_with_the_strict_message(core):
-    """1.37 takes "010.96.0.10" in a Service's IP fields while StrictIPCIDRValidation (alpha) is off;
-    nanokube refuses it as the gate on does (machinery.validation.parse_ip says why), with that message."""
+    """StrictIPCIDRValidation is beta and on in 1.37: "010.96.0.10" in a Service's IP fields is
+    refused with IsValidIPForLegacyField's strict message."""
     for name, spec, path, ip in (("z1", {"clusterIP": "010.96.0.10"}, "spec.clusterIPs[0]", "010.96.0.10"),
                                  ("z2", {"externalIPs": ["192.0.2.010"]}, "spec.externalIPs[0]", "192.0.2.010")):
         assert await _refused(core.create_namespaced_service, "default", _svc(name, **spec)) == (
@@ -184,20 +184,23 @@ async def test_leading_zeros_are_refused_with_the_strict_message(core):
 
 
 async def test_source_ranges_and_topology_annotations_are_validated(core):
-    """ValidateService's loadBalancerSourceRanges (upstream's path has a capital L; a legacy field:
-    bits beyond the prefix pass, trimmed) and the topology-mode annotation; all three were stored."""
+    """ValidateService's loadBalancerSourceRanges (upstream's path has a capital L; a legacy field,
+    trimmed, strict: bits beyond the prefix refused) and the topology-mode annotation; all were stored."""
     lb = {"metadata": {"name": "lb", "annotations": {"service.kubernetes.io/topology-mode": "Auto",
                                                      "service.kubernetes.io/topology-aware-hints": "Disabled"}},
-          "spec": {"type": "LoadBalancer", "ports": [{"port": 80}], "loadBalancerSourceRanges": [" 10.0.0.1/24", "bogus"]}}
+          "spec": {"type": "LoadBalancer", "ports": [{"port": 80}],
+                   "loadBalancerSourceRanges": [" 10.0.0.0/24", "bogus", "10.0.0.1/24"]}}
     code, message = await _refused(core.create_namespaced_service, "default", lb)
     assert (code, message) == (422, 'Service "lb" is invalid: [metadata.annotations[service.kubernetes.io/topology-mode]: '
                                     'Invalid value: "Auto": must match annotations[service.kubernetes.io/topology-aware-hints] '
                                     'when both are specified, spec.LoadBalancerSourceRanges[1]: Invalid value: "bogus": '
-                                    'must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)]')
+                                    'must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64), '
+                                    'spec.LoadBalancerSourceRanges[2]: Invalid value: "10.0.0.1/24": '
+                                    'must not have bits set beyond the prefix length]')
     code, message = await _refused(core.create_namespaced_service, "default",
                                    _svc("plain", loadBalancerSourceRanges=["10.0.0.0/8"]))
     assert (code, message) == (422, 'Service "plain" is invalid: spec.LoadBalancerSourceRanges: Forbidden: '
                                     "may only be used when `type` is 'LoadBalancer'")
-    del lb["metadata"]["annotations"], lb["spec"]["loadBalancerSourceRanges"][1]
+    del lb["metadata"]["annotations"], lb["spec"]["loadBalancerSourceRanges"][1:]
     made = await asyncio.to_thread(core.create_namespaced_service, "default", lb)
-    assert made.spec.load_balancer_source_ranges == [" 10.0.0.1/24"]
+    assert made.spec.load_balancer_source_ranges == [" 10.0.0.0/24"]

@@ -35,11 +35,15 @@ def test_address_type():
 
 
 def test_addresses_per_type():
-    errs = S.validate(eps("IPv4", ["2001:db8::1", "127.0.0.1", "web"]))
+    """An address is a legacy IP (strict: no leading zeros, no IPv4-mapped IPv6), of the slice's
+    family, outside ValidateEndpointIP's ranges."""
+    errs = S.validate(eps("IPv4", ["2001:db8::1", "127.0.0.1", "web", "10.0.0.010", "::ffff:10.0.0.1"]))
     assert [(e.field, e.detail) for e in errs] == [
-        ("endpoints[0].addresses[0]", "must be a valid IPv4 address"),
+        ("endpoints[0].addresses[0]", "must be an IPv4 address"),
         ("endpoints[0].addresses[1]", "may not be in the loopback range (127.0.0.0/8, ::1/128)"),
-        ("endpoints[0].addresses[2]", "must be a valid IPv4 address")]
+        ("endpoints[0].addresses[2]", "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"),
+        ("endpoints[0].addresses[3]", "must not have leading 0s"),
+        ("endpoints[0].addresses[4]", "must not be an IPv4-mapped IPv6 address")]
     errs = S.validate(eps("FQDN", ["localhost"]))
     assert [e.detail for e in errs] == ["should be a domain with at least two segments separated by dots"]
     obj = eps()

@@ -1,0 +1,176 @@
+"""StrictIPCIDRValidation (KEP-4858: beta, on by default in 1.37) through the official client: each
+kind of IP and CIDR field refuses a new IPv4 address with leading zeros, an IPv4-mapped IPv6 one or
+an ambiguous CIDR with upstream's message and path, while an object stored before (planted here in
+the store, as no request can write it now) keeps its value through an unrelated update."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import orjson
+import pytest
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+from nanokube.apiserver.app import APIServer
+from nanokube.machinery.validation import interface_address_errors
+from nanokube.pki.ca import ensure_pki
+from nanokube.pki.kubeconfig import write_kubeconfig
+from nanokube.store.memory import MemoryStore
+
+
+class Cluster:
+    def __init__(self, server: APIServer, api_client):
+        self.server = server
+        self.core = client.CoreV1Api(api_client)
+        self.net = client.NetworkingV1Api(api_client)
+        self.discovery = client.DiscoveryV1Api(api_client)
+
+    async def plant(self, group: str, plural: str, namespace: str | None, name: str, change) -> None:
+        """Rewrite a stored object as an older server would have let it be written, and wait until
+        reads see it."""
+        key = self.server.index.get(group, "v1", plural).key(namespace, name)
+        kv = await self.server.store.get(key)
+        obj = orjson.loads(kv.value)
+        change(obj)
+        planted = await self.server.store.update(key, orjson.dumps(obj), kv.mod_revision)
+        for _ in range(200):
+            if (entry := self.server.cache.get(key)) is not None and entry.rev >= planted.mod_revision:
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"{key} not seen planted")
+
+
+@pytest.fixture
+async def cluster(tmp_path):
+    pki = ensure_pki(str(tmp_path))
+    server = APIServer(MemoryStore(), pki, port=0)
+    await server.start()
+    try:
+        kubeconfig = str(tmp_path / "kubeconfig")
+        write_kubeconfig(kubeconfig, server.url, pki)
+        api_client = config.new_client_from_config(config_file=kubeconfig)
+        yield Cluster(server, api_client)
+        api_client.close()
+    finally:
+        await server.stop()
+
+
+async def _call(f, *args, **kw):
+    return await asyncio.to_thread(f, *args, **kw)
+
+
+async def _refused(f, *args, **kw) -> str:
+    with pytest.raises(ApiException) as e:
+        await _call(f, *args, **kw)
+    assert e.value.status == 422, e.value.body
+    return json.loads(e.value.body)["message"]
+
+
+LABEL = {"metadata": {"labels": {"touched": "yes"}}}
+
+
+def _pod(name: str, **spec) -> dict:
+    return {"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "busybox"}], **spec}}
+
+
+async def test_pod_spec_and_status_ips(cluster):
+    core = cluster.core
+    assert await _refused(core.create_namespaced_pod, "default", _pod(
+        "p", dnsPolicy="None", dnsConfig={"nameservers": ["010.0.0.53"]},
+        hostAliases=[{"ip": "::ffff:10.0.0.1", "hostnames": ["db"]}])) == (
+        'Pod "p" is invalid: [spec.dnsConfig.nameservers[0]: Invalid value: "010.0.0.53": must not have leading 0s, '
+        'spec.hostAliases[0].ip: Invalid value: "::ffff:10.0.0.1": must not be an IPv4-mapped IPv6 address]')
+    await _call(core.create_namespaced_pod, "default", _pod(
+        "p", dnsPolicy="None", dnsConfig={"nameservers": ["10.0.0.53"]}, hostAliases=[{"ip": "10.0.0.1"}]))
+
+    def legacy(o):
+        o["spec"]["dnsConfig"]["nameservers"] = ["010.0.0.53"]
+        o["spec"]["hostAliases"][0]["ip"] = "::ffff:10.0.0.1"
+        o["status"]["podIPs"], o["status"]["podIP"] = [{"ip": "10.1.0.010"}], "10.1.0.010"
+    await cluster.plant("", "pods", "default", "p", legacy)
+    patched = await _call(core.patch_namespaced_pod, "p", "default", LABEL)
+    assert patched.spec.dns_config.nameservers == ["010.0.0.53"] and patched.metadata.labels == {"touched": "yes"}
+    await _call(core.patch_namespaced_pod_status, "p", "default", {"status": {"hostIP": "10.9.0.1"}})
+    assert await _refused(core.patch_namespaced_pod_status, "p", "default",
+                          {"status": {"podIP": "10.1.0.011", "podIPs": [{"ip": "10.1.0.011"}]}}) == (
+        'Pod "p" is invalid: status.podIPs[0]: Invalid value: "10.1.0.011": must not have leading 0s')
+
+
+async def test_node_pod_cidrs(cluster):
+    core = cluster.core
+    assert await _refused(core.create_node, {"metadata": {"name": "n"}, "spec": {"podCIDRs": ["10.244.0.1/24"]}}) == (
+        'Node "n" is invalid: spec.podCIDRs[0]: Invalid value: "10.244.0.1/24": '
+        "must not have bits set beyond the prefix length")
+    await _call(core.create_node, {"metadata": {"name": "n"}, "spec": {"podCIDRs": ["10.244.0.0/24"]}})
+
+    def legacy(o):
+        o["spec"]["podCIDR"], o["spec"]["podCIDRs"] = "10.244.000.0/24", ["10.244.000.0/24"]
+    await cluster.plant("", "nodes", None, "n", legacy)
+    assert (await _call(core.patch_node, "n", LABEL)).spec.pod_cidrs == ["10.244.000.0/24"]
+
+
+async def test_endpoints_keep_old_addresses_only_while_subsets_are_unchanged(cluster):
+    core = cluster.core
+    ep = {"metadata": {"name": "e"}, "subsets": [{"addresses": [{"ip": "10.0.0.1"}], "ports": [{"port": 80}]}]}
+    bad = {**ep, "subsets": [{"addresses": [{"ip": "010.0.0.1"}], "ports": [{"port": 80}]}]}
+    assert await _refused(core.create_namespaced_endpoints, "default", bad) == (
+        'Endpoints "e" is invalid: subsets[0].addresses[0].ip: Invalid value: "010.0.0.1": must not have leading 0s')
+    await _call(core.create_namespaced_endpoints, "default", ep)
+    await cluster.plant("", "endpoints", "default", "e", lambda o: o["subsets"][0]["addresses"][0].update(ip="010.0.0.1"))
+    await _call(core.patch_namespaced_endpoints, "e", "default", LABEL)
+    moved = {"subsets": [{"addresses": [{"ip": "010.0.0.1"}, {"ip": "10.0.0.2"}], "ports": [{"port": 80}]}]}
+    assert await _refused(core.patch_namespaced_endpoints, "e", "default", moved) == (
+        'Endpoints "e" is invalid: subsets[0].addresses[0].ip: Invalid value: "010.0.0.1": must not have leading 0s')
+
+
+async def test_endpoint_slices_keep_old_addresses_only_while_endpoints_are_unchanged(cluster):
+    api = cluster.discovery
+    es = {"metadata": {"name": "es"}, "addressType": "IPv4", "endpoints": [{"addresses": ["10.0.0.1"]}]}
+    bad = [{"addresses": ["::ffff:10.0.0.1"]}]
+    assert await _refused(api.create_namespaced_endpoint_slice, "default", {**es, "endpoints": bad}) == (
+        'EndpointSlice.discovery.k8s.io "es" is invalid: endpoints[0].addresses[0]: '
+        'Invalid value: "::ffff:10.0.0.1": must not be an IPv4-mapped IPv6 address')
+    await _call(api.create_namespaced_endpoint_slice, "default", es)
+    await cluster.plant("discovery.k8s.io", "endpointslices", "default", "es", lambda o: o.update(endpoints=bad))
+    await _call(api.patch_namespaced_endpoint_slice, "es", "default", LABEL)
+    more = {"endpoints": [*bad, {"addresses": ["10.0.0.2"]}]}
+    assert "must not be an IPv4-mapped IPv6 address" in await _refused(
+        api.patch_namespaced_endpoint_slice, "es", "default", more)
+
+
+async def test_network_policy_cidrs_and_ingress_status(cluster):
+    net = cluster.net
+    block = {"cidr": "10.0.0.0/8", "except": ["10.1.0.0/16"]}
+    np = {"metadata": {"name": "np"}, "spec": {"podSelector": {}, "ingress": [{"from": [{"ipBlock": block}]}]}}
+    bad = {**np, "spec": {"podSelector": {}, "ingress": [{"from": [{"ipBlock": {"cidr": "10.0.0.1/8"}}]}]}}
+    assert await _refused(net.create_namespaced_network_policy, "default", bad) == (
+        'NetworkPolicy.networking.k8s.io "np" is invalid: spec.ingress[0].from[0].ipBlock.cidr: '
+        'Invalid value: "10.0.0.1/8": must not have bits set beyond the prefix length')
+    await _call(net.create_namespaced_network_policy, "default", np)
+    await cluster.plant("networking.k8s.io", "networkpolicies", "default", "np",
+                        lambda o: o["spec"]["ingress"][0]["from"][0]["ipBlock"].update(cidr="10.0.0.1/8"))
+    await _call(net.patch_namespaced_network_policy, "np", "default", LABEL)
+    # an old CIDR may stand anywhere in the new policy (ValidateNetworkPolicyUpdate's existingCIDRs)
+    egress = {"spec": {"egress": [{"to": [{"ipBlock": {"cidr": "10.0.0.1/8"}}]}]}}
+    await _call(net.patch_namespaced_network_policy, "np", "default", egress)
+
+    ing = {"metadata": {"name": "i"}, "spec": {"defaultBackend": {"service": {"name": "s", "port": {"number": 80}}}}}
+    await _call(net.create_namespaced_ingress, "default", ing)
+    status = {"status": {"loadBalancer": {"ingress": [{"ip": "::ffff:198.51.100.1"}]}}}
+    assert await _refused(net.patch_namespaced_ingress_status, "i", "default", status) == (
+        'Ingress.networking.k8s.io "i" is invalid: status.loadBalancer.ingress[0].ip: '
+        'Invalid value: "::ffff:198.51.100.1": must not be an IPv4-mapped IPv6 address')
+
+
+def test_network_data_ips_are_interface_addresses():
+    """IsValidInterfaceAddress: ParseCIDRSloppy's reading, in canonical form (Go prints an
+    IPv4-mapped address as IPv4, its prefix length less 96)."""
+    p = "status.devices[0].networkData.ips[0]"
+    assert interface_address_errors("10.0.0.5/24", p) == []
+    assert [e.detail for e in interface_address_errors("010.0.0.5/24", p)] == ['must be in canonical form ("10.0.0.5/24")']
+    assert [e.detail for e in interface_address_errors("::ffff:10.0.0.5/120", p)] == [
+        'must be in canonical form ("10.0.0.5/24")']
+    assert [e.detail for e in interface_address_errors("10.0.0.5", p)] == [
+        "must be a valid address in CIDR form, (e.g. 10.9.8.7/24 or 2001:db8::1/64)"]
