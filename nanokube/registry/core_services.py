@@ -39,9 +39,9 @@ from ..machinery.validation import (
     legacy_cidr_errors,
     legacy_ip_errors,
     not_supported,
-    parse_ip,
     qualified_name,
     required,
+    sloppy_ip,
     validate_labels,
 )
 from . import kind_warnings
@@ -159,11 +159,14 @@ class ServiceIPAllocator:
                 return int(addr), rng
         return None
 
-    def allocate(self, owner: str, ip: str | None = None) -> str:
-        """Allocate `ip` (or the next free one) to `owner`; AllocationError says why not."""
+    def allocate(self, owner: str, ip: str | None = None, version: int | None = None) -> str:
+        """Allocate `ip` (or the next free one, of IP `version` if given) to `owner`;
+        AllocationError says why not."""
         if ip is None:
             for shared in _scans(self._share[0]):
                 for network, rng in self.ranges.values():
+                    if version is not None and network.version != version:
+                        continue
                     try:
                         return str(ipaddress.ip_address(rng.next_free(owner, shared)))
                     except AllocationError:
@@ -319,23 +322,32 @@ def default_service(obj: dict) -> None:
         spec["clusterIP"] = spec["clusterIPs"][0]
 
 
-def _default_families(spec: dict) -> None:
+def _default_families(spec: dict, have: list[str], init: bool) -> None:
+    """initIPFamilyFields: the policy (RequireDualStack for a headless Service without a selector,
+    else SingleStack), the families (of the ClusterIPs asked for, else the cluster's primary one,
+    `have[0]`), and, where the Service is being given its IPs (`init`), the cluster's other family
+    when the policy asks for dual-stack and the cluster has both."""
     if spec.get("type") == "ExternalName":
         return
     if spec.get("clusterIP") == "None" and not spec.get("selector"):
         spec.setdefault("ipFamilyPolicy", "RequireDualStack")
     else:
         spec.setdefault("ipFamilyPolicy", "SingleStack")
-    spec.setdefault("ipFamilies", [f"IPv{parse_ip(ip).version}" for ip in cluster_ips(spec)] or ["IPv4"])
+    families = spec.get("ipFamilies") or [f"IPv{sloppy_ip(ip).version}" for ip in cluster_ips(spec)] or have[:1]
+    if init and spec["ipFamilyPolicy"] != "SingleStack" and len(families) == 1 and len(have) == 2:
+        families = [*families, *(f for f in have if f != families[0])]
+    spec["ipFamilies"] = families
 
 
 # --- validation --------------------------------------------------------------------
 
 
-def validate_service_spec(spec: dict, annotations: dict | None = None) -> list[FieldError]:
+def validate_service_spec(spec: dict, annotations: dict | None = None, old: dict | None = None) -> list[FieldError]:
     """ValidateService's checks after the metadata's, in its order (the annotations: the topology
-    mode's and the source ranges')."""
+    mode's and the source ranges'). On update, `old` (the old Service) holds the IPs and CIDRs
+    that stand unchecked (StrictIPCIDRValidation's ratcheting)."""
     errs: list[FieldError] = []
+    ospec = _spec(old) if old else {}
     mode, hints = (annotations or {}).get(_TOPOLOGY_MODE), (annotations or {}).get(_TOPOLOGY_HINTS)
     if mode is not None and hints is not None and mode != hints:
         errs.append(invalid(f"metadata.annotations[{_TOPOLOGY_MODE}]", mode,
@@ -370,13 +382,15 @@ def validate_service_spec(spec: dict, annotations: dict | None = None) -> list[F
                             "must be greater than 0 and less than 86400"))
     elif affinity == "None" and spec.get("sessionAffinityConfig") is not None:
         errs.append(forbidden("spec.sessionAffinityConfig", "must not be set when session affinity is None"))
-    errs += _cluster_ips_related(spec)
+    errs += _cluster_ips_related(spec, tuple(ospec.get("clusterIPs") or ()))
+    old_external = tuple(ospec.get("externalIPs") or ())
     for i, ip in enumerate(spec.get("externalIPs") or []):
-        errs += legacy_ip_errors(ip, f"spec.externalIPs[{i}]") or endpoint_ip(ip, f"spec.externalIPs[{i}]")
+        p = f"spec.externalIPs[{i}]"
+        errs += legacy_ip_errors(ip, p, old_external) or endpoint_ip(ip, p)
     if stype not in SERVICE_TYPES:
         errs.append(not_supported("spec.type", stype, SERVICE_TYPES))
     errs += _port_pairs(ports, stype)
-    errs += _source_ranges(spec, annotations or {})
+    errs += _source_ranges(spec, annotations or {}, ospec, ((old or {}).get("metadata") or {}).get("annotations") or {})
     if spec.get("allocateLoadBalancerNodePorts") is not None and stype != "LoadBalancer":
         errs.append(forbidden("spec.allocateLoadBalancerNodePorts", _LB_ONLY))
     errs += _load_balancer_class(spec)
@@ -395,7 +409,13 @@ def validate_service_spec(spec: dict, annotations: dict | None = None) -> list[F
     itp = spec.get("internalTrafficPolicy")
     if itp is not None and itp not in ("Cluster", "Local"):
         errs.append(not_supported("spec.internalTrafficPolicy", itp, ["Cluster", "Local"]))
+    td = spec.get("trafficDistribution")  # validateServiceTrafficDistribution (PreferSameTrafficDistribution GA)
+    if td is not None and td not in _TRAFFIC_DISTRIBUTIONS:
+        errs.append(not_supported("spec.trafficDistribution", td, _TRAFFIC_DISTRIBUTIONS))
     return errs
+
+
+_TRAFFIC_DISTRIBUTIONS = ["PreferClose", "PreferSameZone", "PreferSameNode"]
 
 
 _LB_ONLY = "may only be used when `type` is 'LoadBalancer'"
@@ -404,24 +424,27 @@ _TOPOLOGY_HINTS = "service.kubernetes.io/topology-aware-hints"
 _SOURCE_RANGES = "service.beta.kubernetes.io/load-balancer-source-ranges"
 
 
-def _source_ranges(spec: dict, annotations: dict) -> list[FieldError]:
+def _source_ranges(spec: dict, annotations: dict, ospec: dict, old_annotations: dict) -> list[FieldError]:
     """loadBalancerSourceRanges (at upstream's path, capital L), else the older annotation: only on a
-    LoadBalancer, each a CIDR once trimmed."""
+    LoadBalancer, each a legacy CIDR once trimmed (strict: a subnet, bits beyond the prefix refused);
+    one the old Service held, trimmed, stands."""
     errs: list[FieldError] = []
+    old_ranges = tuple(r.strip() for r in ospec.get("loadBalancerSourceRanges") or [] if isinstance(r, str))
+    old_ranges += tuple(r.strip() for r in (old_annotations.get(_SOURCE_RANGES) or "").split(","))
     lb = spec.get("type") == "LoadBalancer"
     if ranges := spec.get("loadBalancerSourceRanges"):
         p = "spec.LoadBalancerSourceRanges"
         if not lb:
             errs.append(forbidden(p, _LB_ONLY))
         for i, r in enumerate(ranges):
-            errs += legacy_cidr_errors(r.strip() if isinstance(r, str) else r, f"{p}[{i}]")
+            errs += legacy_cidr_errors(r.strip() if isinstance(r, str) else r, f"{p}[{i}]", old_ranges)
     elif (value := annotations.get(_SOURCE_RANGES)) is not None:
         p = f"metadata.annotations[{_SOURCE_RANGES}]"
         if not lb:
             errs.append(forbidden(p, _LB_ONLY))
         if value.strip():
             for r in value.strip().split(","):
-                errs += legacy_cidr_errors(r.strip(), p)
+                errs += legacy_cidr_errors(r.strip(), p, old_ranges)
     return errs
 
 
@@ -444,9 +467,10 @@ def _headless(spec: dict) -> bool:
     return (spec.get("clusterIPs") or [spec.get("clusterIP")]) == ["None"]
 
 
-def _cluster_ips_related(spec: dict) -> list[FieldError]:
+def _cluster_ips_related(spec: dict, old_ips: tuple[str, ...] = ()) -> list[FieldError]:
     """ValidateServiceClusterIPsRelatedFields, which upstream's allocator also runs before it
-    allocates (its errors then come alone, ahead of the rest of validation)."""
+    allocates (its errors then come alone, ahead of the rest of validation); `old_ips`, the old
+    Service's, stand unchecked."""
     if spec.get("type") == "ExternalName":
         return []
     errs: list[FieldError] = []
@@ -469,18 +493,18 @@ def _cluster_ips_related(spec: dict) -> list[FieldError]:
             if len(ips) > 1:
                 bad = True
                 errs.append(invalid(p, ips, "'None' must be the first and only value"))
-        elif wrong := legacy_ip_errors(ip, f"{p}[{i}]"):
+        elif wrong := legacy_ip_errors(ip, f"{p}[{i}]", old_ips):
             bad = True
             errs += wrong
     if len(ips) > 2:
         errs.append(invalid(p, ips, "may only hold up to 2 values"))
     if bad:
         return errs
-    if len(ips) > 1 and len({parse_ip(ip).version for ip in ips}) != len(ips):
+    if len(ips) > 1 and len({sloppy_ip(ip).version for ip in ips}) != len(ips):
         errs.append(invalid(p, ips, "may specify no more than one IP for each IP family"))
     if ips != ["None"]:
         for i, (ip, family) in enumerate(zip(ips, spec.get("ipFamilies") or [])):
-            v6 = parse_ip(ip).version == 6
+            v6 = sloppy_ip(ip).version == 6
             if family == "IPv4" and v6 or family == "IPv6" and not v6:
                 errs.append(invalid(f"{p}[{i}]", ip, f"expected an {family} value as indicated by `ipFamilies[{i}]`"))
     return errs
@@ -646,18 +670,31 @@ class ServiceStrategy(Strategy):
 
     # allocation ----------------------------------------------------------------
 
+    def _families(self) -> list[str]:
+        """The families this cluster allocates from, its primary (the default range's) first."""
+        have = [f"IPv{network.version}" for network, _ in self.ips.ranges.values()]
+        return sorted(set(have), key=have.index)
+
     def _allocate(self, obj: dict, old: dict | None = None) -> None:
         spec, owner = _spec(obj), _owner(obj)
+        _default_families(spec, self._families(), old is None or _spec(old).get("type") == "ExternalName")
         if _allocates_ip(spec, old):
-            asked = spec.get("clusterIP") or None
-            try:
-                spec["clusterIP"] = self.ips.allocate(owner, asked)
-                if self.reservations is not None and not asked:
-                    self.pick(owner, spec["clusterIP"])
-            except AllocationError:
-                pass  # reported by validation, which sees the IP is not ours
-        if spec.get("clusterIP"):
-            spec["clusterIPs"] = [spec["clusterIP"]]
+            asked = spec.get("clusterIPs") or ([spec["clusterIP"]] if spec.get("clusterIP") else [])
+            given = []
+            for i, family in enumerate(spec.get("ipFamilies") or []):  # allocClusterIPs: one per family
+                ip = asked[i] if i < len(asked) else None
+                try:
+                    got = self.ips.allocate(owner, ip, int(family[-1]))
+                except AllocationError:  # reported by allocation_errors, which sees the IP is not ours
+                    given += asked[i:]
+                    break
+                if self.reservations is not None and not ip:
+                    self.pick(owner, got)
+                given.append(got)
+            if given:
+                spec["clusterIP"], spec["clusterIPs"] = given[0], given
+        elif spec.get("clusterIP"):  # a list of its own: prepare_for_update may have carried the old one's
+            spec["clusterIPs"] = list(spec.get("clusterIPs") or [spec["clusterIP"]])
         old_ports = set(_node_ports(_spec(old))) if old else set()
         dynamic = _allocates_node_ports(spec)
         if spec.get("type") in _NODE_PORT_TYPES:
@@ -671,7 +708,6 @@ class ServiceStrategy(Strategy):
             if asked is None or self.node_ports.owner(asked) is None:  # one of its own node ports is taken too
                 if (port := self._node_port(owner, asked)) is not None:
                     spec["healthCheckNodePort"] = port
-        _default_families(spec)
 
     def _node_port(self, owner: str, asked: int | None) -> int | None:
         """`asked`, or a free port (remembered as picked where workers arbitrate), given to `owner`;
@@ -702,13 +738,14 @@ class ServiceStrategy(Strategy):
         upstream's 500 InternalError, not a field's: raised when it comes first."""
         spec, owner = _spec(obj), _owner(obj)
         errs: list[FieldError] = []
-        ip = spec.get("clusterIP")
         if _allocates_ip(spec, old):
-            if not ip:
+            ips = spec.get("clusterIPs") or [spec.get("clusterIP")]
+            for ip in ips:
+                if is_ip(ip) and self.ips.owner(ip) != owner:
+                    problem = self.ips.check(owner, ip) or "provided IP is already allocated"
+                    return [invalid("spec.clusterIPs", ips, f"failed to allocate IP {ip}: {problem}")]
+            if not ips[0] or len(ips) < len(spec.get("ipFamilies") or ()):
                 raise errors.internal("failed to allocate a serviceIP: range is full")
-            if is_ip(ip) and self.ips.owner(ip) != owner:
-                problem = self.ips.check(owner, ip) or "provided IP is already allocated"
-                return [invalid("spec.clusterIPs", spec.get("clusterIPs") or [ip], f"failed to allocate IP {ip}: {problem}")]
         if spec.get("type") not in _NODE_PORT_TYPES:
             return errs
         ospec = _spec(old) if old else {}
@@ -806,7 +843,7 @@ class ServiceStrategy(Strategy):
         elif old_hc and spec.get("healthCheckNodePort") == old_hc:  # dropTypeDependentFields: no longer needed
             spec.pop("healthCheckNodePort")
         _drop_type_dependent_fields(spec, ospec)
-        if not self._ip_field_errors(spec):
+        if not self._ip_field_errors(spec, ospec):
             self._allocate(new, old)
 
     def finish_update(self, new, old, written):
@@ -817,11 +854,11 @@ class ServiceStrategy(Strategy):
         self._release_values(_owner(old), set(cluster_ips(gone)) - set(cluster_ips(kept)),
                              set(node_ports(gone)) - set(node_ports(kept)))
 
-    def _ip_field_errors(self, spec: dict) -> list[FieldError]:
+    def _ip_field_errors(self, spec: dict, ospec: dict | None = None) -> list[FieldError]:
         """initIPFamilyFields' checks, which upstream's allocator runs before it allocates: the
         ClusterIP fields (ValidateServiceClusterIPsRelatedFields), then the policy and families
         against the families this cluster allocates from."""
-        if errs := _cluster_ips_related(spec):
+        if errs := _cluster_ips_related(spec, tuple((ospec or {}).get("clusterIPs") or ())):
             return errs
         if spec.get("type") == "ExternalName":
             return []
@@ -838,7 +875,7 @@ class ServiceStrategy(Strategy):
         for i, ip in enumerate(ips):
             if ip == "None":
                 break
-            family = f"IPv{parse_ip(ip).version}"
+            family = f"IPv{sloppy_ip(ip).version}"
             if i >= len(families) and family not in have:
                 errs.append(invalid(f"spec.clusterIPs[{i}]", ips, f"{family} is not configured on this cluster"))
         if errs or headless_any:
@@ -856,7 +893,7 @@ class ServiceStrategy(Strategy):
         return self._ip_field_errors(_spec(obj)) or self.allocation_errors(obj)
 
     def begin_update(self, new, old):
-        return self._ip_field_errors(_spec(new)) or self.allocation_errors(new, old)
+        return self._ip_field_errors(_spec(new), _spec(old)) or self.allocation_errors(new, old)
 
     def warnings_on_create(self, obj):
         return kind_warnings.service_warnings(obj)
@@ -876,4 +913,20 @@ class ServiceStrategy(Strategy):
         old_hc = health_check_node_port(ospec)
         if old_hc and needs_health_check(spec) and spec.get("healthCheckNodePort") != old_hc:
             errs.append(forbidden("spec.healthCheckNodePort", "field is immutable"))
-        return errs + validate_service_spec(spec, (new.get("metadata") or {}).get("annotations"))
+        return errs + validate_service_spec(spec, (new.get("metadata") or {}).get("annotations"), old)
+
+    def validate_status_update(self, new, old):
+        """ValidateLoadBalancerStatus's addresses: each ip a legacy IP (one the old status held
+        stands), each hostname a DNS name and not an IP."""
+        errs: list[FieldError] = []
+        lb, old_lb = ((o.get("status") or {}).get("loadBalancer") or {} for o in (new, old))
+        old_ips = tuple(i.get("ip") for i in old_lb.get("ingress") or [] if i.get("ip"))
+        for i, ing in enumerate(lb.get("ingress") or []):
+            p = f"status.loadBalancer.ingress[{i}]"
+            if ing.get("ip"):
+                errs += legacy_ip_errors(ing["ip"], f"{p}.ip", old_ips)
+            if host := ing.get("hostname"):
+                errs += [invalid(f"{p}.hostname", host, m) for m in dns1123_subdomain(host)]
+                if sloppy_ip(host) is not None:
+                    errs.append(invalid(f"{p}.hostname", host, "must be a DNS name, not an IP address"))
+        return errs

@@ -1,7 +1,8 @@
 """StrictIPCIDRValidation (KEP-4858: beta, on by default in 1.37) through the official client: each
 kind of IP and CIDR field refuses a new IPv4 address with leading zeros, an IPv4-mapped IPv6 one or
 an ambiguous CIDR with upstream's message and path, while an object stored before (planted here in
-the store, as no request can write it now) keeps its value through an unrelated update."""
+the store, as no request can write it now) keeps its value through an unrelated update. Then the
+Service allocator's dual-stack ClusterIPs and spec.trafficDistribution."""
 
 from __future__ import annotations
 
@@ -73,6 +74,32 @@ LABEL = {"metadata": {"labels": {"touched": "yes"}}}
 
 def _pod(name: str, **spec) -> dict:
     return {"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "busybox"}], **spec}}
+
+
+async def test_service_ips_and_cidrs(cluster):
+    core = cluster.core
+    svc = {"metadata": {"name": "s"}, "spec": {"type": "LoadBalancer", "ports": [{"port": 80}],
+                                               "externalIPs": ["192.0.2.10"], "loadBalancerSourceRanges": ["10.0.0.0/8"]}}
+    assert await _refused(core.create_namespaced_service, "default",
+                          {**svc, "spec": {**svc["spec"], "externalIPs": ["::ffff:192.0.2.10"]}}) == (
+        'Service "s" is invalid: spec.externalIPs[0]: Invalid value: "::ffff:192.0.2.10": '
+        "must not be an IPv4-mapped IPv6 address")
+    await _call(core.create_namespaced_service, "default", svc)
+
+    def legacy(o):
+        o["spec"]["externalIPs"] = ["192.0.2.010"]
+        o["spec"]["loadBalancerSourceRanges"] = ["10.0.0.1/8"]
+    await cluster.plant("", "services", "default", "s", legacy)
+    patched = await _call(core.patch_namespaced_service, "s", "default", LABEL)
+    assert (patched.spec.external_ips, patched.spec.load_balancer_source_ranges) == (["192.0.2.010"], ["10.0.0.1/8"])
+    # the old values stand; a new one is checked
+    body = {"spec": {"externalIPs": ["192.0.2.010", "192.0.2.011"]}}
+    assert await _refused(core.patch_namespaced_service, "s", "default", body) == (
+        'Service "s" is invalid: spec.externalIPs[1]: Invalid value: "192.0.2.011": must not have leading 0s')
+    status = {"status": {"loadBalancer": {"ingress": [{"ip": "198.51.100.010"}]}}}
+    assert await _refused(core.patch_namespaced_service_status, "s", "default", status) == (
+        'Service "s" is invalid: status.loadBalancer.ingress[0].ip: Invalid value: "198.51.100.010": '
+        "must not have leading 0s")
 
 
 async def test_pod_spec_and_status_ips(cluster):
@@ -174,3 +201,46 @@ def test_network_data_ips_are_interface_addresses():
         'must be in canonical form ("10.0.0.5/24")']
     assert [e.detail for e in interface_address_errors("10.0.0.5", p)] == [
         "must be a valid address in CIDR form, (e.g. 10.9.8.7/24 or 2001:db8::1/64)"]
+
+
+async def test_dual_stack_services_get_an_address_of_each_family(cluster):
+    """allocClusterIPs gives a dual-stack Service one ClusterIP per family: both it asked for, or the
+    cluster's other family picked; a single-stack cluster gives PreferDualStack its primary only."""
+    core = cluster.core
+    dual = {"ipFamilyPolicy": "PreferDualStack", "ports": [{"port": 80}]}
+    made = await _call(core.create_namespaced_service, "default", {"metadata": {"name": "single"}, "spec": dual})
+    assert (made.spec.ip_families, len(made.spec.cluster_ips)) == (["IPv4"], 1)
+    ips = cluster.server.index.get("", "v1", "services").strategy.ips  # the allocator is the process's
+    ips.set_extra_ranges({"v6": ["fd00:10:96::/108"]})
+    try:
+        asked = {"ipFamilyPolicy": "RequireDualStack", "clusterIPs": ["10.96.0.50", "fd00:10:96::50"], "ports": [{"port": 80}]}
+        made = await _call(core.create_namespaced_service, "default", {"metadata": {"name": "asked"}, "spec": asked})
+        assert (made.spec.cluster_ip, made.spec.cluster_ips, made.spec.ip_families) == (
+            "10.96.0.50", ["10.96.0.50", "fd00:10:96::50"], ["IPv4", "IPv6"])
+        made = await _call(core.create_namespaced_service, "default", {"metadata": {"name": "picked"}, "spec": dual})
+        assert made.spec.ip_families == ["IPv4", "IPv6"] and [ip.count(":") > 0 for ip in made.spec.cluster_ips] == [False, True]
+        # a second Service asking for a taken secondary is refused; its primary is not kept
+        again = {**asked, "clusterIPs": ["10.96.0.51", "fd00:10:96::50"]}
+        assert await _refused(core.create_namespaced_service, "default", {"metadata": {"name": "again"}, "spec": again}) == (
+            'Service "again" is invalid: spec.clusterIPs: Invalid value: ["10.96.0.51","fd00:10:96::50"]: '
+            "failed to allocate IP fd00:10:96::50: provided IP is already allocated")
+        made = await _call(core.create_namespaced_service, "default",
+                           {"metadata": {"name": "after"}, "spec": {"clusterIP": "10.96.0.51", "ports": [{"port": 80}]}})
+        assert made.spec.cluster_ips == ["10.96.0.51"]
+        # an update keeps both
+        patched = await _call(core.patch_namespaced_service, "asked", "default", LABEL)
+        assert patched.spec.cluster_ips == ["10.96.0.50", "fd00:10:96::50"]
+    finally:
+        ips.set_extra_ranges({})
+
+
+async def test_traffic_distribution_is_one_of_upstreams(cluster):
+    core = cluster.core
+    for value in ("PreferClose", "PreferSameZone", "PreferSameNode"):
+        made = await _call(core.create_namespaced_service, "default",
+                           {"metadata": {"name": value.lower()}, "spec": {"ports": [{"port": 80}], "trafficDistribution": value}})
+        assert made.spec.traffic_distribution == value
+    assert await _refused(core.create_namespaced_service, "default",
+                          {"metadata": {"name": "x"}, "spec": {"ports": [{"port": 80}], "trafficDistribution": "Nearest"}}) == (
+        'Service "x" is invalid: spec.trafficDistribution: Unsupported value: "Nearest": '
+        'supported values: "PreferClose", "PreferSameZone", "PreferSameNode"')
