@@ -264,6 +264,19 @@ def _allocates_ip(spec: dict, old: dict | None) -> bool:
     return _needs_ip(spec) and (old is None or _spec(old).get("type") == "ExternalName")
 
 
+def _upgrades(spec: dict, old: dict | None) -> bool:
+    """Whether an update turns a single-stack Service dual-stack (upstream's updateClusterIPs after
+    initIPFamilyFields): the policy changed to one asking for dual-stack, or a second ClusterIP or
+    family was added; the secondary is then allocated."""
+    ospec = _spec(old) if old else {}
+    if not old or not _needs_ip(spec) or "ExternalName" in (spec.get("type"), ospec.get("type")):
+        return False
+    policy, families = spec.get("ipFamilyPolicy"), spec.get("ipFamilies") or []
+    return (policy in ("PreferDualStack", "RequireDualStack") and len(ospec.get("ipFamilies") or []) == 1
+            and len(cluster_ips(ospec)) == 1 and (policy != ospec.get("ipFamilyPolicy")
+                                                 or len(spec.get("clusterIPs") or []) > 1 or len(families) > 1))
+
+
 def _allocates_node_ports(spec: dict) -> bool:
     """Whether a port without a nodePort gets one (upstream's shouldAllocateNodePorts)."""
     return spec.get("type") == "NodePort" or (
@@ -677,11 +690,15 @@ class ServiceStrategy(Strategy):
 
     def _allocate(self, obj: dict, old: dict | None = None) -> None:
         spec, owner = _spec(obj), _owner(obj)
-        _default_families(spec, self._families(), old is None or _spec(old).get("type") == "ExternalName")
-        if _allocates_ip(spec, old):
+        upgrade = _upgrades(spec, old)
+        _default_families(spec, self._families(), upgrade or old is None or _spec(old).get("type") == "ExternalName")
+        if _allocates_ip(spec, old) or upgrade:
             asked = spec.get("clusterIPs") or ([spec["clusterIP"]] if spec.get("clusterIP") else [])
-            given = []
+            start = 1 if upgrade else 0  # an upgrade keeps its primary
+            given = asked[:start]
             for i, family in enumerate(spec.get("ipFamilies") or []):  # allocClusterIPs: one per family
+                if i < start:
+                    continue
                 ip = asked[i] if i < len(asked) else None
                 try:
                     got = self.ips.allocate(owner, ip, int(family[-1]))
@@ -738,7 +755,7 @@ class ServiceStrategy(Strategy):
         upstream's 500 InternalError, not a field's: raised when it comes first."""
         spec, owner = _spec(obj), _owner(obj)
         errs: list[FieldError] = []
-        if _allocates_ip(spec, old):
+        if _allocates_ip(spec, old) or _upgrades(spec, old):
             ips = spec.get("clusterIPs") or [spec.get("clusterIP")]
             for ip in ips:
                 if is_ip(ip) and self.ips.owner(ip) != owner:

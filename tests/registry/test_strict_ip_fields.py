@@ -205,7 +205,8 @@ def test_network_data_ips_are_interface_addresses():
 
 async def test_dual_stack_services_get_an_address_of_each_family(cluster):
     """allocClusterIPs gives a dual-stack Service one ClusterIP per family: both it asked for, or the
-    cluster's other family picked; a single-stack cluster gives PreferDualStack its primary only."""
+    cluster's other family picked; a single-stack cluster gives PreferDualStack its primary only. An
+    update asking for dual-stack allocates the secondary (updateClusterIPs)."""
     core = cluster.core
     dual = {"ipFamilyPolicy": "PreferDualStack", "ports": [{"port": 80}]}
     made = await _call(core.create_namespaced_service, "default", {"metadata": {"name": "single"}, "spec": dual})
@@ -230,6 +231,15 @@ async def test_dual_stack_services_get_an_address_of_each_family(cluster):
         # an update keeps both
         patched = await _call(core.patch_namespaced_service, "asked", "default", LABEL)
         assert patched.spec.cluster_ips == ["10.96.0.50", "fd00:10:96::50"]
+        # a single-stack Service turned dual-stack gets its secondary; turned back, gives it up
+        await _call(core.create_namespaced_service, "default",
+                    {"metadata": {"name": "up"}, "spec": {"clusterIP": "10.96.0.52", "ports": [{"port": 80}]}})
+        up = await _call(core.patch_namespaced_service, "up", "default", {"spec": {"ipFamilyPolicy": "RequireDualStack"}})
+        assert (up.spec.ip_families, up.spec.cluster_ips[0], len(up.spec.cluster_ips)) == (["IPv4", "IPv6"], "10.96.0.52", 2)
+        secondary = up.spec.cluster_ips[1]
+        down = await _call(core.patch_namespaced_service, "up", "default", {"spec": {
+            "ipFamilyPolicy": "SingleStack", "ipFamilies": ["IPv4"], "clusterIPs": ["10.96.0.52"]}})
+        assert down.spec.cluster_ips == ["10.96.0.52"] and ips.owner(secondary) is None
     finally:
         ips.set_extra_ranges({})
 
