@@ -247,7 +247,8 @@ class JobController(Controller):
         """addPod: the Job controlling the pod, or every Job selecting an orphan (one may adopt it)."""
         ref = controller_ref(pod)
         if ref is None:
-            self._orphan_finalizer(pod)
+            if TRACKING in (pod["metadata"].get("finalizers") or ()):
+                self._orphan_finalizer(pod)
             self._enqueue_selecting(pod)
         elif key := _JOB(pod, ref):
             self.expectations.observed_add(key)
@@ -261,10 +262,9 @@ class JobController(Controller):
             self._orphan_finalizer(pod)
 
     def _orphan_finalizer(self, pod: dict) -> None:
-        """enqueueOrphanPod: an orphan keeping the tracking finalizer (its Job's reference removed,
-        say by an orphaning delete) has it removed, unless a Job adopts it first."""
-        if TRACKING in (pod["metadata"].get("finalizers") or ()):
-            self.queue.add(("orphan", key_of(pod)))
+        """enqueueOrphanPod, for an orphan keeping the tracking finalizer (its Job's reference
+        removed, say by an orphaning delete): it is removed unless a Job adopts the pod first."""
+        self.queue.add(("orphan", key_of(pod)))
 
     def _pod_deleted(self, pod: dict) -> None:
         if key := _JOB(pod, controller_ref(pod)):

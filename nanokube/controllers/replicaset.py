@@ -105,9 +105,13 @@ def pod_updated(old: dict, pod: dict, owner_key: Callable[[dict, dict | None], s
 
 def selecting(inf, obj: dict, selector_of: Callable[[dict], list | None]) -> list[dict]:
     """getPodReplicaSets and kin: the objects of `inf` in `obj`'s namespace (from its namespace
-    index, not a walk of the cluster's) whose selector (`selector_of`) matches `obj`'s labels."""
-    labels = obj["metadata"].get("labels")
-    return [o for o in inf.list_namespace(obj["metadata"]["namespace"]) if matches_labels(selector_of(o), labels)]
+    index, not a walk of the cluster's) whose selector (`selector_of`) matches `obj`'s labels. A
+    namespace with none of them (most pod events) costs one lookup."""
+    found = inf.list_namespace(obj["metadata"]["namespace"])
+    if found:
+        labels = obj["metadata"].get("labels")
+        found = [o for o in found if matches_labels(selector_of(o), labels)]
+    return found
 
 
 def owner_reference(owner: dict, api_version: str, kind: str) -> dict:
