@@ -851,8 +851,11 @@ class GenericREST:
     ) -> Result:
         key = res.key(namespace, name)
         sch = schemas.kind_schema(res.group, version, res.kind)
+        seen = version == res.storage_version and status_patch.seen(patch_type, patch)
         try:
-            if patch_type == "application/apply-patch+yaml":
+            if seen:  # a status-only patch met before (patch/status.py): decoded only if it is merged again
+                parsed = None
+            elif patch_type == "application/apply-patch+yaml":
                 parsed = serializer.loads_yaml(patch)
             else:
                 parsed = serializer.loads_json(patch)
@@ -860,7 +863,7 @@ class GenericREST:
             raise
         except Exception as e:
             raise errors.bad_request(f"error decoding patch: {e}") from None
-        changed = None
+        changed = _STATUS if seen else None
         if patch_type in (MERGE_PATCH, STRATEGIC_PATCH) and isinstance(parsed, dict) and version == res.storage_version:
             changed = _patched_fields(parsed, patch_type == STRATEGIC_PATCH)
         status_only = self._status_only(res, subresource, changed, parsed)
@@ -902,6 +905,8 @@ class GenericREST:
                 if status_only and sch is not None and opts.field_validation in ("Strict", "Warn"):
                     memo = status_patch.key(sch, patch_type, patch, current, (res.group, res.plural, opts.field_manager))
                     remembered = status_patch.get(memo, sch) if memo is not None else None
+                if parsed is None and remembered is None:
+                    parsed = serializer.loads_json(patch)
                 try:
                     if remembered is not None:
                         body = {"status": remembered}
@@ -974,7 +979,7 @@ class GenericREST:
         pod). So only the status is copied and patched, the rest of the live object shared; a copy
         of the stored spec that nothing would see is not made and defaulted (~18% of the scheduler's
         PodScheduled=False patch). What a policy or webhook may see is built in full, as before."""
-        return (subresource == "status" and changed == _STATUS and parsed.keys() == _STATUS
+        return (subresource == "status" and changed == _STATUS and (parsed is None or parsed.keys() == _STATUS)
                 and not res.strategy.defaults_status and not _converts(res.strategy)
                 and (self.admission is None or not self.admission.shows_objects(res)))
 

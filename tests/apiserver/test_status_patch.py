@@ -114,3 +114,21 @@ async def test_a_status_patch_with_an_unknown_field_is_checked_each_time(stack):
                                    subresource="status")
         assert r.warnings == ['unknown field "status.conditions[0].bogus"']
         assert "bogus" not in r.obj["status"]["conditions"][0]
+
+
+async def test_a_remembered_status_patch_sent_elsewhere_is_decoded_and_merged_as_ever(stack):
+    """The bytes of a remembered status patch sent to the pod itself (whose status the status
+    subresource owns) or over another live status are decoded and merged as any patch."""
+    pods = stack.client.resource("", "v1", "pods")
+    res = stack.rest.index.get("", "v1", "pods")
+    raw = b'{"status":{"conditions":[{"type":"PodScheduled","status":"False","reason":"Unschedulable"}]}}'
+    for name in ("p", "q"):
+        await pods.create({**POD, "metadata": {**POD["metadata"], "name": name}})
+    for name in ("p", "q"):
+        await stack.rest.patch(res, "v1", NS, name, STRATEGIC_PATCH, raw, WriteOptions(), subresource="status")
+    main = await stack.rest.patch(res, "v1", NS, "p", STRATEGIC_PATCH, raw, WriteOptions())
+    assert main.obj["status"] == stack.cache.get("/registry/pods/default/q").obj["status"]
+    await stack.rest.patch(res, "v1", NS, "p", STRATEGIC_PATCH, b'{"status":{"conditions":[{"type":"Ready",'
+                           b'"status":"True"}]}}', WriteOptions(), subresource="status")
+    again = await stack.rest.patch(res, "v1", NS, "p", STRATEGIC_PATCH, raw, WriteOptions(), subresource="status")
+    assert sorted(c["type"] for c in again.obj["status"]["conditions"]) == ["PodScheduled", "Ready"]

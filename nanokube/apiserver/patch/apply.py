@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from nanokube import schema as sch
+from nanokube.machinery import encoded as json_memo
 from nanokube.machinery import shape
 from nanokube.apiserver.patch import PatchError, json_copy
 from nanokube.apiserver.patch import fieldpath as fp
@@ -918,7 +919,9 @@ def _status_write(
     (metadata, apiVersion, kind) is unchanged. A scheduler marking many pods unschedulable in one
     second writes the same condition over the same entries (each pod's create shares its
     FieldsV1 objects), and tracking it was ~20% of that patch. A writer whose statuses keep
-    missing (a kubelet's carry each pod's IP) stops building the key as creates do."""
+    missing (a kubelet's carry each pod's IP) stops building the key as creates do. The writes
+    that hit share one list of entries (stored objects are never changed in place), whose JSON
+    is remembered for their stored encoding (machinery/encoded.py)."""
     base = (id(raw), manager, operation, api_version, subresource)
     misses = _STATUS_MISSES.get(base, 0)
     key = None
@@ -929,7 +932,8 @@ def _status_write(
         if hit is not None:
             _STATUS_MISSES[base] = 0
             if hit[1] is not None:
-                result["metadata"]["managedFields"] = [dict(e) for e in hit[1]]
+                result["metadata"]["managedFields"] = hit[1]
+                json_memo.fragment(hit[1])  # its JSON remembered again if it was let go
             return result
     if len(_STATUS_MISSES) >= _CREATES_LIMIT:
         _STATUS_MISSES.clear()
@@ -940,7 +944,10 @@ def _status_write(
             _STATUS_WRITES.clear()
         entries = tracked["metadata"].get("managedFields")
         # the old entries are held so that the ids of their FieldsV1 objects in the key stay theirs
-        _STATUS_WRITES[key] = (old["metadata"].get("managedFields"), [dict(e) for e in entries] if entries else None)
+        shared = [dict(e) for e in entries] if entries else None
+        _STATUS_WRITES[key] = (old["metadata"].get("managedFields"), shared)
+        if shared is not None:
+            json_memo.fragment(shared)
     return tracked
 
 
@@ -972,9 +979,9 @@ def _status_key(old: dict[str, Any], result: dict[str, Any], base: tuple, now: s
         g = e.get
         held.append((g("manager"), g("operation"), g("apiVersion"), g("subresource"), g("time"), g("fieldsType"),
                      len(e), id(g("fieldsV1"))))
-    try:
-        before = orjson.dumps(old["status"]) if "status" in old else None
-        after = orjson.dumps(result["status"]) if "status" in result else None
+    try:  # the JSON of a remembered status patch's status is known (machinery/encoded.py)
+        before = (json_memo.known(old["status"]) or orjson.dumps(old["status"])) if "status" in old else None
+        after = (json_memo.known(result["status"]) or orjson.dumps(result["status"])) if "status" in result else None
     except TypeError:
         return None
     return (*base, now, tuple(held), before, after)

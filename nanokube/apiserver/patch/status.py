@@ -19,8 +19,13 @@ from typing import Any
 
 import orjson
 
+from ...machinery import encoded as json_memo
+
 #: key -> (schema, status)
 _PATCHED: dict[tuple, tuple[dict, dict]] = {}
+#: (patch type, patch bytes) of the patches remembered: each names status alone, so a request that
+#: sends them again is known to be such a patch without decoding them
+_SEEN: dict[tuple[str, bytes], None] = {}
 #: keys that missed in a row, by writer (resource and field manager)
 _MISSES: dict[tuple, int] = {}
 _LIMIT = 1024
@@ -36,11 +41,20 @@ def key(schema: dict, patch_type: str, patch: bytes, live: dict, writer: tuple) 
     if misses >= _TRIES and misses % _TRIES:
         _MISSES[writer] = misses + 1
         return None
-    try:
-        before = orjson.dumps(live["status"]) if "status" in live else b""
-    except TypeError:
-        return None
+    if "status" not in live:
+        return id(schema), patch_type, patch, b"", writer
+    before = json_memo.known(live["status"])  # a status a remembered patch left
+    if before is None:
+        try:
+            before = orjson.dumps(live["status"])
+        except TypeError:
+            return None
     return id(schema), patch_type, patch, before, writer
+
+
+def seen(patch_type: str, patch: bytes) -> bool:
+    """Whether `patch` is a remembered status patch (its top level is `status` alone)."""
+    return type(patch) is bytes and (patch_type, patch) in _SEEN
 
 
 def get(k: tuple, schema: dict) -> dict | None:
@@ -63,3 +77,7 @@ def remember(k: tuple, schema: dict, status: Any) -> None:
     if len(_PATCHED) >= _LIMIT:
         del _PATCHED[next(iter(_PATCHED))]
     _PATCHED[k] = (schema, status)
+    if len(_SEEN) >= _LIMIT:
+        del _SEEN[next(iter(_SEEN))]
+    _SEEN[k[1], k[2]] = None
+    json_memo.fragment(status)

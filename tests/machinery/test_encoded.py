@@ -1,0 +1,32 @@
+import orjson
+
+from nanokube.apiserver.cache import stored_json, stored_value
+from nanokube.machinery import encoded
+from nanokube.machinery.fieldorder import in_upstream_order
+
+
+def test_a_remembered_json_is_found_by_identity_only():
+    v = {"f:status": {".": {}}}
+    assert encoded.known(v) is None and encoded.known_fragment(v) is None
+    encoded.fragment(v)
+    assert encoded.known(v) == orjson.dumps(v)
+    assert encoded.known({"f:status": {".": {}}}) is None  # equal, but another object
+
+
+def test_stored_bytes_with_remembered_parts_are_the_object_s_own():
+    fields = {"f:metadata": {"f:labels": {".": {}, "f:app": {}}}}
+    entries = [{"manager": "m", "operation": "Update", "apiVersion": "v1", "time": "2026-12-03T08:00:00Z",
+                "fieldsType": "FieldsV1", "fieldsV1": fields}]
+    status = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False"}]}
+    pod = {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "p", "labels": {"app": "a"},
+                                                           "managedFields": entries},
+           "spec": {"containers": [{"name": "c"}]}, "status": status}
+    plain = stored_value(in_upstream_order(dict(pod), ""))
+    assert stored_json(pod)[0] == plain  # the FieldsV1 object is remembered now
+    assert encoded.known(fields) == orjson.dumps(fields)
+    encoded.fragment(status)
+    encoded.fragment(entries)
+    assert stored_json(pod)[0] == plain
+    # a changed copy is not served the remembered JSON of what it was copied from
+    other = {**pod, "status": {**status, "phase": "Running"}}
+    assert b'"phase":"Running"' in stored_json(other)[0]
