@@ -12,6 +12,8 @@ import copy
 import time
 from typing import Any
 
+import orjson
+
 from .base import AGE, Column, Strategy
 from .core_printing import AGE_DOC, NAME_DOC, Clock, doc, parse_time, since
 from .core_spec import (
@@ -37,6 +39,7 @@ from ..machinery.validation import (
     not_supported,
     qualified_name,
     required,
+    sloppy_ip,
 )
 from . import pod_warnings
 
@@ -405,11 +408,32 @@ def validate_pod_status_update(new: dict, old: dict) -> list[FieldError]:
     nominated = st.get("nominatedNodeName")
     if nominated:
         errs += [invalid("status.nominatedNodeName", nominated, m) for m in dns1123_subdomain(nominated)]
-    for plural, single in (("podIPs", "podIP"), ("hostIPs", "hostIP")):  # validatePodIPs, validateHostIPs
-        old_ips = tuple(_status_ips(ost, plural, single))
-        for i, ip in enumerate(_status_ips(st, plural, single)):
-            errs += legacy_ip_errors(ip, f"status.{plural}[{i}]", old_ips)
-    return errs
+    return errs + _validate_status_ips(st, ost, "podIPs", "podIP") + _validate_status_ips(st, ost, "hostIPs", "hostIP")
+
+
+def _validate_status_ips(st: dict, ost: dict, plural: str, single: str) -> list[FieldError]:
+    """validatePodIPs / validateHostIPs: hostIP is hostIPs[0]; each a legacy IP (the old status's
+    stand); two at most, of two families, none twice (the entries as Go's %#v prints them)."""
+    ips, p = _status_ips(st, plural, single), f"status.{plural}"
+    if not ips:
+        return []
+    errs: list[FieldError] = []
+    kind = "core.PodIP" if plural == "podIPs" else "core.HostIP"
+    entries = [GoSyntax(f'{kind}{{IP:{orjson.dumps(ip).decode()}}}') for ip in ips]
+    if plural == "hostIPs" and st.get(single) != ips[0]:
+        errs.append(invalid(f"{p}[0].ip", ips[0], "must be equal to `hostIP`"))
+    old_ips = tuple(_status_ips(ost, plural, single))
+    for i, ip in enumerate(ips):
+        errs += legacy_ip_errors(ip, f"{p}[{i}]", old_ips)
+    if len(ips) < 2:
+        return errs
+    dups = [duplicate(f"{p}[{i}]", entries[i]) for i, ip in enumerate(ips) if ip in ips[:i]]
+    parsed = [sloppy_ip(ip) for ip in ips]
+    spread = []
+    if None not in parsed and (len(ips) > 2 or len({a.version for a in parsed}) < 2):
+        spread.append(invalid(p, GoSyntax(f"[]{kind}{{{', '.join(entries)}}}"),
+                              "may specify no more than one IP for each IP family"))
+    return errs + (dups + spread if plural == "hostIPs" else spread + dups)  # each function's order
 
 
 # --- binding -------------------------------------------------------------------

@@ -120,9 +120,9 @@ async def test_pod_spec_and_status_ips(cluster):
     patched = await _call(core.patch_namespaced_pod, "p", "default", LABEL)
     assert patched.spec.dns_config.nameservers == ["010.0.0.53"] and patched.metadata.labels == {"touched": "yes"}
     await _call(core.patch_namespaced_pod_status, "p", "default", {"status": {"hostIP": "10.9.0.1"}})
-    assert await _refused(core.patch_namespaced_pod_status, "p", "default",
-                          {"status": {"podIP": "10.1.0.011", "podIPs": [{"ip": "10.1.0.011"}]}}) == (
-        'Pod "p" is invalid: status.podIPs[0]: Invalid value: "10.1.0.011": must not have leading 0s')
+    # (the strategic merge keeps the old entry too: two IPv4 addresses are refused as well)
+    assert 'status.podIPs[0]: Invalid value: "10.1.0.011": must not have leading 0s' in await _refused(
+        core.patch_namespaced_pod_status, "p", "default", {"status": {"podIP": "10.1.0.011", "podIPs": [{"ip": "10.1.0.011"}]}})
 
 
 async def test_node_pod_cidrs(cluster):
@@ -254,3 +254,21 @@ async def test_traffic_distribution_is_one_of_upstreams(cluster):
                           {"metadata": {"name": "x"}, "spec": {"ports": [{"port": 80}], "trafficDistribution": "Nearest"}}) == (
         'Service "x" is invalid: spec.trafficDistribution: Unsupported value: "Nearest": '
         'supported values: "PreferClose", "PreferSameZone", "PreferSameNode"')
+
+
+def test_pod_status_ips_one_per_family_and_host_ip_first():
+    """validatePodIPs and validateHostIPs past each address: hostIP is hostIPs[0], two IPs at most and
+    of two families, none twice; the entries as Go's %#v prints them."""
+    from nanokube.registry.core_pods import validate_pod_status_update
+
+    def errs(status):
+        return [str(e) for e in validate_pod_status_update({"status": status}, {"status": {}})]
+
+    assert errs({"podIP": "10.0.0.1", "podIPs": [{"ip": "10.0.0.1"}, {"ip": "fd00::1"}],
+                 "hostIP": "10.1.0.1", "hostIPs": [{"ip": "10.1.0.1"}, {"ip": "fd01::1"}]}) == []
+    assert errs({"podIP": "10.0.0.1", "podIPs": [{"ip": "10.0.0.1"}, {"ip": "10.0.0.1"}],
+                 "hostIP": "10.1.0.1", "hostIPs": [{"ip": "10.1.0.2"}]}) == [
+        'status.podIPs: Invalid value: []core.PodIP{core.PodIP{IP:"10.0.0.1"}, core.PodIP{IP:"10.0.0.1"}}: '
+        "may specify no more than one IP for each IP family",
+        'status.podIPs[1]: Duplicate value: core.PodIP{IP:"10.0.0.1"}',
+        'status.hostIPs[0].ip: Invalid value: "10.1.0.2": must be equal to `hostIP`']
