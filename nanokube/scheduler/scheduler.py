@@ -4,8 +4,10 @@ pod, runs its profile's cycle and hands binding to a background task."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import random
+from collections.abc import Coroutine
 
 from ..machinery.errors import APIError
 from ..client.informer import Informer, InformerFactory
@@ -39,6 +41,10 @@ log = logging.getLogger(__name__)
 
 #: share of cycles whose per-plugin durations are recorded, as upstream's pluginMetricsSamplePercent
 PLUGIN_METRICS_SAMPLE_PERCENT = 10
+#: background tasks kept before the first sweep of finished ones (see `spawn`)
+_MIN_SWEEP = 64
+#: the most failure reports written at once (see `_submit`)
+REPORTERS = 32
 
 
 def _already_reported(pod: dict, reason: str, message: str) -> bool:
@@ -127,6 +133,13 @@ class Scheduler:
         self.workload_cycle = WorkloadCycle(self)
         self._tasks: list[asyncio.Task] = []
         self._binds: set[asyncio.Task] = set()
+        #: (error, framework) -> its attempts counter and duration histogram series, for `_failed`
+        self._failure_series: dict[tuple[bool, Framework], tuple] = {}
+        self._sweep_at = _MIN_SWEEP
+        #: failure reports waiting for a reporter, the reporters waiting for one, and how many run
+        self._reports: collections.deque[Coroutine] = collections.deque()
+        self._idle: list[asyncio.Future] = []
+        self._reporters = 0
 
     def informer(self, group: str, version: str, plural: str) -> Informer:
         """One shared informer per resource for plugins that need more than nodes and pods."""
@@ -238,6 +251,8 @@ class Scheduler:
         for t in self._tasks + list(self._binds):
             t.cancel()
         await asyncio.gather(*self._tasks, *self._binds, return_exceptions=True)
+        while self._reports:
+            self._reports.popleft().close()
         await self.api.broadcaster.stop()
         if self._own_factory:
             await self.informer_factory.stop()
@@ -261,8 +276,9 @@ class Scheduler:
 
     def cycle_state(self) -> CycleState:
         """A new cycle's state; one cycle in ten records its plugins' durations (for a pod group's
-        trial placements too: a 1024-pod gang is 1024 cycles)."""
-        return CycleState(self._metrics_rng.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT)
+        trial placements too: a 1024-pod gang is 1024 cycles). Drawn with `random()` (C), not
+        `randrange` (~70 bytecodes of Python per cycle)."""
+        return CycleState(self._metrics_rng.random() * 100 < PLUGIN_METRICS_SAMPLE_PERCENT)
 
     def schedule_one(self, info: PodInfo) -> None:
         pod = info.pod
@@ -277,7 +293,7 @@ class Scheduler:
             node, _, _ = self.algorithm.schedule(fwk, state, info, self.snapshot)
         except FitError as e:
             _, st = fwk.run_post_filter(state, info, e.statuses)
-            if st is not None and st.message():
+            if st is not None:
                 e.post_filter_msg = st.message()
             info.unschedulable_plugins = e.plugins()
             self._failed(fwk, info, "Unschedulable", str(e), start)
@@ -294,9 +310,7 @@ class Scheduler:
             self._failed(fwk, info, "Unschedulable" if st.unschedulable else "SchedulerError",
                          st.message(), start, error=not st.unschedulable)
             return
-        t = asyncio.create_task(self._bind(fwk, state, info, node, start))
-        self._binds.add(t)
-        t.add_done_callback(self._binds.discard)
+        self.spawn(self._bind(fwk, state, info, node, start))
 
     async def _bind(self, fwk: Framework, state: CycleState, info: PodInfo, node: str, start: float) -> None:
         try:
@@ -334,25 +348,63 @@ class Scheduler:
 
     def _failed(self, fwk: Framework, info: PodInfo, reason: str, message: str, start: float,
                 error: bool = False) -> None:
-        prof = fwk.profile.scheduler_name
-        result = "error" if error else "unschedulable"
-        self.metrics.schedule_attempts.labels(result, prof).inc()
-        self.metrics.attempt_duration.labels(result, prof).observe(self.clock.monotonic() - start)
+        key = (error, fwk)
+        series = self._failure_series.get(key)
+        if series is None:
+            prof, result = fwk.profile.scheduler_name, "error" if error else "unschedulable"
+            series = self._failure_series[key] = (self.metrics.schedule_attempts.labels(result, prof),
+                                                  self.metrics.attempt_duration.labels(result, prof))
+        series[0].inc()
+        series[1].observe(self.clock.monotonic() - start)
         if info.group:
             self.queue.return_to_group(info)
         else:
             self.queue.add_unschedulable(info, error=error)
         event = self.api.record_event(info.pod, "Warning", "FailedScheduling", message)
         if not _already_reported(info.pod, reason, message):
-            self.spawn(self._report(event, info.pod, reason, message))
+            self._submit(self._report(event, info.pod, reason, message))
         elif event is not None:
-            self.spawn(event)
+            self._submit(event)
 
     def spawn(self, coro) -> None:
-        """Runs an API write or binding in the background, cancelled on stop."""
-        t = asyncio.create_task(coro)
-        self._binds.add(t)
-        t.add_done_callback(self._binds.discard)
+        """Runs an API write or binding in the background, cancelled on stop. Finished tasks leave
+        `_binds` in sweeps, once it has doubled since the last one, not through a done callback
+        each (a callback is one more handle for the loop to run per pending pod's report)."""
+        binds = self._binds
+        binds.add(asyncio.get_running_loop().create_task(coro))
+        if len(binds) >= self._sweep_at:
+            self._binds = binds = {t for t in binds if not t.done()}
+            self._sweep_at = max(_MIN_SWEEP, 2 * len(binds))
+
+    def _submit(self, report: Coroutine) -> None:
+        """Queues a failure report (its Event's write, then PodScheduled=False) for the reporters:
+        at most REPORTERS long-lived tasks that take the reports in turn, as upstream's API
+        dispatcher runs its calls on a bounded pool. A task per report cost ~25 k instructions to
+        create, of a pending pod's ~440 k in the scheduler."""
+        self._reports.append(report)
+        if self._idle:
+            self._idle.pop().set_result(None)
+        elif self._reporters < REPORTERS:
+            self._reporters += 1
+            self.spawn(self._reporter())
+
+    async def _reporter(self) -> None:
+        """Writes queued reports until there are none, then waits to be handed more."""
+        idle = None
+        try:
+            while True:
+                while self._reports:
+                    try:
+                        await self._reports.popleft()
+                    except Exception:
+                        log.exception("writing a failure report")
+                idle = asyncio.get_running_loop().create_future()
+                self._idle.append(idle)
+                await idle
+        finally:
+            self._reporters -= 1
+            if idle is not None and idle in self._idle:
+                self._idle.remove(idle)
 
     async def _report_failure(self, pod: dict, reason: str, message: str) -> None:
         """A gang member's failure, as `_failed` reports a pod's."""
@@ -365,7 +417,10 @@ class Scheduler:
         if event is not None:
             await event
         if not reported:
-            await self._write(self.api.set_unschedulable(pod, reason, message))
+            try:
+                await self.api.set_unschedulable(pod, reason, message)
+            except APIError as e:
+                log.info("scheduler write failed: %s", e.message)
 
     async def _write(self, coro) -> None:
         try:

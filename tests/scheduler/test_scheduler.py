@@ -154,3 +154,30 @@ async def test_pod_blocked_by_a_taint_is_requeued_when_the_taint_is_removed(env)
     await client.resource("", "v1", "nodes").patch("tainted", {"spec": {"taints": None}})
     assert await eventually(bound(pods, "needs-6-cpu")) == "tainted"
     assert 'event="NodeTaintChange"' in generate_latest(sched.metrics.registry).decode()
+
+
+async def test_failure_reports_share_a_bounded_pool_of_reporters(env):
+    """More pods fail at once than there are reporters: each still gets its FailedScheduling Event
+    and PodScheduled=False, written by at most REPORTERS tasks, and a stop with reports queued
+    leaves none of them unawaited."""
+    from nanokube.scheduler.scheduler import REPORTERS
+
+    client, sched = env
+    pods = client.resource("", "v1", "pods")
+    n = REPORTERS * 3
+    for i in range(n):
+        await pods.create(strip_uid(pod(f"nowhere-{i}", nodeSelector={"zone": "nowhere"})))
+
+    async def reported():
+        items, _ = await pods.list("default")
+        return sum(1 for p in items for c in (p.get("status") or {}).get("conditions") or []
+                   if c["type"] == "PodScheduled" and c["status"] == "False") == n
+
+    assert await eventually(reported)
+    assert 0 < sched._reporters <= REPORTERS
+    items, _ = await client.resource("events.k8s.io", "v1", "events").list("default")
+    assert len({e["regarding"]["name"] for e in items if e["reason"] == "FailedScheduling"}) == n
+    sched._submit(sched._report(None, {"metadata": {"name": "gone", "namespace": "default"}}, "Unschedulable", "x"))
+    sched._reports.append(sched._report(None, {"metadata": {"name": "gone2", "namespace": "default"}}, "x", "y"))
+    await sched.stop()
+    assert not sched._reports and sched._reporters == 0
