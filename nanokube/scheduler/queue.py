@@ -50,7 +50,8 @@ class UnschedulablePods(dict):
     for it: with thousands of pods that fit nowhere, each bound pod's event would otherwise walk
     them all. It also counts the gated pods and indexes the gated members of each PodGroup, so
     neither the pending gauge nor a group's activation walks the pool (a 1024-pod gang waits
-    gated member by member until its last one arrives)."""
+    gated member by member until its last one arrives). Its overrides (and InFlight's) call
+    dict's methods directly: `super()` builds an object per call, and every pending pod calls them."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -68,10 +69,12 @@ class UnschedulablePods(dict):
 
     def __setitem__(self, key: str, info) -> None:
         # a key already here keeps its place in the dict, so it keeps its arrival number
-        seq = self._meta[key][2] if key in self else next(self._arrivals)
         if key in self:
+            seq = self._meta[key][2]
             self._unindex(key)
-        super().__setitem__(key, info)
+        else:
+            seq = next(self._arrivals)
+        dict.__setitem__(self, key, info)
         plugins = tuple(info.unschedulable_plugins)
         group = None
         if info.gated_by:
@@ -84,7 +87,10 @@ class UnschedulablePods(dict):
             self.group_entries[key] = None
         index = self.gated_by_plugin if info.gated_by else self.by_plugin
         for p in plugins:
-            index.setdefault(p, {})[key] = None
+            keys = index.get(p)
+            if keys is None:
+                keys = index[p] = {}
+            keys[key] = None
 
     def _unindex(self, key: str) -> None:
         plugins, group, _ = self._meta.pop(key, ((), None, 0))
@@ -105,7 +111,7 @@ class UnschedulablePods(dict):
                     del self.gated_in_group[group]
 
     def __delitem__(self, key: str) -> None:
-        super().__delitem__(key)
+        dict.__delitem__(self, key)
         self._unindex(key)
 
     _MISSING = object()
@@ -113,7 +119,7 @@ class UnschedulablePods(dict):
     def pop(self, key: str, default=_MISSING):
         if key in self:
             self._unindex(key)
-            return super().pop(key)
+            return dict.pop(self, key)
         if default is self._MISSING:
             raise KeyError(key)
         return default
@@ -170,12 +176,12 @@ class InFlight(dict):
         old = self.get(key)
         if old is not None:
             self._forget(old.in_flight_since)
-        super().__setitem__(key, info)
+        dict.__setitem__(self, key, info)
         self._since[info.in_flight_since] = self._since.get(info.in_flight_since, 0) + 1
 
     def __delitem__(self, key: str) -> None:
         self._forget(self[key].in_flight_since)
-        super().__delitem__(key)
+        dict.__delitem__(self, key)
 
     def _forget(self, since: int) -> None:
         n = self._since[since] - 1
@@ -218,6 +224,7 @@ class SchedulingQueue:
         self._wake = asyncio.Event()
         #: set whenever backoffQ or the unschedulable pool may hold a pod for the flushers
         self._flushable = asyncio.Event()
+        self._flush_woken = False
         self._closed = False
         metrics.pending_from(self._pending_counts)
 
@@ -225,8 +232,10 @@ class SchedulingQueue:
         return self.frameworks[(pod.get("spec") or {}).get("schedulerName") or "default-scheduler"]
 
     def _gauge(self) -> None:
-        """Wakes the flushers once backoffQ or the unschedulable pool holds a pod they may move."""
-        if self.backoff or len(self.unschedulable) > self.unschedulable.gated:
+        """Wakes the flushers once backoffQ or the unschedulable pool holds a pod they may move
+        (`_flush_woken` mirrors the event, so a call while it is set costs no `Event.set`)."""
+        if not self._flush_woken and (self.backoff or len(self.unschedulable) > self.unschedulable.gated):
+            self._flush_woken = True
             self._flushable.set()
 
     def _pending_counts(self) -> tuple[int, int, int, int]:
@@ -355,8 +364,8 @@ class SchedulingQueue:
                     del self.unschedulable[key]
                     if not self._gate(info, event.label):
                         self._readmit(info, event.label)
-                    break
-        self._gauge()
+                    self._gauge()
+                    return
 
     def delete(self, pod: dict) -> None:
         md = pod["metadata"]
@@ -417,7 +426,6 @@ class SchedulingQueue:
         self.scheduling_cycle += 1
         info.in_flight_since = self._event_seq
         self.in_flight[info.key] = info
-        self._gauge()
         return info
 
     def done(self, info: PodInfo) -> None:
@@ -437,7 +445,7 @@ class SchedulingQueue:
         since = info.in_flight_since
         if since < self._dropped_upto:
             return True
-        return any(seq > since and self._worth_retrying(info, event, old, new)
+        return bool(self.in_flight_events) and any(seq > since and self._worth_retrying(info, event, old, new)
                    for seq, event, old, new in self.in_flight_events)
 
     def group_done(self, entry: QueuedPodGroupInfo, error: bool = False) -> None:
@@ -518,8 +526,11 @@ class SchedulingQueue:
         self._gauge()
 
     def _worth_retrying(self, info: PodInfo, event: ClusterEvent, old, new) -> bool:
+        interested = self._interested(event)[0]  # cached: a pending pod's status write concerns no plugin
         for plugin in info.unschedulable_plugins:
-            for reg in self.registrations.get(plugin, ()):
+            if plugin not in interested:
+                continue
+            for reg in self.registrations[plugin]:
                 if reg.event.matches(event) and (reg.hint is None or reg.hint(info.pod, old, new) == Hint.QUEUE):
                     return True
         return False
@@ -591,6 +602,7 @@ class SchedulingQueue:
         ticks = 0
         while True:
             if not self.backoff and len(self.unschedulable) == self.unschedulable.gated:
+                self._flush_woken = False
                 self._flushable.clear()
                 await self._flushable.wait()
             await self.clock.sleep(1.0)
