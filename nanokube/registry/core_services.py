@@ -443,7 +443,7 @@ def _source_ranges(spec: dict, annotations: dict, ospec: dict, old_annotations: 
     one the old Service held, trimmed, stands."""
     errs: list[FieldError] = []
     old_ranges = tuple(r.strip() for r in ospec.get("loadBalancerSourceRanges") or [] if isinstance(r, str))
-    old_ranges += tuple(r.strip() for r in (old_annotations.get(_SOURCE_RANGES) or "").split(","))
+    old_ranges += tuple(r.strip() for r in (old_annotations.get(_SOURCE_RANGES) or "").split(",") if r.strip())
     lb = spec.get("type") == "LoadBalancer"
     if ranges := spec.get("loadBalancerSourceRanges"):
         p = "spec.LoadBalancerSourceRanges"

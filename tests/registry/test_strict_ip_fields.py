@@ -272,3 +272,15 @@ def test_pod_status_ips_one_per_family_and_host_ip_first():
         "may specify no more than one IP for each IP family",
         'status.podIPs[1]: Duplicate value: core.PodIP{IP:"10.0.0.1"}',
         'status.hostIPs[0].ip: Invalid value: "10.1.0.2": must be equal to `hostIP`']
+
+
+def test_only_the_old_services_own_ranges_stand():
+    """The ranges that stand on update are the old Service's (field or annotation), none else: an
+    empty one is still refused when the old Service had no annotation."""
+    from nanokube.registry.core_services import validate_service_spec
+
+    spec = {"type": "LoadBalancer", "sessionAffinity": "None", "ports": [{"port": 80, "protocol": "TCP"}]}
+    old = {"metadata": {}, "spec": {**spec, "loadBalancerSourceRanges": ["10.0.0.1/8"]}}
+    errs = validate_service_spec({**spec, "loadBalancerSourceRanges": [" ", "10.0.0.1/8"]}, {}, old)
+    assert [str(e) for e in errs] == [
+        'spec.LoadBalancerSourceRanges[0]: Invalid value: "": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)']
