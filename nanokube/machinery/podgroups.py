@@ -12,8 +12,9 @@ def group_name(pod: dict) -> str | None:
 
 
 def group_key(pod: dict) -> str | None:
-    """`namespace/podGroupName` of the group a pod belongs to, or None."""
-    name = group_name(pod)
+    """`namespace/podGroupName` of the group a pod belongs to, or None (group_name inline: the
+    scheduler asks it of every pod event)."""
+    name = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
     return f"{pod['metadata'].get('namespace', '')}/{name}" if name else None
 
 

@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .cache import Snapshot
-from .framework import Code, CycleState, Framework, NodeToStatus, PodInfo, Status, unschedulable
+from .framework import Code, CycleState, Framework, NodeToStatus, PodInfo, Status
 
 MIN_FEASIBLE_NODES = 100
 MIN_FEASIBLE_PERCENTAGE = 5
@@ -49,11 +49,13 @@ class FitError(Exception):
         if self.num_nodes == 0 and self.pre_filter_msg == NO_NODES:
             return NO_NODES
         msg = f"0/{self.num_nodes} nodes are available:"
+        absent = getattr(self.statuses, "absent", None)
         if self.pre_filter_msg:
             msg += f" {self.pre_filter_msg}."
+        elif not self.statuses and absent is not None and len(absent.reasons) == 1:
+            msg += f" {self.statuses.num_absent} {absent.reasons[0]}."  # PreFilter left out every node
         else:
             counts = Counter(r for s in self.statuses.values() for r in s.reasons) if self.statuses else {}
-            absent = getattr(self.statuses, "absent", None)
             if absent is not None:
                 for r in absent.reasons:
                     counts[r] = counts.get(r, 0) + self.statuses.num_absent
@@ -94,9 +96,9 @@ def _absent_status(fwk: Framework, state: CycleState) -> Status:
     filtered), else upstream's `node(s) didn't satisfy plugin(s) [...]`."""
     names = state.narrowed_by
     reason = getattr(fwk.plugins.get(names[0]), "absent_reason", None) if len(names) == 1 else None
-    st = unschedulable(reason or f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(names))}]", resolvable=False)
-    st.plugin = names[0] if len(names) == 1 else ""
-    return st
+    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                  [reason or f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(names))}]"],
+                  names[0] if len(names) == 1 else "")
 
 
 class Algorithm:
@@ -117,7 +119,8 @@ class Algorithm:
         absent, num_absent = None, 0
         if narrowed is not None:
             index = snap.index
-            nodes = sorted((snap.infos[n] for n in narrowed if n in snap.infos), key=lambda i: index[i.name])
+            nodes = sorted((snap.infos[n] for n in narrowed if n in snap.infos), key=lambda i: index[i.name]) \
+                if narrowed else []
             num_absent = len(snap.nodes) - len(nodes)
             if num_absent:
                 absent = _absent_status(fwk, state)

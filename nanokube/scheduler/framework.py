@@ -57,7 +57,8 @@ class NodeToStatus(dict):
     that fits nowhere in a large cluster costs no object per node."""
 
     def __init__(self, statuses=(), absent: Status | None = None, num_absent: int = 0) -> None:
-        super().__init__(statuses)
+        if statuses:  # none for a pod PreFilter turned away from every node (most that fit nowhere)
+            super().__init__(statuses)
         self.absent = absent
         self.num_absent = num_absent if absent is not None else 0
 
@@ -71,7 +72,7 @@ class NodeToStatus(dict):
         """No node could take the pod even after evicting others: preemption is pointless."""
         if self.absent is not None and self.absent.code != Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
             return False
-        return all(s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE for s in self.values())
+        return not self or all(s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE for s in self.values())
 
 
 class CycleState(dict):
@@ -81,7 +82,6 @@ class CycleState(dict):
     for 10% of cycles)."""
 
     def __init__(self, record_plugin_metrics: bool = True) -> None:
-        super().__init__()
         self.skip_filter: set[str] = set()
         self.skip_score: set[str] = set()
         #: the PreFilter plugins that narrowed the nodes to search (PreFilterResult)
@@ -110,6 +110,7 @@ class PodInfo:
         "key",
         "pod",
         "priority",
+        "spec",
         "timestamp",
         "uid",
         "unschedulable_plugins",
@@ -137,6 +138,8 @@ class PodInfo:
         spec = pod.get("spec") or {}
         old = self.pod
         self.pod = pod
+        #: the pod's spec ({} when it has none): an attribute, as plugins read it several times a cycle
+        self.spec: dict = spec
         self._cached: dict = {}
         if spec is old.get("spec") and md.get("uid") == old["metadata"].get("uid"):
             return
@@ -174,10 +177,6 @@ class PodInfo:
     def same_requests(self, pod: dict) -> bool:
         """Whether `pod` requests what this PodInfo counted."""
         return _resource_parts(self.pod.get("spec") or {}) == _resource_parts(pod.get("spec") or {})
-
-    @property
-    def spec(self) -> dict:
-        return self.pod.get("spec") or {}
 
     def derived(self, name: str, build: Callable[[dict], object]):
         """A value plugins derive from the pod spec, built once per pod update."""
@@ -405,8 +404,7 @@ class Framework:
         gives an unresolvable or error verdict; when every plugin says
         Unschedulable, their reasons are joined into one Unschedulable status
         attributed to the first of them, for the FitError message."""
-        reasons: list[str] = []
-        rejector = ""
+        rejected: list[Status] = []
         for p in self.points["post_filter"]:
             nominated, st = p.post_filter(state, info, statuses)
             if st is None or st.code == Code.SUCCESS:
@@ -414,11 +412,10 @@ class Framework:
             st.plugin = p.name
             if st.code != Code.UNSCHEDULABLE:
                 return None, st
-            reasons.extend(st.reasons)
-            rejector = rejector or p.name
-        if not rejector:
-            return None, None
-        return None, Status(Code.UNSCHEDULABLE, reasons, rejector)
+            rejected.append(st)
+        if len(rejected) < 2:  # none, or the one plugin's own verdict (DefaultPreemption's, in most profiles)
+            return None, rejected[0] if rejected else None
+        return None, Status(Code.UNSCHEDULABLE, [r for st in rejected for r in st.reasons], rejected[0].plugin)
 
     def run_pod_group_post_filter(self, group) -> tuple[dict[str, str] | None, Status | None]:
         """Runs PodGroupPostFilter once for a group whose workload cycle

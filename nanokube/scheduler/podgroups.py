@@ -29,7 +29,10 @@ class PodGroupIndex:
         return self.groups.get(key)
 
     def observe_pod(self, pod: dict) -> str | None:
-        """Records a member pod; returns the key of its group (None: it has none)."""
+        """Records a member pod; returns the key of its group (None: it has none, as most pods: told
+        apart before calling group_key, since every pod event asks)."""
+        if not (pod.get("spec") or {}).get("schedulingGroup"):
+            return None
         key = group_key(pod)
         if key is None:
             return None

@@ -70,9 +70,11 @@ class DefaultPreemption:
     def _pod_added(self, pod: dict) -> None:
         uid = pod["metadata"].get("uid", "")
         prio = (pod.get("spec") or {}).get("priority") or 0
-        if self._priority.get(uid) == prio:
+        before = self._priority.get(uid)
+        if before == prio:
             return
-        self._pod_deleted(pod)
+        if before is not None:
+            self._pod_deleted(pod)
         self._priority[uid] = prio
         self._priorities[prio] += 1
 
@@ -97,7 +99,8 @@ class DefaultPreemption:
         snap = self.handle.snapshot
         if getattr(statuses, "all_unresolvable", None) is not None and statuses.all_unresolvable():
             # a selector mismatch or the like: evicting pods cannot help on any node
-            self._nominate(info, None)
+            if (info.pod.get("status") or {}).get("nominatedNodeName"):
+                self._nominate(info, None)
             n = len(snap.nodes)
             return None, unschedulable(f"preemption: 0/{n} nodes are available: {n} {NOT_HELPFUL}.")
         fwk = self.handle.frameworks[info.spec.get("schedulerName") or "default-scheduler"]

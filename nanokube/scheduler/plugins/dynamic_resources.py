@@ -126,8 +126,10 @@ class DRAState:
                                              concerns, keys)
 
     def _index_pod(self, pod: dict) -> None:
-        key = _key(pod)
         claims = (pod.get("spec") or {}).get("resourceClaims")
+        if not claims and not self._uses:
+            return  # no pod has claims: nearly every cluster
+        key = _key(pod)
         old = self._uses.get(key)
         if not claims and old is None:
             return  # no claims, before or now: nearly every pod
@@ -230,7 +232,8 @@ class DRAState:
         its binding and status writes)."""
         generated = (old.get("status") or {}).get("resourceClaimStatuses") != \
             (new.get("status") or {}).get("resourceClaimStatuses")
-        if generated or (old.get("spec") or {}).get("resourceClaims") != (new.get("spec") or {}).get("resourceClaims"):
+        if generated or new.get("spec") is not old.get("spec") and \
+                (old.get("spec") or {}).get("resourceClaims") != (new.get("spec") or {}).get("resourceClaims"):
             self._index_pod(new)
         if generated:
             uid = new["metadata"].get("uid")

@@ -93,7 +93,12 @@ class PendingSelectors:
                 return
             self._drop(key)
         self._placed[key] = place
-        (self.loose if place is None else self.by_pair.setdefault(place, {}))[key] = None
+        if place is None:
+            self.loose[key] = None
+        elif (keys := self.by_pair.get(place)) is not None:
+            keys[key] = None
+        else:
+            self.by_pair[place] = {key: None}
 
     def _drop(self, key: str) -> None:
         if key not in self._placed:
