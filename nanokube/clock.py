@@ -38,7 +38,9 @@ class Clock:
             sec, us = sec + 1, us - 1_000_000
         elif us < 0:
             sec, us = sec - 1, us + 1_000_000
-        return f"{format_time(sec)[:-1]}.{us:06d}Z"
+        if sec != _last_micro[0]:
+            _last_micro[:] = sec, format_time(sec)[:-1] + "."
+        return f"{_last_micro[1]}{us:06d}Z"
 
 
 def format_time(t: float) -> str:
@@ -51,6 +53,8 @@ def format_time(t: float) -> str:
 
 
 _last: list = [None, ""]
+#: the last second rfc3339_micro wrote, and its text up to the fraction (every new Event asks)
+_last_micro: list = [None, ""]
 
 
 def parse_time(s: str) -> float:

@@ -98,9 +98,11 @@ class EventBroadcaster:
 
     def add(self, key: tuple, event: dict, now: float) -> Coroutine:
         """A new event, observed at `now`: cached under `key`; returns its create, for the caller
-        to await or run in the background."""
+        to await or run in the background. The refresh and finish loops clear `_filled` only
+        while the cache is empty, so only the first entry of an empty cache needs to set it."""
+        if not self.cache:
+            self._filled.set()
         self.cache[key] = _Cached(event, now)
-        self._filled.set()
         return self._attempt(event)
 
     def repeat(self, cached: _Cached) -> Coroutine | None:
@@ -181,7 +183,8 @@ class EventRecorder:
         write it needs (creating the Event, or the series' first patch), for the caller to await or
         run in the background, or None: nothing to write. A repeat builds no Event."""
         b = self.broadcaster
-        key = (type_, action, reason, self.controller, self.instance, _ref_key(regarding), _ref_key(related))
+        key = (type_, action, reason, self.controller, self.instance, _ref_key(regarding),
+               _ref_key(related) if related else ())
         cached = b.cache.get(key)
         if cached is not None:
             return b.repeat(cached)
