@@ -20,7 +20,7 @@ from ..clock import Clock, format_time, parse_time
 from .base import Controller
 from .deployment_scale import DESIRED, MAX_REPLICAS, is_scaling_event, scaled_sizes
 from ..client.record import CoreEventRecorder
-from .replicaset import controller_ref, ignore_missing, owner_reference, selecting
+from .replicaset import controller_ref, ignore_missing, owned_by, owner_reference, pod_updated, selecting
 
 HASH_LABEL = "pod-template-hash"
 REVISION = "deployment.kubernetes.io/revision"
@@ -120,6 +120,10 @@ def _condition(status: dict, ctype: str) -> dict | None:
     return next((c for c in status.get("conditions") or [] if c["type"] == ctype), None)
 
 
+#: the key of the Deployment a ReplicaSet's controller reference names
+_DEPLOYMENT = owned_by("Deployment")
+
+
 class DeploymentController(Controller):
     name = "deployment"
     workers = 2
@@ -133,8 +137,7 @@ class DeploymentController(Controller):
         self.rs_inf = self.informer_factory.informer(self.rs)
         self.dep_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n),
                                   on_delete=self._enqueue)
-        self.rs_inf.add_handlers(on_add=self._rs_changed, on_update=lambda o, n: self._rs_changed(n),
-                                 on_delete=self._rs_changed)
+        self.rs_inf.add_handlers(on_add=self._rs_added, on_update=self._rs_updated, on_delete=self._rs_deleted)
 
     def informers(self):
         return [self.dep_inf, self.rs_inf]
@@ -142,12 +145,26 @@ class DeploymentController(Controller):
     def _enqueue(self, d: dict) -> None:
         self.queue.add(key_of(d))
 
-    def _rs_changed(self, rs: dict) -> None:
+    def _rs_added(self, rs: dict) -> None:
+        """addReplicaSet: the Deployment controlling it, or every one selecting an orphan."""
         ref = controller_ref(rs)
-        if ref is not None:
-            if ref.get("kind") == "Deployment":
-                self.queue.add(f"{rs['metadata']['namespace']}/{ref['name']}")
-            return
+        if ref is None:
+            self._enqueue_selecting(rs)
+        elif key := _DEPLOYMENT(rs, ref):
+            self.queue.add(key)
+
+    def _rs_updated(self, old: dict, rs: dict) -> None:
+        """updateReplicaSet, which reads as updatePod: the Deployment controlling it, the one that
+        did when its reference moved, and an orphan's selecting ones only when its labels or
+        reference changed (not on each of its status writes)."""
+        pod_updated(old, rs, _DEPLOYMENT, self.queue.add, self._enqueue_selecting)
+
+    def _rs_deleted(self, rs: dict) -> None:
+        """deleteReplicaSet: no Deployment cares about an orphan going."""
+        if key := _DEPLOYMENT(rs, controller_ref(rs)):
+            self.queue.add(key)
+
+    def _enqueue_selecting(self, rs: dict) -> None:
         for d in selecting(self.dep_inf, rs, lambda d: selector_from_object(d["spec"].get("selector"))):
             self._enqueue(d)
 

@@ -90,8 +90,8 @@ def owned_by(kind: str) -> Callable[[dict, dict | None], str | None]:
 
 def pod_updated(old: dict, pod: dict, owner_key: Callable[[dict, dict | None], str | None],
                 enqueue: Callable[[str], None], enqueue_adopters: Callable[[dict], None]) -> None:
-    """updatePod of a controller of pods (ReplicaSet, DaemonSet, StatefulSet, Job): the owner of
-    each side is synced; an orphan's possible adopters only when its labels or controller reference
+    """updatePod of a controller of pods (ReplicaSet, DaemonSet, StatefulSet, Job; the Deployment's
+    updateReplicaSet reads alike): the owner of each side is synced; an orphan's possible adopters only when its labels or controller reference
     changed, since nothing else can make it adoptable (most pod updates are status writes)."""
     old_ref, ref = controller_refs(old, pod)
     if old_ref != ref and (old_key := owner_key(old, old_ref)):

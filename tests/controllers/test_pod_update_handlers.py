@@ -7,6 +7,7 @@ import pytest
 
 from nanokube.client.informer import key_of
 from nanokube.controllers.daemonset import DaemonSetController
+from nanokube.controllers.deployment import DeploymentController
 from nanokube.controllers.disruption import DisruptionController
 from nanokube.controllers.endpointslice import EndpointSliceController
 from nanokube.controllers.ephemeral_volume import EphemeralVolumeController
@@ -223,6 +224,49 @@ async def test_an_orphan_queues_the_owners_selecting_it_on_its_add_and_label_cha
         q = await meta(stack.client, q, labels=WEB)  # now selected: may be adopted
         await seen(ctrl.pod_inf, q)
         assert await drained(ctrl) == {"default/a", "default/b"}
+    finally:
+        await stopped(ctrl)
+
+
+async def test_deployment_replicaset_updates_queue_owners_of_both_sides_and_adopters_only_on_labels(stack):
+    ctrl = await informing(DeploymentController(stack.client))
+    try:
+        owners = {}
+        for name in ("a", "b"):
+            owners[name] = await stack.client.resource("apps", "v1", "deployments").create({
+                "metadata": {"name": name, "namespace": NS},
+                "spec": {"selector": {"matchLabels": WEB},
+                         "template": {"metadata": {"labels": WEB}, "spec": pod("t")["spec"]}}}, NS)
+            await seen(ctrl.dep_inf, owners[name])
+        await drained(ctrl)
+        sets = stack.client.resource("apps", "v1", "replicasets")
+        rs = await sets.create({"metadata": {"name": "web", "namespace": NS, "labels": WEB},
+                                "spec": {"replicas": 0, "selector": {"matchLabels": WEB},
+                                         "template": {"metadata": {"labels": WEB}, "spec": pod("t")["spec"]}}}, NS)
+        await seen(ctrl.rs_inf, rs)
+        assert await drained(ctrl) == {"default/a", "default/b"}  # an orphan both may adopt
+        rs = await sets.update({**rs, "status": {"replicas": 0, "observedGeneration": 1}}, subresource="status")
+        await seen(ctrl.rs_inf, rs)
+        assert await drained(ctrl) == set()
+
+        def ref(name):
+            return {"apiVersion": "apps/v1", "kind": "Deployment", "name": name,
+                    "uid": owners[name]["metadata"]["uid"], "controller": True}
+        rs = await sets.patch("web", {"metadata": {"ownerReferences": [ref("a")]}}, namespace=NS)
+        await seen(ctrl.rs_inf, rs)
+        assert await drained(ctrl) == {"default/a"}
+        rs = await sets.patch("web", {"metadata": {"ownerReferences": [ref("b")]}}, namespace=NS)
+        await seen(ctrl.rs_inf, rs)
+        assert await drained(ctrl) == {"default/a", "default/b"}
+        rs = await sets.patch("web", {"metadata": {"ownerReferences": None}}, namespace=NS)
+        await seen(ctrl.rs_inf, rs)
+        assert await drained(ctrl) == {"default/a", "default/b"}  # the one it left, and both may adopt it
+        await sets.delete("web", NS)
+
+        async def gone():
+            return ctrl.rs_inf.get("default/web") is None
+        await eventually(gone)
+        assert await drained(ctrl) == set()  # no Deployment cares about an orphan going
     finally:
         await stopped(ctrl)
 
