@@ -123,6 +123,7 @@ def _signature(request, error: str) -> str:
     """A broken request's kind, verb and error with its numbers and names blanked, to count alike failures once."""
     method, path, target = request[0], request[1], request[5]
     plural = (path if target is None else path[:path.index(f"/{target}")]).rsplit("/", 1)[-1]
+    error = error.split(" (the request before: ")[0]
     return f"{plural} {method} " + re.sub(r"fuzz-[0-9]+|[0-9]+", "N", error.split(" -> ")[-1])[:160]
 
 

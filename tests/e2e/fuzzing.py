@@ -263,6 +263,8 @@ class Fuzzer:
         self.requests = 0
         self.slowest = 0.0
         self.slowest_request = ""
+        #: the request before the current one: what a slow answer may be paying for (its watchers, controllers)
+        self.previous = ""
         self._seeded: set[str] = set()
         code = raw.request("POST", "/api/v1/namespaces", {"metadata": {"name": NS}})[0]
         assert code in (201, 409), code
@@ -310,7 +312,8 @@ class Fuzzer:
         self.codes[code] += 1
         if took > self.slowest:
             self.slowest, self.slowest_request = took, f"{method} {url} ({len(body or '')} bytes)"
-        assert took < SLOW, f"{method} {url} took {took:.1f}s"
+        previous, self.previous = self.previous, f"{method} {url} {str(body)[:200]} answered {code}"
+        assert took < SLOW, f"{method} {url} took {took:.1f}s (the request before: {previous})"
         assert code < 500, f"{method} {url} {str(body)[:300]} -> {code} {got}"
         if code >= 400:
             assert isinstance(got, dict) and got.get("kind") == "Status" and got.get("code") == code, \
