@@ -237,6 +237,11 @@ _POD_EVENTS = {r: (ClusterEvent(r, Action.UPDATE_POD_LABEL, "PodLabelChange"),
                for r in (ASSIGNED_POD, UNSCHEDULED_POD)}
 
 
+def pod_update_kinds(resource: str) -> tuple[ClusterEvent, ...]:
+    """Every event `pod_update_events` can hand out for `resource`."""
+    return _POD_EVENTS[resource]
+
+
 def _scaled_down(old: dict, new: dict) -> bool:
     """Whether any resource the old pod requested is requested less (or not at all) now."""
     before, after = pod_requests(old.get("spec") or {}), pod_requests(new.get("spec") or {})

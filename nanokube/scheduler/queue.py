@@ -10,7 +10,16 @@ import heapq
 import itertools
 from collections.abc import Callable
 
-from .framework import UNSCHEDULED_POD, ClusterEvent, Framework, Hint, PodInfo, Registration, pod_update_events
+from .framework import (
+    UNSCHEDULED_POD,
+    ClusterEvent,
+    Framework,
+    Hint,
+    PodInfo,
+    Registration,
+    pod_update_events,
+    pod_update_kinds,
+)
 from .metrics import Metrics
 from ..machinery.podgroups import group_key
 
@@ -212,6 +221,8 @@ class SchedulingQueue:
         for fwk in frameworks.values():
             self.registrations.update(fwk.registrations())
         self._interest: dict[tuple[str, int], tuple[str, ...]] = {}
+        #: the plugins registered for some event of a pending pod's own update (set at the first update)
+        self._update_plugins: frozenset[str] | None = None
         self.scheduling_cycle = 0
         #: registered cluster events that arrived while pods were in flight, numbered, so a pod
         #: that fails is checked against exactly the events of its own attempt (upstream's
@@ -359,6 +370,12 @@ class SchedulingQueue:
             for event in pod_update_events(UNSCHEDULED_POD, old, new):
                 self._record(event, old, new)
         elif key in self.unschedulable:
+            plugins = self._update_plugins
+            if plugins is None:
+                plugins = self._update_plugins = frozenset(
+                    name for event in pod_update_kinds(UNSCHEDULED_POD) for name in self._interested(event)[0])
+            if plugins.isdisjoint(info.unschedulable_plugins):
+                return  # no event of this update can concern a plugin that rejected the pod (NodeAffinity's)
             for event in pod_update_events(UNSCHEDULED_POD, old, new):
                 if self._worth_retrying(info, event, old, new):
                     del self.unschedulable[key]
