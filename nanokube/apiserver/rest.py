@@ -253,7 +253,8 @@ class GenericREST:
             sch = schemas.kind_schema(res.group, version, res.kind)
             if sch is None:
                 return []
-            errs, unknown = _check_fields(obj, sch, changed)
+            # a remembered status patch's result: only apiVersion and kind, just set, are left to check
+            errs, unknown = ([], []) if changed is _NO_FIELDS else _check_fields(obj, sch, changed)
             if errs:
                 raise errors.bad_request(structural.decode_error_message(res.kind, version, errs[0]))
         warnings: list[str] = []
@@ -1155,7 +1156,8 @@ class GenericREST:
 #: patch names it: otherwise it is the live object's, like the spec of a status patch, and
 #: checking it was ~32 k instructions, 3-4% of a pod status patch)
 _ALWAYS_CHECKED = frozenset(("apiVersion", "kind"))
-#: the fields of a remembered status patch's result left to check (its status was checked)
+#: the fields of a remembered status patch's result left to check (its status was checked; its
+#: apiVersion and kind are the kind's, which `_decode_checks` sets before checking)
 _NO_FIELDS: frozenset[str] = frozenset()
 
 

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import copy
 
+import orjson
 import pytest
 
 from nanokube.apiserver.cache import stored_value
 from nanokube.apiserver.rest import MERGE_PATCH, STRATEGIC_PATCH, WriteOptions
+from nanokube.machinery import encoded
+from nanokube.machinery.fieldorder import in_upstream_order
 from tests.controllers import make_stack
 
 NS = "default"
@@ -132,3 +135,19 @@ async def test_a_remembered_status_patch_sent_elsewhere_is_decoded_and_merged_as
                            b'"status":"True"}]}}', WriteOptions(), subresource="status")
     again = await stack.rest.patch(res, "v1", NS, "p", STRATEGIC_PATCH, raw, WriteOptions(), subresource="status")
     assert sorted(c["type"] for c in again.obj["status"]["conditions"]) == ["PodScheduled", "Ready"]
+
+
+async def test_a_status_write_stores_the_bytes_of_its_object_with_the_parts_it_kept_known(stack):
+    """The cached copy of a created pod's spec is known by the JSON its create encoded, and a
+    status write that keeps it (and its managedFields' FieldsV1) stores the very bytes a plain
+    encoding of its object gives."""
+    pods = stack.client.resource("", "v1", "pods")
+    await pods.create(POD)
+    cached = stack.cache.get("/registry/pods/default/p").obj
+    assert encoded.known(cached["spec"]) == orjson.dumps(cached["spec"])
+    for _ in range(2):
+        await pods.patch("p", {"status": {"conditions": [COND]}}, STRATEGIC_PATCH, namespace=NS, subresource="status")
+    obj = stack.cache.get("/registry/pods/default/p").obj
+    assert obj["spec"] is cached["spec"]
+    kv = await stack.store.get("/registry/pods/default/p")
+    assert kv.value == stored_value(in_upstream_order(dict(obj), ""))

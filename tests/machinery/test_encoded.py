@@ -30,3 +30,18 @@ def test_stored_bytes_with_remembered_parts_are_the_object_s_own():
     # a changed copy is not served the remembered JSON of what it was copied from
     other = {**pod, "status": {**status, "phase": "Running"}}
     assert b'"phase":"Running"' in stored_json(other)[0]
+
+
+def test_the_remembered_json_stays_within_its_bounds(monkeypatch):
+    monkeypatch.setattr(encoded, "_KNOWN", {})
+    monkeypatch.setattr(encoded, "_size", 0)
+    monkeypatch.setattr(encoded, "_SIZE_MAX", 1600)
+    values = [{"v": "x" * 90} for _ in range(40)]  # 100 bytes of JSON each
+    for v in values:
+        encoded.fragment(v)
+    assert encoded._size <= 1600 and len(encoded._KNOWN) == 16
+    assert encoded.known(values[-1]) is not None and encoded.known(values[0]) is None  # the oldest went
+    big = {"v": "x" * 200}  # more than a sixteenth of the bound: encoded, not kept
+    assert orjson.dumps({"a": encoded.fragment(big)}) == orjson.dumps({"a": big}) and encoded.known(big) is None
+    encoded.alias(values[-1], same := {"v": "x" * 90})
+    assert encoded.known(same) == encoded.known(values[-1])
