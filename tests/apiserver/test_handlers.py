@@ -231,11 +231,13 @@ async def test_a_review_body_is_decoded_as_any_create_body():
                 assert r.status == 400 and (await r.json())["message"] == (
                     'SelfSubjectRulesReview in version "v1" cannot be handled as a SelfSubjectRulesReview: json: cannot '
                     "unmarshal bool into Go struct field SelfSubjectRulesReview.spec of type v1.SelfSubjectRulesReviewSpec")
-            unknown = {"spec": {"namespace": "default", "bogus": 1}}
-            async with s.post(url, json=unknown, params={"fieldValidation": "Strict"}) as r:
+            access = url.replace("selfsubjectrulesreviews", "selfsubjectaccessreviews")
+            asked = {"nonResourceAttributes": {"path": "/healthz", "verb": "get"}}
+            unknown = {"spec": {**asked, "bogus": 1}}
+            async with s.post(access, json=unknown, params={"fieldValidation": "Strict"}) as r:
                 assert r.status == 400 and "strict decoding error: unknown field \"spec.bogus\"" in (await r.json())["message"]
-            async with s.post(url, json=unknown) as r:
+            async with s.post(access, json=unknown) as r:
                 assert r.status == 201 and r.headers.getall("Warning") == ['299 - "unknown field \\"spec.bogus\\""']
-                assert (await r.json())["spec"] == {"namespace": "default"}
+                assert (await r.json())["spec"] == asked
     finally:
         await server.stop()
