@@ -162,23 +162,65 @@ def job_spec_warnings(spec: Any, path: str) -> list[str]:
     return out + template_warnings(spec.get("template"), path + ".template")
 
 
-def _containers(spec: dict, prefix: str):
-    """pods.VisitContainersWithPath's order: init containers, containers, ephemeral containers."""
-    for kind in ("initContainers", "containers", "ephemeralContainers"):
-        for i, c in enumerate(spec.get(kind) or ()):
-            if isinstance(c, dict):
-                yield c, f"{prefix}spec.{kind}[{i}]"
+_KINDS = ("initContainers", "containers", "ephemeralContainers")
+#: the spec fields warned about ahead of the containers (the nodeSelector aside): most pods have none
+_EARLY = frozenset(("affinity", "topologySpreadConstraints", "volumes", "hostAliases", "imagePullSecrets", "overhead"))
+#: the annotations warned about, by prefix: the deprecated ones, seccomp's and (containers') AppArmor's
+_NOTABLE = ("scheduler.alpha.kubernetes.io/critical-pod", "security.alpha.kubernetes.io/", _SECCOMP_POD, "container.")
 
 
 def spec_warnings(prefix: str, spec: dict, meta: dict, template: bool) -> list[str]:
-    """warningsForPodSpecAndMeta."""
-    out: list[str] = []
+    """warningsForPodSpecAndMeta, in its order. What few pods have is looked at only when its field
+    (or an annotation of the forms warned about) is there: a plain pod's cost is its containers'."""
     annotations = meta.get("annotations") or {}
     if not isinstance(spec, dict) or not isinstance(annotations, dict):
-        return out
+        return []
+    notable = False
+    for k in annotations:
+        if k.startswith(_NOTABLE):
+            notable = True
+            break
+    out: list[str] = []
     for k in spec.get("nodeSelector") or ():
-        if (msg := DEPRECATED_NODE_LABELS.get(k)) is not None:
-            out.append(f"{prefix}spec.nodeSelector[{k}]: {msg}")
+        if k in DEPRECATED_NODE_LABELS:
+            out.append(f"{prefix}spec.nodeSelector[{k}]: {DEPRECATED_NODE_LABELS[k]}")
+    if notable or not _EARLY.isdisjoint(spec):
+        out += _early_warnings(prefix, spec, annotations)
+    psc = spec.get("securityContext") or {}
+    pod_apparmor = psc.get("appArmorProfile") is not None
+    ports: dict[tuple, list[tuple[tuple, dict]]] = {}
+    port_warnings: list[str] = []
+    for kind in _KINDS:
+        for i, c in enumerate(spec.get(kind) or ()):
+            if not isinstance(c, dict):
+                continue
+            if notable:
+                out += _annotation_warnings(c, prefix, annotations, template, pod_apparmor)
+            if res := c.get("resources"):
+                limits, requests = res.get("limits") or _NONE, res.get("requests") or _NONE
+                if texts := _resource_texts(limits.get("memory"), requests.get("memory"),
+                                            limits.get("ephemeral-storage"), requests.get("ephemeral-storage")):
+                    where = _where((prefix, kind, i))
+                    out += [where + t for t in texts]
+            env = c.get("env")
+            if env and len(env) > 1 and len({(e or {}).get("name", "") for e in env}) < len(env):
+                out += _env_warnings(env, (prefix, kind, i))
+            if c.get("ports"):
+                port_warnings += _port_warnings(c["ports"], (prefix, kind, i), ports)
+    out += port_warnings
+    grace = spec.get("terminationGracePeriodSeconds")
+    if isinstance(grace, int) and grace < 0:
+        out.append(f"{prefix}spec.terminationGracePeriodSeconds: must be >= 0; negative values are invalid and "
+                   "will be treated as 1")
+    if affinity := spec.get("affinity"):
+        out += _pod_affinity_warnings(prefix, affinity)
+    return out
+
+
+def _early_warnings(prefix: str, spec: dict, annotations: dict) -> list[str]:
+    """Node affinity, topology spread, deprecated annotations, volumes, host aliases, image pull
+    secrets, overhead and the pod's seccomp annotation."""
+    out = []
     affinity = spec.get("affinity") or {}
     if node_affinity := affinity.get("nodeAffinity"):
         base = f"{prefix}spec.affinity.nodeAffinity."
@@ -195,10 +237,9 @@ def spec_warnings(prefix: str, spec: dict, meta: dict, template: bool) -> list[s
             out.append(f"{prefix}spec.topologySpreadConstraints[{i}].topologyKey: {key} is {msg}")
         if t.get("labelSelector") is None:
             out.append(f"{prefix}spec.topologySpreadConstraints[{i}].labelSelector: {_NULL_SELECTOR}")
-    if annotations:
-        for key, msg in _DEPRECATED_ANNOTATIONS:
-            if key in annotations:
-                out.append(f"{prefix}metadata.annotations[{key}]: {msg}")
+    for key, msg in _DEPRECATED_ANNOTATIONS:
+        if key in annotations:
+            out.append(f"{prefix}metadata.annotations[{key}]: {msg}")
     volumes = spec.get("volumes") or ()
     for i, v in enumerate(volumes):
         for key, name, msg in _VOLUME_PLUGINS:
@@ -219,21 +260,14 @@ def spec_warnings(prefix: str, spec: dict, meta: dict, template: bool) -> list[s
             out.append(f'{prefix}spec.imagePullSecrets[{i}].name: invalid empty name ""')
     if overhead := spec.get("overhead"):
         out += fractional_bytes(overhead, ("memory", "ephemeral-storage"), f"{prefix}spec.overhead")
-    psc = spec.get("securityContext") or {}
-    if annotations and _SECCOMP_POD in annotations and psc.get("seccompProfile") is None:
+    if _SECCOMP_POD in annotations and (spec.get("securityContext") or {}).get("seccompProfile") is None:
         out.append(f"{prefix}metadata.annotations[{_SECCOMP_POD}]: {_SECCOMP_MSG}")
-    pod_apparmor = psc.get("appArmorProfile") is not None
-    ports: dict[str, list[tuple[str, dict]]] = {}
-    for c, p in _containers(spec, prefix):
-        out += _container_warnings(c, p, prefix, annotations, template, pod_apparmor)
-    for c, p in _containers(spec, prefix):
-        if c.get("ports"):
-            out += _port_warnings(c["ports"], p, ports)
-    grace = spec.get("terminationGracePeriodSeconds")
-    if isinstance(grace, int) and grace < 0:
-        out.append(f"{prefix}spec.terminationGracePeriodSeconds: must be >= 0; negative values are invalid and "
-                   "will be treated as 1")
-    for kind in ("podAffinity", "podAntiAffinity") if affinity else ():
+    return out
+
+
+def _pod_affinity_warnings(prefix: str, affinity: dict) -> list[str]:
+    out = []
+    for kind in ("podAffinity", "podAntiAffinity"):
         if terms := affinity.get(kind):
             base = f"{prefix}spec.affinity.{kind}."
             for i, t in enumerate(terms.get("requiredDuringSchedulingIgnoredDuringExecution") or ()):
@@ -259,56 +293,85 @@ def _duplicates(items: Any, key: str, path: str, what: str) -> list[str]:
     return out
 
 
-def _container_warnings(c: dict, p: str, prefix: str, annotations: dict, template: bool,
-                        pod_apparmor: bool) -> list[str]:
+def _where(at: tuple) -> str:
+    prefix, kind, i = at
+    return f"{prefix}spec.{kind}[{i}]"
+
+
+def _annotation_warnings(c: dict, prefix: str, annotations: dict, template: bool, pod_apparmor: bool) -> list[str]:
+    """A container's seccomp annotation without its field; a template container's AppArmor one."""
     out = []
     name = c.get("name", "")
-    if annotations:
-        sc = c.get("securityContext") or {}
-        key = _SECCOMP_CONTAINER + name
-        if key in annotations and sc.get("seccompProfile") is None:
-            out.append(f"{prefix}metadata.annotations[{key}]: {_SECCOMP_MSG}")
-        key = _APPARMOR_CONTAINER + name
-        if template and key in annotations and not pod_apparmor and sc.get("appArmorProfile") is None:
-            out.append(f'{prefix}metadata.annotations[{key}]: deprecated since v1.30; use the "appArmorProfile" '
-                       "field instead")
-    if res := c.get("resources"):
-        out += fractional_bytes(res.get("limits"), ("memory",), f"{p}.resources.limits")
-        out += fractional_bytes(res.get("requests"), ("memory",), f"{p}.resources.requests")
-        out += fractional_bytes(res.get("limits"), ("ephemeral-storage",), f"{p}.resources.limits")
-        out += fractional_bytes(res.get("requests"), ("ephemeral-storage",), f"{p}.resources.requests")
-    env = c.get("env")
-    if env and len(env) > 1:
-        seen = set()
-        for i, e in enumerate(env):
-            n = (e or {}).get("name", "")
-            if n not in seen:
-                seen.add(n)
-                continue
-            ref, value = f"$({n})", e.get("value", "")
-            if e.get("valueFrom") is not None or value == ref or ref not in value:
-                out.append(f"{p}.env[{i}]: hides previous definition of {go_quote(n)}, which may be dropped when using apply")
+    sc = c.get("securityContext") or {}
+    key = _SECCOMP_CONTAINER + name
+    if key in annotations and sc.get("seccompProfile") is None:
+        out.append(f"{prefix}metadata.annotations[{key}]: {_SECCOMP_MSG}")
+    key = _APPARMOR_CONTAINER + name
+    if template and key in annotations and not pod_apparmor and sc.get("appArmorProfile") is None:
+        out.append(f'{prefix}metadata.annotations[{key}]: deprecated since v1.30; use the "appArmorProfile" '
+                   "field instead")
     return out
 
 
-def _port_warnings(ports: list, p: str, seen: dict[str, list[tuple[str, dict]]]) -> list[str]:
+_NONE: dict = {}
+
+
+@functools.lru_cache(maxsize=1024)
+def _resource_texts(memory_limit: Any, memory_request: Any, storage_limit: Any, storage_request: Any) -> tuple[str, ...]:
+    """A container's fractional memory and ephemeral-storage, limits before requests (after its path)."""
+    out = []
+    for v, which, key in ((memory_limit, "limits", "memory"), (memory_request, "requests", "memory"),
+                          (storage_limit, "limits", "ephemeral-storage"),
+                          (storage_request, "requests", "ephemeral-storage")):
+        if v is not None and (canon := _fractional(v if isinstance(v, str) else str(v))):
+            out.append(f".resources.{which}[{key}]: fractional byte value {go_quote(canon)} is invalid, must be an integer")
+    return tuple(out)
+
+
+def _env_warnings(env: list, at: tuple) -> list[str]:
+    """A repeated name that hides the previous value (not one that refers to it, "X=$(X)-more")."""
+    out = []
+    seen = set()
+    for i, e in enumerate(env):
+        n = (e or {}).get("name", "")
+        if n not in seen:
+            seen.add(n)
+            continue
+        ref, value = f"$({n})", e.get("value", "")
+        if e.get("valueFrom") is not None or value == ref or ref not in value:
+            out.append(f"{_where(at)}.env[{i}]: hides previous definition of {go_quote(n)}, which may be "
+                       "dropped when using apply")
+    return out
+
+
+def _port_warnings(ports: list, at: tuple, seen: dict[tuple, Any]) -> list[str]:
+    """A hostIP without a hostPort; a containerPort/protocol another port (of any container) has too,
+    with the same, an unset or an ambiguous host side. `seen`: each key's (at, index, port) entries."""
     out = []
     for i, port in enumerate(ports):
-        here = f"{p}.ports[{i}]"
-        host_ip, host_port = port.get("hostIP", ""), port.get("hostPort", 0)
-        if host_ip and not host_port:
-            out.append(f"{here}: hostIP set without hostPort: {{Name:{port.get('name', '')} HostPort:{host_port} "
-                       f"ContainerPort:{port.get('containerPort', 0)} Protocol:{port.get('protocol', '')} HostIP:{host_ip}}}")
-        k = f"{port.get('containerPort', 0)}/{port.get('protocol', '')}"
-        for other_path, other in seen.get(k, ()):
+        host_ip = port.get("hostIP", "")
+        if host_ip and not port.get("hostPort"):
+            out.append(f"{_where(at)}.ports[{i}]: hostIP set without hostPort: {{Name:{port.get('name', '')} "
+                       f"HostPort:{port.get('hostPort', 0)} ContainerPort:{port.get('containerPort', 0)} "
+                       f"Protocol:{port.get('protocol', '')} HostIP:{host_ip}}}")
+        k = (port.get("containerPort", 0), port.get("protocol", ""))
+        others = seen.get(k)
+        if others is None:
+            seen[k] = [(at, i, port)]
+            continue
+        host_port = port.get("hostPort", 0)
+        for o_at, o_i, other in others:
             o_ip, o_port = other.get("hostIP", ""), other.get("hostPort", 0)
             if host_ip == o_ip and host_port == o_port:
-                out.append(f"{here}: duplicate port definition with {other_path}")
+                what = "duplicate"
             elif not host_port or not o_port:
-                out.append(f"{here}: overlapping port definition with {other_path}")
+                what = "overlapping"
             elif host_port == o_port and (not host_ip) != (not o_ip):
-                out.append(f"{here}: dangerously ambiguous port definition with {other_path}")
-        seen.setdefault(k, []).append((here, port))
+                what = "dangerously ambiguous"
+            else:
+                continue
+            out.append(f"{_where(at)}.ports[{i}]: {what} port definition with {_where(o_at)}.ports[{o_i}]")
+        others.append((at, i, port))
     return out
 
 
