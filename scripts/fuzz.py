@@ -17,7 +17,10 @@ answer: it shows only as a traceback in the server's log. --server-log FILE
 scans the part of that log written during the run, and --up starts `nanokube up`
 itself (its data dir, log and audit log kept in a fresh temporary directory)
 and scans its log, stopped, at the end: each traceback or ERROR line is a
-failure, alike ones counted once (tests/e2e/logscan.py).
+failure, alike ones counted once (tests/e2e/logscan.py); --keep-going also
+records each kind (`component`, `count`, `example`) to --failures.
+
+    .venv/bin/python scripts/fuzz.py --up --examples 60000 --seed 1 --keep-going
 """
 
 from __future__ import annotations
