@@ -138,9 +138,11 @@ class DeploymentController(Controller):
         self.dep_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n),
                                   on_delete=self._enqueue)
         self.rs_inf.add_handlers(on_add=self._rs_added, on_update=self._rs_updated, on_delete=self._rs_deleted)
+        self.pod_inf = self.informer_factory.informer(client.resource("", "v1", "pods"))
+        self.pod_inf.add_handlers(on_delete=self._pod_deleted)
 
     def informers(self):
-        return [self.dep_inf, self.rs_inf]
+        return [self.dep_inf, self.rs_inf, self.pod_inf]
 
     def _enqueue(self, d: dict) -> None:
         self.queue.add(key_of(d))
@@ -168,6 +170,30 @@ class DeploymentController(Controller):
         for d in selecting(self.dep_inf, rs, lambda d: selector_from_object(d["spec"].get("selector"))):
             self._enqueue(d)
 
+    def _pod_deleted(self, pod: dict) -> None:
+        """deletePod: a Recreate Deployment waits for every pod of its old ReplicaSets to be gone
+        (terminating ones too), so the last of its pods going syncs it."""
+        ref = controller_ref(pod)
+        if ref is None or ref.get("kind") != "ReplicaSet":
+            return
+        rs = self.rs_inf.get(f"{pod['metadata']['namespace']}/{ref['name']}")
+        if rs is None or rs["metadata"]["uid"] != ref.get("uid") or not (key := _DEPLOYMENT(rs, controller_ref(rs))):
+            return
+        d = self.dep_inf.get(key)
+        if d is not None and (d["spec"].get("strategy") or {}).get("type") == "Recreate" and not self._pods_of(d):
+            self.queue.add(key)
+
+    def _pods_of(self, d: dict, of: list[dict] | None = None) -> list[dict]:
+        """getPodMapForDeployment's pods: those it selects controlled by its ReplicaSets (by `of`)."""
+        md = d["metadata"]
+        if of is None:
+            of = [rs for rs in self.rs_inf.list_namespace(md["namespace"])
+                  if (controller_ref(rs) or {}).get("uid") == md["uid"]]
+        uids = {rs["metadata"]["uid"] for rs in of}
+        sel = selector_from_object(d["spec"].get("selector"))
+        return [p for p in self.pod_inf.list_namespace(md["namespace"])
+                if (controller_ref(p) or {}).get("uid") in uids and matches_labels(sel, p["metadata"].get("labels"))]
+
     async def sync(self, key: str) -> None:
         d = self.dep_inf.get(key)
         if d is None or d["metadata"].get("deletionTimestamp"):
@@ -177,10 +203,10 @@ class DeploymentController(Controller):
         if d["spec"].get("paused") or is_scaling_event(d, owned):
             await self._scale_all(d, new_rs, old)
         else:
-            new_rs = await self._ensure_new_rs(d, new_rs, old)
             if (d["spec"].get("strategy") or {}).get("type") == "Recreate":
-                await self._recreate(d, new_rs, old)
+                new_rs = await self._recreate(d, new_rs, old)
             else:
+                new_rs = await self._ensure_new_rs(d, new_rs, old)
                 await self._rolling(d, new_rs, old)
             if self._complete(d, new_rs, old):
                 await self._cleanup(d, old)
@@ -343,12 +369,20 @@ class DeploymentController(Controller):
             await self._scale(d, cur, _replicas(cur) - step)
             room -= step
 
-    async def _recreate(self, d: dict, new_rs: dict, old: list[dict]) -> None:
+    async def _recreate(self, d: dict, new_rs: dict | None, old: list[dict]) -> dict | None:
+        """rolloutRecreate: the old ReplicaSets scaled to 0, and only once no pod of theirs runs
+        (oldPodsRunning: a terminating pod still does, a finished one does not) is the new one
+        created, or grown; returns it (None while it is not yet created)."""
+        if new_rs is not None:
+            new_rs = await self._ensure_new_rs(d, new_rs, old)
         for rs in old:
             await self._scale(d, rs, 0)
-        if any(_st(rs, "replicas") > 0 for rs in old):
-            return
+        if any(_st(rs, "replicas") > 0 for rs in old) or any(
+                (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed") for p in self._pods_of(d, old)):
+            return new_rs
+        new_rs = await self._ensure_new_rs(d, new_rs, old)
         await self._scale(d, new_rs, d["spec"].get("replicas", 1))
+        return new_rs
 
     @staticmethod
     def _complete(d: dict, new_rs: dict | None, old: list[dict]) -> bool:

@@ -1,3 +1,5 @@
+import asyncio
+
 import pytest
 
 from nanokube.controllers.deployment import (
@@ -233,3 +235,30 @@ async def test_a_replicaset_failure_shows_on_the_deployment():
     finally:
         await stop(ctrl)
         await s.close()
+
+
+async def test_recreate_starts_the_new_pods_only_once_the_old_ones_are_gone(env):
+    client = env
+    deps, pods = client.resource("apps", "v1", "deployments"), client.resource("", "v1", "pods")
+    d = deployment(replicas=1, strategy={"type": "Recreate"})
+    d["spec"]["template"]["metadata"]["finalizers"] = ["example.com/hold"]  # old pods stay terminating
+    await deps.create(d)
+    await eventually(lambda: rollout_done(client, "1"))
+    [old] = (await pods.list("default"))[0]
+    await patch_retrying(deps, "web", {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "nginx:2"}]}}}})
+
+    rs_api = client.resource("apps", "v1", "replicasets")
+
+    async def old_terminating():
+        p = await pods.get(old["metadata"]["name"], "default")
+        rs = await rs_api.get(old["metadata"]["ownerReferences"][0]["name"], "default")
+        st = rs.get("status") or {}
+        return p["metadata"].get("deletionTimestamp") and rs["spec"]["replicas"] == 0 and not st.get("replicas")
+    await eventually(old_terminating)
+    for _ in range(20):  # the old ReplicaSet counts no replica once its pod terminates; still no new one
+        assert len((await rs_api.list("default"))[0]) == 1 and len((await pods.list("default"))[0]) == 1
+        await asyncio.sleep(0.01)
+    await pods.patch(old["metadata"]["name"], {"metadata": {"finalizers": None}}, namespace="default")
+    await eventually(lambda: rollout_done(client, "2"))
+    [p] = (await pods.list("default"))[0]
+    assert p["spec"]["containers"][0]["image"] == "nginx:2"
