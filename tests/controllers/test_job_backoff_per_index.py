@@ -105,10 +105,13 @@ async def test_backoff_limit_per_index(env, name):  # noqa: F811
                       key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["resourceVersion"]))
         assert [(p["metadata"]["annotations"].get(jfp.FAILURE_COUNT),
                  p["metadata"]["annotations"].get(jfp.IGNORED_COUNT)) for p in mine] == seen
-    if "message" in want:
-        events, _ = await client.resource("", "v1", "events").list("default")
-        assert any(e["reason"] == want["reason"] and e["type"] == "Warning" and e["message"] == want["message"]
-                   for e in events)
+    if "message" in want:  # the Job's event follows its status write
+
+        async def warned():
+            events, _ = await client.resource("", "v1", "events").list("default")
+            return any(e["reason"] == want["reason"] and e["type"] == "Warning" and e["message"] == want["message"]
+                       for e in events)
+        await eventually(warned)
 
 
 async def test_a_failed_index_is_not_restarted_while_others_run(env):  # noqa: F811
