@@ -419,6 +419,14 @@ def sloppy_ip(text: Any) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None
     return ip.ipv4_mapped or ip if ip.version == 6 else ip
 
 
+@functools.lru_cache(maxsize=4096)
+def legacy_ip_valid(text: str) -> bool:
+    """Whether legacy_ip_errors finds nothing wrong with `text` (memoized, for the status writes
+    that repeat the same addresses)."""
+    ip = parse_ip(text)
+    return ip is not None and not (ip.version == 6 and ip.ipv4_mapped)
+
+
 def legacy_ip_errors(value: Any, path: str, valid_old: Iterable[str] = ()) -> list[FieldError]:
     """IsValidIPForLegacyField with StrictIPCIDRValidation on (beta, on by default in 1.37) for the
     fields that predate strict validation: IPv4 octets with leading zeros and IPv4-mapped IPv6

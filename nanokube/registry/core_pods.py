@@ -36,6 +36,7 @@ from ..machinery.validation import (
     go_strings,
     invalid,
     legacy_ip_errors,
+    legacy_ip_valid,
     not_supported,
     qualified_name,
     required,
@@ -280,8 +281,8 @@ def pod_spec_ips(spec: dict) -> tuple[str, ...]:
 def _status_ips(status: dict, plural: str, single: str) -> list[str]:
     """podIPs or hostIPs as v1's conversion to the internal status makes them: the singular value
     alone when the list is empty or (podIP) does not start with it."""
-    ips = [(e or {}).get("ip", "") for e in status.get(plural) or []]
-    one = status.get(single)
+    entries, one = status.get(plural), status.get(single)
+    ips = [e.get("ip", "") if e else "" for e in entries] if entries else []
     if one and (not ips or (plural == "podIPs" and ips[0] != one)):
         return [one]
     return ips
@@ -414,26 +415,30 @@ def validate_pod_status_update(new: dict, old: dict) -> list[FieldError]:
 def _validate_status_ips(st: dict, ost: dict, plural: str, single: str) -> list[FieldError]:
     """validatePodIPs / validateHostIPs: hostIP is hostIPs[0]; each a legacy IP (the old status's
     stand); two at most, of two families, none twice (the entries as Go's %#v prints them)."""
-    ips, p = _status_ips(st, plural, single), f"status.{plural}"
+    ips = _status_ips(st, plural, single)
     if not ips:
         return []
+    p = f"status.{plural}"
     errs: list[FieldError] = []
-    kind = "core.PodIP" if plural == "podIPs" else "core.HostIP"
-    entries = [GoSyntax(f'{kind}{{IP:{orjson.dumps(ip).decode()}}}') for ip in ips]
     if plural == "hostIPs" and st.get(single) != ips[0]:
         errs.append(invalid(f"{p}[0].ip", ips[0], "must be equal to `hostIP`"))
-    old_ips = tuple(_status_ips(ost, plural, single))
+    old_ips = None  # read only for an address that needs them: kubelets write statuses all the time
     for i, ip in enumerate(ips):
-        errs += legacy_ip_errors(ip, f"{p}[{i}]", old_ips)
+        if not legacy_ip_valid(ip) and (found := legacy_ip_errors(ip, f"{p}[{i}]")):
+            old_ips = _status_ips(ost, plural, single) if old_ips is None else old_ips
+            errs += [] if ip in old_ips else found
     if len(ips) < 2:
         return errs
-    dups = [duplicate(f"{p}[{i}]", entries[i]) for i, ip in enumerate(ips) if ip in ips[:i]]
     parsed = [sloppy_ip(ip) for ip in ips]
-    spread = []
-    if None not in parsed and (len(ips) > 2 or len({a.version for a in parsed}) < 2):
-        spread.append(invalid(p, GoSyntax(f"[]{kind}{{{', '.join(entries)}}}"),
-                              "may specify no more than one IP for each IP family"))
-    return errs + (dups + spread if plural == "hostIPs" else spread + dups)  # each function's order
+    spread = None not in parsed and (len(ips) > 2 or len({a.version for a in parsed}) < 2)
+    if not spread and len(set(ips)) == len(ips):
+        return errs
+    kind = "core.PodIP" if plural == "podIPs" else "core.HostIP"
+    entries = [f"{kind}{{IP:{orjson.dumps(ip).decode()}}}" for ip in ips]
+    dups = [duplicate(f"{p}[{i}]", GoSyntax(entries[i])) for i, ip in enumerate(ips) if ip in ips[:i]]
+    families = [invalid(p, GoSyntax(f"[]{kind}{{{', '.join(entries)}}}"),
+                        "may specify no more than one IP for each IP family")] if spread else []
+    return errs + (dups + families if plural == "hostIPs" else families + dups)  # each function's order
 
 
 # --- binding -------------------------------------------------------------------
