@@ -129,7 +129,8 @@ class Informer:
     def _handle(self, typ: str, obj: dict) -> None:
         if typ == "BOOKMARK":
             return
-        k = key_of(obj)
+        md = obj["metadata"]  # key_of, inline: every event of every informer
+        k = sys.intern(f"{md['namespace']}/{md['name']}") if md.get("namespace") else md["name"]
         if typ == "DELETED":
             old = self.store.pop(k, None)
             if old is not None:

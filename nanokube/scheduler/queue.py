@@ -189,7 +189,12 @@ class InFlight(dict):
         self._since[info.in_flight_since] = self._since.get(info.in_flight_since, 0) + 1
 
     def __delitem__(self, key: str) -> None:
-        self._forget(self[key].in_flight_since)
+        since = self[key].in_flight_since
+        n = self._since[since] - 1  # _forget, inline: every attempt ends here
+        if n:
+            self._since[since] = n
+        else:
+            del self._since[since]
         dict.__delitem__(self, key)
 
     def _forget(self, since: int) -> None:
@@ -233,6 +238,8 @@ class SchedulingQueue:
         self._dropped_upto = 0
         self._seq = itertools.count()
         self._wake = asyncio.Event()
+        #: True only while `_wake` is set (pop clears both)
+        self._woken = False
         #: set whenever backoffQ or the unschedulable pool may hold a pod for the flushers
         self._flushable = asyncio.Event()
         self._flush_woken = False
@@ -258,7 +265,9 @@ class SchedulingQueue:
         heapq.heappush(self.active, (key, next(self._seq), info))
         self.active_keys[info.key] = info
         self.metrics.queue_incoming.labels("active", event).inc()
-        self._wake.set()
+        if not self._woken:  # set while the loop has not emptied activeQ since: no Event.set call
+            self._woken = True
+            self._wake.set()
 
     def _gate(self, info: PodInfo, event: str) -> bool:
         """Runs PreEnqueue; a rejected pod is parked as gated."""
@@ -276,7 +285,8 @@ class SchedulingQueue:
         info = PodInfo(pod, self.clock.monotonic())
         if not self._gate(info, "PodAdd"):
             self._enter(info, "PodAdd")
-        self._gauge()
+            if info.group is not None:  # its group's entry may have gone to backoffQ
+                self._gauge()
 
     def _enter(self, info: PodInfo, event: str) -> None:
         """A pod past PreEnqueue: into activeQ, or into its group's entry
@@ -417,6 +427,7 @@ class SchedulingQueue:
             info = self._pop_backoff()
             if info is not None:
                 return info
+            self._woken = False
             self._wake.clear()
             await self._wake.wait()
 
@@ -516,7 +527,8 @@ class SchedulingQueue:
             return
         now = self.clock.monotonic()
         info.timestamp = now
-        info.backoff_expires = now + self.backoff_duration(info)
+        info.backoff_expires = now + (min(self.initial_backoff, self.max_backoff) if info.attempts <= 1
+                                      else self.backoff_duration(info))
         if moved:
             self.backoff[info.key] = info
             self.metrics.queue_incoming.labels("backoff", "ScheduleAttemptFailure").inc()

@@ -150,9 +150,6 @@ class Scheduler:
 
     # --- informer handlers -------------------------------------------------
 
-    def _responsible(self, pod: dict) -> bool:
-        return (pod.get("spec") or {}).get("schedulerName", "default-scheduler") in self.frameworks
-
     def _on_node_add(self, node: dict) -> None:
         self.cache.add_node(node)
         self.queue.on_event(ClusterEvent(NODE, Action.ADD, "NodeAdd"), None, node)
@@ -173,11 +170,13 @@ class Scheduler:
             self.queue.activate_group(group, "PodGroupMemberAdd")
 
     def _pod_add(self, pod: dict) -> None:
-        node = (pod.get("spec") or {}).get("nodeName")
+        spec = pod.get("spec") or {}
+        node = spec.get("nodeName")
         if node:
             if not _terminal(pod):
                 self._on_assigned_pod_add(pod, node)
-        elif self._responsible(pod) and not pod["metadata"].get("deletionTimestamp"):
+        elif spec.get("schedulerName", "default-scheduler") in self.frameworks and \
+                not pod["metadata"].get("deletionTimestamp"):  # a pod of one of its profiles
             self.queue.add(pod)
 
     def _on_assigned_pod_add(self, pod: dict, node: str) -> None:
@@ -196,7 +195,8 @@ class Scheduler:
         informers see it enter the assigned-pod view); a pending pod's own
         update is weighed by the queue for that pod alone."""
         self.podgroups.observe_pod(new)
-        node = (new.get("spec") or {}).get("nodeName")
+        spec = new.get("spec") or {}
+        node = spec.get("nodeName")
         if node:
             newly_bound = not (old.get("spec") or {}).get("nodeName")
             if newly_bound:
@@ -210,7 +210,7 @@ class Scheduler:
                 self.cache.add_pod(PodInfo(new, 0.0), node)
                 for event in pod_update_events(ASSIGNED_POD, old, new):
                     self.queue.on_event(event, old, new)
-        elif self._responsible(new):
+        elif spec.get("schedulerName", "default-scheduler") in self.frameworks:  # one of its profiles'
             self.queue.update(old, new)
 
     def _on_assigned_pod_gone(self, pod: dict) -> None:

@@ -102,7 +102,7 @@ class DefaultPreemption:
             if (info.pod.get("status") or {}).get("nominatedNodeName"):
                 self._nominate(info, None)
             n = len(snap.nodes)
-            return None, unschedulable(f"preemption: 0/{n} nodes are available: {n} {NOT_HELPFUL}.")
+            return None, Status(Code.UNSCHEDULABLE, [f"preemption: 0/{n} nodes are available: {n} {NOT_HELPFUL}."])
         fwk = self.handle.frameworks[info.spec.get("schedulerName") or "default-scheduler"]
         reasons: dict[str, str] = {}
         candidates: list[Candidate] = []

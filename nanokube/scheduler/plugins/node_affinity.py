@@ -141,8 +141,10 @@ class NodeAffinity:
         """Narrows the search to the nodes the pod can match: those carrying every nodeSelector
         label (from the snapshot's label index) and those required affinity pins by name. A pod
         whose selector no node carries is turned away here, without visiting any node."""
-        selector = info.spec.get("nodeSelector")
-        required = _node_affinity(info.pod).get("requiredDuringSchedulingIgnoredDuringExecution")
+        spec = info.spec
+        selector = spec.get("nodeSelector")
+        required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution")  # _node_affinity, inline: every attempt
         if not selector and not required:
             return None, SKIP
         snap = getattr(self.handle, "snapshot", None)
