@@ -22,6 +22,7 @@ is given up for the next free one.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 
 import orjson
@@ -79,9 +80,9 @@ class Reservations:
         made: list = []
         lost = False
         try:
-            for ip in cluster_ips(spec):
+            for i, ip in enumerate(cluster_ips(spec)):
                 if ip not in old_ips and s.ips.owner(ip) == uid:
-                    ip = await self._record_ip(obj, ip, uid)
+                    ip = await self._record_ip(obj, i, ip, uid)
                     lost |= ip is None
                     if ip is not None:
                         made.append(("ip", ip))
@@ -109,11 +110,13 @@ class Reservations:
             return [], errs
         return made, []
 
-    async def _record_ip(self, obj: dict, ip: str, uid: str) -> str | None:
-        """The IP recorded (another, if `ip` was picked dynamically and is taken), or None: the
-        value is given back to the allocator and validation reports it allocated (asked for by
-        value) or the range full (picked, and no other could be recorded)."""
+    async def _record_ip(self, obj: dict, i: int, ip: str, uid: str) -> str | None:
+        """The IP recorded as the Service's `i`th ClusterIP (another of its family, if `ip` was
+        picked dynamically and is taken), or None: the value is given back to the allocator and
+        validation reports it allocated (asked for by value) or the range full (picked, and no
+        other could be recorded: the ClusterIPs are cut before it)."""
         s, spec = self.strategy, obj["spec"]
+        version = ipaddress.ip_address(ip).version
         for attempt in range(_REPICKS):
             try:
                 await self.rest.create(self.ipaddresses, "v1", None, ip_address_for(ip, obj), _OPTS)
@@ -127,11 +130,16 @@ class Reservations:
             if attempt == _REPICKS - 1:
                 break
             try:
-                ip = s.ips.allocate(uid)
+                ip = s.ips.allocate(uid, None, version)
             except AllocationError:
                 break
             s.pick(uid, ip)
-            spec["clusterIP"], spec["clusterIPs"] = ip, [ip]
+            ips = spec.setdefault("clusterIPs", [spec.get("clusterIP")])
+            ips[i] = ip
+            spec["clusterIP"] = ips[0]
+        if i:
+            del spec["clusterIPs"][i:]
+            return None
         spec["clusterIP"] = ""
         spec.pop("clusterIPs", None)
         return None

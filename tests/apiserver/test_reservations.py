@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import ipaddress
 from types import SimpleNamespace
 
 import orjson
@@ -299,3 +300,25 @@ async def test_one_node_port_of_two_protocols_is_recorded_once(workers):
                                                       {"name": "udp", "port": 53, "protocol": "UDP", "nodePort": 30053}]))
     assert [p["nodePort"] for p in made["spec"]["ports"]] == [30053, 30053]
     assert (await _records(a))[1] == [f"{NODE_PORTS}30053"]
+
+
+async def test_a_dual_stack_services_secondary_picked_that_the_other_worker_recorded_is_given_up(workers):
+    """The secondary ClusterIP is recorded too; picked and found recorded by the other worker, another
+    of its family is picked in its place, the primary kept."""
+    a, b = workers
+    ips = a.index.get("", "v1", "services").strategy.ips  # the process's allocator, both workers'
+    ips.set_extra_ranges({"v6": ["fd00:10:96::/108"]})
+    try:
+        dual = {"ipFamilyPolicy": "RequireDualStack"}
+        first = await services(a).create(svc("first", **dual))
+        v4, v6 = first["spec"]["clusterIPs"]
+        assert (await ipaddresses(a).get(v6))["spec"]["parentRef"]["name"] == "first"
+        nxt = str(ipaddress.ip_address(v6) + 2)  # what worker 0 picks next in its share
+        await ipaddresses(b).create(ip_address_for(nxt, {"metadata": {"name": "holder", "namespace": NS}}))
+        second = await services(a).create(svc("second", **dual))
+        primary, secondary = second["spec"]["clusterIPs"]
+        assert second["spec"]["clusterIP"] == primary and ipaddress.ip_address(primary).version == 4
+        assert ipaddress.ip_address(secondary).version == 6 and secondary not in (v6, nxt)
+        assert (await ipaddresses(a).get(secondary))["spec"]["parentRef"]["name"] == "second"
+    finally:
+        ips.set_extra_ranges({})
