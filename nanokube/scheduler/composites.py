@@ -92,6 +92,8 @@ class CompositeIndex:
         self.groups.pop(object_key(obj), None)
 
     def _pod_added(self, pod: dict) -> None:
+        if not (pod.get("spec") or {}).get("schedulingGroup"):
+            return  # no group (most pods): told apart before calling group_key
         key = group_key(pod)
         pg = self.handle.podgroups.get(key) if key else None
         if pg is not None and parent_name(pg):

@@ -148,7 +148,7 @@ class PodInfo:
             self._requests = self._nonzero = None
         self.key = f"{md.get('namespace', '')}/{md['name']}"
         #: the queue key of its PodGroup, or None (asked of each pod at every step of the queue)
-        self.group = group_key(pod)
+        self.group = group_key(pod) if spec.get("schedulingGroup") else None
         self.uid = md.get("uid", "")
         #: read for every pod of every node a preemption attempt visits: an attribute, not a lookup
         self.priority: int = spec.get("priority") or 0

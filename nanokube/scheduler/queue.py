@@ -245,6 +245,8 @@ class SchedulingQueue:
         self._flush_woken = False
         self._closed = False
         metrics.pending_from(self._pending_counts)
+        #: queue_incoming's labels(queue, event), bound once: each pod's arrival and failure count here
+        self._incoming = metrics.queue_incoming.labels
 
     def _fwk(self, pod: dict) -> Framework:
         return self.frameworks[(pod.get("spec") or {}).get("schedulerName") or "default-scheduler"]
@@ -264,7 +266,7 @@ class SchedulingQueue:
         key = self._fwk(info.pod).queue_sort.sort_key(info)
         heapq.heappush(self.active, (key, next(self._seq), info))
         self.active_keys[info.key] = info
-        self.metrics.queue_incoming.labels("active", event).inc()
+        self._incoming("active", event).inc()
         if not self._woken:  # set while the loop has not emptied activeQ since: no Event.set call
             self._woken = True
             self._wake.set()
@@ -278,7 +280,7 @@ class SchedulingQueue:
         info.gated_by = st.plugin
         info.unschedulable_plugins = {st.plugin}
         self.unschedulable[info.key] = info
-        self.metrics.queue_incoming.labels("unschedulable", event).inc()
+        self._incoming("unschedulable", event).inc()
         return True
 
     def add(self, pod: dict) -> None:
@@ -512,7 +514,7 @@ class SchedulingQueue:
     def _requeue(self, info: PodInfo, event: str) -> None:
         if info.backoff_expires > self.clock.monotonic():
             self.backoff[info.key] = info
-            self.metrics.queue_incoming.labels("backoff", event).inc()
+            self._incoming("backoff", event).inc()
             self._wake.set()
         else:
             self._push_active(info, event)
@@ -531,11 +533,11 @@ class SchedulingQueue:
                                       else self.backoff_duration(info))
         if moved:
             self.backoff[info.key] = info
-            self.metrics.queue_incoming.labels("backoff", "ScheduleAttemptFailure").inc()
+            self._incoming("backoff", "ScheduleAttemptFailure").inc()
             self._wake.set()
         else:
             self.unschedulable[info.key] = info
-            self.metrics.queue_incoming.labels("unschedulable", "ScheduleAttemptFailure").inc()
+            self._incoming("unschedulable", "ScheduleAttemptFailure").inc()
         self._gauge()
 
     def flush_backoff_completed(self) -> None:

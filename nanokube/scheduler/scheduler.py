@@ -164,7 +164,8 @@ class Scheduler:
         self.queue.on_event(ClusterEvent(NODE, Action.DELETE, "NodeDelete"), node, None)
 
     def _on_pod_add(self, pod: dict) -> None:
-        group = self.podgroups.observe_pod(pod)
+        # a pod without schedulingGroup (most) is no group's member: observe_pod would do nothing
+        group = self.podgroups.observe_pod(pod) if (pod.get("spec") or {}).get("schedulingGroup") else None
         self._pod_add(pod)
         if group:
             self.queue.activate_group(group, "PodGroupMemberAdd")
@@ -194,8 +195,9 @@ class Scheduler:
         """A pod that becomes bound is an assigned-pod add (upstream's
         informers see it enter the assigned-pod view); a pending pod's own
         update is weighed by the queue for that pod alone."""
-        self.podgroups.observe_pod(new)
         spec = new.get("spec") or {}
+        if spec.get("schedulingGroup"):
+            self.podgroups.observe_pod(new)
         node = spec.get("nodeName")
         if node:
             newly_bound = not (old.get("spec") or {}).get("nodeName")
