@@ -680,6 +680,11 @@ def stored_json(obj: dict[str, Any]) -> tuple[bytes, dict, int]:
     return stored_value(ordered), ordered, -1
 
 
+#: the least JSON of a FieldsV1 that `_framed` puts in as its remembered JSON: an Event's few
+#: fields are encoded faster than its entry and metadata are copied to hold them
+_FRAMED_LEAST = 512
+
+
 def _framed(obj: dict[str, Any]) -> dict[str, Any]:
     """`obj` to encode, with the managedFields and status whose JSON is remembered
     (machinery/encoded.py), or else the FieldsV1 of its managedFields entries, and its spec in it
@@ -692,12 +697,17 @@ def _framed(obj: dict[str, Any]) -> dict[str, Any]:
     if type(entries) is list and entries and (f := json_memo.known_fragment(entries)) is not None:
         obj = {**obj, "metadata": {**md, "managedFields": f}}
     elif type(entries) is list and entries:
-        framed = []
-        for e in entries:
-            if type(e) is dict and type(e.get("fieldsV1")) is dict:
-                e = {**e, "fieldsV1": json_memo.fragment(e["fieldsV1"])}
-            framed.append(e)
-        obj = {**obj, "metadata": {**md, "managedFields": framed}}
+        framed = None
+        for i, e in enumerate(entries):
+            fields = e.get("fieldsV1") if type(e) is dict else None
+            if type(fields) is dict and (f := json_memo.framing(fields, _FRAMED_LEAST)) is not None:
+                if framed is None:
+                    framed = entries[:i]
+                framed.append({**e, "fieldsV1": f})
+            elif framed is not None:
+                framed.append(e)
+        if framed is not None:
+            obj = {**obj, "metadata": {**md, "managedFields": framed}}
     status = obj.get("status")
     if status and (f := json_memo.known_fragment(status)) is not None:
         obj = {**obj, "status": f}

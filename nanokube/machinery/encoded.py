@@ -43,6 +43,15 @@ def fragment(value: Any) -> orjson.Fragment:
     return remember(value, memoryview(orjson.dumps(value)).tobytes())[1]
 
 
+def framing(value: Any, least: int) -> orjson.Fragment | None:
+    """`fragment(value)` where its JSON has `least` bytes or more (framing a smaller value in a copy
+    of its container costs more than encoding it); None for a smaller one, still remembered."""
+    hit = _KNOWN.get(id(value))
+    if hit is None or hit[0] is not value:
+        hit = remember(value, memoryview(orjson.dumps(value)).tobytes())
+    return hit[1] if len(hit[2]) >= least else None
+
+
 def alias(value: Any, same: Any) -> None:
     """`same` has `value`'s JSON (the watch cache's shared copy of a written spec) and will not
     change: remembered with it, if `value`'s is."""

@@ -1,5 +1,6 @@
 import orjson
 
+from nanokube.apiserver import cache
 from nanokube.apiserver.cache import stored_json, stored_value
 from nanokube.machinery import encoded
 from nanokube.machinery.fieldorder import in_upstream_order
@@ -14,16 +15,21 @@ def test_a_remembered_json_is_found_by_identity_only():
 
 
 def test_stored_bytes_with_remembered_parts_are_the_object_s_own():
-    fields = {"f:metadata": {"f:labels": {".": {}, "f:app": {}}}}
+    # a FieldsV1 big enough to be put in as its JSON (cache._FRAMED_LEAST), and a small one
+    fields = {"f:metadata": {"f:labels": {".": {}, **{f"f:label-{i:03d}": {} for i in range(40)}}}}
+    small = {"f:spec": {"f:replicas": {}}}
     entries = [{"manager": "m", "operation": "Update", "apiVersion": "v1", "time": "2026-12-03T08:00:00Z",
-                "fieldsType": "FieldsV1", "fieldsV1": fields}]
+                "fieldsType": "FieldsV1", "fieldsV1": fields},
+               {"manager": "n", "operation": "Update", "apiVersion": "v1", "time": "2026-12-03T08:00:00Z",
+                "fieldsType": "FieldsV1", "fieldsV1": small}]
     status = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False"}]}
     pod = {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "p", "labels": {"app": "a"},
                                                            "managedFields": entries},
            "spec": {"containers": [{"name": "c"}]}, "status": status}
     plain = stored_value(in_upstream_order(dict(pod), ""))
     assert stored_json(pod)[0] == plain  # the FieldsV1 object is remembered now
-    assert encoded.known(fields) == orjson.dumps(fields)
+    assert encoded.known(fields) == orjson.dumps(fields) and encoded.known(small) == orjson.dumps(small)
+    assert len(encoded.known(fields)) >= cache._FRAMED_LEAST > len(encoded.known(small))
     encoded.fragment(status)
     encoded.fragment(entries)
     assert stored_json(pod)[0] == plain
