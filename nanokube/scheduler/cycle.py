@@ -39,7 +39,7 @@ class FitError(Exception):
     post_filter_msg: str = ""
 
     def plugins(self) -> set[str]:
-        found = {s.plugin for s in self.statuses.values() if s.plugin}
+        found = {s.plugin for s in self.statuses.values() if s.plugin} if self.statuses else set()
         absent = getattr(self.statuses, "absent", None)
         if absent is not None and absent.plugin:
             found.add(absent.plugin)

@@ -245,8 +245,10 @@ class SchedulingQueue:
         self._flush_woken = False
         self._closed = False
         metrics.pending_from(self._pending_counts)
-        #: queue_incoming's labels(queue, event), bound once: each pod's arrival and failure count here
+        #: queue_incoming's labels(queue, event), bound once: each pod's arrival and failure count here,
+        #: the two hot sites through `_series` (its series by (queue, event)) without a call
         self._incoming = metrics.queue_incoming.labels
+        self._series: dict[tuple[str, str], object] = {}
 
     def _fwk(self, pod: dict) -> Framework:
         return self.frameworks[(pod.get("spec") or {}).get("schedulerName") or "default-scheduler"]
@@ -266,10 +268,14 @@ class SchedulingQueue:
         key = self._fwk(info.pod).queue_sort.sort_key(info)
         heapq.heappush(self.active, (key, next(self._seq), info))
         self.active_keys[info.key] = info
-        self._incoming("active", event).inc()
+        (self._series.get(("active", event)) or self._new_series("active", event)).inc()
         if not self._woken:  # set while the loop has not emptied activeQ since: no Event.set call
             self._woken = True
             self._wake.set()
+
+    def _new_series(self, queue: str, event: str):
+        series = self._series[queue, event] = self._incoming(queue, event)
+        return series
 
     def _gate(self, info: PodInfo, event: str) -> bool:
         """Runs PreEnqueue; a rejected pod is parked as gated."""
@@ -523,7 +529,8 @@ class SchedulingQueue:
         """Requeues a pod whose attempt in `cycle` failed: to backoffQ when it
         failed with an error or a move request came in meanwhile, otherwise
         to the unschedulable pool."""
-        moved = error or not info.unschedulable_plugins or self._moved_while_in_flight(info)
+        moved = error or not info.unschedulable_plugins or info.in_flight_since < self._dropped_upto or \
+            bool(self.in_flight_events) and self._moved_while_in_flight(info)  # no call while no event is kept
         self.done(info)
         if info.key in self.active_keys or info.key in self.backoff or info.key in self.unschedulable:
             return
@@ -537,7 +544,8 @@ class SchedulingQueue:
             self._wake.set()
         else:
             self.unschedulable[info.key] = info
-            self._incoming("unschedulable", "ScheduleAttemptFailure").inc()
+            (self._series.get(("unschedulable", "ScheduleAttemptFailure"))
+             or self._new_series("unschedulable", "ScheduleAttemptFailure")).inc()
         self._gauge()
 
     def flush_backoff_completed(self) -> None:

@@ -286,7 +286,7 @@ class Scheduler:
         pod = info.pod
         fwk = self.frameworks[(pod.get("spec") or {}).get("schedulerName") or "default-scheduler"]
         start = self.clock.monotonic()
-        if pod["metadata"].get("deletionTimestamp") or self.cache.is_assumed(info.uid):
+        if pod["metadata"].get("deletionTimestamp") or info.uid in self.cache.assumed:  # is_assumed, inline
             self.queue.done(info)
             return
         state = self.cycle_state()

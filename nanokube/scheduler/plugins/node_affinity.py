@@ -83,7 +83,8 @@ class PendingSelectors:
         selector = spec.get("nodeSelector")
         if not selector and not _node_affinity(pod).get("requiredDuringSchedulingIgnoredDuringExecution"):
             return  # never indexed: an update may add a selector or narrow affinity, never remove them
-        key = _key(pod)
+        md = pod["metadata"]
+        key = f"{md.get('namespace', '')}/{md['name']}"  # _key, inline: every pod's add
         if spec.get("nodeName"):
             self._drop(key)
             return
