@@ -90,12 +90,6 @@ class EventBroadcaster:
             await self.clock.sleep(period)
             await run()
 
-    def name(self, regarding: dict, now: float) -> str:
-        """A new Event's name: the object's, and its time `now` in nanoseconds (made unique, as
-        virtual time stands still)."""
-        self._seq += 1
-        return f"{regarding['name']}.{int(now * 1e9) + self._seq:x}"
-
     def add(self, key: tuple, event: dict, now: float) -> Coroutine:
         """A new event, observed at `now`: cached under `key`; returns its create, for the caller
         to await or run in the background. The refresh and finish loops clear `_filled` only
@@ -189,8 +183,11 @@ class EventRecorder:
         if cached is not None:
             return b.repeat(cached)
         now = b.clock.now()  # one instant for the name, eventTime and the cache, as upstream's one timestamp
+        # the name: the object's, and `now` in nanoseconds made unique (virtual time stands still)
+        b._seq += 1
+        name = f"{regarding['name']}.{int(now * 1e9) + b._seq:x}"
         ev = {"apiVersion": "events.k8s.io/v1", "kind": "Event",
-              "metadata": {"name": b.name(regarding, now), "namespace": regarding.get("namespace") or "default"},
+              "metadata": {"name": name, "namespace": regarding.get("namespace") or "default"},
               "eventTime": b.clock.rfc3339_micro(now), "reportingController": self.controller,
               "reportingInstance": self.instance, "action": action, "reason": reason, "type": type_,
               "note": note, "regarding": regarding}

@@ -290,13 +290,14 @@ class Scheduler:
             self.queue.done(info)
             return
         state = self.cycle_state()
-        self.cache.update_snapshot(self.snapshot)
+        if self.snapshot.generation != self.cache.generation:  # no call while nothing changed
+            self.cache.update_snapshot(self.snapshot)
         try:
             node, _, _ = self.algorithm.schedule(fwk, state, info, self.snapshot)
         except FitError as e:
             _, st = fwk.run_post_filter(state, info, e.statuses)
             if st is not None:
-                e.post_filter_msg = st.message()
+                e.post_filter_msg = ", ".join(st.reasons)  # its message()
             info.unschedulable_plugins = e.plugins()
             self._failed(fwk, info, "Unschedulable", str(e), start)
             return
