@@ -146,7 +146,7 @@ class APIServer:
             self.event_ttl.start()
         for res in self.index.resources:
             if type(res.strategy).restore is not Strategy.restore:  # only allocators keep state to rebuild
-                res.strategy.restore([e.obj for _, e in self.cache.list(res.key_prefix())])
+                res.strategy.restore([e.obj for _, e in self.cache.list(res.key_prefix())], replace=True)
         if self.audit_log_path:  # before anything writes: the server's own writes are audited too
             self.audit = self.rest.audit = AuditLog(self.audit_log_path, self.clock)
         if self.worker == 0:

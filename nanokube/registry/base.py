@@ -147,8 +147,9 @@ class Strategy:
         """Free what prepare_for_create allocated (a Service's cluster IP), after
         the object is gone or its create failed."""
 
-    def restore(self, objs: list[Obj]) -> None:
-        """Rebuild allocation state from the stored objects at startup."""
+    def restore(self, objs: list[Obj], replace: bool = False) -> None:
+        """Rebuild allocation state from stored objects: all of them at startup (`replace`: forget
+        what the strategy held before), or some more later."""
 
     def finish_update(self, new: Obj, old: Obj, written: bool) -> None:
         """After an update prepare_for_update prepared: stored (or deleted) when `written`; refused,

@@ -79,6 +79,11 @@ class _RangeAllocator:
     def owner(self, value: int) -> str | None:
         return self._owners.get(value)
 
+    def clear(self) -> None:
+        """Forget every owner (the store is about to be read again)."""
+        self._owners.clear()
+        self._cursor = self._dynamic_lo
+
     def in_range(self, value: int) -> bool:
         return self.lo <= value <= self.hi
 
@@ -130,6 +135,11 @@ class ServiceIPAllocator:
         self._share = (stride, offset)
         for _, rng in self.ranges.values():
             rng.stride, rng.offset = stride, offset
+
+    def clear(self) -> None:
+        """Forget every allocation; the ranges stay."""
+        for _, rng in self.ranges.values():
+            rng.clear()
 
     def _add(self, name: str, network) -> None:
         first = int(network.network_address) + 1
@@ -212,6 +222,10 @@ class NodePortAllocator:
     def share(self, stride: int, offset: int) -> None:
         """Pick dynamically only ports equal to `offset` modulo `stride` (see _RangeAllocator)."""
         self._range.stride, self._range.offset = stride, offset
+
+    def clear(self) -> None:
+        """Forget every allocation."""
+        self._range.clear()
 
     def allocate(self, owner: str, port: int | None = None) -> int:
         if port is None:
@@ -799,8 +813,14 @@ class ServiceStrategy(Strategy):
         self.forget_picks(owner)
         self._release_values(owner, set(cluster_ips(spec)), set(node_ports(spec)))
 
-    def restore(self, objs: list[dict]) -> None:
-        """Rebuild allocations from the services already stored."""
+    def restore(self, objs: list[dict], replace: bool = False) -> None:
+        """Rebuild allocations from the services already stored. `replace` (a server starting):
+        those services are all there is; the strategy outlives a server that stopped in this
+        process (tests start many), whose allocations are not in the next one's store."""
+        if replace:
+            self.ips.clear()
+            self.node_ports.clear()
+            self._picks.clear()
         for obj in objs:
             spec, owner = _spec(obj), _owner(obj)
             for ip in spec.get("clusterIPs") or [spec.get("clusterIP")]:
