@@ -664,14 +664,16 @@ _RV = b'"resourceVersion":""'
 _RV_FIELD = b',"resourceVersion":""'
 
 
-def stored_json(obj: dict[str, Any]) -> tuple[bytes, dict, int]:
+def stored_json(obj: dict[str, Any], keeps_spec: bool = False) -> tuple[bytes, dict, int]:
     """The bytes written to the store for `obj` (without its resourceVersion), the object in
     upstream's order with an empty resourceVersion in its place (what the writer hands
     `WatchCache.expect`, which fills it in), and where the field was cut out of the bytes (-1:
     not known). The served JSON at any revision is the bytes with the field put back
-    (`served_json`), so a write's response is not a second encoding of the cached object."""
+    (`served_json`), so a write's response is not a second encoding of the cached object.
+    `keeps_spec`: the write keeps the spec the object had (a status write), whose JSON is then
+    remembered for its next writes."""
     ordered = in_upstream_order(dict(obj), "")
-    encoded = orjson.dumps(_framed(ordered))
+    encoded = orjson.dumps(_framed(ordered, keeps_spec))
     at = encoded.find(_RV)
     # no brace before it but the object's and its metadata's: no map precedes it that could hold a
     # field of that name (a string's quotes are escaped), so it is the metadata's, after a field
@@ -685,13 +687,15 @@ def stored_json(obj: dict[str, Any]) -> tuple[bytes, dict, int]:
 _FRAMED_LEAST = 512
 
 
-def _framed(obj: dict[str, Any]) -> dict[str, Any]:
+def _framed(obj: dict[str, Any], keeps_spec: bool = False) -> dict[str, Any]:
     """`obj` to encode, with the managedFields and status whose JSON is remembered
     (machinery/encoded.py), or else the FieldsV1 of its managedFields entries, and its spec in it
     as that JSON: the entries' FieldsV1 objects are shared by the objects of one shape and their
     writes (a pod's create entry is ~40% of its JSON), a remembered status write's entries by all
     its writes, and a status write keeps its object's spec (a pod's is ~35% of its JSON). What is
-    handed to the store is not changed any more, so its FieldsV1 objects and spec are remembered."""
+    handed to the store is not changed any more, so its FieldsV1 objects are remembered, and its
+    spec once a write keeps it (`keeps_spec`): remembering every created or changed spec cost a
+    pod create and a binding more than the status writes that reuse it saved."""
     md = obj.get("metadata")
     entries = md.get("managedFields") if type(md) is dict else None
     if type(entries) is list and entries and (f := json_memo.known_fragment(entries)) is not None:
@@ -713,7 +717,9 @@ def _framed(obj: dict[str, Any]) -> dict[str, Any]:
         obj = {**obj, "status": f}
     spec = obj.get("spec")
     if type(spec) is dict and spec:  # the watch cache's copy of it is known by its JSON too (alias)
-        obj = {**obj, "spec": json_memo.fragment(spec)}
+        f = json_memo.fragment(spec) if keeps_spec else json_memo.known_fragment(spec)
+        if f is not None:
+            obj = {**obj, "spec": f}
     return obj
 
 

@@ -822,7 +822,8 @@ class GenericREST:
         held = res.strategy.reservations
         made = await self._reserve(res, new, old) if held is not None else None
         try:
-            value, handed, at = stored_json(new)
+            spec = new.get("spec")
+            value, handed, at = stored_json(new, spec is not None and spec is old.get("spec"))
             self.cache.expect(key, value, handed)
             kv = await self.store.update(key, value, expected_rev)
         except BaseException as e:
