@@ -12,14 +12,11 @@ import ipaddress
 import json
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from nanokube.apiserver.app import APIServer
-from nanokube.pki.ca import ensure_pki
-from nanokube.pki.kubeconfig import write_kubeconfig
 from nanokube.registry.core_services import AllocationError, NodePortAllocator, ServiceIPAllocator, ServiceStrategy
-from nanokube.store.memory import MemoryStore
+from tests.served import served
 
 
 def test_two_shares_of_the_ip_ranges_pick_disjoint_addresses():
@@ -76,17 +73,8 @@ def test_restore_takes_every_node_port_a_service_holds_its_health_checks_too():
 
 @pytest.fixture
 async def core(tmp_path):
-    pki = ensure_pki(str(tmp_path))
-    server = APIServer(MemoryStore(), pki, port=0)
-    await server.start()
-    try:
-        kubeconfig = str(tmp_path / "kubeconfig")
-        write_kubeconfig(kubeconfig, server.url, pki)
-        api = client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig))
-        yield api
-        api.api_client.close()
-    finally:
-        await server.stop()
+    async with served(tmp_path) as (_, api_client):
+        yield client.CoreV1Api(api_client)
 
 
 def _svc(name: str, **spec) -> dict:

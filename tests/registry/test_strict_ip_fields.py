@@ -11,14 +11,12 @@ import json
 
 import orjson
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from nanokube.apiserver.app import APIServer
 from nanokube.machinery.validation import interface_address_errors
-from nanokube.pki.ca import ensure_pki
-from nanokube.pki.kubeconfig import write_kubeconfig
-from nanokube.store.memory import MemoryStore
+from tests.served import served
 
 
 class Cluster:
@@ -45,17 +43,8 @@ class Cluster:
 
 @pytest.fixture
 async def cluster(tmp_path):
-    pki = ensure_pki(str(tmp_path))
-    server = APIServer(MemoryStore(), pki, port=0)
-    await server.start()
-    try:
-        kubeconfig = str(tmp_path / "kubeconfig")
-        write_kubeconfig(kubeconfig, server.url, pki)
-        api_client = config.new_client_from_config(config_file=kubeconfig)
+    async with served(tmp_path) as (server, api_client):
         yield Cluster(server, api_client)
-        api_client.close()
-    finally:
-        await server.stop()
 
 
 async def _call(f, *args, **kw):

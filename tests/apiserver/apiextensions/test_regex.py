@@ -9,16 +9,13 @@ import copy
 import json
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from nanokube.machinery.regex import PatternError, compile_pattern, search
-from nanokube.apiserver.app import APIServer
 from nanokube.cel.errors import CELError
 from nanokube.cel.library.regex import _find, _find_all
-from nanokube.pki.ca import ensure_pki
-from nanokube.pki.kubeconfig import write_kubeconfig
-from nanokube.store.memory import MemoryStore
+from tests.served import served
 
 from .test_serving import GROUP, SCHEMA, crd
 
@@ -99,17 +96,8 @@ def test_cel_find_and_find_all_run_on_re2_with_gos_empty_match_rule():
 
 @pytest.fixture
 async def api(tmp_path):
-    pki = ensure_pki(str(tmp_path))
-    server = APIServer(MemoryStore(), pki, port=0)
-    await server.start()
-    try:
-        kubeconfig = str(tmp_path / "kubeconfig")
-        write_kubeconfig(kubeconfig, server.url, pki)
-        c = config.new_client_from_config(config_file=kubeconfig)
-        yield c
-        c.close()
-    finally:
-        await server.stop()
+    async with served(tmp_path) as (_, api_client):
+        yield api_client
 
 
 def _with_pattern(pattern: str) -> dict:

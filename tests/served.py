@@ -1,0 +1,33 @@
+"""An in-process API server over a memory store, driven by the official `kubernetes` client
+through a kubeconfig, as a user's program would drive `nanokube up`."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from kubernetes import client, config
+
+from nanokube.apiserver.app import APIServer
+from nanokube.pki.ca import ensure_pki
+from nanokube.pki.kubeconfig import write_kubeconfig
+from nanokube.store.memory import MemoryStore
+
+
+@contextlib.asynccontextmanager
+async def served(tmp_path: Path) -> AsyncIterator[tuple[APIServer, client.ApiClient]]:
+    """A started server and an ApiClient for it; both closed on exit."""
+    pki = ensure_pki(str(tmp_path))
+    server = APIServer(MemoryStore(), pki, port=0)
+    await server.start()
+    try:
+        kubeconfig = str(tmp_path / "kubeconfig")
+        write_kubeconfig(kubeconfig, server.url, pki)
+        api_client = config.new_client_from_config(config_file=kubeconfig)
+        try:
+            yield server, api_client
+        finally:
+            api_client.close()
+    finally:
+        await server.stop()
