@@ -401,7 +401,7 @@ _IP_MSG = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"
 _CIDR_MSG = "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)"
 
 
-def _sloppy_ipv4(text: Any) -> ipaddress.IPv4Address | None:
+def sloppy_ipv4(text: Any) -> ipaddress.IPv4Address | None:
     """A dotted quad whose octets may have leading zeros, as Go's ParseIPSloppy reads it."""
     parts = text.split(".") if isinstance(text, str) else []
     if len(parts) != 4 or not all(p.isascii() and p.isdigit() and int(p) <= 255 for p in parts):
@@ -415,7 +415,7 @@ def sloppy_ip(text: Any) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None
     kept on update (ratcheting): their family and ranges are still checked."""
     ip = parse_ip(text) if isinstance(text, str) else None
     if ip is None:
-        return _sloppy_ipv4(text)
+        return sloppy_ipv4(text)
     return ip.ipv4_mapped or ip if ip.version == 6 else ip
 
 
@@ -436,7 +436,7 @@ def legacy_ip_errors(value: Any, path: str, valid_old: Iterable[str] = ()) -> li
         return []
     ip = parse_ip(value)
     if ip is None:
-        return [invalid(path, value, "must not have leading 0s" if _sloppy_ipv4(value) else _IP_MSG)]
+        return [invalid(path, value, "must not have leading 0s" if sloppy_ipv4(value) else _IP_MSG)]
     if ip.version == 6 and ip.ipv4_mapped:
         return [invalid(path, value, "must not be an IPv4-mapped IPv6 address")]
     return []
@@ -458,7 +458,7 @@ def _sloppy_cidr(value: Any) -> tuple[Any, int] | None:
     addr, slash, bits = value.partition("/") if isinstance(value, str) else ("", "", "")
     if not slash or not (bits.isascii() and bits.isdigit()):
         return None
-    ip = parse_ip(addr) or _sloppy_ipv4(addr)
+    ip = parse_ip(addr) or sloppy_ipv4(addr)
     return (ip, int(bits)) if ip is not None and int(bits) <= ip.max_prefixlen else None
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 
+from ..machinery.validation import parse_ip, sloppy_ipv4
 from .pod_warnings import (
     DEPRECATED_NODE_LABELS, go_quote, label_selector_warnings, node_selector_term_warnings, pvc_spec_warnings,
 )
@@ -36,13 +37,8 @@ _PV_PLUGINS = (
 def _parse(text: str) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Address | None, bool]:
     """(what Go's ParseIPSloppy reads, whether netip.ParseAddr reads it too): IPv4 octets with
     leading zeros are the sloppy parser's alone; a zone neither's."""
-    try:
-        return (ipaddress.ip_address(text), True) if "%" not in text else (None, False)
-    except ValueError:
-        parts = text.split(".")
-        if len(parts) == 4 and all(p.isascii() and p.isdigit() and int(p) <= 255 for p in parts):
-            return ipaddress.IPv4Address(".".join(str(int(p)) for p in parts)), False
-        return None, False
+    ip = parse_ip(text)
+    return (ip, True) if ip is not None else (sloppy_ipv4(text), False)
 
 
 def _standard(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
