@@ -320,9 +320,11 @@ async def test_number_available_follows_min_ready_seconds_with_no_other_event():
         await pods.update({**p, "status": {"phase": "Running", "conditions": [
             {"type": "Ready", "status": "True", "lastTransitionTime": format_time(clock.now())}]}},
             subresource="status")
-        await settled(clock, lambda: status(numberReady=1, numberAvailable=0, numberUnavailable=1))
+        before = await settled(clock, lambda: status(numberReady=1, numberAvailable=0, numberUnavailable=1))
+        assert before.get("numberAvailable", 0) == 0
         await clock.advance(11)
-        await settled(clock, lambda: status(numberReady=1, numberAvailable=1, numberUnavailable=0))
+        after = await settled(clock, lambda: status(numberReady=1, numberAvailable=1, numberUnavailable=0))
+        assert after["numberAvailable"] == 1 and after.get("numberUnavailable", 0) == 0
     finally:
         await stop(ctrl)
         await s.close()

@@ -318,8 +318,10 @@ async def test_a_pod_it_no_longer_selects_is_released_with_its_finalizer(env):
         cur = await pods.get(p["metadata"]["name"], "default")
         md = cur["metadata"]
         return cur if not md.get("ownerReferences") and not md.get("finalizers") else None
-    await eventually(released)
-    await eventually(lambda: live_pods(client, 2))  # the released pod and its replacement
+    cur = await eventually(released)
+    assert not cur["metadata"].get("ownerReferences") and TRACKING not in (cur["metadata"].get("finalizers") or [])
+    # the released pod and its replacement
+    assert p["metadata"]["name"] in {q["metadata"]["name"] for q in await eventually(lambda: live_pods(client, 2))}
 
 
 async def test_an_orphan_keeping_the_tracking_finalizer_loses_it_and_only_it(env):
@@ -332,4 +334,4 @@ async def test_an_orphan_keeping_the_tracking_finalizer_loses_it_and_only_it(env
     async def cleaned():
         p = await pods.get("stray", "default")
         return p if p["metadata"].get("finalizers") == ["example.com/keep"] else None
-    await eventually(cleaned)
+    assert (await eventually(cleaned))["metadata"]["finalizers"] == ["example.com/keep"]

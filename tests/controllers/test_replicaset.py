@@ -207,11 +207,14 @@ async def test_available_replicas_follow_min_ready_seconds_with_no_other_event()
                 {"type": "Ready", "status": "True", "lastTransitionTime": format_time(clock.now())}]}},
                 subresource="status")
             await clock.advance(4)
-        await settled(clock, lambda: status(readyReplicas=2, availableReplicas=0))
+        st = await settled(clock, lambda: status(readyReplicas=2, availableReplicas=0))
+        assert st.get("availableReplicas", 0) == 0
         await clock.advance(3)  # the first pod ready for 11 s (its time truncated to the second)
-        await settled(clock, lambda: status(readyReplicas=2, availableReplicas=1))
+        st = await settled(clock, lambda: status(readyReplicas=2, availableReplicas=1))
+        assert st["availableReplicas"] == 1
         await clock.advance(4)
-        await settled(clock, lambda: status(readyReplicas=2, availableReplicas=2))
+        st = await settled(clock, lambda: status(readyReplicas=2, availableReplicas=2))
+        assert st["availableReplicas"] == 2
     finally:
         await stop(ctrl)
         await s.close()
