@@ -129,8 +129,7 @@ class Informer:
     def _handle(self, typ: str, obj: dict) -> None:
         if typ == "BOOKMARK":
             return
-        md = obj["metadata"]  # key_of, inline: every event of every informer
-        k = sys.intern(f"{md['namespace']}/{md['name']}") if md.get("namespace") else md["name"]
+        k = key_of(obj)
         if typ == "DELETED":
             old = self.store.pop(k, None)
             if old is not None:

@@ -189,12 +189,7 @@ class InFlight(dict):
         self._since[info.in_flight_since] = self._since.get(info.in_flight_since, 0) + 1
 
     def __delitem__(self, key: str) -> None:
-        since = self[key].in_flight_since
-        n = self._since[since] - 1  # _forget, inline: every attempt ends here
-        if n:
-            self._since[since] = n
-        else:
-            del self._since[since]
+        self._forget(self[key].in_flight_since)
         dict.__delitem__(self, key)
 
     def _forget(self, since: int) -> None:

@@ -150,6 +150,10 @@ class Scheduler:
 
     # --- informer handlers -------------------------------------------------
 
+    def _responsible(self, spec: dict) -> bool:
+        """A pod of one of its profiles, by the pod's spec."""
+        return spec.get("schedulerName", "default-scheduler") in self.frameworks
+
     def _on_node_add(self, node: dict) -> None:
         self.cache.add_node(node)
         self.queue.on_event(ClusterEvent(NODE, Action.ADD, "NodeAdd"), None, node)
@@ -176,8 +180,7 @@ class Scheduler:
         if node:
             if not _terminal(pod):
                 self._on_assigned_pod_add(pod, node)
-        elif spec.get("schedulerName", "default-scheduler") in self.frameworks and \
-                not pod["metadata"].get("deletionTimestamp"):  # a pod of one of its profiles
+        elif self._responsible(spec) and not pod["metadata"].get("deletionTimestamp"):
             self.queue.add(pod)
 
     def _on_assigned_pod_add(self, pod: dict, node: str) -> None:
@@ -212,7 +215,7 @@ class Scheduler:
                 self.cache.add_pod(PodInfo(new, 0.0), node)
                 for event in pod_update_events(ASSIGNED_POD, old, new):
                     self.queue.on_event(event, old, new)
-        elif spec.get("schedulerName", "default-scheduler") in self.frameworks:  # one of its profiles'
+        elif self._responsible(spec):
             self.queue.update(old, new)
 
     def _on_assigned_pod_gone(self, pod: dict) -> None:
@@ -286,7 +289,7 @@ class Scheduler:
         pod = info.pod
         fwk = self.frameworks[(pod.get("spec") or {}).get("schedulerName") or "default-scheduler"]
         start = self.clock.monotonic()
-        if pod["metadata"].get("deletionTimestamp") or info.uid in self.cache.assumed:  # is_assumed, inline
+        if pod["metadata"].get("deletionTimestamp") or self.cache.is_assumed(info.uid):
             self.queue.done(info)
             return
         state = self.cycle_state()
@@ -297,7 +300,7 @@ class Scheduler:
         except FitError as e:
             _, st = fwk.run_post_filter(state, info, e.statuses)
             if st is not None:
-                e.post_filter_msg = ", ".join(st.reasons)  # its message()
+                e.post_filter_msg = st.message()
             info.unschedulable_plugins = e.plugins()
             self._failed(fwk, info, "Unschedulable", str(e), start)
             return

@@ -83,8 +83,7 @@ class PendingSelectors:
         selector = spec.get("nodeSelector")
         if not selector and not _node_affinity(pod).get("requiredDuringSchedulingIgnoredDuringExecution"):
             return  # never indexed: an update may add a selector or narrow affinity, never remove them
-        md = pod["metadata"]
-        key = f"{md.get('namespace', '')}/{md['name']}"  # _key, inline: every pod's add
+        key = _key(pod)
         if spec.get("nodeName"):
             self._drop(key)
             return
@@ -144,8 +143,7 @@ class NodeAffinity:
         whose selector no node carries is turned away here, without visiting any node."""
         spec = info.spec
         selector = spec.get("nodeSelector")
-        required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution")  # _node_affinity, inline: every attempt
+        required = _node_affinity(info.pod).get("requiredDuringSchedulingIgnoredDuringExecution")
         if not selector and not required:
             return None, SKIP
         snap = getattr(self.handle, "snapshot", None)
