@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 from .history import History
 from .interface import DELETE, KV, PUT, Event, KeyExists, KeyNotFound, RevisionMismatch, Store
@@ -66,6 +66,12 @@ class MemoryStore(Store):
 
     def watch(self, from_revision: int) -> AsyncIterator[Event]:
         return self._history.watch(from_revision)
+
+    def follow(self, from_revision: int, apply: Callable[[Event], None],
+               lost: Callable[[], None] | None = None) -> Callable[[], None] | None:
+        """Every commit is local: the watch cache applies each as it commits, without a queue
+        and a task switch per write."""
+        return self._history.follow(from_revision, apply, lost)
 
     async def compact(self, revision: int) -> None:
         self._history.compact(revision)
