@@ -27,6 +27,9 @@ JSON = "application/json"
 #: seconds between reads of discovery (kube-controller-manager's garbage collector and quota
 #: controllers rediscover every 30 s)
 REDISCOVERY_PERIOD = 30.0
+#: what a call through the API meets without a bug in it: the server's refusals and a connection's
+#: failures (a component logs these as warnings; anything else is a bug, logged with its traceback)
+EXPECTED = (APIError, aiohttp.ClientError, asyncio.TimeoutError, OSError)
 
 log = logging.getLogger(__name__)
 

@@ -6,17 +6,12 @@ from __future__ import annotations
 import asyncio
 import logging
 
-import aiohttp
-
+from ..client.http import EXPECTED
 from ..client.informer import InformerFactory
 from ..client.workqueue import WorkQueue
 from ..clock import REAL, Clock
-from ..machinery.errors import APIError
 
 log = logging.getLogger(__name__)
-
-#: what a sync meets without a bug in it: the API's refusals and a connection's failures
-EXPECTED = (APIError, aiohttp.ClientError, asyncio.TimeoutError, OSError)
 
 
 class Controller:

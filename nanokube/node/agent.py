@@ -19,6 +19,7 @@ import uuid
 from collections import deque
 
 from ..machinery.errors import APIError
+from ..client.http import EXPECTED
 from ..clock import REAL, Clock
 from .cluster import NodeSpec
 from .dra.driver import NodeDriver
@@ -348,8 +349,8 @@ class NodeAgent:
                             await self.post_status()
             except asyncio.CancelledError:
                 raise
-            except APIError as e:
-                log.warning("node %s: heartbeat failed: %s", self.name, e.message)
+            except EXPECTED as e:
+                log.warning("node %s: heartbeat failed: %s", self.name, str(e) or repr(e))
             except Exception:
                 log.exception("node %s: heartbeat failed", self.name)
             due = self.clock.monotonic()
@@ -409,8 +410,13 @@ class NodeAgent:
                     await self.renew_lease()
                 except Exception as e:
                     # raised, it would end the fault timer unseen, and the change would wait
-                    # status_interval for its post: the next heartbeat posts it, as a kubelet retries
-                    log.warning("node %s: status post failed, the next heartbeat posts it: %r", self.name, e)
+                    # status_interval for its post: the next heartbeat posts it, as a kubelet retries.
+                    # The API's refusals and a connection's failures are expected; anything else is a
+                    # bug, logged with its traceback at ERROR as upstream's HandleError does
+                    if isinstance(e, EXPECTED):
+                        log.warning("node %s: status post failed, the next heartbeat posts it: %r", self.name, e)
+                    else:
+                        log.exception("node %s: status post failed, the next heartbeat posts it", self.name)
                     self._last_status = -math.inf
 
     def _set_ready(self, ready: bool) -> None:

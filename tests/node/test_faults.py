@@ -131,6 +131,49 @@ async def test_a_heal_whose_post_fails_is_posted_by_the_next_heartbeat(env):
     assert up["status"] == "True" and up["lastTransitionTime"] == clock.rfc3339(T0 + 5)
 
 
+@pytest.mark.parametrize("failure, level, traceback", [
+    (errors.conflict("", "nodes", "gpu-0", "the object has been modified"), "WARNING", False),
+    (TimeoutError(), "WARNING", False),
+    (KeyError("status"), "ERROR", True),  # a bug: its traceback, for the fuzzer's log scan
+])
+async def test_a_failed_status_post_is_a_warning_when_expected_and_an_error_with_traceback_otherwise(
+        env, caplog, failure, level, traceback):
+    client, clock, agent = env
+    patch = agent.nodes.patch
+
+    async def failing(*args, **kwargs):
+        agent.nodes.patch = patch
+        raise failure
+
+    agent.nodes.patch = failing
+    with caplog.at_level("WARNING", logger="nanokube.node.agent"):
+        await agent.apply_faults(token("not-ready", clock.now()))
+    [record] = [r for r in caplog.records if "status post failed" in r.getMessage()]
+    assert (record.levelname, record.exc_info is not None) == (level, traceback)
+    await clock.advance(10)  # posted by the next heartbeat all the same
+    assert (await _ready(client))["status"] == "False"
+
+
+@pytest.mark.parametrize("failure, level, traceback", [
+    (TimeoutError(), "WARNING", False),
+    (KeyError("spec"), "ERROR", True),
+])
+async def test_a_failed_heartbeat_is_a_warning_when_expected_and_an_error_with_traceback_otherwise(
+        env, caplog, failure, level, traceback):
+    _, clock, agent = env
+    update = agent.leases.update
+
+    async def failing(*args, **kwargs):
+        agent.leases.update = update
+        raise failure
+
+    agent.leases.update = failing
+    with caplog.at_level("WARNING", logger="nanokube.node.agent"):
+        await clock.advance(10)
+    [record] = [r for r in caplog.records if "heartbeat failed" in r.getMessage()]
+    assert (record.levelname, record.exc_info is not None) == (level, traceback)
+
+
 async def test_a_flapping_gpu_fault_taints_and_heals_each_period_with_time_added(env):
     client, clock, agent = env
     await agent.apply_faults(token("gpu:gpu-2:xid", clock.now(), duration=35, flap=10))
