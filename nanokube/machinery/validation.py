@@ -114,6 +114,7 @@ def immutable(field: str, value: Any) -> FieldError:
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+_DNS1123_SUBDOMAIN_UNDERSCORE = re.compile(r"^_?[a-z0-9]([-_a-z0-9]*[a-z0-9])?(\._?[a-z0-9]([-_a-z0-9]*[a-z0-9])?)*\Z")
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
@@ -165,6 +166,22 @@ def dns1123_subdomain(value: str) -> list[str]:
             "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
             "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
             "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+        )
+    return errs
+
+
+@remembers_valid
+def dns1123_subdomain_with_underscore(value: str) -> list[str]:
+    """IsDNS1123SubdomainWithUnderscore: each label may also hold '_' and start with one (a pod's
+    dnsConfig.searches, SRV-style names)."""
+    errs = []
+    if len(value) > 253:
+        errs.append("must be no more than 253 characters")
+    if not _DNS1123_SUBDOMAIN_UNDERSCORE.match(value):
+        errs.append(
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '_', '-' or '.', "
+            "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+            "validation is '_?[a-z0-9]([-_a-z0-9]*[a-z0-9])?(\\._?[a-z0-9]([-_a-z0-9]*[a-z0-9])?)*')"
         )
     return errs
 

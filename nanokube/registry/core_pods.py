@@ -21,6 +21,7 @@ from .core_spec import (
     default_container,
     default_volume,
     validate_containers,
+    validate_dns_config,
     validate_pod_resource_claims,
     validate_tolerations,
     validate_volumes,
@@ -33,7 +34,6 @@ from ..machinery.validation import (
     dns1123_subdomain,
     duplicate,
     forbidden,
-    go_strings,
     invalid,
     legacy_ip_errors,
     legacy_ip_valid,
@@ -218,10 +218,7 @@ def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] =
     dns = spec.get("dnsPolicy")
     if dns and dns not in ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"):
         errs.append(not_supported(f"{path}.dnsPolicy", dns, ["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"]))
-    if dns == "None" and not spec.get("dnsConfig"):
-        errs.append(required(f"{path}.dnsConfig", "must provide `dnsConfig` when `dnsPolicy` is None"))
-    elif spec.get("dnsConfig"):
-        errs += _validate_nameservers(spec, path, old_ips)
+    errs += validate_dns_config(spec, path, old_ips)
     for f, check in (("nodeName", dns1123_subdomain), ("serviceAccountName", dns1123_subdomain),
                      ("schedulerName", dns1123_subdomain), ("hostname", dns1123_label),
                      ("subdomain", dns1123_label), ("priorityClassName", dns1123_subdomain)):
@@ -250,24 +247,6 @@ def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] =
     for i, g in enumerate(spec.get("readinessGates") or []):
         ct = g.get("conditionType", "")
         errs += [invalid(f"{path}.readinessGates[{i}].conditionType", ct, m) for m in qualified_name(ct)]
-    return errs
-
-
-_MAX_NAMESERVERS = 3
-
-
-def _validate_nameservers(spec: dict, path: str, old_ips: tuple[str, ...]) -> list[FieldError]:
-    """validatePodDNSConfig's nameservers: one at least with dnsPolicy None, three at most, each a
-    legacy IP (strict)."""
-    p = f"{path}.dnsConfig.nameservers"
-    servers = spec["dnsConfig"].get("nameservers") or []
-    if spec.get("dnsPolicy") == "None" and not servers:
-        return [required(p, "must provide at least one DNS nameserver when `dnsPolicy` is None")]
-    errs: list[FieldError] = []
-    if len(servers) > _MAX_NAMESERVERS:
-        errs.append(invalid(p, GoSyntax(go_strings(servers)), f"must not have more than {_MAX_NAMESERVERS} nameservers"))
-    for i, ip in enumerate(servers):
-        errs += legacy_ip_errors(ip, f"{p}[{i}]", old_ips)
     return errs
 
 

@@ -13,12 +13,16 @@ from .core_volumes import validate_claim_spec
 from ..machinery.quantity import QuantityError, canonical, nano_value, parse_quantity
 from ..machinery.validation import (
     FieldError,
+    GoSyntax,
     dns1123_label,
     dns1123_subdomain,
+    dns1123_subdomain_with_underscore,
     duplicate,
     forbidden,
+    go_strings,
     invalid,
     label_value,
+    legacy_ip_errors,
     not_found,
     not_supported,
     qualified_name,
@@ -163,6 +167,60 @@ def signer_name(value: str, path: str) -> list[FieldError]:
     if not rest:
         errs.append(required(path, "should be a fully qualified domain and path of the form 'example.com/signer-name'"))
     errs += [invalid(path, value, m) for m in dns1123_subdomain(domain)]
+    return errs
+
+
+# --- DNS -------------------------------------------------------------------------
+
+#: libc resolver limits upstream holds a pod's dnsConfig to
+MAX_DNS_NAMESERVERS = 3
+MAX_DNS_SEARCH_PATHS = 32
+MAX_DNS_SEARCH_LIST_CHARS = 2048
+
+
+def validate_dns_config(spec: dict, path: str, old_ips: tuple[str, ...] = ()) -> list[FieldError]:
+    """validatePodDNSConfig: with dnsPolicy None, a dnsConfig and a nameserver in it (either missing is
+    the only error); three nameservers at most, each a legacy IP (`old_ips` stand, see
+    legacy_ip_errors); 32 search domains at most, 2048 characters joined by spaces, each a DNS
+    subdomain that may hold '_' once one trailing dot is dropped, "." itself passing (the relaxed
+    search validation, GA and ungated in 1.37); every option named."""
+    config = spec.get("dnsConfig")
+    p = f"{path}.dnsConfig"
+    if spec.get("dnsPolicy") == "None":
+        if config is None:
+            return [required(p, "must provide `dnsConfig` when `dnsPolicy` is None")]
+        if not config.get("nameservers"):
+            return [required(f"{p}.nameservers", "must provide at least one DNS nameserver when `dnsPolicy` is None")]
+    if config is None:
+        return []
+    errs: list[FieldError] = []
+    servers = config.get("nameservers") or []
+    if len(servers) > MAX_DNS_NAMESERVERS:
+        errs.append(invalid(f"{p}.nameservers", GoSyntax(go_strings(servers)),
+                            f"must not have more than {MAX_DNS_NAMESERVERS} nameservers"))
+    for i, ip in enumerate(servers):
+        errs += legacy_ip_errors(ip, f"{p}.nameservers[{i}]", old_ips)
+    if searches := config.get("searches"):
+        errs += _validate_dns_searches(searches, f"{p}.searches")
+    for i, option in enumerate(config.get("options") or ()):
+        if not option.get("name"):
+            errs.append(required(f"{p}.options[{i}]", "must not be empty"))
+    return errs
+
+
+def _validate_dns_searches(searches: list, path: str) -> list[FieldError]:
+    errs: list[FieldError] = []
+    if len(searches) > MAX_DNS_SEARCH_PATHS:
+        errs.append(invalid(path, GoSyntax(go_strings(searches)),
+                            f"must not have more than {MAX_DNS_SEARCH_PATHS} search paths"))
+    if len(" ".join(searches).encode()) > MAX_DNS_SEARCH_LIST_CHARS:
+        errs.append(invalid(path, GoSyntax(go_strings(searches)),
+                            f"must not have more than {MAX_DNS_SEARCH_LIST_CHARS} characters (including spaces) "
+                            "in the search list"))
+    for i, search in enumerate(searches):
+        if search != ".":
+            name = search[:-1] if search.endswith(".") else search
+            errs += [invalid(f"{path}[{i}]", name, m) for m in dns1123_subdomain_with_underscore(name)]
     return errs
 
 
