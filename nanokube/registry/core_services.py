@@ -48,6 +48,7 @@ from . import kind_warnings
 
 SERVICE_TYPES = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"]
 _NODE_PORT_TYPES = ("NodePort", "LoadBalancer")
+_IP_MODES = ("Proxy", "VIP")  # sorted, as upstream lists them
 _LB_WIDTH = 16
 
 
@@ -342,6 +343,9 @@ def default_service(obj: dict) -> None:
         spec.setdefault("internalTrafficPolicy", "Cluster")
     if spec["type"] == "LoadBalancer":
         spec.setdefault("allocateLoadBalancerNodePorts", True)
+        for ing in ((obj.get("status") or {}).get("loadBalancer") or {}).get("ingress") or ():
+            if ing.get("ip") and ing.get("ipMode") is None:  # LoadBalancerIPMode, GA
+                ing["ipMode"] = "VIP"
     if spec["sessionAffinity"] == "ClientIP":
         cfg = spec.setdefault("sessionAffinityConfig", {}).setdefault("clientIP", {})
         cfg.setdefault("timeoutSeconds", 10800)
@@ -953,15 +957,27 @@ class ServiceStrategy(Strategy):
         return errs + validate_service_spec(spec, (new.get("metadata") or {}).get("annotations"), old)
 
     def validate_status_update(self, new, old):
-        """ValidateLoadBalancerStatus's addresses: each ip a legacy IP (one the old status held
-        stands), each hostname a DNS name and not an IP."""
+        """ValidateLoadBalancerStatus: ingress points on a LoadBalancer Service alone
+        (AllowServiceLBStatusOnNonLB is gone); each ip a legacy IP (one the old status held stands)
+        with its ipMode, which needs the ip; each hostname a DNS name and not an IP."""
         errs: list[FieldError] = []
         lb, old_lb = ((o.get("status") or {}).get("loadBalancer") or {} for o in (new, old))
+        ingress = lb.get("ingress") or []
+        if ingress and _spec(new).get("type") != "LoadBalancer":
+            return [forbidden("status.loadBalancer.ingress", "may only be used when `spec.type` is 'LoadBalancer'")]
         old_ips = tuple(i.get("ip") for i in old_lb.get("ingress") or [] if i.get("ip"))
-        for i, ing in enumerate(lb.get("ingress") or []):
+        for i, ing in enumerate(ingress):
             p = f"status.loadBalancer.ingress[{i}]"
-            if ing.get("ip"):
-                errs += legacy_ip_errors(ing["ip"], f"{p}.ip", old_ips)
+            ip, mode = ing.get("ip"), ing.get("ipMode")
+            if ip:
+                errs += legacy_ip_errors(ip, f"{p}.ip", old_ips)
+            if mode is None:
+                if ip:
+                    errs.append(required(f"{p}.ipMode", "must be specified when `ip` is set"))
+            elif not ip:
+                errs.append(forbidden(f"{p}.ipMode", "may not be specified when `ip` is not set"))
+            elif mode not in _IP_MODES:
+                errs.append(not_supported(f"{p}.ipMode", mode, _IP_MODES))
             if host := ing.get("hostname"):
                 errs += [invalid(f"{p}.hostname", host, m) for m in dns1123_subdomain(host)]
                 if sloppy_ip(host) is not None:

@@ -192,3 +192,28 @@ async def test_source_ranges_and_topology_annotations_are_validated(core):
     del lb["metadata"]["annotations"], lb["spec"]["loadBalancerSourceRanges"][1:]
     made = await asyncio.to_thread(core.create_namespaced_service, "default", lb)
     assert made.spec.load_balancer_source_ranges == [" 10.0.0.0/24"]
+
+
+async def test_load_balancer_status_ip_mode_and_type(core):
+    """ValidateLoadBalancerStatus with LoadBalancerIPMode GA and AllowServiceLBStatusOnNonLB gone: an
+    ingress point on a Service of another type is refused; an ip without ipMode is given VIP (v1
+    defaulting, LoadBalancer Services alone); an ipMode needs an ip and is VIP or Proxy."""
+    await asyncio.to_thread(core.create_namespaced_service, "default", _svc("plain"))
+    status = {"status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.7", "ipMode": "VIP"}]}}}
+    assert await _refused(core.patch_namespaced_service_status, "plain", "default", status) == (
+        422, 'Service "plain" is invalid: status.loadBalancer.ingress: Forbidden: '
+             "may only be used when `spec.type` is 'LoadBalancer'")
+    await asyncio.to_thread(core.create_namespaced_service, "default", _svc("lb", type="LoadBalancer"))
+    body = {"status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.7"}, {"hostname": "lb.example.com"}]}}}
+    written = await asyncio.to_thread(core.patch_namespaced_service_status, "lb", "default", body)
+    assert [(i.ip, i.ip_mode, i.hostname) for i in written.status.load_balancer.ingress] == [
+        ("192.0.2.7", "VIP", None), (None, None, "lb.example.com")]
+    body = {"status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.8", "ipMode": "Direct"},
+                                                    {"hostname": "lb.example.com", "ipMode": "Proxy"}]}}}
+    assert await _refused(core.patch_namespaced_service_status, "lb", "default", body) == (
+        422, 'Service "lb" is invalid: [status.loadBalancer.ingress[0].ipMode: Unsupported value: "Direct": '
+             'supported values: "Proxy", "VIP", status.loadBalancer.ingress[1].ipMode: Forbidden: '
+             "may not be specified when `ip` is not set]")
+    proxied = {"status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.8", "ipMode": "Proxy"}]}}}
+    written = await asyncio.to_thread(core.patch_namespaced_service_status, "lb", "default", proxied)
+    assert [(i.ip, i.ip_mode) for i in written.status.load_balancer.ingress] == [("192.0.2.8", "Proxy")]
