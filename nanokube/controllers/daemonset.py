@@ -181,6 +181,11 @@ class DaemonSetController(Controller):
         return f"{pod['metadata']['namespace']}/{ref['name']}"
 
     def _pod_added(self, pod: dict) -> None:
+        """addPod; a pod already being deleted when first seen (after a restart) counts as its deletion,
+        never as a creation."""
+        if pod["metadata"].get("deletionTimestamp"):
+            self._pod_deleted(pod)
+            return
         ref = controller_ref(pod)
         if ref is None:
             self._enqueue_selecting(pod)

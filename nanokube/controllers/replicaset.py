@@ -299,6 +299,11 @@ class ReplicaSetController(Controller):
             self._enqueue(rs)
 
     def _pod_added(self, pod: dict) -> None:
+        """addPod; a pod already being deleted when first seen (after a restart) counts as its deletion,
+        never as a creation."""
+        if pod["metadata"].get("deletionTimestamp"):
+            self._pod_deleted(pod)
+            return
         ref = controller_ref(pod)
         if ref is None:
             self._enqueue_matching(pod)

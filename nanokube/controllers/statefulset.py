@@ -87,7 +87,11 @@ class StatefulSetController(Controller):
         self.queue.add(key_of(sts))
 
     def _pod_added(self, pod: dict) -> None:
-        """addPod: the set controlling the pod, or every set selecting an orphan (one may adopt it)."""
+        """addPod: the set controlling the pod, or every set selecting an orphan (one may adopt it); a pod already
+        being deleted when first seen (after a restart) counts as its deletion, never as a creation."""
+        if pod["metadata"].get("deletionTimestamp"):
+            self._pod_deleted(pod)
+            return
         ref = controller_ref(pod)
         if ref is None:
             self._enqueue_selecting(pod)

@@ -420,3 +420,59 @@ async def test_garbage_collector_looks_at_a_dependent_when_its_owners_change_not
         assert await drained(ctrl) == {uid}
     finally:
         await stopped(ctrl)
+
+
+def _replicaset(name, app):
+    return {"metadata": {"name": name, "namespace": NS},
+            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": app}},
+                     "template": {"metadata": {"labels": {"app": app}}, "spec": pod("t")["spec"]}}}
+
+
+def _daemonset(name, app):
+    return {"metadata": {"name": name, "namespace": NS},
+            "spec": {"selector": {"matchLabels": {"app": app}},
+                     "template": {"metadata": {"labels": {"app": app}}, "spec": pod("t")["spec"]}}}
+
+
+def _selecting_statefulset(name, app):
+    return {"metadata": {"name": name, "namespace": NS},
+            "spec": {"selector": {"matchLabels": {"app": app}}, "serviceName": name, "replicas": 0,
+                     "template": {"metadata": {"labels": {"app": app}}, "spec": pod("t")["spec"]}}}
+
+
+@pytest.mark.parametrize("ctrl_class,resource,body,expects", [
+    (ReplicaSetController, ("apps", "v1", "replicasets"), _replicaset, True),
+    (DaemonSetController, ("apps", "v1", "daemonsets"), _daemonset, True),
+    (StatefulSetController, ("apps", "v1", "statefulsets"), _selecting_statefulset, False)])
+async def test_a_pod_first_seen_terminating_is_a_deletion_not_a_creation(stack, ctrl_class, resource, body, expects):
+    """addPod after a restart: an owned pod already being deleted counts as its owner's deletion (its
+    expected deletion observed, no creation), and a terminating orphan is no one's to adopt."""
+    owner = await stack.client.resource(*resource).create(body("a", "a"), NS)
+    await stack.client.resource(*resource).create(body("b", "web"), NS)
+    pods = stack.client.resource("", "v1", "pods")
+    owned = pod("owned", {"app": "a"})
+    owned["metadata"].update(finalizers=["example.com/hold"], ownerReferences=[{
+        "apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": "a", "uid": owner["metadata"]["uid"],
+        "controller": True}])
+    orphan = pod("orphan")
+    orphan["metadata"]["finalizers"] = ["example.com/hold"]
+    for p in (owned, orphan):
+        await pods.create(p, NS)
+        await pods.delete(p["metadata"]["name"], NS)  # held by its finalizer: terminating
+    ctrl = ctrl_class(stack.client)
+    if expects:
+        ctrl.expectations.expect("default/a", dels=1)
+    rest = [inf for inf in ctrl.informers() if inf is not ctrl.pod_inf]
+    ctrl.informer_factory.start(rest)
+    try:
+        for inf in rest:
+            await inf.synced.wait()
+        assert await drained(ctrl) == {"default/a", "default/b"}  # the sets' own adds
+        ctrl.informer_factory.start([ctrl.pod_inf])
+        await ctrl.pod_inf.synced.wait()
+        assert ctrl.pod_inf.get("default/orphan")["metadata"]["deletionTimestamp"]
+        assert await drained(ctrl) == {"default/a"}
+        if expects:
+            assert ctrl.expectations.satisfied("default/a")
+    finally:
+        await stopped(ctrl)
