@@ -1,5 +1,14 @@
+import asyncio
+import json
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
 from nanokube.controllers.storageversionmigrator import with_condition
+from nanokube.machinery.validation import dns1035_label
 from nanokube.registry.base import all_resources
+from tests.served import served
 
 RES = next(r for r in all_resources() if r.plural == "storageversionmigrations")
 
@@ -13,7 +22,7 @@ def test_registration_and_validation():
         "storagemigration.k8s.io", ["v1", "v1beta1"], False, ("status",))
     assert RES.validate_create(svm(group="apps", resource="deployments")) == []
     assert [(e.field, e.detail) for e in RES.validate_create(svm(group="apps"))] == [
-        ("spec.resource.resource", "resource is required")]
+        ("spec.resource.resource", "resource is required to be set")]
     changed = svm(group="apps", resource="replicasets")
     assert [e.detail for e in RES.strategy.validate_update(changed, svm(group="apps", resource="deployments"))] == [
         "field is immutable"]
@@ -30,3 +39,72 @@ def test_status_rules():
     both = with_condition(done, "Failed", "StorageVersionMigrationFailed", "x", "2026-01-01T00:00:02Z")
     assert [e.detail for e in RES.strategy.validate_status_update(both, done)] == [
         "Both success and failed conditions cannot be true at the same time"]
+
+
+@pytest.fixture
+async def svms(tmp_path):
+    async with served(tmp_path) as (_, api_client):
+        yield client.StoragemigrationV1Api(api_client)
+
+
+async def _refused(call, *args) -> str:
+    with pytest.raises(ApiException) as e:
+        await asyncio.to_thread(call, *args)
+    assert e.value.status == 422, e.value.body
+    return json.loads(e.value.body)["message"]
+
+
+def _cond(kind: str, status: str, at: str) -> dict:
+    return {"type": kind, "status": status, "reason": f"Is{kind}", "message": "", "lastTransitionTime": at}
+
+
+async def test_spec_rules_through_the_api(svms):
+    """ValidateStorageVersionMigration(Update): the resource a DNS-1035 label, the group a DNS
+    subdomain, each error's messages joined by commas; the spec immutable, printed as Go's %#v."""
+    bad = {"metadata": {"name": "m"}, "spec": {"resource": {"group": "Apps_", "resource": "Deployments"}}}
+    assert await _refused(svms.create_storage_version_migration, bad) == (
+        'StorageVersionMigration.storagemigration.k8s.io "m" is invalid: [spec.resource.resource: Invalid value: '
+        f'"Deployments": {",".join(dns1035_label("Deployments"))}, spec.resource.group: Invalid value: "Apps_": '
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
+        "start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+        "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')]")
+    await asyncio.to_thread(svms.create_storage_version_migration, svm(group="apps", resource="deployments"))
+    moved = {"spec": {"resource": {"group": "apps", "resource": "replicasets"}}}
+    assert await _refused(svms.patch_storage_version_migration, "m", moved) == (
+        'StorageVersionMigration.storagemigration.k8s.io "m" is invalid: spec: Invalid value: '
+        'storagemigration.StorageVersionMigrationSpec{Resource:v1.GroupResource{Group:"apps", Resource:"replicasets"}}: '
+        "field is immutable")
+
+
+async def test_status_rules_through_the_api(svms):
+    """ValidateStorageVersionMigrationStatusUpdate: a well-formed resourceVersion; Running is not
+    True beside Succeeded; Succeeded once True stays True; the conditions printed as Go's %#v."""
+    await asyncio.to_thread(svms.create_storage_version_migration, svm(group="", resource="configmaps"))
+
+    async def write_status(**status):
+        obj = (await asyncio.to_thread(svms.read_storage_version_migration, "m")).to_dict()
+        body = {"metadata": {"name": "m", "resourceVersion": obj["metadata"]["resource_version"]}, "spec": svm(
+            group="", resource="configmaps")["spec"], "status": status}
+        return await asyncio.to_thread(svms.replace_storage_version_migration_status, "m", body)
+
+    prefix = 'StorageVersionMigration.storagemigration.k8s.io "m" is invalid: '
+    with pytest.raises(ApiException) as e:
+        await write_status(resourceVersion="012")
+    assert json.loads(e.value.body)["message"] == (
+        prefix + 'status.resourceVersion: Invalid value: "012": resource version is not well formed: 012')
+    running = _cond("Running", "True", "2026-01-02T03:04:05Z")
+    await write_status(resourceVersion="5", conditions=[running])
+    succeeded = _cond("Succeeded", "True", "2026-01-02T03:04:06+01:00")
+    with pytest.raises(ApiException) as e:
+        await write_status(resourceVersion="5", conditions=[running, succeeded])
+    assert json.loads(e.value.body)["message"] == prefix + (
+        'status.conditions: Invalid value: []v1.Condition{v1.Condition{Type:"Running", Status:"True", '
+        'ObservedGeneration:0, LastTransitionTime:time.Date(2026, time.January, 2, 3, 4, 5, 0, time.Local), '
+        'Reason:"IsRunning", Message:""}, v1.Condition{Type:"Succeeded", Status:"True", ObservedGeneration:0, '
+        'LastTransitionTime:time.Date(2026, time.January, 2, 2, 4, 6, 0, time.Local), Reason:"IsSucceeded", '
+        'Message:""}}: Running condition cannot be true when success condition is true')
+    done = await write_status(resourceVersion="5", conditions=[{**running, "status": "False"}, succeeded])
+    assert [(c.type, c.status) for c in done.status.conditions] == [("Running", "False"), ("Succeeded", "True")]
+    with pytest.raises(ApiException) as e:
+        await write_status(resourceVersion="5", conditions=[{**succeeded, "status": "False"}])
+    assert json.loads(e.value.body)["message"].endswith(": Success condition cannot be set to false once it is true")
