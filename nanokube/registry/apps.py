@@ -161,10 +161,19 @@ def default_pod_template(template: dict | None) -> None:
         default_pod_spec(template.setdefault("spec", {}))
 
 
-def pod_template_errors(template: dict, path: str) -> list[FieldError]:
+def pod_template_errors(template: dict, path: str, old_ips: tuple[str, ...] = ()) -> list[FieldError]:
     from .core import validate_pod_template
 
-    return validate_pod_template(template, path)
+    return validate_pod_template(template, path, old_ips)
+
+
+def template_ips(holder: dict | None) -> tuple[str, ...]:
+    """The IPs in the pod template that `holder` (an old object's spec, a PodTemplate) holds, its
+    nameservers and host alias IPs: an update may keep them unchecked, as StrictIPCIDRValidation
+    ratchets every kind's old values (a template's are mutable, unlike a pod's)."""
+    from .core import pod_spec_ips
+
+    return pod_spec_ips((((holder or {}).get("template") or {}).get("spec")) or {})
 
 
 def template_containers(obj: Obj) -> list[dict]:
@@ -189,7 +198,7 @@ def selector_column(description: str) -> Column:
 # --- shared ReplicaSet/Deployment rules ------------------------------------------
 
 
-def _validate_selector_and_template(spec: dict, path: str) -> list[FieldError]:
+def _validate_selector_and_template(spec: dict, path: str, old_ips: tuple[str, ...] = ()) -> list[FieldError]:
     """The selector + template half of ValidateDeploymentSpec / ValidateReplicaSetSpec."""
     errs: list[FieldError] = []
     sel = spec.get("selector")
@@ -207,7 +216,7 @@ def _validate_selector_and_template(spec: dict, path: str) -> list[FieldError]:
     labels = (template.get("metadata") or {}).get("labels")
     if not selector_is_empty(sel) and not selector_matches(sel, labels):
         errs.append(invalid(f"{tpath}.metadata.labels", labels, "`selector` does not match template `labels`"))
-    errs += pod_template_errors(template, tpath)
+    errs += pod_template_errors(template, tpath, old_ips)
     tspec = template.get("spec") or {}
     if tspec.get("restartPolicy") != "Always":
         errs.append(not_supported(f"{tpath}.spec.restartPolicy", tspec.get("restartPolicy", ""), ["Always"]))
@@ -287,10 +296,10 @@ class DeploymentStrategy(Strategy):
     def warnings_on_update(self, new, old):
         return pod_warnings.workload_update(new, old)
 
-    def validate(self, obj: Obj) -> list[FieldError]:
+    def validate(self, obj: Obj, old_ips: tuple[str, ...] = ()) -> list[FieldError]:
         spec = obj.get("spec") or {}
         errs = nonnegative(spec, "replicas", "spec")
-        errs += _validate_selector_and_template(spec, "spec")
+        errs += _validate_selector_and_template(spec, "spec", old_ips)
         errs += _validate_deployment_strategy(spec.get("strategy") or {}, "spec.strategy")
         for f in ("minReadySeconds", "revisionHistoryLimit", "progressDeadlineSeconds"):
             errs += nonnegative(spec, f, "spec")
@@ -300,7 +309,7 @@ class DeploymentStrategy(Strategy):
         return errs
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
-        return self.validate(new) + _immutable_selector(new, old)
+        return self.validate(new, template_ips(old.get("spec"))) + _immutable_selector(new, old)
 
     def validate_status_update(self, new: Obj, old: Obj) -> list[FieldError]:
         return _replica_status_errors(new.get("status") or {}, ("updatedReplicas", "readyReplicas", "availableReplicas"),
@@ -369,13 +378,13 @@ class ReplicaSetStrategy(Strategy):
     def warnings_on_update(self, new, old):
         return pod_warnings.workload_update(new, old)
 
-    def validate(self, obj: Obj) -> list[FieldError]:
+    def validate(self, obj: Obj, old_ips: tuple[str, ...] = ()) -> list[FieldError]:
         spec = obj.get("spec") or {}
         errs = nonnegative(spec, "replicas", "spec") + nonnegative(spec, "minReadySeconds", "spec")
-        return errs + _validate_selector_and_template(spec, "spec")
+        return errs + _validate_selector_and_template(spec, "spec", old_ips)
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
-        return self.validate(new) + _immutable_selector(new, old)
+        return self.validate(new, template_ips(old.get("spec"))) + _immutable_selector(new, old)
 
     def validate_status_update(self, new: Obj, old: Obj) -> list[FieldError]:
         return _replica_status_errors(new.get("status") or {}, ("fullyLabeledReplicas", "readyReplicas", "availableReplicas"), ())

@@ -21,6 +21,7 @@ from .apps import (
     selector_column,
     selector_is_empty,
     selector_matches,
+    template_ips,
     validate_label_selector,
     validate_positive_int_or_percent,
 )
@@ -98,7 +99,7 @@ class DaemonSetStrategy(Strategy):
         return validate_daemonset_spec(obj.get("spec") or {}, "spec")
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
-        return self.validate(new) + _immutable_selector(new, old)
+        return validate_daemonset_spec(new.get("spec") or {}, "spec", template_ips(old.get("spec"))) + _immutable_selector(new, old)
 
     def validate_status_update(self, new: Obj, old: Obj) -> list[FieldError]:
         status = new.get("status") or {}
@@ -108,7 +109,7 @@ class DaemonSetStrategy(Strategy):
         return errs
 
 
-def validate_daemonset_spec(spec: dict, path: str) -> list[FieldError]:
+def validate_daemonset_spec(spec: dict, path: str, old_ips: tuple[str, ...] = ()) -> list[FieldError]:
     errs: list[FieldError] = []
     sel = spec.get("selector")
     if sel is None:
@@ -121,7 +122,7 @@ def validate_daemonset_spec(spec: dict, path: str) -> list[FieldError]:
         errs.append(invalid(f"{path}.template.metadata.labels", labels, "`selector` does not match template `labels`"))
     if sel is not None and selector_is_empty(sel):
         errs.append(invalid(f"{path}.selector", sel, "empty selector is invalid for daemonset"))
-    errs += pod_template_errors(template, f"{path}.template")
+    errs += pod_template_errors(template, f"{path}.template", old_ips)
     tspec = template.get("spec") or {}
     if tspec.get("restartPolicy") != "Always":
         errs.append(not_supported(f"{path}.template.spec.restartPolicy", tspec.get("restartPolicy", ""), ["Always"]))

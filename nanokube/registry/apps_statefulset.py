@@ -20,6 +20,7 @@ from .apps import (
     pod_template_errors,
     selector_is_empty,
     selector_matches,
+    template_ips,
     validate_label_selector,
     validate_positive_int_or_percent,
 )
@@ -93,7 +94,7 @@ class StatefulSetStrategy(Strategy):
         return validate_statefulset_spec(obj.get("spec") or {}, "spec")
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
-        errs = self.validate(new)
+        errs = validate_statefulset_spec(new.get("spec") or {}, "spec", template_ips(old.get("spec")))
         spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
         fixed = {k: v for k, v in spec.items() if k not in _MUTABLE}
         old_fixed = {k: v for k, v in old_spec.items() if k not in _MUTABLE}
@@ -119,7 +120,7 @@ class StatefulSetStrategy(Strategy):
         return errs
 
 
-def validate_statefulset_spec(spec: dict, path: str) -> list[FieldError]:
+def validate_statefulset_spec(spec: dict, path: str, old_ips: tuple[str, ...] = ()) -> list[FieldError]:
     errs: list[FieldError] = []
     policy = spec.get("podManagementPolicy")
     if not policy:
@@ -151,7 +152,7 @@ def validate_statefulset_spec(spec: dict, path: str) -> list[FieldError]:
         if not selector_is_empty(sel) and not selector_matches(sel, labels):
             errs.append(invalid(f"{path}.template.metadata.labels", labels, "`selector` does not match template `labels`"))
         errs += pod_template_errors(_with_claim_volumes(template, spec.get("volumeClaimTemplates") or []),
-                                    f"{path}.template")
+                                    f"{path}.template", old_ips)
     tspec = template.get("spec") or {}
     if tspec.get("restartPolicy") != "Always":
         errs.append(not_supported(f"{path}.template.spec.restartPolicy", tspec.get("restartPolicy", ""), ["Always"]))

@@ -22,6 +22,7 @@ from .apps import (
     pod_template_errors,
     selector_column,
     selector_matches,
+    template_ips,
     validate_label_selector,
 )
 from .base import Column, Obj, Resource, Strategy, register
@@ -184,7 +185,7 @@ class JobStrategy(Strategy):
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
         spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
-        errs = validate_job_spec(spec, "spec") + _validate_completions_update(spec, old_spec)
+        errs = validate_job_spec(spec, "spec", old_ips=template_ips(old.get("spec"))) + _validate_completions_update(spec, old_spec)
         for f in ("selector", "completionMode", "podFailurePolicy", "backoffLimitPerIndex", "managedBy", "successPolicy"):
             if spec.get(f) != old_spec.get(f):
                 errs.append(immutable(f"spec.{f}", spec.get(f)))
@@ -304,9 +305,10 @@ def _validate_generated_selector(obj: Obj) -> list[FieldError]:
     return errs
 
 
-def validate_job_spec(spec: dict, path: str, with_selector: bool = True) -> list[FieldError]:
+def validate_job_spec(spec: dict, path: str, with_selector: bool = True, old_ips: tuple[str, ...] = ()) -> list[FieldError]:
     """ValidateJobSpec: counts, completion modes, policies, template and selector
-    (a CronJob's jobTemplate has none yet: `with_selector=False`)."""
+    (a CronJob's jobTemplate has none yet: `with_selector=False`); `old_ips`, the old template's,
+    stand unchecked."""
     errs: list[FieldError] = []
     for f in ("parallelism", "completions", "activeDeadlineSeconds", "backoffLimit", "ttlSecondsAfterFinished",
               "backoffLimitPerIndex", "maxFailedIndexes"):
@@ -324,7 +326,7 @@ def validate_job_spec(spec: dict, path: str, with_selector: bool = True) -> list
     if len(claims) > _MAX_SCHEDULING_CLAIMS:
         errs.append(too_many(f"{path}.scheduling.resourceClaims", len(claims), _MAX_SCHEDULING_CLAIMS))
     template = spec.get("template") or {}
-    errs += pod_template_errors(template, f"{path}.template")
+    errs += pod_template_errors(template, f"{path}.template", old_ips)
     rp = (template.get("spec") or {}).get("restartPolicy", "")
     if rp in ("Always", ""):
         errs.append(required(f"{path}.template.spec.restartPolicy", 'valid values: "OnFailure", "Never"'))

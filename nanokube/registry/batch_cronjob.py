@@ -11,7 +11,7 @@ import re
 
 from ..clock import REAL
 from ..machinery import cron
-from .apps import age_column, api_doc, default_pod_template, name_column, nonnegative, selector_string
+from .apps import age_column, api_doc, default_pod_template, name_column, nonnegative, selector_string, template_ips
 from .base import Column, Obj, Resource, Strategy, register
 from .batch import Clock, validate_job_spec
 from .core_printing import since
@@ -113,16 +113,17 @@ def validate_cronjob_spec(spec: dict, old: dict | None, path: str) -> list[Field
         errs.append(required(f"{path}.concurrencyPolicy"))
     elif policy not in _POLICIES:
         errs.append(not_supported(f"{path}.concurrencyPolicy", policy, _POLICIES))
-    errs += validate_job_template(spec.get("jobTemplate") or {}, f"{path}.jobTemplate")
+    old_ips = template_ips(((old or {}).get("jobTemplate") or {}).get("spec"))
+    errs += validate_job_template(spec.get("jobTemplate") or {}, f"{path}.jobTemplate", old_ips)
     errs += nonnegative(spec, "successfulJobsHistoryLimit", path)
     errs += nonnegative(spec, "failedJobsHistoryLimit", path)
     return errs
 
 
-def validate_job_template(template: dict, path: str) -> list[FieldError]:
+def validate_job_template(template: dict, path: str, old_ips: tuple[str, ...] = ()) -> list[FieldError]:
     """ValidateJobTemplateSpec: the selector is generated when each Job is made."""
     spec = template.get("spec") or {}
-    errs = validate_job_spec(spec, f"{path}.spec", with_selector=False)
+    errs = validate_job_spec(spec, f"{path}.spec", with_selector=False, old_ips=old_ips)
     if spec.get("selector") is not None:
         errs.append(invalid(f"{path}.spec.selector", spec["selector"], "`selector` will be auto-generated"))
     if spec.get("manualSelector"):

@@ -19,7 +19,7 @@ import re
 import time
 
 from .base import AGE, Column, Resource, Strategy, register
-from .core_pods import PodStrategy, bind_pod, default_pod_spec, validate_binding, validate_pod_template
+from .core_pods import PodStrategy, bind_pod, default_pod_spec, pod_spec_ips, validate_binding, validate_pod_template
 from .core_printing import AGE_DOC, NAME_DOC, Clock, doc, since
 from .core_services import NodePortAllocator, ServiceIPAllocator, ServiceStrategy
 from .core_spec import PROTOCOLS, port_number, taint_effect
@@ -47,6 +47,7 @@ from . import kind_warnings
 
 __all__ = [
     "default_pod_spec",
+    "pod_spec_ips",
     "validate_pod_template",
     "ConfigMapStrategy", "EndpointsStrategy", "EventStrategy", "NamespaceStrategy", "NodePortAllocator",
     "NodeStrategy", "PodStrategy", "SecretStrategy", "ServiceAccountStrategy", "ServiceIPAllocator",

@@ -290,14 +290,15 @@ def _validate_scheduling_group(spec: dict, path: str) -> list[FieldError]:
     return [invalid(p, name, m) for m in dns1123_subdomain(name)]
 
 
-def validate_pod_template(template: dict, path: str) -> list[FieldError]:
-    """A PodTemplateSpec inside a workload (Deployment, ReplicaSet, Job)."""
+def validate_pod_template(template: dict, path: str, old_ips: tuple[str, ...] = ()) -> list[FieldError]:
+    """A PodTemplateSpec inside a workload (Deployment, ReplicaSet, Job); `old_ips`, the old
+    template's pod_spec_ips on update, stand unchecked."""
     from ..machinery.validation import validate_annotations, validate_labels
 
     md = template.get("metadata") or {}
     errs = validate_labels(md.get("labels"), f"{path}.metadata.labels")
     errs += validate_annotations(md.get("annotations"), f"{path}.metadata.annotations")
-    return errs + validate_pod_spec(template.get("spec") or {}, f"{path}.spec")
+    return errs + validate_pod_spec(template.get("spec") or {}, f"{path}.spec", old_ips)
 
 
 def validate_pod_update(new: dict, old: dict) -> list[FieldError]:

@@ -7,7 +7,7 @@ ValidatePodTemplate; the columns are kubectl's printers.
 
 from __future__ import annotations
 
-from .apps import age_column, containers_column, images_column, name_column, nonnegative
+from .apps import age_column, containers_column, images_column, name_column, nonnegative, template_ips
 from .base import Column, Obj, Resource, Strategy, register
 from .core_pods import default_pod_spec, validate_pod_template
 from .core_printing import doc, format_labels
@@ -58,7 +58,7 @@ class ReplicationControllerStrategy(Strategy):
     def warnings_on_update(self, new, old):
         return pod_warnings.rc_update(new, old)
 
-    def validate(self, obj: Obj) -> list[FieldError]:
+    def validate(self, obj: Obj, old_ips: tuple[str, ...] = ()) -> list[FieldError]:
         spec = obj.get("spec") or {}
         errs = nonnegative(spec, "minReadySeconds", "spec")
         selector = spec.get("selector") or {}
@@ -74,7 +74,7 @@ class ReplicationControllerStrategy(Strategy):
         labels = (template.get("metadata") or {}).get("labels") or {}
         if selector and any(labels.get(k) != v for k, v in selector.items()):
             errs.append(invalid("spec.template.metadata.labels", labels or None, "`selector` does not match template `labels`"))
-        errs += validate_pod_template(template, "spec.template")
+        errs += validate_pod_template(template, "spec.template", old_ips)
         tspec = template.get("spec") or {}
         if tspec.get("restartPolicy") != "Always":
             errs.append(not_supported("spec.template.spec.restartPolicy", tspec.get("restartPolicy", ""), ["Always"]))
@@ -82,6 +82,10 @@ class ReplicationControllerStrategy(Strategy):
             errs.append(forbidden("spec.template.spec.activeDeadlineSeconds",
                                   "activeDeadlineSeconds in ReplicationController is not Supported"))
         return errs
+
+    def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
+        """The old template's IPs stand unchecked (StrictIPCIDRValidation's ratcheting)."""
+        return self.validate(new, template_ips(old.get("spec")))
 
     def validate_status_update(self, new: Obj, old: Obj) -> list[FieldError]:
         status = new.get("status") or {}
@@ -124,6 +128,9 @@ class PodTemplateStrategy(Strategy):
 
     def validate(self, obj: Obj) -> list[FieldError]:
         return validate_pod_template(obj.get("template") or {}, "template")
+
+    def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
+        return validate_pod_template(new.get("template") or {}, "template", template_ips(old))
 
 
 register(

@@ -9,7 +9,7 @@ from nanokube.registry.base import all_resources
 @pytest.fixture(autouse=True)
 def _pod_rules(monkeypatch):
     """Pod-template rules belong to the core group; stand in for them here."""
-    monkeypatch.setattr(apps, "pod_template_errors", lambda t, p: [])
+    monkeypatch.setattr(apps, "pod_template_errors", lambda t, p, old_ips=(): [])
     monkeypatch.setattr(apps, "default_pod_template",
                         lambda t: t is not None and t.setdefault("spec", {}).setdefault("restartPolicy", "Always"))
 

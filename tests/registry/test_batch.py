@@ -11,7 +11,7 @@ UID = "0b7e5a1c-1111-2222-3333-444455556666"
 @pytest.fixture(autouse=True)
 def _pod_rules(monkeypatch):
     """Pod-template rules belong to the core group; stand in for them here."""
-    monkeypatch.setattr(batch, "pod_template_errors", lambda t, p: [])
+    monkeypatch.setattr(batch, "pod_template_errors", lambda t, p, old_ips=(): [])
     monkeypatch.setattr(batch, "default_pod_template", lambda t: None)
 
 

@@ -7,6 +7,7 @@ Service allocator's dual-stack ClusterIPs and spec.trafficDistribution."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 
 import orjson
@@ -112,6 +113,68 @@ async def test_pod_spec_and_status_ips(cluster):
     # (the strategic merge keeps the old entry too: two IPv4 addresses are refused as well)
     assert 'status.podIPs[0]: Invalid value: "10.1.0.011": must not have leading 0s' in await _refused(
         core.patch_namespaced_pod_status, "p", "default", {"status": {"podIP": "10.1.0.011", "podIPs": [{"ip": "10.1.0.011"}]}})
+
+
+def _template(restart: str = "Always") -> dict:
+    return {"metadata": {"labels": {"app": "a"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}], "restartPolicy": restart,
+                     "dnsConfig": {"nameservers": ["10.0.0.53"]}, "hostAliases": [{"ip": "10.0.0.1", "hostnames": ["db"]}]}}
+
+
+#: kind: (API, group, plural, a body holding the template, the template's path in it)
+_WORKLOADS = {
+    "Deployment": ("apps", "apps", "deployments", {"selector": {"matchLabels": {"app": "a"}}}, ("spec",)),
+    "ReplicaSet": ("apps", "apps", "replicasets", {"selector": {"matchLabels": {"app": "a"}}}, ("spec",)),
+    "DaemonSet": ("apps", "apps", "daemonsets", {"selector": {"matchLabels": {"app": "a"}}}, ("spec",)),
+    "StatefulSet": ("apps", "apps", "statefulsets", {"selector": {"matchLabels": {"app": "a"}}}, ("spec",)),
+    "Job": ("batch", "batch", "jobs", {}, ("spec",)),
+    "CronJob": ("batch", "batch", "cronjobs", {"schedule": "* * * * *"}, ("spec", "jobTemplate", "spec")),
+    "ReplicationController": ("core", "", "replicationcontrollers", {"selector": {"app": "a"}}, ("spec",)),
+    "PodTemplate": ("core", "", "podtemplates", None, ()),
+}
+
+
+def _holder(obj: dict, path: tuple[str, ...]) -> dict:
+    for key in path:
+        obj = obj.setdefault(key, {})
+    return obj
+
+
+@pytest.mark.parametrize("kind", list(_WORKLOADS))
+async def test_workload_templates_keep_old_ips(cluster, kind):
+    """A workload's pod template is validated as a pod's spec (1.37's strict IPs) and ratcheted as a
+    pod is: a template stored with an IP now invalid keeps it through updates that leave it there,
+    its other fields changing too; a new one is refused."""
+    api_name, group, plural, spec, path = _WORKLOADS[kind]
+    api = {"apps": client.AppsV1Api, "batch": client.BatchV1Api, "core": client.CoreV1Api}[api_name](
+        cluster.core.api_client)
+    snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in kind).lstrip("_")
+    create, patch = getattr(api, f"create_namespaced_{snake}"), getattr(api, f"patch_namespaced_{snake}")
+    body = {"metadata": {"name": "w"}}
+    if spec is not None:
+        body["spec"] = copy.deepcopy(spec)
+    _holder(body, path)["template"] = _template("Never" if group == "batch" else "Always")
+    await _call(create, "default", body)
+
+    def legacy(o):
+        tspec = _holder(o, path)["template"]["spec"]
+        tspec["dnsConfig"]["nameservers"] = ["010.0.0.53"]
+        tspec["hostAliases"][0]["ip"] = "::ffff:10.0.0.1"
+    await cluster.plant(group, plural, "default", "w", legacy)
+    patched = (await _call(patch, "w", "default", LABEL)).to_dict()
+    assert patched["metadata"]["labels"]["touched"] == "yes"
+    read_path = tuple(k.replace("jobTemplate", "job_template") for k in path)  # to_dict's names
+    tspec = _holder(patched, read_path)["template"]["spec"]
+    assert (tspec["dns_config"]["nameservers"], tspec["host_aliases"][0]["ip"]) == (["010.0.0.53"], "::ffff:10.0.0.1")
+    change: dict = {}
+    if kind != "Job":  # a Job's template is immutable
+        _holder(change, path)["template"] = {"spec": {"containers": [{"name": "c", "image": "busybox:1.37"}]}}
+        patched = (await _call(patch, "w", "default", change)).to_dict()
+        assert _holder(patched, read_path)["template"]["spec"]["containers"][0]["image"] == "busybox:1.37"
+    _holder(change, path)["template"] = {"spec": {"dnsConfig": {"nameservers": ["010.0.0.53", "010.0.0.54"]}}}
+    tpath = ".".join((*path, "template", "spec"))
+    assert f'{tpath}.dnsConfig.nameservers[1]: Invalid value: "010.0.0.54": must not have leading 0s' in await _refused(
+        patch, "w", "default", change)
 
 
 async def test_node_pod_cidrs(cluster):
