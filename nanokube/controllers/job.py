@@ -48,6 +48,8 @@ INDEX = "batch.kubernetes.io/job-completion-index"
 #: the key of the Job a pod's controller reference names
 _JOB = owned_by("Job")
 BACKOFF_BASE, BACKOFF_MAX = 10.0, 360.0  # upstream's pod re-creation backoff after failures
+#: upstream's syncJobBatchPeriod: how long a sync that pod events (or the Job's status writes) ask for waits
+SYNC_BATCH_PERIOD = 1.0
 
 
 def parse_indexes(s: str | None) -> set[int]:
@@ -232,8 +234,7 @@ class JobController(Controller):
         self.expectations = Expectations(self.clock)
         self.recorder = CoreEventRecorder(client, "job-controller", self.clock)
         self.workloads = JobWorkloads(client, self.queue.add, self.informer_factory)
-        self.job_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n),
-                                  on_delete=self._enqueue)
+        self.job_inf.add_handlers(on_add=self._enqueue, on_update=self._job_updated, on_delete=self._job_deleted)
         self.pod_inf.add_handlers(on_add=self._pod_added, on_update=self._pod_updated,
                                   on_delete=self._pod_deleted)
 
@@ -241,10 +242,45 @@ class JobController(Controller):
         return [self.job_inf, self.pod_inf, *self.workloads.informers()]
 
     def _enqueue(self, job: dict) -> None:
+        """enqueueSyncJobImmediately: a Job's creation, deletion or spec change."""
         self.queue.add(key_of(job))
 
+    def _enqueue_batched(self, key: str) -> None:
+        """enqueueSyncJobBatched: pod events and the Job's status writes wait SYNC_BATCH_PERIOD, so a
+        burst of them costs one sync (a key already waiting keeps its earlier time)."""
+        self.queue.add_after(key, SYNC_BATCH_PERIOD)
+
+    def _enqueue_with_delay(self, key: str, delay: float) -> None:
+        """enqueueSyncJobWithDelay: a delayed sync (a replacement's backoff) never comes sooner than a batch."""
+        self.queue.add_after(key, max(delay, SYNC_BATCH_PERIOD))
+
+    def _job_updated(self, old: dict, job: dict) -> None:
+        """updateJob: a spec change (a new generation) is synced at once, a status write batched."""
+        if old["metadata"].get("generation") != job["metadata"].get("generation"):
+            self._enqueue(job)
+        else:
+            self._enqueue_batched(key_of(job))
+
+    def _job_deleted(self, job: dict) -> None:
+        """deleteJob, with cleanupPodFinalizers: the pods this Job (by uid) controls lose the tracking
+        finalizer through the orphan queue, which checks again that no Job controls them."""
+        self._enqueue(job)
+        for pod in self._pods_of(job):
+            if TRACKING in (pod["metadata"].get("finalizers") or ()):
+                self._orphan_finalizer(pod)
+
+    def _resolve(self, pod: dict, ref: dict) -> dict | None:
+        """resolveControllerRef: the Job the reference names, if the cache holds it with that uid."""
+        key = _JOB(pod, ref)
+        job = self.job_inf.get(key) if key else None
+        return job if job is not None and job["metadata"]["uid"] == ref.get("uid") else None
+
     def _pod_added(self, pod: dict) -> None:
-        """addPod: the Job controlling the pod, or every Job selecting an orphan (one may adopt it)."""
+        """addPod: the Job controlling the pod, or every Job selecting an orphan (one may adopt it); a pod
+        already being deleted when first seen (after a restart) counts as a deletion, not a creation."""
+        if pod["metadata"].get("deletionTimestamp"):
+            self._pod_deleted(pod)
+            return
         ref = controller_ref(pod)
         if ref is None:
             if TRACKING in (pod["metadata"].get("finalizers") or ()):
@@ -252,12 +288,16 @@ class JobController(Controller):
             self._enqueue_selecting(pod)
         elif key := _JOB(pod, ref):
             self.expectations.observed_add(key)
-            self.queue.add(key)
+            self._enqueue_batched(key)
 
     def _pod_updated(self, old: dict, pod: dict) -> None:
-        """updatePod: the Job controlling the pod, the one that did when its reference moved, and
-        for an orphan whose labels or reference changed, every Job selecting it."""
-        pod_updated(old, pod, _JOB, self.queue.add, self._enqueue_selecting)
+        """updatePod: a pod being deleted is handled as a deletion at once (its Job may replace it
+        before it is gone); else the Job controlling the pod, the one that did when its reference
+        moved, and for an orphan whose labels or reference changed, every Job selecting it."""
+        if pod["metadata"].get("deletionTimestamp"):
+            self._pod_deleted(pod)
+            return
+        pod_updated(old, pod, _JOB, self._enqueue_batched, self._enqueue_selecting)
         if TRACKING in (pod["metadata"].get("finalizers") or ()) and controller_ref(pod) is None:
             self._orphan_finalizer(pod)
 
@@ -267,13 +307,21 @@ class JobController(Controller):
         self.queue.add(("orphan", key_of(pod)))
 
     def _pod_deleted(self, pod: dict) -> None:
-        if key := _JOB(pod, controller_ref(pod)):
-            self.expectations.observed_del(key)
-            self.queue.add(key)
+        """deletePod: the controlling Job observes the deletion; a pod whose Job is gone (or another one
+        of that name) or finished, which no sync will count, has its tracking finalizer removed."""
+        ref = controller_ref(pod)
+        job = self._resolve(pod, ref) if ref is not None else None
+        if job is None or finished(job):
+            if TRACKING in (pod["metadata"].get("finalizers") or ()):
+                self._orphan_finalizer(pod)
+            return
+        key = key_of(job)
+        self.expectations.observed_del(key)
+        self._enqueue_batched(key)
 
     def _enqueue_selecting(self, pod: dict) -> None:
         for job in selecting(self.job_inf, pod, job_selector):
-            self._enqueue(job)
+            self._enqueue_batched(key_of(job))
 
     def _pods_of(self, job: dict) -> list[dict]:
         """The pods the Job controls and still selects, as the cache shows them."""
@@ -293,7 +341,7 @@ class JobController(Controller):
             return
         job = self.job_inf.get(key)
         if job is None:
-            await self._release_orphans(key)
+            self.expectations.forget(key)  # its pods' finalizers went through the orphan queue
             return
         if finished(job) or job["metadata"].get("deletionTimestamp"):
             await self._remove_finalizers([p for p in self._pods_of(job)
@@ -314,14 +362,6 @@ class JobController(Controller):
             if job is not None and job["metadata"]["uid"] == ref.get("uid") and not finished(job):
                 return  # adopted meanwhile
         await self._remove_finalizers([pod])
-
-    async def _release_orphans(self, key: str) -> None:
-        """Pods of a deleted Job must not keep its tracking finalizer."""
-        ns, name = key.split("/", 1)
-        stuck = [p for p in self.pod_inf.list_namespace(ns)
-                 if (controller_ref(p) or {}).get("kind") == "Job" and controller_ref(p)["name"] == name
-                 and TRACKING in (p["metadata"].get("finalizers") or [])]
-        await self._remove_finalizers(stuck)
 
     async def _remove_finalizers(self, pods: list[dict]) -> None:
         for p in pods:
@@ -499,7 +539,7 @@ class JobController(Controller):
         if uses_workload(job) and (group := await self.workloads.ensure(job)) is None:
             return
         if failed and not per_index and (wait := self._backoff_left(pods, failed, now)) > 0:
-            self.queue.add_after(key, wait + 0.05)
+            self._enqueue_with_delay(key, wait + 0.05)
             return
         # with podReplacementPolicy Failed a terminating pod is replaced only once it has failed
         replace_failed = replaces_only_failed(spec)
@@ -515,7 +555,7 @@ class JobController(Controller):
             if per_index:
                 todo, wait = indexes_ready(todo, replaced, now)
                 if wait > 0:
-                    self.queue.add_after(key, wait + 0.05)
+                    self._enqueue_with_delay(key, wait + 0.05)
         else:
             n = wanted_active(spec, succeeded) - len(active)
             if n < 0:

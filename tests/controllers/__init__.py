@@ -60,3 +60,15 @@ async def settled(clock, check, attempts: int = 200):
             return got
         await asyncio.sleep(0.005)
     raise AssertionError("condition never held")
+
+
+async def ticking(clock, check, step: float = 1.0, attempts: int = 400):
+    """`eventually` for a controller on a VirtualClock whose syncs wait on purpose (the Job controller
+    batches its pods' events for a second): between tries virtual time moves on by `step`, so what
+    falls due runs, in moments of real time."""
+    for _ in range(attempts):
+        await clock.advance(0)
+        if got := await check():
+            return got
+        await clock.advance(step)
+    raise AssertionError("condition never held")

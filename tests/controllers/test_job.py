@@ -1,7 +1,8 @@
 import pytest
 
-from nanokube.clock import Clock
+from nanokube.clock import VirtualClock
 from nanokube.controllers.job import (
+    SYNC_BATCH_PERIOD,
     JobController,
     format_indexes,
     parse_indexes,
@@ -9,20 +10,10 @@ from nanokube.controllers.job import (
     transition_events,
     wanted_active,
 )
-from tests.controllers import eventually, make_stack
+from tests.controllers import make_stack, ticking
 from tests.controllers.test_replicaset import stop
 
 TRACKING = "batch.kubernetes.io/job-tracking"
-
-
-class ManualClock(Clock):
-    """Wall time that moves only when the test says so."""
-
-    def __init__(self):
-        self.t = 1_700_000_000.0
-
-    def now(self):
-        return self.t
 
 
 def job(name="pi", **spec):
@@ -34,7 +25,7 @@ def job(name="pi", **spec):
 @pytest.fixture
 async def env():
     s = await make_stack()
-    clock = ManualClock()
+    clock = VirtualClock()
     ctrl = JobController(s.client, clock=clock)
     await ctrl.start()
     yield s.client, ctrl, clock
@@ -62,9 +53,9 @@ async def job_condition(client, ctype, name="pi"):
 
 
 async def test_runs_completions_with_parallelism_then_completes(env):
-    client, _, _ = env
+    client, _, clock = env
     created = await client.resource("batch", "v1", "jobs").create(job(completions=3, parallelism=2))
-    first = await eventually(lambda: live_pods(client, 2))
+    first = await ticking(clock, lambda: live_pods(client, 2))
     md = first[0]["metadata"]
     assert md["generateName"] == "pi-" and TRACKING in md["finalizers"]
     assert md["labels"]["batch.kubernetes.io/job-name"] == "pi"
@@ -72,9 +63,9 @@ async def test_runs_completions_with_parallelism_then_completes(env):
     assert md["ownerReferences"][0]["kind"] == "Job" and md["ownerReferences"][0]["blockOwnerDeletion"]
     for p in first:
         await finish(client, p, "Succeeded")
-    last = await eventually(lambda: live_pods(client, 1))
+    last = await ticking(clock, lambda: live_pods(client, 1))
     await finish(client, last[0], "Succeeded")
-    j = await eventually(lambda: job_condition(client, "Complete"))
+    j = await ticking(clock, lambda: job_condition(client, "Complete"))
     st = j["status"]
     assert st["succeeded"] == 3 and "active" not in st and st["uncountedTerminatedPods"] == {}
     assert st["startTime"] and st["completionTime"]
@@ -85,11 +76,11 @@ async def test_runs_completions_with_parallelism_then_completes(env):
 
 
 async def test_backoff_limit_exceeded_fails_job(env):
-    client, _, _ = env
+    client, _, clock = env
     await client.resource("batch", "v1", "jobs").create(job(backoffLimit=0))
-    pods = await eventually(lambda: live_pods(client, 1))
+    pods = await ticking(clock, lambda: live_pods(client, 1))
     await finish(client, pods[0], "Failed")
-    j = await eventually(lambda: job_condition(client, "Failed"))
+    j = await ticking(clock, lambda: job_condition(client, "Failed"))
     assert j["status"]["failed"] == 1
     failed = next(c for c in j["status"]["conditions"] if c["type"] == "Failed")
     assert (failed["reason"], failed["message"]) == ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
@@ -97,9 +88,9 @@ async def test_backoff_limit_exceeded_fails_job(env):
 
 
 async def test_indexed_job_labels_pods_and_records_completed_indexes(env):
-    client, _, _ = env
+    client, _, clock = env
     await client.resource("batch", "v1", "jobs").create(job(completions=2, parallelism=2, completionMode="Indexed"))
-    pods = await eventually(lambda: live_pods(client, 2))
+    pods = await ticking(clock, lambda: live_pods(client, 2))
     idx = sorted(p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] for p in pods)
     assert idx == ["0", "1"]
     for p in pods:
@@ -107,25 +98,24 @@ async def test_indexed_job_labels_pods_and_records_completed_indexes(env):
         assert p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] == i
         assert p["metadata"]["generateName"] == f"pi-{i}-" and p["spec"]["hostname"] == f"pi-{i}"
         await finish(client, p, "Succeeded")
-    j = await eventually(lambda: job_condition(client, "Complete"))
+    j = await ticking(clock, lambda: job_condition(client, "Complete"))
     assert j["status"]["completedIndexes"] == "0,1" and j["status"]["succeeded"] == 2
 
 
 async def test_active_deadline_fails_and_deletes_pods(env):
     client, ctrl, clock = env
     await client.resource("batch", "v1", "jobs").create(job(activeDeadlineSeconds=5))
-    await eventually(lambda: live_pods(client, 1))
-    clock.t += 6
-    ctrl.queue.add("default/pi")
-    j = await eventually(lambda: job_condition(client, "Failed"))
+    await ticking(clock, lambda: live_pods(client, 1))
+    await clock.advance(6)  # the deadline's own delayed sync
+    j = await ticking(clock, lambda: job_condition(client, "Failed"))
     assert next(c for c in j["status"]["conditions"] if c["type"] == "Failed")["reason"] == "DeadlineExceeded"
     assert await live_pods(client, 0) == []
 
 
 async def test_suspended_job_runs_nothing(env):
-    client, _, _ = env
+    client, _, clock = env
     await client.resource("batch", "v1", "jobs").create(job(suspend=True))
-    j = await eventually(lambda: job_condition(client, "Suspended"))
+    j = await ticking(clock, lambda: job_condition(client, "Suspended"))
     assert "startTime" not in j["status"]
     assert await live_pods(client, 0) == []
 
@@ -157,12 +147,12 @@ POLICY = {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "Disruptio
 
 
 async def test_pod_failure_policy_fail_job_fails_at_once_and_stops_the_rest(env):
-    client, _, _ = env
+    client, _, clock = env
     await client.resource("batch", "v1", "jobs").create(job(completions=2, parallelism=2, backoffLimit=6,
                                                             podFailurePolicy=POLICY))
-    pods = await eventually(lambda: live_pods(client, 2))
+    pods = await ticking(clock, lambda: live_pods(client, 2))
     await fail_with(client, pods[0], 42)
-    j = await eventually(lambda: job_condition(client, "Failed"))
+    j = await ticking(clock, lambda: job_condition(client, "Failed"))
     conds = {c["type"]: c for c in j["status"]["conditions"]}
     msg = f"Container c for pod default/{pods[0]['metadata']['name']} failed with exit code 42 matching FailJob rule at index 1"
     assert (conds["Failed"]["reason"], conds["Failed"]["message"]) == ("PodFailurePolicy", msg)
@@ -171,30 +161,30 @@ async def test_pod_failure_policy_fail_job_fails_at_once_and_stops_the_rest(env)
 
     async def none_live():
         return await live_pods(client, 0) == []
-    assert await eventually(none_live)
+    assert await ticking(clock, none_live)
 
 
 async def test_pod_failure_policy_ignore_does_not_count_and_replaces_the_pod(env):
-    client, _, _ = env
+    client, _, clock = env
     await client.resource("batch", "v1", "jobs").create(job(completions=1, backoffLimit=0, podFailurePolicy=POLICY))
-    [first] = await eventually(lambda: live_pods(client, 1))
+    [first] = await ticking(clock, lambda: live_pods(client, 1))
     await fail_with(client, first, 137, [{"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}])
 
     async def replaced():
         live = await live_pods(client, 1)
         return live and live[0]["metadata"]["uid"] != first["metadata"]["uid"] and live
-    await eventually(replaced)
+    await ticking(clock, replaced)
 
     async def released():
         p = await client.resource("", "v1", "pods").get(first["metadata"]["name"], "default")
         return TRACKING not in (p["metadata"].get("finalizers") or [])
-    await eventually(released)
+    await ticking(clock, released)
     j = await client.resource("batch", "v1", "jobs").get("pi", "default")
     assert "failed" not in j["status"] and not await job_condition(client, "Failed")
 
 
 async def test_a_deleted_pod_counts_as_failed_unless_only_failed_pods_are_replaced(env):
-    client, _, _ = env
+    client, _, clock = env
     jobs, pods = client.resource("batch", "v1", "jobs"), client.resource("", "v1", "pods")
     await jobs.create(job("plain", completions=1))
     await jobs.create(job("strict", completions=1, podReplacementPolicy="Failed"))
@@ -205,18 +195,18 @@ async def test_a_deleted_pod_counts_as_failed_unless_only_failed_pods_are_replac
                 and not p["metadata"].get("deletionTimestamp")]
         return live if len(live) == 1 else None
     for name in ("plain", "strict"):
-        [p] = await eventually(lambda name=name: live_of(name))
+        [p] = await ticking(clock, lambda name=name: live_of(name))
         await pods.delete(p["metadata"]["name"], "default")
 
     async def plain_failed():
         st = (await jobs.get("plain", "default")).get("status") or {}
         return st.get("failed") == 1 and await live_of("plain")
-    await eventually(plain_failed)
+    await ticking(clock, plain_failed)
 
     async def strict_terminating():
         st = (await jobs.get("strict", "default")).get("status") or {}
         return st.get("terminating") == 1 and st
-    assert "failed" not in await eventually(strict_terminating)
+    assert "failed" not in await ticking(clock, strict_terminating)
     assert await live_of("strict") is None
 
 
@@ -232,13 +222,13 @@ def test_success_policy_rules_by_indexes_and_by_count():
 
 
 async def test_success_policy_completes_an_indexed_job_early(env):
-    client, _, _ = env
+    client, _, clock = env
     await client.resource("batch", "v1", "jobs").create(job(
         completions=3, parallelism=3, completionMode="Indexed", successPolicy={"rules": [{"succeededIndexes": "0"}]}))
-    pods = await eventually(lambda: live_pods(client, 3))
+    pods = await ticking(clock, lambda: live_pods(client, 3))
     leader = next(p for p in pods if p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] == "0")
     await finish(client, leader, "Succeeded")
-    j = await eventually(lambda: job_condition(client, "Complete"))
+    j = await ticking(clock, lambda: job_condition(client, "Complete"))
     conds = {c["type"]: (c["reason"], c["message"]) for c in j["status"]["conditions"]}
     assert conds["SuccessCriteriaMet"] == conds["Complete"] == ("SuccessPolicy", "Matched rules at index 0")
     assert j["status"]["completedIndexes"] == "0" and j["status"]["succeeded"] == 1
@@ -271,12 +261,12 @@ def bare(name, app="batch"):
 
 
 async def test_an_orphan_it_selects_is_adopted_with_the_tracking_finalizer_and_counted(env):
-    client, ctrl, _ = env
+    client, ctrl, clock = env
     pods = client.resource("", "v1", "pods")
     await pods.create(bare("early"))  # there before the Job: adopted on its first sync
     created = await client.resource("batch", "v1", "jobs").create(manual(parallelism=2, completions=3))
     uid = created["metadata"]["uid"]
-    first = await eventually(lambda: live_pods(client, 2))
+    first = await ticking(clock, lambda: live_pods(client, 2))
     early = next(p for p in first if p["metadata"]["name"] == "early")
     assert [(r["kind"], r["uid"], r["controller"]) for r in early["metadata"]["ownerReferences"]] == [("Job", uid, True)]
     assert early["metadata"]["finalizers"] == [TRACKING]
@@ -286,7 +276,7 @@ async def test_an_orphan_it_selects_is_adopted_with_the_tracking_finalizer_and_c
         j = await client.resource("batch", "v1", "jobs").get("pi", "default")
         return (j.get("status") or {}).get("succeeded") == 1 and (j.get("status") or {}).get("active") == 2 \
             and not len(ctrl.queue) and not ctrl.queue._processing
-    await eventually(idle)
+    await ticking(clock, idle)
     late = bare("late")
     late["spec"]["nodeName"] = "n1"  # scheduled: never the one of three the Job deletes
     late = await pods.create(late)
@@ -295,37 +285,37 @@ async def test_an_orphan_it_selects_is_adopted_with_the_tracking_finalizer_and_c
     async def adopted():
         p = await pods.get("late", "default")
         return p if (p["metadata"].get("ownerReferences") or [{}])[0].get("uid") == uid else None
-    p = await eventually(adopted)
+    p = await ticking(clock, adopted)
     assert p["metadata"]["uid"] == late["metadata"]["uid"] and p["metadata"]["finalizers"] == [TRACKING]
-    live = await eventually(lambda: live_pods(client, 3))  # parallelism 2, and "other"
+    live = await ticking(clock, lambda: live_pods(client, 3))  # parallelism 2, and "other"
     for p in live:
         if p["metadata"]["name"] != "other":
             await finish(client, p, "Succeeded")
-    j = await eventually(lambda: job_condition(client, "Complete"))
+    j = await ticking(clock, lambda: job_condition(client, "Complete"))
     assert j["status"]["succeeded"] == 3
     other = await pods.get("other", "default")
     assert "ownerReferences" not in other["metadata"] and "finalizers" not in other["metadata"]
 
 
 async def test_a_pod_it_no_longer_selects_is_released_with_its_finalizer(env):
-    client, _, _ = env
+    client, _, clock = env
     pods = client.resource("", "v1", "pods")
     await client.resource("batch", "v1", "jobs").create(manual())
-    [p] = await eventually(lambda: live_pods(client, 1))
+    [p] = await ticking(clock, lambda: live_pods(client, 1))
     await pods.patch(p["metadata"]["name"], {"metadata": {"labels": {"app": "elsewhere"}}}, namespace="default")
 
     async def released():
         cur = await pods.get(p["metadata"]["name"], "default")
         md = cur["metadata"]
         return cur if not md.get("ownerReferences") and not md.get("finalizers") else None
-    cur = await eventually(released)
+    cur = await ticking(clock, released)
     assert not cur["metadata"].get("ownerReferences") and TRACKING not in (cur["metadata"].get("finalizers") or [])
     # the released pod and its replacement
-    assert p["metadata"]["name"] in {q["metadata"]["name"] for q in await eventually(lambda: live_pods(client, 2))}
+    assert p["metadata"]["name"] in {q["metadata"]["name"] for q in await ticking(clock, lambda: live_pods(client, 2))}
 
 
 async def test_an_orphan_keeping_the_tracking_finalizer_loses_it_and_only_it(env):
-    client, _, _ = env
+    client, _, clock = env
     pods = client.resource("", "v1", "pods")
     stray = bare("stray", app="none")  # no Job selects it: nothing will count it
     stray["metadata"]["finalizers"] = ["example.com/keep", TRACKING]
@@ -334,4 +324,77 @@ async def test_an_orphan_keeping_the_tracking_finalizer_loses_it_and_only_it(env
     async def cleaned():
         p = await pods.get("stray", "default")
         return p if p["metadata"].get("finalizers") == ["example.com/keep"] else None
-    assert (await eventually(cleaned))["metadata"]["finalizers"] == ["example.com/keep"]
+    assert (await ticking(clock, cleaned))["metadata"]["finalizers"] == ["example.com/keep"]
+
+
+def idle(ctrl):
+    """Nothing queued, being synced or waiting to be queued: the Job has settled."""
+    async def check():
+        q = ctrl.queue
+        return not len(q) and not q._processing and not q._timers
+    return check
+
+
+async def test_pod_events_within_the_batch_period_cost_one_sync(env):
+    """syncJobBatchPeriod: each pod's event asks for a sync a second later, and a sync already
+    waiting keeps its time, so four pods finishing at one instant are counted by one sync."""
+    client, ctrl, clock = env
+    await client.resource("batch", "v1", "jobs").create(job(completions=4, parallelism=4))
+    pods = await ticking(clock, lambda: live_pods(client, 4))
+    await ticking(clock, idle(ctrl))
+    synced, sync = [], ctrl.sync
+
+    async def counted(key):
+        synced.append((clock.monotonic(), key))
+        await sync(key)
+    ctrl.sync = counted
+    t0 = clock.monotonic()
+    for p in pods:
+        await finish(client, p, "Succeeded")
+        await clock.advance(0)  # its event handled before the next pod's
+    assert synced == []
+    await clock.advance(SYNC_BATCH_PERIOD)
+    assert synced == [(t0 + SYNC_BATCH_PERIOD, "default/pi")]
+    j = await ticking(clock, lambda: job_condition(client, "Complete"))
+    assert j["status"]["succeeded"] == 4
+
+
+async def test_a_spec_change_is_synced_at_once_and_a_status_write_batched(env):
+    client, ctrl, clock = env
+    jobs = client.resource("batch", "v1", "jobs")
+    await jobs.create(job(parallelism=1, completions=4))
+    await ticking(clock, lambda: live_pods(client, 1))
+    await ticking(clock, idle(ctrl))
+    await jobs.patch("pi", {"spec": {"parallelism": 2}}, namespace="default")
+    await clock.advance(0)  # no virtual time passes: the new generation's sync runs at once
+    assert len(await live_pods(client, 2)) == 2
+    cur = await jobs.get("pi", "default")
+    await jobs.update({**cur, "status": {**cur["status"], "active": 7}}, subresource="status")
+    await clock.advance(0)
+    assert (await jobs.get("pi", "default"))["status"]["active"] == 7  # not yet put right
+    await clock.advance(SYNC_BATCH_PERIOD)
+    assert (await jobs.get("pi", "default"))["status"]["active"] == 2
+
+
+async def test_a_deleted_jobs_own_pods_lose_the_tracking_finalizer_others_of_its_name_keep_theirs(env):
+    """cleanupPodFinalizers matches the pods a Job controls by uid: a pod naming another Job "pi" (a
+    newer one the cache does not show yet) keeps its finalizer when this "pi" goes."""
+    client, ctrl, clock = env
+    pods, jobs = client.resource("", "v1", "pods"), client.resource("batch", "v1", "jobs")
+    await jobs.create(job())
+    [mine] = await ticking(clock, lambda: live_pods(client, 1))
+    other = bare("other", app="none")
+    other["metadata"].update(finalizers=[TRACKING], ownerReferences=[{
+        "apiVersion": "batch/v1", "kind": "Job", "name": "pi", "uid": "0f6b5e3c-5d2a-4d7e-9c1b-8a3f2e1d0c9b",
+        "controller": True}])
+    await pods.create(other)
+    await ticking(clock, lambda: live_pods(client, 2))
+    await jobs.delete("pi", "default")  # background, with no garbage collector here: its pod stays
+
+    async def released():
+        p = await pods.get(mine["metadata"]["name"], "default")
+        return p if TRACKING not in (p["metadata"].get("finalizers") or []) else None
+    assert (await ticking(clock, released))["metadata"]["ownerReferences"][0]["uid"] == \
+        mine["metadata"]["ownerReferences"][0]["uid"]
+    await ticking(clock, idle(ctrl))
+    assert (await pods.get("other", "default"))["metadata"]["finalizers"] == [TRACKING]

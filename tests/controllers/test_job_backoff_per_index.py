@@ -6,7 +6,7 @@ import pytest
 
 from nanokube.controllers import job_failure_policy as jfp
 from nanokube.controllers.job import indexes_ready
-from tests.controllers import eventually
+from tests.controllers import ticking
 from tests.controllers.test_job import env, job  # noqa: F401  (the fixture)
 
 INDEX = "batch.kubernetes.io/job-completion-index"
@@ -84,12 +84,12 @@ CASES = {
 
 @pytest.mark.parametrize("name", list(CASES))
 async def test_backoff_limit_per_index(env, name):  # noqa: F811
-    client, _, _ = env
+    client, _, clock = env
     spec, steps, want, annotations = CASES[name]
     await client.resource("batch", "v1", "jobs").create(spec)
     for index, how in steps:
-        await end(client, await eventually(lambda index=index: live_pod(client, index)), how)
-    j, conds = await eventually(lambda: finished(client))
+        await end(client, await ticking(clock, lambda index=index: live_pod(client, index)), how)
+    j, conds = await ticking(clock, lambda: finished(client))
     st = j["status"]
     final = conds.get("Failed") or conds["Complete"]
     assert final["reason"] == want["reason"]
@@ -111,18 +111,18 @@ async def test_backoff_limit_per_index(env, name):  # noqa: F811
             events, _ = await client.resource("", "v1", "events").list("default")
             return any(e["reason"] == want["reason"] and e["type"] == "Warning" and e["message"] == want["message"]
                        for e in events)
-        await eventually(warned)
+        await ticking(clock, warned)
 
 
 async def test_a_failed_index_is_not_restarted_while_others_run(env):  # noqa: F811
-    client, _, _ = env
+    client, _, clock = env
     await client.resource("batch", "v1", "jobs").create(indexed(2, 0))
-    await end(client, await eventually(lambda: live_pod(client, 0)), 1)
+    await end(client, await ticking(clock, lambda: live_pod(client, 0)), 1)
 
     async def recorded():
         st = (await client.resource("batch", "v1", "jobs").get("pi", "default")).get("status") or {}
         return st.get("failedIndexes") == "0" and st.get("failed") == 1 and st
-    st = await eventually(recorded)
+    st = await ticking(clock, recorded)
     assert st["active"] == 1 and not st.get("conditions")
     assert await live_pod(client, 0) is None and await live_pod(client, 1)
 
