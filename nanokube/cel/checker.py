@@ -9,8 +9,9 @@ prove: anything involving `dyn` is accepted, as cel-go accepts it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from .cost import RANGE_LIMIT
 from .library.overload import Overload
 from .parser import Node
 from .types import (
@@ -71,7 +72,7 @@ class Checker:
 
     def visit_lit(self, n: Node) -> Type:
         if n.name in ("string", "bytes"):
-            return Type(n.name, max_size=len(n.value))
+            return Type(n.name, max_size=len(n.value), exact=True)
         return _LITERAL[n.name]
 
     def visit_ident(self, n: Node) -> Type:
@@ -113,12 +114,12 @@ class Checker:
 
     def visit_list(self, n: Node) -> Type:
         elems = [self.visit(e) for e in n.args]
-        return list_of(_join(elems), max(len(elems), 1))
+        return list_of(_join(elems), max(len(elems), 1), exact=True)
 
     def visit_map(self, n: Node) -> Type:
         keys = [self.visit(e.args[0]) for e in n.args]
         vals = [self.visit(e.args[1]) for e in n.args]
-        return map_of(_join(keys), _join(vals), max(len(keys), 1))
+        return map_of(_join(keys), _join(vals), max(len(keys), 1), exact=True)
 
     def visit_struct(self, n: Node) -> Type:
         if not self.struct_types:
@@ -153,14 +154,14 @@ class Checker:
             self.expect_bool(n.args[-1], body)
             return list_of(var, rng.max_size)
         if n.name == "sortBy":
-            return list_of(var, rng.max_size)
+            return list_of(var, rng.max_size, rng.exact)
         if n.name == "transformMap":
-            return map_of(kinds[0], body, rng.max_size)
+            return map_of(kinds[0], body, rng.max_size, rng.exact)
         if n.name == "transformMapEntry":
             if body.name not in ("map", "dyn"):
                 self.issue(n.args[-1], f"expected type 'map' but found '{body}'")
             return body if body.name == "map" else map_of(DYN, DYN, rng.max_size)
-        return list_of(body, rng.max_size)
+        return list_of(body, rng.max_size, rng.exact)
 
     def visit_bind(self, n: Node) -> Type:
         init = self.visit(n.args[0])
@@ -206,12 +207,10 @@ class Checker:
             shown = (f"{args[0]}.({', '.join(map(str, args[1:]))})" if member
                      else f"({', '.join(map(str, args))})")
             return self.issue(n, f"found no matching overload for '{name}' applied to '{shown}'")
-        first = results[0]
-        if all(r == first for r in results):
-            if name in ("_+_",) and first.name in ("string", "list", "bytes"):
-                return Type(first.name, first.params, sum(a.max_size for a in args))
-            return first
-        return DYN
+        first = results[0] if all(r == results[0] for r in results) else DYN
+        if name == "_+_" and first.name in ("string", "list", "bytes", "dyn"):  # (dyn: any of them)
+            return Type(first.name, first.params, sum(a.max_size for a in args), exact=all(a.exact for a in args))
+        return _sized(name, first, args, ([n.target] if member else []) + n.args)
 
 
 def _qualified_name(n: Node) -> str:
@@ -223,11 +222,56 @@ def _qualified_name(n: Node) -> str:
     return ""
 
 
+def _sized(name: str, result: Type, args: list[Type], nodes: list[Node]) -> Type:
+    """The size of what a call builds, where it can outgrow its arguments (cel-go's and the
+    Kubernetes libraries' result size estimates): lists.range(n) holds n integers (the
+    most it may build when n is not written out), flatten and join hold their elements'
+    elements, replace may insert its replacement around every character."""
+    if name == "lists.range":
+        lit = nodes[0] if nodes and nodes[0].kind == "lit" and isinstance(nodes[0].value, int) else None
+        return list_of(INT, max(lit.value, 1) if lit is not None else RANGE_LIMIT, exact=True)
+    if name == "flatten":
+        size, elem, levels = args[0].max_size, args[0].params[0] if args[0].params else DYN, _depth(nodes)
+        exact = args[0].exact
+        for _ in range(levels):
+            size *= elem.max_size if elem.name in ("list", "dyn") else 1
+            exact = exact and elem.exact
+            elem = elem.params[0] if elem.name == "list" and elem.params else DYN
+        return list_of(DYN, size, exact)
+    if name == "join":
+        elem = args[0].params[0] if args[0].params else DYN
+        sep = args[1].max_size if len(args) > 1 else 0
+        return Type("string", max_size=args[0].max_size * (elem.max_size + sep),
+                    exact=args[0].exact and elem.exact and all(a.exact for a in args[1:]))
+    if name == "replace" and len(args) >= 3:
+        old, new, size = args[1], args[2], args[0].max_size
+        if old.exact and old.max_size and new.max_size <= old.max_size:
+            grown = size
+        elif old.exact and old.max_size:
+            grown = -(-size // old.max_size) * new.max_size
+        else:
+            grown = (size + 1) * new.max_size + size
+        return Type("string", max_size=grown, exact=all(a.exact for a in args[:3]))
+    return result
+
+
+def _depth(nodes: list[Node]) -> int:
+    """How many levels flatten removes: its literal depth, or (negative or not written
+    out) as many as a request's nesting could hold, bounded."""
+    if len(nodes) < 2:
+        return 1
+    d = nodes[1].value if nodes[1].kind == "lit" and isinstance(nodes[1].value, int) else -1
+    return d if 0 <= d <= 8 else 8
+
+
 def _join(types: list[Type]) -> Type:
+    """The type of a literal's elements: theirs when they agree (the largest of their sizes)."""
     if not types:
         return DYN
     first = types[0]
-    return first if all(t == first for t in types) else DYN
+    if not all(t == first for t in types):
+        return DYN
+    return replace(first, max_size=max(t.max_size for t in types), exact=all(t.exact for t in types))
 
 
 def _assignable(formal: Type, actual: Type, bound: dict[str, Type]) -> bool:

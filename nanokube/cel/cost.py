@@ -15,10 +15,13 @@ rest they are of the same order, not identical.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Any, Callable
 
 from .parser import Node
-from .types import DYN, Type
+from .types import DYN, MAX_REQUEST_SIZE, Type
+
+#: the most integers lists.range builds: more would cost over the per-call limit to walk
+RANGE_LIMIT = 1_000_000
 
 #: string functions whose cost is one tenth of the receiver's bytes
 _STRING_TRAVERSAL = frozenset({
@@ -96,8 +99,48 @@ class Estimator:
             return args + self.sz(first)
         if name == "check":
             return args + AUTHZ_CHECK_COST
+        if name in ("join", "replace"):  # building the result, which may outgrow the receiver
+            return args + max(1, _tenth(self.sz(first)), _tenth(self.sz(n)))
+        if name == "flatten":
+            return args + max(1, self.sz(n))
         if name in _STRING_TRAVERSAL and first is not None:
             return args + max(1, _tenth(self.sz(first)))
         if name in _LIST_TRAVERSAL and first is not None:
             return args + max(1, self.sz(first))
         return args + 1
+
+
+def extent(v: Any) -> tuple[int, int]:
+    """(largest collection, longest string) within a value."""
+    if isinstance(v, (str, bytes)):
+        return 1, len(v)
+    if isinstance(v, dict):
+        n, s = len(v), 1
+        for k, x in v.items():
+            a, b = extent(x)
+            n, s = max(n, a), max(s, b, len(k) if isinstance(k, str) else 1)
+        return n, s
+    if isinstance(v, list):
+        n, s = len(v), 1
+        for x in v:
+            a, b = extent(x)
+            n, s = max(n, a), max(s, b)
+        return n, s
+    return 1, 1
+
+
+def dynamic_sizes(collection: int, string: int) -> Callable[[Type], int]:
+    """Sizes for bounding an expression over values its types say nothing about
+    (admission's `dyn` variables), given the largest collection and the longest
+    string among them. An exact size stays; any other bound is k * MAX**j, the
+    sums (k) and products (j) of unknown sizes an expression's values make, and
+    becomes k * E**j, E the actual values' size for the type."""
+    def size(t: Type) -> int:
+        if t.exact or t.name not in ("string", "bytes", "list", "map", "dyn"):
+            return t.max_size
+        base = string if t.name in ("string", "bytes") else collection if t.name == "dyn" else max(collection, string)
+        k, j = -(-t.max_size // MAX_REQUEST_SIZE), 1
+        while k >= MAX_REQUEST_SIZE:
+            k, j = -(-k // MAX_REQUEST_SIZE), j + 1
+        return k * base ** j
+    return size

@@ -15,14 +15,13 @@ import cel
 from .checker import Checker, Checked
 from . import desugar
 from .cost import Estimator
-from .errors import CELError
+from .errors import COST_LIMIT_ERROR, CELError
 from .library import Overload, overloads, runtime_functions
 from .parser import MAX_RECURSION_DEPTH, Node, ParseError, format_error, parse
 from .types import DYN, Type
 
-#: upstream's celconfig.PerCallLimit and cel-go's cancellation message
+#: upstream's celconfig.PerCallLimit
 PER_CALL_LIMIT = 1_000_000
-COST_LIMIT_ERROR = "operation cancelled: actual cost limit exceeded"
 _OWN_ERROR = re.compile(r"CELError: (.*?)\. Check function arguments", re.S)
 #: the engine's own nesting limit (96, below cel-go's 250), reported in cel-go's words
 _ENGINE_DEPTH = re.compile(r'Syntax error: OtherError\(ParseError \{.*?msg: "Recursion limit of (\d+) exceeded".*?\}\)')

@@ -22,12 +22,14 @@ class Type:
     duration, list, map, optional, type, dyn, a Kubernetes type name, or
     `object` for a schema object (then `schema` holds the structural schema
     and `params` is empty). `max_size` bounds length/items/properties for
-    the cost estimate."""
+    the cost estimate; `exact` says it is the size itself (a literal's, a
+    range's), which a bound from the actual values must not lower."""
 
     name: str
     params: tuple[Type, ...] = ()
     max_size: int = MAX_REQUEST_SIZE
     schema: Any = None
+    exact: bool = False
 
     def __str__(self) -> str:
         if self.name == "object":
@@ -59,12 +61,12 @@ def _schema_of(t: Type) -> Any:
     return t.schema[0] if isinstance(t.schema, tuple) else t.schema
 
 
-def list_of(elem: Type, max_size: int = MAX_REQUEST_SIZE) -> Type:
-    return Type("list", (elem,), max_size)
+def list_of(elem: Type, max_size: int = MAX_REQUEST_SIZE, exact: bool = False) -> Type:
+    return Type("list", (elem,), max_size, exact=exact)
 
 
-def map_of(key: Type, value: Type, max_size: int = MAX_REQUEST_SIZE) -> Type:
-    return Type("map", (key, value), max_size)
+def map_of(key: Type, value: Type, max_size: int = MAX_REQUEST_SIZE, exact: bool = False) -> Type:
+    return Type("map", (key, value), max_size, exact=exact)
 
 
 def optional_of(t: Type) -> Type:

@@ -21,6 +21,9 @@ import cel
 
 from ...cel import CELError as _SharedCELError
 from ...cel import Environment, desugar
+from ...cel.cost import dynamic_sizes, extent
+from ...cel.environment import PER_CALL_LIMIT
+from ...cel.errors import COST_LIMIT_ERROR
 from ...cel.library import runtime_functions
 from ...cel.library.authz import AUTHORIZER
 from ...cel.types import DYN, Type
@@ -120,9 +123,21 @@ def compile_expression(expression: str, declared: frozenset = frozenset(VARIABLE
         raise CELError(f"compilation failed: {e}") from None
 
 
+def _over_limit(program, activation: dict[str, Any]) -> bool:
+    """Whether the expression's worst case on these values passes the per-call limit: the
+    engine cannot be stopped once running, so it is not started (upstream's evaluation is
+    cancelled when its actual cost passes the limit)."""
+    if program.max_cost <= PER_CALL_LIMIT:
+        return False
+    n, s = extent([v for k, v in activation.items() if k != "authorizer"])
+    return program.cost_bound(dynamic_sizes(n, s)) > PER_CALL_LIMIT
+
+
 def evaluate(expression: str, activation: dict[str, Any]) -> Any:
     """Evaluate with the admission variables bound (absent ones are null)."""
     program = compile_expression(expression)
+    if _over_limit(program, activation):
+        raise CELError(f"expression '{expression}' resulted in error: {COST_LIMIT_ERROR}")
     ctx = _context()
     for name in VARIABLES:
         ctx.add_variable(name, activation.get(name))

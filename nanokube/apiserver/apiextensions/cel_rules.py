@@ -25,6 +25,7 @@ from typing import Any
 import cel
 
 from ...cel import CELError, Environment, Program
+from ...cel.cost import extent
 from ...cel.openapi import field_type, schema_type, to_cel
 from ...cel.openapi import items_bound, properties_bound
 from ...cel.types import Type, optional_of
@@ -289,29 +290,12 @@ def compile_rules(schema: dict, field_path: str) -> tuple[CompiledRules | None, 
 # -- validation -------------------------------------------------------------
 
 
-def _extent(v: Any) -> tuple[int, int]:
-    """(largest collection, longest string) within a value."""
-    if isinstance(v, (str, bytes)):
-        return 1, len(v)
-    if isinstance(v, dict):
-        n, s = len(v), 1
-        for k, x in v.items():
-            a, b = _extent(x)
-            n, s = max(n, a), max(s, b, len(k) if isinstance(k, str) else 1)
-        return n, s
-    if isinstance(v, list):
-        n, s = len(v), 1
-        for x in v:
-            a, b = _extent(x)
-            n, s = max(n, a), max(s, b)
-        return n, s
-    return 1, 1
-
-
-def _sizes(extent: tuple[int, int]):
-    n, s = extent
+def _sizes(bounds: tuple[int, int]):
+    n, s = bounds
 
     def size(t: Type) -> int:
+        if t.exact:
+            return t.max_size
         if t.name in ("string", "bytes"):
             return min(t.max_size, s)
         if t.name in ("list", "map", "object"):
@@ -384,7 +368,7 @@ class CompiledRules:
             return False
         this = to_cel(obj, n.schema, n.root)
         prev = to_cel(old, n.schema, n.root) if old is not None else None
-        size = _sizes(max(_extent(this), _extent(prev)) if prev is not None else _extent(this))
+        size = _sizes(max(extent(this), extent(prev)) if prev is not None else extent(this))
         for r in n.rules:
             text = r.spec["rule"]
             if r.program is None:

@@ -10,7 +10,8 @@ from typing import Any
 import cel
 from cel import stdlib
 
-from ..errors import CELError
+from ..cost import RANGE_LIMIT
+from ..errors import COST_LIMIT_ERROR, CELError
 from ..types import BOOL, BYTES, DOUBLE, DYN, INT, PARAM_A, STRING, UINT, list_of, optional_of
 from .overload import Overload
 
@@ -23,6 +24,13 @@ def _m(name: str, args: tuple, result: Any, impl: Any = None) -> Overload:
 
 def _g(name: str, args: tuple, result: Any, impl: Any = None) -> Overload:
     return Overload(name, args, result, impl=impl)
+
+
+def _range(n: int) -> list[int]:
+    """lists.range(n), refused (as over the cost limit) past what any use of it could afford."""
+    if n > RANGE_LIMIT:
+        raise CELError(COST_LIMIT_ERROR)
+    return stdlib.lists_range(n)
 
 
 def _strings_format(fmt: str, args: list) -> str:
@@ -119,7 +127,7 @@ OVERLOADS = [
     _m("reverse", (LIST_A,), LIST_A, stdlib.reverse),
     _m("first", (LIST_A,), OPT_A, _first),
     _m("last", (LIST_A,), OPT_A, _last),
-    _g("lists.range", (INT,), list_of(INT), stdlib.lists_range),
+    _g("lists.range", (INT,), list_of(INT), _range),
     # sets
     _g("sets.contains", (LIST_A, LIST_A), BOOL, stdlib.sets_contains),
     _g("sets.equivalent", (LIST_A, LIST_A), BOOL, stdlib.sets_equivalent),

@@ -32,6 +32,8 @@ _ENV = Environment({"device": DYN})
 
 def _sizes(entries: int, longest: int):
     def size(t: Type) -> int:
+        if t.exact:
+            return t.max_size
         if t.name in ("string", "bytes"):
             return min(t.max_size, longest)
         if t.name in ("list", "map"):

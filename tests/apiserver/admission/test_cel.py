@@ -1,0 +1,94 @@
+"""Admission CEL (apiserver/admission/cel.py) over HTTP through the official client: an
+expression whose worst case on the request's values is over the per-call cost limit fails
+with cel-go's cancellation at once, instead of running (the engine cannot be stopped)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from tests.served import served
+
+TEN = "[1,2,3,4,5,6,7,8,9,10]"
+#: a million iterations (seconds of the server's loop before)
+NESTED = f"{TEN}.all(a, {TEN}.all(b, {TEN}.all(c, {TEN}.all(d, {TEN}.all(e, {TEN}.all(f, a+b+c+d+e+f > 0))))))"
+#: as many iterations as the square of the value's length
+PAIRS = "object.data.v.split('').all(x, object.data.v.split('').all(y, x.size() == y.size()))"
+
+
+@pytest.fixture
+async def api(tmp_path):
+    async with served(tmp_path) as (_, api_client):
+        yield api_client
+
+
+async def _policy(api, *expressions: str) -> None:
+    adm = client.AdmissionregistrationV1Api(api)
+    await asyncio.to_thread(adm.create_validating_admission_policy, {
+        "metadata": {"name": "cost"}, "spec": {"failurePolicy": "Fail", "matchConstraints": {"resourceRules": [
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}]},
+            "validations": [{"expression": "object.metadata.name != 'probe'"}]
+            + [{"expression": e} for e in expressions]}})
+    await asyncio.to_thread(adm.create_validating_admission_policy_binding, {
+        "metadata": {"name": "cost"}, "spec": {"policyName": "cost", "validationActions": ["Deny"]}})
+
+
+async def _create(api, name: str, value: str = "x") -> tuple[int, str, float]:
+    core = client.CoreV1Api(api)
+    start = time.monotonic()
+    try:
+        await asyncio.to_thread(core.create_namespaced_config_map, "default",
+                                {"metadata": {"name": name}, "data": {"v": value}}, dry_run="All")
+    except ApiException as e:
+        return e.status, json.loads(e.body)["message"], time.monotonic() - start
+    return 201, "", time.monotonic() - start
+
+
+async def _active(api) -> None:
+    for _ in range(100):
+        if (await _create(api, "probe"))[0] == 422:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the policy never took effect")
+
+
+async def test_over_http_an_expression_over_the_per_call_limit_fails_before_it_runs(api):
+    await _policy(api, NESTED)
+    await _active(api)
+    code, message, took = await _create(api, "c")
+    assert code == 422
+    assert message == (
+        "configmaps \"c\" is forbidden: ValidatingAdmissionPolicy 'cost' with binding 'cost' denied request: "
+        f"expression '{NESTED}' resulted in error: operation cancelled: actual cost limit exceeded")
+    assert took < 1, took
+
+
+async def test_over_http_the_bound_follows_the_request_values(api):
+    await _policy(api, PAIRS)
+    await _active(api)
+    assert (await _create(api, "small", "x" * 100))[0] == 201  # 10^4 iterations: run
+    code, message, took = await _create(api, "large", "x" * 3000)  # 9 * 10^6: refused
+    assert code == 422
+    assert message.endswith(f"expression '{PAIRS}' resulted in error: operation cancelled: actual cost limit exceeded")
+    assert took < 1, took
+
+
+@pytest.mark.parametrize("expression", [
+    "lists.range(5000000).size() > 0",  # five million integers built before anything was charged
+    # doubling a string 24 times: 16 MiB from one character
+    "cel.bind(a, object.data.v + object.data.v, cel.bind(b, a + a, cel.bind(c, b + b, cel.bind(d, c + c, "
+    "cel.bind(e, d + d, cel.bind(f, e + e, cel.bind(g, f + f, cel.bind(h, g + g, [h, h, h, h, h, h, h, h, h, h]"
+    ".map(i, [h, h].join('')).join('').size() > 0))))))))",
+])
+async def test_over_http_what_an_expression_builds_is_charged(api, expression):
+    await _policy(api, expression)
+    await _active(api)
+    code, message, took = await _create(api, "c", "x" * 4096)
+    assert code == 422
+    assert message.endswith("resulted in error: operation cancelled: actual cost limit exceeded"), message
+    assert took < 1, took
