@@ -12,6 +12,8 @@ upstream's endpoints controller does.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import orjson
 
 from ..machinery.errors import APIError
@@ -30,7 +32,6 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 MAX_ENDPOINTS_PER_SLICE = 100
 MAX_ENDPOINTS_ADDRESSES = 1000
 OVER_CAPACITY_ANNOTATION = "endpoints.kubernetes.io/over-capacity"
-NODE_INDEX = "spec.nodeName"  # the pod informer's index of pods by node
 
 
 # --- what the service wants ----------------------------------------------------
@@ -101,10 +102,6 @@ def _endpoint_state(pod: dict) -> tuple:
             pod["metadata"].get("deletionTimestamp"), (pod.get("spec") or {}).get("nodeName"))
 
 
-def pod_node(pod: dict) -> str | None:
-    return pod["spec"].get("nodeName") or None
-
-
 def is_headless(svc: dict) -> bool:
     return (svc.get("spec") or {}).get("clusterIP") == "None"
 
@@ -114,8 +111,8 @@ def _target_ref(pod: dict) -> dict:
     return {"kind": "Pod", "namespace": md["namespace"], "name": md["name"], "uid": md["uid"]}
 
 
-def slice_endpoint(svc: dict, pod: dict, ip: str, zones: dict[str, str]) -> dict:
-    """One endpoint as upstream's podToEndpoint writes it."""
+def slice_endpoint(svc: dict, pod: dict, ip: str, zone_of: Callable[[str], str | None]) -> dict:
+    """One endpoint as upstream's podToEndpoint writes it; `zone_of` reads a node's zone label."""
     publish = (svc.get("spec") or {}).get("publishNotReadyAddresses", False)
     terminating = bool(pod["metadata"].get("deletionTimestamp"))
     serving = publish or pod_is_ready(pod)
@@ -125,8 +122,8 @@ def slice_endpoint(svc: dict, pod: dict, ip: str, zones: dict[str, str]) -> dict
     spec = pod.get("spec") or {}
     if spec.get("nodeName"):
         ep["nodeName"] = spec["nodeName"]
-        if zones.get(spec["nodeName"]):
-            ep["zone"] = zones[spec["nodeName"]]
+        if zone := zone_of(spec["nodeName"]):
+            ep["zone"] = zone
     if is_headless(svc) and spec.get("hostname") and spec.get("subdomain") == svc["metadata"]["name"]:
         ep["hostname"] = spec["hostname"]
     return ep
@@ -141,7 +138,7 @@ def _ports_key(ports) -> bytes:
 
 
 def desired_endpoints(svc: dict, pods: list[dict], address_type: str,
-                      zones: dict[str, str]) -> dict[bytes, dict[str, dict]]:
+                      zone_of: Callable[[str], str | None]) -> dict[bytes, dict[str, dict]]:
     """port-set key -> address -> endpoint, for the pods that belong in slices
     (not finished, with an IP of this family; terminating ones included)."""
     out: dict[bytes, dict[str, dict]] = {}
@@ -150,7 +147,7 @@ def desired_endpoints(svc: dict, pods: list[dict], address_type: str,
         if ip is None or pod_is_terminal(pod):
             continue
         key = _ports_key(endpoint_ports(svc, pod))
-        out.setdefault(key, {})[ip] = slice_endpoint(svc, pod, ip, zones)
+        out.setdefault(key, {})[ip] = slice_endpoint(svc, pod, ip, zone_of)
     return out
 
 
@@ -278,7 +275,6 @@ class EndpointSliceController(Controller):
         self.endpoints = client.resource("", "v1", "endpoints")
         self.svc_inf = self.informer_factory.informer(client.resource("", "v1", "services"))
         self.pod_inf = self.informer_factory.informer(client.resource("", "v1", "pods"))
-        self.pod_inf.add_index(NODE_INDEX, pod_node)
         self.slice_inf = self.informer_factory.informer(self.slices, label_selector=f"{MANAGED_BY_LABEL}={CONTROLLER_NAME}")
         self.ep_inf = self.informer_factory.informer(self.endpoints)
         self.node_inf = self.informer_factory.informer(client.resource("", "v1", "nodes"))
@@ -290,7 +286,6 @@ class EndpointSliceController(Controller):
                                     lambda o: self._slice_seen(o, deleted=True))
         self.ep_inf.add_handlers(lambda o: self._ep_seen(o), lambda o, n: self._ep_seen(n),
                                  lambda o: self._ep_seen(o, deleted=True))
-        self.node_inf.add_handlers(None, self._node_updated, None)
 
     def informers(self):
         return [self.svc_inf, self.pod_inf, self.slice_inf, self.ep_inf, self.node_inf]
@@ -299,8 +294,8 @@ class EndpointSliceController(Controller):
         self.queue.add(key_of(obj))
 
     def _pod_changed(self, pod: dict) -> None:
-        """A pod that comes or goes (or whose node's zone changed) is synced into the services
-        selecting it, unless it has no address, as no endpoint shows it."""
+        """A pod that comes or goes is synced into the services selecting it, unless it has no
+        address, as no endpoint shows it."""
         if _has_address(pod):
             self._enqueue_services(pod)
 
@@ -367,17 +362,12 @@ class EndpointSliceController(Controller):
         md = sl["metadata"]
         self._record("slice", f"{md['namespace']}/{md['labels'][SERVICE_NAME_LABEL]}", await self.slices.update(sl))
 
-    def _node_updated(self, old: dict, new: dict) -> None:
-        """A node's zone label feeds its endpoints' `zone`: the pods on it (from the node index, not
-        a walk of the cluster's pods) are synced into their services."""
-        if (old["metadata"].get("labels") or {}).get(ZONE_LABEL) == (new["metadata"].get("labels") or {}).get(ZONE_LABEL):
-            return
-        for pod in self.pod_inf.by_index(NODE_INDEX, new["metadata"]["name"]):
-            self._pod_changed(pod)
-
-    def _zones(self) -> dict[str, str]:
-        return {n["metadata"]["name"]: z for n in self.node_inf.list()
-                if (z := (n["metadata"].get("labels") or {}).get(ZONE_LABEL))}
+    def _zone(self, node_name: str) -> str | None:
+        """The zone label of the node, read from the cache when a sync writes the node's endpoints (as
+        upstream's reconciler reads its node lister); a node's new zone reaches them at their service's
+        next sync, since upstream's node handlers refresh only the topology-hints cache."""
+        node = self.node_inf.get(node_name)
+        return (node["metadata"].get("labels") or {}).get(ZONE_LABEL) if node is not None else None
 
     def _service_slices(self, ns: str, name: str) -> list[dict]:
         return [sl for sl in self.slice_inf.list_namespace(ns)
@@ -410,11 +400,10 @@ class EndpointSliceController(Controller):
         existing = self._service_slices(md["namespace"], md["name"])
         labels = managed_labels(svc, {SERVICE_NAME_LABEL: md["name"], MANAGED_BY_LABEL: CONTROLLER_NAME})
         owner = owner_reference(svc, "v1", "Service")
-        zones = self._zones()
         families = address_types(svc)
         svc_key = key_of(svc)
         await self._delete_all([sl for sl in existing if sl.get("addressType") not in families], svc_key)
-        wanted = {at: desired_endpoints(svc, pods, at, zones) for at in families}
+        wanted = {at: desired_endpoints(svc, pods, at, self._zone) for at in families}
         if not any(wanted.values()):
             await self._placeholder(svc, [sl for sl in existing if sl.get("addressType") in families], labels, owner)
             return
