@@ -397,6 +397,12 @@ class SecretStrategy(Strategy):
             errs.append(too_long("data", MAX_SECRET_SIZE))
         return errs
 
+    def warnings_on_create(self, obj):
+        return kind_warnings.secret_warnings(obj)
+
+    def warnings_on_update(self, new, old):
+        return kind_warnings.secret_warnings(new)
+
     def validate_update(self, new, old):
         errs = self.validate(new)
         if new.get("type") != old.get("type"):
@@ -414,6 +420,12 @@ class ServiceAccountStrategy(Strategy):
         Column("Secrets", "string", lambda o: len(o.get("secrets") or []), doc("ServiceAccount", "secrets")),
         _AGE_COLUMN,
     ]
+
+    def warnings_on_create(self, obj):
+        return kind_warnings.service_account_warnings(obj)
+
+    def warnings_on_update(self, new, old):
+        return kind_warnings.service_account_warnings(new, old)
 
     def validate(self, obj):
         errs = []

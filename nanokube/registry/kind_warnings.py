@@ -1,16 +1,19 @@
 """Upstream's create/update warnings of the kinds other than pods and their templates: Services
 (pkg/api/service/warnings.go), PersistentVolumes and claims, Nodes, StorageClasses,
 CSIStorageCapacities, RuntimeClasses, Ingresses, NetworkPolicies, Endpoints and EndpointSlices,
-and the IP and CIDR forms they share (apimachinery's GetWarningsForIP / GetWarningsForCIDR);
-texts as upstream's. The IP/CIDR errors are machinery.validation's; these only warn about values
+TLS Secrets and ServiceAccounts (their strategies'), and the IP and CIDR forms they share
+(apimachinery's GetWarningsForIP / GetWarningsForCIDR); texts as upstream's. The IP/CIDR errors are machinery.validation's; these only warn about values
 it accepted.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import ipaddress
 
+from .certificates import pem_blocks
 from ..machinery.validation import parse_ip, sloppy_ipv4
 from .pod_warnings import (
     DEPRECATED_NODE_LABELS, go_quote, label_selector_warnings, node_selector_term_warnings, pvc_spec_warnings,
@@ -24,6 +27,7 @@ _INGRESS_CLASS = "kubernetes.io/ingress.class"
 #: the managed-by label values of the controllers whose Endpoints/EndpointSlices upstream trusts
 _ENDPOINTS_CONTROLLER = ("endpoints.kubernetes.io/managed-by", "endpoint-controller")
 _SLICE_CONTROLLERS = ("endpointslice-controller.k8s.io", "endpointslicemirroring-controller.k8s.io")
+_ENFORCE_MOUNTABLE_SECRETS = "kubernetes.io/enforce-mountable-secrets"
 _PV_PLUGINS = (
     ("cephfs", "cephfs", "deprecated in v1.28, non-functional in v1.31+"),
     ("photonPersistentDisk", "photonPersistentDisk", "deprecated in v1.11, non-functional in v1.16+"),
@@ -241,3 +245,101 @@ def endpoint_slice_warnings(eps: dict, create: bool = False) -> list[str]:
         for j, addr in enumerate((ep or {}).get("addresses") or ()):
             out += ip_warnings(f"endpoints[{i}].addresses[{j}]", addr)
     return out
+
+
+def secret_warnings(secret: dict) -> list[str]:
+    """warningsForSecret (create and update alike): a kubernetes.io/tls Secret whose tls.crt and
+    tls.key are no key pair gets the error Go's tls.X509KeyPair gives."""
+    if secret.get("type") != "kubernetes.io/tls":
+        return []
+    data = secret.get("data") or {}
+    err = _key_pair_error(_decoded(data.get("tls.crt")), _decoded(data.get("tls.key")))
+    return [err] if err else []
+
+
+def _decoded(value: object) -> bytes:
+    try:
+        return base64.b64decode(value, validate=True) if isinstance(value, str) else b""
+    except (binascii.Error, ValueError):
+        return b""
+
+
+def _pem_types(data: bytes) -> list[tuple[str, bytes]]:
+    """The (type, DER) of each PEM block pem.Decode yields (one whose body is not base64 is
+    passed over, as Decode's retry does)."""
+    return [(kind, der) for kind, _, der in pem_blocks(data.decode("latin-1")) if der is not None]
+
+
+def _key_pair_error(cert_pem: bytes, key_pem: bytes) -> str:
+    """crypto/tls X509KeyPair's error ('' when the pair holds): the first certificate and the
+    first private key block, parsed and matched. A certificate x509 cannot parse is reported
+    with Go's most general parse error."""
+    blocks = _pem_types(cert_pem)
+    certs = [der for kind, der in blocks if kind == "CERTIFICATE"]
+    if not certs:
+        skipped = [kind for kind, _ in blocks]
+        if not skipped:
+            return "tls: failed to find any PEM data in certificate input"
+        if len(skipped) == 1 and skipped[0].endswith("PRIVATE KEY"):
+            return ("tls: failed to find certificate PEM data in certificate input, but did find a private key; "
+                    "PEM inputs may have been switched")
+        return ('tls: failed to find "CERTIFICATE" PEM block in certificate input after skipping PEM blocks of the '
+                f"following types: [{' '.join(skipped)}]")
+    key_der, skipped = None, []
+    for kind, der in _pem_types(key_pem):
+        if kind == "PRIVATE KEY" or kind.endswith(" PRIVATE KEY"):
+            key_der = der
+            break
+        skipped.append(kind)
+    if key_der is None:
+        if not skipped:
+            return "tls: failed to find any PEM data in key input"
+        if skipped == ["CERTIFICATE"]:
+            return "tls: found a certificate rather than a key in the PEM for the private key"
+        return ('tls: failed to find PEM block with type ending in "PRIVATE KEY" in key input after skipping PEM '
+                f"blocks of the following types: [{' '.join(skipped)}]")
+    return _parsed_pair_error(certs[0], key_der)
+
+
+def _parsed_pair_error(cert_der: bytes, key_der: bytes) -> str:
+    """X509KeyPair's parsing and matching of the first certificate and key: RSA moduli, EC points
+    or Ed25519 keys compared (cryptography is imported here, where a TLS Secret needs it, not at
+    the registry's import)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+
+    try:
+        public = x509.load_der_x509_certificate(cert_der).public_key()
+    except ValueError:
+        return "x509: malformed certificate"
+    try:
+        private = serialization.load_der_private_key(key_der, None)
+    except (ValueError, TypeError):
+        return "tls: failed to parse private key"
+    if not isinstance(private, (rsa.RSAPrivateKey, ec.EllipticCurvePrivateKey, ed25519.Ed25519PrivateKey)):
+        return "tls: found unknown private key type in PKCS#8 wrapping"
+    identities = (
+        (rsa.RSAPublicKey, rsa.RSAPrivateKey, lambda k: k.public_numbers().n),
+        (ec.EllipticCurvePublicKey, ec.EllipticCurvePrivateKey, lambda k: (k.public_numbers().x, k.public_numbers().y)),
+        (ed25519.Ed25519PublicKey, ed25519.Ed25519PrivateKey,
+         lambda k: k.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)),
+    )
+    for pub_type, priv_type, identity in identities:
+        if isinstance(public, pub_type):
+            if not isinstance(private, priv_type):
+                return "tls: private key type does not match public key type"
+            return "" if identity(private.public_key()) == identity(public) else "tls: private key does not match public key"
+    return "tls: unknown public key algorithm"
+
+
+def service_account_warnings(sa: dict, old: dict | None = None) -> list[str]:
+    """warnIfHasEnforceMountableSecretsAnnotation: the annotation (any value) set by this request
+    is deprecated; an update that finds it already set says nothing."""
+    def has(o: dict | None) -> bool:
+        return _ENFORCE_MOUNTABLE_SECRETS in (((o or {}).get("metadata") or {}).get("annotations") or {})
+
+    if not has(sa) or has(old):
+        return []
+    return [f"metadata.annotations[{_ENFORCE_MOUNTABLE_SECRETS}]: deprecated in v1.32+; prefer separate namespaces "
+            "to isolate access to mounted secrets"]

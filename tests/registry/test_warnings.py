@@ -2,11 +2,18 @@
 headers: through the official client, raw HTTP and kubectl; none where there is nothing to say."""
 
 import asyncio
+import base64
+import datetime
 import json
 import subprocess
 
 import aiohttp
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.hazmat.primitives.serialization import PrivateFormat
+from cryptography.x509.oid import NameOID
 from kubernetes import client, config
 
 from nanokube.apiserver.app import APIServer
@@ -127,6 +134,68 @@ async def test_service_ip_and_cidr_warnings(plain):
             '299 - "spec.externalName is ignored when spec.type is not \\"ExternalName\\""',
         ]
         assert await _post(s, url, {"metadata": {"name": "q"}, "spec": {"ports": [{"port": 80}]}}) == (201, [])
+
+
+def _self_signed(key) -> bytes:
+    """A PEM certificate for `key`'s public half, signed by it."""
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tls.example")])
+    now = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+            .sign(key, hashes.SHA256()))
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def _key_pem(key, fmt) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, fmt, serialization.NoEncryption())
+
+
+async def test_tls_secret_and_service_account_warnings(server):
+    """The Secret strategy's warningsForSecret: a kubernetes.io/tls Secret whose tls.crt and
+    tls.key are no key pair is warned with tls.X509KeyPair's error, on create and update. The
+    ServiceAccount strategy's: the enforce-mountable-secrets annotation is deprecated, said when a
+    request sets it."""
+    _, kubeconfig = server
+    api = client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig))
+    rsa_key, other_rsa = (rsa.generate_private_key(public_exponent=65537, key_size=2048) for _ in range(2))
+    ec_key = ec.generate_private_key(ec.SECP256R1())
+    cert = _self_signed(rsa_key)
+
+    def tls(name, crt, key):
+        data = {"tls.crt": base64.b64encode(crt).decode(), "tls.key": base64.b64encode(key).decode()}
+        return {"metadata": {"name": name}, "type": "kubernetes.io/tls", "data": data}
+
+    async def warned(call, *args):
+        _, _, headers = await asyncio.to_thread(call, *args)
+        return headers.getlist("Warning")
+
+    try:
+        create = api.create_namespaced_secret_with_http_info
+        assert await warned(create, "default", tls("good", cert, _key_pem(rsa_key, PrivateFormat.TraditionalOpenSSL))) == []
+        assert await warned(create, "default", tls("ec", _self_signed(ec_key), _key_pem(ec_key, PrivateFormat.PKCS8))) == []
+        assert await warned(create, "default", tls("other", cert, _key_pem(other_rsa, PrivateFormat.PKCS8))) == [
+            '299 - "tls: private key does not match public key"']
+        assert await warned(create, "default", tls("kind", cert, _key_pem(ec_key, PrivateFormat.TraditionalOpenSSL))) == [
+            '299 - "tls: private key type does not match public key type"']
+        assert await warned(create, "default", tls("twice", cert, cert)) == [
+            '299 - "tls: found a certificate rather than a key in the PEM for the private key"']
+        assert await warned(create, "default", {"metadata": {"name": "opaque"}, "data": {"tls.crt": "eA=="}}) == []
+        swapped = {"data": tls("", _key_pem(rsa_key, PrivateFormat.PKCS8), cert)["data"]}
+        assert await warned(api.patch_namespaced_secret_with_http_info, "good", "default", swapped) == [
+            '299 - "tls: failed to find certificate PEM data in certificate input, but did find a private key; '
+            'PEM inputs may have been switched"']
+
+        annotated = {"metadata": {"name": "sa", "annotations": {"kubernetes.io/enforce-mountable-secrets": "true"}}}
+        deprecated = ['299 - "metadata.annotations[kubernetes.io/enforce-mountable-secrets]: deprecated in v1.32+; '
+                      'prefer separate namespaces to isolate access to mounted secrets"']
+        assert await warned(api.create_namespaced_service_account_with_http_info, "default", annotated) == deprecated
+        label = {"metadata": {"labels": {"a": "b"}}}
+        assert await warned(api.patch_namespaced_service_account_with_http_info, "sa", "default", label) == []
+        await asyncio.to_thread(api.create_namespaced_service_account, "default", {"metadata": {"name": "plain"}})
+        assert await warned(api.patch_namespaced_service_account_with_http_info, "plain", "default",
+                            {"metadata": annotated["metadata"] | {"name": "plain"}}) == deprecated
+    finally:
+        api.api_client.close()
 
 
 async def test_kubectl_prints_the_warning(server):
