@@ -7,85 +7,172 @@ import re
 from typing import Any, Callable
 
 from .errors import bad_request
+from .validation import invalid, label_value, qualified_name
 
-Requirement = tuple[str, str, tuple[str, ...]]  # (key, op, values); ops: =, !=, in, notin, exists, !
+Requirement = tuple[str, str, tuple[str, ...]]  # (key, op, values); ops: =, !=, in, notin, exists, !, gt, lt
 
-_TOKEN = re.compile(r"\s*(!=|==|=|\(|\)|,|!|[^\s!=(),]+)")
-_OPERATORS = {"!=", "==", "=", "(", ")", ",", "!"}
+_SPECIAL = frozenset("=!(),><")
+_WHITESPACE = frozenset(" \t\r\n")
+#: the operator tokens (labels.string2token), and the order upstream lists the binary ones in
+_SYMBOLS = frozenset({"=", "==", "!=", "!", "(", ")", ",", ">", "<"})
+_KEYWORDS = frozenset({"in", "notin"})
+_BINARY = "in, notin, =, ==, !=, gt, lt"
+_OPS = {"in": "in", "notin": "notin", "=": "=", "==": "=", "!=": "!=", ">": "gt", "<": "lt"}
+_ID, _END = "id", "end"
 
 
-def _tokens(s: str) -> list[str]:
-    out, pos = [], 0
-    while pos < len(s):
-        m = _TOKEN.match(s, pos)
-        if not m:
-            if s[pos:].strip() == "":
-                break
-            raise ValueError(f"unable to parse requirement: {s!r}")
-        out.append(m.group(1))
-        pos = m.end()
-    return out
+def _lex(s: str) -> list[tuple[str, str]]:
+    """(kind, text) tokens as labels.Lexer scans them: an operator is the longest run of special
+    characters that is one; anything else up to whitespace or a special character is an
+    identifier, or the keyword `in`/`notin`."""
+    out, pos, n = [], 0, len(s)
+    while True:
+        while pos < n and s[pos] in _WHITESPACE:
+            pos += 1
+        if pos >= n:
+            out.append((_END, ""))
+            return out
+        start = pos
+        if s[pos] in _SPECIAL:
+            end = pos + 1
+            while end < n and s[end] in _SPECIAL and s[start:end + 1] in _SYMBOLS:
+                end += 1
+            out.append((s[start:end], s[start:end]))
+        else:
+            end = pos
+            while end < n and s[end] not in _SPECIAL and s[end] not in _WHITESPACE:
+                end += 1
+            word = s[start:end]
+            out.append((word if word in _KEYWORDS else _ID, word))
+        pos = end
+
+
+class _Parser:
+    """labels.Parser: `in` and `notin` read as identifiers wherever a value may stand."""
+
+    def __init__(self, s: str) -> None:
+        self.items, self.pos = _lex(s), 0
+
+    def peek(self, values: bool = True) -> tuple[str, str]:
+        kind, text = self.items[self.pos]
+        return (_ID if values and kind in _KEYWORDS else kind), text
+
+    def take(self, values: bool = True) -> tuple[str, str]:
+        tok = self.peek(values)
+        self.pos += 1
+        return tok
+
+    def parse(self) -> list[Requirement]:
+        reqs: list[Requirement] = []
+        while True:
+            kind, text = self.peek()
+            if kind == _END:
+                return reqs
+            if kind not in (_ID, "!"):
+                raise ValueError(f"found '{text}', expected: !, identifier, or 'end of string'")
+            try:
+                reqs.append(self.requirement())
+            except ValueError as e:
+                raise ValueError(f"unable to parse requirement: {e}") from None
+            kind, text = self.take()
+            if kind == _END:
+                return reqs
+            if kind != ",":
+                raise ValueError(f"found '{text}', expected: ',' or 'end of string'")
+            kind, text = self.peek()
+            if kind not in (_ID, "!"):
+                raise ValueError(f"found '{text}', expected: identifier after ','")
+
+    def requirement(self) -> Requirement:
+        kind, key = self.take()
+        absent = kind == "!"
+        if absent:
+            kind, key = self.take()
+        if kind != _ID:
+            raise ValueError(f"found '{key}', expected: identifier")
+        msgs = qualified_name(key)
+        if msgs:  # (upstream's parser has no field path here: Go prints a nil one so)
+            raise ValueError(str(invalid("<nil>", key, "; ".join(msgs))))
+        if absent or self.peek()[0] in (_END, ","):
+            return key, "!" if absent else "exists", ()
+        kind, text = self.take(values=False)
+        op = _OPS.get(kind)
+        if op is None:
+            raise ValueError(f"found '{text}', expected: {_BINARY}")
+        values = self.values() if op in ("in", "notin") else self.exact()
+        return _checked(key, op, tuple(sorted(values)))
+
+    def values(self) -> set[str]:
+        kind, text = self.take()
+        if kind != "(":
+            raise ValueError(f"found '{text}' expected: '('")
+        kind, text = self.peek()
+        if kind == ")":
+            self.take()
+            return {""}
+        if kind not in (_ID, ","):
+            raise ValueError(f"found '{text}', expected: ',', ')' or identifier")
+        out: set[str] = set()
+        while True:
+            kind, lit = self.take()
+            if kind == _ID:
+                out.add(lit)
+                after, lit2 = self.peek()
+                if after == ")":
+                    self.take()
+                    return out
+                if after != ",":
+                    raise ValueError(f"found '{lit2}', expected: ',' or ')'")
+            elif kind == ",":
+                after = self.peek()[0]
+                if not out or after in (")", ","):
+                    out.add("")
+                if after == ")":
+                    self.take()
+                    return out
+            else:
+                raise ValueError(f"found '{lit}', expected: ',', or identifier")
+
+    def exact(self) -> set[str]:
+        if self.peek()[0] in (_END, ","):
+            return {""}
+        kind, text = self.take()
+        if kind != _ID:
+            raise ValueError(f"found '{text}', expected: identifier")
+        return {text}
+
+
+def _checked(key: str, op: str, values: tuple[str, ...]) -> Requirement:
+    """labels.NewRequirement's checks of the values: integers for gt/lt, label values."""
+    errs = []
+    if op in ("gt", "lt"):
+        errs += [invalid(f"values[{i}]", v, "for 'Gt', 'Lt' operators, the value must be an integer")
+                 for i, v in enumerate(values) if not _int64(v)]
+    for i, v in enumerate(values):
+        msgs = label_value(v)
+        if msgs:
+            errs.append(invalid(f"values[{i}][{key}]", v, "; ".join(msgs)))
+    if errs:
+        texts = list(dict.fromkeys(str(e) for e in errs))
+        raise ValueError(texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]")
+    return key, op, values
+
+
+_INT64 = re.compile(r"[+-]?[0-9]+")
+
+
+def _int64(text: str) -> bool:
+    """Whether strconv.ParseInt(text, 10, 64) reads it."""
+    return bool(_INT64.fullmatch(text)) and -2**63 <= int(text) < 2**63
 
 
 def parse_label_selector(s: str) -> list[Requirement]:
-    """Parse `a=b,c!=d,e in (x,y),f notin (z),g,!h`. Raises APIError 400."""
+    """A label selector's query-string form as labels.Parse reads it (keys and values checked).
+    Raises APIError 400."""
     try:
-        return _parse(_tokens(s))
+        return _Parser(s).parse()
     except ValueError as e:
-        raise bad_request(f"unable to parse requirement: {e}") from None
-
-
-def _parse(t: list[str]) -> list[Requirement]:
-    reqs: list[Requirement] = []
-    i = 0
-    while i < len(t):
-        if t[i] == "!":
-            reqs.append((_identifier(t, i + 1), "!", ()))
-            i += 2
-        else:
-            key = _identifier(t, i)
-            i += 1
-            if i >= len(t) or t[i] == ",":
-                reqs.append((key, "exists", ()))
-            elif t[i] in ("=", "=="):
-                val = t[i + 1] if i + 1 < len(t) and t[i + 1] != "," else ""
-                reqs.append((key, "=", (val,)))
-                i += 2 if val else 1
-            elif t[i] == "!=":
-                val = t[i + 1] if i + 1 < len(t) and t[i + 1] != "," else ""
-                reqs.append((key, "!=", (val,)))
-                i += 2 if val else 1
-            elif t[i] in ("in", "notin"):
-                op = t[i]
-                if i + 1 >= len(t) or t[i + 1] != "(":
-                    raise ValueError(f"found '{t[i + 1] if i + 1 < len(t) else ''}', expected: '('")
-                i += 2
-                vals: list[str] = []
-                while i < len(t) and t[i] != ")":
-                    if t[i] != ",":
-                        vals.append(t[i])
-                    i += 1
-                if i >= len(t):
-                    raise ValueError("found '', expected: ')'")
-                if not vals:
-                    raise ValueError("for 'in', 'notin' operators, values set can't be empty")
-                i += 1
-                reqs.append((key, op, tuple(vals)))
-            else:
-                raise ValueError(f"found '{t[i]}', expected: '=', '!=', '==', 'in', notin'")
-        if i < len(t):
-            if t[i] != ",":
-                raise ValueError(f"found '{t[i]}', expected: ','")
-            i += 1
-    return reqs
-
-
-def _identifier(t: list[str], i: int) -> str:
-    """A key must be a word, not an operator or the end of input."""
-    found = t[i] if i < len(t) else ""
-    if not found or found in _OPERATORS:
-        raise ValueError(f"found '{found}', expected: identifier")
-    return found
+        raise bad_request(str(e)) from None
 
 
 def selector_from_object(sel: dict | None) -> list[Requirement] | None:
@@ -139,7 +226,16 @@ def matches_labels(reqs: list[Requirement] | None, labels: dict | None) -> bool:
         elif op == "!":
             if has:
                 return False
+        elif not _compares(v, op, vals[0]):
+            return False
     return True
+
+
+def _compares(label: str | None, op: str, bound: str) -> bool:
+    """gt/lt: the label must be there and an integer."""
+    if label is None or not _int64(label):
+        return False
+    return int(label) > int(bound) if op == "gt" else int(label) < int(bound)
 
 
 FieldReq = tuple[str, bool, str]  # (field, equal?, value)

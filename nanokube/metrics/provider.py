@@ -322,8 +322,10 @@ def _selector_object(selector: str) -> dict:
     for key, op, values in parse_label_selector(selector):
         if op == "=":
             labels[key] = values[0]
-        else:
+        elif op in _OPERATORS:
             exprs.append({"key": key, "operator": _OPERATORS[op], "values": sorted(values)})
+        else:  # gt, lt: no LabelSelector operator (metav1.ParseToLabelSelector)
+            raise MetricsUnavailable(f'"{op}" is not a valid label selector operator')
     out: dict = {"matchLabels": labels}
     if exprs:
         out["matchExpressions"] = exprs

@@ -1,4 +1,9 @@
+import asyncio
+import json
+
 import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 from nanokube.machinery.errors import APIError
 from nanokube.machinery.selectors import (
@@ -9,6 +14,7 @@ from nanokube.machinery.selectors import (
     selector_from_object,
     selector_to_string,
 )
+from tests.served import served
 
 LABELS = {"app": "web", "tier": "front", "env": "prod"}
 
@@ -56,12 +62,60 @@ def test_empty_value_matches_only_a_present_empty_label():
     assert not matches_labels(reqs, {"a": "x"})
 
 
-@pytest.mark.parametrize("sel", ["a in x", "a in (x", "a b", "!", "a=b c", "a=b,,=c", "a in ()", "a notin ( )"])
-def test_label_selector_syntax_errors_are_400(sel):
+@pytest.mark.parametrize("sel, message", [
+    ("a in x", "unable to parse requirement: found 'x' expected: '('"),
+    ("a in (x", "unable to parse requirement: found '', expected: ',' or ')'"),
+    ("a b", "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt"),
+    ("!", "unable to parse requirement: found '', expected: identifier"),
+    ("a=b c", "found 'c', expected: ',' or 'end of string'"),
+    ("a=b,,=c", "found ',', expected: identifier after ','"),
+    ("((", "found '(', expected: !, identifier, or 'end of string'"),
+    ("a>=5", "unable to parse requirement: found '=', expected: identifier"),
+    ("a>x", "unable to parse requirement: values[0]: Invalid value: \"x\": for 'Gt', 'Lt' operators, the value must "
+            "be an integer"),
+    ("a" * 64, f'unable to parse requirement: <nil>: Invalid value: "{"a" * 64}": name part must be no more than 63 '
+               "characters"),
+    ("a in (b," + "c" * 64 + ")", f'unable to parse requirement: values[1][a]: Invalid value: "{"c" * 64}": must be no '
+                                  "more than 63 characters"),
+])
+def test_label_selector_errors_are_400_with_upstreams_message(sel, message):
     with pytest.raises(APIError) as e:
         parse_label_selector(sel)
     assert e.value.code == 400
-    assert "unable to parse requirement" in e.value.message
+    assert e.value.message == message
+
+
+def test_label_selector_values_as_upstream_reads_them():
+    assert parse_label_selector("x in (foo,,baz),y,z notin ()") == [
+        ("x", "in", ("", "baz", "foo")), ("y", "exists", ()), ("z", "notin", ("",))]
+    assert parse_label_selector("in in (notin, in)") == [("in", "in", ("in", "notin"))]
+    reqs = parse_label_selector("n>5,m<10")
+    assert reqs == [("n", "gt", ("5",)), ("m", "lt", ("10",))]
+    assert matches_labels(reqs, {"n": "6", "m": "9"})
+    assert not matches_labels(reqs, {"n": "5", "m": "9"})
+    assert not matches_labels(reqs, {"n": "x6", "m": "9"})
+    assert not matches_labels(reqs, {"m": "9"})
+
+
+@pytest.fixture
+async def api(tmp_path):
+    async with served(tmp_path) as (_, api_client):
+        yield api_client
+
+
+async def test_over_http_a_list_with_an_invalid_label_selector_is_a_400(api):
+    core = client.CoreV1Api(api)
+    await asyncio.to_thread(core.create_namespaced_config_map, "default",
+                            {"metadata": {"name": "n7", "labels": {"n": "7"}}})
+    for sel in ("a" * 64, "a=" + "x" * 64, "a in (b, c d)"):
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(core.list_namespaced_config_map, "default", label_selector=sel)
+        assert e.value.status == 400, sel
+        assert json.loads(e.value.body)["message"].startswith("unable to parse requirement: "), e.value.body
+    got = await asyncio.to_thread(core.list_namespaced_config_map, "default", label_selector="n>6,n<8")
+    assert [c.metadata.name for c in got.items] == ["n7"]
+    got = await asyncio.to_thread(core.list_namespaced_config_map, "default", label_selector="n>7")
+    assert got.items == []
 
 
 def test_selector_object_set_based():

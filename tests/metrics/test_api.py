@@ -39,6 +39,10 @@ async def test_custom_pod_metrics_by_name_and_by_selector(env):
     many = await (await http.get(f"{CUSTOM}/namespaces/default/pods/*/qps", params={"labelSelector": "app=web"})).json()
     assert sorted((i["describedObject"]["name"], i["value"]) for i in many["items"]) == [("a", "1500m"), ("b", "3")]
     assert many["items"][0]["metric"]["selector"] == {"matchLabels": {"app": "web"}}
+    # a selector LabelSelector cannot hold (gt/lt) is refused, not a server error
+    await running_pod(client, "d", {CUSTOM_PREFIX + "qps": "1"}, {"app": "other", "n": "2"})
+    gt = await http.get(f"{CUSTOM}/namespaces/default/pods/*/qps", params={"labelSelector": "n>1"})
+    assert gt.status < 500 and (await gt.json())["message"] == '"gt" is not a valid label selector operator'
 
 
 async def test_custom_object_and_cluster_scoped_metrics_and_misses(env):

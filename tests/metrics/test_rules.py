@@ -58,11 +58,13 @@ def test_render_fills_the_placeholders():
 
 
 def test_label_selectors_become_promql_matchers():
-    assert selector_matchers('queue=jobs,env in (b,a.b),tier notin (x),gpu,!spot,zone!=z"1') == [
-        'queue="jobs"', r'env=~"a\\.b|b"', 'tier!~"x"', 'gpu!=""', 'spot=""', 'zone!="z\\"1"']
+    assert selector_matchers('queue=jobs,env in (b,a.b),tier notin (x),gpu,!spot,zone!=z-1') == [
+        'queue="jobs"', r'env=~"a\\.b|b"', 'tier!~"x"', 'gpu!=""', 'spot=""', 'zone!="z-1"']
     assert selector_matchers("") == []
     with pytest.raises(RulesError):
         selector_matchers("a in (")
+    with pytest.raises(RulesError):  # not a label value (labels.Parse checks them)
+        selector_matchers('zone!=z"1')
 
 
 @pytest.mark.parametrize("text,message", [
