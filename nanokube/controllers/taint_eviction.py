@@ -16,6 +16,13 @@ from ..client.record import CoreEventRecorder
 
 REASON = "DeletionByTaintManager"
 SMP = "application/strategic-merge-patch+json"
+#: the shared pod informer's index of pods by node (upstream's "spec.nodeName" indexer, which its
+#: getPodsAssignedToNode reads)
+NODE_INDEX = "spec.nodeName"
+
+
+def pod_node(pod: dict) -> str | None:
+    return pod["spec"].get("nodeName") or None
 
 
 def _noexecute(node: dict | None) -> list[dict]:
@@ -41,10 +48,10 @@ class TaintEvictionController(Controller):
         self.pods_api = client.resource("", "v1", "pods")
         self.recorder = CoreEventRecorder(client, self.name, clock)
         self.nodes = self.informer_factory.informer(client.resource("", "v1", "nodes"))
-        self.pods = self.informer_factory.informer(self.pods_api, field_selector="spec.nodeName!=")
+        self.pods = self.informer_factory.informer(self.pods_api)  # the manager's shared one
+        self.pods.add_index(NODE_INDEX, pod_node)
         self.nodes.add_handlers(self._node_changed, self._node_updated)
         self.pods.add_handlers(self._pod_changed, lambda _o, n: self._pod_changed(n), self._pod_deleted)
-        self._on_node: dict[str, set[str]] = {}
         self._first_seen: dict[tuple, float] = {}
         #: pods (by uid) deleted here whose deletion the informer has not shown yet
         self._deleting: set[str] = set()
@@ -53,27 +60,22 @@ class TaintEvictionController(Controller):
         return [self.nodes, self.pods]
 
     def _node_changed(self, node: dict) -> None:
-        for key in self._on_node.get(node["metadata"]["name"], ()):
-            self.queue.add(key)
+        """The pods on the node, from the informer's node index."""
+        for pod in self.pods.by_index(NODE_INDEX, node["metadata"]["name"]):
+            self.queue.add(key_of(pod))
 
     def _node_updated(self, old: dict, new: dict) -> None:
         if _noexecute(old) != _noexecute(new):
             self._node_changed(new)
 
     def _pod_changed(self, pod: dict) -> None:
-        node = pod["spec"]["nodeName"]
-        key = key_of(pod)
-        self._on_node.setdefault(node, set()).add(key)
-        if _noexecute(self.nodes.get(node)):
-            self.queue.add(key)
+        """A scheduled pod on a node with NoExecute taints (an unscheduled one is on none)."""
+        node = pod_node(pod)
+        if node is not None and _noexecute(self.nodes.get(node)):
+            self.queue.add(key_of(pod))
 
     def _pod_deleted(self, pod: dict) -> None:
         self._deleting.discard(pod["metadata"]["uid"])
-        pods = self._on_node.get(pod["spec"]["nodeName"])
-        if pods is not None:
-            pods.discard(key_of(pod))
-            if not pods:
-                del self._on_node[pod["spec"]["nodeName"]]
 
     def _added(self, node: str, taint: dict) -> float:
         """The taint's timeAdded, or when this controller first saw it without one."""
@@ -84,7 +86,9 @@ class TaintEvictionController(Controller):
 
     def due(self, pod: dict) -> float | None:
         """When the pod must go, or None while its node's NoExecute taints are tolerated forever."""
-        node = pod["spec"]["nodeName"]
+        node = pod_node(pod)
+        if node is None:
+            return None
         tolerations = pod["spec"].get("tolerations") or []
         times = []
         for taint in _noexecute(self.nodes.get(node)):

@@ -1,6 +1,7 @@
 import pytest
 
 from nanokube.apiserver.loopback import connector
+from nanokube.client.informer import InformerFactory
 from nanokube.controllers.nodelifecycle import NodeLifecycleController, options_from_env
 from nanokube.controllers.taint_eviction import (
     TaintEvictionController,
@@ -110,8 +111,8 @@ def test_the_grace_period_comes_from_the_environment():
     assert options_from_env({"NANOKUBE_NODE_MONITOR_GRACE": "5"}) == {"grace_period": 5.0, "monitor_period": 1.0}
 
 
-def _pod(name: str, tolerations: list | None = None) -> dict:
-    spec = {"nodeName": "n1", "containers": [{"name": "c", "image": "busybox"}]}
+def _pod(name: str, tolerations: list | None = None, node: str | None = "n1") -> dict:
+    spec = {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]}
     if tolerations is not None:
         spec["tolerations"] = tolerations
     return {"metadata": {"name": name, "namespace": "default"}, "spec": spec}
@@ -160,3 +161,37 @@ async def test_pods_on_a_noexecute_node_are_evicted_after_their_toleration():
 
 async def _true(v: bool) -> bool:
     return v
+
+
+async def test_a_nodes_new_taint_queues_the_pods_on_it_from_the_shared_pod_informers_node_index():
+    """getPodsAssignedToNode: the manager's one pod informer (no second, field-selected watch) and its
+    spec.nodeName index give the pods of a node whose NoExecute taints changed; unscheduled pods and
+    those elsewhere are not looked at."""
+    s = await make_stack()
+    clock = ManualClock()
+    nodes, pods = s.client.resource("", "v1", "nodes"), s.client.resource("", "v1", "pods")
+    for name in ("n1", "n2"):
+        await nodes.create({"metadata": {"name": name}, "spec": {}})
+    for p in (_pod("here"), _pod("there", node="n2"), _pod("pending", node=None)):
+        await pods.create(p)
+    factory = InformerFactory(clock)
+    ctl = TaintEvictionController(s.client, clock, informers=factory)
+    assert ctl.pods is factory.informer(pods)
+    factory.start(ctl.informers())  # informers only: what the handlers queue stays queued
+    try:
+        for inf in ctl.informers():
+            await inf.synced.wait()
+        assert not len(ctl.queue)  # no node has NoExecute taints yet
+        await nodes.patch("n1", {"spec": {"taints": [{"key": UNREACHABLE, "effect": "NoExecute"}]}})
+
+        async def tainted():
+            return bool(ctl.nodes.get("n1")["spec"].get("taints"))
+        await eventually(tainted)
+        queued = set()
+        while len(ctl.queue):
+            queued.add(await ctl.queue.get())
+        assert queued == {"default/here"}
+        assert [p["metadata"]["name"] for p in ctl.pods.by_index("spec.nodeName", "n1")] == ["here"]
+    finally:
+        await factory.stop()
+        await s.close()
