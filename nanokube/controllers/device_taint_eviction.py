@@ -30,6 +30,8 @@ CONDITION = "EvictionInProgress"
 RULE_STATUS_PERIOD = 10.0
 SMP = "application/strategic-merge-patch+json"
 R = "resource.k8s.io"
+#: the pod informer's index of pods by the PodGroup they name, "namespace/group" (upstream's podGroupPerPod)
+POD_GROUP_INDEX = "podGroupPerPod"
 
 
 def options_from_env() -> dict:
@@ -69,6 +71,7 @@ class DeviceTaintEvictionController(Controller):
         self.rules_api = client.resource(R, "v1", "devicetaintrules")
         self.recorder = CoreEventRecorder(client, self.name, clock)
         self.pods = self.informer_factory.informer(self.pods_api)
+        self.pods.add_index(POD_GROUP_INDEX, _pod_group_key)
         self.claims = self.informer_factory.informer(client.resource(R, "v1", "resourceclaims"))
         self.slices = self.informer_factory.informer(client.resource(R, "v1", "resourceslices"))
         self.rules = self.informer_factory.informer(self.rules_api)
@@ -147,16 +150,13 @@ class DeviceTaintEvictionController(Controller):
         self._deleting.discard(pod["metadata"]["uid"])
 
     def _enqueue_consumers(self, claim: dict) -> None:
+        """The pods a claim is reserved for: by name, or a PodGroup's members from the pod index."""
         ns = claim["metadata"]["namespace"]
-        groups = set()
         for ref in (claim.get("status") or {}).get("reservedFor") or []:
             if ref.get("resource") == "pods" and not ref.get("apiGroup"):
                 self.queue.add(("pod", f"{ns}/{ref['name']}"))
             elif ref.get("resource") == "podgroups":
-                groups.add(ref["name"])
-        if groups:
-            for pod in self.pods.list_namespace(ns):
-                if _group_of(pod) in groups:
+                for pod in self.pods.by_index(POD_GROUP_INDEX, f"{ns}/{ref['name']}"):
                     self.queue.add(("pod", key_of(pod)))
 
     # -- when does a pod go ----------------------------------------------
@@ -358,5 +358,6 @@ def _results(claim: dict) -> list[dict]:
     return (alloc.get("devices") or {}).get("results") or []
 
 
-def _group_of(pod: dict) -> str | None:
-    return (pod["spec"].get("schedulingGroup") or {}).get("podGroupName")
+def _pod_group_key(pod: dict) -> str | None:
+    group = (pod["spec"].get("schedulingGroup") or {}).get("podGroupName")
+    return f"{pod['metadata']['namespace']}/{group}" if group else None

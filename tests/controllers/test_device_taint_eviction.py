@@ -6,7 +6,13 @@ import pytest
 
 from nanokube.machinery.errors import APIError
 from nanokube.clock import format_time
-from nanokube.controllers.device_taint_eviction import MESSAGE, REASON, DeviceTaintEvictionController, rule_selects
+from nanokube.controllers.device_taint_eviction import (
+    MESSAGE,
+    POD_GROUP_INDEX,
+    REASON,
+    DeviceTaintEvictionController,
+    rule_selects,
+)
 from nanokube.dra.resourceclaim import FINALIZER
 from tests.controllers import eventually, make_stack
 from tests.node import ManualClock
@@ -114,7 +120,11 @@ async def test_toleration_seconds_count_from_time_added(env):
     await publish(client, {"gpu-0": [taint(clock, ago=10)]})
     await consumer(client, "p", tolerations=[{"key": "example.com/xid", "operator": "Exists", "effect": "NoExecute",
                                               "tolerationSeconds": 30}])
-    due = await eventually(lambda: _async(ctrl.pod_eviction(ctrl.pods.get("default/p"))))
+
+    async def due_eviction():  # once the informer holds the pod
+        pod = ctrl.pods.get("default/p")
+        return pod is not None and ctrl.pod_eviction(pod)
+    due = await eventually(due_eviction)
     assert due.when == pytest.approx(clock.now() + 20, abs=1)
     await eventually(lambda: _async("default/p" in ctrl._scheduled))
     await clock.advance(19)
@@ -159,6 +169,23 @@ async def test_pods_of_a_podgroup_that_reserves_the_claim_are_evicted(env):
     await consumer(client, "member", group="gang")
     assert await gone(client, "member")
     assert await events_for(client, "member") == [("DeviceTaintManagerEviction", "Marking for deletion")]
+
+
+async def test_a_podgroups_members_are_found_through_the_pod_informers_index(env):
+    """Upstream's podGroupPerPod index: a claim reserved for a PodGroup reaches its members without a
+    walk of the namespace's pods; the same group name elsewhere is another group."""
+    client, _, ctrl = env
+    await client.resource("", "v1", "namespaces").create({"metadata": {"name": "other"}})
+    pods = client.resource("", "v1", "pods")
+    for ns, name in (("default", "a"), ("default", "b"), ("other", "c")):
+        await pods.create({"metadata": {"name": name, "namespace": ns}, "spec": {
+            "containers": [{"name": "c", "image": "pause"}], "schedulingGroup": {"podGroupName": "gang"}}})
+
+    async def indexed():
+        return ctrl.pods.get("other/c") is not None and ctrl.pods.get("default/b") is not None
+    await eventually(indexed)
+    assert sorted(p["metadata"]["name"] for p in ctrl.pods.by_index(POD_GROUP_INDEX, "default/gang")) == ["a", "b"]
+    assert [p["metadata"]["name"] for p in ctrl.pods.by_index(POD_GROUP_INDEX, "other/gang")] == ["c"]
 
 
 async def test_older_pool_generations_are_ignored(env):
