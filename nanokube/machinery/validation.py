@@ -14,6 +14,8 @@ from typing import Any, Iterable
 
 import orjson
 
+from . import gofmt
+
 
 @dataclass(slots=True)
 class FieldError:
@@ -27,7 +29,7 @@ class FieldError:
     def message(self) -> str:
         """The cause message upstream returns (without the field path)."""
         base = _REASON_TEXT[self.reason]
-        if self.has_value:
+        if self.has_value and self.reason not in _VALUELESS:
             base = f"{base}: {_render(self.value)}"
         return f"{base}: {self.detail}" if self.detail else base
 
@@ -49,6 +51,10 @@ _REASON_TEXT = {
 }
 
 
+#: ErrorBody prints no value for these, whatever the error holds
+_VALUELESS = frozenset(("FieldValueRequired", "FieldValueForbidden", "FieldValueTooLong", "InternalError"))
+
+
 class GoSyntax(str):
     """A value upstream's field.Error prints with %#v (a struct, which has no JSON form there):
     rendered as written."""
@@ -60,25 +66,27 @@ def go_strings(values: list[str]) -> str:
 
 
 def _render(v: Any) -> str:
+    """A bad value as ErrorBody prints it: strings %q, bools, ints and floats %v, anything else
+    (nil, lists, maps) as json.Marshal writes it."""
     if isinstance(v, GoSyntax):
         return str(v)
     if isinstance(v, str):
-        return orjson.dumps(v).decode()
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if v is None:  # field.Error's ErrorBody turns a nil value into the string "null", then %q
-        return '"null"'
-    if isinstance(v, (int, float)):
-        return str(v)
-    return orjson.dumps(v).decode()
+        return gofmt.quote(v)
+    if isinstance(v, float):
+        return gofmt.format_float(v)
+    return gofmt.marshal(v)
 
 
 def required(field: str, detail: str = "") -> FieldError:
     return FieldError("FieldValueRequired", field, detail)
 
 
+#: field.OmitValueType{}: an Invalid error whose message leaves the value out
+OMIT = object()
+
+
 def invalid(field: str, value: Any, detail: str) -> FieldError:
-    return FieldError("FieldValueInvalid", field, detail, value, True)
+    return FieldError("FieldValueInvalid", field, detail, value, value is not OMIT)
 
 
 def not_found(field: str, value: Any) -> FieldError:
@@ -93,17 +101,23 @@ def duplicate(field: str, value: Any) -> FieldError:
     return FieldError("FieldValueDuplicate", field, "", value, True)
 
 
-def not_supported(field: str, value: Any, supported: Iterable[str]) -> FieldError:
-    opts = ", ".join(orjson.dumps(s).decode() for s in supported)
-    return FieldError("FieldValueNotSupported", field, f"supported values: {opts}", value, True)
+def not_supported(field: str, value: Any, supported: Iterable[Any]) -> FieldError:
+    """NotSupported: the supported values each quoted (a value that is not a string as its JSON,
+    as the apiextensions-apiserver passes an enum's), no detail when there are none."""
+    opts = ", ".join(gofmt.quote(s if isinstance(s, str) else gofmt.marshal(s)) for s in supported)
+    return FieldError("FieldValueNotSupported", field, f"supported values: {opts}" if opts else "", value, True)
 
 
 def too_many(field: str, actual: int, limit: int) -> FieldError:
-    return FieldError("FieldValueTooMany", field, f"must have at most {limit} items", actual, True)
+    """TooMany: a negative count leaves the value out, a negative limit the number."""
+    detail = f"must have at most {limit} item{'' if limit == 1 else 's'}" if limit >= 0 else "has too many items"
+    return FieldError("FieldValueTooMany", field, detail, actual, actual >= 0)
 
 
 def too_long(field: str, limit: int) -> FieldError:
-    return FieldError("FieldValueTooLong", field, f"may not be more than {limit} bytes")
+    """TooLong: a negative limit says no number."""
+    detail = f"may not be more than {limit} byte{'' if limit == 1 else 's'}" if limit >= 0 else "value is too long"
+    return FieldError("FieldValueTooLong", field, detail)
 
 
 def immutable(field: str, value: Any) -> FieldError:

@@ -28,6 +28,7 @@ from .apps import (
 from .base import Column, Obj, Resource, Strategy, register
 from .core_printing import human_duration, parse_time
 from ..machinery.validation import (
+    OMIT,
     FieldError,
     dns1123_label,
     dns1123_subdomain,
@@ -213,7 +214,7 @@ class JobStrategy(Strategy):
                     seen.add(uid)
         for ctype in ("Failed", "Complete", "FailureTarget"):
             if _conditions_true(old, ctype) and not _conditions_true(new, ctype):
-                errs.append(invalid("status.conditions", None, f"cannot disable the terminal {ctype}=True condition"))
+                errs.append(invalid("status.conditions", OMIT, f"cannot disable the terminal {ctype}=True condition"))
         old_status = old.get("status") or {}
         for f in ("failed", "succeeded"):
             if status.get(f, 0) < old_status.get(f, 0):
@@ -420,15 +421,10 @@ def _validate_pod_failure_policy(spec: dict, path: str) -> list[FieldError]:
         if on_conds:
             errs += _validate_on_pod_conditions(on_conds, f"{p}.onPodConditions")
         if on_exit is not None and on_conds:
-            errs.append(_omit_value(p, "specifying both OnExitCodes and OnPodConditions is not supported"))
+            errs.append(invalid(p, OMIT, "specifying both OnExitCodes and OnPodConditions is not supported"))
         if on_exit is None and not on_conds:
-            errs.append(_omit_value(p, "specifying one of OnExitCodes and OnPodConditions is required"))
+            errs.append(invalid(p, OMIT, "specifying one of OnExitCodes and OnPodConditions is required"))
     return errs
-
-
-def _omit_value(path: str, detail: str) -> FieldError:
-    """field.Invalid with OmitValueType: no value in the message."""
-    return FieldError("FieldValueInvalid", path, detail)
 
 
 def _validate_on_exit_codes(req: dict, path: str, containers: set) -> list[FieldError]:

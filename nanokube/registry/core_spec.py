@@ -13,13 +13,11 @@ from .core_volumes import validate_claim_spec
 from ..machinery.quantity import QuantityError, canonical, nano_value, parse_quantity
 from ..machinery.validation import (
     FieldError,
-    GoSyntax,
     dns1123_label,
     dns1123_subdomain,
     dns1123_subdomain_with_underscore,
     duplicate,
     forbidden,
-    go_strings,
     invalid,
     label_value,
     legacy_ip_errors,
@@ -196,7 +194,7 @@ def validate_dns_config(spec: dict, path: str, old_ips: tuple[str, ...] = ()) ->
     errs: list[FieldError] = []
     servers = config.get("nameservers") or []
     if len(servers) > MAX_DNS_NAMESERVERS:
-        errs.append(invalid(f"{p}.nameservers", GoSyntax(go_strings(servers)),
+        errs.append(invalid(f"{p}.nameservers", servers,
                             f"must not have more than {MAX_DNS_NAMESERVERS} nameservers"))
     for i, ip in enumerate(servers):
         errs += legacy_ip_errors(ip, f"{p}.nameservers[{i}]", old_ips)
@@ -211,10 +209,10 @@ def validate_dns_config(spec: dict, path: str, old_ips: tuple[str, ...] = ()) ->
 def _validate_dns_searches(searches: list, path: str) -> list[FieldError]:
     errs: list[FieldError] = []
     if len(searches) > MAX_DNS_SEARCH_PATHS:
-        errs.append(invalid(path, GoSyntax(go_strings(searches)),
+        errs.append(invalid(path, searches,
                             f"must not have more than {MAX_DNS_SEARCH_PATHS} search paths"))
     if len(" ".join(searches).encode()) > MAX_DNS_SEARCH_LIST_CHARS:
-        errs.append(invalid(path, GoSyntax(go_strings(searches)),
+        errs.append(invalid(path, searches,
                             f"must not have more than {MAX_DNS_SEARCH_LIST_CHARS} characters (including spaces) "
                             "in the search list"))
     for i, search in enumerate(searches):

@@ -15,15 +15,14 @@ from typing import Any
 from .apps import age_column, name_column, selector_string, validate_label_selector
 from .base import Column, Obj, Resource, Strategy, register
 from .core_spec import PORT_RANGE_MSG, port_name
+from ..machinery.gofmt import Struct
 from ..machinery.validation import (
     FieldError,
-    GoSyntax,
     cidr_errors,
     cidr_family,
     dns1035_label,
     dns1123_subdomain,
     forbidden,
-    go_strings,
     immutable,
     invalid,
     ip_errors,
@@ -416,14 +415,13 @@ class ServiceCIDRStrategy(Strategy):
         obj.pop("status", None)
 
     def validate(self, obj):
-        """validateServiceCIDRSpec: one or two CIDRs (a third is reported with the spec as Go's %#v
-        prints it), each strictly valid (IsValidCIDR), of two families."""
+        """validateServiceCIDRSpec: one or two CIDRs (a third is reported with the internal spec),
+        each strictly valid (IsValidCIDR), of two families."""
         cidrs = _spec(obj).get("cidrs") or []
         if not cidrs:
             return [required("spec.cidrs", "at least one CIDR required")]
         if len(cidrs) > 2:
-            spec = GoSyntax(f"networking.ServiceCIDRSpec{{CIDRs:{go_strings(cidrs)}}}")
-            return [invalid("spec.cidrs", spec, "may only hold up to 2 values")]
+            return [invalid("spec.cidrs", Struct(CIDRs=cidrs), "may only hold up to 2 values")]
         errs: list[FieldError] = []
         for i, c in enumerate(cidrs):
             errs += cidr_errors(c, f"spec.cidrs[{i}]")

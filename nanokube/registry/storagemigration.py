@@ -1,19 +1,17 @@
 """storagemigration.k8s.io v1 and v1beta1 StorageVersionMigration: a request
 to rewrite every stored object of one resource in its current storage version
 (controllers/storageversionmigrator.py does it). Validation follows
-pkg/apis/storagemigration/validation; a value upstream prints with Go's %#v
-(the spec, the conditions) is written here as Go writes it."""
+pkg/apis/storagemigration/validation; the spec and conditions an error prints are
+written as json.Marshal writes upstream's structs."""
 
 from __future__ import annotations
 
 import datetime
 
-import orjson
-
 from .base import Column, Obj, Resource, Strategy, register
+from ..machinery.gofmt import Struct
 from ..machinery.validation import (
     FieldError,
-    GoSyntax,
     dns1035_label,
     dns1123_subdomain,
     immutable,
@@ -21,10 +19,6 @@ from ..machinery.validation import (
     required,
     validate_conditions,
 )
-
-_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-           "November", "December")
-
 
 def _resource(gr: dict) -> str:
     return f"{gr.get('resource', '')}.{gr['group']}" if gr.get("group") else gr.get("resource", "")
@@ -41,34 +35,31 @@ def _true(status: dict, kind: str) -> bool:
     return found is not None and found.get("status") == "True"
 
 
-def _go(s: object) -> str:
-    return orjson.dumps(s if isinstance(s, str) else "").decode()
-
-
-def _go_time(ts: str | None) -> str:
-    """A metav1.Time as %#v prints it (time.Time's GoString), read from JSON into time.Local
-    (UTC here)."""
+def _json_time(ts: str | None) -> str | None:
+    """A metav1.Time as its MarshalJSON writes it: RFC 3339 in UTC, null when unset."""
     if not ts:
-        return "time.Date(1, time.January, 1, 0, 0, 0, 0, time.UTC)"
+        return None
     t = datetime.datetime.fromisoformat(ts.replace("Z", "+00:00")).astimezone(datetime.timezone.utc)
-    return (f"time.Date({t.year}, time.{_MONTHS[t.month - 1]}, {t.day}, {t.hour}, {t.minute}, {t.second}, "
-            f"{t.microsecond * 1000}, time.Local)")
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _go_conditions(conditions: list) -> GoSyntax:
-    """[]metav1.Condition as %#v prints it."""
-    items = (f'v1.Condition{{Type:{_go(c.get("type"))}, Status:{_go(c.get("status"))}, '
-             f'ObservedGeneration:{c.get("observedGeneration") or 0}, '
-             f'LastTransitionTime:{_go_time(c.get("lastTransitionTime"))}, Reason:{_go(c.get("reason"))}, '
-             f'Message:{_go(c.get("message"))}}}' for c in conditions)
-    return GoSyntax("[]v1.Condition{" + ", ".join(items) + "}")
+def _conditions(conditions: list) -> list[Struct]:
+    """[]metav1.Condition as field.Error prints it (json.Marshal: its JSON tags, in its order)."""
+    out = []
+    for c in conditions:
+        fields = Struct(type=c.get("type") or "", status=c.get("status") or "")
+        if c.get("observedGeneration"):
+            fields["observedGeneration"] = c["observedGeneration"]
+        fields.update(lastTransitionTime=_json_time(c.get("lastTransitionTime")), reason=c.get("reason") or "",
+                      message=c.get("message") or "")
+        out.append(fields)
+    return out
 
 
-def _go_spec(spec: dict) -> GoSyntax:
-    """The internal StorageVersionMigrationSpec as %#v prints it."""
+def _spec(spec: dict) -> Struct:
+    """The internal StorageVersionMigrationSpec (Go field names) holding a metav1.GroupResource."""
     group, resource = _group_resource(spec)
-    return GoSyntax(f"storagemigration.StorageVersionMigrationSpec{{Resource:v1.GroupResource{{Group:{_go(group)}, "
-                    f"Resource:{_go(resource)}}}}}")
+    return Struct(Resource=Struct(group=group, resource=resource))
 
 
 def _well_formed(rv: str) -> bool:
@@ -103,7 +94,7 @@ class StorageVersionMigrationStrategy(Strategy):
         errs = self.validate(new)
         spec = new.get("spec") or {}
         if _group_resource(spec) != _group_resource(old.get("spec") or {}):
-            errs.append(immutable("spec", _go_spec(spec)))
+            errs.append(immutable("spec", _spec(spec)))
         return errs
 
     def validate_status_update(self, new, old):
@@ -128,7 +119,7 @@ class StorageVersionMigrationStrategy(Strategy):
         )
         for broken, message in rules:
             if broken:
-                errs.append(invalid("status.conditions", _go_conditions(status.get("conditions") or []), message))
+                errs.append(invalid("status.conditions", _conditions(status.get("conditions") or []), message))
         return errs
 
 

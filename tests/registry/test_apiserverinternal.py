@@ -57,7 +57,7 @@ def test_status_is_validated_as_upstreams_validate_storage_version_status():
         'status.commonEncodingVersion: Invalid value: "apps/v1": should be nil if servers do not agree on the same '
         "encoding version, or if there is no server reporting the supported versions yet"]
     assert _status_errors({"storageVersions": [ok]}) == [
-        'status.commonEncodingVersion: Invalid value: "null": the common encoding version is apps/v1']
+        'status.commonEncodingVersion: Invalid value: null: the common encoding version is apps/v1']
     assert _status_errors({"storageVersions": [ok], "commonEncodingVersion": "v1"}) == [
         'status.commonEncodingVersion: Invalid value: "v1": the actual common encoding version is apps/v1']
     assert _status_errors({"conditions": [{"type": "A", "status": "True", "reason": "r", "message": "m"},

@@ -142,7 +142,7 @@ async def test_an_update_reports_the_clusterip_change_first_as_upstream_words_it
     lb = core.api_client.sanitize_for_serialization(lb)
     del lb["spec"]["loadBalancerClass"]
     code, message = await _refused(core.replace_namespaced_service, "lb", "default", lb)
-    assert (code, message) == (422, 'Service "lb" is invalid: spec.loadBalancerClass: Invalid value: "null": '
+    assert (code, message) == (422, 'Service "lb" is invalid: spec.loadBalancerClass: Invalid value: null: '
                                     'may not change once set')
 
 

@@ -29,7 +29,7 @@ from ...cel.cost import extent
 from ...cel.openapi import field_type, schema_type, to_cel
 from ...cel.openapi import items_bound, properties_bound
 from ...cel.types import Type, optional_of
-from ...machinery.validation import FieldError
+from ...machinery.validation import FieldError, invalid
 
 STATIC_COST_LIMIT = 10_000_000  # StaticEstimatedCostLimit
 STATIC_CRD_COST_LIMIT = 100_000_000  # StaticEstimatedCRDCostLimit
@@ -53,8 +53,8 @@ def has_blocking_errors(errors: list[FieldError]) -> bool:
 
 def not_checked_error() -> FieldError:
     """The error appended instead of running the rules of an object that
-    already has blocking errors."""
-    return FieldError("FieldValueInvalid", "<nil>", NOT_CHECKED, "null", True)
+    already has blocking errors: field.Invalid(nil, nil, ...), its nil value printed null."""
+    return invalid("<nil>", None, NOT_CHECKED)
 
 
 def _error(reason: str, path: str, detail: str = "", value: Any = None, has_value: bool = False) -> FieldError:

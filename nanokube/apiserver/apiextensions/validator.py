@@ -21,13 +21,15 @@ import uuid
 from datetime import date, datetime
 from typing import Any, Callable
 
-from ...machinery import regex
+from ...machinery import gofmt, regex
 from ...machinery.validation import (
     FieldError,
     invalid,
     not_supported,
     path_segment_name,
     required,
+    too_long,
+    too_many,
     validate_object_meta,
 )
 
@@ -63,6 +65,17 @@ def _type_ok(t: str, v: Any) -> bool:
 def _num(v: float | int) -> str:
     """A bound as Go's %v prints a float64."""
     return str(int(v)) if float(v).is_integer() else repr(float(v))
+
+
+def _bound(bound: float | int, v: float | int) -> float | int:
+    """MaximumNativeType / MinimumNativeType: an integer is held to the bound cut to an int64, a
+    float to the float64 bound."""
+    return float(bound) if isinstance(v, float) else int(bound)
+
+
+def _printed(bound: float | int) -> str:
+    """A bound as kube-openapi's %v prints the int64 or float64 it compared with."""
+    return gofmt.format_float(bound) if isinstance(bound, float) else str(bound)
 
 
 def _date_time(s: str) -> bool:
@@ -179,7 +192,7 @@ def _validate(v: Any, node: dict[str, Any] | None, path: str, errs: list[FieldEr
 def _string(v: str, node: dict[str, Any], path: str, errs: list[FieldError]) -> None:
     n = len(v)
     if "maxLength" in node and n > node["maxLength"]:
-        errs.append(FieldError("FieldValueTooLong", path, f"may not be more than {node['maxLength']} bytes"))
+        errs.append(too_long(path, node["maxLength"]))
     if "minLength" in node and n < node["minLength"]:
         errs.append(invalid(path, v, f"{path} in body should be at least {node['minLength']} chars long"))
     pat = node.get("pattern")
@@ -198,17 +211,17 @@ def _string(v: str, node: dict[str, Any], path: str, errs: list[FieldError]) -> 
 
 def _number(v: float | int, node: dict[str, Any], path: str, errs: list[FieldError]) -> None:
     if "maximum" in node:
-        mx = node["maximum"]
+        mx = _bound(node["maximum"], v)
         if node.get("exclusiveMaximum") and v >= mx:
-            errs.append(invalid(path, v, f"{path} in body should be less than {_num(mx)}"))
+            errs.append(invalid(path, v, f"{path} in body should be less than {_printed(mx)}"))
         elif v > mx:
-            errs.append(invalid(path, v, f"{path} in body should be less than or equal to {_num(mx)}"))
+            errs.append(invalid(path, v, f"{path} in body should be less than or equal to {_printed(mx)}"))
     if "minimum" in node:
-        mn = node["minimum"]
+        mn = _bound(node["minimum"], v)
         if node.get("exclusiveMinimum") and v <= mn:
-            errs.append(invalid(path, v, f"{path} in body should be greater than {_num(mn)}"))
+            errs.append(invalid(path, v, f"{path} in body should be greater than {_printed(mn)}"))
         elif v < mn:
-            errs.append(invalid(path, v, f"{path} in body should be greater than or equal to {_num(mn)}"))
+            errs.append(invalid(path, v, f"{path} in body should be greater than or equal to {_printed(mn)}"))
     mo = node.get("multipleOf")
     if mo and not math.isclose(math.remainder(v, mo), 0, abs_tol=1e-9):
         errs.append(invalid(path, v, f"{path} in body should be a multiple of {_num(mo)}"))
@@ -217,7 +230,7 @@ def _number(v: float | int, node: dict[str, Any], path: str, errs: list[FieldErr
 def _array(v: list, node: dict[str, Any], path: str, errs: list[FieldError]) -> None:
     n = len(v)
     if "maxItems" in node and n > node["maxItems"]:
-        errs.append(FieldError("FieldValueTooMany", path, f"must have at most {node['maxItems']} items", n, True))
+        errs.append(too_many(path, n, node["maxItems"]))
     if "minItems" in node and n < node["minItems"]:
         errs.append(invalid(path, v, f"{path} in body should have at least {node['minItems']} items"))
     lt = node.get("x-kubernetes-list-type")
@@ -248,7 +261,7 @@ def _array(v: list, node: dict[str, Any], path: str, errs: list[FieldError]) -> 
 def _object(v: dict, node: dict[str, Any], path: str, errs: list[FieldError]) -> None:
     n = len(v)
     if "maxProperties" in node and n > node["maxProperties"]:
-        errs.append(FieldError("FieldValueTooMany", path, f"must have at most {node['maxProperties']} items", n, True))
+        errs.append(too_many(path, n, node["maxProperties"]))
     if "minProperties" in node and n < node["minProperties"]:
         errs.append(invalid(path, v, f"{path} in body should have at least {node['minProperties']} properties"))
     for name in node.get("required") or ():

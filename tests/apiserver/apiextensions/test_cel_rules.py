@@ -268,7 +268,7 @@ def test_a_rule_that_does_not_compile_is_reported_on_every_object():
 def test_blocking_errors():
     assert has_blocking_errors([required("spec.a")])
     assert not has_blocking_errors([FieldError("FieldValueInvalid", "spec.a", "x")])
-    assert str(not_checked_error()) == ('<nil>: Invalid value: "null": some validation rules were not checked because '
+    assert str(not_checked_error()) == ('<nil>: Invalid value: null: some validation rules were not checked because '
                                         "the object was invalid; correct the existing errors to complete validation")
 
 
