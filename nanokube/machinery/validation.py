@@ -77,6 +77,21 @@ def _render(v: Any) -> str:
     return gofmt.marshal(v)
 
 
+def label_selector_value(sel: dict | None) -> gofmt.Struct | None:
+    """A metav1.LabelSelector as field.Error prints it: its JSON fields in the struct's order
+    (matchLabels, matchExpressions; key, operator, values), empty ones left out."""
+    if sel is None:
+        return None
+    out = gofmt.Struct()
+    if sel.get("matchLabels"):
+        out["matchLabels"] = sel["matchLabels"]
+    if sel.get("matchExpressions"):
+        out["matchExpressions"] = [gofmt.Struct(key=r.get("key", ""), operator=r.get("operator", ""),
+                                                **({"values": r["values"]} if r.get("values") else {}))
+                                   for r in sel["matchExpressions"]]
+    return out
+
+
 def required(field: str, detail: str = "") -> FieldError:
     return FieldError("FieldValueRequired", field, detail)
 

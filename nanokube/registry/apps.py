@@ -14,6 +14,7 @@ from typing import Any
 from .. import schema
 from .base import AGE, Column, Obj, Resource, Strategy, register
 from ..machinery.validation import (
+    label_selector_value,
     FieldError,
     forbidden,
     immutable,
@@ -207,7 +208,7 @@ def _validate_selector_and_template(spec: dict, path: str, old_ips: tuple[str, .
     else:
         errs += validate_label_selector(sel, f"{path}.selector")
         if selector_is_empty(sel):
-            errs.append(invalid(f"{path}.selector", sel, "empty selector is invalid for deployment"))
+            errs.append(invalid(f"{path}.selector", label_selector_value(sel), "empty selector is invalid for deployment"))
     template = spec.get("template")
     tpath = f"{path}.template"
     if template is None:
@@ -241,7 +242,7 @@ def _replica_status_errors(status: dict, bounded: tuple[str, ...], counts: tuple
 def _immutable_selector(new: Obj, old: Obj) -> list[FieldError]:
     """apps/v1 forbids changing spec.selector after creation."""
     sel = (new.get("spec") or {}).get("selector")
-    return [] if sel == (old.get("spec") or {}).get("selector") else [immutable("spec.selector", sel)]
+    return [] if sel == (old.get("spec") or {}).get("selector") else [immutable("spec.selector", label_selector_value(sel))]
 
 
 def _reset_status(obj: Obj) -> None:

@@ -27,7 +27,7 @@ from .apps import (
 )
 from .base import Column, Obj, Resource, Strategy, register
 from .core_printing import format_labels
-from ..machinery.validation import FieldError, invalid, not_supported, required
+from ..machinery.validation import FieldError, invalid, label_selector_value, not_supported, required
 from . import pod_warnings
 
 #: apps/v1's form of the internal spec.templateGeneration, kept by the server
@@ -121,7 +121,7 @@ def validate_daemonset_spec(spec: dict, path: str, old_ips: tuple[str, ...] = ()
     if sel is not None and not selector_matches(sel, labels) and not selector_is_empty(sel):
         errs.append(invalid(f"{path}.template.metadata.labels", labels, "`selector` does not match template `labels`"))
     if sel is not None and selector_is_empty(sel):
-        errs.append(invalid(f"{path}.selector", sel, "empty selector is invalid for daemonset"))
+        errs.append(invalid(f"{path}.selector", label_selector_value(sel), "empty selector is invalid for daemonset"))
     errs += pod_template_errors(template, f"{path}.template", old_ips)
     tspec = template.get("spec") or {}
     if tspec.get("restartPolicy") != "Always":

@@ -26,6 +26,7 @@ from .apps import (
 )
 from .base import Column, Obj, Resource, Strategy, register
 from ..machinery.validation import (
+    label_selector_value,
     FieldError,
     dns1123_label,
     forbidden,
@@ -142,7 +143,7 @@ def validate_statefulset_spec(spec: dict, path: str, old_ips: tuple[str, ...] = 
     else:
         errs += validate_label_selector(sel, f"{path}.selector")
         if selector_is_empty(sel):
-            errs.append(invalid(f"{path}.selector", sel, "empty selector is invalid for statefulset"))
+            errs.append(invalid(f"{path}.selector", label_selector_value(sel), "empty selector is invalid for statefulset"))
     template = spec.get("template")
     if template is None:
         errs.append(required(f"{path}.template"))

@@ -28,6 +28,7 @@ from .apps import (
 from .base import Column, Obj, Resource, Strategy, register
 from .core_printing import human_duration, parse_time
 from ..machinery.validation import (
+    label_selector_value,
     OMIT,
     FieldError,
     dns1123_label,
@@ -297,7 +298,7 @@ def _validate_generated_selector(obj: Obj) -> list[FieldError]:
     errs: list[FieldError] = []
     uid, name = meta.get("uid", ""), meta.get("name", "")
     if (spec["selector"].get("matchLabels") or {}).get(CONTROLLER_UID) != uid:
-        errs.append(invalid("spec.selector", spec["selector"], "`selector` not auto-generated"))
+        errs.append(invalid("spec.selector", label_selector_value(spec["selector"]), "`selector` not auto-generated"))
     labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
     if labels.get(CONTROLLER_UID) != uid:
         errs.append(required(f"spec.template.metadata.labels[{CONTROLLER_UID}]", f"must be '{uid}'"))

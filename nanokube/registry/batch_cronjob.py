@@ -15,7 +15,7 @@ from .apps import age_column, api_doc, default_pod_template, name_column, nonneg
 from .base import Column, Obj, Resource, Strategy, register
 from .batch import Clock, validate_job_spec
 from .core_printing import since
-from ..machinery.validation import FieldError, invalid, not_supported, required
+from ..machinery.validation import FieldError, invalid, label_selector_value, not_supported, required
 from . import pod_warnings
 
 _SPEC = "io.k8s.api.batch.v1.CronJobSpec"
@@ -125,7 +125,7 @@ def validate_job_template(template: dict, path: str, old_ips: tuple[str, ...] = 
     spec = template.get("spec") or {}
     errs = validate_job_spec(spec, f"{path}.spec", with_selector=False, old_ips=old_ips)
     if spec.get("selector") is not None:
-        errs.append(invalid(f"{path}.spec.selector", spec["selector"], "`selector` will be auto-generated"))
+        errs.append(invalid(f"{path}.spec.selector", label_selector_value(spec["selector"]), "`selector` will be auto-generated"))
     if spec.get("manualSelector"):
         errs.append(not_supported(f"{path}.spec.manualSelector", True, ["nil", "false"]))
     return errs

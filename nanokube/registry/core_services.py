@@ -25,6 +25,7 @@ from .base import AGE, Column, Strategy
 from .core_printing import AGE_DOC, NAME_DOC, Clock, doc, format_labels
 from .core_spec import PROTOCOLS, port_name, port_number
 from ..machinery import errors
+from ..machinery.gofmt import Struct
 from ..machinery.services import health_check_node_port, needs_health_check
 from ..machinery.validation import (
     FieldError,
@@ -617,7 +618,9 @@ def _port_pairs(ports: list, stype: str) -> list[FieldError]:
     for i, port in enumerate(ports):
         key = (port.get("port"), port.get("protocol", ""))
         if key in seen:
-            errs.append(duplicate(f"spec.ports[{i}]", {"port": key[0], "protocol": key[1]}))
+            # upstream's key is an internal core.ServicePort holding only these two
+            errs.append(duplicate(f"spec.ports[{i}]", Struct(Name="", Protocol=key[1], AppProtocol=None, Port=key[0],
+                                                             TargetPort=0, NodePort=0)))
         seen.add(key)
     return errs
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from .apps import validate_label_selector
 from .base import AGE, Column, Resource, Strategy, register
 from ..machinery.validation import (
+    label_selector_value,
     FieldError,
     dns1123_subdomain,
     immutable,
@@ -86,7 +87,7 @@ class ClusterRoleStrategy(_RoleStrategy):
             p = f"aggregationRule.clusterRoleSelectors[{i}]"
             errs += validate_label_selector(sel, p, allow_invalid_values)
             if _unconvertible(sel):
-                errs.append(invalid(p, sel, "invalid label selector."))
+                errs.append(invalid(p, label_selector_value(sel), "invalid label selector."))
         return errs
 
     def validate_update(self, new, old):

@@ -104,3 +104,19 @@ async def test_a_string_list_prints_as_json_and_an_unset_pointer_as_null(api):
     unset = {"spec": {"loadBalancerClass": None}}
     assert await _refused(core.patch_namespaced_service, "lb", "default", unset) == (
         'Service "lb" is invalid: spec.loadBalancerClass: Invalid value: null: may not change once set')
+
+
+async def test_a_label_selector_prints_in_its_structs_field_order(api):
+    """ValidateImmutableField hands the new *metav1.LabelSelector over: matchLabels before
+    matchExpressions, key/operator/values, whatever order the request wrote them in."""
+    apps = client.AppsV1Api(api)
+    labels = {"app": "web", "tier": "fe"}
+    body = {"metadata": {"name": "web"}, "spec": {
+        "selector": {"matchLabels": {"app": "web"}},
+        "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+    await asyncio.to_thread(apps.create_namespaced_deployment, "default", body)
+    moved = {"spec": {"selector": {"matchExpressions": [{"values": ["fe"], "operator": "In", "key": "tier"}],
+                                   "matchLabels": {"app": "web"}}}}
+    assert await _refused(apps.patch_namespaced_deployment, "web", "default", moved) == (
+        'Deployment.apps "web" is invalid: spec.selector: Invalid value: {"matchLabels":{"app":"web"},'
+        '"matchExpressions":[{"key":"tier","operator":"In","values":["fe"]}]}: field is immutable')

@@ -123,6 +123,15 @@ async def test_validation_lists_errors_in_upstreams_order(core):
                       "ports[1].targetPort", "sessionAffinityConfig", "type"], message
 
 
+async def test_a_repeated_port_is_reported_with_the_internal_key_upstream_builds(core):
+    """ValidateService finds a (protocol, port) twice through a map keyed by a core.ServicePort
+    holding only those two fields; field.Duplicate prints that struct (no JSON tags: Go's names)."""
+    code, message = await _refused(core.create_namespaced_service, "default", _svc(
+        "d", ports=[{"name": "a", "port": 80}, {"name": "b", "port": 80, "targetPort": 8080}]))
+    assert (code, message) == (422, 'Service "d" is invalid: spec.ports[1]: Duplicate value: {"Name":"","Protocol":'
+                                    '"TCP","AppProtocol":null,"Port":80,"TargetPort":0,"NodePort":0}')
+
+
 async def test_an_update_reports_the_clusterip_change_first_as_upstream_words_it(core):
     """ValidateServiceUpdate checks the ClusterIPs (validateUpgradeDowngradeClusterIPs: 'may not change
     once set', at clusterIPs[0], the new list as value) before ValidateService; the changed address is
