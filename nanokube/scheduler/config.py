@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from ..client.leaderelection import LeaderElectionConfig
+from ..machinery.validation import invalid, not_supported
 from . import plugins as registry
 from .framework import Profile
 
@@ -160,12 +161,11 @@ def _defaulted_args(pc: dict) -> dict:
 # --- validation ---------------------------------------------------------------------
 
 def _invalid(path: str, value, msg: str) -> str:
-    shown = f'"{value}"' if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else value
-    return f"{path}: Invalid value: {shown}: {msg}"
+    return str(invalid(path, value, msg))
 
 
 def _unsupported(path: str, value, supported) -> str:
-    return f'{path}: Unsupported value: "{value}": supported values: ' + ", ".join(f'"{s}"' for s in supported)
+    return str(not_supported(path, value, supported))
 
 
 def _percentage(path: str, v) -> list[str]:
@@ -250,8 +250,7 @@ def _common_queue_sort(profiles: list[dict]) -> list[str]:
                              "only one queue sort plugin can be enabled"))
     for i, prof in enumerate(profiles[1:], 1):
         if _queue_sort(prof) != canon:
-            errs.append(f"profiles[{i}].plugins.queueSort: Invalid value: {_queue_sort(prof)}: "
-                        "must be the same for all profiles")
+            errs.append(_invalid(f"profiles[{i}].plugins.queueSort", _queue_sort(prof), "must be the same for all profiles"))
     return errs
 
 
@@ -380,8 +379,7 @@ def _preemption_args(path: str, args: dict) -> list[str]:
 def _volume_binding_args(path: str, args: dict) -> list[str]:
     timeout = args["bindTimeoutSeconds"]
     if not isinstance(timeout, int) or timeout < 0:
-        return [f"{path}.bindTimeoutSeconds: Invalid value: {timeout}: invalid BindTimeoutSeconds, should not be a "
-                "negative value"]
+        return [_invalid(f"{path}.bindTimeoutSeconds", timeout, "invalid BindTimeoutSeconds, should not be a negative value")]
     return []
 
 

@@ -93,7 +93,7 @@ def test_most_allocated_profile_packs_pods():
       'plugin "PrioritySort" does not extend FilterPlugin plugin')),
     ({"profiles": [{"schedulerName": "a"}, {"schedulerName": "b", "plugins": {"queueSort": {
         "disabled": [{"name": "*"}]}}}]},
-     "profiles[1].plugins.queueSort: Invalid value: {'disabled': [{'name': '*'}]}: must be the same for all profiles"),
+     'profiles[1].plugins.queueSort: Invalid value: {"disabled":[{"name":"*"}]}: must be the same for all profiles'),
     ({"profiles": [{"pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "Fancy"}}}]}]},
      ('profiles[0].pluginConfig[0].args.scoringStrategy.type: Unsupported value: "Fancy": supported values: '
       '"LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"')),
@@ -173,6 +173,8 @@ def test_leader_election_section_defaults_durations_and_upstream_checks():
         'leaderElection.retryPeriod: Invalid value: "0s": must be greater than zero'
     assert error(leaderElection={"resourceLock": "endpoints"}) == \
         'leaderElection.resourceLock: Unsupported value: "endpoints": supported values: "leases"'
+    assert error(leaderElection={"resourceLock": 'end"points\t'}) == \
+        'leaderElection.resourceLock: Unsupported value: "end\\"points\\t": supported values: "leases"'  # %q
     assert error(leaderElection={"leaseDuration": "fifteen"}).startswith(
         'leaderElection.leaseDuration: Invalid value: "fifteen"')
     assert error(leaderElection={"leaderElect": True, "lease": "15s"}) == \
