@@ -27,7 +27,14 @@ from .audit import RESPONSE_OBJECT
 from .auth.authorizer import USER
 from .rest import GenericREST, ResourceIndex, User, WriteOptions
 from ..machinery.responses import dumps, error_response, json_response
-from .options import delete_options, dry_run_errors, field_manager_errors, integer, options_invalid
+from .options import (
+    delete_options,
+    dry_run_errors,
+    field_manager_errors,
+    field_validation_errors,
+    integer,
+    options_invalid,
+)
 from .streaming.pods import PodStreaming
 from .subresources import Subresources
 
@@ -337,12 +344,11 @@ class APIHandlers:
     def _write_opts(self, request: web.Request) -> WriteOptions:
         q = request.query
         dry = q.getall("dryRun", [])
-        problems = dry_run_errors(dry) + field_manager_errors(q.get("fieldManager", ""))
-        if problems:
+        fv = q.get("fieldValidation", "")
+        problems = field_manager_errors(q.get("fieldManager", "")) + dry_run_errors(dry) + field_validation_errors(fv)
+        if problems:  # ValidateCreateOptions' (and Update's, Patch's) order
             raise options_invalid(_OPTIONS_KIND.get(request.method, "CreateOptions"), problems)
-        fv = q.get("fieldValidation", "Warn") or "Warn"
-        if fv not in ("Strict", "Warn", "Ignore"):
-            raise errors.bad_request(f"fieldValidation: Unsupported value: {fv!r}: supported values: \"Ignore\", \"Strict\", \"Warn\"")
+        fv = fv or "Warn"
         return WriteOptions(dry_run="All" in dry, field_manager=q.get("fieldManager", ""), field_validation=fv,
                             force=_bool(q.get("force")), user=_user(request))
 

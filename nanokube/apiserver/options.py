@@ -5,7 +5,7 @@ Query parameters that do not convert are a 400 (`strconv.ParseInt: parsing
 "abc": invalid syntax`); options that convert but are not allowed are a 422
 on the options kind, e.g. `DeleteOptions.meta.k8s.io "" is invalid: dryRun:
 Unsupported value: ["Bogus"]: supported values: "All"` (apimachinery's
-`ValidateDeleteOptions`, `ValidateFieldManager`, `ValidateDryRun`).
+`ValidateDeleteOptions`, `ValidateFieldManager`, `ValidateDryRun`, `ValidateFieldValidation`).
 """
 
 from __future__ import annotations
@@ -74,6 +74,14 @@ def dry_run_errors(values: list[Any]) -> list[v.FieldError]:
     if any(d != "All" for d in values):
         return [v.not_supported("dryRun", values, ["All"])]
     return []
+
+
+_FIELD_VALIDATIONS = ("", "Ignore", "Strict", "Warn")  # upstream's sorted set: the empty value allowed too
+
+
+def field_validation_errors(value: str) -> list[v.FieldError]:
+    """ValidateFieldValidation."""
+    return [] if value in _FIELD_VALIDATIONS else [v.not_supported("fieldValidation", value, _FIELD_VALIDATIONS)]
 
 
 def delete_options(query: Mapping[str, str], body: Any, dry_run_query: list[str]) -> dict:
