@@ -11,7 +11,8 @@ from .apps import (
     validate_positive_int_or_percent,
 )
 from .base import Column, Obj, Resource, Strategy, register
-from ..machinery.validation import FieldError, invalid, not_supported
+from ..machinery.gofmt import Struct
+from ..machinery.validation import FieldError, invalid, label_selector_value, not_supported
 
 _EVICTION_POLICIES = ["AlwaysAllow", "IfHealthyBudget"]
 _CONDITION_STATUSES = ("True", "False", "Unknown")
@@ -27,7 +28,10 @@ def _budget(field: str):
 def validate_pdb_spec(spec: dict, path: str = "spec") -> list[FieldError]:
     errs: list[FieldError] = []
     if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
-        errs.append(invalid(path, spec, "minAvailable and maxUnavailable cannot be both set"))
+        internal = Struct(MinAvailable=spec["minAvailable"], Selector=label_selector_value(spec.get("selector")),
+                          MaxUnavailable=spec["maxUnavailable"],
+                          UnhealthyPodEvictionPolicy=spec.get("unhealthyPodEvictionPolicy"))
+        errs.append(invalid(path, internal, "minAvailable and maxUnavailable cannot be both set"))
     for f in ("minAvailable", "maxUnavailable"):
         if spec.get(f) is not None:
             errs += validate_positive_int_or_percent(spec[f], f"{path}.{f}")

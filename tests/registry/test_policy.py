@@ -20,8 +20,12 @@ def test_valid():
 
 
 def test_min_and_max_are_exclusive():
-    errs = S.validate(pdb(minAvailable=1, maxUnavailable=1))
+    errs = S.validate(pdb(minAvailable=1, maxUnavailable="10%"))
     assert [(e.field, e.detail) for e in errs] == [("spec", "minAvailable and maxUnavailable cannot be both set")]
+    # the internal PodDisruptionBudgetSpec: Go's field names, in its order
+    assert errs[0].message == ('Invalid value: {"MinAvailable":1,"Selector":{"matchLabels":{"app":"web"}},'
+                               '"MaxUnavailable":"10%","UnhealthyPodEvictionPolicy":null}: '
+                               "minAvailable and maxUnavailable cannot be both set")
 
 
 def test_int_or_percent_rules():
