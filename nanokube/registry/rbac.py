@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .apps import validate_label_selector
 from .base import AGE, Column, Resource, Strategy, register
+from ..machinery.gofmt import Struct
 from ..machinery.validation import (
     label_selector_value,
     FieldError,
@@ -159,7 +160,9 @@ class _BindingStrategy(Strategy):
 
     def validate_update(self, new, old):
         if new.get("roleRef") != old.get("roleRef"):
-            return [invalid("roleRef", new.get("roleRef"), "cannot change roleRef")]
+            ref = new.get("roleRef") or {}  # the internal rbac.RoleRef: Go's field names
+            internal = Struct(APIGroup=ref.get("apiGroup", ""), Kind=ref.get("kind", ""), Name=ref.get("name", ""))
+            return [invalid("roleRef", internal, "cannot change roleRef")]
         return self.validate(new)
 
 
