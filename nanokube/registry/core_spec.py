@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from .core_volumes import validate_claim_spec
+from ..machinery.gofmt import Struct
 from ..machinery.quantity import QuantityError, canonical, nano_value, parse_quantity
 from ..machinery.validation import (
     FieldError,
@@ -511,7 +512,9 @@ def validate_tolerations(tolerations: list, path: str) -> list[FieldError]:
                 errs.append(invalid(f"{p}.operator", value, ";".join(msgs)))
         elif op == "Exists":
             if value:
-                errs.append(invalid(f"{p}.operator", t, "value must be empty when `operator` is 'Exists'"))
+                internal = Struct(Key=key or "", Operator=op, Value=value, Effect=effect or "",
+                                  TolerationSeconds=t.get("tolerationSeconds"))  # core.Toleration
+                errs.append(invalid(f"{p}.operator", internal, "value must be empty when `operator` is 'Exists'"))
         elif op in ("Lt", "Gt"):
             if not re.fullmatch(r"-?[0-9]+", value or ""):
                 errs.append(invalid(f"{p}.value", value, "must be a valid integer when `operator` is 'Lt' or 'Gt'"))

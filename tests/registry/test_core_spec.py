@@ -67,3 +67,11 @@ async def test_dns_policy_none_needs_a_config_with_a_nameserver(core):
     assert await _refused(core, _pod("p", dnsPolicy="None", dnsConfig={"options": [{}]})) == (
         'Pod "p" is invalid: spec.dnsConfig.nameservers: Required value: '
         "must provide at least one DNS nameserver when `dnsPolicy` is None")
+
+
+async def test_an_exists_toleration_with_a_value_prints_the_internal_toleration(core):
+    """validateTolerations hands the whole core.Toleration to field.Invalid: Go's field names, in its order."""
+    toleration = {"effect": "NoSchedule", "value": "v", "operator": "Exists", "key": "k"}
+    assert await _refused(core, _pod("p", tolerations=[toleration])) == (
+        'Pod "p" is invalid: spec.tolerations[0].operator: Invalid value: {"Key":"k","Operator":"Exists","Value":"v",'
+        '"Effect":"NoSchedule","TolerationSeconds":null}: value must be empty when `operator` is \'Exists\'')
