@@ -141,10 +141,10 @@ def label_selector_warnings(selector: Any, path: str) -> list[str]:
 
 def pod_warnings(pod: dict) -> list[str]:
     """A pod's create (GetWarningsForPod, after its name's); upstream gives none on update."""
-    out = name_warnings((pod.get("metadata") or {}).get("name"),
-                        "metadata.name: this is used in the Pod's hostname, which can result in surprising "
-                        "behavior; a DNS label is recommended: ")
-    return out + spec_warnings("", pod.get("spec") or {}, pod.get("metadata") or {}, False)
+    meta = pod.get("metadata") or _NONE
+    out = name_warnings(meta.get("name"), "metadata.name: this is used in the Pod's hostname, which can result in "
+                        "surprising behavior; a DNS label is recommended: ")
+    return out + spec_warnings("", pod.get("spec") or _NONE, meta, False)
 
 
 def template_warnings(template: Any, path: str) -> list[str]:
@@ -167,16 +167,18 @@ def job_spec_warnings(spec: Any, path: str) -> list[str]:
 
 
 _KINDS = ("initContainers", "containers", "ephemeralContainers")
-#: the spec fields warned about ahead of the containers (the nodeSelector aside): most pods have none
-_EARLY = frozenset(("affinity", "topologySpreadConstraints", "volumes", "hostAliases", "imagePullSecrets", "overhead"))
+#: the kinds a pod without init or ephemeral containers has
+_PLAIN_KINDS = ("containers",)
 #: the annotations warned about, by prefix: the deprecated ones, seccomp's and (containers') AppArmor's
 _NOTABLE = ("scheduler.alpha.kubernetes.io/critical-pod", "security.alpha.kubernetes.io/", _SECCOMP_POD, "container.")
 
 
 def spec_warnings(prefix: str, spec: dict, meta: dict, template: bool) -> list[str]:
     """warningsForPodSpecAndMeta, in its order. What few pods have is looked at only when its field
-    (or an annotation of the forms warned about) is there: a plain pod's cost is its containers'."""
-    annotations = meta.get("annotations") or {}
+    (or an annotation of the forms warned about) is there, each told by a key's presence: a plain
+    pod's cost is its containers'. The spec passed validation (its containers, env entries and
+    ports are objects)."""
+    annotations = meta.get("annotations") or _NONE
     if not isinstance(spec, dict) or not isinstance(annotations, dict):
         return []
     notable = False
@@ -185,19 +187,22 @@ def spec_warnings(prefix: str, spec: dict, meta: dict, template: bool) -> list[s
             notable = True
             break
     out: list[str] = []
-    for k in spec.get("nodeSelector") or ():
-        if k in DEPRECATED_NODE_LABELS:
-            out.append(f"{prefix}spec.nodeSelector[{k}]: {DEPRECATED_NODE_LABELS[k]}")
-    if notable or not _EARLY.isdisjoint(spec):
+    if selector := spec.get("nodeSelector"):
+        for k in selector:
+            if k in DEPRECATED_NODE_LABELS:
+                out.append(f"{prefix}spec.nodeSelector[{k}]: {DEPRECATED_NODE_LABELS[k]}")
+    # the fields warned about ahead of the containers, and pod affinity after them: most pods have none
+    rare = ("affinity" in spec or "volumes" in spec or "topologySpreadConstraints" in spec or "hostAliases" in spec
+            or "imagePullSecrets" in spec or "overhead" in spec)
+    if notable or rare:
         out += _early_warnings(prefix, spec, annotations)
-    psc = spec.get("securityContext") or {}
-    pod_apparmor = psc.get("appArmorProfile") is not None
-    ports: dict[tuple, list[tuple[tuple, dict]]] = {}
-    port_warnings: list[str] = []
-    for kind in _KINDS:
-        for i, c in enumerate(spec.get(kind) or ()):
-            if not isinstance(c, dict):
-                continue
+    if notable:
+        pod_apparmor = (spec.get("securityContext") or _NONE).get("appArmorProfile") is not None
+    ports = None
+    for kind in _KINDS if "initContainers" in spec or "ephemeralContainers" in spec else _PLAIN_KINDS:
+        if not (containers := spec.get(kind)):
+            continue
+        for i, c in enumerate(containers):
             if notable:
                 out += _annotation_warnings(c, prefix, annotations, template, pod_apparmor)
             if res := c.get("resources"):
@@ -206,17 +211,23 @@ def spec_warnings(prefix: str, spec: dict, meta: dict, template: bool) -> list[s
                                             limits.get("ephemeral-storage"), requests.get("ephemeral-storage")):
                     where = _where((prefix, kind, i))
                     out += [where + t for t in texts]
-            env = c.get("env")
-            if env and len(env) > 1 and len({(e or {}).get("name", "") for e in env}) < len(env):
-                out += _env_warnings(env, (prefix, kind, i))
-            if c.get("ports"):
-                port_warnings += _port_warnings(c["ports"], (prefix, kind, i), ports)
-    out += port_warnings
+            if (env := c.get("env")) and len(env) > 1:
+                names = set()
+                for e in env:
+                    names.add(e.get("name", ""))
+                if len(names) < len(env):
+                    out += _env_warnings(env, (prefix, kind, i))
+            if c_ports := c.get("ports"):
+                if ports is None:
+                    ports = []
+                ports.append(((prefix, kind, i), c_ports))
+    if ports is not None:
+        out += _port_warnings(ports)
     grace = spec.get("terminationGracePeriodSeconds")
     if isinstance(grace, int) and grace < 0:
         out.append(f"{prefix}spec.terminationGracePeriodSeconds: must be >= 0; negative values are invalid and "
                    "will be treated as 1")
-    if affinity := spec.get("affinity"):
+    if rare and (affinity := spec.get("affinity")):
         out += _pod_affinity_warnings(prefix, affinity)
     return out
 
@@ -348,35 +359,53 @@ def _env_warnings(env: list, at: tuple) -> list[str]:
     return out
 
 
-def _port_warnings(ports: list, at: tuple, seen: dict[tuple, Any]) -> list[str]:
+def _port_warnings(ports: list[tuple[tuple, list]]) -> list[str]:
     """A hostIP without a hostPort; a containerPort/protocol another port (of any container) has too,
-    with the same, an unset or an ambiguous host side. `seen`: each key's (at, index, port) entries."""
+    with the same, an unset or an ambiguous host side. `ports`: each container's (at, ports). Only
+    a hostIP or a containerPort seen twice can warn: most pods' ports are looked at once for those."""
+    if not _may_warn(ports):
+        return []
     out = []
-    for i, port in enumerate(ports):
-        host_ip = port.get("hostIP", "")
-        if host_ip and not port.get("hostPort"):
-            out.append(f"{_where(at)}.ports[{i}]: hostIP set without hostPort: {{Name:{port.get('name', '')} "
-                       f"HostPort:{port.get('hostPort', 0)} ContainerPort:{port.get('containerPort', 0)} "
-                       f"Protocol:{port.get('protocol', '')} HostIP:{host_ip}}}")
-        k = (port.get("containerPort", 0), port.get("protocol", ""))
-        others = seen.get(k)
-        if others is None:
-            seen[k] = [(at, i, port)]
-            continue
-        host_port = port.get("hostPort", 0)
-        for o_at, o_i, other in others:
-            o_ip, o_port = other.get("hostIP", ""), other.get("hostPort", 0)
-            if host_ip == o_ip and host_port == o_port:
-                what = "duplicate"
-            elif not host_port or not o_port:
-                what = "overlapping"
-            elif host_port == o_port and (not host_ip) != (not o_ip):
-                what = "dangerously ambiguous"
-            else:
+    seen: dict[tuple, list] = {}
+    for at, c_ports in ports:
+        for i, port in enumerate(c_ports):
+            host_ip = port.get("hostIP", "")
+            if host_ip and not port.get("hostPort"):
+                out.append(f"{_where(at)}.ports[{i}]: hostIP set without hostPort: {{Name:{port.get('name', '')} "
+                           f"HostPort:{port.get('hostPort', 0)} ContainerPort:{port.get('containerPort', 0)} "
+                           f"Protocol:{port.get('protocol', '')} HostIP:{host_ip}}}")
+            k = (port.get("containerPort", 0), port.get("protocol", ""))
+            others = seen.get(k)
+            if others is None:
+                seen[k] = [(at, i, port)]
                 continue
-            out.append(f"{_where(at)}.ports[{i}]: {what} port definition with {_where(o_at)}.ports[{o_i}]")
-        others.append((at, i, port))
+            host_port = port.get("hostPort", 0)
+            for o_at, o_i, other in others:
+                o_ip, o_port = other.get("hostIP", ""), other.get("hostPort", 0)
+                if host_ip == o_ip and host_port == o_port:
+                    what = "duplicate"
+                elif not host_port or not o_port:
+                    what = "overlapping"
+                elif host_port == o_port and (not host_ip) != (not o_ip):
+                    what = "dangerously ambiguous"
+                else:
+                    continue
+                out.append(f"{_where(at)}.ports[{i}]: {what} port definition with {_where(o_at)}.ports[{o_i}]")
+            others.append((at, i, port))
     return out
+
+
+def _may_warn(ports: list[tuple[tuple, list]]) -> bool:
+    """Whether a port has a hostIP or shares its containerPort with another: only those can warn."""
+    numbers = set()
+    count = 0
+    for _, c_ports in ports:
+        for port in c_ports:
+            if "hostIP" in port:
+                return True
+            numbers.add(port.get("containerPort", 0))
+        count += len(c_ports)
+    return len(numbers) < count
 
 
 def _paths(items: Any) -> list[str]:

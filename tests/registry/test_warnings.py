@@ -120,6 +120,32 @@ async def test_template_warnings_at_their_paths_dry_run_and_update_on_generation
         assert await _post(s, base, _deployment("quiet")) == (201, [])
 
 
+async def test_port_and_env_warnings_only_where_they_clash(plain):
+    """A container port's number seen twice with another protocol, an empty hostIP and a repeated env
+    name that refers to its previous value say nothing; a repeat that hides it, a port another
+    container has too and a hostIP without a hostPort warn, in upstream's order."""
+    url = f"{plain}/api/v1/namespaces/default/pods"
+    quiet = _pod("quiet", containers=[
+        {"name": "c", "image": "busybox",
+         "ports": [{"containerPort": 80, "protocol": "TCP"}, {"containerPort": 80, "protocol": "UDP"},
+                   {"containerPort": 81, "hostIP": ""}],
+         "env": [{"name": "A", "value": "x"}, {"name": "B", "value": "y"}, {"name": "A", "value": "$(A)-more"}]},
+        {"name": "d", "image": "busybox", "ports": [{"containerPort": 82}]}])
+    loud = _pod("loud", containers=[
+        {"name": "c", "image": "busybox", "ports": [{"containerPort": 80}],
+         "env": [{"name": "A"}, {"name": "B"}, {"name": "C"}, {"name": "B", "value": "z"}]},
+        {"name": "d", "image": "busybox",
+         "ports": [{"containerPort": 80}, {"name": "web", "containerPort": 81, "hostIP": "10.0.0.1"}]}])
+    async with aiohttp.ClientSession() as s:
+        assert await _post(s, url, quiet) == (201, [])
+        assert await _post(s, url, loud) == (201, [
+            '299 - "spec.containers[0].env[3]: hides previous definition of \\"B\\", which may be dropped when '
+            'using apply"',
+            '299 - "spec.containers[1].ports[0]: duplicate port definition with spec.containers[0].ports[0]"',
+            '299 - "spec.containers[1].ports[1]: hostIP set without hostPort: {Name:web HostPort:0 '
+            'ContainerPort:81 Protocol:TCP HostIP:10.0.0.1}"',
+        ])
+
 async def test_service_ip_and_cidr_warnings(plain):
     url = f"{plain}/api/v1/namespaces/default/services"
     svc = {"metadata": {"name": "s"}, "spec": {
