@@ -136,10 +136,11 @@ class Scheduler:
         #: (error, framework) -> its attempts counter and duration histogram series, for `_failed`
         self._failure_series: dict[tuple[bool, Framework], tuple] = {}
         self._sweep_at = _MIN_SWEEP
-        #: failure reports waiting for a reporter, the reporters waiting for one, and how many run
+        #: failure reports waiting for a reporter, the reporters waiting for one, and the reporters'
+        #: tasks: kept apart from `_binds`, whose tasks all end, as an idle reporter does not
         self._reports: collections.deque[Coroutine] = collections.deque()
         self._idle: list[asyncio.Future] = []
-        self._reporters = 0
+        self._reporters: set[asyncio.Task] = set()
 
     def informer(self, group: str, version: str, plural: str) -> Informer:
         """One shared informer per resource for plugins that need more than nodes and pods."""
@@ -253,9 +254,11 @@ class Scheduler:
 
     async def stop(self) -> None:
         self.queue.close()
-        for t in self._tasks + list(self._binds):
+        tasks = [*self._tasks, *self._binds, *self._reporters]
+        for t in tasks:
             t.cancel()
-        await asyncio.gather(*self._tasks, *self._binds, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._reporters.clear()  # one cancelled before it ran never left
         while self._reports:
             self._reports.popleft().close()
         await self.api.broadcaster.stop()
@@ -390,9 +393,8 @@ class Scheduler:
         self._reports.append(report)
         if self._idle:
             self._idle.pop().set_result(None)
-        elif self._reporters < REPORTERS:
-            self._reporters += 1
-            self.spawn(self._reporter())
+        elif len(self._reporters) < REPORTERS:
+            self._reporters.add(asyncio.get_running_loop().create_task(self._reporter()))
 
     async def _reporter(self) -> None:
         """Writes queued reports until there are none, then waits to be handed more."""
@@ -408,7 +410,7 @@ class Scheduler:
                 self._idle.append(idle)
                 await idle
         finally:
-            self._reporters -= 1
+            self._reporters.discard(asyncio.current_task())
             if idle is not None and idle in self._idle:
                 self._idle.remove(idle)
 

@@ -174,10 +174,18 @@ async def test_failure_reports_share_a_bounded_pool_of_reporters(env):
                    if c["type"] == "PodScheduled" and c["status"] == "False") == n
 
     assert await eventually(reported)
-    assert 0 < sched._reporters <= REPORTERS
+    assert 0 < len(sched._reporters) <= REPORTERS
+
+    async def all_idle():
+        return len(sched._idle) == len(sched._reporters)
+
+    # idle reporters wait apart from the background writes, which all end: a wait for those returns
+    assert await eventually(all_idle)
+    assert sched._reporters.isdisjoint(sched._binds)
+    assert [t for t in sched._binds if not t.done()] == []
     items, _ = await client.resource("events.k8s.io", "v1", "events").list("default")
     assert len({e["regarding"]["name"] for e in items if e["reason"] == "FailedScheduling"}) == n
     sched._submit(sched._report(None, {"metadata": {"name": "gone", "namespace": "default"}}, "Unschedulable", "x"))
     sched._reports.append(sched._report(None, {"metadata": {"name": "gone2", "namespace": "default"}}, "x", "y"))
     await sched.stop()
-    assert not sched._reports and sched._reporters == 0
+    assert not sched._reports and not sched._reporters
