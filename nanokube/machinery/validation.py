@@ -304,6 +304,44 @@ def validate_annotations(annotations: Any, path: str) -> list[FieldError]:
 NameValidator = Any  # callable(str) -> list[str]
 
 
+def _owner_reference(ref: dict) -> gofmt.Struct:
+    """A metav1.OwnerReference as json.Marshal writes it (the two pointers left out when unset)."""
+    out = gofmt.Struct(apiVersion=ref.get("apiVersion") or "", kind=ref.get("kind") or "", name=ref.get("name") or "",
+                       uid=ref.get("uid") or "")
+    for f in ("controller", "blockOwnerDeletion"):
+        if ref.get(f) is not None:
+            out[f] = ref[f]
+    return out
+
+
+def _owner_reference_errors(refs: list, path: str) -> list[FieldError]:
+    """ValidateOwnerReferences: each reference's fields (Invalid at the list's path, not an item's),
+    no Event as owner, and one controller at most: every further one is an error naming the first."""
+    errs: list[FieldError] = []
+    first = ""
+    for ref in refs:
+        api_version, kind = ref.get("apiVersion") or "", ref.get("kind") or ""
+        parts = api_version.split("/")  # FromAPIVersionAndKind: no version when it does not parse
+        version = parts[-1] if len(parts) <= 2 else ""
+        if not version:
+            errs.append(invalid(f"{path}.apiVersion", api_version, "version must not be empty"))
+        if not kind:
+            errs.append(invalid(f"{path}.kind", kind, "kind must not be empty"))
+        for f in ("name", "uid"):
+            if not ref.get(f):
+                errs.append(invalid(f"{path}.{f}", ref.get(f) or "", f"{f} must not be empty"))
+        if (api_version, kind) == ("v1", "Event"):  # BannedOwners
+            errs.append(invalid(path, _owner_reference(ref), "/v1, Kind=Event is disallowed from being an owner"))
+        if ref.get("controller"):
+            name = f"{kind}/{ref.get('name') or ''}"
+            if first:
+                errs.append(invalid(path, [_owner_reference(r) for r in refs], "Only one reference can have Controller "
+                                    f'set to true. Found "true" in references for {first} and {name}'))
+            else:
+                first = name
+    return errs
+
+
 def validate_object_meta(
     meta: dict, namespaced: bool, name_fn=dns1123_subdomain, path: str = "metadata"
 ) -> list[FieldError]:
@@ -330,13 +368,7 @@ def validate_object_meta(
     errs += validate_labels(meta.get("labels"), f"{path}.labels")
     errs += validate_annotations(meta.get("annotations"), f"{path}.annotations")
     if refs := meta.get("ownerReferences"):
-        for i, ref in enumerate(refs):
-            p = f"{path}.ownerReferences[{i}]"
-            for f in ("apiVersion", "kind", "name", "uid"):
-                if not ref.get(f):
-                    errs.append(required(f"{p}.{f}", f"{f} must not be empty" if f != "uid" else "uid must not be empty"))
-        if sum(1 for r in refs if r.get("controller")) > 1:
-            errs.append(invalid(f"{path}.ownerReferences", refs, "Only one reference can have Controller set to true"))
+        errs += _owner_reference_errors(refs, f"{path}.ownerReferences")
     for i, fin in enumerate(meta.get("finalizers") or []):
         for msg in qualified_name(fin):
             errs.append(invalid(f"{path}.finalizers[{i}]", fin, msg))

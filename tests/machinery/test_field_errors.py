@@ -120,3 +120,17 @@ async def test_a_label_selector_prints_in_its_structs_field_order(api):
     assert await _refused(apps.patch_namespaced_deployment, "web", "default", moved) == (
         'Deployment.apps "web" is invalid: spec.selector: Invalid value: {"matchLabels":{"app":"web"},'
         '"matchExpressions":[{"key":"tier","operator":"In","values":["fe"]}]}: field is immutable')
+
+
+async def test_two_controller_references_are_named_and_printed_as_json(api):
+    """The shape kube-apiserver 1.37 answers (as seen in the wild: `... Found "true" in references for
+    FunctionRevision/a and FunctionRevision/b`), the references as []metav1.OwnerReference's JSON."""
+    refs = [{"uid": "u1", "name": "a", "kind": "Rev", "apiVersion": "example.com/v1", "controller": True,
+             "blockOwnerDeletion": True},
+            {"apiVersion": "example.com/v1", "kind": "Rev", "name": "b", "uid": "u2", "controller": True}]
+    body = {"metadata": {"name": "c", "ownerReferences": refs}}
+    assert await _refused(client.CoreV1Api(api).create_namespaced_config_map, "default", body) == (
+        'ConfigMap "c" is invalid: metadata.ownerReferences: Invalid value: [{"apiVersion":"example.com/v1",'
+        '"kind":"Rev","name":"a","uid":"u1","controller":true,"blockOwnerDeletion":true},{"apiVersion":'
+        '"example.com/v1","kind":"Rev","name":"b","uid":"u2","controller":true}]: Only one reference can have '
+        'Controller set to true. Found "true" in references for Rev/a and Rev/b')

@@ -30,8 +30,21 @@ def test_owner_references_are_checked_only_when_present_and_then_fully():
     refs = [{"apiVersion": "v1", "kind": "A", "name": "a", "uid": "1", "controller": True},
             {"apiVersion": "v1", "kind": "B", "name": "b", "controller": True}]
     errs = validate_object_meta({**meta, "ownerReferences": refs}, True)
-    assert [(e.field, e.reason) for e in errs] == [("metadata.ownerReferences[1].uid", "FieldValueRequired"),
-                                                    ("metadata.ownerReferences", "FieldValueInvalid")]
+    # ValidateOwnerReferences: a reference's errors at the list's path, the second controller named beside
+    # the first, the references as []metav1.OwnerReference's JSON
+    assert [str(e) for e in errs] == [
+        'metadata.ownerReferences.uid: Invalid value: "": uid must not be empty',
+        'metadata.ownerReferences: Invalid value: [{"apiVersion":"v1","kind":"A","name":"a","uid":"1","controller":true},'
+        '{"apiVersion":"v1","kind":"B","name":"b","uid":"","controller":true}]: Only one reference can have Controller '
+        'set to true. Found "true" in references for A/a and B/b']
     refs[1]["controller"] = False
     assert [e.field for e in validate_object_meta({**meta, "ownerReferences": refs}, True)] == \
-        ["metadata.ownerReferences[1].uid"]
+        ["metadata.ownerReferences.uid"]
+    refs[1].update(apiVersion="a/b/c", kind="", uid="2")
+    assert [str(e) for e in validate_object_meta({**meta, "ownerReferences": refs}, True)] == [
+        'metadata.ownerReferences.apiVersion: Invalid value: "a/b/c": version must not be empty',
+        'metadata.ownerReferences.kind: Invalid value: "": kind must not be empty']
+    event = {"apiVersion": "v1", "kind": "Event", "name": "e", "uid": "3"}
+    assert [str(e) for e in validate_object_meta({**meta, "ownerReferences": [event]}, True)] == [
+        'metadata.ownerReferences: Invalid value: {"apiVersion":"v1","kind":"Event","name":"e","uid":"3"}: '
+        "/v1, Kind=Event is disallowed from being an owner"]
