@@ -194,6 +194,11 @@ class DaemonSetController(Controller):
             self.queue.add(key)
 
     def _pod_updated(self, old: dict, pod: dict) -> None:
+        """updatePod: a pod given its deletionTimestamp counts as deleted at once (its DaemonSet need not
+        wait out the grace period to replace it); else the owners of both sides, adopters on a change."""
+        if pod["metadata"].get("deletionTimestamp"):
+            self._pod_deleted(pod)
+            return
         pod_updated(old, pod, self._owner_key, self.queue.add, self._enqueue_selecting)
 
     def _enqueue_selecting(self, pod: dict) -> None:

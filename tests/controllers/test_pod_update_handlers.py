@@ -488,3 +488,27 @@ async def test_a_pod_first_seen_terminating_is_a_deletion_not_a_creation(stack, 
             assert ctrl.expectations.satisfied("default/a")
     finally:
         await stopped(ctrl)
+
+
+async def test_a_daemonset_pod_given_its_deletion_timestamp_is_its_deletion_at_once(stack):
+    """DaemonSet's updatePod: the owner observes the deletion when the grace period starts, not when the
+    pod is finally gone, so a replacement need not wait for it."""
+    ctrl = await informing(DaemonSetController(stack.client))
+    try:
+        owner = await stack.client.resource("apps", "v1", "daemonsets").create(_daemonset("a", "a"), NS)
+        await seen(ctrl.ds_inf, owner)
+        p = pod("owned", {"app": "a"})
+        p["metadata"].update(finalizers=["example.com/hold"], ownerReferences=[{
+            "apiVersion": "apps/v1", "kind": "DaemonSet", "name": "a", "uid": owner["metadata"]["uid"],
+            "controller": True}])
+        pods = stack.client.resource("", "v1", "pods")
+        p = await pods.create(p, NS)
+        await seen(ctrl.pod_inf, p)
+        await drained(ctrl)
+        ctrl.expectations.expect("default/a", dels=1)
+        p = await pods.delete("owned", NS)  # held by its finalizer: terminating, not gone
+        await seen(ctrl.pod_inf, p)
+        assert ctrl.expectations.satisfied("default/a")
+        assert await drained(ctrl) == {"default/a"}
+    finally:
+        await stopped(ctrl)
