@@ -8,7 +8,6 @@ import asyncio
 import datetime as _dt
 import heapq
 import itertools
-import math
 import time
 
 
@@ -31,16 +30,18 @@ class Clock:
         """metav1.MicroTime form, used by Leases and events.k8s.io."""
         t = self.now() if t is None else t
         # datetime's own rounding (half to even, carrying into the second), with the second's text
-        # from format_time's cache: the audit log stamps every request twice
-        frac, whole = math.modf(t)
-        sec, us = int(whole), round(frac * 1e6)
+        # from format_time's cache: the audit log stamps every request twice. `t - sec` is exact
+        # (math.modf's fraction, without its call), and the six digits are two table lookups
+        # (`{us:06d}` parsed its format spec on every call: a third of the method)
+        sec = int(t)
+        us = round((t - sec) * 1e6)
         if us >= 1_000_000:
             sec, us = sec + 1, us - 1_000_000
         elif us < 0:
             sec, us = sec - 1, us + 1_000_000
         if sec != _last_micro[0]:
             _last_micro[:] = sec, format_time(sec)[:-1] + "."
-        return f"{_last_micro[1]}{us:06d}Z"
+        return f"{_last_micro[1]}{_DIGITS3[us // 1000]}{_DIGITS3[us % 1000]}Z"
 
 
 def format_time(t: float) -> str:
@@ -53,6 +54,8 @@ def format_time(t: float) -> str:
 
 
 _last: list = [None, ""]
+#: "000" to "999": a MicroTime's fraction is two of them
+_DIGITS3 = tuple(f"{i:03d}" for i in range(1000))
 #: the last second rfc3339_micro wrote, and its text up to the fraction (every new Event asks)
 _last_micro: list = [None, ""]
 

@@ -1,6 +1,6 @@
 """metav1.Time text: second precision, UTC, Z; the per-second memo never returns a stale second."""
 
-from nanokube.clock import format_time, parse_time
+from nanokube.clock import REAL, format_time, parse_time
 
 
 def test_format_time_truncates_to_the_second_and_round_trips():
@@ -9,6 +9,23 @@ def test_format_time_truncates_to_the_second_and_round_trips():
     assert format_time(1767225600.2) == "2026-01-01T00:00:00Z", "going back a second is not served from the memo"
     assert parse_time(format_time(1767225659.5)) == 1767225659
 
+
+
+def test_rfc3339_micro_is_datetimes_text_rounding_edges_and_new_seconds_included():
+    import datetime as dt
+    import random
+
+    def datetimes(t: float) -> str:
+        return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+    rng = random.Random(7)
+    instants = [rng.uniform(0, 4e9) for _ in range(20_000)]
+    # half a microsecond either side of each rounding step, a fraction that rounds up into the next
+    # second, the second before again (the per-second memo), whole seconds and tiny fractions
+    instants += [1_800_000_000 + k / 1e6 + d for k in range(0, 1_000_000, 9_973) for d in (5e-7, -5e-7, 4.99e-7)]
+    instants += [1_799_999_999.9999996, 1_799_999_999.5, 1_800_000_000.0, 0.0, 1.5e-6, 2.5e-6, 1_767_225_600.000001]
+    assert [REAL.rfc3339_micro(t) for t in instants] == [datetimes(t) for t in instants]
+    assert REAL.rfc3339_micro(1_799_999_999.9999996) == "2027-01-15T08:00:00.000000Z"
 
 async def test_virtual_clock_wakes_sleepers_in_order_at_their_time():
     import asyncio

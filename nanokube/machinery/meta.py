@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import binascii
 import os
-import struct
 
 
 def object_key(obj: dict) -> str:
@@ -11,14 +11,28 @@ def object_key(obj: dict) -> str:
     return f"{md.get('namespace', '')}/{md['name']}"
 
 
-#: 16-byte pieces of one os.urandom read. `next` on it is a single C call, so two threads never get
-#: the same piece; a forked child starts on fresh bytes (it must not repeat its parent's UIDs)
+#: the UIDs of one os.urandom read, as text. `next` on it is a single C call, so two threads never
+#: get the same one; a forked child starts on fresh bytes (it must not repeat its parent's UIDs)
 _random = iter(())
+#: UIDs made per read: each from a 38-character window of the read's hex (19 bytes), whose four
+#: dashes, version digit and two separating spaces are written over it at their fixed offsets
+_BATCH = 256
+_WINDOW = 38
+_DASHES = b"-" * _BATCH
+_FOURS = b"4" * _BATCH
+_SPACES = b" " * _BATCH
+#: a hex digit to the variant's (10xx in binary: 8, 9, a or b), keeping its two low bits
+_VARIANT = bytes.maketrans(b"0123456789abcdef", b"89ab89ab89ab89ab")
 
 
 def _refill() -> None:
     global _random
-    _random = struct.iter_unpack("16s", os.urandom(4096))
+    text = bytearray(binascii.hexlify(os.urandom(_WINDOW // 2 * _BATCH)))
+    text[8::_WINDOW] = text[13::_WINDOW] = text[18::_WINDOW] = text[23::_WINDOW] = _DASHES
+    text[14::_WINDOW] = _FOURS
+    text[19::_WINDOW] = text[19::_WINDOW].translate(_VARIANT)
+    text[36::_WINDOW] = text[37::_WINDOW] = _SPACES
+    _random = iter(text.decode().split())
 
 
 def _forget() -> None:
@@ -30,16 +44,12 @@ os.register_at_fork(after_in_child=_forget)
 
 
 def new_uid() -> str:
-    """A random (version 4) UUID as text, as `str(uuid.uuid4())` gives it at less than half the
-    cost (the UUID object is never needed): every write takes one or two (uid, audit ID). The
-    bytes come from the kernel's CSPRNG 4 KiB at a time, as google/uuid's random pool does (a
-    `getrandom` call per UID was about 1 us of its 2.3 here)."""
-    piece = next(_random, None)
-    if piece is None:
+    """A random (version 4) UUID as text, as `str(uuid.uuid4())` gives it: 122 random bits from
+    the kernel's CSPRNG, read for 256 UIDs at a time (as google/uuid's random pool does) and
+    laid out by slice assignments over the read's hex, all in C; every write takes one or two
+    (uid, audit ID), and formatting each from its own 16 bytes in Python cost ~4.5 times as much."""
+    uid = next(_random, None)
+    if uid is None:
         _refill()
-        piece = next(_random)
-    b = bytearray(piece[0])
-    b[6] = (b[6] & 0x0F) | 0x40
-    b[8] = (b[8] & 0x3F) | 0x80
-    h = b.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+        uid = next(_random)
+    return uid

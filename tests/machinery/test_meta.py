@@ -26,3 +26,19 @@ def test_new_uid_refills_its_pool_and_a_forked_child_does_not_repeat_its_parent(
     os.waitpid(pid, 0)
     os.close(r)
     assert child != new_uid() and uuid.UUID(child).version == 4
+
+
+def test_new_uid_leaves_only_the_version_and_variant_bits_fixed():
+    """Every hex digit but the version's is random (each takes many values over a few refills), the
+    variant digit all four of its values, and the dashes sit where UUID text has them."""
+    uids = [new_uid() for _ in range(2048)]
+    for at in range(36):
+        seen = {u[at] for u in uids}
+        if at in (8, 13, 18, 23):
+            assert seen == {"-"}
+        elif at == 14:
+            assert seen == {"4"}
+        elif at == 19:
+            assert seen == set("89ab")
+        else:
+            assert len(seen) == 16, (at, seen)
