@@ -321,9 +321,8 @@ def _owner_reference_errors(refs: list, path: str) -> list[FieldError]:
     first = ""
     for ref in refs:
         api_version, kind = ref.get("apiVersion") or "", ref.get("kind") or ""
-        parts = api_version.split("/")  # FromAPIVersionAndKind: no version when it does not parse
-        version = parts[-1] if len(parts) <= 2 else ""
-        if not version:
+        # FromAPIVersionAndKind: no version when empty, after a slash, or unparsed (two slashes)
+        if not api_version or api_version[-1] == "/" or api_version.count("/") > 1:
             errs.append(invalid(f"{path}.apiVersion", api_version, "version must not be empty"))
         if not kind:
             errs.append(invalid(f"{path}.kind", kind, "kind must not be empty"))
