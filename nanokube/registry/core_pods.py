@@ -218,7 +218,8 @@ def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] =
     dns = spec.get("dnsPolicy")
     if dns and dns not in ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"):
         errs.append(not_supported(f"{path}.dnsPolicy", dns, ["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"]))
-    errs += validate_dns_config(spec, path, old_ips)
+    if dns == "None" or spec.get("dnsConfig") is not None:  # most pods have neither: no call
+        errs += validate_dns_config(spec, path, old_ips)
     for f, check in (("nodeName", dns1123_subdomain), ("serviceAccountName", dns1123_subdomain),
                      ("schedulerName", dns1123_subdomain), ("hostname", dns1123_label),
                      ("subdomain", dns1123_label), ("priorityClassName", dns1123_subdomain)):
