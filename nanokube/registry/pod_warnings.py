@@ -10,9 +10,9 @@ The checks read only what a pod has: one with nothing to warn about costs a few 
 from __future__ import annotations
 
 import functools
-import json
 from typing import Any
 
+from ..machinery import gofmt
 from ..machinery.quantity import QuantityError, parse
 from ..machinery.validation import dns1123_label, label_value
 
@@ -59,7 +59,7 @@ POD_NAME_MSG = ("metadata.name: this is used in Pod names and hostnames, which c
 
 def go_quote(s: Any) -> str:
     """Go's %q of a string."""
-    return json.dumps(s if isinstance(s, str) else str(s), ensure_ascii=False)
+    return gofmt.quote(s if isinstance(s, str) else str(s))
 
 
 def go_list(msgs: list[str]) -> str:

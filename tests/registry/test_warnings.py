@@ -317,3 +317,9 @@ def test_other_kinds_warnings():
         "spec.addressType: FQDN endpoints are deprecated"]
     assert kind_warnings.endpoints_warnings({"metadata": {"labels": {
         "endpoints.kubernetes.io/managed-by": "endpoint-controller"}}, "subsets": [{"addresses": [{"ip": "::ffff:1.2.3.4"}]}]}) == []
+
+
+def test_warnings_quote_values_as_go_does():
+    """Warnings print names with %q: Go's escapes, not JSON's (\\x01, not \\u0001; a non-breaking space escaped)."""
+    assert pod_warnings.go_quote("a\x01b\u00a0c") == '"a\\x01b\\u00a0c"'
+    assert pod_warnings.go_quote(5) == '"5"'
