@@ -4,8 +4,6 @@ validation messages (pkg/apis/storage/validation) and `kubectl get` columns."""
 
 from __future__ import annotations
 
-import re
-
 from .. import schema
 from ..machinery.quantity import QuantityError, parse_quantity
 from ..machinery.validation import (
@@ -28,7 +26,6 @@ from .core_printing import AGE_DOC, NAME_DOC
 from . import kind_warnings
 
 GROUP = "storage.k8s.io"
-_CSI_DRIVER_NAME = re.compile(r"^[a-zA-Z0-9]([-a-zA-Z0-9.]*[a-zA-Z0-9])?\Z")
 _NAME = Column("Name", "string", lambda o: o["metadata"]["name"], NAME_DOC, format="name")
 _AGE = Column("Age", "string", AGE, AGE_DOC)
 _MAX_PARAMETERS = 256 * 1024
@@ -41,16 +38,12 @@ def doc(definition: str, field: str) -> str:
 
 
 def csi_driver_name(value: str, path: str) -> list[FieldError]:
-    """validateCSIDriverName: at most 63 characters, DNS-like."""
-    if not value:
-        return [required(path)]
-    if len(value) > 63:
-        return [FieldError("FieldValueTooLong", path, "must have at most 63 bytes", value, True)]
-    if not _CSI_DRIVER_NAME.match(value.lower()):
-        return [invalid(path, value, "a DNS-1123 subdomain must consist of lower case alphanumeric characters, '-' "
-                        "or '.', and must start and end with an alphanumeric character (e.g. 'example.com', "
-                        "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")]
-    return []
+    """ValidateCSIDriverName: required, 63 bytes at most, and a DNS subdomain once lowercased, each
+    checked whatever the others found."""
+    errs = [required(path)] if not value else []
+    if len(value.encode()) > 63:
+        errs.append(too_long(path, 63))
+    return errs + [invalid(path, value, m) for m in dns1123_subdomain(value.lower())]
 
 
 def _parameters(params: dict | None, allow_empty: bool, path: str = "parameters") -> list[FieldError]:
@@ -341,9 +334,8 @@ class VolumeAttachmentStrategy(Strategy):
             errs.append(required("spec.source.persistentVolumeName", "must specify non empty persistentVolumeName"))
         node = spec.get("nodeName") or ""
         errs += [invalid("spec.nodeName", node, m) for m in dns1123_subdomain(node)]
-        # the v1 checks: the attacher is a CSI driver name, the volume a valid PV name
-        if attacher:
-            errs += csi_driver_name(attacher, "spec.attacher")
+        # ValidateVolumeAttachmentV1: the attacher is a CSI driver name (required again), the volume a PV name
+        errs += csi_driver_name(attacher, "spec.attacher")
         if pv:
             errs += [invalid("spec.source.persistentVolumeName", pv, m) for m in dns1123_subdomain(pv)]
         return errs

@@ -1,13 +1,20 @@
 """storage.k8s.io, core PV/PVC, ResourceQuota/LimitRange and RuntimeClass
 strategies: defaults, upstream's messages, immutability and columns."""
 
-import pytest
+import asyncio
+import json
 
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from nanokube.machinery.validation import dns1123_subdomain
 from nanokube.registry.base import all_resources
 from nanokube.registry.core_quota import LimitRangeStrategy, ResourceQuotaStrategy
 from nanokube.registry.core_volumes import PersistentVolumeClaimStrategy, PersistentVolumeStrategy
 from nanokube.registry.node import RuntimeClassStrategy
 from nanokube.registry.storage import StorageClassStrategy, VolumeAttachmentStrategy
+from tests.served import served
 
 
 def msgs(errs):
@@ -60,6 +67,25 @@ def test_volume_attachment_source_one_of():
     va = {"metadata": {"name": "va"}, "spec": {"attacher": "csi.example.com", "nodeName": "n1", "source": {}}}
     assert msgs(s.validate(va)) == [
         "spec.source: Required value: must specify exactly one of inlineVolumeSpec and persistentVolumeName"]
+
+
+async def test_a_csi_driver_name_gets_every_check_that_fails(tmp_path):
+    """ValidateCSIDriverName runs its three checks whatever the others found: required, TooLong
+    (its 1.37 wording, no value), then IsDNS1123Subdomain of the lowercased name."""
+    long = "A" * 62 + "..b"
+    va = {"metadata": {"name": "va"}, "spec": {"attacher": long, "nodeName": "n1",
+                                               "source": {"persistentVolumeName": "pv"}}}
+    async with served(tmp_path) as (_, api_client):
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(client.StorageV1Api(api_client).create_volume_attachment, va)
+    assert e.value.status == 422
+    assert json.loads(e.value.body)["message"] == (
+        'VolumeAttachment.storage.k8s.io "va" is invalid: [spec.attacher: Too long: may not be more than 63 bytes, '
+        f'spec.attacher: Invalid value: "{long}": {dns1123_subdomain(long.lower())[0]}]')
+    # the spec's required attacher, then ValidateVolumeAttachmentV1's three checks
+    assert msgs(VolumeAttachmentStrategy().validate({**va, "spec": {**va["spec"], "attacher": ""}})) == [
+        "spec.attacher: Required value", "spec.attacher: Required value",
+        f'spec.attacher: Invalid value: "": {dns1123_subdomain("")[0]}']
 
 
 def pv(**spec):
