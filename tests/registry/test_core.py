@@ -521,7 +521,7 @@ def test_load_balancer_fields_only_on_load_balancers():
     del changed["spec"]["loadBalancerClass"]
     s.prepare_for_update(changed, lb)
     assert [str(e) for e in s.validate_update(changed, lb)] == [
-        'spec.loadBalancerClass: Invalid value: "null": may not change once set']
+        'spec.loadBalancerClass: Invalid value: null: may not change once set']
     to_cluster_ip = copy.deepcopy(lb)  # left as they were, the LoadBalancer's fields are dropped
     to_cluster_ip["spec"]["type"] = "ClusterIP"
     s.prepare_for_update(to_cluster_ip, lb)
