@@ -123,16 +123,44 @@ async def test_past_versions_keep_their_json_and_read_back_as_one_equal_object(e
     cache = WatchCache(store, window=100)
     await cache.start()
     try:
-        kv = await store.create(PREFIX + "ns/a", b'{"metadata":{"name":"a"},"data":{"v":"0"}}')
+        created = b'{"metadata":{"name":"a"},"data":{"v":"0"}}'
+        kv = await store.create(PREFIX + "ns/a", created)
         for v in range(1, 5):
             kv = await store.update(PREFIX + "ns/a", b'{"metadata":{"name":"a"},"data":{"v":"%d"}}' % v, kv.mod_revision)
         await cache.sync()
         evs = cache.events_since(cache.oldest_revision, PREFIX)
         first_prev = evs[1].prev  # the created version, replaced three events before the newest two
-        assert first_prev._obj is None and first_prev._raw is not None
+        # it keeps the bytes the store's event says it was stored as: nothing was encoded for it
+        assert first_prev._obj is None and first_prev._raw is None and first_prev._stored is created
         assert first_prev.obj == {"metadata": {"name": "a", "resourceVersion": str(evs[0].rev)}, "data": {"v": "0"}}
         assert first_prev.obj is first_prev.obj
+        assert first_prev.raw == orjson.dumps(first_prev.obj)
         assert evs[-1].prev._obj is not None  # among the newest: still decoded
+    finally:
+        await cache.stop()
+
+
+async def test_a_deleted_version_past_the_decoded_history_keeps_its_last_stored_bytes(env, monkeypatch):
+    from nanokube.apiserver import cache as cache_module
+
+    store, _ = env
+    monkeypatch.setattr(cache_module, "_DECODED_HISTORY", 2)
+    cache = WatchCache(store, window=100)
+    await cache.start()
+    try:
+        kv = await store.create(PREFIX + "ns/d", b'{"metadata":{"name":"d"},"data":{"v":"0"}}')
+        last = b'{"metadata":{"name":"d"},"data":{"v":"1"}}'
+        kv = await store.update(PREFIX + "ns/d", last, kv.mod_revision)
+        gone = await store.delete(PREFIX + "ns/d")
+        for i in range(3):  # three newer events push the deletion out of the decoded history
+            await store.create(PREFIX + f"ns/o{i}", b'{"metadata":{"name":"o%d"}}' % i)
+        await cache.sync()
+        deleted = next(e for e in cache.events_since(cache.oldest_revision, PREFIX) if e.type == DELETED)
+        assert deleted.entry._obj is None and deleted.entry._raw is None and deleted.entry._stored is last
+        assert deleted.prev._obj is None and deleted.prev._raw is None and deleted.prev._stored is last
+        # read back as the deletion served it (its revision) and the version it replaced (its own)
+        assert deleted.entry.obj == {"metadata": {"name": "d", "resourceVersion": str(gone.mod_revision)}, "data": {"v": "1"}}
+        assert deleted.prev.obj == {"metadata": {"name": "d", "resourceVersion": str(kv.mod_revision)}, "data": {"v": "1"}}
     finally:
         await cache.stop()
 
