@@ -12,8 +12,6 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-import orjson
-
 from . import gofmt
 
 
@@ -55,21 +53,9 @@ _REASON_TEXT = {
 _VALUELESS = frozenset(("FieldValueRequired", "FieldValueForbidden", "FieldValueTooLong", "InternalError"))
 
 
-class GoSyntax(str):
-    """A value upstream's field.Error prints with %#v (a struct, which has no JSON form there):
-    rendered as written."""
-
-
-def go_strings(values: list[str]) -> str:
-    """A []string as %#v prints it."""
-    return "[]string{" + ", ".join(orjson.dumps(v).decode() for v in values) + "}"
-
-
 def _render(v: Any) -> str:
     """A bad value as ErrorBody prints it: strings %q, bools, ints and floats %v, anything else
     (nil, lists, maps) as json.Marshal writes it."""
-    if isinstance(v, GoSyntax):
-        return str(v)
     if isinstance(v, str):
         return gofmt.quote(v)
     if isinstance(v, float):

@@ -12,8 +12,6 @@ import copy
 import time
 from typing import Any
 
-import orjson
-
 from .base import AGE, Column, Strategy
 from .core_printing import AGE_DOC, NAME_DOC, Clock, doc, parse_time, since
 from .core_spec import (
@@ -26,10 +24,10 @@ from .core_spec import (
     validate_tolerations,
     validate_volumes,
 )
+from ..machinery.gofmt import Struct
 from ..machinery.quantity import QuantityError, canonical, is_quantity, nano_value, parse_quantity
 from ..machinery.validation import (
     FieldError,
-    GoSyntax,
     dns1123_label,
     dns1123_subdomain,
     duplicate,
@@ -395,7 +393,7 @@ def validate_pod_status_update(new: dict, old: dict) -> list[FieldError]:
 
 def _validate_status_ips(st: dict, ost: dict, plural: str, single: str) -> list[FieldError]:
     """validatePodIPs / validateHostIPs: hostIP is hostIPs[0]; each a legacy IP (the old status's
-    stand); two at most, of two families, none twice (the entries as Go's %#v prints them)."""
+    stand); two at most, of two families, none twice (the internal structs: Go's field names)."""
     ips = _status_ips(st, plural, single)
     if not ips:
         return []
@@ -414,11 +412,9 @@ def _validate_status_ips(st: dict, ost: dict, plural: str, single: str) -> list[
     spread = None not in parsed and (len(ips) > 2 or len({a.version for a in parsed}) < 2)
     if not spread and len(set(ips)) == len(ips):
         return errs
-    kind = "core.PodIP" if plural == "podIPs" else "core.HostIP"
-    entries = [f"{kind}{{IP:{orjson.dumps(ip).decode()}}}" for ip in ips]
-    dups = [duplicate(f"{p}[{i}]", GoSyntax(entries[i])) for i, ip in enumerate(ips) if ip in ips[:i]]
-    families = [invalid(p, GoSyntax(f"[]{kind}{{{', '.join(entries)}}}"),
-                        "may specify no more than one IP for each IP family")] if spread else []
+    entries = [Struct(IP=ip) for ip in ips]  # core.PodIP / core.HostIP
+    dups = [duplicate(f"{p}[{i}]", entries[i]) for i, ip in enumerate(ips) if ip in ips[:i]]
+    families = [invalid(p, entries, "may specify no more than one IP for each IP family")] if spread else []
     return errs + (dups + families if plural == "hostIPs" else families + dups)  # each function's order
 
 

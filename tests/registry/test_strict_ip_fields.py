@@ -310,7 +310,7 @@ async def test_traffic_distribution_is_one_of_upstreams(cluster):
 
 def test_pod_status_ips_one_per_family_and_host_ip_first():
     """validatePodIPs and validateHostIPs past each address: hostIP is hostIPs[0], two IPs at most and
-    of two families, none twice; the entries as Go's %#v prints them."""
+    of two families, none twice; the entries as json.Marshal writes the internal core.PodIP."""
     from nanokube.registry.core_pods import validate_pod_status_update
 
     def errs(status):
@@ -320,9 +320,9 @@ def test_pod_status_ips_one_per_family_and_host_ip_first():
                  "hostIP": "10.1.0.1", "hostIPs": [{"ip": "10.1.0.1"}, {"ip": "fd01::1"}]}) == []
     assert errs({"podIP": "10.0.0.1", "podIPs": [{"ip": "10.0.0.1"}, {"ip": "10.0.0.1"}],
                  "hostIP": "10.1.0.1", "hostIPs": [{"ip": "10.1.0.2"}]}) == [
-        'status.podIPs: Invalid value: []core.PodIP{core.PodIP{IP:"10.0.0.1"}, core.PodIP{IP:"10.0.0.1"}}: '
+        'status.podIPs: Invalid value: [{"IP":"10.0.0.1"},{"IP":"10.0.0.1"}]: '
         "may specify no more than one IP for each IP family",
-        'status.podIPs[1]: Duplicate value: core.PodIP{IP:"10.0.0.1"}',
+        'status.podIPs[1]: Duplicate value: {"IP":"10.0.0.1"}',
         'status.hostIPs[0].ip: Invalid value: "10.1.0.2": must be equal to `hostIP`']
 
 
