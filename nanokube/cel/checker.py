@@ -252,7 +252,24 @@ def _sized(name: str, result: Type, args: list[Type], nodes: list[Node]) -> Type
         else:
             grown = (size + 1) * new.max_size + size
         return Type("string", max_size=grown, exact=all(a.exact for a in args[:3]))
+    if not args or result.name not in ("string", "bytes", "list"):
+        return result
+    first = args[0]
+    if name in _NO_LONGER:  # at most the receiver's size (split: as many pieces as characters)
+        if name in ("split", "findAll"):
+            return list_of(Type("string", max_size=first.max_size, exact=first.exact), first.max_size, first.exact)
+        return replace(result, max_size=first.max_size, exact=first.exact)
+    if name in ("strings.quote", "base64.encode"):  # every character escaped; 4 for every 3 bytes
+        return Type("string", max_size=2 * first.max_size + 2, exact=first.exact)
+    if name == "format" and len(args) > 1:  # the text, a number's digits, each argument printed
+        elem = args[1].params[0] if args[1].params else DYN
+        return Type("string", max_size=25 * first.max_size + 2 * args[1].max_size * (elem.max_size + 2),
+                    exact=first.exact and args[1].exact and elem.exact)
     return result
+
+
+_NO_LONGER = frozenset({"lowerAscii", "upperAscii", "trim", "substring", "reverse", "split", "findAll", "sort",
+                        "distinct", "slice", "base64.decode"})
 
 
 def _depth(nodes: list[Node]) -> int:

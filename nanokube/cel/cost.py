@@ -22,6 +22,8 @@ from .types import DYN, MAX_REQUEST_SIZE, Type
 
 #: the most integers lists.range builds: more would cost over the per-call limit to walk
 RANGE_LIMIT = 1_000_000
+#: the longest string a function builds: at a tenth per character, the per-call limit's worth
+STRING_LIMIT = 10_000_000
 
 #: string functions whose cost is one tenth of the receiver's bytes
 _STRING_TRAVERSAL = frozenset({

@@ -6,30 +6,40 @@ The `common-expression-language` engine parses neither the optional syntax
 admission policies use). Each has an equivalent the engine runs, built from
 the checked syntax tree and printed back to source:
 
-- `a.?f` is `has(a.f) ? optional.of(a.f) : optional.none()`, on an optional
-  receiver applied to its value; `l[?i]` tests the index (lists) or the key
-  (maps) the same way;
+- `a.?f` and `l[?i]` call functions of ours with the receiver (an optional
+  one applied to its value), which test the field, the index (lists) or the
+  key (maps) and answer the optional;
 - `l.all(i, v, p)` ranges over `lists.range(size(l))` with `v` read as
   `l[i]` (for a map, `v` is `m[k]`); `exists` and `exists_one` alike;
 - `transformList`, `transformMap` and `transformMapEntry` map over the same
   range (filtered first in their four-argument form) and build the list or
   map; `l.sortBy(x, key)` sorts by the mapped keys;
-- `cel.bind(x, e, body)` substitutes `(e)` for `x` (evaluated where used);
+- `cel.bind(x, e, body)` is `[e].map(x, body)[0]` (the engine's comprehensions
+  unwrap optional values: an optional `e` is substituted for `x` instead);
 - `T{f: v}` is the map `{"f": v}` (a struct's fields are its map keys).
 
-Receivers are re-evaluated where the rewrite repeats them; the cost estimate
-is made on the original tree, as upstream makes it.
+A receiver a rewrite reads more than once is evaluated once and bound the same
+way (`[e].map(v, ...)[0]`), so that the rewrite costs what the original does
+(the cost estimate is made on the original tree, as upstream makes it) and
+its text grows linearly: repeating it doubled a chain of `.?f` or of binds
+at every step.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
+from typing import Callable
+
+import cel
+
 from .parser import Node
 from .types import DYN, Type
 
 #: functions the rewrites call (not callable from source: the checker knows no such names)
 SORT_BY_KEYS, ZIP_MAP, MERGE_MAPS = "__sort_by_keys__", "__zip_map__", "__merge_maps__"
+OPT_FIELD, OPT_INDEX = "__opt_field__", "__opt_index__"
 
 
 def _sort_by_keys(items: list, keys: list) -> list:
@@ -65,8 +75,24 @@ def _merge_maps(maps: list) -> dict:
     return out
 
 
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+def _opt_index(coll, key):
+    """`coll[?key]`, and `coll.?key` for a map: the entry as an optional, none when absent."""
+    if isinstance(coll, cel.OptionalValue):
+        if not coll.has_value():
+            return coll
+        coll = coll.value()
+    if isinstance(coll, list):
+        found = isinstance(key, int) and not isinstance(key, bool) and 0 <= key < len(coll)
+    else:
+        found = isinstance(coll, dict) and key in coll
+    return cel.OptionalValue.of(coll[key]) if found else cel.OptionalValue.none()
+
+
 #: the engine functions behind the rewrites
-RUNTIME = {SORT_BY_KEYS: _sort_by_keys, ZIP_MAP: _zip_map, MERGE_MAPS: _merge_maps}
+RUNTIME = {SORT_BY_KEYS: _sort_by_keys, ZIP_MAP: _zip_map, MERGE_MAPS: _merge_maps,
+           OPT_FIELD: _opt_index, OPT_INDEX: _opt_index}
 
 _INFIX = {"_+_": "+", "_-_": "-", "_*_": "*", "_/_": "/", "_%_": "%", "_==_": "==", "_!=_": "!=", "_<_": "<",
           "_<=_": "<=", "_>_": ">", "_>=_": ">=", "_&&_": "&&", "_||_": "||", "@in": "in"}
@@ -99,6 +125,17 @@ class Printer:
 
     def __init__(self, types: dict[int, Type]) -> None:
         self.types = types
+        self.fresh = 0
+
+    def once(self, n: Node, use: Callable[[str], str]) -> str:
+        """`use(v)` with `v` naming the value of `n`, evaluated once (where the engine keeps it
+        as it is: its comprehensions unwrap the optional values a collection holds)."""
+        source = self(n)
+        if _NAME.fullmatch(source) or "optional" in str(self.type_of(n)):
+            return use(source)
+        self.fresh += 1
+        v = f"__nk{self.fresh}__"
+        return f"[{source}].map({v}, {use(v)})[0]"
 
     def type_of(self, n: Node) -> Type:
         return self.types.get(id(n), DYN)
@@ -130,10 +167,7 @@ class Printer:
             return f"has(({target}).{n.name})"
         if not n.optional:
             return f"({target}).{n.name}"
-        if self.type_of(n.target).name == "optional":
-            return (f"((({target}).hasValue() && has(({target}).value().{n.name})) ? "
-                    f"optional.of(({target}).value().{n.name}) : optional.none())")
-        return f"(has(({target}).{n.name}) ? optional.of(({target}).{n.name}) : optional.none())"
+        return f"{OPT_FIELD}({target}, {_str(n.name)})"
 
     def p_list(self, n: Node) -> str:
         return "[" + ", ".join(self(a) for a in n.args) + "]"
@@ -145,14 +179,19 @@ class Printer:
         return "{" + ", ".join(f"{_str(f.name)}: {self(f.args[0])}" for f in n.args) + "}"
 
     def p_bind(self, n: Node) -> str:
-        return self(substitute(n.args[1], n.vars[0], n.args[0], self.types))
+        if self.type_of(n.args[0]).name == "optional":
+            return self(substitute(n.args[1], n.vars[0], n.args[0], self.types))
+        return f"[{self(n.args[0])}].map({n.vars[0]}, {self(n.args[1])})[0]"
 
     def p_comprehension(self, n: Node) -> str:
-        target = self(n.target)
         if n.name == "sortBy":
-            return f"{SORT_BY_KEYS}({target}, ({target}).map({n.vars[0]}, {self(n.args[0])}))"
+            key = self(n.args[0])
+            return self.once(n.target, lambda t: f"{SORT_BY_KEYS}({t}, {t}.map({n.vars[0]}, {key}))")
         if len(n.vars) == 1:
-            return f"({target}).{n.name}({', '.join((n.vars[0], *map(self, n.args)))})"
+            return f"({self(n.target)}).{n.name}({', '.join((n.vars[0], *map(self, n.args)))})"
+        return self.once(n.target, lambda target: self._two_var_comprehension(n, target))
+
+    def _two_var_comprehension(self, n: Node, target: str) -> str:
         first, second = n.vars
         kind = self.type_of(n.target).name
         as_list = self._two_vars(n, target, first, second, True)
@@ -198,18 +237,7 @@ class Printer:
         return f"{name}({args})"
 
     def _optional_index(self, n: Node) -> str:
-        coll, idx = self(n.args[0]), self(n.args[1])
-        t = self.type_of(n.args[0])
-        value = coll
-        guard = ""
-        if t.name == "optional":
-            value, guard = f"({coll}).value()", f"({coll}).hasValue() && "
-            t = t.params[0]
-        in_list = f"({idx} >= 0 && {idx} < size({value}))"
-        in_map = f"({idx} in {value})"
-        test = in_list if t.name == "list" else in_map if t.name == "map" else (
-            f"(type({value}) == list ? {in_list} : {in_map})")
-        return f"(({guard}{test}) ? optional.of(({value})[{idx}]) : optional.none())"
+        return f"{OPT_INDEX}({self(n.args[0])}, {self(n.args[1])})"
 
 
 def substitute(n: Node, name: str, value: Node, types: dict[int, Type]) -> Node:

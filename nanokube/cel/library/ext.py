@@ -10,7 +10,7 @@ from typing import Any
 import cel
 from cel import stdlib
 
-from ..cost import RANGE_LIMIT
+from ..cost import RANGE_LIMIT, STRING_LIMIT
 from ..errors import COST_LIMIT_ERROR, CELError
 from ..types import BOOL, BYTES, DOUBLE, DYN, INT, PARAM_A, STRING, UINT, list_of, optional_of
 from .overload import Overload
@@ -49,6 +49,8 @@ def _strings_format(fmt: str, args: list) -> str:
             while k < len(fmt) and fmt[k].isdigit():
                 k += 1
             prec, verb, j = int(fmt[j + 1:k] or 0), fmt[k] if k < len(fmt) else "", k
+            if prec > STRING_LIMIT:  # as many digits as the string would cost over the limit to build
+                raise CELError(COST_LIMIT_ERROR)
         if verb == "%":
             out.append("%")
         else:
