@@ -62,11 +62,6 @@ def _type_ok(t: str, v: Any) -> bool:
     return True
 
 
-def _num(v: float | int) -> str:
-    """A bound as Go's %v prints a float64."""
-    return str(int(v)) if float(v).is_integer() else repr(float(v))
-
-
 def _bound(bound: float | int, v: float | int) -> float | int:
     """MaximumNativeType / MinimumNativeType: an integer is held to the bound cut to an int64, a
     float to the float64 bound."""
@@ -223,16 +218,20 @@ def _number(v: float | int, node: dict[str, Any], path: str, errs: list[FieldErr
         elif v < mn:
             errs.append(invalid(path, v, f"{path} in body should be greater than or equal to {_printed(mn)}"))
     mo = node.get("multipleOf")
-    if mo and not math.isclose(math.remainder(v, mo), 0, abs_tol=1e-9):
-        errs.append(invalid(path, v, f"{path} in body should be a multiple of {_num(mo)}"))
+    if mo and isinstance(v, int):  # MultipleOfNativeType: an integer against int64(multipleOf)
+        factor = int(mo)
+        if factor and v % factor:
+            errs.append(invalid(path, v, f"{path} in body should be a multiple of {factor}"))
+    elif mo and not math.isclose(math.remainder(v, mo), 0, abs_tol=1e-9):
+        errs.append(invalid(path, v, f"{path} in body should be a multiple of {_printed(float(mo))}"))
 
 
 def _array(v: list, node: dict[str, Any], path: str, errs: list[FieldError]) -> None:
     n = len(v)
     if "maxItems" in node and n > node["maxItems"]:
         errs.append(too_many(path, n, node["maxItems"]))
-    if "minItems" in node and n < node["minItems"]:
-        errs.append(invalid(path, v, f"{path} in body should have at least {node['minItems']} items"))
+    if "minItems" in node and n < node["minItems"]:  # TooFewItems: the count is the value
+        errs.append(invalid(path, n, f"{path} in body should have at least {node['minItems']} items"))
     lt = node.get("x-kubernetes-list-type")
     if lt == "set":
         seen: list[Any] = []
@@ -260,13 +259,17 @@ def _array(v: list, node: dict[str, Any], path: str, errs: list[FieldError]) -> 
 
 def _object(v: dict, node: dict[str, Any], path: str, errs: list[FieldError]) -> None:
     n = len(v)
-    if "maxProperties" in node and n > node["maxProperties"]:
-        errs.append(too_many(path, n, node["maxProperties"]))
+    miscount = None  # kube-openapi's objectValidator stops at a count it refuses: no required, no properties
     if "minProperties" in node and n < node["minProperties"]:
-        errs.append(invalid(path, v, f"{path} in body should have at least {node['minProperties']} properties"))
-    for name in node.get("required") or ():
-        if name not in v:
-            errs.append(required(_join(path, name)))
+        miscount = invalid(path, n, f"{path} in body should have at least {node['minProperties']} properties")
+    elif "maxProperties" in node and n > node["maxProperties"]:
+        miscount = too_many(path, n, node["maxProperties"])
+    if miscount:
+        errs.append(miscount)
+    else:
+        for name in node.get("required") or ():
+            if name not in v:
+                errs.append(required(_join(path, name)))
     props = node.get("properties") or {}
     ap = node.get("additionalProperties")
     embedded = node.get("x-kubernetes-embedded-resource")
@@ -280,6 +283,8 @@ def _object(v: dict, node: dict[str, Any], path: str, errs: list[FieldError]) ->
                 errs.append(invalid(_join(path, f), v[f], "must not be empty"))
         if "metadata" in v:
             errs += _embedded_metadata(v["metadata"], _join(path, "metadata"))
+    if miscount:
+        return
     for k, item in v.items():
         if k in props:
             if embedded and k == "metadata":

@@ -60,3 +60,25 @@ async def test_over_http_values_print_by_their_json_types(api):
         ("spec.level", 'Unsupported value: 3: supported values: "1", "2"'),
         ("spec.tags", "Too many: 2: must have at most 1 item"),
     ]
+
+
+def test_counts_are_the_values_and_a_refused_count_stops_the_object():
+    """TooFewItems/TooFewProperties carry the count as their value; kube-openapi's objectValidator
+    returns at a refused count, so neither required properties nor children are checked."""
+    node = {"type": "object", "properties": {
+        "tags": {"type": "array", "minItems": 2, "items": {"type": "string"}},
+        "labels": {"type": "object", "minProperties": 2, "required": ["b"],
+                   "additionalProperties": {"type": "string", "maxLength": 1}}}}
+    assert [str(e) for e in validate({"tags": ["a"], "labels": {"a": "long"}}, node)] == [
+        "tags: Invalid value: 1: tags in body should have at least 2 items",
+        "labels: Invalid value: 1: labels in body should have at least 2 properties"]
+    assert [str(e) for e in validate({"labels": {"a": "long", "c": "x"}}, node)] == [
+        "labels.b: Required value", "labels.a: Too long: may not be more than 1 byte"]
+
+
+def test_an_integer_is_a_multiple_of_the_factor_cut_to_an_int64():
+    """MultipleOfNativeType: an integer against int64(multipleOf), a float against the float64."""
+    node = {"type": "number", "multipleOf": 2.5}
+    assert [str(e) for e in validate(5, node, "n")] == ["n: Invalid value: 5: n in body should be a multiple of 2"]
+    assert validate(4, node, "n") == [] and validate(7.5, node, "n") == []
+    assert [str(e) for e in validate(6.0, node, "n")] == ["n: Invalid value: 6: n in body should be a multiple of 2.5"]
