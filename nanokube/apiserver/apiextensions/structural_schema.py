@@ -186,4 +186,4 @@ def _check_default(node: dict[str, Any], path: str, errs: list[FieldError]) -> N
         if unknown:
             errs.append(invalid(f"{path}.default", node["default"], "must not have unknown fields"))
             return
-    errs.extend(validator.validate(value, node, f"{path}.default"))
+    errs.extend(validator.validate(value, node, f"{path}.default", root=f"{path}.default"))

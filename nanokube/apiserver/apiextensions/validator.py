@@ -145,13 +145,15 @@ def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
-def validate(obj: Any, node: dict[str, Any] | None, path: str = "") -> list[FieldError]:
+def validate(obj: Any, node: dict[str, Any] | None, path: str = "", root: str = "<nil>") -> list[FieldError]:
+    """The schema's errors for obj. `root` is the field path ValidateCustomResource was given (none for
+    a custom object, printed <nil>): the junctors' errors stand there, as errors without a field name."""
     errs: list[FieldError] = []
-    _validate(obj, node, path, errs)
+    _validate(obj, node, path, errs, root)
     return errs
 
 
-def _validate(v: Any, node: dict[str, Any] | None, path: str, errs: list[FieldError]) -> None:
+def _validate(v: Any, node: dict[str, Any] | None, path: str, errs: list[FieldError], root: str) -> None:
     if not isinstance(node, dict) or not node:
         return
     if v is None:
@@ -176,12 +178,12 @@ def _validate(v: Any, node: dict[str, Any] | None, path: str, errs: list[FieldEr
     elif isinstance(v, (int, float)) and not isinstance(v, bool):
         _number(v, node, path, errs)
     elif isinstance(v, list):
-        _array(v, node, path, errs)
+        _array(v, node, path, errs, root)
     elif isinstance(v, dict):
-        _object(v, node, path, errs)
-    for junctor in ("allOf", "anyOf", "oneOf", "not"):
+        _object(v, node, path, errs, root)
+    for junctor in ("anyOf", "oneOf", "allOf", "not"):  # schemaPropsValidator's order
         if junctor in node:
-            _junctor(junctor, v, node[junctor], path, errs)
+            _junctor(junctor, v, node[junctor], path, errs, root)
 
 
 def _string(v: str, node: dict[str, Any], path: str, errs: list[FieldError]) -> None:
@@ -226,7 +228,7 @@ def _number(v: float | int, node: dict[str, Any], path: str, errs: list[FieldErr
         errs.append(invalid(path, v, f"{path} in body should be a multiple of {_printed(float(mo))}"))
 
 
-def _array(v: list, node: dict[str, Any], path: str, errs: list[FieldError]) -> None:
+def _array(v: list, node: dict[str, Any], path: str, errs: list[FieldError], root: str) -> None:
     n = len(v)
     if "maxItems" in node and n > node["maxItems"]:
         errs.append(too_many(path, n, node["maxItems"]))
@@ -254,10 +256,10 @@ def _array(v: list, node: dict[str, Any], path: str, errs: list[FieldError]) -> 
     items = node.get("items")
     if isinstance(items, dict):
         for i, item in enumerate(v):
-            _validate(item, items, f"{path}[{i}]", errs)
+            _validate(item, items, f"{path}[{i}]", errs, root)
 
 
-def _object(v: dict, node: dict[str, Any], path: str, errs: list[FieldError]) -> None:
+def _object(v: dict, node: dict[str, Any], path: str, errs: list[FieldError], root: str) -> None:
     n = len(v)
     miscount = None  # kube-openapi's objectValidator stops at a count it refuses: no required, no properties
     if "minProperties" in node and n < node["minProperties"]:
@@ -289,9 +291,9 @@ def _object(v: dict, node: dict[str, Any], path: str, errs: list[FieldError]) ->
         if k in props:
             if embedded and k == "metadata":
                 continue
-            _validate(item, props[k], _join(path, k), errs)
+            _validate(item, props[k], _join(path, k), errs, root)
         elif isinstance(ap, dict):
-            _validate(item, ap, _join(path, k), errs)
+            _validate(item, ap, _join(path, k), errs, root)
 
 
 def _embedded_metadata(meta: Any, path: str) -> list[FieldError]:
@@ -309,21 +311,30 @@ def _embedded_metadata(meta: Any, path: str) -> list[FieldError]:
 _OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 
 
-def _junctor(junctor: str, v: Any, spec: Any, path: str, errs: list[FieldError]) -> None:
-    """Value validations (upstream allows only those inside allOf/anyOf/oneOf/not)."""
+def _junctor(junctor: str, v: Any, spec: Any, path: str, errs: list[FieldError], root: str) -> None:
+    """schemaPropsValidator (upstream allows only value validations inside the junctors). Its own
+    errors are no kube-openapi Validation, so the apiextensions-apiserver reports them at `root`
+    with an empty value, the schema path quoted; a failed anyOf/oneOf adds one alternative's errors
+    (upstream picks the one that passed the most checks: here the first)."""
+    name = gofmt.quote(path)
     if junctor == "not":
-        if isinstance(spec, dict) and not validate(v, spec, path):
-            errs.append(invalid(path, v, f"{path} in body must not validate the schema (not)"))
+        if isinstance(spec, dict) and not validate(v, spec, path, root):
+            errs.append(invalid(root, "", f"{name} must not validate the schema (not)"))
         return
-    results = [validate(v, s, path) for s in spec if isinstance(s, dict)]
+    results = [validate(v, s, path, root) for s in spec if isinstance(s, dict)]
+    passed = sum(1 for r in results if not r)
     if junctor == "allOf":
         for r in results:
             errs.extend(r)
+        if passed != len(results):
+            none = ". None validated" if not passed else ""
+            errs.append(invalid(root, "", f"{name} must validate all the schemas (allOf){none}"))
     elif junctor == "anyOf":
-        if results and all(results):
-            errs.append(invalid(path, v, f"{path} in body must validate at least one schema (anyOf)"))
+        if results and not passed:
+            errs.append(invalid(root, "", f"{name} must validate at least one schema (anyOf)"))
             errs.extend(results[0])
-    elif junctor == "oneOf":
-        ok = sum(1 for r in results if not r)
-        if ok != 1:
-            errs.append(invalid(path, v, f"{path} in body must validate one and only one schema (oneOf)"))
+    elif junctor == "oneOf" and results and passed != 1:
+        found = "Found none valid" if not passed else f"Found {passed} valid alternatives"
+        errs.append(invalid(root, "", f"{name} must validate one and only one schema (oneOf). {found}"))
+        if not passed:
+            errs.extend(results[0])

@@ -21,7 +21,8 @@ SPEC = {"type": "object", "properties": {
     "ratio": {"type": "number", "maximum": 1000000},
     "count": {"type": "integer", "maximum": 2.5},
     "level": {"type": "integer", "enum": [1, 2]},
-    "tags": {"type": "array", "maxItems": 1, "items": {"type": "string"}}}}
+    "tags": {"type": "array", "maxItems": 1, "items": {"type": "string"}},
+    "mode": {"type": "string", "anyOf": [{"maxLength": 1}, {"pattern": "^b"}]}}}
 
 
 def test_bounds_are_cut_to_the_values_type():
@@ -46,7 +47,7 @@ async def test_over_http_values_print_by_their_json_types(api):
     await asyncio.to_thread(client.ApiextensionsV1Api(api).create_custom_resource_definition, body)
     objs = client.CustomObjectsApi(api)
     widget = {"apiVersion": f"{GROUP}/v1", "kind": "Widget", "metadata": {"name": "w"},
-              "spec": {"ratio": 1500000.5, "level": 3, "tags": ["a", "b"]}}
+              "spec": {"ratio": 1500000.5, "level": 3, "tags": ["a", "b"], "mode": "xyz"}}
     for _ in range(100):  # until the new kind is served
         with pytest.raises(ApiException) as e:
             await asyncio.to_thread(objs.create_namespaced_custom_object, GROUP, "v1", "default", "widgets", widget)
@@ -59,6 +60,8 @@ async def test_over_http_values_print_by_their_json_types(api):
         ("spec.ratio", "Invalid value: 1.5000005e+06: spec.ratio in body should be less than or equal to 1e+06"),
         ("spec.level", 'Unsupported value: 3: supported values: "1", "2"'),
         ("spec.tags", "Too many: 2: must have at most 1 item"),
+        ("<nil>", 'Invalid value: "": "spec.mode" must validate at least one schema (anyOf)'),
+        ("spec.mode", "Too long: may not be more than 1 byte"),
     ]
 
 
@@ -82,3 +85,24 @@ def test_an_integer_is_a_multiple_of_the_factor_cut_to_an_int64():
     assert [str(e) for e in validate(5, node, "n")] == ["n: Invalid value: 5: n in body should be a multiple of 2"]
     assert validate(4, node, "n") == [] and validate(7.5, node, "n") == []
     assert [str(e) for e in validate(6.0, node, "n")] == ["n: Invalid value: 6: n in body should be a multiple of 2.5"]
+
+
+def test_junctor_errors_stand_at_the_root_with_the_schema_path_quoted():
+    """schemaPropsValidator's own errors are plain kube-openapi errors: ValidateCustomResource puts them
+    at its field path (none for a custom object: <nil>) with an empty value."""
+    def errs(x, **junctors):
+        node = {"type": "object", "properties": {"x": {"type": "integer", **junctors}}}
+        return [str(e) for e in validate({"x": x}, node, "spec")]
+
+    assert errs(5, anyOf=[{"minimum": 10}, {"maximum": 1}]) == [
+        '<nil>: Invalid value: "": "spec.x" must validate at least one schema (anyOf)',
+        "spec.x: Invalid value: 5: spec.x in body should be greater than or equal to 10"]
+    assert errs(5, oneOf=[{"minimum": 1}, {"maximum": 10}]) == [
+        '<nil>: Invalid value: "": "spec.x" must validate one and only one schema (oneOf). Found 2 valid alternatives']
+    assert errs(5, allOf=[{"minimum": 10}, {"maximum": 1}]) == [
+        "spec.x: Invalid value: 5: spec.x in body should be greater than or equal to 10",
+        "spec.x: Invalid value: 5: spec.x in body should be less than or equal to 1",
+        '<nil>: Invalid value: "": "spec.x" must validate all the schemas (allOf). None validated']
+    assert errs(5, **{"not": {"minimum": 1}}) == ['<nil>: Invalid value: "": "spec.x" must not validate the schema (not)']
+    assert validate({"x": 5}, {"properties": {"x": {"not": {"minimum": 1}}}}, "d", root="s.default")[0].field == \
+        "s.default"
