@@ -415,10 +415,7 @@ class APIHandlers:
 
     async def _list(self, request: web.Request, res: Resource, version: str, namespace: str | None) -> web.Response:
         q = request.query
-        try:
-            limit = int(q.get("limit", "0") or 0)
-        except ValueError:
-            raise errors.bad_request(f"limit: Invalid value: {q.get('limit')!r}") from None
+        limit = integer(q, "limit") or 0
         kind = _accept(request)
         encoded: list[bytes | None] = []
         items, meta = await self.rest.list(

@@ -33,3 +33,21 @@ async def test_a_bad_field_validation_is_an_invalid_option_beside_the_others(cor
     assert [c["field"] for c in status["details"]["causes"]] == ["fieldManager", "dryRun", "fieldValidation"]
     made = await asyncio.to_thread(core.create_namespaced_config_map, "default", body, field_validation="")
     assert made.metadata.name == "c"
+
+
+async def test_a_limit_that_does_not_parse_is_the_parameter_codecs_400(core):
+    """ListOptions decoding converts limit with strconv.ParseInt; its error is the whole 400 message."""
+    def get():
+        api = core.api_client
+        request = api.param_serialize("GET", "/api/v1/namespaces/default/configmaps", query_params=[("limit", "ten")],
+                                      header_params={"Accept": "application/json"})
+        response = api.call_api(*request[:4])
+        response.read()
+        return response.status, json.loads(response.data)
+
+    status, body = await asyncio.to_thread(get)
+    assert (status, body["message"]) == (400, 'strconv.ParseInt: parsing "ten": invalid syntax')
+    for name in ("a", "b"):
+        await asyncio.to_thread(core.create_namespaced_config_map, "default", {"metadata": {"name": name}})
+    listed = await asyncio.to_thread(core.list_namespaced_config_map, "default", limit=1)
+    assert [c.metadata.name for c in listed.items] == ["a"] and listed.metadata.var_continue
