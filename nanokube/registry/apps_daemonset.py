@@ -27,6 +27,7 @@ from .apps import (
 )
 from .base import Column, Obj, Resource, Strategy, register
 from .core_printing import format_labels
+from ..machinery.gofmt import Struct
 from ..machinery.validation import FieldError, invalid, label_selector_value, not_supported, required
 from . import pod_warnings
 
@@ -139,8 +140,11 @@ def _validate_update_strategy(strategy: dict, path: str) -> list[FieldError]:
     kind = strategy.get("type")
     if kind == "OnDelete":
         return []
-    if kind != "RollingUpdate":
-        return [not_supported(path, strategy, ["RollingUpdate", "OnDelete"])]
+    if kind != "RollingUpdate":  # the internal DaemonSetUpdateStrategy: Go's field names
+        ru = strategy.get("rollingUpdate")
+        internal = Struct(Type=kind or "", RollingUpdate=None if ru is None else Struct(
+            MaxUnavailable=ru.get("maxUnavailable") or 0, MaxSurge=ru.get("maxSurge") or 0))
+        return [not_supported(path, internal, ["RollingUpdate", "OnDelete"])]
     ru = strategy.get("rollingUpdate")
     if ru is None:
         return [required(f"{path}.rollingUpdate")]

@@ -25,6 +25,7 @@ from .apps import (
     validate_positive_int_or_percent,
 )
 from .base import Column, Obj, Resource, Strategy, register
+from ..machinery.gofmt import Struct
 from ..machinery.validation import (
     label_selector_value,
     FieldError,
@@ -182,10 +183,14 @@ def _validate_update_strategy(strategy: dict, path: str) -> list[FieldError]:
     kind, ru = strategy.get("type"), strategy.get("rollingUpdate")
     if not kind:
         return [required(path)]
+    # the internal StatefulSetUpdateStrategy and RollingUpdateStatefulSetStrategy: Go's field names
+    internal_ru = None if ru is None else Struct(Partition=ru.get("partition") or 0,
+                                                 MaxUnavailable=ru.get("maxUnavailable"))
     if kind == "OnDelete":
-        return [invalid(f"{path}.rollingUpdate", ru, "only allowed for updateStrategy 'RollingUpdate'")] if ru is not None else []
+        return [invalid(f"{path}.rollingUpdate", internal_ru, "only allowed for updateStrategy 'RollingUpdate'")] \
+            if ru is not None else []
     if kind != "RollingUpdate":
-        return [invalid(path, strategy, "must be 'RollingUpdate' or 'OnDelete'")]
+        return [invalid(path, Struct(Type=kind, RollingUpdate=internal_ru), "must be 'RollingUpdate' or 'OnDelete'")]
     if ru is None:
         return []
     path = f"{path}.rollingUpdate"

@@ -64,7 +64,8 @@ async def test_daemonset_rolling_update_rules(client):
                                                       "rollingUpdate": {"maxUnavailable": "10%", "maxSurge": "20%"}}))
     assert "spec.updateStrategy.rollingUpdate.maxSurge: Invalid value: \"20%\": may not be set when maxUnavailable is non-zero" in msg
     msg = await invalid(ds, daemonset(updateStrategy={"type": "Sometimes"}))
-    assert 'spec.updateStrategy: Unsupported value' in msg
+    assert ('spec.updateStrategy: Unsupported value: {"Type":"Sometimes","RollingUpdate":null}: '
+            'supported values: "RollingUpdate", "OnDelete"') in msg  # the internal DaemonSetUpdateStrategy
     msg = await invalid(ds, daemonset(selector={"matchLabels": {"app": "b"}}))
     assert "spec.template.metadata.labels: Invalid value" in msg and "`selector` does not match template `labels`" in msg
     ok = await ds.create(daemonset(updateStrategy={"type": "OnDelete"}))
@@ -94,7 +95,11 @@ async def test_statefulset_validation(client):
     msg = await invalid(sts, statefulset(podManagementPolicy="Whenever"))
     assert "spec.podManagementPolicy: Invalid value: \"Whenever\": must be 'OrderedReady' or 'Parallel'" in msg
     msg = await invalid(sts, statefulset(updateStrategy={"type": "OnDelete", "rollingUpdate": {"partition": 1}}))
-    assert "spec.updateStrategy.rollingUpdate: Invalid value" in msg and "only allowed for updateStrategy 'RollingUpdate'" in msg
+    assert ('spec.updateStrategy.rollingUpdate: Invalid value: {"Partition":1,"MaxUnavailable":null}: '
+            "only allowed for updateStrategy 'RollingUpdate'") in msg  # the internal RollingUpdateStatefulSetStrategy
+    msg = await invalid(sts, statefulset(updateStrategy={"type": "Sometimes"}))
+    assert ('spec.updateStrategy: Invalid value: {"Type":"Sometimes","RollingUpdate":null}: '
+            "must be 'RollingUpdate' or 'OnDelete'") in msg
     msg = await invalid(sts, statefulset(updateStrategy={"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0}}))
     assert "spec.updateStrategy.rollingUpdate.maxUnavailable: Invalid value: 0: must be greater than zero" in msg
     msg = await invalid(sts, statefulset(ordinals={"start": -1}))
