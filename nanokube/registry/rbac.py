@@ -179,13 +179,19 @@ class ReviewStrategy(Strategy):
         spec = obj.get("spec") or {}
         ra, nra = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
         if ra is not None and nra is not None:
-            return [invalid("spec.nonResourceAttributes", nra, "cannot be specified in combination with resourceAttributes")]
+            return [invalid("spec.nonResourceAttributes", _non_resource(nra),
+                            "cannot be specified in combination with resourceAttributes")]
         if ra is None and nra is None:
             return [invalid("spec.resourceAttributes", None, "exactly one of nonResourceAttributes or resourceAttributes must be specified")]
         return []
 
     def validate_update(self, new, old):
         return [immutable("spec", new.get("spec"))]
+
+
+def _non_resource(nra: dict) -> Struct:
+    """The internal authorization.NonResourceAttributes field.Invalid is handed: Go's field names."""
+    return Struct(Path=nra.get("path") or "", Verb=nra.get("verb") or "")
 
 
 class SubjectAccessReviewStrategy(ReviewStrategy):
@@ -204,7 +210,7 @@ class LocalSubjectAccessReviewStrategy(SubjectAccessReviewStrategy):
         errs = super().validate(obj)
         nra = (obj.get("spec") or {}).get("nonResourceAttributes")
         if nra is not None:
-            errs.append(invalid("spec.nonResourceAttributes", nra, "disallowed on this kind of request"))
+            errs.append(invalid("spec.nonResourceAttributes", _non_resource(nra), "disallowed on this kind of request"))
         return errs
 
 
