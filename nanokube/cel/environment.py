@@ -22,6 +22,8 @@ from .types import DYN, Type
 
 #: upstream's celconfig.PerCallLimit
 PER_CALL_LIMIT = 1_000_000
+#: cel-go's parser's default expressionSizeCodePointLimit
+MAX_CODE_POINTS = 100_000
 _OWN_ERROR = re.compile(r"CELError: (.*?)\. Check function arguments", re.S)
 #: the engine's own nesting limit (96, below cel-go's 250), reported in cel-go's words
 _ENGINE_DEPTH = re.compile(r'Syntax error: OtherError\(ParseError \{.*?msg: "Recursion limit of (\d+) exceeded".*?\}\)')
@@ -168,6 +170,9 @@ class Environment:
         return hit
 
     def _compile(self, source: str) -> Program:
+        if len(source) > MAX_CODE_POINTS:  # cel-go refuses it before parsing, at no location
+            raise CELError(f"ERROR: <input>:-1:0: expression code point size exceeds limit: size: {len(source)}, "
+                           f"limit {MAX_CODE_POINTS}")
         try:
             return self._compile_nested(source)
         except RecursionError:  # nested deeper than the parser (and cel-go's limit) allows

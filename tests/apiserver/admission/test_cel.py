@@ -118,3 +118,15 @@ async def test_over_http_a_policy_compiles_in_time_linear_in_its_text(api, expre
     code, message, took = await _create(api, "c")
     assert code == 201, message  # runs (a name's 2^15 copies are within the limit; an absent field is none)
     assert took < 1, took
+
+
+async def test_over_http_an_expression_over_cel_gos_size_limit_is_refused_unparsed(api):
+    adm = client.AdmissionregistrationV1Api(api)
+    expression = "1 + " * 25_000 + "1 > 0"  # 100,005 code points (parsing 400,005 of them took 9 s)
+    start = time.monotonic()
+    with pytest.raises(ApiException) as e:
+        await _policy(api, expression * 4)
+    assert time.monotonic() - start < 1
+    assert e.value.status == 422
+    assert ("compilation failed: ERROR: <input>:-1:0: expression code point size exceeds limit: size: 400020, "
+            "limit 100000") in json.loads(e.value.body)["message"]
