@@ -98,8 +98,11 @@ async def test_untolerated_slice_taint_evicts_at_once_with_condition_and_event(e
     ctrl.pods.add_handlers(on_update=lambda _o, n: watched.append(n))
     await consumer(client, "victim")
     await gone(client, "victim")
-    cond = next(c for p in watched if p["metadata"]["name"] == "victim"
-                for c in p["status"].get("conditions") or [] if c["type"] == "DisruptionTarget")
+
+    async def disrupted():  # the API shows the deletion before the informer delivers the updates
+        return next((c for p in watched if p["metadata"]["name"] == "victim"
+                     for c in p["status"].get("conditions") or [] if c["type"] == "DisruptionTarget"), None)
+    cond = await eventually(disrupted)
     assert (cond["status"], cond["reason"], cond["message"]) == ("True", REASON, MESSAGE)
     assert await events_for(client, "victim") == [("DeviceTaintManagerEviction", "Marking for deletion")]
     assert (await pods.get("safe", "default"))["metadata"].get("deletionTimestamp") is None
