@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import struct
 from collections import OrderedDict
 
 from ..clock import Clock
@@ -41,7 +42,9 @@ CACHE_SIZE = 4096
 AGGREGATE_MAX_EVENTS = 10
 AGGREGATE_INTERVAL = 600.0
 SPAM_BURST = 25
-SPAM_QPS = 1 / 300
+#: as client-go holds it: CorrelatorOptions.QPS is a float32, so the limiter's rate is 1/300 rounded
+#: to float32, a hair faster than 1/300 (a token due at an instant is there, not a rounding error later)
+SPAM_QPS = struct.unpack("f", struct.pack("f", 1 / 300))[0]
 #: upstream's maxTriesPerEvent and defaultSleepDuration (the first wait is a random part of it)
 MAX_TRIES = 12
 SLEEP = 10.0
@@ -99,11 +102,12 @@ class _Bucket:
         self.tokens, self.last = float(SPAM_BURST), now
 
     def take(self, now: float) -> bool:
-        self.tokens = min(SPAM_BURST, self.tokens + max(0.0, now - self.last) * SPAM_QPS)
-        self.last = now
-        if self.tokens < 1:
+        """AllowN(now, 1) (reserveN): only a granted token moves the state on; a shortfall worth
+        under a nanosecond of refill is granted, as its wait truncates to a zero Duration."""
+        tokens = min(SPAM_BURST, self.tokens + max(0.0, now - self.last) * SPAM_QPS)
+        if (1 - tokens) / SPAM_QPS * 1e9 >= 1:
             return False
-        self.tokens -= 1
+        self.tokens, self.last = tokens - 1, now
         return True
 
 
