@@ -116,9 +116,9 @@ class CronJobController(Controller):
                 raise
         status = dict(cj.get("status") or {})
         before = dict(status)
+        # upstream's order: cleanupFinishedJobs, then syncCronJob, on one copy of the status
+        await self._cleanup_finished(cj, status, jobs)
         requeue = await self._sync_cronjob(cj, status, jobs)
-        if not cj["metadata"].get("deletionTimestamp"):
-            await self._cleanup_finished(cj, jobs)
         if status != before:
             for f in ("active", "lastScheduleTime", "lastSuccessfulTime"):
                 if not status.get(f):
@@ -266,17 +266,27 @@ class CronJobController(Controller):
         await self.recorder.emit(cj, "Normal", "SuccessfulDelete", f"Deleted job {name}")
         return True
 
-    async def _cleanup_finished(self, cj: dict, jobs: list[dict]) -> None:
-        """cleanupFinishedJobs: the oldest finished Jobs (by start time) beyond each history limit go."""
+    async def _cleanup_finished(self, cj: dict, status: dict, jobs: list[dict]) -> None:
+        """cleanupFinishedJobs: the oldest finished Jobs beyond each history limit go (by start
+        time, none last, then by name: byJobStartTime), each deleted one out of status.active
+        too, so syncCronJob after it reports no SawCompletedJob for it."""
         spec = cj.get("spec") or {}
         for kind, limit in (("Complete", spec.get("successfulJobsHistoryLimit")),
                             ("Failed", spec.get("failedJobsHistoryLimit"))):
             if limit is None:
                 continue
-            done = [j for j in jobs if job_finished(j) == kind and not j["metadata"].get("deletionTimestamp")]
+            done = [j for j in jobs if job_finished(j) == kind]
             if len(done) <= limit:
                 continue
-            done.sort(key=lambda j: parse_time((j.get("status") or {}).get("startTime")
-                                               or j["metadata"]["creationTimestamp"]))
+            done.sort(key=_by_start_time)
             for job in done[:len(done) - limit]:
-                await self._delete_job(cj, job["metadata"]["name"])
+                uid = job["metadata"]["uid"]
+                active = status.get("active") or []
+                if await self._delete_job(cj, job["metadata"]["name"]) and any(r.get("uid") == uid for r in active):
+                    status["active"] = [r for r in active if r.get("uid") != uid]
+
+
+def _by_start_time(job: dict) -> tuple:
+    """byJobStartTime's order as a sort key: a Job not started yet counts as the newest."""
+    start = (job.get("status") or {}).get("startTime")
+    return start is None, parse_time(start) if start else 0.0, job["metadata"]["name"]
