@@ -782,6 +782,7 @@ class GenericREST:
         new = self._merge_subresource(res, old, new, subresource)
         nm = new["metadata"]
         if subresource == "status":
+            res.strategy.prepare_for_status_update(new, old)
             errs = res.strategy.validate_status_update(new, old)
         elif subresource == "approval":
             errs = res.strategy.validate_approval_update(new, old)
@@ -801,8 +802,12 @@ class GenericREST:
             errs = meta_errs + list(errs or [])
         if errs:
             raise self._invalid(res, new, errs)
-        warned = [] if subresource in ("status", "approval", "finalize") else \
-            self._warned(admission, res.strategy.warnings_on_update(new, old))
+        if subresource == "status":
+            warned = self._warned(admission, res.strategy.warnings_on_status_update(new, old))
+        elif subresource in ("approval", "finalize"):
+            warned = []
+        else:
+            warned = self._warned(admission, res.strategy.warnings_on_update(new, old))
         await self._validating_admission(admission, new)
         if managed_fields is None:
             managed_fields = self._track_fields(res, version, old, new, opts, subresource).get("metadata", {}).get("managedFields")

@@ -128,11 +128,18 @@ class Strategy:
         return []
 
     def warnings_on_update(self, new: Obj, old: Obj) -> list[str]:
-        """Upstream's WarningsOnUpdate, for an update of the main resource or its /scale; writes
-        through /status give none (upstream's pods/status warns about podIPs' and hostIPs' forms)."""
+        """Upstream's WarningsOnUpdate, for an update of the main resource or its /scale."""
         return []
 
+    def prepare_for_status_update(self, new: Obj, old: Obj) -> None:
+        """Restore what a write through /status may not clear, before its validation (`new` is
+        the stored object with the written status; replace parts of it, change none in place)."""
+
     def validate_status_update(self, new: Obj, old: Obj) -> list[FieldError]:
+        return []
+
+    def warnings_on_status_update(self, new: Obj, old: Obj) -> list[str]:
+        """The status strategy's WarningsOnUpdate, for a write through /status."""
         return []
 
     def validate_approval_update(self, new: Obj, old: Obj) -> list[FieldError]:

@@ -32,6 +32,7 @@ from ..machinery.validation import (
     dns1123_subdomain,
     duplicate,
     forbidden,
+    immutable,
     invalid,
     legacy_ip_errors,
     legacy_ip_valid,
@@ -41,6 +42,7 @@ from ..machinery.validation import (
     sloppy_ip,
 )
 from . import pod_warnings
+from .kind_warnings import ip_warnings
 
 DEFAULT_TOLERATION_SECONDS = 300
 _DEFAULT_TOLERATIONS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
@@ -377,18 +379,204 @@ def _validate_gates_update(ns: dict, os_: dict) -> list[FieldError]:
     return []
 
 
+#: the condition types the system sets; any other type must be a qualified name
+_SYSTEM_CONDITIONS = frozenset((POD_CONDITION_SCHEDULED, "Ready", "Initialized"))
+#: those and the other types kubelets and controllers set, known qualified names: a status
+#: write's usual conditions pass without a check each
+_KNOWN_CONDITIONS = _SYSTEM_CONDITIONS | {"ContainersReady", "PodReadyToStartContainers", "DisruptionTarget",
+                                         "PodResizePending", "PodResizeInProgress"}
+_RESOURCE_HEALTH = ("Healthy", "Unhealthy", "Unknown")
+_STATUS_LISTS = ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
+
+
 def validate_pod_status_update(new: dict, old: dict) -> list[FieldError]:
+    """ValidatePodStatusUpdate past the metadata's checks (the REST layer's), in its order. A
+    status write keeps the stored spec, so the old one is the pod's; the phase is not checked.
+    What a status lacks costs a lookup: the scheduler's and kubelets' writes come all the time."""
     errs: list[FieldError] = []
-    st, ost = new.get("status") or {}, old.get("status") or {}
-    phase = st.get("phase")
-    if phase and phase not in ("Pending", "Running", "Succeeded", "Failed", "Unknown"):
-        errs.append(not_supported("status.phase", phase, ["Pending", "Running", "Succeeded", "Failed", "Unknown"]))
-    if ost.get("phase") in _TERMINAL and phase != ost.get("phase"):
-        errs.append(forbidden("status.phase", f"cannot transition from terminal phase {ost['phase']}"))
+    st, ost = new.get("status") or _EMPTY, old.get("status") or _EMPTY
+    if conds := st.get("conditions"):
+        for c in conds:
+            if (ctype := c.get("type", "")) not in _KNOWN_CONDITIONS and qualified_name(ctype):
+                errs += _validate_condition_types(conds)
+                break
     nominated = st.get("nominatedNodeName")
-    if nominated:
+    if nominated and nominated != ost.get("nominatedNodeName"):
         errs += [invalid("status.nominatedNodeName", nominated, m) for m in dns1123_subdomain(nominated)]
-    return errs + _validate_status_ips(st, ost, "podIPs", "podIP") + _validate_status_ips(st, ost, "hostIPs", "hostIP")
+    if (qos := st.get("qosClass", "")) != ost.get("qosClass", ""):
+        errs.append(immutable("status.qosClass", qos))
+    spec = old.get("spec") or _EMPTY
+    containers, inits, ephemerals = st.get("containerStatuses"), st.get("initContainerStatuses"), \
+        st.get("ephemeralContainerStatuses")
+    statuses = (containers or (), inits or (), ephemerals or ()) if containers or inits or ephemerals else None
+    if statuses:
+        errs += _validate_state_transitions(statuses, ost, spec)
+    if claims := st.get("resourceClaimStatuses"):
+        errs += _validate_claim_statuses(claims, spec)
+    if st.get("podIPs") or st.get("podIP"):
+        errs += _validate_status_ips(st, ost, "podIPs", "podIP")
+    if st.get("hostIPs") or st.get("hostIP"):
+        errs += _validate_status_ips(st, ost, "hostIPs", "hostIP")
+    if statuses and _carries_users_or_allocations(statuses):
+        errs += _validate_container_statuses(statuses, spec)
+    return errs
+
+
+#: what an absent status or spec reads as (never written to)
+_EMPTY: dict = {}
+
+
+def _validate_condition_types(conds: list) -> list[FieldError]:
+    """validatePodConditions: a type the system does not set is a qualified name (upstream names
+    the conditions under metadata, and the field "Type")."""
+    errs: list[FieldError] = []
+    for i, c in enumerate(conds):
+        ctype = c.get("type", "")
+        if ctype not in _SYSTEM_CONDITIONS:
+            errs += [invalid(f"metadata.conditions[{i}].Type", ctype, m) for m in qualified_name(ctype)]
+    return errs
+
+
+def _keep_condition_generations(conds: list, old_conds: list) -> list:
+    """`conds` with each condition lacking an observedGeneration given the one of the old condition
+    of its type at the same rank (types may repeat); the same list when none needs one."""
+    old_gens: dict[str, list] = {}
+    for c in old_conds:
+        old_gens.setdefault(c.get("type", ""), []).append(c.get("observedGeneration"))
+    out = conds
+    for i, c in enumerate(conds):
+        gens = old_gens.get(c.get("type", ""))
+        gen = gens.pop(0) if gens else None
+        if gen and not c.get("observedGeneration"):
+            out = list(conds) if out is conds else out
+            out[i] = {**c, "observedGeneration": gen}
+    return out
+
+
+def _terminated(status: dict) -> dict | None:
+    return (status.get("state") or {}).get("terminated")
+
+
+def _validate_state_transitions(statuses: tuple, ost: dict, spec: dict) -> list[FieldError]:
+    """ValidateContainerStateTransition (containers by the pod's restartPolicy, ephemeral ones as
+    Never) and ValidateInitContainerStateTransition (sidecars may restart): a terminated container
+    may leave that state only where it would be restarted."""
+    errs: list[FieldError] = []
+    if (policy := spec.get("restartPolicy", "")) != "Always":
+        if statuses[0]:
+            errs += _transitions("containerStatuses", statuses[0], ost, policy, ())
+        if statuses[1]:
+            sidecars = {c.get("name") for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"}
+            errs += _transitions("initContainerStatuses", statuses[1], ost, policy, sidecars)
+    if statuses[2]:
+        errs += _transitions("ephemeralContainerStatuses", statuses[2], ost, "Never", ())
+    return errs
+
+
+def _transitions(key: str, new_statuses: list, ost: dict, policy: str, restartable: Any) -> list[FieldError]:
+    """Each old terminated status (by index) that a new status of its name leaves, unless its
+    container restarts: on failure under OnFailure, always where `restartable` names it."""
+    errs: list[FieldError] = []
+    for i, o in enumerate(ost.get(key) or ()):
+        term = _terminated(o)
+        name = o.get("name", "")
+        if term is None or (policy == "OnFailure" and term.get("exitCode", 0) != 0) or name in restartable:
+            continue
+        errs += [forbidden(f"status.{key}[{i}].state", "may not be transitioned to non-terminated state")
+                 for n in new_statuses if n.get("name", "") == name and _terminated(n) is None]
+    return errs
+
+
+def _validate_claim_statuses(claims: list, spec: dict) -> list[FieldError]:
+    """validatePodResourceClaimStatuses: each names one of the spec's claims, once; a generated
+    claim's name is a DNS subdomain (reported at the entry's name, as upstream does)."""
+    errs: list[FieldError] = []
+    known = {c.get("name") for c in spec.get("resourceClaims") or ()}
+    seen: set[str] = set()
+    for i, s in enumerate(claims):
+        p = f"status.resourceClaimStatuses[{i}].name"
+        name = s.get("name", "")
+        if name not in known:
+            errs.append(invalid(p, name, "must match the name of an entry in `spec.resourceClaims`"))
+        if name in seen:
+            errs.append(duplicate(p, name))
+        seen.add(name)
+        if (generated := s.get("resourceClaimName")) is not None:
+            errs += [invalid(p, generated, m) for m in dns1123_subdomain(generated)]
+    return errs
+
+
+def _carries_users_or_allocations(statuses: tuple) -> bool:
+    """Whether a container status reports its user or allocated resources (few do)."""
+    for items in statuses:
+        for cs in items:
+            if "user" in cs or "allocatedResourcesStatus" in cs:
+                return True
+    return False
+
+
+def _validate_container_statuses(statuses: tuple, spec: dict) -> list[FieldError]:
+    """validateContainerStatusUsers for the three lists, then validateContainerStatusAllocatedResourcesStatus
+    for containers and init containers; ephemeral containers may report no allocated resources."""
+    errs: list[FieldError] = []
+    os_ = spec.get("os")
+    os_name = "linux" if os_ is None else os_.get("name", "")
+    for key, items in zip(_STATUS_LISTS, statuses):
+        for i, cs in enumerate(items):
+            if (user := cs.get("user")) is not None and (linux := user.get("linux")) is not None:
+                errs += _validate_container_user(linux, f"status.{key}[{i}].linux", os_name)
+    for key, items, kind in zip(_STATUS_LISTS, statuses, ("containers", "initContainers")):
+        for i, cs in enumerate(items):
+            if (allocated := cs.get("allocatedResourcesStatus")) is not None:
+                container = next((c for c in spec.get(kind) or () if c.get("name") == cs.get("name", "")), None)
+                errs += _validate_allocated(allocated, container, f"status.{key}[{i}].allocatedResourcesStatus")
+    for i, cs in enumerate(statuses[2]):
+        if cs.get("allocatedResourcesStatus"):
+            errs.append(forbidden(f"status.ephemeralContainerStatuses[{i}].allocatedResourcesStatus",
+                                  "must not be specified in container status"))
+    return errs
+
+
+def _validate_container_user(linux: dict, path: str, os_name: str) -> list[FieldError]:
+    """validateLinuxContainerUser on a Linux pod (uid, gid and groups in int32's range); a Windows
+    pod's status may not carry a Linux user; another OS's is not checked. The path skips "user",
+    as upstream's does."""
+    if os_name == "windows":
+        return [forbidden(path, "cannot be set for a windows pod")]
+    if os_name != "linux":
+        return []
+    ids = [(f"{path}.uid", linux.get("uid") or 0), (f"{path}.gid", linux.get("gid") or 0)]
+    ids += [(f"{path}.supplementalGroups[{g}]", gid) for g, gid in enumerate(linux.get("supplementalGroups") or ())]
+    return [invalid(p, v, f"must be between 0 and {_MAX_INT32}, inclusive") for p, v in ids if not 0 <= v <= _MAX_INT32]
+
+
+def _validate_allocated(allocated: list, container: dict | None, path: str) -> list[FieldError]:
+    """Each allocated resource names one the container requests (or one of its claims, as
+    "claim:NAME[/REQUEST]"); its devices' health is known and their IDs unique. A status of a
+    container the spec lacks has only its devices checked."""
+    errs: list[FieldError] = []
+    resources = (container or {}).get("resources") or {}
+    for j, ar in enumerate(allocated):
+        name = ar.get("name", "")
+        if container is None:
+            pass
+        elif name.startswith("claim:"):
+            claims = ["claim:" + c.get("name", "") + (f"/{c['request']}" if c.get("request") else "")
+                      for c in resources.get("claims") or ()]
+            if name not in claims:
+                errs.append(invalid(f"{path}[{j}].name", name, "must match one of the container's resource claims in "
+                                    "a format 'claim:<claimName>/<request>' or 'claim:<claimName>' if request is empty"))
+        elif name not in (resources.get("requests") or {}):
+            errs.append(invalid(f"{path}[{j}].name", name, "must match one of the container's resource requests"))
+        ids: set[str] = set()
+        for k, r in enumerate(ar.get("resources") or ()):
+            p = f"{path}[{j}].resources[{k}]"
+            if (health := r.get("health", "")) not in _RESOURCE_HEALTH:
+                errs.append(not_supported(f"{p}.health", health, _RESOURCE_HEALTH))
+            if (rid := r.get("resourceID", "")) in ids:
+                errs.append(duplicate(f"{p}.resourceID", rid))
+            ids.add(rid)
+    return errs
 
 
 def _validate_status_ips(st: dict, ost: dict, plural: str, single: str) -> list[FieldError]:
@@ -654,6 +842,40 @@ class PodStrategy(Strategy):
         errs = validate_pod_spec(new.get("spec") or {}, old_ips=pod_spec_ips(old.get("spec") or {}))
         return errs + validate_pod_update(new, old)
 
+    def prepare_for_status_update(self, new, old):
+        """podStatusStrategy.PrepareForUpdate's status part: a write that drops qosClass (old
+        kubelets did) keeps the stored one; one that clears an observedGeneration (the status's, or
+        a condition's, matched to the old conditions of its type in order) keeps the old value.
+        The status is copied, never changed in place: a patch may share it with the stored pod."""
+        st, ost = new.get("status") or _EMPTY, old.get("status")
+        if not ost:
+            return
+        kept = {}
+        if not st.get("qosClass") and ost.get("qosClass"):
+            kept["qosClass"] = ost["qosClass"]
+        if not st.get("observedGeneration") and ost.get("observedGeneration"):
+            kept["observedGeneration"] = ost["observedGeneration"]
+        if (conds := st.get("conditions")) and (old_conds := ost.get("conditions")):
+            for c in old_conds:
+                if c.get("observedGeneration"):
+                    if (restored := _keep_condition_generations(conds, old_conds)) is not conds:
+                        kept["conditions"] = restored
+                    break
+        if kept:
+            new["status"] = {**st, **kept}
+
     def validate_status_update(self, new, old):
         return validate_pod_status_update(new, old)
+
+    def warnings_on_status_update(self, new, old):
+        """GetWarningsForIP on each pod IP and host IP (as the internal status lists them)."""
+        st = new.get("status") or _EMPTY
+        out: list[str] = []
+        if st.get("podIP") or st.get("podIPs"):
+            for i, ip in enumerate(_status_ips(st, "podIPs", "podIP")):
+                out += ip_warnings(f"status.podIPs[{i}].ip", ip)
+        if st.get("hostIP") or st.get("hostIPs"):
+            for i, ip in enumerate(_status_ips(st, "hostIPs", "hostIP")):
+                out += ip_warnings(f"status.hostIPs[{i}].ip", ip)
+        return out
 

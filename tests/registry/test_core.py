@@ -304,12 +304,15 @@ def test_gated_pod_has_scheduling_gated_condition_and_status():
     assert pod_summary(pod)[1] == "SchedulingGated"
 
 
-def test_pod_status_update_terminal_phase():
-    s, old = created_pod()
-    old["status"]["phase"] = "Succeeded"
+def test_pod_status_update_terminated_container_stays_terminated():
+    """Upstream checks no phase on a status write; what keeps a finished pod finished is its
+    containers' states: under restartPolicy Never a terminated one may not run again."""
+    s, old = created_pod(restartPolicy="Never")
+    old["status"].update(phase="Succeeded", containerStatuses=[
+        {"name": "app", "state": {"terminated": {"exitCode": 0}}}])
     new = copy.deepcopy(old)
-    new["status"]["phase"] = "Running"
-    assert ("status.phase", "FieldValueForbidden") in errs_by_field(s.validate_status_update(new, old))
+    new["status"].update(phase="Running", containerStatuses=[{"name": "app", "state": {"running": {}}}])
+    assert errs_by_field(s.validate_status_update(new, old)) == {("status.containerStatuses[0].state", "FieldValueForbidden")}
 
 
 def test_binding():

@@ -1,9 +1,16 @@
 """ValidatePodSpec rules a pod's admission plugins usually refuse first, met by templates
-(found by the fuzzer on CronJobs and StatefulSets)."""
+(found by the fuzzer on CronJobs and StatefulSets); then pods/status writes (ValidatePodStatusUpdate,
+the status strategy's preparation and warnings) through the official client."""
+
+import asyncio
+import json
 
 import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 from nanokube.registry.core_pods import validate_pod_spec
+from tests.served import served
 
 DNS = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start "
        "and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
@@ -35,3 +42,185 @@ def test_an_ephemeral_volume_claim_template_may_only_carry_labels_and_annotation
             "volumes": [{"name": "v", "ephemeral": {"volumeClaimTemplate": template}}]}
     assert [str(e) for e in validate_pod_spec(spec, "spec")] == [
         "spec.volumes[0].ephemeral.volumeClaimTemplate.metadata.name: Forbidden: cannot be set"]
+
+
+# --- pods/status: ValidatePodStatusUpdate and the status strategy, through the official client ---
+
+QUALIFIED = ("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+             "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+             "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")
+
+
+@pytest.fixture
+async def core(tmp_path):
+    async with served(tmp_path) as (_, api_client):
+        yield client.CoreV1Api(api_client)
+
+
+def _status_pod(name: str, **spec) -> dict:
+    return {"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "busybox"}], **spec}}
+
+
+async def _call(f, *args):
+    return await asyncio.to_thread(f, *args)
+
+
+async def _refused(f, *args) -> str:
+    with pytest.raises(ApiException) as e:
+        await _call(f, *args)
+    assert e.value.status == 422, e.value.body
+    return json.loads(e.value.body)["message"]
+
+
+async def _patch_status(core, name: str, status: dict):
+    return await _call(core.patch_namespaced_pod_status_with_http_info, name, "default", {"status": status})
+
+
+async def test_status_conditions_nominated_node_and_qos_class(core):
+    """Custom condition types are qualified names (upstream reports them under metadata, field "Type");
+    nominatedNodeName is a DNS subdomain when it changes; qosClass never changes, and a write without
+    it keeps the stored one."""
+    await _call(core.create_namespaced_pod, "default", _status_pod("p"))
+    assert await _refused(core.patch_namespaced_pod_status, "p", "default", {"status": {
+        "conditions": [{"type": "PodScheduled", "status": "False"}, {"type": "bad type", "status": "True"}],
+        "nominatedNodeName": "Node_1", "qosClass": "Guaranteed"}}) == (
+        'Pod "p" is invalid: ['
+        f'metadata.conditions[1].Type: Invalid value: "bad type": {QUALIFIED}, '
+        'status.nominatedNodeName: Invalid value: "Node_1": a lowercase RFC 1123 subdomain must consist of lower case '
+        "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. "
+        "'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*'), "
+        'status.qosClass: Invalid value: "Guaranteed": field is immutable]')
+    pod = await _call(core.read_namespaced_pod_status, "p", "default")
+    body = client.ApiClient().sanitize_for_serialization(pod)
+    body["status"] = {"phase": "Running", "conditions": [{"type": "example.com/Warm", "status": "True"}]}
+    replaced = await _call(core.replace_namespaced_pod_status, "p", "default", body)
+    assert (replaced.status.phase, replaced.status.qos_class) == ("Running", "BestEffort")
+    assert [c.type for c in replaced.status.conditions] == ["example.com/Warm"]
+
+
+async def test_status_observed_generations_are_kept_when_cleared(core):
+    """A status written without observedGeneration (the status's, or a condition's: matched to the
+    old conditions of its type in order) keeps the stored value; a condition of a new type gets none."""
+    await _call(core.create_namespaced_pod, "default", _status_pod("g"))
+    await _patch_status(core, "g", {"observedGeneration": 1, "conditions": [
+        {"type": "Ready", "status": "False", "observedGeneration": 1}]})
+    body = client.ApiClient().sanitize_for_serialization(await _call(core.read_namespaced_pod, "g", "default"))
+    body["status"] = {"phase": "Pending", "conditions": [{"type": "Ready", "status": "True"},
+                                                         {"type": "example.com/Other", "status": "True"}]}
+    pod = await _call(core.replace_namespaced_pod_status, "g", "default", body)
+    assert (pod.status.observed_generation, pod.status.qos_class) == (1, "BestEffort")
+    assert [(c.type, c.status, c.observed_generation) for c in pod.status.conditions] == [
+        ("Ready", "True", 1), ("example.com/Other", "True", None)]
+
+
+@pytest.mark.parametrize("policy, exit_code, refused", [("Never", 0, True), ("OnFailure", 0, True),
+                                                        ("OnFailure", 1, False), ("Always", 0, False)])
+async def test_a_terminated_container_runs_again_only_where_it_restarts(core, policy, exit_code, refused):
+    """ValidateContainerStateTransition by the pod's restartPolicy; the phase itself is not checked."""
+    await _call(core.create_namespaced_pod, "default", _status_pod("t", restartPolicy=policy))
+    await _patch_status(core, "t", {"phase": "Failed", "containerStatuses": [
+        {"name": "c", "image": "busybox", "imageID": "", "ready": False, "restartCount": 0,
+         "state": {"terminated": {"exitCode": exit_code}}}]})
+    running = {"phase": "Running", "containerStatuses": [
+        {"name": "c", "image": "busybox", "imageID": "", "ready": True, "restartCount": 1, "state": {"running": {}}}]}
+    if refused:
+        assert await _refused(core.patch_namespaced_pod_status, "t", "default", {"status": running}) == (
+            'Pod "t" is invalid: status.containerStatuses[0].state: Forbidden: may not be transitioned to '
+            "non-terminated state")
+    else:
+        pod, status, _ = await _patch_status(core, "t", running)
+        assert status == 200 and pod.status.phase == "Running"
+
+
+async def test_init_sidecar_and_ephemeral_state_transitions(core):
+    """A sidecar (restartPolicy Always init container) may run again; a plain init container and
+    an ephemeral container may not."""
+    await _call(core.create_namespaced_pod, "default", _status_pod(
+        "i", restartPolicy="Never", initContainers=[{"name": "setup", "image": "busybox"},
+                                                    {"name": "side", "image": "busybox", "restartPolicy": "Always"}]))
+
+    def cs(name: str, state: dict) -> dict:
+        return {"name": name, "image": "busybox", "imageID": "", "ready": False, "restartCount": 0, "state": state}
+
+    done = {"terminated": {"exitCode": 0}}
+    await _patch_status(core, "i", {"initContainerStatuses": [cs("setup", done), cs("side", done)],
+                                    "ephemeralContainerStatuses": [cs("debug", done)]})
+    assert await _refused(core.patch_namespaced_pod_status, "i", "default", {"status": {
+        "initContainerStatuses": [cs("setup", {"running": {}}), cs("side", {"running": {}})],
+        "ephemeralContainerStatuses": [cs("debug", {"waiting": {}})]}}) == (
+        'Pod "i" is invalid: [status.initContainerStatuses[0].state: Forbidden: may not be transitioned to '
+        "non-terminated state, status.ephemeralContainerStatuses[0].state: Forbidden: may not be transitioned "
+        "to non-terminated state]")
+    pod, _, _ = await _patch_status(core, "i", {"initContainerStatuses": [cs("setup", done), cs("side", {"running": {}})]})
+    assert [s.state.running is not None for s in pod.status.init_container_statuses] == [False, True]
+
+
+async def test_claim_statuses_users_and_allocated_resources(core):
+    await _call(core.create_namespaced_pod, "default", {
+        "metadata": {"name": "a"},
+        "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}],
+                 "containers": [{"name": "c", "image": "busybox",
+                                 "resources": {"requests": {"cpu": "1"}, "claims": [{"name": "gpu", "request": "r"}]}}]}})
+
+    def cs(name: str, **extra) -> dict:
+        return {"name": name, "image": "busybox", "imageID": "", "ready": False, "restartCount": 0, **extra}
+
+    message = await _refused(core.patch_namespaced_pod_status, "a", "default", {"status": {
+        "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "a-gpu-x1"}, {"name": "gpu"},
+                                  {"name": "tpu", "resourceClaimName": "Bad"}],
+        "containerStatuses": [cs("c", user={"linux": {"uid": -1, "gid": 0, "supplementalGroups": [2147483648]}},
+                                 allocatedResourcesStatus=[
+                                     {"name": "claim:gpu/r", "resources": [{"resourceID": "d0", "health": "Healthy"},
+                                                                           {"resourceID": "d0", "health": "Sick"}]},
+                                     {"name": "claim:gpu"}, {"name": "memory"}])],
+        "ephemeralContainerStatuses": [cs("debug", allocatedResourcesStatus=[{"name": "cpu"}])]}})
+    assert message.removeprefix('Pod "a" is invalid: [').removesuffix("]").split(", status.") == [
+        'status.resourceClaimStatuses[1].name: Duplicate value: "gpu"',
+        'resourceClaimStatuses[2].name: Invalid value: "tpu": must match the name of an entry in `spec.resourceClaims`',
+        'resourceClaimStatuses[2].name: Invalid value: "Bad": a lowercase RFC 1123 subdomain must consist of lower '
+        "case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. "
+        "'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+        "containerStatuses[0].linux.uid: Invalid value: -1: must be between 0 and 2147483647, inclusive",
+        "containerStatuses[0].linux.supplementalGroups[0]: Invalid value: 2147483648: must be between 0 and "
+        "2147483647, inclusive",
+        'containerStatuses[0].allocatedResourcesStatus[0].resources[1].health: Unsupported value: "Sick": supported '
+        'values: "Healthy", "Unhealthy", "Unknown"',
+        'containerStatuses[0].allocatedResourcesStatus[0].resources[1].resourceID: Duplicate value: "d0"',
+        'containerStatuses[0].allocatedResourcesStatus[1].name: Invalid value: "claim:gpu": must match one of the '
+        "container's resource claims in a format 'claim:<claimName>/<request>' or 'claim:<claimName>' if request "
+        "is empty",
+        'containerStatuses[0].allocatedResourcesStatus[2].name: Invalid value: "memory": must match one of the '
+        "container's resource requests",
+        "ephemeralContainerStatuses[0].allocatedResourcesStatus: Forbidden: must not be specified in container status"]
+    pod, status, _ = await _patch_status(core, "a", {
+        "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "a-gpu-x1"}],
+        "containerStatuses": [cs("c", user={"linux": {"uid": 1000, "gid": 1000}}, allocatedResourcesStatus=[
+            {"name": "cpu"}, {"name": "claim:gpu/r", "resources": [{"resourceID": "d0", "health": "Healthy"}]}])]})
+    assert status == 200 and pod.status.container_statuses[0].user.linux.uid == 1000
+
+
+async def test_a_windows_pods_status_carries_no_linux_user(core):
+    await _call(core.create_namespaced_pod, "default", _status_pod("w", os={"name": "windows"}))
+    assert await _refused(core.patch_namespaced_pod_status, "w", "default", {"status": {"containerStatuses": [
+        {"name": "c", "image": "i", "imageID": "", "ready": False, "restartCount": 0,
+         "user": {"linux": {"uid": 0, "gid": 0}}}]}}) == (
+        'Pod "w" is invalid: status.containerStatuses[0].linux: Forbidden: cannot be set for a windows pod')
+
+
+async def test_status_ips_are_warned_about_in_their_non_standard_forms(core):
+    """podStatusStrategy.WarningsOnUpdate: GetWarningsForIP on every pod and host IP; a write in
+    canonical forms gets none."""
+    await _call(core.create_namespaced_pod, "default", _status_pod("ip"))
+    _, status, headers = await _patch_status(core, "ip", {
+        "podIP": "10.0.0.1", "podIPs": [{"ip": "10.0.0.1"}, {"ip": "2001:DB8::1"}],
+        "hostIP": "fd00::0:1", "hostIPs": [{"ip": "fd00::0:1"}]})
+    assert status == 200
+    assert headers.getlist("Warning") == [
+        '299 - "status.podIPs[1].ip: IPv6 address \\"2001:DB8::1\\" should be in RFC 5952 canonical format '
+        '(\\"2001:db8::1\\")"',
+        '299 - "status.hostIPs[0].ip: IPv6 address \\"fd00::0:1\\" should be in RFC 5952 canonical format '
+        '(\\"fd00::1\\")"']
+    body = client.ApiClient().sanitize_for_serialization(await _call(core.read_namespaced_pod, "ip", "default"))
+    body["status"].update(podIPs=[{"ip": "10.0.0.1"}, {"ip": "2001:db8::1"}], hostIP="fd00::1", hostIPs=[{"ip": "fd00::1"}])
+    pod, status, headers = await _call(core.replace_namespaced_pod_status_with_http_info, "ip", "default", body)
+    assert status == 200 and "Warning" not in headers and [i.ip for i in pod.status.host_ips] == ["fd00::1"]
