@@ -28,6 +28,7 @@ from .replicaset import (
     pod_from_template,
     pod_is_ready,
     pod_updated,
+    resolving,
     selecting,
 )
 
@@ -161,6 +162,7 @@ class DaemonSetController(Controller):
         self.rev_inf = self.informer_factory.informer(client.resource("apps", "v1", "controllerrevisions"))
         self.history = History(client, self.rev_inf, "apps/v1", "DaemonSet")
         self.expectations = Expectations(self.clock)
+        self._owner_key = resolving(self.ds_inf, "DaemonSet")
         self._backoff: dict[tuple[str, str], tuple[float, float]] = {}
         self.ds_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n), on_delete=self._enqueue)
         self.pod_inf.add_handlers(on_add=self._pod_added, on_update=self._pod_updated, on_delete=self._pod_deleted)
@@ -171,14 +173,6 @@ class DaemonSetController(Controller):
 
     def _enqueue(self, ds: dict) -> None:
         self.queue.add(key_of(ds))
-
-    def _owner_key(self, pod: dict, ref: dict | None = None) -> str | None:
-        """The key of the DaemonSet controlling `pod` (through `ref`, its controller reference
-        when the caller has it), or None."""
-        ref = ref or controller_ref(pod)
-        if ref is None or ref.get("kind") != "DaemonSet":
-            return None
-        return f"{pod['metadata']['namespace']}/{ref['name']}"
 
     def _pod_added(self, pod: dict) -> None:
         """addPod; a pod already being deleted when first seen (after a restart) counts as its deletion,
@@ -207,7 +201,7 @@ class DaemonSetController(Controller):
             self._enqueue(ds)
 
     def _pod_deleted(self, pod: dict) -> None:
-        if key := self._owner_key(pod):
+        if key := self._owner_key(pod, controller_ref(pod)):
             self.expectations.observed_del(key)
             self.queue.add(key)
 

@@ -61,6 +61,38 @@ class Expectations:
     def forget(self, key: str) -> None:
         self._pending.pop(key, None)
 
+    def expect_deletions(self, key: str, pods: list[dict]) -> None:
+        """Expect `pods` to go; this counter only counts them."""
+        self.expect(key, dels=len(pods))
+
+    def observed_deletion(self, key: str, pod: dict) -> None:
+        """`pod` went, or will not (its delete failed)."""
+        self.observed_del(key)
+
+
+class UIDTrackingExpectations(Expectations):
+    """UIDTrackingControllerExpectations (the ReplicaSet's): the deletions expected are the pods' own keys
+    (namespace/name), so a pod counts once whether its deletionTimestamp or its removal is seen first, and
+    a pod the controller did not delete counts not at all."""
+
+    def __init__(self, clock: Clock):
+        super().__init__(clock)
+        self._deleting: dict[str, set[str]] = {}
+
+    def expect_deletions(self, key: str, pods: list[dict]) -> None:
+        self._deleting[key] = names = {key_of(p) for p in pods}
+        self.expect(key, dels=len(names))
+
+    def observed_deletion(self, key: str, pod: dict) -> None:
+        names = self._deleting.get(key)
+        if names and (name := key_of(pod)) in names:
+            names.discard(name)
+            self.observed_del(key)
+
+    def forget(self, key: str) -> None:
+        super().forget(key)
+        self._deleting.pop(key, None)
+
 
 def controller_ref(obj: dict) -> dict | None:
     for ref in obj["metadata"].get("ownerReferences") or []:
@@ -85,6 +117,18 @@ def owned_by(kind: str) -> Callable[[dict, dict | None], str | None]:
         if ref is not None and ref.get("kind") == kind:
             return f"{pod['metadata']['namespace']}/{ref['name']}"
         return None
+    return key
+
+
+def resolving(inf, kind: str) -> Callable[[dict, dict | None], str | None]:
+    """resolveControllerRef as a key: that of the `kind` controller a pod's reference names, only while
+    `inf` holds it with the reference's uid (a successor of the same name controls none of its pods)."""
+    named = owned_by(kind)
+
+    def key(pod: dict, ref: dict | None) -> str | None:
+        if (k := named(pod, ref)) is None or (owner := inf.get(k)) is None:
+            return None
+        return k if owner["metadata"]["uid"] == ref.get("uid") else None
     return key
 
 
@@ -176,12 +220,12 @@ async def delete_pods(pods, expectations: Expectations, key, victims: list[dict]
     """Delete `victims` (by uid), expecting each deletion so the controller
     never acts twice on a cache that has not seen them go yet; each outcome
     is an event on `owner`."""
-    expectations.expect(key, dels=len(victims))
+    expectations.expect_deletions(key, victims)
     for p in victims:
         try:
             await pods.delete(p["metadata"]["name"], p["metadata"]["namespace"], preconditions={"uid": p["metadata"]["uid"]})
         except APIError as e:
-            expectations.observed_del(key)
+            expectations.observed_deletion(key, p)
             if e.code not in (404, 409):
                 await recorder.emit(owner, "Warning", "FailedDelete", f"Error deleting: {e.message}")
                 raise
@@ -270,7 +314,8 @@ class ReplicaSetController(Controller):
         self.recorder = CoreEventRecorder(client, self.component, self.clock)
         self.rs_inf = self.informer_factory.informer(self.rs)
         self.pod_inf = self.informer_factory.informer(self.pods)
-        self.expectations = Expectations(self.clock)
+        self.expectations = UIDTrackingExpectations(self.clock)
+        self._owner_key = resolving(self.rs_inf, self.kind)
         self.rs_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n),
                                  on_delete=self._enqueue)
         self.pod_inf.add_handlers(on_add=self._pod_added, on_update=self._pod_updated, on_delete=self._pod_deleted)
@@ -284,14 +329,6 @@ class ReplicaSetController(Controller):
     def selector(self, rs: dict):
         """The parsed label selector of `rs`."""
         return selector_from_object(rs["spec"].get("selector"))
-
-    def _owner_key(self, pod: dict, ref: dict | None = None) -> str | None:
-        """The key of the ReplicaSet controlling `pod` (through `ref`, its controller reference
-        when the caller has it), or None."""
-        ref = ref or controller_ref(pod)
-        if ref is None or ref.get("kind") != self.kind:
-            return None
-        return f"{pod['metadata']['namespace']}/{ref['name']}"
 
     def _enqueue_matching(self, pod: dict) -> None:
         """An orphan may be adopted by any ReplicaSet selecting it."""
@@ -312,12 +349,19 @@ class ReplicaSetController(Controller):
             self.queue.add(key)
 
     def _pod_updated(self, old: dict, pod: dict) -> None:
-        """The informer hands over no update with the same resourceVersion, upstream's first check."""
+        """updatePod (the informer hands over no update with the same resourceVersion, upstream's first
+        check): a pod given its deletionTimestamp counts as deleted at once, so its set replaces it without
+        waiting out the grace period (the old side too when the labels changed with it)."""
+        if pod["metadata"].get("deletionTimestamp"):
+            self._pod_deleted(pod)
+            if old["metadata"].get("labels") != pod["metadata"].get("labels"):
+                self._pod_deleted(old)
+            return
         pod_updated(old, pod, self._owner_key, self.queue.add, self._enqueue_matching)
 
     def _pod_deleted(self, pod: dict) -> None:
-        if key := self._owner_key(pod):
-            self.expectations.observed_del(key)
+        if key := self._owner_key(pod, controller_ref(pod)):
+            self.expectations.observed_deletion(key, pod)
             self.queue.add(key)
 
     async def sync(self, key: str) -> None:

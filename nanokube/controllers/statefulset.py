@@ -19,13 +19,11 @@ from .base import Controller
 from .deployment import resolve_int_or_percent
 from ..client.record import CoreEventRecorder
 from .history import HASH_LABEL, POD_REVISION_LABEL, History, hash_revision, revision_name, template_patch
-from .replicaset import (claim_objects, controller_ref, owned_by, owner_reference, pod_available_in, pod_is_ready,
-                         pod_updated, selecting)
+from .replicaset import (claim_objects, controller_ref, owner_reference, pod_available_in, pod_is_ready,
+                         pod_updated, resolving, selecting)
 
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
-#: the key of the StatefulSet a pod's controller reference names
-_STATEFULSET = owned_by("StatefulSet")
 
 
 def set_selector(sts: dict):
@@ -72,6 +70,7 @@ class StatefulSetController(Controller):
         self.claims = client.resource("", "v1", "persistentvolumeclaims")
         self.recorder = CoreEventRecorder(client, "statefulset-controller", self.clock)
         self.set_inf = self.informer_factory.informer(self.sets)
+        self._owner_key = resolving(self.set_inf, "StatefulSet")
         self.pod_inf = self.informer_factory.informer(self.pods)
         self.claim_inf = self.informer_factory.informer(self.claims)
         self.rev_inf = self.informer_factory.informer(client.resource("apps", "v1", "controllerrevisions"))
@@ -95,16 +94,16 @@ class StatefulSetController(Controller):
         ref = controller_ref(pod)
         if ref is None:
             self._enqueue_selecting(pod)
-        elif key := _STATEFULSET(pod, ref):
+        elif key := self._owner_key(pod, ref):
             self.queue.add(key)
 
     def _pod_updated(self, old: dict, pod: dict) -> None:
         """updatePod: the set controlling the pod, the one that did when its reference moved, and
         for an orphan whose labels or reference changed, every set selecting it."""
-        pod_updated(old, pod, _STATEFULSET, self.queue.add, self._enqueue_selecting)
+        pod_updated(old, pod, self._owner_key, self.queue.add, self._enqueue_selecting)
 
     def _pod_deleted(self, pod: dict) -> None:
-        if key := _STATEFULSET(pod, controller_ref(pod)):
+        if key := self._owner_key(pod, controller_ref(pod)):
             self.queue.add(key)
 
     def _enqueue_selecting(self, pod: dict) -> None:

@@ -328,3 +328,29 @@ async def test_number_available_follows_min_ready_seconds_with_no_other_event():
     finally:
         await stop(ctrl)
         await s.close()
+
+
+async def test_a_pod_naming_a_predecessor_uid_is_no_creation_of_the_daemonset(env):
+    """resolveControllerRef: a pod whose controller reference names this DaemonSet's name with
+    another uid is not observed as one of its creations, and is neither adopted nor released."""
+    client, kubelets = env
+    ctrl = kubelets.ctrl
+    await client.resource("apps", "v1", "daemonsets").create(daemonset())
+    await eventually(lambda: by_node(client, 3))
+
+    async def quiet():
+        return ctrl.expectations.satisfied("default/agent")
+    await eventually(quiet)
+    ctrl.expectations.expect("default/agent", adds=1)
+    stale_ref = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": "0-predecessor",
+                 "controller": True}
+    pods = client.resource("", "v1", "pods")
+    await pods.create({"metadata": {"name": "stale", "namespace": "default", "labels": {"app": "agent"},
+                                    "ownerReferences": [stale_ref]},
+                       "spec": {"containers": [{"name": "c", "image": "agent:1"}]}})
+
+    async def seen():
+        return ctrl.pod_inf.get("default/stale")
+    await eventually(seen)
+    assert not ctrl.expectations.satisfied("default/agent")
+    assert (await pods.get("stale", "default"))["metadata"]["ownerReferences"] == [stale_ref]

@@ -473,7 +473,7 @@ async def test_a_pod_first_seen_terminating_is_a_deletion_not_a_creation(stack, 
         await pods.delete(p["metadata"]["name"], NS)  # held by its finalizer: terminating
     ctrl = ctrl_class(stack.client, clock=VirtualClock())  # the Job batches its pods' events
     if expects:
-        ctrl.expectations.expect("default/a", dels=1)
+        ctrl.expectations.expect_deletions("default/a", [{"metadata": {"name": "owned", "namespace": NS}}])
     rest = [inf for inf in ctrl.informers() if inf is not ctrl.pod_inf]
     ctrl.informer_factory.start(rest)
     try:

@@ -7,6 +7,7 @@ from nanokube.clock import Clock, VirtualClock, format_time
 from nanokube.controllers.replicaset import (
     Expectations,
     ReplicaSetController,
+    UIDTrackingExpectations,
     deletion_rank,
 )
 from tests.controllers import eventually, make_stack, settled
@@ -218,3 +219,89 @@ async def test_available_replicas_follow_min_ready_seconds_with_no_other_event()
     finally:
         await stop(ctrl)
         await s.close()
+
+
+async def all_pods(client):
+    items, _ = await client.resource("", "v1", "pods").list("default")
+    return items
+
+
+async def test_terminating_pods_count_as_deleted_at_once(env):
+    """Pods on a node are deleted gracefully (30 s here, with no kubelet to finish): the set counts each
+    as gone once it has its deletionTimestamp, as upstream's updatePod does, so a scale-down settles at
+    once and a pod deleted later is replaced without waiting out its grace period."""
+    client, ctrl = env
+    rss, pods = client.resource("apps", "v1", "replicasets"), client.resource("", "v1", "pods")
+    body = replicaset()
+    body["spec"]["template"]["spec"]["nodeName"] = "n1"
+    await rss.create(body)
+    await eventually(lambda: pods_of(client, 3))
+    await patch_retrying(rss, "web", {"spec": {"replicas": 1}})
+    (kept,) = await eventually(lambda: pods_of(client, 1))
+
+    async def replicas(n):
+        st = (await rss.get("web", "default")).get("status") or {}
+        return ctrl.expectations.satisfied("default/web") and st.get("replicas") == n
+    await eventually(lambda: replicas(1))
+    every = await all_pods(client)
+    assert len(every) == 3 and sum(1 for p in every if p["metadata"].get("deletionTimestamp")) == 2
+
+    await pods.delete(kept["metadata"]["name"], "default")
+    assert (await pods.get(kept["metadata"]["name"], "default"))["metadata"]["deletionTimestamp"]
+    (new,) = await eventually(lambda: pods_of(client, 1))
+    assert new["metadata"]["name"] != kept["metadata"]["name"]
+    await eventually(lambda: replicas(1))
+    every = await all_pods(client)
+    assert len(every) == 4, "one replacement, no extra pod"
+    assert [p["metadata"]["name"] for p in every if not p["metadata"].get("deletionTimestamp")] == \
+        [new["metadata"]["name"]]
+
+
+def test_uid_tracking_expectations_count_each_expected_pod_once():
+    """A pod deleted by the set is observed once, whether first seen terminating or gone; a pod the
+    set did not delete is not its deletion."""
+    def pod(name):
+        return {"metadata": {"name": name, "namespace": "default"}}
+    e = UIDTrackingExpectations(FakeClock())
+    e.expect_deletions("default/web", [pod("a"), pod("b")])
+    e.observed_deletion("default/web", pod("a"))
+    e.observed_deletion("default/web", pod("a"))
+    e.observed_deletion("default/web", pod("other"))
+    assert not e.satisfied("default/web")
+    e.observed_deletion("default/web", pod("b"))
+    assert e.satisfied("default/web")
+    e.forget("default/web")
+    e.expect("default/web", dels=1)
+    e.observed_deletion("default/web", pod("b"))
+    assert not e.satisfied("default/web"), "the keys went with forget"
+
+
+async def test_a_pod_naming_a_predecessor_uid_belongs_to_no_set(env):
+    """resolveControllerRef: a pod whose controller reference names this set's name with another uid
+    (a deleted predecessor's) is not observed as its creation, not counted, and neither adopted nor
+    released."""
+    client, ctrl = env
+    rss, pods = client.resource("apps", "v1", "replicasets"), client.resource("", "v1", "pods")
+    rs = await rss.create(replicaset(replicas=1))
+    (own,) = await eventually(lambda: pods_of(client, 1))
+
+    async def settled_set():
+        return ctrl.expectations.satisfied("default/web")
+    await eventually(settled_set)
+    ctrl.expectations.expect("default/web", adds=1)
+    stale_ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "0-predecessor",
+                 "controller": True, "blockOwnerDeletion": True}
+    await pods.create({"metadata": {"name": "stale", "namespace": "default", "labels": LABELS,
+                                    "ownerReferences": [stale_ref]},
+                       "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
+
+    async def seen():
+        return ctrl.pod_inf.get("default/stale")
+    await eventually(seen)
+    assert not ctrl.expectations.satisfied("default/web"), "another set's pod is no creation of this one"
+    ctrl.expectations.forget("default/web")
+    await ctrl.sync("default/web")
+    assert (await rss.get("web", "default"))["status"]["replicas"] == 1
+    assert (await pods.get("stale", "default"))["metadata"]["ownerReferences"] == [stale_ref]
+    assert sorted(p["metadata"]["name"] for p in await pods_of(client, 2)) == sorted([own["metadata"]["name"], "stale"])
+    assert rs["metadata"]["uid"] != stale_ref["uid"]

@@ -51,3 +51,40 @@ async def test_keeps_replicas_and_reports_status(env):
     await eventually(lambda: pods_of(client, 1))
     events, _ = await client.resource("", "v1", "events").list("default")
     assert {e["source"]["component"] for e in events} == {"replication-controller"}
+
+
+async def test_terminating_pod_is_replaced_at_once_and_a_predecessors_pod_is_not_counted():
+    """As the ReplicaSet: a pod given its deletionTimestamp (30 s grace on its node) is replaced
+    before it is gone; a pod naming an RC of this name with another uid is neither counted nor
+    adopted."""
+    s = await make_stack()
+    ctrl = ReplicationControllerController(s.client)
+    await ctrl.start()
+    client = s.client
+    rcs, pods = client.resource("", "v1", "replicationcontrollers"), client.resource("", "v1", "pods")
+    try:
+        body = rc(replicas=1)
+        body["spec"]["template"]["spec"]["nodeName"] = "n1"
+        await rcs.create(body)
+        (first,) = await eventually(lambda: pods_of(client, 1))
+        await pods.delete(first["metadata"]["name"], "default")
+        (second,) = await eventually(lambda: pods_of(client, 1))
+        assert second["metadata"]["name"] != first["metadata"]["name"]
+        assert (await pods.get(first["metadata"]["name"], "default"))["metadata"]["deletionTimestamp"]
+
+        stale_ref = {"apiVersion": "v1", "kind": "ReplicationController", "name": "legacy",
+                     "uid": "0-predecessor", "controller": True}
+        await pods.create({"metadata": {"name": "stale", "namespace": "default", "labels": LABELS,
+                                        "ownerReferences": [stale_ref]},
+                           "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
+
+        async def seen():
+            return ctrl.pod_inf.get("default/stale")
+        await eventually(seen)
+        assert ctrl._owner_key(await seen(), stale_ref) is None
+        await ctrl.sync("default/legacy")
+        assert (await rcs.get("legacy", "default"))["status"]["replicas"] == 1
+        assert (await pods.get("stale", "default"))["metadata"]["ownerReferences"] == [stale_ref]
+    finally:
+        await stop(ctrl)
+        await s.close()

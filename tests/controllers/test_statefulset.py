@@ -353,3 +353,24 @@ async def test_a_member_ready_behind_an_unready_one_is_counted_available_after_m
     finally:
         await stop(ctrl)
         await s.close()
+
+
+async def test_a_pod_naming_a_predecessor_uid_belongs_to_no_set():
+    """resolveControllerRef: the set a pod's controller reference names, only with its uid; a pod of a
+    deleted predecessor of the same name is no member, and the set is not woken for it."""
+    s = await make_stack()
+    ctrl = StatefulSetController(s.client)
+    await ctrl.start()
+    try:
+        sts = await s.client.resource("apps", "v1", "statefulsets").create(statefulset(replicas=0))
+
+        async def cached():
+            return ctrl.set_inf.get("default/web")
+        await eventually(cached)
+        pod = {"metadata": {"name": "web-0", "namespace": "default"}}
+        ref = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "controller": True}
+        assert ctrl._owner_key(pod, {**ref, "uid": sts["metadata"]["uid"]}) == "default/web"
+        assert ctrl._owner_key(pod, {**ref, "uid": "0-predecessor"}) is None
+    finally:
+        await stop(ctrl)
+        await s.close()
