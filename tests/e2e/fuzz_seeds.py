@@ -4,7 +4,10 @@ Stable means no controller acts on a seed in a way that changes what a refused
 write is compared against: workloads select labels no Pod seed carries and run
 nothing (replicas 0, a nodeSelector or schedulerName nobody serves, suspended),
 storage names a class and driver nobody provisions, admission configuration
-matches a resource nobody serves or binds a policy that does not exist.
+matches a resource nobody serves or binds a policy that does not exist. The
+seed admission policies are bound and match only the fuzzer's probe (a dry-run
+ConfigMap labelled PROBE), which runs their expressions after each accepted
+change to them.
 """
 
 from __future__ import annotations
@@ -45,6 +48,10 @@ C = [{"name": "c", "image": "i"}]
 NOBODY_POD = {"kind": "Pod", "namespace": "fuzz", "name": "fuzz-nobody", "uid": "00000000-0000-0000-0000-000000000001"}
 SAR = {"resourceAttributes": {"namespace": "fuzz", "verb": "get", "resource": "configmaps"}}
 NOBODY = {"apiGroups": ["fuzz.example.com"], "apiVersions": ["*"], "operations": ["CREATE"], "resources": ["nothings"]}
+#: the label of the fuzzer's probe ConfigMap, the only object the seed admission policies match
+PROBE = {"fuzz-probe": "cel"}
+PROBED = {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                             "resources": ["configmaps"]}], "objectSelector": {"matchLabels": PROBE}}
 WEBHOOK = {"clientConfig": {"url": "https://127.0.0.1:1/w"}, "rules": [NOBODY], "failurePolicy": "Ignore",
            "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 1,
            "objectSelector": {"matchLabels": {"fuzz": "nobody"}}}
@@ -169,24 +176,27 @@ KINDS = [
         "names": {"plural": "fuzzseeds", "singular": "fuzzseed", "kind": "FuzzSeed", "listKind": "FuzzSeedList"},
         "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
             "type": "object", "properties": {"spec": {"type": "object", "properties": {
-                "n": {"type": "integer", "default": 1}}}}}}}]}}),
+                "n": {"type": "integer", "default": 1}},
+                "x-kubernetes-validations": [{"rule": "self.n >= 0", "messageExpression": "'n is ' + string(self.n)"}]}}}}}]}}),
     ("apis/fuzz.example.com/v1", "widgets", "Widget", {"spec": {
         "size": "m", "port": "http", "tags": ["a"], "ports": [{"name": "p", "port": 1}], "extra": {"k": [1]}}}),
     ("apis/leaderworkerset.x-k8s.io/v1", "leaderworkersets", "LeaderWorkerSet", {"spec": {
         "replicas": 0, "leaderWorkerTemplate": {"size": 2, "workerTemplate": _template("lws", schedulerName="fuzz-nobody")}}}),
     ("apis/admissionregistration.k8s.io/v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy", {"spec": {
-        "failurePolicy": "Fail", "matchConstraints": {"resourceRules": [NOBODY]},
+        "failurePolicy": "Fail", "matchConstraints": PROBED,
         "variables": [{"name": "n", "expression": "object.metadata.name"}],
-        "validations": [{"expression": "variables.n != ''", "message": "m", "reason": "Invalid"}]}}),
+        "matchConditions": [{"name": "named", "expression": "has(object.metadata.name)"}],
+        "validations": [{"expression": "variables.n != ''", "message": "m", "reason": "Invalid",
+                         "messageExpression": "'named ' + variables.n"}],
+        "auditAnnotations": [{"key": "n", "valueExpression": "string(variables.n)"}]}}),
     ("apis/admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding", {
-        "spec": {"policyName": "fuzz-nobody", "validationActions": ["Deny"],
-                 "matchResources": {"namespaceSelector": {"matchLabels": {"fuzz": "nobody"}}}}}),
+        "spec": {"policyName": "fuzz-seed-validatingadmissionpolicies", "validationActions": ["Deny"]}}),
     ("apis/admissionregistration.k8s.io/v1", "mutatingadmissionpolicies", "MutatingAdmissionPolicy", {"spec": {
-        "failurePolicy": "Fail", "reinvocationPolicy": "Never", "matchConstraints": {"resourceRules": [NOBODY]},
+        "failurePolicy": "Fail", "reinvocationPolicy": "Never", "matchConstraints": PROBED,
         "mutations": [{"patchType": "JSONPatch", "jsonPatch": {
             "expression": '[JSONPatch{op: "add", path: "/metadata/labels/a", value: "b"}]'}}]}}),
     ("apis/admissionregistration.k8s.io/v1", "mutatingadmissionpolicybindings", "MutatingAdmissionPolicyBinding", {
-        "spec": {"policyName": "fuzz-nobody"}}),
+        "spec": {"policyName": "fuzz-seed-mutatingadmissionpolicies"}}),
     ("apis/admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration", {
         "webhooks": [{"name": "v.fuzz.example.com", **WEBHOOK}]}),
     ("apis/admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration", {

@@ -4,12 +4,14 @@
 Hypothesis draws a request: a kind, its valid seed object (tests/e2e/fuzz_seeds.py:
 built-in kinds and custom resources of installed CRDs), a mutation at a
 path of the seed (a null, a value of another type, a hostile string or
-number, a deep nesting, a removed or unknown field, or a value generated from
-the kind's OpenAPI v3 schema as the server serves it), and a verb (create,
-update, merge/strategic/JSON patch, server-side apply) with hostile query
+number, a deep nesting, a removed or unknown field, an expensive CEL
+expression where the seed has one, or a value generated from the kind's
+OpenAPI v3 schema as the server serves it), and a verb (create, update,
+merge/strategic/JSON patch, server-side apply) with hostile query
 parameters. `Fuzzer.check` sends it and asserts the server's contract:
 
-- no 5xx, and no answer slower than `SLOW` seconds;
+- no 5xx, and no answer slower than `SLOW` seconds (nor the probe's, which
+  runs an accepted change's expressions: an admission policy's, a CRD's rules);
 - every 4xx is a `metav1.Status` with that code;
 - a refused write changes nothing (the target's stored state is as before);
 - an accepted object re-validates (the stored object PUT back with dryRun=All is accepted).
@@ -27,7 +29,7 @@ from urllib.parse import quote, urlencode
 
 from hypothesis import strategies as st
 
-from .fuzz_seeds import CLUSTER_SCOPED, CREATE_ONLY, KINDS, NAMES, crds
+from .fuzz_seeds import CLUSTER_SCOPED, CREATE_ONLY, KINDS, NAMES, PROBE, crds
 from .test_hardening import Raw
 
 NS = "fuzz"
@@ -40,6 +42,30 @@ HOSTILE_STRINGS = ["", " ", "\n", "a\n", "A", "\u212a", "\x00", "\u202e", "é", 
                    "1Ki\n", "0.0000000001", "9Ei", "2024-13-45T99:99:99Z", "${x}", "{{x}}", "'", '"', "\\", "%0A"]
 HOSTILE_NUMBERS = [0, -1, 1, 2**31 - 1, 2**31, -(2**31) - 1, 2**53, 2**63 - 1, -(2**63), 1.5, -0.0, 1e308]
 HOSTILE_VALUES = [None, True, False, [], {}, [None], {"a": None}, [[]], {"": ""}, [1, "a", None]]
+#: fields that hold CEL
+EXPRESSION_KEYS = frozenset({"expression", "rule", "messageExpression", "valueExpression"})
+_TEN = "[1,2,3,4,5,6,7,8,9,10]"
+_JOINED = "lists.range(300).map(x, 'aaaaaaaaaa').join('').split('')"
+#: expressions whose cost (to compile, or to run on any object) is far over upstream's limits: each must be
+#: refused or fail with the cost limit at once (they reference no variable, so they compile in every context)
+HOSTILE_CEL = [
+    f"{_TEN}.all(a, {_TEN}.all(b, {_TEN}.all(c, {_TEN}.all(d, {_TEN}.all(e, {_TEN}.all(f, a + b + c + d + e + f > 0))))))",
+    "lists.range(1000000000).size() > 0",
+    "lists.range(100000).all(x, lists.range(100000).all(y, x != y || true))",
+    "cel.bind(a0, 'xxxxxxxxxxxxxxxx', " + "".join(f"cel.bind(a{i}, a{i - 1} + a{i - 1}, " for i in range(1, 25))
+    + "a24.size() > 0" + ")" * 25,
+    "'x'" + ".replace('', 'yyyyyyyyyy')" * 8 + ".size() > 0",
+    "'%.999999999f'.format([1.0]).size() > 0",
+    "strings.quote(" * 30 + "'\\\\'" + ")" * 30 + ".size() > 0",
+    "(" * 1000 + "true" + ")" * 1000,
+    "[" * 300 + "]" * 300 + ".size() > 0",
+    "'" + "a" * 40 + "!'.matches('^(a+)+$')",
+    "lists.range(1000).map(x, lists.range(1000)).flatten().all(y, lists.range(1000).all(z, y != z))",
+    f"{_JOINED}.all(c, {_JOINED}.all(d, c == d))",
+    "dyn({'a': 1})" + ".?a" * 30 + ".hasValue()",
+    "lists.range(3000).all(i, v, lists.range(3000).all(j, w, i + j >= 0))",
+    "1 + " * 3000 + "1 > 0",
+]
 
 
 def deep(depth: int) -> Any:
@@ -172,8 +198,16 @@ def requests(draw, fuzzer: Fuzzer):
     obj = copy.deepcopy(seed)
     path = draw(st.sampled_from(_paths(obj, [])[1:]))
     root = fuzzer.schemas.kind(gv, kind)
-    how = draw(st.sampled_from(["string", "number", "value", "deep", "remove", "unknown", "schema", "schema", "schema"]))
-    if how == "string":
+    how = draw(st.sampled_from(["string", "number", "value", "deep", "remove", "unknown", "schema", "schema", "schema",
+                                "cel"]))
+    if how == "cel":
+        cel = [p for p in _paths(obj, []) if p and p[-1] in EXPRESSION_KEYS]
+        how = "string"
+        if cel:
+            path, how = draw(st.sampled_from(cel)), "cel"
+    if how == "cel":
+        value = draw(st.sampled_from(HOSTILE_CEL))
+    elif how == "string":
         value = draw(st.one_of(st.sampled_from(HOSTILE_STRINGS), st.text(max_size=30)))
     elif how == "number":
         value = draw(st.one_of(st.sampled_from(HOSTILE_NUMBERS), st.integers()))
@@ -253,6 +287,17 @@ def _stable(obj: dict) -> dict:
     return {**{k: v for k, v in obj.items() if k != "status"}, "metadata": md}
 
 
+#: a write that runs what an accepted change to these kinds holds: the seed admission policies' expressions
+#: (they match only this ConfigMap), the seed CRD's rules (on a custom resource of it)
+_PROBE_CM = (f"/api/v1/namespaces/{NS}/configmaps",
+             {"metadata": {"name": "fuzz-probe", "labels": PROBE}, "data": {"a": "b"}})
+PROBES = {"validatingadmissionpolicies": _PROBE_CM, "mutatingadmissionpolicies": _PROBE_CM,
+          "validatingadmissionpolicybindings": _PROBE_CM, "mutatingadmissionpolicybindings": _PROBE_CM,
+          "customresourcedefinitions": (f"/apis/fuzz.example.com/v1/namespaces/{NS}/fuzzseeds",
+                                        {"apiVersion": "fuzz.example.com/v1", "kind": "FuzzSeed",
+                                         "metadata": {"name": "fuzz-probe"}, "spec": {"n": 1}})}
+
+
 class Fuzzer:
     def __init__(self, raw: Raw, kinds: list | None = None):
         """`kinds`: the plurals to fuzz (default all of KINDS)."""
@@ -306,7 +351,11 @@ class Fuzzer:
     def send(self, method: str, path: str, body=None, ctype: str | None = "application/json", query: dict | None = None):
         url = path + ("?" + urlencode(query) if query else "")
         start = time.monotonic()
-        code, headers, got = self.raw.request(method, url, body, ctype, headers={"User-Agent": f"{MANAGER}/1"})
+        try:
+            code, headers, got = self.raw.request(method, url, body, ctype, headers={"User-Agent": f"{MANAGER}/1"})
+        except TimeoutError:  # the server hung (its loop blocked): a failure like a slow answer, not a crash
+            raise AssertionError(f"{method} {url} got no answer in {time.monotonic() - start:.0f}s "
+                                 f"(the request before: {self.previous})") from None
         took = time.monotonic() - start
         self.requests += 1
         self.codes[code] += 1
@@ -347,6 +396,9 @@ class Fuzzer:
         name = (got.get("metadata") or {}).get("name") if isinstance(got, dict) else None
         if dry or not name:
             return
+        probe = PROBES.get(base.rsplit("/", 1)[-1])
+        if probe is not None:
+            self.send("POST", probe[0], probe[1], "application/json", {"dryRun": "All"})
         url = f"{base}/{quote(name, safe='')}"  # RBAC names are any path segment (spaces, non-ASCII)
         code, stored = self.send("GET", url)
         if code == 200:  # (a delete-on-update may have removed it)
