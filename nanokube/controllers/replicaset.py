@@ -365,14 +365,16 @@ class ReplicaSetController(Controller):
             self.queue.add(key)
 
     async def sync(self, key: str) -> None:
+        """syncReplicaSet: a set being deleted creates and deletes no pods but still reports them (its
+        status follows its pods until it is gone); its expectations go with the set itself."""
         rs = self.rs_inf.get(key)
-        if rs is None or rs["metadata"].get("deletionTimestamp"):
+        if rs is None:
             self.expectations.forget(key)
             return
         pods = await self._claim(rs)
         active = [p for p in pods if pod_is_active(p)]
         failure = None
-        if self.expectations.satisfied(key):
+        if self.expectations.satisfied(key) and not rs["metadata"].get("deletionTimestamp"):
             try:
                 await self._manage(key, rs, active)
             except APIError as e:

@@ -305,3 +305,26 @@ async def test_a_pod_naming_a_predecessor_uid_belongs_to_no_set(env):
     assert (await pods.get("stale", "default"))["metadata"]["ownerReferences"] == [stale_ref]
     assert sorted(p["metadata"]["name"] for p in await pods_of(client, 2)) == sorted([own["metadata"]["name"], "stale"])
     assert rs["metadata"]["uid"] != stale_ref["uid"]
+
+
+async def test_a_set_being_deleted_manages_no_pods_but_reports_them(env):
+    """syncReplicaSet skips manageReplicas for a set with a deletionTimestamp, yet still writes its
+    status: a pod deleted meanwhile is not replaced and status.replicas follows it down."""
+    client, _ = env
+    rss, pods = client.resource("apps", "v1", "replicasets"), client.resource("", "v1", "pods")
+    body = replicaset(replicas=2)
+    body["metadata"]["finalizers"] = ["example.com/hold"]
+    await rss.create(body)
+    first, _ = await eventually(lambda: pods_of(client, 2))
+
+    async def replicas(n):
+        st = (await rss.get("web", "default")).get("status") or {}
+        return st.get("replicas") == n
+    await eventually(lambda: replicas(2))
+    await rss.delete("web", "default")
+    await pods.delete(first["metadata"]["name"], "default")
+    await eventually(lambda: replicas(1))
+    (left,) = await pods_of(client, 1)
+    assert left["metadata"]["name"] != first["metadata"]["name"]
+    assert len(await all_pods(client)) == 1, "no replacement for a set being deleted"
+    await rss.patch("web", {"metadata": {"finalizers": None}}, namespace="default")
