@@ -127,7 +127,9 @@ async def test_an_informers_objects_over_the_loopback_client_are_checked(detecto
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
     [found] = detector.take_found()
-    assert "watch configmaps by kube-controller-manager" in found and "data.k: 'v' -> 'mine'" in found
+    # the watch cache keeps the object the create stored (it follows the store's commits), so the
+    # create is its first hand-out and the informer its last
+    assert "the informer for configmaps (last)" in found and "data.k: 'v' -> 'mine'" in found
 
 
 async def test_updating_a_changed_cache_object_raises_at_once(detector, cms):
