@@ -29,7 +29,7 @@ from .cache import ADDED, DELETED, MODIFIED, CacheEvent, Entry, WatchCache, Watc
 from ..machinery.selectors import matches_fields, matches_labels, parse_field_selector, parse_label_selector
 from ..machinery.validation import immutable, validate_annotations, validate_labels
 from . import serializer, structural
-from .patch import PatchError, jsonpatch, merge, strategic
+from .patch import PatchError, json_copy, jsonpatch, merge, strategic
 from .patch import status as status_patch
 from .patch import apply as ssa
 
@@ -99,10 +99,17 @@ class ResourceIndex:
         self.resources = resources
         self._by_gvr: dict[tuple[str, str, str], Resource] = {}
         self._by_gk: dict[tuple[str, str], Resource] = {}
+        #: how the field manager shows a write at (group, version, plural) to managers of other
+        #: versions (ssa.Convert), for the built-in resources whose versions differ in shape or whose
+        #: storage another resource shares (events.k8s.io and core Events, autoscaling/v1 and v2, ...);
+        #: the others' managers, custom resources' included, compare as the write's version shows them
+        self.converters: dict[tuple[str, str, str], ssa.Convert] = {}
         for r in resources:
             for v in r.versions:
                 self._by_gvr[(r.group, v, r.plural)] = r
             self._by_gk[(r.group, r.kind)] = r
+        for r in resources:
+            self._shapes(r)
 
     def get(self, group: str, version: str, plural: str) -> Resource | None:
         return self._by_gvr.get((group, version, plural))
@@ -115,6 +122,7 @@ class ResourceIndex:
         for v in res.versions:
             self._by_gvr[(res.group, v, res.plural)] = res
         self._by_gk[(res.group, res.kind)] = res
+        self._shapes(res)
 
     def remove(self, group: str, plural: str) -> Resource | None:
         old = next((r for r in self.resources if r.group == group and r.plural == plural), None)
@@ -125,10 +133,36 @@ class ResourceIndex:
                     del self._by_gvr[(group, v, plural)]
             if self._by_gk.get((group, old.kind)) is old:
                 del self._by_gk[(group, old.kind)]
+            for v in old.versions:
+                self.converters.pop((group, v, plural), None)
         return old
 
     def by_kind(self, group: str, kind: str) -> Resource | None:
         return self._by_gk.get((group, kind))
+
+    def _shapes(self, res: Resource) -> None:
+        """The converters of `res`'s versions, and of those of a resource whose storage it shares."""
+        if res.storage_alias:
+            shared = [res, *(r for r in self.resources if (r.group, r.plural) == res.storage_alias)]
+        elif type(res.strategy).from_storage is not Strategy.from_storage and not _converts(res.strategy):
+            shared = [res]
+        else:
+            return
+        for r in shared:
+            for v in r.versions:
+                self.converters[(r.group, v, r.plural)] = self._converter(r, v)
+
+    def _converter(self, res: Resource, version: str) -> ssa.Convert:
+        """Converts an object of `res` at `version` to another version of its kind through storage, or
+        gives None where no resource stored with it serves that version."""
+        def convert(obj: dict, api_version: str):
+            group, _, v = api_version.rpartition("/")
+            other = res if group == res.group else self.by_kind(group, res.kind)
+            if other is None or v not in other.versions or other.storage_resource != res.storage_resource:
+                return None
+            stored = res.strategy.to_storage(json_copy(obj), version)
+            return schemas.kind_schema(group, v, res.kind), other.strategy.from_storage(stored, v)
+        return convert
 
     def group_versions(self) -> dict[str, list[str]]:
         """group → served versions, preferred first (upstream's priority order)."""
@@ -274,12 +308,24 @@ class GenericREST:
     def _manager(self, opts: WriteOptions, default: str) -> str:
         return opts.field_manager or default
 
-    def _track_fields(self, res: Resource, version: str, old: dict | None, new: dict, opts: WriteOptions, subresource: str = "") -> dict:
-        sch = schemas.kind_schema(res.group, res.storage_version, res.kind)
+    def _track_fields(self, res: Resource, version: str, old: dict | None, new: dict, opts: WriteOptions,
+                      subresource: str = "", sent: dict | None = None) -> list | None:
+        """The managedFields of an Update of `old` (None: a create) to `new`, both in storage shape, as
+        upstream's field manager records them: in the request's version (a kind whose versions differ
+        in shape is compared as `version` shows it, other managers' fields in their own versions).
+        `sent`: `new` as the request gave it at `version`, where the caller holds it (no conversion)."""
+        sch = schemas.kind_schema(res.group, version, res.kind)
+        convert = self.index.converters.get((res.group, version, res.plural))
+        if convert is not None:
+            new = sent if sent is not None else res.strategy.from_storage(new, version)
+            old = res.strategy.from_storage(old, version) if old is not None else None
+        manager, now, api_version = self._manager(opts, "unknown"), self.clock.rfc3339(), res.api_version(version)
+        ignore_status = "status" in res.subresources
+        if old is None:
+            return ssa.create_managed_fields(new, manager, sch, now, api_version, ignore_status, convert)
         return ssa.update_managed_fields(
-            old, new, self._manager(opts, "unknown"), "Update", sch, self.clock.rfc3339(),
-            res.api_version(version), subresource=subresource, ignore_status="status" in res.subresources,
-        )
+            old, new, manager, "Update", sch, now, api_version, subresource=subresource, ignore_status=ignore_status,
+            convert=convert).get("metadata", {}).get("managedFields")
 
     async def _mutating_admission(self, res: Resource, version: str, subresource: str, op: str, obj: dict | None,
                                   old: dict | None, opts: WriteOptions, options: dict | None = None):
@@ -315,6 +361,19 @@ class GenericREST:
             return warnings
         a.warnings += warnings
         return []
+
+    @staticmethod
+    def _admitted_fields(a, md: dict, before: list | None) -> list | None:
+        """The managedFields to store once mutating admission changed the ones tracked `before` it:
+        its own, or `before` again (with a warning) where it left them unreadable, as upstream's
+        managedFieldsValidatingAdmissionController does."""
+        problem = ssa.managed_fields_problem(md.get("managedFields"))
+        if problem is None:
+            return md.get("managedFields")
+        _set_managed_fields(md, before)
+        a.warnings.append(".metadata.managedFields was in an invalid state after admission; this could be caused "
+                          "by an outdated mutating admission controller; please fix your requests: " + problem)
+        return before
 
     def _invalid(self, res: Resource, obj: dict, errs) -> errors.APIError:
         return errors.invalid(res.group, res.kind, _meta(obj).get("name") or _meta(obj).get("generateName", ""), errs)
@@ -588,9 +647,14 @@ class GenericREST:
         res.strategy.default(obj, version)
         if _converts(res.strategy):
             await res.strategy.prepare_conversion([obj], res.storage_version)
-        obj = res.strategy.to_storage(obj, version)
+        sent, obj = obj, res.strategy.to_storage(obj, version)  # a kind of many shapes converts to a new object
+        if managed_fields is None:  # tracked before admission, as upstream's create handler does
+            managed_fields = self._track_fields(res, version, None, obj, opts, sent=sent)
+        _set_managed_fields(_meta(obj), managed_fields)  # what admission sees, as upstream's
         obj, admission = await self._mutating_admission(res, version, "", "CREATE", obj, None, opts)
         md = _meta(obj)
+        if md.get("managedFields") is not managed_fields:
+            managed_fields = self._admitted_fields(admission, md, managed_fields)
         if md.get("resourceVersion"):
             raise errors.bad_request("resourceVersion should not be set on objects to be created")
         generated = not md.get("name") and bool(md.get("generateName"))
@@ -608,12 +672,12 @@ class GenericREST:
             obj.pop("status", None)
         res.strategy.prepare_for_create(obj)
         try:
-            return await self._create_prepared(res, version, obj, opts, managed_fields, warnings, admission, generated)
+            return await self._create_prepared(res, version, obj, opts, warnings, admission, generated)
         except BaseException:
             res.strategy.release(obj)
             raise
 
-    async def _create_prepared(self, res, version, obj, opts, managed_fields, warnings, admission=None,
+    async def _create_prepared(self, res, version, obj, opts, warnings, admission=None,
                                generated: bool = False) -> Result:
         """`generated`: the name is generateName's, and one taken is drawn again (RetryGenerateName)."""
         md = obj["metadata"]
@@ -622,13 +686,6 @@ class GenericREST:
             raise self._invalid(res, obj, errs)
         warnings = warnings + self._warned(admission, res.strategy.warnings_on_create(obj)) \
             + await self._validating_admission(admission, obj)
-        if managed_fields is None:
-            managed_fields = ssa.create_managed_fields(
-                obj, self._manager(opts, "unknown"), schemas.kind_schema(res.group, res.storage_version, res.kind),
-                self.clock.rfc3339(), res.api_version(version), ignore_status="status" in res.subresources)
-        md["managedFields"] = managed_fields
-        if not md["managedFields"]:
-            md.pop("managedFields")
         if opts.dry_run:
             res.strategy.release(obj)
             return Result(self._external(res, obj, version), 201, warnings)
@@ -754,7 +811,13 @@ class GenericREST:
         self, res: Resource, version: str, entry, new: dict, opts: WriteOptions, subresource: str, expected_rev: int,
         managed_fields: list | None = None,
     ) -> Result:
-        new, admission = await self._mutating_admission(res, version, subresource, "UPDATE", new, entry.obj, opts)
+        old = entry.obj
+        if managed_fields is None:  # tracked before admission, as upstream's update and patch handlers do
+            managed_fields = self._track_fields(res, version, old, new, opts, subresource)
+        _set_managed_fields(_meta(new), managed_fields)  # what admission sees, as upstream's
+        new, admission = await self._mutating_admission(res, version, subresource, "UPDATE", new, old, opts)
+        if (md := _meta(new)).get("managedFields") is not managed_fields:
+            managed_fields = self._admitted_fields(admission, md, managed_fields)
         prepared = subresource not in ("status", "approval", "finalize")  # prepare_for_update runs on `new`
         try:
             result = await self._update_admitted(res, version, entry, new, opts, subresource, expected_rev,
@@ -781,6 +844,7 @@ class GenericREST:
                 nm.pop(f, None)
         new = self._merge_subresource(res, old, new, subresource)
         nm = new["metadata"]
+        _set_managed_fields(nm, managed_fields)
         if subresource == "status":
             res.strategy.prepare_for_status_update(new, old)
             errs = res.strategy.validate_status_update(new, old)
@@ -809,12 +873,6 @@ class GenericREST:
         else:
             warned = self._warned(admission, res.strategy.warnings_on_update(new, old))
         await self._validating_admission(admission, new)
-        if managed_fields is None:
-            managed_fields = self._track_fields(res, version, old, new, opts, subresource).get("metadata", {}).get("managedFields")
-        if managed_fields:
-            nm["managedFields"] = managed_fields
-        else:
-            nm.pop("managedFields", None)
         nm["resourceVersion"] = om.get("resourceVersion")
         if new == old:
             if _converts(res.strategy):
@@ -902,6 +960,7 @@ class GenericREST:
                     new = ssa.apply(
                         live, parsed, opts.field_manager, opts.force, sch, self.clock.rfc3339(),
                         res.api_version(version), ignore_status="status" in res.subresources and subresource != "status",
+                        convert=self.index.converters.get((res.group, version, res.plural)),
                     )
                 except PatchError as e:
                     raise _patch_error(e) from None
@@ -1181,6 +1240,13 @@ _NO_FIELDS: frozenset[str] = frozenset()
 
 #: the top-level fields of a patch that names only status (see `_status_only`)
 _STATUS = frozenset(("status",))
+
+
+def _set_managed_fields(md: dict, entries: list | None) -> None:
+    if entries:
+        md["managedFields"] = entries
+    else:
+        md.pop("managedFields", None)
 
 
 def _with_status(live: dict, patched: dict) -> dict:

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
@@ -601,6 +601,31 @@ def _decode(obj: dict[str, Any] | None) -> dict[tuple, _Manager]:
     return out
 
 
+def managed_fields_problem(entries: Any) -> str | None:
+    """Why managedFields entries cannot be read as upstream's DecodeManagedFields reads them (which,
+    unlike `_decode`, also wants each entry's operation, apiVersion and fieldsType), or None."""
+    if entries is None:
+        return None
+    if type(entries) is not list:
+        return "managedFields must be a list"
+    for i, e in enumerate(entries):
+        if type(e) is not dict:
+            return f"managed fields entry {i} is not an object"
+        if e.get("operation") not in ("Apply", "Update"):
+            return "operation must be `Apply` or `Update`"
+        if not e.get("apiVersion"):
+            return "apiVersion must not be empty"
+        if not e.get("fieldsType"):
+            return f"missing fieldsType in managed fields entry {i}"
+        if e["fieldsType"] != "FieldsV1":
+            return f"invalid fieldsType {json.dumps(e['fieldsType'])} in managed fields entry {i}"
+    try:
+        _decode({"metadata": {"managedFields": entries}})
+    except ValueError as e:
+        return f"error decoding set: {e}"
+    return None
+
+
 def _decode_or_empty(obj: dict[str, Any] | None) -> dict[tuple, _Manager]:
     """Undecodable managedFields count as none, so a bad entry cannot wedge writes."""
     try:
@@ -667,31 +692,63 @@ def _reassign(
     self_id: tuple,
     force: bool,
     ignored: set[Path],
+    api_version: str = "",
+    convert: Convert | None = None,
 ) -> _Comparison:
     """Take changed fields from other managers and drop removed ones (upstream's
-    Updater.update); raises ApplyConflict when not forced."""
+    Updater.update); raises ApplyConflict when not forced. With `convert`, a manager
+    recorded at another apiVersion than the write's (`api_version`) loses what changed
+    as its own version shows the objects, and one whose version no longer shows the
+    kind is dropped."""
     diff = compare(live, new, raw).exclude(ignored)
-    changed = diff.added | diff.modified
+    own = (diff.added | diff.modified, diff.removed)
+    views: dict[str, tuple[set[Path], set[Path]] | None] = {api_version: own}
     conflicts = {}
     for mid, m in managers.items():
         if mid != self_id:
-            taken = m.fields & changed
+            view = own if convert is None else views.get(m.api_version, MISSING)
+            if view is MISSING:
+                view = views[m.api_version] = _version_diff(live, new, m.api_version, convert, ignored)
+            if view is None:
+                continue
+            taken = m.fields & view[0]
             if taken:
                 conflicts[mid] = taken
     if conflicts and not force:
         raise _conflict_error(
             [(managers[mid], paths) for mid, paths in conflicts.items()]
         )
-    removed = diff.removed
     for mid, m in managers.items():
         if mid != self_id:
+            view = own if convert is None else views[m.api_version]
+            if view is None:
+                m.fields = frozenset()
+                continue
             # a decoded set is shared (frozenset): replaced only when it loses paths
+            removed = view[1]
             gone = conflicts[mid] | removed if mid in conflicts else removed
             if gone and not m.fields.isdisjoint(gone):
                 m.fields = m.fields - gone
     for mid in [mid for mid, m in managers.items() if not m.fields]:
         del managers[mid]
     return diff
+
+
+#: how a field manager sees a kind whose versions differ in shape: `convert(obj, api_version)` is
+#: (that version's schema, `obj` as that version shows it), `obj` being at the write's version; None
+#: where the kind is not served at `api_version` (upstream's IsMissingVersionError)
+Convert = Callable[[dict[str, Any], str], "tuple[dict[str, Any] | None, dict[str, Any]] | None"]
+
+
+def _version_diff(
+    live: Any, new: Any, api_version: str, convert: Convert, ignored: set[Path]
+) -> tuple[set[Path], set[Path]] | None:
+    """(changed, removed) going from `live` to `new` as `api_version` shows them, or None."""
+    before, after = convert(live, api_version), convert(new, api_version)
+    if before is None or after is None:
+        return None
+    diff = compare(before[1], after[1], _root_schema(before[0])).exclude(ignored)
+    return diff.added | diff.modified, diff.removed
 
 
 def _conflict_error(found: list[tuple[_Manager, set[Path]]]) -> ApplyConflict:
@@ -746,9 +803,11 @@ def apply(
     api_version: str,
     subresource: str = "",
     ignore_status: bool = False,
+    convert: Convert | None = None,
 ) -> dict[str, Any]:
     """Server-side apply of `applied` (the manager's full intent) onto `live`
-    (None to create). Returns the new object with updated managedFields.
+    (None to create). Returns the new object with updated managedFields;
+    `convert` shows the objects to managers of other versions (`_reassign`).
 
     Raises ApplyConflict (409) when fields owned by others would change and
     `force` is false, and PatchError (400) for an unusable configuration."""
@@ -782,6 +841,8 @@ def apply(
             self_id,
             force,
             ignored,
+            api_version,
+            convert,
         )
     except _TypeError as e:
         raise PatchError(f"failed to create typed patch object: {e}", 400) from e
@@ -819,9 +880,11 @@ def update_managed_fields(
     api_version: str = "",
     subresource: str = "",
     ignore_status: bool = False,
+    convert: Convert | None = None,
 ) -> dict[str, Any]:
     """Record a create/update/patch in `new`'s managedFields: the fields this
-    write changed go to `manager` and are taken from everyone else.
+    write changed go to `manager` and are taken from everyone else (each
+    seeing the change in its own version, through `convert`).
 
     Managed fields sent with a main-resource write replace the stored ones
     (a single empty entry clears them); an empty list keeps the stored ones.
@@ -849,7 +912,7 @@ def update_managed_fields(
             _TYPED_MISSES[base] = misses + 1 if entries is MISSING else 0
             if entries is MISSING:
                 tracked = _track(None, _without_managed_fields(new), raw, managers, manager, operation, now,
-                                 api_version, subresource, ignored)
+                                 api_version, subresource, ignored, convert)
                 entries = (tracked.get("metadata") or {}).get("managedFields")
                 _CREATES[plain] = entries
                 if typed is not None:
@@ -862,10 +925,10 @@ def update_managed_fields(
         return result
     result = _own_metadata(new)
     if ignored is _SPEC:
-        return _status_write(old, result, raw, manager, operation, now, api_version, subresource)
+        return _status_write(old, result, raw, manager, operation, now, api_version, subresource, convert)
     if not managers:
         managers = _decode_or_empty(old)
-    return _track(old, result, raw, managers, manager, operation, now, api_version, subresource, ignored)
+    return _track(old, result, raw, managers, manager, operation, now, api_version, subresource, ignored, convert)
 
 
 def create_managed_fields(
@@ -875,6 +938,7 @@ def create_managed_fields(
     now: str = "",
     api_version: str = "",
     ignore_status: bool = False,
+    convert: Convert | None = None,
 ) -> list[dict[str, Any]] | None:
     """The managedFields `update_managed_fields` records for a create of `new` (an Update of the
     main resource, no old object), or None for none; a create of a shape seen before takes them
@@ -884,7 +948,8 @@ def create_managed_fields(
         entries = _CREATES.get((id(raw), manager, "Update", api_version, "", ignore_status, _create_key(new)), MISSING)
         if entries is not MISSING:
             return _stamped(entries, now) if entries is not None else None
-    tracked = update_managed_fields(None, new, manager, "Update", schema, now, api_version, ignore_status=ignore_status)
+    tracked = update_managed_fields(None, new, manager, "Update", schema, now, api_version,
+                                    ignore_status=ignore_status, convert=convert)
     return (tracked.get("metadata") or {}).get("managedFields")
 
 
@@ -913,6 +978,7 @@ def _status_write(
     now: str,
     api_version: str,
     subresource: str,
+    convert: Convert | None = None,
 ) -> dict[str, Any]:
     """`_track` of a status write, remembered: its managedFields are a function of the old
     entries, the status before and after and the write's manager and time, once the rest
@@ -938,7 +1004,8 @@ def _status_write(
     if len(_STATUS_MISSES) >= _CREATES_LIMIT:
         _STATUS_MISSES.clear()
     _STATUS_MISSES[base] = misses + 1
-    tracked = _track(old, result, raw, _decode_or_empty(old), manager, operation, now, api_version, subresource, _SPEC)
+    tracked = _track(old, result, raw, _decode_or_empty(old), manager, operation, now, api_version, subresource, _SPEC,
+                     convert)
     if key is not None:
         if len(_STATUS_WRITES) >= _CREATES_LIMIT:
             _STATUS_WRITES.clear()
@@ -1105,6 +1172,7 @@ def _track(
     api_version: str,
     subresource: str,
     ignored: set[Path],
+    convert: Convert | None = None,
 ) -> dict[str, Any]:
     current = (
         _view_without_managed_fields(old) if old is not None else _zero_like(result, raw)
@@ -1113,7 +1181,8 @@ def _track(
     try:
         # `_ignored` names top-level fields only, which `_outside` already
         # took from both sides: the diff holds nothing left to exclude
-        diff = _reassign(_outside(current, ignored), _outside(result, ignored), raw, managers, marker, True, set())
+        diff = _reassign(_outside(current, ignored), _outside(result, ignored), raw, managers, marker, True, set(),
+                         api_version, convert)
     except _TypeError:
         return result
     mine = (diff.added | diff.modified) - diff.removed - _STRIPPED

@@ -1,0 +1,176 @@
+"""managedFields through the official client, as kube-apiserver's field manager records them: in the
+version a write is made at (events.k8s.io/v1 and core/v1 Events are one stored object; each write's
+fields are named as its API names them, and a manager of the other API sees the change in its own
+names), and before mutating admission (what a policy adds belongs to nobody)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from kubernetes.client.rest import ApiException
+
+from tests.served import served
+
+EVENTS = "/apis/events.k8s.io/v1/namespaces/default/events"
+CORE_EVENTS = "/api/v1/namespaces/default/events"
+
+
+async def call(api_client, method: str, path: str, body=None, manager: str = "",
+               content_type: str = "application/json", force: bool = False, warnings: list | None = None):
+    """The response body; its Warning header goes into `warnings`."""
+    query = [("fieldManager", manager)] if manager else []
+    if force:
+        query.append(("force", "true"))
+
+    def send():
+        request = api_client.param_serialize(method, path, query_params=query,
+                                             body=json.dumps(body) if "yaml" in content_type else body,
+                                             header_params={"Content-Type": content_type, "Accept": "application/json"})
+        response = api_client.call_api(*request[:4])
+        response.read()
+        if not 200 <= response.status < 300:
+            raise ApiException(http_resp=response)
+        if warnings is not None and response.getheader("Warning"):
+            warnings.append(response.getheader("Warning"))
+        return json.loads(response.data)
+    return await asyncio.to_thread(send)
+
+
+async def refused(api_client, *args, **kw) -> tuple[int, str]:
+    with pytest.raises(ApiException) as e:
+        await call(api_client, *args, **kw)
+    return e.value.status, json.loads(e.value.body)["message"]
+
+
+def entries(obj: dict) -> dict[str, dict]:
+    """managedFields by manager: (operation, apiVersion, fieldsV1)."""
+    return {e["manager"]: (e["operation"], e["apiVersion"], e["fieldsV1"]) for e in obj["metadata"]["managedFields"]}
+
+
+def event(name: str, note: str) -> dict:
+    return {"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": name},
+            "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "example.com/ctl",
+            "reportingInstance": "ctl-1", "action": "Scale", "reason": "Scaled", "type": "Normal",
+            "regarding": {"kind": "Deployment", "namespace": "default", "name": "web"}, "note": note}
+
+
+async def test_events_are_tracked_in_the_version_they_are_written_at(tmp_path):
+    async with served(tmp_path) as (_, api_client):
+        created = await call(api_client, "POST", EVENTS, event("web.1", "scaled up"), "modern")
+        op, version, fields = entries(created)["modern"]
+        assert (op, version) == ("Update", "events.k8s.io/v1")
+        assert {"f:note", "f:regarding", "f:reportingController", "f:eventTime"} <= fields.keys()
+        assert not {"f:message", "f:involvedObject", "f:reportingComponent"} & fields.keys()
+        # one stored object: core/v1 shows the same entries, in the names they were written with
+        core = await call(api_client, "GET", f"{CORE_EVENTS}/web.1")
+        assert core["message"] == "scaled up"
+        assert core["metadata"]["managedFields"] == created["metadata"]["managedFields"]
+
+        legacy = await call(api_client, "POST", CORE_EVENTS, {
+            "metadata": {"name": "web.2"}, "involvedObject": {"kind": "Pod", "namespace": "default", "name": "p"},
+            "reason": "Pulled", "message": "pulled", "type": "Normal", "count": 1,
+            "source": {"component": "kubelet"}}, "kubelet")
+        op, version, fields = entries(legacy)["kubelet"]
+        assert (op, version) == ("Update", "v1")
+        assert {"f:message", "f:involvedObject", "f:count", "f:source"} <= fields.keys()
+        assert not {"f:note", "f:regarding", "f:deprecatedCount"} & fields.keys()
+        read = await call(api_client, "GET", f"{EVENTS}/web.2")
+        assert read["note"] == "pulled" and read["metadata"]["managedFields"] == legacy["metadata"]["managedFields"]
+
+
+async def test_a_write_through_one_events_api_takes_fields_owned_through_the_other(tmp_path):
+    async with served(tmp_path) as (_, api_client):
+        await call(api_client, "POST", EVENTS, event("web.1", "first"), "modern")
+        patched = await call(api_client, "PATCH", f"{CORE_EVENTS}/web.1", {"message": "second"}, "legacy",
+                             "application/merge-patch+json")
+        owners = entries(patched)
+        assert owners["legacy"] == ("Update", "v1", {"f:message": {}})
+        # the core write changed what events.k8s.io/v1 calls note: its writer no longer owns it
+        assert "f:note" not in owners["modern"][2] and "f:regarding" in owners["modern"][2]
+
+        applied = {"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "web.1"}, "note": "third"}
+        code, message = await refused(api_client, "PATCH", f"{EVENTS}/web.1", applied, "applier",
+                                      "application/apply-patch+yaml")
+        assert (code, message) == (409, 'Apply failed with 1 conflict: conflict with "legacy" using v1: .message')
+
+        # the value legacy set, applied again: no conflict, both own it, each in its own version
+        applied["note"] = "second"
+        shared = entries(await call(api_client, "PATCH", f"{EVENTS}/web.1", applied, "applier",
+                                    "application/apply-patch+yaml"))
+        assert shared["applier"] == ("Apply", "events.k8s.io/v1", {"f:note": {}})
+        assert shared["legacy"] == ("Update", "v1", {"f:message": {}})
+
+        core_applied = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "web.1"}, "message": "fourth"}
+        code, message = await refused(api_client, "PATCH", f"{CORE_EVENTS}/web.1", core_applied, "applier2",
+                                      "application/apply-patch+yaml")
+        assert (code, message) == (409, 'Apply failed with 2 conflicts: conflicts with "applier":\n- .note\n'
+                                        'conflicts with "legacy" using v1:\n- .message')
+        forced = entries(await call(api_client, "PATCH", f"{CORE_EVENTS}/web.1", core_applied, "applier2",
+                                    "application/apply-patch+yaml", force=True))
+        assert forced["applier2"] == ("Apply", "v1", {"f:message": {}})
+        assert "applier" not in forced and "legacy" not in forced
+
+
+POLICY = {
+    "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy",
+    "metadata": {"name": "stamp"},
+    "spec": {"matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                     "operations": ["CREATE", "UPDATE"], "resources": ["configmaps"]}]},
+             "reinvocationPolicy": "Never",
+             "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression":
+                            'Object{metadata: Object.metadata{labels: {"policy.example.com/stamped": "true"}}}'}}]},
+}
+BINDING = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicyBinding",
+           "metadata": {"name": "stamp"}, "spec": {"policyName": "stamp"}}
+ADMISSION = "/apis/admissionregistration.k8s.io/v1"
+CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
+
+
+async def in_force(api_client, policy: dict, applied) -> None:
+    """Create `policy` and its binding; return once `applied(probe, its warnings)` holds of a probe
+    ConfigMap's create."""
+    await call(api_client, "POST", f"{ADMISSION}/mutatingadmissionpolicies", policy)
+    await call(api_client, "POST", f"{ADMISSION}/mutatingadmissionpolicybindings", BINDING)
+    for i in range(200):
+        warned: list[str] = []
+        probe = await call(api_client, "POST", CONFIGMAPS, {"metadata": {"name": f"probe-{i}"}, "data": {"k": "v"}},
+                           "prober", warnings=warned)
+        if applied(probe, warned):
+            return
+        await asyncio.sleep(0.05)
+    pytest.fail("the policy never took effect")
+
+
+async def test_what_a_mutating_policy_adds_is_owned_by_nobody(tmp_path):
+    """The field manager records a write before mutating admission, as upstream's handlers call it:
+    the requester owns what it sent, not the label the policy stamps on it."""
+    async with served(tmp_path) as (_, api_client):
+        await in_force(api_client, POLICY,
+                       lambda probe, _: "policy.example.com/stamped" in (probe["metadata"].get("labels") or {}))
+
+        created = await call(api_client, "POST", CONFIGMAPS, {
+            "metadata": {"name": "cm", "labels": {"mine": "x"}}, "data": {"k": "v"}}, "me")
+        assert created["metadata"]["labels"] == {"mine": "x", "policy.example.com/stamped": "true"}
+        mine = ("Update", "v1", {"f:data": {".": {}, "f:k": {}}, "f:metadata": {"f:labels": {".": {}, "f:mine": {}}}})
+        assert entries(created) == {"me": mine}
+
+        created["data"]["k"] = "w"  # sent back with the stamp it read: unchanged, still nobody's
+        updated = await call(api_client, "PUT", f"{CONFIGMAPS}/cm", created, "me")
+        assert updated["data"] == {"k": "w"} and entries(updated) == {"me": mine}
+
+
+async def test_managed_fields_a_policy_leaves_unreadable_are_restored_with_a_warning(tmp_path):
+    policy = {**POLICY, "spec": {**POLICY["spec"], "mutations": [{"patchType": "JSONPatch", "jsonPatch": {
+        "expression": '[JSONPatch{op: "replace", path: "/metadata/managedFields/0/fieldsType", value: "Bad"}]'}}]}}
+    async with served(tmp_path) as (_, api_client):
+        await in_force(api_client, policy, lambda _, warned: bool(warned))
+        warned: list[str] = []
+        created = await call(api_client, "POST", CONFIGMAPS, {"metadata": {"name": "cm"}, "data": {"k": "v"}}, "me",
+                             warnings=warned)
+        assert entries(created) == {"me": ("Update", "v1", {"f:data": {".": {}, "f:k": {}}})}
+        assert created["metadata"]["managedFields"][0]["fieldsType"] == "FieldsV1"
+        assert warned == ['299 - ".metadata.managedFields was in an invalid state after admission; this could be '
+                          'caused by an outdated mutating admission controller; please fix your requests: invalid '
+                          'fieldsType \\"Bad\\" in managed fields entry 0"']
