@@ -371,8 +371,7 @@ class ReplicaSetController(Controller):
         if rs is None:
             self.expectations.forget(key)
             return
-        pods = await self._claim(rs)
-        active = [p for p in pods if pod_is_active(p)]
+        active = await self._claim(rs)
         failure = None
         if self.expectations.satisfied(key) and not rs["metadata"].get("deletionTimestamp"):
             try:
@@ -384,8 +383,10 @@ class ReplicaSetController(Controller):
             raise failure
 
     async def _claim(self, rs: dict) -> list[dict]:
-        return await claim_objects(self.pods, self.pod_inf.list_namespace(rs["metadata"]["namespace"]), rs,
-                                   self.selector(rs), self.api_version, self.kind)
+        """The active pods `rs` controls, as upstream's claimPods over FilterActivePods: a finished or
+        terminating pod is neither adopted nor released."""
+        active = [p for p in self.pod_inf.list_namespace(rs["metadata"]["namespace"]) if pod_is_active(p)]
+        return await claim_objects(self.pods, active, rs, self.selector(rs), self.api_version, self.kind)
 
     async def _manage(self, key: str, rs: dict, active: list[dict]) -> None:
         diff = len(active) - rs["spec"].get("replicas", 1)

@@ -328,3 +328,32 @@ async def test_a_set_being_deleted_manages_no_pods_but_reports_them(env):
     assert left["metadata"]["name"] != first["metadata"]["name"]
     assert len(await all_pods(client)) == 1, "no replacement for a set being deleted"
     await rss.patch("web", {"metadata": {"finalizers": None}}, namespace="default")
+
+
+async def test_a_finished_pod_is_neither_adopted_nor_released(env):
+    """claimPods sees only active pods: a Succeeded orphan matching the selector stays an orphan, and
+    a Failed pod of the set whose labels no longer match keeps its owner reference."""
+    client, _ = env
+    rss, pods = client.resource("apps", "v1", "replicasets"), client.resource("", "v1", "pods")
+    await pods.create({"metadata": {"name": "done", "namespace": "default", "labels": LABELS},
+                       "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
+    done = await pods.get("done", "default")
+    await pods.update({**done, "status": {"phase": "Succeeded"}}, subresource="status")
+    await rss.create(replicaset(replicas=1))
+    (own,) = await eventually(lambda: pods_of_set(client, 1))
+    await pods.update({**own, "status": {"phase": "Failed"}}, subresource="status")
+    await patch_retrying(pods, own["metadata"]["name"], {"metadata": {"labels": {"app": "other"}}})
+    await eventually(lambda: pods_of_set(client, 2))
+
+    async def replaced():
+        st = (await rss.get("web", "default")).get("status") or {}
+        return st.get("replicas") == 1
+    await eventually(replaced)
+    assert "ownerReferences" not in (await pods.get("done", "default"))["metadata"]
+    assert (await pods.get(own["metadata"]["name"], "default"))["metadata"]["ownerReferences"][0]["name"] == "web"
+
+
+async def pods_of_set(client, n):
+    items, _ = await client.resource("", "v1", "pods").list("default")
+    owned = [p for p in items if p["metadata"].get("ownerReferences")]
+    return owned if len(owned) == n else None
