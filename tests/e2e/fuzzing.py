@@ -42,6 +42,18 @@ HOSTILE_STRINGS = ["", " ", "\n", "a\n", "A", "\u212a", "\x00", "\u202e", "é", 
                    "1Ki\n", "0.0000000001", "9Ei", "2024-13-45T99:99:99Z", "${x}", "{{x}}", "'", '"', "\\", "%0A"]
 HOSTILE_NUMBERS = [0, -1, 1, 2**31 - 1, 2**31, -(2**31) - 1, 2**53, 2**63 - 1, -(2**63), 1.5, -0.0, 1e308]
 HOSTILE_VALUES = [None, True, False, [], {}, [None], {"a": None}, [[]], {"": ""}, [1, "a", None]]
+#: label and field selectors a list may be asked with: each is read as upstream's parsers read them (a 400 for
+#: what they refuse, in time linear in its length)
+HOSTILE_SELECTORS = ["a" * 100_000, "a in (" + ",".join(["x"] * 20_000) + ")", "(" * 1000, "a!=b!=c", "!!!!a", "a in ()",
+                     "x/y/z", "a=" + "b" * 64, "a>5", "a>x", "a<-1", ",", "a=b,", "a==b==c", "\x00", "é=é", "a," * 5000,
+                     "in in (notin)", "a in (b,,c)", "a notin (", "a=(b)", "metadata.name=x", "metadata.name==x,metadata.namespace!=y",
+                     "spec.nodeName=" + "x" * 100_000, "metadata.name", "metadata.name=a\\,b", "=", "metadata.name=x=y",
+                     ",,,", "status.phase=Running", "metadata.name in (x)", "metadata.name=" + "\\" * 5000]
+#: those of them labels.Parse refuses (a key or value that is no label's, a syntax error): a label selector's 400
+INVALID_LABEL_SELECTORS = frozenset(
+    ["a" * 100_000, "(" * 1000, "a!=b!=c", "!!!!a", "x/y/z", "a=" + "b" * 64, "a>x", "a<-1", ",", "a=b,", "a==b==c",
+     "\x00", "é=é", "a," * 5000, "a notin (", "a=(b)", "spec.nodeName=" + "x" * 100_000, "metadata.name=a\\,b", "=",
+     "metadata.name=x=y", ",,,", "metadata.name=" + "\\" * 5000])
 #: fields that hold CEL
 EXPRESSION_KEYS = frozenset({"expression", "rule", "messageExpression", "valueExpression"})
 _TEN = "[1,2,3,4,5,6,7,8,9,10]"
@@ -228,7 +240,17 @@ def requests(draw, fuzzer: Fuzzer):
     else:
         obj = _set(obj, path, value)
     verb = "create" if plural in CREATE_ONLY else draw(
-        st.sampled_from(["create", "update", "merge", "strategic", "json", "apply", "status", "delete"]))
+        st.sampled_from(["create", "update", "merge", "strategic", "json", "apply", "status", "delete", "list"]))
+    if verb == "list" and draw(st.booleans()):  # a label selector alone, which alone decides a 400
+        return "GET", base, {"labelSelector": draw(st.sampled_from(HOSTILE_SELECTORS))}, None, None, None, None
+    if verb == "list":
+        query = draw(st.fixed_dictionaries({}, optional={
+            "labelSelector": st.sampled_from(HOSTILE_SELECTORS), "fieldSelector": st.sampled_from(HOSTILE_SELECTORS),
+            "limit": st.sampled_from(["0", "1", "-1", "x", str(2**63)]),
+            "continue": st.sampled_from(["x", "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MX0", "%%%"]),
+            "resourceVersion": st.sampled_from(["0", "1", "x", "-1"]),
+            "resourceVersionMatch": st.sampled_from(["Exact", "NotOlderThan", "bogus"])}))
+        return "GET", base, query, None, None, None, None
     query = {}
     if draw(st.booleans()):
         query["fieldValidation"] = draw(st.sampled_from(["Strict", "Warn", "Ignore", "bogus"]))
@@ -386,6 +408,8 @@ class Fuzzer:
             code, got = self.send("GET", f"{base}/{target}")
             before = got if code == 200 else None
         code, got = self.send(method, path, body, ctype, query)
+        if method == "GET" and (query or {}).get("labelSelector") in INVALID_LABEL_SELECTORS:
+            assert code == 400, f"labelSelector {query['labelSelector'][:60]!r} on {path} answered {code}, not 400"
         if code >= 400:
             if before is not None:
                 code_after, after = self.send("GET", f"{base}/{target}")
