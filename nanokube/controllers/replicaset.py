@@ -371,22 +371,30 @@ class ReplicaSetController(Controller):
         if rs is None:
             self.expectations.forget(key)
             return
-        active = await self._claim(rs)
+        pods = self.pod_inf.list_namespace(rs["metadata"]["namespace"])
+        active = await self._claim(rs, pods)
         failure = None
         if self.expectations.satisfied(key) and not rs["metadata"].get("deletionTimestamp"):
             try:
                 await self._manage(key, rs, active)
             except APIError as e:
                 failure = e
-        await self._update_status(rs, active, failure)
+        await self._update_status(rs, active, failure, self._terminating(rs, pods))
         if failure is not None:
             raise failure
 
-    async def _claim(self, rs: dict) -> list[dict]:
+    async def _claim(self, rs: dict, pods: list[dict]) -> list[dict]:
         """The active pods `rs` controls, as upstream's claimPods over FilterActivePods: a finished or
         terminating pod is neither adopted nor released."""
-        active = [p for p in self.pod_inf.list_namespace(rs["metadata"]["namespace"]) if pod_is_active(p)]
+        active = [p for p in pods if pod_is_active(p)]
         return await claim_objects(self.pods, active, rs, self.selector(rs), self.api_version, self.kind)
+
+    def _terminating(self, rs: dict, pods: list[dict]) -> int | None:
+        """status.terminatingReplicas (DeploymentReplicaSetTerminatingReplicas, on by default since 1.35):
+        the pods `rs` controls (by uid) and selects that are being deleted and not yet finished."""
+        uid, selector = rs["metadata"]["uid"], self.selector(rs)
+        return sum(1 for p in pods if p["metadata"].get("deletionTimestamp") and not pod_is_terminal(p)
+                   and (controller_ref(p) or {}).get("uid") == uid and matches_labels(selector, p["metadata"].get("labels")))
 
     async def _manage(self, key: str, rs: dict, active: list[dict]) -> None:
         diff = len(active) - rs["spec"].get("replicas", 1)
@@ -411,7 +419,8 @@ class ReplicaSetController(Controller):
             conds = [c for c in conds if c["type"] != "ReplicaFailure"]
         return conds
 
-    async def _update_status(self, rs: dict, active: list[dict], failure: APIError | None = None) -> None:
+    async def _update_status(self, rs: dict, active: list[dict], failure: APIError | None = None,
+                             terminating: int | None = None) -> None:
         spec = rs["spec"]
         tlabels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
         min_ready = spec.get("minReadySeconds", 0)
@@ -426,6 +435,8 @@ class ReplicaSetController(Controller):
             "availableReplicas": sum(1 for w in waits if w == 0),
             "observedGeneration": rs["metadata"].get("generation", 1),
         })
+        if terminating is not None:
+            status["terminatingReplicas"] = terminating
         status["conditions"] = self._failure_condition(rs, status, active, failure)
         if not status["conditions"]:
             status.pop("conditions")

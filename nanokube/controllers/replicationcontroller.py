@@ -15,6 +15,10 @@ class ReplicationControllerController(ReplicaSetController):
     resource = ("", "v1", "replicationcontrollers")
     component = "replication-controller"
 
+    def _terminating(self, rc: dict, pods: list[dict]) -> None:
+        """An RC's status has no terminatingReplicas (upstream runs it with that feature off)."""
+        return None
+
     def selector(self, rc: dict):
         """An empty map selects nothing here (validation refuses it anyway)."""
         sel = rc["spec"].get("selector")

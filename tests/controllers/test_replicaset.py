@@ -89,7 +89,7 @@ async def test_creates_owned_pods_and_reports_status(env):
         return st if st.get("availableReplicas") == 1 else None
     st = await eventually(status)
     assert st == {"replicas": 3, "fullyLabeledReplicas": 3, "readyReplicas": 1, "availableReplicas": 1,
-                  "observedGeneration": 1}
+                  "terminatingReplicas": 0, "observedGeneration": 1}
 
 
 async def test_scale_down_deletes_unready_pods_first(env):
@@ -239,10 +239,11 @@ async def test_terminating_pods_count_as_deleted_at_once(env):
     await patch_retrying(rss, "web", {"spec": {"replicas": 1}})
     (kept,) = await eventually(lambda: pods_of(client, 1))
 
-    async def replicas(n):
+    async def replicas(n, terminating):
         st = (await rss.get("web", "default")).get("status") or {}
-        return ctrl.expectations.satisfied("default/web") and st.get("replicas") == n
-    await eventually(lambda: replicas(1))
+        return ctrl.expectations.satisfied("default/web") and st.get("replicas") == n and \
+            st.get("terminatingReplicas") == terminating
+    await eventually(lambda: replicas(1, 2))
     every = await all_pods(client)
     assert len(every) == 3 and sum(1 for p in every if p["metadata"].get("deletionTimestamp")) == 2
 
@@ -250,7 +251,7 @@ async def test_terminating_pods_count_as_deleted_at_once(env):
     assert (await pods.get(kept["metadata"]["name"], "default"))["metadata"]["deletionTimestamp"]
     (new,) = await eventually(lambda: pods_of(client, 1))
     assert new["metadata"]["name"] != kept["metadata"]["name"]
-    await eventually(lambda: replicas(1))
+    await eventually(lambda: replicas(1, 3))
     every = await all_pods(client)
     assert len(every) == 4, "one replacement, no extra pod"
     assert [p["metadata"]["name"] for p in every if not p["metadata"].get("deletionTimestamp")] == \
