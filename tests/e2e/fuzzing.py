@@ -439,9 +439,12 @@ class Fuzzer:
         code, cur = self.send("GET", f"{base}/{name}")
         body = seed_object(gv, kind, name, spec)
         if code == 200:
-            if cur["metadata"].get("deletionTimestamp") or cur["metadata"].get("finalizers"):
+            if cur["metadata"].get("deletionTimestamp"):
                 return
             body["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"]
+            if cur["metadata"].get("finalizers"):  # kept (controllers add theirs), but the rest goes back: a
+                # ReplicaSet seed given a finalizer and 2^31 replicas made ~200,000 pods when it was left as it was
+                body["metadata"]["finalizers"] = cur["metadata"]["finalizers"]
             if plural == "services":  # allocated fields may not be cleared
                 body["spec"] = {**cur["spec"], **body["spec"]}
             self.send("PUT", f"{base}/{name}", body)
