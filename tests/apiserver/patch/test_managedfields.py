@@ -552,3 +552,23 @@ def test_an_update_sending_back_the_stored_entries_keeps_their_fieldsv1_objects(
     assert alice["fieldsV1"] is old["metadata"]["managedFields"][0]["fieldsV1"]
     assert alice["fieldsV1"] == {"f:data": {".": {}, "f:a": {}}, "f:metadata": {"f:labels": {".": {}, "f:test-label": {}}}}
     assert (bob["manager"], bob["fieldsV1"]) == ("bob", {"f:data": {"f:b": {}}})
+
+
+def test_managers_of_other_versions_see_a_write_in_their_own_names():
+    """Upstream's Updater.update compares the objects as each manager's version shows them: a v1 write of
+    `a` takes `b`, its name at x/v2, from a manager recorded there, and a manager whose version no longer
+    shows the kind (the converter gives None) is dropped."""
+    def convert(obj, api_version):
+        if api_version != "x/v2":
+            return None
+        return None, {("b" if k == "a" else k): v for k, v in obj.items()}
+
+    def entry(manager, api_version, fields):
+        return {"manager": manager, "operation": "Update", "apiVersion": api_version, "time": T0,
+                "fieldsType": "FieldsV1", "fieldsV1": fields}
+    old = {"apiVersion": "x/v1", "kind": "K", "a": "1", "c": "1", "metadata": {"name": "n", "managedFields": [
+        entry("other", "x/v2", {"f:b": {}, "f:c": {}}), entry("gone", "x/v0", {"f:c": {}})]}}
+    new = {**old, "a": "2", "metadata": {"name": "n"}}
+    tracked = update_managed_fields(old, new, "writer", "Update", None, T1, "x/v1", convert=convert)
+    assert [(e["manager"], e["apiVersion"], e["fieldsV1"]) for e in tracked["metadata"]["managedFields"]] == [
+        ("other", "x/v2", {"f:c": {}}), ("writer", "x/v1", {"f:a": {}})]
