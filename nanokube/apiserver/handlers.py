@@ -86,7 +86,9 @@ def _accept(request: web.Request) -> str:
 
 
 def _bool(q: str | None) -> bool:
-    return q in ("true", "1", "True")
+    """A boolean query parameter as upstream's Convert_Slice_string_To_bool reads it: absent, "0" or
+    "false" in any case is false, anything else (an empty value too) true."""
+    return q is not None and q != "0" and q.lower() != "false"
 
 
 def _user(request: web.Request) -> User:

@@ -241,3 +241,21 @@ async def test_a_review_body_is_decoded_as_any_create_body():
                 assert (await r.json())["spec"] == asked
     finally:
         await server.stop()
+
+
+async def test_a_boolean_parameter_is_true_unless_absent_0_or_false():
+    """Upstream's Convert_Slice_string_To_bool: `watch=yes`, `watch=TRUE` and a bare `watch` are watches
+    (they were lists), `watch=0` and `watch=False` lists."""
+    server, _ = await _server()
+    try:
+        url = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps"
+        async with aiohttp.ClientSession() as s:
+            for value, watch in (("yes", True), ("TRUE", True), ("", True), ("0", False), ("False", False)):
+                async with s.get(f"{url}?watch={value}&timeoutSeconds=1") as r:
+                    body = await r.read()
+                    assert r.status == 200, body
+                    assert (b'"kind":"ConfigMapList"' not in body) is watch, (value, body[:200])  # (a watch: no events)
+            async with s.get(f"{url}?watch&timeoutSeconds=1") as r:
+                assert b'"kind":"ConfigMapList"' not in await r.read(), "a bare watch parameter is a watch"
+    finally:
+        await server.stop()
