@@ -20,7 +20,7 @@ from ..clock import Clock, format_time, parse_time
 from .base import Controller
 from .deployment_scale import DESIRED, MAX_REPLICAS, is_scaling_event, scaled_sizes
 from ..client.record import CoreEventRecorder
-from .replicaset import controller_ref, ignore_missing, owned_by, owner_reference, pod_updated, selecting
+from .replicaset import controller_ref, ignore_missing, owner_reference, pod_updated, resolving, selecting
 
 HASH_LABEL = "pod-template-hash"
 REVISION = "deployment.kubernetes.io/revision"
@@ -93,6 +93,20 @@ def _st(rs: dict, field: str) -> int:
     return (rs.get("status") or {}).get(field, 0)
 
 
+def terminating_replicas(rss: list[dict]) -> int | None:
+    """GetTerminatingReplicaCountForReplicaSets: the sets' status.terminatingReplicas summed. A set its
+    controller never synced (no observedGeneration) adds none; a synced one without the field makes the
+    sum unknown (None), so the Deployment reports none rather than too few."""
+    total = 0
+    for rs in rss:
+        st = rs.get("status") or {}
+        if "terminatingReplicas" in st:
+            total += st["terminatingReplicas"]
+        elif st.get("observedGeneration"):
+            return None
+    return total
+
+
 def new_rs_replicas(d: dict, all_rs: list[dict], new_rs: dict | None) -> int:
     """NewRSNewReplicas: how far the new ReplicaSet may grow now."""
     want = d["spec"].get("replicas", 1)
@@ -120,10 +134,6 @@ def _condition(status: dict, ctype: str) -> dict | None:
     return next((c for c in status.get("conditions") or [] if c["type"] == ctype), None)
 
 
-#: the key of the Deployment a ReplicaSet's controller reference names
-_DEPLOYMENT = owned_by("Deployment")
-
-
 class DeploymentController(Controller):
     name = "deployment"
     workers = 2
@@ -135,6 +145,8 @@ class DeploymentController(Controller):
         self.rs = client.resource("apps", "v1", "replicasets")
         self.dep_inf = self.informer_factory.informer(self.deps)
         self.rs_inf = self.informer_factory.informer(self.rs)
+        #: the key of the Deployment a ReplicaSet's controller reference names, while it has the reference's uid
+        self._owner_key = resolving(self.dep_inf, "Deployment")
         self.dep_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n),
                                   on_delete=self._enqueue)
         self.rs_inf.add_handlers(on_add=self._rs_added, on_update=self._rs_updated, on_delete=self._rs_deleted)
@@ -152,18 +164,18 @@ class DeploymentController(Controller):
         ref = controller_ref(rs)
         if ref is None:
             self._enqueue_selecting(rs)
-        elif key := _DEPLOYMENT(rs, ref):
+        elif key := self._owner_key(rs, ref):
             self.queue.add(key)
 
     def _rs_updated(self, old: dict, rs: dict) -> None:
         """updateReplicaSet, which reads as updatePod: the Deployment controlling it, the one that
         did when its reference moved, and an orphan's selecting ones only when its labels or
         reference changed (not on each of its status writes)."""
-        pod_updated(old, rs, _DEPLOYMENT, self.queue.add, self._enqueue_selecting)
+        pod_updated(old, rs, self._owner_key, self.queue.add, self._enqueue_selecting)
 
     def _rs_deleted(self, rs: dict) -> None:
         """deleteReplicaSet: no Deployment cares about an orphan going."""
-        if key := _DEPLOYMENT(rs, controller_ref(rs)):
+        if key := self._owner_key(rs, controller_ref(rs)):
             self.queue.add(key)
 
     def _enqueue_selecting(self, rs: dict) -> None:
@@ -177,7 +189,7 @@ class DeploymentController(Controller):
         if ref is None or ref.get("kind") != "ReplicaSet":
             return
         rs = self.rs_inf.get(f"{pod['metadata']['namespace']}/{ref['name']}")
-        if rs is None or rs["metadata"]["uid"] != ref.get("uid") or not (key := _DEPLOYMENT(rs, controller_ref(rs))):
+        if rs is None or rs["metadata"]["uid"] != ref.get("uid") or not (key := self._owner_key(rs, controller_ref(rs))):
             return
         d = self.dep_inf.get(key)
         if d is not None and (d["spec"].get("strategy") or {}).get("type") == "Recreate" and not self._pods_of(d):
@@ -436,6 +448,9 @@ class DeploymentController(Controller):
         for f in ("replicas", "updatedReplicas", "readyReplicas", "availableReplicas", "unavailableReplicas"):
             if not st[f]:
                 st.pop(f)
+        st.pop("terminatingReplicas", None)
+        if (terminating := terminating_replicas(all_rs)) is not None:
+            st["terminatingReplicas"] = terminating  # a pointer upstream: 0 shows
         _, unavailable = surge_and_unavailable(d)
         if available >= want - unavailable:
             st["conditions"] = self._with_condition(st, "Available", "True", "MinimumReplicasAvailable",

@@ -9,6 +9,7 @@ from nanokube.controllers.deployment import (
     resolve_int_or_percent,
     surge_and_unavailable,
     template_hash,
+    terminating_replicas,
 )
 from nanokube.controllers.replicaset import ReplicaSetController
 from tests.controllers import eventually, make_stack
@@ -262,3 +263,73 @@ async def test_recreate_starts_the_new_pods_only_once_the_old_ones_are_gone(env)
     await eventually(lambda: rollout_done(client, "2"))
     [p] = (await pods.list("default"))[0]
     assert p["spec"]["containers"][0]["image"] == "nginx:2"
+
+
+def test_terminating_replicas_sum_skips_unsynced_sets_and_is_unknown_without_the_field():
+    synced = [{"status": {"observedGeneration": 1, "terminatingReplicas": 3}},
+              {"status": {"observedGeneration": 2, "terminatingReplicas": 1}}]
+    unsynced = {"status": {"replicas": 0}}
+    assert terminating_replicas(synced) == 4
+    assert terminating_replicas([unsynced]) == 0
+    assert terminating_replicas(synced + [unsynced]) == 4
+    assert terminating_replicas(synced + [{"status": {"observedGeneration": 1, "replicas": 1}}]) is None
+
+
+async def test_status_reports_the_replicasets_terminating_pods(env):
+    """Pods bound to a node stay terminating through their grace period (no kubelet here): the
+    Deployment's status.terminatingReplicas sums its ReplicaSets', 0 included."""
+    client = env
+    deps = client.resource("apps", "v1", "deployments")
+    d = deployment(replicas=3)
+    d["spec"]["template"]["spec"]["nodeName"] = "n1"
+    await deps.create(d)
+    done, _ = await eventually(lambda: rollout_done(client, "1"))
+    assert done["status"]["terminatingReplicas"] == 0
+    await patch_retrying(deps, "web", {"spec": {"replicas": 1}})
+
+    async def terminating():
+        st = (await deps.get("web", "default")).get("status") or {}
+        return st.get("replicas") == 1 and st.get("terminatingReplicas") == 2 and st
+    st = await eventually(terminating)
+    assert (st["availableReplicas"], st["observedGeneration"]) == (1, 2)
+
+
+def _replicaset_of(owner_uid: str) -> dict:
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": "web-x", "namespace": "default", "uid": "rs-uid", "labels": LABELS,
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
+                                              "uid": owner_uid, "controller": True}]},
+            "spec": {"replicas": 1, "selector": {"matchLabels": LABELS}, "template": deployment()["spec"]["template"]}}
+
+
+async def test_a_replicaset_naming_the_deployment_with_another_uid_does_not_sync_it():
+    """resolveControllerRef: a ReplicaSet whose controller reference has the Deployment's name but not
+    its uid (one of a deleted namesake) enqueues it on no add, update or delete; one with its uid does."""
+    s = await make_stack()
+    ctrl = DeploymentController(s.client)
+    await ctrl.start()
+    try:
+        uid = (await s.client.resource("apps", "v1", "deployments").create(deployment()))["metadata"]["uid"]
+
+        async def cached():
+            return ctrl.dep_inf.get("default/web")
+        await eventually(cached)
+
+        def enqueued(handler, *args) -> list:
+            got: list = []
+            add, ctrl.queue.add = ctrl.queue.add, got.append
+            try:
+                handler(*args)
+            finally:
+                ctrl.queue.add = add
+            return got
+
+        for owner_uid, want in (("other-uid", []), (uid, ["default/web"])):
+            rs = _replicaset_of(owner_uid)
+            relabeled = {**rs, "metadata": {**rs["metadata"], "labels": {**LABELS, "x": "y"}}}
+            assert enqueued(ctrl._rs_added, rs) == want
+            assert enqueued(ctrl._rs_updated, rs, relabeled) == want
+            assert enqueued(ctrl._rs_deleted, rs) == want
+    finally:
+        await stop(ctrl)
+        await s.close()
