@@ -9,6 +9,7 @@ unreachable tolerations).
 from __future__ import annotations
 
 import copy
+import functools
 import time
 from typing import Any
 
@@ -262,10 +263,21 @@ def _status_ips(status: dict, plural: str, single: str) -> list[str]:
     """podIPs or hostIPs as v1's conversion to the internal status makes them: the singular value
     alone when the list is empty or (podIP) does not start with it."""
     entries, one = status.get(plural), status.get(single)
-    ips = [e.get("ip", "") if e else "" for e in entries] if entries else []
-    if one and (not ips or (plural == "podIPs" and ips[0] != one)):
-        return [one]
-    return ips
+    if not entries:
+        return [one] if one else []
+    if len(entries) == 1:  # most pods have one address of each: no comprehension to run
+        first = entries[0]
+        ips = [first.get("ip", "") if first else ""]
+    else:
+        ips = [e.get("ip", "") if e else "" for e in entries]
+    return [one] if one and plural == "podIPs" and ips[0] != one else ips
+
+
+@functools.lru_cache(maxsize=4096)
+def _status_ip_warnings(plural: str, *ips: str) -> tuple[str, ...]:
+    """GetWarningsForIP on each of a status's pod or host IPs, remembered by the list: a pod's
+    kubelet writes the same addresses again and again."""
+    return tuple(w for i, ip in enumerate(ips) for w in ip_warnings(f"status.{plural}[{i}].ip", ip))
 
 
 def _validate_scheduling_gates(spec: dict, path: str) -> list[FieldError]:
@@ -872,10 +884,8 @@ class PodStrategy(Strategy):
         st = new.get("status") or _EMPTY
         out: list[str] = []
         if st.get("podIP") or st.get("podIPs"):
-            for i, ip in enumerate(_status_ips(st, "podIPs", "podIP")):
-                out += ip_warnings(f"status.podIPs[{i}].ip", ip)
+            out += _status_ip_warnings("podIPs", *_status_ips(st, "podIPs", "podIP"))
         if st.get("hostIP") or st.get("hostIPs"):
-            for i, ip in enumerate(_status_ips(st, "hostIPs", "hostIP")):
-                out += ip_warnings(f"status.hostIPs[{i}].ip", ip)
+            out += _status_ip_warnings("hostIPs", *_status_ips(st, "hostIPs", "hostIP"))
         return out
 
