@@ -14,9 +14,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import orjson
+
 from . import PatchError, json_copy
 
 MAX_OPERATIONS = 10000
+#: bytes a patch's copies may add in all (kube-apiserver's JSONPatchMaxCopyBytes, the library's AccumulatedCopySizeLimit)
+MAX_COPY_BYTES = 3 * 1024 * 1024
 _MISSING = "missing value"
 _BAD_INDEX = "invalid index referenced"
 _INT = re.compile(r"[+-]?[0-9]+")
@@ -39,9 +43,10 @@ def apply(doc: dict, patch: list) -> dict:
     if len(patch) > MAX_OPERATIONS:
         raise PatchError(f"The allowed maximum operations in a JSON patch is {MAX_OPERATIONS}, got {len(patch)}", 413)
     root: Any = json_copy(doc)
+    copied = [0]  # bytes the copies so far added
     try:
         for op in patch:
-            root = _apply_op(root, op or {})
+            root = _copy(root, op, copied) if (op or {}).get("op") == "copy" else _apply_op(root, op or {})
     except _OpError as e:
         raise PatchError(str(e), 422) from None
     return root
@@ -131,7 +136,7 @@ def _move(root: Any, op: dict) -> Any:
     return root
 
 
-def _copy(root: Any, op: dict) -> Any:
+def _copy(root: Any, op: dict, copied: list[int]) -> Any:
     src, err = _pointer(op, "from")
     if err:
         raise _OpError(f"copy operation failed to decode from: {err}")
@@ -148,6 +153,10 @@ def _copy(root: Any, op: dict) -> Any:
     con, key = _find(root, path)
     if con is None:
         raise _OpError(f"copy operation does not apply: doc is missing destination path: {path}: {_MISSING}")
+    copied[0] += len(orjson.dumps(value))
+    if copied[0] > MAX_COPY_BYTES:  # each copy may double the document: 26 of them were 2^26 times its size
+        raise _OpError(f"Unable to complete the copy, the accumulated size increase of copy is {copied[0]}, "
+                       f"exceeding the limit {MAX_COPY_BYTES}")
     try:
         _insert(con, key, value)
     except _OpError as e:
@@ -179,7 +188,7 @@ def _test(root: Any, op: dict) -> Any:
     return root
 
 
-_OPS = {"add": _add, "remove": _remove, "replace": _replace, "move": _move, "copy": _copy, "test": _test}
+_OPS = {"add": _add, "remove": _remove, "replace": _replace, "move": _move, "test": _test}
 
 
 def _pointer(op: dict, name: str) -> tuple[str, str]:

@@ -280,3 +280,33 @@ def test_kubectl_scale_style_patch():
     )
     assert out["spec"]["replicas"] == 3
     assert out["spec"]["template"]["spec"]["containers"][0]["env"] == [{"name": "MODE", "value": "fast"}]
+
+
+async def test_over_http_copies_may_add_at_most_3_mib(tmp_path):
+    """evanphx/json-patch's AccumulatedCopySizeLimit as kube-apiserver sets it (JSONPatchMaxCopyBytes): copies of a
+    document into itself double it each time; 26 of them kept the server building 2^26 copies (no answer in 10 s)."""
+    import asyncio
+    import json
+
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    from tests.served import served
+
+    async with served(tmp_path) as (_, api_client):
+        core = client.CoreV1Api(api_client)
+        await asyncio.to_thread(core.create_namespaced_config_map, "default", {"metadata": {"name": "c"}})
+        ops = [{"op": "add", "path": "/data", "value": {"x": "a" * 1000}}]
+        ops += [{"op": "copy", "from": "/data/x", "path": f"/data/y{i}"} for i in range(3200)]  # 1,002 bytes each
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(core.patch_namespaced_config_map, "c", "default", ops, dry_run="All")
+        assert e.value.status == 422
+        assert json.loads(e.value.body)["details"]["causes"][0]["message"] == (
+            "Unable to complete the copy, the accumulated size increase of copy is 3146280, exceeding the limit 3145728")
+        got = await asyncio.to_thread(core.patch_namespaced_config_map, "c", "default", ops[:500], dry_run="All")
+        assert len(got.data) == 500  # x and 499 copies (a ConfigMap holds 1 MiB)
+        doubling = [{"op": "add", "path": "/metadata/annotations", "value": {}}] + [
+            {"op": "copy", "from": "/metadata", "path": f"/metadata/annotations/x{i}"} for i in range(26)]
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(core.patch_namespaced_config_map, "c", "default", doubling, dry_run="All")
+        assert e.value.status == 422 and "exceeding the limit 3145728" in e.value.body
