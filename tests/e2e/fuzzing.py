@@ -54,6 +54,12 @@ INVALID_LABEL_SELECTORS = frozenset(
     ["a" * 100_000, "(" * 1000, "a!=b!=c", "!!!!a", "x/y/z", "a=" + "b" * 64, "a>x", "a<-1", ",", "a=b,", "a==b==c",
      "\x00", "é=é", "a," * 5000, "a notin (", "a=(b)", "spec.nodeName=" + "x" * 100_000, "metadata.name=a\\,b", "=",
      "metadata.name=x=y", ",,,", "metadata.name=" + "\\" * 5000])
+#: JSON patches whose copies double the object each time (the copy size limit must stop them)
+COPY_BOMBS = [
+    [{"op": "add", "path": "/metadata/annotations", "value": {}}]
+    + [{"op": "copy", "from": "/metadata", "path": f"/metadata/annotations/x{i}"} for i in range(26)],
+    [{"op": "copy", "from": "", "path": f"/metadata/labels/x{i}"} for i in range(26)],
+]
 #: fields that hold CEL
 EXPRESSION_KEYS = frozenset({"expression", "rule", "messageExpression", "valueExpression"})
 _TEN = "[1,2,3,4,5,6,7,8,9,10]"
@@ -283,6 +289,9 @@ def requests(draw, fuzzer: Fuzzer):
         query["fieldManager"] = "fuzz"
         query["force"] = "true"
         return "PATCH", f"{base}/{name}", query, json.dumps(obj), "application/apply-patch+yaml", name, dry
+    if verb == "json" and draw(st.integers(0, 9)) == 0:
+        return "PATCH", f"{base}/{name}", query, json.dumps(draw(st.sampled_from(COPY_BOMBS))), \
+            "application/json-patch+json", name, dry
     if verb == "json":
         op = {"op": "remove", "path": _pointer(path)} if how == "remove" else \
             {"op": draw(st.sampled_from(["add", "replace"])), "path": _pointer(path), "value": value}
