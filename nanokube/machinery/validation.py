@@ -216,28 +216,27 @@ def dns1035_label(value: str) -> list[str]:
 
 @remembers_valid
 def qualified_name(value: str) -> list[str]:
-    """Label and annotation keys: optional DNS subdomain prefix, '/', name part."""
+    """Label and annotation keys (IsLabelKey): optional DNS subdomain prefix, '/', name part. Like upstream,
+    a bad or empty prefix still lets the name part be judged, and an empty name part also fails the regex."""
     parts = value.split("/")
-    if len(parts) == 1:
-        name = parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            return ["prefix part must be non-empty"]
-        errs = [f"prefix part {e}" for e in dns1123_subdomain(prefix)]
-        if errs:
-            return errs
-    else:
+    if len(parts) > 2:
         return [
-            "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
+            "a valid label key must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
             "with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
             "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix "
             "and '/' (e.g. 'example.com/MyName')"
         ]
-    if not name:
-        return ["name part must be non-empty"]
     errs = []
-    if len(name) > 63:
+    if len(parts) == 2:
+        prefix = parts[0]
+        if not prefix:
+            errs.append("prefix part must be non-empty")
+        else:
+            errs.extend(f"prefix part {e}" for e in dns1123_subdomain(prefix))
+    name = parts[-1]
+    if not name:
+        errs.append("name part must be non-empty")
+    elif len(name) > 63:
         errs.append("name part must be no more than 63 characters")
     if not _QUALIFIED_NAME.match(name):
         errs.append(

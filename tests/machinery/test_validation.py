@@ -1,7 +1,25 @@
 """Validators of names, label keys and values remember valid values only: an invalid
 one is rejected every time with a fresh list of errors; object metadata."""
 
+import asyncio
+import json
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
 from nanokube.machinery.validation import dns1123_label, dns1123_subdomain, label_value, qualified_name, validate_object_meta
+from tests.served import served
+
+NAME_EMPTY = "name part must be non-empty"
+NAME_REGEX = (
+    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+    "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+    "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")
+PREFIX_REGEX = (
+    "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+    "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
 
 
 def test_remembered_validators_keep_rejecting_and_hand_out_fresh_errors():
@@ -14,6 +32,37 @@ def test_remembered_validators_keep_rejecting_and_hand_out_fresh_errors():
     for i in range(9000):
         assert label_value(f"v{i}") == []
     assert label_value("-bad") and label_value("v1") == []
+
+
+def test_qualified_name_judges_both_parts_and_an_empty_name_fails_the_regex_too():
+    """IsLabelKey: a bad or empty prefix does not stop the name part being checked; an empty name part
+    is both non-empty and regex errors; more than one '/' is the single whole-key message."""
+    assert qualified_name("") == [NAME_EMPTY, NAME_REGEX]
+    assert qualified_name("example.com/") == [NAME_EMPTY, NAME_REGEX]
+    assert qualified_name("/n") == ["prefix part must be non-empty"]
+    assert qualified_name("/") == ["prefix part must be non-empty", NAME_EMPTY, NAME_REGEX]
+    assert qualified_name("Bad_Prefix/-x") == [PREFIX_REGEX, NAME_REGEX]
+    assert qualified_name("example.com/" + "n" * 64) == ["name part must be no more than 63 characters"]
+    assert qualified_name("-" + "n" * 63) == ["name part must be no more than 63 characters", NAME_REGEX]
+    [whole] = qualified_name("a/b/c")
+    assert whole.startswith("a valid label key must consist of alphanumeric characters") and whole.endswith(
+        "with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')")
+
+
+async def test_label_keys_and_finalizers_carry_every_qualified_name_error_over_http(tmp_path):
+    async with served(tmp_path) as (_, api_client):
+        core = client.CoreV1Api(api_client)
+        body = {"metadata": {"name": "q", "labels": {"Bad_Prefix/-x": "v"}, "finalizers": ["example.com/"]}}
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(core.create_namespaced_config_map, "default", body)
+    assert e.value.status == 422
+    causes = json.loads(e.value.body)["details"]["causes"]
+    assert [(c["field"], c["message"]) for c in causes] == [
+        ("metadata.labels", f'Invalid value: "Bad_Prefix/-x": {PREFIX_REGEX}'),
+        ("metadata.labels", f'Invalid value: "Bad_Prefix/-x": {NAME_REGEX}'),
+        ("metadata.finalizers[0]", f'Invalid value: "example.com/": {NAME_EMPTY}'),
+        ("metadata.finalizers[0]", f'Invalid value: "example.com/": {NAME_REGEX}'),
+    ]
 
 
 def test_remembered_dns_names_keep_rejecting():

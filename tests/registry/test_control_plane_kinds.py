@@ -46,7 +46,7 @@ def test_lease_candidate_versions_and_strategy():
         'spec.binaryVersion: Invalid value: "bogus": must be greater than or equal to `emulationVersion`',
         'spec.strategy.strategy: Unsupported value: "Bogus": supported values: "OldestEmulationVersion"']
     assert errs(binaryVersion="1.37.0", strategy="a/b/c") == [
-        'spec.strategy.strategy: Invalid value: "a/b/c": a qualified name must consist of alphanumeric characters, '
+        'spec.strategy.strategy: Invalid value: "a/b/c": a valid label key must consist of alphanumeric characters, '
         "'-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  "
         "or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional "
         "DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]

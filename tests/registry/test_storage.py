@@ -249,6 +249,9 @@ def test_limit_range_resource_names_ratios_and_extended_defaults():
         "defaultRequest value 1 in nvidia.com/gpu",
         'spec.limits[1].max[storage]: Invalid value: "storage": must be a standard resource for containers',
         'spec.limits[2].type: Invalid value: "": name part must be non-empty',
+        'spec.limits[2].type: Invalid value: "": name part must consist of alphanumeric characters, \'-\', \'_\' or '
+        "'.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', "
+        "regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
     ]
 
 
@@ -256,7 +259,10 @@ def test_limit_range_resource_names_ratios_and_extended_defaults():
     ([{"matchLabelExpressions": [{"key": "zone", "values": ["a", "b"]}]},
       {"matchLabelExpressions": [{"key": "rack", "values": ["r1"]}, {"key": "zone", "values": ["a"]}]}], []),
     ([{"matchLabelExpressions": [{"values": ["x"]}]}],
-     ['allowedTopologies[0].matchLabelExpressions[0].key: Invalid value: "": name part must be non-empty']),
+     ['allowedTopologies[0].matchLabelExpressions[0].key: Invalid value: "": name part must be non-empty',
+      'allowedTopologies[0].matchLabelExpressions[0].key: Invalid value: "": name part must consist of alphanumeric '
+      "characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or "
+      "'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"]),
     ([{"matchLabelExpressions": [{"key": "a b", "values": ["x", "y", "x"]}]}],
      ['allowedTopologies[0].matchLabelExpressions[0].values[2]: Duplicate value: "x"',
       'allowedTopologies[0].matchLabelExpressions[0].key: Invalid value: "a b": name part must consist of alphanumeric '
