@@ -51,3 +51,32 @@ async def test_a_limit_that_does_not_parse_is_the_parameter_codecs_400(core):
         await asyncio.to_thread(core.create_namespaced_config_map, "default", {"metadata": {"name": name}})
     listed = await asyncio.to_thread(core.list_namespaced_config_map, "default", limit=1)
     assert [c.metadata.name for c in listed.items] == ["a"] and listed.metadata.var_continue
+
+
+async def test_server_side_apply_without_a_field_manager_is_an_invalid_patch_options(core):
+    """ValidatePatchOptions runs before the patch is read: no fieldManager on an apply is the options'
+    422 whether or not the body would decode, and the object is left as it was."""
+    await asyncio.to_thread(core.create_namespaced_config_map, "default", {"metadata": {"name": "ssa"}})
+
+    def apply(body: bytes, query: list[tuple[str, str]]):
+        api = core.api_client
+        request = api.param_serialize(
+            "PATCH", "/api/v1/namespaces/default/configmaps/ssa", query_params=query, body=body,
+            header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"})
+        response = api.call_api(request[0], request[1], request[2], body)
+        response.read()
+        return response.status, json.loads(response.data)
+
+    good = b'{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {"k": "v"}}'
+    for body in (good, b"{not: [yaml"):
+        status, answer = await asyncio.to_thread(apply, body, [])
+        assert status == 422
+        assert (answer["kind"], answer["status"], answer["reason"], answer["code"]) == ("Status", "Failure", "Invalid", 422)
+        assert answer["message"] == (
+            'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch')
+        assert answer["details"] == {"group": "meta.k8s.io", "kind": "PatchOptions", "causes": [
+            {"reason": "FieldValueRequired", "message": "Required value: is required for apply patch",
+             "field": "fieldManager"}]}
+    assert (await asyncio.to_thread(core.read_namespaced_config_map, "ssa", "default")).data is None
+    status, applied = await asyncio.to_thread(apply, good, [("fieldManager", "me")])
+    assert (status, applied["data"]) == (200, {"k": "v"})
