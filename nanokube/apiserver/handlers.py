@@ -28,12 +28,11 @@ from .auth.authorizer import USER
 from .rest import GenericREST, ResourceIndex, User, WriteOptions
 from ..machinery.responses import dumps, error_response, json_response
 from .options import (
+    APPLY_PATCH,
     delete_options,
-    dry_run_errors,
-    field_manager_errors,
-    field_validation_errors,
     integer,
     options_invalid,
+    write_options_errors,
 )
 from .streaming.pods import PodStreaming
 from .subresources import Subresources
@@ -283,10 +282,10 @@ class APIHandlers:
                         return web.Response(body=e.raw + b"\n", content_type=_JSON)
                 return self._render_one(request, res, obj, version)
             return await self._list(request, res, version, namespace)
-        opts = self._write_opts(request)
         if m == "POST":
             if name:
                 raise errors.method_not_allowed()
+            opts = self._write_opts(request)
             if namespace is None and res.namespaced:
                 namespace = None
             body = await self._body(request)
@@ -302,6 +301,7 @@ class APIHandlers:
         if m == "PUT":
             if not name:
                 raise errors.method_not_allowed()
+            opts = self._write_opts(request)
             body = await self._body(request)
             opts.field_manager = opts.field_manager or _field_manager_default(request)
             dup_warnings = self._duplicate_warnings(request, res, version, opts)
@@ -320,10 +320,9 @@ class APIHandlers:
                 raise errors.APIError(415, "UnsupportedMediaType",
                                       f'the body of the request was in an unknown format - accepted media types include: {", ".join(PATCH_TYPES)}')
             raw = await self._raw(request)
-            if ctype != "application/apply-patch+yaml":
+            opts = self._write_opts(request)  # after the media type and the body, as upstream's patch handler
+            if ctype != APPLY_PATCH:
                 opts.field_manager = opts.field_manager or _field_manager_default(request)
-            elif q.get("force") is not None:
-                opts.force = _bool(q.get("force"))
             dup_warnings = _patch_duplicates(raw, ctype, opts)
             r = await self.rest.patch(res, version, namespace, name, ctype, raw, opts, subresource=sub)
             r.warnings[:0] = dup_warnings
@@ -332,6 +331,7 @@ class APIHandlers:
             raw = await self._raw(request)
             body = _decode_body(raw, _content_type(request)) if raw.strip() else {}
             options = delete_options(q, body, q.getall("dryRun", []))
+            opts = self._write_opts(request)
             opts.dry_run = bool(options.get("dryRun"))
             if name:
                 r = await self.rest.delete(res, version, namespace, name, options, opts)
@@ -347,8 +347,9 @@ class APIHandlers:
         q = request.query
         dry = q.getall("dryRun", [])
         fv = q.get("fieldValidation", "")
-        problems = field_manager_errors(q.get("fieldManager", "")) + dry_run_errors(dry) + field_validation_errors(fv)
-        if problems:  # ValidateCreateOptions' (and Update's, Patch's) order
+        patch_type = request.headers.get("Content-Type", "").split(";")[0].strip() if request.method == "PATCH" else None
+        problems = write_options_errors(q.get("fieldManager", ""), dry, fv, patch_type, q.get("force"))
+        if problems:
             raise options_invalid(_OPTIONS_KIND.get(request.method, "CreateOptions"), problems)
         fv = fv or "Warn"
         return WriteOptions(dry_run="All" in dry, field_manager=q.get("fieldManager", ""), field_validation=fv,

@@ -84,6 +84,23 @@ def field_validation_errors(value: str) -> list[v.FieldError]:
     return [] if value in _FIELD_VALIDATIONS else [v.not_supported("fieldValidation", value, _FIELD_VALIDATIONS)]
 
 
+APPLY_PATCH = "application/apply-patch+yaml"
+
+
+def write_options_errors(manager: str, dry_run: list[str], field_validation: str,
+                         patch_type: str | None = None, force: str | None = None) -> list[v.FieldError]:
+    """ValidateCreateOptions and ValidateUpdateOptions, or ValidatePatchOptions when a patch type is
+    given: the patch type's own rule (an apply needs a fieldManager, any other patch may not carry
+    force, even force=false) comes first, then the options every write shares."""
+    errs = []
+    if patch_type == APPLY_PATCH:
+        if not manager:
+            errs.append(v.required("fieldManager", "is required for apply patch"))
+    elif patch_type is not None and force is not None:
+        errs.append(v.forbidden("force", "may not be specified for non-apply patch"))
+    return errs + field_manager_errors(manager) + dry_run_errors(dry_run) + field_validation_errors(field_validation)
+
+
 def delete_options(query: Mapping[str, str], body: Any, dry_run_query: list[str]) -> dict:
     """DeleteOptions from a DELETE's body and query, type-checked and validated."""
     if body is None:

@@ -27,9 +27,8 @@ from ..machinery.meta import new_uid
 from ..machinery.user import User
 from .cache import ADDED, DELETED, MODIFIED, CacheEvent, Entry, WatchCache, Watcher, stored_json
 from ..machinery.selectors import matches_fields, matches_labels, parse_field_selector, parse_label_selector
-from ..machinery.validation import immutable, required, validate_annotations, validate_labels
+from ..machinery.validation import immutable, validate_annotations, validate_labels
 from . import serializer, structural
-from .options import options_invalid
 from .patch import PatchError, json_copy, jsonpatch, merge, strategic
 from .patch import status as status_patch
 from .patch import apply as ssa
@@ -927,9 +926,6 @@ class GenericREST:
         self, res: Resource, version: str, namespace: str | None, name: str, patch_type: str, patch: bytes,
         opts: WriteOptions, subresource: str = "",
     ) -> Result:
-        if patch_type == "application/apply-patch+yaml" and not opts.field_manager:
-            # ValidatePatchOptions: judged with the other options, before the patch is decoded
-            raise options_invalid("PatchOptions", [required("fieldManager", "is required for apply patch")])
         key = res.key(namespace, name)
         sch = schemas.kind_schema(res.group, version, res.kind)
         seen = version == res.storage_version and status_patch.seen(patch_type, patch)

@@ -80,3 +80,55 @@ async def test_server_side_apply_without_a_field_manager_is_an_invalid_patch_opt
     assert (await asyncio.to_thread(core.read_namespaced_config_map, "ssa", "default")).data is None
     status, applied = await asyncio.to_thread(apply, good, [("fieldManager", "me")])
     assert (status, applied["data"]) == (200, {"k": "v"})
+
+
+def _patch(core, name: str, ctype: str, body: bytes, query: list[tuple[str, str]]):
+    api = core.api_client
+    request = api.param_serialize(
+        "PATCH", f"/api/v1/namespaces/default/configmaps/{name}", query_params=query,
+        header_params={"Content-Type": ctype, "Accept": "application/json"})
+    # the client serializes a JSON media type's body itself, so it is handed the decoded document
+    response = api.call_api(request[0], request[1], request[2], json.loads(body) if "json" in ctype else body)
+    response.read()
+    return response.status, json.loads(response.data)
+
+
+async def test_an_apply_without_a_field_manager_lists_every_bad_option_in_one_422(core):
+    """ValidatePatchOptions: the apply's Required fieldManager first, then dryRun and fieldValidation."""
+    await asyncio.to_thread(core.create_namespaced_config_map, "default", {"metadata": {"name": "ssa"}})
+    body = b'{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {"k": "v"}}'
+    status, answer = await asyncio.to_thread(
+        _patch, core, "ssa", "application/apply-patch+yaml", body, [("dryRun", "Bogus"), ("fieldValidation", "Loud")])
+    assert status == 422
+    assert answer["message"] == (
+        'PatchOptions.meta.k8s.io "" is invalid: [fieldManager: Required value: is required for apply patch, '
+        'dryRun: Unsupported value: ["Bogus"]: supported values: "All", fieldValidation: Unsupported value: "Loud": '
+        'supported values: "", "Ignore", "Strict", "Warn"]')
+    assert [(c["reason"], c["field"]) for c in answer["details"]["causes"]] == [
+        ("FieldValueRequired", "fieldManager"), ("FieldValueNotSupported", "dryRun"),
+        ("FieldValueNotSupported", "fieldValidation")]
+    assert (await asyncio.to_thread(core.read_namespaced_config_map, "ssa", "default")).data is None
+
+
+async def test_force_on_a_patch_that_is_not_an_apply_is_forbidden(core):
+    """Any force value (false too) on a merge, strategic or JSON patch is PatchOptions' 422; an apply may force."""
+    await asyncio.to_thread(core.create_namespaced_config_map, "default", {"metadata": {"name": "f"}})
+    patches = [("application/merge-patch+json", b'{"data": {"k": "v"}}'),
+               ("application/strategic-merge-patch+json", b'{"data": {"k": "v"}}'),
+               ("application/json-patch+json", b'[{"op": "add", "path": "/data", "value": {"k": "v"}}]')]
+    for ctype, body in patches:
+        for force in ("true", "false"):
+            status, answer = await asyncio.to_thread(_patch, core, "f", ctype, body, [("force", force)])
+            assert status == 422, (ctype, force)
+            assert answer["message"] == (
+                'PatchOptions.meta.k8s.io "" is invalid: force: Forbidden: may not be specified for non-apply patch')
+            assert answer["details"]["causes"] == [
+                {"reason": "FieldValueForbidden", "message": "Forbidden: may not be specified for non-apply patch",
+                 "field": "force"}]
+    assert (await asyncio.to_thread(core.read_namespaced_config_map, "f", "default")).data is None
+    status, answer = await asyncio.to_thread(_patch, core, "f", "application/merge-patch+json", b'{"data": {"k": "v"}}', [])
+    assert (status, answer["data"]) == (200, {"k": "v"})
+    applied = b'{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "f"}, "data": {"k": "w"}}'
+    status, answer = await asyncio.to_thread(
+        _patch, core, "f", "application/apply-patch+yaml", applied, [("fieldManager", "m"), ("force", "true")])
+    assert (status, answer["data"]) == (200, {"k": "w"})
