@@ -359,6 +359,19 @@ def validate_object_meta(
     return errs
 
 
+#: core's standard finalizers: the only names allowed without a domain prefix (validateKubeFinalizerName)
+STANDARD_FINALIZERS = frozenset(("kubernetes", "orphan", "foregroundDeletion"))
+
+
+def kube_finalizer_errors(meta: dict, path: str = "metadata") -> list[FieldError]:
+    """The built-in kinds' extra finalizer rule (core validation's ObjectMeta checks, beyond
+    apimachinery's): a name without '/' must be a standard one. Kinds validated with apimachinery's
+    generic rules alone (CRDs, APIServices, admission configuration) and custom resources skip it."""
+    return [invalid(f"{path}.finalizers[{i}]", fin, "name is neither a standard finalizer name nor is it fully qualified")
+            for i, fin in enumerate(meta.get("finalizers") or [])
+            if "/" not in fin and fin not in STANDARD_FINALIZERS]
+
+
 def validate_object_meta_update(new: dict, old: dict, path: str = "metadata") -> list[FieldError]:
     errs: list[FieldError] = []
     for f in ("name", "namespace", "uid", "creationTimestamp"):

@@ -273,6 +273,7 @@ def validate_webhook(w: Any, path: str, mutating: bool, lenient: dict) -> list[F
 
 
 class WebhookConfigurationStrategy(Strategy):
+    generic_meta = True
     columns = [
         name_column(),
         Column("Webhooks", "integer", lambda o: len(o.get("webhooks") or []), "Webhooks indicates the number of webhooks."),
@@ -603,6 +604,8 @@ def _param_ref_cell(o: Obj) -> str:
 
 
 class PolicyStrategy(Strategy):
+    generic_meta = True
+
     def __init__(self, validating: bool) -> None:
         self.validating = validating
         count = "validations" if validating else "mutations"
@@ -645,6 +648,7 @@ class PolicyStrategy(Strategy):
 
 
 class BindingStrategy(Strategy):
+    generic_meta = True
     columns = [
         name_column(),
         Column("PolicyName", "string", lambda o: (o.get("spec") or {}).get("policyName", ""),

@@ -39,6 +39,8 @@ def _with_stored_version(crd: Obj) -> None:
 
 
 class CRDStrategy(Strategy):
+    generic_meta = True
+
     def default(self, obj: Obj, version: str) -> None:
         spec = obj.get("spec")
         if not isinstance(spec, dict):

@@ -37,6 +37,7 @@ def _name(name: str) -> list[str]:
 
 
 class APIServiceStrategy(Strategy):
+    generic_meta = True
     name_validator = staticmethod(_name)
     columns = [
         name_column(),

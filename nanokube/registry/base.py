@@ -12,7 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..machinery.errors import APIError
-from ..machinery.validation import FieldError, dns1123_subdomain, validate_object_meta, validate_object_meta_update
+from ..machinery.validation import (
+    FieldError,
+    dns1123_subdomain,
+    kube_finalizer_errors,
+    validate_object_meta,
+    validate_object_meta_update,
+)
 
 Obj = dict[str, Any]
 
@@ -52,6 +58,9 @@ class Strategy:
     #: the name check of an update; None: name_validator. Where upstream tightened a kind's name
     #: rule it skips it on update, so objects stored under the old rule can still be updated
     update_name_validator: Callable[[str], list[str]] | None = None
+    #: is the metadata judged by apimachinery's generic ObjectMeta rules only, as upstream's custom
+    #: resources, CRDs, APIServices and admission configuration are? Other kinds add core's finalizer-name rule
+    generic_meta: bool = False
     #: fields (beyond metadata.name / metadata.namespace) usable in fieldSelector
     field_selectors: dict[str, Callable[[Obj], Any]] = {}
     #: columns for `kubectl get`; None means upstream's default NAME / CREATED AT
@@ -232,7 +241,10 @@ class Resource:
     def validate_create(self, obj: Obj) -> list[FieldError]:
         if errs := self.strategy.begin_create(obj):
             return errs
-        errs = validate_object_meta(obj.get("metadata") or {}, self.namespaced, self.strategy.name_validator)
+        meta = obj.get("metadata") or {}
+        errs = validate_object_meta(meta, self.namespaced, self.strategy.name_validator)
+        if not self.strategy.generic_meta:
+            errs += kube_finalizer_errors(meta)
         return _after(errs, self.strategy.validate, obj)
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
@@ -241,6 +253,8 @@ class Resource:
         errs = validate_object_meta(new.get("metadata") or {}, self.namespaced,
                                     self.strategy.update_name_validator or self.strategy.name_validator)
         errs += validate_object_meta_update(new.get("metadata") or {}, old.get("metadata") or {})
+        if not self.strategy.generic_meta:
+            errs += kube_finalizer_errors(new.get("metadata") or {})
         return _after(errs, self.strategy.validate_update, new, old)
 
 

@@ -65,6 +65,38 @@ async def test_label_keys_and_finalizers_carry_every_qualified_name_error_over_h
     ]
 
 
+async def test_a_built_in_kinds_unqualified_finalizer_must_be_a_standard_one_over_http(tmp_path):
+    """Core validation's finalizer rule, after apimachinery's ObjectMeta errors, on create and update;
+    admission configuration (apimachinery's generic ObjectMeta rules only) takes any qualified name."""
+    kube = 'name is neither a standard finalizer name nor is it fully qualified'
+    async with served(tmp_path) as (_, api_client):
+        core = client.CoreV1Api(api_client)
+        standard = ["orphan", "foregroundDeletion", "kubernetes", "example.com/x"]
+        body = {"metadata": {"name": "f", "finalizers": ["foo", *standard, "Bad_"]}}
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(core.create_namespaced_config_map, "default", body)
+        assert e.value.status == 422
+        causes = json.loads(e.value.body)["details"]["causes"]
+        assert [(c["field"], c["message"]) for c in causes] == [
+            ("metadata.finalizers[5]", f'Invalid value: "Bad_": {NAME_REGEX}'),
+            ("metadata.finalizers[0]", f'Invalid value: "foo": {kube}'),
+            ("metadata.finalizers[5]", f'Invalid value: "Bad_": {kube}'),
+        ]
+        made = await asyncio.to_thread(core.create_namespaced_config_map, "default",
+                                       {"metadata": {"name": "f", "finalizers": standard}})
+        assert made.metadata.finalizers == standard
+        made.metadata.finalizers = [*standard, "bar"]
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(core.replace_namespaced_config_map, "f", "default", made)
+        assert e.value.status == 422
+        assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [
+            ("metadata.finalizers[4]", f'Invalid value: "bar": {kube}')]
+        admission = client.AdmissionregistrationV1Api(api_client)
+        hooks = await asyncio.to_thread(admission.create_validating_webhook_configuration,
+                                        {"metadata": {"name": "w", "finalizers": ["foo"]}})
+        assert hooks.metadata.finalizers == ["foo"]
+
+
 def test_remembered_dns_names_keep_rejecting():
     assert dns1123_label("app") == [] == dns1123_label("app")
     assert dns1123_label("App_1") and dns1123_label("App_1") == dns1123_label("App_1")

@@ -181,6 +181,7 @@ def _set_path(obj: Obj, path: str, value: Any) -> None:
 
 class CustomResourceStrategy(Strategy):
     strategic_merge = False
+    generic_meta = True
     #: a /status write takes only .status from the request (status_strategy.go)
     status_metadata = ()
 
