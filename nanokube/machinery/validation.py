@@ -363,13 +363,26 @@ def validate_object_meta(
 STANDARD_FINALIZERS = frozenset(("kubernetes", "orphan", "foregroundDeletion"))
 
 
+_NOT_STANDARD = "name is neither a standard finalizer name nor is it fully qualified"
+
+
+def _standard_or_qualified(fin: str) -> bool:
+    return "/" in fin or fin in STANDARD_FINALIZERS
+
+
 def kube_finalizer_errors(meta: dict, path: str = "metadata") -> list[FieldError]:
     """The built-in kinds' extra finalizer rule (core validation's ObjectMeta checks, beyond
     apimachinery's): a name without '/' must be a standard one. Kinds validated with apimachinery's
     generic rules alone (CRDs, APIServices, admission configuration) and custom resources skip it."""
-    return [invalid(f"{path}.finalizers[{i}]", fin, "name is neither a standard finalizer name nor is it fully qualified")
-            for i, fin in enumerate(meta.get("finalizers") or [])
-            if "/" not in fin and fin not in STANDARD_FINALIZERS]
+    return [invalid(f"{path}.finalizers[{i}]", fin, _NOT_STANDARD)
+            for i, fin in enumerate(meta.get("finalizers") or []) if not _standard_or_qualified(fin)]
+
+
+def finalizer_name_errors(fin: str, path: str) -> list[FieldError]:
+    """core's validateFinalizerName (a Namespace's spec.finalizers): the qualified-name errors, then
+    the standard-name rule."""
+    errs = [invalid(path, fin, msg) for msg in qualified_name(fin)]
+    return errs if _standard_or_qualified(fin) else [*errs, invalid(path, fin, _NOT_STANDARD)]
 
 
 def validate_object_meta_update(new: dict, old: dict, path: str = "metadata") -> list[FieldError]:

@@ -31,6 +31,7 @@ from ..machinery.validation import (
     dns1123_subdomain,
     duplicate,
     endpoint_ip,
+    finalizer_name_errors,
     forbidden,
     immutable,
     invalid,
@@ -112,21 +113,12 @@ class NamespaceStrategy(Strategy):
         return bool(_spec(obj).get("finalizers"))
 
     def validate(self, obj):
-        return self._finalizers(obj)
-
-    @staticmethod
-    def _finalizers(obj: dict) -> list[FieldError]:
-        errs = []
-        for i, f in enumerate(_spec(obj).get("finalizers") or []):
-            if "/" not in f and f != "kubernetes":
-                errs.append(invalid(f"spec.finalizers[{i}]", f,
-                                    "name is neither a standard finalizer name nor is it fully qualified"))
-            else:
-                errs += [invalid(f"spec.finalizers[{i}]", f, m) for m in qualified_name(f)]
-        return errs
+        # ValidateNamespace names the list, not the item; the finalize update names the item
+        return [e for f in _spec(obj).get("finalizers") or [] for e in finalizer_name_errors(f, "spec.finalizers")]
 
     def validate_finalize(self, new: dict, old: dict) -> list[FieldError]:
-        return self._finalizers(new)
+        return [e for i, f in enumerate(_spec(new).get("finalizers") or [])
+                for e in finalizer_name_errors(f, f"spec.finalizers[{i}]")]
 
     def validate_status_update(self, new, old):
         phase = _status(new).get("phase")

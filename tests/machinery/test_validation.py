@@ -97,6 +97,32 @@ async def test_a_built_in_kinds_unqualified_finalizer_must_be_a_standard_one_ove
         assert hooks.metadata.finalizers == ["foo"]
 
 
+async def test_a_namespaces_spec_finalizers_are_qualified_or_standard_over_http(tmp_path):
+    """ValidateNamespace: every message at spec.finalizers (no index), orphan and foregroundDeletion
+    are standard too; the finalize subresource names the item."""
+    kube = 'name is neither a standard finalizer name nor is it fully qualified'
+    async with served(tmp_path) as (_, api_client):
+        core = client.CoreV1Api(api_client)
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(core.create_namespace, {"metadata": {"name": "a"},
+                                                            "spec": {"finalizers": ["orphan", "foo", "Bad_"]}})
+        assert e.value.status == 422
+        assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [
+            ("spec.finalizers", f'Invalid value: "foo": {kube}'),
+            ("spec.finalizers", f'Invalid value: "Bad_": {NAME_REGEX}'),
+            ("spec.finalizers", f'Invalid value: "Bad_": {kube}'),
+        ]
+        made = await asyncio.to_thread(core.create_namespace, {"metadata": {"name": "a"}, "spec": {
+            "finalizers": ["kubernetes", "orphan", "foregroundDeletion"]}})
+        assert made.spec.finalizers == ["kubernetes", "orphan", "foregroundDeletion"]
+        made.spec.finalizers = ["kubernetes", "bar"]
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(core.replace_namespace_finalize, "a", made)
+        assert e.value.status == 422
+        assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [
+            ("spec.finalizers[1]", f'Invalid value: "bar": {kube}')]
+
+
 def test_remembered_dns_names_keep_rejecting():
     assert dns1123_label("app") == [] == dns1123_label("app")
     assert dns1123_label("App_1") and dns1123_label("App_1") == dns1123_label("App_1")
