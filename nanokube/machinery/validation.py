@@ -378,6 +378,15 @@ def kube_finalizer_errors(meta: dict, path: str = "metadata") -> list[FieldError
             for i, fin in enumerate(meta.get("finalizers") or []) if not _standard_or_qualified(fin)]
 
 
+def custom_finalizer_warnings(meta: dict, old_meta: dict | None) -> list[str]:
+    """A custom resource's finalizer warnings (customresource strategy's WarningsOnCreate/Update): each
+    finalizer the write adds, in sorted order, that is neither standard nor domain-qualified. (Upstream
+    also repeats qualified-name messages there, but a write carrying one is refused before warnings.)"""
+    added = set(meta.get("finalizers") or []) - set((old_meta or {}).get("finalizers") or [])
+    return [f"metadata.finalizers: {gofmt.quote(fin)}: prefer a domain-qualified finalizer name to avoid "
+            "accidental conflicts with other finalizer writers" for fin in sorted(added) if not _standard_or_qualified(fin)]
+
+
 def finalizer_name_errors(fin: str, path: str) -> list[FieldError]:
     """core's validateFinalizerName (a Namespace's spec.finalizers): the qualified-name errors, then
     the standard-name rule."""

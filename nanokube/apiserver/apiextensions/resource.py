@@ -21,7 +21,7 @@ import orjson
 
 from ... import schema as schemas
 from ...machinery import errors
-from ...machinery.validation import FieldError
+from ...machinery.validation import FieldError, custom_finalizer_warnings
 from ...registry.base import AGE, Age, Column, Obj, Resource, Strategy
 from .. import structural
 from ..rest import version_priority
@@ -308,6 +308,12 @@ class CustomResourceStrategy(Strategy):
 
     def validate_status_update(self, new: Obj, old: Obj) -> list[FieldError]:
         return self._validate(new, old)
+
+    def warnings_on_create(self, obj: Obj) -> list[str]:
+        return custom_finalizer_warnings(obj.get("metadata") or {}, None)
+
+    def warnings_on_update(self, new: Obj, old: Obj) -> list[str]:
+        return custom_finalizer_warnings(new.get("metadata") or {}, old.get("metadata") or {})
 
     # --- scale -----------------------------------------------------------------------
 
