@@ -451,3 +451,30 @@ def test_managed_fields_are_shared_unless_the_patch_names_them():
     out = apply(live, {"metadata": {"managedFields": [{"manager": "a", "operation": "Apply"}]}}, POD)
     assert out["metadata"]["managedFields"] is not live["metadata"]["managedFields"]
     assert live == before
+
+
+async def test_over_http_a_long_list_merges_in_time_linear_in_its_length(tmp_path):
+    """Items found by their merge key through an index, not a scan per item: 8,000 containers with their
+    $setElementOrder took ~9 s (4,000: 2.2 s; 50,000 minutes), 8,000 finalizers likewise."""
+    import asyncio
+    import time
+
+    from kubernetes import client
+
+    from tests.served import served
+
+    async with served(tmp_path) as (_, api_client):
+        core = client.CoreV1Api(api_client)
+        await asyncio.to_thread(core.create_namespaced_pod_template, "default", {
+            "metadata": {"name": "p", "finalizers": ["example.com/x"]},
+            "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}})
+        n = 8000
+        patch = {"metadata": {"$setElementOrder/finalizers": [f"example.com/f{i}" for i in range(n)],
+                              "finalizers": [f"example.com/f{i}" for i in range(n)]},
+                 "template": {"spec": {"$setElementOrder/containers": [{"name": f"c{i}"} for i in range(n)],
+                                       "containers": [{"name": f"c{i}", "image": "i"} for i in range(n)]}}}
+        start = time.monotonic()
+        got = await asyncio.to_thread(core.patch_namespaced_pod_template, "p", "default", patch, dry_run="All")
+        assert time.monotonic() - start < 3
+        assert [c.name for c in got.template.spec.containers] == [f"c{i}" for i in range(n)] + ["c"]
+        assert got.metadata.finalizers == [f"example.com/f{i}" for i in range(n)] + ["example.com/x"]
