@@ -57,7 +57,7 @@ _HELD_MAX = 1 << 16
 _DUPLICATES = web.RequestKey("nanokube.body", tuple)
 #: Warning headers every response to the request carries (a deprecated version's)
 _WARNINGS = web.RequestKey("nanokube.warnings", list)
-_OPTIONS_KIND = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions", "DELETE": "DeleteOptions"}
+_OPTIONS_KIND = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions"}
 
 
 def _accept(request: web.Request) -> str:
@@ -331,8 +331,8 @@ class APIHandlers:
             raw = await self._raw(request)
             body = _decode_body(raw, _content_type(request)) if raw.strip() else {}
             options = delete_options(q, body, q.getall("dryRun", []))
-            opts = self._write_opts(request)
-            opts.dry_run = bool(options.get("dryRun"))
+            # DeleteOptions has no fieldManager or fieldValidation: such query parameters are ignored
+            opts = WriteOptions(dry_run=bool(options.get("dryRun")), user=_user(request))
             if name:
                 r = await self.rest.delete(res, version, namespace, name, options, opts)
                 return json_response(r.obj, r.code)

@@ -132,3 +132,21 @@ async def test_force_on_a_patch_that_is_not_an_apply_is_forbidden(core):
     status, answer = await asyncio.to_thread(
         _patch, core, "f", "application/apply-patch+yaml", applied, [("fieldManager", "m"), ("force", "true")])
     assert (status, answer["data"]) == (200, {"k": "w"})
+
+
+async def test_a_delete_ignores_the_write_options_delete_options_lack(core):
+    """DeleteOptions has no fieldManager or fieldValidation: a DELETE carrying bad ones is not refused."""
+    await asyncio.to_thread(core.create_namespaced_config_map, "default", {"metadata": {"name": "d"}})
+
+    def delete():
+        api = core.api_client
+        request = api.param_serialize("DELETE", "/api/v1/namespaces/default/configmaps/d",
+                                      query_params=[("fieldValidation", "Loud"), ("fieldManager", "a\tb")],
+                                      header_params={"Accept": "application/json"})
+        response = api.call_api(*request[:4])
+        response.read()
+        return response.status, json.loads(response.data)
+
+    status, body = await asyncio.to_thread(delete)
+    assert (status, body["kind"], body["status"]) == (200, "Status", "Success")
+    assert (await asyncio.to_thread(core.list_namespaced_config_map, "default")).items == []
