@@ -60,6 +60,10 @@ COPY_BOMBS = [
     + [{"op": "copy", "from": "/metadata", "path": f"/metadata/annotations/x{i}"} for i in range(26)],
     [{"op": "copy", "from": "", "path": f"/metadata/labels/x{i}"} for i in range(26)],
 ]
+#: a strategic merge patch of long lists with their order (dry run: 20,000 finalizers are not kept): linear time
+LONG_LISTS = {"metadata": {"$setElementOrder/finalizers": [f"example.com/f{i}" for i in range(20_000)],
+                           "finalizers": [f"example.com/f{i}" for i in range(20_000)],
+                           "$deleteFromPrimitiveList/finalizers": [f"example.com/g{i}" for i in range(20_000)]}}
 #: fields that hold CEL
 EXPRESSION_KEYS = frozenset({"expression", "rule", "messageExpression", "valueExpression"})
 _TEN = "[1,2,3,4,5,6,7,8,9,10]"
@@ -289,6 +293,9 @@ def requests(draw, fuzzer: Fuzzer):
         query["fieldManager"] = "fuzz"
         query["force"] = "true"
         return "PATCH", f"{base}/{name}", query, json.dumps(obj), "application/apply-patch+yaml", name, dry
+    if verb == "strategic" and draw(st.integers(0, 9)) == 0:
+        return "PATCH", f"{base}/{name}", {**query, "dryRun": "All"}, json.dumps(LONG_LISTS), \
+            "application/strategic-merge-patch+json", name, "All"
     if verb == "json" and draw(st.integers(0, 9)) == 0:
         return "PATCH", f"{base}/{name}", query, json.dumps(draw(st.sampled_from(COPY_BOMBS))), \
             "application/json-patch+json", name, dry
