@@ -259,3 +259,18 @@ async def test_a_boolean_parameter_is_true_unless_absent_0_or_false():
                 assert b'"kind":"ConfigMapList"' not in await r.read(), "a bare watch parameter is a watch"
     finally:
         await server.stop()
+
+
+async def test_a_negative_limit_lists_everything():
+    """Upstream's storage pages only for a positive limit; limit=-1 was a 500 (list index out of range)."""
+    server, cms = await _server()
+    try:
+        for name in ("a", "b"):
+            await server.rest.create(cms, "v1", "default", {"metadata": {"name": name}}, WriteOptions(user=SYSTEM))
+        url = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps?limit=-1"
+        async with aiohttp.ClientSession() as s, s.get(url) as r:
+            assert r.status == 200, await r.text()
+            got = orjson.loads(await r.read())
+        assert [o["metadata"]["name"] for o in got["items"]] == ["a", "b"] and "continue" not in got["metadata"]
+    finally:
+        await server.stop()
