@@ -428,6 +428,8 @@ class GenericREST:
     ) -> tuple[list[dict], dict]:
         """Returns (items at `version`, list metadata). `encoded`, when given, receives each item's
         cached JSON (None for an item converted for `version`), so a response joins bytes."""
+        # (the selectors first: upstream decodes them with the list options, before any resourceVersion check)
+        ok, everything = self._filters(res, version, label_selector, field_selector)
         if resource_version_match and not resource_version:
             raise errors.bad_request("resourceVersionMatch is forbidden unless resourceVersion is provided")
         if resource_version_match and resource_version_match not in ("Exact", "NotOlderThan"):
@@ -448,7 +450,6 @@ class GenericREST:
                 raise _too_large_resource_version(want, self.cache.rev) from None
         elif resource_version == "":
             await self.cache.sync()
-        ok, everything = self._filters(res, version, label_selector, field_selector)
         start, at = "", 0
         if continue_:
             try:

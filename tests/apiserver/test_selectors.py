@@ -112,6 +112,10 @@ async def test_over_http_a_list_with_an_invalid_label_selector_is_a_400(api):
             await asyncio.to_thread(core.list_namespaced_config_map, "default", label_selector=sel)
         assert e.value.status == 400, sel
         assert json.loads(e.value.body)["message"].startswith("unable to parse requirement: "), e.value.body
+    with pytest.raises(ApiException) as e:  # the selector is judged first, as upstream decodes it with the options
+        await asyncio.to_thread(core.list_namespaced_config_map, "default", label_selector="a" * 64,
+                                resource_version="-1", resource_version_match="Exact")
+    assert e.value.status == 400, e.value.body
     got = await asyncio.to_thread(core.list_namespaced_config_map, "default", label_selector="n>6,n<8")
     assert [c.metadata.name for c in got.items] == ["n7"]
     got = await asyncio.to_thread(core.list_namespaced_config_map, "default", label_selector="n>7")
