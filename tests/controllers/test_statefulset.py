@@ -126,10 +126,15 @@ async def test_scale_down_from_the_highest_ordinal(env):
     await eventually(lambda: sts_status(client, lambda s: s.get("readyReplicas") == 3))
     await sets.patch("web", {"spec": {"replicas": 1}}, namespace="default")
     await eventually(lambda: has(client, ["web-0"]))
-    events, _ = await client.resource("", "v1", "events").list("default")
-    deletes = [e["message"] for e in sorted(events, key=lambda e: int(e["metadata"]["resourceVersion"]))
+
+    async def deletes():
+        # the recorder writes an Event after the delete it reports: wait for both reports
+        events, _ = await client.resource("", "v1", "events").list("default")
+        got = [e["message"] for e in sorted(events, key=lambda e: int(e["metadata"]["resourceVersion"]))
                if e["reason"] == "SuccessfulDelete"]
-    assert deletes == ["delete Pod web-2 in StatefulSet web successful", "delete Pod web-1 in StatefulSet web successful"]
+        return got if len(got) >= 2 else None
+    assert await eventually(deletes) == ["delete Pod web-2 in StatefulSet web successful",
+                                         "delete Pod web-1 in StatefulSet web successful"]
 
 
 async def test_parallel_creates_all_at_once(env):
