@@ -102,7 +102,10 @@ async def test_exhaustion_warns_once_and_a_release_serves_the_waiting_service(en
     async def released():
         return await ingress(client, "b") is None
     assert await eventually(released)
-    assert ("Normal", "DeletedLoadBalancer", "Deleted load balancer") in await events(client, "b")
+
+    async def reported():  # the Event is written after the status write it reports
+        return ("Normal", "DeletedLoadBalancer", "Deleted load balancer") in await events(client, "b")
+    assert await eventually(reported)
     await services.create(lb("d"))
     assert await eventually(lambda: got_ip(client, "d")) == b_ip
 

@@ -203,9 +203,12 @@ async def test_failed_pod_is_recreated(env):
         p = (await pods(client)).get("web-0")
         return p is not None and p["metadata"]["uid"] != old["metadata"]["uid"]
     await eventually(replaced)
-    events, _ = await client.resource("", "v1", "events").list("default")
-    assert any(e["reason"] == "RecreatingFailedPod" and e["message"] ==
-               "StatefulSet default/web is recreating failed Pod web-0" for e in events)
+
+    async def recreating():  # the recorder writes the Event beside the delete it announces
+        events, _ = await client.resource("", "v1", "events").list("default")
+        return any(e["reason"] == "RecreatingFailedPod" and e["message"] ==
+                   "StatefulSet default/web is recreating failed Pod web-0" for e in events)
+    assert await eventually(recreating)
 
 
 async def test_adopts_an_orphan_named_as_a_member(env):
