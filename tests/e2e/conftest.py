@@ -58,6 +58,11 @@ class Cluster:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({r.returncode}):\n{r.stderr}\n{r.stdout}")
         return r
 
+    def audit_events(self) -> list[dict]:
+        """The audit log's events so far; a last line the server is still writing is left out."""
+        data = (self.data_dir / "audit.log").read_bytes()
+        return [json.loads(line) for line in data[:data.rfind(b"\n") + 1].splitlines()]
+
     def kubectl_json(self, *args: str) -> dict:
         return json.loads(self.kubectl(*args, "-o", "json").stdout)
 

@@ -174,7 +174,7 @@ def test_rbac_and_audit_cover_custom_resources(c, tmp_path):
     assert r.returncode != 0
     assert (f'inferenceservices.{GROUP} "guarded" is forbidden: User "system:serviceaccount:default:reader" '
             f'cannot delete resource "inferenceservices" in API group "{GROUP}" in the namespace "default"') in r.stderr
-    events = [json.loads(line) for line in (c.data_dir / "audit.log").read_text().splitlines()]
+    events = c.audit_events()
     assert any(e["objectRef"].get("resource") == "inferenceservices" and e["objectRef"].get("name") == "guarded"
                and e["verb"] == "delete" and e["responseStatus"]["code"] == 403 for e in events if "objectRef" in e)
 

@@ -460,7 +460,7 @@ def test_writes_by_the_servers_own_components_are_audited(existing, cluster):
         "template": {"metadata": {"labels": {"app": "audited"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}})[0] == 201
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        events = [json.loads(line) for line in (cluster.data_dir / "audit.log").read_bytes().splitlines()]
+        events = cluster.audit_events()
         ours = [e for e in events if e.get("objectRef", {}).get("namespace") == NS
                 and e["objectRef"].get("resource") == "pods" and e["objectRef"].get("name", "").startswith("audited-")]
         creates = [e for e in ours if e["verb"] == "create" and not e["objectRef"].get("subresource")]

@@ -272,7 +272,7 @@ def test_writes_are_audited_with_user_and_decision(cluster, alice):
     cluster.kubectl("create", "configmap", "audited", "-n", "team", "--from-literal=a=1")
     cluster.kubectl("get", "configmap", "audited", "-n", "team")
     cluster.kubectl(*alice, "delete", "pod", "nothing", "-n", "team", check=False)
-    events = [json.loads(line) for line in (cluster.data_dir / "audit.log").read_text().splitlines()]
+    events = cluster.audit_events()
     created = next(e for e in events if e["verb"] == "create" and e.get("objectRef", {}).get("name") == "audited")
     assert created["apiVersion"] == "audit.k8s.io/v1" and created["stage"] == "ResponseComplete"
     assert "system:masters" in created["user"]["groups"]
