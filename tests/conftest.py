@@ -36,6 +36,9 @@ from nanokube.client import mutation  # noqa: E402
 if mutation.on_in_env():
     mutation.enable()
 
+#: shared fixtures (`core`: the official client on an in-process server)
+pytest_plugins = ["tests.served"]
+
 _PR_SET_PDEATHSIG = 1
 
 

@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
 from kubernetes import client, config
 
 from nanokube.apiserver.app import APIServer
@@ -31,3 +32,11 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[APIServer, client.ApiCli
             api_client.close()
     finally:
         await server.stop()
+
+
+@pytest.fixture
+async def core(tmp_path) -> AsyncIterator[client.CoreV1Api]:
+    """The official client's CoreV1Api on a `served` server (tests/conftest.py loads this module as a
+    plugin, so a test asks for `core` by name)."""
+    async with served(tmp_path) as (_, api_client):
+        yield client.CoreV1Api(api_client)

@@ -7,16 +7,8 @@ import asyncio
 import json
 
 import pytest
-from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tests.served import served
-
-
-@pytest.fixture
-async def core(tmp_path):
-    async with served(tmp_path) as (_, api_client):
-        yield client.CoreV1Api(api_client)
 
 
 async def test_a_bad_field_validation_is_an_invalid_option_beside_the_others(core):

@@ -10,7 +10,6 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from nanokube.registry.core_pods import validate_pod_spec
-from tests.served import served
 
 DNS = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start "
        "and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
@@ -49,12 +48,6 @@ def test_an_ephemeral_volume_claim_template_may_only_carry_labels_and_annotation
 QUALIFIED = ("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
              "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
              "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")
-
-
-@pytest.fixture
-async def core(tmp_path):
-    async with served(tmp_path) as (_, api_client):
-        yield client.CoreV1Api(api_client)
 
 
 def _status_pod(name: str, **spec) -> dict:

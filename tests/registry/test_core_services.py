@@ -12,11 +12,9 @@ import ipaddress
 import json
 
 import pytest
-from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from nanokube.registry.core_services import AllocationError, NodePortAllocator, ServiceIPAllocator, ServiceStrategy
-from tests.served import served
 
 
 def test_two_shares_of_the_ip_ranges_pick_disjoint_addresses():
@@ -69,12 +67,6 @@ def test_restore_takes_every_node_port_a_service_holds_its_health_checks_too():
     assert [strategy.node_ports.owner(p) for p in (30010, 30011)] == ["u1", "u1"]
     strategy.release(svc)
     assert [strategy.node_ports.owner(p) for p in (30010, 30011)] == [None, None]
-
-
-@pytest.fixture
-async def core(tmp_path):
-    async with served(tmp_path) as (_, api_client):
-        yield client.CoreV1Api(api_client)
 
 
 def _svc(name: str, **spec) -> dict:

@@ -6,21 +6,13 @@ import asyncio
 import json
 
 import pytest
-from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tests.served import served
 
 UNDERSCORE_SUBDOMAIN = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '_', '-' or '.', and must "
     "start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
     "'_?[a-z0-9]([-_a-z0-9]*[a-z0-9])?(\\._?[a-z0-9]([-_a-z0-9]*[a-z0-9])?)*')")
-
-
-@pytest.fixture
-async def core(tmp_path):
-    async with served(tmp_path) as (_, api_client):
-        yield client.CoreV1Api(api_client)
 
 
 def _pod(name: str, **spec) -> dict:
