@@ -265,11 +265,7 @@ def _status_ips(status: dict, plural: str, single: str) -> list[str]:
     entries, one = status.get(plural), status.get(single)
     if not entries:
         return [one] if one else []
-    if len(entries) == 1:  # most pods have one address of each: no comprehension to run
-        first = entries[0]
-        ips = [first.get("ip", "") if first else ""]
-    else:
-        ips = [e.get("ip", "") if e else "" for e in entries]
+    ips = [e.get("ip", "") if e else "" for e in entries]
     return [one] if one and plural == "podIPs" and ips[0] != one else ips
 
 
