@@ -240,26 +240,83 @@ def _compares(label: str | None, op: str, bound: str) -> bool:
 
 FieldReq = tuple[str, bool, str]  # (field, equal?, value)
 
+#: fields.ParseSelector's operators, in the order tried at each position of a term
+_FIELD_OPS = ("!=", "==", "=")
+
+
+def _field_terms(s: str) -> list[str]:
+    """The selector split at each comma a backslash does not escape (escapes kept)."""
+    terms, start, escaped = [], 0, False
+    for i, c in enumerate(s):
+        if escaped:
+            escaped = False
+        elif c == "\\":
+            escaped = True
+        elif c == ",":
+            terms.append(s[start:i])
+            start = i + 1
+    terms.append(s[start:])
+    return terms
+
+
+def _split_term(term: str) -> tuple[str, str, str] | None:
+    """(field, operator, raw value) at the term's first operator; a field has no escapes."""
+    for i in range(len(term)):
+        for op in _FIELD_OPS:
+            if term.startswith(op, i):
+                return term[:i], op, term[i + len(op):]
+    return None
+
+
+def _unescape_field_value(v: str) -> str:
+    """The value with its `\\\\`, `\\,`, `\\=` escapes undone; any other escape, a trailing
+    backslash or a bare `,`/`=` is a 400, with the message fields.UnescapeValue's errors carry
+    (a bare character as Go prints a rune: its code point)."""
+    if "\\" not in v and "," not in v and "=" not in v:
+        return v
+    out, escaped = [], False
+    for c in v:
+        if escaped:
+            if c not in "\\,=":
+                raise bad_request(f"invalid field selector: invalid escape sequence: \\{c}")
+            out.append(c)
+            escaped = False
+        elif c == "\\":
+            escaped = True
+        elif c in ",=":
+            raise bad_request(f"invalid field selector: unescaped character in value: {ord(c)}")
+        else:
+            out.append(c)
+    if escaped:
+        raise bad_request("invalid field selector: invalid escape sequence: \\")
+    return "".join(out)
+
+
+def field_requirements(s: str) -> list[FieldReq]:
+    """A fieldSelector's terms as fields.ParseSelector reads them: split at unescaped commas,
+    sorted (so the first bad term in that order is the one reported), empty terms skipped, each
+    split at its first operator with nothing trimmed, and its value unescaped."""
+    out = []
+    for term in sorted(_field_terms(s)):
+        if not term:
+            continue
+        split = _split_term(term)
+        if split is None:
+            raise bad_request(f"invalid selector: '{s}'; can't understand '{term}'")
+        field, op, raw = split
+        out.append((field, op != "!=", _unescape_field_value(raw)))
+    return out
+
 
 def parse_field_selector(s: str, supported: dict[str, Callable[[dict], Any]], kind_desc: str, version: str) -> list[tuple[Callable[[dict], Any], bool, str]]:
+    """The selector's terms with their field's getter; an unsupported field is judged once the
+    whole selector has parsed, as the handler's Transform runs after decoding."""
     out = []
-    for part in [p for p in s.split(",") if p.strip()]:
-        if "!=" in part:
-            f, v = part.split("!=", 1)
-            eq = False
-        elif "==" in part:
-            f, v = part.split("==", 1)
-            eq = True
-        elif "=" in part:
-            f, v = part.split("=", 1)
-            eq = True
-        else:
-            raise bad_request(f"invalid selector: '{s}'; can't understand '{part}'")
-        f = f.strip()
-        fn = supported.get(f)
+    for field, eq, value in field_requirements(s):
+        fn = supported.get(field)
         if fn is None:
-            raise bad_request(f'field label not supported: {f}')
-        out.append((fn, eq, v.strip()))
+            raise bad_request(f'field label not supported: {field}')
+        out.append((fn, eq, value))
     return out
 
 

@@ -7,6 +7,7 @@ from kubernetes.client.rest import ApiException
 
 from nanokube.machinery.errors import APIError
 from nanokube.machinery.selectors import (
+    field_requirements,
     matches_fields,
     matches_labels,
     parse_field_selector,
@@ -171,3 +172,37 @@ def test_field_selector_without_operator_is_400():
     with pytest.raises(APIError) as e:
         parse_field_selector("metadata.name", SUPPORTED, "Thing", "v1")
     assert e.value.code == 400
+
+
+def test_field_selector_escapes_and_terms_as_upstream_reads_them():
+    assert field_requirements(r"b=x\,y\=z\\w,a!=v") == [("a", False, "v"), ("b", True, r"x,y=z\w")]
+    assert field_requirements("a==b,,c=") == [("a", True, "b"), ("c", True, "")]
+    assert field_requirements("a=!b") == [("a", True, "!b")]  # the first operator found splits the term
+    with pytest.raises(APIError) as e:
+        field_requirements("a=b!=c")
+    assert e.value.code == 400 and e.value.message == "invalid field selector: unescaped character in value: 61"
+
+
+async def test_over_http_field_selector_values_unescape_and_bad_escapes_are_400(core):
+    for name, stype in (("odd", "x,y=z\\w"), ("plain", "Opaque")):
+        await asyncio.to_thread(core.create_namespaced_secret, "default",
+                                {"metadata": {"name": name}, "type": stype})
+    got = await asyncio.to_thread(core.list_namespaced_secret, "default", field_selector=r"type=x\,y\=z\\w")
+    assert [s.metadata.name for s in got.items] == ["odd"]
+    got = await asyncio.to_thread(core.list_namespaced_secret, "default",
+                                  field_selector=r"metadata.name!=plain,type!=x\,y\=z\\w")
+    assert got.items == []
+    for sel, message in (
+        (r"type=a\b", "invalid field selector: invalid escape sequence: \\b"),
+        ("type=a\\", "invalid field selector: invalid escape sequence: \\"),
+        ("type=a=b", "invalid field selector: unescaped character in value: 61"),
+        # sorted terms: the unparsable one sorts first, and every term parses before any field is judged
+        ("zz=1,type", "invalid selector: 'zz=1,type'; can't understand 'type'"),
+        (r"zz=1,type=a\b", "invalid field selector: invalid escape sequence: \\b"),
+        ("zz=1,yy=2", "field label not supported: yy"),
+        ("type = Opaque", "field label not supported: type "),
+    ):
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(core.list_namespaced_secret, "default", field_selector=sel)
+        assert e.value.status == 400, sel
+        assert json.loads(e.value.body)["message"] == message, sel

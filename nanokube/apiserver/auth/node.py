@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from ...machinery.errors import APIError
+from ...machinery.selectors import field_requirements
 from .authorizer import Attributes, Decision
 
 NODE_PREFIX = "system:node:"
@@ -89,8 +91,12 @@ class NodeAuthorizer:
 
     @staticmethod
     def _selects_node(node: str, a: Attributes, field: str) -> bool:
-        terms = {t.strip().replace("==", "=") for t in a.field_selector.split(",")}
-        return f"{field}={node}" in terms
+        """Whether a term of the fieldSelector is `field` equal to the node (as parsed for the list:
+        unescaped, untrimmed); a selector that does not parse selects nothing."""
+        try:
+            return (field, True, node) in field_requirements(a.field_selector)
+        except APIError:
+            return False
 
     def pods_rule(self, node: str, a: Attributes) -> Decision | None:
         if a.verb in ("list", "watch"):

@@ -53,6 +53,9 @@ def test_node_identity_needs_the_group():
     ("GET", "/api/v1/namespaces/default/pods/db", {}, False),
     ("GET", "/api/v1/pods", {"fieldSelector": "spec.nodeName=gpu-0"}, True),
     ("GET", "/api/v1/pods", {"fieldSelector": "spec.nodeName=gpu-1"}, False),
+    ("GET", "/api/v1/pods", {"fieldSelector": "status.phase!=x,spec.nodeName==gpu-0"}, True),
+    ("GET", "/api/v1/pods", {"fieldSelector": "spec.nodeName=gpu-0 "}, False),  # values are not trimmed
+    ("GET", "/api/v1/pods", {"fieldSelector": "spec.nodeName=gpu-0,bad"}, False),  # nor judged if it does not parse
     ("GET", "/api/v1/pods", {}, False),
     ("PATCH", "/api/v1/namespaces/default/pods/db/status", {}, False),
     ("DELETE", "/api/v1/namespaces/default/pods/db", {}, False),
