@@ -17,7 +17,7 @@ from . import desugar
 from .cost import Estimator
 from .errors import COST_LIMIT_ERROR, CELError
 from .library import Overload, overloads, runtime_functions
-from .parser import MAX_RECURSION_DEPTH, Node, ParseError, format_error, parse
+from .parser import MAX_RECURSION_DEPTH, NO_LOCATION, Node, ParseError, format_error, parse
 from .types import DYN, Type
 
 #: upstream's celconfig.PerCallLimit
@@ -176,14 +176,15 @@ class Environment:
         try:
             return self._compile_nested(source)
         except RecursionError:  # nested deeper than the parser (and cel-go's limit) allows
-            raise CELError(format_error(source, 0, f"expression recursion limit exceeded: {MAX_RECURSION_DEPTH}")) from None
+            raise CELError(format_error(source, NO_LOCATION,
+                                        f"expression recursion limit exceeded: {MAX_RECURSION_DEPTH}")) from None
 
     def _compile_nested(self, source: str) -> Program:
         try:
             ast = parse(source)
         except ParseError as e:
             own = format_error(source, e.pos, str(e))
-            if str(e).startswith("expression recursion limit"):
+            if e.pos == NO_LOCATION:  # a parser limit: cel-go stops there, whatever else is wrong
                 raise CELError(own) from None
             raise CELError(_engine_syntax_error(source) or own) from None
         checked = Checker(declared_overloads(), self.field_type, self.struct_types).check(ast, self.variables)

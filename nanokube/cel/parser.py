@@ -18,6 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+#: cel-go's common.NoLocation: an issue about the whole expression, printed as `<input>:-1:0` without a snippet
+NO_LOCATION = -1
+
+
 class ParseError(Exception):
     def __init__(self, message: str, pos: int) -> None:
         super().__init__(message)
@@ -140,6 +144,11 @@ def _number_literal(tok: str, pos: int) -> Node:
 
 #: cel-go's parser recursion limit (parser.MaxRecursionDepth's default)
 MAX_RECURSION_DEPTH = 250
+#: what cel-go's parse-tree visitor counts towards the same limit, besides member calls: each
+#: relation or arithmetic operator, conditional, selection and index nests one level deeper
+#: (`&&` and `||` chains are balanced, and `!`, `-`, lists, maps and global calls are not counted)
+_VISITOR_COUNTED = frozenset({
+    "_<_", "_<=_", "_>_", "_>=_", "_==_", "_!=_", "@in", "_+_", "_-_", "_*_", "_/_", "_%_", "_?_:_", "_[_]", "_[?_]"})
 # Each nesting level costs this parser about ten Python frames; make room for
 # cel-go's 250 levels (and the checker's walk of them) above the default 1000.
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * MAX_RECURSION_DEPTH + 1000))
@@ -174,13 +183,16 @@ class _Parser:
         kind, tok, pos = self.peek()
         if kind != "eof":
             raise ParseError(f"Syntax error: extraneous input '{tok}' expecting <EOF>", pos)
+        if _visitor_depth(e) > MAX_RECURSION_DEPTH:
+            raise ParseError("max recursion depth exceeded", NO_LOCATION)
         return e
 
     def expr(self) -> Node:
+        """One `expr` rule: cel-go's parse listener refuses nesting them deeper than the limit."""
         self.depth += 1
         try:
             if self.depth > MAX_RECURSION_DEPTH:
-                raise ParseError(f"expression recursion limit exceeded: {MAX_RECURSION_DEPTH}", self.peek()[2])
+                raise ParseError(f"expression recursion limit exceeded: {MAX_RECURSION_DEPTH}", NO_LOCATION)
             return self._conditional()
         finally:
             self.depth -= 1
@@ -196,16 +208,18 @@ class _Parser:
         return Node("call", t[2], "_?_:_", args=[cond, then, other])
 
     def or_(self) -> Node:
-        e = self.and_()
+        terms, ops = [self.and_()], []
         while (t := self.accept("||")) is not None:
-            e = Node("call", t[2], "_||_", args=[e, self.and_()])
-        return e
+            ops.append(t[2])
+            terms.append(self.and_())
+        return _balanced("_||_", terms, ops, 0, len(ops) - 1) if ops else terms[0]
 
     def and_(self) -> Node:
-        e = self.relation()
+        terms, ops = [self.relation()], []
         while (t := self.accept("&&")) is not None:
-            e = Node("call", t[2], "_&&_", args=[e, self.relation()])
-        return e
+            ops.append(t[2])
+            terms.append(self.relation())
+        return _balanced("_&&_", terms, ops, 0, len(ops) - 1) if ops else terms[0]
 
     def relation(self) -> Node:
         e = self.addition()
@@ -240,15 +254,21 @@ class _Parser:
     def unary(self) -> Node:
         kind, tok, pos = self.peek()
         if kind == "op" and tok in ("!", "-"):
-            self.i += 1
+            run = 0  # a run of the same operator, as cel-go's `'!'+ member`: an even count cancels out
+            while self.peek()[:2] == ("op", tok):
+                run += 1
+                self.i += 1
             if tok == "-" and self.peek()[0] == "num" and not self.peek()[1].lower().endswith("u"):
                 n = self.peek()
                 self.i += 1
-                lit = _number_literal("-" + n[1], pos) if not n[1].lower().startswith("0x") else Node(
-                    "lit", pos, "int", value=-int(n[1], 16))
-                return self.member(lit)
-            operand = self.unary()
-            return Node("call", pos, "!_" if tok == "!" else "-_", args=[operand])
+                last = pos if run == 1 else self.toks[self.i - 2][2]
+                operand = _number_literal("-" + n[1], last) if not n[1].lower().startswith("0x") else Node(
+                    "lit", last, "int", value=-int(n[1], 16))
+                operand = self.member(operand)
+                run -= 1
+            else:
+                operand = self.unary()
+            return Node("call", pos, "!_" if tok == "!" else "-_", args=[operand]) if run % 2 else operand
         return self.member(self.primary())
 
     def member(self, e: Node) -> Node:
@@ -368,6 +388,37 @@ class _Parser:
         raise ParseError(f"Syntax error: mismatched input '{shown}' expecting <expression>", pos)
 
 
+def _balanced(function: str, terms: list[Node], ops: list[int], lo: int, hi: int) -> Node:
+    """A chain of `&&` or `||` as cel-go's parser balances it: split at the middle operator,
+    so the tree is as deep as the logarithm of its length."""
+    mid = (lo + hi + 1) // 2
+    left = terms[mid] if mid == lo else _balanced(function, terms, ops, lo, mid - 1)
+    right = terms[mid + 1] if mid == hi else _balanced(function, terms, ops, mid + 1, hi)
+    return Node("call", ops[mid], function, args=[left, right])
+
+
+def _visitor_depth(root: Node) -> int:
+    """How deep cel-go's parse-tree visitor recurses for this tree (the most counted nodes on
+    one path from the root), walked without recursion; stops past the limit."""
+    deepest, stack = 0, [(root, 0)]
+    while stack:
+        n, depth = stack.pop()
+        if n.kind in ("select", "comprehension", "bind") or (
+                n.kind == "call" and (n.target is not None or n.name in _VISITOR_COUNTED)):
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_RECURSION_DEPTH:
+                    break
+        if n.target is not None:
+            stack.append((n.target, depth))
+        if n.kind == "struct":  # field initializers: the values are the children
+            stack.extend((f.args[0], depth) for f in n.args)
+        else:
+            stack.extend((a, depth) for a in n.args)
+    return deepest
+
+
 def _qualified(e: Node) -> str:
     if e.kind == "ident":
         return e.name
@@ -384,7 +435,10 @@ def parse(src: str) -> Node:
 
 
 def location(src: str, pos: int) -> tuple[str, str]:
-    """cel-go's `ERROR: <input>:L:C: ` prefix context: the line and a caret."""
+    """cel-go's `ERROR: <input>:L:C: ` prefix context: the line and a caret (none for
+    NO_LOCATION)."""
+    if pos == NO_LOCATION:
+        return "<input>:-1:0", ""
     line_no = src.count("\n", 0, pos) + 1
     start = src.rfind("\n", 0, pos) + 1
     end = src.find("\n", pos)

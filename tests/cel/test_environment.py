@@ -252,5 +252,23 @@ def test_nesting_limits():
     assert run("(" * 90 + "1" + ")" * 90) == 1
     with pytest.raises(CELError, match="^ERROR: <input>:1:97: expression recursion limit exceeded: 96\n"):
         ENV.compile("(" * 100 + "1" + ")" * 100)
-    with pytest.raises(CELError, match="^ERROR: <input>:1:251: expression recursion limit exceeded: 250\n"):
+    # cel-go reports its parser limits at no location (`-1:0`), without a snippet
+    with pytest.raises(CELError, match="^ERROR: <input>:-1:0: expression recursion limit exceeded: 250$"):
         ENV.compile("(" * 3000 + "1" + ")" * 3000)
+
+
+def test_operator_chains():
+    """cel-go's parse-tree visitor counts one level per arithmetic or relation operator,
+    selection, index and member call along a chain: 250 are accepted, 251 are 'max recursion
+    depth exceeded' at no location. `&&` and `||` chains are balanced and `!`/`-` runs fold,
+    so any length of them that fits the code point limit compiles."""
+    assert run(" + ".join(["1"] * 251)) == 251
+    for source in (" + ".join(["1"] * 252), " + ".join(["1"] * 3000), "1" + " < 2" * 251,
+                   "{'b': 1}" + ".b" * 251, "[1]" + "[0]" * 251):
+        with pytest.raises(CELError) as e:
+            ENV.compile(source)
+        assert str(e.value) == "ERROR: <input>:-1:0: max recursion depth exceeded", source[:40]
+    assert run(" && ".join(["true"] * 10_000)) is True
+    assert run(" || ".join(["false"] * 10_000)) is False
+    assert run("!" * 30_001 + "true") is False
+    assert run("-" * 30_001 + "1") == -1
