@@ -27,6 +27,7 @@ import orjson
 from ..machinery import encoded as json_memo
 from ..machinery.fieldorder import in_upstream_order
 from ..store.interface import DELETE, KV, Compacted, Event, Store
+from .cache_keys import SortedKeys
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +171,7 @@ class WatchCache:
         self.rev = 0
         self._by_prefix: dict[str, dict[str, Entry]] = {}
         #: each resource prefix's keys in order, so a page or a namespace is found by bisection
-        self._keys: dict[str, list[str]] = {}
+        self._keys: dict[str, SortedKeys] = {}
         self._events: deque[CacheEvent] = deque()
         self._event_revs: deque[int] = deque()
         self._oldest = 0  # watchers may resume from any rev >= this
@@ -218,7 +219,7 @@ class WatchCache:
                 prefix = _resource_prefix(key)
                 bucket = self._by_prefix.setdefault(prefix, {})
             bucket[key] = Entry(None, kv.mod_revision, None, kv.value)  # decoded on first use
-        self._keys = {rp: sorted(objs) for rp, objs in self._by_prefix.items()}
+        self._keys = {rp: SortedKeys(objs) for rp, objs in self._by_prefix.items()}
         self._changed(self._by_prefix)
         self.rev = self._oldest = rev
         self._task = asyncio.create_task(self._follow(rev))
@@ -297,7 +298,7 @@ class WatchCache:
             fresh.setdefault(_resource_prefix(kv.key), {})[kv.key] = Entry(decode(kv.value, kv.mod_revision), kv.mod_revision)
         self._changed({*fresh, *self._by_prefix, *self._changes})
         self._by_prefix = fresh
-        self._keys = {rp: sorted(objs) for rp, objs in fresh.items()}
+        self._keys = {rp: SortedKeys(objs) for rp, objs in fresh.items()}
         self._events.clear()
         self._event_revs.clear()
         self.rev = self._oldest = rev
@@ -323,8 +324,7 @@ class WatchCache:
             prev.replaced(ev.prev)
         if ev.type == DELETE:
             if objs.pop(key, None) is not None:
-                keys = self._keys[prefix]
-                del keys[bisect.bisect_left(keys, key)]
+                self._keys[prefix].remove(key)
             gone = prev.obj if prev else decode(ev.kv.value, ev.kv.mod_revision)
             obj = {**gone, "metadata": {**gone.get("metadata", {}), "resourceVersion": str(rev)}}
             # the last stored bytes, which decode to `obj` at the deletion's revision (keep_encoded)
@@ -343,7 +343,10 @@ class WatchCache:
                 self._share_spec(entry._obj, prev._obj if prev is not None else None, prefix)
             objs[key] = entry
             if prev is None:
-                bisect.insort(self._keys.setdefault(prefix, []), key)
+                keys = self._keys.get(prefix)
+                if keys is None:
+                    keys = self._keys[prefix] = SortedKeys()
+                keys.add(key)
             cev = CacheEvent(MODIFIED if prev is not None else ADDED, key, entry, prev, rev)
         self.rev = rev
         self._events.append(cev)
@@ -588,18 +591,18 @@ class WatchCache:
         return self._page(keys, self._by_prefix[rp], lo, hi, limit)
 
     @staticmethod
-    def _bounds(keys: list[str], rp: str, prefix: str, after: str) -> tuple[int, int]:
+    def _bounds(keys: SortedKeys, rp: str, prefix: str, after: str) -> tuple[int, int]:
         lo, hi = 0, len(keys)
         if prefix != rp:  # a namespace: its keys are those from "<prefix>" to "<prefix><the highest character>"
-            lo, hi = bisect.bisect_left(keys, prefix), bisect.bisect_left(keys, prefix + "\U0010ffff")
+            lo, hi = keys.bisect_left(prefix), keys.bisect_left(prefix + "\U0010ffff")
         if after:
-            lo = max(lo, bisect.bisect_right(keys, after))
+            lo = max(lo, keys.bisect_right(after))
         return lo, max(lo, hi)
 
     @staticmethod
-    def _page(keys: list[str], objs: dict[str, Entry], lo: int, hi: int, limit: int) -> tuple[int, list[tuple[str, Entry]]]:
+    def _page(keys: SortedKeys, objs: dict[str, Entry], lo: int, hi: int, limit: int) -> tuple[int, list[tuple[str, Entry]]]:
         end = min(hi, lo + limit) if limit else hi
-        return hi - lo, [(k, objs[k]) for k in keys[lo:end]]
+        return hi - lo, [(k, objs[k]) for k in keys.slice(lo, end)]
 
     def _scan_at(self, rp: str, prefix: str, after: str, limit: int, rev: int) -> tuple[int, list[tuple[str, Entry]]]:
         if rev < self._oldest:
@@ -609,7 +612,7 @@ class WatchCache:
         for ev in itertools.islice(reversed(self._events), since):  # newest first: the oldest event's `prev` stays
             if ev.key.startswith(prefix) and ev.key > after:
                 then[ev.key] = ev.prev
-        keys = self._keys.get(rp, [])
+        keys = self._keys.get(rp) or SortedKeys()
         objs = self._by_prefix.get(rp, {})
         lo, hi = self._bounds(keys, rp, prefix, after)
         if not then:  # nothing here changed since `rev`, only other resources (leases, heartbeats): as at the latest
@@ -617,7 +620,7 @@ class WatchCache:
         total = hi - lo - sum(k in objs for k in then) + sum(e is not None for e in then.values())
         out: list[tuple[str, Entry]] = []
         last = None
-        for k in heapq.merge(keys[lo:hi], sorted(then)):
+        for k in heapq.merge(keys.slice(lo, hi), sorted(then)):
             if k == last:
                 continue
             last = k

@@ -1,8 +1,10 @@
 import asyncio
+import random
 
 import orjson
 import pytest
 
+from nanokube.apiserver import cache_keys
 from nanokube.apiserver.cache import (ADDED, DELETED, MODIFIED, Entry, WatchCache, Watcher, decode, served_json, stored_json,
                                       stored_value)
 from nanokube.machinery.fieldorder import in_upstream_order
@@ -73,6 +75,36 @@ async def test_scan_pages_a_namespace_in_key_order_through_creates_and_deletes(e
     total, page = cache.scan(PREFIX + "a/", after=PREFIX + "a/1", limit=5)
     assert total == 1 and [k for k, _ in page] == [PREFIX + "a/3"]
     assert cache.scan(PREFIX + "zz/") == (0, [])
+
+
+async def test_pages_and_namespaces_of_a_resource_held_in_many_key_blocks(env, monkeypatch):
+    monkeypatch.setattr(cache_keys, "LOAD", 2)  # blocks of 2 to 4 keys: every page crosses some
+    store, cache = env
+    names = [f"{ns}/{i:02d}" for ns in ("a", "b", "c") for i in range(12)]
+    random.Random(7).shuffle(names)
+    for n in names:
+        await store.create(PREFIX + n, b"{}")
+    for n in names[::3]:
+        kv = await store.get(PREFIX + n)
+        await store.delete(kv.key, kv.mod_revision)
+    await cache.sync()
+    rev = cache.rev
+    left = sorted(PREFIX + n for n in [*names[1::3], *names[2::3], "ns/pre"])
+    await store.create(PREFIX + "b/99", b"{}")  # after the first page: the continued pages stay at `rev`
+    await cache.sync()
+    pages, after = [], ""
+    while True:
+        total, page = cache.scan(PREFIX, after=after, limit=5, rev=rev)
+        assert total == len(left) - 5 * len(pages)
+        if not page:
+            break
+        pages.append([k for k, _ in page])
+        after = page[-1][0]
+    assert [k for p in pages for k in p] == left
+    assert [k for k, _ in cache.list(PREFIX + "b/")] == [k for k in left if k.startswith(PREFIX + "b/")] + [PREFIX + "b/99"]
+    total, page = cache.scan(PREFIX + "c/", after=PREFIX + "c/05", limit=3)
+    assert (total, [k for k, _ in page]) == (len([k for k in left if k > PREFIX + "c/05" and k < PREFIX + "d"]),
+                                             [k for k in left if k > PREFIX + "c/05"][:3])
 
 
 async def test_a_scan_at_a_past_revision_is_its_snapshot_whether_or_not_its_range_changed_since(env):
