@@ -2,13 +2,18 @@
 storage-version-migrator controllers, one worker here).
 
 For a new StorageVersionMigration it records the resource's current list
-resourceVersion in `status.resourceVersion` (or fails the migration when
-discovery does not know the resource), sets Running, then rewrites every
+resourceVersion in `status.resourceVersion`, sets Running, then rewrites every
 object of the resource at its preferred version with an empty server-side
 apply that carries only the object's uid and resourceVersion, so the API
 server stores it again in the current storage version; a conflict means the
 object changed or went away meanwhile, which needs no migration. Succeeded or
-Failed ends it; finished migrations are not looked at again.
+Failed ends it; finished migrations are not looked at again. While discovery
+does not know the resource and no resourceVersion is recorded, the migration is
+retried with backoff and left as it is: the status validation refuses any
+condition before a resourceVersion, so upstream's Failed write at that point is
+refused too (a resource that appears later, such as a CRD installed after the
+migration was created, is then migrated). One whose resource went away after its
+resourceVersion was recorded is Failed.
 """
 
 from __future__ import annotations
@@ -45,8 +50,13 @@ def with_condition(svm: dict, kind: str, reason: str, message: str, now: str) ->
     return {**svm, "status": status}
 
 
+class NotInDiscovery(Exception):
+    """The migrated resource is not served (yet): the sync is retried with backoff."""
+
+
 class StorageVersionMigrator(Controller):
     name = "storage-version-migrator-controller"
+    retriable = (NotInDiscovery,)
 
     def __init__(self, client, **kw):
         super().__init__(client, **kw)
@@ -77,6 +87,8 @@ class StorageVersionMigrator(Controller):
             return
         target = self._target(svm)
         if target is None:
+            if not (svm.get("status") or {}).get("resourceVersion"):
+                raise NotInDiscovery("resource does not exist in discovery")
             await self._set(with_condition(svm, "Failed", FAILED, "resource does not exist in discovery",
                                            self.clock.rfc3339()))
             return

@@ -63,7 +63,7 @@ def _spec(spec: dict) -> Struct:
 
 
 def _well_formed(rv: str) -> bool:
-    """resourceversion.CompareResourceVersion's test: digits without a leading zero."""
+    """resourceversion.CompareResourceVersion's test: digits without a leading zero (so not empty)."""
     return rv.isascii() and rv.isdigit() and rv[0] != "0"
 
 
@@ -98,13 +98,13 @@ class StorageVersionMigrationStrategy(Strategy):
         return errs
 
     def validate_status_update(self, new, old):
-        """ValidateStorageVersionMigrationStatusUpdate, in its order. An empty resourceVersion is
-        let through (upstream's check refuses it, and with it the Failed condition a migration of
-        an unknown resource is given before it has one)."""
+        """ValidateStorageVersionMigrationStatusUpdate, in its order. Every status write needs a
+        well-formed resourceVersion, an empty one included (CompareResourceVersion refuses it), so
+        no condition can be written before the resourceVersion is recorded."""
         status, ostatus = new.get("status") or {}, old.get("status") or {}
         errs: list[FieldError] = []
         rv = status.get("resourceVersion") or ""
-        if rv and not _well_formed(rv):
+        if not _well_formed(rv):
             errs.append(invalid("status.resourceVersion", rv, f"resource version is not well formed: {rv}"))
         errs += validate_conditions(status.get("conditions"), "status.conditions")
         if ostatus.get("resourceVersion") and rv != ostatus["resourceVersion"]:

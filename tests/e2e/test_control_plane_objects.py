@@ -93,16 +93,24 @@ def test_storage_version_migration(cluster):
                        "Succeeded": ("True", "StorageVersionMigrationSucceeded")}
     assert core.read_namespaced_config_map("svm-1", "default").data == {"i": "1"}
 
-    svm_api.create_storage_version_migration({"metadata": {"name": "nothing"},
-                                              "spec": {"resource": {"group": "example.com", "resource": "nothings"}}})
-    failed = wait_for(lambda: (s := svm_api.read_storage_version_migration("nothing")).status.conditions and s, 20,
-                      "the migration failed")
-    assert [(c.type, c.status, c.message) for c in failed.status.conditions] == [
-        ("Failed", "True", "resource does not exist in discovery")]
+    # a resource discovery does not know yet: no condition (none is valid before a resourceVersion), retried
+    # until the CRD serves it, then migrated
+    svm_api.create_storage_version_migration({"metadata": {"name": "gadgets"},
+                                              "spec": {"resource": {"group": "svm.example.com", "resource": "gadgets"}}})
+    assert not svm_api.read_storage_version_migration("gadgets").status.conditions
+    ext = client.ApiextensionsV1Api(cluster.client())
+    ext.create_custom_resource_definition({"metadata": {"name": "gadgets.svm.example.com"}, "spec": {
+        "group": "svm.example.com", "scope": "Cluster", "names": {"plural": "gadgets", "kind": "Gadget"},
+        "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {"type": "object"}}}]}})
+    later = wait_for(lambda: (s := svm_api.read_storage_version_migration("gadgets")).status.conditions and s, 60,
+                     "the migration of gadgets finished")
+    assert later.status.resource_version
+    assert {c.type: c.status for c in later.status.conditions} == {"Running": "False", "Succeeded": "True"}
     v1beta1 = cluster.kubectl_json("get", "storageversionmigrations.v1beta1.storagemigration.k8s.io", "configmaps")
     assert v1beta1["apiVersion"] == "storagemigration.k8s.io/v1beta1"
-    for name in ("configmaps", "nothing"):
+    for name in ("configmaps", "gadgets"):
         svm_api.delete_storage_version_migration(name)
+    ext.delete_custom_resource_definition("gadgets.svm.example.com")
     for i in range(3):
         core.delete_namespaced_config_map(f"svm-{i}", "default")
 

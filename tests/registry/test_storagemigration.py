@@ -88,11 +88,16 @@ async def test_status_rules_through_the_api(svms):
         return await asyncio.to_thread(svms.replace_storage_version_migration_status, "m", body)
 
     prefix = 'StorageVersionMigration.storagemigration.k8s.io "m" is invalid: '
+    running = _cond("Running", "True", "2026-01-02T03:04:05Z")
+    for status in ({"conditions": [running]}, {"resourceVersion": ""}, {}):  # an empty one is not well formed either
+        with pytest.raises(ApiException) as e:
+            await write_status(**status)
+        assert json.loads(e.value.body)["message"] == (
+            prefix + 'status.resourceVersion: Invalid value: "": resource version is not well formed: '), status
     with pytest.raises(ApiException) as e:
         await write_status(resourceVersion="012")
     assert json.loads(e.value.body)["message"] == (
         prefix + 'status.resourceVersion: Invalid value: "012": resource version is not well formed: 012')
-    running = _cond("Running", "True", "2026-01-02T03:04:05Z")
     await write_status(resourceVersion="5", conditions=[running])
     succeeded = _cond("Succeeded", "True", "2026-01-02T03:04:06+01:00")
     with pytest.raises(ApiException) as e:
