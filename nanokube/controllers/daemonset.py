@@ -247,14 +247,25 @@ class DaemonSetController(Controller):
         nodes = {n["metadata"]["name"]: placement.verdict(n) for n in self.node_inf.list()}
         current, old = await self._construct_history(ds)
         hash_ = (current["metadata"].get("labels") or {}).get(POD_REVISION_LABEL, "")
+        failure = None
         if self.expectations.satisfied(key):
-            await self._manage(key, ds, nodes, hash_)
-            if self.expectations.satisfied(key):
-                strategy = (ds["spec"].get("updateStrategy") or {})
-                if strategy.get("type") == "RollingUpdate":
-                    await self._rolling_update(key, ds, nodes, hash_)
-                await self._cleanup_history(ds, old)
+            try:
+                await self._update_daemon_set(key, ds, nodes, hash_, old)
+            except APIError as e:
+                failure = e  # the status is written all the same, as upstream's syncDaemonSet does
         await self._update_status(key, ds, nodes, hash_)
+        if failure is not None:
+            raise failure
+
+    async def _update_daemon_set(self, key: str, ds: dict, nodes: dict[str, tuple[bool, bool]], hash_: str,
+                                 old: list[dict]) -> None:
+        """updateDaemonSet: manage, then roll out and prune history once the expectations hold."""
+        await self._manage(key, ds, nodes, hash_)
+        if self.expectations.satisfied(key):
+            strategy = (ds["spec"].get("updateStrategy") or {})
+            if strategy.get("type") == "RollingUpdate":
+                await self._rolling_update(key, ds, nodes, hash_)
+            await self._cleanup_history(ds, old)
 
     async def _node_to_pods(self, ds: dict) -> dict[str, list[dict]]:
         """getNodesToDaemonPods: the pods this DaemonSet controls (orphans it
@@ -364,7 +375,8 @@ class DaemonSetController(Controller):
         return out
 
     async def _sync_nodes(self, key: str, ds: dict, delete: list[dict], nodes: list[str], hash_: str) -> None:
-        """syncNodes: create a pinned pod per node, delete the given pods."""
+        """syncNodes: both counts expected at once, then a pinned pod created per node (in slow-start
+        batches), then the given pods deleted, even after a failed create; the first failure is raised."""
         template = (ds["spec"].get("template") or {})
         ref = owner_reference(ds, "apps/v1", "DaemonSet")
         bodies = []
@@ -378,10 +390,15 @@ class DaemonSetController(Controller):
             spec["tolerations"] = daemon_tolerations(spec)
             spec["affinity"] = pin_to_node(spec.get("affinity"), node)
             bodies.append(pod)
-        if delete:
-            await delete_pods(self.pods, self.expectations, key, delete[:BURST], self.recorder, ds)
-        if bodies:
-            await create_pods(self.pods, self.expectations, key, bodies, self.recorder, ds)
+        victims = delete[:BURST]
+        self.expectations.expect(key, adds=len(bodies), dels=len(victims))
+        _, failure = await create_pods(self.pods, self.expectations, key, bodies, self.recorder, ds, expect=False)
+        try:
+            await delete_pods(self.pods, self.expectations, key, victims, self.recorder, ds, expect=False)
+        except APIError as e:
+            failure = failure or e
+        if failure is not None:
+            raise failure
 
     # --- rolling update ---------------------------------------------------------------
 

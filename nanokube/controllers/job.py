@@ -426,6 +426,7 @@ class JobController(Controller):
         if not suspended and not st.get("startTime"):
             st["startTime"] = format_time(now)
         outcome = self._outcome(key, spec, st, succeeded, failed, active, indexed, done_idx, failed_idx, now)
+        manage_failure = None
         if fail_job and (outcome is None or outcome[0] != "FailureTarget"):
             outcome = ("FailureTarget", job_failure_policy.REASON, fail_job)
         if outcome:
@@ -437,8 +438,11 @@ class JobController(Controller):
             await self._delete_pods(key, job, active)
             active = []
         elif self.expectations.satisfied(key):
-            await self._manage(key, job, active, pods, succeeded, failed, done_idx | finishing | failed_idx,
-                               delayed, now)
+            try:
+                await self._manage(key, job, active, pods, succeeded, failed, done_idx | finishing | failed_idx,
+                                   delayed, now)
+            except APIError as e:
+                manage_failure = e  # raised once the status is written, as upstream's syncJob returns it
         self._set_suspended(st, suspended, now)
         st["active"] = len(active)
         st["ready"] = sum(1 for p in active if pod_is_ready(p))
@@ -454,6 +458,8 @@ class JobController(Controller):
         await self._remove_finalizers(ignored + [p for p in pods if p["metadata"]["uid"] in
                                                  set(st["uncountedTerminatedPods"].get("succeeded", []))
                                                  | set(st["uncountedTerminatedPods"].get("failed", []))])
+        if manage_failure is not None:
+            raise manage_failure
 
     @staticmethod
     def _record(spec: dict, pod: dict, uncounted: dict, ignored: list[dict]) -> str | None:
@@ -565,9 +571,11 @@ class JobController(Controller):
             todo = [None] * max(0, n - len(terminating))
         if not todo:
             return
-        await create_pods(self.pods, self.expectations, key,
-                          [self._pod(job, i, group, replaced.get(i) if per_index else None) for i in todo],
-                          self.recorder, job)
+        _, failure = await create_pods(self.pods, self.expectations, key,
+                                       [self._pod(job, i, group, replaced.get(i) if per_index else None) for i in todo],
+                                       self.recorder, job)
+        if failure is not None:
+            raise failure
 
     def _backoff_left(self, pods: list[dict], failed: int, now: float) -> float:
         """Seconds before a replacement may start: 10s doubling per failure, from the last failure."""

@@ -12,12 +12,13 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..machinery.errors import APIError
+from ..machinery.errors import NAMESPACE_TERMINATING, APIError, has_status_cause
 from ..machinery.selectors import matches_labels, selector_from_object
 from ..client.informer import InformerFactory, key_of
 from ..clock import Clock, format_time, parse_time
 from .base import Controller
 from ..client.record import CoreEventRecorder
+from .slow_start import slow_start_batch
 
 BURST = 500  # upstream's burstReplicas: the most pods one sync creates or deletes
 EXPECTATIONS_TTL = 300.0
@@ -216,12 +217,15 @@ def deletion_rank(pod: dict) -> tuple:
 
 
 async def delete_pods(pods, expectations: Expectations, key, victims: list[dict], recorder: CoreEventRecorder,
-                      owner: dict) -> None:
-    """Delete `victims` (by uid), expecting each deletion so the controller
-    never acts twice on a cache that has not seen them go yet; each outcome
-    is an event on `owner`."""
-    expectations.expect_deletions(key, victims)
-    for p in victims:
+                      owner: dict, expect: bool = True) -> None:
+    """Delete `victims` (by uid) at once, expecting each deletion (`expect`: set here, not by the caller)
+    so the controller never acts twice on a cache that has not seen them go yet; each outcome is an
+    Event on `owner`. A failed delete comes off the expectations without stopping the others; the
+    first failure is raised."""
+    if expect:
+        expectations.expect_deletions(key, victims)
+
+    async def delete(p: dict) -> None:
         try:
             await pods.delete(p["metadata"]["name"], p["metadata"]["namespace"], preconditions={"uid": p["metadata"]["uid"]})
         except APIError as e:
@@ -231,23 +235,35 @@ async def delete_pods(pods, expectations: Expectations, key, victims: list[dict]
                 raise
         else:
             await recorder.emit(owner, "Normal", "SuccessfulDelete", f"Deleted pod: {p['metadata']['name']}")
+    results = await asyncio.gather(*(delete(p) for p in victims), return_exceptions=True)
+    if failed := next((r for r in results if isinstance(r, BaseException)), None):
+        raise failed
 
 
 async def create_pods(pods, expectations: Expectations, key, bodies: list[dict], recorder: CoreEventRecorder,
-                      owner: dict) -> None:
-    """Create `bodies` at once, expecting each creation; events on `owner`
-    say what was created or why not. The first failure is raised."""
-    expectations.expect(key, adds=len(bodies))
-    results = await asyncio.gather(*(pods.create(b) for b in bodies), return_exceptions=True)
-    failed = [r for r in results if isinstance(r, BaseException)]
-    for r in results:
-        if isinstance(r, BaseException):
-            expectations.observed_add(key)
-            await recorder.emit(owner, "Warning", "FailedCreate", f"Error creating: {getattr(r, 'message', r)}")
-        else:
-            await recorder.emit(owner, "Normal", "SuccessfulCreate", f"Created pod: {r['metadata']['name']}")
-    if failed:
-        raise failed[0]
+                      owner: dict, expect: bool = True) -> tuple[int, Exception | None]:
+    """Create `bodies` in slow-start batches (slow_start.py), as upstream's manageReplicas, syncNodes
+    and manageJob do, each outcome an Event on `owner`. A create refused because the namespace is
+    being deleted counts as made and reports nothing: every other would be refused alike. The
+    creations not made (failed, or never begun after a failed batch) come off the expectations
+    (`expect`: set here, not by the caller), so the next sync tries them again. Returns how many
+    were made and the first failure, for the caller to raise once its status is written."""
+    if expect:
+        expectations.expect(key, adds=len(bodies))
+
+    async def create(i: int) -> None:
+        try:
+            pod = await pods.create(bodies[i])
+        except Exception as e:
+            if has_status_cause(e, NAMESPACE_TERMINATING):
+                return
+            await recorder.emit(owner, "Warning", "FailedCreate", f"Error creating: {getattr(e, 'message', e)}")
+            raise
+        await recorder.emit(owner, "Normal", "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}")
+    made, failure = await slow_start_batch(len(bodies), create)
+    for _ in range(len(bodies) - made):
+        expectations.observed_add(key)
+    return made, failure
 
 
 async def claim_objects(client, candidates: list[dict], owner: dict, selector, api_version: str, kind: str,
@@ -401,7 +417,9 @@ class ReplicaSetController(Controller):
         if diff < 0:
             pod = pod_from_template(rs["spec"].get("template") or {}, rs,
                                     owner_reference(rs, self.api_version, self.kind), f"{rs['metadata']['name']}-")
-            await create_pods(self.pods, self.expectations, key, [pod] * min(-diff, BURST), self.recorder, rs)
+            _, failure = await create_pods(self.pods, self.expectations, key, [pod] * min(-diff, BURST), self.recorder, rs)
+            if failure is not None:
+                raise failure
         elif diff > 0:
             victims = sorted(active, key=deletion_rank)[:min(diff, BURST)]
             await delete_pods(self.pods, self.expectations, key, victims, self.recorder, rs)

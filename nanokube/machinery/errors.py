@@ -32,6 +32,17 @@ class APIError(Exception):
         return s
 
 
+#: v1.NamespaceTerminatingCause: why a create in a namespace being deleted is refused
+NAMESPACE_TERMINATING = "NamespaceTerminating"
+
+
+def has_status_cause(err: BaseException, reason: str) -> bool:
+    """apierrors.HasStatusCause: `err` is an API error whose Status details list a cause of type `reason`."""
+    if not isinstance(err, APIError) or not err.details:
+        return False
+    return any(isinstance(c, dict) and c.get("reason") == reason for c in err.details.get("causes") or ())
+
+
 _DETAILS_ORDER = ("name", "group", "kind", "uid", "causes", "retryAfterSeconds")
 _CAUSE_ORDER = ("reason", "message", "field")
 

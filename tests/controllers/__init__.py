@@ -11,6 +11,7 @@ from nanokube.apiserver.cache import WatchCache
 from nanokube.apiserver.rest import GenericREST, ResourceIndex
 from nanokube.apiserver.loopback import LocalClient
 from nanokube.clock import Clock
+from nanokube.machinery.errors import APIError
 from nanokube.registry.base import all_resources
 from nanokube.store.memory import MemoryStore
 
@@ -72,3 +73,27 @@ async def ticking(clock, check, step: float = 1.0, attempts: int = 400):
             return got
         await clock.advance(step)
     raise AssertionError("condition never held")
+
+
+async def pod_quota(client, pods: int, namespace: str = "default") -> None:
+    """A ResourceQuota `pods` allowing `pods` pods, its status.hard written here as the resource-quota
+    controller (not running) would: the quota admission charges each create against it."""
+    rqs = client.resource("", "v1", "resourcequotas")
+    try:
+        q = await rqs.get("pods", namespace)
+    except APIError as e:
+        if e.code != 404:
+            raise
+        q = await rqs.create({"metadata": {"name": "pods", "namespace": namespace}, "spec": {"hard": {"pods": str(pods)}}})
+    used = ((q.get("status") or {}).get("used") or {}).get("pods", "0")
+    await rqs.update({**q, "status": {"hard": {"pods": str(pods)}, "used": {"pods": used}}}, subresource="status")
+
+
+async def event_counts(client, kind: str, namespace: str = "default") -> dict[str, int]:
+    """How often each reason was reported on objects of `kind`: Events' counts summed by reason."""
+    items, _ = await client.resource("", "v1", "events").list(namespace)
+    out: dict[str, int] = {}
+    for e in items:
+        if e["involvedObject"]["kind"] == kind:
+            out[e["reason"]] = out.get(e["reason"], 0) + e.get("count", 1)
+    return out

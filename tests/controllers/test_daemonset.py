@@ -10,7 +10,8 @@ import pytest
 from nanokube.clock import VirtualClock, format_time
 from nanokube.controllers.daemonset import DaemonSetController, pin_to_node, target_node
 from nanokube.machinery.errors import APIError
-from tests.controllers import eventually, make_stack, settled
+from tests.controllers import event_counts, eventually, make_stack, pod_quota, settled
+from tests.controllers.test_pod_update_handlers import informing, seen, stopped
 from tests.controllers.test_replicaset import stop
 
 AUTO = {("node.kubernetes.io/not-ready", "NoExecute"), ("node.kubernetes.io/unreachable", "NoExecute"),
@@ -354,3 +355,57 @@ async def test_a_pod_naming_a_predecessor_uid_is_no_creation_of_the_daemonset(en
     await eventually(seen)
     assert not ctrl.expectations.satisfied("default/agent")
     assert (await pods.get("stale", "default"))["metadata"]["ownerReferences"] == [stale_ref]
+
+
+async def test_creates_in_slow_start_batches_then_writes_its_status():
+    """syncNodes' slow start: five nodes, room for two pods. Batches of 1 and 2: the third create is
+    refused and the last two nodes are not tried; the status is written all the same, and the next
+    sync, once the quota allows, makes the rest."""
+    s = await make_stack()
+    client = s.client
+    for i in range(5):
+        await client.resource("", "v1", "nodes").create({"metadata": {"name": f"node-{i}"}})
+    ctrl = await informing(DaemonSetController(client))
+    dss = client.resource("apps", "v1", "daemonsets")
+    try:
+        await pod_quota(client, 2)
+        await seen(ctrl.ds_inf, await dss.create(daemonset()))
+        with pytest.raises(APIError) as e:
+            await ctrl.sync("default/agent")
+        assert e.value.code == 403 and "exceeded quota: pods" in e.value.message
+        assert await event_counts(client, "DaemonSet") == {"SuccessfulCreate": 2, "FailedCreate": 1}
+        assert len(await live_pods(client)) == 2
+        assert (await ds_status(client, lambda st: True))["desiredNumberScheduled"] == 5
+
+        async def made_ones_seen():
+            return ctrl.expectations.satisfied("default/agent")
+        await eventually(made_ones_seen)
+        await pod_quota(client, 5)
+        await ctrl.sync("default/agent")
+        assert await event_counts(client, "DaemonSet") == {"SuccessfulCreate": 5, "FailedCreate": 1}
+        assert sorted(target_node(p) for p in await live_pods(client)) == [f"node-{i}" for i in range(5)]
+    finally:
+        await stopped(ctrl)
+        await s.close()
+
+
+async def test_a_create_refused_in_a_terminating_namespace_is_no_failure(env, caplog):
+    """A daemon pod refused because its namespace is being deleted is no failure: no FailedCreate
+    Event, nothing logged, and the status is written."""
+    client, _ = env
+    namespaces, dss = client.resource("", "v1", "namespaces"), client.resource("apps", "v1", "daemonsets")
+    await namespaces.create({"metadata": {"name": "doomed", "finalizers": ["e2e.nanokube.io/hold"]}})
+    body = daemonset(template={"metadata": {"labels": {"app": "agent"}}, "spec": {
+        "nodeSelector": {"zone": "c"}, "containers": [{"name": "c", "image": "agent:1"}]}})
+    body["metadata"]["namespace"] = "doomed"
+    await dss.create(body)
+
+    async def synced(desired):
+        st = (await dss.get("agent", "doomed")).get("status") or {}
+        return st.get("observedGeneration") == 1 and st.get("desiredNumberScheduled") == desired
+    await eventually(lambda: synced(0))  # its ControllerRevision made while the namespace lived
+    await namespaces.delete("doomed")
+    await client.resource("", "v1", "nodes").patch("node-0", {"metadata": {"labels": {"zone": "c"}}})
+    await eventually(lambda: synced(1))
+    assert await event_counts(client, "DaemonSet", "doomed") == {}
+    assert [r.getMessage() for r in caplog.records if "being terminated" in r.getMessage()] == []

@@ -1,7 +1,9 @@
 import pytest
 
 from nanokube.clock import VirtualClock
+from nanokube.machinery.errors import APIError
 from nanokube.controllers.job import (
+    INDEX,
     SYNC_BATCH_PERIOD,
     JobController,
     format_indexes,
@@ -10,7 +12,8 @@ from nanokube.controllers.job import (
     transition_events,
     wanted_active,
 )
-from tests.controllers import make_stack, ticking
+from tests.controllers import event_counts, eventually, make_stack, pod_quota, ticking
+from tests.controllers.test_pod_update_handlers import informing, seen, stopped
 from tests.controllers.test_replicaset import stop
 
 TRACKING = "batch.kubernetes.io/job-tracking"
@@ -398,3 +401,59 @@ async def test_a_deleted_jobs_own_pods_lose_the_tracking_finalizer_others_of_its
         mine["metadata"]["ownerReferences"][0]["uid"]
     await ticking(clock, idle(ctrl))
     assert (await pods.get("other", "default"))["metadata"]["finalizers"] == [TRACKING]
+
+
+async def test_creates_in_slow_start_batches_then_writes_its_status():
+    """manageJob's slow start: five indexes to run, room for two pods. Batches of 1 and 2: the third
+    create is refused and the last two are not tried; the status (startTime) is written all the same
+    and the error returned; the next sync, once the quota allows, runs the indexes still missing."""
+    s = await make_stack()
+    client = s.client
+    ctrl = await informing(JobController(client, clock=VirtualClock()))
+    try:
+        await pod_quota(client, 2)
+        await seen(ctrl.job_inf, await client.resource("batch", "v1", "jobs").create(
+            job(completions=5, parallelism=5, completionMode="Indexed")))
+        with pytest.raises(APIError) as e:
+            await ctrl.sync("default/pi")
+        assert e.value.code == 403 and "exceeded quota: pods" in e.value.message
+        assert await event_counts(client, "Job") == {"SuccessfulCreate": 2, "FailedCreate": 1}
+        made = {p["metadata"]["labels"][INDEX] for p in await live_pods(client, 2)}
+        assert "0" in made and made <= {"0", "1", "2"}
+        assert (await client.resource("batch", "v1", "jobs").get("pi", "default"))["status"]["startTime"]
+
+        async def made_ones_seen():
+            return ctrl.expectations.satisfied("default/pi")
+        await eventually(made_ones_seen)
+        await pod_quota(client, 5)
+        await ctrl.sync("default/pi")
+        assert await event_counts(client, "Job") == {"SuccessfulCreate": 5, "FailedCreate": 1}
+        assert sorted(p["metadata"]["labels"][INDEX] for p in await live_pods(client, 5)) == ["0", "1", "2", "3", "4"]
+    finally:
+        await stopped(ctrl)
+        await s.close()
+
+
+async def test_a_create_refused_in_a_terminating_namespace_is_no_failure(env, caplog):
+    """A pod refused because the Job's namespace is being deleted is no failure: no FailedCreate
+    Event and nothing logged."""
+    client, _, clock = env
+    namespaces, jobs = client.resource("", "v1", "namespaces"), client.resource("batch", "v1", "jobs")
+    await namespaces.create({"metadata": {"name": "doomed", "finalizers": ["e2e.nanokube.io/hold"]}})
+    body = job(suspend=True)
+    body["metadata"]["namespace"] = "doomed"
+    await jobs.create(body)
+
+    async def suspended():
+        j = await jobs.get("pi", "doomed")
+        return any(c["type"] == "Suspended" for c in (j.get("status") or {}).get("conditions") or [])
+    await ticking(clock, suspended)
+    await namespaces.delete("doomed")
+    await jobs.patch("pi", {"spec": {"suspend": False}}, namespace="doomed")
+
+    async def resumed():
+        j = await jobs.get("pi", "doomed")
+        return any(c["type"] == "Suspended" and c["status"] == "False" for c in j["status"].get("conditions") or [])
+    await ticking(clock, resumed)
+    assert await event_counts(client, "Job", "doomed") == {"Suspended": 1, "Resumed": 1}
+    assert [r.getMessage() for r in caplog.records if "being terminated" in r.getMessage()] == []

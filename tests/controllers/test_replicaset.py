@@ -10,7 +10,8 @@ from nanokube.controllers.replicaset import (
     UIDTrackingExpectations,
     deletion_rank,
 )
-from tests.controllers import eventually, make_stack, settled
+from tests.controllers import event_counts, eventually, make_stack, pod_quota, settled
+from tests.controllers.test_pod_update_handlers import informing, seen, stopped
 
 LABELS = {"app": "web"}
 
@@ -169,24 +170,62 @@ async def test_created_and_deleted_pods_are_events_on_the_replicaset(env):
     assert got[2][0] == "SuccessfulDelete" and got[2][1] in {f"Deleted pod: {n}" for n in names}
 
 
-async def test_a_failing_create_sets_replica_failure_and_success_clears_it(env):
-    client, ctrl = env
-    namespaces, rsets = client.resource("", "v1", "namespaces"), client.resource("apps", "v1", "replicasets")
+async def replica_failure(rss, namespace="default"):
+    st = (await rss.get("web", namespace)).get("status") or {}
+    return next((c for c in st.get("conditions") or [] if c["type"] == "ReplicaFailure"), None)
+
+
+async def test_creates_in_slow_start_batches_and_stops_after_a_failed_batch():
+    """manageReplicas' slowStartBatch: five pods wanted, room for two. Batches of 1 and 2: the third
+    create is refused, the last two are never tried; the three not made come off the expectations,
+    so once the two made are seen the next sync (room for all now) makes the rest, 1 then 2."""
+    s = await make_stack()
+    ctrl = await informing(ReplicaSetController(s.client))
+    client, key = s.client, "default/web"
+    rss = client.resource("apps", "v1", "replicasets")
+    try:
+        await pod_quota(client, 2)
+        await seen(ctrl.rs_inf, await rss.create(replicaset(replicas=5)))
+        with pytest.raises(APIError) as e:
+            await ctrl.sync(key)
+        assert e.value.code == 403 and "exceeded quota: pods" in e.value.message
+        assert await event_counts(client, "ReplicaSet") == {"SuccessfulCreate": 2, "FailedCreate": 1}
+        assert len(await all_pods(client)) == 2
+        cond = await replica_failure(rss)
+        assert (cond["status"], cond["reason"], cond["message"]) == ("True", "FailedCreate", e.value.message)
+
+        async def made_ones_seen():
+            return ctrl.expectations.satisfied(key)
+        await eventually(made_ones_seen)
+        await pod_quota(client, 5)
+        await ctrl.sync(key)
+        assert await event_counts(client, "ReplicaSet") == {"SuccessfulCreate": 5, "FailedCreate": 1}
+        assert len(await all_pods(client)) == 5
+        assert await replica_failure(rss) is None
+    finally:
+        await stopped(ctrl)
+        await s.close()
+
+
+async def test_a_create_refused_in_a_terminating_namespace_is_no_failure(env, caplog):
+    """The namespace is being deleted: the refused create is no error (every other would be refused
+    alike), so no FailedCreate Event, no ReplicaFailure condition, nothing logged, no retry."""
+    client, _ = env
+    namespaces, rss = client.resource("", "v1", "namespaces"), client.resource("apps", "v1", "replicasets")
     await namespaces.create({"metadata": {"name": "doomed", "finalizers": ["e2e.nanokube.io/hold"]}})
     body = replicaset(replicas=0)
     body["metadata"]["namespace"] = "doomed"
-    await rsets.create(body)
+    await rss.create(body)
     await namespaces.delete("doomed")
-    await rsets.patch("web", {"spec": {"replicas": 1}}, namespace="doomed")
+    await rss.patch("web", {"spec": {"replicas": 1}}, namespace="doomed")
 
-    async def failure():
-        st = (await rsets.get("web", "doomed")).get("status") or {}
-        return next((c for c in st.get("conditions") or [] if c["type"] == "ReplicaFailure"), None)
-    cond = await eventually(failure)
-    assert (cond["status"], cond["reason"]) == ("True", "FailedCreate")
-    assert "because it is being terminated" in cond["message"]
-    rs = await rsets.get("web", "doomed")
-    assert ctrl._failure_condition(rs, rs["status"], [], None) == []
+    async def synced():
+        st = (await rss.get("web", "doomed")).get("status") or {}
+        return st.get("observedGeneration") == 2
+    await eventually(synced)
+    assert await replica_failure(rss, "doomed") is None
+    assert await event_counts(client, "ReplicaSet", "doomed") == {}
+    assert [r.getMessage() for r in caplog.records if "being terminated" in r.getMessage()] == []
 
 
 async def test_available_replicas_follow_min_ready_seconds_with_no_other_event():
