@@ -20,14 +20,14 @@ import orjson
 
 from .. import schema as schemas
 from ..clock import Clock
-from ..registry.base import Resource, Strategy
+from ..registry.base import STATUS_META, Resource, Strategy
 from ..store.interface import Compacted, KeyExists, KeyNotFound, RevisionMismatch, Store
 from ..machinery import errors
 from ..machinery.meta import new_uid
 from ..machinery.user import User
 from .cache import ADDED, DELETED, MODIFIED, CacheEvent, Entry, WatchCache, Watcher, stored_json
 from ..machinery.selectors import matches_fields, matches_labels, parse_field_selector, parse_label_selector
-from ..machinery.validation import immutable, validate_annotations, validate_labels
+from ..machinery.validation import immutable
 from . import serializer, structural
 from .patch import PatchError, json_copy, jsonpatch, merge, strategic
 from .patch import status as status_patch
@@ -788,12 +788,13 @@ class GenericREST:
                 st = dict(old.get("status") or {})
                 st["conditions"] = (new.get("status") or {}).get("conditions")
                 merged["status"] = st
-            merged["metadata"] = {**old["metadata"]}
+            merged["metadata"] = md = {**old["metadata"]}
+            sent = new.get("metadata") or {}
             for f in res.strategy.status_metadata:
-                if res.group == "" and res.plural == "pods":
-                    break
-                if f in new.get("metadata", {}):
-                    merged["metadata"][f] = new["metadata"][f]
+                if f in sent:
+                    md[f] = sent[f]
+                else:
+                    md.pop(f, None)
             return merged
         if subresource == "finalize":
             merged = copy.copy(old)
@@ -814,7 +815,8 @@ class GenericREST:
     ) -> Result:
         old = entry.obj
         if managed_fields is None:  # tracked before admission, as upstream's update and patch handlers do
-            managed_fields = self._track_fields(res, version, old, new, opts, subresource)
+            tracked = _status_tracked(res.strategy, old, new) if subresource in ("status", "approval") else new
+            managed_fields = self._track_fields(res, version, old, tracked, opts, subresource)
         _set_managed_fields(_meta(new), managed_fields)  # what admission sees, as upstream's
         new, admission = await self._mutating_admission(res, version, subresource, "UPDATE", new, old, opts)
         if (md := _meta(new)).get("managedFields") is not managed_fields:
@@ -854,10 +856,8 @@ class GenericREST:
         elif subresource == "finalize":
             errs = res.strategy.validate_finalize(new, old)
         if subresource in ("status", "approval", "finalize"):
-            # labels and annotations a subresource write carries are validated as on any update
-            # (upstream's ValidateObjectMetaUpdate runs in every status strategy)
-            errs = validate_labels(nm.get("labels"), "metadata.labels") + \
-                validate_annotations(nm.get("annotations"), "metadata.annotations") + list(errs or [])
+            # the metadata a subresource write carries is validated as on any update
+            errs = res.validate_subresource_meta(new, old) + list(errs or [])
         else:
             res.strategy.prepare_for_update(new, old)
             if res.strategy.track_generation and _spec_changed(old, new):
@@ -958,7 +958,7 @@ class GenericREST:
                 try:
                     new = ssa.apply(
                         live, parsed, opts.field_manager, opts.force, sch, self.clock.rfc3339(),
-                        res.api_version(version), ignore_status="status" in res.subresources and subresource != "status",
+                        res.api_version(version), subresource, ignore_status="status" in res.subresources,
                         convert=self.index.converters.get((res.group, version, res.plural)),
                     )
                 except PatchError as e:
@@ -1325,6 +1325,26 @@ def _deletion_fields(om: dict, nm: dict) -> list:
     else:
         errs.append(immutable("metadata.deletionGracePeriodSeconds", grace))
     return errs
+
+
+def _status_tracked(strategy: Strategy, old: dict, new: dict) -> dict:
+    """`new` as the managedFields of a write through /status see it: the metadata its strategy keeps
+    as stored is the stored one, so the writer owns none of it (upstream's field manager leaves
+    a strategy's reset fields unowned), unless the strategy's reset fields do not name it."""
+    nm, om = new.get("metadata"), old["metadata"]
+    if strategy.status_owns_dropped_metadata or type(nm) is not dict:
+        return new
+    reset = [f for f in STATUS_META if f not in strategy.status_metadata and nm.get(f) != om.get(f)]
+    if not reset:
+        return new
+    md = {**nm}
+    for f in reset:
+        if f in om:
+            md[f] = om[f]
+        else:
+            md.pop(f, None)
+    return {**new, "metadata": md}
+
 
 def _spec_changed(old: dict, new: dict) -> bool:
     for k in set(old) | set(new):

@@ -605,6 +605,7 @@ def _param_ref_cell(o: Obj) -> str:
 
 class PolicyStrategy(Strategy):
     generic_meta = True
+    status_metadata = ()  # ResetObjectMetaForStatus (ValidatingAdmissionPolicy's /status)
 
     def __init__(self, validating: bool) -> None:
         self.validating = validating

@@ -37,6 +37,7 @@ def _name(name: str) -> list[str]:
 
 
 class APIServiceStrategy(Strategy):
+    status_metadata = ()  # apiServerStatusStrategy keeps the stored labels, annotations, finalizers, owners
     generic_meta = True
     name_validator = staticmethod(_name)
     columns = [

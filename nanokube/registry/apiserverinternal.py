@@ -125,6 +125,7 @@ def _storage_versions(versions: list | None) -> str:
 
 
 class StorageVersionStrategy(Strategy):
+    status_metadata = ()  # ResetObjectMetaForStatus
     name_validator = staticmethod(storage_version_name)
     track_generation = False
     columns = [

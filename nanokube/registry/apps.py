@@ -258,6 +258,8 @@ _DEPLOY_SPEC = "io.k8s.api.apps.v1.DeploymentSpec"
 
 
 class DeploymentStrategy(Strategy):
+    #: deploymentStatusStrategy keeps the stored labels
+    status_metadata = ("annotations", "finalizers", "ownerReferences")
     columns = [
         name_column(),
         Column("Ready", "string",

@@ -16,11 +16,15 @@ from ..machinery.validation import (
     FieldError,
     dns1123_subdomain,
     kube_finalizer_errors,
+    path_segment_name,
     validate_object_meta,
     validate_object_meta_update,
 )
 
 Obj = dict[str, Any]
+
+#: the metadata a /status write may carry in upstream's status strategies
+STATUS_META = ("labels", "annotations", "finalizers", "ownerReferences")
 
 
 def AGE(obj: Obj) -> str:
@@ -75,8 +79,14 @@ class Strategy:
     allow_create_on_update: bool = False
     #: does PATCH accept strategic merge patches? (custom resources have no patch strategies)
     strategic_merge: bool = True
-    #: what of metadata a write through /status may change (a custom resource's: nothing)
-    status_metadata: tuple[str, ...] = ("labels", "annotations")
+    #: what of metadata a write through /status (or /approval) takes from the request: a status
+    #: strategy that resets spec alone lets these through; pods' keeps the stored ownerReferences,
+    #: Deployments' the stored labels, ResetObjectMetaForStatus (newer kinds, custom resources) all four
+    status_metadata: tuple[str, ...] = STATUS_META
+    #: does a /status write's managedFields name the metadata it changed but could not keep? Upstream's
+    #: field manager leaves unowned what a strategy's reset fields name; a few strategies reset
+    #: metadata without naming it there (custom resources, ResourceClaims, ServiceCIDRs)
+    status_owns_dropped_metadata: bool = False
     #: does `default` fill in anything of status? (pods': spec only, so a /status write, which keeps
     #: the stored object but its status, has nothing of its own for it to fill in)
     defaults_status: bool = True
@@ -256,6 +266,17 @@ class Resource:
         if not self.strategy.generic_meta:
             errs += kube_finalizer_errors(new.get("metadata") or {})
         return _after(errs, self.strategy.validate_update, new, old)
+
+    def validate_subresource_meta(self, new: Obj, old: Obj) -> list[FieldError]:
+        """The metadata checks of a write through /status, /approval or /finalize: upstream's
+        BeforeUpdate validates every update's ObjectMeta (its name as a path segment only), and
+        core's status validators add the finalizer-name rule."""
+        meta = new.get("metadata") or {}
+        errs = validate_object_meta(meta, self.namespaced, path_segment_name)
+        errs += validate_object_meta_update(meta, old.get("metadata") or {})
+        if not self.strategy.generic_meta:
+            errs += kube_finalizer_errors(meta)
+        return errs
 
 
 def _after(errs: list[FieldError], validate, *objs: Obj) -> list[FieldError]:

@@ -584,6 +584,8 @@ def _leaf_errors(status: dict, chain: str) -> tuple[Any, bytes, Errors]:
 
 
 class PodCertificateRequestStrategy(Strategy):
+    status_metadata = ()  # ResetObjectMetaForStatus, which its reset fields do not name
+    status_owns_dropped_metadata = True
     track_generation = False
     field_selectors = {
         "spec.signerName": lambda o: (o.get("spec") or {}).get("signerName", ""),

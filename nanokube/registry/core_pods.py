@@ -768,6 +768,8 @@ class PodStrategy(Strategy):
     """Pods. `clock` feeds the RESTARTS column's "(5m ago)"."""
     return_deleted_object = True
     defaults_status = False
+    #: podStatusStrategy keeps the stored ownerReferences (old kubelets corrupted them)
+    status_metadata = ("labels", "annotations", "finalizers")
 
     field_selectors = {
         "spec.nodeName": lambda o: (o.get("spec") or {}).get("nodeName", ""),

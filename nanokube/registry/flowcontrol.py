@@ -176,6 +176,7 @@ def _dangling(o: Obj) -> str:
 
 
 class FlowSchemaStrategy(Strategy):
+    status_metadata = ()  # the status strategy keeps the stored ObjectMeta
     columns = [
         name_column(),
         Column("PriorityLevel", "string", lambda o: (_spec(o).get("priorityLevelConfiguration") or {}).get("name", ""),
@@ -281,6 +282,7 @@ def _queuing(field: str):
 
 
 class PriorityLevelConfigurationStrategy(Strategy):
+    status_metadata = ()  # the status strategy keeps the stored ObjectMeta
     columns = [
         name_column(),
         Column("Type", "string", lambda o: _spec(o).get("type", ""), "Whether this priority level is exempt or limited."),

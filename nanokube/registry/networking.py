@@ -404,6 +404,8 @@ def _parameters(p: dict | None) -> str:
 
 
 class ServiceCIDRStrategy(Strategy):
+    status_metadata = ()  # ResetObjectMetaForStatus, which its reset fields do not name
+    status_owns_dropped_metadata = True
     columns = [
         name_column(),
         Column("CIDRs", "string", lambda o: ",".join(_spec(o).get("cidrs") or []),

@@ -161,6 +161,8 @@ def claim_state(obj: Obj) -> str:
 
 
 class ResourceClaimStrategy(Strategy):
+    status_metadata = ()  # ResetObjectMetaForStatus, which its reset fields do not name
+    status_owns_dropped_metadata = True
     columns = [NAME, Column("State", "string", claim_state, "A summary of the current state (allocated, pending, reserved, etc.)."), AGE_COLUMN]
 
     def default(self, obj, version):
@@ -259,6 +261,7 @@ def _rule_taint(o: Obj) -> dict:
 
 
 class DeviceTaintRuleStrategy(_ClockedStrategy):
+    status_metadata = ()  # ResetObjectMetaForStatus
     columns = [
         NAME,
         Column("Effect", "string", lambda o: _rule_taint(o).get("effect", ""), "The effect of the taint."),

@@ -29,6 +29,8 @@ def _spec(o: Obj) -> dict:
 class ResourcePoolStatusRequestStrategy(Strategy):
     #: DELETE answers with the object, as the resource.k8s.io registries do
     return_deleted_object = True
+    status_metadata = ()  # ResetObjectMetaForStatus
+
     def default(self, obj, version):
         obj.setdefault("spec", {}).setdefault("limit", LIMIT_DEFAULT)
 

@@ -241,6 +241,7 @@ class _GroupStrategy(Strategy):
     fields are immutable, and which scheduling policy is set never changes."""
 
     immutable_spec: tuple[str, ...] = ()
+    status_metadata = ()  # ResetObjectMetaForStatus
 
     def validate_update(self, new, old):
         spec, old_spec = new.get("spec") or {}, old.get("spec") or {}

@@ -303,6 +303,7 @@ class CSINodeStrategy(Strategy):
 
 
 class VolumeAttachmentStrategy(Strategy):
+    status_metadata = ()  # ResetObjectMetaForStatus
     return_deleted_object = True
     columns = [
         _NAME,

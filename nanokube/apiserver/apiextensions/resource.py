@@ -182,8 +182,10 @@ def _set_path(obj: Obj, path: str, value: Any) -> None:
 class CustomResourceStrategy(Strategy):
     strategic_merge = False
     generic_meta = True
-    #: a /status write takes only .status from the request (status_strategy.go)
+    #: a /status write takes only .status from the request (status_strategy.go), whose reset
+    #: fields name spec alone
     status_metadata = ()
+    status_owns_dropped_metadata = True
 
     def __init__(self, crd: Obj, group: str, plural: str, kind: str, storage: str) -> None:
         self.crd = crd
