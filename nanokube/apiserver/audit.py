@@ -37,7 +37,9 @@ class AuditLog:
     def __init__(self, path: str, clock: Clock = REAL):
         self.path = path
         self.clock = clock
-        self._file = open(path, "ab")  # noqa: SIM115 - held open for the server's life
+        # unbuffered: each line is one write(2), as upstream's log backend writes each event to its
+        # file, without Python's buffer copy and flush (~2.4 k instructions a line)
+        self._file = open(path, "ab", buffering=0)  # noqa: SIM115 - held open for the server's life
         #: the encoded user, sourceIPs and userAgent of each loopback client's events
         self._who: dict[tuple, bytes] = {}
 
@@ -162,9 +164,13 @@ class AuditLog:
         self._write(orjson.dumps(event) + b"\n")
 
     def _write(self, line: bytes) -> None:
+        """The whole line, in the file before the write it reports is answered (as upstream's
+        blocking log backend); the rest of a short write is written after it."""
         try:
-            self._file.write(line)
-            self._file.flush()
+            n = self._file.write(line)
+            while n < len(line):
+                line = line[n:]
+                n = self._file.write(line)
         except OSError as e:
             log.error("audit log %s: %s", self.path, e)
 

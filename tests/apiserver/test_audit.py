@@ -135,3 +135,25 @@ def test_a_loopback_write_is_logged_as_the_http_path_logs_it(tmp_path, monkeypat
                                                             "authorization.k8s.io/reason": "loopback: a component of the API server"})
     general.close()
     assert (tmp_path / "loopback.log").read_bytes() == (tmp_path / "emit.log").read_bytes()
+
+
+class _ShortWrites:
+    """A file that takes at most 40 bytes per write, as write(2) may on a full pipe or a signal."""
+
+    def __init__(self):
+        self.data, self.calls = b"", 0
+
+    def write(self, b):
+        self.calls += 1
+        self.data += bytes(b[:40])
+        return min(len(b), 40)
+
+
+def test_a_line_the_file_takes_in_parts_is_written_whole(tmp_path):
+    audit = AuditLog(str(tmp_path / "audit.log"))
+    audit.close()
+    audit._file = short = _ShortWrites()
+    audit._append({"kind": "Event", "note": "x" * 100})
+    line = orjson.dumps({"kind": "Event", "note": "x" * 100}) + b"\n"
+    assert short.data == line
+    assert short.calls == -(-len(line) // 40)
