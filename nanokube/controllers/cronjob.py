@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import datetime as dt
 import email.utils
+import logging
 
+from ..client.http import EXPECTED
 from ..client.informer import InformerFactory, key_of
 from ..clock import Clock, format_time, parse_time
 from ..machinery import cron
-from ..machinery.errors import APIError
+from ..machinery.errors import NAMESPACE_TERMINATING, APIError, has_status_cause
 from .base import Controller
 from ..client.record import CoreEventRecorder
 from .metrics import ControllerMetrics
@@ -27,6 +29,8 @@ NEXT_SCHEDULE_DELTA = 0.1  # upstream pads each requeue for clock skew
 TOO_MANY_MISSED = 100
 #: the zone of a schedule without timeZone: kube-controller-manager's local zone, UTC here
 LOCAL_ZONE = dt.timezone.utc
+
+log = logging.getLogger(__name__)
 
 
 def job_finished(job: dict) -> str | None:
@@ -69,8 +73,13 @@ def most_recent_schedule_time(cj: dict, now: float, schedule: cron.Schedule, zon
     return earliest, recent, missed
 
 
+class ReplaceFailed(Exception):
+    """A running Job that concurrencyPolicy Replace must delete was not: the sync is retried."""
+
+
 class CronJobController(Controller):
     name = "cronjob"
+    retriable = (ReplaceFailed,)
 
     def __init__(self, client, clock: Clock | None = None, metrics: ControllerMetrics | None = None,
                  informers: InformerFactory | None = None):
@@ -118,7 +127,11 @@ class CronJobController(Controller):
         before = dict(status)
         # upstream's order: cleanupFinishedJobs, then syncCronJob, on one copy of the status
         await self._cleanup_finished(cj, status, jobs)
-        requeue = await self._sync_cronjob(cj, status, jobs)
+        failure = None
+        try:
+            requeue = await self._sync_cronjob(cj, status, jobs)
+        except EXPECTED + self.retriable as e:
+            failure, requeue = e, None  # what changed before it is written all the same
         if status != before:
             for f in ("active", "lastScheduleTime", "lastSuccessfulTime"):
                 if not status.get(f):
@@ -128,6 +141,8 @@ class CronJobController(Controller):
             except APIError as e:
                 if e.code != 404:
                     raise
+        if failure is not None:
+            raise failure
         if requeue is not None:
             self.queue.add_after(key, requeue)
 
@@ -210,9 +225,16 @@ class CronJobController(Controller):
                                      "Not starting job because prior execution is running and concurrency policy is Forbid")
             return self._next_delay(cj_now, now, schedule, zone)
         if spec.get("concurrencyPolicy") == "Replace":
-            for ref in list(active):
-                await self._delete_job(cj, ref["name"])
-                active.remove(ref)
+            for ref in active:
+                ns = ref.get("namespace") or cj["metadata"]["namespace"]
+                try:
+                    running = await self.jobs.get(ref["name"], ns)
+                except APIError as e:
+                    await self.recorder.emit(cj, "Warning", "FailedGet", f"Get job: {e.message}")
+                    raise
+                if not await self._delete_job(cj, status, running):
+                    raise ReplaceFailed(f"could not replace job {ns}/{ref['name']}")
+            active = status["active"]
         job = await self._create_job(cj, name, scheduled, zone)
         if job is None:
             return None
@@ -245,7 +267,8 @@ class CronJobController(Controller):
             job = await self.jobs.create(body)
         except APIError as e:
             if e.code != 409 or e.reason != "AlreadyExists":
-                await self.recorder.emit(cj, "Warning", "FailedCreate", f"Error creating job: {e.message}")
+                if not has_status_cause(e, NAMESPACE_TERMINATING):  # every create there fails: no news
+                    await self.recorder.emit(cj, "Warning", "FailedCreate", f"Error creating job: {e.message}")
                 raise
             job = await self.jobs.get(name, cj["metadata"]["namespace"])
             if (controller_ref(job) or {}).get("uid") != cj["metadata"]["uid"]:
@@ -255,15 +278,19 @@ class CronJobController(Controller):
         await self.recorder.emit(cj, "Normal", "SuccessfulCreate", f"Created job {name}")
         return job
 
-    async def _delete_job(self, cj: dict, name: str) -> bool:
+    async def _delete_job(self, cj: dict, status: dict, job: dict) -> bool:
+        """deleteJob: delete `job` and drop it from status.active; a failure (not found included) is
+        a FailedDelete Event, not an error, so the sync goes on. Whether it was deleted."""
+        md = job["metadata"]
         try:
-            await self.jobs.delete(name, cj["metadata"]["namespace"], propagation_policy="Background")
+            await self.jobs.delete(md["name"], md["namespace"], propagation_policy="Background")
         except APIError as e:
-            if e.code != 404:
-                await self.recorder.emit(cj, "Warning", "FailedDelete", f"Deleted job: {e.message}")
-                raise
+            await self.recorder.emit(cj, "Warning", "FailedDelete", f"Deleted job: {e.message}")
+            log.warning("cronjob %s/%s: deleting job %s failed: %s", cj["metadata"]["namespace"],
+                        cj["metadata"]["name"], md["name"], e.message)
             return False
-        await self.recorder.emit(cj, "Normal", "SuccessfulDelete", f"Deleted job {name}")
+        status["active"] = [r for r in status.get("active") or [] if r.get("uid") != md["uid"]]
+        await self.recorder.emit(cj, "Normal", "SuccessfulDelete", f"Deleted job {md['name']}")
         return True
 
     async def _cleanup_finished(self, cj: dict, status: dict, jobs: list[dict]) -> None:
@@ -280,10 +307,7 @@ class CronJobController(Controller):
                 continue
             done.sort(key=_by_start_time)
             for job in done[:len(done) - limit]:
-                uid = job["metadata"]["uid"]
-                active = status.get("active") or []
-                if await self._delete_job(cj, job["metadata"]["name"]) and any(r.get("uid") == uid for r in active):
-                    status["active"] = [r for r in active if r.get("uid") != uid]
+                await self._delete_job(cj, status, job)
 
 
 def _by_start_time(job: dict) -> tuple:

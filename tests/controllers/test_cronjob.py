@@ -281,3 +281,101 @@ async def test_creation_skew_is_observed(env):
     text = generate_latest(ctrl_metrics.registry).decode()
     assert "cronjob_controller_job_creation_skew_duration_seconds_count 1.0" in text
     assert 'cronjob_controller_job_creation_skew_duration_seconds_bucket{le="1.0"} 1.0' in text
+
+
+async def deny_jobs(client, operation: str) -> None:
+    """A ValidatingAdmissionPolicy (and its binding) refusing every `operation` on Jobs."""
+    g = "admissionregistration.k8s.io"
+    await client.resource(g, "v1", "validatingadmissionpolicies").create({
+        "metadata": {"name": "keep-jobs"},
+        "spec": {"matchConstraints": {"resourceRules": [{"apiGroups": ["batch"], "apiVersions": ["v1"],
+                                                         "operations": [operation], "resources": ["jobs"]}]},
+                 "validations": [{"expression": "false", "message": f"no {operation} of jobs"}]}})
+    await client.resource(g, "v1", "validatingadmissionpolicybindings").create({
+        "metadata": {"name": "keep-jobs"}, "spec": {"policyName": "keep-jobs", "validationActions": ["Deny"]}})
+
+
+async def test_a_finished_job_it_cannot_delete_is_a_failed_delete_and_the_sync_goes_on(env):
+    """cleanupFinishedJobs: the delete of a Job past the history limit is refused: a FailedDelete
+    Event, and syncCronJob runs on all the same, its status written (the Job seen completed)."""
+    client, clock = env
+    cjs = client.resource("batch", "v1", "cronjobs")
+    await deny_jobs(client, "DELETE")
+    await cjs.create(cronjob(successfulJobsHistoryLimit=0))
+    await clock.advance(60)
+    job = await soon(lambda: _named(client, "tick-"))
+    await finish(client, job, clock)
+
+    async def seen_completed():
+        st = (await cjs.get("tick", "default")).get("status") or {}
+        return st if st.get("lastSuccessfulTime") else None
+    st = await soon(seen_completed)
+    assert "active" not in st and st["lastSuccessfulTime"] == format_time(clock.now())
+    failed = await soon(lambda: events(client, "FailedDelete"))
+    assert failed[0]["message"].startswith("Deleted job: ")
+    assert failed[0]["message"].endswith("denied request: no DELETE of jobs")
+    assert [e["message"] for e in await events(client, "SawCompletedJob")] == [
+        f"Saw completed job: {job['metadata']['name']}, condition: Complete"]
+    assert [j["metadata"]["name"] for j in await jobs(client)] == [job["metadata"]["name"]]
+
+
+async def test_a_failed_create_still_writes_what_the_sync_found(env):
+    """syncCronJob drops an active Job that is gone (MissingJob), then its create is refused: the
+    FailedCreate is reported, the error returned, and status.active written without the lost Job."""
+    client, clock = env
+    cjs = client.resource("batch", "v1", "cronjobs")
+    await deny_jobs(client, "CREATE")
+    await cjs.create(cronjob())
+    await clock.advance(60)
+    await soon(lambda: events(client, "FailedCreate"))
+    ghost = {"kind": "Job", "namespace": "default", "name": "ghost", "uid": "0-ghost", "apiVersion": "batch/v1"}
+    await cjs.patch("tick", {"status": {"active": [ghost]}}, namespace="default", subresource="status")
+
+    async def ghost_dropped():
+        st = (await cjs.get("tick", "default")).get("status") or {}
+        return [st] if (await events(client, "MissingJob")) and not st.get("active") else None
+    (st,) = await soon(ghost_dropped)
+    assert "lastScheduleTime" not in st
+    assert [e["message"] for e in await events(client, "MissingJob")] == ["Active job went missing: ghost"]
+    failed = await events(client, "FailedCreate")
+    assert failed[0]["message"].startswith("Error creating job: ") and failed[0]["count"] >= 2
+    assert not await jobs(client)
+
+
+async def test_a_create_refused_in_a_terminating_namespace_is_not_reported(env, caplog):
+    """CreateJob refused because the namespace is being deleted: no FailedCreate Event (the error is
+    still returned, and logged, as upstream's sync does)."""
+    client, clock = env
+    namespaces, cjs = client.resource("", "v1", "namespaces"), client.resource("batch", "v1", "cronjobs")
+    await namespaces.create({"metadata": {"name": "doomed", "finalizers": ["e2e.nanokube.io/hold"]}})
+    body = cronjob()
+    body["metadata"]["namespace"] = "doomed"
+    await cjs.create(body)
+    await namespaces.delete("doomed")
+    await clock.advance(60)
+
+    async def refused():
+        return [r for r in caplog.records if "doomed/tick" in r.getMessage() and "being terminated" in r.getMessage()]
+    await soon(refused)
+    items, _ = await client.resource("", "v1", "events").list("doomed")
+    assert [e["reason"] for e in items] == []
+    assert not (await client.resource("batch", "v1", "jobs").list("doomed"))[0]
+
+
+async def test_replace_stops_when_the_running_job_cannot_be_deleted(env, caplog):
+    """concurrencyPolicy Replace and a running Job whose delete is refused: a FailedDelete Event, no
+    new Job, and the sync fails with 'could not replace job' (retried), as upstream's syncCronJob."""
+    client, clock = env
+    await deny_jobs(client, "DELETE")
+    await client.resource("batch", "v1", "cronjobs").create(cronjob("replace", concurrencyPolicy="Replace"))
+    await clock.advance(60)
+    first = await soon(lambda: _named(client, "replace-"))
+    await clock.advance(60)
+    failed = await soon(lambda: events(client, "FailedDelete"))
+    assert failed[0]["message"].endswith("denied request: no DELETE of jobs")
+    name = first["metadata"]["name"]
+
+    async def retried():
+        return [r for r in caplog.records if f"could not replace job default/{name}" in r.getMessage()]
+    await soon(retried)
+    assert [j["metadata"]["name"] for j in await jobs(client)] == [name]
