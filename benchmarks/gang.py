@@ -113,7 +113,6 @@ async def _create_gangs(client, prefix: str, count: int, size: int, tracker: _Bi
             tracker.created[name] = time.perf_counter()
             await pods.create(member(name, group, cpu, priority_class))
             names.append(name)
-            await asyncio.sleep(0)  # beside the scheduler, as in benchmarks/scheduler.py's _create_pods
     return names
 
 

@@ -355,10 +355,6 @@ async def _create_pods(client: LocalClient, w: Workload, prefix: str, count: int
         names.append(name)
         if w.kind == "unschedulable" and prefix == "pod":
             await pods.create(pod_manifest(w, f"stuck-{i}", i, nowhere=True))
-        # a client beside the scheduler, as scheduler_perf's creating goroutines are: a loopback
-        # write over a store whose commits the cache follows never suspends, so without this the
-        # scheduler would start only once every pod exists
-        await asyncio.sleep(0)
     return names
 
 

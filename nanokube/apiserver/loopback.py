@@ -4,10 +4,17 @@ It is part of the server (upstream's loopback client config), handed to the comp
 `nanokube up` runs in-process; they see only the client interface, the same one `client/http.py`
 offers over HTTPS. Objects returned are shared with the server's cache and must be treated as
 immutable (copy before changing); the cache mutation detector (client/mutation.py) checks that.
+
+Each request first yields to the event loop once, where a request over the network waits for its
+answer: the REST stack answers an in-process request without suspending (the watch cache follows the
+store's commits), so without it a component writing in a loop (a controller's creates, the
+scheduler's binds) would hold the loop until it is done, while over HTTP every other task runs
+between its requests.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -91,9 +98,11 @@ class ResourceClient:
         return out
 
     async def get(self, name: str, namespace: str | None = None) -> dict:
+        await asyncio.sleep(0)
         return self._handed_out(await self.c.rest.get(self.res, self.version, namespace, name), "get")
 
     async def list(self, namespace: str | None = None, label_selector: str = "", field_selector: str = "") -> tuple[list[dict], str]:
+        await asyncio.sleep(0)
         items, meta = await self.c.rest.list(self.res, self.version, namespace, label_selector=label_selector,
                                              field_selector=field_selector)
         d = mutation.DETECTOR
@@ -103,6 +112,7 @@ class ResourceClient:
 
     async def watch(self, namespace: str | None = None, resource_version: str = "", label_selector: str = "",
                     field_selector: str = ""):
+        await asyncio.sleep(0)
         stream = await self.c.rest.watch(self.res, self.version, namespace, resource_version=resource_version,
                                          label_selector=label_selector, field_selector=field_selector)
         d = mutation.DETECTOR
@@ -111,6 +121,7 @@ class ResourceClient:
         return mutation.KeptStream(stream, d, self._origin("watch"))
 
     async def create(self, obj: dict, namespace: str | None = None) -> dict:
+        await asyncio.sleep(0)
         ns = namespace or (obj.get("metadata") or {}).get("namespace")
         d = mutation.DETECTOR
         if d is not None:
@@ -119,6 +130,7 @@ class ResourceClient:
             self.res, self.version, ns, orjson.loads(orjson.dumps(obj)), self._opts()))).obj, "create")
 
     async def update(self, obj: dict, subresource: str = "") -> dict:
+        await asyncio.sleep(0)
         md = obj["metadata"]
         d = mutation.DETECTOR
         if d is not None:
@@ -130,6 +142,7 @@ class ResourceClient:
 
     async def patch(self, name: str, patch: Any, patch_type: str = "application/merge-patch+json",
                     namespace: str | None = None, subresource: str = "", field_manager: str = "", force: bool = False) -> dict:
+        await asyncio.sleep(0)
         opts = self._opts(force=force)
         if field_manager:
             opts.field_manager = field_manager
@@ -140,6 +153,7 @@ class ResourceClient:
 
     async def delete(self, name: str, namespace: str | None = None, propagation_policy: str | None = None,
                      grace_period_seconds: int | None = None, preconditions: dict | None = None) -> dict:
+        await asyncio.sleep(0)
         options: dict[str, Any] = {}
         if propagation_policy:
             options["propagationPolicy"] = propagation_policy
@@ -151,20 +165,24 @@ class ResourceClient:
             self.res, self.version, namespace, name, options, self._opts()))).obj, "delete")
 
     async def delete_collection(self, namespace: str | None = None, label_selector: str = "") -> list[dict]:
+        await asyncio.sleep(0)
         return await self._audited("deletecollection", namespace, "", self.c.rest.delete_collection(
             self.res, self.version, namespace, {}, self._opts(), label_selector=label_selector))
 
     async def get_scale(self, name: str, namespace: str | None = None) -> dict:
         """The autoscaling/v1 Scale of a resource with a scale subresource (workloads, CRDs)."""
+        await asyncio.sleep(0)
         return await self.c.subresources.get_scale(self.res, namespace, name)
 
     async def update_scale(self, name: str, replicas: int, namespace: str | None = None) -> dict:
+        await asyncio.sleep(0)
         return await self._audited("update", namespace, name, self.c.subresources.put_scale(
             self.res, self.version, namespace, name, {"spec": {"replicas": replicas}}, self._opts()), "scale")
 
     async def create_subresource(self, name: str, subresource: str, body: dict,
                                  namespace: str | None = None) -> dict:
         """POST to pods/binding or pods/eviction, as HTTPClient does over the wire."""
+        await asyncio.sleep(0)
         if self.res.group or self.res.plural != "pods" or subresource not in ("binding", "eviction"):
             raise errors.method_not_allowed()
         body = orjson.loads(orjson.dumps(body))

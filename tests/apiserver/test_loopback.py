@@ -1,6 +1,8 @@
 """LocalClient's subresource POSTs run the API server's own pods/binding
-and pods/eviction code, so in-process and HTTP callers get one behaviour."""
+and pods/eviction code, so in-process and HTTP callers get one behaviour;
+each of its requests gives the event loop a turn, as a network round trip does."""
 
+import asyncio
 import copy
 
 import pytest
@@ -75,3 +77,83 @@ async def test_a_finalize_update_leaves_the_object_it_replaces_as_it_was(stack):
     after = await namespaces.update(body, subresource="finalize")
     assert after["spec"]["finalizers"] == [] and after["metadata"]["managedFields"] != snapshot["metadata"]["managedFields"]
     assert before == snapshot
+
+
+async def test_a_writer_loop_lets_a_runnable_task_run_before_each_create(stack):
+    """An in-process component creating in a loop interleaves with the others as a network client
+    does: a task that is ready while the loop runs sees every count of creates, not only the last."""
+    cms = stack.client.resource("", "v1", "configmaps")
+    n = 20
+    done: list[int] = []
+    seen: list[int] = []
+
+    async def writer():
+        for i in range(n):
+            await cms.create({"metadata": {"name": f"c{i}", "namespace": "default"}})
+            done.append(i)
+
+    async def observer():
+        while len(done) < n:
+            seen.append(len(done))
+            await asyncio.sleep(0)
+
+    await asyncio.gather(writer(), observer())
+    assert sorted(set(seen)) == list(range(n))
+    assert len((await cms.list("default"))[0]) == n
+
+
+def deployment(name: str) -> dict:
+    labels = {"app": name}
+    return {"metadata": {"name": name, "namespace": "default"}, "spec": {
+        "replicas": 1, "selector": {"matchLabels": labels},
+        "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "c", "image": "pause"}]}}}}
+
+
+REQUESTS = {
+    "get": lambda c: c.resource("", "v1", "configmaps").get("cm", "default"),
+    "get of a missing object": lambda c: c.resource("", "v1", "configmaps").get("missing", "default"),
+    "list": lambda c: c.resource("", "v1", "configmaps").list("default"),
+    "watch": lambda c: c.resource("", "v1", "configmaps").watch("default"),
+    "create": lambda c: c.resource("", "v1", "configmaps").create({"metadata": {"name": "new", "namespace": "default"}}),
+    "update": lambda c: c.resource("", "v1", "configmaps").update(
+        {"metadata": {"name": "cm", "namespace": "default"}, "data": {"k": "v"}}),
+    "patch": lambda c: c.resource("", "v1", "configmaps").patch("cm", {"data": {"k": "w"}}, namespace="default"),
+    "delete": lambda c: c.resource("", "v1", "configmaps").delete("cm", "default"),
+    "deletecollection": lambda c: c.resource("", "v1", "configmaps").delete_collection("default"),
+    "get scale": lambda c: c.resource("apps", "v1", "deployments").get_scale("d", "default"),
+    "update scale": lambda c: c.resource("apps", "v1", "deployments").update_scale("d", 2, "default"),
+    "binding": lambda c: c.resource("", "v1", "pods").create_subresource("p", "binding", binding("p", "n1"), "default"),
+}
+
+
+@pytest.mark.parametrize("verb", list(REQUESTS))
+async def test_every_request_gives_the_loop_a_turn(stack, verb):
+    """Whatever it asks, and whether it succeeds or fails, a request lets a ready task run before it returns."""
+    client = stack.client
+    await client.resource("", "v1", "configmaps").create({"metadata": {"name": "cm", "namespace": "default"}})
+    await client.resource("apps", "v1", "deployments").create(deployment("d"))
+    await new_pod(client, "p")
+    turns = 0
+
+    async def ticker():
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    before = turns
+    try:
+        out = await REQUESTS[verb](client)
+    except APIError as e:
+        out = e
+    after = turns
+    task.cancel()
+    assert after > before
+    if verb == "get of a missing object":
+        assert isinstance(out, APIError) and out.code == 404
+    else:
+        assert not isinstance(out, APIError), out
+    if verb == "watch":
+        await out.aclose()

@@ -69,6 +69,13 @@ async def consumer(client, name, device="gpu-0", tolerations=None, group=None):
     return pod
 
 
+def reserved_in_informer(ctrl, name) -> bool:
+    """The controller's informers hold the slices and `consumer`'s claim with its allocation and
+    reservation (the status update after the create), so what the controller judges is what the test wrote."""
+    claim = ctrl.claims.get(f"default/{name}")
+    return bool(ctrl.slices.list() and claim and (claim.get("status") or {}).get("reservedFor"))
+
+
 async def gone(client, name):
     """Deleted: on a node (and no kubelet here) that leaves it terminating."""
     async def check():
@@ -141,7 +148,7 @@ async def test_toleration_without_seconds_tolerates_forever_and_other_effects_ne
     client, clock, ctrl = env
     await publish(client, {"gpu-0": [taint(clock), taint(clock, key="example.com/ecc", effect="NoSchedule")]})
     await consumer(client, "p", tolerations=[{"key": "example.com/xid", "operator": "Exists"}])
-    await eventually(lambda: _async(ctrl.pods.get("default/p") and ctrl.claims.list()))
+    await eventually(lambda: _async(ctrl.pods.get("default/p") and reserved_in_informer(ctrl, "p")))
     assert ctrl.pod_eviction(ctrl.pods.get("default/p")) is None
 
 
@@ -162,7 +169,7 @@ async def test_an_unscheduled_pod_is_not_evicted(env):
     await publish(client, {"gpu-0": [taint(clock)]})
     pod = await consumer(client, "p")
     unscheduled = {**pod, "spec": {**pod["spec"], "nodeName": ""}}
-    await eventually(lambda: _async(ctrl.claims.list()))
+    await eventually(lambda: _async(reserved_in_informer(ctrl, "p")))
     assert ctrl.pod_eviction(unscheduled) is None and ctrl.pod_eviction(pod) is not None
 
 
@@ -199,7 +206,7 @@ async def test_older_pool_generations_are_ignored(env):
         "devices": [{"name": "gpu-0"}]}})
     await eventually(lambda: _async(len(ctrl.slices.list()) == 2))
     await consumer(client, "p")
-    await eventually(lambda: _async(ctrl.pods.get("default/p") and len(ctrl.claims.list()) == 1))
+    await eventually(lambda: _async(ctrl.pods.get("default/p") and reserved_in_informer(ctrl, "p")))
     assert ctrl.pod_eviction(ctrl.pods.get("default/p")) is None
 
 
@@ -208,7 +215,7 @@ async def test_rule_evicts_and_reports_pending_then_completed(env):
     rules = client.resource(R, "v1", "devicetaintrules")
     await publish(client, {"gpu-0": []})
     await consumer(client, "p", tolerations=[{"key": "maint", "operator": "Exists", "tolerationSeconds": 5}])
-    await eventually(lambda: _async(ctrl.claims.list()))
+    await eventually(lambda: _async(reserved_in_informer(ctrl, "p")))
     await rules.create({"metadata": {"name": "maint"}, "spec": {
         "deviceSelector": {"driver": DRIVER, "pool": "n1", "device": "gpu-0"},
         "taint": {"key": "maint", "effect": "NoExecute", "timeAdded": format_time(clock.now())}}})
@@ -235,7 +242,7 @@ async def test_rule_with_effect_none_reports_what_noexecute_would_do(env):
     rules = client.resource(R, "v1", "devicetaintrules")
     await publish(client, {"gpu-0": [], "gpu-1": []})
     await consumer(client, "p")
-    await eventually(lambda: _async(ctrl.claims.list() and ctrl.slices.list()))
+    await eventually(lambda: _async(reserved_in_informer(ctrl, "p")))
     await rules.create({"metadata": {"name": "dry"}, "spec": {"deviceSelector": {"driver": DRIVER},
                                                               "taint": {"key": "maint", "effect": "None"}}})
 

@@ -128,9 +128,10 @@ async def test_pods_wait_until_the_root_is_ready(env):
     await create(client, composite("root", 2), leaf("a", "root"), leaf("b", "root"),
                  *[member(n, "a") for n in pods_of("a")])
 
-    async def gated():
+    async def gated():  # once the scheduler's informer has seen both members
         info = sched.queue.unschedulable.get("default/a-0")
-        return info if info is not None and info.gated_by == "GangScheduling" else None
+        gated = info is not None and info.gated_by == "GangScheduling"
+        return info if gated and sched.podgroups.member_count("default/a") == 2 else None
     await eventually(gated)
     assert sched.podgroups.member_count("default/a") == 2
     assert sched.frameworks["default-scheduler"].run_pre_enqueue(sched.queue.unschedulable["default/a-0"]).message() \

@@ -359,13 +359,17 @@ async def test_the_claim_controller_can_share_the_schedulers_informers_which_the
     before = s.cache.watcher_count
     try:
         await sched.start()
-        running = s.cache.watcher_count
+        running = before + len(factory._tasks)  # one watch per informer, opened once its list synced it
         assert running > before
+
+        async def watching():
+            return s.cache.watcher_count == running
+        await eventually(watching)
         await ctrl.start()
-        assert s.cache.watcher_count == running, "the controller opens no watch of its own"
         pods = s.client.resource("", "v1", "pods")
         await pods.create(claim_pod("tp", template="gpu-tmpl"))
         assert await eventually(bound(pods, "tp")) == "n"
+        assert s.cache.watcher_count == running, "the controller opens no watch of its own"
         await ctrl.stop()
         await sched.stop()
         assert s.cache.watcher_count == running, "the factory's owner stops the shared informers"
