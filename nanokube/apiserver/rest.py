@@ -155,12 +155,18 @@ class ResourceIndex:
     def _converter(self, res: Resource, version: str) -> ssa.Convert:
         """Converts an object of `res` at `version` to another version of its kind through storage, or
         gives None where no resource stored with it serves that version."""
-        def convert(obj: dict, api_version: str):
+        def convert(obj: dict, api_version: str, at: str = ""):
             group, _, v = api_version.rpartition("/")
             other = res if group == res.group else self.by_kind(group, res.kind)
             if other is None or v not in other.versions or other.storage_resource != res.storage_resource:
                 return None
-            stored = res.strategy.to_storage(json_copy(obj), version)
+            source, sv = res, version
+            if at:  # `obj` is shown at another version than this converter's
+                g, _, sv = at.rpartition("/")
+                source = res if g == res.group else self.by_kind(g, res.kind)
+                if source is None or sv not in source.versions:
+                    return None
+            stored = source.strategy.to_storage(json_copy(obj), sv)
             return schemas.kind_schema(group, v, res.kind), other.strategy.from_storage(stored, v)
         return convert
 

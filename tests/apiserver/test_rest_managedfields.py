@@ -174,3 +174,35 @@ async def test_managed_fields_a_policy_leaves_unreadable_are_restored_with_a_war
         assert warned == ['299 - ".metadata.managedFields was in an invalid state after admission; this could be '
                           'caused by an outdated mutating admission controller; please fix your requests: invalid '
                           'fieldsType \\"Bad\\" in managed fields entry 0"']
+
+
+HPA_V2 = "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers"
+HPA_V1 = "/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers"
+APPLY = "application/apply-patch+yaml"
+
+
+def hpa_v2(**spec) -> dict:
+    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "h"},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"}, "maxReplicas": 5,
+                     **spec}}
+
+
+CPU_50 = [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}}]
+
+
+@pytest.mark.parametrize("shared", [False, True])
+async def test_an_applier_switching_versions_is_pruned_as_its_last_version_shows_the_object(tmp_path, shared):
+    """What an applier set at autoscaling/v2 (spec.metrics) and leaves out of its next apply at
+    autoscaling/v1 (targetCPUUtilizationPercentage, the same field as v1 shows it) is removed, unless
+    another manager owns it too: the prune happens as v2 shows the object."""
+    async with served(tmp_path) as (_, api_client):
+        await call(api_client, "PATCH", f"{HPA_V2}/h", hpa_v2(minReplicas=2, metrics=CPU_50), "app", APPLY)
+        if shared:
+            await call(api_client, "PATCH", f"{HPA_V2}/h", hpa_v2(metrics=CPU_50), "other", APPLY)
+        v1 = {"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "h"},
+              "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"}, "maxReplicas": 5}}
+        out = await call(api_client, "PATCH", f"{HPA_V1}/h", v1, "app", APPLY)
+        assert out["spec"]["minReplicas"] == 1  # pruned, then defaulted
+        # a metric nobody else owns is pruned (and v1's reading of no metric is the default 80%)
+        assert out["spec"]["targetCPUUtilizationPercentage"] == (50 if shared else 80)
+        assert entries(out)["app"] == ("Apply", "autoscaling/v1", {"f:spec": {"f:maxReplicas": {}, "f:scaleTargetRef": {}}})

@@ -734,10 +734,11 @@ def _reassign(
     return diff
 
 
-#: how a field manager sees a kind whose versions differ in shape: `convert(obj, api_version)` is
-#: (that version's schema, `obj` as that version shows it), `obj` being at the write's version; None
-#: where the kind is not served at `api_version` (upstream's IsMissingVersionError)
-Convert = Callable[[dict[str, Any], str], "tuple[dict[str, Any] | None, dict[str, Any]] | None"]
+#: how a field manager sees a kind whose versions differ in shape: `convert(obj, api_version, at)` is
+#: (that version's schema, `obj` as that version shows it), `obj` being at version `at` (an
+#: apiVersion; the write's version when left out); None where the kind is not served at
+#: `api_version` (upstream's IsMissingVersionError)
+Convert = Callable[..., "tuple[dict[str, Any] | None, dict[str, Any]] | None"]
 
 
 def _version_diff(
@@ -832,7 +833,10 @@ def apply(
             manager, "Apply", api_version, subresource, mine, now
         )
         if previous and previous.fields:
-            merged = _prune(merged, raw, managers, previous.fields)
+            if convert is not None and previous.api_version != api_version:
+                merged = _prune_across(merged, raw, managers, previous, api_version, convert)
+            else:
+                merged = _prune(merged, raw, managers, previous.fields)
         _reassign(
             current if live is not None else _zero_like(merged, raw),
             merged,
@@ -867,6 +871,52 @@ def _prune(
     pruned = remove_items(merged, raw, last_n)
     pruned = remove_items(merged, raw, merged_n - (fields_of(pruned) | owned))
     result = remove_items(merged, raw, (merged_n - fields_of(pruned)) & last_n)
+    return result if result is not MISSING else {}
+
+
+def _prune_across(
+    merged: Any, raw: dict[str, Any], managers: dict[tuple, _Manager], last: _Manager, api_version: str,
+    convert: Convert,
+) -> Any:
+    """`_prune` of an applier whose last apply was at another version: what it set then and no
+    longer sets goes as that version shows the object, what others own comes back as each
+    manager's version shows it, and the result is shown at the write's version again (upstream's
+    Updater.prune converting between its passes)."""
+    schemas = {api_version: raw}
+
+    def shown(obj: Any, at: str, version: str) -> Any:
+        if at == version:
+            return obj
+        out = convert(obj if obj is not MISSING else {}, version, at)
+        if out is None:
+            raise LookupError(version)
+        schemas[version] = _root_schema(out[0])
+        return out[1]
+
+    def named(v: Any, version: str) -> set[Path]:
+        return _with_named_fields(field_set(v if v is not MISSING else {}, schemas[version]), schemas[version])
+
+    lv = last.api_version
+    try:
+        merged_l = shown(merged, api_version, lv)
+    except LookupError:  # that version no longer shows the kind: nothing to prune
+        return merged
+    last_n = _with_named_fields(set(last.fields), schemas[lv])
+    pruned, at = remove_items(merged_l, schemas[lv], last_n), lv
+    for version in dict.fromkeys(m.api_version for m in managers.values()):
+        try:
+            merged_v, pruned_v = shown(merged, api_version, version), shown(pruned, at, version)
+        except LookupError:
+            continue
+        owned = set().union(*(m.fields for m in managers.values() if m.api_version == version)) | _STRIPPED
+        kept = named(pruned_v, version) | _with_named_fields(owned, schemas[version])
+        pruned, at = remove_items(merged_v, schemas[version], named(merged_v, version) - kept), version
+    # the passes only remove: a value that reads otherwise once shown at `lv` again is the
+    # conversion's own (a default it fills in), so that field was not kept
+    back = shown(pruned, at, lv)
+    kept = named(back, lv) - compare(merged_l, back if back is not MISSING else {}, schemas[lv]).modified
+    dangling = (named(merged_l, lv) - kept) & last_n
+    result = shown(remove_items(merged_l, schemas[lv], dangling), lv, api_version)
     return result if result is not MISSING else {}
 
 
