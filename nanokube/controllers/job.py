@@ -50,6 +50,8 @@ _JOB = owned_by("Job")
 BACKOFF_BASE, BACKOFF_MAX = 10.0, 360.0  # upstream's pod re-creation backoff after failures
 #: upstream's syncJobBatchPeriod: how long a sync that pod events (or the Job's status writes) ask for waits
 SYNC_BATCH_PERIOD = 1.0
+#: upstream's MaxPodCreateDeletePerSync
+MAX_POD_CREATE_DELETE_PER_SYNC = 500
 
 
 def parse_indexes(s: str | None) -> set[int]:
@@ -347,7 +349,10 @@ class JobController(Controller):
             await self._remove_finalizers([p for p in self._pods_of(job)
                                            if TRACKING in (p["metadata"].get("finalizers") or [])])
             return
-        await self._sync_job(key, job, await self._claim(job))
+        # judged before the pods are listed, as upstream's syncJob: a pod that comes while they are
+        # claimed (claim_objects lets the loop run) then counts in the next sync, not as missing now
+        satisfied = self.expectations.satisfied(key)
+        await self._sync_job(key, job, await self._claim(job), satisfied)
 
     async def _sync_orphan(self, key: str) -> None:
         """syncOrphanPod: the tracking finalizer goes from a pod still without a Job to count it
@@ -370,7 +375,7 @@ class JobController(Controller):
                 "finalizers": fins or None, "resourceVersion": p["metadata"]["resourceVersion"]}},
                 namespace=p["metadata"]["namespace"]))
 
-    async def _sync_job(self, key: str, job: dict, pods: list[dict]) -> None:
+    async def _sync_job(self, key: str, job: dict, pods: list[dict], satisfied: bool) -> None:
         spec, now = job["spec"], self.clock.now()
         st = dict(job.get("status") or {})
         uncounted = {k: list(v) for k, v in (st.get("uncountedTerminatedPods") or {}).items()}
@@ -426,7 +431,7 @@ class JobController(Controller):
         if not suspended and not st.get("startTime"):
             st["startTime"] = format_time(now)
         outcome = self._outcome(key, spec, st, succeeded, failed, active, indexed, done_idx, failed_idx, now)
-        manage_failure = None
+        made, manage_failure = 0, None  # manage_failure: raised once the status is written, as upstream's syncJob
         if fail_job and (outcome is None or outcome[0] != "FailureTarget"):
             outcome = ("FailureTarget", job_failure_policy.REASON, fail_job)
         if outcome:
@@ -437,14 +442,14 @@ class JobController(Controller):
         if outcome or suspended:
             await self._delete_pods(key, job, active)
             active = []
-        elif self.expectations.satisfied(key):
+        elif satisfied:
             try:
-                await self._manage(key, job, active, pods, succeeded, failed, done_idx | finishing | failed_idx,
-                                   delayed, now)
+                made, manage_failure = await self._manage(key, job, active, pods, succeeded, failed,
+                                                          done_idx | finishing | failed_idx, delayed, now)
             except APIError as e:
-                manage_failure = e  # raised once the status is written, as upstream's syncJob returns it
+                manage_failure = e
         self._set_suspended(st, suspended, now)
-        st["active"] = len(active)
+        st["active"] = len(active) + made  # manageJob's count: the pods it just made too
         st["ready"] = sum(1 for p in active if pod_is_ready(p))
         st["terminating"] = sum(1 for p in pods if p["metadata"].get("deletionTimestamp") and not pod_is_terminal(p))
         if outcome and not st["uncountedTerminatedPods"] and not active:
@@ -535,26 +540,27 @@ class JobController(Controller):
         if active:
             await delete_pods(self.pods, self.expectations, key, active, self.recorder, job)
 
-    async def _manage(self, key, job, active, pods, succeeded, failed, settled, replaced, now) -> None:
-        """Create or delete pods towards the wanted count. `settled` are the
-        indexes that never run again; `replaced` maps an index to the failed
-        pod its next pod replaces (backoffLimitPerIndex only)."""
+    async def _manage(self, key, job, active, pods, succeeded, failed, settled, replaced,
+                      now) -> tuple[int, Exception | None]:
+        """Create or delete pods towards the wanted count, at most MAX_POD_CREATE_DELETE_PER_SYNC;
+        the pods created and the creates' first failure. `settled` are the indexes that never run
+        again; `replaced` maps an index to the failed pod its next pod replaces (backoffLimitPerIndex only)."""
         spec = job["spec"]
         per_index = spec.get("backoffLimitPerIndex") is not None and spec.get("completionMode") == "Indexed"
         group = None
         if uses_workload(job) and (group := await self.workloads.ensure(job)) is None:
-            return
+            return 0, None
         if failed and not per_index and (wait := self._backoff_left(pods, failed, now)) > 0:
             self._enqueue_with_delay(key, wait + 0.05)
-            return
+            return 0, None
         # with podReplacementPolicy Failed a terminating pod is replaced only once it has failed
         replace_failed = replaces_only_failed(spec)
         terminating = [p for p in pods if replace_failed and p["metadata"].get("deletionTimestamp")
                        and not pod_is_terminal(p)]
         if spec.get("completionMode") == "Indexed":
             if doomed := [p for p in active if pod_index(p) in settled]:
-                await self._delete_pods(key, job, doomed)
-                return
+                await self._delete_pods(key, job, doomed[:MAX_POD_CREATE_DELETE_PER_SYNC])
+                return 0, None
             busy = {pod_index(p) for p in active + terminating} | settled
             free = [i for i in range(spec.get("completions") or 0) if i not in busy]
             todo = free[:max(0, spec.get("parallelism", 1) - len(active))]
@@ -566,16 +572,15 @@ class JobController(Controller):
             n = wanted_active(spec, succeeded) - len(active)
             if n < 0:
                 extra = sorted(active, key=lambda p: (bool(p["spec"].get("nodeName")), pod_is_ready(p)))[:-n]
-                await self._delete_pods(key, job, extra)
-                return
+                await self._delete_pods(key, job, extra[:MAX_POD_CREATE_DELETE_PER_SYNC])
+                return 0, None
             todo = [None] * max(0, n - len(terminating))
+        todo = todo[:MAX_POD_CREATE_DELETE_PER_SYNC]
         if not todo:
-            return
-        _, failure = await create_pods(self.pods, self.expectations, key,
-                                       [self._pod(job, i, group, replaced.get(i) if per_index else None) for i in todo],
-                                       self.recorder, job)
-        if failure is not None:
-            raise failure
+            return 0, None
+        return await create_pods(self.pods, self.expectations, key,
+                                 [self._pod(job, i, group, replaced.get(i) if per_index else None) for i in todo],
+                                 self.recorder, job)
 
     def _backoff_left(self, pods: list[dict], failed: int, now: float) -> float:
         """Seconds before a replacement may start: 10s doubling per failure, from the last failure."""

@@ -420,7 +420,8 @@ async def test_creates_in_slow_start_batches_then_writes_its_status():
         assert await event_counts(client, "Job") == {"SuccessfulCreate": 2, "FailedCreate": 1}
         made = {p["metadata"]["labels"][INDEX] for p in await live_pods(client, 2)}
         assert "0" in made and made <= {"0", "1", "2"}
-        assert (await client.resource("batch", "v1", "jobs").get("pi", "default"))["status"]["startTime"]
+        st = (await client.resource("batch", "v1", "jobs").get("pi", "default"))["status"]
+        assert st["startTime"] and st["active"] == 2, "manageJob's count: the two pods just made"
 
         async def made_ones_seen():
             return ctrl.expectations.satisfied("default/pi")
@@ -429,6 +430,7 @@ async def test_creates_in_slow_start_batches_then_writes_its_status():
         await ctrl.sync("default/pi")
         assert await event_counts(client, "Job") == {"SuccessfulCreate": 5, "FailedCreate": 1}
         assert sorted(p["metadata"]["labels"][INDEX] for p in await live_pods(client, 5)) == ["0", "1", "2", "3", "4"]
+        assert (await client.resource("batch", "v1", "jobs").get("pi", "default"))["status"]["active"] == 5
     finally:
         await stopped(ctrl)
         await s.close()
@@ -457,3 +459,18 @@ async def test_a_create_refused_in_a_terminating_namespace_is_no_failure(env, ca
     await ticking(clock, resumed)
     assert await event_counts(client, "Job", "doomed") == {"Suspended": 1, "Resumed": 1}
     assert [r.getMessage() for r in caplog.records if "being terminated" in r.getMessage()] == []
+
+
+async def test_one_sync_creates_at_most_500_pods():
+    """MaxPodCreateDeletePerSync: 600 pods wanted, 500 made by one sync (its status counts them)."""
+    s = await make_stack()
+    client = s.client
+    ctrl = await informing(JobController(client, clock=VirtualClock()))
+    try:
+        await seen(ctrl.job_inf, await client.resource("batch", "v1", "jobs").create(job(parallelism=600)))
+        await ctrl.sync("default/pi")
+        assert len(await live_pods(client, 500)) == 500
+        assert (await client.resource("batch", "v1", "jobs").get("pi", "default"))["status"]["active"] == 500
+    finally:
+        await stopped(ctrl)
+        await s.close()
