@@ -63,10 +63,11 @@ class Informer:
         keys = self._by_ns.get(namespace)
         return [self.store[k] for k in keys] if keys else []
 
-    def add_index(self, name: str, value_of: Callable[[dict], str | None]) -> None:
-        """A custom index (client-go's AddIndexers, one value per object; None leaves it out), kept
-        on every event, so a handler reads the few objects it needs (the pods on one node) instead of
-        walking the store. Controllers sharing the informer share an index by its name."""
+    def add_index(self, name: str, value_of: Callable[[dict], str | tuple[str, ...] | None]) -> None:
+        """A custom index (client-go's AddIndexers; None leaves an object out, a tuple of distinct
+        values files it under each, as an IndexFunc's list), kept on every event, so a handler reads
+        the few objects it needs (the pods on one node) instead of walking the store. Controllers
+        sharing the informer share an index by its name."""
         if name not in self._indexers:
             self._indexers[name] = _Index(value_of, self.store)
 
@@ -186,24 +187,26 @@ class _Index:
 
     __slots__ = ("value_of", "keys", "values")
 
-    def __init__(self, value_of: Callable[[dict], str | None], store: dict[str, dict]):
+    def __init__(self, value_of: Callable[[dict], str | tuple[str, ...] | None], store: dict[str, dict]):
         self.value_of = value_of
         self.keys: dict[str, dict[str, None]] = {}
-        self.values: dict[str, str] = {}
+        self.values: dict[str, str | tuple[str, ...]] = {}
         for k, o in store.items():
             self.set(k, value_of(o))
 
-    def set(self, k: str, value: str | None) -> None:
-        """Index key `k` under `value` (None: under none)."""
+    def set(self, k: str, value: str | tuple[str, ...] | None) -> None:
+        """Index key `k` under `value`, or each value of a tuple (None: under none)."""
         was = self.values.pop(k, None)
         if was is not None:
-            keys = self.keys[was]
-            del keys[k]
-            if not keys:
-                del self.keys[was]
+            for v in (was,) if type(was) is str else was:
+                keys = self.keys[v]
+                del keys[k]
+                if not keys:
+                    del self.keys[v]
         if value is not None:
             self.values[k] = value
-            self.keys.setdefault(value, {})[k] = None
+            for v in (value,) if type(value) is str else value:
+                self.keys.setdefault(v, {})[k] = None
 
 
 class InformerFactory:

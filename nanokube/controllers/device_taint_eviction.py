@@ -32,6 +32,9 @@ SMP = "application/strategic-merge-patch+json"
 R = "resource.k8s.io"
 #: the pod informer's index of pods by the PodGroup they name, "namespace/group" (upstream's podGroupPerPod)
 POD_GROUP_INDEX = "podGroupPerPod"
+#: the claim informer's index of allocated claims by device: "driver", "driver|pool" and
+#: "driver|pool|device" of each result ('|' is in no driver, pool or device name)
+CLAIM_DEVICE_INDEX = "allocatedDevice"
 
 
 def options_from_env() -> dict:
@@ -73,12 +76,13 @@ class DeviceTaintEvictionController(Controller):
         self.pods = self.informer_factory.informer(self.pods_api)
         self.pods.add_index(POD_GROUP_INDEX, _pod_group_key)
         self.claims = self.informer_factory.informer(client.resource(R, "v1", "resourceclaims"))
+        self.claims.add_index(CLAIM_DEVICE_INDEX, _allocated_devices)
         self.slices = self.informer_factory.informer(client.resource(R, "v1", "resourceslices"))
         self.rules = self.informer_factory.informer(self.rules_api)
         self.pods.add_handlers(self._pod_changed, lambda _o, n: self._pod_changed(n), self._pod_gone)
         self.claims.add_handlers(self._claim_changed, lambda o, n: self._claim_changed(n, o), self._claim_changed)
         self.slices.add_handlers(self._slice_changed, lambda o, n: self._slice_changed(n, o), self._slice_changed)
-        self.rules.add_handlers(self._rule_changed, lambda _o, n: self._rule_changed(n), self._rule_changed)
+        self.rules.add_handlers(self._rule_changed, lambda o, n: self._rule_changed(n, o), self._rule_changed)
         self._pools: dict[tuple[str, str], dict[str, dict]] = {}
         self._taints: dict[tuple[str, str], dict[str, list[dict]]] = {}
         self._first_seen: dict[tuple, float] = {}
@@ -96,6 +100,8 @@ class DeviceTaintEvictionController(Controller):
     # -- indexes and event handlers --------------------------------------
 
     def _slice_changed(self, new: dict, old: dict | None = None) -> None:
+        """Keep the pools' slices; queue the consumers of the devices whose NoExecute taints changed."""
+        touched: list[tuple[str, str]] = []
         for s in (old, new):
             if s is None:
                 continue
@@ -105,8 +111,16 @@ class DeviceTaintEvictionController(Controller):
                 slices[s["metadata"]["name"]] = s
             else:
                 slices.pop(s["metadata"]["name"], None)
+            if pool not in touched:
+                touched.append(pool)
+        for pool in touched:
+            before = self._taints.get(pool) or {}
             self._reindex(pool)
-            self._enqueue_pool_consumers(pool)
+            after = self._taints.get(pool) or {}
+            for device in [*before, *(d for d in after if d not in before)]:
+                if before.get(device) != after.get(device):
+                    for claim in self.claims.by_index(CLAIM_DEVICE_INDEX, "|".join((*pool, device))):
+                        self._enqueue_consumers(claim)
 
     def _reindex(self, pool: tuple[str, str]) -> None:
         """NoExecute taints by device name, from the pool's latest generation only."""
@@ -126,20 +140,21 @@ class DeviceTaintEvictionController(Controller):
                     taints[d["name"]] = noexec
         self._taints[pool] = taints
 
-    def _enqueue_pool_consumers(self, pool: tuple[str, str]) -> None:
-        for claim in self.claims.list():
-            if any((r.get("driver"), r.get("pool")) == pool for r in _results(claim)):
-                self._enqueue_consumers(claim)
-
     def _claim_changed(self, new: dict, old: dict | None = None) -> None:
         for c in (old, new):
             if c is not None:
                 self._enqueue_consumers(c)
 
-    def _rule_changed(self, rule: dict) -> None:
+    def _rule_changed(self, rule: dict, old: dict | None = None) -> None:
+        """The rule's status is due again; a new, deleted or respecified rule also queues the
+        consumers of the claims on devices it selects (or selected). A status write changes no pod."""
         self.queue.add(("rule", rule["metadata"]["name"]))
-        for claim in self.claims.list():
-            self._enqueue_consumers(claim)
+        if old is not None and old.get("spec") == rule.get("spec"):
+            return
+        for r in (old, rule):
+            if r is not None:
+                for claim in self._rule_claims(r):
+                    self._enqueue_consumers(claim)
 
     def _pod_changed(self, pod: dict) -> None:
         if pod["spec"].get("resourceClaims"):
@@ -150,14 +165,38 @@ class DeviceTaintEvictionController(Controller):
         self._deleting.discard(pod["metadata"]["uid"])
 
     def _enqueue_consumers(self, claim: dict) -> None:
-        """The pods a claim is reserved for: by name, or a PodGroup's members from the pod index."""
+        for key in self._consumers(claim):
+            self.queue.add(("pod", key))
+
+    def _consumers(self, claim: dict):
+        """The keys of the pods a claim is reserved for: by name, or a PodGroup's members from the pod index."""
         ns = claim["metadata"]["namespace"]
         for ref in (claim.get("status") or {}).get("reservedFor") or []:
             if ref.get("resource") == "pods" and not ref.get("apiGroup"):
-                self.queue.add(("pod", f"{ns}/{ref['name']}"))
+                yield f"{ns}/{ref['name']}"
             elif ref.get("resource") == "podgroups":
                 for pod in self.pods.by_index(POD_GROUP_INDEX, f"{ns}/{ref['name']}"):
-                    self.queue.add(("pod", key_of(pod)))
+                    yield key_of(pod)
+
+    def _rule_claims(self, rule: dict) -> list[dict]:
+        """The allocated claims with a device the rule selects: from the claim index under the
+        longest of driver, driver|pool, driver|pool|device its selector spells, or (no driver)
+        from every claim."""
+        sel = (rule.get("spec") or {}).get("deviceSelector")
+        if sel is None:
+            return []
+        if sel.get("driver"):
+            key = sel["driver"]
+            if sel.get("pool"):
+                key += "|" + sel["pool"]
+                if sel.get("device"):
+                    key += "|" + sel["device"]
+            candidates = self.claims.by_index(CLAIM_DEVICE_INDEX, key)
+        else:
+            candidates = self.claims.list()
+        return [c for c in candidates
+                if any(rule_selects(rule, r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
+                       for r in _results(c))]
 
     # -- when does a pod go ----------------------------------------------
 
@@ -266,14 +305,18 @@ class DeviceTaintEvictionController(Controller):
 
     # -- DeviceTaintRule status ------------------------------------------
 
-    def _pending(self, rule_uid: str, rules: list[dict]) -> tuple[int, int]:
-        """Pods (and their namespaces) whose eviction this rule is among the reasons for."""
+    def _pending(self, rule: dict, rules: list[dict]) -> tuple[int, int]:
+        """Pods (and their namespaces) whose eviction this rule is among the reasons for: only
+        consumers of the claims on devices it selects can be."""
+        uid = rule["metadata"]["uid"]
+        keys = dict.fromkeys(k for c in self._rule_claims(rule) for k in self._consumers(c))
         pods, namespaces = 0, set()
-        for pod in self.pods.list():
-            if pod["metadata"].get("deletionTimestamp") or not pod["spec"].get("resourceClaims"):
+        for key in keys:
+            pod = self.pods.get(key)
+            if pod is None or pod["metadata"].get("deletionTimestamp") or not pod["spec"].get("resourceClaims"):
                 continue
             e = self.pod_eviction(pod, rules)
-            if e is not None and rule_uid in e.rules:
+            if e is not None and uid in e.rules:
                 pods += 1
                 namespaces.add(pod["metadata"]["namespace"])
         return pods, len(namespaces)
@@ -287,7 +330,7 @@ class DeviceTaintEvictionController(Controller):
                 if int((s["spec"].get("pool") or {}).get("generation") or 0) == gen:
                     published += sum(rule_selects(rule, driver, pool, d["name"]) for d in s["spec"].get("devices") or [])
         allocated = sum(rule_selects(rule, r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
-                        for c in self.claims.list() for r in _results(c))
+                        for c in self._rule_claims(rule) for r in _results(c))
         return published, allocated
 
     def rule_condition(self, rule: dict) -> dict:
@@ -297,7 +340,7 @@ class DeviceTaintEvictionController(Controller):
         cond = {"type": CONDITION, "status": "False", "reason": f"Effect{effect}", "message": "",
                 "observedGeneration": rule["metadata"].get("generation", 1)}
         if effect == "NoExecute":
-            pods, namespaces = self._pending(uid, self.rules.list())
+            pods, namespaces = self._pending(rule, self.rules.list())
             if pods:
                 cond.update(status="True", reason="PodsPendingEviction", message=(
                     _plural(pods, "1 pod needs", "%d pods need") + " to be evicted in "
@@ -307,7 +350,7 @@ class DeviceTaintEvictionController(Controller):
         elif effect == "None":
             as_noexec = {**rule, "spec": {**rule["spec"], "taint": {**rule["spec"]["taint"], "effect": "NoExecute"}}}
             others = [r for r in self.rules.list() if r["metadata"]["uid"] != uid]
-            pods, namespaces = self._pending(uid, others + [as_noexec])
+            pods, namespaces = self._pending(as_noexec, others + [as_noexec])
             published, allocated = self._selected(rule)
             cond["reason"] = "NoEffect"
             cond["message"] = (
@@ -356,6 +399,18 @@ class DeviceTaintEvictionController(Controller):
 def _results(claim: dict) -> list[dict]:
     alloc = (claim.get("status") or {}).get("allocation") or {}
     return (alloc.get("devices") or {}).get("results") or []
+
+
+def _allocated_devices(claim: dict) -> tuple[str, ...] | None:
+    """CLAIM_DEVICE_INDEX's values for a claim: each allocated device's driver, pool and device keys."""
+    results = _results(claim)
+    if not results:
+        return None
+    keys: dict[str, None] = {}
+    for r in results:
+        driver, pool, device = r.get("driver", ""), r.get("pool", ""), r.get("device", "")
+        keys[driver] = keys[f"{driver}|{pool}"] = keys[f"{driver}|{pool}|{device}"] = None
+    return tuple(keys)
 
 
 def _pod_group_key(pod: dict) -> str | None:

@@ -163,3 +163,41 @@ async def test_a_custom_index_follows_a_value_that_changes_and_a_relist():
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+def gpus(ns, name, devices, rv="1"):
+    return {"metadata": {"namespace": ns, "name": name, "resourceVersion": rv}, "devices": devices}
+
+
+def devices_of(o):
+    return tuple(o["devices"]) or None
+
+
+async def test_a_tuple_value_files_an_object_under_each_of_its_values():
+    """client-go's IndexFunc returning several values: an object is found under each, leaves the ones
+    an update drops, and leaves the index on delete; an empty value keeps no entry."""
+    rc = ScriptedClient([[gpus("a", "c1", ["g0", "g1"]), gpus("a", "c2", ["g1"])]])
+    inf = Informer(rc)
+    inf.add_index("gpu", devices_of)
+    task = asyncio.create_task(inf.run())
+
+    def names(gpu):
+        return sorted(o["metadata"]["name"] for o in inf.by_index("gpu", gpu))
+    try:
+        await asyncio.wait_for(inf.synced.wait(), 5)
+        assert (names("g0"), names("g1")) == (["c1"], ["c1", "c2"])
+
+        for ev in [("MODIFIED", gpus("a", "c1", ["g1", "g2"], "2")), ("ADDED", gpus("b", "c3", ["g0"]))]:
+            rc.events.put_nowait(ev)
+        await settle(rc)
+        assert (names("g0"), names("g1"), names("g2")) == (["c3"], ["c1", "c2"], ["c1"])
+        assert inf.by_index("gpu", "g2")[0]["metadata"]["resourceVersion"] == "2"
+
+        for ev in [("DELETED", gpus("a", "c1", ["g1", "g2"])), ("MODIFIED", gpus("a", "c2", [], "3"))]:
+            rc.events.put_nowait(ev)
+        await settle(rc)
+        assert (names("g0"), names("g1"), names("g2")) == (["c3"], [], [])
+        assert set(inf._indexers["gpu"].keys) == {"g0"}
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -37,21 +37,22 @@ def taint(clock, key="example.com/xid", effect="NoExecute", ago=0):
     return {"key": key, "effect": effect, "timeAdded": format_time(clock.now() - ago)}
 
 
-async def publish(client, taints_by_device: dict, generation=1):
+async def publish(client, taints_by_device: dict, generation=1, pool="n1"):
     devices = [{"name": d, **({"taints": t} if t else {})} for d, t in taints_by_device.items()]
-    body = {"metadata": {"name": "n1-gpu"}, "spec": {
-        "driver": DRIVER, "pool": {"name": "n1", "generation": generation, "resourceSliceCount": 1},
-        "nodeName": "n1", "devices": devices}}
+    body = {"metadata": {"name": f"{pool}-gpu"}, "spec": {
+        "driver": DRIVER, "pool": {"name": pool, "generation": generation, "resourceSliceCount": 1},
+        "nodeName": pool, "devices": devices}}
     slices = client.resource(R, "v1", "resourceslices")
     try:
-        cur = await slices.get("n1-gpu")
+        cur = await slices.get(f"{pool}-gpu")
     except APIError:
         return await slices.create(body)
     return await slices.update({**body, "metadata": cur["metadata"]})
 
 
-async def consumer(client, name, device="gpu-0", tolerations=None, group=None):
-    """A pod and its claim, allocated to `device` and reserved for the pod (or `group`)."""
+async def consumer(client, name, device="gpu-0", tolerations=None, group=None, also=()):
+    """A pod and its claim, allocated to `device` of pool n1 (and each (pool, device) of `also`) and
+    reserved for the pod (or `group`)."""
     pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
     spec = {"nodeName": "n1", "containers": [{"name": "c", "image": "pause"}],
             "resourceClaims": [{"name": "gpu", "resourceClaimName": name}]}
@@ -59,12 +60,13 @@ async def consumer(client, name, device="gpu-0", tolerations=None, group=None):
         spec["schedulingGroup"] = {"podGroupName": group}
     pod = await pods.create({"metadata": {"name": name, "namespace": "default"}, "spec": spec})
     c = await claims.create({"metadata": {"name": name, "namespace": "default", "finalizers": [FINALIZER]}, "spec": SPEC})
-    result = {"request": "gpu", "driver": DRIVER, "pool": "n1", "device": device}
+    results = [{"request": "gpu", "driver": DRIVER, "pool": pool, "device": d} for pool, d in (("n1", device), *also)]
     if tolerations:
-        result["tolerations"] = tolerations
+        for result in results:
+            result["tolerations"] = tolerations
     ref = {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": group, "uid": "g-uid"} if group else \
         {"resource": "pods", "name": name, "uid": pod["metadata"]["uid"]}
-    await claims.update({**c, "status": {"allocation": {"devices": {"results": [result]}}, "reservedFor": [ref]}},
+    await claims.update({**c, "status": {"allocation": {"devices": {"results": results}}, "reservedFor": [ref]}},
                         subresource="status")
     return pod
 
@@ -255,6 +257,68 @@ async def test_rule_with_effect_none_reports_what_noexecute_would_do(env):
                                "in 1 namespace if the effect was NoExecute. This information will not be updated "
                                "again. Recreate the DeviceTaintRule to trigger an update.")
     assert (await client.resource("", "v1", "pods").get("p", "default"))["metadata"].get("deletionTimestamp") is None
+
+
+async def test_a_claim_on_two_devices_is_found_through_its_second_one(env):
+    """The claim index files a claim under each allocated device: a rule selecting its device in another
+    pool counts its pod, and that device's slice taint evicts it; the same device name in the first
+    pool is not the claim's."""
+    client, clock, ctrl = env
+    await publish(client, {"gpu-0": [], "gpu-1": []})
+    await publish(client, {"gpu-1": []}, pool="n2")
+    await consumer(client, "p", also=[("n2", "gpu-1")])
+    await eventually(lambda: _async(ctrl.pods.get("default/p") and reserved_in_informer(ctrl, "p")
+                                    and len(ctrl.slices.list()) == 2))
+    rules = client.resource(R, "v1", "devicetaintrules")
+    await rules.create({"metadata": {"name": "dry"}, "spec": {
+        "deviceSelector": {"driver": DRIVER, "pool": "n2", "device": "gpu-1"}, "taint": {"key": "k", "effect": "None"}}})
+
+    async def condition():
+        conds = (await rules.get("dry")).get("status", {}).get("conditions") or []
+        return conds and conds[0]
+    assert (await eventually(condition))["message"].startswith(
+        "1 published device selected. 1 allocated device selected. 1 pod would be evicted in 1 namespace ")
+
+    await publish(client, {"gpu-0": [], "gpu-1": [taint(clock)]})
+    await eventually(lambda: _async(ctrl.slices.get("n1-gpu")["spec"]["devices"][1].get("taints")))
+    assert ctrl.pod_eviction(ctrl.pods.get("default/p")) is None
+    await publish(client, {"gpu-1": [taint(clock)]}, pool="n2")
+    assert await gone(client, "p")
+    assert await events_for(client, "p") == [("DeviceTaintManagerEviction", "Marking for deletion")]
+
+
+async def test_slice_and_rule_changes_queue_only_the_pods_on_devices_they_change(env):
+    """A slice update queues the consumers of the devices whose NoExecute taints changed (none for a
+    NoSchedule taint), a new rule those of the devices it selects, and the rule's status write none."""
+    client, clock, ctrl = env
+    forever = [{"operator": "Exists"}]
+    await publish(client, {"gpu-0": [], "gpu-1": []})
+    await consumer(client, "a", device="gpu-0", tolerations=forever)
+    await consumer(client, "b", device="gpu-1", tolerations=forever)
+    await eventually(lambda: _async(reserved_in_informer(ctrl, "a") and reserved_in_informer(ctrl, "b")))
+    queued = []
+    add = ctrl.queue.add
+    ctrl.queue.add = lambda key: (queued.append(key), add(key))[1]
+
+    async def pods_queued_after(write, seen):
+        queued.clear()
+        await write
+        await eventually(seen)
+        return sorted(k for kind, k in queued if kind == "pod")
+
+    def slice_with(effect):
+        return lambda: _async(any(t["effect"] == effect for d in ctrl.slices.get("n1-gpu")["spec"]["devices"]
+                                  for t in d.get("taints") or []))
+    assert await pods_queued_after(publish(client, {"gpu-0": [], "gpu-1": [taint(clock, effect="NoSchedule")]}),
+                                   slice_with("NoSchedule")) == []
+    assert await pods_queued_after(publish(client, {"gpu-0": [], "gpu-1": [taint(clock)]}),
+                                   slice_with("NoExecute")) == ["default/b"]
+    rules = client.resource(R, "v1", "devicetaintrules")
+    rule = {"metadata": {"name": "maint"}, "spec": {"deviceSelector": {"driver": DRIVER, "pool": "n1", "device": "gpu-0"},
+                                                   "taint": {"key": "maint", "effect": "NoExecute"}}}
+    assert await pods_queued_after(rules.create(rule), lambda: _async(
+        ((ctrl.rules.get("maint") or {}).get("status") or {}).get("conditions"))) == ["default/a"]
+    assert queued.count(("rule", "maint")) == 2  # its create and its status write
 
 
 async def _async(value):
