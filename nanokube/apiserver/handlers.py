@@ -264,8 +264,8 @@ class APIHandlers:
             if m != "POST" or name:
                 raise errors.method_not_allowed()
             # decoded as any create's body is (types; unknown fields per fieldValidation), as upstream's create handler
-            body = await self._body(request)
-            labels[5] = (labels[5] or []) + self.rest._decode_checks(res, version, body, self._write_opts(request))
+            body, opts = await self._create_input(request)
+            labels[5] = (labels[5] or []) + self.rest._decode_checks(res, version, body, opts)
             return json_response(await self.reviews(res, body, _user(request), namespace), 201)
         if sub in ("exec", "attach", "portforward") and not group:
             return await self.streams.handle(request, namespace, name, sub)
@@ -285,10 +285,7 @@ class APIHandlers:
         if m == "POST":
             if name:
                 raise errors.method_not_allowed()
-            opts = self._write_opts(request)
-            if namespace is None and res.namespaced:
-                namespace = None
-            body = await self._body(request)
+            body, opts = await self._create_input(request)
             if res.namespaced and not namespace:
                 namespace = (body.get("metadata") or {}).get("namespace") if isinstance(body, dict) else None
                 if not namespace:
@@ -301,8 +298,7 @@ class APIHandlers:
         if m == "PUT":
             if not name:
                 raise errors.method_not_allowed()
-            opts = self._write_opts(request)
-            body = await self._body(request)
+            body, opts = await self._update_input(request)
             opts.field_manager = opts.field_manager or _field_manager_default(request)
             dup_warnings = self._duplicate_warnings(request, res, version, opts)
             r = await self.rest.update(res, version, namespace, name, body, opts, subresource=sub)
@@ -376,8 +372,22 @@ class APIHandlers:
             raise errors.too_large()
         return b"".join(chunks)
 
-    async def _body(self, request: web.Request) -> Any:
+    async def _create_input(self, request: web.Request) -> tuple[Any, WriteOptions]:
+        """A create's body and options in create.go's order: the media type (415), the body's size
+        (413), the query options (400/422), then the body decoded."""
+        _check_media(_content_type(request))
         raw = await self._raw(request)
+        opts = self._write_opts(request)
+        return self._decoded(request, raw), opts
+
+    async def _update_input(self, request: web.Request) -> tuple[Any, WriteOptions]:
+        """An update's, in update.go's order: the body's size (413), the query options, then the
+        media type (415) as the body is decoded."""
+        raw = await self._raw(request)
+        opts = self._write_opts(request)
+        return self._decoded(request, raw), opts
+
+    def _decoded(self, request: web.Request, raw: bytes) -> Any:
         body = _decode_body(raw, _content_type(request))
         if type(body) is dict:
             request[_DUPLICATES] = (raw, body)
@@ -609,6 +619,7 @@ class _Batches:
 
 _PROTOBUF = "application/vnd.kubernetes.protobuf"
 _MEDIA_TYPES = "application/json, application/yaml, application/vnd.kubernetes.protobuf"
+_BODY_TYPES = frozenset({_JSON, "application/yaml", "application/x-yaml", _PROTOBUF})
 
 
 class JoinedPayload(Payload):
@@ -691,5 +702,11 @@ def _decode_body(raw: bytes, ctype: str) -> Any:
             return protobuf.decode(raw)
     except (orjson.JSONDecodeError, yaml.YAMLError, protobuf.ProtobufError) as e:
         raise errors.bad_request(f"error decoding the body: {e}") from None
-    raise errors.APIError(415, "UnsupportedMediaType",
-                          f"the body of the request was in an unknown format - accepted media types include: {_MEDIA_TYPES}")
+    _check_media(ctype)
+
+
+def _check_media(ctype: str) -> None:
+    """NegotiateInputSerializer: a body media type the server does not decode is a 415."""
+    if ctype not in _BODY_TYPES:
+        raise errors.APIError(415, "UnsupportedMediaType",
+                              f"the body of the request was in an unknown format - accepted media types include: {_MEDIA_TYPES}")

@@ -18,6 +18,9 @@ from .auth.serviceaccount import ServiceAccountTokens
 from ..machinery.responses import json_response
 from . import structural
 from .options import delete_options
+from .patch import PatchError
+from .patch import apply as ssa
+from .patch import fieldpath as fp
 from .rest import GenericREST, WriteOptions
 from ..machinery.selectors import matches_labels, selector_from_object, selector_to_string
 from ..store.interface import KeyNotFound, RevisionMismatch
@@ -46,15 +49,17 @@ class Subresources:
     async def handle(self, h: APIHandlers, request: web.Request, res: Resource, version: str, namespace, name, sub):
         m = request.method
         if sub == "binding" and m == "POST":
-            body = _typed(await h._body(request), "io.k8s.api.core.v1.Binding", "Binding", version)
-            return json_response(await self.bind(res, namespace, name, body, h._write_opts(request)), 201)
+            body, opts = await h._create_input(request)
+            body = _typed(body, "io.k8s.api.core.v1.Binding", "Binding", version)
+            return json_response(await self.bind(res, namespace, name, body, opts), 201)
         if sub == "eviction" and m == "POST":
-            body = _typed(await h._body(request), "io.k8s.api.policy.v1.Eviction", "Eviction", version)
+            body, opts = await h._create_input(request)
+            body = _typed(body, "io.k8s.api.policy.v1.Eviction", "Eviction", version)
             if body.get("deleteOptions") is not None:
                 body["deleteOptions"] = delete_options({}, body["deleteOptions"], [])
-            return json_response(await self.evict(namespace, name, body, h._write_opts(request)), 201)
+            return json_response(await self.evict(namespace, name, body, opts), 201)
         if sub == "token" and m == "POST" and self.tokens is not None:
-            body = await h._body(request)
+            body, _ = await h._create_input(request)  # (the options are judged, as any create's)
             return json_response(self.tokens.token_request(namespace, name, body), 201)
         if sub == "log" and m == "GET":
             data = await self.log(namespace, name, dict(request.query))
@@ -63,31 +68,34 @@ class Subresources:
             if m == "GET":
                 return json_response(await self.get_scale(res, namespace, name))
             if m in ("PUT", "PATCH"):
-                opts = h._write_opts(request)
-                opts.field_manager = opts.field_manager or request.headers.get("User-Agent", "unknown").split("/")[0]
                 if m == "PUT":
-                    body = await h._body(request)
+                    body, opts = await h._update_input(request)
                 else:
                     ctype = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+                    raw = await h._raw(request)
+                    opts = h._write_opts(request)  # after the body, as upstream's patch handler
                     current = await self.get_scale(res, namespace, name)
-                    body = self._patch_scale(current, ctype, await h._raw(request))
+                    body = self._patch_scale(current, ctype, raw)
                     md = body.get("metadata") or {}
                     if md.get("resourceVersion") == current["metadata"].get("resourceVersion"):
                         # the patch named no resourceVersion: like upstream's update loop, a
                         # concurrent write (a controller's status) is retried, not a conflict
                         body["metadata"] = {k: v for k, v in md.items() if k != "resourceVersion"}
                 body = _typed(body, "io.k8s.api.autoscaling.v1.Scale", "Scale", "v1")
-                return json_response(await self.put_scale(res, version, namespace, name, body, opts))
+                opts.field_manager = opts.field_manager or request.headers.get("User-Agent", "unknown").split("/")[0]
+                applied = m == "PATCH" and request.content_type == "application/apply-patch+yaml"
+                return json_response(await self.put_scale(res, version, namespace, name, body, opts, applied))
         raise errors.method_not_allowed()
 
     # --- binding ----------------------------------------------------------
 
     async def create_binding(self, h: APIHandlers, request: web.Request, version: str, namespace: str) -> web.Response:
         """POST .../namespaces/{ns}/bindings: the Binding names its pod in metadata.name."""
-        body = _typed(await h._body(request), "io.k8s.api.core.v1.Binding", "Binding", version)
+        body, opts = await h._create_input(request)
+        body = _typed(body, "io.k8s.api.core.v1.Binding", "Binding", version)
         pod = (body.get("metadata") or {}).get("name", "")
         pods = self.rest.index.get("", "v1", "pods")
-        return json_response(await self.bind(pods, namespace, pod, body, h._write_opts(request)), 201)
+        return json_response(await self.bind(pods, namespace, pod, body, opts), 201)
 
     async def bind(self, res: Resource, namespace: str, name: str, binding: dict, opts: WriteOptions) -> dict:
         binding = await self.rest.admit_subresource_create(res, "v1", "binding", BINDING_KIND, namespace, name, binding, opts)
@@ -250,8 +258,8 @@ class Subresources:
         return _scale_of(res, obj)
 
     def _patch_scale(self, scale: dict, ctype: str, raw: bytes) -> dict:
-        """The Scale with a patch of any kind applied; server-side apply takes the
-        configuration's spec as the intent (the Scale has no other fields to own)."""
+        """The Scale with a patch applied, or the configuration of a server-side apply (applied
+        to the Scale by `put_scale`)."""
         from . import serializer
         from .patch import PatchError, jsonpatch, merge, strategic
 
@@ -266,7 +274,7 @@ class Subresources:
                 if version != "autoscaling/v1" or patch.get("kind") != "Scale":
                     raise errors.bad_request("Incorrect version specified in apply patch. "
                                              f"Specified patch version: {version or ''}, expected: autoscaling/v1")
-                return merge.apply(scale, {"spec": patch.get("spec") or {}})
+                return patch
             if ctype == "application/json-patch+json":
                 return jsonpatch.apply(scale, patch)
             if ctype == "application/merge-patch+json":
@@ -279,24 +287,34 @@ class Subresources:
             raise errors.APIError(e.code, e.reason, e.status_message, e.details) from None
         raise errors.APIError(415, "UnsupportedMediaType", "the body of the request was in an unknown format")
 
-    async def put_scale(self, res: Resource, version: str, namespace: str, name: str, scale: dict, opts: WriteOptions) -> dict:
-        replicas = ((scale or {}).get("spec") or {}).get("replicas", 0)
-        if not isinstance(replicas, int) or replicas < 0:
-            raise errors.APIError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: {replicas}: must be greater than or equal to 0',
-                                  {"name": name, "group": "autoscaling", "kind": "Scale", "causes": [
-                                      {"reason": "FieldValueInvalid", "message": f"Invalid value: {replicas}: must be greater than or equal to 0", "field": "spec.replicas"}]})
+    async def put_scale(self, res: Resource, version: str, namespace: str, name: str, scale: dict, opts: WriteOptions,
+                        applied: bool = False) -> dict:
+        """A write of the Scale (with `applied`, `scale` is a server-side apply configuration of it);
+        its managedFields are tracked on the Scale and mapped to the parent's (ssa.scale_write)."""
         for _ in range(5):
             entry = self.rest._entry(res, namespace, name)
             rv = ((scale.get("metadata") or {}).get("resourceVersion"))
             if rv and rv != str(entry.rev):
                 raise errors.conflict(res.group, res.plural, name, errors.STALE)
+            try:
+                written, fields = ssa.scale_write(
+                    entry.obj, fp.make_path(*res.strategy.replicas_path()), res.api_version(version),
+                    _scale_of(res, entry.obj), scale, opts.field_manager, self.rest.clock.rfc3339(), applied, opts.force)
+            except PatchError as e:
+                raise errors.APIError(e.code, e.reason, e.status_message, e.details) from None
+            replicas = (written.get("spec") or {}).get("replicas", 0)
+            if not isinstance(replicas, int) or replicas < 0:
+                raise errors.APIError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: {replicas}: must be greater than or equal to 0',
+                                      {"name": name, "group": "autoscaling", "kind": "Scale", "causes": [
+                                          {"reason": "FieldValueInvalid", "message": f"Invalid value: {replicas}: must be greater than or equal to 0", "field": "spec.replicas"}]})
             await res.strategy.prepare_conversion([entry.obj], version)
             new = copy.deepcopy(self.rest._external(res, entry.obj, version))
             res.strategy.set_replicas(new, replicas)
             await res.strategy.prepare_conversion([new], res.storage_version)
             new = res.strategy.to_storage(new, version)
             try:
-                r = await self.rest._update_from(res, version, entry, new, opts, "scale", entry.rev)
+                r = await self.rest._update_from(res, version, entry, new, opts, "scale", entry.rev,
+                                                 managed_fields=fields or [])
             except errors.APIError as e:
                 if e.code == 409 and not rv:
                     await self.rest.cache.sync()

@@ -142,3 +142,42 @@ async def test_a_delete_ignores_the_write_options_delete_options_lack(core):
     status, body = await asyncio.to_thread(delete)
     assert (status, body["kind"], body["status"]) == (200, "Status", "Success")
     assert (await asyncio.to_thread(core.list_namespaced_config_map, "default")).items == []
+
+
+def _write(core, method: str, path: str, ctype: str, body: bytes, query) -> tuple[int, dict]:
+    """The bytes sent as they are (the client would serialize a JSON media type's body itself)."""
+    api = core.api_client
+    url = api.configuration.host + path + "?" + "&".join(f"{k}={v}" for k, v in query)
+    response = api.rest_client.pool_manager.request(method, url, body=body, headers={
+        **api.default_headers, "Content-Type": ctype, "Accept": "application/json"})
+    return response.status, json.loads(response.data)
+
+
+async def test_create_and_update_judge_media_type_body_size_and_options_in_upstreams_order(core):
+    """create.go: the media type (415), the body's size (413), then the options; update.go: the body's
+    size, the options, then the media type. The body itself is decoded after all of them."""
+    await asyncio.to_thread(core.create_namespaced_config_map, "default", {"metadata": {"name": "c"}})
+    big = b'{"metadata": {"name": "c"}, "data": {"k": "' + b"x" * (3 * 1024 * 1024) + b'"}}'
+    bad = [("dryRun", "Bogus")]
+    post, put = "/api/v1/namespaces/default/configmaps", "/api/v1/namespaces/default/configmaps/c"
+    cases = [
+        ("POST", post, "application/json", big, bad, 413),
+        ("PUT", put, "application/json", big, bad, 413),
+        ("POST", post, "text/plain", big, bad, 415),
+        ("POST", post, "text/plain", b"{}", bad, 415),
+        ("PUT", put, "text/plain", big, bad, 413),
+        ("PUT", put, "text/plain", b"{}", bad, 422),
+        ("POST", post, "application/json", b"{not json", bad, 422),
+        ("PUT", put, "application/json", b"{not json", bad, 422),
+        ("POST", "/api/v1/namespaces/default/pods/p/binding", "application/json", big, bad, 413),
+        ("PUT", "/apis/apps/v1/namespaces/default/deployments/d/scale", "application/json", big, bad, 413),
+    ]
+    for method, path, ctype, body, query, want in cases:
+        status, answer = await asyncio.to_thread(_write, core, method, path, ctype, body, query)
+        assert status == want, (method, ctype, len(body), answer)
+        if want == 422:
+            assert answer["message"] == (
+                f'{"CreateOptions" if method == "POST" else "UpdateOptions"}.meta.k8s.io "" is invalid: dryRun: '
+                'Unsupported value: ["Bogus"]: supported values: "All"')
+        elif want == 413:
+            assert answer["reason"] == "RequestEntityTooLarge"
