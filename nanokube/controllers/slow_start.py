@@ -12,10 +12,11 @@ from collections.abc import Awaitable, Callable
 INITIAL_BATCH_SIZE = 1
 
 
-async def slow_start_batch(count: int, call: Callable[[int], Awaitable[object]],
-                           initial: int = INITIAL_BATCH_SIZE) -> tuple[int, Exception | None]:
-    """Call `call(i)` for i in 0..count-1 in doubling batches; after a batch with a failure none
-    is begun. Returns the calls that succeeded and the batch's first error (None if none failed)."""
+async def slow_start_batch(count: int, call: Callable[[int], Awaitable[object]], initial: int = INITIAL_BATCH_SIZE,
+                           limit: int | None = None) -> tuple[int, Exception | None]:
+    """Call `call(i)` for i in 0..count-1 in doubling batches (none larger than `limit`: the
+    StatefulSet's MaxBatchSize); after a batch with a failure none is begun. Returns the calls that
+    succeeded and the batch's first error (None if none failed)."""
     done = succeeded = 0
     size = min(count, initial)
     while size > 0:
@@ -28,5 +29,5 @@ async def slow_start_batch(count: int, call: Callable[[int], Awaitable[object]],
         if errors:
             return succeeded, errors[0]
         done += size
-        size = min(2 * size, count - done)
+        size = min(2 * size, count - done, limit or count)
     return succeeded, None

@@ -10,6 +10,7 @@ highest ordinal down to the partition within maxUnavailable, or on deletion
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 
 from ..client.informer import InformerFactory, key_of
 from ..clock import Clock
@@ -19,11 +20,29 @@ from .base import Controller
 from .deployment import resolve_int_or_percent
 from ..client.record import CoreEventRecorder
 from .history import HASH_LABEL, POD_REVISION_LABEL, History, hash_revision, revision_name, template_patch
+from .slow_start import slow_start_batch
 from .replicaset import (claim_objects, controller_ref, owner_reference, pod_available_in, pod_is_ready,
                          pod_updated, resolving, selecting)
 
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+#: upstream's MaxBatchSize: the largest slow-start batch of a Parallel set
+MAX_BATCH_SIZE = 500
+
+
+async def run_for_all(ordinals: list[int], process: Callable[[int], Awaitable[bool]], monotonic: bool) -> bool:
+    """runForAll: an OrderedReady set processes its ordinals in order and stops where `process` says
+    so (True returned); a Parallel one processes them all in slow-start batches, the first failure
+    raised."""
+    if monotonic:
+        for o in ordinals:
+            if await process(o):
+                return True
+        return False
+    _, failure = await slow_start_batch(len(ordinals), lambda i: process(ordinals[i]), limit=MAX_BATCH_SIZE)
+    if failure is not None:
+        raise failure
+    return False
 
 
 def set_selector(sts: dict):
@@ -123,11 +142,20 @@ class StatefulSetController(Controller):
             return
         pods = await self._claim_pods(sts)
         current, update, history = await self._revisions(sts)
-        status = await self._update(sts, pods, current, update)
+        by_ordinal = {ordinal_of(sts["metadata"]["name"], p["metadata"]["name"]): p for p in pods}
+        now = self.clock.now()
+        status = self._status(sts, by_ordinal, current["metadata"]["name"], update["metadata"]["name"], now)
+        failure = None
+        try:
+            await self._update(sts, by_ordinal, current, update, now)
+        except APIError as e:
+            failure = e  # the status is written all the same, as upstream's performUpdate does
         live = {current["metadata"]["name"], update["metadata"]["name"]}
         live |= {(p["metadata"].get("labels") or {}).get(POD_REVISION_LABEL) for p in pods}
         await self.history.truncate(history, live, sts["spec"].get("revisionHistoryLimit", 10))
         await self._write_status(sts, status)
+        if failure is not None:
+            raise failure
 
     async def _claim_pods(self, sts: dict) -> list[dict]:
         """Pods this set controls: matching its selector and named as its members."""
@@ -306,20 +334,17 @@ class StatefulSetController(Controller):
             return False
         return pod_available_in(pod, sts["spec"].get("minReadySeconds", 0), now) == 0
 
-    async def _update(self, sts: dict, pods: list[dict], current: dict, update: dict) -> dict:
-        """updateStatefulSet: bring pods to the spec; returns the new status."""
+    async def _update(self, sts: dict, by_ordinal: dict[int, dict], current: dict, update: dict, now: float) -> None:
+        """updateStatefulSet: bring the pods (by ordinal) to the spec."""
         spec, set_name = sts["spec"], sts["metadata"]["name"]
         start = (spec.get("ordinals") or {}).get("start", 0)
         end = start + spec.get("replicas", 1)
         monotonic = spec.get("podManagementPolicy", "OrderedReady") != "Parallel"
         strategy = spec.get("updateStrategy") or {}
         partition = ((strategy.get("rollingUpdate") or {}).get("partition") or 0) if strategy.get("type") == "RollingUpdate" else 0
-        now = self.clock.now()
-        by_ordinal = {ordinal_of(set_name, p["metadata"]["name"]): p for p in pods}
         replicas = {o: by_ordinal.get(o) for o in range(start, end)}
         condemned = sorted((o for o in by_ordinal if not start <= o < end), reverse=True)
-        current_name, update_name = current["metadata"]["name"], update["metadata"]["name"]
-        status = self._status(sts, by_ordinal, current_name, update_name, now)
+        update_name = update["metadata"]["name"]
 
         def revision_for(ordinal: int) -> dict:
             """Below the partition a recreated pod keeps the current revision."""
@@ -328,7 +353,10 @@ class StatefulSetController(Controller):
             return update
 
         unhealthy_first = None
-        for o in range(start, end):
+
+        async def process_replica(o: int) -> bool:
+            """processReplica: whether an OrderedReady set stops at this ordinal."""
+            nonlocal unhealthy_first
             pod = replicas[o]
             if pod is not None and is_finished(pod) and not is_terminating(pod):
                 phase = pod["status"]["phase"]
@@ -338,39 +366,34 @@ class StatefulSetController(Controller):
                                          f"StatefulSet {sts['metadata']['namespace']}/{set_name} is recreating "
                                          f"{what} Pod {pod['metadata']['name']}")
                 await self._delete_pod(sts, pod)
-                if monotonic:
-                    return status
-                continue
+                return True
             if pod is None:
                 await self._create_pod(sts, self._new_pod(sts, revision_for(o), o), o)
-                if monotonic:
-                    return status
-                continue
+                return True
             if is_terminating(pod):
-                if monotonic:
-                    return status
-                continue
+                return True
             await self._restore_identity(sts, pod, o)
             await self._set_claim_owners(sts, pod, o, False)
             if not self._healthy(sts, pod, now):
                 if unhealthy_first is None:
                     unhealthy_first = pod
-                if monotonic:
-                    return status
-        for o in condemned:
+                return True
+            return False
+
+        async def process_condemned(o: int) -> bool:
+            """processCondemned: whether an OrderedReady set stops at this ordinal."""
             pod = by_ordinal[o]
             await self._set_claim_owners(sts, pod, o, True)
-            if is_terminating(pod):
-                if monotonic:
-                    return status
-                continue
-            if monotonic and unhealthy_first is not None:
-                return status
+            if is_terminating(pod) or monotonic and unhealthy_first is not None:
+                return True
             await self._delete_pod(sts, pod)
-            if monotonic:
-                return status
+            return True
+
+        if await run_for_all(list(range(start, end)), process_replica, monotonic) or \
+                await run_for_all(condemned, process_condemned, monotonic):
+            return
         if strategy.get("type") != "RollingUpdate":
-            return status
+            return
         max_unavailable = max(1, resolve_int_or_percent((strategy.get("rollingUpdate") or {}).get("maxUnavailable", 1),
                                                         spec.get("replicas", 1), False))
         targets = [replicas[o] for o in range(start, end)]
@@ -385,7 +408,6 @@ class StatefulSetController(Controller):
             if (pod["metadata"].get("labels") or {}).get(POD_REVISION_LABEL) != update_name:
                 await self._delete_pod(sts, pod)
                 room -= 1
-        return status
 
     def _status(self, sts: dict, by_ordinal: dict, current: str, update: str, now: float) -> dict:
         """The counts of every pod the set has; one ready but not yet available for minReadySeconds

@@ -34,3 +34,18 @@ async def test_nothing_to_do():
     async def call(i):
         raise AssertionError("never called")
     assert await slow_start_batch(0, call) == (0, None)
+
+
+async def test_batches_stop_growing_at_the_limit():
+    sizes: list[int] = []
+    running = [0]
+
+    async def call(i):
+        if running[0] == 0:
+            sizes.append(0)
+        running[0] += 1
+        sizes[-1] += 1
+        await asyncio.sleep(0)
+        running[0] -= 1
+    assert await slow_start_batch(1300, call, limit=500) == (1300, None)
+    assert sizes == [1, 2, 4, 8, 16, 32, 64, 128, 256, 500, 289]

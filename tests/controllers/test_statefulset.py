@@ -11,7 +11,8 @@ import pytest
 from nanokube.clock import VirtualClock, format_time
 from nanokube.controllers.statefulset import StatefulSetController
 from nanokube.machinery.errors import APIError
-from tests.controllers import eventually, make_stack, settled
+from tests.controllers import eventually, make_stack, pod_quota, settled
+from tests.controllers.test_pod_update_handlers import informing, seen, stopped
 from tests.controllers.test_replicaset import stop
 
 
@@ -381,4 +382,29 @@ async def test_a_pod_naming_a_predecessor_uid_belongs_to_no_set():
         assert ctrl._owner_key(pod, {**ref, "uid": "0-predecessor"}) is None
     finally:
         await stop(ctrl)
+        await s.close()
+
+
+async def test_parallel_creates_in_slow_start_batches_and_writes_its_status():
+    """runForAll for a Parallel set: ordinals in slow-start batches [0], [1, 2], [3..6], [7..9]. Room
+    for three pods: the third batch fails whole (four FailedCreate), the fourth is never begun, and
+    the status is written all the same, as upstream's performUpdate does."""
+    s = await make_stack()
+    client = s.client
+    ctrl = await informing(StatefulSetController(client))
+    sets = client.resource("apps", "v1", "statefulsets")
+    try:
+        await pod_quota(client, 3)
+        await seen(ctrl.set_inf, await sets.create(statefulset(replicas=10, podManagementPolicy="Parallel")))
+        with pytest.raises(APIError) as e:
+            await ctrl.sync("default/web")
+        assert e.value.code == 403 and "exceeded quota: pods" in e.value.message
+        assert await names(client) == ["web-0", "web-1", "web-2"]
+        items, _ = await client.resource("", "v1", "events").list("default")
+        failed = sorted(ev["message"].split()[2] for ev in items if ev["reason"] == "FailedCreate")
+        assert failed == ["web-3", "web-4", "web-5", "web-6"]
+        st = (await sets.get("web", "default"))["status"]
+        assert st["observedGeneration"] == 1 and st["updateRevision"]
+    finally:
+        await stopped(ctrl)
         await s.close()
