@@ -10,6 +10,11 @@ an evaluation before it runs, since the engine cannot be interrupted.
 The figures follow cel-go's model for the operations rules use most (a rule
 such as `self.all(x, x.contains('gpu'))` costs what upstream says); for the
 rest they are of the same order, not identical.
+
+A metered estimate leaves out what the running program reports itself (see
+`meter`): each comprehension's iterations, and the size-dependent part of the
+library calls implemented in Python, which `actual_call_cost` prices on the
+actual values as cel-go's runtime cost tracker does.
 """
 
 from __future__ import annotations
@@ -37,6 +42,12 @@ _LIST_TRAVERSAL = frozenset({"isSorted", "sum", "min", "max", "distinct", "flatt
 AUTHZ_CHECK_COST = 350_000
 _PER_ITERATION = {"all": 3, "exists": 3, "exists_one": 3, "filter": 12, "map": 12, "sortBy": 12,
                   "transformList": 12, "transformMap": 12, "transformMapEntry": 12}
+#: size-dependent library functions implemented in Python whose result is no larger than their input:
+#: a metered run prices each call on its values, after it (those that may build more, such as join,
+#: replace, format, quote, keep their estimate, which bounds them before anything runs)
+#: (the engine's own contains, startsWith and endsWith are printed as calls of ours in a metered program)
+RUNTIME_COSTED = (_STRING_TRAVERSAL | _LIST_TRAVERSAL | {"flatten", "find", "findAll"}) - {
+    "matches", "string", "bytes", "join", "replace", "format", "strings.quote", "base64.encode"}
 
 
 def _tenth(n: int) -> int:
@@ -44,11 +55,16 @@ def _tenth(n: int) -> int:
 
 
 class Estimator:
-    def __init__(self, types: dict[int, Type], size: Callable[[Type], int] | None = None) -> None:
+    def __init__(self, types: dict[int, Type], size: Callable[[Type], int] | None = None,
+                 metered: bool = False) -> None:
         """size(t) -> the size to assume for a value of type t (default:
-        the type's own bound)."""
+        the type's own bound). `metered`: leave out comprehension iterations
+        and RUNTIME_COSTED calls' work, and note each comprehension's cost
+        per iteration in `per_iteration` (by source position)."""
         self.types = types
         self.size = size or (lambda t: t.max_size)
+        self.metered = metered
+        self.per_iteration: dict[int, int] = {}
 
     def sz(self, n: Node) -> int:
         return self.size(self.types.get(id(n), DYN))
@@ -69,6 +85,9 @@ class Estimator:
             return 40 + sum(self.cost(f.args[0]) for f in n.args)
         if k == "comprehension":
             body = sum(self.cost(a) for a in n.args)
+            if self.metered:
+                self.per_iteration[n.pos] = _PER_ITERATION[n.name] + body
+                return self.cost(n.target)
             return self.cost(n.target) + self.sz(n.target) * (_PER_ITERATION[n.name] + body)
         return self.call(n)
 
@@ -78,7 +97,7 @@ class Estimator:
         if name == "_?_:_":
             return self.cost(n.args[0]) + max(self.cost(n.args[1]), self.cost(n.args[2]))
         args = sum(self.cost(a) for a in operands)
-        if name in ("_&&_", "_||_"):
+        if name in ("_&&_", "_||_") or (self.metered and name in RUNTIME_COSTED):
             return args
         first = operands[0] if operands else None
         t = self.types.get(id(first), DYN) if first is not None else DYN
@@ -110,6 +129,25 @@ class Estimator:
         if name in _LIST_TRAVERSAL and first is not None:
             return args + max(1, self.sz(first))
         return args + 1
+
+
+def _actual_size(v: Any) -> int:
+    return len(v) if isinstance(v, (str, bytes, list, dict)) else 1
+
+
+def actual_call_cost(name: str, args: tuple, result: Any) -> int:
+    """What a RUNTIME_COSTED call cost on these values: the estimate's formula with the
+    actual sizes (receiver, pattern, result)."""
+    first = _actual_size(args[0]) if args else 1
+    if name in ("find", "findAll") and len(args) >= 2:
+        return _tenth(first) * max(1, _tenth(_actual_size(args[1])))
+    if name in ("indexOf", "lastIndexOf") and args and isinstance(args[0], list):
+        return first
+    if name == "flatten":
+        return max(1, _actual_size(result))
+    if name in _STRING_TRAVERSAL:
+        return max(1, _tenth(first))
+    return max(1, first)
 
 
 def extent(v: Any) -> tuple[int, int]:

@@ -34,6 +34,7 @@ from typing import Callable
 
 import cel
 
+from . import meter
 from .parser import Node
 from .types import DYN, Type
 
@@ -92,7 +93,7 @@ def _opt_index(coll, key):
 
 #: the engine functions behind the rewrites
 RUNTIME = {SORT_BY_KEYS: _sort_by_keys, ZIP_MAP: _zip_map, MERGE_MAPS: _merge_maps,
-           OPT_FIELD: _opt_index, OPT_INDEX: _opt_index}
+           OPT_FIELD: _opt_index, OPT_INDEX: _opt_index, **meter.RUNTIME}
 
 _INFIX = {"_+_": "+", "_-_": "-", "_*_": "*", "_/_": "/", "_%_": "%", "_==_": "==", "_!=_": "!=", "_<_": "<",
           "_<=_": "<=", "_>_": ">", "_>=_": ">=", "_&&_": "&&", "_||_": "||", "@in": "in"}
@@ -121,11 +122,15 @@ def _double(v: float) -> str:
 
 class Printer:
     """Source text for a tree, with the rewrites above; `types` are the
-    checker's types by node id (the receivers decide list or map forms)."""
+    checker's types by node id (the receivers decide list or map forms).
+    `metered`: each comprehension first reports its range's size to the
+    meter (meter.ITERATE with its source position), and the engine's string
+    tests are calls of ours that report their price."""
 
-    def __init__(self, types: dict[int, Type]) -> None:
+    def __init__(self, types: dict[int, Type], metered: bool = False) -> None:
         self.types = types
         self.fresh = 0
+        self.metered = metered
 
     def once(self, n: Node, use: Callable[[str], str]) -> str:
         """`use(v)` with `v` naming the value of `n`, evaluated once (where the engine keeps it
@@ -184,6 +189,21 @@ class Printer:
         return f"[{self(n.args[0])}].map({n.vars[0]}, {self(n.args[1])})[0]"
 
     def p_comprehension(self, n: Node) -> str:
+        if self.metered:
+            return self._metered_comprehension(n)
+        return self._comprehension(n)
+
+    def _metered_comprehension(self, n: Node) -> str:
+        """The range evaluated once, its size reported, then the comprehension over it."""
+        self.fresh += 1
+        rng = f"__nk{self.fresh}__"
+        alias = Node("ident", n.pos, rng)
+        self.types[id(alias)] = self.type_of(n.target)
+        size = f"(type({rng}) == list || type({rng}) == map ? size({rng}) : 0)"
+        body = self._comprehension(replace(n, target=alias))
+        return f"[{self(n.target)}].map({rng}, {meter.ITERATE}({n.pos}, {size}) ? {body} : null)[0]"
+
+    def _comprehension(self, n: Node) -> str:
         if n.name == "sortBy":
             key = self(n.args[0])
             return self.once(n.target, lambda t: f"{SORT_BY_KEYS}({t}, {t}.map({n.vars[0]}, {key}))")
@@ -232,6 +252,8 @@ class Printer:
         if name == "_[?_]":
             return self._optional_index(n)
         args = ", ".join(self(x) for x in a)
+        if self.metered and n.target is not None and name in meter.STRING_TESTS and len(a) == 1:
+            return f"{meter.STRING_TESTS[name]}({self(n.target)}, {args})"
         if n.target is not None:
             return f"({self(n.target)}).{name}({args})"
         return f"{name}({args})"
@@ -258,6 +280,6 @@ def substitute(n: Node, name: str, value: Node, types: dict[int, Type]) -> Node:
     return out
 
 
-def rewrite(root: Node, types: dict[int, Type]) -> str:
-    """The engine's source for a checked tree that needs_rewrite."""
-    return Printer(dict(types))(root)
+def rewrite(root: Node, types: dict[int, Type], metered: bool = False) -> str:
+    """The engine's source for a checked tree that needs_rewrite (or is to be metered)."""
+    return Printer(dict(types), metered)(root)

@@ -66,15 +66,39 @@ def _default_field_type(obj: Type, name: str) -> Type | None:
     return DYN
 
 
+class Metered:
+    """A program's metered form (see `meter`): the engine program that reports its
+    comprehensions' ranges, and the estimate of the rest under the types' bounds."""
+
+    __slots__ = ("program", "base", "per_iteration", "_types", "_ast")
+
+    def __init__(self, ast: Node, types: dict[int, Type]) -> None:
+        self._ast, self._types = ast, types
+        self.program = cel.compile(desugar.rewrite(ast, types, metered=True))
+        self.base, self.per_iteration = self.costs(None)
+
+    def costs(self, size: Callable[[Type], int] | None) -> tuple[int, dict[int, int]]:
+        """(base, per_iteration) with every size clamped by size(type) (None: the types' bounds)."""
+        e = Estimator(self._types, size, metered=True)
+        return e.cost(self._ast), e.per_iteration
+
+
 class Program:
     """A compiled, checked expression."""
 
-    __slots__ = ("source", "ast", "checked", "program", "max_cost", "_estimator")
+    __slots__ = ("source", "ast", "checked", "program", "max_cost", "_estimator", "_metered")
 
     def __init__(self, source: str, ast: Node, checked: Checked, program: Any) -> None:
         self.source, self.ast, self.checked, self.program = source, ast, checked, program
         self._estimator = Estimator(checked.types)
         self.max_cost = self._estimator.cost(ast)
+        self._metered: Metered | None = None
+
+    def metered(self) -> Metered:
+        """The metered form, built on first use (a program whose worst case passes the limit)."""
+        if self._metered is None:
+            self._metered = Metered(self.ast, self.checked.types)
+        return self._metered
 
     @property
     def result_type(self) -> Type:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import cel
 
@@ -24,6 +24,7 @@ from ...cel import Environment, desugar
 from ...cel.cost import dynamic_sizes, extent
 from ...cel.environment import PER_CALL_LIMIT
 from ...cel.errors import COST_LIMIT_ERROR
+from ...cel.meter import Meter, running
 from ...cel.library import runtime_functions
 from ...cel.library.authz import AUTHORIZER
 from ...cel.types import DYN, Type
@@ -123,34 +124,137 @@ def compile_expression(expression: str, declared: frozenset = frozenset(VARIABLE
         raise CELError(f"compilation failed: {e}") from None
 
 
-def _over_limit(program, activation: dict[str, Any]) -> bool:
-    """Whether the expression's worst case on these values passes the per-call limit: the
-    engine cannot be stopped once running, so it is not started (upstream's evaluation is
-    cancelled when its actual cost passes the limit)."""
-    if program.max_cost <= PER_CALL_LIMIT:
-        return False
-    n, s = extent([v for k, v in activation.items() if k != "authorizer"])
-    return program.cost_bound(dynamic_sizes(n, s)) > PER_CALL_LIMIT
+#: upstream's celconfig.RuntimeCELCostBudget: what one evaluation of a policy's validations (then
+#: their messageExpressions), or of its auditAnnotations, may spend together
+RUNTIME_CEL_COST_BUDGET = 10_000_000
+#: upstream's celconfig.RuntimeCELCostBudgetMatchConditions: the same for one set of matchConditions
+MATCH_CONDITIONS_COST_BUDGET = 2_500_000
+OUT_OF_BUDGET = "validation failed due to running out of cost budget, no further validation rules will be run"
+#: below this worst case an expression runs as it is and is charged its estimate; from it, metered
+_PRECISE_FROM = 10_000
 
 
-def evaluate(expression: str, activation: dict[str, Any]) -> Any:
-    """Evaluate with the admission variables bound (absent ones are null)."""
+class OutOfBudget(Exception):
+    """The expressions sharing a Budget cost more than it holds: none after this one runs."""
+
+
+class Budget:
+    """What a set of expressions evaluated together may spend (upstream's remaining budget,
+    passed from one expression to the next). The policy's variables an expression reads,
+    directly or through other variables, are charged the first time, as upstream charges
+    their lazy evaluation to the expression that triggers it. variables: name -> (cost of
+    evaluating it, the variables it reads)."""
+
+    __slots__ = ("remaining", "variables", "charged")
+
+    def __init__(self, limit: int, variables: dict[str, tuple[int, frozenset]] | None = None) -> None:
+        self.remaining = limit
+        self.variables = variables or {}
+        self.charged: set[str] = set()
+
+    def spend(self, cost: int, reads: frozenset = frozenset()) -> None:
+        pending = [n for n in reads if n not in self.charged]
+        composition = 0
+        while pending:
+            name = pending.pop()
+            if name in self.charged or name not in self.variables:
+                continue
+            self.charged.add(name)
+            spent, deeper = self.variables[name]
+            composition += spent
+            pending.extend(deeper)
+        for part in (composition, cost):
+            if part > self.remaining:
+                self.remaining = -1
+                raise OutOfBudget(OUT_OF_BUDGET)
+            self.remaining -= part
+
+
+@functools.lru_cache(maxsize=4096)
+def variables_read(expression: str) -> frozenset:
+    """The policy variables (`variables.x`) an expression reads."""
+    try:
+        program = compile_expression(expression)
+    except CELError:
+        return frozenset()
+    out, stack = set(), [program.ast]
+    while stack:
+        n = stack.pop()
+        if n.kind == "select" and n.target is not None and n.target.kind == "ident" and n.target.name == "variables":
+            out.add(n.name)
+        if n.target is not None:
+            stack.append(n.target)
+        stack.extend(n.args)
+    return frozenset(out)
+
+
+def _sizes(activation: dict[str, Any]) -> Callable[[Type], int]:
+    """Sizes for bounding an expression over these values (kept in the activation until one of
+    them is replaced, a mutation's object, or another variable is set)."""
+    values = [v for k, v in activation.items() if k != "authorizer" and not k.startswith("__")]
+    key = (tuple(map(id, values)), len(activation.get("variables") or ()))
+    cached = activation.get("__sizes__")
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    sizes = dynamic_sizes(*extent(values))
+    activation["__sizes__"] = (key, sizes)
+    return sizes
+
+
+def _run(program, ctx: cel.Context, activation: dict[str, Any]) -> tuple[Any, str | None, int]:
+    """Evaluate: (value, why it failed or None, cost). A cheap program (its worst case is a
+    rounding error of the budget) runs as it is and costs its estimate; any other runs metered
+    and costs what the meter counted, stopped when that passes the per-call limit (upstream's
+    evaluation is cancelled there)."""
+    counted, value = None, None
+    try:
+        if program.max_cost < _PRECISE_FROM:
+            value = program.program.execute(ctx)
+        else:
+            m = program.metered()
+            base, per_iteration, refine = m.base, m.per_iteration, lambda: m.costs(_sizes(activation))
+            if base > PER_CALL_LIMIT:
+                (base, per_iteration), refine = refine(), None
+            if base > PER_CALL_LIMIT:  # what it does whatever its comprehensions do: not started
+                return None, COST_LIMIT_ERROR, PER_CALL_LIMIT
+            counted = Meter(base, per_iteration, PER_CALL_LIMIT, refine)
+            with running(counted):
+                value = m.program.execute(ctx)
+    except Exception as e:
+        why = _failure(e)
+    else:
+        why = None
+    if counted is None:
+        return value, why, program.max_cost
+    if counted.exceeded:  # also when an operand's error was absorbed (`||`, `exists`)
+        return None, COST_LIMIT_ERROR, counted.total
+    return value, why, counted.total
+
+
+def _failure(e: Exception) -> str:
+    """Why an evaluation failed, in upstream's words."""
+    if isinstance(e, _SharedCELError):
+        return str(e)
+    if isinstance(e, KeyError):
+        return f"no such key: {e.args[0]}"
+    if isinstance(e, ZeroDivisionError):
+        return "division by zero"
+    text = str(e)  # the engine reports evaluation errors by many types
+    own = re.search(r"CELError: (.*?)\. Check function arguments", text, re.S)
+    return own.group(1) if own else text.split(". Check that the variable", 1)[0].split("\n")[0]
+
+
+def evaluate(expression: str, activation: dict[str, Any], budget: Budget | None = None) -> Any:
+    """Evaluate with the admission variables bound (absent ones are null). With a budget, its
+    cost (and that of the variables it reads) is spent from it, OutOfBudget past it, whether
+    or not the expression failed."""
     program = compile_expression(expression)
-    if _over_limit(program, activation):
-        raise CELError(f"expression '{expression}' resulted in error: {COST_LIMIT_ERROR}")
     ctx = _context()
     for name in VARIABLES:
         ctx.add_variable(name, activation.get(name))
-    try:
-        return program.program.execute(ctx)
-    except _SharedCELError as e:
-        why = str(e)
-    except KeyError as e:
-        why = f"no such key: {e.args[0]}"
-    except ZeroDivisionError:
-        why = "division by zero"
-    except Exception as e:  # the engine reports evaluation errors by many types
-        text = str(e)
-        own = re.search(r"CELError: (.*?)\. Check function arguments", text, re.S)
-        why = own.group(1) if own else text.split(". Check that the variable", 1)[0].split("\n")[0]
-    raise CELError(f"expression '{expression}' resulted in error: {why}")
+    value, why, cost = _run(program, ctx, activation)
+    if budget is not None:
+        budget.spend(cost, variables_read(expression))
+    if why is not None:
+        raise CELError(f"expression '{expression}' resulted in error: {why}")
+    return value

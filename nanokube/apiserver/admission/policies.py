@@ -24,7 +24,10 @@ from ...machinery import errors
 from ...machinery.selectors import matches_labels, selector_from_object
 from ..patch import PatchError, json_copy, jsonpatch
 from .attributes import Attributes
-from .cel import CELError, evaluate
+from .cel import (
+    MATCH_CONDITIONS_COST_BUDGET, OUT_OF_BUDGET, RUNTIME_CEL_COST_BUDGET, Budget, CELError, OutOfBudget, evaluate,
+    variables_read,
+)
 from .matching import Target, match_rules, namespace_labels, namespace_matches, object_matches
 from .source import ConfigSource
 
@@ -166,15 +169,19 @@ class PolicyEngine:
         return {"object": obj, "oldObject": a.versioned(t, a.old), "request": a.request(t, "", None, None),
                 "params": params, "namespaceObject": ns, "variables": {}, "authorizer": a.authorizer}
 
-    def conditions_match(self, inv: Invocation, act: dict) -> bool:
-        """matchConditions: False skips the invocation; an error is a ConfigError."""
+    def conditions_match(self, inv: Invocation, act: dict, variables: VariableCosts) -> bool:
+        """matchConditions: False skips the invocation; an error (running out of their
+        budget included) is a ConfigError."""
         failures = []
+        budget = Budget(MATCH_CONDITIONS_COST_BUDGET, variables)
         for c in inv.spec.get("matchConditions") or []:
             try:
-                ok = evaluate(c.get("expression", ""), act)
+                ok = evaluate(c.get("expression", ""), act, budget)
             except CELError as e:
                 failures.append(str(e))
                 continue
+            except OutOfBudget:
+                raise ConfigError(OUT_OF_BUDGET) from None
             if ok is False:
                 return False
         if failures:
@@ -193,27 +200,34 @@ class PolicyEngine:
         return errors.APIError(_REASON_CODE.get(reason, 422), reason, f'{gr} "{name}" is forbidden: {message}', details)
 
 
-def compute_variables(spec: dict, act: dict) -> None:
+#: a policy's variables: name -> (what evaluating it cost, the variables it reads)
+VariableCosts = dict[str, tuple[int, frozenset]]
+
+
+def compute_variables(spec: dict, act: dict) -> VariableCosts:
     """spec.variables in order; one that fails to evaluate stays unset, so an
-    expression reading it fails in turn (upstream evaluates them lazily)."""
+    expression reading it fails in turn (upstream evaluates them lazily, and
+    charges each to the budget of the expressions that read it: the costs
+    returned are charged so, see cel.Budget)."""
     out: dict[str, Any] = {}
+    costs: VariableCosts = {}
     act["variables"] = out
     for v in spec.get("variables") or []:
+        name, expression = v.get("name", ""), v.get("expression", "")
+        spent = Budget(RUNTIME_CEL_COST_BUDGET)
         try:
-            out[v.get("name", "")] = evaluate(v.get("expression", ""), act)
+            out[name] = evaluate(expression, act, spent)
         except CELError:
-            continue
+            pass
+        costs[name] = (RUNTIME_CEL_COST_BUDGET - spent.remaining, variables_read(expression))
+    return costs
 
 
-def _message(v: dict, act: dict, expression: str) -> str:
-    me = v.get("messageExpression")
-    if me:
-        try:
-            got = evaluate(me, act)
-        except CELError:
-            got = None
-        if isinstance(got, str) and got.strip() and len(got) <= MAX_MESSAGE and "\n" not in got.strip():
-            return got.strip()
+def _message(v: dict, got: Any, expression: str) -> str:
+    """A failed validation's message: its messageExpression's value when that is a usable
+    string, else its message, else the expression."""
+    if isinstance(got, str) and got.strip() and len(got) <= MAX_MESSAGE and "\n" not in got.strip():
+        return got.strip()
     if (v.get("message") or "").strip():
         return v["message"].strip()
     return f"failed expression: {expression.strip()}"
@@ -240,26 +254,17 @@ class ValidatingPolicies(PolicyEngine):
             for params in all_params:
                 t = inv.target
                 act = self.activation(a, t, a.versioned(t, a.obj), params)
-                compute_variables(inv.spec, act)
+                variables = compute_variables(inv.spec, act)
                 decisions: list[tuple[int, str, str]] = []  # (expression index, message, reason)
                 try:
-                    if not self.conditions_match(inv, act):
+                    if not self.conditions_match(inv, act, variables):
                         continue
                 except ConfigError as e:
                     if inv.fail:
                         decisions.append((0, str(e), "Invalid"))
                 else:
-                    for i, v in enumerate(inv.spec.get("validations") or []):
-                        expr = v.get("expression", "")
-                        try:
-                            ok = evaluate(expr, act)
-                        except CELError as e:
-                            if inv.fail:
-                                decisions.append((i, str(e), "Invalid"))
-                            continue
-                        if ok is not True:
-                            decisions.append((i, _message(v, act, expr), v.get("reason") or "Invalid"))
-                    self._audit_annotations(inv, act, annotations, decisions)
+                    decisions = self._validations(inv, act, variables)
+                    decisions = self._audit_annotations(inv, act, variables, annotations, decisions)
                 for i, msg, reason in decisions:
                     if "Deny" in actions:
                         denied.append((inv, msg, reason))
@@ -277,16 +282,60 @@ class ValidatingPolicies(PolicyEngine):
             policy, binding = inv.names
             raise self.forbidden(a, f"{self.kind} '{policy}' with binding '{binding}' denied request: {msg}", reason)
 
-    def _audit_annotations(self, inv: Invocation, act: dict, out: dict[str, list[str]],
-                           decisions: list[tuple[int, str, str]]) -> None:
+    @staticmethod
+    def _validations(inv: Invocation, act: dict, variables: VariableCosts) -> list[tuple[int, str, str]]:
+        """The validations, then every messageExpression, on one budget (the messages on what the
+        validations left). Running out in the validations is the one decision (a failure per
+        failurePolicy); in the messages, every validation that did not fail to evaluate is."""
+        validations = inv.spec.get("validations") or []
+        results: list[tuple[Any, str | None]] = []
+        budget = Budget(RUNTIME_CEL_COST_BUDGET, variables)
+        try:
+            for v in validations:
+                try:
+                    results.append((evaluate(v.get("expression", ""), act, budget), None))
+                except CELError as e:
+                    results.append((None, str(e)))
+        except OutOfBudget:
+            return [(0, OUT_OF_BUDGET, "Invalid")] if inv.fail else []
+        messages: list[Any] = []
+        budget = Budget(budget.remaining, variables)
+        try:
+            for v in validations:
+                try:
+                    messages.append(evaluate(v["messageExpression"], act, budget) if v.get("messageExpression")
+                                    else None)
+                except CELError:
+                    messages.append(None)
+            out_of_budget = False
+        except OutOfBudget:
+            out_of_budget = True
+        decisions: list[tuple[int, str, str]] = []
+        for i, (v, (ok, error)) in enumerate(zip(validations, results)):
+            if error is not None or out_of_budget:
+                if inv.fail:
+                    decisions.append((i, error or f"failed messageExpression: {OUT_OF_BUDGET}", "Invalid"))
+            elif ok is not True:
+                decisions.append((i, _message(v, messages[i], v.get("expression", "")), v.get("reason") or "Invalid"))
+        return decisions
+
+    def _audit_annotations(self, inv: Invocation, act: dict, variables: VariableCosts, out: dict[str, list[str]],
+                           decisions: list[tuple[int, str, str]]) -> list[tuple[int, str, str]]:
+        """Add the auditAnnotations' values to `out`; the decisions with their errors. They have a
+        budget of their own: running out of it replaces every decision with that failure."""
         policy = inv.names[0]
+        budget = Budget(RUNTIME_CEL_COST_BUDGET, variables)
+        found: list[tuple[str, str]] = []
+        decisions = list(decisions)
         for an in inv.spec.get("auditAnnotations") or []:
             try:
-                value = evaluate(an.get("valueExpression", ""), act)
+                value = evaluate(an.get("valueExpression", ""), act, budget)
             except CELError as e:
                 if inv.fail:
                     decisions.append((0, str(e), "Invalid"))
                 continue
+            except OutOfBudget:
+                return [(0, OUT_OF_BUDGET, "Invalid")] if inv.fail else []
             if value is None:
                 continue
             if not isinstance(value, str):
@@ -294,9 +343,12 @@ class ValidatingPolicies(PolicyEngine):
                     decisions.append((0, f"valueExpression '{an.get('valueExpression')}' resulted in unsupported "
                                          f"return type: {type(value).__name__}. Required type: string", "Invalid"))
                 continue
-            values = out.setdefault(f"{policy}/{an.get('key', '')}", [])
+            found.append((f"{policy}/{an.get('key', '')}", value))
+        for key, value in found:
+            values = out.setdefault(key, [])
             if value not in values:
                 values.append(value)
+        return decisions
 
 
 class MutatingPolicies(PolicyEngine):
@@ -339,9 +391,9 @@ class MutatingPolicies(PolicyEngine):
         await a.prepare(t)
         obj = a.versioned(t, a.obj)
         act = self.activation(a, t, obj, params)
-        compute_variables(inv.spec, act)
+        variables = compute_variables(inv.spec, act)
         try:
-            if not self.conditions_match(inv, act):
+            if not self.conditions_match(inv, act, variables):
                 return False
         except ConfigError as e:
             self._error(inv, a, str(e))

@@ -26,7 +26,7 @@ from ..patch import PatchError, json_copy, jsonpatch
 from ..webhook.client import WebhookClient, WebhookError
 from .attributes import Attributes
 from .source import ConfigSource
-from .cel import CELError, evaluate
+from .cel import MATCH_CONDITIONS_COST_BUDGET, OUT_OF_BUDGET, Budget, CELError, OutOfBudget, evaluate
 from .metrics import CALLING_WEBHOOK_ERROR, INTERNAL_ERROR, NO_ERROR, AdmissionMetrics
 from .matching import (
     Target,
@@ -197,12 +197,16 @@ class Webhooks:
         activation = {"object": a.versioned(t, a.obj), "oldObject": a.versioned(t, a.old),
                       "request": a.request(t, "", None, None), "authorizer": a.authorizer}
         failures: list[str] = []
+        budget = Budget(MATCH_CONDITIONS_COST_BUDGET)
         for c in conditions:
             try:
-                ok = evaluate(c.get("expression", ""), activation)
+                ok = evaluate(c.get("expression", ""), activation, budget)
             except CELError as e:
                 failures.append(str(e))
                 continue
+            except OutOfBudget:  # no further condition runs: the webhook's match failed
+                failures = [OUT_OF_BUDGET]
+                break
             if ok is False:
                 return False
             if ok is not True:

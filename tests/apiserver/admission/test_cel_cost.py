@@ -45,3 +45,116 @@ async def test_a_long_operator_chain_is_the_parsers_recursion_error(tmp_path):
         made = await asyncio.to_thread(admission.create_validating_admission_policy,
                                        policy("fits", [{"expression": " + ".join(["1"] * 250) + " == 250"}]))
         assert made.metadata.name == "fits"
+
+
+def _labelled(name: str, label: str, validations: list[dict]) -> dict:
+    return policy(name, validations, matchConstraints={
+        "resourceRules": RULES, "objectSelector": {"matchLabels": {"set": label}}})
+
+
+async def _create(core, name: str, label: str, data: dict) -> tuple[int, str]:
+    body = {"metadata": {"name": name, "labels": {"set": label}}, "data": data}
+    try:
+        await asyncio.to_thread(core.create_namespaced_config_map, "default", body, dry_run="All")
+    except ApiException as e:
+        return e.status, json.loads(e.body)["message"]
+    return 201, ""
+
+
+async def _until_denied(core, label: str, data: dict) -> None:
+    """Policies take effect once the source has seen them."""
+    for _ in range(100):
+        if (await _create(core, "probe", label, data))[0] == 422:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the policy never took effect")
+
+
+async def test_a_policys_expressions_share_the_runtime_cost_budget(tmp_path):
+    """Each `contains` over a 1,000,000-character value costs 100,000, a tenth of the per-call limit:
+    99 of them fit upstream's 10,000,000 budget, 101 run out of it, which fails the policy (as its
+    failurePolicy says) with upstream's message. The same 101 over a short value are charged its
+    size, not the worst case their types allow (101 * 314,573 would run out too)."""
+    check = [{"expression": "!object.data.s.contains('needle')"}]
+    probe = [{"expression": "object.data.s != 'probe'"}]
+    big = {"s": "x" * 1_000_000}
+    async with served(tmp_path) as (_, api_client):
+        admission, core = client.AdmissionregistrationV1Api(api_client), client.CoreV1Api(api_client)
+        await bind(admission, "under", _labelled("under", "under", check * 99 + [{"expression": "false"}]))
+        await bind(admission, "over", _labelled("over", "over", probe + check * 101))
+        await _until_denied(core, "under", {"s": "x"})
+        await _until_denied(core, "over", {"s": "probe"})
+        code, message = await _create(core, "a", "under", big)
+        assert (code, message) == (422, 'configmaps "a" is forbidden: ValidatingAdmissionPolicy \'under\' with '
+                                         "binding 'under' denied request: failed expression: false")
+        code, message = await _create(core, "b", "over", big)
+        assert (code, message) == (422, 'configmaps "b" is forbidden: ValidatingAdmissionPolicy \'over\' with binding '
+                                         "'over' denied request: validation failed due to running out of cost budget, "
+                                         "no further validation rules will be run")
+        assert await _create(core, "c", "over", {"s": "x" * 1000}) == (201, "")
+
+
+async def test_match_conditions_have_a_budget_of_their_own(tmp_path):
+    """upstream's 2,500,000 for one policy's matchConditions: 26 conditions of 100,000 run out of it,
+    and the policy fails closed with the budget's message instead of reaching its validation."""
+    conditions = [{"name": f"c{i}", "expression": "!object.data.s.contains('needle')"} for i in range(26)]
+    body = _labelled("conditions", "conditions", [{"expression": "false"}])
+    body["spec"]["matchConditions"] = conditions
+    async with served(tmp_path) as (_, api_client):
+        admission, core = client.AdmissionregistrationV1Api(api_client), client.CoreV1Api(api_client)
+        await bind(admission, "conditions", body)
+        await _until_denied(core, "conditions", {"s": "x"})
+        denied = ("configmaps \"{}\" is forbidden: ValidatingAdmissionPolicy 'conditions' with binding 'conditions' "
+                  "denied request: {}")
+        assert await _create(core, "a", "conditions", {"s": "x" * 1000}) == (
+            422, denied.format("a", "failed expression: false"))
+        assert await _create(core, "b", "conditions", {"s": "x" * 1_000_000}) == (
+            422, denied.format("b", "validation failed due to running out of cost budget, no further validation "
+                                    "rules will be run"))
+
+
+async def test_comprehensions_are_charged_what_they_run(tmp_path):
+    """An expression whose worst case passes the per-call limit runs metered: `lists.range(n)` of a
+    value and `dyn(...)` ranges are charged their actual sizes, so a short range is admitted (it
+    was refused as if n could be a million) and a long one is stopped at the limit (a dyn() range
+    was sized as the object's largest collection, and 9,000,000 iterations ran)."""
+    ranges = [{"expression": "lists.range(int(object.data.n)).all(i, i >= 0)"}]
+    pairs = [{"expression": "dyn(object.data.s.split('')).all(c, dyn(object.data.s.split('')).all(d, d != ''))"}]
+    cancelled = "resulted in error: operation cancelled: actual cost limit exceeded"
+    async with served(tmp_path) as (_, api_client):
+        admission, core = client.AdmissionregistrationV1Api(api_client), client.CoreV1Api(api_client)
+        await bind(admission, "ranges", _labelled("ranges", "ranges", ranges))
+        await bind(admission, "pairs", _labelled("pairs", "pairs", pairs))
+        await _until_denied(core, "ranges", {"n": "300000"})
+        assert await _create(core, "a", "ranges", {"n": "3"}) == (201, "")
+        code, message = await _create(core, "b", "ranges", {"n": "300000"})
+        assert code == 422 and message.endswith(cancelled), message
+        assert await _create(core, "c", "pairs", {"s": "x" * 10}) == (201, "")
+        code, message = await _create(core, "d", "pairs", {"s": "x" * 3000})
+        assert code == 422 and message.endswith(cancelled), message
+
+
+async def test_flatten_is_charged_what_it_builds(tmp_path):
+    """`flatten` of an object's lists is charged the elements it returns: four container args
+    flatten to four, though the pod's longest list (2,000 env entries) made the bound 2,000^2."""
+    rules = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}]
+    flat = {"metadata": {"name": "flat"}, "spec": {"matchConstraints": {"resourceRules": rules}, "validations": [
+        {"expression": "object.spec.containers.map(c, c.args).flatten().all(a, a != '')"}]}}
+    env = [{"name": f"E{i}", "value": "v"} for i in range(2000)]
+    pod = {"metadata": {"name": "p"}, "spec": {"containers": [
+        {"name": "a", "image": "i", "args": ["1", "2"], "env": env}, {"name": "b", "image": "i", "args": ["3", "4"]}]}}
+    async with served(tmp_path) as (_, api_client):
+        admission, core = client.AdmissionregistrationV1Api(api_client), client.CoreV1Api(api_client)
+        await bind(admission, "flat", flat)
+        bad = {"metadata": {"name": "q"}, "spec": {"containers": [{"name": "a", "image": "i", "args": [""]}]}}
+        for _ in range(100):
+            try:
+                await asyncio.to_thread(core.create_namespaced_pod, "default", bad, dry_run="All")
+            except ApiException as e:
+                assert e.status == 422
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the policy never took effect")
+        made = await asyncio.to_thread(core.create_namespaced_pod, "default", pod, dry_run="All")
+        assert [c.args for c in made.spec.containers] == [["1", "2"], ["3", "4"]]

@@ -1,0 +1,65 @@
+"""The metered form of a program: the same values as the program, and the cost of what it ran."""
+
+import cel
+import pytest
+
+from nanokube.cel import CELError, Environment, desugar
+from nanokube.cel.library import runtime_functions
+from nanokube.cel.meter import Meter, running
+from nanokube.cel.types import DYN
+
+ENV = Environment({"x": DYN})
+CONTEXT = cel.Context()
+for _name, _fn in {**runtime_functions(), **desugar.RUNTIME}.items():
+    CONTEXT.add_function(_name, _fn)
+
+X = {"l": [1, 2, 3], "m": {"a": 1, "b": 2}, "s": "abcdef", "nested": [[1, 2], [3]], "o": {"f": "v"}}
+
+
+def metered(src: str, limit: int = 10**12) -> tuple[object, Meter]:
+    m = ENV.compile(src).metered()
+    meter = Meter(m.base, m.per_iteration, limit)
+    CONTEXT.add_variable("x", X)
+    with running(meter):
+        return m.program.execute(CONTEXT), meter
+
+
+@pytest.mark.parametrize("src", [
+    "x.l.all(i, i > 0) && x.l.exists(i, i == 2) && x.l.exists_one(i, i == 3)",
+    "x.l.map(i, i * 2) == [2, 4, 6] && x.l.filter(i, i > 1) == [2, 3] && x.l.map(i, i > 1, i) == [2, 3]",
+    "x.m.all(k, v, v > 0) && x.l.exists(i, v, i == 1 && v == 2)",
+    "x.l.transformList(i, v, v * i) == [0, 2, 6] && x.m.transformMap(k, v, v + 1) == {'a': 2, 'b': 3}",
+    "x.l.sortBy(i, -i) == [3, 2, 1]",
+    "cel.bind(y, x.l.map(i, i + 1), y.all(j, j > 1))",
+    "x.nested.flatten() == [1, 2, 3] && x.nested.all(l, l.all(i, i < 4))",
+    "x.s.contains('cd') && x.s.startsWith('ab') && x.s.endsWith('ef') && !x.s.contains('z')",
+    "x.?o.?f.orValue('none') == 'v' && x.l[?5].orValue(0) == 0",
+    "x.m.map(k, k).size() == 2 && 'a' in x.m.map(k, k) && dyn(x.l).all(i, i > 0)",
+])
+def test_the_metered_form_answers_what_the_program_does(src):
+    program = ENV.compile(src)
+    assert program.evaluate({"x": X}) is True
+    assert metered(src)[0] is True
+
+
+def test_comprehensions_report_what_they_range_over():
+    """x.nested.all: 2 iterations of 3 + the inner all's range (`l`, 1); the inner all runs
+    over 2 and then 1 elements at 3 + (`i < 4`: 2) each."""
+    value, meter = metered("x.nested.all(l, l.all(i, i < 4))")
+    assert value is True
+    assert sorted(meter.iterations.values()) == [2, 3]
+    assert meter.total == meter.base + 2 * 4 + 3 * 5
+
+
+def test_calls_are_priced_on_their_values():
+    """`contains` costs a tenth of the receiver's length, flatten the elements it returns."""
+    base = metered("x.s.contains('z')")[1]
+    assert base.calls == 1  # ceil(6 / 10)
+    assert metered("x.nested.flatten().size() == 3")[1].calls == 3
+
+
+def test_a_run_over_the_limit_is_stopped():
+    with pytest.raises(Exception, match="operation cancelled: actual cost limit exceeded"):
+        metered("lists.range(1000).all(i, lists.range(1000).all(j, true))", limit=100_000)
+    with pytest.raises(CELError):
+        Meter(0, {}, 10).charge(11)
