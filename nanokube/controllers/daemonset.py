@@ -248,12 +248,15 @@ class DaemonSetController(Controller):
         current, old = await self._construct_history(ds)
         hash_ = (current["metadata"].get("labels") or {}).get(POD_REVISION_LABEL, "")
         failure = None
-        if self.expectations.satisfied(key):
+        # with creates or deletes still unseen only the counts are written: observedGeneration stays,
+        # since this generation was not acted on
+        managed = self.expectations.satisfied(key)
+        if managed:
             try:
                 await self._update_daemon_set(key, ds, nodes, hash_, old)
             except APIError as e:
                 failure = e  # the status is written all the same, as upstream's syncDaemonSet does
-        await self._update_status(key, ds, nodes, hash_)
+        await self._update_status(key, ds, nodes, hash_, managed)
         if failure is not None:
             raise failure
 
@@ -507,7 +510,9 @@ class DaemonSetController(Controller):
                       if (r["metadata"].get("labels") or {}).get(POD_REVISION_LABEL) in live}
         await self.history.truncate(old, live_names, limit)
 
-    async def _update_status(self, key: str, ds: dict, nodes: dict[str, tuple[bool, bool]], hash_: str) -> None:
+    async def _update_status(self, key: str, ds: dict, nodes: dict[str, tuple[bool, bool]], hash_: str,
+                             observed: bool) -> None:
+        """updateDaemonSetStatus; `observed`: observedGeneration becomes the DaemonSet's generation."""
         by_node = await self._node_to_pods(ds)
         now, min_ready = self.clock.now(), ds["spec"].get("minReadySeconds", 0)
         gen = template_generation(ds)
@@ -532,9 +537,10 @@ class DaemonSetController(Controller):
                     waits.append(wait)
             updated += is_updated(pod, hash_, gen)
         status = {**(ds.get("status") or {}), "currentNumberScheduled": current, "numberMisscheduled": misscheduled,
-                  "desiredNumberScheduled": desired, "numberReady": ready,
-                  "observedGeneration": ds["metadata"].get("generation", 1), "updatedNumberScheduled": updated,
-                  "numberAvailable": available, "numberUnavailable": desired - available}
+                  "desiredNumberScheduled": desired, "numberReady": ready}
+        if observed:
+            status["observedGeneration"] = ds["metadata"].get("generation", 1)
+        status.update(updatedNumberScheduled=updated, numberAvailable=available, numberUnavailable=desired - available)
         for f in ("updatedNumberScheduled", "numberAvailable", "numberUnavailable"):
             if not status[f]:
                 status.pop(f)

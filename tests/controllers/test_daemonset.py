@@ -409,3 +409,40 @@ async def test_a_create_refused_in_a_terminating_namespace_is_no_failure(env, ca
     await eventually(lambda: synced(1))
     assert await event_counts(client, "DaemonSet", "doomed") == {}
     assert [r.getMessage() for r in caplog.records if "being terminated" in r.getMessage()] == []
+
+
+async def test_with_creates_unseen_only_the_counts_are_written():
+    """syncDaemonSet with expectations not yet satisfied: the status counts follow the cluster, but
+    observedGeneration stays, since the new generation was not acted on (no pod made for it)."""
+    s = await make_stack()
+    client = s.client
+    nodes = client.resource("", "v1", "nodes")
+    for i in range(2):
+        await nodes.create({"metadata": {"name": f"node-{i}"}})
+    ctrl = await informing(DaemonSetController(client))
+    dss, key = client.resource("apps", "v1", "daemonsets"), "default/agent"
+    try:
+        await seen(ctrl.ds_inf, await dss.create(daemonset()))
+        await ctrl.sync(key)
+
+        async def made_ones_seen():
+            return ctrl.expectations.satisfied(key)
+        await eventually(made_ones_seen)
+        await nodes.create({"metadata": {"name": "node-2"}})
+        await seen(ctrl.ds_inf, await dss.patch("agent", {"spec": {"minReadySeconds": 5}}, namespace="default"))
+
+        async def three_nodes_seen():
+            return len(ctrl.node_inf.list()) == 3
+        await eventually(three_nodes_seen)
+        ctrl.expectations.expect(key, adds=1)  # a create of ours not seen yet
+        await ctrl.sync(key)
+        st = (await dss.get("agent", "default"))["status"]
+        assert (st["desiredNumberScheduled"], st["currentNumberScheduled"], st["observedGeneration"]) == (3, 2, 1)
+        assert len(await live_pods(client)) == 2
+        ctrl.expectations.forget(key)
+        await ctrl.sync(key)
+        assert (await dss.get("agent", "default"))["status"]["observedGeneration"] == 2
+        assert len(await live_pods(client)) == 3
+    finally:
+        await stopped(ctrl)
+        await s.close()
