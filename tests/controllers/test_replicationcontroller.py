@@ -4,8 +4,10 @@ core/v1 RCs: owned pods, status, adoption by an equality selector."""
 import pytest
 
 from nanokube.controllers.replicationcontroller import ReplicationControllerController
-from tests.controllers import eventually, make_stack
-from tests.controllers.test_replicaset import make_ready, patch_retrying, pods_of, stop
+from nanokube.machinery.errors import APIError
+from tests.controllers import event_counts, eventually, make_stack, pod_quota
+from tests.controllers.test_pod_update_handlers import informing, seen, stopped
+from tests.controllers.test_replicaset import all_pods, make_ready, patch_retrying, pods_of, stop
 
 LABELS = {"app": "legacy"}
 
@@ -87,4 +89,25 @@ async def test_terminating_pod_is_replaced_at_once_and_a_predecessors_pod_is_not
         assert (await pods.get("stale", "default"))["metadata"]["ownerReferences"] == [stale_ref]
     finally:
         await stop(ctrl)
+        await s.close()
+
+
+async def test_creates_in_slow_start_batches_and_reports_the_failure():
+    """manageReplicas' slow start for an RC too: room for two of five pods, so batches of 1 and 2,
+    the third create refused, the last two never tried; ReplicaFailure reports the refusal."""
+    s = await make_stack()
+    client = s.client
+    ctrl = await informing(ReplicationControllerController(client))
+    rcs = client.resource("", "v1", "replicationcontrollers")
+    try:
+        await pod_quota(client, 2)
+        await seen(ctrl.rs_inf, await rcs.create(rc(replicas=5)))
+        with pytest.raises(APIError) as e:
+            await ctrl.sync("default/legacy")
+        assert await event_counts(client, "ReplicationController") == {"SuccessfulCreate": 2, "FailedCreate": 1}
+        assert len(await all_pods(client)) == 2
+        cond = (await rcs.get("legacy", "default"))["status"]["conditions"]
+        assert [(c["type"], c["reason"], c["message"]) for c in cond] == [("ReplicaFailure", "FailedCreate", e.value.message)]
+    finally:
+        await stopped(ctrl)
         await s.close()
