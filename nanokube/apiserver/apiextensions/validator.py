@@ -147,78 +147,87 @@ def _join(path: str, name: str) -> str:
 
 def validate(obj: Any, node: dict[str, Any] | None, path: str = "", root: str = "<nil>") -> list[FieldError]:
     """The schema's errors for obj. `root` is the field path ValidateCustomResource was given (none for
-    a custom object, printed <nil>): the junctors' errors stand there, as errors without a field name."""
+    a custom object, printed <nil>): the junctors' errors stand there, as errors without a field name.
+    kube-openapi's errors come first, then the embedded resources' (objectmeta.Validate) and then the
+    list-type duplicates' (ValidateListSetsAndMaps), as the custom resource strategy runs those passes."""
     errs: list[FieldError] = []
-    _validate(obj, node, path, errs, root)
-    return errs
+    later: tuple[list[FieldError], list[FieldError]] = ([], [])
+    if isinstance(node, dict):
+        _validate(obj, node, path, errs, root, later)
+    return errs + later[0] + later[1]
 
 
-def _validate(v: Any, node: dict[str, Any] | None, path: str, errs: list[FieldError], root: str) -> None:
-    if not isinstance(node, dict) or not node:
-        return
-    if v is None:
-        if not node.get("nullable") and node.get("type"):
-            errs.append(FieldError("FieldValueTypeInvalid", path, f"{path} in body must be of type {node['type']}: \"null\"",
-                                   "null", True))
-        return
+def _validate(v: Any, node: dict[str, Any], path: str, errs: list[FieldError], root: str,
+              later: tuple[list[FieldError], list[FieldError]] | None) -> int:
+    """SchemaValidator.Validate: its validators in their order (type, the junctors, string, format,
+    number, array, enum, object), each run where it applies to the value's kind, a wrong type
+    included; returns its MatchCount (one per validator applied, one per check that counts itself,
+    one for the node), by which a failed anyOf/oneOf picks the alternative whose errors it reports.
+    `later` takes the embedded-resource and list-type errors (None inside a junctor)."""
     t = node.get("type")
-    if node.get("x-kubernetes-int-or-string"):
-        if not (_type_ok("integer", v) or isinstance(v, str)):
+    int_or_string = node.get("x-kubernetes-int-or-string")
+    if v is None:  # the type validator alone (and the enum check, which no null reaches here)
+        if not node.get("nullable") and t:
+            errs.append(FieldError("FieldValueTypeInvalid", path, f"{path} in body must be of type {t}: \"null\"",
+                                   "null", True))
+            return 0
+        return 1
+    count = 1
+    if int_or_string:
+        ok = _type_ok("integer", v) or isinstance(v, str)
+        if not ok:
             errs.append(FieldError("FieldValueTypeInvalid", path,
                                    f"{path} in body must be of type integer,string: \"{_json_type(v)}\"", _json_type(v), True))
-            return
-    elif t and not _type_ok(t, v):
-        jt = _json_type(v)
-        errs.append(FieldError("FieldValueTypeInvalid", path, f"{path} in body must be of type {t}: \"{jt}\"", jt, True))
-        return
-    if "enum" in node and v not in node["enum"]:
-        errs.append(not_supported(path, v, node["enum"]))
+        count += 1 + ok
+    elif t or node.get("format"):
+        ok = not t or _type_ok(t, v)
+        if not ok:
+            jt = _json_type(v)
+            errs.append(FieldError("FieldValueTypeInvalid", path, f"{path} in body must be of type {t}: \"{jt}\"", jt, True))
+        count += 1 + ok
+    if "anyOf" in node or "oneOf" in node or "allOf" in node or "not" in node:
+        count += 2 + _junctors(v, node, path, errs, root)
+    else:
+        count += 3
     if isinstance(v, str):
+        count += 1
         _string(v, node, path, errs)
+        fmt = node.get("format")
+        if fmt in FORMATS:
+            count += 1
+            if not FORMATS[fmt](v):
+                errs.append(invalid(path, v, f"{path} in body must be of type {fmt}: \"{v}\""))
     elif isinstance(v, (int, float)) and not isinstance(v, bool):
+        count += 2
         _number(v, node, path, errs)
     elif isinstance(v, list):
-        _array(v, node, path, errs, root)
-    elif isinstance(v, dict):
-        _object(v, node, path, errs, root)
-    for junctor in ("anyOf", "oneOf", "allOf", "not"):  # schemaPropsValidator's order
-        if junctor in node:
-            _junctor(junctor, v, node[junctor], path, errs, root)
+        count += 2 + _array(v, node, path, errs, root, later)
+    count += 1
+    if "enum" in node and v not in node["enum"]:
+        errs.append(not_supported(path, v, node["enum"]))
+    if isinstance(v, dict):
+        count += 1 + _object(v, node, path, errs, root, later)
+    return count
 
 
 def _string(v: str, node: dict[str, Any], path: str, errs: list[FieldError]) -> None:
+    """stringValidator: the first of maxLength, minLength and pattern that fails, alone."""
     n = len(v)
     if "maxLength" in node and n > node["maxLength"]:
         errs.append(too_long(path, node["maxLength"]))
-    if "minLength" in node and n < node["minLength"]:
+    elif "minLength" in node and n < node["minLength"]:
         errs.append(invalid(path, v, f"{path} in body should be at least {node['minLength']} chars long"))
-    pat = node.get("pattern")
-    if pat is not None:
+    elif (pat := node.get("pattern")) is not None:
         try:
             matched = regex.search(pat, v)
         except regex.PatternError:  # stored before patterns were checked: unchecked, as it was
             matched = True
         if not matched:
             errs.append(invalid(path, v, f"{path} in body should match '{pat}'"))
-    fmt = node.get("format")
-    check = FORMATS.get(fmt or "")
-    if check is not None and not check(v):
-        errs.append(invalid(path, v, f"{path} in body must be of type {fmt}: \"{v}\""))
 
 
 def _number(v: float | int, node: dict[str, Any], path: str, errs: list[FieldError]) -> None:
-    if "maximum" in node:
-        mx = _bound(node["maximum"], v)
-        if node.get("exclusiveMaximum") and v >= mx:
-            errs.append(invalid(path, v, f"{path} in body should be less than {_printed(mx)}"))
-        elif v > mx:
-            errs.append(invalid(path, v, f"{path} in body should be less than or equal to {_printed(mx)}"))
-    if "minimum" in node:
-        mn = _bound(node["minimum"], v)
-        if node.get("exclusiveMinimum") and v <= mn:
-            errs.append(invalid(path, v, f"{path} in body should be greater than {_printed(mn)}"))
-        elif v < mn:
-            errs.append(invalid(path, v, f"{path} in body should be greater than or equal to {_printed(mn)}"))
+    """numberValidator: multipleOf, minimum, then maximum."""
     mo = node.get("multipleOf")
     if mo and isinstance(v, int):  # MultipleOfNativeType: an integer against int64(multipleOf)
         factor = int(mo)
@@ -226,14 +235,41 @@ def _number(v: float | int, node: dict[str, Any], path: str, errs: list[FieldErr
             errs.append(invalid(path, v, f"{path} in body should be a multiple of {factor}"))
     elif mo and not math.isclose(math.remainder(v, mo), 0, abs_tol=1e-9):
         errs.append(invalid(path, v, f"{path} in body should be a multiple of {_printed(float(mo))}"))
+    if "minimum" in node:
+        mn = _bound(node["minimum"], v)
+        if node.get("exclusiveMinimum") and v <= mn:
+            errs.append(invalid(path, v, f"{path} in body should be greater than {_printed(mn)}"))
+        elif v < mn:
+            errs.append(invalid(path, v, f"{path} in body should be greater than or equal to {_printed(mn)}"))
+    if "maximum" in node:
+        mx = _bound(node["maximum"], v)
+        if node.get("exclusiveMaximum") and v >= mx:
+            errs.append(invalid(path, v, f"{path} in body should be less than {_printed(mx)}"))
+        elif v > mx:
+            errs.append(invalid(path, v, f"{path} in body should be less than or equal to {_printed(mx)}"))
 
 
-def _array(v: list, node: dict[str, Any], path: str, errs: list[FieldError], root: str) -> None:
+def _array(v: list, node: dict[str, Any], path: str, errs: list[FieldError], root: str,
+           later: tuple[list[FieldError], list[FieldError]] | None) -> int:
+    """schemaSliceValidator: the items, then minItems and maxItems; the list-type duplicates go to
+    `later`. Returns the items' MatchCounts and its own."""
+    count = 1
+    items = node.get("items")
+    if isinstance(items, dict):
+        for i, item in enumerate(v):
+            count += _validate(item, items, f"{path}[{i}]", errs, root, later)
     n = len(v)
-    if "maxItems" in node and n > node["maxItems"]:
-        errs.append(too_many(path, n, node["maxItems"]))
     if "minItems" in node and n < node["minItems"]:  # TooFewItems: the count is the value
         errs.append(invalid(path, n, f"{path} in body should have at least {node['minItems']} items"))
+    if "maxItems" in node and n > node["maxItems"]:
+        errs.append(too_many(path, n, node["maxItems"]))
+    if later is not None:
+        _list_type(v, node, path, later[1])
+    return count
+
+
+def _list_type(v: list, node: dict[str, Any], path: str, errs: list[FieldError]) -> None:
+    """ValidateListSetsAndMaps: a set's repeated item, a map's repeated key."""
     lt = node.get("x-kubernetes-list-type")
     if lt == "set":
         seen: list[Any] = []
@@ -253,47 +289,52 @@ def _array(v: list, node: dict[str, Any], path: str, errs: list[FieldError], roo
                 errs.append(FieldError("FieldValueDuplicate", f"{path}[{i}]", "",
                                        {key: item.get(key) for key in keys}, True))
             seen_keys.add(k)
-    items = node.get("items")
-    if isinstance(items, dict):
-        for i, item in enumerate(v):
-            _validate(item, items, f"{path}[{i}]", errs, root)
 
 
-def _object(v: dict, node: dict[str, Any], path: str, errs: list[FieldError], root: str) -> None:
-    n = len(v)
-    miscount = None  # kube-openapi's objectValidator stops at a count it refuses: no required, no properties
-    if "minProperties" in node and n < node["minProperties"]:
-        miscount = invalid(path, n, f"{path} in body should have at least {node['minProperties']} properties")
-    elif "maxProperties" in node and n > node["maxProperties"]:
-        miscount = too_many(path, n, node["maxProperties"])
-    if miscount:
-        errs.append(miscount)
-    else:
-        for name in node.get("required") or ():
-            if name not in v:
-                errs.append(required(_join(path, name)))
+def _object(v: dict, node: dict[str, Any], path: str, errs: list[FieldError], root: str,
+            later: tuple[list[FieldError], list[FieldError]] | None) -> int:
+    """objectValidator: a refused property count stops it (no children, no required); else the
+    additionalProperties' values, the properties' values, then the required ones missing. The
+    embedded resource's own checks go to `later`. Returns its children's MatchCounts."""
     props = node.get("properties") or {}
-    ap = node.get("additionalProperties")
     embedded = node.get("x-kubernetes-embedded-resource")
-    if embedded:  # objectmeta/validation.go's validateEmbeddedResource
-        for f in ("apiVersion", "kind"):
-            if f not in v:
-                errs.append(required(_join(path, f), "must not be empty"))
-            elif not isinstance(v[f], str):
-                errs.append(invalid(_join(path, f), v[f], "must be a string"))
-            elif not v[f]:
-                errs.append(invalid(_join(path, f), v[f], "must not be empty"))
-        if "metadata" in v:
-            errs += _embedded_metadata(v["metadata"], _join(path, "metadata"))
-    if miscount:
-        return
+    if embedded and later is not None:
+        later[0].extend(_embedded(v, path))
+    n = len(v)
+    if "minProperties" in node and n < node["minProperties"]:
+        errs.append(invalid(path, n, f"{path} in body should have at least {node['minProperties']} properties"))
+        return 0
+    if "maxProperties" in node and n > node["maxProperties"]:
+        errs.append(too_many(path, n, node["maxProperties"]))
+        return 0
+    count = 0
+    ap = node.get("additionalProperties")
+    if isinstance(ap, dict):
+        for k, item in v.items():
+            if k not in props:
+                count += _validate(item, ap, _join(path, k), errs, root, later)
     for k, item in v.items():
-        if k in props:
-            if embedded and k == "metadata":
-                continue
-            _validate(item, props[k], _join(path, k), errs, root)
-        elif isinstance(ap, dict):
-            _validate(item, ap, _join(path, k), errs, root)
+        if k in props and not (embedded and k == "metadata"):
+            count += _validate(item, props[k], _join(path, k), errs, root, later)
+    for name in node.get("required") or ():
+        if name not in v:
+            errs.append(required(_join(path, name)))
+    return count
+
+
+def _embedded(v: dict, path: str) -> list[FieldError]:
+    """objectmeta's validateEmbeddedResource: apiVersion and kind set, strings, not empty; the metadata."""
+    errs: list[FieldError] = []
+    for f in ("apiVersion", "kind"):
+        if f not in v:
+            errs.append(required(_join(path, f), "must not be empty"))
+        elif not isinstance(v[f], str):
+            errs.append(invalid(_join(path, f), v[f], "must be a string"))
+        elif not v[f]:
+            errs.append(invalid(_join(path, f), v[f], "must not be empty"))
+    if "metadata" in v:
+        errs += _embedded_metadata(v["metadata"], _join(path, "metadata"))
+    return errs
 
 
 def _embedded_metadata(meta: Any, path: str) -> list[FieldError]:
@@ -311,30 +352,65 @@ def _embedded_metadata(meta: Any, path: str) -> list[FieldError]:
 _OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 
 
-def _junctor(junctor: str, v: Any, spec: Any, path: str, errs: list[FieldError], root: str) -> None:
-    """schemaPropsValidator (upstream allows only value validations inside the junctors). Its own
-    errors are no kube-openapi Validation, so the apiextensions-apiserver reports them at `root`
-    with an empty value, the schema path quoted; a failed anyOf/oneOf adds one alternative's errors
-    (upstream picks the one that passed the most checks: here the first)."""
+def _junctors(v: Any, node: dict[str, Any], path: str, errs: list[FieldError], root: str) -> int:
+    """schemaPropsValidator: anyOf, oneOf, allOf, then not (upstream allows only value validations
+    inside them). Its own errors are no kube-openapi Validation, so the apiextensions-apiserver
+    reports them at `root` with an empty value, the schema path quoted. A failed anyOf or oneOf
+    adds the errors of the failed alternative with the highest MatchCount (the first of equals);
+    returns the MatchCount it merges (with its own)."""
     name = gofmt.quote(path)
-    if junctor == "not":
-        if isinstance(spec, dict) and not validate(v, spec, path, root):
-            errs.append(invalid(root, "", f"{name} must not validate the schema (not)"))
-        return
-    results = [validate(v, s, path, root) for s in spec if isinstance(s, dict)]
-    passed = sum(1 for r in results if not r)
-    if junctor == "allOf":
-        for r in results:
-            errs.extend(r)
-        if passed != len(results):
+    count = 1
+    if node.get("anyOf"):
+        best: tuple[list[FieldError], int] | None = None
+        for alt_errs, alt_count in _alternatives(v, node["anyOf"], path, root):
+            if not alt_errs:
+                count += alt_count
+                break
+            if best is None or alt_count > best[1]:
+                best = (alt_errs, alt_count)
+        else:
+            errs.append(invalid(root, "", f"{name} must validate at least one schema (anyOf)"))
+            if best is not None:
+                errs.extend(best[0])
+                count += best[1]
+    if node.get("oneOf"):
+        best, passed, first = None, 0, None
+        for alt_errs, alt_count in _alternatives(v, node["oneOf"], path, root):
+            if not alt_errs:
+                passed += 1
+                best = None
+                first = alt_count if first is None else first
+            elif not passed and (best is None or alt_count > best[1]):
+                best = (alt_errs, alt_count)
+        if passed != 1:
+            found = "Found none valid" if not passed else f"Found {passed} valid alternatives"
+            errs.append(invalid(root, "", f"{name} must validate one and only one schema (oneOf). {found}"))
+            if best is not None:
+                errs.extend(best[0])
+                count += best[1]
+        elif first is not None:
+            count += first
+    if node.get("allOf"):
+        passed = total = 0
+        for alt_errs, alt_count in _alternatives(v, node["allOf"], path, root):
+            total += 1
+            passed += not alt_errs
+            errs.extend(alt_errs)
+            count += alt_count
+        if passed != total:
             none = ". None validated" if not passed else ""
             errs.append(invalid(root, "", f"{name} must validate all the schemas (allOf){none}"))
-    elif junctor == "anyOf":
-        if results and not passed:
-            errs.append(invalid(root, "", f"{name} must validate at least one schema (anyOf)"))
-            errs.extend(results[0])
-    elif junctor == "oneOf" and results and passed != 1:
-        found = "Found none valid" if not passed else f"Found {passed} valid alternatives"
-        errs.append(invalid(root, "", f"{name} must validate one and only one schema (oneOf). {found}"))
-        if not passed:
-            errs.extend(results[0])
+    if isinstance(node.get("not"), dict):
+        not_errs: list[FieldError] = []
+        _validate(v, node["not"], path, not_errs, root, None)
+        if not not_errs:
+            errs.append(invalid(root, "", f"{name} must not validate the schema (not)"))
+    return count
+
+
+def _alternatives(v: Any, spec: Any, path: str, root: str):
+    """Each alternative's errors and MatchCount for v, in the junctor's order."""
+    for alt in spec if isinstance(spec, list) else ():
+        if isinstance(alt, dict):
+            alt_errs: list[FieldError] = []
+            yield alt_errs, _validate(v, alt, path, alt_errs, root, None)

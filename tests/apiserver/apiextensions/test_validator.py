@@ -67,7 +67,8 @@ async def test_over_http_values_print_by_their_json_types(api):
 
 def test_counts_are_the_values_and_a_refused_count_stops_the_object():
     """TooFewItems/TooFewProperties carry the count as their value; kube-openapi's objectValidator
-    returns at a refused count, so neither required properties nor children are checked."""
+    returns at a refused count, so neither required properties nor children are checked; else the
+    children come before the required ones missing."""
     node = {"type": "object", "properties": {
         "tags": {"type": "array", "minItems": 2, "items": {"type": "string"}},
         "labels": {"type": "object", "minProperties": 2, "required": ["b"],
@@ -76,7 +77,7 @@ def test_counts_are_the_values_and_a_refused_count_stops_the_object():
         "tags: Invalid value: 1: tags in body should have at least 2 items",
         "labels: Invalid value: 1: labels in body should have at least 2 properties"]
     assert [str(e) for e in validate({"labels": {"a": "long", "c": "x"}}, node)] == [
-        "labels.b: Required value", "labels.a: Too long: may not be more than 1 byte"]
+        "labels.a: Too long: may not be more than 1 byte", "labels.b: Required value"]
 
 
 def test_an_integer_is_a_multiple_of_the_factor_cut_to_an_int64():
@@ -106,3 +107,74 @@ def test_junctor_errors_stand_at_the_root_with_the_schema_path_quoted():
     assert errs(5, **{"not": {"minimum": 1}}) == ['<nil>: Invalid value: "": "spec.x" must not validate the schema (not)']
     assert validate({"x": 5}, {"properties": {"x": {"not": {"minimum": 1}}}}, "d", root="s.default")[0].field == \
         "s.default"
+
+
+def test_a_failed_any_of_reports_the_alternative_that_passed_the_most_checks():
+    """schemaPropsValidator keeps the failed alternative with the highest MatchCount (every validator
+    applied and every child validated counts), the first of equals: here the second, which checks
+    two properties, though it fails both."""
+    node = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+            "anyOf": [{"properties": {"a": {"minimum": 5}}},
+                      {"properties": {"a": {"maximum": 0}, "b": {"maxLength": 0}}}]}
+    assert [str(e) for e in validate({"a": 1, "b": "x"}, node, "spec")] == [
+        '<nil>: Invalid value: "": "spec" must validate at least one schema (anyOf)',
+        "spec.a: Invalid value: 1: spec.a in body should be less than or equal to 0",
+        "spec.b: Too long: may not be more than 0 bytes"]
+    one_of = {**node, "oneOf": node["anyOf"]}
+    del one_of["anyOf"]
+    assert [str(e) for e in validate({"a": 1, "b": "x"}, one_of, "spec")][1:] == [
+        "spec.a: Invalid value: 1: spec.a in body should be less than or equal to 0",
+        "spec.b: Too long: may not be more than 0 bytes"]
+    # equal counts: the first
+    assert [str(e) for e in validate({"a": 1}, node, "spec")][1:] == [
+        "spec.a: Invalid value: 1: spec.a in body should be greater than or equal to 5"]
+
+
+def test_a_nodes_errors_come_in_the_schema_validators_order():
+    """SchemaValidator: type, the junctors, string (its first failure only), number (multipleOf,
+    minimum, maximum), array (items, then minItems/maxItems), enum, object (children, then
+    required), each where it applies to the value, a wrong type included; list-type duplicates
+    after every schema error."""
+    node = {"type": "object", "required": ["z"], "properties": {
+        "s": {"type": "string", "maxLength": 1, "pattern": "^b", "anyOf": [{"pattern": "^c"}]},
+        "n": {"type": "integer", "multipleOf": 3, "minimum": 10, "maximum": 1},
+        "l": {"type": "array", "maxItems": 1, "x-kubernetes-list-type": "set", "items": {"type": "string", "maxLength": 1}},
+        "e": {"type": "string", "enum": ["a"]}}}
+    assert [str(e) for e in validate({"s": "xyz", "n": 5, "l": ["ab", "ab"], "e": 5}, node)] == [
+        '<nil>: Invalid value: "": "s" must validate at least one schema (anyOf)',
+        "s: Invalid value: \"xyz\": s in body should match '^c'",
+        "s: Too long: may not be more than 1 byte",
+        "n: Invalid value: 5: n in body should be a multiple of 3",
+        "n: Invalid value: 5: n in body should be greater than or equal to 10",
+        "n: Invalid value: 5: n in body should be less than or equal to 1",
+        "l[0]: Too long: may not be more than 1 byte",
+        "l[1]: Too long: may not be more than 1 byte",
+        "l: Too many: 2: must have at most 1 item",
+        'e: Invalid value: "integer": e in body must be of type string: "integer"',
+        'e: Unsupported value: 5: supported values: "a"',
+        "z: Required value",
+        'l[1]: Duplicate value: "ab"']
+
+
+async def test_over_http_a_failed_any_of_reports_the_best_alternative_in_node_order(api):
+    body = crd(plural="gizmos", kind="Gizmo", short=())
+    schema = body["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = copy.deepcopy(SCHEMA)
+    schema["properties"]["spec"] = {
+        "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string", "maxLength": 3, "pattern": "^q"}},
+        "anyOf": [{"properties": {"a": {"minimum": 5}}}, {"properties": {"a": {"maximum": 0}, "b": {"maxLength": 0}}}]}
+    await asyncio.to_thread(client.ApiextensionsV1Api(api).create_custom_resource_definition, body)
+    objs = client.CustomObjectsApi(api)
+    gizmo = {"apiVersion": f"{GROUP}/v1", "kind": "Gizmo", "metadata": {"name": "g"}, "spec": {"a": 1, "b": "xxxx"}}
+    for _ in range(100):  # until the new kind is served
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(objs.create_namespaced_custom_object, GROUP, "v1", "default", "gizmos", gizmo)
+        if e.value.status != 404:
+            break
+        await asyncio.sleep(0.05)
+    assert e.value.status == 422, e.value.body
+    assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [
+        ("<nil>", 'Invalid value: "": "spec" must validate at least one schema (anyOf)'),
+        ("spec.a", "Invalid value: 1: spec.a in body should be less than or equal to 0"),
+        ("spec.b", "Too long: may not be more than 0 bytes"),
+        ("spec.b", "Too long: may not be more than 3 bytes"),
+    ]
