@@ -74,7 +74,7 @@ class Metered:
 
     def __init__(self, ast: Node, types: dict[int, Type]) -> None:
         self._ast, self._types = ast, types
-        self.program = cel.compile(desugar.rewrite(ast, types, metered=True))
+        self.program = _engine_compile(desugar.rewrite(ast, types, metered=True))
         self.base, self.per_iteration = self.costs(None)
 
     def costs(self, size: Callable[[Type], int] | None) -> tuple[int, dict[int, int]]:
@@ -216,10 +216,28 @@ class Environment:
             raise CELError("\n".join(format_error(source, pos, msg) for pos, msg in checked.issues))
         engine_source = desugar.rewrite(ast, checked.types) if desugar.needs_rewrite(ast) else source
         try:
-            program = cel.compile(engine_source)
+            program = _engine_compile(engine_source)
         except ValueError as e:
-            raise CELError(_engine_issues(str(e))) from None
+            raise CELError(_engine_issues(str(e)) or format_error(source, NO_LOCATION, ENGINE_FAILED)) from None
         return Program(source, ast, checked, program)
+
+
+#: an issue the engine found but could not print (past column 65,535 of a line)
+ENGINE_FAILED = "the expression could not be compiled"
+
+
+def _engine_compile(source: str) -> Any:
+    """cel.compile; ValueError with the engine's issues. Printing an issue past column 65,535 of
+    a line panics the engine (a BaseException, which no handler expects): then the ValueError
+    is empty."""
+    try:
+        return cel.compile(source)
+    except ValueError:
+        raise
+    except BaseException as e:
+        if type(e).__name__ != "PanicException":
+            raise
+        raise ValueError("") from None
 
 
 def _engine_issues(text: str) -> str:
@@ -236,7 +254,7 @@ def _engine_syntax_error(source: str) -> str | None:
     """cel-go's words for a syntax error: the engine's, when it refuses the
     source too."""
     try:
-        cel.compile(source)
+        _engine_compile(source)
     except ValueError as e:
-        return _engine_issues(str(e))
+        return _engine_issues(str(e)) or None
     return None

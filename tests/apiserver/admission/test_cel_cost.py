@@ -158,3 +158,18 @@ async def test_flatten_is_charged_what_it_builds(tmp_path):
             raise AssertionError("the policy never took effect")
         made = await asyncio.to_thread(core.create_namespaced_pod, "default", pod, dry_run="All")
         assert [c.args for c in made.spec.containers] == [["1", "2"], ["3", "4"]]
+
+
+async def test_a_syntax_error_far_along_a_line_is_a_compilation_error(tmp_path):
+    """The engine panics printing an issue past column 65,535 (a BaseException no handler caught:
+    the request failed without an answer); the error is ours then."""
+    unterminated = "object.metadata.name == '" + "a" * 70_000
+    async with served(tmp_path) as (_, api_client):
+        admission = client.AdmissionregistrationV1Api(api_client)
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(admission.create_validating_admission_policy,
+                                    policy("far", [{"expression": unterminated}]))
+        assert e.value.status == 422
+        [cause] = json.loads(e.value.body)["details"]["causes"]
+        assert cause["field"] == "spec.validations[0].expression"
+        assert ": compilation failed: ERROR: <input>:1:25: Syntax error: token recognition error at: " in cause["message"]
