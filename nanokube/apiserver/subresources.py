@@ -18,6 +18,9 @@ from .auth.serviceaccount import ServiceAccountTokens
 from ..machinery.responses import json_response
 from . import structural
 from .options import delete_options
+from .patch import PatchError
+from .patch import apply as ssa
+from .patch import fieldpath as fp
 from .rest import GenericREST, WriteOptions
 from ..machinery.selectors import matches_labels, selector_from_object, selector_to_string
 from ..store.interface import KeyNotFound, RevisionMismatch
@@ -80,7 +83,8 @@ class Subresources:
                         body["metadata"] = {k: v for k, v in md.items() if k != "resourceVersion"}
                 body = _typed(body, "io.k8s.api.autoscaling.v1.Scale", "Scale", "v1")
                 opts.field_manager = opts.field_manager or request.headers.get("User-Agent", "unknown").split("/")[0]
-                return json_response(await self.put_scale(res, version, namespace, name, body, opts))
+                applied = m == "PATCH" and request.content_type == "application/apply-patch+yaml"
+                return json_response(await self.put_scale(res, version, namespace, name, body, opts, applied))
         raise errors.method_not_allowed()
 
     # --- binding ----------------------------------------------------------
@@ -254,8 +258,8 @@ class Subresources:
         return _scale_of(res, obj)
 
     def _patch_scale(self, scale: dict, ctype: str, raw: bytes) -> dict:
-        """The Scale with a patch of any kind applied; server-side apply takes the
-        configuration's spec as the intent (the Scale has no other fields to own)."""
+        """The Scale with a patch applied, or the configuration of a server-side apply (applied
+        to the Scale by `put_scale`)."""
         from . import serializer
         from .patch import PatchError, jsonpatch, merge, strategic
 
@@ -270,7 +274,7 @@ class Subresources:
                 if version != "autoscaling/v1" or patch.get("kind") != "Scale":
                     raise errors.bad_request("Incorrect version specified in apply patch. "
                                              f"Specified patch version: {version or ''}, expected: autoscaling/v1")
-                return merge.apply(scale, {"spec": patch.get("spec") or {}})
+                return patch
             if ctype == "application/json-patch+json":
                 return jsonpatch.apply(scale, patch)
             if ctype == "application/merge-patch+json":
@@ -283,24 +287,34 @@ class Subresources:
             raise errors.APIError(e.code, e.reason, e.status_message, e.details) from None
         raise errors.APIError(415, "UnsupportedMediaType", "the body of the request was in an unknown format")
 
-    async def put_scale(self, res: Resource, version: str, namespace: str, name: str, scale: dict, opts: WriteOptions) -> dict:
-        replicas = ((scale or {}).get("spec") or {}).get("replicas", 0)
-        if not isinstance(replicas, int) or replicas < 0:
-            raise errors.APIError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: {replicas}: must be greater than or equal to 0',
-                                  {"name": name, "group": "autoscaling", "kind": "Scale", "causes": [
-                                      {"reason": "FieldValueInvalid", "message": f"Invalid value: {replicas}: must be greater than or equal to 0", "field": "spec.replicas"}]})
+    async def put_scale(self, res: Resource, version: str, namespace: str, name: str, scale: dict, opts: WriteOptions,
+                        applied: bool = False) -> dict:
+        """A write of the Scale (with `applied`, `scale` is a server-side apply configuration of it);
+        its managedFields are tracked on the Scale and mapped to the parent's (ssa.scale_write)."""
         for _ in range(5):
             entry = self.rest._entry(res, namespace, name)
             rv = ((scale.get("metadata") or {}).get("resourceVersion"))
             if rv and rv != str(entry.rev):
                 raise errors.conflict(res.group, res.plural, name, errors.STALE)
+            try:
+                written, fields = ssa.scale_write(
+                    entry.obj, fp.make_path(*res.strategy.replicas_path()), res.api_version(version),
+                    _scale_of(res, entry.obj), scale, opts.field_manager, self.rest.clock.rfc3339(), applied, opts.force)
+            except PatchError as e:
+                raise errors.APIError(e.code, e.reason, e.status_message, e.details) from None
+            replicas = (written.get("spec") or {}).get("replicas", 0)
+            if not isinstance(replicas, int) or replicas < 0:
+                raise errors.APIError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: {replicas}: must be greater than or equal to 0',
+                                      {"name": name, "group": "autoscaling", "kind": "Scale", "causes": [
+                                          {"reason": "FieldValueInvalid", "message": f"Invalid value: {replicas}: must be greater than or equal to 0", "field": "spec.replicas"}]})
             await res.strategy.prepare_conversion([entry.obj], version)
             new = copy.deepcopy(self.rest._external(res, entry.obj, version))
             res.strategy.set_replicas(new, replicas)
             await res.strategy.prepare_conversion([new], res.storage_version)
             new = res.strategy.to_storage(new, version)
             try:
-                r = await self.rest._update_from(res, version, entry, new, opts, "scale", entry.rev)
+                r = await self.rest._update_from(res, version, entry, new, opts, "scale", entry.rev,
+                                                 managed_fields=fields or [])
             except errors.APIError as e:
                 if e.code == 409 and not rv:
                     await self.rest.cache.sync()

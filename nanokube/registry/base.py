@@ -87,6 +87,9 @@ class Strategy:
     #: field manager leaves unowned what a strategy's reset fields name; a few strategies reset
     #: metadata without naming it there (custom resources, ResourceClaims, ServiceCIDRs)
     status_owns_dropped_metadata: bool = False
+    #: top-level scalar fields of a Go value type (not a pointer): a typed object holds their zero
+    #: value ("", 0) whether a request sent it or not, so the field manager reads it as unset
+    value_scalars: frozenset[str] = frozenset()
     #: does `default` fill in anything of status? (pods': spec only, so a /status write, which keeps
     #: the stored object but its status, has nothing of its own for it to fill in)
     defaults_status: bool = True
@@ -116,6 +119,10 @@ class Strategy:
     def set_replicas(self, obj: Obj, replicas: int) -> None:
         """What a write through /scale changes."""
         obj.setdefault("spec", {})["replicas"] = replicas
+
+    def replicas_path(self) -> tuple[str, ...]:
+        """The field `set_replicas` writes, which a /scale writer's managedFields name."""
+        return ("spec", "replicas")
 
     def default(self, obj: Obj, version: str) -> None:
         """Fill defaults, in the request's version, before validation."""

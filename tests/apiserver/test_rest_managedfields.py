@@ -206,3 +206,19 @@ async def test_an_applier_switching_versions_is_pruned_as_its_last_version_shows
         # a metric nobody else owns is pruned (and v1's reading of no metric is the default 80%)
         assert out["spec"]["targetCPUUtilizationPercentage"] == (50 if shared else 80)
         assert entries(out)["app"] == ("Apply", "autoscaling/v1", {"f:spec": {"f:maxReplicas": {}, "f:scaleTargetRef": {}}})
+
+
+
+async def test_nulls_a_go_client_sends_are_nobodys(tmp_path):
+    """Upstream tracks the decoded Go struct against the kind's zero object, where an unset time is
+    null too: the pod template's creationTimestamp: null that client-go sends with every workload
+    is owned by nobody."""
+    async with served(tmp_path) as (_, api_client):
+        d = {"kind": "Deployment", "apiVersion": "apps/v1", "metadata": {"name": "d", "creationTimestamp": None},
+             "spec": {"selector": {"matchLabels": {"app": "d"}}, "strategy": {},
+                      "template": {"metadata": {"creationTimestamp": None, "labels": {"app": "d"}},
+                                   "spec": {"containers": [{"name": "c", "image": "x", "resources": {}}]}}},
+             "status": {}}
+        created = await call(api_client, "POST", "/apis/apps/v1/namespaces/default/deployments", d, "kubectl-create")
+        owned = entries(created)["kubectl-create"][2]["f:spec"]["f:template"]["f:metadata"]
+        assert owned == {"f:labels": {".": {}, "f:app": {}}}

@@ -332,8 +332,13 @@ class CustomResourceStrategy(Strategy):
         return spec, status if isinstance(status, int) else 0, selector
 
     def set_replicas(self, obj: Obj, replicas: int) -> None:
-        sc = self._info(self.storage).scale or {}
-        _set_path(obj, sc.get("specReplicasPath", ".spec.replicas"), replicas)
+        _set_path(obj, self._replicas_path(), replicas)
+
+    def replicas_path(self) -> tuple[str, ...]:
+        return tuple(s[1] for s in jsonpath.compile_path(self._replicas_path()))
+
+    def _replicas_path(self) -> str:
+        return (self._info(self.storage).scale or {}).get("specReplicasPath", ".spec.replicas")
 
     def deprecation(self, version: str) -> str | None:
         info = self.versions.get(version)

@@ -470,13 +470,18 @@ def _zero_like(v: Any, raw: dict[str, Any] | None) -> Any:
     The zero value holds non-pointer structs as `{}` and required (not
     omitempty) lists and maps as null, so creating them does not own the
     node itself. Non-empty structs reached through struct fields, and
-    required lists and maps, approximate that."""
+    required lists and maps, approximate that. A field sent as null decodes
+    to its zero value, which the zero object holds alike (an unset time is
+    null in both, an unset pointer absent from both): nobody owns it."""
     shape = _shape(raw, v)
     out: dict[str, Any] = {}
     if shape.kind != "struct" or shape.atomic:
         return out
     required = set(sch.resolve(raw).get("required") or ())
     for k, child in v.items():
+        if child is None:
+            out[k] = None
+            continue
         child_raw, declared = _child(shape, k)
         kind = _shape(child_raw, child).kind if declared else "leaf"
         if kind == "struct" and child:
@@ -979,6 +984,43 @@ def update_managed_fields(
     if not managers:
         managers = _decode_or_empty(old)
     return _track(old, result, raw, managers, manager, operation, now, api_version, subresource, ignored, convert)
+
+
+#: the Scale's replicas, which a write through /scale owns as its parent's replicas path
+_SCALE_REPLICAS = fp.make_path("spec", "replicas")
+
+
+def scale_write(
+    parent: dict[str, Any], replicas: Path, parent_version: str, old_scale: dict[str, Any],
+    sent: dict[str, Any], manager: str, now: str, applied: bool = False, force: bool = False,
+) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
+    """A write through /scale (upstream's ScaleHandler around the Scale's field manager): the Scale
+    it leaves, and the parent's managedFields. The managers of the parent's `replicas` own the
+    Scale's spec.replicas; the write is tracked on the Scale (`sent` is the new Scale), or applied
+    (`sent` is the configuration; raises ApplyConflict); then a parent manager loses `replicas`
+    where it lost it on the Scale, and each new owner gets an entry at `parent_version` timed as
+    its identity was on the parent (an Update's is looked up under the Scale's apiVersion, so it
+    has none)."""
+    raw = _root_schema(sch.kind_schema("autoscaling", "v1", "Scale"))
+    parents = _decode_or_empty(parent)
+    owners = {mid: _Manager(m.manager, m.operation, m.api_version, m.subresource, frozenset({_SCALE_REPLICAS}),
+                            m.time) for mid, m in parents.items() if replicas in m.fields}
+    live = _encode(_without_managed_fields(old_scale), owners)
+    if applied:
+        result = apply(live, sent, manager, force, raw, now, "autoscaling/v1", "scale", ignore_status=True)
+    else:
+        result = _track(live, _own_metadata(sent), raw, _decode_or_empty(live), manager, "Update", now,
+                        "autoscaling/v1", "scale", _STATUS)
+    scaled = _decode_or_empty(result)
+    kept: dict[tuple, _Manager] = {}
+    for mid, m in parents.items():
+        if replicas in m.fields and mid not in scaled:  # taken through the Scale
+            m.fields = m.fields - {replicas}
+        kept[mid] = m
+    for mid, m in scaled.items():
+        if mid not in parents and _SCALE_REPLICAS in m.fields:
+            kept[mid] = _Manager(m.manager, m.operation, parent_version, m.subresource, frozenset({replicas}))
+    return result, _encode({}, kept)["metadata"].get("managedFields")
 
 
 def create_managed_fields(

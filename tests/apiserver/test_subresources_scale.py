@@ -1,0 +1,95 @@
+"""managedFields of writes through /scale, over HTTP, as upstream's ScaleHandler maps them: the
+parent's owners of its replicas path own the Scale's spec.replicas; an update or apply of the Scale
+takes it from them (an apply conflicts unless forced) and the parent records the new owner at its
+own apiVersion and replicas path, with subresource scale and, as upstream's, no time."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from kubernetes.client.rest import ApiException
+
+from tests.apiserver.test_rest_managedfields import call, refused
+from tests.served import served
+
+DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
+APPLY = "application/apply-patch+yaml"
+
+
+def deployment(replicas: int) -> dict:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "d"}},
+                     "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
+
+
+def by_manager(obj: dict) -> dict[str, dict]:
+    return {e["manager"]: e for e in obj["metadata"]["managedFields"]}
+
+
+def scale(replicas: int) -> dict:
+    return {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "d"}, "spec": {"replicas": replicas}}
+
+
+REPLICAS = {"f:spec": {"f:replicas": {}}}
+
+
+async def test_an_update_through_scale_takes_the_replicas_from_their_applier(tmp_path):
+    async with served(tmp_path) as (_, c):
+        await call(c, "PATCH", f"{DEPLOYMENTS}/d", deployment(3), "app", APPLY)
+        current = await call(c, "GET", f"{DEPLOYMENTS}/d/scale")
+        current["spec"]["replicas"] = 5
+        await call(c, "PUT", f"{DEPLOYMENTS}/d/scale", current, "kubectl")
+        d = await call(c, "GET", f"{DEPLOYMENTS}/d")
+        entries = by_manager(d)
+        assert d["spec"]["replicas"] == 5 and "f:replicas" not in entries["app"]["fieldsV1"]["f:spec"]
+        assert entries["kubectl"] == {"manager": "kubectl", "operation": "Update", "apiVersion": "apps/v1",
+                                      "fieldsType": "FieldsV1", "fieldsV1": REPLICAS, "subresource": "scale"}
+
+
+async def test_an_apply_through_scale_conflicts_and_forced_takes_the_replicas(tmp_path):
+    async with served(tmp_path) as (_, c):
+        await call(c, "PATCH", f"{DEPLOYMENTS}/d", deployment(3), "app", APPLY)
+        code, message = await refused(c, "PATCH", f"{DEPLOYMENTS}/d/scale", scale(7), "hpa", APPLY)
+        assert (code, message) == (409, 'Apply failed with 1 conflict: conflict with "app": .spec.replicas')
+        out = await call(c, "PATCH", f"{DEPLOYMENTS}/d/scale", scale(7), "hpa", APPLY, force=True)
+        assert out["spec"]["replicas"] == 7 and out["kind"] == "Scale"
+        d = await call(c, "GET", f"{DEPLOYMENTS}/d")
+        hpa = by_manager(d)["hpa"]
+        assert (hpa["operation"], hpa["apiVersion"], hpa["subresource"], hpa["fieldsV1"]) == \
+            ("Apply", "apps/v1", "scale", REPLICAS) and "time" not in hpa
+        # the parent's applier now conflicts with the Scale's
+        code, message = await refused(c, "PATCH", f"{DEPLOYMENTS}/d", deployment(3), "app", APPLY)
+        assert message == 'Apply failed with 1 conflict: conflict with "hpa" with subresource "scale": .spec.replicas'
+
+
+async def test_a_custom_resource_scale_writer_owns_its_replicas_path(tmp_path):
+    group = "example.com"
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": f"widgets.{group}"},
+           "spec": {"group": group, "scope": "Namespaced", "names": {"plural": "widgets", "kind": "Widget"},
+                    "versions": [{"name": "v1", "served": True, "storage": True,
+                                  "subresources": {"scale": {"specReplicasPath": ".spec.size",
+                                                             "statusReplicasPath": ".status.size"}},
+                                  "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                                      "spec": {"type": "object", "properties": {"size": {"type": "integer"}}},
+                                      "status": {"type": "object", "properties": {"size": {"type": "integer"}}}}}}}]}}
+    async with served(tmp_path) as (_, c):
+        await call(c, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        widgets = f"/apis/{group}/v1/namespaces/default/widgets"
+        for _ in range(100):
+            try:
+                await call(c, "POST", widgets, {"apiVersion": f"{group}/v1", "kind": "Widget",
+                                                "metadata": {"name": "d"}, "spec": {"size": 1}}, "app")
+                break
+            except ApiException:
+                await asyncio.sleep(0.05)
+        else:
+            pytest.fail("the CRD was never served")
+        out = await call(c, "PUT", f"{widgets}/d/scale", scale(4), "kubectl")
+        assert out["spec"]["replicas"] == 4
+        w = await call(c, "GET", f"{widgets}/d")
+        entries = by_manager(w)
+        assert w["spec"]["size"] == 4 and entries["kubectl"]["fieldsV1"] == {"f:spec": {"f:size": {}}}
+        assert entries["kubectl"]["subresource"] == "scale" and "time" not in entries["kubectl"]
+        assert "app" not in entries  # its one field was taken
