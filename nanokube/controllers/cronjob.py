@@ -73,6 +73,18 @@ def most_recent_schedule_time(cj: dict, now: float, schedule: cron.Schedule, zon
     return earliest, recent, missed
 
 
+def schedule_of(spec: dict) -> tuple[cron.Schedule, dt.tzinfo]:
+    """formatSchedule and its parse: the schedule with the zone it runs in (a timeZone that does not
+    load leaves the local zone, as upstream then parses the schedule alone)."""
+    text, zone = spec.get("schedule", ""), LOCAL_ZONE
+    if "TZ" not in text and spec.get("timeZone") is not None:
+        try:
+            zone = cron.load_zone(spec["timeZone"])
+        except cron.ScheduleError:
+            pass
+    return cron.parse(text), zone
+
+
 class ReplaceFailed(Exception):
     """A running Job that concurrencyPolicy Replace must delete was not: the sync is retried."""
 
@@ -90,7 +102,7 @@ class CronJobController(Controller):
         self.recorder = CoreEventRecorder(client, "cronjob-controller", self.clock)
         self.cj_inf = self.informer_factory.informer(self.cronjobs)
         self.job_inf = self.informer_factory.informer(self.jobs)
-        self.cj_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n))
+        self.cj_inf.add_handlers(on_add=self._enqueue, on_update=self._cronjob_updated)
         self.job_inf.add_handlers(on_add=self._job_changed, on_update=lambda o, n: self._job_changed(n),
                                   on_delete=self._job_changed)
 
@@ -99,6 +111,21 @@ class CronJobController(Controller):
 
     def _enqueue(self, cj: dict) -> None:
         self.queue.add(key_of(cj))
+
+    def _cronjob_updated(self, old: dict, cj: dict) -> None:
+        """updateCronJob: a new schedule or time zone is synced at its next scheduled time, not at
+        once; any other change at once. (A schedule the API server took always parses; one that never
+        fires is synced at once, as upstream's negative delay does, and the sync reports it.)"""
+        before, spec = old.get("spec") or {}, cj.get("spec") or {}
+        if (before.get("schedule"), before.get("timeZone")) != (spec.get("schedule"), spec.get("timeZone")):
+            now = self.clock.now()
+            try:
+                schedule, zone = schedule_of(spec)
+                self.queue.add_after(key_of(cj), self._next_delay(cj, now, schedule, zone))
+                return
+            except ValueError:
+                pass
+        self._enqueue(cj)
 
     def _job_changed(self, job: dict) -> None:
         ref = controller_ref(job)

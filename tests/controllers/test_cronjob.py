@@ -379,3 +379,33 @@ async def test_replace_stops_when_the_running_job_cannot_be_deleted(env, caplog)
         return [r for r in caplog.records if f"could not replace job default/{name}" in r.getMessage()]
     await soon(retried)
     assert [j["metadata"]["name"] for j in await jobs(client)] == [name]
+
+
+async def test_a_new_schedule_is_synced_at_its_next_time_not_at_once(env):
+    """updateCronJob: hourly, changed at 00:03 to every minute. The change is synced at the new
+    schedule's next time (00:04 and 100 ms), so the Job started is 00:04's; syncing at once would have
+    started one for 00:03 at once."""
+    client, clock = env
+    cjs = client.resource("batch", "v1", "cronjobs")
+    await cjs.create(cronjob(schedule="0 * * * *"))
+    await clock.advance(150)  # 00:03:00
+    await cjs.patch("tick", {"spec": {"schedule": "*/1 * * * *"}}, namespace="default")
+    for _ in range(50):
+        await clock.advance(0)
+        await asyncio.sleep(0.001)
+    assert await jobs(client) == []
+    await clock.advance(61)
+    job = await soon(lambda: _named(client, "tick-"))
+    assert job["metadata"]["name"] == f"tick-{int(START - 30 + 240) // 60}"
+    assert [j["metadata"]["name"] for j in await jobs(client)] == [job["metadata"]["name"]]
+
+
+async def test_a_new_schedule_that_never_fires_is_synced_and_reported_at_once(env):
+    """A changed schedule with no next time (30 February) has no time to wait for: it is synced at
+    once, and the sync reports it."""
+    client, clock = env
+    cjs = client.resource("batch", "v1", "cronjobs")
+    await cjs.create(cronjob())
+    await cjs.patch("tick", {"spec": {"schedule": "0 0 30 2 *"}}, namespace="default")
+    got = await soon(lambda: events(client, "InvalidSchedule"))
+    assert got[0]["message"] == "invalid schedule: 0 0 30 2 * : time difference between two schedules is less than 1 second"
