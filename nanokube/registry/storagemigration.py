@@ -68,6 +68,7 @@ def _well_formed(rv: str) -> bool:
 
 
 class StorageVersionMigrationStrategy(Strategy):
+    status_metadata = ()  # ResetObjectMetaForStatus
     columns = [
         Column("Name", "string", lambda o: o["metadata"]["name"]),
         Column("Resource", "string", lambda o: _resource((o.get("spec") or {}).get("resource") or {}),
