@@ -15,7 +15,7 @@ from ...machinery.validation import (
     FieldError, dns1035_label, dns1123_subdomain, duplicate, forbidden, immutable, invalid, not_supported, required,
     too_many,
 )
-from . import cel_rules, jsonpath, structural_schema
+from . import cel_rules, internal, jsonpath, structural_schema
 
 PRINTER_TYPES = ("boolean", "date", "integer", "number", "string")
 PRINTER_FORMATS = ("byte", "date", "date-time", "double", "float", "int32", "int64", "password")
@@ -235,16 +235,16 @@ def validate(crd: dict[str, Any], old: dict[str, Any] | None = None) -> list[Fie
         errs.append(not_supported("spec.scope", scope, ["Cluster", "Namespaced"]))
     versions = spec.get("versions") or []
     if not versions:
-        errs.append(invalid("spec.versions", versions, "must have exactly one version marked as storage version"))
+        errs.append(invalid("spec.versions", spec.get("versions"), "must have exactly one version marked as storage version"))
     seen: set[str] = set()
+    unique = True
     storage = 0
     for i, v in enumerate(versions):
         p = f"spec.versions[{i}]"
         vname = v.get("name", "")
         if dns1035_label(vname):
             errs.append(invalid(f"{p}.name", vname, ",".join(dns1035_label(vname))))
-        if vname in seen:
-            errs.append(invalid("spec.versions", versions, "must contain unique version names"))
+        unique = unique and vname not in seen
         seen.add(vname)
         storage += bool(v.get("storage"))
         schema = ((v.get("schema") or {}).get("openAPIV3Schema"))
@@ -266,8 +266,11 @@ def validate(crd: dict[str, Any], old: dict[str, Any] | None = None) -> list[Fie
                 errs.append(invalid(f"{p}.deprecationWarning", dw, "must be <= 256 characters long"))
             elif not dw.isprintable():
                 errs.append(invalid(f"{p}.deprecationWarning", dw, "must only contain printable UTF-8 characters"))
+    if not unique:
+        errs.append(invalid("spec.versions", [internal.version(v) for v in versions], "must contain unique version names"))
     if versions and storage != 1:
-        errs.append(invalid("spec.versions", versions, "must have exactly one version marked as storage version"))
+        errs.append(invalid("spec.versions", [internal.version(v) for v in versions],
+                            "must have exactly one version marked as storage version"))
     for f in ("plural", "singular", "kind", "listKind"):
         if not names.get(f):
             errs.append(required(f"spec.names.{f}", ""))
@@ -293,7 +296,7 @@ def _status(crd: dict[str, Any], versions: list[dict]) -> list[FieldError]:
     names = {v.get("name") for v in versions}
     for v in versions:
         if v.get("storage") and v.get("name") not in stored:
-            errs.append(invalid(path, v, "must have the storage version " + v.get("name", "")))
+            errs.append(invalid(path, internal.version(v), "must have the storage version " + v.get("name", "")))
     for i, s in enumerate(stored):
         if s not in names:
             errs.append(invalid(f"{path}[{i}]", s, "missing from spec.versions; " + s +

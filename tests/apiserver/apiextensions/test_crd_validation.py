@@ -3,9 +3,16 @@ fields and scale paths, in upstream's words."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import json
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 from nanokube.apiserver.apiextensions import crd_validation, structural_schema
+from tests.served import served
 
 SCHEMA = {"type": "object", "properties": {
     "spec": {"type": "object", "properties": {"replicas": {"type": "integer"}, "color": {"type": "string"}}},
@@ -151,3 +158,50 @@ def test_protected_groups_need_the_api_approval_annotation():
     assert msgs(c) == []
     c["metadata"]["annotations"] = {"api-approved.kubernetes.io": "yes"}
     assert len(msgs(c)) == 1 and 'with either a URL or a reason starting with "unapproved"' in msgs(c)[0]
+
+
+def _go_schema(**fields) -> str:
+    """json.Marshal of an internal apiextensions.JSONSchemaProps: every field by its Go name."""
+    zero = {"ID": '""', "Schema": '""', "Ref": "null", "Description": '""', "Type": '""', "Nullable": "false",
+            "Format": '""', "Title": '""', "Default": "null", "Maximum": "null", "ExclusiveMaximum": "false",
+            "Minimum": "null", "ExclusiveMinimum": "false", "MaxLength": "null", "MinLength": "null", "Pattern": '""',
+            "MaxItems": "null", "MinItems": "null", "UniqueItems": "false", "MultipleOf": "null", "Enum": "null",
+            "MaxProperties": "null", "MinProperties": "null", "Required": "null", "Items": "null", "AllOf": "null",
+            "OneOf": "null", "AnyOf": "null", "Not": "null", "Properties": "null", "AdditionalProperties": "null",
+            "PatternProperties": "null", "Dependencies": "null", "AdditionalItems": "null", "Definitions": "null",
+            "ExternalDocs": "null", "Example": "null", "XPreserveUnknownFields": "null", "XEmbeddedResource": "false",
+            "XIntOrString": "false", "XListMapKeys": "null", "XListType": "null", "XMapType": "null",
+            "XValidations": "null"}
+    return "{" + ",".join(f'"{k}":{fields.get(k, v)}' for k, v in zero.items()) + "}"
+
+
+async def test_over_http_versions_print_as_the_internal_go_structs(tmp_path):
+    """ValidateCustomResourceDefinitionSpec's spec.versions value is []apiextensions.CustomResourceDefinitionVersion:
+    json.Marshal of internal types without JSON tags (Go field names, unset pointers and slices null); the
+    unique-names error is reported once, after the versions."""
+    body = crd()
+    body["spec"]["versions"] = [
+        {"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+            "type": "object", "properties": {"n": {"type": "integer", "maximum": 5, "default": 1}}}},
+         "subresources": {"status": {}}, "additionalPrinterColumns": [{"name": "N", "type": "integer", "jsonPath": ".n"}]},
+        {"name": "v1", "served": False, "storage": True, "deprecated": True, "schema": {"openAPIV3Schema": {"type": "object"}}},
+        {"name": "v1", "served": False, "storage": False, "schema": {"openAPIV3Schema": {"type": "object"}}}]
+    body["status"] = {}
+    n = _go_schema(Type='"integer"', Default="1", Maximum="5")
+    first = ('{"Name":"v1","Served":true,"Storage":true,"Deprecated":false,"DeprecationWarning":null,"Schema":'
+             '{"OpenAPIV3Schema":' + _go_schema(Type='"object"', Properties='{"n":' + n + "}") + '},"Subresources":'
+             '{"Status":{},"Scale":null},"AdditionalPrinterColumns":[{"Name":"N","Type":"integer","Format":"",'
+             '"Description":"","Priority":0,"JSONPath":".n"}],"SelectableFields":null}')
+    plain = _go_schema(Type='"object"')
+    second = ('{"Name":"v1","Served":false,"Storage":true,"Deprecated":true,"DeprecationWarning":null,"Schema":'
+              '{"OpenAPIV3Schema":' + plain + '},"Subresources":null,"AdditionalPrinterColumns":null,"SelectableFields":null}')
+    third = second.replace('"Storage":true,"Deprecated":true', '"Storage":false,"Deprecated":false')
+    versions = f"[{first},{second},{third}]"
+    async with served(tmp_path) as (_, api_client):
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(client.ApiextensionsV1Api(api_client).create_custom_resource_definition, body)
+    assert e.value.status == 422
+    causes = [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]]
+    assert [c for c in causes if c[0] == "spec.versions"] == [
+        ("spec.versions", f"Invalid value: {versions}: must contain unique version names"),
+        ("spec.versions", f"Invalid value: {versions}: must have exactly one version marked as storage version")]
