@@ -27,6 +27,7 @@ from .apps import (
 )
 from .base import Column, Obj, Resource, Strategy, register
 from .core_printing import human_duration, parse_time
+from ..machinery.gofmt import Struct
 from ..machinery.validation import (
     label_selector_value,
     OMIT,
@@ -188,11 +189,13 @@ class JobStrategy(Strategy):
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
         spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
         errs = validate_job_spec(spec, "spec", old_ips=template_ips(old.get("spec"))) + _validate_completions_update(spec, old_spec)
-        for f in ("selector", "completionMode", "podFailurePolicy", "backoffLimitPerIndex", "managedBy", "successPolicy"):
-            if spec.get(f) != old_spec.get(f):
-                errs.append(immutable(f"spec.{f}", spec.get(f)))
+        if spec.get("selector") != old_spec.get("selector"):
+            errs.append(immutable("spec.selector", label_selector_value(spec.get("selector"))))
         if _pruned(spec.get("template") or {}) != _pruned(_old_template_for_comparison(new, old)):
             errs.append(immutable("spec.template", spec.get("template")))
+        for f in ("completionMode", "podFailurePolicy", "backoffLimitPerIndex", "managedBy", "successPolicy"):
+            if spec.get(f) != old_spec.get(f):
+                errs.append(immutable(f"spec.{f}", _INTERNAL.get(f, _same)(spec.get(f))))
         claims = (spec.get("scheduling") or {}).get("resourceClaims")
         if claims != (old_spec.get("scheduling") or {}).get("resourceClaims"):
             errs.append(immutable("spec.scheduling.resourceClaims", claims))
@@ -515,6 +518,39 @@ def _validate_success_policy(spec: dict, path: str) -> list[FieldError]:
                 errs.append(invalid(f"{p}.succeededCount", count, f"must be less than or equal to {total} "
                                     "(the number of indexes in the specified succeededIndexes field)"))
     return errs
+
+
+def _same(v):
+    return v
+
+
+def _pod_failure_policy(p: dict | None) -> Struct | None:
+    """batch.PodFailurePolicy (internal: no JSON tags) as json.Marshal prints it in a field error."""
+    if p is None:
+        return None
+    rules = []
+    for r in p.get("rules") or []:
+        codes, conds = r.get("onExitCodes"), r.get("onPodConditions")
+        rules.append(Struct(
+            Action=r.get("action") or "",
+            OnExitCodes=None if codes is None else Struct(ContainerName=codes.get("containerName"),
+                                                          Operator=codes.get("operator") or "", Values=codes.get("values")),
+            OnPodConditions=None if conds is None else [Struct(Type=c.get("type") or "", Status=c.get("status") or "")
+                                                        for c in conds]))
+    return Struct(Rules=rules if p.get("rules") is not None else None)
+
+
+def _success_policy(p: dict | None) -> Struct | None:
+    """batch.SuccessPolicy, likewise."""
+    if p is None:
+        return None
+    rules = p.get("rules")
+    return Struct(Rules=None if rules is None else [
+        Struct(SucceededIndexes=r.get("succeededIndexes"), SucceededCount=r.get("succeededCount")) for r in rules])
+
+
+#: the immutable JobSpec fields whose error value is an internal struct
+_INTERNAL: dict[str, Callable] = {"podFailurePolicy": _pod_failure_policy, "successPolicy": _success_policy}
 
 
 def _validate_completions_update(spec: dict, old_spec: dict) -> list[FieldError]:
