@@ -355,8 +355,14 @@ def test_scale_replicas_beyond_int32_are_refused(existing):
 
 
 def test_server_side_apply_on_scale(existing):
-    code, _, got = existing.request("PATCH", DEPLOYS + "/scaled/scale?fieldManager=hpa",
-                                    json.dumps({"apiVersion": "autoscaling/v1", "kind": "Scale", "spec": {"replicas": 3}}),
+    scale = json.dumps({"apiVersion": "autoscaling/v1", "kind": "Scale", "spec": {"replicas": 3}})
+    # the creator owns the defaulted replicas: an apply through /scale conflicts with it unless forced
+    code, _, got = existing.request("PATCH", DEPLOYS + "/scaled/scale?fieldManager=hpa", scale,
+                                    "application/apply-patch+yaml")
+    assert_status(code, got, 409, "Conflict")
+    assert got["message"].startswith("Apply failed with 1 conflict: conflict with ") and \
+        got["message"].endswith(" using apps/v1: .spec.replicas"), got
+    code, _, got = existing.request("PATCH", DEPLOYS + "/scaled/scale?fieldManager=hpa&force=true", scale,
                                     "application/apply-patch+yaml")
     assert code == 200 and got["spec"]["replicas"] == 3, got
     assert existing.request("GET", DEPLOYS + "/scaled")[2]["spec"]["replicas"] == 3
