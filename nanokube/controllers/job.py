@@ -431,7 +431,7 @@ class JobController(Controller):
         if not suspended and not st.get("startTime"):
             st["startTime"] = format_time(now)
         outcome = self._outcome(key, spec, st, succeeded, failed, active, indexed, done_idx, failed_idx, now)
-        made, manage_failure = 0, None  # manage_failure: raised once the status is written, as upstream's syncJob
+        made, removed, manage_failure = 0, [], None  # manage_failure: raised once the status is written
         if fail_job and (outcome is None or outcome[0] != "FailureTarget"):
             outcome = ("FailureTarget", job_failure_policy.REASON, fail_job)
         if outcome:
@@ -440,19 +440,23 @@ class JobController(Controller):
                 self._record(spec, p, uncounted, ignored)
         st["uncountedTerminatedPods"] = {k: v for k, v in uncounted.items() if v}
         if outcome or suspended:
-            await self._delete_pods(key, job, active)
-            active = []
+            removed = await self._delete_pods(key, job, active)
         elif satisfied:
             try:
-                made, manage_failure = await self._manage(key, job, active, pods, succeeded, failed,
-                                                          done_idx | finishing | failed_idx, delayed, now)
+                made, removed, manage_failure = await self._manage(key, job, active, pods, succeeded, failed,
+                                                                   done_idx | finishing | failed_idx, delayed, now)
             except APIError as e:
                 manage_failure = e
         self._set_suspended(st, suspended, now)
-        st["active"] = len(active) + made  # manageJob's count: the pods it just made too
+        # manageJob's counts: the pods it just made are active, those it just deleted terminating
+        gone = {p["metadata"]["uid"] for p in removed}
+        active = [p for p in active if p["metadata"]["uid"] not in gone]
+        st["active"] = len(active) + made
         st["ready"] = sum(1 for p in active if pod_is_ready(p))
-        st["terminating"] = sum(1 for p in pods if p["metadata"].get("deletionTimestamp") and not pod_is_terminal(p))
-        if outcome and not st["uncountedTerminatedPods"] and not active:
+        st["terminating"] = len(removed) + sum(1 for p in pods if p["metadata"].get("deletionTimestamp")
+                                               and not pod_is_terminal(p))
+        # enactJobFinished: Complete or Failed only once no pod is left running or terminating
+        if outcome and not st["uncountedTerminatedPods"] and not active and not st["terminating"]:
             self._finish(st, outcome, now)
         elif outcome:
             self._add_condition(st, *outcome[:1], "True", *outcome[1:], now)
@@ -536,31 +540,33 @@ class JobController(Controller):
             self._add_condition(st, "Suspended", "False", "JobResumed", "Job resumed", now)
             st["startTime"] = format_time(now)
 
-    async def _delete_pods(self, key: str, job: dict, active: list[dict]) -> None:
-        if active:
-            await delete_pods(self.pods, self.expectations, key, active, self.recorder, job)
+    async def _delete_pods(self, key: str, job: dict, victims: list[dict]) -> list[dict]:
+        """Delete `victims`; those deleted (all of them: a failure is raised)."""
+        if victims:
+            await delete_pods(self.pods, self.expectations, key, victims, self.recorder, job)
+        return victims
 
     async def _manage(self, key, job, active, pods, succeeded, failed, settled, replaced,
-                      now) -> tuple[int, Exception | None]:
-        """Create or delete pods towards the wanted count, at most MAX_POD_CREATE_DELETE_PER_SYNC;
-        the pods created and the creates' first failure. `settled` are the indexes that never run
-        again; `replaced` maps an index to the failed pod its next pod replaces (backoffLimitPerIndex only)."""
+                      now) -> tuple[int, list[dict], Exception | None]:
+        """Create or delete pods towards the wanted count, at most MAX_POD_CREATE_DELETE_PER_SYNC:
+        how many were created, the pods deleted, and the creates' first failure. `settled` are the
+        indexes that never run again; `replaced` maps an index to the failed pod its next pod
+        replaces (backoffLimitPerIndex only)."""
         spec = job["spec"]
         per_index = spec.get("backoffLimitPerIndex") is not None and spec.get("completionMode") == "Indexed"
         group = None
         if uses_workload(job) and (group := await self.workloads.ensure(job)) is None:
-            return 0, None
+            return 0, [], None
         if failed and not per_index and (wait := self._backoff_left(pods, failed, now)) > 0:
             self._enqueue_with_delay(key, wait + 0.05)
-            return 0, None
+            return 0, [], None
         # with podReplacementPolicy Failed a terminating pod is replaced only once it has failed
         replace_failed = replaces_only_failed(spec)
         terminating = [p for p in pods if replace_failed and p["metadata"].get("deletionTimestamp")
                        and not pod_is_terminal(p)]
         if spec.get("completionMode") == "Indexed":
             if doomed := [p for p in active if pod_index(p) in settled]:
-                await self._delete_pods(key, job, doomed[:MAX_POD_CREATE_DELETE_PER_SYNC])
-                return 0, None
+                return 0, await self._delete_pods(key, job, doomed[:MAX_POD_CREATE_DELETE_PER_SYNC]), None
             busy = {pod_index(p) for p in active + terminating} | settled
             free = [i for i in range(spec.get("completions") or 0) if i not in busy]
             todo = free[:max(0, spec.get("parallelism", 1) - len(active))]
@@ -572,15 +578,15 @@ class JobController(Controller):
             n = wanted_active(spec, succeeded) - len(active)
             if n < 0:
                 extra = sorted(active, key=lambda p: (bool(p["spec"].get("nodeName")), pod_is_ready(p)))[:-n]
-                await self._delete_pods(key, job, extra[:MAX_POD_CREATE_DELETE_PER_SYNC])
-                return 0, None
+                return 0, await self._delete_pods(key, job, extra[:MAX_POD_CREATE_DELETE_PER_SYNC]), None
             todo = [None] * max(0, n - len(terminating))
         todo = todo[:MAX_POD_CREATE_DELETE_PER_SYNC]
         if not todo:
-            return 0, None
-        return await create_pods(self.pods, self.expectations, key,
-                                 [self._pod(job, i, group, replaced.get(i) if per_index else None) for i in todo],
-                                 self.recorder, job)
+            return 0, [], None
+        made, failure = await create_pods(self.pods, self.expectations, key,
+                                          [self._pod(job, i, group, replaced.get(i) if per_index else None)
+                                           for i in todo], self.recorder, job)
+        return made, [], failure
 
     def _backoff_left(self, pods: list[dict], failed: int, now: float) -> float:
         """Seconds before a replacement may start: 10s doubling per failure, from the last failure."""

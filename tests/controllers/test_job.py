@@ -474,3 +474,35 @@ async def test_one_sync_creates_at_most_500_pods():
     finally:
         await stopped(ctrl)
         await s.close()
+
+
+async def test_failed_waits_for_the_deleted_pods_to_terminate(env):
+    """enactJobFinished: past its deadline the Job deletes its running pod at once (FailureTarget,
+    status.terminating 1 from that very sync) but is Failed only once the pod is gone."""
+    client, _, clock = env
+    jobs, pods = client.resource("batch", "v1", "jobs"), client.resource("", "v1", "pods")
+    await jobs.create(job(activeDeadlineSeconds=5))
+    (pod,) = await ticking(clock, lambda: live_pods(client, 1))
+    name = pod["metadata"]["name"]
+    await pods.create_subresource(name, "binding", {"metadata": {"name": name},
+                                                    "target": {"kind": "Node", "name": "node-a"}}, namespace="default")
+    await clock.advance(6)  # the deadline's own delayed sync: the bound pod is deleted gracefully
+
+    async def failing():
+        j = await jobs.get("pi", "default")
+        return j if job_condition_of(j, "FailureTarget") and j["status"].get("terminating") == 1 else None
+    j = await ticking(clock, failing)
+    assert not job_condition_of(j, "Failed") and "active" not in j["status"]
+    assert (await pods.get(name, "default"))["metadata"]["deletionTimestamp"]
+    await ticking(clock, lambda: tracking_removed(pods, name))
+    await pods.delete(name, "default", grace_period_seconds=0)  # the kubelet's part
+    j = await ticking(clock, lambda: job_condition(client, "Failed"))
+    assert j["status"]["terminating"] == 0 and j["status"]["failed"] == 1
+
+
+def job_condition_of(j: dict, ctype: str) -> bool:
+    return any(c["type"] == ctype and c["status"] == "True" for c in (j.get("status") or {}).get("conditions") or [])
+
+
+async def tracking_removed(pods, name) -> bool:
+    return TRACKING not in ((await pods.get(name, "default"))["metadata"].get("finalizers") or [])
