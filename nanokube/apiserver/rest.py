@@ -239,6 +239,11 @@ class WatchStream:
         await self._gen.aclose()
 
 
+#: the metadata fields a fieldSelector may name (Strategy.metadata_field_selectors)
+_META_FIELDS = {"metadata.name": lambda o: o["metadata"].get("name"),
+                "metadata.namespace": lambda o: o["metadata"].get("namespace")}
+
+
 class GenericREST:
     def __init__(self, store: Store, cache: WatchCache, index: ResourceIndex, clock: Clock, admission=None):
         self.store = store
@@ -411,12 +416,9 @@ class GenericREST:
         lreqs = parse_label_selector(label_selector) if label_selector else None
         freqs = None
         if field_selector:
-            supported = {
-                "metadata.name": lambda o: o["metadata"].get("name"),
-                "metadata.namespace": lambda o: o["metadata"].get("namespace"),
-                **res.strategy.field_selectors,
-            }
-            freqs = parse_field_selector(field_selector, supported, res.kind, version)
+            supported = {f: _META_FIELDS[f] for f in res.strategy.metadata_field_selectors}
+            supported.update(res.strategy.field_selectors)
+            freqs = parse_field_selector(field_selector, supported, res.strategy.unsupported_field_label)
 
         def ok(obj: dict) -> bool:
             if lreqs is not None and not matches_labels(lreqs, obj["metadata"].get("labels")):

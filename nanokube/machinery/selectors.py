@@ -308,14 +308,16 @@ def field_requirements(s: str) -> list[FieldReq]:
     return out
 
 
-def parse_field_selector(s: str, supported: dict[str, Callable[[dict], Any]], kind_desc: str, version: str) -> list[tuple[Callable[[dict], Any], bool, str]]:
-    """The selector's terms with their field's getter; an unsupported field is judged once the
-    whole selector has parsed, as the handler's Transform runs after decoding."""
+def parse_field_selector(s: str, supported: dict[str, Callable[[dict], Any]],
+                         unsupported: Callable[[str], str]) -> list[tuple[Callable[[dict], Any], bool, str]]:
+    """The selector's terms with their field's getter; a field not `supported` is a 400 worded by
+    `unsupported` (the kind's field label conversion), judged once the whole selector has parsed,
+    as the handler's Transform runs after decoding."""
     out = []
     for field, eq, value in field_requirements(s):
         fn = supported.get(field)
         if fn is None:
-            raise bad_request(f'field label not supported: {field}')
+            raise bad_request(unsupported(field))
         out.append((fn, eq, value))
     return out
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..machinery import gofmt
 from ..machinery.errors import APIError
 from ..machinery.validation import (
     FieldError,
@@ -67,6 +68,9 @@ class Strategy:
     generic_meta: bool = False
     #: fields (beyond metadata.name / metadata.namespace) usable in fieldSelector
     field_selectors: dict[str, Callable[[Obj], Any]] = {}
+    #: the metadata fields a fieldSelector may name (the kind's field label conversion: Namespace's
+    #: and Node's leave out metadata.namespace)
+    metadata_field_selectors: tuple[str, ...] = ("metadata.name", "metadata.namespace")
     #: columns for `kubectl get`; None means upstream's default NAME / CREATED AT
     columns: list[Column] | None = None
     #: the order of a listed table's rows when upstream's printer sorts them (FlowSchemas)
@@ -96,6 +100,14 @@ class Strategy:
     #: what records the values a write is given in the store before it is written, when several
     #: API servers allocate them (apiserver/reservations.py: Services with --api-workers > 1)
     reservations: Any = None
+
+    def unsupported_field_label(self, label: str) -> str:
+        """The 400 for a fieldSelector naming a field the kind does not offer: a kind with fields of
+        its own registers a field label conversion (core's words); one without has apimachinery's
+        DefaultMetaV1FieldSelectorConversion."""
+        if self.field_selectors:
+            return f"field label not supported: {label}"
+        return f'{gofmt.quote(label)} is not a known field selector: only "metadata.name", "metadata.namespace"'
 
     def decode(self, obj: Obj, version: str) -> list[str] | None:
         """Drop unknown fields of a decoded body in place and return their paths; None when the

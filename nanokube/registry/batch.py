@@ -27,7 +27,7 @@ from .apps import (
 )
 from .base import Column, Obj, Resource, Strategy, register
 from .core_printing import human_duration, parse_time
-from ..machinery.gofmt import Struct
+from ..machinery.gofmt import Struct, quote
 from ..machinery.validation import (
     label_selector_value,
     OMIT,
@@ -130,6 +130,9 @@ def _index(text: str, completions: int) -> int:
 
 class JobStrategy(Strategy):
     field_selectors = {"status.successful": lambda o: str((o.get("status") or {}).get("succeeded", 0))}
+
+    def unsupported_field_label(self, label: str) -> str:
+        return f"field label {quote(label)} not supported for batchv1.Job"
 
     def __init__(self, clock: Clock = REAL.now) -> None:
         self.clock = clock

@@ -76,6 +76,7 @@ def _status(o: dict) -> dict:
 class NamespaceStrategy(Strategy):
     name_validator = staticmethod(dns1123_label)
     field_selectors = {"status.phase": lambda o: _status(o).get("phase", "")}
+    metadata_field_selectors = ("metadata.name",)
     columns = [
         _NAME_COLUMN,
         Column("Status", "string", lambda o: _status(o).get("phase", ""), "The status of the namespace"),
@@ -174,6 +175,7 @@ class NodeStrategy(Strategy):
     track_generation = False
     keep_status_on_create = True
     field_selectors = {"spec.unschedulable": lambda o: "true" if _spec(o).get("unschedulable") else "false"}
+    metadata_field_selectors = ("metadata.name",)
     columns = [
         _NAME_COLUMN,
         Column("Status", "string", _node_status, "The status of the node"),

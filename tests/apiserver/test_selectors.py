@@ -152,25 +152,29 @@ SUPPORTED = {"metadata.name": lambda o: o["metadata"]["name"], "spec.flag": lamb
 OBJ = {"metadata": {"name": "x"}, "spec": {"flag": True}}
 
 
+def _unsupported(label):
+    return f"field label not supported: {label}"
+
+
 @pytest.mark.parametrize(
     "sel,want",
     [("metadata.name=x", True), ("metadata.name==x", True), ("metadata.name!=x", False),
      ("metadata.name=y", False), ("spec.flag=true", True), ("metadata.name=x,spec.flag!=false", True)],
 )
 def test_field_selector(sel, want):
-    assert matches_fields(parse_field_selector(sel, SUPPORTED, "Thing", "v1"), OBJ) is want
+    assert matches_fields(parse_field_selector(sel, SUPPORTED, _unsupported), OBJ) is want
 
 
 def test_field_selector_unsupported_label_is_400():
     with pytest.raises(APIError) as e:
-        parse_field_selector("spec.other=1", SUPPORTED, "Thing", "v1")
+        parse_field_selector("spec.other=1", SUPPORTED, _unsupported)
     assert e.value.code == 400
     assert "field label not supported: spec.other" in e.value.message
 
 
 def test_field_selector_without_operator_is_400():
     with pytest.raises(APIError) as e:
-        parse_field_selector("metadata.name", SUPPORTED, "Thing", "v1")
+        parse_field_selector("metadata.name", SUPPORTED, _unsupported)
     assert e.value.code == 400
 
 
@@ -206,3 +210,45 @@ async def test_over_http_field_selector_values_unescape_and_bad_escapes_are_400(
             await asyncio.to_thread(core.list_namespaced_secret, "default", field_selector=sel)
         assert e.value.status == 400, sel
         assert json.loads(e.value.body)["message"] == message, sel
+
+
+async def test_over_http_each_kind_offers_its_field_labels_in_its_words(tmp_path):
+    """The kind's field label conversion: Namespace and Node offer no metadata.namespace, a kind
+    without a conversion of its own gets apimachinery's default words, a Job batch's, and a
+    cluster-scoped custom resource no metadata.namespace (the CR converter's words)."""
+    crd = {"metadata": {"name": "tiles.example.com"}, "spec": {
+        "group": "example.com", "scope": "Cluster", "names": {"plural": "tiles", "kind": "Tile"},
+        "versions": [{"name": "v1", "served": True, "storage": True,
+                      "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+    async with served(tmp_path) as (_, api_client):
+        core = client.CoreV1Api(api_client)
+        await asyncio.to_thread(client.ApiextensionsV1Api(api_client).create_custom_resource_definition, crd)
+        objs = client.CustomObjectsApi(api_client)
+        calls = [
+            (lambda sel: core.list_namespace(field_selector=sel), "metadata.namespace=x",
+             "field label not supported: metadata.namespace"),
+            (lambda sel: core.list_node(field_selector=sel), "metadata.namespace=x",
+             "field label not supported: metadata.namespace"),
+            (lambda sel: core.list_namespaced_config_map("default", field_selector=sel), "data=x",
+             '"data" is not a known field selector: only "metadata.name", "metadata.namespace"'),
+            (lambda sel: client.BatchV1Api(api_client).list_namespaced_job("default", field_selector=sel),
+             "spec.x=1", 'field label "spec.x" not supported for batchv1.Job'),
+            (lambda sel: objs.list_cluster_custom_object("example.com", "v1", "tiles", field_selector=sel),
+             "metadata.namespace=x", "field label not supported: metadata.namespace"),
+        ]
+        for _ in range(100):  # until the new kind is served
+            try:
+                await asyncio.to_thread(objs.list_cluster_custom_object, "example.com", "v1", "tiles")
+                break
+            except ApiException:
+                await asyncio.sleep(0.05)
+        for call, sel, message in calls:
+            with pytest.raises(ApiException) as e:
+                await asyncio.to_thread(call, sel)
+            assert e.value.status == 400, sel
+            assert json.loads(e.value.body)["message"] == message
+        names = await asyncio.to_thread(core.list_namespace, field_selector="metadata.name=default,status.phase=Active")
+        assert [n.metadata.name for n in names.items] == ["default"]
+        tiles = await asyncio.to_thread(objs.list_cluster_custom_object, "example.com", "v1", "tiles",
+                                        field_selector="metadata.name=t")
+        assert tiles["items"] == []

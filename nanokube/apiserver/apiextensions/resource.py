@@ -187,6 +187,9 @@ class CustomResourceStrategy(Strategy):
     status_metadata = ()
     status_owns_dropped_metadata = True
 
+
+    def unsupported_field_label(self, label: str) -> str:
+        return f"field label not supported: {label}"
     def __init__(self, crd: Obj, group: str, plural: str, kind: str, storage: str) -> None:
         self.crd = crd
         self.group, self.plural, self.kind, self.storage = group, plural, kind, storage
@@ -194,6 +197,9 @@ class CustomResourceStrategy(Strategy):
         st = self.versions[storage]
         self.columns = st.columns
         self.field_selectors = st.field_selectors
+        # the CR converter's ConvertFieldLabel: metadata.namespace only where objects have one
+        if crd["spec"].get("scope") != "Namespaced":
+            self.metadata_field_selectors = ("metadata.name",)
         self.terminating = bool((crd.get("metadata") or {}).get("deletionTimestamp"))
         self._read_memo: dict[int, tuple[Obj, str, Obj]] = {}
         self.webhook = ((crd["spec"].get("conversion") or {}).get("strategy")) == "Webhook"
