@@ -307,14 +307,7 @@ class APIHandlers:
         if m == "PATCH":
             if not name:
                 raise errors.method_not_allowed()
-            ctype = request.headers.get("Content-Type", "").split(";")[0].strip()
-            if ctype == "application/strategic-merge-patch+json" and not res.strategy.strategic_merge:
-                raise errors.APIError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted "
-                                      "media types include: application/json-patch+json, application/merge-patch+json, "
-                                      "application/apply-patch+yaml")
-            if ctype not in PATCH_TYPES:
-                raise errors.APIError(415, "UnsupportedMediaType",
-                                      f'the body of the request was in an unknown format - accepted media types include: {", ".join(PATCH_TYPES)}')
+            ctype = self._patch_media(request, res)
             raw = await self._raw(request)
             opts = self._write_opts(request)  # after the media type and the body, as upstream's patch handler
             if ctype != APPLY_PATCH:
@@ -371,6 +364,20 @@ class APIHandlers:
         if size > MAX_BODY:
             raise errors.too_large()
         return b"".join(chunks)
+
+    @staticmethod
+    def _patch_media(request: web.Request, res: Resource) -> str:
+        """The patch's media type, judged first as the patch handler does: one the resource does not
+        take is a 415 listing those it does (a custom resource takes no strategic merge patch)."""
+        ctype = request.headers.get("Content-Type", "").split(";")[0].strip()
+        if ctype == "application/strategic-merge-patch+json" and not res.strategy.strategic_merge:
+            raise errors.APIError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted "
+                                  "media types include: application/json-patch+json, application/merge-patch+json, "
+                                  "application/apply-patch+yaml")
+        if ctype not in PATCH_TYPES:
+            raise errors.APIError(415, "UnsupportedMediaType",
+                                  f'the body of the request was in an unknown format - accepted media types include: {", ".join(PATCH_TYPES)}')
+        return ctype
 
     async def _create_input(self, request: web.Request) -> tuple[Any, WriteOptions]:
         """A create's body and options in create.go's order: the media type (415), the body's size

@@ -71,9 +71,9 @@ class Subresources:
                 if m == "PUT":
                     body, opts = await h._update_input(request)
                 else:
-                    ctype = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+                    ctype = h._patch_media(request, res)
                     raw = await h._raw(request)
-                    opts = h._write_opts(request)  # after the body, as upstream's patch handler
+                    opts = h._write_opts(request)  # after the media type and the body, as upstream's patch handler
                     current = await self.get_scale(res, namespace, name)
                     body = self._patch_scale(current, ctype, raw)
                     md = body.get("metadata") or {}
@@ -279,13 +279,11 @@ class Subresources:
                 return jsonpatch.apply(scale, patch)
             if ctype == "application/merge-patch+json":
                 return merge.apply(scale, patch)
-            if ctype == "application/strategic-merge-patch+json":
-                from .. import schema
+            from .. import schema  # a strategic merge patch: the media type is one of four (APIHandlers._patch_media)
 
-                return strategic.apply(scale, patch, schema.kind_schema("autoscaling", "v1", "Scale"))
+            return strategic.apply(scale, patch, schema.kind_schema("autoscaling", "v1", "Scale"))
         except PatchError as e:
             raise errors.APIError(e.code, e.reason, e.status_message, e.details) from None
-        raise errors.APIError(415, "UnsupportedMediaType", "the body of the request was in an unknown format")
 
     async def put_scale(self, res: Resource, version: str, namespace: str, name: str, scale: dict, opts: WriteOptions,
                         applied: bool = False) -> dict:

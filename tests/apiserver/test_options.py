@@ -155,7 +155,8 @@ def _write(core, method: str, path: str, ctype: str, body: bytes, query) -> tupl
 
 async def test_create_and_update_judge_media_type_body_size_and_options_in_upstreams_order(core):
     """create.go: the media type (415), the body's size (413), then the options; update.go: the body's
-    size, the options, then the media type. The body itself is decoded after all of them."""
+    size, the options, then the media type; patch.go: the media type, the body's size, the options.
+    The body itself is decoded after all of them."""
     await asyncio.to_thread(core.create_namespaced_config_map, "default", {"metadata": {"name": "c"}})
     big = b'{"metadata": {"name": "c"}, "data": {"k": "' + b"x" * (3 * 1024 * 1024) + b'"}}'
     bad = [("dryRun", "Bogus")]
@@ -171,6 +172,9 @@ async def test_create_and_update_judge_media_type_body_size_and_options_in_upstr
         ("PUT", put, "application/json", b"{not json", bad, 422),
         ("POST", "/api/v1/namespaces/default/pods/p/binding", "application/json", big, bad, 413),
         ("PUT", "/apis/apps/v1/namespaces/default/deployments/d/scale", "application/json", big, bad, 413),
+        # a patch's media type comes first, before the body and the options, /scale's too
+        ("PATCH", "/apis/apps/v1/namespaces/default/deployments/d/scale", "text/plain", big, bad, 415),
+        ("PATCH", "/apis/apps/v1/namespaces/default/deployments/d/scale", "application/merge-patch+json", big, bad, 413),
     ]
     for method, path, ctype, body, query, want in cases:
         status, answer = await asyncio.to_thread(_write, core, method, path, ctype, body, query)
