@@ -417,7 +417,7 @@ class GenericREST:
         freqs = None
         if field_selector:
             supported = {f: _META_FIELDS[f] for f in res.strategy.metadata_field_selectors}
-            supported.update(res.strategy.field_selectors)
+            supported.update(res.strategy.field_selectors_at(version))
             freqs = parse_field_selector(field_selector, supported, res.strategy.unsupported_field_label)
 
         def ok(obj: dict) -> bool:

@@ -101,6 +101,10 @@ class Strategy:
     #: API servers allocate them (apiserver/reservations.py: Services with --api-workers > 1)
     reservations: Any = None
 
+    def field_selectors_at(self, version: str) -> dict[str, Callable[[Obj], Any]]:
+        """The fields a list or watch at `version` may select on besides the metadata ones."""
+        return self.field_selectors
+
     def unsupported_field_label(self, label: str) -> str:
         """The 400 for a fieldSelector naming a field the kind does not offer: a kind with fields of
         its own registers a field label conversion (core's words); one without has apimachinery's

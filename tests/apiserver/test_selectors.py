@@ -252,3 +252,39 @@ async def test_over_http_each_kind_offers_its_field_labels_in_its_words(tmp_path
         tiles = await asyncio.to_thread(objs.list_cluster_custom_object, "example.com", "v1", "tiles",
                                         field_selector="metadata.name=t")
         assert tiles["items"] == []
+
+
+async def test_over_http_a_custom_resource_version_selects_on_its_own_selectable_fields(tmp_path):
+    """selectableFields are per version (the CR converter's map by group version): a list at v2 offers
+    v2's, not the storage version's."""
+    schema = {"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "color": {"type": "string"}, "size": {"type": "integer"}}}}}}
+    crd = {"metadata": {"name": "dots.example.com"}, "spec": {
+        "group": "example.com", "scope": "Namespaced", "names": {"plural": "dots", "kind": "Dot"},
+        "versions": [{"name": "v1", "served": True, "storage": True, "schema": schema,
+                      "selectableFields": [{"jsonPath": ".spec.color"}]},
+                     {"name": "v2", "served": True, "storage": False, "schema": schema,
+                      "selectableFields": [{"jsonPath": ".spec.size"}]}]}}
+    async with served(tmp_path) as (_, api_client):
+        await asyncio.to_thread(client.ApiextensionsV1Api(api_client).create_custom_resource_definition, crd)
+        objs = client.CustomObjectsApi(api_client)
+        dot = {"apiVersion": "example.com/v1", "kind": "Dot", "metadata": {"name": "d"}, "spec": {"color": "red", "size": 3}}
+        for _ in range(100):  # until the new kind is served
+            try:
+                await asyncio.to_thread(objs.create_namespaced_custom_object, "example.com", "v1", "default", "dots", dot)
+                break
+            except ApiException:
+                await asyncio.sleep(0.05)
+
+        async def names(version, sel):
+            got = await asyncio.to_thread(objs.list_namespaced_custom_object, "example.com", version, "default", "dots",
+                                          field_selector=sel)
+            return [o["metadata"]["name"] for o in got["items"]]
+        assert await names("v1", "spec.color=red") == ["d"]
+        assert await names("v2", "spec.size=3") == ["d"]
+        assert await names("v2", "spec.size=4") == []
+        for version, sel in (("v1", "spec.size=3"), ("v2", "spec.color=red")):
+            with pytest.raises(ApiException) as e:
+                await names(version, sel)
+            assert e.value.status == 400
+            assert json.loads(e.value.body)["message"] == f"field label not supported: {sel.split('=')[0]}"

@@ -188,6 +188,12 @@ class CustomResourceStrategy(Strategy):
     status_owns_dropped_metadata = True
 
 
+    def field_selectors_at(self, version: str) -> dict[str, Callable[[Obj], Any]]:
+        """The version's own selectableFields, as the CR converter keeps them per group version (read
+        on the stored object: the same values unless a webhook converts them)."""
+        info = self.versions.get(version)
+        return info.field_selectors if info is not None else self.field_selectors
+
     def unsupported_field_label(self, label: str) -> str:
         return f"field label not supported: {label}"
     def __init__(self, crd: Obj, group: str, plural: str, kind: str, storage: str) -> None:
