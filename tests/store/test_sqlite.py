@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from nanokube.store.interface import KeyExists
+from nanokube.store.interface import KeyExists, RevisionMismatch
 from nanokube.store.sqlite import SQLiteStore
 
 
@@ -55,3 +55,26 @@ async def test_a_database_made_without_rowid_is_used_as_it_is(tmp_path):
     db.close()
     await _use(path)
     assert "WITHOUT ROWID" in _kv_sql(path)
+
+
+async def test_reads_and_writes_on_the_stores_one_cursor_leave_no_snapshot_open(tmp_path):
+    """Every statement runs on one cursor (SQLiteStore._cur) and reads its one row at once, so none
+    keeps a read transaction open between turns: another connection's checkpoint can copy and truncate
+    the whole WAL, and what that connection wrote is read at once."""
+    path = str(tmp_path / "db")
+    store = SQLiteStore(path)
+    await store.start()
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        kv = await store.create("/registry/pods/ns/a", b"a")
+        await store.update("/registry/pods/ns/a", b"b", kv.mod_revision)
+        with pytest.raises(RevisionMismatch) as stale:
+            await store.update("/registry/pods/ns/a", b"c", kv.mod_revision)
+        assert (stale.value.current.value, stale.value.current.create_revision) == (b"b", kv.mod_revision)
+        assert (await store.get("/registry/pods/ns/a")).value == b"b"
+        other.execute("UPDATE kv SET value=x'7a' WHERE key='/registry/pods/ns/a'")
+        assert other.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0  # not busy: no reader holds the WAL
+        assert (await store.get("/registry/pods/ns/a")).value == b"z"
+    finally:
+        other.close()
+        await store.close()
