@@ -214,6 +214,17 @@ def dns1035_label(value: str) -> list[str]:
     return errs
 
 
+def mixed_case_label(value: str) -> list[str]:
+    """A kind's rule: a DNS-1035 label once lowercased, its messages in one, as apiextensions words it."""
+    errs = dns1035_label(value.lower())
+    return ["may have mixed case, but should otherwise match: " + ",".join(errs)] if errs else []
+
+
+def group_version_error(gv: str) -> str | None:
+    """schema.ParseGroupVersion's refusal: more than one '/'."""
+    return f"unexpected GroupVersion string: {gv}" if gv.count("/") > 1 else None
+
+
 @remembers_valid
 def qualified_name(value: str) -> list[str]:
     """Label and annotation keys (IsLabelKey): optional DNS subdomain prefix, '/', name part. Like upstream,

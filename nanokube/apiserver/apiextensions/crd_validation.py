@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from ...machinery.validation import (
-    FieldError, dns1035_label, dns1123_subdomain, duplicate, forbidden, immutable, invalid, not_supported, required,
-    too_many,
+    FieldError, dns1035_label, dns1123_subdomain, duplicate, forbidden, immutable, invalid, mixed_case_label,
+    not_supported, required, too_many,
 )
 from . import cel_rules, internal, jsonpath, structural_schema
 
@@ -33,9 +33,8 @@ def _names(names: Any, path: str) -> list[FieldError]:
             errs.append(invalid(f"{path}.{f}", v, ",".join(dns1035_label(v))))
     for f in ("kind", "listKind"):
         v = names.get(f)
-        if v and dns1035_label(v.lower()):
-            errs.append(invalid(f"{path}.{f}", v, "may have mixed case, but should otherwise match: "
-                                + ",".join(dns1035_label(v.lower()))))
+        if v:
+            errs += [invalid(f"{path}.{f}", v, m) for m in mixed_case_label(v)]
     for f in ("shortNames", "categories"):
         for i, v in enumerate(names.get(f) or []):
             if not isinstance(v, str) or dns1035_label(v):

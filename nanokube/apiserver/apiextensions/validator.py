@@ -24,7 +24,9 @@ from typing import Any, Callable
 from ...machinery import gofmt, regex
 from ...machinery.validation import (
     FieldError,
+    group_version_error,
     invalid,
+    mixed_case_label,
     not_supported,
     path_segment_name,
     required,
@@ -323,17 +325,23 @@ def _object(v: dict, node: dict[str, Any], path: str, errs: list[FieldError], ro
 
 
 def _embedded(v: dict, path: str) -> list[FieldError]:
-    """objectmeta's validateEmbeddedResource: apiVersion and kind set, strings, not empty; the metadata."""
-    errs: list[FieldError] = []
-    for f in ("apiVersion", "kind"):
-        if f not in v:
-            errs.append(required(_join(path, f), "must not be empty"))
-        elif not isinstance(v[f], str):
-            errs.append(invalid(_join(path, f), v[f], "must be a string"))
-        elif not v[f]:
-            errs.append(invalid(_join(path, f), v[f], "must not be empty"))
-    if "metadata" in v:
-        errs += _embedded_metadata(v["metadata"], _join(path, "metadata"))
+    """objectmeta's validateEmbeddedResource: a missing apiVersion or kind is Required; then each of
+    them is a non-empty string, the apiVersion a group/version and the kind a mixed-case DNS-1035
+    label, and the metadata an ObjectMeta."""
+    errs = [required(_join(path, f)) for f in ("apiVersion", "kind") if f not in v]
+    for k, item in v.items():
+        p = _join(path, k)
+        if k in ("apiVersion", "kind"):
+            if not isinstance(item, str):
+                errs.append(invalid(p, item, "must be a string"))
+            elif not item:
+                errs.append(required(p))
+            elif k == "apiVersion" and (problem := group_version_error(item)):
+                errs.append(invalid(p, item, problem))
+            elif k == "kind":
+                errs += [invalid(p, item, m) for m in mixed_case_label(item)]
+        elif k == "metadata":
+            errs += _embedded_metadata(item, p)
     return errs
 
 

@@ -39,10 +39,17 @@ def test_kube_openapi_messages():
     assert errs({"spec": {"size": 1, "port": 80}}) == errs({"spec": {"size": 1, "port": "http"}}) == []
     assert errs({"spec": {"size": 1, "when": "yesterday"}}) == [
         'spec.when: Invalid value: "yesterday": spec.when in body must be of type date-time: "yesterday"']
+    # objectmeta's validateEmbeddedResource: Required without a detail, a group/version, a mixed-case kind
     assert errs({"spec": {"size": 1, "template": {"spec": {}}}}) == [
-        "spec.template.apiVersion: Required value: must not be empty", "spec.template.kind: Required value: must not be empty"]
-    assert errs({"spec": {"size": 1, "template": {"apiVersion": "v1", "kind": ""}}}) == [
-        'spec.template.kind: Invalid value: "": must not be empty']
+        "spec.template.apiVersion: Required value", "spec.template.kind: Required value"]
+    assert errs({"spec": {"size": 1, "template": {"apiVersion": "v1", "kind": ""}}}) == ["spec.template.kind: Required value"]
+    assert errs({"spec": {"size": 1, "template": {"apiVersion": "a/b/c", "kind": "Bad_Kind"}}}) == [
+        'spec.template.apiVersion: Invalid value: "a/b/c": unexpected GroupVersion string: a/b/c',
+        'spec.template.kind: Invalid value: "Bad_Kind": may have mixed case, but should otherwise match: a DNS-1035 '
+        "label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end "
+        "with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is "
+        "'[a-z]([-a-z0-9]*[a-z0-9])?')"]
+    assert errs({"spec": {"size": 1, "template": {"apiVersion": "apps/v1", "kind": "StatefulSet"}}}) == []
     assert errs({"spec": {"size": 1, "maybe": None}}) == []
 
 

@@ -178,3 +178,34 @@ async def test_over_http_a_failed_any_of_reports_the_best_alternative_in_node_or
         ("spec.b", "Too long: may not be more than 0 bytes"),
         ("spec.b", "Too long: may not be more than 3 bytes"),
     ]
+
+
+async def test_over_http_an_embedded_resource_gets_validate_embedded_resources_words(api):
+    """objectmeta's validateEmbeddedResource, after every schema error: a missing kind is Required with
+    no detail, the apiVersion a group/version (ParseGroupVersion), the kind a mixed-case DNS-1035 label."""
+    body = crd(plural="boxes", kind="Box", short=())
+    schema = body["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = copy.deepcopy(SCHEMA)
+    schema["properties"]["spec"] = {"type": "object", "properties": {
+        "size": {"type": "integer", "minimum": 1},
+        "inner": {"type": "object", "x-kubernetes-embedded-resource": True, "x-kubernetes-preserve-unknown-fields": True},
+        "other": {"type": "object", "x-kubernetes-embedded-resource": True, "x-kubernetes-preserve-unknown-fields": True}}}
+    await asyncio.to_thread(client.ApiextensionsV1Api(api).create_custom_resource_definition, body)
+    objs = client.CustomObjectsApi(api)
+    box = {"apiVersion": f"{GROUP}/v1", "kind": "Box", "metadata": {"name": "b"},
+           "spec": {"inner": {"apiVersion": "a/b/c"}, "other": {"apiVersion": "v1", "kind": "Not_A_Kind"}, "size": 0}}
+    for _ in range(100):  # until the new kind is served
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(objs.create_namespaced_custom_object, GROUP, "v1", "default", "boxes", box)
+        if e.value.status != 404:
+            break
+        await asyncio.sleep(0.05)
+    assert e.value.status == 422, e.value.body
+    causes = [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]]
+    assert causes[0] == ("spec.size", "Invalid value: 0: spec.size in body should be greater than or equal to 1")
+    assert causes[1:4] == [
+        ("spec.inner.kind", "Required value"),
+        ("spec.inner.apiVersion", 'Invalid value: "a/b/c": unexpected GroupVersion string: a/b/c'),
+        ("spec.other.kind", 'Invalid value: "Not_A_Kind": may have mixed case, but should otherwise match: a DNS-1035 '
+                            "label must consist of lower case alphanumeric characters or '-', start with an alphabetic "
+                            "character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex "
+                            "used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')")]
