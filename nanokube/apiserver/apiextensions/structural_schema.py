@@ -177,13 +177,11 @@ def _is_int_or_string_pattern(node: dict[str, Any]) -> bool:
 
 
 def _check_default(node: dict[str, Any], path: str, errs: list[FieldError]) -> None:
-    """A default must survive pruning unchanged and pass the node's own validation."""
+    """validateStructuralDefaults: a default must survive pruning unchanged, and (either way) pass
+    the node's own validation (validator.validate_default)."""
     import copy
 
-    value = copy.deepcopy(node["default"])
-    if isinstance(value, (dict, list)):
-        unknown = defaulting.prune(value, node, root=False)
-        if unknown:
-            errs.append(invalid(f"{path}.default", node["default"], "must not have unknown fields"))
-            return
-    errs.extend(validator.validate(value, node, f"{path}.default", root=f"{path}.default"))
+    value = node["default"]
+    if isinstance(value, (dict, list)) and defaulting.prune(copy.deepcopy(value), node, root=False):
+        errs.append(invalid(f"{path}.default", value, "must not have unknown fields"))
+    errs.extend(validator.validate_default(value, node, f"{path}.default"))

@@ -159,6 +159,16 @@ def validate(obj: Any, node: dict[str, Any] | None, path: str = "", root: str = 
     return errs + later[0] + later[1]
 
 
+def validate_default(value: Any, node: dict[str, Any], path: str) -> list[FieldError]:
+    """validateStructuralDefaults' checks of a default at `path`: its embedded resources' (objectmeta's
+    Coerce and Validate), or, when those pass, the schema's (ValidateCustomResource at the default's
+    path, where its junctors' errors stand too); no list-type pass."""
+    errs: list[FieldError] = []
+    later: tuple[list[FieldError], list[FieldError]] = ([], [])
+    _validate(value, node, path, errs, path, later)
+    return later[0] or errs
+
+
 def _validate(v: Any, node: dict[str, Any], path: str, errs: list[FieldError], root: str,
               later: tuple[list[FieldError], list[FieldError]] | None) -> int:
     """SchemaValidator.Validate: its validators in their order (type, the junctors, string, format,

@@ -205,3 +205,31 @@ async def test_over_http_versions_print_as_the_internal_go_structs(tmp_path):
     assert [c for c in causes if c[0] == "spec.versions"] == [
         ("spec.versions", f"Invalid value: {versions}: must contain unique version names"),
         ("spec.versions", f"Invalid value: {versions}: must have exactly one version marked as storage version")]
+
+
+def test_a_default_is_checked_even_with_unknown_fields_and_its_embedded_resources_first():
+    """validateStructuralDefaults: the unknown-fields error does not stop the checks that follow;
+    objectmeta's errors, when there are any, stand alone (the schema's come only once they pass)."""
+    unknown_and_wrong = {"type": "object", "properties": {"a": {"type": "string"}}, "default": {"a": 1, "b": 1}}
+    embedded = {"type": "object", "x-kubernetes-embedded-resource": True, "x-kubernetes-preserve-unknown-fields": True,
+                "properties": {"n": {"type": "integer"}}, "default": {"n": "x"}}
+    s = {"type": "object", "properties": {"spec": {"type": "object", "properties": {"u": unknown_and_wrong, "e": embedded}}}}
+    p = "s.properties[spec].properties"
+    assert sorted(str(e) for e in structural_schema.validate(s, "s")) == sorted([
+        f'{p}[u].default: Invalid value: {{"a":1,"b":1}}: must not have unknown fields',
+        f'{p}[u].default.a: Invalid value: "integer": {p}[u].default.a in body must be of type string: "integer"',
+        f"{p}[e].default.apiVersion: Required value", f"{p}[e].default.kind: Required value"])
+
+
+async def test_over_http_a_defaults_checks_all_run(tmp_path):
+    body = crd()
+    body["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["color"] = {
+        "type": "object", "properties": {"a": {"type": "string"}}, "default": {"a": 1, "b": 1}}
+    async with served(tmp_path) as (_, api_client):
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(client.ApiextensionsV1Api(api_client).create_custom_resource_definition, body)
+    assert e.value.status == 422
+    p = "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[color].default"
+    causes = {(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]}
+    assert causes == {(p, 'Invalid value: {"a":1,"b":1}: must not have unknown fields'),
+                      (f"{p}.a", f'Invalid value: "integer": {p}.a in body must be of type string: "integer"')}
