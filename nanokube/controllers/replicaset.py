@@ -9,6 +9,7 @@ three count and create pods the same way.
 from __future__ import annotations
 
 import asyncio
+import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -16,7 +17,7 @@ from ..machinery.errors import NAMESPACE_TERMINATING, APIError, has_status_cause
 from ..machinery.selectors import matches_labels, selector_from_object
 from ..client.informer import InformerFactory, key_of
 from ..clock import Clock, format_time, parse_time
-from .base import Controller
+from .base import Controller, in_turns
 from ..client.record import CoreEventRecorder
 from .slow_start import slow_start_batch
 
@@ -271,34 +272,36 @@ async def claim_objects(client, candidates: list[dict], owner: dict, selector, a
     """ControllerRefManager: the objects `owner` controls: its own that still
     match the selector (and `member`), plus orphans that match (adopted), less
     its own that no longer match (released). A `finalizer` (the Job's tracking
-    one) is added on adoption and removed on release, in the same patch."""
+    one) is added on adoption and removed on release, in the same patch. Lets the
+    loop run every TURN candidates (in_turns)."""
     md = owner["metadata"]
     owned = []
-    for obj in candidates:
-        omd = obj["metadata"]
-        if omd.get("namespace") != md["namespace"]:
-            continue
-        ref = controller_ref(obj)
-        matches = matches_labels(selector, omd.get("labels")) and (member is None or member(obj))
-        if ref is not None and ref["uid"] == md["uid"]:
-            if matches:
-                owned.append(obj)
-            elif not omd.get("deletionTimestamp"):
-                refs = [r for r in omd.get("ownerReferences") or [] if r["uid"] != md["uid"]]
-                release = {"ownerReferences": refs or None, "uid": omd["uid"]}
-                if finalizer in (fins := omd.get("finalizers") or []):
-                    release["finalizers"] = [f for f in fins if f != finalizer] or None
-                await ignore_missing(client.patch(omd["name"], {"metadata": release}, namespace=omd["namespace"]))
-        elif ref is None and matches and not omd.get("deletionTimestamp") and not md.get("deletionTimestamp"):
-            refs = list(omd.get("ownerReferences") or []) + [owner_reference(owner, api_version, kind)]
-            adopt = {"ownerReferences": refs, "uid": omd["uid"]}
-            if finalizer and finalizer not in (fins := omd.get("finalizers") or []):
-                adopt["finalizers"] = [*fins, finalizer]
-            try:
-                owned.append(await client.patch(omd["name"], {"metadata": adopt}, namespace=omd["namespace"]))
-            except APIError as e:
-                if e.code not in (404, 409, 422):
-                    raise
+    async for part in in_turns(candidates):
+        for obj in part:
+            omd = obj["metadata"]
+            if omd.get("namespace") != md["namespace"]:
+                continue
+            ref = controller_ref(obj)
+            matches = matches_labels(selector, omd.get("labels")) and (member is None or member(obj))
+            if ref is not None and ref["uid"] == md["uid"]:
+                if matches:
+                    owned.append(obj)
+                elif not omd.get("deletionTimestamp"):
+                    refs = [r for r in omd.get("ownerReferences") or [] if r["uid"] != md["uid"]]
+                    release = {"ownerReferences": refs or None, "uid": omd["uid"]}
+                    if finalizer in (fins := omd.get("finalizers") or []):
+                        release["finalizers"] = [f for f in fins if f != finalizer] or None
+                    await ignore_missing(client.patch(omd["name"], {"metadata": release}, namespace=omd["namespace"]))
+            elif ref is None and matches and not omd.get("deletionTimestamp") and not md.get("deletionTimestamp"):
+                refs = list(omd.get("ownerReferences") or []) + [owner_reference(owner, api_version, kind)]
+                adopt = {"ownerReferences": refs, "uid": omd["uid"]}
+                if finalizer and finalizer not in (fins := omd.get("finalizers") or []):
+                    adopt["finalizers"] = [*fins, finalizer]
+                try:
+                    owned.append(await client.patch(omd["name"], {"metadata": adopt}, namespace=omd["namespace"]))
+                except APIError as e:
+                    if e.code not in (404, 409, 422):
+                        raise
     return owned
 
 
@@ -387,30 +390,32 @@ class ReplicaSetController(Controller):
         if rs is None:
             self.expectations.forget(key)
             return
+        needs_sync = self.expectations.satisfied(key)  # before the list, as upstream's (in_turns)
         pods = self.pod_inf.list_namespace(rs["metadata"]["namespace"])
         active = await self._claim(rs, pods)
         failure = None
-        if self.expectations.satisfied(key) and not rs["metadata"].get("deletionTimestamp"):
+        if needs_sync and not rs["metadata"].get("deletionTimestamp"):
             try:
                 await self._manage(key, rs, active)
             except APIError as e:
                 failure = e
-        await self._update_status(rs, active, failure, self._terminating(rs, pods))
+        await self._update_status(rs, active, failure, await self._terminating(rs, pods))
         if failure is not None:
             raise failure
 
     async def _claim(self, rs: dict, pods: list[dict]) -> list[dict]:
         """The active pods `rs` controls, as upstream's claimPods over FilterActivePods: a finished or
         terminating pod is neither adopted nor released."""
-        active = [p for p in pods if pod_is_active(p)]
+        active = [p async for part in in_turns(pods) for p in part if pod_is_active(p)]
         return await claim_objects(self.pods, active, rs, self.selector(rs), self.api_version, self.kind)
 
-    def _terminating(self, rs: dict, pods: list[dict]) -> int | None:
+    async def _terminating(self, rs: dict, pods: list[dict]) -> int | None:
         """status.terminatingReplicas (DeploymentReplicaSetTerminatingReplicas, on by default since 1.35):
         the pods `rs` controls (by uid) and selects that are being deleted and not yet finished."""
         uid, selector = rs["metadata"]["uid"], self.selector(rs)
-        return sum(1 for p in pods if p["metadata"].get("deletionTimestamp") and not pod_is_terminal(p)
-                   and (controller_ref(p) or {}).get("uid") == uid and matches_labels(selector, p["metadata"].get("labels")))
+        return sum([1 async for part in in_turns(pods) for p in part
+                    if p["metadata"].get("deletionTimestamp") and not pod_is_terminal(p)
+                    and (controller_ref(p) or {}).get("uid") == uid and matches_labels(selector, p["metadata"].get("labels"))])
 
     async def _manage(self, key: str, rs: dict, active: list[dict]) -> None:
         diff = len(active) - rs["spec"].get("replicas", 1)
@@ -421,7 +426,8 @@ class ReplicaSetController(Controller):
             if failure is not None:
                 raise failure
         elif diff > 0:
-            victims = sorted(active, key=deletion_rank)[:min(diff, BURST)]
+            ranks = [deletion_rank(p) async for part in in_turns(active) for p in part]
+            victims = [active[i] for i in heapq.nsmallest(min(diff, BURST), range(len(active)), key=ranks.__getitem__)]
             await delete_pods(self.pods, self.expectations, key, victims, self.recorder, rs)
 
     def _failure_condition(self, rs: dict, status: dict, active: list[dict], failure: APIError | None) -> list[dict]:
@@ -443,12 +449,13 @@ class ReplicaSetController(Controller):
         tlabels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
         min_ready = spec.get("minReadySeconds", 0)
         now = self.clock.now()
-        waits = [pod_available_in(p, min_ready, now) for p in active]
+        waits = [pod_available_in(p, min_ready, now) async for part in in_turns(active) for p in part]
+        labeled = [1 async for part in in_turns(active) for p in part
+                   if all((p["metadata"].get("labels") or {}).get(k) == v for k, v in tlabels.items())]
         status = dict(rs.get("status") or {})
         status.update({
             "replicas": len(active),
-            "fullyLabeledReplicas": sum(1 for p in active
-                                        if all((p["metadata"].get("labels") or {}).get(k) == v for k, v in tlabels.items())),
+            "fullyLabeledReplicas": len(labeled),
             "readyReplicas": sum(1 for w in waits if w is not None),
             "availableReplicas": sum(1 for w in waits if w == 0),
             "observedGeneration": rs["metadata"].get("generation", 1),

@@ -15,7 +15,7 @@ class ReplicationControllerController(ReplicaSetController):
     resource = ("", "v1", "replicationcontrollers")
     component = "replication-controller"
 
-    def _terminating(self, rc: dict, pods: list[dict]) -> None:
+    async def _terminating(self, rc: dict, pods: list[dict]) -> None:
         """An RC's status has no terminatingReplicas (upstream runs it with that feature off)."""
         return None
 

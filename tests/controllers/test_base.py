@@ -1,12 +1,13 @@
 """The controllers' shared worker loop (nanokube/controllers/base.py): a failed sync is retried,
-and one that fails from a bug says so with its traceback (the fuzzer's log scan finds it)."""
+and one that fails from a bug says so with its traceback (the fuzzer's log scan finds it); a pass
+over many objects lets the loop run (in_turns)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 
-from nanokube.controllers.base import Controller
+from nanokube.controllers.base import TURN, Controller, in_turns
 from nanokube.machinery.errors import APIError
 
 
@@ -53,3 +54,24 @@ async def test_a_refusal_or_a_retriable_failure_is_a_warning_without_one(caplog)
         caplog.clear()
         [record] = await _run(error, caplog)
         assert record.levelname == "WARNING" and record.exc_info is None, error
+
+
+async def test_in_turns_hands_every_item_in_order_and_lets_the_loop_run_between_slices():
+    items = list(range(3 * TURN + 5))
+    ran: list[int] = []
+    seen: list[int] = []
+    loop = asyncio.get_running_loop()
+    async for part in in_turns(items):
+        loop.call_soon(lambda: ran.append(len(seen)))  # runs only when the pass lets the loop through
+        seen.extend(part)
+    assert seen == items
+    assert ran == [TURN, 2 * TURN, 3 * TURN]
+
+
+async def test_in_turns_hands_a_short_list_whole_without_a_turn():
+    items = list(range(TURN))
+    ran: list[int] = []
+    asyncio.get_running_loop().call_soon(ran.append, 1)
+    parts = [part async for part in in_turns(items)]
+    assert parts == [items] and parts[0] is items
+    assert ran == []
