@@ -330,6 +330,8 @@ class GenericREST:
         if convert is not None:
             new = sent if sent is not None else res.strategy.from_storage(new, version)
             old = res.strategy.from_storage(old, version) if old is not None else None
+        if zeros := res.strategy.value_scalars:
+            new, old = _typed_view(zeros, new), _typed_view(zeros, old) if old is not None else None
         manager, now, api_version = self._manager(opts, "unknown"), self.clock.rfc3339(), res.api_version(version)
         ignore_status = "status" in res.subresources
         if old is None:
@@ -965,7 +967,8 @@ class GenericREST:
                 live = self._external(res, entry.obj, version) if entry else None
                 try:
                     new = ssa.apply(
-                        live, parsed, opts.field_manager, opts.force, sch, self.clock.rfc3339(),
+                        live, _status_applied(res.strategy, parsed) if subresource == "status" else parsed,
+                        opts.field_manager, opts.force, sch, self.clock.rfc3339(),
                         res.api_version(version), subresource, ignore_status="status" in res.subresources,
                         convert=self.index.converters.get((res.group, version, res.plural)),
                     )
@@ -1333,6 +1336,25 @@ def _deletion_fields(om: dict, nm: dict) -> list:
     else:
         errs.append(immutable("metadata.deletionGracePeriodSeconds", grace))
     return errs
+
+
+def _typed_view(zeros: frozenset[str], obj: dict) -> dict:
+    """`obj` as its Go type holds it for the field manager: the value fields in `zeros` that are
+    null or zero are unset (upstream tracks the decoded struct, where they read alike)."""
+    if not any(obj.get(k, 1) in (None, "", 0) for k in zeros):
+        return obj
+    return {k: v for k, v in obj.items() if k not in zeros or v not in (None, "", 0)}
+
+
+def _status_applied(strategy: Strategy, applied: dict) -> dict:
+    """An apply configuration sent to /status less the metadata its strategy keeps as stored and
+    names among its reset fields, which upstream's field manager leaves out of the applier's set
+    (and the strategy out of the object)."""
+    md = applied.get("metadata")
+    if strategy.status_owns_dropped_metadata or type(md) is not dict:
+        return applied
+    reset = [f for f in STATUS_META if f not in strategy.status_metadata and f in md]
+    return {**applied, "metadata": {k: v for k, v in md.items() if k not in reset}} if reset else applied
 
 
 def _status_tracked(strategy: Strategy, old: dict, new: dict) -> dict:

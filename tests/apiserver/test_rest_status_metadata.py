@@ -114,3 +114,18 @@ async def test_an_apply_through_status_is_recorded_for_the_status_subresource(tm
         assert (entry["operation"], entry.get("subresource")) == ("Apply", "status")
         assert entry["fieldsV1"] == {"f:status": {"f:message": {}}}  # spec is not a status applier's
         assert out["status"]["message"] == "applied" and out["spec"]["containers"][0]["image"] == "x"
+
+
+async def test_an_apply_through_status_owns_none_of_the_metadata_its_strategy_keeps_as_stored(tmp_path):
+    async with served(tmp_path) as (_, c):
+        path = "/apis/storage.k8s.io/v1/volumeattachments"
+        va = {"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment", "metadata": {"name": "va"},
+              "spec": {"attacher": "csi.example.com", "nodeName": "n", "source": {"persistentVolumeName": "pv"}}}
+        await call(c, "POST", path, va, manager="creator")
+        applied = {"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment",
+                   "metadata": {"name": "va", "labels": {"x": "y"}}, "status": {"attached": True}}
+        out = await call(c, "PATCH", f"{path}/va/status", applied, manager="attacher",
+                         content_type="application/apply-patch+yaml")
+        entry = next(e for e in out["metadata"]["managedFields"] if e["manager"] == "attacher")
+        assert entry["fieldsV1"] == {"f:status": {"f:attached": {}}} and entry["subresource"] == "status"
+        assert "labels" not in out["metadata"] and out["status"] == {"attached": True}
