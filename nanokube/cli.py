@@ -23,6 +23,7 @@ COMMANDS = {"fault": "cli_fault", "metrics": "cli_metrics", "controller-manager"
 
 
 async def _up(args: argparse.Namespace) -> int:
+    gcsettle.defer()  # until gcsettle.settle() below, once everything has started
     from .apiserver.app import APIServer
     from .apiserver.eventttl import parse_ttl
     from .cli_scheduler import ElectedScheduler
