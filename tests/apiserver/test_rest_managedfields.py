@@ -222,3 +222,11 @@ async def test_nulls_a_go_client_sends_are_nobodys(tmp_path):
         created = await call(api_client, "POST", "/apis/apps/v1/namespaces/default/deployments", d, "kubectl-create")
         owned = entries(created)["kubectl-create"][2]["f:spec"]["f:template"]["f:metadata"]
         assert owned == {"f:labels": {".": {}, "f:app": {}}}
+        # an update that sends the null where the stored object has none changes nothing there
+        plain = {**d, "metadata": {"name": "e"}, "spec": {**d["spec"], "template": {
+            "metadata": {"labels": {"app": "d"}}, "spec": d["spec"]["template"]["spec"]}}}
+        stored = await call(api_client, "POST", "/apis/apps/v1/namespaces/default/deployments", plain, "app")
+        stored["spec"]["replicas"] = 2
+        stored["spec"]["template"]["metadata"]["creationTimestamp"] = None
+        updated = await call(api_client, "PUT", "/apis/apps/v1/namespaces/default/deployments/e", stored, "ctl")
+        assert entries(updated)["ctl"] == ("Update", "apps/v1", {"f:spec": {"f:replicas": {}}})

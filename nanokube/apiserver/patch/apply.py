@@ -330,18 +330,27 @@ def _compare(
         return
     left = lhs if isinstance(lhs, dict) else {}
     right = rhs if isinstance(rhs, dict) else {}
-    fields, elem = (shape.fields, shape.elem) if shape.kind == "struct" else (_NO_FIELDS, shape.elem)
+    struct = shape.kind == "struct"
+    fields, elem = (shape.fields, shape.elem) if struct else (_NO_FIELDS, shape.elem)
     for k, lv in left.items():
         rv = right.get(k, MISSING)
         if lv is rv or lv == rv:
             continue
         if rv is MISSING:
-            _one_sided(lv, fields.get(k, elem), path + (("f", k),), res.removed)
+            if not (lv is None and struct and _null_is_unset(fields.get(k))):
+                _one_sided(lv, fields.get(k, elem), path + (("f", k),), res.removed)
         else:
             _compare(lv, rv, fields.get(k, elem), path + (("f", k),), res)
     for k, rv in right.items():
-        if k not in left:
+        if k not in left and not (rv is None and struct and _null_is_unset(fields.get(k))):
             _one_sided(rv, fields.get(k, elem), path + (("f", k),), res.added)
+
+
+def _null_is_unset(raw: dict[str, Any] | None) -> bool:
+    """Whether a struct field sent as null reads as one not sent: a typed object holds either as
+    its zero value (an unset time is null both ways), and a custom resource's decoder drops the
+    nulls of fields that are not nullable."""
+    return raw is None or not sch.resolve(raw).get("nullable")
 
 
 def _one_sided(v: Any, raw: dict[str, Any] | None, path: Path, out: set[Path]) -> None:
