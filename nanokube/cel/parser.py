@@ -63,21 +63,26 @@ RESERVED = frozenset({
 MACROS = {"all": (2, 3), "exists": (2, 3), "exists_one": (2, 3), "map": (2, 3), "filter": 2, "sortBy": 2,
           "transformList": (3, 4), "transformMap": (3, 4), "transformMapEntry": (3, 4)}
 _RELOPS = {"<": "_<_", "<=": "_<=_", ">": "_>_", ">=": "_>=_", "==": "_==_", "!=": "_!=_", "in": "@in"}
+#: binary operator -> (precedence, function): relations, additions, multiplications
+_BINARY = {**{op: (1, f) for op, f in _RELOPS.items()}, "+": (2, "_+_"), "-": (2, "_-_"),
+           "*": (3, "_*_"), "/": (3, "_/_"), "%": (3, "_%_")}
 _ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
             "\\": "\\", "'": "'", '"': '"', "`": "`", "?": "?"}
 
 
 def _tokenize(src: str) -> list[tuple[str, str, int]]:
+    """(kind, text, offset) of each token, then two `eof` (so the parser may look one past the end)."""
     out, i = [], 0
-    while i < len(src):
-        m = _TOKEN.match(src, i)
-        if not m:
-            raise ParseError(f"Syntax error: token recognition error at: '{src[i]}'", i)
+    for m in _TOKEN.finditer(src):
+        if m.start() != i:  # finditer skipped what no token matches
+            break
         kind = m.lastgroup
         if kind != "ws":
             out.append((kind, m.group(), i))
         i = m.end()
-    out.append(("eof", "", len(src)))
+    if i < len(src):
+        raise ParseError(f"Syntax error: token recognition error at: '{src[i]}'", i)
+    out += [("eof", "", len(src))] * 2
     return out
 
 
@@ -161,7 +166,8 @@ class _Parser:
         self.depth = 0
 
     def peek(self, k: int = 0) -> tuple[str, str, int]:
-        return self.toks[min(self.i + k, len(self.toks) - 1)]
+        """The token k ahead (the end pads the list, so this never runs past it)."""
+        return self.toks[self.i + k]
 
     def accept(self, text: str) -> tuple | None:
         t = self.toks[self.i]
@@ -222,34 +228,19 @@ class _Parser:
         return _balanced("_&&_", terms, ops, 0, len(ops) - 1) if ops else terms[0]
 
     def relation(self) -> Node:
-        e = self.addition()
-        while True:
-            kind, tok, pos = self.peek()
-            if kind in ("op", "id") and tok in _RELOPS:
-                self.i += 1
-                e = Node("call", pos, _RELOPS[tok], args=[e, self.addition()])
-            else:
-                return e
+        return self.binary(1)
 
-    def addition(self) -> Node:
-        e = self.multiplication()
-        while True:
-            kind, tok, pos = self.peek()
-            if kind == "op" and tok in "+-":
-                self.i += 1
-                e = Node("call", pos, f"_{tok}_", args=[e, self.multiplication()])
-            else:
-                return e
-
-    def multiplication(self) -> Node:
+    def binary(self, lowest: int) -> Node:
+        """Relations, then additions, then multiplications (precedence climbing: an operator of
+        `lowest` precedence or higher continues the chain, left-associative)."""
         e = self.unary()
         while True:
-            kind, tok, pos = self.peek()
-            if kind == "op" and tok in ("*", "/", "%"):
-                self.i += 1
-                e = Node("call", pos, f"_{tok}_", args=[e, self.unary()])
-            else:
+            kind, tok, pos = self.toks[self.i]
+            op = _BINARY.get(tok) if kind == "op" or kind == "id" else None
+            if op is None or op[0] < lowest:
                 return e
+            self.i += 1
+            e = Node("call", pos, op[1], args=[e, self.binary(op[0] + 1)])
 
     def unary(self) -> Node:
         kind, tok, pos = self.peek()
