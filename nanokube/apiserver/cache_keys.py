@@ -32,23 +32,24 @@ class SortedKeys:
 
     def add(self, key: str) -> None:
         """Adds `key`, which is not among the keys yet."""
-        blocks, maxes = self._blocks, self._maxes
+        maxes = self._maxes
         self._starts = None
         self._len += 1
-        if not blocks:
-            blocks.append([key])
-            maxes.append(key)
-            return
         i = bisect_left(maxes, key)
-        if i == len(maxes):  # past the last key: the last block's end
+        if i < len(maxes):
+            block = self._blocks[i]
+            insort(block, key)
+        elif maxes:  # past the last key: the last block's end
             i -= 1
-            blocks[i].append(key)
+            block = self._blocks[i]
+            block.append(key)
             maxes[i] = key
         else:
-            insort(blocks[i], key)
-        block = blocks[i]
+            self._blocks.append([key])
+            maxes.append(key)
+            return
         if len(block) > 2 * LOAD:
-            blocks[i:i + 1] = block[:LOAD], block[LOAD:]
+            self._blocks[i:i + 1] = block[:LOAD], block[LOAD:]
             maxes[i:i + 1] = block[LOAD - 1], block[-1]
 
     def remove(self, key: str) -> None:
