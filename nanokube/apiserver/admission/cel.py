@@ -109,6 +109,23 @@ def _context() -> cel.Context:
     return ctx
 
 
+def _bind(ctx: cel.Context, activation: dict[str, Any]) -> None:
+    """Set the admission variables on this thread's context, converting only what it does not
+    hold yet for this activation: an activation's values are private copies, replaced (never
+    changed) while it is evaluated, except `variables`, which fills as a policy's variables are
+    computed and is set every time. Most of an evaluation is converting a whole object into the
+    engine, once per expression before."""
+    loaded = getattr(_LOCAL, "loaded", None)
+    if loaded is None or loaded[0] is not activation:
+        loaded = _LOCAL.loaded = (activation, {})
+    held = loaded[1]
+    for name in VARIABLES:
+        v = activation.get(name)
+        if name == "variables" or name not in held or held[name] is not v:
+            ctx.add_variable(name, v)
+            held[name] = v
+
+
 def compile_expression(expression: str, declared: frozenset = frozenset(VARIABLES),
                        variables: tuple[tuple[str, Type], ...] | None = None):
     """The checked program (cached) with the `declared` variables (where an
@@ -250,8 +267,7 @@ def evaluate(expression: str, activation: dict[str, Any], budget: Budget | None 
     or not the expression failed."""
     program = compile_expression(expression)
     ctx = _context()
-    for name in VARIABLES:
-        ctx.add_variable(name, activation.get(name))
+    _bind(ctx, activation)
     value, why, cost = _run(program, ctx, activation)
     if budget is not None:
         budget.spend(cost, variables_read(expression))

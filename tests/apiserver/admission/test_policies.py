@@ -249,6 +249,24 @@ async def test_mutating_policy_apply_configuration_labels_every_podgroup(stack):
     assert stored["metadata"]["labels"]["scheduling.example.com/managed"] == "true"
 
 
+async def test_a_mutation_sees_the_object_the_previous_one_made(stack):
+    """Each mutation's expression reads the object as the mutations before it left it (the
+    engine's copy of the object is not reused past a mutation)."""
+    await api(stack, "mutatingadmissionpolicies", version="v1beta1").create({"metadata": {"name": "two"}, "spec": {
+        "matchConstraints": {"resourceRules": [{"apiGroups": ["scheduling.k8s.io"], "apiVersions": ["*"],
+                                                "operations": ["CREATE"], "resources": ["podgroups"]}]},
+        "reinvocationPolicy": "Never",
+        "mutations": [
+            {"patchType": "JSONPatch", "jsonPatch": {"expression":
+             '[JSONPatch{op: "add", path: "/metadata/labels", value: {"first": "1"}}]'}},
+            {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression":
+             'Object{metadata: Object.metadata{labels: {"second": object.metadata.labels["first"] + "2"}}}'}}]}})
+    await api(stack, "mutatingadmissionpolicybindings").create(
+        {"metadata": {"name": "two"}, "spec": {"policyName": "two"}})
+    created = await api(stack, "podgroups", "scheduling.k8s.io", "v1beta1").create(PODGROUP)
+    assert created["metadata"]["labels"] == {"first": "1", "second": "12"}
+
+
 async def test_mutating_policy_json_patch_with_params_and_variables(stack):
     await api(stack, "configmaps", "").create({"metadata": {"name": "defaults", "namespace": "default"},
                                               "data": {"team": "ml"}})
