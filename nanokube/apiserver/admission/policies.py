@@ -170,20 +170,21 @@ class PolicyEngine:
                 "params": params, "namespaceObject": ns, "variables": {}, "authorizer": a.authorizer}
 
     def conditions_match(self, inv: Invocation, act: dict, variables: VariableCosts) -> bool:
-        """matchConditions: False skips the invocation; an error (running out of their
-        budget included) is a ConfigError."""
-        failures = []
+        """matchConditions, all evaluated first as upstream's matcher does (so running out of
+        their budget is an error, a ConfigError, even after a False); then a False skips the
+        invocation, else an error is a ConfigError."""
+        results: list[tuple[Any, str | None]] = []
         budget = Budget(MATCH_CONDITIONS_COST_BUDGET, variables)
         for c in inv.spec.get("matchConditions") or []:
             try:
-                ok = evaluate(c.get("expression", ""), act, budget)
+                results.append((evaluate(c.get("expression", ""), act, budget), None))
             except CELError as e:
-                failures.append(str(e))
-                continue
+                results.append((None, str(e)))
             except OutOfBudget:
                 raise ConfigError(OUT_OF_BUDGET) from None
-            if ok is False:
-                return False
+        if any(ok is False for ok, _ in results):
+            return False
+        failures = [why for _, why in results if why is not None]
         if failures:
             raise ConfigError(failures[0] if len(failures) == 1 else "[" + ", ".join(failures) + "]")
         return True

@@ -198,18 +198,21 @@ class Webhooks:
                       "request": a.request(t, "", None, None), "authorizer": a.authorizer}
         failures: list[str] = []
         budget = Budget(MATCH_CONDITIONS_COST_BUDGET)
-        for c in conditions:
-            try:
-                ok = evaluate(c.get("expression", ""), activation, budget)
-            except CELError as e:
-                failures.append(str(e))
-                continue
-            except OutOfBudget:  # no further condition runs: the webhook's match failed
-                failures = [OUT_OF_BUDGET]
-                break
-            if ok is False:
+        results: list[tuple[dict, object, str | None]] = []
+        try:  # all evaluated first, as upstream's matcher does: running out of the budget is the failure
+            for c in conditions:
+                try:
+                    results.append((c, evaluate(c.get("expression", ""), activation, budget), None))
+                except CELError as e:
+                    results.append((c, None, str(e)))
+        except OutOfBudget:
+            failures, results = [OUT_OF_BUDGET], []
+        for c, ok, why in results:
+            if why is not None:
+                failures.append(why)
+            elif ok is False:
                 return False
-            if ok is not True:
+            elif ok is not True:
                 failures.append(f"expression '{c.get('expression', '')}' resulted in error: "
                                 f"no such overload: expected bool, got {type(ok).__name__}")
         if not failures:
