@@ -97,6 +97,9 @@ RUNTIME = {SORT_BY_KEYS: _sort_by_keys, ZIP_MAP: _zip_map, MERGE_MAPS: _merge_ma
 
 _INFIX = {"_+_": "+", "_-_": "-", "_*_": "*", "_/_": "/", "_%_": "%", "_==_": "==", "_!=_": "!=", "_<_": "<",
           "_<=_": "<=", "_>_": ">", "_>=_": ">=", "_&&_": "&&", "_||_": "||", "@in": "in"}
+#: infix precedence, as CEL's grammar nests them (all left-associative)
+_PRECEDENCE = {"_||_": 1, "_&&_": 2, **{f: 3 for f in ("_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_", "@in")},
+               "_+_": 4, "_-_": 4, "_*_": 5, "_/_": 5, "_%_": 5}
 
 
 def needs_rewrite(n: Node) -> bool:
@@ -237,16 +240,26 @@ class Printer:
             return f"{ZIP_MAP}({rng}.map({first}, [{first}, {parts[-1]}]))"
         return f"{MERGE_MAPS}({mapped})"
 
+    def operand(self, n: Node, lowest: int) -> str:
+        """`n` as an operand of an infix operator: in parentheses when it binds less tightly than
+        `lowest`. Only those: a chain parenthesized at every step nests as deep as it is long,
+        and the engine refuses nesting past 96."""
+        text = self(n)
+        if n.kind == "call" and n.target is None and _PRECEDENCE.get(n.name, 99) < lowest:
+            return f"({text})"
+        return text
+
     def p_call(self, n: Node) -> str:
         name, a = n.name, n.args
         if name in _INFIX:
-            return f"({self(a[0])} {_INFIX[name]} {self(a[1])})"
+            p = _PRECEDENCE[name]
+            return f"{self.operand(a[0], p)} {_INFIX[name]} {self.operand(a[1], p + 1)}"
         if name == "_?_:_":
             return f"({self(a[0])} ? {self(a[1])} : {self(a[2])})"
         if name == "!_":
-            return f"(!{self(a[0])})"
+            return f"(!{self.operand(a[0], 99)})"
         if name == "-_":
-            return f"(-{self(a[0])})"
+            return f"(-{self.operand(a[0], 99)})"
         if name == "_[_]":
             return f"({self(a[0])})[{self(a[1])}]"
         if name == "_[?_]":

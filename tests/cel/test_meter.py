@@ -63,3 +63,12 @@ def test_a_run_over_the_limit_is_stopped():
         metered("lists.range(1000).all(i, lists.range(1000).all(j, true))", limit=100_000)
     with pytest.raises(CELError):
         Meter(0, {}, 10).charge(11)
+
+
+def test_a_long_chain_prints_without_nesting():
+    """The printed (metered) form parenthesizes only where precedence needs it: a chain of 120
+    additions beside a comprehension nested 120 deep in parentheses, past the engine's 96."""
+    src = " + ".join(["size(x.s)"] * 120) + " == 720 && x.l.all(i, i > 0)"
+    assert ENV.compile(src).evaluate({"x": X}) is True
+    assert metered(src)[0] is True
+    assert metered("1 - (2 - 3) == 2 && (1 - 2) - 3 == -4 && 2 * (3 + 4) == 14 && !(true && false)")[0] is True
