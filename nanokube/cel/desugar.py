@@ -169,13 +169,21 @@ class Printer:
     def p_ident(self, n: Node) -> str:
         return n.name
 
+    def receiver(self, n: Node) -> str:
+        """`n` before `.f`, `.f()` or `[i]`: in parentheses only if it is an infix operation or a
+        number (a chain of selections parenthesized at every step would nest as deep as it is long)."""
+        text = self(n)
+        if (n.kind == "call" and n.target is None and n.name in _PRECEDENCE) or (
+                n.kind == "lit" and n.name in ("int", "uint", "double")):
+            return f"({text})"
+        return text
+
     def p_select(self, n: Node) -> str:
-        target = self(n.target)
         if n.test_only:
-            return f"has(({target}).{n.name})"
+            return f"has({self.receiver(n.target)}.{n.name})"
         if not n.optional:
-            return f"({target}).{n.name}"
-        return f"{OPT_FIELD}({target}, {_str(n.name)})"
+            return f"{self.receiver(n.target)}.{n.name}"
+        return f"{OPT_FIELD}({self(n.target)}, {_str(n.name)})"
 
     def p_list(self, n: Node) -> str:
         return "[" + ", ".join(self(a) for a in n.args) + "]"
@@ -211,7 +219,7 @@ class Printer:
             key = self(n.args[0])
             return self.once(n.target, lambda t: f"{SORT_BY_KEYS}({t}, {t}.map({n.vars[0]}, {key}))")
         if len(n.vars) == 1:
-            return f"({self(n.target)}).{n.name}({', '.join((n.vars[0], *map(self, n.args)))})"
+            return f"{self.receiver(n.target)}.{n.name}({', '.join((n.vars[0], *map(self, n.args)))})"
         return self.once(n.target, lambda target: self._two_var_comprehension(n, target))
 
     def _two_var_comprehension(self, n: Node, target: str) -> str:
@@ -261,14 +269,14 @@ class Printer:
         if name == "-_":
             return f"(-{self.operand(a[0], 99)})"
         if name == "_[_]":
-            return f"({self(a[0])})[{self(a[1])}]"
+            return f"{self.receiver(a[0])}[{self(a[1])}]"
         if name == "_[?_]":
             return self._optional_index(n)
         args = ", ".join(self(x) for x in a)
         if self.metered and n.target is not None and name in meter.STRING_TESTS and len(a) == 1:
             return f"{meter.STRING_TESTS[name]}({self(n.target)}, {args})"
         if n.target is not None:
-            return f"({self(n.target)}).{name}({args})"
+            return f"{self.receiver(n.target)}.{name}({args})"
         return f"{name}({args})"
 
     def _optional_index(self, n: Node) -> str:

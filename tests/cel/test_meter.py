@@ -72,3 +72,16 @@ def test_a_long_chain_prints_without_nesting():
     assert ENV.compile(src).evaluate({"x": X}) is True
     assert metered(src)[0] is True
     assert metered("1 - (2 - 3) == 2 && (1 - 2) - 3 == -4 && 2 * (3 + 4) == 14 && !(true && false)")[0] is True
+
+
+def test_a_long_selection_chain_prints_without_nesting():
+    """Receivers are parenthesized only when an operator or a number needs it: 100 selections
+    were 100 nested parentheses."""
+    deep = {"a": None}
+    for _ in range(99):
+        deep = {"a": deep}
+    src = "x.d" + ".a" * 100 + " == null && x.l.all(i, i > 0)"
+    CONTEXT.add_variable("x", {**X, "d": deep})
+    m = ENV.compile(src).metered()
+    with running(Meter(m.base, m.per_iteration, 10**12)):
+        assert m.program.execute(CONTEXT) is True
