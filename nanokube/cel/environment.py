@@ -92,12 +92,16 @@ class Program:
         self.source, self.ast, self.checked, self.program = source, ast, checked, program
         self._estimator = Estimator(checked.types)
         self.max_cost = self._estimator.cost(ast)
-        self._metered: Metered | None = None
+        self._metered: Metered | bool = False
 
-    def metered(self) -> Metered:
-        """The metered form, built on first use (a program whose worst case passes the limit)."""
-        if self._metered is None:
-            self._metered = Metered(self.ast, self.checked.types)
+    def metered(self) -> Metered | None:
+        """The metered form, built on first use; None where the engine refuses it (its printed
+        form nests deeper than the engine allows, though the source does not)."""
+        if self._metered is False:
+            try:
+                self._metered = Metered(self.ast, self.checked.types)
+            except ValueError:
+                self._metered = None
         return self._metered
 
     @property

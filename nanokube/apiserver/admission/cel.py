@@ -222,13 +222,18 @@ def _run(program, ctx: cel.Context, activation: dict[str, Any]) -> tuple[Any, st
     """Evaluate: (value, why it failed or None, cost). A cheap program (its worst case is a
     rounding error of the budget) runs as it is and costs its estimate; any other runs metered
     and costs what the meter counted, stopped when that passes the per-call limit (upstream's
-    evaluation is cancelled there)."""
-    counted, value = None, None
+    evaluation is cancelled there), or, where the engine refuses the metered form, is bounded
+    for these values before it runs."""
+    counted, value, cost = None, None, program.max_cost
     try:
-        if program.max_cost < _PRECISE_FROM:
+        m = program.metered() if program.max_cost >= _PRECISE_FROM else None
+        if m is None:
+            if program.max_cost >= _PRECISE_FROM:  # no metered form: bounded for these values before it runs
+                cost = program.cost_bound(_sizes(activation))
+                if cost > PER_CALL_LIMIT:
+                    return None, COST_LIMIT_ERROR, PER_CALL_LIMIT
             value = program.program.execute(ctx)
         else:
-            m = program.metered()
             base, per_iteration, refine = m.base, m.per_iteration, lambda: m.costs(_sizes(activation))
             if base > PER_CALL_LIMIT:
                 (base, per_iteration), refine = refine(), None
@@ -242,7 +247,7 @@ def _run(program, ctx: cel.Context, activation: dict[str, Any]) -> tuple[Any, st
     else:
         why = None
     if counted is None:
-        return value, why, program.max_cost
+        return value, why, cost
     if counted.exceeded:  # also when an operand's error was absorbed (`||`, `exists`)
         return None, COST_LIMIT_ERROR, counted.total
     return value, why, counted.total

@@ -173,3 +173,15 @@ async def test_a_syntax_error_far_along_a_line_is_a_compilation_error(tmp_path):
         [cause] = json.loads(e.value.body)["details"]["causes"]
         assert cause["field"] == "spec.validations[0].expression"
         assert ": compilation failed: ERROR: <input>:1:25: Syntax error: token recognition error at: " in cause["message"]
+
+
+def test_an_expression_whose_metered_form_the_engine_refuses_is_bounded_before_it_runs():
+    """A comprehension inside 92 nested lists: the source is within the engine's nesting limit,
+    its metered form (two levels more) is not, so it runs as written, bounded for its values
+    before it starts (it failed with an empty error)."""
+    from nanokube.apiserver.admission.cel import compile_expression, evaluate
+
+    expression = "[" * 92 + "object.l.all(x, x > 0)" + "]" * 92 + " != []"
+    assert compile_expression(expression).metered() is None
+    activation = {"object": {"l": [1, 2]}, "variables": {}}
+    assert evaluate(expression, activation) is True
