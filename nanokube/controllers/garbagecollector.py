@@ -206,4 +206,3 @@ class GarbageCollector(Controller):
             except APIError as e:
                 if e.code != 409:
                     raise
-            await asyncio.sleep(0)
