@@ -18,6 +18,7 @@ from ..machinery.validation import (
     dns1123_subdomain,
     duplicate,
     forbidden,
+    group_version_error,
     invalid,
     not_supported,
     path_segment_name,
@@ -358,8 +359,8 @@ def _validate_param_kind(pk: Any, path: str) -> list[FieldError]:
     av = pk.get("apiVersion") or ""
     if not av:
         errs.append(required(f"{path}.apiVersion", ""))
-    elif av.count("/") > 1:
-        errs.append(invalid(f"{path}.apiVersion", av, f"unexpected GroupVersion string: {av}"))
+    elif gv_error := group_version_error(av):
+        errs.append(invalid(f"{path}.apiVersion", av, gv_error))
     else:
         group, _, version = av.rpartition("/")
         if group and dns1123_subdomain(group):

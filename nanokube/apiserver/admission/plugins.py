@@ -100,7 +100,7 @@ class BuiltinPlugins:
                     f'{res.group_resource} "{obj["metadata"].get("name") or obj["metadata"].get("generateName", "")}" is forbidden: '
                     f"unable to create new content in namespace {ns} because it is being terminated",
                     {"name": obj["metadata"].get("name", ""), "group": res.group, "kind": res.plural,
-                     "causes": [{"reason": "NamespaceTerminating", "message": f"namespace {ns} is being terminated", "field": "metadata.namespace"}]})
+                     "causes": [{"reason": errors.NAMESPACE_TERMINATING, "message": f"namespace {ns} is being terminated", "field": "metadata.namespace"}]})
 
     def _priority(self, pod: dict, kind: str = "pods") -> None:
         """Priority admission for pods and PodGroups: spec.priority (and the
