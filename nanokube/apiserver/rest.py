@@ -849,12 +849,10 @@ class GenericREST:
                                subresource: str, expected_rev: int, managed_fields: list | None, admission) -> Result:
         old = entry.obj
         om, nm = old["metadata"], _meta(new)
+        if subresource == "status":
+            _keep_stored(nm, om, res.strategy.status_deletion_kept)
         meta_errs = _deletion_fields(om, nm)
-        for f in ("uid", "creationTimestamp", "generation"):
-            if f in om:
-                nm[f] = om[f]
-            else:
-                nm.pop(f, None)
+        _keep_stored(nm, om, ("uid", "creationTimestamp", "generation"))
         new = self._merge_subresource(res, old, new, subresource)
         nm = new["metadata"]
         _set_managed_fields(nm, managed_fields)
@@ -1315,6 +1313,15 @@ def _check_fields(obj: dict, sch: dict, changed: set[str] | None) -> tuple[list[
 
 
 
+def _keep_stored(nm: dict, om: dict, fields: tuple[str, ...]) -> None:
+    """`nm` holds the stored object's value of each of `fields` (or lacks it, as that does)."""
+    for f in fields:
+        if f in om:
+            nm[f] = om[f]
+        else:
+            nm.pop(f, None)
+
+
 def _deletion_fields(om: dict, nm: dict) -> list:
     """An update never removes or changes a deletion timestamp or grace period (upstream's
     BeforeUpdate keeps the stored ones where the body leaves them out or the object is being
@@ -1354,6 +1361,7 @@ def _status_applied(strategy: Strategy, applied: dict) -> dict:
     if strategy.status_owns_dropped_metadata or type(md) is not dict:
         return applied
     reset = [f for f in STATUS_META if f not in strategy.status_metadata and f in md]
+    reset += [f for f in strategy.status_deletion_kept if f in md]
     return {**applied, "metadata": {k: v for k, v in md.items() if k not in reset}} if reset else applied
 
 
@@ -1365,14 +1373,11 @@ def _status_tracked(strategy: Strategy, old: dict, new: dict) -> dict:
     if strategy.status_owns_dropped_metadata or type(nm) is not dict:
         return new
     reset = [f for f in STATUS_META if f not in strategy.status_metadata and nm.get(f) != om.get(f)]
+    reset += [f for f in strategy.status_deletion_kept if nm.get(f) != om.get(f)]
     if not reset:
         return new
     md = {**nm}
-    for f in reset:
-        if f in om:
-            md[f] = om[f]
-        else:
-            md.pop(f, None)
+    _keep_stored(md, om, tuple(reset))
     return {**new, "metadata": md}
 
 

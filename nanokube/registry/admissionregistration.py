@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from .apps import age_column, name_column, validate_label_selector
-from .base import Column, Obj, Resource, Strategy, register
+from .base import RESET_DELETION, Column, Obj, Resource, Strategy, register
 from ..machinery.selectors import selector_to_string
 from ..machinery.validation import (
     FieldError,
@@ -607,6 +607,7 @@ def _param_ref_cell(o: Obj) -> str:
 class PolicyStrategy(Strategy):
     generic_meta = True
     status_metadata = ()  # ResetObjectMetaForStatus (ValidatingAdmissionPolicy's /status)
+    status_deletion_kept = RESET_DELETION
 
     def __init__(self, validating: bool) -> None:
         self.validating = validating

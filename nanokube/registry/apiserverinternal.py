@@ -6,7 +6,7 @@ pkg/apis/apiserverinternal/validation."""
 from __future__ import annotations
 
 from .apps import age_column, name_column
-from .base import Column, Obj, Resource, Strategy, register
+from .base import RESET_DELETION, Column, Obj, Resource, Strategy, register
 from ..machinery.validation import (
     FieldError,
     dns1035_label,
@@ -126,6 +126,7 @@ def _storage_versions(versions: list | None) -> str:
 
 class StorageVersionStrategy(Strategy):
     status_metadata = ()  # ResetObjectMetaForStatus
+    status_deletion_kept = RESET_DELETION
     name_validator = staticmethod(storage_version_name)
     track_generation = False
     columns = [

@@ -26,6 +26,9 @@ Obj = dict[str, Any]
 
 #: the metadata a /status write may carry in upstream's status strategies
 STATUS_META = ("labels", "annotations", "finalizers", "ownerReferences")
+#: the deletion fields ResetObjectMetaForStatus copies from the stored object, and all of them
+RESET_DELETION = ("deletionTimestamp",)
+STORED_DELETION = ("deletionTimestamp", "deletionGracePeriodSeconds")
 
 
 def AGE(obj: Obj) -> str:
@@ -91,6 +94,12 @@ class Strategy:
     #: field manager leaves unowned what a strategy's reset fields name; a few strategies reset
     #: metadata without naming it there (custom resources, ResourceClaims, ServiceCIDRs)
     status_owns_dropped_metadata: bool = False
+    #: the deletion fields a /status write takes from the stored object rather than validating the
+    #: request's: pods' status strategy clears deletionTimestamp (the update then restores the stored
+    #: one), ResetObjectMetaForStatus copies it, and a strategy keeping the whole stored ObjectMeta
+    #: (FlowSchemas, custom resources) copies the grace period too. Other strategies leave them to
+    #: ObjectMeta's update validation, which refuses a new one as immutable
+    status_deletion_kept: tuple[str, ...] = ()
     #: top-level scalar fields of a Go value type (not a pointer): a typed object holds their zero
     #: value ("", 0) whether a request sent it or not, so the field manager reads it as unset
     value_scalars: frozenset[str] = frozenset()

@@ -21,7 +21,7 @@ from email.utils import parseaddr
 from typing import TYPE_CHECKING, Any
 
 from ..pki import der as _der
-from .base import AGE, Column, Obj, Resource, Strategy, register
+from .base import AGE, RESET_DELETION, Column, Obj, Resource, Strategy, register
 from .core_printing import human_duration
 from ..machinery.validation import (
     FieldError,
@@ -585,6 +585,7 @@ def _leaf_errors(status: dict, chain: str) -> tuple[Any, bytes, Errors]:
 
 class PodCertificateRequestStrategy(Strategy):
     status_metadata = ()  # ResetObjectMetaForStatus, which its reset fields do not name
+    status_deletion_kept = RESET_DELETION
     status_owns_dropped_metadata = True
     track_generation = False
     field_selectors = {

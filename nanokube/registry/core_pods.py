@@ -13,7 +13,7 @@ import functools
 import time
 from typing import Any
 
-from .base import AGE, Column, Strategy
+from .base import AGE, RESET_DELETION, Column, Strategy
 from .core_printing import AGE_DOC, NAME_DOC, Clock, doc, parse_time, since
 from .core_spec import (
     POD_CONDITION_SCHEDULED,
@@ -770,6 +770,7 @@ class PodStrategy(Strategy):
     defaults_status = False
     #: podStatusStrategy keeps the stored ownerReferences (old kubelets corrupted them)
     status_metadata = ("labels", "annotations", "finalizers")
+    status_deletion_kept = RESET_DELETION  # podStatusStrategy clears it; the update keeps the stored one
 
     field_selectors = {
         "spec.nodeName": lambda o: (o.get("spec") or {}).get("nodeName", ""),

@@ -6,7 +6,7 @@ mandatory and suggested objects at startup (apiserver/flowcontrol.py)."""
 from __future__ import annotations
 
 from .apps import age_column, name_column
-from .base import Column, Obj, Resource, Strategy, register
+from .base import STORED_DELETION, Column, Obj, Resource, Strategy, register
 from ..machinery.validation import (
     FieldError,
     dns1123_label,
@@ -177,6 +177,7 @@ def _dangling(o: Obj) -> str:
 
 class FlowSchemaStrategy(Strategy):
     status_metadata = ()  # the status strategy keeps the stored ObjectMeta
+    status_deletion_kept = STORED_DELETION
     columns = [
         name_column(),
         Column("PriorityLevel", "string", lambda o: (_spec(o).get("priorityLevelConfiguration") or {}).get("name", ""),
@@ -283,6 +284,7 @@ def _queuing(field: str):
 
 class PriorityLevelConfigurationStrategy(Strategy):
     status_metadata = ()  # the status strategy keeps the stored ObjectMeta
+    status_deletion_kept = STORED_DELETION
     columns = [
         name_column(),
         Column("Type", "string", lambda o: _spec(o).get("type", ""), "Whether this priority level is exempt or limited."),

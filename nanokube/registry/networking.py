@@ -13,7 +13,7 @@ import ipaddress
 from typing import Any
 
 from .apps import age_column, name_column, selector_string, validate_label_selector
-from .base import Column, Obj, Resource, Strategy, register
+from .base import RESET_DELETION, Column, Obj, Resource, Strategy, register
 from .core_spec import PORT_RANGE_MSG, port_name
 from ..machinery.gofmt import Struct
 from ..machinery.validation import (
@@ -405,6 +405,7 @@ def _parameters(p: dict | None) -> str:
 
 class ServiceCIDRStrategy(Strategy):
     status_metadata = ()  # ResetObjectMetaForStatus, which its reset fields do not name
+    status_deletion_kept = RESET_DELETION
     status_owns_dropped_metadata = True
     columns = [
         name_column(),

@@ -15,7 +15,7 @@ import time
 from typing import Callable
 
 from . import resource_validation as rv
-from .base import AGE, Column, Obj, Resource, Strategy, register
+from .base import AGE, RESET_DELETION, Column, Obj, Resource, Strategy, register
 from ..clock import format_time
 from ..machinery.validation import FieldError, immutable, template_object_meta
 
@@ -162,6 +162,7 @@ def claim_state(obj: Obj) -> str:
 
 class ResourceClaimStrategy(Strategy):
     status_metadata = ()  # ResetObjectMetaForStatus, which its reset fields do not name
+    status_deletion_kept = RESET_DELETION
     status_owns_dropped_metadata = True
     columns = [NAME, Column("State", "string", claim_state, "A summary of the current state (allocated, pending, reserved, etc.)."), AGE_COLUMN]
 
@@ -262,6 +263,7 @@ def _rule_taint(o: Obj) -> dict:
 
 class DeviceTaintRuleStrategy(_ClockedStrategy):
     status_metadata = ()  # ResetObjectMetaForStatus
+    status_deletion_kept = RESET_DELETION
     columns = [
         NAME,
         Column("Effect", "string", lambda o: _rule_taint(o).get("effect", ""), "The effect of the taint."),

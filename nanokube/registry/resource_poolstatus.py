@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from .base import Obj, Resource, Strategy, register
+from .base import RESET_DELETION, Obj, Resource, Strategy, register
 from ..machinery.validation import (
     FieldError,
     dns1123_subdomain,
@@ -30,6 +30,7 @@ class ResourcePoolStatusRequestStrategy(Strategy):
     #: DELETE answers with the object, as the resource.k8s.io registries do
     return_deleted_object = True
     status_metadata = ()  # ResetObjectMetaForStatus
+    status_deletion_kept = RESET_DELETION
 
     def default(self, obj, version):
         obj.setdefault("spec", {}).setdefault("limit", LIMIT_DEFAULT)

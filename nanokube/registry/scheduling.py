@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import AGE, Column, Obj, Resource, Strategy, register
+from .base import AGE, RESET_DELETION, Column, Obj, Resource, Strategy, register
 from .resource_validation import each, each_unique
 from ..machinery.validation import (
     FieldError,
@@ -242,6 +242,7 @@ class _GroupStrategy(Strategy):
 
     immutable_spec: tuple[str, ...] = ()
     status_metadata = ()  # ResetObjectMetaForStatus
+    status_deletion_kept = RESET_DELETION
 
     def validate_update(self, new, old):
         spec, old_spec = new.get("spec") or {}, old.get("spec") or {}

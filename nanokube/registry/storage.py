@@ -21,7 +21,7 @@ from ..machinery.validation import (
 )
 from ..volume.classes import IMMEDIATE, WAIT_FOR_FIRST_CONSUMER, is_default
 from .apps import validate_label_selector
-from .base import AGE, Column, Resource, Strategy, register
+from .base import AGE, RESET_DELETION, Column, Resource, Strategy, register
 from .core_printing import AGE_DOC, NAME_DOC
 from . import kind_warnings
 
@@ -304,6 +304,7 @@ class CSINodeStrategy(Strategy):
 
 class VolumeAttachmentStrategy(Strategy):
     status_metadata = ()  # ResetObjectMetaForStatus
+    status_deletion_kept = RESET_DELETION
     return_deleted_object = True
     columns = [
         _NAME,

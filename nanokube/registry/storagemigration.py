@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime
 
-from .base import Column, Obj, Resource, Strategy, register
+from .base import RESET_DELETION, Column, Obj, Resource, Strategy, register
 from ..machinery.gofmt import Struct
 from ..machinery.validation import (
     FieldError,
@@ -69,6 +69,7 @@ def _well_formed(rv: str) -> bool:
 
 class StorageVersionMigrationStrategy(Strategy):
     status_metadata = ()  # ResetObjectMetaForStatus
+    status_deletion_kept = RESET_DELETION
     columns = [
         Column("Name", "string", lambda o: o["metadata"]["name"]),
         Column("Resource", "string", lambda o: _resource((o.get("spec") or {}).get("resource") or {}),

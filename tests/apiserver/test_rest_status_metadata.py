@@ -129,3 +129,44 @@ async def test_an_apply_through_status_owns_none_of_the_metadata_its_strategy_ke
         entry = next(e for e in out["metadata"]["managedFields"] if e["manager"] == "attacher")
         assert entry["fieldsV1"] == {"f:status": {"f:attached": {}}} and entry["subresource"] == "status"
         assert "labels" not in out["metadata"] and out["status"] == {"attached": True}
+
+
+MERGE = "application/merge-patch+json"
+SOON = "2030-01-01T00:00:00Z"
+
+
+async def test_pod_status_ignores_a_deletion_timestamp_but_not_a_grace_period(tmp_path):
+    async with served(tmp_path) as (_, c):
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+               "spec": {"containers": [{"name": "c", "image": "x"}]}}
+        await call(c, "POST", PODS, pod, manager="creator")
+        patch = {"metadata": {"deletionTimestamp": SOON}, "status": {"message": "hi"}}
+        out = await call(c, "PATCH", f"{PODS}/p/status", patch, manager="kubelet", content_type=MERGE)
+        assert "deletionTimestamp" not in out["metadata"] and out["status"]["message"] == "hi"
+        assert "f:metadata" not in fields_of(out, "kubelet")  # a reset field of podStatusStrategy
+        code, message = await refused(c, "PATCH", f"{PODS}/p/status", {"metadata": {"deletionGracePeriodSeconds": 5}},
+                                      content_type=MERGE)
+        assert code == 422 and "metadata.deletionGracePeriodSeconds: Invalid value: 5: field is immutable" in message
+
+
+async def test_a_status_strategy_keeping_the_stored_object_meta_ignores_both_deletion_fields(tmp_path):
+    async with served(tmp_path) as (_, c):
+        path = "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas"
+        fs = {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema", "metadata": {"name": "fs"},
+              "spec": {"priorityLevelConfiguration": {"name": "global-default"}, "matchingPrecedence": 5000}}
+        await call(c, "POST", path, fs)
+        patch = {"metadata": {"deletionTimestamp": SOON, "deletionGracePeriodSeconds": 5}, "status": {}}
+        out = await call(c, "PATCH", f"{path}/fs/status", patch, content_type=MERGE)
+        assert not {"deletionTimestamp", "deletionGracePeriodSeconds"} & out["metadata"].keys()
+
+
+async def test_deployment_status_refuses_a_new_deletion_timestamp(tmp_path):
+    async with served(tmp_path) as (_, c):
+        path = "/apis/apps/v1/namespaces/default/deployments"
+        d = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+             "spec": {"selector": {"matchLabels": {"app": "d"}},
+                      "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
+        await call(c, "POST", path, d)
+        code, message = await refused(c, "PATCH", f"{path}/d/status", {"metadata": {"deletionTimestamp": SOON}},
+                                      content_type=MERGE)
+        assert code == 422 and "metadata.deletionTimestamp: Invalid value: " in message and "field is immutable" in message

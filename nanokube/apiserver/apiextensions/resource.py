@@ -22,7 +22,7 @@ import orjson
 from ... import schema as schemas
 from ...machinery import errors
 from ...machinery.validation import FieldError, custom_finalizer_warnings
-from ...registry.base import AGE, Age, Column, Obj, Resource, Strategy
+from ...registry.base import AGE, STORED_DELETION, Age, Column, Obj, Resource, Strategy
 from .. import structural
 from ..rest import version_priority
 from . import cel_rules, defaulting, jsonpath, validator
@@ -185,6 +185,7 @@ class CustomResourceStrategy(Strategy):
     #: a /status write takes only .status from the request (status_strategy.go), whose reset
     #: fields name spec alone
     status_metadata = ()
+    status_deletion_kept = STORED_DELETION
     status_owns_dropped_metadata = True
 
 
