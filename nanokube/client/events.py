@@ -19,7 +19,6 @@ import asyncio
 import logging
 import random
 import socket
-from collections.abc import Coroutine
 
 from ..clock import Clock
 from ..machinery.errors import APIError
@@ -90,24 +89,24 @@ class EventBroadcaster:
             await self.clock.sleep(period)
             await run()
 
-    def add(self, key: tuple, event: dict, now: float) -> Coroutine:
-        """A new event, observed at `now`: cached under `key`; returns its create, for the caller
-        to await or run in the background. The refresh and finish loops clear `_filled` only
-        while the cache is empty, so only the first entry of an empty cache needs to set it."""
+    def add(self, key: tuple, event: dict, now: float) -> dict:
+        """A new event, observed at `now`: cached under `key`; returns it, for the caller to `write`.
+        The refresh and finish loops clear `_filled` only while the cache is empty, so only the
+        first entry of an empty cache needs to set it."""
         if not self.cache:
             self._filled.set()
         self.cache[key] = _Cached(event, now)
-        return self._attempt(event)
+        return event
 
-    def repeat(self, cached: _Cached) -> Coroutine | None:
-        """Another occurrence of a cached event: the write it needs (the series' first patch), or
+    def repeat(self, cached: _Cached) -> dict | None:
+        """Another occurrence of a cached event: the Event to `write` (the series' first patch), or
         None (counted in memory)."""
         cached.last = self.clock.now()
         if cached.count:
             cached.count += 1
             return None
         cached.count = 2
-        return self._attempt(self._with_series(cached))
+        return self._with_series(cached)
 
     def _with_series(self, cached: _Cached) -> dict:
         return {**cached.event, "series": {"count": cached.count,
@@ -131,8 +130,11 @@ class EventBroadcaster:
             if self.cache.get(key) is cached and cached.last < horizon:
                 del self.cache[key]
 
-    async def _attempt(self, event: dict) -> None:
-        """attemptRecording: the write, tried again after a transport error."""
+    async def write(self, event: dict) -> None:
+        """attemptRecording: the write of an Event `record` returned, tried again after a transport
+        error. Its coroutine is made only by a caller about to await it or queue it as a task: one
+        made in `record` was dropped unawaited whenever its caller's queue was (a scheduler stopped
+        with failure reports waiting)."""
         for _ in range(MAX_TRIES - 1):
             if not (await self._record(event))[1]:
                 return
@@ -172,10 +174,10 @@ class EventRecorder:
         self.broadcaster, self.controller, self.instance = broadcaster, controller, instance
 
     def record(self, regarding: dict, related: dict | None, type_: str, reason: str, action: str,
-               note: str) -> Coroutine | None:
+               note: str) -> dict | None:
         """An Event about the object `regarding` references (an ObjectReference); returns the
-        write it needs (creating the Event, or the series' first patch), for the caller to await or
-        run in the background, or None: nothing to write. A repeat builds no Event."""
+        Event to write (created, or the series' first patch) for the caller to pass to the
+        broadcaster's `write` now or later, or None: nothing to write. A repeat builds no Event."""
         b = self.broadcaster
         key = (type_, action, reason, self.controller, self.instance, _ref_key(regarding),
                _ref_key(related) if related else ())
@@ -198,6 +200,6 @@ class EventRecorder:
     async def event(self, regarding: dict, related: dict | None, type_: str, reason: str, action: str,
                     note: str) -> None:
         """`record`, waiting for its write."""
-        write = self.record(regarding, related, type_, reason, action, note)
-        if write is not None:
-            await write
+        event = self.record(regarding, related, type_, reason, action, note)
+        if event is not None:
+            await self.broadcaster.write(event)

@@ -3,8 +3,6 @@ condition, and events (events.k8s.io/v1, as kube-scheduler records them)."""
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
-
 from ..client.events import EventBroadcaster, EventRecorder
 
 SCHEDULER_FIELD_MANAGER = "kube-scheduler"
@@ -47,11 +45,11 @@ class SchedulerAPI:
                               namespace=md.get("namespace"), subresource="status", field_manager=SCHEDULER_FIELD_MANAGER)
 
     def record_event(self, pod: dict, type_: str, reason: str, note: str,
-                     related: dict | None = None) -> Coroutine | None:
+                     related: dict | None = None) -> dict | None:
         """An events.k8s.io Event about the pod, reported by its profile (each profile records as
         its schedulerName, as upstream's per-profile recorders do); a repeat of the same report
         about the same pod (resourceVersion included) only counts in its Event's series. `related`
-        references what caused it (a victim's preemptor). Returns the write it needs, or None."""
+        references what caused it (a victim's preemptor). Returns the Event to `write`, or None."""
         profile = (pod.get("spec") or {}).get("schedulerName") or self.name
         recorder = self._recorders.get(profile)
         if recorder is None:
@@ -60,6 +58,9 @@ class SchedulerAPI:
 
     async def event(self, pod: dict, type_: str, reason: str, note: str, related: dict | None = None) -> None:
         """`record_event`, waiting for its write; a failed write is logged, never raised."""
-        write = self.record_event(pod, type_, reason, note, related)
-        if write is not None:
-            await write
+        await self.write(self.record_event(pod, type_, reason, note, related))
+
+    async def write(self, event: dict | None) -> None:
+        """The write of an Event `record_event` returned, if any."""
+        if event is not None:
+            await self.broadcaster.write(event)

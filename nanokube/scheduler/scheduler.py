@@ -7,7 +7,6 @@ import asyncio
 import collections
 import logging
 import random
-from collections.abc import Coroutine
 
 from ..machinery.errors import APIError
 from ..client.informer import Informer, InformerFactory
@@ -138,7 +137,7 @@ class Scheduler:
         self._sweep_at = _MIN_SWEEP
         #: failure reports waiting for a reporter, the reporters waiting for one, and the reporters'
         #: tasks: kept apart from `_binds`, whose tasks all end, as an idle reporter does not
-        self._reports: collections.deque[Coroutine] = collections.deque()
+        self._reports: collections.deque[tuple] = collections.deque()
         self._idle: list[asyncio.Future] = []
         self._reporters: set[asyncio.Task] = set()
 
@@ -259,8 +258,7 @@ class Scheduler:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._reporters.clear()  # one cancelled before it ran never left
-        while self._reports:
-            self._reports.popleft().close()
+        self._reports.clear()
         await self.api.broadcaster.stop()
         if self._own_factory:
             await self.informer_factory.stop()
@@ -370,10 +368,9 @@ class Scheduler:
         else:
             self.queue.add_unschedulable(info, error=error)
         event = self.api.record_event(info.pod, "Warning", "FailedScheduling", message)
-        if not _already_reported(info.pod, reason, message):
-            self._submit(self._report(event, info.pod, reason, message))
-        elif event is not None:
-            self._submit(event)
+        reported = _already_reported(info.pod, reason, message)
+        if event is not None or not reported:
+            self._submit((event, info.pod, reason, message, reported))
 
     def spawn(self, coro) -> None:
         """Runs an API write or binding in the background, cancelled on stop. Finished tasks leave
@@ -385,11 +382,12 @@ class Scheduler:
             self._binds = binds = {t for t in binds if not t.done()}
             self._sweep_at = max(_MIN_SWEEP, 2 * len(binds))
 
-    def _submit(self, report: Coroutine) -> None:
-        """Queues a failure report (its Event's write, then PodScheduled=False) for the reporters:
-        at most REPORTERS long-lived tasks that take the reports in turn, as upstream's API
-        dispatcher runs its calls on a bounded pool. A task per report cost ~25 k instructions to
-        create, of a pending pod's ~440 k in the scheduler."""
+    def _submit(self, report: tuple) -> None:
+        """Queues a failure report (`_report`'s arguments: its Event's write, then PodScheduled=False)
+        for the reporters: at most REPORTERS long-lived tasks that take the reports in turn, as
+        upstream's API dispatcher runs its calls on a bounded pool. A task per report cost ~25 k
+        instructions to create, of a pending pod's ~440 k in the scheduler. The queue holds plain
+        values, so a stop that drops it leaves no coroutine unawaited."""
         self._reports.append(report)
         if self._idle:
             self._idle.pop().set_result(None)
@@ -403,7 +401,7 @@ class Scheduler:
             while True:
                 while self._reports:
                     try:
-                        await self._reports.popleft()
+                        await self._report(*self._reports.popleft())
                     except Exception:
                         log.exception("writing a failure report")
                 idle = asyncio.get_running_loop().create_future()
@@ -422,8 +420,7 @@ class Scheduler:
     async def _report(self, event, pod: dict, reason: str, message: str, reported: bool = False) -> None:
         """The FailedScheduling event's write (if it needs one), then PodScheduled=False unless the
         pod says so already."""
-        if event is not None:
-            await event
+        await self.api.write(event)
         if not reported:
             try:
                 await self.api.set_unschedulable(pod, reason, message)

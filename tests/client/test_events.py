@@ -5,6 +5,8 @@ when the series ends; an Event that expired meanwhile is created again."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import warnings
 
 import pytest
 
@@ -133,10 +135,26 @@ async def test_a_transport_error_is_retried_after_a_pause_on_the_clock(env):
     clock, b, events = env
     b.events = Flaky(events, fails=2)
     rec = b.recorder("c", "h")
-    write = rec.record(POD, None, "Warning", "FailedScheduling", "Scheduling", "n")
-    task = asyncio.create_task(write)
+    task = asyncio.create_task(b.write(rec.record(POD, None, "Warning", "FailedScheduling", "Scheduling", "n")))
     await clock.advance(RETRY_SLEEP - 1)
     assert b.events.creates == 1 and await stored(events) == []
     await clock.advance(3 * RETRY_SLEEP)
     await task
     assert b.events.creates == 3 and len(await stored(events)) == 1
+
+
+async def test_an_event_recorded_but_never_written_leaves_no_coroutine_behind(env):
+    """`record` hands back the Event, not its write: a caller that drops it (a queue dropped at a
+    stop) leaves no coroutine unawaited, and the cache still folds a repeat into its series."""
+    clock, b, events = env
+    rec = b.recorder("c", "h")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = rec.record(POD, None, "Warning", "FailedScheduling", "Scheduling", "n")
+        second = rec.record(POD, None, "Warning", "FailedScheduling", "Scheduling", "n")
+        assert first["reason"] == "FailedScheduling" and "series" not in first
+        assert second["series"]["count"] == 2 and second["metadata"]["name"] == first["metadata"]["name"]
+        del first, second
+        gc.collect()
+    assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
+    assert await stored(events) == []

@@ -2,6 +2,9 @@
 client are bound by the scheduler, or get FailedScheduling and
 PodScheduled=False."""
 
+import gc
+import warnings
+
 import pytest
 from prometheus_client import generate_latest
 
@@ -185,7 +188,18 @@ async def test_failure_reports_share_a_bounded_pool_of_reporters(env):
     assert [t for t in sched._binds if not t.done()] == []
     items, _ = await client.resource("events.k8s.io", "v1", "events").list("default")
     assert len({e["regarding"]["name"] for e in items if e["reason"] == "FailedScheduling"}) == n
-    sched._submit(sched._report(None, {"metadata": {"name": "gone", "namespace": "default"}}, "Unschedulable", "x"))
-    sched._reports.append(sched._report(None, {"metadata": {"name": "gone2", "namespace": "default"}}, "x", "y"))
-    await sched.stop()
+    # reports still queued at the stop, each with an Event to write: dropped, none left unawaited
+    # (a queued coroutine made its Event's write at once, and the stop dropped that unawaited)
+    gone = [{"metadata": {"name": f"gone-{i}", "namespace": "default", "uid": f"g{i}"}} for i in range(3)]
+    queued = [(sched.api.record_event(p, "Warning", "FailedScheduling", "x"), p, "Unschedulable", "x", False)
+              for p in gone]
+    assert all(isinstance(r[0], dict) for r in queued)
+    sched._submit(queued[0])
+    sched._reports.extend(queued[1:])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        await sched.stop()
+        del queued
+        gc.collect()
     assert not sched._reports and not sched._reporters
+    assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
