@@ -81,8 +81,9 @@ def _running(pod: dict) -> bool:
 
 
 def cpu_quantity(millicores: int) -> str:
-    """CPU as metrics-server writes it: nanocores."""
-    return f"{millicores * 1_000_000}n" if millicores else "0"
+    """CPU as metrics-server serves it: its nanocores quantity in canonical form (250000000n is 250m, as
+    Quantity.String() writes it)."""
+    return format_quantity(Fraction(millicores, 1000))
 
 
 def memory_quantity(size: int) -> str:

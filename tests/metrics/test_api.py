@@ -76,7 +76,7 @@ async def test_resource_metrics_get_list_table_and_not_found(env):
                        headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
     table = await r.json()
     assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "cpu", "memory", "Window"]
-    assert table["rows"][0]["cells"] == ["a", "300000000n", "1Gi", "15s"]
+    assert table["rows"][0]["cells"] == ["a", "300m", "1Gi", "15s"]
     r = await http.get("/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/nope")
     assert r.status == 404 and (await r.json())["message"] == 'podmetrics.metrics.k8s.io "default/nope" not found'
     r = await http.get("/apis/metrics.k8s.io/v1beta1/nodes/nope")

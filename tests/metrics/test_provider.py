@@ -34,8 +34,8 @@ async def test_pod_metrics_follow_the_usage_model(env):
     await running_pod(client, "b", {})
     pms = {pm["metadata"]["name"]: pm for pm in await prov.pod_metrics("default", "app=x")}
     assert pms["a"]["kind"] == "PodMetrics" and pms["a"]["window"] == "15s"
-    assert [c["usage"]["cpu"] for c in pms["a"]["containers"]] == ["125000000n", "125000000n"]
-    assert pms["b"]["containers"][0]["usage"] == {"cpu": "1000000n", "memory": "4Mi"}
+    assert [c["usage"]["cpu"] for c in pms["a"]["containers"]] == ["125m", "125m"]
+    assert pms["b"]["containers"][0]["usage"] == {"cpu": "1m", "memory": "4Mi"}
     assert {k: s.value for k, s in (await prov.resource_metric("default", "app=x", "cpu")).items()} == \
         {"a": 250, "b": 2}
     assert (await prov.pod_metrics("default", "", "a"))[0]["metadata"]["name"] == "a"
@@ -51,7 +51,7 @@ async def test_node_metrics_add_the_systems_share(env):
     await pods.update({**p, "status": {"phase": "Running"}}, subresource="status")
     (nm,) = await prov.node_metrics("pool=gpu")
     assert nm["kind"] == "NodeMetrics" and nm["metadata"]["labels"] == {"pool": "gpu"}
-    assert nm["usage"] == {"cpu": "1100000000n", "memory": "1536Mi"}
+    assert nm["usage"] == {"cpu": "1100m", "memory": "1536Mi"}
     assert await prov.node_metrics("pool=cpu") == []
 
 
