@@ -420,7 +420,8 @@ class GenericREST:
         if field_selector:
             supported = {f: _META_FIELDS[f] for f in res.strategy.metadata_field_selectors}
             supported.update(res.strategy.field_selectors_at(version))
-            freqs = parse_field_selector(field_selector, supported, res.strategy.unsupported_field_label)
+            freqs = parse_field_selector(field_selector, supported,
+                                         lambda label: res.strategy.unsupported_field_label(label, version))
 
         def ok(obj: dict) -> bool:
             if lreqs is not None and not matches_labels(lreqs, obj["metadata"].get("labels")):

@@ -114,10 +114,10 @@ class Strategy:
         """The fields a list or watch at `version` may select on besides the metadata ones."""
         return self.field_selectors
 
-    def unsupported_field_label(self, label: str) -> str:
-        """The 400 for a fieldSelector naming a field the kind does not offer: a kind with fields of
-        its own registers a field label conversion (core's words); one without has apimachinery's
-        DefaultMetaV1FieldSelectorConversion."""
+    def unsupported_field_label(self, label: str, version: str) -> str:
+        """The 400 for a fieldSelector naming a field the kind does not offer at `version`: a kind
+        with fields of its own registers a field label conversion (core's words); one without has
+        apimachinery's DefaultMetaV1FieldSelectorConversion."""
         if self.field_selectors:
             return f"field label not supported: {label}"
         return f'{gofmt.quote(label)} is not a known field selector: only "metadata.name", "metadata.namespace"'

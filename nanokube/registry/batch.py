@@ -131,7 +131,7 @@ def _index(text: str, completions: int) -> int:
 class JobStrategy(Strategy):
     field_selectors = {"status.successful": lambda o: str((o.get("status") or {}).get("succeeded", 0))}
 
-    def unsupported_field_label(self, label: str) -> str:
+    def unsupported_field_label(self, label: str, version: str) -> str:
         return f"field label {quote(label)} not supported for batchv1.Job"
 
     def __init__(self, clock: Clock = REAL.now) -> None:

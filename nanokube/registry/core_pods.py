@@ -781,6 +781,10 @@ class PodStrategy(Strategy):
         "status.phase": lambda o: (o.get("status") or {}).get("phase", ""),
         "status.podIP": _pod_ip,
         "status.nominatedNodeName": lambda o: (o.get("status") or {}).get("nominatedNodeName", ""),
+        # v1's conversion func also accepts these two: spec.host (old clients) reads as spec.nodeName,
+        # and status.podIPs, which the pod's selectable fields lack, reads as ""
+        "spec.host": lambda o: (o.get("spec") or {}).get("nodeName", ""),
+        "status.podIPs": lambda o: "",
     }
 
     def __init__(self, clock: Clock = time.time) -> None:

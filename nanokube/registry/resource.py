@@ -233,6 +233,10 @@ class ResourceSliceStrategy(_ClockedStrategy):
         "spec.driver": lambda o: (o.get("spec") or {}).get("driver", ""),
     }
 
+    def unsupported_field_label(self, label: str, version: str) -> str:
+        """Each resource.k8s.io version's conversion func names its GroupVersionKind."""
+        return f"field label not supported for resource.k8s.io/{version}, Kind=ResourceSlice: {label}"
+
     def prepare_for_create(self, obj):
         now = self.now()
         for d in (obj.get("spec") or {}).get("devices") or []:

@@ -217,3 +217,22 @@ async def test_status_ips_are_warned_about_in_their_non_standard_forms(core):
     body["status"].update(podIPs=[{"ip": "10.0.0.1"}, {"ip": "2001:db8::1"}], hostIP="fd00::1", hostIPs=[{"ip": "fd00::1"}])
     pod, status, headers = await _call(core.replace_namespaced_pod_status_with_http_info, "ip", "default", body)
     assert status == 200 and "Warning" not in headers and [i.ip for i in pod.status.host_ips] == ["fd00::1"]
+
+
+async def test_field_selectors_v1s_conversion_also_accepts_spec_host_and_status_pod_ips(core):
+    """core/v1's Pod conversion func passes status.podIPs (absent from the pod's selectable fields, so it
+    reads as "") and converts spec.host to spec.nodeName; neither is refused as an unknown label."""
+    await _call(core.create_namespaced_pod, "default", _status_pod("on-n1", nodeName="n1"))
+    await _call(core.create_namespaced_pod, "default", _status_pod("unbound"))
+
+    async def names(sel: str) -> list[str]:
+        pods = await asyncio.to_thread(core.list_namespaced_pod, "default", field_selector=sel)
+        return sorted(p.metadata.name for p in pods.items)
+
+    assert await names("spec.host=n1") == ["on-n1"]
+    assert await names("spec.host!=n1") == ["unbound"]
+    assert await names("status.podIPs=") == ["on-n1", "unbound"]
+    assert await names("status.podIPs=10.0.0.1") == []
+    with pytest.raises(ApiException) as e:
+        await asyncio.to_thread(core.list_namespaced_pod, "default", field_selector="status.hostIP=1.2.3.4")
+    assert (e.value.status, json.loads(e.value.body)["message"]) == (400, "field label not supported: status.hostIP")

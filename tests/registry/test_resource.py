@@ -399,3 +399,29 @@ def test_taint_rule_selector_and_status():
     assert s.validate_status_update(ok, rule()) == []
     ok["status"]["conditions"] = [dict(cond, type=f"T{i}") for i in range(9)]
     assert errors(s.validate_status_update(ok, rule())) == [("status.conditions", "FieldValueTooMany")]
+
+
+# --- field selectors, over HTTP ---------------------------------------------------
+
+
+async def test_slice_field_selector_refusal_names_the_requested_version(tmp_path):
+    """Each resource.k8s.io version registers its own ResourceSlice conversion func, whose error
+    names that version's GroupVersionKind; the labels it knows still select."""
+    import asyncio
+    import json
+
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    from tests.served import served
+
+    async with served(tmp_path) as (_, api_client):
+        apis = {"v1": client.ResourceV1Api, "v1beta2": client.ResourceV1beta2Api, "v1beta1": client.ResourceV1beta1Api}
+        for version, api in apis.items():
+            with pytest.raises(ApiException) as e:
+                await asyncio.to_thread(api(api_client).list_resource_slice, field_selector="spec.pool.name=p")
+            assert (e.value.status, json.loads(e.value.body)["message"]) == (
+                400, f"field label not supported for resource.k8s.io/{version}, Kind=ResourceSlice: spec.pool.name")
+        slices = await asyncio.to_thread(client.ResourceV1Api(api_client).list_resource_slice,
+                                         field_selector="spec.driver=gpu.example.com,spec.nodeName=n1")
+        assert slices.items == []

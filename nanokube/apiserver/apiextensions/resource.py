@@ -195,7 +195,7 @@ class CustomResourceStrategy(Strategy):
         info = self.versions.get(version)
         return info.field_selectors if info is not None else self.field_selectors
 
-    def unsupported_field_label(self, label: str) -> str:
+    def unsupported_field_label(self, label: str, version: str) -> str:
         return f"field label not supported: {label}"
     def __init__(self, crd: Obj, group: str, plural: str, kind: str, storage: str) -> None:
         self.crd = crd
