@@ -396,10 +396,8 @@ class DaemonSetController(Controller):
         victims = delete[:BURST]
         self.expectations.expect(key, adds=len(bodies), dels=len(victims))
         _, failure = await create_pods(self.pods, self.expectations, key, bodies, self.recorder, ds, expect=False)
-        try:
-            await delete_pods(self.pods, self.expectations, key, victims, self.recorder, ds, expect=False)
-        except APIError as e:
-            failure = failure or e
+        _, failed_delete = await delete_pods(self.pods, self.expectations, key, victims, self.recorder, ds, expect=False)
+        failure = failure or failed_delete
         if failure is not None:
             raise failure
 

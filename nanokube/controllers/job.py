@@ -18,14 +18,18 @@ A Job with `spec.scheduling` first gets its Workload and PodGroup
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Callable
+
 from ..machinery.errors import APIError
 from ..machinery.selectors import matches_labels, selector_from_object
 from ..client.informer import InformerFactory, key_of
 from ..clock import Clock, format_time, parse_time
 from . import job_failure_policy
-from .base import Controller
+from .base import Controller, in_turns
 from ..client.record import CoreEventRecorder
 from .job_workload import JobWorkloads, uses_workload
+from .metrics import ControllerMetrics
 from .replicaset import (
     Expectations,
     claim_objects,
@@ -183,35 +187,46 @@ def indexes_ready(todo: list[int], replaced: dict[int, dict], now: float) -> tup
     return ready, (0.0 if ready or not waits else min(waits))
 
 
-def failed_indexes(spec: dict, st: dict, pods: list[dict], only_failed_phase: bool) -> set[int]:
+async def failed_indexes(spec: dict, st: dict, pods: list[dict], only_failed_phase: bool) -> set[int]:
     """status.failedIndexes plus the indexes whose not yet counted pod just
-    failed them (below completions only)."""
+    failed them (below completions only). A pass in turns (in_turns), as the next one."""
     completions = spec.get("completions") or 0
     out = {i for i in parse_indexes(st.get("failedIndexes")) if i < completions}
-    for p in pods:
-        i = pod_index(p)
-        if i is not None and i < completions and TRACKING in (p["metadata"].get("finalizers") or []) \
-                and pod_failed(p, only_failed_phase) and job_failure_policy.index_failed(spec, p):
-            out.add(i)
+    async for part in in_turns(pods):
+        for p in part:
+            i = pod_index(p)
+            if i is not None and i < completions and TRACKING in (p["metadata"].get("finalizers") or []) \
+                    and pod_failed(p, only_failed_phase) and job_failure_policy.index_failed(spec, p):
+                out.add(i)
     return out
 
 
-def awaiting_replacement(spec: dict, pods: list[dict], settled: set[int], active: list[dict],
-                         only_failed_phase: bool) -> dict[int, dict]:
+async def awaiting_replacement(spec: dict, pods: list[dict], settled: set[int], active: list[dict],
+                               only_failed_phase: bool) -> dict[int, dict]:
     """Per index still to run and with no active pod, its newest failed pod
     that still holds the finalizer: the one its replacement's counts come from."""
     completions = spec.get("completions") or 0
-    busy = settled | {pod_index(p) for p in active}
+    busy = settled | {pod_index(p) async for part in in_turns(active) for p in part}
     out: dict[int, dict] = {}
-    for p in pods:
-        i = pod_index(p)
-        if i is None or i >= completions or i in busy or TRACKING not in (p["metadata"].get("finalizers") or []) \
-                or not pod_failed(p, only_failed_phase):
-            continue
-        age = (sum(job_failure_policy.failure_counts(p)), finish_time(p) or 0.0)
-        if i not in out or age >= (sum(job_failure_policy.failure_counts(out[i])), finish_time(out[i]) or 0.0):
-            out[i] = p
+    async for part in in_turns(pods):
+        for p in part:
+            i = pod_index(p)
+            if i is None or i >= completions or i in busy or TRACKING not in (p["metadata"].get("finalizers") or []) \
+                    or not pod_failed(p, only_failed_phase):
+                continue
+            age = (sum(job_failure_policy.failure_counts(p)), finish_time(p) or 0.0)
+            if i not in out or age >= (sum(job_failure_policy.failure_counts(out[i])), finish_time(out[i]) or 0.0):
+                out[i] = p
     return out
+
+
+def creation_reason(spec: dict, failed: int, terminating: int) -> str:
+    """The reason label of job_pods_creation_total for a sync's creates (recordJobPodsCreationTotal):
+    replacements of failed pods under podReplacementPolicy Failed, of failed or terminating ones
+    otherwise, or new pods."""
+    if failed and replaces_only_failed(spec):
+        return "recreate_failed"
+    return "recreate_terminating_or_failed" if failed or terminating else "new"
 
 
 def pod_failed(pod: dict, only_failed_phase: bool) -> bool:
@@ -227,8 +242,10 @@ class JobController(Controller):
     name = "job"
     workers = 2
 
-    def __init__(self, client, clock: Clock | None = None, informers: InformerFactory | None = None):
+    def __init__(self, client, clock: Clock | None = None, informers: InformerFactory | None = None,
+                 metrics: ControllerMetrics | None = None):
         super().__init__(client, informers=informers, **({"clock": clock} if clock else {}))
+        self.metrics = metrics or ControllerMetrics()
         self.jobs = client.resource("batch", "v1", "jobs")
         self.pods = client.resource("", "v1", "pods")
         self.job_inf = self.informer_factory.informer(self.jobs)
@@ -267,8 +284,9 @@ class JobController(Controller):
         """deleteJob, with cleanupPodFinalizers: the pods this Job (by uid) controls lose the tracking
         finalizer through the orphan queue, which checks again that no Job controls them."""
         self._enqueue(job)
-        for pod in self._pods_of(job):
-            if TRACKING in (pod["metadata"].get("finalizers") or ()):
+        controls = self._controls(job)
+        for pod in self.pod_inf.list_namespace(job["metadata"]["namespace"]):
+            if controls(pod) and TRACKING in (pod["metadata"].get("finalizers") or ()):
                 self._orphan_finalizer(pod)
 
     def _resolve(self, pod: dict, ref: dict) -> dict | None:
@@ -325,11 +343,11 @@ class JobController(Controller):
         for job in selecting(self.job_inf, pod, job_selector):
             self._enqueue_batched(key_of(job))
 
-    def _pods_of(self, job: dict) -> list[dict]:
-        """The pods the Job controls and still selects, as the cache shows them."""
+    @staticmethod
+    def _controls(job: dict) -> Callable[[dict], bool]:
+        """Whether the Job controls a pod and still selects it."""
         uid, sel = job["metadata"]["uid"], job_selector(job)
-        return [p for p in self.pod_inf.list_namespace(job["metadata"]["namespace"])
-                if (controller_ref(p) or {}).get("uid") == uid and matches_labels(sel, p["metadata"].get("labels"))]
+        return lambda p: (controller_ref(p) or {}).get("uid") == uid and matches_labels(sel, p["metadata"].get("labels"))
 
     async def _claim(self, job: dict) -> list[dict]:
         """getPodsForJob: its pods, orphans it selects adopted with the tracking finalizer, and its
@@ -346,8 +364,10 @@ class JobController(Controller):
             self.expectations.forget(key)  # its pods' finalizers went through the orphan queue
             return
         if finished(job) or job["metadata"].get("deletionTimestamp"):
-            await self._remove_finalizers([p for p in self._pods_of(job)
-                                           if TRACKING in (p["metadata"].get("finalizers") or [])])
+            controls = self._controls(job)
+            await self._remove_finalizers([p async for part in in_turns(self.pod_inf.list_namespace(
+                job["metadata"]["namespace"])) for p in part
+                if TRACKING in (p["metadata"].get("finalizers") or []) and controls(p)])
             return
         # judged before the pods are listed, as upstream's syncJob: a pod that comes while they are
         # claimed (claim_objects lets the loop run) then counts in the next sync, not as missing now
@@ -376,6 +396,7 @@ class JobController(Controller):
                 namespace=p["metadata"]["namespace"]))
 
     async def _sync_job(self, key: str, job: dict, pods: list[dict], satisfied: bool) -> None:
+        """Its passes over the Job's pods let the loop run every TURN pods (in_turns)."""
         spec, now = job["spec"], self.clock.now()
         st = dict(job.get("status") or {})
         uncounted = {k: list(v) for k, v in (st.get("uncountedTerminatedPods") or {}).items()}
@@ -383,13 +404,18 @@ class JobController(Controller):
         per_index = indexed and spec.get("backoffLimitPerIndex") is not None
         replace_failed = replaces_only_failed(spec)
         done_idx = parse_indexes(st.get("completedIndexes"))
-        active = [p for p in pods if not pod_is_terminal(p) and not p["metadata"].get("deletionTimestamp")]
-        failed_idx = failed_indexes(spec, st, pods, replace_failed) if per_index else set()
+        active, terminating = [], []  # terminating: CountTerminatingPods's, before this sync's deletes
+        async for part in in_turns(pods):
+            for p in part:
+                if not pod_is_terminal(p):
+                    (terminating if p["metadata"].get("deletionTimestamp") else active).append(p)
+        failed_idx = await failed_indexes(spec, st, pods, replace_failed) if per_index else set()
         # indexes whose pod succeeded but is not counted yet must not run again either
-        finishing = {pod_index(p) for p in pods if pod_succeeded(p) and pod_index(p) is not None
+        finishing = {pod_index(p) async for part in in_turns(pods) for p in part
+                     if pod_succeeded(p) and pod_index(p) is not None
                      and TRACKING in (p["metadata"].get("finalizers") or [])}
-        delayed = awaiting_replacement(spec, pods, done_idx | finishing | failed_idx, active,
-                                       replace_failed) if per_index else {}
+        delayed = await awaiting_replacement(spec, pods, done_idx | finishing | failed_idx, active,
+                                             replace_failed) if per_index else {}
         held = {p["metadata"]["uid"] for p in delayed.values()}
         held_verdicts = [job_failure_policy.match(spec.get("podFailurePolicy"), p) for p in delayed.values()]
         # 1. record newly finished pods that still carry the finalizer; the
@@ -398,13 +424,14 @@ class JobController(Controller):
         failing = any(c["type"] == "FailureTarget" and c["status"] == "True" for c in st.get("conditions") or [])
         ignored: list[dict] = []
         fail_job = next((v[1] for v in held_verdicts if v and v[0] == "FailJob"), None)
-        for p in pods:
-            if TRACKING in (p["metadata"].get("finalizers") or []) and p["metadata"]["uid"] not in held and \
-                    (pod_succeeded(p) or pod_failed(p, replace_failed and not failing)):
-                message = self._record(spec, p, uncounted, ignored)
-                fail_job = fail_job or message
+        async for part in in_turns(pods):
+            for p in part:
+                if TRACKING in (p["metadata"].get("finalizers") or []) and p["metadata"]["uid"] not in held and \
+                        (pod_succeeded(p) or pod_failed(p, replace_failed and not failing)):
+                    message = self._record(spec, p, uncounted, ignored)
+                    fail_job = fail_job or message
         # 2. count recorded pods whose finalizer is gone
-        tracked = {p["metadata"]["uid"]: p for p in pods}
+        tracked = {p["metadata"]["uid"]: p async for part in in_turns(pods) for p in part}
         for kind in ("succeeded", "failed"):
             keep = []
             for uid in uncounted.get(kind, []):
@@ -440,21 +467,22 @@ class JobController(Controller):
                 self._record(spec, p, uncounted, ignored)
         st["uncountedTerminatedPods"] = {k: v for k, v in uncounted.items() if v}
         if outcome or suspended:
-            removed = await self._delete_pods(key, job, active)
+            removed, manage_failure = await self._delete_pods(key, job, active)
         elif satisfied:
             try:
-                made, removed, manage_failure = await self._manage(key, job, active, pods, succeeded, failed,
-                                                                   done_idx | finishing | failed_idx, delayed, now)
+                made, removed, manage_failure = await self._manage(key, job, active, terminating, pods, succeeded,
+                                                                   failed, done_idx | finishing | failed_idx,
+                                                                   delayed, now)
             except APIError as e:
                 manage_failure = e
         self._set_suspended(st, suspended, now)
-        # manageJob's counts: the pods it just made are active, those it just deleted terminating
+        # manageJob's counts: the pods it just made are active, those it just deleted (a failed delete
+        # left out, as upstream's deleteJobPods counts) terminating
         gone = {p["metadata"]["uid"] for p in removed}
         active = [p for p in active if p["metadata"]["uid"] not in gone]
         st["active"] = len(active) + made
-        st["ready"] = sum(1 for p in active if pod_is_ready(p))
-        st["terminating"] = len(removed) + sum(1 for p in pods if p["metadata"].get("deletionTimestamp")
-                                               and not pod_is_terminal(p))
+        st["ready"] = sum([1 async for part in in_turns(active) for p in part if pod_is_ready(p)])
+        st["terminating"] = len(removed) + len(terminating)
         # enactJobFinished: Complete or Failed only once no pod is left running or terminating
         if outcome and not st["uncountedTerminatedPods"] and not active and not st["terminating"]:
             self._finish(st, outcome, now)
@@ -464,9 +492,10 @@ class JobController(Controller):
         await self._write_status(job, st)
         for type_, reason, message in events:
             await self.recorder.emit(job, type_, reason, message)
-        await self._remove_finalizers(ignored + [p for p in pods if p["metadata"]["uid"] in
-                                                 set(st["uncountedTerminatedPods"].get("succeeded", []))
-                                                 | set(st["uncountedTerminatedPods"].get("failed", []))])
+        recorded = set(st["uncountedTerminatedPods"].get("succeeded", [])) | set(
+            st["uncountedTerminatedPods"].get("failed", []))
+        await self._remove_finalizers(ignored + [p async for part in in_turns(pods) for p in part
+                                                 if p["metadata"]["uid"] in recorded])
         if manage_failure is not None:
             raise manage_failure
 
@@ -540,16 +569,17 @@ class JobController(Controller):
             self._add_condition(st, "Suspended", "False", "JobResumed", "Job resumed", now)
             st["startTime"] = format_time(now)
 
-    async def _delete_pods(self, key: str, job: dict, victims: list[dict]) -> list[dict]:
-        """Delete `victims`; those deleted (all of them: a failure is raised)."""
-        if victims:
-            await delete_pods(self.pods, self.expectations, key, victims, self.recorder, job)
-        return victims
+    async def _delete_pods(self, key: str, job: dict, victims: list[dict]) -> tuple[list[dict], Exception | None]:
+        """Delete `victims`: those deleted, and the first failure (raised once the status is written)."""
+        if not victims:
+            return [], None
+        return await delete_pods(self.pods, self.expectations, key, victims, self.recorder, job)
 
-    async def _manage(self, key, job, active, pods, succeeded, failed, settled, replaced,
+    async def _manage(self, key, job, active, terminating, pods, succeeded, failed, settled, replaced,
                       now) -> tuple[int, list[dict], Exception | None]:
         """Create or delete pods towards the wanted count, at most MAX_POD_CREATE_DELETE_PER_SYNC:
-        how many were created, the pods deleted, and the creates' first failure. `settled` are the
+        how many were created, the pods deleted, and the first failure. `terminating`: the pods being
+        deleted that have not finished. `settled` are the
         indexes that never run again; `replaced` maps an index to the failed pod its next pod
         replaces (backoffLimitPerIndex only)."""
         spec = job["spec"]
@@ -557,17 +587,15 @@ class JobController(Controller):
         group = None
         if uses_workload(job) and (group := await self.workloads.ensure(job)) is None:
             return 0, [], None
-        if failed and not per_index and (wait := self._backoff_left(pods, failed, now)) > 0:
+        if failed and not per_index and (wait := await self._backoff_left(pods, failed, now)) > 0:
             self._enqueue_with_delay(key, wait + 0.05)
             return 0, [], None
         # with podReplacementPolicy Failed a terminating pod is replaced only once it has failed
-        replace_failed = replaces_only_failed(spec)
-        terminating = [p for p in pods if replace_failed and p["metadata"].get("deletionTimestamp")
-                       and not pod_is_terminal(p)]
+        waited = terminating if replaces_only_failed(spec) else []
         if spec.get("completionMode") == "Indexed":
-            if doomed := [p for p in active if pod_index(p) in settled]:
-                return 0, await self._delete_pods(key, job, doomed[:MAX_POD_CREATE_DELETE_PER_SYNC]), None
-            busy = {pod_index(p) for p in active + terminating} | settled
+            if doomed := [p async for part in in_turns(active) for p in part if pod_index(p) in settled]:
+                return 0, *await self._delete_pods(key, job, doomed[:MAX_POD_CREATE_DELETE_PER_SYNC])
+            busy = {pod_index(p) async for part in in_turns(active + waited) for p in part} | settled
             free = [i for i in range(spec.get("completions") or 0) if i not in busy]
             todo = free[:max(0, spec.get("parallelism", 1) - len(active))]
             if per_index:
@@ -577,20 +605,37 @@ class JobController(Controller):
         else:
             n = wanted_active(spec, succeeded) - len(active)
             if n < 0:
-                extra = sorted(active, key=lambda p: (bool(p["spec"].get("nodeName")), pod_is_ready(p)))[:-n]
-                return 0, await self._delete_pods(key, job, extra[:MAX_POD_CREATE_DELETE_PER_SYNC]), None
-            todo = [None] * max(0, n - len(terminating))
+                ranks = [(bool(p["spec"].get("nodeName")), pod_is_ready(p)) async for part in in_turns(active)
+                         for p in part]
+                extra = [active[i] for i in heapq.nsmallest(min(-n, MAX_POD_CREATE_DELETE_PER_SYNC),
+                                                            range(len(active)), key=ranks.__getitem__)]
+                return 0, *await self._delete_pods(key, job, extra)
+            todo = [None] * max(0, n - len(waited))
         todo = todo[:MAX_POD_CREATE_DELETE_PER_SYNC]
         if not todo:
             return 0, [], None
+        count = self._creations(creation_reason(spec, failed, len(terminating)))
         made, failure = await create_pods(self.pods, self.expectations, key,
                                           [self._pod(job, i, group, replaced.get(i) if per_index else None)
-                                           for i in todo], self.recorder, job)
+                                           for i in todo], self.recorder, job, answered=count)
         return made, [], failure
 
-    def _backoff_left(self, pods: list[dict], failed: int, now: float) -> float:
+    def _creations(self, reason: str) -> Callable[[bool], None]:
+        """recordJobPodsCreationTotal, per create the server answered. Upstream's manageJob adds a
+        failed create to the succeeded count as well as to the failed one (its goroutine goes on to
+        the success count after the failure's), and so does this, for the same series."""
+        succeeded = self.metrics.job_pods_creation.labels(reason, "succeeded")
+
+        def count(ok: bool) -> None:
+            succeeded.inc()
+            if not ok:
+                self.metrics.job_pods_creation.labels(reason, "failed").inc()
+        return count
+
+    async def _backoff_left(self, pods: list[dict], failed: int, now: float) -> float:
         """Seconds before a replacement may start: 10s doubling per failure, from the last failure."""
-        ends = [parse_time(c["lastTransitionTime"]) for p in pods if not pod_succeeded(p) and pod_is_terminal(p)
+        ends = [parse_time(c["lastTransitionTime"]) async for part in in_turns(pods) for p in part
+                if not pod_succeeded(p) and pod_is_terminal(p)
                 for c in (p.get("status") or {}).get("conditions") or []
                 if c.get("type") == "Ready" and c.get("lastTransitionTime")]
         if not ends:

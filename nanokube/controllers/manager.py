@@ -73,6 +73,7 @@ def build_controllers(client, clock: Clock = REAL, load_balancer_pool: str = DEF
     options = {
         ServiceLBController: {"pool": load_balancer_pool},
         CronJobController: {"metrics": metrics},
+        JobController: {"metrics": metrics},
         HPAController: options_from_env(),
         NodeLifecycleController: node_lifecycle_options(),
         DeviceTaintEvictionController: device_taint_options(),

@@ -218,11 +218,12 @@ def deletion_rank(pod: dict) -> tuple:
 
 
 async def delete_pods(pods, expectations: Expectations, key, victims: list[dict], recorder: CoreEventRecorder,
-                      owner: dict, expect: bool = True) -> None:
+                      owner: dict, expect: bool = True) -> tuple[list[dict], Exception | None]:
     """Delete `victims` (by uid) at once, expecting each deletion (`expect`: set here, not by the caller)
     so the controller never acts twice on a cache that has not seen them go yet; each outcome is an
-    Event on `owner`. A failed delete comes off the expectations without stopping the others; the
-    first failure is raised."""
+    Event on `owner`. A failed delete comes off the expectations without stopping the others. Returns
+    the victims deleted (one already gone counts, as upstream's) and the first failure, for the
+    caller to raise once it has counted the others (the Job's status.active)."""
     if expect:
         expectations.expect_deletions(key, victims)
 
@@ -237,18 +238,23 @@ async def delete_pods(pods, expectations: Expectations, key, victims: list[dict]
         else:
             await recorder.emit(owner, "Normal", "SuccessfulDelete", f"Deleted pod: {p['metadata']['name']}")
     results = await asyncio.gather(*(delete(p) for p in victims), return_exceptions=True)
-    if failed := next((r for r in results if isinstance(r, BaseException)), None):
-        raise failed
+    for r in results:
+        if isinstance(r, BaseException) and not isinstance(r, Exception):
+            raise r  # a cancellation stops the sync
+    deleted = [p for p, r in zip(victims, results) if r is None]
+    return deleted, next((r for r in results if r is not None), None)
 
 
 async def create_pods(pods, expectations: Expectations, key, bodies: list[dict], recorder: CoreEventRecorder,
-                      owner: dict, expect: bool = True) -> tuple[int, Exception | None]:
+                      owner: dict, expect: bool = True,
+                      answered: Callable[[bool], None] | None = None) -> tuple[int, Exception | None]:
     """Create `bodies` in slow-start batches (slow_start.py), as upstream's manageReplicas, syncNodes
     and manageJob do, each outcome an Event on `owner`. A create refused because the namespace is
     being deleted counts as made and reports nothing: every other would be refused alike. The
     creations not made (failed, or never begun after a failed batch) come off the expectations
     (`expect`: set here, not by the caller), so the next sync tries them again. Returns how many
-    were made and the first failure, for the caller to raise once its status is written."""
+    were made and the first failure, for the caller to raise once its status is written. `answered(ok)`
+    hears of each create but those refused for the namespace (the Job's job_pods_creation_total)."""
     if expect:
         expectations.expect(key, adds=len(bodies))
 
@@ -258,8 +264,12 @@ async def create_pods(pods, expectations: Expectations, key, bodies: list[dict],
         except Exception as e:
             if has_status_cause(e, NAMESPACE_TERMINATING):
                 return
+            if answered is not None:
+                answered(False)
             await recorder.emit(owner, "Warning", "FailedCreate", f"Error creating: {getattr(e, 'message', e)}")
             raise
+        if answered is not None:
+            answered(True)
         await recorder.emit(owner, "Normal", "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}")
     made, failure = await slow_start_batch(len(bodies), create)
     for _ in range(len(bodies) - made):
@@ -428,7 +438,9 @@ class ReplicaSetController(Controller):
         elif diff > 0:
             ranks = [deletion_rank(p) async for part in in_turns(active) for p in part]
             victims = [active[i] for i in heapq.nsmallest(min(diff, BURST), range(len(active)), key=ranks.__getitem__)]
-            await delete_pods(self.pods, self.expectations, key, victims, self.recorder, rs)
+            _, failure = await delete_pods(self.pods, self.expectations, key, victims, self.recorder, rs)
+            if failure is not None:
+                raise failure
 
     def _failure_condition(self, rs: dict, status: dict, active: list[dict], failure: APIError | None) -> list[dict]:
         """ReplicaFailure is set when creating or deleting pods fails and

@@ -52,6 +52,26 @@ async def eventually(check, attempts: int = 400):
     raise AssertionError("condition never held")
 
 
+async def turns_during(awaitable) -> tuple[int, object]:
+    """How many turns of the loop a task beside `awaitable` got while it ran, and its result: a
+    pass over many objects in a controller sharing the API server's loop must let it run."""
+    ticks = 0
+
+    async def beside():
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0)
+            ticks += 1
+    task = asyncio.create_task(beside())
+    await asyncio.sleep(0)  # the task waits for its first turn
+    ticks = 0
+    try:
+        result = await awaitable
+        return ticks, result
+    finally:
+        task.cancel()
+
+
 async def settled(clock, check, attempts: int = 200):
     """`eventually` for a controller on a VirtualClock: each try first lets the work already due at
     the current virtual instant run (`advance(0)`), never moving time on."""

@@ -1,6 +1,7 @@
 import pytest
 
 from nanokube.clock import VirtualClock
+from nanokube.controllers.base import TURN
 from nanokube.machinery.errors import APIError
 from nanokube.controllers.job import (
     INDEX,
@@ -12,7 +13,7 @@ from nanokube.controllers.job import (
     transition_events,
     wanted_active,
 )
-from tests.controllers import event_counts, eventually, make_stack, pod_quota, ticking
+from tests.controllers import event_counts, eventually, make_stack, pod_quota, ticking, turns_during
 from tests.controllers.test_pod_update_handlers import informing, seen, stopped
 from tests.controllers.test_replicaset import stop
 
@@ -506,3 +507,89 @@ def job_condition_of(j: dict, ctype: str) -> bool:
 
 async def tracking_removed(pods, name) -> bool:
     return TRACKING not in ((await pods.get(name, "default"))["metadata"].get("finalizers") or [])
+
+
+async def keep_labelled_pods(client) -> None:
+    """A ValidatingAdmissionPolicy (and its binding) refusing the deletion of a pod labelled keep."""
+    g = "admissionregistration.k8s.io"
+    await client.resource(g, "v1", "validatingadmissionpolicies").create({
+        "metadata": {"name": "keep-pods"},
+        "spec": {"matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                         "operations": ["DELETE"], "resources": ["pods"]}]},
+                 "validations": [{"expression": "!has(oldObject.metadata.labels) || !('keep' in oldObject.metadata.labels)",
+                                  "message": "kept"}]}})
+    await client.resource(g, "v1", "validatingadmissionpolicybindings").create({
+        "metadata": {"name": "keep-pods"}, "spec": {"policyName": "keep-pods", "validationActions": ["Deny"]}})
+
+
+async def test_a_failed_delete_leaves_the_others_counted_as_gone(env):
+    """deleteJobPods: suspending a Job deletes its 3 pods, one of which the API refuses to delete;
+    status.active drops by the 2 deleted (terminating counts them), the Suspended condition is
+    written, and the FailedDelete is reported. Before, the failure skipped the status write."""
+    client, _, clock = env
+    jobs, pods = client.resource("batch", "v1", "jobs"), client.resource("", "v1", "pods")
+    await jobs.create(job(parallelism=3, completions=3))
+    running = await ticking(clock, lambda: live_pods(client, 3))
+    kept = running[0]["metadata"]["name"]
+    await pods.patch(kept, {"metadata": {"labels": {"keep": "yes"}}}, namespace="default")
+    await keep_labelled_pods(client)
+    await jobs.patch("pi", {"spec": {"suspend": True}}, namespace="default")
+    j = await ticking(clock, lambda: job_condition(client, "Suspended"))
+    assert j["status"]["active"] == 1
+    assert [p["metadata"]["name"] for p in await live_pods(client, 1)] == [kept]
+    counts = await event_counts(client, "Job")
+    assert counts["SuccessfulDelete"] == 2 and counts["FailedDelete"] >= 1
+
+
+def creations(ctrl, reason: str, status: str) -> float:
+    return ctrl.metrics.registry.get_sample_value("job_controller_job_pods_creation_total",
+                                                  {"reason": reason, "status": status}) or 0.0
+
+
+async def test_pod_creations_are_counted_by_reason_and_status(env):
+    """job_controller_job_pods_creation_total, as upstream's manageJob counts: the first pods are
+    `new`; one refused by a quota counts as failed and, as upstream's goroutine goes on to count it,
+    as succeeded too; a replacement of a failed pod is `recreate_terminating_or_failed` (the
+    default podReplacementPolicy)."""
+    client, ctrl, clock = env
+    await pod_quota(client, 2)
+    await client.resource("batch", "v1", "jobs").create(job(parallelism=3, completions=4))
+    first = await ticking(clock, lambda: live_pods(client, 2))
+    refused = await ticking(clock, lambda: _async(creations(ctrl, "new", "failed")))
+    assert creations(ctrl, "new", "succeeded") == 2 + refused  # the 2 made, and each refused one
+    await pod_quota(client, 10)
+    await ticking(clock, lambda: live_pods(client, 3))
+    await finish(client, first[0], "Failed")
+    await ticking(clock, lambda: _async(creations(ctrl, "recreate_terminating_or_failed", "succeeded")))
+    assert await live_pods(client, 3)
+    assert creations(ctrl, "recreate_terminating_or_failed", "succeeded") == 1
+    assert creations(ctrl, "recreate_failed", "succeeded") == creations(ctrl, "recreate_failed", "failed") == 0
+    assert creations(ctrl, "recreate_terminating_or_failed", "failed") == 0
+
+
+async def _async(value):
+    return value
+
+
+async def test_a_sync_over_many_pods_lets_the_loop_run(env):
+    """The passes of a Job's sync over its pods (the active ones, those finished, the tracked and
+    ready ones) let the loop run every TURN pods, as its claim does: a Job of 300,000 pods held the
+    API server's loop for seconds each. This sync writes nothing, so its claim gave it the only turns."""
+    _, ctrl, _ = env
+    n = 3 * TURN + 1
+    labels = {"job": "big"}
+    big = job("big", parallelism=n, completions=n, selector={"matchLabels": labels})
+    big["metadata"].update(uid="job-uid", generation=1)
+    ref = {"apiVersion": "batch/v1", "kind": "Job", "name": "big", "uid": "job-uid", "controller": True}
+    pods = [{"metadata": {"name": f"big-{i}", "namespace": "default", "uid": f"u{i}", "labels": labels,
+                          "finalizers": [TRACKING], "ownerReferences": [ref]},
+             "spec": {}, "status": {"phase": "Running"}} for i in range(n)]
+    big["status"] = {"active": n, "ready": 0, "terminating": 0, "startTime": "2026-01-01T00:00:00Z",
+                     "uncountedTerminatedPods": {}}
+    ctrl.job_inf.get = lambda key: big if key == "default/big" else None
+    ctrl.pod_inf.list_namespace = lambda ns: pods if ns == "default" else []
+    writes = []
+    ctrl._write_status = lambda j, st: _async(writes.append(st))
+    during, _ = await turns_during(ctrl.sync("default/big"))
+    assert [st["active"] for st in writes] == [n]
+    assert during >= 7 * 3  # claim, active/terminating, finishing, recorded, tracked, ready, finalizers

@@ -178,6 +178,7 @@ def test_kubectl_views_of_cronjobs_rcs_and_pod_templates(cluster, api):
     assert "KIND:       CronJob" in cluster.kubectl("explain", "cronjob.spec.timeZone").stdout
     metrics = cluster.kubectl("get", "--raw", "/metrics").stdout
     assert "# TYPE cronjob_controller_job_creation_skew_duration_seconds histogram" in metrics
+    assert "# TYPE job_controller_job_pods_creation_total counter" in metrics
     cluster.kubectl("delete", "cronjob", "tick", "-n", NS)
     wait_for(lambda: cluster.kubectl("get", "job", "manual", "-n", NS, check=False).returncode != 0,
              what="the CronJob's job collected with it")
