@@ -60,6 +60,7 @@ class Subresources:
             return json_response(await self.evict(namespace, name, body, opts), 201)
         if sub == "token" and m == "POST" and self.tokens is not None:
             body, _ = await h._create_input(request)  # (the options are judged, as any create's)
+            body = _typed(body, "io.k8s.api.authentication.v1.TokenRequest", "TokenRequest", version)
             return json_response(self.tokens.token_request(namespace, name, body), 201)
         if sub == "log" and m == "GET":
             data = await self.log(namespace, name, dict(request.query))

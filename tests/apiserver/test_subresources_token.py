@@ -1,0 +1,35 @@
+"""serviceaccounts/token over HTTP: a TokenRequest body is decoded as its Go type before it is judged,
+so a field of the wrong JSON type is the decoder's 400, as upstream's, never a server error."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.apiserver.test_rest_managedfields import call, refused
+from tests.served import served
+
+SA = "/api/v1/namespaces/default/serviceaccounts"
+TOKEN = f"{SA}/robot/token"
+
+
+@pytest.mark.parametrize("body, message", [
+    ({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": 7},
+     "json: cannot unmarshal number into Go struct field TokenRequest.spec of type v1.TokenRequestSpec"),
+    ({"spec": {"audiences": "api"}},
+     "json: cannot unmarshal string into Go struct field TokenRequestSpec.spec.audiences of type []string"),
+    ({"spec": {"audiences": [1]}},
+     "json: cannot unmarshal number into Go struct field TokenRequestSpec.spec.audiences of type string"),
+    ({"spec": {"expirationSeconds": "3600"}},
+     "json: cannot unmarshal string into Go struct field TokenRequestSpec.spec.expirationSeconds of type int64"),
+    ({"spec": {"boundObjectRef": ["Pod"]}},
+     "json: cannot unmarshal array into Go struct field TokenRequestSpec.spec.boundObjectRef of type "
+     "v1.BoundObjectReference"),
+    ([1], "json: cannot unmarshal array into Go value of type v1.TokenRequest"),
+])
+async def test_a_token_request_of_the_wrong_shape_is_a_bad_request(tmp_path, body, message):
+    async with served(tmp_path) as (_, c):
+        await call(c, "POST", SA, {"metadata": {"name": "robot"}})
+        code, got = await refused(c, "POST", TOKEN, body)
+        assert (code, got) == (400, f'TokenRequest in version "v1" cannot be handled as a TokenRequest: {message}')
+        issued = await call(c, "POST", TOKEN, {"spec": {"audiences": ["api"], "expirationSeconds": 3600}})
+        assert issued["spec"]["audiences"] == ["api"] and issued["status"]["token"].count(".") == 2
