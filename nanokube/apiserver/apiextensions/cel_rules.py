@@ -140,7 +140,8 @@ def normalize_field_path(path: str, schema: dict) -> str | None:
 
 
 class _Compiler:
-    def __init__(self, field_path: str) -> None:
+    def __init__(self, field_path: str, compiling: bool = True) -> None:
+        self.compiling = compiling
         self.errors: list[FieldError] = []
         self.total = 0
         self.expensive: list[tuple[int, str]] = []
@@ -215,7 +216,7 @@ class _Compiler:
         """The compiled rule (None when its static checks fail: nothing to
         run); a rule that does not compile is kept with its error, which
         every validation reports, as upstream's validator does."""
-        if not self.static_checks(s, rule, at):
+        if not self.static_checks(s, rule, at) or not self.compiling:
             return None
         t = schema_type(s, root)
         optional_old = bool(rule.get("optionalOldSelf"))
@@ -268,13 +269,15 @@ class _Compiler:
         return message
 
 
-def compile_rules(schema: dict, field_path: str) -> tuple[CompiledRules | None, list[FieldError]]:
+def compile_rules(schema: dict, field_path: str, compiling: bool = True) -> tuple[CompiledRules | None, list[FieldError]]:
     """Compile every x-kubernetes-validations rule of a CRD version's
     openAPIV3Schema (`field_path` is where that schema sits in the CRD, e.g.
     `spec.versions[0].schema.openAPIV3Schema`). Returns the rules (None when
     the schema has none) and the CRD validation errors; the rules are usable
-    even with errors (a stored CRD is served with what it has)."""
-    c = _Compiler(field_path)
+    even with errors (a stored CRD is served with what it has). `compiling=False` runs the static
+    checks alone, as upstream does for a schema without a CEL context (not structural, or a
+    default that fails)."""
+    c = _Compiler(field_path, compiling)
     root = c.node(schema or {}, field_path, True, None, 1)
     if c.total > STATIC_CRD_COST_LIMIT:
         for _, path in c.expensive:

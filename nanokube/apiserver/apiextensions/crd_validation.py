@@ -250,8 +250,9 @@ def validate(crd: dict[str, Any], old: dict[str, Any] | None = None) -> list[Fie
         if schema is None:
             errs.append(required(f"{p}.schema.openAPIV3Schema", "schemas are required"))
         else:
-            errs.extend(structural_schema.validate(schema, f"{p}.schema.openAPIV3Schema"))
-            errs.extend(cel_rules.compile_rules(schema, f"{p}.schema.openAPIV3Schema")[1])
+            checked = structural_schema.check(schema, f"{p}.schema.openAPIV3Schema")
+            errs.extend(checked.errors)
+            errs.extend(cel_rules.compile_rules(schema, f"{p}.schema.openAPIV3Schema", checked.cel)[1])
         errs.extend(_printer_columns(v.get("additionalPrinterColumns"), f"{p}.additionalPrinterColumns"))
         errs.extend(_selectable_fields(v.get("selectableFields"), schema, f"{p}.selectableFields"))
         subs = v.get("subresources") or {}

@@ -70,16 +70,17 @@ def test_non_structural_schemas_are_refused_with_upstreams_messages():
                                                                    "additionalProperties": {"type": "string"}}}},
         "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
         "choice": {"type": "string", "anyOf": [{"type": "string", "default": "x"}]}}}
-    got = [str(e) for e in structural_schema.validate(bad, p)]
-    assert got == sorted(got)
-    assert f"{p}.properties[spec].type: Required value: must not be empty for specified object fields" in got
-    assert f"{p}.properties[spec].properties[list].items: Required value: must be specified" in got
-    assert (f"{p}.properties[spec].properties[both].additionalProperties: Forbidden: additionalProperties and "
-            "properties are mutual exclusive") in got
-    assert (f"{p}.properties[tags].uniqueItems: Forbidden: uniqueItems cannot be set to true since the runtime "
-            "complexity becomes quadratic") in got
-    assert f"{p}.properties[choice].anyOf[0].type: Forbidden: must be empty to be structural" in got
-    assert f"{p}.properties[choice].anyOf[0].default: Forbidden: must be undefined to be structural" in got
+    assert [str(e) for e in structural_schema.validate(bad, p)] == [
+        # ValidateStructural's, sorted as it sorts them
+        f"{p}.properties[choice].anyOf[0].default: Forbidden: must be undefined to be structural",
+        f"{p}.properties[choice].anyOf[0].type: Forbidden: must be empty to be structural",
+        f"{p}.properties[spec].properties[list].items: Required value: must be specified",
+        f"{p}.properties[spec].type: Required value: must not be empty for specified object fields",
+        # then ValidateCustomResourceDefinitionOpenAPISchema's, in its walk
+        f"{p}.properties[spec].properties[both].additionalProperties: Forbidden: additionalProperties and "
+        "properties are mutual exclusive",
+        f"{p}.properties[tags].uniqueItems: Forbidden: uniqueItems cannot be set to true since the runtime "
+        "complexity becomes quadratic"]
     assert [str(e) for e in structural_schema.validate({"type": "string"}, p)] == [
         f'{p}.type: Invalid value: "string": must be object at the root']
 
@@ -233,3 +234,58 @@ async def test_over_http_a_defaults_checks_all_run(tmp_path):
     causes = {(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]}
     assert causes == {(p, 'Invalid value: {"a":1,"b":1}: must not have unknown fields'),
                       (f"{p}.a", f'Invalid value: "integer": {p}.a in body must be of type string: "integer"')}
+
+
+async def _create_refused(tmp_path, body) -> list[tuple[str, str]]:
+    async with served(tmp_path) as (_, api_client):
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(client.ApiextensionsV1Api(api_client).create_custom_resource_definition, body)
+    assert e.value.status == 422
+    return [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]]
+
+
+async def test_over_http_structural_errors_come_sorted_first_and_hide_defaults_and_cel(tmp_path):
+    """validateCustomResourceDefinitionValidation: ValidateStructural's errors (sorted), and only when
+    there are none the defaults'; the OpenAPI schema checks follow in their walk; a CEL rule is
+    compiled only for a structural schema with valid defaults (its static checks always run)."""
+    body = crd()
+    spec = body["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec["properties"].update({
+        "a": {"type": "string", "x-kubernetes-list-type": "set"},   # OpenAPI check, sorts first by path
+        "b": {"properties": {"c": {"type": "string"}}},            # structural: no type
+        "d": {"type": "integer", "default": "three",               # a default that fails
+              "x-kubernetes-validations": [{"rule": "self >"}, {"rule": " "}]}})  # no compile; static check
+    p = "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties"
+    assert await _create_refused(tmp_path, body) == [
+        (f"{p}[b].type", "Required value: must not be empty for specified object fields"),
+        (f"{p}[a].type", 'Invalid value: "string": must be array if x-kubernetes-list-type is specified'),
+        (f"{p}[d].x-kubernetes-validations[1].rule", "Required value: rule is not specified")]
+    del spec["properties"]["a"], spec["properties"]["b"]
+    assert await _create_refused(tmp_path / "2", body) == [
+        (f"{p}[d].default", 'Invalid value: "string": '
+                            f'{p}[d].default in body must be of type integer: "string"'),
+        (f"{p}[d].x-kubernetes-validations[1].rule", "Required value: rule is not specified")]
+
+
+def test_list_and_map_extensions_in_upstreams_words():
+    s = {"type": "object", "properties": {
+        "keys": {"type": "array", "items": {"type": "object", "properties": {"k": {"type": "string"}}},
+                 "x-kubernetes-list-map-keys": ["k"]},
+        "m": {"x-kubernetes-map-type": "loose", "x-kubernetes-preserve-unknown-fields": True},
+        "l": {"type": "array", "items": {"type": "object", "properties": {"k": {"type": "string"},
+                                                                             "o": {"type": "object"}}},
+              "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["k", "o", "z"]},
+        "f": {"type": "string", "x-kubernetes-preserve-unknown-fields": False}}}
+    assert [str(e) for e in structural_schema.validate(s, "s")] == [
+        "s.properties[keys].x-kubernetes-list-type: Required value: must be map if x-kubernetes-list-map-keys is non-empty",
+        "s.properties[m].type: Required value: must be object if x-kubernetes-map-type is specified",
+        's.properties[m].x-kubernetes-map-type: Unsupported value: "loose": supported values: "atomic", "granular"',
+        's.properties[l].items.properties[o].type: Invalid value: "object": must be a scalar type if parent array\'s '
+        "x-kubernetes-list-type is map",
+        's.properties[l].x-kubernetes-list-map-keys: Invalid value: ["k","o","z"]: entries must all be names of item '
+        "properties",
+        "s.properties[l].items.properties[k].default: Required value: this property is in x-kubernetes-list-map-keys, "
+        "so it must have a default or be a required property",
+        "s.properties[l].items.properties[o].default: Required value: this property is in x-kubernetes-list-map-keys, "
+        "so it must have a default or be a required property",
+        "s.properties[f].x-kubernetes-preserve-unknown-fields: Invalid value: false: must be true or undefined"]
