@@ -14,7 +14,8 @@ resource, as kube-controller-manager's GC does with metadata informers.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ..machinery.errors import APIError
 from .base import Controller
@@ -27,13 +28,17 @@ MONITOR_PERIOD = 1.0
 IGNORED = frozenset({"events", "events.events.k8s.io"})
 
 
-@dataclass
+@dataclass(slots=True)
 class Node:
+    """An object of the graph, one per object of every monitored resource (300,000 for 300,000 pods):
+    it keeps the object's own ownerReferences list (objects handed to informers are never changed)
+    and has no instance dict, so the cycle collector walks one object per node instead of three."""
+
     rc: object
     namespace: str | None
     name: str
     uid: str
-    owners: list[dict] = field(default_factory=list)
+    owners: Sequence[dict] = ()
     deleting: bool = False
     finalizers: tuple[str, ...] = ()
 
@@ -87,7 +92,7 @@ class GarbageCollector(Controller):
         graph builder: an owner that goes queues its dependents (`_forget`)."""
         md = obj["metadata"]
         uid = md["uid"]
-        owners = md.get("ownerReferences") or []
+        owners = md.get("ownerReferences") or ()
         deleting, finalizers = bool(md.get("deletionTimestamp")), tuple(md.get("finalizers") or ())
         n = self.nodes.get(uid)
         if n is not None and n.owners == owners and n.deleting == deleting and n.finalizers == finalizers:
@@ -95,7 +100,7 @@ class GarbageCollector(Controller):
         if n is not None:
             for ref in n.owners:
                 self.dependents.get(ref["uid"], set()).discard(uid)
-        n = Node(rc, md.get("namespace"), md["name"], uid, list(owners), deleting, finalizers)
+        n = Node(rc, md.get("namespace"), md["name"], uid, owners, deleting, finalizers)
         self.nodes[uid] = n
         for ref in n.owners:
             self.dependents.setdefault(ref["uid"], set()).add(uid)

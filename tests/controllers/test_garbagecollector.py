@@ -98,3 +98,28 @@ async def test_events_are_ignored_as_upstream_ignores_them():
     finally:
         await gc.stop()
         await s.close()
+
+
+async def test_a_graph_node_keeps_its_objects_owner_references_and_no_instance_dict():
+    """One node per object of every resource (300,000 pods: 300,000 nodes): each is one object to the
+    cycle collector, holding the informer object's own ownerReferences list rather than a copy."""
+    s = await make_stack()
+    gc = GarbageCollector(s.client)
+    await gc.start()
+    try:
+        cms = s.client.resource("", "v1", "configmaps")
+        owner = await cms.create({"metadata": {"name": "owner", "namespace": NS}})
+        ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner["metadata"]["uid"]}
+        dep = await cms.create({"metadata": {"name": "dep", "namespace": NS, "ownerReferences": [ref]}})
+        uid = dep["metadata"]["uid"]
+        async def observed():
+            return uid in gc.nodes
+        assert await eventually(observed)
+        node = gc.nodes[uid]
+        seen = next(o for o in (i.get(f"{NS}/dep") for i in gc._infs) if o is not None)
+        assert node.owners is seen["metadata"]["ownerReferences"] and node.owners == [ref]
+        assert not hasattr(node, "__dict__")
+        assert gc.nodes[owner["metadata"]["uid"]].owners == ()
+    finally:
+        await gc.stop()
+        await s.close()
