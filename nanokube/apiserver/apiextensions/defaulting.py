@@ -94,10 +94,11 @@ def lacks_defaults(obj: Any, node: dict[str, Any] | None) -> bool:
     return False
 
 
-def prune(obj: Any, node: dict[str, Any] | None, root: bool = True) -> list[str]:
-    """Drop fields the schema does not declare, in place; returns their paths."""
+def prune(obj: Any, node: dict[str, Any] | None, root: bool = True, drop: bool = True) -> list[str]:
+    """Drop fields the schema does not declare, in place; returns their paths (`drop=False`:
+    only finds them, for a read that copies an object only when pruning changes it)."""
     out: list[str] = []
-    _prune(obj, node, "", root, out)
+    _prune(obj, node, "", root, out, drop)
     return out
 
 
@@ -105,7 +106,7 @@ def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
-def _prune(obj: Any, node: dict[str, Any] | None, path: str, resource: bool, out: list[str]) -> None:
+def _prune(obj: Any, node: dict[str, Any] | None, path: str, resource: bool, out: list[str], drop: bool) -> None:
     if not isinstance(node, dict):
         return
     if isinstance(obj, dict):
@@ -117,16 +118,17 @@ def _prune(obj: Any, node: dict[str, Any] | None, path: str, resource: bool, out
             if embedded and k in _RESOURCE_FIELDS:
                 continue  # ObjectMeta's own rules apply to metadata, not the schema's
             if k in props:
-                _prune(obj[k], props[k], _join(path, k), False, out)
+                _prune(obj[k], props[k], _join(path, k), False, out, drop)
             elif isinstance(ap, dict):
-                _prune(obj[k], ap, _join(path, k), False, out)
+                _prune(obj[k], ap, _join(path, k), False, out, drop)
             elif ap is True or preserve:
                 continue
             else:
                 out.append(_join(path, k))
-                del obj[k]
+                if drop:
+                    del obj[k]
     elif isinstance(obj, list):
         items = node.get("items")
         if isinstance(items, dict):
             for i, v in enumerate(obj):
-                _prune(v, items, f"{path}[{i}]", False, out)
+                _prune(v, items, f"{path}[{i}]", False, out, drop)

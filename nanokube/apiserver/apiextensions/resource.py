@@ -263,27 +263,38 @@ class CustomResourceStrategy(Strategy):
         return hit[1] if hit is not None and hit[0] is obj else obj
 
     def to_storage(self, obj: Obj, version: str) -> Obj:
-        if self.webhook and version != self.storage:
-            return self._webhook_converted(obj, self.storage)
-        obj["apiVersion"] = f"{self.group}/{self.storage}"
+        """The object at the storage version. One converted from another version is pruned by the
+        storage version's schema, as upstream's storage codec prunes whatever it converts: a field
+        only the request's version declares is not stored."""
+        if version == self.storage:
+            obj["apiVersion"] = f"{self.group}/{self.storage}"
+            return obj
+        if self.webhook:
+            obj = self._webhook_converted(obj, self.storage)
+        else:
+            obj["apiVersion"] = f"{self.group}/{self.storage}"
+        defaulting.prune(obj, self._info(self.storage).schema)
         return obj
 
     def from_storage(self, obj: Obj, version: str) -> Obj:
-        """Conversion to the version asked for, then read-time defaults and pruning: a
-        schema change shows on objects written before it."""
-        if self.webhook and version != self.storage:
+        """Conversion to the version asked for, pruned by its schema when converted (as on the
+        way in), then read-time defaults and pruning: a schema change shows on objects written
+        before it."""
+        converted = version != self.storage
+        if self.webhook and converted:
             obj = self._webhook_converted(obj, version)
         info = self._info(version)
-        if not info.has_defaults:
+        if not info.has_defaults and not converted:
             return obj
         hit = self._read_memo.get(id(obj))
         if hit is not None and hit[0] is obj and hit[1] == version:
             return hit[2]
-        if not defaulting.lacks_defaults(obj, info.schema):
-            return obj
-        out = copy.deepcopy(obj)
-        defaulting.prune(out, info.schema)
-        defaulting.default(out, info.schema)
+        out = obj
+        if (converted and defaulting.prune(obj, info.schema, drop=False)) or (
+                info.has_defaults and defaulting.lacks_defaults(obj, info.schema)):
+            out = copy.deepcopy(obj)
+            defaulting.prune(out, info.schema)
+            defaulting.default(out, info.schema)
         if len(self._read_memo) >= READ_MEMO_SIZE:
             self._read_memo.clear()
         self._read_memo[id(obj)] = (obj, version, out)

@@ -265,9 +265,7 @@ def _is_int_or_string_pattern(node: dict[str, Any]) -> bool:
 def _check_default(node: dict[str, Any], path: str, errs: list[FieldError]) -> None:
     """validateStructuralDefaults: a default must survive pruning unchanged, and (either way) pass
     the node's own validation (validator.validate_default)."""
-    import copy
-
     value = node["default"]
-    if isinstance(value, (dict, list)) and defaulting.prune(copy.deepcopy(value), node, root=False):
+    if isinstance(value, (dict, list)) and defaulting.prune(value, node, root=False, drop=False):
         errs.append(invalid(f"{path}.default", value, "must not have unknown fields"))
     errs.extend(validator.validate_default(value, node, f"{path}.default"))
