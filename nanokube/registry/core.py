@@ -23,6 +23,7 @@ from .core_pods import PodStrategy, bind_pod, default_pod_spec, pod_spec_ips, va
 from .core_printing import AGE_DOC, NAME_DOC, Clock, doc, since
 from .core_services import NodePortAllocator, ServiceIPAllocator, ServiceStrategy
 from .core_spec import PROTOCOLS, port_number, taint_effect
+from .event_encoding import core_encoding
 from ..machinery.quantity import parse_quantity
 from ..machinery.validation import (
     FieldError,
@@ -578,6 +579,12 @@ class EventStrategy(Strategy):
         if ev.get("series"):
             return ev["series"].get("count", 0)
         return ev.get("count") or 1
+
+    def prepare_for_create(self, obj):
+        core_encoding(obj)
+
+    def prepare_for_update(self, new, old):
+        core_encoding(new)
 
     def validate(self, obj):
         errs: list[FieldError] = []

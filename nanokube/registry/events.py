@@ -23,6 +23,7 @@ from ..clock import REAL
 from .apps import api_doc
 from .base import Column, Obj, Resource, Strategy, register
 from .core_printing import NAME_DOC, doc, since
+from .event_encoding import core_encoding, events_v1_encoding, same_value
 from ..machinery.validation import FieldError, dns1123_subdomain, immutable, invalid, qualified_name, required
 
 Clock = Callable[[], float]
@@ -52,7 +53,7 @@ def to_core(obj: Obj) -> Obj:
 
 def from_core(obj: Obj) -> Obj:
     out = _renamed(obj, _TO_EVENTS, _FROM_CORE)
-    out.setdefault("eventTime", None)  # a MicroTime without omitempty: a core/v1 Event without one serves null
+    events_v1_encoding(out)
     return out
 
 
@@ -145,7 +146,7 @@ def validate_event_update(new: Obj, old: Obj) -> list[FieldError]:
     if new.get("series") != old.get("series"):
         errs += _series_errors(new)
     for f in _IMMUTABLE:
-        if new.get(f) != old.get(f):
+        if not same_value(new.get(f), old.get(f)):
             errs.append(immutable(_UPDATE_PATHS.get(f, f), new.get(f)))
     if (new.get("eventTime") or "")[:26] != (old.get("eventTime") or "")[:26]:
         errs.append(immutable("eventTime", new.get("eventTime")))
@@ -231,6 +232,12 @@ class EventStrategy(Strategy):
 
     def to_storage(self, obj: Obj, version: str) -> Obj:
         return to_core(obj)
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        core_encoding(obj)
+
+    def prepare_for_update(self, new: Obj, old: Obj) -> None:
+        core_encoding(new)
 
     def from_storage(self, obj: Obj, version: str) -> Obj:
         return from_core(obj)

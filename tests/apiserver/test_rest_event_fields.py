@@ -1,11 +1,12 @@
 """An Event's value fields as the field manager reads them over HTTP: upstream tracks the decoded
 Go struct, where a value field (not a pointer) sent empty, as client-go sends reportingInstance and
 action, or null reads as unset, so a create owns none of them (kube-controller-manager's Events own
-f:reportingComponent but not f:reportingInstance)."""
+f:reportingComponent but not f:reportingInstance); and an Event's top-level fields as kube-apiserver
+serves them at each API, Go's encoding of its type."""
 
 from __future__ import annotations
 
-from tests.apiserver.test_rest_managedfields import CORE_EVENTS, call, entries
+from tests.apiserver.test_rest_managedfields import CORE_EVENTS, EVENTS, call, entries, event
 from tests.served import served
 
 
@@ -23,3 +24,39 @@ async def test_empty_value_fields_of_an_event_are_nobodys(tmp_path):
         # a later write that sets one owns it
         changed = await call(api_client, "PUT", f"{CORE_EVENTS}/x", {**created, "reportingInstance": "host-1"}, "ctl2")
         assert entries(changed)["ctl2"][2] == {"f:reportingInstance": {}}
+
+
+async def test_events_are_served_as_go_encodes_them_at_both_versions(tmp_path):
+    """core/v1 always encodes reportingComponent, reportingInstance, source and the timestamps (no
+    omitempty, or a struct) and leaves out unset omitempty fields; events.k8s.io/v1 always encodes
+    eventTime, regarding and the deprecated struct fields, and leaves out an empty reportingController."""
+    async with served(tmp_path) as (_, api_client):
+        await call(api_client, "POST", EVENTS, event("new", "hello"))
+        old = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "old"}, "type": "Normal",
+               "involvedObject": {"kind": "Pod", "namespace": "default", "name": "p"}, "reason": "R", "message": "m",
+               "action": "", "count": 0}
+        await call(api_client, "POST", CORE_EVENTS, old)
+
+        def top(obj: dict) -> dict:
+            return {k: v for k, v in obj.items() if k not in ("metadata", "apiVersion", "kind")}
+
+        core_new = top(await call(api_client, "GET", f"{CORE_EVENTS}/new"))
+        assert core_new == {
+            "involvedObject": {"kind": "Deployment", "namespace": "default", "name": "web"}, "reason": "Scaled",
+            "message": "hello", "source": {}, "firstTimestamp": None, "lastTimestamp": None, "type": "Normal",
+            "eventTime": "2026-01-01T00:00:00.000000Z", "action": "Scale", "reportingComponent": "example.com/ctl",
+            "reportingInstance": "ctl-1"}
+        core_old = top(await call(api_client, "GET", f"{CORE_EVENTS}/old"))
+        assert core_old == {
+            "involvedObject": {"kind": "Pod", "namespace": "default", "name": "p"}, "reason": "R", "message": "m",
+            "source": {}, "firstTimestamp": None, "lastTimestamp": None, "type": "Normal", "eventTime": None,
+            "reportingComponent": "", "reportingInstance": ""}
+        events_old = top(await call(api_client, "GET", f"{EVENTS}/old"))
+        assert events_old == {
+            "eventTime": None, "reason": "R", "regarding": {"kind": "Pod", "namespace": "default", "name": "p"},
+            "note": "m", "type": "Normal", "deprecatedSource": {}, "deprecatedFirstTimestamp": None,
+            "deprecatedLastTimestamp": None}
+        # what a client read and sends back unchanged is no change
+        new = await call(api_client, "GET", f"{EVENTS}/new")
+        again = await call(api_client, "PUT", f"{EVENTS}/new", new)
+        assert again["metadata"]["resourceVersion"] == new["metadata"]["resourceVersion"]
