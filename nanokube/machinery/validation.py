@@ -78,6 +78,17 @@ def label_selector_value(sel: dict | None) -> gofmt.Struct | None:
     return out
 
 
+def node_selector_terms_value(terms: list | None) -> list[gofmt.Struct] | None:
+    """[]core.NodeSelectorTerm as field.Error prints it: an internal type, so json.Marshal writes
+    every field under its Go name (MatchExpressions, MatchFields; Key, Operator, Values), unset
+    lists null."""
+    def reqs(rs: list | None) -> list[gofmt.Struct] | None:
+        return None if rs is None else [gofmt.Struct(Key=r.get("key") or "", Operator=r.get("operator") or "",
+                                                     Values=r.get("values")) for r in rs]
+    return None if terms is None else [gofmt.Struct(MatchExpressions=reqs(t.get("matchExpressions")),
+                                                    MatchFields=reqs(t.get("matchFields"))) for t in terms]
+
+
 def required(field: str, detail: str = "") -> FieldError:
     return FieldError("FieldValueRequired", field, detail)
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..pki import der as _der
 from .base import AGE, RESET_DELETION, Column, Obj, Resource, Strategy, register
 from .core_printing import human_duration
+from ..machinery.gofmt import Struct
 from ..machinery.validation import (
     FieldError,
     dns1123_label,
@@ -583,6 +584,18 @@ def _leaf_errors(status: dict, chain: str) -> tuple[Any, bytes, Errors]:
     return leaf, spki, [invalid(path, value, detail) for value, detail in problems]
 
 
+def _pcr_spec_value(spec: dict) -> Struct:
+    """certificates.PodCertificateRequestSpec as field.Error prints it (an internal type: Go field
+    names, every field, unset ones null; []byte as base64, as the request sends it)."""
+    return Struct(
+        SignerName=spec.get("signerName") or "", PodName=spec.get("podName") or "", PodUID=spec.get("podUID") or "",
+        ServiceAccountName=spec.get("serviceAccountName") or "", ServiceAccountUID=spec.get("serviceAccountUID") or "",
+        NodeName=spec.get("nodeName") or "", NodeUID=spec.get("nodeUID") or "",
+        MaxExpirationSeconds=spec.get("maxExpirationSeconds"), PKIXPublicKey=spec.get("pkixPublicKey"),
+        ProofOfPossession=spec.get("proofOfPossession"), StubPKCS10Request=spec.get("stubPKCS10Request"),
+        UnverifiedUserAnnotations=spec.get("unverifiedUserAnnotations"))
+
+
 class PodCertificateRequestStrategy(Strategy):
     status_metadata = ()  # ResetObjectMetaForStatus, which its reset fields do not name
     status_deletion_kept = RESET_DELETION
@@ -608,7 +621,7 @@ class PodCertificateRequestStrategy(Strategy):
 
     def validate_update(self, new, old):
         if new.get("spec") != old.get("spec"):
-            return [immutable("spec", new.get("spec"))]
+            return [immutable("spec", _pcr_spec_value(new.get("spec") or {}))]
         return []
 
     def validate_status_update(self, new, old):

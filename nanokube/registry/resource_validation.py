@@ -27,6 +27,7 @@ from ..machinery.validation import (
     invalid,
     label_name,
     label_value,
+    node_selector_terms_value,
     not_supported,
     qualified_name,
     required,
@@ -686,9 +687,10 @@ def slice_spec(spec: dict, old: dict | None, path: str = "spec") -> Errors:
                 errs.append(immutable(f"{path}.{field}", new_v))
     chosen, e = _node_selection_members(spec, ("nodeName", "allNodes", "perDeviceNodeSelection"), path, "must be either unset or set to a non-empty string")
     errs += e
-    terms = (spec.get("nodeSelector") or {}).get("nodeSelectorTerms") or []
-    if spec.get("nodeSelector") is not None and len(terms) != 1:
-        errs.append(invalid(f"{path}.nodeSelector.nodeSelectorTerms", terms, "must have exactly one node selector term"))
+    terms = (spec.get("nodeSelector") or {}).get("nodeSelectorTerms")
+    if spec.get("nodeSelector") is not None and len(terms or ()) != 1:
+        errs.append(invalid(f"{path}.nodeSelector.nodeSelectorTerms", node_selector_terms_value(terms),
+                            "must have exactly one node selector term"))
     msg = "exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required"
     if not chosen:
         errs.append(required(path, msg))

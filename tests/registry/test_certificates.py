@@ -396,3 +396,32 @@ def test_registering_the_group_does_not_import_cryptography():
     code = "import sys\nimport nanokube.registry\nprint(sorted(m for m in sys.modules if m.startswith('cryptography')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.splitlines()[-1] == "[]"
+
+
+async def test_over_http_pcr_spec_immutable_prints_the_internal_spec(tmp_path):
+    """ValidateImmutableField(newReq.Spec, ...) hands field.Invalid the internal
+    certificates.PodCertificateRequestSpec, which json.Marshal writes under its Go field names."""
+    import asyncio
+    import json
+
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    from tests.served import served
+
+    body = pcr(maxExpirationSeconds=3600, unverifiedUserAnnotations={"example.com/a": "b"})
+    async with served(tmp_path) as (_, api_client):
+        certs = client.CertificatesV1Api(api_client)
+        await asyncio.to_thread(certs.create_namespaced_pod_certificate_request, "default", body)
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(certs.patch_namespaced_pod_certificate_request, "req-x7", "default",
+                                    {"spec": {"maxExpirationSeconds": 7200}})
+    assert e.value.status == 422
+    spec = body["spec"]
+    assert json.loads(e.value.body)["details"]["causes"] == [{
+        "reason": "FieldValueInvalid", "field": "spec",
+        "message": 'Invalid value: {"SignerName":"example.com/workload-identity","PodName":"web-0","PodUID":'
+                   f'"{POD_UID}","ServiceAccountName":"web","ServiceAccountUID":"b2c3","NodeName":"node-1",'
+                   '"NodeUID":"c3d4","MaxExpirationSeconds":7200,"PKIXPublicKey":null,"ProofOfPossession":null,'
+                   f'"StubPKCS10Request":"{spec["stubPKCS10Request"]}","UnverifiedUserAnnotations":'
+                   '{"example.com/a":"b"}}: field is immutable'}]

@@ -425,3 +425,28 @@ async def test_slice_field_selector_refusal_names_the_requested_version(tmp_path
         slices = await asyncio.to_thread(client.ResourceV1Api(api_client).list_resource_slice,
                                          field_selector="spec.driver=gpu.example.com,spec.nodeName=n1")
         assert slices.items == []
+
+
+async def test_over_http_slice_node_selector_terms_print_as_internal_core_terms(tmp_path):
+    """validateNodeSelector hands field.Invalid the []core.NodeSelectorTerm: Go field names, unset lists null."""
+    import asyncio
+    import json
+
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    from tests.served import served
+
+    term = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
+    body = {"metadata": {"name": "s"}, "spec": {"driver": "gpu.example.com", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+                                                 "nodeSelector": {"nodeSelectorTerms": [term, {"matchFields": [
+                                                     {"key": "metadata.name", "operator": "Exists"}]}]}}}
+    async with served(tmp_path) as (_, api_client):
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(client.ResourceV1Api(api_client).create_resource_slice, body)
+    assert e.value.status == 422
+    assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [(
+        "spec.nodeSelector.nodeSelectorTerms",
+        'Invalid value: [{"MatchExpressions":[{"Key":"zone","Operator":"In","Values":["a"]}],"MatchFields":null},'
+        '{"MatchExpressions":null,"MatchFields":[{"Key":"metadata.name","Operator":"Exists","Values":null}]}]: '
+        "must have exactly one node selector term")]
