@@ -18,19 +18,20 @@ log = logging.getLogger(__name__)
 TURN = 1024
 
 
-async def in_turns(items: list) -> AsyncIterator[list]:
-    """`items` in slices of TURN, the loop let run between two: the in-process controllers share the
-    API server's loop, and the passes of a ReplicaSet's sync over 300,000 pods (claim, status) held it
-    for seconds, every request waiting (upstream's controller manager is a process of its own). The
+async def in_turns(items: list, size: int = TURN) -> AsyncIterator[list]:
+    """`items` in slices of `size` (TURN; fewer for items that each hold many objects, as an
+    EndpointSlice holds 100 endpoints), the loop let run between two: the in-process controllers share
+    the API server's loop, and the passes of a ReplicaSet's sync over 300,000 pods (claim, status) held
+    it for seconds, every request waiting (upstream's controller manager is a process of its own). The
     informers move on meanwhile, so a caller judges its expectations before it lists what it passes
     over, as upstream's syncs do: a pod observed after the list is left to a later sync, not made again."""
-    if len(items) <= TURN:
+    if len(items) <= size:
         yield items
         return
-    for i in range(0, len(items), TURN):
+    for i in range(0, len(items), size):
         if i:
             await asyncio.sleep(0)
-        yield items[i:i + TURN]
+        yield items[i:i + size]
 
 
 class Controller:

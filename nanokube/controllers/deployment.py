@@ -10,6 +10,7 @@ reasons, which is what `kubectl rollout status` reads.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import orjson
 
@@ -17,7 +18,7 @@ from ..machinery.errors import APIError
 from ..machinery.selectors import matches_labels, selector_from_object
 from ..client.informer import InformerFactory, key_of
 from ..clock import Clock, format_time, parse_time
-from .base import Controller
+from .base import Controller, in_turns
 from .deployment_scale import DESIRED, MAX_REPLICAS, is_scaling_event, scaled_sizes
 from ..client.record import CoreEventRecorder
 from .replicaset import controller_ref, ignore_missing, owner_reference, pod_updated, resolving, selecting
@@ -192,19 +193,21 @@ class DeploymentController(Controller):
         if rs is None or rs["metadata"]["uid"] != ref.get("uid") or not (key := self._owner_key(rs, controller_ref(rs))):
             return
         d = self.dep_inf.get(key)
-        if d is not None and (d["spec"].get("strategy") or {}).get("type") == "Recreate" and not self._pods_of(d):
+        if d is not None and (d["spec"].get("strategy") or {}).get("type") == "Recreate" and not any(
+                map(self._has_pod(d), self.pod_inf.list_namespace(d["metadata"]["namespace"]))):
             self.queue.add(key)
 
-    def _pods_of(self, d: dict, of: list[dict] | None = None) -> list[dict]:
-        """getPodMapForDeployment's pods: those it selects controlled by its ReplicaSets (by `of`)."""
+    def _has_pod(self, d: dict, of: list[dict] | None = None) -> Callable[[dict], bool]:
+        """getPodMapForDeployment's pods: whether a pod is one it selects controlled by its ReplicaSets
+        (by `of`). A test per pod, for a caller to stop at the first (a handler, which cannot let the
+        loop run) or to pass over the namespace's pods in turns (a sync)."""
         md = d["metadata"]
         if of is None:
             of = [rs for rs in self.rs_inf.list_namespace(md["namespace"])
                   if (controller_ref(rs) or {}).get("uid") == md["uid"]]
         uids = {rs["metadata"]["uid"] for rs in of}
         sel = selector_from_object(d["spec"].get("selector"))
-        return [p for p in self.pod_inf.list_namespace(md["namespace"])
-                if (controller_ref(p) or {}).get("uid") in uids and matches_labels(sel, p["metadata"].get("labels"))]
+        return lambda p: (controller_ref(p) or {}).get("uid") in uids and matches_labels(sel, p["metadata"].get("labels"))
 
     async def sync(self, key: str) -> None:
         d = self.dep_inf.get(key)
@@ -389,12 +392,20 @@ class DeploymentController(Controller):
             new_rs = await self._ensure_new_rs(d, new_rs, old)
         for rs in old:
             await self._scale(d, rs, 0)
-        if any(_st(rs, "replicas") > 0 for rs in old) or any(
-                (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed") for p in self._pods_of(d, old)):
+        if any(_st(rs, "replicas") > 0 for rs in old) or await self._old_pods_running(d, old):
             return new_rs
         new_rs = await self._ensure_new_rs(d, new_rs, old)
         await self._scale(d, new_rs, d["spec"].get("replicas", 1))
         return new_rs
+
+    async def _old_pods_running(self, d: dict, old: list[dict]) -> bool:
+        """oldPodsRunning's pods: one of `old`'s not finished, found in a pass over the namespace's
+        pods in turns (in_turns)."""
+        has_pod = self._has_pod(d, old)
+        async for part in in_turns(self.pod_inf.list_namespace(d["metadata"]["namespace"])):
+            if any(has_pod(p) and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed") for p in part):
+                return True
+        return False
 
     @staticmethod
     def _complete(d: dict, new_rs: dict | None, old: list[dict]) -> bool:

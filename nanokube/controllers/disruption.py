@@ -19,7 +19,7 @@ from ..machinery.errors import APIError
 from ..machinery.selectors import matches_labels, selector_from_object
 from ..client.informer import InformerFactory, key_of
 from ..clock import REAL, Clock, parse_time
-from .base import Controller
+from .base import Controller, in_turns
 from ..client.record import CoreEventRecorder
 from .replicaset import controller_ref, pod_is_ready
 
@@ -98,12 +98,15 @@ class DisruptionController(Controller):
 
     # -- PodDisruptionBudget status ---------------------------------------
 
-    def pods_for(self, pdb: dict) -> list[dict]:
+    async def pods_for(self, pdb: dict) -> list[dict]:
+        """getPodsForPdb, from a pass over the namespace's pods in turns (in_turns): the in-process
+        controllers share the API server's loop."""
         sel = _selector(pdb)
         if sel is None:
             return []
         ns = pdb["metadata"]["namespace"]
-        return [p for p in self.pods.list_namespace(ns) if matches_labels(sel, p["metadata"].get("labels") or {})]
+        return [p async for part in in_turns(self.pods.list_namespace(ns)) for p in part
+                if matches_labels(sel, p["metadata"].get("labels") or {})]
 
     async def expected_and_desired(self, pdb: dict, pods: list[dict]) -> tuple[int, int]:
         spec = pdb.get("spec") or {}  # a budget may leave its spec out (then it selects no pod)
@@ -121,16 +124,17 @@ class DisruptionController(Controller):
     async def _controller_scale(self, pods: list[dict]) -> int:
         """Sum of the replicas of the pods' distinct controllers (a Deployment through its ReplicaSet)."""
         scales: dict[str, int] = {}
-        for pod in pods:
-            ref = controller_ref(pod)
-            if ref is None:
-                raise ExpectedCountError(f'found no controller ref for pod "{pod["metadata"]["name"]}"')
-            if ref["uid"] in scales:
-                continue
-            uid, replicas = await self._scale_of(pod["metadata"]["namespace"], ref)
-            if uid is None:
-                raise ExpectedCountError(f'found no controllers for pod "{pod["metadata"]["name"]}"')
-            scales[uid] = replicas
+        async for part in in_turns(pods):
+            for pod in part:
+                ref = controller_ref(pod)
+                if ref is None:
+                    raise ExpectedCountError(f'found no controller ref for pod "{pod["metadata"]["name"]}"')
+                if ref["uid"] in scales:
+                    continue
+                uid, replicas = await self._scale_of(pod["metadata"]["namespace"], ref)
+                if uid is None:
+                    raise ExpectedCountError(f'found no controllers for pod "{pod["metadata"]["name"]}"')
+                scales[uid] = replicas
         return sum(scales.values())
 
     async def _scale_of(self, ns: str, ref: dict) -> tuple[str | None, int]:
@@ -156,12 +160,13 @@ class DisruptionController(Controller):
                     return d["metadata"]["uid"], d["spec"].get("replicas", 1)
         return rs["metadata"]["uid"], rs["spec"].get("replicas", 1)
 
-    def _disrupted(self, pdb: dict, pods: list[dict]) -> tuple[dict, float | None]:
+    async def _disrupted(self, pdb: dict, pods: list[dict]) -> tuple[dict, float | None]:
         """disruptedPods still in effect, and when the earliest of them expires."""
         now = self.clock.now()
-        live = {p["metadata"]["name"]: p for p in pods}
+        recorded = (pdb.get("status") or {}).get("disruptedPods") or {}
+        live = {p["metadata"]["name"]: p async for part in in_turns(pods) for p in part} if recorded else {}
         kept, expiry = {}, None
-        for name, at in ((pdb.get("status") or {}).get("disruptedPods") or {}).items():
+        for name, at in recorded.items():
             pod = live.get(name)
             if pod is None or pod["metadata"].get("deletionTimestamp"):
                 continue
@@ -177,7 +182,7 @@ class DisruptionController(Controller):
         if pdb is None or pdb["metadata"].get("deletionTimestamp"):
             self._no_pods.discard(key)
             return
-        pods = self.pods_for(pdb)
+        pods = await self.pods_for(pdb)
         if pods:
             self._no_pods.discard(key)
         elif key not in self._no_pods:
@@ -190,9 +195,9 @@ class DisruptionController(Controller):
                                      f"Failed to calculate the number of expected pods: {e}")
             await self._write(pdb, self._fail_safe(pdb, str(e)))
             return
-        disrupted, expiry = self._disrupted(pdb, pods)
-        healthy = sum(1 for p in pods if not p["metadata"].get("deletionTimestamp")
-                      and p["metadata"]["name"] not in disrupted and pod_is_ready(p))
+        disrupted, expiry = await self._disrupted(pdb, pods)
+        healthy = sum([1 async for part in in_turns(pods) for p in part if not p["metadata"].get("deletionTimestamp")
+                       and p["metadata"]["name"] not in disrupted and pod_is_ready(p)])
         allowed = max(0, healthy - desired)
         gen = pdb["metadata"].get("generation", 1)
         st = dict(pdb.get("status") or {})

@@ -13,6 +13,7 @@ upstream's endpoints controller does.
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import itemgetter
 
 import orjson
 
@@ -20,7 +21,7 @@ from ..machinery.errors import APIError
 from ..machinery.selectors import matches_labels, selector_from_object
 from ..client.informer import InformerFactory, key_of
 from ..clock import Clock
-from .base import Controller
+from .base import TURN, Controller, in_turns
 from .replicaset import owner_reference, pod_is_ready, pod_is_terminal
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
@@ -137,17 +138,19 @@ def _ports_key(ports) -> bytes:
                         option=orjson.OPT_SORT_KEYS)
 
 
-def desired_endpoints(svc: dict, pods: list[dict], address_type: str,
-                      zone_of: Callable[[str], str | None]) -> dict[bytes, dict[str, dict]]:
+async def desired_endpoints(svc: dict, pods: list[dict], address_type: str,
+                            zone_of: Callable[[str], str | None]) -> dict[bytes, dict[str, dict]]:
     """port-set key -> address -> endpoint, for the pods that belong in slices
-    (not finished, with an IP of this family; terminating ones included)."""
+    (not finished, with an IP of this family; terminating ones included). A pass in turns
+    (in_turns), as the controllers share the API server's loop."""
     out: dict[bytes, dict[str, dict]] = {}
-    for pod in pods:
-        ip = pod_ip(pod, address_type)
-        if ip is None or pod_is_terminal(pod):
-            continue
-        key = _ports_key(endpoint_ports(svc, pod))
-        out.setdefault(key, {})[ip] = slice_endpoint(svc, pod, ip, zone_of)
+    async for part in in_turns(pods):
+        for pod in part:
+            ip = pod_ip(pod, address_type)
+            if ip is None or pod_is_terminal(pod):
+                continue
+            key = _ports_key(endpoint_ports(svc, pod))
+            out.setdefault(key, {})[ip] = slice_endpoint(svc, pod, ip, zone_of)
     return out
 
 
@@ -162,15 +165,15 @@ def managed_labels(svc: dict, extra: dict[str, str]) -> dict[str, str]:
 
 # --- slice planning --------------------------------------------------------------
 
-def plan_slices(existing: list[dict], desired: dict[bytes, dict[str, dict]],
-                max_per_slice: int = MAX_ENDPOINTS_PER_SLICE
-                ) -> tuple[list[dict], list[tuple[list[dict], list[dict]]], list[dict]]:
+async def plan_slices(existing: list[dict], desired: dict[bytes, dict[str, dict]],
+                      max_per_slice: int = MAX_ENDPOINTS_PER_SLICE
+                      ) -> tuple[list[dict], list[tuple[list[dict], list[dict]]], list[dict]]:
     """Given one family's existing slices and desired endpoints, return
     (slices to update, (ports, endpoints) of new slices, slices to delete).
 
     Endpoints stay in the slice that already holds them; new ones fill slices
     already being rewritten, then others with room, then slices that would be
-    deleted, then new slices."""
+    deleted, then new slices. The slices are read in turns of about TURN endpoints (in_turns)."""
     updates: list[dict] = []
     deletes: list[dict] = []
     creates: list[tuple[list[dict], list[dict]]] = []
@@ -183,17 +186,18 @@ def plan_slices(existing: list[dict], desired: dict[bytes, dict[str, dict]],
     for key, want in desired.items():
         remaining = dict(want)
         kept: list[tuple[dict, list[dict], bool]] = []  # slice, endpoints, changed
-        for sl in by_ports.get(key, []):
-            eps, changed = [], False
-            for ep in sl.get("endpoints") or []:
-                addr = (ep.get("addresses") or [None])[0]
-                new = remaining.pop(addr, None)
-                if new is None:
-                    changed = True
-                    continue
-                changed |= new != ep
-                eps.append(new)
-            kept.append((sl, eps, changed))
+        async for part in in_turns(by_ports.get(key, []), max(1, TURN // max_per_slice)):
+            for sl in part:
+                eps, changed = [], False
+                for ep in sl.get("endpoints") or []:
+                    addr = (ep.get("addresses") or [None])[0]
+                    new = remaining.pop(addr, None)
+                    if new is None:
+                        changed = True
+                        continue
+                    changed |= new != ep
+                    eps.append(new)
+                kept.append((sl, eps, changed))
         fill_order = sorted(range(len(kept)), key=lambda i: not kept[i][2])
         pending = list(remaining.values())
         for i in fill_order:
@@ -217,33 +221,34 @@ def plan_slices(existing: list[dict], desired: dict[bytes, dict[str, dict]],
     return updates, creates, deletes
 
 
-def endpoints_subsets(svc: dict, pods: list[dict]) -> tuple[list[dict], bool]:
+async def endpoints_subsets(svc: dict, pods: list[dict]) -> tuple[list[dict], bool]:
     """The legacy Endpoints subsets (primary family, terminating pods left
     out unless publishNotReadyAddresses), grouped by port set; and whether the
-    addresses were truncated at 1000."""
+    addresses were truncated at 1000. The pods' addresses are read in turns (in_turns)."""
     spec = svc.get("spec") or {}
     publish = spec.get("publishNotReadyAddresses", False)
     family = address_types(svc)[0]
     groups: dict[bytes, tuple[tuple[dict, ...], list[dict], list[dict]]] = {}
     total = 0
-    for pod in sorted(pods, key=lambda p: pod_ip(p, family) or ""):
-        ip = pod_ip(pod, family)
-        if ip is None or pod_is_terminal(pod) or (pod["metadata"].get("deletionTimestamp") and not publish):
-            continue
-        if total >= MAX_ENDPOINTS_ADDRESSES:
-            return _subsets(groups), True
-        total += 1
-        ports = endpoint_ports(svc, pod)
-        if spec.get("ports") and not ports:
-            continue
-        addr: dict = {"ip": ip, "targetRef": _target_ref(pod)}
-        pspec = pod.get("spec") or {}
-        if pspec.get("nodeName"):
-            addr["nodeName"] = pspec["nodeName"]
-        if pspec.get("hostname") and pspec.get("subdomain") == svc["metadata"]["name"]:
-            addr["hostname"] = pspec["hostname"]
-        g = groups.setdefault(_ports_key(ports), (ports, [], []))
-        (g[1] if publish or pod_is_ready(pod) else g[2]).append(addr)
+    by_ip = sorted([(pod_ip(p, family) or "", p) async for part in in_turns(pods) for p in part], key=itemgetter(0))
+    async for part in in_turns(by_ip):
+        for ip, pod in part:
+            if not ip or pod_is_terminal(pod) or (pod["metadata"].get("deletionTimestamp") and not publish):
+                continue
+            if total >= MAX_ENDPOINTS_ADDRESSES:
+                return _subsets(groups), True
+            total += 1
+            ports = endpoint_ports(svc, pod)
+            if spec.get("ports") and not ports:
+                continue
+            addr: dict = {"ip": ip, "targetRef": _target_ref(pod)}
+            pspec = pod.get("spec") or {}
+            if pspec.get("nodeName"):
+                addr["nodeName"] = pspec["nodeName"]
+            if pspec.get("hostname") and pspec.get("subdomain") == svc["metadata"]["name"]:
+                addr["hostname"] = pspec["hostname"]
+            g = groups.setdefault(_ports_key(ports), (ports, [], []))
+            (g[1] if publish or pod_is_ready(pod) else g[2]).append(addr)
     return _subsets(groups), False
 
 
@@ -386,7 +391,7 @@ class EndpointSliceController(Controller):
             return
         if not (svc.get("spec") or {}).get("selector") or svc["metadata"].get("deletionTimestamp"):
             return
-        pods = [p for p in self.pod_inf.list_namespace(ns) if selects(svc, p)]
+        pods = [p async for part in in_turns(self.pod_inf.list_namespace(ns)) for p in part if selects(svc, p)]
         await self._sync_slices(svc, pods)
         await self._sync_endpoints(svc, pods)
 
@@ -403,13 +408,13 @@ class EndpointSliceController(Controller):
         families = address_types(svc)
         svc_key = key_of(svc)
         await self._delete_all([sl for sl in existing if sl.get("addressType") not in families], svc_key)
-        wanted = {at: desired_endpoints(svc, pods, at, self._zone) for at in families}
+        wanted = {at: await desired_endpoints(svc, pods, at, self._zone) for at in families}
         if not any(wanted.values()):
             await self._placeholder(svc, [sl for sl in existing if sl.get("addressType") in families], labels, owner)
             return
         for at, desired in wanted.items():
             mine = [sl for sl in existing if sl.get("addressType") == at]
-            updates, creates, deletes = plan_slices(mine, desired, self.max_per_slice)
+            updates, creates, deletes = await plan_slices(mine, desired, self.max_per_slice)
             touched = {sl["metadata"]["name"] for sl in updates + deletes}
             relabel = [sl for sl in mine if sl["metadata"]["name"] not in touched
                        and not _meta_current(sl, labels, owner)]
@@ -439,7 +444,7 @@ class EndpointSliceController(Controller):
 
     async def _sync_endpoints(self, svc: dict, pods: list[dict]) -> None:
         md = svc["metadata"]
-        subsets, truncated = endpoints_subsets(svc, pods)
+        subsets, truncated = await endpoints_subsets(svc, pods)
         labels = managed_labels(svc, {SKIP_MIRROR_LABEL: "true"})
         cur = self.ep_inf.get(key_of(svc))
         annotations = dict((cur or {}).get("metadata", {}).get("annotations") or {})

@@ -2,7 +2,10 @@ import asyncio
 
 import pytest
 
+from nanokube.controllers.base import TURN
 from nanokube.controllers.deployment import (
+    DESIRED,
+    MAX_REPLICAS,
     DeploymentController,
     _with_old_revision,
     new_rs_replicas,
@@ -12,7 +15,7 @@ from nanokube.controllers.deployment import (
     terminating_replicas,
 )
 from nanokube.controllers.replicaset import ReplicaSetController
-from tests.controllers import eventually, make_stack
+from tests.controllers import eventually, make_stack, turns_during
 from tests.controllers.test_replicaset import make_ready, patch_retrying, stop
 
 LABELS = {"app": "web"}
@@ -332,4 +335,33 @@ async def test_a_replicaset_naming_the_deployment_with_another_uid_does_not_sync
             assert enqueued(ctrl._rs_deleted, rs) == want
     finally:
         await stop(ctrl)
+        await s.close()
+
+
+async def test_recreate_passes_over_many_pods_in_turns():
+    """rolloutRecreate waits while a pod of the old ReplicaSets runs: its pass over the namespace's
+    pods lets the loop run every TURN pods (the in-process controllers share the API server's
+    loop), and still finds the one old pod left running, last of 3 * TURN + 1."""
+    s = await make_stack()
+    ctrl = DeploymentController(s.client)
+    try:
+        d = deployment(replicas=1, strategy={"type": "Recreate"})
+        d["metadata"].update(uid="d-uid", generation=1)
+        want = d["spec"]["replicas"]
+        old = {"metadata": {"name": "web-old", "namespace": "default", "uid": "rs-uid",
+                            "annotations": {DESIRED: str(want), MAX_REPLICAS: str(want)},
+                            "ownerReferences": [{"kind": "Deployment", "name": "web", "uid": "d-uid", "controller": True}]},
+                "spec": {"replicas": 0}, "status": {"replicas": 0}}
+        ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-old", "uid": "rs-uid", "controller": True}
+        n = 3 * TURN + 1
+        pods = [{"metadata": {"name": f"web-{i}", "namespace": "default", "uid": f"u{i}", "labels": LABELS,
+                              "ownerReferences": [ref]}, "spec": {},
+                 "status": {"phase": "Running" if i == n - 1 else "Succeeded"}} for i in range(n)]
+        ctrl.pod_inf.list_namespace = lambda ns: pods if ns == "default" else []
+        during, new_rs = await turns_during(ctrl._recreate(d, None, [old]))
+        assert new_rs is None and (await s.client.resource("apps", "v1", "replicasets").list("default"))[0] == []
+        assert during >= 3
+        pods[-1]["status"]["phase"] = "Failed"
+        assert await ctrl._old_pods_running(d, [old]) is False
+    finally:
         await s.close()

@@ -5,8 +5,9 @@ DisruptionTarget conditions."""
 import pytest
 
 from nanokube.clock import format_time
+from nanokube.controllers.base import TURN
 from nanokube.controllers.disruption import DisruptionController, scaled_value
-from tests.controllers import eventually, make_stack
+from tests.controllers import eventually, make_stack, turns_during
 from tests.node import ManualClock
 
 P = "policy"
@@ -161,3 +162,37 @@ async def test_a_budget_without_a_spec_selects_no_pod(env):
     await client.resource(P, "v1", "poddisruptionbudgets").create({"metadata": {"name": "bare", "namespace": "default"}})
     st = await status_when(client, lambda s: s.get("conditions"), name="bare")
     assert (st["expectedPods"], st["currentHealthy"], st["disruptionsAllowed"]) == (0, 0, 0)
+
+
+async def test_a_budget_over_many_pods_is_synced_in_turns():
+    """A budget's sync passes over its namespace's pods (selection, controllers' scale, disrupted
+    and healthy counts) letting the loop run every TURN pods, and counts them all: 3 * TURN + 1 ready
+    pods of one ReplicaSet, maxUnavailable 1, one of them recently disrupted."""
+    s = await make_stack()
+    clock = ManualClock()
+    ctrl = DisruptionController(s.client, clock)
+    try:
+        rs = await s.client.resource("apps", "v1", "replicasets").create({
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"replicas": 3 * TURN + 1, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"labels": {"app": "web"}},
+                                  "spec": {"containers": [{"name": "c", "image": "pause"}]}}}})
+        ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": rs["metadata"]["uid"],
+               "controller": True}
+        n = 3 * TURN + 1
+        pods = [{"metadata": {"name": f"web-{i}", "namespace": "default", "uid": f"u{i}",
+                              "labels": {"app": "web"}, "ownerReferences": [ref]},
+                 "spec": {}, "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+                for i in range(n)]
+        pods.append({"metadata": {"name": "other", "namespace": "default", "uid": "o", "labels": {"app": "db"}},
+                     "spec": {}, "status": {"phase": "Running"}})
+        budget = {**await pdb(s.client, maxUnavailable=1), "status": {"disruptedPods": {"web-7": format_time(clock.now())}}}
+        ctrl.pdbs.get = lambda key: budget if key == "default/budget" else None
+        ctrl.pods.list_namespace = lambda ns: pods if ns == "default" else []
+        during, _ = await turns_during(ctrl.sync(("pdb", "default/budget")))
+        st = (await s.client.resource(P, "v1", "poddisruptionbudgets").get("budget", "default"))["status"]
+        assert (st["expectedPods"], st["currentHealthy"], st["desiredHealthy"]) == (n, n - 1, n - 1)
+        assert st["disruptionsAllowed"] == 0 and list(st["disruptedPods"]) == ["web-7"]
+        assert during >= 4 * 3  # selection, scale, disrupted, healthy
+    finally:
+        await s.close()

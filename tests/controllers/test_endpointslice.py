@@ -3,6 +3,7 @@ import asyncio
 import pytest
 
 from nanokube.machinery.errors import APIError
+from nanokube.controllers.base import TURN
 from nanokube.controllers.endpointslice import (
     CONTROLLER_NAME,
     MANAGED_BY_LABEL,
@@ -11,7 +12,7 @@ from nanokube.controllers.endpointslice import (
     find_port,
     plan_slices,
 )
-from tests.controllers import eventually, make_stack
+from tests.controllers import eventually, make_stack, turns_during
 
 NOW = "2026-01-01T00:00:00Z"
 
@@ -244,7 +245,7 @@ def test_find_port_resolves_names_and_numbers():
     assert find_port(pod, {"port": 53, "targetPort": "dns"}) is None  # the name is UDP-only
 
 
-def test_plan_keeps_endpoints_in_place_and_fills_rewritten_slices_first():
+async def test_plan_keeps_endpoints_in_place_and_fills_rewritten_slices_first():
     ports = [{"name": "", "port": 80, "protocol": "TCP"}]
 
     def ep(ip):
@@ -253,11 +254,11 @@ def test_plan_keeps_endpoints_in_place_and_fills_rewritten_slices_first():
     other = {"metadata": {"name": "s2"}, "ports": ports, "endpoints": [ep("3")]}
     from nanokube.controllers.endpointslice import _ports_key
     desired = {_ports_key(ports): {ip: ep(ip) for ip in ("2", "3", "4")}}
-    updates, creates, deletes = plan_slices([full, other], desired, max_per_slice=2)
+    updates, creates, deletes = await plan_slices([full, other], desired, max_per_slice=2)
     assert [u["metadata"]["name"] for u in updates] == ["s1"]
     assert [e["addresses"][0] for e in updates[0]["endpoints"]] == ["2", "4"]
     assert creates == [] and deletes == []
-    updates, creates, deletes = plan_slices([full], {}, max_per_slice=2)
+    updates, creates, deletes = await plan_slices([full], {}, max_per_slice=2)
     assert deletes == [full] and updates == [] and creates == []
 
 
@@ -272,3 +273,49 @@ async def test_user_endpoints_without_a_service_are_left_alone(env):
     await ctrl.sync("default/legacy")
     got = await eps.get("legacy", "default")
     assert got["subsets"][0]["addresses"] == [{"ip": "10.244.9.5"}]
+
+
+async def test_a_service_over_many_pods_is_synced_in_turns():
+    """A Service's sync passes over its namespace's pods (selection, endpoints per family, slice
+    plan, the legacy Endpoints' addresses) letting the loop run every TURN pods (the in-process
+    controllers share the API server's loop); a second sync over 3 * TURN + 1 pods, everything current,
+    writes nothing and still gets its turns."""
+    s = await make_stack()
+    ctrl = EndpointSliceController(s.client)
+    try:
+        svc = await s.client.resource("", "v1", "services").create({
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]}})
+        n = 3 * TURN + 1
+        pods = [{"metadata": {"name": f"web-{i}", "namespace": "default", "uid": f"u{i}", "labels": {"app": "web"}},
+                 "spec": {}, "status": {"phase": "Running", "podIP": f"10.1.{i // 256}.{i % 256}",
+                                        "conditions": [{"type": "Ready", "status": "True"}]}} for i in range(n)]
+        pods.append({"metadata": {"name": "db", "namespace": "default", "uid": "db", "labels": {"app": "db"}},
+                     "spec": {}, "status": {"phase": "Running", "podIP": "10.2.0.1"}})
+        written: dict[str, dict] = {}
+        ctrl.svc_inf.get = lambda key: svc if key == "default/web" else None
+        ctrl.pod_inf.list_namespace = lambda ns: pods
+        ctrl.slice_inf.list_namespace = lambda ns: [o for k, o in written.items() if k.startswith("slice/")]
+        ctrl.slice_inf.get = lambda key: written.get(f"slice/{key}")
+        ctrl.ep_inf.get = lambda key: written.get(f"ep/{key}")
+        for api, kind in ((ctrl.slices, "slice"), (ctrl.endpoints, "ep")):
+            for verb in ("create", "update"):
+                def remember(obj, _do=getattr(api, verb), _kind=kind, **kw):
+                    async def go():
+                        out = await _do(obj, **kw)
+                        written[f"{_kind}/default/{out['metadata']['name']}"] = out
+                        return out
+                    return go()
+                setattr(api, verb, remember)
+        await ctrl.sync("default/web")
+        slices = ctrl.slice_inf.list_namespace("default")
+        assert sum(len(sl["endpoints"]) for sl in slices) == n and len(slices) == -(-n // 100)
+        before = dict(written)
+        during, _ = await turns_during(ctrl.sync("default/web"))
+        assert written == before  # nothing written
+        assert during >= 4 * 3  # selection, desired, plan (10 slices a turn), addresses
+        ep = written["ep/default/web"]
+        assert ep["metadata"]["annotations"] == {"endpoints.kubernetes.io/over-capacity": "truncated"}
+        assert sum(len(ss.get("addresses", [])) for ss in ep["subsets"]) == 1000
+    finally:
+        await s.close()
