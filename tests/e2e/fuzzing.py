@@ -8,7 +8,11 @@ number, a deep nesting, a removed or unknown field, an expensive CEL
 expression where the seed has one, or a value generated from the kind's
 OpenAPI v3 schema as the server serves it), and a verb (create, update,
 merge/strategic/JSON patch, server-side apply) with hostile query
-parameters. `Fuzzer.check` sends it and asserts the server's contract:
+parameters; or, beside those, a dry-run write through /scale or a pod's or
+service account's subresource, a watch with hostile options (read up to its
+headers, then dropped), a create in another body encoding (YAML, broken JSON,
+protobuf, unknown media types) or a read with another Accept header.
+`Fuzzer.check` sends it and asserts the server's contract:
 
 - no 5xx, and no answer slower than `SLOW` seconds (nor the probe's, which
   runs an accepted change's expressions: an admission policy's, a CRD's rules);
@@ -22,11 +26,13 @@ from __future__ import annotations
 import collections
 import copy
 import functools
+import http.client
 import json
 import time
 from typing import Any
 from urllib.parse import quote, urlencode
 
+import yaml
 from hypothesis import strategies as st
 
 from .fuzz_seeds import CLUSTER_SCOPED, CREATE_ONLY, KINDS, NAMES, PROBE, crds
@@ -88,6 +94,59 @@ HOSTILE_CEL = [
     "lists.range(3000).all(i, v, lists.range(3000).all(j, w, i + j >= 0))",
     "1 + " * 3000 + "1 > 0",
 ]
+
+
+#: kinds with a scale subresource (autoscaling/v1 Scale)
+SCALED = frozenset({"deployments", "replicasets", "statefulsets", "replicationcontrollers", "widgets", "leaderworkersets"})
+#: bodies a write may arrive in besides plain JSON, as (content type, encoder of the object): each is decoded as
+#: upstream's serializers decode it or refused with a 4xx (415 for a media type none of them reads)
+ENCODINGS = [
+    ("application/yaml", lambda o: yaml.safe_dump(o)),
+    ("application/yaml", lambda o: "---\n" + yaml.safe_dump(o) + "---\n" + yaml.safe_dump(o)),
+    ("application/yaml", lambda o: "a: &a [*a]\n"),
+    ("application/yaml", lambda o: "x: !!binary AAEC\n" + yaml.safe_dump(o)),
+    ("application/yaml", lambda o: "- " + json.dumps(o)),
+    ("application/yaml", lambda o: "\t" + json.dumps(o)),
+    ("application/json", lambda o: "\ufeff" + json.dumps(o)),
+    ("application/json", lambda o: json.dumps(o)[:-1]),
+    ("application/json", lambda o: json.dumps(o).replace("{", '{"kind": 1, ', 1)),
+    ("application/json", lambda o: json.dumps(o)[:-1] + ', "metadata": {"name": "dup"}}'),
+    ("application/json", lambda o: json.dumps(o).encode() + b"\xff"),
+    ("application/json", lambda o: json.dumps(o) + " trailing"),
+    ("application/json", lambda o: "[" * 200 + "]" * 200),
+    ("application/json", lambda o: '{"a": 1e999999}'),
+    ("application/json; charset=utf-8", lambda o: json.dumps(o)),
+    ("application/json;;", lambda o: json.dumps(o)),
+    ("application/vnd.kubernetes.protobuf", lambda o: b"k8s\x00" + bytes(range(256))),
+    ("application/vnd.kubernetes.protobuf", lambda o: b"k8s\x00\x0a\xff\xff\xff\xff\x0f"),
+    ("application/vnd.kubernetes.protobuf", lambda o: json.dumps(o)),
+    ("application/cbor", lambda o: b"\xd9\xd9\xf7\xa0"),
+    ("text/plain", lambda o: json.dumps(o)),
+    ("application/x-www-form-urlencoded", lambda o: "a=b"),
+    ("", lambda o: json.dumps(o)),
+    ("application/json-patch+json", lambda o: json.dumps(o)),
+]
+#: Accept headers of a read: an answer in the negotiated form, or a 406 Status
+ACCEPTS = ["application/yaml", "application/vnd.kubernetes.protobuf", "application/vnd.kubernetes.protobuf, application/json",
+           "application/json;as=Table;v=v1;g=meta.k8s.io", "application/json;as=Table;v=v1beta1;g=meta.k8s.io",
+           "application/json;as=Table;v=v9;g=meta.k8s.io", "application/json;as=Table",
+           "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io",
+           "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io", "application/json;as=Bogus;v=v1;g=meta.k8s.io",
+           "application/json;stream=watch", "application/json;stream=bogus", "text/html", "*/*", "application/*", ";;", ",",
+           "application/json;q=0.5, text/html", "application/json;pretty=1", "a" * 10_000, "application/json;" + "x=y;" * 2000]
+#: query parameters of a watch (read up to its headers, then closed): hostile values of each option it reads
+WATCH_QUERY = {
+    "resourceVersion": st.sampled_from(["", "0", "1", "x", "-1", str(2**63), "999999999999"]),
+    "resourceVersionMatch": st.sampled_from(["NotOlderThan", "Exact", "bogus", ""]),
+    "allowWatchBookmarks": st.sampled_from(["true", "false", "x", ""]),
+    "sendInitialEvents": st.sampled_from(["true", "false", "x"]),
+    "labelSelector": st.sampled_from(HOSTILE_SELECTORS[:12]),
+    "fieldSelector": st.sampled_from(["metadata.name=x", "metadata.namespace!=y", "a=b", "status.phase=Running", "(", ""]),
+    "limit": st.sampled_from(["1", "-1", "x"]),
+    "continue": st.sampled_from(["x", "%%%"]),
+    "includeObject": st.sampled_from(["None", "Object", "Metadata", "bogus"]),
+    "timeoutSeconds": st.sampled_from(["0", "-1", "x", "1.5", str(2**63), "3600"]),
+}
 
 
 def deep(depth: int) -> Any:
@@ -250,7 +309,10 @@ def requests(draw, fuzzer: Fuzzer):
     else:
         obj = _set(obj, path, value)
     verb = "create" if plural in CREATE_ONLY else draw(
-        st.sampled_from(["create", "update", "merge", "strategic", "json", "apply", "status", "delete", "list"]))
+        st.sampled_from(["create", "update", "merge", "strategic", "json", "apply", "status", "delete", "list",
+                         "scale", "watch", "encoding", "accept", "subresource"]))
+    if verb in ("scale", "watch", "encoding", "accept", "subresource"):
+        return draw(_other(verb, fuzzer, gv, plural, base, seed["metadata"]["name"], obj, value))
     if verb == "list" and draw(st.booleans()):  # a label selector alone, which alone decides a 400
         return "GET", base, {"labelSelector": draw(st.sampled_from(HOSTILE_SELECTORS))}, None, None, None, None
     if verb == "list":
@@ -306,6 +368,75 @@ def requests(draw, fuzzer: Fuzzer):
     patch = _nested(path, None if how == "remove" else value)
     ctype = "application/merge-patch+json" if verb == "merge" else "application/strategic-merge-patch+json"
     return "PATCH", f"{base}/{name}", query, json.dumps(patch), ctype, name, dry
+
+
+@st.composite
+def _other(draw, verb: str, fuzzer: Fuzzer, gv: str, plural: str, base: str, name: str, obj: Any, value: Any):
+    """A request beside the plain writes: /scale, a watch, another body encoding, another Accept header, or a
+    pod's or service account's subresource. Every write of them is a dry run (a scale of the seed to 2^31 would
+    make its pods)."""
+    dry = {"dryRun": "All"}
+    if verb == "scale" and plural in SCALED:
+        replicas = draw(st.one_of(st.sampled_from(HOSTILE_NUMBERS + HOSTILE_VALUES + HOSTILE_STRINGS[:4]), st.just(value)))
+        how = draw(st.sampled_from(["put", "merge", "json", "apply", "get"]))
+        scale = {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": name},
+                 "spec": {"replicas": replicas}}
+        if draw(st.booleans()):
+            scale["metadata"]["resourceVersion"] = draw(st.sampled_from(["1", "x", ""]))
+        if how == "get":
+            return "GET", f"{base}/{name}/scale", {}, None, None, None, None
+        if how == "put":
+            return "PUT", f"{base}/{name}/scale", dry, json.dumps(scale), "application/json", name, "All"
+        if how == "merge":
+            return "PATCH", f"{base}/{name}/scale", dry, json.dumps({"spec": {"replicas": replicas}}), \
+                "application/merge-patch+json", name, "All"
+        if how == "json":
+            return "PATCH", f"{base}/{name}/scale", dry, json.dumps([{"op": "replace", "path": "/spec/replicas",
+                                                                    "value": replicas}]), \
+                "application/json-patch+json", name, "All"
+        return "PATCH", f"{base}/{name}/scale", {**dry, "fieldManager": "fuzz", "force": "true"}, json.dumps(scale), \
+            "application/apply-patch+yaml", name, "All"
+    if verb == "watch":
+        query = draw(st.fixed_dictionaries({}, optional=WATCH_QUERY))
+        path = base if draw(st.booleans()) else f"{base}/{name}"  # (a watch of one object: 405 upstream)
+        return "GET", path, {"timeoutSeconds": "1", **query, "watch": draw(st.sampled_from(["1", "true"]))}, \
+            None, None, None, None
+    if verb == "encoding":
+        ctype, encode = draw(st.sampled_from(ENCODINGS))
+        if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
+            obj["metadata"]["name"] = fuzzer.fresh_name(gv, plural, draw(st.integers(0, 10**9)))
+        body = encode(obj)
+        return "POST", base, dry, body.encode() if isinstance(body, str) else body, ctype, None, "All"
+    if verb == "accept":
+        accept = draw(st.sampled_from(ACCEPTS))
+        path = base if draw(st.booleans()) else f"{base}/{name}"
+        return "GET", path, {}, None, None, None, None, {"Accept": accept}
+    if verb == "subresource" and plural in SUBRESOURCES:
+        sub, ctype, body = draw(st.sampled_from(SUBRESOURCES[plural]))
+        body = _set(copy.deepcopy(body), draw(st.sampled_from(_paths(body, [])[1:])), value)
+        method = "PATCH" if ctype.endswith("patch+json") else "PUT" if sub == "ephemeralcontainers" else "POST"
+        return method, f"{base}/{name}/{sub}", dry, json.dumps(body), ctype, name, "All"
+    return "GET", f"{base}/{name}", {}, None, None, None, None
+
+
+#: subresources written with a body (dry run): (subresource, content type, a valid body to mutate)
+SUBRESOURCES = {
+    "pods": [
+        ("eviction", "application/json", {"apiVersion": "policy/v1", "kind": "Eviction",
+                                          "metadata": {"name": "fuzz-seed-pods"}, "deleteOptions": {"gracePeriodSeconds": 0}}),
+        ("binding", "application/json", {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "fuzz-seed-pods"},
+                                         "target": {"apiVersion": "v1", "kind": "Node", "name": "fuzz-nobody"}}),
+        ("ephemeralcontainers", "application/strategic-merge-patch+json", {"spec": {"ephemeralContainers": [
+            {"name": "debug", "image": "busybox", "targetContainerName": "c", "stdin": True}]}}),
+        ("resize", "application/strategic-merge-patch+json", {"spec": {"containers": [
+            {"name": "c", "resources": {"requests": {"cpu": "200m"}}}]}}),
+    ],
+    "serviceaccounts": [
+        ("token", "application/json", {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {
+            "audiences": ["fuzz"], "expirationSeconds": 3600,
+            "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "fuzz-seed-pods"}}}),
+    ],
+}
 
 
 def _get(obj: Any, path: list) -> Any:
@@ -386,15 +517,22 @@ class Fuzzer:
         names = self._names(gv, plural)
         return names[1].format(n=n) if names else f"fuzz-{n}"
 
-    def send(self, method: str, path: str, body=None, ctype: str | None = "application/json", query: dict | None = None):
+    def send(self, method: str, path: str, body=None, ctype: str | None = "application/json", query: dict | None = None,
+             headers: dict | None = None):
         url = path + ("?" + urlencode(query) if query else "")
         start = time.monotonic()
         try:
-            code, headers, got = self.raw.request(method, url, body, ctype, headers={"User-Agent": f"{MANAGER}/1"})
+            if (query or {}).get("watch"):
+                code, headers, got = self._watch(url)
+            else:
+                code, headers, got = self.raw.request(method, url, body, ctype,
+                                                      headers={"User-Agent": f"{MANAGER}/1", **(headers or {})})
         except TimeoutError:  # the server hung (its loop blocked): a failure like a slow answer, not a crash
             raise AssertionError(f"{method} {url} got no answer in {time.monotonic() - start:.0f}s "
                                  f"(the request before: {self.previous})") from None
         took = time.monotonic() - start
+        if code >= 400 and isinstance(got, bytes) and headers.get("Content-Type", "").startswith("application/yaml"):
+            got = yaml.safe_load(got)
         self.requests += 1
         self.codes[code] += 1
         if took > self.slowest:
@@ -407,6 +545,17 @@ class Fuzzer:
                 f"{method} {url} -> {code} is not a Status: {str(got)[:300]}"
         return code, got
 
+    def _watch(self, url: str):
+        """A watch's answer up to its headers (its error body when refused), on a connection of its own that is
+        then closed: the stream is not read, so the server must notice the client going away."""
+        conn = http.client.HTTPSConnection(self.raw.host, self.raw.port, context=self.raw.ctx, timeout=10)
+        try:
+            conn.request("GET", url, headers={"User-Agent": f"{MANAGER}/1", "Accept": "application/json"})
+            r = conn.getresponse()
+            return r.status, r.headers, json.loads(r.read()) if r.status >= 400 else b""
+        finally:
+            conn.close()
+
     def ensure_seeds(self) -> None:
         """Every kind's seed object exists with its seed content."""
         for gv, plural, kind, spec in self.kinds:
@@ -417,13 +566,13 @@ class Fuzzer:
                 assert code == 201, got
 
     def check(self, request) -> None:
-        method, path, query, body, ctype, target, dry = request
+        method, path, query, body, ctype, target, dry, *headers = request
         base = path if target is None else path[:path.index(f"/{target}")]
         before = None
         if target is not None:
             code, got = self.send("GET", f"{base}/{target}")
             before = got if code == 200 else None
-        code, got = self.send(method, path, body, ctype, query)
+        code, got = self.send(method, path, body, ctype, query, headers[0] if headers else None)
         if method == "GET" and (query or {}).get("labelSelector") in INVALID_LABEL_SELECTORS:
             assert code == 400, f"labelSelector {query['labelSelector'][:60]!r} on {path} answered {code}, not 400"
         if code >= 400:
@@ -434,7 +583,7 @@ class Fuzzer:
                     f"refused {method} {path} changed {target}"
             return
         name = (got.get("metadata") or {}).get("name") if isinstance(got, dict) else None
-        if dry or not name:
+        if dry or not name or method == "GET":
             return
         probe = PROBES.get(base.rsplit("/", 1)[-1])
         if probe is not None:
