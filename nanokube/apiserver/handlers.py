@@ -60,27 +60,44 @@ _WARNINGS = web.RequestKey("nanokube.warnings", list)
 _OPTIONS_KIND = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions"}
 
 
+#: the meta.k8s.io versions a response may be converted to (Accept's `as`, `g` and `v`)
+_META_VERSIONS = frozenset({"v1", "v1beta1"})
+_CONVERSIONS = {"Table": "table", "PartialObjectMetadata": "partial", "PartialObjectMetadataList": "partial"}
+
+
 def _accept(request: web.Request) -> str:
-    """'table', 'partial' or 'object' from the Accept header (first match wins)."""
-    accept = request.headers.get("Accept", _JSON)
-    if accept == _JSON:  # what most clients send
+    """'table', 'partial' or 'object' from the Accept header, as upstream's NegotiateMediaTypeOptions: no
+    header is JSON; otherwise the clauses by quality (then the specific before the wildcards), the first one
+    whose media type is served and whose conversion (`as`, `g` and `v` together) is one the endpoint makes."""
+    accept = request.headers.get("Accept", "")
+    if accept == _JSON or not accept:  # what most clients send; no header is the first media type
         return "object"
+    clauses = []
     for part in accept.split(","):
-        params = {}
         bits = [b.strip() for b in part.split(";")]
+        params = {}
         for b in bits[1:]:
-            if "=" in b:
-                k, v = b.split("=", 1)
-                params[k.strip()] = v.strip()
-        mt = bits[0]
+            k, eq, v = b.partition("=")
+            if eq:
+                params[k.strip().lower()] = v.strip()
+        mt = bits[0].lower()
+        q = params.pop("q", "1")
+        try:
+            quality = float(q)
+        except ValueError:
+            quality = 0.0
+        clauses.append((-quality, mt.startswith("*/"), mt.endswith("/*"), mt, params))
+    clauses.sort(key=lambda c: c[:3])
+    for _, _, _, mt, params in clauses:
         if mt not in (_JSON, "*/*", "application/*", "application/yaml"):
             continue
-        if params.get("as") == "Table" and params.get("g") == "meta.k8s.io":
-            return "table"
-        if params.get("as") in ("PartialObjectMetadata", "PartialObjectMetadataList") and params.get("g") == "meta.k8s.io":
-            return "partial"
-        if "as" not in params:
+        if params.get("stream", "watch") != "watch":
+            continue
+        if not {"as", "g", "v"} & params.keys():
             return "object"
+        kind = _CONVERSIONS.get(params.get("as", ""))
+        if kind and params.get("g") == "meta.k8s.io" and params.get("v") in _META_VERSIONS:
+            return kind
     raise errors.APIError(406, "NotAcceptable", "only the following media types are accepted: application/json, application/yaml")
 
 

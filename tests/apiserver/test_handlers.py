@@ -274,3 +274,32 @@ async def test_a_negative_limit_lists_everything():
         assert [o["metadata"]["name"] for o in got["items"]] == ["a", "b"] and "continue" not in got["metadata"]
     finally:
         await server.stop()
+
+
+async def test_the_accept_header_is_negotiated_by_quality_and_only_for_conversions_served():
+    """An empty Accept is JSON; clauses go by quality, the specific before wildcards; a conversion needs
+    `as`, `g` and `v` together, of meta.k8s.io v1 or v1beta1; nothing served is a 406 Status."""
+    server, cms = await _server()
+    try:
+        await server.rest.create(cms, "v1", "default", {"metadata": {"name": "a"}}, WriteOptions(user=SYSTEM))
+        url = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps"
+        table = "application/json;as=Table;v={};g=meta.k8s.io"
+        want = {"": "ConfigMapList", table.format("v1"): "Table", table.format("v1beta1"): "Table",
+                table.format("v9"): 406, "application/json;as=Table": 406, "application/json;v=v1": 406,
+                "application/json;as=Bogus;v=v1;g=meta.k8s.io": 406,
+                f"{table.format('v9')}, application/json": "ConfigMapList",
+                f"{table.format('v1')};q=0.5, application/json": "ConfigMapList",
+                f"*/*, {table.format('v1')}": "Table",
+                "application/json;as=PartialObjectMetadataList;v=v1beta1;g=meta.k8s.io": "PartialObjectMetadataList",
+                "text/html, application/json;q=0.1": "ConfigMapList", "text/html": 406}
+        got = {}
+        async with aiohttp.ClientSession(skip_auto_headers=["Accept"]) as s:
+            for accept in want:
+                async with s.get(url, headers={"Accept": accept}) as r:
+                    body = await r.json()
+                    got[accept] = r.status if r.status != 200 else body["kind"]
+                    if r.status == 406:
+                        assert body["reason"] == "NotAcceptable"
+        assert got == want
+    finally:
+        await server.stop()
