@@ -41,6 +41,8 @@ from .types import DYN, Type
 #: functions the rewrites call (not callable from source: the checker knows no such names)
 SORT_BY_KEYS, ZIP_MAP, MERGE_MAPS = "__sort_by_keys__", "__zip_map__", "__merge_maps__"
 OPT_FIELD, OPT_INDEX = "__opt_field__", "__opt_index__"
+#: the comprehensions that stop at the first element deciding them
+SHORT_CIRCUITS = frozenset({"all", "exists"})
 
 
 def _sort_by_keys(items: list, keys: list) -> list:
@@ -205,7 +207,11 @@ class Printer:
         return self._comprehension(n)
 
     def _metered_comprehension(self, n: Node) -> str:
-        """The range evaluated once, its size reported, then the comprehension over it."""
+        """`all` and `exists`, which stop early, report each iteration as it starts (as cel-go
+        charges what runs); any other comprehension its range's size before it starts (the range
+        evaluated once)."""
+        if n.name in SHORT_CIRCUITS:
+            return self._comprehension(n, step=True)
         self.fresh += 1
         rng = f"__nk{self.fresh}__"
         alias = Node("ident", n.pos, rng)
@@ -214,28 +220,38 @@ class Printer:
         body = self._comprehension(replace(n, target=alias))
         return f"[{self(n.target)}].map({rng}, {meter.ITERATE}({n.pos}, {size}) ? {body} : null)[0]"
 
-    def _comprehension(self, n: Node) -> str:
+    def _comprehension(self, n: Node, step: bool = False) -> str:
+        """`step`: the body reports each iteration to the meter before it runs."""
         if n.name == "sortBy":
             key = self(n.args[0])
             return self.once(n.target, lambda t: f"{SORT_BY_KEYS}({t}, {t}.map({n.vars[0]}, {key}))")
         if len(n.vars) == 1:
-            return f"{self.receiver(n.target)}.{n.name}({', '.join((n.vars[0], *map(self, n.args)))})"
-        return self.once(n.target, lambda target: self._two_var_comprehension(n, target))
+            args = [self._body(n, a, step and i == 0) for i, a in enumerate(n.args)]
+            return f"{self.receiver(n.target)}.{n.name}({', '.join((n.vars[0], *args))})"
+        return self.once(n.target, lambda target: self._two_var_comprehension(n, target, step))
 
-    def _two_var_comprehension(self, n: Node, target: str) -> str:
+    def _body(self, n: Node, body: Node, step: bool) -> str:
+        """A comprehension's body; `step`: a condition reporting the iteration first (the meter's
+        stop is an error no operator absorbs there, as it would be in `&&`: the loop goes on)."""
+        if not step:
+            return self(body)
+        return f"({meter.ITERATE}({n.pos}, 1) ? {self(body)} : false)"
+
+    def _two_var_comprehension(self, n: Node, target: str, step: bool) -> str:
         first, second = n.vars
         kind = self.type_of(n.target).name
-        as_list = self._two_vars(n, target, first, second, True)
-        as_map = self._two_vars(n, target, first, second, False)
+        as_list = self._two_vars(n, target, first, second, True, step)
+        as_map = self._two_vars(n, target, first, second, False, step)
         if kind == "list":
             return as_list
         if kind == "map":
             return as_map
         return f"(type({target}) == map ? {as_map} : {as_list})"
 
-    def _two_vars(self, n: Node, target: str, first: str, second: str, is_list: bool) -> str:
+    def _two_vars(self, n: Node, target: str, first: str, second: str, is_list: bool, step: bool) -> str:
         value = Node("call", n.pos, "_[_]", args=[Node("ident", n.pos, f"({target})"), Node("ident", n.pos, first)])
-        parts = [self(substitute(a, second, value, self.types)) for a in n.args]
+        parts = [self._body(n, substitute(a, second, value, self.types), step and i == 0)
+                 for i, a in enumerate(n.args)]
         rng = f"lists.range(size({target}))" if is_list else f"({target})"
         if not n.name.startswith("transform"):
             return f"{rng}.{n.name}({first}, {parts[0]})"

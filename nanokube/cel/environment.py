@@ -1,10 +1,11 @@
 """Compiling and running expressions: an Environment declares the variables
 and their types, compiles expressions once (cached with their issues), and
-runs them on the `common-expression-language` engine after checking the
-worst-case cost for the actual values against the per-call limit."""
+runs them on the `common-expression-language` engine, metered where their
+worst case is not negligible (see `meter`), charged what they ran."""
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections import OrderedDict
@@ -17,6 +18,7 @@ from . import desugar
 from .cost import Estimator
 from .errors import COST_LIMIT_ERROR, CELError
 from .library import Overload, overloads, runtime_functions
+from .meter import Meter, running
 from .parser import MAX_RECURSION_DEPTH, NO_LOCATION, Node, ParseError, format_error, parse
 from .types import DYN, Type
 
@@ -24,10 +26,30 @@ from .types import DYN, Type
 PER_CALL_LIMIT = 1_000_000
 #: cel-go's parser's default expressionSizeCodePointLimit
 MAX_CODE_POINTS = 100_000
+#: below this worst case a program runs as it is (its cost a rounding error of any budget); from it, metered
+METER_FROM = 10_000
 _OWN_ERROR = re.compile(r"CELError: (.*?)\. Check function arguments", re.S)
 #: the engine's own nesting limit (96, below cel-go's 250), reported in cel-go's words
 _ENGINE_DEPTH = re.compile(r'Syntax error: OtherError\(ParseError \{.*?msg: "Recursion limit of (\d+) exceeded".*?\}\)')
 _UNDEFINED = re.compile(r"Undefined variable or function: '([^']*)'")
+_LOG = logging.getLogger(__name__)
+
+
+class _FunctionFailures(logging.Filter):
+    """The engine logs a WARNING (logger `cel`) for every exception a function of ours raises
+    in it, though each is the evaluation's own error, which its caller reports: a metered stop
+    on every refused request, a library function's 'no such overload'. Those go to this
+    module's log at debug instead; anything else the engine logs passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if not message.startswith("Python function '"):
+            return True
+        _LOG.debug("engine: %s", message)
+        return False
+
+
+logging.getLogger(cel.__name__).addFilter(_FunctionFailures())
 
 
 class _Runtime:
@@ -140,29 +162,83 @@ class Program:
         rt.current.update(variables)
         try:
             return self.program.execute(rt.ctx)
-        except CELError:
-            raise
-        except KeyError as e:
-            raise CELError(f"no such key: {e.args[0]}") from None
-        except IndexError as e:
-            raise CELError(str(e)) from None
-        except ZeroDivisionError:
-            raise CELError("division by zero") from None
-        except OverflowError:
-            raise CELError("integer overflow") from None
-        except TypeError:
-            raise CELError("no such overload") from None
-        except Exception as e:  # the engine reports evaluation errors by many types
-            text = str(e)
-            own = _OWN_ERROR.search(text)
-            if own:
-                raise CELError(own.group(1)) from None
-            undefined = _UNDEFINED.search(text)
-            if undefined:
-                raise CELError(f"no such attribute: {undefined.group(1)}") from None
-            raise CELError(text.split("\n")[0]) from None
+        except Exception as e:
+            raise engine_error(e) from None
         finally:
             rt.current.clear()
+
+    def measure(self, variables: dict[str, Any], sizes: Callable[[Type], int],
+                limit: int = PER_CALL_LIMIT) -> tuple[Any, CELError | None, int]:
+        """Run on the given variable values as `run` does, a cheap program charged its bound for
+        `sizes` (those of the values): (value, error or None, cost)."""
+        rt = _runtime()
+        rt.current.clear()
+        rt.current.update(variables)
+        try:
+            value, error, cost = self.run(rt.ctx, lambda: sizes, limit, tight=True)
+        finally:
+            rt.current.clear()
+        return value, None if error is None else engine_error(error), cost
+
+    def run(self, ctx: Any, sizes: Callable[[], Callable[[Type], int]], limit: int = PER_CALL_LIMIT,
+            tight: bool = False) -> tuple[Any, Exception | None, int]:
+        """Evaluate in the engine context `ctx` (its variables set): (value, the exception it
+        failed with or None, cost), as cel-go's cost tracker charges it. A cheap program (worst
+        case under METER_FROM) runs as it is and costs its worst case (`tight`: its bound for
+        sizes(), the values' sizes); any other runs metered and costs what the meter counted,
+        stopped (COST_LIMIT_ERROR) once that passes `limit`; where the engine refuses the
+        metered form, it is bounded for sizes() before it runs."""
+        counted, value, cost = None, None, self.max_cost
+        try:
+            m = self.metered() if self.max_cost >= METER_FROM else None
+            if m is None:
+                if self.max_cost >= METER_FROM or tight:
+                    cost = self.cost_bound(sizes())
+                    if cost > limit:
+                        return None, CELError(COST_LIMIT_ERROR), limit
+                value = self.program.execute(ctx)
+            else:
+                base, per_iteration, refine = m.base, m.per_iteration, lambda: m.costs(sizes())
+                if base > limit:
+                    (base, per_iteration), refine = refine(), None
+                if base > limit:  # what it does whatever its comprehensions do: not started
+                    return None, CELError(COST_LIMIT_ERROR), limit
+                counted = Meter(base, per_iteration, limit, refine)
+                with running(counted):
+                    value = m.program.execute(ctx)
+        except Exception as e:
+            value, error = None, e
+        else:
+            error = None
+        if counted is None:
+            return value, error, cost
+        if counted.exceeded:  # also where an operator absorbed the stop's error (`||`)
+            return None, CELError(COST_LIMIT_ERROR), counted.total
+        return value, error, counted.total
+
+
+def engine_error(e: Exception) -> CELError:
+    """An evaluation's failure as a CELError in cel-go's wording (the engine reports them by many types)."""
+    if isinstance(e, CELError):
+        return e
+    if isinstance(e, KeyError):
+        return CELError(f"no such key: {e.args[0]}")
+    if isinstance(e, IndexError):
+        return CELError(str(e))
+    if isinstance(e, ZeroDivisionError):
+        return CELError("division by zero")
+    if isinstance(e, OverflowError):
+        return CELError("integer overflow")
+    if isinstance(e, TypeError):
+        return CELError("no such overload")
+    text = str(e)
+    own = _OWN_ERROR.search(text)
+    if own:
+        return CELError(own.group(1))
+    undefined = _UNDEFINED.search(text)
+    if undefined:
+        return CELError(f"no such attribute: {undefined.group(1)}")
+    return CELError(text.split("\n")[0])
 
 
 class Environment:
@@ -218,11 +294,13 @@ class Environment:
         checked = Checker(declared_overloads(), self.field_type, self.struct_types).check(ast, self.variables)
         if checked.issues:
             raise CELError("\n".join(format_error(source, pos, msg) for pos, msg in checked.issues))
-        engine_source = desugar.rewrite(ast, checked.types) if desugar.needs_rewrite(ast) else source
+        rewritten = desugar.needs_rewrite(ast)
         try:
-            program = _engine_compile(engine_source)
+            program = _engine_compile(desugar.rewrite(ast, checked.types) if rewritten else source)
         except ValueError as e:
-            raise CELError(_engine_issues(str(e)) or format_error(source, NO_LOCATION, ENGINE_FAILED)) from None
+            program = None if rewritten or not _ENGINE_DEPTH.search(str(e)) else _printed(ast, checked)
+            if program is None:
+                raise CELError(_engine_issues(str(e)) or format_error(source, NO_LOCATION, ENGINE_FAILED)) from None
         return Program(source, ast, checked, program)
 
 
@@ -242,6 +320,16 @@ def _engine_compile(source: str) -> Any:
         if type(e).__name__ != "PanicException":
             raise
         raise ValueError("") from None
+
+
+def _printed(ast: Node, checked: Checked) -> Any:
+    """The engine's program for the printed form of a source it refused as nested too deep (the
+    engine stops at 96 levels, cel-go at 250): parentheses only where precedence needs them, so
+    a generated `((a || b) || c) ...` nests no deeper than its operators; None if refused too."""
+    try:
+        return _engine_compile(desugar.rewrite(ast, checked.types))
+    except ValueError:
+        return None
 
 
 def _engine_issues(text: str) -> str:

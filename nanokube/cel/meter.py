@@ -2,13 +2,14 @@
 
 The engine cannot be interrupted and reports no cost, so a program whose
 worst case the estimate cannot bound under the per-call limit runs in a
-metered form (see `desugar.Printer(metered=True)`): every comprehension
-first reports how many elements it is about to range over, and every
-size-dependent library call implemented in Python its price on the actual
-values (`cost.actual_call_cost`). The meter adds those to the estimate of the
-rest and stops the evaluation (a CELError from inside the engine) as soon as
-the total passes the limit, as cel-go's cost tracker cancels it; nothing
-expensive runs first, since a comprehension is charged before it iterates.
+metered form (see `desugar.Printer(metered=True)`): `all` and `exists`, which
+stop at the first element that decides them, report each iteration as it
+starts; any other comprehension how many elements it is about to range over;
+and every size-dependent library call implemented in Python its price on the
+actual values (`cost.actual_call_cost`). The meter adds those to the estimate
+of the rest and stops the evaluation (a CELError from inside the engine) as
+soon as the total passes the limit, as cel-go's cost tracker cancels it;
+nothing expensive runs first, since an iteration is charged before it runs.
 
 The estimate of the rest, and each comprehension's cost per iteration, use
 the types' size bounds; the first time they would pass the limit they are
@@ -23,7 +24,8 @@ from typing import Callable
 
 from .errors import COST_LIMIT_ERROR, CELError
 
-#: the function a metered program calls before each comprehension: (source position, range size) -> true
+#: the function a metered program calls before a comprehension, or before each iteration of `all` and
+#: `exists`: (source position, iterations) -> true
 ITERATE = "__nk_iterate__"
 #: what a metered program calls for the engine's string tests, which price them on the receiver's length
 STRING_TESTS = {"contains": "__nk_contains__", "startsWith": "__nk_starts_with__", "endsWith": "__nk_ends_with__"}
@@ -47,9 +49,12 @@ class Meter:
         self.exceeded = False
 
     def iterate(self, pos: int, size: int) -> bool:
+        """Charge `size` iterations of the comprehension at `pos` (called at every step of
+        `all` and `exists`: the check is made only past the limit)."""
         self.iterations[pos] = self.iterations.get(pos, 0) + size
         self.total += size * self.per_iteration.get(pos, 1)
-        self._check()
+        if self.total > self.limit:
+            self._check()
         return True
 
     def charge(self, cost: int) -> None:

@@ -1,5 +1,7 @@
 """The metered form of a program: the same values as the program, and the cost of what it ran."""
 
+import logging
+
 import cel
 import pytest
 
@@ -85,3 +87,37 @@ def test_a_long_selection_chain_prints_without_nesting():
     m = ENV.compile(src).metered()
     with running(Meter(m.base, m.per_iteration, 10**12)):
         assert m.program.execute(CONTEXT) is True
+
+
+def test_exists_and_all_are_charged_the_iterations_they_run():
+    """cel-go charges a comprehension what it runs: `exists` stops at its first true element,
+    `all` at its first false one (both were charged their whole range before they started)."""
+    for src, want, ran in (("x.l.exists(i, i == 1)", True, 1), ("x.l.exists(i, i == 3)", True, 3),
+                           ("x.l.all(i, i > 1)", False, 1), ("x.m.exists(k, v, v > 0)", True, 1),
+                           ("x.l.exists(i, i > 5)", False, 3)):
+        value, meter = metered(src)
+        assert value is want, src
+        assert list(meter.iterations.values()) == [ran], src
+        [per_iteration] = meter.per_iteration.values()
+        assert meter.total == meter.base + ran * per_iteration, src
+
+
+def test_a_stop_inside_exists_ends_its_loop():
+    """The meter's stop is an error the loop cannot absorb (in `step && body` the engine took it
+    for false where the body was false, and went on over the rest, failing at each step)."""
+    m = ENV.compile("lists.range(100000).exists(i, i < 0)").metered()
+    meter = Meter(m.base, m.per_iteration, 200_000)
+    with pytest.raises(Exception, match="operation cancelled: actual cost limit exceeded"), running(meter):
+        m.program.execute(CONTEXT)
+    assert meter.exceeded and sum(meter.iterations.values()) < 50_000
+
+
+def test_a_metered_stop_is_logged_at_debug_not_as_the_engines_warning(caplog):
+    """The engine logs a WARNING (logger `cel`) for every exception a function of ours raises in
+    it: a metered stop did so on every refused request. It is this package's debug record now."""
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(Exception, match="operation cancelled: actual cost limit exceeded"):
+        metered("lists.range(1000).all(i, lists.range(1000).all(j, true))", limit=100_000)
+    assert [(r.name, r.levelname) for r in caplog.records if r.levelno >= logging.WARNING] == []
+    [record] = [r for r in caplog.records if r.name.startswith("nanokube.cel")]
+    assert record.levelno == logging.DEBUG and "actual cost limit exceeded" in record.getMessage()

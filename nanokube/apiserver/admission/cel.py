@@ -22,9 +22,6 @@ import cel
 from ...cel import CELError as _SharedCELError
 from ...cel import Environment, desugar
 from ...cel.cost import dynamic_sizes, extent
-from ...cel.environment import PER_CALL_LIMIT
-from ...cel.errors import COST_LIMIT_ERROR
-from ...cel.meter import Meter, running
 from ...cel.library import runtime_functions
 from ...cel.library.authz import AUTHORIZER
 from ...cel.types import DYN, Type
@@ -147,8 +144,6 @@ RUNTIME_CEL_COST_BUDGET = 10_000_000
 #: upstream's celconfig.RuntimeCELCostBudgetMatchConditions: the same for one set of matchConditions
 MATCH_CONDITIONS_COST_BUDGET = 2_500_000
 OUT_OF_BUDGET = "validation failed due to running out of cost budget, no further validation rules will be run"
-#: below this worst case an expression runs as it is and is charged its estimate; from it, metered
-_PRECISE_FROM = 10_000
 
 
 class OutOfBudget(Exception):
@@ -218,41 +213,6 @@ def _sizes(activation: dict[str, Any]) -> Callable[[Type], int]:
     return sizes
 
 
-def _run(program, ctx: cel.Context, activation: dict[str, Any]) -> tuple[Any, str | None, int]:
-    """Evaluate: (value, why it failed or None, cost). A cheap program (its worst case is a
-    rounding error of the budget) runs as it is and costs its estimate; any other runs metered
-    and costs what the meter counted, stopped when that passes the per-call limit (upstream's
-    evaluation is cancelled there), or, where the engine refuses the metered form, is bounded
-    for these values before it runs."""
-    counted, value, cost = None, None, program.max_cost
-    try:
-        m = program.metered() if program.max_cost >= _PRECISE_FROM else None
-        if m is None:
-            if program.max_cost >= _PRECISE_FROM:  # no metered form: bounded for these values before it runs
-                cost = program.cost_bound(_sizes(activation))
-                if cost > PER_CALL_LIMIT:
-                    return None, COST_LIMIT_ERROR, PER_CALL_LIMIT
-            value = program.program.execute(ctx)
-        else:
-            base, per_iteration, refine = m.base, m.per_iteration, lambda: m.costs(_sizes(activation))
-            if base > PER_CALL_LIMIT:
-                (base, per_iteration), refine = refine(), None
-            if base > PER_CALL_LIMIT:  # what it does whatever its comprehensions do: not started
-                return None, COST_LIMIT_ERROR, PER_CALL_LIMIT
-            counted = Meter(base, per_iteration, PER_CALL_LIMIT, refine)
-            with running(counted):
-                value = m.program.execute(ctx)
-    except Exception as e:
-        why = _failure(e)
-    else:
-        why = None
-    if counted is None:
-        return value, why, cost
-    if counted.exceeded:  # also when an operand's error was absorbed (`||`, `exists`)
-        return None, COST_LIMIT_ERROR, counted.total
-    return value, why, counted.total
-
-
 def _failure(e: Exception) -> str:
     """Why an evaluation failed, in upstream's words."""
     if isinstance(e, _SharedCELError):
@@ -273,7 +233,8 @@ def evaluate(expression: str, activation: dict[str, Any], budget: Budget | None 
     program = compile_expression(expression)
     ctx = _context()
     _bind(ctx, activation)
-    value, why, cost = _run(program, ctx, activation)
+    value, error, cost = program.run(ctx, lambda: _sizes(activation))
+    why = None if error is None else _failure(error)
     if budget is not None:
         budget.spend(cost, variables_read(expression))
     if why is not None:

@@ -402,27 +402,31 @@ class MutatingPolicies(PolicyEngine):
         before = json_copy(obj)
         sch = a.schema(t)
         for m in inv.spec.get("mutations") or []:
+            if act["object"] is not obj:  # the variables read the object the mutations so far made
+                act["object"] = obj
+                variables = compute_variables(inv.spec, act)
             try:
-                obj = self._mutation(m, act, obj, sch)
-            except (CELError, PatchError, ValueError) as e:
+                obj = self._mutation(m, act, obj, sch, Budget(RUNTIME_CEL_COST_BUDGET, variables))
+            except (CELError, PatchError, ValueError, OutOfBudget) as e:
                 self._error(inv, a, str(e))
                 return False
             obj = a.prune(t, obj)
             obj["apiVersion"], obj["kind"] = before["apiVersion"], before["kind"]
             a.default(t, obj)
-            act["object"] = obj
         if obj == before:
             return False
         await a.store_versioned(t, obj)
         return True
 
     @staticmethod
-    def _mutation(m: dict, act: dict, obj: dict, sch: dict | None) -> dict:
+    def _mutation(m: dict, act: dict, obj: dict, sch: dict | None, budget: Budget) -> dict:
+        """One mutation's result. Its expression has a budget of its own (upstream's patchers each
+        get RuntimeCELCostBudget), which pays for the variables it reads too."""
         from ..patch import apply as ssa
 
         if m.get("patchType") == "ApplyConfiguration":
             expr = (m.get("applyConfiguration") or {}).get("expression", "")
-            value = evaluate(expr, act)
+            value = evaluate(expr, act, budget)
             if not isinstance(value, dict):
                 raise ValueError(f"expression '{expr}' must evaluate to an Object, got {type(value).__name__}")
             try:
@@ -431,7 +435,7 @@ class MutatingPolicies(PolicyEngine):
                 raise ValueError(f"error applying patch: {e}") from None
             return merged
         expr = (m.get("jsonPatch") or {}).get("expression", "")
-        ops = evaluate(expr, act)
+        ops = evaluate(expr, act, budget)
         if not isinstance(ops, list):
             raise ValueError(f"expression '{expr}' must evaluate to a list of JSONPatch, got {type(ops).__name__}")
         out = jsonpatch.apply(obj, ops)

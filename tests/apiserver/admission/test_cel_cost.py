@@ -181,7 +181,63 @@ def test_an_expression_whose_metered_form_the_engine_refuses_is_bounded_before_i
     before it starts (it failed with an empty error)."""
     from nanokube.apiserver.admission.cel import compile_expression, evaluate
 
-    expression = "[" * 92 + "object.l.all(x, x > 0)" + "]" * 92 + " != []"
+    expression = "[" * 92 + "object.l.exists_one(x, x > 0)" + "]" * 92 + " != []"
     assert compile_expression(expression).metered() is None
     activation = {"object": {"l": [1, 2]}, "variables": {}}
     assert evaluate(expression, activation) is True
+
+
+async def test_exists_is_charged_the_iterations_it_runs(tmp_path):
+    """`exists` over the 400,000 elements of a split stops at the first one, which matches: admitted
+    (its whole range was charged before it started, 2 M, over the per-call limit); over a value
+    with no match it runs until the limit stops it."""
+    first = [{"expression": "object.data.s.split(',').exists(x, x == 'a')"}]
+    async with served(tmp_path) as (_, api_client):
+        admission, core = client.AdmissionregistrationV1Api(api_client), client.CoreV1Api(api_client)
+        await bind(admission, "first", _labelled("first", "first", first))
+        await _until_denied(core, "first", {"s": "b"})
+        assert await _create(core, "a", "first", {"s": "a," * 400_000}) == (201, "")
+        code, message = await _create(core, "b", "first", {"s": "b," * 400_000})
+        assert code == 422 and message.endswith("resulted in error: operation cancelled: actual cost limit exceeded")
+
+
+async def test_a_mutations_expression_and_the_variables_it_reads_share_a_budget(tmp_path):
+    """Each mutation has upstream's RuntimeCELCostBudget (10 M), charged with the variables its
+    expression reads: 101 variables of 100,000 each (a `contains` over 1,000,000 characters) run
+    it out, which fails the policy with the budget's message (mutations had no budget). The
+    variables of the second mutation see the object the first one made."""
+    rules = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}]
+    names = [f"v{i}" for i in range(101)]
+    reads = " && ".join(f"variables.{n}" for n in names)
+
+    def label(key: str, value: str) -> str:
+        return '[JSONPatch{op: "add", path: "/metadata/labels/%s", value: %s}]' % (key, value)
+
+    body = {"metadata": {"name": "budget"}, "spec": {
+        "matchConstraints": {"resourceRules": rules, "objectSelector": {"matchLabels": {"set": "budget"}}},
+        "failurePolicy": "Fail", "reinvocationPolicy": "Never",
+        "variables": [{"name": n, "expression": "!object.data.s.contains('needle')"} for n in names] + [
+            {"name": "step", "expression": "'step' in object.metadata.labels ? object.metadata.labels.step : 'none'"}],
+        "mutations": [
+            {"patchType": "JSONPatch", "jsonPatch": {"expression": label("step", "'one'")}},
+            {"patchType": "JSONPatch", "jsonPatch": {"expression": label(
+                "seen", f"({reads}) ? variables.step : 'no'")}}]}}
+    async with served(tmp_path) as (_, api_client):
+        admission, core = client.AdmissionregistrationV1Api(api_client), client.CoreV1Api(api_client)
+        await asyncio.to_thread(admission.create_mutating_admission_policy, body)
+        await asyncio.to_thread(admission.create_mutating_admission_policy_binding, {
+            "metadata": {"name": "budget"}, "spec": {"policyName": "budget"}})
+        cm = {"metadata": {"name": "small", "labels": {"set": "budget"}}, "data": {"s": "x"}}
+        for _ in range(100):
+            made = await asyncio.to_thread(core.create_namespaced_config_map, "default", cm, dry_run="All")
+            if "seen" in made.metadata.labels:
+                break
+            await asyncio.sleep(0.05)
+        assert made.metadata.labels == {"set": "budget", "step": "one", "seen": "one"}
+        big = {"metadata": {"name": "big", "labels": {"set": "budget"}}, "data": {"s": "x" * 1_000_000}}
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(core.create_namespaced_config_map, "default", big, dry_run="All")
+        assert e.value.status == 403, e.value.body
+        assert json.loads(e.value.body)["message"] == (
+            "configmaps \"big\" is forbidden: policy 'budget' with binding 'budget' denied request: validation failed "
+            "due to running out of cost budget, no further validation rules will be run")
