@@ -10,14 +10,14 @@ rules with `self` (and `oldSelf` where the old value correlates), under the
 per-call and per-object cost budgets, reporting errors as kube-apiserver
 1.35+ does (scalars show their value, objects and arrays omit it).
 
-The runtime cost is a bound computed from the actual sizes before a rule
-runs (the engine cannot be interrupted), so it is never below upstream's
-measured cost; a rule upstream would stop mid-way is refused up front.
+Each rule is charged what it runs (`Program.measure`: metered, stopped once
+past the per-call limit as cel-go's cost tracker cancels it), and the
+object's budget is spent by those actual costs, as upstream's validator
+spends them, messageExpressions included.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +29,7 @@ from ...cel.cost import extent
 from ...cel.openapi import field_type, schema_type, to_cel
 from ...cel.openapi import items_bound, properties_bound
 from ...cel.types import Type, optional_of
+from ...machinery import gofmt
 from ...machinery.validation import FieldError, invalid
 
 STATIC_COST_LIMIT = 10_000_000  # StaticEstimatedCostLimit
@@ -382,67 +383,67 @@ class CompiledRules:
             old_var = (cel.OptionalValue.of(prev) if prev is not None else cel.OptionalValue.none()) \
                 if r.optional_old_self else prev
             variables = {"self": this, "oldSelf": old_var}
-            bound = r.program.cost_bound(size)
-            if bound > budget.remaining:
+            result, error, cost = r.program.measure(variables, size, PER_CALL_LIMIT)
+            if cost > budget.remaining:
                 errs.append(_error("FieldValueInvalid", shown, _OUT_OF_BUDGET, stype, True))
                 return False
-            try:
-                result = r.program.evaluate(variables, bound, PER_CALL_LIMIT)
-            except CELError as e:
+            budget.remaining -= cost
+            if error is not None:
                 label = _rule_label(r.spec)
-                if str(e).startswith("operation cancelled"):
-                    errs.append(_error("FieldValueInvalid", shown, f"'{e}': no further validation rules will be run "
-                                       f"due to call cost exceeds limit for rule: {label}", stype, True))
+                if str(error).startswith("operation cancelled"):
+                    errs.append(_error("FieldValueInvalid", shown, f"'{error}': no further validation rules will be "
+                                       f"run due to call cost exceeds limit for rule: {label}", stype, True))
                     return False
-                if str(e).startswith("no such overload"):
-                    detail = (f"'{e}': call arguments did not match a supported operator, function or macro "
+                if str(error).startswith("no such overload"):
+                    detail = (f"'{error}': call arguments did not match a supported operator, function or macro "
                               f"signature for rule: {label}")
                 else:
-                    detail = f"{e} evaluating rule: {label}"
-                budget.remaining -= bound
+                    detail = f"{error} evaluating rule: {label}"
                 errs.append(_error("FieldValueInvalid", shown, detail, stype, True))
                 continue
-            budget.remaining -= bound
             if result is True:
                 continue
+            at = (path + r.field_path if path or r.field_path.startswith("[") else r.field_path[1:]) \
+                if r.field_path else shown
+            ratcheted = ratchet and not r.uses_old_self
             detail = None
             if r.message is not None:
-                detail, spent = self._message(r.message, {"self": this, "oldSelf": prev}, size)
-                if spent is None:
-                    errs.append(_error("FieldValueInvalid", shown, detail, stype, True))
+                detail, stop = self._message(r.message, {"self": this, "oldSelf": prev}, size, budget)
+                if stop is not None:
+                    _report(_error("FieldValueInvalid", at, stop, stype, True), ratcheted, errs, warnings)
                     return False
-                budget.remaining -= spent
             if detail is None:
                 msg = (r.spec.get("message") or "").strip()
                 detail = msg or f"failed rule: {text.strip()}"
-            at = (path + r.field_path if path or r.field_path.startswith("[") else r.field_path[1:]) \
-                if r.field_path else shown
-            e = _reason_error(r.spec.get("reason"), at, obj, stype, detail)
-            if ratchet and not r.uses_old_self:
-                if warnings is not None:
-                    warnings.append(str(e))
-            else:
-                errs.append(e)
+            _report(_reason_error(r.spec.get("reason"), at, obj, stype, detail), ratcheted, errs, warnings)
         return True
 
     @staticmethod
-    def _message(program: Program, variables: dict, size) -> tuple[str | None, int | None]:
-        """(detail or None to fall back to `message`, cost spent); spent is
-        None when the per-call limit stops all further rules."""
-        bound = program.cost_bound(size)
-        try:
-            value = program.evaluate(variables, bound, PER_CALL_LIMIT)
-        except CELError as e:
-            if str(e).startswith("operation cancelled"):
-                return ("no further validation rules will be run due to call cost exceeds limit for "
-                        f"messageExpression: {json.dumps(program.source)}"), None
-            return None, bound
-        if not isinstance(value, str):
-            return None, bound
+    def _message(program: Program, variables: dict, size, budget: _Budget) -> tuple[str | None, str | None]:
+        """(detail, or None to fall back to `message`; why no further rules run, or None), its
+        cost spent from `budget` as upstream's evalMessageExpression spends it."""
+        value, error, cost = program.measure(variables, size, PER_CALL_LIMIT)
+        if cost > budget.remaining:
+            return None, ("messageExpression evaluation failed due to running out of cost budget, no further "
+                          "validation rules will be run")
+        if error is not None and str(error).startswith("operation cancelled"):
+            return None, ("no further validation rules will be run due to call cost exceeds limit for "
+                          f"messageExpression: {gofmt.quote(program.source)}")
+        budget.remaining -= cost
+        if error is not None or not isinstance(value, str):
+            return None, None
         value = value.strip()
         if not value or len(value) > MAX_MESSAGE_EXPRESSION_SIZE or _NEWLINES.search(value):
-            return None, bound
-        return value, bound
+            return None, None
+        return value, None
+
+
+def _report(e: FieldError, ratcheted: bool, errs: list[FieldError], warnings: list[str] | None) -> None:
+    """A failed rule's error, a warning instead where its value is unchanged (ratcheting)."""
+    if not ratcheted:
+        errs.append(e)
+    elif warnings is not None:
+        warnings.append(str(e))
 
 
 def _rule_label(spec: dict) -> str:

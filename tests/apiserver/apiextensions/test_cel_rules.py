@@ -166,15 +166,39 @@ def test_per_call_limit_stops_further_rules():
 
 
 def test_per_object_budget():
-    """Each rule stays under the per-call limit; eleven of them exceed the
-    object's 10,000,000 budget (the bound counts both sides of `||`, so the
-    rules are cheap to run but not to bound)."""
-    s = crd_schema({"l": {"type": "array", "maxItems": 400, "items": {"type": "integer"}}},
-                   [{"rule": "self.l.size() >= 0 || self.l.all(a, self.l.all(b, a + b >= 0))"}] * 12)
+    """Each rule is charged what it ran, as upstream's cost tracker measures it: over 370 items
+    one costs 960,152, under the per-call limit, and the eleventh runs out of the object's
+    10,000,000 budget. The same rules behind a `||` that is already true run nothing and cost
+    next to nothing (they were charged their bound, both sides of the `||`, and ran out too)."""
+    pairs = "self.l.all(a, self.l.all(b, a + b >= 0))"
+    s = crd_schema({"l": {"type": "array", "maxItems": 400, "items": {"type": "integer"}}}, [{"rule": pairs}] * 12)
     assert validate(s, obj({"l": list(range(370))})) == [
         'spec: Invalid value: "object": validation failed due to running out of cost budget, no further validation '
         "rules will be run"]
     assert validate(s, obj({"l": list(range(100))})) == []
+    s = crd_schema({"l": {"type": "array", "maxItems": 400, "items": {"type": "integer"}}},
+                   [{"rule": f"self.l.size() >= 0 || {pairs}"}] * 12)
+    assert validate(s, obj({"l": list(range(370))})) == []
+
+
+def test_message_expressions_spend_the_budget_and_stop_at_the_limit():
+    """A messageExpression is charged what it ran from the same budget; over the per-call limit,
+    or past what is left, no further rules run, reported at the rule's fieldPath in upstream's
+    words (was: its node's path, and its bound charged)."""
+    pairs = "self.l.all(a, self.l.all(b, a + b >= 0))"
+    items = {"l": {"type": "array", "maxItems": 1000, "items": {"type": "integer"}}}
+    s = crd_schema(items, [{"rule": "false", "fieldPath": ".l",
+                            "messageExpression": f"{pairs} ? 'cheap' : 'never'"}, {"rule": "false", "message": "next"}])
+    assert validate(s, obj({"l": list(range(10))})) == ["spec.l: Invalid value: cheap", "spec: Invalid value: next"]
+    assert validate(s, obj({"l": list(range(500))})) == [
+        'spec.l: Invalid value: "object": no further validation rules will be run due to call cost exceeds limit for '
+        f'messageExpression: "{pairs} ? \'cheap\' : \'never\'"']
+    spend = {"rule": pairs, "message": "spent"}
+    s = crd_schema({"l": {"type": "array", "maxItems": 400, "items": {"type": "integer"}}},
+                   [spend] * 10 + [{"rule": "false", "messageExpression": f"{pairs} ? 'm' : 'n'"}])
+    assert validate(s, obj({"l": list(range(370))})) == [
+        'spec: Invalid value: "object": messageExpression evaluation failed due to running out of cost budget, no '
+        "further validation rules will be run"]
 
 
 CRD_ERRORS = [
@@ -313,3 +337,38 @@ async def test_over_http_a_rule_over_the_per_call_limit_is_refused_before_it_run
             return
         raise AssertionError(f"accepted: {rule}")
     raise AssertionError("widgets never served")
+
+
+async def test_over_http_a_rule_is_stopped_at_runtime_not_refused_for_its_bound(api):
+    """A rule within the CRD's static limit (maxItems 1,000: ~7 M) is charged what it runs: a
+    zero-sum pair found at the first step is admitted (its bound for 900 items, 5.7 M, refused
+    it before it ran), and a list without one runs until the per-call limit stops it, with
+    upstream's message, and no further rule runs."""
+    ext = client.ApiextensionsV1Api(api)
+    body = crd()
+    spec = body["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec["properties"]["items"] = {"type": "array", "maxItems": 1000, "items": {"type": "integer"}}
+    spec["x-kubernetes-validations"] = [
+        {"rule": "!has(self.items) || self.items.exists(a, self.items.exists(b, a + b == 0))", "message": "pairs"},
+        {"rule": "!has(self.items) || size(self.items) < 900", "message": "too long"}]
+    await asyncio.to_thread(ext.create_custom_resource_definition, body)
+    objs = client.CustomObjectsApi(api)
+
+    async def create(name: str, items: list[int]) -> tuple[int, str]:
+        widget = {"apiVersion": f"{GROUP}/v1", "kind": "Widget", "metadata": {"name": name}, "spec": {"items": items}}
+        try:
+            await asyncio.to_thread(objs.create_namespaced_custom_object, GROUP, "v1", "default", "widgets", widget)
+        except ApiException as e:
+            return e.status, json.loads(e.body)["message"]
+        return 201, ""
+
+    for _ in range(100):  # until the new kind is served
+        code, _ = await create("probe", [1])
+        if code != 404:
+            break
+        await asyncio.sleep(0.05)
+    assert code == 422
+    assert await create("zero", [0] + list(range(1, 899))) == (201, "")
+    assert await create("none", list(range(1, 900))) == (422, (
+        'Widget.example.com "none" is invalid: spec: Invalid value: "object": \'operation cancelled: actual cost limit '
+        "exceeded': no further validation rules will be run due to call cost exceeds limit for rule: pairs"))
