@@ -32,9 +32,12 @@ SMP = "application/strategic-merge-patch+json"
 R = "resource.k8s.io"
 #: the pod informer's index of pods by the PodGroup they name, "namespace/group" (upstream's podGroupPerPod)
 POD_GROUP_INDEX = "podGroupPerPod"
-#: the claim informer's index of allocated claims by device: "driver", "driver|pool" and
-#: "driver|pool|device" of each result ('|' is in no driver, pool or device name)
+#: the claim informer's index of allocated claims by the device selectors that select one of their
+#: devices (selector_keys), so a rule reads the claims it selects, whichever fields it sets
 CLAIM_DEVICE_INDEX = "allocatedDevice"
+#: the rule informer's index of DeviceTaintRules by their selector's key (selector_key), so a device
+#: reads the rules selecting it: the eight keys of its selector_keys
+RULE_SELECTOR_INDEX = "deviceSelector"
 
 
 def options_from_env() -> dict:
@@ -42,6 +45,24 @@ def options_from_env() -> dict:
     rule status updates (10s upstream) for tests."""
     period = os.environ.get("NANOKUBE_DEVICE_TAINT_RULE_STATUS_PERIOD")
     return {"rule_status_period": float(period)} if period else {}
+
+
+def selector_key(driver: str | None, pool: str | None, device: str | None) -> str:
+    """A device selector as one string, an unset (or empty) field empty: "driver|pool|device"
+    ('|' is in no driver, pool or device name, and none of them is empty)."""
+    return f"{driver or ''}|{pool or ''}|{device or ''}"
+
+
+def selector_keys(driver: str, pool: str, device: str) -> tuple[str, ...]:
+    """The keys of the eight selectors that select a device: each of its fields set or left out."""
+    return tuple(selector_key(driver if m & 4 else None, pool if m & 2 else None, device if m & 1 else None)
+                 for m in range(8))
+
+
+def _rule_selector_key(rule: dict) -> str | None:
+    """RULE_SELECTOR_INDEX's value: a nil selector selects nothing, so it is under no key."""
+    sel = (rule.get("spec") or {}).get("deviceSelector")
+    return None if sel is None else selector_key(sel.get("driver"), sel.get("pool"), sel.get("device"))
 
 
 def rule_selects(rule: dict, driver: str, pool: str, device: str) -> bool:
@@ -58,9 +79,10 @@ def _plural(n: int, one: str, many: str) -> str:
 
 @dataclass(frozen=True)
 class Eviction:
-    """When a pod must go, and the rules (by UID) among the reasons."""
+    """When a pod must go, and the rules among the reasons: by UID, and by name (to queue their status)."""
     when: float
     rules: frozenset[str]
+    names: frozenset[str] = frozenset()
 
 
 class DeviceTaintEvictionController(Controller):
@@ -79,6 +101,7 @@ class DeviceTaintEvictionController(Controller):
         self.claims.add_index(CLAIM_DEVICE_INDEX, _allocated_devices)
         self.slices = self.informer_factory.informer(client.resource(R, "v1", "resourceslices"))
         self.rules = self.informer_factory.informer(self.rules_api)
+        self.rules.add_index(RULE_SELECTOR_INDEX, _rule_selector_key)
         self.pods.add_handlers(self._pod_changed, lambda _o, n: self._pod_changed(n), self._pod_gone)
         self.claims.add_handlers(self._claim_changed, lambda o, n: self._claim_changed(n, o), self._claim_changed)
         self.slices.add_handlers(self._slice_changed, lambda o, n: self._slice_changed(n, o), self._slice_changed)
@@ -119,7 +142,7 @@ class DeviceTaintEvictionController(Controller):
             after = self._taints.get(pool) or {}
             for device in [*before, *(d for d in after if d not in before)]:
                 if before.get(device) != after.get(device):
-                    for claim in self.claims.by_index(CLAIM_DEVICE_INDEX, "|".join((*pool, device))):
+                    for claim in self.claims.by_index(CLAIM_DEVICE_INDEX, selector_key(*pool, device)):
                         self._enqueue_consumers(claim)
 
     def _reindex(self, pool: tuple[str, str]) -> None:
@@ -179,24 +202,10 @@ class DeviceTaintEvictionController(Controller):
                     yield key_of(pod)
 
     def _rule_claims(self, rule: dict) -> list[dict]:
-        """The allocated claims with a device the rule selects: from the claim index under the
-        longest of driver, driver|pool, driver|pool|device its selector spells, or (no driver)
-        from every claim."""
-        sel = (rule.get("spec") or {}).get("deviceSelector")
-        if sel is None:
-            return []
-        if sel.get("driver"):
-            key = sel["driver"]
-            if sel.get("pool"):
-                key += "|" + sel["pool"]
-                if sel.get("device"):
-                    key += "|" + sel["device"]
-            candidates = self.claims.by_index(CLAIM_DEVICE_INDEX, key)
-        else:
-            candidates = self.claims.list()
-        return [c for c in candidates
-                if any(rule_selects(rule, r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
-                       for r in _results(c))]
+        """The allocated claims with a device the rule selects: the claim index's entry under the
+        rule's selector, whichever of driver, pool and device it sets (none: every allocated claim)."""
+        key = _rule_selector_key(rule)
+        return [] if key is None else self.claims.by_index(CLAIM_DEVICE_INDEX, key)
 
     # -- when does a pod go ----------------------------------------------
 
@@ -206,37 +215,45 @@ class DeviceTaintEvictionController(Controller):
             return parse_time(taint["timeAdded"])
         return self._first_seen.setdefault(ident + (taint.get("key"), taint.get("value")), self.clock.now())
 
-    def _device_taints(self, rules: list[dict], driver: str, pool: str, device: str) -> list[tuple[dict, str | None]]:
-        """NoExecute taints on one device, each with the UID of the rule it came from (None: the slice)."""
-        out = [(t, None) for t in (self._taints.get((driver, pool)) or {}).get(device, [])]
-        for rule in rules:
+    def _selecting(self, driver: str, pool: str, device: str) -> list[dict]:
+        """The DeviceTaintRules selecting one device, from the rule index under its eight keys: a
+        pod's check reads the rules that match, not every rule."""
+        return [r for key in selector_keys(driver, pool, device) for r in self.rules.by_index(RULE_SELECTOR_INDEX, key)]
+
+    def _device_taints(self, rules: list[dict] | None, driver: str, pool: str,
+                       device: str) -> list[tuple[dict, dict | None]]:
+        """NoExecute taints on one device, each with the rule it came from (None: the slice); `rules`
+        (a simulation's) instead of the informer's."""
+        out: list[tuple[dict, dict | None]] = [(t, None) for t in (self._taints.get((driver, pool)) or {}).get(device, [])]
+        selecting = self._selecting(driver, pool, device) if rules is None else \
+            [r for r in rules if rule_selects(r, driver, pool, device)]
+        for rule in selecting:
             taint = rule["spec"].get("taint") or {}
-            if taint.get("effect") == "NoExecute" and rule_selects(rule, driver, pool, device):
-                out.append((taint, rule["metadata"]["uid"]))
+            if taint.get("effect") == "NoExecute":
+                out.append((taint, rule))
         return out
 
-    def claim_eviction(self, claim: dict, rules: list[dict]) -> Eviction | None:
+    def claim_eviction(self, claim: dict, rules: list[dict] | None = None) -> Eviction | None:
         """The earliest time an untolerated NoExecute taint on an allocated device is due."""
-        when, reasons = None, set()
+        when, reasons = None, {}
         for r in _results(claim):
             ident = (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
-            for taint, rule_uid in self._device_taints(rules, *ident):
+            for taint, rule in self._device_taints(rules, *ident):
                 seconds = toleration_seconds(taint, r.get("tolerations") or [])
                 if seconds is None:
                     continue
                 at = self._added(ident, taint) + seconds
                 when = at if when is None else min(when, at)
-                if rule_uid:
-                    reasons.add(rule_uid)
-        return None if when is None else Eviction(when, frozenset(reasons))
+                if rule is not None:
+                    reasons[rule["metadata"]["uid"]] = rule["metadata"]["name"]
+        return None if when is None else Eviction(when, frozenset(reasons), frozenset(reasons.values()))
 
     def pod_eviction(self, pod: dict, rules: list[dict] | None = None) -> Eviction | None:
         """The earliest eviction over the allocated claims reserved for this
-        scheduled pod (or its PodGroup); an unscheduled pod is never evicted."""
+        scheduled pod (or its PodGroup); an unscheduled pod is never evicted. `rules`: a
+        simulation's, instead of the informer's."""
         if not pod["spec"].get("nodeName"):
             return None
-        if rules is None:
-            rules = self.rules.list()
         md = pod["metadata"]
         found = []
         for name in claim_names(pod):
@@ -246,7 +263,8 @@ class DeviceTaintEvictionController(Controller):
         found = [e for e in found if e is not None]
         if not found:
             return None
-        return Eviction(min(e.when for e in found), frozenset().union(*(e.rules for e in found)))
+        return Eviction(min(e.when for e in found), frozenset().union(*(e.rules for e in found)),
+                        frozenset().union(*(e.names for e in found)))
 
     # -- work --------------------------------------------------------------
 
@@ -270,9 +288,8 @@ class DeviceTaintEvictionController(Controller):
                 await self.recorder.emit(pod, "Normal", "DeviceTaintManagerEviction", "Cancelling deletion")
             return
         self._scheduled.add(key)
-        for rule in self.rules.list():
-            if rule["metadata"]["uid"] in e.rules:
-                self.queue.add(("rule", rule["metadata"]["name"]))
+        for name in e.names:
+            self.queue.add(("rule", name))
         wait = e.when - self.clock.now()
         if wait > 0:
             self.queue.add_after(("pod", key), wait)
@@ -280,9 +297,8 @@ class DeviceTaintEvictionController(Controller):
         if await self._evict(pod):
             for uid in e.rules:
                 self._evicted.setdefault(uid, set()).add(pod["metadata"]["uid"])
-            for rule in self.rules.list():
-                if rule["metadata"]["uid"] in e.rules:
-                    self.queue.add_after(("rule", rule["metadata"]["name"]), self.rule_status_period)
+            for name in e.names:
+                self.queue.add_after(("rule", name), self.rule_status_period)
 
     async def _evict(self, pod: dict) -> bool:
         """Condition, event, delete; False if the pod was already gone."""
@@ -305,9 +321,9 @@ class DeviceTaintEvictionController(Controller):
 
     # -- DeviceTaintRule status ------------------------------------------
 
-    def _pending(self, rule: dict, rules: list[dict]) -> tuple[int, int]:
+    def _pending(self, rule: dict, rules: list[dict] | None = None) -> tuple[int, int]:
         """Pods (and their namespaces) whose eviction this rule is among the reasons for: only
-        consumers of the claims on devices it selects can be."""
+        consumers of the claims on devices it selects can be. `rules`: a simulation's."""
         uid = rule["metadata"]["uid"]
         keys = dict.fromkeys(k for c in self._rule_claims(rule) for k in self._consumers(c))
         pods, namespaces = 0, set()
@@ -340,7 +356,7 @@ class DeviceTaintEvictionController(Controller):
         cond = {"type": CONDITION, "status": "False", "reason": f"Effect{effect}", "message": "",
                 "observedGeneration": rule["metadata"].get("generation", 1)}
         if effect == "NoExecute":
-            pods, namespaces = self._pending(rule, self.rules.list())
+            pods, namespaces = self._pending(rule)
             if pods:
                 cond.update(status="True", reason="PodsPendingEviction", message=(
                     _plural(pods, "1 pod needs", "%d pods need") + " to be evicted in "
@@ -348,9 +364,10 @@ class DeviceTaintEvictionController(Controller):
             else:
                 cond["reason"] = "Completed" if self._evicted.get(uid) else "NotStarted"
         elif effect == "None":
+            # upstream's simulation evaluates this rule alone, as NoExecute: whether it is among a
+            # pod's reasons does not depend on the other rules
             as_noexec = {**rule, "spec": {**rule["spec"], "taint": {**rule["spec"]["taint"], "effect": "NoExecute"}}}
-            others = [r for r in self.rules.list() if r["metadata"]["uid"] != uid]
-            pods, namespaces = self._pending(as_noexec, others + [as_noexec])
+            pods, namespaces = self._pending(as_noexec, [as_noexec])
             published, allocated = self._selected(rule)
             cond["reason"] = "NoEffect"
             cond["message"] = (
@@ -402,14 +419,13 @@ def _results(claim: dict) -> list[dict]:
 
 
 def _allocated_devices(claim: dict) -> tuple[str, ...] | None:
-    """CLAIM_DEVICE_INDEX's values for a claim: each allocated device's driver, pool and device keys."""
+    """CLAIM_DEVICE_INDEX's values for a claim: the selector keys of each allocated device."""
     results = _results(claim)
     if not results:
         return None
     keys: dict[str, None] = {}
     for r in results:
-        driver, pool, device = r.get("driver", ""), r.get("pool", ""), r.get("device", "")
-        keys[driver] = keys[f"{driver}|{pool}"] = keys[f"{driver}|{pool}|{device}"] = None
+        keys.update(dict.fromkeys(selector_keys(r.get("driver", ""), r.get("pool", ""), r.get("device", ""))))
     return tuple(keys)
 
 

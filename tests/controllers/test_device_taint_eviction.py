@@ -323,3 +323,40 @@ async def test_slice_and_rule_changes_queue_only_the_pods_on_devices_they_change
 
 async def _async(value):
     return value
+
+
+def _no_full_listing(*_):
+    raise AssertionError("a pod check or a rule's claims read every rule or every claim")
+
+
+async def test_rules_naming_no_driver_find_their_claims_and_pods_read_only_their_rules(env):
+    """The claim index files an allocated device under every selector that selects it, and the rule
+    index each rule under its selector: a rule naming only a pool or a device reads its claims from
+    the index (not every claim), and a pod's check reads the rules selecting its devices (not every
+    rule), with the answers a full walk gives. A device-only rule evicts through a pool it does not name."""
+    client, clock, ctrl = env
+    rules = client.resource(R, "v1", "devicetaintrules")
+    await publish(client, {"gpu-0": [], "gpu-1": []})
+    await publish(client, {"gpu-1": []}, pool="n2")
+    await consumer(client, "a", device="gpu-0")
+    await consumer(client, "b", device="gpu-1", tolerations=[{"operator": "Exists"}])
+    await eventually(lambda: _async(reserved_in_informer(ctrl, "a") and reserved_in_informer(ctrl, "b")))
+    for i in range(20):  # rules on devices no claim has
+        await rules.create({"metadata": {"name": f"other-{i}"}, "spec": {
+            "deviceSelector": {"driver": DRIVER, "pool": "n2", "device": f"gpu-{i + 10}"},
+            "taint": {"key": "k", "effect": "NoExecute"}}})
+    await rules.create({"metadata": {"name": "pool-n1"}, "spec": {"deviceSelector": {"pool": "n1"},
+                                                                   "taint": {"key": "k", "effect": "None"}}})
+    await rules.create({"metadata": {"name": "any-gpu-1"}, "spec": {"deviceSelector": {"device": "gpu-1"},
+                                                                     "taint": {"key": "k", "effect": "None"}}})
+    await eventually(lambda: _async(len(ctrl.rules.list()) == 22))
+    ctrl.claims.list = ctrl.rules.list = _no_full_listing
+    assert [c["metadata"]["name"] for c in ctrl._rule_claims(ctrl.rules.get("pool-n1"))] == ["a", "b"]
+    assert [c["metadata"]["name"] for c in ctrl._rule_claims(ctrl.rules.get("any-gpu-1"))] == ["b"]
+    assert ctrl._rule_claims({"spec": {"deviceSelector": {"pool": "n2", "device": "gpu-0"}}}) == []
+    assert sorted(r["metadata"]["name"] for r in ctrl._selecting(DRIVER, "n1", "gpu-1")) == ["any-gpu-1", "pool-n1"]
+    assert ctrl.pod_eviction(ctrl.pods.get("default/a")) is None
+    await rules.create({"metadata": {"name": "drain-gpu-0"}, "spec": {"deviceSelector": {"device": "gpu-0"},
+                                                                       "taint": {"key": "k", "effect": "NoExecute"}}})
+    assert await gone(client, "a")
+    assert ctrl.pod_eviction(ctrl.pods.get("default/b")) is None  # b tolerates every taint
