@@ -139,12 +139,13 @@ def finished(job: dict) -> str | None:
     return None
 
 
-def wanted_active(spec: dict, succeeded: int) -> int:
-    """How many pods a NonIndexed Job should be running."""
+def wanted_active(spec: dict, succeeded: int, active: int) -> int:
+    """How many pods a NonIndexed Job should be running: without completions, parallelism until a
+    pod succeeds, then those still running (manageJob leaves them running, creating no more)."""
     parallelism = spec.get("parallelism", 1)
     completions = spec.get("completions")
     if completions is None:
-        return 0 if succeeded > 0 else parallelism
+        return active if succeeded > 0 else parallelism
     return max(0, min(parallelism, completions - succeeded))
 
 
@@ -603,7 +604,7 @@ class JobController(Controller):
                 if wait > 0:
                     self._enqueue_with_delay(key, wait + 0.05)
         else:
-            n = wanted_active(spec, succeeded) - len(active)
+            n = wanted_active(spec, succeeded, len(active)) - len(active)
             if n < 0:
                 ranks = [(bool(p["spec"].get("nodeName")), pod_is_ready(p)) async for part in in_turns(active)
                          for p in part]

@@ -133,9 +133,33 @@ def test_index_ranges_round_trip():
 
 
 def test_wanted_active_caps_by_remaining_completions():
-    assert wanted_active({"parallelism": 4, "completions": 5}, 3) == 2
-    assert wanted_active({"parallelism": 2}, 0) == 2
-    assert wanted_active({"parallelism": 2}, 1) == 0
+    assert wanted_active({"parallelism": 4, "completions": 5}, 3, 4) == 2
+    assert wanted_active({"parallelism": 2}, 0, 1) == 2
+    assert wanted_active({"parallelism": 3}, 1, 2) == 2  # after a success: those running, no more
+
+
+async def test_a_work_queue_job_lets_its_other_pods_finish_after_one_succeeds(env):
+    """No completions (a work queue): once a pod succeeds no pod is created, and those still running
+    are left to finish (upstream's manageJob wants as many as are active); the Job completes when the
+    last one does, every pod counted as succeeded. They were deleted, and counted as failed."""
+    client, _, clock = env
+    await client.resource("batch", "v1", "jobs").create(job(parallelism=2))
+    first, second = await ticking(clock, lambda: live_pods(client, 2))
+    await finish(client, first, "Succeeded")
+    j = await ticking(clock, lambda: _job_counted(client, succeeded=1))
+    assert j["status"]["active"] == 1 and not j["status"].get("failed")
+    for _ in range(5):  # syncs go by: the running pod stays, none is added
+        await clock.advance(SYNC_BATCH_PERIOD)
+    [running] = await live_pods(client, 1)
+    assert running["metadata"]["name"] == second["metadata"]["name"]
+    await finish(client, second, "Succeeded")
+    j = await ticking(clock, lambda: job_condition(client, "Complete"))
+    assert j["status"]["succeeded"] == 2 and not j["status"].get("failed")
+
+
+async def _job_counted(client, succeeded: int):
+    j = await client.resource("batch", "v1", "jobs").get("pi", "default")
+    return j if (j.get("status") or {}).get("succeeded") == succeeded else None
 
 
 async def fail_with(client, pod, exit_code, conditions=()):
