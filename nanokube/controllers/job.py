@@ -18,6 +18,7 @@ A Job with `spec.scheduling` first gets its Workload and PodGroup
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 from collections.abc import Callable
 
@@ -467,8 +468,10 @@ class JobController(Controller):
             for p in delayed.values():
                 self._record(spec, p, uncounted, ignored)
         st["uncountedTerminatedPods"] = {k: v for k, v in uncounted.items() if v}
-        if outcome or suspended:
+        if outcome:  # deleteActivePods: the finalizers stay, so the pods it stops count as failed
             removed, manage_failure = await self._delete_pods(key, job, active)
+        elif suspended:
+            removed, manage_failure = await self._delete_pods(key, job, active, untrack=True)
         elif satisfied:
             try:
                 made, removed, manage_failure = await self._manage(key, job, active, terminating, pods, succeeded,
@@ -570,11 +573,31 @@ class JobController(Controller):
             self._add_condition(st, "Suspended", "False", "JobResumed", "Job resumed", now)
             st["startTime"] = format_time(now)
 
-    async def _delete_pods(self, key: str, job: dict, victims: list[dict]) -> tuple[list[dict], Exception | None]:
-        """Delete `victims`: those deleted, and the first failure (raised once the status is written)."""
+    async def _delete_pods(self, key: str, job: dict, victims: list[dict],
+                           untrack: bool = False) -> tuple[list[dict], Exception | None]:
+        """Delete `victims`: those deleted, and the first failure (raised once the status is written).
+        `untrack`: deleteJobPods, for a suspended Job's pods and those over its parallelism, first
+        removes their tracking finalizer, so they are no failure of the Job; a pod whose patch fails
+        is not deleted."""
+        failure = None
+        if untrack:
+            results = await asyncio.gather(*(self._untrack(p) for p in victims), return_exceptions=True)
+            for r in results:
+                if isinstance(r, BaseException) and not isinstance(r, Exception):
+                    raise r
+            failure = next((r for r in results if r is not None), None)
+            victims = [p for p, r in zip(victims, results) if r is None]
         if not victims:
-            return [], None
-        return await delete_pods(self.pods, self.expectations, key, victims, self.recorder, job)
+            return [], failure
+        deleted, failed = await delete_pods(self.pods, self.expectations, key, victims, self.recorder, job)
+        return deleted, failure or failed
+
+    async def _untrack(self, pod: dict) -> None:
+        """removeTrackingFinalizerPatch: the tracking finalizer off the pod, whatever else it holds."""
+        if TRACKING in (pod["metadata"].get("finalizers") or ()):
+            await ignore_missing(self.pods.patch(
+                pod["metadata"]["name"], {"metadata": {"$deleteFromPrimitiveList/finalizers": [TRACKING]}},
+                "application/strategic-merge-patch+json", namespace=pod["metadata"]["namespace"]))
 
     async def _manage(self, key, job, active, terminating, pods, succeeded, failed, settled, replaced,
                       now) -> tuple[int, list[dict], Exception | None]:
@@ -595,7 +618,7 @@ class JobController(Controller):
         waited = terminating if replaces_only_failed(spec) else []
         if spec.get("completionMode") == "Indexed":
             if doomed := [p async for part in in_turns(active) for p in part if pod_index(p) in settled]:
-                return 0, *await self._delete_pods(key, job, doomed[:MAX_POD_CREATE_DELETE_PER_SYNC])
+                return 0, *await self._delete_pods(key, job, doomed[:MAX_POD_CREATE_DELETE_PER_SYNC], untrack=True)
             busy = {pod_index(p) async for part in in_turns(active + waited) for p in part} | settled
             free = [i for i in range(spec.get("completions") or 0) if i not in busy]
             todo = free[:max(0, spec.get("parallelism", 1) - len(active))]
@@ -610,7 +633,7 @@ class JobController(Controller):
                          for p in part]
                 extra = [active[i] for i in heapq.nsmallest(min(-n, MAX_POD_CREATE_DELETE_PER_SYNC),
                                                             range(len(active)), key=ranks.__getitem__)]
-                return 0, *await self._delete_pods(key, job, extra)
+                return 0, *await self._delete_pods(key, job, extra, untrack=True)
             todo = [None] * max(0, n - len(waited))
         todo = todo[:MAX_POD_CREATE_DELETE_PER_SYNC]
         if not todo:

@@ -617,3 +617,36 @@ async def test_a_sync_over_many_pods_lets_the_loop_run(env):
     during, _ = await turns_during(ctrl.sync("default/big"))
     assert [st["active"] for st in writes] == [n]
     assert during >= 7 * 3  # claim, active/terminating, finishing, recorded, tracked, ready, finalizers
+
+
+async def test_suspending_deletes_the_pods_without_counting_them_as_failed(env):
+    """deleteJobPods removes the tracking finalizer before it deletes a suspended Job's pod (or one
+    over its parallelism), so the pods a suspension stops are no failures: status.failed stays unset,
+    where they were counted as 2 failures (toward backoffLimit)."""
+    client, _, clock = env
+    jobs = client.resource("batch", "v1", "jobs")
+    await jobs.create(job(parallelism=2, completions=4, backoffLimit=1))
+    await ticking(clock, lambda: live_pods(client, 2))
+    await jobs.patch("pi", {"spec": {"suspend": True}}, namespace="default")
+    await ticking(clock, lambda: job_condition(client, "Suspended"))
+    for _ in range(3):
+        await clock.advance(SYNC_BATCH_PERIOD)
+    st = (await jobs.get("pi", "default"))["status"]
+    assert "failed" not in st and "active" not in st and st["uncountedTerminatedPods"] == {}
+    assert (await client.resource("", "v1", "pods").list("default"))[0] == []
+    await jobs.patch("pi", {"spec": {"suspend": False}}, namespace="default")
+    await ticking(clock, lambda: live_pods(client, 2))
+    assert not await job_condition(client, "Failed")
+
+
+async def test_pods_over_parallelism_are_deleted_without_counting_as_failed(env):
+    client, _, clock = env
+    jobs = client.resource("batch", "v1", "jobs")
+    await jobs.create(job(parallelism=3, completions=6))
+    await ticking(clock, lambda: live_pods(client, 3))
+    await jobs.patch("pi", {"spec": {"parallelism": 1}}, namespace="default")
+    await ticking(clock, lambda: live_pods(client, 1))
+    for _ in range(3):
+        await clock.advance(SYNC_BATCH_PERIOD)
+    st = (await jobs.get("pi", "default"))["status"]
+    assert st["active"] == 1 and "failed" not in st
