@@ -89,21 +89,21 @@ def assert_status(code: int, body, expected: int, reason: str | None = None) -> 
 
 
 @pytest.mark.parametrize("cpu", ["1e9999999999", "1e2147483648", "1e-2147483648"])
-def test_quantity_exponent_beyond_int32_is_refused_at_once(raw, cpu):
-    start = time.monotonic()
+def test_quantity_exponent_beyond_int32_is_refused_as_a_bad_suffix(raw, cpu):
+    """Refused by its suffix, not computed (10^9999999999 froze the server past the client's 10 s timeout)."""
     code, _, body = raw.request("POST", PODS + "?dryRun=All", pod(resources={"requests": {"cpu": cpu}}))
-    assert time.monotonic() - start < 1.0
     assert code in (400, 422), body
     assert "unable to parse quantity's suffix" in body["message"], body
     assert raw.request("GET", "/readyz", ctype=None)[0] == 200
 
 
-@pytest.mark.parametrize("cpu", ["1e100000", "1e2147483647", "1e-2147483647"])
-def test_huge_but_valid_exponent_costs_nothing(raw, cpu):
-    start = time.monotonic()
+@pytest.mark.parametrize("cpu,canon", [("1e100000", "10e99999"), ("1e2147483647", "10e2147483646"),
+                                       ("1e-2147483647", "1e-9")])
+def test_huge_but_valid_exponent_is_kept_in_its_canonical_form(raw, cpu, canon):
+    """What the parse costs is bounded in tests/registry/test_quantity.py (its peak memory, same values)."""
     code, _, body = raw.request("POST", PODS + "?dryRun=All", pod(resources={"requests": {"cpu": cpu}}))
-    assert time.monotonic() - start < 1.0
-    assert code < 500, body
+    assert code == 201, body
+    assert body["spec"]["containers"][0]["resources"]["requests"]["cpu"] == canon, body
 
 
 CMS = f"/api/v1/namespaces/{NS}/configmaps"
@@ -211,9 +211,7 @@ BODY_CASES = [
 def test_hostile_requests_get_a_status_and_change_nothing(existing, case):
     _, method, path, body, ctype, expected, text = case
     before = objects(existing)
-    start = time.monotonic()
     code, _, got = existing.request(method, path, body, ctype)
-    assert time.monotonic() - start < 2
     assert_status(code, got, expected)
     if text:
         assert text in got["message"], got
@@ -237,7 +235,7 @@ def test_future_resource_version_is_a_504_after_three_seconds(existing):
     code, _, got = existing.request("GET", CMS + "?resourceVersion=99999999")
     took = time.monotonic() - start
     assert_status(code, got, 504, "Timeout")
-    assert 2.5 < took < 5, took
+    assert 2.5 < took < 9, took  # upstream waits 3 s; the upper bound leaves a loaded machine 6 s more
     assert got["message"].startswith("Timeout: Too large resource version: 99999999, current: ")
     assert got["details"]["causes"] == [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]
     assert got["details"]["retryAfterSeconds"] == 1
