@@ -101,10 +101,11 @@ SCALED = frozenset({"deployments", "replicasets", "statefulsets", "replicationco
 #: bodies a write may arrive in besides plain JSON, as (content type, encoder of the object): each is decoded as
 #: upstream's serializers decode it or refused with a 4xx (415 for a media type none of them reads)
 ENCODINGS = [
-    ("application/yaml", lambda o: yaml.safe_dump(o)),
-    ("application/yaml", lambda o: "---\n" + yaml.safe_dump(o) + "---\n" + yaml.safe_dump(o)),
+    # (JSON is YAML's flow style: PyYAML's block style recurses past Python's limit on the deep values)
+    ("application/yaml", lambda o: json.dumps(o)),
+    ("application/yaml", lambda o: "---\n" + json.dumps(o) + "\n---\n" + json.dumps(o)),
     ("application/yaml", lambda o: "a: &a [*a]\n"),
-    ("application/yaml", lambda o: "x: !!binary AAEC\n" + yaml.safe_dump(o)),
+    ("application/yaml", lambda o: "{x: !!binary AAEC, " + json.dumps(o)[1:] if isinstance(o, dict) else "!!binary AAEC"),
     ("application/yaml", lambda o: "- " + json.dumps(o)),
     ("application/yaml", lambda o: "\t" + json.dumps(o)),
     ("application/json", lambda o: "\ufeff" + json.dumps(o)),
