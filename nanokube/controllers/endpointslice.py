@@ -82,10 +82,16 @@ def endpoint_ports(svc: dict, pod: dict) -> tuple[dict, ...]:
     return tuple(out)
 
 
-def selects(svc: dict, pod: dict) -> bool:
+def service_selector(svc: dict) -> list | None:
+    """The Service's selector as requirements, once for a pass over many pods; None selects none."""
     sel = (svc.get("spec") or {}).get("selector")
-    return bool(sel) and pod["metadata"].get("namespace") == svc["metadata"]["namespace"] and \
-        matches_labels(selector_from_object({"matchLabels": sel}), pod["metadata"].get("labels"))
+    return selector_from_object({"matchLabels": sel}) if sel else None
+
+
+def selects(svc: dict, reqs: list | None, pod: dict) -> bool:
+    """Whether the Service (its `service_selector`) selects the pod."""
+    return reqs is not None and pod["metadata"].get("namespace") == svc["metadata"]["namespace"] and \
+        matches_labels(reqs, pod["metadata"].get("labels"))
 
 
 def _has_address(pod: dict) -> bool:
@@ -307,7 +313,7 @@ class EndpointSliceController(Controller):
     def _enqueue_services(self, pod: dict) -> None:
         """getPodServiceMemberships: the services of the pod's namespace (its index) selecting it."""
         for svc in self.svc_inf.list_namespace(pod["metadata"]["namespace"]):
-            if selects(svc, pod):
+            if selects(svc, service_selector(svc), pod):
                 self._enqueue(svc)
 
     def _pod_updated(self, old: dict, pod: dict) -> None:
@@ -391,7 +397,8 @@ class EndpointSliceController(Controller):
             return
         if not (svc.get("spec") or {}).get("selector") or svc["metadata"].get("deletionTimestamp"):
             return
-        pods = [p async for part in in_turns(self.pod_inf.list_namespace(ns)) for p in part if selects(svc, p)]
+        reqs = service_selector(svc)
+        pods = [p async for part in in_turns(self.pod_inf.list_namespace(ns)) for p in part if selects(svc, reqs, p)]
         await self._sync_slices(svc, pods)
         await self._sync_endpoints(svc, pods)
 
