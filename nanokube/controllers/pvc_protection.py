@@ -8,7 +8,7 @@ from ..client.informer import InformerFactory
 from ..clock import REAL, Clock
 from ..machinery.errors import APIError
 from ..volume.binding import PVC_PROTECTION
-from .base import Controller
+from .base import Controller, in_turns
 
 
 def claims_of(pod: dict) -> set[str]:
@@ -75,8 +75,12 @@ class PVCProtectionController(Controller):
         if not uses_claims(pod):
             self._pod(pod)
 
-    def in_use(self, namespace: str, name: str) -> bool:
-        return any(uses_claims(p) and name in claims_of(p) for p in self.pods.list_namespace(namespace))
+    async def in_use(self, namespace: str, name: str) -> bool:
+        """Whether a pod of the namespace uses the claim, from a pass over its pods in turns (in_turns)."""
+        async for part in in_turns(self.pods.list_namespace(namespace)):
+            if any(uses_claims(p) and name in claims_of(p) for p in part):
+                return True
+        return False
 
     async def sync(self, key: str) -> None:
         pvc = self.claims.get(key)
@@ -84,7 +88,7 @@ class PVCProtectionController(Controller):
             return
         md = pvc["metadata"]
         finalizers = md.get("finalizers") or []
-        if PVC_PROTECTION not in finalizers or self.in_use(md["namespace"], md["name"]):
+        if PVC_PROTECTION not in finalizers or await self.in_use(md["namespace"], md["name"]):
             return
         body = {"metadata": {"finalizers": [f for f in finalizers if f != PVC_PROTECTION],
                              "resourceVersion": md["resourceVersion"]}}

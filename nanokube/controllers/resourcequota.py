@@ -16,7 +16,7 @@ from ..clock import REAL, Clock
 from ..machinery.errors import APIError
 from ..quota.evaluators import add, charge_changed, quota_covers, usage
 from ..quota.resources import OBJECT_COUNTS
-from .base import Controller
+from .base import Controller, in_turns
 
 #: kinds watched for replenishment: (group, version, plural)
 WATCHED = (("", "v1", "pods"), ("", "v1", "services"), ("", "v1", "persistentvolumeclaims"),
@@ -126,12 +126,14 @@ class ResourceQuotaController(Controller):
         now = self.clock.now()
         totals: dict = {}
         for group, plural in sorted(kinds):
-            for obj in await self._objects(group, plural, ns):
-                if not quota_covers(quota, group, plural, obj):
-                    continue
-                for name, q in usage(group, plural, obj, now).items():
-                    if name in hard:
-                        totals[name] = add(totals.get(name), q)
+            # a namespace's pods may be 300,000: the loop runs between slices (in_turns)
+            async for part in in_turns(await self._objects(group, plural, ns)):
+                for obj in part:
+                    if not quota_covers(quota, group, plural, obj):
+                        continue
+                    for name, q in usage(group, plural, obj, now).items():
+                        if name in hard:
+                            totals[name] = add(totals.get(name), q)
         used = {name: str(totals[name]) if name in totals else "0" for name in hard}
         status = quota.get("status") or {}
         if status.get("hard") == hard and status.get("used") == used:

@@ -12,7 +12,8 @@ from nanokube.controllers.pv_protection import PVProtectionController
 from nanokube.controllers.pvc_protection import PVCProtectionController
 from nanokube.machinery.errors import APIError
 from nanokube.node.storage import PROVISIONER, LocalPathProvisioner
-from tests.controllers import eventually, make_stack
+from nanokube.controllers.base import TURN
+from tests.controllers import eventually, make_stack, turns_during
 
 
 @pytest.fixture
@@ -184,3 +185,22 @@ async def test_claim_cloned_from_another_starts_as_a_copy(env):
         return [e["message"] for e in evs if e["reason"] == "ProvisioningFailed"]
     assert (await eventually(refused))[0] == ("error getting handle for DataSource Type PersistentVolumeClaim by Name "
                                               "dataset: requested PV size is smaller than the source volume")
+
+
+async def test_pvc_protection_passes_over_many_pods_in_turns():
+    """Whether a deleting claim is in use is read from a pass over its namespace's pods that lets
+    the loop run every TURN pods, and still finds the one user, last of 3 * TURN + 1."""
+    s = await make_stack()
+    ctrl = PVCProtectionController(s.client)
+    try:
+        n = 3 * TURN + 1
+        pods = [{"metadata": {"name": f"p{i}", "namespace": "default"}, "spec": {"nodeName": "n1", "volumes": [
+            {"name": "data", "persistentVolumeClaim": {"claimName": "data" if i == n - 1 else f"other-{i}"}}]},
+            "status": {"phase": "Running"}} for i in range(n)]
+        ctrl.pods.list_namespace = lambda ns: pods if ns == "default" else []
+        during, used = await turns_during(ctrl.in_use("default", "data"))
+        assert used is True and during >= 3
+        pods[-1]["status"]["phase"] = "Succeeded"
+        assert await ctrl.in_use("default", "data") is False
+    finally:
+        await s.close()

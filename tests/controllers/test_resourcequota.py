@@ -5,7 +5,8 @@ DRA devices by class, object counts, scopes), and drops when objects go."""
 import pytest
 
 from nanokube.controllers.resourcequota import ResourceQuotaController
-from tests.controllers import eventually, make_stack
+from nanokube.controllers.base import TURN
+from tests.controllers import eventually, make_stack, turns_during
 
 
 @pytest.fixture
@@ -80,3 +81,27 @@ async def test_object_counts_of_any_kind_are_replenished(env):
     await eventually(used_is(client, {"count/deployments.apps": "1"}, "apps"))
     await deployments.delete("a", "default")
     assert await eventually(used_is(client, {"count/deployments.apps": "0"}, "apps"))
+
+
+async def test_a_quota_over_many_pods_is_counted_in_turns():
+    """A quota's sync counts the namespace's objects letting the loop run every TURN of them (the
+    in-process controllers share the API server's loop; a namespace of 300,000 pods held it for
+    seconds), and counts them all."""
+    s = await make_stack()
+    ctrl = ResourceQuotaController(s.client)
+    try:
+        quota = await s.client.resource("", "v1", "resourcequotas").create({
+            "metadata": {"name": "q", "namespace": "default"}, "spec": {"hard": {"pods": "100000", "requests.cpu": "1k"}}})
+        n = 3 * TURN + 1
+        pods = [{**pod(f"p{i}", {"requests": {"cpu": "100m"}}), "status": {"phase": "Running"}} for i in range(n)]
+        ctrl.quotas.get = lambda key: quota if key == "default/q" else None
+
+        async def objects(group, plural, ns):
+            return pods if (plural, ns) == ("pods", "default") else []
+        ctrl._objects = objects
+        during, _ = await turns_during(ctrl.sync("default/q"))
+        st = (await s.client.resource("", "v1", "resourcequotas").get("q", "default"))["status"]
+        assert st["used"] == {"pods": str(n), "requests.cpu": f"{n * 100}m"}
+        assert during >= 3
+    finally:
+        await s.close()
