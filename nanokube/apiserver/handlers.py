@@ -228,14 +228,14 @@ class APIHandlers:
             if len(parts) == 2:
                 g = discovery.api_group(self.index, group)
                 if g is None:
-                    raise errors.APIError(404, "NotFound", "the server could not find the requested resource")
+                    raise errors.route_not_found()
                 return json_response(g)
             version, rest = parts[2], parts[3:]
         else:
-            raise errors.APIError(404, "NotFound", "the server could not find the requested resource")
+            raise errors.route_not_found()
         if not rest:
             if version not in self.index.group_versions().get(group, []):
-                raise errors.APIError(404, "NotFound", "the server could not find the requested resource")
+                raise errors.route_not_found()
             return self._cached(f"rl/{group}/{version}", lambda: discovery.api_resource_list(self.index, group, version))
         namespace = None
         if rest[0] == "watch":  # legacy /watch/ paths
@@ -247,14 +247,14 @@ class APIHandlers:
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else ""
         if len(rest) > 3:
-            raise errors.APIError(404, "NotFound", "the server could not find the requested resource")
+            raise errors.route_not_found()
         res = self.index.get(group, version, plural)
         if res is None:
-            raise errors.APIError(404, "NotFound", "the server could not find the requested resource")
+            raise errors.route_not_found()
         if sub and sub not in res.subresources:
-            raise errors.APIError(404, "NotFound", "the server could not find the requested resource")
+            raise errors.route_not_found()
         if res.namespaced is False and namespace is not None:
-            raise errors.APIError(404, "NotFound", "the server could not find the requested resource")
+            raise errors.route_not_found()
         q = request.query
         m = request.method
         watch = _bool(q.get("watch"))
@@ -272,7 +272,7 @@ class APIHandlers:
             if m == "POST" and not name:
                 pass
             else:
-                raise errors.APIError(404, "NotFound", "the server could not find the requested resource")
+                raise errors.route_not_found()
         if not sub and _verb(m, name, watch) not in res.verbs:
             raise errors.method_not_allowed()
         if res.group == "" and res.plural == "bindings" and not name and m == "POST":
@@ -306,7 +306,7 @@ class APIHandlers:
             if res.namespaced and not namespace:
                 namespace = (body.get("metadata") or {}).get("namespace") if isinstance(body, dict) else None
                 if not namespace:
-                    raise errors.APIError(404, "NotFound", "the server could not find the requested resource")
+                    raise errors.route_not_found()
             opts.field_manager = opts.field_manager or _field_manager_default(request)
             dup_warnings = self._duplicate_warnings(request, res, version, opts)
             r = await self.rest.create(res, version, namespace, body, opts)

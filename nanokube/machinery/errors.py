@@ -111,8 +111,15 @@ def forbidden(group: str, plural: str, name: str, why: str, user: str = "") -> A
     return APIError(403, "Forbidden", msg, _details(name, group, plural))
 
 
-def method_not_allowed(message: str = "the server does not allow this method on the requested resource") -> APIError:
-    return APIError(405, "MethodNotAllowed", message)
+def route_not_found() -> APIError:
+    """A path no route serves, as upstream's NewGenericServerResponse(404) answers it: its details are there
+    and empty (kubectl debug reads them to tell a missing subresource from a missing pod)."""
+    return APIError(404, "NotFound", "the server could not find the requested resource", {})
+
+
+def method_not_allowed() -> APIError:
+    """A method no route of the path takes: NewGenericServerResponse(405), details there and empty."""
+    return APIError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource", {})
 
 
 def gone(message: str) -> APIError:

@@ -303,3 +303,21 @@ async def test_the_accept_header_is_negotiated_by_quality_and_only_for_conversio
         assert got == want
     finally:
         await server.stop()
+
+
+async def test_a_path_or_method_no_route_serves_is_a_status_with_empty_details():
+    """As upstream's NewGenericServerResponse: kubectl debug reads the details of the 404 of a missing
+    subresource (it dereferenced the absent ones and panicked)."""
+    server, cms = await _server()
+    try:
+        await server.rest.create(cms, "v1", "default", {"metadata": {"name": "a"}}, WriteOptions(user=SYSTEM))
+        base = f"http://127.0.0.1:{server.port}"
+        async with aiohttp.ClientSession() as s:
+            for method, path, code in [("PATCH", "/api/v1/namespaces/default/configmaps/a/ephemeralcontainers", 404),
+                                       ("GET", "/api/v1/bogus", 404), ("GET", "/apis/apps/v9", 404),
+                                       ("POST", "/api/v1/namespaces/default/configmaps/a", 405)]:
+                async with s.request(method, base + path, json={}) as r:
+                    got = await r.json()
+                assert (r.status, got["code"], got["details"]) == (code, code, {}), (method, path, got)
+    finally:
+        await server.stop()
