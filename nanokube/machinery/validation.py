@@ -141,6 +141,7 @@ def immutable(field: str, value: Any) -> FieldError:
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 _DNS1123_SUBDOMAIN_UNDERSCORE = re.compile(r"^_?[a-z0-9]([-_a-z0-9]*[a-z0-9])?(\._?[a-z0-9]([-_a-z0-9]*[a-z0-9])?)*\Z")
+_WILDCARD_DNS1123_SUBDOMAIN = re.compile(r"^\*\.[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
@@ -192,6 +193,21 @@ def dns1123_subdomain(value: str) -> list[str]:
             "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
             "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
             "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+        )
+    return errs
+
+
+def wildcard_dns1123_subdomain(value: str) -> list[str]:
+    """IsWildcardDNS1123Subdomain: '*.' and a DNS subdomain (RFC 1034 section 4.3.3)."""
+    errs = []
+    if len(value) > 253:
+        errs.append("must be no more than 253 characters")
+    if not _WILDCARD_DNS1123_SUBDOMAIN.match(value):
+        errs.append(
+            "a wildcard DNS-1123 subdomain must start with '*.', followed by a valid DNS subdomain, which must "
+            "consist of lower case alphanumeric characters, '-' or '.' and end with an alphanumeric character "
+            "(e.g. '*.example.com', regex used for validation is "
+            "'\\*\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
         )
     return errs
 

@@ -29,10 +29,12 @@ from ..machinery.validation import (
     legacy_cidr_errors,
     legacy_ip_errors,
     not_supported,
+    path_segment_name,
     required,
     sloppy_ip,
     sloppy_network,
     too_long,
+    wildcard_dns1123_subdomain,
 )
 from . import kind_warnings
 
@@ -201,12 +203,7 @@ def _validate_backend(b: dict, path: str) -> list[FieldError]:
     if svc is not None and res is not None:
         return [invalid(path, "", "cannot set both resource and service backends")]
     if res is not None:
-        errs = []
-        if not res.get("kind"):
-            errs.append(required(f"{path}.resource.kind", ""))
-        if not res.get("name"):
-            errs.append(required(f"{path}.resource.name", ""))
-        return errs
+        return _typed_local_ref(res, f"{path}.resource")
     if svc is None:
         return [invalid(path, "", "resource or service backend is required")]
     errs = []
@@ -217,24 +214,36 @@ def _validate_backend(b: dict, path: str) -> list[FieldError]:
         errs += [invalid(f"{path}.service.name", name, m) for m in dns1035_label(name)]
     port = svc.get("port") or {}
     pp = f"{path}.service.port"
+    # a port number of 0 is no number (the internal type's zero value)
     if port.get("name") and port.get("number"):
-        errs.append(invalid(pp, "", "cannot set both port name & port number"))
+        errs.append(invalid(path, "", "cannot set both port name & port number"))
     elif port.get("name"):
         errs += [invalid(f"{pp}.name", port["name"], m) for m in port_name(port["name"])]
-    elif port.get("number") is not None:
+    elif port.get("number"):
         errs += _port_number(port["number"], f"{pp}.number")
     else:
-        errs.append(required(pp, "port name or number is required"))
+        errs.append(required(path, "port name or number is required"))
     return errs
 
 
-def _validate_host(host: str, path: str, wildcard_ok: bool = True) -> list[FieldError]:
-    if sloppy_ip(host) is not None:  # ParseIPSloppy
-        return [invalid(path, host, "must be a DNS name, not an IP address")]
-    if wildcard_ok and host.startswith("*."):
-        return [invalid(path, host, m.replace("RFC 1123 subdomain", "wildcard DNS-1123 subdomain"))
-                for m in dns1123_subdomain(host[2:])]
-    return _subdomain(host, path)
+def _typed_local_ref(ref: dict, path: str) -> list[FieldError]:
+    """validateIngressTypedLocalObjectReference: a DNS subdomain apiGroup, a kind and a name that
+    are path segments."""
+    errs: list[FieldError] = []
+    if ref.get("apiGroup") is not None:
+        errs += [invalid(f"{path}.apiGroup", ref["apiGroup"], m) for m in dns1123_subdomain(ref["apiGroup"])]
+    for f in ("kind", "name"):
+        if not ref.get(f):
+            errs.append(required(f"{path}.{f}", f"{f} is required"))
+        else:
+            errs += [invalid(f"{path}.{f}", ref[f], m) for m in path_segment_name(ref[f])]
+    return errs
+
+
+def _host_names(host: str, path: str) -> list[FieldError]:
+    """A host with a '*' anywhere is judged as a wildcard subdomain, any other as a subdomain."""
+    check = wildcard_dns1123_subdomain if "*" in host else dns1123_subdomain
+    return [invalid(path, host, m) for m in check(host)]
 
 
 def _validate_http_path(p: dict, path: str) -> list[FieldError]:
@@ -242,8 +251,8 @@ def _validate_http_path(p: dict, path: str) -> list[FieldError]:
     value = p.get("path", "")
     ptype = p.get("pathType")
     if ptype is None:
-        errs.append(required(f"{path}.pathType", "pathType must be specified"))
-    elif ptype not in _PATH_TYPES:
+        return [required(f"{path}.pathType", "pathType must be specified")]
+    if ptype not in _PATH_TYPES:
         errs.append(not_supported(f"{path}.pathType", ptype, _PATH_TYPES))
     elif ptype in ("Exact", "Prefix"):
         if not value.startswith("/"):
@@ -263,14 +272,16 @@ def _validate_http_path(p: dict, path: str) -> list[FieldError]:
 def validate_ingress_spec(spec: dict, path: str = "spec") -> list[FieldError]:
     errs: list[FieldError] = []
     rules = spec.get("rules") or []
+    if not rules and spec.get("defaultBackend") is None:
+        errs.append(invalid(path, spec.get("rules"), "either `defaultBackend` or `rules` must be specified"))
     if spec.get("defaultBackend") is not None:
         errs += _validate_backend(spec["defaultBackend"], f"{path}.defaultBackend")
-    elif not rules:
-        errs.append(invalid(f"{path}.rules", rules, "either `defaultBackend` or `rules` must be specified"))
     for i, rule in enumerate(rules):
         rp = f"{path}.rules[{i}]"
-        if rule.get("host"):
-            errs += _validate_host(rule["host"], f"{rp}.host")
+        if host := rule.get("host"):
+            if sloppy_ip(host) is not None:  # ParseIPSloppy; the names are judged all the same
+                errs.append(invalid(f"{rp}.host", host, "must be a DNS name, not an IP address"))
+            errs += _host_names(host, f"{rp}.host")
         http = rule.get("http")
         if http is not None:
             paths = http.get("paths") or []
@@ -280,7 +291,7 @@ def validate_ingress_spec(spec: dict, path: str = "spec") -> list[FieldError]:
                 errs += _validate_http_path(p, f"{rp}.http.paths[{j}]")
     for i, tls in enumerate(spec.get("tls") or []):
         for j, host in enumerate(tls.get("hosts") or []):
-            errs += _validate_host(host, f"{path}.tls[{i}].hosts[{j}]")
+            errs += _host_names(host, f"{path}.tls[{i}].hosts[{j}]")
         if tls.get("secretName"):
             errs += _subdomain(tls["secretName"], f"{path}.tls[{i}].secretName")
     if spec.get("ingressClassName") is not None:
@@ -368,10 +379,7 @@ class IngressClassStrategy(Strategy):
         params = spec.get("parameters")
         if params is not None:
             pp = "spec.parameters"
-            if not params.get("kind"):
-                errs.append(required(f"{pp}.kind", "kind is required"))
-            if not params.get("name"):
-                errs.append(required(f"{pp}.name", "name is required"))
+            errs += _typed_local_ref(params, pp)
             scope = params.get("scope")
             if scope is not None and scope not in ("Cluster", "Namespace"):
                 errs.append(not_supported(f"{pp}.scope", scope, ("Cluster", "Namespace")))

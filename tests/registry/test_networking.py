@@ -68,7 +68,7 @@ def ingress(**spec):
 
 
 def test_ingress_validation():
-    assert errs("ingresses", ingress()) == [("spec.rules", "either `defaultBackend` or `rules` must be specified")]
+    assert errs("ingresses", ingress()) == [("spec", "either `defaultBackend` or `rules` must be specified")]
     rule = {"host": "10.0.0.1", "http": {"paths": [
         {"path": "a", "pathType": "Prefix", "backend": {"service": {"name": "web", "port": {"number": 80}}}},
         {"path": "/x", "backend": {"service": {"name": "web"}}},
@@ -76,8 +76,7 @@ def test_ingress_validation():
     assert errs("ingresses", ingress(rules=[rule])) == [
         ("spec.rules[0].host", "must be a DNS name, not an IP address"),
         ("spec.rules[0].http.paths[0].path", "must be an absolute path"),
-        ("spec.rules[0].http.paths[1].pathType", "pathType must be specified"),
-        ("spec.rules[0].http.paths[1].backend.service.port", "port name or number is required"),
+        ("spec.rules[0].http.paths[1].pathType", "pathType must be specified"),  # and nothing more of it
         ("spec.rules[0].http.paths[2].backend", "resource or service backend is required"),
     ]
     ok = ingress(ingressClassName="nginx", rules=[{"host": "*.example.com", "http": {"paths": [
@@ -170,3 +169,60 @@ async def test_service_cidr_refusals_through_the_api(tmp_path):
         api.api_client.close()
     finally:
         await server.stop()
+
+
+async def test_over_http_ingress_hosts_backends_and_parameters_in_upstreams_words(tmp_path):
+    """ValidateIngressSpec: the missing rules are reported at spec with the rules' value; a host
+    with a '*' anywhere gets IsWildcardDNS1123Subdomain's words, an IP rule host also its
+    subdomain check, and a TLS host no IP check; a port number of 0 is no number; a resource
+    backend and IngressClass parameters are typed local references (path segment kind and name)."""
+    import asyncio
+    import json
+
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    from tests.served import served
+
+    svc = {"service": {"name": "web", "port": {"number": 80}}}
+    body = {"metadata": {"name": "i"}, "spec": {
+        "rules": [{"host": "foo.*.com", "http": {"paths": [
+                      {"path": "/", "pathType": "Prefix", "backend": {"service": {"name": "web", "port": {"number": 0}}}},
+                      {"path": "/r", "pathType": "Prefix", "backend": {"resource": {"apiGroup": "Bad_Group", "kind": "a/b",
+                                                                                    "name": ".."}}}]}},
+                  {"host": "::1", "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": svc}]}}],
+        "tls": [{"hosts": ["10.0.0.1", "*.ok.example"]}]}}
+    wildcard = ("a wildcard DNS-1123 subdomain must start with '*.', followed by a valid DNS subdomain, which must "
+                "consist of lower case alphanumeric characters, '-' or '.' and end with an alphanumeric character "
+                "(e.g. '*.example.com', regex used for validation is "
+                "'\\*\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+    subdomain = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and "
+                 "must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation "
+                 "is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+    p = "spec.rules[0].http.paths"
+    async with served(tmp_path) as (_, api_client):
+        net = client.NetworkingV1Api(api_client)
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(net.create_namespaced_ingress, "default", body)
+        assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [
+            ("spec.rules[0].host", f'Invalid value: "foo.*.com": {wildcard}'),
+            (f"{p}[0].backend", "Required value: port name or number is required"),
+            (f"{p}[1].backend.resource.apiGroup", f'Invalid value: "Bad_Group": {subdomain}'),
+            (f"{p}[1].backend.resource.kind", "Invalid value: \"a/b\": may not contain '/'"),
+            (f"{p}[1].backend.resource.name", "Invalid value: \"..\": may not be '..'"),
+            ("spec.rules[1].host", 'Invalid value: "::1": must be a DNS name, not an IP address'),
+            ("spec.rules[1].host", f'Invalid value: "::1": {subdomain}')]
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(net.create_namespaced_ingress, "default", {"metadata": {"name": "j"},
+                                                                              "spec": {"rules": []}})
+        assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [
+            ("spec", "Invalid value: []: either `defaultBackend` or `rules` must be specified")]
+        body["spec"]["rules"] = [{"http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": svc}]}}]
+        made = await asyncio.to_thread(net.create_namespaced_ingress, "default", body)
+        assert made.spec.tls[0].hosts == ["10.0.0.1", "*.ok.example"]
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(net.create_ingress_class, {"metadata": {"name": "c"}, "spec": {
+                "controller": "example.com/c", "parameters": {"kind": "%", "name": "."}}})
+        assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [
+            ("spec.parameters.kind", "Invalid value: \"%\": may not contain '%'"),
+            ("spec.parameters.name", "Invalid value: \".\": may not be '.'")]
