@@ -470,7 +470,7 @@ class JobController(Controller):
         st["uncountedTerminatedPods"] = {k: v for k, v in uncounted.items() if v}
         if outcome:  # deleteActivePods: the finalizers stay, so the pods it stops count as failed
             removed, manage_failure = await self._delete_pods(key, job, active)
-        elif suspended:
+        elif suspended and satisfied:  # manageJob's, which runs once the expectations are met
             removed, manage_failure = await self._delete_pods(key, job, active, untrack=True)
         elif satisfied:
             try:

@@ -650,3 +650,29 @@ async def test_pods_over_parallelism_are_deleted_without_counting_as_failed(env)
         await clock.advance(SYNC_BATCH_PERIOD)
     st = (await jobs.get("pi", "default"))["status"]
     assert st["active"] == 1 and "failed" not in st
+
+
+async def test_a_suspended_job_deletes_its_pods_once_while_the_deletions_are_unobserved():
+    """Suspension deletes through manageJob, which waits for the expectations: a second sync before
+    the informer shows the deletions (its informers stopped here) deletes nothing again."""
+    s = await make_stack()
+    ctrl = await informing(JobController(s.client, clock=VirtualClock()))
+    try:
+        jobs = s.client.resource("batch", "v1", "jobs")
+        await seen(ctrl.job_inf, await jobs.create(job(parallelism=2, completions=4)))
+        await ctrl.sync("default/pi")
+        running = await live_pods(s.client, 2)
+        await eventually(lambda: _async(ctrl.expectations.satisfied("default/pi")))
+        await seen(ctrl.job_inf, await jobs.patch("pi", {"spec": {"suspend": True}}, namespace="default"))
+        await stopped(ctrl)  # what the informers hold stays as it is
+        deletes = []
+        delete = ctrl.pods.delete
+        ctrl.pods.delete = lambda name, *a, **kw: (deletes.append(name), delete(name, *a, **kw))[1]
+        await ctrl.sync("default/pi")
+        with pytest.raises(APIError) as e:  # the Job it holds is older than the first sync's status
+            await ctrl.sync("default/pi")
+        assert e.value.code == 409
+        assert sorted(deletes) == sorted(p["metadata"]["name"] for p in running)
+    finally:
+        await stopped(ctrl)
+        await s.close()
