@@ -341,11 +341,11 @@ class ConfigMapStrategy(Strategy):
         return self.validate(new) + _immutable_update(new, old, ("data", "binaryData"))
 
 
+#: the data keys a secret type needs, in ValidateSecret's order
 _SECRET_REQUIRED_KEYS = {
     "kubernetes.io/dockercfg": (".dockercfg",),
     "kubernetes.io/dockerconfigjson": (".dockerconfigjson",),
-    "kubernetes.io/ssh-auth": ("ssh-privatekey",),
-    "kubernetes.io/tls": ("tls.key", "tls.crt"),
+    "kubernetes.io/tls": ("tls.crt", "tls.key"),
 }
 
 
@@ -378,18 +378,20 @@ class SecretStrategy(Strategy):
         for key, value in data.items():
             errs += [invalid(f"data[{key}]", key, m) for m in config_key(key)]
             total += _b64_len(value)
+        if total > MAX_SECRET_SIZE:
+            errs.append(too_long("data", MAX_SECRET_SIZE))
         stype = obj.get("type", "")
         for key in _SECRET_REQUIRED_KEYS.get(stype, ()):
             if key not in data:
                 errs.append(required(f"data[{key}]"))
         if stype == "kubernetes.io/basic-auth" and "username" not in data and "password" not in data:
-            errs.append(required("data[username]"))
+            errs += [required("data[username]"), required("data[password]")]
+        if stype == "kubernetes.io/ssh-auth" and not _b64_len(data.get("ssh-privatekey")):  # present but empty too
+            errs.append(required("data[ssh-privatekey]"))
         if stype == "kubernetes.io/service-account-token":
             annotations = (obj.get("metadata") or {}).get("annotations") or {}
             if not annotations.get("kubernetes.io/service-account.name"):
                 errs.append(required("metadata.annotations[kubernetes.io/service-account.name]"))
-        if total > MAX_SECRET_SIZE:
-            errs.append(too_long("data", MAX_SECRET_SIZE))
         return errs
 
     def warnings_on_create(self, obj):

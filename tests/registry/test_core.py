@@ -817,3 +817,40 @@ def test_env_names_are_printable_ascii_without_equals_and_taint_effects_are_know
     assert ("spec.tolerations[1].effect", "FieldValueNotSupported") in got
     assert ("spec.tolerations[0].effect", "FieldValueNotSupported") not in got
     assert ("spec.schedulerName", "FieldValueInvalid") in got and not any(f == "spec.nodeName" for f, _ in got)
+
+
+@pytest.mark.parametrize("stype, data, causes", [
+    ("kubernetes.io/tls", {}, ["data[tls.crt]", "data[tls.key]"]),
+    ("kubernetes.io/basic-auth", {}, ["data[username]", "data[password]"]),
+    ("kubernetes.io/ssh-auth", {"ssh-privatekey": ""}, ["data[ssh-privatekey]"]),
+])
+async def test_over_http_secret_types_require_their_keys_in_validate_secrets_order(core, stype, data, causes):
+    """ValidateSecret: tls.crt before tls.key, both basic-auth keys when neither is there, an empty
+    ssh-privatekey as missing."""
+    import asyncio
+    import json
+
+    from kubernetes.client.rest import ApiException
+
+    with pytest.raises(ApiException) as e:
+        await asyncio.to_thread(core.create_namespaced_secret, "default",
+                                {"metadata": {"name": "s"}, "type": stype, "data": data})
+    assert e.value.status == 422
+    assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [
+        (f, "Required value") for f in causes]
+
+
+async def test_over_http_a_secret_too_large_is_reported_before_its_missing_keys(core):
+    import asyncio
+    import base64
+    import json
+
+    from kubernetes.client.rest import ApiException
+
+    big = base64.b64encode(b"x" * (1024 * 1024 + 1)).decode()
+    with pytest.raises(ApiException) as e:
+        await asyncio.to_thread(core.create_namespaced_secret, "default",
+                                {"metadata": {"name": "s"}, "type": "kubernetes.io/tls", "data": {"a": big}})
+    assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [
+        ("data", "Too long: may not be more than 1048576 bytes"), ("data[tls.crt]", "Required value"),
+        ("data[tls.key]", "Required value")]
