@@ -12,6 +12,7 @@ from ..clock import REAL, Clock
 from ..pki.signer import PodCertificateSigner
 from .base import Controller
 from .cronjob import CronJobController
+from .csrsigning import CSRSigningController
 from .daemonset import DaemonSetController
 from .deployment import DeploymentController
 from .device_taint_eviction import DeviceTaintEvictionController
@@ -113,10 +114,14 @@ class ControllerManager:
         def build() -> list[Controller]:
             """A term's controllers over a fresh shared informer factory, stopped with them."""
             signer = [PodCertificateSigner] if signer_client is not None and data_dir is not None else []
-            on = enabled([*CONTROLLERS, *signer], controllers)
+            # (the cluster CA that signs kube-apiserver-client requests is in the data dir)
+            csr_signer = [CSRSigningController] if data_dir is not None else []
+            on = enabled([*CONTROLLERS, *csr_signer, *signer], controllers)
             self.informers = InformerFactory(clock)
             out = build_controllers(client, clock, load_balancer_pool, self.metrics, self.informers,
-                                    [k for k in on if k is not PodCertificateSigner])
+                                    [k for k in on if k not in (PodCertificateSigner, CSRSigningController)])
+            if CSRSigningController in on:
+                out.append(CSRSigningController(client, data_dir, clock, self.informers))
             if PodCertificateSigner in on:
                 out.append(PodCertificateSigner(signer_client, data_dir, clock=clock))
             return out

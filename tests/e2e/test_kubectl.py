@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import threading
@@ -273,3 +274,39 @@ def test_events_served_by_both_groups(cluster, applied):
     assert "event.events.k8s.io/web-0.start" in new and "event.events.k8s.io/web-0.scheduled" in new
     ev = cluster.kubectl_json("get", "events.v1.events.k8s.io", "web-0.start", "-n", NS)
     assert ev["note"] == "Started container web" and ev["regarding"]["name"] == "web-0"
+
+
+def test_an_approved_client_csr_is_issued_a_certificate_that_authenticates(cluster, tmp_path):
+    """The 'add a user' flow: a kube-apiserver-client CSR, `kubectl certificate approve`, the issued
+    certificate (CONDITION Approved,Issued) in a kubeconfig, and the server knows its subject."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    req = x509.CertificateSigningRequestBuilder().subject_name(x509.Name([
+        x509.NameAttribute(NameOID.COMMON_NAME, "e2e-alice"), x509.NameAttribute(NameOID.ORGANIZATION_NAME, "e2e-devs"),
+    ])).sign(key, hashes.SHA256())
+    csr = {"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest", "metadata": {"name": "e2e-alice"},
+           "spec": {"request": base64.b64encode(req.public_bytes(serialization.Encoding.PEM)).decode(),
+                    "signerName": "kubernetes.io/kube-apiserver-client", "expirationSeconds": 86400,
+                    "usages": ["client auth"]}}
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(csr))
+    cluster.kubectl("certificate", "approve", "e2e-alice")
+    deadline = time.monotonic() + 30
+    while not (cert := cluster.kubectl("get", "csr", "e2e-alice", "-o", "jsonpath={.status.certificate}").stdout):
+        assert time.monotonic() < deadline, "no certificate issued"
+        time.sleep(0.2)
+    row = cluster.kubectl("get", "csr", "e2e-alice", "--no-headers").stdout.split()
+    assert row[-1] == "Approved,Issued" and row[-2] == "24h"
+    (tmp_path / "alice.crt").write_bytes(base64.b64decode(cert))
+    (tmp_path / "alice.key").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                           serialization.NoEncryption()))
+    cfg = yaml.safe_load(open(cluster.kubeconfig))
+    cfg["users"][0]["user"] = {"client-certificate": str(tmp_path / "alice.crt"), "client-key": str(tmp_path / "alice.key")}
+    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(cfg))
+    r = subprocess.run([KUBECTL, "--kubeconfig", str(tmp_path / "kubeconfig"), "auth", "whoami", "-o", "json"],
+                       capture_output=True, text=True, timeout=60)
+    user = json.loads(r.stdout)["status"]["userInfo"]
+    assert user["username"] == "e2e-alice" and user["groups"] == ["e2e-devs", "system:authenticated"]

@@ -1,0 +1,105 @@
+"""The kube-apiserver-client CSR signer: an approved request gets a certificate of the cluster CA
+carrying its subject, key and usages for the duration it asked (bounded); bad usages fail the
+request; pending, denied and other signers' requests are left alone."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from nanokube.controllers.csrsigning import CSRSigningController, duration, usage_error
+from nanokube.pki.ca import ensure_pki
+from tests.controllers import eventually, make_stack
+from tests.node import ManualClock
+
+
+def csr_pem(cn: str, org: str) -> tuple[bytes, ec.EllipticCurvePrivateKey]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    req = (x509.CertificateSigningRequestBuilder()
+           .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn),
+                                    x509.NameAttribute(NameOID.ORGANIZATION_NAME, org)]))
+           .sign(key, hashes.SHA256()))
+    return req.public_bytes(serialization.Encoding.PEM), key
+
+
+def csr(name: str, pem: bytes, usages: list, signer: str = "kubernetes.io/kube-apiserver-client", **spec) -> dict:
+    return {"metadata": {"name": name}, "spec": {"request": base64.b64encode(pem).decode(), "signerName": signer,
+                                                  "usages": usages, **spec}}
+
+
+APPROVED = {"type": "Approved", "status": "True", "reason": "Test", "message": "ok"}
+
+
+@pytest.fixture
+async def env(tmp_path):
+    pki = ensure_pki(str(tmp_path))
+    s = await make_stack()
+    clock = ManualClock()
+    ctrl = CSRSigningController(s.client, str(tmp_path), clock)
+    await ctrl.start()
+    yield s.client.resource("certificates.k8s.io", "v1", "certificatesigningrequests"), clock, pki
+    await ctrl.stop()
+    await s.close()
+
+
+async def approve(csrs, name: str, condition: dict = APPROVED) -> None:
+    cur = await csrs.get(name)
+    await csrs.update({**cur, "status": {"conditions": [condition]}}, subresource="approval")
+
+
+def test_usages_and_duration_as_upstreams_signer():
+    assert usage_error(["client auth"]) is None
+    assert usage_error(["digital signature", "key encipherment", "client auth"]) is None
+    assert usage_error(["client auth", "server auth"]) == "invalid usage for client certificate: server auth"
+    assert usage_error(["digital signature"]) == "missing required usage for client certificate: client auth"
+    assert (duration(None), duration(60), duration(3600), duration(10**9)) == (365 * 86400, 600, 3600, 365 * 86400)
+
+
+async def test_an_approved_request_is_issued_a_client_certificate_of_the_cluster_ca(env):
+    csrs, clock, pki = env
+    pem, key = csr_pem("alice", "dev")
+    await csrs.create(csr("alice", pem, ["digital signature", "client auth"], expirationSeconds=3600))
+    await csrs.create(csr("pending", pem, ["client auth"]))
+    await approve(csrs, "alice")
+
+    async def issued():
+        return (await csrs.get("alice")).get("status", {}).get("certificate")
+    cert = x509.load_pem_x509_certificate(base64.b64decode(await eventually(issued)))
+    assert cert.subject.rfc4514_string() == "O=dev,CN=alice" and cert.issuer == pki.ca.cert.subject
+    assert cert.public_key().public_numbers() == key.public_key().public_numbers()
+    pki.ca.cert.public_key().verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(hashes.SHA256()))
+    assert cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value == \
+        x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH])
+    usage = cert.extensions.get_extension_for_class(x509.KeyUsage).value
+    assert usage.digital_signature and not usage.key_encipherment
+    assert not cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    # a short certificate (under 8 h) is backdated 5 minutes at its start only
+    assert (cert.not_valid_before_utc.timestamp(), cert.not_valid_after_utc.timestamp()) == \
+        (int(clock.now()) - 300, int(clock.now()) + 3600)
+    assert "certificate" not in ((await csrs.get("pending")).get("status") or {})
+
+
+async def test_bad_usages_fail_the_request_and_denied_or_foreign_ones_are_left_alone(env):
+    csrs, _, _ = env
+    pem, _ = csr_pem("bob", "dev")
+    await csrs.create(csr("server", pem, ["client auth", "server auth"]))
+    await csrs.create(csr("denied", pem, ["client auth"]))
+    await csrs.create(csr("other", pem, ["client auth"], signer="example.com/other"))
+    await approve(csrs, "server")
+    await approve(csrs, "denied", {"type": "Denied", "status": "True", "reason": "No", "message": "no"})
+    await approve(csrs, "other")
+
+    async def failed():
+        conds = (await csrs.get("server")).get("status", {}).get("conditions") or []
+        return [c for c in conds if c["type"] == "Failed"]
+    (cond,) = await eventually(failed)
+    assert (cond["status"], cond["reason"], cond["message"]) == \
+        ("True", "SignerValidationFailure", "invalid usage for client certificate: server auth")
+    assert "certificate" not in (await csrs.get("server"))["status"]
+    for name in ("denied", "other"):
+        assert "certificate" not in (await csrs.get(name))["status"]
