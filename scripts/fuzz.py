@@ -104,7 +104,7 @@ def fuzz(args) -> tuple[bool, collections.Counter]:
         except AssertionError as e:
             broken[_signature(request, str(e))] += 1
             with open(args.failures, "a") as f:
-                f.write(json.dumps({"request": request, "error": str(e)[:2000]}) + "\n")
+                f.write(json.dumps({"request": request, "error": str(e)[:2000]}, default=_text) + "\n")
 
     if args.seed is not None:
         prop = seed(args.seed)(prop)
@@ -120,6 +120,11 @@ def fuzz(args) -> tuple[bool, collections.Counter]:
     for sig, n in broken.most_common():
         print(f"{n:6d}  {sig}")
     return failed, broken
+
+
+def _text(body: bytes) -> str:
+    """A body sent as bytes (another encoding's, possibly not UTF-8) as text for the failures file."""
+    return body.decode("utf-8", "backslashreplace")
 
 
 def _signature(request, error: str) -> str:
