@@ -57,6 +57,9 @@ BACKOFF_BASE, BACKOFF_MAX = 10.0, 360.0  # upstream's pod re-creation backoff af
 SYNC_BATCH_PERIOD = 1.0
 #: upstream's MaxPodCreateDeletePerSync
 MAX_POD_CREATE_DELETE_PER_SYNC = 500
+#: upstream's MaxUncountedPods: the most UIDs status.uncountedTerminatedPods holds, so its status stays
+#: small and one sync of a big Job removes at most as many finalizers; the rest wait for later syncs
+MAX_UNCOUNTED_PODS = 500
 
 
 def parse_indexes(s: str | None) -> set[int]:
@@ -229,6 +232,16 @@ def creation_reason(spec: dict, failed: int, terminating: int) -> str:
     if failed and replaces_only_failed(spec):
         return "recreate_failed"
     return "recreate_terminating_or_failed" if failed or terminating else "new"
+
+
+def failure_verdict(spec: dict, pod: dict) -> tuple | None:
+    """The podFailurePolicy's verdict on a finished pod: None for one that succeeded or matched no rule."""
+    return None if pod_succeeded(pod) else job_failure_policy.match(spec.get("podFailurePolicy"), pod)
+
+
+def fail_job_message(verdict: tuple | None) -> str | None:
+    """A FailJob verdict's message, else None."""
+    return verdict[1] if verdict and verdict[0] == "FailJob" else None
 
 
 def pod_failed(pod: dict, only_failed_phase: bool) -> bool:
@@ -426,11 +439,16 @@ class JobController(Controller):
         failing = any(c["type"] == "FailureTarget" and c["status"] == "True" for c in st.get("conditions") or [])
         ignored: list[dict] = []
         fail_job = next((v[1] for v in held_verdicts if v and v[0] == "FailJob"), None)
+        listed = sum(len(v) for v in uncounted.values())
         async for part in in_turns(pods):
             for p in part:
                 if TRACKING in (p["metadata"].get("finalizers") or []) and p["metadata"]["uid"] not in held and \
                         (pod_succeeded(p) or pod_failed(p, replace_failed and not failing)):
-                    message = self._record(spec, p, uncounted, ignored)
+                    if listed < MAX_UNCOUNTED_PODS:
+                        message = self._record(spec, p, uncounted, ignored)
+                        listed = sum(len(v) for v in uncounted.values())
+                    else:  # left to a later sync, but a FailJob rule is read on every failed pod (getFailJobMessage)
+                        message = fail_job_message(failure_verdict(spec, p))
                     fail_job = fail_job or message
         # 2. count recorded pods whose finalizer is gone
         tracked = {p["metadata"]["uid"]: p async for part in in_turns(pods) for p in part}
@@ -510,13 +528,12 @@ class JobController(Controller):
         uid = pod["metadata"]["uid"]
         if uid in uncounted.get("succeeded", []) + uncounted.get("failed", []):
             return None
-        kind = "succeeded" if pod_succeeded(pod) else "failed"
-        verdict = job_failure_policy.match(spec.get("podFailurePolicy"), pod) if kind == "failed" else None
+        verdict = failure_verdict(spec, pod)
         if verdict and verdict[0] == "Ignore":
             ignored.append(pod)
             return None
-        uncounted.setdefault(kind, []).append(uid)
-        return verdict[1] if verdict and verdict[0] == "FailJob" else None
+        uncounted.setdefault("succeeded" if pod_succeeded(pod) else "failed", []).append(uid)
+        return fail_job_message(verdict)
 
     def _outcome(self, key, spec, st, succeeded, failed, active, indexed, done_idx, failed_idx, now):
         """(target condition, reason, message) once the Job's fate is decided

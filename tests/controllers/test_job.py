@@ -676,3 +676,34 @@ async def test_a_suspended_job_deletes_its_pods_once_while_the_deletions_are_uno
     finally:
         await stopped(ctrl)
         await s.close()
+
+
+async def test_a_sync_lists_at_most_500_finished_pods_as_uncounted(env):
+    """MaxUncountedPods: of 600 finished pods still holding the tracking finalizer, one sync lists 500
+    in status.uncountedTerminatedPods and removes their finalizers; the Job is not complete until a
+    later sync has counted the rest. A FailJob rule is still read on a failed pod past the 500."""
+    _, ctrl, _ = env
+    n = 600
+    labels = {"job": "big"}
+    big = job("big", parallelism=n, completions=n, selector={"matchLabels": labels}, podFailurePolicy={"rules": [
+        {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}}]})
+    big["metadata"].update(uid="job-uid", generation=1)
+    big["status"] = {"startTime": "2026-01-01T00:00:00Z", "uncountedTerminatedPods": {}}
+    ref = {"apiVersion": "batch/v1", "kind": "Job", "name": "big", "uid": "job-uid", "controller": True}
+    pods = [{"metadata": {"name": f"big-{i}", "namespace": "default", "uid": f"u{i}", "labels": labels,
+                          "finalizers": [TRACKING], "ownerReferences": [ref], "resourceVersion": "1"},
+             "spec": {}, "status": {"phase": "Succeeded"}} for i in range(n)]
+    ctrl.job_inf.get = lambda key: big if key == "default/big" else None
+    ctrl.pod_inf.list_namespace = lambda ns: pods if ns == "default" else []
+    writes, untracked = [], []
+    ctrl._write_status = lambda j, st: _async(writes.append(st))
+    ctrl._remove_finalizers = lambda ps: _async(untracked.extend(ps))
+    await ctrl.sync("default/big")
+    [st] = writes
+    assert len(st["uncountedTerminatedPods"]["succeeded"]) == 500 and len(untracked) == 500
+    assert not any(c["type"] == "Complete" for c in st.get("conditions") or [])
+    pods[-1]["status"] = {"phase": "Failed", "containerStatuses": [
+        {"name": "c", "state": {"terminated": {"exitCode": 42}}}]}
+    writes.clear()
+    await ctrl.sync("default/big")
+    assert [c["reason"] for c in writes[0]["conditions"] if c["type"] == "FailureTarget"] == ["PodFailurePolicy"]
