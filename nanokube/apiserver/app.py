@@ -36,7 +36,7 @@ from .auth.serviceaccount import ServiceAccountTokens, load_or_create_key
 from . import controlplane
 from .cache import WatchCache
 from .eventttl import DEFAULT_TTL, EventTTL
-from .handlers import APIHandlers
+from .handlers import APIHandlers, as_negotiated
 from .http_errors import StatusAppRunner, http_exceptions, status_response
 from ..machinery.responses import error_response, json_response
 from .metrics import APIMetrics
@@ -320,11 +320,12 @@ class APIServer:
                     audit.write(request, attrs, e, received)
                     raise
                 audit.write(request, attrs, response, received)
-                return response
+                return as_negotiated(request, response)
         try:
-            return await self._authn(request, self.handlers.dispatch)
+            response = await self._authn(request, self.handlers.dispatch)
         except web.HTTPException as e:
-            return status_response(e)
+            response = status_response(e)
+        return as_negotiated(request, response)
 
     @web.middleware
     async def _authn(self, request: web.Request, handler) -> web.StreamResponse:

@@ -47,6 +47,7 @@ PATCH_TYPES = (
     "application/apply-patch+yaml",
 )
 _JSON = "application/json"
+_YAML = "application/yaml"
 #: bytes a watch's connection may hold unsent before its events go through the watch's task again
 _DIRECT_BUFFER = 1 << 20
 #: bytes of a loop turn's events a direct watch holds before it writes them (`_Batches`): a burst
@@ -65,13 +66,13 @@ _META_VERSIONS = frozenset({"v1", "v1beta1"})
 _CONVERSIONS = {"Table": "table", "PartialObjectMetadata": "partial", "PartialObjectMetadataList": "partial"}
 
 
-def _accept(request: web.Request) -> str:
-    """'table', 'partial' or 'object' from the Accept header, as upstream's NegotiateMediaTypeOptions: no
-    header is JSON; otherwise the clauses by quality (then the specific before the wildcards), the first one
-    whose media type is served and whose conversion (`as`, `g` and `v` together) is one the endpoint makes."""
-    accept = request.headers.get("Accept", "")
+def _negotiate(accept: str) -> tuple[str, str]:
+    """(media type, 'table', 'partial' or 'object') an Accept header negotiates, as upstream's
+    NegotiateMediaTypeOptions: no header is JSON; otherwise the clauses by quality (then the specific
+    before the wildcards), the first one whose media type is served and whose conversion (`as`, `g` and
+    `v` together) is one the endpoint makes."""
     if accept == _JSON or not accept:  # what most clients send; no header is the first media type
-        return "object"
+        return _JSON, "object"
     clauses = []
     for part in accept.split(","):
         bits = [b.strip() for b in part.split(";")]
@@ -89,16 +90,43 @@ def _accept(request: web.Request) -> str:
         clauses.append((-quality, mt.startswith("*/"), mt.endswith("/*"), mt, params))
     clauses.sort(key=lambda c: c[:3])
     for _, _, _, mt, params in clauses:
-        if mt not in (_JSON, "*/*", "application/*", "application/yaml"):
+        if mt not in (_JSON, "*/*", "application/*", _YAML):
             continue
         if params.get("stream", "watch") != "watch":
             continue
+        media = _YAML if mt == _YAML else _JSON
         if not {"as", "g", "v"} & params.keys():
-            return "object"
+            return media, "object"
         kind = _CONVERSIONS.get(params.get("as", ""))
         if kind and params.get("g") == "meta.k8s.io" and params.get("v") in _META_VERSIONS:
-            return kind
+            return media, kind
     raise errors.APIError(406, "NotAcceptable", "only the following media types are accepted: application/json, application/yaml")
+
+
+def _accept(request: web.Request) -> str:
+    """'table', 'partial' or 'object', as the request's Accept header negotiates it."""
+    return _negotiate(request.headers.get("Accept", ""))[1]
+
+
+def as_negotiated(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
+    """A JSON response in YAML where the Accept header negotiates application/yaml, as upstream's YAML
+    serializer writes it (sigs.k8s.io/yaml: keys sorted, block style); errors too. A watch stays JSON."""
+    accept = request.headers.get("Accept", "")
+    if "yaml" not in accept or type(response) is not web.Response or response.content_type != _JSON:
+        return response
+    try:
+        if _negotiate(accept)[0] != _YAML:
+            return response
+    except errors.APIError:
+        return response
+    body = response.body
+    data = body.decode() if isinstance(body, Payload) else bytes(body or b"")
+    text = yaml.safe_dump(orjson.loads(data), sort_keys=True, default_flow_style=False, allow_unicode=True)
+    out = web.Response(body=text.encode(), status=response.status, content_type=_YAML)
+    for k, v in response.headers.items():
+        if k.lower() not in ("content-type", "content-length"):
+            out.headers.add(k, v)
+    return out
 
 
 def _bool(q: str | None) -> bool:

@@ -5,6 +5,7 @@ import asyncio
 
 import aiohttp
 import orjson
+import yaml
 
 from nanokube.apiserver.app import APIServer
 from nanokube.apiserver import handlers
@@ -319,5 +320,33 @@ async def test_a_path_or_method_no_route_serves_is_a_status_with_empty_details()
                 async with s.request(method, base + path, json={}) as r:
                     got = await r.json()
                 assert (r.status, got["code"], got["details"]) == (code, code, {}), (method, path, got)
+    finally:
+        await server.stop()
+
+
+async def test_an_accept_of_yaml_answers_yaml_reads_writes_and_errors():
+    """Accept: application/yaml (served, and named in the 406) is answered in YAML with keys sorted, as
+    upstream's YAML serializer writes it; a Table too; JSON stays JSON. It answered JSON labelled JSON."""
+    server, cms = await _server()
+    try:
+        url = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps"
+        yml = {"Accept": "application/yaml"}
+        async with aiohttp.ClientSession() as s:
+            async with s.post(url, json={"metadata": {"name": "a"}, "data": {"z": "1", "b": "2"}}, headers=yml) as r:
+                assert (r.status, r.content_type) == (201, "application/yaml")
+                text = await r.text()
+            assert yaml.safe_load(text)["data"] == {"z": "1", "b": "2"}
+            assert text.index("apiVersion:") < text.index("data:") < text.index("kind:") < text.index("metadata:")
+            async with s.get(url, headers=yml) as r:
+                listed = yaml.safe_load(await r.text())
+            assert (r.content_type, listed["kind"], [i["metadata"]["name"] for i in listed["items"]]) == \
+                ("application/yaml", "ConfigMapList", ["a"])
+            async with s.get(url + "/nope", headers={"Accept": "application/yaml, application/json;q=0.9"}) as r:
+                assert (r.status, r.content_type) == (404, "application/yaml")
+                assert yaml.safe_load(await r.text())["reason"] == "NotFound"
+            async with s.get(url, headers={"Accept": "application/yaml;as=Table;v=v1;g=meta.k8s.io"}) as r:
+                assert yaml.safe_load(await r.text())["kind"] == "Table"
+            async with s.get(url + "/a", headers={"Accept": "application/json, application/yaml"}) as r:
+                assert r.content_type == "application/json" and (await r.json())["metadata"]["name"] == "a"
     finally:
         await server.stop()
