@@ -215,7 +215,8 @@ def _validate_selector_and_template(spec: dict, path: str, old_ips: tuple[str, .
         errs.append(required(tpath))
         return errs
     labels = (template.get("metadata") or {}).get("labels")
-    if not selector_is_empty(sel) and not selector_matches(sel, labels):
+    # a missing selector is LabelSelectorAsSelector's Nothing: not empty, and it matches no labels
+    if (sel is None or not selector_is_empty(sel)) and not selector_matches(sel, labels):
         errs.append(invalid(f"{tpath}.metadata.labels", labels, "`selector` does not match template `labels`"))
     errs += pod_template_errors(template, tpath, old_ips)
     tspec = template.get("spec") or {}

@@ -113,13 +113,12 @@ class DaemonSetStrategy(Strategy):
 def validate_daemonset_spec(spec: dict, path: str, old_ips: tuple[str, ...] = ()) -> list[FieldError]:
     errs: list[FieldError] = []
     sel = spec.get("selector")
-    if sel is None:
-        errs.append(required(f"{path}.selector"))
-    else:
-        errs += validate_label_selector(sel, f"{path}.selector")
+    sel_errs = validate_label_selector(sel, f"{path}.selector") if sel is not None else []
+    errs += sel_errs
     template = spec.get("template") or {}
     labels = (template.get("metadata") or {}).get("labels")
-    if sel is not None and not selector_matches(sel, labels) and not selector_is_empty(sel):
+    # no Required: a missing selector is LabelSelectorAsSelector's Nothing, which matches no labels
+    if not sel_errs and not selector_matches(sel, labels):
         errs.append(invalid(f"{path}.template.metadata.labels", labels, "`selector` does not match template `labels`"))
     if sel is not None and selector_is_empty(sel):
         errs.append(invalid(f"{path}.selector", label_selector_value(sel), "empty selector is invalid for daemonset"))

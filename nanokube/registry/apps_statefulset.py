@@ -151,7 +151,7 @@ def validate_statefulset_spec(spec: dict, path: str, old_ips: tuple[str, ...] = 
         template = {}
     else:
         labels = (template.get("metadata") or {}).get("labels")
-        if not selector_is_empty(sel) and not selector_matches(sel, labels):
+        if (sel is None or not selector_is_empty(sel)) and not selector_matches(sel, labels):  # nil: Nothing
             errs.append(invalid(f"{path}.template.metadata.labels", labels, "`selector` does not match template `labels`"))
         errs += pod_template_errors(_with_claim_volumes(template, spec.get("volumeClaimTemplates") or []),
                                     f"{path}.template", old_ips)

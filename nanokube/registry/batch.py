@@ -340,6 +340,9 @@ def validate_job_spec(spec: dict, path: str, with_selector: bool = True, old_ips
         errs.append(required(f"{path}.template.spec.restartPolicy", 'valid values: "OnFailure", "Never"'))
     elif rp not in ("OnFailure", "Never"):
         errs.append(not_supported(f"{path}.template.spec.restartPolicy", rp, ["OnFailure", "Never"]))
+    elif spec.get("podFailurePolicy") is not None and rp != "Never":
+        errs.append(invalid(f"{path}.template.spec.restartPolicy", rp,
+                            'only "Never" is supported when podFailurePolicy is specified'))
     sel = spec.get("selector")
     if not with_selector:
         return errs

@@ -155,3 +155,33 @@ async def test_statefulset_template_may_mount_its_claims(client):
     body["spec"]["template"]["spec"]["containers"][0]["volumeMounts"][0]["name"] = "missing"
     msg = await invalid(sts, body)
     assert 'spec.template.spec.containers[0].volumeMounts[0].name: Not found: "missing"' in msg
+
+
+async def test_over_http_a_missing_selector_matches_no_template_labels(tmp_path):
+    """LabelSelectorAsSelector(nil) is labels.Nothing(): not empty, so Deployments, ReplicaSets and
+    StatefulSets report the template's labels as unmatched beside the Required selector; a DaemonSet
+    has no Required selector, only the mismatch. (Raw HTTP: the client refuses a spec without selector.)"""
+    import asyncio
+    import json
+
+    from tests.served import served
+
+    template = {"metadata": {"labels": {"app": "a"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    mismatch = ("spec.template.metadata.labels", 'Invalid value: {"app":"a"}: `selector` does not match template `labels`')
+    async with served(tmp_path) as (_, api_client):
+        def post(plural: str, name: str):
+            request = api_client.param_serialize(
+                "POST", f"/apis/apps/v1/namespaces/default/{plural}",
+                body={"metadata": {"name": name}, "spec": {"template": template}},
+                header_params={"Content-Type": "application/json", "Accept": "application/json"})
+            response = api_client.call_api(*request[:4])
+            response.read()
+            return response.status, json.loads(response.data)
+
+        for plural, want in (("deployments", [("spec.selector", "Required value"), mismatch]),
+                             ("replicasets", [("spec.selector", "Required value"), mismatch]),
+                             ("statefulsets", [("spec.selector", "Required value"), mismatch]),
+                             ("daemonsets", [mismatch])):
+            status, body = await asyncio.to_thread(post, plural, "x")
+            assert status == 422, body
+            assert [(c["field"], c["message"]) for c in body["details"]["causes"]] == want, plural

@@ -218,3 +218,26 @@ def test_columns():
     obj["status"]["conditions"] = [{"type": "Suspended", "status": "True"}]
     assert batch.job_status(obj) == "Suspended"
     assert strat.field_selectors["status.successful"](obj) == "1"
+
+
+async def test_over_http_a_pod_failure_policy_needs_restart_policy_never(core):
+    """ValidateJobSpec: OnFailure is a Job's restart policy, but not beside a podFailurePolicy."""
+    import asyncio
+    import json
+
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    jobs = client.BatchV1Api(core.api_client)
+    body = {"metadata": {"name": "j"}, "spec": {
+        "podFailurePolicy": {"rules": [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}}]},
+        "template": {"spec": {"restartPolicy": "OnFailure", "containers": [{"name": "c", "image": "i"}]}}}}
+    with pytest.raises(ApiException) as e:
+        await asyncio.to_thread(jobs.create_namespaced_job, "default", body)
+    assert e.value.status == 422
+    assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [
+        ("spec.template.spec.restartPolicy",
+         'Invalid value: "OnFailure": only "Never" is supported when podFailurePolicy is specified')]
+    body["spec"]["template"]["spec"]["restartPolicy"] = "Never"
+    made = await asyncio.to_thread(jobs.create_namespaced_job, "default", body)
+    assert made.spec.pod_failure_policy.rules[0].action == "FailJob"
