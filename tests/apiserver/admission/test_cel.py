@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from types import SimpleNamespace
 
-import cel
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from nanokube.cel import parser
-from nanokube.cel.meter import Meter
+from tests.cel_work import count_cel_work
 from tests.served import served
 
 TEN = "[1,2,3,4,5,6,7,8,9,10]"
@@ -32,28 +29,7 @@ async def api(tmp_path):
 
 @pytest.fixture
 def work(monkeypatch):
-    """What the server's CEL does, counted instead of timed: `iterated`, the elements the meter let
-    comprehensions range over (each is charged before it runs, so no more ran); `compiled`, the
-    lengths of the texts given to the engine; `parsed`, those of the sources our parser read."""
-    done = SimpleNamespace(iterated=0, compiled=[], parsed=[])
-    iterate, compile_, tokenize = Meter.iterate, cel.compile, parser._tokenize
-
-    def counted_iterate(self, pos, size):
-        done.iterated += size
-        return iterate(self, pos, size)
-
-    def counted_compile(source, *args, **kwargs):
-        done.compiled.append(len(source))
-        return compile_(source, *args, **kwargs)
-
-    def counted_tokenize(source):
-        done.parsed.append(len(source))
-        return tokenize(source)
-
-    monkeypatch.setattr(Meter, "iterate", counted_iterate)
-    monkeypatch.setattr(cel, "compile", counted_compile)
-    monkeypatch.setattr(parser, "_tokenize", counted_tokenize)
-    return done
+    return count_cel_work(monkeypatch)
 
 
 async def _policy(api, *expressions: str) -> None:
