@@ -4,11 +4,12 @@ rules and `kubectl get` columns. Binding is the PV controller's job."""
 
 from __future__ import annotations
 
+import math
 import os
 
 import orjson
 
-from ..machinery.quantity import QuantityError, parse_quantity
+from ..machinery.quantity import QuantityError, canonical, parse_quantity
 from ..machinery.validation import (
     FieldError,
     dns1123_subdomain,
@@ -72,6 +73,11 @@ def _quantity(value, path: str) -> tuple[object, list[FieldError]]:
         return None, [invalid(path, value, str(e))]
 
 
+def _positive(q, value, path: str) -> list[FieldError]:
+    """ValidatePositiveQuantityValue: the quantity's canonical form (Quantity.String()) when not above zero."""
+    return [invalid(path, canonical(str(value)), "must be greater than zero")] if q is not None and q <= 0 else []
+
+
 def _class_name(name: str | None, path: str) -> list[FieldError]:
     return [invalid(path, name, m) for m in dns1123_subdomain(name)] if name else []
 
@@ -128,12 +134,13 @@ class PersistentVolumeStrategy(Strategy):
         if not cap:
             errs.append(required("spec.capacity"))
         if "storage" not in cap or len(cap) > 1:
-            errs.append(not_supported("spec.capacity", cap, ["storage"]))
+            errs.append(not_supported("spec.capacity", spec.get("capacity"), ["storage"]))
         for k, v in cap.items():
             q, bad = _quantity(v, f"spec.capacity[{k}]")
             errs += bad
-            if q is not None and q <= 0:
-                errs.append(invalid(f"spec.capacity[{k}]", v, "must be greater than zero"))
+            if q is not None and q < 0:  # validateBasicResource: Quantity.Value(), rounded away from 0
+                errs.append(invalid(f"spec.capacity[{k}]", -math.ceil(-q), "must be a valid resource quantity"))
+            errs += _positive(q, v, f"spec.capacity[{k}]")
         policy = spec.get("persistentVolumeReclaimPolicy")
         if policy and policy not in RECLAIM_POLICIES:
             errs.append(not_supported("spec.persistentVolumeReclaimPolicy", policy, RECLAIM_POLICIES))
@@ -319,9 +326,7 @@ def validate_claim_spec(spec: dict, path: str) -> list[FieldError]:
         errs.append(required(f"{path}.resources[storage]"))
     else:
         q, bad = _quantity(requests["storage"], f"{path}.resources[storage]")
-        errs += bad
-        if q is not None and q <= 0:
-            errs.append(invalid(f"{path}.resources[storage]", requests["storage"], "must be greater than zero"))
+        errs += bad + _positive(q, requests["storage"], f"{path}.resources[storage]")
     errs += _class_name(spec.get("storageClassName"), f"{path}.storageClassName")
     errs += _volume_mode(spec.get("volumeMode"), f"{path}.volumeMode")
     for f in ("dataSource", "dataSourceRef"):

@@ -112,7 +112,7 @@ def test_persistent_volume_validation_and_columns():
     ]
     none = {"metadata": {"name": "p"}, "spec": {"persistentVolumeReclaimPolicy": "Retain"}}
     assert msgs(s.validate(none)) == ["spec.accessModes: Required value", "spec.capacity: Required value",
-                                      'spec.capacity: Unsupported value: {}: supported values: "storage"',
+                                      'spec.capacity: Unsupported value: null: supported values: "storage"',
                                       "spec: Required value: must specify a volume type"]
     moved = pv(hostPath={"path": "/elsewhere"}, persistentVolumeReclaimPolicy="Retain", volumeMode="Filesystem")
     assert msgs(s.validate_update(moved, obj)) == [
@@ -294,3 +294,31 @@ def test_csi_storage_capacity_node_topology_is_a_valid_label_selector():
     assert [e.field for e in cap.validate(bad)] == ["nodeTopology.matchExpressions[0].values[0]", "nodeTopology.matchLabels"]
     old = {**bad, "nodeTopology": {"matchExpressions": bad["nodeTopology"]["matchExpressions"]}}
     assert cap.validate_update({**old, "capacity": "1Gi"}, old) == []
+
+
+async def test_over_http_volume_quantities_in_upstreams_words(core):
+    """ValidatePersistentVolumeSpec: a missing capacity is Required and NotSupported with a null value,
+    a negative one is validateBasicResource's Quantity.Value() and ValidatePositiveQuantityValue's
+    Quantity.String(); a claim's non-positive storage request prints its canonical form too."""
+    import asyncio
+    import json
+
+    from kubernetes.client.rest import ApiException
+
+    async def causes(create, *args):
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(create, *args)
+        assert e.value.status == 422
+        return [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]]
+
+    pv = {"metadata": {"name": "v"}, "spec": {"accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/tmp"}}}
+    assert await causes(core.create_persistent_volume, pv) == [
+        ("spec.capacity", "Required value"), ("spec.capacity", 'Unsupported value: null: supported values: "storage"')]
+    pv["spec"]["capacity"] = {"storage": "-1536Mi"}
+    assert await causes(core.create_persistent_volume, pv) == [
+        ("spec.capacity[storage]", "Invalid value: -1610612736: must be a valid resource quantity"),
+        ("spec.capacity[storage]", 'Invalid value: "-1536Mi": must be greater than zero')]
+    pvc = {"metadata": {"name": "c"}, "spec": {"accessModes": ["ReadWriteOnce"],
+                                               "resources": {"requests": {"storage": "0Gi"}}}}
+    assert await causes(core.create_namespaced_persistent_volume_claim, "default", pvc) == [
+        ("spec.resources[storage]", 'Invalid value: "0": must be greater than zero')]
