@@ -9,7 +9,7 @@ import os
 
 import orjson
 
-from ..machinery.quantity import QuantityError, canonical, parse_quantity
+from ..machinery.quantity import QuantityError, parse_quantity
 from ..machinery.validation import (
     FieldError,
     dns1123_subdomain,
@@ -74,8 +74,8 @@ def _quantity(value, path: str) -> tuple[object, list[FieldError]]:
 
 
 def _positive(q, value, path: str) -> list[FieldError]:
-    """ValidatePositiveQuantityValue: the quantity's canonical form (Quantity.String()) when not above zero."""
-    return [invalid(path, canonical(str(value)), "must be greater than zero")] if q is not None and q <= 0 else []
+    """ValidatePositiveQuantityValue (the decoder has already put `value` in Quantity.String()'s form)."""
+    return [invalid(path, value, "must be greater than zero")] if q is not None and q <= 0 else []
 
 
 def _class_name(name: str | None, path: str) -> list[FieldError]:
