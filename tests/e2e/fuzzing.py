@@ -451,6 +451,20 @@ def _ours(obj: dict) -> list:
     return [e for e in (obj.get("metadata") or {}).get("managedFields") or [] if e.get("manager") in (MANAGER, "fuzz")]
 
 
+def _changes(before: dict, after: dict) -> str:
+    """What differs between two objects, by top-level and metadata field (for a failure's message)."""
+    keys = [k for k in {**before, **after} if k != "metadata" and before.get(k) != after.get(k)]
+    md_b, md_a = before.get("metadata") or {}, after.get("metadata") or {}
+    keys += [f"metadata.{k}" for k in {**md_b, **md_a} if md_b.get(k) != md_a.get(k)]
+    return ", ".join(f"{k}: {str(_get_path(before, k))[:120]} -> {str(_get_path(after, k))[:120]}" for k in keys)
+
+
+def _get_path(obj: dict, dotted: str):
+    for part in dotted.split("."):
+        obj = (obj or {}).get(part) if isinstance(obj, dict) else None
+    return obj
+
+
 def _stable(obj: dict) -> dict:
     """What a refused write must not change (controllers may still write status)."""
     md = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in ("resourceVersion", "managedFields")}
@@ -581,7 +595,7 @@ class Fuzzer:
                 code_after, after = self.send("GET", f"{base}/{target}")
                 assert code_after == 200, f"refused {method} {path} removed {target}"
                 assert _stable(after) == _stable(before) or _ours(after) == _ours(before), \
-                    f"refused {method} {path} changed {target}"
+                    f"refused {method} {path} changed {target}: {_changes(_stable(before), _stable(after))}"
             return
         name = (got.get("metadata") or {}).get("name") if isinstance(got, dict) else None
         if dry or not name or method == "GET":
