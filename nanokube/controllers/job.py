@@ -438,17 +438,30 @@ class JobController(Controller):
         #    Once the Job is failing, the pods it stops count as failed.
         failing = any(c["type"] == "FailureTarget" and c["status"] == "True" for c in st.get("conditions") or [])
         ignored: list[dict] = []
+        # an Indexed Job's succeeded pods are counted by their index at once, never listed by uid (as
+        # upstream's newSucceededIndexes); their finalizers go once the status is written
+        released: list[dict] = []
         fail_job = next((v[1] for v in held_verdicts if v and v[0] == "FailJob"), None)
+        new_indexes = 0
         listed = sum(len(v) for v in uncounted.values())
         async for part in in_turns(pods):
             for p in part:
                 if TRACKING in (p["metadata"].get("finalizers") or []) and p["metadata"]["uid"] not in held and \
                         (pod_succeeded(p) or pod_failed(p, replace_failed and not failing)):
-                    if listed < MAX_UNCOUNTED_PODS:
+                    if listed >= MAX_UNCOUNTED_PODS:  # left to a later sync, but a FailJob rule is read on
+                        message = fail_job_message(failure_verdict(spec, p))  # every failed pod (getFailJobMessage)
+                    elif indexed and pod_succeeded(p):
+                        if p["metadata"]["uid"] not in uncounted.get("succeeded", ()):  # else listed before: step 2
+                            released.append(p)
+                            i = pod_index(p)
+                            if i is not None and i < (spec.get("completions") or 0) and i not in done_idx:
+                                done_idx.add(i)
+                                st["succeeded"] = st.get("succeeded", 0) + 1
+                                new_indexes += 1
+                        message = None
+                    else:
                         message = self._record(spec, p, uncounted, ignored)
-                        listed = sum(len(v) for v in uncounted.values())
-                    else:  # left to a later sync, but a FailJob rule is read on every failed pod (getFailJobMessage)
-                        message = fail_job_message(failure_verdict(spec, p))
+                    listed = sum(len(v) for v in uncounted.values()) + new_indexes
                     fail_job = fail_job or message
         # 2. count recorded pods whose finalizer is gone
         tracked = {p["metadata"]["uid"]: p async for part in in_turns(pods) for p in part}
@@ -505,8 +518,9 @@ class JobController(Controller):
         st["active"] = len(active) + made
         st["ready"] = sum([1 async for part in in_turns(active) for p in part if pod_is_ready(p)])
         st["terminating"] = len(removed) + len(terminating)
-        # enactJobFinished: Complete or Failed only once no pod is left running or terminating
-        if outcome and not st["uncountedTerminatedPods"] and not active and not st["terminating"]:
+        # enactJobFinished: Complete or Failed only once no pod is left running or terminating, nor
+        # any finalizer to remove
+        if outcome and not st["uncountedTerminatedPods"] and not released and not active and not st["terminating"]:
             self._finish(st, outcome, now)
         elif outcome:
             self._add_condition(st, *outcome[:1], "True", *outcome[1:], now)
@@ -516,8 +530,8 @@ class JobController(Controller):
             await self.recorder.emit(job, type_, reason, message)
         recorded = set(st["uncountedTerminatedPods"].get("succeeded", [])) | set(
             st["uncountedTerminatedPods"].get("failed", []))
-        await self._remove_finalizers(ignored + [p async for part in in_turns(pods) for p in part
-                                                 if p["metadata"]["uid"] in recorded])
+        await self._remove_finalizers(ignored + released + [p async for part in in_turns(pods) for p in part
+                                                           if p["metadata"]["uid"] in recorded])
         if manage_failure is not None:
             raise manage_failure
 

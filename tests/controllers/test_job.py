@@ -707,3 +707,35 @@ async def test_a_sync_lists_at_most_500_finished_pods_as_uncounted(env):
     writes.clear()
     await ctrl.sync("default/big")
     assert [c["reason"] for c in writes[0]["conditions"] if c["type"] == "FailureTarget"] == ["PodFailurePolicy"]
+
+
+async def test_an_indexed_jobs_succeeded_pods_count_by_index_at_once(env):
+    """Upstream counts an Indexed Job's succeeded pod by its index in the sync that sees it
+    (completedIndexes, succeeded), never listing its uid in uncountedTerminatedPods, and removes its
+    finalizer after that status write; Complete waits for the finalizers to be gone."""
+    _, ctrl, _ = env
+    labels = {"job": "ix"}
+    ix = job("ix", parallelism=2, completions=2, completionMode="Indexed", selector={"matchLabels": labels})
+    ix["metadata"].update(uid="job-uid", generation=1)
+    ix["status"] = {"startTime": "2026-01-01T00:00:00Z", "uncountedTerminatedPods": {}}
+    ref = {"apiVersion": "batch/v1", "kind": "Job", "name": "ix", "uid": "job-uid", "controller": True}
+    pods = [{"metadata": {"name": f"ix-{i}", "namespace": "default", "uid": f"u{i}", "labels": labels,
+                          "annotations": {INDEX: str(i)}, "finalizers": [TRACKING], "ownerReferences": [ref],
+                          "resourceVersion": "1"}, "spec": {}, "status": {"phase": "Succeeded"}} for i in range(2)]
+    ctrl.job_inf.get = lambda key: ix if key == "default/ix" else None
+    ctrl.pod_inf.list_namespace = lambda ns: pods if ns == "default" else []
+    writes, untracked = [], []
+    ctrl._write_status = lambda j, st: _async(writes.append(st))
+    ctrl._remove_finalizers = lambda ps: _async(untracked.extend(p["metadata"]["name"] for p in ps))
+    await ctrl.sync("default/ix")
+    [st] = writes
+    assert (st["completedIndexes"], st["succeeded"], st["uncountedTerminatedPods"]) == ("0,1", 2, {})
+    conds = {c["type"] for c in st["conditions"]}
+    assert "SuccessCriteriaMet" in conds and "Complete" not in conds
+    assert sorted(untracked) == ["ix-0", "ix-1"]
+    for p in pods:
+        p["metadata"]["finalizers"] = []
+    ix["status"] = st
+    writes.clear()
+    await ctrl.sync("default/ix")
+    assert {c["type"] for c in writes[0]["conditions"]} == {"SuccessCriteriaMet", "Complete"}

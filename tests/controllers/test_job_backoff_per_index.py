@@ -87,8 +87,11 @@ async def test_backoff_limit_per_index(env, name):  # noqa: F811
     client, _, clock = env
     spec, steps, want, annotations = CASES[name]
     await client.resource("batch", "v1", "jobs").create(spec)
+    made: dict[str, int] = {}  # creation order, as each pod is seen live (a pod's resourceVersion moves with its writes)
     for index, how in steps:
-        await end(client, await ticking(clock, lambda index=index: live_pod(client, index)), how)
+        pod = await ticking(clock, lambda index=index: live_pod(client, index))
+        made.setdefault(pod["metadata"]["name"], len(made))
+        await end(client, pod, how)
     j, conds = await ticking(clock, lambda: finished(client))
     st = j["status"]
     final = conds.get("Failed") or conds["Complete"]
@@ -102,7 +105,7 @@ async def test_backoff_limit_per_index(env, name):  # noqa: F811
     items, _ = await client.resource("", "v1", "pods").list("default")
     for index, seen in annotations.items():
         mine = sorted((p for p in items if p["metadata"]["annotations"][INDEX] == str(index)),
-                      key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["resourceVersion"]))
+                      key=lambda p: made.get(p["metadata"]["name"], len(made)))
         assert [(p["metadata"]["annotations"].get(jfp.FAILURE_COUNT),
                  p["metadata"]["annotations"].get(jfp.IGNORED_COUNT)) for p in mine] == seen
     if "message" in want:  # the Job's event follows its status write
