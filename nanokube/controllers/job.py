@@ -3,8 +3,10 @@ Indexed), or the Job fails by backoffLimit or activeDeadlineSeconds.
 
 Finished pods are counted through `status.uncountedTerminatedPods` and the
 `batch.kubernetes.io/job-tracking` finalizer, as upstream does: a pod's uid is
-recorded first, its finalizer removed next, and only then is it counted, so no
-pod is lost or counted twice across restarts.
+recorded first (at most 500 a sync), its finalizer removed next, and only then
+is it counted, so no pod is lost or counted twice across restarts. An Indexed
+Job's succeeded pod is counted by its index at once instead, in
+`status.completedIndexes`, before its finalizer goes.
 
 With `backoffLimitPerIndex` an Indexed Job counts failures per index: an
 index past its limit (or hit by a FailIndex rule) lands in
