@@ -5,8 +5,11 @@ mandatory and suggested objects at startup (apiserver/flowcontrol.py)."""
 
 from __future__ import annotations
 
+import math
+
 from .apps import age_column, name_column
 from .base import STORED_DELETION, Column, Obj, Resource, Strategy, register
+from ..machinery.gofmt import Struct
 from ..machinery.validation import (
     FieldError,
     dns1123_label,
@@ -146,7 +149,7 @@ def validate_flow_schema_spec(spec: dict, name: str, path: str = "spec") -> list
             errs.append(invalid(f"{path}.matchingPrecedence", mp, "only the schema named 'exempt' may have matchingPrecedence 1"))
     dm = spec.get("distinguisherMethod")
     if dm is not None and dm.get("type") not in _DISTINGUISHERS:
-        errs.append(not_supported(f"{path}.distinguisherMethod.type", dm.get("type", ""), _DISTINGUISHERS))
+        errs.append(not_supported(f"{path}.distinguisherMethod.type", Struct(Type=dm.get("type") or ""), _DISTINGUISHERS))
     if pl := (spec.get("priorityLevelConfiguration") or {}).get("name"):
         errs += [invalid(f"{path}.priorityLevelConfiguration.name", pl, m) for m in dns1123_subdomain(pl)]
     else:
@@ -193,7 +196,9 @@ class FlowSchemaStrategy(Strategy):
     table_sort_key = staticmethod(lambda o: (_spec(o).get("matchingPrecedence", 1000), o["metadata"]["name"]))
 
     def default(self, obj, version):
-        obj.setdefault("spec", {}).setdefault("matchingPrecedence", 1000)
+        spec = obj.setdefault("spec", {})
+        if not spec.get("matchingPrecedence"):  # an int32, so 0 is unset too
+            spec["matchingPrecedence"] = 1000
 
     def prepare_for_create(self, obj):
         obj["status"] = {}
@@ -206,18 +211,17 @@ class FlowSchemaStrategy(Strategy):
 
 
 def default_priority_level(spec: dict) -> None:
-    """v1 defaults: nominalConcurrencyShares 30 (0 for Exempt), lendablePercent 0,
-    queuing 64 queues, hand size 8, queue length limit 50."""
+    """v1 defaults: nominalConcurrencyShares 30 (0 for Exempt), lendablePercent 0; a queuing
+    configuration's unset or zero queues, hand size and queue length limit are 64, 8 and 50."""
     limited = spec.get("limited")
     if limited is not None:
         limited.setdefault("nominalConcurrencyShares", 30)
         limited.setdefault("lendablePercent", 0)
-        lr = limited.setdefault("limitResponse", {})
-        if lr.get("type") == "Queue":
-            q = lr.setdefault("queuing", {})
-            q.setdefault("queues", 64)
-            q.setdefault("handSize", 8)
-            q.setdefault("queueLengthLimit", 50)
+        q = (limited.get("limitResponse") or {}).get("queuing")
+        if q is not None:
+            for f, v in (("handSize", 8), ("queues", 64), ("queueLengthLimit", 50)):
+                if not q.get(f):
+                    q[f] = v
     exempt = spec.get("exempt")
     if spec.get("type") == "Exempt" and exempt is None:
         exempt = spec["exempt"] = {}
@@ -226,48 +230,86 @@ def default_priority_level(spec: dict) -> None:
         exempt.setdefault("lendablePercent", 0)
 
 
+_MAX_QUEUES = 10_000_000
+_MAX_HASH_BITS = 60  # shufflesharding.MaxHashBits
+
+
 def _validate_queuing(q: dict, path: str) -> list[FieldError]:
+    """ValidatePriorityLevelQueuingConfiguration."""
     errs: list[FieldError] = []
-    for f in ("queueLengthLimit", "queues", "handSize"):
-        if q.get(f) is not None and q[f] <= 0:
-            errs.append(invalid(f"{path}.{f}", q[f], "must be positive"))
-    queues, hand = q.get("queues") or 0, q.get("handSize") or 0
-    if hand > queues > 0:
+    limit, queues, hand = q.get("queueLengthLimit") or 0, q.get("queues") or 0, q.get("handSize") or 0
+    if limit <= 0:
+        errs.append(invalid(f"{path}.queueLengthLimit", limit, "must be positive"))
+    if queues <= 0:
+        errs.append(invalid(f"{path}.queues", queues, "must be positive"))
+    elif queues > _MAX_QUEUES:
+        errs.append(invalid(f"{path}.queues", queues, f"must not be greater than {_MAX_QUEUES}"))
+    if hand <= 0:
+        errs.append(invalid(f"{path}.handSize", hand, "must be positive"))
+    elif hand > queues:
         errs.append(invalid(f"{path}.handSize", hand, f"should not be greater than queues ({queues})"))
+    elif math.ceil(math.log2(queues) * hand) > _MAX_HASH_BITS:  # shufflesharding.RequiredEntropyBits
+        errs.append(invalid(f"{path}.handSize", hand, f"required entropy bits of deckSize {queues} and handSize "
+                                                      f"{hand} should not be greater than {_MAX_HASH_BITS}"))
     return errs
 
 
-def validate_priority_level_spec(spec: dict, path: str = "spec") -> list[FieldError]:
-    t = spec.get("type")
-    if t not in _PL_TYPES:
-        return [not_supported(f"{path}.type", t or "", _PL_TYPES)]
+def _validate_shares(c: dict, path: str) -> list[FieldError]:
     errs: list[FieldError] = []
+    ncs = c.get("nominalConcurrencyShares")
+    if ncs is not None and ncs < 0:
+        errs.append(invalid(f"{path}.nominalConcurrencyShares", ncs, "must be a non-negative integer"))
+    return errs
+
+
+def _validate_lendable(c: dict, path: str) -> list[FieldError]:
+    lend = c.get("lendablePercent")
+    if lend is not None and not 0 <= lend <= 100:
+        return [invalid(f"{path}.lendablePercent", lend, "must be between 0 and 100, inclusive")]
+    return []
+
+
+def _validate_limit_response(lr: dict, path: str) -> list[FieldError]:
+    """ValidateLimitResponse, in its own (odd) words."""
+    t = lr.get("type") or ""
+    if t == "Reject":
+        if lr.get("queuing") is not None:
+            return [forbidden(f"{path}.queuing", "must be nil if limited.limitResponse.type is not Limited")]
+        return []
+    if t == "Queue":
+        if lr.get("queuing") is None:
+            return [required(f"{path}.queuing", "must not be empty if limited.limitResponse.type is Limited")]
+        return _validate_queuing(lr["queuing"], f"{path}.queuing")
+    return [not_supported(f"{path}.type", t, _LIMIT_RESPONSES)]
+
+
+def validate_priority_level_spec(spec: dict, name: str) -> list[FieldError]:
+    """ValidatePriorityLevelConfigurationSpec (zero nominal shares allowed, as the v1 strategy allows)."""
+    t = spec.get("type") or ""
+    errs: list[FieldError] = []
+    if (name == "exempt") != (t == "Exempt"):
+        errs.append(invalid("spec.type", t, "type must be 'Exempt' if and only if name is 'exempt'"))
     limited, exempt = spec.get("limited"), spec.get("exempt")
     if t == "Exempt":
         if limited is not None:
-            errs.append(invalid(f"{path}.limited", "limited", "must be nil if the type is not Limited"))
-    else:
+            errs.append(forbidden("spec.limited", "must be nil if the type is not Limited"))
         if exempt is not None:
-            errs.append(invalid(f"{path}.exempt", "exempt", "must be nil if the type is Limited"))
+            errs += _validate_shares(exempt, "spec.exempt") + _validate_lendable(exempt, "spec.exempt")
+    elif t == "Limited":
+        if exempt is not None:
+            errs.append(forbidden("spec.exempt", "must be nil if the type is Limited"))
         if limited is None:
-            return errs + [required(f"{path}.limited", "must not be empty when type is Limited")]
-        lp = f"{path}.limited"
-        ncs = limited.get("nominalConcurrencyShares")
-        if ncs is not None and ncs < 0:
-            errs.append(invalid(f"{lp}.nominalConcurrencyShares", ncs, "must be a non-negative integer"))
-        lend = limited.get("lendablePercent")
-        if lend is not None and not 0 <= lend <= 100:
-            errs.append(invalid(f"{lp}.lendablePercent", lend, "must be between 0 and 100, inclusive"))
-        lr = limited.get("limitResponse") or {}
-        if lr.get("type") not in _LIMIT_RESPONSES:
-            errs.append(not_supported(f"{lp}.limitResponse.type", lr.get("type", ""), _LIMIT_RESPONSES))
-        elif lr["type"] == "Queue":
-            if lr.get("queuing") is None:
-                errs.append(required(f"{lp}.limitResponse.queuing", "must not be empty if the type is Queue"))
-            else:
-                errs += _validate_queuing(lr["queuing"], f"{lp}.limitResponse.queuing")
-        elif lr.get("queuing") is not None:
-            errs.append(forbidden(f"{lp}.limitResponse.queuing", "must be nil if limited.limitResponse.type is not Limited"))
+            errs.append(required("spec.limited", "must not be empty when type is Limited"))
+        else:
+            lp = "spec.limited"
+            errs += _validate_shares(limited, lp)
+            errs += _validate_limit_response(limited.get("limitResponse") or {}, f"{lp}.limitResponse")
+            errs += _validate_lendable(limited, lp)
+            borrow = limited.get("borrowingLimitPercent")
+            if borrow is not None and borrow < 0:
+                errs.append(invalid(f"{lp}.borrowingLimitPercent", borrow, "if specified, must be a non-negative integer"))
+    else:
+        errs.append(not_supported("spec.type", t, _PL_TYPES))
     return errs
 
 
@@ -304,7 +346,7 @@ class PriorityLevelConfigurationStrategy(Strategy):
         obj["status"] = {}
 
     def validate(self, obj):
-        return validate_priority_level_spec(_spec(obj))
+        return validate_priority_level_spec(_spec(obj), (obj.get("metadata") or {}).get("name", ""))
 
 
 register(

@@ -24,8 +24,13 @@ def test_bootstrap_objects_are_valid_and_already_defaulted():
 def test_priority_level_defaults_and_validation():
     pl = {"metadata": {"name": "p"}, "spec": {"type": "Limited", "limited": {"limitResponse": {"type": "Queue"}}}}
     PL.strategy.default(pl, "v1")
-    assert pl["spec"]["limited"] == {"nominalConcurrencyShares": 30, "lendablePercent": 0, "limitResponse": {
-        "type": "Queue", "queuing": {"queues": 64, "handSize": 8, "queueLengthLimit": 50}}}
+    assert pl["spec"]["limited"] == {"nominalConcurrencyShares": 30, "lendablePercent": 0,
+                                     "limitResponse": {"type": "Queue"}}  # no queuing is made up
+    assert [(e.field, e.message) for e in PL.validate_create(pl)] == [
+        ("spec.limited.limitResponse.queuing", "Required value: must not be empty if limited.limitResponse.type is Limited")]
+    pl["spec"]["limited"]["limitResponse"]["queuing"] = {"queues": 0}
+    PL.strategy.default(pl, "v1")
+    assert pl["spec"]["limited"]["limitResponse"]["queuing"] == {"queues": 64, "handSize": 8, "queueLengthLimit": 50}
     pl["spec"]["limited"]["limitResponse"]["queuing"]["handSize"] = 100
     assert [(e.field, e.detail) for e in PL.validate_create(pl)] == [
         ("spec.limited.limitResponse.queuing.handSize", "should not be greater than queues (64)")]
@@ -100,3 +105,58 @@ def test_flow_schema_spec_is_validated_as_upstream():
         "spec.rules[0].subjects[0].user: Forbidden: user is forbidden when subject kind is not 'User'",
         "spec.rules[0].subjects[1].group.name: Required value",
         "spec.rules[0].subjects[2].user: Required value: user is required when subject kind is 'User'"]
+
+
+async def test_over_http_priority_levels_and_flow_schemas_in_upstreams_words(tmp_path):
+    """ValidatePriorityLevelConfigurationSpec: the exempt name and type go together, the other type's
+    member is Forbidden, queues are at most 10^7 and a hand is bounded by shuffle sharding's 60 bits;
+    v1's defaults make zero queue settings and a zero matchingPrecedence the defaults; an unknown
+    distinguisher prints the internal FlowDistinguisherMethod."""
+    import asyncio
+    import json
+
+    import pytest
+
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    from tests.served import served
+
+    async def causes(create, body):
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(create, body)
+        assert e.value.status == 422
+        return [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]]
+
+    async with served(tmp_path) as (_, api_client):
+        fc = client.FlowcontrolApiserverV1Api(api_client)
+        assert await causes(fc.create_priority_level_configuration, {"metadata": {"name": "p"}, "spec": {
+            "type": "Exempt", "limited": {"limitResponse": {"type": "Reject"}}, "exempt": {"lendablePercent": 101}}}) == [
+            ("spec.type", "Invalid value: \"Exempt\": type must be 'Exempt' if and only if name is 'exempt'"),
+            ("spec.limited", "Forbidden: must be nil if the type is not Limited"),
+            ("spec.exempt.lendablePercent", "Invalid value: 101: must be between 0 and 100, inclusive")]
+        queuing = {"queues": 20_000_000, "handSize": 2, "queueLengthLimit": 0}
+        assert await causes(fc.create_priority_level_configuration, {"metadata": {"name": "q"}, "spec": {
+            "type": "Limited", "exempt": {}, "limited": {"borrowingLimitPercent": -1,
+                                                         "limitResponse": {"type": "Queue", "queuing": queuing}}}}) == [
+            ("spec.exempt", "Forbidden: must be nil if the type is Limited"),
+            ("spec.limited.limitResponse.queuing.queues", "Invalid value: 20000000: must not be greater than 10000000"),
+            ("spec.limited.borrowingLimitPercent", "Invalid value: -1: if specified, must be a non-negative integer")]
+        queuing.update(queues=512, handSize=8)
+        assert await causes(fc.create_priority_level_configuration, {"metadata": {"name": "q"}, "spec": {
+            "type": "Limited", "limited": {"limitResponse": {"type": "Queue", "queuing": queuing}}}}) == [
+            ("spec.limited.limitResponse.queuing.handSize",
+             "Invalid value: 8: required entropy bits of deckSize 512 and handSize 8 should not be greater than 60")]
+        queuing.update(queues=0, handSize=0)
+        made = await asyncio.to_thread(fc.create_priority_level_configuration, {"metadata": {"name": "q"}, "spec": {
+            "type": "Limited", "limited": {"limitResponse": {"type": "Queue", "queuing": queuing}}}})
+        q = made.spec.limited.limit_response.queuing
+        assert (q.queues, q.hand_size, q.queue_length_limit) == (64, 8, 50)
+        schema = {"metadata": {"name": "f"}, "spec": {"matchingPrecedence": 0, "priorityLevelConfiguration": {"name": "q"},
+                                                      "distinguisherMethod": {"type": "ByNothing"}}}
+        assert await causes(fc.create_flow_schema, schema) == [
+            ("spec.distinguisherMethod.type",
+             'Unsupported value: {"Type":"ByNothing"}: supported values: "ByNamespace", "ByUser"')]
+        del schema["spec"]["distinguisherMethod"]
+        made = await asyncio.to_thread(fc.create_flow_schema, schema)
+        assert made.spec.matching_precedence == 1000
