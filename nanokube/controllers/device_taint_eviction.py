@@ -20,6 +20,7 @@ from ..machinery.errors import APIError
 from ..client.informer import InformerFactory, key_of
 from ..clock import REAL, Clock, parse_time
 from ..dra.resourceclaim import claim_names, reserved_for_pod
+from ..machinery.podgroups import POD_GROUP_INDEX, group_key
 from .base import Controller
 from ..client.record import CoreEventRecorder
 from .taint_eviction import toleration_seconds
@@ -30,8 +31,6 @@ CONDITION = "EvictionInProgress"
 RULE_STATUS_PERIOD = 10.0
 SMP = "application/strategic-merge-patch+json"
 R = "resource.k8s.io"
-#: the pod informer's index of pods by the PodGroup they name, "namespace/group" (upstream's podGroupPerPod)
-POD_GROUP_INDEX = "podGroupPerPod"
 #: the claim informer's index of allocated claims by the device selectors that select one of their
 #: devices (selector_keys), so a rule reads the claims it selects, whichever fields it sets
 CLAIM_DEVICE_INDEX = "allocatedDevice"
@@ -96,7 +95,7 @@ class DeviceTaintEvictionController(Controller):
         self.rules_api = client.resource(R, "v1", "devicetaintrules")
         self.recorder = CoreEventRecorder(client, self.name, clock)
         self.pods = self.informer_factory.informer(self.pods_api)
-        self.pods.add_index(POD_GROUP_INDEX, _pod_group_key)
+        self.pods.add_index(POD_GROUP_INDEX, group_key)
         self.claims = self.informer_factory.informer(client.resource(R, "v1", "resourceclaims"))
         self.claims.add_index(CLAIM_DEVICE_INDEX, _allocated_devices)
         self.slices = self.informer_factory.informer(client.resource(R, "v1", "resourceslices"))
@@ -428,7 +427,3 @@ def _allocated_devices(claim: dict) -> tuple[str, ...] | None:
         keys.update(dict.fromkeys(selector_keys(r.get("driver", ""), r.get("pool", ""), r.get("device", ""))))
     return tuple(keys)
 
-
-def _pod_group_key(pod: dict) -> str | None:
-    group = (pod["spec"].get("schedulingGroup") or {}).get("podGroupName")
-    return f"{pod['metadata']['namespace']}/{group}" if group else None

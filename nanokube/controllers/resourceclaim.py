@@ -12,7 +12,7 @@ from ..machinery.errors import APIError
 from ..dra.resourceclaim import ClaimError, claim_name
 from ..dra.resourceclaim import FINALIZER, GROUP, VERSION
 from ..dra.podgroup_claims import API_GROUP, PODGROUP_CLAIM_ANNOTATION, generated_claim, group_entry
-from ..machinery.podgroups import group_key, group_name
+from ..machinery.podgroups import POD_GROUP_INDEX, group_key
 from .base import Controller
 
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
@@ -51,6 +51,7 @@ class ResourceClaimController(Controller):
         self.templates_api = client.resource(GROUP, VERSION, "resourceclaimtemplates")
         self.podgroups_api = client.resource(API_GROUP, "v1beta1", "podgroups")
         self.pods = self.informer_factory.informer(self.pods_api)
+        self.pods.add_index(POD_GROUP_INDEX, group_key)
         self.claims = self.informer_factory.informer(self.claims_api)
         self.podgroups = self.informer_factory.informer(self.podgroups_api)
         self.pods.add_handlers(self._pod_changed, lambda o, n: self._pod_changed(n), self._pod_changed)
@@ -70,8 +71,8 @@ class ResourceClaimController(Controller):
         if not (pg.get("spec") or {}).get("resourceClaims"):
             return
         self.queue.add(("podgroup", ns, md["name"]))
-        for pod in self.pods.list_namespace(ns):
-            if group_name(pod) == md["name"] and (pod.get("spec") or {}).get("resourceClaims"):
+        for pod in self.pods.by_index(POD_GROUP_INDEX, f"{ns}/{md['name']}"):  # its members, not the namespace
+            if (pod.get("spec") or {}).get("resourceClaims"):
                 self.queue.add(("pod", ns, pod["metadata"]["name"]))
 
     def _podgroup_deleted(self, pg: dict) -> None:

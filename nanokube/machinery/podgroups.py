@@ -5,6 +5,9 @@ from __future__ import annotations
 
 #: the finalizer PodGroup admission adds and the podgroup-protection controller removes
 PODGROUP_PROTECTION = "scheduling.k8s.io/podgroup-protection"
+#: the pod informer's index of pods by `group_key` (upstream's podGroupPerPod), shared by the
+#: controllers that read a group's members from one informer
+POD_GROUP_INDEX = "podGroupPerPod"
 
 
 def group_name(pod: dict) -> str | None:

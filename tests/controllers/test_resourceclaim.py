@@ -121,3 +121,36 @@ def test_pod_done(phase, deleting, node, want):
     pod = {"metadata": {"name": "p", **({"deletionTimestamp": "2026-01-01T00:00:00Z"} if deleting else {})},
            "spec": {"nodeName": node}, "status": {"phase": phase}}
     assert pod_done(pod) is want
+
+
+async def test_a_podgroups_members_are_read_from_the_pod_index():
+    """A PodGroup with claims queues its members with claims, found through the pod informer's group
+    index (shared with device taint eviction), not a walk of the namespace's pods."""
+    s = await make_stack()
+    ctrl = ResourceClaimController(s.client)
+    try:
+        pods = s.client.resource("", "v1", "pods")
+        for name, group, claims in (("a", "g", True), ("b", "g", False), ("c", "other", True), ("d", None, True)):
+            body = a_pod(name, [{"name": "gpu", "resourceClaimName": "x"}] if claims else [])
+            if group:
+                body["spec"]["schedulingGroup"] = {"podGroupName": group}
+            await pods.create(body)
+        ctrl.informer_factory.start([ctrl.pods])
+        await ctrl.pods.synced.wait()
+        await eventually(lambda: _async(len(ctrl.pods.list()) == 4))
+
+        def no_walk(ns):
+            raise AssertionError("walked the namespace's pods")
+        ctrl.pods.list_namespace = no_walk
+        queued = []
+        ctrl.queue.add = queued.append
+        ctrl._podgroup_changed({"metadata": {"name": "g", "namespace": "default"},
+                                "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}]}})
+        assert queued == [("podgroup", "default", "g"), ("pod", "default", "a")]
+    finally:
+        await ctrl.informer_factory.stop()
+        await s.close()
+
+
+async def _async(value):
+    return value
