@@ -39,6 +39,7 @@ from .replicaset import (
     controller_ref,
     create_pods,
     delete_pods,
+    deletion_rank,
     ignore_missing,
     owned_by,
     owner_reference,
@@ -662,8 +663,8 @@ class JobController(Controller):
         else:
             n = wanted_active(spec, succeeded, len(active)) - len(active)
             if n < 0:
-                ranks = [(bool(p["spec"].get("nodeName")), pod_is_ready(p)) async for part in in_turns(active)
-                         for p in part]
+                # activePodsForRemoval: controller.ActivePods' order (unscheduled, pending, not ready, newest first)
+                ranks = [deletion_rank(p) async for part in in_turns(active) for p in part]
                 extra = [active[i] for i in heapq.nsmallest(min(-n, MAX_POD_CREATE_DELETE_PER_SYNC),
                                                             range(len(active)), key=ranks.__getitem__)]
                 return 0, *await self._delete_pods(key, job, extra, untrack=True)

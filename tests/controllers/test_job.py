@@ -739,3 +739,23 @@ async def test_an_indexed_jobs_succeeded_pods_count_by_index_at_once(env):
     writes.clear()
     await ctrl.sync("default/ix")
     assert {c["type"] for c in writes[0]["conditions"]} == {"SuccessCriteriaMet", "Complete"}
+
+
+async def test_pods_over_parallelism_go_pending_first_as_active_pods_orders_them(env):
+    """activePodsForRemoval sorts by controller.ActivePods: a pending pod goes before a running one
+    that is not ready, whichever the informer lists first (it went by readiness and list order)."""
+    client, ctrl, clock = env
+    jobs, pods = client.resource("batch", "v1", "jobs"), client.resource("", "v1", "pods")
+    await jobs.create(job(parallelism=3, completions=6))
+    await ticking(clock, lambda: live_pods(client, 3))
+    listed = [p for p in ctrl.pod_inf.list_namespace("default") if not p["metadata"].get("deletionTimestamp")]
+    first, second, last = listed
+    for p, ready in ((first, "False"), (second, "True")):
+        cur = await pods.get(p["metadata"]["name"], "default")
+        await pods.update({**cur, "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": ready}]}},
+                          subresource="status")
+    await eventually(lambda: _async(all((ctrl.pod_inf.get(f"default/{p['metadata']['name']}")["status"] or {})
+                                       .get("phase") == "Running" for p in (first, second))))
+    await jobs.patch("pi", {"spec": {"parallelism": 2}}, namespace="default")
+    left = await ticking(clock, lambda: live_pods(client, 2))
+    assert sorted(p["metadata"]["name"] for p in left) == sorted(p["metadata"]["name"] for p in (first, second))
