@@ -34,7 +34,7 @@ from typing import Callable
 
 import cel
 
-from . import meter
+from . import collect, meter
 from .parser import Node
 from .types import DYN, Type
 
@@ -43,6 +43,8 @@ SORT_BY_KEYS, ZIP_MAP, MERGE_MAPS = "__sort_by_keys__", "__zip_map__", "__merge_
 OPT_FIELD, OPT_INDEX = "__opt_field__", "__opt_index__"
 #: the comprehensions that stop at the first element deciding them
 SHORT_CIRCUITS = frozenset({"all", "exists"})
+#: the comprehensions whose list is built by `collect` (the engine's own is quadratic)
+_BUILT = frozenset({"map", "filter", "sortBy"})
 
 
 def _sort_by_keys(items: list, keys: list) -> list:
@@ -95,7 +97,7 @@ def _opt_index(coll, key):
 
 #: the engine functions behind the rewrites
 RUNTIME = {SORT_BY_KEYS: _sort_by_keys, ZIP_MAP: _zip_map, MERGE_MAPS: _merge_maps,
-           OPT_FIELD: _opt_index, OPT_INDEX: _opt_index, **meter.RUNTIME}
+           OPT_FIELD: _opt_index, OPT_INDEX: _opt_index, **meter.RUNTIME, **collect.RUNTIME}
 
 _INFIX = {"_+_": "+", "_-_": "-", "_*_": "*", "_/_": "/", "_%_": "%", "_==_": "==", "_!=_": "!=", "_<_": "<",
           "_<=_": "<=", "_>_": ">", "_>=_": ">=", "_&&_": "&&", "_||_": "||", "@in": "in"}
@@ -104,12 +106,14 @@ _PRECEDENCE = {"_||_": 1, "_&&_": 2, **{f: 3 for f in ("_==_", "_!=_", "_<_", "_
                "_+_": 4, "_-_": 4, "_*_": 5, "_/_": 5, "_%_": 5}
 
 
-def needs_rewrite(n: Node) -> bool:
+def needs_rewrite(n: Node, builds: bool = True) -> bool:
+    """Whether the engine needs the printed form: for syntax it lacks, or (`builds`) for a map or
+    filter it would build in quadratic time."""
     if n.kind in ("bind", "struct") or n.optional or (n.kind == "call" and n.name == "_[?_]") or (
-            n.kind == "comprehension" and (len(n.vars) == 2 or n.name == "sortBy")):
+            n.kind == "comprehension" and (len(n.vars) == 2 or n.name == "sortBy" or (builds and n.name in _BUILT))):
         return True
     children = ([n.target] if n.target is not None else []) + n.args
-    return any(needs_rewrite(c) for c in children)
+    return any(needs_rewrite(c, builds) for c in children)
 
 
 def _str(s: str) -> str:
@@ -224,11 +228,43 @@ class Printer:
         """`step`: the body reports each iteration to the meter before it runs."""
         if n.name == "sortBy":
             key = self(n.args[0])
-            return self.once(n.target, lambda t: f"{SORT_BY_KEYS}({t}, {t}.map({n.vars[0]}, {key}))")
+            return self.once(n.target, lambda t: f"{SORT_BY_KEYS}({t}, {self._built(t, n.vars[0], 'map', [key], n.args)})")
+        if len(n.vars) == 1 and n.name in _BUILT:
+            return self._built(self.receiver(n.target), n.vars[0], n.name, [self(a) for a in n.args], n.args)
         if len(n.vars) == 1:
             args = [self._body(n, a, step and i == 0) for i, a in enumerate(n.args)]
             return f"{self.receiver(n.target)}.{n.name}({', '.join((n.vars[0], *args))})"
         return self.once(n.target, lambda target: self._two_var_comprehension(n, target, step))
+
+    def _built(self, rng: str, var: str, name: str, parts: list[str], body: list[Node]) -> str:
+        """`rng.map(var, ...)` (parts: [transform] or [predicate, transform]) or `rng.filter(var,
+        predicate)`, its list built by `collect` in linear time. Where the body (`body`, the
+        nodes of the parts) holds no such comprehension itself, a range of up to
+        collect.NATIVE_UP_TO elements is the engine's own, quicker on a few; the body printed
+        twice then, which nested ones would repeat at every level."""
+        self.fresh += 1
+        t = f"__nk{self.fresh}__"
+        if name == "filter":
+            step = f"({parts[0]} ? {collect.PUSH}({t}, {var}) : true)"
+        else:
+            step = f"{collect.PUSH}({t}, {parts[-1]})"
+            if len(parts) == 2:
+                step = f"({parts[0]} ? {step} : true)"
+
+        def built(r: str) -> str:
+            return f"[{collect.BEGIN}()].map({t}, {collect.COLLECT}({t}, {r}.all({var}, {step})))[0]"
+
+        if any(_builds(b) for b in body):
+            return built(rng)
+
+        def either(r: str) -> str:
+            return f"(size({r}) <= {collect.NATIVE_UP_TO} ? {r}.{name}({', '.join((var, *parts))}) : {built(r)})"
+
+        if _NAME.fullmatch(rng):
+            return either(rng)
+        self.fresh += 1
+        v = f"__nk{self.fresh}__"
+        return f"[{rng}].map({v}, {either(v)})[0]"
 
     def _body(self, n: Node, body: Node, step: bool) -> str:
         """A comprehension's body; `step`: a condition reporting the iteration first (the meter's
@@ -250,19 +286,18 @@ class Printer:
 
     def _two_vars(self, n: Node, target: str, first: str, second: str, is_list: bool, step: bool) -> str:
         value = Node("call", n.pos, "_[_]", args=[Node("ident", n.pos, f"({target})"), Node("ident", n.pos, first)])
-        parts = [self._body(n, substitute(a, second, value, self.types), step and i == 0)
-                 for i, a in enumerate(n.args)]
+        bodies = [substitute(a, second, value, self.types) for a in n.args]
+        parts = [self._body(n, b, step and i == 0) for i, b in enumerate(bodies)]
         rng = f"lists.range(size({target}))" if is_list else f"({target})"
         if not n.name.startswith("transform"):
             return f"{rng}.{n.name}({first}, {parts[0]})"
         if len(parts) == 2:  # transform*(i, v, filter, transform)
-            rng = f"{rng}.filter({first}, {parts[0]})"
-        mapped = f"{rng}.map({first}, {parts[-1]})"
+            rng = self._built(rng, first, "filter", parts[:1], bodies[:1])
         if n.name == "transformList":
-            return mapped
+            return self._built(rng, first, "map", parts[-1:], bodies[-1:])
         if n.name == "transformMap":
-            return f"{ZIP_MAP}({rng}.map({first}, [{first}, {parts[-1]}]))"
-        return f"{MERGE_MAPS}({mapped})"
+            return f"{ZIP_MAP}({self._built(rng, first, 'map', [f'[{first}, {parts[-1]}]'], bodies[-1:])})"
+        return f"{MERGE_MAPS}({self._built(rng, first, 'map', parts[-1:], bodies[-1:])})"
 
     def operand(self, n: Node, lowest: int) -> str:
         """`n` as an operand of an infix operator: in parentheses when it binds less tightly than
@@ -297,6 +332,13 @@ class Printer:
 
     def _optional_index(self, n: Node) -> str:
         return f"{OPT_INDEX}({self(n.args[0])}, {self(n.args[1])})"
+
+
+def _builds(n: Node) -> bool:
+    """Whether `n` holds a comprehension whose list `collect` builds."""
+    if n.kind == "comprehension" and (n.name in _BUILT or n.name.startswith("transform")):
+        return True
+    return (n.target is not None and _builds(n.target)) or any(_builds(a) for a in n.args)
 
 
 def substitute(n: Node, name: str, value: Node, types: dict[int, Type]) -> Node:

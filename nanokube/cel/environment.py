@@ -14,7 +14,7 @@ from typing import Any, Callable
 import cel
 
 from .checker import Checker, Checked
-from . import desugar
+from . import collect, desugar
 from .cost import Estimator
 from .errors import COST_LIMIT_ERROR, CELError
 from .library import Overload, overloads, runtime_functions
@@ -160,6 +160,7 @@ class Program:
         rt = _runtime()
         rt.current.clear()
         rt.current.update(variables)
+        collect.reset()
         try:
             return self.program.execute(rt.ctx)
         except Exception as e:
@@ -189,6 +190,7 @@ class Program:
         stopped (COST_LIMIT_ERROR) once that passes `limit`; where the engine refuses the
         metered form, it is bounded for sizes() before it runs."""
         counted, value, cost = None, None, self.max_cost
+        collect.reset()
         try:
             m = self.metered() if self.max_cost >= METER_FROM else None
             if m is None:
@@ -294,14 +296,7 @@ class Environment:
         checked = Checker(declared_overloads(), self.field_type, self.struct_types).check(ast, self.variables)
         if checked.issues:
             raise CELError("\n".join(format_error(source, pos, msg) for pos, msg in checked.issues))
-        rewritten = desugar.needs_rewrite(ast)
-        try:
-            program = _engine_compile(desugar.rewrite(ast, checked.types) if rewritten else source)
-        except ValueError as e:
-            program = None if rewritten or not _ENGINE_DEPTH.search(str(e)) else _printed(ast, checked)
-            if program is None:
-                raise CELError(_engine_issues(str(e)) or format_error(source, NO_LOCATION, ENGINE_FAILED)) from None
-        return Program(source, ast, checked, program)
+        return Program(source, ast, checked, _engine_program(source, ast, checked))
 
 
 #: an issue the engine found but could not print (past column 65,535 of a line)
@@ -322,14 +317,30 @@ def _engine_compile(source: str) -> Any:
         raise ValueError("") from None
 
 
-def _printed(ast: Node, checked: Checked) -> Any:
-    """The engine's program for the printed form of a source it refused as nested too deep (the
-    engine stops at 96 levels, cel-go at 250): parentheses only where precedence needs them, so
-    a generated `((a || b) || c) ...` nests no deeper than its operators; None if refused too."""
-    try:
-        return _engine_compile(desugar.rewrite(ast, checked.types))
-    except ValueError:
-        return None
+def _engine_program(source: str, ast: Node, checked: Checked) -> Any:
+    """The engine's program: for the printed form where the source has syntax the engine lacks,
+    or a map or filter (built in linear time there); else for the source. The engine refuses
+    nesting past 96 levels (cel-go: 250): the other form is tried then, the printed form having
+    no parentheses to spare (a generated `((a || b) || c) ...`), the source fewer levels than
+    the printed form's maps."""
+    def printed() -> str:
+        return desugar.rewrite(ast, checked.types)
+
+    if desugar.needs_rewrite(ast, builds=False):
+        forms = [printed]
+    elif desugar.needs_rewrite(ast):
+        forms = [printed, lambda: source]
+    else:
+        forms = [lambda: source, printed]
+    first = None
+    for form in forms:
+        try:
+            return _engine_compile(form())
+        except ValueError as e:
+            first = first or e
+            if not _ENGINE_DEPTH.search(str(e)):
+                break
+    raise CELError(_engine_issues(str(first)) or format_error(source, NO_LOCATION, ENGINE_FAILED))
 
 
 def _engine_issues(text: str) -> str:
