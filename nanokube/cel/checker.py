@@ -96,6 +96,8 @@ class Checker:
             elif target.name not in ("object", "map", "dyn"):
                 self.issue(n, f"invalid type for field selection: {target}")
             return BOOL
+        if target.name == "optional":  # after `.?`, a selection is optional too (cel-go's checkSelectField)
+            return optional_of(self.select(n, target.params[0], n.name))
         return self.select(n, target, n.name)
 
     def select(self, n: Node, target: Type, name: str) -> Type:
@@ -187,7 +189,7 @@ class Checker:
         args = [self.visit(a) for a in n.args]
         if name in ("_==_", "_!=_"):
             return BOOL
-        if name == "_[?_]":
+        if name == "_[?_]" or (name == "_[_]" and args[0].name == "optional"):
             inner = args[0].params[0] if args[0].name == "optional" else args[0]
             return optional_of(self.call(n, "_[_]", [inner, args[1]], member=False))
         if name == "_[_]" and args[0].name == "object":

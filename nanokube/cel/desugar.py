@@ -185,9 +185,11 @@ class Printer:
         return text
 
     def p_select(self, n: Node) -> str:
+        """`.f` of an optional value (after a `.?` or `[?]` along the chain) is optional too, none
+        where the field is absent, as cel-go qualifies once a qualifier was optional."""
         if n.test_only:
             return f"has({self.receiver(n.target)}.{n.name})"
-        if not n.optional:
+        if not n.optional and self.type_of(n.target).name != "optional":
             return f"{self.receiver(n.target)}.{n.name}"
         return f"{OPT_FIELD}({self(n.target)}, {_str(n.name)})"
 
@@ -319,9 +321,9 @@ class Printer:
             return f"(!{self.operand(a[0], 99)})"
         if name == "-_":
             return f"(-{self.operand(a[0], 99)})"
-        if name == "_[_]":
+        if name == "_[_]" and self.type_of(a[0]).name != "optional":
             return f"{self.receiver(a[0])}[{self(a[1])}]"
-        if name == "_[?_]":
+        if name in ("_[_]", "_[?_]"):
             return self._optional_index(n)
         args = ", ".join(self(x) for x in a)
         if self.metered and n.target is not None and name in meter.STRING_TESTS and len(a) == 1:

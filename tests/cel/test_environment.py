@@ -278,3 +278,15 @@ def test_operator_chains():
     assert run(" || ".join(["false"] * 10_000)) is False
     assert run("!" * 30_001 + "true") is False
     assert run("-" * 30_001 + "1") == -1
+
+
+@pytest.mark.parametrize("src,want", [
+    ("self.m.?labels.step.orValue('none')", "one"),
+    ("self.e.?labels.step.orValue('none')", "none"),
+    ("self.m.?labels.nope.orValue('none')", "none"),  # cel-go qualifies if present once optional
+    ("self.m.?l[0][1].orValue(0)", 2),
+    ("self.m.?l[5][1].orValue(0)", 0),
+    ("self.m.?l[0][7].orValue(0)", 0),
+])
+def test_a_selection_or_index_after_an_optional_one_is_optional(src, want):
+    assert run(src, {"m": {"labels": {"step": "one"}, "l": [[1, 2]]}, "e": {}}) == want

@@ -133,3 +133,20 @@ async def test_over_http_an_expression_over_cel_gos_size_limit_is_refused_unpars
     assert e.value.status == 422
     assert ("compilation failed: ERROR: <input>:-1:0: expression code point size exceeds limit: size: 400020, "
             "limit 100000") in json.loads(e.value.body)["message"]
+
+
+async def test_over_http_a_selection_after_an_optional_one_is_optional(api):
+    """`object.data.?v.size()`-style chains: after `.?` (or `[?i]`), further selections and indexes
+    are optional too, as cel-go's checker types them and its interpreter qualifies them (none
+    where absent). The policy was refused: "type 'optional(dyn)' does not support field selection"."""
+    await _policy(api, "object.metadata.?labels.team.orValue('none') != 'blocked'",
+                  "object.data.?v.orValue('') != 'bad'")
+    await _active(api)
+    assert await _create(api, "a") == (201, "")
+    core = client.CoreV1Api(api)
+    with pytest.raises(ApiException) as e:
+        await asyncio.to_thread(core.create_namespaced_config_map, "default", {
+            "metadata": {"name": "b", "labels": {"team": "blocked"}}}, dry_run="All")
+    assert e.value.status == 422
+    assert json.loads(e.value.body)["message"].endswith(
+        "denied request: failed expression: object.metadata.?labels.team.orValue('none') != 'blocked'")
