@@ -16,7 +16,10 @@ the checked syntax tree and printed back to source:
   map; `l.sortBy(x, key)` sorts by the mapped keys;
 - `cel.bind(x, e, body)` is `[e].map(x, body)[0]` (the engine's comprehensions
   unwrap optional values: an optional `e` is substituted for `x` instead);
-- `T{f: v}` is the map `{"f": v}` (a struct's fields are its map keys).
+- `T{f: v}` is the map `{"f": v}` (a struct's fields are its map keys);
+- `map` and `filter` (and the transforms) over more than a few elements
+  build their list through `collect`: the engine's own are quadratic;
+- `.f` and `[i]` after an optional selection or index are optional too.
 
 A receiver a rewrite reads more than once is evaluated once and bound the same
 way (`[e].map(v, ...)[0]`), so that the rewrite costs what the original does
