@@ -64,17 +64,21 @@ def image_pull_policy(image: str) -> str:
 
 
 def _default_probe(probe: dict | None) -> None:
+    """SetDefaults_Probe: int32 fields, so a zero is unset too."""
     if probe is None:
         return
     for k, v in (("timeoutSeconds", 1), ("periodSeconds", 10), ("successThreshold", 1), ("failureThreshold", 3)):
-        probe.setdefault(k, v)
+        if not probe.get(k):
+            probe[k] = v
     _default_http_get(probe.get("httpGet"))
 
 
 def _default_http_get(action: dict | None) -> None:
     if action is not None:
-        action.setdefault("path", "/")
-        action.setdefault("scheme", "HTTP")
+        if not action.get("path"):
+            action["path"] = "/"
+        if not action.get("scheme"):
+            action["scheme"] = "HTTP"
 
 
 def default_container(c: dict, host_network: bool, ephemeral: bool = False) -> None:
@@ -231,21 +235,109 @@ def validate_containers(spec: dict, path: str, volume_names: set[str], claim_nam
     errs: list[FieldError] = []
     if not spec.get("containers"):
         errs.append(required(f"{path}.containers"))
+    grace = spec.get("terminationGracePeriodSeconds")
     seen: set[str] = set()
-    for key in ("initContainers", "containers", "ephemeralContainers"):
+    # ValidatePodSpec's order: the regular containers, then init and ephemeral ones, each named
+    # after its common checks (a name already taken is the later list's Duplicate)
+    for key in ("containers", "initContainers", "ephemeralContainers"):
         for i, c in enumerate(spec.get(key) or ()):
             p = f"{path}.{key}[{i}]"
             name = c.get("name", "")
             if not name:
                 errs.append(required(f"{p}.name"))
-            else:
-                if msgs := dns1123_label(name):
-                    errs += [invalid(f"{p}.name", name, m) for m in msgs]
-                if name in seen:
-                    errs.append(duplicate(f"{p}.name", name))
-                seen.add(name)
+            elif msgs := dns1123_label(name):
+                errs += [invalid(f"{p}.name", name, m) for m in msgs]
             errs += _validate_container(c, p, key, volume_names, claim_names)
+            if name in seen:
+                errs.append(duplicate(f"{p}.name", name))
+            elif name:
+                seen.add(name)
+            if key != "ephemeralContainers" and any(c.get(f) is not None for f in _HANDLED):
+                errs += _validate_probes_and_lifecycle(c, p, key, grace)
     return errs
+
+
+_HANDLED = ("lifecycle", "livenessProbe", "readinessProbe", "startupProbe")
+_INIT_ONLY = "may not be set for init containers without restartPolicy=Always"
+_HTTP_HEADER = re.compile(r"[-A-Za-z0-9]+\Z")
+
+
+def _validate_probes_and_lifecycle(c: dict, p: str, kind: str, grace: int | None) -> list[FieldError]:
+    """validateContainers' and validateInitContainers' lifecycle and probe rules: a plain init
+    container may have none of them; liveness and startup probes need successThreshold 1, a
+    readiness probe no terminationGracePeriodSeconds."""
+    if kind == "initContainers" and c.get("restartPolicy") != "Always":
+        return [forbidden(f"{p}.{f}", _INIT_ONLY) for f in _HANDLED if c.get(f) is not None]
+    errs: list[FieldError] = []
+    if (lifecycle := c.get("lifecycle")) is not None:
+        for hook in ("postStart", "preStop"):
+            if lifecycle.get(hook) is not None:
+                errs += _validate_handler(lifecycle[hook], f"{p}.lifecycle.{hook}", grace)
+    for f in _HANDLED[1:]:
+        if (probe := c.get(f)) is None:
+            continue
+        pp = f"{p}.{f}"
+        errs += _validate_handler(probe, pp, grace)
+        for k in ("initialDelaySeconds", "timeoutSeconds", "periodSeconds", "successThreshold", "failureThreshold"):
+            if (probe.get(k) or 0) < 0:
+                errs.append(invalid(f"{pp}.{k}", probe[k], "must be greater than or equal to 0"))
+        tg = probe.get("terminationGracePeriodSeconds")
+        if tg is not None and tg <= 0:
+            errs.append(invalid(f"{pp}.terminationGracePeriodSeconds", tg, "must be greater than 0"))
+        if f == "readinessProbe":
+            if tg is not None:
+                errs.append(invalid(f"{pp}.terminationGracePeriodSeconds", tg, "must not be set for readinessProbes"))
+        elif probe.get("successThreshold") != 1:
+            errs.append(invalid(f"{pp}.successThreshold", probe.get("successThreshold", 0), "must be 1"))
+    return errs
+
+
+def _validate_handler(h: dict, path: str, grace: int | None) -> list[FieldError]:
+    """validateHandler: exactly one action (a probe's exec, httpGet, tcpSocket or grpc; a hook's
+    exec, httpGet, tcpSocket or sleep), each checked."""
+    errs: list[FieldError] = []
+    found = False
+    for action in ("exec", "httpGet", "tcpSocket", "grpc", "sleep"):
+        body = h.get(action)
+        if body is None:
+            continue
+        if found:
+            errs.append(forbidden(f"{path}.{action}", "may not specify more than 1 handler type"))
+            continue
+        found = True
+        ap = f"{path}.{action}"
+        if action == "exec":
+            if not body.get("command"):
+                errs.append(required(f"{ap}.command"))
+        elif action == "httpGet":
+            if not body.get("path"):
+                errs.append(required(f"{ap}.path"))
+            errs += _port_num_or_name(body.get("port"), f"{ap}.port")
+            scheme = body.get("scheme", "")
+            if scheme not in ("HTTP", "HTTPS"):
+                errs.append(not_supported(f"{ap}.scheme", scheme, ("HTTP", "HTTPS")))
+            for header in body.get("httpHeaders") or ():
+                name = header.get("name", "")
+                if not _HTTP_HEADER.match(name):
+                    errs.append(invalid(f"{ap}.httpHeaders", name, "a valid HTTP header must consist of alphanumeric "
+                                        "characters or '-' (e.g. 'X-Header-Name', regex used for validation is "
+                                        "'[-A-Za-z0-9]+')"))
+        elif action in ("tcpSocket", "grpc"):
+            errs += _port_num_or_name(body.get("port"), f"{ap}.port")
+        else:  # sleep: zero seconds allowed (PodLifecycleSleepActionAllowZero)
+            seconds = body.get("seconds", 0)
+            if grace is not None and not 0 <= seconds <= grace:
+                errs.append(invalid(ap, seconds, f"must be non-negative and less than terminationGracePeriodSeconds ({grace})"))
+    if not found:
+        errs.append(required(path, "must specify a handler type"))
+    return errs
+
+
+def _port_num_or_name(port: Any, path: str) -> list[FieldError]:
+    """ValidatePortNumOrName (an int-or-string)."""
+    if isinstance(port, str):
+        return [invalid(path, port, m) for m in port_name(port)]
+    return port_number(port if isinstance(port, int) else 0, path)
 
 
 def _validate_container(c: dict, p: str, kind: str, volume_names: set[str], claim_names: set[str]) -> list[FieldError]:

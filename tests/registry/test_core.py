@@ -125,7 +125,9 @@ def test_container_name_and_image_rules():
     s, pod = created_pod(initContainers=[{"name": "app", "image": "x"}],
                          containers=[{"name": "app", "image": ""}, {"name": "Bad_Name", "image": "x"}])
     got = errs_by_field(s.validate(pod))
-    assert ("spec.containers[0].name", "FieldValueDuplicate") in got
+    # validateInitContainers knows the regular containers' names: the init container is the duplicate
+    assert ("spec.initContainers[0].name", "FieldValueDuplicate") in got
+    assert ("spec.containers[0].name", "FieldValueDuplicate") not in got
     assert ("spec.containers[0].image", "FieldValueRequired") in got
     assert ("spec.containers[1].name", "FieldValueInvalid") in got
 

@@ -236,3 +236,49 @@ async def test_field_selectors_v1s_conversion_also_accepts_spec_host_and_status_
     with pytest.raises(ApiException) as e:
         await asyncio.to_thread(core.list_namespaced_pod, "default", field_selector="status.hostIP=1.2.3.4")
     assert (e.value.status, json.loads(e.value.body)["message"]) == (400, "field label not supported: status.hostIP")
+
+
+async def test_probes_and_lifecycle_hooks_are_validated(core):
+    """validateContainers' and validateInitContainers' probe and hook rules (validateProbe,
+    validateHandler), through the official client."""
+    pod = _status_pod("h")
+    c = pod["spec"]["containers"][0]
+    c["livenessProbe"] = {"successThreshold": 2, "initialDelaySeconds": -1}
+    c["readinessProbe"] = {"terminationGracePeriodSeconds": 5, "exec": {"command": []},
+                           "tcpSocket": {"port": "http"}}
+    c["startupProbe"] = {"successThreshold": 0, "httpGet": {"port": 0, "scheme": "FTP",
+                                                           "httpHeaders": [{"name": "Bad Header", "value": "x"}]}}
+    c["lifecycle"] = {"preStop": {"sleep": {"seconds": 40}}, "postStart": {}}
+    pod["spec"]["initContainers"] = [
+        {"name": "plain", "image": "busybox", "readinessProbe": {"exec": {"command": ["true"]}}, "lifecycle": {}},
+        {"name": "sidecar", "image": "busybox", "restartPolicy": "Always", "livenessProbe": {"grpc": {"port": 70000}}}]
+    with pytest.raises(ApiException) as e:
+        await _call(core.create_namespaced_pod, "default", pod)
+    assert e.value.status == 422, e.value.body
+    header = ("a valid HTTP header must consist of alphanumeric characters or '-' (e.g. 'X-Header-Name', regex used "
+              "for validation is '[-A-Za-z0-9]+')")
+    p = "spec.containers[0]"
+    assert [(x["field"], x["message"]) for x in json.loads(e.value.body)["details"]["causes"]] == [
+        (f"{p}.lifecycle.postStart", "Required value: must specify a handler type"),
+        (f"{p}.lifecycle.preStop.sleep",
+         "Invalid value: 40: must be non-negative and less than terminationGracePeriodSeconds (30)"),
+        (f"{p}.livenessProbe", "Required value: must specify a handler type"),
+        (f"{p}.livenessProbe.initialDelaySeconds", "Invalid value: -1: must be greater than or equal to 0"),
+        (f"{p}.livenessProbe.successThreshold", "Invalid value: 2: must be 1"),
+        (f"{p}.readinessProbe.exec.command", "Required value"),
+        (f"{p}.readinessProbe.tcpSocket", "Forbidden: may not specify more than 1 handler type"),
+        (f"{p}.readinessProbe.terminationGracePeriodSeconds", "Invalid value: 5: must not be set for readinessProbes"),
+        (f"{p}.startupProbe.httpGet.port", "Invalid value: 0: must be between 1 and 65535, inclusive"),
+        (f"{p}.startupProbe.httpGet.scheme", 'Unsupported value: "FTP": supported values: "HTTP", "HTTPS"'),
+        (f"{p}.startupProbe.httpGet.httpHeaders", f'Invalid value: "Bad Header": {header}'),
+        # validateInitContainers runs after validateContainers
+        ("spec.initContainers[0].lifecycle", "Forbidden: may not be set for init containers without restartPolicy=Always"),
+        ("spec.initContainers[0].readinessProbe",
+         "Forbidden: may not be set for init containers without restartPolicy=Always"),
+        ("spec.initContainers[1].livenessProbe.grpc.port", "Invalid value: 70000: must be between 1 and 65535, inclusive")]
+    # a zero threshold is v1's default (1), an empty path is "/"
+    pod = _status_pod("ok")
+    pod["spec"]["containers"][0]["startupProbe"] = {"successThreshold": 0, "httpGet": {"path": "", "port": 8080}}
+    made = await _call(core.create_namespaced_pod, "default", pod)
+    probe = made.spec.containers[0].startup_probe
+    assert (probe.success_threshold, probe.http_get.path, probe.http_get.scheme) == (1, "/", "HTTP")
