@@ -12,7 +12,7 @@ BEGIN opens a list on this thread's stack (t: its index), PUSH appends a
 value and answers true, COLLECT closes the list and answers it; `filter`
 pushes the element where its predicate is true. A list opened
 inside another (a `map` in a `map`'s body) closes first; COLLECT also drops
-any opened after its own that an absorbed error left open, and `reset`, before
+any opened after its own that an absorbed error left open, and `release`, after
 each evaluation, what a failed one left.
 """
 
@@ -36,11 +36,14 @@ def _stack() -> list[list]:
     return stack
 
 
-def reset() -> None:
-    """Drop the lists a failed evaluation left open on this thread."""
-    stack = getattr(_LOCAL, "stack", None)
-    if stack:
-        stack.clear()
+def mark() -> int:
+    """Where this thread's stack stands before an evaluation (see `release`)."""
+    return len(_stack())
+
+
+def release(at: int) -> None:
+    """After an evaluation: drop what it left open (a failure's lists), and only that."""
+    del _stack()[at:]
 
 
 def _begin() -> int:

@@ -160,13 +160,14 @@ class Program:
         rt = _runtime()
         rt.current.clear()
         rt.current.update(variables)
-        collect.reset()
+        opened = collect.mark()
         try:
             return self.program.execute(rt.ctx)
         except Exception as e:
             raise engine_error(e) from None
         finally:
             rt.current.clear()
+            collect.release(opened)
 
     def measure(self, variables: dict[str, Any], sizes: Callable[[Type], int],
                 limit: int = PER_CALL_LIMIT) -> tuple[Any, CELError | None, int]:
@@ -190,7 +191,7 @@ class Program:
         stopped (COST_LIMIT_ERROR) once that passes `limit`; where the engine refuses the
         metered form, it is bounded for sizes() before it runs."""
         counted, value, cost = None, None, self.max_cost
-        collect.reset()
+        opened = collect.mark()
         try:
             m = self.metered() if self.max_cost >= METER_FROM else None
             if m is None:
@@ -212,6 +213,8 @@ class Program:
             value, error = None, e
         else:
             error = None
+        finally:
+            collect.release(opened)
         if counted is None:
             return value, error, cost
         if counted.exceeded:  # also where an operator absorbed the stop's error (`||`)

@@ -44,3 +44,16 @@ def test_an_error_inside_a_long_map_fails_it_and_leaves_nothing_open():
     assert run("x.l.map(i, 10 / (i - 50)).size() > 0 || true", x) is True
     assert run("x.l.map(i, i).size()", x) == N
     assert collect._stack() == []
+
+
+def test_an_evaluation_drops_only_the_lists_it_opened():
+    """An evaluation started while another's list is open (a function of ours evaluating CEL
+    inside a map) leaves that list as it was, whether it fails or not."""
+    outer = collect.RUNTIME[collect.BEGIN]()
+    collect.RUNTIME[collect.PUSH](outer, "kept")
+    x = {"l": list(range(N))}
+    with pytest.raises(CELError):
+        run("x.l.map(i, 10 / (i - 50))", x)
+    assert run("x.l.map(i, i).size()", x) == N
+    assert collect.RUNTIME[collect.COLLECT](outer, True) == ["kept"]
+    assert collect._stack() == []
