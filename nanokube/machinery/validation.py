@@ -145,6 +145,7 @@ _WILDCARD_DNS1123_SUBDOMAIN = re.compile(r"^\*\.[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
+_CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+\Z")
 
 
 def remembers_valid(check):
@@ -195,6 +196,23 @@ def dns1123_subdomain(value: str) -> list[str]:
             "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
         )
     return errs
+
+
+def config_key(key: str) -> list[str]:
+    """IsConfigMapKey: ConfigMap and Secret keys, and the keys env and volumes name in them."""
+    msgs = []
+    if len(key) > 253:
+        msgs.append("must be no more than 253 characters")
+    if not _CONFIG_KEY.match(key):
+        msgs.append("a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  "
+                    "or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')")
+    if key == ".":
+        msgs.append("must not be '.'")
+    elif key == "..":
+        msgs.append("must not be '..'")
+    elif key.startswith(".."):
+        msgs.append("must not start with '..'")
+    return msgs
 
 
 def wildcard_dns1123_subdomain(value: str) -> list[str]:

@@ -5,8 +5,16 @@ from __future__ import annotations
 import re
 
 from .base import AGE, Column, Resource, Strategy, register
-from .core import config_key
-from ..machinery.validation import FieldError, forbidden, immutable, invalid, not_supported, qualified_name, required
+from ..machinery.validation import (
+    FieldError,
+    config_key,
+    forbidden,
+    immutable,
+    invalid,
+    not_supported,
+    qualified_name,
+    required,
+)
 
 
 class LeaseStrategy(Strategy):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import math
-import re
 import time
 
 from .base import AGE, Column, Resource, Strategy, register
@@ -28,6 +27,7 @@ from ..machinery.quantity import parse_quantity
 from ..machinery.validation import (
     FieldError,
     cidr_family,
+    config_key,
     dns1123_label,
     dns1123_subdomain,
     duplicate,
@@ -58,7 +58,6 @@ __all__ = [
 
 MAX_SECRET_SIZE = 1024 * 1024
 _IMMUTABLE_SET = "field is immutable when `immutable` is set"
-_CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+\Z")
 _NAME_COLUMN = Column("Name", "string", lambda o: o["metadata"]["name"], NAME_DOC, format="name")
 _AGE_COLUMN = Column("Age", "string", AGE, AGE_DOC)
 
@@ -276,23 +275,6 @@ def _pod_cidrs(cidrs: list, valid_old: tuple[str, ...] = ()) -> list[FieldError]
 
 
 # --- configmaps and secrets -------------------------------------------------------
-
-
-def config_key(key: str) -> list[str]:
-    """IsConfigMapKey: also the rule for Secret keys."""
-    msgs = []
-    if len(key) > 253:
-        msgs.append("must be no more than 253 characters")
-    if not _CONFIG_KEY.match(key):
-        msgs.append("a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  "
-                    "or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')")
-    if key == ".":
-        msgs.append("must not be '.'")
-    elif key == "..":
-        msgs.append("must not be '..'")
-    elif key.startswith(".."):
-        msgs.append("must not start with '..'")
-    return msgs
 
 
 def _b64_len(value: str) -> int:

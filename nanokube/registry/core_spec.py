@@ -14,6 +14,7 @@ from ..machinery.gofmt import Struct
 from ..machinery.quantity import QuantityError, canonical, nano_value, parse_quantity
 from ..machinery.validation import (
     FieldError,
+    config_key,
     dns1123_label,
     dns1123_subdomain,
     dns1123_subdomain_with_underscore,
@@ -415,12 +416,88 @@ def _validate_env(env: list, path: str) -> list[FieldError]:
                                 "other than '='"))
         source = e.get("valueFrom")
         if source is not None:
-            n = sum(1 for v in source.values() if v is not None)
-            if n > 1:
-                errs.append(invalid(f"{path}[{i}].valueFrom", "", "may not have more than one field specified at a time"))
-            if e.get("value"):
-                errs.append(invalid(f"{path}[{i}].valueFrom", "", "may not be specified when `value` is not empty"))
+            errs += _validate_env_source(source, e.get("value"), f"{path}[{i}].valueFrom")
     return errs
+
+
+#: validEnvDownwardAPIFieldPathExpressions
+_ENV_FIELD_PATHS = ("metadata.name", "metadata.namespace", "metadata.uid", "spec.nodeName", "spec.serviceAccountName",
+                    "status.hostIP", "status.hostIPs", "status.podIP", "status.podIPs")
+#: the labels ConvertDownwardAPIFieldLabel passes (spec.host is converted to spec.nodeName)
+_DOWNWARD_LABELS = frozenset(("metadata.annotations", "metadata.labels", "metadata.name", "metadata.namespace",
+                              "metadata.uid", "spec.nodeName", "spec.restartPolicy", "spec.serviceAccountName",
+                              "spec.schedulerName", "status.phase", "status.hostIP", "status.hostIPs", "status.podIP",
+                              "status.podIPs"))
+_CONTAINER_RESOURCES = ("limits.cpu", "limits.ephemeral-storage", "limits.memory", "requests.cpu",
+                        "requests.ephemeral-storage", "requests.memory")
+
+
+def _subscripted(path: str) -> tuple[str, str] | None:
+    """fieldpath.SplitMaybeSubscriptedPath: metadata.labels['key'] is (metadata.labels, key)."""
+    if not path.endswith("']"):
+        return None
+    head, sep, key = path[:-2].partition("['")
+    return (head, key) if sep and head else None
+
+
+def _validate_env_source(source: dict, value: Any, path: str) -> list[FieldError]:
+    """validateEnvVarValueFrom: each source's own rules, then one source and no value."""
+    errs: list[FieldError] = []
+    n = 0
+    if (ref := source.get("fieldRef")) is not None:
+        n += 1
+        errs += _object_field_selector(ref, f"{path}.fieldRef")
+    if (ref := source.get("resourceFieldRef")) is not None:
+        n += 1
+        resource = ref.get("resource") or ""
+        if not resource:
+            errs.append(required(f"{path}.resourceFieldRef.resource"))
+        elif resource not in _CONTAINER_RESOURCES and not resource.startswith(("limits.hugepages-", "requests.hugepages-")):
+            errs.append(not_supported(f"{path}.resourceFieldRef.resource", resource, _CONTAINER_RESOURCES))
+    for kind in ("configMapKeyRef", "secretKeyRef"):
+        if (ref := source.get(kind)) is not None:
+            n += 1
+            name, key = ref.get("name") or "", ref.get("key") or ""
+            errs += [invalid(f"{path}.{kind}.name", name, m) for m in dns1123_subdomain(name)]
+            if not key:
+                errs.append(required(f"{path}.{kind}.key"))
+            else:
+                errs += [invalid(f"{path}.{kind}.key", key, m) for m in config_key(key)]
+    if n == 0:
+        errs.append(invalid(path, "", "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or "
+                                      "`secretKeyRef`"))
+    elif value:
+        errs.append(invalid(path, "", "may not be specified when `value` is not empty"))
+    elif n > 1:
+        errs.append(invalid(path, "", "may not have more than one field specified at a time"))
+    return errs
+
+
+def _object_field_selector(ref: dict, path: str) -> list[FieldError]:
+    """validateObjectFieldSelector with ConvertDownwardAPIFieldLabel's refusals."""
+    version, field_path = ref.get("apiVersion") or "", ref.get("fieldPath") or ""
+    if not version:
+        return [required(f"{path}.apiVersion")]
+    if not field_path:
+        return [required(f"{path}.fieldPath")]
+    sub = _subscripted(field_path)
+    if version != "v1":
+        why = f"unsupported pod version: {version}"
+    elif sub is not None and sub[0] not in ("metadata.annotations", "metadata.labels"):
+        why = f"field label does not support subscript: {field_path}"
+    elif sub is None and field_path not in _DOWNWARD_LABELS and field_path != "spec.host":
+        why = f"field label not supported: {field_path}"
+    else:
+        why = ""
+    if why:
+        return [invalid(f"{path}.fieldPath", field_path, f"error converting fieldPath: {why}")]
+    if sub is not None:
+        key = sub[1].lower() if sub[0] == "metadata.annotations" else sub[1]
+        return [invalid(path, key, m) for m in qualified_name(key)]
+    internal = "spec.nodeName" if field_path == "spec.host" else field_path
+    if internal not in _ENV_FIELD_PATHS:
+        return [not_supported(f"{path}.fieldPath", internal, sorted(_ENV_FIELD_PATHS))]
+    return []
 
 
 def _validate_mounts(mounts: list, path: str, volume_names: set[str]) -> list[FieldError]:

@@ -282,3 +282,49 @@ async def test_probes_and_lifecycle_hooks_are_validated(core):
     made = await _call(core.create_namespaced_pod, "default", pod)
     probe = made.spec.containers[0].startup_probe
     assert (probe.success_threshold, probe.http_get.path, probe.http_get.scheme) == (1, "/", "HTTP")
+
+
+async def test_env_value_sources_are_validated(core):
+    """validateEnvVarValueFrom: each source's rules (a downward API field ConvertDownwardAPIFieldLabel
+    accepts and env offers, a resource env offers, a key selector's name and key), then one source
+    and no value."""
+    pod = _status_pod("e")
+    pod["spec"]["containers"][0]["env"] = [
+        {"name": "A", "valueFrom": {}},
+        {"name": "B", "valueFrom": {"fieldRef": {"fieldPath": "spec.x"}}},
+        {"name": "C", "valueFrom": {"fieldRef": {"fieldPath": "status.phase"}}},
+        {"name": "D", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['bad key']"}}},
+        {"name": "E", "valueFrom": {"fieldRef": {"fieldPath": "spec['x']"}}},
+        {"name": "F", "valueFrom": {"resourceFieldRef": {"resource": "limits.gpu"}}},
+        {"name": "G", "valueFrom": {"configMapKeyRef": {"name": "Bad_Name", "key": ""},
+                                    "secretKeyRef": {"name": "s", "key": "a b"}}},
+        {"name": "H", "value": "x", "valueFrom": {"fieldRef": {"fieldPath": "spec.host"}}}]
+    with pytest.raises(ApiException) as e:
+        await _call(core.create_namespaced_pod, "default", pod)
+    assert e.value.status == 422, e.value.body
+    p = "spec.containers[0].env"
+    causes = [(x["field"], x["message"]) for x in json.loads(e.value.body)["details"]["causes"]]
+    starts = [
+        (f"{p}[0].valueFrom", 'Invalid value: "": must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` '
+                              "or `secretKeyRef`"),
+        (f"{p}[1].valueFrom.fieldRef.fieldPath", 'Invalid value: "spec.x": error converting fieldPath'),
+        (f"{p}[2].valueFrom.fieldRef.fieldPath", 'Unsupported value: "status.phase": supported values'),
+        (f"{p}[3].valueFrom.fieldRef", 'Invalid value: "bad key": name part must consist of alphanumeric characters'),
+        (f"{p}[4].valueFrom.fieldRef.fieldPath", "Invalid value: \"spec['x']\": error converting fieldPath"),
+        (f"{p}[5].valueFrom.resourceFieldRef.resource", 'Unsupported value: "limits.gpu": supported values: '
+                                                        '"limits.cpu", "limits.ephemeral-storage", "limits.memory"'),
+        (f"{p}[6].valueFrom.configMapKeyRef.name", 'Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain'),
+        (f"{p}[6].valueFrom.configMapKeyRef.key", "Required value"),
+        (f"{p}[6].valueFrom.secretKeyRef.key", 'Invalid value: "a b": a valid config key must consist'),
+        (f"{p}[6].valueFrom", 'Invalid value: "": may not have more than one field specified at a time'),
+        (f"{p}[7].valueFrom", 'Invalid value: "": may not be specified when `value` is not empty')]
+    assert [f for f, _ in causes] == [f for f, _ in starts]
+    assert all(m.startswith(want) for (_, m), (_, want) in zip(causes, starts)), causes
+    messages = {x["field"]: x["message"] for x in json.loads(e.value.body)["details"]["causes"]}
+    assert messages[f"{p}[1].valueFrom.fieldRef.fieldPath"] == (
+        'Invalid value: "spec.x": error converting fieldPath: field label not supported: spec.x')
+    assert messages[f"{p}[2].valueFrom.fieldRef.fieldPath"] == (
+        'Unsupported value: "status.phase": supported values: "metadata.name", "metadata.namespace", "metadata.uid", '
+        '"spec.nodeName", "spec.serviceAccountName", "status.hostIP", "status.hostIPs", "status.podIP", "status.podIPs"')
+    assert messages[f"{p}[4].valueFrom.fieldRef.fieldPath"] == (
+        "Invalid value: \"spec['x']\": error converting fieldPath: field label does not support subscript: spec['x']")
