@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from sortedcontainers import SortedList
 
 from ..machinery import encoded as json_memo
 from ..machinery.fieldorder import in_upstream_order
 from ..store.interface import DELETE, KV, Compacted, Event, Store
-from .cache_keys import SortedKeys
 
 log = logging.getLogger(__name__)
 
@@ -176,8 +176,9 @@ class WatchCache:
         self.window = window
         self.rev = 0
         self._by_prefix: dict[str, dict[str, Entry]] = {}
-        #: each resource prefix's keys in order, so a page or a namespace is found by bisection
-        self._keys: dict[str, SortedKeys] = {}
+        #: each resource prefix's keys in order, so a page or a namespace is found by bisection; kept in
+        #: blocks (SortedList), as one list's insort or del moved every later key (~50 us at 100,000 Events)
+        self._keys: dict[str, SortedList] = {}
         self._events: deque[CacheEvent] = deque()
         self._event_revs: deque[int] = deque()
         self._oldest = 0  # watchers may resume from any rev >= this
@@ -227,7 +228,7 @@ class WatchCache:
                 prefix = _resource_prefix(key)
                 bucket = self._by_prefix.setdefault(prefix, {})
             bucket[key] = Entry(None, kv.mod_revision, None, kv.value, self.decoder(prefix))  # decoded on first use
-        self._keys = {rp: SortedKeys(objs) for rp, objs in self._by_prefix.items()}
+        self._keys = {rp: SortedList(objs) for rp, objs in self._by_prefix.items()}
         self._changed(self._by_prefix)
         self.rev = self._oldest = rev
         self._task = asyncio.create_task(self._follow(rev))
@@ -307,7 +308,7 @@ class WatchCache:
             fresh.setdefault(prefix, {})[kv.key] = Entry(self.decoder(prefix)(kv.value, kv.mod_revision), kv.mod_revision)
         self._changed({*fresh, *self._by_prefix, *self._changes})
         self._by_prefix = fresh
-        self._keys = {rp: SortedKeys(objs) for rp, objs in fresh.items()}
+        self._keys = {rp: SortedList(objs) for rp, objs in fresh.items()}
         self._events.clear()
         self._event_revs.clear()
         self.rev = self._oldest = rev
@@ -353,7 +354,7 @@ class WatchCache:
             if prev is None:
                 keys = self._keys.get(prefix)
                 if keys is None:
-                    keys = self._keys[prefix] = SortedKeys()
+                    keys = self._keys[prefix] = SortedList()
                 keys.add(key)
             cev = CacheEvent(MODIFIED if prev is not None else ADDED, key, entry, prev, rev)
         self.rev = rev
@@ -636,7 +637,7 @@ class WatchCache:
         return self._page(keys, self._by_prefix[rp], lo, hi, limit)
 
     @staticmethod
-    def _bounds(keys: SortedKeys, rp: str, prefix: str, after: str) -> tuple[int, int]:
+    def _bounds(keys: SortedList, rp: str, prefix: str, after: str) -> tuple[int, int]:
         lo, hi = 0, len(keys)
         if prefix != rp:  # a namespace: its keys are those from "<prefix>" to "<prefix><the highest character>"
             lo, hi = keys.bisect_left(prefix), keys.bisect_left(prefix + "\U0010ffff")
@@ -645,9 +646,9 @@ class WatchCache:
         return lo, max(lo, hi)
 
     @staticmethod
-    def _page(keys: SortedKeys, objs: dict[str, Entry], lo: int, hi: int, limit: int) -> tuple[int, list[tuple[str, Entry]]]:
+    def _page(keys: SortedList, objs: dict[str, Entry], lo: int, hi: int, limit: int) -> tuple[int, list[tuple[str, Entry]]]:
         end = min(hi, lo + limit) if limit else hi
-        return hi - lo, [(k, objs[k]) for k in keys.slice(lo, end)]
+        return hi - lo, [(k, objs[k]) for k in keys[lo:end]]
 
     def _scan_at(self, rp: str, prefix: str, after: str, limit: int, rev: int) -> tuple[int, list[tuple[str, Entry]]]:
         if rev < self._oldest:
@@ -657,7 +658,7 @@ class WatchCache:
         for ev in itertools.islice(reversed(self._events), since):  # newest first: the oldest event's `prev` stays
             if ev.key.startswith(prefix) and ev.key > after:
                 then[ev.key] = ev.prev
-        keys = self._keys.get(rp) or SortedKeys()
+        keys = self._keys.get(rp) or SortedList()
         objs = self._by_prefix.get(rp, {})
         lo, hi = self._bounds(keys, rp, prefix, after)
         if not then:  # nothing here changed since `rev`, only other resources (leases, heartbeats): as at the latest
@@ -665,7 +666,7 @@ class WatchCache:
         total = hi - lo - sum(k in objs for k in then) + sum(e is not None for e in then.values())
         out: list[tuple[str, Entry]] = []
         last = None
-        for k in heapq.merge(keys.slice(lo, hi), sorted(then)):
+        for k in heapq.merge(keys[lo:hi], sorted(then)):
             if k == last:
                 continue
             last = k

@@ -3,8 +3,8 @@ import random
 
 import orjson
 import pytest
+from sortedcontainers import SortedList
 
-from nanokube.apiserver import cache_keys
 from nanokube.apiserver.cache import (ADDED, DELETED, MODIFIED, Entry, WatchCache, Watcher, decode, served_json, stored_json,
                                       stored_value)
 from nanokube.machinery.fieldorder import in_upstream_order
@@ -77,8 +77,13 @@ async def test_scan_pages_a_namespace_in_key_order_through_creates_and_deletes(e
     assert cache.scan(PREFIX + "zz/") == (0, [])
 
 
-async def test_pages_and_namespaces_of_a_resource_held_in_many_key_blocks(env, monkeypatch):
-    monkeypatch.setattr(cache_keys, "LOAD", 2)  # blocks of 2 to 4 keys: every page crosses some
+@pytest.fixture
+def small_key_blocks(monkeypatch):
+    """Key lists made from here on hold blocks of 2 to 4 keys, so every page crosses some."""
+    monkeypatch.setattr(SortedList, "DEFAULT_LOAD_FACTOR", 2)
+
+
+async def test_pages_and_namespaces_of_a_resource_held_in_many_key_blocks(small_key_blocks, env):
     store, cache = env
     names = [f"{ns}/{i:02d}" for ns in ("a", "b", "c") for i in range(12)]
     random.Random(7).shuffle(names)
@@ -88,6 +93,7 @@ async def test_pages_and_namespaces_of_a_resource_held_in_many_key_blocks(env, m
         kv = await store.get(PREFIX + n)
         await store.delete(kv.key, kv.mod_revision)
     await cache.sync()
+    assert len(cache._keys[PREFIX]._lists) > 6  # the keys are in blocks indeed
     rev = cache.rev
     left = sorted(PREFIX + n for n in [*names[1::3], *names[2::3], "ns/pre"])
     await store.create(PREFIX + "b/99", b"{}")  # after the first page: the continued pages stay at `rev`
