@@ -13,6 +13,7 @@ import functools
 import time
 from typing import Any
 
+from .apps import validate_label_selector
 from .base import AGE, RESET_DELETION, Column, Strategy
 from .core_printing import AGE_DOC, NAME_DOC, Clock, doc, parse_time, since
 from .core_spec import (
@@ -249,6 +250,43 @@ def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] =
     for i, g in enumerate(spec.get("readinessGates") or []):
         ct = g.get("conditionType", "")
         errs += [invalid(f"{path}.readinessGates[{i}].conditionType", ct, m) for m in qualified_name(ct)]
+    if constraints := spec.get("topologySpreadConstraints"):
+        errs += _validate_spread_constraints(constraints, f"{path}.topologySpreadConstraints")
+    return errs
+
+
+_WHEN_UNSATISFIABLE = ("DoNotSchedule", "ScheduleAnyway")
+_INCLUSION_POLICIES = ("Honor", "Ignore")
+
+
+def _validate_spread_constraints(constraints: list, path: str) -> list[FieldError]:
+    """validateTopologySpreadConstraints (matchLabelKeys: their names only)."""
+    errs: list[FieldError] = []
+    for i, c in enumerate(constraints):
+        p = f"{path}[{i}]"
+        skew = c.get("maxSkew", 0)
+        if skew <= 0:
+            errs.append(invalid(f"{p}.maxSkew", skew, "must be greater than zero"))
+        key, when = c.get("topologyKey") or "", c.get("whenUnsatisfiable") or ""
+        if not key:
+            errs.append(required(f"{p}.topologyKey", "can not be empty"))
+        if when not in _WHEN_UNSATISFIABLE:
+            errs.append(not_supported(f"{p}.whenUnsatisfiable", when, _WHEN_UNSATISFIABLE))
+        if any((r.get("topologyKey") or "") == key and (r.get("whenUnsatisfiable") or "") == when
+               for r in constraints[i + 1:]):
+            errs.append(duplicate(f"{p}.{{topologyKey, whenUnsatisfiable}}", f"{{{key}, {when}}}"))
+        if (domains := c.get("minDomains")) is not None:
+            if domains <= 0:
+                errs.append(invalid(f"{p}.minDomains", domains, "must be greater than zero"))
+            if when != "DoNotSchedule":
+                errs.append(invalid(f"{p}.minDomains", domains,
+                                    f"can only use minDomains if whenUnsatisfiable=DoNotSchedule, not {when}"))
+        for f in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
+            if (policy := c.get(f)) is not None and policy not in _INCLUSION_POLICIES:
+                errs.append(not_supported(f"{p}.{f}", policy, _INCLUSION_POLICIES))
+        for j, k in enumerate(c.get("matchLabelKeys") or ()):
+            errs += [invalid(f"{p}.matchLabelKeys[{j}]", k, m) for m in qualified_name(k)]
+        errs += validate_label_selector(c.get("labelSelector"), f"{p}.labelSelector")
     return errs
 
 

@@ -328,3 +328,30 @@ async def test_env_value_sources_are_validated(core):
         '"spec.nodeName", "spec.serviceAccountName", "status.hostIP", "status.hostIPs", "status.podIP", "status.podIPs"')
     assert messages[f"{p}[4].valueFrom.fieldRef.fieldPath"] == (
         "Invalid value: \"spec['x']\": error converting fieldPath: field label does not support subscript: spec['x']")
+
+
+async def test_topology_spread_constraints_are_validated(core):
+    """validateTopologySpreadConstraints: maxSkew above zero, a topology key, a known action, no
+    {key, action} twice, minDomains only positive and with DoNotSchedule, known node policies, a
+    valid selector."""
+    pod = _status_pod("t")
+    pod["spec"]["topologySpreadConstraints"] = [
+        {"maxSkew": 0, "topologyKey": "", "whenUnsatisfiable": "Maybe"},
+        {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway", "minDomains": 0,
+         "nodeTaintsPolicy": "Sometimes", "labelSelector": {"matchExpressions": [{"key": "a", "operator": "In"}]}},
+        {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}]
+    with pytest.raises(ApiException) as e:
+        await _call(core.create_namespaced_pod, "default", pod)
+    assert e.value.status == 422, e.value.body
+    p = "spec.topologySpreadConstraints"
+    assert [(x["field"], x["message"]) for x in json.loads(e.value.body)["details"]["causes"]] == [
+        (f"{p}[0].maxSkew", "Invalid value: 0: must be greater than zero"),
+        (f"{p}[0].topologyKey", "Required value: can not be empty"),
+        (f"{p}[0].whenUnsatisfiable", 'Unsupported value: "Maybe": supported values: "DoNotSchedule", "ScheduleAnyway"'),
+        (f"{p}[1].{{topologyKey, whenUnsatisfiable}}", 'Duplicate value: "{zone, ScheduleAnyway}"'),
+        (f"{p}[1].minDomains", "Invalid value: 0: must be greater than zero"),
+        (f"{p}[1].minDomains", "Invalid value: 0: can only use minDomains if whenUnsatisfiable=DoNotSchedule, not "
+                               "ScheduleAnyway"),
+        (f"{p}[1].nodeTaintsPolicy", 'Unsupported value: "Sometimes": supported values: "Honor", "Ignore"'),
+        (f"{p}[1].labelSelector.matchExpressions[0].values",
+         "Required value: must be specified when `operator` is 'In' or 'NotIn'")]
