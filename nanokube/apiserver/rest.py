@@ -32,6 +32,7 @@ from . import serializer, structural
 from .patch import PatchError, json_copy, jsonpatch, merge, strategic
 from .patch import status as status_patch
 from .patch import apply as ssa
+from .patch.value_fields import typed_views
 
 NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 MERGE_PATCH = "application/merge-patch+json"
@@ -330,10 +331,11 @@ class GenericREST:
         if convert is not None:
             new = sent if sent is not None else res.strategy.from_storage(new, version)
             old = res.strategy.from_storage(old, version) if old is not None else None
-        if zeros := res.strategy.value_scalars:
-            new, old = _typed_view(zeros, new), _typed_view(zeros, old) if old is not None else None
-        manager, now, api_version = self._manager(opts, "unknown"), self.clock.rfc3339(), res.api_version(version)
         ignore_status = "status" in res.subresources
+        definition = schemas.definition_name(res.group, version, res.kind)
+        skip = ("spec" if subresource == "status" else "status") if ignore_status else ""  # what it does not own
+        old, new = typed_views(old, new, definition, skip)
+        manager, now, api_version = self._manager(opts, "unknown"), self.clock.rfc3339(), res.api_version(version)
         if old is None:
             return ssa.create_managed_fields(new, manager, sch, now, api_version, ignore_status, convert)
         return ssa.update_managed_fields(
@@ -1344,14 +1346,6 @@ def _deletion_fields(om: dict, nm: dict) -> list:
     else:
         errs.append(immutable("metadata.deletionGracePeriodSeconds", grace))
     return errs
-
-
-def _typed_view(zeros: frozenset[str], obj: dict) -> dict:
-    """`obj` as its Go type holds it for the field manager: the value fields in `zeros` that are
-    null or zero are unset (upstream tracks the decoded struct, where they read alike)."""
-    if not any(obj.get(k, 1) in (None, "", 0) for k in zeros):
-        return obj
-    return {k: v for k, v in obj.items() if k not in zeros or v not in (None, "", 0)}
 
 
 def _status_applied(strategy: Strategy, applied: dict) -> dict:

@@ -100,9 +100,6 @@ class Strategy:
     #: (FlowSchemas, custom resources) copies the grace period too. Other strategies leave them to
     #: ObjectMeta's update validation, which refuses a new one as immutable
     status_deletion_kept: tuple[str, ...] = ()
-    #: top-level scalar fields of a Go value type (not a pointer): a typed object holds their zero
-    #: value ("", 0) whether a request sent it or not, so the field manager reads it as unset
-    value_scalars: frozenset[str] = frozenset()
     #: does `default` fill in anything of status? (pods': spec only, so a /status write, which keeps
     #: the stored object but its status, has nothing of its own for it to fill in)
     defaults_status: bool = True

@@ -520,7 +520,6 @@ def _event_target(ev: dict) -> str:
 class EventStrategy(Strategy):
     """Core v1 Events. The first column is Last Seen, as upstream prints them."""
     allow_create_on_update = True
-    value_scalars = frozenset({"reason", "message", "count", "type", "action", "reportingComponent", "reportingInstance"})
 
     track_generation = False
     field_selectors = {

@@ -217,8 +217,6 @@ class EventStrategy(Strategy):
     """events.k8s.io/v1 Events; hooks after `to_storage` see the core shape."""
 
     track_generation = False
-    value_scalars = frozenset({"reportingController", "reportingInstance", "action", "reason", "note", "type",
-                               "deprecatedCount"})
     field_selectors = {
         **{f"regarding.{f}": _ref(f) for f in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion",
                                                 "fieldPath")},

@@ -230,3 +230,25 @@ async def test_nulls_a_go_client_sends_are_nobodys(tmp_path):
         stored["spec"]["template"]["metadata"]["creationTimestamp"] = None
         updated = await call(api_client, "PUT", "/apis/apps/v1/namespaces/default/deployments/e", stored, "ctl")
         assert entries(updated)["ctl"] == ("Update", "apps/v1", {"f:spec": {"f:replicas": {}}})
+
+
+async def test_an_omitempty_value_fields_zero_is_unset_and_nobodys(tmp_path):
+    """Upstream's field manager compares decoded Go structs: a value field (not a pointer) whose JSON
+    is omitempty reads the same sent as false, 0 or "" as not sent, so no manager owns it, at any
+    depth; a pointer's zero is a value (automountServiceAccountToken: false is owned)."""
+    async with served(tmp_path) as (_, api_client):
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+               "spec": {"hostNetwork": False, "automountServiceAccountToken": False, "nodeName": "",
+                        "containers": [{"name": "c", "image": "x", "stdin": False,
+                                        "ports": [{"containerPort": 80, "hostPort": 0}]}]}}
+        out = await call(api_client, "POST", "/api/v1/namespaces/default/pods", pod, "creator")
+        spec = entries(out)["creator"][2]["f:spec"]
+        assert "f:hostNetwork" not in spec and "f:nodeName" not in spec and "f:automountServiceAccountToken" in spec
+        container = spec["f:containers"]['k:{"name":"c"}']
+        assert "f:stdin" not in container
+        assert container["f:ports"]['k:{"containerPort":80,"protocol":"TCP"}'].keys() == {".", "f:containerPort",
+                                                                                         "f:protocol"}
+        # an update of what was read owns what it changed only
+        labelled = {**out, "metadata": {**out["metadata"], "labels": {"a": "b"}}}
+        owned = await call(api_client, "PUT", "/api/v1/namespaces/default/pods/p", labelled, "other")
+        assert entries(owned)["other"][2] == {"f:metadata": {"f:labels": {".": {}, "f:a": {}}}}
