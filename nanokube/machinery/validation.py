@@ -136,6 +136,54 @@ def immutable(field: str, value: Any) -> FieldError:
     return invalid(field, value, "field is immutable")
 
 
+def validate_node_selector(selector: dict, path: str) -> list[FieldError]:
+    """ValidateNodeSelector: at least one term, each term's requirements."""
+    terms = selector.get("nodeSelectorTerms") or []
+    if not terms:
+        return [required(f"{path}.nodeSelectorTerms", "must have at least one node selector term")]
+    errs: list[FieldError] = []
+    for i, term in enumerate(terms):
+        errs += validate_node_selector_term(term or {}, f"{path}.nodeSelectorTerms[{i}]")
+    return errs
+
+
+def validate_node_selector_term(term: dict, path: str) -> list[FieldError]:
+    """ValidateNodeSelectorTerm: label requirements (ValidateNodeSelectorRequirement) and field
+    requirements, of which metadata.name In/NotIn one node name is the only kind."""
+    errs: list[FieldError] = []
+    for j, r in enumerate(term.get("matchExpressions") or ()):
+        p, op, values = f"{path}.matchExpressions[{j}]", r.get("operator", ""), r.get("values") or []
+        if op in ("In", "NotIn"):
+            if not values:
+                errs.append(required(f"{p}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
+        elif op in ("Exists", "DoesNotExist"):
+            if values:
+                errs.append(forbidden(f"{p}.values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+        elif op in ("Gt", "Lt"):
+            if len(values) != 1:
+                errs.append(required(f"{p}.values", "must be specified single value when `operator` is 'Lt' or 'Gt'"))
+        else:
+            errs.append(invalid(f"{p}.operator", op, "not a valid selector operator"))
+        key = r.get("key", "")
+        errs += [invalid(f"{p}.key", key, m) for m in qualified_name(key)]
+        for k, v in enumerate(values):
+            errs += [invalid(f"{p}.values[{k}]", v, m) for m in label_value(v)]
+    for j, r in enumerate(term.get("matchFields") or ()):
+        p, op, values = f"{path}.matchFields[{j}]", r.get("operator", ""), r.get("values") or []
+        if op in ("In", "NotIn"):
+            if len(values) != 1:
+                errs.append(required(f"{p}.values",
+                                     "must be only one value when `operator` is 'In' or 'NotIn' for node field selector"))
+        else:
+            errs.append(invalid(f"{p}.operator", op, "not a valid selector operator"))
+        if r.get("key", "") != "metadata.name":
+            errs.append(invalid(f"{p}.key", r.get("key", ""), "not a valid field selector key"))
+        else:
+            for k, v in enumerate(values):
+                errs += [invalid(f"{p}.values[{k}]", v, m) for m in dns1123_subdomain(v)]
+    return errs
+
+
 # --- names ---------------------------------------------------------------
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")

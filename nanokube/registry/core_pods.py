@@ -42,6 +42,9 @@ from ..machinery.validation import (
     qualified_name,
     required,
     sloppy_ip,
+    validate_labels,
+    validate_node_selector,
+    validate_node_selector_term,
 )
 from . import pod_warnings
 from .kind_warnings import ip_warnings
@@ -220,6 +223,10 @@ def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] =
     dns = spec.get("dnsPolicy")
     if dns and dns not in ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"):
         errs.append(not_supported(f"{path}.dnsPolicy", dns, ["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"]))
+    if node_selector := spec.get("nodeSelector"):
+        errs += validate_labels(node_selector, f"{path}.nodeSelector")
+    if affinity := spec.get("affinity"):
+        errs += _validate_affinity(affinity, f"{path}.affinity")
     if dns == "None" or spec.get("dnsConfig") is not None:  # most pods have neither: no call
         errs += validate_dns_config(spec, path, old_ips)
     for f, check in (("nodeName", dns1123_subdomain), ("serviceAccountName", dns1123_subdomain),
@@ -253,6 +260,48 @@ def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] =
     if constraints := spec.get("topologySpreadConstraints"):
         errs += _validate_spread_constraints(constraints, f"{path}.topologySpreadConstraints")
     return errs
+
+
+def _validate_affinity(affinity: dict, path: str) -> list[FieldError]:
+    """validateAffinity: node affinity's selector and weighted preferences, pod (anti-)affinity's terms."""
+    errs: list[FieldError] = []
+    if (node := affinity.get("nodeAffinity")) is not None:
+        np = f"{path}.nodeAffinity"
+        if (req := node.get("requiredDuringSchedulingIgnoredDuringExecution")) is not None:
+            errs += validate_node_selector(req, f"{np}.requiredDuringSchedulingIgnoredDuringExecution")
+        for i, pref in enumerate(node.get("preferredDuringSchedulingIgnoredDuringExecution") or ()):
+            pp = f"{np}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+            errs += _weight(pref, pp)
+            errs += validate_node_selector_term(pref.get("preference") or {}, f"{pp}.preference")
+    for kind in ("podAffinity", "podAntiAffinity"):
+        if (pod := affinity.get(kind)) is None:
+            continue
+        kp = f"{path}.{kind}"
+        for i, term in enumerate(pod.get("requiredDuringSchedulingIgnoredDuringExecution") or ()):
+            errs += _pod_affinity_term(term, f"{kp}.requiredDuringSchedulingIgnoredDuringExecution[{i}]")
+        for i, weighted in enumerate(pod.get("preferredDuringSchedulingIgnoredDuringExecution") or ()):
+            wp = f"{kp}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+            errs += _weight(weighted, wp)
+            errs += _pod_affinity_term(weighted.get("podAffinityTerm") or {}, f"{wp}.podAffinityTerm")
+    return errs
+
+
+def _weight(weighted: dict, path: str) -> list[FieldError]:
+    w = weighted.get("weight", 0)
+    return [] if 0 < w <= 100 else [invalid(f"{path}.weight", w, "must be in the range 1-100")]
+
+
+def _pod_affinity_term(term: dict, path: str) -> list[FieldError]:
+    """validatePodAffinityTerm (matchLabelKeys/mismatchLabelKeys not checked); a bad namespace is
+    reported at the term's "namespace", as upstream does."""
+    errs = validate_label_selector(term.get("labelSelector"), f"{path}.labelSelector")
+    errs += validate_label_selector(term.get("namespaceSelector"), f"{path}.namespaceSelector")
+    for ns in term.get("namespaces") or ():
+        errs += [invalid(f"{path}.namespace", ns, m) for m in dns1123_label(ns)]
+    key = term.get("topologyKey") or ""
+    if not key:
+        errs.append(required(f"{path}.topologyKey", "can not be empty"))
+    return errs + [invalid(f"{path}.topologyKey", key, m) for m in qualified_name(key)]
 
 
 _WHEN_UNSATISFIABLE = ("DoNotSchedule", "ScheduleAnyway")

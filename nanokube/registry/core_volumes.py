@@ -18,6 +18,7 @@ from ..machinery.validation import (
     invalid,
     not_supported,
     required,
+    validate_node_selector,
 )
 from ..volume.binding import ACCESS_MODES, access_modes_string
 from ..volume.classes import claim_class, volume_class
@@ -145,9 +146,11 @@ class PersistentVolumeStrategy(Strategy):
         if policy and policy not in RECLAIM_POLICIES:
             errs.append(not_supported("spec.persistentVolumeReclaimPolicy", policy, RECLAIM_POLICIES))
         affinity = spec.get("nodeAffinity")
-        if affinity is not None and not (affinity.get("required") or {}).get("nodeSelectorTerms"):
-            errs.append(required("spec.nodeAffinity.required.nodeSelectorTerms",
-                                 "must have at least one node selector term"))
+        if affinity is not None:  # validateVolumeNodeAffinity
+            if affinity.get("required") is None:
+                errs.append(required("spec.nodeAffinity.required", "must specify required node constraints"))
+            else:
+                errs += validate_node_selector(affinity["required"], "spec.nodeAffinity.required")
         count = 0
         for source in VOLUME_SOURCES:
             if spec.get(source) is None:

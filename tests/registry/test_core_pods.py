@@ -355,3 +355,59 @@ async def test_topology_spread_constraints_are_validated(core):
         (f"{p}[1].nodeTaintsPolicy", 'Unsupported value: "Sometimes": supported values: "Honor", "Ignore"'),
         (f"{p}[1].labelSelector.matchExpressions[0].values",
          "Required value: must be specified when `operator` is 'In' or 'NotIn'")]
+
+
+async def test_node_selector_and_affinity_are_validated(core):
+    """ValidatePodSpec's nodeSelector labels and validateAffinity: ValidateNodeSelector's terms
+    (label and node-name field requirements), weights 1-100, pod affinity terms' selectors,
+    namespaces (reported at "namespace", as upstream) and topology key."""
+    pod = _status_pod("a")
+    pod["spec"]["nodeSelector"] = {"zone": "a b"}
+    pod["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
+                "matchExpressions": [{"key": "gpu", "operator": "Gt", "values": ["1", "2"]},
+                                     {"key": "zone", "operator": "Exists", "values": ["a"]}],
+                "matchFields": [{"key": "metadata.uid", "operator": "In", "values": ["x"]}]}]},
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 0, "preference": {"matchExpressions": [{"key": "k", "operator": "Near"}]}}]},
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "web"}}, "namespaces": ["Bad_NS"], "topologyKey": ""}]}}
+    with pytest.raises(ApiException) as e:
+        await _call(core.create_namespaced_pod, "default", pod)
+    assert e.value.status == 422, e.value.body
+    na = "spec.affinity.nodeAffinity"
+    term = f"{na}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+    pa = "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
+    causes = [(x["field"], x["message"]) for x in json.loads(e.value.body)["details"]["causes"]]
+    want = [
+        ("spec.nodeSelector", 'Invalid value: "a b": a valid label must be an empty string or'),
+        (f"{term}.matchExpressions[0].values", "Required value: must be specified single value when `operator"),
+        (f"{term}.matchExpressions[1].values", "Forbidden: may not be specified when `operator` is 'Exists' o"),
+        (f"{term}.matchFields[0].key", 'Invalid value: "metadata.uid": not a valid field selector key'),
+        (f"{na}.preferredDuringSchedulingIgnoredDuringExecution[0].weight", "Invalid value: 0: must be in the range 1-100"),
+        (f"{na}.preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchExpressions[0].operator",
+         'Invalid value: "Near": not a valid selector operator'),
+        (f"{pa}.namespace", 'Invalid value: "Bad_NS": a lowercase RFC 1123 label must consis'),
+        (f"{pa}.topologyKey", "Required value: can not be empty"),
+        (f"{pa}.topologyKey", 'Invalid value: "": name part must be non-empty'),
+        (f"{pa}.topologyKey", 'Invalid value: "": name part must consist of alphanumeric char')]
+    assert [f for f, _ in causes] == [f for f, _ in want]
+    assert all(m.startswith(w) for (_, m), (_, w) in zip(causes, want)), causes
+
+
+async def test_a_persistent_volume_node_affinity_is_a_node_selector(core):
+    """validateVolumeNodeAffinity: required must be there, and is ValidateNodeSelector's."""
+    pv = {"metadata": {"name": "v"}, "spec": {"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"},
+                                              "hostPath": {"path": "/tmp"}, "nodeAffinity": {}}}
+    with pytest.raises(ApiException) as e:
+        await _call(core.create_persistent_volume, pv)
+    assert [(x["field"], x["message"]) for x in json.loads(e.value.body)["details"]["causes"]] == [
+        ("spec.nodeAffinity.required", "Required value: must specify required node constraints")]
+    pv["spec"]["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In"}]}]}}
+    with pytest.raises(ApiException) as e:
+        await _call(core.create_persistent_volume, pv)
+    assert [(x["field"], x["message"]) for x in json.loads(e.value.body)["details"]["causes"]] == [
+        ("spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].values",
+         "Required value: must be specified when `operator` is 'In' or 'NotIn'")]
