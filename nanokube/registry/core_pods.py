@@ -22,7 +22,9 @@ from .core_spec import (
     default_volume,
     validate_containers,
     validate_dns_config,
+    validate_ids,
     validate_pod_resource_claims,
+    validate_seccomp_profile,
     validate_tolerations,
     validate_volumes,
 )
@@ -225,6 +227,8 @@ def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] =
         errs.append(not_supported(f"{path}.dnsPolicy", dns, ["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"]))
     if node_selector := spec.get("nodeSelector"):
         errs += validate_labels(node_selector, f"{path}.nodeSelector")
+    if (psc := spec.get("securityContext")) or spec.get("shareProcessNamespace"):
+        errs += _validate_pod_security_context(psc or {}, spec, f"{path}.securityContext")
     if affinity := spec.get("affinity"):
         errs += _validate_affinity(affinity, f"{path}.affinity")
     if dns == "None" or spec.get("dnsConfig") is not None:  # most pods have neither: no call
@@ -259,6 +263,24 @@ def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] =
         errs += [invalid(f"{path}.readinessGates[{i}].conditionType", ct, m) for m in qualified_name(ct)]
     if constraints := spec.get("topologySpreadConstraints"):
         errs += _validate_spread_constraints(constraints, f"{path}.topologySpreadConstraints")
+    return errs
+
+
+def _validate_pod_security_context(psc: dict, spec: dict, path: str) -> list[FieldError]:
+    """validatePodSpecSecurityContext (sysctls not checked): IDs, shareProcessNamespace beside
+    hostPID (both v1 spec fields, the internal security context's, reported under it),
+    fsGroupChangePolicy, seccomp, supplementalGroupsPolicy."""
+    errs = validate_ids(psc, ("fsGroup", "runAsUser", "runAsGroup"), path)
+    for i, gid in enumerate(psc.get("supplementalGroups") or ()):
+        if not 0 <= gid <= 2147483647:
+            errs.append(invalid(f"{path}.supplementalGroups[{i}]", gid, "must be between 0 and 2147483647, inclusive"))
+    if spec.get("shareProcessNamespace") and spec.get("hostPID"):
+        errs.append(invalid(f"{path}.shareProcessNamespace", True, "ShareProcessNamespace and HostPID cannot both be enabled"))
+    if (policy := psc.get("fsGroupChangePolicy")) is not None and policy not in ("Always", "OnRootMismatch"):
+        errs.append(not_supported(f"{path}.fsGroupChangePolicy", policy, ("Always", "OnRootMismatch")))
+    errs += validate_seccomp_profile(psc.get("seccompProfile"), f"{path}.seccompProfile")
+    if (groups := psc.get("supplementalGroupsPolicy")) is not None and groups not in ("Merge", "Strict"):
+        errs.append(not_supported(f"{path}.supplementalGroupsPolicy", groups, ("Merge", "Strict")))
     return errs
 
 

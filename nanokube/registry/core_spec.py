@@ -371,8 +371,10 @@ def _validate_container(c: dict, p: str, kind: str, volume_names: set[str], clai
     if env := c.get("env"):
         errs += _validate_env(env, f"{p}.env")
     if mounts := c.get("volumeMounts"):
-        errs += _validate_mounts(mounts, f"{p}.volumeMounts", volume_names)
+        errs += _validate_mounts(mounts, f"{p}.volumeMounts", volume_names, c)
     errs += validate_resources(c.get("resources") or {}, f"{p}.resources", claim_names)
+    if sc := c.get("securityContext"):
+        errs += _validate_security_context(sc, f"{p}.securityContext")
     return errs
 
 
@@ -500,7 +502,7 @@ def _object_field_selector(ref: dict, path: str) -> list[FieldError]:
     return []
 
 
-def _validate_mounts(mounts: list, path: str, volume_names: set[str]) -> list[FieldError]:
+def _validate_mounts(mounts: list, path: str, volume_names: set[str], container: dict | None = None) -> list[FieldError]:
     errs: list[FieldError] = []
     seen: set[str] = set()
     for i, m in enumerate(mounts):
@@ -514,6 +516,91 @@ def _validate_mounts(mounts: list, path: str, volume_names: set[str]) -> list[Fi
         elif mp in seen:
             errs.append(invalid(f"{path}[{i}].mountPath", mp, "must be unique"))
         seen.add(mp)
+        # as ValidateVolumeMounts reports them: at the list's path, not the mount's
+        if sub := m.get("subPath"):
+            errs += local_path(sub, f"{path}.subPath", non_reserved=False)
+        if expr := m.get("subPathExpr"):
+            if sub:
+                errs.append(invalid(f"{path}.subPathExpr", expr, "subPathExpr and subPath are mutually exclusive"))
+            errs += local_path(expr, f"{path}.subPathExpr", non_reserved=False)
+        if (prop := m.get("mountPropagation")) is not None:
+            if prop not in _PROPAGATIONS:
+                errs.append(not_supported(f"{path}.mountPropagation", prop, _PROPAGATIONS))
+            if prop == "Bidirectional" and not ((container or {}).get("securityContext") or {}).get("privileged"):
+                errs.append(forbidden(f"{path}.mountPropagation",
+                                      "Bidirectional mount propagation is available only to privileged containers"))
+    return errs
+
+
+_PROPAGATIONS = ("Bidirectional", "HostToContainer", "None")
+_SECCOMP_TYPES = ("Localhost", "RuntimeDefault", "Unconfined")
+_ID_RANGE = "must be between 0 and 2147483647, inclusive"
+
+
+def validate_ids(sc: dict, fields: tuple[str, ...], path: str) -> list[FieldError]:
+    """IsValidUserID / IsValidGroupID of the security context's IDs."""
+    return [invalid(f"{path}.{f}", sc[f], _ID_RANGE) for f in fields
+            if sc.get(f) is not None and not 0 <= sc[f] <= 2147483647]
+
+
+def validate_seccomp_profile(profile: dict | None, path: str) -> list[FieldError]:
+    """validateSeccompProfileField."""
+    if profile is None:
+        return []
+    errs: list[FieldError] = []
+    t = profile.get("type") or ""
+    if not t:
+        errs.append(required(f"{path}.type", "type is required when seccompProfile is set"))
+    elif t not in _SECCOMP_TYPES:
+        errs.append(not_supported(f"{path}.type", t, _SECCOMP_TYPES))
+    local = profile.get("localhostProfile")
+    if t == "Localhost":
+        if local is None:
+            errs.append(required(f"{path}.localhostProfile", "must be set when seccomp type is Localhost"))
+        else:
+            errs += local_path(local, f"{path}.localhostProfile", non_reserved=False)
+    elif local is not None:
+        errs.append(invalid(f"{path}.localhostProfile", Struct(Type=t, LocalhostProfile=local),
+                            "can only be set when seccomp type is Localhost"))
+    return errs
+
+
+def _security_context_value(sc: dict) -> Struct:
+    """core.SecurityContext as field.Invalid prints it (internal: Go field names, every field)."""
+    caps, seccomp, apparmor = sc.get("capabilities"), sc.get("seccompProfile"), sc.get("appArmorProfile")
+    se, win = sc.get("seLinuxOptions"), sc.get("windowsOptions")
+    return Struct(
+        Capabilities=None if caps is None else Struct(Add=caps.get("add"), Drop=caps.get("drop")),
+        Privileged=sc.get("privileged"),
+        SELinuxOptions=None if se is None else Struct(User=se.get("user") or "", Role=se.get("role") or "",
+                                                      Type=se.get("type") or "", Level=se.get("level") or ""),
+        WindowsOptions=None if win is None else Struct(
+            GMSACredentialSpecName=win.get("gmsaCredentialSpecName"), GMSACredentialSpec=win.get("gmsaCredentialSpec"),
+            RunAsUserName=win.get("runAsUserName"), HostProcess=win.get("hostProcess")),
+        RunAsUser=sc.get("runAsUser"), RunAsGroup=sc.get("runAsGroup"), RunAsNonRoot=sc.get("runAsNonRoot"),
+        ReadOnlyRootFilesystem=sc.get("readOnlyRootFilesystem"), AllowPrivilegeEscalation=sc.get("allowPrivilegeEscalation"),
+        ProcMount=sc.get("procMount"),
+        SeccompProfile=None if seccomp is None else Struct(Type=seccomp.get("type") or "",
+                                                           LocalhostProfile=seccomp.get("localhostProfile")),
+        AppArmorProfile=None if apparmor is None else Struct(Type=apparmor.get("type") or "",
+                                                             LocalhostProfile=apparmor.get("localhostProfile")))
+
+
+def _validate_security_context(sc: dict, path: str) -> list[FieldError]:
+    """ValidateSecurityContext (a container's): IDs, procMount, seccomp, no privilege escalation
+    beside privileged or CAP_SYS_ADMIN."""
+    errs = validate_ids(sc, ("runAsUser", "runAsGroup"), path)
+    if (proc := sc.get("procMount")) is not None and proc not in ("Default", "Unmasked"):
+        errs.append(not_supported(f"{path}.procMount", proc, ("Default", "Unmasked")))
+    errs += validate_seccomp_profile(sc.get("seccompProfile"), f"{path}.seccompProfile")
+    if sc.get("allowPrivilegeEscalation") is False:
+        if sc.get("privileged"):
+            errs.append(invalid(path, _security_context_value(sc),
+                                "cannot set `allowPrivilegeEscalation` to false and `privileged` to true"))
+        for cap in (sc.get("capabilities") or {}).get("add") or ():
+            if cap == "CAP_SYS_ADMIN":
+                errs.append(invalid(path, _security_context_value(sc),
+                                    "cannot set `allowPrivilegeEscalation` to false and `capabilities.Add` CAP_SYS_ADMIN"))
     return errs
 
 

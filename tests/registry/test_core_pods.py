@@ -411,3 +411,47 @@ async def test_a_persistent_volume_node_affinity_is_a_node_selector(core):
     assert [(x["field"], x["message"]) for x in json.loads(e.value.body)["details"]["causes"]] == [
         ("spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].values",
          "Required value: must be specified when `operator` is 'In' or 'NotIn'")]
+
+
+async def test_security_contexts_and_mount_paths_are_validated(core):
+    """ValidateSecurityContext and validatePodSpecSecurityContext (IDs, procMount, seccomp, the
+    privileged/no-escalation clash printing the internal SecurityContext, pod policies), and
+    ValidateVolumeMounts' subPath and mountPropagation, reported at the list's path as upstream."""
+    pod = _status_pod("s")
+    c = pod["spec"]["containers"][0]
+    c["securityContext"] = {"privileged": True, "allowPrivilegeEscalation": False, "runAsUser": -1,
+                            "seccompProfile": {"type": "Localhost"}}
+    c["volumeMounts"] = [{"name": "v", "mountPath": "/a", "subPath": "/abs/../x", "mountPropagation": "Bidirectional"}]
+    pod["spec"]["volumes"] = [{"name": "v", "emptyDir": {}}]
+    pod["spec"].update(hostPID=True, shareProcessNamespace=True)
+    pod["spec"]["securityContext"] = {"fsGroup": -2, "fsGroupChangePolicy": "Sometimes",
+                                      "seccompProfile": {"type": "RuntimeDefault", "localhostProfile": "p.json"}}
+    with pytest.raises(ApiException) as e:
+        await _call(core.create_namespaced_pod, "default", pod)
+    assert e.value.status == 422, e.value.body
+    p, sc = "spec.containers[0]", "spec.securityContext"
+    assert [(x["field"], x["message"]) for x in json.loads(e.value.body)["details"]["causes"]] == [
+        (f"{p}.volumeMounts.subPath", 'Invalid value: "/abs/../x": must be a relative path'),
+        (f"{p}.volumeMounts.subPath", "Invalid value: \"/abs/../x\": must not contain '..'"),
+        (f"{p}.securityContext.runAsUser", "Invalid value: -1: must be between 0 and 2147483647, inclusive"),
+        (f"{p}.securityContext.seccompProfile.localhostProfile",
+         "Required value: must be set when seccomp type is Localhost"),
+        (f"{p}.securityContext", 'Invalid value: {"Capabilities":null,"Privileged":true,"SELinuxOptions":null,'
+                                 '"WindowsOptions":null,"RunAsUser":-1,"RunAsGroup":null,"RunAsNonRoot":null,'
+                                 '"ReadOnlyRootFilesystem":null,"AllowPrivilegeEscalation":false,"ProcMount":null,'
+                                 '"SeccompProfile":{"Type":"Localhost","LocalhostProfile":null},"AppArmorProfile":null}: '
+                                 "cannot set `allowPrivilegeEscalation` to false and `privileged` to true"),
+        (f"{sc}.fsGroup", "Invalid value: -2: must be between 0 and 2147483647, inclusive"),
+        (f"{sc}.shareProcessNamespace", "Invalid value: true: ShareProcessNamespace and HostPID cannot both be enabled"),
+        (f"{sc}.fsGroupChangePolicy", 'Unsupported value: "Sometimes": supported values: "Always", "OnRootMismatch"'),
+        (f"{sc}.seccompProfile.localhostProfile", 'Invalid value: {"Type":"RuntimeDefault","LocalhostProfile":"p.json"}: '
+                                                  "can only be set when seccomp type is Localhost")]
+    # Bidirectional propagation is for privileged containers: this one is, so only a plain one is refused
+    pod = _status_pod("b")
+    pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "v", "mountPath": "/a", "mountPropagation": "Bidirectional"}]
+    pod["spec"]["volumes"] = [{"name": "v", "emptyDir": {}}]
+    with pytest.raises(ApiException) as e:
+        await _call(core.create_namespaced_pod, "default", pod)
+    assert [(x["field"], x["message"]) for x in json.loads(e.value.body)["details"]["causes"]] == [
+        ("spec.containers[0].volumeMounts.mountPropagation",
+         "Forbidden: Bidirectional mount propagation is available only to privileged containers")]
