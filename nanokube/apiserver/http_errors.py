@@ -13,6 +13,7 @@ through a middleware. Header and request-line limits are Go's
 from __future__ import annotations
 
 import asyncio
+import logging
 from http import HTTPStatus
 
 from aiohttp import web
@@ -20,6 +21,8 @@ from aiohttp.web_protocol import RequestHandler
 
 from ..machinery import errors
 from ..machinery.responses import error_response
+
+log = logging.getLogger(__name__)
 
 #: request line and header size limit (Go's http.DefaultMaxHeaderBytes)
 MAX_HEADER_BYTES = 1 << 20
@@ -44,7 +47,13 @@ def _message(status: int, text: str | None) -> str:
 class _StatusRequestHandler(RequestHandler):
     def handle_error(self, request, status: int = 500, exc: BaseException | None = None,
                      message: str | None = None) -> web.StreamResponse:
-        super().handle_error(request, status, exc, message)  # logs it; refuses once a response has started
+        if status >= 500:
+            super().handle_error(request, status, exc, message)  # logs it; refuses once a response has started
+        else:  # a request the parser refused is the client's doing: Go's net/http answers it and logs nothing,
+            # where aiohttp logs an ERROR with a traceback (any client could fill the log with them)
+            log.debug("bad request from %s: %s", request.remote, exc)
+            if request.writer.output_size > 0:
+                raise ConnectionError("a response was sent already")
         text = message if status != 500 else "an error on the server prevented the request from succeeding"
         resp = error_response(status_error(status, _message(status, text)))
         resp.force_close()

@@ -419,6 +419,24 @@ def test_every_http_error_is_a_status(existing, case):
     assert status["kind"] == "Status" and status["code"] == expected and status["status"] == "Failure", status
 
 
+def test_requests_the_parser_refuses_log_no_error(cluster, existing):
+    """A malformed request is the client's doing: answered with a 400 Status and, as Go's net/http does,
+    not logged; aiohttp logged an ERROR with a traceback for each (a later request of a kept-alive
+    connection with a bad method, too many headers, a NUL in a header), so any client could fill the log."""
+    from .logscan import read_from, records
+
+    start = cluster.log_path.stat().st_size
+    head = b"Host: localhost\r\nConnection: close\r\n\r\n"
+    for request in [b"GET /version HTTP/1.1\r\nHost: localhost\r\n\r\nFROB " + CMS.encode() + b" HTTP/1.1\r\n" + head,
+                    b"GET " + CMS.encode() + b" HTTP/1.1\r\n" + b"".join(b"X-H%d: v\r\n" % i for i in range(200)) + head,
+                    b"GET " + CMS.encode() + b" HTTP/1.1\r\nX-A: a\x00b\r\n" + head]:
+        code, headers, payload = raw_exchange(existing, request)
+        assert code in (200, 400) and headers["content-type"].startswith("application/json"), payload[:200]
+    assert existing.request("GET", "/readyz", ctype=None)[0] == 200  # (the server has logged what it would)
+    logged = [(level, logger) for level, logger, _ in records(read_from(cluster.log_path, start)) if level == "ERROR"]
+    assert logged == []
+
+
 def test_gzip_bodies_are_read_and_the_connection_stays_open(existing):
     import gzip
 
