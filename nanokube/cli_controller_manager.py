@@ -11,6 +11,7 @@ import logging
 import signal
 import sys
 
+from . import component_server
 from .client import kubeconfig
 from .client.http import HTTPClient
 from .client.leaderelection import add_arguments, from_arguments
@@ -21,6 +22,9 @@ from .metrics.prometheus import load_source
 from .metrics.provider import MetricsProvider
 
 log = logging.getLogger("nanokube.controller-manager")
+
+#: kube-controller-manager's secure port (KubeControllerManagerPort)
+SECURE_PORT = 10257
 
 
 def add_parser(sub) -> None:
@@ -34,7 +38,22 @@ def add_parser(sub) -> None:
     p.add_argument("--metrics-provider", default="builtin", metavar="builtin|prometheus=URL",
                    help="where the HPA reads custom and external metrics (as `nanokube up`)")
     p.add_argument("--metrics-rules", default=None, metavar="FILE", help="prometheus-adapter style rules")
+    component_server.add_arguments(p, SECURE_PORT)
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+
+
+def _endpoints(args: argparse.Namespace, client: HTTPClient, manager: ControllerManager):
+    """kube-controller-manager's secure port: /healthz checks the lease (when electing) and
+    names each running controller, /metrics serves the controllers' registry; upstream
+    installs no /livez or /readyz here."""
+    leader = [component_server.Check("leaderElection", manager.elector.check)] if manager.elector else []
+
+    def healthz() -> list[component_server.Check]:
+        running = manager.controllers if manager.started.is_set() else []
+        return [*leader, *(component_server.Check(c.name, component_server.PING.run) for c in running)]
+
+    auth = component_server.DelegatedAuth(client, args.authorization_always_allow_paths)
+    return component_server.app(auth, manager.metrics.registry, healthz)
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -49,6 +68,11 @@ async def _run(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    try:
+        runner = await component_server.serve(args, _endpoints(args, client, manager), "kube-controller-manager")
+    except component_server.ServeError:
+        await client.close()
+        raise
     await manager.start()
     started = asyncio.ensure_future(manager.started.wait())
     stopped = asyncio.ensure_future(stop.wait())
@@ -59,6 +83,8 @@ async def _run(args: argparse.Namespace) -> int:
     await stopped
     started.cancel()
     await manager.stop()
+    if runner is not None:
+        await runner.cleanup()
     await client.close()
     log.info("controller manager stopped")
     return 0
@@ -66,9 +92,10 @@ async def _run(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     try:
+        component_server.validate(args)
         parse_pool(args.load_balancer_pool)
         return asyncio.run(_run(args))
-    except kubeconfig.KubeconfigError as e:
+    except (kubeconfig.KubeconfigError, component_server.ServeError) as e:
         print(f"nanokube controller-manager: {e}", file=sys.stderr)
         return 1
     except ValueError as e:

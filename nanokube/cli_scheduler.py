@@ -13,6 +13,7 @@ import signal
 import sys
 from collections.abc import Callable
 
+from . import component_server
 from .client import kubeconfig
 from .client.http import HTTPClient
 from .client.leaderelection import LeaderElector, add_arguments, from_arguments
@@ -23,6 +24,9 @@ from .scheduler.metrics import Metrics
 from .scheduler.scheduler import Scheduler
 
 log = logging.getLogger("nanokube.scheduler")
+
+#: kube-scheduler's secure port (DefaultKubeSchedulerPort)
+SECURE_PORT = 10259
 
 
 class ElectedScheduler:
@@ -85,7 +89,21 @@ def add_parser(sub) -> None:
     p.add_argument("--config", default=None, metavar="FILE",
                    help="KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1): profiles, plugins, backoff")
     add_arguments(p, LEASE_NAME, "scheduling")
+    component_server.add_arguments(p, SECURE_PORT)
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+
+
+def _endpoints(args: argparse.Namespace, client: HTTPClient, scheduler: ElectedScheduler, stop: asyncio.Event):
+    """kube-scheduler's secure port: /healthz and /readyz watch the lease (when electing),
+    /readyz also the shutdown and whether the scheduler's informers have synced (ours sync
+    only while leading), /metrics serves the scheduler's registry."""
+    leader = [component_server.Check("leaderElection", scheduler.elector.check)] if scheduler.elector else []
+    readyz = [*leader,
+              component_server.Check("shutdown", lambda: "process is shutting down" if stop.is_set() else None),
+              component_server.Check("sched-handler-sync", lambda: None if scheduler.started.is_set()
+                                     else "handlers are not fully synchronized")]
+    auth = component_server.DelegatedAuth(client, args.authorization_always_allow_paths)
+    return component_server.app(auth, scheduler.metrics.registry, lambda: leader, list, lambda: readyz)
 
 
 async def _run(args: argparse.Namespace, config) -> int:
@@ -98,9 +116,16 @@ async def _run(args: argparse.Namespace, config) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    try:
+        runner = await component_server.serve(args, _endpoints(args, client, scheduler, stop), "kube-scheduler")
+    except component_server.ServeError:
+        await client.close()
+        raise
     await scheduler.start()
     await stop.wait()
     await scheduler.stop()
+    if runner is not None:
+        await runner.cleanup()
     await client.close()
     log.info("scheduler stopped")
     return 0
@@ -108,13 +133,18 @@ async def _run(args: argparse.Namespace, config) -> int:
 
 def run(args: argparse.Namespace) -> int:
     try:
+        component_server.validate(args)
+    except ValueError as e:
+        print(f"nanokube scheduler: {e}", file=sys.stderr)
+        return 2
+    try:
         config = load_config(args.config) if args.config else None
     except (ConfigError, OSError) as e:
         print(f"nanokube scheduler: --config: {e}", file=sys.stderr)
         return 2
     try:
         return asyncio.run(_run(args, config))
-    except kubeconfig.KubeconfigError as e:
+    except (kubeconfig.KubeconfigError, component_server.ServeError) as e:
         print(f"nanokube scheduler: {e}", file=sys.stderr)
         return 1
     except ValueError as e:

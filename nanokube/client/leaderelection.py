@@ -93,6 +93,17 @@ class LeaderElector:
                 log.warning("%s: renewing the lease failed: %s", self.name, e.message)
             return False
 
+    def check(self, tolerance: float = 20.0) -> str | None:
+        """The leaderElection health check (client-go's HealthzAdaptor): a leader whose
+        last renewal is older than the lease duration plus `tolerance` has lost touch
+        without noticing; a standby is healthy."""
+        if not self.leading or self._lease is None:
+            return None
+        renewed = parse_time(self._lease["spec"]["renewTime"])
+        if renewed + self.lease_duration + tolerance < self.clock.now():
+            return f"failed election to renew leadership on lease {self.name}"
+        return None
+
     def _expired(self, spec: dict) -> bool:
         renewed = spec.get("renewTime") or spec.get("acquireTime")
         if not renewed:

@@ -76,3 +76,21 @@ async def test_leader_runs_until_renewals_fail_for_the_renew_deadline():
     tb.cancel()
     await asyncio.gather(tb, return_exceptions=True)
     await s.close()
+
+
+async def test_health_check_fails_a_leader_whose_renewals_stopped():
+    """client-go's HealthzAdaptor: only a leader past its lease duration plus the tolerance is unhealthy."""
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-system"}})
+    clock = ManualClock()
+    a = LeaderElector(s.client, "kube-scheduler", "a", clock=clock)
+    assert a.check() is None, "a standby is healthy"
+    assert await a.try_acquire_or_renew()
+    a.leading = True
+    await clock.advance(34)
+    assert a.check() is None, "15s lease + 20s tolerance not yet passed"
+    await clock.advance(2)
+    assert a.check() == "failed election to renew leadership on lease kube-scheduler"
+    a.leading = False
+    assert a.check() is None
+    await s.close()

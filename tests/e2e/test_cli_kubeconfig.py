@@ -44,7 +44,7 @@ def test_metrics_and_fault_use_the_exported_kubeconfig(bare, tmp_path):
 def test_scheduler_uses_the_exported_kubeconfig(bare, tmp_path):
     environ = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     with open(tmp_path / "scheduler.log", "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "nanokube.cli", "scheduler"], cwd=tmp_path,
+        proc = subprocess.Popen([sys.executable, "-m", "nanokube.cli", "scheduler", "--secure-port", "0"], cwd=tmp_path,
                                 env={**environ, "KUBECONFIG": bare.kubeconfig}, stdout=log, stderr=log,
                                 stdin=subprocess.DEVNULL)
     try:

@@ -19,7 +19,7 @@ def scheduler(c, log: Path, *extra: str) -> subprocess.Popen:
     with open(log, "ab") as out:
         return subprocess.Popen([sys.executable, "-m", "nanokube.cli", "scheduler", "--kubeconfig", c.kubeconfig,
                                  "--leader-elect-lease-duration", "4", "--leader-elect-renew-deadline", "3",
-                                 "--leader-elect-retry-period", "0.5", *extra],
+                                 "--leader-elect-retry-period", "0.5", "--secure-port", "0", *extra],
                                 stdout=out, stderr=out, stdin=subprocess.DEVNULL)
 
 

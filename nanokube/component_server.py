@@ -1,0 +1,248 @@
+"""The secure port of a standalone control-plane component (kube-scheduler on
+10259, kube-controller-manager on 10257): HTTPS with the given serving
+certificate or a self-signed one made at start, health endpoints and
+`/metrics`. Requests are authenticated and authorized by delegation to the
+API server, as upstream's DelegatingAuthenticationOptions and
+DelegatingAuthorizationOptions do: a bearer token is checked with a
+TokenReview (no token: system:anonymous), and a path outside the
+always-allowed ones needs a SubjectAccessReview that allows it (the
+system:masters group always may)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import ssl
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from aiohttp import ClientError, web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from .apiserver.auth.authorizer import Attributes, attributes_for, forbidden
+from .machinery import errors
+from .machinery.responses import error_response
+from .machinery.user import User
+from .pki.ca import issue, new_ca
+
+log = logging.getLogger("nanokube.component-server")
+
+ALWAYS_ALLOW_PATHS = "/healthz,/readyz,/livez"
+ALWAYS_ALLOW_GROUPS = ("system:masters",)
+_ANONYMOUS = User("system:anonymous", ("system:unauthenticated",))
+_UNAUTHORIZED = errors.APIError(401, "Unauthorized", "Unauthorized")
+_TEXT = {"X-Content-Type-Options": "nosniff"}
+
+
+def add_arguments(parser, port: int) -> None:
+    """The secure serving and delegated authorization flags upstream's components share."""
+    g = parser.add_argument_group("secure serving")
+    g.add_argument("--bind-address", default="0.0.0.0", metavar="IP",
+                   help="the address the secure port listens on (default 0.0.0.0: every interface)")
+    g.add_argument("--secure-port", type=int, default=port, metavar="PORT",
+                   help=f"the HTTPS port for health checks and metrics (default {port}; 0 serves no HTTPS at all)")
+    g.add_argument("--tls-cert-file", default="", metavar="FILE",
+                   help="serving certificate (with intermediates after it); without one a self-signed "
+                        "certificate for localhost and 127.0.0.1 is made at start")
+    g.add_argument("--tls-private-key-file", default="", metavar="FILE", help="the serving certificate's key")
+    g.add_argument("--authorization-always-allow-paths", default=ALWAYS_ALLOW_PATHS, metavar="PATHS",
+                   help=f"paths anyone may reach, '*' ending a prefix (default {ALWAYS_ALLOW_PATHS})")
+
+
+def validate(args) -> None:
+    """ValueError for flags the component would refuse at start."""
+    if not 0 <= args.secure_port <= 65535:
+        raise ValueError(f"--secure-port {args.secure_port} must be between 0 and 65535, inclusive. "
+                         "0 for turning off secure port")
+    if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
+        raise ValueError("--tls-cert-file and --tls-private-key-file go together")
+
+
+class ServeError(Exception):
+    """The secure port could not be opened (in use, no such address)."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """A named health check: `run()` gives the reason it fails, or None."""
+
+    name: str
+    run: Callable[[], str | None]
+
+
+PING = Check("ping", lambda: None)
+
+
+Checks = Callable[[], list[Check]]
+
+
+def _health_handlers(app: web.Application, path: str, checks: Checks, each: bool = True) -> None:
+    """healthz.InstallPathHandler over the checks `checks()` names now (ping when none): the
+    root answers 'ok' or lists failures (?verbose lists all, ?exclude=NAME skips one);
+    with `each`, `path/NAME` runs one check."""
+    kind = path.strip("/")
+
+    def current() -> list[Check]:
+        return checks() or [PING]
+
+    async def root(request: web.Request) -> web.Response:
+        excluded = set(request.query.getall("exclude", []))
+        lines, failed = [], False
+        for c in current():
+            if c.name in excluded:
+                lines.append(f"[+]{c.name} excluded: ok\n")
+                continue
+            reason = c.run()
+            if reason is None:
+                lines.append(f"[+]{c.name} ok\n")
+            else:
+                failed = True
+                lines.append(f"[-]{c.name} failed: reason withheld\n")
+                log.info("%s check %s failed: %s", kind, c.name, reason)
+        if failed:
+            return web.Response(status=500, text="".join(lines) + f"{kind} check failed\n", headers=_TEXT)
+        if "verbose" not in request.query:
+            return web.Response(text="ok", headers=_TEXT)
+        return web.Response(text="".join(lines) + f"{kind} check passed\n", headers=_TEXT)
+
+    async def one(request: web.Request) -> web.Response:
+        check = next((c for c in current() if c.name == request.match_info["name"]), None)
+        if check is None:
+            raise web.HTTPNotFound()
+        reason = check.run()
+        if reason is None:
+            return web.Response(text="ok", headers=_TEXT)
+        return web.Response(status=500, text=f"internal server error: {reason}\n", headers=_TEXT)
+
+    app.router.add_get(path, root)
+    if each:
+        app.router.add_get(path + "/{name}", one)
+
+
+class DelegatedAuth:
+    """Who a request is (TokenReview) and whether it may (SubjectAccessReview),
+    asked of the API server through `client` (an HTTPClient)."""
+
+    def __init__(self, client, always_allow_paths: str = ALWAYS_ALLOW_PATHS) -> None:
+        self.client = client
+        paths = [p.strip() for p in always_allow_paths.split(",") if p.strip()]
+        self.exact = {p for p in paths if not p.endswith("*")}
+        self.prefixes = tuple(p[:-1] for p in paths if p.endswith("*"))
+
+    async def user(self, request: web.Request) -> User | None:
+        """The requester, system:anonymous without a token; None for a token the API server does not know."""
+        header = request.headers.get("Authorization", "")
+        if not header.startswith("Bearer "):
+            return _ANONYMOUS
+        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                  "spec": {"token": header[7:].strip()}}
+        try:
+            got = await self.client.request("POST", "/apis/authentication.k8s.io/v1/tokenreviews", review)
+        except (errors.APIError, ClientError) as e:
+            log.warning("TokenReview failed: %s", e)
+            return None
+        status = got.get("status") or {}
+        if not status.get("authenticated"):
+            return None
+        u = status.get("user") or {}
+        return User(u.get("username", ""), tuple(u.get("groups") or ()), u.get("uid", ""), u.get("extra") or {})
+
+    def always_allowed(self, path: str) -> bool:
+        return path in self.exact or path.startswith(self.prefixes)
+
+    async def decide(self, user: User, a: Attributes) -> tuple[bool, str]:
+        if self.always_allowed(a.path) or any(g in ALWAYS_ALLOW_GROUPS for g in user.groups):
+            return True, ""
+        spec: dict = {"user": user.name, "groups": list(user.groups),
+                      "nonResourceAttributes": {"path": a.path, "verb": a.verb}}
+        if user.uid:
+            spec["uid"] = user.uid
+        if user.extra:
+            spec["extra"] = user.extra
+        review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
+        try:
+            got = await self.client.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review)
+        except (errors.APIError, ClientError) as e:
+            log.warning("SubjectAccessReview failed: %s", e)
+            return False, ""
+        status = got.get("status") or {}
+        return bool(status.get("allowed")), status.get("reason", "")
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler) -> web.StreamResponse:
+        """Authentication, then authorization; every answer is marked uncacheable (WithCacheControl)."""
+        response = await self._guarded(request, handler)
+        response.headers.setdefault("Cache-Control", "no-cache, private")
+        return response
+
+    async def _guarded(self, request: web.Request, handler) -> web.StreamResponse:
+        user = await self.user(request)
+        if user is None:
+            return error_response(_UNAUTHORIZED)
+        a = attributes_for(request.method, request.path, request.query)
+        allowed, reason = await self.decide(user, a)
+        if not allowed:
+            return error_response(forbidden(user.name, a, reason))
+        return await handler(request)
+
+
+def app(auth: DelegatedAuth, registry, healthz: Checks, livez: Checks | None = None,
+        readyz: Checks | None = None) -> web.Application:
+    """The component's endpoints. kube-controller-manager's shape is `livez`/`readyz` None:
+    neither is served, and its /healthz (a MutableHealthzHandler) has no per-check paths."""
+    a = web.Application(middlewares=[auth.middleware])
+    _health_handlers(a, "/healthz", healthz, each=livez is not None)
+    if livez is not None:
+        _health_handlers(a, "/livez", livez)
+    if readyz is not None:
+        _health_handlers(a, "/readyz", readyz)
+
+    async def metrics(request: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    a.router.add_get("/metrics", metrics)
+    return a
+
+
+def _self_signed(directory: str) -> tuple[str, str]:
+    """MaybeDefaultWithSelfSignedCerts: a throwaway CA and a localhost/127.0.0.1 certificate it signs."""
+    stamp = int(time.time())
+    ca = new_ca(f"localhost-ca@{stamp}")
+    pair = issue(ca, f"localhost@{stamp}", dns_names=("localhost",), ips=("127.0.0.1",), server=True)
+    cert, key = os.path.join(directory, "tls.crt"), os.path.join(directory, "tls.key")
+    with open(cert, "wb") as f:
+        f.write(pair.cert_pem + ca.cert_pem)
+    with open(key, "wb") as f:
+        f.write(pair.key_pem)
+    return cert, key
+
+
+def tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    if cert_file:
+        ctx.load_cert_chain(cert_file, key_file)
+        return ctx
+    with tempfile.TemporaryDirectory() as d:
+        ctx.load_cert_chain(*_self_signed(d))
+    return ctx
+
+
+async def serve(args, application: web.Application, name: str) -> web.AppRunner | None:
+    """Listen on --bind-address:--secure-port over HTTPS; port 0 serves nothing, as upstream."""
+    if args.secure_port == 0:
+        return None
+    runner = web.AppRunner(application, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, args.bind_address, args.secure_port,
+                       ssl_context=tls_context(args.tls_cert_file, args.tls_private_key_file))
+    try:
+        await site.start()
+    except OSError as e:
+        await runner.cleanup()
+        where = f"{args.bind_address}:{args.secure_port}"
+        why = os.strerror(e.errno).lower() if e.errno else str(e)
+        raise ServeError(f"failed to create listener: failed to listen on {where}: listen tcp {where}: bind: {why}") from e
+    log.info("%s serving securely on %s:%d", name, args.bind_address, args.secure_port)
+    return runner

@@ -1,0 +1,163 @@
+"""The secure ports of `nanokube scheduler` and `nanokube controller-manager`
+as processes beside `up --scheduler=none --controllers=''`: HTTPS with a
+self-signed localhost certificate, /healthz open to anyone, /metrics only to
+a token the API server authenticates (TokenReview) and authorizes for `get`
+on the path (SubjectAccessReview), with the metrics the component updates."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import ssl
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from ipaddress import IPv4Address
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+
+from .conftest import running_cluster, wait_for
+from .test_kube_proxy import free_port
+
+_INSECURE = ssl.create_default_context()
+_INSECURE.check_hostname = False
+_INSECURE.verify_mode = ssl.CERT_NONE
+
+
+@pytest.fixture(scope="module")
+def bare():
+    with running_cluster("components", ("--scheduler", "none", "--controllers", "")) as c:
+        c.kubectl("create", "serviceaccount", "scraper")
+        c.kubectl("create", "serviceaccount", "nobody")
+        c.kubectl("create", "clusterrole", "metrics-reader", "--verb=get", "--non-resource-url=/metrics")
+        c.kubectl("create", "clusterrolebinding", "scraper", "--clusterrole=metrics-reader",
+                  "--serviceaccount=default:scraper")
+        yield c
+
+
+def component(c, command: str, port: int, log: Path) -> subprocess.Popen:
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "nanokube.cli", command, "--kubeconfig", c.kubeconfig,
+                                 "--secure-port", str(port), "--bind-address", "127.0.0.1",
+                                 "--leader-elect-retry-period", "0.5"],
+                                stdout=out, stderr=out, stdin=subprocess.DEVNULL)
+
+
+def get(port: int, path: str, token: str = "") -> tuple[int, str, dict]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    req = urllib.request.Request(f"https://127.0.0.1:{port}{path}", headers=headers)
+    try:
+        with urllib.request.urlopen(req, context=_INSECURE, timeout=10) as r:
+            return r.status, r.read().decode(), dict(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(), dict(e.headers)
+
+
+def reachable(port: int) -> bool:
+    try:
+        return get(port, "/healthz")[0] == 200
+    except OSError:
+        return False
+
+
+def counter(body: str, name: str, **labels: str) -> float:
+    """The sum of `name`'s samples carrying every label in `labels`."""
+    total = 0.0
+    for line in body.splitlines():
+        m = re.match(rf"{name}{{(.*)}} (\S+)$", line)
+        if m and all(f'{k}="{v}"' in m.group(1) for k, v in labels.items()):
+            total += float(m.group(2))
+    return total
+
+
+def assert_metrics_guarded(c, port: int) -> str:
+    """/metrics refuses the anonymous, an unknown token and an unauthorized one; returns what the scraper gets."""
+    code, body, headers = get(port, "/metrics")
+    assert code == 403 and headers["Cache-Control"] == "no-cache, private"
+    assert json.loads(body)["message"] == 'forbidden: User "system:anonymous" cannot get path "/metrics"'
+    code, body, _ = get(port, "/metrics", "not-a-token")
+    assert code == 401 and json.loads(body)["reason"] == "Unauthorized"
+    code, body, _ = get(port, "/metrics", c.kubectl("create", "token", "nobody").stdout.strip())
+    assert code == 403
+    assert json.loads(body)["message"] == \
+        'forbidden: User "system:serviceaccount:default:nobody" cannot get path "/metrics"'
+    code, body, headers = get(port, "/metrics", c.kubectl("create", "token", "scraper").stdout.strip())
+    assert code == 200 and headers["Content-Type"].startswith("text/plain;")
+    return body
+
+
+def test_scheduler_secure_port(bare):
+    c, port = bare, free_port()
+    proc = component(c, "scheduler", port, c.data_dir / "sched-serving.log")
+    try:
+        wait_for(lambda: reachable(port), what="the scheduler's secure port")
+        cert = x509.load_pem_x509_certificate(ssl.get_server_certificate(("127.0.0.1", port)).encode())
+        cn = cert.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)[0].value
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        assert cn.startswith("localhost@") and IPv4Address("127.0.0.1") in san.get_values_for_type(x509.IPAddress)
+        assert get(port, "/healthz") [:2] == (200, "ok")
+        assert get(port, "/livez")[:2] == (200, "ok")
+
+        c.kubectl("run", "placed", "--image=nginx")
+        wait_for(lambda: c.kubectl("get", "pod", "placed", "-o", "jsonpath={.spec.nodeName}").stdout,
+                 what="the pod bound")
+        code, body, _ = get(port, "/readyz?verbose")
+        assert code == 200 and body == ("[+]leaderElection ok\n[+]shutdown ok\n[+]sched-handler-sync ok\n"
+                                        "readyz check passed\n")
+        assert get(port, "/healthz?verbose")[1] == "[+]leaderElection ok\nhealthz check passed\n"
+        # a check's own path is not always allowed: it takes a SubjectAccessReview
+        assert get(port, "/healthz/leaderElection")[0] == 403
+
+        wait_for(lambda: counter(get(port, "/metrics", c.kubectl("create", "token", "scraper").stdout.strip())[1],
+                                 "scheduler_schedule_attempts_total", result="scheduled") >= 1,
+                 what="the attempt counted")
+        body = assert_metrics_guarded(c, port)
+        assert counter(body, "scheduler_schedule_attempts_total", result="scheduled",
+                       profile="default-scheduler") >= 1
+    finally:
+        proc.terminate()
+        assert proc.wait(20) == 0
+
+
+def test_controller_manager_secure_port(bare):
+    c, port = bare, free_port()
+    proc = component(c, "controller-manager", port, c.data_dir / "kcm-serving.log")
+    try:
+        wait_for(lambda: reachable(port), what="the controller manager's secure port")
+        c.kubectl("create", "job", "once", "--image=busybox")
+        wait_for(lambda: c.kubectl("get", "pods", "-l", "job-name=once", "-o", "name").stdout, what="the job's pod")
+        code, body, _ = get(port, "/healthz?verbose")
+        assert code == 200 and body.startswith("[+]leaderElection ok\n") and body.endswith("healthz check passed\n")
+        assert "[+]job ok\n" in body, body
+        # kube-controller-manager serves neither /livez nor /readyz
+        assert get(port, "/livez")[0] == 404 and get(port, "/readyz")[0] == 404
+
+        body = assert_metrics_guarded(c, port)
+        assert counter(body, "job_controller_job_pods_creation_total", reason="new", status="succeeded") >= 1
+    finally:
+        proc.terminate()
+        assert proc.wait(20) == 0
+
+
+def test_bad_secure_port_is_refused(bare):
+    r = subprocess.run([sys.executable, "-m", "nanokube.cli", "scheduler", "--kubeconfig", bare.kubeconfig,
+                        "--secure-port", "70000"], check=False, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--secure-port 70000 must be between 0 and 65535" in r.stderr
+
+
+def test_secure_port_in_use_stops_the_component(bare):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = subprocess.run([sys.executable, "-m", "nanokube.cli", "controller-manager", "--kubeconfig",
+                            bare.kubeconfig, "--bind-address", "127.0.0.1", "--secure-port", str(port)],
+                           check=False, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    where = f"127.0.0.1:{port}"
+    assert r.stderr.splitlines()[-1] == (f"nanokube controller-manager: failed to create listener: failed to listen on "
+                                         f"{where}: listen tcp {where}: bind: address already in use")
