@@ -28,6 +28,7 @@ from ..machinery.validation import (
     label_name,
     label_value,
     node_selector_terms_value,
+    validate_node_selector,
     not_supported,
     qualified_name,
     required,
@@ -687,10 +688,12 @@ def slice_spec(spec: dict, old: dict | None, path: str = "spec") -> Errors:
                 errs.append(immutable(f"{path}.{field}", new_v))
     chosen, e = _node_selection_members(spec, ("nodeName", "allNodes", "perDeviceNodeSelection"), path, "must be either unset or set to a non-empty string")
     errs += e
-    terms = (spec.get("nodeSelector") or {}).get("nodeSelectorTerms")
-    if spec.get("nodeSelector") is not None and len(terms or ()) != 1:
-        errs.append(invalid(f"{path}.nodeSelector.nodeSelectorTerms", node_selector_terms_value(terms),
-                            "must have exactly one node selector term"))
+    if (selector := spec.get("nodeSelector")) is not None:  # core's ValidateNodeSelector, then DRA's one term
+        errs += validate_node_selector(selector, f"{path}.nodeSelector")
+        terms = selector.get("nodeSelectorTerms")
+        if len(terms or ()) != 1:
+            errs.append(invalid(f"{path}.nodeSelector.nodeSelectorTerms", node_selector_terms_value(terms),
+                                "must have exactly one node selector term"))
     msg = "exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required"
     if not chosen:
         errs.append(required(path, msg))

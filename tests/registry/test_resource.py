@@ -440,7 +440,7 @@ async def test_over_http_slice_node_selector_terms_print_as_internal_core_terms(
     term = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
     body = {"metadata": {"name": "s"}, "spec": {"driver": "gpu.example.com", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
                                                  "nodeSelector": {"nodeSelectorTerms": [term, {"matchFields": [
-                                                     {"key": "metadata.name", "operator": "Exists"}]}]}}}
+                                                     {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}
     async with served(tmp_path) as (_, api_client):
         with pytest.raises(ApiException) as e:
             await asyncio.to_thread(client.ResourceV1Api(api_client).create_resource_slice, body)
@@ -448,5 +448,33 @@ async def test_over_http_slice_node_selector_terms_print_as_internal_core_terms(
     assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [(
         "spec.nodeSelector.nodeSelectorTerms",
         'Invalid value: [{"MatchExpressions":[{"Key":"zone","Operator":"In","Values":["a"]}],"MatchFields":null},'
-        '{"MatchExpressions":null,"MatchFields":[{"Key":"metadata.name","Operator":"Exists","Values":null}]}]: '
+        '{"MatchExpressions":null,"MatchFields":[{"Key":"metadata.name","Operator":"In","Values":["n1"]}]}]: '
         "must have exactly one node selector term")]
+
+
+async def test_over_http_a_slice_node_selector_is_also_cores_node_selector(tmp_path):
+    """validateResourceSliceSpec runs core's ValidateNodeSelector before its own one-term rule."""
+    import asyncio
+    import json
+
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    from tests.served import served
+
+    body = {"metadata": {"name": "s"}, "spec": {"driver": "gpu.example.com",
+                                                 "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+                                                 "nodeSelector": {"nodeSelectorTerms": []}}}
+    async with served(tmp_path) as (_, api_client):
+        slices = client.ResourceV1Api(api_client)
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(slices.create_resource_slice, body)
+        assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [
+            ("spec.nodeSelector.nodeSelectorTerms", "Required value: must have at least one node selector term"),
+            ("spec.nodeSelector.nodeSelectorTerms", "Invalid value: []: must have exactly one node selector term")]
+        body["spec"]["nodeSelector"]["nodeSelectorTerms"] = [{"matchExpressions": [{"key": "zone", "operator": "Near"}]}]
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(slices.create_resource_slice, body)
+        assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [
+            ("spec.nodeSelector.nodeSelectorTerms[0].matchExpressions[0].operator",
+             'Invalid value: "Near": not a valid selector operator')]
