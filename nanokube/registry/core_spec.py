@@ -370,6 +370,8 @@ def _validate_container(c: dict, p: str, kind: str, volume_names: set[str], clai
         errs += validate_container_ports(ports, f"{p}.ports")
     if env := c.get("env"):
         errs += _validate_env(env, f"{p}.env")
+    if env_from := c.get("envFrom"):
+        errs += _validate_env_from(env_from, f"{p}.envFrom")
     if mounts := c.get("volumeMounts"):
         errs += _validate_mounts(mounts, f"{p}.volumeMounts", volume_names, c)
     errs += validate_resources(c.get("resources") or {}, f"{p}.resources", claim_names)
@@ -412,13 +414,45 @@ def _validate_env(env: list, path: str) -> list[FieldError]:
         name = e.get("name", "")
         if not name:
             errs.append(required(f"{path}[{i}].name"))
-        elif "=" in name or not (name.isascii() and name.isprintable()):  # printable ASCII: U+0020 to U+007E
-            errs.append(invalid(f"{path}[{i}].name", name,
-                                "a valid environment variable name must consist only of printable ASCII characters "
-                                "other than '='"))
+        else:
+            errs += [invalid(f"{path}[{i}].name", name, m) for m in _env_name_errors(name)]
         source = e.get("valueFrom")
         if source is not None:
             errs += _validate_env_source(source, e.get("value"), f"{path}[{i}].valueFrom")
+    return errs
+
+
+_ENV_NAME_MSG = "a valid environment variable name must consist only of printable ASCII characters other than '='"
+
+
+def _env_name_errors(name: str) -> list[str]:
+    """IsRelaxedEnvVarName: printable ASCII (U+0020 to U+007E) but '='."""
+    return [_ENV_NAME_MSG] if "=" in name or not (name.isascii() and name.isprintable()) else []
+
+
+def _validate_env_from(sources: list, path: str) -> list[FieldError]:
+    """ValidateEnvFrom: a prefix is an env name, each source one of a ConfigMap or a Secret by a
+    name that may end in '-' (a generated prefix); the count errors are at the list's path."""
+    errs: list[FieldError] = []
+    for i, src in enumerate(sources):
+        p = f"{path}[{i}]"
+        if prefix := src.get("prefix"):
+            errs += [invalid(f"{p}.prefix", prefix, m) for m in _env_name_errors(prefix)]
+        n = 0
+        for kind in ("configMapRef", "secretRef"):
+            if (ref := src.get(kind)) is None:
+                continue
+            n += 1
+            name = ref.get("name") or ""
+            if not name:
+                errs.append(required(f"{p}.{kind}.name"))
+            else:
+                masked = name[:-1] + "a" if len(name) > 1 and name.endswith("-") else name  # maskTrailingDash
+                errs += [invalid(f"{p}.{kind}.name", name, m) for m in dns1123_subdomain(masked)]
+        if n == 0:
+            errs.append(invalid(path, "", "must specify one of: `configMapRef` or `secretRef`"))
+        elif n > 1:
+            errs.append(invalid(path, "", "may not have more than one field specified at a time"))
     return errs
 
 

@@ -455,3 +455,24 @@ async def test_security_contexts_and_mount_paths_are_validated(core):
     assert [(x["field"], x["message"]) for x in json.loads(e.value.body)["details"]["causes"]] == [
         ("spec.containers[0].volumeMounts.mountPropagation",
          "Forbidden: Bidirectional mount propagation is available only to privileged containers")]
+
+
+async def test_env_from_sources_are_validated(core):
+    """ValidateEnvFrom: prefix an env name, one source with a name (a trailing '-' allowed, as a
+    prefix), and the count errors at envFrom itself."""
+    pod = _status_pod("f")
+    pod["spec"]["containers"][0]["envFrom"] = [
+        {"prefix": "A=", "configMapRef": {"name": "cfg-"}},
+        {"configMapRef": {"name": "Bad_Name"}, "secretRef": {"name": ""}},
+        {"prefix": "B_"}]
+    with pytest.raises(ApiException) as e:
+        await _call(core.create_namespaced_pod, "default", pod)
+    p = "spec.containers[0].envFrom"
+    causes = [(x["field"], x["message"]) for x in json.loads(e.value.body)["details"]["causes"]]
+    assert [f for f, _ in causes] == [f"{p}[0].prefix", f"{p}[1].configMapRef.name", f"{p}[1].secretRef.name", p, p]
+    assert causes[0][1] == ('Invalid value: "A=": a valid environment variable name must consist only of printable '
+                            "ASCII characters other than '='")
+    assert causes[1][1].startswith('Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain')
+    assert causes[2:] == [(f"{p}[1].secretRef.name", "Required value"),
+                          (p, 'Invalid value: "": may not have more than one field specified at a time'),
+                          (p, 'Invalid value: "": must specify one of: `configMapRef` or `secretRef`')]
