@@ -378,6 +378,31 @@ def validate_labels(labels: Any, path: str) -> list[FieldError]:
     return errs
 
 
+def validate_label_selector(sel: Any, path: str, allow_invalid_values: bool = False) -> list[FieldError]:
+    """metav1 ValidateLabelSelector."""
+    errs: list[FieldError] = []
+    if not sel:
+        return errs
+    for i, req in enumerate(sel.get("matchExpressions") or []):
+        p = f"{path}.matchExpressions[{i}]"
+        op, values = req.get("operator"), req.get("values") or []
+        if op in ("In", "NotIn"):
+            if not values:
+                errs.append(required(f"{p}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
+        elif op in ("Exists", "DoesNotExist"):
+            if values:
+                errs.append(forbidden(f"{p}.values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+        else:
+            errs.append(invalid(f"{p}.operator", op, "not a valid selector operator"))
+        key = req.get("key", "")
+        errs += [invalid(f"{p}.key", key, m) for m in qualified_name(key)]
+        if not allow_invalid_values:
+            for j, v in enumerate(values):
+                errs += [invalid(f"{p}.values[{j}]", v, m) for m in label_value(v)]
+    errs += validate_labels(sel.get("matchLabels"), f"{path}.matchLabels")
+    return errs
+
+
 def validate_annotations(annotations: Any, path: str) -> list[FieldError]:
     errs: list[FieldError] = []
     total = 0

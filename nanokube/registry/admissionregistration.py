@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .apps import age_column, name_column, validate_label_selector
+from .apps import age_column, name_column
 from .base import RESET_DELETION, Column, Obj, Resource, Strategy, register
 from ..machinery.selectors import selector_to_string
 from ..machinery.validation import (
@@ -26,6 +26,7 @@ from ..machinery.validation import (
     required,
     too_many,
     validate_conditions,
+    validate_label_selector,
 )
 
 GROUP = "admissionregistration.k8s.io"

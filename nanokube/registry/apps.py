@@ -14,16 +14,14 @@ from typing import Any
 from .. import schema
 from .base import AGE, Column, Obj, Resource, Strategy, register
 from ..machinery.validation import (
-    label_selector_value,
     FieldError,
     forbidden,
     immutable,
     invalid,
-    label_value,
+    label_selector_value,
     not_supported,
-    qualified_name,
     required,
-    validate_labels,
+    validate_label_selector,
 )
 from . import pod_warnings
 
@@ -50,31 +48,6 @@ def age_column() -> Column:
 # --- label selectors ------------------------------------------------------------
 
 _SELECTOR_OPS = ("In", "NotIn", "Exists", "DoesNotExist")
-
-
-def validate_label_selector(sel: Any, path: str, allow_invalid_values: bool = False) -> list[FieldError]:
-    """metav1 ValidateLabelSelector."""
-    errs: list[FieldError] = []
-    if not sel:
-        return errs
-    for i, req in enumerate(sel.get("matchExpressions") or []):
-        p = f"{path}.matchExpressions[{i}]"
-        op, values = req.get("operator"), req.get("values") or []
-        if op in ("In", "NotIn"):
-            if not values:
-                errs.append(required(f"{p}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
-        elif op in ("Exists", "DoesNotExist"):
-            if values:
-                errs.append(forbidden(f"{p}.values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
-        else:
-            errs.append(invalid(f"{p}.operator", op, "not a valid selector operator"))
-        key = req.get("key", "")
-        errs += [invalid(f"{p}.key", key, m) for m in qualified_name(key)]
-        if not allow_invalid_values:
-            for j, v in enumerate(values):
-                errs += [invalid(f"{p}.values[{j}]", v, m) for m in label_value(v)]
-    errs += validate_labels(sel.get("matchLabels"), f"{path}.matchLabels")
-    return errs
 
 
 def selector_is_empty(sel: Any) -> bool:

@@ -22,13 +22,19 @@ from .apps import (
     selector_is_empty,
     selector_matches,
     template_ips,
-    validate_label_selector,
     validate_positive_int_or_percent,
 )
 from .base import Column, Obj, Resource, Strategy, register
 from .core_printing import format_labels
 from ..machinery.gofmt import Struct
-from ..machinery.validation import FieldError, invalid, label_selector_value, not_supported, required
+from ..machinery.validation import (
+    FieldError,
+    invalid,
+    label_selector_value,
+    not_supported,
+    required,
+    validate_label_selector,
+)
 from . import pod_warnings
 
 #: apps/v1's form of the internal spec.templateGeneration, kept by the server

@@ -21,20 +21,20 @@ from .apps import (
     selector_is_empty,
     selector_matches,
     template_ips,
-    validate_label_selector,
     validate_positive_int_or_percent,
 )
 from .base import Column, Obj, Resource, Strategy, register
 from ..machinery.gofmt import Struct
 from ..machinery.validation import (
-    label_selector_value,
     FieldError,
     dns1123_label,
     forbidden,
     immutable,
     invalid,
+    label_selector_value,
     not_supported,
     required,
+    validate_label_selector,
 )
 from . import pod_warnings
 

@@ -23,25 +23,25 @@ from .apps import (
     selector_column,
     selector_matches,
     template_ips,
-    validate_label_selector,
 )
 from .base import Column, Obj, Resource, Strategy, register
 from .core_printing import human_duration, parse_time
 from ..machinery.gofmt import Struct, quote
 from ..machinery.validation import (
-    label_selector_value,
-    OMIT,
     FieldError,
+    OMIT,
     dns1123_label,
     dns1123_subdomain,
     duplicate,
     immutable,
     invalid,
+    label_selector_value,
     not_supported,
     qualified_name,
     required,
     too_long,
     too_many,
+    validate_label_selector,
 )
 from . import pod_warnings
 

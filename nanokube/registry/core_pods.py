@@ -13,7 +13,6 @@ import functools
 import time
 from typing import Any
 
-from .apps import validate_label_selector
 from .base import AGE, RESET_DELETION, Column, Strategy
 from .core_printing import AGE_DOC, NAME_DOC, Clock, doc, parse_time, since
 from .core_spec import (
@@ -44,6 +43,7 @@ from ..machinery.validation import (
     qualified_name,
     required,
     sloppy_ip,
+    validate_label_selector,
     validate_labels,
     validate_node_selector,
     validate_node_selector_term,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from .apps import age_column, name_column, selector_string, validate_label_selector
+from .apps import age_column, name_column, selector_string
 from .base import RESET_DELETION, Column, Obj, Resource, Strategy, register
 from .core_spec import PORT_RANGE_MSG, port_name
 from ..machinery.gofmt import Struct
@@ -34,6 +34,7 @@ from ..machinery.validation import (
     sloppy_ip,
     sloppy_network,
     too_long,
+    validate_label_selector,
     wildcard_dns1123_subdomain,
 )
 from . import kind_warnings

@@ -7,12 +7,11 @@ from .apps import (
     name_column,
     nonnegative,
     not_more_than_100_percent,
-    validate_label_selector,
     validate_positive_int_or_percent,
 )
 from .base import Column, Obj, Resource, Strategy, register
 from ..machinery.gofmt import Struct
-from ..machinery.validation import FieldError, invalid, label_selector_value, not_supported
+from ..machinery.validation import FieldError, invalid, label_selector_value, not_supported, validate_label_selector
 
 _EVICTION_POLICIES = ["AlwaysAllow", "IfHealthyBudget"]
 _CONDITION_STATUSES = ("True", "False", "Unknown")

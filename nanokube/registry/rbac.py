@@ -3,20 +3,20 @@ authorization.k8s.io's access and rules reviews, which are answered, not stored.
 
 from __future__ import annotations
 
-from .apps import validate_label_selector
 from .base import AGE, Column, Resource, Strategy, register
 from ..machinery.gofmt import Struct
 from ..machinery.validation import (
-    label_selector_value,
     FieldError,
     dns1123_subdomain,
     immutable,
     invalid,
+    label_selector_value,
     label_value,
     not_supported,
     path_segment_name,
     qualified_name,
     required,
+    validate_label_selector,
 )
 
 GROUP = "rbac.authorization.k8s.io"

@@ -18,9 +18,9 @@ from ..machinery.validation import (
     qualified_name,
     required,
     too_long,
+    validate_label_selector,
 )
 from ..volume.classes import IMMEDIATE, WAIT_FOR_FIRST_CONSUMER, is_default
-from .apps import validate_label_selector
 from .base import AGE, RESET_DELETION, Column, Resource, Strategy, register
 from .core_printing import AGE_DOC, NAME_DOC
 from . import kind_warnings
