@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 import time
 from typing import Any
 
@@ -281,6 +282,35 @@ def _validate_pod_security_context(psc: dict, spec: dict, path: str) -> list[Fie
     errs += validate_seccomp_profile(psc.get("seccompProfile"), f"{path}.seccompProfile")
     if (groups := psc.get("supplementalGroupsPolicy")) is not None and groups not in ("Merge", "Strict"):
         errs.append(not_supported(f"{path}.supplementalGroupsPolicy", groups, ("Merge", "Strict")))
+    if sysctls := psc.get("sysctls"):
+        errs += _validate_sysctls(sysctls, spec, f"{path}.sysctls")
+    return errs
+
+
+_SYSCTL = re.compile(r"^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$")
+_SYSCTL_MSG = ("must have at most 253 characters and match regex "
+               "^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$")
+_IPC_SYSCTLS = ("kernel.shm", "kernel.msg", "fs.mqueue.")
+
+
+def _validate_sysctls(sysctls: list, spec: dict, path: str) -> list[FieldError]:
+    """validateSysctls: a name (IsValidSysctlName) once; a network sysctl not with hostNetwork, an
+    IPC one not with hostIPC (ValidateHostSysctl)."""
+    errs: list[FieldError] = []
+    seen: set[str] = set()
+    for i, s in enumerate(sysctls):
+        name, p = s.get("name") or "", f"{path}[{i}].name"
+        if not name:
+            errs.append(required(p))
+        elif len(name) > 253 or not _SYSCTL.match(name):
+            errs.append(invalid(p, name, _SYSCTL_MSG))
+        elif name in seen:
+            errs.append(duplicate(p, name))
+        if spec.get("hostNetwork") and name.startswith("net."):
+            errs.append(invalid(p, name, "may not be specified when 'hostNetwork' is true"))
+        elif spec.get("hostIPC") and (name == "kernel.sem" or name.startswith(_IPC_SYSCTLS)):
+            errs.append(invalid(p, name, "may not be specified when 'hostIPC' is true"))
+        seen.add(name)
     return errs
 
 

@@ -374,7 +374,10 @@ def _validate_container(c: dict, p: str, kind: str, volume_names: set[str], clai
         errs += _validate_env_from(env_from, f"{p}.envFrom")
     if mounts := c.get("volumeMounts"):
         errs += _validate_mounts(mounts, f"{p}.volumeMounts", volume_names, c)
-    errs += validate_resources(c.get("resources") or {}, f"{p}.resources", claim_names)
+    res = c.get("resources") or {}
+    errs += validate_resources(res, f"{p}.resources", claim_names)
+    if _hugepages_alone(res):
+        errs.append(forbidden(f"{p}.resources", "HugePages require cpu or memory"))
     if sc := c.get("securityContext"):
         errs += _validate_security_context(sc, f"{p}.securityContext")
     return errs
@@ -727,6 +730,14 @@ def validate_resources(res: dict, path: str, claim_names: set[str] | None = None
     if claim_names is not None and (claims := res.get("claims")):
         errs += _validate_claim_refs(claims, f"{path}.claims", claim_names)
     return errs
+
+
+def _hugepages_alone(res: dict) -> bool:
+    """ValidateContainerResourceRequirements: hugepages asked for without cpu or memory."""
+    limits, requests = res.get("limits") or {}, res.get("requests") or {}
+    if "cpu" in limits or "memory" in limits or "cpu" in requests or "memory" in requests:
+        return False
+    return any(n.startswith("hugepages-") for n in (*limits, *requests))
 
 
 def _validate_claim_refs(claims: list, path: str, claim_names: set[str]) -> list[FieldError]:

@@ -476,3 +476,23 @@ async def test_env_from_sources_are_validated(core):
     assert causes[2:] == [(f"{p}[1].secretRef.name", "Required value"),
                           (p, 'Invalid value: "": may not have more than one field specified at a time'),
                           (p, 'Invalid value: "": must specify one of: `configMapRef` or `secretRef`')]
+
+
+async def test_sysctls_and_hugepages_alone_are_refused(core):
+    """validateSysctls (names, duplicates, host namespaces) and ValidateContainerResourceRequirements'
+    'HugePages require cpu or memory'."""
+    pod = _status_pod("y")
+    pod["spec"]["containers"][0]["resources"] = {"limits": {"hugepages-2Mi": "2Mi"}, "requests": {"hugepages-2Mi": "2Mi"}}
+    pod["spec"]["hostNetwork"] = True
+    pod["spec"]["securityContext"] = {"sysctls": [{"name": "Bad!", "value": "1"}, {"name": "net.core.somaxconn", "value": "1"},
+                                                  {"name": "kernel.shm_rmid_forced", "value": "1"},
+                                                  {"name": "kernel.shm_rmid_forced", "value": "0"}]}
+    with pytest.raises(ApiException) as e:
+        await _call(core.create_namespaced_pod, "default", pod)
+    sc = "spec.securityContext.sysctls"
+    assert [(x["field"], x["message"]) for x in json.loads(e.value.body)["details"]["causes"]] == [
+        ("spec.containers[0].resources", "Forbidden: HugePages require cpu or memory"),
+        (f"{sc}[0].name", 'Invalid value: "Bad!": must have at most 253 characters and match regex '
+                          "^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$"),
+        (f"{sc}[1].name", "Invalid value: \"net.core.somaxconn\": may not be specified when 'hostNetwork' is true"),
+        (f"{sc}[3].name", 'Duplicate value: "kernel.shm_rmid_forced"')]
