@@ -268,9 +268,9 @@ def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] =
 
 
 def _validate_pod_security_context(psc: dict, spec: dict, path: str) -> list[FieldError]:
-    """validatePodSpecSecurityContext (sysctls not checked): IDs, shareProcessNamespace beside
-    hostPID (both v1 spec fields, the internal security context's, reported under it),
-    fsGroupChangePolicy, seccomp, supplementalGroupsPolicy."""
+    """validatePodSpecSecurityContext: IDs, shareProcessNamespace beside hostPID (both v1 spec
+    fields, the internal security context's, reported under it), fsGroupChangePolicy, seccomp,
+    supplementalGroupsPolicy, sysctls."""
     errs = validate_ids(psc, ("fsGroup", "runAsUser", "runAsGroup"), path)
     for i, gid in enumerate(psc.get("supplementalGroups") or ()):
         if not 0 <= gid <= 2147483647:
