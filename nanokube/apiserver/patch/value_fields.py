@@ -18,12 +18,15 @@ their zeros."""
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Any
 
 from nanokube import schema as sch
 from nanokube.apiserver import protobuf
 
 _SCALARS = (bool, int, float, str)
+#: an absent field's stand-in when looking for a zero: not one
+_PRESENT = repeat(True)
 #: what the field manager never tracks, so never walks
 _MANAGED_FIELDS = ("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta", "managedFields")
 
@@ -34,14 +37,14 @@ class _Node:
 
     __slots__ = ("omit", "children")
 
-    def __init__(self, omit: frozenset[str]) -> None:
+    def __init__(self, omit: tuple[str, ...]) -> None:
         self.omit = omit
         self.children: dict[str, tuple[str, _Node]] = {}
 
 
-def _omitted(name: str) -> frozenset[str]:
+def _omitted(name: str) -> tuple[str, ...]:
     fields = protobuf.TABLE.get("k8s.io." + name[len("io.k8s."):]) if name.startswith("io.k8s.") else None
-    return frozenset(json_name for json_name, _, flags in (fields or {}).values() if flags == "o")
+    return tuple(json_name for json_name, _, flags in (fields or {}).values() if flags == "o")
 
 
 def _ref(node: dict[str, Any]) -> str | None:
@@ -70,11 +73,12 @@ def _node(name: str) -> _Node | None:
     (a recursive definition's own node stands for itself while its fields are worked out)."""
     if name in _NODES:
         return _NODES[name]
-    d = sch.builtin_definitions().get(name)
-    node = _NODES[name] = _Node(_omitted(name)) if d is not None else None
+    props = (sch.builtin_definitions().get(name) or {}).get("properties")
+    # (one without properties is a scalar in JSON, a Time or an IntOrString, whatever its .proto holds)
+    node = _NODES[name] = _Node(_omitted(name)) if props else None
     if node is None:
         return None
-    for k, prop in (d.get("properties") or {}).items():
+    for k, prop in props.items():
         held = _holds(prop)
         if held is not None and (name, k) != _MANAGED_FIELDS and (child := _node(held[1])) is not None:
             node.children[k] = (held[0], child)
@@ -101,11 +105,18 @@ def typed_views(old: dict[str, Any] | None, new: dict[str, Any], definition: str
 def _pair(old: dict[str, Any], new: dict[str, Any], node: _Node, skip: str = "") -> tuple[dict[str, Any], dict[str, Any]]:
     """`_view` of both sides of an update, walking only into a struct field that differs."""
     old_out, new_out = _view(old, node, skip, shallow=True), _view(new, node, skip, shallow=True)
-    for k in node.children.keys() & new.keys() & old.keys():
-        ov, nv = old[k], new[k]
-        if k == skip or ov is nv or ov == nv:
+    children = node.children
+    if not children:
+        return old_out, new_out
+    for k in children.keys() & new.keys():
+        nv = new[k]
+        if k == skip or (k in old and ((ov := old[k]) is nv or ov == nv)):
             continue
-        how, child = node.children[k]
+        how, child = children[k]
+        if k not in old:
+            if (nv2 := _held(nv, how, child)) is not nv:
+                new_out = _with(new, new_out, k, nv2)
+            continue
         if how == "s" and type(ov) is dict and type(nv) is dict:
             ov2, nv2 = _pair(ov, nv, child)
         else:
@@ -114,16 +125,12 @@ def _pair(old: dict[str, Any], new: dict[str, Any], node: _Node, skip: str = "")
             old_out = _with(old, old_out, k, ov2)
         if nv2 is not nv:
             new_out = _with(new, new_out, k, nv2)
-    for side, out, other in ((old, old_out, new), (new, new_out, old)):
-        for k in node.children.keys() & (side.keys() - other.keys()):
-            v = side[k]
-            how, child = node.children[k]
-            if k != skip and (v2 := _held(v, how, child)) is not v:
-                out = _with(side, out, k, v2)
-        if side is old:
-            old_out = out
-        else:
-            new_out = out
+    if not old.keys() <= new.keys():  # fields the update drops
+        for k in children.keys() & (old.keys() - new.keys()):
+            ov = old[k]
+            how, child = children[k]
+            if k != skip and (ov2 := _held(ov, how, child)) is not ov:
+                old_out = _with(old, old_out, k, ov2)
     return old_out, new_out
 
 
@@ -138,23 +145,24 @@ def _with(obj: dict[str, Any], out: dict[str, Any], k: str, v: Any) -> dict[str,
 def _view(obj: dict[str, Any], node: _Node, skip: str = "", shallow: bool = False) -> dict[str, Any]:
     """`obj` less its omitempty value fields at zero, below too unless `shallow`."""
     out = obj
-    omit = node.omit
-    if omit and not omit.isdisjoint(obj):
-        present = omit.intersection(obj)
-        if not all(map(obj.__getitem__, present)):  # the common case, no zero, stays in C
-            for k in present:
-                v = obj[k]
-                if v is None or (not v and type(v) in _SCALARS):
-                    if out is obj:
-                        out = obj.copy()
-                    del out[k]
+    if (omit := node.omit) and not all(map(obj.get, omit, _PRESENT)):  # the common case, no zero, stays in C
+        for k in omit:
+            v = obj.get(k, True)
+            if v is None or (not v and type(v) in _SCALARS):
+                if out is obj:
+                    out = obj.copy()
+                del out[k]
     children = node.children
     if shallow or not children:
         return out
     for k in children.keys() & obj.keys():
         v = obj[k]
+        t = type(v)
+        if k == skip or (t is not dict and t is not list):  # a null: nothing below
+            continue
         how, child = children[k]
-        if k != skip and (v2 := _held(v, how, child)) is not v:
+        v2 = _view(v, child) if how == "s" and t is dict else _held(v, how, child)  # (a struct: one call less)
+        if v2 is not v:
             out = _with(obj, out, k, v2)
     return out
 

@@ -37,3 +37,14 @@ def test_an_update_views_both_sides_and_leaves_equal_parts_alone():
 def test_a_kind_without_value_fields_in_the_table_is_itself():
     obj = {"apiVersion": "v1", "kind": "X", "spec": {"a": 0}}
     assert typed_views(None, obj, None)[1] is obj
+
+
+def test_an_update_views_fields_only_one_side_holds():
+    old = pod(initContainers=[{"name": "i", "image": "y", "tty": False}])
+    new = pod(volumes=[{"name": "v", "emptyDir": {"medium": ""}}], nodeSelector={"a": ""})
+    old_view, new_view = typed_views(old, new, POD, "status")
+    assert old_view["spec"]["initContainers"] == [{"name": "i", "image": "y"}]  # dropped by the update
+    assert new_view["spec"]["volumes"] == [{"name": "v", "emptyDir": {}}]  # added by it
+    assert new_view["spec"]["nodeSelector"] == {"a": ""}  # a map of strings: no value fields
+    assert old_view["metadata"] is old["metadata"]  # equal on both sides
+    assert old["spec"]["initContainers"][0]["tty"] is False and new["spec"]["volumes"][0]["emptyDir"] == {"medium": ""}
