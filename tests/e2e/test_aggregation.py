@@ -47,11 +47,12 @@ class ExtensionServer:
     def __init__(self, requestheader_ca: str) -> None:
         self.ca = new_ca("wardle-ca")
         serving = issue(self.ca, "api.wardle.svc", dns_names=("api.wardle.svc",), server=True)
-        d = Path(tempfile.mkdtemp(prefix="nanokube-wardle-"))
-        (d / "tls.crt").write_bytes(serving.cert_pem)
-        (d / "tls.key").write_bytes(serving.key_pem)
         self.ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        self.ctx.load_cert_chain(d / "tls.crt", d / "tls.key")
+        with tempfile.TemporaryDirectory(prefix="nanokube-wardle-") as tmp:  # ssl loads a chain only from files
+            d = Path(tmp)
+            (d / "tls.crt").write_bytes(serving.cert_pem)
+            (d / "tls.key").write_bytes(serving.key_pem)
+            self.ctx.load_cert_chain(d / "tls.crt", d / "tls.key")
         self.ctx.load_verify_locations(cadata=requestheader_ca)
         self.ctx.verify_mode = ssl.CERT_REQUIRED
         self.ip = host_ip()
