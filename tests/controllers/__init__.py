@@ -52,9 +52,10 @@ async def eventually(check, attempts: int = 400):
     raise AssertionError("condition never held")
 
 
-async def turns_during(awaitable) -> tuple[int, object]:
+async def turns_during(awaitable, on_tick=None) -> tuple[int, object]:
     """How many turns of the loop a task beside `awaitable` got while it ran, and its result: a
-    pass over many objects in a controller sharing the API server's loop must let it run."""
+    pass over many objects in a controller sharing the API server's loop must let it run.
+    `on_tick()`, where given, runs at each of those turns (a write racing the pass)."""
     ticks = 0
 
     async def beside():
@@ -62,6 +63,8 @@ async def turns_during(awaitable) -> tuple[int, object]:
         while True:
             await asyncio.sleep(0)
             ticks += 1
+            if on_tick is not None:
+                on_tick()
     task = asyncio.create_task(beside())
     await asyncio.sleep(0)  # the task waits for its first turn
     ticks = 0

@@ -11,7 +11,7 @@ from nanokube.controllers.replicaset import (
     UIDTrackingExpectations,
     deletion_rank,
 )
-from tests.controllers import event_counts, eventually, make_stack, pod_quota, settled
+from tests.controllers import event_counts, eventually, make_stack, pod_quota, settled, turns_during
 from tests.controllers.test_pod_update_handlers import informing, seen, stopped
 
 LABELS = {"app": "web"}
@@ -422,21 +422,8 @@ async def _sync_over_many_pods(replicas: int, expected_adds: int, on_tick) -> tu
         pods = _many_pods(rs, n)
         ctrl.rs_inf.get = lambda key: rs if key == "default/web" else None
         ctrl.pod_inf.list_namespace = lambda ns: pods if ns == "default" else []
-        ticks = 0
-
-        async def beside():
-            nonlocal ticks
-            while True:
-                await asyncio.sleep(0)
-                ticks += 1
-                on_tick(ctrl)
-        task = asyncio.create_task(beside())
-        await asyncio.sleep(0)  # the task is waiting for its first turn
-        ticks = 0
         ctrl.expectations.expect("default/web", adds=expected_adds)
-        await ctrl.sync("default/web")
-        during = ticks
-        task.cancel()
+        during, _ = await turns_during(ctrl.sync("default/web"), lambda: on_tick(ctrl))
         created, _ = await s.client.resource("", "v1", "pods").list("default")
         return during, created
     finally:
