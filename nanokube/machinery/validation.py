@@ -218,42 +218,40 @@ def remembers_valid(check):
     return remembering
 
 
+def _bounded_match(value: str, limit: int, pattern: re.Pattern, message: str) -> list[str]:
+    """The shape of upstream's IsDNS1123Label and its kin: a length limit, then the pattern, each
+    with its own message."""
+    errs = []
+    if len(value) > limit:
+        errs.append(f"must be no more than {limit} characters")
+    if not pattern.match(value):
+        errs.append(message)
+    return errs
+
+
 @remembers_valid
 def dns1123_label(value: str) -> list[str]:
-    errs = []
-    if len(value) > 63:
-        errs.append("must be no more than 63 characters")
-    if not _DNS1123_LABEL.match(value):
-        errs.append(
-            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
-            "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
-            "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
-        )
-    return errs
+    return _bounded_match(value, 63, _DNS1123_LABEL, (
+        "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+        "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+        "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+    ))
 
 
 @remembers_valid
 def dns1123_subdomain(value: str) -> list[str]:
-    errs = []
-    if len(value) > 253:
-        errs.append("must be no more than 253 characters")
-    if not _DNS1123_SUBDOMAIN.match(value):
-        errs.append(
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-            "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
-            "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-        )
-    return errs
+    return _bounded_match(value, 253, _DNS1123_SUBDOMAIN, (
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+        "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+        "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+    ))
 
 
 def config_key(key: str) -> list[str]:
     """IsConfigMapKey: ConfigMap and Secret keys, and the keys env and volumes name in them."""
-    msgs = []
-    if len(key) > 253:
-        msgs.append("must be no more than 253 characters")
-    if not _CONFIG_KEY.match(key):
-        msgs.append("a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  "
-                    "or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')")
+    msgs = _bounded_match(key, 253, _CONFIG_KEY, (
+        "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  "
+        "or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')"))
     if key == ".":
         msgs.append("must not be '.'")
     elif key == "..":
@@ -265,46 +263,31 @@ def config_key(key: str) -> list[str]:
 
 def wildcard_dns1123_subdomain(value: str) -> list[str]:
     """IsWildcardDNS1123Subdomain: '*.' and a DNS subdomain (RFC 1034 section 4.3.3)."""
-    errs = []
-    if len(value) > 253:
-        errs.append("must be no more than 253 characters")
-    if not _WILDCARD_DNS1123_SUBDOMAIN.match(value):
-        errs.append(
-            "a wildcard DNS-1123 subdomain must start with '*.', followed by a valid DNS subdomain, which must "
-            "consist of lower case alphanumeric characters, '-' or '.' and end with an alphanumeric character "
-            "(e.g. '*.example.com', regex used for validation is "
-            "'\\*\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-        )
-    return errs
+    return _bounded_match(value, 253, _WILDCARD_DNS1123_SUBDOMAIN, (
+        "a wildcard DNS-1123 subdomain must start with '*.', followed by a valid DNS subdomain, which must "
+        "consist of lower case alphanumeric characters, '-' or '.' and end with an alphanumeric character "
+        "(e.g. '*.example.com', regex used for validation is "
+        "'\\*\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+    ))
 
 
 @remembers_valid
 def dns1123_subdomain_with_underscore(value: str) -> list[str]:
     """IsDNS1123SubdomainWithUnderscore: each label may also hold '_' and start with one (a pod's
     dnsConfig.searches, SRV-style names)."""
-    errs = []
-    if len(value) > 253:
-        errs.append("must be no more than 253 characters")
-    if not _DNS1123_SUBDOMAIN_UNDERSCORE.match(value):
-        errs.append(
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '_', '-' or '.', "
-            "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
-            "validation is '_?[a-z0-9]([-_a-z0-9]*[a-z0-9])?(\\._?[a-z0-9]([-_a-z0-9]*[a-z0-9])?)*')"
-        )
-    return errs
+    return _bounded_match(value, 253, _DNS1123_SUBDOMAIN_UNDERSCORE, (
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '_', '-' or '.', "
+        "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+        "validation is '_?[a-z0-9]([-_a-z0-9]*[a-z0-9])?(\\._?[a-z0-9]([-_a-z0-9]*[a-z0-9])?)*')"
+    ))
 
 
 def dns1035_label(value: str) -> list[str]:
-    errs = []
-    if len(value) > 63:
-        errs.append("must be no more than 63 characters")
-    if not _DNS1035_LABEL.match(value):
-        errs.append(
-            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
-            "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', "
-            "regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
-        )
-    return errs
+    return _bounded_match(value, 63, _DNS1035_LABEL, (
+        "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+        "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', "
+        "regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
+    ))
 
 
 def mixed_case_label(value: str) -> list[str]:
@@ -353,16 +336,11 @@ def qualified_name(value: str) -> list[str]:
 
 @remembers_valid
 def label_value(value: str) -> list[str]:
-    errs = []
-    if len(value) > 63:
-        errs.append("must be no more than 63 characters")
-    if not _LABEL_VALUE.match(value):
-        errs.append(
-            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and "
-            "must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', "
-            "regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
-        )
-    return errs
+    return _bounded_match(value, 63, _LABEL_VALUE, (
+        "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and "
+        "must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', "
+        "regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+    ))
 
 
 def validate_labels(labels: Any, path: str) -> list[FieldError]:
