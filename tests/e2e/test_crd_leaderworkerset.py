@@ -179,20 +179,19 @@ def test_bad_objects_get_upstreams_422(cluster, installed):
 def test_watch_and_delete_with_finalizer(cluster, installed):
     co = client.CustomObjectsApi(installed)
     events: list[tuple[str, str]] = []
-    started = threading.Event()
+    # the watch starts from this list's revision, so it sees every change after it however late it connects
+    since = co.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL)["metadata"]["resourceVersion"]
 
     def run():
         w = watch.Watch()
-        started.set()
         for ev in w.stream(co.list_namespaced_custom_object, GROUP, VERSION, NS, PLURAL,
-                           field_selector="metadata.name=held", timeout_seconds=20):
+                           field_selector="metadata.name=held", resource_version=since, timeout_seconds=20):
             events.append((ev["type"], bool(ev["object"]["metadata"].get("deletionTimestamp"))))
             if ev["type"] == "DELETED":
                 w.stop()
 
     t = threading.Thread(target=run, daemon=True)
     t.start()
-    started.wait()
     held = _lws("held")
     held["metadata"]["finalizers"] = ["example.com/hold"]
     co.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, held)
