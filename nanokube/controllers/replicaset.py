@@ -13,6 +13,7 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..machinery.conditions import find_condition, remove_condition
 from ..machinery.errors import NAMESPACE_TERMINATING, APIError, has_status_cause
 from ..machinery.selectors import matches_labels, selector_from_object
 from ..client.informer import InformerFactory, key_of
@@ -175,22 +176,15 @@ def pod_is_active(pod: dict) -> bool:
     return not pod_is_terminal(pod) and not pod["metadata"].get("deletionTimestamp")
 
 
-def _ready_condition(pod: dict) -> dict | None:
-    for c in (pod.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Ready":
-            return c
-    return None
-
-
 def pod_is_ready(pod: dict) -> bool:
-    c = _ready_condition(pod)
+    c = find_condition((pod.get("status") or {}).get("conditions"), "Ready")
     return bool(c and c.get("status") == "True")
 
 
 def pod_available_in(pod: dict, min_ready: int, now: float) -> float | None:
     """Seconds until a ready pod counts as available (0: it already does);
     None when it is not ready."""
-    c = _ready_condition(pod)
+    c = find_condition((pod.get("status") or {}).get("conditions"), "Ready")
     if not c or c.get("status") != "True":
         return None
     if min_ready <= 0 or not c.get("lastTransitionTime"):
@@ -446,13 +440,13 @@ class ReplicaSetController(Controller):
         """ReplicaFailure is set when creating or deleting pods fails and
         dropped once managing them works again."""
         conds = list(status.get("conditions") or [])
-        has = any(c["type"] == "ReplicaFailure" for c in conds)
+        has = find_condition(conds, "ReplicaFailure") is not None
         if failure is not None and not has:
             reason = "FailedCreate" if len(active) < rs["spec"].get("replicas", 1) else "FailedDelete"
             conds.append({"type": "ReplicaFailure", "status": "True", "reason": reason, "message": failure.message,
                           "lastTransitionTime": format_time(self.clock.now())})
         elif failure is None and has:
-            conds = [c for c in conds if c["type"] != "ReplicaFailure"]
+            conds = remove_condition(conds, "ReplicaFailure")
         return conds
 
     async def _update_status(self, rs: dict, active: list[dict], failure: APIError | None = None,

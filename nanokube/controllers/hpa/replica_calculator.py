@@ -12,7 +12,9 @@ import math
 from dataclasses import dataclass
 
 from ...clock import parse_time
+from ...machinery.conditions import find_condition
 from ...machinery.quantity import parse_quantity
+from ..replicaset import pod_is_ready
 
 
 class MetricError(Exception):
@@ -50,16 +52,9 @@ NO_PODS = "no pods returned by selector while calculating replica count"
 NO_METRICS = "did not receive metrics for targeted pods (pods might be unready)"
 
 
-def _ready_condition(pod: dict) -> dict | None:
-    for c in (pod.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Ready":
-            return c
-    return None
-
-
 def _cpu_sample_unready(pod: dict, metric: PodMetric, timing: Timing) -> bool:
     """Whether a cpu sample is ignored: the pod is not ready, or too young for the sample to be trusted."""
-    cond = _ready_condition(pod)
+    cond = find_condition((pod.get("status") or {}).get("conditions"), "Ready")
     start = (pod.get("status") or {}).get("startTime")
     if cond is None or not start:
         return True
@@ -192,7 +187,7 @@ def ready_pod_count(pods: list[dict]) -> int:
     if not pods:
         raise MetricError(NO_PODS)
     return sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running"
-               and (_ready_condition(p) or {}).get("status") == "True")
+               and pod_is_ready(p))
 
 
 def ratio_replicas(current: int, ratio: float, tol: Tolerances, pods: list[dict]) -> int:
