@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from ...machinery.conditions import find_condition, set_condition
 from ...machinery.errors import APIError
 from ...client.informer import key_of
 from ...metrics.provider import MetricsProvider
@@ -33,10 +34,6 @@ def _tolerances(spec: dict, default: float) -> calc.Tolerances:
         t = (rules or {}).get("tolerance")
         return default if t is None else float(parse_quantity(str(t)))
     return calc.Tolerances(down=one(b.get("scaleDown")), up=one(b.get("scaleUp")))
-
-
-def _condition(hpa: dict, typ: str) -> dict | None:
-    return next((c for c in (hpa.get("status") or {}).get("conditions") or [] if c.get("type") == typ), None)
 
 
 class HPAController(Controller):
@@ -128,7 +125,8 @@ class HPAController(Controller):
         lo, hi = spec.get("minReplicas", 1), spec["maxReplicas"]
         metric_specs = spec.get("metrics") or []
         has_obj_or_ext = any(m.get("type") in _ZERO_KINDS for m in metric_specs)
-        scaled_to_zero = (_condition(hpa, "ScaledToZero") or {}).get("status") == "True"
+        scaled_to_zero = (find_condition((hpa.get("status") or {}).get("conditions"), "ScaledToZero")
+                          or {}).get("status") == "True"
         can_wake = scaled_to_zero and has_obj_or_ext
         status["currentReplicas"] = scale["status"].get("replicas", 0)
         desired, reason = current, ""
@@ -211,14 +209,12 @@ class HPAController(Controller):
 
     async def _write_status(self, hpa: dict, status: dict, conds: dict[str, tuple[str, str, str]]) -> None:
         now = self.clock.rfc3339()
-        old = {c["type"]: c for c in (hpa.get("status") or {}).get("conditions") or []}
-        merged = dict(old)
+        merged = (hpa.get("status") or {}).get("conditions")
         for typ, (st, reason, msg) in conds.items():
-            prev = old.get(typ)
-            ltt = prev["lastTransitionTime"] if prev and prev.get("status") == st and prev.get("lastTransitionTime") else now
-            merged[typ] = {"type": typ, "status": st, "lastTransitionTime": ltt, "reason": reason, "message": msg}
+            merged = set_condition(merged, {"type": typ, "status": st, "lastTransitionTime": now, "reason": reason,
+                                            "message": msg})
         order = ["AbleToScale", "ScalingActive", "ScalingLimited", "ScaledToZero"]
-        status["conditions"] = sorted(merged.values(), key=lambda c: order.index(c["type"]) if c["type"] in order else 9)
+        status["conditions"] = sorted(merged or [], key=lambda c: order.index(c["type"]) if c["type"] in order else 9)
         status["observedGeneration"] = hpa["metadata"].get("generation")
         status.setdefault("desiredReplicas", status.get("currentReplicas", 0))
         status = {k: v for k, v in status.items() if v is not None}
