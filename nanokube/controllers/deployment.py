@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import orjson
 
+from ..machinery.conditions import find_condition, remove_condition, set_condition
 from ..machinery.errors import APIError
 from ..machinery.selectors import matches_labels, selector_from_object
 from ..client.informer import InformerFactory, key_of
@@ -129,10 +130,6 @@ def old_scale_down_budget(d: dict, new_rs: dict | None, old: list[dict]) -> int:
     all_rs = old + ([new_rs] if new_rs else [])
     new_unavailable = (_replicas(new_rs) - _st(new_rs, "availableReplicas")) if new_rs else 0
     return sum(_replicas(r) for r in all_rs) - min_available - new_unavailable
-
-
-def _condition(status: dict, ctype: str) -> dict | None:
-    return next((c for c in status.get("conditions") or [] if c["type"] == ctype), None)
 
 
 class DeploymentController(Controller):
@@ -430,17 +427,17 @@ class DeploymentController(Controller):
 
     def _with_condition(self, st: dict, ctype: str, status: str, reason: str, message: str,
                         touch: bool = False) -> list[dict]:
-        """Conditions with one set; `touch` records progress (lastUpdateTime) even if unchanged."""
+        """Conditions with one set. As upstream's SetDeploymentCondition, one with the same status
+        and reason stays as it is, message and lastUpdateTime included, unless `touch` records
+        progress (upstream's Progressing special case)."""
+        conds = st.get("conditions")
+        old = find_condition(conds, ctype)
+        if old and old["status"] == status and old.get("reason") == reason and not touch:
+            return list(conds or [])
         now = format_time(self.clock.now())
-        old = _condition(st, ctype)
-        if old and old["status"] == status and old.get("reason") == reason and old.get("message") == message \
-                and not touch:
-            return list(st.get("conditions") or [])
-        cond = {"type": ctype, "status": status, "lastUpdateTime": now,
-                "lastTransitionTime": old["lastTransitionTime"] if old and old["status"] == status else now,
+        cond = {"type": ctype, "status": status, "lastUpdateTime": now, "lastTransitionTime": now,
                 "reason": reason, "message": message}
-        others = [c for c in st.get("conditions") or [] if c["type"] != ctype]
-        return sorted(others + [cond], key=lambda c: c["type"])
+        return sorted(set_condition(conds, cond), key=lambda c: c["type"])
 
     async def _update_status(self, d: dict, new_rs: dict | None, old: list[dict]) -> None:
         fresh_new = self.rs_inf.get(key_of(new_rs)) if new_rs else None
@@ -486,13 +483,13 @@ class DeploymentController(Controller):
                         for c in (r.get("status") or {}).get("conditions") or []
                         if c["type"] == "ReplicaFailure" and c["status"] == "True"), None)
         if failure is None:
-            return [c for c in st.get("conditions") or [] if c["type"] != "ReplicaFailure"]
+            return remove_condition(st.get("conditions"), "ReplicaFailure")
         return self._with_condition(st, "ReplicaFailure", "True", failure.get("reason", ""), failure.get("message", ""))
 
     def _paused_condition(self, d: dict, st: dict) -> list[dict]:
         """Pausing or resuming shows in Progressing (Unknown), unless there is
         no progress deadline or it was already exceeded."""
-        prog = _condition(st, "Progressing")
+        prog = find_condition(st.get("conditions"), "Progressing")
         if d["spec"].get("progressDeadlineSeconds", 600) == NO_DEADLINE or \
                 prog is not None and prog.get("reason") == "ProgressDeadlineExceeded":
             return list(st.get("conditions") or [])
@@ -508,7 +505,7 @@ class DeploymentController(Controller):
         if self._complete(d, new_rs, old):
             return self._with_condition(st, "Progressing", "True", "NewReplicaSetAvailable",
                                         f'ReplicaSet "{name}" has successfully progressed.')
-        prog = _condition(st, "Progressing")
+        prog = find_condition(st.get("conditions"), "Progressing")
         deadline = d["spec"].get("progressDeadlineSeconds", 600)
         if prog and prog.get("reason") == "ProgressDeadlineExceeded":
             return list(st.get("conditions") or [])

@@ -112,3 +112,37 @@ def test_a_paused_deployment_scales_but_rolls_out_only_when_resumed(cluster):
     assert "successfully rolled out" in _rollout_done(cluster, "paused")
     assert progressing()["reason"] == "NewReplicaSetAvailable"
     assert [h[0] for h in _history(cluster, "paused")] == ["1", "2"]
+
+
+def test_a_completed_rollout_back_to_an_old_replica_set_keeps_progressings_message(cluster):
+    """Upstream's SetDeploymentCondition leaves a condition whose status and reason stay as it
+    is: with no replicas to move, rolling back completes at once and Progressing keeps the
+    message (and lastUpdateTime) naming the replica set that completed before."""
+    d = _deployment("quiet", "busybox:1.36")
+    d["spec"]["replicas"] = 0
+    cluster.kubectl("create", "-f", "-", input=json.dumps(d))
+
+    def progressing_at(generation: int) -> dict:
+        deadline = time.monotonic() + 20
+        while True:
+            got = cluster.kubectl_json("get", "deployment", "quiet")
+            cond = next((c for c in got["status"].get("conditions") or [] if c["type"] == "Progressing"), {})
+            if got["status"].get("observedGeneration") == generation and cond.get("reason") == "NewReplicaSetAvailable" \
+                    or time.monotonic() > deadline:
+                assert got["status"].get("observedGeneration") == generation
+                return cond
+
+    def replica_set(image: str) -> str:
+        return next(r["metadata"]["name"] for r in cluster.kubectl_json("get", "replicasets", "-l", "app=quiet")["items"]
+                    if r["spec"]["template"]["spec"]["containers"][0]["image"] == image)
+
+    first = progressing_at(1)
+    assert first["message"] == f'ReplicaSet "{replica_set("busybox:1.36")}" has successfully progressed.'
+    cluster.kubectl("set", "image", "deployment/quiet", "main=busybox:1.37")
+    second = progressing_at(2)
+    assert second["message"] == f'ReplicaSet "{replica_set("busybox:1.37")}" has successfully progressed.'
+    cluster.kubectl("rollout", "undo", "deployment/quiet")
+    after = progressing_at(3)
+    assert _image(cluster, "quiet") == "busybox:1.36"
+    assert (after["status"], after["reason"], after["message"], after["lastUpdateTime"]) == \
+        ("True", "NewReplicaSetAvailable", second["message"], second["lastUpdateTime"])
