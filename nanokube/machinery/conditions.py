@@ -27,6 +27,14 @@ def is_condition_true(conditions: Iterable[dict] | None, ctype: str) -> bool:
     return False
 
 
+def transition_time(old: dict | None, status: str | None, now: str | None) -> str | None:
+    """The lastTransitionTime of a condition now at `status`: the old condition's while its status
+    stays (and it has one), else `now` (upstream's rule, kubelet's updateLastTransitionTime too)."""
+    if old is not None and old.get("status") == status and (since := old.get("lastTransitionTime")):
+        return since
+    return now
+
+
 def set_condition(conditions: Iterable[dict] | None, new: dict) -> list[dict]:
     """The conditions with `new` in place of the first of its type (appended when there is none;
     later ones of that type are dropped).
@@ -42,9 +50,8 @@ def set_condition(conditions: Iterable[dict] | None, new: dict) -> list[dict]:
             out.append(c)
         elif not found:
             found = True
-            if c.get("status") == new.get("status") and c.get("lastTransitionTime"):
-                new = {**new, "lastTransitionTime": c["lastTransitionTime"]}
-            out.append(new)
+            since = transition_time(c, new.get("status"), new.get("lastTransitionTime"))
+            out.append(new if since == new.get("lastTransitionTime") else {**new, "lastTransitionTime": since})
     if not found:
         out.append(new)
     return out

@@ -20,6 +20,7 @@ import functools
 import hashlib
 import logging
 
+from ..machinery.conditions import transition_time
 from ..machinery.errors import APIError
 from ..clock import parse_time
 from .dra.prepare import NotReady
@@ -89,9 +90,7 @@ def _condition(ctype: str, ok: bool, now: str, live: dict, reason: str = "") -> 
     """A kubelet condition; its lastTransitionTime stays the live one's while its status does not
     change (upstream's updateLastTransitionTime)."""
     status = "True" if ok else "False"
-    was = live.get(ctype)
-    since = was.get("lastTransitionTime") if was and was.get("status") == status else None
-    c = {"type": ctype, "status": status, "lastTransitionTime": since or now}
+    c = {"type": ctype, "status": status, "lastTransitionTime": transition_time(live.get(ctype), status, now)}
     if reason:
         c["reason"] = reason
     return c

@@ -1,4 +1,10 @@
-from nanokube.machinery.conditions import find_condition, is_condition_true, remove_condition, set_condition
+from nanokube.machinery.conditions import (
+    find_condition,
+    is_condition_true,
+    remove_condition,
+    set_condition,
+    transition_time,
+)
 
 T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
 
@@ -65,3 +71,10 @@ def test_remove_drops_every_condition_of_the_type():
     assert remove_condition(given, "Ready") == [a]
     assert len(given) == 3
     assert remove_condition(None, "Ready") == []
+
+
+def test_transition_time_is_the_old_one_only_while_the_status_stays():
+    assert transition_time(_ready("True", at=T0), "True", T1) == T0
+    assert transition_time(_ready("True", at=T0), "False", T1) == T1
+    assert transition_time({"type": "Ready", "status": "True"}, "True", T1) == T1
+    assert transition_time(None, "True", T1) == T1
