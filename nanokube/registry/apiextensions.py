@@ -75,6 +75,14 @@ class CRDStrategy(Strategy):
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
         return crd_validation.validate_update(new, old)
 
+    def warnings_on_create(self, obj: Obj) -> list[str]:
+        return crd_validation.format_warnings(obj)
+
+    def warnings_on_update(self, new: Obj, old: Obj) -> list[str]:
+        """Only formats the old object did not already use (upstream ratchets them)."""
+        known = set(crd_validation.format_warnings(old))
+        return [w for w in crd_validation.format_warnings(new) if w not in known]
+
     def validate_status_update(self, new: Obj, old: Obj) -> list[FieldError]:
         return crd_validation.validate_status(new)
 

@@ -212,6 +212,107 @@ def _api_approval(crd: dict[str, Any], old: dict[str, Any] | None) -> list[Field
     return []
 
 
+def _deprecation_warning(v: dict[str, Any]) -> list[str]:
+    """validateDeprecationWarning's words."""
+    dw = v.get("deprecationWarning")
+    if dw is None:
+        return []
+    if not v.get("deprecated"):
+        return ["can only be set for deprecated versions"]
+    words = []
+    if len(dw.encode()) > MAX_DEPRECATION_WARNING:
+        words.append("must be <= 256 characters long")
+    if not dw:
+        words.append("must not be an empty string")
+    at = 0
+    for ch in dw:
+        if not ch.isprintable():  # unicode.IsPrint: a control character is not printable either
+            words.append(f"must only contain printable UTF-8 characters; non-printable character found at index {at}")
+            break
+        at += len(ch.encode())
+    return words
+
+
+#: allowedFieldsAtRootSchema, as Go prints the list
+_STATUS_ROOT = ("Description", "Type", "Format", "Title", "Maximum", "ExclusiveMaximum", "Minimum", "ExclusiveMinimum",
+                "MaxLength", "MinLength", "Pattern", "MaxItems", "MinItems", "UniqueItems", "MultipleOf", "Required",
+                "Items", "Properties", "ExternalDocs", "Example", "XPreserveUnknownFields", "XValidations")
+
+
+def _status_root(schema: dict[str, Any], path: str) -> list[FieldError]:
+    """With the status subresource the root schema may only use the fields that stay meaningful
+    once `properties[status]` is taken apart (the first other set field is reported)."""
+    go = internal.props(schema)
+    for name, value in go.items():
+        if value is None or value is False or value == "":
+            continue
+        if name == "Type":
+            if value != "object":
+                return [invalid(f"{path}.type", value, 'only "object" is allowed as the type at the root of the '
+                                                       "schema if the status subresource is enabled")]
+            continue
+        if name not in _STATUS_ROOT:
+            return [invalid(path, go, f"only [{' '.join(_STATUS_ROOT)}] fields are allowed at the root of the "
+                                      "schema if the status subresource is enabled")]
+    return []
+
+
+def _version(v: dict[str, Any], p: str) -> list[FieldError]:
+    """validateCustomResourceDefinitionVersion: deprecation warning, schema, subresources, printer
+    columns, selectable fields."""
+    errs = [invalid(f"{p}.deprecationWarning", v.get("deprecationWarning"), w) for w in _deprecation_warning(v)]
+    schema = (v.get("schema") or {}).get("openAPIV3Schema")
+    subs = v.get("subresources") or {}
+    if schema is not None:
+        sp = f"{p}.schema.openAPIV3Schema"
+        if subs.get("status") is not None and isinstance(schema, dict):
+            errs.extend(_status_root(schema, sp))
+        checked = structural_schema.check(schema, sp)
+        errs.extend(checked.errors)
+        errs.extend(cel_rules.compile_rules(schema, sp, checked.cel)[1])
+    if isinstance(subs.get("scale"), dict):
+        errs.extend(_scale(subs["scale"], schema, f"{p}.subresources.scale"))
+    errs.extend(_printer_columns(v.get("additionalPrinterColumns"), f"{p}.additionalPrinterColumns"))
+    errs.extend(_selectable_fields(v.get("selectableFields"), schema, f"{p}.selectableFields"))
+    return errs
+
+
+def _format_warnings(schema: Any) -> list[str]:
+    """getUnrecognizedFormatsInSchema, in SchemaHas' walk: a format the schema's type does not know."""
+    if not isinstance(schema, dict):
+        return []
+    found = []
+    fmt, t = schema.get("format"), schema.get("type") or ""
+    if fmt:
+        known = {"": _STRING_FORMATS, "string": _STRING_FORMATS, "integer": ("int32", "int64"),
+                 "number": ("float", "double")}.get(t, ())
+        if (fmt.replace("-", "") if t in ("", "string") else fmt) not in known:
+            found.append(fmt)
+    items = schema.get("items")
+    subs = list(items) if isinstance(items, list) else [items]
+    subs += [*(schema.get("allOf") or ()), *(schema.get("anyOf") or ()), *(schema.get("oneOf") or ()), schema.get("not")]
+    subs += [*(schema.get("properties") or {}).values(), schema.get("additionalProperties"),
+             *(schema.get("patternProperties") or {}).values(), schema.get("additionalItems"),
+             *(schema.get("definitions") or {}).values(), *(schema.get("dependencies") or {}).values()]
+    for sub in subs:
+        found.extend(_format_warnings(sub))
+    return found
+
+
+#: the string formats CRD schemas validate (1.37), as go-openapi normalizes them (no dashes)
+_STRING_FORMATS = frozenset((
+    "bsonobjectid", "uri", "email", "hostname", "ipv4", "ipv6", "cidr", "mac", "uuid", "uuid3", "uuid4", "uuid5",
+    "isbn", "isbn10", "isbn13", "creditcard", "ssn", "hexcolor", "rgbcolor", "byte", "password", "date", "duration",
+    "datetime", "quantity", "k8sshortname", "k8slongname"))
+
+
+def format_warnings(crd: dict[str, Any]) -> list[str]:
+    """WarningsOnCreate: each unrecognized format in the versions' schemas."""
+    versions = (crd.get("spec") or {}).get("versions") or []
+    return [f'unrecognized format "{f}"' for v in versions
+            for f in _format_warnings((v.get("schema") or {}).get("openAPIV3Schema"))]
+
+
 def validate(crd: dict[str, Any], old: dict[str, Any] | None = None) -> list[FieldError]:
     md = crd.get("metadata") or {}
     spec = crd.get("spec") if isinstance(crd.get("spec"), dict) else {}
@@ -235,37 +336,21 @@ def validate(crd: dict[str, Any], old: dict[str, Any] | None = None) -> list[Fie
     versions = spec.get("versions") or []
     if not versions:
         errs.append(invalid("spec.versions", spec.get("versions"), "must have exactly one version marked as storage version"))
+    for i, v in enumerate(versions):
+        if (v.get("schema") or {}).get("openAPIV3Schema") is None:
+            errs.append(required(f"spec.versions[{i}].schema.openAPIV3Schema", "schemas are required"))
     seen: set[str] = set()
     unique = True
     storage = 0
     for i, v in enumerate(versions):
         p = f"spec.versions[{i}]"
         vname = v.get("name", "")
-        if dns1035_label(vname):
-            errs.append(invalid(f"{p}.name", vname, ",".join(dns1035_label(vname))))
+        storage += bool(v.get("storage"))
         unique = unique and vname not in seen
         seen.add(vname)
-        storage += bool(v.get("storage"))
-        schema = ((v.get("schema") or {}).get("openAPIV3Schema"))
-        if schema is None:
-            errs.append(required(f"{p}.schema.openAPIV3Schema", "schemas are required"))
-        else:
-            checked = structural_schema.check(schema, f"{p}.schema.openAPIV3Schema")
-            errs.extend(checked.errors)
-            errs.extend(cel_rules.compile_rules(schema, f"{p}.schema.openAPIV3Schema", checked.cel)[1])
-        errs.extend(_printer_columns(v.get("additionalPrinterColumns"), f"{p}.additionalPrinterColumns"))
-        errs.extend(_selectable_fields(v.get("selectableFields"), schema, f"{p}.selectableFields"))
-        subs = v.get("subresources") or {}
-        if isinstance(subs.get("scale"), dict):
-            errs.extend(_scale(subs["scale"], schema, f"{p}.subresources.scale"))
-        dw = v.get("deprecationWarning")
-        if dw is not None:
-            if not v.get("deprecated"):
-                errs.append(invalid(f"{p}.deprecationWarning", dw, "can only be set for deprecated versions"))
-            elif len(dw) > MAX_DEPRECATION_WARNING:
-                errs.append(invalid(f"{p}.deprecationWarning", dw, "must be <= 256 characters long"))
-            elif not dw.isprintable():
-                errs.append(invalid(f"{p}.deprecationWarning", dw, "must only contain printable UTF-8 characters"))
+        if dns1035_label(vname):
+            errs.append(invalid(f"{p}.name", vname, ",".join(dns1035_label(vname))))
+        errs.extend(_version(v, p))
     if not unique:
         errs.append(invalid("spec.versions", [internal.version(v) for v in versions], "must contain unique version names"))
     if versions and storage != 1:

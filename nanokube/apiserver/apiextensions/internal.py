@@ -18,7 +18,7 @@ def version(v: dict[str, Any]) -> Struct:
     return Struct(
         Name=v.get("name") or "", Served=bool(v.get("served")), Storage=bool(v.get("storage")),
         Deprecated=bool(v.get("deprecated")), DeprecationWarning=v.get("deprecationWarning"),
-        Schema=None if schema is None else Struct(OpenAPIV3Schema=_props(schema.get("openAPIV3Schema"))),
+        Schema=None if schema is None else Struct(OpenAPIV3Schema=props(schema.get("openAPIV3Schema"))),
         Subresources=None if subs is None else _subresources(subs),
         AdditionalPrinterColumns=None if columns is None else [Struct(
             Name=c.get("name") or "", Type=c.get("type") or "", Format=c.get("format") or "",
@@ -41,11 +41,11 @@ def _float(v: Any) -> float | None:
 
 
 def _list(items: Any) -> list[Struct] | None:
-    return None if items is None else [_props(s) for s in items]
+    return None if items is None else [props(s) for s in items]
 
 
 def _map(m: Any) -> dict[str, Struct] | None:
-    return None if m is None else {k: _props(s) for k, s in m.items()}
+    return None if m is None else {k: props(s) for k, s in m.items()}
 
 
 def _or_bool(v: Any) -> Struct | None:
@@ -54,25 +54,26 @@ def _or_bool(v: Any) -> Struct | None:
         return None
     if isinstance(v, bool):
         return Struct(Allows=v, Schema=None)
-    return Struct(Allows=True, Schema=_props(v))
+    return Struct(Allows=True, Schema=props(v))
 
 
-def _or_array(v: Any) -> Struct | None:
+def or_array(v: Any) -> Struct | None:
+    """JSONSchemaPropsOrArray: a list of schemas, or one."""
     if v is None:
         return None
     if isinstance(v, list):
         return Struct(Schema=None, JSONSchemas=_list(v))
-    return Struct(Schema=_props(v), JSONSchemas=None)
+    return Struct(Schema=props(v), JSONSchemas=None)
 
 
 def _dependencies(deps: Any) -> dict[str, Struct] | None:
     if deps is None:
         return None
-    return {k: Struct(Schema=None, Property=d) if isinstance(d, list) else Struct(Schema=_props(d), Property=None)
+    return {k: Struct(Schema=None, Property=d) if isinstance(d, list) else Struct(Schema=props(d), Property=None)
             for k, d in deps.items()}
 
 
-def _props(s: Any) -> Struct | None:
+def props(s: Any) -> Struct | None:
     """apiextensions.JSONSchemaProps, field by field in its declaration order."""
     if s is None:
         return None
@@ -88,8 +89,8 @@ def _props(s: Any) -> Struct | None:
         MaxItems=s.get("maxItems"), MinItems=s.get("minItems"), UniqueItems=bool(s.get("uniqueItems")),
         MultipleOf=_float(s.get("multipleOf")), Enum=s.get("enum"),
         MaxProperties=s.get("maxProperties"), MinProperties=s.get("minProperties"), Required=s.get("required"),
-        Items=_or_array(s.get("items")), AllOf=_list(s.get("allOf")), OneOf=_list(s.get("oneOf")),
-        AnyOf=_list(s.get("anyOf")), Not=_props(s.get("not")), Properties=_map(s.get("properties")),
+        Items=or_array(s.get("items")), AllOf=_list(s.get("allOf")), OneOf=_list(s.get("oneOf")),
+        AnyOf=_list(s.get("anyOf")), Not=props(s.get("not")), Properties=_map(s.get("properties")),
         AdditionalProperties=_or_bool(s.get("additionalProperties")),
         PatternProperties=_map(s.get("patternProperties")), Dependencies=_dependencies(s.get("dependencies")),
         AdditionalItems=_or_bool(s.get("additionalItems")), Definitions=_map(s.get("definitions")),

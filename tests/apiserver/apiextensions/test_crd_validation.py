@@ -289,3 +289,116 @@ def test_list_and_map_extensions_in_upstreams_words():
         "s.properties[l].items.properties[o].default: Required value: this property is in x-kubernetes-list-map-keys, "
         "so it must have a default or be a required property",
         "s.properties[f].x-kubernetes-preserve-unknown-fields: Invalid value: false: must be true or undefined"]
+
+
+async def test_over_http_openapi_fields_crd_schemas_do_not_support(tmp_path):
+    """specStandardValidatorV3 forbids what OpenAPI allows and CRDs do not (id, $ref, definitions,
+    patternProperties, dependencies, additionalItems, a list of items, type null), at every node
+    (junctors and definitions too), and defaults in the top-level metadata; NewStructural then fails,
+    so no structural check runs."""
+    body = crd()
+    body["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = {
+        "type": "object", "id": "x",
+        "properties": {
+            "metadata": {"type": "object", "properties": {"name": {"type": "string", "default": "x"}}},
+            "spec": {"type": "object", "properties": {
+                "a": {"type": "string", "$ref": "#/a"},
+                "l": {"type": "array", "items": [{"type": "string"}], "additionalItems": False},
+                "o": {"type": "object", "dependencies": {"x": ["y"]}, "patternProperties": {"^x": {"type": "string"}}},
+                "n": {"type": "null"}}}},
+        "definitions": {"d": {"type": "string", "uniqueItems": True}},
+        "allOf": [{"uniqueItems": True}]}
+    p = "spec.versions[0].schema.openAPIV3Schema"
+    assert await _create_refused(tmp_path, body) == [
+        (f"{p}.id", "Forbidden: id is not supported"),
+        (f"{p}.definitions", "Forbidden: definitions is not supported"),
+        (f"{p}.properties[metadata].properties[name].default", "Forbidden: must not be set in top-level metadata"),
+        (f"{p}.properties[spec].properties[a].$ref", "Forbidden: $ref is not supported"),
+        (f"{p}.properties[spec].properties[l].additionalItems", "Forbidden: additionalItems is not supported"),
+        (f"{p}.properties[spec].properties[l].items", "Forbidden: items must be a schema object and not an array"),
+        (f"{p}.properties[spec].properties[o].patternProperties", "Forbidden: patternProperties is not supported"),
+        (f"{p}.properties[spec].properties[o].dependencies", "Forbidden: dependencies is not supported"),
+        (f"{p}.properties[spec].properties[n].type", 'Unsupported value: "null": supported values: "array", '
+                                                     '"boolean", "integer", "number", "object", "string"'),
+        (f"{p}.properties[spec].properties[n].type", "Forbidden: type cannot be set to null, use nullable as an alternative"),
+        (f"{p}.allOf[0].uniqueItems", "Forbidden: uniqueItems cannot be set to true since the runtime complexity "
+                                      "becomes quadratic"),
+        (f"{p}.definitions[d].uniqueItems", "Forbidden: uniqueItems cannot be set to true since the runtime "
+                                            "complexity becomes quadratic")]
+    body["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = {"type": "object", "$schema": "http://x"}
+    assert await _create_refused(tmp_path / "2", body) == [
+        (p, "Invalid value: \"\": OpenAPIV3Schema 'schema' is not supported")]
+
+
+async def test_over_http_embedded_resources_and_resource_meta(tmp_path):
+    """Inside an embedded resource's metadata, additionalProperties' defaults and another embedded
+    resource are forbidden; an embedded resource takes no additionalProperties."""
+    body = crd()
+    body["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["e"] = {
+        "type": "object", "x-kubernetes-embedded-resource": True, "x-kubernetes-preserve-unknown-fields": True,
+        "properties": {"metadata": {"type": "object", "x-kubernetes-embedded-resource": True,
+                                    "x-kubernetes-preserve-unknown-fields": True,
+                                    "additionalProperties": {"type": "string", "default": "x"}}}}
+    p = "spec.versions[0].schema.openAPIV3Schema.properties[e].properties[metadata]"
+    assert await _create_refused(tmp_path, body) == [
+        (f"{p}.additionalProperties", "Forbidden: must not be used if x-kubernetes-embedded-resource is set"),
+        (f"{p}.x-kubernetes-embedded-resource", "Forbidden: must not be used inside of resource meta"),
+        (f"{p}.additionalProperties.default", "Forbidden: must not be set inside additionalProperties applying to "
+                                              "object metadata")]
+
+
+async def test_over_http_structural_invariants_and_completeness(tmp_path):
+    """ValidateStructural's kind/apiVersion/metadata rules (a description is more than name and
+    generateName), a field a root junctor names must be specified, no metadata in a junctor; with
+    the status subresource the root may use only allowedFieldsAtRootSchema; a deprecation warning
+    may not be empty."""
+    body = crd()
+    version = body["spec"]["versions"][0]
+    version.update(subresources={"status": {}}, deprecated=True, deprecationWarning="")
+    version["schema"]["openAPIV3Schema"] = {
+        "type": "object", "maxProperties": 5,
+        "properties": {"kind": {"type": "integer"}, "metadata": {"type": "object", "description": "d"},
+                       "e": {"type": "object", "x-kubernetes-embedded-resource": True,
+                             "x-kubernetes-preserve-unknown-fields": True, "additionalProperties": {"type": "string"}},
+                       "a": {"type": "object", "properties": {"b": {"type": "string"}}}},
+        "anyOf": [{"properties": {"a": {"properties": {"c": {"maxLength": 1}}}}}],
+        "not": {"properties": {"metadata": {}}}}
+    p = "spec.versions[0].schema.openAPIV3Schema"
+    causes = await _create_refused(tmp_path, body)
+    assert causes[0] == ("spec.versions[0].deprecationWarning", 'Invalid value: "": must not be an empty string')
+    assert causes[1][0] == p and causes[1][1].startswith('Invalid value: {"ID":"","Schema":"","Ref":null,')
+    assert causes[1][1].endswith(
+        ': only [Description Type Format Title Maximum ExclusiveMaximum Minimum ExclusiveMinimum MaxLength MinLength '
+        'Pattern MaxItems MinItems UniqueItems MultipleOf Required Items Properties ExternalDocs Example '
+        'XPreserveUnknownFields XValidations] fields are allowed at the root of the schema if the status '
+        'subresource is enabled')
+    assert causes[2:] == [
+        (f"{p}.not.properties[metadata]", "Forbidden: must not be specified in a nested context"),
+        (f"{p}.properties[a].properties[c]",
+         f"Required value: because it is defined in {p}.anyOf[0].properties[a].properties[c]"),
+        (f"{p}.properties[e].additionalProperties", "Forbidden: must not be used if x-kubernetes-embedded-resource is set"),
+        (f"{p}.properties[kind].type", 'Invalid value: "integer": must be string'),
+        (f"{p}.properties[metadata]", "Forbidden: must not specify anything other than name and generateName, but "
+                                      "metadata is implicitly specified")]
+
+
+async def test_over_http_unrecognized_formats_are_warned_about(tmp_path):
+    """WarningsOnCreate/Update: a format the field's type does not know (string formats compared
+    without dashes), once on create and on an update only if new."""
+    body = crd()
+    body["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"].update({
+        "s": {"type": "string", "format": "bogus"}, "i": {"type": "integer", "format": "int32"},
+        "d": {"type": "integer", "format": "date"}, "t": {"type": "string", "format": "date-time"},
+        "k": {"type": "string", "format": "k8s-short-name"}})
+    async with served(tmp_path) as (_, api_client):
+        api = client.ApiextensionsV1Api(api_client)
+        created, status, headers = await asyncio.to_thread(api.create_custom_resource_definition_with_http_info, body)
+        assert status == 201
+        assert headers.getlist("Warning") == ['299 - "unrecognized format \\"bogus\\""',
+                                              '299 - "unrecognized format \\"date\\""']
+        patch = [{"op": "add", "path": "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/n",
+                  "value": {"type": "number", "format": "decimal"}}]
+        _, status, headers = await asyncio.to_thread(
+            api.patch_custom_resource_definition_with_http_info, created.metadata.name, patch)
+        assert status == 200
+        assert headers.getlist("Warning") == ['299 - "unrecognized format \\"decimal\\""']
