@@ -135,6 +135,12 @@ def _bool(q: str | None) -> bool:
     return q is not None and q != "0" and q.lower() != "false"
 
 
+def _maybe_bool(q, name: str) -> bool | None:
+    """A *bool query parameter (sendInitialEvents): None when absent, else as `_bool` reads it."""
+    raw = q.get(name)
+    return None if raw is None else _bool(raw)
+
+
 def _user(request: web.Request) -> User:
     return request.get(USER) or User("system:anonymous", ("system:unauthenticated",))
 
@@ -486,7 +492,8 @@ class APIHandlers:
         items, meta = await self.rest.list(
             res, version, namespace, label_selector=q.get("labelSelector", ""), field_selector=q.get("fieldSelector", ""),
             limit=limit, continue_=q.get("continue", ""), resource_version=q.get("resourceVersion", ""),
-            resource_version_match=q.get("resourceVersionMatch", ""), encoded=encoded if kind == "object" else None)
+            resource_version_match=q.get("resourceVersionMatch", ""), send_initial_events=_maybe_bool(q, "sendInitialEvents"),
+            encoded=encoded if kind == "object" else None)
         if kind == "table":
             pairs = []
             for o in items:
@@ -527,18 +534,18 @@ class APIHandlers:
         kind = _accept(request)
         include = q.get("includeObject", "Metadata")
         timeout = integer(q, "timeoutSeconds")
-        sie = q.get("sendInitialEvents")
         field_selector = q.get("fieldSelector", "")
         try:
             stream = await self.rest.watch(
                 res, version, namespace, resource_version=q.get("resourceVersion", ""),
                 label_selector=q.get("labelSelector", ""), field_selector=field_selector,
-                send_initial_events=None if sie is None else _bool(sie),
-                allow_bookmarks=_bool(q.get("allowWatchBookmarks")), name=name)
+                send_initial_events=_maybe_bool(q, "sendInitialEvents"), allow_bookmarks=_bool(q.get("allowWatchBookmarks")),
+                name=name, resource_version_match=q.get("resourceVersionMatch", ""), continue_=q.get("continue", ""))
         except errors.APIError as e:
-            if e.code != 410:
+            if e.code not in (410, 504):
                 raise
-            # as the cacher does: an expired resourceVersion is a watch that sends one ERROR event and ends
+            # as the cacher does: an expired resourceVersion, or one a watch-list's cache did not reach in
+            # time, is a watch that sends one ERROR event and ends
             gone = web.StreamResponse(status=200, headers={"Content-Type": _JSON, "Transfer-Encoding": "chunked"})
             await gone.prepare(request)
             await gone.write(dumps({"type": "ERROR", "object": e.status()}) + b"\n")

@@ -131,3 +131,46 @@ def delete_options(query: Mapping[str, str], body: Any, dry_run_query: list[str]
     if problems:
         raise options_invalid("DeleteOptions", problems)
     return options
+
+
+NOT_OLDER_THAN = "NotOlderThan"
+_LIST_MATCHES = ("Exact", NOT_OLDER_THAN, "")
+_MATCH = "resourceVersionMatch"
+
+
+def watch_list_defaults(resource_version: str, match: str, send_initial_events: bool | None) -> tuple[str, bool | None]:
+    """SetListOptionsDefaults with the WatchList gate on (1.34+): a watch that names neither
+    sendInitialEvents nor resourceVersionMatch and starts from "" or "0" is a watch-list, as
+    the API documents sendInitialEvents' default; returns (match, sendInitialEvents)."""
+    if send_initial_events is None and not match and resource_version in ("", "0"):
+        return NOT_OLDER_THAN, True
+    return match, send_initial_events
+
+
+def list_options_errors(watch: bool, resource_version: str, match: str, send_initial_events: bool | None,
+                        continue_: str) -> list[v.FieldError]:
+    """ValidateListOptions (WatchList on), in its order; a 422 on ListOptions.meta.k8s.io."""
+    errs = []
+    if watch:
+        if send_initial_events is not None and match != NOT_OLDER_THAN:
+            errs.append(v.forbidden(_MATCH, f"sendInitialEvents requires setting {_MATCH} to {NOT_OLDER_THAN}"))
+        if match:
+            if send_initial_events is None:
+                errs.append(v.forbidden(_MATCH, f"{_MATCH} is forbidden for watch unless sendInitialEvents is provided"))
+            if match != NOT_OLDER_THAN:
+                errs.append(v.not_supported(_MATCH, match, [NOT_OLDER_THAN]))
+            if continue_:
+                errs.append(v.forbidden(_MATCH, f"{_MATCH} is forbidden when continue is provided"))
+        return errs
+    if match:
+        if not resource_version:
+            errs.append(v.forbidden(_MATCH, f"{_MATCH} is forbidden unless resourceVersion is provided"))
+        if continue_:
+            errs.append(v.forbidden(_MATCH, f"{_MATCH} is forbidden when continue is provided"))
+        if match not in _LIST_MATCHES:
+            errs.append(v.not_supported(_MATCH, match, _LIST_MATCHES))
+        if match == "Exact" and resource_version == "0":
+            errs.append(v.forbidden(_MATCH, f'{_MATCH} "exact" is forbidden for resourceVersion "0"'))
+    if send_initial_events is not None:
+        errs.append(v.forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"))
+    return errs

@@ -28,7 +28,7 @@ from ..machinery.user import User
 from .cache import ADDED, DELETED, MODIFIED, CacheEvent, Entry, WatchCache, Watcher, stored_json
 from ..machinery.selectors import matches_fields, matches_labels, parse_field_selector, parse_label_selector
 from ..machinery.validation import immutable
-from . import serializer, structural
+from . import options, serializer, structural
 from .patch import PatchError, json_copy, jsonpatch, merge, strategic
 from .patch import status as status_patch
 from .patch import apply as ssa
@@ -437,16 +437,15 @@ class GenericREST:
     async def list(
         self, res: Resource, version: str, namespace: str | None, *, label_selector: str = "",
         field_selector: str = "", limit: int = 0, continue_: str = "", resource_version: str = "",
-        resource_version_match: str = "", encoded: list | None = None,
+        resource_version_match: str = "", send_initial_events: bool | None = None, encoded: list | None = None,
     ) -> tuple[list[dict], dict]:
         """Returns (items at `version`, list metadata). `encoded`, when given, receives each item's
         cached JSON (None for an item converted for `version`), so a response joins bytes."""
         # (the selectors first: upstream decodes them with the list options, before any resourceVersion check)
         ok, everything = self._filters(res, version, label_selector, field_selector)
-        if resource_version_match and not resource_version:
-            raise errors.bad_request("resourceVersionMatch is forbidden unless resourceVersion is provided")
-        if resource_version_match and resource_version_match not in ("Exact", "NotOlderThan"):
-            raise errors.bad_request(f'resourceVersionMatch: Unsupported value: "{resource_version_match}"')
+        errs = options.list_options_errors(False, resource_version, resource_version_match, send_initial_events, continue_)
+        if errs:
+            raise options.options_invalid("ListOptions", errs)
         if continue_ and resource_version not in ("", "0"):
             raise errors.bad_request("specifying resource version is not allowed when using continue")
         if resource_version not in ("", "0"):
@@ -511,12 +510,18 @@ class GenericREST:
         self, res: Resource, version: str, namespace: str | None, *, resource_version: str = "",
         label_selector: str = "", field_selector: str = "", send_initial_events: bool | None = None,
         allow_bookmarks: bool = False, bookmark_interval: float = 10.0, name: str | None = None,
+        resource_version_match: str = "", continue_: str = "",
     ) -> AsyncIterator[tuple[str, dict]]:
         """Validates the request and registers the watcher (raising APIError
         before anything is streamed), then returns the stream of (type, object
         at `version`) pairs. Objects that stop (start) matching the selectors
         arrive as DELETED (ADDED), as upstream does."""
         ok, everything = self._filters(res, version, label_selector, field_selector)
+        match, send_initial_events = options.watch_list_defaults(resource_version, resource_version_match,
+                                                                 send_initial_events)
+        errs = options.list_options_errors(True, resource_version, match, send_initial_events, continue_)
+        if errs:
+            raise options.options_invalid("ListOptions", errs)
         if name:
             base_ok = ok
             ok = lambda o: o["metadata"].get("name") == name and base_ok(o)  # noqa: E731
@@ -540,6 +545,15 @@ class GenericREST:
         if resource_version in ("", "0") or send_initial_events:
             if resource_version == "":
                 await self.cache.sync()
+            elif resource_version != "0":  # a watch-list's initial state is at least as new as what it names
+                try:
+                    want = int(resource_version)
+                except ValueError:
+                    raise errors.bad_request(f'invalid resource version "{resource_version}"') from None
+                try:
+                    await self.cache.wait_for(want, FUTURE_RV_WAIT)
+                except TimeoutError:
+                    raise _too_large_resource_version(want, self.cache.rev) from None
             self.cache.add_watcher(w)
             rev = self.cache.rev
             if send_initial_events is not False:
@@ -576,7 +590,7 @@ class GenericREST:
                 if out:
                     yield out
             high = max(last, rev)
-            if send_initial_events:
+            if send_initial_events and allow_bookmarks:
                 yield ("BOOKMARK", self._bookmark(res, version, self.cache.rev, initial_end=True))
             while True:
                 try:

@@ -92,8 +92,10 @@ async def test_watch_events_are_written_directly_in_order_and_the_watcher_goes_w
             for i in range(20):
                 await server.rest.create(cms, "v1", "default", {"metadata": {"name": f"cm-{i}"}}, WriteOptions(user=SYSTEM))
             await server.rest.delete(cms, "v1", "default", "cm-0", {}, WriteOptions(user=SYSTEM))
-            events = [orjson.loads(await r.content.readline()) for _ in range(21)]
+            # (a watch from "" is a watch-list: its initial events, none here, end with a bookmark)
+            end, *events = [orjson.loads(await r.content.readline()) for _ in range(22)]
             assert w.queue.empty()
+        assert (end["type"], end["object"]["metadata"]["annotations"]) == ("BOOKMARK", {"k8s.io/initial-events-end": "true"})
         assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == \
             [("ADDED", f"cm-{i}") for i in range(20)] + [("DELETED", "cm-0")]
         revs = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]

@@ -185,3 +185,80 @@ async def test_create_and_update_judge_media_type_body_size_and_options_in_upstr
                 'Unsupported value: ["Bogus"]: supported values: "All"')
         elif want == 413:
             assert answer["reason"] == "RequestEntityTooLarge"
+
+
+def _get(core, path: str, query: str) -> tuple[int, list | dict]:
+    """A GET's status and body: a Status as a dict, a watch's stream as its list of events."""
+    api = core.api_client
+    response = api.rest_client.pool_manager.request("GET", f"{api.configuration.host}{path}?{query}",
+                                                    headers={**api.default_headers, "Accept": "application/json"})
+    text = response.data.decode()
+    if "watch=true" in query and response.status == 200:
+        return 200, [json.loads(line) for line in text.splitlines() if line]
+    return response.status, json.loads(text)
+
+
+async def test_list_and_watch_options_are_judged_as_validate_list_options(core):
+    """ValidateListOptions with the WatchList gate on (1.37): a watch's resourceVersionMatch needs
+    sendInitialEvents and NotOlderThan, a list takes no sendInitialEvents; every rule one cause of
+    one 422 on ListOptions.meta.k8s.io, in upstream's order. All of these were answered 200 (or 400)."""
+    path = "/api/v1/namespaces/default/configmaps"
+    cases = [
+        ("watch=true&resourceVersionMatch=NotOlderThan", [
+            "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents "
+            "is provided"]),
+        ("watch=true&sendInitialEvents=true", [
+            "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"]),
+        ("watch=true&sendInitialEvents=true&resourceVersionMatch=Exact&continue=c", [
+            "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            'resourceVersionMatch: Unsupported value: "Exact": supported values: "NotOlderThan"',
+            "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided"]),
+        ("sendInitialEvents=true&resourceVersionMatch=NotOlderThan", [
+            "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+            "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list"]),
+        ("resourceVersion=0&resourceVersionMatch=Exact", [
+            'resourceVersionMatch: Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion "0"']),
+        ("resourceVersion=1&resourceVersionMatch=Newest", [
+            'resourceVersionMatch: Unsupported value: "Newest": supported values: "Exact", "NotOlderThan", ""']),
+    ]
+    for query, want in cases:
+        status, body = await asyncio.to_thread(_get, core, path, query + "&timeoutSeconds=1")
+        assert (status, body["reason"], body["details"]["kind"], body["details"]["group"]) == (
+            422, "Invalid", "ListOptions", "meta.k8s.io"), query
+        detail = want[0] if len(want) == 1 else "[" + ", ".join(want) + "]"
+        assert body["message"] == f'ListOptions.meta.k8s.io "" is invalid: {detail}', query
+        assert [c["field"] for c in body["details"]["causes"]] == [w.split(":")[0] for w in want], query
+    status, body = await asyncio.to_thread(_get, core, path, "resourceVersion=0&resourceVersionMatch=NotOlderThan")
+    assert (status, body["kind"]) == (200, "ConfigMapList")
+
+
+def _events(stream: list) -> list[tuple[str, str | None, dict | None]]:
+    return [(e["type"], e["object"]["metadata"].get("name"), e["object"]["metadata"].get("annotations"))
+            for e in stream]
+
+
+async def test_a_watch_list_marks_the_end_of_its_initial_events_only_for_a_watch_that_takes_bookmarks(core):
+    """The initial-events-end BOOKMARK follows the initial events when the watch allows bookmarks;
+    a watch from "" or "0" that names neither option is defaulted to a watch-list
+    (SetListOptionsDefaults), so it gets the bookmark too. Without allowWatchBookmarks none is
+    sent (one was), and a watch-list from a resourceVersion the cache does not reach is one ERROR
+    event with the 504 (it streamed the current state)."""
+    for name in ("a", "b"):
+        await asyncio.to_thread(core.create_namespaced_config_map, "default", {"metadata": {"name": name}})
+    path = "/api/v1/namespaces/default/configmaps"
+    end = ("BOOKMARK", None, {"k8s.io/initial-events-end": "true"})
+    listed = [("ADDED", "a", None), ("ADDED", "b", None)]
+    watch_list = "watch=true&timeoutSeconds=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
+    for query, want in [
+        (watch_list + "&allowWatchBookmarks=true", listed + [end]),
+        (watch_list, listed),
+        ("watch=true&timeoutSeconds=1&allowWatchBookmarks=true&resourceVersion=0", listed + [end]),
+        ("watch=true&timeoutSeconds=1&allowWatchBookmarks=true", listed + [end]),
+        ("watch=true&timeoutSeconds=1", listed),
+    ]:
+        status, stream = await asyncio.to_thread(_get, core, path, query)
+        assert (status, _events(stream)) == (200, want), query
+    status, stream = await asyncio.to_thread(_get, core, path, watch_list + "&resourceVersion=99999999")
+    assert [e["type"] for e in stream] == ["ERROR"]
+    assert (stream[0]["object"]["code"], stream[0]["object"]["details"]["causes"][0]["reason"]) == (
+        504, "ResourceVersionTooLarge")
