@@ -16,7 +16,7 @@ from cryptography import x509
 from ...client.informer import Informer
 from ...controllers.base import Controller
 from ...machinery.errors import APIError
-from .naming import GROUP, condition, set_condition
+from .naming import GROUP, condition, set_crd_condition
 
 
 def valid_ca_bundle(crd: dict) -> bool:
@@ -60,7 +60,7 @@ class EstablishingController(Controller):
             cond = ("True", "InitialNamesAccepted", "the initial names have been accepted")
         else:
             cond = ("False", "InvalidCABundle", "The conversion webhook CABundle is invalid")
-        set_condition(status, "Established", *cond, self.clock.rfc3339())
+        set_crd_condition(status, "Established", *cond, self.clock.rfc3339())
         if status == crd.get("status"):
             return
         try:

@@ -17,7 +17,7 @@ from ...client.informer import Informer
 from ...controllers.base import Controller
 from ...machinery.errors import APIError
 from ...registry.apiextensions import CLEANUP_FINALIZER
-from .naming import GROUP, condition, set_condition
+from .naming import GROUP, condition, set_crd_condition
 
 POLL_INTERVAL = 0.2
 POLL_TIMEOUT = 60.0
@@ -47,7 +47,7 @@ class CRDFinalizer(Controller):
 
     async def _set(self, crd: dict, status: str, reason: str, message: str) -> dict:
         st = copy.deepcopy(crd.get("status") or {})
-        set_condition(st, "Terminating", status, reason, message, self.clock.rfc3339())
+        set_crd_condition(st, "Terminating", status, reason, message, self.clock.rfc3339())
         return await self.crds.update({**crd, "status": st}, subresource="status")
 
     async def sync(self, name: str) -> None:

@@ -15,25 +15,20 @@ from typing import Any
 
 from ...client.informer import Informer
 from ...controllers.base import Controller
+from ...machinery.conditions import find_condition, set_condition
 from ...machinery.errors import APIError
 
 GROUP = "apiextensions.k8s.io"
 
 
-def set_condition(status: dict[str, Any], typ: str, cstatus: str, reason: str, message: str, now: str) -> None:
-    """Set a condition, keeping lastTransitionTime when the status does not change."""
-    conds = status.setdefault("conditions", [])
-    for c in conds:
-        if c.get("type") == typ:
-            if c.get("status") != cstatus:
-                c["lastTransitionTime"] = now
-            c.update(status=cstatus, reason=reason, message=message)
-            return
-    conds.append({"type": typ, "status": cstatus, "lastTransitionTime": now, "reason": reason, "message": message})
+def set_crd_condition(status: dict[str, Any], typ: str, cstatus: str, reason: str, message: str, now: str) -> None:
+    """SetCRDCondition on a status of our own: a lastTransitionTime moves only with the status."""
+    status["conditions"] = set_condition(status.get("conditions"), {
+        "type": typ, "status": cstatus, "lastTransitionTime": now, "reason": reason, "message": message})
 
 
 def condition(crd: dict, typ: str) -> dict | None:
-    return next((c for c in (crd.get("status") or {}).get("conditions") or [] if c.get("type") == typ), None)
+    return find_condition((crd.get("status") or {}).get("conditions"), typ)
 
 
 def names_and_conditions(crd: dict, others: list[dict]) -> tuple[dict, tuple[str, str, str], tuple[str, str, str]]:
@@ -134,8 +129,8 @@ class NamingController(Controller):
         status = copy.deepcopy(crd.get("status") or {})
         now = self.clock.rfc3339()
         status["acceptedNames"] = names
-        set_condition(status, "NamesAccepted", *names_cond, now)
-        set_condition(status, "Established", *est_cond, now)
+        set_crd_condition(status, "NamesAccepted", *names_cond, now)
+        set_crd_condition(status, "Established", *est_cond, now)
         if status == crd.get("status"):
             return
         try:

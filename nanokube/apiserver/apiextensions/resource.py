@@ -21,6 +21,7 @@ import orjson
 
 from ... import schema as schemas
 from ...machinery import errors
+from ...machinery.conditions import is_condition_true
 from ...machinery.validation import FieldError, custom_finalizer_warnings
 from ...registry.base import AGE, STORED_DELETION, Age, Column, Obj, Resource, Strategy
 from .. import structural
@@ -38,11 +39,6 @@ AGE_COLUMN_DOC = "CreationTimestamp is a timestamp representing the server time 
 def served_versions(crd: Obj) -> list[str]:
     vs = [v["name"] for v in (crd.get("spec") or {}).get("versions") or [] if v.get("served")]
     return sorted(vs, key=version_priority)
-
-
-def is_condition_true(crd: Obj, typ: str) -> bool:
-    return any(c.get("type") == typ and c.get("status") == "True"
-               for c in (crd.get("status") or {}).get("conditions") or [])
 
 
 def deprecation_warning(crd: Obj, v: dict[str, Any]) -> str:
@@ -375,7 +371,8 @@ def resource_for(crd: Obj) -> Resource | None:
     names = st.get("acceptedNames") or {}
     if not names.get("plural") or not names.get("kind"):
         return None
-    if not (is_condition_true(crd, "NamesAccepted") or is_condition_true(crd, "Established")):
+    conds = st.get("conditions")
+    if not (is_condition_true(conds, "NamesAccepted") or is_condition_true(conds, "Established")):
         return None
     versions = served_versions(crd)
     storage = next((v["name"] for v in spec.get("versions") or [] if v.get("storage")), None)
