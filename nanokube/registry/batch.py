@@ -26,6 +26,7 @@ from .apps import (
 )
 from .base import Column, Obj, Resource, Strategy, register
 from .core_printing import human_duration, parse_time
+from ..machinery.conditions import is_condition_true
 from ..machinery.gofmt import Struct, quote
 from ..machinery.validation import (
     FieldError,
@@ -67,21 +68,17 @@ _MAX_SCHEDULING_CLAIMS = 4
 _HTTP_PATH = re.compile(r"^[A-Za-z0-9/\-._~%!$&'()*+,;=:]+\Z")
 
 
-def _conditions_true(job: Obj, ctype: str) -> bool:
-    return any(c.get("type") == ctype and c.get("status") == "True"
-               for c in (job.get("status") or {}).get("conditions") or [])
-
-
 def job_status(job: Obj) -> str:
     """The STATUS column of kubectl 1.32's job printer."""
-    if _conditions_true(job, "Complete"):
+    conds = (job.get("status") or {}).get("conditions")
+    if is_condition_true(conds, "Complete"):
         return "Complete"
-    if _conditions_true(job, "Failed"):
+    if is_condition_true(conds, "Failed"):
         return "Failed"
     if (job.get("metadata") or {}).get("deletionTimestamp"):
         return "Terminating"
     for ctype in ("Suspended", "FailureTarget", "SuccessCriteriaMet"):
-        if _conditions_true(job, ctype):
+        if is_condition_true(conds, ctype):
             return ctype
     return "Running"
 
@@ -219,10 +216,11 @@ class JobStrategy(Strategy):
                     errs.append(duplicate(p, uid))
                 else:
                     seen.add(uid)
-        for ctype in ("Failed", "Complete", "FailureTarget"):
-            if _conditions_true(old, ctype) and not _conditions_true(new, ctype):
-                errs.append(invalid("status.conditions", OMIT, f"cannot disable the terminal {ctype}=True condition"))
         old_status = old.get("status") or {}
+        for ctype in ("Failed", "Complete", "FailureTarget"):
+            if is_condition_true(old_status.get("conditions"), ctype) and \
+                    not is_condition_true(status.get("conditions"), ctype):
+                errs.append(invalid("status.conditions", OMIT, f"cannot disable the terminal {ctype}=True condition"))
         for f in ("failed", "succeeded"):
             if status.get(f, 0) < old_status.get(f, 0):
                 errs.append(invalid(f"status.{f}", status.get(f, 0), f"cannot decrease the {f} counter"))
