@@ -23,6 +23,7 @@ from .core_printing import AGE_DOC, NAME_DOC, Clock, doc, since
 from .core_services import NodePortAllocator, ServiceIPAllocator, ServiceStrategy
 from .core_spec import PROTOCOLS, port_number, taint_effect
 from .event_encoding import core_encoding
+from ..machinery import gojson
 from ..machinery.quantity import parse_quantity
 from ..machinery.validation import (
     FieldError,
@@ -277,11 +278,16 @@ def _pod_cidrs(cidrs: list, valid_old: tuple[str, ...] = ()) -> list[FieldError]
 # --- configmaps and secrets -------------------------------------------------------
 
 
-def _b64_len(value: str) -> int:
+def _b64_bytes(value: str) -> bytes:
+    """A data value's bytes (as stored: base64; anything else as its own bytes)."""
     try:
-        return len(base64.b64decode(value or "", validate=True))
+        return base64.b64decode(value or "", validate=True)
     except ValueError:
-        return len(value or "")
+        return (value or "").encode()
+
+
+def _b64_len(value: str) -> int:
+    return len(_b64_bytes(value))
 
 
 def _immutable_update(new: dict, old: dict, fields: tuple[str, ...]) -> list[FieldError]:
@@ -329,6 +335,8 @@ _SECRET_REQUIRED_KEYS = {
     "kubernetes.io/dockerconfigjson": (".dockerconfigjson",),
     "kubernetes.io/tls": ("tls.crt", "tls.key"),
 }
+#: the keys whose content must decode as a JSON object (a docker config)
+_SECRET_JSON_KEYS = (".dockercfg", ".dockerconfigjson")
 
 
 class SecretStrategy(Strategy):
@@ -366,6 +374,8 @@ class SecretStrategy(Strategy):
         for key in _SECRET_REQUIRED_KEYS.get(stype, ()):
             if key not in data:
                 errs.append(required(f"data[{key}]"))
+            elif key in _SECRET_JSON_KEYS and (bad := gojson.map_decode_error(_b64_bytes(data[key]))):
+                errs.append(invalid(f"data[{key}]", "<secret contents redacted>", bad))
         if stype == "kubernetes.io/basic-auth" and "username" not in data and "password" not in data:
             errs += [required("data[username]"), required("data[password]")]
         if stype == "kubernetes.io/ssh-auth" and not _b64_len(data.get("ssh-privatekey")):  # present but empty too
@@ -383,10 +393,9 @@ class SecretStrategy(Strategy):
         return kind_warnings.secret_warnings(new)
 
     def validate_update(self, new, old):
-        errs = self.validate(new)
-        if new.get("type") != old.get("type"):
-            errs.append(immutable("type", new.get("type")))
-        return errs + _immutable_update(new, old, ("data",))
+        """ValidateSecretUpdate: the type and an immutable Secret's data first, then ValidateSecret."""
+        errs = [immutable("type", new.get("type"))] if new.get("type") != old.get("type") else []
+        return errs + _immutable_update(new, old, ("data",)) + self.validate(new)
 
 
 # --- service accounts, endpoints, events --------------------------------------

@@ -842,6 +842,50 @@ async def test_over_http_secret_types_require_their_keys_in_validate_secrets_ord
         (f, "Required value") for f in causes]
 
 
+@pytest.mark.parametrize("stype, key, content, message", [
+    ("kubernetes.io/dockercfg", ".dockercfg", b'{"registry": ', "unexpected end of JSON input"),
+    ("kubernetes.io/dockercfg", ".dockercfg", b"[]",
+     "json: cannot unmarshal array into Go value of type map[string]interface {}"),
+    ("kubernetes.io/dockerconfigjson", ".dockerconfigjson", b'{"auths" {}}', "invalid character '{' after object key"),
+    ("kubernetes.io/dockerconfigjson", ".dockerconfigjson", b"auths", "invalid character 'a' looking for beginning of value"),
+])
+async def test_over_http_docker_config_secrets_hold_a_json_object(core, stype, key, content, message):
+    """ValidateSecret unmarshals a docker config into a map: encoding/json's error, the contents
+    redacted; a JSON object (or null) passes."""
+    import asyncio
+    import base64
+    import json
+
+    from kubernetes.client.rest import ApiException
+
+    def secret(name, raw):
+        return {"metadata": {"name": name}, "type": stype, "data": {key: base64.b64encode(raw).decode()}}
+
+    with pytest.raises(ApiException) as e:
+        await asyncio.to_thread(core.create_namespaced_secret, "default", secret("bad", content))
+    assert e.value.status == 422
+    assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [
+        (f"data[{key}]", f'Invalid value: "<secret contents redacted>": {message}')]
+    created = await asyncio.to_thread(core.create_namespaced_secret, "default", secret("good", b'{"auths": {}}'))
+    assert created.type == stype
+
+
+async def test_over_http_a_secret_update_reports_its_type_before_its_contents(core):
+    """ValidateSecretUpdate: the immutable type, then ValidateSecret's errors."""
+    import asyncio
+    import json
+
+    from kubernetes.client.rest import ApiException
+
+    await asyncio.to_thread(core.create_namespaced_secret, "default", {"metadata": {"name": "s"}, "data": {"a": "eA=="}})
+    with pytest.raises(ApiException) as e:
+        await asyncio.to_thread(core.replace_namespaced_secret, "s", "default",
+                                {"metadata": {"name": "s"}, "type": "kubernetes.io/tls", "data": {"a": "eA=="}})
+    assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [
+        ("type", 'Invalid value: "kubernetes.io/tls": field is immutable'), ("data[tls.crt]", "Required value"),
+        ("data[tls.key]", "Required value")]
+
+
 async def test_over_http_a_secret_too_large_is_reported_before_its_missing_keys(core):
     import asyncio
     import base64

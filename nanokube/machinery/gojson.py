@@ -1,0 +1,177 @@
+"""Go's encoding/json errors for bytes it is asked to decode into a map[string]interface{}, as
+upstream's messages carry them (a dockercfg Secret's `.dockercfg` that is not a JSON object).
+
+The syntax check walks the input as Go's scanner does (checkValid runs before decoding), so the
+first bad byte is reported with the scanner's words for the place it was found in.
+"""
+
+from __future__ import annotations
+
+from . import gofmt
+
+_SPACE = b" \t\r\n"
+_DIGITS = b"0123456789"
+_HEX = b"0123456789abcdefABCDEF"
+_ESCAPES = b'bfnrt\\/"'
+_LITERALS = {ord("t"): b"true", ord("f"): b"false", ord("n"): b"null"}
+
+
+class _Syntax(Exception):
+    pass
+
+
+def _char(c: int) -> str:
+    """quoteChar: the byte as a Go character literal."""
+    if c == ord("'"):
+        return "'\\''"
+    if c == ord('"'):
+        return "'\"'"
+    return "'" + gofmt.quote(chr(c))[1:-1] + "'"
+
+
+class _Scanner:
+    def __init__(self, data: bytes):
+        self.data = data
+        self.i = 0
+
+    def peek(self) -> int:
+        if self.i >= len(self.data):
+            raise _Syntax("unexpected end of JSON input")
+        return self.data[self.i]
+
+    def bad(self, context: str) -> _Syntax:
+        return _Syntax(f"invalid character {_char(self.data[self.i])} {context}")
+
+    def space(self) -> int:
+        while self.peek() in _SPACE:
+            self.i += 1
+        return self.data[self.i]
+
+    def value(self) -> str:
+        """Scan one value; its kind as UnmarshalTypeError names it."""
+        c = self.space()
+        if c == ord("{"):
+            self.i += 1
+            self.object()
+            return "object"
+        if c == ord("["):
+            self.i += 1
+            self.array()
+            return "array"
+        if c == ord('"'):
+            self.i += 1
+            self.string()
+            return "string"
+        if c == ord("-") or c in _DIGITS:
+            self.number()
+            return "number"
+        if c in _LITERALS:
+            word = _LITERALS[c]
+            self.i += 1
+            for want in word[1:]:
+                if self.peek() != want:
+                    raise self.bad(f"in literal {word.decode()} (expecting {_char(want)})")
+                self.i += 1
+            return "null" if c == ord("n") else "bool"
+        raise self.bad("looking for beginning of value")
+
+    def object(self) -> None:
+        if self.space() == ord("}"):
+            self.i += 1
+            return
+        while True:
+            if self.space() != ord('"'):
+                raise self.bad("looking for beginning of object key string")
+            self.i += 1
+            self.string()
+            if self.space() != ord(":"):
+                raise self.bad("after object key")
+            self.i += 1
+            self.value()
+            c = self.space()
+            self.i += 1
+            if c == ord("}"):
+                return
+            if c != ord(","):
+                self.i -= 1
+                raise self.bad("after object key:value pair")
+
+    def array(self) -> None:
+        if self.space() == ord("]"):
+            self.i += 1
+            return
+        while True:
+            self.value()
+            c = self.space()
+            self.i += 1
+            if c == ord("]"):
+                return
+            if c != ord(","):
+                self.i -= 1
+                raise self.bad("after array element")
+
+    def string(self) -> None:
+        while True:
+            c = self.peek()
+            if c == ord('"'):
+                self.i += 1
+                return
+            if c < 0x20:
+                raise self.bad("in string literal")
+            self.i += 1
+            if c == ord("\\"):
+                e = self.peek()
+                if e == ord("u"):
+                    self.i += 1
+                    for _ in range(4):
+                        if self.peek() not in _HEX:
+                            raise self.bad("in \\u hexadecimal character escape")
+                        self.i += 1
+                elif e in _ESCAPES:
+                    self.i += 1
+                else:
+                    raise self.bad("in string escape code")
+
+    def digits(self) -> None:
+        while self.i < len(self.data) and self.data[self.i] in _DIGITS:
+            self.i += 1
+
+    def number(self) -> None:
+        """A number ends at the first byte that cannot continue it (its parent judges that byte);
+        only a number that cannot end there is an error of its own."""
+        if self.data[self.i] == ord("-"):
+            self.i += 1
+            if self.peek() not in _DIGITS:
+                raise self.bad("in numeric literal")
+        if self.data[self.i] == ord("0"):
+            self.i += 1
+        else:
+            self.digits()
+        if self.i < len(self.data) and self.data[self.i] == ord("."):
+            self.i += 1
+            if self.peek() not in _DIGITS:
+                raise self.bad("after decimal point in numeric literal")
+            self.digits()
+        if self.i < len(self.data) and self.data[self.i] in b"eE":
+            self.i += 1
+            if self.peek() in b"+-":
+                self.i += 1
+            if self.peek() not in _DIGITS:
+                raise self.bad("in exponent of numeric literal")
+            self.digits()
+
+
+def map_decode_error(data: bytes) -> str | None:
+    """json.Unmarshal(data, &map[string]interface{}{})'s error text, or None when it decodes."""
+    scanner = _Scanner(data)
+    try:
+        kind = scanner.value()
+        while scanner.i < len(data):
+            if data[scanner.i] not in _SPACE:
+                raise scanner.bad("after top-level value")
+            scanner.i += 1
+    except _Syntax as e:
+        return str(e)
+    if kind in ("object", "null"):
+        return None
+    return f"json: cannot unmarshal {kind} into Go value of type map[string]interface {{}}"
