@@ -14,6 +14,7 @@ from aiohttp import web
 
 from ..registry.base import Resource
 from ..machinery import errors
+from ..machinery.conditions import set_condition
 from .auth.serviceaccount import ServiceAccountTokens
 from ..machinery.responses import json_response
 from . import structural
@@ -117,10 +118,10 @@ class Subresources:
                 raise errors.conflict("", "pods/binding", name, f"Precondition failed: UID in precondition: {uid}, UID in object meta: {pod['metadata'].get('uid')}")
             new = _bound(pod, target["name"], (binding.get("metadata") or {}).get("annotations"))
             st = new["status"]
-            conds = [c for c in st.get("conditions") or [] if c.get("type") != "PodScheduled"]
-            conds.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
-                          "lastTransitionTime": self.rest.clock.rfc3339()})
-            st["conditions"] = conds
+            # podutil.UpdatePodCondition: in its place, its transition time only on a change
+            st["conditions"] = set_condition(st.get("conditions"), {
+                "type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                "lastTransitionTime": self.rest.clock.rfc3339()})
             if opts.dry_run:
                 break
             key, (value, handed, _) = res.key(namespace, name), stored_json(new)

@@ -72,3 +72,37 @@ async def test_binding_a_pod_deleted_after_it_was_read_is_not_found(env, monkeyp
     with pytest.raises(APIError) as e:
         await sub.bind(s.rest.index.get("", "v1", "pods"), "default", "gone", binding("gone", "n1"), WriteOptions())
     assert e.value.code == 404 and e.value.reason == "NotFound"
+
+
+async def test_binding_sets_pod_scheduled_in_its_place_moving_its_time_only_on_a_change(tmp_path):
+    """podutil.UpdatePodCondition, over HTTP: PodScheduled stays where it was among the pod's
+    conditions, and its lastTransitionTime moves only when its status changes."""
+    import asyncio
+
+    from kubernetes import client
+
+    from tests.served import served
+
+    then = "2020-01-01T00:00:00Z"
+    custom = {"type": "example.com/ready", "status": "True", "lastTransitionTime": then}
+    async with served(tmp_path) as (_, api_client):
+        core = client.CoreV1Api(api_client)
+        for name, was in (("unschedulable", "False"), ("marked", "True")):
+            await asyncio.to_thread(core.create_namespaced_pod, "default", {
+                "metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "x"}]}})
+            scheduled = {"type": "PodScheduled", "status": was, "lastTransitionTime": then}
+            if was == "False":
+                scheduled |= {"reason": "Unschedulable", "message": "0/1 nodes are available"}
+            await asyncio.to_thread(core.patch_namespaced_pod_status, name, "default",
+                                    {"status": {"conditions": [scheduled, custom]}})
+            await asyncio.to_thread(core.create_namespaced_pod_binding, name, "default",
+                                    {"metadata": {"name": name}, "target": {"kind": "Node", "name": "n1"}},
+                                    _preload_content=False)
+        for name, moved in (("unschedulable", True), ("marked", False)):
+            raw = await asyncio.to_thread(core.read_namespaced_pod, name, "default", _preload_content=False)
+            pod = orjson.loads(raw.data)
+            first, second = pod["status"]["conditions"]
+            assert pod["spec"]["nodeName"] == "n1"
+            assert (first["type"], first["status"], second) == ("PodScheduled", "True", custom)
+            assert "reason" not in first and "message" not in first
+            assert (first["lastTransitionTime"] != then) is moved
