@@ -28,6 +28,7 @@ from .core_spec import (
     validate_tolerations,
     validate_volumes,
 )
+from ..machinery.conditions import find_condition, is_condition_true
 from ..machinery.gofmt import Struct
 from ..machinery.quantity import QuantityError, canonical, is_quantity, nano_value, parse_quantity
 from ..machinery.validation import (
@@ -802,10 +803,6 @@ def _restartable(c: dict | None) -> bool:
     return bool(c) and c.get("restartPolicy") == "Always"
 
 
-def _condition_true(status: dict, ctype: str) -> bool:
-    return any(c.get("type") == ctype and c.get("status") == "True" for c in status.get("conditions") or [])
-
-
 def _later(a: str | None, b: str | None) -> str | None:
     if not b:
         return a
@@ -859,7 +856,7 @@ def pod_summary(pod: dict) -> tuple[str, str, int, str | None]:
             reason = f"Init:{i}/{n_init}"
         initializing = True
         break
-    if not initializing or _condition_true(status, "Initialized"):
+    if not initializing or is_condition_true(status.get("conditions"), "Initialized"):
         restarts, last = sidecar_restarts, sidecar_last
         has_running = False
         for cs in reversed(status.get("containerStatuses") or []):
@@ -875,7 +872,7 @@ def pod_summary(pod: dict) -> tuple[str, str, int, str | None]:
                 has_running = True
                 ready += 1
         if reason == "Completed" and has_running:
-            reason = "Running" if _condition_true(status, "Ready") else "NotReady"
+            reason = "Running" if is_condition_true(status.get("conditions"), "Ready") else "NotReady"
     if (pod.get("metadata") or {}).get("deletionTimestamp"):
         if status.get("reason") == "NodeLost":
             reason = "Unknown"
@@ -888,13 +885,11 @@ def _readiness_gates(pod: dict) -> str:
     gates = (pod.get("spec") or {}).get("readinessGates") or []
     if not gates:
         return "<none>"
-    conds = (pod.get("status") or {}).get("conditions") or []
+    conds = (pod.get("status") or {}).get("conditions")
     true = 0
     for g in gates:
-        for c in conds:
-            if c.get("type") == g.get("conditionType"):
-                true += c.get("status") == "True"
-                break
+        c = find_condition(conds, g.get("conditionType"))
+        true += c is not None and c.get("status") == "True"
     return f"{true}/{len(gates)}"
 
 
