@@ -127,6 +127,14 @@ def nonnegative(obj: dict, field: str, path: str) -> list[FieldError]:
 # --- pod templates (rules owned by the core group) -------------------------------
 
 
+def ensure_template(holder: dict, key: str = "template") -> dict:
+    """A workload's template as its Go field (a struct, not a pointer) holds it: an absent or null
+    one is empty, defaulted and validated like any other (its own errors, not 'Required')."""
+    if holder.get(key) is None:
+        holder[key] = {}
+    return holder[key]
+
+
 def default_pod_template(template: dict | None) -> None:
     """Apply core's pod defaults to a workload template, as upstream's defaulters do."""
     from .core import default_pod_spec
@@ -182,11 +190,8 @@ def _validate_selector_and_template(spec: dict, path: str, old_ips: tuple[str, .
         errs += validate_label_selector(sel, f"{path}.selector")
         if selector_is_empty(sel):
             errs.append(invalid(f"{path}.selector", label_selector_value(sel), "empty selector is invalid for deployment"))
-    template = spec.get("template")
+    template = spec.get("template") or {}
     tpath = f"{path}.template"
-    if template is None:
-        errs.append(required(tpath))
-        return errs
     labels = (template.get("metadata") or {}).get("labels")
     # a missing selector is LabelSelectorAsSelector's Nothing: not empty, and it matches no labels
     if (sel is None or not selector_is_empty(sel)) and not selector_matches(sel, labels):
@@ -262,7 +267,7 @@ class DeploymentStrategy(Strategy):
             strategy["rollingUpdate"] = ru
         spec.setdefault("revisionHistoryLimit", 10)
         spec.setdefault("progressDeadlineSeconds", 600)
-        default_pod_template(spec.get("template"))
+        default_pod_template(ensure_template(spec))
 
     def prepare_for_create(self, obj: Obj) -> None:
         _reset_status(obj)
@@ -344,7 +349,7 @@ class ReplicaSetStrategy(Strategy):
         """SetDefaults_ReplicaSet (apps/v1)."""
         spec = obj.setdefault("spec", {})
         spec.setdefault("replicas", 1)
-        default_pod_template(spec.get("template"))
+        default_pod_template(ensure_template(spec))
 
     def prepare_for_create(self, obj: Obj) -> None:
         _reset_status(obj)

@@ -12,6 +12,7 @@ from .apps import (
     api_doc,
     containers_column,
     default_pod_template,
+    ensure_template,
     images_column,
     int_or_percent_value,
     name_column,
@@ -78,7 +79,7 @@ class DaemonSetStrategy(Strategy):
             ru.setdefault("maxSurge", 0)
             strategy["rollingUpdate"] = ru
         spec.setdefault("revisionHistoryLimit", 10)
-        default_pod_template(spec.get("template"))
+        default_pod_template(ensure_template(spec))
 
     def prepare_for_create(self, obj: Obj) -> None:
         obj["status"] = {"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0,

@@ -12,6 +12,7 @@ from .apps import (
     api_doc,
     containers_column,
     default_pod_template,
+    ensure_template,
     images_column,
     int_or_percent_value,
     name_column,
@@ -81,7 +82,7 @@ class StatefulSetStrategy(Strategy):
         for claim in spec.get("volumeClaimTemplates") or []:
             claim.setdefault("spec", {}).setdefault("volumeMode", "Filesystem")
             claim.setdefault("status", {}).setdefault("phase", "Pending")
-        default_pod_template(spec.get("template"))
+        default_pod_template(ensure_template(spec))
 
     def prepare_for_create(self, obj: Obj) -> None:
         obj["status"] = {"replicas": 0, "availableReplicas": 0}
@@ -145,16 +146,12 @@ def validate_statefulset_spec(spec: dict, path: str, old_ips: tuple[str, ...] = 
         errs += validate_label_selector(sel, f"{path}.selector")
         if selector_is_empty(sel):
             errs.append(invalid(f"{path}.selector", label_selector_value(sel), "empty selector is invalid for statefulset"))
-    template = spec.get("template")
-    if template is None:
-        errs.append(required(f"{path}.template"))
-        template = {}
-    else:
-        labels = (template.get("metadata") or {}).get("labels")
-        if (sel is None or not selector_is_empty(sel)) and not selector_matches(sel, labels):  # nil: Nothing
-            errs.append(invalid(f"{path}.template.metadata.labels", labels, "`selector` does not match template `labels`"))
-        errs += pod_template_errors(_with_claim_volumes(template, spec.get("volumeClaimTemplates") or []),
-                                    f"{path}.template", old_ips)
+    template = spec.get("template") or {}
+    labels = (template.get("metadata") or {}).get("labels")
+    if (sel is None or not selector_is_empty(sel)) and not selector_matches(sel, labels):  # nil: Nothing
+        errs.append(invalid(f"{path}.template.metadata.labels", labels, "`selector` does not match template `labels`"))
+    errs += pod_template_errors(_with_claim_volumes(template, spec.get("volumeClaimTemplates") or []),
+                                f"{path}.template", old_ips)
     tspec = template.get("spec") or {}
     if tspec.get("restartPolicy") != "Always":
         errs.append(not_supported(f"{path}.template.spec.restartPolicy", tspec.get("restartPolicy", ""), ["Always"]))

@@ -16,6 +16,7 @@ from .apps import (
     api_doc,
     containers_column,
     default_pod_template,
+    ensure_template,
     images_column,
     name_column,
     nonnegative,
@@ -160,7 +161,7 @@ class JobStrategy(Strategy):
             for pattern in rule.get("onPodConditions") or []:
                 pattern.setdefault("status", "True")
         spec.setdefault("podReplacementPolicy", "Failed" if pfp is not None else "TerminatingOrFailed")
-        default_pod_template(spec.get("template"))
+        default_pod_template(ensure_template(spec))
 
     def prepare_for_create(self, obj: Obj) -> None:
         obj["status"] = {}

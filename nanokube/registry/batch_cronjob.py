@@ -11,7 +11,7 @@ import re
 
 from ..clock import REAL
 from ..machinery import cron
-from .apps import age_column, api_doc, default_pod_template, name_column, nonnegative, selector_string, template_ips
+from .apps import age_column, api_doc, default_pod_template, ensure_template, name_column, nonnegative, selector_string, template_ips
 from .base import Column, Obj, Resource, Strategy, register
 from .batch import Clock, validate_job_spec
 from .core_printing import since
@@ -65,7 +65,8 @@ class CronJobStrategy(Strategy):
         spec.setdefault("suspend", False)
         spec.setdefault("successfulJobsHistoryLimit", 3)
         spec.setdefault("failedJobsHistoryLimit", 1)
-        default_pod_template(((spec.get("jobTemplate") or {}).get("spec") or {}).get("template"))
+        job_spec = ensure_template(ensure_template(spec, "jobTemplate"), "spec")
+        default_pod_template(ensure_template(job_spec))
 
     def prepare_for_create(self, obj: Obj) -> None:
         obj["status"] = {}

@@ -185,3 +185,42 @@ async def test_over_http_a_missing_selector_matches_no_template_labels(tmp_path)
             status, body = await asyncio.to_thread(post, plural, "x")
             assert status == 422, body
             assert [(c["field"], c["message"]) for c in body["details"]["causes"]] == want, plural
+
+
+async def test_over_http_a_workload_without_a_template_validates_an_empty_one(tmp_path):
+    """A workload's template is a struct upstream, never nil: without one the defaulted empty
+    template's own errors are reported (no 'Required' template), for apps and batch kinds alike;
+    a ReplicationController's template is a pointer and stays Required."""
+    import asyncio
+    import json
+
+    from tests.served import served
+
+    mismatch = ("spec.template.metadata.labels", "Invalid value: null: `selector` does not match template `labels`")
+    containers = ("spec.template.spec.containers", "Required value")
+    job_restart = ("spec.template.spec.restartPolicy", 'Required value: valid values: "OnFailure", "Never"')
+    selector = {"selector": {"matchLabels": {"a": "b"}}}
+    cases = [
+        ("/apis/apps/v1/namespaces/default/deployments", selector, [mismatch, containers]),
+        ("/apis/apps/v1/namespaces/default/replicasets", selector, [mismatch, containers]),
+        ("/apis/apps/v1/namespaces/default/statefulsets", selector, [mismatch, containers]),
+        ("/apis/apps/v1/namespaces/default/daemonsets", selector, [mismatch, containers]),
+        ("/apis/batch/v1/namespaces/default/jobs", {}, [containers, job_restart]),
+        ("/apis/batch/v1/namespaces/default/cronjobs", {"schedule": "* * * * *"},
+         [(f"spec.jobTemplate.{f}", m) for f, m in (containers, job_restart)]),
+        ("/api/v1/namespaces/default/replicationcontrollers", {"selector": {"a": "b"}},
+         [("spec.template", "Required value")]),
+    ]
+    async with served(tmp_path) as (_, api_client):
+        def post(path: str, spec: dict):
+            request = api_client.param_serialize("POST", path, body={"metadata": {"name": "x"}, "spec": spec},
+                                                 header_params={"Content-Type": "application/json",
+                                                                "Accept": "application/json"})
+            response = api_client.call_api(*request[:4])
+            response.read()
+            return response.status, json.loads(response.data)
+
+        for path, spec, want in cases:
+            status, body = await asyncio.to_thread(post, path, spec)
+            assert status == 422, body
+            assert [(c["field"], c["message"]) for c in body["details"]["causes"]] == want, path
