@@ -1,8 +1,10 @@
 """Worst-case cost of an expression, after cel-go's estimator.
 
 Each identifier or field read costs 1, a function call 1, string work a
-tenth of the bytes traversed, list work one per element, and a comprehension
-its range's size times the cost of one iteration. Sizes come from the types
+tenth of the bytes traversed, list work one per element (a list built: one
+per element and 11 more, sort and distinct two per pair, as cel-go's lists
+library v3), and a comprehension its range's size times the cost of one
+iteration. Sizes come from the types
 (maxLength, maxItems, maxProperties, or what fits in a 3 MiB request). The
 same estimate with the sizes clamped to those of the actual values bounds
 an evaluation before it runs, since the engine cannot be interrupted.
@@ -40,18 +42,47 @@ _LIST_TRAVERSAL = frozenset({"isSorted", "sum", "min", "max", "distinct", "flatt
                              "sets.equivalent", "sets.intersects", "math.greatest", "math.least", "join"})
 #: what upstream charges for one authorization check (library/cost.go)
 AUTHZ_CHECK_COST = 350_000
+#: cel-go's cost of a call and of creating a list (common.ListCreateBaseCost), which its lists library
+#: (v3, as Kubernetes enables it) adds to what a function that builds a list does per element
+CALL_COST, LIST_CREATE_COST = 1, 10
+#: cel-go's common.RegexStringLengthCostFactor: a regex's price per character of its pattern
+REGEX_FACTOR = 0.25
+#: list functions priced by the list they build (lists.range, reverse, slice) or by comparing its
+#: elements with each other (sort, distinct), as cel-go's lists library v3
+_LIST_BUILDING = frozenset({"lists.range", "slice", "sort", "distinct"})
+#: the sets library: the product of the two lists' sizes (equivalent: twice, both ways)
+_SETS = {"sets.contains": 1, "sets.intersects": 1, "sets.equivalent": 2}
 _PER_ITERATION = {"all": 3, "exists": 3, "exists_one": 3, "filter": 12, "map": 12, "sortBy": 12,
                   "transformList": 12, "transformMap": 12, "transformMapEntry": 12}
-#: size-dependent library functions implemented in Python whose result is no larger than their input:
-#: a metered run prices each call on its values, after it (those that may build more, such as join,
-#: replace, format, quote, keep their estimate, which bounds them before anything runs)
+#: size-dependent library functions implemented in Python whose price their arguments tell (flatten:
+#: its result): a metered run prices each call on its values before it runs, so a sort or a range over
+#: the limit never starts (those that may build more than their price says, such as join, replace,
+#: format, quote, keep their estimate, which bounds them before anything runs)
 #: (the engine's own contains, startsWith and endsWith are printed as calls of ours in a metered program)
-RUNTIME_COSTED = (_STRING_TRAVERSAL | _LIST_TRAVERSAL | {"flatten", "find", "findAll"}) - {
+RUNTIME_COSTED = (_STRING_TRAVERSAL | _LIST_TRAVERSAL | _LIST_BUILDING | {"flatten", "find", "findAll"}) - {
     "matches", "string", "bytes", "join", "replace", "format", "strings.quote", "base64.encode"}
+#: runtime-priced calls whose price needs their result (the others are charged before they run)
+PRICED_AFTER = frozenset({"flatten"})
 
 
 def _tenth(n: int) -> int:
     return math.ceil(0.1 * n)
+
+
+def building_list(size: int, factor: float = 1) -> int:
+    """What a function building a list of `size` elements costs, at `factor` per element."""
+    return math.ceil(max(size, 0) * factor) + CALL_COST + LIST_CREATE_COST
+
+
+def self_comparing(size: int, strings: bool) -> int:
+    """sort, distinct, sortBy's sort: size^2 comparisons, twice, and a tenth more for strings."""
+    return building_list(size * size, 2.1 if strings else 2)
+
+
+def regex_cost(text: int, pattern: int, plus_one: bool = False) -> int:
+    """A regex over a text: a tenth of the text (the Kubernetes library's find and findAll add one
+    character) times a quarter of the pattern."""
+    return _tenth(text + 1 if plus_one else text) * math.ceil(REGEX_FACTOR * pattern)
 
 
 class Estimator:
@@ -88,8 +119,14 @@ class Estimator:
             if self.metered:
                 self.per_iteration[n.pos] = _PER_ITERATION[n.name] + body
                 return self.cost(n.target)
-            return self.cost(n.target) + self.sz(n.target) * (_PER_ITERATION[n.name] + body)
+            return self.cost(n.target) + self.sz(n.target) * (_PER_ITERATION[n.name] + body) + self.sort_by(n)
         return self.call(n)
+
+    def sort_by(self, n: Node) -> int:
+        """sortBy's sort of its keys (a metered run charges it as it runs)."""
+        if n.name != "sortBy":
+            return 0
+        return self_comparing(self.sz(n.target), self.types.get(id(n.args[0]), DYN).name in ("string", "bytes"))
 
     def call(self, n: Node) -> int:
         name = n.name
@@ -115,7 +152,16 @@ class Estimator:
             coll = self.types.get(id(operands[1]), DYN)
             return args + (self.sz(operands[1]) if coll.name == "list" else 1)
         if name in ("matches", "find", "findAll") and len(operands) >= 2:
-            return args + _tenth(self.sz(operands[0])) * max(1, _tenth(len(str(operands[1].value or ""))) or 1)
+            return args + regex_cost(self.sz(operands[0]), self.sz(operands[1]), plus_one=name != "matches")
+        if name in _SETS and len(operands) == 2:
+            return args + math.ceil(_SETS[name] * self.sz(operands[0]) * self.sz(operands[1])) + CALL_COST
+        if name in ("sort", "distinct") and first is not None:
+            elem = t.params[0].name if t.params else "dyn"
+            return args + self_comparing(self.sz(first), elem in ("string", "bytes"))
+        if name in ("lists.range", "slice") or (name == "reverse" and t.name == "list"):
+            return args + building_list(self.sz(n))
+        if name == "split" and first is not None:  # the traversal and the result's construction
+            return args + math.ceil(0.2 * self.sz(first))
         if name in ("indexOf", "lastIndexOf") and t.name == "list":
             return args + self.sz(first)
         if name == "check":
@@ -135,12 +181,25 @@ def _actual_size(v: Any) -> int:
     return len(v) if isinstance(v, (str, bytes, list, dict)) else 1
 
 
-def actual_call_cost(name: str, args: tuple, result: Any) -> int:
-    """What a RUNTIME_COSTED call cost on these values: the estimate's formula with the
-    actual sizes (receiver, pattern, result)."""
+def actual_call_cost(name: str, args: tuple, result: Any = None) -> int:
+    """What a RUNTIME_COSTED call costs on these values, as cel-go's cost tracker charges it:
+    the estimate's formula with the actual sizes (receiver, pattern, list built); only those
+    in PRICED_AFTER need `result`."""
     first = _actual_size(args[0]) if args else 1
     if name in ("find", "findAll") and len(args) >= 2:
-        return _tenth(first) * max(1, _tenth(_actual_size(args[1])))
+        return regex_cost(first, _actual_size(args[1]), plus_one=True)
+    if name in _SETS and len(args) == 2:
+        return math.ceil(_SETS[name] * first * _actual_size(args[1])) + CALL_COST
+    if name in ("sort", "distinct"):
+        return self_comparing(first, bool(args[0]) and isinstance(args[0][0], (str, bytes)))
+    if name == "lists.range":
+        return building_list(args[0])
+    if name == "slice":
+        return building_list(min(args[2], first) - args[1])
+    if name == "reverse" and isinstance(args[0], list):
+        return building_list(first)
+    if name == "split":
+        return math.ceil(0.2 * first)
     if name in ("indexOf", "lastIndexOf") and args and isinstance(args[0], list):
         return first
     if name == "flatten":

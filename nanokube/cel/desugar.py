@@ -9,8 +9,9 @@ the checked syntax tree and printed back to source:
 - `a.?f` and `l[?i]` call functions of ours with the receiver (an optional
   one applied to its value), which test the field, the index (lists) or the
   key (maps) and answer the optional;
-- `l.all(i, v, p)` ranges over `lists.range(size(l))` with `v` read as
-  `l[i]` (for a map, `v` is `m[k]`); `exists` and `exists_one` alike;
+- `l.all(i, v, p)` ranges over the indices of `l` (a range of ours, which
+  the meter does not charge as `lists.range`) with `v` read as `l[i]` (for
+  a map, `v` is `m[k]`); `exists` and `exists_one` alike;
 - `transformList`, `transformMap` and `transformMapEntry` map over the same
   range (filtered first in their four-argument form) and build the list or
   map; `l.sortBy(x, key)` sorts by the mapped keys;
@@ -36,14 +37,18 @@ from dataclasses import replace
 from typing import Callable
 
 import cel
+from cel import stdlib
 
 from . import collect, meter
+from .cost import self_comparing
 from .parser import Node
 from .types import DYN, Type
 
 #: functions the rewrites call (not callable from source: the checker knows no such names)
 SORT_BY_KEYS, ZIP_MAP, MERGE_MAPS = "__sort_by_keys__", "__zip_map__", "__merge_maps__"
 OPT_FIELD, OPT_INDEX = "__opt_field__", "__opt_index__"
+#: a list's indices, for a two-variable comprehension (free: cel-go builds no such list)
+INDICES = "__nk_indices__"
 #: the comprehensions that stop at the first element deciding them
 SHORT_CIRCUITS = frozenset({"all", "exists"})
 #: the comprehensions whose list is built by `collect` (the engine's own is quadratic)
@@ -51,8 +56,13 @@ _BUILT = frozenset({"map", "filter", "sortBy"})
 
 
 def _sort_by_keys(items: list, keys: list) -> list:
+    """cel-go's @sortByAssociatedKeys, charged in a metered run as it charges it (its keys
+    compared with each other)."""
     from .library.lists import less
 
+    m = meter.active()
+    if m is not None:
+        m.charge(self_comparing(len(keys), bool(keys) and isinstance(keys[0], (str, bytes))))
     order = sorted(range(len(items)), key=lambda i: _Key(keys[i], less))
     return [items[i] for i in order]
 
@@ -99,7 +109,7 @@ def _opt_index(coll, key):
 
 
 #: the engine functions behind the rewrites
-RUNTIME = {SORT_BY_KEYS: _sort_by_keys, ZIP_MAP: _zip_map, MERGE_MAPS: _merge_maps,
+RUNTIME = {SORT_BY_KEYS: _sort_by_keys, ZIP_MAP: _zip_map, MERGE_MAPS: _merge_maps, INDICES: stdlib.lists_range,
            OPT_FIELD: _opt_index, OPT_INDEX: _opt_index, **meter.RUNTIME, **collect.RUNTIME}
 
 _INFIX = {"_+_": "+", "_-_": "-", "_*_": "*", "_/_": "/", "_%_": "%", "_==_": "==", "_!=_": "!=", "_<_": "<",
@@ -293,7 +303,7 @@ class Printer:
         value = Node("call", n.pos, "_[_]", args=[Node("ident", n.pos, f"({target})"), Node("ident", n.pos, first)])
         bodies = [substitute(a, second, value, self.types) for a in n.args]
         parts = [self._body(n, b, step and i == 0) for i, b in enumerate(bodies)]
-        rng = f"lists.range(size({target}))" if is_list else f"({target})"
+        rng = f"{INDICES}(size({target}))" if is_list else f"({target})"
         if not n.name.startswith("transform"):
             return f"{rng}.{n.name}({first}, {parts[0]})"
         if len(parts) == 2:  # transform*(i, v, filter, transform)

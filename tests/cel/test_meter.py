@@ -121,3 +121,56 @@ def test_a_metered_stop_is_logged_at_debug_not_as_the_engines_warning(caplog):
     assert [(r.name, r.levelname) for r in caplog.records if r.levelno >= logging.WARNING] == []
     [record] = [r for r in caplog.records if r.name.startswith("nanokube.cel")]
     assert record.levelno == logging.DEBUG and "actual cost limit exceeded" in record.getMessage()
+
+
+@pytest.mark.parametrize("src,cost", [
+    # cel-go's lists library (v3): a list built costs an element each, plus a call and a list's creation
+    ("lists.range(3000)", 3000 + 1 + 10),
+    ("lists.range(3000).map(x, lists.range(3000))", 3011 + 3000 * (12 + 3011)),
+    ("[1, 2, 3, 4].slice(1, 3)", 10 + 4 + 11),  # sized as its receiver
+    ("[1, 2, 3].reverse()", 10 + 3 + 11),
+    # sort and distinct compare every pair twice (a tenth more for strings); sortBy sorts its keys so
+    ("[3, 1, 2].sort()", 10 + 2 * 9 + 11),
+    ("['b', 'a'].distinct()", 10 + 9 + 11),
+    ("[3, 1, 2].sortBy(x, -x)", 10 + 3 * (12 + 2) + 2 * 9 + 11),
+    # the sets library: the product of the sizes (equivalent: both ways), and a call
+    ("sets.contains([1, 2], [1, 2, 3])", 10 + 10 + 6 + 1),
+    ("sets.equivalent([1, 2], [1, 2, 3])", 10 + 10 + 12 + 1),
+    # split: the traversal and the result's construction; regexes: a quarter per pattern character
+    ("'a,b,c,d,e,f'.split(',')", 3),
+    ("'abc'.findAll('[a-z]')", 1 * 2),
+    ("'abc'.matches('^[a-z]+$')", 1 * 2),
+])
+def test_functions_that_build_or_compare_lists_cost_what_upstream_charges(src, cost):
+    assert ENV.compile(src).max_cost == cost
+
+
+def test_a_list_built_in_each_iteration_is_charged_its_size():
+    """lists.range(n) was charged 1 whatever it built: 3,000 ranges of 3,000 (9 M integers, 4 s,
+    900 MB) cost 39,003 and ran. Each is charged before it is built now, and the 333rd stops it."""
+    program = ENV.compile("lists.range(3000).map(x, lists.range(3000)).size() > 0").metered()
+    meter = Meter(program.base, program.per_iteration, 1_000_000)
+    with pytest.raises(Exception, match="operation cancelled: actual cost limit exceeded"), running(meter):
+        program.program.execute(CONTEXT)
+    assert meter.exceeded and meter.calls <= 1_000_000 + 3011
+    assert metered("lists.range(10).map(x, lists.range(10)).size() == 10")[1].calls == 11 * 21
+
+
+def test_pairwise_work_is_charged_before_it_runs():
+    """sets.equivalent of two 100,000-element lists (10^10 comparisons: it ran past 40 s) and a sort
+    of 100,000 elements are charged before they start, and stopped."""
+    for src, charged in (("sets.equivalent(lists.range(100000), lists.range(100000))", 2 * 10**10 + 1),
+                         ("lists.range(100000).sort().size() > 0", 2 * 10**10 + 11)):
+        program = ENV.compile(src).metered()
+        meter = Meter(program.base, program.per_iteration, 1_000_000)
+        with pytest.raises(Exception, match="operation cancelled: actual cost limit exceeded"), running(meter):
+            program.program.execute(CONTEXT)
+        assert meter.calls >= charged, src
+
+
+def test_what_rewrites_and_sortBy_run_is_charged_as_upstream_charges_it():
+    """A two-variable comprehension ranges over the list's indices, which cel-go does not build:
+    not charged as a lists.range. sortBy's sort is charged as cel-go charges its keys' sort."""
+    assert metered("x.l.all(i, v, v > 0)")[1].calls == 0
+    value, meter = metered("x.l.sortBy(i, -i) == [3, 2, 1]")
+    assert value is True and meter.calls == 2 * 9 + 11

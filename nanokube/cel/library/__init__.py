@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .. import meter
-from ..cost import RUNTIME_COSTED, actual_call_cost
+from ..cost import PRICED_AFTER, RUNTIME_COSTED, actual_call_cost
 from ..errors import CELError
 from . import authz, ext, format, lists, net, quantity, regex, semver, standard, urls
 from .overload import Overload
@@ -26,13 +26,16 @@ def overloads() -> list[Overload]:
 
 
 def _dispatcher(name: str, candidates: list[Overload]) -> Callable[..., Any]:
-    costed = name in RUNTIME_COSTED
+    costed, after = name in RUNTIME_COSTED, name in PRICED_AFTER
 
     def dispatch(*args: Any) -> Any:
         for o in candidates:
             if len(o.args) == len(args) and all(matches_type(a, t) for a, t in zip(args, o.args)):
+                m = meter.active() if costed else None
+                if m is not None and not after:  # a metered run: its price on these values, before it runs
+                    m.charge(actual_call_cost(name, args))
                 out = o.impl(*args)
-                if costed and (m := meter.active()) is not None:  # a metered run: its price on these values
+                if m is not None and after:
                     m.charge(actual_call_cost(name, args, out))
                 return out
         raise CELError(f"no such overload: {name}")

@@ -311,6 +311,9 @@ TEN = "[1,2,3,4,5,6,7,8,9,10]"
     (f"{TEN}.all(a, {TEN}.all(b, {TEN}.all(c, {TEN}.all(d, {TEN}.all(e, a + b + c + d + e > 0)))))", 111_110),
     ("lists.range(3000000).size() > 0", 0),  # built three million integers before anything was charged
     ("lists.range(900000).all(x, x >= 0)", 900_000),  # cheap statically (a range was any list), all run
+    # each inner range is charged the 3,011 cel-go charges for building it (it was charged 1: all of it ran)
+    ("lists.range(3000).exists(x, lists.range(3000).size() < 0)", 3000),
+    ("lists.range(1000).sort().size() > 0", 0),  # 2 n^2 + 11, as upstream: over the limit (was charged n)
 ])
 async def test_over_http_a_rule_over_the_per_call_limit_is_stopped_at_the_limit(api, monkeypatch, rule, whole):
     """`whole`: the elements a full run ranges over; the meter stops it before (counted, not timed)."""
