@@ -15,7 +15,7 @@ from . import component_server
 from .client import kubeconfig
 from .client.http import HTTPClient
 from .client.leaderelection import add_arguments, from_arguments
-from .controllers.manager import LEASE_NAME, ControllerManager
+from .controllers.manager import CONTROLLERS, LEASE_NAME, ControllerManager, enabled
 from .controllers.service_lb import DEFAULT_POOL, parse_pool
 from .machinery.errors import APIError
 from .metrics.prometheus import load_source
@@ -94,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         component_server.validate(args)
         parse_pool(args.load_balancer_pool)
+        enabled(CONTROLLERS, args.controllers)
         return asyncio.run(_run(args))
     except (kubeconfig.KubeconfigError, component_server.ServeError) as e:
         print(f"nanokube controller-manager: {e}", file=sys.stderr)

@@ -31,8 +31,10 @@ SECURE_PORT = 10259
 
 class ElectedScheduler:
     """Schedules only while `elector` holds the kube-scheduler Lease (always
-    without one). A stopped Scheduler cannot restart, so each term of
-    leadership builds a new one; `metrics` outlives them all."""
+    without one). As kube-scheduler, a candidate starts its informers and waits
+    for them to sync before it campaigns, so a standby is ready (`synced`) and
+    starts scheduling (`started`) the moment it leads. A stopped Scheduler cannot
+    restart, so each term builds a new one; `metrics` outlives them all."""
 
     def __init__(self, build: Callable[[Metrics], Scheduler], elector: LeaderElector | None = None,
                  metrics: Metrics | None = None) -> None:
@@ -40,36 +42,46 @@ class ElectedScheduler:
         self.elector = elector
         self.metrics = metrics or Metrics()
         self.scheduler: Scheduler | None = None
+        #: the current scheduler's informers have synced (readyz's sched-handler-sync)
+        self.synced = asyncio.Event()
+        #: the current scheduler is scheduling
         self.started = asyncio.Event()
         self._task: asyncio.Task | None = None
 
     async def start(self) -> None:
         if self.elector is None:
-            await self._start_one()
+            await self._sync_one()
+            await self._run_one()
         else:
             self._task = asyncio.create_task(self._campaign())
 
     async def _campaign(self) -> None:
-        """Lead while holding the lease; after losing it, stand by again
-        (kube-scheduler exits instead, and its supervisor restarts it)."""
+        """Sync, then lead while holding the lease; after losing it, sync a new scheduler and
+        stand by again (kube-scheduler exits instead, and its supervisor restarts it)."""
         while True:
+            await self._sync_one()
             await self.elector.run(self._lead)
 
-    async def _start_one(self) -> None:
+    async def _sync_one(self) -> None:
         self.scheduler = self._build(self.metrics)
-        await self.scheduler.start()
+        await self.scheduler.sync()
+        self.synced.set()
+
+    async def _run_one(self) -> None:
+        await self.scheduler.run()
         self.started.set()
         log.info("scheduling pods for profiles: %s", ", ".join(self.scheduler.frameworks))
 
     async def _lead(self) -> None:
         try:
-            await self._start_one()
+            await self._run_one()
             await asyncio.Event().wait()
         finally:
             await self._stop_one()
 
     async def _stop_one(self) -> None:
         self.started.clear()
+        self.synced.clear()
         if self.scheduler is not None:
             await self.scheduler.stop()
             self.scheduler = None
@@ -80,6 +92,7 @@ class ElectedScheduler:
             return
         self._task.cancel()
         await asyncio.gather(self._task, return_exceptions=True)
+        await self._stop_one()
         await self.elector.release()
 
 
@@ -95,12 +108,12 @@ def add_parser(sub) -> None:
 
 def _endpoints(args: argparse.Namespace, client: HTTPClient, scheduler: ElectedScheduler, stop: asyncio.Event):
     """kube-scheduler's secure port: /healthz and /readyz watch the lease (when electing),
-    /readyz also the shutdown and whether the scheduler's informers have synced (ours sync
-    only while leading), /metrics serves the scheduler's registry."""
+    /readyz also the shutdown and whether the scheduler's informers have synced (a standby's
+    have: it syncs before it campaigns), /metrics serves the scheduler's registry."""
     leader = [component_server.Check("leaderElection", scheduler.elector.check)] if scheduler.elector else []
     readyz = [*leader,
               component_server.Check("shutdown", lambda: "process is shutting down" if stop.is_set() else None),
-              component_server.Check("sched-handler-sync", lambda: None if scheduler.started.is_set()
+              component_server.Check("sched-handler-sync", lambda: None if scheduler.synced.is_set()
                                      else "handlers are not fully synchronized")]
     auth = component_server.DelegatedAuth(client, args.authorization_always_allow_paths)
     return component_server.app(auth, scheduler.metrics.registry, lambda: leader, list, lambda: readyz)

@@ -1,5 +1,5 @@
 """ElectedScheduler: schedules only while holding the kube-scheduler Lease;
-a clean stop hands the Lease to a standby, which builds its own Scheduler."""
+a standby has synced its informers already, and a clean stop hands it the Lease."""
 
 from nanokube.cli_scheduler import LEASE_NAME, ElectedScheduler
 from nanokube.client.leaderelection import LeaderElector
@@ -46,7 +46,8 @@ async def test_the_standby_takes_over_when_the_leader_stops():
         await new_pod(pods, "a")
         assert await bound_to(pods, "a") == "n1"
         assert (await leases.get(LEASE_NAME, "kube-system"))["spec"]["holderIdentity"] == "first"
-        assert second.scheduler is None, "the standby has built no scheduler"
+        assert second.synced.is_set() and not second.started.is_set(), \
+            "the standby's informers have synced before it campaigns; it does not schedule"
 
         await first.stop()
         assert first.scheduler is None and not first.started.is_set()

@@ -1,18 +1,123 @@
 """A client-go style work queue: keys are deduplicated while waiting, never
 processed by two workers at once, and re-added with per-key exponential
 backoff on failure. A key delayed twice waits once, for the earlier time
-(client-go's delaying queue), so periodic requeues never pile up."""
+(client-go's delaying queue), so periodic requeues never pile up.
+
+A queue given a QueueStats (WorkQueueMetrics.stats) keeps client-go's
+workqueue metrics for its name: plain numbers on the hot path, turned into
+Prometheus families only when scraped."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Hashable
+from bisect import bisect_left
+from collections.abc import Hashable, Iterator
+
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.utils import floatToGoString
 
 from ..clock import REAL, Clock
 
+#: client-go's workqueue histogram buckets (ExponentialBuckets(10e-7, 10, 10)): 1us to 1000s
+BUCKETS = tuple(10.0 ** e for e in range(-6, 4))
+_LE = (*(floatToGoString(b) for b in BUCKETS), "+Inf")
+
+
+class _Histogram:
+    """Counts per bucket (not cumulative: one increment per observation) and their sum."""
+
+    __slots__ = ("counts", "sum")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(BUCKETS) + 1)
+        self.sum = 0.0
+
+    def observe(self, v: float) -> None:
+        self.counts[bisect_left(BUCKETS, v)] += 1
+        self.sum += v
+
+    def buckets(self) -> list[tuple[str, int]]:
+        out, total = [], 0
+        for le, n in zip(_LE, self.counts):
+            total += n
+            out.append((le, total))
+        return out
+
+
+class QueueStats:
+    """One queue name's workqueue metrics (the `name` label's children upstream): queues
+    of one name share them, as a new leadership term's queue continues the last one's."""
+
+    __slots__ = ("name", "clock", "adds", "retries", "depth", "added", "started", "queued", "work")
+
+    def __init__(self, name: str, clock: Clock) -> None:
+        self.name = name
+        self.clock = clock
+        self.adds = self.retries = self.depth = 0
+        #: key -> when it was added, until a worker gets it (queue_duration_seconds)
+        self.added: dict[Hashable, float] = {}
+        #: key -> when a worker got it, until done (work_duration_seconds, unfinished work)
+        self.started: dict[Hashable, float] = {}
+        self.queued = _Histogram()
+        self.work = _Histogram()
+
+
+class WorkQueueMetrics:
+    """client-go's workqueue metrics provider as a Prometheus collector: register it on a
+    registry and hand each named queue its `stats(name)`."""
+
+    def __init__(self, clock: Clock = REAL) -> None:
+        self.clock = clock
+        self._stats: dict[str, QueueStats] = {}
+
+    def stats(self, name: str) -> QueueStats | None:
+        """The numbers for `name`; none for an unnamed queue, which upstream does not meter."""
+        if not name:
+            return None
+        s = self._stats.get(name)
+        if s is None:
+            s = self._stats[name] = QueueStats(name, self.clock)
+        return s
+
+    def describe(self) -> Iterator:
+        return self._families([])
+
+    def collect(self) -> Iterator:
+        return self._families(sorted(self._stats.values(), key=lambda s: s.name))
+
+    def _families(self, all_stats: list[QueueStats]) -> Iterator:
+        label = ["name"]
+        depth = GaugeMetricFamily("workqueue_depth", "Items waiting in the work queue now.", labels=label)
+        adds = CounterMetricFamily("workqueue_adds", "Items added to the work queue.", labels=label)
+        queued = HistogramMetricFamily("workqueue_queue_duration_seconds",
+                                       "Seconds an item waits in the work queue before a worker gets it.",
+                                       labels=label)
+        work = HistogramMetricFamily("workqueue_work_duration_seconds",
+                                     "Seconds a worker spends on an item from the work queue.", labels=label)
+        unfinished = GaugeMetricFamily("workqueue_unfinished_work_seconds",
+                                       "Seconds of work in progress not yet counted in work_duration; "
+                                       "a steady rise means stuck workers.", labels=label)
+        longest = GaugeMetricFamily("workqueue_longest_running_processor_seconds",
+                                    "Seconds the longest-running worker of the queue has been at its item.",
+                                    labels=label)
+        retries = CounterMetricFamily("workqueue_retries", "Delayed (retried) adds to the work queue.",
+                                      labels=label)
+        for s in all_stats:
+            now = s.clock.monotonic()
+            ages = [now - t for t in s.started.values()]
+            depth.add_metric([s.name], s.depth)
+            adds.add_metric([s.name], s.adds)
+            queued.add_metric([s.name], s.queued.buckets(), s.queued.sum)
+            work.add_metric([s.name], s.work.buckets(), s.work.sum)
+            unfinished.add_metric([s.name], sum(ages))
+            longest.add_metric([s.name], max(ages, default=0.0))
+            retries.add_metric([s.name], s.retries)
+        return iter((depth, adds, queued, work, unfinished, longest, retries))
+
 
 class WorkQueue:
-    def __init__(self, clock: Clock = REAL, base_delay: float = 0.005, max_delay: float = 60.0):
+    def __init__(self, clock: Clock = REAL, base_delay: float = 0.005, max_delay: float = 60.0,
+                 stats: QueueStats | None = None):
         self.clock = clock
         self._queue: asyncio.Queue = asyncio.Queue()
         self._dirty: set[Hashable] = set()
@@ -20,15 +125,26 @@ class WorkQueue:
         self._failures: dict[Hashable, int] = {}
         self._base, self._max = base_delay, max_delay
         self._timers: dict[Hashable, tuple[float, asyncio.Task]] = {}
+        #: client-go's queue metrics for this queue's name; None: not metered
+        self.stats = stats
 
     def add(self, key: Hashable) -> None:
         if key in self._dirty:
             return
         self._dirty.add(key)
+        m = self.stats
+        if m is not None:
+            m.adds += 1
+            m.depth += 1
+            if key not in m.added:
+                m.added[key] = self.clock.monotonic()
         if key not in self._processing:
             self._queue.put_nowait(key)
 
     def add_after(self, key: Hashable, delay: float) -> None:
+        """Every delayed add counts as a retry, as client-go's AddAfter counts it."""
+        if self.stats is not None:
+            self.stats.retries += 1
         ready = self.clock.monotonic() + delay
         waiting = self._timers.get(key)
         if waiting is not None:
@@ -57,10 +173,23 @@ class WorkQueue:
         key = await self._queue.get()
         self._dirty.discard(key)
         self._processing.add(key)
+        m = self.stats
+        if m is not None:
+            now = self.clock.monotonic()
+            m.depth -= 1
+            m.started[key] = now
+            added = m.added.pop(key, None)
+            if added is not None:
+                m.queued.observe(now - added)
         return key
 
     def done(self, key: Hashable) -> None:
         self._processing.discard(key)
+        m = self.stats
+        if m is not None:
+            started = m.started.pop(key, None)
+            if started is not None:
+                m.work.observe(self.clock.monotonic() - started)
         if key in self._dirty:
             self._queue.put_nowait(key)
 
@@ -68,5 +197,15 @@ class WorkQueue:
         return self._queue.qsize()
 
     def shutdown(self) -> None:
+        """Cancel the delayed adds. The queue's keys leave its metrics with it, and it is metered
+        no more: a stopped term's waiting keys must not stay in the depth, nor its cancelled
+        items count as unfinished work, nor a key's wait span terms."""
         for _, t in self._timers.values():
             t.cancel()
+        m, self.stats = self.stats, None
+        if m is not None:
+            for key in self._dirty:
+                m.depth -= 1
+                m.added.pop(key, None)
+            for key in self._processing:
+                m.started.pop(key, None)

@@ -35,7 +35,13 @@ async def in_turns(items: list, size: int = TURN) -> AsyncIterator[list]:
 
 
 class Controller:
+    #: kube-controller-manager's name for it (cmd/kube-controller-manager/names): `--controllers`,
+    #: /healthz checks and logs show it
     name = "controller"
+    #: the other names `--controllers` takes for it (upstream's ControllerDescriptor aliases)
+    aliases: tuple[str, ...] = ()
+    #: its work queue's name upstream, the `name` label of the workqueue_* metrics ("" is not metered)
+    queue_name = ""
     workers = 1
     #: a controller's own exceptions that mean "not yet, retry" (no bug) besides EXPECTED
     retriable: tuple[type[Exception], ...] = ()

@@ -90,7 +90,8 @@ class ReplaceFailed(Exception):
 
 
 class CronJobController(Controller):
-    name = "cronjob"
+    name = "cronjob-controller"
+    queue_name = "cronjob"
     retriable = (ReplaceFailed,)
 
     def __init__(self, client, clock: Clock | None = None, metrics: ControllerMetrics | None = None,

@@ -148,7 +148,8 @@ def _age_rank(pod: dict) -> tuple:
 
 
 class DaemonSetController(Controller):
-    name = "daemonset"
+    name = "daemonset-controller"
+    queue_name = "daemonset"
     workers = 2
 
     def __init__(self, client, clock: Clock | None = None, informers: InformerFactory | None = None):

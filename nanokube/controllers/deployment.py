@@ -133,7 +133,8 @@ def old_scale_down_budget(d: dict, new_rs: dict | None, old: list[dict]) -> int:
 
 
 class DeploymentController(Controller):
-    name = "deployment"
+    name = "deployment-controller"
+    queue_name = "deployment"
     workers = 2
 
     def __init__(self, client, clock: Clock | None = None, informers: InformerFactory | None = None):

@@ -86,6 +86,7 @@ class Eviction:
 
 class DeviceTaintEvictionController(Controller):
     name = "device-taint-eviction-controller"
+    queue_name = "device-taint-eviction-controller"
 
     def __init__(self, client, clock: Clock = REAL, rule_status_period: float = RULE_STATUS_PERIOD,
                  informers: InformerFactory | None = None):

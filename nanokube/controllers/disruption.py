@@ -54,6 +54,7 @@ def _disruption_target(pod: dict) -> dict | None:
 
 class DisruptionController(Controller):
     name = "disruption-controller"
+    queue_name = "disruption"
 
     def __init__(self, client, clock: Clock = REAL, informers: InformerFactory | None = None):
         super().__init__(client, clock, informers)

@@ -275,7 +275,8 @@ def _subsets(groups) -> list[dict]:
 # --- the controller -----------------------------------------------------------------
 
 class EndpointSliceController(Controller):
-    name = "endpointslice"
+    name = "endpointslice-controller"
+    queue_name = "endpoint_slice"
     workers = 2
 
     def __init__(self, client, clock: Clock | None = None, informers: InformerFactory | None = None,

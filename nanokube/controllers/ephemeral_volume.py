@@ -26,6 +26,7 @@ def owned_by(pvc: dict, pod: dict) -> bool:
 
 class EphemeralVolumeController(Controller):
     name = "ephemeral-volume-controller"
+    queue_name = "ephemeral_volume"
 
     def __init__(self, client, clock: Clock = REAL, informers: InformerFactory | None = None):
         super().__init__(client, clock, informers)

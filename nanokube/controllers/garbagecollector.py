@@ -44,7 +44,9 @@ class Node:
 
 
 class GarbageCollector(Controller):
-    name = "garbage-collector"
+    name = "garbage-collector-controller"
+    aliases = ("garbagecollector",)
+    queue_name = "garbage_collector_attempt_to_delete"
     workers = 2
 
     def __init__(self, client, **kw):

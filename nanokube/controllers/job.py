@@ -257,7 +257,8 @@ def pod_failed(pod: dict, only_failed_phase: bool) -> bool:
 
 
 class JobController(Controller):
-    name = "job"
+    name = "job-controller"
+    queue_name = "job"
     workers = 2
 
     def __init__(self, client, clock: Clock | None = None, informers: InformerFactory | None = None,

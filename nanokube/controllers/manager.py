@@ -83,19 +83,21 @@ def build_controllers(client, clock: Clock = REAL, load_balancer_pool: str = DEF
 
 
 def enabled(controllers: list, spec: str = "*") -> list:
-    """kube-controller-manager's `--controllers`: `*` for all, a name to
-    enable, `-name` to disable; `-controller` suffixes may be left off. Of controllers or their classes."""
-    def norm(name: str) -> str:
-        return name.removesuffix("-controller")
-
+    """kube-controller-manager's `--controllers`: `*` for all, a name to enable, `-name` to disable,
+    by upstream's name or one of its aliases; the name without its `-controller` suffix is taken
+    too (nanokube's earlier names). Of controllers or their classes."""
+    canonical: dict[str, str] = {}
+    for c in controllers:
+        for n in (c.name, c.name.removesuffix("-controller"), *c.aliases):
+            canonical.setdefault(n, c.name)
     items = [i.strip() for i in spec.split(",") if i.strip()]
-    known = {norm(c.name) for c in controllers}
-    unknown = [i for i in items if i != "*" and norm(i.lstrip("-")) not in known]
+    unknown = [i.removeprefix("-") for i in items if i != "*" and i.removeprefix("-") not in canonical]
     if unknown:
-        raise ValueError(f"--controllers: unknown controller {unknown[0]!r}; known: {', '.join(sorted(known))}")
-    on = {norm(i) for i in items if i != "*" and not i.startswith("-")}
-    off = {norm(i[1:]) for i in items if i.startswith("-")}
-    return [c for c in controllers if norm(c.name) not in off and ("*" in items or norm(c.name) in on)]
+        raise ValueError("--controllers: " + ", ".join(f'"{n}" is not in the list of known controllers'
+                                                       for n in unknown))
+    on = {canonical[i] for i in items if i != "*" and not i.startswith("-")}
+    off = {canonical[i[1:]] for i in items if i.startswith("-")}
+    return [c for c in controllers if c.name not in off and ("*" in items or c.name in on)]
 
 
 class ControllerManager:
@@ -109,7 +111,7 @@ class ControllerManager:
         `load_balancer_pool` is the IPv4 CIDR LoadBalancer Services get their address from."""
         self.client = client
         #: kept across terms of leadership, as one process's counters are
-        self.metrics = ControllerMetrics()
+        self.metrics = ControllerMetrics(clock=clock)
 
         def build() -> list[Controller]:
             """A term's controllers over a fresh shared informer factory, stopped with them."""
@@ -124,6 +126,7 @@ class ControllerManager:
                 out.append(CSRSigningController(client, data_dir, clock, self.informers))
             if PodCertificateSigner in on:
                 out.append(PodCertificateSigner(signer_client, data_dir, clock=clock))
+            self.metrics.meter(out)
             return out
 
         self._build = build

@@ -5,10 +5,16 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from ..client.workqueue import WorkQueueMetrics
+from ..clock import REAL, Clock
+
 
 class ControllerMetrics:
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None, clock: Clock = REAL) -> None:
         self.registry = registry or CollectorRegistry()
+        #: client-go's workqueue_* metrics of the controllers' queues (see `meter`)
+        self.workqueues = WorkQueueMetrics(clock)
+        self.registry.register(self.workqueues)
         self.cronjob_creation_skew = Histogram(
             "cronjob_controller_job_creation_skew_duration_seconds",
             "Time between when a cronjob is scheduled to be run, and when the corresponding job is created",
@@ -18,3 +24,8 @@ class ControllerMetrics:
             "job_controller_job_pods_creation",
             "The number of Pods created by the Job controller labelled with a reason for the Pod creation.",
             ["reason", "status"], registry=self.registry)
+
+    def meter(self, controllers) -> None:
+        """Keep each controller's queue's workqueue metrics under its upstream queue name."""
+        for c in controllers:
+            c.queue.stats = self.workqueues.stats(c.queue_name)

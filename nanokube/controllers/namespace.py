@@ -9,7 +9,8 @@ from .base import Controller
 
 
 class NamespaceController(Controller):
-    name = "namespace"
+    name = "namespace-controller"
+    queue_name = "namespace"
 
     def __init__(self, client, clock=None, **kw):
         super().__init__(client, **({"clock": clock} if clock else {}), **kw)

@@ -55,6 +55,8 @@ def _managed(taint: dict) -> bool:
 
 class NodeLifecycleController(Controller):
     name = "node-lifecycle-controller"
+    aliases = ("nodelifecycle",)
+    queue_name = "node_lifecycle_controller"
 
     def __init__(self, client, clock: Clock = REAL, *, grace_period: float = DEFAULT_GRACE,
                  monitor_period: float = DEFAULT_MONITOR_PERIOD,

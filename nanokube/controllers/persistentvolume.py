@@ -41,6 +41,8 @@ def _ann(obj: dict) -> dict:
 
 class PersistentVolumeController(Controller):
     name = "persistentvolume-binder-controller"
+    aliases = ("persistentvolume-binder",)
+    queue_name = "claims"
 
     def __init__(self, client, clock: Clock = REAL, resync: float = RESYNC,
                  informers: InformerFactory | None = None):

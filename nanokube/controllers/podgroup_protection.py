@@ -17,7 +17,8 @@ def _terminal(pod: dict) -> bool:
 
 
 class PodGroupProtectionController(Controller):
-    name = "podgroup-protection"
+    name = "podgroup-protection-controller"
+    queue_name = "podgroup_protection"
 
     def __init__(self, client, **kw):
         super().__init__(client, **kw)

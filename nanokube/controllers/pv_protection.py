@@ -11,7 +11,9 @@ from .base import Controller
 
 
 class PVProtectionController(Controller):
-    name = "pv-protection-controller"
+    name = "persistentvolume-protection-controller"
+    aliases = ("pv-protection",)
+    queue_name = "pvprotection"
 
     def __init__(self, client, clock: Clock = REAL, informers: InformerFactory | None = None):
         super().__init__(client, clock, informers)

@@ -28,7 +28,9 @@ def uses_claims(pod: dict) -> bool:
 
 
 class PVCProtectionController(Controller):
-    name = "pvc-protection-controller"
+    name = "persistentvolumeclaim-protection-controller"
+    aliases = ("pvc-protection",)
+    queue_name = "pvcprotection"
 
     def __init__(self, client, clock: Clock = REAL, informers: InformerFactory | None = None):
         super().__init__(client, clock, informers)

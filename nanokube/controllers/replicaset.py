@@ -323,7 +323,8 @@ class ReplicaSetController(Controller):
     """Also runs ReplicationControllers (as upstream, which wraps them as
     ReplicaSets): a subclass names the resource and how its selector reads."""
 
-    name = "replicaset"
+    name = "replicaset-controller"
+    queue_name = "replicaset"
     workers = 2
     kind = "ReplicaSet"
     api_version = "apps/v1"

@@ -9,7 +9,8 @@ from .replicaset import ReplicaSetController
 
 
 class ReplicationControllerController(ReplicaSetController):
-    name = "replicationcontroller"
+    name = "replicationcontroller-controller"
+    queue_name = "replicationmanager"
     kind = "ReplicationController"
     api_version = "v1"
     resource = ("", "v1", "replicationcontrollers")

@@ -42,7 +42,9 @@ def _owner_pod(claim: dict) -> tuple[str, str] | None:
 
 
 class ResourceClaimController(Controller):
-    name = "resourceclaim"
+    name = "resourceclaim-controller"
+    aliases = ("resource-claim-controller",)
+    queue_name = "resource_claim"
 
     def __init__(self, client, clock=None, **kw):
         super().__init__(client, **({"clock": clock} if clock else {}), **kw)

@@ -97,6 +97,7 @@ def pool_status(spec: dict, slices: list[dict], claims: list[dict], rules: list[
 
 class ResourcePoolStatusRequestController(Controller):
     name = "resourcepoolstatusrequest-controller"
+    queue_name = "resourcepoolstatusrequest"
     retriable = (IncompletePools,)
 
     def __init__(self, client, **kw):

@@ -47,6 +47,7 @@ def kinds_for(name: str, resources) -> set[tuple[str, str]]:
 
 class ResourceQuotaController(Controller):
     name = "resourcequota-controller"
+    queue_name = "resourcequota_primary"
 
     def __init__(self, client, clock: Clock = REAL, resync: float = RESYNC,
                  informers: InformerFactory | None = None):

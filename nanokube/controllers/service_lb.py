@@ -61,6 +61,8 @@ def ingress_ips(svc: dict) -> list[str]:
 
 class ServiceLBController(Controller):
     name = "service-lb-controller"
+    aliases = ("service",)
+    queue_name = "service"
 
     def __init__(self, client, clock: Clock = REAL, pool: str = DEFAULT_POOL,
                  informers: InformerFactory | None = None):

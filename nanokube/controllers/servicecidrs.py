@@ -62,6 +62,7 @@ def can_delete(cidr: dict, cidrs: list[dict], ipaddresses: list[dict]) -> bool:
 
 class ServiceCIDRController(Controller):
     name = "service-cidr-controller"
+    queue_name = "ipaddresses"
 
     def __init__(self, client, deletion_grace: float | None = None, **kw):
         super().__init__(client, **kw)

@@ -79,7 +79,8 @@ def is_finished(pod: dict) -> bool:
 
 
 class StatefulSetController(Controller):
-    name = "statefulset"
+    name = "statefulset-controller"
+    queue_name = "statefulset"
     workers = 2
 
     def __init__(self, client, clock: Clock | None = None, informers: InformerFactory | None = None):

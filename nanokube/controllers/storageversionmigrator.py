@@ -56,6 +56,7 @@ class NotInDiscovery(Exception):
 
 class StorageVersionMigrator(Controller):
     name = "storage-version-migrator-controller"
+    queue_name = "storage-version-migrator-controller"
     retriable = (NotInDiscovery,)
 
     def __init__(self, client, **kw):

@@ -42,6 +42,7 @@ def toleration_seconds(taint: dict, tolerations: list[dict]) -> float | None:
 
 class TaintEvictionController(Controller):
     name = "taint-eviction-controller"
+    queue_name = "noexec_taint_pod"
 
     def __init__(self, client, clock: Clock = REAL, informers: InformerFactory | None = None):
         super().__init__(client, clock, informers)

@@ -25,6 +25,7 @@ def expires_at(job: dict) -> float | None:
 
 class TTLAfterFinishedController(Controller):
     name = "ttl-after-finished-controller"
+    queue_name = "ttl_jobs_to_delete"
 
     def __init__(self, client, clock: Clock = REAL, informers: InformerFactory | None = None):
         super().__init__(client, clock, informers)

@@ -33,7 +33,8 @@ def gvk_string(group: str, version: str, kind: str) -> str:
 
 
 class ValidatingAdmissionPolicyStatusController(Controller):
-    name = "validatingadmissionpolicy-status"
+    name = "validatingadmissionpolicy-status-controller"
+    queue_name = "validatingadmissionpolicy-status"
 
     def __init__(self, client, **kw):
         super().__init__(client, **kw)

@@ -241,12 +241,21 @@ class Scheduler:
     # --- lifecycle ---------------------------------------------------------
 
     async def start(self) -> None:
+        await self.sync()
+        await self.run()
+
+    async def sync(self) -> None:
+        """Start the informers with their handlers and wait until they have synced: the cache and
+        the queue fill, nothing is scheduled yet (kube-scheduler does this before it campaigns)."""
         self.nodes.add_handlers(self._on_node_add, self._on_node_update, self._on_node_delete)
         self.pods.add_handlers(self._on_pod_add, self._on_pod_update, self._on_pod_delete)
         self.podgroup_informer.add_handlers(self._on_podgroup_add, self._on_podgroup_update, self.podgroups.remove_group)
         for inf in (self.nodes, self.podgroup_informer, self.pods, *self.informers.values()):
             self.informer_factory.start([inf])
             await inf.synced.wait()
+
+    async def run(self) -> None:
+        """Schedule: after `sync`, the event recorder and the scheduling loop start."""
         self.api.broadcaster.start()
         self._tasks.append(asyncio.create_task(self.queue.run_flushers()))
         self._tasks.append(asyncio.create_task(self._loop()))

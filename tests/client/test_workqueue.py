@@ -1,7 +1,10 @@
 import asyncio
 
-from nanokube.client.workqueue import WorkQueue
+from prometheus_client import CollectorRegistry
+
+from nanokube.client.workqueue import WorkQueue, WorkQueueMetrics
 from nanokube.clock import Clock, VirtualClock
+from tests.node import ManualClock
 
 
 class RecordingClock(Clock):
@@ -128,3 +131,73 @@ async def test_a_key_delayed_twice_waits_once_for_the_earlier_time():
     q.done("k")
     await clock.advance(120)
     assert len(q) == 0, "the later delays were folded into the first"
+
+
+def _metered(name: str = "deployment"):
+    """A queue metered under `name` on a registry of its own, over a clock the test moves."""
+    clock, registry = ManualClock(), CollectorRegistry()
+    provider = WorkQueueMetrics(clock)
+    registry.register(provider)
+    q = WorkQueue(clock, stats=provider.stats(name))
+
+    def sample(metric: str, **labels: str) -> float | None:
+        return registry.get_sample_value(metric, {"name": name, **labels})
+    return q, clock, sample
+
+
+async def test_metered_queue_counts_adds_depth_and_the_waits_as_client_go():
+    q, clock, sample = _metered()
+    for k in ("a", "a", "b"):
+        q.add(k)
+    assert sample("workqueue_adds_total") == 2, "a waiting key's second add is not an add"
+    assert sample("workqueue_depth") == 2
+    await clock.advance(0.5)
+    assert await q.get() == "a"
+    assert sample("workqueue_depth") == 1
+    assert sample("workqueue_queue_duration_seconds_count") == 1
+    assert sample("workqueue_queue_duration_seconds_sum") == 0.5
+    assert sample("workqueue_queue_duration_seconds_bucket", le="0.1") == 0
+    assert sample("workqueue_queue_duration_seconds_bucket", le="1.0") == 1
+    assert sample("workqueue_queue_duration_seconds_bucket", le="+Inf") == 1
+
+    await clock.advance(2)
+    assert sample("workqueue_unfinished_work_seconds") == 2
+    assert sample("workqueue_longest_running_processor_seconds") == 2
+    q.add("a")
+    assert (sample("workqueue_adds_total"), sample("workqueue_depth")) == (3, 2), \
+        "an add while processing counts, as the key waits again"
+    q.done("a")
+    assert sample("workqueue_work_duration_seconds_count") == 1
+    assert sample("workqueue_work_duration_seconds_bucket", le="1.0") == 0
+    assert sample("workqueue_work_duration_seconds_bucket", le="10.0") == 1
+    assert sample("workqueue_unfinished_work_seconds") == 0
+    assert sample("workqueue_longest_running_processor_seconds") == 0
+    assert sample("workqueue_retries_total") == 0
+
+
+async def test_every_delayed_add_is_a_retry():
+    q, clock, sample = _metered("job")
+    q.add_rate_limited("a")
+    q.add_after("b", 1)
+    q.add_after("b", 2)
+    assert sample("workqueue_retries_total") == 3
+    assert sample("workqueue_adds_total") == 0
+    await clock.advance(2)
+    assert sample("workqueue_adds_total") == 2 and sample("workqueue_depth") == 2
+    q.shutdown()
+
+
+async def test_shutdown_takes_the_queue_out_of_the_metrics():
+    q, clock, sample = _metered()
+    q.add("a")
+    q.add("b")
+    assert await q.get() == "a"
+    await clock.advance(1)
+    q.shutdown()
+    assert sample("workqueue_depth") == 0 and sample("workqueue_unfinished_work_seconds") == 0
+    q.add("c")
+    assert sample("workqueue_adds_total") == 2, "a shut queue is metered no more"
+
+
+def test_an_unnamed_queue_is_not_metered():
+    assert WorkQueueMetrics().stats("") is None and WorkQueue().stats is None

@@ -21,12 +21,55 @@ async def stack():
 async def test_controllers_flag_selects_like_kube_controller_manager(stack):
     every = build_controllers(stack.client)
     assert len(enabled(every, "*")) == len(every)
-    assert [c.name for c in enabled(every, "replicaset,deployment-controller")] == ["replicaset", "deployment"]
+    assert [c.name for c in enabled(every, "replicaset,deployment-controller")] == [
+        "replicaset-controller", "deployment-controller"]
     left = [c.name for c in enabled(every, "*,-garbage-collector,-job-controller")]
-    assert "garbage-collector" not in left and "job" not in left and len(left) == len(every) - 2
+    assert "garbage-collector-controller" not in left and "job-controller" not in left
+    assert len(left) == len(every) - 2
     assert enabled(every, "") == []
-    with pytest.raises(ValueError, match="unknown controller 'bootstrapsigner'"):
-        enabled(every, "*,bootstrapsigner")
+    with pytest.raises(ValueError) as refused:
+        enabled(every, "*,bootstrapsigner,-nosuch")
+    assert str(refused.value) == ('--controllers: "bootstrapsigner" is not in the list of known controllers, '
+                                  '"nosuch" is not in the list of known controllers')
+
+
+async def test_controllers_go_by_upstream_names_and_aliases(stack):
+    """cmd/kube-controller-manager/names, and the aliases its ControllerDescriptors keep."""
+    every = build_controllers(stack.client)
+    names = {c.name for c in every}
+    assert {"deployment-controller", "replicationcontroller-controller", "garbage-collector-controller",
+            "horizontal-pod-autoscaler-controller", "persistentvolumeclaim-protection-controller",
+            "persistentvolume-protection-controller", "validatingadmissionpolicy-status-controller",
+            "resourceclaim-controller", "endpointslice-controller"} <= names
+    picked = enabled(every, "garbagecollector,horizontalpodautoscaling,pvc-protection,pv-protection,"
+                            "resource-claim-controller,nodelifecycle,persistentvolume-binder")
+    assert [c.name for c in picked] == [
+        "garbage-collector-controller", "resourceclaim-controller", "persistentvolume-binder-controller",
+        "persistentvolumeclaim-protection-controller", "persistentvolume-protection-controller",
+        "horizontal-pod-autoscaler-controller", "node-lifecycle-controller"]
+    assert "garbage-collector-controller" not in [c.name for c in enabled(every, "*,-garbagecollector")]
+
+
+async def test_controller_queues_are_metered_under_upstream_queue_names(stack):
+    """client-go's workqueue_* metrics, one `name` per controller queue as upstream names it."""
+    manager = ControllerManager(stack.client, controllers="replicaset,deployment,endpointslice")
+    assert {c.name: c.queue_name for c in manager.controllers} == {
+        "endpointslice-controller": "endpoint_slice", "replicaset-controller": "replicaset",
+        "deployment-controller": "deployment"}
+    await manager.start()
+    try:
+        await stack.client.resource("apps", "v1", "replicasets").create(replicaset("web"))
+
+        def sample(metric, queue):
+            return manager.metrics.registry.get_sample_value(metric, {"name": queue}) or 0
+
+        async def worked():
+            return sample("workqueue_work_duration_seconds_count", "replicaset") >= 1
+        await eventually(worked)
+        assert sample("workqueue_adds_total", "replicaset") >= 1
+        assert manager.metrics.registry.get_sample_value("workqueue_depth", {"name": "deployment"}) == 0
+    finally:
+        await manager.stop()
 
 
 def replicaset(name):

@@ -64,11 +64,11 @@ def reachable(port: int) -> bool:
         return False
 
 
-def counter(body: str, name: str, **labels: str) -> float:
-    """The sum of `name`'s samples carrying every label in `labels`."""
+def counter(body: str, metric: str, /, **labels: str) -> float:
+    """The sum of `metric`'s samples carrying every label in `labels`."""
     total = 0.0
     for line in body.splitlines():
-        m = re.match(rf"{name}{{(.*)}} (\S+)$", line)
+        m = re.match(rf"{metric}{{(.*)}} (\S+)$", line)
         if m and all(f'{k}="{v}"' in m.group(1) for k, v in labels.items()):
             total += float(m.group(2))
     return total
@@ -132,15 +132,51 @@ def test_controller_manager_secure_port(bare):
         wait_for(lambda: c.kubectl("get", "pods", "-l", "job-name=once", "-o", "name").stdout, what="the job's pod")
         code, body, _ = get(port, "/healthz?verbose")
         assert code == 200 and body.startswith("[+]leaderElection ok\n") and body.endswith("healthz check passed\n")
-        assert "[+]job ok\n" in body, body
+        assert "[+]job-controller ok\n" in body, body
         # kube-controller-manager serves neither /livez nor /readyz
         assert get(port, "/livez")[0] == 404 and get(port, "/readyz")[0] == 404
 
         body = assert_metrics_guarded(c, port)
         assert counter(body, "job_controller_job_pods_creation_total", reason="new", status="succeeded") >= 1
+        # client-go's workqueue metrics, by the queue names upstream's controllers give
+        assert counter(body, "workqueue_adds_total", name="job") >= 1
+        assert counter(body, "workqueue_work_duration_seconds_count", name="job") >= 1
+        assert counter(body, "workqueue_depth", name="deployment") == 0
+        assert 'workqueue_retries_total{name="endpoint_slice"}' in body
+        assert "# TYPE workqueue_queue_duration_seconds histogram" in body
     finally:
         proc.terminate()
         assert proc.wait(20) == 0
+
+
+def test_a_standby_scheduler_is_ready(bare):
+    """kube-scheduler syncs its informers before it campaigns: of two, the one not leading is
+    ready as well (sched-handler-sync passes), and only its lease check tells them apart."""
+    c = bare
+    ports = free_port(), free_port()
+    procs = [component(c, "scheduler", p, c.data_dir / f"sched-standby-{i}.log") for i, p in enumerate(ports)]
+    try:
+        for p in ports:
+            wait_for(lambda p=p: reachable(p), what="a scheduler's secure port")
+        wait_for(lambda: c.kubectl("get", "lease", "kube-scheduler", "-n", "kube-system", "-o",
+                                   "jsonpath={.spec.holderIdentity}", check=False).stdout, what="a leader")
+        for p in ports:
+            wait_for(lambda p=p: get(p, "/readyz")[0] == 200, what="both schedulers ready")
+            code, body, _ = get(p, "/readyz?verbose")
+            assert code == 200 and body == ("[+]leaderElection ok\n[+]shutdown ok\n[+]sched-handler-sync ok\n"
+                                            "readyz check passed\n")
+        c.kubectl("run", "by-the-leader", "--image=nginx")
+        wait_for(lambda: c.kubectl("get", "pod", "by-the-leader", "-o", "jsonpath={.spec.nodeName}").stdout,
+                 what="the pod bound")
+        token = c.kubectl("create", "token", "scraper").stdout.strip()
+        attempts = [counter(get(p, "/metrics", token)[1], "scheduler_schedule_attempts_total", result="scheduled")
+                    for p in ports]
+        assert sorted(attempts)[0] == 0 and sorted(attempts)[1] >= 1, "one scheduled, the standby did not"
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            assert proc.wait(20) == 0
 
 
 def test_bad_secure_port_is_refused(bare):

@@ -6,6 +6,7 @@ kubectl views of CronJobs, ReplicationControllers and PodTemplates."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
@@ -179,6 +180,8 @@ def test_kubectl_views_of_cronjobs_rcs_and_pod_templates(cluster, api):
     metrics = cluster.kubectl("get", "--raw", "/metrics").stdout
     assert "# TYPE cronjob_controller_job_creation_skew_duration_seconds histogram" in metrics
     assert "# TYPE job_controller_job_pods_creation_total counter" in metrics
+    # the in-process controllers' work queues, under upstream's queue names
+    assert re.search(r'^workqueue_adds_total\{name="cronjob"\} [1-9]', metrics, re.M), metrics
     cluster.kubectl("delete", "cronjob", "tick", "-n", NS)
     wait_for(lambda: cluster.kubectl("get", "job", "manual", "-n", NS, check=False).returncode != 0,
              what="the CronJob's job collected with it")

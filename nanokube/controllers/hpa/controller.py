@@ -37,7 +37,11 @@ def _tolerances(spec: dict, default: float) -> calc.Tolerances:
 
 
 class HPAController(Controller):
-    name = "horizontal-pod-autoscaler"
+    name = "horizontal-pod-autoscaler-controller"
+    aliases = ("horizontalpodautoscaling",)
+    queue_name = "horizontalpodautoscaler"
+    #: its Events' source component (upstream's recorder keeps the controller's older name)
+    event_source = "horizontal-pod-autoscaler"
 
     def __init__(self, client, *, sync_period: float = 15.0, downscale_window: float = 300.0, tolerance: float = 0.1,
                  cpu_initialization_period: float = 300.0, initial_readiness_delay: float = 30.0,
@@ -238,5 +242,5 @@ class HPAController(Controller):
                                "namespace": md["namespace"], "uid": md.get("uid"), "resourceVersion": md.get("resourceVersion")},
             "reason": reason, "message": message, "type": type_, "count": 1,
             "firstTimestamp": self.clock.rfc3339(now), "lastTimestamp": self.clock.rfc3339(now),
-            "source": {"component": self.name},
+            "source": {"component": self.event_source},
         })
