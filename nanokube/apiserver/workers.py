@@ -30,6 +30,7 @@ import sys
 
 from aiohttp import hdrs, web
 
+from .. import gcsettle
 from .aggregator.proxy import identity_headers
 from .aggregator.requestheader import front_proxy_files
 from .auth.authorizer import USER
@@ -212,6 +213,7 @@ class Workers:
 
 
 async def _serve(args: argparse.Namespace) -> int:
+    gcsettle.defer()  # the collector policy of worker 0's `up`: settled below once this worker serves
     from ..pki.ca import ensure_pki
     from ..store.backends import open_store
     from .app import APIServer
@@ -225,6 +227,7 @@ async def _serve(args: argparse.Namespace) -> int:
     share_service_allocations(server)
     WorkerMetrics(server, pki, relay)
     await server.start()
+    gcsettle.settle()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
