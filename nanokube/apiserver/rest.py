@@ -254,6 +254,8 @@ class GenericREST:
         self.admission = admission
         #: the audit log (audit.AuditLog), which the loopback client reports in-process writes to; None when off
         self.audit = None
+        #: answers a create of a review resource (auth/reviews.Reviews), for the loopback client as for HTTP; None: none
+        self.reviews = None
         #: generateName's suffix for a prefix; a simulation puts seeded draws here so its runs repeat
         self.name_suffix = name_suffix
         #: the last object `_external_once` served: (cached object, resource, version, served object)
@@ -877,6 +879,7 @@ class GenericREST:
             res.strategy.prepare_for_status_update(new, old)
             errs = res.strategy.validate_status_update(new, old)
         elif subresource == "approval":
+            res.strategy.prepare_for_approval_update(new, old)
             errs = res.strategy.validate_approval_update(new, old)
         elif subresource == "finalize":
             errs = res.strategy.validate_finalize(new, old)

@@ -190,6 +190,9 @@ class Strategy:
         """The status strategy's WarningsOnUpdate, for a write through /status."""
         return []
 
+    def prepare_for_approval_update(self, new: Obj, old: Obj) -> None:
+        """As prepare_for_status_update, for a write through /approval."""
+
     def validate_approval_update(self, new: Obj, old: Obj) -> list[FieldError]:
         """Writes through /approval (CertificateSigningRequest conditions)."""
         return []

@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from email.utils import parseaddr
 from typing import TYPE_CHECKING, Any
 
+from ..clock import format_time
 from ..pki import der as _der
 from .base import AGE, RESET_DELETION, Column, Obj, Resource, Strategy, register
 from .core_printing import human_duration
@@ -57,6 +58,8 @@ USAGES = sorted([
     "ipsec tunnel", "ipsec user", "timestamping", "ocsp signing", "microsoft sgc", "netscape sgc",
 ])
 TRUE_ONLY = ("Approved", "Denied", "Failed")
+#: v1beta1's default signer, which v1 (the only version served) may not create
+LEGACY_UNKNOWN_SIGNER = "kubernetes.io/legacy-unknown"
 MAX_TRUST_BUNDLE = 1024 * 1024
 MIN_MAX_EXPIRATION = 3600
 MAX_MAX_EXPIRATION = 91 * 24 * 3600
@@ -202,6 +205,9 @@ def _csr_condition_column(o: Obj) -> str:
 
 class CertificateSigningRequestStrategy(Strategy):
     track_generation = False
+
+    def __init__(self, now: Callable[[], datetime] = utc_now):
+        self.now = now
     columns = [
         NAME,
         Column("Age", "string", AGE, "CreationTimestamp is a timestamp representing the server time when this object was created."),
@@ -218,10 +224,44 @@ class CertificateSigningRequestStrategy(Strategy):
     name_validator = staticmethod(lambda name: [])
 
     def prepare_for_create(self, obj):
-        obj.pop("status", None)
+        """No request is created approved: an empty status, which upstream serializes as `{}`."""
+        obj["status"] = {}
 
     def prepare_for_update(self, new, old):
         new["spec"] = copy.deepcopy(old.get("spec"))
+
+    def prepare_for_status_update(self, new, old):
+        """The Approved and Denied conditions stay as stored when /status keeps their number (adding
+        or removing one is refused by validation), then conditions get their timestamps."""
+        conditions = list((new.get("status") or {}).get("conditions") or [])
+        for t in ("Approved", "Denied"):
+            at = [i for i, c in enumerate(conditions) if c.get("type") == t]
+            was = _conditions_of(old, t)
+            if len(at) == len(was):
+                for i, c in zip(at, was):
+                    conditions[i] = c
+        self._stamp(new, old, conditions)
+
+    def prepare_for_approval_update(self, new, old):
+        self._stamp(new, old, list((new.get("status") or {}).get("conditions") or []))
+
+    def _stamp(self, new: Obj, old: Obj, conditions: list) -> None:
+        """populateConditionTimestamps: a condition without lastUpdateTime gets now; one without
+        lastTransitionTime keeps that of a stored condition of its type and status, else gets now."""
+        if not conditions:
+            return
+        now = format_time(self.now().timestamp())
+        stored = [c for c in (old.get("status") or {}).get("conditions") or [] if c.get("lastTransitionTime")]
+        for i, c in enumerate(conditions):
+            if c.get("lastUpdateTime") and c.get("lastTransitionTime"):
+                continue
+            c = conditions[i] = dict(c)
+            if not c.get("lastUpdateTime"):
+                c["lastUpdateTime"] = now
+            if not c.get("lastTransitionTime"):
+                c["lastTransitionTime"] = next((o["lastTransitionTime"] for o in stored
+                                                if o.get("type") == c.get("type") and o.get("status") == c.get("status")), now)
+        new["status"] = {**(new.get("status") or {}), "conditions": conditions}
 
     def validate(self, obj):
         return self._validate(obj, None)
@@ -250,7 +290,11 @@ class CertificateSigningRequestStrategy(Strategy):
             errs += [not_supported(f"spec.usages[{i}]", u, USAGES) for i, u in enumerate(usages) if u not in USAGES]
         if len(set(old_usages)) == len(old_usages):
             errs += [duplicate(f"spec.usages[{i}]", u) for i, u in enumerate(usages) if u in usages[:i]]
-        errs += signer_name(spec.get("signerName"), "spec.signerName")
+        old_signer = ((old or {}).get("spec") or {}).get("signerName")
+        if spec.get("signerName") == LEGACY_UNKNOWN_SIGNER and old_signer != LEGACY_UNKNOWN_SIGNER:
+            errs.append(invalid("spec.signerName", LEGACY_UNKNOWN_SIGNER, "the legacy signerName is not allowed via this API version"))
+        else:
+            errs += signer_name(spec.get("signerName"), "spec.signerName")
         exp = spec.get("expirationSeconds")
         if exp is not None and exp < 600:
             errs.append(invalid("spec.expirationSeconds", exp, "may not specify a duration less than 600 seconds (10 minutes)"))

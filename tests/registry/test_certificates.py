@@ -425,3 +425,62 @@ async def test_over_http_pcr_spec_immutable_prints_the_internal_spec(tmp_path):
                    '"NodeUID":"c3d4","MaxExpirationSeconds":7200,"PKIXPublicKey":null,"ProofOfPossession":null,'
                    f'"StubPKCS10Request":"{spec["stubPKCS10Request"]}","UnverifiedUserAnnotations":'
                    '{"example.com/a":"b"}}: field is immutable'}]
+
+
+async def test_over_http_csr_condition_times_are_stamped_and_status_keeps_the_approval(tmp_path):
+    """populateConditionTimestamps: /approval and /status fill a condition's lastUpdateTime and
+    lastTransitionTime the client left out (the transition time of a stored condition of that type
+    and status, else now); /status keeps the Approved and Denied conditions as stored."""
+    import asyncio
+
+    from kubernetes import client
+
+    from tests.served import served
+
+    async with served(tmp_path) as (_, api_client):
+        certs = client.CertificatesV1Api(api_client)
+        created = await asyncio.to_thread(certs.create_certificate_signing_request,
+                                          {**csr(), "status": {"conditions": [{"type": "Approved", "status": "True"}]}})
+        assert created.status.to_dict() == {"certificate": None, "conditions": None}  # `{}`, nothing approved
+        cur = await asyncio.to_thread(certs.read_certificate_signing_request, "node-csr-abc")
+        cur.status.conditions = [client.V1CertificateSigningRequestCondition(
+            type="Approved", status="True", reason="ByHand", message="looks fine")]
+        approved = await asyncio.to_thread(certs.replace_certificate_signing_request_approval, "node-csr-abc", cur)
+        (cond,) = approved.status.conditions
+        assert cond.last_update_time is not None and cond.last_transition_time == cond.last_update_time
+        assert abs(cond.last_transition_time - datetime.now(timezone.utc)) < timedelta(seconds=30)
+
+        # the same condition sent again without times keeps its transition time
+        transition = cond.last_transition_time
+        cond.last_transition_time = None
+        again = await asyncio.to_thread(certs.replace_certificate_signing_request_approval, "node-csr-abc", approved)
+        assert again.status.conditions[0].last_transition_time == transition
+
+        # /status may add Failed (stamped too) but not rewrite Approved: it is put back as stored
+        again.status.conditions[0].message = "rewritten"
+        again.status.conditions.append(client.V1CertificateSigningRequestCondition(
+            type="Failed", status="True", reason="SignerValidationFailure", message="no"))
+        failed = await asyncio.to_thread(certs.replace_certificate_signing_request_status, "node-csr-abc", again)
+    assert [(c.type, c.message) for c in failed.status.conditions] == [("Approved", "looks fine"), ("Failed", "no")]
+    assert failed.status.conditions[1].last_update_time is not None
+    assert failed.status.conditions[1].last_transition_time is not None
+
+
+async def test_over_http_the_legacy_signer_is_refused_on_create(tmp_path):
+    import asyncio
+    import json
+
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    from tests.served import served
+
+    async with served(tmp_path) as (_, api_client):
+        certs = client.CertificatesV1Api(api_client)
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(certs.create_certificate_signing_request,
+                                    csr(signerName="kubernetes.io/legacy-unknown"))
+    assert e.value.status == 422
+    assert json.loads(e.value.body)["details"]["causes"] == [{
+        "reason": "FieldValueInvalid", "field": "spec.signerName",
+        "message": 'Invalid value: "kubernetes.io/legacy-unknown": the legacy signerName is not allowed via this API version'}]
