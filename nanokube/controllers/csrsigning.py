@@ -1,14 +1,18 @@
-"""kube-controller-manager's CSR signing for `kubernetes.io/kube-apiserver-client`: an approved
-CertificateSigningRequest of that signer gets a client certificate from the cluster CA (the one
-`nanokube up` keeps in DIR/pki, which the API server trusts for client certificates), so the
-user a request names can then authenticate with it, as `kubectl certificate approve` promises.
+"""kube-controller-manager's CSR signing: an approved CertificateSigningRequest of one of the
+`kubernetes.io` signers it runs gets a certificate from the cluster CA (the one `nanokube up` keeps
+in DIR/pki, which the API server trusts for client certificates), as `kubectl certificate approve`
+promises. Upstream runs one signer per name, all on --cluster-signing-cert-file:
 
-As upstream's signer: unapproved, denied, failed and already issued requests are left alone; the
-usages must include `client auth` and may add only `digital signature` and `key encipherment`,
-else the request fails (condition Failed, reason SignerValidationFailure). The certificate keeps
-the request's subject, SANs and key, carries the requested usages, starts 5 minutes in the past
-and lasts `spec.expirationSeconds` (at least 10 minutes) but no longer than the signing duration
-(a year, kube-controller-manager's --cluster-signing-duration default) nor the CA.
+- `kube-apiserver-client`: the usages must include `client auth` and may add only `digital
+  signature` and `key encipherment`;
+- `kube-apiserver-client-kubelet` and `kubelet-serving`: a kubelet's request (pki/csr.py's checks);
+- `legacy-unknown`: no checks (v1 refuses to create such a request; an old one may still be stored).
+
+A request that fails its signer's check fails (condition Failed, reason SignerValidationFailure).
+Unapproved, denied, failed and already issued requests are left alone. The certificate keeps the
+request's subject, SANs and key, carries the requested usages, starts 5 minutes in the past and
+lasts `spec.expirationSeconds` (at least 10 minutes) but no longer than the signing duration (a
+year, kube-controller-manager's --cluster-signing-duration default) nor the CA.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import base64
 import datetime as _dt
 import logging
 import os
+from collections.abc import Callable
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -25,11 +30,15 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 from ..clock import REAL, Clock, format_time
 from ..machinery.errors import APIError
 from ..pki.ca import KeyPair
+from ..pki.csr import approval, has_true_condition, kubelet_client_error, kubelet_serving_error, parse_request
 from .base import Controller
 
 log = logging.getLogger(__name__)
 
 SIGNER_NAME = "kubernetes.io/kube-apiserver-client"
+KUBELET_CLIENT_SIGNER = "kubernetes.io/kube-apiserver-client-kubelet"
+KUBELET_SERVING_SIGNER = "kubernetes.io/kubelet-serving"
+LEGACY_UNKNOWN_SIGNER = "kubernetes.io/legacy-unknown"
 #: kube-controller-manager's --cluster-signing-duration default
 SIGNING_DURATION = 365 * 86400
 BACKDATE = 300
@@ -66,16 +75,20 @@ def duration(expiration_seconds: int | None, signing_duration: int = SIGNING_DUR
     return max(MIN_DURATION, min(expiration_seconds, signing_duration))
 
 
-def _condition(obj: dict, kind: str) -> bool:
-    return any(c.get("type") == kind and c.get("status") == "True"
-               for c in (obj.get("status") or {}).get("conditions") or ())
+#: each signer's check of a request: why the request is not one it signs, or None
+SIGNERS: dict[str, Callable[[x509.CertificateSigningRequest, list], str | None]] = {
+    SIGNER_NAME: lambda request, usages: usage_error(usages),
+    KUBELET_CLIENT_SIGNER: kubelet_client_error,
+    KUBELET_SERVING_SIGNER: kubelet_serving_error,
+    LEGACY_UNKNOWN_SIGNER: lambda request, usages: None,
+}
 
 
 def pending(obj: dict) -> bool:
-    """Approved (and not denied), not failed, not yet issued, and for this signer."""
-    return (obj.get("spec") or {}).get("signerName") == SIGNER_NAME and _condition(obj, "Approved") \
-        and not _condition(obj, "Denied") and not _condition(obj, "Failed") \
-        and not (obj.get("status") or {}).get("certificate")
+    """Approved (and not denied), not failed, not yet issued, and for a signer this controller runs."""
+    approved, denied = approval(obj)
+    return (obj.get("spec") or {}).get("signerName") in SIGNERS and approved and not denied \
+        and not has_true_condition(obj, "Failed") and not (obj.get("status") or {}).get("certificate")
 
 
 def sign(ca: KeyPair, request: x509.CertificateSigningRequest, usages: list, lifetime: int, now: float) -> bytes:
@@ -107,6 +120,8 @@ def sign(ca: KeyPair, request: x509.CertificateSigningRequest, usages: list, lif
 
 class CSRSigningController(Controller):
     name = "certificatesigningrequest-signing-controller"
+    aliases = ("csrsigning",)
+    queue_name = "certificate"
 
     def __init__(self, client, data_dir: str, clock: Clock = REAL, informers=None,
                  signing_duration: int = SIGNING_DURATION):
@@ -136,12 +151,9 @@ class CSRSigningController(Controller):
         if obj is None or not pending(obj):
             return
         spec = obj["spec"]
-        try:
-            request = x509.load_pem_x509_csr(base64.b64decode(spec.get("request") or ""))
-        except ValueError as e:
-            raise ValueError(f'unable to parse csr "{key}": {e}') from None
+        request = parse_request(obj)
         status = dict(obj.get("status") or {})
-        why = usage_error(spec.get("usages") or [])
+        why = SIGNERS[spec["signerName"]](request, spec.get("usages") or [])
         now = self.clock.now()
         if why is not None:
             status["conditions"] = [*(status.get("conditions") or []), {

@@ -103,3 +103,79 @@ async def test_bad_usages_fail_the_request_and_denied_or_foreign_ones_are_left_a
     assert "certificate" not in (await csrs.get("server"))["status"]
     for name in ("denied", "other"):
         assert "certificate" not in (await csrs.get(name))["status"]
+
+
+def node_request(cn: str = "system:node:n1", dns=(), ips=(), key=None) -> tuple[bytes, object]:
+    import ipaddress
+    key = key or ec.generate_private_key(ec.SECP256R1())
+    b = x509.CertificateSigningRequestBuilder().subject_name(x509.Name([
+        x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:nodes"), x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
+    names = [x509.DNSName(d) for d in dns] + [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
+    if names:
+        b = b.add_extension(x509.SubjectAlternativeName(names), critical=False)
+    return b.sign(key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM), key
+
+
+async def issued_certificate(csrs, name: str) -> x509.Certificate:
+    async def issued():
+        return (await csrs.get(name)).get("status", {}).get("certificate")
+    return x509.load_pem_x509_certificate(base64.b64decode(await eventually(issued)))
+
+
+async def test_a_kubelet_client_request_is_issued_a_node_client_certificate(env):
+    csrs, clock, pki = env
+    pem, key = node_request()
+    await csrs.create(csr("node-client", pem, ["digital signature", "client auth"],
+                          signer="kubernetes.io/kube-apiserver-client-kubelet", expirationSeconds=600))
+    await approve(csrs, "node-client")
+    cert = await issued_certificate(csrs, "node-client")
+    assert cert.subject.rfc4514_string() == "CN=system:node:n1,O=system:nodes" and cert.issuer == pki.ca.cert.subject
+    assert cert.public_key().public_numbers() == key.public_key().public_numbers()
+    assert cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value == \
+        x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH])
+    # the shortest lifetime the API takes (10 minutes), from 5 minutes back
+    assert (cert.not_valid_before_utc.timestamp(), cert.not_valid_after_utc.timestamp()) == \
+        (int(clock.now()) - 300, int(clock.now()) + 600)
+
+
+async def test_a_kubelet_serving_request_is_issued_a_serving_certificate_for_its_names(env):
+    csrs, clock, _ = env
+    pem, _ = node_request(dns=("n1.example.com",), ips=("10.0.0.7",))
+    await csrs.create(csr("node-serving", pem, ["digital signature", "key encipherment", "server auth"],
+                          signer="kubernetes.io/kubelet-serving"))
+    await approve(csrs, "node-serving")
+    cert = await issued_certificate(csrs, "node-serving")
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert san.get_values_for_type(x509.DNSName) == ["n1.example.com"]
+    assert [str(ip) for ip in san.get_values_for_type(x509.IPAddress)] == ["10.0.0.7"]
+    assert cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value == \
+        x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH])
+    usage = cert.extensions.get_extension_for_class(x509.KeyUsage).value
+    assert usage.digital_signature and usage.key_encipherment
+    # no expirationSeconds: the signing duration (a year), less the 5 minutes backdated at its start
+    assert cert.not_valid_after_utc.timestamp() - cert.not_valid_before_utc.timestamp() == 365 * 86400
+
+
+@pytest.mark.parametrize("name, signer, pem_args, usages, why", [
+    ("client-not-a-node", "kubernetes.io/kube-apiserver-client-kubelet", {"cn": "alice"},
+     ["digital signature", "client auth"], "subject common name does not begin with system:node:"),
+    ("client-with-sans", "kubernetes.io/kube-apiserver-client-kubelet", {"dns": ("n1",)},
+     ["digital signature", "client auth"], "DNS subjectAltNames are not allowed"),
+    ("serving-without-sans", "kubernetes.io/kubelet-serving", {},
+     ["digital signature", "server auth"], "DNS or IP subjectAltName is required"),
+    ("serving-as-client", "kubernetes.io/kubelet-serving", {"ips": ("10.0.0.7",)},
+     ["digital signature", "client auth"], "usages did not match [digital signature key encipherment server auth]"),
+])
+async def test_a_kubelet_request_its_signer_refuses_fails(env, name, signer, pem_args, usages, why):
+    csrs, _, _ = env
+    pem, _ = node_request(**pem_args)
+    await csrs.create(csr(name, pem, usages, signer=signer))
+    await approve(csrs, name)
+
+    async def failed():
+        return [c for c in (await csrs.get(name))["status"].get("conditions") or [] if c["type"] == "Failed"]
+    (cond,) = await eventually(failed)
+    assert (cond["reason"], cond["message"]) == ("SignerValidationFailure", why)
+    # the server stamps both times of the condition the signer adds without lastTransitionTime
+    assert cond["lastUpdateTime"] and cond["lastTransitionTime"]
+    assert "certificate" not in (await csrs.get(name))["status"]
