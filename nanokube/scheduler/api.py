@@ -4,6 +4,7 @@ condition, and events (events.k8s.io/v1, as kube-scheduler records them)."""
 from __future__ import annotations
 
 from ..client.events import EventBroadcaster, EventRecorder
+from ..machinery.conditions import find_condition, transition_time
 
 SCHEDULER_FIELD_MANAGER = "kube-scheduler"
 #: the action of each reason's Event, as kube-scheduler reports them
@@ -38,9 +39,12 @@ class SchedulerAPI:
         await self.pods.create_subresource(name, "binding", body, namespace)
 
     async def set_unschedulable(self, pod: dict, reason: str, message: str) -> None:
+        """PodScheduled=False, its lastTransitionTime kept when it was False already (upstream's
+        updatePod through podutil.UpdatePodCondition: a new message alone moves no time)."""
         md = pod["metadata"]
+        old = find_condition((pod.get("status") or {}).get("conditions"), "PodScheduled")
         cond = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
-                "lastProbeTime": None, "lastTransitionTime": self.clock.rfc3339()}
+                "lastProbeTime": None, "lastTransitionTime": transition_time(old, "False", self.clock.rfc3339())}
         await self.pods.patch(md["name"], {"status": {"conditions": [cond]}}, "application/strategic-merge-patch+json",
                               namespace=md.get("namespace"), subresource="status", field_manager=SCHEDULER_FIELD_MANAGER)
 

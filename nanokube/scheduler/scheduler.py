@@ -8,6 +8,7 @@ import collections
 import logging
 import random
 
+from ..machinery.conditions import find_condition
 from ..machinery.errors import APIError
 from ..client.informer import Informer, InformerFactory
 from ..clock import REAL, Clock
@@ -51,10 +52,8 @@ def _already_reported(pod: dict, reason: str, message: str) -> bool:
     (upstream keeps an unchanged condition). Its FailedScheduling event goes to the event
     recorder on every attempt, whose series absorbs the repeats, so a pod that fits nowhere
     costs no writes per attempt."""
-    for c in (pod.get("status") or {}).get("conditions") or ():
-        if c.get("type") == "PodScheduled":
-            return c.get("status") == "False" and c.get("reason") == reason and c.get("message") == message
-    return False
+    c = find_condition((pod.get("status") or {}).get("conditions"), "PodScheduled")
+    return c is not None and c.get("status") == "False" and c.get("reason") == reason and c.get("message") == message
 
 
 def _condition_statuses(node: dict) -> dict:

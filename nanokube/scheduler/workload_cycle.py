@@ -29,6 +29,7 @@ from .cycle import FitError
 from .framework import Code, CycleState, Framework, PodInfo
 from .group_placement import Attempt, consistency_error, placements, tightness
 from .plugins.workload_preemption import GroupPreemptor
+from ..machinery.conditions import find_condition, remove_condition, transition_time
 from ..machinery.podgroups import group_priority, min_count, topology_keys
 from .queue import QueuedPodGroupInfo
 
@@ -353,16 +354,15 @@ class WorkloadCycle:
         key = f"{md.get('namespace', '')}/{md['name']}"
         current = (self.composites.get(key) if composite else self.s.podgroups.get(key)) or pg
         conds = (current.get("status") or {}).get("conditions") or []
-        old = next((c for c in conds if c.get("type") == condition), None)
+        old = find_condition(conds, condition)
         if old and (old.get("status") == "True"
                     or (old.get("status"), old.get("reason"), old.get("message")) == (status, reason, message)):
             return
-        same = old is not None and old.get("status") == status
         cond = {"type": condition, "status": status, "reason": reason, "message": message,
-                "lastTransitionTime": old["lastTransitionTime"] if same else self.s.clock.rfc3339()}
+                "lastTransitionTime": transition_time(old, status, self.s.clock.rfc3339())}
         if md.get("generation"):
             cond["observedGeneration"] = md["generation"]
-        body = {"status": {"conditions": [c for c in conds if c.get("type") != condition] + [cond]}}
+        body = {"status": {"conditions": remove_condition(conds, condition) + [cond]}}
         client = self.composite_client if composite else self.s.podgroup_client
         await self.s._write(client.patch(md["name"], body, "application/merge-patch+json",
                                          namespace=md.get("namespace"), subresource="status",

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from ..api import SCHEDULER_FIELD_MANAGER, reference
 from ..cache import NodeInfo
 from ..framework import Code, CycleState, Framework, PodInfo, Status, unschedulable
+from ...machinery.conditions import remove_condition
 from ...machinery.podgroups import group_key, group_priority
 
 NEVER = "not eligible due to preemptionPolicy=Never."
@@ -408,7 +409,7 @@ class PodGroupPreemption:
         if pg is None:
             return
         md = pg["metadata"]
-        conds = [c for c in (pg.get("status") or {}).get("conditions") or [] if c.get("type") != DISRUPTION_TARGET]
+        conds = remove_condition((pg.get("status") or {}).get("conditions"), DISRUPTION_TARGET)
         cond = {"type": DISRUPTION_TARGET, "status": "True", "reason": REASON,
                 "message": f"{scheduler}: preempting to accommodate a higher priority pod group",
                 "lastTransitionTime": h.clock.rfc3339()}
