@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..client.informer import Informer
 from ..controllers.base import Controller
 from ..machinery.errors import APIError
+from ..registry.flowcontrol import MANDATORY_FLOW_SCHEMAS, MANDATORY_PRIORITY_LEVELS
 
 GROUP = "flowcontrol.apiserver.k8s.io"
 AUTOUPDATE = "apf.kubernetes.io/autoupdate-spec"
@@ -27,10 +28,7 @@ def _queued(shares: int, lendable: int, queues: int, hand: int) -> dict:
 
 
 PRIORITY_LEVELS: dict[str, dict] = {
-    # mandatory
-    "exempt": {"type": "Exempt", "exempt": {"nominalConcurrencyShares": 0, "lendablePercent": 0}},
-    "catch-all": {"type": "Limited", "limited": {"nominalConcurrencyShares": 5, "lendablePercent": 0,
-                                                 "limitResponse": {"type": "Reject"}}},
+    **MANDATORY_PRIORITY_LEVELS,
     # suggested
     "system": _queued(30, 33, 64, 6),
     "node-high": _queued(40, 25, 64, 6),
@@ -81,9 +79,7 @@ _LEADER_RULES = [_rule(["get", "create", "update"], [""], ["endpoints", "configm
                  _rule(["get", "create", "update"], ["coordination.k8s.io"], ["leases"], ["*"])]
 
 FLOW_SCHEMAS: dict[str, dict] = {
-    # mandatory
-    "exempt": _everything("exempt", 1, None, _groups("system:masters")),
-    "catch-all": _everything("catch-all", 10000, "ByUser", _groups("system:unauthenticated", "system:authenticated")),
+    **MANDATORY_FLOW_SCHEMAS,
     # suggested
     "probes": _schema("exempt", 2, None, _groups("system:unauthenticated", "system:authenticated"),
                       non_resource_rules=[{"verbs": ["get"], "nonResourceURLs": ["/healthz", "/readyz", "/livez"]}]),

@@ -6,6 +6,7 @@ mandatory and suggested objects at startup (apiserver/flowcontrol.py)."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from .apps import age_column, name_column
 from .base import STORED_DELETION, Column, Obj, Resource, Strategy, register
@@ -171,6 +172,70 @@ def validate_flow_schema_spec(spec: dict, name: str, path: str = "spec") -> list
     return errs
 
 
+_EVERYTHING = {"resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "clusterScope": True,
+                                  "namespaces": ["*"]}],
+               "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}
+_EVERYONE = [{"kind": "Group", "group": {"name": "system:unauthenticated"}},
+             {"kind": "Group", "group": {"name": "system:authenticated"}}]
+
+#: the mandatory objects' specs (bootstrap's MandatoryFlowSchemas / MandatoryPriorityLevelConfigurations):
+#: the API server creates them, and validation holds them to these values
+MANDATORY_FLOW_SCHEMAS: dict[str, dict] = {
+    "exempt": {"priorityLevelConfiguration": {"name": "exempt"}, "matchingPrecedence": 1,
+               "rules": [{"subjects": [{"kind": "Group", "group": {"name": "system:masters"}}], **_EVERYTHING}]},
+    "catch-all": {"priorityLevelConfiguration": {"name": "catch-all"}, "matchingPrecedence": 10000,
+                  "distinguisherMethod": {"type": "ByUser"}, "rules": [{"subjects": _EVERYONE, **_EVERYTHING}]},
+}
+MANDATORY_PRIORITY_LEVELS: dict[str, dict] = {
+    "exempt": {"type": "Exempt", "exempt": {"nominalConcurrencyShares": 0, "lendablePercent": 0}},
+    "catch-all": {"type": "Limited", "limited": {"nominalConcurrencyShares": 5, "lendablePercent": 0,
+                                                 "limitResponse": {"type": "Reject"}}},
+}
+
+
+def _semantic(v: Any) -> Any:
+    """A spec as apiequality.Semantic compares it: unset, empty, false and nil alike."""
+    if isinstance(v, dict):
+        return {k: s for k, x in v.items() if (s := _semantic(x)) not in (None, False, "", [], {})}
+    if isinstance(v, list):
+        return [_semantic(x) for x in v]
+    return v
+
+
+def _flow_schema_struct(spec: dict) -> Struct:
+    """flowcontrol.FlowSchemaSpec (internal: no JSON tags, Go field names)."""
+    dm = spec.get("distinguisherMethod")
+
+    def subject(s: dict) -> Struct:
+        def member(key: str, *names: str) -> Struct | None:
+            m = s.get(key)
+            return None if m is None else Struct(**{n: m.get(n.lower()) or "" for n in names})
+        return Struct(Kind=s.get("kind") or "", User=member("user", "Name"), Group=member("group", "Name"),
+                      ServiceAccount=member("serviceAccount", "Namespace", "Name"))
+
+    def rules(r: dict) -> Struct:
+        rr, nr = r.get("resourceRules"), r.get("nonResourceRules")
+        return Struct(
+            Subjects=None if r.get("subjects") is None else [subject(x) for x in r["subjects"]],
+            ResourceRules=None if rr is None else [Struct(
+                Verbs=x.get("verbs"), APIGroups=x.get("apiGroups"), Resources=x.get("resources"),
+                ClusterScope=bool(x.get("clusterScope")), Namespaces=x.get("namespaces")) for x in rr],
+            NonResourceRules=None if nr is None else [Struct(Verbs=x.get("verbs"), NonResourceURLs=x.get("nonResourceURLs"))
+                                                      for x in nr])
+    return Struct(PriorityLevelConfiguration=Struct(Name=(spec.get("priorityLevelConfiguration") or {}).get("name") or ""),
+                  MatchingPrecedence=spec.get("matchingPrecedence") or 0,
+                  DistinguisherMethod=None if dm is None else Struct(Type=dm.get("type") or ""),
+                  Rules=None if spec.get("rules") is None else [rules(r) for r in spec["rules"]])
+
+
+def _mandatory_flow_schema(spec: dict, name: str) -> list[FieldError]:
+    """ValidateFlowSchema: a mandatory schema's spec is fixed."""
+    fixed = MANDATORY_FLOW_SCHEMAS.get(name)
+    if fixed is None or _semantic(spec) == _semantic(fixed):
+        return []
+    return [invalid("spec", _flow_schema_struct(spec), f"spec of '{name}' must equal the fixed value")]
+
+
 def _dangling(o: Obj) -> str:
     for c in (o.get("status") or {}).get("conditions") or []:
         if c.get("type") == "Dangling":
@@ -204,7 +269,8 @@ class FlowSchemaStrategy(Strategy):
         obj["status"] = {}
 
     def validate(self, obj):
-        return validate_flow_schema_spec(_spec(obj), (obj.get("metadata") or {}).get("name", ""))
+        name = (obj.get("metadata") or {}).get("name", "")
+        return validate_flow_schema_spec(_spec(obj), name) + _mandatory_flow_schema(_spec(obj), name)
 
 
 # --- PriorityLevelConfiguration ----------------------------------------------------------
@@ -313,6 +379,36 @@ def validate_priority_level_spec(spec: dict, name: str) -> list[FieldError]:
     return errs
 
 
+def _priority_level_struct(spec: dict) -> Struct:
+    """flowcontrol.PriorityLevelConfigurationSpec (internal: no JSON tags, Go field names)."""
+    limited, exempt = spec.get("limited"), spec.get("exempt")
+    lr = (limited or {}).get("limitResponse") or {}
+    q = lr.get("queuing")
+    return Struct(
+        Type=spec.get("type") or "",
+        Limited=None if limited is None else Struct(
+            NominalConcurrencyShares=limited.get("nominalConcurrencyShares") or 0,
+            LimitResponse=Struct(Type=lr.get("type") or "", Queuing=None if q is None else Struct(
+                Queues=q.get("queues") or 0, HandSize=q.get("handSize") or 0,
+                QueueLengthLimit=q.get("queueLengthLimit") or 0)),
+            LendablePercent=limited.get("lendablePercent"), BorrowingLimitPercent=limited.get("borrowingLimitPercent")),
+        Exempt=None if exempt is None else Struct(NominalConcurrencyShares=exempt.get("nominalConcurrencyShares"),
+                                                  LendablePercent=exempt.get("lendablePercent")))
+
+
+def _mandatory_priority_level(spec: dict, name: str) -> list[FieldError]:
+    """ValidateIfMandatoryPriorityLevelConfigurationObject: a mandatory level's spec is fixed, but for
+    the exempt level's `exempt` settings, which an administrator may tune."""
+    fixed = MANDATORY_PRIORITY_LEVELS.get(name)
+    if fixed is None:
+        return []
+    have = {**spec, "exempt": fixed["exempt"]} if name == "exempt" else spec
+    if _semantic(have) == _semantic(fixed):
+        return []
+    words = "except the 'spec.exempt' field " if name == "exempt" else ""
+    return [invalid("spec", _priority_level_struct(spec), f"spec of '{name}' {words}must equal the fixed value")]
+
+
 def _limited(o: Obj) -> dict:
     return _spec(o).get("limited") or {}
 
@@ -346,7 +442,8 @@ class PriorityLevelConfigurationStrategy(Strategy):
         obj["status"] = {}
 
     def validate(self, obj):
-        return validate_priority_level_spec(_spec(obj), (obj.get("metadata") or {}).get("name", ""))
+        name = (obj.get("metadata") or {}).get("name", "")
+        return validate_priority_level_spec(_spec(obj), name) + _mandatory_priority_level(_spec(obj), name)
 
 
 register(

@@ -160,3 +160,53 @@ async def test_over_http_priority_levels_and_flow_schemas_in_upstreams_words(tmp
         del schema["spec"]["distinguisherMethod"]
         made = await asyncio.to_thread(fc.create_flow_schema, schema)
         assert made.spec.matching_precedence == 1000
+
+
+async def test_over_http_the_mandatory_objects_keep_their_fixed_specs(tmp_path):
+    """ValidateFlowSchema / ValidatePriorityLevelConfiguration: the mandatory 'exempt' and
+    'catch-all' objects may not change their spec (the internal spec printed as Go's JSON of the
+    untagged structs), except the exempt level's own `exempt` settings."""
+    import asyncio
+    import json
+
+    import pytest
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    from tests.served import served
+
+    async def causes(call, *args):
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(call, *args)
+        assert e.value.status == 422
+        return [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]]
+
+    async with served(tmp_path) as (_, api_client):
+        fc = client.FlowcontrolApiserverV1Api(api_client)
+        tuned = await asyncio.to_thread(fc.patch_priority_level_configuration, "exempt",
+                                        {"spec": {"exempt": {"nominalConcurrencyShares": 10, "lendablePercent": 20}}})
+        assert (tuned.spec.exempt.nominal_concurrency_shares, tuned.spec.exempt.lendable_percent) == (10, 20)
+        assert await causes(fc.patch_priority_level_configuration, "exempt",
+                            {"spec": {"limited": {"limitResponse": {"type": "Reject"}}}}) == [
+            ("spec.limited", "Forbidden: must be nil if the type is not Limited"),
+            ("spec", 'Invalid value: {"Type":"Exempt","Limited":{"NominalConcurrencyShares":30,"LimitResponse":'
+                     '{"Type":"Reject","Queuing":null},"LendablePercent":0,"BorrowingLimitPercent":null},"Exempt":'
+                     '{"NominalConcurrencyShares":10,"LendablePercent":20}}: spec of \'exempt\' except the '
+                     "'spec.exempt' field must equal the fixed value")]
+        assert await causes(fc.patch_priority_level_configuration, "catch-all",
+                            {"spec": {"limited": {"nominalConcurrencyShares": 6}}}) == [
+            ("spec", 'Invalid value: {"Type":"Limited","Limited":{"NominalConcurrencyShares":6,"LimitResponse":'
+                     '{"Type":"Reject","Queuing":null},"LendablePercent":0,"BorrowingLimitPercent":null},"Exempt":null}: '
+                     "spec of 'catch-all' must equal the fixed value")]
+        assert await causes(fc.patch_flow_schema, "exempt", {"spec": {"matchingPrecedence": 2}}) == [
+            ("spec", 'Invalid value: {"PriorityLevelConfiguration":{"Name":"exempt"},"MatchingPrecedence":2,'
+                     '"DistinguisherMethod":null,"Rules":[{"Subjects":[{"Kind":"Group","User":null,"Group":'
+                     '{"Name":"system:masters"},"ServiceAccount":null}],"ResourceRules":[{"Verbs":["*"],"APIGroups":'
+                     '["*"],"Resources":["*"],"ClusterScope":true,"Namespaces":["*"]}],"NonResourceRules":[{"Verbs":'
+                     '["*"],"NonResourceURLs":["*"]}]}]}: spec of \'exempt\' must equal the fixed value')]
+        changed = await causes(fc.patch_flow_schema, "catch-all", {"spec": {"distinguisherMethod": {"type": "ByNamespace"}}})
+        assert [f for f, _ in changed] == ["spec"]
+        assert '"DistinguisherMethod":{"Type":"ByNamespace"}' in changed[0][1]
+        assert changed[0][1].endswith("}]}]}: spec of 'catch-all' must equal the fixed value")
+        kept = await asyncio.to_thread(fc.patch_flow_schema, "catch-all", {"metadata": {"labels": {"a": "b"}}})
+        assert kept.spec.matching_precedence == 10000
