@@ -150,8 +150,12 @@ def _value_at(obj: Any, path: str) -> tuple[bool, Any]:
 def _unchanged(err: FieldError, new: Obj, old: Obj) -> bool:
     """Validation ratcheting (CRDValidationRatcheting, GA): an update may keep a value the
     schema no longer accepts, as long as it does not change it (for a missing required
-    field, as long as the object that lacks it is unchanged)."""
-    path = err.field.rpartition(".")[0] if err.reason == "FieldValueRequired" else err.field
+    field, as long as the object that lacks it is unchanged; for a junctor's error, printed at
+    the root, as long as the node whose schema holds the junctor is unchanged)."""
+    if isinstance(err, validator.JunctorError):
+        path = err.node
+    else:
+        path = err.field.rpartition(".")[0] if err.reason == "FieldValueRequired" else err.field
     return bool(path) and _value_at(new, path) == _value_at(old, path)
 
 

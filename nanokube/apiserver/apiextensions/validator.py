@@ -18,6 +18,7 @@ import ipaddress
 import math
 import re
 import uuid
+from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, Callable
 
@@ -36,6 +37,13 @@ from ...machinery.validation import (
 )
 
 _TYPE_NAMES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
+
+
+@dataclass(slots=True)
+class JunctorError(FieldError):
+    """An anyOf/oneOf/allOf/not error: it stands at the root, as upstream prints it, but the node at
+    `node` raised it, and that node's value is what ratcheting judges unchanged or not."""
+    node: str = ""
 
 
 def _json_type(v: Any) -> str:
@@ -377,6 +385,10 @@ def _junctors(v: Any, node: dict[str, Any], path: str, errs: list[FieldError], r
     adds the errors of the failed alternative with the highest MatchCount (the first of equals);
     returns the MatchCount it merges (with its own)."""
     name = gofmt.quote(path)
+
+    def failed(detail: str) -> JunctorError:
+        return JunctorError("FieldValueInvalid", root, detail, "", True, path)
+
     count = 1
     if node.get("anyOf"):
         best: tuple[list[FieldError], int] | None = None
@@ -387,7 +399,7 @@ def _junctors(v: Any, node: dict[str, Any], path: str, errs: list[FieldError], r
             if best is None or alt_count > best[1]:
                 best = (alt_errs, alt_count)
         else:
-            errs.append(invalid(root, "", f"{name} must validate at least one schema (anyOf)"))
+            errs.append(failed(f"{name} must validate at least one schema (anyOf)"))
             if best is not None:
                 errs.extend(best[0])
                 count += best[1]
@@ -402,7 +414,7 @@ def _junctors(v: Any, node: dict[str, Any], path: str, errs: list[FieldError], r
                 best = (alt_errs, alt_count)
         if passed != 1:
             found = "Found none valid" if not passed else f"Found {passed} valid alternatives"
-            errs.append(invalid(root, "", f"{name} must validate one and only one schema (oneOf). {found}"))
+            errs.append(failed(f"{name} must validate one and only one schema (oneOf). {found}"))
             if best is not None:
                 errs.extend(best[0])
                 count += best[1]
@@ -417,12 +429,12 @@ def _junctors(v: Any, node: dict[str, Any], path: str, errs: list[FieldError], r
             count += alt_count
         if passed != total:
             none = ". None validated" if not passed else ""
-            errs.append(invalid(root, "", f"{name} must validate all the schemas (allOf){none}"))
+            errs.append(failed(f"{name} must validate all the schemas (allOf){none}"))
     if isinstance(node.get("not"), dict):
         not_errs: list[FieldError] = []
         _validate(v, node["not"], path, not_errs, root, None)
         if not not_errs:
-            errs.append(invalid(root, "", f"{name} must not validate the schema (not)"))
+            errs.append(failed(f"{name} must not validate the schema (not)"))
     return count
 
 

@@ -209,3 +209,59 @@ async def test_over_http_an_embedded_resource_gets_validate_embedded_resources_w
                             "label must consist of lower case alphanumeric characters or '-', start with an alphabetic "
                             "character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex "
                             "used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')")]
+
+
+async def test_over_http_an_update_is_judged_by_the_junctors_of_the_nodes_it_changes(api):
+    """A junctor's error stands at the root (<nil>), but ratcheting judges the node whose schema
+    holds the junctor: an update that changes that node gets the oneOf/not errors (every such
+    update was accepted, the root's value reading as unchanged), one that leaves a node the
+    schema no longer accepts alone is still accepted."""
+    body = crd(plural="choosers", kind="Chooser", short=())
+    schema = body["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = copy.deepcopy(SCHEMA)
+    schema["properties"]["spec"] = {"type": "object", "properties": {
+        "choice": {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}, "c": {"type": "boolean"}},
+                   "oneOf": [{"required": ["a"]}, {"required": ["b"]}], "not": {"required": ["c"]}},
+        "other": {"type": "string"}}}
+    crds = client.ApiextensionsV1Api(api)
+    await asyncio.to_thread(crds.create_custom_resource_definition, body)
+    objs = client.CustomObjectsApi(api)
+    chooser = {"apiVersion": f"{GROUP}/v1", "kind": "Chooser", "metadata": {"name": "c"}, "spec": {"choice": {"a": "x"}}}
+    for _ in range(100):  # until the new kind is served
+        try:
+            await asyncio.to_thread(objs.create_namespaced_custom_object, GROUP, "v1", "default", "choosers", chooser)
+            break
+        except ApiException as e:
+            assert e.status == 404, e.body
+            await asyncio.sleep(0.05)
+
+    def patch(spec: dict):
+        return objs.patch_namespaced_custom_object(GROUP, "v1", "default", "choosers", "c", {"spec": spec})
+
+    for change, message in [
+        ({"choice": {"b": 1}}, '"spec.choice" must validate one and only one schema (oneOf). Found 2 valid alternatives'),
+        ({"choice": {"a": None}}, '"spec.choice" must validate one and only one schema (oneOf). Found none valid'),
+        ({"choice": {"c": True}}, '"spec.choice" must not validate the schema (not)'),
+    ]:
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(patch, change)
+        assert e.value.status == 422, change
+        causes = json.loads(e.value.body)["details"]["causes"]
+        assert ("<nil>", f'Invalid value: "": {message}') in [(c["field"], c["message"]) for c in causes], change
+    got = await asyncio.to_thread(objs.get_namespaced_custom_object, GROUP, "v1", "default", "choosers", "c")
+    assert got["spec"] == {"choice": {"a": "x"}}
+    # the schema tightened under the stored object: an update that leaves spec.choice alone is ratcheted
+    crd_now = await asyncio.to_thread(crds.read_custom_resource_definition, f"choosers.{GROUP}")
+    choice = crd_now.spec.versions[0].schema.open_apiv3_schema.properties["spec"].properties["choice"]
+    choice.any_of = [client.V1JSONSchemaProps(required=["b"])]
+    await asyncio.to_thread(crds.replace_custom_resource_definition, f"choosers.{GROUP}", crd_now)
+    for _ in range(100):  # until the tighter schema serves
+        try:
+            await asyncio.to_thread(patch, {"choice": {"a": "y"}})
+        except ApiException as e:
+            assert '"spec.choice" must validate at least one schema (anyOf)' in json.loads(e.body)["message"]
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("the tighter schema was never served")
+    got = await asyncio.to_thread(patch, {"other": "o"})
+    assert got["spec"]["other"] == "o" and got["spec"]["choice"] in ({"a": "x"}, {"a": "y"})
