@@ -99,8 +99,8 @@ class APIServer:
         self.rest.admission.authorizer = self.authorizer
         self.tokens = ServiceAccountTokens(load_or_create_key(pki.dir), self._lookup, clock) if pki else None
         self.handlers.streams.authorize = self.authorizer.authorize
-        self.handlers.reviews = Reviews(self.authorizer.authorize, self.rbac.rules_for,
-                                        self.tokens.review if self.tokens else None)
+        self.handlers.reviews = self.rest.reviews = Reviews(self.authorizer.authorize, self.rbac.rules_for,
+                                                            self.tokens.review if self.tokens else None)
         self.handlers.sub.tokens = self.tokens
         #: in-process clients (node agents projecting serviceAccountToken volumes) reach the issuer through rest
         self.rest.tokens = self.tokens

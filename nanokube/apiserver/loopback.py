@@ -123,6 +123,8 @@ class ResourceClient:
     async def create(self, obj: dict, namespace: str | None = None) -> dict:
         await asyncio.sleep(0)
         ns = namespace or (obj.get("metadata") or {}).get("namespace")
+        if self.res.verbs == ("create",) and self.c.rest.reviews is not None:  # answered, never stored
+            return await self.c.rest.reviews(self.res, orjson.loads(orjson.dumps(obj)), self.c.user, ns)
         d = mutation.DETECTOR
         if d is not None:
             d.check_write(obj)

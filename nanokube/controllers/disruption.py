@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 
+from ..machinery.conditions import find_condition, set_condition
 from ..machinery.errors import APIError
 from ..machinery.selectors import matches_labels, selector_from_object
 from ..client.informer import InformerFactory, key_of
@@ -46,10 +47,9 @@ def _selector(pdb: dict):
 
 
 def _disruption_target(pod: dict) -> dict | None:
-    for c in (pod.get("status") or {}).get("conditions") or ():
-        if c["type"] == "DisruptionTarget" and c["status"] == "True":
-            return c
-    return None
+    """The pod's DisruptionTarget condition (the first, as GetPodCondition) when it is True."""
+    c = find_condition((pod.get("status") or {}).get("conditions"), "DisruptionTarget")
+    return c if c is not None and c.get("status") == "True" else None
 
 
 class DisruptionController(Controller):
@@ -221,11 +221,11 @@ class DisruptionController(Controller):
         return st
 
     def _with_condition(self, st: dict, status: str, reason: str, message: str, gen: int) -> list[dict]:
-        old = next((c for c in st.get("conditions") or [] if c["type"] == "DisruptionAllowed"), None)
-        cond = {"type": "DisruptionAllowed", "status": status, "observedGeneration": gen, "reason": reason,
-                "message": message, "lastTransitionTime": old["lastTransitionTime"]
-                if old and old["status"] == status else self.clock.rfc3339()}
-        return [c for c in st.get("conditions") or [] if c["type"] != "DisruptionAllowed"] + [cond]
+        """DisruptionAllowed set as upstream's UpdateDisruptionAllowedCondition (SetStatusCondition):
+        in its place, its time moving only with its status."""
+        return set_condition(st.get("conditions"), {
+            "type": "DisruptionAllowed", "status": status, "observedGeneration": gen, "reason": reason,
+            "message": message, "lastTransitionTime": self.clock.rfc3339()})
 
     async def _write(self, pdb: dict, st: dict) -> None:
         if st == (pdb.get("status") or {}):
@@ -248,7 +248,9 @@ class DisruptionController(Controller):
         if wait > 0:
             self.queue.add_after(("pod", key), wait)
             return
-        reset = {"type": "DisruptionTarget", "status": "False", "lastTransitionTime": self.clock.rfc3339()}
+        # upstream's UpdatePodCondition replaces the condition whole: the reason and message go
+        reset = {"type": "DisruptionTarget", "status": "False", "lastTransitionTime": self.clock.rfc3339(),
+                 "reason": None, "message": None}
         try:
             await self.pods_api.patch(pod["metadata"]["name"], {"status": {"conditions": [reset]}}, SMP,
                                       namespace=pod["metadata"]["namespace"], subresource="status")

@@ -12,6 +12,8 @@ from ..clock import REAL, Clock
 from ..pki.signer import PodCertificateSigner
 from .base import Controller
 from .cronjob import CronJobController
+from .csrapproving import CSRApprovingController
+from .csrcleaner import CSRCleanerController
 from .csrsigning import CSRSigningController
 from .daemonset import DaemonSetController
 from .deployment import DeploymentController
@@ -61,7 +63,8 @@ CONTROLLERS = [
     PodGroupProtectionController, ResourceQuotaController, PersistentVolumeController, PVCProtectionController,
     PVProtectionController, EphemeralVolumeController, HPAController, NodeLifecycleController,
     TaintEvictionController, DeviceTaintEvictionController, ValidatingAdmissionPolicyStatusController,
-    StorageVersionMigrator, ServiceCIDRController, ResourcePoolStatusRequestController,
+    StorageVersionMigrator, ServiceCIDRController, ResourcePoolStatusRequestController, CSRApprovingController,
+    CSRCleanerController,
 ]
 
 

@@ -196,3 +196,71 @@ async def test_a_budget_over_many_pods_is_synced_in_turns():
         assert during >= 4 * 3  # selection, scale, disrupted, healthy
     finally:
         await s.close()
+
+
+async def test_over_http_conditions_are_set_in_place_and_a_stale_disruption_target_is_replaced_whole(tmp_path):
+    """Upstream sets DisruptionAllowed with SetStatusCondition (in its place among the budget's
+    conditions) and resets a stale DisruptionTarget with UpdatePodCondition (the condition
+    replaced whole: the old reason and message go). The controller runs on HTTPClient; the test
+    writes and reads with the official client."""
+    import asyncio
+
+    import orjson
+    from kubernetes import client as k8s
+
+    from nanokube.client.http import HTTPClient
+    from nanokube.clock import Clock
+    from tests.served import served
+
+    then = "2020-01-01T00:00:00Z"
+    async with served(tmp_path) as (_, api_client):
+        core, policy = k8s.CoreV1Api(api_client), k8s.PolicyV1Api(api_client)
+
+        async def raw(call, *args):
+            return orjson.loads((await asyncio.to_thread(call, *args, _preload_content=False)).data)
+
+        async def until(call, args, check):
+            for _ in range(400):
+                got = await raw(call, *args)
+                if check(got):
+                    return got
+                await asyncio.sleep(0.02)
+            return got
+
+        await asyncio.to_thread(core.create_namespaced_pod, "default", {
+            "metadata": {"name": "victim", "labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "c", "image": "pause"}]}})
+        await asyncio.to_thread(core.patch_namespaced_pod_status, "victim", "default", {"status": {"conditions": [
+            {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
+             "message": "Eviction API: evicting", "lastTransitionTime": then}]}})
+        await asyncio.to_thread(policy.create_namespaced_pod_disruption_budget, "default", {
+            "metadata": {"name": "budget"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}})
+
+        http = HTTPClient.from_kubeconfig(str(tmp_path / "kubeconfig"))
+        await http.start()
+        ctrl = DisruptionController(http, Clock())
+        await ctrl.start()
+        try:
+            pod = await until(core.read_namespaced_pod, ("victim", "default"), lambda p: any(
+                c["type"] == "DisruptionTarget" and c["status"] == "False" for c in p["status"]["conditions"]))
+            pdb = await until(policy.read_namespaced_pod_disruption_budget, ("budget", "default"),
+                              lambda b: b.get("status", {}).get("observedGeneration"))
+            custom = {"type": "example.com/Audited", "status": "True", "reason": "Seen", "message": "",
+                      "lastTransitionTime": then}
+            wrong = {"type": "DisruptionAllowed", "status": "True", "reason": "SufficientPods", "message": "",
+                     "lastTransitionTime": then, "observedGeneration": 1}
+            pdb["status"]["conditions"] = [wrong, custom]
+            await asyncio.to_thread(policy.replace_namespaced_pod_disruption_budget_status, "budget", "default", pdb)
+            pdb = await until(policy.read_namespaced_pod_disruption_budget, ("budget", "default"),
+                              lambda b: b["status"]["conditions"][-1]["type"] == "DisruptionAllowed"
+                              or b["status"]["conditions"][0]["status"] == "False")
+        finally:
+            await ctrl.stop()
+            await http.close()
+    [target] = [c for c in pod["status"]["conditions"] if c["type"] == "DisruptionTarget"]
+    assert target["status"] == "False" and target["lastTransitionTime"] != then
+    assert "reason" not in target and "message" not in target
+    first, second = pdb["status"]["conditions"]
+    assert (first["type"], first["status"], first["reason"]) == ("DisruptionAllowed", "False", "InsufficientPods")
+    assert (second["type"], second["status"], second["reason"]) == ("example.com/Audited", "True", "Seen")
+    assert first["lastTransitionTime"] not in (then, wrong["lastTransitionTime"], "2020-01-01T00:00:00+00:00")

@@ -310,3 +310,82 @@ def test_an_approved_client_csr_is_issued_a_certificate_that_authenticates(clust
                        capture_output=True, text=True, timeout=60)
     user = json.loads(r.stdout)["status"]["userInfo"]
     assert user["username"] == "e2e-alice" and user["groups"] == ["e2e-devs", "system:authenticated"]
+
+
+def _csr_doc(name: str, signer: str, usages: list, cn: str, dns=(), expiration=None):
+    """A CertificateSigningRequest of a new key for `cn` in organization system:nodes."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    b = x509.CertificateSigningRequestBuilder().subject_name(x509.Name([
+        x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:nodes"), x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
+    if dns:
+        b = b.add_extension(x509.SubjectAlternativeName([x509.DNSName(d) for d in dns]), critical=False)
+    req = b.sign(ec.generate_private_key(ec.SECP256R1()), hashes.SHA256())
+    spec = {"request": base64.b64encode(req.public_bytes(serialization.Encoding.PEM)).decode(), "signerName": signer,
+            "usages": usages}
+    if expiration:
+        spec["expirationSeconds"] = expiration
+    return {"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest", "metadata": {"name": name},
+            "spec": spec}
+
+
+def _issued(cluster, name: str):
+    from cryptography import x509
+
+    deadline = time.monotonic() + 30
+    while not (cert := cluster.kubectl("get", "csr", name, "-o", "jsonpath={.status.certificate}").stdout):
+        assert time.monotonic() < deadline, f"no certificate issued for {name}"
+        time.sleep(0.2)
+    return x509.load_pem_x509_certificate(base64.b64decode(cert))
+
+
+def test_kubelet_csrs_are_auto_approved_signed_and_denied_as_upstream(cluster):
+    """csrapproving approves a kubelet client request whose requester may create
+    certificatesigningrequests/nodeclient (the admin may do anything), csrsigning issues it a
+    system:nodes client certificate; `kubectl certificate approve` gets a kubelet serving request
+    its certificate, `deny` marks a request Denied; conditions carry both times; `kubectl get csr`
+    shows upstream's columns."""
+    from cryptography import x509
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
+        _csr_doc("e2e-node-client", "kubernetes.io/kube-apiserver-client-kubelet", ["digital signature", "client auth"],
+                 "system:node:e2e-n1", expiration=3600),
+        _csr_doc("e2e-node-serving", "kubernetes.io/kubelet-serving", ["digital signature", "server auth"],
+                 "system:node:e2e-n1", dns=("e2e-n1.example.com",)),
+        _csr_doc("e2e-node-denied", "kubernetes.io/kube-apiserver-client-kubelet", ["client auth"],
+                 "system:node:e2e-n2")]))
+    client_cert = _issued(cluster, "e2e-node-client")
+    assert client_cert.subject.rfc4514_string() == "CN=system:node:e2e-n1,O=system:nodes"
+    assert client_cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value == \
+        x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH])
+    assert (client_cert.not_valid_after_utc - client_cert.not_valid_before_utc).total_seconds() == 3600 + 300
+    got = cluster.kubectl_json("get", "csr", "e2e-node-client")
+    (approved,) = got["status"]["conditions"]
+    assert (approved["type"], approved["reason"], approved["message"]) == \
+        ("Approved", "AutoApproved", "Auto approving kubelet client certificate after SubjectAccessReview.")
+    assert approved["lastUpdateTime"] and approved["lastTransitionTime"]
+
+    # a kubelet serving request is never auto-approved; a person approves it
+    assert not (cluster.kubectl_json("get", "csr", "e2e-node-serving").get("status") or {}).get("conditions")
+    cluster.kubectl("certificate", "approve", "e2e-node-serving")
+    san = _issued(cluster, "e2e-node-serving").extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert san.get_values_for_type(x509.DNSName) == ["e2e-n1.example.com"]
+
+    # usages a kubelet client request may not have: not recognized, so not approved; denied by hand
+    cluster.kubectl("certificate", "deny", "e2e-node-denied")
+    (denied,) = cluster.kubectl_json("get", "csr", "e2e-node-denied")["status"]["conditions"]
+    assert (denied["type"], denied["reason"]) == ("Denied", "KubectlDeny")
+    assert denied["lastUpdateTime"] and denied["lastTransitionTime"]
+
+    out = cluster.kubectl("get", "csr", "e2e-node-client", "e2e-node-serving", "e2e-node-denied").stdout.splitlines()
+    assert out[0].split() == ["NAME", "AGE", "SIGNERNAME", "REQUESTOR", "REQUESTEDDURATION", "CONDITION"]
+    requestor = got["spec"]["username"]
+    rows = {r.split()[0]: r.split()[2:] for r in out[1:]}
+    assert rows == {
+        "e2e-node-client": ["kubernetes.io/kube-apiserver-client-kubelet", requestor, "60m", "Approved,Issued"],
+        "e2e-node-serving": ["kubernetes.io/kubelet-serving", requestor, "<none>", "Approved,Issued"],
+        "e2e-node-denied": ["kubernetes.io/kube-apiserver-client-kubelet", requestor, "<none>", "Denied"]}
