@@ -12,9 +12,10 @@ import signal
 import sys
 
 from . import component_server
+from . import configz as component_configz
 from .client import kubeconfig
 from .client.http import HTTPClient
-from .client.leaderelection import add_arguments, from_arguments
+from .client.leaderelection import add_arguments, config_from_arguments, from_arguments
 from .controllers.manager import CONTROLLERS, LEASE_NAME, ControllerManager, enabled
 from .controllers.service_lb import DEFAULT_POOL, parse_pool
 from .machinery.errors import APIError
@@ -53,7 +54,8 @@ def _endpoints(args: argparse.Namespace, client: HTTPClient, manager: Controller
         return [*leader, *(component_server.Check(c.name, component_server.PING.run) for c in running)]
 
     auth = component_server.DelegatedAuth(client, args.authorization_always_allow_paths)
-    return component_server.app(auth, manager.metrics.registry, healthz)
+    configz = component_configz.controller_manager(args, config_from_arguments(args, LEASE_NAME))
+    return component_server.app(auth, manager.metrics.registry, configz, healthz)
 
 
 async def _run(args: argparse.Namespace) -> int:

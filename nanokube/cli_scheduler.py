@@ -14,9 +14,10 @@ import sys
 from collections.abc import Callable
 
 from . import component_server
+from . import configz as component_configz
 from .client import kubeconfig
 from .client.http import HTTPClient
-from .client.leaderelection import LeaderElector, add_arguments, from_arguments
+from .client.leaderelection import LeaderElector, add_arguments, config_from_arguments, from_arguments
 from .machinery.errors import APIError
 from .scheduler.config import LEASE_NAME, ConfigError
 from .scheduler.config import load as load_config
@@ -106,7 +107,8 @@ def add_parser(sub) -> None:
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 
-def _endpoints(args: argparse.Namespace, client: HTTPClient, scheduler: ElectedScheduler, stop: asyncio.Event):
+def _endpoints(args: argparse.Namespace, client: HTTPClient, scheduler: ElectedScheduler, stop: asyncio.Event,
+               configz: dict):
     """kube-scheduler's secure port: /healthz and /readyz watch the lease (when electing),
     /readyz also the shutdown and whether the scheduler's informers have synced (a standby's
     have: it syncs before it campaigns), /metrics serves the scheduler's registry."""
@@ -116,21 +118,24 @@ def _endpoints(args: argparse.Namespace, client: HTTPClient, scheduler: ElectedS
               component_server.Check("sched-handler-sync", lambda: None if scheduler.synced.is_set()
                                      else "handlers are not fully synchronized")]
     auth = component_server.DelegatedAuth(client, args.authorization_always_allow_paths)
-    return component_server.app(auth, scheduler.metrics.registry, lambda: leader, list, lambda: readyz)
+    return component_server.app(auth, scheduler.metrics.registry, configz, lambda: leader, list, lambda: readyz)
 
 
 async def _run(args: argparse.Namespace, config) -> int:
     client = HTTPClient.from_kubeconfig(args.kubeconfig, args.context, field_manager="default-scheduler",
                                         user_agent="nanokube-scheduler")
     await client.start()
+    election = config_from_arguments(args, LEASE_NAME, config.leader_election if config else None)
     elector = from_arguments(client, args, LEASE_NAME, config.leader_election if config else None)
+    configz = component_configz.scheduler(config, election, args.kubeconfig or "")
     scheduler = ElectedScheduler(lambda metrics: Scheduler(client, config=config, metrics=metrics), elector)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        runner = await component_server.serve(args, _endpoints(args, client, scheduler, stop), "kube-scheduler")
+        runner = await component_server.serve(args, _endpoints(args, client, scheduler, stop, configz),
+                                              "kube-scheduler")
     except component_server.ServeError:
         await client.close()
         raise

@@ -10,6 +10,7 @@ system:masters group always may)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import ssl
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from aiohttp import ClientError, web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 
 from .apiserver.auth.authorizer import Attributes, attributes_for, forbidden
 from .machinery import errors
@@ -78,10 +79,30 @@ PING = Check("ping", lambda: None)
 Checks = Callable[[], list[Check]]
 
 
-def _health_handlers(app: web.Application, path: str, checks: Checks, each: bool = True) -> None:
+class HealthSLIs:
+    """component-base's slis: each health check the root endpoints ran, its last result
+    (kubernetes_healthcheck, 1 or 0) and a count by status; served at /metrics/slis."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.last = Gauge("kubernetes_healthcheck", "The last result of a health check: 1 passed, 0 failed.",
+                          ["name", "type"], registry=self.registry)
+        self.total = Counter("kubernetes_healthchecks", "Health check results, by check, endpoint and status.",
+                             ["name", "type", "status"], registry=self.registry)
+
+    def observe(self, name: str, kind: str, ok: bool) -> None:
+        self.last.labels(name, kind).set(1 if ok else 0)
+        self.total.labels(name, kind, "success" if ok else "error").inc()
+
+    def reset(self) -> None:
+        self.last.clear()
+        self.total.clear()
+
+
+def _health_handlers(app: web.Application, path: str, checks: Checks, slis: HealthSLIs, each: bool = True) -> None:
     """healthz.InstallPathHandler over the checks `checks()` names now (ping when none): the
-    root answers 'ok' or lists failures (?verbose lists all, ?exclude=NAME skips one);
-    with `each`, `path/NAME` runs one check."""
+    root answers 'ok' or lists failures (?verbose lists all, ?exclude=NAME skips one), and
+    records each check it ran in `slis`; with `each`, `path/NAME` runs one check."""
     kind = path.strip("/")
 
     def current() -> list[Check]:
@@ -95,6 +116,7 @@ def _health_handlers(app: web.Application, path: str, checks: Checks, each: bool
                 lines.append(f"[+]{c.name} excluded: ok\n")
                 continue
             reason = c.run()
+            slis.observe(c.name, kind, reason is None)
             if reason is None:
                 lines.append(f"[+]{c.name} ok\n")
             else:
@@ -188,21 +210,40 @@ class DelegatedAuth:
         return await handler(request)
 
 
-def app(auth: DelegatedAuth, registry, healthz: Checks, livez: Checks | None = None,
+def app(auth: DelegatedAuth, registry, configz: dict, healthz: Checks, livez: Checks | None = None,
         readyz: Checks | None = None) -> web.Application:
     """The component's endpoints. kube-controller-manager's shape is `livez`/`readyz` None:
-    neither is served, and its /healthz (a MutableHealthzHandler) has no per-check paths."""
+    neither is served, and its /healthz (a MutableHealthzHandler) has no per-check paths.
+    `configz` is what /configz serves (configz's registered configurations by name)."""
     a = web.Application(middlewares=[auth.middleware])
-    _health_handlers(a, "/healthz", healthz, each=livez is not None)
+    slis = HealthSLIs()
+    _health_handlers(a, "/healthz", healthz, slis, each=livez is not None)
     if livez is not None:
-        _health_handlers(a, "/livez", livez)
+        _health_handlers(a, "/livez", livez, slis)
     if readyz is not None:
-        _health_handlers(a, "/readyz", readyz)
+        _health_handlers(a, "/readyz", readyz, slis)
+
+    def exposition(r) -> web.Response:
+        return web.Response(body=generate_latest(r), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def metrics(request: web.Request) -> web.Response:
-        return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return exposition(registry)
+
+    async def metrics_slis(request: web.Request) -> web.Response:
+        """SLIMetricsWithReset: DELETE clears the health check series."""
+        if request.method == "DELETE":
+            slis.reset()
+            return web.Response(text="metrics reset\n", headers=_TEXT)
+        return exposition(slis.registry)
+
+    body = json.dumps(configz, separators=(",", ":")).encode()
+
+    async def configz_handler(request: web.Request) -> web.Response:
+        return web.Response(body=body, headers={"Content-Type": "application/json", **_TEXT})
 
     a.router.add_get("/metrics", metrics)
+    a.router.add_route("*", "/metrics/slis", metrics_slis)
+    a.router.add_get("/configz", configz_handler)
     return a
 
 

@@ -150,16 +150,20 @@ def add_arguments(parser, lease: str, acting: str) -> None:
                         help=f"default {d.retry_period:g}")
 
 
-def from_arguments(client, args, lease: str, base: LeaderElectionConfig | None = None) -> LeaderElector | None:
-    """The elector `base` (a configuration file's section) asks for, with the
-    flags given explicitly overriding it as upstream's components apply them;
-    None without leader election. Each process campaigns under a fresh identity."""
+def config_from_arguments(args, lease: str, base: LeaderElectionConfig | None = None) -> LeaderElectionConfig:
+    """`base` (a configuration file's section, or the defaults for `lease`) with the flags
+    given explicitly overriding it, as upstream's components apply them."""
     cfg = base or LeaderElectionConfig(resource_name=lease)
     flags = {"leader_elect": None if args.leader_elect is None else args.leader_elect == "true",
              "lease_duration": args.leader_elect_lease_duration, "renew_deadline": args.leader_elect_renew_deadline,
              "retry_period": args.leader_elect_retry_period}
-    cfg = replace(cfg, **{k: v for k, v in flags.items() if v is not None})
-    return elector_for(client, cfg, f"{socket.gethostname()}_{uuid.uuid4()}")
+    return replace(cfg, **{k: v for k, v in flags.items() if v is not None})
+
+
+def from_arguments(client, args, lease: str, base: LeaderElectionConfig | None = None) -> LeaderElector | None:
+    """The elector config_from_arguments describes; None without leader election. Each
+    process campaigns under a fresh identity."""
+    return elector_for(client, config_from_arguments(args, lease, base), f"{socket.gethostname()}_{uuid.uuid4()}")
 
 
 def elector_for(client, cfg: LeaderElectionConfig, identity: str, clock: Clock = REAL) -> LeaderElector | None:

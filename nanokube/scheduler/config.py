@@ -67,6 +67,8 @@ class SchedulerConfig:
     pod_max_backoff: float = 10.0
     leader_election: LeaderElectionConfig = field(
         default_factory=lambda: LeaderElectionConfig(resource_name=LEASE_NAME))
+    #: the file's object after v1 defaulting (what /configz renders)
+    document: dict = field(default_factory=dict)
 
 
 def load(path: str | Path) -> SchedulerConfig:
@@ -101,7 +103,7 @@ def parse(doc: dict) -> SchedulerConfig:
     election = LeaderElectionConfig(le["leaderElect"], _seconds(le["leaseDuration"]), _seconds(le["renewDeadline"]),
                                     _seconds(le["retryPeriod"]), le["resourceName"], le["resourceNamespace"])
     return SchedulerConfig(profiles, float(cfg["podInitialBackoffSeconds"]), float(cfg["podMaxBackoffSeconds"]),
-                           election)
+                           election, cfg)
 
 
 # --- decoding and defaults ------------------------------------------------------------

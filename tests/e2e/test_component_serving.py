@@ -33,7 +33,8 @@ def bare():
     with running_cluster("components", ("--scheduler", "none", "--controllers", "")) as c:
         c.kubectl("create", "serviceaccount", "scraper")
         c.kubectl("create", "serviceaccount", "nobody")
-        c.kubectl("create", "clusterrole", "metrics-reader", "--verb=get", "--non-resource-url=/metrics")
+        c.kubectl("create", "clusterrole", "metrics-reader", "--verb=get", "--non-resource-url=/metrics",
+                  "--non-resource-url=/metrics/slis", "--non-resource-url=/configz")
         c.kubectl("create", "clusterrolebinding", "scraper", "--clusterrole=metrics-reader",
                   "--serviceaccount=default:scraper")
         yield c
@@ -118,6 +119,38 @@ def test_scheduler_secure_port(bare):
         body = assert_metrics_guarded(c, port)
         assert counter(body, "scheduler_schedule_attempts_total", result="scheduled",
                        profile="default-scheduler") >= 1
+
+        # component-base's slis: the checks /readyz and /healthz ran above, by endpoint
+        token = c.kubectl("create", "token", "scraper").stdout.strip()
+        assert get(port, "/metrics/slis")[0] == 403
+        code, slis, _ = get(port, "/metrics/slis", token)
+        assert code == 200
+        assert counter(slis, "kubernetes_healthcheck", name="sched-handler-sync", type="readyz") == 1
+        assert counter(slis, "kubernetes_healthchecks_total", name="leaderElection", type="healthz",
+                       status="success") >= 2
+        assert counter(slis, "kubernetes_healthchecks_total", name="shutdown", type="readyz", status="error") == 0
+
+        # /configz: the effective KubeSchedulerConfiguration, as the internal type's Go encoding
+        assert get(port, "/configz")[0] == 403
+        code, body, headers = get(port, "/configz", token)
+        assert code == 200 and headers["Content-Type"] == "application/json"
+        cfg = json.loads(body)
+        assert list(cfg) == ["componentconfig"]
+        cfg = cfg["componentconfig"]
+        assert (cfg["apiVersion"], cfg["Parallelism"], cfg["PodInitialBackoffSeconds"], cfg["PodMaxBackoffSeconds"]) \
+            == ("kubescheduler.config.k8s.io/v1", 16, 1, 10)
+        assert cfg["LeaderElection"] == {"LeaderElect": True, "LeaseDuration": "15s", "RenewDeadline": "10s",
+                                         "RetryPeriod": "500ms", "ResourceLock": "leases",
+                                         "ResourceName": "kube-scheduler", "ResourceNamespace": "kube-system"}
+        assert cfg["ClientConnection"]["Kubeconfig"] == c.kubeconfig and cfg["ClientConnection"]["QPS"] == 50
+        [profile] = cfg["Profiles"]
+        assert profile["SchedulerName"] == "default-scheduler"
+        multi = profile["Plugins"]["MultiPoint"]["Enabled"]
+        assert {"Name": "TaintToleration", "Weight": 3} in multi and {"Name": "DefaultBinder", "Weight": 0} in multi
+        assert profile["Plugins"]["Filter"] == {"Enabled": None, "Disabled": None}
+        args = {pc["Name"]: pc["Args"] for pc in profile["PluginConfig"]}
+        assert args["DefaultPreemption"] == {"MinCandidateNodesPercentage": 10, "MinCandidateNodesAbsolute": 100}
+        assert args["NodeResourcesFit"]["ScoringStrategy"]["Type"] == "LeastAllocated"
     finally:
         proc.terminate()
         assert proc.wait(20) == 0
@@ -135,6 +168,15 @@ def test_controller_manager_secure_port(bare):
         assert "[+]job-controller ok\n" in body, body
         # kube-controller-manager serves neither /livez nor /readyz
         assert get(port, "/livez")[0] == 404 and get(port, "/readyz")[0] == 404
+
+        token = c.kubectl("create", "token", "scraper").stdout.strip()
+        code, slis, _ = get(port, "/metrics/slis", token)
+        assert code == 200 and counter(slis, "kubernetes_healthcheck", name="job-controller", type="healthz") == 1
+        code, body, _ = get(port, "/configz", token)
+        generic = json.loads(body)["kubecontrollermanager.config.k8s.io"]["Generic"]
+        assert code == 200 and generic["Controllers"] == ["*"] and generic["Port"] == port
+        assert generic["LeaderElection"]["ResourceName"] == "kube-controller-manager"
+        assert generic["LeaderElection"]["RetryPeriod"] == "500ms"
 
         body = assert_metrics_guarded(c, port)
         assert counter(body, "job_controller_job_pods_creation_total", reason="new", status="succeeded") >= 1

@@ -1,0 +1,133 @@
+"""What `/configz` serves (component-base's configz): each component's effective
+configuration under the name it registers it with, rendered as upstream's Go
+encoder writes the internal configuration type: Go field names, durations as
+time.Duration text, nil slices and pointers as null."""
+
+from __future__ import annotations
+
+import inspect
+
+from .apiserver.protobuf import go_duration
+from .client.leaderelection import LeaderElectionConfig
+from .controllers.hpa import HPAController, options_from_env
+from .scheduler import config as scheduler_config
+from .scheduler import plugins as registry
+
+#: kube-scheduler's configz name; kube-controller-manager's is its config group
+SCHEDULER = "componentconfig"
+CONTROLLER_MANAGER = "kubecontrollermanager.config.k8s.io"
+_PROTOBUF = "application/vnd.kubernetes.protobuf"
+#: the internal Plugins type's extension points, in its field order
+_POINTS = [*scheduler_config.POINTS, "multiPoint"]
+#: plugins whose v1 args the scheduler's defaulting fills in for a profile that enables them
+_WITH_ARGS = ("DefaultPreemption", "InterPodAffinity", "NodeResourcesBalancedAllocation", "NodeResourcesFit",
+              "PodTopologySpread", "VolumeBinding")
+
+
+def _duration(seconds: float) -> str:
+    return go_duration(round(seconds * 1e9))
+
+
+def _go_name(key: str) -> str:
+    return "QPS" if key == "qps" else key[:1].upper() + key[1:]
+
+
+def _go(value):
+    """A v1 object's fields under the internal type's (Go) names."""
+    if isinstance(value, dict):
+        return {_go_name(k): _go(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_go(v) for v in value]
+    return value
+
+
+def leader_election(cfg: LeaderElectionConfig) -> dict:
+    return {"LeaderElect": cfg.leader_elect, "LeaseDuration": _duration(cfg.lease_duration),
+            "RenewDeadline": _duration(cfg.renew_deadline), "RetryPeriod": _duration(cfg.retry_period),
+            "ResourceLock": "leases", "ResourceName": cfg.resource_name,
+            "ResourceNamespace": cfg.resource_namespace}
+
+
+def _client_connection(kubeconfig: str, qps: int, burst: int) -> dict:
+    return {"Kubeconfig": kubeconfig, "AcceptContentTypes": "", "ContentType": _PROTOBUF, "QPS": qps,
+            "Burst": burst}
+
+
+def _plugin_list(entries) -> list[dict] | None:
+    return [{"Name": e.get("name", ""), "Weight": e.get("weight") or 0} for e in entries] if entries else None
+
+
+def _profile(prof: dict) -> dict:
+    """A profile after v1 defaulting: multiPoint holds the default plugins merged with the
+    file's, each other point what the file gave, and every enabled plugin with args has them."""
+    plugins = prof.get("plugins") or {}
+    defaults = [{"name": n, "weight": registry.DEFAULT_WEIGHTS.get(n, 0)} for n in registry.DEFAULT_PLUGINS]
+    multi, _ = scheduler_config._merge(defaults, plugins.get("multiPoint") or {})
+    sets = {}
+    for point in _POINTS:
+        given = plugins.get(point) or {}
+        enabled = multi if point == "multiPoint" else given.get("enabled")
+        sets[_go_name(point)] = {"Enabled": _plugin_list(enabled), "Disabled": _plugin_list(given.get("disabled"))}
+    configs = list(prof.get("pluginConfig") or [])
+    have = {pc.get("name") for pc in configs}
+    enabled_names = {e["Name"] for s in sets.values() for e in s["Enabled"] or []}
+    configs += [scheduler_config._defaulted_args({"name": n}) for n in sorted(enabled_names)
+                if n in _WITH_ARGS and n not in have]
+    return {"SchedulerName": prof["schedulerName"], "PercentageOfNodesToScore": prof.get("percentageOfNodesToScore"),
+            "Plugins": sets, "PluginConfig": [{"Name": pc["name"], "Args": _go(pc.get("args") or {})}
+                                              for pc in configs]}
+
+
+def scheduler(cfg: scheduler_config.SchedulerConfig | None, election: LeaderElectionConfig,
+              kubeconfig: str) -> dict:
+    """kube-scheduler's KubeSchedulerConfiguration (defaults without a --config file)."""
+    doc = (cfg or scheduler_config.parse({"apiVersion": scheduler_config.API_VERSION,
+                                          "kind": scheduler_config.KIND})).document
+    conn = doc.get("clientConnection") or {}
+    return {SCHEDULER: {
+        "apiVersion": scheduler_config.API_VERSION,
+        "Parallelism": doc["parallelism"],
+        "LeaderElection": leader_election(election),
+        "ClientConnection": _client_connection(conn.get("kubeconfig") or kubeconfig, conn.get("qps", 50),
+                                               conn.get("burst", 100)),
+        "HealthzBindAddress": "", "MetricsBindAddress": "",
+        "EnableProfiling": doc.get("enableProfiling", True),
+        "EnableContentionProfiling": doc.get("enableContentionProfiling", True),
+        "PercentageOfNodesToScore": doc.get("percentageOfNodesToScore", 0),
+        "PodInitialBackoffSeconds": doc["podInitialBackoffSeconds"],
+        "PodMaxBackoffSeconds": doc["podMaxBackoffSeconds"],
+        "Profiles": [_profile(p) for p in doc["profiles"]],
+        "Extenders": None,
+        "DelayCacheUntilActive": doc.get("delayCacheUntilActive", False),
+    }}
+
+
+def controller_manager(args, election: LeaderElectionConfig) -> dict:
+    """kube-controller-manager's KubeControllerManagerConfiguration: the generic section and the
+    controller sections nanokube has settings for."""
+    hpa = {n: p.default for n, p in inspect.signature(HPAController.__init__).parameters.items()
+           if p.default is not inspect.Parameter.empty}
+    hpa.update(options_from_env())
+    serving = {"Address": args.bind_address, "Port": args.secure_port} if args.secure_port else \
+        {"Address": "0.0.0.0", "Port": 0}
+    return {CONTROLLER_MANAGER: {
+        "Generic": {
+            **serving,
+            "MinResyncPeriod": "12h0m0s",
+            "ClientConnection": _client_connection("", 20, 30),
+            "ControllerStartInterval": "0s",
+            "LeaderElection": leader_election(election),
+            "Controllers": [c.strip() for c in args.controllers.split(",") if c.strip()],
+            "Debugging": {"EnableProfiling": True, "EnableContentionProfiling": False},
+            "LeaderMigrationEnabled": False,
+            "LeaderMigration": {"LeaderName": "", "ResourceLock": "", "ControllerLeaders": None},
+        },
+        "HPAController": {
+            "ConcurrentHorizontalPodAutoscalerSyncs": HPAController.workers,
+            "HorizontalPodAutoscalerSyncPeriod": _duration(hpa["sync_period"]),
+            "HorizontalPodAutoscalerDownscaleStabilizationWindow": _duration(hpa["downscale_window"]),
+            "HorizontalPodAutoscalerTolerance": hpa["tolerance"],
+            "HorizontalPodAutoscalerCPUInitializationPeriod": _duration(hpa["cpu_initialization_period"]),
+            "HorizontalPodAutoscalerInitialReadinessDelay": _duration(hpa["initial_readiness_delay"]),
+        },
+    }}

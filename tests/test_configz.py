@@ -1,0 +1,51 @@
+"""/configz's renderings: the effective configuration as upstream's Go encoder writes the
+internal configuration types."""
+
+import argparse
+
+from nanokube import configz
+from nanokube.client.leaderelection import LeaderElectionConfig
+from nanokube.scheduler.config import parse
+
+ELECTION = LeaderElectionConfig(resource_name="kube-scheduler", lease_duration=90)
+
+
+def test_a_configuration_file_is_served_defaulted_under_go_names():
+    cfg = parse({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                 "podMaxBackoffSeconds": 30,
+                 "profiles": [{"schedulerName": "gpu", "percentageOfNodesToScore": 40,
+                               "plugins": {"multiPoint": {"disabled": [{"name": "ImageLocality"},
+                                                                      {"name": "VolumeBinding"}]},
+                                           "score": {"enabled": [{"name": "NodeResourcesFit", "weight": 5}]}},
+                               "pluginConfig": [{"name": "NodeResourcesFit",
+                                                 "args": {"scoringStrategy": {"type": "MostAllocated"}}}]}]})
+    got = configz.scheduler(cfg, ELECTION, "/k")["componentconfig"]
+    assert got["PodMaxBackoffSeconds"] == 30 and got["LeaderElection"]["LeaseDuration"] == "1m30s"
+    assert got["ClientConnection"] == {"Kubeconfig": "/k", "AcceptContentTypes": "",
+                                       "ContentType": "application/vnd.kubernetes.protobuf", "QPS": 50, "Burst": 100}
+    [p] = got["Profiles"]
+    assert (p["SchedulerName"], p["PercentageOfNodesToScore"]) == ("gpu", 40)
+    assert list(p["Plugins"]) == ["PreEnqueue", "QueueSort", "PreFilter", "Filter", "PostFilter", "PreScore",
+                                  "Score", "Reserve", "Permit", "PreBind", "Bind", "PostBind", "MultiPoint"]
+    multi = p["Plugins"]["MultiPoint"]
+    names = [e["Name"] for e in multi["Enabled"]]
+    assert "VolumeBinding" not in names and "NodeResourcesFit" in names
+    assert multi["Disabled"] == [{"Name": "ImageLocality", "Weight": 0}, {"Name": "VolumeBinding", "Weight": 0}]
+    assert p["Plugins"]["Score"] == {"Enabled": [{"Name": "NodeResourcesFit", "Weight": 5}], "Disabled": None}
+    configs = [pc["Name"] for pc in p["PluginConfig"]]
+    assert configs[0] == "NodeResourcesFit" and configs[1:] == sorted(configs[1:]), \
+        "the file's configs first, then defaults for enabled plugins with args, by name"
+    assert "VolumeBinding" not in configs
+    fit = p["PluginConfig"][0]["Args"]["ScoringStrategy"]
+    assert fit == {"Type": "MostAllocated", "Resources": [{"Name": "cpu", "Weight": 1}, {"Name": "memory", "Weight": 1}]}
+
+
+def test_the_controller_manager_serves_its_flags():
+    args = argparse.Namespace(bind_address="127.0.0.1", secure_port=10257, controllers="*,-job")
+    got = configz.controller_manager(args, LeaderElectionConfig(resource_name="kube-controller-manager"))
+    generic = got["kubecontrollermanager.config.k8s.io"]["Generic"]
+    assert (generic["Address"], generic["Port"], generic["Controllers"]) == ("127.0.0.1", 10257, ["*", "-job"])
+    assert generic["LeaderElection"]["RetryPeriod"] == "2s" and generic["MinResyncPeriod"] == "12h0m0s"
+    hpa = got["kubecontrollermanager.config.k8s.io"]["HPAController"]
+    assert hpa["HorizontalPodAutoscalerSyncPeriod"] == "15s"
+    assert hpa["HorizontalPodAutoscalerDownscaleStabilizationWindow"] == "5m0s"
