@@ -32,7 +32,6 @@ from . import options, serializer, structural
 from .patch import PatchError, json_copy, jsonpatch, merge, strategic
 from .patch import status as status_patch
 from .patch import apply as ssa
-from .patch.value_fields import typed_views
 
 NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 MERGE_PATCH = "application/merge-patch+json"
@@ -334,15 +333,12 @@ class GenericREST:
             new = sent if sent is not None else res.strategy.from_storage(new, version)
             old = res.strategy.from_storage(old, version) if old is not None else None
         ignore_status = "status" in res.subresources
-        definition = schemas.definition_name(res.group, version, res.kind)
-        skip = ("spec" if subresource == "status" else "status") if ignore_status else ""  # what it does not own
-        old, new = typed_views(old, new, definition, skip)
         manager, now, api_version = self._manager(opts, "unknown"), self.clock.rfc3339(), res.api_version(version)
         if old is None:
-            return ssa.create_managed_fields(new, manager, sch, now, api_version, ignore_status, convert)
+            return ssa.create_managed_fields(new, manager, sch, now, api_version, ignore_status, convert, decoded=True)
         return ssa.update_managed_fields(
             old, new, manager, "Update", sch, now, api_version, subresource=subresource, ignore_status=ignore_status,
-            convert=convert).get("metadata", {}).get("managedFields")
+            convert=convert, decoded=True).get("metadata", {}).get("managedFields")
 
     async def _mutating_admission(self, res: Resource, version: str, subresource: str, op: str, obj: dict | None,
                                   old: dict | None, opts: WriteOptions, options: dict | None = None):

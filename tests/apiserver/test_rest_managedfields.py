@@ -252,3 +252,15 @@ async def test_an_omitempty_value_fields_zero_is_unset_and_nobodys(tmp_path):
         labelled = {**out, "metadata": {**out["metadata"], "labels": {"a": "b"}}}
         owned = await call(api_client, "PUT", "/api/v1/namespaces/default/pods/p", labelled, "other")
         assert entries(owned)["other"][2] == {"f:metadata": {"f:labels": {".": {}, "f:a": {}}}}
+
+
+async def test_creates_of_one_shape_own_a_value_and_not_a_zero(tmp_path):
+    """Creates of one shape share their managedFields (apply.py remembers them by the object's
+    shape): the same pod sent with hostNetwork true, then false, is two shapes."""
+    async with served(tmp_path) as (_, api_client):
+        for name, value in (("on", True), ("off", False), ("on-again", True)):
+            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                   "spec": {"hostNetwork": value, "containers": [{"name": "c", "image": "x"}]}}
+            out = await call(api_client, "POST", "/api/v1/namespaces/default/pods", pod, "creator")
+            assert ("f:hostNetwork" in entries(out)["creator"][2]["f:spec"]) is value, name
+            assert out["spec"]["hostNetwork"] is value  # the object is stored as sent

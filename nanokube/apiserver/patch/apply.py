@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 from datetime import datetime
+from itertools import repeat
 from typing import Any, Callable
 
 import orjson
@@ -27,6 +28,7 @@ from nanokube.machinery import shape
 from nanokube.apiserver.patch import PatchError, json_copy
 from nanokube.apiserver.patch import fieldpath as fp
 from nanokube.apiserver.patch.fieldpath import Path
+from nanokube.apiserver.patch.value_fields import omitted
 
 MISSING: Any = object()
 
@@ -113,6 +115,8 @@ class _Shape:
     list_type: str = "atomic"
     keys: tuple[str, ...] = ()
     key_defaults: dict[str, Any] = dc_field(default_factory=dict)
+    #: a struct's omitempty value fields (value_fields.py), whose zeros an Update's comparison leaves out
+    omit: tuple[str, ...] = ()
 
 
 _LEAF = _Shape("leaf")
@@ -169,6 +173,7 @@ def _compile(raw: dict[str, Any]) -> dict[str, _Shape]:
             atomic=_ext(raw, r, "x-kubernetes-map-type") == "atomic",
             fields=r.get("properties") or {},
             elem=sch.additional(r),
+            omit=omitted(r) if "properties" in r else (),
         )
         return {"dict": container, "none": container, "list": _LEAF, "other": _LEAF}
     if "items" in r or "array" in kinds:
@@ -280,32 +285,39 @@ class _Comparison:
         )
 
 
-def _items(shape: _Shape, v: Any) -> dict[fp.PathElement, Any]:
-    """List items by path element; later duplicates are ignored."""
+def _items(shape: _Shape, v: Any, decoded: bool = False) -> dict[fp.PathElement, Any]:
+    """List items by path element; later duplicates are ignored. `decoded`: each item less its
+    omitempty value fields' zeros (`compare`), so a key field's zero reads as unset."""
     out: dict[fp.PathElement, Any] = {}
+    omit = _shape(shape.elem, _NO_FIELDS).omit if decoded else ()
     for item in v if isinstance(v, list) else ():
+        if omit and type(item) is dict:
+            item = _unset_zeros(item, omit)
         out.setdefault(_item_element(shape, item), item)
     return out
 
 
-def compare(lhs: Any, rhs: Any, raw: dict[str, Any] | None) -> _Comparison:
-    """Fields added, modified and removed going from lhs to rhs."""
+def compare(lhs: Any, rhs: Any, raw: dict[str, Any] | None, decoded: bool = False) -> _Comparison:
+    """Fields added, modified and removed going from lhs to rhs. `decoded`: both read as an Update's
+    decoded Go structs do, where an omitempty value field's zero is no field (value_fields.py)."""
     res = _Comparison()
     if lhs is MISSING:
-        _one_sided(rhs, raw, (), res.added)
+        _one_sided(rhs, raw, (), res.added, decoded)
     elif rhs is MISSING:
-        _one_sided(lhs, raw, (), res.removed)
+        _one_sided(lhs, raw, (), res.removed, decoded)
     elif not (lhs is rhs or lhs == rhs):
-        _compare(lhs, rhs, raw, (), res)
+        _compare(lhs, rhs, raw, (), res, decoded)
     return res
 
 
 def _compare(
-    lhs: Any, rhs: Any, raw: dict[str, Any] | None, path: Path, res: _Comparison
+    lhs: Any, rhs: Any, raw: dict[str, Any] | None, path: Path, res: _Comparison, decoded: bool
 ) -> None:
     """Both sides are present and differ. Callers skip equal children without
     a call (most of an object is unchanged) and walk keys in the order of
-    {**lhs, **rhs}, so the first malformed list found is the same."""
+    {**lhs, **rhs}, so the first malformed list found is the same. `decoded`
+    leaves out zeros only in the structs this walk reaches: parts equal as
+    they are need no look."""
     shape = _shape(raw, rhs)
     if (
         shape.kind == "leaf"
@@ -313,23 +325,26 @@ def _compare(
         or _shape(raw, lhs) is not shape
         or not (lhs or rhs)  # both empty: of one container shape, each is a dict, a list or None
     ):
-        res.modified.add(path)
+        if not (decoded and shape.atomic and _decoded(lhs, raw) == _decoded(rhs, raw)):
+            res.modified.add(path)
         return
     if shape.kind == "list":
-        left, right = _items(shape, lhs), _items(shape, rhs)
+        left, right = _items(shape, lhs, decoded), _items(shape, rhs, decoded)
         elem = shape.elem
         for pe, lv in left.items():
             rv = right.get(pe, MISSING)
             if rv is MISSING:
-                _one_sided(lv, elem, path + (pe,), res.removed)
+                _one_sided(lv, elem, path + (pe,), res.removed, decoded)
             elif not (lv is rv or lv == rv):
-                _compare(lv, rv, elem, path + (pe,), res)
+                _compare(lv, rv, elem, path + (pe,), res, decoded)
         for pe, rv in right.items():
             if pe not in left:
-                _one_sided(rv, elem, path + (pe,), res.added)
+                _one_sided(rv, elem, path + (pe,), res.added, decoded)
         return
     left = lhs if isinstance(lhs, dict) else {}
     right = rhs if isinstance(rhs, dict) else {}
+    if decoded and shape.omit:
+        left, right = _unset_zeros(left, shape.omit), _unset_zeros(right, shape.omit)
     struct = shape.kind == "struct"
     fields, elem = (shape.fields, shape.elem) if struct else (_NO_FIELDS, shape.elem)
     for k, lv in left.items():
@@ -338,12 +353,38 @@ def _compare(
             continue
         if rv is MISSING:
             if not (lv is None and struct and _null_is_unset(fields.get(k))):
-                _one_sided(lv, fields.get(k, elem), path + (("f", k),), res.removed)
+                _one_sided(lv, fields.get(k, elem), path + (("f", k),), res.removed, decoded)
         else:
-            _compare(lv, rv, fields.get(k, elem), path + (("f", k),), res)
+            _compare(lv, rv, fields.get(k, elem), path + (("f", k),), res, decoded)
     for k, rv in right.items():
         if k not in left and not (rv is None and struct and _null_is_unset(fields.get(k))):
-            _one_sided(rv, fields.get(k, elem), path + (("f", k),), res.added)
+            _one_sided(rv, fields.get(k, elem), path + (("f", k),), res.added, decoded)
+
+
+#: an absent field's stand-in when looking for a zero: not one
+_PRESENT = repeat(True)
+
+
+def _unset_zeros(obj: dict[str, Any], omit: tuple[str, ...]) -> dict[str, Any]:
+    """`obj` (a struct with omitempty value fields `omit`) less those at their zero or null: itself
+    where it holds none, as it mostly does (that look stays in C)."""
+    if all(map(obj.get, omit, _PRESENT)):
+        return obj
+    return {k: v for k, v in obj.items() if not (k in omit and (v is None or (not v and type(v) in _SCALARS)))}
+
+
+def _decoded(v: Any, raw: dict[str, Any] | None) -> Any:
+    """`v` less the zeros `_unset_zeros` leaves out, at any depth: an atomic value is compared whole."""
+    shape = _shape(raw, v)
+    if shape.kind == "leaf" or not v:
+        return v
+    if shape.kind == "list":  # (an atomic list's shape names no items)
+        elem = shape.elem if shape.elem is not None else sch.items(raw)
+        return [_decoded(x, elem) for x in v]
+    if shape.omit:
+        v = _unset_zeros(v, shape.omit)
+    fields = shape.fields if shape.kind == "struct" else _NO_FIELDS
+    return {k: _decoded(x, fields.get(k, shape.elem)) for k, x in v.items()}
 
 
 def _null_is_unset(raw: dict[str, Any] | None) -> bool:
@@ -353,7 +394,7 @@ def _null_is_unset(raw: dict[str, Any] | None) -> bool:
     return raw is None or not sch.resolve(raw).get("nullable")
 
 
-def _one_sided(v: Any, raw: dict[str, Any] | None, path: Path, out: set[Path]) -> None:
+def _one_sided(v: Any, raw: dict[str, Any] | None, path: Path, out: set[Path], decoded: bool = False) -> None:
     """_compare against a missing side: `v` and everything in it is added
     (or removed)."""
     shape = _shape(raw, v)
@@ -361,12 +402,14 @@ def _one_sided(v: Any, raw: dict[str, Any] | None, path: Path, out: set[Path]) -
         out.add(path)
         return
     if shape.kind == "list":
-        for pe, item in _items(shape, v).items():
-            _one_sided(item, shape.elem, path + (pe,), out)
+        for pe, item in _items(shape, v, decoded).items():
+            _one_sided(item, shape.elem, path + (pe,), out, decoded)
     else:
         fields, elem = (shape.fields, shape.elem) if shape.kind == "struct" else (_NO_FIELDS, shape.elem)
+        if decoded and shape.omit:
+            v = _unset_zeros(v, shape.omit)
         for k, child in v.items():
-            _one_sided(child, fields.get(k, elem), path + (("f", k),), out)
+            _one_sided(child, fields.get(k, elem), path + (("f", k),), out, decoded)
     out.add(path)
 
 
@@ -473,7 +516,7 @@ def _with_named_fields(paths: set[Path], raw: dict[str, Any] | None) -> set[Path
     return out
 
 
-def _zero_like(v: Any, raw: dict[str, Any] | None) -> Any:
+def _zero_like(v: Any, raw: dict[str, Any] | None, decoded: bool = False) -> Any:
     """Stand-in for the Go zero value upstream compares a create against.
 
     The zero value holds non-pointer structs as `{}` and required (not
@@ -481,7 +524,8 @@ def _zero_like(v: Any, raw: dict[str, Any] | None) -> Any:
     node itself. Non-empty structs reached through struct fields, and
     required lists and maps, approximate that. A field sent as null decodes
     to its zero value, which the zero object holds alike (an unset time is
-    null in both, an unset pointer absent from both): nobody owns it."""
+    null in both, an unset pointer absent from both): nobody owns it.
+    `decoded`: a struct holding only omitempty zeros is empty (`compare`)."""
     shape = _shape(raw, v)
     out: dict[str, Any] = {}
     if shape.kind != "struct" or shape.atomic:
@@ -492,9 +536,12 @@ def _zero_like(v: Any, raw: dict[str, Any] | None) -> Any:
             out[k] = None
             continue
         child_raw, declared = _child(shape, k)
-        kind = _shape(child_raw, child).kind if declared else "leaf"
+        child_shape = _shape(child_raw, child) if declared else _LEAF
+        kind = child_shape.kind
+        if decoded and child_shape.omit:
+            child = _unset_zeros(child, child_shape.omit)
         if kind == "struct" and child:
-            out[k] = _zero_like(child, child_raw)
+            out[k] = _zero_like(child, child_raw, decoded)
         elif kind in ("list", "map") and k in required:
             out[k] = None
     return out
@@ -708,13 +755,14 @@ def _reassign(
     ignored: set[Path],
     api_version: str = "",
     convert: Convert | None = None,
+    decoded: bool = False,
 ) -> _Comparison:
     """Take changed fields from other managers and drop removed ones (upstream's
     Updater.update); raises ApplyConflict when not forced. With `convert`, a manager
     recorded at another apiVersion than the write's (`api_version`) loses what changed
     as its own version shows the objects, and one whose version no longer shows the
-    kind is dropped."""
-    diff = compare(live, new, raw).exclude(ignored)
+    kind is dropped. `decoded`: `compare`'s."""
+    diff = compare(live, new, raw, decoded).exclude(ignored)
     own = (diff.added | diff.modified, diff.removed)
     views: dict[str, tuple[set[Path], set[Path]] | None] = {api_version: own}
     conflicts = {}
@@ -722,7 +770,7 @@ def _reassign(
         if mid != self_id:
             view = own if convert is None else views.get(m.api_version, MISSING)
             if view is MISSING:
-                view = views[m.api_version] = _version_diff(live, new, m.api_version, convert, ignored)
+                view = views[m.api_version] = _version_diff(live, new, m.api_version, convert, ignored, decoded)
             if view is None:
                 continue
             taken = m.fields & view[0]
@@ -756,13 +804,13 @@ Convert = Callable[..., "tuple[dict[str, Any] | None, dict[str, Any]] | None"]
 
 
 def _version_diff(
-    live: Any, new: Any, api_version: str, convert: Convert, ignored: set[Path]
+    live: Any, new: Any, api_version: str, convert: Convert, ignored: set[Path], decoded: bool = False
 ) -> tuple[set[Path], set[Path]] | None:
     """(changed, removed) going from `live` to `new` as `api_version` shows them, or None."""
     before, after = convert(live, api_version), convert(new, api_version)
     if before is None or after is None:
         return None
-    diff = compare(before[1], after[1], _root_schema(before[0])).exclude(ignored)
+    diff = compare(before[1], after[1], _root_schema(before[0]), decoded).exclude(ignored)
     return diff.added | diff.modified, diff.removed
 
 
@@ -945,10 +993,12 @@ def update_managed_fields(
     subresource: str = "",
     ignore_status: bool = False,
     convert: Convert | None = None,
+    decoded: bool = False,
 ) -> dict[str, Any]:
     """Record a create/update/patch in `new`'s managedFields: the fields this
     write changed go to `manager` and are taken from everyone else (each
-    seeing the change in its own version, through `convert`).
+    seeing the change in its own version, through `convert`). `decoded`: the
+    objects read as upstream's decoded structs (`compare`), as an Update's do.
 
     Managed fields sent with a main-resource write replace the stored ones
     (a single empty entry clears them); an empty list keeps the stored ones.
@@ -960,7 +1010,7 @@ def update_managed_fields(
     ignored = _ignored(ignore_status, subresource)
     managers = {} if subresource else _decode_or_empty(_sender_of_entries(old, new))
     if not managers and old is None:
-        base = (id(raw), manager, operation, api_version, subresource, ignore_status)
+        base = (id(raw), manager, operation, api_version, subresource, ignore_status, decoded)
         plain = (*base, _create_key(new))
         entries = _CREATES.get(plain, MISSING)
         if entries is MISSING:
@@ -976,7 +1026,7 @@ def update_managed_fields(
             _TYPED_MISSES[base] = misses + 1 if entries is MISSING else 0
             if entries is MISSING:
                 tracked = _track(None, _without_managed_fields(new), raw, managers, manager, operation, now,
-                                 api_version, subresource, ignored, convert)
+                                 api_version, subresource, ignored, convert, decoded)
                 entries = (tracked.get("metadata") or {}).get("managedFields")
                 _CREATES[plain] = entries
                 if typed is not None:
@@ -989,10 +1039,11 @@ def update_managed_fields(
         return result
     result = _own_metadata(new)
     if ignored is _SPEC:
-        return _status_write(old, result, raw, manager, operation, now, api_version, subresource, convert)
+        return _status_write(old, result, raw, manager, operation, now, api_version, subresource, convert, decoded)
     if not managers:
         managers = _decode_or_empty(old)
-    return _track(old, result, raw, managers, manager, operation, now, api_version, subresource, ignored, convert)
+    return _track(old, result, raw, managers, manager, operation, now, api_version, subresource, ignored, convert,
+                  decoded)
 
 
 #: the Scale's replicas, which a write through /scale owns as its parent's replicas path
@@ -1040,17 +1091,19 @@ def create_managed_fields(
     api_version: str = "",
     ignore_status: bool = False,
     convert: Convert | None = None,
+    decoded: bool = False,
 ) -> list[dict[str, Any]] | None:
     """The managedFields `update_managed_fields` records for a create of `new` (an Update of the
     main resource, no old object), or None for none; a create of a shape seen before takes them
     from memory without copying `new` (every create's object was copied for them, then dropped)."""
     raw = _root_schema(schema)
     if not _decode_or_empty(new):
-        entries = _CREATES.get((id(raw), manager, "Update", api_version, "", ignore_status, _create_key(new)), MISSING)
+        key = (id(raw), manager, "Update", api_version, "", ignore_status, decoded, _create_key(new))
+        entries = _CREATES.get(key, MISSING)
         if entries is not MISSING:
             return _stamped(entries, now) if entries is not None else None
     tracked = update_managed_fields(None, new, manager, "Update", schema, now, api_version,
-                                    ignore_status=ignore_status, convert=convert)
+                                    ignore_status=ignore_status, convert=convert, decoded=decoded)
     return (tracked.get("metadata") or {}).get("managedFields")
 
 
@@ -1080,6 +1133,7 @@ def _status_write(
     api_version: str,
     subresource: str,
     convert: Convert | None = None,
+    decoded: bool = False,
 ) -> dict[str, Any]:
     """`_track` of a status write, remembered: its managedFields are a function of the old
     entries, the status before and after and the write's manager and time, once the rest
@@ -1089,7 +1143,7 @@ def _status_write(
     missing (a kubelet's carry each pod's IP) stops building the key as creates do. The writes
     that hit share one list of entries (stored objects are never changed in place), whose JSON
     is remembered for their stored encoding (machinery/encoded.py)."""
-    base = (id(raw), manager, operation, api_version, subresource)
+    base = (id(raw), manager, operation, api_version, subresource, decoded)
     misses = _STATUS_MISSES.get(base, 0)
     key = None
     if misses < _TYPED_TRIES or misses % _TYPED_TRIES == 0:
@@ -1106,7 +1160,7 @@ def _status_write(
         _STATUS_MISSES.clear()
     _STATUS_MISSES[base] = misses + 1
     tracked = _track(old, result, raw, _decode_or_empty(old), manager, operation, now, api_version, subresource, _SPEC,
-                     convert)
+                     convert, decoded)
     if key is not None:
         if len(_STATUS_WRITES) >= _CREATES_LIMIT:
             _STATUS_WRITES.clear()
@@ -1186,8 +1240,10 @@ def _create_key(obj: dict[str, Any]) -> tuple | bytes:
 def _create_shape(obj: dict[str, Any]) -> bytes:
     """A cheap key of what a create's field set depends on: map keys, list
     contents and where containers and nulls are. Other scalars only show by
-    their presence, so their values are blanked: pods of one ReplicaSet, a
-    scheduler's events and a node's certificate requests share one shape."""
+    their presence and whether they are zeros (an Update's field set leaves an
+    omitempty value field's out), so their values are blanked: pods of one
+    ReplicaSet, a scheduler's events and a node's certificate requests share
+    one shape."""
     md = obj.get("metadata")
     if isinstance(md, dict) and "managedFields" in md:
         obj = {**obj, "metadata": {k: v for k, v in md.items() if k != "managedFields"}}
@@ -1206,7 +1262,8 @@ def _typed_create_shape(obj: dict[str, Any], raw: dict[str, Any]) -> bytes:
 
 
 def _blank(v: Any, raw: dict[str, Any] | None) -> Any:
-    """`v` blanked for `_typed_create_shape` (a container; scalars are blanked in place)."""
+    """`v` blanked for `_typed_create_shape` (a container; scalars are blanked in place, to whether they
+    are zeros: an Update's field set leaves some of those out)."""
     shape = _shape(raw, v)
     if shape.kind == "leaf":
         return _blank_scalars(v)
@@ -1231,7 +1288,7 @@ def _blank(v: Any, raw: dict[str, Any] | None) -> Any:
         return _blank_scalars(v)
     fields = shape.fields if shape.kind == "struct" else _NO_FIELDS
     elem = shape.elem
-    return {k: _blank(x, fields.get(k, elem)) if isinstance(x, _CONTAINERS) else None if x is None else 0
+    return {k: _blank(x, fields.get(k, elem)) if isinstance(x, _CONTAINERS) else None if x is None else bool(x)
             for k, x in v.items()}
 
 
@@ -1244,11 +1301,11 @@ def _blank_scalars(v: Any) -> Any:
     if isinstance(v, dict):
         # scalars inline, told by their exact type (one test for most values; a value of any other
         # type is kept as it is, which can only make the key finer)
-        return {k: 0 if type(x) in _SCALARS else _blank_scalars(x) if isinstance(x, dict) else x
+        return {k: bool(x) if type(x) in _SCALARS else _blank_scalars(x) if isinstance(x, dict) else x
                 for k, x in v.items()}
     if isinstance(v, list) or v is None:
         return v
-    return 0
+    return bool(v)
 
 
 def _outside(obj: Any, ignored: set[Path]) -> Any:
@@ -1274,16 +1331,19 @@ def _track(
     subresource: str,
     ignored: set[Path],
     convert: Convert | None = None,
+    decoded: bool = False,
 ) -> dict[str, Any]:
+    """Record an Update (or a write through /scale) of `old` (None: a create) to `result` for
+    `manager`; `decoded`: `compare`'s."""
     current = (
-        _view_without_managed_fields(old) if old is not None else _zero_like(result, raw)
+        _view_without_managed_fields(old) if old is not None else _zero_like(result, raw, decoded)
     )
     marker = ("", "", "", "current-operation")
     try:
         # `_ignored` names top-level fields only, which `_outside` already
         # took from both sides: the diff holds nothing left to exclude
         diff = _reassign(_outside(current, ignored), _outside(result, ignored), raw, managers, marker, True, set(),
-                         api_version, convert)
+                         api_version, convert, decoded)
     except _TypeError:
         return result
     mine = (diff.added | diff.modified) - diff.removed - _STRIPPED
