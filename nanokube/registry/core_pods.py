@@ -345,16 +345,46 @@ def _weight(weighted: dict, path: str) -> list[FieldError]:
 
 
 def _pod_affinity_term(term: dict, path: str) -> list[FieldError]:
-    """validatePodAffinityTerm (matchLabelKeys/mismatchLabelKeys not checked); a bad namespace is
-    reported at the term's "namespace", as upstream does."""
+    """validatePodAffinityTerm; a bad namespace is reported at the term's "namespace", as upstream does."""
     errs = validate_label_selector(term.get("labelSelector"), f"{path}.labelSelector")
     errs += validate_label_selector(term.get("namespaceSelector"), f"{path}.namespaceSelector")
     for ns in term.get("namespaces") or ():
         errs += [invalid(f"{path}.namespace", ns, m) for m in dns1123_label(ns)]
+    errs += _match_label_keys(term, path)
     key = term.get("topologyKey") or ""
     if not key:
         errs.append(required(f"{path}.topologyKey", "can not be empty"))
     return errs + [invalid(f"{path}.topologyKey", key, m) for m in qualified_name(key)]
+
+
+def _label_keys(keys: list, selector: Any, path: str) -> list[FieldError]:
+    """validateLabelKeys: the keys need a labelSelector to merge into, and are label names."""
+    if not keys:
+        return []
+    if selector is None:
+        return [forbidden(path, "must not be specified when labelSelector is not set")]
+    return [invalid(f"{path}[{i}]", k, m) for i, k in enumerate(keys) for m in qualified_name(k)]
+
+
+def _match_label_keys(term: dict, path: str) -> list[FieldError]:
+    """validateMatchLabelKeysAndMismatchLabelKeys: label names; a matchLabelKeys key the selector
+    already names twice (reported at the term's path indexed by the key's position, as upstream
+    does); a key in both lists."""
+    match, mismatch = term.get("matchLabelKeys") or [], term.get("mismatchLabelKeys") or []
+    selector = term.get("labelSelector")
+    errs = _label_keys(match, selector, f"{path}.matchLabelKeys") + _label_keys(mismatch, selector,
+                                                                                f"{path}.mismatchLabelKeys")
+    if isinstance(selector, dict):
+        position = {k: i for i, k in enumerate(match)}
+        seen = set(selector.get("matchLabels") or {})
+        for req in selector.get("matchExpressions") or ():
+            key = req.get("key") or ""
+            if key in position and key in seen:
+                errs.append(invalid(f"{path}[{position[key]}]", key, "exists in both matchLabelKeys and labelSelector"))
+            seen.add(key)
+    errs += [invalid(f"{path}.matchLabelKeys[{i}]", k, "exists in both matchLabelKeys and mismatchLabelKeys")
+             for i, k in enumerate(match) if k in mismatch]
+    return errs
 
 
 _WHEN_UNSATISFIABLE = ("DoNotSchedule", "ScheduleAnyway")
@@ -362,7 +392,7 @@ _INCLUSION_POLICIES = ("Honor", "Ignore")
 
 
 def _validate_spread_constraints(constraints: list, path: str) -> list[FieldError]:
-    """validateTopologySpreadConstraints (matchLabelKeys: their names only)."""
+    """validateTopologySpreadConstraints (matchLabelKeys: a labelSelector and label names)."""
     errs: list[FieldError] = []
     for i, c in enumerate(constraints):
         p = f"{path}[{i}]"
@@ -386,8 +416,7 @@ def _validate_spread_constraints(constraints: list, path: str) -> list[FieldErro
         for f in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
             if (policy := c.get(f)) is not None and policy not in _INCLUSION_POLICIES:
                 errs.append(not_supported(f"{p}.{f}", policy, _INCLUSION_POLICIES))
-        for j, k in enumerate(c.get("matchLabelKeys") or ()):
-            errs += [invalid(f"{p}.matchLabelKeys[{j}]", k, m) for m in qualified_name(k)]
+        errs += _label_keys(c.get("matchLabelKeys") or [], c.get("labelSelector"), f"{p}.matchLabelKeys")
         errs += validate_label_selector(c.get("labelSelector"), f"{p}.labelSelector")
     return errs
 

@@ -488,11 +488,7 @@ def _validate_env_source(source: dict, value: Any, path: str) -> list[FieldError
         errs += _object_field_selector(ref, f"{path}.fieldRef")
     if (ref := source.get("resourceFieldRef")) is not None:
         n += 1
-        resource = ref.get("resource") or ""
-        if not resource:
-            errs.append(required(f"{path}.resourceFieldRef.resource"))
-        elif resource not in _CONTAINER_RESOURCES and not resource.startswith(("limits.hugepages-", "requests.hugepages-")):
-            errs.append(not_supported(f"{path}.resourceFieldRef.resource", resource, _CONTAINER_RESOURCES))
+        errs += _resource_field_selector(ref, f"{path}.resourceFieldRef", volume=False)
     for kind in ("configMapKeyRef", "secretKeyRef"):
         if (ref := source.get(kind)) is not None:
             n += 1
@@ -512,7 +508,71 @@ def _validate_env_source(source: dict, value: Any, path: str) -> list[FieldError
     return errs
 
 
-def _object_field_selector(ref: dict, path: str) -> list[FieldError]:
+_HUGEPAGES_FIELDS = ("limits.hugepages-", "requests.hugepages-")
+_BYTE_DIVISORS = ("1", "1k", "1M", "1G", "1T", "1P", "1E", "1Ki", "1Mi", "1Gi", "1Ti", "1Pi", "1Ei")
+#: validateContainerResourceDivisor: the divisors each resource takes, and the words naming it
+_DIVISORS = {"cpu": (("1m", "1"), "only divisor's values 1m and 1 are supported with the cpu resource"),
+             "memory": (_BYTE_DIVISORS, f"only divisor's values {', '.join(_BYTE_DIVISORS)} are supported with the "
+                                        "memory resource"),
+             "ephemeral-storage": (_BYTE_DIVISORS, f"only divisor's values {', '.join(_BYTE_DIVISORS)} are supported "
+                                                   "with the local ephemeral storage resource"),
+             "hugepages": (_BYTE_DIVISORS, f"only divisor's values {', '.join(_BYTE_DIVISORS)} are supported with the "
+                                           "hugepages resource")}
+
+
+def _resource_field_selector(ref: dict, path: str, volume: bool) -> list[FieldError]:
+    """validateContainerResourceFieldSelector: a downward API volume names its container; the resource
+    is a container's request or limit; a divisor suits the resource (0 is unset)."""
+    resource = ref.get("resource") or ""
+    errs: list[FieldError] = []
+    if volume and not ref.get("containerName"):
+        errs.append(required(f"{path}.containerName"))
+    elif not resource:
+        errs.append(required(f"{path}.resource"))
+    elif resource not in _CONTAINER_RESOURCES and not resource.startswith(_HUGEPAGES_FIELDS):
+        errs.append(not_supported(f"{path}.resource", resource, _CONTAINER_RESOURCES))
+    divisor = ref.get("divisor")
+    try:
+        divisor = None if divisor is None else canonical(str(divisor))
+    except QuantityError:
+        return errs  # the decoder reports it
+    if divisor is None or parse_quantity(divisor) == 0:
+        return errs
+    name = "hugepages" if resource.startswith(_HUGEPAGES_FIELDS) else resource.partition(".")[2]
+    allowed, words = _DIVISORS.get(name, (None, ""))
+    if allowed is not None and resource.partition(".")[0] in ("limits", "requests") and divisor not in allowed:
+        errs.append(invalid(f"{path}.divisor", resource, words))
+    return errs
+
+
+#: validVolumeDownwardAPIFieldPathExpressions
+_VOLUME_FIELD_PATHS = ("metadata.annotations", "metadata.labels", "metadata.name", "metadata.namespace", "metadata.uid")
+
+
+def _downward_api_files(items: list, path: str) -> list[FieldError]:
+    """validateDownwardAPIVolumeFile for each item, reported at the volume's (or projection's) own
+    path, as upstream passes it (no item index)."""
+    errs: list[FieldError] = []
+    for item in items:
+        file_path = item.get("path") or ""
+        if not file_path:
+            errs.append(required(f"{path}.path"))
+        errs += local_path(file_path, f"{path}.path")
+        if (ref := item.get("fieldRef")) is not None:
+            errs += _object_field_selector(ref, f"{path}.fieldRef", _VOLUME_FIELD_PATHS)
+            if item.get("resourceFieldRef") is not None:
+                errs.append(invalid(path, "resource", "fieldRef and resourceFieldRef can not be specified simultaneously"))
+        elif (ref := item.get("resourceFieldRef")) is not None:
+            errs += _resource_field_selector(ref, f"{path}.resourceFieldRef", volume=True)
+        else:
+            errs.append(required(path, "one of fieldRef and resourceFieldRef is required"))
+        mode = item.get("mode")
+        if mode is not None and not 0 <= mode <= 0o777:
+            errs.append(invalid(f"{path}.mode", mode, FILE_MODE_MSG))
+    return errs
+
+
+def _object_field_selector(ref: dict, path: str, expressions: tuple[str, ...] = _ENV_FIELD_PATHS) -> list[FieldError]:
     """validateObjectFieldSelector with ConvertDownwardAPIFieldLabel's refusals."""
     version, field_path = ref.get("apiVersion") or "", ref.get("fieldPath") or ""
     if not version:
@@ -534,8 +594,8 @@ def _object_field_selector(ref: dict, path: str) -> list[FieldError]:
         key = sub[1].lower() if sub[0] == "metadata.annotations" else sub[1]
         return [invalid(path, key, m) for m in qualified_name(key)]
     internal = "spec.nodeName" if field_path == "spec.host" else field_path
-    if internal not in _ENV_FIELD_PATHS:
-        return [not_supported(f"{path}.fieldPath", internal, sorted(_ENV_FIELD_PATHS))]
+    if internal not in expressions:
+        return [not_supported(f"{path}.fieldPath", internal, sorted(expressions))]
     return []
 
 
@@ -566,6 +626,24 @@ def _validate_mounts(mounts: list, path: str, volume_names: set[str], container:
             if prop == "Bidirectional" and not ((container or {}).get("securityContext") or {}).get("privileged"):
                 errs.append(forbidden(f"{path}.mountPropagation",
                                       "Bidirectional mount propagation is available only to privileged containers"))
+        errs += _recursive_read_only(m, f"{path}.recursiveReadOnly")
+    return errs
+
+
+_RECURSIVE_READ_ONLY = ("Disabled", "Enabled", "IfPossible")
+
+
+def _recursive_read_only(mount: dict, path: str) -> list[FieldError]:
+    """validateMountRecursiveReadOnly: Enabled and IfPossible need a read-only mount without
+    propagation (reported at the list's path, as the other mount fields)."""
+    rro = mount.get("recursiveReadOnly")
+    if rro is None or rro == "Disabled":
+        return []
+    if rro not in _RECURSIVE_READ_ONLY:
+        return [not_supported(path, rro, _RECURSIVE_READ_ONLY)]
+    errs = [] if mount.get("readOnly") else [forbidden(path, "may only be specified when readOnly is true")]
+    if mount.get("mountPropagation") not in (None, "None"):
+        errs.append(forbidden(path, "may only be specified when mountPropagation is None or not specified"))
     return errs
 
 
@@ -892,7 +970,10 @@ def _validate_volume_source(vol: dict, p: str) -> list[FieldError]:
         if medium not in ("", "Memory", "HugePages") and not medium.startswith("HugePages-"):
             errs.append(not_supported(f"{sp}.medium", medium, ["", "Memory", "HugePages"]))
     elif src == "downwardAPI":
-        errs += _file_mode_and_items(body, sp)
+        mode = body.get("defaultMode")
+        if mode is not None and not 0 <= mode <= 0o777:
+            errs.append(invalid(f"{sp}.defaultMode", mode, FILE_MODE_MSG))
+        errs += _downward_api_files(body.get("items") or [], sp)
     elif src == "projected":
         errs += _file_mode_and_items(body, sp)
         errs += _validate_projection(body.get("sources") or [], f"{sp}.sources")
@@ -915,7 +996,7 @@ def _file_mode_and_items(body: dict, p: str) -> list[FieldError]:
         errs.append(invalid(f"{p}.defaultMode", mode, FILE_MODE_MSG))
     for i, item in enumerate(body.get("items") or []):
         ip = f"{p}.items[{i}]"
-        if "fieldRef" not in item and "resourceFieldRef" not in item and not item.get("key"):
+        if not item.get("key"):
             errs.append(required(f"{ip}.key"))
         if not item.get("path"):
             errs.append(required(f"{ip}.path"))
@@ -940,7 +1021,7 @@ def _validate_projection(sources: list, path: str) -> list[FieldError]:
                     errs.append(required(f"{pp}.name"))
                 errs += _file_mode_and_items(body, pp)
             elif kind == "downwardAPI":
-                errs += _file_mode_and_items(body, pp)
+                errs += _downward_api_files(body.get("items") or [], pp)
             elif kind == "serviceAccountToken":
                 errs += _validate_token_projection(body, pp)
             elif kind == "clusterTrustBundle":

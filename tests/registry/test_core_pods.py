@@ -496,3 +496,33 @@ async def test_sysctls_and_hugepages_alone_are_refused(core):
                           "^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$"),
         (f"{sc}[1].name", "Invalid value: \"net.core.somaxconn\": may not be specified when 'hostNetwork' is true"),
         (f"{sc}[3].name", 'Duplicate value: "kernel.shm_rmid_forced"')]
+
+
+async def test_over_http_match_label_keys_in_affinity_and_spread(core):
+    """validateMatchLabelKeysAndMismatchLabelKeys for pod (anti-)affinity terms (a key the selector
+    names twice is reported at the term's path indexed by the key, as upstream does) and, for
+    topology spread, a labelSelector to merge into and label names."""
+    sel = {"matchLabels": {"app": "a"}, "matchExpressions": [{"key": "app", "operator": "In", "values": ["a"]}]}
+    pod = _status_pod("p", affinity={
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": "zone", "labelSelector": sel, "matchLabelKeys": ["x", "app"],
+             "mismatchLabelKeys": ["bad key", "x"]}]},
+        "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 1, "podAffinityTerm": {"topologyKey": "zone", "mismatchLabelKeys": ["app"]}}]}},
+        topologySpreadConstraints=[{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+                                    "matchLabelKeys": ["app"]},
+                                   {"maxSkew": 1, "topologyKey": "rack", "whenUnsatisfiable": "DoNotSchedule",
+                                    "labelSelector": {"matchLabels": {"app": "a"}}, "matchLabelKeys": ["-x"]}])
+    with pytest.raises(ApiException) as e:
+        await _call(core.create_namespaced_pod, "default", pod)
+    assert e.value.status == 422
+    term = "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
+    assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [
+        (f"{term}.mismatchLabelKeys[0]", f'Invalid value: "bad key": {QUALIFIED}'),
+        (f"{term}[1]", 'Invalid value: "app": exists in both matchLabelKeys and labelSelector'),
+        (f"{term}.matchLabelKeys[0]", 'Invalid value: "x": exists in both matchLabelKeys and mismatchLabelKeys'),
+        ("spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm."
+         "mismatchLabelKeys", "Forbidden: must not be specified when labelSelector is not set"),
+        ("spec.topologySpreadConstraints[0].matchLabelKeys",
+         "Forbidden: must not be specified when labelSelector is not set"),
+        ("spec.topologySpreadConstraints[1].matchLabelKeys[0]", f'Invalid value: "-x": {QUALIFIED}')]

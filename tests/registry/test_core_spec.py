@@ -67,3 +67,64 @@ async def test_an_exists_toleration_with_a_value_prints_the_internal_toleration(
     assert await _refused(core, _pod("p", tolerations=[toleration])) == (
         'Pod "p" is invalid: spec.tolerations[0].operator: Invalid value: {"Key":"k","Operator":"Exists","Value":"v",'
         '"Effect":"NoSchedule","TolerationSeconds":null}: value must be empty when `operator` is \'Exists\'')
+
+
+async def _causes(core, body: dict) -> list[tuple[str, str]]:
+    with pytest.raises(ApiException) as e:
+        await asyncio.to_thread(core.create_namespaced_pod, "default", body)
+    assert e.value.status == 422, e.value.body
+    return [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]]
+
+
+BYTES = "1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, 1Mi, 1Gi, 1Ti, 1Pi, 1Ei"
+
+
+async def test_resource_field_refs_check_their_divisors_and_downward_api_files(core):
+    """validateContainerResourceFieldSelector: each resource's divisors (0 is unset; the value is the
+    resource's name); a downward API volume file names its container, has one of fieldRef and
+    resourceFieldRef, and is reported at the volume's path (no item index), as upstream's loop does."""
+    env = [{"name": "A", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu", "divisor": "2"}}},
+           {"name": "B", "valueFrom": {"resourceFieldRef": {"resource": "requests.memory", "divisor": "1024Ki"}}},
+           {"name": "C", "valueFrom": {"resourceFieldRef": {"resource": "limits.memory", "divisor": "3Mi"}}},
+           {"name": "D", "valueFrom": {"resourceFieldRef": {"resource": "requests.hugepages-2Mi", "divisor": "2"}}},
+           {"name": "E", "valueFrom": {"resourceFieldRef": {"resource": "limits.ephemeral-storage", "divisor": "0"}}},
+           {"name": "F", "valueFrom": {"resourceFieldRef": {"resource": "limits.ephemeral-storage", "divisor": "1m"}}}]
+    items = [{"path": "cpu", "resourceFieldRef": {"resource": "limits.cpu"}},
+             {"path": "/abs", "fieldRef": {"fieldPath": "spec.nodeName", "apiVersion": "v1"},
+              "resourceFieldRef": {"containerName": "c", "resource": "limits.cpu"}},
+             {"path": "x"}]
+    pod = _pod("p", volumes=[{"name": "d", "downwardAPI": {"items": items}}])
+    pod["spec"]["containers"][0]["env"] = env
+    e = "spec.containers[0].env"
+    assert await _causes(core, pod) == [
+        ("spec.volumes[0].downwardAPI.resourceFieldRef.containerName", "Required value"),
+        ("spec.volumes[0].downwardAPI.path", 'Invalid value: "/abs": must be a relative path'),
+        ("spec.volumes[0].downwardAPI.fieldRef.fieldPath", 'Unsupported value: "spec.nodeName": supported values: '
+         '"metadata.annotations", "metadata.labels", "metadata.name", "metadata.namespace", "metadata.uid"'),
+        ("spec.volumes[0].downwardAPI", 'Invalid value: "resource": fieldRef and resourceFieldRef can not be '
+                                        "specified simultaneously"),
+        ("spec.volumes[0].downwardAPI", "Required value: one of fieldRef and resourceFieldRef is required"),
+        (f"{e}[0].valueFrom.resourceFieldRef.divisor",
+         'Invalid value: "limits.cpu": only divisor\'s values 1m and 1 are supported with the cpu resource'),
+        (f"{e}[2].valueFrom.resourceFieldRef.divisor",
+         f'Invalid value: "limits.memory": only divisor\'s values {BYTES} are supported with the memory resource'),
+        (f"{e}[3].valueFrom.resourceFieldRef.divisor", 'Invalid value: "requests.hugepages-2Mi": only divisor\'s '
+                                                      f"values {BYTES} are supported with the hugepages resource"),
+        (f"{e}[5].valueFrom.resourceFieldRef.divisor", 'Invalid value: "limits.ephemeral-storage": only divisor\'s '
+                                                      f"values {BYTES} are supported with the local ephemeral storage "
+                                                      "resource")]
+
+
+async def test_recursive_read_only_mounts(core):
+    """validateMountRecursiveReadOnly, at the list's path as the other mount checks report."""
+    mounts = [{"name": "v", "mountPath": "/a", "recursiveReadOnly": "Enabled", "mountPropagation": "HostToContainer"},
+              {"name": "v", "mountPath": "/b", "recursiveReadOnly": "Sometimes"},
+              {"name": "v", "mountPath": "/c", "readOnly": True, "recursiveReadOnly": "IfPossible"},
+              {"name": "v", "mountPath": "/d", "recursiveReadOnly": "Disabled"}]
+    pod = _pod("p", volumes=[{"name": "v", "emptyDir": {}}])
+    pod["spec"]["containers"][0]["volumeMounts"] = mounts
+    path = "spec.containers[0].volumeMounts.recursiveReadOnly"
+    assert await _causes(core, pod) == [
+        (path, "Forbidden: may only be specified when readOnly is true"),
+        (path, "Forbidden: may only be specified when mountPropagation is None or not specified"),
+        (path, 'Unsupported value: "Sometimes": supported values: "Disabled", "Enabled", "IfPossible"')]
