@@ -20,6 +20,7 @@ from ..clock import Clock, format_time, parse_time
 from ..machinery import cron
 from ..machinery.errors import NAMESPACE_TERMINATING, APIError, has_status_cause
 from .base import Controller
+from .job import finished as job_finished
 from ..client.record import CoreEventRecorder
 from .metrics import ControllerMetrics
 from .replicaset import controller_ref, owner_reference
@@ -31,14 +32,6 @@ TOO_MANY_MISSED = 100
 LOCAL_ZONE = dt.timezone.utc
 
 log = logging.getLogger(__name__)
-
-
-def job_finished(job: dict) -> str | None:
-    """The type of the Complete or Failed condition that is True, if any."""
-    for c in (job.get("status") or {}).get("conditions") or []:
-        if c.get("type") in ("Complete", "Failed") and c.get("status") == "True":
-            return c["type"]
-    return None
 
 
 def job_name(cronjob: dict, scheduled: float) -> str:

@@ -24,6 +24,7 @@ import asyncio
 import heapq
 from collections.abc import Callable
 
+from ..machinery.conditions import find_condition, is_condition_true, remove_condition
 from ..machinery.errors import APIError
 from ..machinery.selectors import matches_labels, selector_from_object
 from ..client.informer import InformerFactory, key_of
@@ -140,6 +141,7 @@ def pod_index(pod: dict) -> int | None:
 
 
 def finished(job: dict) -> str | None:
+    """The type of the Complete or Failed condition that is True, if any (jobutil.IsJobFinished)."""
     for c in (job.get("status") or {}).get("conditions") or []:
         if c["type"] in ("Complete", "Failed") and c["status"] == "True":
             return c["type"]
@@ -174,7 +176,7 @@ def finish_time(pod: dict) -> float | None:
             if (t := ((cs.get("state") or {}).get("terminated") or {}).get("finishedAt"))]
     if ends:
         return max(ends)
-    ready = next((c for c in st.get("conditions") or [] if c.get("type") == "Ready"), None)
+    ready = find_condition(st.get("conditions"), "Ready")
     return parse_time(ready["lastTransitionTime"]) if ready and ready.get("lastTransitionTime") else None
 
 
@@ -440,7 +442,7 @@ class JobController(Controller):
         # 1. record newly finished pods that still carry the finalizer; the
         #    podFailurePolicy may ignore a failure or fail the Job at once.
         #    Once the Job is failing, the pods it stops count as failed.
-        failing = any(c["type"] == "FailureTarget" and c["status"] == "True" for c in st.get("conditions") or [])
+        failing = is_condition_true(st.get("conditions"), "FailureTarget")
         ignored: list[dict] = []
         # an Indexed Job's succeeded pods are counted by their index at once, never listed by uid (as
         # upstream's newSucceededIndexes); their finalizers go once the status is written
@@ -582,14 +584,13 @@ class JobController(Controller):
         return None
 
     def _add_condition(self, st: dict, ctype: str, status: str, reason: str, message: str, now: float) -> None:
-        conds = [c for c in st.get("conditions") or [] if c["type"] != ctype]
-        old = next((c for c in st.get("conditions") or [] if c["type"] == ctype), None)
+        old = find_condition(st.get("conditions"), ctype)
         if old and old["status"] == status and old.get("reason") == reason:
             return
         t = format_time(now)
-        conds.append({"type": ctype, "status": status, "lastProbeTime": t, "lastTransitionTime": t,
-                      "reason": reason, "message": message})
-        st["conditions"] = conds
+        st["conditions"] = remove_condition(st.get("conditions"), ctype) + [{
+            "type": ctype, "status": status, "lastProbeTime": t, "lastTransitionTime": t, "reason": reason,
+            "message": message}]
 
     def _finish(self, st: dict, outcome: tuple, now: float) -> None:
         ctype, reason, message = outcome
@@ -601,7 +602,7 @@ class JobController(Controller):
             self._add_condition(st, "Failed", "True", reason, message, now)
 
     def _set_suspended(self, st: dict, suspended: bool, now: float) -> None:
-        old = next((c for c in st.get("conditions") or [] if c["type"] == "Suspended"), None)
+        old = find_condition(st.get("conditions"), "Suspended")
         if suspended:
             self._add_condition(st, "Suspended", "True", "JobSuspended", "Job suspended", now)
         elif old and old["status"] == "True":
