@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from ..machinery.conditions import find_condition, remove_condition
 from ..machinery.errors import APIError
 from ..client.informer import InformerFactory, key_of
 from ..clock import REAL, Clock, parse_time
@@ -389,7 +390,7 @@ class DeviceTaintEvictionController(Controller):
         if rule is None:
             return
         status = rule.get("status") or {}
-        old = next((c for c in status.get("conditions") or [] if c["type"] == CONDITION), None)
+        old = find_condition(status.get("conditions"), CONDITION)
         gen = rule["metadata"].get("generation", 1)
         if old is not None and old.get("observedGeneration") == gen:
             if (rule["spec"].get("taint") or {}).get("effect") == "None":
@@ -402,7 +403,7 @@ class DeviceTaintEvictionController(Controller):
         if old is not None and {k: v for k, v in old.items() if k != "lastTransitionTime"} == cond:
             return
         cond["lastTransitionTime"] = self.clock.rfc3339()
-        others = [c for c in status.get("conditions") or [] if c["type"] != CONDITION]
+        others = remove_condition(status.get("conditions"), CONDITION)
         try:
             await self.rules_api.update({**rule, "status": {**status, "conditions": others + [cond]}},
                                         subresource="status")

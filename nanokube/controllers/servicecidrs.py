@@ -15,6 +15,7 @@ import ipaddress
 import os
 
 from ..clock import parse_time
+from ..machinery.conditions import find_condition, remove_condition, transition_time
 from ..machinery.errors import APIError
 from .base import Controller
 
@@ -85,14 +86,13 @@ class ServiceCIDRController(Controller):
             self._enqueue(c)
 
     async def _status(self, cidr: dict, status: str, reason: str, message: str) -> None:
-        conditions = (cidr.get("status") or {}).get("conditions") or []
-        old = next((c for c in conditions if c.get("type") == "Ready"), None)
+        conditions = (cidr.get("status") or {}).get("conditions")
+        old = find_condition(conditions, "Ready")
         if old is not None and (old.get("status"), old.get("reason", ""), old.get("message")) == (status, reason, message):
             return
         cond = {"type": "Ready", "status": status, "reason": reason, "message": message,
-                "lastTransitionTime": old["lastTransitionTime"] if old and old.get("status") == status
-                else self.clock.rfc3339()}
-        body = {**cidr, "status": {"conditions": [c for c in conditions if c.get("type") != "Ready"] + [cond]}}
+                "lastTransitionTime": transition_time(old, status, self.clock.rfc3339())}
+        body = {**cidr, "status": {"conditions": remove_condition(conditions, "Ready") + [cond]}}
         await self.cidrs.update(body, subresource="status")
 
     async def _finalizers(self, cidr: dict, finalizers: list[str]) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import orjson
 
+from ..machinery.conditions import is_condition_true, remove_condition
 from ..machinery.errors import APIError
 from .base import Controller
 
@@ -29,23 +30,17 @@ SUCCEEDED, RUNNING, FAILED = ("StorageVersionMigrationSucceeded", "StorageVersio
                               "StorageVersionMigrationFailed")
 
 
-def _is_true(svm: dict, kind: str) -> bool:
-    return any(c.get("type") == kind and c.get("status") == "True"
-               for c in (svm.get("status") or {}).get("conditions") or [])
-
-
 def with_condition(svm: dict, kind: str, reason: str, message: str, now: str) -> dict:
     """setStatusConditions: add `kind`=True; Succeeded or Failed turn Running False."""
     status = dict(svm.get("status") or {})
     conditions = [dict(c) for c in status.get("conditions") or []]
-    if not any(c.get("type") == kind and c.get("status") == "True" for c in conditions):
+    if not is_condition_true(conditions, kind):
         if kind in ("Succeeded", "Failed"):
             for c in conditions:
                 if c.get("type") == "Running" and c.get("status") != "False":
                     c.update(status="False", lastTransitionTime=now)
-        conditions = [c for c in conditions if c.get("type") != kind]
-        conditions.append({"type": kind, "status": "True", "lastTransitionTime": now, "reason": reason,
-                           "message": message})
+        conditions = remove_condition(conditions, kind) + [{
+            "type": kind, "status": "True", "lastTransitionTime": now, "reason": reason, "message": message}]
     status["conditions"] = conditions
     return {**svm, "status": status}
 
@@ -84,7 +79,10 @@ class StorageVersionMigrator(Controller):
 
     async def sync(self, name: str) -> None:
         svm = self.inf.get(name)
-        if svm is None or _is_true(svm, "Succeeded") or _is_true(svm, "Failed"):
+        if svm is None:
+            return
+        conds = (svm.get("status") or {}).get("conditions")
+        if is_condition_true(conds, "Succeeded") or is_condition_true(conds, "Failed"):
             return
         target = self._target(svm)
         if target is None:
