@@ -10,109 +10,79 @@ Prometheus families only when scraped."""
 from __future__ import annotations
 
 import asyncio
-from bisect import bisect_left
 from collections.abc import Hashable, Iterator
 
-from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
-from prometheus_client.utils import floatToGoString
+from prometheus_client import CollectorRegistry
 
 from ..clock import REAL, Clock
+from ..machinery.metrics import Family
 
 #: client-go's workqueue histogram buckets (ExponentialBuckets(10e-7, 10, 10)): 1us to 1000s
 BUCKETS = tuple(10.0 ** e for e in range(-6, 4))
-_LE = (*(floatToGoString(b) for b in BUCKETS), "+Inf")
-
-
-class _Histogram:
-    """Counts per bucket (not cumulative: one increment per observation) and their sum."""
-
-    __slots__ = ("counts", "sum")
-
-    def __init__(self) -> None:
-        self.counts = [0] * (len(BUCKETS) + 1)
-        self.sum = 0.0
-
-    def observe(self, v: float) -> None:
-        self.counts[bisect_left(BUCKETS, v)] += 1
-        self.sum += v
-
-    def buckets(self) -> list[tuple[str, int]]:
-        out, total = [], 0
-        for le, n in zip(_LE, self.counts):
-            total += n
-            out.append((le, total))
-        return out
 
 
 class QueueStats:
-    """One queue name's workqueue metrics (the `name` label's children upstream): queues
-    of one name share them, as a new leadership term's queue continues the last one's."""
+    """One queue name's series of the workqueue metrics (the `name` label's children upstream):
+    queues of one name share them, as a new leadership term's queue continues the last one's."""
 
-    __slots__ = ("name", "clock", "adds", "retries", "depth", "added", "started", "queued", "work")
+    __slots__ = ("adds", "retries", "depth", "queued", "work", "unfinished", "longest", "added", "started")
 
-    def __init__(self, name: str, clock: Clock) -> None:
-        self.name = name
-        self.clock = clock
-        self.adds = self.retries = self.depth = 0
+    def __init__(self, name: str, m: WorkQueueMetrics) -> None:
+        self.adds, self.retries, self.depth = m.adds.labels(name), m.retries.labels(name), m.depth.labels(name)
+        self.queued, self.work = m.queue_duration.labels(name), m.work_duration.labels(name)
+        self.unfinished, self.longest = m.unfinished.labels(name), m.longest.labels(name)
         #: key -> when it was added, until a worker gets it (queue_duration_seconds)
         self.added: dict[Hashable, float] = {}
         #: key -> when a worker got it, until done (work_duration_seconds, unfinished work)
         self.started: dict[Hashable, float] = {}
-        self.queued = _Histogram()
-        self.work = _Histogram()
 
 
 class WorkQueueMetrics:
     """client-go's workqueue metrics provider as a Prometheus collector: register it on a
-    registry and hand each named queue its `stats(name)`."""
+    registry and hand each named queue its `stats(name)`. The families live on a registry of
+    their own; a scrape first works out the unfinished work of the items in progress (client-go
+    refreshes those two gauges every half second)."""
 
     def __init__(self, clock: Clock = REAL) -> None:
         self.clock = clock
         self._stats: dict[str, QueueStats] = {}
+        r = self._families = CollectorRegistry()
+        label = ["name"]
+        self.depth = Family("gauge", "workqueue_depth", "Items waiting in the work queue now.", label, r)
+        self.adds = Family("counter", "workqueue_adds_total", "Items added to the work queue.", label, r)
+        self.queue_duration = Family("histogram", "workqueue_queue_duration_seconds",
+                                     "Seconds an item waits in the work queue before a worker gets it.", label, r,
+                                     BUCKETS)
+        self.work_duration = Family("histogram", "workqueue_work_duration_seconds",
+                                    "Seconds a worker spends on an item from the work queue.", label, r, BUCKETS)
+        self.unfinished = Family("gauge", "workqueue_unfinished_work_seconds",
+                                 "Seconds of work in progress not yet counted in work_duration; a steady rise "
+                                 "means stuck workers.", label, r)
+        self.longest = Family("gauge", "workqueue_longest_running_processor_seconds",
+                              "Seconds the longest-running worker of the queue has been at its item.", label, r)
+        self.retries = Family("counter", "workqueue_retries_total", "Delayed (retried) adds to the work queue.",
+                              label, r)
 
     def stats(self, name: str) -> QueueStats | None:
-        """The numbers for `name`; none for an unnamed queue, which upstream does not meter."""
+        """The series for `name`; none for an unnamed queue, which upstream does not meter."""
         if not name:
             return None
         s = self._stats.get(name)
         if s is None:
-            s = self._stats[name] = QueueStats(name, self.clock)
+            s = self._stats[name] = QueueStats(name, self)
         return s
 
     def describe(self) -> Iterator:
-        return self._families([])
+        return (m for f in (self.depth, self.adds, self.queue_duration, self.work_duration, self.unfinished,
+                            self.longest, self.retries) for m in f.describe())
 
     def collect(self) -> Iterator:
-        return self._families(sorted(self._stats.values(), key=lambda s: s.name))
-
-    def _families(self, all_stats: list[QueueStats]) -> Iterator:
-        label = ["name"]
-        depth = GaugeMetricFamily("workqueue_depth", "Items waiting in the work queue now.", labels=label)
-        adds = CounterMetricFamily("workqueue_adds", "Items added to the work queue.", labels=label)
-        queued = HistogramMetricFamily("workqueue_queue_duration_seconds",
-                                       "Seconds an item waits in the work queue before a worker gets it.",
-                                       labels=label)
-        work = HistogramMetricFamily("workqueue_work_duration_seconds",
-                                     "Seconds a worker spends on an item from the work queue.", labels=label)
-        unfinished = GaugeMetricFamily("workqueue_unfinished_work_seconds",
-                                       "Seconds of work in progress not yet counted in work_duration; "
-                                       "a steady rise means stuck workers.", labels=label)
-        longest = GaugeMetricFamily("workqueue_longest_running_processor_seconds",
-                                    "Seconds the longest-running worker of the queue has been at its item.",
-                                    labels=label)
-        retries = CounterMetricFamily("workqueue_retries", "Delayed (retried) adds to the work queue.",
-                                      labels=label)
-        for s in all_stats:
-            now = s.clock.monotonic()
+        now = self.clock.monotonic()
+        for s in self._stats.values():
             ages = [now - t for t in s.started.values()]
-            depth.add_metric([s.name], s.depth)
-            adds.add_metric([s.name], s.adds)
-            queued.add_metric([s.name], s.queued.buckets(), s.queued.sum)
-            work.add_metric([s.name], s.work.buckets(), s.work.sum)
-            unfinished.add_metric([s.name], sum(ages))
-            longest.add_metric([s.name], max(ages, default=0.0))
-            retries.add_metric([s.name], s.retries)
-        return iter((depth, adds, queued, work, unfinished, longest, retries))
+            s.unfinished.set(sum(ages))
+            s.longest.set(max(ages, default=0.0))
+        return self._families.collect()
 
 
 class WorkQueue:
@@ -134,8 +104,8 @@ class WorkQueue:
         self._dirty.add(key)
         m = self.stats
         if m is not None:
-            m.adds += 1
-            m.depth += 1
+            m.adds.inc()
+            m.depth.inc()
             if key not in m.added:
                 m.added[key] = self.clock.monotonic()
         if key not in self._processing:
@@ -144,7 +114,7 @@ class WorkQueue:
     def add_after(self, key: Hashable, delay: float) -> None:
         """Every delayed add counts as a retry, as client-go's AddAfter counts it."""
         if self.stats is not None:
-            self.stats.retries += 1
+            self.stats.retries.inc()
         ready = self.clock.monotonic() + delay
         waiting = self._timers.get(key)
         if waiting is not None:
@@ -176,7 +146,7 @@ class WorkQueue:
         m = self.stats
         if m is not None:
             now = self.clock.monotonic()
-            m.depth -= 1
+            m.depth.dec()
             m.started[key] = now
             added = m.added.pop(key, None)
             if added is not None:
@@ -205,7 +175,7 @@ class WorkQueue:
         m, self.stats = self.stats, None
         if m is not None:
             for key in self._dirty:
-                m.depth -= 1
+                m.depth.dec()
                 m.added.pop(key, None)
             for key in self._processing:
                 m.started.pop(key, None)
