@@ -11,7 +11,6 @@ from .apiserver.protobuf import go_duration
 from .client.leaderelection import LeaderElectionConfig
 from .controllers.hpa import HPAController, options_from_env
 from .scheduler import config as scheduler_config
-from .scheduler import plugins as registry
 
 #: kube-scheduler's configz name; kube-controller-manager's is its config group
 SCHEDULER = "componentconfig"
@@ -61,8 +60,7 @@ def _profile(prof: dict) -> dict:
     """A profile after v1 defaulting: multiPoint holds the default plugins merged with the
     file's, each other point what the file gave, and every enabled plugin with args has them."""
     plugins = prof.get("plugins") or {}
-    defaults = [{"name": n, "weight": registry.DEFAULT_WEIGHTS.get(n, 0)} for n in registry.DEFAULT_PLUGINS]
-    multi, _ = scheduler_config._merge(defaults, plugins.get("multiPoint") or {})
+    multi, _ = scheduler_config.merge_plugin_set(scheduler_config.default_plugins(), plugins.get("multiPoint") or {})
     sets = {}
     for point in _POINTS:
         given = plugins.get(point) or {}
@@ -71,7 +69,7 @@ def _profile(prof: dict) -> dict:
     configs = list(prof.get("pluginConfig") or [])
     have = {pc.get("name") for pc in configs}
     enabled_names = {e["Name"] for s in sets.values() for e in s["Enabled"] or []}
-    configs += [scheduler_config._defaulted_args({"name": n}) for n in sorted(enabled_names)
+    configs += [scheduler_config.defaulted_args({"name": n}) for n in sorted(enabled_names)
                 if n in _WITH_ARGS and n not in have]
     return {"SchedulerName": prof["schedulerName"], "PercentageOfNodesToScore": prof.get("percentageOfNodesToScore"),
             "Plugins": sets, "PluginConfig": [{"Name": pc["name"], "Args": _go(pc.get("args") or {})}

@@ -133,11 +133,11 @@ def _defaulted(doc: dict) -> dict:
     if len(profiles) == 1 and profiles[0].get("schedulerName") is None:
         profiles[0]["schedulerName"] = DEFAULT_SCHEDULER
     for prof in profiles:
-        prof["pluginConfig"] = [_defaulted_args(pc or {}) for pc in prof.get("pluginConfig") or []]
+        prof["pluginConfig"] = [defaulted_args(pc or {}) for pc in prof.get("pluginConfig") or []]
     return cfg
 
 
-def _defaulted_args(pc: dict) -> dict:
+def defaulted_args(pc: dict) -> dict:
     """Upstream's v1 defaulting of the args of the plugins implemented here."""
     name, args = pc.get("name", ""), dict(pc.get("args") or {})
     if name == "NodeResourcesFit":
@@ -420,7 +420,12 @@ def _names(entries) -> list[dict]:
     return [e or {} for e in entries or []]
 
 
-def _merge(default: list[dict], custom: dict) -> tuple[list[dict], list[dict]]:
+def default_plugins() -> list[dict]:
+    """v1's default multiPoint plugins (of those implemented), with their score weights."""
+    return [{"name": n, "weight": registry.DEFAULT_WEIGHTS.get(n, 0)} for n in registry.DEFAULT_PLUGINS]
+
+
+def merge_plugin_set(default: list[dict], custom: dict) -> tuple[list[dict], list[dict]]:
     """Upstream's mergePluginSet: (enabled, disabled). Custom entries replace a
     default-enabled plugin of the same name in place; '*' disables every default."""
     disabled = _names(custom.get("disabled"))
@@ -451,8 +456,7 @@ def _profile(prof: dict, global_percentage) -> Profile:
     does: plugins re-enabled at a point keep their place first, then the
     multiPoint ones, then the rest enabled at that point."""
     plugins = prof.get("plugins") or {}
-    defaults = [{"name": n, "weight": registry.DEFAULT_WEIGHTS.get(n, 0)} for n in registry.DEFAULT_PLUGINS]
-    multi, _ = _merge(defaults, plugins.get("multiPoint") or {})
+    multi, _ = merge_plugin_set(default_plugins(), plugins.get("multiPoint") or {})
     points: dict[str, list[str]] = {}
     multi_weights: dict[str, int] = {}
     for e in multi:
@@ -460,7 +464,7 @@ def _profile(prof: dict, global_percentage) -> Profile:
         multi_weights[e["name"]] = e.get("weight") or 1
     weights: dict[str, int] = {}  # a weight given at the score point wins over multiPoint's
     for point, (method, iface) in POINTS.items():
-        enabled, disabled = _merge([], plugins.get(point) or {})
+        enabled, disabled = merge_plugin_set([], plugins.get(point) or {})
         off = {d.get("name") for d in disabled}
         explicit = [e.get("name", "") for e in enabled]
         for name in explicit:
