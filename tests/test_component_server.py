@@ -1,0 +1,44 @@
+"""component_server's endpoints in process: /metrics/slis records the checks the health roots run
+(component-base slis, DELETE resets them), /configz serves its configurations as compact JSON."""
+
+from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client import CollectorRegistry
+
+from nanokube import component_server
+
+
+class AllowAll:
+    """An API server that allows every SubjectAccessReview."""
+
+    def __init__(self):
+        self.reviews = []
+
+    async def request(self, method, path, body=None, **kw):
+        self.reviews.append(body["spec"])
+        return {"status": {"allowed": True}}
+
+
+async def test_slis_count_the_root_checks_and_reset_on_delete():
+    api = AllowAll()
+    checks = [component_server.Check("ok-check", lambda: None), component_server.Check("bad", lambda: "broken")]
+    app = component_server.app(component_server.DelegatedAuth(api), CollectorRegistry(), {"componentconfig": {"A": 1}},
+                               lambda: checks[:1], list, lambda: checks)
+    async with TestClient(TestServer(app)) as http:
+        assert (await http.get("/readyz")).status == 500
+        assert (await http.get("/readyz?exclude=bad")).status == 200
+        assert (await http.get("/healthz")).status == 200
+        assert (await http.get("/readyz/bad")).status == 500, "a check's own path is not counted"
+        text = await (await http.get("/metrics/slis")).text()
+        assert 'kubernetes_healthcheck{name="bad",type="readyz"} 0.0' in text
+        assert 'kubernetes_healthcheck{name="ok-check",type="healthz"} 1.0' in text
+        assert 'kubernetes_healthchecks_total{name="ok-check",status="success",type="readyz"} 2.0' in text
+        assert 'kubernetes_healthchecks_total{name="bad",status="error",type="readyz"} 1.0' in text
+
+        deleted = await http.delete("/metrics/slis")
+        assert deleted.status == 200 and await deleted.text() == "metrics reset\n"
+        assert "kubernetes_healthcheck{" not in await (await http.get("/metrics/slis")).text()
+        assert {"path": "/metrics/slis", "verb": "delete"} in [r["nonResourceAttributes"] for r in api.reviews]
+
+        got = await http.get("/configz")
+        assert got.headers["Content-Type"] == "application/json"
+        assert await got.text() == '{"componentconfig":{"A":1}}'
