@@ -16,6 +16,7 @@ import asyncio
 import os
 from collections.abc import Mapping
 
+from ..machinery.conditions import find_condition
 from ..machinery.errors import APIError
 from ..client.informer import InformerFactory
 from ..clock import REAL, Clock
@@ -43,10 +44,7 @@ def options_from_env(env: Mapping[str, str] = os.environ) -> dict[str, float]:
 
 
 def ready_status(node: dict) -> str | None:
-    for c in (node.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Ready":
-            return c.get("status")
-    return None
+    return (find_condition((node.get("status") or {}).get("conditions"), "Ready") or {}).get("status")
 
 
 def _managed(taint: dict) -> bool:
@@ -84,7 +82,7 @@ class NodeLifecycleController(Controller):
         lease = self.leases.get(f"{LEASE_NAMESPACE}/{name}")
         renew = ((lease or {}).get("spec") or {}).get("renewTime")
         node = self.nodes.get(name) or {}
-        ready = next((c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
+        ready = find_condition((node.get("status") or {}).get("conditions"), "Ready") or {}
         return renew, ready.get("lastHeartbeatTime")
 
     def _observe(self, name: str) -> float:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from .apps import age_column, name_column
 from .base import Column, Obj, Resource, Strategy, register
 from .core_spec import PORT_RANGE_MSG
+from ..machinery.conditions import find_condition
 from ..machinery.validation import FieldError, dns1035_label, dns1123_subdomain, invalid, required
 
 
@@ -21,10 +22,10 @@ def _service(o: Obj) -> str:
 
 def _available(o: Obj) -> str:
     """kube-aggregator's printer: the Available status, with the reason unless True."""
-    for c in (o.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Available":
-            return c["status"] if c.get("status") == "True" else f"{c.get('status')} ({c.get('reason', '')})"
-    return "Unknown"
+    c = find_condition((o.get("status") or {}).get("conditions"), "Available")
+    if c is None:
+        return "Unknown"
+    return c["status"] if c.get("status") == "True" else f"{c.get('status')} ({c.get('reason', '')})"
 
 
 def _name(name: str) -> list[str]:

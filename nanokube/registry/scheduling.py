@@ -13,6 +13,7 @@ from typing import Any
 
 from .base import AGE, RESET_DELETION, Column, Obj, Resource, Strategy, register
 from .resource_validation import each, each_unique
+from ..machinery.conditions import find_condition
 from ..machinery.validation import (
     FieldError,
     dns1123_label,
@@ -202,10 +203,7 @@ def _policy_kind(spec: dict) -> str | None:
 
 
 def scheduled_condition(obj: Obj, condition: str) -> str:
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c.get("type") == condition:
-            return c.get("status", "Unknown")
-    return "Unknown"
+    return (find_condition((obj.get("status") or {}).get("conditions"), condition) or {}).get("status", "Unknown")
 
 
 def group_phase(obj: Obj, condition: str) -> str:
