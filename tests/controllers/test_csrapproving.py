@@ -27,19 +27,16 @@ def body(name: str, pem: bytes, signer: str = KUBELET, usages=CLIENT_USAGES) -> 
                                                   "usages": usages}}
 
 
-async def grant(rbac: client.RbacAuthorizationV1Api, role: str, resource: str, group: str) -> None:
-    """A ClusterRole `role` letting `group` create `resource` (of certificates.k8s.io)."""
-    await asyncio.to_thread(rbac.create_cluster_role, {"metadata": {"name": role}, "rules": [{
-        "apiGroups": ["certificates.k8s.io"], "resources": [resource], "verbs": ["create"]}]})
+async def bind(rbac: client.RbacAuthorizationV1Api, role: str, group: str) -> None:
+    """Bind one of the API server's default ClusterRoles to `group`, as kubeadm does."""
     await asyncio.to_thread(rbac.create_cluster_role_binding, {"metadata": {"name": f"{role}:{group}"}, "roleRef": {
         "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}]})
 
 
 async def allow(rbac: client.RbacAuthorizationV1Api, subresource: str, group: str) -> None:
-    """upstream's ClusterRole for the subresource (kubeadm binds it so), bound to `group`."""
-    await grant(rbac, f"system:certificates.k8s.io:certificatesigningrequests:{subresource}",
-                f"certificatesigningrequests/{subresource}", group)
+    """Let `group` create certificatesigningrequests/<subresource> through upstream's default role."""
+    await bind(rbac, f"system:certificates.k8s.io:certificatesigningrequests:{subresource}", group)
 
 
 @pytest.fixture
@@ -84,7 +81,7 @@ async def test_a_node_renewing_its_own_client_certificate_is_approved(env):
 async def test_a_bootstrapper_asking_for_a_node_is_approved_as_nodeclient(env):
     _, api_client, _ = env
     rbac = client.RbacAuthorizationV1Api(api_client)
-    await grant(rbac, "system:node-bootstrapper", "certificatesigningrequests", "system:bootstrappers")
+    await bind(rbac, "system:node-bootstrapper", "system:bootstrappers")
     await allow(rbac, "nodeclient", "system:bootstrappers")
     pem, _ = node_request("system:node:n2")
     certs = as_user(api_client, "system:bootstrap:abcdef", "system:bootstrappers")

@@ -243,6 +243,22 @@ _NODE = [
 ]
 
 
+#: kube-apiserver's ClusterRoles for certificate requests, bound by nobody by default (kubeadm binds
+#: them): csrapproving approves a kubelet client request whose requester may create .../nodeclient or
+#: .../selfnodeclient; a bootstrapping kubelet needs the node-bootstrapper's; an approver needs
+#: `approve` on the request's signer
+_CSR_ROLES = [
+    _cluster_role("system:node-bootstrapper",
+                  [_rule(["create", "get", "list", "watch"], ["certificates.k8s.io"], ["certificatesigningrequests"])]),
+    *(_cluster_role(f"system:certificates.k8s.io:certificatesigningrequests:{sub}",
+                    [_rule(["create"], ["certificates.k8s.io"], [f"certificatesigningrequests/{sub}"])])
+      for sub in ("nodeclient", "selfnodeclient")),
+    *(_cluster_role(f"system:certificates.k8s.io:{signer}-approver",
+                    [_rule(["approve"], ["certificates.k8s.io"], ["signers"]) | {"resourceNames": [f"kubernetes.io/{signer}"]}])
+      for signer in ("legacy-unknown", "kubelet-serving", "kube-apiserver-client", "kube-apiserver-client-kubelet")),
+]
+
+
 def bootstrap_policy() -> tuple[list[dict], list[dict]]:
     """(ClusterRoles, ClusterRoleBindings) every nanokube cluster starts with,
     the subset of kube-apiserver's bootstrap policy this control plane serves."""
@@ -269,6 +285,7 @@ def bootstrap_policy() -> tuple[list[dict], list[dict]]:
             _rule(_RO + ["create", "update"], ["certificates.k8s.io"], ["clustertrustbundles"]),
         ]),
         _cluster_role("system:cluster-trust-bundle-discovery", [_rule(_RO, ["certificates.k8s.io"], ["clustertrustbundles"])]),
+        *_CSR_ROLES,
     ]
     bindings = [
         _binding("cluster-admin", "cluster-admin", ("Group", MASTERS)),
