@@ -61,7 +61,10 @@ class ElectedScheduler:
         stand by again (kube-scheduler exits instead, and its supervisor restarts it)."""
         while True:
             await self._sync_one()
-            await self.elector.run(self._lead)
+            try:
+                await self.elector.run(self._lead)
+            finally:
+                await self._stop_one()
 
     async def _sync_one(self) -> None:
         self.scheduler = self._build(self.metrics)
@@ -74,11 +77,8 @@ class ElectedScheduler:
         log.info("scheduling pods for profiles: %s", ", ".join(self.scheduler.frameworks))
 
     async def _lead(self) -> None:
-        try:
-            await self._run_one()
-            await asyncio.Event().wait()
-        finally:
-            await self._stop_one()
+        await self._run_one()
+        await asyncio.Event().wait()
 
     async def _stop_one(self) -> None:
         self.started.clear()
