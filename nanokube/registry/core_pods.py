@@ -24,9 +24,11 @@ from .core_spec import (
     validate_dns_config,
     validate_ids,
     validate_pod_resource_claims,
+    validate_apparmor_profile,
     validate_seccomp_profile,
     validate_tolerations,
     validate_volumes,
+    validate_windows_options,
 )
 from ..machinery.conditions import find_condition, is_condition_true
 from ..machinery.gofmt import Struct
@@ -269,22 +271,57 @@ def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] =
 
 
 def _validate_pod_security_context(psc: dict, spec: dict, path: str) -> list[FieldError]:
-    """validatePodSpecSecurityContext: IDs, shareProcessNamespace beside hostPID (both v1 spec
-    fields, the internal security context's, reported under it), fsGroupChangePolicy, seccomp,
-    supplementalGroupsPolicy, sysctls."""
+    """validatePodSpecSecurityContext, in its order: IDs, shareProcessNamespace beside hostPID (both
+    v1 spec fields, the internal security context's, reported under it), sysctls,
+    fsGroupChangePolicy, seccomp, windowsOptions, appArmorProfile, supplementalGroupsPolicy,
+    seLinuxChangePolicy."""
     errs = validate_ids(psc, ("fsGroup", "runAsUser", "runAsGroup"), path)
     for i, gid in enumerate(psc.get("supplementalGroups") or ()):
         if not 0 <= gid <= 2147483647:
             errs.append(invalid(f"{path}.supplementalGroups[{i}]", gid, "must be between 0 and 2147483647, inclusive"))
     if spec.get("shareProcessNamespace") and spec.get("hostPID"):
         errs.append(invalid(f"{path}.shareProcessNamespace", True, "ShareProcessNamespace and HostPID cannot both be enabled"))
+    if sysctls := psc.get("sysctls"):
+        errs += _validate_sysctls(sysctls, spec, f"{path}.sysctls")
     if (policy := psc.get("fsGroupChangePolicy")) is not None and policy not in ("Always", "OnRootMismatch"):
         errs.append(not_supported(f"{path}.fsGroupChangePolicy", policy, ("Always", "OnRootMismatch")))
     errs += validate_seccomp_profile(psc.get("seccompProfile"), f"{path}.seccompProfile")
+    errs += validate_windows_options(psc.get("windowsOptions"), f"{path}.windowsOptions")
+    errs += validate_apparmor_profile(psc.get("appArmorProfile"), f"{path}.appArmorProfile")
     if (groups := psc.get("supplementalGroupsPolicy")) is not None and groups not in ("Merge", "Strict"):
         errs.append(not_supported(f"{path}.supplementalGroupsPolicy", groups, ("Merge", "Strict")))
-    if sysctls := psc.get("sysctls"):
-        errs += _validate_sysctls(sysctls, spec, f"{path}.sysctls")
+    if (change := psc.get("seLinuxChangePolicy")) is not None and change not in ("MountOption", "Recursive"):
+        errs.append(not_supported(f"{path}.seLinuxChangePolicy", change, ("MountOption", "Recursive")))
+    return errs
+
+
+_APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
+_APPARMOR_VALUES = {"Unconfined": "unconfined", "RuntimeDefault": "runtime/default"}
+
+
+def _apparmor_annotations_match(pod: dict) -> list[FieldError]:
+    """validateAppArmorAnnotationsAndFieldsMatchOnCreate: a container's deprecated AppArmor
+    annotation and its effective appArmorProfile (its own, else the pod's) agree (not checked for
+    Windows pods)."""
+    spec = pod.get("spec") or {}
+    if (spec.get("os") or {}).get("name") == "windows":
+        return []
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    pod_profile = (spec.get("securityContext") or {}).get("appArmorProfile")
+    errs: list[FieldError] = []
+    for kind in ("initContainers", "containers", "ephemeralContainers"):
+        for i, c in enumerate(spec.get(kind) or ()):
+            profile = (c.get("securityContext") or {}).get("appArmorProfile")
+            profile = pod_profile if profile is None else profile
+            annotation = annotations.get(_APPARMOR_ANNOTATION + (c.get("name") or ""))
+            if profile is None or annotation is None:
+                continue
+            path, t = f"spec.{kind}[{i}].securityContext.appArmorProfile", profile.get("type")
+            if t in _APPARMOR_VALUES and annotation != _APPARMOR_VALUES[t] or (
+                    t == "Localhost" and not annotation.startswith("localhost/")):
+                errs.append(forbidden(f"{path}.type", "apparmor type in annotation and field must match"))
+            elif t == "Localhost" and annotation.removeprefix("localhost/") != profile.get("localhostProfile"):
+                errs.append(forbidden(f"{path}.localhostProfile", "apparmor profile in annotation and field must match"))
     return errs
 
 
@@ -1014,7 +1051,7 @@ class PodStrategy(Strategy):
         errs = validate_pod_spec(spec)
         if spec.get("schedulingGates") and spec.get("nodeName"):
             errs.append(forbidden("spec.nodeName", "cannot be set until all schedulingGates have been cleared"))
-        return errs
+        return errs + _apparmor_annotations_match(obj)
 
     def validate_update(self, new, old):
         errs = validate_pod_spec(new.get("spec") or {}, old_ips=pod_spec_ips(old.get("spec") or {}))

@@ -29,6 +29,7 @@ from ..machinery.validation import (
     remembers_valid,
     required,
     template_object_meta,
+    too_long,
     validate_annotations,
 )
 
@@ -108,7 +109,7 @@ def default_container(c: dict, host_network: bool, ephemeral: bool = False) -> N
 
 
 def default_volume(v: dict) -> None:
-    """Volume source defaulters: file modes, hostPath type, token expiry."""
+    """Volume source defaulters: file modes, hostPath type, downward API fieldRef apiVersion, token expiry."""
     for src in ("secret", "configMap", "downwardAPI", "projected"):
         if isinstance(v.get(src), dict):
             v[src].setdefault("defaultMode", _DEFAULT_MODE)
@@ -117,6 +118,12 @@ def default_volume(v: dict) -> None:
     if isinstance(v.get("image"), dict):
         if "pullPolicy" not in v["image"]:
             v["image"]["pullPolicy"] = image_pull_policy(v["image"].get("reference", ""))
+    files = list((v.get("downwardAPI") or {}).get("items") or ())
+    for source in (v.get("projected") or {}).get("sources") or []:
+        files += (source.get("downwardAPI") or {}).get("items") or ()
+    for item in files:
+        if isinstance(item.get("fieldRef"), dict):
+            item["fieldRef"].setdefault("apiVersion", "v1")
     for source in (v.get("projected") or {}).get("sources") or []:
         token = source.get("serviceAccountToken")
         if isinstance(token, dict):
@@ -680,6 +687,81 @@ def validate_seccomp_profile(profile: dict | None, path: str) -> list[FieldError
     return errs
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_NETBIOS_DOMAIN = re.compile(r'[^\\/:*?"<>|.][^\\/:*?"<>|]{0,14}\Z')
+_DNS_LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?"
+_DNS_DOMAIN = re.compile(rf"{_DNS_LABEL}(?:\.{_DNS_LABEL})*\Z")
+_USER_BAD_CHARS = re.compile(r'["/\\:;|=,+*?<>@\[\]]')
+_USER_DOTS_SPACES = re.compile(r"[. ]+\Z")
+
+
+def validate_windows_options(win: dict | None, path: str) -> list[FieldError]:
+    """validateWindowsSecurityContextOptions: the GMSA credential spec's name and size, and a
+    runAsUserName of the form [DOMAIN\\]USER with Windows' naming rules (lengths in bytes)."""
+    if win is None:
+        return []
+    errs: list[FieldError] = []
+    if (name := win.get("gmsaCredentialSpecName")) is not None:
+        errs += [invalid(f"{path}.gmsaCredentialSpecName", name, m) for m in dns1123_subdomain(name)]
+    if (spec := win.get("gmsaCredentialSpec")) is not None:
+        if not spec:
+            errs.append(invalid(f"{path}.gmsaCredentialSpec", spec, "gmsaCredentialSpec cannot be an empty string"))
+        elif len(spec.encode()) > 64 * 1024:
+            errs.append(invalid(f"{path}.gmsaCredentialSpec", spec, "gmsaCredentialSpec size must be under 64 KiB"))
+    user_name = win.get("runAsUserName")
+    if user_name is None:
+        return errs
+    up = f"{path}.runAsUserName"
+    parts = user_name.split("\\")
+    if not user_name:
+        return errs + [invalid(up, user_name, "runAsUserName cannot be an empty string")]
+    if _CONTROL.search(user_name):
+        return errs + [invalid(up, user_name, "runAsUserName cannot contain control characters")]
+    if len(parts) > 2:
+        return errs + [invalid(up, user_name, "runAsUserName cannot contain more than one backslash")]
+    domain, user = ("", parts[0]) if len(parts) == 1 else parts
+    if len(domain.encode()) >= 256:
+        errs.append(invalid(up, user_name, "runAsUserName's Domain length must be under 256 characters"))
+    if len(parts) == 2 and not (_NETBIOS_DOMAIN.match(domain) or _DNS_DOMAIN.match(domain)):
+        errs.append(invalid(up, user_name, "runAsUserName's Domain doesn't match the NetBios nor the DNS format"))
+    if not user:
+        errs.append(invalid(up, user_name, "runAsUserName's User cannot be empty"))
+    elif len(user.encode()) > 104:
+        errs.append(invalid(up, user_name, "runAsUserName's User length must not be longer than 104 characters"))
+    if _USER_DOTS_SPACES.match(user):
+        errs.append(invalid(up, user_name, "runAsUserName's User cannot contain only periods or spaces"))
+    if _USER_BAD_CHARS.search(user):
+        errs.append(invalid(up, user_name, 'runAsUserName\'s User cannot contain the following characters: "/\\:;|=,+*?<>@[]'))
+    return errs
+
+
+_APPARMOR_TYPES = ("Localhost", "RuntimeDefault", "Unconfined")
+
+
+def validate_apparmor_profile(profile: dict | None, path: str) -> list[FieldError]:
+    """ValidateAppArmorProfileField."""
+    if profile is None:
+        return []
+    t, local = profile.get("type") or "", profile.get("localhostProfile")
+    lp = f"{path}.localhostProfile"
+    if t == "Localhost":
+        if local is None:
+            return [required(lp, "must be set when AppArmor type is Localhost")]
+        errs = []
+        if local.strip() != local:
+            errs.append(invalid(lp, local, "must not be padded with whitespace"))
+        elif not local:
+            errs.append(required(lp, "must be set when AppArmor type is Localhost"))
+        if len(local.encode()) > 4095:
+            errs.append(too_long(lp, 4095))
+        return errs
+    if t in ("RuntimeDefault", "Unconfined"):
+        return [invalid(lp, local, "can only be set when AppArmor type is Localhost")] if local is not None else []
+    if not t:
+        return [required(f"{path}.type", "type is required when appArmorProfile is set")]
+    return [not_supported(f"{path}.type", t, _APPARMOR_TYPES)]
+
+
 def _security_context_value(sc: dict) -> Struct:
     """core.SecurityContext as field.Invalid prints it (internal: Go field names, every field)."""
     caps, seccomp, apparmor = sc.get("capabilities"), sc.get("seccompProfile"), sc.get("appArmorProfile")
@@ -703,7 +785,7 @@ def _security_context_value(sc: dict) -> Struct:
 
 def _validate_security_context(sc: dict, path: str) -> list[FieldError]:
     """ValidateSecurityContext (a container's): IDs, procMount, seccomp, no privilege escalation
-    beside privileged or CAP_SYS_ADMIN."""
+    beside privileged or CAP_SYS_ADMIN, windowsOptions, appArmorProfile."""
     errs = validate_ids(sc, ("runAsUser", "runAsGroup"), path)
     if (proc := sc.get("procMount")) is not None and proc not in ("Default", "Unmasked"):
         errs.append(not_supported(f"{path}.procMount", proc, ("Default", "Unmasked")))
@@ -716,7 +798,8 @@ def _validate_security_context(sc: dict, path: str) -> list[FieldError]:
             if cap == "CAP_SYS_ADMIN":
                 errs.append(invalid(path, _security_context_value(sc),
                                     "cannot set `allowPrivilegeEscalation` to false and `capabilities.Add` CAP_SYS_ADMIN"))
-    return errs
+    errs += validate_windows_options(sc.get("windowsOptions"), f"{path}.windowsOptions")
+    return errs + validate_apparmor_profile(sc.get("appArmorProfile"), f"{path}.appArmorProfile")
 
 
 def _is_native(name: str) -> bool:

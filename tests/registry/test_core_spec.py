@@ -128,3 +128,41 @@ async def test_recursive_read_only_mounts(core):
         (path, "Forbidden: may only be specified when readOnly is true"),
         (path, "Forbidden: may only be specified when mountPropagation is None or not specified"),
         (path, 'Unsupported value: "Sometimes": supported values: "Disabled", "Enabled", "IfPossible"')]
+
+
+async def test_windows_options_and_apparmor_profiles(core):
+    """validateWindowsSecurityContextOptions and ValidateAppArmorProfileField, for a container (after
+    its other security context checks) and then the pod (after seccomp); on create, a container's
+    deprecated AppArmor annotation must agree with its effective profile."""
+    win = {"gmsaCredentialSpecName": "Bad_Name", "gmsaCredentialSpec": "", "runAsUserName": "dom.ain\\us:er"}
+    pod = _pod("p", securityContext={"windowsOptions": {"runAsUserName": "a\\b\\c"},
+                                     "appArmorProfile": {"type": "Localhost", "localhostProfile": " p "}})
+    pod["spec"]["containers"][0]["securityContext"] = {"windowsOptions": win, "appArmorProfile": {"type": "Sometimes"}}
+    pod["spec"]["containers"].append({"name": "d", "image": "busybox", "securityContext": {
+        "appArmorProfile": {"type": "RuntimeDefault", "localhostProfile": "x"}}})
+    sc = "spec.containers[0].securityContext"
+    assert await _causes(core, pod) == [
+        (f"{sc}.windowsOptions.gmsaCredentialSpecName", 'Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain '
+         "must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an "
+         "alphanumeric character (e.g. 'example.com', regex used for validation is "
+         "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"),
+        (f"{sc}.windowsOptions.gmsaCredentialSpec", 'Invalid value: "": gmsaCredentialSpec cannot be an empty string'),
+        (f"{sc}.windowsOptions.runAsUserName", 'Invalid value: "dom.ain\\\\us:er": runAsUserName\'s User cannot '
+         'contain the following characters: "/\\:;|=,+*?<>@[]'),
+        (f"{sc}.appArmorProfile.type",
+         'Unsupported value: "Sometimes": supported values: "Localhost", "RuntimeDefault", "Unconfined"'),
+        ("spec.containers[1].securityContext.appArmorProfile.localhostProfile",
+         'Invalid value: "x": can only be set when AppArmor type is Localhost'),
+        ("spec.securityContext.windowsOptions.runAsUserName",
+         'Invalid value: "a\\\\b\\\\c": runAsUserName cannot contain more than one backslash'),
+        ("spec.securityContext.appArmorProfile.localhostProfile", 'Invalid value: " p ": must not be padded with whitespace')]
+    annotated = _pod("q", securityContext={"appArmorProfile": {"type": "Localhost", "localhostProfile": "p1"}})
+    annotated["spec"]["containers"].append({"name": "d", "image": "busybox", "securityContext": {
+        "appArmorProfile": {"type": "RuntimeDefault"}}})
+    annotated["metadata"]["annotations"] = {"container.apparmor.security.beta.kubernetes.io/c": "localhost/p2",
+                                            "container.apparmor.security.beta.kubernetes.io/d": "unconfined"}
+    assert await _causes(core, annotated) == [
+        ("spec.containers[0].securityContext.appArmorProfile.localhostProfile",
+         "Forbidden: apparmor profile in annotation and field must match"),
+        ("spec.containers[1].securityContext.appArmorProfile.type",
+         "Forbidden: apparmor type in annotation and field must match")]
