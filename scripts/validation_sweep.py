@@ -93,7 +93,26 @@ CASES: list[tuple[str, dict]] = json.loads("""[
     ["/api/v1/namespaces/default/pods", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i", "resources": {"limits": {"hugepages-2Mi": "2Mi"}, "requests": {"hugepages-2Mi": "2Mi"}}}], "securityContext": {"sysctls": [{"name": "bad sysctl!", "value": "1"}, {"name": "net.core.somaxconn", "value": "1"}, {"name": "net.core.somaxconn", "value": "2"}]}, "imagePullSecrets": [{"name": ""}], "hostAliases": [{"ip": "10.0.0.1"}], "dnsPolicy": "ClusterFirst", "dnsConfig": {"options": [{"name": ""}]}}}],
     ["/api/v1/namespaces/default/services", {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s2"}, "spec": {"ports": [{"port": 80, "name": "a"}, {"port": 81, "name": "a"}, {"port": 82}]}}],
     ["/api/v1/namespaces/default/services", {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s3"}, "spec": {"clusterIP": "10.0.0.999", "ports": [{"port": 80, "name": "a"}, {"port": 81, "name": "a"}]}}],
-    ["/apis/discovery.k8s.io/v1/namespaces/default/endpointslices", {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "metadata": {"name": "e"}, "addressType": "IPv4", "endpoints": [{"addresses": ["10.0.0.1"]}], "ports": [{"port": 70000, "name": "x"}, {"port": 1, "name": "x"}]}]
+    ["/apis/discovery.k8s.io/v1/namespaces/default/endpointslices", {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "metadata": {"name": "e"}, "addressType": "IPv4", "endpoints": [{"addresses": ["10.0.0.1"]}], "ports": [{"port": 70000, "name": "x"}, {"port": 1, "name": "x"}]}],
+    ["/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "b"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"}, "subjects": [{"kind": "ServiceAccount", "name": "sa"}, {"kind": "User", "name": "u", "apiGroup": "x"}]}],
+    ["/apis/networking.k8s.io/v1/ingressclasses", {"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "metadata": {"name": "i"}, "spec": {"controller": "bad", "parameters": {"kind": "", "name": "", "scope": "Sometimes"}}}],
+    ["/apis/apps/v1/namespaces/default/controllerrevisions", {"apiVersion": "apps/v1", "kind": "ControllerRevision", "metadata": {"name": "c"}, "revision": -1}],
+    ["/apis/certificates.k8s.io/v1beta1/clustertrustbundles", {"apiVersion": "certificates.k8s.io/v1beta1", "kind": "ClusterTrustBundle", "metadata": {"name": "x"}, "spec": {"signerName": "example.com/s", "trustBundle": "nope"}}],
+    ["/apis/resource.k8s.io/v1/resourceslices", {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "s"}, "spec": {"driver": "Bad_Driver", "pool": {"name": "", "resourceSliceCount": 0}, "devices": [{"name": "BadDev"}]}}],
+    ["/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates", {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "t"}, "spec": {"metadata": {"name": "x"}, "spec": {"devices": {"requests": [{"name": "r"}]}}}}],
+    ["/apis/resource.k8s.io/v1/devicetaintrules", {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "d"}, "spec": {"taint": {"key": "bad key", "effect": "Sometimes"}}}],
+    ["/apis/storage.k8s.io/v1/namespaces/default/csistoragecapacities", {"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity", "metadata": {"name": "c"}, "storageClassName": "Bad_SC", "capacity": "-1"}],
+    ["/apis/storage.k8s.io/v1/volumeattributesclasses", {"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttributesClass", "metadata": {"name": "v"}, "driverName": "", "parameters": {}}],
+    ["/apis/apiregistration.k8s.io/v1/apiservices", {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "metadata": {"name": "bad"}, "spec": {"group": "x.io", "version": "v1", "groupPriorityMinimum": 0, "versionPriority": 0}}],
+    ["/apis/storagemigration.k8s.io/v1beta1/storageversionmigrations", {"apiVersion": "storagemigration.k8s.io/v1beta1", "kind": "StorageVersionMigration", "metadata": {"name": "m"}, "spec": {"resource": {"group": "", "resource": ""}}}],
+    ["/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies", {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy", "metadata": {"name": "m"}, "spec": {"failurePolicy": "Maybe", "reinvocationPolicy": "Sometimes", "mutations": [{"patchType": "Odd"}]}}],
+    ["/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings", {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicyBinding", "metadata": {"name": "b"}, "spec": {"policyName": ""}}],
+    ["/apis/certificates.k8s.io/v1/namespaces/default/podcertificaterequests", {"apiVersion": "certificates.k8s.io/v1", "kind": "PodCertificateRequest", "metadata": {"name": "p"}, "spec": {"signerName": "bad", "podName": "", "podUID": "", "serviceAccountName": "", "serviceAccountUID": "", "nodeName": "", "nodeUID": "", "pkixPublicKey": "", "proofOfPossession": ""}}],
+    ["/apis/scheduling.k8s.io/v1beta1/namespaces/default/workloads", {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "Workload", "metadata": {"name": "w"}, "spec": {}}],
+    ["/apis/scheduling.k8s.io/v1beta1/namespaces/default/podgroups", {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "g"}, "spec": {}}],
+    ["/apis/authorization.k8s.io/v1/subjectaccessreviews", {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "metadata": {}, "spec": {}}],
+    ["/apis/authorization.k8s.io/v1/namespaces/default/localsubjectaccessreviews", {"apiVersion": "authorization.k8s.io/v1", "kind": "LocalSubjectAccessReview", "metadata": {}, "spec": {"user": "u", "resourceAttributes": {"namespace": "other"}}}],
+    ["/apis/apiextensions.k8s.io/v1/customresourcedefinitions", {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "x"}, "spec": {"group": "example", "scope": "Global", "names": {"plural": "Xs", "kind": "x"}, "versions": [{"name": "V1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object", "id": "x"}}}]}}]
 ]""")
 
 
@@ -108,7 +127,7 @@ async def main(only: list[str]) -> None:
                 response = await asyncio.to_thread(api.call_api, *request[:4])
                 await asyncio.to_thread(response.read)
                 status = json.loads(response.data)
-                print(f"== {body['kind']} {body['metadata']['name'][:40]} {response.status}")
+                print(f"== {body['kind']} {body['metadata'].get('name', '')[:40]} {response.status}")
                 if response.status >= 400:
                     for cause in (status.get("details") or {}).get("causes") or [{"message": status.get("message")}]:
                         print("   ", cause.get("field"), "|", cause.get("message"))
