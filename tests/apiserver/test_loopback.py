@@ -157,3 +157,26 @@ async def test_every_request_gives_the_loop_a_turn(stack, verb):
         assert not isinstance(out, APIError), out
     if verb == "watch":
         await out.aclose()
+
+
+async def test_a_review_is_answered_by_the_servers_reviews_and_never_stored(tmp_path):
+    """A SubjectAccessReview created through the loopback client (csrapproving's, in `up`) is
+    answered as over HTTP, by the server's authorizer."""
+    from nanokube.apiserver.app import APIServer
+    from nanokube.apiserver.loopback import LocalClient
+    from nanokube.pki.ca import ensure_pki
+    from nanokube.store.memory import MemoryStore
+
+    server = APIServer(MemoryStore(), ensure_pki(str(tmp_path)), port=0)
+    await server.start()
+    try:
+        reviews = LocalClient(server.rest).resource("authorization.k8s.io", "v1", "subjectaccessreviews")
+        attrs = {"group": "certificates.k8s.io", "resource": "certificatesigningrequests", "verb": "create",
+                 "subresource": "nodeclient"}
+        admin = await reviews.create({"spec": {"user": "root", "groups": ["system:masters"], "resourceAttributes": attrs}})
+        nobody = await reviews.create({"spec": {"user": "bob", "groups": ["system:authenticated"],
+                                                "resourceAttributes": attrs}})
+    finally:
+        await server.stop()
+    assert (admin["kind"], admin["status"]) == ("SubjectAccessReview", {"allowed": True, "reason": 'allowed by group "system:masters"'})
+    assert nobody["status"] == {"allowed": False}

@@ -11,6 +11,7 @@ import pytest
 from kubernetes import client
 
 from nanokube.apiserver.loopback import LocalClient
+from nanokube.client.http import HTTPClient
 from nanokube.controllers.csrapproving import CSRApprovingController, NotApproved
 from tests.controllers import eventually
 from tests.controllers.test_csrsigning import csr_pem, node_request
@@ -39,15 +40,22 @@ async def allow(rbac: client.RbacAuthorizationV1Api, subresource: str, group: st
     await bind(rbac, f"system:certificates.k8s.io:certificatesigningrequests:{subresource}", group)
 
 
-@pytest.fixture
-async def env(tmp_path):
+@pytest.fixture(params=["loopback", "https"])
+async def env(request, tmp_path):
+    """The approver in-process (loopback client, as in `up`) or over HTTPS (`nanokube controller-manager`):
+    its SubjectAccessReviews are answered either way, never stored."""
     async with served(tmp_path) as (server, api_client):
-        ctrl = CSRApprovingController(LocalClient(server.rest))
+        http = HTTPClient.from_kubeconfig(str(tmp_path / "kubeconfig")) if request.param == "https" else None
+        if http is not None:
+            await http.start()
+        ctrl = CSRApprovingController(http or LocalClient(server.rest))
         await ctrl.start()
         try:
             yield server, api_client, ctrl
         finally:
             await ctrl.stop()
+            if http is not None:
+                await http.close()
 
 
 def as_user(api_client: client.ApiClient, user: str, group: str) -> client.CertificatesV1Api:
