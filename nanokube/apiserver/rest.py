@@ -92,6 +92,16 @@ def _meta(obj: dict) -> dict:
     return md
 
 
+def check_target(md: dict, name: str, namespace: str | None) -> None:
+    """EnsureObjectNamespaceMatchesRequestNamespace, then checkName, as the update and patch handlers
+    judge the object they are about to write (a /scale's Scale too): a 400 when it names another
+    namespace or object (where it names none, the URL's is taken)."""
+    if namespace and md.get("namespace") and md["namespace"] != namespace:
+        raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
+    if md.get("name", name) != name:
+        raise errors.bad_request(f"the name of the object ({md['name']}) does not match the name on the URL ({name})")
+
+
 class ResourceIndex:
     """Look-ups of served resources by (group, version, plural) and by kind."""
 
@@ -751,10 +761,7 @@ class GenericREST:
     ) -> Result:
         warnings = self._decode_checks(res, version, body, opts)
         md = _meta(body)
-        if md.get("name") and md["name"] != name:
-            raise errors.bad_request(f"the name of the object ({md['name']}) does not match the name on the URL ({name})")
-        if res.namespaced and md.get("namespace") and md["namespace"] != namespace:
-            raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
+        check_target(md, name, namespace if res.namespaced else None)
         md["name"] = name
         if res.namespaced:
             md["namespace"] = namespace
@@ -1036,8 +1043,7 @@ class GenericREST:
                 raise errors.bad_request(f'{res.kind} in version "{version}" cannot be handled as a {res.kind}: json: '
                                          f"cannot unmarshal {_json_kind(body['metadata'])} into Go struct field "
                                          f"{res.kind}.metadata of type v1.ObjectMeta")
-            if (body.get("metadata") or {}).get("name", name) != name:
-                raise errors.bad_request(f"the name of the object ({body['metadata']['name']}) does not match the name on the URL ({name})")
+            check_target(body.get("metadata") or {}, name, namespace if res.namespaced else None)
             patched_rv = (body.get("metadata") or {}).get("resourceVersion")
             if patched_rv and patched_rv != str(entry.rev):
                 raise errors.conflict(res.group, res.plural, name, errors.STALE)

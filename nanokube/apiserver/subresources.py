@@ -22,7 +22,7 @@ from .options import delete_options
 from .patch import PatchError
 from .patch import apply as ssa
 from .patch import fieldpath as fp
-from .rest import GenericREST, WriteOptions
+from .rest import GenericREST, WriteOptions, check_target
 from ..machinery.selectors import matches_labels, selector_from_object, selector_to_string
 from ..store.interface import KeyNotFound, RevisionMismatch
 from .cache import stored_json
@@ -84,6 +84,7 @@ class Subresources:
                         # concurrent write (a controller's status) is retried, not a conflict
                         body["metadata"] = {k: v for k, v in md.items() if k != "resourceVersion"}
                 body = _typed(body, "io.k8s.api.autoscaling.v1.Scale", "Scale", "v1")
+                check_target(body.get("metadata") or {}, name, namespace)
                 opts.field_manager = opts.field_manager or request.headers.get("User-Agent", "unknown").split("/")[0]
                 applied = m == "PATCH" and request.content_type == "application/apply-patch+yaml"
                 return json_response(await self.put_scale(res, version, namespace, name, body, opts, applied))

@@ -93,3 +93,34 @@ async def test_a_custom_resource_scale_writer_owns_its_replicas_path(tmp_path):
         assert w["spec"]["size"] == 4 and entries["kubectl"]["fieldsV1"] == {"f:spec": {"f:size": {}}}
         assert entries["kubectl"]["subresource"] == "scale" and "time" not in entries["kubectl"]
         assert "app" not in entries  # its one field was taken
+
+
+async def test_a_write_through_scale_or_a_patch_that_names_another_object_is_a_bad_request(tmp_path):
+    """The update and patch handlers judge the object they write, a /scale's Scale too, by
+    EnsureObjectNamespaceMatchesRequestNamespace and checkName: another namespace or name is a 400
+    and nothing changes (a Scale naming any object scaled this one; a patch moving the object to
+    another namespace was the 422 of an immutable field)."""
+    ns_words = "the namespace of the provided object does not match the namespace sent on the request"
+    name_words = "the name of the object (other) does not match the name on the URL (d)"
+    async with served(tmp_path) as (_, c):
+        await call(c, "POST", DEPLOYMENTS, deployment(1), "app")
+        elsewhere = {**scale(4), "metadata": {"name": "d", "namespace": "kube-system"}}
+        other = {**scale(4), "metadata": {"name": "other"}}
+        cases = [
+            ("PUT", "d/scale", other, "application/json", name_words),
+            ("PUT", "d/scale", elsewhere, "application/json", ns_words),
+            ("PATCH", "d/scale", {"metadata": {"name": "other"}, "spec": {"replicas": 4}}, "application/merge-patch+json",
+             name_words),
+            ("PATCH", "d/scale", [{"op": "replace", "path": "/metadata/namespace", "value": "kube-system"}],
+             "application/json-patch+json", ns_words),
+            ("PATCH", "d/scale", other, APPLY, name_words),
+            ("PATCH", "d/scale", elsewhere, APPLY, ns_words),
+            ("PATCH", "d", {"metadata": {"namespace": "kube-system"}}, "application/merge-patch+json", ns_words),
+            ("PATCH", "d", {**deployment(4), "metadata": {"name": "d", "namespace": "kube-system"}}, APPLY, ns_words),
+        ]
+        for method, path, body, ctype, words in cases:
+            assert await refused(c, method, f"{DEPLOYMENTS}/{path}", body, "m", ctype, force=ctype == APPLY) == (
+                400, words), (method, path, ctype)
+        d = await call(c, "GET", f"{DEPLOYMENTS}/d")
+        assert (d["metadata"]["namespace"], d["spec"]["replicas"]) == ("default", 1)
+        assert (await call(c, "PUT", f"{DEPLOYMENTS}/d/scale", scale(2), "m"))["spec"]["replicas"] == 2
