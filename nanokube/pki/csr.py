@@ -50,9 +50,13 @@ def common_name(req: x509.CertificateSigningRequest) -> str:
     return cns[-1].value if cns else ""
 
 
+def organizations(req: x509.CertificateSigningRequest) -> list[str]:
+    """The subject's O values in order, as Go's pkix.Name keeps them."""
+    return [a.value for a in req.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)]
+
+
 def _subject(req: x509.CertificateSigningRequest) -> tuple[list[str], str]:
-    """(organizations, common name) as Go's pkix.Name fills them: every O in order, the last CN."""
-    return [a.value for a in req.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)], common_name(req)
+    return organizations(req), common_name(req)
 
 
 def _sans(req: x509.CertificateSigningRequest) -> dict[str, list]:

@@ -2,7 +2,7 @@
 change what users see. Mutating (they run first, in upstream's order):
 NamespaceLifecycle, NodeRestriction, Priority, ServiceAccount, the
 CertificateSigningRequest requester and PodGroupProtection. Validating:
-ClusterTrustBundleAttest and DRA's admin-access namespace check."""
+ClusterTrustBundleAttest, CertificateSubjectRestriction and DRA's admin-access namespace check."""
 
 from __future__ import annotations
 
@@ -16,6 +16,17 @@ from .lookup import Listing
 IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 SYSTEM_PRIORITY = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
+
+
+def _subject_restriction(csr: dict) -> None:
+    """CertificateSubjectRestriction: no kube-apiserver-client request for a system:masters certificate."""
+    signer = "kubernetes.io/kube-apiserver-client"
+    if (csr.get("spec") or {}).get("signerName") != signer:
+        return
+    from ...pki.csr import organizations, parse_request
+    if "system:masters" in organizations(parse_request(csr)):
+        raise errors.forbidden("certificates.k8s.io", "certificatesigningrequests", csr["metadata"].get("name", ""),
+                               f"use of {signer} signer with system:masters group is not allowed")
 
 
 class BuiltinPlugins:
@@ -49,6 +60,8 @@ class BuiltinPlugins:
         """The in-tree validating plugins, on the final object."""
         if res.group == "certificates.k8s.io" and res.plural == "clustertrustbundles" and self.authorizer is not None:
             attest(self.authorizer, obj, old, opts.user)
+        if res.group == "certificates.k8s.io" and res.plural == "certificatesigningrequests" and op == "CREATE":
+            _subject_restriction(obj)
         if res.group == "resource.k8s.io" and res.plural in ("resourceclaims", "resourceclaimtemplates") \
                 and op == "CREATE":
             self._admin_access(res, obj)
