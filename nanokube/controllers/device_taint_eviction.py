@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..machinery.conditions import find_condition, remove_condition
+from ..machinery.conditions import find_condition, remove_condition, transition_time
 from ..machinery.errors import APIError
 from ..client.informer import InformerFactory, key_of
 from ..clock import REAL, Clock, parse_time
@@ -305,8 +305,9 @@ class DeviceTaintEvictionController(Controller):
         """Condition, event, delete; False if the pod was already gone."""
         md = pod["metadata"]
         ns, name = md["namespace"], md["name"]
+        old = find_condition((pod.get("status") or {}).get("conditions"), "DisruptionTarget")
         cond = {"type": "DisruptionTarget", "status": "True", "reason": REASON, "message": MESSAGE,
-                "lastTransitionTime": self.clock.rfc3339()}
+                "lastTransitionTime": transition_time(old, "True", self.clock.rfc3339())}
         self._deleting.add(md["uid"])
         try:
             await self.recorder.emit(pod, "Normal", "DeviceTaintManagerEviction", "Marking for deletion")

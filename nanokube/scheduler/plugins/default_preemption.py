@@ -12,6 +12,7 @@ import logging
 from collections import Counter
 from dataclasses import dataclass
 
+from ...machinery.conditions import find_condition, transition_time
 from ...machinery.errors import APIError
 from ...machinery.selectors import matches_labels, selector_from_object
 from ..api import SCHEDULER_FIELD_MANAGER, reference
@@ -218,9 +219,10 @@ class DefaultPreemption:
         scheduler = info.spec.get("schedulerName") or "default-scheduler"
         for v in cand.victims:
             md = v.pod["metadata"]
+            old = find_condition((v.pod.get("status") or {}).get("conditions"), "DisruptionTarget")
             cond = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
                     "message": f"{scheduler}: preempting to accommodate a higher priority pod",
-                    "lastTransitionTime": self.handle.clock.rfc3339()}
+                    "lastTransitionTime": transition_time(old, "True", self.handle.clock.rfc3339())}
             await self._quiet(api.pods.patch(md["name"], {"status": {"conditions": [cond]}},
                                              "application/strategic-merge-patch+json", namespace=md.get("namespace"),
                                              subresource="status", field_manager=SCHEDULER_FIELD_MANAGER))

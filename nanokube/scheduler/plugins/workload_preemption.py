@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from ..api import SCHEDULER_FIELD_MANAGER, reference
 from ..cache import NodeInfo
 from ..framework import Code, CycleState, Framework, PodInfo, Status, unschedulable
-from ...machinery.conditions import remove_condition
+from ...machinery.conditions import find_condition, remove_condition, transition_time
 from ...machinery.podgroups import group_key, group_priority
 
 NEVER = "not eligible due to preemptionPolicy=Never."
@@ -391,9 +391,10 @@ class PodGroupPreemption:
     async def _evict(self, p: PodInfo, scheduler: str, note: str, preemptor: dict) -> None:
         h = self.handle
         md = p.pod["metadata"]
+        old = find_condition((p.pod.get("status") or {}).get("conditions"), DISRUPTION_TARGET)
         cond = {"type": DISRUPTION_TARGET, "status": "True", "reason": REASON,
                 "message": f"{scheduler}: preempting to accommodate a higher priority pod group",
-                "lastTransitionTime": h.clock.rfc3339()}
+                "lastTransitionTime": transition_time(old, "True", h.clock.rfc3339())}
         await self.plugin._quiet(h.api.pods.patch(md["name"], {"status": {"conditions": [cond]}},
                                                   "application/strategic-merge-patch+json",
                                                   namespace=md.get("namespace"), subresource="status",
