@@ -61,8 +61,41 @@ _PER_ITERATION = {"all": 3, "exists": 3, "exists_one": 3, "filter": 12, "map": 1
 #: (the engine's own contains, startsWith and endsWith are printed as calls of ours in a metered program)
 RUNTIME_COSTED = (_STRING_TRAVERSAL | _LIST_TRAVERSAL | _LIST_BUILDING | {"flatten", "find", "findAll"}) - {
     "matches", "string", "bytes", "join", "replace", "format", "strings.quote", "base64.encode"}
+#: the engine's operators priced by their operands' sizes, and the types that have one
+SIZED_OPERATORS = frozenset({"_+_", "_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_", "@in"})
+_SIZED_KINDS = frozenset({"string", "bytes", "list", "map", "dyn"})
 #: runtime-priced calls whose price needs their result (the others are charged before they run)
 PRICED_AFTER = frozenset({"flatten"})
+
+
+def priced_at_runtime(n: Node, types: dict[int, Type]) -> bool:
+    """Whether a metered run prices the operator call `n` on its operands' values as it runs
+    (meter.OPERANDS): where an operand's size matters and is a `dyn` value's, which could be
+    a string or a collection (the values' longest string or largest collection bound it
+    apart); a comparison with an exact size is bounded by it."""
+    if n.kind != "call" or n.name not in SIZED_OPERATORS or n.target is not None or len(n.args) != 2:
+        return False
+    a, b = (types.get(id(x), DYN) for x in n.args)
+    if n.name == "@in":
+        return b.name == "dyn"
+    return "dyn" in (a.name, b.name) and {a.name, b.name} <= _SIZED_KINDS and (
+        n.name == "_+_" or not (a.exact or b.exact))
+
+
+def operator_cost(name: str, a: Any, b: Any) -> int:
+    """What an operator priced at run time costs on these operands (Estimator.operator's formula),
+    a list or map given as [its size] (see meter.OPERANDS)."""
+    def size(v: Any) -> int:
+        return v[0] if isinstance(v, list) else len(v)
+
+    if name == "@in":
+        return size(b) if isinstance(b, list) else 1
+    if not (isinstance(a, (str, bytes, list)) and isinstance(b, (str, bytes, list))):
+        return 1
+    if name == "_+_":
+        return _tenth(size(a) + size(b))
+    smaller = min(size(a), size(b))
+    return _tenth(smaller) if isinstance(a, (str, bytes)) and isinstance(b, (str, bytes)) else smaller
 
 
 def _tenth(n: int) -> int:
@@ -128,6 +161,22 @@ class Estimator:
             return 0
         return self_comparing(self.sz(n.target), self.types.get(id(n.args[0]), DYN).name in ("string", "bytes"))
 
+    def operator(self, name: str, a: Node, b: Node) -> int:
+        """An operator of the engine's, priced on its operands' sizes: concatenation a tenth of
+        both (cel-go's runtime price for strings and lists alike), a comparison of strings a tenth
+        of the shorter (of dyn values too, as cel-go's estimate prices equality), of collections
+        the smaller, `in` a list's size; 1 where an operand has no size."""
+        ta, tb = self.types.get(id(a), DYN).name, self.types.get(id(b), DYN).name
+        if name == "@in":
+            return self.sz(b) if tb in ("list", "dyn") else 1
+        kinds = {ta, tb}
+        if not kinds <= _SIZED_KINDS:
+            return 1
+        if name == "_+_":
+            return _tenth(self.sz(a) + self.sz(b))
+        smaller = min(self.sz(a), self.sz(b))
+        return smaller if kinds & {"list", "map"} else _tenth(smaller)
+
     def call(self, n: Node) -> int:
         name = n.name
         operands = ([n.target] if n.target is not None else []) + n.args
@@ -138,19 +187,10 @@ class Estimator:
             return args
         first = operands[0] if operands else None
         t = self.types.get(id(first), DYN) if first is not None else DYN
-        if name in ("_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_"):
-            if t.name in ("string", "bytes"):
-                return args + _tenth(min(self.sz(operands[0]), self.sz(operands[1])))
-            if t.name in ("list", "map"):
-                return args + min(self.sz(operands[0]), self.sz(operands[1]))
-            return args + 1
-        if name == "_+_" and t.name in ("string", "bytes"):
-            return args + _tenth(self.sz(operands[0]) + self.sz(operands[1]))
-        if name == "_+_" and t.name == "list":
-            return args + self.sz(operands[0]) + self.sz(operands[1])
-        if name == "@in":
-            coll = self.types.get(id(operands[1]), DYN)
-            return args + (self.sz(operands[1]) if coll.name == "list" else 1)
+        if name in SIZED_OPERATORS and len(operands) == 2:
+            if self.metered and priced_at_runtime(n, self.types):
+                return args
+            return args + self.operator(name, operands[0], operands[1])
         if name in ("matches", "find", "findAll") and len(operands) >= 2:
             return args + regex_cost(self.sz(operands[0]), self.sz(operands[1]), plus_one=name != "matches")
         if name in _SETS and len(operands) == 2:

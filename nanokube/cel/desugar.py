@@ -40,7 +40,7 @@ import cel
 from cel import stdlib
 
 from . import collect, meter
-from .cost import self_comparing
+from .cost import priced_at_runtime, self_comparing
 from .parser import Node
 from .types import DYN, Type
 
@@ -147,7 +147,8 @@ class Printer:
     checker's types by node id (the receivers decide list or map forms).
     `metered`: each comprehension first reports its range's size to the
     meter (meter.ITERATE with its source position), and the engine's string
-    tests are calls of ours that report their price."""
+    tests, and its operators on `dyn` operands, are calls of ours that report
+    their price."""
 
     def __init__(self, types: dict[int, Type], metered: bool = False) -> None:
         self.types = types
@@ -325,6 +326,8 @@ class Printer:
 
     def p_call(self, n: Node) -> str:
         name, a = n.name, n.args
+        if self.metered and priced_at_runtime(n, self.types):
+            return self._priced_operator(n)
         if name in _INFIX:
             p = _PRECEDENCE[name]
             return f"{self.operand(a[0], p)} {_INFIX[name]} {self.operand(a[1], p + 1)}"
@@ -344,6 +347,22 @@ class Printer:
         if n.target is not None:
             return f"{self.receiver(n.target)}.{name}({args})"
         return f"{name}({args})"
+
+    def _priced_operator(self, n: Node) -> str:
+        """`a OP b` whose price depends on what `a` and `b` turn out to be: both evaluated once,
+        reported to the meter (a collection by its size, which passes no elements through
+        Python), then operated on."""
+        a, b, op = self(n.args[0]), self(n.args[1]), _INFIX[n.name]
+
+        def report(x: str, y: str) -> str:
+            sized = [f"(type({v}) in [list, map] ? [size({v})] : {v})" for v in (x, y)]
+            return f"{meter.OPERANDS}({_str(n.name)}, {sized[0]}, {sized[1]}) ? {x} {op} {y} : null"
+
+        if _NAME.fullmatch(a) and _NAME.fullmatch(b):
+            return f"({report(a, b)})"
+        self.fresh += 1
+        v = f"__nk{self.fresh}__"
+        return f"[[{a}, {b}]].map({v}, {report(f'{v}[0]', f'{v}[1]')})[0]"
 
     def _optional_index(self, n: Node) -> str:
         return f"{OPT_INDEX}({self(n.args[0])}, {self(n.args[1])})"

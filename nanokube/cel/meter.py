@@ -5,8 +5,9 @@ worst case the estimate cannot bound under the per-call limit runs in a
 metered form (see `desugar.Printer(metered=True)`): `all` and `exists`, which
 stop at the first element that decides them, report each iteration as it
 starts; any other comprehension how many elements it is about to range over;
-and every size-dependent library call implemented in Python its price on the
-actual values (`cost.actual_call_cost`). The meter adds those to the estimate
+every size-dependent library call implemented in Python its price on the
+actual values (`cost.actual_call_cost`), and each operator of the engine's
+on `dyn` operands (concatenation, comparison, `in`) its price on theirs. The meter adds those to the estimate
 of the rest and stops the evaluation (a CELError from inside the engine) as
 soon as the total passes the limit, as cel-go's cost tracker cancels it;
 nothing expensive runs first, since an iteration is charged before it runs.
@@ -22,6 +23,7 @@ import math
 import threading
 from typing import Callable
 
+from .cost import operator_cost
 from .errors import COST_LIMIT_ERROR, CELError
 
 #: the function a metered program calls before a comprehension, or before each iteration of `all` and
@@ -29,6 +31,10 @@ from .errors import COST_LIMIT_ERROR, CELError
 ITERATE = "__nk_iterate__"
 #: what a metered program calls for the engine's string tests, which price them on the receiver's length
 STRING_TESTS = {"contains": "__nk_contains__", "startsWith": "__nk_starts_with__", "endsWith": "__nk_ends_with__"}
+#: what a metered program calls before an operator of the engine's whose operands' sizes the estimate
+#: cannot tell (cost.priced_at_runtime): (operator, left, right) -> true, a list or map operand given
+#: as [its size]
+OPERANDS = "__nk_operands__"
 
 _LOCAL = threading.local()
 
@@ -116,8 +122,16 @@ def _string_test(test: Callable[[str, str], bool]) -> Callable[[str, str], bool]
     return run
 
 
+def report_operands(name: str, left: object, right: object) -> bool:
+    """OPERANDS: the operator `name` is about to run on these operands."""
+    m = active()
+    if m is not None:
+        m.charge(operator_cost(name, left, right))
+    return True
+
+
 #: the functions a metered program calls, by name
-RUNTIME = {ITERATE: report_range,
+RUNTIME = {ITERATE: report_range, OPERANDS: report_operands,
            STRING_TESTS["contains"]: _string_test(lambda s, t: t in s),
            STRING_TESTS["startsWith"]: _string_test(str.startswith),
            STRING_TESTS["endsWith"]: _string_test(str.endswith)}
