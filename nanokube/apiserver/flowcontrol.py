@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..client.informer import Informer
 from ..controllers.base import Controller
+from ..machinery.conditions import find_condition, remove_condition
 from ..machinery.errors import APIError
 from ..registry.flowcontrol import MANDATORY_FLOW_SCHEMAS, MANDATORY_PRIORITY_LEVELS
 
@@ -153,13 +154,13 @@ class FlowSchemaStatus(Controller):
             return
         pl = ((fs.get("spec") or {}).get("priorityLevelConfiguration") or {}).get("name", "")
         exists = self.pl_inf.get(pl) is not None
-        conditions = (fs.get("status") or {}).get("conditions") or []
-        current = next((c for c in conditions if c.get("type") == "Dangling"), None)
-        want = "False" if exists else "True"
-        if current is not None and current.get("status") == want:
-            return
+        conditions = (fs.get("status") or {}).get("conditions")
+        current = find_condition(conditions, "Dangling")
         cond = dangling_condition(fs, exists, self.clock.rfc3339())
-        body = {**fs, "status": {"conditions": [c for c in conditions if c.get("type") != "Dangling"] + [cond]}}
+        # upstream's digestFlowSchemas writes the condition when its status, reason or message differ
+        if current is not None and all(current.get(k) == cond[k] for k in ("status", "reason", "message")):
+            return
+        body = {**fs, "status": {"conditions": remove_condition(conditions, "Dangling") + [cond]}}
         try:
             await self.schemas.update(body, subresource="status")
         except APIError as e:

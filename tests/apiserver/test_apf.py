@@ -133,3 +133,39 @@ def test_a_kept_classification_follows_a_changed_configuration():
     assert classify(fc, ALICE, "GET", "/api/v1/namespaces/a/pods/x") == ("alice", "workload-low")
     assert classify(fc, ALICE, "GET", "/api/v1/namespaces/b/pods/x") == ("global-default", "global-default")
     assert classify(fc, ALICE, "GET", "/api/v1/namespaces/a/pods") == ("global-default", "global-default")  # a list
+
+
+async def test_a_flow_schema_moved_to_another_priority_level_gets_a_dangling_message_naming_it(tmp_path):
+    """Upstream writes the Dangling condition whenever its status, reason or message differ from
+    what the reference says now: pointed from one existing priority level to another, the
+    FlowSchema's message names the new one (over HTTP, the official client)."""
+    import orjson
+    from kubernetes import client as k8s
+
+    from tests.served import served
+
+    async with served(tmp_path) as (_, api_client):
+        fc = k8s.FlowcontrolApiserverV1Api(api_client)
+        for name in ("pl-a", "pl-b"):
+            await asyncio.to_thread(fc.create_priority_level_configuration, {
+                "metadata": {"name": name}, "spec": {"type": "Limited", "limited": {
+                    "nominalConcurrencyShares": 5, "limitResponse": {"type": "Reject"}}}})
+        await asyncio.to_thread(fc.create_flow_schema, {"metadata": {"name": "fs"}, "spec": {
+            "priorityLevelConfiguration": {"name": "pl-a"}, "matchingPrecedence": 5000}})
+
+        async def dangling(naming: str) -> dict:
+            for _ in range(400):
+                raw = await asyncio.to_thread(fc.read_flow_schema, "fs", _preload_content=False)
+                conds = orjson.loads(raw.data).get("status", {}).get("conditions") or []
+                if conds and f'"{naming}"' in conds[0]["message"]:
+                    break
+                await asyncio.sleep(0.02)
+            return conds
+
+        before = await dangling("pl-a")
+        await asyncio.to_thread(fc.patch_flow_schema, "fs", {"spec": {"priorityLevelConfiguration": {"name": "pl-b"}}})
+        after = await dangling("pl-b")
+    assert [(c["type"], c["status"], c["reason"]) for c in before] == [("Dangling", "False", "Found")]
+    assert [(c["type"], c["status"], c["reason"], c["message"]) for c in after] == [(
+        "Dangling", "False", "Found",
+        'This FlowSchema references the PriorityLevelConfiguration object named "pl-b" and it exists')]
