@@ -20,18 +20,19 @@ from .core_spec import (
     POD_CONDITION_SCHEDULED,
     default_container,
     default_volume,
+    local_path,
+    validate_apparmor_profile,
     validate_containers,
     validate_dns_config,
     validate_ids,
     validate_pod_resource_claims,
-    validate_apparmor_profile,
     validate_seccomp_profile,
     validate_tolerations,
     validate_volumes,
     validate_windows_options,
 )
 from ..machinery.conditions import find_condition, is_condition_true
-from ..machinery.gofmt import Struct
+from ..machinery.gofmt import Struct, quote
 from ..machinery.quantity import QuantityError, canonical, is_quantity, nano_value, parse_quantity
 from ..machinery.validation import (
     FieldError,
@@ -295,7 +296,102 @@ def _validate_pod_security_context(psc: dict, spec: dict, path: str) -> list[Fie
     return errs
 
 
+_MIRROR = "kubernetes.io/config.mirror"
+_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+_SECCOMP_POD = "seccomp.security.alpha.kubernetes.io/pod"
+_SECCOMP_CONTAINER = "container.seccomp.security.alpha.kubernetes.io/"
 _APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
+_COST = re.compile(r"-?[0-9]+\Z")
+_CONTAINER_KINDS = ("initContainers", "containers", "ephemeralContainers")
+
+
+def _valid_deletion_cost(value: str) -> bool:
+    """GetDeletionCostFromPodAnnotations: a 32-bit integer without '+' or leading zeros."""
+    if not _COST.match(value) or (value.startswith("0") and value != "0"):
+        return False
+    return -(1 << 31) <= int(value) < 1 << 31
+
+
+def _seccomp_annotation(value: str, path: str) -> list[FieldError]:
+    """ValidateSeccompProfile: a known profile, or localhost/ and a relative path."""
+    if value in ("runtime/default", "docker/default", "unconfined"):
+        return []
+    if value.startswith("localhost/"):
+        return local_path(value.removeprefix("localhost/"), path, non_reserved=False)
+    return [invalid(path, value, "must be a valid seccomp profile")]
+
+
+def _pod_specific_annotations(annotations: dict, spec: dict, allow_invalid_cost: bool = False) -> list[FieldError]:
+    """ValidatePodSpecificAnnotations: a mirror pod is bound, a deletion cost an int32, the
+    deprecated seccomp annotations name profiles (reported at metadata.annotations.<key>, as
+    upstream's Child does), the deprecated AppArmor ones a container of the pod and a profile."""
+    path = "metadata.annotations"
+    errs: list[FieldError] = []
+    if _MIRROR in annotations and not spec.get("nodeName"):
+        errs.append(invalid(f"{path}[{_MIRROR}]", annotations[_MIRROR], "must set spec.nodeName if mirror pod annotation is set"))
+    if not allow_invalid_cost and _DELETION_COST in annotations and not _valid_deletion_cost(annotations[_DELETION_COST]):
+        errs.append(invalid(f"{path}[{_DELETION_COST}]", annotations[_DELETION_COST], "must be a 32bit integer"))
+    if _SECCOMP_POD in annotations:
+        errs += _seccomp_annotation(annotations[_SECCOMP_POD], f"{path}.{_SECCOMP_POD}")
+    errs += [e for k, v in annotations.items() if k.startswith(_SECCOMP_CONTAINER)
+             for e in _seccomp_annotation(v, f"{path}.{k}")]
+    names = {c.get("name") for kind in _CONTAINER_KINDS for c in spec.get(kind) or ()}
+    for k, v in annotations.items():
+        if not k.startswith(_APPARMOR_ANNOTATION):
+            continue
+        if (name := k.removeprefix(_APPARMOR_ANNOTATION)) not in names:
+            errs.append(invalid(f"{path}[{k}]", name, "container not found"))
+        if v not in ("", "runtime/default", "unconfined") and not v.startswith("localhost/"):
+            errs.append(invalid(f"{path}[{k}]", v, f"invalid AppArmor profile name: {quote(v)}"))
+    return errs
+
+
+def _pod_annotation_updates(new: dict, old: dict) -> list[FieldError]:
+    """ValidatePodSpecificAnnotationUpdates: AppArmor and mirror pod annotations are fixed at create,
+    then the annotations' own checks (a deletion cost that was invalid may stay so)."""
+    na, oa = (new.get("metadata") or {}).get("annotations") or {}, (old.get("metadata") or {}).get("annotations") or {}
+    errs: list[FieldError] = []
+    for changes, verb in (([k for k, v in oa.items() if na.get(k) != v], "remove or update"),
+                          ([k for k in na if k not in oa], "add")):
+        for k in changes:
+            if k.startswith(_APPARMOR_ANNOTATION):
+                errs.append(forbidden(f"metadata.annotations[{k}]", f"may not {verb} AppArmor annotations"))
+            if k == _MIRROR:
+                errs.append(forbidden(f"metadata.annotations[{k}]", f"may not {verb} mirror pod annotation"))
+    invalid_cost = _DELETION_COST in oa and not _valid_deletion_cost(oa[_DELETION_COST])
+    return errs + _pod_specific_annotations(na, new.get("spec") or {}, invalid_cost)
+
+
+_SECCOMP_VALUES = {"Unconfined": ("unconfined",), "RuntimeDefault": ("runtime/default", "docker/default")}
+
+
+def _seccomp_matches(annotation: str, profile: dict, path: str) -> list[FieldError]:
+    """validateSeccompAnnotationsAndFieldsMatch."""
+    t = profile.get("type")
+    if (t in _SECCOMP_VALUES and annotation not in _SECCOMP_VALUES[t]) or (
+            t == "Localhost" and not annotation.startswith("localhost/")):
+        return [forbidden(f"{path}.type", "seccomp type in annotation and field must match")]
+    if t == "Localhost" and annotation.removeprefix("localhost/") != profile.get("localhostProfile"):
+        return [forbidden(f"{path}.localhostProfile", "seccomp profile in annotation and field must match")]
+    return []
+
+
+def _seccomp_annotations_match(pod: dict) -> list[FieldError]:
+    """validateSeccompAnnotationsAndFields (on create): the pod's and each container's own
+    seccompProfile agree with the deprecated annotations."""
+    spec = pod.get("spec") or {}
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    errs: list[FieldError] = []
+    profile = (spec.get("securityContext") or {}).get("seccompProfile")
+    if profile is not None and _SECCOMP_POD in annotations:
+        errs += _seccomp_matches(annotations[_SECCOMP_POD], profile, "spec.securityContext.seccompProfile")
+    for kind in _CONTAINER_KINDS:
+        for i, c in enumerate(spec.get(kind) or ()):
+            profile = (c.get("securityContext") or {}).get("seccompProfile")
+            annotation = annotations.get(_SECCOMP_CONTAINER + (c.get("name") or ""))
+            if profile is not None and annotation is not None:
+                errs += _seccomp_matches(annotation, profile, f"spec.{kind}[{i}].securityContext.seccompProfile")
+    return errs
 _APPARMOR_VALUES = {"Unconfined": "unconfined", "RuntimeDefault": "runtime/default"}
 
 
@@ -309,7 +405,7 @@ def _apparmor_annotations_match(pod: dict) -> list[FieldError]:
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     pod_profile = (spec.get("securityContext") or {}).get("appArmorProfile")
     errs: list[FieldError] = []
-    for kind in ("initContainers", "containers", "ephemeralContainers"):
+    for kind in _CONTAINER_KINDS:
         for i, c in enumerate(spec.get(kind) or ()):
             profile = (c.get("securityContext") or {}).get("appArmorProfile")
             profile = pod_profile if profile is None else profile
@@ -1051,11 +1147,19 @@ class PodStrategy(Strategy):
         errs = validate_pod_spec(spec)
         if spec.get("schedulingGates") and spec.get("nodeName"):
             errs.append(forbidden("spec.nodeName", "cannot be set until all schedulingGates have been cleared"))
-        return errs + _apparmor_annotations_match(obj)
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        return (_pod_specific_annotations(annotations, spec) + errs + _seccomp_annotations_match(obj)
+                + _apparmor_annotations_match(obj))
 
     def validate_update(self, new, old):
+        """ValidatePodUpdate: the annotations checked as on create, the spec, the annotations' changes
+        (which check them again, as upstream does), then what a pod update may change."""
         errs = validate_pod_spec(new.get("spec") or {}, old_ips=pod_spec_ips(old.get("spec") or {}))
-        return errs + validate_pod_update(new, old)
+        annotations = (new.get("metadata") or {}).get("annotations") or {}
+        old_annotations = (old.get("metadata") or {}).get("annotations") or {}
+        invalid_cost = _DELETION_COST in old_annotations and not _valid_deletion_cost(old_annotations[_DELETION_COST])
+        errs = _pod_specific_annotations(annotations, new.get("spec") or {}, invalid_cost) + errs
+        return errs + _pod_annotation_updates(new, old) + validate_pod_update(new, old)
 
     def prepare_for_status_update(self, new, old):
         """podStatusStrategy.PrepareForUpdate's status part: a write that drops qosClass (old

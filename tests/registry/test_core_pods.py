@@ -526,3 +526,45 @@ async def test_over_http_match_label_keys_in_affinity_and_spread(core):
         ("spec.topologySpreadConstraints[0].matchLabelKeys",
          "Forbidden: must not be specified when labelSelector is not set"),
         ("spec.topologySpreadConstraints[1].matchLabelKeys[0]", f'Invalid value: "-x": {QUALIFIED}')]
+
+
+async def test_over_http_pod_specific_annotations(core):
+    """ValidatePodSpecificAnnotations before the spec's errors (mirror pod, deletion cost, the
+    deprecated seccomp and AppArmor annotations), validateSeccompAnnotationsAndFields on create, and
+    on update the AppArmor and mirror annotations fixed (ValidatePodSpecificAnnotationUpdates)."""
+    pod = _status_pod("p", securityContext={"seccompProfile": {"type": "RuntimeDefault"}})
+    pod["spec"]["containers"][0]["securityContext"] = {"seccompProfile": {"type": "Localhost", "localhostProfile": "a"}}
+    pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "-1"}}
+    pod["metadata"]["annotations"] = {
+        "kubernetes.io/config.mirror": "x", "controller.kubernetes.io/pod-deletion-cost": "007",
+        "seccomp.security.alpha.kubernetes.io/pod": "unconfined",
+        "container.seccomp.security.alpha.kubernetes.io/c": "localhost/b",
+        "container.seccomp.security.alpha.kubernetes.io/x": "bogus",
+        "container.apparmor.security.beta.kubernetes.io/ghost": "enforce"}
+    with pytest.raises(ApiException) as e:
+        await _call(core.create_namespaced_pod, "default", pod)
+    assert e.value.status == 422
+    a = "metadata.annotations"
+    assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [
+        (f"{a}[kubernetes.io/config.mirror]", 'Invalid value: "x": must set spec.nodeName if mirror pod annotation is set'),
+        (f"{a}[controller.kubernetes.io/pod-deletion-cost]", 'Invalid value: "007": must be a 32bit integer'),
+        (f"{a}.container.seccomp.security.alpha.kubernetes.io/x", 'Invalid value: "bogus": must be a valid seccomp profile'),
+        (f"{a}[container.apparmor.security.beta.kubernetes.io/ghost]", 'Invalid value: "ghost": container not found'),
+        (f"{a}[container.apparmor.security.beta.kubernetes.io/ghost]",
+         'Invalid value: "enforce": invalid AppArmor profile name: "enforce"'),
+        ("spec.containers[0].resources.requests[cpu]", 'Invalid value: "-1": must be greater than or equal to 0'),
+        ("spec.securityContext.seccompProfile.type", "Forbidden: seccomp type in annotation and field must match"),
+        ("spec.containers[0].securityContext.seccompProfile.localhostProfile",
+         "Forbidden: seccomp profile in annotation and field must match")]
+    ok = _status_pod("q")
+    ok["metadata"]["annotations"] = {"controller.kubernetes.io/pod-deletion-cost": "-8"}
+    await _call(core.create_namespaced_pod, "default", ok)
+    patch = {"metadata": {"annotations": {"container.apparmor.security.beta.kubernetes.io/c": "runtime/default",
+                                          "controller.kubernetes.io/pod-deletion-cost": "+1"}}}
+    with pytest.raises(ApiException) as e:
+        await _call(core.patch_namespaced_pod, "q", "default", patch)
+    cost = ("metadata.annotations[controller.kubernetes.io/pod-deletion-cost]",
+            'Invalid value: "+1": must be a 32bit integer')
+    assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [
+        cost, ("metadata.annotations[container.apparmor.security.beta.kubernetes.io/c]",
+               "Forbidden: may not add AppArmor annotations"), cost]
