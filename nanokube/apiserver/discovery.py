@@ -13,6 +13,8 @@ _SUBRESOURCE_VERBS = {
     "scale": ["get", "patch", "update"],
     "binding": ["create"],
     "eviction": ["create"],
+    "ephemeralcontainers": ["get", "patch", "update"],
+    "resize": ["get", "patch", "update"],
     "log": ["get"],
     "exec": ["create", "get"],
     "attach": ["create", "get"],

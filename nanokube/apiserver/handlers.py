@@ -100,12 +100,26 @@ def _negotiate(accept: str) -> tuple[str, str]:
         kind = _CONVERSIONS.get(params.get("as", ""))
         if kind and params.get("g") == "meta.k8s.io" and params.get("v") in _META_VERSIONS:
             return media, kind
-    raise errors.APIError(406, "NotAcceptable", "only the following media types are accepted: application/json, application/yaml")
+    raise _not_acceptable()
+
+
+def _not_acceptable() -> errors.APIError:
+    return errors.APIError(406, "NotAcceptable", "only the following media types are accepted: application/json, application/yaml")
 
 
 def _accept(request: web.Request) -> str:
     """'table', 'partial' or 'object', as the request's Accept header negotiates it."""
     return _negotiate(request.headers.get("Accept", ""))[1]
+
+
+def _watch_accept(request: web.Request) -> str:
+    """As `_accept`, for a watch: the media type negotiated must stream, and YAML has no stream
+    serializer (upstream's NegotiateOutputMediaTypeStream), so a watch that negotiates it (first,
+    by quality) is Not Acceptable rather than JSON."""
+    media, kind = _negotiate(request.headers.get("Accept", ""))
+    if media == _YAML:
+        raise _not_acceptable()
+    return kind
 
 
 def as_negotiated(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
@@ -322,6 +336,8 @@ class APIHandlers:
             return await self.streams.handle(request, namespace, name, sub)
         if sub in ("binding", "eviction", "log", "scale", "token"):
             return await self.sub.handle(self, request, res, version, namespace, name, sub)
+        if sub and m not in ("GET", "PUT", "PATCH"):  # a subresource that serves its object is read and written
+            raise errors.method_not_allowed()
         if m == "GET":
             if watch:
                 return await self._watch(request, res, version, namespace, name, labels)
@@ -531,7 +547,7 @@ class APIHandlers:
     async def _watch(self, request: web.Request, res: Resource, version: str, namespace: str | None, name: str | None,
                      labels: list) -> web.StreamResponse:
         q = request.query
-        kind = _accept(request)
+        kind = _watch_accept(request)
         include = q.get("includeObject", "Metadata")
         timeout = integer(q, "timeoutSeconds")
         field_selector = q.get("fieldSelector", "")

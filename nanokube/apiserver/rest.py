@@ -847,13 +847,19 @@ class GenericREST:
     ) -> Result:
         old = entry.obj
         if managed_fields is None:  # tracked before admission, as upstream's update and patch handlers do
-            tracked = _status_tracked(res.strategy, old, new) if subresource in ("status", "approval") else new
+            if subresource in ("status", "approval"):
+                tracked = _status_tracked(res.strategy, old, new)
+            elif subresource in res.strategy.spec_subresources:  # it owns only what it may change
+                tracked = res.strategy.prepare_for_subresource_update(subresource, new, old)
+            else:
+                tracked = new
             managed_fields = self._track_fields(res, version, old, tracked, opts, subresource)
         _set_managed_fields(_meta(new), managed_fields)  # what admission sees, as upstream's
         new, admission = await self._mutating_admission(res, version, subresource, "UPDATE", new, old, opts)
         if (md := _meta(new)).get("managedFields") is not managed_fields:
             managed_fields = self._admitted_fields(admission, md, managed_fields)
-        prepared = subresource not in ("status", "approval", "finalize")  # prepare_for_update runs on `new`
+        # prepare_for_update runs on `new`
+        prepared = subresource not in ("status", "approval", "finalize") and subresource not in res.strategy.spec_subresources
         try:
             result = await self._update_admitted(res, version, entry, new, opts, subresource, expected_rev,
                                                  managed_fields, admission)
@@ -889,6 +895,12 @@ class GenericREST:
         if subresource in ("status", "approval", "finalize"):
             # the metadata a subresource write carries is validated as on any update
             errs = res.validate_subresource_meta(new, old) + list(errs or [])
+        elif subresource in res.strategy.spec_subresources:
+            new = res.strategy.prepare_for_subresource_update(subresource, new, old)
+            nm = new["metadata"]
+            if res.strategy.track_generation and _spec_changed(old, new):
+                nm["generation"] = om.get("generation", 0) + 1
+            errs = res.validate_spec_subresource_update(subresource, new, old)
         else:
             res.strategy.prepare_for_update(new, old)
             if res.strategy.track_generation and _spec_changed(old, new):
@@ -900,7 +912,7 @@ class GenericREST:
             raise self._invalid(res, new, errs)
         if subresource == "status":
             warned = self._warned(admission, res.strategy.warnings_on_status_update(new, old))
-        elif subresource in ("approval", "finalize"):
+        elif subresource in ("approval", "finalize") or subresource in res.strategy.spec_subresources:
             warned = []
         else:
             warned = self._warned(admission, res.strategy.warnings_on_update(new, old))

@@ -244,7 +244,8 @@ class Subresources:
             if inits:
                 choices += f" or one of the init containers: [{' '.join(inits)}]"
             raise errors.bad_request(choices)
-        if container not in containers + inits:
+        if container not in containers + inits and not any(c.get("name") == container
+                                                             for c in spec.get("ephemeralContainers") or ()):
             raise errors.bad_request(f"container {container} is not valid for pod {name}")
         if not (pod.get("spec") or {}).get("nodeName"):
             raise errors.bad_request(f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating')

@@ -100,6 +100,9 @@ class Strategy:
     #: (FlowSchemas, custom resources) copies the grace period too. Other strategies leave them to
     #: ObjectMeta's update validation, which refuses a new one as immutable
     status_deletion_kept: tuple[str, ...] = ()
+    #: subresources whose writes change part of the spec (pods' ephemeralcontainers and resize):
+    #: `prepare_for_subresource_update` keeps the rest, `validate_subresource_update` judges them
+    spec_subresources: tuple[str, ...] = ()
     #: does `default` fill in anything of status? (pods': spec only, so a /status write, which keeps
     #: the stored object but its status, has nothing of its own for it to fill in)
     defaults_status: bool = True
@@ -192,6 +195,15 @@ class Strategy:
 
     def prepare_for_approval_update(self, new: Obj, old: Obj) -> None:
         """As prepare_for_status_update, for a write through /approval."""
+
+    def prepare_for_subresource_update(self, subresource: str, new: Obj, old: Obj) -> Obj:
+        """For a write through one of `spec_subresources`: the object to store, what the request
+        may change of it taken from `new`, the rest from `old` (neither changed in place)."""
+        return new
+
+    def validate_subresource_update(self, subresource: str, new: Obj, old: Obj) -> list[FieldError]:
+        """Writes through one of `spec_subresources`, after the metadata's update checks."""
+        return []
 
     def validate_approval_update(self, new: Obj, old: Obj) -> list[FieldError]:
         """Writes through /approval (CertificateSigningRequest conditions)."""
@@ -298,6 +310,16 @@ class Resource:
         if not self.strategy.generic_meta:
             errs += kube_finalizer_errors(new.get("metadata") or {})
         return _after(errs, self.strategy.validate_update, new, old)
+
+    def validate_spec_subresource_update(self, subresource: str, new: Obj, old: Obj) -> list[FieldError]:
+        """A write through one of the strategy's `spec_subresources`: the metadata's update checks,
+        as any update's, then the strategy's for that subresource."""
+        meta = new.get("metadata") or {}
+        errs = validate_object_meta(meta, self.namespaced, self.strategy.update_name_validator or self.strategy.name_validator)
+        errs += validate_object_meta_update(meta, old.get("metadata") or {})
+        if not self.strategy.generic_meta:
+            errs += kube_finalizer_errors(meta)
+        return errs + self.strategy.validate_subresource_update(subresource, new, old)
 
     def validate_subresource_meta(self, new: Obj, old: Obj) -> list[FieldError]:
         """The metadata checks of a write through /status, /approval or /finalize: upstream's

@@ -53,6 +53,7 @@ from ..machinery.validation import (
     validate_node_selector,
     validate_node_selector_term,
 )
+from . import pod_subresources as subresources
 from . import pod_warnings
 from .kind_warnings import ip_warnings
 
@@ -1067,6 +1068,7 @@ class PodStrategy(Strategy):
     #: podStatusStrategy keeps the stored ownerReferences (old kubelets corrupted them)
     status_metadata = ("labels", "annotations", "finalizers")
     status_deletion_kept = RESET_DELETION  # podStatusStrategy clears it; the update keeps the stored one
+    spec_subresources = (subresources.EPHEMERAL, subresources.RESIZE)
 
     field_selectors = {
         "spec.nodeName": lambda o: (o.get("spec") or {}).get("nodeName", ""),
@@ -1145,6 +1147,8 @@ class PodStrategy(Strategy):
     def validate(self, obj):
         spec = obj.get("spec") or {}
         errs = validate_pod_spec(spec)
+        if spec.get("ephemeralContainers"):  # added only through pods/ephemeralcontainers
+            errs.append(forbidden("spec.ephemeralContainers", "cannot be set on create"))
         if spec.get("schedulingGates") and spec.get("nodeName"):
             errs.append(forbidden("spec.nodeName", "cannot be set until all schedulingGates have been cleared"))
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
@@ -1160,6 +1164,25 @@ class PodStrategy(Strategy):
         invalid_cost = _DELETION_COST in old_annotations and not _valid_deletion_cost(old_annotations[_DELETION_COST])
         errs = _pod_specific_annotations(annotations, new.get("spec") or {}, invalid_cost) + errs
         return errs + _pod_annotation_updates(new, old) + validate_pod_update(new, old)
+
+    def prepare_for_subresource_update(self, subresource, new, old):
+        if subresource == subresources.EPHEMERAL:
+            return subresources.keep_ephemeral_containers(new, old)
+        return subresources.keep_resize(new, old)
+
+    def validate_subresource_update(self, subresource, new, old):
+        """ValidatePodEphemeralContainersUpdate and ValidatePodResize: a refusal of the whole
+        write alone, else the pod's own checks and then the subresource's."""
+        if subresource == subresources.EPHEMERAL:
+            if refusal := subresources.ephemeral_refusal(old):
+                return [refusal]
+            errs = validate_pod_spec(new.get("spec") or {}, old_ips=pod_spec_ips(old.get("spec") or {}))
+            return errs + subresources.validate_ephemeral_containers_update(new, old)
+        if refusal := subresources.resize_refusal(new, old):
+            return [refusal]
+        errs = validate_pod_spec(new.get("spec") or {}, old_ips=pod_spec_ips(old.get("spec") or {}))
+        old_qos = (old.get("status") or {}).get("qosClass") or qos_class(old.get("spec") or {})
+        return subresources.validate_resize(new, old, old_qos, qos_class(new.get("spec") or {}), errs)
 
     def prepare_for_status_update(self, new, old):
         """podStatusStrategy.PrepareForUpdate's status part: a write that drops qosClass (old

@@ -255,13 +255,37 @@ def validate_containers(spec: dict, path: str, volume_names: set[str], claim_nam
                 errs.append(required(f"{p}.name"))
             elif msgs := dns1123_label(name):
                 errs += [invalid(f"{p}.name", name, m) for m in msgs]
-            errs += _validate_container(c, p, key, volume_names, claim_names)
+            errs += _validate_container(c, p, key, volume_names, claim_names, spec.get("restartPolicy"))
             if name in seen:
                 errs.append(duplicate(f"{p}.name", name))
             elif name:
                 seen.add(name)
-            if key != "ephemeralContainers" and any(c.get(f) is not None for f in _HANDLED):
+            if key == "ephemeralContainers":
+                errs += _ephemeral_only(c, p, spec)
+            elif any(c.get(f) is not None for f in _HANDLED):
                 errs += _validate_probes_and_lifecycle(c, p, key, grace)
+    return errs
+
+
+#: what an ephemeral container may not set (those outside upstream's allowedEphemeralContainerFields),
+#: in the order of the Container type's fields
+_NOT_EPHEMERAL = ("ports", "resources", "resizePolicy", "restartPolicy", "restartPolicyRules", "livenessProbe",
+                  "readinessProbe", "startupProbe", "lifecycle")
+_EPHEMERAL_FORBIDDEN = "cannot be set for an Ephemeral Container"
+
+
+def _ephemeral_only(c: dict, p: str, spec: dict) -> list[FieldError]:
+    """validateEphemeralContainers' own rules: a target among the pod's other containers, none of
+    the fields a pod's service would rely on, no subPath mounts (their bind mounts outlive the
+    container)."""
+    errs: list[FieldError] = []
+    target = c.get("targetContainerName")
+    if target and not any(o.get("name") == target for k in ("containers", "initContainers") for o in spec.get(k) or ()):
+        errs.append(not_found(f"{p}.targetContainerName", target))
+    errs += [forbidden(f"{p}.{f}", _EPHEMERAL_FORBIDDEN) for f in _NOT_EPHEMERAL if c.get(f)]
+    for i, m in enumerate(c.get("volumeMounts") or ()):
+        errs += [forbidden(f"{p}.volumeMounts[{i}].{f}", _EPHEMERAL_FORBIDDEN) for f in ("subPath", "subPathExpr")
+                 if m.get(f)]
     return errs
 
 
@@ -348,7 +372,8 @@ def _port_num_or_name(port: Any, path: str) -> list[FieldError]:
     return port_number(port if isinstance(port, int) else 0, path)
 
 
-def _validate_container(c: dict, p: str, kind: str, volume_names: set[str], claim_names: set[str]) -> list[FieldError]:
+def _validate_container(c: dict, p: str, kind: str, volume_names: set[str], claim_names: set[str],
+                        pod_restart: str | None) -> list[FieldError]:
     errs: list[FieldError] = []
     image = c.get("image")
     if not image:
@@ -368,10 +393,6 @@ def _validate_container(c: dict, p: str, kind: str, volume_names: set[str], clai
     rp = c.get("restartPolicy")
     if rp is not None and kind == "initContainers" and rp != "Always":
         errs.append(not_supported(f"{p}.restartPolicy", rp, ["Always"]))
-    if kind == "ephemeralContainers":
-        for f in ("ports", "livenessProbe", "readinessProbe", "startupProbe", "lifecycle"):
-            if c.get(f):
-                errs.append(forbidden(f"{p}.{f}", "cannot be set for an Ephemeral Container"))
     # each list's path is built only where it has something to check
     if ports := c.get("ports"):
         errs += validate_container_ports(ports, f"{p}.ports")
@@ -385,8 +406,37 @@ def _validate_container(c: dict, p: str, kind: str, volume_names: set[str], clai
     errs += validate_resources(res, f"{p}.resources", claim_names)
     if _hugepages_alone(res):
         errs.append(forbidden(f"{p}.resources", "HugePages require cpu or memory"))
+    if policies := c.get("resizePolicy"):
+        errs += _validate_resize_policy(policies, f"{p}.resizePolicy", pod_restart)
     if sc := c.get("securityContext"):
         errs += _validate_security_context(sc, f"{p}.securityContext")
+    return errs
+
+
+_RESIZE_RESOURCES = ("cpu", "memory")
+_RESIZE_RESTARTS = ("NotRequired", "RestartContainer")
+
+
+def _validate_resize_policy(policies: list, path: str, pod_restart: str | None) -> list[FieldError]:
+    """validateResizePolicy: each of cpu and memory once, a known restart policy, and none but
+    NotRequired in a pod that never restarts its containers (name and value errors at the list)."""
+    errs: list[FieldError] = []
+    seen: set[str] = set()
+    for i, policy in enumerate(policies):
+        name, restart = policy.get("resourceName", ""), policy.get("restartPolicy", "")
+        if name in seen:
+            errs.append(duplicate(f"{path}[{i}]", name))
+        seen.add(name)
+        if not name:
+            errs.append(required(path))
+        elif name not in _RESIZE_RESOURCES:
+            errs.append(not_supported(path, name, _RESIZE_RESOURCES))
+        if not restart:
+            errs.append(required(path))
+        elif restart not in _RESIZE_RESTARTS:
+            errs.append(not_supported(path, restart, _RESIZE_RESTARTS))
+        if pod_restart == "Never" and restart != "NotRequired":
+            errs.append(invalid(path, restart, "must be 'NotRequired' when `restartPolicy` is 'Never'"))
     return errs
 
 

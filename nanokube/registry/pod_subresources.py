@@ -1,0 +1,212 @@
+"""Writes through pods/ephemeralcontainers and pods/resize: what each takes of the request
+(the rest of the pod stays as stored, its metadata too, as upstream's strategies reset it for
+status writes) and the rules each adds to the pod's validation (ValidatePodEphemeralContainersUpdate,
+ValidatePodResize). PodStrategy runs the pod's own checks first."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..machinery.quantity import QuantityError, parse_quantity
+from ..machinery.validation import FieldError, forbidden, invalid
+
+EPHEMERAL = "ephemeralcontainers"
+RESIZE = "resize"
+MIRROR = "kubernetes.io/config.mirror"
+_ONLY_CPU_MEMORY = "only cpu and memory resources are mutable"
+#: upstream's field.NewPath(""), a refusal of the whole write: an empty name prints as an empty subscript
+_WHOLE = "[]"
+
+
+def _reset(new: dict, old: dict, spec: dict) -> dict:
+    """The stored pod with `spec`: metadata as stored (ResetObjectMetaForStatus) but for the
+    managedFields the write tracked, status as stored."""
+    md = {**old["metadata"]}
+    sent = new.get("metadata") or {}
+    if "managedFields" in sent:
+        md["managedFields"] = sent["managedFields"]
+    return {**old, "metadata": md, "spec": spec}
+
+
+def keep_ephemeral_containers(new: dict, old: dict) -> dict:
+    """dropNonEphemeralContainerUpdates: the stored pod with the request's ephemeral containers."""
+    spec = {**(old.get("spec") or {})}
+    ephemeral = (new.get("spec") or {}).get("ephemeralContainers")
+    if ephemeral:
+        spec["ephemeralContainers"] = ephemeral
+    else:
+        spec.pop("ephemeralContainers", None)
+    return _reset(new, old, spec)
+
+
+def keep_resize(new: dict, old: dict) -> dict:
+    """dropNonResizeUpdates: the stored pod with the request's container resources and resize
+    policies. A request that adds, removes, reorders or renames containers keeps its lists as
+    sent, for validation to refuse."""
+    ns, os_ = new.get("spec") or {}, old.get("spec") or {}
+    spec = {**os_}
+    for key in ("containers", "initContainers"):
+        sent, stored = ns.get(key) or [], os_.get(key) or []
+        if len(sent) != len(stored):
+            return new
+        if not sent:
+            continue
+        if any(c.get("name") != o.get("name") for c, o in zip(sent, stored)):
+            spec[key] = sent
+            continue
+        merged = []
+        for c, o in zip(sent, stored):
+            m = {**o}
+            for f in ("resources", "resizePolicy"):
+                if f in c:
+                    m[f] = c[f]
+                else:
+                    m.pop(f, None)
+            merged.append(m)
+        spec[key] = merged
+    return _reset(new, old, spec)
+
+
+def _mirror(pod: dict) -> bool:
+    return MIRROR in ((pod.get("metadata") or {}).get("annotations") or {})
+
+
+def ephemeral_refusal(old: dict) -> FieldError | None:
+    """What refuses any change of a pod's ephemeral containers whatever else is wrong."""
+    if _mirror(old):
+        return forbidden(_WHOLE, "static pods do not support ephemeral containers")
+    return None
+
+
+def validate_ephemeral_containers_update(new: dict, old: dict) -> list[FieldError]:
+    """Existing ephemeral containers stay as they are, matched by name (a patch may reorder them)."""
+    path = "spec.ephemeralContainers"
+    sent = {c.get("name"): c for c in (new.get("spec") or {}).get("ephemeralContainers") or ()}
+    errs = []
+    for o in (old.get("spec") or {}).get("ephemeralContainers") or ():
+        name = o.get("name", "")
+        c = sent.get(name)
+        if c is None:
+            errs.append(forbidden(path, f'existing ephemeral containers "{name}" may not be removed\n'))
+        elif c != o:
+            errs.append(forbidden(path, f'existing ephemeral containers "{name}" may not be changed\n{_diff(o, c)}'))
+    return errs
+
+
+def _diff(old: dict, new: dict) -> str:
+    """The fields that differ, one a line (ours: upstream prints go-cmp's diff of the structs)."""
+    return "\n".join(f"  {k}: {old.get(k)!r} -> {new.get(k)!r}"
+                     for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k))
+
+
+def resize_refusal(new: dict, old: dict) -> FieldError | None:
+    """What refuses a resize whatever else is wrong: pod-level resources, a static or a Windows pod."""
+    for spec in (old.get("spec") or {}, new.get("spec") or {}):
+        res = spec.get("resources") or {}
+        if res.get("requests") or res.get("limits"):
+            return forbidden(_WHOLE, "pods with pod-level resources cannot be resized")
+    if _mirror(old):
+        return forbidden(_WHOLE, "static pods cannot be resized")
+    if ((old.get("spec") or {}).get("os") or {}).get("name") == "windows":
+        return forbidden(_WHOLE, "windows pods cannot be resized")
+    return None
+
+
+def validate_resize(new: dict, old: dict, old_qos: str, new_qos: str, errs: list[FieldError]) -> list[FieldError]:
+    """ValidatePodResize past the pod's own checks (`errs`, which come first): the QoS class
+    stays, the node reports container resources, no requests or limits go, a memory limit shrinks
+    or appears only with a RestartContainer policy, and nothing but cpu and memory (of containers
+    and sidecars) changes."""
+    ns, os_ = new.get("spec") or {}, old.get("spec") or {}
+    errs = list(errs)
+    if old_qos != new_qos:
+        errs.append(invalid("spec", (new.get("status") or {}).get("qosClass", ""),
+                            "Pod QOS Class may not change as a result of resizing"))
+    if not _resize_supported(old):
+        errs.append(forbidden("spec", "Pod running on node without support for resize"))
+    containers, inits = ns.get("containers") or [], ns.get("initContainers") or []
+    old_containers, old_inits = os_.get("containers") or [], os_.get("initContainers") or []
+    same_shape = len(containers) == len(old_containers) and len(inits) == len(old_inits)
+    if same_shape:
+        for ix, o in enumerate(old_inits):
+            if o.get("restartPolicy") == "Always":
+                errs += _container_resize(inits[ix], o, f"spec.initContainers[{ix}].resources")
+        for ix, o in enumerate(old_containers):
+            errs += _container_resize(containers[ix], o, f"spec.containers[{ix}].resources")
+        for c, o in zip(containers, old_containers):
+            if _without_cpu_memory_changes(c, o) != o:
+                errs.append(forbidden("spec", _ONLY_CPU_MEMORY))
+        for c, o in zip(inits, old_inits):
+            if c.get("restartPolicy") == "Always":
+                if _without_cpu_memory_changes(c, o) != o:
+                    errs.append(forbidden("spec", "only cpu and memory resources for sidecar containers are mutable"))
+            elif c != o:
+                errs.append(forbidden("spec", "resources for non-sidecar init containers are immutable"))
+    if errs:
+        return errs
+    if not same_shape or any(ns.get(k) != os_.get(k) for k in set(ns) | set(os_)
+                             if k not in ("containers", "initContainers")):
+        return [forbidden("spec", _ONLY_CPU_MEMORY)]
+    return []
+
+
+def _resize_supported(pod: dict) -> bool:
+    """isPodResizeRequestSupported: the first running container's status reports its resources
+    (a node that resizes does); no running container: assumed to."""
+    for s in (pod.get("status") or {}).get("containerStatuses") or ():
+        if "running" in (s.get("state") or {}):
+            return s.get("resources") is not None
+    return True
+
+
+def _container_resize(c: dict, o: dict, path: str) -> list[FieldError]:
+    """validateContainerResize."""
+    res, old = c.get("resources") or {}, o.get("resources") or {}
+    errs = []
+    if _removed(res.get("requests"), old.get("requests")):
+        errs.append(forbidden(f"{path}.requests", "resource requests cannot be removed"))
+    if _removed(res.get("limits"), old.get("limits")):
+        errs.append(forbidden(f"{path}.limits", "resource limits cannot be removed"))
+    policy = next((p.get("restartPolicy", "") for p in c.get("resizePolicy") or () if p.get("resourceName") == "memory"),
+                  "")
+    if policy in ("NotRequired", ""):
+        new_limit, old_limit = (res.get("limits") or {}).get("memory"), (old.get("limits") or {}).get("memory")
+        if new_limit is not None and old_limit is not None:
+            if _value(new_limit) < _value(old_limit):
+                errs.append(forbidden(f"{path}.limits[memory]",
+                                      "memory limits cannot be decreased unless resizePolicy is RestartContainer"))
+        elif new_limit is not None:
+            errs.append(forbidden(f"{path}.limits[memory]",
+                                  "memory limits cannot be added unless resizePolicy is RestartContainer"))
+    return errs
+
+
+def _removed(now: dict | None, before: dict | None) -> bool:
+    return any(name not in (now or {}) for name in before or {})
+
+
+def _value(q: Any) -> Any:
+    try:
+        return parse_quantity(str(q))
+    except QuantityError:
+        return 0
+
+
+def _without_cpu_memory_changes(c: dict, o: dict) -> dict:
+    """dropCPUMemoryResourcesFromContainer: `c` with the stored container's cpu and memory (a list
+    the stored container lacks stays absent, and claims go, as upstream's rebuilt requirements
+    hold only limits and requests), to compare with the stored container."""
+    res, old = c.get("resources") or {}, o.get("resources") or {}
+    munged = {}
+    for bag in ("limits", "requests"):
+        if old.get(bag) is None:
+            continue
+        kept = {k: v for k, v in (res.get(bag) or {}).items() if k not in ("cpu", "memory")}
+        kept.update((k, old[bag][k]) for k in ("cpu", "memory") if k in old[bag])
+        munged[bag] = kept
+    out = {**c}
+    if munged or "resources" in o:
+        out["resources"] = munged
+    else:
+        out.pop("resources", None)
+    return out
