@@ -1019,7 +1019,8 @@ def pod_summary(pod: dict) -> tuple[str, str, int, str | None]:
             reason = f"Init:{i}/{n_init}"
         initializing = True
         break
-    if not initializing or is_condition_true(status.get("conditions"), "Initialized"):
+    # isPodInitializedConditionTrue reads the first Initialized condition
+    if not initializing or (find_condition(status.get("conditions"), "Initialized") or {}).get("status") == "True":
         restarts, last = sidecar_restarts, sidecar_last
         has_running = False
         for cs in reversed(status.get("containerStatuses") or []):
@@ -1158,12 +1159,17 @@ class PodStrategy(Strategy):
     def validate_update(self, new, old):
         """ValidatePodUpdate: the annotations checked as on create, the spec, the annotations' changes
         (which check them again, as upstream does), then what a pod update may change."""
+        return self._metadata_and_spec(new, old) + _pod_annotation_updates(new, old) + validate_pod_update(new, old)
+
+    @staticmethod
+    def _metadata_and_spec(new, old):
+        """validatePodMetadataAndSpec on an update: the annotations (an invalid deletion cost the old
+        pod had may stay), then the spec (the old spec's IPs stand unchecked)."""
         errs = validate_pod_spec(new.get("spec") or {}, old_ips=pod_spec_ips(old.get("spec") or {}))
         annotations = (new.get("metadata") or {}).get("annotations") or {}
         old_annotations = (old.get("metadata") or {}).get("annotations") or {}
         invalid_cost = _DELETION_COST in old_annotations and not _valid_deletion_cost(old_annotations[_DELETION_COST])
-        errs = _pod_specific_annotations(annotations, new.get("spec") or {}, invalid_cost) + errs
-        return errs + _pod_annotation_updates(new, old) + validate_pod_update(new, old)
+        return _pod_specific_annotations(annotations, new.get("spec") or {}, invalid_cost) + errs
 
     def prepare_for_subresource_update(self, subresource, new, old):
         if subresource == subresources.EPHEMERAL:
@@ -1176,11 +1182,11 @@ class PodStrategy(Strategy):
         if subresource == subresources.EPHEMERAL:
             if refusal := subresources.ephemeral_refusal(old):
                 return [refusal]
-            errs = validate_pod_spec(new.get("spec") or {}, old_ips=pod_spec_ips(old.get("spec") or {}))
+            errs = self._metadata_and_spec(new, old) + _pod_annotation_updates(new, old)
             return errs + subresources.validate_ephemeral_containers_update(new, old)
         if refusal := subresources.resize_refusal(new, old):
             return [refusal]
-        errs = validate_pod_spec(new.get("spec") or {}, old_ips=pod_spec_ips(old.get("spec") or {}))
+        errs = self._metadata_and_spec(new, old)
         old_qos = (old.get("status") or {}).get("qosClass") or qos_class(old.get("spec") or {})
         return subresources.validate_resize(new, old, old_qos, qos_class(new.get("spec") or {}), errs)
 
