@@ -164,9 +164,14 @@ class ControllerManager:
 
     async def _campaign(self) -> None:
         """Lead while holding the lease; after losing it, stand by again
-        (kube-controller-manager exits instead, and its supervisor restarts it)."""
+        (kube-controller-manager exits instead, and its supervisor restarts it). The term's
+        controllers stop whenever the elector returns, also when `_lead` was cancelled while
+        (or before) it started them."""
         while True:
-            await self.elector.run(self._lead)
+            try:
+                await self.elector.run(self._lead)
+            finally:
+                await self._stop_all()
 
     async def _start_all(self) -> None:
         """Start every controller; a stopped one cannot restart, so a new
@@ -175,16 +180,14 @@ class ControllerManager:
             self.controllers = self._build()
         self._fresh = False
         for c in self.controllers:
-            await c.start()
+            # listed before it starts: a start cut short is stopped too (stopping an unstarted one is harmless)
             self._running.append(c)
+            await c.start()
         self.started.set()
 
     async def _lead(self) -> None:
         await self._start_all()
-        try:
-            await asyncio.Event().wait()
-        finally:
-            await self._stop_all()
+        await asyncio.Event().wait()
 
     async def stop(self) -> None:
         if self._task is not None:

@@ -139,3 +139,26 @@ async def test_controllers_share_one_pod_watch_and_stop_it_with_the_term(stack, 
     running = stack.cache.watcher_count
     await manager.stop()
     assert stack.cache.watcher_count == running - len(watches), "the manager stops the shared informers"
+
+
+async def test_a_term_cut_short_while_its_controllers_start_stops_those_started(stack):
+    """Stopping a leader while its controllers are still starting stops the ones already running and
+    the shared informers (the stop sat after the start in `_lead`, so a cancelled start skipped it)."""
+    clock = ManualClock()
+    clock.t = stack.rest.clock.now()
+    manager = ControllerManager.elected(stack.client, "a", clock, controllers="replicaset,deployment")
+    first, second = manager.controllers
+    starting = asyncio.Event()
+
+    async def hang():
+        starting.set()
+        await asyncio.Event().wait()
+    second.start = hang
+    watchers = stack.cache.watcher_count
+    await manager.start()
+    await asyncio.wait_for(starting.wait(), 5)
+    assert first._tasks and stack.cache.watcher_count > watchers, "the first controller runs"
+    await manager.stop()
+    assert all(t.done() for t in first._tasks), "its workers are stopped"
+    assert stack.cache.watcher_count == watchers, "and the term's informers"
+    assert not manager.started.is_set()
