@@ -568,3 +568,24 @@ async def test_over_http_pod_specific_annotations(core):
     assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [
         cost, ("metadata.annotations[container.apparmor.security.beta.kubernetes.io/c]",
                "Forbidden: may not add AppArmor annotations"), cost]
+
+
+async def test_the_status_column_reads_the_first_initialized_condition(core):
+    """kubectl's STATUS comes from the pod printer, whose isPodInitializedConditionTrue reads the first
+    Initialized condition: a pod whose first one says False still shows its init containers' progress
+    (over HTTP, as the Table kubectl asks for)."""
+    pod = _status_pod("init", initContainers=[{"name": "setup", "image": "busybox"}])
+    await _call(core.create_namespaced_pod, "default", pod)
+    await _patch_status(core, "init", {
+        "conditions": [{"type": "Initialized", "status": "False"}, {"type": "Initialized", "status": "True"}],
+        "initContainerStatuses": [{"name": "setup", "image": "busybox", "imageID": "", "ready": False,
+                                   "restartCount": 0, "state": {"waiting": {"reason": "PodInitializing"}}}],
+        "containerStatuses": [{"name": "c", "image": "busybox", "imageID": "", "ready": False, "restartCount": 0,
+                               "state": {"waiting": {"reason": "ContainerCreating"}}}]})
+    api = core.api_client
+    r = await _call(lambda: api.rest_client.request(
+        "GET", f"{api.configuration.host}/api/v1/namespaces/default/pods/init",
+        headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io", **api.default_headers}))
+    table = json.loads(r.read())
+    status = [c["name"] for c in table["columnDefinitions"]].index("Status")
+    assert [row["cells"][status] for row in table["rows"]] == ["Init:0/1"]
