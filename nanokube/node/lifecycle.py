@@ -24,6 +24,7 @@ from ..machinery.conditions import transition_time
 from ..machinery.errors import APIError
 from ..clock import parse_time
 from .dra.prepare import NotReady
+from . import inplace
 from .simulated_io import SimulatedIO
 from .volumes import MountError
 
@@ -77,7 +78,8 @@ def image_id(image: str) -> str:
 
 
 #: the pod conditions a kubelet owns (upstream's PodConditionByKubelet); other writers' conditions are kept
-KUBELET_CONDITIONS = frozenset({"PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"})
+KUBELET_CONDITIONS = frozenset({"PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled",
+                                inplace.PENDING, inplace.IN_PROGRESS})
 #: the status lists a strategic merge patch merges by key (patchMergeKey); the kubelet's other lists are atomic
 _MERGE_KEYS = {"conditions": "type", "podIPs": "ip", "hostIPs": "ip"}
 
@@ -152,6 +154,18 @@ class PodWorker:
         self.ip = ""
         self._task: asyncio.Task | None = None
         self.io = SimulatedIO(self)
+        #: each container's requests and limits as allocated, and as its running instance has them
+        #: (they differ while a resize is actuated); filled from the spec when the pod starts
+        self.allocated: dict[str, dict] = {}
+        self.actuated: dict[str, dict] = {}
+        #: what each running container's status reports of `actuated` (worked out when it changes)
+        self.reported: dict[str, dict] = {}
+        #: the resize conditions the next status write reports
+        self.resize_conditions: list[dict] = []
+        #: the statuses of the ephemeral containers started, by name
+        self.ephemeral: dict[str, dict] = {}
+        #: the containers run: a change of the spec (an ephemeral container, a resize) is acted on
+        self.live = False
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -216,6 +230,8 @@ class PodWorker:
         try:
             while not self.deleting():
                 self.changed.clear()
+                if self.live:
+                    await self._sync_spec()
                 waiter = asyncio.ensure_future(self.changed.wait())
                 done, _ = await asyncio.wait([t for t in (timer, waiter) if t], return_when=asyncio.FIRST_COMPLETED)
                 if waiter not in done:
@@ -242,6 +258,13 @@ class PodWorker:
         if "running" in state or "terminated" in state:
             cid = hashlib.sha256(f"{self.uid}/{c['name']}/{self.restarts}".encode()).hexdigest()
             s["containerID"] = f"containerd://{cid}"
+        if not self.allocated:
+            self.allocated = inplace.desired(self.pod)
+            self._actuate()
+        if requests := (self.allocated.get(c["name"]) or {}).get("requests"):
+            s["allocatedResources"] = requests
+        if "running" in state:
+            s["resources"] = self.reported.get(c["name"]) or {}
         return s
 
     def _init_statuses(self, now: str, running: bool) -> list[dict]:
@@ -257,6 +280,68 @@ class PodWorker:
                                                                                       "lastState": {}})
         return out
 
+    # --- what changes of a running pod's spec --------------------------------------
+
+    async def _sync_spec(self) -> None:
+        """Start the ephemeral containers the spec gained, and allocate and actuate a resize it
+        asks for (or report it pending), each reported by a status write."""
+        if self._start_ephemeral():
+            await self._write_running(self.clock.rfc3339())
+        wanted = inplace.desired(self.pod)
+        if wanted == self.allocated:
+            if self.resize_conditions:  # a pending resize was taken back
+                self.resize_conditions = []
+                await self._write_running(self.clock.rfc3339())
+            return
+        now = self.clock.rfc3339()
+        live = {c.get("type"): c for c in (self.pod.get("status") or {}).get("conditions") or ()}
+        others = [w.allocated_requests() for w in self.agent.workers.values()
+                  if w is not self and (w.pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+        refused = inplace.refusal(inplace.requests_with(self.pod, wanted), self.agent.spec.allocatable, others)
+        if refused:
+            was = self.resize_conditions[0] if self.resize_conditions else {}
+            if (was.get("reason"), was.get("message")) != refused:  # written again only when it says otherwise
+                self.resize_conditions = [inplace.condition(inplace.PENDING, live.get(inplace.PENDING), now, *refused)]
+                await self._write_running(now)
+            return
+        self.allocated = wanted
+        self.resize_conditions = [inplace.condition(inplace.IN_PROGRESS, live.get(inplace.IN_PROGRESS), now)]
+        await self._write_running(now)
+        self._actuate()
+        self.resize_conditions = []
+        await self._write_running(self.clock.rfc3339())
+
+    def _actuate(self) -> None:
+        """The containers run with what was allocated to them."""
+        self.actuated = self.allocated
+        self.reported = {name: inplace.status_resources(r) for name, r in self.actuated.items()}
+
+    def allocated_requests(self):
+        """What the pod holds of its node: its requests as allocated (as its spec asks, before it starts)."""
+        return inplace.requests_with(self.pod, self.allocated or inplace.desired(self.pod))
+
+    def _start_ephemeral(self) -> bool:
+        """Start the ephemeral containers not started yet; whether there were any."""
+        started = False
+        for c in (self.pod.get("spec") or {}).get("ephemeralContainers") or ():
+            name = c.get("name", "")
+            if name in self.ephemeral:
+                continue
+            image, now = c.get("image", ""), self.clock.rfc3339()
+            self.io.start_ephemeral(name, image_ref(image))
+            cid = hashlib.sha256(f"{self.uid}/{name}/0".encode()).hexdigest()
+            self.ephemeral[name] = {"name": name, "state": {"running": {"startedAt": now}}, "lastState": {},
+                                    "ready": False, "restartCount": 0, "image": image_ref(image),
+                                    "imageID": image_id(image), "containerID": f"containerd://{cid}", "resources": {}}
+            started = True
+        return started
+
+    async def _write_running(self, now: str) -> None:
+        """The status of the pod's containers running since `started_at`."""
+        running = {"running": {"startedAt": self.started_at or now}}
+        await self._write("Running", [self._status_of(c, running, True, True) for c in self._containers()], True, now,
+                          running=True)
+
     async def _write(self, phase: str, containers: list[dict], ready: bool, now: str, reason: str = "",
                      running: bool = False, initialized: bool = True) -> None:
         """Patch the status to this one (skipped when that changes nothing), as upstream's status
@@ -267,7 +352,7 @@ class PodWorker:
         st = {
             "phase": phase, "hostIP": self.agent.host_ip, "hostIPs": [{"ip": self.agent.host_ip}],
             "podIP": self.ip, "podIPs": [{"ip": self.ip}], "startTime": self.start_time,
-            "conditions": [c for c in conditions if c.get("type") not in KUBELET_CONDITIONS] + [
+            "conditions": [c for c in conditions if c.get("type") not in KUBELET_CONDITIONS] + self.resize_conditions + [
                 _condition("PodReadyToStartContainers", True, now, kept),
                 _condition("Initialized", initialized, now, kept, "" if initialized else "ContainersNotInitialized"),
                 _condition("Ready", ready, now, kept, reason),
@@ -278,6 +363,8 @@ class PodWorker:
         }
         if (self.pod.get("spec") or {}).get("initContainers"):
             st["initContainerStatuses"] = self._init_statuses(now, running)
+        if self.ephemeral:
+            st["ephemeralContainerStatuses"] = list(self.ephemeral.values())
         patch = status_patch(live, st)
         if patch:
             self.pod = await self.agent.pods.patch(self.name, {"metadata": {"uid": self.uid}, "status": patch}, SMP,
@@ -380,11 +467,12 @@ class PodWorker:
             if not (adopted and self.started_at):
                 now = self.clock.rfc3339()
                 self.started_at = now
-                running = {"running": {"startedAt": now}}
-                await self._write("Running", [self._status_of(c, running, True, True) for c in self._containers()],
-                                  True, now, running=True)
+                await self._write_running(now)
             adopted = False
-            if await self._wait(deadline):
+            self.live = True
+            stopped = await self._wait(deadline)
+            self.live = False
+            if stopped:
                 await self._terminate()
                 return
             self.io.exited(code)
@@ -413,6 +501,10 @@ class PodWorker:
     async def _finish(self, term: dict, now: str) -> None:
         phase = "Succeeded" if term["exitCode"] == 0 else "Failed"
         statuses = [self._status_of(c, {"terminated": term}, False, False) for c in self._containers()]
+        for name, s in self.ephemeral.items():  # they stop with the pod
+            if running := s["state"].get("running"):
+                self.ephemeral[name] = {**s, "state": {"terminated": {**term, "startedAt": running["startedAt"]}}}
+        self.io.ephemeral_exited(term["exitCode"])
         await self._write(phase, statuses, False, now, "PodCompleted")
         self.agent.ips.release(self.uid)
         await self.agent.claims.unprepare(self.uid)

@@ -40,12 +40,13 @@ SMI_LIST = re.compile(r"\bnvidia-smi\s+(-L|--list-gpus)\b")
 class SimulatedIO:
     """The logs (current and previous instance) and streams of one pod's simulated containers."""
 
-    __slots__ = ("worker", "logs", "running", "_scripted", "exit_code", "_ended")
+    __slots__ = ("worker", "logs", "running", "ephemeral", "_scripted", "exit_code", "_ended")
 
     def __init__(self, worker):
         self.worker = worker
         self.logs: dict[str, list[ContainerLog]] = {}
         self.running: list[str] = []  # containers of the current instance (init containers have finished)
+        self.ephemeral: list[str] = []  # ephemeral containers started: they run until the pod stops
         self._scripted: asyncio.Task | None = None
         self.exit_code: int | None = None
         self._ended = False
@@ -111,6 +112,19 @@ class SimulatedIO:
             self.logs[name][-1].close()
         self.exit_code = code
         self._ended = True
+
+    def start_ephemeral(self, name: str, image: str) -> None:
+        """An ephemeral container added to the running pod starts (once: it is never restarted)."""
+        self.logs[name] = [ContainerLog()]
+        self.ephemeral.append(name)
+        self._write(f"nanokube: ephemeral container {name} started (image {image})", [name])
+
+    def ephemeral_exited(self, code: int) -> None:
+        """The pod stopped: its ephemeral containers end with it."""
+        for name in self.ephemeral:
+            if not self.logs[name][-1].closed:
+                self._write(f"nanokube: ephemeral container {name} exited with code {code}", [name])
+                self.logs[name][-1].close()
 
     def stop(self) -> None:
         if self._scripted is not None:

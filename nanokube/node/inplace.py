@@ -1,0 +1,77 @@
+"""What the kubelet does in place for a running pod whose spec changes through pods/resize:
+it allocates the containers' new requests and limits when the node has room for them (the
+pod's resize is otherwise pending, Infeasible beyond the node's allocatable, Deferred beyond
+what other pods leave), then actuates them; containerStatuses report both (allocatedResources,
+resources). The conditions are upstream's PodResizePending and PodResizeInProgress."""
+
+from __future__ import annotations
+
+from ..scheduler.resources import Resources, from_list, pod_requests
+
+PENDING = "PodResizePending"
+IN_PROGRESS = "PodResizeInProgress"
+#: the resources a container's status reports of what runs (convertContainerStatusResources)
+_REPORTED = ("cpu", "memory", "ephemeral-storage")
+
+
+def requirements(c: dict) -> dict:
+    """A container's requests and limits (copies), those it sets."""
+    res = c.get("resources") or {}
+    return {bag: dict(res[bag]) for bag in ("limits", "requests") if res.get(bag)}
+
+
+def desired(pod: dict) -> dict[str, dict]:
+    """What the spec asks for each container and init container, by name."""
+    spec = pod.get("spec") or {}
+    return {c["name"]: requirements(c) for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])}
+
+
+def status_resources(actuated: dict) -> dict:
+    """A running container's `resources`: of the requests and limits it runs with, cpu, memory and
+    ephemeral storage (empty lists left out, as upstream's omitempty maps)."""
+    out = {}
+    for bag in ("limits", "requests"):
+        if kept := {k: v for k, v in (actuated.get(bag) or {}).items() if k in _REPORTED}:
+            out[bag] = kept
+    return out
+
+
+def requests_with(pod: dict, allocation: dict[str, dict]) -> Resources:
+    """The pod's requests (scheduler's PodRequests) with each container's `allocation`."""
+    spec = pod.get("spec") or {}
+    with_alloc = {**spec}
+    for key in ("initContainers", "containers"):
+        if spec.get(key):
+            with_alloc[key] = [{**c, "resources": allocation.get(c["name"], {})} for c in spec[key]]
+    return pod_requests(with_alloc)
+
+
+def refusal(wanted: Resources, allocatable: dict, others: list[Resources]) -> tuple[str, str] | None:
+    """(reason, message) when a resize to `wanted` cannot be allocated now beside the `others` pods'
+    allocations, as the kubelet's canResizePod words it; None when it fits."""
+    capacity = from_list(allocatable)
+    used = Resources()
+    for r in others:
+        used.add(r)
+    if wanted.memory > capacity.memory:
+        return "Infeasible", f"Node didn't have enough capacity: memory, requested: {wanted.memory}, capacity: {capacity.memory}"
+    if wanted.milli_cpu > capacity.milli_cpu:
+        return "Infeasible", (f"Node didn't have enough capacity: cpu, requested: {wanted.milli_cpu}, "
+                              f"capacity: {capacity.milli_cpu}")
+    for name, want, have, cap in (("cpu", wanted.milli_cpu, used.milli_cpu, capacity.milli_cpu),
+                                  ("memory", wanted.memory, used.memory, capacity.memory)):
+        if want + have > cap:
+            return "Deferred", f"Node didn't have enough resource: {name}, requested: {want}, used: {have}, capacity: {cap}"
+    return None
+
+
+def condition(ctype: str, live: dict | None, now: str, reason: str = "", message: str = "") -> dict:
+    """A resize condition (status True); its lastTransitionTime stays the live one's while its
+    reason does not change (updatedPodResizeCondition)."""
+    since = live.get("lastTransitionTime") if live and live.get("reason", "") == reason else None
+    c = {"type": ctype, "status": "True", "lastProbeTime": now, "lastTransitionTime": since or now}
+    if reason:
+        c["reason"] = reason
+    if message:
+        c["message"] = message
+    return c

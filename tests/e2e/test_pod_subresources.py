@@ -1,0 +1,117 @@
+"""kubectl (the version-matched 1.37) against `nanokube up` through pods/ephemeralcontainers and
+pods/resize: `kubectl debug` adds an ephemeral container that the node starts, `kubectl patch
+--subresource resize` resizes a running pod in place, and discovery lists both."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from .conftest import wait_for
+
+NS = "podsub"
+
+
+@pytest.fixture(scope="module")
+def running(cluster):
+    cluster.kubectl("create", "namespace", NS)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "app", "namespace": NS,
+           "annotations": {"sim.nanokube.io/exec.hostname": "app\n"}},
+           "spec": {"containers": [{"name": "app", "image": "nginx:1.27",
+                                    "resources": {"requests": {"cpu": "100m", "memory": "64Mi"},
+                                                  "limits": {"cpu": "200m", "memory": "128Mi"}}}]}}
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(pod))
+    wait_for(lambda: _pod(cluster)["status"].get("phase") == "Running", what="the pod running")
+    return cluster
+
+
+def _pod(cluster) -> dict:
+    return cluster.kubectl_json("get", "pod", "app", "-n", NS)
+
+
+def test_discovery_lists_the_subresources(cluster):
+    out = cluster.kubectl("api-resources", "--no-headers", "-o", "name").stdout.split()
+    assert "pods" in out
+    raw = json.loads(cluster.kubectl("get", "--raw", "/api/v1").stdout)
+    subs = {r["name"]: r for r in raw["resources"] if r["name"].startswith("pods/")}
+    assert subs["pods/ephemeralcontainers"]["kind"] == "Pod"
+    assert subs["pods/ephemeralcontainers"]["verbs"] == ["get", "patch", "update"]
+    assert subs["pods/resize"]["kind"] == "Pod"
+    assert subs["pods/resize"]["verbs"] == ["get", "patch", "update"]
+
+
+def test_kubectl_debug_adds_an_ephemeral_container_the_node_starts(running):
+    r = running.kubectl("debug", "app", "-n", NS, "--image=busybox", "--target=app", "-c", "dbg")
+    assert "disabled" not in r.stderr
+    pod = _pod(running)
+    ec = pod["spec"]["ephemeralContainers"]
+    assert [(c["name"], c["image"], c.get("targetContainerName")) for c in ec] == [("dbg", "busybox", "app")]
+    assert ec[0]["terminationMessagePolicy"] == "File" and ec[0]["imagePullPolicy"] == "Always"
+
+    def started():
+        st = _pod(running)["status"].get("ephemeralContainerStatuses") or []
+        return st if st and "running" in st[0]["state"] else None
+    st = wait_for(started, what="the ephemeral container running")
+    assert st[0]["name"] == "dbg" and st[0]["state"]["running"]["startedAt"]
+    assert st[0]["ready"] is False and st[0]["restartCount"] == 0
+    assert st[0]["image"] == "docker.io/library/busybox:latest"
+    y = yaml.safe_load(running.kubectl("get", "pod", "app", "-n", NS, "-o", "yaml").stdout)
+    assert y["status"]["ephemeralContainerStatuses"][0]["name"] == "dbg"
+    # the node serves the new container's log and streams as any other's
+    assert "ephemeral container dbg started" in running.kubectl("logs", "app", "-n", NS, "-c", "dbg").stdout
+    r = running.kubectl("exec", "app", "-n", NS, "-c", "dbg", "--", "hostname")
+    assert r.stdout == "app\n"
+
+
+def test_an_existing_ephemeral_container_may_not_change(running):
+    wait_for(lambda: _pod(running)["spec"].get("ephemeralContainers"), what="the debug container")
+    patch = {"spec": {"ephemeralContainers": [{"name": "dbg", "image": "alpine"}]}}
+    r = running.kubectl("patch", "pod", "app", "-n", NS, "--subresource", "ephemeralcontainers", "-p", json.dumps(patch),
+                        check=False)
+    assert r.returncode != 0
+    assert 'spec.ephemeralContainers: Forbidden: existing ephemeral containers "dbg" may not be changed' in r.stderr
+
+
+def test_kubectl_patch_resize_resizes_the_running_pod_in_place(running):
+    before = _pod(running)
+    patch = {"spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": "150m"},
+                                                                   "limits": {"cpu": "300m"}}}]}}
+    out = running.kubectl("patch", "pod", "app", "-n", NS, "--subresource", "resize", "-p", json.dumps(patch)).stdout
+    assert "pod/app patched" in out
+
+    def resized():
+        p = _pod(running)
+        s = p["status"]["containerStatuses"][0]
+        return p if s.get("resources", {}).get("requests", {}).get("cpu") == "150m" else None
+    pod = wait_for(resized, what="the resize actuated")
+    s = pod["status"]["containerStatuses"][0]
+    assert s["resources"] == {"limits": {"cpu": "300m", "memory": "128Mi"}, "requests": {"cpu": "150m", "memory": "64Mi"}}
+    assert s["allocatedResources"] == {"cpu": "150m", "memory": "64Mi"}
+    assert s["restartCount"] == before["status"]["containerStatuses"][0]["restartCount"]
+    assert pod["metadata"]["uid"] == before["metadata"]["uid"]
+    assert pod["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "150m", "memory": "64Mi"}
+    assert not [c for c in pod["status"]["conditions"] if c["type"].startswith("PodResize")]
+    assert pod["metadata"]["generation"] > before["metadata"]["generation"]
+
+
+def test_a_resize_beyond_the_node_is_pending_infeasible(running):
+    patch = {"spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": "1000"},
+                                                                   "limits": {"cpu": "1000"}}}]}}
+    running.kubectl("patch", "pod", "app", "-n", NS, "--subresource", "resize", "-p", json.dumps(patch))
+
+    def pending():
+        return [c for c in _pod(running)["status"]["conditions"] if c["type"] == "PodResizePending"]
+    cond = wait_for(pending, what="PodResizePending")[0]
+    assert cond["status"] == "True" and cond["reason"] == "Infeasible"
+    assert cond["message"].startswith("Node didn't have enough capacity: cpu, requested: 1000000, capacity: ")
+    assert _pod(running)["status"]["containerStatuses"][0]["resources"]["requests"]["cpu"] == "150m"
+
+
+def test_a_resize_may_not_change_the_qos_class(running):
+    patch = {"spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": "300m", "memory": "128Mi"},
+                                                                   "limits": {"cpu": "300m", "memory": "128Mi"}}}]}}
+    r = running.kubectl("patch", "pod", "app", "-n", NS, "--subresource", "resize", "-p", json.dumps(patch), check=False)
+    assert r.returncode != 0
+    assert 'spec: Invalid value: "Burstable": Pod QOS Class may not change as a result of resizing' in r.stderr
