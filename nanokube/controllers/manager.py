@@ -53,6 +53,42 @@ LEASE_NAME = "kube-controller-manager"
 #: default policy to `sign` and `attest` for its signer name only
 SIGNER_USER = User("system:serviceaccount:kube-system:pod-identity-signer",
                    ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"))
+#: the certificate controllers act as their service account, as kube-controller-manager's do with
+#: --use-service-account-credentials: the default policy lets it approve kubelet client requests and
+#: sign for the kubernetes.io signers (CertificateApproval and CertificateSigning admission ask)
+CERTIFICATE_CONTROLLER_USER = User(
+    "system:serviceaccount:kube-system:certificate-controller",
+    ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"))
+#: the controllers built over the certificate controller's client when the manager has one
+_CERTIFICATE_CONTROLLERS = (CSRApprovingController, CSRCleanerController)
+
+
+#: the client name each controller's client builder is asked for upstream, where it is not the
+#: controller's name: the user agent's last part and, with --use-service-account-credentials, the
+#: kube-system service account the controller acts as
+CLIENT_NAMES = {
+    "garbage-collector-controller": "generic-garbage-collector",
+    "resourceclaim-controller": "resource-claim-controller",
+    "service-lb-controller": "service-controller",  # cloud-controller-manager's
+    "replicationcontroller-controller": "replication-controller",
+    "daemonset-controller": "daemon-set-controller",
+    "persistentvolume-binder-controller": "persistent-volume-binder",
+    "persistentvolumeclaim-protection-controller": "pvc-protection-controller",
+    "persistentvolume-protection-controller": "pv-protection-controller",
+    "horizontal-pod-autoscaler-controller": "horizontal-pod-autoscaler",
+    "node-lifecycle-controller": "node-controller",
+    "taint-eviction-controller": "node-controller",
+    "service-cidr-controller": "service-cidrs-controller",
+    "certificatesigningrequest-approving-controller": "certificate-controller",
+    "certificatesigningrequest-cleaner-controller": "certificate-controller",
+    "certificatesigningrequest-signing-controller": "certificate-controller",
+}
+
+
+def controller_client(client, kind: type[Controller]):
+    """The client `kind` runs over: `client` named for it, as kube-controller-manager's client
+    builder makes one per controller (user agent '.../<name>')."""
+    return client.named(CLIENT_NAMES.get(kind.name, kind.name))
 
 
 #: every controller of kube-controller-manager that nanokube runs, in start order
@@ -82,7 +118,8 @@ def build_controllers(client, clock: Clock = REAL, load_balancer_pool: str = DEF
         NodeLifecycleController: node_lifecycle_options(),
         DeviceTaintEvictionController: device_taint_options(),
     }
-    return [kind(client, clock=clock, informers=informers, **options.get(kind, {})) for kind in kinds]
+    return [kind(controller_client(client, kind), clock=clock, informers=informers, **options.get(kind, {}))
+            for kind in kinds]
 
 
 def enabled(controllers: list, spec: str = "*") -> list:
@@ -109,9 +146,10 @@ class ControllerManager:
 
     def __init__(self, client, clock: Clock = REAL, *, controllers: str = "*", signer_client=None,
                  data_dir: str | None = None, elector: LeaderElector | None = None,
-                 load_balancer_pool: str = DEFAULT_POOL):
+                 load_balancer_pool: str = DEFAULT_POOL, certificate_client=None):
         """`signer_client` and `data_dir` (the signer's CA) run the pod-identity signer too;
-        `load_balancer_pool` is the IPv4 CIDR LoadBalancer Services get their address from."""
+        `load_balancer_pool` is the IPv4 CIDR LoadBalancer Services get their address from;
+        `certificate_client` (else `client`) is the certificate controllers'."""
         self.client = client
         #: kept across terms of leadership, as one process's counters are
         self.metrics = ControllerMetrics(clock=clock)
@@ -122,11 +160,15 @@ class ControllerManager:
             # (the cluster CA that signs kube-apiserver-client requests is in the data dir)
             csr_signer = [CSRSigningController] if data_dir is not None else []
             on = enabled([*CONTROLLERS, *csr_signer, *signer], controllers)
-            self.informers = InformerFactory(clock)
+            self.informers = InformerFactory(clock, client.named("shared-informers"))
+            own = (PodCertificateSigner, CSRSigningController, *_CERTIFICATE_CONTROLLERS)
             out = build_controllers(client, clock, load_balancer_pool, self.metrics, self.informers,
-                                    [k for k in on if k not in (PodCertificateSigner, CSRSigningController)])
+                                    [k for k in on if k not in own])
+            certs = certificate_client or client
+            out += [k(controller_client(certs, k), clock, self.informers) for k in on if k in _CERTIFICATE_CONTROLLERS]
             if CSRSigningController in on:
-                out.append(CSRSigningController(client, data_dir, clock, self.informers))
+                out.append(CSRSigningController(controller_client(certs, CSRSigningController), data_dir, clock,
+                                                self.informers))
             if PodCertificateSigner in on:
                 out.append(PodCertificateSigner(signer_client, data_dir, clock=clock))
             self.metrics.meter(out)
@@ -151,7 +193,7 @@ class ControllerManager:
         signer when a data dir is known."""
         signer = connect(SIGNER_USER, "pod-identity-signer") if data_dir else None
         return cls(connect(CONTROLLER_USER, "kube-controller-manager"), clock, signer_client=signer, data_dir=data_dir,
-                   **kw)
+                   certificate_client=connect(CERTIFICATE_CONTROLLER_USER, "kube-controller-manager"), **kw)
 
     async def start(self) -> None:
         """With no controllers enabled there is nothing to lead: no campaign."""

@@ -13,6 +13,7 @@ from kubernetes import client
 from nanokube.apiserver.loopback import LocalClient
 from nanokube.client.http import HTTPClient
 from nanokube.controllers.csrapproving import CSRApprovingController, NotApproved
+from nanokube.controllers.manager import CERTIFICATE_CONTROLLER_USER
 from tests.controllers import eventually
 from tests.controllers.test_csrsigning import csr_pem, node_request
 from tests.served import served
@@ -42,13 +43,13 @@ async def allow(rbac: client.RbacAuthorizationV1Api, subresource: str, group: st
 
 @pytest.fixture(params=["loopback", "https"])
 async def env(request, tmp_path):
-    """The approver in-process (loopback client, as in `up`) or over HTTPS (`nanokube controller-manager`):
-    its SubjectAccessReviews are answered either way, never stored."""
+    """The approver in-process (loopback client as its service account, as in `up`) or over HTTPS
+    (`nanokube controller-manager`): its SubjectAccessReviews are answered either way, never stored."""
     async with served(tmp_path) as (server, api_client):
         http = HTTPClient.from_kubeconfig(str(tmp_path / "kubeconfig")) if request.param == "https" else None
         if http is not None:
             await http.start()
-        ctrl = CSRApprovingController(http or LocalClient(server.rest))
+        ctrl = CSRApprovingController(http or LocalClient(server.rest, CERTIFICATE_CONTROLLER_USER))
         await ctrl.start()
         try:
             yield server, api_client, ctrl

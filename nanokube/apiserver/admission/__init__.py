@@ -33,7 +33,7 @@ from .resource_quota import ResourceQuota
 from .runtime_class import RuntimeClass
 from .storage_object_in_use import StorageObjectInUseProtection
 from .matching import exempt
-from .plugins import BuiltinPlugins
+from .plugins import BuiltinPlugins, CertificateSigners
 from .policies import MutatingPolicies, PolicyRound, ValidatingPolicies
 from .source import ConfigSource
 from .webhooks import MutationRound, Webhooks
@@ -59,7 +59,7 @@ class Admission:
                          DefaultIngressClass(rest)]
         self.claim_resize = PersistentVolumeClaimResize(rest)
         #: in-tree validating plugins after the built-ins, in upstream's order
-        self.validators = [self.limit_ranger, self.claim_resize, self.runtime_class]
+        self.validators = [self.limit_ranger, self.claim_resize, self.runtime_class, CertificateSigners(self.plugins)]
         #: (mutators, validators) that can act on a (group, plural), in order: most writes are of
         #: kinds none of them handles, and a call to each to return at once was ~10 k instructions
         self._in_tree: dict[tuple[str, str], tuple[list, list]] = {}

@@ -2,7 +2,8 @@
 change what users see. Mutating (they run first, in upstream's order):
 NamespaceLifecycle, NodeRestriction, Priority, ServiceAccount, the
 CertificateSigningRequest requester and PodGroupProtection. Validating:
-ClusterTrustBundleAttest, CertificateSubjectRestriction and DRA's admin-access namespace check."""
+ClusterTrustBundleAttest, CertificateSubjectRestriction, DRA's admin-access namespace check,
+and CertificateApproval and CertificateSigning (CertificateSigners, which needs the subresource)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from ...registry.base import Resource
 from ...machinery.validation import forbidden
 from ...machinery import errors
 from ...machinery.podgroups import PODGROUP_PROTECTION
-from ..auth.restriction import attest, node_restriction
+from ..auth.restriction import attest, certificate_signers, node_restriction
 from .lookup import Listing
 
 IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -147,3 +148,17 @@ class BuiltinPlugins:
                                   {"name": pod["metadata"].get("name", ""), "kind": kind})
         spec["priority"] = value
         spec.setdefault("preemptionPolicy", policy)
+
+
+class CertificateSigners:
+    """CertificateApproval and CertificateSigning (restriction.certificate_signers) on writes through a
+    CertificateSigningRequest's /approval and /status, once the server's authorizer is known."""
+
+    validates = frozenset({("certificates.k8s.io", "certificatesigningrequests")})
+
+    def __init__(self, plugins: BuiltinPlugins) -> None:
+        self.plugins = plugins
+
+    def validate(self, a) -> None:
+        if self.plugins.authorizer is not None and a.operation == "UPDATE" and a.old is not None:
+            certificate_signers(self.plugins.authorizer, a.subresource, a.obj, a.old, a.opts.user)

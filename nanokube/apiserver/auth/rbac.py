@@ -256,6 +256,21 @@ _CSR_ROLES = [
     *(_cluster_role(f"system:certificates.k8s.io:{signer}-approver",
                     [_rule(["approve"], ["certificates.k8s.io"], ["signers"]) | {"resourceNames": [f"kubernetes.io/{signer}"]}])
       for signer in ("legacy-unknown", "kubelet-serving", "kube-apiserver-client", "kube-apiserver-client-kubelet")),
+    # kube-controller-manager's certificate controllers (csrapproving, csrsigning, csrcleaner) run as the
+    # kube-system/certificate-controller service account: they approve kubelet client requests and sign
+    # for the kubernetes.io signers
+    _cluster_role("system:controller:certificate-controller", [
+        _rule(["get", "list", "watch", "delete"], ["certificates.k8s.io"], ["certificatesigningrequests"]),
+        _rule(["update"], ["certificates.k8s.io"],
+              ["certificatesigningrequests/status", "certificatesigningrequests/approval"]),
+        _rule(["approve"], ["certificates.k8s.io"], ["signers"]) | {
+            "resourceNames": ["kubernetes.io/kube-apiserver-client-kubelet"]},
+        _rule(["sign"], ["certificates.k8s.io"], ["signers"]) | {"resourceNames": [
+            "kubernetes.io/legacy-unknown", "kubernetes.io/kube-apiserver-client",
+            "kubernetes.io/kube-apiserver-client-kubelet", "kubernetes.io/kubelet-serving"]},
+        _rule(["create"], ["authorization.k8s.io"], ["subjectaccessreviews"]),
+        _rule(["create", "update", "patch"], ["", "events.k8s.io"], ["events"]),
+    ]),
 ]
 
 
@@ -296,6 +311,8 @@ def bootstrap_policy() -> tuple[list[dict], list[dict]]:
         _binding("system:node", "system:node", ("Group", "system:nodes")),
         _binding("nanokube:pod-identity-signer", "nanokube:pod-identity-signer",
                  ("ServiceAccount", "kube-system/pod-identity-signer")),
+        _binding("system:controller:certificate-controller", "system:controller:certificate-controller",
+                 ("ServiceAccount", "kube-system/certificate-controller")),
         _binding("system:cluster-trust-bundle-discovery", "system:cluster-trust-bundle-discovery",
                  ("Group", "system:serviceaccounts"), ("Group", "system:nodes")),
     ]

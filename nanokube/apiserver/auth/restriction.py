@@ -1,7 +1,8 @@
 """Admission checks that follow from who is asking: NodeRestriction (a node
 writes only its own Node, Lease and pods, and requests pod certificates only
-for its own running pods) and ClusterTrustBundleAttest (a bundle linked to a
-signer needs `attest` on that signer)."""
+for its own running pods), ClusterTrustBundleAttest (a bundle linked to a
+signer needs `attest` on that signer), CertificateApproval and CertificateSigning
+(`approve` and `sign` on a CertificateSigningRequest's signer)."""
 
 from __future__ import annotations
 
@@ -92,8 +93,30 @@ def attest(authorizer, obj: dict, old: dict | None, user) -> None:
     if old is not None and (old.get("spec") or {}).get("signerName") == signer \
             and (old.get("spec") or {}).get("trustBundle") == spec.get("trustBundle"):
         return
+    if not authorized_for_signer(authorizer, user, "attest", signer):
+        raise _forbidden(CERTS, "clustertrustbundles", obj, f'user not permitted to attest for signerName "{signer}"')
+
+
+def authorized_for_signer(authorizer, user, verb: str, signer: str) -> bool:
+    """IsAuthorizedForSignerName: `verb` on signers/<signer>, or on signers/<its domain>/*."""
     for name in (signer, signer.split("/", 1)[0] + "/*"):
-        a = Attributes("attest", "", True, CERTS, "", "signers", "", "", name)
-        if authorizer.authorize(user.name, user.groups, a).allowed:
+        if authorizer.authorize(user.name, user.groups, Attributes(verb, "", True, CERTS, "", "signers", "", "", name)).allowed:
+            return True
+    return False
+
+
+def certificate_signers(authorizer, subresource: str, obj: dict, old: dict, user) -> None:
+    """CertificateApproval and CertificateSigning: approving a CertificateSigningRequest (/approval)
+    needs `approve` on its signer; changing its certificate or conditions through /status needs `sign`."""
+    if subresource == "approval":
+        verb, signer = "approve", (obj.get("spec") or {}).get("signerName") or ""
+    elif subresource == "status":
+        new_status, old_status = obj.get("status") or {}, old.get("status") or {}
+        if (new_status.get("certificate") or "") == (old_status.get("certificate") or "") \
+                and (new_status.get("conditions") or []) == (old_status.get("conditions") or []):
             return
-    raise _forbidden(CERTS, "clustertrustbundles", obj, f'user not permitted to attest for signerName "{signer}"')
+        verb, signer = "sign", (old.get("spec") or {}).get("signerName") or ""
+    else:
+        return
+    if not authorized_for_signer(authorizer, user, verb, signer):
+        raise _forbidden(CERTS, "certificatesigningrequests", obj, f'user not permitted to {verb} requests with signerName "{signer}"')

@@ -45,3 +45,60 @@ async def test_certificate_subject_restriction_refuses_a_masters_client_request(
                                                  "forbidden: use of kubernetes.io/kube-apiserver-client signer with "
                                                  "system:masters group is not allowed")
     assert made == ["dev", "node"]
+
+
+async def test_certificate_approval_and_signing_need_the_signers_verbs(tmp_path):
+    """CertificateApproval: a write through /approval needs `approve` on signers/<signerName> (or
+    <domain>/*); CertificateSigning: a /status write that changes the certificate or the conditions
+    needs `sign`; one that changes neither needs nothing more than the update itself."""
+    async with served(tmp_path) as (_, api_client):
+        rbac = client.RbacAuthorizationV1Api(api_client)
+
+        async def grant(name: str, rules: list) -> None:
+            await asyncio.to_thread(rbac.create_cluster_role, {"metadata": {"name": name}, "rules": rules})
+            await asyncio.to_thread(rbac.create_cluster_role_binding, {
+                "metadata": {"name": name}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                                        "name": name},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "carol"}]})
+        await grant("csr-writer", [{"apiGroups": ["certificates.k8s.io"], "verbs": ["get", "update"], "resources": [
+            "certificatesigningrequests", "certificatesigningrequests/approval", "certificatesigningrequests/status"]}])
+        admin = client.CertificatesV1Api(api_client)
+        await asyncio.to_thread(admin.create_certificate_signing_request, csr(
+            "req", "kubernetes.io/kube-apiserver-client", ("dev",), ["client auth"]))
+        carol_client = client.ApiClient(api_client.configuration)
+        carol_client.set_default_header("Impersonate-User", "carol")
+        carol = client.CertificatesV1Api(carol_client)
+
+        async def approve() -> object:
+            cur = await asyncio.to_thread(carol.read_certificate_signing_request, "req")
+            cur.status.conditions = [client.V1CertificateSigningRequestCondition(
+                type="Approved", status="True", reason="ByCarol", message="fine")]
+            return await asyncio.to_thread(carol.replace_certificate_signing_request_approval, "req", cur)
+
+        async def status(change: bool) -> object:
+            cur = await asyncio.to_thread(carol.read_certificate_signing_request, "req")
+            if change:
+                cur.status.conditions = [*(cur.status.conditions or []), client.V1CertificateSigningRequestCondition(
+                    type="Failed", status="True", reason="Nope", message="no")]
+            return await asyncio.to_thread(carol.replace_certificate_signing_request_status, "req", cur)
+
+        refused = []
+        for attempt in (approve, lambda: status(True)):
+            with pytest.raises(ApiException) as e:
+                await attempt()
+            refused.append((e.value.status, json.loads(e.value.body)["message"]))
+        await grant("approver", [{"apiGroups": ["certificates.k8s.io"], "verbs": ["approve"], "resources": ["signers"],
+                                  "resourceNames": ["kubernetes.io/*"]}])
+        conditions = (await approve()).status.conditions
+        unchanged = (await status(False)).status.conditions  # no sign needed to change nothing
+        with pytest.raises(ApiException) as e:
+            await status(True)
+        await grant("signer", [{"apiGroups": ["certificates.k8s.io"], "verbs": ["sign"], "resources": ["signers"],
+                                "resourceNames": ["kubernetes.io/kube-apiserver-client"]}])
+        failed = (await status(True)).status.conditions
+    prefix = 'certificatesigningrequests.certificates.k8s.io "req" is forbidden: user not permitted to '
+    assert refused == [(403, prefix + 'approve requests with signerName "kubernetes.io/kube-apiserver-client"'),
+                       (403, prefix + 'sign requests with signerName "kubernetes.io/kube-apiserver-client"')]
+    assert [c.type for c in conditions] == [c.type for c in unchanged] == ["Approved"]
+    assert e.value.status == 403
+    assert [c.type for c in failed] == ["Approved", "Failed"]
