@@ -99,13 +99,104 @@ WIDGETS = {
                                "status": {"type": "object", "properties": {"replicas": {"type": "integer"}}},
                            }}}}]},
 }
+def _deep(n: int) -> dict:
+    """n objects nested in one another, each with a string and the innermost with a CEL rule."""
+    node = {"type": "object", "properties": {"v": {"type": "string", "maxLength": 16}},
+            "x-kubernetes-validations": [{"rule": "!has(self.v) || self.v != 'forbidden'", "message": "forbidden leaf"}]}
+    for i in reversed(range(n)):
+        node = {"type": "object", "properties": {"v": {"type": "string", "maxLength": 16}, f"l{i}": node}}
+    return node
+#: a CRD of odd schemas: objects nested 13 deep with rules at both ends, lists of maps keyed by two fields,
+#: oneOf/anyOf/not, formats, CEL libraries (quantity, CIDR, URL, format), transition and optionalOldSelf rules,
+#: messageExpression/fieldPath/reason, atomic maps, nullable defaults, unknown and embedded fields, scale
+ODDITIES = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "oddities.fuzz.example.com"},
+    "spec": {"group": "fuzz.example.com", "scope": "Namespaced",
+             "names": {"plural": "oddities", "singular": "oddity", "kind": "Oddity", "listKind": "OddityList"},
+             "versions": [{"name": "v1", "served": True, "storage": True,
+                           "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.count",
+                                                                    "statusReplicasPath": ".status.count",
+                                                                    "labelSelectorPath": ".status.selector"}},
+                           "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                               "spec": {"type": "object",
+                                        "x-kubernetes-validations": [
+                                            {"rule": "!has(self.deep) || !has(self.deep.l0) || !has(self.deep.l0.l1) || self.deep.l0.l1.v != 'x'",
+                                             "message": "deep rule", "fieldPath": ".deep"},
+                                            {"rule": "self.frozen == oldSelf.frozen", "message": "frozen is immutable"},
+                                            {"rule": "!oldSelf.hasValue() || self.count >= 0", "optionalOldSelf": True,
+                                             "messageExpression": "'count ' + string(self.count)", "reason": "FieldValueForbidden"}],
+                                        "required": ["frozen"],
+                                        "properties": {
+                                            "count": {"type": "integer", "format": "int32", "default": 0, "maximum": 1000},
+                                            "frozen": {"type": "string", "maxLength": 32},
+                                            "deep": _deep(12),
+                                            "mapOfLists": {"type": "object", "maxProperties": 4,
+                                                           "x-kubernetes-validations": [{"rule": "self.all(k, size(self[k]) <= 3)"}],
+                                                           "additionalProperties": {
+                                                               "type": "array", "maxItems": 8, "x-kubernetes-list-type": "map",
+                                                               "x-kubernetes-list-map-keys": ["a", "b"],
+                                                               "items": {"type": "object", "required": ["a", "b"], "properties": {
+                                                                   "a": {"type": "string", "maxLength": 8},
+                                                                   "b": {"type": "integer"},
+                                                                   "c": {"type": "string", "maxLength": 8}}}}},
+                                            "choice": {"type": "object",
+                                                       "properties": {"a": {"type": "string", "maxLength": 8},
+                                                                      "b": {"type": "integer"}, "c": {"type": "boolean"}},
+                                                       "oneOf": [{"required": ["a"]}, {"required": ["b"]}],
+                                                       "not": {"required": ["c"]}},
+                                            "pattern": {"type": "string", "maxLength": 64,
+                                                        "anyOf": [{"pattern": "^[a-z]+$"}, {"pattern": "^[0-9]+$"}]},
+                                            "stamp": {"type": "string", "format": "date-time"},
+                                            "blob": {"type": "string", "format": "byte", "maxLength": 64},
+                                            "quantity": {"x-kubernetes-int-or-string": True,
+                                                         "x-kubernetes-validations": [
+                                                             {"rule": "type(self) == int || isQuantity(self)", "message": "not a quantity"}]},
+                                            "cidr": {"type": "string", "maxLength": 64,
+                                                     "x-kubernetes-validations": [{"rule": "isCIDR(self)", "message": "not a cidr"}]},
+                                            "url": {"type": "string", "maxLength": 128,
+                                                    "x-kubernetes-validations": [{"rule": "isURL(self) && url(self).getScheme() == 'https'"}]},
+                                            "name": {"type": "string", "maxLength": 63,
+                                                     "x-kubernetes-validations": [{"rule": "!format.dns1123Label().validate(self).hasValue()",
+                                                                                   "message": "not a label"}]},
+                                            "atomic": {"type": "object", "x-kubernetes-map-type": "atomic",
+                                                       "additionalProperties": {"type": "string", "maxLength": 8}, "maxProperties": 8},
+                                            "ints": {"type": "array", "x-kubernetes-list-type": "set", "maxItems": 16,
+                                                     "items": {"type": "integer"},
+                                                     "x-kubernetes-validations": [{"rule": "self.all(x, x >= 0)", "message": "negative"}]},
+                                            "nullableObj": {"type": "object", "nullable": True, "default": {"k": "d"},
+                                                            "properties": {"k": {"type": "string", "maxLength": 8}}},
+                                            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+                                                     "properties": {"known": {"type": "integer"}}},
+                                            "embedded": {"type": "object", "x-kubernetes-embedded-resource": True,
+                                                         "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}},
+                                        }},
+                               "status": {"type": "object", "properties": {
+                                   "count": {"type": "integer"}, "selector": {"type": "string"},
+                                   "conditions": {"type": "array", "x-kubernetes-list-type": "map", "maxItems": 8,
+                                                  "x-kubernetes-list-map-keys": ["type"],
+                                                  "items": {"type": "object", "required": ["type", "status"], "properties": {
+                                                      "type": {"type": "string", "maxLength": 32},
+                                                      "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+                                                      "message": {"type": "string", "maxLength": 256}}}}},
+                                   "x-kubernetes-validations": [{"rule": "!has(self.count) || self.count <= 1000"}]},
+                           }}}}]}}
+ODDITY_SEED = {"spec": {"frozen": "ice", "count": 0, "deep": {"l0": {"v": "a", "l1": {"v": "b", "l2": {"v": "c"}}}},
+                 "mapOfLists": {"m": [{"a": "x", "b": 1, "c": "y"}]}, "choice": {"a": "x"}, "pattern": "abc",
+                 "stamp": "2026-12-04T00:00:00Z", "blob": "AAEC", "quantity": "1Gi", "cidr": "10.0.0.0/8",
+                 "url": "https://example.com/x", "name": "ok", "atomic": {"k": "v"}, "ints": [1, 2],
+                 "nullableObj": {"k": "v"}, "free": {"known": 1, "x": {"y": [1, {"z": None}]}},
+                 "embedded": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "e"}, "spec": {"a": 1}}},
+        "status": {"count": 0, "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
 #: LeaderWorkerSet's published CRD (a 1.3 MB schema with embedded PodTemplateSpecs)
 LWS_FILE = Path(__file__).resolve().parents[1] / "fixtures" / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
 
 
 def crds() -> list[dict]:
     """The CRDs installed before fuzzing (their custom resources are fuzzed; the CRDs are not)."""
-    return [WIDGETS, yaml.safe_load(LWS_FILE.read_text())]
+    return [WIDGETS, ODDITIES, yaml.safe_load(LWS_FILE.read_text())]
 
 
 #: (group/version path, plural, kind, seed object) of each fuzzed kind
@@ -180,6 +271,7 @@ KINDS = [
                 "x-kubernetes-validations": [{"rule": "self.n >= 0", "messageExpression": "'n is ' + string(self.n)"}]}}}}}]}}),
     ("apis/fuzz.example.com/v1", "widgets", "Widget", {"spec": {
         "size": "m", "port": "http", "tags": ["a"], "ports": [{"name": "p", "port": 1}], "extra": {"k": [1]}}}),
+    ("apis/fuzz.example.com/v1", "oddities", "Oddity", ODDITY_SEED),
     ("apis/leaderworkerset.x-k8s.io/v1", "leaderworkersets", "LeaderWorkerSet", {"spec": {
         "replicas": 0, "leaderWorkerTemplate": {"size": 2, "workerTemplate": _template("lws", schedulerName="fuzz-nobody")}}}),
     ("apis/admissionregistration.k8s.io/v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy", {"spec": {

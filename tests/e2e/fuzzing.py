@@ -10,15 +10,18 @@ OpenAPI v3 schema as the server serves it), and a verb (create, update,
 merge/strategic/JSON patch, server-side apply) with hostile query
 parameters; or, beside those, a dry-run write through /scale or a pod's or
 service account's subresource, a watch with hostile options (read up to its
-headers, then dropped), a create in another body encoding (YAML, broken JSON,
-protobuf, unknown media types) or a read with another Accept header.
+headers, then dropped; half of them watch-lists), a create in another body encoding (YAML, broken JSON,
+protobuf, unknown media types) or a read with another Accept header. Also: huge valid label
+selectors (in a list's query and in a body's selector), patches nested past any depth limit,
+applies of /status, and custom resources of a CRD of odd schemas and CEL rules (fuzz_seeds.ODDITIES).
 `Fuzzer.check` sends it and asserts the server's contract:
 
 - no 5xx, and no answer slower than `SLOW` seconds (nor the probe's, which
   runs an accepted change's expressions: an admission policy's, a CRD's rules);
 - every 4xx is a `metav1.Status` with that code;
 - a refused write changes nothing (the target's stored state is as before);
-- an accepted object re-validates (the stored object PUT back with dryRun=All is accepted).
+- an accepted object re-validates (the stored object PUT back with dryRun=All is accepted; a custom
+  resource also as a new object, which no ratcheting spares).
 """
 
 from __future__ import annotations
@@ -54,7 +57,10 @@ HOSTILE_SELECTORS = ["a" * 100_000, "a in (" + ",".join(["x"] * 20_000) + ")", "
                      "x/y/z", "a=" + "b" * 64, "a>5", "a>x", "a<-1", ",", "a=b,", "a==b==c", "\x00", "é=é", "a," * 5000,
                      "in in (notin)", "a in (b,,c)", "a notin (", "a=(b)", "metadata.name=x", "metadata.name==x,metadata.namespace!=y",
                      "spec.nodeName=" + "x" * 100_000, "metadata.name", "metadata.name=a\\,b", "=", "metadata.name=x=y",
-                     ",,,", "status.phase=Running", "metadata.name in (x)", "metadata.name=" + "\\" * 5000]
+                     ",,,", "status.phase=Running", "metadata.name in (x)", "metadata.name=" + "\\" * 5000,
+                     # valid and huge: many requirements, a long set, many negations
+                     ",".join(f"k{i}=v{i}" for i in range(10_000)), "k in (" + ",".join(f"v{i}" for i in range(20_000)) + ")",
+                     ",".join(f"!k{i}" for i in range(10_000)), ",".join(f"k{i} notin (a,b)" for i in range(5_000))]
 #: those of them labels.Parse refuses (a key or value that is no label's, a syntax error): a label selector's 400
 INVALID_LABEL_SELECTORS = frozenset(
     ["a" * 100_000, "(" * 1000, "a!=b!=c", "!!!!a", "x/y/z", "a=" + "b" * 64, "a>x", "a<-1", ",", "a=b,", "a==b==c",
@@ -70,6 +76,21 @@ COPY_BOMBS = [
 LONG_LISTS = {"metadata": {"$setElementOrder/finalizers": [f"example.com/f{i}" for i in range(20_000)],
                            "finalizers": [f"example.com/f{i}" for i in range(20_000)],
                            "$deleteFromPrimitiveList/finalizers": [f"example.com/g{i}" for i in range(20_000)]}}
+#: label selectors in a body (where the seed has one): many expressions of many values, many labels
+HUGE_SELECTORS = [
+    {"matchExpressions": [{"key": f"k{i}", "operator": "In", "values": [f"v{j}" for j in range(100)]} for i in range(100)]},
+    {"matchLabels": {f"k{i}": "v" for i in range(5_000)}},
+    {"matchExpressions": [{"key": "k", "operator": "Exists"}] * 10_000},
+]
+#: bodies nested as deep as a patch may be sent (written out: json.dumps recurses), by depth
+DEEP_BODIES = {
+    "json": lambda d: '[{"op": "add", "path": "/metadata/annotations", "value": ' + '{"a":' * d + "1" + "}" * d + "}]",
+    "merge": lambda d: '{"metadata": {"annotations": ' + '{"a":' * d + '"x"' + "}" * d + "}}",
+    "strategic": lambda d: '{"spec": ' + "[" * d + "]" * d + "}",
+    "apply": lambda d: '{"metadata": {"labels": ' + '{"a":' * d + "1" + "}" * d + "}}",
+}
+#: a watch-list's options (the stream begins with the state, ends it with a bookmark), from several places
+WATCH_LIST = {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan", "allowWatchBookmarks": "true"}
 #: fields that hold CEL
 EXPRESSION_KEYS = frozenset({"expression", "rule", "messageExpression", "valueExpression"})
 _TEN = "[1,2,3,4,5,6,7,8,9,10]"
@@ -97,7 +118,11 @@ HOSTILE_CEL = [
 
 
 #: kinds with a scale subresource (autoscaling/v1 Scale)
-SCALED = frozenset({"deployments", "replicasets", "statefulsets", "replicationcontrollers", "widgets", "leaderworkersets"})
+SCALED = frozenset({"deployments", "replicasets", "statefulsets", "replicationcontrollers", "widgets", "oddities",
+                    "leaderworkersets"})
+#: custom resources: an accepted one must also be accepted as a new object (a dry-run create), where no
+#: ratcheting keeps what an update may leave unchanged
+CUSTOM = frozenset({"widgets", "oddities", "leaderworkersets"})
 #: bodies a write may arrive in besides plain JSON, as (content type, encoder of the object): each is decoded as
 #: upstream's serializers decode it or refused with a 4xx (415 for a media type none of them reads)
 ENCODINGS = [
@@ -281,7 +306,13 @@ def requests(draw, fuzzer: Fuzzer):
     path = draw(st.sampled_from(_paths(obj, [])[1:]))
     root = fuzzer.schemas.kind(gv, kind)
     how = draw(st.sampled_from(["string", "number", "value", "deep", "remove", "unknown", "schema", "schema", "schema",
-                                "cel"]))
+                                "cel", "selector"]))
+    if how == "selector":
+        selectors = [p for p in _paths(obj, []) if p and isinstance(p[-1], str) and p[-1].endswith(("selector", "Selector"))
+                     and isinstance(_get(obj, p), dict)]
+        how = "value"
+        if selectors:
+            path, how = draw(st.sampled_from(selectors)), "selector"
     if how == "cel":
         cel = [p for p in _paths(obj, []) if p and p[-1] in EXPRESSION_KEYS]
         how = "string"
@@ -289,6 +320,8 @@ def requests(draw, fuzzer: Fuzzer):
             path, how = draw(st.sampled_from(cel)), "cel"
     if how == "cel":
         value = draw(st.sampled_from(HOSTILE_CEL))
+    elif how == "selector":
+        value = copy.deepcopy(draw(st.sampled_from(HUGE_SELECTORS)))
     elif how == "string":
         value = draw(st.one_of(st.sampled_from(HOSTILE_STRINGS), st.text(max_size=30)))
     elif how == "number":
@@ -340,6 +373,9 @@ def requests(draw, fuzzer: Fuzzer):
         return "POST", base, query, json.dumps(obj), "application/json", None, dry
     if verb == "update":
         return "PUT", f"{base}/{name}", query, json.dumps(obj), "application/json", name, dry
+    if verb == "status" and draw(st.booleans()):  # an apply of the status (only status is taken)
+        return "PATCH", f"{base}/{name}/status", {**query, "fieldManager": "fuzz-status", "force": "true"}, json.dumps(obj), \
+            "application/apply-patch+yaml", name, dry
     if verb == "status":
         return "PUT", f"{base}/{name}/status", query, json.dumps(obj), "application/json", name, dry
     if verb == "delete":
@@ -362,6 +398,15 @@ def requests(draw, fuzzer: Fuzzer):
     if verb == "json" and draw(st.integers(0, 9)) == 0:
         return "PATCH", f"{base}/{name}", query, json.dumps(draw(st.sampled_from(COPY_BOMBS))), \
             "application/json-patch+json", name, dry
+    if verb in DEEP_BODIES and draw(st.integers(0, 19)) == 0:  # nested past any limit, some at it
+        depth = draw(st.sampled_from([99, 100, 101, 1000, 10_001, 100_000]))
+        ctype = {"json": "application/json-patch+json", "merge": "application/merge-patch+json",
+                 "strategic": "application/strategic-merge-patch+json", "apply": "application/apply-patch+yaml"}[verb]
+        body = DEEP_BODIES[verb](depth)
+        if verb == "apply":  # (the configuration's own kind, so that only its depth is wrong)
+            query.update(fieldManager="fuzz", force="true")
+            body = json.dumps({"apiVersion": seed["apiVersion"], "kind": kind})[:-1] + ", " + body[1:]
+        return "PATCH", f"{base}/{name}", query, body, ctype, name, dry
     if verb == "json":
         op = {"op": "remove", "path": _pointer(path)} if how == "remove" else \
             {"op": draw(st.sampled_from(["add", "replace"])), "path": _pointer(path), "value": value}
@@ -399,6 +444,10 @@ def _other(draw, verb: str, fuzzer: Fuzzer, gv: str, plural: str, base: str, nam
             "application/apply-patch+yaml", name, "All"
     if verb == "watch":
         query = draw(st.fixed_dictionaries({}, optional=WATCH_QUERY))
+        if draw(st.booleans()):  # a watch-list, as client-go's reflectors ask for one
+            query.update(WATCH_LIST)
+            if len(query.get("resourceVersion", "")) > 9:  # from the future: its cache is waited for 3 s, as upstream's
+                query["resourceVersion"] = "1"
         path = base if draw(st.booleans()) else f"{base}/{name}"  # (a watch of one object: 405 upstream)
         return "GET", path, {"timeoutSeconds": "1", **query, "watch": draw(st.sampled_from(["1", "true"]))}, \
             None, None, None, None
@@ -615,6 +664,11 @@ class Fuzzer:
         if code == 200:  # (a delete-on-update may have removed it)
             code, again = self.send("PUT", url, stored, "application/json", {"dryRun": "All"})
             assert code in (200, 409), f"stored {name} does not re-validate: {code} {str(again)[:400]}"
+            if base.rsplit("/", 1)[-1] in CUSTOM and not stored["metadata"].get("deletionTimestamp"):
+                fresh = {**stored, "metadata": {k: v for k, v in stored["metadata"].items() if k in ("labels", "annotations")}}
+                fresh["metadata"]["name"] = "fuzz-again"
+                code, again = self.send("POST", base, fresh, "application/json", {"dryRun": "All"})
+                assert code == 201, f"stored {name} is refused as a new object: {code} {str(again)[:400]}"
         if target is None:
             self.send("DELETE", url, None, None, {"gracePeriodSeconds": "0"})
         else:
