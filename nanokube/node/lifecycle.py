@@ -258,12 +258,12 @@ class PodWorker:
         if "running" in state or "terminated" in state:
             cid = hashlib.sha256(f"{self.uid}/{c['name']}/{self.restarts}".encode()).hexdigest()
             s["containerID"] = f"containerd://{cid}"
-        if not self.allocated:
-            self.allocated = inplace.desired(self.pod)
-            self._actuate()
-        if requests := (self.allocated.get(c["name"]) or {}).get("requests"):
-            s["allocatedResources"] = requests
-        if "running" in state:
+        if "running" in state:  # what runs (convertContainerStatusResources: for a running container only)
+            if not self.allocated:
+                self.allocated = inplace.desired(self.pod)
+                self._actuate()
+            if requests := (self.allocated.get(c["name"]) or {}).get("requests"):
+                s["allocatedResources"] = requests
             s["resources"] = self.reported.get(c["name"]) or {}
         return s
 
