@@ -452,6 +452,14 @@ class NodeAgent:
         w = self.workers.pop(pod["metadata"]["uid"], None)
         if w is not None:
             asyncio.ensure_future(self._release(w))
+            self.retry_resizes()
+
+    def retry_resizes(self) -> None:
+        """Room was freed on the node: the pods whose resize is pending try it again (the kubelet's
+        retryPendingResizes)."""
+        for w in self.workers.values():
+            if w.resize_conditions:
+                w.changed.set()
 
     async def _release(self, w: PodWorker) -> None:
         """A deleted pod's worker stops, then its claims are unprepared and its volumes removed."""

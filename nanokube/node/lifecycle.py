@@ -310,6 +310,7 @@ class PodWorker:
         self._actuate()
         self.resize_conditions = []
         await self._write_running(self.clock.rfc3339())
+        self.agent.retry_resizes()  # a pod that shrank leaves room
 
     def _actuate(self) -> None:
         """The containers run with what was allocated to them."""
@@ -506,6 +507,7 @@ class PodWorker:
                 self.ephemeral[name] = {**s, "state": {"terminated": {**term, "startedAt": running["startedAt"]}}}
         self.io.ephemeral_exited(term["exitCode"])
         await self._write(phase, statuses, False, now, "PodCompleted")
+        self.agent.retry_resizes()
         self.agent.ips.release(self.uid)
         await self.agent.claims.unprepare(self.uid)
         self.agent.volumes.unmount(self.uid)

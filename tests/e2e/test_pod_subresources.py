@@ -115,3 +115,33 @@ def test_a_resize_may_not_change_the_qos_class(running):
     r = running.kubectl("patch", "pod", "app", "-n", NS, "--subresource", "resize", "-p", json.dumps(patch), check=False)
     assert r.returncode != 0
     assert 'spec: Invalid value: "Burstable": Pod QOS Class may not change as a result of resizing' in r.stderr
+
+
+def test_a_deferred_resize_is_actuated_once_the_node_has_room(running):
+    node = _pod(running)["spec"]["nodeName"]
+    big = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "big", "namespace": NS},
+           "spec": {"nodeName": node, "containers": [{"name": "c", "image": "nginx:1.27",
+                                                      "resources": {"requests": {"cpu": "40"}}}]}}
+    small = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "small", "namespace": NS},
+             "spec": {"nodeName": node, "containers": [{"name": "c", "image": "nginx:1.27",
+                                                        "resources": {"requests": {"cpu": "1"}}}]}}
+    running.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([big, small]))
+    phase = lambda name: running.kubectl_json("get", "pod", name, "-n", NS)["status"].get("phase")  # noqa: E731
+    wait_for(lambda: phase("big") == "Running" and phase("small") == "Running", what="both pods running")
+    patch = {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "30"}}}]}}
+    running.kubectl("patch", "pod", "small", "-n", NS, "--subresource", "resize", "-p", json.dumps(patch))
+
+    def condition():
+        conds = running.kubectl_json("get", "pod", "small", "-n", NS)["status"]["conditions"]
+        return [c for c in conds if c["type"] == "PodResizePending"]
+    cond = wait_for(condition, what="PodResizePending")[0]
+    assert cond["reason"] == "Deferred"
+    assert cond["message"].startswith("Node didn't have enough resource: cpu, requested: 30000, used: ")
+    running.kubectl("delete", "pod", "big", "-n", NS, "--wait=false")
+
+    def actuated():
+        st = running.kubectl_json("get", "pod", "small", "-n", NS)["status"]
+        return st if st["containerStatuses"][0]["resources"]["requests"]["cpu"] == "30" else None
+    st = wait_for(actuated, what="the deferred resize actuated")
+    assert not [c for c in st["conditions"] if c["type"].startswith("PodResize")]
+    assert st["containerStatuses"][0]["allocatedResources"] == {"cpu": "30"}
