@@ -186,5 +186,5 @@ def test_a_non_structural_crd_is_refused(c):
     bad["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"] = {"properties": {"x": {"type": "string"}}}
     r = c.kubectl("apply", "-f", "-", input=json.dumps(bad), check=False)
     assert r.returncode != 0
-    assert (f'The CustomResourceDefinition "brokens.{GROUP}" is invalid: spec.versions[0].schema.openAPIV3Schema.'
+    assert (f'The CustomResourceDefinition "brokens.{GROUP}" is invalid: spec.validation.openAPIV3Schema.'
             "properties[spec].type: Required value: must not be empty for specified object fields") in r.stderr

@@ -5,6 +5,10 @@ structural schema for every version, printer columns, selectable fields, the
 scale subresource's paths, conversion and status.storedVersions, with upstream's
 field paths and words. `x-kubernetes-validations` rules are compiled by
 `cel_rules`, so their compile errors and cost limits are CRD errors.
+
+Upstream validates the internal form v1 converts to: a schema, subresources, printer columns or
+selectable fields that every version shares move to the spec, so their errors read
+`spec.validation.openAPIV3Schema...`, `spec.subresources...` (`_folded`).
 """
 
 from __future__ import annotations
@@ -257,23 +261,82 @@ def _status_root(schema: dict[str, Any], path: str) -> list[FieldError]:
     return []
 
 
-def _version(v: dict[str, Any], p: str) -> list[FieldError]:
+#: what v1 -> internal conversion moves to the spec when every version holds the same
+#: (Convert_v1_CustomResourceDefinitionSpec_To_apiextensions_CustomResourceDefinitionSpec)
+_FOLDABLE = ("subresources", "schema", "additionalPrinterColumns", "selectableFields")
+_LISTS = ("additionalPrinterColumns", "selectableFields")  # slices: nil and empty compare equal
+
+
+def _folded(versions: list[dict]) -> frozenset[str]:
+    """The per-version fields upstream validates once, at spec.<field>, because all versions agree
+    (selectable fields only with the schema)."""
+    if not versions:
+        return frozenset()
+
+    def norm(v: dict, key: str) -> Any:
+        value = v.get(key)
+        return value or None if key in _LISTS else value
+
+    folded = {key for key in _FOLDABLE if all(norm(v, key) == norm(versions[0], key) for v in versions)}
+    if "schema" not in folded:
+        folded.discard("selectableFields")
+    return frozenset(folded)
+
+
+_SELECTABLE_WITHOUT_SCHEMA = "selectableFields may only be set when version.schema.openAPIV3Schema is not included"
+
+
+def _check_schema(schema: Any, path: str, status: bool) -> list[FieldError]:
+    """validateCustomResourceDefinitionValidation for one schema."""
+    errs = _status_root(schema, path) if status and isinstance(schema, dict) else []
+    checked = structural_schema.check(schema, path)
+    return errs + checked.errors + cel_rules.compile_rules(schema, path, checked.cel)[1]
+
+
+def _version(v: dict[str, Any], p: str, folded: frozenset[str], top: dict[str, Any]) -> list[FieldError]:
     """validateCustomResourceDefinitionVersion: deprecation warning, schema, subresources, printer
-    columns, selectable fields."""
+    columns, selectable fields (those folded into the spec are validated there)."""
     errs = [invalid(f"{p}.deprecationWarning", v.get("deprecationWarning"), w) for w in _deprecation_warning(v)]
-    schema = (v.get("schema") or {}).get("openAPIV3Schema")
-    subs = v.get("subresources") or {}
+    schema = None if "schema" in folded else (v.get("schema") or {}).get("openAPIV3Schema")
+    status = ((top if "subresources" in folded else v).get("subresources") or {}).get("status") is not None
     if schema is not None:
-        sp = f"{p}.schema.openAPIV3Schema"
-        if subs.get("status") is not None and isinstance(schema, dict):
-            errs.extend(_status_root(schema, sp))
-        checked = structural_schema.check(schema, sp)
-        errs.extend(checked.errors)
-        errs.extend(cel_rules.compile_rules(schema, sp, checked.cel)[1])
+        errs.extend(_check_schema(schema, f"{p}.schema.openAPIV3Schema", status))
+    subs = {} if "subresources" in folded else v.get("subresources") or {}
     if isinstance(subs.get("scale"), dict):
         errs.extend(_scale(subs["scale"], schema, f"{p}.subresources.scale"))
-    errs.extend(_printer_columns(v.get("additionalPrinterColumns"), f"{p}.additionalPrinterColumns"))
-    errs.extend(_selectable_fields(v.get("selectableFields"), schema, f"{p}.selectableFields"))
+    if "additionalPrinterColumns" not in folded:
+        errs.extend(_printer_columns(v.get("additionalPrinterColumns"), f"{p}.additionalPrinterColumns"))
+    fields = None if "selectableFields" in folded else v.get("selectableFields")
+    # a version's own fields over a shared schema are checked against it (the schema conversion
+    # moved to the spec still applies to the version)
+    field_schema = (v.get("schema") or {}).get("openAPIV3Schema")
+    if fields and field_schema is None:
+        errs.append(invalid(f"{p}.selectableFields", "", _SELECTABLE_WITHOUT_SCHEMA))
+    elif fields:
+        errs.extend(_selectable_fields(fields, field_schema, f"{p}.selectableFields"))
+    return errs
+
+
+def _spec_level(versions: list[dict], folded: frozenset[str]) -> list[FieldError]:
+    """The folded fields, as validateCustomResourceDefinitionSpec checks spec.validation,
+    spec.subresources, spec.additionalPrinterColumns and spec.selectableFields."""
+    top = versions[0] if versions else {}
+    errs: list[FieldError] = []
+    schema = (top.get("schema") or {}).get("openAPIV3Schema") if "schema" in folded else None
+    if schema is not None:
+        status = any((v.get("subresources") or {}).get("status") is not None for v in versions)
+        errs.extend(_check_schema(schema, "spec.validation.openAPIV3Schema", status))
+    scale = (top.get("subresources") or {}).get("scale") if "subresources" in folded else None
+    if isinstance(scale, dict):
+        errs.extend(_scale(scale, schema, "spec.subresources.scale"))
+    if "additionalPrinterColumns" in folded:
+        errs.extend(_printer_columns(top.get("additionalPrinterColumns"), "spec.additionalPrinterColumns"))
+    if "selectableFields" in folded and top.get("selectableFields"):
+        if schema is None:
+            errs.append(invalid("spec.selectableFields", "", "selectableFields may only be set when validations.schema "
+                                                            "is included"))
+        else:
+            errs.extend(_selectable_fields(top["selectableFields"], schema, "spec.selectableFields"))
     return errs
 
 
@@ -339,6 +402,7 @@ def validate(crd: dict[str, Any], old: dict[str, Any] | None = None) -> list[Fie
     for i, v in enumerate(versions):
         if (v.get("schema") or {}).get("openAPIV3Schema") is None:
             errs.append(required(f"spec.versions[{i}].schema.openAPIV3Schema", "schemas are required"))
+    folded = _folded(versions)
     seen: set[str] = set()
     unique = True
     storage = 0
@@ -350,16 +414,21 @@ def validate(crd: dict[str, Any], old: dict[str, Any] | None = None) -> list[Fie
         seen.add(vname)
         if dns1035_label(vname):
             errs.append(invalid(f"{p}.name", vname, ",".join(dns1035_label(vname))))
-        errs.extend(_version(v, p))
+        errs.extend(_version(v, p, folded, versions[0]))
     if not unique:
-        errs.append(invalid("spec.versions", [internal.version(v) for v in versions], "must contain unique version names"))
+        errs.append(invalid("spec.versions", [internal.version(v, folded) for v in versions],
+                            "must contain unique version names"))
     if versions and storage != 1:
-        errs.append(invalid("spec.versions", [internal.version(v) for v in versions],
+        errs.append(invalid("spec.versions", [internal.version(v, folded) for v in versions],
                             "must have exactly one version marked as storage version"))
+    # conversion sets spec.version to the first version's name, which is checked again there
+    if versions and dns1035_label(first := versions[0].get("name", "")):
+        errs.append(invalid("spec.version", first, ",".join(dns1035_label(first))))
     for f in ("plural", "singular", "kind", "listKind"):
         if not names.get(f):
             errs.append(required(f"spec.names.{f}", ""))
     errs.extend(_names(names, "spec.names"))
+    errs.extend(_spec_level(versions, folded))
     errs.extend(_conversion(spec.get("conversion"), "spec.conversion"))
     errs.extend(_status(crd, versions))
     errs.extend(_api_approval(crd, old))
@@ -381,13 +450,13 @@ def _status(crd: dict[str, Any], versions: list[dict]) -> list[FieldError]:
     names = {v.get("name") for v in versions}
     for v in versions:
         if v.get("storage") and v.get("name") not in stored:
-            errs.append(invalid(path, internal.version(v), "must have the storage version " + v.get("name", "")))
+            errs.append(invalid(path, stored, "must have the storage version " + v.get("name", "")))
     for i, s in enumerate(stored):
         if s not in names:
             errs.append(invalid(f"{path}[{i}]", s, "missing from spec.versions; " + s +
                                 " was previously a storage version, and must remain in spec.versions until a "
                                 "storage migration ensures no data remains persisted in " + s +
-                                " and " + s + " is removed from status.storedVersions"))
+                                " and removes " + s + " from status.storedVersions"))
     return errs
 
 

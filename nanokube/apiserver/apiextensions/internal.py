@@ -9,12 +9,12 @@ from typing import Any
 from ...machinery.gofmt import Struct
 
 
-def version(v: dict[str, Any]) -> Struct:
-    """apiextensions.CustomResourceDefinitionVersion."""
-    schema = v.get("schema")
-    subs = v.get("subresources")
-    columns = v.get("additionalPrinterColumns")
-    fields = v.get("selectableFields")
+def version(v: dict[str, Any], folded: frozenset[str] = frozenset()) -> Struct:
+    """apiextensions.CustomResourceDefinitionVersion; the `folded` fields conversion moved to the spec are nil."""
+    schema = None if "schema" in folded else v.get("schema")
+    subs = None if "subresources" in folded else v.get("subresources")
+    columns = None if "additionalPrinterColumns" in folded else v.get("additionalPrinterColumns")
+    fields = None if "selectableFields" in folded else v.get("selectableFields")
     return Struct(
         Name=v.get("name") or "", Served=bool(v.get("served")), Storage=bool(v.get("storage")),
         Deprecated=bool(v.get("deprecated")), DeprecationWarning=v.get("deprecationWarning"),

@@ -64,7 +64,7 @@ def test_group_scope_and_kinds():
 
 
 def test_non_structural_schemas_are_refused_with_upstreams_messages():
-    p = "spec.versions[0].schema.openAPIV3Schema"
+    p = "spec.validation.openAPIV3Schema"
     bad = {"type": "object", "properties": {
         "spec": {"properties": {"list": {"type": "array"}, "both": {"type": "object", "properties": {"a": {"type": "string"}},
                                                                    "additionalProperties": {"type": "string"}}}},
@@ -124,7 +124,7 @@ def test_printer_columns_selectable_fields_and_scale_paths():
                              {"jsonPath": ".spec"}]
     v["subresources"] = {"scale": {"specReplicasPath": ".status.replicas", "statusReplicasPath": ".spec.replicas"}}
     got = msgs(c)
-    p = "spec.versions[0]"
+    p = "spec"  # a single version's columns, fields and subresources are the spec's once converted
     assert f'{p}.additionalPrinterColumns[0].type: Invalid value: "float": must be one of boolean,date,integer,number,string' in got
     assert f'{p}.selectableFields[1].jsonPath: Duplicate value: ".spec.color"' in got
     assert f'{p}.selectableFields[2].jsonPath: Invalid value: ".metadata.name": must not point to fields in metadata' in got
@@ -137,8 +137,36 @@ def test_printer_columns_selectable_fields_and_scale_paths():
 def test_stored_versions():
     c = crd()
     c["status"]["storedVersions"] = ["v1beta1", "v1"]
-    got = msgs(c)
-    assert len(got) == 1 and got[0].startswith('status.storedVersions[0]: Invalid value: "v1beta1": missing from spec.versions')
+    assert msgs(c) == [
+        'status.storedVersions[0]: Invalid value: "v1beta1": missing from spec.versions; v1beta1 was previously a '
+        "storage version, and must remain in spec.versions until a storage migration ensures no data remains persisted "
+        "in v1beta1 and removes v1beta1 from status.storedVersions"]
+    c["status"]["storedVersions"] = ["v0"]
+    assert msgs(c)[0] == 'status.storedVersions: Invalid value: ["v0"]: must have the storage version v1'
+
+
+def test_only_what_versions_share_is_validated_at_the_spec():
+    """v1 -> internal conversion moves a schema, subresources, columns and selectable fields every
+    version shares to the spec (spec.validation...); differing ones stay per version. The first
+    version's name is also spec.version."""
+    c = crd()
+    bad = copy.deepcopy(SCHEMA)
+    bad["properties"]["spec"]["uniqueItems"] = True
+    first = c["spec"]["versions"][0]
+    first.update(name="V1", schema={"openAPIV3Schema": bad}, subresources={"status": {}})
+    second = {**copy.deepcopy(first), "name": "v2", "storage": False, "schema": {"openAPIV3Schema": copy.deepcopy(SCHEMA)}}
+    c["spec"]["versions"].append(second)
+    c["status"]["storedVersions"] = ["V1"]
+    unique = "Forbidden: uniqueItems cannot be set to true since the runtime complexity becomes quadratic"
+    dns = ("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic "
+           "character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for "
+           "validation is '[a-z]([-a-z0-9]*[a-z0-9])?')")
+    assert msgs(c) == [f'spec.versions[0].name: Invalid value: "V1": {dns}',
+                       f"spec.versions[0].schema.openAPIV3Schema.properties[spec].uniqueItems: {unique}",
+                       f'spec.version: Invalid value: "V1": {dns}']
+    second["schema"] = copy.deepcopy(first["schema"])
+    assert msgs(c)[1:] == [f'spec.version: Invalid value: "V1": {dns}',
+                           f"spec.validation.openAPIV3Schema.properties[spec].uniqueItems: {unique}"]
 
 
 def test_update_keeps_group_and_plural():
@@ -230,7 +258,7 @@ async def test_over_http_a_defaults_checks_all_run(tmp_path):
         with pytest.raises(ApiException) as e:
             await asyncio.to_thread(client.ApiextensionsV1Api(api_client).create_custom_resource_definition, body)
     assert e.value.status == 422
-    p = "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[color].default"
+    p = "spec.validation.openAPIV3Schema.properties[spec].properties[color].default"
     causes = {(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]}
     assert causes == {(p, 'Invalid value: {"a":1,"b":1}: must not have unknown fields'),
                       (f"{p}.a", f'Invalid value: "integer": {p}.a in body must be of type string: "integer"')}
@@ -255,7 +283,7 @@ async def test_over_http_structural_errors_come_sorted_first_and_hide_defaults_a
         "b": {"properties": {"c": {"type": "string"}}},            # structural: no type
         "d": {"type": "integer", "default": "three",               # a default that fails
               "x-kubernetes-validations": [{"rule": "self >"}, {"rule": " "}]}})  # no compile; static check
-    p = "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties"
+    p = "spec.validation.openAPIV3Schema.properties[spec].properties"
     assert await _create_refused(tmp_path, body) == [
         (f"{p}[b].type", "Required value: must not be empty for specified object fields"),
         (f"{p}[a].type", 'Invalid value: "string": must be array if x-kubernetes-list-type is specified'),
@@ -308,7 +336,7 @@ async def test_over_http_openapi_fields_crd_schemas_do_not_support(tmp_path):
                 "n": {"type": "null"}}}},
         "definitions": {"d": {"type": "string", "uniqueItems": True}},
         "allOf": [{"uniqueItems": True}]}
-    p = "spec.versions[0].schema.openAPIV3Schema"
+    p = "spec.validation.openAPIV3Schema"
     assert await _create_refused(tmp_path, body) == [
         (f"{p}.id", "Forbidden: id is not supported"),
         (f"{p}.definitions", "Forbidden: definitions is not supported"),
@@ -339,7 +367,7 @@ async def test_over_http_embedded_resources_and_resource_meta(tmp_path):
         "properties": {"metadata": {"type": "object", "x-kubernetes-embedded-resource": True,
                                     "x-kubernetes-preserve-unknown-fields": True,
                                     "additionalProperties": {"type": "string", "default": "x"}}}}
-    p = "spec.versions[0].schema.openAPIV3Schema.properties[e].properties[metadata]"
+    p = "spec.validation.openAPIV3Schema.properties[e].properties[metadata]"
     assert await _create_refused(tmp_path, body) == [
         (f"{p}.additionalProperties", "Forbidden: must not be used if x-kubernetes-embedded-resource is set"),
         (f"{p}.x-kubernetes-embedded-resource", "Forbidden: must not be used inside of resource meta"),
@@ -363,7 +391,7 @@ async def test_over_http_structural_invariants_and_completeness(tmp_path):
                        "a": {"type": "object", "properties": {"b": {"type": "string"}}}},
         "anyOf": [{"properties": {"a": {"properties": {"c": {"maxLength": 1}}}}}],
         "not": {"properties": {"metadata": {}}}}
-    p = "spec.versions[0].schema.openAPIV3Schema"
+    p = "spec.validation.openAPIV3Schema"
     causes = await _create_refused(tmp_path, body)
     assert causes[0] == ("spec.versions[0].deprecationWarning", 'Invalid value: "": must not be an empty string')
     assert causes[1][0] == p and causes[1][1].startswith('Invalid value: {"ID":"","Schema":"","Ref":null,')

@@ -112,7 +112,7 @@ async def test_over_http_a_refused_pattern_is_gos_error_and_a_pathological_one_c
     with pytest.raises(ApiException) as e:
         await asyncio.to_thread(ext.create_custom_resource_definition, _with_pattern("+"))
     assert e.value.status == 422
-    assert ("spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[s].pattern: Invalid value: \"+\": "
+    assert ("spec.validation.openAPIV3Schema.properties[spec].properties[s].pattern: Invalid value: \"+\": "
             "must be a valid regular expression, but isn't: error parsing regexp: missing argument to repetition "
             "operator: `+`") in json.loads(e.value.body)["message"]
     await asyncio.to_thread(ext.create_custom_resource_definition, _with_pattern(r"^(a+)+$|^\p{Greek}+$"))
