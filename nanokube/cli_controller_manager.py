@@ -19,6 +19,7 @@ from .client.leaderelection import add_arguments, config_from_arguments, from_ar
 from .controllers.manager import CONTROLLERS, LEASE_NAME, ControllerManager, enabled
 from .controllers.service_lb import DEFAULT_POOL, parse_pool
 from .machinery.errors import APIError
+from .machinery.version import user_agent
 from .metrics.prometheus import load_source
 from .metrics.provider import MetricsProvider
 
@@ -61,9 +62,9 @@ def _endpoints(args: argparse.Namespace, client: HTTPClient, manager: Controller
 async def _run(args: argparse.Namespace) -> int:
     MetricsProvider.default_source = load_source(args.metrics_provider, args.metrics_rules)
     client = HTTPClient.from_kubeconfig(args.kubeconfig, args.context, field_manager="kube-controller-manager",
-                                        user_agent="nanokube-controller-manager")
+                                        user_agent=user_agent("kube-controller-manager"))
     await client.start()
-    elector = from_arguments(client, args, LEASE_NAME)
+    elector = from_arguments(client.named("leader-election"), args, LEASE_NAME)
     manager = ControllerManager(client, controllers=args.controllers, elector=elector,
                                 load_balancer_pool=args.load_balancer_pool)
     stop = asyncio.Event()

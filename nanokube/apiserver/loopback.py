@@ -36,8 +36,17 @@ class LocalClient:
         self.rest = rest
         self.user = user
         self.field_manager = field_manager
+        #: what the audit log records as the user agent of this client's writes
+        self.user_agent = field_manager
         #: the POST subresources, through the code the HTTP handler serves them with
         self.subresources = Subresources(rest)
+
+    def named(self, name: str) -> LocalClient:
+        """This client for one part of a component, as `HTTPClient.named`: its writes are audited
+        with the user agent '<user agent>/<name>'."""
+        child = LocalClient(self.rest, self.user, self.field_manager)
+        child.user_agent = f"{self.user_agent}/{name}"
+        return child
 
     def resource(self, group: str, version: str, plural: str) -> ResourceClient:
         res = self.rest.index.get(group, version, plural)
@@ -87,14 +96,14 @@ class ResourceClient:
             out = await call
         except errors.APIError as e:
             audit.loopback(verb, c.user, self.res, self.version, namespace, name, subresource, e.code, e.status(),
-                           received, c.field_manager)
+                           received, c.user_agent)
             raise
         if isinstance(out, Result):
             code, body = out.code, out.obj
         else:
             body = out
         audit.loopback(verb, c.user, self.res, self.version, namespace, name, subresource, code,
-                       body if isinstance(body, dict) else {}, received, c.field_manager)
+                       body if isinstance(body, dict) else {}, received, c.user_agent)
         return out
 
     async def get(self, name: str, namespace: str | None = None) -> dict:

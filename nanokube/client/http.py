@@ -10,6 +10,7 @@ come back as `APIError`s built from the server's `Status`.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -107,16 +108,39 @@ class HTTPClient:
         self.clock = clock
         self._rediscovery: asyncio.Task | None = None
         self.field_manager = field_manager
+        self.user_agent = user_agent
         self.headers = {"User-Agent": user_agent, "Accept": JSON}
         if creds.token:
             self.headers["Authorization"] = f"Bearer {creds.token}"
-        self.index = RemoteIndex()
+        self._index = RemoteIndex()
         self.session: aiohttp.ClientSession | None = None
+        #: the client that owns the connections and discovery (this one, unless `named` made it)
+        self._root = self
+        #: sent with each request: a named client's own user agent
+        self._agent: dict[str, str] = {}
 
     @classmethod
     def from_kubeconfig(cls, path: str | None = None, context: str | None = None, **kw) -> HTTPClient:
         """From `path`, else the files kubectl would read (`client/kubeconfig.py`)."""
         return cls(kubeconfig.load(path, context), **kw)
+
+    @property
+    def index(self) -> RemoteIndex:
+        """What discovery said last (a named client reads its root's, which rediscovery replaces)."""
+        return self._root._index
+
+    @index.setter
+    def index(self, index: RemoteIndex) -> None:
+        self._index = index
+
+    def named(self, name: str) -> HTTPClient:
+        """This client for one part of a component, as rest.AddUserAgent makes it (kube-controller-manager's
+        client builder gives each controller one): its requests say '<user agent>/<name>'. It shares this
+        client's connections and discovery, so it is neither started nor closed itself."""
+        child = copy.copy(self)
+        child.user_agent = f"{self.user_agent}/{name}"
+        child._agent = {"User-Agent": child.user_agent}
+        return child
 
     async def start(self) -> None:
         """Open the connection pool and read discovery. The pool is unbounded:
@@ -155,9 +179,9 @@ class HTTPClient:
     async def request(self, method: str, path: str, body: Any = None, params: dict | None = None,
                       content_type: str = JSON) -> Any:
         data = body if isinstance(body, bytes) or body is None else orjson.dumps(body)
-        headers = {"Content-Type": content_type} if data is not None else None
-        async with self.session.request(method, self.creds.server + path, data=data, params=params,
-                                        headers=headers) as resp:
+        headers = {**self._agent, "Content-Type": content_type} if data is not None else self._agent or None
+        async with self._root.session.request(method, self.creds.server + path, data=data, params=params,
+                                              headers=headers) as resp:
             raw = await resp.read()
             if resp.status >= 400:
                 raise _error(resp.status, raw)
@@ -211,7 +235,8 @@ class HTTPResourceClient:
                      ("fieldSelector", field_selector)):
             if v:
                 params[k] = v
-        resp = await self.c.session.get(self.c.creds.server + self._path(namespace), params=params)
+        resp = await self.c._root.session.get(self.c.creds.server + self._path(namespace), params=params,
+                                              headers=self.c._agent or None)
         if resp.status >= 400:
             raw = await resp.read()
             resp.release()

@@ -215,8 +215,11 @@ class InformerFactory:
     pod watcher costs each pod event its queue, wake-up and translation (~42 k instructions) before
     any handler runs; kube-controller-manager's controllers share one."""
 
-    def __init__(self, clock: Clock = REAL):
+    def __init__(self, clock: Clock = REAL, client=None):
+        """With `client`, informers list and watch through it (kube-controller-manager's informers have
+        a client of their own, '.../shared-informers'), else through the first asker's resource client."""
         self.clock = clock
+        self.client = client
         self._informers: dict[tuple, Informer] = {}
         self._tasks: dict[Informer, asyncio.Task] = {}
 
@@ -225,6 +228,8 @@ class InformerFactory:
         key = (rc.res.group, rc.version, rc.res.plural, namespace, label_selector, field_selector)
         inf = self._informers.get(key)
         if inf is None:
+            if self.client is not None:
+                rc = self.client.resource(rc.res.group, rc.version, rc.res.plural)
             inf = self._informers[key] = Informer(rc, namespace, label_selector, field_selector, self.clock)
         return inf
 

@@ -63,6 +63,34 @@ CERTIFICATE_CONTROLLER_USER = User(
 _CERTIFICATE_CONTROLLERS = (CSRApprovingController, CSRCleanerController)
 
 
+#: the client name each controller's client builder is asked for upstream, where it is not the
+#: controller's name: the user agent's last part and, with --use-service-account-credentials, the
+#: kube-system service account the controller acts as
+CLIENT_NAMES = {
+    "garbage-collector-controller": "generic-garbage-collector",
+    "resourceclaim-controller": "resource-claim-controller",
+    "service-lb-controller": "service-controller",  # cloud-controller-manager's
+    "replicationcontroller-controller": "replication-controller",
+    "daemonset-controller": "daemon-set-controller",
+    "persistentvolume-binder-controller": "persistent-volume-binder",
+    "persistentvolumeclaim-protection-controller": "pvc-protection-controller",
+    "persistentvolume-protection-controller": "pv-protection-controller",
+    "horizontal-pod-autoscaler-controller": "horizontal-pod-autoscaler",
+    "node-lifecycle-controller": "node-controller",
+    "taint-eviction-controller": "node-controller",
+    "service-cidr-controller": "service-cidrs-controller",
+    "certificatesigningrequest-approving-controller": "certificate-controller",
+    "certificatesigningrequest-cleaner-controller": "certificate-controller",
+    "certificatesigningrequest-signing-controller": "certificate-controller",
+}
+
+
+def controller_client(client, kind: type[Controller]):
+    """The client `kind` runs over: `client` named for it, as kube-controller-manager's client
+    builder makes one per controller (user agent '.../<name>')."""
+    return client.named(CLIENT_NAMES.get(kind.name, kind.name))
+
+
 #: every controller of kube-controller-manager that nanokube runs, in start order
 CONTROLLERS = [
     NamespaceController, GarbageCollector, ResourceClaimController, EndpointSliceController, ServiceLBController,
@@ -90,7 +118,8 @@ def build_controllers(client, clock: Clock = REAL, load_balancer_pool: str = DEF
         NodeLifecycleController: node_lifecycle_options(),
         DeviceTaintEvictionController: device_taint_options(),
     }
-    return [kind(client, clock=clock, informers=informers, **options.get(kind, {})) for kind in kinds]
+    return [kind(controller_client(client, kind), clock=clock, informers=informers, **options.get(kind, {}))
+            for kind in kinds]
 
 
 def enabled(controllers: list, spec: str = "*") -> list:
@@ -131,14 +160,15 @@ class ControllerManager:
             # (the cluster CA that signs kube-apiserver-client requests is in the data dir)
             csr_signer = [CSRSigningController] if data_dir is not None else []
             on = enabled([*CONTROLLERS, *csr_signer, *signer], controllers)
-            self.informers = InformerFactory(clock)
+            self.informers = InformerFactory(clock, client.named("shared-informers"))
             own = (PodCertificateSigner, CSRSigningController, *_CERTIFICATE_CONTROLLERS)
             out = build_controllers(client, clock, load_balancer_pool, self.metrics, self.informers,
                                     [k for k in on if k not in own])
             certs = certificate_client or client
-            out += [k(certs, clock, self.informers) for k in on if k in _CERTIFICATE_CONTROLLERS]
+            out += [k(controller_client(certs, k), clock, self.informers) for k in on if k in _CERTIFICATE_CONTROLLERS]
             if CSRSigningController in on:
-                out.append(CSRSigningController(certs, data_dir, clock, self.informers))
+                out.append(CSRSigningController(controller_client(certs, CSRSigningController), data_dir, clock,
+                                                self.informers))
             if PodCertificateSigner in on:
                 out.append(PodCertificateSigner(signer_client, data_dir, clock=clock))
             self.metrics.meter(out)

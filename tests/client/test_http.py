@@ -109,3 +109,35 @@ async def test_many_open_watches_do_not_starve_requests(client):
     finally:
         for s in streams:
             await s.aclose()
+
+
+async def test_a_named_client_says_its_name_in_its_user_agent(tmp_path):
+    """rest.AddUserAgent: a client named for a part of a component (kube-controller-manager's controllers)
+    sends '<user agent>/<name>', seen in the audit log, while sharing its root's connections and discovery."""
+    import json
+
+    from nanokube.machinery.version import user_agent
+    pki = ensure_pki(str(tmp_path))
+    audit = tmp_path / "audit.log"
+    server = APIServer(MemoryStore(), pki, port=0, audit_log_path=str(audit))
+    await server.start()
+    write_kubeconfig(str(tmp_path / "kubeconfig"), server.url, pki)
+    root = HTTPClient.from_kubeconfig(str(tmp_path / "kubeconfig"), user_agent=user_agent("kube-controller-manager"))
+    await root.start()
+    try:
+        named = root.named("replicaset-controller")
+        assert named.index is root.index
+        await named.resource("", "v1", "configmaps").create(cm("by-named"))
+        await root.resource("", "v1", "configmaps").create(cm("by-root"))
+        # a watch through the named client works over the root's connections
+        stream = await named.resource("", "v1", "configmaps").watch("default")
+        kind, obj = await asyncio.wait_for(anext(stream), 5)
+        await stream.aclose()
+        assert kind == "ADDED" and obj["metadata"]["name"] in ("by-named", "by-root")
+    finally:
+        await root.close()
+        await server.stop()
+    agents = {e["objectRef"].get("name"): e["userAgent"] for e in map(json.loads, audit.read_text().splitlines())
+              if e["verb"] == "create" and e["objectRef"]["resource"] == "configmaps"}
+    assert agents["by-root"].startswith("kube-controller-manager/v1.37.0 (") and " kubernetes/0000000" in agents["by-root"]
+    assert agents["by-named"] == agents["by-root"] + "/replicaset-controller"

@@ -72,6 +72,23 @@ async def test_controller_queues_are_metered_under_upstream_queue_names(stack):
         await manager.stop()
 
 
+async def test_each_controller_has_a_client_named_as_upstream_names_it(stack):
+    """kube-controller-manager's client builder: one client per controller, its user agent ending in the
+    controller's client (service account) name; informers list and watch through 'shared-informers'."""
+    manager = ControllerManager(stack.client, controllers="replicaset,garbagecollector,nodelifecycle,"
+                                                          "taint-eviction-controller,horizontalpodautoscaling,daemonset")
+    agents = {c.name: c.client.user_agent for c in manager.controllers}
+    assert agents == {
+        "replicaset-controller": "kube-controller-manager/replicaset-controller",
+        "garbage-collector-controller": "kube-controller-manager/generic-garbage-collector",
+        "daemonset-controller": "kube-controller-manager/daemon-set-controller",
+        "horizontal-pod-autoscaler-controller": "kube-controller-manager/horizontal-pod-autoscaler",
+        "node-lifecycle-controller": "kube-controller-manager/node-controller",
+        "taint-eviction-controller": "kube-controller-manager/node-controller"}
+    assert manager.informers.client.user_agent == "kube-controller-manager/shared-informers"
+    assert stack.client.user_agent == "kube-controller-manager", "the manager's own client keeps its name"
+
+
 def replicaset(name):
     labels = {"app": name}
     return {"metadata": {"name": name, "namespace": "default"},

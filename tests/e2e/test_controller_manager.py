@@ -5,6 +5,7 @@ standby takes over. `nanokube metrics set/get` drive the metrics store."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -75,6 +76,14 @@ def test_external_managers_take_turns_through_the_lease(bare):
     assert "became leader" in logs and running, logs
     names = running.group(2).split(", ")
     assert int(running.group(1)) == len(names) and {"deployment-controller", "replicaset-controller", "service-lb-controller"} <= set(names)
+    # each controller has a client of its own, named as kube-controller-manager's client builder names it
+    writes = [json.loads(line) for line in (c.data_dir / "audit.log").read_text().splitlines()]
+    agents = {(e["verb"], e["objectRef"]["resource"]): e["userAgent"] for e in writes
+              if e["userAgent"].startswith("kube-controller-manager/")}
+    assert re.fullmatch(r"kube-controller-manager/v1\.37\.0 \(\w+/\w+\) kubernetes/0000000/replicaset-controller",
+                        agents["create", "pods"]), agents
+    assert agents["create", "replicasets"].endswith("/deployment-controller")
+    assert agents["update", "leases"].endswith("/leader-election")
 
 
 def test_unknown_controller_is_refused(bare):

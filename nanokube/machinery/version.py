@@ -1,0 +1,20 @@
+"""The Kubernetes release nanokube implements, and the user agent client-go builds from it."""
+
+from __future__ import annotations
+
+import platform
+import sys
+
+#: the release, as a component's `version.Get().GitVersion` without nanokube's suffix
+GIT_VERSION = "v1.37.0"
+GIT_COMMIT = "0" * 40
+#: Go's names for the machines Python reports
+_GOARCH = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64", "i686": "386", "ppc64le": "ppc64le", "s390x": "s390x"}
+
+
+def user_agent(command: str) -> str:
+    """client-go's DefaultKubernetesUserAgent for `command`: '<command>/<version> (<os>/<arch>)
+    kubernetes/<commit>', the version without a pre-release part and the commit cut to 7 digits.
+    Components add '/<name>' per client (rest.AddUserAgent), e.g. each controller its own."""
+    machine = platform.machine().lower()
+    return f"{command}/{GIT_VERSION} ({sys.platform}/{_GOARCH.get(machine, machine)}) kubernetes/{GIT_COMMIT[:7]}"
