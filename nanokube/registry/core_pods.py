@@ -297,7 +297,6 @@ def _validate_pod_security_context(psc: dict, spec: dict, path: str) -> list[Fie
     return errs
 
 
-_MIRROR = "kubernetes.io/config.mirror"
 _DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 _SECCOMP_POD = "seccomp.security.alpha.kubernetes.io/pod"
 _SECCOMP_CONTAINER = "container.seccomp.security.alpha.kubernetes.io/"
@@ -328,8 +327,8 @@ def _pod_specific_annotations(annotations: dict, spec: dict, allow_invalid_cost:
     upstream's Child does), the deprecated AppArmor ones a container of the pod and a profile."""
     path = "metadata.annotations"
     errs: list[FieldError] = []
-    if _MIRROR in annotations and not spec.get("nodeName"):
-        errs.append(invalid(f"{path}[{_MIRROR}]", annotations[_MIRROR], "must set spec.nodeName if mirror pod annotation is set"))
+    if subresources.MIRROR in annotations and not spec.get("nodeName"):
+        errs.append(invalid(f"{path}[{subresources.MIRROR}]", annotations[subresources.MIRROR], "must set spec.nodeName if mirror pod annotation is set"))
     if not allow_invalid_cost and _DELETION_COST in annotations and not _valid_deletion_cost(annotations[_DELETION_COST]):
         errs.append(invalid(f"{path}[{_DELETION_COST}]", annotations[_DELETION_COST], "must be a 32bit integer"))
     if _SECCOMP_POD in annotations:
@@ -357,7 +356,7 @@ def _pod_annotation_updates(new: dict, old: dict) -> list[FieldError]:
         for k in changes:
             if k.startswith(_APPARMOR_ANNOTATION):
                 errs.append(forbidden(f"metadata.annotations[{k}]", f"may not {verb} AppArmor annotations"))
-            if k == _MIRROR:
+            if k == subresources.MIRROR:
                 errs.append(forbidden(f"metadata.annotations[{k}]", f"may not {verb} mirror pod annotation"))
     invalid_cost = _DELETION_COST in oa and not _valid_deletion_cost(oa[_DELETION_COST])
     return errs + _pod_specific_annotations(na, new.get("spec") or {}, invalid_cost)

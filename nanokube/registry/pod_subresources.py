@@ -12,6 +12,7 @@ from ..machinery.validation import FieldError, forbidden, invalid
 
 EPHEMERAL = "ephemeralcontainers"
 RESIZE = "resize"
+#: the annotation of a static pod's mirror pod (neither subresource writes one; pod validation reads it too)
 MIRROR = "kubernetes.io/config.mirror"
 _ONLY_CPU_MEMORY = "only cpu and memory resources are mutable"
 #: upstream's field.NewPath(""), a refusal of the whole write: an empty name prints as an empty subscript
