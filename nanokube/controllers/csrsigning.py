@@ -30,7 +30,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 from ..clock import REAL, Clock, format_time
 from ..machinery.errors import APIError
 from ..pki.ca import KeyPair
-from ..pki.csr import approval, has_true_condition, kubelet_client_error, kubelet_serving_error, parse_request
+from ..machinery.conditions import is_condition_true
+from ..pki.csr import approval, kubelet_client_error, kubelet_serving_error, parse_request
 from .base import Controller
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ def pending(obj: dict) -> bool:
     """Approved (and not denied), not failed, not yet issued, and for a signer this controller runs."""
     approved, denied = approval(obj)
     return (obj.get("spec") or {}).get("signerName") in SIGNERS and approved and not denied \
-        and not has_true_condition(obj, "Failed") and not (obj.get("status") or {}).get("certificate")
+        and not is_condition_true((obj.get("status") or {}).get("conditions"), "Failed") and not (obj.get("status") or {}).get("certificate")
 
 
 def sign(ca: KeyPair, request: x509.CertificateSigningRequest, usages: list, lifetime: int, now: float) -> bytes:

@@ -31,11 +31,6 @@ def approval(obj: dict) -> tuple[bool, bool]:
     return "Approved" in types, "Denied" in types
 
 
-def has_true_condition(obj: dict, kind: str) -> bool:
-    return any(c.get("type") == kind and c.get("status") == "True"
-               for c in (obj.get("status") or {}).get("conditions") or ())
-
-
 def parse_request(obj: dict) -> x509.CertificateSigningRequest:
     """spec.request's PEM request (ParseCSR); ValueError names the request when it does not parse."""
     try:

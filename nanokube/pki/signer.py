@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from ..machinery.conditions import is_condition_true
 from ..machinery.errors import APIError
 from ..client.informer import Informer
 from ..clock import REAL, Clock
@@ -326,8 +327,8 @@ class PodCertificateSigner(Controller):
 
 
 def _terminal(obj: dict) -> bool:
-    return any(c.get("type") in TERMINAL and c.get("status") == "True"
-               for c in (obj.get("status") or {}).get("conditions") or [])
+    conditions = (obj.get("status") or {}).get("conditions")
+    return any(is_condition_true(conditions, t) for t in TERMINAL)
 
 
 def _condition(typ: str, reason: str, now: float, message: str) -> dict:
