@@ -47,6 +47,8 @@ AUTHZ_CHECK_COST = 350_000
 CALL_COST, LIST_CREATE_COST = 1, 10
 #: cel-go's common.RegexStringLengthCostFactor: a regex's price per character of its pattern
 REGEX_FACTOR = 0.25
+#: the Kubernetes format library's regex length a named format's `validate` is priced at (cel.MaxNameFormatRegexSize)
+FORMAT_REGEX_SIZE = 128
 #: list functions priced by the list they build (lists.range, reverse, slice) or by comparing its
 #: elements with each other (sort, distinct), as cel-go's lists library v3
 _LIST_BUILDING = frozenset({"lists.range", "slice", "sort", "distinct"})
@@ -195,6 +197,8 @@ class Estimator:
             return args + regex_cost(self.sz(operands[0]), self.sz(operands[1]), plus_one=name != "matches")
         if name in _SETS and len(operands) == 2:
             return args + math.ceil(_SETS[name] * self.sz(operands[0]) * self.sz(operands[1])) + CALL_COST
+        if name == "validate" and len(operands) == 2:  # a format's regex over the string
+            return args + _tenth(self.sz(operands[1])) * math.ceil(REGEX_FACTOR * FORMAT_REGEX_SIZE)
         if name in ("sort", "distinct") and first is not None:
             elem = t.params[0].name if t.params else "dyn"
             return args + self_comparing(self.sz(first), elem in ("string", "bytes"))
@@ -230,6 +234,8 @@ def actual_call_cost(name: str, args: tuple, result: Any = None) -> int:
         return regex_cost(first, _actual_size(args[1]), plus_one=True)
     if name in _SETS and len(args) == 2:
         return math.ceil(_SETS[name] * first * _actual_size(args[1])) + CALL_COST
+    if name == "validate" and len(args) == 2:
+        return regex_cost(_actual_size(args[1]), FORMAT_REGEX_SIZE, plus_one=True)
     if name in ("sort", "distinct"):
         return self_comparing(first, bool(args[0]) and isinstance(args[0][0], (str, bytes)))
     if name == "lists.range":

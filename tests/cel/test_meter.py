@@ -142,9 +142,17 @@ def test_a_metered_stop_is_logged_at_debug_not_as_the_engines_warning(caplog):
     ("'a,b,c,d,e,f'.split(',')", 3),
     ("'abc'.findAll('[a-z]')", 1 * 2),
     ("'abc'.matches('^[a-z]+$')", 1 * 2),
+    # a named format's validate: its regex (upstream prices it at 128 characters) over the string
+    ("format.dns1123Label().validate('my-name')", 1 + 1 * 32),
 ])
 def test_functions_that_build_or_compare_lists_cost_what_upstream_charges(src, cost):
     assert ENV.compile(src).max_cost == cost
+
+
+def test_validate_is_priced_on_the_string_it_checks():
+    """It was priced on its receiver, the format (1)."""
+    value, meter = metered("format.dns1123Label().validate(x.s).hasValue()")
+    assert value is False and meter.calls == 1 * 32  # a tenth of 7 (the string and one), times 128 / 4
 
 
 def test_a_list_built_in_each_iteration_is_charged_its_size():
