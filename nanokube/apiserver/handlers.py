@@ -31,7 +31,9 @@ from .options import (
     APPLY_PATCH,
     delete_options,
     integer,
+    list_options_errors,
     options_invalid,
+    watch_list_defaults,
     write_options_errors,
 )
 from .streaming.pods import PodStreaming
@@ -153,6 +155,22 @@ def _maybe_bool(q, name: str) -> bool | None:
     """A *bool query parameter (sendInitialEvents): None when absent, else as `_bool` reads it."""
     raw = q.get(name)
     return None if raw is None else _bool(raw)
+
+
+def _collection_options(q) -> dict:
+    """A DELETECOLLECTION's ListOptions, decoded (400) and judged (SetListOptionsDefaults and
+    ValidateListOptions, a 422) before its body is read, as delete.go does; the list it deletes
+    is read with them (a page of `limit`, from a resourceVersion or a continue token)."""
+    limit = max(integer(q, "limit") or 0, 0)
+    integer(q, "timeoutSeconds")
+    watch, rv, cont = _bool(q.get("watch")), q.get("resourceVersion", ""), q.get("continue", "")
+    match, sie = q.get("resourceVersionMatch", ""), _maybe_bool(q, "sendInitialEvents")
+    if watch:
+        match, sie = watch_list_defaults(rv, match, sie)
+    errs = list_options_errors(watch, rv, match, sie, cont)
+    if errs:
+        raise options_invalid("ListOptions", errs)
+    return {"limit": limit, "continue_": cont, "resource_version": rv, "resource_version_match": "" if watch else match}
 
 
 def _user(request: web.Request) -> User:
@@ -384,6 +402,7 @@ class APIHandlers:
             r.warnings[:0] = dup_warnings
             return self._render_write(request, res, r, version)
         if m == "DELETE":
+            listing = None if name else _collection_options(q)
             raw = await self._raw(request)
             body = _decode_body(raw, _content_type(request)) if raw.strip() else {}
             options = delete_options(q, body, q.getall("dryRun", []))
@@ -394,7 +413,7 @@ class APIHandlers:
                 return json_response(r.obj, r.code)
             deleted = await self.rest.delete_collection(
                 res, version, namespace, options, opts,
-                label_selector=q.get("labelSelector", ""), field_selector=q.get("fieldSelector", ""))
+                label_selector=q.get("labelSelector", ""), field_selector=q.get("fieldSelector", ""), **listing)
             return json_response({"kind": f"{res.kind}List", "apiVersion": res.api_version(version),
                                   "metadata": {}, "items": deleted})
         raise errors.method_not_allowed()

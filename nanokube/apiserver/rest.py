@@ -1257,9 +1257,11 @@ class GenericREST:
 
     async def delete_collection(
         self, res: Resource, version: str, namespace: str | None, options: dict | None, opts: WriteOptions,
-        label_selector: str = "", field_selector: str = "",
+        label_selector: str = "", field_selector: str = "", **listing: Any,
     ) -> list[dict]:
-        items, meta = await self.list(res, version, namespace, label_selector=label_selector, field_selector=field_selector)
+        """Deletes what the list with these selectors and `listing` (list's other options) holds."""
+        items, meta = await self.list(res, version, namespace, label_selector=label_selector, field_selector=field_selector,
+                                      **listing)
         out = []
         for it in items:
             try:

@@ -262,3 +262,34 @@ async def test_a_watch_list_marks_the_end_of_its_initial_events_only_for_a_watch
     assert [e["type"] for e in stream] == ["ERROR"]
     assert (stream[0]["object"]["code"], stream[0]["object"]["details"]["causes"][0]["reason"]) == (
         504, "ResourceVersionTooLarge")
+
+
+async def test_a_delete_collection_judges_its_list_options_before_its_body_and_lists_with_them(core):
+    """delete.go decodes and validates a DELETECOLLECTION's ListOptions (400, 422) before it reads the
+    body, and deletes what the list with them holds: a page of `limit`. All of these were ignored."""
+    for name in ("a", "b", "c"):
+        await asyncio.to_thread(core.create_namespaced_config_map, "default", {"metadata": {"name": name}})
+    path = "/api/v1/namespaces/default/configmaps"
+
+    def delete(query: str, body: bytes = b"") -> tuple[int, dict]:
+        api = core.api_client
+        response = api.rest_client.pool_manager.request("DELETE", f"{api.configuration.host}{path}?{query}", body=body,
+                                                        headers={**api.default_headers, "Accept": "application/json"})
+        return response.status, json.loads(response.data)
+
+    for query, code, message in [
+        ("limit=ten", 400, 'strconv.ParseInt: parsing "ten": invalid syntax'),
+        ("timeoutSeconds=x", 400, 'strconv.ParseInt: parsing "x": invalid syntax'),
+        ("sendInitialEvents=true", 422,
+         'ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list'),
+        ("resourceVersionMatch=Exact", 422, 'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: '
+                                            'resourceVersionMatch is forbidden unless resourceVersion is provided'),
+        ("watch=true&resourceVersionMatch=NotOlderThan", 422, 'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: '
+         'Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided'),
+    ]:
+        status, body = await asyncio.to_thread(delete, query, b"{not json")  # (the body is read after them)
+        assert (status, body["message"]) == (code, message), query
+    assert len((await asyncio.to_thread(core.list_namespaced_config_map, "default")).items) == 3
+    status, body = await asyncio.to_thread(delete, "limit=2")
+    assert status == 200 and [o["metadata"]["name"] for o in body["items"]] == ["a", "b"]
+    assert [c.metadata.name for c in (await asyncio.to_thread(core.list_namespaced_config_map, "default")).items] == ["c"]
