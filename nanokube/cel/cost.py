@@ -96,8 +96,7 @@ def operator_cost(name: str, a: Any, b: Any) -> int:
         return 1
     if name == "_+_":
         return _tenth(size(a) + size(b))
-    smaller = min(size(a), size(b))
-    return _tenth(smaller) if isinstance(a, (str, bytes)) and isinstance(b, (str, bytes)) else smaller
+    return _tenth(min(size(a), size(b)))
 
 
 def _tenth(n: int) -> int:
@@ -164,10 +163,10 @@ class Estimator:
         return self_comparing(self.sz(n.target), self.types.get(id(n.args[0]), DYN).name in ("string", "bytes"))
 
     def operator(self, name: str, a: Node, b: Node) -> int:
-        """An operator of the engine's, priced on its operands' sizes: concatenation a tenth of
-        both (cel-go's runtime price for strings and lists alike), a comparison of strings a tenth
-        of the shorter (of dyn values too, as cel-go's estimate prices equality), of collections
-        the smaller, `in` a list's size; 1 where an operand has no size."""
+        """An operator of the engine's, priced on its operands' sizes as cel-go prices them: a
+        comparison a tenth of the smaller, `in` a list's size, concatenation a tenth of both
+        (lists too, as cel-go priced them before its concatenation became a view: the engine
+        copies both); 1 where an operand has no size."""
         ta, tb = self.types.get(id(a), DYN).name, self.types.get(id(b), DYN).name
         if name == "@in":
             return self.sz(b) if tb in ("list", "dyn") else 1
@@ -176,8 +175,7 @@ class Estimator:
             return 1
         if name == "_+_":
             return _tenth(self.sz(a) + self.sz(b))
-        smaller = min(self.sz(a), self.sz(b))
-        return smaller if kinds & {"list", "map"} else _tenth(smaller)
+        return _tenth(min(self.sz(a), self.sz(b)))
 
     def call(self, n: Node) -> int:
         name = n.name

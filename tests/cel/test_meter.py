@@ -142,6 +142,9 @@ def test_a_metered_stop_is_logged_at_debug_not_as_the_engines_warning(caplog):
     ("'a,b,c,d,e,f'.split(',')", 3),
     ("'abc'.findAll('[a-z]')", 1 * 2),
     ("'abc'.matches('^[a-z]+$')", 1 * 2),
+    # comparisons a tenth of the smaller operand, lists too; a concatenation a tenth of both
+    ("[1, 2, 3] == [1, 2, 3]", 10 + 10 + 1),
+    ("[1] + [2, 3]", 10 + 10 + 1),
     # a named format's validate: its regex (upstream prices it at 128 characters) over the string
     ("format.dns1123Label().validate('my-name')", 1 + 1 * 32),
 ])
