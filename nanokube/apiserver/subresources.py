@@ -40,6 +40,25 @@ EVICTION_KIND = {"group": "policy", "version": "v1", "kind": "Eviction"}
 LogReader = Callable[[str, str, str, dict], Awaitable[bytes | AsyncIterable[bytes] | None]]
 
 
+def pod_container(pod: dict, container: str) -> str:
+    """The container a log, exec or attach request names, as upstream's validateContainer checks it:
+    the only regular container when it names none, else one of all the pod's containers (init,
+    regular, ephemeral: the order the message lists them in)."""
+    spec, name = pod.get("spec") or {}, pod["metadata"]["name"]
+    if not container:
+        containers = spec.get("containers") or []
+        if len(containers) == 1:
+            return containers[0]["name"]
+        if not containers:
+            raise errors.bad_request(f"a container name must be specified for pod {name}")
+        names = [c["name"] for k in ("initContainers", "containers", "ephemeralContainers") for c in spec.get(k) or ()]
+        raise errors.bad_request(f"a container name must be specified for pod {name}, choose one of: [{' '.join(names)}]")
+    if not any(c.get("name") == container for k in ("initContainers", "containers", "ephemeralContainers")
+               for c in spec.get(k) or ()):
+        raise errors.bad_request(f"container {container} is not valid for pod {name}")
+    return container
+
+
 class Subresources:
     def __init__(self, rest: GenericREST) -> None:
         self.rest = rest
@@ -235,18 +254,7 @@ class Subresources:
     async def log(self, namespace: str, name: str, query: dict) -> bytes | AsyncIterable[bytes]:
         pods = self.rest.index.get("", "v1", "pods")
         pod = self.rest._entry(pods, namespace, name).obj
-        spec = pod.get("spec") or {}
-        containers = [c["name"] for c in spec.get("containers", [])]
-        inits = [c["name"] for c in spec.get("initContainers") or []]
-        container = query.get("container") or (containers[0] if len(containers) == 1 else "")
-        if not container:
-            choices = f"a container name must be specified for pod {name}, choose one of: [{' '.join(containers)}]"
-            if inits:
-                choices += f" or one of the init containers: [{' '.join(inits)}]"
-            raise errors.bad_request(choices)
-        if container not in containers + inits and not any(c.get("name") == container
-                                                             for c in spec.get("ephemeralContainers") or ()):
-            raise errors.bad_request(f"container {container} is not valid for pod {name}")
+        container = pod_container(pod, query.get("container") or "")
         if not (pod.get("spec") or {}).get("nodeName"):
             raise errors.bad_request(f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating')
         for reader in self.log_readers:

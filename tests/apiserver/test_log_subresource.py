@@ -32,8 +32,7 @@ async def test_container_choice_and_messages(env):
     with pytest.raises(APIError) as e:
         await sub.log("default", "two", {})
     assert e.value.code == 400 and e.value.message == (
-        "a container name must be specified for pod two, choose one of: [app side] "
-        "or one of the init containers: [setup]")
+        "a container name must be specified for pod two, choose one of: [setup app side]")
     with pytest.raises(APIError) as e:
         await sub.log("default", "two", {"container": "nope"})
     assert e.value.message == "container nope is not valid for pod two"

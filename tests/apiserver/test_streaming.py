@@ -58,7 +58,7 @@ async def _get(server, path):
 
 @pytest.mark.parametrize("path,message", [
     ("/api/v1/namespaces/default/pods/two/exec?command=ls&stdout=true",
-     "a container name must be specified for pod two, choose one of: [a b init]"),
+     "a container name must be specified for pod two, choose one of: [init a b]"),
     ("/api/v1/namespaces/default/pods/one/exec?command=ls&stdout=true&container=nope",
      "container nope is not valid for pod one"),
     ("/api/v1/namespaces/default/pods/pending/exec?command=ls&stdout=true", "pod pending does not have a host assigned"),

@@ -17,6 +17,7 @@ from aiohttp import web
 
 from ...machinery import errors
 from ..auth.authorizer import USER, Attributes, forbidden
+from ..subresources import pod_container
 from ...machinery.streaming import (ERROR, PORT_FORWARD, STDERR, STDOUT, TUNNELED_PORT_FORWARD, V4, V4_BASE64, V5,
                                     NodeStreaming, StreamFailed, StreamSession, exit_status, failure_status)
 from .spdy import SpdySession, SpdyStream
@@ -101,7 +102,7 @@ class PodStreaming:
             node = self._node(pod)
             return await self._port_forward(request, node, pod)
         q = request.query
-        container = self._container(pod, q.get("container", ""))
+        container = pod_container(pod, q.get("container", ""))
         node = self._node(pod)
         phase = (pod.get("status") or {}).get("phase")
         if phase in ("Succeeded", "Failed"):
@@ -147,21 +148,6 @@ class PodStreaming:
         raise errors.bad_request("Upgrade request required")
 
     # --- checks -------------------------------------------------------------------------
-
-    def _container(self, pod: dict, container: str) -> str:
-        spec, name = pod.get("spec") or {}, pod["metadata"]["name"]
-        names = [c["name"] for k in ("containers", "initContainers", "ephemeralContainers")
-                 for c in spec.get(k) or []]
-        if not container:
-            if len(spec.get("containers") or []) == 1:
-                return spec["containers"][0]["name"]
-            if not names:
-                raise errors.bad_request(f"a container name must be specified for pod {name}")
-            raise errors.bad_request(f"a container name must be specified for pod {name}, "
-                                     f"choose one of: [{' '.join(names)}]")
-        if container not in names:
-            raise errors.bad_request(f"container {container} is not valid for pod {name}")
-        return container
 
     def _node(self, pod: dict) -> NodeStreaming:
         node = (pod.get("spec") or {}).get("nodeName")
