@@ -75,7 +75,8 @@ def log_options(query, now: float, pod: str = "") -> LogOptions:
         since = now - number("sinceSeconds", 1)
     if query.get("sinceTime"):
         if since is not None:
-            raise invalid(validation.forbidden("", "at most one of `sinceTime` or `sinceSeconds` may be specified"))
+            # upstream's field.NewPath(""): an empty name prints as an empty subscript
+            raise invalid(validation.forbidden("[]", "at most one of `sinceTime` or `sinceSeconds` may be specified"))
         try:
             since = parse_time(query["sinceTime"])
         except ValueError:

@@ -18,6 +18,8 @@ def test_options_from_the_query():
     ({"tailLines": "-1"}, 'PodLogOptions "web" is invalid: tailLines: Invalid value: -1: must be greater than or equal to 0'),
     ({"limitBytes": "0"}, 'PodLogOptions "web" is invalid: limitBytes: Invalid value: 0: must be greater than 0'),
     ({"sinceSeconds": "0"}, 'PodLogOptions "web" is invalid: sinceSeconds: Invalid value: 0: must be greater than 0'),
+    ({"sinceSeconds": "5", "sinceTime": "2026-01-01T00:00:00Z"},
+     'PodLogOptions "web" is invalid: []: Forbidden: at most one of `sinceTime` or `sinceSeconds` may be specified'),
 ])
 def test_invalid_options(query, message):
     with pytest.raises(APIError) as e:
