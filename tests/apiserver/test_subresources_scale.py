@@ -47,6 +47,21 @@ async def test_an_update_through_scale_takes_the_replicas_from_their_applier(tmp
                                       "fieldsType": "FieldsV1", "fieldsV1": REPLICAS, "subresource": "scale"}
 
 
+async def test_an_update_through_scale_to_zero_leaves_the_replicas_nobodys(tmp_path):
+    """The Scale an update sends is decoded: its replicas (an omitempty int32) at 0 is no field, so the
+    writer owns nothing and the owners of the parent's replicas lose them; a later non-zero is owned."""
+    async with served(tmp_path) as (_, c):
+        await call(c, "PATCH", f"{DEPLOYMENTS}/d", deployment(3), "app", APPLY)
+        await call(c, "PUT", f"{DEPLOYMENTS}/d/scale", scale(0), "kubectl")
+        d = await call(c, "GET", f"{DEPLOYMENTS}/d")
+        entries = by_manager(d)
+        assert d["spec"]["replicas"] == 0 and "kubectl" not in entries
+        assert "f:replicas" not in entries["app"]["fieldsV1"]["f:spec"]
+        await call(c, "PUT", f"{DEPLOYMENTS}/d/scale", scale(2), "kubectl")
+        entries = by_manager(await call(c, "GET", f"{DEPLOYMENTS}/d"))
+        assert entries["kubectl"]["fieldsV1"] == REPLICAS and entries["kubectl"]["subresource"] == "scale"
+
+
 async def test_an_apply_through_scale_conflicts_and_forced_takes_the_replicas(tmp_path):
     async with served(tmp_path) as (_, c):
         await call(c, "PATCH", f"{DEPLOYMENTS}/d", deployment(3), "app", APPLY)

@@ -1057,7 +1057,8 @@ def scale_write(
     """A write through /scale (upstream's ScaleHandler around the Scale's field manager): the Scale
     it leaves, and the parent's managedFields. The managers of the parent's `replicas` own the
     Scale's spec.replicas; the write is tracked on the Scale (`sent` is the new Scale), or applied
-    (`sent` is the configuration; raises ApplyConflict); then a parent manager loses `replicas`
+    (`sent` is the configuration; raises ApplyConflict; an update's Scale is decoded, `compare`, so
+    its replicas at 0 is no field); then a parent manager loses `replicas`
     where it lost it on the Scale, and each new owner gets an entry at `parent_version` timed as
     its identity was on the parent (an Update's is looked up under the Scale's apiVersion, so it
     has none)."""
@@ -1070,7 +1071,7 @@ def scale_write(
         result = apply(live, sent, manager, force, raw, now, "autoscaling/v1", "scale", ignore_status=True)
     else:
         result = _track(live, _own_metadata(sent), raw, _decode_or_empty(live), manager, "Update", now,
-                        "autoscaling/v1", "scale", _STATUS)
+                        "autoscaling/v1", "scale", _STATUS, decoded=True)
     scaled = _decode_or_empty(result)
     kept: dict[tuple, _Manager] = {}
     for mid, m in parents.items():
