@@ -103,6 +103,13 @@ def _tenth(n: int) -> int:
     return math.ceil(0.1 * n)
 
 
+def string_test_cost(name: str, text: int, part: int) -> int:
+    """contains: a tenth of the text times a tenth of what it looks for, as cel-go prices it;
+    startsWith and endsWith: a tenth of the text."""
+    cost = max(1, _tenth(text))
+    return cost * max(1, _tenth(part)) if name == "contains" else cost
+
+
 def building_list(size: int, factor: float = 1) -> int:
     """What a function building a list of `size` elements costs, at `factor` per element."""
     return math.ceil(max(size, 0) * factor) + CALL_COST + LIST_CREATE_COST
@@ -114,8 +121,8 @@ def self_comparing(size: int, strings: bool) -> int:
 
 
 def regex_cost(text: int, pattern: int, plus_one: bool = False) -> int:
-    """A regex over a text: a tenth of the text (the Kubernetes library's find and findAll add one
-    character) times a quarter of the pattern."""
+    """A regex over a text: a tenth of the text (cel-go's matches and the Kubernetes library's find
+    and findAll add one character) times a quarter of the pattern."""
     return _tenth(text + 1 if plus_one else text) * math.ceil(REGEX_FACTOR * pattern)
 
 
@@ -192,7 +199,9 @@ class Estimator:
                 return args
             return args + self.operator(name, operands[0], operands[1])
         if name in ("matches", "find", "findAll") and len(operands) >= 2:
-            return args + regex_cost(self.sz(operands[0]), self.sz(operands[1]), plus_one=name != "matches")
+            return args + regex_cost(self.sz(operands[0]), self.sz(operands[1]), plus_one=True)
+        if name in ("contains", "startsWith", "endsWith") and len(operands) == 2:
+            return args + string_test_cost(name, self.sz(operands[0]), self.sz(operands[1]))
         if name in _SETS and len(operands) == 2:
             return args + math.ceil(_SETS[name] * self.sz(operands[0]) * self.sz(operands[1])) + CALL_COST
         if name == "validate" and len(operands) == 2:  # a format's regex over the string

@@ -19,11 +19,10 @@ redone with the sizes of the actual values (`refine`), which are tighter.
 
 from __future__ import annotations
 
-import math
 import threading
 from typing import Callable
 
-from .cost import operator_cost
+from .cost import operator_cost, string_test_cost
 from .errors import COST_LIMIT_ERROR, CELError
 
 #: the function a metered program calls before a comprehension, or before each iteration of `all` and
@@ -110,13 +109,13 @@ def report_range(pos: int, size: int) -> bool:
     return True if m is None else m.iterate(pos, size)
 
 
-def _string_test(test: Callable[[str, str], bool]) -> Callable[[str, str], bool]:
+def _string_test(name: str, test: Callable[[str, str], bool]) -> Callable[[str, str], bool]:
     def run(s: str, t: str) -> bool:
         if not isinstance(s, str) or not isinstance(t, str):
             raise CELError("no such overload")
         m = active()
-        if m is not None:  # a tenth of the receiver, as cel-go's string traversal
-            m.charge(max(1, math.ceil(0.1 * len(s))))
+        if m is not None:
+            m.charge(string_test_cost(name, len(s), len(t)))
         return test(s, t)
 
     return run
@@ -132,6 +131,6 @@ def report_operands(name: str, left: object, right: object) -> bool:
 
 #: the functions a metered program calls, by name
 RUNTIME = {ITERATE: report_range, OPERANDS: report_operands,
-           STRING_TESTS["contains"]: _string_test(lambda s, t: t in s),
-           STRING_TESTS["startsWith"]: _string_test(str.startswith),
-           STRING_TESTS["endsWith"]: _string_test(str.endswith)}
+           STRING_TESTS["contains"]: _string_test("contains", lambda s, t: t in s),
+           STRING_TESTS["startsWith"]: _string_test("startsWith", str.startswith),
+           STRING_TESTS["endsWith"]: _string_test("endsWith", str.endswith)}

@@ -142,6 +142,8 @@ def test_a_metered_stop_is_logged_at_debug_not_as_the_engines_warning(caplog):
     ("'a,b,c,d,e,f'.split(',')", 3),
     ("'abc'.findAll('[a-z]')", 1 * 2),
     ("'abc'.matches('^[a-z]+$')", 1 * 2),
+    # contains: a tenth of the text times a tenth of what it looks for; the others a tenth of the text
+    ("'abcdefghijklmnopqrstu'.contains('abcdefghijk') && 'abc'.startsWith('abcd')", 3 * 2 + 1),
     # comparisons a tenth of the smaller operand, lists too; a concatenation a tenth of both
     ("[1, 2, 3] == [1, 2, 3]", 10 + 10 + 1),
     ("[1] + [2, 3]", 10 + 10 + 1),
@@ -150,6 +152,19 @@ def test_a_metered_stop_is_logged_at_debug_not_as_the_engines_warning(caplog):
 ])
 def test_functions_that_build_or_compare_lists_cost_what_upstream_charges(src, cost):
     assert ENV.compile(src).max_cost == cost
+
+
+def test_contains_is_priced_on_both_strings():
+    """cel-go charges the product of a tenth of each: 1,000 tests for a 1,000-character part of a
+    1,000,000-character value are 10^7, not 10^5."""
+    value, meter = metered("x.s.contains(x.s + x.s)")
+    assert value is False and meter.calls == 2 + 1 * 2  # the concatenation (a tenth of 12), then the test
+    program = ENV.compile("lists.range(1000).all(i, !x.s.contains(x.p))").metered()
+    meter = Meter(program.base, program.per_iteration, 1_000_000)
+    CONTEXT.add_variable("x", {"s": "x" * 1_000_000, "p": "y" * 1000})
+    with pytest.raises(Exception, match="operation cancelled: actual cost limit exceeded"), running(meter):
+        program.program.execute(CONTEXT)
+    assert meter.calls == 1011 + 100_000 * 100  # the range, then the first test, which is not run
 
 
 def test_validate_is_priced_on_the_string_it_checks():
