@@ -325,6 +325,8 @@ def _pod_specific_annotations(annotations: dict, spec: dict, allow_invalid_cost:
     """ValidatePodSpecificAnnotations: a mirror pod is bound, a deletion cost an int32, the
     deprecated seccomp annotations name profiles (reported at metadata.annotations.<key>, as
     upstream's Child does), the deprecated AppArmor ones a container of the pod and a profile."""
+    if not annotations:
+        return []
     path = "metadata.annotations"
     errs: list[FieldError] = []
     if subresources.MIRROR in annotations and not spec.get("nodeName"):
@@ -376,11 +378,11 @@ def _seccomp_matches(annotation: str, profile: dict, path: str) -> list[FieldErr
     return []
 
 
-def _seccomp_annotations_match(pod: dict) -> list[FieldError]:
+def _seccomp_annotations_match(annotations: dict, spec: dict) -> list[FieldError]:
     """validateSeccompAnnotationsAndFields (on create): the pod's and each container's own
     seccompProfile agree with the deprecated annotations."""
-    spec = pod.get("spec") or {}
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    if not any(k.startswith((_SECCOMP_POD, _SECCOMP_CONTAINER)) for k in annotations):
+        return []
     errs: list[FieldError] = []
     profile = (spec.get("securityContext") or {}).get("seccompProfile")
     if profile is not None and _SECCOMP_POD in annotations:
@@ -395,14 +397,13 @@ def _seccomp_annotations_match(pod: dict) -> list[FieldError]:
 _APPARMOR_VALUES = {"Unconfined": "unconfined", "RuntimeDefault": "runtime/default"}
 
 
-def _apparmor_annotations_match(pod: dict) -> list[FieldError]:
+def _apparmor_annotations_match(annotations: dict, spec: dict) -> list[FieldError]:
     """validateAppArmorAnnotationsAndFieldsMatchOnCreate: a container's deprecated AppArmor
     annotation and its effective appArmorProfile (its own, else the pod's) agree (not checked for
     Windows pods)."""
-    spec = pod.get("spec") or {}
-    if (spec.get("os") or {}).get("name") == "windows":
+    if not any(k.startswith(_APPARMOR_ANNOTATION) for k in annotations) or (
+            (spec.get("os") or {}).get("name") == "windows"):
         return []
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
     pod_profile = (spec.get("securityContext") or {}).get("appArmorProfile")
     errs: list[FieldError] = []
     for kind in _CONTAINER_KINDS:
@@ -1151,9 +1152,11 @@ class PodStrategy(Strategy):
             errs.append(forbidden("spec.ephemeralContainers", "cannot be set on create"))
         if spec.get("schedulingGates") and spec.get("nodeName"):
             errs.append(forbidden("spec.nodeName", "cannot be set until all schedulingGates have been cleared"))
-        annotations = (obj.get("metadata") or {}).get("annotations") or {}
-        return (_pod_specific_annotations(annotations, spec) + errs + _seccomp_annotations_match(obj)
-                + _apparmor_annotations_match(obj))
+        annotations = (obj.get("metadata") or {}).get("annotations")
+        if not annotations:  # most pods: none of the annotation checks has anything to read
+            return errs
+        return (_pod_specific_annotations(annotations, spec) + errs + _seccomp_annotations_match(annotations, spec)
+                + _apparmor_annotations_match(annotations, spec))
 
     def validate_update(self, new, old):
         """ValidatePodUpdate: the annotations checked as on create, the spec, the annotations' changes
