@@ -19,6 +19,7 @@ from .client import kubeconfig
 from .client.http import HTTPClient
 from .client.leaderelection import LeaderElector, add_arguments, config_from_arguments, from_arguments
 from .machinery.errors import APIError
+from .scheduler import resource_metrics
 from .scheduler.config import LEASE_NAME, ConfigError
 from .scheduler.config import load as load_config
 from .scheduler.metrics import Metrics
@@ -111,14 +112,18 @@ def _endpoints(args: argparse.Namespace, client: HTTPClient, scheduler: ElectedS
                configz: dict):
     """kube-scheduler's secure port: /healthz and /readyz watch the lease (when electing),
     /readyz also the shutdown and whether the scheduler's informers have synced (a standby's
-    have: it syncs before it campaigns), /metrics serves the scheduler's registry."""
+    have: it syncs before it campaigns), /metrics serves the scheduler's registry (DELETE resets
+    it), /metrics/resources the pods' requests and limits while this scheduler leads."""
     leader = [component_server.Check("leaderElection", scheduler.elector.check)] if scheduler.elector else []
     readyz = [*leader,
               component_server.Check("shutdown", lambda: "process is shutting down" if stop.is_set() else None),
               component_server.Check("sched-handler-sync", lambda: None if scheduler.synced.is_set()
                                      else "handlers are not fully synchronized")]
     auth = component_server.DelegatedAuth(client, args.authorization_always_allow_paths)
-    return component_server.app(auth, scheduler.metrics.registry, configz, lambda: leader, list, lambda: readyz)
+    pods = resource_metrics.registry(lambda: scheduler.scheduler.pods.list() if scheduler.scheduler else ())
+    return component_server.app(auth, scheduler.metrics.registry, configz, lambda: leader, list, lambda: readyz,
+                                reset=scheduler.metrics.reset,
+                                resources=lambda: pods if scheduler.started.is_set() else None)
 
 
 async def _run(args: argparse.Namespace, config) -> int:

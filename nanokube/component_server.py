@@ -211,10 +211,14 @@ class DelegatedAuth:
 
 
 def app(auth: DelegatedAuth, registry, configz: dict, healthz: Checks, livez: Checks | None = None,
-        readyz: Checks | None = None) -> web.Application:
+        readyz: Checks | None = None, *, reset: Callable[[], None] | None = None,
+        resources: Callable[[], CollectorRegistry | None] | None = None) -> web.Application:
     """The component's endpoints. kube-controller-manager's shape is `livez`/`readyz` None:
     neither is served, and its /healthz (a MutableHealthzHandler) has no per-check paths.
-    `configz` is what /configz serves (configz's registered configurations by name)."""
+    `configz` is what /configz serves (configz's registered configurations by name). With `reset`,
+    DELETE /metrics runs it (component-base's HandlerWithReset, kube-scheduler's /metrics); with
+    `resources`, /metrics/resources serves the registry it gives, an empty answer when it gives
+    None (kube-scheduler's, for the leader only)."""
     a = web.Application(middlewares=[auth.middleware])
     slis = HealthSLIs()
     _health_handlers(a, "/healthz", healthz, slis, each=livez is not None)
@@ -227,7 +231,18 @@ def app(auth: DelegatedAuth, registry, configz: dict, healthz: Checks, livez: Ch
         return web.Response(body=generate_latest(r), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def metrics(request: web.Request) -> web.Response:
+        if request.method == "DELETE":
+            reset()
+            return web.Response(text="metrics reset\n", headers=_TEXT)
         return exposition(registry)
+
+    async def metrics_resources(request: web.Request) -> web.Response:
+        served = resources()
+        if served is None:
+            return web.Response()
+        if request.method == "DELETE":  # HandlerWithReset over a registry whose one collector has nothing to reset
+            return web.Response(text="metrics reset\n", headers=_TEXT)
+        return exposition(served)
 
     async def metrics_slis(request: web.Request) -> web.Response:
         """SLIMetricsWithReset: DELETE clears the health check series."""
@@ -242,6 +257,11 @@ def app(auth: DelegatedAuth, registry, configz: dict, healthz: Checks, livez: Ch
         return web.Response(body=body, headers={"Content-Type": "application/json", **_TEXT})
 
     a.router.add_get("/metrics", metrics)
+    if reset is not None:
+        a.router.add_delete("/metrics", metrics)
+    if resources is not None:
+        a.router.add_get("/metrics/resources", metrics_resources)
+        a.router.add_delete("/metrics/resources", metrics_resources)
     a.router.add_route("*", "/metrics/slis", metrics_slis)
     a.router.add_get("/configz", configz_handler)
     return a

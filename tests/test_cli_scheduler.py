@@ -46,8 +46,11 @@ async def test_the_standby_takes_over_when_the_leader_stops():
         await new_pod(pods, "a")
         assert await bound_to(pods, "a") == "n1"
         assert (await leases.get(LEASE_NAME, "kube-system"))["spec"]["holderIdentity"] == "first"
-        assert second.synced.is_set() and not second.started.is_set(), \
-            "the standby's informers have synced before it campaigns; it does not schedule"
+        # (its sync runs in its campaign's task: the first may bind the pod before it is done)
+        async def synced():
+            return second.synced.is_set()
+        await eventually(synced)
+        assert not second.started.is_set(), "the standby's informers have synced before it campaigns; it does not schedule"
 
         await first.stop()
         assert first.scheduler is None and not first.started.is_set()

@@ -42,3 +42,25 @@ async def test_slis_count_the_root_checks_and_reset_on_delete():
         got = await http.get("/configz")
         assert got.headers["Content-Type"] == "application/json"
         assert await got.text() == '{"componentconfig":{"A":1}}'
+
+
+async def test_metrics_reset_and_resources_for_the_leader_only():
+    """kube-scheduler's /metrics is a HandlerWithReset (DELETE runs the reset, authorized as verb delete),
+    /metrics/resources answers only while the scheduler leads; a component without them serves neither."""
+    api, resets, leading = AllowAll(), [], [False]
+    pods = CollectorRegistry()
+    app = component_server.app(component_server.DelegatedAuth(api), CollectorRegistry(), {}, list, list, list,
+                               reset=lambda: resets.append(1), resources=lambda: pods if leading[0] else None)
+    async with TestClient(TestServer(app)) as http:
+        deleted = await http.delete("/metrics")
+        assert deleted.status == 200 and await deleted.text() == "metrics reset\n" and resets == [1]
+        assert {"path": "/metrics", "verb": "delete"} in [r["nonResourceAttributes"] for r in api.reviews]
+        standby = await http.get("/metrics/resources")
+        assert standby.status == 200 and await standby.text() == ""
+        leading[0] = True
+        served = await http.get("/metrics/resources")
+        assert served.status == 200 and served.headers["Content-Type"].startswith("text/plain; version=")
+    plain = component_server.app(component_server.DelegatedAuth(api), CollectorRegistry(), {}, list)
+    async with TestClient(TestServer(plain)) as http:
+        assert (await http.delete("/metrics")).status == 405
+        assert (await http.get("/metrics/resources")).status == 404

@@ -51,6 +51,8 @@ class Family:
         self.labelnames = tuple(labelnames)
         self.bounds = tuple(float(b) for b in buckets) if kind == "histogram" else None
         self._series: dict[tuple[str, ...], _Value] = {}
+        #: after a reset, series not updated since are left out of the exposition
+        self._hide_unused = False
         if not self.labelnames:  # an unlabelled metric is exposed from the start, as prometheus_client's
             self.labels()
         registry.register(self)
@@ -66,6 +68,19 @@ class Family:
                 series = self._series[key] = _Value(self.bounds)
         return series
 
+    def reset(self) -> None:
+        """component-base's Reset, which a DELETE of a HandlerWithReset's /metrics runs: a vector's
+        series start from nothing and are not exposed until updated again (they are zeroed in place,
+        as callers may hold one), an unlabelled counter goes back to 0; an unlabelled histogram or
+        gauge has no Reset upstream and keeps its numbers."""
+        if not self.labelnames:
+            if self.kind == "counter":
+                self._series[()].__init__(None)
+            return
+        for series in self._series.values():
+            series.__init__(self.bounds)
+        self._hide_unused = True
+
     def describe(self) -> list[Metric]:
         return [Metric(self.name, self.documentation, self.kind)]
 
@@ -73,6 +88,8 @@ class Family:
         m = Metric(self.name, self.documentation, self.kind)
         name = self.name
         for values, s in list(self._series.items()):
+            if self._hide_unused and not s.value and not (s.buckets and any(s.buckets)):
+                continue
             labels = dict(zip(self.labelnames, values))
             if self.kind == "counter":
                 m.add_sample(name + "_total", labels, s.value)

@@ -92,6 +92,14 @@ class Metrics:
             "pod group (in case of DisruptionMode=all), or a single pod (in case of DisruptionMode=single).",
             ["preemptor"], r, _VICTIM_BUCKETS)
 
+    def reset(self) -> None:
+        """DELETE /metrics (kube-scheduler's legacyregistry.HandlerWithReset): the counters and
+        histograms start again. The pending and unschedulable pods gauges are kept: they hold the
+        queue's state, which clearing them would misstate until each series next changed."""
+        for family in vars(self).values():
+            if isinstance(family, Family):
+                family.reset()
+
     def podgroup_attempt(self, result: str, profile: str, entity: str, seconds: float) -> None:
         """One workload cycle of a group: result is scheduled, unschedulable,
         waiting_on_preemption or error; entity podgroup or compositepodgroup."""

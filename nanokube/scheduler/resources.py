@@ -4,6 +4,7 @@ Filter and Score compare integers instead of parsing quantities per node."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..machinery.quantity import QuantityError, parse
@@ -89,22 +90,10 @@ def _requests(c: dict) -> dict:
     return ((c.get("resources") or {}).get("requests")) or {}
 
 
-def pod_requests(spec: dict, nonzero: bool = False) -> Resources:
-    """What a pod asks of a node, as upstream's PodRequests computes it:
-    regular containers plus restartable (sidecar) init containers run
-    together; each ordinary init container runs alone next to the sidecars
-    started before it; the larger wins, then pod overhead is added. With
-    `nonzero`, containers that request no CPU or memory count the defaults."""
-    def of(c: dict) -> Resources:
-        r = from_list(_requests(c))
-        if nonzero:
-            reqs = _requests(c)
-            if CPU not in reqs:
-                r.milli_cpu = DEFAULT_MILLI_CPU
-            if MEMORY not in reqs:
-                r.memory = DEFAULT_MEMORY
-        return r
-
+def _containers(spec: dict, of: Callable[[dict], Resources]) -> Resources:
+    """Regular containers plus restartable (sidecar) init containers run together; each ordinary
+    init container runs alone next to the sidecars started before it; the larger wins (upstream's
+    AggregateContainerRequests and AggregateContainerLimits)."""
     total = Resources()
     for c in spec.get("containers") or []:
         total.add(of(c))
@@ -120,14 +109,56 @@ def pod_requests(spec: dict, nonzero: bool = False) -> Resources:
             init_peak.set_max(r)
     total.add(sidecars)
     total.set_max(init_peak)
-    pod_level = ((spec.get("resources") or {}).get("requests")) or {}
+    return total
+
+
+def _pod_level(total: Resources, spec: dict, kind: str) -> None:
+    """Pod-level requests or limits (spec.resources) replace the containers' cpu and memory."""
+    pod_level = ((spec.get("resources") or {}).get(kind)) or {}
     if pod_level:
         lvl = from_list(pod_level)
         if CPU in pod_level:
             total.milli_cpu = lvl.milli_cpu
         if MEMORY in pod_level:
             total.memory = lvl.memory
+
+
+def pod_requests(spec: dict, nonzero: bool = False) -> Resources:
+    """What a pod asks of a node, as upstream's PodRequests computes it: its containers
+    (`_containers`), pod-level requests over them, then pod overhead added. With
+    `nonzero`, containers that request no CPU or memory count the defaults."""
+    def of(c: dict) -> Resources:
+        r = from_list(_requests(c))
+        if nonzero:
+            reqs = _requests(c)
+            if CPU not in reqs:
+                r.milli_cpu = DEFAULT_MILLI_CPU
+            if MEMORY not in reqs:
+                r.memory = DEFAULT_MEMORY
+        return r
+
+    total = _containers(spec, of)
+    _pod_level(total, spec, "requests")
     total.add(from_list(spec.get("overhead")))
+    return total
+
+
+def pod_limits(spec: dict) -> Resources:
+    """A pod's limits, as upstream's PodLimits: its containers' (`_containers`), pod-level limits
+    over them, and pod overhead added to each limit that is set (a resource without one stays
+    unlimited)."""
+    total = _containers(spec, lambda c: from_list(((c.get("resources") or {}).get("limits"))))
+    _pod_level(total, spec, "limits")
+    overhead = from_list(spec.get("overhead"))
+    if total.milli_cpu:
+        total.milli_cpu += overhead.milli_cpu
+    if total.memory:
+        total.memory += overhead.memory
+    if total.ephemeral:
+        total.ephemeral += overhead.ephemeral
+    for k, v in overhead.scalars.items():
+        if total.scalars.get(k):
+            total.scalars[k] += v
     return total
 
 

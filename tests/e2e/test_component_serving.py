@@ -34,8 +34,12 @@ def bare():
         c.kubectl("create", "serviceaccount", "scraper")
         c.kubectl("create", "serviceaccount", "nobody")
         c.kubectl("create", "clusterrole", "metrics-reader", "--verb=get", "--non-resource-url=/metrics",
-                  "--non-resource-url=/metrics/slis", "--non-resource-url=/configz")
+                  "--non-resource-url=/metrics/slis", "--non-resource-url=/metrics/resources",
+                  "--non-resource-url=/configz")
         c.kubectl("create", "clusterrolebinding", "scraper", "--clusterrole=metrics-reader",
+                  "--serviceaccount=default:scraper")
+        c.kubectl("create", "clusterrole", "metrics-resetter", "--verb=delete", "--non-resource-url=/metrics")
+        c.kubectl("create", "clusterrolebinding", "resetter", "--clusterrole=metrics-resetter",
                   "--serviceaccount=default:scraper")
         yield c
 
@@ -48,9 +52,9 @@ def component(c, command: str, port: int, log: Path) -> subprocess.Popen:
                                 stdout=out, stderr=out, stdin=subprocess.DEVNULL)
 
 
-def get(port: int, path: str, token: str = "") -> tuple[int, str, dict]:
+def get(port: int, path: str, token: str = "", method: str = "GET") -> tuple[int, str, dict]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    req = urllib.request.Request(f"https://127.0.0.1:{port}{path}", headers=headers)
+    req = urllib.request.Request(f"https://127.0.0.1:{port}{path}", headers=headers, method=method)
     try:
         with urllib.request.urlopen(req, context=_INSECURE, timeout=10) as r:
             return r.status, r.read().decode(), dict(r.headers)
@@ -130,6 +134,14 @@ def test_scheduler_secure_port(bare):
                        status="success") >= 2
         assert counter(slis, "kubernetes_healthchecks_total", name="shutdown", type="readyz", status="error") == 0
 
+        # kube-scheduler's /metrics resets on DELETE, for whoever may delete that path
+        code, body, _ = get(port, "/metrics", method="DELETE")
+        assert code == 403 and json.loads(body)["message"] == \
+            'forbidden: User "system:anonymous" cannot delete path "/metrics"'
+        assert get(port, "/metrics", token, "DELETE")[:2] == (200, "metrics reset\n")
+        after = get(port, "/metrics", token)[1]
+        assert "scheduler_schedule_attempts_total{" not in after and "# TYPE scheduler_schedule_attempts_total" in after
+
         # /configz: the effective KubeSchedulerConfiguration, as the internal type's Go encoding
         assert get(port, "/configz")[0] == 403
         code, body, headers = get(port, "/configz", token)
@@ -207,13 +219,25 @@ def test_a_standby_scheduler_is_ready(bare):
             code, body, _ = get(p, "/readyz?verbose")
             assert code == 200 and body == ("[+]leaderElection ok\n[+]shutdown ok\n[+]sched-handler-sync ok\n"
                                             "readyz check passed\n")
-        c.kubectl("run", "by-the-leader", "--image=nginx")
-        wait_for(lambda: c.kubectl("get", "pod", "by-the-leader", "-o", "jsonpath={.spec.nodeName}").stdout,
-                 what="the pod bound")
+        container = {"name": "c", "image": "nginx",
+                     "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}}}
+        c.kubectl("run", "by-the-leader", "--image=nginx", f"--overrides={json.dumps({'spec': {'containers': [container]}})}")
+        node = wait_for(lambda: c.kubectl("get", "pod", "by-the-leader", "-o", "jsonpath={.spec.nodeName}").stdout,
+                        what="the pod bound")
         token = c.kubectl("create", "token", "scraper").stdout.strip()
         attempts = [counter(get(p, "/metrics", token)[1], "scheduler_schedule_attempts_total", result="scheduled")
                     for p in ports]
         assert sorted(attempts)[0] == 0 and sorted(attempts)[1] >= 1, "one scheduled, the standby did not"
+        # /metrics/resources: the pods' requests and limits, from the leader only
+        leader, standby = sorted(ports, key=lambda p: -attempts[ports.index(p)])
+        assert get(standby, "/metrics/resources", token)[:2] == (200, "")
+        code, body, _ = get(leader, "/metrics/resources", token)
+        labels = dict(namespace="default", pod="by-the-leader", node=node, scheduler="default-scheduler", priority="0")
+        assert code == 200
+        assert counter(body, "kube_pod_resource_request", **labels, resource="cpu", unit="cores") == 0.25
+        assert counter(body, "kube_pod_resource_request", **labels, resource="memory", unit="bytes") == 64 * 2 ** 20
+        assert counter(body, "kube_pod_resource_limit", **labels, resource="memory", unit="bytes") == 128 * 2 ** 20
+        assert counter(body, "kube_pod_resource_limit", **labels, resource="cpu") == 0, "no cpu limit, no series"
     finally:
         for proc in procs:
             proc.terminate()
