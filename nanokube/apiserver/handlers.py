@@ -376,7 +376,7 @@ class APIHandlers:
                 if not namespace:
                     raise errors.route_not_found()
             opts.field_manager = opts.field_manager or _field_manager_default(request)
-            dup_warnings = self._duplicate_warnings(request, res, version, opts)
+            dup_warnings = await self._duplicate_warnings(request, res, version, opts)
             r = await self.rest.create(res, version, namespace, body, opts)
             r.warnings[:0] = dup_warnings
             return self._render_write(request, res, r, version)
@@ -385,7 +385,7 @@ class APIHandlers:
                 raise errors.method_not_allowed()
             body, opts = await self._update_input(request)
             opts.field_manager = opts.field_manager or _field_manager_default(request)
-            dup_warnings = self._duplicate_warnings(request, res, version, opts)
+            dup_warnings = await self._duplicate_warnings(request, res, version, opts)
             r = await self.rest.update(res, version, namespace, name, body, opts, subresource=sub)
             r.warnings[:0] = dup_warnings
             return self._render_write(request, res, r, version)
@@ -397,14 +397,14 @@ class APIHandlers:
             opts = self._write_opts(request)  # after the media type and the body, as upstream's patch handler
             if ctype != APPLY_PATCH:
                 opts.field_manager = opts.field_manager or _field_manager_default(request)
-            dup_warnings = _patch_duplicates(raw, ctype, opts)
+            dup_warnings = await _patch_duplicates(raw, ctype, opts)
             r = await self.rest.patch(res, version, namespace, name, ctype, raw, opts, subresource=sub)
             r.warnings[:0] = dup_warnings
             return self._render_write(request, res, r, version)
         if m == "DELETE":
             listing = None if name else _collection_options(q)
             raw = await self._raw(request)
-            body = _decode_body(raw, _content_type(request)) if raw.strip() else {}
+            body = await _decode_body(raw, _content_type(request)) if raw.strip() else {}
             options = delete_options(q, body, q.getall("dryRun", []))
             # DeleteOptions has no fieldManager or fieldValidation: such query parameters are ignored
             opts = WriteOptions(dry_run=bool(options.get("dryRun")), user=_user(request))
@@ -471,30 +471,30 @@ class APIHandlers:
         _check_media(_content_type(request))
         raw = await self._raw(request)
         opts = self._write_opts(request)
-        return self._decoded(request, raw), opts
+        return await self._decoded(request, raw), opts
 
     async def _update_input(self, request: web.Request) -> tuple[Any, WriteOptions]:
         """An update's, in update.go's order: the body's size (413), the query options, then the
         media type (415) as the body is decoded."""
         raw = await self._raw(request)
         opts = self._write_opts(request)
-        return self._decoded(request, raw), opts
+        return await self._decoded(request, raw), opts
 
-    def _decoded(self, request: web.Request, raw: bytes) -> Any:
-        body = _decode_body(raw, _content_type(request))
+    async def _decoded(self, request: web.Request, raw: bytes) -> Any:
+        body = await _decode_body(raw, _content_type(request))
         if type(body) is dict:
             request[_DUPLICATES] = (raw, body)
         return body
 
-    def _duplicate_warnings(self, request: web.Request, res: Resource, version: str, opts: WriteOptions) -> list[str]:
+    async def _duplicate_warnings(self, request: web.Request, res: Resource, version: str, opts: WriteOptions) -> list[str]:
         """The strict decoder's `duplicate field` errors (Strict) or warnings (Warn) for the body."""
         raw, body = request.get(_DUPLICATES) or (b"", None)
         if not raw or opts.field_validation == "Ignore":
             return []
         ctype = _content_type(request)
         # called before the write touches the body, so a JSON body is still what orjson decoded
-        texts = serializer.duplicates(raw, ctype in ("application/yaml", "application/x-yaml"),
-                                      body if ctype == _JSON else None)
+        texts = await serializer.off_loop(serializer.duplicates, raw, ctype in ("application/yaml", "application/x-yaml"),
+                                          body if ctype == _JSON else None)
         if texts and opts.field_validation == "Strict":
             raise errors.bad_request(f'{res.kind} in version "{version}" cannot be handled as a {res.kind}: '
                                      f'strict decoding error: {", ".join(texts)}')
@@ -766,12 +766,12 @@ def warning_header(text: str) -> str:
     return '299 - "' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _patch_duplicates(raw: bytes, ctype: str, opts: WriteOptions) -> list[str]:
+async def _patch_duplicates(raw: bytes, ctype: str, opts: WriteOptions) -> list[str]:
     """A merge, strategic-merge or apply patch that repeats a key: upstream's strict
     decoding of the patch reports it (400 under Strict, a warning under Warn)."""
     if opts.field_validation == "Ignore" or ctype == "application/json-patch+json":
         return []
-    texts = serializer.duplicates(raw, ctype == "application/apply-patch+yaml")
+    texts = await serializer.off_loop(serializer.duplicates, raw, ctype == "application/apply-patch+yaml")
     if texts and opts.field_validation == "Strict":
         raise errors.bad_request("error strict decoding patch: strict decoding error: " + ", ".join(texts))
     return texts
@@ -783,13 +783,13 @@ def _content_type(request: web.Request) -> str:
     return (request.headers.get("Content-Type") or _JSON).split(";")[0].strip().lower()
 
 
-def _decode_body(raw: bytes, ctype: str) -> Any:
+async def _decode_body(raw: bytes, ctype: str) -> Any:
     """A request body in any media type kube-apiserver accepts, as its JSON form."""
     from . import protobuf
 
     try:
         if ctype in ("application/yaml", "application/x-yaml"):
-            return serializer.loads_yaml(raw)
+            return await serializer.off_loop(serializer.loads_yaml, raw)
         if ctype == _JSON:
             return serializer.loads_json(raw)
         if ctype == _PROTOBUF:

@@ -977,7 +977,7 @@ class GenericREST:
             if seen:  # a status-only patch met before (patch/status.py): decoded only if it is merged again
                 parsed = None
             elif patch_type == "application/apply-patch+yaml":
-                parsed = serializer.loads_yaml(patch)
+                parsed = await serializer.off_loop(serializer.loads_yaml, patch)
             else:
                 parsed = serializer.loads_json(patch)
         except errors.APIError:

@@ -15,10 +15,11 @@ which `duplicate_fields` finds only when a cheap count says there is one.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import re
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 import yaml
@@ -41,6 +42,19 @@ _Loader.yaml_implicit_resolvers = {
     ch: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
+
+
+#: bodies at least this long are decoded and checked off the event loop: PyYAML builds a YAML
+#: body's values in Python, some 10 us a node (a 2.7 MB body of 200,000 small maps took ~30 s at
+#: load 8), and in the loop that stalled every other request (/readyz went unanswered)
+OFF_LOOP = 64 * 1024
+
+
+async def off_loop(fn: Callable[..., Any], raw: bytes, *args: Any) -> Any:
+    """fn(raw, *args), in a worker thread where `raw` is OFF_LOOP bytes or more."""
+    if len(raw) < OFF_LOOP:
+        return fn(raw, *args)
+    return await asyncio.to_thread(fn, raw, *args)
 
 
 def too_deep() -> errors.APIError:

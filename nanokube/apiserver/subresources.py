@@ -96,7 +96,7 @@ class Subresources:
                     raw = await h._raw(request)
                     opts = h._write_opts(request)  # after the media type and the body, as upstream's patch handler
                     current = await self.get_scale(res, namespace, name)
-                    body = self._patch_scale(current, ctype, raw)
+                    body = await self._patch_scale(current, ctype, raw)
                     md = body.get("metadata") or {}
                     if md.get("resourceVersion") == current["metadata"].get("resourceVersion"):
                         # the patch named no resourceVersion: like upstream's update loop, a
@@ -269,7 +269,7 @@ class Subresources:
         obj = self.rest._entry(res, namespace, name).obj
         return _scale_of(res, obj)
 
-    def _patch_scale(self, scale: dict, ctype: str, raw: bytes) -> dict:
+    async def _patch_scale(self, scale: dict, ctype: str, raw: bytes) -> dict:
         """The Scale with a patch applied, or the configuration of a server-side apply (applied
         to the Scale by `put_scale`)."""
         from . import serializer
@@ -277,7 +277,7 @@ class Subresources:
 
         apply = ctype == "application/apply-patch+yaml"
         try:
-            patch = serializer.loads_yaml(raw) if apply else serializer.loads_json(raw)
+            patch = await serializer.off_loop(serializer.loads_yaml, raw) if apply else serializer.loads_json(raw)
         except (orjson.JSONDecodeError, yaml.YAMLError) as e:
             raise errors.bad_request(f"error decoding patch: {e}") from None
         try:

@@ -34,3 +34,41 @@ async def test_body_sent_in_pieces_is_read_to_the_end(tmp_path):
         assert orjson.loads(response.split(b"\r\n\r\n", 1)[1])["data"]["k"] == "x" * 6000
     finally:
         await server.stop()
+
+
+async def test_a_long_yaml_body_is_decoded_while_other_requests_are_answered(tmp_path):
+    """PyYAML builds a YAML body's values in Python (some seconds for a few hundred KB of small
+    items); decoded in the event loop, it held every other request until it was done, so a 3 MB
+    body stalled the server for half a minute. A /readyz sent while such a create is decoded is
+    answered first (it was answered after the create)."""
+    pki = ensure_pki(str(tmp_path))
+    server = APIServer(MemoryStore(), pki, port=0)
+    await server.start()
+    try:
+        ctx = ssl.create_default_context(cadata=pki.ca.cert_pem.decode())
+        (tmp_path / "c.crt").write_bytes(pki.admin.cert_pem)
+        (tmp_path / "c.key").write_bytes(pki.admin.key_pem)
+        ctx.load_cert_chain(tmp_path / "c.crt", tmp_path / "c.key")
+        body = ("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: y\n  namespace: default\nextra:\n"
+                + "".join(f"- {{k: {i}, v: [a, b]}}\n" for i in range(20_000))).encode()
+        done: list[str] = []
+
+        async def send(name: str, head: bytes, payload: bytes = b"") -> int:
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port, ssl=ctx, server_hostname="localhost")
+            writer.write(head + b"Host: localhost\r\nConnection: close\r\nContent-Length: " + str(len(payload)).encode()
+                         + b"\r\n\r\n" + payload)
+            await writer.drain()
+            status = int((await reader.readline()).split()[1])
+            await reader.read()
+            writer.close()
+            done.append(name)
+            return status
+
+        create = asyncio.create_task(send("create", b"POST /api/v1/namespaces/default/configmaps?dryRun=All HTTP/1.1\r\n"
+                                                    b"Content-Type: application/yaml\r\n", body))
+        await asyncio.sleep(0.5)  # (the body is sent and being decoded)
+        ready = await send("readyz", b"GET /readyz HTTP/1.1\r\n")
+        assert (await create, ready) == (201, 200)  # (the unknown field `extra` is a warning)
+        assert done == ["readyz", "create"]
+    finally:
+        await server.stop()
