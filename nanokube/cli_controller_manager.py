@@ -13,6 +13,7 @@ import sys
 
 from . import component_server
 from . import configz as component_configz
+from .apiserver.healthz import PING, Check
 from .client import kubeconfig
 from .client.http import HTTPClient
 from .client.leaderelection import add_arguments, config_from_arguments, from_arguments
@@ -48,11 +49,11 @@ def _endpoints(args: argparse.Namespace, client: HTTPClient, manager: Controller
     """kube-controller-manager's secure port: /healthz checks the lease (when electing) and
     names each running controller, /metrics serves the controllers' registry; upstream
     installs no /livez or /readyz here."""
-    leader = [component_server.Check("leaderElection", manager.elector.check)] if manager.elector else []
+    leader = [Check("leaderElection", manager.elector.check)] if manager.elector else []
 
-    def healthz() -> list[component_server.Check]:
+    def healthz() -> list[Check]:
         running = manager.controllers if manager.started.is_set() else []
-        return [*leader, *(component_server.Check(c.name, component_server.PING.run) for c in running)]
+        return [*leader, *(Check(c.name, PING.run) for c in running)]
 
     auth = component_server.DelegatedAuth(client, args.authorization_always_allow_paths)
     configz = component_configz.controller_manager(args, config_from_arguments(args, LEASE_NAME))

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from . import component_server
 from . import configz as component_configz
+from .apiserver.healthz import Check
 from .client import kubeconfig
 from .client.http import HTTPClient
 from .client.leaderelection import LeaderElector, add_arguments, config_from_arguments, from_arguments
@@ -114,11 +115,11 @@ def _endpoints(args: argparse.Namespace, client: HTTPClient, scheduler: ElectedS
     /readyz also the shutdown and whether the scheduler's informers have synced (a standby's
     have: it syncs before it campaigns), /metrics serves the scheduler's registry (DELETE resets
     it), /metrics/resources the pods' requests and limits while this scheduler leads."""
-    leader = [component_server.Check("leaderElection", scheduler.elector.check)] if scheduler.elector else []
+    leader = [Check("leaderElection", scheduler.elector.check)] if scheduler.elector else []
     readyz = [*leader,
-              component_server.Check("shutdown", lambda: "process is shutting down" if stop.is_set() else None),
-              component_server.Check("sched-handler-sync", lambda: None if scheduler.synced.is_set()
-                                     else "handlers are not fully synchronized")]
+              Check("shutdown", lambda: "process is shutting down" if stop.is_set() else None),
+              Check("sched-handler-sync", lambda: None if scheduler.synced.is_set()
+                    else "handlers are not fully synchronized")]
     auth = component_server.DelegatedAuth(client, args.authorization_always_allow_paths)
     pods = resource_metrics.registry(lambda: scheduler.scheduler.pods.list() if scheduler.scheduler else ())
     return component_server.app(auth, scheduler.metrics.registry, configz, lambda: leader, list, lambda: readyz,

@@ -17,12 +17,12 @@ import ssl
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from aiohttp import ClientError, web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry
 
 from .apiserver.auth.authorizer import Attributes, attributes_for, forbidden
+from .apiserver.healthz import TEXT, Checks, HealthSLIs, exposition, install
 from .machinery import errors
 from .machinery.responses import error_response
 from .machinery.user import User
@@ -34,7 +34,6 @@ ALWAYS_ALLOW_PATHS = "/healthz,/readyz,/livez"
 ALWAYS_ALLOW_GROUPS = ("system:masters",)
 _ANONYMOUS = User("system:anonymous", ("system:unauthenticated",))
 _UNAUTHORIZED = errors.APIError(401, "Unauthorized", "Unauthorized")
-_TEXT = {"X-Content-Type-Options": "nosniff"}
 
 
 def add_arguments(parser, port: int) -> None:
@@ -63,84 +62,6 @@ def validate(args) -> None:
 
 class ServeError(Exception):
     """The secure port could not be opened (in use, no such address)."""
-
-
-@dataclass(frozen=True)
-class Check:
-    """A named health check: `run()` gives the reason it fails, or None."""
-
-    name: str
-    run: Callable[[], str | None]
-
-
-PING = Check("ping", lambda: None)
-
-
-Checks = Callable[[], list[Check]]
-
-
-class HealthSLIs:
-    """component-base's slis: each health check the root endpoints ran, its last result
-    (kubernetes_healthcheck, 1 or 0) and a count by status; served at /metrics/slis."""
-
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        self.last = Gauge("kubernetes_healthcheck", "The last result of a health check: 1 passed, 0 failed.",
-                          ["name", "type"], registry=self.registry)
-        self.total = Counter("kubernetes_healthchecks", "Health check results, by check, endpoint and status.",
-                             ["name", "type", "status"], registry=self.registry)
-
-    def observe(self, name: str, kind: str, ok: bool) -> None:
-        self.last.labels(name, kind).set(1 if ok else 0)
-        self.total.labels(name, kind, "success" if ok else "error").inc()
-
-    def reset(self) -> None:
-        self.last.clear()
-        self.total.clear()
-
-
-def _health_handlers(app: web.Application, path: str, checks: Checks, slis: HealthSLIs, each: bool = True) -> None:
-    """healthz.InstallPathHandler over the checks `checks()` names now (ping when none): the
-    root answers 'ok' or lists failures (?verbose lists all, ?exclude=NAME skips one), and
-    records each check it ran in `slis`; with `each`, `path/NAME` runs one check."""
-    kind = path.strip("/")
-
-    def current() -> list[Check]:
-        return checks() or [PING]
-
-    async def root(request: web.Request) -> web.Response:
-        excluded = set(request.query.getall("exclude", []))
-        lines, failed = [], False
-        for c in current():
-            if c.name in excluded:
-                lines.append(f"[+]{c.name} excluded: ok\n")
-                continue
-            reason = c.run()
-            slis.observe(c.name, kind, reason is None)
-            if reason is None:
-                lines.append(f"[+]{c.name} ok\n")
-            else:
-                failed = True
-                lines.append(f"[-]{c.name} failed: reason withheld\n")
-                log.info("%s check %s failed: %s", kind, c.name, reason)
-        if failed:
-            return web.Response(status=500, text="".join(lines) + f"{kind} check failed\n", headers=_TEXT)
-        if "verbose" not in request.query:
-            return web.Response(text="ok", headers=_TEXT)
-        return web.Response(text="".join(lines) + f"{kind} check passed\n", headers=_TEXT)
-
-    async def one(request: web.Request) -> web.Response:
-        check = next((c for c in current() if c.name == request.match_info["name"]), None)
-        if check is None:
-            raise web.HTTPNotFound()
-        reason = check.run()
-        if reason is None:
-            return web.Response(text="ok", headers=_TEXT)
-        return web.Response(status=500, text=f"internal server error: {reason}\n", headers=_TEXT)
-
-    app.router.add_get(path, root)
-    if each:
-        app.router.add_get(path + "/{name}", one)
 
 
 class DelegatedAuth:
@@ -221,19 +142,16 @@ def app(auth: DelegatedAuth, registry, configz: dict, healthz: Checks, livez: Ch
     None (kube-scheduler's, for the leader only)."""
     a = web.Application(middlewares=[auth.middleware])
     slis = HealthSLIs()
-    _health_handlers(a, "/healthz", healthz, slis, each=livez is not None)
+    install(a, "/healthz", healthz, slis, each=livez is not None)
     if livez is not None:
-        _health_handlers(a, "/livez", livez, slis)
+        install(a, "/livez", livez, slis)
     if readyz is not None:
-        _health_handlers(a, "/readyz", readyz, slis)
-
-    def exposition(r) -> web.Response:
-        return web.Response(body=generate_latest(r), headers={"Content-Type": CONTENT_TYPE_LATEST})
+        install(a, "/readyz", readyz, slis)
 
     async def metrics(request: web.Request) -> web.Response:
         if request.method == "DELETE":
             reset()
-            return web.Response(text="metrics reset\n", headers=_TEXT)
+            return web.Response(text="metrics reset\n", headers=TEXT)
         return exposition(registry)
 
     async def metrics_resources(request: web.Request) -> web.Response:
@@ -241,20 +159,13 @@ def app(auth: DelegatedAuth, registry, configz: dict, healthz: Checks, livez: Ch
         if served is None:
             return web.Response()
         if request.method == "DELETE":  # HandlerWithReset over a registry whose one collector has nothing to reset
-            return web.Response(text="metrics reset\n", headers=_TEXT)
+            return web.Response(text="metrics reset\n", headers=TEXT)
         return exposition(served)
-
-    async def metrics_slis(request: web.Request) -> web.Response:
-        """SLIMetricsWithReset: DELETE clears the health check series."""
-        if request.method == "DELETE":
-            slis.reset()
-            return web.Response(text="metrics reset\n", headers=_TEXT)
-        return exposition(slis.registry)
 
     body = json.dumps(configz, separators=(",", ":")).encode()
 
     async def configz_handler(request: web.Request) -> web.Response:
-        return web.Response(body=body, headers={"Content-Type": "application/json", **_TEXT})
+        return web.Response(body=body, headers={"Content-Type": "application/json", **TEXT})
 
     a.router.add_get("/metrics", metrics)
     if reset is not None:
@@ -262,7 +173,7 @@ def app(auth: DelegatedAuth, registry, configz: dict, healthz: Checks, livez: Ch
     if resources is not None:
         a.router.add_get("/metrics/resources", metrics_resources)
         a.router.add_delete("/metrics/resources", metrics_resources)
-    a.router.add_route("*", "/metrics/slis", metrics_slis)
+    slis.install(a)
     a.router.add_get("/configz", configz_handler)
     return a
 

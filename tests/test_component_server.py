@@ -5,6 +5,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
 from nanokube import component_server
+from nanokube.apiserver.healthz import Check
 
 
 class AllowAll:
@@ -20,7 +21,7 @@ class AllowAll:
 
 async def test_slis_count_the_root_checks_and_reset_on_delete():
     api = AllowAll()
-    checks = [component_server.Check("ok-check", lambda: None), component_server.Check("bad", lambda: "broken")]
+    checks = [Check("ok-check", lambda: None), Check("bad", lambda: "broken")]
     app = component_server.app(component_server.DelegatedAuth(api), CollectorRegistry(), {"componentconfig": {"A": 1}},
                                lambda: checks[:1], list, lambda: checks)
     async with TestClient(TestServer(app)) as http:

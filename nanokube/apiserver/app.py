@@ -33,7 +33,7 @@ from .auth.reviews import Reviews
 from .auth.node import ChainAuthorizer, NodeAuthorizer, cache_reader
 from .auth.rbac import CachePolicySource
 from .auth.serviceaccount import ServiceAccountTokens, load_or_create_key
-from . import controlplane
+from . import controlplane, healthz
 from .cache import WatchCache
 from .eventttl import DEFAULT_TTL, EventTTL
 from .handlers import APIHandlers, as_negotiated
@@ -63,6 +63,10 @@ VERSION = {
 PUBLIC_PATHS = {"/healthz", "/livez", "/readyz", "/version", "/version/"}
 
 
+def _passes() -> None:
+    """A check that holds while the server answers at all (its log and store are in the process)."""
+
+
 def _user_from_cert(cert: dict | None) -> User | None:
     if not cert:
         return None
@@ -84,6 +88,8 @@ class APIServer:
         `workers` > 1: this is worker `worker` of that many processes serving one port and one
         store (see workers.py); worker 0 alone bootstraps and runs the loops that write."""
         self.metrics = APIMetrics()
+        #: the health checks /healthz, /livez and /readyz ran, served at /metrics/slis
+        self.slis = healthz.HealthSLIs()
         self.store = InstrumentedStore(store, self.metrics.storage_latency)
         self.clock = clock
         self.pki = pki
@@ -158,9 +164,11 @@ class APIServer:
             middlewares.insert(0, self.audit.middleware)
         middlewares.insert(1 if self.audit_log_path else 0, http_exceptions)
         app = web.Application(middlewares=middlewares, client_max_size=4 * 1024 * 1024)
-        app.router.add_get("/healthz", self._health)
-        app.router.add_get("/livez", self._health)
-        app.router.add_get("/readyz", self._readyz)
+        live = [healthz.PING, healthz.Check("log", _passes), healthz.Check("etcd", _passes)]
+        ready = [*live, healthz.Check("informer-sync", lambda: None if self.ready else "not ready")]
+        for path, checks in (("/healthz", live), ("/livez", live), ("/readyz", ready)):
+            healthz.install(app, path, lambda checks=checks: checks, self.slis)
+        self.slis.install(app)
         app.router.add_get("/version", self._version)
         app.router.add_get("/version/", self._version)
         app.router.add_get("/metrics", self._metrics)
@@ -384,16 +392,6 @@ class APIServer:
         """A core/v1 object from the watch cache, for the token verifier."""
         entry = self.cache.get(self.index.get("", "v1", plural).key(namespace, name))
         return entry.obj if entry else None
-
-    async def _health(self, request: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-    async def _readyz(self, request: web.Request) -> web.Response:
-        if not self.ready:
-            return web.Response(status=500, text="[-]informer-sync failed: not ready\nreadyz check failed")
-        if "verbose" in request.query:
-            return web.Response(text="[+]ping ok\n[+]log ok\n[+]etcd ok\n[+]informer-sync ok\nreadyz check passed")
-        return web.Response(text="ok")
 
     async def _version(self, request: web.Request) -> web.Response:
         return json_response(VERSION)

@@ -79,3 +79,35 @@ async def test_a_host_naming_several_addresses_is_served_on_each_with_one_port(t
             assert response.startswith(b"HTTP/1.1 200"), (address, response[:80])
     finally:
         await s.stop()
+
+
+async def test_health_endpoints_record_their_checks_at_metrics_slis(server):
+    """kube-apiserver's healthz (?verbose lists each check, per-check paths) and component-base's
+    /metrics/slis (the checks the roots ran; DELETE resets them); /metrics/slis is authorized."""
+    import aiohttp
+
+    s, ctx = server
+    base = f"https://localhost:{s.port}"
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx)) as admin:
+        async def call(method, path):
+            async with admin.request(method, base + path) as r:
+                return r.status, await r.text()
+        assert await call("GET", "/readyz?verbose") == (
+            200, "[+]ping ok\n[+]log ok\n[+]etcd ok\n[+]informer-sync ok\nreadyz check passed\n")
+        assert await call("GET", "/livez") == (200, "ok")
+        assert await call("GET", "/healthz/etcd") == (200, "ok")
+        code, slis = await call("GET", "/metrics/slis")
+        assert code == 200
+        assert 'kubernetes_healthcheck{name="informer-sync",type="readyz"} 1.0' in slis
+        assert 'kubernetes_healthchecks_total{name="etcd",status="success",type="livez"} 1.0' in slis
+        assert 'type="healthz"' not in slis, "a check's own path is not counted"
+        assert await call("DELETE", "/metrics/slis") == (200, "metrics reset\n")
+        assert "kubernetes_healthcheck{" not in (await call("GET", "/metrics/slis"))[1]
+    anonymous = ssl.create_default_context(cafile=None)
+    anonymous.check_hostname, anonymous.verify_mode = False, ssl.CERT_NONE
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=anonymous)) as nobody:
+        async with nobody.get(base + "/metrics/slis") as r:
+            assert r.status == 403
+            assert (await r.json())["message"] == 'forbidden: User "system:anonymous" cannot get path "/metrics/slis"'
+        async with nobody.get(base + "/readyz") as r:
+            assert r.status == 200 and await r.text() == "ok"

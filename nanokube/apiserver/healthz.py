@@ -1,0 +1,107 @@
+"""Health endpoints and their SLIs, as k8s.io/apiserver's healthz and component-base's slis:
+the API server and the standalone components (component_server.py) install the same ones."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
+
+log = logging.getLogger("nanokube.healthz")
+
+TEXT = {"X-Content-Type-Options": "nosniff"}
+
+
+@dataclass(frozen=True)
+class Check:
+    """A named health check: `run()` gives the reason it fails, or None."""
+
+    name: str
+    run: Callable[[], str | None]
+
+
+PING = Check("ping", lambda: None)
+
+
+Checks = Callable[[], list[Check]]
+
+
+def exposition(registry) -> web.Response:
+    return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+class HealthSLIs:
+    """component-base's slis: each health check the root endpoints ran, its last result
+    (kubernetes_healthcheck, 1 or 0) and a count by status; served at /metrics/slis."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.last = Gauge("kubernetes_healthcheck", "The last result of a health check: 1 passed, 0 failed.",
+                          ["name", "type"], registry=self.registry)
+        self.total = Counter("kubernetes_healthchecks", "Health check results, by check, endpoint and status.",
+                             ["name", "type", "status"], registry=self.registry)
+
+    def observe(self, name: str, kind: str, ok: bool) -> None:
+        self.last.labels(name, kind).set(1 if ok else 0)
+        self.total.labels(name, kind, "success" if ok else "error").inc()
+
+    def reset(self) -> None:
+        self.last.clear()
+        self.total.clear()
+
+    def install(self, app: web.Application) -> None:
+        """/metrics/slis, SLIMetricsWithReset: DELETE clears the health check series."""
+        async def handler(request: web.Request) -> web.Response:
+            if request.method == "DELETE":
+                self.reset()
+                return web.Response(text="metrics reset\n", headers=TEXT)
+            return exposition(self.registry)
+
+        app.router.add_route("*", "/metrics/slis", handler)
+
+
+def install(app: web.Application, path: str, checks: Checks, slis: HealthSLIs, each: bool = True) -> None:
+    """healthz.InstallPathHandler over the checks `checks()` names now (ping when none): the
+    root answers 'ok' or lists failures (?verbose lists all, ?exclude=NAME skips one), and
+    records each check it ran in `slis`; with `each`, `path/NAME` runs one check."""
+    kind = path.strip("/")
+
+    def current() -> list[Check]:
+        return checks() or [PING]
+
+    async def root(request: web.Request) -> web.Response:
+        excluded = set(request.query.getall("exclude", []))
+        lines, failed = [], False
+        for c in current():
+            if c.name in excluded:
+                lines.append(f"[+]{c.name} excluded: ok\n")
+                continue
+            reason = c.run()
+            slis.observe(c.name, kind, reason is None)
+            if reason is None:
+                lines.append(f"[+]{c.name} ok\n")
+            else:
+                failed = True
+                lines.append(f"[-]{c.name} failed: reason withheld\n")
+                log.info("%s check %s failed: %s", kind, c.name, reason)
+        if failed:
+            return web.Response(status=500, text="".join(lines) + f"{kind} check failed\n", headers=TEXT)
+        if "verbose" not in request.query:
+            return web.Response(text="ok", headers=TEXT)
+        return web.Response(text="".join(lines) + f"{kind} check passed\n", headers=TEXT)
+
+    async def one(request: web.Request) -> web.Response:
+        check = next((c for c in current() if c.name == request.match_info["name"]), None)
+        if check is None:
+            raise web.HTTPNotFound()
+        reason = check.run()
+        if reason is None:
+            return web.Response(text="ok", headers=TEXT)
+        return web.Response(status=500, text=f"internal server error: {reason}\n", headers=TEXT)
+
+    app.router.add_get(path, root)
+    if each:
+        app.router.add_get(path + "/{name}", one)
