@@ -269,7 +269,29 @@ def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] =
         errs += [invalid(f"{path}.readinessGates[{i}].conditionType", ct, m) for m in qualified_name(ct)]
     if constraints := spec.get("topologySpreadConstraints"):
         errs += _validate_spread_constraints(constraints, f"{path}.topologySpreadConstraints")
+    if spec.get("hostUsers") is False:
+        errs += _validate_host_users(spec, path)
+    if (spec.get("os") or {}).get("name") == "linux":
+        errs += _validate_linux(spec, path)
     return errs
+
+
+def _validate_host_users(spec: dict, path: str) -> list[FieldError]:
+    """validateHostUsers: a user namespace excludes the host's network, PID and IPC namespaces
+    (the last two at upstream's capitalized paths)."""
+    return [forbidden(f"{path}.{where}", "when `pod.Spec.HostUsers` is false")
+            for field, where in (("hostNetwork", "hostNetwork"), ("hostPID", "HostPID"), ("hostIPC", "HostIPC"))
+            if spec.get(field)]
+
+
+def _validate_linux(spec: dict, path: str) -> list[FieldError]:
+    """validateLinux: a linux pod and its containers take no windowsOptions."""
+    words = "windows options cannot be set for a linux pod"
+    errs = [forbidden(f"{path}.securityContext.windowsOptions", words)] if (
+        (spec.get("securityContext") or {}).get("windowsOptions") is not None) else []
+    return errs + [forbidden(f"{path}.{kind}[{i}].securityContext.windowsOptions", words)
+                   for kind in _CONTAINER_KINDS for i, c in enumerate(spec.get(kind) or ())
+                   if (c.get("securityContext") or {}).get("windowsOptions") is not None]
 
 
 def _validate_pod_security_context(psc: dict, spec: dict, path: str) -> list[FieldError]:

@@ -166,3 +166,18 @@ async def test_windows_options_and_apparmor_profiles(core):
          "Forbidden: apparmor profile in annotation and field must match"),
         ("spec.containers[1].securityContext.appArmorProfile.type",
          "Forbidden: apparmor type in annotation and field must match")]
+
+
+async def test_host_users_and_linux_pods(core):
+    """validateHostUsers (after the other spec checks, at upstream's HostPID/HostIPC paths) and
+    validateLinux: a linux pod's security contexts take no windowsOptions."""
+    pod = _pod("p", hostNetwork=True, hostPID=True, hostIPC=True, hostUsers=False, os={"name": "linux"},
+               securityContext={"windowsOptions": {"runAsUserName": "u"}})
+    pod["spec"]["containers"][0]["securityContext"] = {"windowsOptions": {"runAsUserName": "u"}}
+    pod["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 80}]
+    assert await _causes(core, pod) == [
+        ("spec.hostNetwork", "Forbidden: when `pod.Spec.HostUsers` is false"),
+        ("spec.HostPID", "Forbidden: when `pod.Spec.HostUsers` is false"),
+        ("spec.HostIPC", "Forbidden: when `pod.Spec.HostUsers` is false"),
+        ("spec.securityContext.windowsOptions", "Forbidden: windows options cannot be set for a linux pod"),
+        ("spec.containers[0].securityContext.windowsOptions", "Forbidden: windows options cannot be set for a linux pod")]
