@@ -255,7 +255,8 @@ def validate_containers(spec: dict, path: str, volume_names: set[str], claim_nam
                 errs.append(required(f"{p}.name"))
             elif msgs := dns1123_label(name):
                 errs += [invalid(f"{p}.name", name, m) for m in msgs]
-            errs += _validate_container(c, p, key, volume_names, claim_names, spec.get("restartPolicy"))
+            errs += _validate_container(c, p, key, volume_names, claim_names, spec.get("restartPolicy"),
+                                        spec.get("hostUsers") is not False)
             if name in seen:
                 errs.append(duplicate(f"{p}.name", name))
             elif name:
@@ -373,7 +374,7 @@ def _port_num_or_name(port: Any, path: str) -> list[FieldError]:
 
 
 def _validate_container(c: dict, p: str, kind: str, volume_names: set[str], claim_names: set[str],
-                        pod_restart: str | None) -> list[FieldError]:
+                        pod_restart: str | None, host_users: bool) -> list[FieldError]:
     errs: list[FieldError] = []
     image = c.get("image")
     if not image:
@@ -409,7 +410,7 @@ def _validate_container(c: dict, p: str, kind: str, volume_names: set[str], clai
     if policies := c.get("resizePolicy"):
         errs += _validate_resize_policy(policies, f"{p}.resizePolicy", pod_restart)
     if sc := c.get("securityContext"):
-        errs += _validate_security_context(sc, f"{p}.securityContext")
+        errs += _validate_security_context(sc, f"{p}.securityContext", host_users)
     return errs
 
 
@@ -833,12 +834,15 @@ def _security_context_value(sc: dict) -> Struct:
                                                              LocalhostProfile=apparmor.get("localhostProfile")))
 
 
-def _validate_security_context(sc: dict, path: str) -> list[FieldError]:
-    """ValidateSecurityContext (a container's): IDs, procMount, seccomp, no privilege escalation
-    beside privileged or CAP_SYS_ADMIN, windowsOptions, appArmorProfile."""
+def _validate_security_context(sc: dict, path: str, host_users: bool) -> list[FieldError]:
+    """ValidateSecurityContext (a container's): IDs, procMount (Unmasked only in a user namespace),
+    seccomp, no privilege escalation beside privileged or CAP_SYS_ADMIN, windowsOptions, appArmorProfile."""
     errs = validate_ids(sc, ("runAsUser", "runAsGroup"), path)
-    if (proc := sc.get("procMount")) is not None and proc not in ("Default", "Unmasked"):
-        errs.append(not_supported(f"{path}.procMount", proc, ("Default", "Unmasked")))
+    if (proc := sc.get("procMount")) is not None:
+        if proc not in ("Default", "Unmasked"):
+            errs.append(not_supported(f"{path}.procMount", proc, ("Default", "Unmasked")))
+        if host_users and proc == "Unmasked":
+            errs.append(invalid(f"{path}.procMount", proc, "`hostUsers` must be false to use `Unmasked`"))
     errs += validate_seccomp_profile(sc.get("seccompProfile"), f"{path}.seccompProfile")
     if sc.get("allowPrivilegeEscalation") is False:
         if sc.get("privileged"):

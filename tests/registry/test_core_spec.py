@@ -181,3 +181,15 @@ async def test_host_users_and_linux_pods(core):
         ("spec.HostIPC", "Forbidden: when `pod.Spec.HostUsers` is false"),
         ("spec.securityContext.windowsOptions", "Forbidden: windows options cannot be set for a linux pod"),
         ("spec.containers[0].securityContext.windowsOptions", "Forbidden: windows options cannot be set for a linux pod")]
+
+
+async def test_an_unmasked_proc_mount_needs_a_user_namespace(core):
+    """ValidateSecurityContext: procMount Unmasked only with hostUsers false (the pod's default is true)."""
+    pod = _pod("p")
+    pod["spec"]["containers"][0]["securityContext"] = {"procMount": "Unmasked"}
+    assert await _causes(core, pod) == [
+        ("spec.containers[0].securityContext.procMount", 'Invalid value: "Unmasked": `hostUsers` must be false to use '
+                                                         "`Unmasked`")]
+    pod["spec"]["hostUsers"] = False
+    created = await asyncio.to_thread(core.create_namespaced_pod, "default", pod)
+    assert created.spec.containers[0].security_context.proc_mount == "Unmasked"
