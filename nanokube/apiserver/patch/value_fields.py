@@ -11,12 +11,12 @@ Which fields are omitempty value fields comes from protobuf_fields.json's "o" fl
 .proto marks non-nullable (a Go value) and the OpenAPI schema does not require. That is as close
 as the shipped data gets: omitempty is a json tag that neither generated.proto nor
 kubernetes-validate's OpenAPI carries, so a value field that is optional yet not omitempty
-(core/v1 Event's reportingInstance, PodDisruptionBudgetStatus's counters) reads as omitempty
-here. Upstream does not own such a zero either where the live object holds it (any field of an
-existing struct, every top-level one on create), only where it is new inside a new list item or
-pointer struct. The same gap is why objects are not normalized this way when decoded: upstream
-serves those zeros. Kinds whose .proto dropped gogo options, or whose package the table lacks,
-keep their zeros."""
+(core/v1 Event's reportingComponent and reportingInstance, PodDisruptionBudgetStatus's counters,
+StatefulSetStatus's availableReplicas) reads as omitempty here. Upstream does not own such a zero
+either where the live object holds it (any field of an existing struct, every top-level one on
+create), only where it is new inside a new list item or pointer struct. The same gap is why
+objects are not normalized this way when decoded: upstream serves those zeros. Kinds whose
+.proto dropped gogo options, or whose package the table lacks, keep their zeros."""
 
 from __future__ import annotations
 
