@@ -20,6 +20,7 @@ from .client import kubeconfig
 from .client.http import HTTPClient
 from .client.leaderelection import LeaderElector, add_arguments, config_from_arguments, from_arguments
 from .machinery.errors import APIError
+from .machinery.version import user_agent
 from .scheduler import resource_metrics
 from .scheduler.config import LEASE_NAME, ConfigError
 from .scheduler.config import load as load_config
@@ -129,12 +130,15 @@ def _endpoints(args: argparse.Namespace, client: HTTPClient, scheduler: ElectedS
 
 async def _run(args: argparse.Namespace, config) -> int:
     client = HTTPClient.from_kubeconfig(args.kubeconfig, args.context, field_manager="default-scheduler",
-                                        user_agent="nanokube-scheduler")
+                                        user_agent=user_agent("kube-scheduler"))
     await client.start()
     election = config_from_arguments(args, LEASE_NAME, config.leader_election if config else None)
-    elector = from_arguments(client, args, LEASE_NAME, config.leader_election if config else None)
+    # kube-scheduler's clients: '.../scheduler' (createClients) and '.../leader-election' (the lock's)
+    elector = from_arguments(client.named("leader-election"), args, LEASE_NAME,
+                             config.leader_election if config else None)
     configz = component_configz.scheduler(config, election, args.kubeconfig or "")
-    scheduler = ElectedScheduler(lambda metrics: Scheduler(client, config=config, metrics=metrics), elector)
+    scheduling = client.named("scheduler")
+    scheduler = ElectedScheduler(lambda metrics: Scheduler(scheduling, config=config, metrics=metrics), elector)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

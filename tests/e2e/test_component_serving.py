@@ -110,6 +110,13 @@ def test_scheduler_secure_port(bare):
         c.kubectl("run", "placed", "--image=nginx")
         wait_for(lambda: c.kubectl("get", "pod", "placed", "-o", "jsonpath={.spec.nodeName}").stdout,
                  what="the pod bound")
+        # kube-scheduler's user agents: client-go's default, '/scheduler' for the binding, '/leader-election'
+        agents = {(e["verb"], e["objectRef"]["resource"], e["objectRef"].get("subresource", "")): e["userAgent"]
+                  for e in c.audit_events() if e["userAgent"].startswith("kube-scheduler/")}
+        assert re.fullmatch(r"kube-scheduler/v1\.37\.0 \(\w+/\w+\) kubernetes/0000000/scheduler",
+                            agents["create", "pods", "binding"]), agents
+        leases = [ua for (_, resource, _), ua in agents.items() if resource == "leases"]
+        assert leases and all(ua.endswith("/leader-election") for ua in leases), agents
         code, body, _ = get(port, "/readyz?verbose")
         assert code == 200 and body == ("[+]leaderElection ok\n[+]shutdown ok\n[+]sched-handler-sync ok\n"
                                         "readyz check passed\n")
