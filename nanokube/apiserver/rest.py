@@ -1119,6 +1119,13 @@ class GenericREST:
     async def delete(
         self, res: Resource, version: str, namespace: str | None, name: str, options: dict | None, opts: WriteOptions,
     ) -> Result:
+        if (why := res.strategy.refuse_delete(name)) is not None:
+            raise errors.forbidden(res.group, res.plural, name, why)
+        return await self._delete(res, version, namespace, name, options, opts)
+
+    async def _delete(
+        self, res: Resource, version: str, namespace: str | None, name: str, options: dict | None, opts: WriteOptions,
+    ) -> Result:
         options = options or {}
         key = res.key(namespace, name)
         for attempt in range(5):
@@ -1265,7 +1272,7 @@ class GenericREST:
         out = []
         for it in items:
             try:
-                await self.delete(res, version, it["metadata"].get("namespace"), it["metadata"]["name"], options, opts)
+                await self._delete(res, version, it["metadata"].get("namespace"), it["metadata"]["name"], options, opts)
                 out.append(it)
             except errors.APIError as e:
                 if e.code != 404:

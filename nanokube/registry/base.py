@@ -230,6 +230,12 @@ class Strategy:
         (a namespace's spec.finalizers)?"""
         return False
 
+    def refuse_delete(self, name: str) -> str | None:
+        """Why the resource's REST Delete refuses `name` outright, before looking it up (a system
+        PriorityClass); None to delete as usual. A deletecollection does not ask, as upstream's
+        store deletes each item past the resource's own Delete."""
+        return None
+
     def prepare_for_delete(self, obj: Obj) -> None:
         """Mark a deleting object that lingers (a namespace turns Terminating)."""
 

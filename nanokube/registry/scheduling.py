@@ -83,6 +83,9 @@ class PriorityClassStrategy(Strategy):
             errs += preemption_policy(obj["preemptionPolicy"], "preemptionPolicy")
         return errs
 
+    def refuse_delete(self, name):
+        return "this is a system priority class and cannot be deleted" if name in SYSTEM_CLASSES else None
+
     def validate_update(self, new, old):
         errs = self.validate(new)
         if new.get("value", 0) != old.get("value", 0):

@@ -254,6 +254,19 @@ def test_namespace_deletion_removes_contents(cluster):
     assert r.returncode != 0
 
 
+def test_system_namespaces_and_priority_classes_refuse_deletion(cluster):
+    for ns in ("default", "kube-system", "kube-public"):
+        r = cluster.kubectl("delete", "namespace", ns, check=False)
+        assert (r.returncode, r.stderr) == (
+            1, f'Error from server (Forbidden): namespaces "{ns}" is forbidden: this namespace may not be deleted\n')
+    r = cluster.kubectl("delete", "priorityclass", "system-node-critical", check=False)
+    assert (r.returncode, r.stderr) == (1, 'Error from server (Forbidden): priorityclasses.scheduling.k8s.io '
+                                           '"system-node-critical" is forbidden: this is a system priority class '
+                                           'and cannot be deleted\n')
+    assert cluster.kubectl("get", "namespace", "default", "-o", "jsonpath={.status.phase}").stdout == "Active"
+    assert cluster.kubectl("get", "pc", "system-node-critical", "-o", "jsonpath={.value}").stdout == "2000001000"
+
+
 def test_kubectl_create_generators(cluster, applied):
     """kubectl's typed generators send protobuf bodies."""
     cluster.kubectl("create", "namespace", "generated")

@@ -1,6 +1,8 @@
 """scheduling.k8s.io registry: PriorityClass, Workload, PodGroup, CompositePodGroup."""
 
+import asyncio
 import copy
+import json
 
 import pytest
 
@@ -232,3 +234,31 @@ def test_workload_update_rules():
     assert errors(s.validate_update(retuned, old)) == [("spec.controllerRef", "FieldValueInvalid"), ("spec.podGroupTemplates[0]", "FieldValueInvalid")]
     unowned = workload(podGroupTemplates=[template("workers")])
     assert s.validate_update(old, unowned) == []
+
+
+async def test_system_priority_classes_cannot_be_deleted(tmp_path):
+    """The PriorityClass REST Delete refuses the two system classes by name (even in a dry run);
+    a deletecollection deletes items past it, as upstream's store does; other classes delete."""
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    from tests.served import served
+
+    async with served(tmp_path) as (_, api_client):
+        sched = client.SchedulingV1Api(api_client)
+        for name in ("system-node-critical", "system-cluster-critical"):
+            for dry_run in (None, "All"):
+                with pytest.raises(ApiException) as e:
+                    await asyncio.to_thread(sched.delete_priority_class, name, dry_run=dry_run)
+                status = json.loads(e.value.body)
+                assert (e.value.status, status["reason"], status["message"]) == (
+                    403, "Forbidden", f'priorityclasses.scheduling.k8s.io "{name}" is forbidden: '
+                                      "this is a system priority class and cannot be deleted")
+            assert (await asyncio.to_thread(sched.read_priority_class, name)).value >= 2_000_000_000
+        await asyncio.to_thread(sched.create_priority_class, {"metadata": {"name": "batch"}, "value": 10})
+        await asyncio.to_thread(sched.delete_priority_class, "batch")
+        swept = await asyncio.to_thread(sched.delete_collection_priority_class,
+                                        field_selector="metadata.name=system-node-critical")
+        assert swept.metadata is not None
+        names = [pc.metadata.name for pc in (await asyncio.to_thread(sched.list_priority_class)).items]
+        assert names == ["system-cluster-critical"]

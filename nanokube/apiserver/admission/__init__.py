@@ -136,7 +136,9 @@ class Admission:
                 break  # nothing changed the object: no second round
 
     def _mutate_in_tree(self, a: Attributes) -> None:
-        if a.obj is not None and a.operation in ("CREATE", "UPDATE") and (a.sub_kind is None or a.scale):
+        if a.operation == "DELETE":
+            self.plugins.mutate_delete(a.res, a.name)
+        elif a.obj is not None and a.operation in ("CREATE", "UPDATE") and (a.sub_kind is None or a.scale):
             self.plugins.mutate(a.res, a.operation, a.obj, a.old, a.opts)
             for p in self._plugins_for(a.res)[0]:
                 p.mutate(a)

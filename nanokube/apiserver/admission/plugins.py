@@ -14,7 +14,8 @@ from ...machinery.podgroups import PODGROUP_PROTECTION
 from ..auth.restriction import attest, certificate_signers, node_restriction
 from .lookup import Listing
 
-IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+#: NamespaceLifecycle refuses to delete these
+IMMORTAL_NAMESPACES = frozenset(("default", "kube-system", "kube-public"))
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 SYSTEM_PRIORITY = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
 
@@ -56,6 +57,11 @@ class BuiltinPlugins:
             spec = obj.setdefault("spec", {})
             spec.setdefault("serviceAccountName", "default")
             spec.setdefault("serviceAccount", spec["serviceAccountName"])
+
+    def mutate_delete(self, res: Resource, name: str) -> None:
+        """The in-tree mutating plugins on a DELETE: NamespaceLifecycle keeps the immortal namespaces."""
+        if res.group == "" and res.plural == "namespaces" and name in IMMORTAL_NAMESPACES:
+            raise errors.forbidden("", "namespaces", name, "this namespace may not be deleted")
 
     def validate(self, res: Resource, op: str, obj: dict, old: dict | None, opts) -> None:
         """The in-tree validating plugins, on the final object."""

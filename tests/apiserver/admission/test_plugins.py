@@ -102,3 +102,22 @@ async def test_certificate_approval_and_signing_need_the_signers_verbs(tmp_path)
     assert [c.type for c in conditions] == [c.type for c in unchanged] == ["Approved"]
     assert e.value.status == 403
     assert [c.type for c in failed] == ["Approved", "Failed"]
+
+
+async def test_namespace_lifecycle_keeps_the_immortal_namespaces(core):
+    """NamespaceLifecycle refuses to delete default, kube-system and kube-public (dry run or not);
+    kube-node-lease and other namespaces may go."""
+    for name in ("default", "kube-system", "kube-public"):
+        for dry_run in (None, "All"):
+            with pytest.raises(ApiException) as e:
+                await asyncio.to_thread(core.delete_namespace, name, dry_run=dry_run)
+            status = json.loads(e.value.body)
+            assert (e.value.status, status["reason"], status["message"]) == (
+                403, "Forbidden", f'namespaces "{name}" is forbidden: this namespace may not be deleted')
+            assert status["details"] == {"name": name, "kind": "namespaces"}
+        assert (await asyncio.to_thread(core.read_namespace, name)).status.phase == "Active"
+    lease = await asyncio.to_thread(core.delete_namespace, "kube-node-lease", dry_run="All")
+    assert lease["metadata"]["name"] == "kube-node-lease"  # the namespace, which the client leaves a dict
+    await asyncio.to_thread(core.create_namespace, {"metadata": {"name": "mortal"}})
+    gone = await asyncio.to_thread(core.delete_namespace, "mortal")
+    assert (gone["metadata"]["name"], gone["status"]["phase"]) == ("mortal", "Terminating")
