@@ -271,8 +271,11 @@ def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] =
         errs += _validate_spread_constraints(constraints, f"{path}.topologySpreadConstraints")
     if spec.get("hostUsers") is False:
         errs += _validate_host_users(spec, path)
-    if (spec.get("os") or {}).get("name") == "linux":
+    os_name = (spec.get("os") or {}).get("name")
+    if os_name == "linux":
         errs += _validate_linux(spec, path)
+    elif os_name == "windows":
+        errs += _validate_windows(spec, path)
     return errs
 
 
@@ -282,6 +285,35 @@ def _validate_host_users(spec: dict, path: str) -> list[FieldError]:
     return [forbidden(f"{path}.{where}", "when `pod.Spec.HostUsers` is false")
             for field, where in (("hostNetwork", "hostNetwork"), ("hostPID", "HostPID"), ("hostIPC", "HostIPC"))
             if spec.get(field)]
+
+
+#: validateWindows: what a windows pod may not set, at its path (the v1 spec's own fields, which upstream
+#: holds in the internal pod security context, at the spec)
+_NOT_WINDOWS_POD = (("sc", "appArmorProfile"), ("sc", "seLinuxOptions"), ("spec", "hostUsers"), ("spec", "hostPID"),
+                    ("spec", "hostIPC"), ("sc", "seccompProfile"), ("sc", "fsGroup"), ("sc", "fsGroupChangePolicy"),
+                    ("sc", "sysctls"), ("spec", "shareProcessNamespace"), ("sc", "runAsUser"), ("sc", "runAsGroup"),
+                    ("sc", "supplementalGroups"), ("sc", "supplementalGroupsPolicy"), ("sc", "seLinuxChangePolicy"))
+_NOT_WINDOWS_CONTAINER = ("appArmorProfile", "seLinuxOptions", "seccompProfile", "capabilities", "readOnlyRootFilesystem",
+                          "privileged", "allowPrivilegeEscalation", "procMount", "runAsUser", "runAsGroup")
+_WINDOWS = "cannot be set for a windows pod"
+
+
+def _validate_windows(spec: dict, path: str) -> list[FieldError]:
+    """validateWindows: the Linux-only settings of the pod and of its containers (set, even to false,
+    but for hostPID and hostIPC; an empty sysctls list is unset), as upstream's checks read them."""
+    psc = spec.get("securityContext") or {}
+    errs: list[FieldError] = []
+    for where, name in _NOT_WINDOWS_POD:
+        value = (psc if where == "sc" else spec).get(name)
+        if value is None or (name in ("hostPID", "hostIPC", "sysctls") and not value):
+            continue
+        errs.append(forbidden(f"{path}.securityContext.{name}" if where == "sc" else f"{path}.{name}", _WINDOWS))
+    for kind in _CONTAINER_KINDS:
+        for i, c in enumerate(spec.get(kind) or ()):
+            sc = c.get("securityContext") or {}
+            errs += [forbidden(f"{path}.{kind}[{i}].securityContext.{name}", _WINDOWS)
+                     for name in _NOT_WINDOWS_CONTAINER if sc.get(name) is not None]
+    return errs
 
 
 def _validate_linux(spec: dict, path: str) -> list[FieldError]:

@@ -193,3 +193,20 @@ async def test_an_unmasked_proc_mount_needs_a_user_namespace(core):
     pod["spec"]["hostUsers"] = False
     created = await asyncio.to_thread(core.create_namespaced_pod, "default", pod)
     assert created.spec.containers[0].security_context.proc_mount == "Unmasked"
+
+
+async def test_a_windows_pod_sets_no_linux_settings(core):
+    """validateWindows: the pod's and its containers' Linux-only settings, in upstream's order (a
+    pointer set to false counts; hostPID and hostIPC only when true)."""
+    pod = _pod("p", os={"name": "windows"}, hostUsers=True, hostPID=False, hostIPC=True, shareProcessNamespace=False,
+               securityContext={"runAsUser": 1, "sysctls": [], "supplementalGroups": [],
+                                "seccompProfile": {"type": "RuntimeDefault"}})
+    pod["spec"]["containers"][0]["securityContext"] = {"privileged": False, "readOnlyRootFilesystem": True,
+                                                       "capabilities": {}}
+    words = "Forbidden: cannot be set for a windows pod"
+    sc = "spec.containers[0].securityContext"
+    assert await _causes(core, pod) == [
+        ("spec.hostUsers", words), ("spec.hostIPC", words), ("spec.securityContext.seccompProfile", words),
+        ("spec.shareProcessNamespace", words), ("spec.securityContext.runAsUser", words),
+        ("spec.securityContext.supplementalGroups", words),
+        (f"{sc}.capabilities", words), (f"{sc}.readOnlyRootFilesystem", words), (f"{sc}.privileged", words)]
