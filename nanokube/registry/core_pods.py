@@ -269,6 +269,8 @@ def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] =
         errs += [invalid(f"{path}.readinessGates[{i}].conditionType", ct, m) for m in qualified_name(ct)]
     if constraints := spec.get("topologySpreadConstraints"):
         errs += _validate_spread_constraints(constraints, f"{path}.topologySpreadConstraints")
+    if _sets_host_process(spec):
+        errs += _validate_host_process(spec, path)
     if spec.get("hostUsers") is False:
         errs += _validate_host_users(spec, path)
     os_name = (spec.get("os") or {}).get("name")
@@ -276,6 +278,40 @@ def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] =
         errs += _validate_linux(spec, path)
     elif os_name == "windows":
         errs += _validate_windows(spec, path)
+    return errs
+
+
+def _host_process(sc: dict | None) -> bool | None:
+    return ((sc or {}).get("windowsOptions") or {}).get("hostProcess")
+
+
+def _sets_host_process(spec: dict) -> bool:
+    return _host_process(spec.get("securityContext")) is not None or any(
+        _host_process(c.get("securityContext")) is not None for kind in _CONTAINER_KINDS for c in spec.get(kind) or ())
+
+
+def _validate_host_process(spec: dict, path: str) -> list[FieldError]:
+    """validateWindowsHostProcessPod: a container's hostProcess agrees with the pod's; with any
+    HostProcess container all are, and the pod uses the host network."""
+    pod_value = _host_process(spec.get("securityContext"))
+    errs: list[FieldError] = []
+    count = host_process = 0
+    for kind in _CONTAINER_KINDS:
+        for i, c in enumerate(spec.get(kind) or ()):
+            count += 1
+            value = _host_process(c.get("securityContext"))
+            if pod_value is not None and value is not None and value != pod_value:
+                errs.append(invalid(f"{path}.{kind}[{i}].securityContext.windowsOptions.hostProcess", value,
+                                    f"pod hostProcess value must be identical if both are specified, was "
+                                    f"{str(pod_value).lower()}"))
+            host_process += bool(value) if value is not None else bool(pod_value)
+    if host_process:
+        if host_process != count:
+            errs.append(invalid(path, "", "If pod contains any hostProcess containers then all containers must be "
+                                          "HostProcess containers"))
+        if not spec.get("hostNetwork"):
+            errs.append(invalid(f"{path}.hostNetwork", False, "hostNetwork must be true if pod contains any hostProcess "
+                                                              "containers"))
     return errs
 
 

@@ -210,3 +210,17 @@ async def test_a_windows_pod_sets_no_linux_settings(core):
         ("spec.shareProcessNamespace", words), ("spec.securityContext.runAsUser", words),
         ("spec.securityContext.supplementalGroups", words),
         (f"{sc}.capabilities", words), (f"{sc}.readOnlyRootFilesystem", words), (f"{sc}.privileged", words)]
+
+
+async def test_host_process_containers(core):
+    """validateWindowsHostProcessPod: a container's hostProcess agrees with the pod's; with any
+    HostProcess container all must be, and hostNetwork is required."""
+    pod = _pod("p", securityContext={"windowsOptions": {"hostProcess": True}})
+    pod["spec"]["containers"][0]["securityContext"] = {"windowsOptions": {"hostProcess": False}}
+    pod["spec"]["initContainers"] = [{"name": "i", "image": "busybox"}]
+    assert await _causes(core, pod) == [
+        ("spec.containers[0].securityContext.windowsOptions.hostProcess",
+         "Invalid value: false: pod hostProcess value must be identical if both are specified, was true"),
+        ("spec", 'Invalid value: "": If pod contains any hostProcess containers then all containers must be '
+                 "HostProcess containers"),
+        ("spec.hostNetwork", "Invalid value: false: hostNetwork must be true if pod contains any hostProcess containers")]
