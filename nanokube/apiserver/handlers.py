@@ -511,6 +511,14 @@ class APIHandlers:
             return json_response(tables.partial_metadata(obj), code)
         return json_response(obj, code)
 
+    def render_scale(self, request: web.Request, res: Resource, scale: dict) -> web.Response:
+        """`res`'s Scale as JSON, or as the Table printScale makes of it when one is asked for."""
+        if _accept(request) != "table":
+            return json_response(scale)
+        meta = {"resourceVersion": scale["metadata"].get("resourceVersion", "")}
+        return json_response(tables.table(res, [(scale, scale)], self.clock, request.query.get("includeObject", "Metadata"),
+                                          meta, cols=tables.SCALE_COLUMNS))
+
     def _render_write(self, request: web.Request, res: Resource, r, version: str) -> web.Response:
         body = served_json(*r.stored) if r.stored is not None else None
         resp = json_response(r.obj, r.code) if body is None else web.Response(body=body, status=r.code, content_type=_JSON)

@@ -87,7 +87,9 @@ class Subresources:
             return web.Response(body=data, content_type="text/plain")
         if sub == "scale":
             if m == "GET":
-                return json_response(await self.get_scale(res, namespace, name))
+                scale = await self.get_scale(res, namespace, name)
+                # a built-in workload's (a CRD's group has a dot): its store prints Scales as Tables too
+                return h.render_scale(request, res, scale) if res.group in ("", "apps") else json_response(scale)
             if m in ("PUT", "PATCH"):
                 if m == "PUT":
                     body, opts = await h._update_input(request)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..clock import Clock, parse_time
+from ..registry.apps import age_column, api_doc, name_column
 from ..registry.base import AGE, Age, Column, Resource
 from ..registry.core_printing import human_duration
 
@@ -12,6 +13,16 @@ _DEFAULT = [
     Column("Name", "string", lambda o: o["metadata"]["name"], "Name must be unique within a namespace.", "name"),
     Column("Created At", "date", lambda o: o["metadata"].get("creationTimestamp", ""),
            "CreationTimestamp is a timestamp representing the server time when this object was created."),
+]
+
+#: printScale's columns: a built-in workload's Scale (`kubectl get deployment/x --subresource=scale`)
+SCALE_COLUMNS = [
+    name_column(),
+    Column("Desired", "integer", lambda s: (s.get("spec") or {}).get("replicas", 0),
+           api_doc("io.k8s.api.autoscaling.v1.ScaleSpec", "replicas")),
+    Column("Available", "integer", lambda s: (s.get("status") or {}).get("replicas", 0),
+           api_doc("io.k8s.api.autoscaling.v1.ScaleStatus", "replicas")),
+    age_column(),
 ]
 
 
@@ -26,10 +37,10 @@ def age(obj: dict, now: float) -> str:
     return human_duration(now - parse_time(ts))
 
 
-def column_definitions(res: Resource) -> list[dict[str, Any]]:
+def column_definitions(cols: list[Column]) -> list[dict[str, Any]]:
     return [
         {"name": c.name, "type": c.type, "format": c.format, "description": c.description, "priority": c.priority}
-        for c in columns(res)
+        for c in cols
     ]
 
 
@@ -48,8 +59,8 @@ def _cell(c: Column, obj: dict, now: float) -> Any:
     return "<none>" if v is None else v
 
 
-def row(res: Resource, obj: dict, stored: dict, now: float, include: str) -> dict[str, Any]:
-    r: dict[str, Any] = {"cells": [_cell(c, stored, now) for c in columns(res)]}
+def row(cols: list[Column], obj: dict, stored: dict, now: float, include: str) -> dict[str, Any]:
+    r: dict[str, Any] = {"cells": [_cell(c, stored, now) for c in cols]}
     if include == "Object":
         r["object"] = obj
     elif include != "None":
@@ -62,9 +73,10 @@ def partial_metadata(obj: dict) -> dict[str, Any]:
 
 
 def table(res: Resource, pairs: list[tuple[dict, dict]], clock: Clock, include: str, list_meta: dict,
-          with_columns: bool = True) -> dict[str, Any]:
-    """pairs: (object as served, stored object) — columns read the stored form."""
+          with_columns: bool = True, cols: list[Column] | None = None) -> dict[str, Any]:
+    """pairs: (object as served, stored object) — columns (`cols`, else the resource's) read the stored form."""
     now = clock.now()
+    cols = cols or columns(res)
     key = res.strategy.table_sort_key
     if key is not None:
         pairs = sorted(pairs, key=lambda p: key(p[1]))
@@ -72,7 +84,7 @@ def table(res: Resource, pairs: list[tuple[dict, dict]], clock: Clock, include: 
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",
         "metadata": list_meta,
-        "rows": [row(res, o, s, now, include) for o, s in pairs],
+        "rows": [row(cols, o, s, now, include) for o, s in pairs],
     }
-    t["columnDefinitions"] = column_definitions(res) if with_columns else []
+    t["columnDefinitions"] = column_definitions(cols) if with_columns else []
     return t

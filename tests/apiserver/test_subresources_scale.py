@@ -6,6 +6,7 @@ own apiVersion and replicas path, with subresource scale and, as upstream's, no 
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from kubernetes.client.rest import ApiException
@@ -139,3 +140,34 @@ async def test_a_write_through_scale_or_a_patch_that_names_another_object_is_a_b
         d = await call(c, "GET", f"{DEPLOYMENTS}/d")
         assert (d["metadata"]["namespace"], d["spec"]["replicas"]) == ("default", 1)
         assert (await call(c, "PUT", f"{DEPLOYMENTS}/d/scale", scale(2), "m"))["spec"]["replicas"] == 2
+
+
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+
+
+async def test_a_builtin_scale_is_served_as_a_table_with_desired_and_available(tmp_path):
+    """`kubectl get deployment/d --subresource=scale` asks for a Table: the workload's store prints the
+    Scale with printScale's columns (Name, Desired, Available, Age); plain JSON is the Scale itself."""
+    async with served(tmp_path) as (_, c):
+        await call(c, "PATCH", f"{DEPLOYMENTS}/d", deployment(3), "app", APPLY)
+        await call(c, "PATCH", f"{DEPLOYMENTS}/d/status", {"status": {"replicas": 2}}, "test",
+                   "application/merge-patch+json")
+
+        def get(accept: str) -> dict:
+            request = c.param_serialize("GET", f"{DEPLOYMENTS}/d/scale", header_params={"Accept": accept})
+            response = c.call_api(*request[:4])
+            response.read()
+            assert response.status == 200, response.data
+            return json.loads(response.data)
+
+        table = await asyncio.to_thread(get, TABLE)
+        assert (table["kind"], table["apiVersion"]) == ("Table", "meta.k8s.io/v1")
+        assert [(d["name"], d["type"]) for d in table["columnDefinitions"]] == [
+            ("Name", "string"), ("Desired", "integer"), ("Available", "integer"), ("Age", "string")]
+        assert table["columnDefinitions"][1]["description"].startswith("replicas is the desired number of instances")
+        [row] = table["rows"]
+        assert row["cells"][:3] == ["d", 3, 2] and row["cells"][3].endswith("s")
+        assert row["object"]["kind"] == "PartialObjectMetadata" and row["object"]["metadata"]["name"] == "d"
+        scale = await asyncio.to_thread(get, "application/json")
+        assert (scale["kind"], scale["spec"], scale["status"]["replicas"]) == ("Scale", {"replicas": 3}, 2)
+        assert table["metadata"] == {"resourceVersion": scale["metadata"]["resourceVersion"]}

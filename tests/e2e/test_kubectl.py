@@ -157,6 +157,15 @@ def test_scale(cluster, applied):
     assert cluster.kubectl_json("get", "deploy", "web", "-n", NS)["spec"]["replicas"] == 4
 
 
+def test_get_scale_subresource_prints_desired_and_available(cluster, applied):
+    lines = cluster.kubectl("get", "deploy", "web", "-n", NS, "--subresource=scale").stdout.splitlines()
+    assert lines[0].split() == ["NAME", "DESIRED", "AVAILABLE", "AGE"]
+    name, desired, available, _ = lines[1].split()
+    scale = cluster.kubectl_json("get", "deploy", "web", "-n", NS, "--subresource=scale")
+    assert (scale["kind"], name, int(desired)) == ("Scale", "web", scale["spec"]["replicas"])
+    assert available.isdigit()
+
+
 def test_server_side_apply_conflict(cluster, applied):
     manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa", "namespace": NS},
                 "data": {"owner": "alice"}}
