@@ -59,6 +59,7 @@ VERSION = {
     "compiler": "gc",
     "platform": "linux/amd64",
 }
+_VERSION_BODY = orjson.dumps(VERSION, option=orjson.OPT_INDENT_2)
 
 PUBLIC_PATHS = {"/healthz", "/livez", "/readyz", "/version", "/version/"}
 
@@ -394,7 +395,8 @@ class APIServer:
         return entry.obj if entry else None
 
     async def _version(self, request: web.Request) -> web.Response:
-        return json_response(VERSION)
+        """Indented, as WriteRawJSON writes a non-API object (json.MarshalIndent, two spaces)."""
+        return web.Response(body=_VERSION_BODY, content_type="application/json")
 
     async def _metrics(self, request: web.Request) -> web.Response:
         from prometheus_client import generate_latest

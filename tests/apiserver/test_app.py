@@ -111,3 +111,15 @@ async def test_health_endpoints_record_their_checks_at_metrics_slis(server):
             assert (await r.json())["message"] == 'forbidden: User "system:anonymous" cannot get path "/metrics/slis"'
         async with nobody.get(base + "/readyz") as r:
             assert r.status == 200 and await r.text() == "ok"
+
+
+async def test_version_is_indented_json_as_write_raw_json_writes_it(server):
+    """GET /version: version.Info, indented by two spaces with no newline after (WriteRawJSON's
+    json.MarshalIndent), served as application/json."""
+    s, ctx = server
+    response = await _exchange(s, ctx, b"GET /version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    head, body = response.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 200") and b"\r\nContent-Type: application/json\r\n" in head
+    assert body.startswith(b'{\n  "major": "1",\n  "minor": "37",\n  "emulationMajor": "1",\n')
+    assert body.endswith(b'\n  "platform": "linux/amd64"\n}')
+    assert orjson.loads(body)["gitVersion"] == "v1.37.0-nanokube"
