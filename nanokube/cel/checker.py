@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .cost import RANGE_LIMIT
+from .cost import UNKNOWN_RANGE
 from .library.overload import Overload
 from .parser import Node
 from .types import (
@@ -226,12 +226,12 @@ def _qualified_name(n: Node) -> str:
 
 def _sized(name: str, result: Type, args: list[Type], nodes: list[Node]) -> Type:
     """The size of what a call builds, where it can outgrow its arguments (cel-go's and the
-    Kubernetes libraries' result size estimates): lists.range(n) holds n integers (the
-    most it may build when n is not written out), flatten and join hold their elements'
-    elements, replace may insert its replacement around every character."""
+    Kubernetes libraries' result size estimates): lists.range(n) holds n integers (as many
+    as cel-go assumes, math.MaxUint, when n is not written out), flatten and join hold their
+    elements' elements, replace may insert its replacement around every character."""
     if name == "lists.range":
         lit = nodes[0] if nodes and nodes[0].kind == "lit" and isinstance(nodes[0].value, int) else None
-        return list_of(INT, max(lit.value, 1) if lit is not None else RANGE_LIMIT, exact=True)
+        return list_of(INT, max(lit.value, 1) if lit is not None else UNKNOWN_RANGE, exact=True)
     if name == "flatten":
         size, elem, levels = args[0].max_size, args[0].params[0] if args[0].params else DYN, _depth(nodes)
         exact = args[0].exact

@@ -29,6 +29,9 @@ from .types import DYN, MAX_REQUEST_SIZE, Type
 
 #: the most integers lists.range builds: more would cost over the per-call limit to walk
 RANGE_LIMIT = 1_000_000
+#: the size cel-go's estimate gives lists.range(n) where n is not written out (math.MaxUint): a CRD
+#: rule building one is over the static limits whatever it does with it
+UNKNOWN_RANGE = 2**64 - 1
 #: the longest string a function builds: at a tenth per character, the per-call limit's worth
 STRING_LIMIT = 10_000_000
 

@@ -272,6 +272,18 @@ def test_static_cost_limits():
         "arrays, maps, and strings are declared)"]
 
 
+def test_a_range_of_a_value_is_over_the_static_limits():
+    """cel-go sizes lists.range(n) of a value it cannot read when the CRD is written as math.MaxUint
+    integers, so the rule is refused whatever it does with them (it was sized 1,000,000 and this
+    one admitted); a written-out n is its own size."""
+    spec = {"n": {"type": "integer"}}
+    assert errors_of(crd_schema(spec, [{"rule": "lists.range(self.n).size() > 0"}]))[0] == (
+        f"{BASE}.properties[spec].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by "
+        "factor of more than 100x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where "
+        "arrays, maps, and strings are declared)")
+    assert errors_of(crd_schema(spec, [{"rule": "lists.range(3000).size() > self.n"}])) == []
+
+
 def test_cost_is_multiplied_by_cardinality():
     rule = {"rule": "self.all(x, x.contains('gpu'))"}
     inner = {"type": "array", "maxItems": 1000, "items": {"type": "string", "maxLength": 16}, "x-kubernetes-validations": [rule]}
