@@ -446,8 +446,9 @@ def _other(draw, verb: str, fuzzer: Fuzzer, gv: str, plural: str, base: str, nam
         query = draw(st.fixed_dictionaries({}, optional=WATCH_QUERY))
         if draw(st.booleans()):  # a watch-list, as client-go's reflectors ask for one
             query.update(WATCH_LIST)
-            if len(query.get("resourceVersion", "")) > 9:  # from the future: its cache is waited for 3 s, as upstream's
-                query["resourceVersion"] = "1"
+        watch_list = query.get("sendInitialEvents") not in (None, "false") and query.get("resourceVersionMatch") == "NotOlderThan"
+        if watch_list and len(query.get("resourceVersion", "")) > 9:  # from the future: waited for 3 s, as upstream's cacher
+            query["resourceVersion"] = "1"
         path = base if draw(st.booleans()) else f"{base}/{name}"  # (a watch of one object: 405 upstream)
         return "GET", path, {"timeoutSeconds": "1", **query, "watch": draw(st.sampled_from(["1", "true"]))}, \
             None, None, None, None
