@@ -26,6 +26,7 @@ async def _up(args: argparse.Namespace) -> int:
     gcsettle.defer()  # until gcsettle.settle() below, once everything has started
     from .apiserver.app import APIServer
     from .apiserver.eventttl import parse_ttl
+    from .machinery import goduration
     from .cli_scheduler import ElectedScheduler
     from .client.leaderelection import LeaderElector, elector_for
     from .apiserver.loopback import connector
@@ -53,6 +54,7 @@ async def _up(args: argparse.Namespace) -> int:
         return 2
     try:
         event_ttl = parse_ttl(args.event_ttl)
+        signing_duration = goduration.parse(args.cluster_signing_duration, "--cluster-signing-duration")
     except ValueError as e:
         print(f"nanokube: {e}", file=sys.stderr)
         return 2
@@ -115,6 +117,7 @@ async def _up(args: argparse.Namespace) -> int:
     try:
         controllers = ControllerManager.in_process(
             connect, server.clock, data_dir, controllers=args.controllers, load_balancer_pool=args.load_balancer_pool,
+            signing_duration=signing_duration,
             elector=LeaderElector(connect(CONTROLLER_USER, "kube-controller-manager"), LEASE_NAME, _identity(data_dir),
                                   clock=server.clock))
     except ValueError as e:
@@ -242,6 +245,9 @@ def _add_up_parser(sub) -> None:
                          "(for an external `nanokube controller-manager`)")
     up.add_argument("--load-balancer-pool", default=DEFAULT_POOL, metavar="CIDR",
                     help=f"IPv4 addresses for type LoadBalancer Services (default {DEFAULT_POOL})")
+    up.add_argument("--cluster-signing-duration", default="8760h", metavar="DURATION",
+                    help="the longest lifetime of a certificate the CSR signer issues with the cluster CA "
+                         "(Go duration; default 8760h, as kube-controller-manager)")
     up.add_argument("--metrics-provider", default="builtin", metavar="builtin|prometheus=URL",
                     help="where custom and external metrics come from: the built-in store (default) or a Prometheus "
                          "server, whose answers take precedence for the metrics its rules cover")

@@ -17,8 +17,11 @@ from .apiserver.healthz import PING, Check
 from .client import kubeconfig
 from .client.http import HTTPClient
 from .client.leaderelection import add_arguments, config_from_arguments, from_arguments
+from .controllers import csrsigning
+from .controllers.clientbuilder import ServiceAccountClients
 from .controllers.manager import CONTROLLERS, LEASE_NAME, ControllerManager, enabled
 from .controllers.service_lb import DEFAULT_POOL, parse_pool
+from .machinery import goduration
 from .machinery.errors import APIError
 from .machinery.version import user_agent
 from .metrics.prometheus import load_source
@@ -41,8 +44,44 @@ def add_parser(sub) -> None:
     p.add_argument("--metrics-provider", default="builtin", metavar="builtin|prometheus=URL",
                    help="where the HPA reads custom and external metrics (as `nanokube up`)")
     p.add_argument("--metrics-rules", default=None, metavar="FILE", help="prometheus-adapter style rules")
+    _add_signing_arguments(p)
+    p.add_argument("--use-service-account-credentials", action="store_true",
+                   help="each controller acts as its own kube-system service account (token from TokenRequest), "
+                        "held to its system:controller:<name> role")
     component_server.add_arguments(p, SECURE_PORT)
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+
+
+def _add_signing_arguments(p) -> None:
+    """The CSR signer's CA files and certificate lifetime, as kube-controller-manager's flags."""
+    g = p.add_argument_group("CSR signing")
+    g.add_argument("--cluster-signing-cert-file", default="", metavar="FILE",
+                   help="PEM CA certificate that signs for every kubernetes.io signer (no per-signer flag with it)")
+    g.add_argument("--cluster-signing-key-file", default="", metavar="FILE",
+                   help="the PEM RSA or ECDSA key of --cluster-signing-cert-file")
+    for signer, (stem, _) in csrsigning.FLAGS.items():
+        g.add_argument(f"--cluster-signing-{stem}-cert-file", default="", metavar="FILE",
+                       help=f"PEM CA certificate for {signer} alone (not with --cluster-signing-cert-file)")
+        g.add_argument(f"--cluster-signing-{stem}-key-file", default="", metavar="FILE",
+                       help=f"the key of --cluster-signing-{stem}-cert-file")
+    g.add_argument("--cluster-signing-duration", default="8760h", metavar="DURATION",
+                   help="the longest lifetime of a signed certificate (Go duration; default 8760h)")
+
+
+def _signers(args: argparse.Namespace) -> dict[str, csrsigning.Files]:
+    """The CSR signers the flags run and their CA files; ValueError with upstream's words for a bad
+    combination (several at once read as utilerrors' aggregate: '[a, b]')."""
+    generic = (args.cluster_signing_cert_file, args.cluster_signing_key_file)
+    specific = {signer: (getattr(args, f"cluster_signing_{stem.replace('-', '_')}_cert_file"),
+                         getattr(args, f"cluster_signing_{stem.replace('-', '_')}_key_file"))
+                for signer, (stem, _) in csrsigning.FLAGS.items()}
+    errs = csrsigning.validate_files(generic, specific)
+    if errs:
+        raise ValueError(errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]")
+    signers = csrsigning.signer_files(generic, specific)
+    if not signers:
+        log.info("Skipping CSR signer controller because no csr cert/key was specified")
+    return signers
 
 
 def _endpoints(args: argparse.Namespace, client: HTTPClient, manager: ControllerManager):
@@ -67,7 +106,10 @@ async def _run(args: argparse.Namespace) -> int:
     await client.start()
     elector = from_arguments(client.named("leader-election"), args, LEASE_NAME)
     manager = ControllerManager(client, controllers=args.controllers, elector=elector,
-                                load_balancer_pool=args.load_balancer_pool)
+                                load_balancer_pool=args.load_balancer_pool, signers=args.signers,
+                                signing_duration=args.signing_duration,
+                                controller_clients=ServiceAccountClients(client)
+                                if args.use_service_account_credentials else None)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -98,7 +140,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         component_server.validate(args)
         parse_pool(args.load_balancer_pool)
-        enabled(CONTROLLERS, args.controllers)
+        enabled([*CONTROLLERS, csrsigning.CSRSigningController], args.controllers)
+        args.signers = _signers(args)
+        args.signing_duration = goduration.parse(args.cluster_signing_duration, "--cluster-signing-duration")
         return asyncio.run(_run(args))
     except (kubeconfig.KubeconfigError, component_server.ServeError) as e:
         print(f"nanokube controller-manager: {e}", file=sys.stderr)

@@ -30,11 +30,11 @@ import asyncio
 import heapq
 import itertools
 import logging
-import re
 
 import orjson
 
 from ..clock import Clock, parse_time
+from ..machinery import goduration
 from ..store.interface import KeyNotFound, RevisionMismatch, Store
 from .cache import DELETED, CacheEvent, WatchCache, Watcher
 from .metrics import Family
@@ -50,20 +50,11 @@ _OBJECT_COUNT_BUCKETS = (10, 50, 100, 500, 1000, 2500, 5000)
 #: after a store error, the expired lease's remaining Events are deleted again this much later
 RETRY_SECONDS = 1.0
 
-_DURATION = re.compile(r"[-+]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:ns|us|µs|μs|ms|s|m|h))+")
-_PART = re.compile(r"([0-9]+\.?[0-9]*|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
-_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
 
 def parse_ttl(text: str) -> float:
     """`--event-ttl` in seconds: Go's time.ParseDuration, then kube-apiserver's check that it is
     positive. Raises ValueError with the message kube-apiserver prints."""
-    if text in ("0", "+0", "-0"):
-        seconds = 0.0
-    elif _DURATION.fullmatch(text):
-        seconds = sum(float(n) * _UNIT[u] for n, u in _PART.findall(text)) * (-1 if text[0] == "-" else 1)
-    else:
-        raise ValueError(f'invalid argument "{text}" for "--event-ttl" flag: time: invalid duration "{text}"')
+    seconds = goduration.parse(text, "--event-ttl")
     if seconds <= 0:
         raise ValueError("--event-ttl must be greater than 0")
     return seconds

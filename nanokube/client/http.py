@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -114,10 +116,16 @@ class HTTPClient:
             self.headers["Authorization"] = f"Bearer {creds.token}"
         self._index = RemoteIndex()
         self.session: aiohttp.ClientSession | None = None
-        #: the client that owns the connections and discovery (this one, unless `named` made it)
+        #: the client that owns discovery (this one, unless `named` or `with_token` made it)
         self._root = self
+        #: the client that owns the connections (this one, unless `named` made it)
+        self._pool = self
         #: sent with each request: a named client's own user agent
         self._agent: dict[str, str] = {}
+        #: a token client's bearer tokens, fresh ones on each call (`with_token`)
+        self._tokens: Callable[[], Awaitable[str]] | None = None
+        #: the token clients made of this one, closed with it
+        self._token_clients: list[HTTPClient] = []
 
     @classmethod
     def from_kubeconfig(cls, path: str | None = None, context: str | None = None, **kw) -> HTTPClient:
@@ -141,6 +149,28 @@ class HTTPClient:
         child.user_agent = f"{self.user_agent}/{name}"
         child._agent = {"User-Agent": child.user_agent}
         return child
+
+    def with_token(self, name: str, tokens: Callable[[], Awaitable[str]]) -> HTTPClient:
+        """`named(name)` authenticating only by the bearer tokens `tokens()` gives, as
+        kube-controller-manager's service-account client builder makes a controller's client (no
+        client certificate: rest.AnonymousClientConfig). It has connections of its own, opened on
+        first use and closed with this client, and reads this client's discovery."""
+        child = self.named(name)
+        child.creds = dataclasses.replace(self.creds, ssl=self.creds.anonymous_ssl, token="")
+        child.session, child._pool, child._tokens = None, child, tokens
+        self._root._token_clients.append(child)
+        return child
+
+    async def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str] | None:
+        """A request's own headers: the named client's user agent, `extra`, a token client's token."""
+        headers = {**self._agent, **(extra or {})}
+        if self._tokens is not None:
+            headers["Authorization"] = f"Bearer {await self._tokens()}"
+            if self._pool.session is None:
+                self._pool.session = aiohttp.ClientSession(
+                    headers={"Accept": JSON}, connector=aiohttp.TCPConnector(ssl=self.creds.ssl or False, limit=0),
+                    timeout=aiohttp.ClientTimeout(total=None, sock_connect=10))
+        return headers or None
 
     async def start(self) -> None:
         """Open the connection pool and read discovery. The pool is unbounded:
@@ -173,14 +203,17 @@ class HTTPClient:
     async def close(self) -> None:
         if self._rediscovery is not None:
             self._rediscovery.cancel()
+        for child in self._token_clients:
+            if child.session:
+                await child.session.close()
         if self.session:
             await self.session.close()
 
     async def request(self, method: str, path: str, body: Any = None, params: dict | None = None,
                       content_type: str = JSON) -> Any:
         data = body if isinstance(body, bytes) or body is None else orjson.dumps(body)
-        headers = {**self._agent, "Content-Type": content_type} if data is not None else self._agent or None
-        async with self._root.session.request(method, self.creds.server + path, data=data, params=params,
+        headers = await self._headers({"Content-Type": content_type} if data is not None else None)
+        async with self._pool.session.request(method, self.creds.server + path, data=data, params=params,
                                               headers=headers) as resp:
             raw = await resp.read()
             if resp.status >= 400:
@@ -235,8 +268,9 @@ class HTTPResourceClient:
                      ("fieldSelector", field_selector)):
             if v:
                 params[k] = v
-        resp = await self.c._root.session.get(self.c.creds.server + self._path(namespace), params=params,
-                                              headers=self.c._agent or None)
+        headers = await self.c._headers()
+        resp = await self.c._pool.session.get(self.c.creds.server + self._path(namespace), params=params,
+                                              headers=headers)
         if resp.status >= 400:
             raw = await resp.read()
             resp.release()

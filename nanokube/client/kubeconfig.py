@@ -31,6 +31,9 @@ class Credentials:
     ssl: ssl.SSLContext | None
     token: str = ""
     namespace: str = "default"
+    #: TLS that trusts the server but presents no client certificate (rest.AnonymousClientConfig's),
+    #: for a client that authenticates by token alone
+    anonymous_ssl: ssl.SSLContext | None = None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -101,13 +104,9 @@ def load(explicit: str | None = None, context: str | None = None, env: Mapping[s
     server = str(cluster.value.get("server") or "").rstrip("/")
     if not server:
         raise KubeconfigError(f'{cluster.source}: cluster "{ctx.value.get("cluster")}" has no server')
-    sslctx = None
+    sslctx = anonymous = None
     if server.startswith("https://"):
-        ca = _material(cluster, "certificate-authority", required=False)
-        sslctx = ssl.create_default_context(cadata=ca.decode() if ca else None)
-        if cluster.value.get("insecure-skip-tls-verify"):
-            sslctx.check_hostname = False
-            sslctx.verify_mode = ssl.CERT_NONE
+        sslctx, anonymous = _trust(cluster), _trust(cluster)
         cert = _material(user, "client-certificate", required=False)
         if cert:
             with tempfile.TemporaryDirectory() as d:
@@ -116,7 +115,18 @@ def load(explicit: str | None = None, context: str | None = None, env: Mapping[s
                     with open(os.open(target, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as out:
                         out.write(pem)
                 sslctx.load_cert_chain(cert_path, key_path)
-    return Credentials(server, sslctx, str(user.value.get("token") or ""), ctx.value.get("namespace") or "default")
+    return Credentials(server, sslctx, str(user.value.get("token") or ""), ctx.value.get("namespace") or "default",
+                       anonymous)
+
+
+def _trust(cluster: _Entry) -> ssl.SSLContext:
+    """A TLS context that verifies the server as the cluster entry says."""
+    ca = _material(cluster, "certificate-authority", required=False)
+    ctx = ssl.create_default_context(cadata=ca.decode() if ca else None)
+    if cluster.value.get("insecure-skip-tls-verify"):
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx
 
 
 def _material(entry: _Entry, kind: str, required: bool) -> bytes:

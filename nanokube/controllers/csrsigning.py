@@ -13,6 +13,10 @@ Unapproved, denied, failed and already issued requests are left alone. The certi
 request's subject, SANs and key, carries the requested usages, starts 5 minutes in the past and
 lasts `spec.expirationSeconds` (at least 10 minutes) but no longer than the signing duration (a
 year, kube-controller-manager's --cluster-signing-duration default) nor the CA.
+
+Each signer's CA comes from files, as kube-controller-manager's flags name them (`signer_files`):
+the generic pair signs for all four, or each signer has a pair of its own and a signer without one
+does not run; `nanokube up` signs all four with its cluster CA (`cluster_ca`).
 """
 
 from __future__ import annotations
@@ -42,6 +46,12 @@ KUBELET_SERVING_SIGNER = "kubernetes.io/kubelet-serving"
 LEGACY_UNKNOWN_SIGNER = "kubernetes.io/legacy-unknown"
 #: kube-controller-manager's --cluster-signing-duration default
 SIGNING_DURATION = 365 * 86400
+#: each signer's per-signer flags, --cluster-signing-<stem>-cert-file and -key-file, and the name
+#: upstream's flag validation calls the pair by (sic: the kubelet client's reads kube-apiserver-client)
+FLAGS = {KUBELET_SERVING_SIGNER: ("kubelet-serving", "cluster-signing-kubelet-serving"),
+         KUBELET_CLIENT_SIGNER: ("kubelet-client", "cluster-signing-kube-apiserver-client"),
+         SIGNER_NAME: ("kube-apiserver-client", "cluster-signing-kube-apiserver"),
+         LEGACY_UNKNOWN_SIGNER: ("legacy-unknown", "cluster-signing-legacy-unknown")}
 BACKDATE = 300
 #: a certificate shorter than this is not backdated at its end (PermissiveSigningPolicy's Short)
 SHORT = 8 * 3600
@@ -85,6 +95,39 @@ SIGNERS: dict[str, Callable[[x509.CertificateSigningRequest, list], str | None]]
 }
 
 
+#: a signer's CA: its certificate and key files
+Files = tuple[str, str]
+
+
+def validate_files(generic: Files, specific: dict[str, Files]) -> list[str]:
+    """CSRSigningControllerOptions.Validate: each signer's pair both or neither, and no signer's
+    pair beside the generic one; the errors in upstream's words and order."""
+    errs = []
+    for signer, (cert, key) in specific.items():
+        if bool(cert) != bool(key):
+            errs.append(f'"{FLAGS[signer][1]}": ' + ("cannot specify cert without key" if cert else
+                                                     "cannot specify key without cert"))
+    if any(generic) and any(any(f) for f in specific.values()):
+        errs.append("cannot specify --cluster-signing-{cert,key}-file and other --cluster-signing-*-file flags "
+                    "at the same time")
+    return errs
+
+
+def signer_files(generic: Files, specific: dict[str, Files]) -> dict[str, Files]:
+    """The signers that run and their CAs, as startCSRSigningController picks them: with no
+    signer's own pair, the generic pair signs for all (nothing runs unless it has both files);
+    else each signer with a pair of its own."""
+    if not any(any(f) for f in specific.values()):
+        return dict.fromkeys(SIGNERS, generic) if all(generic) else {}
+    return {signer: files for signer, files in specific.items() if any(files)}
+
+
+def cluster_ca(data_dir: str) -> dict[str, Files]:
+    """Every signer on the cluster CA `nanokube up` keeps in DIR/pki (the API server trusts it)."""
+    pki = os.path.join(data_dir, "pki")
+    return dict.fromkeys(SIGNERS, (os.path.join(pki, "ca.crt"), os.path.join(pki, "ca.key")))
+
+
 def pending(obj: dict) -> bool:
     """Approved (and not denied), not failed, not yet issued, and for a signer this controller runs."""
     approved, denied = approval(obj)
@@ -124,13 +167,13 @@ class CSRSigningController(Controller):
     aliases = ("csrsigning",)
     queue_name = "certificate"
 
-    def __init__(self, client, data_dir: str, clock: Clock = REAL, informers=None,
+    def __init__(self, client, signers: dict[str, Files], clock: Clock = REAL, informers=None,
                  signing_duration: int = SIGNING_DURATION):
-        """Signs with the cluster CA of `data_dir` (DIR/pki/ca.crt and ca.key)."""
+        """Signs for each signer of `signers` with its CA's files (read at start)."""
         super().__init__(client, clock, informers)
-        self.pki = os.path.join(data_dir, "pki")
+        self.files = signers
         self.signing_duration = signing_duration
-        self.ca: KeyPair | None = None
+        self.cas: dict[str, KeyPair] = {}
         self.csrs = client.resource("certificates.k8s.io", "v1", "certificatesigningrequests")
         self.inf = self.informer_factory.informer(self.csrs)
         self.inf.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new))
@@ -139,17 +182,18 @@ class CSRSigningController(Controller):
         return [self.inf]
 
     def _enqueue(self, obj: dict) -> None:
-        if pending(obj):
+        if pending(obj) and obj["spec"]["signerName"] in self.files:
             self.queue.add(obj["metadata"]["name"])
 
     async def start(self) -> None:
-        with open(os.path.join(self.pki, "ca.crt"), "rb") as c, open(os.path.join(self.pki, "ca.key"), "rb") as k:
-            self.ca = KeyPair(c.read(), k.read())
+        for signer, (cert, key) in self.files.items():
+            with open(cert, "rb") as c, open(key, "rb") as k:
+                self.cas[signer] = KeyPair(c.read(), k.read())
         await super().start()
 
     async def sync(self, key: str) -> None:
         obj = self.inf.get(key)
-        if obj is None or not pending(obj):
+        if obj is None or not pending(obj) or obj["spec"]["signerName"] not in self.cas:
             return
         spec = obj["spec"]
         request = parse_request(obj)
@@ -161,7 +205,7 @@ class CSRSigningController(Controller):
                 "type": "Failed", "status": "True", "reason": "SignerValidationFailure", "message": why,
                 "lastUpdateTime": format_time(now)}]
         else:
-            pem = sign(self.ca, request, spec.get("usages") or [],
+            pem = sign(self.cas[spec["signerName"]], request, spec.get("usages") or [],
                        duration(spec.get("expirationSeconds"), self.signing_duration), now)
             status["certificate"] = base64.b64encode(pem).decode()
         try:

@@ -313,9 +313,13 @@ class DeploymentController(Controller):
         await self.deps.update({**d, "status": status}, subresource="status")
 
     async def _set_deployment_revision(self, d: dict, rev: int) -> None:
+        """The revision annotation, written through /status as upstream's UpdateStatus writes it
+        (the deployment-controller role may update deployments/status, not patch Deployments)."""
         if revision(d) != rev:
-            await self.deps.patch(d["metadata"]["name"], {"metadata": {"annotations": {REVISION: str(rev)}}},
-                                  namespace=d["metadata"]["namespace"])
+            cur = await self.deps.get(d["metadata"]["name"], d["metadata"]["namespace"])
+            md = cur["metadata"]
+            await self.deps.update({**cur, "metadata": {**md, "annotations": {
+                **(md.get("annotations") or {}), REVISION: str(rev)}}}, subresource="status")
 
     async def _scale(self, d: dict, rs: dict, replicas: int) -> None:
         """Resize, recording the Deployment size (and ceiling) the ReplicaSet was sized for."""

@@ -14,7 +14,7 @@ from .base import Controller
 from .cronjob import CronJobController
 from .csrapproving import CSRApprovingController
 from .csrcleaner import CSRCleanerController
-from .csrsigning import CSRSigningController
+from .csrsigning import SIGNING_DURATION, CSRSigningController, Files, cluster_ca
 from .daemonset import DaemonSetController
 from .deployment import DeploymentController
 from .device_taint_eviction import DeviceTaintEvictionController
@@ -39,6 +39,7 @@ from .resourceclaim import ResourceClaimController
 from .resourcepoolstatusrequest import ResourcePoolStatusRequestController
 from .resourcequota import ResourceQuotaController
 from .service_lb import DEFAULT_POOL, ServiceLBController
+from .serviceaccount import ServiceAccountsController
 from .servicecidrs import ServiceCIDRController
 from .statefulset import StatefulSetController
 from .storageversionmigrator import StorageVersionMigrator
@@ -79,6 +80,7 @@ CLIENT_NAMES = {
     "node-lifecycle-controller": "node-controller",
     "taint-eviction-controller": "node-controller",
     "service-cidr-controller": "service-cidrs-controller",
+    "serviceaccount-controller": "service-account-controller",
     "certificatesigningrequest-approving-controller": "certificate-controller",
     "certificatesigningrequest-cleaner-controller": "certificate-controller",
     "certificatesigningrequest-signing-controller": "certificate-controller",
@@ -93,7 +95,7 @@ def controller_client(client, kind: type[Controller]):
 
 #: every controller of kube-controller-manager that nanokube runs, in start order
 CONTROLLERS = [
-    NamespaceController, GarbageCollector, ResourceClaimController, EndpointSliceController, ServiceLBController,
+    NamespaceController, ServiceAccountsController, GarbageCollector, ResourceClaimController, EndpointSliceController, ServiceLBController,
     ReplicaSetController, ReplicationControllerController, DeploymentController, DaemonSetController,
     StatefulSetController, JobController, CronJobController, TTLAfterFinishedController, DisruptionController,
     PodGroupProtectionController, ResourceQuotaController, PersistentVolumeController, PVCProtectionController,
@@ -146,10 +148,15 @@ class ControllerManager:
 
     def __init__(self, client, clock: Clock = REAL, *, controllers: str = "*", signer_client=None,
                  data_dir: str | None = None, elector: LeaderElector | None = None,
-                 load_balancer_pool: str = DEFAULT_POOL, certificate_client=None):
+                 load_balancer_pool: str = DEFAULT_POOL, certificate_client=None,
+                 signers: dict[str, Files] | None = None, signing_duration: int = SIGNING_DURATION,
+                 controller_clients=None):
         """`signer_client` and `data_dir` (the signer's CA) run the pod-identity signer too;
+        `signers` (each CSR signer's CA files) and `signing_duration` the CSR signer;
         `load_balancer_pool` is the IPv4 CIDR LoadBalancer Services get their address from;
-        `certificate_client` (else `client`) is the certificate controllers'."""
+        `certificate_client` (else `client`) is the certificate controllers'; `controller_clients`
+        (else `client`) names each controller's client (clientbuilder's service-account clients);
+        the shared informers read through `client`."""
         self.client = client
         #: kept across terms of leadership, as one process's counters are
         self.metrics = ControllerMetrics(clock=clock)
@@ -157,18 +164,19 @@ class ControllerManager:
         def build() -> list[Controller]:
             """A term's controllers over a fresh shared informer factory, stopped with them."""
             signer = [PodCertificateSigner] if signer_client is not None and data_dir is not None else []
-            # (the cluster CA that signs kube-apiserver-client requests is in the data dir)
-            csr_signer = [CSRSigningController] if data_dir is not None else []
-            on = enabled([*CONTROLLERS, *csr_signer, *signer], controllers)
+            # a known name also without CA files (then it does not run, as upstream's skips)
+            on = [k for k in enabled([*CONTROLLERS, CSRSigningController, *signer], controllers)
+                  if k is not CSRSigningController or signers]
             self.informers = InformerFactory(clock, client.named("shared-informers"))
             own = (PodCertificateSigner, CSRSigningController, *_CERTIFICATE_CONTROLLERS)
-            out = build_controllers(client, clock, load_balancer_pool, self.metrics, self.informers,
+            builder = controller_clients or client
+            out = build_controllers(builder, clock, load_balancer_pool, self.metrics, self.informers,
                                     [k for k in on if k not in own])
-            certs = certificate_client or client
+            certs = certificate_client or builder
             out += [k(controller_client(certs, k), clock, self.informers) for k in on if k in _CERTIFICATE_CONTROLLERS]
             if CSRSigningController in on:
-                out.append(CSRSigningController(controller_client(certs, CSRSigningController), data_dir, clock,
-                                                self.informers))
+                out.append(CSRSigningController(controller_client(certs, CSRSigningController), signers, clock,
+                                                self.informers, signing_duration))
             if PodCertificateSigner in on:
                 out.append(PodCertificateSigner(signer_client, data_dir, clock=clock))
             self.metrics.meter(out)
@@ -190,10 +198,11 @@ class ControllerManager:
     @classmethod
     def in_process(cls, connect, clock: Clock = REAL, data_dir: str | None = None, **kw) -> ControllerManager:
         """Over clients from `connect(user, field_manager)` (the loopback client in `up`), with the
-        signer when a data dir is known."""
+        signers when a data dir is known (the CSR signer on its cluster CA)."""
         signer = connect(SIGNER_USER, "pod-identity-signer") if data_dir else None
         return cls(connect(CONTROLLER_USER, "kube-controller-manager"), clock, signer_client=signer, data_dir=data_dir,
-                   certificate_client=connect(CERTIFICATE_CONTROLLER_USER, "kube-controller-manager"), **kw)
+                   certificate_client=connect(CERTIFICATE_CONTROLLER_USER, "kube-controller-manager"),
+                   signers=cluster_ca(data_dir) if data_dir else None, **kw)
 
     async def start(self) -> None:
         """With no controllers enabled there is nothing to lead: no campaign."""

@@ -1,6 +1,6 @@
 """Namespace lifecycle: a deleting namespace has its contents deleted, then
-the `kubernetes` finalizer removed so the server can remove the namespace.
-Also keeps a `default` ServiceAccount in every active namespace."""
+the `kubernetes` finalizer removed so the server can remove the namespace
+(its `default` ServiceAccount is serviceaccount.py's)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,6 @@ class NamespaceController(Controller):
         if ns is None:
             return
         if not ns["metadata"].get("deletionTimestamp"):
-            await self._ensure_default_sa(name)
             return
         remaining = 0
         for rc in self._namespaced():
@@ -60,17 +59,4 @@ class NamespaceController(Controller):
                 await self.ns.update(body, subresource="finalize")
             except APIError as e:
                 if e.code != 404:
-                    raise
-
-    async def _ensure_default_sa(self, ns: str) -> None:
-        sa = self.client.resource("", "v1", "serviceaccounts")
-        try:
-            await sa.get("default", ns)
-        except APIError as e:
-            if e.code != 404:
-                raise
-            try:
-                await sa.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": ns}})
-            except APIError as e2:
-                if e2.code not in (409, 403):
                     raise

@@ -59,8 +59,8 @@ def test_event_ttl_takes_go_durations(text, seconds):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("90", 'invalid argument "90" for "--event-ttl" flag: time: invalid duration "90"'),
-    ("1d", 'invalid argument "1d" for "--event-ttl" flag: time: invalid duration "1d"'),
+    ("90", 'invalid argument "90" for "--event-ttl" flag: time: missing unit in duration "90"'),
+    ("1d", 'invalid argument "1d" for "--event-ttl" flag: time: unknown unit "d" in duration "1d"'),
     ("0", "--event-ttl must be greater than 0"),
     ("-1s", "--event-ttl must be greater than 0"),
 ])

@@ -12,7 +12,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from nanokube.controllers.csrsigning import CSRSigningController, duration, usage_error
+from nanokube.controllers.csrsigning import (CSRSigningController, cluster_ca, duration, signer_files, usage_error,
+                                             validate_files)
 from nanokube.pki.ca import ensure_pki
 from tests.controllers import eventually, make_stack
 from tests.node import ManualClock
@@ -40,7 +41,7 @@ async def env(tmp_path):
     pki = ensure_pki(str(tmp_path))
     s = await make_stack()
     clock = ManualClock()
-    ctrl = CSRSigningController(s.client, str(tmp_path), clock)
+    ctrl = CSRSigningController(s.client, cluster_ca(str(tmp_path)), clock)
     await ctrl.start()
     yield s.client.resource("certificates.k8s.io", "v1", "certificatesigningrequests"), clock, pki
     await ctrl.stop()
@@ -179,3 +180,18 @@ async def test_a_kubelet_request_its_signer_refuses_fails(env, name, signer, pem
     # the server stamps both times of the condition the signer adds without lastTransitionTime
     assert cond["lastUpdateTime"] and cond["lastTransitionTime"]
     assert "certificate" not in (await csrs.get(name))["status"]
+
+
+def test_signer_files_as_kube_controller_managers_flags_pick_them():
+    none = {s: ("", "") for s in ("kubernetes.io/kubelet-serving", "kubernetes.io/kube-apiserver-client-kubelet",
+                                   "kubernetes.io/kube-apiserver-client", "kubernetes.io/legacy-unknown")}
+    # the generic pair signs for all four; half of it runs nothing (upstream skips the signer)
+    assert set(signer_files(("ca.crt", "ca.key"), none).values()) == {("ca.crt", "ca.key")}
+    assert len(signer_files(("ca.crt", "ca.key"), none)) == 4
+    assert signer_files(("ca.crt", ""), none) == {}
+    one = {**none, "kubernetes.io/kubelet-serving": ("s.crt", "s.key")}
+    assert signer_files(("", ""), one) == {"kubernetes.io/kubelet-serving": ("s.crt", "s.key")}
+    assert validate_files(("", ""), one) == []
+    assert validate_files(("ca.crt", ""), {**none, "kubernetes.io/kube-apiserver-client-kubelet": ("", "k.key")}) == [
+        '"cluster-signing-kube-apiserver-client": cannot specify key without cert',
+        "cannot specify --cluster-signing-{cert,key}-file and other --cluster-signing-*-file flags at the same time"]

@@ -25,20 +25,6 @@ def absent(rc, name, namespace=None):
     return check
 
 
-async def test_default_service_account_in_every_namespace(env):
-    namespaces = env.resource("", "v1", "namespaces")
-    sas = env.resource("", "v1", "serviceaccounts")
-    await namespaces.create({"metadata": {"name": "team"}})
-    for ns in ("default", "team"):
-        async def present(ns=ns):
-            try:
-                return await sas.get("default", ns)
-            except APIError:
-                return None
-        sa = await eventually(present)
-        assert sa["metadata"]["namespace"] == ns
-
-
 async def test_deleting_a_namespace_removes_contents_then_itself(env):
     namespaces = env.resource("", "v1", "namespaces")
     cms = env.resource("", "v1", "configmaps")

@@ -13,6 +13,7 @@ from typing import Iterable, Protocol
 
 from ...machinery.selectors import matches_labels, selector_from_object
 from .authorizer import Attributes, Decision
+from .controller_policy import RULES as CONTROLLER_RULES
 
 GROUP = "rbac.authorization.k8s.io"
 MASTERS = "system:masters"
@@ -256,21 +257,6 @@ _CSR_ROLES = [
     *(_cluster_role(f"system:certificates.k8s.io:{signer}-approver",
                     [_rule(["approve"], ["certificates.k8s.io"], ["signers"]) | {"resourceNames": [f"kubernetes.io/{signer}"]}])
       for signer in ("legacy-unknown", "kubelet-serving", "kube-apiserver-client", "kube-apiserver-client-kubelet")),
-    # kube-controller-manager's certificate controllers (csrapproving, csrsigning, csrcleaner) run as the
-    # kube-system/certificate-controller service account: they approve kubelet client requests and sign
-    # for the kubernetes.io signers
-    _cluster_role("system:controller:certificate-controller", [
-        _rule(["get", "list", "watch", "delete"], ["certificates.k8s.io"], ["certificatesigningrequests"]),
-        _rule(["update"], ["certificates.k8s.io"],
-              ["certificatesigningrequests/status", "certificatesigningrequests/approval"]),
-        _rule(["approve"], ["certificates.k8s.io"], ["signers"]) | {
-            "resourceNames": ["kubernetes.io/kube-apiserver-client-kubelet"]},
-        _rule(["sign"], ["certificates.k8s.io"], ["signers"]) | {"resourceNames": [
-            "kubernetes.io/legacy-unknown", "kubernetes.io/kube-apiserver-client",
-            "kubernetes.io/kube-apiserver-client-kubelet", "kubernetes.io/kubelet-serving"]},
-        _rule(["create"], ["authorization.k8s.io"], ["subjectaccessreviews"]),
-        _rule(["create", "update", "patch"], ["", "events.k8s.io"], ["events"]),
-    ]),
 ]
 
 
@@ -301,6 +287,7 @@ def bootstrap_policy() -> tuple[list[dict], list[dict]]:
         ]),
         _cluster_role("system:cluster-trust-bundle-discovery", [_rule(_RO, ["certificates.k8s.io"], ["clustertrustbundles"])]),
         *_CSR_ROLES,
+        *(_cluster_role(f"system:controller:{sa}", rules) for sa, rules in CONTROLLER_RULES.items()),
     ]
     bindings = [
         _binding("cluster-admin", "cluster-admin", ("Group", MASTERS)),
@@ -311,9 +298,9 @@ def bootstrap_policy() -> tuple[list[dict], list[dict]]:
         _binding("system:node", "system:node", ("Group", "system:nodes")),
         _binding("nanokube:pod-identity-signer", "nanokube:pod-identity-signer",
                  ("ServiceAccount", "kube-system/pod-identity-signer")),
-        _binding("system:controller:certificate-controller", "system:controller:certificate-controller",
-                 ("ServiceAccount", "kube-system/certificate-controller")),
         _binding("system:cluster-trust-bundle-discovery", "system:cluster-trust-bundle-discovery",
                  ("Group", "system:serviceaccounts"), ("Group", "system:nodes")),
+        *(_binding(f"system:controller:{sa}", f"system:controller:{sa}", ("ServiceAccount", f"kube-system/{sa}"))
+          for sa in CONTROLLER_RULES),
     ]
     return roles, bindings

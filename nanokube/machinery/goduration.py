@@ -1,0 +1,37 @@
+"""Go's time.ParseDuration, for the duration flags upstream's components take ("8760h", "1h30m")."""
+
+from __future__ import annotations
+
+import re
+
+_NUMBER = re.compile(r"[0-9]*(?:\.[0-9]*)?")
+_UNIT_TEXT = re.compile(r"[^0-9.]*")
+_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse(text: str, flag: str = "") -> float:
+    """Seconds; a ValueError in Go's words ('time: invalid duration "x"', 'time: missing unit in
+    duration "10"', 'time: unknown unit "y" in duration "1y"'), after pflag's 'invalid argument
+    "<text>" for "<flag>" flag: ' when the text is a flag's value."""
+    def fail(why: str) -> ValueError:
+        return ValueError(f'invalid argument "{text}" for "{flag}" flag: {why}' if flag else why)
+
+    s = text[1:] if text[:1] in ("+", "-") else text
+    if s == "0":
+        return 0.0
+    if not s:
+        raise fail(f'time: invalid duration "{text}"')
+    total = 0.0
+    while s:
+        number = _NUMBER.match(s).group(0)
+        if number in ("", "."):
+            raise fail(f'time: invalid duration "{text}"')
+        s = s[len(number):]
+        unit = _UNIT_TEXT.match(s).group(0)
+        if not unit:
+            raise fail(f'time: missing unit in duration "{text}"')
+        if unit not in _UNIT:
+            raise fail(f'time: unknown unit "{unit}" in duration "{text}"')
+        total += float(number) * _UNIT[unit]
+        s = s[len(unit):]
+    return -total if text[0] == "-" else total

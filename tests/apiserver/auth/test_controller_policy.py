@@ -1,0 +1,58 @@
+"""The bootstrap policy's controller roles: every controller kube-controller-manager runs here has
+a system:controller:<client name> ClusterRole bound to kube-system/<client name>, and the roles let
+each do what upstream's let it (checked through the RBAC authorizer)."""
+
+from nanokube.apiserver.auth import bootstrap_policy
+from nanokube.apiserver.auth.authorizer import Attributes
+from nanokube.apiserver.auth.rbac import RBACAuthorizer
+from nanokube.controllers.csrsigning import CSRSigningController
+from nanokube.controllers.manager import CLIENT_NAMES, CONTROLLERS
+from nanokube.machinery.user import User
+
+
+class _Policy:
+    def __init__(self):
+        roles, bindings = bootstrap_policy()
+        self.objects = {"clusterroles": roles, "clusterrolebindings": bindings, "roles": [], "rolebindings": []}
+
+    def list(self, plural, namespace=None):
+        return self.objects[plural]
+
+    def get(self, plural, namespace, name):
+        return next((o for o in self.objects[plural] if o["metadata"]["name"] == name), None)
+
+
+def sa(name: str) -> User:
+    return User(f"system:serviceaccount:kube-system:{name}",
+                ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"))
+
+
+def allowed(user: User, verb: str, group: str, resource: str, subresource: str = "", namespace: str = "default") -> bool:
+    a = Attributes(verb=verb, resource_request=True, group=group, resource=resource, subresource=subresource,
+                   namespace=namespace)
+    return RBACAuthorizer(_Policy()).authorize(user.name, user.groups, a).allowed
+
+
+def test_every_controller_has_its_role_and_binding():
+    roles, bindings = bootstrap_policy()
+    role_names = {r["metadata"]["name"] for r in roles}
+    bound = {b["metadata"]["name"]: b for b in bindings}
+    for kind in [*CONTROLLERS, CSRSigningController]:
+        account = CLIENT_NAMES.get(kind.name, kind.name)
+        assert f"system:controller:{account}" in role_names, kind.name
+        binding = bound[f"system:controller:{account}"]
+        assert binding["roleRef"]["name"] == f"system:controller:{account}"
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "namespace": "kube-system", "name": account}]
+
+
+def test_roles_grant_what_upstreams_grant():
+    assert allowed(sa("replicaset-controller"), "create", "", "pods")
+    assert not allowed(sa("replicaset-controller"), "create", "apps", "replicasets")
+    assert allowed(sa("deployment-controller"), "update", "apps", "deployments", "status")
+    assert not allowed(sa("deployment-controller"), "patch", "apps", "deployments")
+    assert allowed(sa("service-account-controller"), "create", "", "serviceaccounts")
+    assert not allowed(sa("namespace-controller"), "create", "", "serviceaccounts")
+    assert allowed(sa("generic-garbage-collector"), "delete", "batch", "jobs")
+    assert allowed(sa("node-controller"), "delete", "", "pods")
+    assert allowed(sa("certificate-controller"), "update", "certificates.k8s.io", "certificatesigningrequests",
+                   "approval", namespace="")

@@ -1,0 +1,20 @@
+import pytest
+
+from nanokube.machinery import goduration
+
+
+def test_go_durations():
+    assert goduration.parse("8760h") == 8760 * 3600
+    assert goduration.parse("1h30m") == 5400
+    assert goduration.parse("1.5s") == 1.5
+    assert goduration.parse("-2m") == -120
+    assert goduration.parse("0") == 0
+    for bad, why in (("1y", 'unknown unit "y" in duration "1y"'), ("", 'invalid duration ""'),
+                     (".s", 'invalid duration ".s"'), ("1..5s", 'missing unit in duration "1..5s"'),
+                     ("a year", 'invalid duration "a year"')):
+        with pytest.raises(ValueError) as e:
+            goduration.parse(bad)
+        assert str(e.value) == f"time: {why}"
+    with pytest.raises(ValueError) as e:
+        goduration.parse("10", "--cluster-signing-duration")
+    assert str(e.value) == 'invalid argument "10" for "--cluster-signing-duration" flag: time: missing unit in duration "10"'
