@@ -286,8 +286,16 @@ def _host_process(sc: dict | None) -> bool | None:
 
 
 def _sets_host_process(spec: dict) -> bool:
-    return _host_process(spec.get("securityContext")) is not None or any(
-        _host_process(c.get("securityContext")) is not None for kind in _CONTAINER_KINDS for c in spec.get(kind) or ())
+    """Whether any windowsOptions is set (where a hostProcess could be): a plain walk, as every pod
+    takes it and almost none has one."""
+    if (spec.get("securityContext") or {}).get("windowsOptions") is not None:
+        return True
+    for kind in _CONTAINER_KINDS:
+        for c in spec.get(kind) or ():
+            sc = c.get("securityContext")
+            if sc and sc.get("windowsOptions") is not None:
+                return True
+    return False
 
 
 def _validate_host_process(spec: dict, path: str) -> list[FieldError]:
