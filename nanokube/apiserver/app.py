@@ -41,6 +41,7 @@ from .http_errors import StatusAppRunner, http_exceptions, status_response
 from ..machinery.responses import error_response, json_response
 from .metrics import APIMetrics
 from .rest import SYSTEM, GenericREST, ResourceIndex, User, WriteOptions
+from .systemnamespaces import SYSTEM_NAMESPACES
 
 log = logging.getLogger(__name__)
 
@@ -262,7 +263,7 @@ class APIServer:
     async def _bootstrap(self) -> None:
         """Objects every cluster has: the system namespaces, priority classes
         and the default RBAC policy."""
-        for ns in ("default", "kube-system", "kube-public", "kube-node-lease"):
+        for ns in SYSTEM_NAMESPACES:
             await self.ensure("", "v1", "namespaces", None, {"metadata": {"name": ns}})
         for name, value, desc in (
             ("system-node-critical", 2000001000, "Used for system critical pods that must not be moved from their current node."),

@@ -22,6 +22,7 @@ from .kubernetes_service import KubernetesService
 from .loopback import LocalClient
 from .rest import SYSTEM
 from .storageversion import APIServerIdentity
+from .systemnamespaces import SystemNamespaces
 
 
 async def bootstrap(server) -> None:
@@ -38,8 +39,8 @@ async def start_loops(server, writer: bool = True) -> list:
 
     With several API server processes on one store (workers.py) only worker 0 is the `writer`:
     the loops that write objects on their own (IPAddress repair, ComponentStatuses, the APIService
-    registration of CRD groups, the identity Lease and StorageVersions, the `kubernetes` Service,
-    the CRD naming, establishing and finalizer controllers) run once, as each would otherwise race
+    registration of CRD groups, the identity Lease and StorageVersions, the `kubernetes` Service, the
+    system namespaces, the CRD naming, establishing and finalizer controllers) run once, as each would otherwise race
     its twins over the same objects, and the identity Lease names the host, not a process. Every
     worker runs what serving needs from its own informers and watch cache: CRDs served as their
     objects change (whichever worker wrote them), the ServiceCIDRs its Service allocator
@@ -58,7 +59,7 @@ async def start_loops(server, writer: bool = True) -> list:
         loops = [IPAddressRepair(loopback, services, grace, clock=server.clock), ServiceCIDRRanges(loopback, services, clock=server.clock),
                  apf_status,
                  ComponentStatuses(loopback, server.store, clock=server.clock), CRDRegistration(loopback, clock=server.clock),
-                 APIServerIdentity(server), KubernetesService(server), crds]
+                 APIServerIdentity(server), KubernetesService(server), SystemNamespaces(server), crds]
         if server.workers > 1:
             loops.append(NodePortRepair(server, ORPHAN_GRACE))
     else:
