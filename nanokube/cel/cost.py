@@ -63,9 +63,10 @@ _PER_ITERATION = {"all": 3, "exists": 3, "exists_one": 3, "filter": 12, "map": 1
 #: its result): a metered run prices each call on its values before it runs, so a sort or a range over
 #: the limit never starts (those that may build more than their price says, such as join, replace,
 #: format, quote, keep their estimate, which bounds them before anything runs)
-#: (the engine's own contains, startsWith and endsWith are printed as calls of ours in a metered program)
+#: (the engine's own contains, startsWith and endsWith are printed as calls of ours in a metered program,
+#: its matches after one)
 RUNTIME_COSTED = (_STRING_TRAVERSAL | _LIST_TRAVERSAL | _LIST_BUILDING | {"flatten", "find", "findAll"}) - {
-    "matches", "string", "bytes", "join", "replace", "format", "strings.quote", "base64.encode"}
+    "string", "bytes", "join", "replace", "format", "strings.quote", "base64.encode"}
 #: the engine's operators priced by their operands' sizes, and the types that have one
 SIZED_OPERATORS = frozenset({"_+_", "_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_", "@in"})
 _SIZED_KINDS = frozenset({"string", "bytes", "list", "map", "dyn"})

@@ -147,8 +147,8 @@ class Printer:
     checker's types by node id (the receivers decide list or map forms).
     `metered`: each comprehension first reports its range's size to the
     meter (meter.ITERATE with its source position), and the engine's string
-    tests, and its operators on `dyn` operands, are calls of ours that report
-    their price."""
+    tests, regex matches and operators on `dyn` operands are calls of ours that
+    report their price, or are preceded by one."""
 
     def __init__(self, types: dict[int, Type], metered: bool = False) -> None:
         self.types = types
@@ -341,6 +341,9 @@ class Printer:
             return f"{self.receiver(a[0])}[{self(a[1])}]"
         if name in ("_[_]", "_[?_]"):
             return self._optional_index(n)
+        operands = ([n.target] if n.target is not None else []) + a
+        if self.metered and name == "matches" and len(operands) == 2:
+            return self._both(*operands, lambda t, p: f"{meter.MATCHES}({t}, {p}) ? {t}.matches({p}) : null")
         args = ", ".join(self(x) for x in a)
         if self.metered and n.target is not None and name in meter.STRING_TESTS and len(a) == 1:
             return f"{meter.STRING_TESTS[name]}({self(n.target)}, {args})"
@@ -349,20 +352,24 @@ class Printer:
         return f"{name}({args})"
 
     def _priced_operator(self, n: Node) -> str:
-        """`a OP b` whose price depends on what `a` and `b` turn out to be: both evaluated once,
-        reported to the meter (a collection by its size, which passes no elements through
-        Python), then operated on."""
-        a, b, op = self(n.args[0]), self(n.args[1]), _INFIX[n.name]
+        """`a OP b` whose price depends on what `a` and `b` turn out to be: reported to the meter
+        (a collection by its size, which passes no elements through Python), then operated on."""
+        op = _INFIX[n.name]
 
         def report(x: str, y: str) -> str:
             sized = [f"(type({v}) in [list, map] ? [size({v})] : {v})" for v in (x, y)]
             return f"{meter.OPERANDS}({_str(n.name)}, {sized[0]}, {sized[1]}) ? {x} {op} {y} : null"
 
+        return self._both(n.args[0], n.args[1], report)
+
+    def _both(self, left: Node, right: Node, use: Callable[[str, str], str]) -> str:
+        """`use(a, b)` with `a` and `b` naming the values of `left` and `right`, each evaluated once."""
+        a, b = self(left), self(right)
         if _NAME.fullmatch(a) and _NAME.fullmatch(b):
-            return f"({report(a, b)})"
+            return f"({use(a, b)})"
         self.fresh += 1
         v = f"__nk{self.fresh}__"
-        return f"[[{a}, {b}]].map({v}, {report(f'{v}[0]', f'{v}[1]')})[0]"
+        return f"[[{a}, {b}]].map({v}, {use(f'{v}[0]', f'{v}[1]')})[0]"
 
     def _optional_index(self, n: Node) -> str:
         return f"{OPT_INDEX}({self(n.args[0])}, {self(n.args[1])})"

@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
-from .cost import operator_cost, string_test_cost
+from .cost import operator_cost, regex_cost, string_test_cost
 from .errors import COST_LIMIT_ERROR, CELError
 
 #: the function a metered program calls before a comprehension, or before each iteration of `all` and
@@ -30,6 +30,8 @@ from .errors import COST_LIMIT_ERROR, CELError
 ITERATE = "__nk_iterate__"
 #: what a metered program calls for the engine's string tests, which price them on the receiver's length
 STRING_TESTS = {"contains": "__nk_contains__", "startsWith": "__nk_starts_with__", "endsWith": "__nk_ends_with__"}
+#: what a metered program calls before the engine's `matches`: (text, pattern) -> true
+MATCHES = "__nk_matches__"
 #: what a metered program calls before an operator of the engine's whose operands' sizes the estimate
 #: cannot tell (cost.priced_at_runtime): (operator, left, right) -> true, a list or map operand given
 #: as [its size]
@@ -129,8 +131,16 @@ def report_operands(name: str, left: object, right: object) -> bool:
     return True
 
 
+def report_match(text: object, pattern: object) -> bool:
+    """MATCHES: a regex is about to run over a text, priced as cel-go's tracker prices it."""
+    m = active()
+    if m is not None and isinstance(text, str) and isinstance(pattern, str):
+        m.charge(regex_cost(len(text), len(pattern), plus_one=True))
+    return True
+
+
 #: the functions a metered program calls, by name
-RUNTIME = {ITERATE: report_range, OPERANDS: report_operands,
+RUNTIME = {ITERATE: report_range, OPERANDS: report_operands, MATCHES: report_match,
            STRING_TESTS["contains"]: _string_test("contains", lambda s, t: t in s),
            STRING_TESTS["startsWith"]: _string_test("startsWith", str.startswith),
            STRING_TESTS["endsWith"]: _string_test("endsWith", str.endswith)}

@@ -157,15 +157,20 @@ async def test_lists_built_and_sorted_are_charged_as_upstream_charges_them(tmp_p
 async def test_operators_on_object_values_are_charged_on_the_values(tmp_path):
     """`+` on an object's values (`dyn`) is priced on what they are, as cel-go's tracker prices
     concatenation: 300 copies of a 1,000,000-character value doubled (1.1 GB, 4.4 s) were
-    charged 1 each and admitted; a short value still is."""
+    charged 1 each and admitted; a short value still is. A regex over the value likewise: 3,000
+    matches (5.5 s) were admitted; cel-go's price, 100,001 each, stops the tenth."""
     doubled = [{"expression": "lists.range(300).map(x, object.data.s + object.data.s).size() > 0"}]
+    matched = [{"expression": "lists.range(3000).all(i, !object.data.s.matches('x+y'))"}]
+    cancelled = "resulted in error: operation cancelled: actual cost limit exceeded"
     async with served(tmp_path) as (_, api_client):
         admission, core = client.AdmissionregistrationV1Api(api_client), client.CoreV1Api(api_client)
         await bind(admission, "doubled", _labelled("doubled", "doubled", doubled))
-        await _until_denied(core, "doubled", {"s": "x" * 1_000_000})
-        assert await _create(core, "a", "doubled", {"s": "x" * 1000}) == (201, "")
-        code, message = await _create(core, "b", "doubled", {"s": "x" * 1_000_000})
-        assert code == 422 and message.endswith("resulted in error: operation cancelled: actual cost limit exceeded")
+        await bind(admission, "matched", _labelled("matched", "matched", matched))
+        for label in ("doubled", "matched"):
+            await _until_denied(core, label, {"s": "x" * 1_000_000})
+            assert await _create(core, "a", label, {"s": "x" * 1000}) == (201, "")
+            code, message = await _create(core, "b", label, {"s": "x" * 1_000_000})
+            assert code == 422 and message.endswith(cancelled), message
 
 
 async def test_flatten_is_charged_what_it_builds(tmp_path):
