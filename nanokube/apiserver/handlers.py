@@ -60,6 +60,8 @@ _HELD_MAX = 1 << 16
 _DUPLICATES = web.RequestKey("nanokube.body", tuple)
 #: Warning headers every response to the request carries (a deprecated version's)
 _WARNINGS = web.RequestKey("nanokube.warnings", list)
+#: a watch through a legacy /watch/ path without ?watch: ListResource's forceWatch, whose options are a list's
+_FORCED_WATCH = web.RequestKey("nanokube.forced_watch", bool)
 _OPTIONS_KIND = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions"}
 
 
@@ -306,7 +308,9 @@ class APIHandlers:
         namespace = None
         if rest[0] == "watch":  # legacy /watch/ paths
             rest = rest[1:]
+            forced = not _bool(request.query.get("watch"))
             request = request.clone(rel_url=request.rel_url.update_query(watch="true"))
+            request[_FORCED_WATCH] = forced
         if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
             namespace, rest = rest[1], rest[2:]
         plural = rest[0]
@@ -583,7 +587,8 @@ class APIHandlers:
                 res, version, namespace, resource_version=q.get("resourceVersion", ""),
                 label_selector=q.get("labelSelector", ""), field_selector=field_selector,
                 send_initial_events=_maybe_bool(q, "sendInitialEvents"), allow_bookmarks=_bool(q.get("allowWatchBookmarks")),
-                name=name, resource_version_match=q.get("resourceVersionMatch", ""), continue_=q.get("continue", ""))
+                name=name, resource_version_match=q.get("resourceVersionMatch", ""), continue_=q.get("continue", ""),
+                forced=request.get(_FORCED_WATCH, False))
         except errors.APIError as e:
             if e.code not in (410, 504):
                 raise

@@ -518,16 +518,18 @@ class GenericREST:
         self, res: Resource, version: str, namespace: str | None, *, resource_version: str = "",
         label_selector: str = "", field_selector: str = "", send_initial_events: bool | None = None,
         allow_bookmarks: bool = False, bookmark_interval: float = 10.0, name: str | None = None,
-        resource_version_match: str = "", continue_: str = "",
+        resource_version_match: str = "", continue_: str = "", forced: bool = False,
     ) -> AsyncIterator[tuple[str, dict]]:
         """Validates the request and registers the watcher (raising APIError
         before anything is streamed), then returns the stream of (type, object
         at `version`) pairs. Objects that stop (start) matching the selectors
-        arrive as DELETED (ADDED), as upstream does."""
+        arrive as DELETED (ADDED), as upstream does. A `forced` watch (a legacy /watch/ path without
+        ?watch) has a list's options, as ListResource's forceWatch: no watch-list defaults, a list's rules."""
         ok, everything = self._filters(res, version, label_selector, field_selector)
-        match, send_initial_events = options.watch_list_defaults(resource_version, resource_version_match,
-                                                                 send_initial_events)
-        errs = options.list_options_errors(True, resource_version, match, send_initial_events, continue_)
+        match = resource_version_match
+        if not forced:
+            match, send_initial_events = options.watch_list_defaults(resource_version, match, send_initial_events)
+        errs = options.list_options_errors(not forced, resource_version, match, send_initial_events, continue_)
         if errs:
             raise options.options_invalid("ListOptions", errs)
         if name:

@@ -293,3 +293,27 @@ async def test_a_delete_collection_judges_its_list_options_before_its_body_and_l
     status, body = await asyncio.to_thread(delete, "limit=2")
     assert status == 200 and [o["metadata"]["name"] for o in body["items"]] == ["a", "b"]
     assert [c.metadata.name for c in (await asyncio.to_thread(core.list_namespaced_config_map, "default")).items] == ["c"]
+
+
+async def test_a_legacy_watch_path_has_a_lists_options(core):
+    """ListResource's forceWatch (GET .../watch/...) leaves the options' watch false: no watch-list
+    defaults (so no initial-events-end bookmark) and a list's rules (sendInitialEvents is refused).
+    With ?watch=true as well, the options are a watch's again."""
+    await asyncio.to_thread(core.create_namespaced_config_map, "default", {"metadata": {"name": "a"}})
+    api = core.api_client
+
+    def get(query: str) -> tuple[int, bytes]:
+        response = api.rest_client.pool_manager.request(
+            "GET", f"{api.configuration.host}/api/v1/watch/namespaces/default/configmaps?timeoutSeconds=1&{query}",
+            headers={**api.default_headers, "Accept": "application/json"})
+        return response.status, response.data
+
+    status, data = await asyncio.to_thread(get, "allowWatchBookmarks=true")
+    assert status == 200 and [json.loads(line)["type"] for line in data.splitlines()] == ["ADDED"]
+    status, data = await asyncio.to_thread(get, "allowWatchBookmarks=true&watch=true")
+    assert status == 200 and [json.loads(line)["type"] for line in data.splitlines()] == ["ADDED", "BOOKMARK"]
+    status, data = await asyncio.to_thread(get, "sendInitialEvents=true&resourceVersionMatch=NotOlderThan")
+    assert (status, json.loads(data)["message"]) == (422, 'ListOptions.meta.k8s.io "" is invalid: [resourceVersionMatch: '
+                                                          'Forbidden: resourceVersionMatch is forbidden unless resourceVersion '
+                                                          'is provided, sendInitialEvents: Forbidden: sendInitialEvents is '
+                                                          'forbidden for list]')
