@@ -33,7 +33,7 @@ from .auth.reviews import Reviews
 from .auth.node import ChainAuthorizer, NodeAuthorizer, cache_reader
 from .auth.rbac import CachePolicySource
 from .auth.serviceaccount import ServiceAccountTokens, load_or_create_key
-from . import controlplane, healthz
+from . import controlplane, discovery, healthz
 from .cache import WatchCache
 from .eventttl import DEFAULT_TTL, EventTTL
 from .handlers import APIHandlers, as_negotiated
@@ -168,9 +168,11 @@ class APIServer:
         app = web.Application(middlewares=middlewares, client_max_size=4 * 1024 * 1024)
         live = [healthz.PING, healthz.Check("log", _passes), healthz.Check("etcd", _passes)]
         ready = [*live, healthz.Check("informer-sync", lambda: None if self.ready else "not ready")]
-        for path, checks in (("/healthz", live), ("/livez", live), ("/readyz", ready)):
+        self._health_checks = {"/healthz": live, "/livez": live, "/readyz": ready}
+        for path, checks in self._health_checks.items():
             healthz.install(app, path, lambda checks=checks: checks, self.slis)
         self.slis.install(app)
+        app.router.add_get("/", self._root_paths)
         app.router.add_get("/version", self._version)
         app.router.add_get("/version/", self._version)
         app.router.add_get("/metrics", self._metrics)
@@ -394,6 +396,22 @@ class APIServer:
         """A core/v1 object from the watch cache, for the token verifier."""
         entry = self.cache.get(self.index.get("", "v1", plural).key(namespace, name))
         return entry.obj if entry else None
+
+    async def _root_paths(self, request: web.Request) -> web.Response:
+        """routes.Index: the paths the server lists (its endpoints, each health check's, every group
+        and group/version it serves), sorted, as WriteRawJSON writes them."""
+        h = self.handlers
+        groups = discovery.with_extra_groups(discovery.api_group_list(self.index), h.extra_groups + h.aggregated_groups)
+        paths = {"/api", "/api/v1", "/apis", "/apis/", "/metrics", "/metrics/slis", "/openapi/v2", "/openapi/v3",
+                 "/openapi/v3/", "/version"}
+        for g in groups["groups"]:
+            paths.add(f"/apis/{g['name']}")
+            paths.update(f"/apis/{v['groupVersion']}" for v in g["versions"])
+        for path, checks in self._health_checks.items():
+            paths.add(path)
+            paths.update(f"{path}/{c.name}" for c in checks)
+        return web.Response(body=orjson.dumps({"paths": sorted(paths)}, option=orjson.OPT_INDENT_2),
+                            content_type="application/json")
 
     async def _version(self, request: web.Request) -> web.Response:
         """Indented, as WriteRawJSON writes a non-API object (json.MarshalIndent, two spaces)."""

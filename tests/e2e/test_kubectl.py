@@ -166,6 +166,12 @@ def test_get_scale_subresource_prints_desired_and_available(cluster, applied):
     assert available.isdigit()
 
 
+def test_get_raw_root_lists_paths(cluster):
+    paths = json.loads(cluster.kubectl("get", "--raw", "/").stdout)["paths"]
+    assert {"/api/v1", "/apis/scheduling.k8s.io/v1", "/livez/ping", "/version"} <= set(paths)
+    assert paths == sorted(paths)
+
+
 def test_server_side_apply_conflict(cluster, applied):
     manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa", "namespace": NS},
                 "data": {"owner": "alice"}}
