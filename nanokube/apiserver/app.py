@@ -41,6 +41,7 @@ from .http_errors import StatusAppRunner, http_exceptions, status_response
 from ..machinery.responses import error_response, json_response
 from .metrics import APIMetrics
 from .rest import SYSTEM, GenericREST, ResourceIndex, User, WriteOptions
+from .kubernetes_service import advertise_address
 from .systemnamespaces import SYSTEM_NAMESPACES
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,8 @@ VERSION = {
 _VERSION_BODY = orjson.dumps(VERSION, option=orjson.OPT_INDENT_2)
 
 PUBLIC_PATHS = {"/healthz", "/livez", "/readyz", "/version", "/version/"}
+OPENID_CONFIGURATION_PATH = "/.well-known/openid-configuration"
+JWKS_PATH = "/openid/v1/jwks"
 
 
 def _passes() -> None:
@@ -175,6 +178,9 @@ class APIServer:
         app.router.add_get("/", self._root_paths)
         app.router.add_get("/version", self._version)
         app.router.add_get("/version/", self._version)
+        for path, handler in self._issuer_discovery().items():
+            app.router.add_get(path, handler)
+            app.router.add_get(path + "/", handler)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/openapi/v2", self._openapi_v2)
         app.router.add_get("/openapi/v3", self._openapi_v3_index)
@@ -403,7 +409,7 @@ class APIServer:
         h = self.handlers
         groups = discovery.with_extra_groups(discovery.api_group_list(self.index), h.extra_groups + h.aggregated_groups)
         paths = {"/api", "/api/v1", "/apis", "/apis/", "/metrics", "/metrics/slis", "/openapi/v2", "/openapi/v3",
-                 "/openapi/v3/", "/version"}
+                 "/openapi/v3/", "/version", *self._issuer_discovery()}
         for g in groups["groups"]:
             paths.add(f"/apis/{g['name']}")
             paths.update(f"/apis/{v['groupVersion']}" for v in g["versions"])
@@ -412,6 +418,24 @@ class APIServer:
             paths.update(f"{path}/{c.name}" for c in checks)
         return web.Response(body=orjson.dumps({"paths": sorted(paths)}, option=orjson.OPT_INDENT_2),
                             content_type="application/json")
+
+    def _issuer_discovery(self) -> dict:
+        """ServiceAccountIssuerDiscovery's paths and handlers (none without a token issuer): the
+        OIDC discovery document and the key set, which names the address the server advertises."""
+        if self.tokens is None:
+            return {}
+        tokens, cache = self.tokens, {"Cache-Control": "public, max-age=3600"}
+
+        async def configuration(request: web.Request) -> web.Response:
+            jwks_uri = f"https://{advertise_address(self.host) or self.host}:{self.port}{JWKS_PATH}"
+            return web.Response(body=orjson.dumps(tokens.openid_configuration(jwks_uri)),
+                                headers={"Content-Type": "application/json", **cache})
+
+        async def jwks(request: web.Request) -> web.Response:
+            return web.Response(body=orjson.dumps(tokens.jwks()),
+                                headers={"Content-Type": "application/jwk-set+json", **cache})
+
+        return {OPENID_CONFIGURATION_PATH: configuration, JWKS_PATH: jwks}
 
     async def _version(self, request: web.Request) -> web.Response:
         """Indented, as WriteRawJSON writes a non-API object (json.MarshalIndent, two spaces)."""

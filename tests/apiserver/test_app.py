@@ -132,9 +132,10 @@ async def test_the_root_lists_the_served_paths_as_routes_index_does(server):
     response = await _exchange(s, ctx, b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     head, body = response.split(b"\r\n\r\n", 1)
     assert head.startswith(b"HTTP/1.1 200") and b"\r\nContent-Type: application/json\r\n" in head
-    assert body.startswith(b'{\n  "paths": [\n    "/api",\n    "/api/v1",\n    "/apis",\n    "/apis/",\n')
+    assert body.startswith(b'{\n  "paths": [\n    "/.well-known/openid-configuration",\n    "/api",\n    "/api/v1",\n')
     paths = orjson.loads(body)["paths"]
     assert paths == sorted(set(paths))
     assert {"/apis/apps", "/apis/apps/v1", "/apis/metrics.k8s.io/v1beta1", "/healthz/etcd", "/livez/ping",
-            "/readyz/informer-sync", "/metrics", "/metrics/slis", "/openapi/v2", "/openapi/v3", "/version"} <= set(paths)
+            "/readyz/informer-sync", "/metrics", "/metrics/slis", "/openapi/v2", "/openapi/v3", "/openid/v1/jwks",
+            "/version"} <= set(paths)
     assert "/apis/apps/v1beta1" not in paths and paths[-1] == "/version"

@@ -80,6 +80,20 @@ class ServiceAccountTokens:
         der = self.public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
         self.kid = _b64(hashlib.sha256(der).digest())
 
+    # --- issuer discovery -------------------------------------------------
+
+    def jwks(self) -> dict:
+        """The key set that verifies the tokens (/openid/v1/jwks): the P-256 public key as a JWK,
+        named by the tokens' kid."""
+        n = self.public.public_numbers()
+        return {"keys": [{"use": "sig", "kty": "EC", "kid": self.kid, "crv": "P-256", "alg": "ES256",
+                          "x": _b64(n.x.to_bytes(32, "big")), "y": _b64(n.y.to_bytes(32, "big"))}]}
+
+    def openid_configuration(self, jwks_uri: str) -> dict:
+        """The OIDC discovery document (/.well-known/openid-configuration), in upstream's field order."""
+        return {"issuer": self.issuer, "jwks_uri": jwks_uri, "response_types_supported": ["id_token"],
+                "subject_types_supported": ["public"], "id_token_signing_alg_values_supported": ["ES256"]}
+
     # --- issuing ----------------------------------------------------------
 
     def token_request(self, namespace: str, name: str, body: dict) -> dict:

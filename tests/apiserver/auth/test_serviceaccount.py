@@ -163,3 +163,61 @@ def test_tampered_and_foreign_tokens_are_refused(tokens, world, clock):
     assert tokens.authenticate(other.token_request("ns", "robot", {})["status"]["token"]) is None
     for junk in ("", "a.b", "a.b.c", f"{header}.{payload}.", "x" * 40):
         assert tokens.authenticate(junk) is None
+
+
+async def test_issuer_discovery_serves_the_keys_that_verify_tokens(tmp_path):
+    """ServiceAccountIssuerDiscovery over HTTP: the OIDC discovery document and the JWK set, which
+    service accounts may read (system:service-account-issuer-discovery) and anonymous may not; a
+    token's signature verifies with the served key its kid names."""
+    import asyncio
+    import json
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+    from kubernetes import client
+
+    from tests.served import served
+
+    async with served(tmp_path) as (server, api_client):
+        core = client.CoreV1Api(api_client)
+        await asyncio.to_thread(core.create_namespaced_service_account, "default", {"metadata": {"name": "reader"}})
+        token = (await asyncio.to_thread(core.create_namespaced_service_account_token, "reader", "default",
+                                         {"spec": {}})).status.token
+        ctx = ssl.create_default_context(cadata=server.pki.ca.cert_pem.decode())
+
+        def get(path: str, bearer: str | None):
+            request = urllib.request.Request(server.url + path,
+                                             headers={"Authorization": f"Bearer {bearer}"} if bearer else {})
+            try:
+                with urllib.request.urlopen(request, context=ctx, timeout=10) as r:
+                    return r.status, dict(r.headers), r.read()
+            except urllib.error.HTTPError as e:
+                return e.code, dict(e.headers), e.read()
+
+        code, headers, body = await asyncio.to_thread(get, "/.well-known/openid-configuration", token)
+        assert (code, headers["Content-Type"], headers["Cache-Control"]) == (200, "application/json", "public, max-age=3600")
+        assert json.loads(body) == {
+            "issuer": API_AUDIENCE, "jwks_uri": f"https://127.0.0.1:{server.port}/openid/v1/jwks",
+            "response_types_supported": ["id_token"], "subject_types_supported": ["public"],
+            "id_token_signing_alg_values_supported": ["ES256"]}
+        code, headers, body = await asyncio.to_thread(get, "/openid/v1/jwks/", token)
+        assert (code, headers["Content-Type"]) == (200, "application/jwk-set+json")
+        [key] = json.loads(body)["keys"]
+        assert {k: key[k] for k in ("use", "kty", "crv", "alg")} == {"use": "sig", "kty": "EC", "crv": "P-256", "alg": "ES256"}
+        head, claims, sig = token.split(".")
+        assert orjson.loads(_unb64(head))["kid"] == key["kid"]
+        public = ec.EllipticCurvePublicNumbers(int.from_bytes(_unb64(key["x"]), "big"), int.from_bytes(_unb64(key["y"]), "big"),
+                                               ec.SECP256R1()).public_key()
+        raw = _unb64(sig)
+        public.verify(encode_dss_signature(int.from_bytes(raw[:32], "big"), int.from_bytes(raw[32:], "big")),
+                      f"{head}.{claims}".encode(), ec.ECDSA(hashes.SHA256()))
+        code, _, body = await asyncio.to_thread(get, "/openid/v1/jwks", None)
+        assert code == 403 and json.loads(body)["message"] == \
+            'forbidden: User "system:anonymous" cannot get path "/openid/v1/jwks"'
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
