@@ -280,11 +280,13 @@ class EndpointSliceController(Controller):
     workers = 2
 
     def __init__(self, client, clock: Clock | None = None, informers: InformerFactory | None = None,
-                 max_endpoints_per_slice: int = MAX_ENDPOINTS_PER_SLICE):
+                 max_endpoints_per_slice: int = MAX_ENDPOINTS_PER_SLICE, endpoints_client=None):
+        """`endpoints_client` (else `client`) writes the Endpoints: upstream's endpoints controller,
+        whose client is endpoint-controller's, not this controller's."""
         super().__init__(client, informers=informers, **({"clock": clock} if clock else {}))
         self.max_per_slice = max_endpoints_per_slice
         self.slices = client.resource("discovery.k8s.io", "v1", "endpointslices")
-        self.endpoints = client.resource("", "v1", "endpoints")
+        self.endpoints = (endpoints_client or client).resource("", "v1", "endpoints")
         self.svc_inf = self.informer_factory.informer(client.resource("", "v1", "services"))
         self.pod_inf = self.informer_factory.informer(client.resource("", "v1", "pods"))
         self.slice_inf = self.informer_factory.informer(self.slices, label_selector=f"{MANAGED_BY_LABEL}={CONTROLLER_NAME}")

@@ -114,6 +114,7 @@ def build_controllers(client, clock: Clock = REAL, load_balancer_pool: str = DEF
     metrics = metrics or ControllerMetrics()
     options = {
         ServiceLBController: {"pool": load_balancer_pool},
+        EndpointSliceController: {"endpoints_client": client.named("endpoint-controller")},
         CronJobController: {"metrics": metrics},
         JobController: {"metrics": metrics},
         HPAController: options_from_env(),

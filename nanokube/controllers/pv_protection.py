@@ -36,10 +36,10 @@ class PVProtectionController(Controller):
         finalizers = md.get("finalizers") or []
         if PV_PROTECTION not in finalizers or (pv.get("status") or {}).get("phase") == "Bound":
             return
-        body = {"metadata": {"finalizers": [f for f in finalizers if f != PV_PROTECTION],
-                             "resourceVersion": md["resourceVersion"]}}
+        # an update, as upstream's removeFinalizer (its role may update volumes, not patch them)
+        body = {**pv, "metadata": {**md, "finalizers": [f for f in finalizers if f != PV_PROTECTION]}}
         try:
-            await self.pvs.patch(md["name"], body)
+            await self.pvs.update(body)
         except APIError as e:
             if e.code != 404:
                 raise

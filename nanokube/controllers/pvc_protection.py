@@ -92,10 +92,10 @@ class PVCProtectionController(Controller):
         finalizers = md.get("finalizers") or []
         if PVC_PROTECTION not in finalizers or await self.in_use(md["namespace"], md["name"]):
             return
-        body = {"metadata": {"finalizers": [f for f in finalizers if f != PVC_PROTECTION],
-                             "resourceVersion": md["resourceVersion"]}}
+        # an update, as upstream's removeFinalizer (its role may update claims, not patch them)
+        body = {**pvc, "metadata": {**md, "finalizers": [f for f in finalizers if f != PVC_PROTECTION]}}
         try:
-            await self.pvcs.patch(md["name"], body, namespace=md["namespace"])
+            await self.pvcs.update(body)
         except APIError as e:
             if e.code != 404:
                 raise

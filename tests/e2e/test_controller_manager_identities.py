@@ -107,12 +107,22 @@ def test_standalone_manager_signs_with_the_ca_it_is_given(bare, tmp_path):
 def test_controllers_act_as_their_service_accounts(bare):
     c = bare
     c.kubectl("create", "deployment", "sa-web", "--image=nginx", "--replicas=2")
+    c.kubectl("expose", "deployment", "sa-web", "--port=80")
+    c.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "sa-claim"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
     p = manager(c, c.data_dir / "kcm-sa.log", "--use-service-account-credentials")
     try:
         wait_for(lambda: c.kubectl("get", "deployment", "sa-web", "-o", "jsonpath={.status.readyReplicas}").stdout == "2",
                  90, "sa-web ready")
+        addresses = wait_for(lambda: c.kubectl("get", "endpoints", "sa-web", "-o",
+                                               "jsonpath={.subsets[*].addresses[*].ip}", check=False).stdout.split(),
+                             60, "sa-web's Endpoints")
+        c.kubectl("delete", "pvc", "sa-claim", "--wait=false")
+        wait_for(lambda: c.kubectl("get", "pvc", "sa-claim", check=False).returncode != 0, 60, "sa-claim gone")
     finally:
         stop(p)
+    assert len(addresses) == 2
     events = [json.loads(line) for line in (c.data_dir / "audit.log").read_text().splitlines()]
     creators = {e["user"]["username"] for e in events if e["verb"] == "create" and e["objectRef"]["resource"] == "pods"
                 and "subresource" not in e["objectRef"] and e["responseStatus"]["code"] == 201}
@@ -120,6 +130,12 @@ def test_controllers_act_as_their_service_accounts(bare):
     rs = {e["user"]["username"] for e in events if e["verb"] == "create" and e["objectRef"]["resource"] == "replicasets"
           and e["responseStatus"]["code"] == 201}
     assert rs == {"system:serviceaccount:kube-system:deployment-controller"}
+    # the legacy Endpoints are the endpoint controller's, the claim's finalizer the PVC protection controller's
+    writers = {(e["verb"], e["objectRef"]["resource"]): e["user"]["username"] for e in events
+               if e["objectRef"].get("name") in ("sa-web", "sa-claim") and e["responseStatus"]["code"] < 300
+               and e["verb"] in ("create", "update")}
+    assert writers["create", "endpoints"] == "system:serviceaccount:kube-system:endpoint-controller"
+    assert writers["update", "persistentvolumeclaims"] == "system:serviceaccount:kube-system:pvc-protection-controller"
     tokens = {e["objectRef"]["name"] for e in events if e["objectRef"].get("subresource") == "token"
               and e["objectRef"].get("namespace") == "kube-system"}
     assert {"replicaset-controller", "deployment-controller"} <= tokens

@@ -75,6 +75,12 @@ RULES: dict[str, list[dict]] = {
         _r(["get"], "*", "*/scale"),
         _EVENTS,
     ],
+    "endpoint-controller": [
+        _r(_RO, "", "services", "pods"),
+        _r(["get", "list", "watch", "create", "update", "delete"], "", "endpoints"),
+        _r(["create"], "", "endpoints/restricted"),
+        _EVENTS,
+    ],
     "endpointslice-controller": [
         _r(_RO, "", "services", "pods", "nodes"),
         _r(["update"], "", "services/finalizers"),

@@ -52,6 +52,10 @@ def test_roles_grant_what_upstreams_grant():
     assert not allowed(sa("deployment-controller"), "patch", "apps", "deployments")
     assert allowed(sa("service-account-controller"), "create", "", "serviceaccounts")
     assert not allowed(sa("namespace-controller"), "create", "", "serviceaccounts")
+    assert allowed(sa("endpoint-controller"), "create", "", "endpoints")
+    assert not allowed(sa("endpointslice-controller"), "create", "", "endpoints")
+    assert allowed(sa("pvc-protection-controller"), "update", "", "persistentvolumeclaims")
+    assert not allowed(sa("pvc-protection-controller"), "patch", "", "persistentvolumeclaims")
     assert allowed(sa("generic-garbage-collector"), "delete", "batch", "jobs")
     assert allowed(sa("node-controller"), "delete", "", "pods")
     assert allowed(sa("certificate-controller"), "update", "certificates.k8s.io", "certificatesigningrequests",
