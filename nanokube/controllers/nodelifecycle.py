@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from ..machinery.conditions import find_condition
 from ..machinery.errors import APIError
 from ..client.informer import InformerFactory
+from ..client.record import CoreEventRecorder
 from ..clock import REAL, Clock
 from .base import Controller
 
@@ -68,6 +69,9 @@ class NodeLifecycleController(Controller):
         self.nodes.add_handlers(self._node_changed, lambda _o, n: self._node_changed(n), self._node_deleted)
         self.leases.add_handlers(self._lease_changed, lambda _o, n: self._lease_changed(n))
         self._probes: dict[str, tuple[tuple, float]] = {}
+        #: the nodes seen, by name: their uids (upstream's knownNodeSet)
+        self._known: dict[str, str] = {}
+        self.recorder = CoreEventRecorder(client, "node-controller", clock)
 
     def informers(self):
         return [self.nodes, self.leases]
@@ -101,6 +105,7 @@ class NodeLifecycleController(Controller):
 
     def _node_deleted(self, node: dict) -> None:
         self._probes.pop(node["metadata"]["name"], None)
+        self.queue.add(node["metadata"]["name"])
 
     def _lease_changed(self, lease: dict) -> None:
         self._observe(lease["metadata"]["name"])
@@ -119,10 +124,20 @@ class NodeLifecycleController(Controller):
     async def sync(self, name) -> None:
         node = self.nodes.get(name)
         if node is None:
+            if (uid := self._known.pop(name, None)) is not None:
+                await self._node_event(name, uid, "RemovingNode", f"Removing Node {name} from Controller")
             return
+        if self._known.get(name) != node["metadata"]["uid"]:
+            self._known[name] = node["metadata"]["uid"]
+            await self._node_event(name, node["metadata"]["uid"], "RegisteredNode", f"Registered Node {name} in Controller")
         if ready_status(node) != "Unknown" and self.overdue(name):
             node = await self._mark_unknown(node)
         await self._taint(node)
+
+    async def _node_event(self, name: str, uid: str, reason: str, what: str) -> None:
+        """RecordNodeEvent: a Normal event on the Node, referenced by name and uid alone."""
+        ref = {"kind": "Node", "apiVersion": "v1", "metadata": {"name": name, "uid": uid}}
+        await self.recorder.emit(ref, "Normal", reason, f"Node {name} event: {what}")
 
     async def _mark_unknown(self, node: dict) -> dict:
         """Every condition the kubelet owns becomes Unknown; its heartbeat time stays."""

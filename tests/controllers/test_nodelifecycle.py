@@ -195,3 +195,29 @@ async def test_a_nodes_new_taint_queues_the_pods_on_it_from_the_shared_pod_infor
     finally:
         await factory.stop()
         await s.close()
+
+
+async def test_registered_and_removed_nodes_are_recorded_as_upstream_does(cluster):
+    """RecordNodeEvent from node-controller: RegisteredNode for each node it first sees, RemovingNode
+    once one is gone; Normal, on the Node by name and uid, in the default namespace."""
+    client, _ = cluster
+    nodes, events = client.resource("", "v1", "nodes"), client.resource("", "v1", "events")
+    uid = {n: (await nodes.get(n))["metadata"]["uid"] for n in ("gpu-0", "gpu-1")}
+
+    def by_reason(reason: str, count: int):
+        async def found():
+            got = [e for e in (await events.list(namespace="default"))[0] if e["reason"] == reason]
+            return got if len(got) >= count else None
+        return found
+
+    registered = await eventually(by_reason("RegisteredNode", 2))
+    assert sorted((e["involvedObject"]["name"], e["message"]) for e in registered) == [
+        ("gpu-0", "Node gpu-0 event: Registered Node gpu-0 in Controller"),
+        ("gpu-1", "Node gpu-1 event: Registered Node gpu-1 in Controller")]
+    e = next(e for e in registered if e["involvedObject"]["name"] == "gpu-0")
+    assert e["involvedObject"] == {"kind": "Node", "apiVersion": "v1", "name": "gpu-0", "uid": uid["gpu-0"]}
+    assert (e["type"], e["source"], e["count"]) == ("Normal", {"component": "node-controller"}, 1)
+    await nodes.delete("gpu-1")
+    [removed] = await eventually(by_reason("RemovingNode", 1))
+    assert (removed["involvedObject"]["uid"], removed["message"]) == (
+        uid["gpu-1"], "Node gpu-1 event: Removing Node gpu-1 from Controller")
