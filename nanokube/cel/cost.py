@@ -124,10 +124,10 @@ def self_comparing(size: int, strings: bool) -> int:
     return building_list(size * size, 2.1 if strings else 2)
 
 
-def regex_cost(text: int, pattern: int, plus_one: bool = False) -> int:
-    """A regex over a text: a tenth of the text (cel-go's matches and the Kubernetes library's find
-    and findAll add one character) times a quarter of the pattern."""
-    return _tenth(text + 1 if plus_one else text) * math.ceil(REGEX_FACTOR * pattern)
+def regex_cost(text: int, pattern: int) -> int:
+    """A regex over a text, as cel-go's matches and the Kubernetes library's find and findAll are
+    priced: a tenth of the text and one character, times a quarter of the pattern."""
+    return _tenth(text + 1) * math.ceil(REGEX_FACTOR * pattern)
 
 
 class Estimator:
@@ -203,7 +203,7 @@ class Estimator:
                 return args
             return args + self.operator(name, operands[0], operands[1])
         if name in ("matches", "find", "findAll") and len(operands) >= 2:
-            return args + regex_cost(self.sz(operands[0]), self.sz(operands[1]), plus_one=True)
+            return args + regex_cost(self.sz(operands[0]), self.sz(operands[1]))
         if name in ("contains", "startsWith", "endsWith") and len(operands) == 2:
             return args + string_test_cost(name, self.sz(operands[0]), self.sz(operands[1]))
         if name in _SETS and len(operands) == 2:
@@ -242,11 +242,11 @@ def actual_call_cost(name: str, args: tuple, result: Any = None) -> int:
     in PRICED_AFTER need `result`."""
     first = _actual_size(args[0]) if args else 1
     if name in ("find", "findAll") and len(args) >= 2:
-        return regex_cost(first, _actual_size(args[1]), plus_one=True)
+        return regex_cost(first, _actual_size(args[1]))
     if name in _SETS and len(args) == 2:
         return math.ceil(_SETS[name] * first * _actual_size(args[1])) + CALL_COST
     if name == "validate" and len(args) == 2:
-        return regex_cost(_actual_size(args[1]), FORMAT_REGEX_SIZE, plus_one=True)
+        return regex_cost(_actual_size(args[1]), FORMAT_REGEX_SIZE)
     if name in ("sort", "distinct"):
         return self_comparing(first, bool(args[0]) and isinstance(args[0][0], (str, bytes)))
     if name == "lists.range":

@@ -135,7 +135,7 @@ def report_match(text: object, pattern: object) -> bool:
     """MATCHES: a regex is about to run over a text, priced as cel-go's tracker prices it."""
     m = active()
     if m is not None and isinstance(text, str) and isinstance(pattern, str):
-        m.charge(regex_cost(len(text), len(pattern), plus_one=True))
+        m.charge(regex_cost(len(text), len(pattern)))
     return True
 
 
