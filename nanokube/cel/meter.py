@@ -6,11 +6,13 @@ metered form (see `desugar.Printer(metered=True)`): `all` and `exists`, which
 stop at the first element that decides them, report each iteration as it
 starts; any other comprehension how many elements it is about to range over;
 every size-dependent library call implemented in Python its price on the
-actual values (`cost.actual_call_cost`), and each operator of the engine's
-on `dyn` operands (concatenation, comparison, `in`) its price on theirs. The meter adds those to the estimate
-of the rest and stops the evaluation (a CELError from inside the engine) as
-soon as the total passes the limit, as cel-go's cost tracker cancels it;
-nothing expensive runs first, since an iteration is charged before it runs.
+actual values (`cost.actual_call_cost`); the engine's `contains`, `startsWith`,
+`endsWith` and `matches`, and its operators on `dyn` operands (concatenation,
+comparison, `in`), theirs. The meter adds those to the estimate of the rest
+and stops the evaluation (a CELError from inside the engine) as soon as the
+total passes the limit, as cel-go's cost tracker cancels it; nothing
+expensive runs first, since an iteration or a call is charged before it runs
+(flatten, priced on its result, after).
 
 The estimate of the rest, and each comprehension's cost per iteration, use
 the types' size bounds; the first time they would pass the limit they are
