@@ -419,13 +419,13 @@ def _seccomp_annotation(value: str, path: str) -> list[FieldError]:
     return [invalid(path, value, "must be a valid seccomp profile")]
 
 
-def _pod_specific_annotations(annotations: dict, spec: dict, allow_invalid_cost: bool = False) -> list[FieldError]:
+def _pod_specific_annotations(annotations: dict, spec: dict, allow_invalid_cost: bool = False,
+                              path: str = "metadata.annotations") -> list[FieldError]:
     """ValidatePodSpecificAnnotations: a mirror pod is bound, a deletion cost an int32, the
     deprecated seccomp annotations name profiles (reported at metadata.annotations.<key>, as
     upstream's Child does), the deprecated AppArmor ones a container of the pod and a profile."""
     if not annotations:
         return []
-    path = "metadata.annotations"
     errs: list[FieldError] = []
     if subresources.MIRROR in annotations and not spec.get("nodeName"):
         errs.append(invalid(f"{path}[{subresources.MIRROR}]", annotations[subresources.MIRROR], "must set spec.nodeName if mirror pod annotation is set"))
@@ -476,7 +476,7 @@ def _seccomp_matches(annotation: str, profile: dict, path: str) -> list[FieldErr
     return []
 
 
-def _seccomp_annotations_match(annotations: dict, spec: dict) -> list[FieldError]:
+def _seccomp_annotations_match(annotations: dict, spec: dict, path: str = "spec") -> list[FieldError]:
     """validateSeccompAnnotationsAndFields (on create): the pod's and each container's own
     seccompProfile agree with the deprecated annotations."""
     if not any(k.startswith((_SECCOMP_POD, _SECCOMP_CONTAINER)) for k in annotations):
@@ -484,13 +484,13 @@ def _seccomp_annotations_match(annotations: dict, spec: dict) -> list[FieldError
     errs: list[FieldError] = []
     profile = (spec.get("securityContext") or {}).get("seccompProfile")
     if profile is not None and _SECCOMP_POD in annotations:
-        errs += _seccomp_matches(annotations[_SECCOMP_POD], profile, "spec.securityContext.seccompProfile")
+        errs += _seccomp_matches(annotations[_SECCOMP_POD], profile, f"{path}.securityContext.seccompProfile")
     for kind in _CONTAINER_KINDS:
         for i, c in enumerate(spec.get(kind) or ()):
             profile = (c.get("securityContext") or {}).get("seccompProfile")
             annotation = annotations.get(_SECCOMP_CONTAINER + (c.get("name") or ""))
             if profile is not None and annotation is not None:
-                errs += _seccomp_matches(annotation, profile, f"spec.{kind}[{i}].securityContext.seccompProfile")
+                errs += _seccomp_matches(annotation, profile, f"{path}.{kind}[{i}].securityContext.seccompProfile")
     return errs
 _APPARMOR_VALUES = {"Unconfined": "unconfined", "RuntimeDefault": "runtime/default"}
 
@@ -701,14 +701,25 @@ def _validate_scheduling_group(spec: dict, path: str) -> list[FieldError]:
 
 
 def validate_pod_template(template: dict, path: str, old_ips: tuple[str, ...] = ()) -> list[FieldError]:
-    """A PodTemplateSpec inside a workload (Deployment, ReplicaSet, Job); `old_ips`, the old
-    template's pod_spec_ips on update, stand unchecked."""
+    """ValidatePodTemplateSpec, for a workload's template (Deployment, ReplicaSet, Job): labels and
+    annotations at the template's own path (<path>.labels, not metadata.labels, as upstream's), the
+    pod-specific annotations, the spec, seccomp annotations against fields, no ephemeral containers;
+    `old_ips`, the old template's pod_spec_ips on update, stand unchecked."""
     from ..machinery.validation import validate_annotations, validate_labels
 
     md = template.get("metadata") or {}
-    errs = validate_labels(md.get("labels"), f"{path}.metadata.labels")
-    errs += validate_annotations(md.get("annotations"), f"{path}.metadata.annotations")
-    return errs + validate_pod_spec(template.get("spec") or {}, f"{path}.spec", old_ips)
+    spec = template.get("spec") or {}
+    annotations = md.get("annotations")
+    errs = validate_labels(md.get("labels"), f"{path}.labels")
+    errs += validate_annotations(annotations, f"{path}.annotations")
+    if annotations:
+        errs += _pod_specific_annotations(annotations, spec, path=f"{path}.annotations")
+    errs += validate_pod_spec(spec, f"{path}.spec", old_ips)
+    if annotations:
+        errs += _seccomp_annotations_match(annotations, spec, f"{path}.spec")
+    if spec.get("ephemeralContainers"):
+        errs.append(forbidden(f"{path}.spec.ephemeralContainers", "ephemeral containers not allowed in pod template"))
+    return errs
 
 
 def validate_pod_update(new: dict, old: dict) -> list[FieldError]:

@@ -589,3 +589,29 @@ async def test_the_status_column_reads_the_first_initialized_condition(core):
     table = json.loads(r.read())
     status = [c["name"] for c in table["columnDefinitions"]].index("Status")
     assert [row["cells"][status] for row in table["rows"]] == ["Init:0/1"]
+
+
+async def test_over_http_a_workload_template_as_validate_pod_template_spec(tmp_path):
+    """ValidatePodTemplateSpec: the template's labels and annotations at <template>.labels and
+    <template>.annotations (not metadata.*), its pod-specific annotations, the seccomp annotations
+    against the fields, and no ephemeral containers."""
+    from tests.served import served
+
+    labels = {"app": "web"}
+    template = {"metadata": {"labels": {**labels, "bad key": "x"}, "annotations": {
+                    "controller.kubernetes.io/pod-deletion-cost": "1.5",
+                    "seccomp.security.alpha.kubernetes.io/pod": "unconfined"}},
+                "spec": {"securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+                         "containers": [{"name": "c", "image": "nginx"}],
+                         "ephemeralContainers": [{"name": "e", "image": "busybox"}]}}
+    body = {"metadata": {"name": "web"}, "spec": {"selector": {"matchLabels": labels}, "template": template}}
+    async with served(tmp_path) as (_, api_client):
+        with pytest.raises(ApiException) as e:
+            await _call(client.AppsV1Api(api_client).create_namespaced_deployment, "default", body)
+    assert e.value.status == 422
+    t = "spec.template"
+    assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [
+        (f"{t}.labels", f'Invalid value: "bad key": {QUALIFIED}'),
+        (f"{t}.annotations[controller.kubernetes.io/pod-deletion-cost]", 'Invalid value: "1.5": must be a 32bit integer'),
+        (f"{t}.spec.securityContext.seccompProfile.type", "Forbidden: seccomp type in annotation and field must match"),
+        (f"{t}.spec.ephemeralContainers", "Forbidden: ephemeral containers not allowed in pod template")]
