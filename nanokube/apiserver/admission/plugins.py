@@ -11,7 +11,7 @@ from ...registry.base import Resource
 from ...machinery.validation import forbidden
 from ...machinery import errors
 from ...machinery.podgroups import PODGROUP_PROTECTION
-from ..auth.restriction import attest, certificate_signers, node_restriction
+from ..auth.restriction import attest, certificate_signers, node_restriction, pod_certificate_signer
 from .lookup import Listing
 
 #: NamespaceLifecycle refuses to delete these
@@ -158,13 +158,21 @@ class BuiltinPlugins:
 
 class CertificateSigners:
     """CertificateApproval and CertificateSigning (restriction.certificate_signers) on writes through a
-    CertificateSigningRequest's /approval and /status, once the server's authorizer is known."""
+    CertificateSigningRequest's /approval and /status, once the server's authorizer is known; and the
+    PodCertificateRequest status strategy's `sign` check (restriction.pod_certificate_signer), which
+    needs the authorizer too and comes, as upstream's, after the status validation."""
 
-    validates = frozenset({("certificates.k8s.io", "certificatesigningrequests")})
+    validates = frozenset({("certificates.k8s.io", "certificatesigningrequests"),
+                           ("certificates.k8s.io", "podcertificaterequests")})
 
     def __init__(self, plugins: BuiltinPlugins) -> None:
         self.plugins = plugins
 
     def validate(self, a) -> None:
-        if self.plugins.authorizer is not None and a.operation == "UPDATE" and a.old is not None:
+        if self.plugins.authorizer is None or a.operation != "UPDATE" or a.old is None:
+            return
+        if a.res.plural == "podcertificaterequests":
+            if a.subresource == "status":
+                pod_certificate_signer(self.plugins.authorizer, a.obj, a.old, a.opts.user)
+        else:
             certificate_signers(self.plugins.authorizer, a.subresource, a.obj, a.old, a.opts.user)

@@ -7,6 +7,7 @@ signer needs `attest` on that signer), CertificateApproval and CertificateSignin
 from __future__ import annotations
 
 from ...machinery import errors
+from ...machinery.validation import forbidden
 from .authorizer import Attributes
 from .node import LEASE_NAMESPACE, node_of
 
@@ -120,3 +121,16 @@ def certificate_signers(authorizer, subresource: str, obj: dict, old: dict, user
         return
     if not authorized_for_signer(authorizer, user, verb, signer):
         raise _forbidden(CERTS, "certificatesigningrequests", obj, f'user not permitted to {verb} requests with signerName "{signer}"')
+
+
+def pod_certificate_signer(authorizer, obj: dict, old: dict, user) -> None:
+    """The PodCertificateRequest status strategy's check (upstream's is in its registry, after the
+    status validation, not in CertificateSigning admission): any change to the status needs `sign`
+    on the stored signer; refused as Invalid on spec.signerName."""
+    if (obj.get("status") or {}) == (old.get("status") or {}):
+        return
+    signer = (old.get("spec") or {}).get("signerName") or ""
+    if not authorized_for_signer(authorizer, user, "sign", signer):
+        raise errors.invalid(CERTS, "PodCertificateRequest", (obj.get("metadata") or {}).get("name", ""), [
+            forbidden("spec.signerName", f'User "{user.name}" is not permitted to "sign" for signer "{signer}"')])
+

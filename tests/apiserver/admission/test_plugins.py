@@ -121,3 +121,54 @@ async def test_namespace_lifecycle_keeps_the_immortal_namespaces(core):
     await asyncio.to_thread(core.create_namespace, {"metadata": {"name": "mortal"}})
     gone = await asyncio.to_thread(core.delete_namespace, "mortal")
     assert (gone["metadata"]["name"], gone["status"]["phase"]) == ("mortal", "Terminating")
+
+
+async def test_pod_certificate_request_status_needs_sign_for_its_signer(tmp_path):
+    """The PodCertificateRequest status strategy's check: a /status write that changes the status needs
+    `sign` on signers/<signerName> (or <domain>/*), refused as Invalid on spec.signerName; a write that
+    changes nothing needs only the update."""
+    from tests.registry.test_certificates import pcr
+
+    async with served(tmp_path) as (_, api_client):
+        rbac = client.RbacAuthorizationV1Api(api_client)
+
+        async def grant(name: str, rules: list) -> None:
+            await asyncio.to_thread(rbac.create_cluster_role, {"metadata": {"name": name}, "rules": rules})
+            await asyncio.to_thread(rbac.create_cluster_role_binding, {
+                "metadata": {"name": name}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                                        "name": name},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "dave"}]})
+        await grant("pcr-writer", [{"apiGroups": ["certificates.k8s.io"], "verbs": ["get", "update"],
+                                    "resources": ["podcertificaterequests", "podcertificaterequests/status"]}])
+        await asyncio.to_thread(client.CustomObjectsApi(api_client).create_namespaced_custom_object,
+                                "certificates.k8s.io", "v1", "default", "podcertificaterequests",
+                                {"apiVersion": "certificates.k8s.io/v1", "kind": "PodCertificateRequest", **pcr()})
+        dave_client = client.ApiClient(api_client.configuration)
+        dave_client.set_default_header("Impersonate-User", "dave")
+        dave = client.CustomObjectsApi(dave_client)
+
+        async def status(deny: bool) -> dict:
+            cur = await asyncio.to_thread(dave.get_namespaced_custom_object, "certificates.k8s.io", "v1", "default",
+                                          "podcertificaterequests", "req-x7")
+            if deny:
+                cur["status"] = {"conditions": [{"type": "Denied", "status": "True", "reason": "Nope", "message": "no",
+                                                 "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+            return await asyncio.to_thread(dave.replace_namespaced_custom_object_status, "certificates.k8s.io", "v1",
+                                           "default", "podcertificaterequests", "req-x7", cur)
+
+        unchanged = await status(False)
+        with pytest.raises(ApiException) as e:
+            await status(True)
+        await grant("pcr-signer", [{"apiGroups": ["certificates.k8s.io"], "verbs": ["sign"], "resources": ["signers"],
+                                    "resourceNames": ["example.com/*"]}])
+        denied = await status(True)
+    assert "status" not in unchanged or not unchanged["status"].get("conditions")
+    body = json.loads(e.value.body)
+    assert (e.value.status, body["reason"]) == (422, "Invalid")
+    assert body["message"] == ('PodCertificateRequest.certificates.k8s.io "req-x7" is invalid: spec.signerName: '
+                               'Forbidden: User "dave" is not permitted to "sign" for signer '
+                               '"example.com/workload-identity"')
+    assert body["details"]["causes"] == [{"reason": "FieldValueForbidden", "field": "spec.signerName", "message":
+                                          'Forbidden: User "dave" is not permitted to "sign" for signer '
+                                          '"example.com/workload-identity"'}]
+    assert [c["type"] for c in denied["status"]["conditions"]] == ["Denied"]
