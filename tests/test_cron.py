@@ -28,6 +28,12 @@ def test_fields_descriptors_and_names():
     assert nexts("@every 90m", 2) == ["2026-03-29T01:00:00+00:00", "2026-03-29T02:30:00+00:00"]
 
 
+def test_every_runs_whole_seconds_and_at_least_one_as_robfigs_every():
+    assert nexts("@every 1m30.9s", 2) == ["2026-03-28T23:31:30+00:00", "2026-03-28T23:33:00+00:00"]
+    assert nexts("@every 1.5ms", 2) == ["2026-03-28T23:30:01+00:00", "2026-03-28T23:30:02+00:00"]
+    assert nexts("@every -1h", 1) == ["2026-03-28T23:30:01+00:00"]
+
+
 def test_day_of_month_or_day_of_week_when_both_are_restricted():
     assert nexts("0 0 1 * SUN", 2) == ["2026-03-29T00:00:00+00:00", "2026-04-01T00:00:00+00:00"]
 
@@ -50,6 +56,8 @@ def test_time_zones_and_dst():
     ("*/2/3 * * * *", "too many slashes: */2/3"),
     ("* * L * *", 'failed to parse int from L: strconv.Atoi: parsing "L": invalid syntax'),
     ("@sometimes", "unrecognized descriptor: @sometimes"),
+    ("@every 5", 'failed to parse duration @every 5: time: missing unit in duration "5"'),
+    ("@every 1d", 'failed to parse duration @every 1d: time: unknown unit "d" in duration "1d"'),
     ("TZ=Mars/Base * * * * *", "provided bad location Mars/Base: unknown time zone Mars/Base"),
 ])
 def test_errors_carry_robfigs_text(spec, message):

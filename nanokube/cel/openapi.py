@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from .. import schema as definitions
+from ..machinery import goduration
 from .types import (
     BOOL, DOUBLE, DURATION, DYN, INT, MAX_REQUEST_SIZE, STRING, TIMESTAMP, Type, list_of, map_of,
 )
@@ -189,21 +190,5 @@ def to_cel(value: Any, s: dict | None, root: bool = False) -> Any:
     return value
 
 
-_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
-
-
 def _duration(s: str) -> datetime.timedelta:
-    sign = -1 if s.startswith("-") else 1
-    body = s.lstrip("+-")
-    if body == "0":
-        return datetime.timedelta(0)
-    pos, total = 0, 0.0
-    for m in _DURATION.finditer(body):
-        if m.start() != pos:
-            raise ValueError(s)
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
-    if pos != len(body) or not body:
-        raise ValueError(s)
-    return datetime.timedelta(seconds=sign * total)
+    return datetime.timedelta(seconds=goduration.parse(s))

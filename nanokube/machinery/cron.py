@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from cronsim import CronSim, CronSimError
 
+from . import goduration
+
 _DESCRIPTORS = {
     "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",
     "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
@@ -25,8 +27,6 @@ _MONTHS = {m: i + 1 for i, m in enumerate("jan feb mar apr may jun jul aug sep o
 _DAYS = {d: i for i, d in enumerate("sun mon tue wed thu fri sat".split())}
 #: (min, max, names) of minute, hour, day of month, month, day of week
 _BOUNDS = ((0, 59, {}), (0, 23, {}), (1, 31, {}), (1, 12, _MONTHS), (0, 6, _DAYS))
-_GO_DURATION = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
-_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 class ScheduleError(ValueError):
@@ -57,7 +57,7 @@ class Schedule:
         for a schedule that never fires. A wall time a DST jump skips is not
         run (robfig), where cron would run it after the jump."""
         if self.every:
-            return float(int(after) + max(1, round(self.every)))
+            return float(int(after) + self.every)
         start = dt.datetime.fromtimestamp(int(after), self.zone or zone)
         try:
             for t in CronSim(self.expression, start):
@@ -90,7 +90,7 @@ def parse(spec: str) -> Schedule:
         spec = spec[space:].strip() if space > 0 else ""
     if spec.startswith("@"):
         if spec.startswith("@every "):
-            return Schedule("", zone, _go_duration(spec[len("@every "):], spec))
+            return Schedule("", zone, _every(spec[len("@every "):], spec))
         if spec not in _DESCRIPTORS:
             raise ScheduleError(f"unrecognized descriptor: {spec}")
         spec = _DESCRIPTORS[spec]
@@ -146,8 +146,10 @@ def _value(text: str, names: dict) -> int:
     return int(text)
 
 
-def _go_duration(text: str, spec: str) -> float:
-    """time.ParseDuration of @every's argument (positive units only)."""
-    if not text or _GO_DURATION.sub("", text):
-        raise ScheduleError(f"failed to parse duration {spec}: time: invalid duration \"{text}\"")
-    return sum(float(n) * _UNIT[u] for n, u in _GO_DURATION.findall(text))
+def _every(text: str, spec: str) -> float:
+    """@every's period: time.ParseDuration, then robfig's Every (whole seconds, at least one)."""
+    try:
+        seconds = goduration.parse(text)
+    except ValueError as e:
+        raise ScheduleError(f"failed to parse duration {spec}: {e}") from None
+    return max(1.0, float(int(seconds)))
