@@ -25,9 +25,11 @@ class NamespaceController(Controller):
         return [self.inf]
 
     def _namespaced(self):
+        """The namespaced resources to empty: those discovery says support list and delete, as
+        upstream's deleter filters them (a review or other create-only kind answers 405)."""
         seen = set()
         for r in self.client.resources():
-            if not r.namespaced or r.storage_alias or r.group_resource in seen:
+            if not r.namespaced or r.storage_alias or r.group_resource in seen or not {"list", "delete"} <= set(r.verbs):
                 continue
             seen.add(r.group_resource)
             yield self.client.resource(r.group, r.versions[0], r.plural)

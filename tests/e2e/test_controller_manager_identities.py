@@ -111,6 +111,8 @@ def test_controllers_act_as_their_service_accounts(bare):
     c.kubectl("apply", "-f", "-", input=json.dumps({
         "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "sa-claim"},
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
+    c.kubectl("create", "namespace", "sa-gone")
+    c.kubectl("create", "configmap", "leftover", "-n", "sa-gone", "--from-literal=a=b")
     p = manager(c, c.data_dir / "kcm-sa.log", "--use-service-account-credentials")
     try:
         wait_for(lambda: c.kubectl("get", "deployment", "sa-web", "-o", "jsonpath={.status.readyReplicas}").stdout == "2",
@@ -120,6 +122,9 @@ def test_controllers_act_as_their_service_accounts(bare):
                              60, "sa-web's Endpoints")
         c.kubectl("delete", "pvc", "sa-claim", "--wait=false")
         wait_for(lambda: c.kubectl("get", "pvc", "sa-claim", check=False).returncode != 0, 60, "sa-claim gone")
+        # the namespace controller empties a deleted namespace (only kinds that can be listed and deleted)
+        c.kubectl("delete", "namespace", "sa-gone", "--wait=false")
+        wait_for(lambda: c.kubectl("get", "namespace", "sa-gone", check=False).returncode != 0, 60, "sa-gone gone")
     finally:
         stop(p)
     assert len(addresses) == 2
@@ -136,6 +141,9 @@ def test_controllers_act_as_their_service_accounts(bare):
                and e["verb"] in ("create", "update")}
     assert writers["create", "endpoints"] == "system:serviceaccount:kube-system:endpoint-controller"
     assert writers["update", "persistentvolumeclaims"] == "system:serviceaccount:kube-system:pvc-protection-controller"
+    emptied = {e["user"]["username"] for e in events if e["verb"] == "delete" and e["objectRef"].get("name") == "leftover"
+               and e["responseStatus"]["code"] == 200}
+    assert emptied == {"system:serviceaccount:kube-system:namespace-controller"}
     tokens = {e["objectRef"]["name"] for e in events if e["objectRef"].get("subresource") == "token"
               and e["objectRef"].get("namespace") == "kube-system"}
     assert {"replicaset-controller", "deployment-controller"} <= tokens
