@@ -120,6 +120,17 @@ def controller_manager(args, election: LeaderElectionConfig) -> dict:
             "LeaderMigrationEnabled": False,
             "LeaderMigration": {"LeaderName": "", "ResourceLock": "", "ControllerLeaders": None},
         },
+        "CSRSigningController": {
+            "ClusterSigningCertFile": args.cluster_signing_cert_file,
+            "ClusterSigningKeyFile": args.cluster_signing_key_file,
+            **{f"{section}SignerConfiguration": {
+                "CertFile": getattr(args, f"cluster_signing_{stem}_cert_file"),
+                "KeyFile": getattr(args, f"cluster_signing_{stem}_key_file")}
+               for section, stem in (("KubeletServing", "kubelet_serving"), ("KubeletClient", "kubelet_client"),
+                                     ("KubeAPIServerClient", "kube_apiserver_client"),
+                                     ("LegacyUnknown", "legacy_unknown"))},
+            "ClusterSigningDuration": _duration(args.signing_duration),
+        },
         "HPAController": {
             "ConcurrentHorizontalPodAutoscalerSyncs": HPAController.workers,
             "HorizontalPodAutoscalerSyncPeriod": _duration(hpa["sync_period"]),

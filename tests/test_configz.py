@@ -41,7 +41,12 @@ def test_a_configuration_file_is_served_defaulted_under_go_names():
 
 
 def test_the_controller_manager_serves_its_flags():
-    args = argparse.Namespace(bind_address="127.0.0.1", secure_port=10257, controllers="*,-job")
+    files = {f"cluster_signing_{stem}_{part}_file": "" for stem in ("kubelet_serving", "kubelet_client",
+                                                                     "kube_apiserver_client", "legacy_unknown")
+             for part in ("cert", "key")}
+    args = argparse.Namespace(bind_address="127.0.0.1", secure_port=10257, controllers="*,-job", **files,
+                              cluster_signing_cert_file="/ca.crt", cluster_signing_key_file="/ca.key",
+                              signing_duration=8760 * 3600.0)
     got = configz.controller_manager(args, LeaderElectionConfig(resource_name="kube-controller-manager"))
     generic = got["kubecontrollermanager.config.k8s.io"]["Generic"]
     assert (generic["Address"], generic["Port"], generic["Controllers"]) == ("127.0.0.1", 10257, ["*", "-job"])
@@ -49,3 +54,8 @@ def test_the_controller_manager_serves_its_flags():
     hpa = got["kubecontrollermanager.config.k8s.io"]["HPAController"]
     assert hpa["HorizontalPodAutoscalerSyncPeriod"] == "15s"
     assert hpa["HorizontalPodAutoscalerDownscaleStabilizationWindow"] == "5m0s"
+    assert got["kubecontrollermanager.config.k8s.io"]["CSRSigningController"] == {
+        "ClusterSigningCertFile": "/ca.crt", "ClusterSigningKeyFile": "/ca.key",
+        **{f"{s}SignerConfiguration": {"CertFile": "", "KeyFile": ""}
+           for s in ("KubeletServing", "KubeletClient", "KubeAPIServerClient", "LegacyUnknown")},
+        "ClusterSigningDuration": "8760h0m0s"}
