@@ -25,6 +25,7 @@ something is wrong.
 from __future__ import annotations
 
 import binascii
+import datetime
 import functools
 import re
 from typing import Any, Callable
@@ -36,6 +37,9 @@ _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
 _RFC3339_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})")
 _RFC3339 = "2006-01-02T15:04:05Z07:00"
+#: metav1.MicroTime's layout: exactly six fraction digits (Time takes any number, or none)
+_RFC3339_MICRO = "2006-01-02T15:04:05.000000Z07:00"
+_MICRO_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(?:Z|[+-]\d{2}:\d{2})")
 _B64_ALPHABET = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
 
 #: definitions whose Go type keeps raw JSON of any shape
@@ -46,6 +50,7 @@ _ARBITRARY = frozenset({
 })
 _INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
 _QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
+_MICRO_TIME = "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime"
 
 # A path is a linked tuple (parent, segment, struct): segment is a field name
 # (str), a list index (int) or a map key (1-tuple); struct is the Go struct
@@ -141,6 +146,8 @@ class _Compiler:
             return _zero(_int_or_string, lambda: 0)
         if name == _QUANTITY:
             return _zero(_quantity, lambda: "0")
+        if name == _MICRO_TIME:
+            return _micro_time
         return self.node(k8s.definitions()[name], _go_name(name))[0]
 
     def node(self, node: dict[str, Any], struct: str = "") -> tuple[Checker, str]:
@@ -276,6 +283,31 @@ def _date_time(v: Any, path: Path, res: _Result) -> None:
             if len(_GOOD_TIMES) >= 4096:
                 _GOOD_TIMES.clear()
             _GOOD_TIMES.add(second)
+
+
+def _micro_time(v: Any, path: Path, res: _Result) -> str | None:
+    """MicroTime.UnmarshalJSON parses with RFC3339Micro: the fraction must have six digits.
+    Returns the UTC form (what MicroTime marshals) of a good time written in another zone."""
+    if type(v) is not str or _MICRO_RE.fullmatch(v) is not None:
+        errors = len(res.errors)
+        _date_time(v, path, res)
+        if type(v) is not str or v[-1] == "Z" or not res.nulls or len(res.errors) > errors:
+            return None
+        return datetime.datetime.fromisoformat(v).astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if _RFC3339_RE.fullmatch(v) is None:
+        res.errors.append(f'parsing time "{v}" as "{_RFC3339_MICRO}": cannot parse "{v}" as "2006"')
+        return None
+    # Go reports a field out of range as it reaches it, before the fraction (the day is checked last)
+    problem = _out_of_range(v)
+    if problem in ("month", "hour", "minute", "second"):
+        res.errors.append(f'parsing time "{v}": {problem} out of range')
+        return None
+    rest = v[19:]
+    if len(rest) - len(rest.lstrip(".0123456789")) < 7:
+        res.errors.append(f'parsing time "{v}" as "{_RFC3339_MICRO}": cannot parse "{rest}" as ".000000"')
+    else:
+        res.errors.append(f'parsing time "{v}" as "{_RFC3339_MICRO}": cannot parse "{rest[7:]}" as "Z07:00"')
+    return None
 
 
 #: recent valid times (a fractional UTC time by its second): the writes of one second

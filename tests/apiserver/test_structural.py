@@ -1,5 +1,7 @@
+import asyncio
 import copy
 
+import orjson
 import pytest
 
 from nanokube import schema
@@ -178,3 +180,36 @@ def test_prune_drops_unknown_fields_and_keeps_the_rest():
     assert pruned["spec"]["containers"][0]["resources"] == obj["spec"]["containers"][0]["resources"]
     assert pruned["metadata"]["managedFields"] == [{"fieldsV1": {"f:anything": {}}}]
     assert st.check(pruned, POD, True) == ([], [])
+
+
+
+async def _post_lease(api, lease: dict) -> tuple[int, dict]:
+    """POST a Lease body as sent (the client's V1Lease model would reformat its times)."""
+    def send():
+        request = api.param_serialize("POST", "/apis/coordination.k8s.io/v1/namespaces/default/leases", body=lease,
+                                      header_params={"Content-Type": "application/json", "Accept": "application/json"})
+        response = api.call_api(*request[:4])
+        response.read()
+        return response.status, orjson.loads(response.data)
+    return await asyncio.to_thread(send)
+
+
+@pytest.mark.parametrize("renew, rest, layout", [
+    ("2025-01-02T03:04:05Z", "Z", ".000000"),
+    ("2025-01-02T03:04:05.123Z", ".123Z", ".000000"),
+    ("2025-01-02T03:04:05.123456789Z", "789Z", "Z07:00"),
+])
+async def test_a_micro_time_needs_six_fraction_digits(tmp_path, renew, rest, layout):
+    """MicroTime decodes with RFC3339Micro only (a Time takes any fraction): a Lease's renewTime with
+    none, three or nine digits is a 400 naming the layout; six digits in another zone are served in UTC."""
+    from tests.served import served
+
+    async with served(tmp_path) as (_, api):
+        code, got = await _post_lease(api, {"metadata": {"name": "l"}, "spec": {"renewTime": renew}})
+        assert code == 400 and got["reason"] == "BadRequest", got
+        assert got["message"] == (
+            f'Lease in version "v1" cannot be handled as a Lease: parsing time "{renew}" as '
+            f'"2006-01-02T15:04:05.000000Z07:00": cannot parse "{rest}" as "{layout}"')
+        code, got = await _post_lease(
+            api, {"metadata": {"name": "l"}, "spec": {"renewTime": "2025-01-02T03:04:05.123456+02:00"}})
+        assert code == 201 and got["spec"]["renewTime"] == "2025-01-02T01:04:05.123456Z", got
