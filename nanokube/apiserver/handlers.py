@@ -27,6 +27,7 @@ from .audit import RESPONSE_OBJECT
 from .auth.authorizer import USER
 from .rest import GenericREST, ResourceIndex, User, WriteOptions
 from ..machinery.responses import dumps, error_response, json_response
+from ..machinery.selectors import field_requirements, parse_label_selector
 from .options import (
     APPLY_PATCH,
     delete_options,
@@ -160,11 +161,16 @@ def _maybe_bool(q, name: str) -> bool | None:
 
 
 def _collection_options(q) -> dict:
-    """A DELETECOLLECTION's ListOptions, decoded (400) and judged (SetListOptionsDefaults and
+    """A DELETECOLLECTION's ListOptions, decoded (400, selectors included) and judged (SetListOptionsDefaults and
     ValidateListOptions, a 422) before its body is read, as delete.go does; the list it deletes
     is read with them (a page of `limit`, from a resourceVersion or a continue token)."""
     limit = max(integer(q, "limit") or 0, 0)
     integer(q, "timeoutSeconds")
+    # the selectors parse while the options convert to their internal form (a 400 before the 422); the
+    # field labels are converted after validation, when the list reads them
+    if q.get("labelSelector"):
+        parse_label_selector(q["labelSelector"])
+    field_requirements(q.get("fieldSelector", ""))
     watch, rv, cont = _bool(q.get("watch")), q.get("resourceVersion", ""), q.get("continue", "")
     match, sie = q.get("resourceVersionMatch", ""), _maybe_bool(q, "sendInitialEvents")
     if watch:

@@ -286,6 +286,14 @@ async def test_a_delete_collection_judges_its_list_options_before_its_body_and_l
                                             'resourceVersionMatch is forbidden unless resourceVersion is provided'),
         ("watch=true&resourceVersionMatch=NotOlderThan", 422, 'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: '
          'Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided'),
+        # a selector that does not parse is the decoder's 400, before the options' 422; a field label the
+        # kind does not support is converted after it
+        ("labelSelector=a%20in&sendInitialEvents=true", 400, "unable to parse requirement: found '' expected: '('"),
+        ("fieldSelector=metadata.name&sendInitialEvents=true", 400,
+         "invalid selector: 'metadata.name'; can't understand 'metadata.name'"),
+        ("fieldSelector=spec.foo%3Dx&sendInitialEvents=true", 422,
+         'ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list'),
+        ("limit=ten&labelSelector=a%20in", 400, 'strconv.ParseInt: parsing "ten": invalid syntax'),
     ]:
         status, body = await asyncio.to_thread(delete, query, b"{not json")  # (the body is read after them)
         assert (status, body["message"]) == (code, message), query
