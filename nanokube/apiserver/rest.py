@@ -1434,9 +1434,21 @@ def _check_apply_configuration(res: Resource, version: str, applied: dict, sch: 
         raise errors.bad_request(f"failed to create typed patch object ({res.api_version(version)}, Kind=): "
                                  "kind: Required value: kind is required in an apply configuration")
     if sch is not None:
-        errs, _ = structural.check(applied, sch, False, nulls=False)
+        errs, unknown = structural.check(applied, sch, res.strategy.typed_apply, nulls=False)
         if errs:
             raise errors.bad_request(structural.decode_error_message(res.kind, version, errs[0]))
+        if unknown:
+            raise _untyped_apply_configuration(res, version, applied, unknown)
+
+
+def _untyped_apply_configuration(res: Resource, version: str, applied: dict, unknown: list[str]) -> errors.APIError:
+    """structuredmerge's ObjectToTyped refusing fields the schema does not declare: a plain error
+    upstream, so a 500 without a reason, naming the applied object (namespace/name; group/version, Kind)."""
+    meta = applied.get("metadata") if isinstance(applied.get("metadata"), dict) else {}
+    found = [f".{p}: field not declared in schema" for p in unknown]
+    detail = found[0] if len(found) == 1 else "\n  ".join(["errors:", *found])
+    return errors.APIError(500, "", f"failed to create typed patch object ({meta.get('namespace', '')}/{meta.get('name', '')}; "
+                                    f"{res.api_version(version)}, Kind={res.kind}): {detail}")
 
 
 def _json_kind(v: Any) -> str:

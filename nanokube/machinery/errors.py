@@ -24,8 +24,9 @@ class APIError(Exception):
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
         }
+        if self.reason:  # (omitempty: an error that is not an API status has none)
+            s["reason"] = self.reason
         if self.details is not None:
             s["details"] = ordered_details(self.details)
         s["code"] = self.code

@@ -86,6 +86,9 @@ class Strategy:
     allow_create_on_update: bool = False
     #: does PATCH accept strategic merge patches? (custom resources have no patch strategies)
     strategic_merge: bool = True
+    #: is an apply configuration's undeclared field structured-merge-diff's refusal (custom resources;
+    #: the built-in kinds' are still the decoder's unknown fields here)
+    typed_apply: bool = False
     #: what of metadata a write through /status (or /approval) takes from the request: a status
     #: strategy that resets spec alone lets these through; pods' keeps the stored ownerReferences,
     #: Deployments' the stored labels, ResetObjectMetaForStatus (newer kinds, custom resources) all four

@@ -540,3 +540,50 @@ async def test_over_http_a_generated_name_that_is_taken_is_drawn_again(tmp_path)
         assert e.value.status == 409
         names = [c.metadata.name for c in (await asyncio.to_thread(core.list_namespaced_config_map, "default")).items]
         assert sorted(n for n in names if n.startswith("x-")) == ["x-free1", "x-taken"]
+
+
+async def test_applying_a_field_a_custom_resource_schema_does_not_declare_is_structured_merge_diffs_500(tmp_path):
+    """Upstream's SSA types the apply configuration against the CRD's schema before any fieldValidation
+    check: an undeclared field (outside x-kubernetes-preserve-unknown-fields) is a plain error, so a
+    500 without a reason, whatever fieldValidation says; the preserved subtree takes anything."""
+    from tests.served import served
+
+    group = "typed.example.com"
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": f"widgets.{group}"},
+           "spec": {"group": group, "scope": "Namespaced", "names": {"plural": "widgets", "kind": "Widget"},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                        "type": "object", "properties": {"spec": {"type": "object", "properties": {
+                            "size": {"type": "integer"},
+                            "open": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}}}}]}}
+    path = f"/apis/{group}/v1/namespaces/default/widgets"
+
+    async with served(tmp_path) as (_, api):
+        def call(method: str, url: str, body, ctype: str = "application/json", query=()) -> tuple[int, dict]:
+            request = api.param_serialize(method, url, query_params=list(query), body=body,
+                                          header_params={"Content-Type": ctype, "Accept": "application/json"})
+            response = api.call_api(*request[:4])
+            response.read()
+            return response.status, orjson.loads(response.data)
+
+        async def apply(spec: dict, validation: str) -> tuple[int, dict]:
+            body = {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": "a", "namespace": "default"},
+                    "spec": spec}
+            return await asyncio.to_thread(call, "PATCH", f"{path}/a", body, "application/apply-patch+yaml",
+                                           [("fieldManager", "m"), ("fieldValidation", validation)])
+
+        assert (await asyncio.to_thread(call, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd))[0] == 201
+        for _ in range(100):
+            if (await asyncio.to_thread(call, "GET", path, None))[0] == 200:
+                break
+            await asyncio.sleep(0.05)
+        head = "failed to create typed patch object (default/a; typed.example.com/v1, Kind=Widget): "
+        for validation in ("Strict", "Warn", "Ignore"):
+            code, got = await apply({"size": 1, "foo": 1}, validation)
+            assert (code, got["message"]) == (500, head + ".spec.foo: field not declared in schema"), validation
+            assert "reason" not in got
+        code, got = await apply({"foo": 1, "open": {"x": 1}, "bar": {"y": 2}}, "Ignore")
+        assert (code, got["message"]) == (500, head + "errors:\n  .spec.foo: field not declared in schema\n"
+                                                       "  .spec.bar: field not declared in schema")
+        code, got = await apply({"size": 1, "open": {"anything": {"goes": True}}}, "Strict")
+        assert code == 201 and got["spec"]["open"] == {"anything": {"goes": True}}, got

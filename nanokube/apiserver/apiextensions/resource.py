@@ -181,6 +181,7 @@ def _set_path(obj: Obj, path: str, value: Any) -> None:
 
 class CustomResourceStrategy(Strategy):
     strategic_merge = False
+    typed_apply = True
     generic_meta = True
     #: a /status write takes only .status from the request (status_strategy.go), whose reset
     #: fields name spec alone
