@@ -1442,13 +1442,15 @@ def _check_apply_configuration(res: Resource, version: str, applied: dict, sch: 
 
 
 def _untyped_apply_configuration(res: Resource, version: str, applied: dict, unknown: list[str]) -> errors.APIError:
-    """structuredmerge's ObjectToTyped refusing fields the schema does not declare: a plain error
-    upstream, so a 500 without a reason, naming the applied object (namespace/name; group/version, Kind)."""
+    """structuredmerge's ObjectToTyped refusing fields the schema does not declare, naming the applied
+    object (namespace/name; group/version, Kind). Upstream 1.37 returns it as a plain error, a 500
+    (kubernetes#139253); a client's input is never a server error here, so it is the 400 that
+    kubernetes#139255 makes of it, with the same message."""
     meta = applied.get("metadata") if isinstance(applied.get("metadata"), dict) else {}
     found = [f".{p}: field not declared in schema" for p in unknown]
     detail = found[0] if len(found) == 1 else "\n  ".join(["errors:", *found])
-    return errors.APIError(500, "", f"failed to create typed patch object ({meta.get('namespace', '')}/{meta.get('name', '')}; "
-                                    f"{res.api_version(version)}, Kind={res.kind}): {detail}")
+    return errors.bad_request(f"failed to create typed patch object ({meta.get('namespace', '')}/{meta.get('name', '')}; "
+                              f"{res.api_version(version)}, Kind={res.kind}): {detail}")
 
 
 def _json_kind(v: Any) -> str:

@@ -542,10 +542,11 @@ async def test_over_http_a_generated_name_that_is_taken_is_drawn_again(tmp_path)
         assert sorted(n for n in names if n.startswith("x-")) == ["x-free1", "x-taken"]
 
 
-async def test_applying_a_field_a_custom_resource_schema_does_not_declare_is_structured_merge_diffs_500(tmp_path):
+async def test_applying_a_field_a_custom_resource_schema_does_not_declare_is_a_bad_request(tmp_path):
     """Upstream's SSA types the apply configuration against the CRD's schema before any fieldValidation
-    check: an undeclared field (outside x-kubernetes-preserve-unknown-fields) is a plain error, so a
-    500 without a reason, whatever fieldValidation says; the preserved subtree takes anything."""
+    check: an undeclared field (outside x-kubernetes-preserve-unknown-fields) is refused whatever
+    fieldValidation says, with structured-merge-diff's message (a 400, as kubernetes#139255 makes
+    upstream's 500); the preserved subtree takes anything."""
     from tests.served import served
 
     group = "typed.example.com"
@@ -580,10 +581,10 @@ async def test_applying_a_field_a_custom_resource_schema_does_not_declare_is_str
         head = "failed to create typed patch object (default/a; typed.example.com/v1, Kind=Widget): "
         for validation in ("Strict", "Warn", "Ignore"):
             code, got = await apply({"size": 1, "foo": 1}, validation)
-            assert (code, got["message"]) == (500, head + ".spec.foo: field not declared in schema"), validation
-            assert "reason" not in got
+            assert (code, got["message"]) == (400, head + ".spec.foo: field not declared in schema"), validation
+            assert got["reason"] == "BadRequest"
         code, got = await apply({"foo": 1, "open": {"x": 1}, "bar": {"y": 2}}, "Ignore")
-        assert (code, got["message"]) == (500, head + "errors:\n  .spec.foo: field not declared in schema\n"
+        assert (code, got["message"]) == (400, head + "errors:\n  .spec.foo: field not declared in schema\n"
                                                        "  .spec.bar: field not declared in schema")
         code, got = await apply({"size": 1, "open": {"anything": {"goes": True}}}, "Strict")
         assert code == 201 and got["spec"]["open"] == {"anything": {"goes": True}}, got
