@@ -17,6 +17,9 @@ async def test_a_worker_defers_full_collections_until_it_serves_then_settles(tmp
     # recorded, not run: the test process keeps its own collector settings
     monkeypatch.setattr(gcsettle, "defer", lambda: steps.append("defer"))
     monkeypatch.setattr(gcsettle, "settle", lambda young_only=False: steps.append("settle") or (700, 10, 10))
+    # not run either: the Service strategy is shared by every server in this process, and a worker's
+    # allocations bound to this server would hang later tests' Service creates once it stops
+    monkeypatch.setattr(workers, "share_service_allocations", lambda server: None)
     start = APIServer.start
 
     async def recorded_start(self: APIServer) -> None:
