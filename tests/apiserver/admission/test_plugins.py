@@ -47,6 +47,14 @@ async def test_certificate_subject_restriction_refuses_a_masters_client_request(
     assert made == ["dev", "node"]
 
 
+async def grant_user(rbac, user: str, name: str, rules: list) -> None:
+    """A ClusterRole `name` with `rules`, bound to `user`."""
+    await asyncio.to_thread(rbac.create_cluster_role, {"metadata": {"name": name}, "rules": rules})
+    await asyncio.to_thread(rbac.create_cluster_role_binding, {
+        "metadata": {"name": name}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]})
+
+
 async def test_certificate_approval_and_signing_need_the_signers_verbs(tmp_path):
     """CertificateApproval: a write through /approval needs `approve` on signers/<signerName> (or
     <domain>/*); CertificateSigning: a /status write that changes the certificate or the conditions
@@ -55,11 +63,7 @@ async def test_certificate_approval_and_signing_need_the_signers_verbs(tmp_path)
         rbac = client.RbacAuthorizationV1Api(api_client)
 
         async def grant(name: str, rules: list) -> None:
-            await asyncio.to_thread(rbac.create_cluster_role, {"metadata": {"name": name}, "rules": rules})
-            await asyncio.to_thread(rbac.create_cluster_role_binding, {
-                "metadata": {"name": name}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                                                        "name": name},
-                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "carol"}]})
+            await grant_user(rbac, "carol", name, rules)
         await grant("csr-writer", [{"apiGroups": ["certificates.k8s.io"], "verbs": ["get", "update"], "resources": [
             "certificatesigningrequests", "certificatesigningrequests/approval", "certificatesigningrequests/status"]}])
         admin = client.CertificatesV1Api(api_client)
@@ -133,11 +137,7 @@ async def test_pod_certificate_request_status_needs_sign_for_its_signer(tmp_path
         rbac = client.RbacAuthorizationV1Api(api_client)
 
         async def grant(name: str, rules: list) -> None:
-            await asyncio.to_thread(rbac.create_cluster_role, {"metadata": {"name": name}, "rules": rules})
-            await asyncio.to_thread(rbac.create_cluster_role_binding, {
-                "metadata": {"name": name}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                                                        "name": name},
-                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "dave"}]})
+            await grant_user(rbac, "dave", name, rules)
         await grant("pcr-writer", [{"apiGroups": ["certificates.k8s.io"], "verbs": ["get", "update"],
                                     "resources": ["podcertificaterequests", "podcertificaterequests/status"]}])
         await asyncio.to_thread(client.CustomObjectsApi(api_client).create_namespaced_custom_object,
