@@ -10,15 +10,21 @@ from nanokube.pki.ca import ensure_pki
 from nanokube.store.memory import MemoryStore
 
 
+def admin_context(pki, tmp_path) -> ssl.SSLContext:
+    """A TLS client context trusting the server's CA and presenting the admin's certificate."""
+    ctx = ssl.create_default_context(cadata=pki.ca.cert_pem.decode())
+    (tmp_path / "c.crt").write_bytes(pki.admin.cert_pem)
+    (tmp_path / "c.key").write_bytes(pki.admin.key_pem)
+    ctx.load_cert_chain(tmp_path / "c.crt", tmp_path / "c.key")
+    return ctx
+
+
 async def test_body_sent_in_pieces_is_read_to_the_end(tmp_path):
     pki = ensure_pki(str(tmp_path))
     server = APIServer(MemoryStore(), pki, port=0)
     await server.start()
     try:
-        ctx = ssl.create_default_context(cadata=pki.ca.cert_pem.decode())
-        (tmp_path / "c.crt").write_bytes(pki.admin.cert_pem)
-        (tmp_path / "c.key").write_bytes(pki.admin.key_pem)
-        ctx.load_cert_chain(tmp_path / "c.crt", tmp_path / "c.key")
+        ctx = admin_context(pki, tmp_path)
         body = orjson.dumps({"metadata": {"name": "big", "namespace": "default"}, "data": {"k": "x" * 6000}})
         reader, writer = await asyncio.open_connection("127.0.0.1", server.port, ssl=ctx, server_hostname="localhost")
         writer.write(b"POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: localhost\r\n"
@@ -45,10 +51,7 @@ async def test_a_long_yaml_body_is_decoded_while_other_requests_are_answered(tmp
     server = APIServer(MemoryStore(), pki, port=0)
     await server.start()
     try:
-        ctx = ssl.create_default_context(cadata=pki.ca.cert_pem.decode())
-        (tmp_path / "c.crt").write_bytes(pki.admin.cert_pem)
-        (tmp_path / "c.key").write_bytes(pki.admin.key_pem)
-        ctx.load_cert_chain(tmp_path / "c.crt", tmp_path / "c.key")
+        ctx = admin_context(pki, tmp_path)
         body = ("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: y\n  namespace: default\nextra:\n"
                 + "".join(f"- {{k: {i}, v: [a, b]}}\n" for i in range(20_000))).encode()
         done: list[str] = []
