@@ -172,6 +172,8 @@ def map_decode_error(data: bytes) -> str | None:
             scanner.i += 1
     except _Syntax as e:
         return str(e)
+    except RecursionError:  # Go's scanner refuses past 10,000 levels; this one stops at Python's limit
+        return "exceeded max depth"
     if kind in ("object", "null"):
         return None
     return f"json: cannot unmarshal {kind} into Go value of type map[string]interface {{}}"
