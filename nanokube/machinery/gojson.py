@@ -14,6 +14,8 @@ _DIGITS = b"0123456789"
 _HEX = b"0123456789abcdefABCDEF"
 _ESCAPES = b'bfnrt\\/"'
 _LITERALS = {ord("t"): b"true", ord("f"): b"false", ord("n"): b"null"}
+#: encoding/json's maxNestingDepth: the scanner refuses the bracket that opens level 10,001
+MAX_DEPTH = 10_000
 
 
 class _Syntax(Exception):
@@ -48,16 +50,55 @@ class _Scanner:
         return self.data[self.i]
 
     def value(self) -> str:
-        """Scan one value; its kind as UnmarshalTypeError names it."""
-        c = self.space()
-        if c == ord("{"):
-            self.i += 1
-            self.object()
-            return "object"
-        if c == ord("["):
-            self.i += 1
-            self.array()
-            return "array"
+        """Scan one value; its kind as UnmarshalTypeError names it. Containers are kept on an explicit
+        stack, as Go's scanner keeps its parse states, so any depth up to Go's limit is scanned."""
+        stack = bytearray()  # the open containers' closing bytes
+        kind = None
+        while True:
+            c = self.space()
+            if c in b"{[":
+                stack.append(ord("}") if c == ord("{") else ord("]"))
+                if len(stack) > MAX_DEPTH:
+                    raise self.bad("exceeded max depth")
+                kind = kind or ("object" if c == ord("{") else "array")
+                self.i += 1
+                if self.space() == stack[-1]:
+                    self.i += 1
+                    stack.pop()
+                elif c == ord("{"):
+                    self.key()
+                    continue
+                else:
+                    continue
+            else:
+                scalar = self.scalar(c)
+                kind = kind or scalar
+            while stack:  # after a value: the next element, or the end of its container
+                c = self.space()
+                if c == stack[-1]:
+                    self.i += 1
+                    stack.pop()
+                elif c == ord(","):
+                    self.i += 1
+                    if stack[-1] == ord("}"):
+                        self.key()
+                    break
+                else:
+                    raise self.bad("after object key:value pair" if stack[-1] == ord("}") else "after array element")
+            if not stack:
+                return kind
+
+    def key(self) -> None:
+        """An object's key and its colon."""
+        if self.space() != ord('"'):
+            raise self.bad("looking for beginning of object key string")
+        self.i += 1
+        self.string()
+        if self.space() != ord(":"):
+            raise self.bad("after object key")
+        self.i += 1
+
+    def scalar(self, c: int) -> str:
         if c == ord('"'):
             self.i += 1
             self.string()
@@ -74,41 +115,6 @@ class _Scanner:
                 self.i += 1
             return "null" if c == ord("n") else "bool"
         raise self.bad("looking for beginning of value")
-
-    def object(self) -> None:
-        if self.space() == ord("}"):
-            self.i += 1
-            return
-        while True:
-            if self.space() != ord('"'):
-                raise self.bad("looking for beginning of object key string")
-            self.i += 1
-            self.string()
-            if self.space() != ord(":"):
-                raise self.bad("after object key")
-            self.i += 1
-            self.value()
-            c = self.space()
-            self.i += 1
-            if c == ord("}"):
-                return
-            if c != ord(","):
-                self.i -= 1
-                raise self.bad("after object key:value pair")
-
-    def array(self) -> None:
-        if self.space() == ord("]"):
-            self.i += 1
-            return
-        while True:
-            self.value()
-            c = self.space()
-            self.i += 1
-            if c == ord("]"):
-                return
-            if c != ord(","):
-                self.i -= 1
-                raise self.bad("after array element")
 
     def string(self) -> None:
         while True:
@@ -172,8 +178,6 @@ def map_decode_error(data: bytes) -> str | None:
             scanner.i += 1
     except _Syntax as e:
         return str(e)
-    except RecursionError:  # Go's scanner refuses past 10,000 levels; this one stops at Python's limit
-        return "exceeded max depth"
     if kind in ("object", "null"):
         return None
     return f"json: cannot unmarshal {kind} into Go value of type map[string]interface {{}}"

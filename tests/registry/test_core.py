@@ -848,7 +848,12 @@ async def test_over_http_secret_types_require_their_keys_in_validate_secrets_ord
      "json: cannot unmarshal array into Go value of type map[string]interface {}"),
     ("kubernetes.io/dockerconfigjson", ".dockerconfigjson", b'{"auths" {}}', "invalid character '{' after object key"),
     ("kubernetes.io/dockerconfigjson", ".dockerconfigjson", b"auths", "invalid character 'a' looking for beginning of value"),
-    ("kubernetes.io/dockerconfigjson", ".dockerconfigjson", b"[" * 20_000, "exceeded max depth"),
+    # Go's scanner holds 10,000 levels and refuses the bracket that opens one more (a syntax error at it)
+    ("kubernetes.io/dockerconfigjson", ".dockerconfigjson", b"[" * 5_000 + b"]" * 5_000,
+     "json: cannot unmarshal array into Go value of type map[string]interface {}"),
+    ("kubernetes.io/dockerconfigjson", ".dockerconfigjson", b"[" * 10_001 + b"]" * 10_001,
+     "invalid character '[' exceeded max depth"),
+    ("kubernetes.io/dockerconfigjson", ".dockerconfigjson", b"[" * 20_000, "invalid character '[' exceeded max depth"),
 ])
 async def test_over_http_docker_config_secrets_hold_a_json_object(core, stype, key, content, message):
     """ValidateSecret unmarshals a docker config into a map: encoding/json's error, the contents
