@@ -15,7 +15,8 @@ value is the zero value of its type (`{}`, `""`, `0`, `false`), so
 `volumes: [null]` is a volume without a name and `data: {"a": null}` is
 `{"a": ""}`; a null struct field is unset (the key is dropped) unless it is a
 required scalar, which Go keeps as its zero value (`value: null` is `0`), or
-a time, which Go encodes as null either way.
+a time, which Go encodes as null either way (but ObjectMeta's creationTimestamp,
+omitzero since 1.34: a template's `creationTimestamp: null` is dropped).
 
 A schema is compiled once into a tree of closures (cached per definition), so
 the per-request cost is one walk of the object. Paths are built only when
@@ -391,10 +392,12 @@ def _map(value: Checker, go: str) -> Checker:
 def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_: bool, required: set[str]) -> Checker:
     simple = {k: c.simple for k, (c, _) in fields.items() if hasattr(c, "simple")}
     nested = {k: c for k, (c, _) in fields.items()}
-    # what a null field becomes: a required scalar's zero value, a time's null, else nothing
+    # what a null field becomes: a required scalar's zero value, a time's null, else nothing;
+    # ObjectMeta's creationTimestamp is omitzero since 1.34 (kubernetes#130989): a zero one is left out
     zeros = {k: c.zero for k, (c, _) in fields.items()
              if k in required and getattr(c, "zero", None) in (str, int, bool)}
-    keep_null = {k for k, (c, _) in fields.items() if c is _date_time}
+    keep_null = {k for k, (c, _) in fields.items()
+                 if c is _date_time and not (go == "v1.ObjectMeta" and k == "creationTimestamp")}
 
     def check(v: Any, path: Path, res: _Result) -> None:
         if type(v) is not dict:

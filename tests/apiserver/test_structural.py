@@ -60,6 +60,19 @@ def test_null_means_unset_everywhere():
     assert st.check(pod(containers=None, nodeSelector={"a": None}, volumes=[None]), POD, True) == ([], [])
 
 
+def test_null_times_stay_null_but_a_zero_creation_timestamp_is_left_out():
+    """Go encodes a zero metav1.Time as null, except ObjectMeta's creationTimestamp (omitzero since 1.34):
+    a template's `creationTimestamp: null` is not served back."""
+    d = {"metadata": {"name": "d", "creationTimestamp": None, "deletionTimestamp": None},
+         "spec": {"selector": {"matchLabels": {"a": "b"}},
+                  "template": {"metadata": {"creationTimestamp": None, "labels": {"a": "b"}}, "spec": {"containers": []}}},
+         "status": {"conditions": [{"type": "Available", "status": "True", "lastUpdateTime": None}]}}
+    assert st.check(d, DEPLOYMENT, True) == ([], [])
+    assert d["metadata"] == {"name": "d", "deletionTimestamp": None}
+    assert d["spec"]["template"]["metadata"] == {"labels": {"a": "b"}}
+    assert d["status"]["conditions"][0]["lastUpdateTime"] is None
+
+
 def test_unknown_fields_collected_with_indices_only_when_strict():
     obj = pod(foo=1)
     obj["spec"]["containers"][0]["port"] = 80

@@ -292,6 +292,8 @@ def test_kubectl_create_generators(cluster, applied):
     d = cluster.kubectl_json("get", "deploy", "gen", "-n", "generated")
     assert d["spec"]["replicas"] == 3
     assert d["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.27"
+    # protobuf carries the template's zero creationTimestamp; 1.37 leaves it out (omitzero), never null
+    assert d["spec"]["template"]["metadata"] == {"labels": {"app": "gen"}}
     cluster.kubectl("delete", "namespace", "generated", "--wait=true")
 
 
