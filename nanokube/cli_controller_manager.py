@@ -109,7 +109,7 @@ async def _run(args: argparse.Namespace) -> int:
                                 load_balancer_pool=args.load_balancer_pool, signers=args.signers,
                                 signing_duration=args.signing_duration,
                                 controller_clients=ServiceAccountClients(client)
-                                if args.use_service_account_credentials else None)
+                                if args.use_service_account_credentials else None, root_ca=client.creds.ca)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -34,6 +34,8 @@ class Credentials:
     #: TLS that trusts the server but presents no client certificate (rest.AnonymousClientConfig's),
     #: for a client that authenticates by token alone
     anonymous_ssl: ssl.SSLContext | None = None
+    #: the PEM CA bundle the cluster entry trusts (rest.Config's CAData), b"" where it names none
+    ca: bytes = b""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -105,6 +107,7 @@ def load(explicit: str | None = None, context: str | None = None, env: Mapping[s
     if not server:
         raise KubeconfigError(f'{cluster.source}: cluster "{ctx.value.get("cluster")}" has no server')
     sslctx = anonymous = None
+    ca = _material(cluster, "certificate-authority", required=False) or b""
     if server.startswith("https://"):
         sslctx, anonymous = _trust(cluster), _trust(cluster)
         cert = _material(user, "client-certificate", required=False)
@@ -116,7 +119,7 @@ def load(explicit: str | None = None, context: str | None = None, env: Mapping[s
                         out.write(pem)
                 sslctx.load_cert_chain(cert_path, key_path)
     return Credentials(server, sslctx, str(user.value.get("token") or ""), ctx.value.get("namespace") or "default",
-                       anonymous)
+                       anonymous, ca)
 
 
 def _trust(cluster: _Entry) -> ssl.SSLContext:

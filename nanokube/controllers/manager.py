@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
 from ..machinery.user import CONTROLLER_USER, User
 from ..client.informer import InformerFactory
@@ -38,6 +39,7 @@ from .replicationcontroller import ReplicationControllerController
 from .resourceclaim import ResourceClaimController
 from .resourcepoolstatusrequest import ResourcePoolStatusRequestController
 from .resourcequota import ResourceQuotaController
+from .rootcacertpublisher import RootCACertPublisher
 from .service_lb import DEFAULT_POOL, ServiceLBController
 from .serviceaccount import ServiceAccountsController
 from .servicecidrs import ServiceCIDRController
@@ -81,10 +83,16 @@ CLIENT_NAMES = {
     "taint-eviction-controller": "node-controller",
     "service-cidr-controller": "service-cidrs-controller",
     "serviceaccount-controller": "service-account-controller",
+    "root-ca-certificate-publisher-controller": "root-ca-cert-publisher",
     "certificatesigningrequest-approving-controller": "certificate-controller",
     "certificatesigningrequest-cleaner-controller": "certificate-controller",
     "certificatesigningrequest-signing-controller": "certificate-controller",
 }
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def controller_client(client, kind: type[Controller]):
@@ -95,7 +103,8 @@ def controller_client(client, kind: type[Controller]):
 
 #: every controller of kube-controller-manager that nanokube runs, in start order
 CONTROLLERS = [
-    NamespaceController, ServiceAccountsController, GarbageCollector, ResourceClaimController, EndpointSliceController, ServiceLBController,
+    NamespaceController, ServiceAccountsController, RootCACertPublisher, GarbageCollector, ResourceClaimController,
+    EndpointSliceController, ServiceLBController,
     ReplicaSetController, ReplicationControllerController, DeploymentController, DaemonSetController,
     StatefulSetController, JobController, CronJobController, TTLAfterFinishedController, DisruptionController,
     PodGroupProtectionController, ResourceQuotaController, PersistentVolumeController, PVCProtectionController,
@@ -108,9 +117,10 @@ CONTROLLERS = [
 
 def build_controllers(client, clock: Clock = REAL, load_balancer_pool: str = DEFAULT_POOL,
                       metrics: ControllerMetrics | None = None, informers: InformerFactory | None = None,
-                      kinds: list[type[Controller]] = CONTROLLERS) -> list[Controller]:
+                      kinds: list[type[Controller]] = CONTROLLERS, root_ca: bytes = b"") -> list[Controller]:
     """The controllers of `kinds`. With `informers` they share its informers (the caller stops it),
-    so only enabled kinds are built: a built controller's handlers run on every event."""
+    so only enabled kinds are built: a built controller's handlers run on every event. `root_ca`
+    is the PEM bundle the root CA publisher puts in every namespace."""
     metrics = metrics or ControllerMetrics()
     options = {
         ServiceLBController: {"pool": load_balancer_pool},
@@ -120,6 +130,7 @@ def build_controllers(client, clock: Clock = REAL, load_balancer_pool: str = DEF
         HPAController: options_from_env(),
         NodeLifecycleController: node_lifecycle_options(),
         DeviceTaintEvictionController: device_taint_options(),
+        RootCACertPublisher: {"root_ca": root_ca},
     }
     return [kind(controller_client(client, kind), clock=clock, informers=informers, **options.get(kind, {}))
             for kind in kinds]
@@ -151,13 +162,13 @@ class ControllerManager:
                  data_dir: str | None = None, elector: LeaderElector | None = None,
                  load_balancer_pool: str = DEFAULT_POOL, certificate_client=None,
                  signers: dict[str, Files] | None = None, signing_duration: int = SIGNING_DURATION,
-                 controller_clients=None):
+                 controller_clients=None, root_ca: bytes = b""):
         """`signer_client` and `data_dir` (the signer's CA) run the pod-identity signer too;
         `signers` (each CSR signer's CA files) and `signing_duration` the CSR signer;
         `load_balancer_pool` is the IPv4 CIDR LoadBalancer Services get their address from;
         `certificate_client` (else `client`) is the certificate controllers'; `controller_clients`
         (else `client`) names each controller's client (clientbuilder's service-account clients);
-        the shared informers read through `client`."""
+        `root_ca` is what kube-root-ca.crt publishes; the shared informers read through `client`."""
         self.client = client
         #: kept across terms of leadership, as one process's counters are
         self.metrics = ControllerMetrics(clock=clock)
@@ -172,7 +183,7 @@ class ControllerManager:
             own = (PodCertificateSigner, CSRSigningController, *_CERTIFICATE_CONTROLLERS)
             builder = controller_clients or client
             out = build_controllers(builder, clock, load_balancer_pool, self.metrics, self.informers,
-                                    [k for k in on if k not in own])
+                                    [k for k in on if k not in own], root_ca)
             certs = certificate_client or builder
             out += [k(controller_client(certs, k), clock, self.informers) for k in on if k in _CERTIFICATE_CONTROLLERS]
             if CSRSigningController in on:
@@ -203,7 +214,8 @@ class ControllerManager:
         signer = connect(SIGNER_USER, "pod-identity-signer") if data_dir else None
         return cls(connect(CONTROLLER_USER, "kube-controller-manager"), clock, signer_client=signer, data_dir=data_dir,
                    certificate_client=connect(CERTIFICATE_CONTROLLER_USER, "kube-controller-manager"),
-                   signers=cluster_ca(data_dir) if data_dir else None, **kw)
+                   signers=cluster_ca(data_dir) if data_dir else None,
+                   root_ca=_read(os.path.join(data_dir, "pki", "ca.crt")) if data_dir else b"", **kw)
 
     async def start(self) -> None:
         """With no controllers enabled there is nothing to lead: no campaign."""

@@ -188,6 +188,10 @@ RULES: dict[str, list[dict]] = {
         _r(["update"], "", "resourcequotas/status"),
         _EVENTS,
     ],
+    "root-ca-cert-publisher": [
+        _r(["create", "update"], "", "configmaps"),
+        _EVENTS,
+    ],
     "service-account-controller": [
         _r(["create"], "", "serviceaccounts"),
         _EVENTS,
