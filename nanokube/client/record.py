@@ -26,6 +26,7 @@ without holding up their callers. events.k8s.io Events (the scheduler's) are cli
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import random
 import struct
@@ -49,6 +50,9 @@ SPAM_QPS = struct.unpack("f", struct.pack("f", 1 / 300))[0]
 MAX_TRIES = 12
 SLEEP = 10.0
 COMBINED = "(combined from similar events): "
+#: made unique across the recorders of a process: on a clock that stands still, two components'
+#: events on one object (the kubelet's and the node controller's on a Node) would share a name
+_SEQ = itertools.count(1)
 SMP = "application/strategic-merge-patch+json"
 
 
@@ -127,13 +131,11 @@ class EventCorrelator:
         self._similar = _LRU()
         self._observed = _LRU()
         self._buckets = _LRU()
-        self._seq = 0
 
     def name(self, obj_name: str, now: float) -> str:
         """A new Event's name: the object's and the time in nanoseconds (made unique, as virtual
         time stands still)."""
-        self._seq += 1
-        return f"{obj_name}.{int(now * 1e9) + self._seq:x}"
+        return f"{obj_name}.{int(now * 1e9) + next(_SEQ):x}"
 
     def correlate(self, event: dict) -> tuple[dict, tuple, dict | None] | None:
         """EventCorrelate: (the Event to write, its cache key, the patch that writes it when it
@@ -191,11 +193,13 @@ class EventCorrelator:
 
 class CoreEventRecorder:
     """One component's core/v1 Events, through its own correlator (each kube-controller-manager
-    controller has its own broadcaster). `rand()` picks the part of the first retry's wait."""
+    controller has its own broadcaster). `rand()` picks the part of the first retry's wait. `host`
+    (a kubelet's node name) is the source's host and the events' reportingInstance."""
 
-    def __init__(self, client, component: str, clock: Clock, rand=random.random):
+    def __init__(self, client, component: str, clock: Clock, rand=random.random, host: str = ""):
         self.events = client.resource("", "v1", "events")
         self.component = component
+        self.host = host
         self.clock = clock
         self.rand = rand
         self.correlator = EventCorrelator(clock)
@@ -256,19 +260,25 @@ class CoreEventRecorder:
                 tried.set_result(None)
 
     def _make(self, obj: dict, type_: str, reason: str, message: str) -> dict:
-        """makeEvent: a new Event with count 1."""
+        """makeEvent: a new Event with count 1. A reference without apiVersion (the kubelet's
+        nodeRef) has none."""
         md = obj["metadata"]
         now = self.clock.now()
-        ref = {"kind": obj["kind"], "apiVersion": obj["apiVersion"], "name": md["name"], "uid": md.get("uid")}
+        ref = {"kind": obj["kind"], "apiVersion": obj.get("apiVersion"), "name": md["name"], "uid": md.get("uid")}
+        if not ref["apiVersion"]:
+            del ref["apiVersion"]
         if md.get("namespace"):
             ref["namespace"] = md["namespace"]
         if md.get("resourceVersion"):
             ref["resourceVersion"] = md["resourceVersion"]
         ts = self.clock.rfc3339(now)
         name = self.correlator.name(md["name"], now)
-        return {"metadata": {"name": name, "namespace": md.get("namespace") or "default"}, "involvedObject": ref,
-                "reason": reason, "message": message, "type": type_, "count": 1, "firstTimestamp": ts,
-                "lastTimestamp": ts, "source": {"component": self.component}, "reportingComponent": self.component}
+        event = {"metadata": {"name": name, "namespace": md.get("namespace") or "default"}, "involvedObject": ref,
+                 "reason": reason, "message": message, "type": type_, "count": 1, "firstTimestamp": ts,
+                 "lastTimestamp": ts, "source": {"component": self.component}, "reportingComponent": self.component}
+        if self.host:
+            event["source"]["host"] = event["reportingInstance"] = self.host
+        return event
 
     async def _write(self, event: dict, patch: dict | None) -> bool:
         """recordEvent: a repeat is patched, and created (by name, with its count) if the Event is

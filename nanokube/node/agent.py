@@ -20,6 +20,7 @@ from collections import deque
 
 from ..machinery.errors import APIError
 from ..client.http import EXPECTED
+from ..client.record import CoreEventRecorder
 from ..clock import REAL, Clock
 from .cluster import NodeSpec
 from .dra.driver import NodeDriver
@@ -157,9 +158,22 @@ def _machine_id(name: str) -> str:
     return h.hex()
 
 
+def _rv(obj: dict) -> int:
+    return int(obj["metadata"].get("resourceVersion") or 0)
+
+
 def _dashed(hex32: str) -> str:
     """str(uuid.UUID(hex32))."""
     return f"{hex32[:8]}-{hex32[8:12]}-{hex32[12:16]}-{hex32[16:20]}-{hex32[20:]}"
+
+
+#: the event a node condition's status announces when it changes (the kubelet's nodestatus setters)
+_CONDITION_EVENTS = {
+    "MemoryPressure": {"True": "NodeHasInsufficientMemory", "False": "NodeHasSufficientMemory"},
+    "DiskPressure": {"True": "NodeHasDiskPressure", "False": "NodeHasNoDiskPressure"},
+    "PIDPressure": {"True": "NodeHasInsufficientPID", "False": "NodeHasSufficientPID"},
+    "Ready": {"True": "NodeReady", "False": "NodeNotReady"},
+}
 
 
 def _conditions(now: str) -> list[dict]:
@@ -194,6 +208,16 @@ class NodeAgent:
         self.leases = client.resource("coordination.k8s.io", "v1", "leases")
         self.pods = client.resource("", "v1", "pods")
         self.events = client.resource("", "v1", "events")
+        #: the kubelet's Node events, on its nodeRef: no apiVersion, and the node's name for a uid
+        self.recorder = CoreEventRecorder(client, "kubelet", clock, host=spec.name)
+        self._node_ref = {"kind": "Node", "metadata": {"name": spec.name, "uid": spec.name}}
+        #: each condition's status as the events last announced it, or as the server's copy has it
+        #: otherwise (then the next post announces ours again, as the setters compare with that copy)
+        self._announced: dict[str, str] = {}
+        #: spec.unschedulable as the last NodeSchedulable/NodeNotSchedulable event had it
+        self._unschedulable = False
+        self._posted_rv = 0  # the Node's resourceVersion our last status write returned
+        self._event_tasks: set[asyncio.Task] = set()
         self.dra = NodeDriver(client, spec, clock)
         self.claims = ClaimPreparer(client, spec, clock)
         self.volumes = VolumeManager(client, spec.name, os.path.join(pods_dir, spec.name), clock)
@@ -242,18 +266,40 @@ class NodeAgent:
 
     async def register(self) -> None:
         """Create the Node with its status, as a kubelet registers (or adopt the
-        one a previous run left and post its full status), then take the Lease."""
+        one a previous run left and post its full status), then take the Lease.
+        A starting kubelet records Starting, its conditions' events (its initial
+        Node's setters see no conditions yet, also when it adopts one) and
+        NodeAllocatableEnforced."""
+        await self.record("Starting", "Starting kubelet.")
         self._conditions = _conditions(self.clock.rfc3339())
+        self._announced = {}
         try:
             node = await self.nodes.create({**self.node_object(), "status": self.status()})
             self._last_status = self.clock.monotonic()
+            self._posted_rv = _rv(node)
+            await self._announce_conditions()
         except APIError as e:
             if e.code != 409:
                 raise
             node = await self.nodes.get(self.name)
             await self.post_status(full=True)
         self.node_uid = node["metadata"]["uid"]
+        await self.record("NodeAllocatableEnforced", "Updated Node Allocatable limit across pods")
         await self.renew_lease()
+
+    async def record(self, reason: str, message: str, type_: str = "Normal") -> None:
+        """An event on this Node from its kubelet (recordEvent)."""
+        await self.recorder.emit(self._node_ref, type_, reason, message)
+
+    async def _announce_conditions(self) -> None:
+        """recordNodeStatusEvent for each condition whose status changed since last announced
+        ('Node NAME status is now: NodeReady')."""
+        for c in self._conditions:
+            if self._announced.get(c["type"]) != c["status"]:
+                self._announced[c["type"]] = c["status"]
+                reason = _CONDITION_EVENTS.get(c["type"], {}).get(c["status"])
+                if reason:
+                    await self.record(reason, f"Node {self.name} status is now: {reason}")
 
     async def post_status(self, full: bool = False) -> None:
         """Fresh heartbeat times on the conditions, and a fresh transition time on
@@ -270,10 +316,11 @@ class NodeAgent:
             if theirs.get(c["type"], c["status"]) != c["status"]:
                 c["lastTransitionTime"] = now
         status = self.status() if full else {"conditions": self._conditions}
-        await self.nodes.patch(self.name, {"status": status}, SMP, subresource="status")
+        self._posted_rv = _rv(await self.nodes.patch(self.name, {"status": status}, SMP, subresource="status"))
         self._last_status = self.clock.monotonic()
         if self._theirs is theirs:  # else a copy seen meanwhile decides
             self._theirs = {}
+        await self._announce_conditions()
 
     def node_seen(self, node: dict) -> None:
         """The server's copy of this Node, from the node manager's informer. When
@@ -290,7 +337,21 @@ class NodeAgent:
             if h is None or h.get("status") != c["status"] or h.get("reason") != c["reason"] or \
                     h.get("message") != c["message"]:
                 theirs[c["type"]] = None if h is None else h.get("status")
+                if h is not None and h.get("status") != c["status"] and c["type"] in self._announced and \
+                        _rv(node) > self._posted_rv:  # not a copy from before our last write
+                    self._announced[c["type"]] = h.get("status")
         self._theirs = theirs
+        unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
+        if unschedulable != self._unschedulable:
+            self._unschedulable = unschedulable
+            reason = "NodeNotSchedulable" if unschedulable else "NodeSchedulable"
+            self._in_background(self.record(reason, f"Node {self.name} status is now: {reason}"))
+
+    def _in_background(self, coro) -> None:
+        """Run `coro` (an event's write) without holding up an informer's handler."""
+        task = asyncio.ensure_future(coro)
+        self._event_tasks.add(task)
+        task.add_done_callback(self._event_tasks.discard)
 
     async def renew_lease(self) -> None:
         """One update of the Lease this agent last wrote; it is read back
@@ -432,10 +493,11 @@ class NodeAgent:
         tasks = [w.stop() for w in self.workers.values()]
         self.workers.clear()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for t in (self._task, self._fault_timer):
+        for t in (self._task, self._fault_timer, *self._event_tasks):
             if t:
                 t.cancel()
                 await asyncio.gather(t, return_exceptions=True)
+        await self.recorder.close()
 
     # --- pods -----------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from nanokube.apiserver.loopback import connector
 from nanokube.node.agent import IPPool, Throttle, _dashed, _machine_id, pod_cidr
 from nanokube.node.cluster import default_cluster, parse_cluster
 from nanokube.node.manager import GC_FREEZE_NODES, NodeManager, _full_collections_deferred
-from tests.controllers import make_stack
+from tests.controllers import eventually, make_stack
 from tests.node import ManualClock
 
 
@@ -265,6 +265,8 @@ async def test_conditions_another_client_changed_are_posted_again_by_the_next_he
     assert conds["Ready"]["lastTransitionTime"] == conds["MemoryPressure"]["lastTransitionTime"] == clock.rfc3339()
     assert conds["DiskPressure"]["lastTransitionTime"] < clock.rfc3339()
     assert await _conditions(client, "gpu-1") == other
+    counts = {e["reason"]: e["count"] for e in await _node_events(client, "gpu-0")}  # the setters saw Unknown
+    assert (counts["NodeReady"], counts["NodeHasSufficientMemory"], counts["NodeHasNoDiskPressure"]) == (2, 2, 1)
 
 
 async def test_a_node_marked_unknown_while_its_renewal_stalled_is_ready_again_once_it_renews():
@@ -313,3 +315,61 @@ async def test_status_posts_keep_the_conditions_other_writers_own(env):
     conds = await _conditions(client, "gpu-0")
     assert conds["Ready"]["lastHeartbeatTime"] > before
     assert conds["NetworkUnavailable"]["reason"] == "RouteCreated"
+
+
+
+async def _node_events(client, name: str) -> list[dict]:
+    """The events on Node `name` (by its involvedObject's kind and name), in the order they were
+    first recorded (their names end in the time and a sequence number)."""
+    items, _ = await client.resource("", "v1", "events").list(
+        namespace="default", field_selector=f"involvedObject.kind=Node,involvedObject.name={name}")
+    return sorted(items, key=lambda e: e["metadata"]["name"])
+
+
+async def test_a_starting_kubelet_records_its_node_events(env):
+    """Starting, each condition's status, NodeReady and NodeAllocatableEnforced, on the kubelet's
+    nodeRef (uid: the node's name; no apiVersion) from kubelet on the node's host."""
+    client, _, _ = env
+    events = await _node_events(client, "gpu-0")
+    assert [(e["reason"], e["message"]) for e in events] == [
+        ("Starting", "Starting kubelet."),
+        ("NodeHasSufficientMemory", "Node gpu-0 status is now: NodeHasSufficientMemory"),
+        ("NodeHasNoDiskPressure", "Node gpu-0 status is now: NodeHasNoDiskPressure"),
+        ("NodeHasSufficientPID", "Node gpu-0 status is now: NodeHasSufficientPID"),
+        ("NodeReady", "Node gpu-0 status is now: NodeReady"),
+        ("NodeAllocatableEnforced", "Updated Node Allocatable limit across pods"),
+    ]
+    e = events[0]
+    assert e["involvedObject"] == {"kind": "Node", "name": "gpu-0", "uid": "gpu-0"}
+    assert e["source"] == {"component": "kubelet", "host": "gpu-0"}
+    assert (e["reportingComponent"], e["reportingInstance"], e["type"], e["count"]) == ("kubelet", "gpu-0", "Normal", 1)
+    assert e["metadata"]["namespace"] == "default"
+
+
+async def test_ready_transitions_and_cordoning_are_recorded_on_the_node(env):
+    """NodeNotReady then NodeReady as a fault flips the Ready condition (the repeat counts on the
+    first NodeReady Event), NodeNotSchedulable and NodeSchedulable as spec.unschedulable flips."""
+    from nanokube.node.faults import ANNOTATION
+
+    client, _, _ = env
+    nodes = client.resource("", "v1", "nodes")
+    merge = "application/merge-patch+json"
+    other = await _node_events(client, "gpu-1")
+
+    def recorded(want):
+        async def check():
+            return [(e["reason"], e["count"]) for e in await _node_events(client, "gpu-0")] == want
+        return check
+
+    started = [("Starting", 1), ("NodeHasSufficientMemory", 1), ("NodeHasNoDiskPressure", 1),
+               ("NodeHasSufficientPID", 1)]
+    await nodes.patch("gpu-0", {"metadata": {"annotations": {ANNOTATION: "not-ready"}}}, merge)
+    await eventually(recorded(started + [("NodeReady", 1), ("NodeAllocatableEnforced", 1), ("NodeNotReady", 1)]))
+    await nodes.patch("gpu-0", {"metadata": {"annotations": {ANNOTATION: None}}}, merge)
+    healed = started + [("NodeReady", 2), ("NodeAllocatableEnforced", 1), ("NodeNotReady", 1)]
+    await eventually(recorded(healed))
+    await nodes.patch("gpu-0", {"spec": {"unschedulable": True}}, merge)
+    await eventually(recorded(healed + [("NodeNotSchedulable", 1)]))
+    await nodes.patch("gpu-0", {"spec": {"unschedulable": False}}, merge)
+    await eventually(recorded(healed + [("NodeNotSchedulable", 1), ("NodeSchedulable", 1)]))
+    assert await _node_events(client, "gpu-1") == other
