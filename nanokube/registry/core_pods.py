@@ -209,9 +209,11 @@ def _validate_classes_and_os(spec: dict, path: str) -> list[FieldError]:
     return errs
 
 
-def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] = ()) -> list[FieldError]:
+def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] = (),
+                      old_spread_keys_invalid: bool = False) -> list[FieldError]:
     """ValidatePodSpec for the rules OpenAPI cannot state; `old_ips` (on update, the old spec's
-    pod_spec_ips) stand unchecked."""
+    pod_spec_ips) stand unchecked, and so do the spread constraints' matchLabelKeys when the old
+    spec's already broke their rules (OldPodViolatesMatchLabelKeysValidation)."""
     errs: list[FieldError] = []
     # lists most pods lack are checked (and their paths built) only when present
     volume_names: set[str] = set()
@@ -268,7 +270,8 @@ def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] =
         ct = g.get("conditionType", "")
         errs += [invalid(f"{path}.readinessGates[{i}].conditionType", ct, m) for m in qualified_name(ct)]
     if constraints := spec.get("topologySpreadConstraints"):
-        errs += _validate_spread_constraints(constraints, f"{path}.topologySpreadConstraints")
+        errs += _validate_spread_constraints(constraints, f"{path}.topologySpreadConstraints",
+                                             old_spread_keys_invalid)
     if _sets_host_process(spec):
         errs += _validate_host_process(spec, path)
     if spec.get("hostUsers") is False:
@@ -619,12 +622,49 @@ def _match_label_keys(term: dict, path: str) -> list[FieldError]:
     return errs
 
 
+def merge_label_keys(spec: dict, labels: dict) -> None:
+    """PrepareForCreate's mutatePodAffinity and mutateTopologySpreadConstraints: each key of a
+    term's matchLabelKeys (mismatchLabelKeys) the pod's labels carry joins its labelSelector as
+    `key In (value)` (`NotIn`), and so for a spread constraint's matchLabelKeys
+    (MatchLabelKeysInPodTopologySpreadSelectorMerge, on by default). The selector is then what the
+    scheduler reads; a label changed later does not move it. A term without a selector matches
+    nothing and is left alone."""
+    affinity = spec.get("affinity") or {}
+    for kind in ("podAffinity", "podAntiAffinity"):
+        arms = affinity.get(kind) or {}
+        for term in arms.get("requiredDuringSchedulingIgnoredDuringExecution") or ():
+            _merge_keys(term, labels, ("matchLabelKeys", "In"), ("mismatchLabelKeys", "NotIn"))
+        for weighted in arms.get("preferredDuringSchedulingIgnoredDuringExecution") or ():
+            if term := weighted.get("podAffinityTerm"):
+                _merge_keys(term, labels, ("matchLabelKeys", "In"), ("mismatchLabelKeys", "NotIn"))
+    for constraint in spec.get("topologySpreadConstraints") or ():
+        _merge_keys(constraint, labels, ("matchLabelKeys", "In"))
+
+
+def _merge_keys(holder: dict, labels: dict, *lists: tuple[str, str]) -> None:
+    selector = holder.get("labelSelector")
+    if not isinstance(selector, dict):
+        return
+    added = [{"key": key, "operator": op, "values": [labels[key]]}
+             for field, op in lists for key in holder.get(field) or () if isinstance(key, str) and key in labels]
+    if added:
+        selector["matchExpressions"] = (selector.get("matchExpressions") or []) + added
+
+
 _WHEN_UNSATISFIABLE = ("DoNotSchedule", "ScheduleAnyway")
 _INCLUSION_POLICIES = ("Honor", "Ignore")
 
 
-def _validate_spread_constraints(constraints: list, path: str) -> list[FieldError]:
-    """validateTopologySpreadConstraints (matchLabelKeys: a labelSelector and label names)."""
+def spread_label_keys_invalid(spec: dict) -> bool:
+    """hasInvalidTopologySpreadConstrainMatchLabelKeys: whether a (stored) spec's spread
+    constraints break the matchLabelKeys rules, which an update then leaves unchecked."""
+    return any(_match_label_keys(c, "") for c in spec.get("topologySpreadConstraints") or ())
+
+
+def _validate_spread_constraints(constraints: list, path: str, skip_label_keys: bool = False) -> list[FieldError]:
+    """validateTopologySpreadConstraints; matchLabelKeys as a pod affinity term's
+    (ValidateMatchLabelKeysAndMismatchLabelKeys at the constraint's path: with the selector merge
+    on, a key the selector already names is its second mention)."""
     errs: list[FieldError] = []
     for i, c in enumerate(constraints):
         p = f"{path}[{i}]"
@@ -648,7 +688,8 @@ def _validate_spread_constraints(constraints: list, path: str) -> list[FieldErro
         for f in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
             if (policy := c.get(f)) is not None and policy not in _INCLUSION_POLICIES:
                 errs.append(not_supported(f"{p}.{f}", policy, _INCLUSION_POLICIES))
-        errs += _label_keys(c.get("matchLabelKeys") or [], c.get("labelSelector"), f"{p}.matchLabelKeys")
+        if not skip_label_keys:
+            errs += _match_label_keys(c, p)
         errs += validate_label_selector(c.get("labelSelector"), f"{p}.labelSelector")
     return errs
 
@@ -1244,6 +1285,7 @@ class PodStrategy(Strategy):
     def prepare_for_create(self, obj):
         spec = obj.setdefault("spec", {})
         add_default_tolerations(spec)
+        merge_label_keys(spec, (obj.get("metadata") or {}).get("labels") or {})
         obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
         if spec.get("schedulingGates"):
             obj["status"]["conditions"] = [{
@@ -1276,7 +1318,9 @@ class PodStrategy(Strategy):
     def _metadata_and_spec(new, old):
         """validatePodMetadataAndSpec on an update: the annotations (an invalid deletion cost the old
         pod had may stay), then the spec (the old spec's IPs stand unchecked)."""
-        errs = validate_pod_spec(new.get("spec") or {}, old_ips=pod_spec_ips(old.get("spec") or {}))
+        old_spec = old.get("spec") or {}
+        errs = validate_pod_spec(new.get("spec") or {}, old_ips=pod_spec_ips(old_spec),
+                                 old_spread_keys_invalid=spread_label_keys_invalid(old_spec))
         annotations = (new.get("metadata") or {}).get("annotations") or {}
         old_annotations = (old.get("metadata") or {}).get("annotations") or {}
         invalid_cost = _DELETION_COST in old_annotations and not _valid_deletion_cost(old_annotations[_DELETION_COST])

@@ -615,3 +615,60 @@ async def test_over_http_a_workload_template_as_validate_pod_template_spec(tmp_p
         (f"{t}.annotations[controller.kubernetes.io/pod-deletion-cost]", 'Invalid value: "1.5": must be a 32bit integer'),
         (f"{t}.spec.securityContext.seccompProfile.type", "Forbidden: seccomp type in annotation and field must match"),
         (f"{t}.spec.ephemeralContainers", "Forbidden: ephemeral containers not allowed in pod template")]
+
+
+def _spread(key: str, **extra) -> dict:
+    return {"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule", **extra}
+
+
+async def test_match_label_keys_are_merged_into_the_selectors_on_create(core):
+    """PrepareForCreate's mutatePodAffinity and mutateTopologySpreadConstraints: a key the pod's
+    labels carry joins the selector as `key In (value)` (mismatchLabelKeys: `NotIn`); a key the
+    labels lack, and a term without a selector, are left alone; the keys lists stay."""
+    pod = _status_pod("p", affinity={
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "web"}},
+             "matchLabelKeys": ["rev", "absent"], "mismatchLabelKeys": ["tenant"]}]},
+        "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 1, "podAffinityTerm": {"topologyKey": "zone", "labelSelector": {},
+                                              "mismatchLabelKeys": ["rev"]}}]}},
+        topologySpreadConstraints=[_spread("zone", labelSelector={"matchExpressions": [
+            {"key": "app", "operator": "Exists"}]}, matchLabelKeys=["rev"])])
+    pod["metadata"]["labels"] = {"app": "web", "rev": "2", "tenant": "t1"}
+    await _call(core.create_namespaced_pod, "default", pod)
+    raw = await asyncio.to_thread(core.read_namespaced_pod, "p", "default", _preload_content=False)
+    spec = json.loads(raw.data)["spec"]
+    term = spec["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+    assert term["labelSelector"] == {"matchLabels": {"app": "web"}, "matchExpressions": [
+        {"key": "rev", "operator": "In", "values": ["2"]}, {"key": "tenant", "operator": "NotIn", "values": ["t1"]}]}
+    assert term["matchLabelKeys"] == ["rev", "absent"] and term["mismatchLabelKeys"] == ["tenant"]
+    anti = spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+    assert anti["podAffinityTerm"]["labelSelector"] == {"matchExpressions": [
+        {"key": "rev", "operator": "NotIn", "values": ["2"]}]}
+    assert spec["topologySpreadConstraints"][0]["labelSelector"] == {"matchExpressions": [
+        {"key": "app", "operator": "Exists"}, {"key": "rev", "operator": "In", "values": ["2"]}]}
+    # a label changed later leaves the merged selectors as they were
+    await _call(core.patch_namespaced_pod, "p", "default", {"metadata": {"labels": {"rev": "3"}}})
+    again = await _call(core.read_namespaced_pod, "p", "default")
+    assert again.spec.topology_spread_constraints[0].label_selector.match_expressions[1].values == ["2"]
+
+
+async def test_a_match_label_key_the_selector_names_is_refused_once_merged(core):
+    """With the merge, a matchLabelKeys key the selector already names (matchLabels or
+    matchExpressions) is named twice, for an affinity term and for a spread constraint alike
+    (ValidateMatchLabelKeysAndMismatchLabelKeys, reported at the term's or constraint's path
+    indexed by the key); without the label there is no merge and no error."""
+    pod = _status_pod("p", affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "web"}}, "matchLabelKeys": ["app"]}]}},
+        topologySpreadConstraints=[_spread("zone", labelSelector={"matchExpressions": [
+            {"key": "rev", "operator": "Exists"}]}, matchLabelKeys=["app", "rev"])])
+    pod["metadata"]["labels"] = {"app": "web", "rev": "1"}
+    with pytest.raises(ApiException) as e:
+        await _call(core.create_namespaced_pod, "default", pod)
+    assert e.value.status == 422
+    assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [
+        ("spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0][0]",
+         'Invalid value: "app": exists in both matchLabelKeys and labelSelector'),
+        ("spec.topologySpreadConstraints[0][1]", 'Invalid value: "rev": exists in both matchLabelKeys and labelSelector')]
+    pod["metadata"]["labels"] = {"other": "x"}
+    await _call(core.create_namespaced_pod, "default", pod)

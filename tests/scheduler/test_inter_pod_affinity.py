@@ -11,6 +11,7 @@ from nanokube.scheduler.plugins.inter_pod_affinity import (
     REASON_EXISTING_ANTI_AFFINITY,
     InterPodAffinity,
 )
+from nanokube.registry.core_pods import merge_label_keys
 from tests.scheduler import info, node, node_info, pod
 
 NAMESPACES = {"default": {"metadata": {"name": "default", "labels": {"team": "blue"}}},
@@ -115,6 +116,8 @@ def test_mismatch_label_keys_exclude_the_pods_own_value():
     plugin = plugin_for(a1, b1)
     p = labelled("w2", {"app": "web", "tenant": "x"},
                  affinity=required("podAntiAffinity", term({"app": "web"}, mismatchLabelKeys=["tenant"])))
+    assert filter_reasons(plugin, p, [a1]) == {"a1": REASON_ANTI_AFFINITY}  # the scheduler reads the selector alone
+    merge_label_keys(p["spec"], p["metadata"]["labels"])  # as the API server stores the pod
     assert filter_reasons(plugin, p, [a1]) == {"a1": None}
 
 

@@ -10,6 +10,7 @@ from nanokube.scheduler.plugins.pod_topology_spread import (
     REASON_MISSING_LABEL,
     PodTopologySpread,
 )
+from nanokube.registry.core_pods import merge_label_keys
 from tests.scheduler import info, node, node_info, pod
 
 
@@ -132,11 +133,20 @@ def test_node_taints_policy_honor_excludes_untolerated_nodes():
 
 
 def test_match_label_keys_narrow_the_selector_to_the_pods_revision():
+    """The API server merged matchLabelKeys into the selector when the pod was created; the
+    scheduler reads the selector alone, so a label changed since does not move it."""
     old = labelled("w1", {"app": "web", "rev": "1"})
     a1, b1 = zoned("a1", "a", old, labelled("w2", {"app": "web", "rev": "1"})), zoned("b1", "b")
     plugin, _ = cluster(a1, b1)
     p = labelled("new", {"app": "web", "rev": "2"}, topologySpreadConstraints=[spread(matchLabelKeys=["rev"])])
+    merge_label_keys(p["spec"], p["metadata"]["labels"])
     assert filter_reasons(plugin, p, [a1]) == {"a1": None}
+    p["metadata"]["labels"]["rev"] = "1"  # relabelled after create: still counts revision 2 alone
+    assert filter_reasons(plugin, p, [a1]) == {"a1": None}
+    made_as_1 = labelled("new", {"app": "web", "rev": "1"}, topologySpreadConstraints=[spread(matchLabelKeys=["rev"])])
+    merge_label_keys(made_as_1["spec"], made_as_1["metadata"]["labels"])
+    made_as_1["metadata"]["labels"]["rev"] = "2"
+    assert filter_reasons(plugin, made_as_1, [a1]) == {"a1": REASON}
 
 
 def test_pre_filter_skips_without_hard_constraints():

@@ -33,8 +33,9 @@ NamespaceLabels = Callable[[str], dict]
 
 @dataclass(frozen=True, slots=True)
 class Term:
-    """A PodAffinityTerm compiled against its owning pod (default namespace,
-    matchLabelKeys/mismatchLabelKeys); weight is negative for anti-affinity."""
+    """A PodAffinityTerm compiled against its owning pod (default namespace; the API server
+    merged matchLabelKeys/mismatchLabelKeys into the selector at create); weight is negative
+    for anti-affinity."""
 
     selector: list[Requirement] | None
     namespaces: frozenset[str]
@@ -59,11 +60,7 @@ class Terms:
 
 def _term(t: dict, pod: dict, weight: int = 0) -> Term:
     md = pod["metadata"]
-    labels = md.get("labels") or {}
     sel = selector_from_object(t.get("labelSelector"))
-    if sel is not None:
-        sel = sel + [(k, "=", (labels[k],)) for k in t.get("matchLabelKeys") or [] if k in labels] \
-            + [(k, "notin", (labels[k],)) for k in t.get("mismatchLabelKeys") or [] if k in labels]
     namespaces, ns_sel = t.get("namespaces") or [], t.get("namespaceSelector")
     if not namespaces and ns_sel is None:
         namespaces = [md.get("namespace", "")]

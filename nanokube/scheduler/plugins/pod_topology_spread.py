@@ -42,8 +42,8 @@ _CONSTRAINTS_KEY = "PodTopologySpreadConstraints"
 
 @dataclass(frozen=True, slots=True)
 class Constraint:
-    """One topologySpreadConstraint with its selector compiled and
-    matchLabelKeys folded in."""
+    """One topologySpreadConstraint with its selector compiled (the API server merged
+    matchLabelKeys into it when the pod was created)."""
 
     max_skew: int
     key: str
@@ -79,15 +79,8 @@ def _constraint(c: dict, selector: list[Requirement] | None) -> Constraint:
 
 def constraints(pod: dict) -> list[Constraint]:
     """The pod's own topologySpreadConstraints."""
-    labels = pod["metadata"].get("labels") or {}
-    out = []
-    for c in (pod.get("spec") or {}).get("topologySpreadConstraints") or []:
-        sel = selector_from_object(c.get("labelSelector"))
-        keys = [(k, "=", (labels[k],)) for k in c.get("matchLabelKeys") or [] if k in labels]
-        if keys:
-            sel = (sel or []) + keys
-        out.append(_constraint(c, sel))
-    return out
+    return [_constraint(c, selector_from_object(c.get("labelSelector")))
+            for c in (pod.get("spec") or {}).get("topologySpreadConstraints") or []]
 
 
 def _has_keys(labels: dict, cs: list[Constraint]) -> bool:
