@@ -19,6 +19,7 @@ import asyncio
 import json
 import math
 import re
+import threading
 from typing import Any, Callable
 
 import orjson
@@ -105,13 +106,41 @@ def loads_yaml(raw: bytes | str) -> Any:
         except orjson.JSONDecodeError:
             pass
     try:
-        obj = yaml.load(raw, Loader=_Loader)  # noqa: S506 - a SafeLoader
+        obj = _loaded(raw)[0]
     except RecursionError:
         raise too_deep() from None
     except ValueError as e:  # e.g. an integer literal longer than Python converts
         raise yaml.YAMLError(str(e)) from None
     budget = max(_ALIAS_FLOOR, _ALIAS_RATIO * len(raw))
     return _to_json(obj, budget)
+
+
+#: YAML bodies loaded by one of loads_yaml and duplicates, kept for the other (its next call with the
+#: same bytes takes it out): a request's body is decoded and checked for repeated keys once, not twice
+_LOADED: dict[bytes | str, tuple[Any, list[str]]] = {}
+#: how many are kept (one whose other call never comes, as when Strict refuses the duplicates, is dropped)
+_LOADED_KEPT = 2
+_LOADED_LOCK = threading.Lock()
+
+
+def _loaded(raw: bytes | str) -> tuple[Any, list[str]]:
+    """A YAML body's loaded value (as the loader builds it: _to_json copies it, so it is never changed)
+    and the keys it repeats, in go-yaml's words and document order."""
+    with _LOADED_LOCK:  # (the two calls may run in worker threads)
+        got = _LOADED.pop(raw, None)
+    if got is not None:
+        return got
+    loader = _DuplicateKeys(raw)
+    try:
+        obj = loader.get_single_data()
+    finally:
+        loader.dispose()
+    got = obj, sorted(loader.duplicates, key=lambda text: int(text.split()[1][:-1]))
+    with _LOADED_LOCK:
+        while len(_LOADED) >= _LOADED_KEPT:
+            del _LOADED[next(iter(_LOADED))]
+        _LOADED[raw] = got
+    return got
 
 
 def _key(k: Any) -> str:
@@ -211,14 +240,10 @@ def duplicates(raw: bytes, yaml_body: bool, parsed: Any = None) -> list[str]:
         except orjson.JSONDecodeError:
             if not yaml_body:
                 return []
-    loader = _DuplicateKeys(raw)
     try:
-        loader.get_single_data()
+        return _loaded(raw)[1]
     except (yaml.YAMLError, ValueError, RecursionError):
         return []
-    finally:
-        loader.dispose()
-    return sorted(loader.duplicates, key=lambda text: int(text.split()[1][:-1]))  # in document order
 
 
 def duplicate_fields(raw: bytes, obj: Any) -> list[str]:
