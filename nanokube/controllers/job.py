@@ -557,15 +557,12 @@ class JobController(Controller):
 
     def _outcome(self, key, spec, st, succeeded, failed, active, indexed, done_idx, failed_idx, now):
         """(target condition, reason, message) once the Job's fate is decided
-        (a FailureTarget or SuccessCriteriaMet already set stays decided)."""
+        (a FailureTarget or SuccessCriteriaMet already set stays decided), in syncJob's order:
+        failures, then the success policy, then the completions count."""
         for c in st.get("conditions") or []:
             if c["type"] in ("FailureTarget", "SuccessCriteriaMet") and c["status"] == "True":
                 return c["type"], c.get("reason", ""), c.get("message", "")
         completions = spec.get("completions")
-        if indexed and completions is not None and len(done_idx) >= completions or \
-                not indexed and (completions is not None and succeeded >= completions
-                                 or completions is None and succeeded > 0 and not active):
-            return ("SuccessCriteriaMet", "CompletionsReached", "Reached expected number of succeeded pods")
         if failed > spec.get("backoffLimit", 6):
             return ("FailureTarget", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
         deadline = spec.get("activeDeadlineSeconds")
@@ -581,6 +578,10 @@ class JobController(Controller):
             return ("FailureTarget", "FailedIndexes", "Job has failed indexes")
         if indexed and (matched := success_policy_match(spec.get("successPolicy"), completions or 0, done_idx)):
             return ("SuccessCriteriaMet", "SuccessPolicy", matched)
+        if indexed and completions is not None and len(done_idx) >= completions or \
+                not indexed and (completions is not None and succeeded >= completions
+                                 or completions is None and succeeded > 0 and not active):
+            return ("SuccessCriteriaMet", "CompletionsReached", "Reached expected number of succeeded pods")
         return None
 
     def _add_condition(self, st: dict, ctype: str, status: str, reason: str, message: str, now: float) -> None:

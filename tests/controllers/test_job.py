@@ -262,6 +262,31 @@ async def test_success_policy_completes_an_indexed_job_early(env):
     assert j["status"]["completedIndexes"] == "0" and j["status"]["succeeded"] == 1
 
 
+async def test_success_policy_is_weighed_before_completions(env):
+    """Every index done in one sync: upstream's syncJob matches the success policy first, so the reason is
+    SuccessPolicy, not CompletionsReached."""
+    client, _, clock = env
+    await client.resource("batch", "v1", "jobs").create(job(
+        completions=3, parallelism=3, completionMode="Indexed", successPolicy={"rules": [{"succeededIndexes": "0"}]}))
+    for p in await ticking(clock, lambda: live_pods(client, 3)):
+        await finish(client, p, "Succeeded")
+    j = await ticking(clock, lambda: job_condition(client, "Complete"))
+    conds = {c["type"]: (c["reason"], c["message"]) for c in j["status"]["conditions"]}
+    assert conds["SuccessCriteriaMet"] == conds["Complete"] == ("SuccessPolicy", "Matched rules at index 0")
+
+
+async def test_backoff_limit_is_weighed_before_completions(env):
+    """A work queue Job (no completions) whose one pod succeeds while the other fails past backoffLimit
+    in the same sync fails, as upstream's syncJob decides failures before it counts completions."""
+    client, _, clock = env
+    await client.resource("batch", "v1", "jobs").create(job(parallelism=2, backoffLimit=0))
+    first, second = await ticking(clock, lambda: live_pods(client, 2))
+    await finish(client, first, "Succeeded")
+    await finish(client, second, "Failed")
+    j = await ticking(clock, lambda: job_condition(client, "Failed"))
+    assert {c["type"]: c["reason"] for c in j["status"]["conditions"]}["Failed"] == "BackoffLimitExceeded"
+
+
 def test_transition_events_follow_upstream():
     done = [{"type": "Complete", "status": "True"}]
     failed = [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
