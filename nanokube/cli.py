@@ -46,6 +46,7 @@ async def _up(args: argparse.Namespace) -> int:
     from .scheduler.config import load as load_scheduler_config
     from .scheduler.scheduler import Scheduler
     from .store.backends import open_store
+    from .zpages import flags
 
     try:
         MetricsProvider.default_source = load_source(args.metrics_provider, args.metrics_rules)
@@ -90,6 +91,7 @@ async def _up(args: argparse.Namespace) -> int:
     # which another process could take before the bind)
     server = APIServer(store, pki, host=args.address, port=args.port, audit_log_path=audit, event_ttl=event_ttl,
                        workers=args.api_workers)
+    server.flags = flags(args)
     if args.api_workers > 1:
         from .apiserver.worker_metrics import WorkerMetrics
         from .apiserver.workers import Workers, share_service_allocations
@@ -258,6 +260,7 @@ def _add_up_parser(sub) -> None:
                     help="API server processes serving the port and the store (default 1; more need sqlite or etcd): "
                          "the first also runs everything else")
     up.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    up.set_defaults(flag_parser=up)  # for /flagz (zpages.flags)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,6 +13,7 @@ import sys
 
 from . import component_server
 from . import configz as component_configz
+from . import zpages
 from .apiserver.healthz import PING, Check
 from .client import kubeconfig
 from .client.http import HTTPClient
@@ -96,7 +97,8 @@ def _endpoints(args: argparse.Namespace, client: HTTPClient, manager: Controller
 
     auth = component_server.DelegatedAuth(client, args.authorization_always_allow_paths)
     configz = component_configz.controller_manager(args, config_from_arguments(args, LEASE_NAME))
-    return component_server.app(auth, manager.metrics.registry, configz, healthz)
+    return component_server.app(auth, manager.metrics.registry, configz, healthz,
+                                component="kube-controller-manager", flags=zpages.flags(args))
 
 
 async def _run(args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from . import component_server
 from . import configz as component_configz
+from . import zpages
 from .apiserver.healthz import Check
 from .client import kubeconfig
 from .client.http import HTTPClient
@@ -125,7 +126,8 @@ def _endpoints(args: argparse.Namespace, client: HTTPClient, scheduler: ElectedS
     pods = resource_metrics.registry(lambda: scheduler.scheduler.pods.list() if scheduler.scheduler else ())
     return component_server.app(auth, scheduler.metrics.registry, configz, lambda: leader, list, lambda: readyz,
                                 reset=scheduler.metrics.reset,
-                                resources=lambda: pods if scheduler.started.is_set() else None)
+                                resources=lambda: pods if scheduler.started.is_set() else None,
+                                component="kube-scheduler", flags=zpages.flags(args))
 
 
 async def _run(args: argparse.Namespace, config) -> int:

@@ -27,6 +27,7 @@ from .machinery import errors
 from .machinery.responses import error_response
 from .machinery.user import User
 from .pki.ca import issue, new_ca
+from . import zpages
 
 log = logging.getLogger("nanokube.component-server")
 
@@ -49,6 +50,7 @@ def add_arguments(parser, port: int) -> None:
     g.add_argument("--tls-private-key-file", default="", metavar="FILE", help="the serving certificate's key")
     g.add_argument("--authorization-always-allow-paths", default=ALWAYS_ALLOW_PATHS, metavar="PATHS",
                    help=f"paths anyone may reach, '*' ending a prefix (default {ALWAYS_ALLOW_PATHS})")
+    zpages.register(parser)
 
 
 def validate(args) -> None:
@@ -133,13 +135,16 @@ class DelegatedAuth:
 
 def app(auth: DelegatedAuth, registry, configz: dict, healthz: Checks, livez: Checks | None = None,
         readyz: Checks | None = None, *, reset: Callable[[], None] | None = None,
-        resources: Callable[[], CollectorRegistry | None] | None = None) -> web.Application:
+        resources: Callable[[], CollectorRegistry | None] | None = None,
+        component: str = "", flags: dict[str, str] | None = None) -> web.Application:
     """The component's endpoints. kube-controller-manager's shape is `livez`/`readyz` None:
     neither is served, and its /healthz (a MutableHealthzHandler) has no per-check paths.
     `configz` is what /configz serves (configz's registered configurations by name). With `reset`,
-    DELETE /metrics runs it (component-base's HandlerWithReset, kube-scheduler's /metrics); with
+    DELETE /metrics runs it (component-base's HandlerWithReset, kube-scheduler's /metrics), without
+    it any method is a GET (promhttp, kube-controller-manager's); with
     `resources`, /metrics/resources serves the registry it gives, an empty answer when it gives
-    None (kube-scheduler's, for the leader only)."""
+    None (kube-scheduler's, for the leader only). With `component`, the z-pages last: /flagz
+    (`flags`, when given) and /statusz."""
     a = web.Application(middlewares=[auth.middleware])
     slis = HealthSLIs()
     install(a, "/healthz", healthz, slis, each=livez is not None)
@@ -149,7 +154,7 @@ def app(auth: DelegatedAuth, registry, configz: dict, healthz: Checks, livez: Ch
         install(a, "/readyz", readyz, slis)
 
     async def metrics(request: web.Request) -> web.Response:
-        if request.method == "DELETE":
+        if request.method == "DELETE" and reset is not None:
             reset()
             return web.Response(text="metrics reset\n", headers=TEXT)
         return exposition(registry)
@@ -168,13 +173,15 @@ def app(auth: DelegatedAuth, registry, configz: dict, healthz: Checks, livez: Ch
         return web.Response(body=body, headers={"Content-Type": "application/json", **TEXT})
 
     a.router.add_get("/metrics", metrics)
-    if reset is not None:
-        a.router.add_delete("/metrics", metrics)
+    # without `reset`, legacyregistry.Handler (kube-controller-manager's), which answers any method alike
+    a.router.add_route("DELETE" if reset is not None else "*", "/metrics", metrics)
     if resources is not None:
         a.router.add_get("/metrics/resources", metrics_resources)
         a.router.add_delete("/metrics/resources", metrics_resources)
     slis.install(a)
     a.router.add_get("/configz", configz_handler)
+    if component:
+        zpages.install(a, component, flags)
     return a
 
 

@@ -2,7 +2,7 @@
 (component-base slis, DELETE resets them), /configz serves its configurations as compact JSON."""
 
 from aiohttp.test_utils import TestClient, TestServer
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Counter
 
 from nanokube import component_server
 from nanokube.apiserver.healthz import Check
@@ -47,7 +47,8 @@ async def test_slis_count_the_root_checks_and_reset_on_delete():
 
 async def test_metrics_reset_and_resources_for_the_leader_only():
     """kube-scheduler's /metrics is a HandlerWithReset (DELETE runs the reset, authorized as verb delete),
-    /metrics/resources answers only while the scheduler leads; a component without them serves neither."""
+    /metrics/resources answers only while the scheduler leads; a component without them serves neither
+    a reset nor /metrics/resources."""
     api, resets, leading = AllowAll(), [], [False]
     pods = CollectorRegistry()
     app = component_server.app(component_server.DelegatedAuth(api), CollectorRegistry(), {}, list, list, list,
@@ -61,7 +62,12 @@ async def test_metrics_reset_and_resources_for_the_leader_only():
         leading[0] = True
         served = await http.get("/metrics/resources")
         assert served.status == 200 and served.headers["Content-Type"].startswith("text/plain; version=")
-    plain = component_server.app(component_server.DelegatedAuth(api), CollectorRegistry(), {}, list)
+    # kube-controller-manager's /metrics (legacyregistry.Handler) answers DELETE as a GET: no reset
+    registry = CollectorRegistry()
+    Counter("kept", "kept across a DELETE", registry=registry).inc()
+    plain = component_server.app(component_server.DelegatedAuth(api), registry, {}, list)
     async with TestClient(TestServer(plain)) as http:
-        assert (await http.delete("/metrics")).status == 405
+        deleted = await http.delete("/metrics")
+        assert deleted.status == 200 and "kept_total 1.0" in await deleted.text()
+        assert "kept_total 1.0" in await (await http.get("/metrics")).text()
         assert (await http.get("/metrics/resources")).status == 404

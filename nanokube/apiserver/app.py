@@ -39,6 +39,8 @@ from .eventttl import DEFAULT_TTL, EventTTL
 from .handlers import APIHandlers, as_negotiated
 from .http_errors import StatusAppRunner, http_exceptions, status_response
 from ..machinery.responses import error_response, json_response
+from ..machinery.version import BUILD_VERSION, GO_VERSION
+from .. import zpages
 from .metrics import APIMetrics
 from .rest import SYSTEM, GenericREST, ResourceIndex, User, WriteOptions
 from .kubernetes_service import advertise_address
@@ -53,11 +55,11 @@ VERSION = {
     "emulationMinor": "37",
     "minCompatibilityMajor": "1",
     "minCompatibilityMinor": "36",
-    "gitVersion": "v1.37.0-nanokube",
+    "gitVersion": BUILD_VERSION,
     "gitCommit": "0000000000000000000000000000000000000000",
     "gitTreeState": "clean",
     "buildDate": "2026-11-30T00:00:00Z",
-    "goVersion": "go1.25.0",
+    "goVersion": GO_VERSION,
     "compiler": "gc",
     "platform": "linux/amd64",
 }
@@ -134,6 +136,8 @@ class APIServer:
         #: Prometheus registries of in-process components (scheduler...) served on /metrics too
         self.component_metrics: list = [self.rest.admission.webhooks.metrics.registry]
         self.ready = False
+        #: the command line's flags, which /flagz shows (none served without them)
+        self.flags: dict[str, str] | None = None
         self.audit_log_path = audit_log_path
         self.audit: AuditLog | None = None
         #: what a connection's client certificate says (front proxy?, its user), by the certificate dict its
@@ -188,6 +192,7 @@ class APIServer:
         metrics_api = MetricsAPI(MetricsProvider(LocalClient(self.rest), self.clock))
         metrics_api.add_routes(app)
         self.handlers.extra_groups = metrics_api.discovery()
+        zpages.install(app, "kube-apiserver", self.flags, now=self.clock.now)
         app.router.add_route("*", r"/{tail:[\s\S]*}", self.handlers.dispatch)  # names may hold any character
         self._app = app
         self._routed_groups = frozenset(r.canonical.split("/")[2] for r in app.router.resources()
@@ -409,7 +414,7 @@ class APIServer:
         h = self.handlers
         groups = discovery.with_extra_groups(discovery.api_group_list(self.index), h.extra_groups + h.aggregated_groups)
         paths = {"/api", "/api/v1", "/apis", "/apis/", "/metrics", "/metrics/slis", "/openapi/v2", "/openapi/v3",
-                 "/openapi/v3/", "/version", *self._issuer_discovery()}
+                 "/openapi/v3/", "/statusz", "/version", *self._issuer_discovery(), *(["/flagz"] if self.flags else [])}
         for g in groups["groups"]:
             paths.add(f"/apis/{g['name']}")
             paths.update(f"/apis/{v['groupVersion']}" for v in g["versions"])

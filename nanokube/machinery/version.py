@@ -8,6 +8,9 @@ import sys
 #: the release, as a component's `version.Get().GitVersion` without nanokube's suffix
 GIT_VERSION = "v1.37.0"
 GIT_COMMIT = "0" * 40
+#: what /version and /statusz report: the build's own version and the Go release upstream's is built with
+BUILD_VERSION = f"{GIT_VERSION}-nanokube"
+GO_VERSION = "go1.25.0"
 #: Go's names for the machines Python reports
 _GOARCH = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64", "i686": "386", "ppc64le": "ppc64le", "s390x": "s390x"}
 

@@ -41,6 +41,9 @@ def bare():
         c.kubectl("create", "clusterrole", "metrics-resetter", "--verb=delete", "--non-resource-url=/metrics")
         c.kubectl("create", "clusterrolebinding", "resetter", "--clusterrole=metrics-resetter",
                   "--serviceaccount=default:scraper")
+        c.kubectl("create", "serviceaccount", "monitor")
+        c.kubectl("create", "clusterrolebinding", "monitor", "--clusterrole=system:monitoring",
+                  "--serviceaccount=default:monitor")
         yield c
 
 
@@ -52,8 +55,10 @@ def component(c, command: str, port: int, log: Path) -> subprocess.Popen:
                                 stdout=out, stderr=out, stdin=subprocess.DEVNULL)
 
 
-def get(port: int, path: str, token: str = "", method: str = "GET") -> tuple[int, str, dict]:
+def get(port: int, path: str, token: str = "", method: str = "GET", accept: str = "") -> tuple[int, str, dict]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
+    if accept:
+        headers["Accept"] = accept
     req = urllib.request.Request(f"https://127.0.0.1:{port}{path}", headers=headers, method=method)
     try:
         with urllib.request.urlopen(req, context=_INSECURE, timeout=10) as r:
@@ -93,6 +98,25 @@ def assert_metrics_guarded(c, port: int) -> str:
     code, body, headers = get(port, "/metrics", c.kubectl("create", "token", "scraper").stdout.strip())
     assert code == 200 and headers["Content-Type"].startswith("text/plain;")
     return body
+
+
+def assert_zpages(c, port: int, name: str, paths: list[str]) -> None:
+    """/statusz and /flagz for the bootstrap system:monitoring role only: text by default, the
+    structured v1beta1 kinds when asked for."""
+    monitor = c.kubectl("create", "token", "monitor").stdout.strip()
+    assert get(port, "/statusz")[0] == 403 and get(port, "/flagz")[0] == 403
+    code, body, headers = get(port, "/statusz", monitor)
+    assert code == 200 and headers["Content-Type"] == "text/plain; charset=utf-8"
+    assert body.startswith(f"\n{name} statusz\nWarning: This endpoint is not meant to be machine parseable")
+    code, body, _ = get(port, "/statusz", monitor, accept="application/json;v=v1beta1;g=config.k8s.io;as=Statusz")
+    statusz = json.loads(body)
+    assert code == 200 and statusz["metadata"] == {"name": name} and statusz["paths"] == paths
+    assert statusz["binaryVersion"] == "1.37.0-nanokube" and statusz["uptimeSeconds"] >= 0
+    assert get(port, "/statusz", monitor, accept="application/json")[0] == 406
+    code, body, _ = get(port, "/flagz", monitor, accept="application/json;v=v1beta1;g=config.k8s.io;as=Flagz")
+    flags = json.loads(body)["flags"]
+    assert code == 200 and flags["secure-port"] == str(port) and flags["kubeconfig"] == c.kubeconfig
+    assert flags["leader-elect-retry-period"] == "0.5" and flags["bind-address"] == "127.0.0.1"
 
 
 def test_scheduler_secure_port(bare):
@@ -170,6 +194,8 @@ def test_scheduler_secure_port(bare):
         args = {pc["Name"]: pc["Args"] for pc in profile["PluginConfig"]}
         assert args["DefaultPreemption"] == {"MinCandidateNodesPercentage": 10, "MinCandidateNodesAbsolute": 100}
         assert args["NodeResourcesFit"]["ScoringStrategy"]["Type"] == "LeastAllocated"
+
+        assert_zpages(c, port, "kube-scheduler", ["/configz", "/flagz", "/healthz", "/livez", "/metrics", "/readyz"])
     finally:
         proc.terminate()
         assert proc.wait(20) == 0
@@ -205,6 +231,11 @@ def test_controller_manager_secure_port(bare):
         assert counter(body, "workqueue_depth", name="deployment") == 0
         assert 'workqueue_retries_total{name="endpoint_slice"}' in body
         assert "# TYPE workqueue_queue_duration_seconds histogram" in body
+        # legacyregistry.Handler: a DELETE is answered as a GET, nothing reset
+        code, body, _ = get(port, "/metrics", token, "DELETE")
+        assert code == 200 and counter(body, "workqueue_adds_total", name="job") >= 1
+        assert counter(get(port, "/metrics", token)[1], "workqueue_adds_total", name="job") >= 1
+        assert_zpages(c, port, "kube-controller-manager", ["/configz", "/flagz", "/healthz", "/metrics"])
     finally:
         proc.terminate()
         assert proc.wait(20) == 0
@@ -250,6 +281,19 @@ def test_a_standby_scheduler_is_ready(bare):
             proc.terminate()
         for proc in procs:
             assert proc.wait(20) == 0
+
+
+def test_apiserver_zpages_through_kubectl(bare):
+    """`kubectl get --raw` asks for JSON, then anything: /statusz and /flagz answer in text."""
+    statusz = bare.kubectl("get", "--raw", "/statusz").stdout
+    assert statusz.startswith("\nkube-apiserver statusz\n")
+    assert re.search(r"\nPaths(?::|: |=| ) /flagz /healthz /livez /metrics /readyz /version\n", statusz), statusz
+    flagz = bare.kubectl("get", "--raw", "/flagz").stdout
+    assert re.search(r"\nscheduler(?::|: |=| )none\n", flagz), flagz
+    r = bare.kubectl("get", "--raw", "/statusz", "--as=prometheus", check=False)
+    assert r.returncode != 0 and 'cannot get path \"/statusz\"' in r.stderr
+    r = bare.kubectl("get", "--raw", "/flagz", "--as=prometheus", "--as-group=system:monitoring")
+    assert r.stdout.startswith("\nkube-apiserver flagz\n")
 
 
 def test_bad_secure_port_is_refused(bare):

@@ -274,6 +274,9 @@ def bootstrap_policy() -> tuple[list[dict], list[dict]]:
         _cluster_role("system:discovery", [_urls(["get"], ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez",
                                                            "/openapi", "/openapi/*", "/readyz", "/version", "/version/"])]),
         _cluster_role("system:public-info-viewer", [_urls(["get"], ["/healthz", "/livez", "/readyz", "/version", "/version/"])]),
+        _cluster_role("system:monitoring", [_urls(["get"], [
+            "/metrics", "/metrics/slis", "/livez", "/readyz", "/healthz", "/livez/*", "/readyz/*", "/healthz/*",
+            "/statusz", "/flagz"])]),
         _cluster_role("system:service-account-issuer-discovery", [_urls(["get"], [
             "/.well-known/openid-configuration", "/.well-known/openid-configuration/", "/openid/v1/jwks",
             "/openid/v1/jwks/"])]),
@@ -298,6 +301,7 @@ def bootstrap_policy() -> tuple[list[dict], list[dict]]:
         _binding("system:basic-user", "system:basic-user", ("Group", "system:authenticated")),
         _binding("system:public-info-viewer", "system:public-info-viewer",
                  ("Group", "system:authenticated"), ("Group", "system:unauthenticated")),
+        _binding("system:monitoring", "system:monitoring", ("Group", "system:monitoring")),
         _binding("system:service-account-issuer-discovery", "system:service-account-issuer-discovery",
                  ("Group", "system:serviceaccounts")),
         _binding("system:node", "system:node", ("Group", "system:nodes")),
