@@ -19,6 +19,7 @@ _SUBRESOURCE_VERBS = {
     "exec": ["create", "get"],
     "attach": ["create", "get"],
     "portforward": ["create", "get"],
+    "proxy": ["create", "delete", "get", "patch", "update"],
     "approval": ["get", "patch", "update"],
     "finalize": ["update"],
     "token": ["create"],
@@ -40,6 +41,8 @@ def _subresource_kind(res: Resource, sub: str) -> tuple[str, str, str]:
         return ("authentication.k8s.io", "v1", "TokenRequest")
     if sub in _STREAMING_KINDS:
         return ("", "v1", _STREAMING_KINDS[sub])
+    if sub == "proxy":  # PodProxyOptions, ServiceProxyOptions, NodeProxyOptions
+        return ("", "v1", f"{res.kind}ProxyOptions")
     return (res.group, "", res.kind)
 
 

@@ -38,6 +38,7 @@ from .options import (
     write_options_errors,
 )
 from .streaming.pods import PodStreaming
+from .streaming.proxy import ProxySubresources
 from .subresources import Subresources
 
 log = logging.getLogger(__name__)
@@ -201,6 +202,8 @@ class APIHandlers:
         #: pods/exec, pods/attach and pods/portforward, proxied to the node agents that register
         self.streams = PodStreaming(lambda ns, name: rest._entry(index.get("", "v1", "pods"), ns, name).obj)
         self.streams.admit = rest.admit_connect
+        #: pods/proxy, services/proxy and nodes/proxy, reaching pods through the same node agents
+        self.proxies = ProxySubresources(rest, index, self.streams.node_servers)
         #: answers create on review resources (verbs == ("create",)): `await reviews(res, body, user, namespace)`
         self.reviews = None
         self._discovery_cache: dict[str, bytes] = {}
@@ -322,7 +325,7 @@ class APIHandlers:
         plural = rest[0]
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else ""
-        if len(rest) > 3:
+        if len(rest) > 3 and (sub != "proxy" or group):  # a proxy's path goes on after it
             raise errors.route_not_found()
         res = self.index.get(group, version, plural)
         if res is None:
@@ -362,6 +365,8 @@ class APIHandlers:
             return json_response(await self.reviews(res, body, _user(request), namespace), 201)
         if sub in ("exec", "attach", "portforward") and not group:
             return await self.streams.handle(request, namespace, name, sub)
+        if sub == "proxy" and not group:
+            return await self.proxies.handle(request, plural, namespace, name, path)
         if sub in ("binding", "eviction", "log", "scale", "token"):
             return await self.sub.handle(self, request, res, version, namespace, name, sub)
         if sub and m not in ("GET", "PUT", "PATCH"):  # a subresource that serves its object is read and written

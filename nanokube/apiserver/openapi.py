@@ -172,6 +172,7 @@ def _gvk(group: str, version: str, kind: str) -> dict[str, str]:
 
 
 _PARAM_DOCS = {
+    "path": ("string", "Path is the URL path to use for the current proxy request."),
     "pretty": ("string", "If 'true', then the output is pretty printed."),
     "dryRun": ("string", "When present, indicates that modifications should not be persisted."),
     "fieldManager": ("string", "fieldManager is a name associated with the actor or entity that is making these changes."),
@@ -339,6 +340,9 @@ class _PathBuilder:
 
     def _subresource(self, r: Resource, sub: str, path: str, params: tuple[str, ...], name: str,
                      kind_def: str, gvk: dict[str, str]) -> None:
+        if sub == "proxy":
+            self._proxy(r, path, params, name)
+            return
         body, methods = _SUBRESOURCES.get(sub, (None, ("get", "put", "patch")))
         if body == "":  # a text stream (pods/log)
             self._path(path, params, {"get": self._op(
@@ -365,6 +369,16 @@ class _PathBuilder:
             ops["post"] = self._op("post", f"create{name}{suffix}", f"create {sub} of a {r.kind}", sgvk,
                                    query=_WRITE_Q, body=body, response=body, created=True)
         self._path(path, params, ops)
+
+    def _proxy(self, r: Resource, path: str, params: tuple[str, ...], name: str) -> None:
+        """The proxy subresource's connect operations (connectGetNamespacedPodProxy and the rest),
+        at the subresource and with a path after it."""
+        gvk = {"group": "", "kind": f"{r.kind}ProxyOptions", "version": "v1"}
+        for at, suffix, path_params in ((path, "", params), (path + "/{path}", "WithPath", (*params, "path"))):
+            ops = {m: self._op("connect", f"connect{m.title()}{name}Proxy{suffix}",
+                               f"connect {m.upper()} requests to proxy of {r.kind}", gvk, query=("path",))
+                   for m in ("delete", "get", "head", "options", "patch", "post", "put")}
+            self._path(at, path_params, ops)
 
 
 # --- documents ----------------------------------------------------------------

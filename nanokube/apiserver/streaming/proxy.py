@@ -1,0 +1,459 @@
+"""pods/proxy, services/proxy and nodes/proxy: kube-apiserver's connect
+subresources that forward any HTTP request to a pod's port, a Service's
+ready endpoint or a node's kubelet (pkg/registry/core/{pod,service,node}
+ResourceLocation, apimachinery's UpgradeAwareHandler and proxy Transport).
+
+kube-apiserver dials the pod's IP itself; here the API server has no route
+into pod networks, so the connection is the node agent's port-forward to the
+pod's port (what `kubectl port-forward` uses), and a node's kubelet endpoints
+are its agent's in-process server. What the client sees is upstream's: the
+`[scheme:]name[:port]` forms, the request and response headers the reverse
+proxy sets and strips, HTML links and redirects rewritten under the proxy
+path, and a backend that cannot be reached as a 503 ServiceUnavailable
+'error trying to reach service: ...'."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import posixpath
+import random
+import re
+import ssl
+from collections.abc import Callable
+from html.parser import HTMLParser
+from urllib.parse import urlsplit, urlunsplit
+
+from aiohttp import web
+from multidict import CIMultiDict
+
+from ...machinery import errors
+from ...machinery.streaming import NodeStreaming, StreamFailed
+from ..auth.authorizer import USER
+from ..rest import WriteOptions
+
+_COPY = 32 * 1024
+#: headers that describe one hop (httputil.ReverseProxy removes them both ways)
+_HOP = frozenset(("connection", "proxy-connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
+                  "trailer", "transfer-encoding", "upgrade"))
+#: the credentials authentication consumed: kube-apiserver deletes them before anything is proxied
+_CREDENTIALS = ("authorization", "impersonate-", "x-remote-")
+#: CORS answers of the backend, which corsRemovingTransport drops
+_CORS = frozenset(("access-control-allow-credentials", "access-control-allow-headers",
+                   "access-control-allow-methods", "access-control-allow-origin"))
+_VALID_SCHEMES = ("", "http", "https")
+#: tag -> attributes holding URLs, which the proxy rewrites in HTML (upstream's atomsToAttrs)
+_URL_ATTRS = {
+    "a": {"href"}, "applet": {"codebase"}, "area": {"href"}, "audio": {"src"}, "base": {"href"},
+    "blockquote": {"cite"}, "body": {"background"}, "button": {"formaction"}, "command": {"icon"},
+    "del": {"cite"}, "embed": {"src"}, "form": {"action"}, "frame": {"longdesc", "src"}, "head": {"profile"},
+    "html": {"manifest"}, "iframe": {"longdesc", "src"}, "img": {"longdesc", "src", "usemap"},
+    "input": {"src", "usemap", "formaction"}, "ins": {"cite"}, "link": {"href"},
+    "object": {"classid", "codebase", "data", "usemap"}, "q": {"cite"}, "script": {"src"}, "source": {"src"},
+    "video": {"poster", "src"},
+}
+#: connect options kind by resource, as admission sees the request
+_OPTIONS_KIND = {"pods": "PodProxyOptions", "services": "ServiceProxyOptions", "nodes": "NodeProxyOptions"}
+
+
+def split_scheme_name_port(id_: str) -> tuple[str, str, str] | None:
+    """`name`, `name:port` or `scheme:name:port` (utilnet.SplitSchemeNamePort); None when malformed."""
+    parts = id_.split(":")
+    if len(parts) > 3:
+        return None
+    scheme, name, port = parts if len(parts) == 3 else ("", parts[0], parts[1] if len(parts) == 2 else "")
+    if not name or scheme not in _VALID_SCHEMES:
+        return None
+    return scheme, name, port
+
+
+def _clean(p: str) -> str:
+    """Go's path.Clean for a non-empty absolute or relative path."""
+    out = posixpath.normpath(p)
+    return "/" + out.lstrip("/") if out.startswith("//") else out
+
+
+def join_preserving_trailing_slash(base: str, sub: str) -> str:
+    """net.JoinPreservingTrailingSlash(base, sub)."""
+    joined = "/".join(x for x in (base, sub) if x)
+    result = _clean(joined) if joined else ""
+    last = sub or base
+    if last.endswith("/") and not result.endswith("/"):
+        result += "/"
+    return result
+
+
+def service_unavailable(message: str) -> errors.APIError:
+    return errors.APIError(503, "ServiceUnavailable", message)
+
+
+def unreachable(host: str, port: int | str, why: str) -> errors.APIError:
+    """The proxy Transport's answer when dialing the backend fails."""
+    return service_unavailable(f"error trying to reach service: dial tcp {host}:{port}: {why}")
+
+
+class Backend:
+    """Where a proxied request goes: a pod's port through its node agent."""
+
+    def __init__(self, node: NodeStreaming | None, pod: dict, ip: str, port: str, scheme: str):
+        self.node, self.pod, self.ip, self.port, self.scheme = node, pod, ip, port, scheme
+
+    async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        if not self.port.isdigit() or not 0 < int(self.port) < 65536:
+            # Go's transport reads a host whose port is not a number as a host name to look up
+            raise service_unavailable(f"error trying to reach service: dial tcp: lookup {self.ip}:{self.port}: "
+                                      "no such host")
+        if self.node is None:
+            raise unreachable(self.ip, self.port, "connect: no route to host")
+        md = self.pod["metadata"]
+        try:
+            reader, writer = await self.node.port_forward(md["namespace"], md["name"], md.get("uid", ""),
+                                                          int(self.port))
+        except (StreamFailed, OSError):
+            raise unreachable(self.ip, self.port, "connect: connection refused") from None
+        if self.scheme == "https":  # the proxy transport does not verify the backend's certificate
+            ctx = ssl.create_default_context()
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+            try:
+                await writer.start_tls(ctx, server_hostname=self.ip)
+            except (ssl.SSLError, OSError) as e:
+                writer.close()
+                raise service_unavailable(f"error trying to reach service: {e}") from None
+        return reader, writer
+
+
+class ProxySubresources:
+    """Serves the proxy subresources. `node_servers` are the streaming servers' lookups by node name
+    (PodStreaming's); `kubelets` are lookups of a node's kubelet endpoints:
+    `serve(method, path, query) -> web.Response` (None: not theirs)."""
+
+    def __init__(self, rest, index, node_servers: list[Callable[[str], NodeStreaming | None]]):
+        self.rest = rest
+        self.index = index
+        self.node_servers = node_servers
+        self.kubelets: list[Callable[[str], object | None]] = []
+
+    async def handle(self, request: web.Request, plural: str, namespace: str | None, id_: str,
+                     path: str) -> web.StreamResponse:
+        """`path`: the request's decoded path; what follows `/proxy` is the path forwarded."""
+        if request.method not in ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"):
+            raise errors.method_not_allowed()
+        sub = _subpath(path)
+        user = request.get(USER)
+        if user is not None:
+            res = self.index.get("", "v1", plural)
+            await self.rest.admit_subresource_create(
+                res, "v1", "proxy", {"group": "", "version": "v1", "kind": _OPTIONS_KIND[plural]}, namespace or "",
+                id_, {"kind": _OPTIONS_KIND[plural], "apiVersion": "v1", **({"path": sub} if sub else {})},
+                WriteOptions(user=user), operation="CONNECT")
+        parsed = split_scheme_name_port(id_)
+        if parsed is None:
+            raise errors.bad_request(f"invalid {plural[:-1]} request \"{id_}\"")
+        scheme, name, port = parsed
+        if plural == "nodes":
+            return await self._node(request, name, port, sub)
+        backend = await (self._pod(namespace, name, port, scheme) if plural == "pods"
+                         else self._service(namespace, id_, name, port, scheme))
+        return await forward(request, backend, join_preserving_trailing_slash("", sub))
+
+    # --- where to ------------------------------------------------------------------------
+
+    def _get(self, plural: str, namespace: str | None, name: str) -> dict:
+        return self.rest._entry(self.index.get("", "v1", plural), namespace, name).obj
+
+    def _agent(self, pod: dict) -> NodeStreaming | None:
+        node = (pod.get("spec") or {}).get("nodeName")
+        for lookup in self.node_servers if node else ():
+            server = lookup(node)
+            if server is not None:
+                return server
+        return None
+
+    async def _pod(self, namespace: str, name: str, port: str, scheme: str) -> Backend:
+        """pod.ResourceLocation: the first declared container port when none is named; the pod's IP."""
+        pod = self._get("pods", namespace, name)
+        spec = pod.get("spec") or {}
+        if not port:
+            port = next((str(c["ports"][0].get("containerPort")) for c in spec.get("containers") or []
+                         if c.get("ports")), "")
+        ips = (pod.get("status") or {}).get("podIPs") or []
+        ip = ips[0].get("ip", "") if ips else ""
+        if not _global_unicast(ip):
+            raise errors.bad_request("address not allowed")
+        return Backend(self._agent(pod), pod, ip, port or "80", scheme)
+
+    async def _service(self, namespace: str, id_: str, name: str, port: str, scheme: str) -> Backend:
+        """The Service storage's ResourceLocation: a port number names the service port; a ready
+        endpoint (of the primary IP family first) of the EndpointSlices serving that port."""
+        svc = self._get("services", namespace, name)
+        spec = svc.get("spec") or {}
+        if port.isdigit():
+            declared = next((p for p in spec.get("ports") or [] if p.get("port") == int(port)), None)
+            if declared is None:
+                raise service_unavailable(f'no service port {int(port)} found for service "{name}"')
+            port = declared.get("name", "")
+        slices, _ = await self.rest.list(self.index.get("discovery.k8s.io", "v1", "endpointslices"), "v1", namespace,
+                                         label_selector=f"kubernetes.io/service-name={name}")
+        if not slices:
+            raise service_unavailable(f'no endpoints available for service "{name}"')
+        families = spec.get("ipFamilies") or []
+        random.shuffle(slices)
+        if families:
+            slices.sort(key=lambda s: s.get("addressType") != families[0])
+        for s in slices:
+            for p in s.get("ports") or []:
+                if p.get("name") is None or p["name"] != port or p.get("port") is None:
+                    continue
+                endpoints = s.get("endpoints") or []
+                offset = random.randrange(len(endpoints)) if endpoints else 0
+                for i in range(len(endpoints)):
+                    ep = endpoints[(i + offset) % len(endpoints)]
+                    if (ep.get("conditions") or {}).get("ready") is False:
+                        continue
+                    return self._endpoint(ep, str(p["port"]), scheme)
+        raise service_unavailable(f'no endpoints available for service "{id_}"')
+
+    def _endpoint(self, ep: dict, port: str, scheme: str) -> Backend:
+        ip = (ep.get("addresses") or [""])[0]
+        ref = ep.get("targetRef") or {}
+        pod = None
+        if ref.get("kind") == "Pod":
+            with contextlib.suppress(errors.APIError):
+                pod = self._get("pods", ref.get("namespace"), ref.get("name", ""))
+        if pod is None or ip not in {i.get("ip") for i in (pod.get("status") or {}).get("podIPs") or []}:
+            return Backend(None, {}, ip, port, scheme)  # not a pod a node agent runs: no route to it
+        return Backend(self._agent(pod), pod, ip, port, scheme)
+
+    async def _node(self, request: web.Request, name: str, port: str, sub: str) -> web.StreamResponse:
+        """node.ResourceLocation: the kubelet's endpoint when no port or the kubelet's is named."""
+        node = self._get("nodes", None, name)
+        kubelet_port = str((((node.get("status") or {}).get("daemonEndpoints") or {}).get("kubeletEndpoint")
+                            or {}).get("Port") or 10250)
+        host = next((a.get("address") for a in (node.get("status") or {}).get("addresses") or []
+                     if a.get("type") == "InternalIP"), name)
+        if port and port != kubelet_port:
+            raise unreachable(host, port, "connect: connection refused")
+        kubelet = next((k for lookup in self.kubelets if (k := lookup(name)) is not None), None)
+        if kubelet is None:
+            raise unreachable(host, kubelet_port, "connect: no route to host")
+        target = join_preserving_trailing_slash("", sub)
+        if not target and request.method in ("GET", "HEAD"):
+            return _redirect_to_slash(request)
+        return await kubelet.serve(request.method, target or "/", request.query)
+
+
+def _global_unicast(ip: str) -> bool:
+    try:
+        a = ipaddress.ip_address(ip)
+    except ValueError:
+        return False
+    return not (a.is_loopback or a.is_multicast or a.is_unspecified or a.is_link_local
+                or (a.version == 4 and a == ipaddress.IPv4Address("255.255.255.255")))
+
+
+def _subpath(path: str) -> str:
+    """The `path` connect option: what follows `/proxy`, with a leading slash and the request's
+    trailing slash (the handler's getRequestOptions)."""
+    parts = path.strip("/").split("/")
+    at = parts.index("proxy", 3 if parts[0] == "api" else 4)
+    sub = "/".join(parts[at + 1:])
+    if sub and not sub.startswith("/"):
+        sub = "/" + sub
+    if path.endswith("/") and not sub.endswith("/"):
+        sub += "/"
+    return sub
+
+
+def _redirect_to_slash(request: web.Request) -> web.StreamResponse:
+    """A GET or HEAD of the proxy root without its slash (issue 4958's redirect)."""
+    query = f"?{request.rel_url.raw_query_string}" if request.rel_url.raw_query_string else ""
+    return web.Response(status=301, headers={"Location": request.rel_url.raw_path + "/" + query})
+
+
+# --- the reverse proxy ------------------------------------------------------------------------
+
+async def forward(request: web.Request, backend: Backend, target: str) -> web.StreamResponse:
+    """UpgradeAwareHandler.ServeHTTP without upgrades: one request to `target` on the backend, its
+    answer streamed back with hop-by-hop and CORS headers dropped and links rewritten."""
+    # the location's path gets the request's trailing slash; the proxy path before it is what links
+    # and redirects are rewritten under (defaultProxyTransport's PathPrepend)
+    suffix = target + ("/" if request.path.endswith("/") and not target.endswith("/") else "")
+    prefix = request.path[:len(request.path) - len(suffix)] if suffix and request.path.endswith(suffix) \
+        else request.path
+    target = suffix
+    if not target and request.method in ("GET", "HEAD"):
+        return _redirect_to_slash(request)
+    reader, writer = await backend.connect()
+    try:
+        await _send_request(request, writer, target, prefix)
+        try:
+            status, reason, headers = await _read_head(reader)
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ValueError):
+            # the backend hung up without an answer
+            raise service_unavailable("error trying to reach service: EOF") from None
+        return await _relay_response(request, reader, status, reason, headers, prefix, backend.scheme)
+    finally:
+        writer.close()
+
+
+async def _send_request(request: web.Request, writer: asyncio.StreamWriter, target: str, prefix: str) -> None:
+    uri = (target or "/") + (f"?{request.rel_url.raw_query_string}" if request.rel_url.raw_query_string else "")
+    connection_named = {t.strip().lower() for t in request.headers.get("Connection", "").split(",")}
+    lines = [f"{request.method} {uri} HTTP/1.1"]
+    forwarded_for = request.headers.get("X-Forwarded-For")
+    for k, v in request.headers.items():
+        low = k.lower()
+        if low in _HOP or low in connection_named or low.startswith(_CREDENTIALS) or low in (
+                "content-length", "x-forwarded-for", "x-forwarded-uri"):
+            continue
+        lines.append(f"{k}: {v}")
+    client = request.remote or ""
+    if client:
+        lines.append(f"X-Forwarded-For: {forwarded_for + ', ' if forwarded_for else ''}{client}")
+    forwarded_uri = posixpath.join(prefix, target.lstrip("/")) if target else prefix
+    lines.append(f"X-Forwarded-Uri: {_clean(forwarded_uri) + ('/' if target.endswith('/') else '')}")
+    length = request.content_length
+    chunked = request.body_exists and length is None
+    if length is not None:
+        lines.append(f"Content-Length: {length}")
+    elif chunked:
+        lines.append("Transfer-Encoding: chunked")
+    lines.append("Connection: close")
+    writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+    if request.body_exists:
+        async for chunk in request.content.iter_chunked(_COPY):
+            writer.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n" if chunked else chunk)
+            await writer.drain()
+        if chunked:
+            writer.write(b"0\r\n\r\n")
+    await writer.drain()
+
+
+async def _read_head(reader: asyncio.StreamReader) -> tuple[int, str, CIMultiDict]:
+    """The backend's status and headers; an informational (1xx) answer before it is skipped."""
+    while True:
+        head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+        status_line, *lines = head.split("\r\n")
+        version, code, *reason = status_line.split(" ", 2)
+        if not version.startswith("HTTP/") or not code.isdigit():
+            raise ValueError(status_line)
+        headers = CIMultiDict()
+        for line in lines:
+            if ":" in line:
+                k, v = line.split(":", 1)
+                headers.add(k.strip(), v.strip())
+        if not 100 <= int(code) < 200:
+            return int(code), (reason[0] if reason else ""), headers
+
+
+async def _body(reader: asyncio.StreamReader, headers: CIMultiDict):
+    """The response body's bytes as they arrive: chunked, of a Content-Length, or until the end."""
+    if "chunked" in headers.get("Transfer-Encoding", "").lower():
+        while True:
+            size = int((await reader.readline()).split(b";", 1)[0].strip() or b"0", 16)
+            if size == 0:
+                while (await reader.readline()).strip():  # trailers
+                    pass
+                return
+            yield await reader.readexactly(size)
+            await reader.readline()
+    elif "Content-Length" in headers:
+        left = int(headers["Content-Length"])
+        while left > 0 and (chunk := await reader.read(min(left, _COPY))):
+            left -= len(chunk)
+            yield chunk
+    else:
+        while chunk := await reader.read(_COPY):
+            yield chunk
+
+
+async def _relay_response(request: web.Request, reader: asyncio.StreamReader, status: int, reason: str,
+                          headers: CIMultiDict, prefix: str, scheme: str) -> web.StreamResponse:
+    connection_named = {t.strip().lower() for t in headers.get("Connection", "").split(",")}
+    out = CIMultiDict()
+    for k, v in headers.items():
+        low = k.lower()
+        if low in _HOP or low in connection_named or low in _CORS:
+            continue
+        out.add(k, v)
+    host = request.host
+    if "Location" in out:
+        out["Location"] = rewrite_url(out["Location"], prefix, host)
+    bodyless = request.method == "HEAD" or status in (204, 304)
+    ctype = out.get("Content-Type", "").split(";", 1)[0].strip()
+    if not bodyless and ctype == "text/html" and not out.get("Content-Encoding") and "Location" not in headers:
+        page = b"".join([c async for c in _body(reader, headers)])
+        text = rewrite_html(page.decode("utf-8", "replace"), lambda u: rewrite_url(u, prefix, host))
+        out.popall("Content-Length", None)
+        return web.Response(status=status, reason=reason or None, headers=out, body=text.encode())
+    resp = web.StreamResponse(status=status, reason=reason or None, headers=out)
+    if "Content-Length" in out:
+        resp.content_length = int(out["Content-Length"])
+    await resp.prepare(request)
+    if not bodyless:
+        with contextlib.suppress(ConnectionError):
+            async for chunk in _body(reader, headers):
+                await resp.write(chunk)
+    await resp.write_eof()
+    return resp
+
+
+def rewrite_url(target: str, prefix: str, request_host: str) -> str:
+    """Transport.rewriteURL: an absolute path on the backend's (or the client's) host goes under the
+    proxy prefix; other hosts and relative URLs are left alone."""
+    try:
+        u = urlsplit(target)
+    except ValueError:
+        return target
+    if (u.netloc and u.netloc != request_host) or not u.path.startswith("/"):
+        return target
+    path = u.path
+    if not path.startswith(prefix):
+        path = _clean(posixpath.join(prefix, path.lstrip("/"))) + ("/" if u.path.endswith("/") else "")
+    if u.netloc == request_host:
+        return urlunsplit((u.scheme, u.netloc, path, u.query, u.fragment))
+    return urlunsplit(("", "", path, u.query, u.fragment))
+
+
+class _Tags(HTMLParser):
+    """Finds the start tags whose attributes hold URLs: (offset in the page, the tag's text)."""
+
+    def __init__(self, page: str) -> None:
+        super().__init__(convert_charrefs=False)
+        self.lines = [0] + [i + 1 for i, ch in enumerate(page) if ch == "\n"]  # HTMLParser counts \n only
+        self.found: list[tuple[int, str, set[str]]] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag in _URL_ATTRS and (text := self.get_starttag_text()):
+            line, col = self.getpos()
+            self.found.append((self.lines[line - 1] + col, text, _URL_ATTRS[tag]))
+
+    handle_startendtag = handle_starttag
+
+
+#: an attribute of a start tag: its name, then a quoted or a bare value
+_ATTR = re.compile(r"""([^\s=/>]+)(\s*=\s*)(?:"([^"]*)"|'([^']*)'|([^\s>]+))""")
+
+
+def rewrite_html(page: str, rewrite: Callable[[str], str]) -> str:
+    """rewriteHTML: every URL attribute of the tags upstream lists passed through `rewrite`; the rest
+    of the page is left as it was."""
+    tags = _Tags(page)
+    tags.feed(page)
+    tags.close()
+    out, at = [], 0
+    for offset, text, names in tags.found:
+        def one(m: re.Match, names=names) -> str:
+            if m.group(1).lower() not in names:
+                return m.group(0)
+            for quote, value in (('"', m.group(3)), ("'", m.group(4)), ("", m.group(5))):
+                if value is not None:
+                    return f"{m.group(1)}{m.group(2)}{quote}{rewrite(value)}{quote}"
+            return m.group(0)
+
+        out += [page[at:offset], _ATTR.sub(one, text)]
+        at = offset + len(text)
+    out.append(page[at:])
+    return "".join(out)

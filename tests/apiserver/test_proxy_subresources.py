@@ -1,0 +1,220 @@
+"""pods/proxy, services/proxy and nodes/proxy at the API server, over HTTP:
+kube-apiserver's name forms and errors, what the reverse proxy forwards and
+strips both ways, links and redirects rewritten under the proxy path, and a
+backend that refuses as a 503. A real HTTP server stands behind the node
+agent stand-in's port-forward, as a pod's listener would."""
+
+import asyncio
+import json
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from nanokube.apiserver.app import APIServer
+from nanokube.machinery.streaming import StreamFailed
+from nanokube.store.memory import MemoryStore
+
+PAGE = ('<html><head><link rel="stylesheet" href="/static/app.css"></head><body>'
+        '<a href="/next?x=1">next</a> <a href="relative">r</a> <a href="http://other.example/x">o</a>'
+        "<img src='/img.png'><p data-src=\"/not-a-url-attribute\">/text</p></body></html>")
+
+
+async def backend_app(request: web.Request) -> web.StreamResponse:
+    """What the pod's server saw, or a page, a redirect, CORS headers, a chunked answer."""
+    if request.path == "/page":
+        return web.Response(text=PAGE, content_type="text/html")
+    if request.path == "/moved":
+        return web.Response(status=302, headers={"Location": "/login?next=%2F"})
+    if request.path == "/cors":
+        return web.Response(text="ok", headers={"Access-Control-Allow-Origin": "*", "X-Backend": "yes"})
+    if request.path == "/stream":
+        resp = web.StreamResponse()
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        for i in range(3):
+            await resp.write(f"part {i}\n".encode())
+        await resp.write_eof()
+        return resp
+    body = await request.read()
+    return web.json_response({"method": request.method, "path": request.path, "query": request.rel_url.raw_query_string,
+                              "headers": dict(request.headers), "body": body.decode()},
+                             headers={"Connection": "close, X-Hop", "X-Hop": "dropped"})
+
+
+class FakeNode:
+    """A node agent whose pods listen on 8080 only (the HTTP server above)."""
+
+    def __init__(self, port: int):
+        self.port = port
+        self.forwarded = []
+
+    async def port_forward(self, namespace, pod, uid, port):
+        self.forwarded.append((namespace, pod, port))
+        if port != 8080:
+            raise StreamFailed(f"dial tcp4 127.0.0.1:{port}: connect: connection refused")
+        return await asyncio.open_connection("127.0.0.1", self.port)
+
+
+@pytest.fixture
+async def env():
+    runner = web.AppRunner(web.Application(middlewares=[]), access_log=None)
+    runner.app.router.add_route("*", "/{tail:.*}", backend_app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    node = FakeNode(site._server.sockets[0].getsockname()[1])
+    s = APIServer(MemoryStore(), None, port=0)
+    await s.start()
+    s.handlers.streams.node_servers.append(lambda name: node if name == "n1" else None)
+    async with aiohttp.ClientSession(base_url=f"http://127.0.0.1:{s.port}") as http:
+        async def send(method, path, body=None, ctype="application/json", headers=None):
+            data = json.dumps(body) if body is not None else None
+            async with http.request(method, path, data=data, headers={"Content-Type": ctype, **(headers or {})},
+                                    allow_redirects=False) as r:
+                return r.status, r.headers, await r.read()
+        code, _, out = await send("POST", "/api/v1/namespaces/default/serviceaccounts", {"metadata": {"name": "default"}})
+        assert code == 201, out
+        for name, ip, ports in (("web", "10.244.0.5", [{"containerPort": 8080}]), ("bare", "10.244.0.6", []),
+                                ("noip", "", [{"containerPort": 8080}])):
+            code, _, out = await send("POST", "/api/v1/namespaces/default/pods", {"metadata": {"name": name}, "spec": {
+                "nodeName": "n1", "containers": [{"name": "c", "image": "x", "ports": ports}]}})
+            assert code == 201, out
+            if ip:
+                code, _, out = await send("PATCH", f"/api/v1/namespaces/default/pods/{name}/status",
+                                          {"status": {"podIP": ip, "podIPs": [{"ip": ip}]}},
+                                          "application/merge-patch+json")
+                assert code == 200, out
+        yield send, node
+    await s.stop()
+    await runner.cleanup()
+
+
+async def test_pod_proxy_forwards_method_path_query_and_body(env):
+    send, node = env
+    code, headers, out = await send("POST", "/api/v1/namespaces/default/pods/web/proxy/api/echo?x=1&y=a%26b",
+                                    {"a": 1}, headers={"Authorization": "Bearer secret", "X-Custom": "kept"})
+    assert code == 200, out
+    seen = json.loads(out)
+    assert (seen["method"], seen["path"], seen["query"], seen["body"]) == ("POST", "/api/echo", "x=1&y=a%26b", '{"a": 1}')
+    assert seen["headers"]["X-Custom"] == "kept" and "Authorization" not in seen["headers"]
+    assert seen["headers"]["X-Forwarded-Uri"] == "/api/v1/namespaces/default/pods/web/proxy/api/echo"
+    assert seen["headers"]["X-Forwarded-For"] == "127.0.0.1"
+    assert "X-Hop" not in headers, "a header the backend's Connection names is hop-by-hop"
+    assert node.forwarded[-1] == ("default", "web", 8080), "the first declared container port"
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT", "PATCH", "DELETE", "OPTIONS"])
+async def test_every_connect_method_reaches_the_pod(env, method):
+    send, _ = env
+    code, _, out = await send(method, "/api/v1/namespaces/default/pods/http:web:8080/proxy/x/")
+    assert code == 200 and json.loads(out)["method"] == method and json.loads(out)["path"] == "/x/"
+
+
+async def test_head_answers_without_a_body(env):
+    send, _ = env
+    code, headers, out = await send("HEAD", "/api/v1/namespaces/default/pods/web/proxy/cors")
+    assert (code, out, headers["Content-Length"]) == (200, b"", "2")
+
+
+async def test_the_proxy_root_redirects_to_its_slash(env):
+    send, _ = env
+    code, headers, _ = await send("GET", "/api/v1/namespaces/default/pods/web/proxy?a=b")
+    assert code == 301 and headers["Location"] == "/api/v1/namespaces/default/pods/web/proxy/?a=b"
+    code, _, out = await send("GET", "/api/v1/namespaces/default/pods/web/proxy/")
+    assert code == 200 and json.loads(out)["path"] == "/"
+
+
+async def test_html_links_and_redirects_are_rewritten_under_the_proxy_path(env):
+    send, _ = env
+    base = "/api/v1/namespaces/default/pods/web:8080/proxy"
+    code, headers, out = await send("GET", base + "/page")
+    page = out.decode()
+    assert f'href="{base}/static/app.css"' in page and f'href="{base}/next?x=1"' in page
+    assert f"src='{base}/img.png'" in page
+    assert 'href="relative"' in page and 'href="http://other.example/x"' in page
+    assert 'data-src="/not-a-url-attribute"' in page and ">/text</p>" in page
+    assert int(headers["Content-Length"]) == len(out)
+    code, headers, _ = await send("GET", base + "/moved")
+    assert code == 302 and headers["Location"] == base + "/login?next=%2F"
+
+
+async def test_cors_answers_are_dropped_and_chunked_bodies_stream(env):
+    send, _ = env
+    code, headers, out = await send("GET", "/api/v1/namespaces/default/pods/web/proxy/cors")
+    assert (code, out, headers["X-Backend"]) == (200, b"ok", "yes")
+    assert "Access-Control-Allow-Origin" not in headers
+    code, _, out = await send("GET", "/api/v1/namespaces/default/pods/web/proxy/stream")
+    assert (code, out) == (200, b"part 0\npart 1\npart 2\n")
+
+
+@pytest.mark.parametrize("path,code,reason,message", [
+    ("pods/web:9090/proxy/", 503, "ServiceUnavailable",
+     "error trying to reach service: dial tcp 10.244.0.5:9090: connect: connection refused"),
+    ("pods/bare/proxy/", 503, "ServiceUnavailable",
+     "error trying to reach service: dial tcp 10.244.0.6:80: connect: connection refused"),
+    ("pods/noip/proxy/", 400, "BadRequest", "address not allowed"),
+    ("pods/ftp:web:80/proxy/", 400, "BadRequest", 'invalid pod request "ftp:web:80"'),
+    ("pods/a:b:c:d/proxy/", 400, "BadRequest", 'invalid pod request "a:b:c:d"'),
+    ("pods/missing/proxy/", 404, "NotFound", 'pods "missing" not found'),
+    ("services/missing:http/proxy/", 404, "NotFound", 'services "missing" not found'),
+])
+async def test_upstream_errors(env, path, code, reason, message):
+    send, _ = env
+    got, _, out = await send("GET", f"/api/v1/namespaces/default/{path}")
+    status = json.loads(out)
+    assert (got, status["kind"], status["code"], status["reason"], status["message"]) == (
+        code, "Status", code, reason, message)
+
+
+async def service(send, ports, slices):
+    code, _, out = await send("POST", "/api/v1/namespaces/default/services", {
+        "metadata": {"name": "svc"}, "spec": {"selector": {"app": "web"}, "ports": ports}})
+    assert code == 201, out
+    for i, s in enumerate(slices):
+        code, _, out = await send("POST", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices", {
+            "metadata": {"name": f"svc-{i}", "labels": {"kubernetes.io/service-name": "svc"}},
+            "addressType": "IPv4", **s})
+        assert code == 201, out
+
+
+def endpoint(ip, pod, ready=True):
+    return {"addresses": [ip], "conditions": {"ready": ready},
+            "targetRef": {"kind": "Pod", "namespace": "default", "name": pod}}
+
+
+async def test_service_proxy_reaches_a_ready_endpoint_by_port_name_or_number(env):
+    send, node = env
+    await service(send, [{"name": "http", "port": 80, "targetPort": 8080}, {"name": "admin", "port": 81}],
+                  [{"ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+                    "endpoints": [endpoint("10.244.0.6", "bare", ready=False), endpoint("10.244.0.5", "web")]}])
+    for name in ("svc:http", "svc:80", "http:svc:http"):
+        code, _, out = await send("GET", f"/api/v1/namespaces/default/services/{name}/proxy/hello")
+        assert code == 200, out
+        seen = json.loads(out)
+        assert seen["path"] == "/hello"
+        assert seen["headers"]["X-Forwarded-Uri"] == f"/api/v1/namespaces/default/services/{name}/proxy/hello"
+        assert node.forwarded[-1] == ("default", "web", 8080), "the ready endpoint, at the slice's port"
+    for name, message in (("svc:82", 'no service port 82 found for service "svc"'),
+                          ("svc:admin", 'no endpoints available for service "svc:admin"'),
+                          ("svc", 'no endpoints available for service "svc"')):
+        code, _, out = await send("GET", f"/api/v1/namespaces/default/services/{name}/proxy/")
+        assert (code, json.loads(out)["reason"], json.loads(out)["message"]) == (503, "ServiceUnavailable", message)
+
+
+async def test_a_service_without_endpointslices_has_no_endpoints(env):
+    send, _ = env
+    await service(send, [{"name": "http", "port": 80}], [])
+    code, _, out = await send("GET", "/api/v1/namespaces/default/services/svc:http/proxy/")
+    assert (code, json.loads(out)["message"]) == (503, 'no endpoints available for service "svc"')
+
+
+async def test_proxy_subresources_are_discovered_as_upstream_lists_them(env):
+    send, _ = env
+    _, _, out = await send("GET", "/api/v1")
+    found = {r["name"]: r for r in json.loads(out)["resources"] if r["name"].endswith("/proxy")}
+    assert set(found) == {"pods/proxy", "services/proxy", "nodes/proxy"}
+    for name, kind in (("pods/proxy", "PodProxyOptions"), ("services/proxy", "ServiceProxyOptions"),
+                       ("nodes/proxy", "NodeProxyOptions")):
+        assert found[name]["kind"] == kind and found[name]["verbs"] == ["create", "delete", "get", "patch", "update"]
+    assert found["nodes/proxy"]["namespaced"] is False and found["pods/proxy"]["namespaced"] is True
