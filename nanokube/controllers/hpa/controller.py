@@ -12,6 +12,7 @@ import logging
 from ...machinery.conditions import find_condition, set_condition
 from ...machinery.errors import APIError
 from ...client.informer import key_of
+from ...client.record import CoreEventRecorder
 from ...metrics.provider import MetricsProvider
 from ...machinery.quantity import parse_quantity
 from ..base import Controller
@@ -54,12 +55,11 @@ class HPAController(Controller):
         self.readiness_delay = initial_readiness_delay
         self.provider = provider or MetricsProvider(client, self.clock)
         self.hpas = client.resource("autoscaling", "v2", "horizontalpodautoscalers")
-        self.events = client.resource("", "v1", "events")
+        self.recorder = CoreEventRecorder(client, self.event_source, self.clock)
         self.pods = client.resource("", "v1", "pods")
         self.inf = self.informer_factory.informer(self.hpas)
         self.inf.add_handlers(on_add=self._enqueue, on_update=self._spec_changed, on_delete=self._forget)
         self.history: dict[str, normalize.History] = {}
-        self._events = 0
 
     def informers(self):
         return [self.inf]
@@ -233,14 +233,7 @@ class HPAController(Controller):
             log.info("hpa %s: status not written: %s", key_of(hpa), e.message)
 
     async def _event(self, hpa: dict, type_: str, reason: str, message: str) -> None:
-        md = hpa["metadata"]
-        now = self.clock.now()
-        self._events += 1
-        await self.events.create({
-            "metadata": {"name": f"{md['name']}.{int(now * 1e9) + self._events:x}", "namespace": md["namespace"]},
-            "involvedObject": {"kind": "HorizontalPodAutoscaler", "apiVersion": "autoscaling/v2", "name": md["name"],
-                               "namespace": md["namespace"], "uid": md.get("uid"), "resourceVersion": md.get("resourceVersion")},
-            "reason": reason, "message": message, "type": type_, "count": 1,
-            "firstTimestamp": self.clock.rfc3339(now), "lastTimestamp": self.clock.rfc3339(now),
-            "source": {"component": self.event_source},
-        })
+        """Through client-go's correlator, as upstream's recorder: a warning repeated each sync is
+        one Event with a growing count, not a new Event per sync."""
+        await self.recorder.emit({**hpa, "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler"},
+                                 type_, reason, message)

@@ -145,6 +145,21 @@ async def test_failing_metric_source_never_scales(env):
     assert "FailedComputeMetricsReplicas" in await env.reasons()
 
 
+async def test_a_failure_repeated_each_sync_is_one_counted_event(env):
+    """The HPA records through client-go's event correlator: the same warning every sync is one Event
+    whose count grows (`kubectl describe hpa`: `(x3 over 30s)`), with its reporting controller."""
+    await env.hpas.create(hpa([external(value="5", name="missing")]))
+    for _ in range(3):
+        await env.sync()
+        await env.clock.advance(15)
+    warnings = [e for e in (await env.events.list(NS))[0] if e["reason"] == "FailedComputeMetricsReplicas"]
+    assert [(e["count"], e["involvedObject"]["kind"], e["involvedObject"]["apiVersion"]) for e in warnings] == [
+        (3, "HorizontalPodAutoscaler", "autoscaling/v2")]
+    assert warnings[0]["source"] == {"component": "horizontal-pod-autoscaler"}
+    assert warnings[0]["reportingComponent"] == "horizontal-pod-autoscaler"
+    assert warnings[0]["lastTimestamp"] > warnings[0]["firstTimestamp"]
+
+
 async def test_downscale_waits_for_the_default_stabilization_window(env):
     await env.set_metric(queue=0)
     await env.hpas.create(hpa([external(value="5")], lo=0))
