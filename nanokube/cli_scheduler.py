@@ -140,7 +140,9 @@ async def _run(args: argparse.Namespace, config) -> int:
                              config.leader_election if config else None)
     configz = component_configz.scheduler(config, election, args.kubeconfig or "")
     scheduling = client.named("scheduler")
-    scheduler = ElectedScheduler(lambda metrics: Scheduler(scheduling, config=config, metrics=metrics), elector)
+    # and its events client, createClients' eventClient: the configuration as it is, no user agent suffix
+    scheduler = ElectedScheduler(lambda metrics: Scheduler(scheduling, config=config, metrics=metrics,
+                                                           event_client=client), elector)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -24,13 +24,13 @@ class SchedulerAPI:
     """Writes over any client (LocalClient or HTTPClient); binding is a
     POST to pods/binding, as kube-scheduler makes it."""
 
-    def __init__(self, client, clock, name: str) -> None:
+    def __init__(self, client, clock, name: str, event_client=None) -> None:
         self.client = client
         self.clock = clock
         self.name = name
         self.pods = client.resource("", "v1", "pods")
-        #: started and stopped with the scheduler
-        self.broadcaster = EventBroadcaster(client, clock)
+        #: started and stopped with the scheduler; writes through `event_client` when given
+        self.broadcaster = EventBroadcaster(event_client or client, clock)
         self._recorders: dict[str, EventRecorder] = {}
 
     async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:

@@ -94,18 +94,20 @@ class Scheduler:
 
     def __init__(self, client, clock: Clock = REAL, name: str = "default-scheduler",
                  profiles: list[Profile] | None = None, metrics: Metrics | None = None, seed: int | None = None,
-                 config: SchedulerConfig | None = None, informers: InformerFactory | None = None) -> None:
+                 config: SchedulerConfig | None = None, informers: InformerFactory | None = None,
+                 event_client=None) -> None:
         """`informers`: a factory shared with other components of the process (upstream's
         scheduler.New takes the informer factory it shares; scheduler_perf hands the same one to
         the ResourceClaim controller), which its owner stops; without one the scheduler runs (and
-        stops) informers of its own."""
+        stops) informers of its own. `event_client` writes the Events (kube-scheduler's eventClient,
+        without the '/scheduler' user agent suffix; `client` by default)."""
         if config is not None:
             profiles = config.profiles
         self.client = client
         self.clock = clock
         self.name = name
         self.metrics = metrics or Metrics()
-        self.api = SchedulerAPI(client, clock, name)
+        self.api = SchedulerAPI(client, clock, name, event_client)
         self.cache = Cache()
         self.snapshot = Snapshot()
         self.algorithm = Algorithm(random.Random(seed))

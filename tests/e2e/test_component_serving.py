@@ -139,6 +139,9 @@ def test_scheduler_secure_port(bare):
                   for e in c.audit_events() if e["userAgent"].startswith("kube-scheduler/")}
         assert re.fullmatch(r"kube-scheduler/v1\.37\.0 \(\w+/\w+\) kubernetes/0000000/scheduler",
                             agents["create", "pods", "binding"]), agents
+        # ... and its events client's: the configuration's own, no suffix
+        assert re.fullmatch(r"kube-scheduler/v1\.37\.0 \(\w+/\w+\) kubernetes/0000000",
+                            agents["create", "events", ""]), agents
         leases = [ua for (_, resource, _), ua in agents.items() if resource == "leases"]
         assert leases and all(ua.endswith("/leader-election") for ua in leases), agents
         code, body, _ = get(port, "/readyz?verbose")
