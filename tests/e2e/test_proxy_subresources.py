@@ -1,0 +1,91 @@
+"""The proxy subresources as a user reaches them: `kubectl get --raw` and
+`kubectl proxy` to a simulated pod's declared port directly and through its
+Service, the Python client's connect_* calls, upstream's errors as kubectl
+prints them, and RBAC on pods/proxy."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+from tests.e2e.conftest import KUBECTL, http_get, running_cluster, wait_for
+
+APP = [
+    {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default", "labels": {"app": "web"}},
+     "spec": {"containers": [{"name": "web", "image": "nginx", "ports": [{"name": "http", "containerPort": 8000}]}]}},
+    {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "default"},
+     "spec": {"selector": {"app": "web"}, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]}},
+]
+ANSWER = "nanokube simulated pod default/web port 8000\n"
+
+
+@pytest.fixture(scope="module")
+def c(store_url):
+    with running_cluster("proxy", store=store_url) as cluster:
+        cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": APP}))
+        wait_for(lambda: any(ep.get("conditions", {}).get("ready") for s in cluster.kubectl_json(
+            "get", "endpointslices", "-l", "kubernetes.io/service-name=web")["items"] for ep in s.get("endpoints") or []),
+            60, "the web Service's ready endpoint")
+        yield cluster
+
+
+def test_get_raw_reaches_the_pod_and_the_service(c):
+    for path in ("/api/v1/namespaces/default/pods/web/proxy/", "/api/v1/namespaces/default/pods/web:8000/proxy/x",
+                 "/api/v1/namespaces/default/services/web:http/proxy/", "/api/v1/namespaces/default/services/web:80/proxy/a/b",
+                 "/api/v1/namespaces/default/services/http:web:http/proxy/"):
+        assert c.kubectl("get", "--raw", path).stdout == ANSWER, path
+
+
+def test_kubectl_proxy_serves_the_service_path(c):
+    p = subprocess.Popen([KUBECTL, "proxy", "--port=0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "KUBECONFIG": c.kubeconfig})
+    try:
+        port = re.search(r"Starting to serve on 127\.0\.0\.1:(\d+)", p.stdout.readline()).group(1)
+        base = f"http://127.0.0.1:{port}/api/v1/namespaces/default"
+        assert http_get(f"{base}/services/web:http/proxy/") == ANSWER
+        assert http_get(f"{base}/pods/web/proxy/index.html") == ANSWER
+        status = json.loads(http_get(f"{base}/services/web:81/proxy/"))
+        assert (status["code"], status["reason"], status["message"]) == (
+            503, "ServiceUnavailable", 'no service port 81 found for service "web"')
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+
+
+def test_errors_as_kubectl_prints_them(c):
+    ip = c.kubectl_json("get", "pod", "web")["status"]["podIP"]
+    r = c.kubectl("get", "--raw", "/api/v1/namespaces/default/pods/web:9999/proxy/", check=False)
+    assert r.returncode == 1
+    assert (f"Error from server (ServiceUnavailable): error trying to reach service: dial tcp {ip}:9999: "
+            "connect: connection refused") in r.stderr
+    r = c.kubectl("get", "--raw", "/api/v1/namespaces/default/services/web:nope/proxy/", check=False)
+    assert 'Error from server (ServiceUnavailable): no endpoints available for service "web:nope"' in r.stderr
+    r = c.kubectl("get", "--raw", "/api/v1/namespaces/default/services/gone/proxy/", check=False)
+    assert 'Error from server (NotFound): services "gone" not found' in r.stderr
+    r = c.kubectl("get", "--raw", "/api/v1/namespaces/default/pods/ftp:web:80/proxy/", check=False)
+    assert 'Error from server (BadRequest): invalid pod request "ftp:web:80"' in r.stderr
+
+
+def test_the_python_client_connects(c):
+    from kubernetes import client
+
+    api = client.CoreV1Api(c.client())
+    assert api.connect_get_namespaced_service_proxy_with_path("web:http", "default", "status") == ANSWER
+    assert api.connect_get_namespaced_pod_proxy("web", "default") == ANSWER
+    assert api.connect_post_namespaced_pod_proxy_with_path("web:8000", "default", "submit") == ANSWER
+
+
+def test_rbac_on_the_proxy_subresource(c):
+    c.kubectl("create", "rolebinding", "jane-view", "--clusterrole=view", "--user=jane")
+    path = "/api/v1/namespaces/default/services/web:http/proxy/"
+    r = c.kubectl("get", "--raw", path, "--as=jane", check=False)
+    assert ('Error from server (Forbidden): services "web:http" is forbidden: User "jane" cannot get resource '
+            '"services/proxy" in API group "" in the namespace "default"') in r.stderr
+    assert c.kubectl("auth", "can-i", "get", "services", "--subresource=proxy", "--as=jane", check=False).stdout.strip() == "no"
+    c.kubectl("create", "rolebinding", "jane-edit", "--clusterrole=edit", "--user=jane")
+    wait_for(lambda: c.kubectl("get", "--raw", path, "--as=jane", check=False).stdout == ANSWER, 30,
+             "jane reaches the Service once bound to edit")
