@@ -209,10 +209,11 @@ class CoreEventRecorder:
         #: or queued behind such a write
         self._held: set[asyncio.Task] = set()
 
-    async def emit(self, obj: dict, type_: str, reason: str, message: str) -> None:
-        """Record one event on `obj` (which needs apiVersion and kind): returns once the write has
-        been tried, or at once when it queues behind a write of the same Event that is retrying."""
-        correlated = self.correlator.correlate(self._make(obj, type_, reason, message))
+    async def emit(self, obj: dict, type_: str, reason: str, message: str, field_path: str = "") -> None:
+        """Record one event on `obj` (which needs kind), or on the part of it `field_path` names (a
+        pod's container): returns once the write has been tried, or at once when it queues behind
+        a write of the same Event that is retrying."""
+        correlated = self.correlator.correlate(self._make(obj, type_, reason, message, field_path))
         if correlated is None:
             return
         event, key, patch = correlated
@@ -259,7 +260,7 @@ class CoreEventRecorder:
             if not tried.done():
                 tried.set_result(None)
 
-    def _make(self, obj: dict, type_: str, reason: str, message: str) -> dict:
+    def _make(self, obj: dict, type_: str, reason: str, message: str, field_path: str = "") -> dict:
         """makeEvent: a new Event with count 1. A reference without apiVersion (the kubelet's
         nodeRef) has none."""
         md = obj["metadata"]
@@ -271,6 +272,8 @@ class CoreEventRecorder:
             ref["namespace"] = md["namespace"]
         if md.get("resourceVersion"):
             ref["resourceVersion"] = md["resourceVersion"]
+        if field_path:
+            ref["fieldPath"] = field_path
         ts = self.clock.rfc3339(now)
         name = self.correlator.name(md["name"], now)
         event = {"metadata": {"name": name, "namespace": md.get("namespace") or "default"}, "involvedObject": ref,

@@ -2,10 +2,15 @@
 it allocates the containers' new requests and limits when the node has room for them (the
 pod's resize is otherwise pending, Infeasible beyond the node's allocatable, Deferred beyond
 what other pods leave), then actuates them; containerStatuses report both (allocatedResources,
-resources). The conditions are upstream's PodResizePending and PodResizeInProgress."""
+resources). The conditions are upstream's PodResizePending and PodResizeInProgress; the events
+(ResizeStarted, ResizeCompleted, ResizeDeferred, ResizeInfeasible) carry the spec's resources as
+the kubelet's podResizeMessage writes them. A container whose resizePolicy asks for it is restarted
+to take a new cpu, or memory limit (computeContainerResizeActions)."""
 
 from __future__ import annotations
 
+from ..machinery.gofmt import Struct, marshal
+from ..machinery.quantity import canonical
 from ..scheduler.resources import Resources, from_list, pod_requests
 
 PENDING = "PodResizePending"
@@ -65,13 +70,65 @@ def refusal(wanted: Resources, allocatable: dict, others: list[Resources]) -> tu
     return None
 
 
-def condition(ctype: str, live: dict | None, now: str, reason: str = "", message: str = "") -> dict:
-    """A resize condition (status True); its lastTransitionTime stays the live one's while its
-    reason does not change (updatedPodResizeCondition)."""
+def condition(ctype: str, live: dict | None, now: str, generation: int | None, reason: str = "",
+              message: str = "") -> dict:
+    """A resize condition (status True) for the pod's `generation`; its lastTransitionTime stays the
+    live one's while its reason does not change (updatedPodResizeCondition)."""
     since = live.get("lastTransitionTime") if live and live.get("reason", "") == reason else None
     c = {"type": ctype, "status": "True", "lastProbeTime": now, "lastTransitionTime": since or now}
+    if generation:
+        c["observedGeneration"] = generation
     if reason:
         c["reason"] = reason
     if message:
         c["message"] = message
     return c
+
+
+def message(prefix: str, pod: dict, generation: int | None, error: str = "") -> str:
+    """'<prefix>: <JSON>', the spec's containers and init containers with their resources, the
+    generation and the error if any, as Go marshals upstream's podResourceSummary."""
+    spec = pod.get("spec") or {}
+    summary = Struct()
+    for key in ("initContainers", "containers"):
+        if spec.get(key):
+            summary[key] = [Struct(name=c["name"], resources=_requirements(c.get("resources") or {}))
+                            for c in spec[key]]
+    summary["generation"] = generation or 0
+    if error:
+        summary["error"] = error
+    return f"{prefix}: {marshal(summary)}"
+
+
+def _requirements(res: dict) -> Struct:
+    """v1.ResourceRequirements' JSON: limits, requests and claims, each left out when empty."""
+    out = Struct()
+    for bag in ("limits", "requests"):
+        if res.get(bag):
+            out[bag] = {k: canonical(v) for k, v in res[bag].items()}
+    if res.get("claims"):
+        out["claims"] = res["claims"]
+    return out
+
+
+def restarts(pod: dict, before: dict[str, dict], after: dict[str, dict]) -> list[str]:
+    """The running containers (regular and sidecar) that actuating `after` over `before` restarts:
+    those whose cpu limit or request, or memory limit, changes under a RestartContainer resizePolicy
+    for that resource (a memory request is not actuated)."""
+    spec = pod.get("spec") or {}
+    out = []
+    for c in [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"] + \
+            list(spec.get("containers") or ()):
+        policy = {p.get("resourceName"): p.get("restartPolicy") for p in c.get("resizePolicy") or ()}
+        was, now = before.get(c["name"]) or {}, after.get(c["name"]) or {}
+        for resource, bags in (("cpu", ("limits", "requests")), ("memory", ("limits",))):
+            if policy.get(resource) == "RestartContainer" and any(
+                    _amount(was, bag, resource) != _amount(now, bag, resource) for bag in bags):
+                out.append(c["name"])
+                break
+    return out
+
+
+def _amount(requirements: dict, bag: str, resource: str) -> str | None:
+    value = (requirements.get(bag) or {}).get(resource)
+    return None if value is None else canonical(value)

@@ -88,11 +88,13 @@ def _rv(pod: dict) -> int:
     return int(pod["metadata"].get("resourceVersion") or 0)
 
 
-def _condition(ctype: str, ok: bool, now: str, live: dict, reason: str = "") -> dict:
-    """A kubelet condition; its lastTransitionTime stays the live one's while its status does not
-    change (upstream's updateLastTransitionTime)."""
+def _condition(ctype: str, ok: bool, now: str, live: dict, generation: int | None, reason: str = "") -> dict:
+    """A kubelet condition for the pod's `generation`; its lastTransitionTime stays the live one's
+    while its status does not change (upstream's updateLastTransitionTime)."""
     status = "True" if ok else "False"
     c = {"type": ctype, "status": status, "lastTransitionTime": transition_time(live.get(ctype), status, now)}
+    if generation:
+        c["observedGeneration"] = generation
     if reason:
         c["reason"] = reason
     return c
@@ -166,6 +168,12 @@ class PodWorker:
         self.ephemeral: dict[str, dict] = {}
         #: the containers run: a change of the spec (an ephemeral container, a resize) is acted on
         self.live = False
+        #: containers restarted on their own (a resize under a RestartContainer policy), by name: the
+        #: restarts beyond the pod's, and, until the pod's containers next restart together, when
+        #: the instance started and how the previous one ended
+        self.own_restarts: dict[str, int] = {}
+        self.own_started: dict[str, str] = {}
+        self.own_last_state: dict[str, dict] = {}
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -252,11 +260,13 @@ class PodWorker:
         return [c for c in (self.pod.get("spec") or {}).get("initContainers") or [] if c.get("restartPolicy") == "Always"]
 
     def _status_of(self, c: dict, state: dict, ready: bool, started: bool) -> dict:
-        s = {"name": c["name"], "state": state, "lastState": self.last_state, "ready": ready,
-             "restartCount": self.restarts, "image": image_ref(c.get("image", "")),
+        name = c["name"]
+        restarts = self.restarts + self.own_restarts.get(name, 0)
+        s = {"name": name, "state": state, "lastState": self.own_last_state.get(name, self.last_state),
+             "ready": ready, "restartCount": restarts, "image": image_ref(c.get("image", "")),
              "imageID": image_id(c.get("image", "")), "started": started}
         if "running" in state or "terminated" in state:
-            cid = hashlib.sha256(f"{self.uid}/{c['name']}/{self.restarts}".encode()).hexdigest()
+            cid = hashlib.sha256(f"{self.uid}/{name}/{restarts}".encode()).hexdigest()
             s["containerID"] = f"containerd://{cid}"
         if "running" in state:  # what runs (convertContainerStatusResources: for a running container only)
             if not self.allocated:
@@ -271,8 +281,8 @@ class PodWorker:
         out = []
         for c in (self.pod.get("spec") or {}).get("initContainers") or []:
             if c.get("restartPolicy") == "Always":
-                state = {"running": {"startedAt": self.started_at or now}} if running else \
-                    {"waiting": {"reason": "PodInitializing"}}
+                state = {"running": {"startedAt": self.own_started.get(c["name"]) or self.started_at or now}} \
+                    if running else {"waiting": {"reason": "PodInitializing"}}
                 out.append(self._status_of(c, state, running, running))
             else:
                 term = {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}
@@ -284,13 +294,19 @@ class PodWorker:
 
     async def _sync_spec(self) -> None:
         """Start the ephemeral containers the spec gained, and allocate and actuate a resize it
-        asks for (or report it pending), each reported by a status write."""
+        asks for (or report it pending), each reported by a status write and events (upstream's
+        allocation manager: ResizeStarted; ResizeDeferred or ResizeInfeasible when the pending
+        condition is new or its reason or generation changes, not for a new message alone;
+        ResizeCompleted). A spec change with nothing to act on is still observed: its generation."""
         if self._start_ephemeral():
             await self._write_running(self.clock.rfc3339())
         wanted = inplace.desired(self.pod)
+        gen = self.pod["metadata"].get("generation")
         if wanted == self.allocated:
-            if self.resize_conditions:  # a pending resize was taken back
+            if self.resize_conditions:  # a pending resize was taken back (no event, as upstream)
                 self.resize_conditions = []
+                await self._write_running(self.clock.rfc3339())
+            elif gen and (self.pod.get("status") or {}).get("observedGeneration") != gen:
                 await self._write_running(self.clock.rfc3339())
             return
         now = self.clock.rfc3339()
@@ -299,18 +315,43 @@ class PodWorker:
                   if w is not self and (w.pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
         refused = inplace.refusal(inplace.requests_with(self.pod, wanted), self.agent.spec.allocatable, others)
         if refused:
+            reason, why = refused
             was = self.resize_conditions[0] if self.resize_conditions else {}
-            if (was.get("reason"), was.get("message")) != refused:  # written again only when it says otherwise
-                self.resize_conditions = [inplace.condition(inplace.PENDING, live.get(inplace.PENDING), now, *refused)]
+            if (was.get("reason"), was.get("message"), was.get("observedGeneration")) != (reason, why, gen):
+                self.resize_conditions = [inplace.condition(inplace.PENDING, live.get(inplace.PENDING), now, gen,
+                                                            reason, why)]
+                if (was.get("reason"), was.get("observedGeneration")) != (reason, gen):
+                    await self._event("Warning", f"Resize{reason}",
+                                      inplace.message(f"Pod resize {reason}", self.pod, gen, why))
                 await self._write_running(now)
             return
         self.allocated = wanted
-        self.resize_conditions = [inplace.condition(inplace.IN_PROGRESS, live.get(inplace.IN_PROGRESS), now)]
+        self.resize_conditions = [inplace.condition(inplace.IN_PROGRESS, live.get(inplace.IN_PROGRESS), now, gen)]
+        await self._event("Normal", "ResizeStarted", inplace.message("Pod resize started", self.pod, gen))
         await self._write_running(now)
+        restarted = inplace.restarts(self.pod, self.actuated, self.allocated)
         self._actuate()
+        for name in restarted:
+            await self._restart_container(name)
         self.resize_conditions = []
         await self._write_running(self.clock.rfc3339())
+        await self._event("Normal", "ResizeCompleted", inplace.message("Pod resize completed", self.pod, gen))
         self.agent.retry_resizes()  # a pod that shrank leaves room
+
+    async def _restart_container(self, name: str) -> None:
+        """Stop one running container and start it again at once (its resize needs a restart): the
+        Killing event, its restartCount one more, and lastState how the instance ended (as
+        graceful deletion's: stopped within the grace period, 0; else killed, 137)."""
+        path = "spec.containers" if any(c["name"] == name for c in self._containers()) else "spec.initContainers"
+        await self._event("Normal", "Killing", f"Container {name} resize requires restart", f"{path}{{{name}}}")
+        now = self.clock.rfc3339()
+        grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+        code = 0 if (_annotation(self.pod, STOP_SECONDS, 0.0) or 0.0) <= grace else 137
+        self.own_last_state[name] = {"terminated": {
+            "exitCode": code, "reason": "Completed" if code == 0 else "Error",
+            "startedAt": self.own_started.get(name) or self.started_at or now, "finishedAt": now}}
+        self.own_restarts[name] = self.own_restarts.get(name, 0) + 1
+        self.own_started[name] = now
 
     def _actuate(self) -> None:
         """The containers run with what was allocated to them."""
@@ -338,30 +379,35 @@ class PodWorker:
         return started
 
     async def _write_running(self, now: str) -> None:
-        """The status of the pod's containers running since `started_at`."""
-        running = {"running": {"startedAt": self.started_at or now}}
-        await self._write("Running", [self._status_of(c, running, True, True) for c in self._containers()], True, now,
+        """The status of the pod's containers running since `started_at` (or their own restart)."""
+        def running(c: dict) -> dict:
+            return {"running": {"startedAt": self.own_started.get(c["name"]) or self.started_at or now}}
+        await self._write("Running", [self._status_of(c, running(c), True, True) for c in self._containers()], True, now,
                           running=True)
 
     async def _write(self, phase: str, containers: list[dict], ready: bool, now: str, reason: str = "",
                      running: bool = False, initialized: bool = True) -> None:
         """Patch the status to this one (skipped when that changes nothing), as upstream's status
-        manager does: other writers' conditions stay, first."""
+        manager does: other writers' conditions stay, first. The status and the kubelet's conditions
+        observe the generation of the spec acted on (PodObservedGenerationTracking, GA in 1.35)."""
         live = self.pod.get("status") or {}
+        gen = self.pod["metadata"].get("generation")
         conditions = live.get("conditions") or []
         kept = {c.get("type"): c for c in conditions}
         st = {
             "phase": phase, "hostIP": self.agent.host_ip, "hostIPs": [{"ip": self.agent.host_ip}],
             "podIP": self.ip, "podIPs": [{"ip": self.ip}], "startTime": self.start_time,
             "conditions": [c for c in conditions if c.get("type") not in KUBELET_CONDITIONS] + self.resize_conditions + [
-                _condition("PodReadyToStartContainers", True, now, kept),
-                _condition("Initialized", initialized, now, kept, "" if initialized else "ContainersNotInitialized"),
-                _condition("Ready", ready, now, kept, reason),
-                _condition("ContainersReady", ready, now, kept, reason),
-                _condition("PodScheduled", True, now, kept),
+                _condition("PodReadyToStartContainers", True, now, kept, gen),
+                _condition("Initialized", initialized, now, kept, gen, "" if initialized else "ContainersNotInitialized"),
+                _condition("Ready", ready, now, kept, gen, reason),
+                _condition("ContainersReady", ready, now, kept, gen, reason),
+                _condition("PodScheduled", True, now, kept, gen),
             ],
             "containerStatuses": containers,
         }
+        if gen:
+            st["observedGeneration"] = gen
         if (self.pod.get("spec") or {}).get("initContainers"):
             st["initContainerStatuses"] = self._init_statuses(now, running)
         if self.ephemeral:
@@ -371,23 +417,14 @@ class PodWorker:
             self.pod = await self.agent.pods.patch(self.name, {"metadata": {"uid": self.uid}, "status": patch}, SMP,
                                                    namespace=self.namespace, subresource="status")
 
-    async def _event(self, type_: str, reason: str, message: str) -> None:
-        """A core/v1 Event about the pod from this node's kubelet (best effort)."""
+    async def _event(self, type_: str, reason: str, message: str, field_path: str = "") -> None:
+        """A core/v1 Event about the pod (or, by `field_path`, one of its containers) from this
+        node's kubelet, through its recorder (repeats counted, failures logged)."""
         md = self.pod["metadata"]
-        now = self.clock.now()
-        body = {
-            "metadata": {"name": f"{self.name}.{int(now * 1e9):x}", "namespace": self.namespace},
-            "involvedObject": {"kind": "Pod", "apiVersion": "v1", "namespace": self.namespace, "name": self.name,
-                               "uid": self.uid, "resourceVersion": md.get("resourceVersion")},
-            "reason": reason, "message": message, "type": type_, "count": 1,
-            "source": {"component": "kubelet", "host": self.agent.name},
-            "firstTimestamp": self.clock.rfc3339(now), "lastTimestamp": self.clock.rfc3339(now),
-            "reportingComponent": "kubelet", "reportingInstance": self.agent.name,
-        }
-        try:
-            await self.agent.events.create(body, namespace=self.namespace)
-        except APIError as e:
-            log.warning("pod %s/%s: event %s not recorded: %s", self.namespace, self.name, reason, e.message)
+        ref = {"kind": "Pod", "apiVersion": "v1", "metadata": {
+            "name": self.name, "namespace": self.namespace, "uid": self.uid,
+            "resourceVersion": md.get("resourceVersion")}}
+        await self.agent.recorder.emit(ref, type_, reason, message, field_path)
 
     async def _prepare_claims(self) -> bool:
         """Block in ContainerCreating until every claim is allocated and
@@ -489,6 +526,8 @@ class PodWorker:
             self.last_state = {"terminated": term}
             self.restarts += 1
             self.started_at = ""
+            self.own_started.clear()
+            self.own_last_state.clear()
             statuses = [self._status_of(c, {"waiting": {
                 "reason": "CrashLoopBackOff",
                 "message": f"back-off {int(delay)}s restarting failed container={c['name']} "

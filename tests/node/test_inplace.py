@@ -1,12 +1,20 @@
-"""The node's side of in-place resize: when a resize is pending (the kubelet's canResizePod words) and
-what a container's status reports of its resources (running only, as convertContainerStatusResources)."""
+"""The node's side of in-place resize: when a resize is pending (the kubelet's canResizePod words),
+what a container's status reports of its resources (running only, as convertContainerStatusResources),
+and, through the API, the resize's events, its conditions' generation and a restart it needs."""
 
 from types import SimpleNamespace
 
+import pytest
+
+from nanokube.apiserver.loopback import connector
 from nanokube.clock import Clock
 from nanokube.node import inplace
+from nanokube.node.cluster import default_cluster
 from nanokube.node.lifecycle import PodWorker
+from nanokube.node.manager import NodeManager
 from nanokube.scheduler.resources import from_list
+from tests.controllers import eventually, make_stack
+from tests.node import ManualClock
 
 NODE = {"cpu": "4", "memory": "8Gi", "pods": "110"}
 
@@ -50,3 +58,112 @@ def test_a_container_reports_its_resources_while_it_runs():
     assert running["resources"] == {"limits": {"memory": "128Mi"}, "requests": {"cpu": "100m", "memory": "64Mi"}}
     best_effort = w._status_of(plain, {"running": {"startedAt": "2026-12-04T00:00:00Z"}}, True, True)
     assert best_effort["resources"] == {} and "allocatedResources" not in best_effort
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    clock = ManualClock()
+    mgr = NodeManager(connector(s.rest), default_cluster(), clock)
+    await mgr.start()
+    yield s.client.resource("", "v1", "pods"), s.client.resource("", "v1", "events")
+    await mgr.stop()
+    await s.close()
+
+
+SMP = "application/strategic-merge-patch+json"
+APP = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+
+
+async def _running(pods, containers: list[dict]) -> dict:
+    await pods.create({"metadata": {"name": "web", "namespace": "default"},
+                       "spec": {"nodeName": "gpu-0", "containers": containers}})
+
+    async def running():
+        p = await pods.get("web", "default")
+        return p if (p.get("status") or {}).get("phase") == "Running" else None
+    return await eventually(running)
+
+
+async def _resize(pods, resources: dict, name: str = "app") -> None:
+    await pods.patch("web", {"spec": {"containers": [{"name": name, "resources": resources}]}}, SMP,
+                     namespace="default", subresource="resize")
+
+
+def _events(events, reasons):
+    """The pod's events of these reasons, once there are as many as reasons, in reason order."""
+    async def found():
+        items, _ = await events.list(namespace="default", field_selector="involvedObject.name=web")
+        got = {e["reason"]: e for e in items if e["reason"] in reasons}
+        return [got[r] for r in reasons] if len(got) == len(reasons) else None
+    return found
+
+
+async def test_a_resize_is_recorded_started_and_completed_with_the_spec_and_its_generation(env):
+    pods, events = env
+    await _running(pods, [{"name": "app", "image": "busybox", "resources": APP}])
+    await _resize(pods, {"requests": {"cpu": "1500m"}, "limits": {"cpu": "1500m"}})
+    started, completed = await eventually(_events(events, ["ResizeStarted", "ResizeCompleted"]))
+    spec = '{"containers":[{"name":"app","resources":{"limits":{"cpu":"1500m","memory":"1Gi"},' \
+           '"requests":{"cpu":"1500m","memory":"1Gi"}}}],"generation":2}'
+    assert started["message"] == f"Pod resize started: {spec}"
+    assert completed["message"] == f"Pod resize completed: {spec}"
+    assert (started["type"], started["source"], started["involvedObject"]["kind"]) == (
+        "Normal", {"component": "kubelet", "host": "gpu-0"}, "Pod")
+    p = await pods.get("web", "default")
+    assert p["metadata"]["generation"] == 2 and p["status"]["observedGeneration"] == 2
+    assert {c["type"]: c.get("observedGeneration") for c in p["status"]["conditions"]} == {
+        t: 2 for t in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")}
+
+
+async def test_an_infeasible_resize_is_a_warning_and_its_pending_condition_observes_the_generation(env):
+    pods, events = env
+    await _running(pods, [{"name": "app", "image": "busybox", "resources": APP}])
+    await _resize(pods, {"requests": {"cpu": "100"}, "limits": {"cpu": "100"}})
+    [pending] = await eventually(_events(events, ["ResizeInfeasible"]))
+    assert pending["type"] == "Warning"
+    assert pending["message"] == (
+        'Pod resize Infeasible: {"containers":[{"name":"app","resources":{"limits":{"cpu":"100","memory":"1Gi"},'
+        '"requests":{"cpu":"100","memory":"1Gi"}}}],"generation":2,'
+        '"error":"Node didn\'t have enough capacity: cpu, requested: 100000, capacity: 64000"}')
+    p = await pods.get("web", "default")
+    cond = next(c for c in p["status"]["conditions"] if c["type"] == "PodResizePending")
+    assert (cond["reason"], cond["observedGeneration"]) == ("Infeasible", 2)
+
+
+async def test_a_resize_under_a_restart_container_policy_restarts_that_container_alone(env):
+    """computeContainerResizeActions: a memory limit change under memory's RestartContainer policy
+    kills and starts the container (Killing 'Container app resize requires restart'); the other
+    container's cpu change under the default policy does not restart it."""
+    pods, events = env
+    before = await _running(pods, [
+        {"name": "app", "image": "busybox", "resources": APP,
+         "resizePolicy": [{"resourceName": "memory", "restartPolicy": "RestartContainer"}]},
+        {"name": "side", "image": "busybox", "resources": APP}])
+    await pods.patch("web", {"spec": {"containers": [
+        {"name": "app", "resources": {"requests": {"memory": "2Gi"}, "limits": {"memory": "2Gi"}}},
+        {"name": "side", "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}}]}}, SMP,
+        namespace="default", subresource="resize")
+    [killing, _] = await eventually(_events(events, ["Killing", "ResizeCompleted"]))
+    assert killing["message"] == "Container app resize requires restart"
+    assert killing["involvedObject"]["fieldPath"] == "spec.containers{app}"
+    p = await pods.get("web", "default")
+    app, side = p["status"]["containerStatuses"]
+    assert (app["restartCount"], side["restartCount"]) == (1, 0)
+    assert app["lastState"]["terminated"]["exitCode"] == 0 and side["lastState"] == {}
+    assert app["containerID"] != before["status"]["containerStatuses"][0]["containerID"]
+    assert side["containerID"] == before["status"]["containerStatuses"][1]["containerID"]
+    assert app["resources"]["limits"]["memory"] == "2Gi" and side["resources"]["limits"]["cpu"] == "2"
+
+
+def test_only_a_changed_resource_under_a_restart_policy_restarts():
+    pod = {"spec": {"containers": [
+        {"name": "a", "resizePolicy": [{"resourceName": "cpu", "restartPolicy": "RestartContainer"}]},
+        {"name": "b", "resizePolicy": [{"resourceName": "memory", "restartPolicy": "RestartContainer"}]}]}}
+    was = {"a": {"requests": {"cpu": "1", "memory": "1Gi"}}, "b": {"requests": {"cpu": "1", "memory": "1Gi"}}}
+    assert inplace.restarts(pod, was, {"a": {"requests": {"cpu": "1000m", "memory": "2Gi"}},
+                                       "b": {"requests": {"cpu": "1", "memory": "2Gi"}}}) == []
+    assert inplace.restarts(pod, was, {"a": {"requests": {"cpu": "2", "memory": "1Gi"}},
+                                       "b": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}}}
+                            ) == ["a", "b"]

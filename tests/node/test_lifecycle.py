@@ -211,7 +211,8 @@ async def test_conditions_keep_their_transition_time_until_their_status_changes(
                           grace=30, finalizers=["test.nanokube.io/keep"]))
     started = clock.rfc3339()
     p = await eventually(phase_is(pods, "loop", "Running"))
-    assert cond(p, "Ready") == {"type": "Ready", "status": "True", "lastTransitionTime": started}, \
+    assert cond(p, "Ready") == {"type": "Ready", "status": "True", "lastTransitionTime": started,
+                                "observedGeneration": 1}, \
         "a Ready condition that turned True keeps no reason from when it was False"
     await clock.advance(5)
     crashed = clock.rfc3339()
@@ -242,6 +243,25 @@ async def test_other_writers_conditions_stay_first(env):
     assert [c["type"] for c in p["status"]["conditions"]] == [
         "example.com/Warm", "PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"]
     assert cond(p, "example.com/Warm") == gate
+
+
+async def test_the_status_observes_the_generation_of_the_spec_acted_on(env):
+    """PodObservedGenerationTracking (GA): status.observedGeneration and each kubelet condition's
+    observedGeneration are the generation of the spec the kubelet last acted on, also for a spec
+    change that needs no action (activeDeadlineSeconds)."""
+    pods, _ = env
+    await pods.create(pod("gen"))
+    p = await eventually(phase_is(pods, "gen", "Running"))
+    assert p["metadata"]["generation"] == 1 and p["status"]["observedGeneration"] == 1
+    assert [c.get("observedGeneration") for c in p["status"]["conditions"]] == [1] * 5
+    await pods.patch("gen", {"spec": {"activeDeadlineSeconds": 600}}, namespace="default")
+
+    async def observed():
+        p = await pods.get("gen", "default")
+        return p if p["status"].get("observedGeneration") == 2 else None
+    p = await eventually(observed)
+    assert p["metadata"]["generation"] == 2
+    assert [c.get("observedGeneration") for c in p["status"]["conditions"]] == [2] * 5
 
 
 # --- the status patch ---------------------------------------------------------------------
