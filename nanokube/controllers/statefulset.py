@@ -413,7 +413,8 @@ class StatefulSetController(Controller):
     def _status(self, sts: dict, by_ordinal: dict, current: str, update: str, now: float) -> dict:
         """The counts of every pod the set has; one ready but not yet available for minReadySeconds
         brings the set back when it becomes available (upstream requeues after minReadySeconds on
-        the pod's update and while availableReplicas falls short), whichever pod the update stops at."""
+        the pod's update and while availableReplicas falls short), whichever pod the update stops at.
+        collisionCount is always written, 0 included, as updateStatefulSet does."""
         min_ready = sts["spec"].get("minReadySeconds", 0)
         counts = {"replicas": 0, "readyReplicas": 0, "availableReplicas": 0, "currentReplicas": 0, "updatedReplicas": 0}
         waits = []
@@ -433,7 +434,8 @@ class StatefulSetController(Controller):
         if waits:
             self.queue.add_after(key_of(sts), min(waits) + 0.05)
         return {**counts, "currentRevision": current, "updateRevision": update,
-                "observedGeneration": sts["metadata"].get("generation", 1)}
+                "observedGeneration": sts["metadata"].get("generation", 1),
+                "collisionCount": (sts.get("status") or {}).get("collisionCount") or 0}
 
     async def _write_status(self, sts: dict, computed: dict) -> None:
         """With every pod updated and ready, a rolling update is complete: the

@@ -109,7 +109,8 @@ async def test_ordered_creation_identity_and_claims(env):
     st = await eventually(lambda: sts_status(client, lambda s: s.get("availableReplicas") == 3))
     rev = md["labels"]["controller-revision-hash"]
     assert st == {"replicas": 3, "readyReplicas": 3, "availableReplicas": 3, "currentReplicas": 3,
-                  "updatedReplicas": 3, "currentRevision": rev, "updateRevision": rev, "observedGeneration": 1}
+                  "updatedReplicas": 3, "currentRevision": rev, "updateRevision": rev, "observedGeneration": 1,
+                  "collisionCount": 0}  # upstream's updateStatefulSet always sets it, 0 included
     revs, _ = await client.resource("apps", "v1", "controllerrevisions").list("default")
     assert [r["metadata"]["name"] for r in revs] == [rev] and revs[0]["revision"] == 1
     assert revs[0]["metadata"]["labels"]["controller.kubernetes.io/hash"] == rev.removeprefix("web-")
