@@ -79,9 +79,19 @@ _RELAYED = frozenset(("exec", "attach", "portforward", "log"))
 _IDENTITY = ("authorization", "x-remote-", "impersonate-")
 
 
+def _proxied(p: list[str]) -> bool:
+    """A pods/proxy or services/proxy (reaching a pod through its node agent) or nodes/proxy path."""
+    if len(p) < 6 or p[1] != "api":
+        return False
+    if p[3] == "namespaces":
+        return len(p) >= 8 and p[5] in ("pods", "services") and p[7] == "proxy"
+    return p[3] == "nodes" and p[5] == "proxy"
+
+
 class NodeRelay:
     """The node agents run in worker 0 only, so the other workers relay a pod's exec, attach,
-    portforward and log requests there, as kube-apiserver relays them to the kubelet: over TLS
+    portforward, log and proxy requests (services' and nodes' proxy too) there, as kube-apiserver
+    relays them to the kubelet: over TLS
     to worker 0's private port, as the front proxy (its client certificate and the
     authenticated user in X-Remote-* headers; worker 0 authorizes and admits the request as its
     own), then byte for byte both ways, so SPDY and WebSocket upgrades and streamed logs pass
@@ -97,6 +107,8 @@ class NodeRelay:
         async def dispatch_or_relay(request: web.Request) -> web.StreamResponse:
             p = request.rel_url.path.split("/")  # /api/v1/namespaces/NS/pods/NAME/SUB
             if len(p) == 8 and p[1] == "api" and p[3] == "namespaces" and p[5] == "pods" and p[7] in _RELAYED:
+                return await self.relay(request)
+            if _proxied(p):
                 return await self.relay(request)
             return await dispatch(request)
 

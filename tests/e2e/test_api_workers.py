@@ -157,7 +157,7 @@ def test_each_worker_allocates_from_its_share_and_holds_the_others_values(c):
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trainer", "annotations": {
     "sim.nanokube.io/log": "loading dataset",
     "sim.nanokube.io/exec.nvidia-smi": '{"stdout": "GPU 0: NVIDIA H100\\n", "exitCode": 0}'}},
-    "spec": {"containers": [{"name": "main", "image": "trainer:1.0"}]}}
+    "spec": {"containers": [{"name": "main", "image": "trainer:1.0", "ports": [{"containerPort": 8000}]}]}}
 
 
 def _exec_over_websocket(conn: Conn, path: str) -> bytes:
@@ -198,6 +198,10 @@ def test_what_node_agents_serve_is_relayed_from_the_other_worker(c):
     b.http.request("GET", "/api/v1/namespaces/default/pods/trainer/log")
     r = b.http.getresponse()
     assert r.status == 200 and b"loading dataset" in r.read()
+    _, b = _pair(c)
+    b.http.request("GET", "/api/v1/namespaces/default/pods/trainer/proxy/")
+    r = b.http.getresponse()
+    assert (r.status, r.read()) == (200, b"nanokube simulated pod default/trainer port 8000\n")
     _, b = _pair(c)
     assert _exec_over_websocket(b, "/api/v1/namespaces/default/pods/trainer/exec?command=nvidia-smi&stdout=1") \
         == b"GPU 0: NVIDIA H100\n"
