@@ -71,3 +71,35 @@ async def test_metrics_reset_and_resources_for_the_leader_only():
         assert deleted.status == 200 and "kept_total 1.0" in await deleted.text()
         assert "kept_total 1.0" in await (await http.get("/metrics")).text()
         assert (await http.get("/metrics/resources")).status == 404
+
+
+async def test_debug_flags_v_sets_the_log_verbosity():
+    """routes.DebugFlags' /debug/flags/v: a PUT of klog's verbosity (4 and above: debug logging),
+    authorized as verb put; anything but a PUT is a 406, a body ParseInt refuses a 400."""
+    import logging
+
+    api = AllowAll()
+    app = component_server.app(component_server.DelegatedAuth(api), CollectorRegistry(), {}, list,
+                               component="kube-controller-manager", flags={})
+    root, before = logging.getLogger(), logging.getLogger().level
+    try:
+        async with TestClient(TestServer(app)) as http:
+            got = await http.put("/debug/flags/v", data=b"4")
+            assert got.status == 200 and await got.text() == "successfully set klog.logging.verbosity to 4\n"
+            assert got.headers["Content-Type"] == "text/plain" and root.level == logging.DEBUG
+            assert {"path": "/debug/flags/v", "verb": "put"} in [r["nonResourceAttributes"] for r in api.reviews]
+            got = await http.put("/debug/flags/v", data=b"2")
+            assert got.status == 200 and root.level == logging.INFO
+            got = await http.put("/debug/flags/v", data=b"4\n")
+            assert got.status == 400 and await got.text() == \
+                'failed set klog.logging.verbosity 4\n: strconv.ParseInt: parsing "4\\n": invalid syntax\n'
+            got = await http.put("/debug/flags/v", data=b"99999999999")
+            assert got.status == 400 and (await got.text()).endswith(': value out of range\n')
+            got = await http.get("/debug/flags/v")
+            assert got.status == 406 and await got.text() == "unsupported http method\n"
+            index = await http.get("/debug/flags")
+            assert index.status == 200 and "<tr>v<br>" in await index.text()
+            statusz = await http.get("/statusz", headers={"Accept": "application/json;v=v1beta1;g=config.k8s.io;as=Statusz"})
+            assert "/debug" not in (await statusz.json())["paths"], "unlisted, as upstream's"
+    finally:
+        root.setLevel(before)
