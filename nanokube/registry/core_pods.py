@@ -20,6 +20,7 @@ from .core_spec import (
     POD_CONDITION_SCHEDULED,
     default_container,
     default_volume,
+    image_whitespace_errors,
     local_path,
     validate_apparmor_profile,
     validate_containers,
@@ -189,9 +190,9 @@ _PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
 _OS_NAMES = ("linux", "windows")
 
 
-def _validate_classes_and_os(spec: dict, path: str) -> list[FieldError]:
-    """ValidateRuntimeClassName (set, even empty), ValidatePreemptionPolicy and validateOS's name:
-    what a pod's admission plugins refuse first, but a template (CronJob, StatefulSet...) meets here."""
+def _validate_classes(spec: dict, path: str) -> list[FieldError]:
+    """ValidateRuntimeClassName (set, even empty) and ValidatePreemptionPolicy: what a pod's
+    admission plugins refuse first, but a template (CronJob, StatefulSet...) meets here."""
     errs: list[FieldError] = []
     if (rc := spec.get("runtimeClassName")) is not None:
         errs += [invalid(f"{path}.runtimeClassName", rc, m) for m in dns1123_subdomain(rc)]
@@ -200,22 +201,20 @@ def _validate_classes_and_os(spec: dict, path: str) -> list[FieldError]:
             errs.append(required(f"{path}.preemptionPolicy"))
         elif pp not in _PREEMPTION_POLICIES:
             errs.append(not_supported(f"{path}.preemptionPolicy", pp, _PREEMPTION_POLICIES))
-    if (os_ := spec.get("os")) is not None:
-        name = os_.get("name") or ""
-        if not name:
-            errs.append(required(f"{path}.os.name", "cannot be empty"))
-        elif name not in _OS_NAMES:
-            errs.append(not_supported(f"{path}.os", name, _OS_NAMES))
     return errs
 
 
 def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] = (),
-                      old_spread_keys_invalid: bool = False) -> list[FieldError]:
+                      old_spread_keys_invalid: bool = False, pod: bool = False) -> list[FieldError]:
     """ValidatePodSpec for the rules OpenAPI cannot state; `old_ips` (on update, the old spec's
     pod_spec_ips) stand unchecked, and so do the spread constraints' matchLabelKeys when the old
-    spec's already broke their rules (OldPodViolatesMatchLabelKeysValidation)."""
+    spec's already broke their rules (OldPodViolatesMatchLabelKeysValidation); `pod`: the spec is a
+    pod's, not a template's (opts.ResourceIsPod)."""
     errs: list[FieldError] = []
-    # lists most pods lack are checked (and their paths built) only when present
+    # ValidatePodSpec's order; lists most pods lack are checked (and their paths built) only when present
+    tgps = spec.get("terminationGracePeriodSeconds")
+    if tgps is not None and tgps < 0:
+        errs.append(invalid(f"{path}.terminationGracePeriodSeconds", tgps, "must be greater than or equal to 0"))
     volume_names: set[str] = set()
     if volumes := spec.get("volumes"):
         volume_names, verrs = validate_volumes(volumes, f"{path}.volumes")
@@ -225,6 +224,8 @@ def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] =
         claim_names, cerrs = validate_pod_resource_claims(claims, f"{path}.resourceClaims")
         errs += cerrs
     errs += validate_containers(spec, path, volume_names, claim_names)
+    if spec.get("hostNetwork"):
+        errs += _host_network_ports(spec, path, pod)
     rp = spec.get("restartPolicy")
     if not rp:
         errs.append(required(f"{path}.restartPolicy"))
@@ -241,34 +242,12 @@ def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] =
         errs += _validate_affinity(affinity, f"{path}.affinity")
     if dns == "None" or spec.get("dnsConfig") is not None:  # most pods have neither: no call
         errs += validate_dns_config(spec, path, old_ips)
-    for f, check in (("nodeName", dns1123_subdomain), ("serviceAccountName", dns1123_subdomain),
-                     ("schedulerName", dns1123_subdomain), ("hostname", dns1123_label),
-                     ("subdomain", dns1123_label), ("priorityClassName", dns1123_subdomain)):
-        v = spec.get(f)
-        if v and (msgs := check(v)):
-            errs += [invalid(f"{path}.{f}", v, m) for m in msgs]
-    errs += _validate_classes_and_os(spec, path)
-    ads = spec.get("activeDeadlineSeconds")
-    if ads is not None and not 1 <= ads <= _MAX_INT32:
-        errs.append(invalid(f"{path}.activeDeadlineSeconds", ads, "must be between 1 and 2147483647, inclusive"))
-    tgps = spec.get("terminationGracePeriodSeconds")
-    if tgps is not None and tgps < 0:
-        errs.append(invalid(f"{path}.terminationGracePeriodSeconds", tgps, "must be greater than or equal to 0"))
-    errs += validate_tolerations(spec.get("tolerations") or [], f"{path}.tolerations")
-    for i, alias in enumerate(spec.get("hostAliases") or []):  # ValidateHostAliases
-        p = f"{path}.hostAliases[{i}]"
-        errs += legacy_ip_errors(alias.get("ip", ""), f"{p}.ip", old_ips)
-        for j, name in enumerate(alias.get("hostnames") or []):
-            errs += [invalid(f"{p}.hostnames[{j}]", name, m) for m in dns1123_subdomain(name)]
-    for name, q in (spec.get("overhead") or {}).items():
-        if is_quantity(q) and parse_quantity(q) < 0:
-            errs.append(invalid(f"{path}.overhead[{name}]", q, "must be greater than or equal to 0"))
-    if spec.get("schedulingGates"):
-        errs += _validate_scheduling_gates(spec, path)
-    errs += _validate_scheduling_group(spec, path)
     for i, g in enumerate(spec.get("readinessGates") or []):
         ct = g.get("conditionType", "")
         errs += [invalid(f"{path}.readinessGates[{i}].conditionType", ct, m) for m in qualified_name(ct)]
+    if spec.get("schedulingGates"):
+        errs += _validate_scheduling_gates(spec, path)
+    errs += _validate_scheduling_group(spec, path)
     if constraints := spec.get("topologySpreadConstraints"):
         errs += _validate_spread_constraints(constraints, f"{path}.topologySpreadConstraints",
                                              old_spread_keys_invalid)
@@ -276,12 +255,65 @@ def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] =
         errs += _validate_host_process(spec, path)
     if spec.get("hostUsers") is False:
         errs += _validate_host_users(spec, path)
-    os_name = (spec.get("os") or {}).get("name")
-    if os_name == "linux":
-        errs += _validate_linux(spec, path)
-    elif os_name == "windows":
-        errs += _validate_windows(spec, path)
+    for f, check in (("serviceAccountName", dns1123_subdomain), ("nodeName", dns1123_subdomain),
+                     ("schedulerName", dns1123_subdomain)):
+        v = spec.get(f)
+        if v and (msgs := check(v)):
+            errs += [invalid(f"{path}.{f}", v, m) for m in msgs]
+    ads = spec.get("activeDeadlineSeconds")
+    if ads is not None and not 1 <= ads <= _MAX_INT32:
+        errs.append(invalid(f"{path}.activeDeadlineSeconds", ads, "must be between 1 and 2147483647, inclusive"))
+    for f in ("hostname", "subdomain"):
+        v = spec.get(f)
+        if v and (msgs := dns1123_label(v)):
+            errs += [invalid(f"{path}.{f}", v, m) for m in msgs]
+    errs += validate_tolerations(spec.get("tolerations") or [], f"{path}.tolerations")
+    for i, alias in enumerate(spec.get("hostAliases") or []):  # ValidateHostAliases
+        p = f"{path}.hostAliases[{i}]"
+        errs += legacy_ip_errors(alias.get("ip", ""), f"{p}.ip", old_ips)
+        for j, name in enumerate(alias.get("hostnames") or []):
+            errs += [invalid(f"{p}.hostnames[{j}]", name, m) for m in dns1123_subdomain(name)]
+    pcn = spec.get("priorityClassName")
+    if pcn and (msgs := dns1123_subdomain(pcn)):
+        errs += [invalid(f"{path}.priorityClassName", pcn, m) for m in msgs]
+    errs += _validate_classes(spec, path)
+    for name, q in (spec.get("overhead") or {}).items():
+        if is_quantity(q) and parse_quantity(q) < 0:
+            errs.append(invalid(f"{path}.overhead[{name}]", q, "must be greater than or equal to 0"))
+    if (os_ := spec.get("os")) is not None:  # validateOS; a valid name's own rules only when it is valid
+        name = os_.get("name") or ""
+        if not name:
+            errs.append(required(f"{path}.os.name", "cannot be empty"))
+        elif name not in _OS_NAMES:
+            errs.append(not_supported(f"{path}.os", name, _OS_NAMES))
+        elif name == "linux":
+            errs += _validate_linux(spec, path)
+        else:
+            errs += _validate_windows(spec, path)
     return errs
+
+
+def _host_network_ports(spec: dict, path: str, pod: bool) -> list[FieldError]:
+    """validatePodHostNetworkDeps: with the host's network a regular container's hostPort is its
+    containerPort; a template may leave it 0, for the pod's defaulting to fill in."""
+    return [invalid(f"{path}.containers[{i}].ports[{j}].hostPort", hp, "must match `containerPort` when `hostNetwork` is true")
+            for i, c in enumerate(spec.get("containers") or ()) for j, port in enumerate(c.get("ports") or ())
+            if (hp := port.get("hostPort") or 0) != (port.get("containerPort") or 0) and (pod or hp)]
+
+
+def validate_pod_only(spec: dict) -> list[FieldError]:
+    """validatePodMetadataAndSpec's checks for a pod and not a template, after its spec's: no
+    service account token projected without a service account, and no image with leading or
+    trailing whitespace (the regular containers', then the init containers')."""
+    errs: list[FieldError] = []
+    if not spec.get("serviceAccountName"):
+        for vi, volume in enumerate(spec.get("volumes") or ()):
+            for si, source in enumerate(((volume.get("projected") or {}).get("sources")) or ()):
+                if source.get("serviceAccountToken") is not None:
+                    errs.append(forbidden(f"spec.volumes[{vi}].projected.sources[{si}].serviceAccountToken",
+                                          "must not be specified when serviceAccountName is not set"))
+    return (errs + image_whitespace_errors(spec.get("containers") or (), "spec.containers")
+            + image_whitespace_errors(spec.get("initContainers") or (), "spec.initContainers"))
 
 
 def _host_process(sc: dict | None) -> bool | None:
@@ -1298,7 +1330,7 @@ class PodStrategy(Strategy):
 
     def validate(self, obj):
         spec = obj.get("spec") or {}
-        errs = validate_pod_spec(spec)
+        errs = validate_pod_spec(spec, pod=True) + validate_pod_only(spec)
         if spec.get("ephemeralContainers"):  # added only through pods/ephemeralcontainers
             errs.append(forbidden("spec.ephemeralContainers", "cannot be set on create"))
         if spec.get("schedulingGates") and spec.get("nodeName"):
@@ -1319,8 +1351,10 @@ class PodStrategy(Strategy):
         """validatePodMetadataAndSpec on an update: the annotations (an invalid deletion cost the old
         pod had may stay), then the spec (the old spec's IPs stand unchecked)."""
         old_spec = old.get("spec") or {}
-        errs = validate_pod_spec(new.get("spec") or {}, old_ips=pod_spec_ips(old_spec),
-                                 old_spread_keys_invalid=spread_label_keys_invalid(old_spec))
+        spec = new.get("spec") or {}
+        errs = validate_pod_spec(spec, old_ips=pod_spec_ips(old_spec),
+                                 old_spread_keys_invalid=spread_label_keys_invalid(old_spec), pod=True)
+        errs += validate_pod_only(spec)
         annotations = (new.get("metadata") or {}).get("annotations") or {}
         old_annotations = (old.get("metadata") or {}).get("annotations") or {}
         invalid_cost = _DELETION_COST in old_annotations and not _valid_deletion_cost(old_annotations[_DELETION_COST])

@@ -92,7 +92,7 @@ def default_container(c: dict, host_network: bool, ephemeral: bool = False) -> N
     c.setdefault("resources", {})
     for p in c.get("ports") or []:
         p.setdefault("protocol", "TCP")
-        if host_network and not ephemeral and "hostPort" not in p and "containerPort" in p:
+        if host_network and not ephemeral and not p.get("hostPort") and "containerPort" in p:
             p["hostPort"] = p["containerPort"]
     # absent members are passed over without a call or an empty dict to look into: every pod write
     # defaults each of its containers again
@@ -257,15 +257,47 @@ def validate_containers(spec: dict, path: str, volume_names: set[str], claim_nam
                 errs += [invalid(f"{p}.name", name, m) for m in msgs]
             errs += _validate_container(c, p, key, volume_names, claim_names, spec.get("restartPolicy"),
                                         spec.get("hostUsers") is not False)
+            if key == "initContainers" and (rp := c.get("restartPolicy")) is not None and rp != "Always":
+                errs.append(not_supported(f"{p}.restartPolicy", rp, ["Always"]))
+            elif key == "ephemeralContainers":
+                errs += image_whitespace_errors((c,), f"{path}.{key}", i)
             if name in seen:
                 errs.append(duplicate(f"{p}.name", name))
             elif name:
                 seen.add(name)
             if key == "ephemeralContainers":
                 errs += _ephemeral_only(c, p, spec)
-            elif any(c.get(f) is not None for f in _HANDLED):
+                continue
+            if key == "initContainers":  # init containers run one by one: each on its own
+                errs += host_port_conflicts((c,), f"{path}.{key}", i)
+            if any(c.get(f) is not None for f in _HANDLED):
                 errs += _validate_probes_and_lifecycle(c, p, key, grace)
+        if key == "containers":  # checkHostPortConflicts across the regular containers
+            errs += host_port_conflicts(spec.get(key) or (), f"{path}.{key}")
     return errs
+
+
+def host_port_conflicts(containers, path: str, first: int = 0) -> list[FieldError]:
+    """AccumulateUniqueHostPorts: a host port (with its protocol and host IP) used twice is a
+    Duplicate at the later use, as "<protocol>/<hostIP>/<port>"."""
+    errs: list[FieldError] = []
+    used: set[str] = set()
+    for ci, c in enumerate(containers, first):
+        for pi, port in enumerate(c.get("ports") or ()):
+            if not (hp := port.get("hostPort")):
+                continue
+            key = f"{port.get('protocol', '')}/{port.get('hostIP', '')}/{hp}"
+            if key in used:
+                errs.append(duplicate(f"{path}[{ci}].ports[{pi}].hostPort", key))
+            used.add(key)
+    return errs
+
+
+def image_whitespace_errors(containers, path: str, first: int = 0) -> list[FieldError]:
+    """validateContainerOnlyForPod: a pod's (not a template's) image has no leading or trailing
+    whitespace; a template may keep " " (a placeholder some tools fill in)."""
+    return [invalid(f"{path}[{i}].image", image, "must not have leading or trailing whitespace")
+            for i, c in enumerate(containers, first) if (image := c.get("image")) and image != image.strip()]
 
 
 #: what an ephemeral container may not set (those outside upstream's allowedEphemeralContainerFields),
@@ -376,24 +408,13 @@ def _port_num_or_name(port: Any, path: str) -> list[FieldError]:
 def _validate_container(c: dict, p: str, kind: str, volume_names: set[str], claim_names: set[str],
                         pod_restart: str | None, host_users: bool) -> list[FieldError]:
     errs: list[FieldError] = []
-    image = c.get("image")
-    if not image:
+    if not c.get("image"):  # its whitespace is a pod's own rule (image_whitespace_errors)
         errs.append(required(f"{p}.image"))
-    elif image != image.strip():
-        errs.append(invalid(f"{p}.image", image, "must not have leading or trailing whitespace"))
-    pull = c.get("imagePullPolicy")
-    if not pull:
-        errs.append(required(f"{p}.imagePullPolicy"))
-    elif pull not in ("Always", "IfNotPresent", "Never"):
-        errs.append(not_supported(f"{p}.imagePullPolicy", pull, ["Always", "IfNotPresent", "Never"]))
     tmp = c.get("terminationMessagePolicy")
     if not tmp:
         errs.append(required(f"{p}.terminationMessagePolicy"))
     elif tmp not in ("File", "FallbackToLogsOnError"):
         errs.append(not_supported(f"{p}.terminationMessagePolicy", tmp, ["File", "FallbackToLogsOnError"]))
-    rp = c.get("restartPolicy")
-    if rp is not None and kind == "initContainers" and rp != "Always":
-        errs.append(not_supported(f"{p}.restartPolicy", rp, ["Always"]))
     # each list's path is built only where it has something to check
     if ports := c.get("ports"):
         errs += validate_container_ports(ports, f"{p}.ports")
@@ -403,6 +424,11 @@ def _validate_container(c: dict, p: str, kind: str, volume_names: set[str], clai
         errs += _validate_env_from(env_from, f"{p}.envFrom")
     if mounts := c.get("volumeMounts"):
         errs += _validate_mounts(mounts, f"{p}.volumeMounts", volume_names, c)
+    pull = c.get("imagePullPolicy")
+    if not pull:
+        errs.append(required(f"{p}.imagePullPolicy"))
+    elif pull not in ("Always", "IfNotPresent", "Never"):
+        errs.append(not_supported(f"{p}.imagePullPolicy", pull, ["Always", "IfNotPresent", "Never"]))
     res = c.get("resources") or {}
     errs += validate_resources(res, f"{p}.resources", claim_names)
     if _hugepages_alone(res):

@@ -672,3 +672,60 @@ async def test_a_match_label_key_the_selector_names_is_refused_once_merged(core)
         ("spec.topologySpreadConstraints[0][1]", 'Invalid value: "rev": exists in both matchLabelKeys and labelSelector')]
     pod["metadata"]["labels"] = {"other": "x"}
     await _call(core.create_namespaced_pod, "default", pod)
+
+
+async def test_a_pod_with_many_errors_lists_them_in_upstream_order(core):
+    """ValidatePodSpec's order: volumes, each container's common checks (terminationMessagePolicy,
+    env, then imagePullPolicy), the regular containers' host port conflicts, the init containers,
+    the host network's ports, dnsPolicy, nodeSelector, readinessGates, topology spread, nodeName,
+    activeDeadlineSeconds, hostname, tolerations; then a pod's own rules (an image's whitespace)."""
+    pod = {"metadata": {"name": "many"}, "spec": {
+        "hostNetwork": True, "dnsPolicy": "Sometimes", "nodeSelector": {"bad key!": "v"},
+        "nodeName": "Bad_Node", "activeDeadlineSeconds": 0, "hostname": "Bad_Host",
+        "tolerations": [{"key": "", "operator": "Equal", "value": "x"}],
+        "readinessGates": [{"conditionType": "bad type"}],
+        "topologySpreadConstraints": [{"maxSkew": 0, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}],
+        "volumes": [{"name": "Bad_Vol", "emptyDir": {}}],
+        "initContainers": [{"name": "i", "image": "busybox", "restartPolicy": "Never"}],
+        "containers": [
+            {"name": "c", "image": " busybox", "imagePullPolicy": "Sometimes", "terminationMessagePolicy": "Maybe",
+             "env": [{"name": ""}], "ports": [{"containerPort": 80, "hostPort": 81}]},
+            {"name": "c2", "image": "busybox", "ports": [{"containerPort": 81, "hostPort": 81}]}]}}
+    with pytest.raises(ApiException) as e:
+        await _call(core.create_namespaced_pod, "default", pod)
+    assert e.value.status == 422, e.value.body
+    fields = [c["field"] for c in json.loads(e.value.body)["details"]["causes"]]
+    assert fields == [
+        "spec.volumes[0].name", "spec.containers[0].terminationMessagePolicy", "spec.containers[0].env[0].name",
+        "spec.containers[0].imagePullPolicy", "spec.containers[1].ports[0].hostPort",
+        "spec.initContainers[0].restartPolicy", "spec.containers[0].ports[0].hostPort", "spec.dnsPolicy",
+        "spec.nodeSelector", "spec.readinessGates[0].conditionType", "spec.topologySpreadConstraints[0].maxSkew",
+        "spec.nodeName", "spec.activeDeadlineSeconds", "spec.hostname", "spec.tolerations[0].operator",
+        "spec.containers[0].image"]
+    causes = {c["field"]: c["message"] for c in json.loads(e.value.body)["details"]["causes"]}
+    assert causes["spec.containers[1].ports[0].hostPort"] == 'Duplicate value: "TCP//81"'
+    assert causes["spec.containers[0].ports[0].hostPort"] == (
+        "Invalid value: 81: must match `containerPort` when `hostNetwork` is true")
+
+
+async def test_a_template_image_may_keep_whitespace_and_a_host_network_port_must_match(core):
+    """validateContainerOnlyForPod is a pod's rule: a template's image " " (a placeholder some
+    tools fill in) is accepted; under hostNetwork a template's unset hostPort is defaulted to the
+    containerPort, as a pod's, and another value must match it."""
+    apps = client.AppsV1Api(core.api_client)
+
+    def deployment(name, port):
+        return {"metadata": {"name": name}, "spec": {
+            "selector": {"matchLabels": {"app": name}}, "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"hostNetwork": True, "containers": [{"name": "c", "image": " ", "ports": [port]}]}}}}
+
+    made = await _call(apps.create_namespaced_deployment, "default", deployment("d", {"containerPort": 80}))
+    assert made.spec.template.spec.containers[0].image == " "
+    assert made.spec.template.spec.containers[0].ports[0].host_port == 80  # defaulted, as a pod's
+    with pytest.raises(ApiException) as e:
+        await _call(apps.create_namespaced_deployment, "default",
+                    deployment("e", {"containerPort": 80, "hostPort": 81}))
+    assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [
+        ("spec.template.spec.containers[0].ports[0].hostPort",
+         "Invalid value: 81: must match `containerPort` when `hostNetwork` is true")]
