@@ -9,6 +9,7 @@ import inspect
 
 from .apiserver.protobuf import go_duration
 from .client.leaderelection import LeaderElectionConfig
+from .controllers import nodelifecycle
 from .controllers.hpa import HPAController, options_from_env
 from .scheduler import config as scheduler_config
 
@@ -100,6 +101,18 @@ def scheduler(cfg: scheduler_config.SchedulerConfig | None, election: LeaderElec
     }}
 
 
+def _kube_cloud_shared(args) -> dict:
+    """KubeCloudSharedConfiguration: no cloud provider, the node monitor period the node lifecycle
+    controller runs with, --use-service-account-credentials; the rest as SetDefaults and the
+    flags' defaults leave them (--cidr-allocator-type RangeAllocator)."""
+    monitor = nodelifecycle.options_from_env().get("monitor_period", nodelifecycle.DEFAULT_MONITOR_PERIOD)
+    return {"CloudProvider": {"Name": "", "CloudConfigFile": ""}, "ExternalCloudVolumePlugin": "",
+            "UseServiceAccountCredentials": bool(getattr(args, "use_service_account_credentials", False)),
+            "AllowUntaggedCloud": False, "RouteReconciliationPeriod": "10s", "NodeMonitorPeriod": _duration(monitor),
+            "ClusterName": "kubernetes", "ClusterCIDR": "", "AllocateNodeCIDRs": False,
+            "CIDRAllocatorType": "RangeAllocator", "ConfigureCloudRoutes": True, "NodeSyncPeriod": "0s"}
+
+
 def controller_manager(args, election: LeaderElectionConfig) -> dict:
     """kube-controller-manager's KubeControllerManagerConfiguration: the generic section and the
     controller sections nanokube has settings for."""
@@ -120,6 +133,7 @@ def controller_manager(args, election: LeaderElectionConfig) -> dict:
             "LeaderMigrationEnabled": False,
             "LeaderMigration": {"LeaderName": "", "ResourceLock": "", "ControllerLeaders": None},
         },
+        "KubeCloudShared": _kube_cloud_shared(args),
         "CSRSigningController": {
             "ClusterSigningCertFile": args.cluster_signing_cert_file,
             "ClusterSigningKeyFile": args.cluster_signing_key_file,

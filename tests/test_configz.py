@@ -40,13 +40,14 @@ def test_a_configuration_file_is_served_defaulted_under_go_names():
     assert fit == {"Type": "MostAllocated", "Resources": [{"Name": "cpu", "Weight": 1}, {"Name": "memory", "Weight": 1}]}
 
 
-def test_the_controller_manager_serves_its_flags():
+def test_the_controller_manager_serves_its_flags(monkeypatch):
+    monkeypatch.delenv("NANOKUBE_NODE_MONITOR_GRACE", raising=False)
     files = {f"cluster_signing_{stem}_{part}_file": "" for stem in ("kubelet_serving", "kubelet_client",
                                                                      "kube_apiserver_client", "legacy_unknown")
              for part in ("cert", "key")}
     args = argparse.Namespace(bind_address="127.0.0.1", secure_port=10257, controllers="*,-job", **files,
                               cluster_signing_cert_file="/ca.crt", cluster_signing_key_file="/ca.key",
-                              signing_duration=8760 * 3600.0)
+                              signing_duration=8760 * 3600.0, use_service_account_credentials=True)
     got = configz.controller_manager(args, LeaderElectionConfig(resource_name="kube-controller-manager"))
     generic = got["kubecontrollermanager.config.k8s.io"]["Generic"]
     assert (generic["Address"], generic["Port"], generic["Controllers"]) == ("127.0.0.1", 10257, ["*", "-job"])
@@ -54,8 +55,19 @@ def test_the_controller_manager_serves_its_flags():
     hpa = got["kubecontrollermanager.config.k8s.io"]["HPAController"]
     assert hpa["HorizontalPodAutoscalerSyncPeriod"] == "15s"
     assert hpa["HorizontalPodAutoscalerDownscaleStabilizationWindow"] == "5m0s"
+    kcm = got["kubecontrollermanager.config.k8s.io"]
+    assert list(kcm)[:3] == ["Generic", "KubeCloudShared", "CSRSigningController"]
+    assert kcm["KubeCloudShared"] == {
+        "CloudProvider": {"Name": "", "CloudConfigFile": ""}, "ExternalCloudVolumePlugin": "",
+        "UseServiceAccountCredentials": True, "AllowUntaggedCloud": False, "RouteReconciliationPeriod": "10s",
+        "NodeMonitorPeriod": "5s", "ClusterName": "kubernetes", "ClusterCIDR": "", "AllocateNodeCIDRs": False,
+        "CIDRAllocatorType": "RangeAllocator", "ConfigureCloudRoutes": True, "NodeSyncPeriod": "0s"}
     assert got["kubecontrollermanager.config.k8s.io"]["CSRSigningController"] == {
         "ClusterSigningCertFile": "/ca.crt", "ClusterSigningKeyFile": "/ca.key",
         **{f"{s}SignerConfiguration": {"CertFile": "", "KeyFile": ""}
            for s in ("KubeletServing", "KubeletClient", "KubeAPIServerClient", "LegacyUnknown")},
         "ClusterSigningDuration": "8760h0m0s"}
+    # the monitor period the node lifecycle controller runs with, shortened with `up`'s grace period
+    monkeypatch.setenv("NANOKUBE_NODE_MONITOR_GRACE", "10")
+    shortened = configz.controller_manager(args, LeaderElectionConfig(resource_name="kube-controller-manager"))
+    assert shortened["kubecontrollermanager.config.k8s.io"]["KubeCloudShared"]["NodeMonitorPeriod"] == "2s"
