@@ -89,7 +89,6 @@ def scheduler(cfg: scheduler_config.SchedulerConfig | None, election: LeaderElec
         "LeaderElection": leader_election(election),
         "ClientConnection": _client_connection(conn.get("kubeconfig") or kubeconfig, conn.get("qps", 50),
                                                conn.get("burst", 100)),
-        "HealthzBindAddress": "", "MetricsBindAddress": "",
         "EnableProfiling": doc.get("enableProfiling", True),
         "EnableContentionProfiling": doc.get("enableContentionProfiling", True),
         "PercentageOfNodesToScore": doc.get("percentageOfNodesToScore", 0),

@@ -20,6 +20,11 @@ def test_a_configuration_file_is_served_defaulted_under_go_names():
                                "pluginConfig": [{"name": "NodeResourcesFit",
                                                  "args": {"scoringStrategy": {"type": "MostAllocated"}}}]}]})
     got = configz.scheduler(cfg, ELECTION, "/k")["componentconfig"]
+    # the internal KubeSchedulerConfiguration's fields, DebuggingConfiguration's inlined; no
+    # HealthzBindAddress or MetricsBindAddress, which the internal type no longer has
+    assert list(got) == ["apiVersion", "Parallelism", "LeaderElection", "ClientConnection", "EnableProfiling",
+                         "EnableContentionProfiling", "PercentageOfNodesToScore", "PodInitialBackoffSeconds",
+                         "PodMaxBackoffSeconds", "Profiles", "Extenders", "DelayCacheUntilActive"]
     assert got["PodMaxBackoffSeconds"] == 30 and got["LeaderElection"]["LeaseDuration"] == "1m30s"
     assert got["ClientConnection"] == {"Kubeconfig": "/k", "AcceptContentTypes": "",
                                        "ContentType": "application/vnd.kubernetes.protobuf", "QPS": 50, "Burst": 100}
