@@ -3,7 +3,9 @@ in kube-node-lease nor its Ready condition moves for the grace period) gets
 its conditions set to Unknown, and every node is tainted by its Ready
 condition (`not-ready` when False, `unreachable` when Unknown, NoSchedule and
 NoExecute) until it reports Ready again. Evicting the pods those NoExecute
-taints do not tolerate is the taint-eviction controller's job.
+taints do not tolerate is the taint-eviction controller's job. A node this
+controller turns from Ready to Unknown gets a NodeNotReady event, and so does
+each pod on it, whose Ready condition turns False (upstream's MarkPodsNotReady).
 
 Like upstream, a heartbeat's age is measured from when this controller saw it
 change, on its own clock, so a node whose kubelet clock is skewed, or that a
@@ -22,6 +24,7 @@ from ..client.informer import InformerFactory
 from ..client.record import CoreEventRecorder
 from ..clock import REAL, Clock
 from .base import Controller
+from .taint_eviction import NODE_INDEX, pod_node
 
 NOT_READY = "node.kubernetes.io/not-ready"
 UNREACHABLE = "node.kubernetes.io/unreachable"
@@ -33,6 +36,7 @@ GRACE_ENV = "NANOKUBE_NODE_MONITOR_GRACE"
 _CONDITIONS = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
 _TAINT_FOR = {"False": NOT_READY, "Unknown": UNREACHABLE}
 _EFFECTS = ("NoSchedule", "NoExecute")
+SMP = "application/strategic-merge-patch+json"
 
 
 def options_from_env(env: Mapping[str, str] = os.environ) -> dict[str, float]:
@@ -68,13 +72,18 @@ class NodeLifecycleController(Controller):
         self.leases = self.informer_factory.informer(client.resource("coordination.k8s.io", "v1", "leases"), namespace=LEASE_NAMESPACE)
         self.nodes.add_handlers(self._node_changed, lambda _o, n: self._node_changed(n), self._node_deleted)
         self.leases.add_handlers(self._lease_changed, lambda _o, n: self._lease_changed(n))
+        self.pods_api = client.resource("", "v1", "pods")
+        self.pods = self.informer_factory.informer(self.pods_api)  # the manager's shared one
+        self.pods.add_index(NODE_INDEX, pod_node)
+        #: nodes whose pods could not all be marked not ready (upstream's nodesToRetry)
+        self._retry: set[str] = set()
         self._probes: dict[str, tuple[tuple, float]] = {}
         #: the nodes seen, by name: their uids (upstream's knownNodeSet)
         self._known: dict[str, str] = {}
         self.recorder = CoreEventRecorder(client, "node-controller", clock)
 
     def informers(self):
-        return [self.nodes, self.leases]
+        return [self.nodes, self.leases, self.pods]
 
     async def start(self) -> None:
         await super().start()
@@ -116,7 +125,7 @@ class NodeLifecycleController(Controller):
             await self.clock.sleep(self.monitor_period)
             for node in self.nodes.list():
                 name = node["metadata"]["name"]
-                if ready_status(node) != "Unknown" and self.overdue(name):
+                if (ready_status(node) != "Unknown" and self.overdue(name)) or name in self._retry:
                     self.queue.add(name)
 
     # --- reconciling -------------------------------------------------------------
@@ -130,9 +139,45 @@ class NodeLifecycleController(Controller):
         if self._known.get(name) != node["metadata"]["uid"]:
             self._known[name] = node["metadata"]["uid"]
             await self._node_event(name, node["metadata"]["uid"], "RegisteredNode", f"Registered Node {name} in Controller")
-        if ready_status(node) != "Unknown" and self.overdue(name):
+        observed = ready_status(node)
+        turned = False
+        if observed != "Unknown" and self.overdue(name):
             node = await self._mark_unknown(node)
+            turned = observed == "True"
+            if turned:  # reported once, when this controller turns it
+                await self.recorder.emit({"kind": "Node", "apiVersion": "v1", "metadata": {
+                    "name": name, "uid": node["metadata"]["uid"]}}, "Normal", "NodeNotReady",
+                    f"Node {name} status is now: NodeNotReady")
+        if turned or (name in self._retry and observed != "True"):
+            if await self._mark_pods_not_ready(name):
+                self._retry.discard(name)
+            else:
+                self._retry.add(name)
+        elif observed == "True":
+            self._retry.discard(name)
         await self._taint(node)
+
+    async def _mark_pods_not_ready(self, name: str) -> bool:
+        """MarkPodsNotReady: each pod on the node whose Ready condition is not False yet gets it
+        False, then a NodeNotReady Warning; whether every write went through (else retried)."""
+        done = True
+        now = self.clock.rfc3339()
+        for pod in self.pods.by_index(NODE_INDEX, name):
+            md = pod["metadata"]
+            ready = find_condition((pod.get("status") or {}).get("conditions"), "Ready")
+            if ready is None or ready.get("status") == "False":
+                continue
+            try:
+                await self.pods_api.patch(md["name"], {"metadata": {"uid": md["uid"]}, "status": {"conditions": [
+                    {**ready, "status": "False", "lastTransitionTime": now}]}}, SMP,
+                    namespace=md["namespace"], subresource="status")
+            except APIError as e:
+                if e.code not in (404, 409):  # gone, or another pod under its name
+                    done = False
+                continue
+            await self.recorder.emit({"kind": "Pod", "apiVersion": "v1", "metadata": md}, "Warning", "NodeNotReady",
+                                     "Node is not ready")
+        return done
 
     async def _node_event(self, name: str, uid: str, reason: str, what: str) -> None:
         """RecordNodeEvent: a Normal event on the Node, referenced by name and uid alone."""

@@ -457,6 +457,9 @@ class NodeAgent:
             if want == old:
                 return
             self.faults = want
+            if old.lease_stop and not want.lease_stop:  # the pods' statuses others changed meanwhile
+                for w in self.workers.values():
+                    w.resync()
             for device, kind, heal in sorted([(*f, True) for f in old.devices - want.devices] +
                                              [(*f, False) for f in want.devices - old.devices]):
                 try:

@@ -88,6 +88,13 @@ def _rv(pod: dict) -> int:
     return int(pod["metadata"].get("resourceVersion") or 0)
 
 
+def _owned(status: dict) -> tuple:
+    """What of a pod's status the kubelet owns and another writer may have changed: the phase and
+    its conditions' statuses (the node lifecycle controller marks Ready False)."""
+    return status.get("phase"), tuple(sorted((c.get("type"), c.get("status")) for c in status.get("conditions") or ()
+                                             if c.get("type") in KUBELET_CONDITIONS))
+
+
 def _condition(ctype: str, ok: bool, now: str, live: dict, generation: int | None, reason: str = "") -> dict:
     """A kubelet condition for the pod's `generation`; its lastTransitionTime stays the live one's
     while its status does not change (upstream's updateLastTransitionTime)."""
@@ -174,6 +181,11 @@ class PodWorker:
         self.own_restarts: dict[str, int] = {}
         self.own_started: dict[str, str] = {}
         self.own_last_state: dict[str, dict] = {}
+        #: the last status write's arguments and what it left of the status the kubelet owns: a copy
+        #: that says otherwise is written again (the status manager's needsReconcile)
+        self._last_write: dict | None = None
+        self._wrote: tuple | None = None
+        self.reconcile = False
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -184,7 +196,18 @@ class PodWorker:
         if _rv(pod) < _rv(self.pod):
             return
         self.pod = pod
+        self.resync()
         self.changed.set()
+
+    def resync(self) -> None:
+        """Write the last status again when the server's copy of what the kubelet owns differs,
+        unless the kubelet is silent (lease-stop; the agent asks again once it speaks) or the pod
+        ended there (a terminal phase is never left)."""
+        st = self.pod.get("status") or {}
+        if self._wrote is not None and not self.agent.faults.lease_stop and \
+                st.get("phase") not in ("Succeeded", "Failed") and _owned(st) != self._wrote:
+            self.reconcile = True
+            self.changed.set()
 
     async def stop(self) -> None:
         if self._task:
@@ -238,6 +261,9 @@ class PodWorker:
         try:
             while not self.deleting():
                 self.changed.clear()
+                if self.reconcile and self._last_write:
+                    self.reconcile = False
+                    await self._write(**self._last_write, now=self.clock.rfc3339())
                 if self.live:
                     await self._sync_spec()
                 waiter = asyncio.ensure_future(self.changed.wait())
@@ -416,6 +442,9 @@ class PodWorker:
         if patch:
             self.pod = await self.agent.pods.patch(self.name, {"metadata": {"uid": self.uid}, "status": patch}, SMP,
                                                    namespace=self.namespace, subresource="status")
+        self._last_write = {"phase": phase, "containers": containers, "ready": ready, "reason": reason,
+                            "running": running, "initialized": initialized}
+        self._wrote = _owned(self.pod.get("status") or {})
 
     async def _event(self, type_: str, reason: str, message: str, field_path: str = "") -> None:
         """A core/v1 Event about the pod (or, by `field_path`, one of its containers) from this

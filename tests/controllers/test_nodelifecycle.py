@@ -221,3 +221,44 @@ async def test_registered_and_removed_nodes_are_recorded_as_upstream_does(cluste
     [removed] = await eventually(by_reason("RemovingNode", 1))
     assert (removed["involvedObject"]["uid"], removed["message"]) == (
         uid["gpu-1"], "Node gpu-1 event: Removing Node gpu-1 from Controller")
+
+
+async def test_a_node_turned_unknown_has_its_pods_marked_not_ready_with_events(cluster):
+    """monitorNodeHealth: once it turns a Ready node Unknown, RecordNodeStatusChange ('Node gpu-0
+    status is now: NodeNotReady' on the Node) and MarkPodsNotReady (each pod's Ready condition False,
+    then a NodeNotReady Warning 'Node is not ready' on it); pods on other nodes are left alone."""
+    client, clock = cluster
+    pods, events = client.resource("", "v1", "pods"), client.resource("", "v1", "events")
+    for name, node in (("here", "gpu-0"), ("there", "gpu-1")):
+        await pods.create({"metadata": {"name": name, "namespace": "default"},
+                           "spec": {"nodeName": node, "containers": [{"name": "app", "image": "busybox"}]}})
+
+    def ready(name, status):
+        async def check():
+            p = await pods.get(name, "default")
+            c = next((c for c in (p.get("status") or {}).get("conditions") or () if c["type"] == "Ready"), {})
+            return p if c.get("status") == status else None
+        return check
+    was = await eventually(ready("here", "True"))
+    await eventually(ready("there", "True"))
+    await _fault(client, "gpu-0", "lease-stop")
+    await _advance(clock, 70)
+    p = await eventually(ready("here", "False"))
+    [before, after] = [next(c for c in q["status"]["conditions"] if c["type"] == "Ready") for q in (was, p)]
+    assert after == {**before, "status": "False", "lastTransitionTime": after["lastTransitionTime"]}
+    assert after["lastTransitionTime"] > before["lastTransitionTime"]
+    assert (await eventually(ready("there", "True")))
+
+    async def not_ready_events():
+        items, _ = await events.list(namespace="default")
+        got = [e for e in items if e["reason"] == "NodeNotReady" and e["source"] == {"component": "node-controller"}]
+        return got if len(got) == 2 else None
+    by_kind = {e["involvedObject"]["kind"]: e for e in await eventually(not_ready_events)}
+    node_uid = (await client.resource("", "v1", "nodes").get("gpu-0"))["metadata"]["uid"]
+    assert (by_kind["Node"]["type"], by_kind["Node"]["message"], by_kind["Node"]["involvedObject"]["uid"]) == (
+        "Normal", "Node gpu-0 status is now: NodeNotReady", node_uid)
+    assert (by_kind["Pod"]["type"], by_kind["Pod"]["message"], by_kind["Pod"]["involvedObject"]["name"]) == (
+        "Warning", "Node is not ready", "here")
+
+    await _fault(client, "gpu-0", None)  # the kubelet speaks again: its pod's status is written again
+    await eventually(ready("here", "True"))
