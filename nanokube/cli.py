@@ -140,6 +140,7 @@ async def _up(args: argparse.Namespace) -> int:
                         runtime=runtime, **node_options())
     server.handlers.sub.log_readers.append(nodes.read_log)
     server.handlers.streams.node_servers.append(nodes.streaming_for)
+    server.handlers.proxies.kubelets.append(nodes.kubelet_for)
     if runtime is not None:
         from .proxy.runner import NodeProxies, proxy_configs
 

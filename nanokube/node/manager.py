@@ -19,6 +19,7 @@ from ..machinery.user import User
 from ..client.informer import Informer
 from ..clock import REAL, Clock
 from .agent import NodeAgent, Throttle
+from .kubelet_server import KubeletServer
 from .streaming import NodeStreamingServer, log_options
 from .cluster import Cluster
 from .dra.deviceclasses import ensure_device_classes
@@ -84,6 +85,9 @@ class NodeManager:
         self._own_pods_dir = pods_dir is None
         self.pods_dir = pods_dir or tempfile.mkdtemp(prefix="nanokube-pods-")
         self.throttle = Throttle(API_CONCURRENCY)
+        #: the agents' kubelet endpoints (nodes/proxy), made when first asked for; they started with this manager
+        self._kubelets: dict[str, KubeletServer] = {}
+        self._started = clock.now()
         with _full_collections_deferred(sum(p.count for p in cluster.pools)):
             self.agents = {
                 s.name: NodeAgent(self.client, s, clock, renew_interval=renew_interval, status_interval=status_interval,
@@ -158,6 +162,15 @@ class NodeManager:
         """The streaming server of `node` if one of these agents runs it."""
         agent = self.agents.get(node)
         return None if agent is None else agent.streaming
+
+    def kubelet_for(self, node: str) -> KubeletServer | None:
+        """The kubelet endpoints of `node` if one of these agents runs it."""
+        agent = self.agents.get(node)
+        if agent is None:
+            return None
+        if node not in self._kubelets:
+            self._kubelets[node] = KubeletServer(agent, self._started)
+        return self._kubelets[node]
 
     async def read_log(self, namespace: str, name: str, container: str, query) -> bytes | AsyncIterable | None:
         """A pods/log reader (Subresources.log_readers): None for pods none of these agents runs."""

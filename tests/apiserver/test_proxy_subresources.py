@@ -73,6 +73,7 @@ async def env():
             async with http.request(method, path, data=data, headers={"Content-Type": ctype, **(headers or {})},
                                     allow_redirects=False) as r:
                 return r.status, r.headers, await r.read()
+        send.server = s
         code, _, out = await send("POST", "/api/v1/namespaces/default/serviceaccounts", {"metadata": {"name": "default"}})
         assert code == 201, out
         for name, ip, ports in (("web", "10.244.0.5", [{"containerPort": 8080}]), ("bare", "10.244.0.6", []),
@@ -218,3 +219,39 @@ async def test_proxy_subresources_are_discovered_as_upstream_lists_them(env):
                        ("nodes/proxy", "NodeProxyOptions")):
         assert found[name]["kind"] == kind and found[name]["verbs"] == ["create", "delete", "get", "patch", "update"]
     assert found["nodes/proxy"]["namespaced"] is False and found["pods/proxy"]["namespaced"] is True
+
+
+async def test_nodes_proxy_reaches_the_kubelet_of_the_node(env):
+    send, _ = env
+    # the node proxy asks the API server's kubelet lookups; this one answers with what it was asked
+    asked = []
+
+    class Kubelet:
+        async def serve(self, method, path, query):
+            asked.append((method, path, dict(query)))
+            return web.Response(text=f"kubelet {path}")
+
+    code, _, out = await send("POST", "/api/v1/nodes", {"metadata": {"name": "n1"}})
+    assert code == 201, out
+    code, _, out = await send("PATCH", "/api/v1/nodes/n1/status", {"status": {
+        "addresses": [{"type": "InternalIP", "address": "172.18.0.2"}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}}}}, "application/merge-patch+json")
+    assert code == 200, out
+    code, _, out = await send("GET", "/api/v1/nodes/n1/proxy/stats/summary")
+    assert (code, json.loads(out)["message"]) == (
+        503, "error trying to reach service: dial tcp 172.18.0.2:10250: connect: no route to host"), \
+        "no agent serves the node's kubelet endpoints"
+    send.server.handlers.proxies.kubelets.append(lambda name: Kubelet() if name == "n1" else None)
+    for name in ("n1", "n1:10250", "https:n1:10250"):
+        code, _, out = await send("GET", f"/api/v1/nodes/{name}/proxy/metrics/resource?x=1")
+        assert (code, out) == (200, b"kubelet /metrics/resource")
+    assert asked[-1] == ("GET", "/metrics/resource", {"x": "1"})
+    code, headers, _ = await send("GET", "/api/v1/nodes/n1/proxy")
+    assert code == 301 and headers["Location"] == "/api/v1/nodes/n1/proxy/"
+    code, _, out = await send("GET", "/api/v1/nodes/n1:9100/proxy/metrics")
+    assert (code, json.loads(out)["message"]) == (
+        503, "error trying to reach service: dial tcp 172.18.0.2:9100: connect: connection refused")
+    code, _, out = await send("GET", "/api/v1/nodes/gone/proxy/")
+    assert (code, json.loads(out)["message"]) == (404, 'nodes "gone" not found')
+    code, _, out = await send("GET", "/api/v1/namespaces/default/nodes/n1/proxy/")
+    assert code == 404, "nodes are not namespaced"

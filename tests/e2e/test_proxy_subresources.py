@@ -89,3 +89,28 @@ def test_rbac_on_the_proxy_subresource(c):
     c.kubectl("create", "rolebinding", "jane-edit", "--clusterrole=edit", "--user=jane")
     wait_for(lambda: c.kubectl("get", "--raw", path, "--as=jane", check=False).stdout == ANSWER, 30,
              "jane reaches the Service once bound to edit")
+
+
+def test_nodes_proxy_reaches_the_kubelet_endpoints(c):
+    node = c.kubectl_json("get", "pod", "web")["spec"]["nodeName"]
+    base = f"/api/v1/nodes/{node}/proxy"
+    assert c.kubectl("get", "--raw", f"{base}/healthz").stdout == "ok"
+    pods = json.loads(c.kubectl("get", "--raw", f"{base}/pods").stdout)
+    assert pods["kind"] == "PodList" and "web" in [p["metadata"]["name"] for p in pods["items"]]
+    summary = json.loads(c.kubectl("get", "--raw", f"{base}/stats/summary").stdout)
+    assert summary["node"]["nodeName"] == node
+    web = next(p for p in summary["pods"] if p["podRef"]["name"] == "web")
+    assert web["containers"][0]["name"] == "web" and web["cpu"]["usageNanoCores"] == 1_000_000, "the idle 1m"
+    assert summary["node"]["cpu"]["usageNanoCores"] == 101_000_000, "the pod plus the system's 100m"
+    metrics = c.kubectl("get", "--raw", f"{base}/metrics/resource").stdout
+    assert "# TYPE container_cpu_usage_seconds_total counter" in metrics
+    assert 'container_memory_working_set_bytes{container="web",namespace="default",pod="web"} ' in metrics
+    assert "\nresource_scrape_error 0\n" in metrics
+    config = json.loads(c.kubectl("get", "--raw", f"{base}/configz").stdout)["kubeletconfig"]
+    assert (config["port"], config["nodeLeaseDurationSeconds"], config["maxPods"]) == (10250, 40, 110)
+    r = c.kubectl("get", "--raw", f"{base}/nope", check=False)
+    assert r.returncode == 1 and "Error from server (NotFound)" in r.stderr, "the kubelet's 404, not a Status"
+    ip = next(a["address"] for a in c.kubectl_json("get", "node", node)["status"]["addresses"]
+              if a["type"] == "InternalIP")
+    r = c.kubectl("get", "--raw", f"/api/v1/nodes/{node}:9100/proxy/metrics", check=False)
+    assert f"error trying to reach service: dial tcp {ip}:9100: connect: connection refused" in r.stderr

@@ -1,0 +1,185 @@
+"""The kubelet's HTTP endpoints a node agent answers (pkg/kubelet/server), which
+the API server's nodes/proxy reaches: /healthz, /pods, /configz, /stats/summary
+and /metrics/resource. Usage is the pods' usage as `kubectl top` reads it
+(metrics/usage.py's model, or what the process runtime measures), integrated
+over the time each pod has run for the cumulative CPU counters; the node adds
+the system's share."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+from prometheus_client.utils import floatToGoString as _float
+
+from ..clock import parse_time
+from ..machinery.quantity import QuantityError, parse_quantity
+from ..metrics.provider import MetricsProvider
+from ..metrics.usage import SYSTEM_CPU, SYSTEM_MEMORY, Usage
+
+if TYPE_CHECKING:
+    from .agent import NodeAgent
+
+_TEXT = "text/plain; charset=utf-8"
+#: the resource metrics (kubelet's /metrics/resource collector): name, type, help
+_RESOURCE_METRICS = (
+    ("container_cpu_usage_seconds_total", "counter", "Cumulative cpu time consumed by the container in core-seconds"),
+    ("container_memory_working_set_bytes", "gauge", "Current working set of the container in bytes"),
+    ("container_start_time_seconds", "gauge", "Start time of the container since unix epoch in seconds"),
+    ("node_cpu_usage_seconds_total", "counter", "Cumulative cpu time consumed by the node in core-seconds"),
+    ("node_memory_working_set_bytes", "gauge", "Current working set of the node in bytes"),
+    ("pod_cpu_usage_seconds_total", "counter", "Cumulative cpu time consumed by the pod in core-seconds"),
+    ("pod_memory_working_set_bytes", "gauge", "Current working set of the pod in bytes"),
+    ("resource_scrape_error", "gauge", "1 if there was an error while getting container metrics, 0 otherwise"),
+)
+
+
+def _go_seconds(seconds: int) -> str:
+    """Whole seconds as Go's time.Duration prints them (metav1.Duration in the configuration)."""
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m}m{s}s" if h else f"{m}m{s}s" if m else f"{s}s"
+
+
+class KubeletServer:
+    """One node agent's kubelet endpoints: `serve(method, path, query)` answers as the kubelet would."""
+
+    def __init__(self, agent: NodeAgent, started: float):
+        """`started`: when the kubelet started (the node's startTime, the base of its CPU counter)."""
+        self.agent = agent
+        self.metrics = MetricsProvider(agent.client, agent.clock)
+        self.started = started
+
+    async def serve(self, method: str, path: str, query) -> web.Response:
+        handler = {"/healthz": self._healthz, "/pods": self._pods, "/pods/": self._pods, "/configz": self._configz,
+                   "/stats/summary": self._summary, "/stats/summary/": self._summary,
+                   "/metrics/resource": self._resource_metrics}.get(path)
+        if handler is None:
+            return web.Response(status=404, text="404 page not found\n", content_type="text/plain", charset="utf-8")
+        if method not in ("GET", "HEAD"):
+            return web.Response(status=405, text="405: Method Not Allowed", content_type="text/plain")
+        return handler()
+
+    # --- what runs here -----------------------------------------------------------------
+
+    def _running(self) -> list[tuple[dict, dict[str, Usage], float]]:
+        """(pod, usage per container, when it started) of each pod running here."""
+        out = []
+        for w in list(self.agent.workers.values()):
+            pod = w.pod
+            status = pod.get("status") or {}
+            if status.get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
+                continue
+            started = parse_time(status["startTime"]) if status.get("startTime") else self.started
+            out.append((pod, self.metrics.usage(pod), started))
+        return out
+
+    @staticmethod
+    def _container_starts(pod: dict, started: float) -> dict[str, float]:
+        out = {}
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            at = ((cs.get("state") or {}).get("running") or {}).get("startedAt")
+            out[cs["name"]] = parse_time(at) if at else started
+        return out
+
+    # --- endpoints ----------------------------------------------------------------------
+
+    def _healthz(self) -> web.Response:
+        return web.Response(text="ok", content_type="text/plain", charset="utf-8")
+
+    def _pods(self) -> web.Response:
+        items = [w.pod for w in list(self.agent.workers.values())]
+        return web.json_response({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
+
+    def _configz(self) -> web.Response:
+        """The KubeletConfiguration (v1beta1 names, no TypeMeta) of the settings these agents follow."""
+        a = self.agent
+        cfg = {
+            "enableServer": True, "podLogsDir": "/var/log/pods", "address": "0.0.0.0", "port": 10250,
+            "nodeStatusUpdateFrequency": _go_seconds(int(a.renew_interval)),
+            "nodeStatusReportFrequency": _go_seconds(int(a.status_interval)),
+            "nodeLeaseDurationSeconds": a.lease_duration, "podCIDR": a.pod_cidr,
+            "maxPods": int(a.spec.capacity.get("pods", 110)),
+            "containerLogMaxSize": "10Mi", "containerLogMaxFiles": 5,
+        }
+        return web.Response(text=json.dumps({"kubeletconfig": cfg}, separators=(",", ":")),
+                            content_type="application/json")
+
+    def _summary(self) -> web.Response:
+        """statsapi.Summary: the node's and each running pod's CPU and memory."""
+        now = self.agent.clock.now()
+        stamp = self.agent.clock.rfc3339()
+        node_cpu, node_mem, node_core_s = SYSTEM_CPU, SYSTEM_MEMORY, SYSTEM_CPU / 1000 * (now - self.started)
+        pods = []
+        for pod, usage, started in self._running():
+            md = pod["metadata"]
+            starts = self._container_starts(pod, started)
+            containers = []
+            for name, u in usage.items():
+                since = starts.get(name, started)
+                containers.append({"name": name, "startTime": self.agent.clock.rfc3339(since),
+                                   "cpu": _cpu(stamp, u.cpu, u.cpu / 1000 * max(now - since, 0)),
+                                   "memory": _memory(stamp, u.memory)})
+            cpu, mem = sum(u.cpu for u in usage.values()), sum(u.memory for u in usage.values())
+            core_s = sum(u.cpu / 1000 * max(now - starts.get(n, started), 0) for n, u in usage.items())
+            node_cpu, node_mem, node_core_s = node_cpu + cpu, node_mem + mem, node_core_s + core_s
+            pods.append({"podRef": {"name": md["name"], "namespace": md.get("namespace", ""), "uid": md.get("uid", "")},
+                         "startTime": self.agent.clock.rfc3339(started), "containers": containers,
+                         "cpu": _cpu(stamp, cpu, core_s), "memory": _memory(stamp, mem)})
+        capacity = _bytes(self.agent.spec.capacity.get("memory"))
+        node_memory = _memory(stamp, node_mem)
+        if capacity:
+            node_memory["availableBytes"] = max(capacity - node_mem, 0)
+        summary = {"node": {"nodeName": self.agent.name, "startTime": self.agent.clock.rfc3339(self.started),
+                            "cpu": _cpu(stamp, node_cpu, node_core_s), "memory": node_memory},
+                   "pods": pods}
+        return web.json_response(summary)
+
+    def _resource_metrics(self) -> web.Response:
+        now = self.agent.clock.now()
+        ms = int(now * 1000)
+        samples: dict[str, list[str]] = {name: [] for name, _, _ in _RESOURCE_METRICS}
+        node_cpu_s, node_mem = SYSTEM_CPU / 1000 * (now - self.started), SYSTEM_MEMORY
+        for pod, usage, started in self._running():
+            md = pod["metadata"]
+            starts = self._container_starts(pod, started)
+            labels = f'namespace="{md.get("namespace", "")}",pod="{md["name"]}"'
+            pod_cpu_s = 0.0
+            for name, u in usage.items():
+                since = starts.get(name, started)
+                cpu_s = u.cpu / 1000 * max(now - since, 0)
+                pod_cpu_s += cpu_s
+                c = f'container="{name}",{labels}'
+                samples["container_cpu_usage_seconds_total"].append(f"{{{c}}} {_float(cpu_s)} {ms}")
+                samples["container_memory_working_set_bytes"].append(f"{{{c}}} {_float(u.memory)} {ms}")
+                samples["container_start_time_seconds"].append(f"{{{c}}} {_float(since)} {int(since * 1000)}")
+            mem = sum(u.memory for u in usage.values())
+            samples["pod_cpu_usage_seconds_total"].append(f"{{{labels}}} {_float(pod_cpu_s)} {ms}")
+            samples["pod_memory_working_set_bytes"].append(f"{{{labels}}} {_float(mem)} {ms}")
+            node_cpu_s, node_mem = node_cpu_s + pod_cpu_s, node_mem + mem
+        samples["node_cpu_usage_seconds_total"].append(f" {_float(node_cpu_s)} {ms}")
+        samples["node_memory_working_set_bytes"].append(f" {_float(node_mem)} {ms}")
+        samples["resource_scrape_error"].append(" 0")
+        lines = []
+        for name, kind, doc in _RESOURCE_METRICS:
+            lines += [f"# HELP {name} [STABLE] {doc}", f"# TYPE {name} {kind}"]
+            lines += [name + s for s in sorted(samples[name])]
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain", charset="utf-8",
+                            headers={"X-Content-Type-Options": "nosniff"})
+
+
+def _cpu(stamp: str, millicores: int, core_seconds: float) -> dict:
+    return {"time": stamp, "usageNanoCores": millicores * 1_000_000, "usageCoreNanoSeconds": int(core_seconds * 1e9)}
+
+
+def _memory(stamp: str, working_set: int) -> dict:
+    return {"time": stamp, "usageBytes": working_set, "workingSetBytes": working_set, "rssBytes": working_set,
+            "pageFaults": 0, "majorPageFaults": 0}
+
+
+def _bytes(q) -> int:
+    try:
+        return int(parse_quantity(str(q))) if q is not None else 0
+    except QuantityError:
+        return 0
