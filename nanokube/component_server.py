@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import ssl
 import tempfile
 import time
@@ -25,11 +24,10 @@ from prometheus_client import CollectorRegistry
 from .apiserver.auth.authorizer import Attributes, attributes_for, forbidden
 from .apiserver.healthz import TEXT, Checks, HealthSLIs, exposition, install
 from .machinery import errors
-from .machinery.gofmt import quote
 from .machinery.responses import error_response
 from .machinery.user import User
 from .pki.ca import issue, new_ca
-from . import zpages
+from . import debugflags, zpages
 
 log = logging.getLogger("nanokube.component-server")
 
@@ -135,51 +133,6 @@ class DelegatedAuth:
         return await handler(request)
 
 
-_FLAGS_INDEX = """<html>
-<head>
-<title>/debug/flags/</title>
-</head>
-<body>
-/debug/flags/<br>
-<br>
-flags:<br>
-<table>
-
-<tr>v<br>
-
-</table>
-<br>
-full flags configurable<br>
-</body>
-</html>
-"""
-
-
-def _plain(code: int, text: str) -> web.Response:
-    """routes' writePlainText: the text and a newline."""
-    return web.Response(status=code, body=(text + "\n").encode(), headers={"Content-Type": "text/plain", **TEXT})
-
-
-async def _flags_index(request: web.Request) -> web.Response:
-    return web.Response(text=_FLAGS_INDEX, headers={"Content-Type": "text/html; charset=utf-8"})
-
-
-async def _verbosity(request: web.Request) -> web.Response:
-    """/debug/flags/v, StringFlagPutHandler over klog's verbosity: a PUT of a number sets it, as
-    the log level (4 and above is debug logging, nanokube's -v); any other method is refused."""
-    if request.method != "PUT":
-        return _plain(406, "unsupported http method")
-    value = (await request.read()).decode(errors="replace")
-    why = "" if re.fullmatch(r"[+-]?[0-9]+", value) else "invalid syntax"
-    if not why and not -2 ** 31 <= int(value) < 2 ** 31:
-        why = "value out of range"
-    if why:
-        return _plain(400, f"failed set klog.logging.verbosity {value}: strconv.ParseInt: parsing {quote(value)}: {why}")
-    level = int(value)
-    logging.getLogger().setLevel(logging.DEBUG if level >= 4 else logging.INFO)
-    return _plain(200, f"successfully set klog.logging.verbosity to {value}")
-
-
 def app(auth: DelegatedAuth, registry, configz: dict, healthz: Checks, livez: Checks | None = None,
         readyz: Checks | None = None, *, reset: Callable[[], None] | None = None,
         resources: Callable[[], CollectorRegistry | None] | None = None,
@@ -229,10 +182,7 @@ def app(auth: DelegatedAuth, registry, configz: dict, healthz: Checks, livez: Ch
     a.router.add_get("/configz", configz_handler)
     if component:
         zpages.install(a, component, flags)
-        # routes.DebugFlags (installed with profiling, on by default), unlisted: after statusz's snapshot
-        a.router.add_route("*", "/debug/flags/v", _verbosity)
-        for path in ("/debug/flags", "/debug/flags/", "/debug/flags/{flag:.*}"):
-            a.router.add_get(path, _flags_index)
+        debugflags.install(a)  # after statusz's snapshot: unlisted
     return a
 
 

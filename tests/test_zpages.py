@@ -200,3 +200,26 @@ async def test_apiserver_zpages_for_the_monitoring_group(apiserver):
             assert rule == {"verbs": ["get"], "nonResourceURLs": [
                 "/metrics", "/metrics/slis", "/livez", "/readyz", "/healthz", "/livez/*", "/readyz/*", "/healthz/*",
                 "/statusz", "/flagz"]}
+
+
+async def test_apiserver_debug_flags_v_for_whoever_may_put_it(apiserver):
+    """kube-apiserver installs routes.DebugFlags too: a PUT on /debug/flags/v, which RBAC grants
+    cluster-admin alone by default; unlisted, like the z-pages' snapshot says."""
+    import logging
+
+    s, ctx = apiserver
+    base = f"https://localhost:{s.port}"
+    root, before = logging.getLogger(), logging.getLogger().level
+    try:
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx)) as admin:
+            async with admin.put(base + "/debug/flags/v", data=b"5") as r:
+                assert r.status == 200 and await r.text() == "successfully set klog.logging.verbosity to 5\n"
+                assert root.level == logging.DEBUG
+            async with admin.put(base + "/debug/flags/v", data=b"1", headers={"Impersonate-User": "prometheus",
+                                                                           "Impersonate-Group": "system:monitoring"}) as r:
+                assert r.status == 403
+                assert (await r.json())["message"] == 'forbidden: User "prometheus" cannot put path "/debug/flags/v"'
+            async with admin.get(base + "/") as r:
+                assert not any(p.startswith("/debug") for p in (await r.json())["paths"])
+    finally:
+        root.setLevel(before)

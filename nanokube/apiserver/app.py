@@ -40,7 +40,7 @@ from .handlers import APIHandlers, as_negotiated
 from .http_errors import StatusAppRunner, http_exceptions, status_response
 from ..machinery.responses import error_response, json_response
 from ..machinery.version import BUILD_VERSION, GO_VERSION
-from .. import zpages
+from .. import debugflags, zpages
 from .metrics import APIMetrics
 from .rest import SYSTEM, GenericREST, ResourceIndex, User, WriteOptions
 from .kubernetes_service import advertise_address
@@ -193,6 +193,7 @@ class APIServer:
         metrics_api.add_routes(app)
         self.handlers.extra_groups = metrics_api.discovery()
         zpages.install(app, "kube-apiserver", self.flags, now=self.clock.now)
+        debugflags.install(app)
         app.router.add_route("*", r"/{tail:[\s\S]*}", self.handlers.dispatch)  # names may hold any character
         self._app = app
         self._routed_groups = frozenset(r.canonical.split("/")[2] for r in app.router.resources()

@@ -1,0 +1,63 @@
+"""routes.DebugFlags, which kube-apiserver, kube-scheduler and kube-controller-manager install
+with profiling (on by default): /debug/flags/v sets the log verbosity at run time. Unlisted, so
+/statusz does not name /debug."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from aiohttp import web
+
+from .apiserver.healthz import TEXT
+from .machinery.gofmt import quote
+
+_INDEX = """<html>
+<head>
+<title>/debug/flags/</title>
+</head>
+<body>
+/debug/flags/<br>
+<br>
+flags:<br>
+<table>
+
+<tr>v<br>
+
+</table>
+<br>
+full flags configurable<br>
+</body>
+</html>
+"""
+
+
+def _plain(code: int, text: str) -> web.Response:
+    """routes' writePlainText: the text and a newline."""
+    return web.Response(status=code, body=(text + "\n").encode(), headers={"Content-Type": "text/plain", **TEXT})
+
+
+async def _index(request: web.Request) -> web.Response:
+    return web.Response(text=_INDEX, headers={"Content-Type": "text/html; charset=utf-8"})
+
+
+async def _verbosity(request: web.Request) -> web.Response:
+    """/debug/flags/v, StringFlagPutHandler over klog's verbosity: a PUT of a number sets it, as
+    the log level (4 and above is debug logging, nanokube's -v); any other method is refused."""
+    if request.method != "PUT":
+        return _plain(406, "unsupported http method")
+    value = (await request.read()).decode(errors="replace")
+    why = "" if re.fullmatch(r"[+-]?[0-9]+", value) else "invalid syntax"
+    if not why and not -2 ** 31 <= int(value) < 2 ** 31:
+        why = "value out of range"
+    if why:
+        return _plain(400, f"failed set klog.logging.verbosity {value}: strconv.ParseInt: parsing {quote(value)}: {why}")
+    level = int(value)
+    logging.getLogger().setLevel(logging.DEBUG if level >= 4 else logging.INFO)
+    return _plain(200, f"successfully set klog.logging.verbosity to {value}")
+
+
+def install(app: web.Application) -> None:
+    app.router.add_route("*", "/debug/flags/v", _verbosity)
+    for path in ("/debug/flags", "/debug/flags/", "/debug/flags/{flag:.*}"):
+        app.router.add_get(path, _index)
