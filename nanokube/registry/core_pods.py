@@ -20,6 +20,7 @@ from .core_spec import (
     POD_CONDITION_SCHEDULED,
     default_container,
     default_volume,
+    file_key_ref_volumes,
     image_whitespace_errors,
     local_path,
     validate_apparmor_profile,
@@ -224,6 +225,7 @@ def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] =
         claim_names, cerrs = validate_pod_resource_claims(claims, f"{path}.resourceClaims")
         errs += cerrs
     errs += validate_containers(spec, path, volume_names, claim_names)
+    errs += file_key_ref_volumes(spec, path)
     if spec.get("hostNetwork"):
         errs += _host_network_ports(spec, path, pod)
     rp = spec.get("restartPolicy")

@@ -582,6 +582,9 @@ def _validate_env_source(source: dict, value: Any, path: str) -> list[FieldError
                 errs.append(required(f"{path}.{kind}.key"))
             else:
                 errs += [invalid(f"{path}.{kind}.key", key, m) for m in config_key(key)]
+    if (ref := source.get("fileKeyRef")) is not None:
+        n += 1
+        errs += _file_key_selector(ref, f"{path}.fileKeyRef")
     if n == 0:
         errs.append(invalid(path, "", "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or "
                                       "`secretKeyRef`"))
@@ -589,6 +592,45 @@ def _validate_env_source(source: dict, value: Any, path: str) -> list[FieldError
         errs.append(invalid(path, "", "may not be specified when `value` is not empty"))
     elif n > 1:
         errs.append(invalid(path, "", "may not have more than one field specified at a time"))
+    return errs
+
+
+def _file_key_selector(ref: dict, path: str) -> list[FieldError]:
+    """A FileKeySelector (EnvFiles, beta and on since 1.35): the key an env name (printable ASCII
+    but '='), the volume a DNS label, the path relative without '..'."""
+    errs: list[FieldError] = []
+    key, volume, file = ref.get("key") or "", ref.get("volumeName") or "", ref.get("path") or ""
+    if not key:
+        errs.append(required(f"{path}.key"))
+    else:
+        errs += [invalid(f"{path}.key", key, m) for m in _env_name_errors(key)]
+    if not volume:
+        errs.append(required(f"{path}.volumeName"))
+    else:
+        errs += [invalid(f"{path}.volumeName", volume, m) for m in dns1123_label(volume)]
+    if not file:
+        errs.append(required(f"{path}.path"))
+    else:
+        errs += local_path(file, f"{path}.path")
+    return errs
+
+
+def file_key_ref_volumes(spec: dict, path: str) -> list[FieldError]:
+    """Each fileKeyRef names one of the pod's emptyDir volumes, the one place an env file can be
+    written before the container starts (every container kind may read one)."""
+    errs: list[FieldError] = []
+    volumes = {v.get("name"): v for v in spec.get("volumes") or ()}
+    for kind in ("containers", "initContainers", "ephemeralContainers"):
+        for i, c in enumerate(spec.get(kind) or ()):
+            for j, e in enumerate(c.get("env") or ()):
+                ref = (e.get("valueFrom") or {}).get("fileKeyRef")
+                if not ref or not (name := ref.get("volumeName")):
+                    continue
+                p = f"{path}.{kind}[{i}].env[{j}].valueFrom.fileKeyRef.volumeName"
+                if name not in volumes:
+                    errs.append(not_found(p, name))
+                elif volumes[name].get("emptyDir") is None:
+                    errs.append(invalid(p, name, "must reference an emptyDir volume"))
     return errs
 
 

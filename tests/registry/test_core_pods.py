@@ -729,3 +729,50 @@ async def test_a_template_image_may_keep_whitespace_and_a_host_network_port_must
     assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [
         ("spec.template.spec.containers[0].ports[0].hostPort",
          "Invalid value: 81: must match `containerPort` when `hostNetwork` is true")]
+
+
+def _env_file_pod(name: str, *env: dict, volumes=({"name": "envs", "emptyDir": {}},)) -> dict:
+    return {"metadata": {"name": name}, "spec": {"volumes": list(volumes), "containers": [
+        {"name": "c", "image": "busybox", "env": list(env)}]}}
+
+
+def _file_ref(name: str, **ref) -> dict:
+    return {"name": name, "valueFrom": {"fileKeyRef": ref}}
+
+
+async def test_env_from_a_file_in_an_empty_dir_volume(core):
+    """env[].valueFrom.fileKeyRef (EnvFiles, beta and on by default since 1.35) is a source of its
+    own: accepted and kept as sent."""
+    ref = {"volumeName": "envs", "path": "conf/app.env", "key": "DB_ADDRESS", "optional": True}
+    await _call(core.create_namespaced_pod, "default", _env_file_pod("p", _file_ref("DB", **ref)))
+    raw = await asyncio.to_thread(core.read_namespaced_pod, "p", "default", _preload_content=False)
+    assert json.loads(raw.data)["spec"]["containers"][0]["env"] == [{"name": "DB", "valueFrom": {"fileKeyRef": ref}}]
+
+
+async def test_a_file_key_ref_is_validated(core):
+    """A FileKeySelector's key, volume and path, with another source beside it, and its volume
+    among the pod's emptyDir volumes."""
+    pod = _env_file_pod(
+        "p",
+        _file_ref("A", volumeName="envs", path="/abs/../x.env", key="BAD=KEY"),
+        _file_ref("B", volumeName="", path="", key=""),
+        {"name": "C", "valueFrom": {"fileKeyRef": {"volumeName": "envs", "path": "a.env", "key": "C"},
+                                    "secretKeyRef": {"name": "s", "key": "k"}}},
+        _file_ref("D", volumeName="nowhere", path="a.env", key="D"),
+        _file_ref("E", volumeName="claim", path="a.env", key="E"),
+        volumes=({"name": "envs", "emptyDir": {}}, {"name": "claim", "persistentVolumeClaim": {"claimName": "c"}}))
+    with pytest.raises(ApiException) as e:
+        await _call(core.create_namespaced_pod, "default", pod)
+    assert e.value.status == 422, e.value.body
+    env = "spec.containers[0].env"
+    assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [
+        (f"{env}[0].valueFrom.fileKeyRef.key", 'Invalid value: "BAD=KEY": a valid environment variable name must '
+                                               "consist only of printable ASCII characters other than '='"),
+        (f"{env}[0].valueFrom.fileKeyRef.path", 'Invalid value: "/abs/../x.env": must be a relative path'),
+        (f"{env}[0].valueFrom.fileKeyRef.path", "Invalid value: \"/abs/../x.env\": must not contain '..'"),
+        (f"{env}[1].valueFrom.fileKeyRef.key", "Required value"),
+        (f"{env}[1].valueFrom.fileKeyRef.volumeName", "Required value"),
+        (f"{env}[1].valueFrom.fileKeyRef.path", "Required value"),
+        (f"{env}[2].valueFrom", 'Invalid value: "": may not have more than one field specified at a time'),
+        (f"{env}[3].valueFrom.fileKeyRef.volumeName", 'Not found: "nowhere"'),
+        (f"{env}[4].valueFrom.fileKeyRef.volumeName", 'Invalid value: "claim": must reference an emptyDir volume')]
