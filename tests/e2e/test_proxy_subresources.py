@@ -1,7 +1,9 @@
 """The proxy subresources as a user reaches them: `kubectl get --raw` and
 `kubectl proxy` to a simulated pod's declared port directly and through its
 Service, the Python client's connect_* calls, upstream's errors as kubectl
-prints them, and RBAC on pods/proxy."""
+prints them, RBAC on services/proxy, a node's kubelet endpoints, and a real
+HTTP server in a `--runtime process` pod (its links rewritten under the proxy
+path)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import subprocess
 
 import pytest
 
-from tests.e2e.conftest import KUBECTL, http_get, running_cluster, wait_for
+from tests.e2e.conftest import KUBECTL, PROCESS_RUNTIME, http_get, process_cluster, running_cluster, wait_for
 
 APP = [
     {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default", "labels": {"app": "web"}},
@@ -114,3 +116,36 @@ def test_nodes_proxy_reaches_the_kubelet_endpoints(c):
               if a["type"] == "InternalIP")
     r = c.kubectl("get", "--raw", f"/api/v1/nodes/{node}:9100/proxy/metrics", check=False)
     assert f"error trying to reach service: dial tcp {ip}:9100: connect: connection refused" in r.stderr
+
+
+SERVER = """
+import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = ('<a href="/docs/">docs</a> ' + self.path + ' ' + self.headers.get("X-Forwarded-Uri", "")).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("0.0.0.0", 8080), H).serve_forever()
+"""
+
+
+@PROCESS_RUNTIME
+def test_a_real_server_in_a_process_pod_answers_through_both_proxies(store_url):
+    app = [{**APP[0], "spec": {"containers": [{
+        "name": "web", "image": "python:3.11", "command": ["python3", "-c", SERVER],
+        "ports": [{"name": "http", "containerPort": 8080}],
+        "readinessProbe": {"httpGet": {"path": "/", "port": 8080}, "periodSeconds": 1}}]}}, APP[1]]
+    with process_cluster(store_url, "proxy-process", ("--cluster", "examples/clusters/process-3cpu.yaml")) as pc:
+        pc.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": app}))
+        wait_for(lambda: any(ep.get("conditions", {}).get("ready") for s in pc.kubectl_json(
+            "get", "endpointslices", "-l", "kubernetes.io/service-name=web")["items"] for ep in s.get("endpoints") or []),
+            90, "the web Service's ready endpoint")
+        for base in ("/api/v1/namespaces/default/services/web:http/proxy",
+                     "/api/v1/namespaces/default/pods/web/proxy"):
+            out = pc.kubectl("get", "--raw", f"{base}/some/page?q=1").stdout
+            assert out == f'<a href="{base}/docs/">docs</a> /some/page?q=1 {base}/some/page', out
