@@ -9,8 +9,22 @@ import inspect
 
 from .apiserver.protobuf import go_duration
 from .client.leaderelection import LeaderElectionConfig
-from .controllers import nodelifecycle
+from .controllers import endpointslice, garbagecollector, nodelifecycle, persistentvolume, resourcequota
+from .controllers.cronjob import CronJobController
+from .controllers.daemonset import DaemonSetController
+from .controllers.deployment import DeploymentController
+from .controllers.device_taint_eviction import DeviceTaintEvictionController
+from .controllers.ephemeral_volume import EphemeralVolumeController
 from .controllers.hpa import HPAController, options_from_env
+from .controllers.job import JobController
+from .controllers.namespace import NamespaceController
+from .controllers.replicaset import ReplicaSetController
+from .controllers.replicationcontroller import ReplicationControllerController
+from .controllers.resourceclaim import ResourceClaimController
+from .controllers.service_lb import ServiceLBController
+from .controllers.statefulset import StatefulSetController
+from .controllers.ttl_after_finished import TTLAfterFinishedController
+from .controllers.validatingadmissionpolicy_status import ValidatingAdmissionPolicyStatusController
 from .scheduler import config as scheduler_config
 
 #: kube-scheduler's configz name; kube-controller-manager's is its config group
@@ -112,15 +126,89 @@ def _kube_cloud_shared(args) -> dict:
             "CIDRAllocatorType": "RangeAllocator", "ConfigureCloudRoutes": True, "NodeSyncPeriod": "0s"}
 
 
+def _ignored_resource(group_resource: str) -> dict:
+    resource, _, group = group_resource.partition(".")
+    return {"Group": group, "Resource": resource}
+
+
+#: KubeControllerManagerConfiguration's sections, in the internal type's field order
+_SECTIONS = ("Generic", "KubeCloudShared", "AttachDetachController", "CSRSigningController", "DaemonSetController",
+             "DeploymentController", "StatefulSetController", "DeprecatedController", "EndpointController",
+             "EndpointSliceController", "EndpointSliceMirroringController", "EphemeralVolumeController",
+             "GarbageCollectorController", "HPAController", "JobController", "CronJobController",
+             "LegacySATokenCleaner", "NamespaceController", "NodeIPAMController", "NodeLifecycleController",
+             "PersistentVolumeBinderController", "PodGCController", "ReplicaSetController", "ReplicationController",
+             "ResourceQuotaController", "SAController", "ServiceController", "TTLAfterFinishedController",
+             "ValidatingAdmissionPolicyStatusController", "DeviceTaintEvictionController", "ResourceClaimController")
+
+
+def _controller_sections() -> dict:
+    """The sections of single controllers but the CSR signer's and the HPA's: the worker counts
+    and periods nanokube's controllers run with; for a controller nanokube does not run
+    (attach/detach, node IPAM, pod GC, ...) upstream's defaults, as a disabled one shows."""
+    grace = nodelifecycle.options_from_env().get("grace_period", nodelifecycle.DEFAULT_GRACE)
+    return {
+        "AttachDetachController": {"DisableAttachDetachReconcilerSync": False, "ReconcilerSyncLoopPeriod": "1m0s",
+                                   "DisableForceDetachOnTimeout": False},
+        "DaemonSetController": {"ConcurrentDaemonSetSyncs": DaemonSetController.workers},
+        "DeploymentController": {"ConcurrentDeploymentSyncs": DeploymentController.workers},
+        "StatefulSetController": {"ConcurrentStatefulSetSyncs": StatefulSetController.workers},
+        "DeprecatedController": {},
+        # nanokube's EndpointSlice controller writes the Endpoints too
+        "EndpointController": {"ConcurrentEndpointSyncs": endpointslice.EndpointSliceController.workers,
+                               "EndpointUpdatesBatchPeriod": "0s"},
+        "EndpointSliceController": {"ConcurrentServiceEndpointSyncs": endpointslice.EndpointSliceController.workers,
+                                    "MaxEndpointsPerSlice": endpointslice.MAX_ENDPOINTS_PER_SLICE,
+                                    "EndpointUpdatesBatchPeriod": "0s"},
+        "EndpointSliceMirroringController": {"MirroringConcurrentServiceEndpointSyncs": 5,
+                                             "MirroringMaxEndpointsPerSubset": 1000,
+                                             "MirroringEndpointUpdatesBatchPeriod": "0s"},
+        "EphemeralVolumeController": {"ConcurrentEphemeralVolumeSyncs": EphemeralVolumeController.workers},
+        "GarbageCollectorController": {
+            "EnableGarbageCollector": True, "ConcurrentGCSyncs": garbagecollector.GarbageCollector.workers,
+            "GCIgnoredResources": [_ignored_resource(r) for r in sorted(garbagecollector.IGNORED)]},
+        "JobController": {"ConcurrentJobSyncs": JobController.workers},
+        "CronJobController": {"ConcurrentCronJobSyncs": CronJobController.workers},
+        "LegacySATokenCleaner": {"CleanUpPeriod": "8760h0m0s"},
+        "NamespaceController": {"NamespaceSyncPeriod": "5m0s", "ConcurrentNamespaceSyncs": NamespaceController.workers},
+        "NodeIPAMController": {"ServiceCIDR": "", "SecondaryServiceCIDR": "", "NodeCIDRMaskSize": 0,
+                               "NodeCIDRMaskSizeIPv4": 0, "NodeCIDRMaskSizeIPv6": 0},
+        "NodeLifecycleController": {"NodeEvictionRate": 0.1, "SecondaryNodeEvictionRate": 0.01,
+                                    "NodeStartupGracePeriod": "1m0s", "NodeMonitorGracePeriod": _duration(grace),
+                                    "LargeClusterSizeThreshold": 50, "UnhealthyZoneThreshold": 0.55},
+        "PersistentVolumeBinderController": {
+            "PVClaimBinderSyncPeriod": _duration(persistentvolume.RESYNC),
+            "VolumeConfiguration": {
+                "EnableHostPathProvisioning": False, "EnableDynamicProvisioning": True,
+                "PersistentVolumeRecyclerConfiguration": {
+                    "MaximumRetry": 3, "MinimumTimeoutNFS": 300, "PodTemplateFilePathNFS": "", "IncrementTimeoutNFS": 30,
+                    "PodTemplateFilePathHostPath": "", "MinimumTimeoutHostPath": 60, "IncrementTimeoutHostPath": 30},
+                "FlexVolumePluginDir": "/usr/libexec/kubernetes/kubelet-plugins/volume/exec/"},
+            "VolumeHostCIDRDenylist": None, "VolumeHostAllowLocalLoopback": True},
+        "PodGCController": {"TerminatedPodGCThreshold": 12500},
+        "ReplicaSetController": {"ConcurrentRSSyncs": ReplicaSetController.workers},
+        "ReplicationController": {"ConcurrentRCSyncs": ReplicationControllerController.workers},
+        "ResourceQuotaController": {"ResourceQuotaSyncPeriod": _duration(resourcequota.RESYNC),
+                                    "ConcurrentResourceQuotaSyncs": resourcequota.ResourceQuotaController.workers},
+        "SAController": {"ServiceAccountKeyFile": "", "ConcurrentSATokenSyncs": 5, "RootCAFile": ""},
+        "ServiceController": {"ConcurrentServiceSyncs": ServiceLBController.workers},
+        "TTLAfterFinishedController": {"ConcurrentTTLSyncs": TTLAfterFinishedController.workers},
+        "ValidatingAdmissionPolicyStatusController": {
+            "ConcurrentPolicySyncs": ValidatingAdmissionPolicyStatusController.workers},
+        "DeviceTaintEvictionController": {"ConcurrentSyncs": DeviceTaintEvictionController.workers},
+        "ResourceClaimController": {"ConcurrentSyncs": ResourceClaimController.workers},
+    }
+
+
 def controller_manager(args, election: LeaderElectionConfig) -> dict:
-    """kube-controller-manager's KubeControllerManagerConfiguration: the generic section and the
-    controller sections nanokube has settings for."""
+    """kube-controller-manager's KubeControllerManagerConfiguration, every section."""
     hpa = {n: p.default for n, p in inspect.signature(HPAController.__init__).parameters.items()
            if p.default is not inspect.Parameter.empty}
     hpa.update(options_from_env())
     serving = {"Address": args.bind_address, "Port": args.secure_port} if args.secure_port else \
         {"Address": "0.0.0.0", "Port": 0}
-    return {CONTROLLER_MANAGER: {
+    sections = {
+        **_controller_sections(),
         "Generic": {
             **serving,
             "MinResyncPeriod": "12h0m0s",
@@ -152,4 +240,5 @@ def controller_manager(args, election: LeaderElectionConfig) -> dict:
             "HorizontalPodAutoscalerCPUInitializationPeriod": _duration(hpa["cpu_initialization_period"]),
             "HorizontalPodAutoscalerInitialReadinessDelay": _duration(hpa["initial_readiness_delay"]),
         },
-    }}
+    }
+    return {CONTROLLER_MANAGER: {name: sections[name] for name in _SECTIONS}}

@@ -61,7 +61,28 @@ def test_the_controller_manager_serves_its_flags(monkeypatch):
     assert hpa["HorizontalPodAutoscalerSyncPeriod"] == "15s"
     assert hpa["HorizontalPodAutoscalerDownscaleStabilizationWindow"] == "5m0s"
     kcm = got["kubecontrollermanager.config.k8s.io"]
-    assert list(kcm)[:3] == ["Generic", "KubeCloudShared", "CSRSigningController"]
+    assert list(kcm) == [
+        "Generic", "KubeCloudShared", "AttachDetachController", "CSRSigningController", "DaemonSetController",
+        "DeploymentController", "StatefulSetController", "DeprecatedController", "EndpointController",
+        "EndpointSliceController", "EndpointSliceMirroringController", "EphemeralVolumeController",
+        "GarbageCollectorController", "HPAController", "JobController", "CronJobController", "LegacySATokenCleaner",
+        "NamespaceController", "NodeIPAMController", "NodeLifecycleController", "PersistentVolumeBinderController",
+        "PodGCController", "ReplicaSetController", "ReplicationController", "ResourceQuotaController", "SAController",
+        "ServiceController", "TTLAfterFinishedController", "ValidatingAdmissionPolicyStatusController",
+        "DeviceTaintEvictionController", "ResourceClaimController"]
+    # the worker counts and periods nanokube's controllers run with, upstream's fields
+    assert kcm["DeploymentController"] == {"ConcurrentDeploymentSyncs": 2}
+    assert kcm["ReplicationController"] == {"ConcurrentRCSyncs": 2} and kcm["DeprecatedController"] == {}
+    assert kcm["GarbageCollectorController"] == {
+        "EnableGarbageCollector": True, "ConcurrentGCSyncs": 2,
+        "GCIgnoredResources": [{"Group": "", "Resource": "events"}, {"Group": "events.k8s.io", "Resource": "events"}]}
+    assert kcm["EndpointSliceController"] == {"ConcurrentServiceEndpointSyncs": 2, "MaxEndpointsPerSlice": 100,
+                                              "EndpointUpdatesBatchPeriod": "0s"}
+    assert kcm["ResourceQuotaController"]["ResourceQuotaSyncPeriod"] == "5m0s"
+    assert kcm["PersistentVolumeBinderController"]["PVClaimBinderSyncPeriod"] == "15s"
+    assert kcm["NodeLifecycleController"] == {
+        "NodeEvictionRate": 0.1, "SecondaryNodeEvictionRate": 0.01, "NodeStartupGracePeriod": "1m0s",
+        "NodeMonitorGracePeriod": "50s", "LargeClusterSizeThreshold": 50, "UnhealthyZoneThreshold": 0.55}
     assert kcm["KubeCloudShared"] == {
         "CloudProvider": {"Name": "", "CloudConfigFile": ""}, "ExternalCloudVolumePlugin": "",
         "UseServiceAccountCredentials": True, "AllowUntaggedCloud": False, "RouteReconciliationPeriod": "10s",
@@ -76,3 +97,4 @@ def test_the_controller_manager_serves_its_flags(monkeypatch):
     monkeypatch.setenv("NANOKUBE_NODE_MONITOR_GRACE", "10")
     shortened = configz.controller_manager(args, LeaderElectionConfig(resource_name="kube-controller-manager"))
     assert shortened["kubecontrollermanager.config.k8s.io"]["KubeCloudShared"]["NodeMonitorPeriod"] == "2s"
+    assert shortened["kubecontrollermanager.config.k8s.io"]["NodeLifecycleController"]["NodeMonitorGracePeriod"] == "10s"
