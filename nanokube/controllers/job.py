@@ -54,6 +54,9 @@ from .replicaset import (
 TRACKING = "batch.kubernetes.io/job-tracking"
 JOB_NAME = "batch.kubernetes.io/job-name"
 INDEX = "batch.kubernetes.io/job-completion-index"
+INDEX_ENV = "JOB_COMPLETION_INDEX"
+#: spec.managedBy's value (and its default meaning when unset) for this controller
+JOB_CONTROLLER = "kubernetes.io/job-controller"
 #: the key of the Job a pod's controller reference names
 _JOB = owned_by("Job")
 BACKOFF_BASE, BACKOFF_MAX = 10.0, 360.0  # upstream's pod re-creation backoff after failures
@@ -138,6 +141,23 @@ def job_selector(job: dict):
 def pod_index(pod: dict) -> int | None:
     v = (pod["metadata"].get("annotations") or {}).get(INDEX)
     return int(v) if v is not None and v.isdigit() else None
+
+
+def managed_externally(job: dict) -> bool:
+    """managedByExternalController: spec.managedBy names another controller (Kueue's MultiKueue, ...),
+    which creates the pods and writes the status; this controller leaves the Job alone."""
+    owner = job["spec"].get("managedBy")
+    return owner is not None and owner != JOB_CONTROLLER
+
+
+def _with_index_env(container: dict) -> dict:
+    """addCompletionIndexEnvVariable: JOB_COMPLETION_INDEX from the index annotation, unless the
+    container sets that variable itself."""
+    env = container.get("env") or []
+    if any(v.get("name") == INDEX_ENV for v in env):
+        return container
+    return {**container, "env": [*env, {"name": INDEX_ENV, "valueFrom": {"fieldRef": {
+        "apiVersion": "v1", "fieldPath": f"metadata.annotations['{INDEX}']"}}}]}
 
 
 def finished(job: dict) -> str | None:
@@ -384,6 +404,8 @@ class JobController(Controller):
         if job is None:
             self.expectations.forget(key)  # its pods' finalizers went through the orphan queue
             return
+        if managed_externally(job):
+            return
         if finished(job) or job["metadata"].get("deletionTimestamp"):
             controls = self._controls(job)
             await self._remove_finalizers([p async for part in in_turns(self.pod_inf.list_namespace(
@@ -405,6 +427,8 @@ class JobController(Controller):
             if ref.get("kind") != "Job" or ref.get("apiVersion") != "batch/v1":
                 return
             job = self.job_inf.get(f"{pod['metadata']['namespace']}/{ref['name']}")
+            if job is not None and managed_externally(job):
+                return  # its finalizer is the other controller's to remove
             if job is not None and job["metadata"]["uid"] == ref.get("uid") and not finished(job):
                 return  # adopted meanwhile
         await self._remove_finalizers([pod])
@@ -712,6 +736,9 @@ class JobController(Controller):
         pmd = pod["metadata"]
         pmd["finalizers"] = list(pmd.get("finalizers") or []) + [TRACKING]
         if index is not None:
+            for part in ("initContainers", "containers"):
+                if part in pod["spec"]:
+                    pod["spec"][part] = [_with_index_env(c) for c in pod["spec"][part]]
             pmd["annotations"] = {**(pmd.get("annotations") or {}), INDEX: str(index)}
             pmd["labels"] = {**(pmd.get("labels") or {}), INDEX: str(index)}
             pod["spec"] = {**pod["spec"], "hostname": f"{md['name']}-{index}"}

@@ -106,6 +106,37 @@ async def test_indexed_job_labels_pods_and_records_completed_indexes(env):
     assert j["status"]["completedIndexes"] == "0,1" and j["status"]["succeeded"] == 2
 
 
+async def test_indexed_job_pods_get_the_completion_index_env_var(env):
+    """addCompletionIndexEnvVariables: every container and init container reads JOB_COMPLETION_INDEX
+    from the pod's index annotation through the downward API; one the template sets is kept."""
+    client, _, clock = env
+    body = job(completions=1, completionMode="Indexed")
+    spec = body["spec"]["template"]["spec"]
+    spec["initContainers"] = [{"name": "init", "image": "busybox", "env": [{"name": "A", "value": "1"}]}]
+    spec["containers"].append({"name": "own", "image": "busybox", "env": [{"name": "JOB_COMPLETION_INDEX", "value": "7"}]})
+    await client.resource("batch", "v1", "jobs").create(body)
+    [pod] = await ticking(clock, lambda: live_pods(client, 1))
+    index_env = {"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
+        "apiVersion": "v1", "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}}
+    assert pod["spec"]["initContainers"][0]["env"] == [{"name": "A", "value": "1"}, index_env]
+    assert pod["spec"]["containers"][0]["env"] == [index_env]
+    assert pod["spec"]["containers"][1]["env"] == [{"name": "JOB_COMPLETION_INDEX", "value": "7"}]
+
+
+async def test_a_job_managed_by_another_controller_is_left_alone(env):
+    """spec.managedBy other than kubernetes.io/job-controller: syncJob skips the Job (JobManagedBy, GA in
+    1.35), so no pods and no status from this controller; its own name is managed as usual."""
+    client, _, clock = env
+    jobs = client.resource("batch", "v1", "jobs")
+    await jobs.create(job("external", managedBy="kueue.x-k8s.io/multikueue"))
+    await jobs.create(job("builtin", managedBy="kubernetes.io/job-controller"))
+    [pod] = await ticking(clock, lambda: live_pods(client, 1))
+    assert pod["metadata"]["labels"]["batch.kubernetes.io/job-name"] == "builtin"
+    await clock.advance(30)
+    assert await live_pods(client, 1)
+    assert (await jobs.get("external", "default")).get("status") in (None, {})
+
+
 async def test_active_deadline_fails_and_deletes_pods(env):
     client, ctrl, clock = env
     await client.resource("batch", "v1", "jobs").create(job(activeDeadlineSeconds=5))
