@@ -373,6 +373,9 @@ class PodWorker:
         now = self.clock.rfc3339()
         grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
         code = 0 if (_annotation(self.pod, STOP_SECONDS, 0.0) or 0.0) <= grace else 137
+        spec = next(c for c in self._sidecars() + self._containers() if c["name"] == name)
+        self.io.restarted(name, image_ref(spec.get("image", "")), code,
+                          "received SIGTERM" if code == 0 else "was killed after the grace period")
         self.own_last_state[name] = {"terminated": {
             "exitCode": code, "reason": "Completed" if code == 0 else "Error",
             "startedAt": self.own_started.get(name) or self.started_at or now, "finishedAt": now}}

@@ -113,6 +113,16 @@ class SimulatedIO:
         self.exit_code = code
         self._ended = True
 
+    def restarted(self, name: str, image: str, code: int, why: str) -> None:
+        """One container's instance ends (`why`, with `code`) and a new one starts, the others
+        running on (the kubelet restarting it for a resize)."""
+        self._write(f"nanokube: container {name} {why}", [name])
+        self._write(f"nanokube: container {name} exited with code {code}", [name])
+        self.logs[name][-1].close()
+        self.logs[name] = [self.logs[name][-1], ContainerLog()]
+        self._write(f"nanokube: container {name} started (image {image})", [name])
+        self._write(f"nanokube: container {name} is ready", [name])
+
     def start_ephemeral(self, name: str, image: str) -> None:
         """An ephemeral container added to the running pod starts (once: it is never restarted)."""
         self.logs[name] = [ContainerLog()]

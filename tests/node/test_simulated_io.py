@@ -36,6 +36,17 @@ async def test_log_lines_of_init_and_app_containers_and_the_previous_instance():
         io.serve_log("other", LogOptions())
 
 
+async def test_a_container_restarted_alone_keeps_its_previous_instance_and_the_others_run_on():
+    io = SimulatedIO(worker())
+    io.started({"main": "img:1", "side": "img:2"})
+    io.restarted("main", "img:1", 0, "received SIGTERM")
+    assert io.serve_log("main", LogOptions(previous=True)).endswith(
+        b"container main received SIGTERM\nnanokube: container main exited with code 0\n")
+    assert io.serve_log("main", LogOptions()) == (b"nanokube: container main started (image img:1)\n"
+                                                  b"nanokube: container main is ready\n")
+    assert b"exited" not in io.serve_log("side", LogOptions())
+
+
 async def test_exec_is_scripted_or_not_found():
     io = SimulatedIO(worker({"sim.nanokube.io/exec.hostname": "p\n",
                              "sim.nanokube.io/exec.fail": '{"stderr": "bad\\n", "exitCode": 4}'}))
