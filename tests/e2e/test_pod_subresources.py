@@ -94,6 +94,16 @@ def test_kubectl_patch_resize_resizes_the_running_pod_in_place(running):
     assert pod["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "150m", "memory": "64Mi"}
     assert not [c for c in pod["status"]["conditions"] if c["type"].startswith("PodResize")]
     assert pod["metadata"]["generation"] > before["metadata"]["generation"]
+    assert pod["status"]["observedGeneration"] == pod["metadata"]["generation"]
+    gen = pod["metadata"]["generation"]
+
+    def recorded():
+        out = running.kubectl("events", "-n", NS, "--for", "pod/app").stdout
+        return out if "ResizeCompleted" in out else None
+    out = wait_for(recorded, what="the resize's events")
+    spec = ('{"containers":[{"name":"app","resources":{"limits":{"cpu":"300m","memory":"128Mi"},'
+            f'"requests":{{"cpu":"150m","memory":"64Mi"}}}}}}],"generation":{gen}}}')
+    assert f"Pod resize started: {spec}" in out and f"Pod resize completed: {spec}" in out
 
 
 def test_a_resize_beyond_the_node_is_pending_infeasible(running):
