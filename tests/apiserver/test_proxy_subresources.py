@@ -5,6 +5,7 @@ backend that refuses as a 503. A real HTTP server stands behind the node
 agent stand-in's port-forward, as a pod's listener would."""
 
 import asyncio
+import gzip
 import json
 
 import aiohttp
@@ -24,6 +25,9 @@ async def backend_app(request: web.Request) -> web.StreamResponse:
     """What the pod's server saw, or a page, a redirect, CORS headers, a chunked answer."""
     if request.path == "/page":
         return web.Response(text=PAGE, content_type="text/html")
+    if request.path == "/gzpage":
+        return web.Response(body=gzip.compress(PAGE.encode()), content_type="text/html",
+                            headers={"Content-Encoding": "gzip"})
     if request.path == "/moved":
         return web.Response(status=302, headers={"Location": "/login?next=%2F"})
     if request.path == "/cors":
@@ -36,6 +40,12 @@ async def backend_app(request: web.Request) -> web.StreamResponse:
             await resp.write(f"part {i}\n".encode())
         await resp.write_eof()
         return resp
+    if request.path == "/ws":
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        async for msg in ws:
+            await ws.send_str(f"echo {msg.data} {request.query_string or 'no query'}")
+        return ws
     body = await request.read()
     return web.json_response({"method": request.method, "path": request.path, "query": request.rel_url.raw_query_string,
                               "headers": dict(request.headers), "body": body.decode()},
@@ -136,6 +146,8 @@ async def test_html_links_and_redirects_are_rewritten_under_the_proxy_path(env):
     assert 'href="relative"' in page and 'href="http://other.example/x"' in page
     assert 'data-src="/not-a-url-attribute"' in page and ">/text</p>" in page
     assert int(headers["Content-Length"]) == len(out)
+    code, headers, out = await send("GET", base + "/gzpage")
+    assert code == 200 and headers["Content-Encoding"] == "gzip" and f'href="{base}/next?x=1"' in out.decode()
     code, headers, _ = await send("GET", base + "/moved")
     assert code == 302 and headers["Location"] == base + "/login?next=%2F"
 
@@ -255,3 +267,20 @@ async def test_nodes_proxy_reaches_the_kubelet_of_the_node(env):
     assert (code, json.loads(out)["message"]) == (404, 'nodes "gone" not found')
     code, _, out = await send("GET", "/api/v1/namespaces/default/nodes/n1/proxy/")
     assert code == 404, "nodes are not namespaced"
+
+
+async def test_websocket_upgrades_are_joined_to_the_pod(env):
+    send, _ = env
+    base = f"http://127.0.0.1:{send.server.port}/api/v1/namespaces/default/pods/web/proxy"
+    async with aiohttp.ClientSession() as http:
+        async with http.ws_connect(f"{base}/ws?dropped=1") as ws:
+            await ws.send_str("hello")
+            assert (await ws.receive()).data == "echo hello no query", "the location carries no query"
+        with pytest.raises(aiohttp.WSServerHandshakeError) as e:
+            await http.ws_connect(f"{base}/page")
+        assert e.value.status == 500, "a backend that answers without upgrading"
+    code, _, out = await send("GET", "/api/v1/namespaces/default/pods/web:9090/proxy/ws",
+                              headers={"Connection": "Upgrade", "Upgrade": "websocket"})
+    assert (code, json.loads(out)["message"]) == (
+        500, "error dialing backend: dial tcp 10.244.0.5:9090: connect: connection refused")
+    assert "reason" not in json.loads(out), "an error that is not a Status: no reason"

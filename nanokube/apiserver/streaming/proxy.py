@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import ipaddress
 import posixpath
 import random
 import re
 import ssl
+import zlib
 from collections.abc import Callable
 from html.parser import HTMLParser
 from urllib.parse import urlsplit, urlunsplit
@@ -32,6 +34,7 @@ from ...machinery import errors
 from ...machinery.streaming import NodeStreaming, StreamFailed
 from ..auth.authorizer import USER
 from ..rest import WriteOptions
+from .transports import _Feed, _RawUpgrade
 
 _COPY = 32 * 1024
 #: headers that describe one hop (httputil.ReverseProxy removes them both ways)
@@ -52,6 +55,14 @@ _URL_ATTRS = {
     "input": {"src", "usemap", "formaction"}, "ins": {"cite"}, "link": {"href"},
     "object": {"classid", "codebase", "data", "usemap"}, "q": {"cite"}, "script": {"src"}, "source": {"src"},
     "video": {"poster", "src"},
+}
+#: the encodings of an HTML page the proxy rewrites (decode, encode); others pass unchanged.
+#: "deflate" is raw DEFLATE, as Go's compress/flate reads and writes it
+_CODECS = {
+    "": (lambda b: b, lambda b: b),
+    "gzip": (gzip.decompress, gzip.compress),
+    "deflate": (lambda b: zlib.decompress(b, -15),
+                lambda b: (lambda c: c.compress(b) + c.flush())(zlib.compressobj(9, zlib.DEFLATED, -15))),
 }
 #: connect options kind by resource, as admission sees the request
 _OPTIONS_KIND = {"pods": "PodProxyOptions", "services": "ServiceProxyOptions", "nodes": "NodeProxyOptions"}
@@ -88,9 +99,9 @@ def service_unavailable(message: str) -> errors.APIError:
     return errors.APIError(503, "ServiceUnavailable", message)
 
 
-def unreachable(host: str, port: int | str, why: str) -> errors.APIError:
-    """The proxy Transport's answer when dialing the backend fails."""
-    return service_unavailable(f"error trying to reach service: dial tcp {host}:{port}: {why}")
+def unreachable(why: str) -> errors.APIError:
+    """The proxy Transport's answer when its round trip fails."""
+    return service_unavailable(f"error trying to reach service: {why}")
 
 
 class Backend:
@@ -100,18 +111,18 @@ class Backend:
         self.node, self.pod, self.ip, self.port, self.scheme = node, pod, ip, port, scheme
 
     async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """A connection to the backend; DialError says why there is none, in Go's words."""
         if not self.port.isdigit() or not 0 < int(self.port) < 65536:
             # Go's transport reads a host whose port is not a number as a host name to look up
-            raise service_unavailable(f"error trying to reach service: dial tcp: lookup {self.ip}:{self.port}: "
-                                      "no such host")
+            raise DialError(f"dial tcp: lookup {self.ip}:{self.port}: no such host")
         if self.node is None:
-            raise unreachable(self.ip, self.port, "connect: no route to host")
+            raise DialError(f"dial tcp {self.ip}:{self.port}: connect: no route to host")
         md = self.pod["metadata"]
         try:
             reader, writer = await self.node.port_forward(md["namespace"], md["name"], md.get("uid", ""),
                                                           int(self.port))
         except (StreamFailed, OSError):
-            raise unreachable(self.ip, self.port, "connect: connection refused") from None
+            raise DialError(f"dial tcp {self.ip}:{self.port}: connect: connection refused") from None
         if self.scheme == "https":  # the proxy transport does not verify the backend's certificate
             ctx = ssl.create_default_context()
             ctx.check_hostname = False
@@ -120,8 +131,12 @@ class Backend:
                 await writer.start_tls(ctx, server_hostname=self.ip)
             except (ssl.SSLError, OSError) as e:
                 writer.close()
-                raise service_unavailable(f"error trying to reach service: {e}") from None
+                raise DialError(str(e)) from None
         return reader, writer
+
+
+class DialError(Exception):
+    """The backend cannot be reached (Go's dial error text)."""
 
 
 class ProxySubresources:
@@ -234,10 +249,10 @@ class ProxySubresources:
         host = next((a.get("address") for a in (node.get("status") or {}).get("addresses") or []
                      if a.get("type") == "InternalIP"), name)
         if port and port != kubelet_port:
-            raise unreachable(host, port, "connect: connection refused")
+            raise unreachable(f"dial tcp {host}:{port}: connect: connection refused")
         kubelet = next((k for lookup in self.kubelets if (k := lookup(name)) is not None), None)
         if kubelet is None:
-            raise unreachable(host, kubelet_port, "connect: no route to host")
+            raise unreachable(f"dial tcp {host}:{kubelet_port}: connect: no route to host")
         target = join_preserving_trailing_slash("", sub)
         if not target and request.method in ("GET", "HEAD"):
             return _redirect_to_slash(request)
@@ -282,18 +297,81 @@ async def forward(request: web.Request, backend: Backend, target: str) -> web.St
     suffix = target + ("/" if request.path.endswith("/") and not target.endswith("/") else "")
     prefix = request.path[:len(request.path) - len(suffix)] if suffix and request.path.endswith(suffix) \
         else request.path
+    if _is_upgrade(request):
+        return await _upgrade(request, backend, target)
     target = suffix
     if not target and request.method in ("GET", "HEAD"):
         return _redirect_to_slash(request)
-    reader, writer = await backend.connect()
+    try:
+        reader, writer = await backend.connect()
+    except DialError as e:
+        raise unreachable(str(e)) from None
     try:
         await _send_request(request, writer, target, prefix)
         try:
             status, reason, headers = await _read_head(reader)
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ValueError):
-            # the backend hung up without an answer
-            raise service_unavailable("error trying to reach service: EOF") from None
+            raise unreachable("EOF") from None  # the backend hung up without an answer
         return await _relay_response(request, reader, status, reason, headers, prefix, backend.scheme)
+    finally:
+        writer.close()
+
+
+def _is_upgrade(request: web.Request) -> bool:
+    """httpstream.IsUpgradeRequest: a Connection header naming upgrade."""
+    return any(t.strip().lower() == "upgrade" for v in request.headers.getall("Connection", [])
+               for t in v.split(","))
+
+
+async def _upgrade(request: web.Request, backend: Backend, location: str) -> web.StreamResponse:
+    """UpgradeAwareHandler.tryUpgrade: the request as it came (its Connection and Upgrade headers
+    too) to the location, without the query, which the location does not carry; a 101 joins the
+    two connections, an error answer is passed back, anything else is refused. Failures here
+    reach the responder unwrapped: a 500 with Go's error text."""
+    try:
+        reader, writer = await backend.connect()
+    except DialError as e:
+        raise errors.APIError(500, "", f"error dialing backend: {e}") from None
+    try:
+        lines = [f"{request.method} {location or '/'} HTTP/1.1"]
+        lines += [f"{k}: {v}" for k, v in request.headers.items()
+                  if not k.lower().startswith(_CREDENTIALS) and k.lower() != "x-forwarded-for"]
+        forwarded_for = request.headers.get("X-Forwarded-For")
+        lines.append(f"X-Forwarded-For: {forwarded_for + ', ' if forwarded_for else ''}{request.remote or ''}")
+        body = await request.read() if request.body_exists else b""
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+        await writer.drain()
+        try:
+            status, reason, headers = await _read_head(reader)
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ValueError):
+            raise errors.APIError(500, "", "EOF") from None
+        if status != 101 and status < 400:
+            raise errors.APIError(500, "", f"invalid upgrade response: status code {status}")
+        if status != 101:
+            return await _relay_response(request, reader, status, reason, headers, "", backend.scheme)
+        resp = _RawUpgrade(status=101, reason=reason or None, headers=headers)
+        resp.force_close()
+        client = asyncio.StreamReader()
+        request.protocol.set_parser(_Feed(client))
+        await resp.prepare(request)
+
+        async def up() -> None:
+            while data := await client.read(_COPY):
+                writer.write(data)
+                await writer.drain()
+
+        async def down() -> None:
+            while data := await reader.read(_COPY):
+                await resp.write(data)
+
+        tasks = [asyncio.ensure_future(up()), asyncio.ensure_future(down())]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        return resp
     finally:
         writer.close()
 
@@ -332,7 +410,7 @@ async def _send_request(request: web.Request, writer: asyncio.StreamWriter, targ
 
 
 async def _read_head(reader: asyncio.StreamReader) -> tuple[int, str, CIMultiDict]:
-    """The backend's status and headers; an informational (1xx) answer before it is skipped."""
+    """The backend's status and headers; an informational answer (1xx but 101) before it is skipped."""
     while True:
         head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
         status_line, *lines = head.split("\r\n")
@@ -344,7 +422,7 @@ async def _read_head(reader: asyncio.StreamReader) -> tuple[int, str, CIMultiDic
             if ":" in line:
                 k, v = line.split(":", 1)
                 headers.add(k.strip(), v.strip())
-        if not 100 <= int(code) < 200:
+        if not 100 <= int(code) < 200 or int(code) == 101:
             return int(code), (reason[0] if reason else ""), headers
 
 
@@ -383,11 +461,16 @@ async def _relay_response(request: web.Request, reader: asyncio.StreamReader, st
         out["Location"] = rewrite_url(out["Location"], prefix, host)
     bodyless = request.method == "HEAD" or status in (204, 304)
     ctype = out.get("Content-Type", "").split(";", 1)[0].strip()
-    if not bodyless and ctype == "text/html" and not out.get("Content-Encoding") and "Location" not in headers:
-        page = b"".join([c async for c in _body(reader, headers)])
+    encoding = out.get("Content-Encoding", "")
+    if not bodyless and ctype == "text/html" and encoding in _CODECS and "Location" not in headers:
+        decode, encode = _CODECS[encoding]
+        try:
+            page = decode(b"".join([c async for c in _body(reader, headers)]))
+        except (OSError, EOFError, zlib.error) as e:  # the Transport's error, which the responder gets
+            raise errors.APIError(500, "", f"{encoding}: {e}") from None
         text = rewrite_html(page.decode("utf-8", "replace"), lambda u: rewrite_url(u, prefix, host))
         out.popall("Content-Length", None)
-        return web.Response(status=status, reason=reason or None, headers=out, body=text.encode())
+        return web.Response(status=status, reason=reason or None, headers=out, body=encode(text.encode()))
     resp = web.StreamResponse(status=status, reason=reason or None, headers=out)
     if "Content-Length" in out:
         resp.content_length = int(out["Content-Length"])
