@@ -27,7 +27,7 @@ from .dra.driver import NodeDriver
 from .dra.prepare import ClaimPreparer
 from .faults import Faults, Plan
 from .faults import parse as parse_faults
-from .lifecycle import SMP, PodWorker, SimulatedRuntime
+from .lifecycle import SMP, PodWorker, SimulatedRuntime, resource_version
 from .streaming import NodeStreamingServer
 from .volumes import VolumeManager
 
@@ -158,10 +158,6 @@ def _machine_id(name: str) -> str:
     return h.hex()
 
 
-def _rv(obj: dict) -> int:
-    return int(obj["metadata"].get("resourceVersion") or 0)
-
-
 def _dashed(hex32: str) -> str:
     """str(uuid.UUID(hex32))."""
     return f"{hex32[:8]}-{hex32[8:12]}-{hex32[12:16]}-{hex32[16:20]}-{hex32[20:]}"
@@ -207,7 +203,6 @@ class NodeAgent:
         self.nodes = client.resource("", "v1", "nodes")
         self.leases = client.resource("coordination.k8s.io", "v1", "leases")
         self.pods = client.resource("", "v1", "pods")
-        self.events = client.resource("", "v1", "events")
         #: the kubelet's Node events, on its nodeRef: no apiVersion, and the node's name for a uid
         self.recorder = CoreEventRecorder(client, "kubelet", clock, host=spec.name)
         self._node_ref = {"kind": "Node", "metadata": {"name": spec.name, "uid": spec.name}}
@@ -276,7 +271,7 @@ class NodeAgent:
         try:
             node = await self.nodes.create({**self.node_object(), "status": self.status()})
             self._last_status = self.clock.monotonic()
-            self._posted_rv = _rv(node)
+            self._posted_rv = resource_version(node)
             await self._announce_conditions()
         except APIError as e:
             if e.code != 409:
@@ -316,7 +311,8 @@ class NodeAgent:
             if theirs.get(c["type"], c["status"]) != c["status"]:
                 c["lastTransitionTime"] = now
         status = self.status() if full else {"conditions": self._conditions}
-        self._posted_rv = _rv(await self.nodes.patch(self.name, {"status": status}, SMP, subresource="status"))
+        node = await self.nodes.patch(self.name, {"status": status}, SMP, subresource="status")
+        self._posted_rv = resource_version(node)
         self._last_status = self.clock.monotonic()
         if self._theirs is theirs:  # else a copy seen meanwhile decides
             self._theirs = {}
@@ -338,7 +334,7 @@ class NodeAgent:
                     h.get("message") != c["message"]:
                 theirs[c["type"]] = None if h is None else h.get("status")
                 if h is not None and h.get("status") != c["status"] and c["type"] in self._announced and \
-                        _rv(node) > self._posted_rv:  # not a copy from before our last write
+                        resource_version(node) > self._posted_rv:  # not a copy from before our last write
                     self._announced[c["type"]] = h.get("status")
         self._theirs = theirs
         unschedulable = bool((node.get("spec") or {}).get("unschedulable"))

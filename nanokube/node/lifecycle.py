@@ -84,8 +84,8 @@ KUBELET_CONDITIONS = frozenset({"PodReadyToStartContainers", "Initialized", "Rea
 _MERGE_KEYS = {"conditions": "type", "podIPs": "ip", "hostIPs": "ip"}
 
 
-def _rv(pod: dict) -> int:
-    return int(pod["metadata"].get("resourceVersion") or 0)
+def resource_version(obj: dict) -> int:
+    return int(obj["metadata"].get("resourceVersion") or 0)
 
 
 def _owned(status: dict) -> tuple:
@@ -193,7 +193,7 @@ class PodWorker:
     def update(self, pod: dict) -> None:
         """A copy older than the one a status write returned (the informer lags) is dropped: the
         next write's patch is computed against the newest status known."""
-        if _rv(pod) < _rv(self.pod):
+        if resource_version(pod) < resource_version(self.pod):
             return
         self.pod = pod
         self.resync()
