@@ -223,3 +223,24 @@ async def test_apiserver_debug_flags_v_for_whoever_may_put_it(apiserver):
                 assert not any(p.startswith("/debug") for p in (await r.json())["paths"])
     finally:
         root.setLevel(before)
+
+
+async def test_apiserver_metrics_reset_on_delete(apiserver):
+    """kube-apiserver's /metrics is MetricsWithReset (with profiling, the default): a DELETE, for
+    whoever may delete the path, starts the request counters again; the watcher gauges stay."""
+    s, ctx = apiserver
+    base = f"https://localhost:{s.port}"
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx)) as admin:
+        async with admin.get(base + "/api/v1/namespaces"):
+            pass
+        async with admin.get(base + "/metrics") as r:
+            assert 'apiserver_request_total{code="200",group="",resource="namespaces"' in await r.text()
+        async with admin.delete(base + "/metrics", headers={"Impersonate-User": "prometheus",
+                                                            "Impersonate-Group": "system:monitoring"}) as r:
+            assert r.status == 403
+            assert (await r.json())["message"] == 'forbidden: User "prometheus" cannot delete path "/metrics"'
+        async with admin.delete(base + "/metrics") as r:
+            assert r.status == 200 and await r.text() == "metrics reset\n"
+        async with admin.get(base + "/metrics") as r:
+            body = await r.text()
+            assert 'resource="namespaces"' not in body and "# TYPE apiserver_request_total counter" in body

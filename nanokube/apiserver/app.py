@@ -186,6 +186,7 @@ class APIServer:
             app.router.add_get(path, handler)
             app.router.add_get(path + "/", handler)
         app.router.add_get("/metrics", self._metrics)
+        app.router.add_delete("/metrics", self._reset_metrics)
         app.router.add_get("/openapi/v2", self._openapi_v2)
         app.router.add_get("/openapi/v3", self._openapi_v3_index)
         app.router.add_get("/openapi/v3/{path:.*}", self._openapi_v3)
@@ -452,6 +453,11 @@ class APIServer:
 
         body = self.metrics.render() + b"".join(generate_latest(r) for r in self.component_metrics)
         return web.Response(body=body, content_type="text/plain", charset="utf-8")
+
+    async def _reset_metrics(self, request: web.Request) -> web.Response:
+        self.metrics.reset()
+        return web.Response(body=b"metrics reset\n", headers={"Content-Type": "text/plain; charset=utf-8",
+                                                               **healthz.TEXT})
 
     def resources_changed(self) -> None:
         """The served resources changed (CRDs): discovery and OpenAPI are built anew."""

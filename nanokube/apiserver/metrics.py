@@ -38,3 +38,10 @@ class APIMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+    def reset(self) -> None:
+        """DELETE /metrics (MetricsWithReset, installed with profiling): the request, watch event
+        and storage counters and histograms start again. The watcher, stored object and inflight
+        gauges are kept: they hold the server's state, which clearing would misstate."""
+        for family in (self.requests, self.latency, self.watch_events, self.storage_latency):
+            family.reset()
