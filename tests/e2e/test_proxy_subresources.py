@@ -91,6 +91,16 @@ def test_rbac_on_the_proxy_subresource(c):
     c.kubectl("create", "rolebinding", "jane-edit", "--clusterrole=edit", "--user=jane")
     wait_for(lambda: c.kubectl("get", "--raw", path, "--as=jane", check=False).stdout == ANSWER, 30,
              "jane reaches the Service once bound to edit")
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    as_jane = c.client()
+    as_jane.set_default_header("Impersonate-User", "jane")
+    with pytest.raises(ApiException) as e:  # OPTIONS has no verb: edit's verbs do not grant it
+        client.CoreV1Api(as_jane).connect_options_namespaced_service_proxy("web:http", "default")
+    assert e.value.status == 403 and json.loads(e.value.body)["message"] == (
+        'services "web:http" is forbidden: User "jane" cannot  resource "services/proxy" in API group "" '
+        'in the namespace "default"')
 
 
 def test_nodes_proxy_reaches_the_kubelet_endpoints(c):

@@ -78,7 +78,7 @@ def attributes_for(method: str, path: str, query) -> Attributes:
     elif method == "DELETE":
         verb = "delete" if name else "deletecollection"
     else:
-        verb = _VERBS.get(method, method.lower())
+        verb = _VERBS.get(method, "")  # OPTIONS and the like: no verb, which only "*" grants
     return Attributes(verb, path, True, group, version, resource, subresource, namespace, name,
                       query.get("fieldSelector", "") if verb in ("list", "watch") else "")
 

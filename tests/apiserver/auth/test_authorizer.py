@@ -19,6 +19,8 @@ from nanokube.apiserver.auth.authorizer import Attributes, Decision, access_revi
     ("GET", "/apis/apps/v1", {}, Attributes("get", "/apis/apps/v1")),
     ("GET", "/apis", {}, Attributes("get", "/apis")),
     ("POST", "/metrics", {}, Attributes("post", "/metrics")),
+    # a method RequestInfo does not map (OPTIONS through a proxy) has no verb; only "*" grants it
+    ("OPTIONS", "/api/v1/namespaces/ns/pods/p/proxy/x", {}, Attributes("", "/api/v1/namespaces/ns/pods/p/proxy/x", True, "", "v1", "pods", "proxy", "ns", "p")),
 ])
 def test_attributes(method, path, query, want):
     assert attributes_for(method, path, query) == want
