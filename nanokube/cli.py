@@ -107,7 +107,7 @@ async def _up(args: argparse.Namespace) -> int:
     workers = None
     if args.api_workers > 1:
         workers = Workers(args.api_workers, data_dir, args.store, args.address, server.port, server.relay_port, audit,
-                          scrape.ports)
+                          scrape.ports, server.flags)
         try:
             await workers.start()
         except RuntimeError as e:

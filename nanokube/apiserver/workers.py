@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ctypes
+import json
 import logging
 import os
 import signal
@@ -164,12 +165,14 @@ class Workers:
     started again, its clients meanwhile reconnecting to the others."""
 
     def __init__(self, count: int, data_dir: str, store: str, address: str, port: int, relay_port: int,
-                 audit_log_path: str, ports: dict[int, int] | None = None) -> None:
-        """`ports`: filled with each worker's private port as it starts (WorkerMetrics.ports)."""
+                 audit_log_path: str, ports: dict[int, int] | None = None, flags: dict[str, str] | None = None) -> None:
+        """`ports`: filled with each worker's private port as it starts (WorkerMetrics.ports). `flags`:
+        `up`'s, which every worker's /flagz shows as worker 0's does."""
         self.count = count
         self.ports = {} if ports is None else ports
         self.argv = ["--workers", str(count), "--data-dir", data_dir, "--store", store, "--address", address,
-                     "--port", str(port), "--relay-port", str(relay_port), "--audit-log-path", audit_log_path]
+                     "--port", str(port), "--relay-port", str(relay_port), "--audit-log-path", audit_log_path,
+                     *(["--flagz", json.dumps(flags)] if flags is not None else [])]
         self.procs: dict[int, asyncio.subprocess.Process] = {}
         self._keepers: list[asyncio.Task] = []
 
@@ -234,6 +237,7 @@ async def _serve(args: argparse.Namespace) -> int:
     server = APIServer(open_store(args.store, args.data_dir, shared=True), pki, host=args.address,
                        port=args.port, audit_log_path=args.audit_log_path,
                        workers=args.workers, worker=args.worker)
+    server.flags = json.loads(args.flagz) if args.flagz else None
     relay = NodeRelay(pki, args.relay_port)
     server.handlers.dispatch = relay.wrap(server.handlers.dispatch)
     share_service_allocations(server)
@@ -260,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument(flag, required=True)
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--relay-port", type=int, required=True)
+    p.add_argument("--flagz", default=None, help="what /flagz shows: `up`'s flags, as JSON")
     args = p.parse_args(argv)
     prctl = getattr(ctypes.CDLL(None), "prctl", None)  # Linux
     if prctl is not None:

@@ -134,6 +134,18 @@ def test_two_workers_serve_one_store_consistently(c):
     assert {f"cm{i}" for i in range(30)} <= names
 
 
+def test_every_worker_serves_the_zpages(c):
+    """/flagz shows `up`'s flags whichever worker answers; /statusz is each worker's."""
+    for conn in _pair(c):
+        conn.http.request("GET", "/flagz", headers={"Accept": "application/json;g=config.k8s.io;v=v1beta1;as=Flagz"})
+        r = conn.http.getresponse()
+        flagz = json.loads(r.read())
+        assert r.status == 200 and flagz["flags"]["api-workers"] == "2", flagz
+        conn.http.request("GET", "/statusz", headers={"Accept": "application/json;g=config.k8s.io;v=v1beta1;as=Statusz"})
+        r = conn.http.getresponse()
+        assert r.status == 200 and "/flagz" in json.loads(r.read())["paths"]
+
+
 def _service(name: str, **spec) -> dict:
     return {"metadata": {"name": name}, "spec": {"type": "NodePort", "ports": [{"port": 80}], **spec}}
 
