@@ -343,6 +343,8 @@ class APIHandlers:
             verb = "DELETE" if name else "DELETECOLLECTION"
         else:
             verb = m
+        if sub in ("exec", "attach", "portforward", "proxy") and not group:
+            verb = "CONNECT"  # the connect routes are instrumented under their action's verb
         labels[:5] = verb, group, version, plural, sub
         deprecated = res.strategy.deprecation(version)
         if deprecated:

@@ -166,6 +166,8 @@ async def test_cors_answers_are_dropped_and_chunked_bodies_stream(env):
      "error trying to reach service: dial tcp 10.244.0.5:9090: connect: connection refused"),
     ("pods/bare/proxy/", 503, "ServiceUnavailable",
      "error trying to reach service: dial tcp 10.244.0.6:80: connect: connection refused"),
+    ("pods/https:bare:/proxy/", 503, "ServiceUnavailable",
+     "error trying to reach service: dial tcp 10.244.0.6:443: connect: connection refused"),
     ("pods/noip/proxy/", 400, "BadRequest", "address not allowed"),
     ("pods/ftp:web:80/proxy/", 400, "BadRequest", 'invalid pod request "ftp:web:80"'),
     ("pods/a:b:c:d/proxy/", 400, "BadRequest", 'invalid pod request "a:b:c:d"'),
@@ -284,3 +286,15 @@ async def test_websocket_upgrades_are_joined_to_the_pod(env):
     assert (code, json.loads(out)["message"]) == (
         500, "error dialing backend: dial tcp 10.244.0.5:9090: connect: connection refused")
     assert "reason" not in json.loads(out), "an error that is not a Status: no reason"
+
+
+async def test_proxy_requests_are_counted_under_connect(env):
+    send, _ = env
+    await send("GET", "/api/v1/namespaces/default/pods/web/proxy/x")
+    await send("GET", "/api/v1/namespaces/default/pods/web:9090/proxy/x")
+    _, _, out = await send("GET", "/metrics")
+    counted = [line for line in out.decode().splitlines()
+               if line.startswith("apiserver_request_total{") and 'subresource="proxy"' in line]
+    assert any('verb="CONNECT"' in line and 'code="200"' in line and 'resource="pods"' in line for line in counted)
+    assert any('verb="CONNECT"' in line and 'code="503"' in line for line in counted)
+    assert all('verb="CONNECT"' in line for line in counted)

@@ -197,7 +197,8 @@ class ProxySubresources:
         ip = ips[0].get("ip", "") if ips else ""
         if not _global_unicast(ip):
             raise errors.bad_request("address not allowed")
-        return Backend(self._agent(pod), pod, ip, port or "80", scheme)
+        # no port at all: the URL's, as Go's transport defaults it for the scheme
+        return Backend(self._agent(pod), pod, ip, port or ("443" if scheme == "https" else "80"), scheme)
 
     async def _service(self, namespace: str, id_: str, name: str, port: str, scheme: str) -> Backend:
         """The Service storage's ResourceLocation: a port number names the service port; a ready
