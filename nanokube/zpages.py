@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import orjson
 import yaml
@@ -205,12 +205,10 @@ class Statusz:
 
 @dataclass
 class Flagz:
-    """What /flagz says of `component`: each flag and its value. The text is made once, its
-    delimiter picked then (flagz's cached plain text response)."""
+    """What /flagz says of `component`: each flag and its value."""
 
     component: str
     flags: dict[str, str]
-    _text: str = field(default="", init=False, repr=False)
 
     def object(self, version: str) -> dict:
         obj = {"kind": "Flagz", "apiVersion": f"{GROUP}/{version}", "metadata": {"name": self.component}}
@@ -219,11 +217,8 @@ class Flagz:
         return obj
 
     def text(self) -> str:
-        if not self._text:
-            sep = random.choice(_DELIMITERS)
-            self._text = _header(self.component, "flagz") + "".join(f"{k}{sep}{v}\n"
-                                                                    for k, v in sorted(self.flags.items()))
-        return self._text
+        sep = random.choice(_DELIMITERS)
+        return _header(self.component, "flagz") + "".join(f"{k}{sep}{v}\n" for k, v in sorted(self.flags.items()))
 
     async def handle(self, request: web.Request) -> web.Response:
         try:

@@ -2,9 +2,12 @@
 the REST layer: DefaultStorageClass, StorageObjectInUseProtection,
 LimitRanger, RuntimeClass and ResourceQuota with upstream's messages."""
 
+import asyncio
+
 import pytest
 
 from nanokube.machinery.errors import APIError
+from nanokube.store.sqlite import SQLiteStore
 from tests.controllers import make_stack
 
 NS = "default"
@@ -113,6 +116,30 @@ async def test_quota_refuses_fifth_gpu_pod_and_claim(stack):
     q = await rc(stack, "resourcequotas").get("q", NS)
     assert q["status"]["used"] == {"requests.nvidia.com/gpu": "4",
                                    "gpu.nanokube.io.deviceclass.resource.k8s.io/devices": "3"}
+
+
+@pytest.fixture
+async def sqlite_stack(tmp_path):
+    """On SQLite, as `nanokube up`: its watch cache follows the store a moment behind a write."""
+    s = await make_stack(store=SQLiteStore(str(tmp_path / "state.db")))
+    yield s
+    await s.close()
+
+
+async def test_concurrent_creates_under_a_quota_are_admitted_or_refused_never_conflict(sqlite_stack):
+    """Creates racing for one quota (a ReplicaSet's slow-start batch) each see the usage the others wrote:
+    upstream's evaluator re-reads a quota that changed under it, so a client gets the pod or
+    'exceeded quota', never the quota's own 409 (every FailedCreate of a Deployment under a GPU quota)."""
+    stack = sqlite_stack
+    await quota(stack, {"requests.nvidia.com/gpu": "3", "pods": "10"})
+    pods = rc(stack, "pods")
+    results = await asyncio.gather(*(pods.create(pod(f"g-{i}", {"limits": {"nvidia.com/gpu": "1"}}))
+                                     for i in range(8)), return_exceptions=True)
+    refused = [r for r in results if isinstance(r, Exception)]
+    assert len(results) - len(refused) == 3
+    assert all(isinstance(r, APIError) and r.code == 403 and "exceeded quota: q" in r.message for r in refused)
+    q = await rc(stack, "resourcequotas").get("q", NS)
+    assert q["status"]["used"] == {"requests.nvidia.com/gpu": "3", "pods": "3"}
 
 
 async def test_quota_counts_and_compute_constraints(stack):

@@ -29,8 +29,9 @@ class Stack:
         await self.store.close()
 
 
-async def make_stack(window: int = 50_000) -> Stack:
-    store = MemoryStore()
+async def make_stack(window: int = 50_000, store=None) -> Stack:
+    """The stack on `store` (a fresh MemoryStore by default)."""
+    store = store or MemoryStore()
     cache = WatchCache(store, window=window)
     rest = GenericREST(store, cache, ResourceIndex(all_resources()), Clock())
     rest.admission = Admission(rest)

@@ -80,6 +80,9 @@ class ResourceQuota:
             except errors.APIError as e:
                 if e.code != 409 or attempt == ATTEMPTS - 1:
                     raise
+                # another writer got there first: read the quota again once the watch cache has
+                # caught up with the store (upstream's evaluator refetches it), not the same stale copy
+                await self.rest.cache.sync()
 
     def _check(self, a, quotas: list[dict], requested: Usage) -> list[dict]:
         """Raise if any covering quota is exceeded; else the quotas with their new status.used."""
