@@ -1,15 +1,15 @@
 """The z-pages every control-plane component serves (KEP-4827 /statusz, KEP-4828 /flagz; beta and
 on by default since 1.36): who the component is and the flags it started with, for people debugging
-it. Plain text by default, with a delimiter picked at random per answer so that nobody parses it;
-the structured config.k8s.io Statusz and Flagz (v1beta1, or the deprecated v1alpha1, which warns)
-only when the Accept header asks for one by group, version and kind."""
+it. Plain text by default, with a delimiter picked at random (statusz per answer, flagz once) so
+that nobody parses it; the structured config.k8s.io Statusz and Flagz (v1beta1, or the deprecated
+v1alpha1, which warns) only when the Accept header asks for one by group, version and kind."""
 
 from __future__ import annotations
 
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 import yaml
@@ -205,10 +205,12 @@ class Statusz:
 
 @dataclass
 class Flagz:
-    """What /flagz says of `component`: each flag and its value."""
+    """What /flagz says of `component`: each flag and its value. The text is made once, its
+    delimiter picked then (flagz's cached plain text response)."""
 
     component: str
     flags: dict[str, str]
+    _text: str = field(default="", init=False, repr=False)
 
     def object(self, version: str) -> dict:
         obj = {"kind": "Flagz", "apiVersion": f"{GROUP}/{version}", "metadata": {"name": self.component}}
@@ -217,8 +219,11 @@ class Flagz:
         return obj
 
     def text(self) -> str:
-        sep = random.choice(_DELIMITERS)
-        return _header(self.component, "flagz") + "".join(f"{k}{sep}{v}\n" for k, v in sorted(self.flags.items()))
+        if not self._text:
+            sep = random.choice(_DELIMITERS)
+            self._text = _header(self.component, "flagz") + "".join(f"{k}{sep}{v}\n"
+                                                                    for k, v in sorted(self.flags.items()))
+        return self._text
 
     async def handle(self, request: web.Request) -> web.Response:
         try:
