@@ -368,7 +368,7 @@ class APIHandlers:
         if sub in ("exec", "attach", "portforward") and not group:
             return await self.streams.handle(request, namespace, name, sub)
         if sub == "proxy" and not group:
-            return await self.proxies.handle(request, plural, namespace, name, path)
+            return await self.proxies.handle(request, plural, namespace, name, rest[3:], path.endswith("/"))
         if sub in ("binding", "eviction", "log", "scale", "token"):
             return await self.sub.handle(self, request, res, version, namespace, name, sub)
         if sub and m not in ("GET", "PUT", "PATCH"):  # a subresource that serves its object is read and written

@@ -115,6 +115,20 @@ async def test_pod_proxy_forwards_method_path_query_and_body(env):
     assert node.forwarded[-1] == ("default", "web", 8080), "the first declared container port"
 
 
+async def test_a_pod_or_path_named_proxy_is_not_the_subresource(env):
+    send, _ = env
+    code, _, out = await send("POST", "/api/v1/namespaces/default/pods", {"metadata": {"name": "proxy"}, "spec": {
+        "nodeName": "n1", "containers": [{"name": "c", "image": "x", "ports": [{"containerPort": 8080}]}]}})
+    assert code == 201, out
+    code, _, out = await send("PATCH", "/api/v1/namespaces/default/pods/proxy/status",
+                              {"status": {"podIPs": [{"ip": "10.244.0.7"}]}}, "application/merge-patch+json")
+    assert code == 200, out
+    code, _, out = await send("GET", "/api/v1/namespaces/default/pods/proxy/proxy/x")
+    assert code == 200 and json.loads(out)["path"] == "/x"
+    code, _, out = await send("GET", "/api/v1/namespaces/default/pods/web/proxy/proxy/a/proxy")
+    assert code == 200 and json.loads(out)["path"] == "/proxy/a/proxy"
+
+
 @pytest.mark.parametrize("method", ["GET", "PUT", "PATCH", "DELETE", "OPTIONS"])
 async def test_every_connect_method_reaches_the_pod(env, method):
     send, _ = env

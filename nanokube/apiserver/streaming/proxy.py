@@ -151,11 +151,11 @@ class ProxySubresources:
         self.kubelets: list[Callable[[str], object | None]] = []
 
     async def handle(self, request: web.Request, plural: str, namespace: str | None, id_: str,
-                     path: str) -> web.StreamResponse:
-        """`path`: the request's decoded path; what follows `/proxy` is the path forwarded."""
+                     after: list[str], trailing_slash: bool) -> web.StreamResponse:
+        """`after`: the decoded path's parts after `proxy`, the path forwarded."""
         if request.method not in ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"):
             raise errors.method_not_allowed()
-        sub = _subpath(path)
+        sub = _subpath(after, trailing_slash)
         user = request.get(USER)
         if user is not None:
             res = self.index.get("", "v1", plural)
@@ -269,15 +269,11 @@ def _global_unicast(ip: str) -> bool:
                 or (a.version == 4 and a == ipaddress.IPv4Address("255.255.255.255")))
 
 
-def _subpath(path: str) -> str:
-    """The `path` connect option: what follows `/proxy`, with a leading slash and the request's
-    trailing slash (the handler's getRequestOptions)."""
-    parts = path.strip("/").split("/")
-    at = parts.index("proxy", 3 if parts[0] == "api" else 4)
-    sub = "/".join(parts[at + 1:])
-    if sub and not sub.startswith("/"):
-        sub = "/" + sub
-    if path.endswith("/") and not sub.endswith("/"):
+def _subpath(after: list[str], trailing_slash: bool) -> str:
+    """The `path` connect option: the path's parts after `proxy`, with a leading slash and the
+    request's trailing slash (the connect handler's getRequestOptions)."""
+    sub = "/" + "/".join(after) if after else ""
+    if trailing_slash and not sub.endswith("/"):
         sub += "/"
     return sub
 
