@@ -111,6 +111,7 @@ async def test_flagz():
         head, _, flags = body.partition("purposes only.\n")
         assert head.startswith("\nkube-test flagz\nWarning: ")
         assert re.fullmatch(rf"config{_DELIM}\nleader-elect{_DELIM}true\nsecure-port{_DELIM}10259\n", flags), flags
+        assert all([(await _get(http, "/flagz", None))[1] == body for _ in range(8)]), "cached, delimiter and all"
 
         code, body, headers = await _get(http, "/flagz", "application/json;v=v1beta1;g=config.k8s.io;as=Flagz")
         assert code == 200 and headers["Content-Type"] == "application/json"
