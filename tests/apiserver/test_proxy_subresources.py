@@ -225,6 +225,7 @@ async def test_service_proxy_reaches_a_ready_endpoint_by_port_name_or_number(env
         assert seen["headers"]["X-Forwarded-Uri"] == f"/api/v1/namespaces/default/services/{name}/proxy/hello"
         assert node.forwarded[-1] == ("default", "web", 8080), "the ready endpoint, at the slice's port"
     for name, message in (("svc:82", 'no service port 82 found for service "svc"'),
+                          ("svc:-1", 'no service port -1 found for service "svc"'),
                           ("svc:admin", 'no endpoints available for service "svc:admin"'),
                           ("svc", 'no endpoints available for service "svc"')):
         code, _, out = await send("GET", f"/api/v1/namespaces/default/services/{name}/proxy/")

@@ -58,12 +58,16 @@ _URL_ATTRS = {
 }
 #: the encodings of an HTML page the proxy rewrites (decode, encode); others pass unchanged.
 #: "deflate" is raw DEFLATE, as Go's compress/flate reads and writes it
-_CODECS = {
-    "": (lambda b: b, lambda b: b),
-    "gzip": (gzip.decompress, gzip.compress),
-    "deflate": (lambda b: zlib.decompress(b, -15),
-                lambda b: (lambda c: c.compress(b) + c.flush())(zlib.compressobj(9, zlib.DEFLATED, -15))),
-}
+def _inflate(data: bytes) -> bytes:
+    return zlib.decompress(data, -15)
+
+
+def _deflate(data: bytes) -> bytes:
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    return c.compress(data) + c.flush()
+
+
+_CODECS = {"": (bytes, bytes), "gzip": (gzip.decompress, gzip.compress), "deflate": (_inflate, _deflate)}
 #: connect options kind by resource, as admission sees the request
 _OPTIONS_KIND = {"pods": "PodProxyOptions", "services": "ServiceProxyOptions", "nodes": "NodeProxyOptions"}
 
@@ -205,7 +209,7 @@ class ProxySubresources:
         endpoint (of the primary IP family first) of the EndpointSlices serving that port."""
         svc = self._get("services", namespace, name)
         spec = svc.get("spec") or {}
-        if port.isdigit():
+        if re.fullmatch(r"[+-]?\d+", port):  # a number (strconv.ParseInt's) names the service port
             declared = next((p for p in spec.get("ports") or [] if p.get("port") == int(port)), None)
             if declared is None:
                 raise service_unavailable(f'no service port {int(port)} found for service "{name}"')
@@ -287,8 +291,9 @@ def _redirect_to_slash(request: web.Request) -> web.StreamResponse:
 # --- the reverse proxy ------------------------------------------------------------------------
 
 async def forward(request: web.Request, backend: Backend, target: str) -> web.StreamResponse:
-    """UpgradeAwareHandler.ServeHTTP without upgrades: one request to `target` on the backend, its
-    answer streamed back with hop-by-hop and CORS headers dropped and links rewritten."""
+    """UpgradeAwareHandler.ServeHTTP: an upgrade joins the two connections (`_upgrade`); otherwise one
+    request to `target` on the backend, its answer streamed back with hop-by-hop and CORS headers
+    dropped and links rewritten."""
     # the location's path gets the request's trailing slash; the proxy path before it is what links
     # and redirects are rewritten under (defaultProxyTransport's PathPrepend)
     suffix = target + ("/" if request.path.endswith("/") and not target.endswith("/") else "")
@@ -336,7 +341,7 @@ async def _upgrade(request: web.Request, backend: Backend, location: str) -> web
         forwarded_for = request.headers.get("X-Forwarded-For")
         lines.append(f"X-Forwarded-For: {forwarded_for + ', ' if forwarded_for else ''}{request.remote or ''}")
         body = await request.read() if request.body_exists else b""
-        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("utf-8", "surrogateescape") + body)
         await writer.drain()
         try:
             status, reason, headers = await _read_head(reader)
@@ -396,7 +401,7 @@ async def _send_request(request: web.Request, writer: asyncio.StreamWriter, targ
     elif chunked:
         lines.append("Transfer-Encoding: chunked")
     lines.append("Connection: close")
-    writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+    writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("utf-8", "surrogateescape"))
     if request.body_exists:
         async for chunk in request.content.iter_chunked(_COPY):
             writer.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n" if chunked else chunk)
@@ -409,7 +414,7 @@ async def _send_request(request: web.Request, writer: asyncio.StreamWriter, targ
 async def _read_head(reader: asyncio.StreamReader) -> tuple[int, str, CIMultiDict]:
     """The backend's status and headers; an informational answer (1xx but 101) before it is skipped."""
     while True:
-        head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+        head = (await reader.readuntil(b"\r\n\r\n")).decode("utf-8", "replace")
         status_line, *lines = head.split("\r\n")
         version, code, *reason = status_line.split(" ", 2)
         if not version.startswith("HTTP/") or not code.isdigit():
