@@ -33,9 +33,20 @@ CONTROLLER_MANAGER = "kubecontrollermanager.config.k8s.io"
 _PROTOBUF = "application/vnd.kubernetes.protobuf"
 #: the internal Plugins type's extension points, in its field order
 _POINTS = [*scheduler_config.POINTS, "multiPoint"]
-#: plugins whose v1 args the scheduler's defaulting fills in for a profile that enables them
-_WITH_ARGS = ("DefaultPreemption", "InterPodAffinity", "NodeResourcesBalancedAllocation", "NodeResourcesFit",
-              "PodTopologySpread", "VolumeBinding")
+#: the in-tree plugins' internal args types, each field (in order) with its Go zero value: what the v1
+#: args leave unset is zero there. The scheduler's defaulting adds args for each of them a profile enables.
+_ARGS = {
+    "DefaultPreemption": {"MinCandidateNodesPercentage": 0, "MinCandidateNodesAbsolute": 0},
+    "InterPodAffinity": {"HardPodAffinityWeight": 0, "IgnorePreferredTermsOfExistingPods": False},
+    "NodeAffinity": {"AddedAffinity": None},
+    "NodeResourcesBalancedAllocation": {"Resources": None},
+    "NodeResourcesFit": {"IgnoredResources": None, "IgnoredResourceGroups": None, "ScoringStrategy": None},
+    "PodTopologySpread": {"DefaultConstraints": None, "DefaultingType": ""},
+    "VolumeBinding": {"BindTimeoutSeconds": 0, "Shape": None},
+}
+_SCORING_STRATEGY = {"Type": "", "Resources": None, "RequestedToCapacityRatio": None}
+#: args fields of core/v1 types, which keep the v1 JSON names inside the internal args
+_CORE_TYPED = frozenset({"addedAffinity", "defaultConstraints"})
 
 
 def _duration(seconds: float) -> str:
@@ -53,6 +64,22 @@ def _go(value):
     if isinstance(value, list):
         return [_go(v) for v in value]
     return value
+
+
+def _complete(given: dict, fields: dict) -> dict:
+    """`fields` in order, with what `given` sets, then anything else it sets."""
+    return {**{k: given.get(k, zero) for k, zero in fields.items()}, **given}
+
+
+def _args(name: str, args: dict) -> dict:
+    """A plugin's v1 args as its internal type encodes: Go field names (a core/v1 typed field's
+    own stay), every field of a known type."""
+    go = {_go_name(k): v if k in _CORE_TYPED else _go(v) for k, v in args.items()}
+    if name not in _ARGS:
+        return go
+    if isinstance(go.get("ScoringStrategy"), dict):
+        go["ScoringStrategy"] = _complete(go["ScoringStrategy"], _SCORING_STRATEGY)
+    return _complete(go, _ARGS[name])
 
 
 def leader_election(cfg: LeaderElectionConfig) -> dict:
@@ -85,9 +112,9 @@ def _profile(prof: dict) -> dict:
     have = {pc.get("name") for pc in configs}
     enabled_names = {e["Name"] for s in sets.values() for e in s["Enabled"] or []}
     configs += [scheduler_config.defaulted_args({"name": n}) for n in sorted(enabled_names)
-                if n in _WITH_ARGS and n not in have]
+                if n in _ARGS and n not in have]
     return {"SchedulerName": prof["schedulerName"], "PercentageOfNodesToScore": prof.get("percentageOfNodesToScore"),
-            "Plugins": sets, "PluginConfig": [{"Name": pc["name"], "Args": _go(pc.get("args") or {})}
+            "Plugins": sets, "PluginConfig": [{"Name": pc["name"], "Args": _args(pc["name"], pc.get("args") or {})}
                                               for pc in configs]}
 
 

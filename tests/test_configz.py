@@ -41,8 +41,31 @@ def test_a_configuration_file_is_served_defaulted_under_go_names():
     assert configs[0] == "NodeResourcesFit" and configs[1:] == sorted(configs[1:]), \
         "the file's configs first, then defaults for enabled plugins with args, by name"
     assert "VolumeBinding" not in configs
-    fit = p["PluginConfig"][0]["Args"]["ScoringStrategy"]
-    assert fit == {"Type": "MostAllocated", "Resources": [{"Name": "cpu", "Weight": 1}, {"Name": "memory", "Weight": 1}]}
+    args = {pc["Name"]: pc["Args"] for pc in p["PluginConfig"]}
+    # the internal args types, every field: what the v1 args leave unset is Go's zero value
+    assert list(p["PluginConfig"][0]["Args"]) == ["IgnoredResources", "IgnoredResourceGroups", "ScoringStrategy"]
+    assert args["NodeResourcesFit"]["ScoringStrategy"] == {
+        "Type": "MostAllocated", "Resources": [{"Name": "cpu", "Weight": 1}, {"Name": "memory", "Weight": 1}],
+        "RequestedToCapacityRatio": None}
+    assert args["InterPodAffinity"] == {"HardPodAffinityWeight": 1, "IgnorePreferredTermsOfExistingPods": False}
+    assert args["PodTopologySpread"] == {"DefaultConstraints": None, "DefaultingType": "System"}
+    assert args["NodeAffinity"] == {"AddedAffinity": None}, "NodeAffinityArgs is defaulted for the profile too"
+
+
+def test_core_typed_args_keep_their_json_names():
+    """AddedAffinity and DefaultConstraints are core/v1 types inside the internal args: their own
+    fields are encoded under the v1 JSON names."""
+    affinity = {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}]}}
+    spread = [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}]
+    cfg = parse({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                 "profiles": [{"schedulerName": "default-scheduler", "pluginConfig": [
+                     {"name": "NodeAffinity", "args": {"addedAffinity": affinity}},
+                     {"name": "PodTopologySpread", "args": {"defaultConstraints": spread, "defaultingType": "List"}}]}]})
+    [p] = configz.scheduler(cfg, ELECTION, "")["componentconfig"]["Profiles"]
+    args = {pc["Name"]: pc["Args"] for pc in p["PluginConfig"]}
+    assert args["NodeAffinity"] == {"AddedAffinity": affinity}
+    assert args["PodTopologySpread"] == {"DefaultConstraints": spread, "DefaultingType": "List"}
 
 
 def test_the_controller_manager_serves_its_flags(monkeypatch):
