@@ -1,6 +1,6 @@
 """The kubelet's HTTP endpoints a node agent answers (pkg/kubelet/server), which
-the API server's nodes/proxy reaches: /healthz, /pods, /configz, /stats/summary
-and /metrics/resource. Usage is the pods' usage as `kubectl top` reads it
+the API server's nodes/proxy reaches: /healthz, /pods, /configz, /stats/summary,
+/metrics and /metrics/resource. Usage is the pods' usage as `kubectl top` reads it
 (metrics/usage.py's model, or what the process runtime measures), integrated
 over the time each pod has run for the cumulative CPU counters; the node adds
 the system's share."""
@@ -54,7 +54,7 @@ class KubeletServer:
     async def serve(self, method: str, path: str, query) -> web.Response:
         handler = {"/healthz": self._healthz, "/pods": self._pods, "/pods/": self._pods, "/configz": self._configz,
                    "/stats/summary": self._summary, "/stats/summary/": self._summary,
-                   "/metrics/resource": self._resource_metrics}.get(path)
+                   "/metrics": self._metrics, "/metrics/resource": self._resource_metrics}.get(path)
         if handler is None:
             return web.Response(status=404, text="404 page not found\n", content_type="text/plain", charset="utf-8")
         if method not in ("GET", "HEAD"):
@@ -135,6 +135,20 @@ class KubeletServer:
                             "cpu": _cpu(stamp, node_cpu, node_core_s), "memory": node_memory},
                    "pods": pods}
         return web.json_response(summary)
+
+    def _metrics(self) -> web.Response:
+        """The kubelet's own metrics that an agent keeps: its node's name, and the pods and
+        containers it runs."""
+        running = self._running()
+        containers = sum(len(usage) for _, usage, _ in running)
+        lines = ["# HELP kubelet_node_name [ALPHA] The node's name. The count is always 1.",
+                 "# TYPE kubelet_node_name gauge", f'kubelet_node_name{{node="{self.agent.name}"}} 1',
+                 "# HELP kubelet_running_containers [ALPHA] Number of containers currently running",
+                 "# TYPE kubelet_running_containers gauge",
+                 f'kubelet_running_containers{{container_state="running"}} {containers}',
+                 "# HELP kubelet_running_pods [ALPHA] Number of pods that have a running pod sandbox",
+                 "# TYPE kubelet_running_pods gauge", f"kubelet_running_pods {len(running)}"]
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain", charset="utf-8")
 
     def _resource_metrics(self) -> web.Response:
         now = self.agent.clock.now()

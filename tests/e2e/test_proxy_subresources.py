@@ -118,6 +118,8 @@ def test_nodes_proxy_reaches_the_kubelet_endpoints(c):
     assert "# TYPE container_cpu_usage_seconds_total counter" in metrics
     assert 'container_memory_working_set_bytes{container="web",namespace="default",pod="web"} ' in metrics
     assert "\nresource_scrape_error 0\n" in metrics
+    kubelet = c.kubectl("get", "--raw", f"{base}/metrics").stdout
+    assert f'kubelet_node_name{{node="{node}"}} 1' in kubelet and "\nkubelet_running_pods 1\n" in kubelet
     config = json.loads(c.kubectl("get", "--raw", f"{base}/configz").stdout)["kubeletconfig"]
     assert (config["port"], config["nodeLeaseDurationSeconds"], config["maxPods"]) == (10250, 40, 110)
     r = c.kubectl("get", "--raw", f"{base}/nope", check=False)
