@@ -10,7 +10,6 @@ semantics cannot drift.
 from __future__ import annotations
 
 import asyncio
-import base64
 import copy
 import secrets
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from ..machinery.user import User
 from .cache import ADDED, DELETED, MODIFIED, CacheEvent, Entry, WatchCache, Watcher, stored_json
 from ..machinery.selectors import matches_fields, matches_labels, parse_field_selector, parse_label_selector
 from ..machinery.validation import immutable
-from . import options, serializer, structural
+from . import continuetoken, options, serializer, structural
 from .patch import PatchError, json_copy, jsonpatch, merge, strategic
 from .patch import status as status_patch
 from .patch import apply as ssa
@@ -203,10 +202,6 @@ def version_priority(v: str) -> tuple:
     major, level, minor = int(m.group(1)), m.group(2), int(m.group(3) or 0)
     rank = {None: 0, "beta": 1, "alpha": 2}[level]
     return (rank, -major, -minor)
-
-
-def _continue_token(rev: int, start: str) -> str:
-    return base64.urlsafe_b64encode(orjson.dumps({"rv": rev, "start": start})).decode().rstrip("=")
 
 
 class _ExpiredContinue(errors.APIError):
@@ -470,20 +465,14 @@ class GenericREST:
                 raise _too_large_resource_version(want, self.cache.rev) from None
         elif resource_version == "":
             await self.cache.sync()
-        start, at = "", 0
-        if continue_:
-            try:
-                tok = orjson.loads(base64.urlsafe_b64decode(continue_ + "=" * (-len(continue_) % 4)))
-                start, at = tok["start"], int(tok["rv"])
-            except Exception:
-                raise errors.bad_request("continue key is not valid: invalid continue token") from None
+        prefix = res.key_prefix(namespace)
+        start, at = continuetoken.decode(continue_, prefix) if continue_ else ("", 0)
         # without selectors a page needs only its own entries (and one more, to know there are more);
         # a continued list reads the revision its first page did (rv -1: the latest, as upstream's)
         try:
-            total, entries = self.cache.scan(res.key_prefix(namespace), start, limit + 1 if limit and everything else 0,
-                                             rev=max(at, 0))
+            total, entries = self.cache.scan(prefix, start, limit + 1 if limit and everything else 0, rev=max(at, 0))
         except Compacted:
-            raise _ExpiredContinue(_continue_token(-1, start)) from None
+            raise _ExpiredContinue(continuetoken.encode(start, prefix, -1)) from None
         rev = at if at > 0 else self.cache.rev
         out: list[Entry] = []
         remaining = 0
@@ -505,7 +494,7 @@ class GenericREST:
             last_key = key
         meta: dict[str, Any] = {"resourceVersion": str(rev)}
         if remaining:
-            meta["continue"] = _continue_token(rev, last_key)
+            meta["continue"] = continuetoken.next_after(last_key, prefix, rev)
             meta["remainingItemCount"] = remaining
         objs = Entry.objects(out)
         await res.strategy.prepare_conversion(objs, version)

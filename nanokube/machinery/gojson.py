@@ -167,8 +167,9 @@ class _Scanner:
             self.digits()
 
 
-def map_decode_error(data: bytes) -> str | None:
-    """json.Unmarshal(data, &map[string]interface{}{})'s error text, or None when it decodes."""
+def check_valid(data: bytes) -> tuple[str | None, str]:
+    """checkValid: the syntax error json.Unmarshal reports first (None when the text is valid), and
+    the kind of the top-level value (as UnmarshalTypeError names it) when it is."""
     scanner = _Scanner(data)
     try:
         kind = scanner.value()
@@ -177,7 +178,15 @@ def map_decode_error(data: bytes) -> str | None:
                 raise scanner.bad("after top-level value")
             scanner.i += 1
     except _Syntax as e:
-        return str(e)
+        return str(e), ""
+    return None, kind
+
+
+def map_decode_error(data: bytes) -> str | None:
+    """json.Unmarshal(data, &map[string]interface{}{})'s error text, or None when it decodes."""
+    syntax, kind = check_valid(data)
+    if syntax is not None:
+        return syntax
     if kind in ("object", "null"):
         return None
     return f"json: cannot unmarshal {kind} into Go value of type map[string]interface {{}}"
