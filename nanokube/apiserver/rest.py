@@ -467,6 +467,8 @@ class GenericREST:
             await self.cache.sync()
         prefix = res.key_prefix(namespace)
         start, at = continuetoken.decode(continue_, prefix) if continue_ else ("", 0)
+        if resource_version_match == "Exact":
+            at = want  # the collection as it was then, answered with that revision (and paged at it)
         # without selectors a page needs only its own entries (and one more, to know there are more);
         # a continued list reads the revision its first page did (rv -1: the latest, as upstream's)
         try:

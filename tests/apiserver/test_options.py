@@ -325,3 +325,22 @@ async def test_a_legacy_watch_path_has_a_lists_options(core):
                                                           'Forbidden: resourceVersionMatch is forbidden unless resourceVersion '
                                                           'is provided, sendInitialEvents: Forbidden: sendInitialEvents is '
                                                           'forbidden for list]')
+
+
+async def test_an_exact_resource_version_lists_that_snapshot(core):
+    """resourceVersionMatch=Exact reads the collection as it was at that revision (the watch cache's
+    snapshot, upstream's ListFromCacheSnapshot), answered with that revision; NotOlderThan reads the latest."""
+    await asyncio.to_thread(core.create_namespaced_config_map, "default", {"metadata": {"name": "before"}})
+    then = (await asyncio.to_thread(core.list_namespaced_config_map, "default")).metadata.resource_version
+    await asyncio.to_thread(core.create_namespaced_config_map, "default", {"metadata": {"name": "after"}})
+    await asyncio.to_thread(core.delete_namespaced_config_map, "before", "default")
+
+    def names(match, **kw):
+        got = core.list_namespaced_config_map("default", resource_version=then, resource_version_match=match, **kw)
+        return [c.metadata.name for c in got.items], got.metadata.resource_version, got.metadata.var_continue
+
+    assert (await asyncio.to_thread(names, "Exact"))[:2] == (["before"], then)
+    assert (await asyncio.to_thread(names, "NotOlderThan"))[0] == ["after"]
+    await asyncio.to_thread(core.create_namespaced_config_map, "default", {"metadata": {"name": "later"}})
+    page, rv, token = await asyncio.to_thread(names, "Exact", limit=1)
+    assert (page, rv) == (["before"], then) and token is None
