@@ -230,6 +230,8 @@ class _Stack:
         self.cache = WatchCache(self.store, window=200_000)
         rest = GenericREST(self.store, self.cache, ResourceIndex(all_resources()), Clock())
         rest.admission = Admission(rest)
+        # no serviceaccount controller runs here: scheduler_perf's API server disables the plugin too
+        rest.admission.disable("ServiceAccount")
         await self.store.start()
         await self.cache.start()
         self.client = LocalClient(rest)

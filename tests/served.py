@@ -17,10 +17,15 @@ from nanokube.store.memory import MemoryStore
 
 
 @contextlib.asynccontextmanager
-async def served(tmp_path: Path) -> AsyncIterator[tuple[APIServer, client.ApiClient]]:
-    """A started server and an ApiClient for it; both closed on exit."""
+async def served(tmp_path: Path, disable_admission_plugins: tuple[str, ...] = ("ServiceAccount",)
+                 ) -> AsyncIterator[tuple[APIServer, client.ApiClient]]:
+    """A started server and an ApiClient for it; both closed on exit. No controller manager makes
+    namespaces' ServiceAccounts here, so ServiceAccount admission is off unless asked for, as
+    upstream's integration tests run kube-apiserver with --disable-admission-plugins=ServiceAccount."""
     pki = ensure_pki(str(tmp_path))
     server = APIServer(MemoryStore(), pki, port=0)
+    if disable_admission_plugins:
+        server.rest.admission.disable(*disable_admission_plugins)
     await server.start()
     try:
         kubeconfig = str(tmp_path / "kubeconfig")

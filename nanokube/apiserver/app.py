@@ -117,6 +117,8 @@ class APIServer:
         self.handlers.sub.tokens = self.tokens
         #: in-process clients (node agents projecting serviceAccountToken volumes) reach the issuer through rest
         self.rest.tokens = self.tokens
+        if self.tokens is None:  # no issuer, no token a pod could mount: ServiceAccount admission is off
+            self.rest.admission.disable("ServiceAccount")
         self.compaction_interval = compaction_interval
         self.workers, self.worker = workers, worker
         self.cache.lazy = workers > 1

@@ -41,6 +41,7 @@ def _deployment(name="d", template_meta=None, **pod_spec):
 async def server(tmp_path):
     pki = ensure_pki(str(tmp_path))
     srv = APIServer(MemoryStore(), pki, port=0)
+    srv.rest.admission.disable("ServiceAccount")  # no controller manager makes the default account
     await srv.start()
     kubeconfig = str(tmp_path / "kubeconfig")
     write_kubeconfig(kubeconfig, srv.url, pki)

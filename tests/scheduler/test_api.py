@@ -37,6 +37,7 @@ async def test_bind_over_the_local_client():
 async def test_bind_over_https(tmp_path):
     pki = ensure_pki(str(tmp_path))
     server = APIServer(MemoryStore(), pki, port=0)
+    server.rest.admission.disable("ServiceAccount")  # no controller manager makes the default account
     await server.start()
     kubeconfig = str(tmp_path / "kubeconfig")
     write_kubeconfig(kubeconfig, server.url, pki)

@@ -31,6 +31,7 @@ from .limit_ranger import LimitRanger
 from .persistent_volume_claim_resize import PersistentVolumeClaimResize
 from .resource_quota import ResourceQuota
 from .runtime_class import RuntimeClass
+from .service_account import ServiceAccount
 from .storage_object_in_use import StorageObjectInUseProtection
 from .matching import exempt
 from .plugins import BuiltinPlugins, CertificateSigners
@@ -57,6 +58,8 @@ class Admission:
         #: in-tree mutating plugins after the built-ins, in upstream's order
         self.mutators = [self.limit_ranger, DefaultStorageClass(rest), StorageObjectInUseProtection(), self.runtime_class,
                          DefaultIngressClass(rest)]
+        #: the ServiceAccount plugin, None where disabled (it awaits: a missing account is looked up again)
+        self.service_account: ServiceAccount | None = ServiceAccount(rest)
         self.claim_resize = PersistentVolumeClaimResize(rest)
         #: in-tree validating plugins after the built-ins, in upstream's order
         self.validators = [self.limit_ranger, self.claim_resize, self.runtime_class, CertificateSigners(self.plugins)]
@@ -71,6 +74,16 @@ class Admission:
         self.webhooks = Webhooks(rest, self.client, self.configs)
         self.mutating_policies = MutatingPolicies(rest, self.configs)
         self.validating_policies = ValidatingPolicies(rest, self.configs)
+
+    def disable(self, *names: str) -> None:
+        """kube-apiserver's --disable-admission-plugins, for the plugins that can be turned off:
+        `ServiceAccount`, which refuses every pod until the serviceaccount controller has made its
+        namespace's account (an API server without a controller manager disables it, as upstream's
+        integration tests do)."""
+        unknown = set(names) - {ServiceAccount.name}
+        if unknown:
+            raise ValueError(f"admission plugins that cannot be disabled: {', '.join(sorted(unknown))}")
+        self.service_account = None
 
     @property
     def authorizer(self):
@@ -123,11 +136,11 @@ class Admission:
 
     async def mutate(self, a: Attributes) -> None:
         if exempt(a.res) or not self.configs.configured():
-            self._mutate_in_tree(a)  # no policy or webhook to change the object: one round, no bookkeeping
+            await self._mutate_in_tree(a)  # no policy or webhook to change the object: one round, no bookkeeping
             return
         state, policies = MutationRound(), PolicyRound()
         for state.round in (0, 1):
-            self._mutate_in_tree(a)
+            await self._mutate_in_tree(a)
             if not exempt(a.res) and self.configs.configured():
                 self._with_authorizer(a)
                 await self.mutating_policies.mutate(a, policies, state.round)
@@ -135,11 +148,13 @@ class Admission:
             if not (state.changed or policies.changed):
                 break  # nothing changed the object: no second round
 
-    def _mutate_in_tree(self, a: Attributes) -> None:
+    async def _mutate_in_tree(self, a: Attributes) -> None:
         if a.operation == "DELETE":
             self.plugins.mutate_delete(a.res, a.name)
         elif a.obj is not None and a.operation in ("CREATE", "UPDATE") and (a.sub_kind is None or a.scale):
             self.plugins.mutate(a.res, a.operation, a.obj, a.old, a.opts)
+            if self.service_account is not None and a.res.plural == "pods" and a.operation == "CREATE":
+                await self.service_account.admit(a)
             for p in self._plugins_for(a.res)[0]:
                 p.mutate(a)
 
@@ -154,6 +169,8 @@ class Admission:
     async def validate(self, a: Attributes) -> None:
         if a.obj is not None and a.operation in ("CREATE", "UPDATE") and (a.sub_kind is None or a.scale):
             self.plugins.validate(a.res, a.operation, a.obj, a.old, a.opts)
+            if self.service_account is not None and a.res.plural == "pods":
+                await self.service_account.validate(a)
             for p in self._plugins_for(a.res)[1]:
                 p.validate(a)
         if not exempt(a.res) and self.configs.configured():

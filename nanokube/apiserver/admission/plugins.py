@@ -1,7 +1,7 @@
 """Built-in admission: the plugins kube-apiserver enables by default that
 change what users see. Mutating (they run first, in upstream's order):
-NamespaceLifecycle, NodeRestriction, Priority, ServiceAccount, the
-CertificateSigningRequest requester and PodGroupProtection. Validating:
+NamespaceLifecycle, NodeRestriction, Priority, the CertificateSigningRequest
+requester and PodGroupProtection (ServiceAccount is service_account.py). Validating:
 ClusterTrustBundleAttest, CertificateSubjectRestriction, DRA's admin-access namespace check,
 and CertificateApproval and CertificateSigning (CertificateSigners, which needs the subresource)."""
 
@@ -54,9 +54,6 @@ class BuiltinPlugins:
                 finalizers.append(PODGROUP_PROTECTION)
         if res.group == "" and res.plural == "pods" and op == "CREATE":
             self._priority(obj)
-            spec = obj.setdefault("spec", {})
-            spec.setdefault("serviceAccountName", "default")
-            spec.setdefault("serviceAccount", spec["serviceAccountName"])
 
     def mutate_delete(self, res: Resource, name: str) -> None:
         """The in-tree mutating plugins on a DELETE: NamespaceLifecycle keeps the immortal namespaces."""

@@ -55,7 +55,7 @@ async def env(tmp_path, monkeypatch):
 
 async def pod(client, name, *sources):
     body = {"metadata": {"name": name, "namespace": "default"}, "spec": {
-        "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox"}],
+        "nodeName": "gpu-0", "serviceAccountName": "default", "containers": [{"name": "app", "image": "busybox"}],
         "volumes": [{"name": "identity", "projected": {"sources": list(sources)}}]}}
     return await client.resource("", "v1", "pods").create(body)
 

@@ -1,0 +1,62 @@
+"""ServiceAccount admission and the root CA publisher in `nanokube up`, driven by kubectl: a pod
+created right after its namespace runs as the namespace's default account, with the projected
+kube-api-access volume a node agent fills (a bound token that authenticates as the account, the
+cluster CA from kube-root-ca.crt, the namespace); a pod naming a missing account is refused."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import time
+import urllib.request
+
+from tests.e2e.manifests import to_yaml
+
+NS = "sa-e2e"
+
+
+def _pod(name: str, **spec) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS},
+            "spec": {"containers": [{"name": "app", "image": "busybox"}], **spec}}
+
+
+def _whoami(cluster, token: str) -> str:
+    """The user a bearer token stands for, from a SelfSubjectReview."""
+    ctx = ssl.create_default_context(cafile=str(cluster.data_dir / "pki" / "ca.crt"))
+    body = json.dumps({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}).encode()
+    req = urllib.request.Request(cluster.url + "/apis/authentication.k8s.io/v1/selfsubjectreviews", data=body,
+                                 headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, context=ctx, timeout=30) as r:
+        return json.loads(r.read())["status"]["userInfo"]["username"]
+
+
+def test_a_pod_runs_with_its_account_token_and_the_cluster_ca(cluster):
+    cluster.kubectl("create", "namespace", NS)
+    cluster.kubectl("apply", "-f", "-", input=to_yaml([_pod("web")]))  # the account is made meanwhile
+    deadline = time.monotonic() + 60
+    while (pod := cluster.kubectl_json("get", "pod", "web", "-n", NS))["status"].get("phase") != "Running":
+        assert time.monotonic() < deadline, pod["status"]
+        time.sleep(0.25)
+    spec = pod["spec"]
+    assert spec["serviceAccountName"] == "default"
+    vol = next(v for v in spec["volumes"] if v["name"].startswith("kube-api-access-"))
+    assert spec["containers"][0]["volumeMounts"] == [
+        {"name": vol["name"], "readOnly": True, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]
+
+    ca = (cluster.data_dir / "pki" / "ca.crt").read_text()
+    cm = cluster.kubectl_json("get", "configmap", "kube-root-ca.crt", "-n", NS)
+    assert cm["data"] == {"ca.crt": ca}
+    files = cluster.data_dir / "pods" / spec["nodeName"] / pod["metadata"]["uid"] / "volumes" / vol["name"]
+    assert (files / "ca.crt").read_text() == ca
+    assert (files / "namespace").read_text() == NS
+    assert _whoami(cluster, (files / "token").read_text()) == f"system:serviceaccount:{NS}:default"
+
+
+def test_a_pod_naming_a_missing_account_is_refused(cluster):
+    cluster.kubectl("create", "namespace", "sa-missing")
+    body = _pod("lost", serviceAccountName="robot")
+    body["metadata"]["namespace"] = "sa-missing"
+    r = cluster.kubectl("apply", "-f", "-", input=to_yaml([body]), check=False)
+    assert r.returncode == 1
+    assert ('pods "lost" is forbidden: error looking up service account sa-missing/robot: '
+            'serviceaccount "robot" not found') in r.stderr
