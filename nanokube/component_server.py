@@ -1,11 +1,11 @@
 """The secure port of a standalone control-plane component (kube-scheduler on
 10259, kube-controller-manager on 10257): HTTPS with the given serving
-certificate or a self-signed one made at start, health endpoints,
-`/metrics`, `/configz`, the z-pages and `/debug/flags/v`. Requests are authenticated and authorized by delegation to the
-API server, as upstream's DelegatingAuthenticationOptions and
-DelegatingAuthorizationOptions do: a bearer token is checked with a
-TokenReview (no token: system:anonymous), and a path outside the
-always-allowed ones needs a SubjectAccessReview that allows it (the
+certificate or a self-signed one made at start, health endpoints, `/metrics`,
+`/configz`, the z-pages and `/debug/flags/v`. Requests are authenticated and
+authorized by delegation to the API server, as upstream's
+DelegatingAuthenticationOptions and DelegatingAuthorizationOptions do: a bearer
+token is checked with a TokenReview (no token: system:anonymous), and a path
+outside the always-allowed ones needs a SubjectAccessReview that allows it (the
 system:masters group always may)."""
 
 from __future__ import annotations
