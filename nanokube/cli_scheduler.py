@@ -127,7 +127,8 @@ def _endpoints(args: argparse.Namespace, client: HTTPClient, scheduler: ElectedS
     return component_server.app(auth, scheduler.metrics.registry, configz, lambda: leader, list, lambda: readyz,
                                 reset=scheduler.metrics.reset,
                                 resources=lambda: pods if scheduler.started.is_set() else None,
-                                component="kube-scheduler", flags=zpages.flags(args))
+                                component="kube-scheduler", flags=zpages.flags(args),
+                                profiling=configz[component_configz.SCHEDULER]["EnableProfiling"])
 
 
 async def _run(args: argparse.Namespace, config) -> int:

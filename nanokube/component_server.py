@@ -136,7 +136,7 @@ class DelegatedAuth:
 def app(auth: DelegatedAuth, registry, configz: dict, healthz: Checks, livez: Checks | None = None,
         readyz: Checks | None = None, *, reset: Callable[[], None] | None = None,
         resources: Callable[[], CollectorRegistry | None] | None = None,
-        component: str = "", flags: dict[str, str] | None = None) -> web.Application:
+        component: str = "", flags: dict[str, str] | None = None, profiling: bool = True) -> web.Application:
     """The component's endpoints. kube-controller-manager's shape is `livez`/`readyz` None:
     neither is served, and its /healthz (a MutableHealthzHandler) has no per-check paths.
     `configz` is what /configz serves (configz's registered configurations by name). With `reset`,
@@ -144,7 +144,8 @@ def app(auth: DelegatedAuth, registry, configz: dict, healthz: Checks, livez: Ch
     it any method is a GET (promhttp, kube-controller-manager's); with
     `resources`, /metrics/resources serves the registry it gives, an empty answer when it gives
     None (kube-scheduler's, for the leader only). With `component`, the z-pages last: /flagz
-    (`flags`, when given) and /statusz; then /debug/flags/v, which sets the log verbosity."""
+    (`flags`, when given) and /statusz; then, with `profiling` (the configuration's enableProfiling),
+    /debug/flags/v, which sets the log verbosity."""
     a = web.Application(middlewares=[auth.middleware])
     slis = HealthSLIs()
     install(a, "/healthz", healthz, slis, each=livez is not None)
@@ -182,7 +183,8 @@ def app(auth: DelegatedAuth, registry, configz: dict, healthz: Checks, livez: Ch
     a.router.add_get("/configz", configz_handler)
     if component:
         zpages.install(a, component, flags)
-        debugflags.install(a)  # after statusz's snapshot: unlisted
+        if profiling:
+            debugflags.install(a)  # after statusz's snapshot: unlisted
     return a
 
 

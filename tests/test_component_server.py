@@ -103,3 +103,8 @@ async def test_debug_flags_v_sets_the_log_verbosity():
             assert "/debug" not in (await statusz.json())["paths"], "unlisted, as upstream's"
     finally:
         root.setLevel(before)
+    # installed with profiling only (a KubeSchedulerConfiguration's enableProfiling: false)
+    quiet = component_server.app(component_server.DelegatedAuth(api), CollectorRegistry(), {}, list,
+                                 component="kube-scheduler", flags={}, profiling=False)
+    async with TestClient(TestServer(quiet)) as http:
+        assert (await http.put("/debug/flags/v", data=b"4")).status == 404
