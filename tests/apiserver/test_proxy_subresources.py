@@ -28,6 +28,10 @@ async def backend_app(request: web.Request) -> web.StreamResponse:
     if request.path == "/gzpage":
         return web.Response(body=gzip.compress(PAGE.encode()), content_type="text/html",
                             headers={"Content-Encoding": "gzip"})
+    if request.path == "/moved-absolute":  # to itself, as the pod's address
+        return web.Response(status=302, headers={"Location": "http://10.244.0.5:8080/abs?x=1"})
+    if request.path == "/moved-away":
+        return web.Response(status=302, headers={"Location": "http://example.com/abs"})
     if request.path == "/moved":
         return web.Response(status=302, headers={"Location": "/login?next=%2F"})
     if request.path == "/cors":
@@ -164,6 +168,10 @@ async def test_html_links_and_redirects_are_rewritten_under_the_proxy_path(env):
     assert code == 200 and headers["Content-Encoding"] == "gzip" and f'href="{base}/next?x=1"' in out.decode()
     code, headers, _ = await send("GET", base + "/moved")
     assert code == 302 and headers["Location"] == base + "/login?next=%2F"
+    code, headers, _ = await send("GET", base + "/moved-absolute")
+    assert code == 302 and headers["Location"] == base + "/abs?x=1", "the pod's own host is dropped"
+    code, headers, _ = await send("GET", base + "/moved-away")
+    assert code == 302 and headers["Location"] == "http://example.com/abs"
 
 
 async def test_cors_answers_are_dropped_and_chunked_bodies_stream(env):

@@ -114,6 +114,11 @@ class Backend:
     def __init__(self, node: NodeStreaming | None, pod: dict, ip: str, port: str, scheme: str):
         self.node, self.pod, self.ip, self.port, self.scheme = node, pod, ip, port, scheme
 
+    @property
+    def host(self) -> str:
+        """The location's host (net.JoinHostPort)."""
+        return f"[{self.ip}]:{self.port}" if ":" in self.ip else f"{self.ip}:{self.port}"
+
     async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         """A connection to the backend; DialError says why there is none, in Go's words."""
         if not self.port.isdigit() or not 0 < int(self.port) < 65536:
@@ -314,7 +319,7 @@ async def forward(request: web.Request, backend: Backend, target: str) -> web.St
             status, reason, headers = await _read_head(reader)
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ValueError):
             raise unreachable("EOF") from None  # the backend hung up without an answer
-        return await _relay_response(request, reader, status, reason, headers, prefix, backend.scheme)
+        return await _relay_response(request, reader, status, reason, headers, prefix, backend.host)
     finally:
         writer.close()
 
@@ -350,7 +355,7 @@ async def _upgrade(request: web.Request, backend: Backend, location: str) -> web
         if status != 101 and status < 400:
             raise errors.APIError(500, "", f"invalid upgrade response: status code {status}")
         if status != 101:
-            return await _relay_response(request, reader, status, reason, headers, "", backend.scheme)
+            return await _relay_response(request, reader, status, reason, headers, None, backend.host)
         resp = _RawUpgrade(status=101, reason=reason or None, headers=headers)
         resp.force_close()
         client = asyncio.StreamReader()
@@ -450,7 +455,8 @@ async def _body(reader: asyncio.StreamReader, headers: CIMultiDict):
 
 
 async def _relay_response(request: web.Request, reader: asyncio.StreamReader, status: int, reason: str,
-                          headers: CIMultiDict, prefix: str, scheme: str) -> web.StreamResponse:
+                          headers: CIMultiDict, prefix: str | None, backend_host: str) -> web.StreamResponse:
+    """The backend's answer to the client; `prefix` None passes it unrewritten (an upgrade's refusal)."""
     connection_named = {t.strip().lower() for t in headers.get("Connection", "").split(",")}
     out = CIMultiDict()
     for k, v in headers.items():
@@ -458,19 +464,20 @@ async def _relay_response(request: web.Request, reader: asyncio.StreamReader, st
         if low in _HOP or low in connection_named or low in _CORS:
             continue
         out.add(k, v)
-    host = request.host
-    if "Location" in out:
-        out["Location"] = rewrite_url(out["Location"], prefix, host)
+    hosts = (request.host, backend_host)
+    if "Location" in out and prefix is not None:
+        out["Location"] = rewrite_url(out["Location"], prefix, *hosts)
     bodyless = request.method == "HEAD" or status in (204, 304)
     ctype = out.get("Content-Type", "").split(";", 1)[0].strip()
     encoding = out.get("Content-Encoding", "")
-    if not bodyless and ctype == "text/html" and encoding in _CODECS and "Location" not in headers:
+    if not bodyless and ctype == "text/html" and encoding in _CODECS and "Location" not in headers \
+            and prefix is not None:
         decode, encode = _CODECS[encoding]
         try:
             page = decode(b"".join([c async for c in _body(reader, headers)]))
         except (OSError, EOFError, zlib.error) as e:  # the Transport's error, which the responder gets
             raise errors.APIError(500, "", f"{encoding}: {e}") from None
-        text = rewrite_html(page.decode("utf-8", "replace"), lambda u: rewrite_url(u, prefix, host))
+        text = rewrite_html(page.decode("utf-8", "replace"), lambda u: rewrite_url(u, prefix, *hosts))
         out.popall("Content-Length", None)
         return web.Response(status=status, reason=reason or None, headers=out, body=encode(text.encode()))
     resp = web.StreamResponse(status=status, reason=reason or None, headers=out)
@@ -485,14 +492,15 @@ async def _relay_response(request: web.Request, reader: asyncio.StreamReader, st
     return resp
 
 
-def rewrite_url(target: str, prefix: str, request_host: str) -> str:
-    """Transport.rewriteURL: an absolute path on the backend's (or the client's) host goes under the
-    proxy prefix; other hosts and relative URLs are left alone."""
+def rewrite_url(target: str, prefix: str, request_host: str, backend_host: str) -> str:
+    """Transport.rewriteURL: an absolute path on the backend's or the client's host goes under the
+    proxy prefix (the backend's host dropped, the client's kept); other hosts and relative URLs are
+    left alone."""
     try:
         u = urlsplit(target)
     except ValueError:
         return target
-    if (u.netloc and u.netloc != request_host) or not u.path.startswith("/"):
+    if (u.netloc and u.netloc not in (request_host, backend_host)) or not u.path.startswith("/"):
         return target
     path = u.path
     if not path.startswith(prefix):
