@@ -180,7 +180,7 @@ def app(auth: DelegatedAuth, registry, configz: dict, healthz: Checks, livez: Ch
         a.router.add_get("/metrics/resources", metrics_resources)
         a.router.add_delete("/metrics/resources", metrics_resources)
     slis.install(a)
-    a.router.add_get("/configz", configz_handler)
+    a.router.add_route("*", "/configz", configz_handler)  # configz's handler ignores the method
     if component:
         zpages.install(a, component, flags)
         if profiling:

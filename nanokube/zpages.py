@@ -238,9 +238,10 @@ class Flagz:
 def install(app: web.Application, component: str, flag_values: dict[str, str] | None,
             start: float | None = None, now: Callable[[], float] = time.time) -> Statusz:
     """/flagz (when the component has flags to show), then /statusz listing what `app` serves by
-    then, as kube-scheduler, kube-controller-manager and kube-apiserver install them last."""
+    then, as kube-scheduler, kube-controller-manager and kube-apiserver install them last. Like
+    any handler on their muxes, each answers whatever the method (after authorization for its verb)."""
     if flag_values is not None:
-        app.router.add_get("/flagz", Flagz(component, flag_values).handle)
+        app.router.add_route("*", "/flagz", Flagz(component, flag_values).handle)
     statusz = Statusz(component, listed_paths(app), process_start_time() if start is None else start, now)
-    app.router.add_get("/statusz", statusz.handle)
+    app.router.add_route("*", "/statusz", statusz.handle)
     return statusz

@@ -43,6 +43,9 @@ async def test_slis_count_the_root_checks_and_reset_on_delete():
         got = await http.get("/configz")
         assert got.headers["Content-Type"] == "application/json"
         assert await got.text() == '{"componentconfig":{"A":1}}'
+        posted = await http.post("/configz")
+        assert posted.status == 200 and await posted.text() == '{"componentconfig":{"A":1}}'
+        assert {"path": "/configz", "verb": "post"} in [r["nonResourceAttributes"] for r in api.reviews]
 
 
 async def test_metrics_reset_and_resources_for_the_leader_only():

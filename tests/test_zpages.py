@@ -64,6 +64,14 @@ async def test_statusz_text_by_default():
             assert re.fullmatch(rf"Paths{_DELIM} /flagz /healthz /metrics", lines[9]), lines[9]
 
 
+async def test_any_method_is_answered():
+    """The z-pages are plain handlers on the component's mux: a POST is answered as a GET."""
+    async with TestClient(TestServer(_app())) as http:
+        for path in ("/statusz", "/flagz"):
+            r = await http.post(path, headers={"Accept": "text/plain"})
+            assert r.status == 200 and (await r.text()).startswith(f"\nkube-test {path[1:]}\n")
+
+
 async def test_statusz_structured():
     async with TestClient(TestServer(_app())) as http:
         code, body, headers = await _get(http, "/statusz", BETA)
