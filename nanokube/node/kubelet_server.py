@@ -1,6 +1,6 @@
 """The kubelet's HTTP endpoints a node agent answers (pkg/kubelet/server), which
 the API server's nodes/proxy reaches: /healthz, /pods, /configz, /stats/summary,
-/metrics and /metrics/resource. Usage is the pods' usage as `kubectl top` reads it
+/metrics, /metrics/resource and /containerLogs/. Usage is the pods' usage as `kubectl top` reads it
 (metrics/usage.py's model, or what the process runtime measures), integrated
 over the time each pod has run for the cumulative CPU counters; the node adds
 the system's share."""
@@ -14,9 +14,11 @@ from aiohttp import web
 from prometheus_client.utils import floatToGoString as _float
 
 from ..clock import parse_time
+from ..machinery.errors import APIError
 from ..machinery.quantity import QuantityError, parse_quantity
 from ..metrics.provider import MetricsProvider
 from ..metrics.usage import SYSTEM_CPU, SYSTEM_MEMORY, Usage
+from .streaming import log_options
 
 if TYPE_CHECKING:
     from .agent import NodeAgent
@@ -51,15 +53,47 @@ class KubeletServer:
         self.metrics = MetricsProvider(agent.client, agent.clock)
         self.started = started
 
-    async def serve(self, method: str, path: str, query) -> web.Response:
+    async def serve(self, request: web.Request, path: str) -> web.StreamResponse:
+        """`request` as the API server's proxy received it; `path` the kubelet path it asks for."""
+        if path.startswith("/containerLogs/"):
+            return await self._container_logs(request, path.split("/")[2:])
         handler = {"/healthz": self._healthz, "/pods": self._pods, "/pods/": self._pods, "/configz": self._configz,
                    "/stats/summary": self._summary, "/stats/summary/": self._summary,
                    "/metrics": self._metrics, "/metrics/resource": self._resource_metrics}.get(path)
         if handler is None:
-            return web.Response(status=404, text="404 page not found\n", content_type="text/plain", charset="utf-8")
-        if method not in ("GET", "HEAD"):
-            return web.Response(status=405, text="405: Method Not Allowed", content_type="text/plain")
+            return _text(404, "404 page not found\n")
+        if request.method not in ("GET", "HEAD"):
+            return _text(405, "405: Method Not Allowed")
         return handler()
+
+    async def _container_logs(self, request: web.Request, parts: list[str]) -> web.StreamResponse:
+        """/containerLogs/{namespace}/{pod}/{container}: the container's log as pods/log reads it,
+        followed as it grows with ?follow=true."""
+        if len(parts) != 3 or not all(parts):
+            return _text(404, "404 page not found\n")
+        namespace, name, container = parts
+        worker = next((w for w in list(self.agent.workers.values())
+                       if w.pod["metadata"].get("namespace") == namespace and w.pod["metadata"]["name"] == name),
+                      None)
+        if worker is None:
+            return _text(404, f'pod "{name}" does not exist\n')
+        names = {c["name"] for key in ("initContainers", "containers", "ephemeralContainers")
+                 for c in (worker.pod.get("spec") or {}).get(key) or []}
+        if container not in names:
+            return _text(404, f'container "{container}" not found in pod "{name}"\n')
+        try:
+            options = log_options(request.query, self.agent.clock.now(), name)
+            out = await self.agent.streaming.logs(namespace, name, worker.pod["metadata"]["uid"], container, options)
+        except APIError as e:
+            return _text(400, e.message + "\n")
+        if isinstance(out, bytes):
+            return web.Response(body=out, content_type="text/plain", charset="utf-8")
+        resp = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8"})
+        await resp.prepare(request)
+        async for chunk in out:
+            await resp.write(chunk)
+        await resp.write_eof()
+        return resp
 
     # --- what runs here -----------------------------------------------------------------
 
@@ -86,7 +120,7 @@ class KubeletServer:
     # --- endpoints ----------------------------------------------------------------------
 
     def _healthz(self) -> web.Response:
-        return web.Response(text="ok", content_type="text/plain", charset="utf-8")
+        return _text(200, "ok")
 
     def _pods(self) -> web.Response:
         items = [w.pod for w in list(self.agent.workers.values())]
@@ -197,3 +231,7 @@ def _bytes(q) -> int:
         return int(parse_quantity(str(q))) if q is not None else 0
     except QuantityError:
         return 0
+
+
+def _text(status: int, text: str) -> web.Response:
+    return web.Response(status=status, text=text, content_type="text/plain", charset="utf-8")

@@ -264,8 +264,8 @@ async def test_nodes_proxy_reaches_the_kubelet_of_the_node(env):
     asked = []
 
     class Kubelet:
-        async def serve(self, method, path, query):
-            asked.append((method, path, dict(query)))
+        async def serve(self, request, path):
+            asked.append((request.method, path, dict(request.query)))
             return web.Response(text=f"kubelet {path}")
 
     code, _, out = await send("POST", "/api/v1/nodes", {"metadata": {"name": "n1"}})

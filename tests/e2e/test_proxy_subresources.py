@@ -120,6 +120,10 @@ def test_nodes_proxy_reaches_the_kubelet_endpoints(c):
     assert "\nresource_scrape_error 0\n" in metrics
     kubelet = c.kubectl("get", "--raw", f"{base}/metrics").stdout
     assert f'kubelet_node_name{{node="{node}"}} 1' in kubelet and "\nkubelet_running_pods 1\n" in kubelet
+    logs = c.kubectl("get", "--raw", f"{base}/containerLogs/default/web/web").stdout
+    assert logs == c.kubectl("logs", "web").stdout and "container web started" in logs
+    r = c.kubectl("get", "--raw", f"{base}/containerLogs/default/web/nope", check=False)
+    assert r.returncode == 1 and "(NotFound)" in r.stderr
     config = json.loads(c.kubectl("get", "--raw", f"{base}/configz").stdout)["kubeletconfig"]
     assert (config["port"], config["nodeLeaseDurationSeconds"], config["maxPods"]) == (10250, 40, 110)
     r = c.kubectl("get", "--raw", f"{base}/nope", check=False)

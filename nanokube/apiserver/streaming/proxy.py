@@ -151,7 +151,7 @@ class DialError(Exception):
 class ProxySubresources:
     """Serves the proxy subresources. `node_servers` are the streaming servers' lookups by node name
     (PodStreaming's); `kubelets` are lookups of a node's kubelet endpoints:
-    `serve(method, path, query) -> web.Response` (None: not theirs)."""
+    `await serve(request, path) -> web.StreamResponse` (None: not theirs)."""
 
     def __init__(self, rest, index, node_servers: list[Callable[[str], NodeStreaming | None]]):
         self.rest = rest
@@ -266,7 +266,7 @@ class ProxySubresources:
         target = join_preserving_trailing_slash("", sub)
         if not target and request.method in ("GET", "HEAD"):
             return _redirect_to_slash(request)
-        return await kubelet.serve(request.method, target or "/", request.query)
+        return await kubelet.serve(request, target or "/")
 
 
 def _global_unicast(ip: str) -> bool:
