@@ -7,6 +7,7 @@ agent stand-in's port-forward, as a pod's listener would."""
 import asyncio
 import gzip
 import json
+import ssl
 
 import aiohttp
 import pytest
@@ -14,6 +15,7 @@ from aiohttp import web
 
 from nanokube.apiserver.app import APIServer
 from nanokube.machinery.streaming import StreamFailed
+from nanokube.pki.ca import issue, new_ca
 from nanokube.store.memory import MemoryStore
 
 PAGE = ('<html><head><link rel="stylesheet" href="/static/app.css"></head><body>'
@@ -57,27 +59,35 @@ async def backend_app(request: web.Request) -> web.StreamResponse:
 
 
 class FakeNode:
-    """A node agent whose pods listen on 8080 only (the HTTP server above)."""
+    """A node agent whose pods serve the HTTP server above on 8080, and over TLS on 8443."""
 
-    def __init__(self, port: int):
-        self.port = port
+    def __init__(self, ports: dict[int, int]):
+        self.ports = ports
         self.forwarded = []
 
     async def port_forward(self, namespace, pod, uid, port):
         self.forwarded.append((namespace, pod, port))
-        if port != 8080:
+        if port not in self.ports:
             raise StreamFailed(f"dial tcp4 127.0.0.1:{port}: connect: connection refused")
-        return await asyncio.open_connection("127.0.0.1", self.port)
+        return await asyncio.open_connection("127.0.0.1", self.ports[port])
 
 
 @pytest.fixture
-async def env():
+async def env(tmp_path):
     runner = web.AppRunner(web.Application(middlewares=[]), access_log=None)
     runner.app.router.add_route("*", "/{tail:.*}", backend_app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    node = FakeNode(site._server.sockets[0].getsockname()[1])
+    pair = issue(new_ca(), "web", ips=("10.244.0.5",), server=True)  # signed by a CA the proxy does not know
+    (tmp_path / "tls.crt").write_bytes(pair.cert_pem)
+    (tmp_path / "tls.key").write_bytes(pair.key_pem)
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
+    tls_site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls)
+    await tls_site.start()
+    node = FakeNode({8080: site._server.sockets[0].getsockname()[1],
+                     8443: tls_site._server.sockets[0].getsockname()[1]})
     s = APIServer(MemoryStore(), None, port=0)
     await s.start()
     s.handlers.streams.node_servers.append(lambda name: node if name == "n1" else None)
@@ -138,6 +148,12 @@ async def test_every_connect_method_reaches_the_pod(env, method):
     send, _ = env
     code, _, out = await send(method, "/api/v1/namespaces/default/pods/http:web:8080/proxy/x/")
     assert code == 200 and json.loads(out)["method"] == method and json.loads(out)["path"] == "/x/"
+
+
+async def test_https_reaches_a_tls_server_without_verifying_it(env):
+    send, _ = env
+    code, _, out = await send("GET", "/api/v1/namespaces/default/pods/https:web:8443/proxy/secure")
+    assert code == 200 and json.loads(out)["path"] == "/secure"
 
 
 async def test_head_answers_without_a_body(env):
