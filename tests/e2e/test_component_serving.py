@@ -31,6 +31,9 @@ _INSECURE.verify_mode = ssl.CERT_NONE
 @pytest.fixture(scope="module")
 def bare():
     with running_cluster("components", ("--scheduler", "none", "--controllers", "")) as c:
+        # no controller manager runs yet to make default's ServiceAccount, which ServiceAccount admission
+        # requires of a pod
+        c.kubectl("create", "serviceaccount", "default")
         c.kubectl("create", "serviceaccount", "scraper")
         c.kubectl("create", "serviceaccount", "nobody")
         c.kubectl("create", "clusterrole", "metrics-reader", "--verb=get", "--non-resource-url=/metrics",
