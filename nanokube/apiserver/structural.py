@@ -17,6 +17,8 @@ value is the zero value of its type (`{}`, `""`, `0`, `false`), so
 required scalar, which Go keeps as its zero value (`value: null` is `0`), or
 a time, which Go encodes as null either way (but ObjectMeta's creationTimestamp,
 omitzero since 1.34: a template's `creationTimestamp: null` is dropped).
+Likewise an omitempty value field of the types a Pod is made of, sent as its
+zero (`hostNetwork: false`, `nodeName: ""`), decodes as unset (_omitempty).
 
 A schema is compiled once into a tree of closures (cached per definition), so
 the per-request cost is one walk of the object. Paths are built only when
@@ -149,10 +151,11 @@ class _Compiler:
             return _zero(_quantity, lambda: "0")
         if name == _MICRO_TIME:
             return _micro_time
-        return self.node(k8s.definitions()[name], _go_name(name))[0]
+        return self.node(k8s.definitions()[name], _go_name(name), _omitempty(name))[0]
 
-    def node(self, node: dict[str, Any], struct: str = "") -> tuple[Checker, str]:
-        """A checker for a schema node, and the Go type name errors show for it."""
+    def node(self, node: dict[str, Any], struct: str = "", omit: frozenset[str] = frozenset()) -> tuple[Checker, str]:
+        """A checker for a schema node, and the Go type name errors show for it; `omit`: a Go
+        struct's omitempty value fields (a zero one decodes as unset)."""
         if "$ref" in node:
             return self.ref(node["$ref"][len(k8s.REF_PREFIX):])
         if node.get("x-kubernetes-int-or-string"):
@@ -187,7 +190,7 @@ class _Compiler:
             go = struct or "struct"
             fields = {k: self.node(v) for k, v in (props or {}).items()}
             required = set(node.get("required") or ())
-            return _zero(_object(fields, go.rpartition(".")[2], go, open_, required), dict), go
+            return _zero(_object(fields, go.rpartition(".")[2], go, open_, required, omit - required), dict), go
         return _accept, "interface {}"
 
 
@@ -389,7 +392,49 @@ def _map(value: Checker, go: str) -> Checker:
     return check
 
 
-def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_: bool, required: set[str]) -> Checker:
+def _omitempty(name: str) -> frozenset[str]:
+    """The omitempty value scalars (bool, string, integer fields that are not pointers) of the Go
+    type behind built-in definition `name`: Go's decoder stores a zero sent for one as the zero
+    value, which encodes as absent, so `hostNetwork: false` is never stored. They are
+    protobuf_fields.json's "o" fields (upstream's generated.proto marks them non-nullable; the
+    OpenAPI required lists tell the omitempty ones, scripts/gen_protobuf_fields.py), for the types
+    a Pod is made of (ObjectMeta, PodSpec and all below it, PodStatus), whose tags were checked
+    against core/v1 types.go. Elsewhere some schema definitions lack their required list
+    (policy/v1 PodDisruptionBudgetStatus: its counts are not omitempty), so other types keep
+    their zeros."""
+    if name not in _pod_types():
+        return frozenset()
+    from .protobuf import TABLE
+
+    fields = TABLE.get("k8s.io." + name.removeprefix("io.k8s."), {})
+    return frozenset(f for f, _type, flags in fields.values() if flags == "o")
+
+
+@functools.cache
+def _pod_types() -> frozenset[str]:
+    """The definitions a core/v1 Pod refers to, directly or not, and the Pod itself."""
+    defs = k8s.definitions()
+    seen: set[str] = set()
+    todo = ["io.k8s.api.core.v1.Pod"]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in defs:
+            continue
+        seen.add(name)
+        stack: list[Any] = [defs[name]]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, dict):
+                if "$ref" in node:
+                    todo.append(node["$ref"][len(k8s.REF_PREFIX):])
+                stack.extend(node.values())
+            elif isinstance(node, list):
+                stack.extend(node)
+    return frozenset(seen)
+
+
+def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_: bool, required: set[str],
+            omit: frozenset[str] = frozenset()) -> Checker:
     simple = {k: c.simple for k, (c, _) in fields.items() if hasattr(c, "simple")}
     nested = {k: c for k, (c, _) in fields.items()}
     # what a null field becomes: a required scalar's zero value, a time's null, else nothing;
@@ -407,6 +452,8 @@ def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_:
         for k, x in v.items():
             t = simple.get(k)
             if t is not None and type(x) is t:
+                if not x and k in omit:  # an omitempty field's zero ("" or false) is unset
+                    nulls = (nulls or []) + [k]
                 continue
             c = nested.get(k)
             if c is None:
@@ -418,9 +465,13 @@ def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_:
                 r = c(x, (path, k, struct), res)
                 if r is not None:
                     v[k] = r  # a value in canonical form (same key: safe while iterating)
+                elif x == 0 and type(x) is int and k in omit:
+                    nulls = (nulls or []) + [k]
         if nulls and res.nulls:
             for k in nulls:
-                if k in zeros:
+                if k in omit:
+                    del v[k]
+                elif k in zeros:
                     v[k] = zeros[k]()
                 elif k not in keep_null:
                     del v[k]

@@ -776,3 +776,27 @@ async def test_a_file_key_ref_is_validated(core):
         (f"{env}[2].valueFrom", 'Invalid value: "": may not have more than one field specified at a time'),
         (f"{env}[3].valueFrom.fileKeyRef.volumeName", 'Not found: "nowhere"'),
         (f"{env}[4].valueFrom.fileKeyRef.volumeName", 'Invalid value: "claim": must reference an emptyDir volume')]
+
+
+async def test_zero_values_of_omitempty_fields_are_not_stored(core):
+    """Upstream decodes a body into Go structs: an omitempty value field sent as its zero
+    (`hostNetwork: false`, `nodeName: ""`, a port's `hostPort: 0`) is stored as unset, so a PUT
+    that leaves it out is no change (a 422 'pod updates may not change fields' before). Pointer fields keep a zero (`automountServiceAccountToken:
+    false`, `activeDeadlineSeconds` unset stays unset)."""
+    pod = {"metadata": {"name": "z", "generateName": ""}, "spec": {
+        "hostNetwork": False, "hostPID": False, "nodeName": "", "automountServiceAccountToken": False,
+        "containers": [{"name": "c", "image": "busybox", "stdin": False, "workingDir": "",
+                        "ports": [{"containerPort": 80, "hostPort": 0, "name": ""}]}]}}
+    await _call(core.create_namespaced_pod, "default", pod)
+    raw = await asyncio.to_thread(core.read_namespaced_pod, "z", "default", _preload_content=False)
+    stored = json.loads(raw.data)
+    spec, c = stored["spec"], stored["spec"]["containers"][0]
+    assert not {"hostNetwork", "hostPID", "nodeName"} & set(spec) and spec["automountServiceAccountToken"] is False
+    assert not {"stdin", "workingDir"} & set(c) and c["ports"] == [{"containerPort": 80, "protocol": "TCP"}]
+    assert "generateName" not in stored["metadata"]
+    # a client's PUT without the zeros first written (or with them) changes no spec field
+    stored["metadata"]["labels"] = {"a": "b"}
+    stored["spec"].pop("hostPID", None)
+    stored["spec"]["containers"][0]["stdin"] = False
+    updated = await asyncio.to_thread(core.replace_namespaced_pod, "z", "default", stored, _preload_content=False)
+    assert json.loads(updated.data)["metadata"]["labels"] == {"a": "b"}
