@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from http import HTTPStatus
 
 from aiohttp import web
+from multidict import CIMultiDict, CIMultiDictProxy
 from aiohttp.web_protocol import RequestHandler
 
 from ..machinery import errors
@@ -78,9 +80,25 @@ class StatusAppRunner(web.AppRunner):
 
     async def _make_server(self) -> web.Server:
         server = await super()._make_server()
-        return _StatusServer(self._handler or server.request_handler, request_factory=server.request_factory,
+        factory = server.request_factory
+        return _StatusServer(self._handler or server.request_handler,
+                             request_factory=lambda message, *args: factory(_utf8_headers(message), *args),
                              handler_cancellation=server.handler_cancellation,
                              loop=asyncio.get_running_loop(), **server._kwargs)
+
+
+_INVALID_BYTE = re.compile("[\udc80-\udcff]")
+
+
+def _utf8_headers(message):
+    """The request with each header byte that is not UTF-8 (aiohttp keeps it as a lone surrogate, which
+    no encoder writes) as U+FFFD, as Go's encoders write such a byte of a header-borne string (a user,
+    an audit ID, a field manager from the User-Agent) wherever it ends up: a 500 before."""
+    headers = message.headers
+    if "".join(headers.values()).isascii():
+        return message
+    return message._replace(headers=CIMultiDictProxy(CIMultiDict(
+        (k, _INVALID_BYTE.sub("\ufffd", v)) for k, v in headers.items())))
 
 
 @web.middleware

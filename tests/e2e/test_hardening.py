@@ -437,6 +437,22 @@ def test_requests_the_parser_refuses_log_no_error(cluster, existing):
     assert logged == []
 
 
+def test_header_bytes_that_are_not_utf8_are_replacement_characters(existing):
+    """Go keeps a header's bytes and its encoders write each byte that is not UTF-8 as U+FFFD: a field
+    manager from the User-Agent, an impersonated user, an audit ID. Each was a 500 (a lone surrogate
+    that no encoder writes)."""
+    head = b"Host: localhost\r\nContent-Type: application/json\r\nConnection: close\r\n"
+    body = b'{"metadata": {"name": "agent"}, "data": {"a": "b"}}'
+    code, _, payload = raw_exchange(existing, b"POST " + CMS.encode() + b" HTTP/1.1\r\nUser-Agent: a\xe9b/1\r\n"
+                                    b"Audit-ID: \xff\r\n" + head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    assert code == 201, payload
+    assert [e["manager"] for e in json.loads(payload)["metadata"]["managedFields"]] == ["a\ufffdb"]
+    code, _, payload = raw_exchange(existing, b"GET " + CMS.encode() + b" HTTP/1.1\r\nImpersonate-User: a\xe9b\r\n"
+                                    b"Impersonate-Extra-x: \xe9\r\n" + head + b"\r\n")
+    assert (code, json.loads(payload)["message"]) == (403, f'configmaps is forbidden: User "a\ufffdb" cannot list resource '
+                                                       f'"configmaps" in API group "" in the namespace "{NS}"')
+
+
 def test_gzip_bodies_are_read_and_the_connection_stays_open(existing):
     import gzip
 
