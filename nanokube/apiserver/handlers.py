@@ -457,7 +457,13 @@ class APIHandlers:
             try:
                 chunk = await content.read(MAX_BODY + 1 - size)
             except (HttpProcessingError, RequestPayloadError) as e:  # e.g. a gzip body that does not decode
-                raise errors.bad_request("the request body could not be read: " + " ".join(str(e).split())) from None
+                # the rest of the body cannot be read past either: the connection ends with this answer, which
+                # says so (it was left open, to fail unanswered on the next request with a logged traceback)
+                request.protocol.close()  # (closes once this request is answered)
+                content.feed_eof()  # (nothing more to read: not drained after the answer, to fail again)
+                error = errors.bad_request("the request body could not be read: " + " ".join(str(e).split()))
+                error.headers["Connection"] = "close"
+                raise error from None
             if not chunk:
                 break
             chunks.append(chunk)

@@ -437,6 +437,20 @@ def test_requests_the_parser_refuses_log_no_error(cluster, existing):
     assert logged == []
 
 
+def test_a_body_that_cannot_be_read_ends_the_connection_with_its_answer(cluster, existing):
+    """A gzip body that does not decode is a 400 that says Connection: close, and nothing is logged; the
+    connection was left open (keep-alive) to fail the next request unanswered, with a logged traceback."""
+    from .logscan import read_from, records
+
+    start = cluster.log_path.stat().st_size
+    code, headers, payload = raw_exchange(existing, b"PUT " + CMS.encode() + b"/keep?dryRun=All HTTP/1.1\r\nHost: localhost\r\n"
+                                          b"Content-Type: application/json\r\nContent-Encoding: gzip\r\nContent-Length: 2\r\n\r\n{}")
+    assert (code, headers.get("connection")) == (400, "close"), headers
+    assert json.loads(payload)["message"].startswith("the request body could not be read: 400")
+    assert existing.request("GET", "/readyz", ctype=None)[0] == 200
+    assert [r for r in records(read_from(cluster.log_path, start)) if r[0] == "ERROR"] == []
+
+
 def test_header_bytes_that_are_not_utf8_are_replacement_characters(existing):
     """Go keeps a header's bytes and its encoders write each byte that is not UTF-8 as U+FFFD: a field
     manager from the User-Agent, an impersonated user, an audit ID. Each was a 500 (a lone surrogate
