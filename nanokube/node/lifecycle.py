@@ -566,6 +566,9 @@ class PodWorker:
                            f"pod={self.name}_{self.namespace}({self.uid})"}}, False, False)
                 for c in self._containers()]
             await self._write("Running", statuses, False, now, "ContainersNotReady", running=True)
+            for c in self._containers():  # the kubelet's BackOff, counted on one Event per container
+                await self._event("Warning", "BackOff", f"Back-off restarting failed container {c['name']} in pod "
+                                  f"{self.name}_{self.namespace}({self.uid})", f"spec.containers{{{c['name']}}}")
             if await self._wait(deadline):
                 await self._terminate()
                 return

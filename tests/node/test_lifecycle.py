@@ -136,6 +136,15 @@ async def test_restart_policy_always_restarts_with_backoff(env):
         return c if "running" in c["state"] else None
     c = await eventually(running_again)
     assert c["restartCount"] == 1 and (await pods.get("loop", "default"))["status"]["phase"] == "Running"
+    await clock.advance(5)  # crashes again: the BackOff Event counts it
+
+    async def counted():
+        items, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
+        return next((e for e in items if e["reason"] == "BackOff" and e["count"] == 2), None)
+    e = await eventually(counted)
+    uid = (await pods.get("loop", "default"))["metadata"]["uid"]
+    assert (e["type"], e["message"]) == ("Warning", f"Back-off restarting failed container app in pod loop_default({uid})")
+    assert e["involvedObject"]["fieldPath"] == "spec.containers{app}" and e["source"]["component"] == "kubelet"
 
 
 async def test_on_failure_does_not_restart_a_successful_container(env):
