@@ -285,6 +285,14 @@ def bootstrap_policy() -> tuple[list[dict], list[dict]]:
             _rule(["create"], ["authentication.k8s.io"], ["selfsubjectreviews"]),
         ]),
         _cluster_role("system:node", _NODE),
+        # full access to the kubelet API (nodes/proxy and the kubelet's fine-grained subresources), bound by
+        # nobody by default: what the API server's kubelet client or a node debugger is given
+        _cluster_role("system:kubelet-api-admin", [
+            _rule(_RO, [""], ["nodes"]),
+            _rule(["proxy"], [""], ["nodes"]),
+            _rule(["*"], [""], ["nodes/proxy", "nodes/metrics", "nodes/stats", "nodes/log"]),
+            _rule(["*"], [""], ["nodes/pods", "nodes/healthz", "nodes/configz"]),
+        ]),
         _cluster_role("nanokube:pod-identity-signer", [
             _rule(["sign", "attest"], ["certificates.k8s.io"], ["signers"]) | {"resourceNames": ["nanokube.io/pod-identity"]},
             _rule(_RO, ["certificates.k8s.io"], ["podcertificaterequests"]),

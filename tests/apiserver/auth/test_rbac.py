@@ -134,3 +134,14 @@ def test_default_policy():
     a = Attributes("create", "", True, G, "v1", "roles", "", "ns")
     assert authz._via(binding("t", "ClusterRole", "admin", ALICE), "alice", (), a, "ns", "RoleBinding", "t/ns")
     assert authz._via(binding("t", "ClusterRole", "edit", ALICE), "alice", (), a, "ns", "RoleBinding", "t/ns") is None
+
+
+def test_kubelet_api_admin_reaches_the_nodes_proxy():
+    roles, bindings = bootstrap_policy()
+    grant = binding("debug", "ClusterRole", "system:kubelet-api-admin", ALICE)
+    authz = RBACAuthorizer(Source(clusterroles=roles, clusterrolebindings=[*bindings, grant]))
+    for method in ("GET", "POST", "DELETE"):
+        assert allowed(authz, method, "/api/v1/nodes/n1/proxy/stats/summary")
+        assert not allowed(authz, method, "/api/v1/nodes/n1/proxy/stats/summary", user="bob")
+    assert allowed(authz, "GET", "/api/v1/nodes")
+    assert not allowed(authz, "DELETE", "/api/v1/nodes/n1")
