@@ -158,7 +158,12 @@ class ProcessPodWorker(PodWorker):
         return env
 
     async def _value_from(self, ref: dict) -> str | None:
-        """fieldRef, configMapKeyRef and secretKeyRef values (missing optional keys are left unset)."""
+        """fieldRef, configMapKeyRef, secretKeyRef and fileKeyRef values (missing optional keys are
+        left unset)."""
+        if "fileKeyRef" in ref:
+            r = ref["fileKeyRef"]
+            file = os.path.join(self.agent.volumes.volume_dir(self.uid, r["volumeName"]), r["path"])
+            return (await asyncio.to_thread(_env_file, file)).get(r["key"])
         if "fieldRef" in ref:
             path = ref["fieldRef"]["fieldPath"]
             md, spec = self.pod["metadata"], self.pod.get("spec") or {}
@@ -306,6 +311,9 @@ class ProcessPodWorker(PodWorker):
         c.logs = [*c.logs[-1:], log]
         c.io = ContainerIO()
         c.cpu = CPUSamples(self.clock.monotonic())
+        if any("fileKeyRef" in (e.get("valueFrom") or ()) for e in c.spec.get("env") or ()):
+            # an env file is read as the container starts: an init container may have just written it
+            self._env[c.name] = await self._environment(c.spec)
         c.proc = await stdio.spawn(self._launch_argv(c, self._argv(c)), c.spec, log, c.io, self.clock.now)
         c.instances += 1
 
@@ -504,3 +512,25 @@ def _kill(c: Container, sig: int) -> None:
             os.killpg(c.proc.pid, sig)
         except ProcessLookupError:
             pass
+
+
+def _env_file(path: str) -> dict[str, str]:
+    """An env file's variables (EnvFiles): KEY=VALUE lines, blank lines and '#' comments skipped,
+    a value's matching surrounding quotes removed, the last of a repeated key winning; a file
+    that cannot be read has none."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError):
+        return {}
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        out[key.strip()] = value
+    return out

@@ -258,3 +258,24 @@ async def test_liveness_failures_restart_and_startup_probes_gate_readiness(env):
     os.mknod(os.path.join(agent.volumes.volume_dir(p["metadata"]["uid"], "f"), "up"))
     up = await eventually(status_of(pods, "startup", container(True)), ATTEMPTS)
     assert up["status"]["containerStatuses"][0]["ready"] is True
+
+
+async def test_env_from_a_file_an_init_container_wrote(env):
+    """env[].valueFrom.fileKeyRef: read from the emptyDir volume as the container starts, after the
+    init container wrote the file (the reading container does not mount the volume): comments
+    skipped, quotes removed, the last of a repeated key kept; a key the file lacks leaves an
+    optional variable unset."""
+    client, rt, _ = env
+    write = "printf '# settings\\nDB_ADDRESS=db:0\\nMODE=\"fast mode\"\\nDB_ADDRESS=db:5432\\n' > /data/app.env"
+    p = pod("envfile", ["sh", "-c", 'echo "$DB_ADDRESS|$MODE|${GONE-unset}"'], env=[
+        {"name": "DB_ADDRESS", "valueFrom": {"fileKeyRef": {"volumeName": "data", "path": "app.env", "key": "DB_ADDRESS"}}},
+        {"name": "MODE", "valueFrom": {"fileKeyRef": {"volumeName": "data", "path": "app.env", "key": "MODE"}}},
+        {"name": "GONE", "valueFrom": {"fileKeyRef": {"volumeName": "data", "path": "app.env", "key": "GONE",
+                                                      "optional": True}}}])
+    p["spec"]["volumes"] = [{"name": "data", "emptyDir": {}}]
+    p["spec"]["initContainers"] = [{"name": "setup", "image": "busybox:1.36", "command": ["sh", "-c", write],
+                                    "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]
+    pods = client.resource("", "v1", "pods")
+    await pods.create(p)
+    await eventually(status_of(pods, "envfile", phase("Succeeded")), ATTEMPTS)
+    assert (await log_of(rt, "envfile")).decode().splitlines() == ["db:5432|fast mode|unset"]
