@@ -1,6 +1,6 @@
 """The kubelet's HTTP endpoints a node agent answers (pkg/kubelet/server), which
 the API server's nodes/proxy reaches: /healthz, /pods, /configz, /stats/summary,
-/metrics, /metrics/resource and /containerLogs/. Usage is the pods' usage as `kubectl top` reads it
+/metrics, /metrics/resource, /metrics/cadvisor and /containerLogs/. Usage is the pods' usage as `kubectl top` reads it
 (metrics/usage.py's model, or what the process runtime measures), integrated
 over the time each pod has run for the cumulative CPU counters; the node adds
 the system's share."""
@@ -37,6 +37,18 @@ _RESOURCE_METRICS = (
 )
 
 
+#: the cAdvisor container metrics kept (cAdvisor's names, types and help)
+_CADVISOR_METRICS = (
+    ("container_cpu_usage_seconds_total", "counter", "Cumulative cpu time consumed in seconds."),
+    ("container_memory_usage_bytes", "gauge",
+     "Current memory usage in bytes, including all memory regardless of when it was accessed"),
+    ("container_memory_working_set_bytes", "gauge", "Current working set in bytes."),
+    ("container_start_time_seconds", "gauge", "Start time of the container since unix epoch in seconds."),
+    ("machine_cpu_cores", "gauge", "Number of logical CPU cores."),
+    ("machine_memory_bytes", "gauge", "Amount of memory installed on the machine."),
+)
+
+
 def _go_seconds(seconds: int) -> str:
     """Whole seconds as Go's time.Duration prints them (metav1.Duration in the configuration)."""
     h, rest = divmod(seconds, 3600)
@@ -59,7 +71,8 @@ class KubeletServer:
             return await self._container_logs(request, path.split("/")[2:])
         handler = {"/healthz": self._healthz, "/pods": self._pods, "/pods/": self._pods, "/configz": self._configz,
                    "/stats/summary": self._summary, "/stats/summary/": self._summary,
-                   "/metrics": self._metrics, "/metrics/resource": self._resource_metrics}.get(path)
+                   "/metrics": self._metrics, "/metrics/resource": self._resource_metrics,
+                   "/metrics/cadvisor": self._cadvisor}.get(path)
         if handler is None:
             return _text(404, "404 page not found\n")
         if request.method not in ("GET", "HEAD"):
@@ -109,13 +122,22 @@ class KubeletServer:
             out.append((pod, self.metrics.usage(pod), started))
         return out
 
-    @staticmethod
-    def _container_starts(pod: dict, started: float) -> dict[str, float]:
-        out = {}
-        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-            at = ((cs.get("state") or {}).get("running") or {}).get("startedAt")
-            out[cs["name"]] = parse_time(at) if at else started
+    def _accounts(self, now: float) -> list[tuple[dict, float, list[tuple[str, Usage, float, float]]]]:
+        """Each running pod, when it started, and its containers: (name, usage, start, CPU seconds used
+        since then)."""
+        out = []
+        for pod, usage, started in self._running():
+            starts = {}
+            for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+                at = ((cs.get("state") or {}).get("running") or {}).get("startedAt")
+                starts[cs["name"]] = parse_time(at) if at else started
+            out.append((pod, started, [(name, u, starts.get(name, started),
+                                        u.cpu / 1000 * max(now - starts.get(name, started), 0))
+                                       for name, u in usage.items()]))
         return out
+
+    def _system_cpu_seconds(self, now: float) -> float:
+        return SYSTEM_CPU / 1000 * max(now - self.started, 0)
 
     # --- endpoints ----------------------------------------------------------------------
 
@@ -142,33 +164,28 @@ class KubeletServer:
 
     def _summary(self) -> web.Response:
         """statsapi.Summary: the node's and each running pod's CPU and memory."""
-        now = self.agent.clock.now()
-        stamp = self.agent.clock.rfc3339()
-        node_cpu, node_mem, node_core_s = SYSTEM_CPU, SYSTEM_MEMORY, SYSTEM_CPU / 1000 * (now - self.started)
+        now, clock = self.agent.clock.now(), self.agent.clock
+        stamp = clock.rfc3339()
+        node_cpu, node_mem, node_core_s = SYSTEM_CPU, SYSTEM_MEMORY, self._system_cpu_seconds(now)
         pods = []
-        for pod, usage, started in self._running():
+        for pod, started, containers in self._accounts(now):
             md = pod["metadata"]
-            starts = self._container_starts(pod, started)
-            containers = []
-            for name, u in usage.items():
-                since = starts.get(name, started)
-                containers.append({"name": name, "startTime": self.agent.clock.rfc3339(since),
-                                   "cpu": _cpu(stamp, u.cpu, u.cpu / 1000 * max(now - since, 0)),
-                                   "memory": _memory(stamp, u.memory)})
-            cpu, mem = sum(u.cpu for u in usage.values()), sum(u.memory for u in usage.values())
-            core_s = sum(u.cpu / 1000 * max(now - starts.get(n, started), 0) for n, u in usage.items())
+            cpu, mem = sum(u.cpu for _, u, _, _ in containers), sum(u.memory for _, u, _, _ in containers)
+            core_s = sum(s for _, _, _, s in containers)
             node_cpu, node_mem, node_core_s = node_cpu + cpu, node_mem + mem, node_core_s + core_s
             pods.append({"podRef": {"name": md["name"], "namespace": md.get("namespace", ""), "uid": md.get("uid", "")},
-                         "startTime": self.agent.clock.rfc3339(started), "containers": containers,
+                         "startTime": clock.rfc3339(started),
+                         "containers": [{"name": name, "startTime": clock.rfc3339(since),
+                                         "cpu": _cpu(stamp, u.cpu, cpu_s), "memory": _memory(stamp, u.memory)}
+                                        for name, u, since, cpu_s in containers],
                          "cpu": _cpu(stamp, cpu, core_s), "memory": _memory(stamp, mem)})
         capacity = _bytes(self.agent.spec.capacity.get("memory"))
         node_memory = _memory(stamp, node_mem)
         if capacity:
             node_memory["availableBytes"] = max(capacity - node_mem, 0)
-        summary = {"node": {"nodeName": self.agent.name, "startTime": self.agent.clock.rfc3339(self.started),
-                            "cpu": _cpu(stamp, node_cpu, node_core_s), "memory": node_memory},
-                   "pods": pods}
-        return web.json_response(summary)
+        return web.json_response({"node": {"nodeName": self.agent.name, "startTime": clock.rfc3339(self.started),
+                                           "cpu": _cpu(stamp, node_cpu, node_core_s), "memory": node_memory},
+                                  "pods": pods})
 
     def _metrics(self) -> web.Response:
         """The kubelet's own metrics that an agent keeps: its node's name, and the pods and
@@ -184,25 +201,63 @@ class KubeletServer:
                  "# TYPE kubelet_running_pods gauge", f"kubelet_running_pods {len(running)}"]
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain", charset="utf-8")
 
+    def _cadvisor(self) -> web.Response:
+        """cAdvisor's container metrics as the kubelet serves them at /metrics/cadvisor: one series per
+        container (its cgroup, image and runtime id), per pod cgroup (container="") and for the root
+        cgroup ("/", the whole node), and the machine's size."""
+        now = self.agent.clock.now()
+        ms = int(now * 1000)
+        rows: dict[str, list[str]] = {name: [] for name, _, _ in _CADVISOR_METRICS}
+
+        def series(cpu_s: float, memory: int, start: float, container: str = "", cgroup: str = "/", image: str = "",
+                   cid: str = "", namespace: str = "", pod: str = "") -> None:
+            labels = f'id="{cgroup}",image="{image}",name="{cid}",namespace="{namespace}",pod="{pod}"'
+            rows["container_cpu_usage_seconds_total"].append(
+                f'{{container="{container}",cpu="total",{labels}}} {_float(cpu_s)} {ms}')
+            for metric in ("container_memory_usage_bytes", "container_memory_working_set_bytes"):
+                rows[metric].append(f'{{container="{container}",{labels}}} {_float(memory)} {ms}')
+            rows["container_start_time_seconds"].append(f'{{container="{container}",{labels}}} {_float(start)} {ms}')
+
+        node_cpu_s, node_mem = self._system_cpu_seconds(now), SYSTEM_MEMORY
+        for pod, started, containers in self._accounts(now):
+            md, spec = pod["metadata"], pod.get("spec") or {}
+            where = {"namespace": md.get("namespace", ""), "pod": md["name"]}
+            cgroup = f"/kubepods/pod{md.get('uid', '')}"
+            statuses = (pod.get("status") or {}).get("containerStatuses") or []
+            ids = {cs["name"]: (cs.get("containerID") or "").partition("://")[2] for cs in statuses}
+            # the image as the runtime reports it, else as the spec names it
+            images = {c["name"]: c.get("image", "") for c in spec.get("containers") or []}
+            images.update({cs["name"]: cs["image"] for cs in statuses if cs.get("image")})
+            for name, u, since, cpu_s in containers:
+                cid = ids.get(name, "")
+                series(cpu_s, u.memory, since, name, f"{cgroup}/{cid}", images.get(name, ""), cid, **where)
+            cpu_s, mem = sum(s for _, _, _, s in containers), sum(u.memory for _, u, _, _ in containers)
+            series(cpu_s, mem, started, cgroup=cgroup, **where)
+            node_cpu_s, node_mem = node_cpu_s + cpu_s, node_mem + mem
+        series(node_cpu_s, node_mem, self.started)
+        capacity, info = self.agent.spec.capacity, self.agent.status()["nodeInfo"]
+        machine = f'{{boot_id="{info["bootID"]}",machine_id="{info["machineID"]}",system_uuid="{info["systemUUID"]}"}}'
+        rows["machine_cpu_cores"].append(f"{machine} {_float(_bytes(capacity.get('cpu')))}")
+        rows["machine_memory_bytes"].append(f"{machine} {_float(_bytes(capacity.get('memory')))}")
+        lines = []
+        for name, kind, doc in _CADVISOR_METRICS:
+            lines += [f"# HELP {name} {doc}", f"# TYPE {name} {kind}", *(name + r for r in sorted(rows[name]))]
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain", charset="utf-8")
+
     def _resource_metrics(self) -> web.Response:
         now = self.agent.clock.now()
         ms = int(now * 1000)
         samples: dict[str, list[str]] = {name: [] for name, _, _ in _RESOURCE_METRICS}
-        node_cpu_s, node_mem = SYSTEM_CPU / 1000 * (now - self.started), SYSTEM_MEMORY
-        for pod, usage, started in self._running():
+        node_cpu_s, node_mem = self._system_cpu_seconds(now), SYSTEM_MEMORY
+        for pod, _, containers in self._accounts(now):
             md = pod["metadata"]
-            starts = self._container_starts(pod, started)
             labels = f'namespace="{md.get("namespace", "")}",pod="{md["name"]}"'
-            pod_cpu_s = 0.0
-            for name, u in usage.items():
-                since = starts.get(name, started)
-                cpu_s = u.cpu / 1000 * max(now - since, 0)
-                pod_cpu_s += cpu_s
+            for name, u, since, cpu_s in containers:
                 c = f'container="{name}",{labels}'
                 samples["container_cpu_usage_seconds_total"].append(f"{{{c}}} {_float(cpu_s)} {ms}")
                 samples["container_memory_working_set_bytes"].append(f"{{{c}}} {_float(u.memory)} {ms}")
                 samples["container_start_time_seconds"].append(f"{{{c}}} {_float(since)} {int(since * 1000)}")
-            mem = sum(u.memory for u in usage.values())
+            pod_cpu_s, mem = sum(s for _, _, _, s in containers), sum(u.memory for _, u, _, _ in containers)
             samples["pod_cpu_usage_seconds_total"].append(f"{{{labels}}} {_float(pod_cpu_s)} {ms}")
             samples["pod_memory_working_set_bytes"].append(f"{{{labels}}} {_float(mem)} {ms}")
             node_cpu_s, node_mem = node_cpu_s + pod_cpu_s, node_mem + mem

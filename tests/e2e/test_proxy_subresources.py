@@ -118,6 +118,14 @@ def test_nodes_proxy_reaches_the_kubelet_endpoints(c):
     assert "# TYPE container_cpu_usage_seconds_total counter" in metrics
     assert 'container_memory_working_set_bytes{container="web",namespace="default",pod="web"} ' in metrics
     assert "\nresource_scrape_error 0\n" in metrics
+    web_pod = c.kubectl_json("get", "pod", "web")
+    cid = web_pod["status"]["containerStatuses"][0]["containerID"].partition("://")[2]
+    cadvisor = c.kubectl("get", "--raw", f"{base}/metrics/cadvisor").stdout
+    assert (f'container_cpu_usage_seconds_total{{container="web",cpu="total",id="/kubepods/pod'
+            f'{web_pod["metadata"]["uid"]}/{cid}",image="docker.io/library/nginx:latest",name="{cid}",namespace="default",pod="web"}} ') \
+        in cadvisor
+    assert 'container_memory_working_set_bytes{container="",id="/",image="",name="",namespace="",pod=""} ' in cadvisor
+    assert re.search(r'\nmachine_cpu_cores\{boot_id="[^"]+",machine_id="\w+",system_uuid="[^"]+"\} \d', cadvisor)
     kubelet = c.kubectl("get", "--raw", f"{base}/metrics").stdout
     assert f'kubelet_node_name{{node="{node}"}} 1' in kubelet and "\nkubelet_running_pods 1\n" in kubelet
     logs = c.kubectl("get", "--raw", f"{base}/containerLogs/default/web/web").stdout
