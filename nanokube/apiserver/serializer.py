@@ -85,10 +85,48 @@ def loads_json(raw: bytes | str) -> Any:
     except orjson.JSONDecodeError as e:
         if "depth" in str(e) or "recursion" in str(e).lower():
             raise too_deep() from None
-        raise
+        if "UTF-8" not in str(e) and "surrogate" not in str(e):
+            raise
+        obj = _loads_replacing(raw, e)
     if _containers(raw) > MAX_DEPTH:  # a value cannot nest deeper than the body has brackets
         check_depth(obj)
     return obj
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _loads_replacing(raw: bytes | str, refused: orjson.JSONDecodeError) -> Any:
+    """A JSON body orjson refuses for a string that is not UTF-8, decoded as Go's decoder does: each
+    byte that is not UTF-8 and each lone surrogate escape (\\ud800) is U+FFFD. `refused` is raised
+    when the text is not JSON either."""
+    text = raw.decode("utf-8", "surrogateescape") if isinstance(raw, bytes) else raw
+    try:
+        obj = json.loads(_SURROGATE.sub("\ufffd", text), parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        raise refused from None
+    out: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(obj, out, 0)]  # (value, parent, key in parent): strings' surrogates replaced
+    while stack:
+        v, parent, slot = stack.pop()
+        if type(v) is dict:
+            d: dict[str, Any] = {}
+            parent[slot] = d
+            for k, x in v.items():
+                key = _SURROGATE.sub("\ufffd", k)
+                d[key] = None
+                stack.append((x, d, key))
+        elif type(v) is list:
+            lst: list[Any] = [None] * len(v)
+            parent[slot] = lst
+            stack.extend((x, lst, i) for i, x in enumerate(v))
+        else:
+            parent[slot] = _SURROGATE.sub("\ufffd", v) if type(v) is str else v
+    return out[0]
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def _containers(raw: bytes | str) -> int:

@@ -61,3 +61,27 @@ async def test_a_yaml_body_is_loaded_once_for_its_value_and_its_repeated_keys(mo
             assert len(loads) == 2
     finally:
         await server.stop()
+
+
+async def test_a_json_string_that_is_not_utf8_is_decoded_as_gos_decoder_does():
+    """encoding/json (sigs.k8s.io/json) reads each byte of a string that is not UTF-8, and each lone
+    surrogate escape, as U+FFFD; orjson refuses them, and the body was a 400 ('str is not valid UTF-8')."""
+    import aiohttp
+
+    from nanokube.apiserver.app import APIServer
+    from nanokube.store.memory import MemoryStore
+
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    url = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps"
+    try:
+        async with aiohttp.ClientSession() as s:
+            body = b'{"metadata": {"name": "u", "labels": {"a": "b"}}, "data": {"k": "x\xc0\x80y\xe9", "s": "\\ud800", "p": "\\ud83d\\ude00"}}'
+            async with s.post(url, data=body, headers={"Content-Type": "application/json"}) as r:
+                assert r.status == 201, await r.text()
+                assert (await r.json())["data"] == {"k": "x\ufffd\ufffdy\ufffd", "s": "\ufffd", "p": "\U0001f600"}
+            async with s.post(url, data=b'{"metadata": {"name": "v"}, "data": {"a": NaN, "b": "\xff"}}',
+                              headers={"Content-Type": "application/json"}) as r:
+                assert r.status == 400  # (not JSON either)
+    finally:
+        await server.stop()
