@@ -1,0 +1,82 @@
+"""The kubelet endpoints a node agent answers for nodes/proxy, on a virtual clock: the pods'
+usage (the model `kubectl top` reads) integrated into cumulative CPU seconds, the node's
+system share added, and the kubelet's answers for what it does not serve."""
+
+from types import SimpleNamespace
+
+import orjson
+
+from nanokube.clock import VirtualClock
+from nanokube.node.kubelet_server import KubeletServer
+
+START = 1_800_000_000.0
+
+
+class Client:
+    def resource(self, *args):
+        return None
+
+
+def agent(clock):
+    pod = {"metadata": {"name": "train", "namespace": "ml", "uid": "u1"},
+           "spec": {"containers": [{"name": "main", "image": "trainer:1",
+                                    "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}]},
+           "status": {"phase": "Running", "startTime": clock.rfc3339(START),
+                      "containerStatuses": [{"name": "main", "image": "docker.io/library/trainer:1",
+                                             "containerID": "containerd://abc",
+                                             "state": {"running": {"startedAt": clock.rfc3339(START)}}}]}}
+    pending = {"metadata": {"name": "wait", "namespace": "ml", "uid": "u2"},
+               "spec": {"containers": [{"name": "main"}]}, "status": {"phase": "Pending"}}
+    spec = SimpleNamespace(capacity={"cpu": "8", "memory": "16Gi", "pods": "110"})
+    info = {"bootID": "b", "machineID": "m", "systemUUID": "s"}
+    return SimpleNamespace(client=Client(), clock=clock, name="n1", spec=spec, pod_cidr="10.244.0.0/24",
+                           renew_interval=10.0, status_interval=300.0, lease_duration=40,
+                           status=lambda: {"nodeInfo": info},
+                           workers={"u1": SimpleNamespace(pod=pod), "u2": SimpleNamespace(pod=pending)})
+
+
+GET = SimpleNamespace(method="GET", query={})
+
+
+async def body(server, path, request=GET):
+    resp = await server.serve(request, path)
+    return resp.status, resp.body.decode() if isinstance(resp.body, bytes) else resp.text
+
+
+def sample(text: str, series: str) -> float:
+    return float(next(line for line in text.splitlines() if line.startswith(series + " ")).split()[1])
+
+
+async def test_cpu_seconds_are_the_usage_integrated_since_each_start():
+    clock = VirtualClock(start=START)
+    server = KubeletServer(agent(clock), START)
+    await clock.advance(10)
+    _, text = await body(server, "/metrics/resource")
+    # half the 2-CPU request for 10 s; the node adds the system's 100m over the 10 s since it started
+    assert sample(text, 'container_cpu_usage_seconds_total{container="main",namespace="ml",pod="train"}') == 10
+    assert sample(text, "node_cpu_usage_seconds_total") == 11
+    assert sample(text, 'pod_memory_working_set_bytes{namespace="ml",pod="train"}') == 512 * 2**20
+    status, out = await body(server, "/stats/summary")
+    summary = orjson.loads(out)
+    assert [p["podRef"]["name"] for p in summary["pods"]] == ["train"], "running pods only"
+    assert summary["pods"][0]["cpu"] == {"time": clock.rfc3339(), "usageNanoCores": 1_000_000_000,
+                                         "usageCoreNanoSeconds": 10_000_000_000}
+    assert summary["node"]["memory"]["availableBytes"] == 16 * 2**30 - 512 * 2**20 - 512 * 2**20
+    _, text = await body(server, "/metrics/cadvisor")
+    assert sample(text, 'container_cpu_usage_seconds_total{container="main",cpu="total",id="/kubepods/podu1/abc",'
+                        'image="docker.io/library/trainer:1",name="abc",namespace="ml",pod="train"}') == 10
+    assert sample(text, 'machine_cpu_cores{boot_id="b",machine_id="m",system_uuid="s"}') == 8
+    _, text = await body(server, "/metrics")
+    assert "\nkubelet_running_pods 1\n" in text and 'kubelet_running_containers{container_state="running"} 1' in text
+
+
+async def test_what_the_kubelet_does_not_serve():
+    server = KubeletServer(agent(VirtualClock(start=START)), START)
+    assert await body(server, "/spec") == (404, "404 page not found\n")
+    assert await body(server, "/healthz", SimpleNamespace(method="POST", query={})) == (405, "405: Method Not Allowed")
+    assert await body(server, "/containerLogs/ml/gone/main") == (404, 'pod "gone" does not exist\n')
+    assert await body(server, "/containerLogs/ml/train/other") == (404, 'container "other" not found in pod "train"\n')
+    assert await body(server, "/healthz") == (200, "ok")
+    config = orjson.loads((await body(server, "/configz"))[1])["kubeletconfig"]
+    assert (config["nodeStatusUpdateFrequency"], config["nodeStatusReportFrequency"], config["maxPods"]) == (
+        "10s", "5m0s", 110)
