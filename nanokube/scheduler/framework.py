@@ -13,6 +13,7 @@ from operator import add, mul
 
 from .metrics import Metrics
 from ..machinery.podgroups import group_key
+from ..machinery.podresize import resize_parts, resources_spec
 from .resources import Resources, pod_requests, pod_requests_pair
 
 MAX_NODE_SCORE = 100
@@ -164,19 +165,20 @@ class PodInfo:
         them in PreFilter): a pod a PreFilter turns away before it, one whose nodeSelector no
         node carries, never needs them."""
         if self._requests is None:
-            self._requests, self._nonzero = pod_requests_pair(self.pod.get("spec") or {})
+            self._requests, self._nonzero = pod_requests_pair(resources_spec(self.pod))
         return self._requests
 
     @property
     def nonzero(self) -> Resources:
         """`requests` with the scheduler's defaults for a container that asks no CPU or memory."""
         if self._nonzero is None:
-            self._requests, self._nonzero = pod_requests_pair(self.pod.get("spec") or {})
+            self._requests, self._nonzero = pod_requests_pair(resources_spec(self.pod))
         return self._nonzero
 
     def same_requests(self, pod: dict) -> bool:
         """Whether `pod` requests what this PodInfo counted."""
-        return _resource_parts(self.pod.get("spec") or {}) == _resource_parts(pod.get("spec") or {})
+        return _resource_parts(self.pod.get("spec") or {}) == _resource_parts(pod.get("spec") or {}) \
+            and resize_parts(self.pod) == resize_parts(pod)
 
     def derived(self, name: str, build: Callable[[dict], object]):
         """A value plugins derive from the pod spec, built once per pod update."""
@@ -243,8 +245,9 @@ def pod_update_kinds(resource: str) -> tuple[ClusterEvent, ...]:
 
 
 def _scaled_down(old: dict, new: dict) -> bool:
-    """Whether any resource the old pod requested is requested less (or not at all) now."""
-    before, after = pod_requests(old.get("spec") or {}), pod_requests(new.get("spec") or {})
+    """Whether any resource the old pod requested is requested less (or not at all) now, its
+    containers counted with the resources they hold while resized (`resources_spec`)."""
+    before, after = pod_requests(resources_spec(old)), pod_requests(resources_spec(new))
     return (after.milli_cpu < before.milli_cpu or after.memory < before.memory or after.ephemeral < before.ephemeral
             or any(after.scalars.get(k, 0) < v for k, v in before.scalars.items()))
 
@@ -259,9 +262,11 @@ def pod_update_events(resource: str, old: dict, new: dict) -> list[ClusterEvent]
     if old["metadata"].get("labels") != new["metadata"].get("labels"):
         events.append(label)
     osp, nsp = old.get("spec") or {}, new.get("spec") or {}
-    if osp is not nsp and osp != nsp:  # a status write keeps the spec object (the watch cache's): nothing to compare
-        if _scaled_down(old, new):
-            events.append(scale_down)
+    spec_changed = osp is not nsp and osp != nsp  # a status write keeps the spec object (the watch cache's)
+    # the node's status write that actuates a resize shrinks what the pod holds
+    if (spec_changed or resize_parts(old) != resize_parts(new)) and _scaled_down(old, new):
+        events.append(scale_down)
+    if spec_changed:
         if osp.get("schedulingGates") and not nsp.get("schedulingGates"):
             events.append(gates)
         if osp.get("tolerations") != nsp.get("tolerations"):
