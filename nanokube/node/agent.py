@@ -218,6 +218,8 @@ class NodeAgent:
         self.volumes = VolumeManager(client, spec.name, os.path.join(pods_dir, spec.name), clock)
         self.node_uid = ""
         self.workers: dict[str, PodWorker] = {}
+        #: the images pulled to this node (their fully qualified references): IfNotPresent pulls once
+        self.images: set[str] = set()
         self.streaming = NodeStreamingServer(self)
         self._lease: dict | None = None
         self._conditions: list[dict] = []

@@ -9,8 +9,11 @@ process runtime (runtime/process.py) returns one that runs real processes.
 
 How long simulated containers run and how they exit is declared on the pod:
 `sim.nanokube.io/run-seconds` (default: forever), `sim.nanokube.io/exit-code`
-(default 0) and `sim.nanokube.io/stop-seconds` (time to stop after SIGTERM,
-default 0).
+(default 0), `sim.nanokube.io/stop-seconds` (time to stop after SIGTERM,
+default 0) and `sim.nanokube.io/pull-seconds` (how long pulling one of its
+images takes, default 0). Each container start records the kubelet's events:
+Pulling/Pulled (by imagePullPolicy and the images the node holds), Created,
+Started; stopping a running one records Killing.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import functools
 import hashlib
 import logging
 
+from ..apiserver.protobuf import go_duration
 from ..machinery.conditions import transition_time
 from ..machinery.errors import APIError
 from ..clock import parse_time
@@ -33,6 +37,7 @@ log = logging.getLogger(__name__)
 RUN_SECONDS = "sim.nanokube.io/run-seconds"
 EXIT_CODE = "sim.nanokube.io/exit-code"
 STOP_SECONDS = "sim.nanokube.io/stop-seconds"
+PULL_SECONDS = "sim.nanokube.io/pull-seconds"
 BACKOFF_INITIAL = 10.0
 BACKOFF_MAX = 300.0
 #: how often a pod blocked on its resource claims or volumes re-checks them (doubling)
@@ -75,6 +80,29 @@ def image_id(image: str) -> str:
     if ":" in repo.rsplit("/", 1)[-1]:
         repo = repo[:repo.rfind(":")]
     return f"{repo}@sha256:{hashlib.sha256(ref.encode()).hexdigest()}"
+
+
+@functools.lru_cache(maxsize=4096)
+def image_size(image: str) -> int:
+    """A stable stand-in for the image's size in bytes (2 to 200 MB), as its digest is one."""
+    return 2_000_000 + int(hashlib.sha256(image_ref(image).encode()).hexdigest()[:8], 16) % 198_000_000
+
+
+def pulled_message(image: str, seconds: float) -> str:
+    """The image manager's Pulled message for a pull that took `seconds` (nothing queued ahead
+    of it here: the time including waiting is the same), as Go prints the durations."""
+    took = go_duration(round(seconds * 1e9))
+    return f'Successfully pulled image "{image}" in {took} ({took} including waiting). ' \
+           f"Image size: {image_size(image)} bytes."
+
+
+def field_path(pod: dict, name: str) -> str:
+    """The fieldPath of a container's events: spec.containers{NAME}, spec.initContainers{NAME}."""
+    spec = pod.get("spec") or {}
+    for key in ("containers", "initContainers", "ephemeralContainers"):
+        if any(c.get("name") == name for c in spec.get(key) or ()):
+            return f"spec.{key}{{{name}}}"
+    return ""
 
 
 #: the pod conditions a kubelet owns (upstream's PodConditionByKubelet); other writers' conditions are kept
@@ -458,6 +486,43 @@ class PodWorker:
             "resourceVersion": md.get("resourceVersion")}}
         await self.agent.recorder.emit(ref, type_, reason, message, field_path)
 
+    async def _ensure_image(self, c: dict) -> bool:
+        """The image manager's EnsureImageExists for container `c`: pulled when its policy is Always,
+        or IfNotPresent and the node does not hold the image (Pulling; the pod's pull-seconds on the
+        clock; Pulled with the time it took and the image's size), else Pulled "already present".
+        A simulated node holds whatever image a Never policy names. True if deleted meanwhile."""
+        image, path = c.get("image", ""), field_path(self.pod, c["name"])
+        policy = c.get("imagePullPolicy") or "IfNotPresent"
+        if policy == "Always" or (policy == "IfNotPresent" and image_ref(image) not in self.agent.images):
+            await self._event("Normal", "Pulling", f'Pulling image "{image}"', path)
+            began = self.clock.monotonic()
+            seconds = _annotation(self.pod, PULL_SECONDS, 0.0) or 0.0
+            if seconds > 0 and await self._wait(began + seconds):
+                return True
+            self.agent.images.add(image_ref(image))
+            await self._event("Normal", "Pulled", pulled_message(image, self.clock.monotonic() - began), path)
+        else:
+            await self._event("Normal", "Pulled", f'Container image "{image}" already present on machine and can be '
+                                                  "accessed by the pod", path)
+        return False
+
+    async def _start_events(self, containers: list[dict]) -> bool:
+        """What the kubelet records as it starts each of `containers` in turn (startContainer): its
+        image ensured, then Created and Started. True if the pod was deleted meanwhile."""
+        for c in containers:
+            if await self._ensure_image(c):
+                return True
+            path = field_path(self.pod, c["name"])
+            await self._event("Normal", "Created", "Container created", path)
+            await self._event("Normal", "Started", "Container started", path)
+        return False
+
+    async def _kill_events(self, containers: list[dict]) -> None:
+        """Killing for each running container a pod's deletion stops (killContainer): the app
+        containers, then the sidecars in reverse order, as the kubelet stops them."""
+        for c in containers:
+            await self._event("Normal", "Killing", f"Stopping container {c['name']}", field_path(self.pod, c["name"]))
+
     async def _prepare_claims(self) -> bool:
         """Block in ContainerCreating until every claim is allocated and
         reserved for the pod, then prepare it; False if deleted meanwhile."""
@@ -528,9 +593,14 @@ class PodWorker:
         run = _annotation(self.pod, RUN_SECONDS, None)
         code = int(_annotation(self.pod, EXIT_CODE, 0) or 0)
         policy = (self.pod.get("spec") or {}).get("restartPolicy", "Always")
+        inits = (self.pod.get("spec") or {}).get("initContainers") or []
+        starting = [] if adopted else inits + self._containers()  # first the init containers, in order
         while True:
+            if await self._start_events(starting):
+                await self._terminate()
+                return
+            starting = self._containers()  # a restart starts the app containers again
             deadline = None if run is None else self.clock.monotonic() + max(run, 0.0)
-            inits = (self.pod.get("spec") or {}).get("initContainers") or []
             self.io.started({c["name"]: image_ref(c.get("image", "")) for c in self._sidecars() + self._containers()},
                             {c["name"]: image_ref(c.get("image", "")) for c in inits
                              if c.get("restartPolicy") != "Always"})
@@ -543,6 +613,7 @@ class PodWorker:
             stopped = await self._wait(deadline)
             self.live = False
             if stopped:
+                await self._kill_events(self._containers() + self._sidecars()[::-1])
                 await self._terminate()
                 return
             self.io.exited(code)

@@ -1,0 +1,121 @@
+"""The kubelet's container lifecycle Events from the simulated runtime: Pulling/Pulled by
+imagePullPolicy and the images the node holds, Created, Started, Killing, on each container's
+fieldPath, in the order a real kubelet records them."""
+
+from nanokube.node.lifecycle import image_size, pulled_message
+from tests.controllers import eventually
+from tests.node.test_lifecycle import env, gone, phase_is, pod  # noqa: F401 (env is a fixture)
+
+PRESENT = 'Container image "{}" already present on machine and can be accessed by the pod'
+
+
+async def pod_events(pods, name):
+    """(type, reason, fieldPath, message, count) of the kubelet's Events on pod `name`, as written."""
+    items, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
+    mine = [e for e in items if e["involvedObject"]["name"] == name and e["source"]["component"] == "kubelet"]
+    mine.sort(key=lambda e: int(e["metadata"]["resourceVersion"]))
+    return [(e["type"], e["reason"], e["involvedObject"].get("fieldPath", ""), e["message"], e["count"])
+            for e in mine]
+
+
+def reasons_are(pods, name, n):
+    async def check():
+        ev = await pod_events(pods, name)
+        return ev if len(ev) >= n else None
+    return check
+
+
+def test_the_pulled_message_prints_durations_and_size_as_go_does():
+    assert pulled_message("nginx:1.27", 2.5) == (
+        f'Successfully pulled image "nginx:1.27" in 2.5s (2.5s including waiting). '
+        f"Image size: {image_size('nginx:1.27')} bytes.")
+    assert " in 161ms (161ms " in pulled_message("x", 0.161)
+    assert " in 1m2s (1m2s " in pulled_message("x", 62)
+    assert image_size("nginx") == image_size("docker.io/library/nginx:latest") and image_size("nginx") > 2_000_000
+
+
+async def test_a_starting_pod_pulls_its_image_once_then_creates_and_starts_each_container(env):  # noqa: F811
+    pods, clock = env
+    p = pod("web", annotations={"sim.nanokube.io/pull-seconds": "2.5"})
+    p["spec"]["initContainers"] = [{"name": "setup", "image": "busybox:1.36"}]
+    await pods.create(p)
+    await eventually(reasons_are(pods, "web", 1))
+    assert (await pods.get("web", "default"))["status"]["phase"] == "Pending"  # pulling: ContainerCreating
+    await clock.advance(2.5)
+    await eventually(phase_is(pods, "web", "Running"))
+    ev = await eventually(reasons_are(pods, "web", 7))
+    init, app = "spec.initContainers{setup}", "spec.containers{app}"
+    assert ev == [
+        ("Normal", "Pulling", init, 'Pulling image "busybox:1.36"', 1),
+        ("Normal", "Pulled", init, pulled_message("busybox:1.36", 2.5), 1),
+        ("Normal", "Created", init, "Container created", 1),
+        ("Normal", "Started", init, "Container started", 1),
+        ("Normal", "Pulled", app, PRESENT.format("busybox:1.36"), 1),
+        ("Normal", "Created", app, "Container created", 1),
+        ("Normal", "Started", app, "Container started", 1),
+    ]
+    # another pod on the node: IfNotPresent finds the image; Always (a :latest image) pulls again
+    q = pod("other", containers=("a", "b"))
+    q["spec"]["containers"][1]["image"] = "busybox"
+    await pods.create(q)
+    await eventually(phase_is(pods, "other", "Running"))
+    ev = await eventually(reasons_are(pods, "other", 7))
+    assert [(r, f, m) for _, r, f, m, _ in ev] == [
+        ("Pulled", "spec.containers{a}", PRESENT.format("busybox:1.36")),
+        ("Created", "spec.containers{a}", "Container created"),
+        ("Started", "spec.containers{a}", "Container started"),
+        ("Pulling", "spec.containers{b}", 'Pulling image "busybox"'),
+        ("Pulled", "spec.containers{b}", pulled_message("busybox", 0)),
+        ("Created", "spec.containers{b}", "Container created"),
+        ("Started", "spec.containers{b}", "Container started"),
+    ]
+
+
+async def test_a_restarted_container_is_started_again_and_counted(env):  # noqa: F811
+    pods, clock = env
+    await pods.create(pod("loop", annotations={"sim.nanokube.io/run-seconds": "5", "sim.nanokube.io/exit-code": "1"}))
+    await eventually(phase_is(pods, "loop", "Running"))
+    await clock.advance(5)
+    await clock.advance(10)  # the back-off
+
+    async def started_twice():
+        ev = await pod_events(pods, "loop")
+        return ev if ("Normal", "Started", "spec.containers{app}", "Container started", 2) in ev else None
+    ev = await eventually(started_twice)
+    uid = (await pods.get("loop", "default"))["metadata"]["uid"]
+    # the same message counted on one Event (kubectl: "x2 over ..."); the pull only the first time
+    assert sorted((r, m, n) for _, r, _, m, n in ev) == sorted([
+        ("Pulling", 'Pulling image "busybox:1.36"', 1), ("Pulled", pulled_message("busybox:1.36", 0), 1),
+        ("Pulled", PRESENT.format("busybox:1.36"), 1), ("Created", "Container created", 2),
+        ("Started", "Container started", 2),
+        ("BackOff", f"Back-off restarting failed container app in pod loop_default({uid})", 1)])
+
+
+async def test_deleting_a_running_pod_kills_each_container(env):  # noqa: F811
+    pods, clock = env
+    p = pod("web", containers=("app", "log"), annotations={"sim.nanokube.io/stop-seconds": "1"}, grace=30)
+    p["spec"]["initContainers"] = [{"name": "proxy", "image": "envoy:1", "restartPolicy": "Always"},
+                                   {"name": "setup", "image": "busybox:1.36"}]
+    await pods.create(p)
+    await eventually(phase_is(pods, "web", "Running"))
+    await pods.delete("web", "default")
+    ev = await eventually(reasons_are(pods, "web", 17))  # 14 to start them
+    # the app containers first, then the sidecars (in reverse order), the ended init container never
+    assert [(r, f, m) for _, r, f, m, _ in ev if r == "Killing"] == [
+        ("Killing", "spec.containers{app}", "Stopping container app"),
+        ("Killing", "spec.containers{log}", "Stopping container log"),
+        ("Killing", "spec.initContainers{proxy}", "Stopping container proxy"),
+    ]
+    await clock.advance(1)
+    assert await eventually(gone(pods, "web"))
+
+
+async def test_a_pod_deleted_while_it_waits_out_its_back_off_kills_nothing(env):  # noqa: F811
+    pods, clock = env
+    await pods.create(pod("loop", annotations={"sim.nanokube.io/run-seconds": "5", "sim.nanokube.io/exit-code": "1"}))
+    await eventually(phase_is(pods, "loop", "Running"))
+    await clock.advance(5)
+    await eventually(reasons_are(pods, "loop", 5))  # ... BackOff
+    await pods.delete("loop", "default")
+    assert await eventually(gone(pods, "loop"))
+    assert "Killing" not in [r for _, r, _, _, _ in await pod_events(pods, "loop")]
