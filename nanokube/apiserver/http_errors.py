@@ -75,6 +75,7 @@ class StatusAppRunner(web.AppRunner):
     def __init__(self, app: web.Application, handler=None, **kwargs) -> None:
         kwargs.setdefault("max_line_size", MAX_HEADER_BYTES)
         kwargs.setdefault("max_field_size", MAX_HEADER_BYTES)
+        kwargs.setdefault("auto_decompress", False)  # (as Go's net/http: the handler decompresses what it reads)
         super().__init__(app, **kwargs)
         self._handler = handler
 
