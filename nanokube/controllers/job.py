@@ -160,6 +160,18 @@ def _with_index_env(container: dict) -> dict:
         "apiVersion": "v1", "fieldPath": f"metadata.annotations['{INDEX}']"}}}]}
 
 
+def past_backoff_limit_on_failure(spec: dict, pods: list[dict]) -> bool:
+    """pastBackoffLimitOnFailure: with restartPolicy OnFailure a failing container restarts in its pod,
+    so the restarts of the running and pending pods' containers count against backoffLimit."""
+    if (spec.get("template") or {}).get("spec", {}).get("restartPolicy") != "OnFailure":
+        return False
+    restarts = sum(c.get("restartCount", 0) for p in pods
+                   if (p.get("status") or {}).get("phase") in ("Running", "Pending")
+                   for part in ("initContainerStatuses", "containerStatuses") for c in p["status"].get(part) or ())
+    limit = spec.get("backoffLimit", 6)
+    return restarts > 0 if limit == 0 else restarts >= limit
+
+
 def finished(job: dict) -> str | None:
     """The type of the Complete or Failed condition that is True, if any (jobutil.IsJobFinished)."""
     for c in (job.get("status") or {}).get("conditions") or []:
@@ -520,7 +532,8 @@ class JobController(Controller):
         suspended = bool(spec.get("suspend"))
         if not suspended and not st.get("startTime"):
             st["startTime"] = format_time(now)
-        outcome = self._outcome(key, spec, st, succeeded, failed, active, indexed, done_idx, failed_idx, now)
+        outcome = self._outcome(key, spec, st, succeeded, failed, active, indexed, done_idx, failed_idx, now,
+                                past_backoff_limit_on_failure(spec, pods))
         made, removed, manage_failure = 0, [], None  # manage_failure: raised once the status is written
         if fail_job and (outcome is None or outcome[0] != "FailureTarget"):
             outcome = ("FailureTarget", job_failure_policy.REASON, fail_job)
@@ -579,15 +592,16 @@ class JobController(Controller):
         uncounted.setdefault("succeeded" if pod_succeeded(pod) else "failed", []).append(uid)
         return fail_job_message(verdict)
 
-    def _outcome(self, key, spec, st, succeeded, failed, active, indexed, done_idx, failed_idx, now):
+    def _outcome(self, key, spec, st, succeeded, failed, active, indexed, done_idx, failed_idx, now, restarted_out):
         """(target condition, reason, message) once the Job's fate is decided
         (a FailureTarget or SuccessCriteriaMet already set stays decided), in syncJob's order:
-        failures, then the success policy, then the completions count."""
+        failures, then the success policy, then the completions count. `restarted_out`: the restarts of
+        an OnFailure Job's live pods reached its backoffLimit."""
         for c in st.get("conditions") or []:
             if c["type"] in ("FailureTarget", "SuccessCriteriaMet") and c["status"] == "True":
                 return c["type"], c.get("reason", ""), c.get("message", "")
         completions = spec.get("completions")
-        if failed > spec.get("backoffLimit", 6):
+        if failed > spec.get("backoffLimit", 6) or restarted_out:
             return ("FailureTarget", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
         deadline = spec.get("activeDeadlineSeconds")
         if deadline is not None and st.get("startTime") and not spec.get("suspend"):

@@ -137,6 +137,33 @@ async def test_a_job_managed_by_another_controller_is_left_alone(env):
     assert (await jobs.get("external", "default")).get("status") in (None, {})
 
 
+async def test_on_failure_restarts_count_against_the_backoff_limit(env):
+    """restartPolicy OnFailure: a failing container restarts inside its pod, which never fails, so
+    pastBackoffLimitOnFailure counts the live pods' container restarts; reaching backoffLimit fails the
+    Job (BackoffLimitExceeded) and stops its pod."""
+    client, _, clock = env
+    body = job(backoffLimit=2)
+    body["spec"]["template"]["spec"]["restartPolicy"] = "OnFailure"
+    await client.resource("batch", "v1", "jobs").create(body)
+    [pod] = await ticking(clock, lambda: live_pods(client, 1))
+    pods = client.resource("", "v1", "pods")
+
+    async def restarted(n):
+        cur = await pods.get(pod["metadata"]["name"], "default")
+        await pods.update({**cur, "status": {"phase": "Running", "containerStatuses": [{
+            "name": "c", "image": "busybox", "imageID": "", "ready": False, "restartCount": n,
+            "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}}, subresource="status")
+
+    await restarted(1)
+    await clock.advance(5)
+    assert await job_condition(client, "FailureTarget") is None
+    await restarted(2)
+    j = await ticking(clock, lambda: job_condition(client, "FailureTarget"))
+    reasons = {c["type"]: c["reason"] for c in j["status"]["conditions"]}
+    assert reasons["FailureTarget"] == "BackoffLimitExceeded"
+    assert (await pods.get(pod["metadata"]["name"], "default"))["metadata"].get("deletionTimestamp")
+
+
 async def test_active_deadline_fails_and_deletes_pods(env):
     client, ctrl, clock = env
     await client.resource("batch", "v1", "jobs").create(job(activeDeadlineSeconds=5))
