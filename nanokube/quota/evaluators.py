@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from fractions import Fraction
 
+from ..machinery.podresize import resize_parts, resources_spec
 from ..machinery.quantity import DECIMAL_SI, Quantity, QuantityError, parse
 from ..volume.classes import claim_class
 from .resources import (
@@ -127,10 +128,11 @@ def pod_counts(pod: dict, now: float) -> bool:
 
 
 def pod_usage(pod: dict, now: float) -> Usage:
+    """PodUsageFunc: a pod resized in place charges what it holds meanwhile (`resources_spec`)."""
     out: Usage = {"count/pods": ONE}
     if not pod_counts(pod, now):
         return out
-    spec = pod.get("spec") or {}
+    spec = resources_spec(pod)
     out.update(compute_usage(pod_totals(spec, "requests"), pod_totals(spec, "limits")))
     out["pods"] = ONE
     return out
@@ -211,18 +213,22 @@ def charge_changed(group: str, plural: str, old: dict, new: dict, now: float) ->
     """Whether an update changes what the object charges (`usage` of both sides differs). A pod
     charges by its spec while it counts: most pod updates are status writes that keep both, and
     working out two usages (quantities added per container) for each was ~1.5% of an API server
-    with pending pods; upstream's quota monitor asks only whether the pod stopped counting."""
+    with pending pods; upstream's quota monitor asks only whether the pod stopped counting. The
+    node's write of what a resized pod was allocated changes its charge too."""
     if group == "" and plural == "pods":
         counts = pod_counts(new, now)
         if counts != pod_counts(old, now):
             return True
-        if not counts or old.get("spec") == new.get("spec"):
+        if not counts or (old.get("spec") == new.get("spec") and resize_parts(old) == resize_parts(new)):
             return False
     return usage(group, plural, old, now) != usage(group, plural, new, now)
 
 
-def charged_on_update(group: str, plural: str) -> bool:
-    """Kinds whose updates can change what they charge (a Service's type, a claim's size)."""
+def charged_on_update(group: str, plural: str, subresource: str = "") -> bool:
+    """Updates that can change what an object charges (a Service's type, a claim's size, a pod's
+    resources through pods/resize: upstream's podEvaluator.Handles)."""
+    if subresource:
+        return group == "" and plural == "pods" and subresource == "resize"
     return group == "" and plural in ("services", "persistentvolumeclaims")
 
 

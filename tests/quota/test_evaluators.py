@@ -32,8 +32,11 @@ def test_a_pod_update_changes_its_charge_when_it_stops_counting_or_its_counted_s
     done_resized = {**resized, "status": {"phase": "Failed"}}
     gone = {**running, "metadata": {"name": "p", "deletionTimestamp": "1970-01-01T00:00:10Z",
                                     "deletionGracePeriodSeconds": 30}}
+    def holding(cpu):  # the node's status of a resize: what it allocated the container
+        return {**resized, "status": {"phase": "Running", "containerStatuses": [
+            {"name": "a", "allocatedResources": {"cpu": cpu}, "resources": {"requests": {"cpu": cpu}}}]}}
     cases = [(pending, running, False), (running, resized, True), (running, done, True), (done, done_resized, False),
-             (running, gone, False)]
+             (running, gone, False), (holding("1"), holding("3"), True), (holding("1"), holding("2"), False)]
     for old, new, changed in cases:
         assert charge_changed("", "pods", old, new, 0) is changed
         assert changed == (usage("", "pods", old, 0) != usage("", "pods", new, 0))  # the same answer as both usages

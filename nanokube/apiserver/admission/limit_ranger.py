@@ -109,7 +109,13 @@ class LimitRanger:
 
     @staticmethod
     def _handles(a) -> bool:
-        if a.res.group or a.subresource:
+        """Creates of pods and claims, updates of claims, and pods/resize (upstream's
+        SupportsAttributes: a resize changes container resources), not of a pod being deleted."""
+        if a.res.group:
+            return False
+        if a.res.plural == "pods" and a.subresource == "resize":
+            return a.operation == "UPDATE" and not ((a.old or {}).get("metadata") or {}).get("deletionTimestamp")
+        if a.subresource:
             return False
         if a.res.plural == "pods":
             return a.operation == "CREATE"

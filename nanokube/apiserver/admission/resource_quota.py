@@ -52,14 +52,16 @@ class ResourceQuota:
         new = usage(g, p, a.obj, now)
         if a.operation == "CREATE":
             return new
-        if not charged_on_update(g, p):
+        if not charged_on_update(g, p, a.subresource):
             return {}
         old = usage(g, p, a.old, now)
         return {k: Quantity(v.value - old[k].value, v.format) if k in old else v for k, v in new.items()
                 if k not in old or v.value > old[k].value}
 
     async def validate(self, a) -> None:
-        if a.subresource or a.obj is None or a.operation not in ("CREATE", "UPDATE") or not a.res.namespaced:
+        if a.obj is None or a.operation not in ("CREATE", "UPDATE") or not a.res.namespaced:
+            return
+        if a.subresource and (a.operation != "UPDATE" or not charged_on_update(a.res.group, a.res.plural, a.subresource)):
             return
         ns = a.namespace or a.obj["metadata"].get("namespace", "")
         if not self._quotas(ns):
@@ -94,7 +96,7 @@ class ResourceQuota:
             if not quota_covers(q, g, p, a.obj):
                 continue
             name = q["metadata"]["name"]
-            if g == "" and p == "pods" and a.operation == "CREATE":
+            if g == "" and p == "pods":
                 missing = missing_container_resources(a.obj, hard)
                 if missing:
                     raise errors.forbidden(g, p, object_name(a), f"failed quota: {name}: {missing}")
