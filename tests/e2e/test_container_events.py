@@ -1,0 +1,70 @@
+"""The kubelet's container lifecycle Events as a user reads them: `kubectl describe pod` and
+`kubectl events` show the pull, the creation and start of each container in order, and the
+Killing of each one a deletion stops, on the containers' fieldPaths."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.e2e.conftest import running_cluster, wait_for
+
+
+@pytest.fixture(scope="module")
+def events_cluster(store_url):
+    with running_cluster("kevents", store=store_url) as c:
+        yield c
+
+
+def event_lines(text: str) -> list[list[str]]:
+    """The rows under `kubectl describe`'s Events: header, each as [type, reason, message]."""
+    rows = []
+    for line in text.split("Events:", 1)[1].splitlines()[3:]:
+        parts = line.split()
+        if len(parts) >= 5:
+            rows.append([parts[0], parts[1], line.split("  ")[-1].strip()])
+    return rows
+
+
+def test_describe_and_events_show_pull_create_start_then_killing(events_cluster):
+    c = events_cluster
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "web", "namespace": "default", "annotations": {"sim.nanokube.io/pull-seconds": "1.5"}},
+           "spec": {"terminationGracePeriodSeconds": 5,
+                    "initContainers": [{"name": "setup", "image": "nginx:1.27"}],
+                    "containers": [{"name": "app", "image": "nginx:1.27"}]}}
+    c.kubectl("create", "-f", "-", input=json.dumps(pod))
+    c.kubectl("wait", "pod/web", "--for=condition=Ready", "--timeout=60s")
+
+    def described():
+        rows = event_lines(c.kubectl("describe", "pod", "web").stdout)
+        return rows if len(rows) >= 8 else None
+    rows = wait_for(described)
+    init, app = "spec.initContainers{setup}: ", "spec.containers{app}: "
+    assert [r[1] for r in rows].count("Scheduled") == 1  # in time order, though within its second (see below)
+    rows = [r for r in rows if r[1] != "Scheduled"]
+    took = rows[1][2]
+    assert took.startswith(init + 'Successfully pulled image "nginx:1.27" in 1.5') and \
+        "s including waiting). Image size: " in took and took.endswith(" bytes."), took
+    assert [r for r in rows if r is not rows[1]] == [
+        ["Normal", "Pulling", init + 'Pulling image "nginx:1.27"'],
+        ["Normal", "Created", init + "Container created"],
+        ["Normal", "Started", init + "Container started"],
+        ["Normal", "Pulled", app + 'Container image "nginx:1.27" already present on machine and can be accessed by '
+                                   "the pod"],
+        ["Normal", "Created", app + "Container created"],
+        ["Normal", "Started", app + "Container started"],
+    ]
+    c.kubectl("delete", "pod", "web", "--wait=false")
+
+    def killed():
+        table = c.kubectl("events", "--for", "pod/web").stdout
+        return table if "Killing" in table else None
+    table = wait_for(killed)
+    # the scheduler's Scheduled (an events.k8s.io eventTime, to the microsecond) may sort after the
+    # kubelet's first Event of the same second (lastTimestamp, to the second), as on any cluster
+    lines = [line for line in table.splitlines()[1:] if line.strip() and line.split()[2] != "Scheduled"]
+    assert [line.split()[2] for line in lines] == ["Pulling", "Pulled", "Created", "Started", "Pulled",
+                                                   "Created", "Started", "Killing"], table
+    assert lines[-1].split()[1] == "Normal" and lines[-1].endswith("Pod/web   Stopping container app"), table
