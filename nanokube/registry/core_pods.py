@@ -21,6 +21,7 @@ from .core_spec import (
     default_container,
     default_volume,
     file_key_ref_volumes,
+    hugepages_alone,
     image_whitespace_errors,
     local_path,
     validate_apparmor_profile,
@@ -28,6 +29,7 @@ from .core_spec import (
     validate_dns_config,
     validate_ids,
     validate_pod_resource_claims,
+    validate_resources,
     validate_seccomp_profile,
     validate_tolerations,
     validate_volumes,
@@ -35,7 +37,16 @@ from .core_spec import (
 )
 from ..machinery.conditions import find_condition, is_condition_true
 from ..machinery.gofmt import Struct, quote
-from ..machinery.quantity import QuantityError, canonical, is_quantity, nano_value, parse_quantity
+from ..machinery.quantity import (
+    QuantityError,
+    canonical,
+    format_quantity,
+    is_quantity,
+    nano_value,
+    parse_quantity,
+)
+from ..machinery.quantity import parse as parse_quantity_object  # its value and format
+from ..quota.resources import is_standard_resource
 from ..machinery.validation import (
     FieldError,
     dns1123_label,
@@ -225,6 +236,8 @@ def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] =
         claim_names, cerrs = validate_pod_resource_claims(claims, f"{path}.resourceClaims")
         errs += cerrs
     errs += validate_containers(spec, path, volume_names, claim_names)
+    if (resources := spec.get("resources")) is not None:
+        errs += _validate_pod_resources(spec, resources, f"{path}.resources")
     errs += file_key_ref_volumes(spec, path)
     if spec.get("hostNetwork"):
         errs += _host_network_ports(spec, path, pod)
@@ -293,6 +306,102 @@ def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] =
         else:
             errs += _validate_windows(spec, path)
     return errs
+
+
+_POD_LEVEL_RESOURCES = ("cpu", "hugepages-", "memory")
+
+
+def _validate_pod_resources(spec: dict, res: dict, path: str) -> list[FieldError]:
+    """validatePodResources (PodLevelResources, on by default since 1.34): no claims; cpu, memory
+    and hugepages only, each checked as a container's; then validatePodResourceConsistency."""
+    errs: list[FieldError] = []
+    if res.get("claims") is not None:
+        errs.append(forbidden(f"{path}.claims", "claims cannot be set for Resources at pod-level"))
+    bags: dict[str, dict] = {}
+    for bag in ("limits", "requests"):
+        kept = bags[bag] = {}
+        for name, q in sorted((res.get(bag) or {}).items()):
+            p = f"{path}.{bag}[{name}]"
+            if name in ("cpu", "memory") or name.startswith("hugepages-"):
+                kept[name] = q
+            elif msgs := qualified_name(name):
+                errs += [invalid(p, name, m) for m in msgs]
+            elif "/" not in name and not is_standard_resource(name):
+                errs.append(invalid(p, name, "must be a standard resource type or fully qualified"))
+            else:
+                errs.append(not_supported(p, name, _POD_LEVEL_RESOURCES))
+    errs += validate_resources(bags, path)
+    if hugepages_alone(bags):
+        errs.append(forbidden(path, "HugePages require cpu or memory"))
+    return errs + _pod_resource_consistency(spec, bags, path)
+
+
+def _pod_resource_consistency(spec: dict, res: dict, path: str) -> list[FieldError]:
+    """validatePodResourceConsistency: a pod-level request covers the containers' aggregate request
+    of it, a pod-level hugepages limit their aggregate limit, and no regular container's limit
+    exceeds the pod's."""
+    errs: list[FieldError] = []
+    requests, limits = _quantities(res.get("requests")), _quantities(res.get("limits"))
+    for name, (total, fmt) in sorted(_aggregate(spec, "requests").items()):
+        if name in requests and total > requests[name][0]:
+            errs.append(invalid(f"{path}.requests[{name}]", format_quantity(*requests[name]),
+                                f"must be greater than or equal to aggregate container requests of "
+                                f"{format_quantity(total, fmt)}"))
+    for name, (total, fmt) in sorted(_aggregate(spec, "limits").items()):
+        if name.startswith("hugepages-") and name in limits and total > limits[name][0]:
+            errs.append(invalid(f"{path}.limits[{name}]", format_quantity(*limits[name]),
+                                f"must be greater than or equal to aggregate container limits of "
+                                f"{format_quantity(total, fmt)}"))
+    for i, c in enumerate(spec.get("containers") or ()):
+        for name, (value, fmt) in sorted(_quantities((c.get("resources") or {}).get("limits")).items()):
+            if name in limits and value > limits[name][0]:
+                errs.append(invalid(f"{path}.containers[{i}][{name}].limits", format_quantity(value, fmt),
+                                    f"must be less than or equal to pod limits of {format_quantity(*limits[name])}"))
+    return errs
+
+
+def _quantities(bag: dict | None) -> dict[str, tuple[Any, str]]:
+    """A resource list's parsable quantities: name -> (exact value, format)."""
+    out = {}
+    for name, q in (bag or {}).items():
+        try:
+            parsed = parse_quantity_object(str(q))
+        except QuantityError:
+            continue  # reported by the quantity checks
+        out[name] = (parsed.value, parsed.format)
+    return out
+
+
+def _aggregate(spec: dict, bag: str) -> dict[str, tuple[Any, str]]:
+    """AggregateContainerRequests (or Limits): the regular containers and the sidecars (restartable
+    init containers) added up; each other init container, with the sidecars started before it, a
+    floor. A sum keeps the format of its first term, as Go's Quantity.Add does."""
+    def add(into: dict, more: dict) -> None:
+        for name, (value, fmt) in more.items():
+            into[name] = (into[name][0] + value, into[name][1]) if name in into else (value, fmt)
+
+    def floor(into: dict, more: dict) -> None:
+        for name, (value, fmt) in more.items():
+            if name not in into or value > into[name][0]:
+                into[name] = (value, fmt)
+
+    total: dict[str, tuple[Any, str]] = {}
+    for c in spec.get("containers") or ():
+        add(total, _quantities((c.get("resources") or {}).get(bag)))
+    sidecars: dict[str, tuple[Any, str]] = {}
+    inits: dict[str, tuple[Any, str]] = {}
+    for c in spec.get("initContainers") or ():
+        own = _quantities((c.get("resources") or {}).get(bag))
+        if c.get("restartPolicy") == "Always":
+            add(total, own)
+            add(sidecars, own)
+            floor(inits, sidecars)
+        else:
+            alone = dict(own)
+            add(alone, sidecars)
+            floor(inits, alone)
+    floor(total, inits)
+    return total
 
 
 def _host_network_ports(spec: dict, path: str, pod: bool) -> list[FieldError]:

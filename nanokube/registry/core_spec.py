@@ -431,7 +431,7 @@ def _validate_container(c: dict, p: str, kind: str, volume_names: set[str], clai
         errs.append(not_supported(f"{p}.imagePullPolicy", pull, ["Always", "IfNotPresent", "Never"]))
     res = c.get("resources") or {}
     errs += validate_resources(res, f"{p}.resources", claim_names)
-    if _hugepages_alone(res):
+    if hugepages_alone(res):
         errs.append(forbidden(f"{p}.resources", "HugePages require cpu or memory"))
     if policies := c.get("resizePolicy"):
         errs += _validate_resize_policy(policies, f"{p}.resizePolicy", pod_restart)
@@ -1015,7 +1015,7 @@ def validate_resources(res: dict, path: str, claim_names: set[str] | None = None
     return errs
 
 
-def _hugepages_alone(res: dict) -> bool:
+def hugepages_alone(res: dict) -> bool:
     """ValidateContainerResourceRequirements: hugepages asked for without cpu or memory."""
     limits, requests = res.get("limits") or {}, res.get("requests") or {}
     if "cpu" in limits or "memory" in limits or "cpu" in requests or "memory" in requests:

@@ -800,3 +800,39 @@ async def test_zero_values_of_omitempty_fields_are_not_stored(core):
     stored["spec"]["containers"][0]["stdin"] = False
     updated = await asyncio.to_thread(core.replace_namespaced_pod, "z", "default", stored, _preload_content=False)
     assert json.loads(updated.data)["metadata"]["labels"] == {"a": "b"}
+
+
+async def test_pod_level_resources_are_validated(core):
+    """validatePodResources: cpu, memory and hugepages only (a name that is no standard resource
+    is refused first); requests within limits; then validatePodResourceConsistency: a pod-level
+    request covers the containers' aggregate (regular containers and sidecars added, an init
+    container a floor), a container limit stays within the pod's."""
+    def pod(name, resources, *containers, inits=()):
+        return {"metadata": {"name": name}, "spec": {"resources": resources, "initContainers": list(inits),
+                                                      "containers": list(containers)}}
+
+    def c(name, requests=None, limits=None, **extra):
+        return {"name": name, "image": "busybox", **extra,
+                "resources": {k: v for k, v in (("requests", requests), ("limits", limits)) if v}}
+
+    bad = pod("bad", {"requests": {"cpu": "1", "memory": "576Mi", "ephemeral-storage": "1Gi", "cpus": "1"},
+                      "limits": {"cpu": "500m"}},
+              c("a", {"cpu": "500m", "memory": "3Gi"}, {"cpu": "2"}), c("b", {"cpu": "1", "memory": "3Gi"}),
+              inits=[c("side", {"cpu": "250m"}, restartPolicy="Always"), c("init", {"cpu": "1200m"})])
+    with pytest.raises(ApiException) as e:
+        await _call(core.create_namespaced_pod, "default", bad)
+    assert e.value.status == 422, e.value.body
+    r = "spec.resources"
+    assert [(x["field"], x["message"]) for x in json.loads(e.value.body)["details"]["causes"]] == [
+        (f"{r}.requests[cpus]", 'Invalid value: "cpus": must be a standard resource type or fully qualified'),
+        (f"{r}.requests[ephemeral-storage]",
+         'Unsupported value: "ephemeral-storage": supported values: "cpu", "hugepages-", "memory"'),
+        (f"{r}.requests", 'Invalid value: "1": must be less than or equal to cpu limit of 500m'),
+        (f"{r}.requests[cpu]", 'Invalid value: "1": must be greater than or equal to aggregate container requests '
+                               "of 1750m"),
+        (f"{r}.requests[memory]", 'Invalid value: "576Mi": must be greater than or equal to aggregate container '
+                                  "requests of 6Gi"),
+        (f"{r}.containers[0][cpu].limits", 'Invalid value: "2": must be less than or equal to pod limits of 500m')]
+    good = pod("good", {"requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"cpu": "2"}},
+               c("a", {"cpu": "500m", "memory": "3Gi"}), c("b", {"memory": "3Gi"}, {"cpu": "1"}))
+    await _call(core.create_namespaced_pod, "default", good)
