@@ -201,7 +201,12 @@ def _float_text(f: float) -> str:
 
 def _scalar(v: Any) -> Any:
     if type(v) is int and not _INT64[0] <= v <= _INT64[1]:
-        return float(v)
+        # go-yaml resolves an integer past int64 and uint64 as the float ParseFloat makes of it, and one past
+        # float64 too (ParseFloat's range error) as the string it is
+        try:
+            return float(v)
+        except OverflowError:
+            return str(v)
     if type(v) is float and not math.isfinite(v):
         raise yaml.YAMLError(f"error converting YAML to JSON: json: unsupported value: {_float_text(v)}")
     if isinstance(v, (bytes, bytearray)):

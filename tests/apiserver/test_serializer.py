@@ -85,3 +85,29 @@ async def test_a_json_string_that_is_not_utf8_is_decoded_as_gos_decoder_does():
                 assert r.status == 400  # (not JSON either)
     finally:
         await server.stop()
+
+
+async def test_a_yaml_integer_past_float64_is_the_string_go_yaml_resolves_it_to():
+    """go-yaml's resolve takes a plain integer that int64, uint64 and float64 cannot hold as a string (ParseFloat's
+    range error); the conversion to float raised OverflowError, a 500."""
+    import aiohttp
+
+    from nanokube.apiserver.app import APIServer
+    from nanokube.store.memory import MemoryStore
+
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    url = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps"
+    big = "1" + "0" * 400
+    try:
+        async with aiohttp.ClientSession() as s:
+            body = f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\ndata:\n  a: {big}\n  b: 18446744073709551616\n"
+            async with s.post(url, data=body, headers={"Content-Type": "application/yaml"}) as r:
+                assert r.status == 400 and (await r.json())["message"].endswith(  # (2^64: a float, as go-yaml takes it)
+                    "json: cannot unmarshal number into Go struct field ConfigMap.data of type string")
+            async with s.post(url, data=body.replace("  b: 18446744073709551616\n", ""),
+                              headers={"Content-Type": "application/yaml"}) as r:
+                assert r.status == 201, await r.text()
+                assert (await r.json())["data"] == {"a": big}
+    finally:
+        await server.stop()
