@@ -5,9 +5,6 @@ ValidatePodResize). PodStrategy runs the pod's own checks first."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..machinery.quantity import QuantityError, parse_quantity
 from ..machinery.validation import FieldError, forbidden, invalid
 
 EPHEMERAL = "ephemeralcontainers"
@@ -115,9 +112,8 @@ def resize_refusal(new: dict, old: dict) -> FieldError | None:
 
 def validate_resize(new: dict, old: dict, old_qos: str, new_qos: str, errs: list[FieldError]) -> list[FieldError]:
     """ValidatePodResize past the pod's own checks (`errs`, which come first): the QoS class
-    stays, the node reports container resources, no requests or limits go, a memory limit shrinks
-    or appears only with a RestartContainer policy, and nothing but cpu and memory (of containers
-    and sidecars) changes."""
+    stays, the node reports container resources, no requests or limits go, and nothing but cpu and
+    memory (of containers and sidecars) changes."""
     ns, os_ = new.get("spec") or {}, old.get("spec") or {}
     errs = list(errs)
     if old_qos != new_qos:
@@ -135,11 +131,11 @@ def validate_resize(new: dict, old: dict, old_qos: str, new_qos: str, errs: list
         for ix, o in enumerate(old_containers):
             errs += _container_resize(containers[ix], o, f"spec.containers[{ix}].resources")
         for c, o in zip(containers, old_containers):
-            if _without_cpu_memory_changes(c, o) != o:
+            if not _only_cpu_memory_changed(c, o):
                 errs.append(forbidden("spec", _ONLY_CPU_MEMORY))
         for c, o in zip(inits, old_inits):
             if c.get("restartPolicy") == "Always":
-                if _without_cpu_memory_changes(c, o) != o:
+                if not _only_cpu_memory_changed(c, o):
                     errs.append(forbidden("spec", "only cpu and memory resources for sidecar containers are mutable"))
             elif c != o:
                 errs.append(forbidden("spec", "resources for non-sidecar init containers are immutable"))
@@ -161,24 +157,14 @@ def _resize_supported(pod: dict) -> bool:
 
 
 def _container_resize(c: dict, o: dict, path: str) -> list[FieldError]:
-    """validateContainerResize."""
+    """validateContainerResize: no request or limit may go. A memory limit may shrink or appear
+    whatever the resize policy since 1.34 (kubernetes#133012: the kubelet checks the usage first)."""
     res, old = c.get("resources") or {}, o.get("resources") or {}
     errs = []
     if _removed(res.get("requests"), old.get("requests")):
         errs.append(forbidden(f"{path}.requests", "resource requests cannot be removed"))
     if _removed(res.get("limits"), old.get("limits")):
         errs.append(forbidden(f"{path}.limits", "resource limits cannot be removed"))
-    policy = next((p.get("restartPolicy", "") for p in c.get("resizePolicy") or () if p.get("resourceName") == "memory"),
-                  "")
-    if policy in ("NotRequired", ""):
-        new_limit, old_limit = (res.get("limits") or {}).get("memory"), (old.get("limits") or {}).get("memory")
-        if new_limit is not None and old_limit is not None:
-            if _value(new_limit) < _value(old_limit):
-                errs.append(forbidden(f"{path}.limits[memory]",
-                                      "memory limits cannot be decreased unless resizePolicy is RestartContainer"))
-        elif new_limit is not None:
-            errs.append(forbidden(f"{path}.limits[memory]",
-                                  "memory limits cannot be added unless resizePolicy is RestartContainer"))
     return errs
 
 
@@ -186,28 +172,18 @@ def _removed(now: dict | None, before: dict | None) -> bool:
     return any(name not in (now or {}) for name in before or {})
 
 
-def _value(q: Any) -> Any:
-    try:
-        return parse_quantity(str(q))
-    except QuantityError:
-        return 0
-
-
-def _without_cpu_memory_changes(c: dict, o: dict) -> dict:
-    """dropCPUMemoryResourcesFromContainer: `c` with the stored container's cpu and memory (a list
-    the stored container lacks stays absent, and claims go, as upstream's rebuilt requirements
-    hold only limits and requests), to compare with the stored container."""
+def _only_cpu_memory_changed(c: dict, o: dict) -> bool:
+    """Whether `c` differs from the stored container `o` in nothing but its cpu and memory
+    (dropCPUMemoryResourcesFromContainer, then a semantic comparison: an empty list is an absent
+    one). Other resources count even where the stored container has no such list
+    (kubernetes#135084); claims go, as upstream's rebuilt requirements hold only limits and requests."""
     res, old = c.get("resources") or {}, o.get("resources") or {}
     munged = {}
     for bag in ("limits", "requests"):
-        if old.get(bag) is None:
-            continue
         kept = {k: v for k, v in (res.get(bag) or {}).items() if k not in ("cpu", "memory")}
-        kept.update((k, old[bag][k]) for k in ("cpu", "memory") if k in old[bag])
-        munged[bag] = kept
-    out = {**c}
-    if munged or "resources" in o:
-        out["resources"] = munged
-    else:
-        out.pop("resources", None)
-    return out
+        kept.update((k, v) for k, v in (old.get(bag) or {}).items() if k in ("cpu", "memory"))
+        if kept:
+            munged[bag] = kept
+    stored = {k: v for k, v in old.items() if v}
+    return munged == stored and {k: v for k, v in c.items() if k != "resources"} == \
+        {k: v for k, v in o.items() if k != "resources"}

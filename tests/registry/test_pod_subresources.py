@@ -103,9 +103,6 @@ async def test_a_resize_changes_only_resources_and_resize_policies(core):
 @pytest.mark.parametrize("patch, message", [
     (_resize(requests={"cpu": "200m", "memory": "128Mi"}),
      'spec: Invalid value: "Burstable": Pod QOS Class may not change as a result of resizing'),
-    (_resize(limits={"memory": "100Mi"}),
-     "spec.containers[0].resources.limits[memory]: Forbidden: memory limits cannot be decreased unless resizePolicy is "
-     "RestartContainer"),
     (_resize(requests={"ephemeral-storage": "1Gi"}), "spec: Forbidden: only cpu and memory resources are mutable"),
     ({"spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": "150m"}},
                                "resizePolicy": [{"resourceName": "cpu", "restartPolicy": "Sometimes"}]}]}},
@@ -115,6 +112,29 @@ async def test_a_resize_changes_only_resources_and_resize_policies(core):
 async def test_a_resize_is_validated_as_upstream(core, patch, message):
     await _call(core.create_namespaced_pod, "default", _pod("v"))
     assert await _refused(core.patch_namespaced_pod_resize, "v", "default", patch) == f'Pod "v" is invalid: {message}'
+
+
+async def test_a_memory_limit_may_shrink_or_appear_under_the_default_policy(core):
+    """Since 1.34 (kubernetes#133012) ValidatePodResize leaves a memory limit decrease to the
+    kubelet's usage check, whatever the resize policy; adding one is decreasing it from 'max'."""
+    await _call(core.create_namespaced_pod, "default", _pod("m"))
+    pod = await _call(core.patch_namespaced_pod_resize, "m", "default", _resize(limits={"memory": "100Mi"}))
+    assert pod.spec.containers[0].resources.limits == {"cpu": "200m", "memory": "100Mi"}
+    burstable = _pod("a")
+    burstable["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "100m"}}
+    await _call(core.create_namespaced_pod, "default", burstable)
+    pod = await _call(core.patch_namespaced_pod_resize, "a", "default", _resize(limits={"memory": "1Gi"}))
+    assert pod.spec.containers[0].resources.limits == {"memory": "1Gi"}
+
+
+async def test_a_resize_adds_no_other_resource_to_a_container_that_had_none(core):
+    """kubernetes#135084: a container without requests may gain cpu or memory ones only."""
+    best_effort = _pod("b")
+    del best_effort["spec"]["containers"][0]["resources"]
+    await _call(core.create_namespaced_pod, "default", best_effort)
+    assert await _refused(core.patch_namespaced_pod_resize, "b", "default",
+                          _resize(requests={"ephemeral-storage": "1Gi"})) == (
+        'Pod "b" is invalid: spec: Forbidden: only cpu and memory resources are mutable')
 
 
 async def test_requests_and_limits_may_not_be_removed_nor_plain_init_containers_resized(core):
