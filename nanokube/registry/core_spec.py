@@ -245,6 +245,7 @@ def validate_containers(spec: dict, path: str, volume_names: set[str], claim_nam
         errs.append(required(f"{path}.containers"))
     grace = spec.get("terminationGracePeriodSeconds")
     seen: set[str] = set()
+    block_volumes = _block_volumes(spec)
     # ValidatePodSpec's order: the regular containers, then init and ephemeral ones, each named
     # after its common checks (a name already taken is the later list's Duplicate)
     for key in ("containers", "initContainers", "ephemeralContainers"):
@@ -256,7 +257,7 @@ def validate_containers(spec: dict, path: str, volume_names: set[str], claim_nam
             elif msgs := dns1123_label(name):
                 errs += [invalid(f"{p}.name", name, m) for m in msgs]
             errs += _validate_container(c, p, key, volume_names, claim_names, spec.get("restartPolicy"),
-                                        spec.get("hostUsers") is not False)
+                                        spec.get("hostUsers") is not False, block_volumes)
             if key == "initContainers" and (rp := c.get("restartPolicy")) is not None and rp != "Always":
                 errs.append(not_supported(f"{p}.restartPolicy", rp, ["Always"]))
             elif key == "ephemeralContainers":
@@ -406,7 +407,7 @@ def _port_num_or_name(port: Any, path: str) -> list[FieldError]:
 
 
 def _validate_container(c: dict, p: str, kind: str, volume_names: set[str], claim_names: set[str],
-                        pod_restart: str | None, host_users: bool) -> list[FieldError]:
+                        pod_restart: str | None, host_users: bool, block_volumes: frozenset[str]) -> list[FieldError]:
     errs: list[FieldError] = []
     if not c.get("image"):  # its whitespace is a pod's own rule (image_whitespace_errors)
         errs.append(required(f"{p}.image"))
@@ -422,8 +423,11 @@ def _validate_container(c: dict, p: str, kind: str, volume_names: set[str], clai
         errs += _validate_env(env, f"{p}.env")
     if env_from := c.get("envFrom"):
         errs += _validate_env_from(env_from, f"{p}.envFrom")
+    devices = c.get("volumeDevices")
     if mounts := c.get("volumeMounts"):
-        errs += _validate_mounts(mounts, f"{p}.volumeMounts", volume_names, c)
+        errs += _validate_mounts(mounts, f"{p}.volumeMounts", volume_names, c, devices or ())
+    if devices:
+        errs += _validate_devices(devices, mounts or (), f"{p}.volumeDevices", volume_names, block_volumes)
     pull = c.get("imagePullPolicy")
     if not pull:
         errs.append(required(f"{p}.imagePullPolicy"))
@@ -725,7 +729,10 @@ def _object_field_selector(ref: dict, path: str, expressions: tuple[str, ...] = 
     return []
 
 
-def _validate_mounts(mounts: list, path: str, volume_names: set[str], container: dict | None = None) -> list[FieldError]:
+def _validate_mounts(mounts: list, path: str, volume_names: set[str], container: dict | None = None,
+                     devices=()) -> list[FieldError]:
+    """ValidateVolumeMounts; `devices`, the container's volumeDevices: a volume or a path is
+    mounted or attached as a block device, not both."""
     errs: list[FieldError] = []
     seen: set[str] = set()
     for i, m in enumerate(mounts):
@@ -739,6 +746,11 @@ def _validate_mounts(mounts: list, path: str, volume_names: set[str], container:
         elif mp in seen:
             errs.append(invalid(f"{path}[{i}].mountPath", mp, "must be unique"))
         seen.add(mp)
+        if devices:
+            if any(d.get("name") == m.get("name") for d in devices):
+                errs.append(invalid(f"{path}[{i}].name", m.get("name"), "must not already exist in volumeDevices"))
+            if any(d.get("devicePath") == mp for d in devices):
+                errs.append(invalid(f"{path}[{i}].mountPath", mp, "must not already exist as a path in volumeDevices"))
         # as ValidateVolumeMounts reports them: at the list's path, not the mount's
         if sub := m.get("subPath"):
             errs += local_path(sub, f"{path}.subPath", non_reserved=False)
@@ -753,6 +765,54 @@ def _validate_mounts(mounts: list, path: str, volume_names: set[str], container:
                 errs.append(forbidden(f"{path}.mountPropagation",
                                       "Bidirectional mount propagation is available only to privileged containers"))
         errs += _recursive_read_only(m, f"{path}.recursiveReadOnly")
+    return errs
+
+
+def _block_volumes(spec: dict) -> frozenset[str]:
+    """The volumes a container may use as a raw block device (a claim or an ephemeral claim), when
+    some container asks for one (most pods have no volumeDevices: no walk of their volumes)."""
+    if not any(c.get("volumeDevices") for k in ("containers", "initContainers", "ephemeralContainers")
+               for c in spec.get(k) or ()):
+        return frozenset()
+    return frozenset(v.get("name") for v in spec.get("volumes") or ()
+                     if v.get("persistentVolumeClaim") is not None or v.get("ephemeral") is not None)
+
+
+def _validate_devices(devices: list, mounts, path: str, volume_names: set[str],
+                      block_volumes: frozenset[str]) -> list[FieldError]:
+    """ValidateVolumeDevices: a named volume of a claim (or an ephemeral claim), each name and
+    device path once, no '..' in the path, neither the volume nor the path also mounted."""
+    mounted = {m.get("name") for m in mounts}
+    mount_paths = {m.get("mountPath") for m in mounts}
+    names: set[str] = set()
+    paths: set[str] = set()
+    errs: list[FieldError] = []
+    for i, d in enumerate(devices):
+        p = f"{path}[{i}]"
+        name, device = d.get("name") or "", d.get("devicePath") or ""
+        if not name:
+            errs.append(required(f"{p}.name"))
+        if name in names:
+            errs.append(invalid(f"{p}.name", name, "must be unique"))
+        if name in volume_names and name not in block_volumes:
+            errs.append(invalid(f"{p}.name", name,
+                                "can only use volume source type of PersistentVolumeClaim or Ephemeral for block mode"))
+        if name not in volume_names:
+            errs.append(not_found(f"{p}.name", name))
+        if not device:
+            errs.append(required(f"{p}.devicePath"))
+        if device in paths:
+            errs.append(invalid(f"{p}.devicePath", device, "must be unique"))
+        if device and ".." in device.split("/"):
+            errs.append(invalid(f"{p}.devicePath", device, "can not contain backsteps ('..')"))
+        else:
+            paths.add(device)
+        if name in mounted:
+            errs.append(invalid(f"{p}.name", name, "must not already exist in volumeMounts"))
+        if device in mount_paths:
+            errs.append(invalid(f"{p}.devicePath", device, "must not already exist as a path in volumeMounts"))
+        if name:
+            names.add(name)
     return errs
 
 

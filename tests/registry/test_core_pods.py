@@ -836,3 +836,34 @@ async def test_pod_level_resources_are_validated(core):
     good = pod("good", {"requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"cpu": "2"}},
                c("a", {"cpu": "500m", "memory": "3Gi"}), c("b", {"memory": "3Gi"}, {"cpu": "1"}))
     await _call(core.create_namespaced_pod, "default", good)
+
+
+async def test_volume_devices_are_validated(core):
+    """ValidateVolumeDevices, and ValidateVolumeMounts' overlap with them: a block device comes
+    from a claim (or an ephemeral claim) the pod names, each name and path once and without '..',
+    and neither the volume nor the path is also mounted."""
+    pod = {"metadata": {"name": "dev"}, "spec": {
+        "volumes": [{"name": "claim", "persistentVolumeClaim": {"claimName": "c"}}, {"name": "cfg", "emptyDir": {}}],
+        "containers": [{"name": "c", "image": "busybox", "volumeMounts": [{"name": "claim", "mountPath": "/data"}],
+                        "volumeDevices": [{"name": "cfg", "devicePath": "/data"}, {"name": "nope", "devicePath": "/dev/a"},
+                                          {"name": "claim", "devicePath": "/dev/../b"},
+                                          {"name": "nope", "devicePath": "/dev/a"}]}]}}
+    with pytest.raises(ApiException) as e:
+        await _call(core.create_namespaced_pod, "default", pod)
+    assert e.value.status == 422, e.value.body
+    m, d = "spec.containers[0].volumeMounts[0]", "spec.containers[0].volumeDevices"
+    assert [(x["field"], x["message"]) for x in json.loads(e.value.body)["details"]["causes"]] == [
+        (f"{m}.name", 'Invalid value: "claim": must not already exist in volumeDevices'),
+        (f"{m}.mountPath", 'Invalid value: "/data": must not already exist as a path in volumeDevices'),
+        (f"{d}[0].name", 'Invalid value: "cfg": can only use volume source type of PersistentVolumeClaim or '
+                         "Ephemeral for block mode"),
+        (f"{d}[0].devicePath", 'Invalid value: "/data": must not already exist as a path in volumeMounts'),
+        (f"{d}[1].name", 'Not found: "nope"'),
+        (f"{d}[2].devicePath", "Invalid value: \"/dev/../b\": can not contain backsteps ('..')"),
+        (f"{d}[2].name", 'Invalid value: "claim": must not already exist in volumeMounts'),
+        (f"{d}[3].name", 'Invalid value: "nope": must be unique'),
+        (f"{d}[3].name", 'Not found: "nope"'),
+        (f"{d}[3].devicePath", 'Invalid value: "/dev/a": must be unique')]
+    pod["spec"]["containers"][0]["volumeMounts"] = []
+    pod["spec"]["containers"][0]["volumeDevices"] = [{"name": "claim", "devicePath": "/dev/xvda"}]
+    await _call(core.create_namespaced_pod, "default", pod)
