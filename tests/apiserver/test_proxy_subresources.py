@@ -206,6 +206,9 @@ async def test_cors_answers_are_dropped_and_chunked_bodies_stream(env):
      "error trying to reach service: dial tcp 10.244.0.6:80: connect: connection refused"),
     ("pods/https:bare:/proxy/", 503, "ServiceUnavailable",
      "error trying to reach service: dial tcp 10.244.0.6:443: connect: connection refused"),
+    # a pod's port is not looked up by name: Go's transport reads "IP:http" as a host to resolve
+    ("pods/web:http/proxy/", 503, "ServiceUnavailable",
+     "error trying to reach service: dial tcp: lookup 10.244.0.5:http: no such host"),
     ("pods/noip/proxy/", 400, "BadRequest", "address not allowed"),
     ("pods/ftp:web:80/proxy/", 400, "BadRequest", 'invalid pod request "ftp:web:80"'),
     ("pods/a:b:c:d/proxy/", 400, "BadRequest", 'invalid pod request "a:b:c:d"'),
