@@ -14,6 +14,11 @@ headers, then dropped; half of them watch-lists), a create in another body encod
 protobuf, unknown media types) or a read with another Accept header. Also: huge valid label
 selectors (in a list's query and in a body's selector), patches nested past any depth limit,
 applies of /status, and custom resources of a CRD of odd schemas and CEL rules (fuzz_seeds.ODDITIES).
+Also: strategic merge patches of odd directives ($patch, $retainKeys, $setElementOrder/,
+$deleteFromPrimitiveList/ with wrong types, nulls in lists), lists continued with tampered tokens (each a
+400), requests with hostile headers (impersonation, header bytes that are not UTF-8, a Content-Encoding the
+body does not have), bodies of YAML alias bombs, huge numbers, strings that are not UTF-8 and protobuf
+garbage, and a CertificateSigningRequest's /approval and /status.
 `Fuzzer.check` sends it and asserts the server's contract:
 
 - no 5xx, and no answer slower than `SLOW` seconds (nor the probe's, which
@@ -26,6 +31,7 @@ applies of /status, and custom resources of a CRD of odd schemas and CEL rules (
 
 from __future__ import annotations
 
+import base64
 import collections
 import copy
 import functools
@@ -38,7 +44,7 @@ from urllib.parse import quote, urlencode
 import yaml
 from hypothesis import strategies as st
 
-from .fuzz_seeds import CLUSTER_SCOPED, CREATE_ONLY, KINDS, NAMES, PROBE, crds
+from .fuzz_seeds import CLUSTER_SCOPED, CREATE_ONLY, CSR_B64, KINDS, NAMES, PROBE, crds
 from .test_hardening import Raw
 
 NS = "fuzz"
@@ -141,6 +147,16 @@ ENCODINGS = [
     ("application/json", lambda o: json.dumps(o) + " trailing"),
     ("application/json", lambda o: "[" * 200 + "]" * 200),
     ("application/json", lambda o: '{"a": 1e999999}'),
+    ("application/yaml", lambda o: _LAUGHS + "".join(f"{json.dumps(k)}: {json.dumps(v)}\n" for k, v in o.items())
+     if isinstance(o, dict) else _LAUGHS),
+    ("application/yaml", lambda o: "metadata: {name: a}\nmetadata: {name: b}\n"),
+    ("application/json", lambda o: json.dumps(o)[:-1] + ', "fuzzBig": 1' + "0" * 400 + "}" if isinstance(o, dict) else "1" + "0" * 400),
+    ("application/yaml", lambda o: json.dumps(o)[:-1] + ', "fuzzBig": 1' + "0" * 400 + "}" if isinstance(o, dict) else "1" + "0" * 400),
+    ("application/json", lambda o: (json.dumps(o)[:-1] + ', "fuzzText": "').encode() + b'\xc0\x80\xff\\ud800"}'
+     if isinstance(o, dict) else b'"\xff"'),
+    ("application/yaml", lambda o: json.dumps(o).encode() + b"\n# \xff"),
+    ("application/vnd.kubernetes.protobuf", lambda o: b"k8s\x00\x0a\x0f\x0a\x02v1\x12\x09ConfigMap\x12" + bytes(range(255, 0, -1))),
+    ("application/vnd.kubernetes.protobuf", lambda o: b"k8s\x00\x0a\x04\x0a\x02v1\x12\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01"),
     ("application/json; charset=utf-8", lambda o: json.dumps(o)),
     ("application/json;;", lambda o: json.dumps(o)),
     ("application/vnd.kubernetes.protobuf", lambda o: b"k8s\x00" + bytes(range(256))),
@@ -173,6 +189,33 @@ WATCH_QUERY = {
     "includeObject": st.sampled_from(["None", "Object", "Metadata", "bogus"]),
     "timeoutSeconds": st.sampled_from(["0", "-1", "x", "1.5", str(2**63), "3600"]),
 }
+
+
+#: continue tokens a client made up or changed: base64 and JSON that do not decode, fields of the wrong types,
+#: a start key climbing out of the list's prefix; each is a 400 (storage.DecodeContinue's reasons)
+_V1 = '"v":"meta.k8s.io/v1"'
+TAMPERED_CONTINUE = [base64.urlsafe_b64encode(t.encode()).decode().rstrip("=") for t in [
+    "[]", "null", '{"v":', "{" + _V1 + ',"rv":"1","start":1}', "{" + _V1 + ',"rv":1.5,"start":null}',
+    "{" + _V1 + ',"rv":0,"start":"a"}', '{"v":"meta.k8s.io/v2","rv":1,"start":"a"}', '{"rv":1,"start":"a"}',
+    "{" + _V1 + ',"rv":1,"start":"../kube-system/a"}', "{" + _V1 + ',"rv":true,"start":[1]}',
+    "{" + _V1 + ',"rv":99999999999999999999,"start":"a"}']] + ["x", "a b", "====", "%%%"]
+#: headers of a read or a dry-run write: impersonation (always of a user, as upstream answers a group or extra
+#: without one with a deliberate 500), header bytes that are not UTF-8, odd encodings and preconditions
+HOSTILE_HEADERS = {
+    "Impersonate-User": st.sampled_from(["fuzz-nobody", "system:serviceaccount:fuzz:default", "a\xe9b", "system:anonymous",
+                                         "system:serviceaccount:", "system:serviceaccount:a:b:c", "system:node:n", "x" * 5000]),
+    "Impersonate-Group": st.sampled_from(["system:masters", "fuzz", "", "\xff"]),
+    "Impersonate-Uid": st.sampled_from(["u", "", "\xe9"]),
+    "Impersonate-Extra-scopes": st.sampled_from(["a", "", "\xe9"]),
+    "Impersonate-Extra-a%2Fb": st.just("x"),
+    "User-Agent": st.sampled_from(["a\xe9b/1", "\xff", "", "/", "x" * 5000]),
+    "Audit-ID": st.sampled_from(["\xff", "", "x" * 5000]),
+    "Content-Encoding": st.sampled_from(["gzip", "deflate", "br", "identity", "bogus"]),
+    "If-Match": st.sampled_from(["x", "*"]),
+    "Accept-Encoding": st.sampled_from(["gzip", "gzip;q=0", "bogus"]),
+}
+#: YAML whose aliases expand a billionfold (go-yaml refuses it as excessive aliasing)
+_LAUGHS = "".join(f"l{i}: &l{i} [" + ",".join([f"*l{i - 1}"] * 9 if i else ["x"] * 9) + "]\n" for i in range(9))
 
 
 def deep(depth: int) -> Any:
@@ -344,8 +387,8 @@ def requests(draw, fuzzer: Fuzzer):
         obj = _set(obj, path, value)
     verb = "create" if plural in CREATE_ONLY else draw(
         st.sampled_from(["create", "update", "merge", "strategic", "json", "apply", "status", "delete", "list",
-                         "scale", "watch", "encoding", "accept", "subresource"]))
-    if verb in ("scale", "watch", "encoding", "accept", "subresource"):
+                         "scale", "watch", "encoding", "accept", "subresource", "continue", "headers", "directive"]))
+    if verb in ("scale", "watch", "encoding", "accept", "subresource", "continue", "headers"):
         return draw(_other(verb, fuzzer, gv, plural, base, seed["metadata"]["name"], obj, value))
     if verb == "list" and draw(st.booleans()):  # a label selector alone, which alone decides a 400
         return "GET", base, {"labelSelector": draw(st.sampled_from(HOSTILE_SELECTORS))}, None, None, None, None
@@ -407,6 +450,9 @@ def requests(draw, fuzzer: Fuzzer):
             query.update(fieldManager="fuzz", force="true")
             body = json.dumps({"apiVersion": seed["apiVersion"], "kind": kind})[:-1] + ", " + body[1:]
         return "PATCH", f"{base}/{name}", query, body, ctype, name, dry
+    if verb == "directive":  # a strategic merge patch of directives in odd shapes, where the seed has a map or list
+        return "PATCH", f"{base}/{name}", query, json.dumps(draw(_directive(seed))), \
+            "application/strategic-merge-patch+json", name, dry
     if verb == "json":
         op = {"op": "remove", "path": _pointer(path)} if how == "remove" else \
             {"op": draw(st.sampled_from(["add", "replace"])), "path": _pointer(path), "value": value}
@@ -414,6 +460,31 @@ def requests(draw, fuzzer: Fuzzer):
     patch = _nested(path, None if how == "remove" else value)
     ctype = "application/merge-patch+json" if verb == "merge" else "application/strategic-merge-patch+json"
     return "PATCH", f"{base}/{name}", query, json.dumps(patch), ctype, name, dry
+
+
+#: values a directive is given: its own words, others, and values of every other type
+DIRECTIVE_VALUES = ["replace", "delete", "merge", "bogus", "", 1, None, True, [], {}, [None], ["x"], [1], [{}], [{"name": None}],
+                    {"$patch": "delete"}]
+
+
+@st.composite
+def _directive(draw, seed: dict):
+    """A strategic merge patch that puts a directive, or a list of nulls and directive maps, at a map or list of
+    the seed: $patch, $retainKeys, $setElementOrder/<f> and $deleteFromPrimitiveList/<f> of any type."""
+    places = [p for p in _paths(seed, []) if isinstance(_get(seed, p), (dict, list)) and not any(isinstance(x, int) for x in p)]
+    path = draw(st.sampled_from(places))
+    value = draw(st.sampled_from(DIRECTIVE_VALUES))
+    target = _get(seed, path)
+    if isinstance(target, list) or not path:
+        key = path[-1] if path else "metadata"
+        shape = draw(st.sampled_from([[{"$patch": value}], [None], [value], [{"$patch": "delete"}], [{"$patch": "replace"}, value]]))
+        return _nested(path[:-1], {key: shape, f"$setElementOrder/{key}": value}) if draw(st.booleans()) else \
+            _nested(path[:-1] if path else [], {key: shape})
+    fields = sorted(target) or ["x"]
+    directive = draw(st.sampled_from(["$patch", "$retainKeys", f"$setElementOrder/{draw(st.sampled_from(fields))}",
+                                      f"$deleteFromPrimitiveList/{draw(st.sampled_from(fields))}", "$deleteFromPrimitiveList",
+                                      "$setElementOrder"]))
+    return _nested(path, {directive: value, **({} if draw(st.booleans()) else {fields[0]: value})})
 
 
 @st.composite
@@ -458,6 +529,22 @@ def _other(draw, verb: str, fuzzer: Fuzzer, gv: str, plural: str, base: str, nam
             obj["metadata"]["name"] = fuzzer.fresh_name(gv, plural, draw(st.integers(0, 10**9)))
         body = encode(obj)
         return "POST", base, dry, body.encode() if isinstance(body, str) else body, ctype, None, "All"
+    if verb == "continue":  # a tampered token: its 400, whatever the page size
+        return "GET", base, {"limit": draw(st.sampled_from(["1", "2", "0"])), "continue": draw(st.sampled_from(TAMPERED_CONTINUE))}, \
+            None, None, None, None
+    if verb == "headers":  # a read, or a dry-run write of the seed, with hostile headers
+        headers = draw(st.fixed_dictionaries({}, optional=HOSTILE_HEADERS))
+        if any(h.startswith("Impersonate-") for h in headers):
+            headers.setdefault("Impersonate-User", "fuzz-nobody")
+        how = draw(st.sampled_from(["list", "get", "put", "patch"]))
+        if how == "list":
+            return "GET", base, {}, None, None, None, None, headers
+        if how == "get":
+            return "GET", f"{base}/{name}", {}, None, None, None, None, headers
+        if how == "put":
+            return "PUT", f"{base}/{name}", dry, json.dumps(obj), "application/json", name, "All", headers
+        return "PATCH", f"{base}/{name}", dry, json.dumps({"metadata": {"labels": {"fuzz": "h"}}}), \
+            "application/merge-patch+json", name, "All", headers
     if verb == "accept":
         accept = draw(st.sampled_from(ACCEPTS))
         path = base if draw(st.booleans()) else f"{base}/{name}"
@@ -465,7 +552,7 @@ def _other(draw, verb: str, fuzzer: Fuzzer, gv: str, plural: str, base: str, nam
     if verb == "subresource" and plural in SUBRESOURCES:
         sub, ctype, body = draw(st.sampled_from(SUBRESOURCES[plural]))
         body = _set(copy.deepcopy(body), draw(st.sampled_from(_paths(body, [])[1:])), value)
-        method = "PATCH" if ctype.endswith("patch+json") else "PUT" if sub == "ephemeralcontainers" else "POST"
+        method = "PATCH" if ctype.endswith("patch+json") else "PUT" if sub in ("ephemeralcontainers", "approval", "status") else "POST"
         return method, f"{base}/{name}/{sub}", dry, json.dumps(body), ctype, name, "All"
     return "GET", f"{base}/{name}", {}, None, None, None, None
 
@@ -481,6 +568,14 @@ SUBRESOURCES = {
             {"name": "debug", "image": "busybox", "targetContainerName": "c", "stdin": True}]}}),
         ("resize", "application/strategic-merge-patch+json", {"spec": {"containers": [
             {"name": "c", "resources": {"requests": {"cpu": "200m"}}}]}}),
+    ],
+    "certificatesigningrequests": [
+        (sub, "application/json", {"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+                                   "metadata": {"name": "fuzz-seed-certificatesigningrequests"},
+                                   "spec": {"request": CSR_B64, "signerName": "fuzz.example.com/nobody", "usages": ["digital signature"]},
+                                   "status": {"conditions": [{"type": "Approved", "status": "True", "reason": "Fuzz",
+                                                              "message": "m"}], "certificate": ""}})
+        for sub in ("approval", "status")
     ],
     "serviceaccounts": [
         ("token", "application/json", {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {
@@ -602,6 +697,8 @@ class Fuzzer:
         except TimeoutError:  # the server hung (its loop blocked): a failure like a slow answer, not a crash
             raise AssertionError(f"{method} {url} got no answer in {time.monotonic() - start:.0f}s "
                                  f"(the request before: {self.previous})") from None
+        except (ConnectionError, http.client.HTTPException) as e:  # the connection dropped: no answer either
+            raise AssertionError(f"{method} {url} got no answer: {e!r} (the request before: {self.previous})") from None
         took = time.monotonic() - start
         if code >= 400 and isinstance(got, bytes) and headers.get("Content-Type", "").startswith("application/yaml"):
             got = yaml.safe_load(got)
@@ -647,6 +744,8 @@ class Fuzzer:
         code, got = self.send(method, path, body, ctype, query, headers[0] if headers else None)
         if method == "GET" and (query or {}).get("labelSelector") in INVALID_LABEL_SELECTORS:
             assert code == 400, f"labelSelector {query['labelSelector'][:60]!r} on {path} answered {code}, not 400"
+        if method == "GET" and (query or {}).get("continue") in TAMPERED_CONTINUE and set(query) <= {"limit", "continue"}:
+            assert code == 400, f"continue {query['continue']!r} on {path} answered {code}, not 400"
         if code >= 400:
             if before is not None:
                 code_after, after = self.send("GET", f"{base}/{target}")
