@@ -10,7 +10,8 @@ process runtime (runtime/process.py) returns one that runs real processes.
 How long simulated containers run and how they exit is declared on the pod:
 `sim.nanokube.io/run-seconds` (default: forever), `sim.nanokube.io/exit-code`
 (default 0), `sim.nanokube.io/stop-seconds` (time to stop after SIGTERM,
-default 0) and `sim.nanokube.io/pull-seconds` (how long pulling one of its
+default 0), `sim.nanokube.io/stop-exit-code` (how SIGTERM ends it, default
+143) and `sim.nanokube.io/pull-seconds` (how long pulling one of its
 images takes, default 0). Each container start records the kubelet's events:
 Pulling/Pulled (by imagePullPolicy and the images the node holds), Created,
 Started; stopping a running one records Killing.
@@ -37,6 +38,9 @@ log = logging.getLogger(__name__)
 RUN_SECONDS = "sim.nanokube.io/run-seconds"
 EXIT_CODE = "sim.nanokube.io/exit-code"
 STOP_SECONDS = "sim.nanokube.io/stop-seconds"
+STOP_EXIT_CODE = "sim.nanokube.io/stop-exit-code"
+#: how a process that SIGTERM ends exits (128 + 15), as containerd reports it
+SIGTERM_EXIT = 143
 PULL_SECONDS = "sim.nanokube.io/pull-seconds"
 BACKOFF_INITIAL = 10.0
 BACKOFF_MAX = 300.0
@@ -55,6 +59,15 @@ def _annotation(pod: dict, key: str, default: float | None) -> float | None:
     except ValueError:
         log.warning("pod %s: annotation %s=%r is not a number; using %s", pod["metadata"]["name"], key, v, default)
         return default
+
+
+def stop_exit_code(pod: dict, grace: float) -> int:
+    """How a container SIGTERM stops exits: killed (137) when it takes longer than the grace period,
+    else `stop-exit-code`, by default 143, a process the signal ends (0 for one that handles it and
+    exits cleanly). A Job's deleted or evicted pod is then Failed, not Succeeded, as for most programs."""
+    if (_annotation(pod, STOP_SECONDS, 0.0) or 0.0) > grace:
+        return 137
+    return int(_annotation(pod, STOP_EXIT_CODE, SIGTERM_EXIT) or 0)
 
 
 # cached: a cluster runs few distinct images, and every status write names each container's image twice
@@ -395,15 +408,15 @@ class PodWorker:
     async def _restart_container(self, name: str) -> None:
         """Stop one running container and start it again at once (its resize needs a restart): the
         Killing event, its restartCount one more, and lastState how the instance ended (as
-        graceful deletion's: stopped within the grace period, 0; else killed, 137)."""
+        graceful deletion's, stop_exit_code)."""
         path = "spec.containers" if any(c["name"] == name for c in self._containers()) else "spec.initContainers"
         await self._event("Normal", "Killing", f"Container {name} resize requires restart", f"{path}{{{name}}}")
         now = self.clock.rfc3339()
         grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
-        code = 0 if (_annotation(self.pod, STOP_SECONDS, 0.0) or 0.0) <= grace else 137
+        code = stop_exit_code(self.pod, grace)
         spec = next(c for c in self._sidecars() + self._containers() if c["name"] == name)
         self.io.restarted(name, image_ref(spec.get("image", "")), code,
-                          "received SIGTERM" if code == 0 else "was killed after the grace period")
+                          "received SIGTERM" if code != 137 else "was killed after the grace period")
         self.own_last_state[name] = {"terminated": {
             "exitCode": code, "reason": "Completed" if code == 0 else "Error",
             "startedAt": self.own_started.get(name) or self.started_at or now, "finishedAt": now}}
@@ -651,7 +664,7 @@ class PodWorker:
             if running := s["state"].get("running"):
                 self.ephemeral[name] = {**s, "state": {"terminated": {**term, "startedAt": running["startedAt"]}}}
         self.io.ephemeral_exited(term["exitCode"])
-        await self._write(phase, statuses, False, now, "PodCompleted")
+        await self._write(phase, statuses, False, now, "PodCompleted" if phase == "Succeeded" else "PodFailed")
         self.agent.retry_resizes()
         self.agent.ips.release(self.uid)
         await self.agent.claims.unprepare(self.uid)
@@ -660,15 +673,15 @@ class PodWorker:
             await self._delete()
 
     async def _terminate(self) -> None:
-        """Graceful deletion: containers stop after min(grace, stop-seconds);
-        one still running when the grace period ends is killed (137)."""
+        """Graceful deletion: containers stop after min(grace, stop-seconds), exiting as
+        stop_exit_code says (one still running when the grace period ends is killed, 137)."""
         md = self.pod["metadata"]
         grace = md.get("deletionGracePeriodSeconds") or 0
         stop = _annotation(self.pod, STOP_SECONDS, 0.0) or 0.0
         asked = parse_time(md["deletionTimestamp"]) - grace
         await self.clock.sleep(max(asked + min(grace, stop) - self.clock.now(), 0.0))
-        code = 0 if stop <= grace else 137
-        self.io.exited(code, "received SIGTERM" if code == 0 else "was killed after the grace period")
+        code = stop_exit_code(self.pod, grace)
+        self.io.exited(code, "received SIGTERM" if code != 137 else "was killed after the grace period")
         now = self.clock.rfc3339()
         term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
                 "startedAt": self.started_at or now, "finishedAt": now}

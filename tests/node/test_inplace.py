@@ -151,7 +151,7 @@ async def test_a_resize_under_a_restart_container_policy_restarts_that_container
     p = await pods.get("web", "default")
     app, side = p["status"]["containerStatuses"]
     assert (app["restartCount"], side["restartCount"]) == (1, 0)
-    assert app["lastState"]["terminated"]["exitCode"] == 0 and side["lastState"] == {}
+    assert app["lastState"]["terminated"]["exitCode"] == 143 and side["lastState"] == {}  # ended by SIGTERM
     assert app["containerID"] != before["status"]["containerStatuses"][0]["containerID"]
     assert side["containerID"] == before["status"]["containerStatuses"][1]["containerID"]
     assert app["resources"]["limits"]["memory"] == "2Gi" and side["resources"]["limits"]["cpu"] == "2"

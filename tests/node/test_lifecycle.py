@@ -169,6 +169,27 @@ async def test_graceful_deletion_stops_containers_then_removes_the_pod(env):
     assert await eventually(gone(pods, "slow"))
 
 
+async def test_sigterm_ends_a_container_with_143_unless_it_says_otherwise(env):
+    """A deleted (or evicted) pod's container ends by SIGTERM: exit 143, reason Error, the pod Failed
+    (a Job counts it failed and replaces it; deleting a Job's pod no longer completes the Job);
+    `sim.nanokube.io/stop-exit-code: "0"` is a program that handles the signal and exits cleanly."""
+    pods, clock = env
+    await pods.create(pod("plain", grace=30, restart="Never", finalizers=["test.nanokube.io/keep"]))
+    await pods.create(pod("clean", annotations={"sim.nanokube.io/stop-exit-code": "0"}, grace=30, restart="Never",
+                          finalizers=["test.nanokube.io/keep"]))
+    for name in ("plain", "clean"):
+        await eventually(phase_is(pods, name, "Running"))
+        await pods.delete(name, "default")
+    plain = await eventually(phase_is(pods, "plain", "Failed"))
+    clean = await eventually(phase_is(pods, "clean", "Succeeded"))
+    t = plain["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert (t["exitCode"], t["reason"]) == (143, "Error") and cond(plain, "Ready")["reason"] == "PodFailed"
+    t = clean["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert (t["exitCode"], t["reason"]) == (0, "Completed") and cond(clean, "Ready")["reason"] == "PodCompleted"
+    for name in ("plain", "clean"):
+        await pods.patch(name, {"metadata": {"finalizers": None}}, namespace="default")
+
+
 async def test_grace_period_shorter_than_stop_time_kills(env):
     pods, clock = env
     await pods.create(pod("stubborn", annotations={"sim.nanokube.io/stop-seconds": "60"}, grace=2))
@@ -234,9 +255,9 @@ async def test_conditions_keep_their_transition_time_until_their_status_changes(
     assert all(cond(p, t)["lastTransitionTime"] == started for t in ("Initialized", "PodScheduled"))
     await clock.advance(1)
     await pods.delete("loop", "default")  # the finalizer keeps the finished pod to read
-    p = await eventually(phase_is(pods, "loop", "Succeeded"))
+    p = await eventually(phase_is(pods, "loop", "Failed"))  # SIGTERM ends it (143): a terminal pod that failed
     ready = cond(p, "Ready")
-    assert ready["status"] == "False" and ready["reason"] == "PodCompleted"
+    assert ready["status"] == "False" and ready["reason"] == "PodFailed"
     assert ready["lastTransitionTime"] == crashed, "Ready stayed False: its transition time stays"
     await pods.patch("loop", {"metadata": {"finalizers": None}}, namespace="default")
 
