@@ -103,8 +103,9 @@ def image_size(image: str) -> int:
 
 def pulled_message(image: str, seconds: float) -> str:
     """The image manager's Pulled message for a pull that took `seconds` (nothing queued ahead
-    of it here: the time including waiting is the same), as Go prints the durations."""
-    took = go_duration(round(seconds * 1e9))
+    of it here: the time including waiting is the same), truncated to the millisecond and
+    printed as Go prints a Duration."""
+    took = go_duration(int(seconds * 1000) * 1_000_000)
     return f'Successfully pulled image "{image}" in {took} ({took} including waiting). ' \
            f"Image size: {image_size(image)} bytes."
 

@@ -1,11 +1,14 @@
 """Container probes (exec, httpGet, tcpSocket) for processes in network
 namespaces. Network probes connect from the node's namespace to the pod IP,
 as a kubelet does; an exec probe runs its command in the container's
-context through the same launcher as the container."""
+context through the same launcher as the container. Each attempt returns whether it passed
+and, for a failure, the output upstream's probers give (the kubelet's Unhealthy message):
+the command's output, `HTTP probe failed with statuscode: N`, or Go's dial error."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 
 from .netns import open_in_netns
@@ -34,22 +37,30 @@ def _port(container: dict, port) -> int:
     raise ValueError(f"port {port!r} is not a named port of container {container['name']}")
 
 
-async def tcp_probe(netns: str, host: str, port: int) -> bool:
+def _dial_error(host: str, port: int, e: OSError) -> str:
+    """A failed connect as Go's net.Dial words it: dial tcp 10.244.0.5:8080: connect: connection refused."""
+    why = os.strerror(e.errno) if e.errno else (e.strerror or str(e) or type(e).__name__)
+    return f"dial tcp {host}:{port}: connect: {why[:1].lower()}{why[1:]}"
+
+
+async def tcp_probe(netns: str, host: str, port: int) -> tuple[bool, str]:
     try:
         sock = await _connect(netns, host, port)
-    except OSError:
-        return False
+    except OSError as e:
+        return False, _dial_error(host, port, e)
     sock.close()
-    return True
+    return True, ""
 
 
-async def http_probe(netns: str, host: str, port: int, path: str, headers: list[dict], scheme: str) -> bool:
+async def http_probe(netns: str, host: str, port: int, path: str, headers: list[dict],
+                     scheme: str) -> tuple[bool, str]:
+    url = f"{scheme.lower()}://{host}:{port}{path or '/'}"
     if scheme.upper() == "HTTPS":
-        return False  # no TLS client in probes: treated as a failing probe
+        return False, f'Get "{url}": no TLS client in this runtime\'s probes'  # treated as a failing probe
     try:
         sock = await _connect(netns, host, port)
-    except OSError:
-        return False
+    except OSError as e:
+        return False, f'Get "{url}": {_dial_error(host, port, e)}'
     loop = asyncio.get_running_loop()
     try:
         lines = [f"GET {path or '/'} HTTP/1.1", f"Host: {host}:{port}", "User-Agent: kube-probe/1.37",
@@ -63,29 +74,43 @@ async def http_probe(netns: str, host: str, port: int, path: str, headers: list[
                 break
             head += chunk
         parts = head.split(b"\r\n", 1)[0].split()
-        return len(parts) >= 2 and parts[1].isdigit() and int(parts[1]) in HTTP_OK
-    except OSError:
-        return False
+        if not (len(parts) >= 2 and parts[1].isdigit()):
+            return False, f'Get "{url}": malformed HTTP response'
+        if int(parts[1]) not in HTTP_OK:
+            return False, f"HTTP probe failed with statuscode: {int(parts[1])}"
+        return True, ""
+    except OSError as e:
+        return False, f'Get "{url}": {os.strerror(e.errno) if e.errno else e}'
     finally:
         sock.close()
 
 
-async def run_probe(probe: dict, container: dict, node_ns: str, pod_ip: str, exec_probe) -> bool:
-    """One attempt of `probe`, bounded by its timeoutSeconds (default 1);
-    `exec_probe(argv, timeout)` runs an exec probe's command and returns its exit code."""
+async def run_probe(probe: dict, container: dict, node_ns: str, pod_ip: str, exec_probe) -> tuple[bool, str]:
+    """One attempt of `probe`, bounded by its timeoutSeconds (default 1): whether it passed, and
+    its output; `exec_probe(argv, timeout)` runs an exec probe's command and returns its exit code
+    and output."""
     timeout = float(probe.get("timeoutSeconds") or 1)
     try:
         if "exec" in probe:
-            return await exec_probe((probe["exec"] or {}).get("command") or [], timeout) == 0
+            code, output = await exec_probe((probe["exec"] or {}).get("command") or [], timeout)
+            return code == 0, output
         if "httpGet" in probe:
             h = probe["httpGet"]
-            check = http_probe(node_ns, h.get("host") or pod_ip, _port(container, h["port"]), h.get("path", "/"),
-                               h.get("httpHeaders") or [], h.get("scheme", "HTTP"))
+            host, port = h.get("host") or pod_ip, _port(container, h["port"])
+            check = http_probe(node_ns, host, port, h.get("path", "/"), h.get("httpHeaders") or [],
+                               h.get("scheme", "HTTP"))
+            late = f'Get "{h.get("scheme", "HTTP").lower()}://{host}:{port}{h.get("path") or "/"}": context ' \
+                   "deadline exceeded (Client.Timeout exceeded while awaiting headers)"
         elif "tcpSocket" in probe:
             t = probe["tcpSocket"]
-            check = tcp_probe(node_ns, t.get("host") or pod_ip, _port(container, t["port"]))
+            host, port = t.get("host") or pod_ip, _port(container, t["port"])
+            check = tcp_probe(node_ns, host, port)
+            late = f"dial tcp {host}:{port}: i/o timeout"
         else:
-            return False
-        return await asyncio.wait_for(check, timeout)
-    except (TimeoutError, ValueError):
-        return False
+            return False, "missing probe handler"
+        try:
+            return await asyncio.wait_for(check, timeout)
+        except TimeoutError:
+            return False, late
+    except ValueError as e:
+        return False, str(e)

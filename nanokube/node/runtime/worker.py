@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING
 from ...machinery import errors
 from ...machinery.streaming import StreamFailed, executable_not_found
 from ...clock import parse_time
-from ..lifecycle import BACKOFF_MAX, PodWorker, image_id, image_ref
+from .. import inplace
+from ..lifecycle import BACKOFF_MAX, PodWorker, field_path, image_id, image_ref
 from .netns import NetnsError
 from .probes import run_probe
 from . import stdio
@@ -74,6 +75,8 @@ class Container:
     logs: list[FileContainerLog] = field(default_factory=list)  # one per instance, the last is current
     io: ContainerIO = field(default_factory=ContainerIO)
     cpu: CPUSamples = field(default_factory=CPUSamples)
+    #: stopped to take a resize its policy restarts it for: started again at once, no back-off
+    resize_restart: bool = False
 
     @property
     def name(self) -> str:
@@ -98,6 +101,8 @@ class ProcessPodWorker(PodWorker):
         self._creating: asyncio.Future | None = None
         self.containers: dict[str, Container] = {}
         self.inits: dict[str, Container] = {}
+        #: the ephemeral containers started (`kubectl debug`), by name; never restarted
+        self.debug: dict[str, Container] = {}
         self._initializing = False
         self._children: list[asyncio.Task] = []
         self._stopping = asyncio.Event()
@@ -119,32 +124,40 @@ class ProcessPodWorker(PodWorker):
     async def _prepare(self) -> None:
         """Log directories, mount targets and environments of every container."""
         self._log_root = os.path.join(self.runtime.state_dir, "logs", f"{self.namespace}_{self.name}_{self.uid}")
-        vols = self.agent.volumes
-        #: volumes every mount of is read-only: a claim the pod takes with `readOnly: true`
-        read_only = {v["name"] for v in (self.pod.get("spec") or {}).get("volumes") or []
-                     if (v.get("persistentVolumeClaim") or {}).get("readOnly")}
         init_specs = (self.pod.get("spec") or {}).get("initContainers") or []
         self._initializing = bool(init_specs)
         for spec in init_specs + self._containers():
-            c = Container(spec, log_dir=os.path.join(self._log_root, spec["name"]))
+            c = await self._set_up(Container(spec))
             if spec in init_specs:
                 self.inits[c.name] = c
             else:
                 self.containers[c.name] = c
                 if init_specs:
                     c.state = {"waiting": {"reason": "PodInitializing"}}
-            os.makedirs(c.log_dir, exist_ok=True)
-            mounts = self._mounts[c.name] = []
-            for vm in spec.get("volumeMounts") or []:
-                src = vols.volume_dir(self.uid, vm["name"])
-                if vm.get("subPath"):
-                    src = os.path.join(src, vm["subPath"])
-                if not os.path.exists(src):
-                    os.makedirs(src, exist_ok=True)
-                self.runtime.claim_mountpoint(vm["mountPath"], os.path.isfile(src))
-                mounts.append((src, vm["mountPath"], bool(vm.get("readOnly")) or vm["name"] in read_only))
-            self._env[c.name] = await self._environment(spec)
+        # what the containers start with is allocated to them (the processes run unconfined)
+        self.allocated = inplace.desired(self.pod)
+        self._actuate()
         self.runtime.pods[(self.namespace, self.name)] = self
+
+    async def _set_up(self, c: Container) -> Container:
+        """A container's log directory, mount targets and environment."""
+        spec = c.spec
+        c.log_dir = os.path.join(self._log_root, spec["name"])
+        # volumes every mount of is read-only: a claim the pod takes with `readOnly: true`
+        read_only = {v["name"] for v in (self.pod.get("spec") or {}).get("volumes") or []
+                     if (v.get("persistentVolumeClaim") or {}).get("readOnly")}
+        os.makedirs(c.log_dir, exist_ok=True)
+        mounts = self._mounts[c.name] = []
+        for vm in spec.get("volumeMounts") or []:
+            src = self.agent.volumes.volume_dir(self.uid, vm["name"])
+            if vm.get("subPath"):
+                src = os.path.join(src, vm["subPath"])
+            if not os.path.exists(src):
+                os.makedirs(src, exist_ok=True)
+            self.runtime.claim_mountpoint(vm["mountPath"], os.path.isfile(src))
+            mounts.append((src, vm["mountPath"], bool(vm.get("readOnly")) or vm["name"] in read_only))
+        self._env[c.name] = await self._environment(spec)
+        return c
 
     async def _environment(self, spec: dict) -> dict[str, str]:
         env = {"PATH": DEFAULT_PATH, "HOSTNAME": self.name, "HOME": "/root"}
@@ -190,7 +203,7 @@ class ProcessPodWorker(PodWorker):
 
     async def _teardown(self) -> None:
         """Kill what is left; remove the pod's namespace and the mount targets made for it."""
-        for c in self._all():
+        for c in [*self._all(), *self.debug.values()]:
             _kill(c, signal.SIGKILL)
         if self._creating is not None:
             await asyncio.gather(self._creating, return_exceptions=True)
@@ -226,12 +239,15 @@ class ProcessPodWorker(PodWorker):
         self._children.append(flow)
         while not self.deleting() and not flow.done():
             self.changed.clear()
+            await self._sync_spec()  # an ephemeral container added, a resize
             waiter = asyncio.ensure_future(self.changed.wait())
             await asyncio.wait([flow, waiter], return_when=asyncio.FIRST_COMPLETED)
             waiter.cancel()
         if not flow.done():
             md = self.pod["metadata"]
-            await self._kill_gracefully(list(self._all()), parse_time(md["deletionTimestamp"]))
+            await self._kill_gracefully([*self._all(), *self.debug.values()], parse_time(md["deletionTimestamp"]))
+        for c in self.debug.values():  # the app containers are done: what is left of a debug session goes
+            _kill(c, signal.SIGKILL)
         await asyncio.gather(*self._children)
         ended = [c for c in self._all() if not c.sidecar]
         codes = [(c.state.get("terminated") or c.last_state.get("terminated") or {}).get("exitCode", 0)
@@ -283,6 +299,7 @@ class ProcessPodWorker(PodWorker):
         """No more restarts; SIGTERM now and SIGKILL for whatever still runs at `deadline` (wall clock)."""
         self._stopping.set()
         running = [c for c in containers if c.proc and c.proc.returncode is None]
+        await self._kill_events([c.spec for c in running if not c.sidecar] + [c.spec for c in running if c.sidecar][::-1])
         for c in running:
             _kill(c, signal.SIGTERM)
         waits = [asyncio.ensure_future(c.proc.wait()) for c in running]
@@ -321,7 +338,10 @@ class ProcessPodWorker(PodWorker):
         """Run `c` until it exits and `restart(exit code)` says no (or the pod
         stops), with crash-loop backoff in between; returns the last exit code."""
         while True:
+            await self._ensure_image(c.spec)
             await self._spawn(c)
+            for reason in ("Created", "Started"):
+                await self._event("Normal", reason, f"Container {reason.lower()}", field_path(self.pod, c.name))
             started = self.clock.rfc3339()
             c.state = {"running": {"startedAt": started}}
             probed = any(c.spec.get(k) for k in ("startupProbe", "readinessProbe", "livenessProbe"))
@@ -339,6 +359,10 @@ class ProcessPodWorker(PodWorker):
             term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "startedAt": started,
                     "finishedAt": self.clock.rfc3339(), "containerID": self._container_id(c)}
             c.state = {"terminated": term}
+            if c.resize_restart and not self._stopping.is_set():
+                c.resize_restart = False
+                c.last_state, c.restarts = {"terminated": term}, c.restarts + 1
+                continue
             if self._stopping.is_set() or not restart(code):
                 await self._publish()
                 return code
@@ -377,8 +401,8 @@ class ProcessPodWorker(PodWorker):
 
     async def _kill_unhealthy(self, c: Container, kind: str) -> None:
         """A failed startup or liveness probe: the container is killed and its restartPolicy decides what follows."""
-        await self._event("Warning", "Unhealthy", f"{kind} probe failed")
-        await self._event("Normal", "Killing", f"Container {c.name} failed {kind.lower()} probe, will be restarted")
+        await self._event("Normal", "Killing", f"Container {c.name} failed {kind.lower()} probe, will be restarted",
+                          field_path(self.pod, c.name))
         grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
         _kill(c, signal.SIGTERM)
         try:
@@ -397,8 +421,11 @@ class ProcessPodWorker(PodWorker):
         node_ns = self.runtime.net.nodes[self.agent.name][0]
         await self.clock.sleep(float(p.get("initialDelaySeconds") or 0))
         while True:
-            passed = await run_probe(p, c.spec, node_ns, self.ip, lambda argv, t: self._exec(c, argv, t))
+            passed, output = await run_probe(p, c.spec, node_ns, self.ip, lambda argv, t: self._exec(c, argv, t))
             ok, fail = (ok + 1, 0) if passed else (0, fail + 1)
+            if not passed:  # the prober's Unhealthy, for every failed attempt
+                kind = "Readiness" if until_success is None else "Startup" if until_success else "Liveness"
+                await self._event("Warning", "Unhealthy", f"{kind} probe failed: {output}", field_path(self.pod, c.name))
             if until_success is not None:
                 if until_success and passed:
                     return True
@@ -411,28 +438,70 @@ class ProcessPodWorker(PodWorker):
                     await self._publish()
             await self.clock.sleep(period)
 
-    async def _exec(self, c: Container, argv: list[str], timeout: float) -> int:
-        """An exec probe: `argv` in the container's context; a timeout counts as failure (-1)."""
+    async def _exec(self, c: Container, argv: list[str], timeout: float) -> tuple[int, str]:
+        """An exec probe: `argv` in the container's context; its exit code and output (stdout and
+        stderr together, the first 10 KiB as upstream reads); a timeout fails it (-1) with the
+        prober's `command "..." timed out`."""
         if not argv:
-            return -1
+            return -1, ""
         proc = await asyncio.create_subprocess_exec(*self._launch_argv(c, argv), stdin=asyncio.subprocess.DEVNULL,
-                                                    stdout=asyncio.subprocess.DEVNULL,
-                                                    stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
+                                                    stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.STDOUT, start_new_session=True)
         try:
-            return await asyncio.wait_for(proc.wait(), timeout)
+            out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+            return proc.returncode, out[:10240].decode(errors="replace")
         except TimeoutError:
             os.killpg(proc.pid, signal.SIGKILL)
             await proc.wait()
-            return -1
+            return -1, f'command "{" ".join(argv)}" timed out'
+
+    # --- what changes of a running pod's spec (PodWorker._sync_spec decides) --------------
+
+    def _start_ephemeral(self) -> bool:
+        """Start the ephemeral containers the spec gained as processes of the pod, each run once;
+        whether there were any."""
+        started = False
+        for spec in (self.pod.get("spec") or {}).get("ephemeralContainers") or ():
+            if spec.get("name") in self.debug:
+                continue
+            c = self.debug[spec["name"]] = Container(spec)
+            self._children.append(asyncio.create_task(self._start_debug(c)))
+            started = True
+        return started
+
+    async def _start_debug(self, c: Container) -> None:
+        await self._container_loop(await self._set_up(c), lambda _code: False)
+
+    async def _write_running(self, now: str) -> None:
+        await self._publish()
+
+    async def _restart_container(self, name: str) -> None:
+        """A resize its policy restarts the container for: the process is stopped (SIGTERM, then
+        SIGKILL after the pod's grace) and its loop starts it again at once, restartCount one more."""
+        c = self.containers.get(name) or self.inits[name]
+        path = "spec.containers" if name in self.containers else "spec.initContainers"
+        await self._event("Normal", "Killing", f"Container {name} resize requires restart", f"{path}{{{name}}}")
+        if c.proc is None or c.proc.returncode is not None:
+            return
+        c.resize_restart = True
+        _kill(c, signal.SIGTERM)
+        grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+        try:
+            await asyncio.wait_for(asyncio.shield(c.proc.wait()), grace)
+        except TimeoutError:
+            _kill(c, signal.SIGKILL)
 
     # --- streaming (node/streaming.py) ------------------------------------------------
 
+    def _named(self, container: str) -> Container | None:
+        return self.containers.get(container) or self.inits.get(container) or self.debug.get(container)
+
     def has_container(self, container: str) -> bool:
-        c = self.containers.get(container) or self.inits.get(container)
+        c = self._named(container)
         return c is not None and c.instances > 0
 
     def _running(self, container: str) -> Container:
-        c = self.containers.get(container) or self.inits.get(container)
+        c = self._named(container)
         if c is None or c.proc is None or c.proc.returncode is not None:
             raise StreamFailed(f'container "{container}" in pod "{self.name}" is not running')
         return c
@@ -454,7 +523,7 @@ class ProcessPodWorker(PodWorker):
         return await stdio.connect(self.netns, port)
 
     async def logs(self, container: str, options):
-        c = self.containers.get(container) or self.inits.get(container)
+        c = self._named(container)
         if c is None or not c.logs:
             raise errors.bad_request(f'container "{container}" in pod "{self.name}" is waiting to start: '
                                      f"ContainerCreating")
@@ -469,7 +538,9 @@ class ProcessPodWorker(PodWorker):
     def _container_id(self, c: Container) -> str:
         return "containerd://" + hashlib.sha256(f"{self.uid}/{c.name}/{c.instances}".encode()).hexdigest()
 
-    def _statuses(self, containers=None) -> list[dict]:
+    def _statuses(self, containers=None, resources: bool = True) -> list[dict]:
+        """The containers' statuses; a running one's with what was allocated to it and what it
+        runs with (`resources`: not for ephemeral containers, which have none)."""
         out = []
         for c in self.containers.values() if containers is None else containers:
             s = {"name": c.name, "state": c.state, "lastState": c.last_state, "ready": c.ready,
@@ -477,6 +548,10 @@ class ProcessPodWorker(PodWorker):
                  "imageID": image_id(c.spec.get("image", "")), "started": c.started}
             if c.instances:
                 s["containerID"] = self._container_id(c)
+            if resources and "running" in c.state:
+                if requests := (self.allocated.get(c.name) or {}).get("requests"):
+                    s["allocatedResources"] = requests
+                s["resources"] = self.reported.get(c.name) or {}
             out.append(s)
         return out
 
@@ -493,7 +568,9 @@ class ProcessPodWorker(PodWorker):
             statuses = self._statuses()
             sidecars = [c for c in self.inits.values() if c.sidecar]
             ready = not self._initializing and all(c.ready for c in [*self.containers.values(), *sidecars])
-            key = json.dumps([statuses, self._init_statuses("", True), ready], sort_keys=True).encode()
+            self.ephemeral = {s["name"]: s for s in self._statuses(self.debug.values(), resources=False)}
+            key = json.dumps([statuses, self._init_statuses("", True), ready, self.ephemeral, self.resize_conditions,
+                              self.pod["metadata"].get("generation")], sort_keys=True).encode()
             if key == self._published or (self.deleting() and self._stopping.is_set()):
                 return
             self._published = key

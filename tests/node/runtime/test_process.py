@@ -11,6 +11,7 @@ import pytest
 from nanokube.apiserver.loopback import connector
 from nanokube.machinery.errors import APIError
 from nanokube.node.cluster import default_cluster
+from nanokube.node.lifecycle import pulled_message
 from nanokube.node.manager import NodeManager
 from nanokube.node.runtime.netns import list_netns
 from nanokube.node.runtime.process import ProcessRuntime
@@ -279,3 +280,64 @@ async def test_env_from_a_file_an_init_container_wrote(env):
     await pods.create(p)
     await eventually(status_of(pods, "envfile", phase("Succeeded")), ATTEMPTS)
     assert (await log_of(rt, "envfile")).decode().splitlines() == ["db:5432|fast mode|unset"]
+
+
+async def kubelet_events(client, name):
+    """(type, reason, fieldPath, message, count) of the kubelet's Events on pod `name`, in the order
+    each was first written (a counted repeat patches the first one's Event, whose name says when)."""
+    items, _ = await client.resource("", "v1", "events").list(namespace="default")
+    mine = sorted((e for e in items if e["involvedObject"]["name"] == name and e["source"]["component"] == "kubelet"),
+                  key=lambda e: int(e["metadata"]["name"].rsplit(".", 1)[1], 16))  # the first one's order
+    return [(e["type"], e["reason"], e["involvedObject"].get("fieldPath", ""), e["message"], e["count"]) for e in mine]
+
+
+async def test_container_events_and_an_unhealthy_event_for_each_failed_probe(env):
+    """Pulling/Pulled, Created and Started as each process starts; every failed probe attempt records
+    Unhealthy with the probe's output on the container's fieldPath (counted), and the liveness
+    failure Killing."""
+    client, _, _ = env
+    pods = client.resource("", "v1", "pods")
+    await pods.create(pod("sick", ["sleep", "300"], restart="Always", grace=1,
+                          readinessProbe={"exec": {"command": ["sh", "-c", "echo not ready yet; exit 1"]},
+                                          "periodSeconds": 1},
+                          livenessProbe={"exec": {"command": ["sh", "-c", "echo dead >&2; exit 1"]}, "periodSeconds": 1,
+                                         "failureThreshold": 2}))
+    path = "spec.containers{main}"
+
+    async def killed():
+        ev = await kubelet_events(client, "sick")
+        return ev if any(r == "Killing" for _, r, _, _, _ in ev) and \
+            any(r == "Unhealthy" and n >= 2 and "Readiness" in m for _, r, _, m, n in ev) else None
+    ev = await eventually(killed, ATTEMPTS)
+    assert [e[:4] for e in ev[:4]] == [("Normal", "Pulling", path, 'Pulling image "busybox:1.36"'),
+                                       ("Normal", "Pulled", path, pulled_message("busybox:1.36", 0)),
+                                       ("Normal", "Created", path, "Container created"),
+                                       ("Normal", "Started", path, "Container started")]
+    assert ev[0][4] == ev[1][4] == 1  # pulled once (IfNotPresent), started again on each restart
+    unhealthy = {m: n for _, r, f, m, n in ev if r == "Unhealthy" and f == path}
+    assert unhealthy["Liveness probe failed: dead\n"] >= 2 and unhealthy["Readiness probe failed: not ready yet\n"] >= 2
+    assert ("Normal", "Killing", path, "Container main failed liveness probe, will be restarted") in \
+        [e[:4] for e in ev]
+
+
+async def test_a_refused_probe_says_what_go_would_and_deletion_kills(env):
+    """A refused connection in Go's words; deleting the pod records Killing 'Stopping container'."""
+    client, _, _ = env
+    pods = client.resource("", "v1", "pods")
+    await pods.create(pod("refused", ["sleep", "300"], restart="Always",
+                              readinessProbe={"httpGet": {"port": 8080, "path": "/healthz"}, "periodSeconds": 1},
+                              startupProbe={"tcpSocket": {"port": 9}, "periodSeconds": 1, "failureThreshold": 100}))
+
+    async def unhealthy():
+        ev = await kubelet_events(client, "refused")
+        return [m for _, r, _, m, _ in ev if r == "Unhealthy"] or None
+    messages = await eventually(unhealthy, ATTEMPTS)
+    ip = (await pods.get("refused", "default"))["status"]["podIP"]
+    assert messages == [f"Startup probe failed: dial tcp {ip}:9: connect: connection refused"]
+    await pods.delete("refused", "default")  # (before the spam filter's 25 Events on the pod are spent)
+
+    async def stopped():
+        ev = await kubelet_events(client, "refused")
+        return ev if ("Normal", "Killing", "spec.containers{main}", "Stopping container main") in \
+            [e[:4] for e in ev] else None
+    await eventually(stopped, ATTEMPTS)
