@@ -93,18 +93,19 @@ class Subresources:
             if m in ("PUT", "PATCH"):
                 if m == "PUT":
                     body, opts = await h._update_input(request)
+                    body = _typed(body, "io.k8s.api.autoscaling.v1.Scale", "Scale", "v1")
                 else:
                     ctype = h._patch_media(request, res)
                     raw = await h._raw(request)
                     opts = h._write_opts(request)  # after the media type and the body, as upstream's patch handler
                     current = await self.get_scale(res, namespace, name)
-                    body = await self._patch_scale(current, ctype, raw)
+                    # (typed before its metadata is read: a patch may leave anything there, or at the root)
+                    body = _typed(await self._patch_scale(current, ctype, raw), "io.k8s.api.autoscaling.v1.Scale", "Scale", "v1")
                     md = body.get("metadata") or {}
                     if md.get("resourceVersion") == current["metadata"].get("resourceVersion"):
                         # the patch named no resourceVersion: like upstream's update loop, a
                         # concurrent write (a controller's status) is retried, not a conflict
                         body["metadata"] = {k: v for k, v in md.items() if k != "resourceVersion"}
-                body = _typed(body, "io.k8s.api.autoscaling.v1.Scale", "Scale", "v1")
                 check_target(body.get("metadata") or {}, name, namespace)
                 opts.field_manager = opts.field_manager or request.headers.get("User-Agent", "unknown").split("/")[0]
                 applied = m == "PATCH" and request.content_type == "application/apply-patch+yaml"

@@ -142,6 +142,26 @@ async def test_a_write_through_scale_or_a_patch_that_names_another_object_is_a_b
         assert (await call(c, "PUT", f"{DEPLOYMENTS}/d/scale", scale(2), "m"))["spec"]["replicas"] == 2
 
 
+
+async def test_a_scale_patch_that_leaves_no_object_metadata_is_the_scales_decode_error(tmp_path):
+    """A patch of /scale whose result has a metadata that is no ObjectMeta (or is no object at all) is the 400 of
+    decoding it as a Scale, whatever the patch type; its metadata was read first, a 500 ('int' object has no
+    attribute 'get'), found by the fuzz helper's subresource probes."""
+    words = 'Scale in version "v1" cannot be handled as a Scale: json: cannot unmarshal {} into Go struct field ' \
+            'Scale.metadata of type v1.ObjectMeta'
+    async with served(tmp_path) as (_, c):
+        await call(c, "POST", DEPLOYMENTS, deployment(1), "app")
+        cases = [({"metadata": "x"}, "application/merge-patch+json", "string"),
+                 ({"metadata": 1}, "application/strategic-merge-patch+json", "number"),
+                 ([{"op": "replace", "path": "/metadata", "value": [1]}], "application/json-patch+json", "array"),
+                 ({**scale(2), "metadata": True}, APPLY, "bool")]
+        for body, ctype, what in cases:
+            assert await refused(c, "PATCH", f"{DEPLOYMENTS}/d/scale", body, "m", ctype, force=ctype == APPLY) == (
+                400, words.format(what)), ctype
+        root = [{"op": "replace", "path": "", "value": 1}]
+        assert (await refused(c, "PATCH", f"{DEPLOYMENTS}/d/scale", root, "m", "application/json-patch+json"))[0] == 422
+        assert (await call(c, "GET", f"{DEPLOYMENTS}/d"))["spec"]["replicas"] == 1
+
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 
 
