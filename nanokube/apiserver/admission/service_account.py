@@ -171,6 +171,7 @@ class ServiceAccount:
         if not self.applies(a) or a.operation != "CREATE" or a.subresource:
             return
         md, spec = a.obj.setdefault("metadata", {}), a.obj.setdefault("spec", {})
+        sa = None
         if MIRROR not in (md.get("annotations") or {}):
             if not spec.get("serviceAccountName"):
                 spec["serviceAccountName"] = DEFAULT
@@ -180,9 +181,11 @@ class ServiceAccount:
                 _mount_token(spec, self.rest.name_suffix)
             if not spec.get("imagePullSecrets") and sa.get("imagePullSecrets"):
                 spec["imagePullSecrets"] = [{"name": s.get("name", "")} for s in sa["imagePullSecrets"]]
-        await self.validate(a)
+        await self.validate(a, sa)
 
-    async def validate(self, a) -> None:
+    async def validate(self, a, sa: dict | None = None) -> None:
+        """`sa`: the pod's account as admit just read it (the validating phase reads it again: a
+        webhook may have named another)."""
         if not self.applies(a):
             return
         spec = a.obj.get("spec") or {}
@@ -197,7 +200,8 @@ class ServiceAccount:
         name = spec.get("serviceAccountName")
         if not name:
             raise self._refuse(a, f"no service account specified for pod {a.namespace}/{a.obj['metadata'].get('name', '')}")
-        sa = await self._account(a, name)
+        if sa is None or sa["metadata"]["name"] != name:
+            sa = await self._account(a, name)
         if self._enforces(sa):
             why = _unlisted_secret(sa, spec)
             if why:
