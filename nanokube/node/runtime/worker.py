@@ -33,7 +33,7 @@ from ...machinery import errors
 from ...machinery.streaming import StreamFailed, executable_not_found
 from ...clock import parse_time
 from .. import inplace
-from ..lifecycle import BACKOFF_MAX, PodWorker, image_id, image_ref
+from ..lifecycle import BACKOFF_MAX, PodWorker, field_path, image_id, image_ref
 from .netns import NetnsError
 from .probes import run_probe
 from . import stdio
@@ -299,6 +299,7 @@ class ProcessPodWorker(PodWorker):
         """No more restarts; SIGTERM now and SIGKILL for whatever still runs at `deadline` (wall clock)."""
         self._stopping.set()
         running = [c for c in containers if c.proc and c.proc.returncode is None]
+        await self._kill_events([c.spec for c in running if not c.sidecar] + [c.spec for c in running if c.sidecar][::-1])
         for c in running:
             _kill(c, signal.SIGTERM)
         waits = [asyncio.ensure_future(c.proc.wait()) for c in running]
@@ -337,7 +338,10 @@ class ProcessPodWorker(PodWorker):
         """Run `c` until it exits and `restart(exit code)` says no (or the pod
         stops), with crash-loop backoff in between; returns the last exit code."""
         while True:
+            await self._ensure_image(c.spec)
             await self._spawn(c)
+            for reason in ("Created", "Started"):
+                await self._event("Normal", reason, f"Container {reason.lower()}", field_path(self.pod, c.name))
             started = self.clock.rfc3339()
             c.state = {"running": {"startedAt": started}}
             probed = any(c.spec.get(k) for k in ("startupProbe", "readinessProbe", "livenessProbe"))
@@ -397,8 +401,8 @@ class ProcessPodWorker(PodWorker):
 
     async def _kill_unhealthy(self, c: Container, kind: str) -> None:
         """A failed startup or liveness probe: the container is killed and its restartPolicy decides what follows."""
-        await self._event("Warning", "Unhealthy", f"{kind} probe failed")
-        await self._event("Normal", "Killing", f"Container {c.name} failed {kind.lower()} probe, will be restarted")
+        await self._event("Normal", "Killing", f"Container {c.name} failed {kind.lower()} probe, will be restarted",
+                          field_path(self.pod, c.name))
         grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
         _kill(c, signal.SIGTERM)
         try:
@@ -417,8 +421,11 @@ class ProcessPodWorker(PodWorker):
         node_ns = self.runtime.net.nodes[self.agent.name][0]
         await self.clock.sleep(float(p.get("initialDelaySeconds") or 0))
         while True:
-            passed = await run_probe(p, c.spec, node_ns, self.ip, lambda argv, t: self._exec(c, argv, t))
+            passed, output = await run_probe(p, c.spec, node_ns, self.ip, lambda argv, t: self._exec(c, argv, t))
             ok, fail = (ok + 1, 0) if passed else (0, fail + 1)
+            if not passed:  # the prober's Unhealthy, for every failed attempt
+                kind = "Readiness" if until_success is None else "Startup" if until_success else "Liveness"
+                await self._event("Warning", "Unhealthy", f"{kind} probe failed: {output}", field_path(self.pod, c.name))
             if until_success is not None:
                 if until_success and passed:
                     return True
@@ -431,19 +438,22 @@ class ProcessPodWorker(PodWorker):
                     await self._publish()
             await self.clock.sleep(period)
 
-    async def _exec(self, c: Container, argv: list[str], timeout: float) -> int:
-        """An exec probe: `argv` in the container's context; a timeout counts as failure (-1)."""
+    async def _exec(self, c: Container, argv: list[str], timeout: float) -> tuple[int, str]:
+        """An exec probe: `argv` in the container's context; its exit code and output (stdout and
+        stderr together, the first 10 KiB as upstream reads); a timeout fails it (-1) with the
+        prober's `command "..." timed out`."""
         if not argv:
-            return -1
+            return -1, ""
         proc = await asyncio.create_subprocess_exec(*self._launch_argv(c, argv), stdin=asyncio.subprocess.DEVNULL,
-                                                    stdout=asyncio.subprocess.DEVNULL,
-                                                    stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
+                                                    stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.STDOUT, start_new_session=True)
         try:
-            return await asyncio.wait_for(proc.wait(), timeout)
+            out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+            return proc.returncode, out[:10240].decode(errors="replace")
         except TimeoutError:
             os.killpg(proc.pid, signal.SIGKILL)
             await proc.wait()
-            return -1
+            return -1, f'command "{" ".join(argv)}" timed out'
 
     # --- what changes of a running pod's spec (PodWorker._sync_spec decides) --------------
 
