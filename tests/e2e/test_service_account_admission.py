@@ -1,7 +1,8 @@
 """ServiceAccount admission and the root CA publisher in `nanokube up`, driven by kubectl: a pod
 created right after its namespace runs as the namespace's default account, with the projected
 kube-api-access volume a node agent fills (a bound token that authenticates as the account, the
-cluster CA from kube-root-ca.crt, the namespace); a pod naming a missing account is refused."""
+cluster CA from kube-root-ca.crt, the namespace); a pod naming a missing account is refused; a
+standalone `nanokube controller-manager` publishes the CA its kubeconfig trusts."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import ssl
 import time
 import urllib.request
 
+from tests.e2e.conftest import running_cluster, wait_for
 from tests.e2e.manifests import to_yaml
+from tests.e2e.test_controller_manager_identities import manager, stop
 
 NS = "sa-e2e"
 
@@ -60,3 +63,16 @@ def test_a_pod_naming_a_missing_account_is_refused(cluster):
     assert r.returncode == 1
     assert ('pods "lost" is forbidden: error looking up service account sa-missing/robot: '
             'serviceaccount "robot" not found') in r.stderr
+
+
+def test_a_standalone_manager_publishes_the_ca_its_kubeconfig_trusts(tmp_path):
+    """kube-controller-manager without --root-ca-file publishes its client's CA data."""
+    with running_cluster("root-ca", ("--controllers", "")) as c:
+        assert c.kubectl("get", "configmap", "kube-root-ca.crt", check=False).returncode == 1
+        p = manager(c, tmp_path / "kcm.log", "--controllers", "root-ca-cert-publisher")
+        try:
+            cm = wait_for(lambda: c.kubectl("get", "configmap", "kube-root-ca.crt", "-o", "json", check=False).stdout,
+                          60, "kube-root-ca.crt")
+        finally:
+            stop(p)
+        assert json.loads(cm)["data"] == {"ca.crt": (c.data_dir / "pki" / "ca.crt").read_text()}
