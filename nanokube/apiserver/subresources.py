@@ -193,8 +193,49 @@ class Subresources:
                 raise errors.conflict("policy", "poddisruptionbudgets", matching[0].obj["metadata"]["name"],
                                       errors.STALE)
         options = (eviction or {}).get("deleteOptions") or {}
+        if not opts.dry_run and not options.get("dryRun"):
+            options = await self._mark_disrupted(pods, namespace, name, options)
         await self.rest.delete(pods, "v1", namespace, name, options, opts)
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    async def _mark_disrupted(self, pods: Resource, namespace: str, name: str, options: dict) -> dict:
+        """addConditionAndDeletePod: the evicted pod's status gets DisruptionTarget (EvictionByEvictionAPI)
+        before it is deleted, so that its owner knows why it goes (a Job's podFailurePolicy rule on
+        DisruptionTarget); the delete options, with a resourceVersion precondition moved to the pod
+        this wrote."""
+        pre = options.get("preconditions") or {}
+        for _ in range(5):
+            entry = self.rest._entry(pods, namespace, name)
+            md = entry.obj["metadata"]
+            if pre.get("uid") and pre["uid"] != md.get("uid"):
+                raise errors.conflict("", "Pod", name, f"the UID in the precondition ({pre['uid']}) does not match the "
+                                      f"UID in record ({md.get('uid')}). The object might have been deleted and then recreated")
+            if pre.get("resourceVersion") and pre["resourceVersion"] != md.get("resourceVersion"):
+                raise errors.conflict("", "Pod", name, f"the ResourceVersion in the precondition ({pre['resourceVersion']}) "
+                                      f"does not match the ResourceVersion in record ({md.get('resourceVersion')}). "
+                                      "The object might have been modified")
+            pod = copy.deepcopy(entry.obj)
+            st = pod.setdefault("status", {})
+            st["conditions"] = set_condition(st.get("conditions"), {
+                "type": "DisruptionTarget", "status": "True", "lastProbeTime": None,
+                "lastTransitionTime": self.rest.clock.rfc3339(), "reason": "EvictionByEvictionAPI",
+                "message": "Eviction API: evicting"})
+            key, (value, handed, _) = pods.key(namespace, name), stored_json(pod)
+            self.rest.cache.expect(key, value, handed)
+            try:
+                kv = await self.rest.store.update(key, value, entry.rev)
+            except RevisionMismatch:
+                await self.rest.cache.sync()
+                continue
+            except KeyNotFound:
+                raise errors.not_found("", "pods", name) from None
+            await self.rest.cache.wait_for(kv.mod_revision)
+            break
+        else:
+            raise errors.conflict("", "pods", name, errors.STALE)
+        if pre.get("resourceVersion"):
+            options = {**options, "preconditions": {**pre, "resourceVersion": str(kv.mod_revision)}}
+        return options
 
     @staticmethod
     def _unhealthy_evictable(pod: dict, pdb: dict) -> bool:

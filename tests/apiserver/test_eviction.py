@@ -107,3 +107,29 @@ async def test_dry_run_changes_nothing(env):
     assert not await gone(s, "a")
     pdb = await s.client.resource("policy", "v1", "poddisruptionbudgets").get("db", "default")
     assert pdb["status"]["disruptionsAllowed"] == 1 and not pdb["status"].get("disruptedPods")
+    conditions = (await s.client.resource("", "v1", "pods").get("a", "default"))["status"]["conditions"]
+    assert [c["type"] for c in conditions] == ["Ready"], "a dry run marks nothing"
+
+
+async def test_an_evicted_pod_is_marked_disruption_target_before_it_goes(env):
+    """addConditionAndDeletePod: the pod being deleted carries DisruptionTarget (EvictionByEvictionAPI), with or
+    without a budget, which a Job's podFailurePolicy reads; a resourceVersion precondition still holds."""
+    s, sub = env
+    pods = s.client.resource("", "v1", "pods")
+    p = await running_pod(s, "a")
+    await running_pod(s, "b", labels={"app": "free"})
+    await budget(s)
+    await evict(sub, "a")
+    current = await pods.get("b", "default")
+    await sub.evict("default", "b", {"deleteOptions": {"preconditions": {
+        "resourceVersion": current["metadata"]["resourceVersion"]}}}, WriteOptions())
+    for name in ("a", "b"):
+        pod = await pods.get(name, "default")
+        assert pod["metadata"].get("deletionTimestamp")
+        [cond] = [c for c in pod["status"]["conditions"] if c["type"] == "DisruptionTarget"]
+        assert (cond["status"], cond["reason"], cond["message"]) == ("True", "EvictionByEvictionAPI",
+                                                                    "Eviction API: evicting")
+        assert cond["lastTransitionTime"]
+    with pytest.raises(APIError) as e:
+        await sub.evict("default", "a", {"deleteOptions": {"preconditions": {"uid": "other"}}}, WriteOptions())
+    assert e.value.code == 409 and f"UID in record ({p['metadata']['uid']})" in e.value.message
