@@ -408,7 +408,7 @@ class PodWorker:
 
     async def _restart_container(self, name: str) -> None:
         """Stop one running container and start it again at once (its resize needs a restart): the
-        Killing event, its restartCount one more, and lastState how the instance ended (as
+        Killing event, then the start's (Pulled, Created, Started), its restartCount one more, and lastState how the instance ended (as
         graceful deletion's, stop_exit_code)."""
         path = "spec.containers" if any(c["name"] == name for c in self._containers()) else "spec.initContainers"
         await self._event("Normal", "Killing", f"Container {name} resize requires restart", f"{path}{{{name}}}")
@@ -423,6 +423,7 @@ class PodWorker:
             "startedAt": self.own_started.get(name) or self.started_at or now, "finishedAt": now}}
         self.own_restarts[name] = self.own_restarts.get(name, 0) + 1
         self.own_started[name] = now
+        await self._start_events([spec], interruptible=False)
 
     def _actuate(self) -> None:
         """The containers run with what was allocated to them."""
@@ -500,18 +501,22 @@ class PodWorker:
             "resourceVersion": md.get("resourceVersion")}}
         await self.agent.recorder.emit(ref, type_, reason, message, field_path)
 
-    async def _ensure_image(self, c: dict) -> bool:
+    async def _ensure_image(self, c: dict, interruptible: bool = True) -> bool:
         """The image manager's EnsureImageExists for container `c`: pulled when its policy is Always,
         or IfNotPresent and the node does not hold the image (Pulling; the pod's pull-seconds on the
         clock; Pulled with the time it took and the image's size), else Pulled "already present".
-        A simulated node holds whatever image a Never policy names. True if deleted meanwhile."""
+        A simulated node holds whatever image a Never policy names. True if deleted meanwhile; a
+        pull that is not `interruptible` (a container restarted while the pod runs) holds up the
+        pod's worker until it is done, as SyncPod's does."""
         image, path = c.get("image", ""), field_path(self.pod, c["name"])
         policy = c.get("imagePullPolicy") or "IfNotPresent"
         if policy == "Always" or (policy == "IfNotPresent" and image_ref(image) not in self.agent.images):
             await self._event("Normal", "Pulling", f'Pulling image "{image}"', path)
             began = self.clock.monotonic()
             seconds = _annotation(self.pod, PULL_SECONDS, 0.0) or 0.0
-            if seconds > 0 and await self._wait(began + seconds):
+            if seconds > 0 and not interruptible:
+                await self.clock.sleep(seconds)
+            elif seconds > 0 and await self._wait(began + seconds):
                 return True
             self.agent.images.add(image_ref(image))
             await self._event("Normal", "Pulled", pulled_message(image, self.clock.monotonic() - began), path)
@@ -520,11 +525,11 @@ class PodWorker:
                                                   "accessed by the pod", path)
         return False
 
-    async def _start_events(self, containers: list[dict]) -> bool:
+    async def _start_events(self, containers: list[dict], interruptible: bool = True) -> bool:
         """What the kubelet records as it starts each of `containers` in turn (startContainer): its
         image ensured, then Created and Started. True if the pod was deleted meanwhile."""
         for c in containers:
-            if await self._ensure_image(c):
+            if await self._ensure_image(c, interruptible):
                 return True
             path = field_path(self.pod, c["name"])
             await self._event("Normal", "Created", "Container created", path)

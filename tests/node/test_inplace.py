@@ -148,6 +148,10 @@ async def test_a_resize_under_a_restart_container_policy_restarts_that_container
     [killing, _] = await eventually(_events(events, ["Killing", "ResizeCompleted"]))
     assert killing["message"] == "Container app resize requires restart"
     assert killing["involvedObject"]["fieldPath"] == "spec.containers{app}"
+    items, _ = await events.list(namespace="default", field_selector="involvedObject.name=web")
+    started = {(e["involvedObject"].get("fieldPath"), e["reason"]): e["count"] for e in items}
+    assert started[("spec.containers{app}", "Started")] == 2 and started[("spec.containers{side}", "Started")] == 1
+    assert started[("spec.containers{app}", "Pulling")] == 2  # busybox, :latest: pulled again (Always)
     p = await pods.get("web", "default")
     app, side = p["status"]["containerStatuses"]
     assert (app["restartCount"], side["restartCount"]) == (1, 0)
