@@ -1,0 +1,57 @@
+"""`kubectl debug` and `kubectl patch --subresource resize` against `nanokube up --runtime
+process`: the ephemeral container runs as a process of the pod (its output through `kubectl
+logs -c`, its stdin through `kubectl debug -i`), and a resize is allocated and reported by the node.
+
+Skipped (loudly) only without root, `ip` or `nft`, like test_streaming."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.e2e.conftest import PROCESS_RUNTIME, process_cluster, wait_for
+
+pytestmark = PROCESS_RUNTIME
+
+POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "app", "namespace": "default"},
+       "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
+           "name": "app", "image": "busybox", "command": ["sleep", "600"],
+           "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "128Mi"}}}]}}
+
+
+@pytest.fixture(scope="module")
+def c(store_url):
+    with process_cluster(store_url, "debug", ("--cluster", "examples/clusters/process-3cpu.yaml")) as cluster:
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(POD))
+        wait_for(lambda: cluster.kubectl_json("get", "pod", "app")["status"].get("phase") == "Running", 90,
+                 "app running")
+        yield cluster
+
+
+def test_kubectl_debug_runs_a_process_in_the_pod(c):
+    c.kubectl("debug", "app", "--image=busybox", "--container=probe", "--target=app", "--",
+              "sh", "-c", "echo debugging $HOSTNAME")
+
+    def done():
+        st = c.kubectl_json("get", "pod", "app")["status"]
+        return any((s.get("state") or {}).get("terminated", {}).get("exitCode") == 0
+                   for s in st.get("ephemeralContainerStatuses") or ())
+    wait_for(done, 60, "the debug container ran")
+    assert c.kubectl("logs", "app", "-c", "probe").stdout == "debugging app\n"
+    out = c.kubectl("debug", "-i", "app", "--image=busybox", "--container=talk", "--",
+                    "sh", "-c", "read line; echo got $line", input="hello\n", timeout=90).stdout
+    assert "got hello" in out
+
+
+def test_kubectl_patch_resize_is_actuated_by_the_process_node(c):
+    patch = {"spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": "150m"},
+                                                                   "limits": {"cpu": "300m"}}}]}}
+    c.kubectl("patch", "pod", "app", "--subresource", "resize", "-p", json.dumps(patch))
+
+    def resized():
+        st = c.kubectl_json("get", "pod", "app")["status"]
+        [s] = st["containerStatuses"]
+        return s if (s.get("resources") or {}).get("limits", {}).get("cpu") == "300m" else None
+    s = wait_for(resized, 60, "the resize actuated")
+    assert s["allocatedResources"] == {"cpu": "150m", "memory": "64Mi"} and s["restartCount"] == 0
