@@ -45,6 +45,27 @@ def test_a_pod_update_changes_its_charge_when_it_stops_counting_or_its_counted_s
     assert charge_changed("", "services", svc, {**svc, "spec": {"type": "LoadBalancer", "ports": [{}]}}, 0) is True
 
 
+def test_a_pod_being_resized_is_charged_what_it_holds_meanwhile():
+    """PodUsageFunc with status resources: while pending or in progress, the larger of the spec
+    and what the node allocated and runs (limits: spec and running); once Infeasible, the node's
+    alone (limits: what runs). A plain init container is charged by its spec."""
+    spec = {"containers": [{"name": "a", "resources": {"requests": {"cpu": "2", "memory": "1Gi"},
+                                                       "limits": {"cpu": "4", "memory": "1Gi"}}}],
+            "initContainers": [{"name": "setup", "resources": {"requests": {"cpu": "3"}}}]}
+    status = {"phase": "Running", "containerStatuses": [
+        {"name": "a", "allocatedResources": {"cpu": "1", "memory": "2Gi"},
+         "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}}}],
+        "initContainerStatuses": [{"name": "setup", "resources": {"requests": {"cpu": "100m"}}}]}
+    got = text(pod_usage({"metadata": {"name": "p"}, "spec": spec, "status": status}, 0))
+    assert (got["requests.cpu"], got["requests.memory"], got["limits.cpu"], got["limits.memory"]) == \
+        ("3", "2Gi", "4", "2Gi")
+    infeasible = {**status, "conditions": [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]}
+    spec["initContainers"] = []
+    got = text(pod_usage({"metadata": {"name": "p"}, "spec": spec, "status": infeasible}, 0))
+    assert (got["requests.cpu"], got["requests.memory"], got["limits.cpu"], got["limits.memory"]) == \
+        ("1", "2Gi", "1", "2Gi")
+
+
 def test_claim_usage_per_device_class():
     claim = {"spec": {"devices": {"requests": [
         {"name": "a", "exactly": {"deviceClassName": "gpu", "count": 2}},
