@@ -150,10 +150,19 @@ class SimulatedIO:
         if not instances:
             raise errors.bad_request(f'container "{container}" in pod "{pod}" is waiting to start: ContainerCreating')
         if opts.previous:
-            if len(instances) < 2:
+            # as the kubelet's validateContainerLogStatus: previous is lastState.terminated's instance,
+            # which while a crashed container waits out its back-off is the one that just ended
+            ended = 1 if instances[-1].closed and self._backing_off(container) else 2
+            if len(instances) < ended:
                 raise errors.bad_request(f'previous terminated container "{container}" in pod "{pod}" not found')
-            return instances[-2].serve(LogOptions(**{**opts.__dict__, "follow": False}))
+            return instances[-ended].serve(LogOptions(**{**opts.__dict__, "follow": False}))
         return instances[-1].serve(opts)
+
+    def _backing_off(self, container: str) -> bool:
+        """The container is waiting to restart (its status waiting, its lastState terminated)."""
+        st = (self.worker.pod.get("status") or {})
+        cs = next((c for c in st.get("containerStatuses") or () if c.get("name") == container), {})
+        return "waiting" in (cs.get("state") or {}) and "terminated" in (cs.get("lastState") or {})
 
     def _running(self, container: str) -> ContainerLog:
         instances = self.logs.get(container) or []

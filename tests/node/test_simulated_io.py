@@ -36,6 +36,23 @@ async def test_log_lines_of_init_and_app_containers_and_the_previous_instance():
         io.serve_log("other", LogOptions())
 
 
+async def test_a_crashed_container_waiting_out_its_back_off_serves_that_instance_as_previous():
+    """CrashLoopBackOff: the kubelet reads `previous` from lastState.terminated, the instance that just
+    crashed (the current logs show it too); before any restart there is no previous one."""
+    w = worker({"sim.nanokube.io/log": "step 1"})
+    io = SimulatedIO(w)
+    io.started({"main": "img:1"})
+    io.exited(2)
+    w.pod["status"] = {"containerStatuses": [{"name": "main", "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                                              "lastState": {"terminated": {"exitCode": 2}}}]}
+    crashed = b"step 1\nnanokube: container main exited with code 2\n"
+    assert io.serve_log("main", LogOptions(previous=True)).endswith(crashed)
+    assert io.serve_log("main", LogOptions()).endswith(crashed)
+    w.pod["status"] = {"containerStatuses": [{"name": "main", "state": {"terminated": {"exitCode": 2}}}]}
+    with pytest.raises(APIError, match='previous terminated container "main" in pod "p" not found'):
+        io.serve_log("main", LogOptions(previous=True))
+
+
 async def test_a_container_restarted_alone_keeps_its_previous_instance_and_the_others_run_on():
     io = SimulatedIO(worker())
     io.started({"main": "img:1", "side": "img:2"})
