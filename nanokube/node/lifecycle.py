@@ -334,8 +334,12 @@ class PodWorker:
              "ready": ready, "restartCount": restarts, "image": image_ref(c.get("image", "")),
              "imageID": image_id(c.get("image", "")), "started": started}
         if "running" in state or "terminated" in state:
-            cid = hashlib.sha256(f"{self.uid}/{name}/{restarts}".encode()).hexdigest()
-            s["containerID"] = f"containerd://{cid}"
+            s["containerID"] = self._container_id(name, restarts)
+        elif "terminated" in s["lastState"] and restarts:  # waiting to restart: the instance that ended
+            s["containerID"] = self._container_id(name, restarts - 1)
+        if "terminated" in s["lastState"] and restarts:
+            s["lastState"] = {"terminated": {**s["lastState"]["terminated"],
+                                             "containerID": self._container_id(name, restarts - 1)}}
         if "running" in state:  # what runs (convertContainerStatusResources: for a running container only)
             if not self.allocated:
                 self.allocated = inplace.desired(self.pod)
@@ -344,6 +348,10 @@ class PodWorker:
                 s["allocatedResources"] = requests
             s["resources"] = self.reported.get(c["name"]) or {}
         return s
+
+    def _container_id(self, name: str, instance: int) -> str:
+        """The runtime's ID of the container's `instance`th run (its restartCount then)."""
+        return "containerd://" + hashlib.sha256(f"{self.uid}/{name}/{instance}".encode()).hexdigest()
 
     def _init_statuses(self, now: str, running: bool) -> list[dict]:
         out = []

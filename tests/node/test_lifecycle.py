@@ -147,6 +147,28 @@ async def test_restart_policy_always_restarts_with_backoff(env):
     assert e["involvedObject"]["fieldPath"] == "spec.containers{app}" and e["source"]["component"] == "kubelet"
 
 
+async def test_a_container_in_back_off_keeps_the_id_of_the_instance_that_crashed(env):
+    """convertToAPIContainerStatuses: a container waiting to restart reports the ended instance's
+    containerID, which its lastState.terminated carries too; the next run has an ID of its own."""
+    pods, clock = env
+    await pods.create(pod("loop", annotations={"sim.nanokube.io/run-seconds": "5", "sim.nanokube.io/exit-code": "1"}))
+    first = (await eventually(phase_is(pods, "loop", "Running")))["status"]["containerStatuses"][0]["containerID"]
+    await clock.advance(5)
+
+    async def backing_off():
+        c = (await pods.get("loop", "default"))["status"]["containerStatuses"][0]
+        return c if "waiting" in c["state"] else None
+    c = await eventually(backing_off)
+    assert c["containerID"] == c["lastState"]["terminated"]["containerID"] == first
+    await clock.advance(10)
+
+    async def running_again():
+        c = (await pods.get("loop", "default"))["status"]["containerStatuses"][0]
+        return c if "running" in c["state"] else None
+    c = await eventually(running_again)
+    assert c["containerID"] != first and c["lastState"]["terminated"]["containerID"] == first
+
+
 async def test_on_failure_does_not_restart_a_successful_container(env):
     pods, clock = env
     await pods.create(pod("job", annotations={"sim.nanokube.io/run-seconds": "1"}, restart="OnFailure"))
