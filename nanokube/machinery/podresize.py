@@ -54,6 +54,8 @@ def resources_spec(pod: dict) -> dict:
     if not statuses:
         return spec
     infeasible = resize_infeasible(pod)
+    if not infeasible and _settled(spec, statuses):
+        return spec
     out = {**spec}
     for key in ("containers", "initContainers"):
         containers = spec.get(key)
@@ -75,6 +77,30 @@ def resources_spec(pod: dict) -> dict:
             rebuilt.append({**c, "resources": {**res, "requests": requests, "limits": limits}})
         out[key] = rebuilt
     return out
+
+
+def _within(reported: dict | None, asked: dict | None) -> bool:
+    """Whether every quantity `reported` is the one `asked` names (so the larger of both is `asked`)."""
+    asked = asked or {}
+    return all(asked.get(k) == q for k, q in (reported or {}).items())
+
+
+def _settled(spec: dict, statuses: dict[str, dict]) -> bool:
+    """Whether no container's status holds anything its spec does not ask for, as the same strings:
+    the usual running pod, whose status repeats its spec (no quantity parsed)."""
+    for key in ("containers", "initContainers"):
+        for c in spec.get(key) or ():
+            s = statuses.get(c.get("name"))
+            if s is None:
+                continue
+            res, running = c.get("resources") or {}, s.get("resources") or {}
+            requests, limits, allocated = res.get("requests"), res.get("limits"), s.get("allocatedResources")
+            if allocated == requests and running.get("requests") == requests and running.get("limits") == limits:
+                continue  # the status repeats the spec: one comparison of each list
+            if not (_within(allocated, requests) and _within(running.get("requests"), requests)
+                    and _within(running.get("limits"), limits)):
+                return False
+    return True
 
 
 def resize_parts(pod: dict) -> tuple:
