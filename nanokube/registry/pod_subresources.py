@@ -113,7 +113,8 @@ def resize_refusal(new: dict, old: dict) -> FieldError | None:
 def validate_resize(new: dict, old: dict, old_qos: str, new_qos: str, errs: list[FieldError]) -> list[FieldError]:
     """ValidatePodResize past the pod's own checks (`errs`, which come first): the QoS class
     stays, the node reports container resources, no requests or limits go, and nothing but cpu and
-    memory (of containers and sidecars) changes."""
+    memory changes, of containers and of init containers, sidecars or not (InPlacePodVerticalScaling-
+    InitContainers, beta in 1.36 and GA in 1.37: kubernetes#137352, #140728)."""
     ns, os_ = new.get("spec") or {}, old.get("spec") or {}
     errs = list(errs)
     if old_qos != new_qos:
@@ -126,19 +127,16 @@ def validate_resize(new: dict, old: dict, old_qos: str, new_qos: str, errs: list
     same_shape = len(containers) == len(old_containers) and len(inits) == len(old_inits)
     if same_shape:
         for ix, o in enumerate(old_inits):
-            if o.get("restartPolicy") == "Always":
-                errs += _container_resize(inits[ix], o, f"spec.initContainers[{ix}].resources")
+            errs += _container_resize(inits[ix], o, f"spec.initContainers[{ix}].resources")
         for ix, o in enumerate(old_containers):
             errs += _container_resize(containers[ix], o, f"spec.containers[{ix}].resources")
         for c, o in zip(containers, old_containers):
             if not _only_cpu_memory_changed(c, o):
                 errs.append(forbidden("spec", _ONLY_CPU_MEMORY))
         for c, o in zip(inits, old_inits):
-            if c.get("restartPolicy") == "Always":
-                if not _only_cpu_memory_changed(c, o):
-                    errs.append(forbidden("spec", "only cpu and memory resources for sidecar containers are mutable"))
-            elif c != o:
-                errs.append(forbidden("spec", "resources for non-sidecar init containers are immutable"))
+            if not _only_cpu_memory_changed(c, o):
+                errs.append(forbidden("spec", "only cpu and memory resources for sidecar containers are mutable"
+                                      if o.get("restartPolicy") == "Always" else _ONLY_CPU_MEMORY))
     if errs:
         return errs
     if not same_shape or any(ns.get(k) != os_.get(k) for k in set(ns) | set(os_)

@@ -137,14 +137,23 @@ async def test_a_resize_adds_no_other_resource_to_a_container_that_had_none(core
         'Pod "b" is invalid: spec: Forbidden: only cpu and memory resources are mutable')
 
 
-async def test_requests_and_limits_may_not_be_removed_nor_plain_init_containers_resized(core):
+async def test_requests_and_limits_may_not_be_removed_and_plain_init_containers_are_resized(core):
+    """A plain (non-sidecar) init container's cpu and memory may be resized as since 1.36
+    (InPlacePodVerticalScalingInitContainers, GA in 1.37), its other resources not; no request or
+    limit may go, of any container."""
     pod = _pod("i", initContainers=[{"name": "init", "image": "busybox", "resources": RESOURCES}])
     await _call(core.create_namespaced_pod, "default", pod)
     body = {"spec": {"initContainers": [{"name": "init", "resources": {"requests": {"cpu": "150m"}}}],
                      "containers": [{"name": "app", "resources": {"requests": {"cpu": "100m", "memory": "64Mi"},
                                                                   "limits": {"cpu": "200m", "memory": "128Mi"}}}]}}
-    assert await _refused(core.patch_namespaced_pod_resize, "i", "default", body) == (
-        'Pod "i" is invalid: spec: Forbidden: resources for non-sidecar init containers are immutable')
+    got = await _call(core.patch_namespaced_pod_resize, "i", "default", body)
+    assert got.spec.init_containers[0].resources.requests == {"cpu": "150m", "memory": "64Mi"}
+    more = {"spec": {"initContainers": [{"name": "init", "resources": {"requests": {"ephemeral-storage": "1Gi"}}}]}}
+    assert await _refused(core.patch_namespaced_pod_resize, "i", "default", more) == (
+        'Pod "i" is invalid: spec: Forbidden: only cpu and memory resources are mutable')
+    gone = [{"op": "remove", "path": "/spec/initContainers/0/resources/limits"}]
+    assert await _refused(core.patch_namespaced_pod_resize, "i", "default", gone) == (
+        'Pod "i" is invalid: spec.initContainers[0].resources.limits: Forbidden: resource limits cannot be removed')
     remove = [{"op": "remove", "path": "/spec/containers/0/resources/limits"}]
     assert await _refused(core.patch_namespaced_pod_resize, "i", "default", remove) == (
         'Pod "i" is invalid: spec.containers[0].resources.limits: Forbidden: resource limits cannot be removed')
