@@ -495,13 +495,20 @@ def _other(draw, verb: str, fuzzer: Fuzzer, gv: str, plural: str, base: str, nam
     dry = {"dryRun": "All"}
     if verb == "scale" and plural in SCALED:
         replicas = draw(st.one_of(st.sampled_from(HOSTILE_NUMBERS + HOSTILE_VALUES + HOSTILE_STRINGS[:4]), st.just(value)))
-        how = draw(st.sampled_from(["put", "merge", "json", "apply", "get"]))
+        how = draw(st.sampled_from(["put", "merge", "json", "apply", "get", "metadata"]))
         scale = {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": name},
                  "spec": {"replicas": replicas}}
         if draw(st.booleans()):
             scale["metadata"]["resourceVersion"] = draw(st.sampled_from(["1", "x", ""]))
         if how == "get":
             return "GET", f"{base}/{name}/scale", {}, None, None, None, None
+        if how == "metadata":  # a patch that leaves the Scale's metadata, or the Scale, no object
+            ctype = draw(st.sampled_from(["application/merge-patch+json", "application/strategic-merge-patch+json",
+                                          "application/json-patch+json"]))
+            odd = draw(st.sampled_from(HOSTILE_VALUES + HOSTILE_STRINGS[:3]))
+            body = [{"op": "replace", "path": draw(st.sampled_from(["/metadata", ""])), "value": odd}] \
+                if ctype.startswith("application/json") else {"metadata": odd}
+            return "PATCH", f"{base}/{name}/scale", dry, json.dumps(body), ctype, name, "All"
         if how == "put":
             return "PUT", f"{base}/{name}/scale", dry, json.dumps(scale), "application/json", name, "All"
         if how == "merge":
