@@ -31,6 +31,7 @@ from . import continuetoken, options, serializer, structural
 from .patch import PatchError, json_copy, jsonpatch, merge, strategic
 from .patch import status as status_patch
 from .patch import apply as ssa
+from .patch import typed
 
 NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 MERGE_PATCH = "application/merge-patch+json"
@@ -334,7 +335,7 @@ class GenericREST:
         `sent`: `new` as the request gave it at `version`, where the caller holds it (no conversion)."""
         sch = schemas.kind_schema(res.group, version, res.kind)
         convert = self.index.converters.get((res.group, version, res.plural))
-        if convert is not None or (_converts(res.strategy) and version != res.storage_version):
+        if convert is not None:
             new = sent if sent is not None else res.strategy.from_storage(new, version)
             old = res.strategy.from_storage(old, version) if old is not None else None
         ignore_status = "status" in res.subresources
@@ -604,7 +605,7 @@ class GenericREST:
                 if ev.rev <= high:
                     continue
                 high = ev.rev
-                await res.strategy.prepare_conversion([ev.entry.obj], version, reuse=True)
+                await res.strategy.prepare_conversion([ev.entry.obj], version)
                 out = self._translate(res, version, ev, ok, self._external)
                 if out:
                     yield out
@@ -846,8 +847,6 @@ class GenericREST:
                 tracked = res.strategy.prepare_for_subresource_update(subresource, new, old)
             else:
                 tracked = new
-            if _converts(res.strategy) and version != res.storage_version:  # fields are tracked at `version`
-                await res.strategy.prepare_conversion([old, tracked], version)
             managed_fields = self._track_fields(res, version, old, tracked, opts, subresource)
         _set_managed_fields(_meta(new), managed_fields)  # what admission sees, as upstream's
         new, admission = await self._mutating_admission(res, version, subresource, "UPDATE", new, old, opts)
@@ -1427,23 +1426,25 @@ def _check_apply_configuration(res: Resource, version: str, applied: dict, sch: 
         raise errors.bad_request(f"failed to create typed patch object ({res.api_version(version)}, Kind=): "
                                  "kind: Required value: kind is required in an apply configuration")
     if sch is not None:
-        errs, unknown = structural.check(applied, sch, res.strategy.typed_apply, nulls=False)
-        if errs:
+        errs, unknown = structural.check(applied, sch, True, nulls=False)
+        if errs or unknown:
+            found = typed.problems(applied, sch)
+            if found:
+                raise _untyped_apply_configuration(res, version, applied, found)
+        if errs:  # what only the decoder of the merged object refuses (a range, a format)
             raise errors.bad_request(structural.decode_error_message(res.kind, version, errs[0]))
-        if unknown:
-            raise _untyped_apply_configuration(res, version, applied, unknown)
 
 
-def _untyped_apply_configuration(res: Resource, version: str, applied: dict, unknown: list[str]) -> errors.APIError:
-    """structuredmerge's ObjectToTyped refusing fields the schema does not declare, naming the applied
-    object (namespace/name; group/version, Kind). Upstream 1.37 returns it as a plain error, a 500
-    (kubernetes#139253); a client's input is never a server error here, so it is the 400 that
-    kubernetes#139255 makes of it, with the same message."""
+def _untyped_apply_configuration(res: Resource, version: str, applied: dict, found: list[str]) -> errors.APIError:
+    """structuredmerge's ObjectToTyped refusing values of the wrong type and fields the schema does
+    not declare (patch/typed.py), naming the applied object as `namespace/name; group/version, Kind`
+    (a GroupVersionKind's String: `/v1` for core).
+    Upstream 1.37 returns it as a plain error, a 500 (kubernetes#139253); a client's input is never
+    a server error here, so it is the 400 that kubernetes#139255 makes of it, with the same message."""
     meta = applied.get("metadata") if isinstance(applied.get("metadata"), dict) else {}
-    found = [f".{p}: field not declared in schema" for p in unknown]
     detail = found[0] if len(found) == 1 else "\n  ".join(["errors:", *found])
     return errors.bad_request(f"failed to create typed patch object ({meta.get('namespace', '')}/{meta.get('name', '')}; "
-                              f"{res.api_version(version)}, Kind={res.kind}): {detail}")
+                              f"{res.group}/{version}, Kind={res.kind}): {detail}")
 
 
 def _json_kind(v: Any) -> str:

@@ -86,9 +86,6 @@ class Strategy:
     allow_create_on_update: bool = False
     #: does PATCH accept strategic merge patches? (custom resources have no patch strategies)
     strategic_merge: bool = True
-    #: is an apply configuration's undeclared field structured-merge-diff's refusal (custom resources;
-    #: the built-in kinds' are still the decoder's unknown fields here)
-    typed_apply: bool = False
     #: what of metadata a write through /status (or /approval) takes from the request: a status
     #: strategy that resets spec alone lets these through; pods' keeps the stored ownerReferences,
     #: Deployments' the stored labels, ResetObjectMetaForStatus (newer kinds, custom resources) all four
@@ -130,12 +127,10 @@ class Strategy:
         Go-struct decoding of release-1.37's definitions (apiserver/structural.py) applies."""
         return None
 
-    async def prepare_conversion(self, objs: list[Obj], version: str, reuse: bool = False) -> None:
+    async def prepare_conversion(self, objs: list[Obj], version: str) -> None:
         """Converting needs I/O for some kinds (a CRD's conversion webhook): the rest layer
         awaits this with the objects `from_storage` (or `to_storage`, with the storage
-        version) is about to convert, so the sync hooks find them converted. `reuse`: a
-        conversion already made of the same stored object may serve (a watch event fanned
-        out to many watchers); otherwise each request converts afresh."""
+        version) is about to convert, so the sync hooks find them converted."""
 
     def deprecation(self, version: str) -> str | None:
         """The Warning every request to `version` gets, if it is deprecated."""

@@ -180,7 +180,7 @@ BODY_CASES = [
      "c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n"
      "f: [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n", "application/yaml", 400, "excessive aliasing"),
     ("apply-metadata-string", "PATCH", CMS + "/keep?fieldManager=m", json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": "x"}),
-     "application/apply-patch+yaml", 400, "json: cannot unmarshal string into Go struct field ConfigMap.metadata of type v1.ObjectMeta"),
+     "application/apply-patch+yaml", 400, "failed to create typed patch object (/; /v1, Kind=ConfigMap): .metadata: expected map, got &{x}"),
     ("binding-target-string", "POST", PODS + "/keep/binding", json.dumps({"metadata": {"name": "keep"}, "target": "x"}),
      "application/json", 400, "Go struct field Binding.target of type v1.ObjectReference"),
     ("eviction-options-string", "POST", PODS + "/keep/eviction", json.dumps({"metadata": {"name": "keep"}, "deleteOptions": "x"}),

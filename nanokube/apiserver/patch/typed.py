@@ -1,0 +1,161 @@
+"""Typing an apply configuration as structured-merge-diff's ObjectToTyped does.
+
+Upstream's field manager never decodes an apply body into Go structs: it types the unstructured
+object against the kind's schema, so a wrong value type or a field the schema does not declare is
+reported in the merge library's words and paths (`.spec.replicas: expected numeric (int or float),
+got string`, `.spec.template.spec.containers[name="app"].foo: field not declared in schema`), all
+of them at once, not the JSON decoder's first `cannot unmarshal`. The values are printed as Go's
+fmt prints the library's value wrapper (`&{...}`, `&value.valueUnstructured{Value:...}`), which is
+what a user sees in the message."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from nanokube import schema as sch
+from nanokube.apiserver.patch import fieldpath as fp
+from nanokube.apiserver.patch.apply import _OBJECT_META, _TypeError, _item_element, _shape
+from nanokube.apiserver.patch.fieldpath import Path
+
+#: definitions the library types as any value (raw JSON kept as sent)
+_DEDUCED = frozenset(sch.REF_PREFIX + name for name in (
+    "io.k8s.apimachinery.pkg.runtime.RawExtension",
+    "io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1",
+))
+
+
+def problems(applied: dict[str, Any], raw: dict[str, Any]) -> list[str]:
+    """The validation errors of `applied` against the kind's schema `raw`, in document order
+    (upstream walks Go maps, in no fixed order); a CR's metadata is ObjectMeta whatever its CRD
+    says, as in upstream's CR type converter."""
+    out: list[str] = []
+    props = sch.resolve(raw).get("properties") or {}
+    if "metadata" in props and props["metadata"] is not _OBJECT_META:
+        raw = {**sch.resolve(raw), "properties": {**props, "metadata": _OBJECT_META}}
+    _walk(applied, raw, (), out)
+    return out
+
+
+def _walk(v: Any, raw: dict[str, Any] | None, path: Path, out: list[str]) -> None:
+    if v is None or not raw or raw.get("$ref") in _DEDUCED:
+        return
+    node = sch.resolve(raw)
+    if node.get("x-kubernetes-int-or-string") or "oneOf" in node or "anyOf" in node:
+        if isinstance(v, (dict, list)):
+            out.append(_at(path, f"expected any scalar, got &{{{_go_v(v)}}}"))
+        return
+    kinds = sch.types(node)
+    if "properties" in node or "object" in kinds:
+        _walk_map(v, node, path, out)
+    elif "items" in node or "array" in kinds:
+        _walk_list(v, raw, node, path, out)
+    elif "string" in kinds:
+        if not isinstance(v, str):
+            out.append(_at(path, f"expected string, got &value.valueUnstructured{{Value:{_go_sharp_v(v)}}}"))
+    elif kinds & {"integer", "number"}:
+        if type(v) not in (int, float):
+            out.append(_at(path, f"expected numeric (int or float), got {_go_type(v)}"))
+    elif "boolean" in kinds and type(v) is not bool:
+        out.append(_at(path, f"expected boolean, got &{{{_go_v(v)}}}"))
+
+
+def _walk_map(v: Any, node: dict[str, Any], path: Path, out: list[str]) -> None:
+    props = node.get("properties")
+    elem = sch.additional(node)
+    if props is None and elem is None and (node.get("x-kubernetes-preserve-unknown-fields")
+                                           or node.get("additionalProperties") is True):
+        return
+    if not isinstance(v, dict):
+        out.append(_at(path, f"expected map, got &{{{_go_v(v)}}}"))
+        return
+    props = props or {}
+    open_ = node.get("x-kubernetes-preserve-unknown-fields") or node.get("additionalProperties") is True
+    for name, child in v.items():
+        p = path + (fp.field(name),)
+        if name in props:
+            _walk(child, props[name], p, out)
+        elif elem is not None:
+            _walk(child, elem, p, out)
+        elif not open_:
+            out.append(_at(p, "field not declared in schema"))
+
+
+def _walk_list(v: Any, raw: dict[str, Any], node: dict[str, Any], path: Path, out: list[str]) -> None:
+    if not isinstance(v, list):
+        out.append(_at(path, f"expected list, got &{{{_go_v(v)}}}"))
+        return
+    shape = _shape(raw, v)
+    for i, item in enumerate(v):
+        try:
+            pe = _item_element(shape, item) if shape.keys or shape.list_type == "set" else fp.index(i)
+        except (_TypeError, TypeError):
+            pe = fp.index(i)
+        _walk(item, node.get("items"), path + (pe,), out)
+
+
+def _at(path: Path, message: str) -> str:
+    return f"{fp.path_string(path)}: {message}"
+
+
+# ---------------------------------------------------------------- Go's fmt of unstructured values
+
+
+def _go_float(f: float) -> str:
+    """strconv.FormatFloat(f, 'g', -1, 64), which %v and %#v print."""
+    if f == 0:
+        return "-0" if str(f).startswith("-") else "0"
+    sign, digits, exponent = Decimal(repr(f)).normalize().as_tuple()
+    text = "".join(map(str, digits))
+    exp = len(text) + int(exponent) - 1
+    lead = "-" if sign else ""
+    if exp < -4 or exp >= 6:  # shortest 'g' switches to an exponent at precision 6
+        mantissa = text[0] + ("." + text[1:] if len(text) > 1 else "")
+        return f"{lead}{mantissa}e{'-' if exp < 0 else '+'}{abs(exp):02d}"
+    if exp < 0:
+        return f"{lead}0.{'0' * (-exp - 1)}{text}"
+    whole = text[: exp + 1].ljust(exp + 1, "0")
+    frac = text[exp + 1:]
+    return lead + whole + ("." + frac if frac else "")
+
+
+def _go_v(v: Any) -> str:
+    """fmt's %v of a decoded JSON value."""
+    if v is None:
+        return "<nil>"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return _go_float(v)
+    if isinstance(v, list):
+        return "[" + " ".join(_go_v(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "map[" + " ".join(f"{k}:{_go_v(v[k])}" for k in sorted(v)) + "]"
+    return str(v)
+
+
+def _go_sharp_v(v: Any) -> str:
+    """fmt's %#v of a decoded JSON value (an interface{} in a map or slice)."""
+    if v is None:
+        return "interface {}(nil)"
+    if isinstance(v, str):
+        return fp.encode_json(v)
+    if isinstance(v, list):
+        return "[]interface {}{" + ", ".join(_go_sharp_v(x) for x in v) + "}"
+    if isinstance(v, dict):
+        return "map[string]interface {}{" + ", ".join(
+            f"{fp.encode_json(k)}:{_go_sharp_v(v[k])}" for k in sorted(v)) + "}"
+    return _go_v(v)
+
+
+def _go_type(v: Any) -> str:
+    """fmt's %T of a decoded JSON value."""
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "[]interface {}"
+    if isinstance(v, dict):
+        return "map[string]interface {}"
+    return "int64" if isinstance(v, int) else "float64"

@@ -1,0 +1,108 @@
+"""An apply configuration is typed as structured-merge-diff's ObjectToTyped types it: wrong value
+types and undeclared fields, of built-in kinds and custom resources, are refused with the merge
+library's messages and paths (list items by their keys), all of them, as a 400 (upstream's 500,
+kubernetes#139253, with the same text), and nothing is written."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.apiserver.test_rest_managedfields import call, refused
+from tests.served import served
+
+DEPLOYS = "/apis/apps/v1/namespaces/default/deployments"
+APPLY = "application/apply-patch+yaml"
+HEAD = "failed to create typed patch object (default/web; apps/v1, Kind=Deployment): "
+
+
+def deployment(spec: dict | None = None, container: dict | None = None) -> dict:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"labels": {"app": "web"}},
+                                  "spec": {"containers": [{"name": "app", "image": "nginx", **(container or {})}]}},
+                     **(spec or {})}}
+
+
+async def test_wrong_types_and_undeclared_fields_of_a_built_in_kind(tmp_path):
+    async with served(tmp_path) as (_, api):
+        cases = [
+            (deployment({"replicas": "three"}), ".spec.replicas: expected numeric (int or float), got string"),
+            (deployment({"replicas": True}), ".spec.replicas: expected numeric (int or float), got bool"),
+            (deployment({"paused": "yes"}), ".spec.paused: expected boolean, got &{yes}"),
+            (deployment({"selector": "app=web"}), ".spec.selector: expected map, got &{app=web}"),
+            (deployment(container={"image": 7}),
+             '.spec.template.spec.containers[name="app"].image: expected string, got &value.valueUnstructured{Value:7}'),
+            (deployment(container={"args": {"a": 1}}),
+             '.spec.template.spec.containers[name="app"].args: expected list, got &{map[a:1]}'),
+            (deployment(container={"ports": [{"containerPort": 80, "protocol": "TCP", "hostPort": "x"}]}),
+             '.spec.template.spec.containers[name="app"].ports[containerPort=80,protocol="TCP"].hostPort: '
+             "expected numeric (int or float), got string"),
+            (deployment({"strategy": {"rollingUpdate": {"maxSurge": [1]}}}),
+             ".spec.strategy.rollingUpdate.maxSurge: expected any scalar, got &{[1]}"),
+            (deployment({"foo": 1}), ".spec.foo: field not declared in schema"),
+            (deployment(container={"imag": "nginx"}),
+             '.spec.template.spec.containers[name="app"].imag: field not declared in schema'),
+        ]
+        for body, detail in cases:
+            assert await refused(api, "PATCH", f"{DEPLOYS}/web", body, "m", content_type=APPLY) == (400, HEAD + detail)
+        # every error at once, as the library's ValidationErrors print them
+        body = deployment({"replicas": "3", "foo": 1}, {"image": ["x"]})
+        assert await refused(api, "PATCH", f"{DEPLOYS}/web", body, "m", content_type=APPLY) == (400, HEAD + (
+            "errors:\n  .spec.replicas: expected numeric (int or float), got string\n"
+            '  .spec.template.spec.containers[name="app"].image: expected string, got '
+            '&value.valueUnstructured{Value:[]interface {}{"x"}}\n'
+            "  .spec.foo: field not declared in schema"))
+        # whatever fieldValidation says, and nothing was created
+        assert (await refused(api, "GET", f"{DEPLOYS}/web"))[0] == 404
+        # a value only the decoder refuses keeps the decoder's message
+        status, message = await refused(api, "PATCH", f"{DEPLOYS}/web", deployment({"replicas": 2**31}), "m",
+                                        content_type=APPLY)
+        assert (status, message) == (400, 'Deployment in version "v1" cannot be handled as a Deployment: json: '
+                                          "cannot unmarshal number 2147483648 into Go struct field "
+                                          "DeploymentSpec.spec.replicas of type int32")
+        created = await call(api, "PATCH", f"{DEPLOYS}/web", deployment(), "m", content_type=APPLY)
+        assert created["spec"]["replicas"] == 1
+
+
+async def test_wrong_types_in_a_custom_resource(tmp_path):
+    group = "typed.example.com"
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": f"gadgets.{group}"},
+           "spec": {"group": group, "scope": "Namespaced", "names": {"plural": "gadgets", "kind": "Gadget"},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                        "type": "object", "properties": {"spec": {"type": "object", "properties": {
+                            "size": {"type": "integer"}, "ratio": {"type": "number"}, "on": {"type": "boolean"},
+                            "port": {"x-kubernetes-int-or-string": True},
+                            "items": {"type": "array", "x-kubernetes-list-type": "map",
+                                      "x-kubernetes-list-map-keys": ["name"],
+                                      "items": {"type": "object", "required": ["name"], "properties": {
+                                          "name": {"type": "string"}, "weight": {"type": "integer"}}}},
+                            "open": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}}}}]}}
+    path = f"/apis/{group}/v1/namespaces/default/gadgets"
+    async with served(tmp_path) as (_, api):
+        await call(api, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        for _ in range(100):
+            try:
+                await call(api, "GET", path)
+                break
+            except Exception:
+                await asyncio.sleep(0.05)
+        head = "failed to create typed patch object (default/g; typed.example.com/v1, Kind=Gadget): "
+
+        def gadget(spec: dict) -> dict:
+            return {"apiVersion": f"{group}/v1", "kind": "Gadget", "metadata": {"name": "g", "namespace": "default"},
+                    "spec": spec}
+        cases = [
+            ({"size": "big"}, ".spec.size: expected numeric (int or float), got string"),
+            ({"ratio": {"x": 1}}, ".spec.ratio: expected numeric (int or float), got map[string]interface {}"),
+            ({"on": 1.5}, ".spec.on: expected boolean, got &{1.5}"),
+            ({"port": {"n": 80}}, ".spec.port: expected any scalar, got &{map[n:80]}"),
+            ({"items": [{"name": "a", "weight": "heavy"}]},
+             '.spec.items[name="a"].weight: expected numeric (int or float), got string'),
+            ({"items": "a"}, ".spec.items: expected list, got &{a}"),
+        ]
+        for spec, detail in cases:
+            assert await refused(api, "PATCH", f"{path}/g", gadget(spec), "m", content_type=APPLY) == (400, head + detail)
+        applied = await call(api, "PATCH", f"{path}/g", gadget({"size": 1, "port": "http", "open": {"any": [1, {}]}}),
+                             "m", content_type=APPLY)
+        assert applied["spec"] == {"size": 1, "port": "http", "open": {"any": [1, {}]}}
