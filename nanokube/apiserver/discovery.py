@@ -148,7 +148,8 @@ def aggregated(index: ResourceIndex, legacy: bool) -> dict[str, Any]:
                     rd["subresources"] = subs
                 resources.append(rd)
             vitems.append({"version": v, "resources": resources, "freshness": "Current"})
-        items.append({"metadata": {"name": g, "creationTimestamp": None}, "versions": vitems})
+        # (ObjectMeta as 1.37 encodes it: the core group's empty name and the zero creationTimestamp omitted)
+        items.append({"metadata": {"name": g} if g else {}, "versions": vitems})
     return {"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items}
 
 
@@ -172,6 +173,6 @@ def with_extra_aggregated(disc: dict[str, Any], extra: list[tuple[dict, dict]]) 
                   "verbs": r["verbs"]}
             rd.update({k: r[k] for k in ("shortNames", "categories") if r.get(k)})
             resources.append(rd)
-        items.append({"metadata": {"name": group["name"], "creationTimestamp": None},
+        items.append({"metadata": {"name": group["name"]},
                       "versions": [{"version": version, "resources": resources, "freshness": "Current"}]})
     return {**disc, "items": items}

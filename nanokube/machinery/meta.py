@@ -53,3 +53,10 @@ def new_uid() -> str:
         _refill()
         uid = next(_random)
     return uid
+
+
+def without_zero_creation(md: dict | None) -> dict:
+    """Object metadata as 1.37 encodes it: a zero (null) creationTimestamp is left out, ObjectMeta's
+    field being omitzero since 1.34 (kubernetes#130989), as for objects a server answers without
+    storing them (access reviews)."""
+    return {k: v for k, v in (md or {}).items() if not (k == "creationTimestamp" and v is None)}

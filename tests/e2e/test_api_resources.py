@@ -70,6 +70,8 @@ def served(cluster) -> dict[tuple[str, str, str], dict]:
             doc = json.loads(resp.read())
         for item in doc["items"]:
             g = item["metadata"].get("name", "")
+            # ObjectMeta's zero fields are omitted (a null creationTimestamp too, since 1.34), the core group's name
+            assert item["metadata"] == ({"name": g} if g else {}), item["metadata"]
             for ver in item["versions"]:
                 for r in ver["resources"]:
                     out[(g, ver["version"], r["resource"])] = _attrs(

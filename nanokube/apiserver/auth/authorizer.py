@@ -13,6 +13,7 @@ from typing import NamedTuple
 from aiohttp import web
 
 from ...machinery import errors
+from ...machinery.meta import without_zero_creation
 from ...machinery.user import User
 
 _NAMESPACE_SUBRESOURCES = ("status", "finalize")
@@ -128,4 +129,4 @@ def access_review(decide, body: dict) -> dict:
     if d.reason:
         status["reason"] = d.reason
     return {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
-            "metadata": {**(body.get("metadata") or {}), "creationTimestamp": None}, "spec": spec, "status": status}
+            "metadata": without_zero_creation(body.get("metadata")), "spec": spec, "status": status}

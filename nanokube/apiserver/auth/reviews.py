@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ...clock import REAL, Clock
 from ...machinery import errors
+from ...machinery.meta import without_zero_creation
 from .authorizer import Attributes, Decision, access_review
 
 if TYPE_CHECKING:
@@ -20,8 +21,9 @@ if TYPE_CHECKING:
 
 
 def _answer(body: dict, kind: str, status: dict) -> dict:
+    """The review answered; a zero creationTimestamp is left out (omitzero since 1.34), not null."""
     return {"kind": kind, "apiVersion": body.get("apiVersion") or _API_VERSION[kind],
-            "metadata": {**(body.get("metadata") or {}), "creationTimestamp": None},
+            "metadata": without_zero_creation(body.get("metadata")),
             "spec": body.get("spec") or {}, "status": status}
 
 
