@@ -11,8 +11,11 @@ How long simulated containers run and how they exit is declared on the pod:
 `sim.nanokube.io/run-seconds` (default: forever), `sim.nanokube.io/exit-code`
 (default 0), `sim.nanokube.io/stop-seconds` (time to stop after SIGTERM,
 default 0), `sim.nanokube.io/stop-exit-code` (how SIGTERM ends it, default
-143) and `sim.nanokube.io/pull-seconds` (how long pulling one of its
-images takes, default 0). Each container start records the kubelet's events:
+143), `sim.nanokube.io/pull-seconds` (how long pulling one of its images
+takes, default 0) and `sim.nanokube.io/pull-error` (while set, pulling its
+images fails with this error; `not-found` words containerd's for a tag the
+registry lacks: ErrImagePull, then ImagePullBackOff until a retry, after 10 s
+doubling to 300 s, finds it gone). Each container start records the kubelet's events:
 Pulling/Pulled (by imagePullPolicy and the images the node holds), Created,
 Started; stopping a running one records Killing.
 """
@@ -42,6 +45,9 @@ STOP_EXIT_CODE = "sim.nanokube.io/stop-exit-code"
 #: how a process that SIGTERM ends exits (128 + 15), as containerd reports it
 SIGTERM_EXIT = 143
 PULL_SECONDS = "sim.nanokube.io/pull-seconds"
+PULL_ERROR = "sim.nanokube.io/pull-error"
+#: how soon after a failed pull the pod is synced again and reported backing off
+PULL_RESYNC = 1.0
 BACKOFF_INITIAL = 10.0
 BACKOFF_MAX = 300.0
 #: how often a pod blocked on its resource claims or volumes re-checks them (doubling)
@@ -108,6 +114,17 @@ def pulled_message(image: str, seconds: float) -> str:
     took = go_duration(int(seconds * 1000) * 1_000_000)
     return f'Successfully pulled image "{image}" in {took} ({took} including waiting). ' \
            f"Image size: {image_size(image)} bytes."
+
+
+def pull_error(pod: dict, image: str) -> str:
+    """The error pulling `image` fails with while the pod's pull-error annotation is set ('' once
+    it is not): `not-found` in containerd's words for a tag the registry lacks, else as given."""
+    error = ((pod.get("metadata") or {}).get("annotations") or {}).get(PULL_ERROR, "")
+    if error == "not-found":
+        ref = image_ref(image)
+        return f'rpc error: code = NotFound desc = failed to pull and unpack image "{ref}": failed to resolve ' \
+               f'reference "{ref}": {ref}: not found'
+    return error
 
 
 def field_path(pod: dict, name: str) -> str:
@@ -519,18 +536,47 @@ class PodWorker:
         image, path = c.get("image", ""), field_path(self.pod, c["name"])
         policy = c.get("imagePullPolicy") or "IfNotPresent"
         if policy == "Always" or (policy == "IfNotPresent" and image_ref(image) not in self.agent.images):
-            await self._event("Normal", "Pulling", f'Pulling image "{image}"', path)
-            began = self.clock.monotonic()
-            seconds = _annotation(self.pod, PULL_SECONDS, 0.0) or 0.0
-            if seconds > 0 and not interruptible:
-                await self.clock.sleep(seconds)
-            elif seconds > 0 and await self._wait(began + seconds):
-                return True
+            delay = BACKOFF_INITIAL
+            while True:
+                await self._event("Normal", "Pulling", f'Pulling image "{image}"', path)
+                began = self.clock.monotonic()
+                seconds = _annotation(self.pod, PULL_SECONDS, 0.0) or 0.0
+                if seconds > 0 and not interruptible:
+                    await self.clock.sleep(seconds)
+                elif seconds > 0 and await self._wait(began + seconds):
+                    return True
+                if not (interruptible and (error := pull_error(self.pod, image))):
+                    break
+                if await self._pull_failed(c, error, began + seconds + delay):
+                    return True
+                delay = min(delay * 2, BACKOFF_MAX)
             self.agent.images.add(image_ref(image))
             await self._event("Normal", "Pulled", pulled_message(image, self.clock.monotonic() - began), path)
         else:
             await self._event("Normal", "Pulled", f'Container image "{image}" already present on machine and can be '
                                                   "accessed by the pod", path)
+        return False
+
+    async def _pull_failed(self, c: dict, error: str, retry_at: float) -> bool:
+        """A failed pull as the kubelet reports it: Failed events and the container waiting in
+        ErrImagePull; at the next sync, BackOff and ImagePullBackOff until `retry_at`. An init
+        container's waiting state is not written (its events are). True if deleted meanwhile."""
+        image, path = c.get("image", ""), field_path(self.pod, c["name"])
+        await self._event("Warning", "Failed", f'Failed to pull image "{image}": {error}', path)
+        for reason, message, resync in (
+                ("ErrImagePull", error, self.clock.monotonic() + PULL_RESYNC),
+                ("ImagePullBackOff", f'Back-off pulling image "{image}": ErrImagePull: {error}', retry_at)):
+            if reason == "ImagePullBackOff":
+                await self._event("Normal", "BackOff", f'Back-off pulling image "{image}"', path)
+            await self._event("Warning", "Failed", f"Error: {reason}", path)
+            if path.startswith("spec.containers"):
+                statuses = [self._status_of(x, {"waiting": {"reason": reason, "message": message}
+                                                if x["name"] == c["name"] else {"reason": "ContainerCreating"}},
+                                            False, False) for x in self._containers()]
+                phase = "Running" if (self.pod.get("status") or {}).get("phase") == "Running" else "Pending"
+                await self._write(phase, statuses, False, self.clock.rfc3339(), "ContainersNotReady")
+            if await self._wait(resync):
+                return True
         return False
 
     async def _start_events(self, containers: list[dict], interruptible: bool = True) -> bool:

@@ -68,3 +68,36 @@ def test_describe_and_events_show_pull_create_start_then_killing(events_cluster)
     assert [line.split()[2] for line in lines] == ["Pulling", "Pulled", "Created", "Started", "Pulled",
                                                    "Created", "Started", "Killing"], table
     assert lines[-1].split()[1] == "Normal" and lines[-1].endswith("Pod/web   Stopping container app"), table
+
+
+def test_a_pull_that_fails_is_err_image_pull_then_image_pull_back_off_until_fixed(events_cluster):
+    c = events_cluster
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "typo", "namespace": "default", "annotations": {"sim.nanokube.io/pull-error": "not-found"}},
+           "spec": {"containers": [{"name": "app", "image": "nginx:1.99-does-not-exist"}]}}
+    c.kubectl("create", "-f", "-", input=json.dumps(pod))
+
+    def status(want):
+        def check():
+            row = c.kubectl("get", "pod", "typo", "--no-headers").stdout.split()
+            return row if row[2] == want else None
+        return check
+    assert wait_for(status("ImagePullBackOff"))[1] == "0/1"
+    out = c.kubectl("describe", "pod", "typo").stdout
+    ref = "docker.io/library/nginx:1.99-does-not-exist"
+    assert "Reason:       ImagePullBackOff" in out
+    waiting = c.kubectl("get", "pod", "typo", "-o", "jsonpath={.status.containerStatuses[0].state.waiting.message}")
+    assert waiting.stdout.startswith('Back-off pulling image "nginx:1.99-does-not-exist": ErrImagePull: rpc error: '
+                                     "code = NotFound"), waiting.stdout
+    rows = [r for r in event_lines(out) if r[1] != "Scheduled"]
+    app = "spec.containers{app}: "
+    assert rows[:5] == [
+        ["Normal", "Pulling", app + 'Pulling image "nginx:1.99-does-not-exist"'],
+        ["Warning", "Failed", app + f'Failed to pull image "nginx:1.99-does-not-exist": rpc error: code = NotFound '
+                                    f'desc = failed to pull and unpack image "{ref}": failed to resolve reference '
+                                    f'"{ref}": {ref}: not found'],
+        ["Warning", "Failed", app + "Error: ErrImagePull"],
+        ["Normal", "BackOff", app + 'Back-off pulling image "nginx:1.99-does-not-exist"'],
+        ["Warning", "Failed", app + "Error: ImagePullBackOff"]], out
+    c.kubectl("annotate", "pod", "typo", "sim.nanokube.io/pull-error-")  # the registry has it now
+    c.kubectl("wait", "pod/typo", "--for=condition=Ready", "--timeout=30s")  # at the retry, 10 s after the failure

@@ -10,10 +10,11 @@ PRESENT = 'Container image "{}" already present on machine and can be accessed b
 
 
 async def pod_events(pods, name):
-    """(type, reason, fieldPath, message, count) of the kubelet's Events on pod `name`, as written."""
+    """(type, reason, fieldPath, message, count) of the kubelet's Events on pod `name`, in the order
+    each was first written (a counted repeat patches the first one's Event, whose name says when)."""
     items, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
     mine = [e for e in items if e["involvedObject"]["name"] == name and e["source"]["component"] == "kubelet"]
-    mine.sort(key=lambda e: int(e["metadata"]["resourceVersion"]))
+    mine.sort(key=lambda e: int(e["metadata"]["name"].rsplit(".", 1)[1], 16))
     return [(e["type"], e["reason"], e["involvedObject"].get("fieldPath", ""), e["message"], e["count"])
             for e in mine]
 
@@ -119,3 +120,49 @@ async def test_a_pod_deleted_while_it_waits_out_its_back_off_kills_nothing(env):
     await pods.delete("loop", "default")
     assert await eventually(gone(pods, "loop"))
     assert "Killing" not in [r for _, r, _, _, _ in await pod_events(pods, "loop")]
+
+
+async def test_a_failing_pull_backs_off_until_the_image_can_be_pulled(env):  # noqa: F811
+    pods, clock = env
+    await pods.create(pod("bad", annotations={"sim.nanokube.io/pull-error": "not-found"}))
+    ref = "docker.io/library/busybox:1.36"
+    error = (f'rpc error: code = NotFound desc = failed to pull and unpack image "{ref}": failed to resolve reference '
+             f'"{ref}": {ref}: not found')
+
+    def waiting(reason):
+        async def check():
+            st = (await pods.get("bad", "default"))["status"]
+            w = ((st.get("containerStatuses") or [{}])[0].get("state") or {}).get("waiting") or {}
+            return (st, w) if w.get("reason") == reason else None
+        return check
+    st, w = await eventually(waiting("ErrImagePull"))
+    assert st["phase"] == "Pending" and w["message"] == error
+    path = "spec.containers{app}"
+    assert [e[:4] for e in await pod_events(pods, "bad")] == [
+        ("Normal", "Pulling", path, 'Pulling image "busybox:1.36"'),
+        ("Warning", "Failed", path, f'Failed to pull image "busybox:1.36": {error}'),
+        ("Warning", "Failed", path, "Error: ErrImagePull")]
+    await clock.advance(1)  # the next sync: backing off
+    _, w = await eventually(waiting("ImagePullBackOff"))
+    assert w["message"] == f'Back-off pulling image "busybox:1.36": ErrImagePull: {error}'
+    ev = await eventually(reasons_are(pods, "bad", 5))
+    assert [e[:4] for e in ev[3:]] == [("Normal", "BackOff", path, 'Back-off pulling image "busybox:1.36"'),
+                                       ("Warning", "Failed", path, "Error: ImagePullBackOff")]
+    await clock.advance(8.5)
+    assert (await pod_events(pods, "bad"))[0][4] == 1  # not pulled again yet
+    await clock.advance(0.5)  # 10 s after the failure: tried again, and backing off 20 s
+
+    async def pulled_twice():
+        ev = await pod_events(pods, "bad")
+        return ev if ev[0][4] == 2 and ev[2][4] == 2 else None
+    await eventually(pulled_twice)
+    await pods.patch("bad", {"metadata": {"annotations": {"sim.nanokube.io/pull-error": None}}},
+                     "application/merge-patch+json", namespace="default")
+    await clock.advance(19)
+    assert (await pods.get("bad", "default"))["status"]["phase"] == "Pending"
+    await clock.advance(1)
+    await eventually(phase_is(pods, "bad", "Running"))
+    ev = await pod_events(pods, "bad")
+    assert [(r, n) for _, r, _, m, n in ev if r in ("Pulling", "Pulled", "Started")] == [
+        ("Pulling", 3), ("Pulled", 1), ("Started", 1)]
+    assert [m for _, r, _, m, _ in ev if r == "Pulled"] == [pulled_message("busybox:1.36", 0)]
