@@ -335,7 +335,7 @@ class GenericREST:
         `sent`: `new` as the request gave it at `version`, where the caller holds it (no conversion)."""
         sch = schemas.kind_schema(res.group, version, res.kind)
         convert = self.index.converters.get((res.group, version, res.plural))
-        if convert is not None:
+        if convert is not None or (_converts(res.strategy) and version != res.storage_version):
             new = sent if sent is not None else res.strategy.from_storage(new, version)
             old = res.strategy.from_storage(old, version) if old is not None else None
         ignore_status = "status" in res.subresources
@@ -605,7 +605,7 @@ class GenericREST:
                 if ev.rev <= high:
                     continue
                 high = ev.rev
-                await res.strategy.prepare_conversion([ev.entry.obj], version)
+                await res.strategy.prepare_conversion([ev.entry.obj], version, reuse=True)
                 out = self._translate(res, version, ev, ok, self._external)
                 if out:
                     yield out
@@ -847,6 +847,8 @@ class GenericREST:
                 tracked = res.strategy.prepare_for_subresource_update(subresource, new, old)
             else:
                 tracked = new
+            if _converts(res.strategy) and version != res.storage_version:  # fields are tracked at `version`
+                await res.strategy.prepare_conversion([old, tracked], version)
             managed_fields = self._track_fields(res, version, old, tracked, opts, subresource)
         _set_managed_fields(_meta(new), managed_fields)  # what admission sees, as upstream's
         new, admission = await self._mutating_admission(res, version, subresource, "UPDATE", new, old, opts)

@@ -127,10 +127,12 @@ class Strategy:
         Go-struct decoding of release-1.37's definitions (apiserver/structural.py) applies."""
         return None
 
-    async def prepare_conversion(self, objs: list[Obj], version: str) -> None:
+    async def prepare_conversion(self, objs: list[Obj], version: str, reuse: bool = False) -> None:
         """Converting needs I/O for some kinds (a CRD's conversion webhook): the rest layer
         awaits this with the objects `from_storage` (or `to_storage`, with the storage
-        version) is about to convert, so the sync hooks find them converted."""
+        version) is about to convert, so the sync hooks find them converted. `reuse`: a
+        conversion already made of the same stored object may serve (a watch event fanned
+        out to many watchers); otherwise each request converts afresh."""
 
     def deprecation(self, version: str) -> str | None:
         """The Warning every request to `version` gets, if it is deprecated."""

@@ -238,13 +238,16 @@ class CustomResourceStrategy(Strategy):
         if info.has_defaults:
             defaulting.default(obj, info.schema)
 
-    async def prepare_conversion(self, objs: list[Obj], version: str) -> None:
+    async def prepare_conversion(self, objs: list[Obj], version: str, reuse: bool = False) -> None:
         """`conversion.strategy: Webhook`: convert what is not yet at `version` in one
-        ConversionReview, for to_storage/from_storage to pick up."""
+        ConversionReview, for to_storage/from_storage to pick up. Each request asks the webhook
+        again, as kube-apiserver does, so a redeployed or failing webhook shows on the next read;
+        only `reuse` (one watch event sent to many watchers) takes a conversion already made."""
         if not self.webhook:
             return
         want = f"{self.group}/{version}"
-        todo = [o for o in objs if o.get("apiVersion") != want and (id(o), want) not in self._converted]
+        todo = [o for o in objs if o.get("apiVersion") != want and not (
+            reuse and (hit := self._converted.get((id(o), want))) is not None and hit[0] is o)]
         if not todo:
             return
         from .conversion import ConversionError, convert, status_error

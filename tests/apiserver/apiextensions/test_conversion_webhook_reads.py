@@ -1,0 +1,97 @@
+"""A custom resource converted by a webhook, over HTTP as an operator's tests drive it: the fields a
+write at a non-storage version manages are recorded in that version's shape (upstream's field
+manager works on the object as the request's version has it), and every read asks the webhook
+again, so a webhook that is redeployed, or goes down, is seen at once as on kube-apiserver."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes.client.rest import ApiException
+
+from tests.apiserver.admission.server import WebhookServer
+from tests.apiserver.apiextensions.test_conversion_pruning import create_when_served
+from tests.apiserver.test_rest_managedfields import call
+from tests.served import served
+
+GROUP = "convreads.example.com"
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+SCHEMAS = {  # the storage version v1 calls the field size, v2 calls it sizeV2
+    "v1": {"type": "object", "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}},
+    "v2": {"type": "object", "properties": {"spec": {"type": "object", "properties": {"sizeV2": {"type": "integer"}}}}},
+}
+
+
+def converter(factor: int = 1):
+    """A conversion webhook renaming size <-> sizeV2; towards v2 the value is multiplied by `factor`."""
+    def review(body: dict) -> dict:
+        req = body["request"]
+        want = req["desiredAPIVersion"]
+        out = []
+        for o in req["objects"]:
+            spec = dict(o.get("spec") or {})
+            if want.endswith("/v2") and "size" in spec:
+                spec["sizeV2"] = spec.pop("size") * factor
+            elif want.endswith("/v1") and "sizeV2" in spec:
+                spec["size"] = spec.pop("sizeV2")
+            out.append({**o, "apiVersion": want, "spec": spec})
+        return {"apiVersion": body["apiVersion"], "kind": "ConversionReview",
+                "response": {"uid": req["uid"], "result": {"status": "Success"}, "convertedObjects": out}}
+    return review
+
+
+@pytest.fixture
+async def boxes(tmp_path):
+    hook = WebhookServer().start()
+    hook.handlers["/convert"] = converter()
+    try:
+        async with served(tmp_path) as (_, c):
+            await call(c, "POST", CRDS, {
+                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": f"boxes.{GROUP}"},
+                "spec": {"group": GROUP, "scope": "Namespaced", "names": {"plural": "boxes", "kind": "Box"},
+                         "versions": [{"name": v, "served": True, "storage": v == "v1",
+                                       "schema": {"openAPIV3Schema": s}} for v, s in SCHEMAS.items()],
+                         "conversion": {"strategy": "Webhook", "webhook": {
+                             "conversionReviewVersions": ["v1"],
+                             "clientConfig": {"url": hook.url("/convert"), "caBundle": hook.ca.bundle}}}}})
+            yield hook, c
+    finally:
+        hook.stop()
+
+
+def _fields(obj: dict) -> list[tuple[str, str, str, dict]]:
+    return [(m["manager"], m["operation"], m["apiVersion"], m["fieldsV1"]) for m in obj["metadata"]["managedFields"]]
+
+
+async def test_fields_written_at_a_non_storage_version_are_managed_in_its_shape(boxes):
+    _, c = boxes
+    v2 = f"/apis/{GROUP}/v2/namespaces/default/boxes"
+    body = {"apiVersion": f"{GROUP}/v2", "kind": "Box", "metadata": {"name": "b"}, "spec": {"sizeV2": 3}}
+    created = await create_when_served(c, f"{v2}?fieldManager=maker", body)
+    assert created["spec"] == {"sizeV2": 3}
+    assert _fields(created) == [("maker", "Update", f"{GROUP}/v2", {"f:spec": {"f:sizeV2": {}}})]
+    updated = await call(c, "PUT", f"{v2}/b", {**created, "metadata": {**created["metadata"], "labels": {"a": "b"}},
+                                               "spec": {"sizeV2": 4}}, manager="changer")
+    assert updated["spec"] == {"sizeV2": 4}
+    assert _fields(updated) == [  # maker's only field is changer's now
+        ("changer", "Update", f"{GROUP}/v2", {"f:metadata": {"f:labels": {".": {}, "f:a": {}}},
+                                              "f:spec": {"f:sizeV2": {}}})]
+
+
+async def test_every_read_asks_the_webhook_again(boxes):
+    hook, c = boxes
+    v1, v2 = (f"/apis/{GROUP}/{v}/namespaces/default/boxes" for v in ("v1", "v2"))
+    await create_when_served(c, v1, {"apiVersion": f"{GROUP}/v1", "kind": "Box", "metadata": {"name": "b"},
+                                     "spec": {"size": 3}})
+    assert (await call(c, "GET", f"{v2}/b"))["spec"] == {"sizeV2": 3}
+    hook.handlers["/convert"] = converter(factor=10)  # a new release of the webhook
+    assert (await call(c, "GET", f"{v2}/b"))["spec"] == {"sizeV2": 30}
+    assert [o["spec"] for o in (await call(c, "GET", v2))["items"]] == [{"sizeV2": 30}]
+    hook.handlers["/convert"] = lambda body: {
+        "apiVersion": body["apiVersion"], "kind": "ConversionReview",
+        "response": {"uid": body["request"]["uid"], "result": {"status": "Failure", "message": "down for repair"}}}
+    with pytest.raises(ApiException) as e:
+        await call(c, "GET", f"{v2}/b")
+    assert e.value.status == 500
+    assert f"conversion webhook for {GROUP}/v1, Kind=Box failed: down for repair" in e.value.body
+    assert (await call(c, "GET", f"{v1}/b"))["spec"] == {"size": 3}  # the storage version needs no webhook
