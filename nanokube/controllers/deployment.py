@@ -457,7 +457,8 @@ class DeploymentController(Controller):
                    "updatedReplicas": _st(new_rs, "replicas") if new_rs else 0,
                    "readyReplicas": sum(_st(r, "readyReplicas") for r in all_rs),
                    "availableReplicas": available,
-                   "unavailableReplicas": max(want - available, 0)})
+                   # calculateStatus: the sets' desired replicas (a surge pod too) less the available ones
+                   "unavailableReplicas": max(sum(r["spec"].get("replicas", 0) for r in all_rs) - available, 0)})
         for f in ("replicas", "updatedReplicas", "readyReplicas", "availableReplicas", "unavailableReplicas"):
             if not st[f]:
                 st.pop(f)

@@ -94,6 +94,22 @@ async def test_image_change_rolls_to_revision_two(env):
     assert by_rev["2"]["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:2"
 
 
+async def test_unavailable_replicas_count_every_replicaset_replica_not_available(env):
+    """calculateStatus: unavailableReplicas is the sets' spec.replicas summed less the available ones, so
+    a rollout stuck on its surge pod reports it (`kubectl describe deploy`: '... | 1 unavailable')."""
+    client = env
+    deps = client.resource("apps", "v1", "deployments")
+    await deps.create(deployment(replicas=2))
+    await eventually(lambda: rollout_done(client, "1"))
+    await patch_retrying(deps, "web", {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "nginx:2"}]}}}})
+
+    async def stuck():
+        st = (await deps.get("web", "default")).get("status") or {}
+        return st if st.get("replicas") == 3 and st.get("updatedReplicas") == 1 else None
+    st = await eventually(stuck)
+    assert (st["availableReplicas"], st.get("unavailableReplicas")) == (2, 1)
+
+
 async def test_template_back_to_revision_one_revives_its_replicaset_with_history_and_events(env):
     client = env
     deps = client.resource("apps", "v1", "deployments")
