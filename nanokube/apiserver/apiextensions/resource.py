@@ -212,6 +212,9 @@ class CustomResourceStrategy(Strategy):
         self.webhook = ((crd["spec"].get("conversion") or {}).get("strategy")) == "Webhook"
         #: (id(object), apiVersion) -> (object, the webhook's conversion of it)
         self._converted: dict[tuple[int, str], tuple[Obj, Obj]] = {}
+        #: the object last validated and the errors ratcheting made warnings of, for the
+        #: warnings_on_* hook the rest layer calls right after validation
+        self._ratcheted: tuple[Obj, list[str]] | None = None
 
     # --- decoding and defaults -------------------------------------------------------
 
@@ -326,8 +329,16 @@ class CustomResourceStrategy(Strategy):
             if cel_rules.has_blocking_errors(errs):
                 errs.append(cel_rules.not_checked_error())
             else:
-                errs.extend(info.rules.validate(obj, old))
+                ratcheted: list[str] = []
+                errs.extend(info.rules.validate(obj, old, ratcheted))
+                self._ratcheted = (obj, ratcheted) if ratcheted else None
         return errs
+
+    def _ratchet_warnings(self, new: Obj) -> list[str]:
+        """The errors of rules ratcheted on `new`'s unchanged values: upstream's CEL validator adds
+        them to the request's warnings."""
+        kept, self._ratcheted = self._ratcheted, None
+        return kept[1] if kept is not None and kept[0] is new else []
 
     def validate(self, obj: Obj) -> list[FieldError]:
         return self._validate(obj, None)
@@ -342,7 +353,11 @@ class CustomResourceStrategy(Strategy):
         return custom_finalizer_warnings(obj.get("metadata") or {}, None)
 
     def warnings_on_update(self, new: Obj, old: Obj) -> list[str]:
-        return custom_finalizer_warnings(new.get("metadata") or {}, old.get("metadata") or {})
+        return self._ratchet_warnings(new) + custom_finalizer_warnings(new.get("metadata") or {},
+                                                                      old.get("metadata") or {})
+
+    def warnings_on_status_update(self, new: Obj, old: Obj) -> list[str]:
+        return self._ratchet_warnings(new)
 
     # --- scale -----------------------------------------------------------------------
 
