@@ -232,6 +232,8 @@ class PodWorker:
         self.resize_conditions: list[dict] = []
         #: the statuses of the ephemeral containers started, by name
         self.ephemeral: dict[str, dict] = {}
+        #: the specs of those started since their start events were recorded
+        self.ephemeral_started: list[dict] = []
         #: the containers run: a change of the spec (an ephemeral container, a resize) is acted on
         self.live = False
         #: containers restarted on their own (a resize under a RestartContainer policy), by name: the
@@ -393,6 +395,8 @@ class PodWorker:
         ResizeCompleted). A spec change with nothing to act on is still observed: its generation."""
         if self._start_ephemeral():
             await self._write_running(self.clock.rfc3339())
+        started, self.ephemeral_started = self.ephemeral_started, []
+        await self._start_events(started, interruptible=False)
         wanted = inplace.desired(self.pod)
         gen = self.pod["metadata"].get("generation")
         if wanted == self.allocated:
@@ -468,6 +472,7 @@ class PodWorker:
                 continue
             image, now = c.get("image", ""), self.clock.rfc3339()
             self.io.start_ephemeral(name, image_ref(image))
+            self.ephemeral_started.append(c)
             cid = hashlib.sha256(f"{self.uid}/{name}/0".encode()).hexdigest()
             self.ephemeral[name] = {"name": name, "state": {"running": {"startedAt": now}}, "lastState": {},
                                     "ready": False, "restartCount": 0, "image": image_ref(image),

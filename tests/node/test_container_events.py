@@ -166,3 +166,17 @@ async def test_a_failing_pull_backs_off_until_the_image_can_be_pulled(env):  # n
     assert [(r, n) for _, r, _, m, n in ev if r in ("Pulling", "Pulled", "Started")] == [
         ("Pulling", 3), ("Pulled", 1), ("Started", 1)]
     assert [m for _, r, _, m, _ in ev if r == "Pulled"] == [pulled_message("busybox:1.36", 0)]
+
+
+async def test_an_ephemeral_container_records_its_start_on_its_field_path(env):  # noqa: F811
+    pods, _ = env
+    await pods.create(pod("web"))
+    await eventually(phase_is(pods, "web", "Running"))
+    await pods.patch("web", {"spec": {"ephemeralContainers": [{"name": "debugger", "image": "busybox:1.36",
+                                                               "targetContainerName": "app"}]}},
+                     "application/strategic-merge-patch+json", namespace="default", subresource="ephemeralcontainers")
+    ev = await eventually(reasons_are(pods, "web", 7))
+    path = "spec.ephemeralContainers{debugger}"
+    assert [e[:4] for e in ev[4:]] == [("Normal", "Pulled", path, PRESENT.format("busybox:1.36")),
+                                       ("Normal", "Created", path, "Container created"),
+                                       ("Normal", "Started", path, "Container started")]
