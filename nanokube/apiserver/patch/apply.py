@@ -756,12 +756,15 @@ def _reassign(
     api_version: str = "",
     convert: Convert | None = None,
     decoded: bool = False,
+    forgiven: Callable[[], set[Path]] | None = None,
 ) -> _Comparison:
     """Take changed fields from other managers and drop removed ones (upstream's
     Updater.update); raises ApplyConflict when not forced. With `convert`, a manager
     recorded at another apiVersion than the write's (`api_version`) loses what changed
     as its own version shows the objects, and one whose version no longer shows the
-    kind is dropped. `decoded`: `compare`'s."""
+    kind is dropped. `decoded`: `compare`'s. `forgiven`: the paths whose conflicts do not
+    count (`_last_applied_fields`): when they are all the conflicts the write is forced,
+    otherwise the others are the conflicts reported."""
     diff = compare(live, new, raw, decoded).exclude(ignored)
     own = (diff.added | diff.modified, diff.removed)
     views: dict[str, tuple[set[Path], set[Path]] | None] = {api_version: own}
@@ -776,6 +779,13 @@ def _reassign(
             taken = m.fields & view[0]
             if taken:
                 conflicts[mid] = taken
+    if conflicts and not force and forgiven is not None:
+        allowed = forgiven()
+        left = {mid: paths - allowed for mid, paths in conflicts.items() if paths - allowed}
+        if left:
+            conflicts = left
+        else:
+            force = True
     if conflicts and not force:
         raise _conflict_error(
             [(managers[mid], paths) for mid, paths in conflicts.items()]
@@ -909,11 +919,70 @@ def apply(
             ignored,
             api_version,
             convert,
+            forgiven=(lambda: _last_applied_fields(current, raw, api_version)) if manager == KUBECTL else None,
         )
     except _TypeError as e:
         raise PatchError(f"failed to create typed patch object: {e}", 400) from e
+    if manager == KUBECTL:
+        merged = _sync_last_applied(merged, applied)
     result = _encode(_drop_nulls(merged), managers)
     return _keep_times_on_noop(live, result)
+
+
+# ---------------------------------------------------------------- from client-side apply
+
+#: the only applier whose conflicts the last-applied annotation settles, and whose applies keep it
+#: current (upstream's lastAppliedManager and lastAppliedUpdater; another manager opts out)
+KUBECTL = "kubectl"
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+#: ValidateAnnotationsSize's limit: a last-applied that would exceed it is dropped instead
+_ANNOTATIONS_LIMIT = 256 * 1024
+
+
+def _last_applied(obj: dict[str, Any]) -> str | None:
+    annotations = (obj.get("metadata") or {}).get("annotations")
+    value = annotations.get(LAST_APPLIED) if isinstance(annotations, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def _last_applied_fields(live: dict[str, Any], raw: dict[str, Any], api_version: str) -> set[Path]:
+    """The fields `kubectl apply` (client-side) last applied that the live object still holds
+    as applied: `kubectl apply --server-side` taking them over from their client-side owner is no
+    conflict. Nothing where the annotation is missing, unreadable or of another version."""
+    text = _last_applied(live)
+    try:
+        last = json.loads(text) if text else None
+    except ValueError:
+        return set()
+    if not isinstance(last, dict) or last.get("apiVersion") != api_version:
+        return set()
+    try:
+        diff = compare(last, live, raw)
+        return field_set(last, raw) - diff.modified - diff.added - diff.removed
+    except _TypeError:
+        return set()
+
+
+def _sync_last_applied(merged: dict[str, Any], applied: dict[str, Any]) -> dict[str, Any]:
+    """An object that carries a last-applied annotation gets the configuration `kubectl` just
+    applied there (less that annotation), as Go encodes it (sorted keys, HTML escaped, a final
+    newline), so a later client-side apply diffs against it; dropped where the annotations
+    would outgrow their limit."""
+    if _last_applied(merged) is None:
+        return merged
+    config = dict(applied)
+    meta = config.get("metadata")
+    if isinstance(meta, dict) and isinstance(meta.get("annotations"), dict):
+        meta = config["metadata"] = dict(meta)
+        meta["annotations"] = {k: v for k, v in meta["annotations"].items() if k != LAST_APPLIED}
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
+                          ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        text = text.replace(char, escaped)
+    annotations = {**merged["metadata"]["annotations"], LAST_APPLIED: text + "\n"}
+    if sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items() if isinstance(v, str)) > _ANNOTATIONS_LIMIT:
+        del annotations[LAST_APPLIED]
+    return {**merged, "metadata": {**merged["metadata"], "annotations": annotations}}
 
 
 def _prune(
