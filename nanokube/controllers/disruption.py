@@ -62,6 +62,8 @@ class DisruptionController(Controller):
         self.pods_api = client.resource("", "v1", "pods")
         self.rs_api = client.resource("apps", "v1", "replicasets")
         self.deps_api = client.resource("apps", "v1", "deployments")
+        self.sts_api = client.resource("apps", "v1", "statefulsets")
+        self.rc_api = client.resource("", "v1", "replicationcontrollers")
         self.recorder = CoreEventRecorder(client, "controllermanager", clock)
         self.pdbs = self.informer_factory.informer(self.pdbs_api)
         self.pods = self.informer_factory.informer(self.pods_api)
@@ -139,8 +141,15 @@ class DisruptionController(Controller):
         return sum(scales.values())
 
     async def _scale_of(self, ns: str, ref: dict) -> tuple[str | None, int]:
-        if ref.get("kind") != "ReplicaSet" or not str(ref.get("apiVersion", "")).startswith("apps/"):
-            return None, 0
+        """getExpectedScale's finders, in upstream's order: a ReplicationController, a Deployment through
+        its ReplicaSet, a ReplicaSet, a StatefulSet, else any controller serving the scale subresource
+        (a custom resource's); (None, 0) when the reference names none of them."""
+        group, _, version = str(ref.get("apiVersion", "")).rpartition("/")
+        kind = ref.get("kind", "")
+        if (group, kind) in (("", "ReplicationController"), ("apps", "StatefulSet")):
+            return await self._owner_replicas(self.rc_api if kind == "ReplicationController" else self.sts_api, ns, ref)
+        if (group, kind) != ("apps", "ReplicaSet"):
+            return await self._subresource_scale(ns, ref, group, version)
         try:
             rs = await self.rs_api.get(ref["name"], ns)
         except APIError as e:
@@ -160,6 +169,36 @@ class DisruptionController(Controller):
                 if d["metadata"]["uid"] == owner["uid"]:
                     return d["metadata"]["uid"], d["spec"].get("replicas", 1)
         return rs["metadata"]["uid"], rs["spec"].get("replicas", 1)
+
+    @staticmethod
+    async def _owner_replicas(api, ns: str, ref: dict) -> tuple[str | None, int]:
+        try:
+            owner = await api.get(ref["name"], ns)
+        except APIError as e:
+            if e.code == 404:
+                return None, 0
+            raise
+        if owner["metadata"]["uid"] != ref["uid"]:
+            return None, 0
+        return owner["metadata"]["uid"], owner["spec"].get("replicas", 1)
+
+    async def _subresource_scale(self, ns: str, ref: dict, group: str, version: str) -> tuple[str | None, int]:
+        """getScaleController: the owner's /scale, when its resource serves one."""
+        res = self.client.index.by_kind(group, ref.get("kind", ""))
+        if res is None:
+            raise ExpectedCountError(f'no matches for kind "{ref.get("kind", "")}" in group "{group}"')
+        if "scale" not in res.subresources:
+            raise ExpectedCountError(f"{res.plural}{'.' + group if group else ''} does not implement the scale subresource")
+        api = self.client.resource(group, version if version in res.versions else res.versions[0], res.plural)
+        try:
+            scale = await api.get_scale(ref["name"], ns)
+        except APIError as e:
+            if e.code == 404:
+                return None, 0
+            raise
+        if scale["metadata"].get("uid") != ref["uid"]:
+            return None, 0
+        return ref["uid"], scale["spec"].get("replicas", 0)
 
     async def _disrupted(self, pdb: dict, pods: list[dict]) -> tuple[dict, float | None]:
         """disruptedPods still in effect, and when the earliest of them expires."""

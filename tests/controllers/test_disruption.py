@@ -28,7 +28,7 @@ async def pod(client, name, ready=True, labels=None, owner=None):
     pods = client.resource("", "v1", "pods")
     md = {"name": name, "namespace": "default", "labels": labels or {"app": "web"}}
     if owner:
-        md["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner["kind"], "name": owner["metadata"]["name"],
+        md["ownerReferences"] = [{"apiVersion": owner.get("apiVersion", "apps/v1"), "kind": owner["kind"], "name": owner["metadata"]["name"],
                                   "uid": owner["metadata"]["uid"], "controller": True}]
     p = await pods.create({"metadata": md, "spec": {"containers": [{"name": "c", "image": "pause"}]}})
     return await pods.update({**p, "status": {"phase": "Running", "conditions": [
@@ -92,6 +92,38 @@ async def test_max_unavailable_uses_the_deployment_scale(env):
     await pdb(client, maxUnavailable="50%")
     st = await status_when(client, lambda s: s.get("expectedPods") == 4)
     assert (st["desiredHealthy"], st["currentHealthy"], st["disruptionsAllowed"]) == (2, 3, 1)
+
+
+async def test_max_unavailable_uses_the_statefulset_and_replication_controller_scale(env):
+    """getExpectedScale's finders: a StatefulSet's and a ReplicationController's spec.replicas, so a budget
+    over a database StatefulSet's pods is computed instead of failing 'found no controllers'."""
+    client, _ = env
+    template = {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    sts = await client.resource("apps", "v1", "statefulsets").create({
+        "metadata": {"name": "db", "namespace": "default"},
+        "spec": {"replicas": 3, "serviceName": "db", "selector": {"matchLabels": {"app": "web"}}, "template": template}})
+    rc = await client.resource("", "v1", "replicationcontrollers").create({
+        "metadata": {"name": "old", "namespace": "default"},
+        "spec": {"replicas": 2, "selector": {"app": "web"}, "template": template}})
+    for i in range(2):
+        await pod(client, f"db-{i}", owner=sts)
+    await pod(client, "old-a", owner={**rc, "apiVersion": "v1"})
+    await pdb(client, maxUnavailable=1)
+    st = await status_when(client, lambda s: s.get("expectedPods") == 5)
+    assert (st["desiredHealthy"], st["currentHealthy"], st["disruptionsAllowed"]) == (4, 3, 0)
+
+
+async def test_a_controller_without_a_scale_subresource_is_named(env):
+    """getScaleController: a DaemonSet has no scale subresource, which the SyncFailed condition says."""
+    client, _ = env
+    ds = await client.resource("apps", "v1", "daemonsets").create({
+        "metadata": {"name": "agent", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {
+            "metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}})
+    await pod(client, "agent-a", owner=ds)
+    await pdb(client, maxUnavailable=1)
+    c = condition(await status_when(client, lambda s: s.get("conditions")))
+    assert (c["reason"], c["message"]) == ("SyncFailed", "daemonsets.apps does not implement the scale subresource")
 
 
 async def test_percentage_without_controller_fails_safe_with_an_event(env):
