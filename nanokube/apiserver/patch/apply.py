@@ -434,17 +434,54 @@ def merge(lhs: Any, rhs: Any, raw: dict[str, Any] | None) -> Any:
             if pe in right:
                 raise _TypeError(f"duplicate entries for key {fp.element_string(pe)}")
             right[pe] = item
-        left = _items(shape, lhs)
-        out = [
-            merge(item, right.get(pe, MISSING), shape.elem) for pe, item in left.items()
-        ]
-        out += [json_copy(item) for pe, item in right.items() if pe not in left]
-        return out
+        return _merge_items(_items(shape, lhs), right, shape.elem)
     left, right = lhs or {}, rhs or {}
     return {
         k: merge(left.get(k, MISSING), right.get(k, MISSING), _child(shape, k)[0])
         for k in {**left, **right}
     }
+
+
+def _merge_items(left: dict[fp.PathElement, Any], right: dict[fp.PathElement, Any],
+                 elem: dict[str, Any] | None) -> list[Any]:
+    """structured-merge-diff's list merge order: the applied (right) items in their order, each
+    shared item merged with its live twin; a live item the applied list does not name stays
+    where it was, before the next shared item the applied order reaches."""
+    lkeys, rkeys = list(left), list(right)
+    shared = iter([pe for pe in rkeys if pe in left])
+    next_shared = next(shared, None)
+    out: list[Any] = []
+    done: set[fp.PathElement] = set()
+    li = ri = 0
+    while li < len(lkeys) or ri < len(rkeys):
+        if li < len(lkeys) and ri < len(rkeys):
+            pe = lkeys[li]
+            if pe == rkeys[ri]:
+                out.append(merge(left[pe], right[pe], elem))
+                done.add(pe)
+                li, ri = li + 1, ri + 1
+                next_shared = next(shared, None)
+                continue
+            if pe in right and pe != next_shared:  # shared, but its turn comes later
+                li += 1
+                continue
+        if li < len(lkeys):
+            pe = lkeys[li]
+            if pe not in right:
+                out.append(left[pe])
+                li += 1
+                continue
+            if pe in done:
+                li += 1
+                continue
+        if ri < len(rkeys):
+            pe = rkeys[ri]
+            out.append(merge(left.get(pe, MISSING), right[pe], elem))
+            done.add(pe)
+            ri += 1
+            if pe == next_shared:
+                next_shared = next(shared, None)
+    return out
 
 
 def remove_items(v: Any, raw: dict[str, Any] | None, paths: set[Path]) -> Any:
