@@ -192,8 +192,17 @@ class ResourceClient:
 
     async def create_subresource(self, name: str, subresource: str, body: dict,
                                  namespace: str | None = None) -> dict:
-        """POST to pods/binding or pods/eviction, as HTTPClient does over the wire."""
+        """POST to pods/binding, pods/eviction or serviceaccounts/token (a server without a token
+        issuer serves no such subresource), as HTTPClient does over the wire."""
         await asyncio.sleep(0)
+        if not self.res.group and self.res.plural == "serviceaccounts" and subresource == "token":
+            tokens = self.c.rest.tokens
+            if tokens is None:
+                raise errors.route_not_found()
+
+            async def issue() -> dict:
+                return tokens.token_request(namespace, name, orjson.loads(orjson.dumps(body)))
+            return await self._audited("create", namespace, name, issue(), subresource, code=201)
         if self.res.group or self.res.plural != "pods" or subresource not in ("binding", "eviction"):
             raise errors.method_not_allowed()
         body = orjson.loads(orjson.dumps(body))

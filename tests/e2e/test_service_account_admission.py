@@ -53,6 +53,11 @@ def test_a_pod_runs_with_its_account_token_and_the_cluster_ca(cluster):
     assert (files / "ca.crt").read_text() == ca
     assert (files / "namespace").read_text() == NS
     assert _whoami(cluster, (files / "token").read_text()) == f"system:serviceaccount:{NS}:default"
+    # the node agents asked the TokenRequest API for it, as the kubelet does
+    asked = {(e["user"]["username"], e["objectRef"]["name"]) for e in cluster.audit_events() if e["verb"] == "create"
+             and e["objectRef"].get("subresource") == "token" and e["objectRef"].get("namespace") == NS
+             and e["responseStatus"]["code"] == 201}
+    assert asked == {("system:node-agents", "default")}
 
 
 def test_a_pod_naming_a_missing_account_is_refused(cluster):

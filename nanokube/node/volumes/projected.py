@@ -74,22 +74,21 @@ async def _one(mgr: VolumeManager, certs: pod_certificate.PodCertificates, pod: 
 
 async def _token(mgr: VolumeManager, pod: dict, volume: str, index: int, src: dict
                  ) -> tuple[dict[str, bytes], float]:
-    """A token bound to the pod from the TokenRequest API, kept until 80% of its lifetime."""
+    """A token bound to the pod from the TokenRequest API (serviceaccounts/NAME/token, as the
+    kubelet asks it), kept until 80% of its lifetime."""
     md = pod["metadata"]
     cache = mgr.state.setdefault(md["uid"], {})
     key = ("serviceAccountToken", volume, index)
     now = mgr.clock.now()
     held = cache.get(key)
     if held is None or now >= held[1]:
-        issuer = getattr(mgr.client.rest, "tokens", None)
-        if issuer is None:
-            raise MountError(volume, "failed to fetch token: this API server issues no service account tokens")
         seconds = src.get("expirationSeconds") or TOKEN_EXPIRATION
         body = {"spec": {"audiences": [src["audience"]] if src.get("audience") else [], "expirationSeconds": seconds,
                          "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": md["name"], "uid": md["uid"]}}}
         sa = (pod.get("spec") or {}).get("serviceAccountName") or "default"
         try:
-            tr = issuer.token_request(md["namespace"], sa, body)
+            tr = await mgr.client.resource("", "v1", "serviceaccounts").create_subresource(sa, "token", body,
+                                                                                         md["namespace"])
         except APIError as e:
             raise MountError(volume, f"failed to fetch token: {e.message}") from None
         held = cache[key] = (tr["status"]["token"].encode(), now + seconds * TOKEN_REFRESH_SHARE)
