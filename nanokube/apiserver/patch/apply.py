@@ -241,7 +241,8 @@ def _empty(v: Any) -> bool:
 
 
 def field_set(v: Any, raw: dict[str, Any] | None) -> set[Path]:
-    """The fields a value sets (structured-merge-diff's ToFieldSet)."""
+    """The fields a value sets (structured-merge-diff's ToFieldSet): leaves, list items, a map's
+    entries and a struct's fields set to null or to an empty object (`resources: {}`)."""
     out: set[Path] = set()
     _to_set(v, raw, (), out)
     return out
@@ -264,7 +265,7 @@ def _to_set(v: Any, raw: dict[str, Any] | None, path: Path, out: set[Path]) -> N
         child_raw, declared = _child(shape, k)
         p = path + (fp.field(k),)
         _to_set(child, child_raw, p, out)
-        if not declared:
+        if not declared or child is None or child == {}:
             out.add(p)
 
 

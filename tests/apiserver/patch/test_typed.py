@@ -106,3 +106,61 @@ async def test_wrong_types_in_a_custom_resource(tmp_path):
         applied = await call(api, "PATCH", f"{path}/g", gadget({"size": 1, "port": "http", "open": {"any": [1, {}]}}),
                              "m", content_type=APPLY)
         assert applied["spec"] == {"size": 1, "port": "http", "open": {"any": [1, {}]}}
+
+
+async def test_field_sets_of_an_apply(tmp_path):
+    """The applier's FieldsV1 as structured-merge-diff's ToFieldSet builds it: set items by value,
+    map-list items by all their keys, atomic maps and structs as one field, and a struct's field
+    applied as `{}` or null is owned (`f:strategy: {}`), not skipped."""
+    group = "sets.example.com"
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": f"routers.{group}"},
+           "spec": {"group": group, "scope": "Namespaced", "names": {"plural": "routers", "kind": "Router"},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                        "type": "object", "properties": {"spec": {"type": "object", "properties": {
+                            "ports": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "integer"}},
+                            "labels": {"type": "object", "x-kubernetes-map-type": "atomic",
+                                       "additionalProperties": {"type": "string"}},
+                            "limits": {"type": "object", "x-kubernetes-map-type": "atomic",
+                                       "properties": {"cpu": {"type": "string"}, "memory": {"type": "string"}}},
+                            "routes": {"type": "array", "x-kubernetes-list-type": "map",
+                                       "x-kubernetes-list-map-keys": ["port", "host"],
+                                       "items": {"type": "object", "required": ["host", "port"], "properties": {
+                                           "host": {"type": "string"}, "port": {"type": "integer"},
+                                           "weight": {"type": "integer"}}}},
+                            "tags": {"type": "object", "additionalProperties": {"type": "string"}},
+                            "args": {"type": "array", "items": {"type": "string"}},
+                            "extra": {"type": "object", "properties": {"a": {"type": "string"}}},
+                            "gone": {"type": "object", "properties": {"a": {"type": "string"}}}}}}}}}]}}
+    path = f"/apis/{group}/v1/namespaces/default/routers"
+    async with served(tmp_path) as (_, api):
+        await call(api, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        for _ in range(100):
+            try:
+                await call(api, "GET", path)
+                break
+            except Exception:
+                await asyncio.sleep(0.05)
+        router = {"apiVersion": f"{group}/v1", "kind": "Router", "metadata": {"name": "r", "namespace": "default"},
+                  "spec": {"ports": [80, 443], "labels": {"a": "b"}, "limits": {"cpu": "1"},
+                           "routes": [{"host": "a", "port": 80, "weight": 1}], "tags": {"x": "1"}, "args": ["-v"],
+                           "extra": {}, "gone": None}}
+        got = await call(api, "PATCH", f"{path}/r", router, "m", content_type=APPLY)
+        assert got["metadata"]["managedFields"][0]["fieldsV1"] == {"f:spec": {
+            "f:ports": {"v:80": {}, "v:443": {}}, "f:labels": {}, "f:limits": {},
+            "f:routes": {'k:{"host":"a","port":80}': {".": {}, "f:host": {}, "f:port": {}, "f:weight": {}}},
+            "f:tags": {"f:x": {}}, "f:args": {}, "f:extra": {}, "f:gone": {}}}
+        assert "gone" not in got["spec"] and got["spec"]["extra"] == {}
+
+        web = deployment({"strategy": {}}, {"resources": {}, "ports": [{"containerPort": 80}]})
+        web["metadata"]["finalizers"] = ["example.com/a"]
+        web["spec"]["template"]["spec"].update(securityContext={}, nodeSelector={"disk": "ssd"})
+        got = await call(api, "PATCH", f"{DEPLOYS}/web", web, "m", content_type=APPLY)
+        fields = got["metadata"]["managedFields"][0]["fieldsV1"]
+        assert fields["f:metadata"] == {"f:finalizers": {'v:"example.com/a"': {}}}
+        assert fields["f:spec"]["f:strategy"] == {} and fields["f:spec"]["f:selector"] == {}
+        pod = fields["f:spec"]["f:template"]["f:spec"]
+        assert pod["f:securityContext"] == {} and pod["f:nodeSelector"] == {}
+        assert pod["f:containers"]['k:{"name":"app"}'] == {
+            ".": {}, "f:name": {}, "f:image": {}, "f:resources": {},
+            "f:ports": {'k:{"containerPort":80,"protocol":"TCP"}': {".": {}, "f:containerPort": {}}}}
