@@ -45,6 +45,8 @@ STOP_EXIT_CODE = "sim.nanokube.io/stop-exit-code"
 #: how a process that SIGTERM ends exits (128 + 15), as containerd reports it
 SIGTERM_EXIT = 143
 PULL_SECONDS = "sim.nanokube.io/pull-seconds"
+#: the kubelet's activeDeadlineHandler's message (status.message and its DeadlineExceeded Event)
+DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
 PULL_ERROR = "sim.nanokube.io/pull-error"
 #: how soon after a failed pull the pod is synced again and reported backing off
 PULL_RESYNC = 1.0
@@ -247,6 +249,8 @@ class PodWorker:
         self._last_write: dict | None = None
         self._wrote: tuple | None = None
         self.reconcile = False
+        #: spec.activeDeadlineSeconds ran out (activeDeadlineHandler): the pod is stopped and Failed
+        self.deadline_exceeded = False
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -312,11 +316,19 @@ class PodWorker:
         that passed before it was scheduled still counts."""
         await self.clock.sleep(max(deadline - self.clock.monotonic(), 0.0))
 
-    async def _wait(self, deadline: float | None) -> bool:
+    def _active_deadline_left(self) -> float | None:
+        """Seconds left of spec.activeDeadlineSeconds, counted from the pod's start (None without one)."""
+        seconds = (self.pod.get("spec") or {}).get("activeDeadlineSeconds")
+        if seconds is None or not self.start_time:
+            return None
+        return parse_time(self.start_time) + seconds - self.clock.now()
+
+    async def _wait(self, deadline: float | None, active: bool = False) -> bool:
         """Sleep until the monotonic `deadline` (None: forever); True if cut
-        short by deletion. Deadlines are fixed before the status write so the
-        API round trip counts as run time."""
-        timer = waiter = None
+        short by deletion, or (`active`: the containers run or wait to restart) by
+        the pod's activeDeadlineSeconds running out, which sets deadline_exceeded.
+        Deadlines are fixed before the status write so the API round trip counts as run time."""
+        timer = waiter = limit = None
         if deadline is not None:
             timer = asyncio.ensure_future(self._sleep_until(deadline))
         try:
@@ -327,16 +339,23 @@ class PodWorker:
                     await self._write(**self._last_write, now=self.clock.rfc3339())
                 if self.live:
                     await self._sync_spec()
+                left = self._active_deadline_left() if active else None
+                if left is not None and left <= 0:
+                    self.deadline_exceeded = True
+                    return True
                 waiter = asyncio.ensure_future(self.changed.wait())
-                done, _ = await asyncio.wait([t for t in (timer, waiter) if t], return_when=asyncio.FIRST_COMPLETED)
-                if waiter not in done:
-                    waiter.cancel()
+                limit = asyncio.ensure_future(self.clock.sleep(left)) if left is not None else None
+                done, _ = await asyncio.wait([t for t in (timer, waiter, limit) if t],
+                                             return_when=asyncio.FIRST_COMPLETED)
+                for t in (waiter, limit):  # a spec change may move the active deadline: it is worked out again
+                    if t is not None and t not in done:
+                        t.cancel()
                 if timer in done:
                     return self.deleting()
             return True
         finally:
             # also when this wait is itself cancelled (the pod's worker stops): no task left pending
-            for t in (timer, waiter):
+            for t in (timer, waiter, limit):
                 if t is not None and not t.done():
                     t.cancel()
 
@@ -510,6 +529,8 @@ class PodWorker:
         }
         if gen:
             st["observedGeneration"] = gen
+        if self.deadline_exceeded:
+            st["reason"], st["message"] = "DeadlineExceeded", DEADLINE_MESSAGE
         if (self.pod.get("spec") or {}).get("initContainers"):
             st["initContainerStatuses"] = self._init_statuses(now, running)
         if self.ephemeral:
@@ -688,7 +709,7 @@ class PodWorker:
                 await self._write_running(now)
             adopted = False
             self.live = True
-            stopped = await self._wait(deadline)
+            stopped = await self._wait(deadline, active=True)
             self.live = False
             if stopped:
                 await self._kill_events(self._containers() + self._sidecars()[::-1])
@@ -718,12 +739,12 @@ class PodWorker:
             for c in self._containers():  # the kubelet's BackOff, counted on one Event per container
                 await self._event("Warning", "BackOff", f"Back-off restarting failed container {c['name']} in pod "
                                   f"{self.name}_{self.namespace}({self.uid})", f"spec.containers{{{c['name']}}}")
-            if await self._wait(deadline):
+            if await self._wait(deadline, active=True):
                 await self._terminate()
                 return
 
     async def _finish(self, term: dict, now: str) -> None:
-        phase = "Succeeded" if term["exitCode"] == 0 else "Failed"
+        phase = "Succeeded" if term["exitCode"] == 0 and not self.deadline_exceeded else "Failed"
         statuses = [self._status_of(c, {"terminated": term}, False, False) for c in self._containers()]
         for name, s in self.ephemeral.items():  # they stop with the pod
             if running := s["state"].get("running"):
@@ -739,11 +760,17 @@ class PodWorker:
 
     async def _terminate(self) -> None:
         """Graceful deletion: containers stop after min(grace, stop-seconds), exiting as
-        stop_exit_code says (one still running when the grace period ends is killed, 137)."""
+        stop_exit_code says (one still running when the grace period ends is killed, 137). Past
+        activeDeadlineSeconds the kubelet kills the pod the same way, with the pod's own grace period."""
         md = self.pod["metadata"]
-        grace = md.get("deletionGracePeriodSeconds") or 0
         stop = _annotation(self.pod, STOP_SECONDS, 0.0) or 0.0
-        asked = parse_time(md["deletionTimestamp"]) - grace
+        if self.deleting():
+            grace = md.get("deletionGracePeriodSeconds") or 0
+            asked = parse_time(md["deletionTimestamp"]) - grace
+        else:
+            await self._event("Normal", "DeadlineExceeded", DEADLINE_MESSAGE)
+            grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+            asked = self.clock.now()
         await self.clock.sleep(max(asked + min(grace, stop) - self.clock.now(), 0.0))
         code = stop_exit_code(self.pod, grace)
         self.io.exited(code, "received SIGTERM" if code != 137 else "was killed after the grace period")

@@ -212,6 +212,33 @@ async def test_sigterm_ends_a_container_with_143_unless_it_says_otherwise(env):
         await pods.patch(name, {"metadata": {"finalizers": None}}, namespace="default")
 
 
+async def test_a_pod_past_its_active_deadline_is_stopped_and_failed(env):
+    """activeDeadlineHandler: once spec.activeDeadlineSeconds have passed since the pod started (running
+    or crash-looping), the kubelet records DeadlineExceeded, stops the containers and the pod is Failed
+    with reason DeadlineExceeded; the pod object stays."""
+    pods, clock = env
+    p = pod("capped", restart="Never")
+    p["spec"]["activeDeadlineSeconds"] = 3
+    await pods.create(p)
+    loop = pod("crashing", annotations={"sim.nanokube.io/run-seconds": "1", "sim.nanokube.io/exit-code": "1"})
+    loop["spec"]["activeDeadlineSeconds"] = 3
+    await pods.create(loop)
+    await eventually(phase_is(pods, "capped", "Running"))
+    await clock.advance(2)
+    assert (await pods.get("capped", "default"))["status"]["phase"] == "Running"
+    await clock.advance(1)
+    for name in ("capped", "crashing"):
+        got = await eventually(phase_is(pods, name, "Failed"))
+        assert (got["status"]["reason"], got["status"]["message"]) == (
+            "DeadlineExceeded", "Pod was active on the node longer than the specified deadline")
+        assert not got["metadata"].get("deletionTimestamp")
+    t = (await pods.get("capped", "default"))["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert (t["exitCode"], t["reason"]) == (143, "Error")
+    items, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
+    assert {(e["involvedObject"]["name"], e["type"]) for e in items if e["reason"] == "DeadlineExceeded"} == {
+        ("capped", "Normal"), ("crashing", "Normal")}
+
+
 async def test_grace_period_shorter_than_stop_time_kills(env):
     pods, clock = env
     await pods.create(pod("stubborn", annotations={"sim.nanokube.io/stop-seconds": "60"}, grace=2))
