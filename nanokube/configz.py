@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import inspect
 
-from .apiserver.protobuf import go_duration
+from .machinery.goduration import string as go_duration
 from .client.leaderelection import LeaderElectionConfig
 from .controllers import endpointslice, garbagecollector, nodelifecycle, persistentvolume, resourcequota
 from .controllers.cronjob import CronJobController

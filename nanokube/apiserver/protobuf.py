@@ -16,6 +16,8 @@ from pathlib import Path
 
 import orjson
 
+from ..machinery.goduration import string as go_duration
+
 MAGIC = b"k8s\x00"
 META = "k8s.io.apimachinery.pkg.apis.meta.v1."
 # go-to-protobuf wraps named slice types in a message whose only field is `repeated items = 1`;
@@ -234,33 +236,6 @@ def _timestamp(buf: bytes, start: int, end: int, micro: bool):
     if not micro:
         return t.strftime("%Y-%m-%dT%H:%M:%SZ")
     return t.strftime("%Y-%m-%dT%H:%M:%S") + f".{_int(f, 2) // 1000:06d}Z"
-
-
-def go_duration(ns: int) -> str:
-    """Format nanoseconds the way Go's time.Duration.String does (metav1.Duration's JSON)."""
-    if ns == 0:
-        return "0s"
-    sign, ns = ("-", -ns) if ns < 0 else ("", ns)
-    if ns < 1_000_000_000:
-        for unit, size in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
-            if ns >= size:
-                return sign + _fraction(ns, size) + unit
-    hours, rest = divmod(ns, 3_600_000_000_000)
-    minutes, rest = divmod(rest, 60_000_000_000)
-    text = _fraction(rest, 1_000_000_000) + "s"
-    if hours or minutes:
-        text = f"{minutes}m" + text
-    if hours:
-        text = f"{hours}h" + text
-    return sign + text
-
-
-def _fraction(value: int, unit: int) -> str:
-    whole, frac = divmod(value, unit)
-    if not frac:
-        return str(whole)
-    digits = str(frac).rjust(len(str(unit)) - 1, "0").rstrip("0")
-    return f"{whole}.{digits}"
 
 
 def _quantity(buf: bytes, start: int, end: int) -> str:

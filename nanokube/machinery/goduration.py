@@ -1,4 +1,5 @@
-"""Go's time.ParseDuration, for the duration flags upstream's components take ("8760h", "1h30m")."""
+"""Go's time.ParseDuration, for the duration flags upstream's components take ("8760h", "1h30m"),
+and time.Duration.String, for the durations they print."""
 
 from __future__ import annotations
 
@@ -35,3 +36,30 @@ def parse(text: str, flag: str = "") -> float:
         total += float(number) * _UNIT[unit]
         s = s[len(unit):]
     return -total if text[0] == "-" else total
+
+
+def string(ns: int) -> str:
+    """Format nanoseconds the way Go's time.Duration.String does (metav1.Duration's JSON)."""
+    if ns == 0:
+        return "0s"
+    sign, ns = ("-", -ns) if ns < 0 else ("", ns)
+    if ns < 1_000_000_000:
+        for unit, size in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
+            if ns >= size:
+                return sign + _fraction(ns, size) + unit
+    hours, rest = divmod(ns, 3_600_000_000_000)
+    minutes, rest = divmod(rest, 60_000_000_000)
+    text = _fraction(rest, 1_000_000_000) + "s"
+    if hours or minutes:
+        text = f"{minutes}m" + text
+    if hours:
+        text = f"{hours}h" + text
+    return sign + text
+
+
+def _fraction(value: int, unit: int) -> str:
+    whole, frac = divmod(value, unit)
+    if not frac:
+        return str(whole)
+    digits = str(frac).rjust(len(str(unit)) - 1, "0").rstrip("0")
+    return f"{whole}.{digits}"

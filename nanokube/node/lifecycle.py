@@ -27,7 +27,7 @@ import functools
 import hashlib
 import logging
 
-from ..apiserver.protobuf import go_duration
+from ..machinery.goduration import string as go_duration
 from ..machinery.conditions import transition_time
 from ..machinery.errors import APIError
 from ..clock import parse_time

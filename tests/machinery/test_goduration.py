@@ -18,3 +18,11 @@ def test_go_durations():
     with pytest.raises(ValueError) as e:
         goduration.parse("10", "--cluster-signing-duration")
     assert str(e.value) == 'invalid argument "10" for "--cluster-signing-duration" flag: time: missing unit in duration "10"'
+
+
+def test_durations_print_as_go_prints_them():
+    assert goduration.string(0) == "0s"
+    assert goduration.string(1_500_000) == "1.5ms"
+    assert goduration.string(90 * 60 * 10**9) == "1h30m0s"
+    assert goduration.string(61_500_000_000) == "1m1.5s"
+    assert goduration.string(-2_000) == "-2µs"
