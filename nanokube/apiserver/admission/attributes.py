@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ... import schema as schemas
+from ...machinery import errors
 from ...registry.base import Resource
 from ..patch import json_copy
 from .matching import Target
@@ -77,15 +78,19 @@ class Attributes:
             return schemas.kind_schema(self.sub_kind["group"], self.sub_kind["version"], self.sub_kind["kind"])
         return schemas.kind_schema(t.res.group, t.version, t.res.kind)
 
-    def prune(self, t: Target, obj: dict) -> dict:
-        """Drop the fields a mutated `t` object's schema does not know, as decoding it does."""
+    def prune(self, t: Target, obj: dict, typed: bool = False) -> dict:
+        """Drop the fields a mutated `t` object's schema does not know, as decoding it does.
+        `typed` (a webhook's patch): a value of the wrong type is refused first, as upstream's
+        decoding of the patched JSON into the kind refuses it, a 500 with the decoder's words."""
         if self.sub_kind is None and t.res.strategy.decode(obj, t.version) is not None:
             return obj  # the kind decodes itself (a custom resource's structural schema)
         sch = self.schema(t)
         if sch is None:
             return obj
-        from ..structural import prune
+        from ..structural import check, prune
 
+        if typed and (errs := check(obj, sch, False)[0]):
+            raise errors.internal(errs[0])
         return prune(obj, sch)
 
     def default(self, t: Target, obj: dict) -> None:

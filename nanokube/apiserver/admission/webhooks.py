@@ -310,7 +310,7 @@ class Webhooks:
             raise errors.internal(str(e)) from None
         if not isinstance(patched, dict):
             raise errors.internal("json: cannot unmarshal the patched object into an object")
-        patched = a.prune(t, patched)
+        patched = a.prune(t, patched, typed=True)
         patched["apiVersion"], patched["kind"] = current["apiVersion"], current["kind"]
         if patched == current:
             return False

@@ -1,0 +1,29 @@
+"""A mutating webhook's patch that leaves a value of the wrong type for its field is refused as
+kube-apiserver refuses it, when it decodes the patched JSON into the kind: a 500 carrying the JSON
+decoder's words, and nothing is stored."""
+
+from __future__ import annotations
+
+import pytest
+
+from nanokube.machinery.errors import APIError
+from tests.apiserver.admission.server import json_patch
+from tests.apiserver.admission.test_webhooks import cm, configure, hook, server, stack  # noqa: F401
+
+
+@pytest.mark.parametrize(("ops", "message"), [
+    ([{"op": "add", "path": "/data", "value": {"k": 5}}],
+     "json: cannot unmarshal number into Go struct field ConfigMap.data of type string"),
+    ([{"op": "add", "path": "/metadata/labels", "value": ["a"]}],
+     "json: cannot unmarshal array into Go struct field ObjectMeta.metadata.labels of type map[string]string"),
+])
+async def test_a_patch_of_the_wrong_type_is_the_decoders_500(stack, server, ops, message):  # noqa: F811
+    server.handlers["/m"] = lambda r: json_patch(r, ops)
+    await configure(stack, "mutating", "m", hook(server, "m.example.com", "/m"))
+    configmaps = stack.client.resource("", "v1", "configmaps")
+    with pytest.raises(APIError) as e:
+        await configmaps.create(cm("a"))
+    assert (e.value.code, e.value.reason, e.value.message) == (500, "InternalError", f"Internal error occurred: {message}")
+    with pytest.raises(APIError) as e:
+        await configmaps.get("a", "default")
+    assert e.value.code == 404
