@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ... import schema as schemas
-from ...machinery import errors
 from ...registry.base import Resource
 from ..patch import json_copy
 from .matching import Target
@@ -80,8 +79,8 @@ class Attributes:
 
     def prune(self, t: Target, obj: dict, typed: bool = False) -> dict:
         """Drop the fields a mutated `t` object's schema does not know, as decoding it does.
-        `typed` (a webhook's patch): a value of the wrong type is refused first, as upstream's
-        decoding of the patched JSON into the kind refuses it, a 500 with the decoder's words."""
+        `typed` (a webhook's patch, a policy's mutation): a value of the wrong type is refused
+        first, a ValueError with the words of upstream's decoding of the patched JSON into the kind."""
         if self.sub_kind is None and t.res.strategy.decode(obj, t.version) is not None:
             return obj  # the kind decodes itself (a custom resource's structural schema)
         sch = self.schema(t)
@@ -90,7 +89,7 @@ class Attributes:
         from ..structural import check, prune
 
         if typed and (errs := check(obj, sch, False)[0]):
-            raise errors.internal(errs[0])
+            raise ValueError(errs[0])
         return prune(obj, sch)
 
     def default(self, t: Target, obj: dict) -> None:

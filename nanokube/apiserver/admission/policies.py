@@ -406,11 +406,11 @@ class MutatingPolicies(PolicyEngine):
                 act["object"] = obj
                 variables = compute_variables(inv.spec, act)
             try:
-                obj = self._mutation(m, act, obj, sch, Budget(RUNTIME_CEL_COST_BUDGET, variables))
+                obj = a.prune(t, self._mutation(m, act, obj, sch, Budget(RUNTIME_CEL_COST_BUDGET, variables)),
+                              typed=True)
             except (CELError, PatchError, ValueError, OutOfBudget) as e:
                 self._error(inv, a, str(e))
                 return False
-            obj = a.prune(t, obj)
             obj["apiVersion"], obj["kind"] = before["apiVersion"], before["kind"]
             a.default(t, obj)
         if obj == before:

@@ -310,7 +310,10 @@ class Webhooks:
             raise errors.internal(str(e)) from None
         if not isinstance(patched, dict):
             raise errors.internal("json: cannot unmarshal the patched object into an object")
-        patched = a.prune(t, patched, typed=True)
+        try:
+            patched = a.prune(t, patched, typed=True)
+        except ValueError as e:  # upstream's dispatcher decodes the patched JSON: a 500
+            raise errors.internal(str(e)) from None
         patched["apiVersion"], patched["kind"] = current["apiVersion"], current["kind"]
         if patched == current:
             return False

@@ -27,3 +27,20 @@ async def test_a_patch_of_the_wrong_type_is_the_decoders_500(stack, server, ops,
     with pytest.raises(APIError) as e:
         await configmaps.get("a", "default")
     assert e.value.code == 404
+
+
+async def test_a_policy_mutation_of_the_wrong_type_is_its_failure(stack):  # noqa: F811
+    policies = stack.client.resource("admissionregistration.k8s.io", "v1", "mutatingadmissionpolicies")
+    await policies.create({"metadata": {"name": "numbers"}, "spec": {
+        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                                "resources": ["configmaps"]}]},
+        "reinvocationPolicy": "Never",
+        "mutations": [{"patchType": "JSONPatch", "jsonPatch": {
+            "expression": '[JSONPatch{op: "add", path: "/data/n", value: 5}]'}}]}})
+    await stack.client.resource("admissionregistration.k8s.io", "v1", "mutatingadmissionpolicybindings").create(
+        {"metadata": {"name": "numbers"}, "spec": {"policyName": "numbers"}})
+    with pytest.raises(APIError) as e:
+        await stack.client.resource("", "v1", "configmaps").create(cm("a"))
+    assert (e.value.code, e.value.message) == (403, (
+        'configmaps "a" is forbidden: policy \'numbers\' with binding \'numbers\' denied request: '
+        "json: cannot unmarshal number into Go struct field ConfigMap.data of type string"))
