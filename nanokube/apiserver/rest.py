@@ -1428,11 +1428,10 @@ def _check_apply_configuration(res: Resource, version: str, applied: dict, sch: 
         raise errors.bad_request(f"failed to create typed patch object ({res.api_version(version)}, Kind=): "
                                  "kind: Required value: kind is required in an apply configuration")
     if sch is not None:
-        errs, unknown = structural.check(applied, sch, True, nulls=False)
-        if errs or unknown:
-            found = typed.problems(applied, sch)
-            if found:
-                raise _untyped_apply_configuration(res, version, applied, found)
+        found = typed.problems(applied, sch)
+        if found:
+            raise _untyped_apply_configuration(res, version, applied, found)
+        errs, _ = structural.check(applied, sch, False, nulls=False)
         if errs:  # what only the decoder of the merged object refuses (a range, a format)
             raise errors.bad_request(structural.decode_error_message(res.kind, version, errs[0]))
 

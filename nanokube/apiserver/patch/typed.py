@@ -15,7 +15,7 @@ from typing import Any
 
 from nanokube import schema as sch
 from nanokube.apiserver.patch import fieldpath as fp
-from nanokube.apiserver.patch.apply import _OBJECT_META, _TypeError, _item_element, _shape
+from nanokube.apiserver.patch.apply import _OBJECT_META, _item_element, _shape, _Shape, _TypeError
 from nanokube.apiserver.patch.fieldpath import Path
 
 #: definitions the library types as any value (raw JSON kept as sent)
@@ -23,6 +23,10 @@ _DEDUCED = frozenset(sch.REF_PREFIX + name for name in (
     "io.k8s.apimachinery.pkg.runtime.RawExtension",
     "io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1",
 ))
+
+
+#: what an x-kubernetes-embedded-resource object has whether its schema says so or not
+_EMBEDDED = frozenset({"apiVersion", "kind", "metadata"})
 
 
 def problems(applied: dict[str, Any], raw: dict[str, Any]) -> list[str]:
@@ -41,11 +45,12 @@ def _walk(v: Any, raw: dict[str, Any] | None, path: Path, out: list[str]) -> Non
     if v is None or not raw or raw.get("$ref") in _DEDUCED:
         return
     node = sch.resolve(raw)
-    if node.get("x-kubernetes-int-or-string") or "oneOf" in node or "anyOf" in node:
-        if isinstance(v, (dict, list)):
+    kinds = sch.types(node)
+    if node.get("x-kubernetes-int-or-string") or (
+            not kinds and "properties" not in node and "items" not in node and ("oneOf" in node or "anyOf" in node)):
+        if isinstance(v, (dict, list)):  # IntOrString, Quantity: an untyped scalar
             out.append(_at(path, f"expected any scalar, got &{{{_go_v(v)}}}"))
         return
-    kinds = sch.types(node)
     if "properties" in node or "object" in kinds:
         _walk_map(v, node, path, out)
     elif "items" in node or "array" in kinds:
@@ -71,8 +76,11 @@ def _walk_map(v: Any, node: dict[str, Any], path: Path, out: list[str]) -> None:
         return
     props = props or {}
     open_ = node.get("x-kubernetes-preserve-unknown-fields") or node.get("additionalProperties") is True
+    embedded = node.get("x-kubernetes-embedded-resource")
     for name, child in v.items():
         p = path + (fp.field(name),)
+        if embedded and name in _EMBEDDED and name not in props:
+            continue
         if name in props:
             _walk(child, props[name], p, out)
         elif elem is not None:
@@ -87,11 +95,36 @@ def _walk_list(v: Any, raw: dict[str, Any], node: dict[str, Any], path: Path, ou
         return
     shape = _shape(raw, v)
     for i, item in enumerate(v):
+        problem = _item_problem(shape, item)
+        if problem:  # no path to name the rest by: the library gives up on the list
+            out.append(_at(path, f"element {i}: {problem}"))
+            return
         try:
             pe = _item_element(shape, item) if shape.keys or shape.list_type == "set" else fp.index(i)
         except (_TypeError, TypeError):
             pe = fp.index(i)
         _walk(item, node.get("items"), path + (pe,), out)
+
+
+def _item_problem(shape: _Shape, item: Any) -> str | None:
+    """Why an associative list's item has no path element (listItemToPathElement)."""
+    if shape.keys:
+        if item is None:
+            return "associative list with keys may not have a null element"
+        if not isinstance(item, dict):
+            return "associative list with keys may not have non-map elements"
+        for name in shape.keys:
+            if name not in item and name not in shape.key_defaults:
+                return f"associative list with keys has an element that omits key field {fp.encode_json(name)} " \
+                       "(and doesn't have default value)"
+    elif shape.list_type == "set":
+        if isinstance(item, dict):
+            return "associative list without keys has an element that's a map type"
+        if isinstance(item, list):
+            return "not supported: associative list with lists as elements"
+        if item is None:
+            return "associative list without keys has an element that's an explicit null"
+    return None
 
 
 def _at(path: Path, message: str) -> str:

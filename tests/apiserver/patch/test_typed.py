@@ -42,6 +42,14 @@ async def test_wrong_types_and_undeclared_fields_of_a_built_in_kind(tmp_path):
             (deployment({"foo": 1}), ".spec.foo: field not declared in schema"),
             (deployment(container={"imag": "nginx"}),
              '.spec.template.spec.containers[name="app"].imag: field not declared in schema'),
+            # list items that have no path: the rest of the list is not looked at
+            (deployment(container={"ports": [{"name": "http", "image": 1}]}),
+             '.spec.template.spec.containers[name="app"].ports: element 0: associative list with keys has an '
+             'element that omits key field "containerPort" (and doesn\'t have default value)'),
+            (deployment({"template": {"spec": {"containers": [{"name": "a"}, None]}}}),
+             ".spec.template.spec.containers: element 1: associative list with keys may not have a null element"),
+            ({**deployment(), "metadata": {"name": "web", "namespace": "default", "finalizers": ["a/b", {"c": 1}]}},
+             ".metadata.finalizers: element 1: associative list without keys has an element that's a map type"),
         ]
         for body, detail in cases:
             assert await refused(api, "PATCH", f"{DEPLOYS}/web", body, "m", content_type=APPLY) == (400, HEAD + detail)
@@ -70,8 +78,11 @@ async def test_wrong_types_in_a_custom_resource(tmp_path):
            "metadata": {"name": f"gadgets.{group}"},
            "spec": {"group": group, "scope": "Namespaced", "names": {"plural": "gadgets", "kind": "Gadget"},
                     "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                        "type": "object", "properties": {"spec": {"type": "object", "properties": {
+                        "type": "object", "properties": {"spec": {
+                            "type": "object", "anyOf": [{"required": ["size"]}, {"required": ["ratio"]}], "properties": {
                             "size": {"type": "integer"}, "ratio": {"type": "number"}, "on": {"type": "boolean"},
+                            "template": {"type": "object", "x-kubernetes-embedded-resource": True,
+                                         "x-kubernetes-preserve-unknown-fields": True},
                             "port": {"x-kubernetes-int-or-string": True},
                             "items": {"type": "array", "x-kubernetes-list-type": "map",
                                       "x-kubernetes-list-map-keys": ["name"],
@@ -103,9 +114,10 @@ async def test_wrong_types_in_a_custom_resource(tmp_path):
         ]
         for spec, detail in cases:
             assert await refused(api, "PATCH", f"{path}/g", gadget(spec), "m", content_type=APPLY) == (400, head + detail)
-        applied = await call(api, "PATCH", f"{path}/g", gadget({"size": 1, "port": "http", "open": {"any": [1, {}]}}),
-                             "m", content_type=APPLY)
-        assert applied["spec"] == {"size": 1, "port": "http", "open": {"any": [1, {}]}}
+        spec = {"size": 1, "port": "http", "open": {"any": [1, {}]},
+                "template": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "b"}}}
+        applied = await call(api, "PATCH", f"{path}/g", gadget(spec), "m", content_type=APPLY)
+        assert applied["spec"] == spec
 
 
 async def test_field_sets_of_an_apply(tmp_path):
