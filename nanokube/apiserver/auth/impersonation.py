@@ -38,7 +38,8 @@ def _requests(headers) -> list[tuple[str, str, str, str]]:
     if headers.get(UID, ""):
         out.append(("UID", "", headers[UID], ""))
     if out and not user:
-        raise errors.internal(f"requested {[r[:3] for r in out]} without impersonating a user")
+        # Upstream's filter answers this as an InternalError; it is the client's doing, so a 400 with its words.
+        raise errors.bad_request(f"requested {[r[:3] for r in out]} without impersonating a user")
     return out
 
 

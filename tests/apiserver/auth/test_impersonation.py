@@ -1,12 +1,18 @@
 """Impersonation headers: what is checked, who the request runs as."""
 
+import ssl
+
+import aiohttp
 import pytest
 from multidict import CIMultiDict
 
+from nanokube.apiserver.app import APIServer
 from nanokube.apiserver.auth.authorizer import Decision
 from nanokube.apiserver.auth.impersonation import impersonate
 from nanokube.machinery.errors import APIError
 from nanokube.machinery.user import User
+from nanokube.pki.ca import ensure_pki
+from nanokube.store.memory import MemoryStore
 
 BOB = User("bob", ("devs", "system:authenticated"))
 
@@ -50,4 +56,28 @@ def test_forbidden_and_groups_without_a_user():
                                                     'resource "users" in API group "" at the cluster scope')
     with pytest.raises(APIError) as e:
         impersonate(headers(("Impersonate-Group", "ops")), BOB, allow_all([]))
-    assert e.value.code == 500 and "without impersonating a user" in e.value.message
+    assert e.value.code == 400 and "without impersonating a user" in e.value.message
+
+
+async def test_groups_uid_or_extra_without_a_user_is_a_bad_request_over_http(tmp_path):
+    """Impersonate-Group/-Uid/-Extra-* without Impersonate-User is the client's mistake: a 400
+    BadRequest Status with the filter's words, not a 500."""
+    pki = ensure_pki(str(tmp_path))
+    s = APIServer(MemoryStore(), pki, port=0)
+    await s.start()
+    ctx = ssl.create_default_context(cadata=pki.ca.cert_pem.decode())
+    (tmp_path / "c.crt").write_bytes(pki.admin.cert_pem)
+    (tmp_path / "c.key").write_bytes(pki.admin.key_pem)
+    ctx.load_cert_chain(tmp_path / "c.crt", tmp_path / "c.key")
+    try:
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx)) as admin:
+            for header in ({"Impersonate-Group": "ops"}, {"Impersonate-Uid": "u1"},
+                           {"Impersonate-Extra-Scopes": "read"}):
+                async with admin.get(f"https://localhost:{s.port}/api/v1/namespaces", headers=header) as r:
+                    body = await r.json()
+                    assert r.status == 400, header
+                    assert body["reason"] == "BadRequest" and body["code"] == 400
+                    assert body["message"].startswith("requested [")
+                    assert body["message"].endswith("] without impersonating a user")
+    finally:
+        await s.stop()
