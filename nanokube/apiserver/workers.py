@@ -38,7 +38,7 @@ from .auth.authorizer import USER
 from .cache import DELETED, CacheEvent
 from .reservations import Reservations
 from .worker_metrics import WorkerMetrics
-from .streaming.transports import _Feed, _RawUpgrade
+from .streaming.transports import _RawUpgrade, splice
 
 log = logging.getLogger(__name__)
 
@@ -134,28 +134,7 @@ class NodeRelay:
                 if line:
                     k, v = line.split(":", 1)
                     resp.headers.add(k, v.strip())
-            resp.force_close()
-            client = asyncio.StreamReader()
-            request.protocol.set_parser(_Feed(client))
-            await resp.prepare(request)
-
-            async def up() -> None:
-                while data := await client.read(1 << 16):
-                    writer.write(data)
-                    await writer.drain()
-
-            async def down() -> None:
-                while data := await reader.read(1 << 16):
-                    await resp.write(data)
-
-            tasks = [asyncio.ensure_future(up()), asyncio.ensure_future(down())]
-            try:
-                await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for t in tasks:
-                    t.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-            return resp
+            return await splice(request, resp, reader, writer)
         finally:
             writer.close()
 

@@ -34,7 +34,7 @@ from ...machinery import errors
 from ...machinery.streaming import NodeStreaming, StreamFailed
 from ..auth.authorizer import USER
 from ..rest import WriteOptions
-from .transports import _Feed, _RawUpgrade
+from .transports import _RawUpgrade, splice
 
 _COPY = 32 * 1024
 #: headers that describe one hop (httputil.ReverseProxy removes them both ways)
@@ -356,29 +356,8 @@ async def _upgrade(request: web.Request, backend: Backend, location: str) -> web
             raise errors.APIError(500, "", f"invalid upgrade response: status code {status}")
         if status != 101:
             return await _relay_response(request, reader, status, reason, headers, None, backend.host)
-        resp = _RawUpgrade(status=101, reason=reason or None, headers=headers)
-        resp.force_close()
-        client = asyncio.StreamReader()
-        request.protocol.set_parser(_Feed(client))
-        await resp.prepare(request)
-
-        async def up() -> None:
-            while data := await client.read(_COPY):
-                writer.write(data)
-                await writer.drain()
-
-        async def down() -> None:
-            while data := await reader.read(_COPY):
-                await resp.write(data)
-
-        tasks = [asyncio.ensure_future(up()), asyncio.ensure_future(down())]
-        try:
-            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-        return resp
+        return await splice(request, _RawUpgrade(status=101, reason=reason or None, headers=headers),
+                            reader, writer)
     finally:
         writer.close()
 

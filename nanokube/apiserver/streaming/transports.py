@@ -130,6 +130,34 @@ class _Feed:
         self.reader.feed_eof()
 
 
+async def splice(request: web.Request, resp: web.StreamResponse, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter) -> web.StreamResponse:
+    """Answer `resp` (an upgrade) and join the client's connection to a backend's until either
+    side ends: the upgraded proxy's and a relaying worker's byte pipe."""
+    resp.force_close()
+    client = asyncio.StreamReader()
+    request.protocol.set_parser(_Feed(client))
+    await resp.prepare(request)
+
+    async def up() -> None:
+        while data := await client.read(1 << 16):
+            writer.write(data)
+            await writer.drain()
+
+    async def down() -> None:
+        while data := await reader.read(1 << 16):
+            await resp.write(data)
+
+    tasks = [asyncio.ensure_future(up()), asyncio.ensure_future(down())]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return resp
+
+
 async def upgrade_to_spdy(request: web.Request, protocol: str) -> tuple[SpdySession, web.StreamResponse]:
     """Answer 101 Switching Protocols to SPDY/3.1 and start serving SPDY frames."""
     reader = asyncio.StreamReader()
