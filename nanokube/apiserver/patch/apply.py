@@ -134,7 +134,10 @@ def _list_shape(raw: dict[str, Any], resolved: dict[str, Any]) -> _Shape:
     if list_type not in ("map", "set"):
         return _Shape("list", atomic=True)
     ref = (items or {}).get("$ref", "")
-    defaults = _KEY_DEFAULTS.get(ref[len(sch.REF_PREFIX) :], {})
+    defaults = _KEY_DEFAULTS.get(ref[len(sch.REF_PREFIX) :])
+    if defaults is None:  # a CRD's schema keeps its defaults, as the library's schema does
+        props = sch.resolve(items).get("properties") or {}
+        defaults = {k: props[k]["default"] for k in keys if "default" in (props.get(k) or {})}
     return _Shape(
         "list", elem=items, list_type=list_type, keys=tuple(keys), key_defaults=defaults
     )

@@ -137,8 +137,8 @@ async def test_field_sets_of_an_apply(tmp_path):
                                        "properties": {"cpu": {"type": "string"}, "memory": {"type": "string"}}},
                             "routes": {"type": "array", "x-kubernetes-list-type": "map",
                                        "x-kubernetes-list-map-keys": ["port", "host"],
-                                       "items": {"type": "object", "required": ["host", "port"], "properties": {
-                                           "host": {"type": "string"}, "port": {"type": "integer"},
+                                       "items": {"type": "object", "required": ["host"], "properties": {
+                                           "host": {"type": "string"}, "port": {"type": "integer", "default": 443},
                                            "weight": {"type": "integer"}}}},
                             "tags": {"type": "object", "additionalProperties": {"type": "string"}},
                             "args": {"type": "array", "items": {"type": "string"}},
@@ -155,14 +155,18 @@ async def test_field_sets_of_an_apply(tmp_path):
                 await asyncio.sleep(0.05)
         router = {"apiVersion": f"{group}/v1", "kind": "Router", "metadata": {"name": "r", "namespace": "default"},
                   "spec": {"ports": [80, 443], "labels": {"a": "b"}, "limits": {"cpu": "1"},
-                           "routes": [{"host": "a", "port": 80, "weight": 1}], "tags": {"x": "1"}, "args": ["-v"],
+                           "routes": [{"host": "a", "port": 80, "weight": 1}, {"host": "b"}], "tags": {"x": "1"},
+                           "args": ["-v"],
                            "extra": {}, "gone": None}}
         got = await call(api, "PATCH", f"{path}/r", router, "m", content_type=APPLY)
         assert got["metadata"]["managedFields"][0]["fieldsV1"] == {"f:spec": {
             "f:ports": {"v:80": {}, "v:443": {}}, "f:labels": {}, "f:limits": {},
-            "f:routes": {'k:{"host":"a","port":80}': {".": {}, "f:host": {}, "f:port": {}, "f:weight": {}}},
+            "f:routes": {'k:{"host":"a","port":80}': {".": {}, "f:host": {}, "f:port": {}, "f:weight": {}},
+                         'k:{"host":"b","port":443}': {".": {}, "f:host": {}}},
             "f:tags": {"f:x": {}}, "f:args": {}, "f:extra": {}, "f:gone": {}}}
         assert "gone" not in got["spec"] and got["spec"]["extra"] == {}
+        # a key field left out is keyed by its default (the CRD's), which the stored item gets
+        assert got["spec"]["routes"][1] == {"host": "b", "port": 443}
 
         web = deployment({"strategy": {}}, {"resources": {}, "ports": [{"containerPort": 80}]})
         web["metadata"]["finalizers"] = ["example.com/a"]
