@@ -8,7 +8,10 @@ deleted nor recently evicted (`disruptedPods`, kept until the pod is gone or
 two minutes pass). `disruptionsAllowed` is their difference, and the
 `DisruptionAllowed` condition says whether it is positive. A pod whose
 `DisruptionTarget` condition outlived two minutes without a deletion gets it
-set back to False, as upstream does.
+set back to False, as upstream does. Selected pods without a controller
+are left out of a controller scale (with an UnmanagedPods Warning on the
+budget) rather than failing the sync, and a budget expecting no pods allows
+no disruption.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import math
 
 from ..machinery.conditions import find_condition, set_condition
 from ..machinery.errors import APIError
-from ..machinery.selectors import matches_labels, selector_from_object
+from ..machinery.selectors import go_label_selector, matches_labels, selector_from_object
 from ..client.informer import InformerFactory, key_of
 from ..clock import REAL, Clock, parse_time
 from .base import Controller, in_turns
@@ -26,6 +29,9 @@ from .replicaset import controller_ref, pod_is_ready
 
 DELETION_TIMEOUT = 120.0
 SMP = "application/strategic-merge-patch+json"
+UNMANAGED = ("Pods selected by this PodDisruptionBudget (selector: %s) were found to be unmanaged. As a result, the "
+             "status of the PDB cannot be calculated correctly, which may result in undefined behavior. To account "
+             'for these pods please set ".spec.minAvailable" field of the PDB to an integer value.')
 
 
 class ExpectedCountError(Exception):
@@ -111,34 +117,38 @@ class DisruptionController(Controller):
         return [p async for part in in_turns(self.pods.list_namespace(ns)) for p in part
                 if matches_labels(sel, p["metadata"].get("labels") or {})]
 
-    async def expected_and_desired(self, pdb: dict, pods: list[dict]) -> tuple[int, int]:
+    async def expected_and_desired(self, pdb: dict, pods: list[dict]) -> tuple[int, int, list[str]]:
+        """(expectedPods, desiredHealthy, names of selected pods no controller owns) as getExpectedPodCount."""
         spec = pdb.get("spec") or {}  # a budget may leave its spec out (then it selects no pod)
         if spec.get("maxUnavailable") is not None:
-            expected = await self._controller_scale(pods)
-            return expected, max(0, expected - scaled_value(spec["maxUnavailable"], expected, True))
+            expected, unmanaged = await self._controller_scale(pods)
+            return expected, max(0, expected - scaled_value(spec["maxUnavailable"], expected, True)), unmanaged
         min_available = spec.get("minAvailable")
         if isinstance(min_available, int):
-            return len(pods), min_available
+            return len(pods), min_available, []
         if min_available is not None:
-            expected = await self._controller_scale(pods)
-            return expected, scaled_value(min_available, expected, True)
-        return len(pods), 0
+            expected, unmanaged = await self._controller_scale(pods)
+            return expected, scaled_value(min_available, expected, True), unmanaged
+        return len(pods), 0, []
 
-    async def _controller_scale(self, pods: list[dict]) -> int:
-        """Sum of the replicas of the pods' distinct controllers (a Deployment through its ReplicaSet)."""
+    async def _controller_scale(self, pods: list[dict]) -> tuple[int, list[str]]:
+        """Sum of the replicas of the pods' distinct controllers (a Deployment through its ReplicaSet),
+        and the pods without a controller, which upstream leaves out of the sum rather than failing."""
         scales: dict[str, int] = {}
+        unmanaged = []
         async for part in in_turns(pods):
             for pod in part:
                 ref = controller_ref(pod)
                 if ref is None:
-                    raise ExpectedCountError(f'found no controller ref for pod "{pod["metadata"]["name"]}"')
+                    unmanaged.append(pod["metadata"]["name"])
+                    continue
                 if ref["uid"] in scales:
                     continue
                 uid, replicas = await self._scale_of(pod["metadata"]["namespace"], ref)
                 if uid is None:
                     raise ExpectedCountError(f'found no controllers for pod "{pod["metadata"]["name"]}"')
                 scales[uid] = replicas
-        return sum(scales.values())
+        return sum(scales.values()), unmanaged
 
     async def _scale_of(self, ns: str, ref: dict) -> tuple[str | None, int]:
         """getExpectedScale's finders, in upstream's order: a ReplicationController, a Deployment through
@@ -229,16 +239,19 @@ class DisruptionController(Controller):
             self._no_pods.add(key)
             await self.recorder.emit(pdb, "Normal", "NoPods", "No matching pods found")
         try:
-            expected, desired = await self.expected_and_desired(pdb, pods)
+            expected, desired, unmanaged = await self.expected_and_desired(pdb, pods)
         except ExpectedCountError as e:
             await self.recorder.emit(pdb, "Warning", "CalculateExpectedPodCountFailed",
                                      f"Failed to calculate the number of expected pods: {e}")
             await self._write(pdb, self._fail_safe(pdb, str(e)))
             return
+        if unmanaged:
+            await self.recorder.emit(pdb, "Warning", "UnmanagedPods", UNMANAGED % go_label_selector(
+                (pdb.get("spec") or {}).get("selector")))
         disrupted, expiry = await self._disrupted(pdb, pods)
         healthy = sum([1 async for part in in_turns(pods) for p in part if not p["metadata"].get("deletionTimestamp")
                        and p["metadata"]["name"] not in disrupted and pod_is_ready(p)])
-        allowed = max(0, healthy - desired)
+        allowed = max(0, healthy - desired) if expected > 0 else 0  # a budget expecting no pod allows nothing
         gen = pdb["metadata"].get("generation", 1)
         st = dict(pdb.get("status") or {})
         st.update({"observedGeneration": gen, "disruptedPods": disrupted or None, "disruptionsAllowed": allowed,

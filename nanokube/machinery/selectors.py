@@ -201,6 +201,18 @@ def selector_to_string(sel: dict | None) -> str:
     return ",".join(parts)
 
 
+def go_label_selector(sel: dict | None) -> str:
+    """A LabelSelector as Go's `%v` prints one in upstream's messages (its generated String)."""
+    if sel is None:
+        return "nil"
+    labels = "".join(f"{k}: {v}," for k, v in sorted((sel.get("matchLabels") or {}).items()))
+    exprs = "".join(f"LabelSelectorRequirement{{Key:{e.get('key', '')},Operator:{e.get('operator', '')},"
+                    f"Values:[{' '.join(e.get('values') or ())}],}},"
+                    for e in sel.get("matchExpressions") or ())
+    return (f"&LabelSelector{{MatchLabels:map[string]string{{{labels}}},"
+            f"MatchExpressions:[]LabelSelectorRequirement{{{exprs}}},}}")
+
+
 def matches_labels(reqs: list[Requirement] | None, labels: dict | None) -> bool:
     if reqs is None:
         return False

@@ -126,18 +126,30 @@ async def test_a_controller_without_a_scale_subresource_is_named(env):
     assert (c["reason"], c["message"]) == ("SyncFailed", "daemonsets.apps does not implement the scale subresource")
 
 
-async def test_percentage_without_controller_fails_safe_with_an_event(env):
+async def test_pods_without_a_controller_are_left_out_with_an_unmanaged_pods_warning(env):
+    """getExpectedScale: an unmanaged pod is not in the controllers' scale and does not fail the sync;
+    the budget gets an UnmanagedPods Warning, and with nothing expected it allows no disruption."""
     client, _ = env
+    rs = await client.resource("apps", "v1", "replicasets").create({
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "template": {
+            "metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}})
     await pod(client, "bare")
     await pdb(client, minAvailable="50%")
     st = await status_when(client, lambda s: s.get("conditions"))
-    c = condition(st)
-    assert (c["status"], c["reason"], c["message"]) == ("False", "SyncFailed", 'found no controller ref for pod "bare"')
-    assert st["disruptionsAllowed"] == 0
+    assert (st["expectedPods"], st["desiredHealthy"], st["currentHealthy"], st["disruptionsAllowed"]) == (0, 0, 1, 0)
+    assert (condition(st)["status"], condition(st)["reason"]) == ("False", "InsufficientPods")
     events, _ = await client.resource("", "v1", "events").list("default")
     assert {(e["reason"], e["type"], e["message"]) for e in events} == {
-        ("CalculateExpectedPodCountFailed", "Warning",
-         'Failed to calculate the number of expected pods: found no controller ref for pod "bare"')}
+        ("UnmanagedPods", "Warning",
+         "Pods selected by this PodDisruptionBudget (selector: &LabelSelector{MatchLabels:map[string]string{app: web,},"
+         "MatchExpressions:[]LabelSelectorRequirement{},}) were found to be unmanaged. As a result, the status of the "
+         "PDB cannot be calculated correctly, which may result in undefined behavior. To account for these pods "
+         'please set ".spec.minAvailable" field of the PDB to an integer value.')}
+    await pod(client, "web-a", owner=rs)
+    await pod(client, "web-b", owner=rs)
+    st = await status_when(client, lambda s: s.get("expectedPods") == 2)
+    assert (st["desiredHealthy"], st["currentHealthy"], st["disruptionsAllowed"]) == (1, 3, 2)
 
 
 async def test_recently_disrupted_pods_do_not_count_until_they_expire(env):
