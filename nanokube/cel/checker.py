@@ -188,6 +188,10 @@ class Checker:
             return self.call(n, name, args, member=True)
         args = [self.visit(a) for a in n.args]
         if name in ("_==_", "_!=_"):
+            # cel-go's equality takes two values of one type ('(int, string)' is no overload); a
+            # null or an object is left unchecked here (null compares with objects in cel-go)
+            if not any(a.name in ("object", "null_type") for a in args):
+                self.call(n, name, args, member=False)
             return BOOL
         if name == "_[?_]" or (name == "_[_]" and args[0].name == "optional"):
             inner = args[0].params[0] if args[0].name == "optional" else args[0]
