@@ -215,7 +215,7 @@ class NodeAgent:
         self._event_tasks: set[asyncio.Task] = set()
         self.dra = NodeDriver(client, spec, clock)
         self.claims = ClaimPreparer(client, spec, clock)
-        self.volumes = VolumeManager(client, spec.name, os.path.join(pods_dir, spec.name), clock)
+        self.volumes = VolumeManager(client, spec.name, os.path.join(pods_dir, spec.name), clock, self.recorder)
         self.node_uid = ""
         self.workers: dict[str, PodWorker] = {}
         #: the images pulled to this node (their fully qualified references): IfNotPresent pulls once

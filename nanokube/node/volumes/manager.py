@@ -19,6 +19,7 @@ import os
 import shutil
 from collections.abc import Awaitable, Callable
 
+from ...client.record import CoreEventRecorder
 from ...machinery.errors import APIError
 from ...clock import REAL, Clock
 from .persistent import persistent_volume_claim
@@ -41,9 +42,12 @@ SOURCES: dict[str, Source] = {"configMap": config_map, "secret": secret, "emptyD
 class VolumeManager:
     """One node's pod volume directories."""
 
-    def __init__(self, client, node_name: str, root: str, clock: Clock = REAL):
+    def __init__(self, client, node_name: str, root: str, clock: Clock = REAL,
+                 recorder: CoreEventRecorder | None = None):
         self.client = client
         self.node_name = node_name
+        #: the kubelet's recorder (its own when none is given): repeats are counted, spam filtered
+        self.recorder = recorder or CoreEventRecorder(client, "kubelet", clock, host=node_name)
         self.root = root
         self.clock = clock
         #: per-source state that outlives one setup (pod certificates), keyed by pod uid first
@@ -74,18 +78,14 @@ class VolumeManager:
 
     async def _refresh(self, pod: dict, vol: dict, kind: str, target: str, when: float) -> None:
         """Set the volume up again whenever its source asks to; a failure keeps
-        the last good files and is reported once per distinct message."""
-        last = ""
+        the last good files and is reported at each try (the recorder counts repeats)."""
         while True:
             await self.clock.sleep(max(when - self.clock.now(), 0.0))
             try:
                 again = await SOURCES[kind](self, pod, vol, target)
-                last = ""
             except (MountError, APIError) as e:
                 again = self.clock.now() + REFRESH_RETRY
-                if str(e) != last:
-                    last = str(e)
-                    await self.event(pod, "Warning", "FailedMount", last)
+                await self.event(pod, "Warning", "FailedMount", str(e))
             if again is None:
                 return
             when = again
@@ -98,18 +98,4 @@ class VolumeManager:
 
     async def event(self, pod: dict, type_: str, reason: str, message: str) -> None:
         """A core/v1 Event about the pod from this node's kubelet (best effort)."""
-        md = pod["metadata"]
-        now = self.clock.now()
-        body = {
-            "metadata": {"name": f"{md['name']}.{int(now * 1e9):x}", "namespace": md["namespace"]},
-            "involvedObject": {"kind": "Pod", "apiVersion": "v1", "namespace": md["namespace"], "name": md["name"],
-                               "uid": md["uid"]},
-            "reason": reason, "message": message, "type": type_, "count": 1,
-            "source": {"component": "kubelet", "host": self.node_name},
-            "firstTimestamp": self.clock.rfc3339(now), "lastTimestamp": self.clock.rfc3339(now),
-            "reportingComponent": "kubelet", "reportingInstance": self.node_name,
-        }
-        try:
-            await self.client.resource("", "v1", "events").create(body, namespace=md["namespace"])
-        except APIError as e:
-            log.warning("pod %s/%s: event %s not recorded: %s", md["namespace"], md["name"], reason, e.message)
+        await self.recorder.emit({**pod, "kind": "Pod", "apiVersion": "v1"}, type_, reason, message)

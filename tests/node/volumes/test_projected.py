@@ -18,7 +18,7 @@ from nanokube.apiserver.auth.serviceaccount import ServiceAccountTokens
 from nanokube.node.volumes import MountError, VolumeManager
 from nanokube.pki import trustbundle
 from nanokube.pki.signer import SIGNER_NAME, PodCertificateSigner
-from tests.controllers import make_stack
+from tests.controllers import eventually, make_stack
 from tests.node import ManualClock
 
 CTB = {"clusterTrustBundle": {"signerName": SIGNER_NAME, "labelSelector": {}, "path": "ca.pem"}}
@@ -221,3 +221,31 @@ async def test_unanswered_refresh_is_reported_overdue_then_expired(env):
     await asyncio.sleep(0.05)
     assert await reasons() == ["CertificateOverdueForRefresh", "CertificateExpired"]
     assert read(vol, "tls.crt") == issued, "the last credentials stay while a refresh is pending"
+
+
+async def test_a_refresh_failing_again_and_again_is_one_counted_failed_mount_event(env):
+    """Each failed refresh is reported, through the kubelet's recorder: one FailedMount Event
+    whose count grows (`kubectl describe pod`'s "(x3 over 20s)"), not an Event per try."""
+    client, clock, mgr, _ = env
+    cms = client.resource("", "v1", "configmaps")
+    await cms.create({"metadata": {"name": "settings", "namespace": "default"}, "data": {"a": "1"}})
+    p = await pod(client, "cfg", {"configMap": {"name": "settings"}})
+    vol = (await mgr.mount(p))["identity"]
+    assert read(vol, "a") == b"1"
+    await cms.delete("settings", "default")
+
+    async def failed_mounts():
+        items, _ = await client.resource("", "v1", "events").list(namespace="default")
+        return [e for e in items if e["reason"] == "FailedMount"]
+    for tries in (1, 2, 3):
+        await clock.advance(60 if tries == 1 else 10)
+        [ev] = await eventually(lambda: _async_when(failed_mounts, lambda got: got and got[0]["count"] >= tries))
+        assert ev["count"] == tries
+    assert ev["message"] == 'MountVolume.SetUp failed for volume "identity" : configmap "settings" not found'
+    assert ev["source"] == {"component": "kubelet", "host": "gpu-0"}
+    assert read(vol, "a") == b"1", "the last good files stay"
+
+
+async def _async_when(fetch, done):
+    got = await fetch()
+    return got if done(got) else None
