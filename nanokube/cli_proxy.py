@@ -102,7 +102,7 @@ async def _run(args: argparse.Namespace, mode: str, warnings: list[str]) -> int:
         await servers.serve(metrics_app(proxier.registry, mode), args.metrics_bind_address)
         await proxier.start()
         for w in warnings:
-            await record_node_event(client, proxier.clock, node, MODE_EVENT_REASON, w)
+            await record_node_event(proxier.recorder, node, MODE_EVENT_REASON, w)
         log.info("kube-proxy (%s) for node %s running%s; healthz %s, metrics %s", mode, node,
                  f" in network namespace {args.netns}" if args.netns else "", args.healthz_bind_address or "off",
                  args.metrics_bind_address or "off")

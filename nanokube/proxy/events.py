@@ -1,29 +1,18 @@
 """Events kube-proxy records about its own Node (core/v1, namespace
-`default`, involvedObject the Node with its name as UID, as upstream does)."""
+`default`, involvedObject the Node with its name as UID, as upstream does),
+through the proxier's recorder so repeats are counted and spam filtered."""
 
 from __future__ import annotations
 
-import logging
-
-from ..machinery.errors import APIError
-from ..clock import Clock
-
-log = logging.getLogger(__name__)
+from ..client.record import CoreEventRecorder
 
 
-async def record_node_event(client, clock: Clock, node: str, reason: str, message: str,
+def node_ref(node: str) -> dict:
+    """The Node as kube-proxy refers to it: by name, which is also its UID."""
+    return {"kind": "Node", "apiVersion": "v1", "metadata": {"name": node, "uid": node}}
+
+
+async def record_node_event(recorder: CoreEventRecorder, node: str, reason: str, message: str,
                             type_: str = "Warning") -> None:
-    """Create the Event; a refusal is logged, never raised (events are best effort)."""
-    now = clock.now()
-    body = {
-        "metadata": {"name": f"{node}.{int(now * 1e9):x}", "namespace": "default"},
-        "involvedObject": {"kind": "Node", "apiVersion": "v1", "name": node, "uid": node},
-        "reason": reason, "message": message, "type": type_, "count": 1,
-        "source": {"component": "kube-proxy", "host": node},
-        "firstTimestamp": clock.rfc3339(now), "lastTimestamp": clock.rfc3339(now),
-        "reportingComponent": "kube-proxy", "reportingInstance": node,
-    }
-    try:
-        await client.resource("", "v1", "events").create(body, namespace="default")
-    except APIError as e:
-        log.warning("node %s: event %s not recorded: %s", node, reason, e.message)
+    """Record the Event; a refusal is logged by the recorder, never raised (events are best effort)."""
+    await recorder.emit(node_ref(node), type_, reason, message)

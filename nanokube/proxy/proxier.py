@@ -190,7 +190,7 @@ class Proxier:
         self.health = ProxyHealth(2 * sync_period, clock, self.registry)
         self.service_health = ServiceHealthServer(self.health, health_check_listen, node_name, self._health_check_failed) \
             if health_check_listen else None
-        self.recorder = CoreEventRecorder(client, "kube-proxy", clock)
+        self.recorder = CoreEventRecorder(client, "kube-proxy", clock, host=node_name)
         self.health_check_ports: dict[str, int] = {}  # service key -> its healthCheckNodePort
         self.services = Informer(client.resource("", "v1", "services"), clock=clock)
         self.slices = Informer(client.resource("discovery.k8s.io", "v1", "endpointslices"), clock=clock)
@@ -313,7 +313,7 @@ class Proxier:
         t.reported_error = report.error
         outcome = "the full sync that followed succeeded" if report.ok else \
             "the kernel keeps the last good ruleset; a full sync is retried"
-        await record_node_event(self.client, self.clock, self.node_name, "SyncProxyRulesFailed",
+        await record_node_event(self.recorder, self.node_name, "SyncProxyRulesFailed",
                                 f"nftables transaction on table {t.family} {TABLE} failed ({outcome}): {report.error}")
 
     async def _loop(self) -> None:

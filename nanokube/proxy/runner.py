@@ -112,7 +112,7 @@ class NodeProxies:
             await self.servers.serve(health_app(p.health), listen_in_netns(netns, HEALTHZ_ADDRESS))
             await self.servers.serve(metrics_app(p.registry, self.mode), listen_in_netns(netns, METRICS_ADDRESS))
             for w in self.warnings:
-                await record_node_event(self.client, self.clock, p.node_name, MODE_EVENT_REASON, w)
+                await record_node_event(p.recorder, p.node_name, MODE_EVENT_REASON, w)
         log.info("kube-proxy (%s) running for %d nodes; healthz on %s and metrics on %s in each node's namespace",
                  self.mode, len(self.proxiers), HEALTHZ_ADDRESS, METRICS_ADDRESS)
 

@@ -190,6 +190,45 @@ async def test_a_sync_that_keeps_failing_is_logged_counted_and_fails_healthz(cap
             await s.close()
 
 
+class ChangingNft(Nft):
+    """Every transaction fails, with the error the test sets."""
+    error = "Error: one"
+
+    def apply(self, transaction: str) -> None:
+        raise NftError(self.error)
+
+
+async def test_a_failure_seen_again_is_counted_on_its_event():
+    """Node events go through the proxier's recorder: a failure reported again after another one
+    is the same Event with count 2 (as `kubectl describe node` shows "(x2 over ...)"), from
+    kube-proxy on that node."""
+    s = await make_stack()
+    nft = ChangingNft()
+    p = Proxier(s.client, "node-1", "", nft=nft, clock=StepClock(), min_sync_period=0, sync_period=1000)
+    await p.start()
+    try:
+        assert await eventually(lambda: _async(p.syncs >= 1))
+        for error in ("Error: two", "Error: one"):
+            nft.error = error
+            await p.sync_once()
+
+        async def ip_events():
+            events = await failure_events(s)
+            return [(e["message"].rsplit(": ", 1)[1], e["count"]) for e in events if " table ip " in e["message"]]
+        assert sorted(await eventually(lambda: _async_counted(ip_events, 3))) == [("one", 2), ("two", 1)]
+        (ev, *_) = await failure_events(s)
+        assert ev["source"] == {"component": "kube-proxy", "host": "node-1"}
+        assert ev["involvedObject"] == {"kind": "Node", "apiVersion": "v1", "name": "node-1", "uid": "node-1"}
+    finally:
+        await p.stop()
+        await s.close()
+
+
+async def _async_counted(fetch, total):
+    got = await fetch()
+    return got if sum(n for _, n in got) >= total else None
+
+
 async def test_node_proxies_serve_health_and_metrics_in_the_node_namespace(netns):
     lo_up(netns)
     s = await make_stack()
