@@ -20,7 +20,7 @@ from typing import Any, Callable
 import orjson
 
 from ... import schema as schemas
-from ...machinery import errors
+from ...machinery import errors, gofmt
 from ...machinery.conditions import is_condition_true
 from ...machinery.validation import FieldError, custom_finalizer_warnings
 from ...registry.base import AGE, STORED_DELETION, Age, Column, Obj, Resource, Strategy
@@ -56,18 +56,31 @@ def deprecation_warning(crd: Obj, v: dict[str, Any]) -> str:
 
 
 def _cell(path: tuple, typ: str) -> Callable[[Obj], Any]:
+    """A column's cell as upstream's table convertor makes it: the first value the path finds
+    (one of `[*]`'s many), kept only when it is of the column's type (cellForJSONValue: an
+    integer column truncates a number, a number column takes an integer; anything else is
+    empty, `<none>`); a string column prints any value, as the JSONPath printer does."""
     def fn(obj: Obj) -> Any:
         found = jsonpath.find(obj, path)
-        if not found:
+        if not found or found[0] is None:
             return None
-        v = found[0] if len(found) == 1 else found
+        v = found[0]
+        number = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if typ == "string":
+            if isinstance(v, (dict, list)):
+                return orjson.dumps(v).decode()
+            if isinstance(v, bool):
+                return "true" if v else "false"
+            return v if isinstance(v, str) else str(v) if isinstance(v, int) else gofmt.format_float(v)
         if typ == "date":
-            return Age(v) if isinstance(v, str) else "<invalid>"
-        if typ == "integer" and isinstance(v, float) and v.is_integer():
-            return int(v)
-        if isinstance(v, (dict, list)):
-            return orjson.dumps(v).decode()
-        return v
+            return Age(v) if isinstance(v, str) else None
+        if typ == "integer":
+            return int(v) if number else None
+        if typ == "number":
+            return v if number else None
+        if typ == "boolean":
+            return v if isinstance(v, bool) else None
+        return None
     return fn
 
 

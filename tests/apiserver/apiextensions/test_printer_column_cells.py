@@ -1,0 +1,56 @@
+"""A CRD's additionalPrinterColumns as kube-apiserver's table convertor fills them, over HTTP with
+kubectl's Table Accept header: the first value a `[*]` path finds, and a value that is not of the
+column's type is an empty cell (`<none>`), an integer column truncating a number."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from kubernetes.client.rest import ApiException
+
+from tests.apiserver.test_rest_managedfields import call
+from tests.served import served
+
+GROUP = "cols.example.com"
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+COLUMNS = [("Ports", "string", ".spec.ports[*].name"), ("Tags", "string", ".spec.tags"),
+           ("Count", "string", ".spec.count"), ("Size", "number", ".spec.size"), ("Whole", "integer", ".spec.ratio"),
+           ("Flag", "boolean", ".spec.flag"), ("When", "date", ".spec.count")]
+
+
+def crd() -> dict:
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"things.{GROUP}"},
+            "spec": {"group": GROUP, "scope": "Namespaced", "names": {"plural": "things", "kind": "Thing"},
+                     "versions": [{"name": "v1", "served": True, "storage": True,
+                                   "additionalPrinterColumns": [{"name": n, "type": t, "jsonPath": p}
+                                                                for n, t, p in COLUMNS],
+                                   "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {
+                                       "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}}]}}
+
+
+async def test_cells_take_the_first_value_of_the_columns_type(tmp_path):
+    async with served(tmp_path) as (_, c):
+        await call(c, "POST", CRDS, crd())
+        things = f"/apis/{GROUP}/v1/namespaces/default/things"
+        body = {"apiVersion": f"{GROUP}/v1", "kind": "Thing", "metadata": {"name": "t"},
+                "spec": {"ports": [{"name": "http"}, {"name": "https"}], "tags": ["a", "b"], "count": 3,
+                         "size": "50%", "ratio": 2.7, "flag": "yes"}}
+        for _ in range(100):
+            try:
+                await call(c, "POST", things, body)
+                break
+            except ApiException as e:  # not served yet
+                assert e.status == 404
+                await asyncio.sleep(0.05)
+
+        def send():
+            request = c.param_serialize("GET", f"{things}/t", header_params={"Accept": TABLE})
+            response = c.call_api(*request[:4])
+            response.read()
+            return response
+        table = json.loads((await asyncio.to_thread(send)).data)
+        # (upstream's cells are null where nanokube's table rows write kubectl's '<none>')
+        assert table["rows"][0]["cells"][1:] == ["http", '["a","b"]', "3", "<none>", 2, "<none>", "<none>"]
