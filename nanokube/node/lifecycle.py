@@ -15,7 +15,8 @@ default 0), `sim.nanokube.io/stop-exit-code` (how SIGTERM ends it, default
 takes, default 0) and `sim.nanokube.io/pull-error` (while set, pulling its
 images fails with this error; `not-found` words containerd's for a tag the
 registry lacks: ErrImagePull, then ImagePullBackOff until a retry, after 10 s
-doubling to 300 s, finds it gone). Each container start records the kubelet's events:
+doubling to 300 s, finds it gone). A numeric one that is not a number keeps its
+default, and the pod gets an InvalidSimulationAnnotation Warning naming it. Each container start records the kubelet's events:
 Pulling/Pulled (by imagePullPolicy and the images the node holds), Created,
 Started; stopping a running one records Killing.
 """
@@ -67,6 +68,24 @@ def _annotation(pod: dict, key: str, default: float | None) -> float | None:
     except ValueError:
         log.warning("pod %s: annotation %s=%r is not a number; using %s", pod["metadata"]["name"], key, v, default)
         return default
+
+
+#: each numeric simulation annotation and what its default means, for the event an unreadable one gets
+_NUMERIC_DEFAULTS = {RUN_SECONDS: "run until stopped", EXIT_CODE: "0", STOP_SECONDS: "0",
+                     STOP_EXIT_CODE: str(SIGTERM_EXIT), PULL_SECONDS: "0"}
+
+
+def invalid_annotations(pod: dict) -> list[str]:
+    """Why each numeric simulation annotation that is not a number is ignored (its default is used)."""
+    given = (pod.get("metadata") or {}).get("annotations") or {}
+    out = []
+    for key, default in _NUMERIC_DEFAULTS.items():
+        if key in given:
+            try:
+                float(given[key])
+            except ValueError:
+                out.append(f'annotation {key}="{given[key]}" is not a number; using the default ({default})')
+    return out
 
 
 def stop_exit_code(pod: dict, grace: float) -> int:
@@ -689,6 +708,8 @@ class PodWorker:
         await self._run_containers(bool(adopted))
 
     async def _run_containers(self, adopted: bool) -> None:
+        for message in invalid_annotations(self.pod):
+            await self._event("Warning", "InvalidSimulationAnnotation", message)
         run = _annotation(self.pod, RUN_SECONDS, None)
         code = int(_annotation(self.pod, EXIT_CODE, 0) or 0)
         policy = (self.pod.get("spec") or {}).get("restartPolicy", "Always")

@@ -117,6 +117,22 @@ async def test_run_seconds_and_exit_code_end_the_pod(env):
     assert conds(ok)["Ready"] == "False"
 
 
+async def test_an_annotation_that_is_not_a_number_keeps_its_default_with_a_warning(env):
+    pods, clock = env
+    await pods.create(pod("odd", annotations={"sim.nanokube.io/run-seconds": "soon",
+                                              "sim.nanokube.io/exit-code": "2"}, restart="Never"))
+    await eventually(phase_is(pods, "odd", "Running"))
+
+    async def warnings():
+        items, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
+        return [(e["type"], e["message"], e["involvedObject"]["name"]) for e in items
+                if e["reason"] == "InvalidSimulationAnnotation"]
+    assert await eventually(warnings) == [("Warning", 'annotation sim.nanokube.io/run-seconds="soon" is not a number; '
+                                                      "using the default (run until stopped)", "odd")]
+    await clock.advance(3600)
+    assert (await pods.get("odd", "default"))["status"]["phase"] == "Running", "it still runs until stopped"
+
+
 async def test_restart_policy_always_restarts_with_backoff(env):
     pods, clock = env
     await pods.create(pod("loop", annotations={"sim.nanokube.io/run-seconds": "5", "sim.nanokube.io/exit-code": "1"}))
