@@ -1422,11 +1422,16 @@ def _spec_changed(old: dict, new: dict) -> bool:
 
 
 def _check_apply_configuration(res: Resource, version: str, applied: dict, sch: dict | None) -> None:
-    """An apply configuration names its kind and has the kind's types (its
-    nulls mean something to apply, so they are left alone)."""
-    if not applied.get("kind"):
-        raise errors.bad_request(f"failed to create typed patch object ({res.api_version(version)}, Kind=): "
-                                 "kind: Required value: kind is required in an apply configuration")
+    """An apply configuration is of the endpoint's group, version and kind, carries no managedFields
+    and has the kind's types (its nulls mean something to apply, so they are left alone), checked
+    in the order of upstream's field manager chain: its versionCheckManager first, then
+    structuredmerge's managedFields and typing."""
+    group, ver, kind = _applied_gvk(applied)
+    if (group, ver, kind) != (res.group, version, res.kind):
+        raise errors.bad_request(f"invalid object type: {group}/{ver}, Kind={kind}")
+    meta = applied.get("metadata")
+    if isinstance(meta, dict) and meta.get("managedFields") is not None:
+        raise errors.bad_request("metadata.managedFields must be nil")
     if sch is not None:
         found = typed.problems(applied, sch)
         if found:
@@ -1434,6 +1439,16 @@ def _check_apply_configuration(res: Resource, version: str, applied: dict, sch: 
         errs, _ = structural.check(applied, sch, False, nulls=False)
         if errs:  # what only the decoder of the merged object refuses (a range, a format)
             raise errors.bad_request(structural.decode_error_message(res.kind, version, errs[0]))
+
+
+def _applied_gvk(applied: dict) -> tuple[str, str, str]:
+    """An unstructured object's GroupVersionKind: a value that is not a string reads as "", and an
+    apiVersion of more than two parts makes the whole GVK empty (ParseGroupVersion's error)."""
+    api_version, kind = (v if type(v) is str else "" for v in (applied.get("apiVersion"), applied.get("kind")))
+    parts = api_version.split("/") if api_version else ["", ""]
+    if len(parts) > 2:
+        return "", "", ""
+    return ("", *parts, kind) if len(parts) == 1 else (*parts, kind)
 
 
 def _untyped_apply_configuration(res: Resource, version: str, applied: dict, found: list[str]) -> errors.APIError:

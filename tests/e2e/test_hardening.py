@@ -203,7 +203,7 @@ BODY_CASES = [
     ("field-manager-newline", "POST", CMS + "?fieldManager=a%0Ab", json.dumps({"metadata": {"name": "fm"}}),
      "application/json", 422, "fieldManager: Invalid value: \"a\\nb\": invalid character U+000A (at position 1)"),
     ("apply-without-kind", "PATCH", CMS + "/keep?fieldManager=m", json.dumps({"apiVersion": "v1", "metadata": {"name": "keep"}}),
-     "application/apply-patch+yaml", 400, "kind"),
+     "application/apply-patch+yaml", 400, "invalid object type: /v1, Kind="),
 ]
 
 

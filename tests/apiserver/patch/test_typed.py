@@ -68,6 +68,18 @@ async def test_wrong_types_and_undeclared_fields_of_a_built_in_kind(tmp_path):
         assert (status, message) == (400, 'Deployment in version "v1" cannot be handled as a Deployment: json: '
                                           "cannot unmarshal number 2147483648 into Go struct field "
                                           "DeploymentSpec.spec.replicas of type int32")
+        # the field manager's first check: the configuration is of the endpoint's kind
+        for api_version, kind, gvk in [("apps/v1beta1", "Deployment", "apps/v1beta1, Kind=Deployment"),
+                                       ("apps/v1", "StatefulSet", "apps/v1, Kind=StatefulSet"),
+                                       ("apps/v1", None, "apps/v1, Kind="), ("v1", "Deployment", "/v1, Kind=Deployment"),
+                                       ("a/b/c", "Deployment", "/, Kind=")]:
+            body = {**deployment({"replicas": "x"}), "apiVersion": api_version, "kind": kind}
+            assert await refused(api, "PATCH", f"{DEPLOYS}/web", body, "m", content_type=APPLY) == (
+                400, f"invalid object type: {gvk}")
+        body = deployment({"replicas": "x"})
+        body["metadata"]["managedFields"] = []
+        assert await refused(api, "PATCH", f"{DEPLOYS}/web", body, "m", content_type=APPLY) == (
+            400, "metadata.managedFields must be nil")
         created = await call(api, "PATCH", f"{DEPLOYS}/web", deployment(), "m", content_type=APPLY)
         assert created["spec"]["replicas"] == 1
 
