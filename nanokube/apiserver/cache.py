@@ -712,6 +712,19 @@ class WatchCache:
         p = _resource_prefix(w.prefix) if w.prefix.count("/") > 2 else w.prefix
         self._watchers.get(p, set()).discard(w)
 
+    def end_watches(self, prefix: str) -> None:
+        """End every watch of what lies under `prefix` after the events it holds (a custom
+        resource whose CRD is gone: upstream's crdHandler tears its storage, and so its watches, down)."""
+        bucket = self._watchers.get(_resource_prefix(prefix) if prefix.count("/") > 2 else prefix, set())
+        for w in [w for w in bucket if w.prefix.startswith(prefix)]:
+            bucket.discard(w)
+            try:
+                w.queue.put_nowait(None)
+            except asyncio.QueueFull:
+                w.overflowed = True
+                w.queue = asyncio.Queue()
+                w.queue.put_nowait(None)
+
     @property
     def watcher_count(self) -> int:
         return sum(len(s) for s in self._watchers.values())

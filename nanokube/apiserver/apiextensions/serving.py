@@ -110,6 +110,8 @@ class CustomResources:
         known = self._served.pop(name, None)
         if known is None:
             return
-        self.index.remove(*known[0])
+        res = self.index.remove(*known[0])
+        if res is not None:
+            self.cache.end_watches(res.key_prefix())
         schema.forget(known[1])
         self.changed()
