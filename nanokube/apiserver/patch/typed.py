@@ -25,6 +25,9 @@ _DEDUCED = frozenset(sch.REF_PREFIX + name for name in (
 ))
 
 
+#: marks a list item's place in a path until a message needs its element
+_ITEM = object()
+
 #: what an x-kubernetes-embedded-resource object has whether its schema says so or not
 _EMBEDDED = frozenset({"apiVersion", "kind", "metadata"})
 
@@ -99,11 +102,7 @@ def _walk_list(v: Any, raw: dict[str, Any], node: dict[str, Any], path: Path, ou
         if problem:  # no path to name the rest by: the library gives up on the list
             out.append(_at(path, f"element {i}: {problem}"))
             return
-        try:
-            pe = _item_element(shape, item) if shape.keys or shape.list_type == "set" else fp.index(i)
-        except (_TypeError, TypeError):
-            pe = fp.index(i)
-        _walk(item, node.get("items"), path + (pe,), out)
+        _walk(item, node.get("items"), path + ((_ITEM, shape, item, i),), out)
 
 
 def _item_problem(shape: _Shape, item: Any) -> str | None:
@@ -128,7 +127,18 @@ def _item_problem(shape: _Shape, item: Any) -> str | None:
 
 
 def _at(path: Path, message: str) -> str:
-    return f"{fp.path_string(path)}: {message}"
+    return f"{fp.path_string(tuple(_element(pe) for pe in path))}: {message}"
+
+
+def _element(pe: tuple) -> fp.PathElement:
+    """A path element; a list item's is worked out only for a message (by key, value or index)."""
+    if pe[0] is not _ITEM:
+        return pe
+    _, shape, item, i = pe
+    try:
+        return _item_element(shape, item) if shape.keys or shape.list_type == "set" else fp.index(i)
+    except (_TypeError, TypeError):
+        return fp.index(i)
 
 
 # ---------------------------------------------------------------- Go's fmt of unstructured values
