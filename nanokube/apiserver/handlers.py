@@ -31,6 +31,7 @@ from ..machinery.responses import dumps, error_response, json_response
 from ..machinery.selectors import field_requirements, parse_label_selector
 from .options import (
     APPLY_PATCH,
+    delete_body_kind_errors,
     delete_options,
     integer,
     list_options_errors,
@@ -423,6 +424,7 @@ class APIHandlers:
             listing = None if name else _collection_options(q)
             raw = await self._raw(request)
             body = await _decode_body(raw, _content_type(request)) if raw.strip() else {}
+            delete_body_kind_errors(body)
             options = delete_options(q, body, q.getall("dryRun", []))
             # DeleteOptions has no fieldManager or fieldValidation: such query parameters are ignored
             opts = WriteOptions(dry_run=bool(options.get("dryRun")), user=_user(request))

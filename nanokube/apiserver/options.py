@@ -101,6 +101,26 @@ def write_options_errors(manager: str, dry_run: list[str], field_validation: str
     return errs + field_manager_errors(manager) + dry_run_errors(dry_run) + field_validation_errors(field_validation)
 
 
+#: the scheme the DELETE handler decodes its body with (named as Go names a scheme: where it was made)
+_META_SCHEME = "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme/register.go:27"
+
+
+def delete_body_kind_errors(body: Any) -> None:
+    """A DELETE body's kind and apiVersion as the meta decoder reads them: DeleteOptions is
+    unversioned there, so any group/version of it is taken (meta.k8s.io/v1 fills what is left
+    out); another kind is not registered, a 400 with the decoder's words."""
+    if type(body) is not dict or not isinstance(body.get("kind", ""), str) \
+            or not isinstance(body.get("apiVersion", ""), str):
+        return  # delete_options reports the types
+    api = body.get("apiVersion") or ""
+    if api.count("/") > 1:
+        raise errors.bad_request(f"unexpected GroupVersion string: {api}")
+    kind = body.get("kind") or "DeleteOptions"
+    if kind != "DeleteOptions":
+        raise errors.bad_request(
+            f'no kind "{kind}" is registered for version "{api or "meta.k8s.io/v1"}" in scheme "{_META_SCHEME}"')
+
+
 def delete_options(query: Mapping[str, str], body: Any, dry_run_query: list[str]) -> dict:
     """DeleteOptions from a DELETE's body and query, type-checked and validated."""
     if body is None:

@@ -344,3 +344,22 @@ async def test_an_exact_resource_version_lists_that_snapshot(core):
     await asyncio.to_thread(core.create_namespaced_config_map, "default", {"metadata": {"name": "later"}})
     page, rv, token = await asyncio.to_thread(names, "Exact", limit=1)
     assert (page, rv) == (["before"], then) and token is None
+
+
+async def test_a_delete_body_of_another_kind_is_the_decoders_400_and_deletes_nothing(core):
+    """delete.go decodes the body with the meta scheme, where DeleteOptions is unversioned: any
+    apiVersion of it is taken, another kind is not registered (400 BadRequest since upstream
+    #133358), and nothing is deleted."""
+    await asyncio.to_thread(core.create_namespaced_config_map, "default", {"metadata": {"name": "k"}})
+    path = "/api/v1/namespaces/default/configmaps/k"
+    for body, message in (
+            ({"kind": "Pod"}, 'no kind "Pod" is registered for version "meta.k8s.io/v1" in scheme '),
+            ({"apiVersion": "apps/v1", "kind": "Deployment"}, 'no kind "Deployment" is registered for version "apps/v1"'),
+            ({"apiVersion": "a/b/c", "kind": "DeleteOptions"}, "unexpected GroupVersion string: a/b/c")):
+        status, answer = await asyncio.to_thread(_write, core, "DELETE", path, "application/json",
+                                                 json.dumps(body).encode(), [])
+        assert (status, answer["reason"], answer["code"]) == (400, "BadRequest", 400), body
+        assert answer["message"].startswith(message), answer["message"]
+    status, answer = await asyncio.to_thread(_write, core, "DELETE", path, "application/json",
+                                             json.dumps({"apiVersion": "v2", "kind": "DeleteOptions"}).encode(), [])
+    assert (status, answer["status"]) == (200, "Success"), "DeleteOptions of any version is taken"
