@@ -652,18 +652,15 @@ class PodWorker:
         return await self._retry(self.agent.volumes.mount, MountError, "FailedMount", "{}")
 
     async def _retry(self, step, not_ready: type[Exception], reason: str, message: str) -> bool:
-        """Run `step(pod)` until it stops raising `not_ready`, backing off;
-        each distinct refusal is reported once as a Warning event."""
+        """Run `step(pod)` until it stops raising `not_ready`, backing off; each refusal is
+        reported as a Warning event, which the recorder folds into one with a count."""
         delay = CLAIM_RETRY_INITIAL
-        last = ""
         while True:
             try:
                 await step(self.pod)
                 return True
             except not_ready as e:
-                if str(e) != last:
-                    last = str(e)
-                    await self._event("Warning", reason, message.format(e))
+                await self._event("Warning", reason, message.format(e))
             if await self._wait(self.clock.monotonic() + delay):
                 return False
             delay = min(delay * 2, CLAIM_RETRY_MAX)

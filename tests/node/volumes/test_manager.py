@@ -66,3 +66,25 @@ async def test_pod_waits_for_its_config_map_then_gets_the_files(env):
     async def removed():
         return not (root / "gpu-0" / uid).exists()
     assert await eventually(removed)
+
+
+async def test_a_mount_refused_again_and_again_is_one_event_with_a_count(env):
+    """Each failed try is reported, as the kubelet's volume manager does; the recorder folds the
+    repeats into one FailedMount Event whose count grows (`kubectl describe pod`: "(x3 over 3s)")."""
+    client, clock, _ = env
+    await client.resource("", "v1", "pods").create({"metadata": {"name": "wait", "namespace": "default"}, "spec": {
+        "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox"}],
+        "volumes": [{"name": "conf", "configMap": {"name": "absent"}}]}})
+    events = client.resource("", "v1", "events")
+
+    async def failed_mount(count):
+        items, _ = await events.list(namespace="default")
+        got = [e for e in items if e["reason"] == "FailedMount"]
+        return got if got and got[0]["count"] >= count else None
+    await eventually(lambda: failed_mount(1))
+    await clock.advance(1)
+    await eventually(lambda: failed_mount(2))
+    await clock.advance(2)
+    [ev] = await eventually(lambda: failed_mount(3))
+    assert ev["count"] == 3
+    assert ev["message"] == 'MountVolume.SetUp failed for volume "conf" : configmap "absent" not found'
