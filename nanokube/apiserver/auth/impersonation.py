@@ -39,8 +39,17 @@ def _requests(headers) -> list[tuple[str, str, str, str]]:
         out.append(("UID", "", headers[UID], ""))
     if out and not user:
         # Upstream's filter answers this as an InternalError; it is the client's doing, so a 400 with its words.
-        raise errors.bad_request(f"requested {[r[:3] for r in out]} without impersonating a user")
+        raise errors.bad_request(f"requested [{' '.join(_go_reference(r) for r in out)}] without impersonating a user")
     return out
+
+
+def _go_reference(request: tuple[str, str, str, str]) -> str:
+    """One request as Go's %v prints the ObjectReference upstream builds for it (fields Kind,
+    Namespace, Name, UID, APIVersion, ResourceVersion, FieldPath; extras and uids carry
+    authentication.k8s.io/v1, an extra its key as the FieldPath)."""
+    kind, ns, name, key = request
+    api = "authentication.k8s.io/v1" if kind in ("UserExtra", "UID") else ""
+    return "{" + " ".join((kind, ns, name, "", api, "", key)) + "}"
 
 
 def _asks(headers) -> bool:

@@ -71,13 +71,16 @@ async def test_groups_uid_or_extra_without_a_user_is_a_bad_request_over_http(tmp
     ctx.load_cert_chain(tmp_path / "c.crt", tmp_path / "c.key")
     try:
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx)) as admin:
-            for header in ({"Impersonate-Group": "ops"}, {"Impersonate-Uid": "u1"},
-                           {"Impersonate-Extra-Scopes": "read"}):
+            for header, requested in (
+                    ({"Impersonate-Group": "ops"}, "{Group  ops    }"),
+                    ({"Impersonate-Uid": "u1"}, "{UID  u1  authentication.k8s.io/v1  }"),
+                    ({"Impersonate-Extra-Scopes": "read"}, "{UserExtra  read  authentication.k8s.io/v1  scopes}"),
+                    ({"Impersonate-Group": "ops", "Impersonate-Uid": "u1"},
+                     "{Group  ops    } {UID  u1  authentication.k8s.io/v1  }")):
                 async with admin.get(f"https://localhost:{s.port}/api/v1/namespaces", headers=header) as r:
                     body = await r.json()
                     assert r.status == 400, header
                     assert body["reason"] == "BadRequest" and body["code"] == 400
-                    assert body["message"].startswith("requested [")
-                    assert body["message"].endswith("] without impersonating a user")
+                    assert body["message"] == f"requested [{requested}] without impersonating a user"
     finally:
         await s.stop()
