@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import secrets
+import random
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
@@ -38,9 +38,13 @@ MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 
 
+#: upstream's name generator draws from math/rand, not a cryptographic source: a name is not a secret
+_NAMES = random.Random()
+
+
 def name_suffix(prefix: str) -> str:
     """Five random characters, as upstream's SimpleNameGenerator appends to generateName."""
-    return "".join(secrets.choice(NAME_CHARS) for _ in range(5))
+    return "".join(_NAMES.choices(NAME_CHARS, k=5))
 
 
 SYSTEM = User("system:apiserver", ("system:masters",))

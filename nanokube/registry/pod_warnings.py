@@ -417,14 +417,13 @@ def _overlapping_paths(volumes: Any) -> list[str]:
     whose items' paths are the same or one inside another (the kubelet fails to mount it)."""
     out = []
     for v in volumes:
-        name = go_quote(v.get("name", ""))
+        name = v.get("name", "")
         if (cm := v.get("configMap")) is not None and cm.get("items") is not None:
-            out += _check_overlap(_paths(cm["items"]), f"volume {name} (ConfigMap {go_quote(cm.get('name', ''))}): overlapping paths")
+            out += _check_overlap(_paths(cm["items"]), (name, "ConfigMap", cm.get("name", "")))
         if (sec := v.get("secret")) is not None and sec.get("items") is not None:
-            out += _check_overlap(_paths(sec["items"]),
-                                  f"volume {name} (Secret {go_quote(sec.get('secretName', ''))}): overlapping paths")
+            out += _check_overlap(_paths(sec["items"]), (name, "Secret", sec.get("secretName", "")))
         if (dapi := v.get("downwardAPI")) is not None and dapi.get("items") is not None:
-            out += _check_overlap(_paths(dapi["items"]), f"volume {name} (DownwardAPI): overlapping paths")
+            out += _check_overlap(_paths(dapi["items"]), (name, "DownwardAPI", None))
         if (projected := v.get("projected")) is not None:
             out += _projected_overlaps(projected, name)
     return out
@@ -433,46 +432,49 @@ def _overlapping_paths(volumes: Any) -> list[str]:
 def _projected_overlaps(projected: dict, name: str) -> list[str]:
     out: list[str] = []
     source_paths: list[str] = []  # kept from one source to the next, as upstream's are
-    message = ""
+    source: tuple = (name, "Projected", None)
     all_paths: set[str] = set()
     for s in projected.get("sources") or ():
         if not s:
-            out.append(f"volume {name} (Projected) has no sources provided")
+            out.append(f"volume {go_quote(name)} (Projected) has no sources provided")
             continue
         if (cm := s.get("configMap")) is not None and cm.get("items") is not None:
             source_paths = _paths(cm["items"])
-            message = f"volume {name} (Projected ConfigMap {go_quote(cm.get('name', ''))}): overlapping paths"
+            source = (name, "Projected ConfigMap", cm.get("name", ""))
         elif (sec := s.get("secret")) is not None and sec.get("items") is not None:
             source_paths = _paths(sec["items"])
-            message = f"volume {name} (Projected Secret {go_quote(sec.get('name', ''))}): overlapping paths"
+            source = (name, "Projected Secret", sec.get("name", ""))
         elif (dapi := s.get("downwardAPI")) is not None and dapi.get("items") is not None:
             source_paths = _paths(dapi["items"])
-            message = f"volume {name} (Projected DownwardAPI): overlapping paths"
+            source = (name, "Projected DownwardAPI", None)
         elif (token := s.get("serviceAccountToken")) is not None:
             source_paths = [token.get("path", "")]
-            message = f"volume {name} (Projected ServiceAccountToken): overlapping paths"
+            source = (name, "Projected ServiceAccountToken", None)
         elif (ctb := s.get("clusterTrustBundle")) is not None:
             source_paths = [ctb.get("path", "")]
             which = ctb["name"] if ctb.get("name") is not None else ctb.get("signerName", "")
-            message = f"volume {name} (Projected ClusterTrustBundle {go_quote(which)}): overlapping paths"
+            source = (name, "Projected ClusterTrustBundle", which)
         if not source_paths:
             continue
-        out += _check_overlap(source_paths, message)
+        out += _check_overlap(source_paths, source)
         unique = set(source_paths)
-        out += _check_overlap(sorted(list(unique) + list(all_paths)), message)
+        out += _check_overlap(sorted(list(unique) + list(all_paths)), source)
         all_paths |= unique
     return out
 
 
-def _check_overlap(paths: list[str], message: str) -> list[str]:
+def _check_overlap(paths: list[str], source: tuple) -> list[str]:
     """checkVolumeMappingForOverlap; where several earlier paths collide, upstream names whichever its
-    map yields first, here the earliest."""
+    map yields first, here the earliest. `source` (volume name, what, its object's name or None)
+    words the warning, built only when there is one: every pod's token volume passes through here."""
     out = []
     unique: dict[str, None] = {}
     for path in paths:
         normalized = path.rstrip("/")
         if collision := _overlap(unique, normalized):
-            out.append(f"{message}: {go_quote(normalized)} with {go_quote(collision)}")
+            volume, what, named = source
+            what = what if named is None else f"{what} {go_quote(named)}"
+            out.append(f"volume {go_quote(volume)} ({what}): overlapping paths: {go_quote(normalized)} with {go_quote(collision)}")
         unique[normalized] = None
     return out
 
