@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...machinery.selectors import selector_to_string
+from ...machinery.selectors import go_label_selector, selector_to_string
 from ...metrics.provider import MetricsUnavailable, from_milli, milli
 from . import replica_calculator as calc
 
@@ -37,14 +37,6 @@ class Target:
 
 _REASONS = {"Resource": "FailedGetResourceMetric", "ContainerResource": "FailedGetContainerResourceMetric",
             "Pods": "FailedGetPodsMetric", "Object": "FailedGetObjectMetric", "External": "FailedGetExternalMetric"}
-
-
-def _go_selector(sel: dict | None) -> str:
-    """The metric name suffix upstream prints: `&LabelSelector{...}` or `nil`."""
-    if not sel:
-        return "nil"
-    return "&LabelSelector{MatchLabels:map[string]string{%s},MatchExpressions:[]LabelSelectorRequirement{},}" % ",".join(
-        f"{k}: {v}" for k, v in sorted((sel.get("matchLabels") or {}).items()))
 
 
 async def propose(provider, spec: dict, target: Target, tol: calc.Tolerances, timing: calc.Timing) -> Proposal:
@@ -116,7 +108,7 @@ async def _external(provider, spec, target: Target, tol, timing) -> Proposal:
         raise MetricsUnavailable("no metrics returned from external metrics API")
     usage = sum(s.value for s in series)
     replicas, current = _value_or_average(target, usage, src["target"], tol)
-    return Proposal(replicas, f"external metric {metric['name']}({_go_selector(metric.get('selector'))})",
+    return Proposal(replicas, f"external metric {metric['name']}({go_label_selector(metric.get('selector'))})",
                     {"type": "External", "external": {"metric": metric, "current": current}})
 
 

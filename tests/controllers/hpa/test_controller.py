@@ -107,6 +107,23 @@ async def test_external_value_metric_scales_up_with_event_and_status(env):
         "New size: 4; reason: external metric queue(nil) above target"]
 
 
+async def test_a_selected_external_metric_is_named_as_go_prints_its_selector(env):
+    """The rescale reason names the metric with its selector as Go's %v prints a LabelSelector:
+    every matchLabels entry followed by a comma, and the matchExpressions too."""
+    await env.set_metric(queue='[{"labels": {"queue": "train", "tier": "gpu"}, "value": "30"}, {"labels": {"queue": "x"}, "value": "1"}]')
+    metric = external(value="10")
+    metric["external"]["metric"]["selector"] = {
+        "matchLabels": {"queue": "train"}, "matchExpressions": [{"key": "tier", "operator": "In", "values": ["gpu", "tpu"]}]}
+    await env.hpas.create(hpa([metric]))
+    await env.sync()
+    assert await env.replicas() == 4
+    events = (await env.events.list(NS))[0]
+    assert [e["message"] for e in events if e["reason"] == "SuccessfulRescale"] == [
+        "New size: 4; reason: external metric queue(&LabelSelector{MatchLabels:map[string]string{queue: train,},"
+        "MatchExpressions:[]LabelSelectorRequirement{LabelSelectorRequirement{Key:tier,Operator:In,Values:[gpu tpu],},},}) "
+        "above target"]
+
+
 async def test_scale_to_zero_and_wake(env):
     await env.set_metric(queue=0)
     await env.hpas.create(hpa([external(value="5")], lo=0, behavior={"scaleDown": {"stabilizationWindowSeconds": 0}}))
