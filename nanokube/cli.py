@@ -46,6 +46,7 @@ async def _up(args: argparse.Namespace) -> int:
     from .scheduler.config import load as load_scheduler_config
     from .scheduler.scheduler import Scheduler
     from .store.backends import open_store
+    from .apiserver.admission import admission_flag_problem
     from .zpages import flags
 
     try:
@@ -81,6 +82,10 @@ async def _up(args: argparse.Namespace) -> int:
     if args.api_workers < 1:
         print("nanokube: --api-workers must be at least 1", file=sys.stderr)
         return 2
+    disabled = [n.strip() for n in args.disable_admission_plugins.split(",") if n.strip()]
+    if problem := admission_flag_problem(disabled):
+        print(f"nanokube: {problem}", file=sys.stderr)
+        return 2
     try:
         store = open_store(args.store, data_dir, shared=args.api_workers > 1)
     except ValueError as e:
@@ -92,6 +97,7 @@ async def _up(args: argparse.Namespace) -> int:
     server = APIServer(store, pki, host=args.address, port=args.port, audit_log_path=audit, event_ttl=event_ttl,
                        workers=args.api_workers)
     server.flags = flags(args)
+    server.rest.admission.disable(*disabled)
     if args.api_workers > 1:
         from .apiserver.worker_metrics import WorkerMetrics
         from .apiserver.workers import Workers, share_service_allocations
@@ -107,7 +113,7 @@ async def _up(args: argparse.Namespace) -> int:
     workers = None
     if args.api_workers > 1:
         workers = Workers(args.api_workers, data_dir, args.store, args.address, server.port, server.relay_port, audit,
-                          scrape.ports, server.flags)
+                          scrape.ports, server.flags, disabled)
         try:
             await workers.start()
         except RuntimeError as e:
@@ -260,6 +266,10 @@ def _add_up_parser(sub) -> None:
     up.add_argument("--api-workers", type=int, default=1, metavar="N",
                     help="API server processes serving the port and the store (default 1; more need sqlite or etcd): "
                          "the first also runs everything else")
+    up.add_argument("--disable-admission-plugins", default="", metavar="NAMES",
+                    help="admission plugins to turn off, comma-separated, as kube-apiserver's flag; ServiceAccount is "
+                         "the one that can be (without the serviceaccount controller, --controllers '', it refuses a "
+                         "pod until its namespace's account exists)")
     up.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     up.set_defaults(flag_parser=up)  # for /flagz (zpages.flags)
 

@@ -144,14 +144,17 @@ class Workers:
     started again, its clients meanwhile reconnecting to the others."""
 
     def __init__(self, count: int, data_dir: str, store: str, address: str, port: int, relay_port: int,
-                 audit_log_path: str, ports: dict[int, int] | None = None, flags: dict[str, str] | None = None) -> None:
+                 audit_log_path: str, ports: dict[int, int] | None = None, flags: dict[str, str] | None = None,
+                 disabled_admission: list[str] | tuple[str, ...] = ()) -> None:
         """`ports`: filled with each worker's private port as it starts (WorkerMetrics.ports). `flags`:
-        `up`'s, which every worker's /flagz shows as worker 0's does."""
+        `up`'s, which every worker's /flagz shows as worker 0's does. `disabled_admission`: up's
+        --disable-admission-plugins, which every worker admits by."""
         self.count = count
         self.ports = {} if ports is None else ports
         self.argv = ["--workers", str(count), "--data-dir", data_dir, "--store", store, "--address", address,
                      "--port", str(port), "--relay-port", str(relay_port), "--audit-log-path", audit_log_path,
-                     *(["--flagz", json.dumps(flags)] if flags is not None else [])]
+                     *(["--flagz", json.dumps(flags)] if flags is not None else []),
+                     *(["--disable-admission-plugins", ",".join(disabled_admission)] if disabled_admission else [])]
         self.procs: dict[int, asyncio.subprocess.Process] = {}
         self._keepers: list[asyncio.Task] = []
 
@@ -217,6 +220,7 @@ async def _serve(args: argparse.Namespace) -> int:
                        port=args.port, audit_log_path=args.audit_log_path,
                        workers=args.workers, worker=args.worker)
     server.flags = json.loads(args.flagz) if args.flagz else None
+    server.rest.admission.disable(*[n for n in args.disable_admission_plugins.split(",") if n])
     relay = NodeRelay(pki, args.relay_port)
     server.handlers.dispatch = relay.wrap(server.handlers.dispatch)
     share_service_allocations(server)
@@ -244,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--relay-port", type=int, required=True)
     p.add_argument("--flagz", default=None, help="what /flagz shows: `up`'s flags, as JSON")
+    p.add_argument("--disable-admission-plugins", default="", help="up's, comma-separated")
     args = p.parse_args(argv)
     prctl = getattr(ctypes.CDLL(None), "prctl", None)  # Linux
     if prctl is not None:

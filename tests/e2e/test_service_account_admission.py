@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import ssl
+import subprocess
+import sys
 import time
 import urllib.request
 
@@ -81,3 +83,19 @@ def test_a_standalone_manager_publishes_the_ca_its_kubeconfig_trusts(tmp_path):
         finally:
             stop(p)
         assert json.loads(cm)["data"] == {"ca.crt": (c.data_dir / "pki" / "ca.crt").read_text()}
+
+
+def test_disable_admission_plugins_turns_service_account_admission_off(tmp_path):
+    """`--disable-admission-plugins ServiceAccount`, as with kube-apiserver: a cluster without the
+    serviceaccount controller admits pods, which then name no account and mount no token; a name
+    kube-apiserver does not know, or a plugin nanokube always runs, stops `up` with exit code 2."""
+    with running_cluster("no-sa", ("--controllers", "", "--disable-admission-plugins", "ServiceAccount")) as c:
+        c.kubectl("create", "namespace", NS)
+        c.kubectl("apply", "-f", "-", input=to_yaml([_pod("bare")]))
+        spec = c.kubectl_json("get", "pod", "bare", "-n", NS)["spec"]
+        assert "serviceAccountName" not in spec and "volumes" not in spec
+    for names, why in (("Nope", 'disable-admission-plugins plugin "Nope" is unknown'),
+                       ("ServiceAccount,LimitRanger", "nanokube always runs LimitRanger")):
+        r = subprocess.run([sys.executable, "-m", "nanokube.cli", "up", "--port", "0", "--data-dir", str(tmp_path),
+                            "--disable-admission-plugins", names], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and why in r.stderr, r.stderr

@@ -18,7 +18,7 @@ from __future__ import annotations
 from contextvars import ContextVar
 
 from ...cel.library.authz import Authz
-from ...machinery import errors
+from ...machinery import errors, gofmt
 from ...machinery.podgroups import PODGROUP_PROTECTION
 from ...registry.base import Resource
 from ..auth.authorizer import Attributes as AuthzAttributes
@@ -47,6 +47,32 @@ AUDIT_ANNOTATIONS: ContextVar[dict | None] = ContextVar("admission_audit_annotat
 
 def _warning_header(warnings: list[str]) -> str:
     return ", ".join('299 - "' + w.replace("\\", "\\\\").replace('"', '\\"') + '"' for w in warnings)
+
+
+#: kube-apiserver's registered admission plugins (AllOrderedPlugins): the names its
+#: --disable-admission-plugins knows
+KNOWN_PLUGINS = frozenset({
+    "AlwaysAdmit", "AlwaysDeny", "AlwaysPullImages", "CertificateApproval", "CertificateSigning",
+    "CertificateSubjectRestriction", "ClusterTrustBundleAttest", "DefaultIngressClass", "DefaultStorageClass",
+    "DefaultTolerationSeconds", "DenyServiceExternalIPs", "EventRateLimit", "ExtendedResourceToleration",
+    "ImagePolicyWebhook", "LimitPodHardAntiAffinityTopology", "LimitRanger", "MutatingAdmissionPolicy",
+    "MutatingAdmissionWebhook", "NamespaceAutoProvision", "NamespaceExists", "NamespaceLifecycle",
+    "NodeRestriction", "OwnerReferencesPermissionEnforcement", "PersistentVolumeClaimResize", "PodNodeSelector",
+    "PodSecurity", "PodTolerationRestriction", "PodTopologyLabels", "Priority", "ResourceQuota", "RuntimeClass",
+    "ServiceAccount", "StorageObjectInUseProtection", "TaintNodesByCondition", "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionWebhook"})
+
+
+def admission_flag_problem(names) -> str | None:
+    """Why `names` cannot be given to --disable-admission-plugins: a name kube-apiserver does not
+    know (its own message), or a plugin nanokube always runs (only ServiceAccount can be turned off)."""
+    for name in names:
+        if name not in KNOWN_PLUGINS:
+            return f"disable-admission-plugins plugin {gofmt.quote(name)} is unknown"
+    fixed = sorted(set(names) - {ServiceAccount.name})
+    if fixed:
+        return f"disable-admission-plugins: nanokube always runs {', '.join(fixed)}; only ServiceAccount can be turned off"
+    return None
 
 
 class Admission:
@@ -80,10 +106,10 @@ class Admission:
         `ServiceAccount`, which refuses every pod until the serviceaccount controller has made its
         namespace's account (an API server without a controller manager disables it, as upstream's
         integration tests do)."""
-        unknown = set(names) - {ServiceAccount.name}
-        if unknown:
-            raise ValueError(f"admission plugins that cannot be disabled: {', '.join(sorted(unknown))}")
-        self.service_account = None
+        if problem := admission_flag_problem(names):
+            raise ValueError(problem)
+        if names:
+            self.service_account = None
 
     @property
     def authorizer(self):
