@@ -194,13 +194,18 @@ class Statusz:
                   f"{emulation}\n{paths}\n")
 
     async def handle(self, request: web.Request) -> web.Response:
-        try:
-            media, version = negotiate(request.headers.get("Accept", ""), "Statusz")
-        except errors.APIError as e:
-            return error_response(e)
-        if media == _TEXT:
-            return _text(self.text())
-        return _structured(media, version, "statusz", self.object(version))
+        return _answer(request, "Statusz", self.text, self.object)
+
+
+def _answer(request: web.Request, kind: str, text: Callable[[], str], obj: Callable[[str], dict]) -> web.Response:
+    """The page as the Accept header asks: plain text, or the structured `kind` of a version."""
+    try:
+        media, version = negotiate(request.headers.get("Accept", ""), kind)
+    except errors.APIError as e:
+        return error_response(e)
+    if media == _TEXT:
+        return _text(text())
+    return _structured(media, version, kind.lower(), obj(version))
 
 
 @dataclass
@@ -226,13 +231,7 @@ class Flagz:
         return self._text
 
     async def handle(self, request: web.Request) -> web.Response:
-        try:
-            media, version = negotiate(request.headers.get("Accept", ""), "Flagz")
-        except errors.APIError as e:
-            return error_response(e)
-        if media == _TEXT:
-            return _text(self.text())
-        return _structured(media, version, "flagz", self.object(version))
+        return _answer(request, "Flagz", self.text, self.object)
 
 
 def install(app: web.Application, component: str, flag_values: dict[str, str] | None,

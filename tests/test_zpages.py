@@ -5,7 +5,6 @@ with a deprecation warning) as JSON or YAML, 406 for anything else."""
 import argparse
 import json
 import re
-import ssl
 
 import aiohttp
 import pytest
@@ -19,6 +18,7 @@ from nanokube.apiserver.app import APIServer
 from nanokube.apiserver.healthz import Check
 from nanokube.pki.ca import ensure_pki
 from nanokube.store.memory import MemoryStore
+from tests.apiserver.test_request_body import admin_context
 
 from .test_component_server import AllowAll
 
@@ -171,10 +171,7 @@ async def apiserver(tmp_path):
     s = APIServer(MemoryStore(), pki, port=0)
     s.flags = {"port": "0", "store": "memory"}
     await s.start()
-    ctx = ssl.create_default_context(cadata=pki.ca.cert_pem.decode())
-    (tmp_path / "c.crt").write_bytes(pki.admin.cert_pem)
-    (tmp_path / "c.key").write_bytes(pki.admin.key_pem)
-    ctx.load_cert_chain(tmp_path / "c.crt", tmp_path / "c.key")
+    ctx = admin_context(pki, tmp_path)
     try:
         yield s, ctx
     finally:

@@ -9,6 +9,7 @@ import pytest
 from nanokube.apiserver.app import APIServer
 from nanokube.pki.ca import ensure_pki
 from nanokube.store.memory import MemoryStore
+from tests.apiserver.test_request_body import admin_context
 
 
 @pytest.fixture
@@ -16,10 +17,7 @@ async def server(tmp_path):
     pki = ensure_pki(str(tmp_path))
     s = APIServer(MemoryStore(), pki, port=0)
     await s.start()
-    ctx = ssl.create_default_context(cadata=pki.ca.cert_pem.decode())
-    (tmp_path / "c.crt").write_bytes(pki.admin.cert_pem)
-    (tmp_path / "c.key").write_bytes(pki.admin.key_pem)
-    ctx.load_cert_chain(tmp_path / "c.crt", tmp_path / "c.key")
+    ctx = admin_context(pki, tmp_path)
     try:
         yield s, ctx
     finally:

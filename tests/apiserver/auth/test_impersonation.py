@@ -1,6 +1,5 @@
 """Impersonation headers: what is checked, who the request runs as."""
 
-import ssl
 
 import aiohttp
 import pytest
@@ -13,6 +12,7 @@ from nanokube.machinery.errors import APIError
 from nanokube.machinery.user import User
 from nanokube.pki.ca import ensure_pki
 from nanokube.store.memory import MemoryStore
+from tests.apiserver.test_request_body import admin_context
 
 BOB = User("bob", ("devs", "system:authenticated"))
 
@@ -65,10 +65,7 @@ async def test_groups_uid_or_extra_without_a_user_is_a_bad_request_over_http(tmp
     pki = ensure_pki(str(tmp_path))
     s = APIServer(MemoryStore(), pki, port=0)
     await s.start()
-    ctx = ssl.create_default_context(cadata=pki.ca.cert_pem.decode())
-    (tmp_path / "c.crt").write_bytes(pki.admin.cert_pem)
-    (tmp_path / "c.key").write_bytes(pki.admin.key_pem)
-    ctx.load_cert_chain(tmp_path / "c.crt", tmp_path / "c.key")
+    ctx = admin_context(pki, tmp_path)
     try:
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx)) as admin:
             for header, requested in (
