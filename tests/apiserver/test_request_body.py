@@ -2,9 +2,11 @@
 
 import asyncio
 import ssl
+import threading
 
 import orjson
 
+from nanokube.apiserver import serializer
 from nanokube.apiserver.app import APIServer
 from nanokube.pki.ca import ensure_pki
 from nanokube.store.memory import MemoryStore
@@ -42,11 +44,21 @@ async def test_body_sent_in_pieces_is_read_to_the_end(tmp_path):
         await server.stop()
 
 
-async def test_a_long_yaml_body_is_decoded_while_other_requests_are_answered(tmp_path):
+async def test_a_long_yaml_body_is_decoded_while_other_requests_are_answered(tmp_path, monkeypatch):
     """PyYAML builds a YAML body's values in Python (some seconds for a few hundred KB of small
     items); decoded in the event loop, it held every other request until it was done, so a 3 MB
-    body stalled the server for half a minute. A /readyz sent while such a create is decoded is
-    answered first (it was answered after the create)."""
+    body stalled the server for half a minute. The decoder here is held until a /readyz sent
+    meanwhile is answered: off the loop, /readyz comes first; in the loop, nothing is answered
+    until the decoder gives up waiting (10 s) and the create comes first."""
+    decoding, answered = threading.Event(), threading.Event()
+    loads_yaml = serializer.loads_yaml
+
+    def held(raw):
+        decoding.set()
+        answered.wait(10)
+        return loads_yaml(raw)
+
+    monkeypatch.setattr(serializer, "loads_yaml", held)
     pki = ensure_pki(str(tmp_path))
     server = APIServer(MemoryStore(), pki, port=0)
     await server.start()
@@ -69,8 +81,10 @@ async def test_a_long_yaml_body_is_decoded_while_other_requests_are_answered(tmp
 
         create = asyncio.create_task(send("create", b"POST /api/v1/namespaces/default/configmaps?dryRun=All HTTP/1.1\r\n"
                                                     b"Content-Type: application/yaml\r\n", body))
-        await asyncio.sleep(0.5)  # (the body is sent and being decoded)
+        while not decoding.is_set():
+            await asyncio.sleep(0.01)
         ready = await send("readyz", b"GET /readyz HTTP/1.1\r\n")
+        answered.set()
         assert (await create, ready) == (201, 200)  # (the unknown field `extra` is a warning)
         assert done == ["readyz", "create"]
     finally:
