@@ -56,6 +56,9 @@ BACKOFF_MAX = 300.0
 #: how often a pod blocked on its resource claims or volumes re-checks them (doubling)
 CLAIM_RETRY_INITIAL = 1.0
 CLAIM_RETRY_MAX = 16.0
+#: how soon a pod whose sync failed (an image a Never policy names is not on the node) is synced
+#: again: the pod workers' back-off after an error (workerBackOffPeriod)
+SYNC_RETRY = 10.0
 SMP = "application/strategic-merge-patch+json"
 
 
@@ -575,11 +578,21 @@ class PodWorker:
         """The image manager's EnsureImageExists for container `c`: pulled when its policy is Always,
         or IfNotPresent and the node does not hold the image (Pulling; the pod's pull-seconds on the
         clock; Pulled with the time it took and the image's size), else Pulled "already present".
-        A simulated node holds whatever image a Never policy names. True if deleted meanwhile; a
+        A Never policy naming an image the node does not hold (none pulled it here) fails the
+        sync with ErrImageNeverPull, tried again each SYNC_RETRY until another pod's pull brings
+        it. True if deleted meanwhile; a
         pull that is not `interruptible` (a container restarted while the pod runs) holds up the
         pod's worker until it is done, as SyncPod's does."""
         image, path = c.get("image", ""), field_path(self.pod, c["name"])
         policy = c.get("imagePullPolicy") or "IfNotPresent"
+        if policy == "Never" and interruptible:
+            while image_ref(image) not in self.agent.images:
+                message = f'Container image "{image}" is not present with pull policy of Never'
+                await self._event("Warning", "ErrImageNeverPull", message, path)
+                await self._event("Warning", "Failed", "Error: ErrImageNeverPull", path)
+                await self._image_waiting(c, "ErrImageNeverPull", message)
+                if await self._wait(self.clock.monotonic() + SYNC_RETRY):
+                    return True
         if policy == "Always" or (policy == "IfNotPresent" and image_ref(image) not in self.agent.images):
             delay = BACKOFF_INITIAL
             while True:
@@ -614,15 +627,22 @@ class PodWorker:
             if reason == "ImagePullBackOff":
                 await self._event("Normal", "BackOff", f'Back-off pulling image "{image}"', path)
             await self._event("Warning", "Failed", f"Error: {reason}", path)
-            if path.startswith("spec.containers"):
-                statuses = [self._status_of(x, {"waiting": {"reason": reason, "message": message}
-                                                if x["name"] == c["name"] else {"reason": "ContainerCreating"}},
-                                            False, False) for x in self._containers()]
-                phase = "Running" if (self.pod.get("status") or {}).get("phase") == "Running" else "Pending"
-                await self._write(phase, statuses, False, self.clock.rfc3339(), "ContainersNotReady")
+            await self._image_waiting(c, reason, message)
             if await self._wait(resync):
                 return True
         return False
+
+    async def _image_waiting(self, c: dict, reason: str, message: str) -> None:
+        """Report container `c` waiting for its image (ErrImagePull, ImagePullBackOff,
+        ErrImageNeverPull) with `message`, the others still being created. An init container's
+        waiting state is not written (its events are)."""
+        if not field_path(self.pod, c["name"]).startswith("spec.containers"):
+            return
+        statuses = [self._status_of(x, {"waiting": {"reason": reason, "message": message}
+                                        if x["name"] == c["name"] else {"reason": "ContainerCreating"}},
+                                    False, False) for x in self._containers()]
+        phase = "Running" if (self.pod.get("status") or {}).get("phase") == "Running" else "Pending"
+        await self._write(phase, statuses, False, self.clock.rfc3339(), "ContainersNotReady")
 
     async def _start_events(self, containers: list[dict], interruptible: bool = True) -> bool:
         """What the kubelet records as it starts each of `containers` in turn (startContainer): its

@@ -180,3 +180,39 @@ async def test_an_ephemeral_container_records_its_start_on_its_field_path(env): 
     assert [e[:4] for e in ev[4:]] == [("Normal", "Pulled", path, PRESENT.format("busybox:1.36")),
                                        ("Normal", "Created", path, "Container created"),
                                        ("Normal", "Started", path, "Container started")]
+
+
+async def test_a_never_pull_image_the_node_lacks_fails_until_a_pull_brings_it(env):  # noqa: F811
+    """The image manager's ErrImageNeverPull: a Never policy names an image no pod pulled to the
+    node; the sync is tried again after the pod workers' back-off, and starts the pod once the
+    image is there."""
+    pods, clock = env
+    p = pod("local")
+    p["spec"]["containers"][0].update(image="registry.local/app:dev", imagePullPolicy="Never")
+    await pods.create(p)
+    message = 'Container image "registry.local/app:dev" is not present with pull policy of Never'
+
+    async def never_pull():
+        st = (await pods.get("local", "default"))["status"]
+        w = ((st.get("containerStatuses") or [{}])[0].get("state") or {}).get("waiting") or {}
+        return (st, w) if w.get("reason") == "ErrImageNeverPull" else None
+    st, w = await eventually(never_pull)
+    assert st["phase"] == "Pending" and w["message"] == message
+    path = "spec.containers{app}"
+    assert [e[:4] for e in await eventually(reasons_are(pods, "local", 2))] == [
+        ("Warning", "ErrImageNeverPull", path, message), ("Warning", "Failed", path, "Error: ErrImageNeverPull")]
+    await clock.advance(10)  # synced again: still missing, the same Events counted
+
+    async def counted_twice():
+        ev = await pod_events(pods, "local")
+        return ev if [n for *_, n in ev] == [2, 2] else None
+    await eventually(counted_twice)
+    puller = pod("puller")
+    puller["spec"]["containers"][0]["image"] = "registry.local/app:dev"
+    await pods.create(puller)
+    await eventually(phase_is(pods, "puller", "Running"))
+    await clock.advance(10)
+    await eventually(phase_is(pods, "local", "Running"))
+    ev = await pod_events(pods, "local")
+    assert [e[1:4] for e in ev[2:]] == [("Pulled", path, PRESENT.format("registry.local/app:dev")),
+                                        ("Created", path, "Container created"), ("Started", path, "Container started")]
