@@ -33,8 +33,9 @@ class CustomResources:
         self.cache = server.cache
         self.changed = changed
         self.prefix = CRD.key_prefix()
-        #: CRD name -> (served (group, plural), definitions it defined, what it was built from)
-        self._served: dict[str, tuple[tuple[str, str], list[str], tuple]] = {}
+        #: CRD name -> (served (group, plural), definitions it defined, what it was built from,
+        #: what its storage was built from)
+        self._served: dict[str, tuple[tuple[str, str], list[str], tuple, tuple]] = {}
         # conversion webhooks go through the admission webhooks' client (and its Service
         # resolver); a server without admission (unit tests) converts with a one-off client
         admission = getattr(getattr(server, "rest", None), "admission", None)
@@ -76,6 +77,13 @@ class CustomResources:
                       if c.get("type") in ("NamesAccepted", "Established"))
         return (md.get("uid"), md.get("generation"), bool(md.get("deletionTimestamp")), repr(st.get("acceptedNames")), conds)
 
+    @staticmethod
+    def _storage(crd: dict) -> tuple:
+        """What upstream's crdHandler keeps a CRD's storage for: a change of its spec (a version,
+        a schema, the scope, a printer column) or of its accepted names tears the storage down,
+        and with it every watch of its objects, so clients list again and see the new schema."""
+        return crd.get("spec"), (crd.get("status") or {}).get("acceptedNames")
+
     def _sync(self, crd: dict) -> None:
         name = crd["metadata"]["name"]
         basis = self._basis(crd)
@@ -90,10 +98,13 @@ class CustomResources:
             self.index.remove(*known[0])
         if known is not None:
             schema.forget(known[1])
+        storage = self._storage(crd)
+        if known is not None and known[3] != storage:
+            self.cache.end_watches(res.key_prefix())
         defs = definitions(crd, res)
         schema.define(defs)
         self.index.add(res)
-        self._served[name] = ((res.group, res.plural), list(defs), basis)
+        self._served[name] = ((res.group, res.plural), list(defs), basis, storage)
         self.changed()
 
     def _built_in(self, res) -> bool:
