@@ -14,7 +14,7 @@ from fractions import Fraction
 
 import orjson
 
-from ...machinery.quantity import QuantityError, format_quantity, parse_quantity
+from ...machinery.quantity import QuantityError, format_quantity, parse, parse_quantity
 from ...machinery.scheduling import tolerates
 from .cel import CELError, compile_selector
 from .pools import Device, DeviceID, Pool, PoolIndex, exact
@@ -142,6 +142,24 @@ def _round(policy: dict, want: Fraction) -> Fraction | None:
             return None
         return got
     return want
+
+
+def _consumed_format(d: Device, name: str, asked: str | None, granted: Fraction) -> str:
+    """The format of the Quantity upstream's calculateConsumedCapacity grants: the request
+    as written, or the policy's minimum, step (a rounded amount) or valid value it took, or
+    without a request the policy's default, else the device's capacity."""
+    policy = d.policies.get(name) or {}
+    if asked is None:
+        source = policy.get("default") if policy.get("default") is not None else d.capacity_text[name]
+    elif (policy.get("validRange") or {}).get("min") is not None:
+        rng = policy["validRange"]
+        if parse_quantity(asked) < parse_quantity(str(rng["min"])):
+            source = rng["min"]
+        else:
+            source = rng.get("step") or asked
+    else:
+        source = next((v for v in policy.get("validValues") or () if parse_quantity(str(v)) == granted), asked)
+    return parse(str(source)).format
 
 
 def _consumption(d: Device, requests: dict[str, Fraction]) -> dict[str, Fraction] | None:
@@ -786,7 +804,9 @@ class Allocator:
             r.update(d.extra)
             if d.allow_multiple and amount is not None:
                 r["shareID"] = self.new_share_id()
-                r["consumedCapacity"] = {_short(d, k): format_quantity(v) for k, v in amount.items()}
+                asked = {_qualified(d, k): str(v) for k, v in ((alt.spec.get("capacity") or {}).get("requests") or {}).items()}
+                r["consumedCapacity"] = {_short(d, k): format_quantity(v, _consumed_format(d, k, asked.get(k), v))
+                                         for k, v in amount.items()}
             results.append(r)
             if alt not in seen_alts:
                 seen_alts.append(alt)

@@ -53,6 +53,7 @@ class Device:
     id: DeviceID
     attributes: dict[str, tuple[str, object]]  # fully qualified name -> (type, value)
     capacity: dict[str, int | Fraction]  # fully qualified name -> value (`exact`)
+    capacity_text: dict[str, str]  # fully qualified name -> value as the slice wrote it
     policies: dict[str, dict]  # fully qualified name -> requestPolicy
     consumes: list[tuple[str, dict[str, int | Fraction]]]  # (counterSet, counters), `exact`
     taints: list[dict]
@@ -116,11 +117,13 @@ def _device(driver: str, pool: str, spec: dict, dev: dict, rules: list[dict]) ->
         attrs[f"{domain}/{ident}"] = typed
         cel_attrs.setdefault(domain, {})[ident] = _cel_value(*typed)
     cap: dict[str, Fraction] = {}
+    cap_text: dict[str, str] = {}
     policies: dict[str, dict] = {}
     cel_cap: dict[str, dict] = {}
     for key, c in (dev.get("capacity") or {}).items():
         domain, ident = _qualify(driver, key)
-        value = parse_quantity(str((c or {}).get("value", "0")))
+        cap_text[f"{domain}/{ident}"] = text = str((c or {}).get("value", "0"))
+        value = parse_quantity(text)
         cap[f"{domain}/{ident}"] = exact(value)
         if (c or {}).get("requestPolicy"):
             policies[f"{domain}/{ident}"] = c["requestPolicy"]
@@ -136,7 +139,7 @@ def _device(driver: str, pool: str, spec: dict, dev: dict, rules: list[dict]) ->
     multi = bool(dev.get("allowMultipleAllocations"))
     extra = {k: dev[k] for k in ("bindingConditions", "bindingFailureConditions") if dev.get(k)}
     return Device(
-        id=did, attributes=attrs, capacity=cap, policies=policies, consumes=consumes, taints=taints,
+        id=did, attributes=attrs, capacity=cap, capacity_text=cap_text, policies=policies, consumes=consumes, taints=taints,
         allow_multiple=multi, node_name=src.get("nodeName") or None, node_selector=src.get("nodeSelector"),
         all_nodes=bool(src.get("allNodes")), slice_selector=src.get("nodeSelector"), extra=extra,
         cel=DeviceInput(driver, cel_attrs, cel_cap, multi),
