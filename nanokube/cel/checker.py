@@ -36,14 +36,19 @@ class Checked:
 
 
 class Checker:
-    def __init__(self, overloads: dict[str, list[Overload]], field_type, struct_types: bool = False) -> None:
+    def __init__(self, overloads: dict[str, list[Overload]], field_type, struct_types: bool = False,
+                 stored: bool = False) -> None:
         """field_type(object type, name) -> Type | None: the declared field
         of a schema object (None when it has no such field). struct_types:
         whether `T{...}` object construction is declared (admission's
-        Object and JSONPatch types; CRD rules have none)."""
+        Object and JSONPatch types; CRD rules have none). stored: the
+        expression is already persisted (upstream's stored-expressions
+        environment), so what earlier nanokube servers admitted still
+        compiles: equality is not type-checked."""
         self.overloads = overloads
         self.field_type = field_type
         self.struct_types = struct_types
+        self.stored = stored
 
     def check(self, root: Node, variables: dict[str, Type]) -> Checked:
         out = Checked(DYN)
@@ -190,7 +195,7 @@ class Checker:
         if name in ("_==_", "_!=_"):
             # cel-go's equality takes two values of one type ('(int, string)' is no overload); a
             # null or an object is left unchecked here (null compares with objects in cel-go)
-            if not any(a.name in ("object", "null_type") for a in args):
+            if not self.stored and not any(a.name in ("object", "null_type") for a in args):
                 self.call(n, name, args, member=False)
             return BOOL
         if name == "_[?_]" or (name == "_[_]" and args[0].name == "optional"):

@@ -254,10 +254,13 @@ class Environment:
 
     def __init__(self, variables: dict[str, Type],
                  field_type: Callable[[Type, str], Type | None] = _default_field_type,
-                 struct_types: bool = False) -> None:
+                 struct_types: bool = False, stored: bool = False) -> None:
+        """stored: compile as upstream's stored-expressions environment does, the more
+        permissive one, for expressions already persisted (see `Checker`)."""
         self.variables = variables
         self.field_type = field_type
         self.struct_types = struct_types
+        self.stored = stored
         self._cache: OrderedDict[str, Program | CELError] = OrderedDict()
 
     def compile(self, source: str) -> Program:
@@ -296,7 +299,8 @@ class Environment:
             if e.pos == NO_LOCATION:  # a parser limit: cel-go stops there, whatever else is wrong
                 raise CELError(own) from None
             raise CELError(_engine_syntax_error(source) or own) from None
-        checked = Checker(declared_overloads(), self.field_type, self.struct_types).check(ast, self.variables)
+        checked = Checker(declared_overloads(), self.field_type, self.struct_types,
+                          self.stored).check(ast, self.variables)
         if checked.issues:
             raise CELError("\n".join(format_error(source, pos, msg) for pos, msg in checked.issues))
         return Program(source, ast, checked, _engine_program(source, ast, checked))

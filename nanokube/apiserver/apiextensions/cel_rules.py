@@ -105,8 +105,26 @@ class _Node:
         return not (self.rules or self.properties or self.additional or self.items)
 
 
-def _environment(t: Type, optional_old: bool) -> Environment:
-    return Environment({"self": t, "oldSelf": optional_of(t) if optional_old else t}, field_type)
+def _environment(t: Type, optional_old: bool, stored: bool) -> Environment:
+    return Environment({"self": t, "oldSelf": optional_of(t) if optional_old else t}, field_type, stored=stored)
+
+
+@dataclass(frozen=True)
+class Preexisting:
+    """The rule and messageExpression texts a CRD held before an update (upstream's
+    preexistingExpressions, matched by text wherever they sit): they compile in the more
+    permissive stored-expressions environment, so a CRD keeps updating when a newer checker
+    refuses a rule it already holds. `everything`: the rules of a served CRD, all stored."""
+
+    rules: frozenset[str] = frozenset()
+    messages: frozenset[str] = frozenset()
+    everything: bool = False
+
+
+#: a CRD being created: every expression is new
+NEW = Preexisting()
+#: a stored CRD's schema compiled to validate its objects
+STORED = Preexisting(everything=True)
 
 
 def normalize_field_path(path: str, schema: dict) -> str | None:
@@ -141,8 +159,9 @@ def normalize_field_path(path: str, schema: dict) -> str | None:
 
 
 class _Compiler:
-    def __init__(self, field_path: str, compiling: bool = True) -> None:
+    def __init__(self, field_path: str, compiling: bool, preexisting: Preexisting) -> None:
         self.compiling = compiling
+        self.preexisting = preexisting
         self.errors: list[FieldError] = []
         self.total = 0
         self.expensive: list[tuple[int, str]] = []
@@ -224,7 +243,8 @@ class _Compiler:
         text = rule["rule"]
         fp = normalize_field_path(rule["fieldPath"], s) if rule.get("fieldPath") else ""
         try:
-            program = _environment(t, optional_old).compile(text)
+            stored = self.preexisting.everything or text in self.preexisting.rules
+            program = _environment(t, optional_old, stored).compile(text)
         except CELError as e:
             detail = f"compilation failed: {e}"
             self.errors.append(_error("FieldValueInvalid", f"{at}.rule", detail, rule, True))
@@ -253,8 +273,10 @@ class _Compiler:
         return _Rule(rule, program, message, fp or "", optional_old)
 
     def message_expression(self, t: Type, rule: dict, at: str) -> Program | None:
+        text = rule["messageExpression"]
+        stored = self.preexisting.everything or text in self.preexisting.messages
         try:
-            message = _environment(t, False).compile(rule["messageExpression"])
+            message = _environment(t, False, stored).compile(text)
         except CELError as e:
             self.errors.append(_error("FieldValueInvalid", f"{at}.messageExpression",
                                       f"messageExpression compilation failed: {e}", rule, True))
@@ -270,15 +292,16 @@ class _Compiler:
         return message
 
 
-def compile_rules(schema: dict, field_path: str, compiling: bool = True) -> tuple[CompiledRules | None, list[FieldError]]:
+def compile_rules(schema: dict, field_path: str, compiling: bool = True, preexisting: Preexisting = NEW
+                  ) -> tuple[CompiledRules | None, list[FieldError]]:
     """Compile every x-kubernetes-validations rule of a CRD version's
     openAPIV3Schema (`field_path` is where that schema sits in the CRD, e.g.
     `spec.versions[0].schema.openAPIV3Schema`). Returns the rules (None when
     the schema has none) and the CRD validation errors; the rules are usable
     even with errors (a stored CRD is served with what it has). `compiling=False` runs the static
     checks alone, as upstream does for a schema without a CEL context (not structural, or a
-    default that fails)."""
-    c = _Compiler(field_path, compiling)
+    default that fails). `preexisting`: the expressions that compile as stored ones."""
+    c = _Compiler(field_path, compiling, preexisting)
     root = c.node(schema or {}, field_path, True, None, 1)
     if c.total > STATIC_CRD_COST_LIMIT:
         for _, path in c.expensive:

@@ -13,6 +13,7 @@ selectable fields that every version shares move to the spec, so their errors re
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from ...machinery.validation import (
@@ -286,21 +287,22 @@ def _folded(versions: list[dict]) -> frozenset[str]:
 _SELECTABLE_WITHOUT_SCHEMA = "selectableFields may only be set when version.schema.openAPIV3Schema is not included"
 
 
-def _check_schema(schema: Any, path: str, status: bool) -> list[FieldError]:
+def _check_schema(schema: Any, path: str, status: bool, stored: cel_rules.Preexisting) -> list[FieldError]:
     """validateCustomResourceDefinitionValidation for one schema."""
     errs = _status_root(schema, path) if status and isinstance(schema, dict) else []
     checked = structural_schema.check(schema, path)
-    return errs + checked.errors + cel_rules.compile_rules(schema, path, checked.cel)[1]
+    return errs + checked.errors + cel_rules.compile_rules(schema, path, checked.cel, stored)[1]
 
 
-def _version(v: dict[str, Any], p: str, folded: frozenset[str], top: dict[str, Any]) -> list[FieldError]:
+def _version(v: dict[str, Any], p: str, folded: frozenset[str], top: dict[str, Any],
+             stored: cel_rules.Preexisting) -> list[FieldError]:
     """validateCustomResourceDefinitionVersion: deprecation warning, schema, subresources, printer
     columns, selectable fields (those folded into the spec are validated there)."""
     errs = [invalid(f"{p}.deprecationWarning", v.get("deprecationWarning"), w) for w in _deprecation_warning(v)]
     schema = None if "schema" in folded else (v.get("schema") or {}).get("openAPIV3Schema")
     status = ((top if "subresources" in folded else v).get("subresources") or {}).get("status") is not None
     if schema is not None:
-        errs.extend(_check_schema(schema, f"{p}.schema.openAPIV3Schema", status))
+        errs.extend(_check_schema(schema, f"{p}.schema.openAPIV3Schema", status, stored))
     subs = {} if "subresources" in folded else v.get("subresources") or {}
     if isinstance(subs.get("scale"), dict):
         errs.extend(_scale(subs["scale"], schema, f"{p}.subresources.scale"))
@@ -317,7 +319,7 @@ def _version(v: dict[str, Any], p: str, folded: frozenset[str], top: dict[str, A
     return errs
 
 
-def _spec_level(versions: list[dict], folded: frozenset[str]) -> list[FieldError]:
+def _spec_level(versions: list[dict], folded: frozenset[str], stored: cel_rules.Preexisting) -> list[FieldError]:
     """The folded fields, as validateCustomResourceDefinitionSpec checks spec.validation,
     spec.subresources, spec.additionalPrinterColumns and spec.selectableFields."""
     top = versions[0] if versions else {}
@@ -325,7 +327,7 @@ def _spec_level(versions: list[dict], folded: frozenset[str]) -> list[FieldError
     schema = (top.get("schema") or {}).get("openAPIV3Schema") if "schema" in folded else None
     if schema is not None:
         status = any((v.get("subresources") or {}).get("status") is not None for v in versions)
-        errs.extend(_check_schema(schema, "spec.validation.openAPIV3Schema", status))
+        errs.extend(_check_schema(schema, "spec.validation.openAPIV3Schema", status, stored))
     scale = (top.get("subresources") or {}).get("scale") if "subresources" in folded else None
     if isinstance(scale, dict):
         errs.extend(_scale(scale, schema, "spec.subresources.scale"))
@@ -340,17 +342,11 @@ def _spec_level(versions: list[dict], folded: frozenset[str]) -> list[FieldError
     return errs
 
 
-def _format_warnings(schema: Any) -> list[str]:
-    """getUnrecognizedFormatsInSchema, in SchemaHas' walk: a format the schema's type does not know."""
+def _schemas(schema: Any) -> Iterator[dict]:
+    """Every schema in `schema`, itself first, in upstream's SchemaHas walk."""
     if not isinstance(schema, dict):
-        return []
-    found = []
-    fmt, t = schema.get("format"), schema.get("type") or ""
-    if fmt:
-        known = {"": _STRING_FORMATS, "string": _STRING_FORMATS, "integer": ("int32", "int64"),
-                 "number": ("float", "double")}.get(t, ())
-        if (fmt.replace("-", "") if t in ("", "string") else fmt) not in known:
-            found.append(fmt)
+        return
+    yield schema
     items = schema.get("items")
     subs = list(items) if isinstance(items, list) else [items]
     subs += [*(schema.get("allOf") or ()), *(schema.get("anyOf") or ()), *(schema.get("oneOf") or ()), schema.get("not")]
@@ -358,8 +354,34 @@ def _format_warnings(schema: Any) -> list[str]:
              *(schema.get("patternProperties") or {}).values(), schema.get("additionalItems"),
              *(schema.get("definitions") or {}).values(), *(schema.get("dependencies") or {}).values()]
     for sub in subs:
-        found.extend(_format_warnings(sub))
+        yield from _schemas(sub)
+
+
+def _format_warnings(schema: Any) -> list[str]:
+    """getUnrecognizedFormatsInSchema: each format a schema's type does not know."""
+    found = []
+    for s in _schemas(schema):
+        fmt, t = s.get("format"), s.get("type") or ""
+        if fmt:
+            known = {"": _STRING_FORMATS, "string": _STRING_FORMATS, "integer": ("int32", "int64"),
+                     "number": ("float", "double")}.get(t, ())
+            if (fmt.replace("-", "") if t in ("", "string") else fmt) not in known:
+                found.append(fmt)
     return found
+
+
+def _preexisting(crd: dict[str, Any] | None) -> cel_rules.Preexisting:
+    """findPreexistingExpressions: every rule and messageExpression text in the old CRD's schemas."""
+    if crd is None:
+        return cel_rules.NEW
+    rules, messages = set(), set()
+    for v in (crd.get("spec") or {}).get("versions") or []:
+        for s in _schemas((v.get("schema") or {}).get("openAPIV3Schema")):
+            for r in s.get("x-kubernetes-validations") or []:
+                if isinstance(r, dict):
+                    rules.add(r.get("rule") or "")
+                    messages.add(r.get("messageExpression") or "")
+    return cel_rules.Preexisting(frozenset(rules), frozenset(messages))
 
 
 #: the string formats CRD schemas validate (1.37), as go-openapi normalizes them (no dashes)
@@ -403,6 +425,7 @@ def validate(crd: dict[str, Any], old: dict[str, Any] | None = None) -> list[Fie
         if (v.get("schema") or {}).get("openAPIV3Schema") is None:
             errs.append(required(f"spec.versions[{i}].schema.openAPIV3Schema", "schemas are required"))
     folded = _folded(versions)
+    stored = _preexisting(old)
     seen: set[str] = set()
     unique = True
     storage = 0
@@ -414,7 +437,7 @@ def validate(crd: dict[str, Any], old: dict[str, Any] | None = None) -> list[Fie
         seen.add(vname)
         if dns1035_label(vname):
             errs.append(invalid(f"{p}.name", vname, ",".join(dns1035_label(vname))))
-        errs.extend(_version(v, p, folded, versions[0]))
+        errs.extend(_version(v, p, folded, versions[0], stored))
     if not unique:
         errs.append(invalid("spec.versions", [internal.version(v, folded) for v in versions],
                             "must contain unique version names"))
@@ -428,7 +451,7 @@ def validate(crd: dict[str, Any], old: dict[str, Any] | None = None) -> list[Fie
         if not names.get(f):
             errs.append(required(f"spec.names.{f}", ""))
     errs.extend(_names(names, "spec.names"))
-    errs.extend(_spec_level(versions, folded))
+    errs.extend(_spec_level(versions, folded, stored))
     errs.extend(_conversion(spec.get("conversion"), "spec.conversion"))
     errs.extend(_status(crd, versions))
     errs.extend(_api_approval(crd, old))

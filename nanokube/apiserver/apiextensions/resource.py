@@ -128,7 +128,7 @@ def _version_info(crd: Obj, v: dict[str, Any]) -> VersionInfo:
     for f in v.get("selectableFields") or []:
         jp = f["jsonPath"]
         selectors[jp.lstrip(".")] = _selector(jsonpath.compile_path(jp))
-    rules, _ = cel_rules.compile_rules(schema, "")
+    rules, _ = cel_rules.compile_rules(schema, "", preexisting=cel_rules.STORED)
     return VersionInfo(
         name=v["name"], schema=schema, has_defaults=defaulting.has_defaults(schema),
         columns=printer_columns(v), field_selectors=selectors,
