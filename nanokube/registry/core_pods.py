@@ -24,6 +24,7 @@ from .core_spec import (
     hugepages_alone,
     image_whitespace_errors,
     local_path,
+    plain_init_restarts_on_resize,
     validate_apparmor_profile,
     validate_containers,
     validate_dns_config,
@@ -61,6 +62,7 @@ from ..machinery.validation import (
     qualified_name,
     required,
     sloppy_ip,
+    too_long,
     validate_label_selector,
     validate_labels,
     validate_node_selector,
@@ -217,11 +219,13 @@ def _validate_classes(spec: dict, path: str) -> list[FieldError]:
 
 
 def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] = (),
-                      old_spread_keys_invalid: bool = False, pod: bool = False) -> list[FieldError]:
+                      old_spread_keys_invalid: bool = False, pod: bool = False,
+                      old_spec: dict | None = None) -> list[FieldError]:
     """ValidatePodSpec for the rules OpenAPI cannot state; `old_ips` (on update, the old spec's
     pod_spec_ips) stand unchecked, and so do the spread constraints' matchLabelKeys when the old
-    spec's already broke their rules (OldPodViolatesMatchLabelKeysValidation); `pod`: the spec is a
-    pod's, not a template's (opts.ResourceIsPod)."""
+    spec's already broke their rules (OldPodViolatesMatchLabelKeysValidation), and a plain init
+    container's RestartContainer resize policy when `old_spec` (the stored pod's) had one; `pod`:
+    the spec is a pod's, not a template's (opts.ResourceIsPod)."""
     errs: list[FieldError] = []
     # ValidatePodSpec's order; lists most pods lack are checked (and their paths built) only when present
     tgps = spec.get("terminationGracePeriodSeconds")
@@ -235,7 +239,8 @@ def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] =
     if claims := spec.get("resourceClaims"):
         claim_names, cerrs = validate_pod_resource_claims(claims, f"{path}.resourceClaims")
         errs += cerrs
-    errs += validate_containers(spec, path, volume_names, claim_names)
+    ratchet = old_spec is not None and any(map(plain_init_restarts_on_resize, old_spec.get("initContainers") or ()))
+    errs += validate_containers(spec, path, volume_names, claim_names, ratchet)
     if (resources := spec.get("resources")) is not None:
         errs += _validate_pod_resources(spec, resources, f"{path}.resources")
     errs += file_key_ref_volumes(spec, path)
@@ -282,6 +287,8 @@ def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] =
         v = spec.get(f)
         if v and (msgs := dns1123_label(v)):
             errs += [invalid(f"{path}.{f}", v, m) for m in msgs]
+    if (override := spec.get("hostnameOverride")) is not None:
+        errs += _validate_hostname_override(spec, override, f"{path}.hostnameOverride")
     errs += validate_tolerations(spec.get("tolerations") or [], f"{path}.tolerations")
     for i, alias in enumerate(spec.get("hostAliases") or []):  # ValidateHostAliases
         p = f"{path}.hostAliases[{i}]"
@@ -305,6 +312,24 @@ def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] =
             errs += _validate_linux(spec, path)
         else:
             errs += _validate_windows(spec, path)
+    return errs
+
+
+_HOSTNAME_MAX = 64  # the kernel's limit on a hostname
+
+
+def _validate_hostname_override(spec: dict, override: str, path: str) -> list[FieldError]:
+    """validatePodHostName (KEP-4762 HostnameOverride, on by default since 1.35): the pod's own
+    hostname, so neither the FQDN-as-hostname switch nor the node's network; a DNS subdomain of at
+    most 64 characters."""
+    errs: list[FieldError] = []
+    if spec.get("setHostnameAsFQDN"):
+        errs.append(forbidden(path, "may not be specified when setHostnameAsFQDN is true"))
+    if spec.get("hostNetwork"):
+        errs.append(forbidden(path, "may not be specified when hostNetwork is true"))
+    errs += [invalid(path, override, m) for m in dns1123_subdomain(override)]
+    if len(override) > _HOSTNAME_MAX:
+        errs.append(too_long(path, _HOSTNAME_MAX))
     return errs
 
 
@@ -1464,7 +1489,8 @@ class PodStrategy(Strategy):
         old_spec = old.get("spec") or {}
         spec = new.get("spec") or {}
         errs = validate_pod_spec(spec, old_ips=pod_spec_ips(old_spec),
-                                 old_spread_keys_invalid=spread_label_keys_invalid(old_spec), pod=True)
+                                 old_spread_keys_invalid=spread_label_keys_invalid(old_spec), pod=True,
+                                 old_spec=old_spec)
         errs += validate_pod_only(spec)
         annotations = (new.get("metadata") or {}).get("annotations") or {}
         old_annotations = (old.get("metadata") or {}).get("annotations") or {}

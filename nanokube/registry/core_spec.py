@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .container_restart import validate_container_restart
 from .core_volumes import validate_claim_spec
 from ..machinery.gofmt import Struct
 from ..machinery.quantity import QuantityError, canonical, nano_value, parse_quantity
@@ -238,8 +239,10 @@ def _validate_dns_searches(searches: list, path: str) -> list[FieldError]:
 # --- containers -------------------------------------------------------------------
 
 
-def validate_containers(spec: dict, path: str, volume_names: set[str], claim_names: set[str]) -> list[FieldError]:
-    """Names unique across all container lists; per-container rules."""
+def validate_containers(spec: dict, path: str, volume_names: set[str], claim_names: set[str],
+                        allow_init_restart_resize: bool = False) -> list[FieldError]:
+    """Names unique across all container lists; per-container rules. `allow_init_restart_resize`:
+    the old spec already gave a plain init container a RestartContainer resize policy (ratcheting)."""
     errs: list[FieldError] = []
     if not spec.get("containers"):
         errs.append(required(f"{path}.containers"))
@@ -258,8 +261,8 @@ def validate_containers(spec: dict, path: str, volume_names: set[str], claim_nam
                 errs += [invalid(f"{p}.name", name, m) for m in msgs]
             errs += _validate_container(c, p, key, volume_names, claim_names, spec.get("restartPolicy"),
                                         spec.get("hostUsers") is not False, block_volumes)
-            if key == "initContainers" and (rp := c.get("restartPolicy")) is not None and rp != "Always":
-                errs.append(not_supported(f"{p}.restartPolicy", rp, ["Always"]))
+            if key == "initContainers":
+                errs += validate_container_restart(c, p)
             elif key == "ephemeralContainers":
                 errs += image_whitespace_errors((c,), f"{path}.{key}", i)
             if name in seen:
@@ -273,9 +276,23 @@ def validate_containers(spec: dict, path: str, volume_names: set[str], claim_nam
                 errs += host_port_conflicts((c,), f"{path}.{key}", i)
             if any(c.get(f) is not None for f in _HANDLED):
                 errs += _validate_probes_and_lifecycle(c, p, key, grace)
+            if key == "containers":
+                errs += validate_container_restart(c, p)
+            elif not allow_init_restart_resize and plain_init_restarts_on_resize(c):
+                errs.append(forbidden(f"{p}.resizePolicy", _INIT_RESTART_RESIZE))
         if key == "containers":  # checkHostPortConflicts across the regular containers
             errs += host_port_conflicts(spec.get(key) or (), f"{path}.{key}")
     return errs
+
+
+_INIT_RESTART_RESIZE = "RestartContainer resize policy is not supported for non-sidecar init containers"
+
+
+def plain_init_restarts_on_resize(c: dict) -> bool:
+    """A non-sidecar init container with a RestartContainer resize policy (kubernetes#137458: it
+    runs to completion, so a resize never restarts it)."""
+    return c.get("restartPolicy") != "Always" and any(
+        policy.get("restartPolicy") == "RestartContainer" for policy in c.get("resizePolicy") or ())
 
 
 def host_port_conflicts(containers, path: str, first: int = 0) -> list[FieldError]:

@@ -686,7 +686,7 @@ async def test_a_pod_with_many_errors_lists_them_in_upstream_order(core):
         "readinessGates": [{"conditionType": "bad type"}],
         "topologySpreadConstraints": [{"maxSkew": 0, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}],
         "volumes": [{"name": "Bad_Vol", "emptyDir": {}}],
-        "initContainers": [{"name": "i", "image": "busybox", "restartPolicy": "Never"}],
+        "initContainers": [{"name": "i", "image": "busybox", "restartPolicy": "Sometimes"}],
         "containers": [
             {"name": "c", "image": " busybox", "imagePullPolicy": "Sometimes", "terminationMessagePolicy": "Maybe",
              "env": [{"name": ""}], "ports": [{"containerPort": 80, "hostPort": 81}]},

@@ -13,6 +13,10 @@ UNDERSCORE_SUBDOMAIN = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '_', '-' or '.', and must "
     "start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
     "'_?[a-z0-9]([-_a-z0-9]*[a-z0-9])?(\\._?[a-z0-9]([-_a-z0-9]*[a-z0-9])?)*')")
+SUBDOMAIN = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start "
+    "and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
 
 
 def _pod(name: str, **spec) -> dict:
@@ -224,3 +228,17 @@ async def test_host_process_containers(core):
         ("spec", 'Invalid value: "": If pod contains any hostProcess containers then all containers must be '
                  "HostProcess containers"),
         ("spec.hostNetwork", "Invalid value: false: hostNetwork must be true if pod contains any hostProcess containers")]
+
+
+async def test_hostname_override_is_a_short_subdomain_of_the_pods_own(core):
+    """validatePodHostName (HostnameOverride, on since 1.35): not with setHostnameAsFQDN or the host's network."""
+    created = await asyncio.to_thread(core.create_namespaced_pod, "default",
+                                      _pod("p", hostnameOverride="db-0.example.internal", hostname="ignored"))
+    assert created.spec.hostname_override == "db-0.example.internal"
+    assert await _refused(core, _pod("q", hostnameOverride="Bad_Name")) == (
+        f'Pod "q" is invalid: spec.hostnameOverride: Invalid value: "Bad_Name": {SUBDOMAIN}')
+    assert await _refused(core, _pod("q", hostnameOverride="a" * 65)) == (
+        'Pod "q" is invalid: spec.hostnameOverride: Too long: may not be more than 64 bytes')
+    assert await _refused(core, _pod("q", hostnameOverride="h", setHostnameAsFQDN=True, hostNetwork=True)) == (
+        'Pod "q" is invalid: [spec.hostnameOverride: Forbidden: may not be specified when setHostnameAsFQDN is true, '
+        "spec.hostnameOverride: Forbidden: may not be specified when hostNetwork is true]")
