@@ -297,11 +297,14 @@ async def test_container_events_and_an_unhealthy_event_for_each_failed_probe(env
     failure Killing."""
     client, _, _ = env
     pods = client.resource("", "v1", "pods")
+    # timeoutSeconds well past the default 1 s: each exec probe starts a Python launcher, which a
+    # loaded machine can take over a second to start, and a timed-out attempt reports a timeout
+    # instead of the probe's output
     await pods.create(pod("sick", ["sleep", "300"], restart="Always", grace=1,
                           readinessProbe={"exec": {"command": ["sh", "-c", "echo not ready yet; exit 1"]},
-                                          "periodSeconds": 1},
+                                          "periodSeconds": 1, "timeoutSeconds": 30},
                           livenessProbe={"exec": {"command": ["sh", "-c", "echo dead >&2; exit 1"]}, "periodSeconds": 1,
-                                         "failureThreshold": 2}))
+                                         "failureThreshold": 2, "timeoutSeconds": 30}))
     path = "spec.containers{main}"
 
     async def killed():
