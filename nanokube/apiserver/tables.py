@@ -56,7 +56,7 @@ def _cell(c: Column, obj: dict, now: float) -> Any:
             return human_duration(now - parse_time(v))
         except ValueError:
             return "<invalid>"
-    return "<none>" if v is None else v
+    return c.empty if v is None else v
 
 
 def row(cols: list[Column], obj: dict, stored: dict, now: float, include: str) -> dict[str, Any]:

@@ -50,6 +50,8 @@ class Column:
     description: str = ""
     format: str = ""
     priority: int = 0  # 1 = shown only with -o wide
+    #: a cell without a value: built-in printers write "<none>"; a CRD's columns leave it null
+    empty: Any = "<none>"
 
 
 class Strategy:

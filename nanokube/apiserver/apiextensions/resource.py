@@ -59,7 +59,8 @@ def _cell(path: tuple, typ: str) -> Callable[[Obj], Any]:
     """A column's cell as upstream's table convertor makes it: the first value the path finds
     (one of `[*]`'s many), kept only when it is of the column's type (cellForJSONValue: an
     integer column truncates a number, a number column takes an integer; anything else is
-    empty, `<none>`); a string column prints any value, as the JSONPath printer does."""
+    null, which kubectl prints as an empty cell); a string column prints any value, as the
+    JSONPath printer does."""
     def fn(obj: Obj) -> Any:
         found = jsonpath.find(obj, path)
         if not found or found[0] is None:
@@ -97,7 +98,7 @@ def printer_columns(version: dict[str, Any]) -> list[Column]:
         else:
             fn = _cell(path, c.get("type", "string"))
         cols.append(Column(c["name"], c.get("type", "string"), fn, c.get("description", ""), c.get("format", ""),
-                           c.get("priority", 0)))
+                           c.get("priority", 0), empty=None))
     return cols
 
 

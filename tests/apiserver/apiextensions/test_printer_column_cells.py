@@ -1,17 +1,22 @@
 """A CRD's additionalPrinterColumns as kube-apiserver's table convertor fills them, over HTTP with
 kubectl's Table Accept header: the first value a `[*]` path finds, and a value that is not of the
-column's type is an empty cell (`<none>`), an integer column truncating a number."""
+column's type (or no value) is a null cell, which kubectl prints empty, an integer column
+truncating a number."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 from kubernetes.client.rest import ApiException
 
 from tests.apiserver.test_rest_managedfields import call
 from tests.served import served
 
+KUBECTL = str(Path(sys.executable).parent / "kubectl")
 GROUP = "cols.example.com"
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
@@ -52,5 +57,13 @@ async def test_cells_take_the_first_value_of_the_columns_type(tmp_path):
             response.read()
             return response
         table = json.loads((await asyncio.to_thread(send)).data)
-        # (upstream's cells are null where nanokube's table rows write kubectl's '<none>')
-        assert table["rows"][0]["cells"][1:] == ["http", '["a","b"]', "3", "<none>", 2, "<none>", "<none>"]
+        assert table["rows"][0]["cells"][1:] == ["http", '["a","b"]', "3", None, 2, None, None]
+        # kubectl 1.37 prints a null cell as nothing between its columns' tabs
+        out = await asyncio.to_thread(subprocess.run, [
+            KUBECTL, "--kubeconfig", str(tmp_path / "kubeconfig"), "get", "things", "-o", "wide"],
+            capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        head, row = out.stdout.splitlines()
+        cut = [head.index(n.upper()) for n, _, _ in COLUMNS]
+        cells = [row[a:b].strip() for a, b in zip(cut, cut[1:] + [len(row)])]
+        assert cells == ["http", '["a","b"]', "3", "", "2", "", ""]
