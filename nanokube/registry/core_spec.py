@@ -27,6 +27,7 @@ from ..machinery.validation import (
     not_found,
     not_supported,
     qualified_name,
+    remembers_clean,
     remembers_valid,
     required,
     template_object_meta,
@@ -47,6 +48,8 @@ VOLUME_SOURCES = (
     "flexVolume", "configMap", "azureFile", "vsphereVolume", "photonPersistentDisk", "portworxVolume",
     "azureDisk", "storageos", "projected", "scaleIO", "csi", "ephemeral", "image",
 )
+#: each source's place in VOLUME_SOURCES: a volume of several is refused in that order
+_SOURCE_ORDER = {s: i for i, s in enumerate(VOLUME_SOURCES)}
 _STANDARD_CONTAINER_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 _PORT_NAME_CHARS = re.compile(r"^[-a-z0-9]+\Z")
 _PORT_NAME_LETTER = re.compile(r"[a-z]")
@@ -1215,7 +1218,9 @@ def validate_volumes(volumes: list, path: str) -> tuple[set[str], list[FieldErro
 
 
 def _validate_volume_source(vol: dict, p: str) -> list[FieldError]:
-    present = [s for s in VOLUME_SOURCES if vol.get(s) is not None]
+    present = [s for s in vol if s in _SOURCE_ORDER and vol[s] is not None]
+    if len(present) > 1:
+        present.sort(key=_SOURCE_ORDER.__getitem__)
     if not present:
         return [required(p, "must specify a volume type")]
     errs = [forbidden(f"{p}.{s}", "may not specify more than 1 volume type") for s in present[1:]]
@@ -1252,16 +1257,28 @@ def _validate_volume_source(vol: dict, p: str) -> list[FieldError]:
         if medium not in ("", "Memory", "HugePages") and not medium.startswith("HugePages-"):
             errs.append(not_supported(f"{sp}.medium", medium, ["", "Memory", "HugePages"]))
     elif src == "downwardAPI":
-        mode = body.get("defaultMode")
-        if mode is not None and not 0 <= mode <= 0o777:
-            errs.append(invalid(f"{sp}.defaultMode", mode, FILE_MODE_MSG))
-        errs += _downward_api_files(body.get("items") or [], sp)
+        errs += _downward_api_volume(body, sp)
     elif src == "projected":
-        errs += _file_mode_and_items(body, sp)
-        errs += _validate_projection(body.get("sources") or [], f"{sp}.sources")
+        errs += _projected_volume(body, sp)
     elif src == "image" and not body.get("reference"):
         errs.append(required(f"{sp}.reference"))
     return errs
+
+
+@remembers_clean
+def _downward_api_volume(body: dict, p: str) -> list[FieldError]:
+    errs = []
+    mode = body.get("defaultMode")
+    if mode is not None and not 0 <= mode <= 0o777:
+        errs.append(invalid(f"{p}.defaultMode", mode, FILE_MODE_MSG))
+    return errs + _downward_api_files(body.get("items") or [], p)
+
+
+@remembers_clean
+def _projected_volume(body: dict, p: str) -> list[FieldError]:
+    """Remembered clean (by JSON) with the downwardAPI volume: ServiceAccount admission gives every
+    pod the same projected token volume under its own name."""
+    return _file_mode_and_items(body, p) + _validate_projection(body.get("sources") or [], f"{p}.sources")
 
 
 def _negative(quantity: Any) -> bool:

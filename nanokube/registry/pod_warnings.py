@@ -14,7 +14,7 @@ from typing import Any
 
 from ..machinery import gofmt
 from ..machinery.quantity import QuantityError, parse
-from ..machinery.validation import dns1123_label, label_value
+from ..machinery.validation import dns1123_label, label_value, remembers_clean
 
 DEPRECATED_NODE_LABELS = {
     "beta.kubernetes.io/arch": 'deprecated since v1.14; use "kubernetes.io/arch" instead',
@@ -429,7 +429,9 @@ def _overlapping_paths(volumes: Any) -> list[str]:
     return out
 
 
+@remembers_clean
 def _projected_overlaps(projected: dict, name: str) -> list[str]:
+    """Remembered clean by JSON: the ServiceAccount token volume every pod carries, named its own way."""
     out: list[str] = []
     source_paths: list[str] = []  # kept from one source to the next, as upstream's are
     source: tuple = (name, "Projected", None)
