@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sys
 
 
@@ -43,7 +44,8 @@ def _load(args):
     from .sim.trace import load_jsonl
 
     cluster = openb.load_nodes(args.cluster) if args.cluster.endswith(".csv") else load_cluster(args.cluster)
-    trace = openb.load_pods(args.trace) if args.trace.endswith(".csv") else load_jsonl(args.trace)
+    trace = openb.load_pods(args.trace, untimed=bool(args.inflate)) if args.trace.endswith(".csv") \
+        else load_jsonl(args.trace)
     return cluster, trace
 
 
@@ -110,34 +112,61 @@ def run(args: argparse.Namespace) -> int:
         controllers = "resourceclaim" if args.trace.endswith(".csv") else "*,-node-lifecycle"
     results: list = []
     for i, (name, cfg) in enumerate(configs):
-        asyncio.run(_run(args, name, cfg, cluster, trace, controllers, results, last=i == len(configs) - 1))
+        last = i == len(configs) - 1
+        if asyncio.run(_run(args, name, cfg, cluster, trace, controllers, results, last=last)):
+            return INTERRUPTED
     return 0
 
 
-async def _run(args: argparse.Namespace, name: str, cfg, cluster, trace, controllers: str, results: list,
-               last: bool) -> None:
-    """One configuration's run and its line, and after the last the report. The re-executed
-    interpreter then ends at once, inside the run's event loop: the last run's orderly stop
-    (every component's tasks cancelled and awaited, the collector given back what the run
-    froze: ~3 CPU-s on openb) serves only a process that goes on."""
-    from .sim.driver import run as simulate
-    from .sim.report import write_report
+#: the exit status of a run stopped by Ctrl-C (a shell's 128 + SIGINT)
+INTERRUPTED = 130
 
+
+def _on_interrupt(stopping: asyncio.Event) -> None:
+    """Ctrl-C: the first ends the run where virtual time is and reports it; a second exits at once."""
+    if stopping.is_set():
+        print("\nnanokube simulate: interrupted again; exiting without a report", file=sys.stderr, flush=True)
+        os._exit(INTERRUPTED)
+    print("\nnanokube simulate: interrupted; stopping at the current virtual time to report what ran "
+          "(Ctrl-C again to exit at once)", file=sys.stderr, flush=True)
+    stopping.set()
+
+
+async def _run(args: argparse.Namespace, name: str, cfg, cluster, trace, controllers: str, results: list,
+               last: bool) -> bool:
+    """One configuration's run and its line, and after the last (or an interrupted one) the table
+    and the report; True when Ctrl-C stopped it. The re-executed interpreter then ends at once,
+    inside the run's event loop: the last run's orderly stop (every component's tasks cancelled
+    and awaited, the collector given back what the run froze: ~3 CPU-s on openb) serves only a
+    process that goes on."""
+    from .sim.driver import run as simulate
+    from .sim.report import results_doc, write_report
+    from .sim.summary import table
+
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        loop.add_signal_handler(signal.SIGINT, _on_interrupt, stopping)
     ends = last and _ends_process
     r = await simulate(name, cluster, trace, cfg, seed=args.seed, until=args.until, speed=args.speed,
-                       controllers=controllers, progress=not args.quiet, serve_port=args.serve_port, stop=not ends,
-                       event_ttl=args.event_ttl)
+                       controllers=controllers, progress=not args.quiet, serve_port=args.serve_port,
+                       stop=not (ends or stopping.is_set()), event_ttl=args.event_ttl, interrupt=stopping)
     results.append(r)
     m = r.metrics
-    print(f"{name}: {m['scheduled']}/{m['pods']} pods scheduled, virtual {r.virtual_s:.0f}s in wall "
+    cut = f" (interrupted at virtual {r.virtual_s:.0f}s)" if r.interrupted else ""
+    print(f"{name}: {m['scheduled']}/{m['pods']} pods scheduled{cut}, virtual {r.virtual_s:.0f}s in wall "
           f"{r.wall_s:.1f}s, {r.cpu_s:.1f} CPU-s ({r.events / r.wall_s:,.0f} events/s, {m['pods'] / r.wall_s:,.1f} pods/s), "
           f"placements {r.placement_hash}", flush=True)
-    if last and args.out:
-        write_report(args.out, results, {"cluster": args.cluster, "trace": args.trace, "seed": args.seed,
-                                         "inflate": args.inflate, "until": args.until})
-        print(f"report: {os.path.join(args.out, 'report.html')}")
-    if ends:
-        _exit(0)
+    if last or r.interrupted:
+        inputs = {"cluster": args.cluster, "trace": args.trace, "seed": args.seed, "inflate": args.inflate,
+                  "until": args.until}
+        doc = write_report(args.out, results, inputs) if args.out else results_doc(results, inputs)
+        print("\n" + table(doc["runs"]), flush=True)
+        if args.out:
+            print(f"report: {os.path.join(args.out, 'report.html')}", flush=True)
+    if ends or (r.interrupted and _ends_process):
+        _exit(INTERRUPTED if r.interrupted else 0)
+    return r.interrupted
 
 
 def _fill_workload(cfg, trace) -> None:

@@ -40,6 +40,8 @@ class RunResult:
     virtual_s: float
     events: int
     metrics: dict = field(default_factory=dict)
+    #: the run was stopped (`interrupt`) before the end of its trace: its numbers cover `virtual_s` only
+    interrupted: bool = False
 
     @property
     def placement_hash(self) -> str:
@@ -135,11 +137,13 @@ async def _replay(client, clock: VirtualClock, trace: Trace, t0: float, until: f
 async def run(name: str, cluster: Cluster, trace: Trace, config: SchedulerConfig | None, seed: int = 0,
               until: float | None = None, speed: float | None = None, controllers: str = DEFAULT_CONTROLLERS,
               progress: bool = True, tail: float = 0.0, serve_port: int | None = None, stop: bool = True,
-              event_ttl: float = DEFAULT_TTL) -> RunResult:
+              event_ttl: float = DEFAULT_TTL, interrupt: asyncio.Event | None = None) -> RunResult:
     """Replay `trace` on `cluster` with `config`; stop at `until` (seconds of
-    trace time) or once the trace is replayed and `tail` more seconds passed.
-    `stop=False` is for a caller that ends its process right after: the
-    components are left as they are (only the run's directory is removed)."""
+    trace time) or once the trace is replayed and `tail` more seconds passed,
+    or early, at the virtual instant it is set, once `interrupt` is set (the
+    result then measures what ran). `stop=False` is for a caller that ends
+    its process right after: the components are left as they are (only the
+    run's directory is removed)."""
     clock = PacedClock(EPOCH, speed) if speed else VirtualClock(start=EPOCH, max_turns=1 << 62)
     plane = SimulatedControlPlane(cluster, clock, config, seed, controllers, serve_port=serve_port, event_ttl=event_ttl)
     wall0, cpu0 = time.perf_counter(), time.process_time()
@@ -162,26 +166,32 @@ async def run(name: str, cluster: Cluster, trace: Trace, config: SchedulerConfig
     replay = asyncio.create_task(_replay(plane.client, clock, trace, t0, until, counter))
     bar = Progress(name, span, enabled=progress)
     end = t0 + span
+    interrupt = interrupt or asyncio.Event()
     if speed:
-        while (left := end - clock.monotonic()) > 0:
-            await clock.sleep(min(left, speed))
+        while (left := end - clock.monotonic()) > 0 and not interrupt.is_set():
+            try:
+                await asyncio.wait_for(interrupt.wait(), min(left, speed) / speed)
+            except asyncio.TimeoutError:
+                pass
             bar.update(clock.monotonic() - t0, counter[0])
     else:
-        while True:
+        while not interrupt.is_set():
             await clock._settle()
             due = clock.next_due()
             if due is None or due > end:
                 break
             await clock.advance(due - clock.monotonic())
             bar.update(clock.monotonic() - t0, clock.wakeups + counter[0])
-        await clock.advance(max(end - clock.monotonic(), 0.0))
+        if not interrupt.is_set():
+            await clock.advance(max(end - clock.monotonic(), 0.0))
     events = counter[0] + getattr(clock, "wakeups", 0)
     bar.done(clock.monotonic() - t0, events)
     if not replay.done():
         replay.cancel()
     await asyncio.gather(replay, return_exceptions=True)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-    result = RunResult(name, dict(recorder.placements), wall, cpu, clock.monotonic() - t0, events, recorder.summary())
+    result = RunResult(name, dict(recorder.placements), wall, cpu, clock.monotonic() - t0, events, recorder.summary(),
+                       interrupted=interrupt.is_set())
     if not stop:
         plane.abandon()
         return result

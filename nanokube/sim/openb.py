@@ -17,8 +17,8 @@ from __future__ import annotations
 import csv
 from collections import Counter
 
-from ..node.cluster import Cluster, Pool
-from .trace import Trace, TraceEvent
+from ..node.cluster import Cluster, ClusterFileError, Pool
+from .trace import Trace, TraceError, TraceEvent
 
 MODEL_LABEL = "gpu.nanokube.io/model"
 NAMESPACE = "default"
@@ -33,12 +33,66 @@ MODELS = {
 UNDISCLOSED = ("32Gi", "undisclosed", "0.0")
 
 
+NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
+POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+#: columns a pod list may leave out (openb_pod_list_multigpu50.csv has none of them): no model constraint,
+#: no QoS label; without times the tasks can only be sampled (`inflate`)
+POD_OPTIONAL = ("gpu_spec", "qos", "creation_time", "deletion_time")
+
+
+def _read(path: str, kind: str, required: tuple[str, ...], optional: tuple[str, ...], error: type[ValueError]):
+    """(line number, row) of a CSV whose header names every `required` column; a missing
+    column, a short or long line is `error` naming the file (and line), not a KeyError."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            lines = list(csv.reader(f))
+    except OSError as e:
+        raise error(f"{path}: cannot read: {e.strerror}") from None
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise error(f"{path}: not a CSV file: {e}") from None
+    if not lines:
+        raise error(f"{path}: empty; an openb {kind} starts with the header {','.join(required)}")
+    header = [h.strip() for h in lines[0]]
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise error(f"{path}:1: missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)}: an openb "
+                    f"{kind} has the columns {','.join(required + optional)}")
+    for n, values in enumerate(lines[1:], 2):
+        if not values:
+            continue
+        if len(values) != len(header):
+            raise error(f"{path}:{n}: {len(values)} fields, the header has {len(header)}")
+        yield n, _Row(path, n, dict(zip(header, values)), error)
+
+
+class _Row:
+    """One CSV line's fields, read as numbers with the file and line in any error."""
+
+    def __init__(self, path: str, line: int, fields: dict[str, str], error: type[ValueError]):
+        self.path, self.line, self.fields, self.error = path, line, fields, error
+
+    def text(self, col: str) -> str:
+        return (self.fields.get(col) or "").strip()
+
+    def number(self, col: str, kind=int):
+        v = self.text(col)
+        try:
+            n = kind(v) if v else kind(0)
+        except ValueError:
+            raise self.error(f"{self.path}:{self.line}: {col}: {v!r} is not {'an integer' if kind is int else 'a number'}") \
+                from None
+        if n < 0:
+            raise self.error(f"{self.path}:{self.line}: {col}: must not be negative, got {v}")
+        return n
+
+
 def load_nodes(path: str) -> Cluster:
     """One pool per distinct (CPU, memory, GPU count, model), nodes named `<pool>-<i>`."""
     shapes: Counter = Counter()
-    with open(path, newline="", encoding="utf-8") as f:
-        for row in csv.DictReader(f):
-            shapes[(int(row["cpu_milli"]), int(row["memory_mib"]), int(row["gpu"] or 0), row["model"] or "")] += 1
+    for _, row in _read(path, "node list", NODE_COLUMNS, (), ClusterFileError):
+        shapes[(row.number("cpu_milli"), row.number("memory_mib"), row.number("gpu"), row.text("model"))] += 1
+    if not shapes:
+        raise ClusterFileError(f"{path}: no nodes")
     pools = []
     for (cpu, mem, gpus, model), count in sorted(shapes.items(), key=lambda kv: (kv[0][3], kv[0][2], kv[0][0], kv[0][1])):
         name = f"{model.lower() or 'cpu'}-{gpus}g-{cpu // 1000}c-{mem // 1024}g" if gpus else f"cpu-{cpu // 1000}c-{mem // 1024}g"
@@ -72,26 +126,34 @@ def _template(name: str, num_gpu: int, milli: int, spec: str) -> dict:
             "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}}}
 
 
-def load_pods(path: str) -> Trace:
+def load_pods(path: str, untimed: bool = False) -> Trace:
     """Creates at `creation_time`, deletes at `deletion_time`; the task-size
-    distribution (GPU count, milli per GPU) is the GPU tasks' shares."""
+    distribution (GPU count, milli per GPU) is the GPU tasks' shares.
+    `untimed`: a list without creation times is taken (every task at 0, for
+    sampling); otherwise it is refused."""
     events: list[TraceEvent] = []
     templates: dict[tuple, str] = {}
     sizes: Counter = Counter()
     gpu_milli: dict[str, int] = {}
     setup: list[dict] = []
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
-    for row in rows:
-        num_gpu, milli = int(row["num_gpu"] or 0), int(row["gpu_milli"] or 0)
-        spec = row["gpu_spec"] or ""
-        name = row["name"]
+    timed = None
+    for _, row in _read(path, "pod list", POD_COLUMNS, POD_OPTIONAL, TraceError):
+        if timed is None:
+            timed = "creation_time" in row.fields
+            if not timed and not untimed:
+                raise TraceError(f"{path}: no creation_time column: its tasks have no arrival times, so it can "
+                                 "only be sampled (--inflate FACTOR)")
+        num_gpu, milli = row.number("num_gpu"), row.number("gpu_milli")
+        spec = row.text("gpu_spec")
+        name = row.text("name")
+        if not name:
+            raise TraceError(f"{path}:{row.line}: name: required")
         pod: dict = {"apiVersion": "v1", "kind": "Pod",
-                     "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"openb.qos": row["qos"] or "none"}},
+                     "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"openb.qos": row.text("qos") or "none"}},
                      "spec": {"terminationGracePeriodSeconds": 0, "containers": [{
                          "name": "task", "image": "openb/task",
-                         "resources": {"requests": {"cpu": f"{int(row['cpu_milli'])}m",
-                                                    "memory": f"{int(row['memory_mib'])}Mi"}}}]}}
+                         "resources": {"requests": {"cpu": f"{row.number('cpu_milli')}m",
+                                                    "memory": f"{row.number('memory_mib')}Mi"}}}]}}
         if num_gpu:
             milli = milli if num_gpu == 1 and 0 < milli < 1000 else 1000
             shape = (num_gpu if milli == 1000 else 1, milli, spec)
@@ -101,9 +163,9 @@ def load_pods(path: str) -> Trace:
                 setup.append(_template(tname, *shape))
             pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": tname}]
             pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
-            sizes[(*shape[:2], int(row["cpu_milli"]))] += 1
+            sizes[(*shape[:2], row.number("cpu_milli"))] += 1
             gpu_milli[f"{NAMESPACE}/{name}"] = shape[0] * milli
-        created, deleted = float(row["creation_time"]), float(row["deletion_time"] or 0)
+        created, deleted = row.number("creation_time", float), row.number("deletion_time", float)
         events.append(TraceEvent(created, len(events), "create", pod))
         if deleted > created:
             events.append(TraceEvent(deleted, len(events), "delete", {"apiVersion": "v1", "kind": "Pod", "metadata": {

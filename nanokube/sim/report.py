@@ -8,16 +8,20 @@ import html
 import json
 import os
 
+from .summary import duration, headline, ratio
+
 CHART_JS = os.path.join(os.path.dirname(__file__), "static", "chart-4.4.7.umd.min.js")
 #: points per line a chart draws at most (series are thinned evenly, keeping the last point)
 MAX_POINTS = 1500
 
 
 def results_doc(results, inputs: dict) -> dict:
-    return {"inputs": inputs, "runs": [
-        {"name": r.name, "wall_s": r.wall_s, "cpu_s": r.cpu_s, "virtual_s": r.virtual_s, "events": r.events,
-         "events_per_s": r.events / r.wall_s if r.wall_s else 0.0, "placement_hash": r.placement_hash,
-         "placements": r.placements, **r.metrics} for r in results]}
+    runs = [{"name": r.name, "interrupted": r.interrupted, "wall_s": r.wall_s, "cpu_s": r.cpu_s,
+             "virtual_s": r.virtual_s, "events": r.events, "events_per_s": r.events / r.wall_s if r.wall_s else 0.0,
+             "placement_hash": r.placement_hash, "placements": r.placements, **r.metrics} for r in results]
+    for run in runs:
+        run["summary"] = headline(run)
+    return {"inputs": inputs, "runs": runs}
 
 
 def _thin(xs: list, ys: list) -> list[dict]:
@@ -60,8 +64,12 @@ const consoleError = console.error; console.error = (...a) => {{ pageErrors.push
 <script>{chartjs}</script></head><body>
 <h1>nanokube simulate</h1>
 <p>cluster <code>{cluster}</code>, trace <code>{trace}</code>, seed {seed}</p>
-<table><tr><th>configuration</th><th>pods</th><th>scheduled</th><th>evicted</th><th>virtual s</th><th>wall s</th>
-<th>events/s</th><th>placements</th></tr>{rows}</table>
+<table><tr><th>configuration</th><th>pods</th><th>scheduled</th><th>pending at end</th><th>GPU alloc mean</th>
+<th>GPU frag mean</th><th>delay p50</th><th>delay p90</th><th>delay p99</th><th>makespan</th><th>evicted</th>
+<th>virtual time</th><th>wall s</th><th>events/s</th><th>placements</th></tr>{rows}</table>
+<p>GPU alloc / frag: share of the cluster's GPUs allocated / fragmented, time-weighted over the run; delay: a
+scheduled pod's creation to its binding; makespan: first pod created to last pod ended (-: pods left running or
+pending); all in virtual time.</p>
 <div class="grid">
 <div><h3>GPU allocation ratio over time</h3><canvas id="alloc"></canvas></div>
 <div><h3>GPU allocation ratio over arrived GPU workload</h3><canvas id="arrival"></canvas></div>
@@ -107,10 +115,7 @@ def render(doc: dict) -> str:
     with open(CHART_JS, encoding="utf-8") as f:
         chartjs = f.read()
     e = html.escape
-    rows = "".join(
-        f"<tr><td>{e(r['name'])}</td><td>{r['pods']}</td><td>{r['scheduled']}</td><td>{len(r['evictions'])}</td>"
-        f"<td>{r['virtual_s']:.0f}</td><td>{r['wall_s']:.1f}</td><td>{r['events_per_s']:,.0f}</td>"
-        f"<td><code>{r['placement_hash']}</code></td></tr>" for r in doc["runs"])
+    rows = "".join(_row(r) for r in doc["runs"])
     evicted = "".join(f"<tr><td>{e(r['name'])}</td><td>{e(v['pod'])}</td><td>{e(v['reason'])}</td>"
                       f"<td>{'' if v['t'] is None else round(v['t'])}</td></tr>"
                       for r in doc["runs"] for v in r["evictions"])
@@ -121,10 +126,23 @@ def render(doc: dict) -> str:
                        seed=e(str(inputs.get("seed"))), rows=rows, evicted=evicted, data=data)
 
 
-def write_report(out: str, results, inputs: dict) -> None:
+def _row(r: dict) -> str:
+    h = r.get("summary") or headline(r)
+    d = h["scheduling_delay_s"]
+    cells = [html.escape(r["name"]) + (" (interrupted)" if r.get("interrupted") else ""), h["pods"], h["scheduled"],
+             h["pending_at_end"], ratio(h["gpu_alloc_ratio_mean"]), ratio(h["fragmentation_ratio_mean"]),
+             duration(d["p50"]), duration(d["p90"]), duration(d["p99"]), duration(h["makespan_s"]), h["evicted"],
+             duration(r["virtual_s"]), f"{r['wall_s']:.1f}", f"{r['events_per_s']:,.0f}",
+             f"<code>{r['placement_hash']}</code>"]
+    return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+
+def write_report(out: str, results, inputs: dict) -> dict:
+    """results.json and report.html in `out`; returns results.json's document."""
     os.makedirs(out, exist_ok=True)
     doc = results_doc(results, inputs)
     with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
         json.dump(doc, f)
     with open(os.path.join(out, "report.html"), "w", encoding="utf-8") as f:
         f.write(render(doc))
+    return doc

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -70,3 +71,111 @@ def test_a_bad_event_ttl_is_refused_before_the_run(tmp_path):
     proc = _simulate(tmp_path, "--event-ttl", "90")
     assert proc.returncode == 2
     assert 'nanokube simulate: invalid argument "90" for "--event-ttl" flag' in proc.stderr
+
+
+NODES = """sn,cpu_milli,memory_mib,gpu,model
+openb-node-0000,32000,262144,0,
+openb-node-0001,96000,786432,8,V100M32
+"""
+PODS = """name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time
+openb-pod-0000,12000,16384,1,1000,,LS,Running,0,100,0
+openb-pod-0001,6000,12288,1,460,,LS,Running,10,50,10
+"""
+
+
+def _csv(tmp_path, nodes: str, pods: str, *args: str) -> subprocess.CompletedProcess:
+    (tmp_path / "nodes.csv").write_text(nodes)
+    (tmp_path / "pods.csv").write_text(pods)
+    cmd = [sys.executable, "-m", "nanokube.cli", "simulate", "--cluster", str(tmp_path / "nodes.csv"),
+           "--trace", str(tmp_path / "pods.csv"), "--quiet", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+def test_a_malformed_openb_csv_is_one_line_naming_the_file_line_and_column(tmp_path):
+    cases = [
+        (NODES.replace("cpu_milli", "cpu"), PODS, "nodes.csv:1: missing column cpu_milli: an openb node list has the "
+                                                  "columns sn,cpu_milli,memory_mib,gpu,model"),
+        (NODES.replace("96000", "96k"), PODS, "nodes.csv:3: cpu_milli: '96k' is not an integer"),
+        (NODES + "openb-node-0002,1000\n", PODS, "nodes.csv:4: 2 fields, the header has 5"),
+        (NODES, PODS.replace(",0,100,0", ",0,soon,0"), "pods.csv:2: deletion_time: 'soon' is not a number"),
+        (NODES, PODS.replace("12288,1,460", "12288,-1,460"), "pods.csv:3: num_gpu: must not be negative, got -1"),
+        # the node list given as the trace
+        (NODES, NODES, "pods.csv:1: missing columns name, num_gpu, gpu_milli: an openb pod list has the columns "),
+        # a task list without times (as openb_pod_list_multigpu50.csv) is only for sampling
+        (NODES, "name,cpu_milli,memory_mib,num_gpu,gpu_milli\nopenb-pod-0000,12000,16384,1,1000\n",
+         "pods.csv: no creation_time column: its tasks have no arrival times, so it can only be sampled "
+         "(--inflate FACTOR)"),
+    ]
+    for nodes, pods, message in cases:
+        proc = _csv(tmp_path, nodes, pods)
+        assert proc.returncode == 2, (message, proc.stderr[-2000:])
+        assert message in proc.stderr and "Traceback" not in proc.stderr, (message, proc.stderr[-2000:])
+
+
+def test_an_untimed_task_list_is_sampled_by_inflation(tmp_path):
+    pods = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\nt0,12000,16384,1,1000\nt1,6000,12288,1,500\n"
+    proc = _csv(tmp_path, NODES, pods, "--inflate", "1.0", "--seed", "2")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    line = proc.stdout.splitlines()[0]
+    assert line.startswith("default: ") and " pods scheduled" in line
+    scheduled, arrived = line.split()[1].split("/")
+    assert int(arrived) >= 8 and int(scheduled) >= 8  # sampled until they ask for the node's 8 GPUs
+
+
+def test_the_table_compares_configurations_with_units(tmp_path):
+    """One 4-CPU node, three 3-CPU pods of a fixed run time: each waits for the one before
+    to finish, so the delays and the makespan are the run times themselves."""
+    (tmp_path / "cluster.yaml").write_text(CLUSTER.replace("count: 2", "count: 1"))
+    pod = lambda name, secs: {"apiVersion": "v1", "kind": "Pod", "metadata": {  # noqa: E731
+        "name": name, "annotations": {"sim.nanokube.io/run-seconds": str(secs)}}, "spec": {
+        "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox",
+                                                  "resources": {"requests": {"cpu": "3"}}}]}}
+    events = [{"time": 0, "object": pod("hog", 100)}, {"time": 1, "object": pod("a", 50)},
+              {"time": 2, "object": pod("b", 50)}]
+    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    (tmp_path / "most.yaml").write_text(MOST_ALLOCATED)
+    out = tmp_path / "out"
+    proc = _simulate(tmp_path, "--until", "400", "--out", str(out), "--scheduler-config", str(tmp_path / "most.yaml"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("CONFIGURATION"))
+    assert lines[header].split("   ")[:5] == ["CONFIGURATION", "PODS", "SCHEDULED", "PENDING AT END", "GPU ALLOC MEAN"]
+    assert "DELAY P50" in lines[header] and "DELAY P99" in lines[header] and "MAKESPAN" in lines[header]
+    assert lines[header + 1].split() == ["most", "3", "3", "0", "-", "-", "-", "1m39s", "2m28s", "2m28s", "2m28s",
+                                         "3m20s", "0"]
+    assert any(line.startswith("DELAY: a scheduled pod's creation to its binding") for line in lines)
+    summary = json.loads((out / "results.json").read_text())["runs"][0]["summary"]
+    assert summary["scheduling_delay_s"] == {"p50": 99.0, "p90": 148.0, "p99": 148.0, "max": 148.0,
+                                             "mean": (0 + 99 + 148) / 3}
+    assert summary["makespan_s"] == 200.0 and summary["pending_at_end"] == summary["running_at_end"] == 0
+
+
+def test_ctrl_c_stops_the_run_and_reports_what_ran(tmp_path):
+    """--speed 1 over an hour-long trace: the run is still going when the first progress line is out."""
+    (tmp_path / "cluster.yaml").write_text(CLUSTER)
+    pods = [{"time": i * 60, "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}"},
+                                        "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}
+            for i in range(60)]
+    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pods))
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "nanokube.cli", "simulate", "--cluster", str(tmp_path / "cluster.yaml"),
+           "--trace", str(tmp_path / "trace.jsonl"), "--speed", "1", "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seen = ""
+        while "virtual" not in seen:  # the progress line: the run has started
+            ch = proc.stderr.read(1)
+            assert ch, "exited before its first progress line"
+            seen += ch
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, stderr[-2000:]
+    assert "Traceback" not in stderr and "interrupted; stopping at the current virtual time" in stderr
+    first = stdout.splitlines()[0]
+    assert first.startswith("default: 1/1 pods scheduled (interrupted at virtual "), stdout
+    assert any(line.startswith("default (interrupted)   1 ") for line in stdout.splitlines()), stdout
+    [run] = json.loads((out / "results.json").read_text())["runs"]
+    assert run["interrupted"] is True and run["pods"] == 1 and run["virtual_s"] < 60
+    assert (out / "report.html").exists()

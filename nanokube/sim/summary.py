@@ -1,0 +1,107 @@
+"""The headline numbers of a run, what a capacity planner compares between
+configurations: GPU allocation and fragmentation (time-weighted means over
+the run), scheduling delay percentiles, makespan and what was left at the
+end; and the table `nanokube simulate` prints of them, every unit named."""
+
+from __future__ import annotations
+
+import math
+
+#: scheduling delay percentiles reported (nearest rank)
+PERCENTILES = (50, 90, 99)
+#: arrived GPU workload (share of the cluster's GPUs) at which an inflation run's allocation is reported
+ARRIVED = (1.0, 1.3)
+
+
+def time_mean(t: list[float], v: list[float], end: float) -> float | None:
+    """Mean of a step series (each value holds until the next point) from its first point to `end`."""
+    if not t:
+        return None
+    span = end - t[0]
+    if span <= 0:
+        return v[-1]
+    total = sum(v[i] * ((t[i + 1] if i + 1 < len(t) else end) - t[i]) for i in range(len(t)))
+    return total / span
+
+
+def percentile(sorted_values: list[float], p: float) -> float | None:
+    if not sorted_values:
+        return None
+    return sorted_values[max(math.ceil(p / 100 * len(sorted_values)) - 1, 0)]
+
+
+def headline(run: dict) -> dict:
+    """From one run of results.json (or a RunResult's metrics with its `virtual_s`)."""
+    s, end = run["series"], run["virtual_s"]
+    delays = sorted(run["scheduling_delay_s"])
+    timeline = run.get("timeline") or {}
+    created = [v[0] for v in timeline.values()]
+    ended = [v[3] for v in timeline.values()]
+    running = sum(1 for v in timeline.values() if v[1] is not None and v[3] is None)
+    pending = sum(1 for v in timeline.values() if v[1] is None and v[3] is None)
+    arrival = dict(zip(run["by_arrival"]["arrived_ratio"], run["by_arrival"]["gpu_alloc_ratio"]))
+    gpus = bool(run.get("total_gpu_milli"))  # a cluster without GPUs has no GPU ratios (not 0%)
+    return {
+        "pods": run["pods"], "scheduled": run["scheduled"], "pending_at_end": pending, "running_at_end": running,
+        "gpu_alloc_ratio_mean": time_mean(s["t"], s["gpu_alloc_ratio"], end) if gpus else None,
+        "gpu_alloc_ratio_max": max(s["gpu_alloc_ratio"], default=None) if gpus else None,
+        "fragmentation_ratio_mean": time_mean(s["t"], s["fragmentation_ratio"], end) if gpus else None,
+        "gpu_alloc_ratio_at_arrived": {str(a): arrival[a] for a in ARRIVED if a in arrival},
+        "scheduling_delay_s": {**{f"p{p}": percentile(delays, p) for p in PERCENTILES},
+                               "max": delays[-1] if delays else None,
+                               "mean": sum(delays) / len(delays) if delays else None},
+        # first pod created to last pod ended: none while any pod still runs or waits
+        "makespan_s": max(ended) - min(created) if created and None not in ended else None,
+        "evicted": len(run["evictions"]),
+    }
+
+
+def duration(s: float | None) -> str:
+    """Seconds as a person reads them, as Go prints durations but shorter: 0.8s, 42s, 5m30s, 2h05m, 149d08h."""
+    if s is None:
+        return "-"
+    if s < 60:
+        return f"{s:.1f}s" if s < 10 else f"{s:.0f}s"
+    s = round(s)
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def ratio(r: float | None) -> str:
+    return "-" if r is None else f"{r:.1%}"
+
+
+def table(runs: list[dict]) -> str:
+    """One row per configuration, the columns of `headline`, then what each column means."""
+    heads = [headline(r) for r in runs]
+    inflated = any(h["gpu_alloc_ratio_at_arrived"] for h in heads)
+    cols = ["CONFIGURATION", "PODS", "SCHEDULED", "PENDING AT END", "GPU ALLOC MEAN", "GPU ALLOC MAX", "GPU FRAG MEAN"]
+    if inflated:
+        cols += [f"ALLOC AT {a:.0%} ARRIVED" for a in ARRIVED]
+    cols += [f"DELAY P{p}" for p in PERCENTILES] + ["DELAY MAX", "MAKESPAN", "EVICTED"]
+    rows = []
+    for r, h in zip(runs, heads):
+        d = h["scheduling_delay_s"]
+        row = [r["name"] + (" (interrupted)" if r.get("interrupted") else ""), str(h["pods"]), str(h["scheduled"]),
+               str(h["pending_at_end"]), ratio(h["gpu_alloc_ratio_mean"]), ratio(h["gpu_alloc_ratio_max"]),
+               ratio(h["fragmentation_ratio_mean"])]
+        if inflated:
+            row += [ratio(h["gpu_alloc_ratio_at_arrived"].get(str(a))) for a in ARRIVED]
+        row += [duration(d[f"p{p}"]) for p in PERCENTILES] + [duration(d["max"]), duration(h["makespan_s"]),
+                                                              str(h["evicted"])]
+        rows.append(row)
+    widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(cols)]
+    lines = ["   ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip() for line in [cols, *rows]]
+    total = runs[0].get("total_gpu_milli", 0) / 1000 if runs else 0
+    lines += [
+        f"GPU ALLOC / GPU FRAG: share of the cluster's {total:g} GPUs allocated / fragmented (free but too small for "
+        "the trace's tasks, as FGD measures it), time-weighted over the run's virtual time" + ("; AT N% ARRIVED: when the GPUs the arrived "
+                                                                      "pods ask for reach N% of the cluster's"
+                                                                      if inflated else ""),
+        "DELAY: a scheduled pod's creation to its binding, in virtual time (pods never scheduled are left out)",
+        "MAKESPAN: first pod created to last pod ended, in virtual time ('-': pods still running or pending at the end)",
+    ]
+    return "\n".join(lines)
