@@ -80,3 +80,69 @@ def test_consumed_capacity_keeps_the_format_of_the_quantity_it_came_from(resourc
     defaults = _claim_and_pod(resource_api, core_api, None)
     [r] = _allocated(resource_api, defaults)
     assert r["consumed_capacity"] == {"memory": "1Gi", "compute": "10"}
+
+
+BINDING_DRIVER = "fpga.author.example.com"
+
+
+@pytest.fixture(scope="module")
+def fpgas(resource_api, node):
+    """Two devices the scheduler may bind a pod to only once the driver reports
+    them attached (binding conditions, KEP-5007)."""
+    resource_api.create_device_class({"metadata": {"name": BINDING_DRIVER}, "spec": {
+        "selectors": [{"cel": {"expression": f"device.driver == '{BINDING_DRIVER}'"}}]}})
+    resource_api.create_resource_slice({"metadata": {"name": f"{node}-{BINDING_DRIVER}"}, "spec": {
+        "driver": BINDING_DRIVER, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+        "devices": [{"name": f"fpga-{i}", "bindingConditions": ["attached"], "bindingFailureConditions": ["attach-failed"]}
+                    for i in range(2)]}})
+    return node
+
+
+def _fpga_pod(resource_api, core_api) -> str:
+    name = f"author-{next(_names)}"
+    resource_api.create_namespaced_resource_claim("default", {"metadata": {"name": name}, "spec": {
+        "devices": {"requests": [{"name": "fpga", "exactly": {"deviceClassName": BINDING_DRIVER}}]}}})
+    core_api.create_namespaced_pod("default", {"metadata": {"name": name}, "spec": {
+        "terminationGracePeriodSeconds": 0, "resourceClaims": [{"name": "fpga", "resourceClaimName": name}],
+        "containers": [{"name": "main", "image": "busybox:1.36", "resources": {"claims": [{"name": "fpga"}]}}]}})
+    return name
+
+
+def _report(resource_api, name: str, condition: str, reason: str, message: str) -> None:
+    """What the driver's controller writes once it has (or has not) attached the device."""
+    [r] = _allocated(resource_api, name)
+    resource_api.patch_namespaced_resource_claim_status(name, "default", {"status": {"devices": [{
+        "driver": r["driver"], "pool": r["pool"], "device": r["device"], "conditions": [{
+            "type": condition, "status": "True", "reason": reason, "message": message,
+            "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]}})
+
+
+def _events(core_api, name: str, reason: str) -> list:
+    return [e for e in core_api.list_namespaced_event("default", field_selector=f"involvedObject.name={name}").items
+            if e.reason == reason]
+
+
+def test_pod_binds_only_once_its_devices_binding_conditions_are_true(resource_api, core_api, fpgas):
+    name = _fpga_pod(resource_api, core_api)
+    [r] = _allocated(resource_api, name)
+    assert r["binding_conditions"] == ["attached"] and r["binding_failure_conditions"] == ["attach-failed"]
+    [pending] = wait_for(lambda: _events(core_api, name, "BindingConditionsPending"), what="BindingConditionsPending")
+    assert pending.message == f"waiting for binding conditions for device on node {fpgas}" and pending.type == "Normal"
+    claim = resource_api.read_namespaced_resource_claim(name, "default")
+    assert [c.name for c in claim.status.reserved_for] == [name]
+    assert core_api.read_namespaced_pod(name, "default").spec.node_name is None
+
+    _report(resource_api, name, "attached", "Attached", "fpga attached to the node")
+    assert wait_for(lambda: core_api.read_namespaced_pod(name, "default").spec.node_name, what=f"{name} bound") == fpgas
+
+
+def test_a_true_binding_failure_condition_fails_the_binding_and_frees_the_claim(resource_api, core_api, fpgas):
+    name = _fpga_pod(resource_api, core_api)
+    wait_for(lambda: _events(core_api, name, "BindingConditionsPending"), what="BindingConditionsPending")
+    _report(resource_api, name, "attach-failed", "NoPath", "no PCIe path")
+
+    def failed():
+        return [e.message for e in _events(core_api, name, "FailedScheduling")
+                if 'binding failed: reason=NoPath, message="no PCIe path"' in e.message]
+    assert wait_for(failed, what="FailedScheduling of the failed binding")
+    assert core_api.read_namespaced_pod(name, "default").spec.node_name is None

@@ -3,7 +3,8 @@ waits for the pod's claims to exist; Filter runs the structured allocator
 per node for unallocated claims (allocated ones only constrain the node by
 their nodeSelector); Reserve keeps the chosen allocations in flight so no
 other pod can take those devices; PreBind adds the delete-protection
-finalizer, then writes allocation and reservedFor in one status update."""
+finalizer, then writes allocation and reservedFor in one status update, and
+waits for the binding conditions of devices that have them (KEP-5007)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import logging
 from dataclasses import dataclass, field
 from operator import attrgetter
 
+from ...machinery import gofmt
 from ...machinery.errors import APIError
 from ...dra.resourceclaim import FINALIZER, GROUP, VERSION, ClaimError, claim_name, claim_names
 from ..dra.allocator import (
@@ -44,6 +46,9 @@ CLAIM, SLICE, DEVICE_CLASS, TAINT_RULE = "ResourceClaim", "ResourceSlice", "Devi
 NOT_ON_NODE = "resourceclaim not available on the node"
 CANNOT_ALLOCATE = "cannot allocate all claims"
 TIMED_OUT = "timed out trying to allocate devices"
+#: upstream's BindingTimeoutDefaultSeconds and the interval PreBind polls binding conditions at
+BINDING_TIMEOUT = 600.0
+BINDING_POLL = 5.0
 _STATE = "DynamicResources"
 _name = attrgetter("name")
 
@@ -68,6 +73,37 @@ def _created_or_status_changed(old: dict | None, new: dict | None) -> bool:
 def _devices(allocation: dict) -> list:
     """What `AllocatedDevices.add` counts of an allocation."""
     return (allocation.get("devices") or {}).get("results") or []
+
+
+class BindingFailed(Exception):
+    """A device's binding failure condition is True."""
+
+
+def ready_for_binding(claim: dict) -> bool:
+    """Upstream's isClaimReadyForBinding: every allocated device with binding conditions has
+    them all True in `status.devices` (the first entry naming the device); BindingFailed when
+    one of its binding failure conditions is True."""
+    status = claim.get("status") or {}
+    if status.get("allocation") is None:
+        return False
+    reported: dict[tuple, dict] = {}
+    for d in status.get("devices") or []:
+        reported.setdefault((d.get("driver"), d.get("pool"), d.get("device")), d)
+    for r in _devices(status["allocation"]):
+        if not r.get("bindingConditions"):
+            continue
+        d = reported.get((r.get("driver"), r.get("pool"), r.get("device")))
+        if d is None:
+            return False
+        conditions = {c.get("type"): c for c in d.get("conditions") or []}
+        for t in r.get("bindingFailureConditions") or []:
+            c = conditions.get(t)
+            if c is not None and c.get("status") == "True":
+                raise BindingFailed(f"claim {claim['metadata']['name']} binding failed: reason={c.get('reason', '')}, "
+                                    f"message={gofmt.quote(c.get('message', ''))}")
+        if any((conditions.get(t) or {}).get("status") != "True" for t in r["bindingConditions"]):
+            return False
+    return True
 
 
 def _key(pod: dict) -> str:
@@ -475,7 +511,35 @@ class DynamicResources:
                 return Status(Code.ERROR, [f"binding resourceclaim {claim['metadata']['name']}: {e.message}"])
             if st is not None:
                 return st
-        return None
+        return await self._await_binding_conditions(cyc, info.pod, node)
+
+    async def _await_binding_conditions(self, cyc: _Cycle, pod: dict, node: str) -> Status | None:
+        """Holds the binding until the devices with binding conditions report them all True, as
+        upstream's PreBind polls (every 5 s, up to the binding timeout); a true failure condition
+        or the timeout fails it, and Unreserve takes the pod back out of the claims."""
+        written = {c["metadata"].get("uid"): c for c in cyc.written}
+
+        def latest(c: dict) -> dict:
+            md = c["metadata"]
+            return self.dra.claims.get(f"{md.get('namespace', '')}/{md['name']}") or c
+
+        claims = [written.get(c["metadata"].get("uid")) or latest(c) for c in cyc.claims]
+        if not any(r.get("bindingConditions") for c in claims for r in _devices((c.get("status") or {}).get("allocation") or {})):
+            return None
+        await self.handle.api.event(pod, "Normal", "BindingConditionsPending",
+                                    f"waiting for binding conditions for device on node {node}")
+        clock = self.handle.clock
+        deadline = clock.monotonic() + BINDING_TIMEOUT
+        while True:
+            try:
+                if all(ready_for_binding(c) for c in claims):
+                    return None
+            except BindingFailed as e:
+                return Status(Code.ERROR, [str(e)])
+            if clock.monotonic() >= deadline:
+                return Status(Code.ERROR, ["device binding timeout"])
+            await clock.sleep(BINDING_POLL)
+            claims = [latest(c) for c in claims]
 
     async def _bind_claim(self, cyc: _Cycle, claim: dict, pod: dict) -> Status | None:
         uid = claim["metadata"].get("uid", "")
