@@ -413,6 +413,24 @@ class PodWorker:
         """The runtime's ID of the container's `instance`th run (its restartCount then)."""
         return "containerd://" + hashlib.sha256(f"{self.uid}/{name}/{instance}".encode()).hexdigest()
 
+    def _default_waiting(self) -> dict:
+        """The state of a container not started yet: PodInitializing in a pod with init containers
+        (also once they are done), else ContainerCreating (convertToAPIContainerStatuses)."""
+        return {"waiting": {"reason": "PodInitializing" if (self.pod.get("spec") or {}).get("initContainers")
+                            else "ContainerCreating"}}
+
+    def _init_progress(self, now: str, current: str = "", state: dict | None = None) -> list[dict]:
+        """The init containers' statuses while they start in order: those before `current` ran (a
+        sidecar runs, another completed), `current` is in `state`, the rest wait PodInitializing (all
+        of them when there is no `current`)."""
+        inits = (self.pod.get("spec") or {}).get("initContainers") or []
+        names = [c["name"] for c in inits]
+        done = names.index(current) if current in names else 0
+        ran = self._init_statuses(now, True)[:done]
+        return ran + [self._status_of(c, state if c["name"] == current and state else
+                                      {"waiting": {"reason": "PodInitializing"}}, False, False)
+                      for c in inits[done:]]
+
     def _init_statuses(self, now: str, running: bool) -> list[dict]:
         out = []
         for c in (self.pod.get("spec") or {}).get("initContainers") or []:
@@ -529,7 +547,7 @@ class PodWorker:
                           running=True)
 
     async def _write(self, phase: str, containers: list[dict], ready: bool, now: str, reason: str = "",
-                     running: bool = False, initialized: bool = True) -> None:
+                     running: bool = False, initialized: bool = True, inits: list[dict] | None = None) -> None:
         """Patch the status to this one (skipped when that changes nothing), as upstream's status
         manager does: other writers' conditions stay, first. The status and the kubelet's conditions
         observe the generation of the spec acted on (PodObservedGenerationTracking, GA in 1.35)."""
@@ -554,7 +572,7 @@ class PodWorker:
         if self.deadline_exceeded:
             st["reason"], st["message"] = "DeadlineExceeded", DEADLINE_MESSAGE
         if (self.pod.get("spec") or {}).get("initContainers"):
-            st["initContainerStatuses"] = self._init_statuses(now, running)
+            st["initContainerStatuses"] = self._init_statuses(now, running) if inits is None else inits
         if self.ephemeral:
             st["ephemeralContainerStatuses"] = list(self.ephemeral.values())
         patch = status_patch(live, st)
@@ -562,7 +580,7 @@ class PodWorker:
             self.pod = await self.agent.pods.patch(self.name, {"metadata": {"uid": self.uid}, "status": patch}, SMP,
                                                    namespace=self.namespace, subresource="status")
         self._last_write = {"phase": phase, "containers": containers, "ready": ready, "reason": reason,
-                            "running": running, "initialized": initialized}
+                            "running": running, "initialized": initialized, "inits": inits}
         self._wrote = _owned(self.pod.get("status") or {})
 
     async def _event(self, type_: str, reason: str, message: str, field_path: str = "") -> None:
@@ -634,15 +652,21 @@ class PodWorker:
 
     async def _image_waiting(self, c: dict, reason: str, message: str) -> None:
         """Report container `c` waiting for its image (ErrImagePull, ImagePullBackOff,
-        ErrImageNeverPull) with `message`, the others still being created. An init container's
-        waiting state is not written (its events are)."""
-        if not field_path(self.pod, c["name"]).startswith("spec.containers"):
+        ErrImageNeverPull) with `message`, the others in their default waiting state. An init
+        container's keeps the pod Pending and not Initialized (kubectl: Init:ErrImagePull)."""
+        now, state = self.clock.rfc3339(), {"waiting": {"reason": reason, "message": message}}
+        path = field_path(self.pod, c["name"])
+        if path.startswith("spec.initContainers"):
+            statuses = [self._status_of(x, self._default_waiting(), False, False) for x in self._containers()]
+            await self._write("Pending", statuses, False, now, "ContainersNotReady", initialized=False,
+                              inits=self._init_progress(now, c["name"], state))
             return
-        statuses = [self._status_of(x, {"waiting": {"reason": reason, "message": message}
-                                        if x["name"] == c["name"] else {"reason": "ContainerCreating"}},
-                                    False, False) for x in self._containers()]
+        if not path.startswith("spec.containers"):
+            return
+        statuses = [self._status_of(x, state if x["name"] == c["name"] else self._default_waiting(), False, False)
+                    for x in self._containers()]
         phase = "Running" if (self.pod.get("status") or {}).get("phase") == "Running" else "Pending"
-        await self._write(phase, statuses, False, self.clock.rfc3339(), "ContainersNotReady")
+        await self._write(phase, statuses, False, now, "ContainersNotReady")
 
     async def _start_events(self, containers: list[dict], interruptible: bool = True) -> bool:
         """What the kubelet records as it starts each of `containers` in turn (startContainer): its
@@ -715,10 +739,10 @@ class PodWorker:
             self.started_at = next((c["state"]["running"]["startedAt"] for c in st["containerStatuses"]
                                     if "running" in (c.get("state") or {})), "")
         else:
-            now = self.clock.rfc3339()
-            waiting = {"waiting": {"reason": "ContainerCreating"}}
-            await self._write("Pending", [self._status_of(c, waiting, False, False) for c in self._containers()],
-                              False, now, "ContainersNotReady")
+            now, inits = self.clock.rfc3339(), bool((self.pod.get("spec") or {}).get("initContainers"))
+            await self._write("Pending", [self._status_of(c, self._default_waiting(), False, False)
+                                          for c in self._containers()], False, now, "ContainersNotReady",
+                              initialized=not inits, inits=self._init_progress(now) if inits else None)
             if not (await self._prepare_claims() and await self._mount_volumes()):
                 await self._delete()
                 return

@@ -4,7 +4,7 @@ fieldPath, in the order a real kubelet records them."""
 
 from nanokube.node.lifecycle import image_size, pulled_message
 from tests.controllers import eventually
-from tests.node.test_lifecycle import env, gone, phase_is, pod  # noqa: F401 (env is a fixture)
+from tests.node.test_lifecycle import cond, conds, env, gone, phase_is, pod  # noqa: F401 (env is a fixture)
 
 PRESENT = 'Container image "{}" already present on machine and can be accessed by the pod'
 
@@ -216,3 +216,52 @@ async def test_a_never_pull_image_the_node_lacks_fails_until_a_pull_brings_it(en
     ev = await pod_events(pods, "local")
     assert [e[1:4] for e in ev[2:]] == [("Pulled", path, PRESENT.format("registry.local/app:dev")),
                                         ("Created", path, "Container created"), ("Started", path, "Container started")]
+
+
+async def test_an_init_container_whose_pull_fails_reports_it_in_its_own_status(env):  # noqa: F811
+    """A failed pull of an init container's image: its status waits in ErrImagePull, then
+    ImagePullBackOff (kubectl: Init:ErrImagePull), the app containers wait PodInitializing, and
+    the pod is Pending and not Initialized; once the pull succeeds it runs."""
+    pods, clock = env
+    p = pod("init", annotations={"sim.nanokube.io/pull-error": "unauthorized"})
+    p["spec"]["initContainers"] = [{"name": "setup", "image": "busybox:1.36"}]
+    await pods.create(p)
+
+    def init_waiting(reason):
+        async def check():
+            st = (await pods.get("init", "default"))["status"]
+            w = ((st.get("initContainerStatuses") or [{}])[0].get("state") or {}).get("waiting") or {}
+            return st if w.get("reason") == reason else None
+        return check
+    st = await eventually(init_waiting("ErrImagePull"))
+    assert st["phase"] == "Pending"
+    assert st["initContainerStatuses"][0]["state"]["waiting"]["message"] == "unauthorized"
+    assert [c["state"] for c in st["containerStatuses"]] == [{"waiting": {"reason": "PodInitializing"}}]
+    initialized = cond({"status": st}, "Initialized")
+    assert (initialized["status"], initialized["reason"]) == ("False", "ContainersNotInitialized")
+    assert conds({"status": st})["Ready"] == "False"
+    await clock.advance(1)
+    st = await eventually(init_waiting("ImagePullBackOff"))
+    assert st["initContainerStatuses"][0]["state"]["waiting"]["message"] == \
+        'Back-off pulling image "busybox:1.36": ErrImagePull: unauthorized'
+    await pods.patch("init", {"metadata": {"annotations": {"sim.nanokube.io/pull-error": None}}},
+                     "application/merge-patch+json", namespace="default")
+    await clock.advance(9)
+    st = (await eventually(phase_is(pods, "init", "Running")))["status"]
+    assert "terminated" in st["initContainerStatuses"][0]["state"] and conds({"status": st})["Initialized"] == "True"
+
+
+async def test_a_pod_with_init_containers_starts_not_initialized(env):  # noqa: F811
+    """Before its init containers ran (here: while the first one's image is pulled) every container
+    waits PodInitializing and the pod is not Initialized (kubectl: Init:0/1)."""
+    pods, clock = env
+    p = pod("slow", annotations={"sim.nanokube.io/pull-seconds": "5"})
+    p["spec"]["initContainers"] = [{"name": "setup", "image": "busybox:1.36"}]
+    await pods.create(p)
+    await eventually(reasons_are(pods, "slow", 1))  # Pulling
+    st = (await pods.get("slow", "default"))["status"]
+    assert [c["state"] for c in st["initContainerStatuses"] + st["containerStatuses"]] == [
+        {"waiting": {"reason": "PodInitializing"}}] * 2
+    assert conds({"status": st})["Initialized"] == "False"
+    await clock.advance(5)
+    await eventually(phase_is(pods, "slow", "Running"))

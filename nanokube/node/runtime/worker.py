@@ -338,7 +338,8 @@ class ProcessPodWorker(PodWorker):
         """Run `c` until it exits and `restart(exit code)` says no (or the pod
         stops), with crash-loop backoff in between; returns the last exit code."""
         while True:
-            await self._ensure_image(c.spec)
+            if await self._ensure_image(c.spec) or self._stopping.is_set():
+                return 0  # deleted while waiting for its image: never started
             await self._spawn(c)
             for reason in ("Created", "Started"):
                 await self._event("Normal", reason, f"Container {reason.lower()}", field_path(self.pod, c.name))
@@ -561,6 +562,13 @@ class ProcessPodWorker(PodWorker):
             return self._statuses(self.inits.values())
         return [self._status_of(c, {"waiting": {"reason": "PodInitializing"}}, False, False)
                 for c in (self.pod.get("spec") or {}).get("initContainers") or []]
+
+    async def _image_waiting(self, c: dict, reason: str, message: str) -> None:
+        """The container waits for its image in its own state, published with the others'."""
+        container = self._named(c["name"])
+        if container is not None:
+            container.state = {"waiting": {"reason": reason, "message": message}}
+            await self._publish()
 
     async def _publish(self) -> None:
         """Write the pod's status if it changed (containers publish concurrently)."""

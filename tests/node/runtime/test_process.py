@@ -344,3 +344,33 @@ async def test_a_refused_probe_says_what_go_would_and_deletion_kills(env):
         return ev if ("Normal", "Killing", "spec.containers{main}", "Stopping container main") in \
             [e[:4] for e in ev] else None
     await eventually(stopped, ATTEMPTS)
+
+
+async def test_an_init_container_waiting_for_its_image_shows_why_and_a_deletion_starts_nothing(env):
+    """The process runtime reports an image the kubelet cannot get (here: Never, and no pod pulled
+    it to the node) in the waiting container's own status, an init container's too; deleting the
+    pod while it waits removes it without starting any process."""
+    client, rt, tmp = env
+    pods = client.resource("", "v1", "pods")
+    p = pod("no-image", ["sh", "-c", f"touch {tmp}/app-ran"])
+    p["spec"]["initContainers"] = [{"name": "setup", "image": "registry.local/setup:dev", "imagePullPolicy": "Never",
+                                    "command": ["sh", "-c", f"touch {tmp}/init-ran"]}]
+    await pods.create(p)
+
+    def waiting(st):
+        return ((st.get("initContainerStatuses") or [{}])[0].get("state") or {}).get("waiting", {}).get(
+            "reason") == "ErrImageNeverPull"
+    st = (await eventually(status_of(pods, "no-image", waiting), ATTEMPTS))["status"]
+    assert st["phase"] == "Pending" and st["initContainerStatuses"][0]["state"]["waiting"]["message"] == \
+        'Container image "registry.local/setup:dev" is not present with pull policy of Never'
+    assert {c["type"]: c["status"] for c in st["conditions"]}["Initialized"] == "False"
+    await pods.delete("no-image", "default")
+
+    async def gone():
+        try:
+            await pods.get("no-image", "default")
+        except APIError as e:
+            return e.code == 404
+        return False
+    assert await eventually(gone, ATTEMPTS)
+    assert not (tmp / "init-ran").exists() and not (tmp / "app-ran").exists()
