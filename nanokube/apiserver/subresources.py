@@ -98,7 +98,7 @@ class Subresources:
                     ctype = h._patch_media(request, res)
                     raw = await h._raw(request)
                     opts = h._write_opts(request)  # after the media type and the body, as upstream's patch handler
-                    current = await self.get_scale(res, namespace, name)
+                    current = await self.get_scale(res, namespace, name, UNSET_REPLICAS)
                     # (typed before its metadata is read: a patch may leave anything there, or at the root)
                     body = _typed(await self._patch_scale(current, ctype, raw), "io.k8s.api.autoscaling.v1.Scale", "Scale", "v1")
                     md = body.get("metadata") or {}
@@ -309,9 +309,9 @@ class Subresources:
 
     # --- scale ------------------------------------------------------------
 
-    async def get_scale(self, res: Resource, namespace: str, name: str) -> dict:
+    async def get_scale(self, res: Resource, namespace: str, name: str, unset: int | None = None) -> dict:
         obj = self.rest._entry(res, namespace, name).obj
-        return _scale_of(res, obj)
+        return _scale_of(res, obj, unset)
 
     async def _patch_scale(self, scale: dict, ctype: str, raw: bytes) -> dict:
         """The Scale with a patch applied, or the configuration of a server-side apply (applied
@@ -353,10 +353,14 @@ class Subresources:
             try:
                 written, fields = ssa.scale_write(
                     entry.obj, fp.make_path(*res.strategy.replicas_path()), res.api_version(version),
-                    _scale_of(res, entry.obj), scale, opts.field_manager, self.rest.clock.rfc3339(), applied, opts.force)
+                    _scale_of(res, entry.obj, UNSET_REPLICAS), scale, opts.field_manager, self.rest.clock.rfc3339(),
+                    applied, opts.force)
             except PatchError as e:
                 raise errors.APIError(e.code, e.reason, e.status_message, e.details) from None
             replicas = (written.get("spec") or {}).get("replicas", 0)
+            if replicas == UNSET_REPLICAS and res.strategy.scale_of(entry.obj, 0) is not None:  # a custom resource's
+                path = ".".join(("", *res.strategy.replicas_path()))
+                raise errors.bad_request(f'the spec replicas field "{path}" cannot be empty')
             if not isinstance(replicas, int) or replicas < 0:
                 raise errors.APIError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: {replicas}: must be greater than or equal to 0',
                                       {"name": name, "group": "autoscaling", "kind": "Scale", "causes": [
@@ -379,11 +383,16 @@ class Subresources:
         raise errors.conflict(res.group, res.plural, name, errors.STALE)
 
 
-def _scale_of(res: Resource, obj: dict) -> dict:
+#: scaleUpdatedObjectInfo's invalidSpecReplicas: the replicas of a custom resource's Scale
+#: before an update where its spec replicas field is not set (an update must set them)
+UNSET_REPLICAS = -2147483648
+
+
+def _scale_of(res: Resource, obj: dict, unset: int | None = None) -> dict:
     md = obj["metadata"]
     spec, st = obj.get("spec") or {}, obj.get("status") or {}
     sel = spec.get("selector")
-    custom = res.strategy.scale_of(obj)
+    custom = res.strategy.scale_of(obj, unset)
     if custom is not None:
         spec, st = {"replicas": custom[0]}, {"replicas": custom[1]}
         selector = custom[2]

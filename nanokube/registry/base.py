@@ -140,9 +140,10 @@ class Strategy:
         """The Warning every request to `version` gets, if it is deprecated."""
         return None
 
-    def scale_of(self, obj: Obj) -> tuple[int, int, str] | None:
+    def scale_of(self, obj: Obj, unset: int | None = None) -> tuple[int, int, str] | None:
         """(spec replicas, status replicas, label selector) of the Scale subresource when it
-        reads other paths than a workload's spec.replicas / status.replicas / selector (CRDs)."""
+        reads other paths than a workload's spec.replicas / status.replicas / selector (CRDs);
+        spec replicas are `unset` where the object has none (None: an internal error)."""
         return None
 
     def set_replicas(self, obj: Obj, replicas: int) -> None:

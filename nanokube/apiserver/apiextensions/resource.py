@@ -375,11 +375,13 @@ class CustomResourceStrategy(Strategy):
 
     # --- scale -----------------------------------------------------------------------
 
-    def scale_of(self, obj: Obj) -> tuple[int | None, int, str]:
+    def scale_of(self, obj: Obj, unset: int | None = None) -> tuple[int, int, str]:
         sc = self._info(self.storage).scale or {}
         found, spec = _get_path(obj, sc.get("specReplicasPath", ".spec.replicas"))
-        if not found:
+        if not found and unset is None:
             raise errors.internal(f"the spec replicas field {sc.get('specReplicasPath')!r} does not exist".replace("'", '"'))
+        if not found:
+            spec = unset
         _, status = _get_path(obj, sc.get("statusReplicasPath", ".status.replicas"))
         selector = ""
         if sc.get("labelSelectorPath"):
