@@ -14,7 +14,8 @@ import asyncio
 from ..client.informer import Informer, InformerFactory
 from ..clock import REAL, Clock
 from ..machinery.errors import APIError
-from ..quota.evaluators import add, charge_changed, quota_covers, usage
+from ..machinery.quantity import add
+from ..quota.evaluators import charge_changed, quota_covers, usage
 from ..quota.resources import OBJECT_COUNTS
 from .base import Controller, in_turns
 

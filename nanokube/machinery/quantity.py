@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -68,6 +69,14 @@ class Quantity:
     def milli(self) -> int:
         """Value in thousandths rounded up, like Quantity.MilliValue()."""
         return math.ceil(self.value * 1000)
+
+
+def add(a: Quantity | None, b: Quantity) -> Quantity:
+    """Quantity.Add: the sum keeps the first non-zero operand's format (a zero or missing `a`
+    takes `b`'s)."""
+    if a is None:
+        return b
+    return Quantity(a.value + b.value, a.format if a.value else b.format)
 
 
 def _interpret_suffix(suffix: str) -> tuple[int, int, str]:
@@ -149,6 +158,18 @@ def _format_decimal(negative: bool, digits: str, exp10: int, fmt: str) -> str:
     if fmt == DECIMAL_SI and exp10 in _DECIMAL_BY_EXP:
         return f"{sign}{digits}{_DECIMAL_BY_EXP[exp10]}"
     return f"{sign}{digits}" + (f"e{exp10}" if exp10 else "")
+
+
+def parse_list(rl: Mapping | None) -> dict[str, Quantity]:
+    """A resource list ({"cpu": "100m", ...}) as Quantities by name, those that parse (validation
+    reports the others)."""
+    out = {}
+    for name, q in (rl or {}).items():
+        try:
+            out[name] = parse(str(q))
+        except QuantityError:
+            continue
+    return out
 
 
 def parse_quantity(s: str) -> Fraction:

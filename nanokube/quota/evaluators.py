@@ -9,7 +9,8 @@ from datetime import datetime
 from fractions import Fraction
 
 from ..machinery.podresize import resize_parts, resources_spec
-from ..machinery.quantity import DECIMAL_SI, Quantity, QuantityError, parse
+from ..machinery.podresources import QUANTITIES, pod_limits, pod_requests
+from ..machinery.quantity import DECIMAL_SI, Quantity, parse_list
 from ..volume.classes import claim_class
 from .resources import (
     ALLOCATION_RESULTS_MAX,
@@ -27,72 +28,6 @@ ONE = Quantity(Fraction(1), DECIMAL_SI)
 #: resources every container must name once a quota holds them (backward compatibility upstream keeps)
 CONTAINER_REQUIRED = ("cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory")
 _LEGACY = {v: k for k, v in OBJECT_COUNTS.items()}
-
-
-def add(a: Quantity | None, b: Quantity) -> Quantity:
-    """Quantity.Add: the sum keeps the first non-zero operand's format."""
-    if a is None:
-        return b
-    return Quantity(a.value + b.value, a.format if a.value else b.format)
-
-
-def _q(value) -> Quantity | None:
-    try:
-        return parse(str(value))
-    except QuantityError:
-        return None
-
-
-def _bag(container: dict, kind: str) -> dict[str, Quantity]:
-    out = {}
-    for k, v in ((container.get("resources") or {}).get(kind) or {}).items():
-        q = _q(v)
-        if q is not None:
-            out[k] = q
-    return out
-
-
-def _merge_max(into: dict[str, Quantity], other: dict[str, Quantity]) -> None:
-    for k, v in other.items():
-        if k not in into or v.value > into[k].value:
-            into[k] = v
-
-
-def _sum(into: dict[str, Quantity], other: dict[str, Quantity]) -> None:
-    for k, v in other.items():
-        into[k] = add(into.get(k), v)
-
-
-def pod_totals(spec: dict, kind: str) -> dict[str, Quantity]:
-    """PodRequests / PodLimits: app containers and sidecars together, each
-    ordinary init container with the sidecars started before it, the larger
-    wins; pod-level resources replace the containers' sum; overhead is added
-    (to limits only for resources that have one)."""
-    total: dict[str, Quantity] = {}
-    for c in spec.get("containers") or []:
-        _sum(total, _bag(c, kind))
-    sidecars: dict[str, Quantity] = {}
-    peak: dict[str, Quantity] = {}
-    for c in spec.get("initContainers") or []:
-        mine = _bag(c, kind)
-        if c.get("restartPolicy") == "Always":
-            _sum(sidecars, mine)
-            _merge_max(peak, sidecars)
-        else:
-            with_sidecars = dict(sidecars)
-            _sum(with_sidecars, mine)
-            _merge_max(peak, with_sidecars)
-    _sum(total, sidecars)
-    _merge_max(total, peak)
-    for k, v in ((spec.get("resources") or {}).get(kind) or {}).items():
-        q = _q(v)
-        if q is not None and k in ("cpu", "memory"):
-            total[k] = q
-    for k, v in (spec.get("overhead") or {}).items():
-        q = _q(v)
-        if q is not None and (kind == "requests" or k in total):
-            total[k] = add(total.get(k), q)
-    return total
 
 
 def compute_usage(requests: dict[str, Quantity], limits: dict[str, Quantity]) -> Usage:
@@ -133,7 +68,7 @@ def pod_usage(pod: dict, now: float) -> Usage:
     if not pod_counts(pod, now):
         return out
     spec = resources_spec(pod)
-    out.update(compute_usage(pod_totals(spec, "requests"), pod_totals(spec, "limits")))
+    out.update(compute_usage(pod_requests(spec, QUANTITIES), pod_limits(spec, QUANTITIES)))
     out["pods"] = ONE
     return out
 
@@ -152,7 +87,7 @@ def service_usage(svc: dict) -> Usage:
 
 def pvc_usage(pvc: dict) -> Usage:
     out: Usage = {"count/persistentvolumeclaims": ONE, "persistentvolumeclaims": ONE}
-    storage = _q(((pvc.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage", ""))
+    storage = parse_list(((pvc.get("spec") or {}).get("resources") or {}).get("requests")).get("storage")
     cls = claim_class(pvc)
     if storage is not None:
         out["requests.storage"] = storage
@@ -323,7 +258,8 @@ def missing_container_resources(pod: dict, hard: Iterable[str]) -> str:
         return ""
     missing: dict[str, set[str]] = {}
     for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
-        have = set(compute_usage(_bag(c, "requests"), _bag(c, "limits")))
+        res = c.get("resources") or {}
+        have = set(compute_usage(parse_list(res.get("requests")), parse_list(res.get("limits"))))
         for r in required - have:
             missing.setdefault(r, set()).add(c.get("name", ""))
     if not missing:

@@ -38,15 +38,15 @@ from .core_spec import (
 )
 from ..machinery.conditions import find_condition, is_condition_true
 from ..machinery.gofmt import Struct, quote
+from ..machinery.podresources import QUANTITIES, aggregate
 from ..machinery.quantity import (
     QuantityError,
     canonical,
-    format_quantity,
     is_quantity,
     nano_value,
+    parse_list,
     parse_quantity,
 )
-from ..machinery.quantity import parse as parse_quantity_object  # its value and format
 from ..quota.resources import is_standard_resource
 from ..machinery.validation import (
     FieldError,
@@ -366,67 +366,21 @@ def _pod_resource_consistency(spec: dict, res: dict, path: str) -> list[FieldErr
     of it, a pod-level hugepages limit their aggregate limit, and no regular container's limit
     exceeds the pod's."""
     errs: list[FieldError] = []
-    requests, limits = _quantities(res.get("requests")), _quantities(res.get("limits"))
-    for name, (total, fmt) in sorted(_aggregate(spec, "requests").items()):
-        if name in requests and total > requests[name][0]:
-            errs.append(invalid(f"{path}.requests[{name}]", format_quantity(*requests[name]),
-                                f"must be greater than or equal to aggregate container requests of "
-                                f"{format_quantity(total, fmt)}"))
-    for name, (total, fmt) in sorted(_aggregate(spec, "limits").items()):
-        if name.startswith("hugepages-") and name in limits and total > limits[name][0]:
-            errs.append(invalid(f"{path}.limits[{name}]", format_quantity(*limits[name]),
-                                f"must be greater than or equal to aggregate container limits of "
-                                f"{format_quantity(total, fmt)}"))
+    requests, limits = parse_list(res.get("requests")), parse_list(res.get("limits"))
+    for name, total in sorted(aggregate(spec, "requests", QUANTITIES).items()):
+        if name in requests and total.value > requests[name].value:
+            errs.append(invalid(f"{path}.requests[{name}]", str(requests[name]),
+                                f"must be greater than or equal to aggregate container requests of {total}"))
+    for name, total in sorted(aggregate(spec, "limits", QUANTITIES).items()):
+        if name.startswith("hugepages-") and name in limits and total.value > limits[name].value:
+            errs.append(invalid(f"{path}.limits[{name}]", str(limits[name]),
+                                f"must be greater than or equal to aggregate container limits of {total}"))
     for i, c in enumerate(spec.get("containers") or ()):
-        for name, (value, fmt) in sorted(_quantities((c.get("resources") or {}).get("limits")).items()):
-            if name in limits and value > limits[name][0]:
-                errs.append(invalid(f"{path}.containers[{i}][{name}].limits", format_quantity(value, fmt),
-                                    f"must be less than or equal to pod limits of {format_quantity(*limits[name])}"))
+        for name, value in sorted(parse_list((c.get("resources") or {}).get("limits")).items()):
+            if name in limits and value.value > limits[name].value:
+                errs.append(invalid(f"{path}.containers[{i}][{name}].limits", str(value),
+                                    f"must be less than or equal to pod limits of {limits[name]}"))
     return errs
-
-
-def _quantities(bag: dict | None) -> dict[str, tuple[Any, str]]:
-    """A resource list's parsable quantities: name -> (exact value, format)."""
-    out = {}
-    for name, q in (bag or {}).items():
-        try:
-            parsed = parse_quantity_object(str(q))
-        except QuantityError:
-            continue  # reported by the quantity checks
-        out[name] = (parsed.value, parsed.format)
-    return out
-
-
-def _aggregate(spec: dict, bag: str) -> dict[str, tuple[Any, str]]:
-    """AggregateContainerRequests (or Limits): the regular containers and the sidecars (restartable
-    init containers) added up; each other init container, with the sidecars started before it, a
-    floor. A sum keeps the format of its first term, as Go's Quantity.Add does."""
-    def add(into: dict, more: dict) -> None:
-        for name, (value, fmt) in more.items():
-            into[name] = (into[name][0] + value, into[name][1]) if name in into else (value, fmt)
-
-    def floor(into: dict, more: dict) -> None:
-        for name, (value, fmt) in more.items():
-            if name not in into or value > into[name][0]:
-                into[name] = (value, fmt)
-
-    total: dict[str, tuple[Any, str]] = {}
-    for c in spec.get("containers") or ():
-        add(total, _quantities((c.get("resources") or {}).get(bag)))
-    sidecars: dict[str, tuple[Any, str]] = {}
-    inits: dict[str, tuple[Any, str]] = {}
-    for c in spec.get("initContainers") or ():
-        own = _quantities((c.get("resources") or {}).get(bag))
-        if c.get("restartPolicy") == "Always":
-            add(total, own)
-            add(sidecars, own)
-            floor(inits, sidecars)
-        else:
-            alone = dict(own)
-            add(alone, sidecars)
-            floor(inits, alone)
-    floor(total, inits)
-    return total
 
 
 def _host_network_ports(spec: dict, path: str, pod: bool) -> list[FieldError]:

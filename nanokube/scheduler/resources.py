@@ -4,9 +4,11 @@ Filter and Score compare integers instead of parsing quantities per node."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import operator
 from dataclasses import dataclass, field
 
+from ..machinery import podresources
+from ..machinery.podresources import Arithmetic
 from ..machinery.quantity import QuantityError, parse
 
 CPU, MEMORY, EPHEMERAL, PODS = "cpu", "memory", "ephemeral-storage", "pods"
@@ -86,97 +88,36 @@ def from_list(rl: dict | None) -> Resources:
     return r
 
 
-def _requests(c: dict) -> dict:
-    return ((c.get("resources") or {}).get("requests")) or {}
+@functools.lru_cache(maxsize=4096)
+def _count(name: str, q) -> int | None:
+    """A resource list's entry in the scheduler's integers (`pods` left out): one cached call per
+    entry, as a cluster's pods repeat a few (name, quantity) pairs."""
+    return None if name == PODS else _scaled(str(q), name == CPU)
 
 
-def _containers(spec: dict, of: Callable[[dict], Resources]) -> Resources:
-    """Regular containers plus restartable (sidecar) init containers run together; each ordinary
-    init container runs alone next to the sidecars started before it; the larger wins (upstream's
-    AggregateContainerRequests and AggregateContainerLimits)."""
-    total = Resources()
-    for c in spec.get("containers") or []:
-        total.add(of(c))
-    sidecars = Resources()
-    init_peak = Resources()
-    for c in spec.get("initContainers") or []:
-        r = of(c)
-        if c.get("restartPolicy") == "Always":
-            sidecars.add(r)
-            init_peak.set_max(sidecars)
-        else:
-            r.add(sidecars)
-            init_peak.set_max(r)
-    total.add(sidecars)
-    total.set_max(init_peak)
-    return total
+#: how the scheduler counts a pod's requests and limits (machinery.podresources)
+INTEGERS: Arithmetic[int] = Arithmetic(_count, operator.add, operator.gt)
+#: NonMissingContainerRequests: what Score counts for a container that names no CPU or memory
+NON_ZERO = {CPU: DEFAULT_MILLI_CPU, MEMORY: DEFAULT_MEMORY}
 
 
-def _pod_level(total: Resources, spec: dict, kind: str) -> None:
-    """Pod-level requests or limits (spec.resources) replace the containers' cpu and memory."""
-    pod_level = ((spec.get("resources") or {}).get(kind)) or {}
-    if pod_level:
-        lvl = from_list(pod_level)
-        if CPU in pod_level:
-            total.milli_cpu = lvl.milli_cpu
-        if MEMORY in pod_level:
-            total.memory = lvl.memory
+def _vector(amounts: dict[str, int]) -> Resources:
+    """A Resources of `amounts`, which it takes over (its scalars are what is left)."""
+    return Resources(amounts.pop(CPU, 0), amounts.pop(MEMORY, 0), amounts.pop(EPHEMERAL, 0), amounts)
 
 
 def pod_requests(spec: dict, nonzero: bool = False) -> Resources:
-    """What a pod asks of a node, as upstream's PodRequests computes it: its containers
-    (`_containers`), pod-level requests over them, then pod overhead added. With
+    """What a pod asks of a node (upstream's PodRequests, `podresources.pod_requests`). With
     `nonzero`, containers that request no CPU or memory count the defaults."""
-    def of(c: dict) -> Resources:
-        r = from_list(_requests(c))
-        if nonzero:
-            reqs = _requests(c)
-            if CPU not in reqs:
-                r.milli_cpu = DEFAULT_MILLI_CPU
-            if MEMORY not in reqs:
-                r.memory = DEFAULT_MEMORY
-        return r
-
-    total = _containers(spec, of)
-    _pod_level(total, spec, "requests")
-    total.add(from_list(spec.get("overhead")))
-    return total
+    return _vector(podresources.pod_requests(spec, INTEGERS, NON_ZERO if nonzero else None))
 
 
 def pod_limits(spec: dict) -> Resources:
-    """A pod's limits, as upstream's PodLimits: its containers' (`_containers`), pod-level limits
-    over them, and pod overhead added to each limit that is set (a resource without one stays
-    unlimited)."""
-    total = _containers(spec, lambda c: from_list(((c.get("resources") or {}).get("limits"))))
-    _pod_level(total, spec, "limits")
-    overhead = from_list(spec.get("overhead"))
-    if total.milli_cpu:
-        total.milli_cpu += overhead.milli_cpu
-    if total.memory:
-        total.memory += overhead.memory
-    if total.ephemeral:
-        total.ephemeral += overhead.ephemeral
-    for k, v in overhead.scalars.items():
-        if total.scalars.get(k):
-            total.scalars[k] += v
-    return total
+    """A pod's limits (upstream's PodLimits, `podresources.pod_limits`)."""
+    return _vector(podresources.pod_limits(spec, INTEGERS))
 
 
 def pod_requests_pair(spec: dict) -> tuple[Resources, Resources]:
-    """`pod_requests(spec)` and `pod_requests(spec, nonzero=True)`; for the usual pod (containers
-    only: no init containers, pod-level resources or overhead) in one pass over its containers,
-    since every pod that enters the queue needs both."""
-    if spec.get("initContainers") or spec.get("resources") or spec.get("overhead"):
-        return pod_requests(spec), pod_requests(spec, nonzero=True)
-    total, nonzero = Resources(), Resources()
-    for c in spec.get("containers") or []:
-        reqs = _requests(c)
-        r = from_list(reqs)
-        total.add(r)
-        nonzero.add(r)
-        # a request left out counts as zero above; the non-zero total counts the default instead
-        if CPU not in reqs:
-            nonzero.milli_cpu += DEFAULT_MILLI_CPU
-        if MEMORY not in reqs:
-            nonzero.memory += DEFAULT_MEMORY
-    return total, nonzero
+    """`pod_requests(spec)` and `pod_requests(spec, nonzero=True)`: every pod that enters the
+    queue needs both."""
+    return pod_requests(spec), pod_requests(spec, nonzero=True)

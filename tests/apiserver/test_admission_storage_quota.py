@@ -208,3 +208,18 @@ async def test_limit_ranger_ratio_and_pod_limits(stack):
     with pytest.raises(APIError) as e:
         await pods.create(two)
     assert e.value.message == 'pods "two" is forbidden: maximum cpu usage per Pod is 1, but limit is 1200m'
+
+
+async def test_quota_charges_an_init_container_beside_the_sidecars_before_it(stack):
+    """PodRequests: an init container runs next to the sidecars started before it, and that sum
+    (its own quantity first, so in its format, as Go's Quantity.Add keeps the first term's) is the
+    pod's request when it is the largest."""
+    await quota(stack, {"requests.memory": "1Gi"})
+    p = pod("init", {"requests": {"memory": "100Mi"}})
+    p["spec"]["initContainers"] = [
+        {"name": "side", "image": "busybox", "restartPolicy": "Always", "resources": {"requests": {"memory": "1Gi"}}},
+        {"name": "setup", "image": "busybox", "resources": {"requests": {"memory": "2000M"}}}]
+    with pytest.raises(APIError) as e:
+        await rc(stack, "pods").create(p)
+    assert e.value.message == ('pods "init" is forbidden: exceeded quota: q, requested: requests.memory=3073741824, '
+                               "used: requests.memory=0, limited: requests.memory=1Gi")

@@ -838,6 +838,19 @@ async def test_pod_level_resources_are_validated(core):
     await _call(core.create_namespaced_pod, "default", good)
 
 
+async def test_pod_level_request_message_sums_in_the_first_nonzero_requests_format(core):
+    """The aggregate a pod-level request must cover is a Go Quantity sum: a zero first term
+    takes the next one's format, so 0 and 2Mi add up to 2Mi, not 2097152."""
+    pod = {"metadata": {"name": "zero-first"}, "spec": {"resources": {"requests": {"memory": "1Mi"}}, "containers": [
+        {"name": "a", "image": "busybox", "resources": {"requests": {"memory": "0"}}},
+        {"name": "b", "image": "busybox", "resources": {"requests": {"memory": "2Mi"}}}]}}
+    with pytest.raises(ApiException) as e:
+        await _call(core.create_namespaced_pod, "default", pod)
+    assert [(x["field"], x["message"]) for x in json.loads(e.value.body)["details"]["causes"]] == [
+        ("spec.resources.requests[memory]",
+         'Invalid value: "1Mi": must be greater than or equal to aggregate container requests of 2Mi')]
+
+
 async def test_volume_devices_are_validated(core):
     """ValidateVolumeDevices, and ValidateVolumeMounts' overlap with them: a block device comes
     from a claim (or an ephemeral claim) the pod names, each name and path once and without '..',

@@ -9,21 +9,11 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ...machinery import errors
-from ...machinery.quantity import Quantity, QuantityError, parse
-from ...quota.evaluators import pod_totals
+from ...machinery.podresources import QUANTITIES, pod_limits, pod_requests
+from ...machinery.quantity import Quantity, parse_list
 from .lookup import Listing, object_name
 
 ANNOTATION = "kubernetes.io/limit-ranger"
-
-
-def _parse(bag: dict | None) -> dict[str, Quantity]:
-    out = {}
-    for k, v in (bag or {}).items():
-        try:
-            out[k] = parse(str(v))
-        except QuantityError:
-            continue
-    return out
 
 
 def _merge(container: dict, item: dict, prefix: str) -> list[str]:
@@ -89,7 +79,7 @@ def ratio_constraint(kind: str, name: str, enforced: Quantity, requests: dict, l
 def check(kind: str, item: dict, requests: dict, limits: dict) -> list[str]:
     out = []
     for bag, fn in (("min", min_constraint), ("max", max_constraint), ("maxLimitRequestRatio", ratio_constraint)):
-        for name, enforced in sorted(_parse(item.get(bag)).items()):
+        for name, enforced in sorted(parse_list(item.get(bag)).items()):
             msg = fn(kind, name, enforced, requests, limits)
             if msg:
                 out.append(msg)
@@ -151,17 +141,17 @@ class LimitRanger:
                     continue
                 for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
                     res = c.get("resources") or {}
-                    problems += check("Container", item, _parse(res.get("requests")), _parse(res.get("limits")))
+                    problems += check("Container", item, parse_list(res.get("requests")), parse_list(res.get("limits")))
             for item in items:
                 if item.get("type") == "Pod":
-                    problems += check("Pod", item, pod_totals(spec, "requests"), pod_totals(spec, "limits"))
+                    problems += check("Pod", item, pod_requests(spec, QUANTITIES), pod_limits(spec, QUANTITIES))
         else:
-            requests = _parse((spec.get("resources") or {}).get("requests"))
+            requests = parse_list((spec.get("resources") or {}).get("requests"))
             for item in (i for i in items if i.get("type") == "PersistentVolumeClaim"):
-                for name, enforced in sorted(_parse(item.get("min")).items()):
+                for name, enforced in sorted(parse_list(item.get("min")).items()):
                     msg = min_constraint("PersistentVolumeClaim", name, enforced, requests, {})
                     problems += [msg] if msg else []
-                for name, enforced in sorted(_parse(item.get("max")).items()):
+                for name, enforced in sorted(parse_list(item.get("max")).items()):
                     msg = max_constraint("PersistentVolumeClaim", name, enforced, {}, requests)
                     problems += [msg] if msg else []
         if problems:

@@ -11,10 +11,9 @@ from __future__ import annotations
 import copy
 
 from ...machinery import errors
-from ...machinery.quantity import Quantity, QuantityError, parse
+from ...machinery.quantity import Quantity, add, parse_list
 from ...quota.evaluators import (
     Usage,
-    add,
     charged_on_update,
     missing_container_resources,
     quota_covers,
@@ -25,16 +24,6 @@ from .lookup import Listing, object_name
 
 #: how often the status write is retried after losing a race with another writer
 ATTEMPTS = 8
-
-
-def _parse(bag: dict | None) -> dict[str, Quantity]:
-    out = {}
-    for k, v in (bag or {}).items():
-        try:
-            out[k] = parse(str(v))
-        except QuantityError:
-            continue
-    return out
 
 
 def pretty(bag: dict[str, Quantity]) -> str:
@@ -92,7 +81,7 @@ class ResourceQuota:
         g, p = a.res.group, a.res.plural
         for q in sorted(quotas, key=lambda q: q["metadata"]["name"]):
             status = q.get("status") or {}
-            hard = _parse(status.get("hard"))
+            hard = parse_list(status.get("hard"))
             if not quota_covers(q, g, p, a.obj):
                 continue
             name = q["metadata"]["name"]
@@ -103,7 +92,7 @@ class ResourceQuota:
             relevant = {k: v for k, v in requested.items() if k in hard}
             if not relevant:
                 continue
-            used = _parse(status.get("used"))
+            used = parse_list(status.get("used"))
             if any(k not in used for k in hard if k in relevant):
                 raise errors.forbidden(g, p, object_name(a), f"status unknown for quota: {name}, resources: "
                                        + ",".join(sorted(relevant)))
