@@ -25,7 +25,7 @@ from .patch import fieldpath as fp
 from .rest import GenericREST, WriteOptions, check_target
 from ..machinery.selectors import matches_labels, selector_from_object, selector_to_string
 from ..store.interface import KeyNotFound, RevisionMismatch
-from .cache import stored_json
+from .cache import stored_json, stored_value
 
 if TYPE_CHECKING:
     from .handlers import APIHandlers
@@ -128,15 +128,14 @@ class Subresources:
         if not target.get("name"):
             raise errors.APIError(422, "Invalid", f'Binding.core "{name}" is invalid: target.name: Required value',
                                   {"name": name, "kind": "Binding", "causes": [{"reason": "FieldValueRequired", "message": "Required value", "field": "target.name"}]})
-        for _ in range(5):
-            entry = self.rest._entry(res, namespace, name)
-            pod = entry.obj
+        uid = (binding.get("metadata") or {}).get("uid")
+
+        def bound(pod: dict) -> dict:
             if pod["metadata"].get("deletionTimestamp"):
                 raise errors.conflict("", "pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host")
             node = (pod.get("spec") or {}).get("nodeName")
             if node:
                 raise errors.conflict("", "pods/binding", name, f'pod {name} is already assigned to node "{node}"')
-            uid = ((binding.get("metadata") or {}).get("uid"))
             if uid and uid != pod["metadata"].get("uid"):
                 raise errors.conflict("", "pods/binding", name, f"Precondition failed: UID in precondition: {uid}, UID in object meta: {pod['metadata'].get('uid')}")
             new = _bound(pod, target["name"], (binding.get("metadata") or {}).get("annotations"))
@@ -145,10 +144,24 @@ class Subresources:
             st["conditions"] = set_condition(st.get("conditions"), {
                 "type": "PodScheduled", "status": "True", "lastProbeTime": None,
                 "lastTransitionTime": self.rest.clock.rfc3339()})
-            if opts.dry_run:
-                break
-            key, (value, handed, _) = res.key(namespace, name), stored_json(new)
-            # the cache takes the bound pod as written instead of decoding it again (about half of a binding)
+            return new
+
+        await self._update_pod(res, namespace, name, bound, "pods/binding", opts.dry_run)
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    async def _update_pod(self, pods: Resource, namespace: str, name: str, change: Callable[[dict], dict],
+                          resource: str, dry_run: bool = False) -> int | None:
+        """A subresource's optimistic read-modify-write of its pod (GuaranteedUpdate): `change` builds
+        the new pod from the stored one, or raises to refuse; a write that loses a race is tried again
+        on the pod that won it, and the fifth loss is a 409 on `resource`. The revision written; None
+        for a dry run, which writes nothing once `change` has judged the pod."""
+        for _ in range(5):
+            entry = self.rest._entry(pods, namespace, name)
+            new = change(entry.obj)
+            if dry_run:
+                return None
+            key, (value, handed, _) = pods.key(namespace, name), stored_json(new)
+            # the cache takes the pod as written instead of decoding it again (about half of a binding)
             self.rest.cache.expect(key, value, handed)
             try:
                 kv = await self.rest.store.update(key, value, entry.rev)
@@ -158,10 +171,8 @@ class Subresources:
             except KeyNotFound:  # deleted since it was read
                 raise errors.not_found("", "pods", name) from None
             await self.rest.cache.wait_for(kv.mod_revision)
-            break
-        else:
-            raise errors.conflict("", "pods/binding", name, errors.STALE)
-        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+            return kv.mod_revision
+        raise errors.conflict("", resource, name, errors.STALE)
 
     # --- eviction ---------------------------------------------------------
 
@@ -204,9 +215,9 @@ class Subresources:
         DisruptionTarget); the delete options, with a resourceVersion precondition moved to the pod
         this wrote."""
         pre = options.get("preconditions") or {}
-        for _ in range(5):
-            entry = self.rest._entry(pods, namespace, name)
-            md = entry.obj["metadata"]
+
+        def disrupted(pod: dict) -> dict:
+            md = pod["metadata"]
             if pre.get("uid") and pre["uid"] != md.get("uid"):
                 raise errors.conflict("", "Pod", name, f"the UID in the precondition ({pre['uid']}) does not match the "
                                       f"UID in record ({md.get('uid')}). The object might have been deleted and then recreated")
@@ -214,27 +225,17 @@ class Subresources:
                 raise errors.conflict("", "Pod", name, f"the ResourceVersion in the precondition ({pre['resourceVersion']}) "
                                       f"does not match the ResourceVersion in record ({md.get('resourceVersion')}). "
                                       "The object might have been modified")
-            pod = copy.deepcopy(entry.obj)
+            pod = copy.deepcopy(pod)
             st = pod.setdefault("status", {})
             st["conditions"] = set_condition(st.get("conditions"), {
                 "type": "DisruptionTarget", "status": "True", "lastProbeTime": None,
                 "lastTransitionTime": self.rest.clock.rfc3339(), "reason": "EvictionByEvictionAPI",
                 "message": "Eviction API: evicting"})
-            key, (value, handed, _) = pods.key(namespace, name), stored_json(pod)
-            self.rest.cache.expect(key, value, handed)
-            try:
-                kv = await self.rest.store.update(key, value, entry.rev)
-            except RevisionMismatch:
-                await self.rest.cache.sync()
-                continue
-            except KeyNotFound:
-                raise errors.not_found("", "pods", name) from None
-            await self.rest.cache.wait_for(kv.mod_revision)
-            break
-        else:
-            raise errors.conflict("", "pods", name, errors.STALE)
+            return pod
+
+        rev = await self._update_pod(pods, namespace, name, disrupted, "pods")
         if pre.get("resourceVersion"):
-            options = {**options, "preconditions": {**pre, "resourceVersion": str(kv.mod_revision)}}
+            options = {**options, "preconditions": {**pre, "resourceVersion": str(rev)}}
         return options
 
     @staticmethod
@@ -252,9 +253,6 @@ class Subresources:
 
     async def _decrement(self, pdbs: Resource, namespace: str, pod_name: str, entry, opts: WriteOptions) -> bool:
         """Spend one disruption of the budget; False if it changed meanwhile."""
-        from ..store.interface import RevisionMismatch
-        from .cache import stored_value
-
         pdb = entry.obj
         name = pdb["metadata"]["name"]
         st = pdb.get("status") or {}

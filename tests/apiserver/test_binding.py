@@ -74,6 +74,48 @@ async def test_binding_a_pod_deleted_after_it_was_read_is_not_found(env, monkeyp
     assert e.value.code == 404 and e.value.reason == "NotFound"
 
 
+def race(monkeypatch, s, name: str, times: int) -> None:
+    """The store's next `times` writes of pod `name` each lose to a label write landing just before
+    them (another writer between the subresource's read and its write)."""
+    pods, key = s.client.resource("", "v1", "pods"), s.rest.index.get("", "v1", "pods").key("default", name)
+    real, left, busy = s.rest.store.update, [times], []
+
+    async def raced(k, value, rev):
+        if k == key and left[0] and not busy:
+            left[0] -= 1
+            busy.append(k)
+            try:
+                await pods.patch(name, {"metadata": {"labels": {"raced": str(left[0])}}}, namespace="default")
+            finally:
+                busy.pop()
+        return await real(k, value, rev)
+
+    monkeypatch.setattr(s.rest.store, "update", raced)
+
+
+async def test_a_binding_that_loses_a_race_binds_the_pod_that_won_and_a_dry_run_writes_nothing(env, monkeypatch):
+    """GuaranteedUpdate: a write between the binding's read and its own is read again and bound with
+    the other write kept; a pod that changes under every one of its five tries is a 409."""
+    s, sub, pods = env
+    pods_res = s.rest.index.get("", "v1", "pods")
+    for name in ("p", "q"):
+        await pods.create({"metadata": {"name": name, "namespace": "default"},
+                           "spec": {"containers": [{"name": "c", "image": "x"}]}})
+    await sub.bind(pods_res, "default", "p", binding("p", "n1"), WriteOptions(dry_run=True))
+    assert "nodeName" not in (await pods.get("p", "default"))["spec"]
+    race(monkeypatch, s, "p", 1)
+    await sub.bind(pods_res, "default", "p", binding("p", "n1"), WriteOptions())
+    got = await pods.get("p", "default")
+    assert (got["spec"]["nodeName"], got["metadata"]["labels"]) == ("n1", {"raced": "0"})
+    race(monkeypatch, s, "q", 5)
+    with pytest.raises(APIError) as e:
+        await sub.bind(pods_res, "default", "q", binding("q", "n1"), WriteOptions())
+    assert (e.value.code, e.value.message) == (409, 'Operation cannot be fulfilled on pods/binding "q": the object has '
+                                                    "been modified; please apply your changes to the latest version "
+                                                    "and try again")
+    assert "nodeName" not in (await pods.get("q", "default"))["spec"]
+
+
 async def test_binding_sets_pod_scheduled_in_its_place_moving_its_time_only_on_a_change(tmp_path):
     """podutil.UpdatePodCondition, over HTTP: PodScheduled stays where it was among the pod's
     conditions, and its lastTransitionTime moves only when its status changes."""

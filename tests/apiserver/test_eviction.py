@@ -6,6 +6,7 @@ import pytest
 from nanokube.machinery.errors import APIError
 from nanokube.apiserver.rest import WriteOptions
 from nanokube.apiserver.subresources import Subresources
+from tests.apiserver.test_binding import race
 from tests.controllers import make_stack
 
 
@@ -133,3 +134,24 @@ async def test_an_evicted_pod_is_marked_disruption_target_before_it_goes(env):
     with pytest.raises(APIError) as e:
         await sub.evict("default", "a", {"deleteOptions": {"preconditions": {"uid": "other"}}}, WriteOptions())
     assert e.value.code == 409 and f"UID in record ({p['metadata']['uid']})" in e.value.message
+
+
+async def test_an_eviction_that_loses_a_race_marks_the_pod_that_won(env, monkeypatch):
+    """The DisruptionTarget write is read-modify-write: another write before it is kept and the pod
+    marked again; a pod that changes under every one of its five tries is a 409 and stays."""
+    s, sub = env
+    pods = s.client.resource("", "v1", "pods")
+    await running_pod(s, "a")
+    await running_pod(s, "b")
+    race(monkeypatch, s, "a", 1)
+    await evict(sub, "a")
+    pod = await pods.get("a", "default")
+    assert pod["metadata"]["labels"]["raced"] == "0" and pod["metadata"].get("deletionTimestamp")
+    assert "DisruptionTarget" in [c["type"] for c in pod["status"]["conditions"]]
+    race(monkeypatch, s, "b", 5)
+    with pytest.raises(APIError) as e:
+        await evict(sub, "b")
+    assert (e.value.code, e.value.message) == (409, 'Operation cannot be fulfilled on pods "b": the object has been '
+                                                    "modified; please apply your changes to the latest version and "
+                                                    "try again")
+    assert not await gone(s, "b")
