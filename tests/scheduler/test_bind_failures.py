@@ -8,21 +8,17 @@ import gc
 import pytest
 
 from nanokube.machinery.errors import not_found
-from nanokube.scheduler.scheduler import Scheduler
-from tests.controllers import eventually, make_stack
+from tests.controllers import eventually
 from tests.scheduler import node, pod
 from tests.scheduler.test_scheduler import add_node, bound, strip_uid
 
 
 @pytest.fixture
-async def env():
-    s = await make_stack()
-    await add_node(s.client, node("n1", "4", "8Gi"))
-    sched = Scheduler(s.client, seed=1)
+async def env(stack):
+    client, sched = stack
+    await add_node(client, node("n1", "4", "8Gi"))
     await sched.start()
-    yield s.client, sched
-    await sched.stop()
-    await s.close()
+    return stack
 
 
 @pytest.mark.parametrize("failure", ["deleted", "bug"])

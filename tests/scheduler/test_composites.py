@@ -6,10 +6,9 @@ several Workloads is refused with the Invalid condition."""
 import pytest
 
 from nanokube.scheduler.composites import NOT_READY
-from nanokube.scheduler.scheduler import Scheduler
-from tests.controllers import eventually, make_stack
+from tests.controllers import eventually
 from tests.scheduler import node, pod
-from tests.scheduler.test_gang import add_node, failed_scheduling
+from tests.scheduler.test_gang import failed_scheduling
 
 S = "scheduling.k8s.io"
 
@@ -33,25 +32,6 @@ def member(name, group, cpu="1"):
     p = pod(name, cpu, schedulingGroup={"podGroupName": group})
     del p["metadata"]["uid"]
     return p
-
-
-@pytest.fixture
-async def env():
-    s = await make_stack()
-    scheds = []
-
-    async def start(*nodes):
-        for n in nodes:
-            await add_node(s.client, n)
-        sched = Scheduler(s.client, seed=1)
-        await sched.start()
-        scheds.append(sched)
-        return sched
-
-    yield s.client, start
-    for sched in scheds:
-        await sched.stop()
-    await s.close()
 
 
 async def create(client, *objs):
@@ -81,8 +61,8 @@ def pods_of(*groups):
     return [f"{g}-{i}" for g in groups for i in range(2)]
 
 
-async def test_tree_is_placed_whole(env):
-    client, start = env
+async def test_tree_is_placed_whole(schedulers):
+    client, start = schedulers
     sched = await start(node("n1", "4"))
     await create(client, composite("root", 2), leaf("a", "root"), leaf("b", "root"),
                  *[member(n, n[0]) for n in pods_of("a", "b")])
@@ -94,8 +74,8 @@ async def test_tree_is_placed_whole(env):
                   {"result": "scheduled", "profile": "default-scheduler", "type": "compositepodgroup"}) >= 1
 
 
-async def test_tree_that_does_not_fit_places_nothing(env):
-    client, start = env
+async def test_tree_that_does_not_fit_places_nothing(schedulers):
+    client, start = schedulers
     await start(node("n1", "3"))
     await create(client, composite("root", 2), leaf("a", "root"), leaf("b", "root"),
                  *[member(n, n[0]) for n in pods_of("a", "b")])
@@ -111,8 +91,8 @@ async def test_tree_that_does_not_fit_places_nothing(env):
     assert await eventually(lambda: failed_scheduling(client, "a-0"))
 
 
-async def test_min_group_count_one_places_the_groups_that_fit(env):
-    client, start = env
+async def test_min_group_count_one_places_the_groups_that_fit(schedulers):
+    client, start = schedulers
     await start(node("n1", "3"))
     await create(client, composite("root", 1), leaf("a", "root"), leaf("b", "root"),
                  *[member(n, n[0]) for n in pods_of("a", "b")])
@@ -122,8 +102,8 @@ async def test_min_group_count_one_places_the_groups_that_fit(env):
     assert [(await pods.get(n, "default"))["spec"].get("nodeName") for n in pods_of("b")] == [None, None]
 
 
-async def test_pods_wait_until_the_root_is_ready(env):
-    client, start = env
+async def test_pods_wait_until_the_root_is_ready(schedulers):
+    client, start = schedulers
     sched = await start(node("n1", "4"))
     await create(client, composite("root", 2), leaf("a", "root"), leaf("b", "root"),
                  *[member(n, "a") for n in pods_of("a")])
@@ -140,8 +120,8 @@ async def test_pods_wait_until_the_root_is_ready(env):
     await eventually(bound_names(client, pods_of("a", "b")))
 
 
-async def test_pods_wait_for_a_missing_parent(env):
-    client, start = env
+async def test_pods_wait_for_a_missing_parent(schedulers):
+    client, start = schedulers
     sched = await start(node("n1", "4"))
     await create(client, leaf("a", "root"), *[member(n, "a") for n in pods_of("a")])
 
@@ -163,8 +143,8 @@ async def test_pods_wait_for_a_missing_parent(env):
     ([composite("c1", 1, "c2"), composite("c2", 1, "c1"), leaf("a", "c1")], "c1",
      'the composite pod group hierarchy has a cycle through "c1"'),
 ])
-async def test_invalid_hierarchy_is_refused(env, objs, culprit, message):
-    client, start = env
+async def test_invalid_hierarchy_is_refused(schedulers, objs, culprit, message):
+    client, start = schedulers
     await start(node("n1", "4"))
     await create(client, *objs, *[member(n, "a") for n in pods_of("a")])
 

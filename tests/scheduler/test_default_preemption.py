@@ -5,8 +5,7 @@ nominated node; Never, equal priority and PDBs are respected."""
 import pytest
 
 from nanokube.scheduler.plugins.default_preemption import Candidate, pick_one, split_by_pdb
-from nanokube.scheduler.scheduler import Scheduler
-from tests.controllers import eventually, make_stack
+from tests.controllers import eventually
 from tests.scheduler import info, node, pod
 
 
@@ -31,15 +30,6 @@ def pending(name, priority, cpu="1", **spec):
     return p
 
 
-@pytest.fixture
-async def env():
-    s = await make_stack()
-    sched = Scheduler(s.client, seed=1)
-    yield s.client, sched
-    await sched.stop()
-    await s.close()
-
-
 async def start(client, sched, nodes, pods):
     for n in nodes:
         await add_node(client, n)
@@ -56,8 +46,8 @@ async def scheduled_condition(pods, name):
     return await eventually(check)
 
 
-async def test_high_priority_pod_preempts_lowest_victim_then_schedules_there(env):
-    client, sched = env
+async def test_high_priority_pod_preempts_lowest_victim_then_schedules_there(stack):
+    client, sched = stack
     pods = client.resource("", "v1", "pods")
     await start(client, sched, [node("n1", "2", "8Gi")],
                 [running("low", "n1", 1, finalizers=["test/hold"]), running("mid", "n1", 5)])
@@ -93,8 +83,8 @@ async def test_high_priority_pod_preempts_lowest_victim_then_schedules_there(env
         "Pod", "high", high["metadata"]["uid"])
 
 
-async def test_preemption_policy_never_does_not_preempt(env):
-    client, sched = env
+async def test_preemption_policy_never_does_not_preempt(stack):
+    client, sched = stack
     pods = client.resource("", "v1", "pods")
     await start(client, sched, [node("n1", "1", "8Gi")], [running("low", "n1", 1)])
     await pods.create(pending("polite", 10, preemptionPolicy="Never"))
@@ -104,8 +94,8 @@ async def test_preemption_policy_never_does_not_preempt(env):
     assert not (await pods.get("low", "default"))["metadata"].get("deletionTimestamp")
 
 
-async def test_equal_priority_is_not_preempted(env):
-    client, sched = env
+async def test_equal_priority_is_not_preempted(stack):
+    client, sched = stack
     pods = client.resource("", "v1", "pods")
     await start(client, sched, [node("n1", "1", "8Gi")], [running("peer", "n1", 5)])
     await pods.create(pending("same", 5))
@@ -116,10 +106,10 @@ async def test_equal_priority_is_not_preempted(env):
     assert not (await pods.get("same", "default")).get("status", {}).get("nominatedNodeName")
 
 
-async def test_a_lower_priority_pod_seen_after_a_failed_attempt_is_preempted(env):
+async def test_a_lower_priority_pod_seen_after_a_failed_attempt_is_preempted(stack):
     """With no pod of lower priority anywhere the search finds no victim on any node without
     looking; one bound later (and its node) makes preemption possible again."""
-    client, sched = env
+    client, sched = stack
     pods = client.resource("", "v1", "pods")
     await start(client, sched, [node("n1", "1", "8Gi")], [running("peer", "n1", 5)])
     await pods.create(pending("same", 5))
@@ -134,8 +124,8 @@ async def test_a_lower_priority_pod_seen_after_a_failed_attempt_is_preempted(env
     assert not (await pods.get("peer", "default"))["metadata"].get("deletionTimestamp")
 
 
-async def test_pdb_steers_victim_choice_to_another_node(env):
-    client, sched = env
+async def test_pdb_steers_victim_choice_to_another_node(stack):
+    client, sched = stack
     pods = client.resource("", "v1", "pods")
     pdbs = client.resource("policy", "v1", "poddisruptionbudgets")
     pdb = await pdbs.create({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",

@@ -2,23 +2,15 @@
 placed all together or not at all, held until the group and minCount
 members exist, and kept inside one topology domain when asked."""
 
-import pytest
-
 from nanokube.clock import Clock
 from nanokube.scheduler.framework import Code
 from nanokube.scheduler.plugins.gang import GangScheduling
 from nanokube.scheduler.podgroups import PodGroupIndex
-from nanokube.scheduler.scheduler import Scheduler
-from tests.controllers import eventually, make_stack
+from tests.controllers import eventually
 from tests.scheduler import info, node, pod
+from tests.scheduler.test_scheduler import add_node
 
 RACK = "nanokube.io/rack"
-
-
-async def add_node(client, n):
-    nodes = client.resource("", "v1", "nodes")
-    created = await nodes.create(n)
-    await nodes.update({**created, "status": n["status"]}, subresource="status")
 
 
 def podgroup(name, min_count=None, topology=None, **spec):
@@ -34,25 +26,6 @@ def member(name, group, cpu="1", **spec):
     p = pod(name, cpu, schedulingGroup={"podGroupName": group}, **spec)
     del p["metadata"]["uid"]
     return p
-
-
-@pytest.fixture
-async def env():
-    s = await make_stack()
-    scheds = []
-
-    async def start(*nodes):
-        for n in nodes:
-            await add_node(s.client, n)
-        sched = Scheduler(s.client, seed=1)
-        await sched.start()
-        scheds.append(sched)
-        return sched
-
-    yield s.client, start
-    for sched in scheds:
-        await sched.stop()
-    await s.close()
 
 
 def node_of(pods, name):
@@ -92,8 +65,8 @@ async def gang(client, group: str, count: int):
     return pods, names
 
 
-async def test_gang_that_fits_is_bound_together(env):
-    client, start = env
+async def test_gang_that_fits_is_bound_together(schedulers):
+    client, start = schedulers
     await start(node("a", "2"), node("b", "2"))
     pods, names = await gang(client, "g", 4)
     for n in names:
@@ -103,8 +76,8 @@ async def test_gang_that_fits_is_bound_together(env):
     assert cond["status"] == "True"
 
 
-async def test_gang_that_does_not_fit_binds_nothing_and_keeps_no_reservation(env):
-    client, start = env
+async def test_gang_that_does_not_fit_binds_nothing_and_keeps_no_reservation(schedulers):
+    client, start = schedulers
     sched = await start(node("a", "2"), node("b", "1"))
     pods, names = await gang(client, "g", 4)
     cond = await eventually(condition(client, "g"))
@@ -122,11 +95,11 @@ async def test_gang_that_does_not_fit_binds_nothing_and_keeps_no_reservation(env
     assert await nodes_of(pods, names) == [None] * 4
 
 
-async def test_a_gang_retried_with_the_same_failure_writes_nothing_per_attempt(env):
+async def test_a_gang_retried_with_the_same_failure_writes_nothing_per_attempt(schedulers):
     """Each member's PodScheduled=False is written once per distinct message, so the pod keeps its
     resourceVersion and its repeated FailedScheduling events fold into one series (the first
     attempt's Event regards the pod before that write, the next ones the pod after it)."""
-    client, start = env
+    client, start = schedulers
     sched = await start(node("a", "2"))
     sched.api.clock = Ticking()  # attempts seconds apart, as retries are: a rewritten condition would differ
     pods, names = await gang(client, "g", 3)
@@ -181,8 +154,8 @@ async def _two(found):
     return got if len(got) == 2 else None
 
 
-async def test_gang_schedules_once_capacity_is_added(env):
-    client, start = env
+async def test_gang_schedules_once_capacity_is_added(schedulers):
+    client, start = schedulers
     await start(node("a", "2"))
     pods, names = await gang(client, "g", 3)
     assert (await eventually(condition(client, "g")))["status"] == "False"
@@ -192,8 +165,8 @@ async def test_gang_schedules_once_capacity_is_added(env):
     assert (await eventually(condition(client, "g")))["status"] == "True"
 
 
-async def test_group_is_held_until_podgroup_and_min_count_members_exist(env):
-    client, start = env
+async def test_group_is_held_until_podgroup_and_min_count_members_exist(schedulers):
+    client, start = schedulers
     sched = await start(node("a", "8"))
     pods = client.resource("", "v1", "pods")
     await pods.create(member("w-0", "g"))
@@ -209,8 +182,8 @@ async def test_group_is_held_until_podgroup_and_min_count_members_exist(env):
         assert await eventually(node_of(pods, n)) == "a"
 
 
-async def test_min_count_decrease_releases_the_group(env):
-    client, start = env
+async def test_min_count_decrease_releases_the_group(schedulers):
+    client, start = schedulers
     await start(node("a", "8"))
     pgs = client.resource("scheduling.k8s.io", "v1beta1", "podgroups")
     await pgs.create(podgroup("g", 3))
@@ -222,8 +195,8 @@ async def test_min_count_decrease_releases_the_group(env):
         assert await eventually(node_of(pods, n)) == "a"
 
 
-async def test_basic_group_places_what_fits(env):
-    client, start = env
+async def test_basic_group_places_what_fits(schedulers):
+    client, start = schedulers
     await start(node("a", "2"))
     await client.resource("scheduling.k8s.io", "v1beta1", "podgroups").create(podgroup("g"))
     pods = client.resource("", "v1", "pods")
@@ -236,8 +209,8 @@ async def test_basic_group_places_what_fits(env):
     assert (await pods.get("w-2", "default"))["spec"].get("nodeName") is None
 
 
-async def test_topology_constraint_keeps_the_gang_in_one_rack(env):
-    client, start = env
+async def test_topology_constraint_keeps_the_gang_in_one_rack(schedulers):
+    client, start = schedulers
     await start(*[node(f"n{i}", "2", labels={RACK: f"rack-{i // 2}"}) for i in range(6)])
     await client.resource("scheduling.k8s.io", "v1beta1", "podgroups").create(podgroup("g", 4, topology=RACK))
     pods = client.resource("", "v1", "pods")
@@ -250,8 +223,8 @@ async def test_topology_constraint_keeps_the_gang_in_one_rack(env):
     assert len(racks) == 1
 
 
-async def test_priority_mismatch_is_a_scheduler_error(env):
-    client, start = env
+async def test_priority_mismatch_is_a_scheduler_error(schedulers):
+    client, start = schedulers
     await start(node("a", "8"))
     await client.resource("scheduling.k8s.io", "v1", "priorityclasses").create(
         {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 100})

@@ -18,23 +18,19 @@ from nanokube.scheduler.metrics import Metrics
 from nanokube.scheduler.plugins.node_affinity import NodeAffinity
 from nanokube.scheduler.plugins.priority_sort import PrioritySort
 from nanokube.scheduler.queue import UnschedulablePods
-from nanokube.scheduler.scheduler import Scheduler
-from tests.controllers import eventually, make_stack
+from tests.controllers import eventually
 from tests.scheduler import FakeClock, node, pod
 from tests.scheduler.test_queue import make_queue
 from tests.scheduler.test_scheduler import add_node, bound, strip_uid
 
 
 @pytest.fixture
-async def env():
-    s = await make_stack()
+async def env(stack):
+    client, sched = stack
     for i in range(20):
-        await add_node(s.client, node(f"n{i}", "4", "8Gi", labels={"pool": "cpu"}))
-    sched = Scheduler(s.client, seed=1)
+        await add_node(client, node(f"n{i}", "4", "8Gi", labels={"pool": "cpu"}))
     await sched.start()
-    yield s.client, sched
-    await sched.stop()
-    await s.close()
+    return stack
 
 
 def test_label_index_follows_node_changes():

@@ -6,21 +6,11 @@ import pytest
 from nanokube.controllers.persistentvolume import PersistentVolumeController
 from nanokube.controllers.resourceclaim import ResourceClaimController
 from nanokube.node.storage import LocalPathProvisioner
-from nanokube.scheduler.scheduler import Scheduler
-from tests.controllers import eventually, make_stack
+from tests.controllers import eventually
 from tests.scheduler import node, pod
 from tests.scheduler.test_dynamic_resources import R, claim, claim_pod, create_gpu_template, device_class, gpu_slice
 from tests.scheduler.test_scheduler import add_node, bound, strip_uid
 from tests.scheduler.test_volume_binding import claim_pod as volume_pod, create_rwop_claim
-
-
-@pytest.fixture
-async def stack():
-    s = await make_stack()
-    sched = Scheduler(s.client, seed=1)
-    yield s.client, sched
-    await sched.stop()
-    await s.close()
 
 
 def labelled(name, labels, node_name=None, **spec):
@@ -116,16 +106,13 @@ def _incoming(sched, queue, event) -> float:
 
 
 @pytest.fixture
-async def dra():
-    s = await make_stack()
-    await add_node(s.client, node("gpu-node"))
-    await s.client.resource(R, "v1", "deviceclasses").create(device_class())
-    await s.client.resource(R, "v1", "resourceslices").create(gpu_slice("gpu-node", 1))
-    sched = Scheduler(s.client, seed=1)
+async def dra(stack):
+    client, sched = stack
+    await add_node(client, node("gpu-node"))
+    await client.resource(R, "v1", "deviceclasses").create(device_class())
+    await client.resource(R, "v1", "resourceslices").create(gpu_slice("gpu-node", 1))
     await sched.start()
-    yield s.client, sched
-    await sched.stop()
-    await s.close()
+    return stack
 
 
 async def test_a_pod_waits_in_pre_enqueue_for_its_generated_claim_alone(dra):

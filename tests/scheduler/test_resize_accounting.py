@@ -3,22 +3,10 @@ PodRequests with UseStatusResources): the larger of its spec and what the node a
 resize is pending or in progress, only the allocation once the node reports it Infeasible; and the
 node's status write that actuates a shrink retries a pod waiting for that room."""
 
-import pytest
-
-from nanokube.scheduler.scheduler import Scheduler
-from tests.controllers import eventually, make_stack
+from tests.controllers import eventually
 from tests.scheduler import node, pod
 from tests.scheduler.test_queueing_hints import parked, still_waiting
 from tests.scheduler.test_scheduler import add_node, bound, strip_uid
-
-
-@pytest.fixture
-async def stack():
-    s = await make_stack()
-    sched = Scheduler(s.client, seed=1)
-    yield s.client, sched
-    await sched.stop()
-    await s.close()
 
 
 def running_status(cpu: str, conditions=()) -> dict:

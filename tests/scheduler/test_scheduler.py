@@ -8,22 +8,18 @@ import warnings
 import pytest
 from prometheus_client import generate_latest
 
-from nanokube.scheduler.scheduler import Scheduler
-from tests.controllers import eventually, make_stack
+from tests.controllers import eventually
 from tests.scheduler import node, pod
 
 
 @pytest.fixture
-async def env():
-    s = await make_stack()
+async def env(stack):
+    client, sched = stack
     for n in (node("big", "4", "8Gi", labels={"zone": "a"}), node("small", "1", "2Gi", labels={"zone": "b"}),
               node("tainted", "8", "16Gi", taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}])):
-        await add_node(s.client, n)
-    sched = Scheduler(s.client, seed=1)
+        await add_node(client, n)
     await sched.start()
-    yield s.client, sched
-    await sched.stop()
-    await s.close()
+    return stack
 
 
 async def add_node(client, n):

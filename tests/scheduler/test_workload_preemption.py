@@ -12,8 +12,7 @@ from nanokube.scheduler.cache import NodeInfo
 from nanokube.scheduler.framework import PodInfo
 from nanokube.scheduler.plugins.workload_preemption import Plan, Unit, victim_units
 from nanokube.scheduler.podgroups import PodGroupIndex
-from nanokube.scheduler.scheduler import Scheduler
-from tests.controllers import eventually, make_stack
+from tests.controllers import eventually
 from tests.scheduler import node, pod
 
 HOLD = ["test/hold"]
@@ -49,23 +48,20 @@ def lone(name, priority, on, cpu="1"):
 
 
 @pytest.fixture
-async def env():
-    s = await make_stack()
-    sched = Scheduler(s.client, seed=1)
+async def env(stack):
+    client, sched = stack
 
     async def start(nodes, groups, pods):
         for n in nodes:
-            await add_node(s.client, n)
+            await add_node(client, n)
         for g in groups:
-            await s.client.resource("scheduling.k8s.io", "v1beta1", "podgroups").create(g)
+            await client.resource("scheduling.k8s.io", "v1beta1", "podgroups").create(g)
         for p in pods:
-            await s.client.resource("", "v1", "pods").create(p)
+            await client.resource("", "v1", "pods").create(p)
         await sched.start()
-        return s.client.resource("", "v1", "pods")
+        return client.resource("", "v1", "pods")
 
-    yield s.client, sched, start
-    await sched.stop()
-    await s.close()
+    return client, sched, start
 
 
 async def gang_of(client, name, size, priority, mode="single", **spec):
