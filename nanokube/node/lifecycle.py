@@ -233,6 +233,10 @@ def _list_patch(live: list[dict], new: list[dict], key: str) -> list[dict]:
 class PodWorker:
     """Drives one pod; `update` feeds it newer copies of the pod from the informer."""
 
+    #: whether spec.activeDeadlineSeconds stops the pod, also while its claims, volumes and images
+    #: are set up (the process runtime does not enforce it)
+    enforces_active_deadline = True
+
     def __init__(self, agent, pod: dict):
         self.agent = agent
         self.clock = agent.clock
@@ -273,6 +277,8 @@ class PodWorker:
         self.reconcile = False
         #: spec.activeDeadlineSeconds ran out (activeDeadlineHandler): the pod is stopped and Failed
         self.deadline_exceeded = False
+        #: the container whose start (its image) is under way, or was last
+        self.starting = ""
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -425,7 +431,7 @@ class PodWorker:
         of them when there is no `current`)."""
         inits = (self.pod.get("spec") or {}).get("initContainers") or []
         names = [c["name"] for c in inits]
-        done = names.index(current) if current in names else 0
+        done = names.index(current) if current in names else len(names) if current else 0
         ran = self._init_statuses(now, True)[:done]
         return ran + [self._status_of(c, state if c["name"] == current and state else
                                       {"waiting": {"reason": "PodInitializing"}}, False, False)
@@ -598,8 +604,8 @@ class PodWorker:
         clock; Pulled with the time it took and the image's size), else Pulled "already present".
         A Never policy naming an image the node does not hold (none pulled it here) fails the
         sync with ErrImageNeverPull, tried again each SYNC_RETRY until another pod's pull brings
-        it. True if deleted meanwhile; a
-        pull that is not `interruptible` (a container restarted while the pod runs) holds up the
+        it. True if the pod was deleted or ran past its active deadline meanwhile; a pull that is
+        not `interruptible` (a container restarted while the pod runs) holds up the
         pod's worker until it is done, as SyncPod's does."""
         image, path = c.get("image", ""), field_path(self.pod, c["name"])
         policy = c.get("imagePullPolicy") or "IfNotPresent"
@@ -609,7 +615,7 @@ class PodWorker:
                 await self._event("Warning", "ErrImageNeverPull", message, path)
                 await self._event("Warning", "Failed", "Error: ErrImageNeverPull", path)
                 await self._image_waiting(c, "ErrImageNeverPull", message)
-                if await self._wait(self.clock.monotonic() + SYNC_RETRY):
+                if await self._wait(self.clock.monotonic() + SYNC_RETRY, active=self.enforces_active_deadline):
                     return True
         if policy == "Always" or (policy == "IfNotPresent" and image_ref(image) not in self.agent.images):
             delay = BACKOFF_INITIAL
@@ -619,7 +625,7 @@ class PodWorker:
                 seconds = _annotation(self.pod, PULL_SECONDS, 0.0) or 0.0
                 if seconds > 0 and not interruptible:
                     await self.clock.sleep(seconds)
-                elif seconds > 0 and await self._wait(began + seconds):
+                elif seconds > 0 and await self._wait(began + seconds, active=self.enforces_active_deadline):
                     return True
                 if not (interruptible and (error := pull_error(self.pod, image))):
                     break
@@ -636,7 +642,8 @@ class PodWorker:
     async def _pull_failed(self, c: dict, error: str, retry_at: float) -> bool:
         """A failed pull as the kubelet reports it: Failed events and the container waiting in
         ErrImagePull; at the next sync, BackOff and ImagePullBackOff until `retry_at`. An init
-        container's waiting state is not written (its events are). True if deleted meanwhile."""
+        container's waiting state is not written (its events are). True if the pod was deleted or
+        ran past its active deadline meanwhile."""
         image, path = c.get("image", ""), field_path(self.pod, c["name"])
         await self._event("Warning", "Failed", f'Failed to pull image "{image}": {error}', path)
         for reason, message, resync in (
@@ -646,7 +653,7 @@ class PodWorker:
                 await self._event("Normal", "BackOff", f'Back-off pulling image "{image}"', path)
             await self._event("Warning", "Failed", f"Error: {reason}", path)
             await self._image_waiting(c, reason, message)
-            if await self._wait(resync):
+            if await self._wait(resync, active=self.enforces_active_deadline):
                 return True
         return False
 
@@ -670,8 +677,10 @@ class PodWorker:
 
     async def _start_events(self, containers: list[dict], interruptible: bool = True) -> bool:
         """What the kubelet records as it starts each of `containers` in turn (startContainer): its
-        image ensured, then Created and Started. True if the pod was deleted meanwhile."""
+        image ensured, then Created and Started. True if the pod was deleted or ran past its active
+        deadline meanwhile."""
         for c in containers:
+            self.starting = c["name"]
             if await self._ensure_image(c, interruptible):
                 return True
             path = field_path(self.pod, c["name"])
@@ -686,13 +695,14 @@ class PodWorker:
             await self._event("Normal", "Killing", f"Stopping container {c['name']}", field_path(self.pod, c["name"]))
 
     async def _prepare_claims(self) -> bool:
-        """Block in ContainerCreating until every claim is allocated and
-        reserved for the pod, then prepare it; False if deleted meanwhile."""
+        """Block in ContainerCreating until every claim is allocated and reserved for the pod, then
+        prepare it; False if deleted or past the active deadline meanwhile."""
         return await self._retry(self.agent.claims.prepare, NotReady, "FailedPrepareDynamicResources",
                                  "Failed to prepare dynamic resources: {}")
 
     async def _mount_volumes(self) -> bool:
-        """Block in ContainerCreating until every volume is set up; False if deleted meanwhile."""
+        """Block in ContainerCreating until every volume is set up; False if deleted or past the
+        active deadline meanwhile."""
         return await self._retry(self.agent.volumes.mount, MountError, "FailedMount", "{}")
 
     async def _retry(self, step, not_ready: type[Exception], reason: str, message: str) -> bool:
@@ -705,7 +715,7 @@ class PodWorker:
                 return True
             except not_ready as e:
                 await self._event("Warning", reason, message.format(e))
-            if await self._wait(self.clock.monotonic() + delay):
+            if await self._wait(self.clock.monotonic() + delay, active=self.enforces_active_deadline):
                 return False
             delay = min(delay * 2, CLAIM_RETRY_MAX)
 
@@ -744,7 +754,7 @@ class PodWorker:
                                           for c in self._containers()], False, now, "ContainersNotReady",
                               initialized=not inits, inits=self._init_progress(now) if inits else None)
             if not (await self._prepare_claims() and await self._mount_volumes()):
-                await self._delete()
+                await (self._never_started() if self.deadline_exceeded else self._delete())
                 return
         await self._run_containers(bool(adopted))
 
@@ -758,7 +768,8 @@ class PodWorker:
         starting = [] if adopted else inits + self._containers()  # first the init containers, in order
         while True:
             if await self._start_events(starting):
-                await self._terminate()
+                first = not (adopted or self.started_at or self.restarts)
+                await (self._never_started() if first and self.deadline_exceeded else self._terminate())
                 return
             starting = self._containers()  # a restart starts the app containers again
             deadline = None if run is None else self.clock.monotonic() + max(run, 0.0)
@@ -819,6 +830,31 @@ class PodWorker:
         self.agent.volumes.unmount(self.uid)
         if self.deleting():
             await self._delete()
+
+    async def _never_started(self) -> None:
+        """The active deadline passed before the pod's containers ran (its claims, volumes or an
+        image were not ready yet), as the kubelet's sync loop checks it first: DeadlineExceeded,
+        and the pod Failed with each container that did not finish terminated as the status
+        manager's TerminatePod leaves it (ContainerStatusUnknown, 137)."""
+        await self._event("Normal", "DeadlineExceeded", DEADLINE_MESSAGE)
+        now = self.clock.rfc3339()
+        unknown = {"terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown",
+                                  "message": "The container could not be located when the pod was terminated"}}
+
+        def ended(status: dict) -> dict:
+            if "terminated" in status["state"]:
+                return status
+            return {k: v for k, v in status.items() if k not in ("containerID", "resources", "allocatedResources")} | {
+                "state": unknown, "ready": False, "started": False}
+        statuses = [ended(self._status_of(c, {}, False, False)) for c in self._containers()]
+        inits = (self.pod.get("spec") or {}).get("initContainers") or []
+        initializing = bool(inits) and self.starting in ("", *(c["name"] for c in inits))
+        await self._write("Failed", statuses, False, now, "PodFailed", initialized=not initializing,
+                          inits=[ended(s) for s in self._init_progress(now, self.starting)] if inits else None)
+        self.agent.retry_resizes()
+        self.agent.ips.release(self.uid)
+        await self.agent.claims.unprepare(self.uid)
+        self.agent.volumes.unmount(self.uid)
 
     async def _terminate(self) -> None:
         """Graceful deletion: containers stop after min(grace, stop-seconds), exiting as

@@ -49,3 +49,13 @@ def test_an_init_container_whose_pull_fails_is_init_err_image_pull(kubelet_clust
     assert wait_for(status_is(c, "init-pull", "Init:ImagePullBackOff"))[1] == "0/1"
     reason = c.kubectl("get", "pod", "init-pull", "-o", "jsonpath={.status.containerStatuses[0].state.waiting.reason}")
     assert reason.stdout == "PodInitializing"
+
+
+def test_a_pod_past_its_deadline_while_its_image_is_pulled_is_deadline_exceeded(kubelet_cluster):
+    c = kubelet_cluster
+    create(c, {"metadata": {"name": "slow", "annotations": {"sim.nanokube.io/pull-seconds": "600"}},
+               "spec": {"activeDeadlineSeconds": 2, "containers": [{"name": "app", "image": "busybox:1.36"}]}})
+    # kubectl prints the never-started container's reason over the pod's, as for an evicted pod
+    assert wait_for(status_is(c, "slow", "ContainerStatusUnknown"))[1] == "0/1"
+    got = c.kubectl("get", "pod", "slow", "-o", "jsonpath={.status.phase} {.status.reason}")
+    assert got.stdout == "Failed DeadlineExceeded"

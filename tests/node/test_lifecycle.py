@@ -432,3 +432,43 @@ def test_an_older_copy_of_the_pod_does_not_replace_a_newer_one():
     assert worker.pod["metadata"]["resourceVersion"] == "7" and not worker.changed.is_set()
     worker.update({"metadata": {"name": "p", "uid": "u", "resourceVersion": "8"}})
     assert worker.pod["metadata"]["resourceVersion"] == "8" and worker.changed.is_set()
+
+
+async def test_the_active_deadline_also_ends_a_pod_that_never_got_its_containers_started(env):
+    """The kubelet checks activeDeadlineSeconds before anything else at each sync: a pod still
+    pulling an image, backing off an init container's failed pull, or waiting for a volume is
+    Failed with reason DeadlineExceeded once it passes; each container that never ran is
+    terminated as TerminatePod leaves it (ContainerStatusUnknown, 137)."""
+    pods, clock = env
+    slow = pod("slow-pull", annotations={"sim.nanokube.io/pull-seconds": "60"})
+    init = pod("init-pull", annotations={"sim.nanokube.io/pull-error": "unauthorized"})
+    init["spec"]["initContainers"] = [{"name": "setup", "image": "busybox:1.36"}]
+    volume = pod("no-volume")
+    volume["spec"]["volumes"] = [{"name": "config", "configMap": {"name": "missing"}}]
+    volume["spec"]["containers"][0]["volumeMounts"] = [{"name": "config", "mountPath": "/etc/config"}]
+    for p in (slow, init, volume):
+        p["spec"]["activeDeadlineSeconds"] = 5
+        await pods.create(p)
+    await clock.advance(4)
+    assert {(await pods.get(n, "default"))["status"]["phase"] for n in ("slow-pull", "init-pull", "no-volume")} == {
+        "Pending"}
+    await clock.advance(1)
+    unknown = {"terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown",
+                              "message": "The container could not be located when the pod was terminated"}}
+    for name in ("slow-pull", "init-pull", "no-volume"):
+        got = (await eventually(phase_is(pods, name, "Failed")))["status"]
+        assert (got["reason"], got["message"]) == ("DeadlineExceeded",
+                                                   "Pod was active on the node longer than the specified deadline")
+        assert [c["state"] for c in got["containerStatuses"]] == [unknown], name
+        assert "containerID" not in got["containerStatuses"][0]
+        assert conds({"status": got})["Ready"] == "False"
+    got = (await pods.get("init-pull", "default"))["status"]
+    assert [c["state"] for c in got["initContainerStatuses"]] == [unknown]
+    assert conds({"status": got})["Initialized"] == "False"
+    items, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
+    assert sorted(e["involvedObject"]["name"] for e in items if e["reason"] == "DeadlineExceeded") == [
+        "init-pull", "no-volume", "slow-pull"]
+    await clock.advance(60)  # nothing starts later
+    assert (await pods.get("slow-pull", "default"))["status"]["phase"] == "Failed"
+    assert "Started" not in {e["reason"] for e in (await pods.c.resource("", "v1", "events").list(
+        namespace="default"))[0]}

@@ -94,6 +94,8 @@ class ProcessPodWorker(PodWorker):
     """A pod whose containers are processes; reuses PodWorker's status writes,
     claim and volume set-up, events and deletion."""
 
+    enforces_active_deadline = False
+
     def __init__(self, agent, pod: dict, runtime: ProcessRuntime):
         super().__init__(agent, pod)
         self.runtime = runtime
