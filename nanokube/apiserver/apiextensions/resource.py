@@ -335,6 +335,11 @@ class CustomResourceStrategy(Strategy):
     def _validate(self, obj: Obj, old: Obj | None) -> list[FieldError]:
         info = self._info(obj)
         body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
+        if (info.schema.get("properties") or {}).get("metadata"):
+            # the schema's metadata holds only name and generateName restrictions (a CRD may set no
+            # others): upstream validates the whole object, so the object's must meet them
+            md = obj.get("metadata") or {}
+            body["metadata"] = {k: md[k] for k in ("name", "generateName") if k in md}
         errs = validator.validate(body, {**info.schema, "required": [r for r in info.schema.get("required") or []
                                                                        if r not in ("apiVersion", "kind", "metadata")]})
         if old is not None:
